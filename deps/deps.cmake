@@ -1,0 +1,20 @@
+# SPDX-License-Identifier: MIT
+# Finds strata's dependencies. All come from Debian packages (tools/install-deps.sh); nothing is
+# vendored. llhttp ships as generated C sources in Debian's node-llhttp, so we compile them here.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+pkg_check_modules(UV REQUIRED IMPORTED_TARGET libuv)
+pkg_check_modules(LMDB REQUIRED IMPORTED_TARGET lmdb)
+pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
+pkg_check_modules(CRYPTO REQUIRED IMPORTED_TARGET libcrypto)
+
+set(ST_LLHTTP_DIR /usr/share/llhttp CACHE PATH "llhttp C sources (Debian node-llhttp)")
+set(ST_LLHTTP_INCLUDE /usr/share/include/llhttp CACHE PATH "llhttp header (Debian node-llhttp)")
+if(NOT EXISTS ${ST_LLHTTP_DIR}/llhttp.c OR NOT EXISTS ${ST_LLHTTP_INCLUDE}/llhttp.h)
+  message(FATAL_ERROR "llhttp sources not found: apt-get install node-llhttp (tools/install-deps.sh)")
+endif()
+add_library(st_llhttp STATIC ${ST_LLHTTP_DIR}/api.c ${ST_LLHTTP_DIR}/http.c ${ST_LLHTTP_DIR}/llhttp.c)
+# Generated third-party code: build it without our warning policy.
+target_compile_options(st_llhttp PRIVATE -w)
+target_include_directories(st_llhttp SYSTEM PUBLIC ${ST_LLHTTP_INCLUDE})
+set_target_properties(st_llhttp PROPERTIES POSITION_INDEPENDENT_CODE ON)

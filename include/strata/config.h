@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config: every tunable of strata, each with a --flag and a STRATA_* environment twin. Flags win
+ * over the environment, the environment over built-in defaults. `strata --help` prints the table.
+ */
+#ifndef STRATA_CONFIG_H
+#define STRATA_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    char listen[256];
+    char data_dir[1024];
+    char cold_url[1024];
+    uint64_t map_size;
+    uint64_t flush_interval;
+    uint64_t flush_rows;
+    uint64_t reconcile_interval;
+    char jwt_secret[512];
+    uint64_t node_id;
+    uint64_t max_body;
+    uint64_t max_content;
+    uint64_t max_header;
+    uint64_t max_connections;
+    uint64_t max_pipeline;
+    uint64_t idle_timeout;
+    uint64_t request_timeout;
+    uint64_t idempotency_ttl;
+    char s3_endpoint[512];
+    char s3_region[64];
+    char s3_access_key[256];
+    char s3_secret_key[256];
+    char log_level[16];
+} st_config_t;
+
+/* Fills cfg with defaults only. */
+void st_config_defaults(st_config_t *cfg);
+
+/*
+ * Loads defaults, then the environment, then argv. Returns 0 to run, 1 when --help/--version was
+ * printed (exit 0), or ST_EINVAL with a message on stderr (exit 2).
+ */
+int st_config_load(st_config_t *cfg, int argc, char **argv);
+
+void st_config_usage(FILE *out);
+
+#endif

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * core: the pieces every module shares — error codes (one X-macro list with their HTTP status and
+ * wire code), logging, growable buffers, a per-request arena, an intrusive hash map, name
+ * validation, clocks and a few assertions. Nothing here knows about sockets or storage.
+ */
+#ifndef STRATA_CORE_H
+#define STRATA_CORE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* X(name, http status, wire code, default message). Codes are negative: ST_E<name>. */
+#define ST_ERRNO_MAP(X)                                                                            \
+    X(INVAL, 400, "invalid_argument", "invalid argument")                                          \
+    X(JSON, 400, "invalid_json", "request body is not valid JSON")                                 \
+    X(BADREQ, 400, "invalid_argument", "malformed HTTP request")                                   \
+    X(UNAUTH, 401, "unauthenticated", "missing or invalid credentials")                            \
+    X(FORBIDDEN, 403, "forbidden", "not allowed for this principal")                               \
+    X(NOTFOUND, 404, "not_found", "not found")                                                     \
+    X(METHOD, 405, "method_not_allowed", "method not allowed on this path")                        \
+    X(TIMEOUT, 408, "request_timeout", "request not received in time")                             \
+    X(CONFLICT, 409, "conflict", "conflict with the current state")                                \
+    X(SEATS, 409, "seats_unavailable", "some seats are not available")                             \
+    X(TOOLARGE, 413, "payload_too_large", "request body too large")                                \
+    X(RATE, 429, "too_many_requests", "too many requests")                                         \
+    X(HEADERS, 431, "headers_too_large", "request headers too large")                              \
+    X(INTERNAL, 500, "internal", "internal error")                                                 \
+    X(NOMEM, 503, "unavailable", "out of memory")                                                  \
+    X(UNAVAIL, 503, "unavailable", "temporarily unavailable")                                      \
+    X(IO, 503, "unavailable", "storage I/O error")                                                 \
+    X(FULL, 507, "storage_full", "storage is full")
+
+enum {
+    ST_OK = 0,
+    ST__ERR_BASE = -1000,
+#define ST__ERR_ENUM(name, status, code, msg) ST_E##name,
+    ST_ERRNO_MAP(ST__ERR_ENUM)
+#undef ST__ERR_ENUM
+        ST__ERR_END
+};
+
+/* Static strings; never NULL (unknown codes map to "internal"). */
+const char *st_strerror(int err);
+const char *st_err_code(int err);
+int st_err_status(int err);
+
+/* ---- logging ---- */
+enum { ST_LOG_DEBUG, ST_LOG_INFO, ST_LOG_WARN, ST_LOG_ERROR };
+void st_log_set_level(int level);
+void st_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define st_debug(...) st_log(ST_LOG_DEBUG, __VA_ARGS__)
+#define st_info(...)  st_log(ST_LOG_INFO, __VA_ARGS__)
+#define st_warn(...)  st_log(ST_LOG_WARN, __VA_ARGS__)
+#define st_error(...) st_log(ST_LOG_ERROR, __VA_ARGS__)
+
+/* Broken invariants and out-of-memory end the process with file:line; clients never reach these. */
+_Noreturn void st__fatal(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define st_fatal(...) st__fatal(__FILE__, __LINE__, __VA_ARGS__)
+#define ST_ASSERT(cond)                                                                            \
+    do {                                                                                           \
+        if (!(cond)) st__fatal(__FILE__, __LINE__, "assertion failed: %s", #cond);                 \
+    } while (0)
+
+/* Allocation that never returns NULL (aborts via st_fatal on exhaustion). */
+void *st_malloc(size_t n);
+void *st_calloc(size_t n, size_t size);
+void *st_realloc(void *p, size_t n);
+char *st_strndup(const char *s, size_t n);
+
+/* ---- growable byte buffer; owns data, freed by st_buf_free ---- */
+typedef struct {
+    char *data;
+    size_t len;
+    size_t cap;
+} st_buf_t;
+
+void st_buf_reserve(st_buf_t *b, size_t extra);
+void st_buf_append(st_buf_t *b, const void *p, size_t n);
+void st_buf_appendc(st_buf_t *b, char c);
+void st_buf_puts(st_buf_t *b, const char *s);
+void st_buf_printf(st_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void st_buf_append_i64(st_buf_t *b, int64_t v);
+void st_buf_append_u64(st_buf_t *b, uint64_t v);
+/* Appends s as a JSON string literal (quotes and escapes included). */
+void st_buf_append_json_str(st_buf_t *b, const char *s, size_t n);
+void st_buf_reset(st_buf_t *b);
+void st_buf_free(st_buf_t *b);
+/* Gives up ownership of the data to the caller (free() releases it); b becomes empty. */
+char *st_buf_steal(st_buf_t *b, size_t *len);
+
+/* ---- arena: request-lifetime memory, released at once by st_arena_reset/free ---- */
+typedef struct st_arena_chunk st_arena_chunk_t;
+typedef struct {
+    st_arena_chunk_t *head;
+} st_arena_t;
+
+void *st_arena_alloc(st_arena_t *a, size_t n);
+char *st_arena_strndup(st_arena_t *a, const char *s, size_t n);
+void st_arena_reset(st_arena_t *a);
+void st_arena_free(st_arena_t *a);
+
+/* ---- intrusive chained hash map keyed by bytes; the caller owns nodes and key memory ---- */
+typedef struct st_map_node {
+    struct st_map_node *next;
+    uint64_t hash;
+    const void *key; /* borrowed: must stay valid while the node is in the map */
+    size_t klen;
+} st_map_node_t;
+
+typedef struct {
+    st_map_node_t **buckets;
+    size_t nbuckets; /* power of two */
+    size_t count;
+} st_map_t;
+
+uint64_t st_hash(const void *p, size_t n);
+void st_map_init(st_map_t *m);
+void st_map_free(st_map_t *m); /* frees the bucket array only */
+st_map_node_t *st_map_get(const st_map_t *m, const void *key, size_t klen);
+/* The node's key/klen must be set; a node with an equal key must not already be present. */
+void st_map_insert(st_map_t *m, st_map_node_t *node);
+void st_map_remove(st_map_t *m, st_map_node_t *node);
+/* Iteration: for (n = st_map_first(m, &i); n; n = st_map_next(m, &i, n)) — no removal during. */
+st_map_node_t *st_map_first(const st_map_t *m, size_t *iter);
+st_map_node_t *st_map_next(const st_map_t *m, size_t *iter, st_map_node_t *cur);
+
+/* ---- names: 1..255 bytes of [A-Za-z0-9_.:-] (SPEC §0) ---- */
+#define ST_NAME_MAX 255
+bool st_name_valid(const char *s, size_t n);
+
+/* ---- clocks ---- */
+int64_t st_now_us(void);   /* wall clock, Unix microseconds */
+uint64_t st_mono_ns(void); /* monotonic */
+
+/* ---- small helpers ---- */
+/* Parses a decimal int64 that must span the whole string; ST_EINVAL otherwise. */
+int st_parse_i64(const char *s, size_t n, int64_t *out);
+/* Parses sizes like 4096, 64k, 16M, 1G, 2GiB; ST_EINVAL on junk or overflow. */
+int st_parse_size(const char *s, uint64_t *out);
+
+#endif

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * counters: hybrid counters (value = cold baseline + hot increment), distinct counters (value =
+ * number of distinct members) and gapless sequences, all staged through the store's group commit.
+ *
+ * Every call takes `wait`: it is raised to the batch that must be durable before the result may
+ * be shown to anyone (see store.h). Names must already be valid (st_name_valid).
+ */
+#ifndef STRATA_COUNTERS_H
+#define STRATA_COUNTERS_H
+
+#include "strata/store.h"
+
+typedef enum { ST_COUNTER_PLAIN = 'p', ST_COUNTER_DISTINCT = 'd' } st_counter_kind_t;
+
+typedef struct {
+    st_counter_kind_t kind;
+    int64_t baseline; /* consolidated (cold) part */
+    int64_t hot;      /* increments since the last consolidation */
+} st_counter_t;
+
+#define ST_SEQ_MAX_COUNT 10000
+
+/* ST_ENOTFOUND if never written. */
+int st_counter_get(st_store_t *s, const char *name, size_t nlen, st_counter_t *out, uint64_t *wait);
+/* ST_EINVAL on int64 overflow, ST_ECONFLICT if the name is a distinct counter. */
+int st_counter_incr(st_store_t *s, const char *name, size_t nlen, int64_t by, int64_t *value,
+                    uint64_t *wait);
+/* ST_ECONFLICT if the name is a plain counter. member must be a valid name. */
+int st_counter_distinct_add(st_store_t *s, const char *name, size_t nlen, const char *member,
+                            size_t mlen, int64_t *value, bool *added, uint64_t *wait);
+/* Moves the hot increment into the baseline; the value does not change. */
+int st_counter_consolidate(st_store_t *s, const char *name, size_t nlen, uint64_t *wait);
+
+static inline int64_t st_counter_value(const st_counter_t *c)
+{
+    return c->baseline + c->hot;
+}
+
+/* Allocates count (1..ST_SEQ_MAX_COUNT) numbers: first..last, strictly after every earlier one. */
+int st_sequence_next(st_store_t *s, const char *name, size_t nlen, int64_t count, int64_t *first,
+                     int64_t *last, uint64_t *wait);
+/* last is 0 for a sequence that never issued a number. */
+int st_sequence_get(st_store_t *s, const char *name, size_t nlen, int64_t *last, uint64_t *wait);
+
+#endif

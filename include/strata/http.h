@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http: HTTP/1.1 over libuv with llhttp — connections, request limits, the router, ordered
+ * (pipelined) responses held back until the data they show is durable, and the JSON API.
+ */
+#ifndef STRATA_HTTP_H
+#define STRATA_HTTP_H
+
+#include "strata/config.h"
+#include "strata/core.h"
+#include "strata/store.h"
+
+#include <uv.h>
+
+enum { ST_HTTP_DELETE = 0, ST_HTTP_GET = 1, ST_HTTP_HEAD = 2, ST_HTTP_POST = 3, ST_HTTP_PUT = 4 };
+
+/* One parsed request; every pointer is borrowed from the parser and valid until it resumes. */
+typedef struct {
+    int method; /* llhttp method number (ST_HTTP_* for the common ones) */
+    const char *method_name;
+    const char *path; /* raw, before '?' */
+    size_t path_len;
+    const char *query; /* raw, after '?', may be empty */
+    size_t query_len;
+    const char *body;
+    size_t body_len;
+    const char *idem_key; /* Idempotency-Key header or NULL */
+    size_t idem_len;
+    const char *auth; /* Authorization header or NULL */
+    size_t auth_len;
+    bool keep_alive;
+    bool upgrade; /* Connection: upgrade requested (WebSocket) */
+    uint64_t started_ns;
+} st_http_request_t;
+
+/* ---- the request parser: llhttp plus strata's limits; no sockets, so it can be fuzzed ---- */
+typedef struct st_http_parser st_http_parser_t;
+typedef struct {
+    /* A whole request arrived. Return 0 to go on, non-zero to stop parsing this buffer. */
+    int (*on_request)(void *arg, const st_http_request_t *req);
+    /* Headers are in and a body is announced with Expect: 100-continue. */
+    void (*on_continue)(void *arg);
+} st_http_parser_cb_t;
+
+/* Returns an owned parser; free with st_http_parser_free. */
+st_http_parser_t *st_http_parser_new(const st_http_parser_cb_t *cb, void *arg, size_t max_header,
+                                     size_t max_body);
+void st_http_parser_free(st_http_parser_t *p);
+/* Feeds bytes. ST_OK, or the error that ends the connection (ST_EBADREQ, ST_EHEADERS,
+ * ST_ETOOLARGE). *consumed tells how far it got (for an upgrade hand-off). */
+int st_http_parser_feed(st_http_parser_t *p, const char *data, size_t len, size_t *consumed);
+/* True while a request has started but not completed. */
+bool st_http_parser_mid_request(const st_http_parser_t *p);
+/* True once a request asked to switch protocols: the bytes after *consumed are not HTTP. */
+bool st_http_parser_upgraded(const st_http_parser_t *p);
+
+/* ---- query strings ---- */
+/* Finds `name` in a raw query and percent-decodes its value into the arena. NULL if absent. */
+const char *st_query_get(st_arena_t *a, const char *query, size_t qlen, const char *name,
+                         size_t *vlen);
+/* Percent-decodes into the arena; NULL on a malformed escape. */
+char *st_url_decode(st_arena_t *a, const char *s, size_t n, size_t *outlen);
+
+/* ---- serving ---- */
+typedef struct st_server st_server_t;
+
+typedef struct {
+    const st_config_t *cfg;
+    st_store_t *store;
+} st_app_t;
+
+/* Binds and listens per cfg->listen; logs "listening on HOST:PORT". */
+int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app);
+/* Graceful stop: no new connections or requests; answers everything in flight, then closes all
+ * connections and calls done. */
+void st_server_shutdown(st_server_t *srv, void (*done)(void *arg), void *arg);
+/* Frees the server after shutdown completed and the loop ran. */
+void st_server_free(st_server_t *srv);
+/* The bound port (useful with port 0). */
+int st_server_port(const st_server_t *srv);
+
+#endif

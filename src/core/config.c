@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Flags and their environment twins, from one table, so --help, the environment and parsing can
+ * never disagree.
+ */
+#include "strata/config.h"
+#include "strata/core.h"
+
+#include <getopt.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { ST_CFG_STR, ST_CFG_U64, ST_CFG_SIZE } st_cfg_type_t;
+
+typedef struct {
+    const char *flag;
+    const char *env;
+    st_cfg_type_t type;
+    size_t off;
+    size_t size; /* capacity for strings */
+    const char *def;
+    uint64_t min, max;
+    const char *help;
+} st_cfg_opt_t;
+
+#define ST__STR(field, flag, env, def, help)                                                       \
+    {                                                                                              \
+        flag, env, ST_CFG_STR, offsetof(st_config_t, field), sizeof(((st_config_t *)0)->field),    \
+            def, 0, 0, help                                                                        \
+    }
+#define ST__NUM(type, field, flag, env, def, lo, hi, help)                                         \
+    {                                                                                              \
+        flag, env, type, offsetof(st_config_t, field), 0, def, lo, hi, help                        \
+    }
+
+static const st_cfg_opt_t st__opts[] = {
+    ST__STR(listen, "listen", "STRATA_LISTEN", "127.0.0.1:8080",
+            "HOST:PORT to serve HTTP and WebSocket on (port 0 picks a free port)"),
+    ST__STR(data_dir, "data-dir", "STRATA_DATA_DIR", "./data", "directory of the LMDB hot store"),
+    ST__STR(cold_url, "cold-url", "STRATA_COLD_URL", "file://./data/cold",
+            "cold tier: file://DIR or s3://BUCKET/PREFIX"),
+    ST__NUM(ST_CFG_SIZE, map_size, "map-size", "STRATA_MAP_SIZE", "1GiB", 1 << 20, 1ULL << 44,
+            "LMDB map size: the hot store's capacity (writes get 507 when full)"),
+    ST__NUM(ST_CFG_U64, flush_interval, "flush-interval", "STRATA_FLUSH_INTERVAL", "300", 1,
+            86400 * 7, "seconds between cold-tier flushes"),
+    ST__NUM(ST_CFG_U64, flush_rows, "flush-rows", "STRATA_FLUSH_ROWS", "10000", 1, 100000000,
+            "hot rows per user that trigger a flush"),
+    ST__NUM(ST_CFG_U64, reconcile_interval, "reconcile-interval", "STRATA_RECONCILE_INTERVAL", "20",
+            1, 86400, "seconds between reconciliation passes"),
+    ST__STR(jwt_secret, "jwt-secret", "STRATA_JWT_SECRET", "",
+            "HS256 secret; when set every /v1 route requires a Bearer token"),
+    ST__NUM(ST_CFG_U64, node_id, "node-id", "STRATA_NODE_ID", "0", 0, 1023,
+            "snowflake node id (0..1023), unique per instance"),
+    ST__NUM(ST_CFG_SIZE, max_body, "max-body", "STRATA_MAX_BODY", "8MiB", 1024, 1ULL << 30,
+            "largest request body accepted (413 above)"),
+    ST__NUM(ST_CFG_SIZE, max_content, "max-content", "STRATA_MAX_CONTENT", "1MiB", 1, 1ULL << 30,
+            "largest message content accepted (413 above)"),
+    ST__NUM(ST_CFG_SIZE, max_header, "max-header", "STRATA_MAX_HEADER", "16KiB", 1024, 1ULL << 20,
+            "largest request line + headers accepted (431 above)"),
+    ST__NUM(ST_CFG_U64, max_connections, "max-connections", "STRATA_MAX_CONNECTIONS", "10000", 1,
+            1000000, "concurrent client connections (503 above)"),
+    ST__NUM(ST_CFG_U64, max_pipeline, "max-pipeline", "STRATA_MAX_PIPELINE", "256", 1, 100000,
+            "unanswered requests per connection before strata stops reading it"),
+    ST__NUM(ST_CFG_U64, idle_timeout, "idle-timeout", "STRATA_IDLE_TIMEOUT", "60", 1, 86400,
+            "seconds an idle keep-alive connection is kept"),
+    ST__NUM(ST_CFG_U64, request_timeout, "request-timeout", "STRATA_REQUEST_TIMEOUT", "10", 1, 3600,
+            "seconds a client may take to send one whole request (slowloris guard)"),
+    ST__NUM(ST_CFG_U64, idempotency_ttl, "idempotency-ttl", "STRATA_IDEMPOTENCY_TTL", "86400", 60,
+            86400 * 365, "seconds an Idempotency-Key answer is kept"),
+    ST__STR(s3_endpoint, "s3-endpoint", "STRATA_S3_ENDPOINT", "",
+            "S3-compatible endpoint URL, e.g. http://127.0.0.1:9000"),
+    ST__STR(s3_region, "s3-region", "STRATA_S3_REGION", "us-east-1", "S3 region for signing"),
+    ST__STR(s3_access_key, "s3-access-key", "STRATA_S3_ACCESS_KEY", "", "S3 access key id"),
+    ST__STR(s3_secret_key, "s3-secret-key", "STRATA_S3_SECRET_KEY", "", "S3 secret access key"),
+    ST__STR(log_level, "log-level", "STRATA_LOG_LEVEL", "info", "debug, info, warn or error"),
+};
+#define ST__NOPTS (sizeof st__opts / sizeof st__opts[0])
+
+static int st__cfg_set(st_config_t *cfg, const st_cfg_opt_t *o, const char *val, const char *src)
+{
+    char *dst = (char *)cfg + o->off;
+    if (o->type == ST_CFG_STR) {
+        size_t n = strlen(val);
+        if (n >= o->size) {
+            fprintf(stderr, "strata: %s for --%s is too long (max %zu bytes)\n", src, o->flag,
+                    o->size - 1);
+            return ST_EINVAL;
+        }
+        memcpy(dst, val, n + 1);
+        return ST_OK;
+    }
+    uint64_t v;
+    int64_t sv;
+    int rc;
+    if (o->type == ST_CFG_SIZE) {
+        rc = st_parse_size(val, &v);
+    } else {
+        rc = st_parse_i64(val, strlen(val), &sv);
+        v = (uint64_t)sv;
+        if (rc == ST_OK && sv < 0) rc = ST_EINVAL;
+    }
+    if (rc != ST_OK || v < o->min || v > o->max) {
+        fprintf(stderr, "strata: bad value '%s' from %s for --%s (expected %llu..%llu)\n", val, src,
+                o->flag, (unsigned long long)o->min, (unsigned long long)o->max);
+        return ST_EINVAL;
+    }
+    memcpy(dst, &v, sizeof v);
+    return ST_OK;
+}
+
+void st_config_defaults(st_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < ST__NOPTS; i++)
+        if (st__cfg_set(cfg, &st__opts[i], st__opts[i].def, "default") != ST_OK)
+            st_fatal("bad built-in default for --%s", st__opts[i].flag);
+}
+
+void st_config_usage(FILE *out)
+{
+    fprintf(out, "usage: strata [options]\n\n"
+                 "strata: durable hot state for chat, ticketing and counting over HTTP and "
+                 "WebSocket.\nEvery option can also be set by its environment variable.\n\n");
+    for (size_t i = 0; i < ST__NOPTS; i++) {
+        const st_cfg_opt_t *o = &st__opts[i];
+        fprintf(out, "  --%-20s %-26s %s (default: %s)\n", o->flag, o->env, o->help,
+                *o->def ? o->def : "unset");
+    }
+    fprintf(out, "  --%-20s %-26s %s\n", "help", "", "print this help and exit");
+    fprintf(out, "  --%-20s %-26s %s\n", "version", "", "print the version and exit");
+}
+
+int st_config_load(st_config_t *cfg, int argc, char **argv)
+{
+    st_config_defaults(cfg);
+    for (size_t i = 0; i < ST__NOPTS; i++) {
+        const char *v = getenv(st__opts[i].env);
+        if (v && st__cfg_set(cfg, &st__opts[i], v, st__opts[i].env) != ST_OK) return ST_EINVAL;
+    }
+    struct option longopts[ST__NOPTS + 3];
+    for (size_t i = 0; i < ST__NOPTS; i++)
+        longopts[i] = (struct option){st__opts[i].flag, required_argument, NULL, (int)i};
+    longopts[ST__NOPTS] = (struct option){"help", no_argument, NULL, 'h' + 1000};
+    longopts[ST__NOPTS + 1] = (struct option){"version", no_argument, NULL, 'v' + 1000};
+    longopts[ST__NOPTS + 2] = (struct option){0, 0, 0, 0};
+    optind = 1;
+    opterr = 0;
+    for (;;) {
+        int idx = -1;
+        int c = getopt_long(argc, argv, "", longopts, &idx);
+        if (c == -1) break;
+        if (c == 'h' + 1000) {
+            st_config_usage(stdout);
+            return 1;
+        }
+        if (c == 'v' + 1000) {
+            printf("strata 0.1.0\n");
+            return 1;
+        }
+        if (c < 0 || (size_t)c >= ST__NOPTS) {
+            fprintf(stderr, "strata: unknown or incomplete option '%s' (see --help)\n",
+                    argv[optind - 1]);
+            return ST_EINVAL;
+        }
+        if (st__cfg_set(cfg, &st__opts[c], optarg, "the command line") != ST_OK) return ST_EINVAL;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "strata: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return ST_EINVAL;
+    }
+    return ST_OK;
+}

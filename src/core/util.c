@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/* Names, clocks and number parsing shared by every module. */
+#include "strata/core.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+bool st_name_valid(const char *s, size_t n)
+{
+    if (n == 0 || n > ST_NAME_MAX) return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!(isalnum(c) || c == '_' || c == '.' || c == ':' || c == '-')) return false;
+    }
+    return true;
+}
+
+int64_t st_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+uint64_t st_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+int st_parse_i64(const char *s, size_t n, int64_t *out)
+{
+    size_t i = 0;
+    bool neg = false;
+    if (n && (s[0] == '-' || s[0] == '+')) {
+        neg = s[0] == '-';
+        i = 1;
+    }
+    if (i >= n || n - i > 19) return ST_EINVAL;
+    uint64_t v = 0;
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return ST_EINVAL;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    if ((!neg && v > (uint64_t)INT64_MAX) || (neg && v > (uint64_t)INT64_MAX + 1)) return ST_EINVAL;
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return ST_OK;
+}
+
+int st_parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (!s || !isdigit((unsigned char)*s)) return ST_EINVAL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno) return ST_EINVAL;
+    uint64_t mul = 1;
+    switch (tolower((unsigned char)*end)) {
+    case '\0':
+        break;
+    case 'k':
+        mul = 1ULL << 10;
+        end++;
+        break;
+    case 'm':
+        mul = 1ULL << 20;
+        end++;
+        break;
+    case 'g':
+        mul = 1ULL << 30;
+        end++;
+        break;
+    case 't':
+        mul = 1ULL << 40;
+        end++;
+        break;
+    default:
+        return ST_EINVAL;
+    }
+    if (mul > 1 && (strcasecmp(end, "ib") == 0 || strcasecmp(end, "b") == 0)) end += strlen(end);
+    if (*end) return ST_EINVAL;
+    if (v > UINT64_MAX / mul) return ST_EINVAL;
+    *out = (uint64_t)v * mul;
+    return ST_OK;
+}

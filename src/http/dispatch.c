@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One request to one response: routing, Idempotency-Key replay, the handler, and the error body.
+ * The response is built here but released by the connection only once `wait` is durable.
+ */
+#include "internal.h"
+
+#include <openssl/sha.h>
+#include <string.h>
+
+static bool st__idem_key_valid(const char *k, size_t n)
+{
+    if (n == 0 || n > 255) return false;
+    for (size_t i = 0; i < n; i++)
+        if (k[i] < 0x21 || k[i] > 0x7e) return false;
+    return true;
+}
+
+/* Scope of a key: the principal, the method and the exact path — "per user/route". */
+static void st__idem_digest(const st_ctx_t *c, uint8_t digest[32])
+{
+    const st_http_request_t *r = c->req;
+    st_buf_t b = {0};
+    st_buf_append(&b, c->subject, strlen(c->subject) + 1);
+    st_buf_append(&b, r->method_name, strlen(r->method_name) + 1);
+    st_buf_append(&b, r->path, r->path_len);
+    st_buf_appendc(&b, '\0');
+    st_buf_append(&b, r->idem_key, r->idem_len);
+    SHA256((const unsigned char *)b.data, b.len, digest);
+    st_buf_free(&b);
+}
+
+static st_buf_t st__body; /* loop-thread scratch for response bodies */
+
+void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *arena, st_buf_t *out,
+                      uint64_t *wait, int *status, int *route_idx)
+{
+    st_buf_reset(&st__body);
+    st_ctx_t c = {
+        .app = app, .req = req, .arena = arena, .body = &st__body, .status = 200, .subject = ""};
+    const st_route_t *route = NULL;
+    int rc = st_router_match(&c, &route);
+    *route_idx = route ? (int)(route - st_routes) : -1;
+    if (rc == ST_EINVAL) {
+        st_ctx_error(&c, rc, "malformed percent-escape in the path");
+    } else if (rc == ST_ENOTFOUND) {
+        st_ctx_error(&c, rc, "no route for %s %.*s", req->method_name,
+                     (int)(req->path_len > 200 ? 200 : req->path_len), req->path);
+    } else if (rc == ST_EMETHOD) {
+        st_ctx_error(&c, rc, "%s is not allowed here", req->method_name);
+    } else {
+        bool idem = (route->flags & ST_ROUTE_IDEMPOTENT) && req->idem_key;
+        uint8_t digest[32];
+        int st = 0;
+        const char *stored;
+        size_t slen;
+        if (idem && !st__idem_key_valid(req->idem_key, req->idem_len)) {
+            st_ctx_error(&c, ST_EINVAL, "Idempotency-Key must be 1-255 visible ASCII characters");
+            idem = false;
+        } else if (idem) {
+            st__idem_digest(&c, digest);
+            rc = st_idem_lookup(app->store, digest, (int64_t)app->cfg->idempotency_ttl * 1000000,
+                                &st, &stored, &slen, &c.wait);
+        }
+        if (c.error_written) {
+            /* invalid key: answered above */
+        } else if (idem && rc == ST_OK) {
+            /* A retry: the first answer again, and nothing changes. */
+            st_buf_append(&st__body, stored, slen);
+            c.status = st;
+            c.extra_headers = "Idempotent-Replayed: true\r\n";
+        } else {
+            rc = route->fn(&c);
+            if (rc && !c.error_written) st_ctx_error(&c, rc, NULL);
+            if (idem && c.status < 500)
+                st_idem_record(app->store, digest, c.status, st__body.data, st__body.len, &c.wait);
+        }
+    }
+    st_http_write_response(out, c.status, c.content_type, c.extra_headers, st__body.data,
+                           st__body.len, !req->keep_alive);
+    *wait = c.wait;
+    *status = c.status;
+}

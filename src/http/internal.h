@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/* http module internals: the per-request context, the router and the handlers' helpers. */
+#ifndef STRATA_HTTP_INTERNAL_H
+#define STRATA_HTTP_INTERNAL_H
+
+#include "strata/http.h"
+#include "strata/metrics.h"
+
+#include <cjson/cJSON.h>
+
+#define ST_MAX_PARAMS 4
+
+/* One request being answered. The handler fills status + body, or returns an error code (then
+ * the caller writes the error body unless the handler already did with st_ctx_error). */
+typedef struct {
+    st_app_t *app;
+    const st_http_request_t *req;
+    st_arena_t *arena; /* request lifetime */
+    const char *params[ST_MAX_PARAMS];
+    size_t plens[ST_MAX_PARAMS];
+    uint64_t wait; /* the batch that must be durable before the response may leave */
+    int status;
+    st_buf_t *body;
+    bool error_written;
+    const char *extra_headers; /* e.g. "Allow: GET\r\n" */
+    const char *content_type;  /* default application/json */
+    const char *subject;       /* authenticated principal ("" when auth is off) */
+} st_ctx_t;
+
+typedef int (*st_handler_fn)(st_ctx_t *c);
+
+enum {
+    ST_ROUTE_IDEMPOTENT = 1, /* honours Idempotency-Key */
+    ST_ROUTE_ADMIN = 2,      /* needs role admin when auth is on */
+    ST_ROUTE_OPEN = 4,       /* never needs auth (healthz, metrics) */
+};
+
+typedef struct {
+    int method;
+    const char *pattern; /* "/v1/counters/{name}/incr" */
+    st_handler_fn fn;
+    unsigned flags;
+} st_route_t;
+
+extern const st_route_t st_routes[];
+extern const size_t st_nroutes;
+
+/* Matches path + method. On success *route is set and params decoded into c. ST_ENOTFOUND,
+ * ST_EMETHOD (c->extra_headers gets an Allow line), or ST_EINVAL for a bad escape. */
+int st_router_match(st_ctx_t *c, const st_route_t **route);
+
+/* Writes the error body {"error":{"code","message"}} and sets status; returns err. */
+int st_ctx_error(st_ctx_t *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Appends a whole HTTP response (status line, headers, body) to out. */
+void st_http_write_response(st_buf_t *out, int status, const char *content_type,
+                            const char *extra_headers, const char *body, size_t blen, bool close);
+const char *st_http_reason(int status);
+
+/* Runs one request to completion: auth, idempotency, route, handler. Appends the response to
+ * out and sets *wait (0 when it may be sent now). *close when the connection must close. */
+void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *arena, st_buf_t *out,
+                      uint64_t *wait, int *status, int *route_idx);
+
+/* ---- JSON body helpers (on cJSON); each writes the 400 itself and returns its code ---- */
+/* Parses the body as a JSON object; an empty body gives *out = NULL. Free with cJSON_Delete. */
+int st_json_body(st_ctx_t *c, cJSON **out);
+/* Optional integer field in [lo, hi]; *out = def when absent. */
+int st_json_int(st_ctx_t *c, const cJSON *obj, const char *field, int64_t lo, int64_t hi,
+                int64_t def, int64_t *out);
+/* Field that must be a string that is a valid name. */
+int st_json_name(st_ctx_t *c, const cJSON *obj, const char *field, const char **s, size_t *n);
+
+/* Validates a path parameter as a name (400 otherwise). */
+int st_param_name(st_ctx_t *c, int idx, const char *what);
+
+/* ---- handlers ---- */
+int st_api_counter_incr(st_ctx_t *c);
+int st_api_counter_get(st_ctx_t *c);
+int st_api_counter_distinct(st_ctx_t *c);
+int st_api_sequence_next(st_ctx_t *c);
+int st_api_sequence_get(st_ctx_t *c);
+int st_api_healthz(st_ctx_t *c);
+int st_api_metrics(st_ctx_t *c);
+
+#endif

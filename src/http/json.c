@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/* Request-body helpers on cJSON: every way a field can be wrong gets its own clear 400. */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#define ST__MAX_SAFE_INT 9007199254740991.0 /* 2^53 - 1: exact in a double and in JavaScript */
+
+int st_json_body(st_ctx_t *c, cJSON **out)
+{
+    *out = NULL;
+    const st_http_request_t *r = c->req;
+    size_t i = 0;
+    while (i < r->body_len &&
+           (r->body[i] == ' ' || r->body[i] == '\t' || r->body[i] == '\r' || r->body[i] == '\n'))
+        i++;
+    if (i == r->body_len) return ST_OK;
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(r->body, r->body_len, &end, false);
+    if (!j)
+        return st_ctx_error(c, ST_EJSON, "request body is not valid JSON (near byte %zu)",
+                            end ? (size_t)(end - r->body) : (size_t)0);
+    /* Nothing but whitespace may follow the value. */
+    for (const char *p = end; p && p < r->body + r->body_len; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n' && *p != '\0') {
+            cJSON_Delete(j);
+            return st_ctx_error(c, ST_EJSON, "trailing data after the JSON value");
+        }
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return st_ctx_error(c, ST_EINVAL, "request body must be a JSON object");
+    }
+    *out = j;
+    return ST_OK;
+}
+
+int st_json_int(st_ctx_t *c, const cJSON *obj, const char *field, int64_t lo, int64_t hi,
+                int64_t def, int64_t *out)
+{
+    const cJSON *v = obj ? cJSON_GetObjectItemCaseSensitive(obj, field) : NULL;
+    if (!v || cJSON_IsNull(v)) {
+        *out = def;
+        return ST_OK;
+    }
+    if (!cJSON_IsNumber(v)) return st_ctx_error(c, ST_EINVAL, "'%s' must be an integer", field);
+    double d = v->valuedouble;
+    if (!isfinite(d) || d != floor(d) || fabs(d) > ST__MAX_SAFE_INT)
+        return st_ctx_error(c, ST_EINVAL, "'%s' must be an integer within +-(2^53-1)", field);
+    int64_t n = (int64_t)d;
+    if (n < lo || n > hi)
+        return st_ctx_error(c, ST_EINVAL, "'%s' must be between %lld and %lld", field,
+                            (long long)lo, (long long)hi);
+    *out = n;
+    return ST_OK;
+}
+
+int st_json_name(st_ctx_t *c, const cJSON *obj, const char *field, const char **s, size_t *n)
+{
+    const cJSON *v = obj ? cJSON_GetObjectItemCaseSensitive(obj, field) : NULL;
+    if (!v) return st_ctx_error(c, ST_EINVAL, "'%s' is required", field);
+    if (!cJSON_IsString(v)) return st_ctx_error(c, ST_EINVAL, "'%s' must be a string", field);
+    size_t len = strlen(v->valuestring);
+    if (!st_name_valid(v->valuestring, len))
+        return st_ctx_error(c, ST_EINVAL, "'%s' must be 1-255 characters of [A-Za-z0-9_.:-]",
+                            field);
+    *s = v->valuestring;
+    *n = len;
+    return ST_OK;
+}
+
+int st_param_name(st_ctx_t *c, int idx, const char *what)
+{
+    if (!st_name_valid(c->params[idx], c->plens[idx]))
+        return st_ctx_error(c, ST_EINVAL, "%s must be 1-255 characters of [A-Za-z0-9_.:-]", what);
+    return ST_OK;
+}

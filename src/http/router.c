@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/* The route table and path matching. Routes are few; a linear scan over segments is fastest. */
+#include "internal.h"
+
+#include <string.h>
+
+const st_route_t st_routes[] = {
+    {ST_HTTP_GET, "/healthz", st_api_healthz, ST_ROUTE_OPEN},
+    {ST_HTTP_GET, "/metrics", st_api_metrics, ST_ROUTE_OPEN},
+    {ST_HTTP_POST, "/v1/counters/{name}/incr", st_api_counter_incr, ST_ROUTE_IDEMPOTENT},
+    {ST_HTTP_POST, "/v1/counters/{name}/distinct", st_api_counter_distinct, ST_ROUTE_IDEMPOTENT},
+    {ST_HTTP_GET, "/v1/counters/{name}", st_api_counter_get, 0},
+    {ST_HTTP_POST, "/v1/sequences/{name}/next", st_api_sequence_next, ST_ROUTE_IDEMPOTENT},
+    {ST_HTTP_GET, "/v1/sequences/{name}", st_api_sequence_get, 0},
+};
+const size_t st_nroutes = sizeof st_routes / sizeof st_routes[0];
+
+/* Matches one pattern; fills raw (undecoded) params. */
+static bool st__match(const char *pat, const char *path, size_t plen, const char **raw,
+                      size_t *rlen, int *nparams)
+{
+    const char *p = path, *end = path + plen;
+    int n = 0;
+    while (*pat) {
+        if (*pat == '{') {
+            const char *close = strchr(pat, '}');
+            const char *seg_end = memchr(p, '/', (size_t)(end - p));
+            if (!seg_end) seg_end = end;
+            if (n == ST_MAX_PARAMS) return false;
+            raw[n] = p;
+            rlen[n++] = (size_t)(seg_end - p);
+            p = seg_end;
+            pat = close + 1;
+            continue;
+        }
+        if (p == end || *p != *pat) return false;
+        p++;
+        pat++;
+    }
+    *nparams = n;
+    return p == end;
+}
+
+int st_router_match(st_ctx_t *c, const st_route_t **route)
+{
+    const st_http_request_t *r = c->req;
+    const char *raw[ST_MAX_PARAMS];
+    size_t rlen[ST_MAX_PARAMS];
+    int nparams = 0;
+    bool path_known = false;
+    char allow[64] = "";
+    for (size_t i = 0; i < st_nroutes; i++) {
+        if (!st__match(st_routes[i].pattern, r->path, r->path_len, raw, rlen, &nparams)) continue;
+        if (st_routes[i].method != r->method) {
+            path_known = true;
+            const char *m = st_routes[i].method == ST_HTTP_GET ? "GET" : "POST";
+            if (!strstr(allow, m)) {
+                if (*allow) strcat(allow, ", ");
+                strcat(allow, m);
+            }
+            continue;
+        }
+        for (int k = 0; k < nparams; k++) {
+            c->params[k] = st_url_decode(c->arena, raw[k], rlen[k], &c->plens[k]);
+            if (!c->params[k]) return ST_EINVAL;
+        }
+        *route = &st_routes[i];
+        return ST_OK;
+    }
+    if (path_known) {
+        char *h = st_arena_alloc(c->arena, sizeof allow + 16);
+        strcpy(h, "Allow: ");
+        strcat(h, allow);
+        strcat(h, "\r\n");
+        c->extra_headers = h;
+        return ST_EMETHOD;
+    }
+    return ST_ENOTFOUND;
+}

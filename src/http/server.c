@@ -1,0 +1,540 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Connections. Each connection keeps its responses in request order (pipelining); a response
+ * that shows staged data waits in a slot until its batch is durable, and everything ready at the
+ * head of the queue goes out in one write. Limits: connections, pipelined requests, head and body
+ * size, time to send a request (slowloris) and keep-alive idle time.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct st_slot {
+    struct st_slot *next;
+    uint64_t wait;
+    char *data;
+    size_t len;
+    int status;
+    int route;
+    bool close;
+    uint64_t started_ns;
+} st_slot_t;
+
+typedef struct st_conn st_conn_t;
+struct st_conn {
+    uv_tcp_t tcp;
+    st_server_t *srv;
+    st_http_parser_t *parser;
+    st_arena_t arena;
+    st_slot_t *head, *tail;
+    size_t nslots;
+    st_buf_t out; /* ready bytes not yet handed to the kernel */
+    bool writing; /* a uv_write is in flight */
+    bool reading, closing, close_when_done;
+    uint64_t last_active_ms, req_started_ms;
+    st_conn_t *prev, *next;
+};
+
+typedef struct {
+    uv_write_t req;
+    st_conn_t *conn;
+    char *data;
+} st_write_t;
+
+struct st_server {
+    uv_loop_t *loop;
+    st_app_t *app;
+    uv_tcp_t listener;
+    uv_timer_t sweep;
+    st_conn_t *conns;
+    size_t nconns;
+    st_store_listener_t store_l;
+    bool stopping;
+    void (*done)(void *arg);
+    void *done_arg;
+    int port;
+    int open_handles;
+    st_metric_t *m_conns, *m_rejected;
+    st_metric_t **m_req; /* (nroutes + 1) x 600, lazily created */
+    st_metric_t **m_lat; /* nroutes + 1 */
+    char readbuf[64 * 1024];
+};
+
+static void st__conn_flush(st_conn_t *c);
+static void st__conn_close(st_conn_t *c);
+static void st__maybe_done(st_server_t *srv);
+static void st__conn_read_start(st_conn_t *c);
+
+static uint64_t st__now_ms(const st_server_t *srv)
+{
+    return uv_now(srv->loop);
+}
+
+/* ---- metrics per route ---- */
+
+static void st__count(st_server_t *srv, int route, int status, uint64_t started_ns)
+{
+    size_t r = route < 0 ? st_nroutes : (size_t)route;
+    if (status < 100 || status > 599) status = 500;
+    st_metric_t **m = &srv->m_req[r * 600 + (size_t)status];
+    const char *label = route < 0 ? "unmatched" : st_routes[route].pattern;
+    const char *method = route < 0                                ? "ANY"
+                         : st_routes[route].method == ST_HTTP_GET ? "GET"
+                                                                  : "POST";
+    if (!*m) {
+        char l[320];
+        snprintf(l, sizeof l, "route=\"%s %s\",status=\"%d\"", method, label, status);
+        *m = st_metrics_counter("strata_http_requests_total", "HTTP requests by route and status",
+                                l);
+    }
+    st_metric_add(*m, 1);
+    if (!srv->m_lat[r]) {
+        char l[320];
+        snprintf(l, sizeof l, "route=\"%s %s\"", method, label);
+        srv->m_lat[r] =
+            st_metrics_histogram("strata_http_request_seconds",
+                                 "Time from a whole request to its response, incl. commit", l,
+                                 st_metrics_latency_bounds, st_metrics_latency_nbounds);
+    }
+    st_metric_observe(srv->m_lat[r], (double)(st_mono_ns() - started_ns) / 1e9);
+}
+
+/* ---- writing ---- */
+
+static void st__on_write(uv_write_t *req, int status)
+{
+    st_write_t *w = (st_write_t *)req;
+    st_conn_t *c = w->conn;
+    free(w->data);
+    free(w);
+    c->writing = false;
+    if (status < 0) {
+        st__conn_close(c);
+        return;
+    }
+    st__conn_flush(c);
+}
+
+static void st__conn_write(st_conn_t *c)
+{
+    if (c->writing || c->closing || c->out.len == 0) return;
+    uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (n == (int)c->out.len) {
+        st_buf_reset(&c->out);
+        return;
+    }
+    if (n < 0 && n != UV_EAGAIN) {
+        st__conn_close(c);
+        return;
+    }
+    size_t done = n > 0 ? (size_t)n : 0;
+    st_write_t *w = st_malloc(sizeof *w);
+    w->conn = c;
+    size_t len;
+    w->data = st_buf_steal(&c->out, &len);
+    b = uv_buf_init(w->data + done, (unsigned)(len - done));
+    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, st__on_write) != 0) {
+        free(w->data);
+        free(w);
+        st__conn_close(c);
+        return;
+    }
+    c->writing = true;
+}
+
+/* Moves every response at the head whose batch is durable into the output, then writes. */
+static void st__conn_flush(st_conn_t *c)
+{
+    if (c->closing) return;
+    st_server_t *srv = c->srv;
+    uint64_t durable = st_store_durable_id(srv->app->store);
+    while (c->head && c->head->wait <= durable) {
+        st_slot_t *s = c->head;
+        c->head = s->next;
+        if (!c->head) c->tail = NULL;
+        c->nslots--;
+        st_buf_append(&c->out, s->data, s->len);
+        st__count(srv, s->route, s->status, s->started_ns);
+        if (s->close) c->close_when_done = true;
+        free(s->data);
+        free(s);
+        if (c->close_when_done) {
+            /* Nothing after a closing response is answered. */
+            while (c->head) {
+                st_slot_t *n = c->head->next;
+                free(c->head->data);
+                free(c->head);
+                c->head = n;
+            }
+            c->tail = NULL;
+            c->nslots = 0;
+        }
+    }
+    st__conn_write(c);
+    if (c->closing) return;
+    if (c->close_when_done && !c->head && !c->writing && c->out.len == 0) {
+        st__conn_close(c);
+        return;
+    }
+    if (!c->reading && !c->close_when_done && !srv->stopping &&
+        c->nslots < srv->app->cfg->max_pipeline / 2 + 1 && c->out.len < (1u << 20)) {
+        st__conn_read_start(c);
+    }
+    if (srv->stopping) st__maybe_done(srv);
+}
+
+/* Queues one whole response (in order). data is copied unless it can go out at once. */
+static void st__conn_respond(st_conn_t *c, const char *data, size_t len, uint64_t wait, int status,
+                             int route, bool close, uint64_t started_ns)
+{
+    if (!c->head && wait <= st_store_durable_id(c->srv->app->store) && !close) {
+        st_buf_append(&c->out, data, len);
+        st__count(c->srv, route, status, started_ns);
+        return;
+    }
+    st_slot_t *s = st_malloc(sizeof *s);
+    *s = (st_slot_t){NULL, wait, st_strndup(data, len), len, status, route, close, started_ns};
+    if (c->tail)
+        c->tail->next = s;
+    else
+        c->head = s;
+    c->tail = s;
+    c->nslots++;
+}
+
+static void st__conn_error(st_conn_t *c, int err, const char *msg)
+{
+    st_buf_t body = {0}, resp = {0};
+    st_buf_printf(&body, "{\"error\":{\"code\":\"%s\",\"message\":", st_err_code(err));
+    st_buf_append_json_str(&body, msg, strlen(msg));
+    st_buf_puts(&body, "}}");
+    st_http_write_response(&resp, st_err_status(err), NULL, NULL, body.data, body.len, true);
+    st__conn_respond(c, resp.data, resp.len, 0, st_err_status(err), -1, true, st_mono_ns());
+    st_buf_free(&body);
+    st_buf_free(&resp);
+}
+
+/* ---- reading ---- */
+
+static int st__on_request(void *arg, const st_http_request_t *req)
+{
+    st_conn_t *c = arg;
+    st_server_t *srv = c->srv;
+    if (c->close_when_done) return 1;
+    st_buf_t resp = {0};
+    uint64_t wait;
+    int status, route;
+    st_arena_reset(&c->arena);
+    if (req->upgrade) {
+        /* WebSocket upgrades are answered by the ws module once it is wired in. */
+        static const char msg[] =
+            "{\"error\":{\"code\":\"not_found\",\"message\":\"no WebSocket endpoint here\"}}";
+        st_http_write_response(&resp, 404, NULL, NULL, msg, sizeof msg - 1, true);
+        st__conn_respond(c, resp.data, resp.len, 0, 404, -1, true, req->started_ns);
+        st_buf_free(&resp);
+        return 1;
+    }
+    st_http_dispatch(srv->app, req, &c->arena, &resp, &wait, &status, &route);
+    st__conn_respond(c, resp.data, resp.len, wait, status, route, !req->keep_alive,
+                     req->started_ns);
+    st_buf_free(&resp);
+    return !req->keep_alive;
+}
+
+static void st__on_continue(void *arg)
+{
+    st_conn_t *c = arg;
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    if (!c->head) st_buf_append(&c->out, cont, sizeof cont - 1);
+}
+
+static void st__on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    st_conn_t *c = h->data;
+    buf->base = c->srv->readbuf;
+    buf->len = sizeof c->srv->readbuf;
+}
+
+static void st__on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    st_conn_t *c = stream->data;
+    st_server_t *srv = c->srv;
+    if (nread == 0) return;
+    if (nread < 0) {
+        /* EOF or error: answer what was asked, then close. */
+        uv_read_stop(stream);
+        c->reading = false;
+        if (nread != UV_EOF || (!c->head && c->out.len == 0 && !c->writing)) {
+            st__conn_close(c);
+            return;
+        }
+        c->close_when_done = true;
+        st__conn_flush(c);
+        return;
+    }
+    c->last_active_ms = st__now_ms(srv);
+    bool was_mid = st_http_parser_mid_request(c->parser);
+    size_t used;
+    int rc = st_http_parser_feed(c->parser, buf->base, (size_t)nread, &used);
+    if (rc != ST_OK) {
+        const char *msg = rc == ST_EHEADERS    ? "request line and headers too large"
+                          : rc == ST_ETOOLARGE ? "request body too large"
+                                               : "malformed HTTP request";
+        st__conn_error(c, rc, msg);
+    } else if (st_http_parser_upgraded(c->parser)) {
+        c->close_when_done = true;
+    }
+    if (!was_mid && st_http_parser_mid_request(c->parser)) c->req_started_ms = c->last_active_ms;
+    if (c->close_when_done || c->nslots >= srv->app->cfg->max_pipeline) {
+        uv_read_stop(stream);
+        c->reading = false;
+    }
+    st__conn_flush(c);
+}
+
+static void st__conn_read_start(st_conn_t *c)
+{
+    if (uv_read_start((uv_stream_t *)&c->tcp, st__on_alloc, st__on_read) == 0) c->reading = true;
+}
+
+/* ---- lifecycle ---- */
+
+static void st__on_conn_closed(uv_handle_t *h)
+{
+    st_conn_t *c = h->data;
+    st_server_t *srv = c->srv;
+    while (c->head) {
+        st_slot_t *n = c->head->next;
+        free(c->head->data);
+        free(c->head);
+        c->head = n;
+    }
+    st_http_parser_free(c->parser);
+    st_arena_free(&c->arena);
+    st_buf_free(&c->out);
+    free(c);
+    if (srv->stopping) st__maybe_done(srv);
+}
+
+static void st__conn_close(st_conn_t *c)
+{
+    if (c->closing) return;
+    c->closing = true;
+    st_server_t *srv = c->srv;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    srv->nconns--;
+    st_metric_set(srv->m_conns, (double)srv->nconns);
+    uv_close((uv_handle_t *)&c->tcp, st__on_conn_closed);
+}
+
+static void st__on_connection(uv_stream_t *server, int status)
+{
+    st_server_t *srv = server->data;
+    if (status < 0 || srv->stopping) return;
+    st_conn_t *c = st_calloc(1, sizeof *c);
+    c->srv = srv;
+    uv_tcp_init(srv->loop, &c->tcp);
+    c->tcp.data = c;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+        uv_close((uv_handle_t *)&c->tcp, (uv_close_cb)free);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    static const st_http_parser_cb_t cb = {st__on_request, st__on_continue};
+    c->parser = st_http_parser_new(&cb, c, srv->app->cfg->max_header, srv->app->cfg->max_body);
+    c->last_active_ms = st__now_ms(srv);
+    c->next = srv->conns;
+    if (srv->conns) srv->conns->prev = c;
+    srv->conns = c;
+    srv->nconns++;
+    st_metric_set(srv->m_conns, (double)srv->nconns);
+    if (srv->nconns > srv->app->cfg->max_connections) {
+        st_metric_add(srv->m_rejected, 1);
+        st__conn_error(c, ST_EUNAVAIL, "too many connections");
+        st__conn_flush(c);
+        return;
+    }
+    st__conn_read_start(c);
+}
+
+/* Every durable batch may release responses anywhere; failed batches turn into errors. */
+static void st__on_durable(st_store_listener_t *l, uint64_t id)
+{
+    st_server_t *srv = (st_server_t *)((char *)l - offsetof(st_server_t, store_l));
+    for (st_conn_t *c = srv->conns, *n; c; c = n) {
+        n = c->next;
+        if (c->head && c->head->wait <= id) st__conn_flush(c);
+    }
+    if (srv->stopping) st__maybe_done(srv);
+}
+
+static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
+{
+    st_server_t *srv = (st_server_t *)((char *)l - offsetof(st_server_t, store_l));
+    for (st_conn_t *c = srv->conns, *n; c; c = n) {
+        n = c->next;
+        for (st_slot_t *s = c->head; s; s = s->next) {
+            if (s->wait < first) continue;
+            st_buf_t body = {0}, resp = {0};
+            st_buf_printf(&body,
+                          "{\"error\":{\"code\":\"%s\",\"message\":\"%s; the request was not "
+                          "applied\"}}",
+                          st_err_code(err), st_strerror(err));
+            st_http_write_response(&resp, st_err_status(err), NULL, NULL, body.data, body.len,
+                                   s->close);
+            free(s->data);
+            s->data = st_buf_steal(&resp, &s->len);
+            s->status = st_err_status(err);
+            s->wait = 0;
+            st_buf_free(&body);
+        }
+        st__conn_flush(c);
+    }
+}
+
+static void st__on_sweep(uv_timer_t *t)
+{
+    st_server_t *srv = t->data;
+    uint64_t now = st__now_ms(srv);
+    uint64_t req_to = srv->app->cfg->request_timeout * 1000;
+    uint64_t idle_to = srv->app->cfg->idle_timeout * 1000;
+    for (st_conn_t *c = srv->conns, *n; c; c = n) {
+        n = c->next;
+        if (c->close_when_done) continue;
+        if (st_http_parser_mid_request(c->parser) && now - c->req_started_ms > req_to) {
+            uv_read_stop((uv_stream_t *)&c->tcp);
+            c->reading = false;
+            st__conn_error(c, ST_ETIMEOUT, "request not received in time");
+            st__conn_flush(c);
+        } else if (!st_http_parser_mid_request(c->parser) && !c->head && !c->writing &&
+                   now - c->last_active_ms > idle_to) {
+            st__conn_close(c);
+        }
+    }
+}
+
+int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app)
+{
+    const char *listen = app->cfg->listen;
+    const char *colon = strrchr(listen, ':');
+    if (!colon || colon == listen) {
+        st_error("http: --listen must be HOST:PORT, got '%s'", listen);
+        return ST_EINVAL;
+    }
+    char host[256];
+    size_t hl = (size_t)(colon - listen);
+    if (hl >= sizeof host) return ST_EINVAL;
+    memcpy(host, listen, hl);
+    host[hl] = '\0';
+    if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') {
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = '\0';
+    }
+    int64_t port;
+    if (st_parse_i64(colon + 1, strlen(colon + 1), &port) || port < 0 || port > 65535) {
+        st_error("http: bad port in --listen '%s'", listen);
+        return ST_EINVAL;
+    }
+    struct sockaddr_storage addr;
+    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&addr) != 0 &&
+        uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)&addr) != 0) {
+        st_error("http: bad address in --listen '%s' (use an IP address)", listen);
+        return ST_EINVAL;
+    }
+    st_server_t *srv = st_calloc(1, sizeof *srv);
+    srv->loop = loop;
+    srv->app = app;
+    srv->m_req = st_calloc((st_nroutes + 1) * 600, sizeof *srv->m_req);
+    srv->m_lat = st_calloc(st_nroutes + 1, sizeof *srv->m_lat);
+    srv->m_conns = st_metrics_gauge("strata_http_connections", "Open HTTP connections", "");
+    srv->m_rejected = st_metrics_counter("strata_http_connections_rejected_total",
+                                         "Connections refused over --max-connections", "");
+    uv_tcp_init(loop, &srv->listener);
+    srv->listener.data = srv;
+    int rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&addr, 0);
+    if (!rc) rc = uv_listen((uv_stream_t *)&srv->listener, 1024, st__on_connection);
+    if (rc) {
+        st_error("http: cannot listen on %s: %s", listen, uv_strerror(rc));
+        uv_close((uv_handle_t *)&srv->listener, NULL);
+        uv_run(loop, UV_RUN_NOWAIT);
+        free(srv->m_req);
+        free(srv->m_lat);
+        free(srv);
+        return ST_EIO;
+    }
+    struct sockaddr_storage bound;
+    int blen = sizeof bound;
+    uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&bound, &blen);
+    char ip[64];
+    if (bound.ss_family == AF_INET6) {
+        uv_ip6_name((struct sockaddr_in6 *)&bound, ip, sizeof ip);
+        srv->port = ntohs(((struct sockaddr_in6 *)&bound)->sin6_port);
+    } else {
+        uv_ip4_name((struct sockaddr_in *)&bound, ip, sizeof ip);
+        srv->port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+    }
+    uv_timer_init(loop, &srv->sweep);
+    srv->sweep.data = srv;
+    uv_timer_start(&srv->sweep, st__on_sweep, 1000, 1000);
+    srv->store_l.on_durable = st__on_durable;
+    srv->store_l.on_failed = st__on_failed;
+    st_store_listen(app->store, &srv->store_l);
+    st_info(bound.ss_family == AF_INET6 ? "listening on [%s]:%d" : "listening on %s:%d", ip,
+            srv->port);
+    *out = srv;
+    return ST_OK;
+}
+
+int st_server_port(const st_server_t *srv)
+{
+    return srv->port;
+}
+
+static void st__maybe_done(st_server_t *srv)
+{
+    if (!srv->stopping || !srv->done) return;
+    /* Close connections whose answers are all out; the rest finish first. */
+    for (st_conn_t *c = srv->conns, *n; c; c = n) {
+        n = c->next;
+        if (!c->head && !c->writing && c->out.len == 0) st__conn_close(c);
+    }
+    if (srv->conns || !st_store_idle(srv->app->store)) return;
+    void (*done)(void *) = srv->done;
+    srv->done = NULL;
+    done(srv->done_arg);
+}
+
+static void st__on_listener_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+void st_server_shutdown(st_server_t *srv, void (*done)(void *arg), void *arg)
+{
+    if (srv->stopping) return;
+    srv->stopping = true;
+    srv->done = done;
+    srv->done_arg = arg;
+    uv_close((uv_handle_t *)&srv->listener, st__on_listener_closed);
+    uv_timer_stop(&srv->sweep);
+    uv_close((uv_handle_t *)&srv->sweep, st__on_listener_closed);
+    for (st_conn_t *c = srv->conns; c; c = c->next) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+        c->close_when_done = true;
+    }
+    st__maybe_done(srv);
+}
+
+void st_server_free(st_server_t *srv)
+{
+    free(srv->m_req);
+    free(srv->m_lat);
+    free(srv);
+}

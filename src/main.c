@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/* strata: configuration, start-up, the loop, and a graceful stop on SIGTERM/SIGINT. */
+#include "strata/config.h"
+#include "strata/core.h"
+#include "strata/http.h"
+#include "strata/metrics.h"
+#include "strata/store.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    uv_loop_t *loop;
+    st_server_t *srv;
+    uv_signal_t sigterm, sigint;
+    uv_timer_t deadline;
+    bool stopping;
+} st_main_t;
+
+static void st__on_stopped(void *arg)
+{
+    st_main_t *m = arg;
+    uv_stop(m->loop);
+}
+
+static void st__on_deadline(uv_timer_t *t)
+{
+    st_main_t *m = t->data;
+    st_warn("shutdown: in-flight work did not finish in time; stopping anyway");
+    uv_stop(m->loop);
+}
+
+static void st__on_signal(uv_signal_t *h, int signum)
+{
+    st_main_t *m = h->data;
+    if (m->stopping) {
+        st_warn("second signal: exiting now");
+        exit(1);
+    }
+    m->stopping = true;
+    st_info("received %s: finishing in-flight requests", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    uv_timer_start(&m->deadline, st__on_deadline, 30000, 0);
+    st_server_shutdown(m->srv, st__on_stopped, m);
+}
+
+static void st__close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    st_config_t cfg;
+    int rc = st_config_load(&cfg, argc, argv);
+    if (rc == 1) return 0;
+    if (rc != ST_OK) return 2;
+    if (strcmp(cfg.log_level, "debug") == 0)
+        st_log_set_level(ST_LOG_DEBUG);
+    else if (strcmp(cfg.log_level, "warn") == 0)
+        st_log_set_level(ST_LOG_WARN);
+    else if (strcmp(cfg.log_level, "error") == 0)
+        st_log_set_level(ST_LOG_ERROR);
+    signal(SIGPIPE, SIG_IGN);
+
+    st_main_t m = {0};
+    m.loop = uv_default_loop();
+    st_store_t *store;
+    st_store_opts_t so = {cfg.data_dir, cfg.map_size};
+    if (st_store_open(&store, m.loop, &so) != ST_OK) return 1;
+    st_app_t app = {&cfg, store};
+    if (!*cfg.jwt_secret)
+        st_warn("auth is OFF: no --jwt-secret / STRATA_JWT_SECRET set, every route is open");
+    if (st_server_start(&m.srv, m.loop, &app) != ST_OK) {
+        st_store_close(store);
+        uv_run(m.loop, UV_RUN_NOWAIT);
+        return 1;
+    }
+    st_info("strata ready: data in %s, node id %llu", cfg.data_dir,
+            (unsigned long long)cfg.node_id);
+    uv_signal_init(m.loop, &m.sigterm);
+    uv_signal_init(m.loop, &m.sigint);
+    m.sigterm.data = m.sigint.data = &m;
+    uv_signal_start(&m.sigterm, st__on_signal, SIGTERM);
+    uv_signal_start(&m.sigint, st__on_signal, SIGINT);
+    uv_timer_init(m.loop, &m.deadline);
+    m.deadline.data = &m;
+
+    uv_run(m.loop, UV_RUN_DEFAULT);
+
+    st_store_close(store);
+    uv_walk(m.loop, st__close_walk, NULL);
+    uv_run(m.loop, UV_RUN_DEFAULT);
+    st_server_free(m.srv);
+    st_metrics_shutdown();
+    int lc = uv_loop_close(m.loop);
+    st_info("stopped%s", lc ? " (some handles were still open)" : " cleanly");
+    return 0;
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Installs every Debian package strata needs to build, run and test. Idempotent: packages that
+# are already present are skipped, so this is cheap to call before every build.
+#   tools/install-deps.sh            build + run dependencies
+#   tools/install-deps.sh --test     + test tools (Node.js/npm for e2e clients, clang for fuzzing)
+#   tools/install-deps.sh --bench    + benchmark peers (redis, nginx, postgresql, wrk)
+set -euo pipefail
+
+pkgs=(build-essential cmake pkg-config ca-certificates
+      libuv1-dev liblmdb-dev node-llhttp libwebsockets-dev libwebsockets-evlib-uv
+      libcjson-dev libzstd-dev libcurl4-openssl-dev libssl-dev)
+for arg in "$@"; do
+  case "$arg" in
+    --test) pkgs+=(clang libclang-rt-14-dev lmdb-utils curl)
+            command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+            command -v npm >/dev/null 2>&1 || pkgs+=(npm) ;;
+    --bench) pkgs+=(redis-server redis-tools nginx-light postgresql postgresql-contrib wrk procps) ;;
+    *) echo "unknown option: $arg" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "installing: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
