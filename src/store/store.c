@@ -63,6 +63,7 @@ struct st_store {
     uint64_t job_ns;
     uv_async_t done;
     uv_check_t check;
+    uv_idle_t idle;
     int closed;
 
     st_metric_t *m_batch_ops, *m_commit_s, *m_commits, *m_failed;
@@ -142,6 +143,9 @@ static void st__submit(st_store_t *s)
     s->open = s->open == &s->batches[0] ? &s->batches[1] : &s->batches[0];
     st__batch_reset(s->open);
     s->open->id = ++s->open_id;
+    /* Pending durable work keeps the loop alive; idle, the store does not. */
+    uv_ref((uv_handle_t *)&s->done);
+    uv_idle_stop(&s->idle);
 }
 
 static void st__ov_free(st_ov_t *e)
@@ -203,10 +207,16 @@ static void st__on_done(uv_async_t *h)
         st__batch_reset(s->open);
         s->open->id = ++s->open_id;
         s->inflight = NULL;
+        uv_idle_stop(&s->idle);
         for (st_store_listener_t *l = s->listeners; l; l = l->next)
             if (l->on_failed) l->on_failed(l, first, err);
     }
     if (s->open->nops > 0) st__submit(s);
+}
+
+static void st__on_idle(uv_idle_t *h)
+{
+    (void)h;
 }
 
 static void st__on_check(uv_check_t *h)
@@ -269,6 +279,8 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     uv_check_start(&s->check, st__on_check);
     uv_unref((uv_handle_t *)&s->check);
     uv_unref((uv_handle_t *)&s->done);
+    uv_idle_init(loop, &s->idle);
+    s->idle.data = s;
     if (uv_thread_create(&s->thread, st__commit_thread, s) != 0)
         st_fatal("store: cannot start the commit thread");
 
@@ -291,9 +303,7 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
 static void st__on_closed(uv_handle_t *h)
 {
     st_store_t *s = h->data;
-    if (uv_is_closing((uv_handle_t *)&s->done) && uv_is_closing((uv_handle_t *)&s->check) &&
-        ++s->closed == 2)
-        free(s);
+    if (++s->closed == 3) free(s);
 }
 
 void st_store_close(st_store_t *s)
@@ -317,6 +327,7 @@ void st_store_close(st_store_t *s)
     /* The struct is freed once both handles have closed (the loop must run once more). */
     uv_close((uv_handle_t *)&s->done, st__on_closed);
     uv_close((uv_handle_t *)&s->check, st__on_closed);
+    uv_close((uv_handle_t *)&s->idle, st__on_closed);
 }
 
 void st_store_listen(st_store_t *s, st_store_listener_t *l)
@@ -332,7 +343,7 @@ int st_store_get(st_store_t *s, const void *key, size_t klen, const void **val, 
     if (e) {
         if (*wait < e->batch) *wait = e->batch;
         if (e->del) return ST_ENOTFOUND;
-        *val = e->val;
+        *val = e->val ? e->val : "";
         *vlen = e->vlen;
         return ST_OK;
     }
@@ -360,8 +371,10 @@ static int st__stage(st_store_t *s, const void *key, size_t klen, const void *va
     if (e && e->batch == b->id && !e->del && !del && e->vlen == vlen) {
         /* Same key rewritten in this batch with a value of the same size (a hot counter):
          * overwrite in place instead of growing the batch. */
-        memcpy(b->data.data + b->ops[e->op_idx].voff, val, vlen);
-        memcpy(e->val, val, vlen);
+        if (vlen) {
+            memcpy(b->data.data + b->ops[e->op_idx].voff, val, vlen);
+            memcpy(e->val, val, vlen);
+        }
         if (*wait < b->id) *wait = b->id;
         return ST_OK;
     }
@@ -370,6 +383,8 @@ static int st__stage(st_store_t *s, const void *key, size_t klen, const void *va
         b->ops = st_realloc(b->ops, b->cap * sizeof *b->ops);
     }
     st_op_t *op = &b->ops[b->nops];
+    if (b->nops == 0) /* staged work must not wait for unrelated I/O to wake the loop */
+        uv_idle_start(&s->idle, st__on_idle);
     op->koff = b->data.len;
     op->klen = klen;
     st_buf_append(&b->data, key, klen);
@@ -387,7 +402,7 @@ static int st__stage(st_store_t *s, const void *key, size_t klen, const void *va
     e->batch = b->id;
     e->op_idx = b->nops;
     e->del = del;
-    if (!del) {
+    if (!del && vlen) {
         if (e->vcap < vlen) {
             e->val = st_realloc(e->val, vlen);
             e->vcap = vlen;

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for hybrid counters, distinct counters and sequences on a real store. */
+#include "../test.h"
+#include "strata/counters.h"
+#include "strata/metrics.h"
+
+#include <stdlib.h>
+
+static uv_loop_t loop;
+static st_store_t *store;
+static char dir[64];
+
+static void setup(void)
+{
+    uv_loop_init(&loop);
+    strcpy(dir, "/tmp/strata-ctr-XXXXXX");
+    if (!mkdtemp(dir)) abort();
+    st_store_opts_t o = {dir, 16 << 20};
+    if (st_store_open(&store, &loop, &o) != ST_OK) abort();
+}
+
+static void settle(void)
+{
+    for (int i = 0; i < 100000 && !st_store_idle(store); i++)
+        uv_run(&loop, UV_RUN_ONCE);
+}
+
+static void teardown(void)
+{
+    settle();
+    st_store_close(store);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) abort();
+    st_metrics_shutdown();
+}
+
+TEST(incr_is_baseline_plus_hot_and_consolidation_keeps_the_value)
+{
+    setup();
+    uint64_t w = 0;
+    int64_t v;
+    st_counter_t c;
+    CHECK_EQ(st_counter_get(store, "c", 1, &c, &w), ST_ENOTFOUND);
+    CHECK_EQ(st_counter_incr(store, "c", 1, 5, &v, &w), ST_OK);
+    CHECK_EQ(v, 5);
+    CHECK_EQ(st_counter_incr(store, "c", 1, -7, &v, &w), ST_OK);
+    CHECK_EQ(v, -2);
+    settle();
+    CHECK_EQ(st_counter_consolidate(store, "c", 1, &w), ST_OK);
+    CHECK_EQ(st_counter_get(store, "c", 1, &c, &w), ST_OK);
+    CHECK_EQ(c.baseline, -2);
+    CHECK_EQ(c.hot, 0);
+    CHECK_EQ(st_counter_incr(store, "c", 1, 3, &v, &w), ST_OK);
+    CHECK_EQ(v, 1);
+    CHECK_EQ(st_counter_get(store, "c", 1, &c, &w), ST_OK);
+    CHECK_EQ(c.baseline, -2);
+    CHECK_EQ(c.hot, 3);
+    CHECK_EQ(st_counter_incr(store, "c", 1, INT64_MAX, &v, &w), ST_EINVAL);
+    teardown();
+}
+
+TEST(distinct_counts_each_member_once_and_kinds_do_not_mix)
+{
+    setup();
+    uint64_t w = 0;
+    int64_t v;
+    bool added;
+    CHECK_EQ(st_counter_distinct_add(store, "d", 1, "alice", 5, &v, &added, &w), ST_OK);
+    CHECK(added);
+    CHECK_EQ(v, 1);
+    CHECK_EQ(st_counter_distinct_add(store, "d", 1, "alice", 5, &v, &added, &w), ST_OK);
+    CHECK(!added);
+    CHECK_EQ(v, 1);
+    settle();
+    CHECK_EQ(st_counter_distinct_add(store, "d", 1, "alice", 5, &v, &added, &w), ST_OK);
+    CHECK(!added);
+    CHECK_EQ(st_counter_distinct_add(store, "d", 1, "bob", 3, &v, &added, &w), ST_OK);
+    CHECK(added);
+    CHECK_EQ(v, 2);
+    /* a 255-byte member on a 255-byte name still fits (hashed key) */
+    char big[255];
+    memset(big, 'm', sizeof big);
+    CHECK_EQ(st_counter_distinct_add(store, big, 255, big, 255, &v, &added, &w), ST_OK);
+    CHECK(added);
+    CHECK_EQ(st_counter_distinct_add(store, big, 255, big, 255, &v, &added, &w), ST_OK);
+    CHECK(!added);
+    CHECK_EQ(st_counter_incr(store, "d", 1, 1, &v, &w), ST_ECONFLICT);
+    CHECK_EQ(st_counter_incr(store, "p", 1, 1, &v, &w), ST_OK);
+    CHECK_EQ(st_counter_distinct_add(store, "p", 1, "x", 1, &v, &added, &w), ST_ECONFLICT);
+    teardown();
+}
+
+TEST(sequences_start_at_one_and_never_overlap)
+{
+    setup();
+    uint64_t w = 0;
+    int64_t first, last;
+    CHECK_EQ(st_sequence_get(store, "s", 1, &last, &w), ST_OK);
+    CHECK_EQ(last, 0);
+    CHECK_EQ(st_sequence_next(store, "s", 1, 1, &first, &last, &w), ST_OK);
+    CHECK_EQ(first, 1);
+    CHECK_EQ(last, 1);
+    CHECK_EQ(st_sequence_next(store, "s", 1, 10000, &first, &last, &w), ST_OK);
+    CHECK_EQ(first, 2);
+    CHECK_EQ(last, 10001);
+    CHECK_EQ(st_sequence_next(store, "s", 1, 0, &first, &last, &w), ST_EINVAL);
+    CHECK_EQ(st_sequence_next(store, "s", 1, 10001, &first, &last, &w), ST_EINVAL);
+    settle();
+    CHECK_EQ(st_sequence_next(store, "s", 1, 5, &first, &last, &w), ST_OK);
+    CHECK_EQ(first, 10002);
+    CHECK_EQ(last, 10006);
+    teardown();
+}
+
+RUN_TESTS("counters")

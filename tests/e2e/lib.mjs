@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: MIT
+// Helpers for end-to-end tests: start the real strata binary on a free port with a temp data
+// dir, talk HTTP over real sockets (keep-alive agent or raw TCP), and stop or kill -9 it.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+export const BIN = process.env.STRATA_BIN || path.resolve('../../build/strata');
+
+export function tempDir(tag = 'e2e') {
+  return mkdtempSync(path.join(os.tmpdir(), `strata-${tag}-`));
+}
+
+// Starts strata; resolves once it logged "listening on HOST:PORT".
+export async function startStrata({ dataDir, args = [], env = {} } = {}) {
+  const dir = dataDir || tempDir();
+  const proc = spawn(BIN, ['--listen', '127.0.0.1:0', '--data-dir', dir, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  const port = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`strata did not start:\n${log}`)), 10000);
+    const onData = (d) => {
+      log += d;
+      const m = /listening on (?:\[[^\]]+\]|[0-9.]+):(\d+)/.exec(log);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    };
+    proc.stderr.on('data', onData);
+    proc.stdout.on('data', onData);
+    proc.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`strata exited with ${code}:\n${log}`));
+    });
+  });
+  proc.removeAllListeners('exit');
+  const exited = new Promise((resolve) => proc.on('exit', (code, sig) => resolve({ code, sig })));
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  const s = {
+    port, dir, proc, agent, exited,
+    log: () => log,
+    req: (method, p, body, headers) => request(port, method, p, body, headers, agent),
+    async stop() {
+      agent.destroy();
+      proc.kill('SIGTERM');
+      return exited;
+    },
+    async kill9() {
+      agent.destroy();
+      proc.kill('SIGKILL');
+      return exited;
+    },
+    cleanup() {
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return s;
+}
+
+// One HTTP request; resolves {status, headers, text, json}. body: object (JSON) or string.
+export function request(port, method, p, body, headers = {}, agent) {
+  return new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
+    const r = http.request(
+      { host: '127.0.0.1', port, method, path: p, agent,
+        headers: { ...(data !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } : {}), ...headers } },
+      (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString();
+          let json;
+          try { json = JSON.parse(text); } catch { json = undefined; }
+          resolve({ status: res.statusCode, headers: res.headers, text, json });
+        });
+        res.on('error', reject);
+      });
+    r.on('error', reject);
+    if (data !== undefined) r.write(data);
+    r.end();
+  });
+}
+
+// Sends raw bytes on a fresh TCP connection; resolves with everything received until the server
+// closes or `idleMs` passes without data.
+export function raw(port, bytes, { idleMs = 1500, writes } = {}) {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    const chunks = [];
+    let timer;
+    const finish = () => { clearTimeout(timer); sock.destroy(); resolve(Buffer.concat(chunks).toString('latin1')); };
+    const arm = () => { clearTimeout(timer); timer = setTimeout(finish, idleMs); };
+    sock.on('connect', async () => {
+      if (writes) {
+        for (const w of writes) {
+          if (typeof w === 'number') await new Promise((r) => setTimeout(r, w));
+          else sock.write(w);
+        }
+      } else {
+        sock.write(bytes);
+      }
+      arm();
+    });
+    sock.on('data', (d) => { chunks.push(d); arm(); });
+    sock.on('end', finish);
+    sock.on('close', finish);
+    sock.on('error', (e) => (e.code === 'ECONNRESET' ? finish() : reject(e)));
+  });
+}
+
+// Splits a raw byte stream of HTTP responses into [{status, headers, body}].
+export function parseResponses(text) {
+  const out = [];
+  let rest = text;
+  while (rest.length) {
+    const he = rest.indexOf('\r\n\r\n');
+    if (he < 0) break;
+    const head = rest.slice(0, he).split('\r\n');
+    const status = Number(head[0].split(' ')[1]);
+    const headers = {};
+    for (const h of head.slice(1)) {
+      const i = h.indexOf(':');
+      headers[h.slice(0, i).toLowerCase()] = h.slice(i + 1).trim();
+    }
+    const len = Number(headers['content-length'] || 0);
+    const body = rest.slice(he + 4, he + 4 + len);
+    rest = rest.slice(he + 4 + len);
+    let json;
+    try { json = JSON.parse(body); } catch { json = undefined; }
+    out.push({ status, headers, body, json });
+  }
+  return out;
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for the HTTP parser (pipelining, split reads, limits), query decoding and routing. */
+#include "../test.h"
+#include "../../src/http/internal.h"
+
+#include <stdlib.h>
+
+typedef struct {
+    int n;
+    char paths[16][64];
+    char bodies[16][64];
+    char idem[16][32];
+    bool keep_alive[16];
+    int continues;
+} seen_t;
+
+static int on_req(void *arg, const st_http_request_t *r)
+{
+    seen_t *s = arg;
+    if (s->n < 16) {
+        snprintf(s->paths[s->n], 64, "%s %.*s?%.*s", r->method_name, (int)r->path_len, r->path,
+                 (int)r->query_len, r->query);
+        snprintf(s->bodies[s->n], 64, "%.*s", (int)r->body_len, r->body);
+        snprintf(s->idem[s->n], 32, "%.*s", (int)r->idem_len, r->idem_key ? r->idem_key : "");
+        s->keep_alive[s->n] = r->keep_alive;
+    }
+    s->n++;
+    return 0;
+}
+
+static void on_cont(void *arg)
+{
+    ((seen_t *)arg)->continues++;
+}
+
+static const st_http_parser_cb_t cb = {on_req, on_cont};
+
+TEST(pipelined_requests_in_one_buffer_come_out_in_order)
+{
+    seen_t s = {0};
+    st_http_parser_t *p = st_http_parser_new(&cb, &s, 8192, 1 << 20);
+    const char *in = "GET /a?x=1 HTTP/1.1\r\nHost: h\r\n\r\n"
+                     "POST /b HTTP/1.1\r\nContent-Length: 3\r\nIdempotency-Key: k1\r\n\r\nabc"
+                     "GET /c HTTP/1.1\r\nConnection: close\r\n\r\n";
+    size_t used;
+    CHECK_EQ(st_http_parser_feed(p, in, strlen(in), &used), ST_OK);
+    CHECK_EQ(s.n, 3);
+    CHECK_STR(s.paths[0], "GET /a?x=1");
+    CHECK_STR(s.paths[1], "POST /b?");
+    CHECK_STR(s.bodies[1], "abc");
+    CHECK_STR(s.idem[1], "k1");
+    CHECK(s.keep_alive[0]);
+    CHECK(!s.keep_alive[2]);
+    st_http_parser_free(p);
+}
+
+TEST(a_request_split_at_every_byte_parses_the_same)
+{
+    const char *in = "POST /v1/counters/x/incr HTTP/1.1\r\nContent-Type: application/json\r\n"
+                     "Authorization: Bearer t\r\nContent-Length: 8\r\n\r\n{\"by\":2}";
+    size_t len = strlen(in);
+    for (size_t cut = 1; cut < len; cut++) {
+        seen_t s = {0};
+        st_http_parser_t *p = st_http_parser_new(&cb, &s, 8192, 1 << 20);
+        size_t used;
+        CHECK_EQ(st_http_parser_feed(p, in, cut, &used), ST_OK);
+        CHECK(st_http_parser_mid_request(p));
+        CHECK_EQ(st_http_parser_feed(p, in + cut, len - cut, &used), ST_OK);
+        CHECK_EQ(s.n, 1);
+        CHECK_STR(s.bodies[0], "{\"by\":2}");
+        CHECK(!st_http_parser_mid_request(p));
+        st_http_parser_free(p);
+    }
+}
+
+TEST(limits_give_431_and_413_and_garbage_gives_400)
+{
+    seen_t s = {0};
+    size_t used;
+    st_http_parser_t *p = st_http_parser_new(&cb, &s, 1024, 100);
+    char big[4096];
+    int n = snprintf(big, sizeof big, "GET / HTTP/1.1\r\nX-Big: %01500d\r\n\r\n", 0);
+    CHECK_EQ(st_http_parser_feed(p, big, (size_t)n, &used), ST_EHEADERS);
+    st_http_parser_free(p);
+
+    p = st_http_parser_new(&cb, &s, 1024, 100);
+    const char *cl = "POST / HTTP/1.1\r\nContent-Length: 101\r\n\r\n";
+    CHECK_EQ(st_http_parser_feed(p, cl, strlen(cl), &used), ST_ETOOLARGE);
+    st_http_parser_free(p);
+
+    p = st_http_parser_new(&cb, &s, 1024, 10);
+    const char *ch = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n"
+                     "8\r\n12345678\r\n0\r\n\r\n";
+    CHECK_EQ(st_http_parser_feed(p, ch, strlen(ch), &used), ST_ETOOLARGE);
+    st_http_parser_free(p);
+
+    p = st_http_parser_new(&cb, &s, 1024, 100);
+    const char *junk = "\x01\x02 garbage\r\n\r\n";
+    CHECK_EQ(st_http_parser_feed(p, junk, strlen(junk), &used), ST_EBADREQ);
+    /* an errored parser stays errored */
+    CHECK_EQ(st_http_parser_feed(p, "GET / HTTP/1.1\r\n\r\n", 18, &used), ST_EBADREQ);
+    st_http_parser_free(p);
+}
+
+TEST(expect_continue_is_reported)
+{
+    seen_t s = {0};
+    size_t used;
+    st_http_parser_t *p = st_http_parser_new(&cb, &s, 1024, 100);
+    const char *in = "POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
+    CHECK_EQ(st_http_parser_feed(p, in, strlen(in), &used), ST_OK);
+    CHECK_EQ(s.continues, 1);
+    CHECK_EQ(st_http_parser_feed(p, "{}", 2, &used), ST_OK);
+    CHECK_EQ(s.n, 1);
+    st_http_parser_free(p);
+}
+
+TEST(query_values_are_found_and_percent_decoded)
+{
+    st_arena_t a = {0};
+    size_t n;
+    const char *q = "limit=50&order=desc&cursor=a%3Ab&empty=&flag";
+    CHECK_STR(st_query_get(&a, q, strlen(q), "order", &n), "desc");
+    CHECK_STR(st_query_get(&a, q, strlen(q), "cursor", &n), "a:b");
+    CHECK_STR(st_query_get(&a, q, strlen(q), "empty", &n), "");
+    CHECK_STR(st_query_get(&a, q, strlen(q), "flag", &n), "");
+    CHECK(st_query_get(&a, q, strlen(q), "lim", &n) == NULL);
+    CHECK(st_url_decode(&a, "%4", 2, &n) == NULL);
+    CHECK(st_url_decode(&a, "%zz", 3, &n) == NULL);
+    CHECK_STR(st_url_decode(&a, "a%2Fb", 5, &n), "a/b");
+    st_arena_free(&a);
+}
+
+static int route_of(const char *method, int m, const char *path, st_ctx_t *c, st_arena_t *a)
+{
+    static st_http_request_t r;
+    r = (st_http_request_t){
+        .method = m, .method_name = method, .path = path, .path_len = strlen(path)};
+    static st_buf_t body;
+    *c = (st_ctx_t){.req = &r, .arena = a, .body = &body};
+    const st_route_t *route = NULL;
+    int rc = st_router_match(c, &route);
+    return rc ? rc : (int)(route - st_routes);
+}
+
+TEST(router_matches_params_and_tells_405_from_404)
+{
+    st_arena_t a = {0};
+    st_ctx_t c;
+    int idx = route_of("POST", ST_HTTP_POST, "/v1/counters/abc/incr", &c, &a);
+    CHECK(idx >= 0);
+    CHECK_STR(st_routes[idx].pattern, "/v1/counters/{name}/incr");
+    CHECK_STR(c.params[0], "abc");
+    idx = route_of("GET", ST_HTTP_GET, "/v1/counters/a%3Ab", &c, &a);
+    CHECK(idx >= 0);
+    CHECK_STR(c.params[0], "a:b");
+    CHECK_EQ(route_of("DELETE", ST_HTTP_DELETE, "/v1/counters/abc", &c, &a), ST_EMETHOD);
+    CHECK(strstr(c.extra_headers, "Allow: GET"));
+    CHECK_EQ(route_of("GET", ST_HTTP_GET, "/v1/nothing", &c, &a), ST_ENOTFOUND);
+    CHECK_EQ(route_of("GET", ST_HTTP_GET, "/v1/counters/a/b/c", &c, &a), ST_ENOTFOUND);
+    CHECK_EQ(route_of("GET", ST_HTTP_GET, "/v1/counters/%zz", &c, &a), ST_EINVAL);
+    st_arena_free(&a);
+}
+
+RUN_TESTS("http")

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for the store: overlay read-your-writes, group commit, durability ids, scans,
+ * reopen, and rollback when a commit fails (map full). */
+#include "../test.h"
+#include "strata/metrics.h"
+#include "strata/store.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef struct {
+    st_store_listener_t l;
+    uint64_t durable;
+    uint64_t failed_first;
+    int failed_err;
+} watch_t;
+
+static void on_durable(st_store_listener_t *l, uint64_t id)
+{
+    ((watch_t *)l)->durable = id;
+}
+
+static void on_failed(st_store_listener_t *l, uint64_t first, int err)
+{
+    ((watch_t *)l)->failed_first = first;
+    ((watch_t *)l)->failed_err = err;
+}
+
+static char *tmpdir(void)
+{
+    char *d = strdup("/tmp/strata-store-XXXXXX");
+    if (!mkdtemp(d)) abort();
+    return d;
+}
+
+static void rmdir_all(const char *d)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+    if (system(cmd) != 0) abort();
+}
+
+static st_store_t *open_store(uv_loop_t *loop, const char *dir, uint64_t map, watch_t *w)
+{
+    st_store_t *s;
+    st_store_opts_t o = {dir, map};
+    CHECK_EQ(st_store_open(&s, loop, &o), ST_OK);
+    *w = (watch_t){{NULL, on_durable, on_failed}, 0, 0, 0};
+    st_store_listen(s, &w->l);
+    return s;
+}
+
+static void run_until_idle(uv_loop_t *loop, st_store_t *s)
+{
+    for (int i = 0; i < 100000 && !st_store_idle(s); i++)
+        uv_run(loop, UV_RUN_ONCE);
+}
+
+static void close_store(uv_loop_t *loop, st_store_t *s)
+{
+    st_store_close(s);
+    uv_run(loop, UV_RUN_DEFAULT);
+}
+
+TEST(staged_writes_are_visible_but_wait_for_their_batch)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    char *dir = tmpdir();
+    watch_t w;
+    st_store_t *s = open_store(&loop, dir, 16 << 20, &w);
+    uint64_t wait = 0;
+    CHECK_EQ(st_store_put(s, "k1", 2, "v1", 2, &wait), ST_OK);
+    CHECK(wait > st_store_durable_id(s));
+    uint64_t rw = 0;
+    const void *v;
+    size_t vl;
+    CHECK_EQ(st_store_get(s, "k1", 2, &v, &vl, &rw), ST_OK);
+    CHECK(vl == 2 && memcmp(v, "v1", 2) == 0);
+    CHECK_EQ(rw, wait);
+    run_until_idle(&loop, s);
+    CHECK(st_store_durable_id(s) >= wait);
+    CHECK(w.durable >= wait);
+    rw = 0;
+    CHECK_EQ(st_store_get(s, "k1", 2, &v, &vl, &rw), ST_OK);
+    CHECK_EQ(rw, 0); /* durable: no wait */
+    CHECK_EQ(st_store_get(s, "nope", 4, &v, &vl, &rw), ST_ENOTFOUND);
+    wait = 0;
+    CHECK_EQ(st_store_del(s, "k1", 2, &wait), ST_OK);
+    CHECK_EQ(st_store_get(s, "k1", 2, &v, &vl, &rw), ST_ENOTFOUND);
+    run_until_idle(&loop, s);
+    CHECK_EQ(st_store_get(s, "k1", 2, &v, &vl, &rw), ST_ENOTFOUND);
+    close_store(&loop, s);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    rmdir_all(dir);
+    free(dir);
+    st_metrics_shutdown();
+}
+
+TEST(many_writes_in_one_iteration_share_one_commit_and_survive_reopen)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    char *dir = tmpdir();
+    watch_t w;
+    st_store_t *s = open_store(&loop, dir, 16 << 20, &w);
+    uint64_t wait = 0;
+    for (int i = 0; i < 1000; i++) {
+        char k[16];
+        int n = snprintf(k, sizeof k, "n%04d", i);
+        CHECK_EQ(st_store_put(s, k, (size_t)n, &i, sizeof i, &wait), ST_OK);
+    }
+    /* the same key rewritten in one batch coalesces */
+    for (int i = 0; i < 100; i++)
+        CHECK_EQ(st_store_put(s, "hot", 3, &i, sizeof i, &wait), ST_OK);
+    run_until_idle(&loop, s);
+    CHECK_EQ(st_store_durable_id(s), wait);
+    close_store(&loop, s);
+    s = open_store(&loop, dir, 16 << 20, &w);
+    const void *v;
+    size_t vl;
+    uint64_t rw = 0;
+    CHECK_EQ(st_store_get(s, "n0999", 5, &v, &vl, &rw), ST_OK);
+    int x;
+    memcpy(&x, v, sizeof x);
+    CHECK_EQ(x, 999);
+    CHECK_EQ(st_store_get(s, "hot", 3, &v, &vl, &rw), ST_OK);
+    memcpy(&x, v, sizeof x);
+    CHECK_EQ(x, 99);
+    close_store(&loop, s);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    rmdir_all(dir);
+    free(dir);
+    st_metrics_shutdown();
+}
+
+static int collect(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+    st_buf_t *b = arg;
+    st_buf_append(b, k, kl);
+    st_buf_appendc(b, '=');
+    st_buf_append(b, v, vl);
+    st_buf_appendc(b, ';');
+    return 0;
+}
+
+TEST(scan_merges_durable_and_staged_in_key_order)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    char *dir = tmpdir();
+    watch_t w;
+    st_store_t *s = open_store(&loop, dir, 16 << 20, &w);
+    uint64_t wait = 0;
+    st_store_put(s, "pa", 2, "1", 1, &wait);
+    st_store_put(s, "pc", 2, "3", 1, &wait);
+    st_store_put(s, "pd", 2, "4", 1, &wait);
+    st_store_put(s, "q", 1, "x", 1, &wait);
+    run_until_idle(&loop, s);
+    st_store_put(s, "pb", 2, "2", 1, &wait);
+    st_store_put(s, "pc", 2, "C", 1, &wait);
+    st_store_del(s, "pd", 2, &wait);
+    st_buf_t b = {0};
+    uint64_t sw = 0;
+    CHECK_EQ(st_store_scan(s, "p", 1, collect, &b, &sw), 0);
+    CHECK_STR(b.data, "pa=1;pb=2;pc=C;");
+    CHECK_EQ(sw, wait);
+    st_buf_free(&b);
+    run_until_idle(&loop, s);
+    close_store(&loop, s);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    rmdir_all(dir);
+    free(dir);
+    st_metrics_shutdown();
+}
+
+TEST(a_failed_commit_rolls_back_and_reports_storage_full)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    char *dir = tmpdir();
+    watch_t w;
+    st_store_t *s = open_store(&loop, dir, 1 << 20, &w); /* 1 MiB: fills quickly */
+    uint64_t wait = 0;
+    char val[2000];
+    memset(val, 'v', sizeof val);
+    CHECK_EQ(st_store_put(s, "keep", 4, "ok", 2, &wait), ST_OK);
+    run_until_idle(&loop, s);
+    for (int i = 0; i < 2000; i++) {
+        char k[16];
+        int n = snprintf(k, sizeof k, "big%05d", i);
+        st_store_put(s, k, (size_t)n, val, sizeof val, &wait);
+    }
+    run_until_idle(&loop, s);
+    CHECK_EQ(w.failed_err, ST_EFULL);
+    CHECK(w.failed_first > 0);
+    const void *v;
+    size_t vl;
+    uint64_t rw = 0;
+    CHECK_EQ(st_store_get(s, "big00001", 8, &v, &vl, &rw), ST_ENOTFOUND); /* rolled back */
+    CHECK_EQ(st_store_get(s, "keep", 4, &v, &vl, &rw), ST_OK);            /* reads still work */
+    /* and small writes still succeed afterwards */
+    uint64_t w2 = 0;
+    CHECK_EQ(st_store_put(s, "after", 5, "y", 1, &w2), ST_OK);
+    run_until_idle(&loop, s);
+    CHECK(st_store_durable_id(s) >= w2);
+    close_store(&loop, s);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    rmdir_all(dir);
+    free(dir);
+    st_metrics_shutdown();
+}
+
+TEST(idempotency_records_replay_until_ttl)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    char *dir = tmpdir();
+    watch_t w;
+    st_store_t *s = open_store(&loop, dir, 16 << 20, &w);
+    uint8_t d[32] = {1, 2, 3};
+    uint64_t wait = 0;
+    int status;
+    const char *body;
+    size_t blen;
+    CHECK_EQ(st_idem_lookup(s, d, 1000000, &status, &body, &blen, &wait), ST_ENOTFOUND);
+    CHECK_EQ(st_idem_record(s, d, 201, "{\"a\":1}", 7, &wait), ST_OK);
+    uint64_t w2 = 0;
+    CHECK_EQ(st_idem_lookup(s, d, 1000000, &status, &body, &blen, &w2), ST_OK);
+    CHECK_EQ(status, 201);
+    CHECK(blen == 7 && memcmp(body, "{\"a\":1}", 7) == 0);
+    CHECK_EQ(w2, wait); /* a replay of a staged answer waits for it too */
+    CHECK_EQ(st_idem_lookup(s, d, -1, &status, &body, &blen, &w2), ST_ENOTFOUND); /* expired */
+    run_until_idle(&loop, s);
+    close_store(&loop, s);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    rmdir_all(dir);
+    free(dir);
+    st_metrics_shutdown();
+}
+
+RUN_TESTS("store")

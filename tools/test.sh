@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# One command from a fresh Debian 12 to a passing test suite: installs what is missing, builds,
+# runs the unit and end-to-end tests (ctest), the same suite again under ASan+UBSan, and each
+# libFuzzer target briefly.  FUZZ_SECONDS=0 skips fuzzing; QUICK=1 skips the sanitizer pass.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzz_seconds=${FUZZ_SECONDS:-20}
+
+tools/install-deps.sh --test
+
+echo "== release build: unit + e2e"
+tools/build.sh release
+(cd build && ctest --output-on-failure --timeout 600)
+
+if [ "${QUICK:-0}" != 1 ]; then
+  echo "== ASan+UBSan build: unit + e2e"
+  tools/build.sh asan
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure --timeout 900)
+fi
+
+if [ "$fuzz_seconds" -gt 0 ]; then
+  echo "== fuzzing ${fuzz_seconds}s per target"
+  tools/build.sh fuzz
+  for t in http json_body; do
+    work=$(mktemp -d)
+    seeds=fuzz/corpus/${t%_body}
+    (cd "$work" && "$OLDPWD/build-fuzz/fuzz/fuzz_$t" -max_total_time="$fuzz_seconds" -max_len=8192 \
+        -print_final_stats=0 . "$OLDPWD/$seeds" 2>&1 | tail -n 2)
+    rm -rf "$work"
+  done
+fi
+echo "== all tests passed"
