@@ -25,11 +25,18 @@ typedef struct {
     bool del;
 } st_op_t;
 
-typedef struct {
+typedef struct st_batch {
+    struct st_batch *next;
     uint64_t id;
     st_buf_t data; /* keys and values of ops */
     st_op_t *ops;
     size_t nops, cap;
+    size_t writes; /* staged writes, including ones coalesced into an earlier op */
+    /* set by the commit thread */
+    int rc;
+    bool group_end; /* last batch of one LMDB transaction */
+    size_t group_ops, group_writes;
+    uint64_t group_ns;
 } st_batch_t;
 
 /* A staged write not yet durable; newest value for its key. */
@@ -49,24 +56,28 @@ struct st_store {
     MDB_dbi dbi;
     MDB_txn *rtxn;
     st_map_t overlay;
-    st_batch_t batches[2];
-    st_batch_t *open, *inflight;
+    st_batch_t *open;      /* staging; loop only */
+    st_batch_t *free_list; /* recycled batches; loop only */
     uint64_t open_id, durable_id;
+    size_t submitted; /* batches handed to the thread and not yet returned */
     st_store_listener_t *listeners;
     st_buf_t scratch;
 
+    /* shared with the commit thread, under mu */
     uv_thread_t thread;
     uv_mutex_t mu;
     uv_cond_t cv;
-    bool job, stop;
-    int job_rc;
-    uint64_t job_ns;
+    st_batch_t *q_head, *q_tail; /* sealed, waiting for the thread */
+    st_batch_t *d_head, *d_tail; /* committed or failed, waiting for the loop */
+    bool halted;                 /* after a failure, until the loop has rolled back */
+    bool stop;
+
     uv_async_t done;
     uv_check_t check;
     uv_idle_t idle;
     int closed;
 
-    st_metric_t *m_batch_ops, *m_commit_s, *m_commits, *m_failed;
+    st_metric_t *m_batch_ops, *m_batch_writes, *m_commit_s, *m_commits, *m_failed;
 };
 
 static int st__mdb_err(int rc)
@@ -79,46 +90,68 @@ static int st__mdb_err(int rc)
 
 /* ---- the commit thread ---- */
 
-static int st__apply(st_store_t *s, st_batch_t *b)
+/* One write transaction for a whole group of batches: one fsync however many there are. */
+static int st__apply(st_store_t *s, st_batch_t *group)
 {
     MDB_txn *txn;
     int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
     if (rc) return rc;
-    for (size_t i = 0; i < b->nops; i++) {
-        st_op_t *op = &b->ops[i];
-        MDB_val k = {op->klen, b->data.data + op->koff};
-        if (op->del) {
-            rc = mdb_del(txn, s->dbi, &k, NULL);
-            if (rc == MDB_NOTFOUND) rc = 0;
-        } else {
-            MDB_val v = {op->vlen, b->data.data + op->voff};
-            rc = mdb_put(txn, s->dbi, &k, &v, 0);
-        }
-        if (rc) {
-            mdb_txn_abort(txn);
-            return rc;
+    for (st_batch_t *b = group; b; b = b->next) {
+        for (size_t i = 0; i < b->nops; i++) {
+            st_op_t *op = &b->ops[i];
+            MDB_val k = {op->klen, b->data.data + op->koff};
+            if (op->del) {
+                rc = mdb_del(txn, s->dbi, &k, NULL);
+                if (rc == MDB_NOTFOUND) rc = 0;
+            } else {
+                MDB_val v = {op->vlen, b->data.data + op->voff};
+                rc = mdb_put(txn, s->dbi, &k, &v, 0);
+            }
+            if (rc) {
+                mdb_txn_abort(txn);
+                return rc;
+            }
         }
     }
     return mdb_txn_commit(txn);
 }
 
+/*
+ * Takes every sealed batch at once and commits them as one transaction, back to back with the
+ * previous commit: the disk never waits for the loop, and the longer a commit takes, the more
+ * the next one carries.
+ */
 static void st__commit_thread(void *arg)
 {
     st_store_t *s = arg;
     uv_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->job && !s->stop)
+        while ((!s->q_head || s->halted) && !(s->stop && (!s->q_head || s->halted)))
             uv_cond_wait(&s->cv, &s->mu);
-        if (s->stop && !s->job) break;
-        st_batch_t *b = s->inflight;
+        if (!s->q_head || s->halted) break; /* stopping, nothing (committable) left */
+        st_batch_t *group = s->q_head, *last = s->q_tail;
+        s->q_head = s->q_tail = NULL;
         uv_mutex_unlock(&s->mu);
         uint64_t t0 = st_mono_ns();
-        int rc = st__apply(s, b);
+        int rc = st__apply(s, group);
         uint64_t ns = st_mono_ns() - t0;
+        size_t ops = 0, writes = 0;
+        for (st_batch_t *b = group; b; b = b->next) {
+            b->rc = rc;
+            b->group_end = b == last;
+            ops += b->nops;
+            writes += b->writes;
+        }
+        last->group_ops = ops;
+        last->group_writes = writes;
+        last->group_ns = ns;
         uv_mutex_lock(&s->mu);
-        s->job = false;
-        s->job_rc = rc;
-        s->job_ns = ns;
+        if (s->d_tail)
+            s->d_tail->next = group;
+        else
+            s->d_head = group;
+        s->d_tail = last;
+        if (rc) s->halted = true;
         uv_async_send(&s->done);
     }
     uv_mutex_unlock(&s->mu);
@@ -126,23 +159,59 @@ static void st__commit_thread(void *arg)
 
 /* ---- the loop side ---- */
 
-static void st__batch_reset(st_batch_t *b)
+static st_batch_t *st__batch_new(st_store_t *s)
 {
+    st_batch_t *b = s->free_list;
+    if (b)
+        s->free_list = b->next;
+    else
+        b = st_calloc(1, sizeof *b);
+    b->next = NULL;
     st_buf_reset(&b->data);
-    b->nops = 0;
+    b->nops = b->writes = 0;
+    b->rc = 0;
+    b->group_end = false;
+    b->id = ++s->open_id;
+    return b;
 }
 
+static void st__batch_recycle(st_store_t *s, st_batch_t *b)
+{
+    /* Keep one big buffer at most per batch around; drop outsized ones. */
+    if (b->data.cap > (8u << 20)) {
+        st_buf_free(&b->data);
+        free(b->ops);
+        b->ops = NULL;
+        b->cap = 0;
+    }
+    b->next = s->free_list;
+    s->free_list = b;
+}
+
+static void st__batch_free(st_batch_t *b)
+{
+    st_buf_free(&b->data);
+    free(b->ops);
+    free(b);
+}
+
+/* Seals the open batch and queues it for the commit thread (only ever at a request boundary:
+ * the loop calls this between callbacks, so one request's writes never straddle two batches). */
 static void st__submit(st_store_t *s)
 {
-    ST_ASSERT(!s->inflight && s->open->nops > 0);
+    ST_ASSERT(s->open->nops > 0);
+    st_batch_t *b = s->open;
+    b->next = NULL;
     uv_mutex_lock(&s->mu);
-    s->inflight = s->open;
-    s->job = true;
+    if (s->q_tail)
+        s->q_tail->next = b;
+    else
+        s->q_head = b;
+    s->q_tail = b;
     uv_cond_signal(&s->cv);
     uv_mutex_unlock(&s->mu);
-    s->open = s->open == &s->batches[0] ? &s->batches[1] : &s->batches[0];
-    st__batch_reset(s->open);
-    s->open->id = ++s->open_id;
+    s->submitted++;
+    s->open = st__batch_new(s);
     /* Pending durable work keeps the loop alive; idle, the store does not. */
     uv_ref((uv_handle_t *)&s->done);
     uv_idle_stop(&s->idle);
@@ -170,48 +239,65 @@ static void st__on_done(uv_async_t *h)
 {
     st_store_t *s = h->data;
     uv_mutex_lock(&s->mu);
-    bool finished = s->inflight && !s->job;
-    int rc = s->job_rc;
-    uint64_t ns = s->job_ns;
+    st_batch_t *list = s->d_head;
+    s->d_head = s->d_tail = NULL;
     uv_mutex_unlock(&s->mu);
-    if (!finished) return;
-    st_batch_t *b = s->inflight;
-    st_metric_observe(s->m_commit_s, (double)ns / 1e9);
-    st_metric_observe(s->m_batch_ops, (double)b->nops);
-    if (rc == 0) {
-        st_metric_add(s->m_commits, 1);
-        /* The values are in LMDB now: overlay entries last written by this batch go. */
-        for (size_t i = 0; i < b->nops; i++) {
-            st_op_t *op = &b->ops[i];
-            st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, b->data.data + op->koff, op->klen);
-            if (e && e->batch == b->id) {
-                st_map_remove(&s->overlay, &e->node);
-                st__ov_free(e);
-            }
+    if (!list) return;
+    uint64_t failed_first = 0;
+    int err = ST_OK;
+    for (st_batch_t *b = list, *next; b; b = next) {
+        next = b->next;
+        s->submitted--;
+        if (b->group_end) {
+            st_metric_observe(s->m_commit_s, (double)b->group_ns / 1e9);
+            st_metric_observe(s->m_batch_ops, (double)b->group_ops);
+            st_metric_observe(s->m_batch_writes, (double)b->group_writes);
+            st_metric_add(b->rc ? s->m_failed : s->m_commits, 1);
         }
-        s->durable_id = b->id;
-        s->inflight = NULL;
-        st__batch_reset(b);
-        for (st_store_listener_t *l = s->listeners; l; l = l->next)
-            if (l->on_durable) l->on_durable(l, s->durable_id);
-    } else {
-        /* Nothing of this batch is durable, and the open batch was staged on top of it: roll
-         * both back. Everything in the overlay belongs to one of them. */
-        int err = st__mdb_err(rc);
-        st_metric_add(s->m_failed, 1);
-        st_error("store: commit of batch %llu (%zu ops) failed: %s; rolled back",
-                 (unsigned long long)b->id, b->nops, mdb_strerror(rc));
-        uint64_t first = b->id;
+        if (b->rc == 0) {
+            /* The values are in LMDB now: overlay entries last written by this batch go. */
+            for (size_t i = 0; i < b->nops; i++) {
+                st_op_t *op = &b->ops[i];
+                st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, b->data.data + op->koff, op->klen);
+                if (e && e->batch == b->id) {
+                    st_map_remove(&s->overlay, &e->node);
+                    st__ov_free(e);
+                }
+            }
+            s->durable_id = b->id;
+        } else if (!failed_first) {
+            failed_first = b->id;
+            err = st__mdb_err(b->rc);
+            st_error("store: commit of batch %llu (%zu ops) failed: %s; rolled back",
+                     (unsigned long long)b->id, b->nops, mdb_strerror(b->rc));
+        }
+        st__batch_recycle(s, b);
+    }
+    if (failed_first) {
+        /* Nothing from the failed group on is durable, and everything queued or staged since
+         * was built on top of it: roll all of it back. The overlay holds nothing else. */
+        uv_mutex_lock(&s->mu);
+        st_batch_t *q = s->q_head;
+        s->q_head = s->q_tail = NULL;
+        s->halted = false;
+        uv_mutex_unlock(&s->mu);
+        while (q) {
+            st_batch_t *n = q->next;
+            s->submitted--;
+            st__batch_recycle(s, q);
+            q = n;
+        }
         st__drop_overlay(s);
-        st__batch_reset(b);
-        st__batch_reset(s->open);
-        s->open->id = ++s->open_id;
-        s->inflight = NULL;
+        st__batch_recycle(s, s->open);
+        s->open = st__batch_new(s);
         uv_idle_stop(&s->idle);
         for (st_store_listener_t *l = s->listeners; l; l = l->next)
-            if (l->on_failed) l->on_failed(l, first, err);
+            if (l->on_failed) l->on_failed(l, failed_first, err);
+    } else {
+        for (st_store_listener_t *l = s->listeners; l; l = l->next)
+            if (l->on_durable) l->on_durable(l, s->durable_id);
     }
-    if (s->open->nops > 0) st__submit(s);
+    if (s->submitted == 0) uv_unref((uv_handle_t *)&s->done);
 }
 
 static void st__on_idle(uv_idle_t *h)
@@ -222,7 +308,7 @@ static void st__on_idle(uv_idle_t *h)
 static void st__on_check(uv_check_t *h)
 {
     st_store_t *s = h->data;
-    if (!s->inflight && s->open->nops > 0) st__submit(s);
+    if (s->open->nops > 0) st__submit(s);
 }
 
 static double st__gauge_used(void *arg)
@@ -267,9 +353,7 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     }
     mdb_txn_reset(s->rtxn);
     st_map_init(&s->overlay);
-    s->open = &s->batches[0];
-    s->open_id = 1;
-    s->open->id = 1;
+    s->open = st__batch_new(s);
     uv_mutex_init(&s->mu);
     uv_cond_init(&s->cv);
     uv_async_init(loop, &s->done, st__on_done);
@@ -284,9 +368,13 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     if (uv_thread_create(&s->thread, st__commit_thread, s) != 0)
         st_fatal("store: cannot start the commit thread");
 
-    s->m_batch_ops = st_metrics_histogram("strata_commit_batch_ops",
-                                          "Writes per group commit (one LMDB transaction)", "",
-                                          st_metrics_size_bounds, st_metrics_size_nbounds);
+    s->m_batch_ops = st_metrics_histogram(
+        "strata_commit_batch_ops", "LMDB puts/deletes per group commit (one transaction)", "",
+        st_metrics_size_bounds, st_metrics_size_nbounds);
+    s->m_batch_writes = st_metrics_histogram(
+        "strata_commit_batch_writes",
+        "Staged writes per group commit, counting rewrites of a key coalesced into one op", "",
+        st_metrics_size_bounds, st_metrics_size_nbounds);
     s->m_commit_s =
         st_metrics_histogram("strata_commit_seconds", "LMDB commit latency including fsync", "",
                              st_metrics_latency_bounds, st_metrics_latency_nbounds);
@@ -315,10 +403,13 @@ void st_store_close(st_store_t *s)
     uv_thread_join(&s->thread);
     st__drop_overlay(s);
     st_map_free(&s->overlay);
-    for (int i = 0; i < 2; i++) {
-        st_buf_free(&s->batches[i].data);
-        free(s->batches[i].ops);
-    }
+    st_batch_t *lists[] = {s->free_list, s->q_head, s->d_head, s->open};
+    s->open->next = NULL;
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+        for (st_batch_t *b = lists[i], *n; b; b = n) {
+            n = b->next;
+            st__batch_free(b);
+        }
     st_buf_free(&s->scratch);
     mdb_txn_abort(s->rtxn);
     mdb_env_close(s->env);
@@ -375,6 +466,7 @@ static int st__stage(st_store_t *s, const void *key, size_t klen, const void *va
             memcpy(b->data.data + b->ops[e->op_idx].voff, val, vlen);
             memcpy(e->val, val, vlen);
         }
+        b->writes++;
         if (*wait < b->id) *wait = b->id;
         return ST_OK;
     }
@@ -383,8 +475,9 @@ static int st__stage(st_store_t *s, const void *key, size_t klen, const void *va
         b->ops = st_realloc(b->ops, b->cap * sizeof *b->ops);
     }
     st_op_t *op = &b->ops[b->nops];
-    if (b->nops == 0) /* staged work must not wait for unrelated I/O to wake the loop */
-        uv_idle_start(&s->idle, st__on_idle);
+    /* Staged work must not wait for unrelated I/O to wake the loop: the idle handle makes this
+     * iteration's poll return at once so the check handle seals the batch. */
+    if (b->nops == 0) uv_idle_start(&s->idle, st__on_idle);
     op->koff = b->data.len;
     op->klen = klen;
     st_buf_append(&b->data, key, klen);
@@ -411,6 +504,7 @@ static int st__stage(st_store_t *s, const void *key, size_t klen, const void *va
     }
     e->vlen = del ? 0 : vlen;
     b->nops++;
+    b->writes++;
     if (*wait < b->id) *wait = b->id;
     return ST_OK;
 }
@@ -433,7 +527,7 @@ uint64_t st_store_durable_id(const st_store_t *s)
 
 bool st_store_idle(const st_store_t *s)
 {
-    return !s->inflight && s->open->nops == 0;
+    return s->submitted == 0 && s->open->nops == 0;
 }
 
 void st_store_usage(st_store_t *s, uint64_t *used, uint64_t *size)
