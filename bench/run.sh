@@ -72,7 +72,7 @@ s_pipe=$(wrk_rps -s bench/pipeline.lua "http://127.0.0.1:$sp" -- /v1/counters/be
 n_pipe=$(wrk_rps -s bench/pipeline.lua "http://127.0.0.1:$np" -- / 16)
 
 metrics=$(curl -s "http://127.0.0.1:$sp/metrics")
-batch_avg=$(echo "$metrics" | awk '/^strata_commit_batch_ops_sum/ {s=$2} /^strata_commit_batch_ops_count/ {c=$2} END {printf "%.1f", s/c}')
+batch_avg=$(echo "$metrics" | awk '/^strata_commit_batch_writes_sum/ {s=$2} /^strata_commit_batch_writes_count/ {c=$2} END {printf "%.1f", s/c}')
 commit_avg=$(echo "$metrics" | awk '/^strata_commit_seconds_sum/ {s=$2} /^strata_commit_seconds_count/ {c=$2} END {printf "%.3f", 1000*s/c}')
 commits=$(echo "$metrics" | awk '/^strata_commits_total/ {print $2}')
 rss=$(awk '/VmHWM/ {print $2 " " $3}' /proc/$spid/status)

@@ -1,0 +1,27 @@
+# SPDX-License-Identifier: MIT
+# strata in a container: built from Debian 12 packages only (nothing vendored, nothing downloaded
+# outside apt). Data lives in /data (LMDB hot store; cold tier in /data/cold by default).
+#   docker build -t strata .
+#   docker run -p 8080:8080 -v strata-data:/data strata
+FROM debian:12-slim AS build
+WORKDIR /src
+COPY tools/install-deps.sh tools/
+RUN tools/install-deps.sh
+COPY . .
+RUN tools/build.sh release && strip build/strata
+
+FROM debian:12-slim
+RUN apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends libuv1 liblmdb0 libcjson1 libzstd1 \
+      libcurl4 libssl3 libwebsockets17 libwebsockets-evlib-uv ca-certificates curl \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --home /data strata && mkdir -p /data && chown strata /data
+COPY --from=build /src/build/strata /usr/local/bin/strata
+USER strata
+WORKDIR /data
+ENV STRATA_LISTEN=0.0.0.0:8080 STRATA_DATA_DIR=/data STRATA_COLD_URL=file:///data/cold
+EXPOSE 8080
+VOLUME /data
+STOPSIGNAL SIGTERM
+HEALTHCHECK --interval=10s --timeout=2s CMD ["curl", "-fsS", "http://127.0.0.1:8080/healthz"]
+ENTRYPOINT ["/usr/local/bin/strata"]
