@@ -25,7 +25,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     static char dir[] = "/tmp/strata-fuzzj-XXXXXX";
     if (!mkdtemp(dir)) abort();
     uv_loop_init(&loop);
-    st_store_opts_t o = {dir, 256 << 20};
+    st_store_opts_t o = {dir, 256 << 20, 0};
     if (st_store_open(&store, &loop, &o) != ST_OK) abort();
     app.cfg = &cfg;
     app.store = store;

@@ -67,7 +67,7 @@ int main(int argc, char **argv)
     st_main_t m = {0};
     m.loop = uv_default_loop();
     st_store_t *store;
-    st_store_opts_t so = {cfg.data_dir, cfg.map_size};
+    st_store_opts_t so = {cfg.data_dir, cfg.map_size, 0};
     if (st_store_open(&store, m.loop, &so) != ST_OK) return 1;
     st_app_t app = {&cfg, store};
     if (!*cfg.jwt_secret)

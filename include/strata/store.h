@@ -40,6 +40,7 @@ typedef struct st_store_listener {
 typedef struct {
     const char *dir;   /* created if missing */
     uint64_t map_size; /* bytes */
+    uint64_t wal_size; /* redo log bytes; 0 = 64 MiB */
 } st_store_opts_t;
 
 int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts);
@@ -70,8 +71,11 @@ int st_store_scan(st_store_t *s, const void *prefix, size_t plen, st_store_scan_
 uint64_t st_store_durable_id(const st_store_t *s);
 /* True when nothing is staged and no commit is in flight. */
 bool st_store_idle(const st_store_t *s);
-/* Bytes used by the LMDB map and its configured size. */
+/* Bytes in use in the hot store and its configured capacity (--map-size). */
 void st_store_usage(st_store_t *s, uint64_t *used, uint64_t *size);
+/* ST_EFULL once the hot store is at capacity: callers refuse new writes (507) up front, so a
+ * write is never acknowledged that LMDB could not take. Reads keep working. */
+int st_store_writable(st_store_t *s);
 
 /* ---- Idempotency-Key answers, committed atomically with the write they answer ---- */
 /* digest: SHA-256 of the key's scope (principal, method, path, key). */

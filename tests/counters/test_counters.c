@@ -15,7 +15,7 @@ static void setup(void)
     uv_loop_init(&loop);
     strcpy(dir, "/tmp/strata-ctr-XXXXXX");
     if (!mkdtemp(dir)) abort();
-    st_store_opts_t o = {dir, 16 << 20};
+    st_store_opts_t o = {dir, 16 << 20, 0};
     if (st_store_open(&store, &loop, &o) != ST_OK) abort();
 }
 

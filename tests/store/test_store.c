@@ -4,6 +4,7 @@
 #include "../test.h"
 #include "strata/metrics.h"
 #include "strata/store.h"
+#include "../../src/store/wal.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -43,7 +44,7 @@ static void rmdir_all(const char *d)
 static st_store_t *open_store(uv_loop_t *loop, const char *dir, uint64_t map, watch_t *w)
 {
     st_store_t *s;
-    st_store_opts_t o = {dir, map};
+    st_store_opts_t o = {dir, map, 256 << 10}; /* a small log: checkpoints happen often */
     CHECK_EQ(st_store_open(&s, loop, &o), ST_OK);
     *w = (watch_t){{NULL, on_durable, on_failed}, 0, 0, 0};
     st_store_listen(s, &w->l);
@@ -174,41 +175,134 @@ TEST(scan_merges_durable_and_staged_in_key_order)
     st_metrics_shutdown();
 }
 
-TEST(a_failed_commit_rolls_back_and_reports_storage_full)
+TEST(at_capacity_the_store_refuses_new_writes_and_reads_keep_working)
 {
     uv_loop_t loop;
     uv_loop_init(&loop);
     char *dir = tmpdir();
     watch_t w;
-    st_store_t *s = open_store(&loop, dir, 1 << 20, &w); /* 1 MiB: fills quickly */
+    st_store_t *s = open_store(&loop, dir, 1 << 20, &w); /* 1 MiB quota: fills quickly */
     uint64_t wait = 0;
     char val[2000];
     memset(val, 'v', sizeof val);
     CHECK_EQ(st_store_put(s, "keep", 4, "ok", 2, &wait), ST_OK);
     run_until_idle(&loop, s);
+    CHECK_EQ(st_store_writable(s), ST_OK);
     for (int i = 0; i < 2000; i++) {
         char k[16];
         int n = snprintf(k, sizeof k, "big%05d", i);
         st_store_put(s, k, (size_t)n, val, sizeof val, &wait);
+        if (i % 100 == 99) run_until_idle(&loop, s);
     }
     run_until_idle(&loop, s);
-    CHECK_EQ(w.failed_err, ST_EFULL);
-    CHECK(w.failed_first > 0);
+    CHECK_EQ(st_store_writable(s), ST_EFULL);
+    uint64_t used, size;
+    st_store_usage(s, &used, &size);
+    CHECK(used >= size);
     const void *v;
     size_t vl;
     uint64_t rw = 0;
-    CHECK_EQ(st_store_get(s, "big00001", 8, &v, &vl, &rw), ST_ENOTFOUND); /* rolled back */
-    CHECK_EQ(st_store_get(s, "keep", 4, &v, &vl, &rw), ST_OK);            /* reads still work */
-    /* and small writes still succeed afterwards */
-    uint64_t w2 = 0;
-    CHECK_EQ(st_store_put(s, "after", 5, "y", 1, &w2), ST_OK);
-    run_until_idle(&loop, s);
-    CHECK(st_store_durable_id(s) >= w2);
+    CHECK_EQ(st_store_get(s, "keep", 4, &v, &vl, &rw), ST_OK);
+    CHECK_EQ(st_store_get(s, "big01999", 8, &v, &vl, &rw), ST_OK); /* acknowledged: kept */
     close_store(&loop, s);
     CHECK_EQ(uv_loop_close(&loop), 0);
     rmdir_all(dir);
     free(dir);
     st_metrics_shutdown();
+}
+
+TEST(log_checkpoints_and_oversized_groups_keep_every_write)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    char *dir = tmpdir();
+    watch_t w;
+    st_store_t *s = open_store(&loop, dir, 64 << 20, &w);
+    uint64_t wait = 0;
+    char val[2000];
+    /* ~4 MB through a 256 KiB log: many checkpoints */
+    for (int i = 0; i < 2000; i++) {
+        char k[16];
+        int n = snprintf(k, sizeof k, "c%05d", i);
+        memset(val, 'a' + i % 26, sizeof val);
+        CHECK_EQ(st_store_put(s, k, (size_t)n, val, sizeof val, &wait), ST_OK);
+        if (i % 20 == 19) run_until_idle(&loop, s);
+    }
+    /* one group larger than the whole log goes straight to LMDB */
+    for (int i = 0; i < 200; i++) {
+        char k[16];
+        int n = snprintf(k, sizeof k, "huge%03d", i);
+        memset(val, 'H', sizeof val);
+        CHECK_EQ(st_store_put(s, k, (size_t)n, val, sizeof val, &wait), ST_OK);
+    }
+    run_until_idle(&loop, s);
+    CHECK(st_store_durable_id(s) >= wait);
+    close_store(&loop, s);
+    s = open_store(&loop, dir, 64 << 20, &w);
+    const void *v;
+    size_t vl;
+    uint64_t rw = 0;
+    for (int i = 0; i < 2000; i += 97) {
+        char k[16];
+        int n = snprintf(k, sizeof k, "c%05d", i);
+        CHECK_EQ(st_store_get(s, k, (size_t)n, &v, &vl, &rw), ST_OK);
+        CHECK(vl == sizeof val && ((const char *)v)[0] == 'a' + i % 26);
+    }
+    CHECK_EQ(st_store_get(s, "huge199", 7, &v, &vl, &rw), ST_OK);
+    CHECK(((const char *)v)[1999] == 'H');
+    close_store(&loop, s);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    rmdir_all(dir);
+    free(dir);
+    st_metrics_shutdown();
+}
+
+static int replay_count(void *arg, uint64_t seq, const char *p, size_t len)
+{
+    (void)p;
+    (void)len;
+    uint64_t *last = arg;
+    *last = seq;
+    return 0;
+}
+
+TEST(wal_replays_valid_records_and_stops_at_a_torn_tail)
+{
+    char *dir = tmpdir();
+    st_wal_t *w;
+    CHECK_EQ(st_wal_open(dir, 1 << 20, &w), ST_OK);
+    CHECK_EQ(st_wal_append(w, 1, "aaaa", 4), ST_OK);
+    CHECK_EQ(st_wal_append(w, 2, "bbbb", 4), ST_OK);
+    CHECK_EQ(st_wal_append(w, 3, "cccc", 4), ST_OK);
+    st_wal_close(w);
+    /* tear the last record: flip one payload byte */
+    char path[256];
+    snprintf(path, sizeof path, "%s/strata.wal", dir);
+    FILE *f = fopen(path, "r+b");
+    CHECK(f);
+    fseek(f, ST_WAL_HEADER + 2 * 28 + 24, SEEK_SET);
+    fputc('X', f);
+    fclose(f);
+    CHECK_EQ(st_wal_open(dir, 1 << 20, &w), ST_OK);
+    uint64_t last = 0;
+    CHECK_EQ(st_wal_replay(w, replay_count, &last), ST_OK);
+    CHECK_EQ(last, 2);
+    /* a new generation hides every old record */
+    CHECK_EQ(st_wal_reset(w), ST_OK);
+    last = 0;
+    CHECK_EQ(st_wal_replay(w, replay_count, &last), ST_OK);
+    CHECK_EQ(last, 0);
+    CHECK_EQ(st_wal_append(w, 9, "dddd", 4), ST_OK);
+    st_wal_close(w);
+    CHECK_EQ(st_wal_open(dir, 1 << 20, &w), ST_OK);
+    CHECK_EQ(st_wal_replay(w, replay_count, &last), ST_OK);
+    CHECK_EQ(last, 9);
+    char big[100];
+    memset(big, 'z', sizeof big);
+    CHECK_EQ(st_wal_append(w, 10, big, (1 << 20)), ST_ETOOLARGE);
+    st_wal_close(w);
+    rmdir_all(dir);
+    free(dir);
 }
 
 TEST(idempotency_records_replay_until_ttl)

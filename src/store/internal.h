@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/* store internals shared by store.c (the loop-side API) and commit.c (the threads). */
+#ifndef STRATA_STORE_INTERNAL_H
+#define STRATA_STORE_INTERNAL_H
+
+#include "strata/metrics.h"
+#include "strata/store.h"
+#include "wal.h"
+
+#include <lmdb.h>
+
+typedef struct {
+    size_t koff, klen, voff, vlen;
+    bool del;
+} st_op_t;
+
+/* A batch goes open (loop) -> queued -> logged in the WAL, acknowledged -> applied to LMDB ->
+ * back to the loop, which drops its overlay entries and recycles it. */
+typedef struct st_batch {
+    struct st_batch *next;
+    uint64_t id;
+    st_buf_t data; /* keys and values of ops */
+    st_op_t *ops;
+    size_t nops, cap;
+    size_t writes; /* staged writes, including ones coalesced into an earlier op */
+    /* set by the threads */
+    uint64_t seq; /* WAL record (shared by a group) */
+    int rc;       /* non-zero: never became durable */
+} st_batch_t;
+
+/* A staged write not yet in LMDB; newest value for its key. */
+typedef struct {
+    st_map_node_t node;
+    uint64_t batch;
+    size_t op_idx; /* op in the open batch that carries this value, for in-place coalescing */
+    bool del;
+    char *val;
+    size_t vlen, vcap;
+    char key[];
+} st_ov_t;
+
+struct st_store {
+    uv_loop_t *loop;
+    MDB_env *env;
+    MDB_dbi dbi;
+    MDB_txn *rtxn;
+    st_wal_t *wal;
+    uint64_t quota; /* configured capacity; LMDB's map is larger to absorb the apply lag */
+    st_map_t overlay;
+    st_batch_t *open;      /* staging; loop only */
+    st_batch_t *free_list; /* recycled batches; loop only */
+    uint64_t open_id, durable_id;
+    size_t submitted; /* sealed batches not yet returned to the loop */
+    uint64_t fail_first;
+    int fail_err;
+    st_store_listener_t *listeners;
+    st_buf_t scratch;
+
+    /* shared with the threads, under mu */
+    uv_mutex_t mu;
+    uv_cond_t cv_sync, cv_apply, cv_applied;
+    st_batch_t *q_head, *q_tail; /* sealed, waiting for the WAL */
+    st_batch_t *a_head, *a_tail; /* logged, waiting for LMDB */
+    st_batch_t *d_head, *d_tail; /* applied or failed, waiting for the loop */
+    uint64_t acked_id;           /* highest batch id durable in the WAL */
+    uint64_t logged_seq, applied_seq;
+    uint64_t used_bytes;
+    bool halted; /* after a WAL failure, until the loop has rolled back */
+    bool stop, stop_apply, checkpointing;
+    /* figures handed from the threads to the loop */
+    uint64_t sync_ns_sum, sync_count, group_ops, group_writes, apply_ns_sum, apply_count;
+
+    uv_thread_t sync_thread, apply_thread;
+    uv_async_t done;
+    uv_check_t check;
+    uv_idle_t idle;
+    int closed;
+
+    st_metric_t *m_batch_ops, *m_batch_writes, *m_commit_s, *m_apply_s, *m_commits, *m_failed;
+};
+
+/* commit.c */
+int st__store_recover(st_store_t *s);
+void st__store_start_threads(st_store_t *s);
+void st__store_stop_threads(st_store_t *s);
+void st__store_on_done(uv_async_t *h);
+void st__store_submit(st_store_t *s);
+void st__batch_free(st_batch_t *b);
+st_batch_t *st__batch_new(st_store_t *s);
+int st__mdb_err(int rc);
+
+/* store.c */
+void st__ov_free(st_ov_t *e);
+void st__drop_overlay(st_store_t *s);
+
+#endif

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The redo log behind group commit. One preallocated, zero-filled file written in place: an
+ * append is a pwrite plus one fdatasync that never changes the file's size, so the disk does
+ * one flush per acknowledged group (LMDB's own commit needs two). Records carry the log's
+ * generation and a CRC, so replay stops at the first torn, stale or empty record.
+ * Used only by the store's threads; not thread-safe by itself.
+ */
+#ifndef STRATA_STORE_WAL_H
+#define STRATA_STORE_WAL_H
+
+#include "strata/core.h"
+
+typedef struct st_wal st_wal_t;
+
+#define ST_WAL_HEADER 4096
+
+/* Opens (creating and zero-filling if needed) DIR/strata.wal of `size` bytes. */
+int st_wal_open(const char *dir, uint64_t size, st_wal_t **out);
+void st_wal_close(st_wal_t *w);
+
+/* Calls fn for every valid record of the current generation in order; positions the log after
+ * the last one. fn returning non-zero stops replay with that code. */
+typedef int (*st_wal_replay_fn)(void *arg, uint64_t seq, const char *payload, size_t len);
+int st_wal_replay(st_wal_t *w, st_wal_replay_fn fn, void *arg);
+
+/* Bytes a record with this payload takes, and bytes left in the current generation. */
+uint64_t st_wal_record_size(size_t payload_len);
+uint64_t st_wal_remaining(const st_wal_t *w);
+
+/* Writes one record and fdatasyncs. ST_ETOOLARGE if it does not fit; ST_EIO / ST_EFULL. */
+int st_wal_append(st_wal_t *w, uint64_t seq, const char *payload, size_t len);
+
+/* Starts a new generation (everything before must already be durable elsewhere). */
+int st_wal_reset(st_wal_t *w);
+
+#endif
