@@ -48,6 +48,14 @@ void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *a
                      (int)(req->path_len > 200 ? 200 : req->path_len), req->path);
     } else if (rc == ST_EMETHOD) {
         st_ctx_error(&c, rc, "%s is not allowed here", req->method_name);
+    } else if (*app->cfg->jwt_secret && !(route->flags & ST_ROUTE_OPEN) &&
+               st_auth_check(&c, (route->flags & ST_ROUTE_ADMIN) != 0) != ST_OK) {
+        /* 401/403 written by st_auth_check */
+        if (c.status == 401) c.extra_headers = "WWW-Authenticate: Bearer realm=\"strata\"\r\n";
+    } else if (*app->cfg->jwt_secret && (route->flags & ST_ROUTE_USER) &&
+               (strlen(c.subject) != c.plens[0] ||
+                memcmp(c.subject, c.params[0], c.plens[0]) != 0)) {
+        st_ctx_error(&c, ST_EFORBIDDEN, "the token's subject may only access its own user");
     } else {
         bool idem = (route->flags & ST_ROUTE_IDEMPOTENT) && req->idem_key;
         uint8_t digest[32];

@@ -33,6 +33,7 @@ enum {
     ST_ROUTE_IDEMPOTENT = 1, /* honours Idempotency-Key */
     ST_ROUTE_ADMIN = 2,      /* needs role admin when auth is on */
     ST_ROUTE_OPEN = 4,       /* never needs auth (healthz, metrics) */
+    ST_ROUTE_USER = 8,       /* params[0] is a user: the token's sub must equal it */
 };
 
 typedef struct {
@@ -70,6 +71,10 @@ int st_json_int(st_ctx_t *c, const cJSON *obj, const char *field, int64_t lo, in
                 int64_t def, int64_t *out);
 /* Field that must be a string that is a valid name. */
 int st_json_name(st_ctx_t *c, const cJSON *obj, const char *field, const char **s, size_t *n);
+
+/* With a JWT secret configured: checks the Bearer token (401), the admin role when asked (403),
+ * and sets c->subject. Writes the error itself. */
+int st_auth_check(st_ctx_t *c, bool need_admin);
 
 /* Validates a path parameter as a name (400 otherwise). */
 int st_param_name(st_ctx_t *c, int idx, const char *what);

@@ -64,6 +64,7 @@ struct st_server {
 static void st__conn_flush(st_conn_t *c);
 static void st__conn_close(st_conn_t *c);
 static void st__maybe_done(st_server_t *srv);
+static void st__on_listener_closed(uv_handle_t *h);
 static void st__conn_read_start(st_conn_t *c);
 
 static uint64_t st__now_ms(const st_server_t *srv)
@@ -507,7 +508,14 @@ static void st__maybe_done(st_server_t *srv)
     if (srv->conns || !st_store_idle(srv->app->store)) return;
     void (*done)(void *) = srv->done;
     srv->done = NULL;
+    uv_timer_stop(&srv->sweep);
+    uv_close((uv_handle_t *)&srv->sweep, st__on_listener_closed);
     done(srv->done_arg);
+}
+
+static void st__on_drain_tick(uv_timer_t *t)
+{
+    st__maybe_done(t->data);
 }
 
 static void st__on_listener_closed(uv_handle_t *h)
@@ -522,8 +530,10 @@ void st_server_shutdown(st_server_t *srv, void (*done)(void *arg), void *arg)
     srv->done = done;
     srv->done_arg = arg;
     uv_close((uv_handle_t *)&srv->listener, st__on_listener_closed);
+    /* The store settles on its own threads' schedule (the last LMDB apply reports nothing to
+     * the loop's listeners), so check for "all done" on a short timer until it is. */
     uv_timer_stop(&srv->sweep);
-    uv_close((uv_handle_t *)&srv->sweep, st__on_listener_closed);
+    uv_timer_start(&srv->sweep, st__on_drain_tick, 5, 5);
     for (st_conn_t *c = srv->conns; c; c = c->next) {
         uv_read_stop((uv_stream_t *)&c->tcp);
         c->reading = false;

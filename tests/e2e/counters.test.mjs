@@ -139,6 +139,7 @@ describe('persistence', () => {
     const ex = await s.stop();
     assert.equal(ex.code, 0, s.log());
     assert.match(s.log(), /stopped cleanly/);
+    assert.doesNotMatch(s.log(), /did not finish in time/);
     s = await startStrata({ dataDir: s.dir });
     assert.equal((await s.req('GET', '/v1/counters/p')).json.value, 7);
     assert.deepEqual((await s.req('POST', '/v1/sequences/p/next')).json, { name: 'p', first: 6, last: 6 });
