@@ -5,7 +5,7 @@
  * client can send must end in a response or a clean connection error, never a crash.
  */
 #include "../src/http/internal.h"
-#include "strata/metrics.h"
+#include "strata/seats.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +45,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     if (st_store_open(&store, &loop, &o) != ST_OK) abort();
     app.cfg = &cfg;
     app.store = store;
+    st_seats_opts_t so = {cfg.max_seats, 0};
+    if (st_seats_open(&app.seats, &loop, store, &so) != ST_OK) abort();
     return 0;
 }
 

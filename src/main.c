@@ -4,6 +4,7 @@
 #include "strata/core.h"
 #include "strata/http.h"
 #include "strata/metrics.h"
+#include "strata/seats.h"
 #include "strata/store.h"
 
 #include <signal.h>
@@ -69,10 +70,18 @@ int main(int argc, char **argv)
     st_store_t *store;
     st_store_opts_t so = {cfg.data_dir, cfg.map_size, 0};
     if (st_store_open(&store, m.loop, &so) != ST_OK) return 1;
-    st_app_t app = {&cfg, store};
+    st_seats_t *seats;
+    st_seats_opts_t seo = {cfg.max_seats, cfg.node_id};
+    if (st_seats_open(&seats, m.loop, store, &seo) != ST_OK) {
+        st_store_close(store);
+        uv_run(m.loop, UV_RUN_NOWAIT);
+        return 1;
+    }
+    st_app_t app = {&cfg, store, seats};
     if (!*cfg.jwt_secret)
         st_warn("auth is OFF: no --jwt-secret / STRATA_JWT_SECRET set, every route is open");
     if (st_server_start(&m.srv, m.loop, &app) != ST_OK) {
+        st_seats_close(seats);
         st_store_close(store);
         uv_run(m.loop, UV_RUN_NOWAIT);
         return 1;
@@ -89,6 +98,7 @@ int main(int argc, char **argv)
 
     uv_run(m.loop, UV_RUN_DEFAULT);
 
+    st_seats_close(seats);
     st_store_close(store);
     uv_walk(m.loop, st__close_walk, NULL);
     uv_run(m.loop, UV_RUN_DEFAULT);

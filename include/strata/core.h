@@ -142,4 +142,20 @@ int st_parse_i64(const char *s, size_t n, int64_t *out);
 /* Parses sizes like 4096, 64k, 16M, 1G, 2GiB; ST_EINVAL on junk or overflow. */
 int st_parse_size(const char *s, uint64_t *out);
 
+/* ---- snowflake ids: 41-bit ms since 2020-01-01 | 10-bit node | 12-bit sequence ---- */
+#define ST_SNOWFLAKE_EPOCH_MS 1577836800000LL
+typedef struct {
+    uint64_t node;   /* 0..1023 */
+    int64_t last_ms; /* never goes backwards, even if the wall clock does */
+    uint64_t seq;
+} st_snowflake_t;
+
+void st_snowflake_init(st_snowflake_t *sf, uint64_t node);
+/* Strictly increasing for one generator. floor: ids must be greater than this (e.g. the
+ * largest id already stored, so a clock that went back across a restart cannot reissue). */
+uint64_t st_snowflake_next(st_snowflake_t *sf);
+void st_snowflake_floor(st_snowflake_t *sf, uint64_t id);
+/* The Unix-µs time encoded in an id. */
+int64_t st_snowflake_time_us(uint64_t id);
+
 #endif

@@ -68,6 +68,8 @@ static const st_cfg_opt_t st__opts[] = {
             "seconds a client may take to send one whole request (slowloris guard)"),
     ST__NUM(ST_CFG_U64, idempotency_ttl, "idempotency-ttl", "STRATA_IDEMPOTENCY_TTL", "86400", 60,
             86400 * 365, "seconds an Idempotency-Key answer is kept"),
+    ST__NUM(ST_CFG_U64, max_seats, "max-seats", "STRATA_MAX_SEATS", "1000000", 1, 100000000,
+            "seats per event (400 above)"),
     ST__STR(s3_endpoint, "s3-endpoint", "STRATA_S3_ENDPOINT", "",
             "S3-compatible endpoint URL, e.g. http://127.0.0.1:9000"),
     ST__STR(s3_region, "s3-region", "STRATA_S3_REGION", "us-east-1", "S3 region for signing"),

@@ -85,6 +85,14 @@ int st_api_counter_get(st_ctx_t *c);
 int st_api_counter_distinct(st_ctx_t *c);
 int st_api_sequence_next(st_ctx_t *c);
 int st_api_sequence_get(st_ctx_t *c);
+int st_api_event_create(st_ctx_t *c);
+int st_api_event_list(st_ctx_t *c);
+int st_api_event_get(st_ctx_t *c);
+int st_api_seat_map(st_ctx_t *c);
+int st_api_book(st_ctx_t *c);
+int st_api_booking_get(st_ctx_t *c);
+int st_api_booking_confirm(st_ctx_t *c);
+int st_api_booking_cancel(st_ctx_t *c);
 int st_api_healthz(st_ctx_t *c);
 int st_api_metrics(st_ctx_t *c);
 

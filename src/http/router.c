@@ -12,6 +12,14 @@ const st_route_t st_routes[] = {
     {ST_HTTP_GET, "/v1/counters/{name}", st_api_counter_get, 0},
     {ST_HTTP_POST, "/v1/sequences/{name}/next", st_api_sequence_next, ST_ROUTE_IDEMPOTENT},
     {ST_HTTP_GET, "/v1/sequences/{name}", st_api_sequence_get, 0},
+    {ST_HTTP_POST, "/v1/events", st_api_event_create, ST_ROUTE_IDEMPOTENT},
+    {ST_HTTP_GET, "/v1/events", st_api_event_list, 0},
+    {ST_HTTP_GET, "/v1/events/{id}", st_api_event_get, 0},
+    {ST_HTTP_GET, "/v1/events/{id}/sections/{section}/seats", st_api_seat_map, 0},
+    {ST_HTTP_POST, "/v1/events/{id}/bookings", st_api_book, ST_ROUTE_IDEMPOTENT},
+    {ST_HTTP_GET, "/v1/bookings/{id}", st_api_booking_get, 0},
+    {ST_HTTP_POST, "/v1/bookings/{id}/confirm", st_api_booking_confirm, ST_ROUTE_IDEMPOTENT},
+    {ST_HTTP_POST, "/v1/bookings/{id}/cancel", st_api_booking_cancel, ST_ROUTE_IDEMPOTENT},
 };
 const size_t st_nroutes = sizeof st_routes / sizeof st_routes[0];
 

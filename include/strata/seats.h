@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * seats: ticketing inventory. Each section's seat states live in memory as a 2-bit bitmap
+ * (0 available, 1 reserved, 2 sold; seat i at bits 2*(i%4) of byte i/4, least significant
+ * first — the wire layout of the seat map), with counts kept in step in O(1). Bookings are the
+ * durable source of truth (one LMDB record each, staged through group commit); on start-up the
+ * bitmaps, stats and expiry timers are rebuilt from them. A booking takes all its seats or none.
+ *
+ * Everything runs on the loop thread. Functions that change or show state raise *wait to the
+ * batch that must be durable first (see store.h). JSON renderers append to a caller's buffer.
+ */
+#ifndef STRATA_SEATS_H
+#define STRATA_SEATS_H
+
+#include "strata/store.h"
+
+#include <uv.h>
+
+typedef struct st_seats st_seats_t;
+
+#define ST_SEATS_MAX_SECTIONS    1000
+#define ST_SEATS_MAX_PER_BOOKING 100
+
+typedef struct {
+    const char *name; /* valid name */
+    size_t name_len;
+    int64_t rows, cols, price;
+} st_section_spec_t;
+
+typedef struct {
+    const char *event_id;
+    size_t id_len;
+    const char *name; /* may be NULL */
+    size_t name_len;
+    int64_t hold_seconds;
+    st_section_spec_t *sections;
+    size_t nsections;
+} st_event_spec_t;
+
+typedef struct {
+    uint64_t max_seats; /* per event */
+    uint64_t node_id;
+} st_seats_opts_t;
+
+/* Rebuilds every event from the store (expiring holds that ran out while strata was down). */
+int st_seats_open(st_seats_t **out, uv_loop_t *loop, st_store_t *store, const st_seats_opts_t *o);
+/* Stops the expiry timer (closes its handle: run the loop once after) and frees everything. */
+void st_seats_close(st_seats_t *s);
+
+/* ST_ECONFLICT if the id exists; ST_EINVAL (with *why) if the spec breaks a limit. */
+int st_seats_create(st_seats_t *s, const st_event_spec_t *spec, st_buf_t *out, const char **why,
+                    uint64_t *wait);
+/* Event state JSON. ST_ENOTFOUND. */
+int st_seats_event_json(st_seats_t *s, const char *id, size_t len, st_buf_t *out, uint64_t *wait);
+/* {"events":[…],"next"} in event_id order after `cursor` (may be NULL). */
+int st_seats_list_json(st_seats_t *s, const char *cursor, size_t clen, size_t limit, st_buf_t *out,
+                       uint64_t *wait);
+/* Seat map. as_json: {"rows","cols","seats":[[…]…]}, else 2bit-base64. */
+int st_seats_map_json(st_seats_t *s, const char *id, size_t len, const char *section, size_t slen,
+                      bool as_json, st_buf_t *out, uint64_t *wait);
+
+/* Books explicit seats ("row-col", n of them) or, with seats == NULL, `quantity` best-available
+ * seats. ST_ESEATS writes {"seats":[taken…]} into *taken_json; ST_ENOTFOUND for an unknown event
+ * or section (*why says which); ST_EINVAL with *why for bad seats. */
+int st_seats_book(st_seats_t *s, const char *id, size_t len, const char *section, size_t slen,
+                  const char *const *seats, const size_t *seat_lens, size_t nseats,
+                  int64_t quantity, st_buf_t *out, st_buf_t *taken_json, const char **why,
+                  uint64_t *wait);
+int st_seats_booking_json(st_seats_t *s, uint64_t booking_id, st_buf_t *out, uint64_t *wait);
+/* ST_ECONFLICT when the booking is already sold, cancelled or expired. */
+int st_seats_confirm(st_seats_t *s, uint64_t booking_id, st_buf_t *out, uint64_t *wait);
+int st_seats_cancel(st_seats_t *s, uint64_t booking_id, st_buf_t *out, uint64_t *wait);
+
+/* Recounts every bitmap and compares with the kept stats (tests and /metrics). */
+bool st_seats_check(st_seats_t *s);
+
+#endif

@@ -1,0 +1,475 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Bookings: all-or-nothing holds on explicit or best-available seats, confirm and cancel, and
+ * hold expiry on a min-heap driven by one uv timer. A booking record is the durable truth:
+ * u8 version | u8 status | u16 event_len | u16 section_len | u32 nseats | i64 price |
+ * i64 created | i64 expires | i64 updated | u64 id | event | section | u32 seat[nseats].
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ST__BK_HDR 52 /* fixed part, through the id */
+
+void st__booking_encode(st_buf_t *out, const st_booking_t *b)
+{
+    uint8_t v = 1, st = (uint8_t)b->status;
+    uint16_t el = (uint16_t)b->event_len, sl = (uint16_t)b->section_len;
+    st_buf_reset(out);
+    st_buf_append(out, &v, 1);
+    st_buf_append(out, &st, 1);
+    st_buf_append(out, &el, 2);
+    st_buf_append(out, &sl, 2);
+    st_buf_append(out, "\0\0", 2);
+    st_buf_append(out, &b->nseats, 4);
+    st_buf_append(out, &b->total_price, 8);
+    st_buf_append(out, &b->created_at, 8);
+    st_buf_append(out, &b->expires_at, 8);
+    st_buf_append(out, &b->updated_at, 8);
+    st_buf_append(out, &b->id, 8);
+    st_buf_append(out, b->event_id, b->event_len);
+    st_buf_append(out, b->section, b->section_len);
+    st_buf_append(out, b->seats, (size_t)b->nseats * 4);
+}
+
+int st__booking_decode(const void *v, size_t n, st_booking_t *b)
+{
+    const uint8_t *p = v;
+    if (n < ST__BK_HDR || p[0] != 1) return ST_EINTERNAL;
+    uint16_t el, sl;
+    b->status = p[1];
+    memcpy(&el, p + 2, 2);
+    memcpy(&sl, p + 4, 2);
+    memcpy(&b->nseats, p + 8, 4);
+    memcpy(&b->total_price, p + 12, 8);
+    memcpy(&b->created_at, p + 20, 8);
+    memcpy(&b->expires_at, p + 28, 8);
+    memcpy(&b->updated_at, p + 36, 8);
+    memcpy(&b->id, p + 44, 8);
+    size_t off = ST__BK_HDR;
+    if (n != off + el + sl + (size_t)b->nseats * 4) return ST_EINTERNAL;
+    b->event_id = (const char *)p + off;
+    b->event_len = el;
+    b->section = (const char *)p + off + el;
+    b->section_len = sl;
+    b->seats = st_malloc((size_t)b->nseats * 4 + 1);
+    memcpy(b->seats, p + off + el + sl, (size_t)b->nseats * 4);
+    return ST_OK;
+}
+
+static size_t st__bkey(uint8_t key[9], uint64_t id)
+{
+    key[0] = ST_KS_BOOKING;
+    for (int i = 0; i < 8; i++) /* big-endian: keys sort by id, i.e. by time */
+        key[1 + i] = (uint8_t)(id >> (56 - 8 * i));
+    return 9;
+}
+
+/* Loads a booking; event/section point into a copy owned by *keep (free both after use). */
+static int st__load(st_seats_t *s, uint64_t id, st_booking_t *b, st_buf_t *keep, uint64_t *wait)
+{
+    uint8_t key[9];
+    const void *v;
+    size_t n;
+    int rc = st_store_get(s->store, key, st__bkey(key, id), &v, &n, wait);
+    if (rc) return rc;
+    st_buf_reset(keep);
+    st_buf_append(keep, v, n);
+    return st__booking_decode(keep->data, n, b);
+}
+
+static int st__save(st_seats_t *s, const st_booking_t *b, uint64_t *wait)
+{
+    uint8_t key[9];
+    st_buf_t rec = {0};
+    st__booking_encode(&rec, b);
+    int rc = st_store_put(s->store, key, st__bkey(key, b->id), rec.data, rec.len, wait);
+    st_buf_free(&rec);
+    return rc;
+}
+
+static void st__booking_json(st_buf_t *out, const st_booking_t *b, const st_section_t *sec)
+{
+    static const char *names[] = {"", "reserved", "sold", "cancelled", "expired"};
+    st_buf_puts(out, "{\"booking_id\":\"");
+    st_buf_append_u64(out, b->id);
+    st_buf_puts(out, "\",\"event_id\":");
+    st_buf_append_json_str(out, b->event_id, b->event_len);
+    st_buf_puts(out, ",\"section\":");
+    st_buf_append_json_str(out, b->section, b->section_len);
+    st_buf_puts(out, ",\"seats\":[");
+    for (uint32_t i = 0; i < b->nseats; i++) {
+        if (i) st_buf_appendc(out, ',');
+        if (sec)
+            st__seat_name(out, sec, b->seats[i]);
+        else
+            st_buf_puts(out, "null");
+    }
+    st_buf_printf(out,
+                  "],\"status\":\"%s\",\"total_price\":%lld,\"created_at\":%lld,"
+                  "\"expires_at\":%lld}",
+                  b->status >= 1 && b->status <= 4 ? names[b->status] : "unknown",
+                  (long long)b->total_price, (long long)b->created_at, (long long)b->expires_at);
+}
+
+/* ---- the expiry heap ---- */
+
+void st__hold_push(st_seats_t *s, int64_t at, uint64_t id)
+{
+    if (s->nheap == s->heapcap) {
+        s->heapcap = s->heapcap ? s->heapcap * 2 : 64;
+        s->heap = st_realloc(s->heap, s->heapcap * sizeof *s->heap);
+    }
+    size_t i = s->nheap++;
+    while (i && s->heap[(i - 1) / 2].at > at) {
+        s->heap[i] = s->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    s->heap[i] = (st_hold_t){at, id};
+}
+
+static st_hold_t st__hold_pop(st_seats_t *s)
+{
+    st_hold_t top = s->heap[0], last = s->heap[--s->nheap];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= s->nheap) break;
+        if (c + 1 < s->nheap && s->heap[c + 1].at < s->heap[c].at) c++;
+        if (s->heap[c].at >= last.at) break;
+        s->heap[i] = s->heap[c];
+        i = c;
+    }
+    if (s->nheap) s->heap[i] = last;
+    return top;
+}
+
+void st__arm_timer(st_seats_t *s)
+{
+    if (!s->nheap) {
+        uv_timer_stop(&s->timer);
+        return;
+    }
+    int64_t delay_ms = (s->heap[0].at - st_now_us() + 999) / 1000;
+    uv_timer_start(&s->timer, st__on_timer, delay_ms > 0 ? (uint64_t)delay_ms : 0, 0);
+}
+
+/* Ends a reserved booking (cancel or expiry): its seats go back to available. */
+static int st__release(st_seats_t *s, st_booking_t *b, int status, uint64_t *wait)
+{
+    st_event_t *e = st__event_find(s, b->event_id, b->event_len);
+    st_section_t *sec = e ? st__section_find(e, b->section, b->section_len) : NULL;
+    int64_t now = st_now_us();
+    b->status = status;
+    b->updated_at = now;
+    uint64_t w = 0;
+    int rc = st__save(s, b, &w);
+    if (rc) return rc;
+    if (sec) {
+        for (uint32_t i = 0; i < b->nseats; i++)
+            st__seat_set(e, sec, b->seats[i], ST_SEAT_AVAILABLE);
+        e->updated_at = now;
+        if (e->last_batch < w) e->last_batch = w;
+    }
+    if (*wait < w) *wait = w;
+    return ST_OK;
+}
+
+void st__on_timer(uv_timer_t *t)
+{
+    st_seats_t *s = t->data;
+    int64_t now = st_now_us();
+    st_buf_t keep = {0};
+    while (s->nheap && s->heap[0].at <= now) {
+        st_hold_t h = st__hold_pop(s);
+        st_booking_t b;
+        uint64_t w = 0;
+        if (st__load(s, h.id, &b, &keep, &w) != ST_OK) continue;
+        if (b.status == ST_BK_RESERVED && b.expires_at <= now &&
+            st__release(s, &b, ST_BK_EXPIRED, &w) == ST_OK)
+            st_metric_add(s->m_expired, 1);
+        free(b.seats);
+    }
+    st_buf_free(&keep);
+    st__arm_timer(s);
+}
+
+/* ---- booking ---- */
+
+static int st__parse_seat(const st_section_t *sec, const char *p, size_t n, uint32_t *idx)
+{
+    const char *dash = memchr(p, '-', n);
+    int64_t r, c;
+    if (!dash || st_parse_i64(p, (size_t)(dash - p), &r) ||
+        st_parse_i64(dash + 1, n - (size_t)(dash - p) - 1, &c) || p[0] == '+' || p[0] == '-' ||
+        dash[1] == '+' || dash[1] == '-')
+        return ST_EINVAL;
+    if (r < 1 || r > sec->rows || c < 1 || c > sec->cols) return ST_EINVAL;
+    *idx = (uint32_t)((r - 1) * sec->cols + (c - 1));
+    return ST_OK;
+}
+
+/* Best available: q side by side in one row, nearest the front; failing that, the fewest
+ * blocks (largest runs first, front rows breaking ties). Returns false if fewer than q. */
+static bool st__best(const st_section_t *sec, int64_t q, uint32_t *out)
+{
+    if (sec->c.available < q) return false;
+    for (int64_t r = 0; r < sec->rows; r++) {
+        if (sec->row_avail[r] < q) continue;
+        int64_t run = 0;
+        for (int64_t c = 0; c < sec->cols; c++) {
+            run =
+                st__seat_get(sec, (uint32_t)(r * sec->cols + c)) == ST_SEAT_AVAILABLE ? run + 1 : 0;
+            if (run == q) {
+                for (int64_t k = 0; k < q; k++)
+                    out[k] = (uint32_t)(r * sec->cols + c - q + 1 + k);
+                return true;
+            }
+        }
+    }
+    /* No row holds them together: collect runs, take the longest first. */
+    typedef struct {
+        uint32_t start, len;
+    } run_t;
+    size_t nruns = 0, cap = 64;
+    run_t *runs = st_malloc(cap * sizeof *runs);
+    for (int64_t r = 0; r < sec->rows; r++) {
+        if (!sec->row_avail[r]) continue;
+        int64_t c = 0;
+        while (c < sec->cols) {
+            while (c < sec->cols &&
+                   st__seat_get(sec, (uint32_t)(r * sec->cols + c)) != ST_SEAT_AVAILABLE)
+                c++;
+            int64_t st = c;
+            while (c < sec->cols &&
+                   st__seat_get(sec, (uint32_t)(r * sec->cols + c)) == ST_SEAT_AVAILABLE)
+                c++;
+            if (c > st) {
+                if (nruns == cap) runs = st_realloc(runs, (cap *= 2) * sizeof *runs);
+                runs[nruns++] = (run_t){(uint32_t)(r * sec->cols + st), (uint32_t)(c - st)};
+            }
+        }
+    }
+    int64_t got = 0;
+    while (got < q) {
+        size_t best = 0;
+        for (size_t i = 1; i < nruns; i++)
+            if (runs[i].len > runs[best].len)
+                best = i; /* strict: the earlier (front) run wins ties */
+        uint32_t take = runs[best].len < (uint32_t)(q - got) ? runs[best].len : (uint32_t)(q - got);
+        for (uint32_t k = 0; k < take; k++)
+            out[got++] = runs[best].start + k;
+        runs[best].len = 0;
+    }
+    free(runs);
+    return true;
+}
+
+int st_seats_book(st_seats_t *s, const char *id, size_t len, const char *section, size_t slen,
+                  const char *const *seats, const size_t *seat_lens, size_t nseats,
+                  int64_t quantity, st_buf_t *out, st_buf_t *taken_json, const char **why,
+                  uint64_t *wait)
+{
+    st_event_t *e = st__event_find(s, id, len);
+    if (!e) {
+        *why = "event not found";
+        return ST_ENOTFOUND;
+    }
+    st_section_t *sec = st__section_find(e, section, slen);
+    if (!sec) {
+        *why = "section not found";
+        return ST_ENOTFOUND;
+    }
+    if (*wait < e->last_batch)
+        *wait = e->last_batch; /* an answer about seats reflects the latest staged state */
+    uint32_t idx[ST_SEATS_MAX_PER_BOOKING];
+    size_t n = seats ? nseats : (size_t)quantity;
+    if (seats) {
+        for (size_t i = 0; i < nseats; i++) {
+            if (st__parse_seat(sec, seats[i], seat_lens[i], &idx[i]) != ST_OK) {
+                *why = "seats must be \"row-col\" within the section, 1-based";
+                return ST_EINVAL;
+            }
+            for (size_t k = 0; k < i; k++)
+                if (idx[k] == idx[i]) {
+                    *why = "a seat is listed twice";
+                    return ST_EINVAL;
+                }
+        }
+        bool any = false;
+        st_buf_puts(taken_json, "[");
+        for (size_t i = 0; i < nseats; i++)
+            if (st__seat_get(sec, idx[i]) != ST_SEAT_AVAILABLE) {
+                if (any) st_buf_appendc(taken_json, ',');
+                st__seat_name(taken_json, sec, idx[i]);
+                any = true;
+            }
+        st_buf_puts(taken_json, "]");
+        if (any) {
+            st_metric_add(s->m_conflicts, 1);
+            return ST_ESEATS;
+        }
+    } else if (!st__best(sec, quantity, idx)) {
+        st_buf_puts(taken_json, "[]");
+        st_metric_add(s->m_conflicts, 1);
+        return ST_ESEATS;
+    }
+    int64_t now = st_now_us();
+    st_booking_t b = {.id = st_snowflake_next(&s->ids),
+                      .status = ST_BK_RESERVED,
+                      .total_price = sec->price * (int64_t)n,
+                      .created_at = now,
+                      .expires_at = now + e->hold_seconds * 1000000,
+                      .updated_at = now,
+                      .event_id = e->id,
+                      .event_len = e->id_len,
+                      .section = sec->name,
+                      .section_len = sec->name_len,
+                      .seats = idx,
+                      .nseats = (uint32_t)n};
+    uint64_t w = 0;
+    int rc = st__save(s, &b, &w);
+    if (rc) return rc;
+    for (size_t i = 0; i < n; i++)
+        st__seat_set(e, sec, idx[i], ST_SEAT_RESERVED);
+    e->updated_at = now;
+    if (e->last_batch < w) e->last_batch = w;
+    if (!e->first_reserved_at || (!e->fully_reserved_at && e->c.available == 0)) {
+        if (!e->first_reserved_at)
+            e->first_reserved_at = now; /* first write wins: set once, persisted */
+        if (!e->fully_reserved_at && e->c.available == 0) e->fully_reserved_at = now;
+        st__event_persist(s, e, &w);
+    }
+    if (*wait < w) *wait = w;
+    st__hold_push(s, b.expires_at, b.id);
+    if (s->heap[0].id == b.id) st__arm_timer(s);
+    st_metric_add(s->m_booked, 1);
+    st__booking_json(out, &b, sec);
+    return ST_OK;
+}
+
+static int st__finish(st_seats_t *s, uint64_t id, int to, st_buf_t *out, uint64_t *wait)
+{
+    st_buf_t keep = {0};
+    st_booking_t b;
+    int rc = st__load(s, id, &b, &keep, wait);
+    if (rc) {
+        st_buf_free(&keep);
+        return rc;
+    }
+    /* A hold past its time is expired even if the timer has not fired yet. */
+    if (b.status == ST_BK_RESERVED && b.expires_at <= st_now_us()) {
+        st__release(s, &b, ST_BK_EXPIRED, wait);
+        st_metric_add(s->m_expired, 1);
+    }
+    st_event_t *e = st__event_find(s, b.event_id, b.event_len);
+    st_section_t *sec = e ? st__section_find(e, b.section, b.section_len) : NULL;
+    if (to == 0) {
+        /* read only */
+    } else if (b.status != ST_BK_RESERVED) {
+        rc = ST_ECONFLICT;
+    } else if (to == ST_BK_CANCELLED) {
+        rc = st__release(s, &b, ST_BK_CANCELLED, wait);
+        st_metric_add(s->m_cancelled, 1);
+    } else {
+        int64_t now = st_now_us();
+        b.status = ST_BK_SOLD;
+        b.updated_at = now;
+        uint64_t w = 0;
+        rc = st__save(s, &b, &w);
+        if (!rc && sec) {
+            for (uint32_t i = 0; i < b.nseats; i++)
+                st__seat_set(e, sec, b.seats[i], ST_SEAT_SOLD);
+            e->updated_at = now;
+            if (e->last_batch < w) e->last_batch = w;
+        }
+        if (*wait < w) *wait = w;
+        st_metric_add(s->m_confirmed, 1);
+    }
+    if (rc == ST_OK)
+        st__booking_json(out, &b, sec);
+    else if (rc == ST_ECONFLICT)
+        st__booking_json(out, &b, sec); /* the caller shows the current state with the 409 */
+    free(b.seats);
+    st_buf_free(&keep);
+    return rc;
+}
+
+int st_seats_booking_json(st_seats_t *s, uint64_t id, st_buf_t *out, uint64_t *wait)
+{
+    return st__finish(s, id, 0, out, wait);
+}
+
+int st_seats_confirm(st_seats_t *s, uint64_t id, st_buf_t *out, uint64_t *wait)
+{
+    return st__finish(s, id, ST_BK_SOLD, out, wait);
+}
+
+int st_seats_cancel(st_seats_t *s, uint64_t id, st_buf_t *out, uint64_t *wait)
+{
+    return st__finish(s, id, ST_BK_CANCELLED, out, wait);
+}
+
+/* ---- lifecycle ---- */
+
+/* A failed commit rolled back staged bookings: rebuild the in-memory view from the store. */
+static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
+{
+    st_seats_t *s = (st_seats_t *)((char *)l - offsetof(st_seats_t, listener));
+    (void)first;
+    (void)err;
+    st__free_events(s);
+    s->nheap = 0;
+    st__rebuild(s);
+}
+
+int st_seats_open(st_seats_t **out, uv_loop_t *loop, st_store_t *store, const st_seats_opts_t *o)
+{
+    st_seats_t *s = st_calloc(1, sizeof *s);
+    s->loop = loop;
+    s->store = store;
+    s->opts = *o;
+    st_map_init(&s->events);
+    st_snowflake_init(&s->ids, o->node_id);
+    uv_timer_init(loop, &s->timer);
+    s->timer.data = s;
+    s->m_booked =
+        st_metrics_counter("strata_bookings_total", "Bookings by outcome", "result=\"reserved\"");
+    s->m_conflicts = st_metrics_counter("strata_bookings_total", "Bookings by outcome",
+                                        "result=\"seats_unavailable\"");
+    s->m_confirmed =
+        st_metrics_counter("strata_bookings_total", "Bookings by outcome", "result=\"sold\"");
+    s->m_cancelled =
+        st_metrics_counter("strata_bookings_total", "Bookings by outcome", "result=\"cancelled\"");
+    s->m_expired =
+        st_metrics_counter("strata_bookings_total", "Bookings by outcome", "result=\"expired\"");
+    uint64_t t0 = st_mono_ns();
+    int rc = st__rebuild(s);
+    if (rc) {
+        st_seats_close(s);
+        return rc;
+    }
+    if (s->nevents)
+        st_info("seats: rebuilt %zu event(s), %zu pending hold(s) in %.1f ms", s->nevents, s->nheap,
+                (double)(st_mono_ns() - t0) / 1e6);
+    s->listener.on_failed = st__on_failed;
+    st_store_listen(store, &s->listener);
+    *out = s;
+    return ST_OK;
+}
+
+static void st__on_timer_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+void st_seats_close(st_seats_t *s)
+{
+    st__free_events(s);
+    st_map_free(&s->events);
+    free(s->sorted);
+    free(s->heap);
+    uv_timer_stop(&s->timer);
+    uv_close((uv_handle_t *)&s->timer, st__on_timer_closed);
+}

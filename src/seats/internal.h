@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/* seats internals shared by event.c (events, bitmaps, persistence) and booking.c. */
+#ifndef STRATA_SEATS_INTERNAL_H
+#define STRATA_SEATS_INTERNAL_H
+
+#include "strata/metrics.h"
+#include "strata/seats.h"
+
+enum { ST_SEAT_AVAILABLE = 0, ST_SEAT_RESERVED = 1, ST_SEAT_SOLD = 2 };
+enum { ST_BK_RESERVED = 1, ST_BK_SOLD = 2, ST_BK_CANCELLED = 3, ST_BK_EXPIRED = 4 };
+
+#define ST_KS_EVENT   'E'
+#define ST_KS_BOOKING 'B'
+
+typedef struct {
+    int64_t available, reserved, sold;
+} st_counts_t;
+
+typedef struct {
+    char *name;
+    size_t name_len;
+    int64_t rows, cols, price;
+    uint8_t *bits;      /* 2 bits per seat, the wire layout */
+    int32_t *row_avail; /* available seats per row, for best-available */
+    st_counts_t c;
+} st_section_t;
+
+typedef struct st_event {
+    st_map_node_t node;
+    char *id;
+    size_t id_len;
+    char *name;
+    int64_t hold_seconds, created_at, updated_at;
+    int64_t first_reserved_at, fully_reserved_at;
+    st_section_t *sections;
+    size_t nsections;
+    int64_t total;
+    st_counts_t c;
+    uint64_t last_batch; /* newest batch that changed this event */
+} st_event_t;
+
+typedef struct {
+    uint64_t id;
+    int status;
+    int64_t total_price, created_at, expires_at, updated_at;
+    const char *event_id;
+    size_t event_len;
+    const char *section;
+    size_t section_len;
+    uint32_t *seats; /* seat indices, in the order booked */
+    uint32_t nseats;
+} st_booking_t;
+
+typedef struct {
+    int64_t at;
+    uint64_t id;
+} st_hold_t;
+
+struct st_seats {
+    uv_loop_t *loop;
+    st_store_t *store;
+    st_seats_opts_t opts;
+    st_map_t events;
+    st_event_t **sorted; /* by id, for listing */
+    size_t nevents, cap;
+    st_snowflake_t ids;
+    st_hold_t *heap; /* min-heap of hold expiries (stale entries are skipped when popped) */
+    size_t nheap, heapcap;
+    uv_timer_t timer;
+    st_store_listener_t listener;
+    st_metric_t *m_booked, *m_conflicts, *m_expired, *m_confirmed, *m_cancelled;
+};
+
+/* event.c */
+st_event_t *st__event_find(st_seats_t *s, const char *id, size_t len);
+st_section_t *st__section_find(st_event_t *e, const char *name, size_t len);
+int st__seat_get(const st_section_t *sec, uint32_t i);
+/* Moves a seat between states, keeping section, event and row counts in step. */
+void st__seat_set(st_event_t *e, st_section_t *sec, uint32_t i, int state);
+int st__event_persist(st_seats_t *s, st_event_t *e, uint64_t *wait);
+void st__seat_name(st_buf_t *out, const st_section_t *sec, uint32_t i);
+int st__rebuild(st_seats_t *s);
+void st__free_events(st_seats_t *s);
+
+/* booking.c */
+void st__booking_encode(st_buf_t *out, const st_booking_t *b);
+int st__booking_decode(const void *v, size_t n, st_booking_t *b); /* b->seats is malloc'd */
+void st__hold_push(st_seats_t *s, int64_t at, uint64_t id);
+void st__arm_timer(st_seats_t *s);
+void st__on_timer(uv_timer_t *t);
+
+#endif
