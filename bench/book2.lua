@@ -1,0 +1,11 @@
+-- SPDX-License-Identifier: MIT
+-- Booking throughput: 2 explicit random adjacent seats in a 1000x1000 section (the same work as
+-- bench/book.redis.lua does inside Redis).
+init = function(args)
+  math.randomseed(os.time() + math.random(1000))
+end
+request = function()
+  local r, c = math.random(1000), math.random(999)
+  local body = '{"section":"F","seats":["' .. r .. '-' .. c .. '","' .. r .. '-' .. (c + 1) .. '"]}'
+  return wrk.format("POST", "/v1/events/bench2/bookings", {["Content-Type"] = "application/json"}, body)
+end
