@@ -10,18 +10,12 @@ DURATION=${DURATION:-10}
 CONNS=${CONNS:-64}
 tools/install-deps.sh --bench
 tools/build.sh release >/dev/null
+. bench/lib.sh
 
-work=$(mktemp -d /tmp/strata-bench-XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; return 1; }
 wrk_rps() { wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "$@" | tee -a "$work/wrk.log" | awk '/Requests\/sec/ {print $2}'; }
 wrk_p99() { awk '/ 99%/ {v=$2} END {print v}' "$work/wrk.log"; }
 rb_rps() { redis-benchmark -p "$1" -c "$CONNS" -n "$2" -t incr -q 2>/dev/null | tr '\r' '\n' | awk '/INCR:/ {print $2}' | tail -1; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 # --- strata ---
 sp=$(free_port)

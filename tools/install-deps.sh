@@ -12,10 +12,11 @@ pkgs=(build-essential cmake pkg-config ca-certificates
       libcjson-dev libzstd-dev libcurl4-openssl-dev libssl-dev zlib1g-dev)
 for arg in "$@"; do
   case "$arg" in
-    --test) pkgs+=(clang libclang-rt-14-dev lmdb-utils curl)
-            command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
-            command -v npm >/dev/null 2>&1 || pkgs+=(npm) ;;
-    --bench) pkgs+=(redis-server redis-tools nginx-light postgresql postgresql-contrib wrk procps) ;;
+    --test) pkgs+=(clang libclang-rt-14-dev curl)
+            # e2e tests use only Node's standard library (node:test, http, net, crypto): Debian's
+            # nodejs (18) is enough; a newer node already on the machine is used as it is.
+            command -v node >/dev/null 2>&1 || pkgs+=(nodejs) ;;
+    --bench) pkgs+=(redis-server redis-tools nginx-light wrk procps curl python3) ;;
     *) echo "unknown option: $arg" >&2; exit 2 ;;
   esac
 done

@@ -64,6 +64,23 @@ void st__seat_name(st_buf_t *out, const st_section_t *sec, uint32_t i)
 
 /* ---- building and freeing ---- */
 
+/* Index of the first event whose id is >= id (or > id with `after`), in listing order. */
+static size_t st__position(const st_seats_t *s, const char *id, size_t len, bool after)
+{
+    size_t lo = 0, hi = s->nevents;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const st_event_t *m = s->sorted[mid];
+        size_t n = m->id_len < len ? m->id_len : len;
+        int c = memcmp(m->id, id, n);
+        if (c < 0 || (c == 0 && (after ? m->id_len <= len : m->id_len < len)))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static st_event_t *st__event_new(st_seats_t *s, const char *id, size_t len)
 {
     st_event_t *e = st_calloc(1, sizeof *e);
@@ -77,17 +94,7 @@ static st_event_t *st__event_new(st_seats_t *s, const char *id, size_t len)
         s->cap = s->cap ? s->cap * 2 : 16;
         s->sorted = st_realloc(s->sorted, s->cap * sizeof *s->sorted);
     }
-    size_t lo = 0, hi = s->nevents;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        const st_event_t *m = s->sorted[mid];
-        size_t n = m->id_len < len ? m->id_len : len;
-        int c = memcmp(m->id, id, n);
-        if (c < 0 || (c == 0 && m->id_len < len))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = st__position(s, id, len, false);
     memmove(&s->sorted[lo + 1], &s->sorted[lo], (s->nevents - lo) * sizeof *s->sorted);
     s->sorted[lo] = e;
     s->nevents++;
@@ -270,19 +277,7 @@ int st_seats_list_json(st_seats_t *s, const char *cursor, size_t clen, size_t li
 {
     size_t start = 0;
     if (cursor) {
-        /* first event with id > cursor */
-        size_t lo = 0, hi = s->nevents;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            const st_event_t *m = s->sorted[mid];
-            size_t n = m->id_len < clen ? m->id_len : clen;
-            int c = memcmp(m->id, cursor, n);
-            if (c < 0 || (c == 0 && m->id_len <= clen))
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        start = lo;
+        start = st__position(s, cursor, clen, true);
     }
     st_buf_puts(out, "{\"events\":[");
     size_t i = start;
