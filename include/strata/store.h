@@ -68,6 +68,10 @@ typedef int (*st_store_scan_fn)(void *arg, const void *key, size_t klen, const v
 int st_store_scan(st_store_t *s, const void *prefix, size_t plen, st_store_scan_fn fn, void *arg,
                   uint64_t *wait);
 
+/* The same, starting at the first key >= from (NULL: the prefix itself). */
+int st_store_scan_from(st_store_t *s, const void *prefix, size_t plen, const void *from,
+                       size_t flen, st_store_scan_fn fn, void *arg, uint64_t *wait);
+
 uint64_t st_store_durable_id(const st_store_t *s);
 /* True when nothing is staged and no commit is in flight. */
 bool st_store_idle(const st_store_t *s);
@@ -83,5 +87,9 @@ int st_idem_lookup(st_store_t *s, const uint8_t digest[32], int64_t ttl_us, int 
                    const char **body, size_t *blen, uint64_t *wait);
 int st_idem_record(st_store_t *s, const uint8_t digest[32], int status, const char *body,
                    size_t blen, uint64_t *wait);
+/* Deletes answers older than ttl_us, visiting at most `budget` records from where the previous
+ * call stopped (wrapping around), so each call's work on the loop is bounded. Returns how many
+ * it deleted. */
+size_t st_idem_sweep(st_store_t *s, int64_t ttl_us, size_t budget);
 
 #endif

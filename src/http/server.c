@@ -55,7 +55,7 @@ struct st_server {
     void *done_arg;
     int port;
     int open_handles;
-    st_metric_t *m_conns, *m_rejected;
+    st_metric_t *m_conns, *m_rejected, *m_idem_expired;
     st_metric_t **m_req; /* (nroutes + 1) x 600, lazily created */
     st_metric_t **m_lat; /* nroutes + 1 */
     char readbuf[64 * 1024];
@@ -402,6 +402,10 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
 static void st__on_sweep(uv_timer_t *t)
 {
     st_server_t *srv = t->data;
+    /* Expired Idempotency-Key answers go a bounded slice at a time, so the loop never stalls. */
+    size_t gone =
+        st_idem_sweep(srv->app->store, (int64_t)srv->app->cfg->idempotency_ttl * 1000000, 2000);
+    if (gone) st_metric_add(srv->m_idem_expired, (double)gone);
     uint64_t now = st__now_ms(srv);
     uint64_t req_to = srv->app->cfg->request_timeout * 1000;
     uint64_t idle_to = srv->app->cfg->idle_timeout * 1000;
@@ -454,6 +458,8 @@ int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app)
     srv->m_req = st_calloc((st_nroutes + 1) * 600, sizeof *srv->m_req);
     srv->m_lat = st_calloc(st_nroutes + 1, sizeof *srv->m_lat);
     srv->m_conns = st_metrics_gauge("strata_http_connections", "Open HTTP connections", "");
+    srv->m_idem_expired = st_metrics_counter("strata_idempotency_expired_total",
+                                             "Idempotency-Key answers deleted after their TTL", "");
     srv->m_rejected = st_metrics_counter("strata_http_connections_rejected_total",
                                          "Connections refused over --max-connections", "");
     uv_tcp_init(loop, &srv->listener);

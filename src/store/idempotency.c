@@ -5,7 +5,9 @@
  * without the answer, or the answer without the write.
  * Record: i64 created_us | u16 status | body.
  */
-#include "strata/store.h"
+#include "internal.h"
+
+#include <stdlib.h>
 
 #include <string.h>
 
@@ -54,4 +56,50 @@ int st_idem_record(st_store_t *s, const uint8_t digest[32], int status, const ch
     int rc = st_store_put(s, key, sizeof key, v.data, v.len, wait);
     st_buf_free(&v);
     return rc;
+}
+
+typedef struct {
+    int64_t cutoff;
+    size_t budget, visited, nexpired;
+    uint8_t (*expired)[33];
+    uint8_t last[33];
+    bool stopped;
+} st_sweep_t;
+
+static int st__sweep_visit(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_sweep_t *w = arg;
+    if (klen != 33) return 0;
+    if (w->visited == w->budget) {
+        memcpy(w->last, key, 33); /* resume here next time */
+        w->stopped = true;
+        return 1;
+    }
+    w->visited++;
+    int64_t created;
+    if (vlen >= ST__IDEM_HDR) {
+        memcpy(&created, val, 8);
+        if (created < w->cutoff) memcpy(w->expired[w->nexpired++], key, 33);
+    }
+    return 0;
+}
+
+size_t st_idem_sweep(st_store_t *s, int64_t ttl_us, size_t budget)
+{
+    st_sweep_t w = {.cutoff = st_now_us() - ttl_us, .budget = budget};
+    w.expired = st_malloc((budget ? budget : 1) * sizeof *w.expired);
+    uint8_t prefix = ST_KS_IDEM;
+    uint64_t wait = 0;
+    st_store_scan_from(s, &prefix, 1, s->idem_cursor_len ? s->idem_cursor : NULL,
+                       s->idem_cursor_len, st__sweep_visit, &w, &wait);
+    if (w.stopped) {
+        memcpy(s->idem_cursor, w.last, 33);
+        s->idem_cursor_len = 33;
+    } else {
+        s->idem_cursor_len = 0; /* reached the end: start over next time */
+    }
+    for (size_t i = 0; i < w.nexpired; i++)
+        st_store_del(s, w.expired[i], 33, &wait);
+    free(w.expired);
+    return w.nexpired;
 }

@@ -323,13 +323,25 @@ static int st__key_cmp(const void *a, size_t an, const void *b, size_t bn)
 int st_store_scan(st_store_t *s, const void *prefix, size_t plen, st_store_scan_fn fn, void *arg,
                   uint64_t *wait)
 {
+    return st_store_scan_from(s, prefix, plen, NULL, 0, fn, arg, wait);
+}
+
+int st_store_scan_from(st_store_t *s, const void *prefix, size_t plen, const void *from,
+                       size_t flen, st_store_scan_fn fn, void *arg, uint64_t *wait)
+{
+    if (!from || st__key_cmp(from, flen, prefix, plen) < 0) {
+        from = prefix;
+        flen = plen;
+    }
     /* Staged entries under the prefix, sorted, merged with an LMDB cursor walk. The overlay
      * holds at most two batches' worth, so collecting it is cheap. */
     st_ov_t **staged = NULL;
     size_t nstaged = 0, cap = 0, it;
     for (st_map_node_t *n = st_map_first(&s->overlay, &it); n;
          n = st_map_next(&s->overlay, &it, n)) {
-        if (n->klen < plen || memcmp(n->key, prefix, plen) != 0) continue;
+        if (n->klen < plen || memcmp(n->key, prefix, plen) != 0 ||
+            st__key_cmp(n->key, n->klen, from, flen) < 0)
+            continue;
         if (nstaged == cap) {
             cap = cap ? cap * 2 : 16;
             staged = st_realloc(staged, cap * sizeof *staged);
@@ -349,7 +361,7 @@ int st_store_scan(st_store_t *s, const void *prefix, size_t plen, st_store_scan_
         free(staged);
         return st__mdb_err(rc);
     }
-    MDB_val k = {plen, (void *)prefix}, v;
+    MDB_val k = {flen, (void *)from}, v;
     int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
     size_t si = 0;
     int ret = 0;

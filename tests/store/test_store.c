@@ -333,4 +333,39 @@ TEST(idempotency_records_replay_until_ttl)
     st_metrics_shutdown();
 }
 
+TEST(idempotency_sweep_deletes_expired_answers_a_slice_at_a_time)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    char *dir = tmpdir();
+    watch_t w;
+    st_store_t *s = open_store(&loop, dir, 16 << 20, &w);
+    uint64_t wait = 0;
+    for (int i = 0; i < 250; i++) {
+        uint8_t d[32] = {0};
+        memcpy(d, &i, sizeof i);
+        CHECK_EQ(st_idem_record(s, d, 200, "{}", 2, &wait), ST_OK);
+    }
+    run_until_idle(&loop, s);
+    CHECK_EQ(st_idem_sweep(s, 3600LL * 1000000, 1000), 0); /* nothing is old yet */
+    size_t total = 0, n;
+    for (int round = 0; round < 10 && (n = st_idem_sweep(s, -1, 100)) > 0; round++) {
+        CHECK(n <= 100);
+        total += n;
+        run_until_idle(&loop, s);
+    }
+    CHECK_EQ(total, 250);
+    uint8_t d[32] = {0};
+    int st;
+    const char *body;
+    size_t blen;
+    uint64_t rw = 0;
+    CHECK_EQ(st_idem_lookup(s, d, 3600LL * 1000000, &st, &body, &blen, &rw), ST_ENOTFOUND);
+    close_store(&loop, s);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    rmdir_all(dir);
+    free(dir);
+    st_metrics_shutdown();
+}
+
 RUN_TESTS("store")
