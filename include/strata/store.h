@@ -72,6 +72,11 @@ int st_store_scan(st_store_t *s, const void *prefix, size_t plen, st_store_scan_
 int st_store_scan_from(st_store_t *s, const void *prefix, size_t plen, const void *from,
                        size_t flen, st_store_scan_fn fn, void *arg, uint64_t *wait);
 
+/* Keys under the prefix within [lo, hi) (NULL bound: open), ascending or descending. */
+int st_store_range(st_store_t *s, const void *prefix, size_t plen, const void *lo, size_t lolen,
+                   const void *hi, size_t hilen, bool reverse, st_store_scan_fn fn, void *arg,
+                   uint64_t *wait);
+
 uint64_t st_store_durable_id(const st_store_t *s);
 /* True when nothing is staged and no commit is in flight. */
 bool st_store_idle(const st_store_t *s);

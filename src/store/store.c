@@ -329,26 +329,66 @@ int st_store_scan(st_store_t *s, const void *prefix, size_t plen, st_store_scan_
 int st_store_scan_from(st_store_t *s, const void *prefix, size_t plen, const void *from,
                        size_t flen, st_store_scan_fn fn, void *arg, uint64_t *wait)
 {
-    if (!from || st__key_cmp(from, flen, prefix, plen) < 0) {
-        from = prefix;
-        flen = plen;
+    return st_store_range(s, prefix, plen, from, flen, NULL, 0, false, fn, arg, wait);
+}
+
+static int st__ov_cmp_desc(const void *a, const void *b)
+{
+    return st__ov_cmp(b, a);
+}
+
+/* Is key within [lo, hi) under the prefix? (NULL bounds are open.) */
+static bool st__in_range(const void *key, size_t klen, const void *prefix, size_t plen,
+                         const void *lo, size_t lolen, const void *hi, size_t hilen)
+{
+    if (klen < plen || memcmp(key, prefix, plen) != 0) return false;
+    if (lo && st__key_cmp(key, klen, lo, lolen) < 0) return false;
+    if (hi && st__key_cmp(key, klen, hi, hilen) >= 0) return false;
+    return true;
+}
+
+/* Puts the cursor on the last key below hi (or below the end of the prefix). */
+static int st__seek_last(MDB_cursor *cur, const void *prefix, size_t plen, const void *hi,
+                         size_t hilen, MDB_val *k, MDB_val *v)
+{
+    uint8_t succ[ST_KEY_MAX + 1];
+    if (!hi) {
+        /* the smallest key after every key with this prefix */
+        size_t n = plen;
+        memcpy(succ, prefix, plen);
+        while (n && succ[n - 1] == 0xff)
+            n--;
+        if (!n) return mdb_cursor_get(cur, k, v, MDB_LAST);
+        succ[n - 1]++;
+        hi = succ;
+        hilen = n;
     }
-    /* Staged entries under the prefix, sorted, merged with an LMDB cursor walk. The overlay
-     * holds at most two batches' worth, so collecting it is cheap. */
+    k->mv_size = hilen;
+    k->mv_data = (void *)hi;
+    int rc = mdb_cursor_get(cur, k, v, MDB_SET_RANGE);
+    if (rc == MDB_NOTFOUND) return mdb_cursor_get(cur, k, v, MDB_LAST);
+    if (rc) return rc;
+    return mdb_cursor_get(cur, k, v, MDB_PREV);
+}
+
+int st_store_range(st_store_t *s, const void *prefix, size_t plen, const void *lo, size_t lolen,
+                   const void *hi, size_t hilen, bool reverse, st_store_scan_fn fn, void *arg,
+                   uint64_t *wait)
+{
+    /* Staged entries in range, sorted, merged with an LMDB cursor walk. The overlay holds only
+     * what is not yet in LMDB, so collecting it is cheap. */
     st_ov_t **staged = NULL;
     size_t nstaged = 0, cap = 0, it;
     for (st_map_node_t *n = st_map_first(&s->overlay, &it); n;
          n = st_map_next(&s->overlay, &it, n)) {
-        if (n->klen < plen || memcmp(n->key, prefix, plen) != 0 ||
-            st__key_cmp(n->key, n->klen, from, flen) < 0)
-            continue;
+        if (!st__in_range(n->key, n->klen, prefix, plen, lo, lolen, hi, hilen)) continue;
         if (nstaged == cap) {
             cap = cap ? cap * 2 : 16;
             staged = st_realloc(staged, cap * sizeof *staged);
         }
         staged[nstaged++] = (st_ov_t *)n;
     }
-    if (nstaged) qsort(staged, nstaged, sizeof *staged, st__ov_cmp);
+    if (nstaged) qsort(staged, nstaged, sizeof *staged, reverse ? st__ov_cmp_desc : st__ov_cmp);
     int rc = mdb_txn_renew(s->rtxn);
     if (rc) {
         free(staged);
@@ -361,26 +401,37 @@ int st_store_scan_from(st_store_t *s, const void *prefix, size_t plen, const voi
         free(staged);
         return st__mdb_err(rc);
     }
-    MDB_val k = {flen, (void *)from}, v;
-    int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    MDB_val k, v;
+    int mrc;
+    if (reverse) {
+        mrc = st__seek_last(cur, prefix, plen, hi, hilen, &k, &v);
+    } else {
+        bool from_lo = lo && st__key_cmp(lo, lolen, prefix, plen) > 0;
+        k.mv_size = from_lo ? lolen : plen;
+        k.mv_data = (void *)(from_lo ? lo : prefix);
+        mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    }
+    MDB_cursor_op step = reverse ? MDB_PREV : MDB_NEXT;
     size_t si = 0;
     int ret = 0;
     for (;;) {
-        bool have_db = mrc == 0 && k.mv_size >= plen && memcmp(k.mv_data, prefix, plen) == 0;
+        bool have_db =
+            mrc == 0 && st__in_range(k.mv_data, k.mv_size, prefix, plen, lo, lolen, hi, hilen);
         bool have_ov = si < nstaged;
         if (!have_db && !have_ov) break;
         int c = !have_db ? 1
                 : !have_ov
                     ? -1
                     : st__key_cmp(k.mv_data, k.mv_size, staged[si]->key, staged[si]->node.klen);
+        if (reverse && have_db && have_ov) c = -c;
         if (c < 0) {
             ret = fn(arg, k.mv_data, k.mv_size, v.mv_data, v.mv_size);
-            mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+            mrc = mdb_cursor_get(cur, &k, &v, step);
         } else {
             st_ov_t *e = staged[si++];
             if (*wait < e->batch) *wait = e->batch;
             if (!e->del) ret = fn(arg, e->key, e->node.klen, e->val, e->vlen);
-            if (c == 0) mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+            if (c == 0) mrc = mdb_cursor_get(cur, &k, &v, step);
         }
         if (ret) break;
     }

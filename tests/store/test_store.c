@@ -368,4 +368,45 @@ TEST(idempotency_sweep_deletes_expired_answers_a_slice_at_a_time)
     st_metrics_shutdown();
 }
 
+TEST(ranges_run_both_ways_with_bounds_over_durable_and_staged_keys)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    char *dir = tmpdir();
+    watch_t w;
+    st_store_t *s = open_store(&loop, dir, 16 << 20, &w);
+    uint64_t wait = 0;
+    const char *durable[] = {"a1", "k1", "k3", "k5", "z1"};
+    for (int i = 0; i < 5; i++)
+        st_store_put(s, durable[i], 2, "d", 1, &wait);
+    run_until_idle(&loop, s);
+    st_store_put(s, "k2", 2, "s", 1, &wait);
+    st_store_put(s, "k4", 2, "s", 1, &wait);
+    st_store_del(s, "k3", 2, &wait);
+    st_buf_t b = {0};
+    uint64_t sw = 0;
+    st_store_range(s, "k", 1, NULL, 0, NULL, 0, false, collect, &b, &sw);
+    CHECK_STR(b.data, "k1=d;k2=s;k4=s;k5=d;");
+    st_buf_reset(&b);
+    st_store_range(s, "k", 1, NULL, 0, NULL, 0, true, collect, &b, &sw);
+    CHECK_STR(b.data, "k5=d;k4=s;k2=s;k1=d;");
+    st_buf_reset(&b);
+    st_store_range(s, "k", 1, "k2", 2, "k5", 2, true, collect, &b, &sw);
+    CHECK_STR(b.data, "k4=s;k2=s;");
+    st_buf_reset(&b);
+    st_store_range(s, "k", 1, "k2", 2, "k5", 2, false, collect, &b, &sw);
+    CHECK_STR(b.data, "k2=s;k4=s;");
+    st_buf_reset(&b);
+    /* a prefix whose successor is past the last key */
+    st_store_range(s, "z", 1, NULL, 0, NULL, 0, true, collect, &b, &sw);
+    CHECK_STR(b.data, "z1=d;");
+    st_buf_free(&b);
+    run_until_idle(&loop, s);
+    close_store(&loop, s);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    rmdir_all(dir);
+    free(dir);
+    st_metrics_shutdown();
+}
+
 RUN_TESTS("store")
