@@ -4,6 +4,7 @@
 #define STRATA_FUZZ_HARNESS_H
 
 #include "../src/http/internal.h"
+#include "strata/chat.h"
 #include "strata/seats.h"
 
 #include <stdio.h>

@@ -4,6 +4,7 @@
 #include "strata/core.h"
 #include "strata/http.h"
 #include "strata/metrics.h"
+#include "strata/chat.h"
 #include "strata/seats.h"
 #include "strata/store.h"
 
@@ -77,10 +78,18 @@ int main(int argc, char **argv)
         uv_run(m.loop, UV_RUN_NOWAIT);
         return 1;
     }
-    st_app_t app = {&cfg, store, seats};
+    st_chat_t *chat;
+    if (st_chat_open(&chat, store, cfg.node_id) != ST_OK) {
+        st_seats_close(seats);
+        st_store_close(store);
+        uv_run(m.loop, UV_RUN_NOWAIT);
+        return 1;
+    }
+    st_app_t app = {&cfg, store, seats, chat};
     if (!*cfg.jwt_secret)
         st_warn("auth is OFF: no --jwt-secret / STRATA_JWT_SECRET set, every route is open");
     if (st_server_start(&m.srv, m.loop, &app) != ST_OK) {
+        st_chat_close(chat);
         st_seats_close(seats);
         st_store_close(store);
         uv_run(m.loop, UV_RUN_NOWAIT);
@@ -98,6 +107,7 @@ int main(int argc, char **argv)
 
     uv_run(m.loop, UV_RUN_DEFAULT);
 
+    st_chat_close(chat);
     st_seats_close(seats);
     st_store_close(store);
     uv_walk(m.loop, st__close_walk, NULL);

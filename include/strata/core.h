@@ -131,6 +131,8 @@ st_map_node_t *st_map_next(const st_map_t *m, size_t *iter, st_map_node_t *cur);
 /* ---- names: 1..255 bytes of [A-Za-z0-9_.:-] (SPEC §0) ---- */
 #define ST_NAME_MAX 255
 bool st_name_valid(const char *s, size_t n);
+/* Well-formed UTF-8: no overlongs, no surrogates, nothing above U+10FFFF. */
+bool st_utf8_valid(const char *s, size_t n);
 
 /* ---- clocks ---- */
 int64_t st_now_us(void);   /* wall clock, Unix microseconds */

@@ -65,12 +65,14 @@ char *st_url_decode(st_arena_t *a, const char *s, size_t n, size_t *outlen);
 typedef struct st_server st_server_t;
 
 typedef struct st_seats st_seats_t;
+typedef struct st_chat st_chat_t;
 
 /* Everything a request may touch; borrowed, owned by main. */
 typedef struct {
     const st_config_t *cfg;
     st_store_t *store;
     st_seats_t *seats;
+    st_chat_t *chat;
 } st_app_t;
 
 /* Binds and listens per cfg->listen; logs "listening on HOST:PORT". */

@@ -18,6 +18,36 @@ bool st_name_valid(const char *s, size_t n)
     return true;
 }
 
+bool st_utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        unsigned c = *p;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        size_t len;
+        unsigned min, cp;
+        if ((c & 0xe0) == 0xc0)
+            len = 2, min = 0x80, cp = c & 0x1f;
+        else if ((c & 0xf0) == 0xe0)
+            len = 3, min = 0x800, cp = c & 0x0f;
+        else if ((c & 0xf8) == 0xf0)
+            len = 4, min = 0x10000, cp = c & 0x07;
+        else
+            return false;
+        if ((size_t)(end - p) < len) return false;
+        for (size_t i = 1; i < len; i++) {
+            if ((p[i] & 0xc0) != 0x80) return false;
+            cp = cp << 6 | (p[i] & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+        p += len;
+    }
+    return true;
+}
+
 int64_t st_now_us(void)
 {
     struct timespec ts;

@@ -93,6 +93,11 @@ int st_api_book(st_ctx_t *c);
 int st_api_booking_get(st_ctx_t *c);
 int st_api_booking_confirm(st_ctx_t *c);
 int st_api_booking_cancel(st_ctx_t *c);
+int st_api_message_post(st_ctx_t *c);
+int st_api_message_list(st_ctx_t *c);
+int st_api_conversation_list(st_ctx_t *c);
+int st_api_conversation_get(st_ctx_t *c);
+int st_api_user_stats(st_ctx_t *c);
 int st_api_healthz(st_ctx_t *c);
 int st_api_metrics(st_ctx_t *c);
 

@@ -63,10 +63,11 @@ export async function startStrata({ dataDir, args = [], env = {} } = {}) {
   return s;
 }
 
-// One HTTP request; resolves {status, headers, text, json}. body: object (JSON) or string.
+// One HTTP request; resolves {status, headers, text, json}. body: object (JSON), string or Buffer.
 export function request(port, method, p, body, headers = {}, agent) {
   return new Promise((resolve, reject) => {
-    const data = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
+    const data = body === undefined ? undefined
+      : Buffer.isBuffer(body) || typeof body === 'string' ? body : JSON.stringify(body);
     const r = http.request(
       { host: '127.0.0.1', port, method, path: p, agent,
         headers: { ...(data !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } : {}), ...headers } },

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * chat: per-user message history and conversation metadata (SPEC §2). Messages get server-made
+ * snowflake ids and a gapless per-conversation seq; a conversation's last_msg_id, updated and
+ * total_messages are hybrid fields (a cold baseline plus a hot increment, always exact). Every
+ * key starts with the user, so nothing of one user is ever reachable under another.
+ *
+ * Loop-thread only; functions raise *wait like the store's. JSON goes to the caller's buffer.
+ */
+#ifndef STRATA_CHAT_H
+#define STRATA_CHAT_H
+
+#include "strata/store.h"
+
+typedef struct st_chat st_chat_t;
+
+typedef struct {
+    const char *user;
+    size_t user_len;
+    const char *conv;
+    size_t conv_len;
+    const char *from;
+    size_t from_len;
+    const char *content;
+    size_t content_len;
+    const char *metadata; /* JSON object text or NULL */
+    size_t metadata_len;
+} st_message_in_t;
+
+typedef struct {
+    const char *conv; /* NULL: all conversations */
+    size_t conv_len;
+    uint64_t after, before; /* exclusive bounds; 0 = none */
+    size_t limit;
+    bool desc;
+} st_message_query_t;
+
+int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id);
+void st_chat_close(st_chat_t *c);
+
+/* Appends {"msg_id","conversation_id","seq","timestamp"}. */
+int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t *wait);
+/* Appends {"messages":[…],"next":cursor|null}; the cursor is the last msg_id returned. */
+int st_chat_messages(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
+                     st_buf_t *out, uint64_t *wait);
+/* Newest updated first; cursor from a previous page's next (NULL for the first page). */
+int st_chat_conversations(st_chat_t *c, const char *user, size_t ulen, const char *cursor,
+                          size_t clen, size_t limit, st_buf_t *out, uint64_t *wait);
+/* ST_ENOTFOUND when the user has no such conversation. */
+int st_chat_conversation(st_chat_t *c, const char *user, size_t ulen, const char *conv, size_t clen,
+                         st_buf_t *out, uint64_t *wait);
+int st_chat_stats(st_chat_t *c, const char *user, size_t ulen, st_buf_t *out, uint64_t *wait);
+
+#endif

@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Messages and conversations in the hot store. Keys (u = user, c = conversation part, id = 8-byte
+ * big-endian msg_id, so key order is time order):
+ *   'M' u 0 id        message record
+ *   'N' u 0 c 0 id    a conversation's messages (index)
+ *   'C' u 0 c         conversation record (hybrid: cold baseline + hot increment)
+ *   'U' u 0 ~upd c    conversations newest-updated first (value: the conversation id)
+ *   'T' u             user totals
+ * Long user + conversation ids would overflow LMDB's 511-byte keys, so `c` is the id itself or,
+ * when the pair is long, 0x01 + a SHA-256 prefix (0x01 never occurs in a valid name).
+ */
+#include "strata/chat.h"
+
+#include <openssl/sha.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct st_chat {
+    st_store_t *store;
+    st_snowflake_t ids;
+};
+
+typedef struct {
+    uint64_t first, last;
+    int64_t created, updated;
+    int64_t hot_total, base_total;
+} st_conv_t;
+
+typedef struct {
+    int64_t total, conversations;
+} st_totals_t;
+
+#define ST__KEY_CAP 600
+
+static void st__be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static uint64_t st__rd64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* ks u 0 */
+static size_t st__ukey(uint8_t *k, char ks, const char *u, size_t ul)
+{
+    k[0] = (uint8_t)ks;
+    memcpy(k + 1, u, ul);
+    k[1 + ul] = 0;
+    return ul + 2;
+}
+
+static size_t st__conv_part(uint8_t *k, size_t ul, const char *c, size_t cl)
+{
+    if (ul + cl <= 400) {
+        memcpy(k, c, cl);
+        return cl;
+    }
+    uint8_t d[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)c, cl, d);
+    k[0] = 1;
+    memcpy(k + 1, d, 20);
+    return 21;
+}
+
+static size_t st__ckey(uint8_t *k, const char *u, size_t ul, const char *c, size_t cl)
+{
+    size_t n = st__ukey(k, 'C', u, ul);
+    return n + st__conv_part(k + n, ul, c, cl);
+}
+
+static size_t st__nprefix(uint8_t *k, const char *u, size_t ul, const char *c, size_t cl)
+{
+    size_t n = st__ukey(k, 'N', u, ul);
+    n += st__conv_part(k + n, ul, c, cl);
+    k[n++] = 0;
+    return n;
+}
+
+static size_t st__ukey_upd(uint8_t *k, const char *u, size_t ul, int64_t updated, const char *c,
+                           size_t cl)
+{
+    size_t n = st__ukey(k, 'U', u, ul);
+    st__be64(k + n, ~(uint64_t)updated);
+    n += 8;
+    return n + st__conv_part(k + n, ul, c, cl);
+}
+
+static const char st__last_id_key[] = "\0chat_last_id";
+
+static int st__get_fixed(st_store_t *s, const uint8_t *k, size_t kl, void *dst, size_t n,
+                         uint64_t *wait);
+
+int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id)
+{
+    st_chat_t *c = st_calloc(1, sizeof *c);
+    c->store = store;
+    st_snowflake_init(&c->ids, node_id);
+    /* Never reissue: start above the newest id ever issued, whatever the clock says now. */
+    uint64_t last = 0, wait = 0;
+    int rc = st__get_fixed(store, (const uint8_t *)st__last_id_key, sizeof st__last_id_key - 1,
+                           &last, sizeof last, &wait);
+    if (rc && rc != ST_ENOTFOUND) {
+        free(c);
+        return rc;
+    }
+    st_snowflake_floor(&c->ids, last);
+    *out = c;
+    return ST_OK;
+}
+
+void st_chat_close(st_chat_t *c)
+{
+    free(c);
+}
+
+static int st__get_fixed(st_store_t *s, const uint8_t *k, size_t kl, void *dst, size_t n,
+                         uint64_t *wait)
+{
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(s, k, kl, &v, &vl, wait);
+    if (rc) return rc;
+    if (vl != n) return ST_EINTERNAL;
+    memcpy(dst, v, n);
+    return ST_OK;
+}
+
+int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t *wait)
+{
+    st_store_t *s = c->store;
+    uint8_t ck[ST__KEY_CAP], tk[ST__KEY_CAP], k[ST__KEY_CAP];
+    size_t ckl = st__ckey(ck, m->user, m->user_len, m->conv, m->conv_len);
+    size_t tkl = st__ukey(tk, 'T', m->user, m->user_len) - 1;
+    st_conv_t cv;
+    st_totals_t tot = {0, 0};
+    int rc = st__get_fixed(s, tk, tkl, &tot, sizeof tot, wait);
+    if (rc && rc != ST_ENOTFOUND) return rc;
+    rc = st__get_fixed(s, ck, ckl, &cv, sizeof cv, wait);
+    if (rc && rc != ST_ENOTFOUND) return rc;
+    bool fresh = rc == ST_ENOTFOUND;
+    int64_t now = st_now_us();
+    uint64_t id = st_snowflake_next(&c->ids);
+    if (fresh) {
+        cv = (st_conv_t){id, id, now, now, 0, 0};
+        tot.conversations++;
+    } else {
+        /* the old position in the newest-first index goes */
+        size_t n = st__ukey_upd(k, m->user, m->user_len, cv.updated, m->conv, m->conv_len);
+        if ((rc = st_store_del(s, k, n, wait))) return rc;
+    }
+    if (now < cv.updated) now = cv.updated; /* updated never goes back, even if the clock does */
+    cv.hot_total++;
+    cv.last = id;
+    cv.updated = now;
+    int64_t seq = cv.base_total + cv.hot_total;
+    tot.total++;
+
+    st_buf_t rec = {0};
+    int32_t ml = m->metadata ? (int32_t)m->metadata_len : -1;
+    uint16_t cl = (uint16_t)m->conv_len, fl = (uint16_t)m->from_len;
+    uint32_t tl = (uint32_t)m->content_len;
+    st_buf_append(&rec, &now, 8);
+    st_buf_append(&rec, &seq, 8);
+    st_buf_append(&rec, &cl, 2);
+    st_buf_append(&rec, &fl, 2);
+    st_buf_append(&rec, &tl, 4);
+    st_buf_append(&rec, &ml, 4);
+    st_buf_append(&rec, m->conv, m->conv_len);
+    st_buf_append(&rec, m->from, m->from_len);
+    st_buf_append(&rec, m->content, m->content_len);
+    if (m->metadata) st_buf_append(&rec, m->metadata, m->metadata_len);
+    size_t n = st__ukey(k, 'M', m->user, m->user_len);
+    st__be64(k + n, id);
+    rc = st_store_put(s, k, n + 8, rec.data, rec.len, wait);
+    st_buf_free(&rec);
+    if (!rc) {
+        n = st__nprefix(k, m->user, m->user_len, m->conv, m->conv_len);
+        st__be64(k + n, id);
+        rc = st_store_put(s, k, n + 8, "", 0, wait);
+    }
+    if (!rc) rc = st_store_put(s, ck, ckl, &cv, sizeof cv, wait);
+    if (!rc) {
+        n = st__ukey_upd(k, m->user, m->user_len, cv.updated, m->conv, m->conv_len);
+        rc = st_store_put(s, k, n, m->conv, m->conv_len, wait);
+    }
+    if (!rc) rc = st_store_put(s, tk, tkl, &tot, sizeof tot, wait);
+    if (!rc)
+        rc = st_store_put(s, st__last_id_key, sizeof st__last_id_key - 1, &id, sizeof id, wait);
+    if (rc) return rc;
+    st_buf_puts(out, "{\"msg_id\":\"");
+    st_buf_append_u64(out, id);
+    st_buf_puts(out, "\",\"conversation_id\":");
+    st_buf_append_json_str(out, m->conv, m->conv_len);
+    st_buf_printf(out, ",\"seq\":%lld,\"timestamp\":%lld}", (long long)seq, (long long)now);
+    return ST_OK;
+}
+
+/* ---- reading messages ---- */
+
+static int st__render_message(st_buf_t *out, uint64_t id, const void *v, size_t vl)
+{
+    const uint8_t *p = v;
+    if (vl < 28) return ST_EINTERNAL;
+    int64_t ts, seq;
+    uint16_t cl, fl;
+    uint32_t tl;
+    int32_t ml;
+    memcpy(&ts, p, 8);
+    memcpy(&seq, p + 8, 8);
+    memcpy(&cl, p + 16, 2);
+    memcpy(&fl, p + 18, 2);
+    memcpy(&tl, p + 20, 4);
+    memcpy(&ml, p + 24, 4);
+    if (vl != 28 + (size_t)cl + fl + tl + (ml > 0 ? (size_t)ml : 0)) return ST_EINTERNAL;
+    const char *q = (const char *)p + 28;
+    st_buf_puts(out, "{\"msg_id\":\"");
+    st_buf_append_u64(out, id);
+    st_buf_puts(out, "\",\"conversation_id\":");
+    st_buf_append_json_str(out, q, cl);
+    st_buf_puts(out, ",\"from\":");
+    st_buf_append_json_str(out, q + cl, fl);
+    st_buf_printf(out, ",\"timestamp\":%lld,\"seq\":%lld,\"content\":", (long long)ts,
+                  (long long)seq);
+    st_buf_append_json_str(out, q + cl + fl, tl);
+    st_buf_puts(out, ",\"metadata\":");
+    if (ml >= 0)
+        st_buf_append(out, q + cl + fl + tl, (size_t)ml);
+    else
+        st_buf_puts(out, "null");
+    st_buf_appendc(out, '}');
+    return ST_OK;
+}
+
+typedef struct {
+    st_buf_t *out;
+    size_t limit, n;
+    uint64_t last;
+    bool more;
+    bool ids_only;
+    uint64_t *ids;
+    int err;
+} st_walk_t;
+
+static int st__walk_msg(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_walk_t *w = arg;
+    if (klen < 8) return 0;
+    uint64_t id = st__rd64((const uint8_t *)key + klen - 8);
+    if (w->n == w->limit) {
+        w->more = true;
+        return 1;
+    }
+    if (w->ids_only) {
+        w->ids[w->n++] = id;
+        w->last = id;
+        return 0;
+    }
+    if (w->n) st_buf_appendc(w->out, ',');
+    if ((w->err = st__render_message(w->out, id, val, vlen))) return 1;
+    w->n++;
+    w->last = id;
+    return 0;
+}
+
+int st_chat_messages(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
+                     st_buf_t *out, uint64_t *wait)
+{
+    uint8_t pre[ST__KEY_CAP], lo[ST__KEY_CAP], hi[ST__KEY_CAP];
+    size_t pl = q->conv ? st__nprefix(pre, user, ulen, q->conv, q->conv_len)
+                        : st__ukey(pre, 'M', user, ulen);
+    size_t lol = 0, hil = 0;
+    if (q->after) {
+        if (q->after == UINT64_MAX) goto empty;
+        memcpy(lo, pre, pl);
+        st__be64(lo + pl, q->after + 1);
+        lol = pl + 8;
+    }
+    if (q->before) {
+        memcpy(hi, pre, pl);
+        st__be64(hi + pl, q->before);
+        hil = pl + 8;
+    }
+    st_walk_t w = {.out = out, .limit = q->limit, .ids_only = q->conv != NULL};
+    if (w.ids_only) w.ids = st_malloc(q->limit * sizeof *w.ids);
+    st_buf_puts(out, "{\"messages\":[");
+    int rc = st_store_range(c->store, pre, pl, lol ? lo : NULL, lol, hil ? hi : NULL, hil, q->desc,
+                            st__walk_msg, &w, wait);
+    if (rc == 0 || rc == 1) rc = w.err;
+    if (!rc && w.ids_only) {
+        /* the index gave ids; the messages live under 'M' */
+        size_t n = st__ukey(lo, 'M', user, ulen);
+        for (size_t i = 0; i < w.n && !rc; i++) {
+            const void *v;
+            size_t vl;
+            st__be64(lo + n, w.ids[i]);
+            rc = st_store_get(c->store, lo, n + 8, &v, &vl, wait);
+            if (!rc) {
+                if (i) st_buf_appendc(out, ',');
+                rc = st__render_message(out, w.ids[i], v, vl);
+            }
+        }
+    }
+    free(w.ids);
+    if (rc) return rc;
+    st_buf_puts(out, "],\"next\":");
+    if (w.more) {
+        st_buf_appendc(out, '"');
+        st_buf_append_u64(out, w.last);
+        st_buf_puts(out, "\"}");
+    } else {
+        st_buf_puts(out, "null}");
+    }
+    return ST_OK;
+empty:
+    st_buf_puts(out, "{\"messages\":[],\"next\":null}");
+    return ST_OK;
+}
+
+/* ---- conversations ---- */
+
+static void st__render_conv(st_buf_t *out, const char *conv, size_t cl, const st_conv_t *cv)
+{
+    st_buf_puts(out, "{\"conversation_id\":");
+    st_buf_append_json_str(out, conv, cl);
+    st_buf_puts(out, ",\"first_msg_id\":\"");
+    st_buf_append_u64(out, cv->first);
+    st_buf_puts(out, "\",\"last_msg_id\":\"");
+    st_buf_append_u64(out, cv->last);
+    st_buf_printf(out, "\",\"created\":%lld,\"updated\":%lld,\"total_messages\":%lld}",
+                  (long long)cv->created, (long long)cv->updated,
+                  (long long)(cv->base_total + cv->hot_total));
+}
+
+int st_chat_conversation(st_chat_t *c, const char *user, size_t ulen, const char *conv, size_t clen,
+                         st_buf_t *out, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    st_conv_t cv;
+    int rc = st__get_fixed(c->store, k, st__ckey(k, user, ulen, conv, clen), &cv, sizeof cv, wait);
+    if (rc) return rc;
+    st__render_conv(out, conv, clen, &cv);
+    return ST_OK;
+}
+
+typedef struct {
+    size_t limit, n;
+    bool more;
+    char (*names)[ST_NAME_MAX + 1];
+    size_t *lens;
+} st_cwalk_t;
+
+static int st__walk_conv(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_cwalk_t *w = arg;
+    (void)key;
+    (void)klen;
+    if (w->n == w->limit) {
+        w->more = true;
+        return 1;
+    }
+    if (vlen == 0 || vlen > ST_NAME_MAX) return 0;
+    memcpy(w->names[w->n], val, vlen);
+    w->lens[w->n++] = vlen;
+    return 0;
+}
+
+int st_chat_conversations(st_chat_t *c, const char *user, size_t ulen, const char *cursor,
+                          size_t clen, size_t limit, st_buf_t *out, uint64_t *wait)
+{
+    uint8_t pre[ST__KEY_CAP], lo[ST__KEY_CAP + 1];
+    size_t pl = st__ukey(pre, 'U', user, ulen), lol = 0;
+    if (cursor) {
+        /* "<updated>:<conversation_id>" of the last row seen: start just after its key */
+        const char *colon = memchr(cursor, ':', clen);
+        int64_t upd;
+        if (!colon || st_parse_i64(cursor, (size_t)(colon - cursor), &upd) ||
+            !st_name_valid(colon + 1, clen - (size_t)(colon + 1 - cursor)))
+            return ST_EINVAL;
+        lol = st__ukey_upd(lo, user, ulen, upd, colon + 1, clen - (size_t)(colon + 1 - cursor));
+        lo[lol++] = 0;
+    }
+    st_cwalk_t w = {.limit = limit};
+    w.names = st_malloc(limit * sizeof *w.names);
+    w.lens = st_malloc(limit * sizeof *w.lens);
+    int rc = st_store_range(c->store, pre, pl, lol ? lo : NULL, lol, NULL, 0, false, st__walk_conv,
+                            &w, wait);
+    if (rc == 1) rc = 0;
+    st_buf_puts(out, "{\"conversations\":[");
+    st_conv_t cv = {0};
+    for (size_t i = 0; i < w.n && !rc; i++) {
+        uint8_t k[ST__KEY_CAP];
+        rc = st__get_fixed(c->store, k, st__ckey(k, user, ulen, w.names[i], w.lens[i]), &cv,
+                           sizeof cv, wait);
+        if (!rc) {
+            if (i) st_buf_appendc(out, ',');
+            st__render_conv(out, w.names[i], w.lens[i], &cv);
+        }
+    }
+    if (!rc) {
+        st_buf_puts(out, "],\"next\":");
+        if (w.more && w.n) {
+            st_buf_printf(out, "\"%lld:", (long long)cv.updated);
+            st_buf_append(out, w.names[w.n - 1], w.lens[w.n - 1]);
+            st_buf_puts(out, "\"}");
+        } else {
+            st_buf_puts(out, "null}");
+        }
+    }
+    free(w.names);
+    free(w.lens);
+    return rc;
+}
+
+int st_chat_stats(st_chat_t *c, const char *user, size_t ulen, st_buf_t *out, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    st_totals_t tot = {0, 0};
+    int rc = st__get_fixed(c->store, k, st__ukey(k, 'T', user, ulen) - 1, &tot, sizeof tot, wait);
+    if (rc && rc != ST_ENOTFOUND) return rc;
+    st_buf_printf(out,
+                  "{\"total_messages\":%lld,\"conversations\":%lld,\"hot_messages\":%lld,"
+                  "\"cold_messages\":0,\"cold_bytes\":0}",
+                  (long long)tot.total, (long long)tot.conversations, (long long)tot.total);
+    return ST_OK;
+}

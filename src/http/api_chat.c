@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/* HTTP handlers for messages, conversations and per-user stats (SPEC §2). */
+#include "internal.h"
+#include "strata/chat.h"
+
+#include <string.h>
+
+int st_api_message_post(st_ctx_t *c)
+{
+    int rc = st_param_name(c, 0, "user");
+    if (rc) return rc;
+    cJSON *j;
+    if ((rc = st_json_body(c, &j))) return rc;
+    if (!j)
+        return st_ctx_error(c, ST_EINVAL,
+                            "a JSON body with conversation_id, from and content "
+                            "is required");
+    st_message_in_t m = {.user = c->params[0], .user_len = c->plens[0]};
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content");
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(j, "metadata");
+    char *meta_txt = NULL;
+    if ((rc = st_json_name(c, j, "conversation_id", &m.conv, &m.conv_len)) ||
+        (rc = st_json_name(c, j, "from", &m.from, &m.from_len)))
+        goto done;
+    if (!cJSON_IsString(content) || !content->valuestring[0]) {
+        rc = st_ctx_error(c, ST_EINVAL, "'content' must be a non-empty string");
+        goto done;
+    }
+    m.content = content->valuestring;
+    m.content_len = strlen(content->valuestring);
+    if (m.content_len > c->app->cfg->max_content) {
+        rc = st_ctx_error(c, ST_ETOOLARGE, "'content' is larger than %llu bytes",
+                          (unsigned long long)c->app->cfg->max_content);
+        goto done;
+    }
+    if (!st_utf8_valid(m.content, m.content_len)) {
+        rc = st_ctx_error(c, ST_EINVAL, "'content' must be valid UTF-8");
+        goto done;
+    }
+    if (meta && !cJSON_IsNull(meta)) {
+        if (!cJSON_IsObject(meta)) {
+            rc = st_ctx_error(c, ST_EINVAL, "'metadata' must be a JSON object");
+            goto done;
+        }
+        meta_txt = cJSON_PrintUnformatted(meta);
+        m.metadata = meta_txt;
+        m.metadata_len = strlen(meta_txt);
+    }
+    rc = st_chat_post(c->app->chat, &m, c->body, &c->wait);
+    if (rc)
+        rc = st_ctx_error(c, rc, NULL);
+    else
+        c->status = 201;
+done:
+    cJSON_free(meta_txt);
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* A msg_id query value: decimal, 1..2^64-1. */
+static int st__id_param(st_ctx_t *c, const char *name, uint64_t *out)
+{
+    size_t n;
+    const char *v = st_query_get(c->arena, c->req->query, c->req->query_len, name, &n);
+    *out = 0;
+    if (!v) return ST_OK;
+    uint64_t x = 0;
+    bool ok = n > 0 && n <= 20;
+    for (size_t i = 0; ok && i < n; i++) {
+        if (v[i] < '0' || v[i] > '9' || x > (UINT64_MAX - (uint64_t)(v[i] - '0')) / 10)
+            ok = false;
+        else
+            x = x * 10 + (uint64_t)(v[i] - '0');
+    }
+    if (!ok || x == 0)
+        return st_ctx_error(c, ST_EINVAL, "'%s' must be a msg_id (decimal digits)", name);
+    *out = x;
+    return ST_OK;
+}
+
+int st_api_message_list(st_ctx_t *c)
+{
+    int rc = st_param_name(c, 0, "user");
+    if (rc) return rc;
+    const st_http_request_t *r = c->req;
+    st_message_query_t q = {.limit = 50};
+    size_t n;
+    const char *v = st_query_get(c->arena, r->query, r->query_len, "conversation_id", &n);
+    if (v) {
+        if (!st_name_valid(v, n))
+            return st_ctx_error(c, ST_EINVAL,
+                                "conversation_id must be 1-255 characters of "
+                                "[A-Za-z0-9_.:-]");
+        q.conv = v;
+        q.conv_len = n;
+    }
+    int64_t limit;
+    if ((v = st_query_get(c->arena, r->query, r->query_len, "limit", &n)) &&
+        (st_parse_i64(v, n, &limit) || limit < 1 || limit > 1000))
+        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000");
+    if (v) q.limit = (size_t)limit;
+    if ((v = st_query_get(c->arena, r->query, r->query_len, "order", &n))) {
+        if (strcmp(v, "desc") == 0)
+            q.desc = true;
+        else if (strcmp(v, "asc") != 0)
+            return st_ctx_error(c, ST_EINVAL, "order must be asc or desc");
+    }
+    uint64_t cursor;
+    if ((rc = st__id_param(c, "after", &q.after)) || (rc = st__id_param(c, "before", &q.before)) ||
+        (rc = st__id_param(c, "cursor", &cursor)))
+        return rc;
+    if (cursor) {
+        /* the next page continues past the last message of the previous one */
+        if (q.desc)
+            q.before = q.before && q.before < cursor ? q.before : cursor;
+        else
+            q.after = q.after > cursor ? q.after : cursor;
+    }
+    rc = st_chat_messages(c->app->chat, c->params[0], c->plens[0], &q, c->body, &c->wait);
+    return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
+}
+
+int st_api_conversation_list(st_ctx_t *c)
+{
+    int rc = st_param_name(c, 0, "user");
+    if (rc) return rc;
+    const st_http_request_t *r = c->req;
+    size_t n, clen = 0;
+    int64_t limit = 20;
+    const char *v = st_query_get(c->arena, r->query, r->query_len, "limit", &n);
+    if (v && (st_parse_i64(v, n, &limit) || limit < 1 || limit > 1000))
+        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000");
+    const char *cursor = st_query_get(c->arena, r->query, r->query_len, "cursor", &clen);
+    rc = st_chat_conversations(c->app->chat, c->params[0], c->plens[0], cursor, clen, (size_t)limit,
+                               c->body, &c->wait);
+    if (rc == ST_EINVAL) return st_ctx_error(c, rc, "bad cursor");
+    return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
+}
+
+int st_api_conversation_get(st_ctx_t *c)
+{
+    int rc = st_param_name(c, 0, "user");
+    if (!rc) rc = st_param_name(c, 1, "conversation_id");
+    if (rc) return rc;
+    rc = st_chat_conversation(c->app->chat, c->params[0], c->plens[0], c->params[1], c->plens[1],
+                              c->body, &c->wait);
+    if (rc == ST_ENOTFOUND)
+        return st_ctx_error(c, rc, "conversation '%.*s' not found", (int)c->plens[1], c->params[1]);
+    return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
+}
+
+int st_api_user_stats(st_ctx_t *c)
+{
+    int rc = st_param_name(c, 0, "user");
+    if (rc) return rc;
+    rc = st_chat_stats(c->app->chat, c->params[0], c->plens[0], c->body, &c->wait);
+    return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
+}
