@@ -16,7 +16,7 @@ for arg in "$@"; do
             # e2e tests use only Node's standard library (node:test, http, net, crypto): Debian's
             # nodejs (18) is enough; a newer node already on the machine is used as it is.
             command -v node >/dev/null 2>&1 || pkgs+=(nodejs) ;;
-    --bench) pkgs+=(redis-server redis-tools nginx-light wrk procps curl python3) ;;
+    --bench) pkgs+=(redis-server redis-tools nginx-light postgresql wrk procps curl python3) ;;
     *) echo "unknown option: $arg" >&2; exit 2 ;;
   esac
 done

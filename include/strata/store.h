@@ -56,6 +56,11 @@ void st_store_listen(st_store_t *s, st_store_listener_t *l);
  */
 int st_store_get(st_store_t *s, const void *key, size_t klen, const void **val, size_t *vlen,
                  uint64_t *wait);
+/* Between hold and release, gets share one LMDB read snapshot instead of opening one each (for
+ * a request that reads many keys). Values returned are still valid only until the next call. */
+void st_store_read_hold(st_store_t *s);
+void st_store_read_release(st_store_t *s);
+
 /* Stage a write into the open batch; *wait is raised to that batch. Copies key and value. */
 int st_store_put(st_store_t *s, const void *key, size_t klen, const void *val, size_t vlen,
                  uint64_t *wait);

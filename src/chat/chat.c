@@ -162,20 +162,25 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
     int64_t seq = cv.base_total + cv.hot_total;
     tot.total++;
 
+    /* A message never changes: its JSON is rendered once here, so reads are a copy. */
     st_buf_t rec = {0};
-    int32_t ml = m->metadata ? (int32_t)m->metadata_len : -1;
-    uint16_t cl = (uint16_t)m->conv_len, fl = (uint16_t)m->from_len;
-    uint32_t tl = (uint32_t)m->content_len;
     st_buf_append(&rec, &now, 8);
     st_buf_append(&rec, &seq, 8);
-    st_buf_append(&rec, &cl, 2);
-    st_buf_append(&rec, &fl, 2);
-    st_buf_append(&rec, &tl, 4);
-    st_buf_append(&rec, &ml, 4);
-    st_buf_append(&rec, m->conv, m->conv_len);
-    st_buf_append(&rec, m->from, m->from_len);
-    st_buf_append(&rec, m->content, m->content_len);
-    if (m->metadata) st_buf_append(&rec, m->metadata, m->metadata_len);
+    st_buf_puts(&rec, "{\"msg_id\":\"");
+    st_buf_append_u64(&rec, id);
+    st_buf_puts(&rec, "\",\"conversation_id\":");
+    st_buf_append_json_str(&rec, m->conv, m->conv_len);
+    st_buf_puts(&rec, ",\"from\":");
+    st_buf_append_json_str(&rec, m->from, m->from_len);
+    st_buf_printf(&rec, ",\"timestamp\":%lld,\"seq\":%lld,\"content\":", (long long)now,
+                  (long long)seq);
+    st_buf_append_json_str(&rec, m->content, m->content_len);
+    st_buf_puts(&rec, ",\"metadata\":");
+    if (m->metadata)
+        st_buf_append(&rec, m->metadata, m->metadata_len);
+    else
+        st_buf_puts(&rec, "null");
+    st_buf_appendc(&rec, '}');
     size_t n = st__ukey(k, 'M', m->user, m->user_len);
     st__be64(k + n, id);
     rc = st_store_put(s, k, n + 8, rec.data, rec.len, wait);
@@ -204,37 +209,12 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
 
 /* ---- reading messages ---- */
 
+/* Record: i64 timestamp | i64 seq | the message's JSON object. */
 static int st__render_message(st_buf_t *out, uint64_t id, const void *v, size_t vl)
 {
-    const uint8_t *p = v;
-    if (vl < 28) return ST_EINTERNAL;
-    int64_t ts, seq;
-    uint16_t cl, fl;
-    uint32_t tl;
-    int32_t ml;
-    memcpy(&ts, p, 8);
-    memcpy(&seq, p + 8, 8);
-    memcpy(&cl, p + 16, 2);
-    memcpy(&fl, p + 18, 2);
-    memcpy(&tl, p + 20, 4);
-    memcpy(&ml, p + 24, 4);
-    if (vl != 28 + (size_t)cl + fl + tl + (ml > 0 ? (size_t)ml : 0)) return ST_EINTERNAL;
-    const char *q = (const char *)p + 28;
-    st_buf_puts(out, "{\"msg_id\":\"");
-    st_buf_append_u64(out, id);
-    st_buf_puts(out, "\",\"conversation_id\":");
-    st_buf_append_json_str(out, q, cl);
-    st_buf_puts(out, ",\"from\":");
-    st_buf_append_json_str(out, q + cl, fl);
-    st_buf_printf(out, ",\"timestamp\":%lld,\"seq\":%lld,\"content\":", (long long)ts,
-                  (long long)seq);
-    st_buf_append_json_str(out, q + cl + fl, tl);
-    st_buf_puts(out, ",\"metadata\":");
-    if (ml >= 0)
-        st_buf_append(out, q + cl + fl + tl, (size_t)ml);
-    else
-        st_buf_puts(out, "null");
-    st_buf_appendc(out, '}');
+    (void)id;
+    if (vl < 18 || ((const char *)v)[16] != '{') return ST_EINTERNAL;
+    st_buf_append(out, (const char *)v + 16, vl - 16);
     return ST_OK;
 }
 
@@ -294,7 +274,8 @@ int st_chat_messages(st_chat_t *c, const char *user, size_t ulen, const st_messa
                             st__walk_msg, &w, wait);
     if (rc == 0 || rc == 1) rc = w.err;
     if (!rc && w.ids_only) {
-        /* the index gave ids; the messages live under 'M' */
+        /* the index gave ids; the messages live under 'M' (one read snapshot for all) */
+        st_store_read_hold(c->store);
         size_t n = st__ukey(lo, 'M', user, ulen);
         for (size_t i = 0; i < w.n && !rc; i++) {
             const void *v;
@@ -306,6 +287,7 @@ int st_chat_messages(st_chat_t *c, const char *user, size_t ulen, const st_messa
                 rc = st__render_message(out, w.ids[i], v, vl);
             }
         }
+        st_store_read_release(c->store);
     }
     free(w.ids);
     if (rc) return rc;

@@ -110,20 +110,34 @@ void st_buf_append_json_str(st_buf_t *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
     st_buf_reserve(b, n + 2);
-    st_buf_appendc(b, '"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
+    b->data[b->len++] = '"';
+    size_t i = 0;
+    while (i < n) {
+        /* copy the longest run that needs no escaping in one go */
+        size_t j = i;
+        while (j < n && (unsigned char)s[j] >= 0x20 && s[j] != '"' && s[j] != '\\')
+            j++;
+        if (j > i) {
+            st_buf_reserve(b, j - i + 1);
+            memcpy(b->data + b->len, s + i, j - i);
+            b->len += j - i;
+            i = j;
+            continue;
+        }
+        unsigned char c = (unsigned char)s[i++];
+        st_buf_reserve(b, 6);
         if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            st_buf_append(b, e, 2);
-        } else if (c < 0x20) {
-            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            st_buf_append(b, e, 6);
+            b->data[b->len++] = '\\';
+            b->data[b->len++] = (char)c;
         } else {
-            st_buf_appendc(b, (char)c);
+            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            memcpy(b->data + b->len, e, 6);
+            b->len += 6;
         }
     }
-    st_buf_appendc(b, '"');
+    st_buf_reserve(b, 1);
+    b->data[b->len++] = '"';
+    b->data[b->len] = '\0';
 }
 
 void st_buf_reset(st_buf_t *b)

@@ -44,6 +44,7 @@ struct st_store {
     MDB_env *env;
     MDB_dbi dbi;
     MDB_txn *rtxn;
+    bool rtxn_held; /* st_store_read_hold: rtxn stays live across gets */
     st_wal_t *wal;
     uint64_t quota; /* configured capacity; LMDB's map is larger to absorb the apply lag */
     st_map_t overlay;

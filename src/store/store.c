@@ -196,7 +196,7 @@ int st_store_get(st_store_t *s, const void *key, size_t klen, const void **val, 
         *vlen = e->vlen;
         return ST_OK;
     }
-    int rc = mdb_txn_renew(s->rtxn);
+    int rc = s->rtxn_held ? 0 : mdb_txn_renew(s->rtxn);
     if (rc) return st__mdb_err(rc);
     MDB_val k = {klen, (void *)key}, v;
     rc = mdb_get(s->rtxn, s->dbi, &k, &v);
@@ -206,9 +206,21 @@ int st_store_get(st_store_t *s, const void *key, size_t klen, const void **val, 
         *val = s->scratch.data;
         *vlen = v.mv_size;
     }
-    mdb_txn_reset(s->rtxn);
+    if (!s->rtxn_held) mdb_txn_reset(s->rtxn);
     if (rc == MDB_NOTFOUND) return ST_ENOTFOUND;
     return st__mdb_err(rc);
+}
+
+void st_store_read_hold(st_store_t *s)
+{
+    ST_ASSERT(!s->rtxn_held);
+    if (mdb_txn_renew(s->rtxn) == 0) s->rtxn_held = true;
+}
+
+void st_store_read_release(st_store_t *s)
+{
+    if (s->rtxn_held) mdb_txn_reset(s->rtxn);
+    s->rtxn_held = false;
 }
 
 static int st__stage(st_store_t *s, const void *key, size_t klen, const void *val, size_t vlen,
@@ -379,7 +391,8 @@ int st_store_range(st_store_t *s, const void *prefix, size_t plen, const void *l
      * what is not yet in LMDB, so collecting it is cheap. */
     st_ov_t **staged = NULL;
     size_t nstaged = 0, cap = 0, it;
-    for (st_map_node_t *n = st_map_first(&s->overlay, &it); n;
+    ST_ASSERT(!s->rtxn_held);
+    for (st_map_node_t *n = s->overlay.count ? st_map_first(&s->overlay, &it) : NULL; n;
          n = st_map_next(&s->overlay, &it, n)) {
         if (!st__in_range(n->key, n->klen, prefix, plen, lo, lolen, hi, hilen)) continue;
         if (nstaged == cap) {
