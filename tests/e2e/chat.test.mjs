@@ -175,6 +175,16 @@ describe('chat auth and crash', () => {
       assert.equal((await s.req(m, p, m === 'POST' ? {} : undefined)).status, 401, `no token ${m} ${p}`);
     }
     assert.equal((await s.req('GET', '/v1/users/alice/stats', undefined, A)).json.total_messages, 1);
+    // bad signature, expired, wrong algorithm on a user route: 401
+    const forged = tok('alice').replace(/\.[^.]+$/, '.' + Buffer.from('nope').toString('base64url'));
+    const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
+    const h = b64({ alg: 'HS256' }), p = b64({ sub: 'alice', exp: Math.floor(Date.now() / 1000) - 1 });
+    const expired = `${h}.${p}.${createHmac('sha256', SECRET).update(`${h}.${p}`).digest('base64url')}`;
+    const none = `${b64({ alg: 'none' })}.${b64({ sub: 'alice' })}.`;
+    for (const t of [forged, expired, none]) {
+      const r = await s.req('GET', '/v1/users/alice/messages', undefined, { authorization: `Bearer ${t}` });
+      assert.equal(r.status, 401);
+    }
     await s.stop();
     s.cleanup();
   });
