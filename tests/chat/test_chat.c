@@ -1,42 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for chat: seq and hybrid fields, paging bounds, isolation, long ids, restart. */
 #include "../test.h"
+#include "../fixture.h"
 #include "strata/chat.h"
 #include "strata/metrics.h"
 
 #include <stdlib.h>
 
-static uv_loop_t loop;
+static fx_t fx;
 static st_store_t *store;
 static st_chat_t *chat;
-static char dir[64];
 
 static void open_all(bool fresh)
 {
-    if (fresh) {
-        uv_loop_init(&loop);
-        strcpy(dir, "/tmp/strata-chat-XXXXXX");
-        if (!mkdtemp(dir)) abort();
-    }
-    st_store_opts_t o = {dir, 64 << 20, 0};
-    if (st_store_open(&store, &loop, &o) != ST_OK || st_chat_open(&chat, store, 3) != ST_OK)
-        abort();
+    if (fresh) fx_begin(&fx);
+    store = fx_store(&fx, 64 << 20, 0);
+    if (st_chat_open(&chat, store, 3) != ST_OK) abort();
 }
 
+/* remove: also drop the data dir (otherwise the next open_all(false) reopens it). */
 static void close_all(bool remove)
 {
-    for (int i = 0; i < 100000 && !st_store_idle(store); i++)
-        uv_run(&loop, UV_RUN_NOWAIT);
+    fx_settle(&fx, store);
     st_chat_close(chat);
-    st_store_close(store);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    st_metrics_shutdown();
-    if (remove) {
-        uv_loop_close(&loop);
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0) abort();
-    }
+    fx_close_store(&fx, store);
+    if (remove)
+        fx_end(&fx);
+    else
+        st_metrics_shutdown();
 }
 
 static uint64_t post(const char *user, const char *conv, const char *text, st_buf_t *out)

@@ -1,40 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for hybrid counters, distinct counters and sequences on a real store. */
 #include "../test.h"
+#include "../fixture.h"
 #include "strata/counters.h"
 #include "strata/metrics.h"
 
 #include <stdlib.h>
 
-static uv_loop_t loop;
+static fx_t fx;
 static st_store_t *store;
-static char dir[64];
 
 static void setup(void)
 {
-    uv_loop_init(&loop);
-    strcpy(dir, "/tmp/strata-ctr-XXXXXX");
-    if (!mkdtemp(dir)) abort();
-    st_store_opts_t o = {dir, 16 << 20, 0};
-    if (st_store_open(&store, &loop, &o) != ST_OK) abort();
+    fx_begin(&fx);
+    store = fx_store(&fx, 16 << 20, 0);
 }
 
 static void settle(void)
 {
-    for (int i = 0; i < 100000 && !st_store_idle(store); i++)
-        uv_run(&loop, UV_RUN_ONCE);
+    fx_settle(&fx, store);
 }
 
 static void teardown(void)
 {
-    settle();
-    st_store_close(store);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) abort();
-    st_metrics_shutdown();
+    fx_close_store(&fx, store);
+    fx_end(&fx);
 }
 
 TEST(incr_is_baseline_plus_hot_and_consolidation_keeps_the_value)

@@ -1,48 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for seats: bitmap layout, stats kept in step, best available, expiry, rebuild. */
 #include "../test.h"
+#include "../fixture.h"
 #include "strata/metrics.h"
 #include "strata/seats.h"
 
 #include <stdlib.h>
 
-static uv_loop_t loop;
+static fx_t fx;
 static st_store_t *store;
 static st_seats_t *seats;
-static char dir[64];
-
-static void settle(void)
-{
-    for (int i = 0; i < 100000 && !st_store_idle(store); i++)
-        uv_run(&loop, UV_RUN_NOWAIT);
-}
 
 static void open_all(bool fresh)
 {
-    if (fresh) {
-        uv_loop_init(&loop);
-        strcpy(dir, "/tmp/strata-seats-XXXXXX");
-        if (!mkdtemp(dir)) abort();
-    }
-    st_store_opts_t o = {dir, 64 << 20, 0};
-    if (st_store_open(&store, &loop, &o) != ST_OK) abort();
+    if (fresh) fx_begin(&fx);
+    store = fx_store(&fx, 64 << 20, 0);
     st_seats_opts_t so = {1000000, 1};
-    if (st_seats_open(&seats, &loop, store, &so) != ST_OK) abort();
+    if (st_seats_open(&seats, &fx.loop, store, &so) != ST_OK) abort();
 }
 
+/* remove: also drop the data dir (otherwise the next open_all(false) reopens it). */
 static void close_all(bool remove)
 {
-    settle();
+    fx_settle(&fx, store);
     st_seats_close(seats);
-    st_store_close(store);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    st_metrics_shutdown();
-    if (remove) {
-        uv_loop_close(&loop);
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0) abort();
-    }
+    fx_close_store(&fx, store);
+    if (remove)
+        fx_end(&fx);
+    else
+        st_metrics_shutdown();
 }
 
 static void create(const char *id, int64_t rows, int64_t cols, int64_t hold)
@@ -122,14 +108,14 @@ TEST(holds_expire_and_everything_is_rebuilt_after_a_restart)
     uint64_t w = 0;
     st_buf_reset(&out);
     CHECK_EQ(st_seats_confirm(seats, bid, &out, &w), ST_OK);
-    settle();
-    uint64_t until = uv_now(&loop) + 1300;
-    while (uv_now(&loop) < until) {
-        uv_run(&loop, UV_RUN_NOWAIT);
+    fx_settle(&fx, store);
+    uint64_t until = uv_now(&fx.loop) + 1300;
+    while (uv_now(&fx.loop) < until) {
+        uv_run(&fx.loop, UV_RUN_NOWAIT);
         uv_sleep(10);
-        uv_update_time(&loop);
+        uv_update_time(&fx.loop);
     }
-    settle();
+    fx_settle(&fx, store);
     st_buf_reset(&out);
     CHECK_EQ(st_seats_event_json(seats, "x", 1, &out, &w), ST_OK);
     CHECK(strstr(out.data, "\"event_stats\":{\"available\":4,\"reserved\":0"));

@@ -2,6 +2,7 @@
 /* Unit tests for the store: overlay read-your-writes, group commit, durability ids, scans,
  * reopen, and rollback when a commit fails (map full). */
 #include "../test.h"
+#include "../fixture.h"
 #include "strata/metrics.h"
 #include "strata/store.h"
 #include "../../src/store/wal.h"
@@ -27,49 +28,20 @@ static void on_failed(st_store_listener_t *l, uint64_t first, int err)
     ((watch_t *)l)->failed_err = err;
 }
 
-static char *tmpdir(void)
+static st_store_t *open_store(fx_t *f, uint64_t map, watch_t *w)
 {
-    char *d = strdup("/tmp/strata-store-XXXXXX");
-    if (!mkdtemp(d)) abort();
-    return d;
-}
-
-static void rmdir_all(const char *d)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-    if (system(cmd) != 0) abort();
-}
-
-static st_store_t *open_store(uv_loop_t *loop, const char *dir, uint64_t map, watch_t *w)
-{
-    st_store_t *s;
-    st_store_opts_t o = {dir, map, 256 << 10}; /* a small log: checkpoints happen often */
-    CHECK_EQ(st_store_open(&s, loop, &o), ST_OK);
+    st_store_t *s = fx_store(f, map, 256 << 10); /* a small log: checkpoints happen often */
     *w = (watch_t){{NULL, on_durable, on_failed}, 0, 0, 0};
     st_store_listen(s, &w->l);
     return s;
 }
 
-static void run_until_idle(uv_loop_t *loop, st_store_t *s)
-{
-    for (int i = 0; i < 100000 && !st_store_idle(s); i++)
-        uv_run(loop, UV_RUN_ONCE);
-}
-
-static void close_store(uv_loop_t *loop, st_store_t *s)
-{
-    st_store_close(s);
-    uv_run(loop, UV_RUN_DEFAULT);
-}
-
 TEST(staged_writes_are_visible_but_wait_for_their_batch)
 {
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    char *dir = tmpdir();
+    fx_t fx;
+    fx_begin(&fx);
     watch_t w;
-    st_store_t *s = open_store(&loop, dir, 16 << 20, &w);
+    st_store_t *s = open_store(&fx, 16 << 20, &w);
     uint64_t wait = 0;
     CHECK_EQ(st_store_put(s, "k1", 2, "v1", 2, &wait), ST_OK);
     CHECK(wait > st_store_durable_id(s));
@@ -79,7 +51,7 @@ TEST(staged_writes_are_visible_but_wait_for_their_batch)
     CHECK_EQ(st_store_get(s, "k1", 2, &v, &vl, &rw), ST_OK);
     CHECK(vl == 2 && memcmp(v, "v1", 2) == 0);
     CHECK_EQ(rw, wait);
-    run_until_idle(&loop, s);
+    fx_settle(&fx, s);
     CHECK(st_store_durable_id(s) >= wait);
     CHECK(w.durable >= wait);
     rw = 0;
@@ -89,22 +61,18 @@ TEST(staged_writes_are_visible_but_wait_for_their_batch)
     wait = 0;
     CHECK_EQ(st_store_del(s, "k1", 2, &wait), ST_OK);
     CHECK_EQ(st_store_get(s, "k1", 2, &v, &vl, &rw), ST_ENOTFOUND);
-    run_until_idle(&loop, s);
+    fx_settle(&fx, s);
     CHECK_EQ(st_store_get(s, "k1", 2, &v, &vl, &rw), ST_ENOTFOUND);
-    close_store(&loop, s);
-    CHECK_EQ(uv_loop_close(&loop), 0);
-    rmdir_all(dir);
-    free(dir);
-    st_metrics_shutdown();
+    fx_close_store(&fx, s);
+    fx_end(&fx);
 }
 
 TEST(many_writes_in_one_iteration_share_one_commit_and_survive_reopen)
 {
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    char *dir = tmpdir();
+    fx_t fx;
+    fx_begin(&fx);
     watch_t w;
-    st_store_t *s = open_store(&loop, dir, 16 << 20, &w);
+    st_store_t *s = open_store(&fx, 16 << 20, &w);
     uint64_t wait = 0;
     for (int i = 0; i < 1000; i++) {
         char k[16];
@@ -114,10 +82,10 @@ TEST(many_writes_in_one_iteration_share_one_commit_and_survive_reopen)
     /* the same key rewritten in one batch coalesces */
     for (int i = 0; i < 100; i++)
         CHECK_EQ(st_store_put(s, "hot", 3, &i, sizeof i, &wait), ST_OK);
-    run_until_idle(&loop, s);
+    fx_settle(&fx, s);
     CHECK_EQ(st_store_durable_id(s), wait);
-    close_store(&loop, s);
-    s = open_store(&loop, dir, 16 << 20, &w);
+    fx_close_store(&fx, s);
+    s = open_store(&fx, 16 << 20, &w);
     const void *v;
     size_t vl;
     uint64_t rw = 0;
@@ -128,11 +96,8 @@ TEST(many_writes_in_one_iteration_share_one_commit_and_survive_reopen)
     CHECK_EQ(st_store_get(s, "hot", 3, &v, &vl, &rw), ST_OK);
     memcpy(&x, v, sizeof x);
     CHECK_EQ(x, 99);
-    close_store(&loop, s);
-    CHECK_EQ(uv_loop_close(&loop), 0);
-    rmdir_all(dir);
-    free(dir);
-    st_metrics_shutdown();
+    fx_close_store(&fx, s);
+    fx_end(&fx);
 }
 
 static int collect(void *arg, const void *k, size_t kl, const void *v, size_t vl)
@@ -147,17 +112,16 @@ static int collect(void *arg, const void *k, size_t kl, const void *v, size_t vl
 
 TEST(scan_merges_durable_and_staged_in_key_order)
 {
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    char *dir = tmpdir();
+    fx_t fx;
+    fx_begin(&fx);
     watch_t w;
-    st_store_t *s = open_store(&loop, dir, 16 << 20, &w);
+    st_store_t *s = open_store(&fx, 16 << 20, &w);
     uint64_t wait = 0;
     st_store_put(s, "pa", 2, "1", 1, &wait);
     st_store_put(s, "pc", 2, "3", 1, &wait);
     st_store_put(s, "pd", 2, "4", 1, &wait);
     st_store_put(s, "q", 1, "x", 1, &wait);
-    run_until_idle(&loop, s);
+    fx_settle(&fx, s);
     st_store_put(s, "pb", 2, "2", 1, &wait);
     st_store_put(s, "pc", 2, "C", 1, &wait);
     st_store_del(s, "pd", 2, &wait);
@@ -167,34 +131,30 @@ TEST(scan_merges_durable_and_staged_in_key_order)
     CHECK_STR(b.data, "pa=1;pb=2;pc=C;");
     CHECK_EQ(sw, wait);
     st_buf_free(&b);
-    run_until_idle(&loop, s);
-    close_store(&loop, s);
-    CHECK_EQ(uv_loop_close(&loop), 0);
-    rmdir_all(dir);
-    free(dir);
-    st_metrics_shutdown();
+    fx_settle(&fx, s);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
 }
 
 TEST(at_capacity_the_store_refuses_new_writes_and_reads_keep_working)
 {
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    char *dir = tmpdir();
+    fx_t fx;
+    fx_begin(&fx);
     watch_t w;
-    st_store_t *s = open_store(&loop, dir, 1 << 20, &w); /* 1 MiB quota: fills quickly */
+    st_store_t *s = open_store(&fx, 1 << 20, &w); /* 1 MiB quota: fills quickly */
     uint64_t wait = 0;
     char val[2000];
     memset(val, 'v', sizeof val);
     CHECK_EQ(st_store_put(s, "keep", 4, "ok", 2, &wait), ST_OK);
-    run_until_idle(&loop, s);
+    fx_settle(&fx, s);
     CHECK_EQ(st_store_writable(s), ST_OK);
     for (int i = 0; i < 2000; i++) {
         char k[16];
         int n = snprintf(k, sizeof k, "big%05d", i);
         st_store_put(s, k, (size_t)n, val, sizeof val, &wait);
-        if (i % 100 == 99) run_until_idle(&loop, s);
+        if (i % 100 == 99) fx_settle(&fx, s);
     }
-    run_until_idle(&loop, s);
+    fx_settle(&fx, s);
     CHECK_EQ(st_store_writable(s), ST_EFULL);
     uint64_t used, size;
     st_store_usage(s, &used, &size);
@@ -204,20 +164,16 @@ TEST(at_capacity_the_store_refuses_new_writes_and_reads_keep_working)
     uint64_t rw = 0;
     CHECK_EQ(st_store_get(s, "keep", 4, &v, &vl, &rw), ST_OK);
     CHECK_EQ(st_store_get(s, "big01999", 8, &v, &vl, &rw), ST_OK); /* acknowledged: kept */
-    close_store(&loop, s);
-    CHECK_EQ(uv_loop_close(&loop), 0);
-    rmdir_all(dir);
-    free(dir);
-    st_metrics_shutdown();
+    fx_close_store(&fx, s);
+    fx_end(&fx);
 }
 
 TEST(log_checkpoints_and_oversized_groups_keep_every_write)
 {
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    char *dir = tmpdir();
+    fx_t fx;
+    fx_begin(&fx);
     watch_t w;
-    st_store_t *s = open_store(&loop, dir, 64 << 20, &w);
+    st_store_t *s = open_store(&fx, 64 << 20, &w);
     uint64_t wait = 0;
     char val[2000];
     /* ~4 MB through a 256 KiB log: many checkpoints */
@@ -226,7 +182,7 @@ TEST(log_checkpoints_and_oversized_groups_keep_every_write)
         int n = snprintf(k, sizeof k, "c%05d", i);
         memset(val, 'a' + i % 26, sizeof val);
         CHECK_EQ(st_store_put(s, k, (size_t)n, val, sizeof val, &wait), ST_OK);
-        if (i % 20 == 19) run_until_idle(&loop, s);
+        if (i % 20 == 19) fx_settle(&fx, s);
     }
     /* one group larger than the whole log goes straight to LMDB */
     for (int i = 0; i < 200; i++) {
@@ -235,10 +191,10 @@ TEST(log_checkpoints_and_oversized_groups_keep_every_write)
         memset(val, 'H', sizeof val);
         CHECK_EQ(st_store_put(s, k, (size_t)n, val, sizeof val, &wait), ST_OK);
     }
-    run_until_idle(&loop, s);
+    fx_settle(&fx, s);
     CHECK(st_store_durable_id(s) >= wait);
-    close_store(&loop, s);
-    s = open_store(&loop, dir, 64 << 20, &w);
+    fx_close_store(&fx, s);
+    s = open_store(&fx, 64 << 20, &w);
     const void *v;
     size_t vl;
     uint64_t rw = 0;
@@ -250,11 +206,8 @@ TEST(log_checkpoints_and_oversized_groups_keep_every_write)
     }
     CHECK_EQ(st_store_get(s, "huge199", 7, &v, &vl, &rw), ST_OK);
     CHECK(((const char *)v)[1999] == 'H');
-    close_store(&loop, s);
-    CHECK_EQ(uv_loop_close(&loop), 0);
-    rmdir_all(dir);
-    free(dir);
-    st_metrics_shutdown();
+    fx_close_store(&fx, s);
+    fx_end(&fx);
 }
 
 static int replay_count(void *arg, uint64_t seq, const char *p, size_t len)
@@ -268,22 +221,23 @@ static int replay_count(void *arg, uint64_t seq, const char *p, size_t len)
 
 TEST(wal_replays_valid_records_and_stops_at_a_torn_tail)
 {
-    char *dir = tmpdir();
+    fx_t fx;
+    fx_begin(&fx);
     st_wal_t *w;
-    CHECK_EQ(st_wal_open(dir, 1 << 20, &w), ST_OK);
+    CHECK_EQ(st_wal_open(fx.dir, 1 << 20, &w), ST_OK);
     CHECK_EQ(st_wal_append(w, 1, "aaaa", 4), ST_OK);
     CHECK_EQ(st_wal_append(w, 2, "bbbb", 4), ST_OK);
     CHECK_EQ(st_wal_append(w, 3, "cccc", 4), ST_OK);
     st_wal_close(w);
     /* tear the last record: flip one payload byte */
     char path[256];
-    snprintf(path, sizeof path, "%s/strata.wal", dir);
+    snprintf(path, sizeof path, "%s/strata.wal", fx.dir);
     FILE *f = fopen(path, "r+b");
     CHECK(f);
     fseek(f, ST_WAL_HEADER + 2 * 28 + 24, SEEK_SET);
     fputc('X', f);
     fclose(f);
-    CHECK_EQ(st_wal_open(dir, 1 << 20, &w), ST_OK);
+    CHECK_EQ(st_wal_open(fx.dir, 1 << 20, &w), ST_OK);
     uint64_t last = 0;
     CHECK_EQ(st_wal_replay(w, replay_count, &last), ST_OK);
     CHECK_EQ(last, 2);
@@ -294,24 +248,22 @@ TEST(wal_replays_valid_records_and_stops_at_a_torn_tail)
     CHECK_EQ(last, 0);
     CHECK_EQ(st_wal_append(w, 9, "dddd", 4), ST_OK);
     st_wal_close(w);
-    CHECK_EQ(st_wal_open(dir, 1 << 20, &w), ST_OK);
+    CHECK_EQ(st_wal_open(fx.dir, 1 << 20, &w), ST_OK);
     CHECK_EQ(st_wal_replay(w, replay_count, &last), ST_OK);
     CHECK_EQ(last, 9);
     char big[100];
     memset(big, 'z', sizeof big);
     CHECK_EQ(st_wal_append(w, 10, big, (1 << 20)), ST_ETOOLARGE);
     st_wal_close(w);
-    rmdir_all(dir);
-    free(dir);
+    fx_end(&fx);
 }
 
 TEST(idempotency_records_replay_until_ttl)
 {
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    char *dir = tmpdir();
+    fx_t fx;
+    fx_begin(&fx);
     watch_t w;
-    st_store_t *s = open_store(&loop, dir, 16 << 20, &w);
+    st_store_t *s = open_store(&fx, 16 << 20, &w);
     uint8_t d[32] = {1, 2, 3};
     uint64_t wait = 0;
     int status;
@@ -325,34 +277,30 @@ TEST(idempotency_records_replay_until_ttl)
     CHECK(blen == 7 && memcmp(body, "{\"a\":1}", 7) == 0);
     CHECK_EQ(w2, wait); /* a replay of a staged answer waits for it too */
     CHECK_EQ(st_idem_lookup(s, d, -1, &status, &body, &blen, &w2), ST_ENOTFOUND); /* expired */
-    run_until_idle(&loop, s);
-    close_store(&loop, s);
-    CHECK_EQ(uv_loop_close(&loop), 0);
-    rmdir_all(dir);
-    free(dir);
-    st_metrics_shutdown();
+    fx_settle(&fx, s);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
 }
 
 TEST(idempotency_sweep_deletes_expired_answers_a_slice_at_a_time)
 {
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    char *dir = tmpdir();
+    fx_t fx;
+    fx_begin(&fx);
     watch_t w;
-    st_store_t *s = open_store(&loop, dir, 16 << 20, &w);
+    st_store_t *s = open_store(&fx, 16 << 20, &w);
     uint64_t wait = 0;
     for (int i = 0; i < 250; i++) {
         uint8_t d[32] = {0};
         memcpy(d, &i, sizeof i);
         CHECK_EQ(st_idem_record(s, d, 200, "{}", 2, &wait), ST_OK);
     }
-    run_until_idle(&loop, s);
+    fx_settle(&fx, s);
     CHECK_EQ(st_idem_sweep(s, 3600LL * 1000000, 1000), 0); /* nothing is old yet */
     size_t total = 0, n;
     for (int round = 0; round < 10 && (n = st_idem_sweep(s, -1, 100)) > 0; round++) {
         CHECK(n <= 100);
         total += n;
-        run_until_idle(&loop, s);
+        fx_settle(&fx, s);
     }
     CHECK_EQ(total, 250);
     uint8_t d[32] = {0};
@@ -361,25 +309,21 @@ TEST(idempotency_sweep_deletes_expired_answers_a_slice_at_a_time)
     size_t blen;
     uint64_t rw = 0;
     CHECK_EQ(st_idem_lookup(s, d, 3600LL * 1000000, &st, &body, &blen, &rw), ST_ENOTFOUND);
-    close_store(&loop, s);
-    CHECK_EQ(uv_loop_close(&loop), 0);
-    rmdir_all(dir);
-    free(dir);
-    st_metrics_shutdown();
+    fx_close_store(&fx, s);
+    fx_end(&fx);
 }
 
 TEST(ranges_run_both_ways_with_bounds_over_durable_and_staged_keys)
 {
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    char *dir = tmpdir();
+    fx_t fx;
+    fx_begin(&fx);
     watch_t w;
-    st_store_t *s = open_store(&loop, dir, 16 << 20, &w);
+    st_store_t *s = open_store(&fx, 16 << 20, &w);
     uint64_t wait = 0;
     const char *durable[] = {"a1", "k1", "k3", "k5", "z1"};
     for (int i = 0; i < 5; i++)
         st_store_put(s, durable[i], 2, "d", 1, &wait);
-    run_until_idle(&loop, s);
+    fx_settle(&fx, s);
     st_store_put(s, "k2", 2, "s", 1, &wait);
     st_store_put(s, "k4", 2, "s", 1, &wait);
     st_store_del(s, "k3", 2, &wait);
@@ -401,12 +345,9 @@ TEST(ranges_run_both_ways_with_bounds_over_durable_and_staged_keys)
     st_store_range(s, "z", 1, NULL, 0, NULL, 0, true, collect, &b, &sw);
     CHECK_STR(b.data, "z1=d;");
     st_buf_free(&b);
-    run_until_idle(&loop, s);
-    close_store(&loop, s);
-    CHECK_EQ(uv_loop_close(&loop), 0);
-    rmdir_all(dir);
-    free(dir);
-    st_metrics_shutdown();
+    fx_settle(&fx, s);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
 }
 
 RUN_TESTS("store")
