@@ -89,6 +89,8 @@ void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *a
     }
     st_http_write_response(out, c.status, c.content_type, c.extra_headers, st__body.data,
                            st__body.len, !req->keep_alive);
+    if (req->method == ST_HTTP_HEAD)
+        out->len -= st__body.len; /* same headers, Content-Length included; no body */
     *wait = c.wait;
     *status = c.status;
 }

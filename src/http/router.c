@@ -65,9 +65,11 @@ int st_router_match(st_ctx_t *c, const st_route_t **route)
     char allow[64] = "";
     for (size_t i = 0; i < st_nroutes; i++) {
         if (!st__match(st_routes[i].pattern, r->path, r->path_len, raw, rlen, &nparams)) continue;
-        if (st_routes[i].method != r->method) {
+        /* HEAD is GET without the body (the response writer drops it). */
+        int method = r->method == ST_HTTP_HEAD ? ST_HTTP_GET : r->method;
+        if (st_routes[i].method != method) {
             path_known = true;
-            const char *m = st_routes[i].method == ST_HTTP_GET ? "GET" : "POST";
+            const char *m = st_routes[i].method == ST_HTTP_GET ? "GET, HEAD" : "POST";
             if (!strstr(allow, m)) {
                 if (*allow) strcat(allow, ", ");
                 strcat(allow, m);

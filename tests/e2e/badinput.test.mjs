@@ -39,7 +39,7 @@ describe('bad input', () => {
     let r = await s.req('DELETE', '/v1/counters/x');
     assert.equal(r.status, 405);
     assert.equal(r.json.error.code, 'method_not_allowed');
-    assert.equal(r.headers.allow, 'GET');
+    assert.equal(r.headers.allow, 'GET, HEAD');
     r = await s.req('PUT', '/v1/counters/x/incr', '{}');
     assert.equal(r.status, 405);
     r = await s.req('GET', '/v1/nothing/here');

@@ -114,6 +114,18 @@ describe('counters and sequences', () => {
     }
   });
 
+  test('HEAD answers like GET without a body, also pipelined', async () => {
+    const h = await s.req('HEAD', '/healthz');
+    assert.equal(h.status, 200);
+    assert.equal(h.text, '');
+    assert.ok(Number(h.headers['content-length']) > 0);
+    const bytes = await raw(s.port, 'HEAD /v1/counters/views HTTP/1.1\r\n\r\nGET /v1/counters/views HTTP/1.1\r\n\r\n', { idleMs: 400 });
+    const [head, get] = bytes.split(/(?=HTTP\/1\.1 )/);
+    assert.match(head, /^HTTP\/1\.1 200 OK\r\n[\s\S]*\r\n\r\n$/);
+    assert.match(get, /"name":"views"/);
+    assert.equal((await s.req('DELETE', '/healthz')).headers.allow, 'GET, HEAD');
+  });
+
   test('healthz and Prometheus metrics', async () => {
     const h = await s.req('GET', '/healthz');
     assert.equal(h.status, 200);
