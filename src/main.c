@@ -7,6 +7,7 @@
 #include "strata/chat.h"
 #include "strata/seats.h"
 #include "strata/store.h"
+#include "strata/ws.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -85,10 +86,20 @@ int main(int argc, char **argv)
         uv_run(m.loop, UV_RUN_NOWAIT);
         return 1;
     }
-    st_app_t app = {&cfg, store, seats, chat};
+    st_app_t app = {&cfg, store, seats, chat, NULL};
+    if (st_ws_open(&app.ws, m.loop, &app) != ST_OK) {
+        st_chat_close(chat);
+        st_seats_close(seats);
+        st_store_close(store);
+        uv_run(m.loop, UV_RUN_NOWAIT);
+        return 1;
+    }
     if (!*cfg.jwt_secret)
         st_warn("auth is OFF: no --jwt-secret / STRATA_JWT_SECRET set, every route is open");
     if (st_server_start(&m.srv, m.loop, &app) != ST_OK) {
+        st_ws_close(app.ws);
+        uv_run(m.loop, UV_RUN_NOWAIT);
+        st_ws_free(app.ws);
         st_chat_close(chat);
         st_seats_close(seats);
         st_store_close(store);
@@ -107,8 +118,17 @@ int main(int argc, char **argv)
 
     uv_run(m.loop, UV_RUN_DEFAULT);
 
-    st_chat_close(chat);
+    /* Tear down in dependency order. Our own handles go first, so that the loop then runs only
+     * while libwebsockets is closing its handles: its close callbacks free its context. */
+    uv_close((uv_handle_t *)&m.sigterm, NULL);
+    uv_close((uv_handle_t *)&m.sigint, NULL);
+    uv_close((uv_handle_t *)&m.deadline, NULL);
+    st_server_close(m.srv);
     st_seats_close(seats);
+    st_ws_close(app.ws);
+    uv_run(m.loop, UV_RUN_DEFAULT);
+    st_ws_free(app.ws);
+    st_chat_close(chat);
     st_store_close(store);
     uv_walk(m.loop, st__close_walk, NULL);
     uv_run(m.loop, UV_RUN_DEFAULT);

@@ -66,6 +66,7 @@ typedef struct st_server st_server_t;
 
 typedef struct st_seats st_seats_t;
 typedef struct st_chat st_chat_t;
+typedef struct st_ws st_ws_t;
 
 /* Everything a request may touch; borrowed, owned by main. */
 typedef struct {
@@ -73,6 +74,7 @@ typedef struct {
     st_store_t *store;
     st_seats_t *seats;
     st_chat_t *chat;
+    st_ws_t *ws; /* may be NULL (tools, fuzzers): nothing is streamed */
 } st_app_t;
 
 /* Binds and listens per cfg->listen; logs "listening on HOST:PORT". */
@@ -80,7 +82,9 @@ int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app);
 /* Graceful stop: no new connections or requests; answers everything in flight, then closes all
  * connections and calls done. */
 void st_server_shutdown(st_server_t *srv, void (*done)(void *arg), void *arg);
-/* Frees the server after shutdown completed and the loop ran. */
+/* Closes whatever is still open (connections a deadline cut short, the listener, timers). */
+void st_server_close(st_server_t *srv);
+/* Frees the server after it was closed and the loop ran. */
 void st_server_free(st_server_t *srv);
 /* The bound port (useful with port 0). */
 int st_server_port(const st_server_t *srv);

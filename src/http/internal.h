@@ -63,6 +63,11 @@ const char *st_http_reason(int status);
 void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *arena, st_buf_t *out,
                       uint64_t *wait, int *status, int *route_idx);
 
+/* With auth on, checks the token of a WebSocket upgrade (header or ?access_token=); on failure
+ * writes the whole 401 response into out. *subject is arena memory. */
+int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_t *arena,
+                          st_buf_t *out, const char **subject);
+
 /* ---- JSON body helpers (on cJSON); each writes the 400 itself and returns its code ---- */
 /* Parses the body as a JSON object; an empty body gives *out = NULL. Free with cJSON_Delete. */
 int st_json_body(st_ctx_t *c, cJSON **out);

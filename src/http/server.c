@@ -6,9 +6,11 @@
  * size, time to send a request (slowloris) and keep-alive idle time.
  */
 #include "internal.h"
+#include "strata/ws.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct st_slot {
     struct st_slot *next;
@@ -33,6 +35,10 @@ struct st_conn {
     bool writing; /* a uv_write is in flight */
     bool reading, closing, close_when_done;
     uint64_t last_active_ms, req_started_ms;
+    int feed_requests;      /* requests parsed from the current read */
+    bool feed_was_mid;      /* the current read continued a partial request */
+    bool upgrade;           /* hand the socket to the stream module after this read */
+    const char *ws_subject; /* arena memory, valid until the hand-off */
     st_conn_t *prev, *next;
 };
 
@@ -229,14 +235,39 @@ static int st__on_request(void *arg, const st_http_request_t *req)
     int status, route;
     st_arena_reset(&c->arena);
     if (req->upgrade) {
-        /* WebSocket upgrades are answered by the ws module once it is wired in. */
-        static const char msg[] =
-            "{\"error\":{\"code\":\"not_found\",\"message\":\"no WebSocket endpoint here\"}}";
-        st_http_write_response(&resp, 404, NULL, NULL, msg, sizeof msg - 1, true);
-        st__conn_respond(c, resp.data, resp.len, 0, 404, -1, true, req->started_ns);
+        /* WebSocket: GET /v1/stream, as the first request of this read, with nothing of ours
+         * still owed on the connection; the socket then goes to libwebsockets as it is. */
+        bool stream = req->method == ST_HTTP_GET && req->path_len == 10 &&
+                      memcmp(req->path, "/v1/stream", 10) == 0;
+        int err = !stream                                                  ? ST_ENOTFOUND
+                  : !srv->app->ws                                          ? ST_EUNAVAIL
+                  : c->feed_requests                                       ? ST_EBADREQ
+                  : c->feed_was_mid || c->head || c->out.len || c->writing ? ST_EBADREQ
+                                                                           : ST_OK;
+        c->feed_requests++;
+        if (err == ST_OK &&
+            st_http_upgrade_check(srv->app, req, &c->arena, &resp, &c->ws_subject) != ST_OK) {
+            st__conn_respond(c, resp.data, resp.len, 0, 401, -1, true, req->started_ns);
+            st_buf_free(&resp);
+            return 1;
+        }
+        if (err == ST_OK) {
+            c->upgrade = true;
+            return 1;
+        }
+        const char *msg = err == ST_ENOTFOUND  ? "WebSocket streams are served at GET /v1/stream"
+                          : err == ST_EUNAVAIL ? "streams are not enabled"
+                                               : "send the upgrade request on its own";
+        st_buf_t body = {0};
+        st_buf_printf(&body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", st_err_code(err),
+                      msg);
+        st_http_write_response(&resp, st_err_status(err), NULL, NULL, body.data, body.len, true);
+        st__conn_respond(c, resp.data, resp.len, 0, st_err_status(err), -1, true, req->started_ns);
+        st_buf_free(&body);
         st_buf_free(&resp);
         return 1;
     }
+    c->feed_requests++;
     st_http_dispatch(srv->app, req, &c->arena, &resp, &wait, &status, &route);
     st__conn_respond(c, resp.data, resp.len, wait, status, route, !req->keep_alive,
                      req->started_ns);
@@ -277,8 +308,23 @@ static void st__on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     }
     c->last_active_ms = st__now_ms(srv);
     bool was_mid = st_http_parser_mid_request(c->parser);
+    c->feed_was_mid = was_mid;
+    c->feed_requests = 0;
     size_t used;
     int rc = st_http_parser_feed(c->parser, buf->base, (size_t)nread, &used);
+    if (c->upgrade) {
+        /* Hand the socket (a duplicate of its fd) and everything read so far to the stream
+         * module, then forget our side of it. */
+        uv_os_fd_t fd;
+        int dupfd = uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 ? dup(fd) : -1;
+        uv_read_stop(stream);
+        c->reading = false;
+        if (dupfd < 0 ||
+            st_ws_adopt(srv->app->ws, dupfd, buf->base, (size_t)nread, c->ws_subject) != ST_OK)
+            st_warn("ws: could not hand over a stream connection");
+        st__conn_close(c);
+        return;
+    }
     if (rc != ST_OK) {
         const char *msg = rc == ST_EHEADERS    ? "request line and headers too large"
                           : rc == ST_ETOOLARGE ? "request body too large"
@@ -546,6 +592,21 @@ void st_server_shutdown(st_server_t *srv, void (*done)(void *arg), void *arg)
         c->close_when_done = true;
     }
     st__maybe_done(srv);
+}
+
+void st_server_close(st_server_t *srv)
+{
+    for (st_conn_t *c = srv->conns, *n; c; c = n) {
+        n = c->next;
+        st__conn_close(c);
+    }
+    if (!uv_is_closing((uv_handle_t *)&srv->listener))
+        uv_close((uv_handle_t *)&srv->listener, st__on_listener_closed);
+    if (!uv_is_closing((uv_handle_t *)&srv->sweep)) {
+        uv_timer_stop(&srv->sweep);
+        uv_close((uv_handle_t *)&srv->sweep, st__on_listener_closed);
+    }
+    srv->done = NULL;
 }
 
 void st_server_free(st_server_t *srv)

@@ -140,3 +140,69 @@ export function parseResponses(text) {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// A small WebSocket client over a raw socket (Node 18/20 have none built in): masked client
+// frames, server frames parsed as they come. frames() yields {op, text, json, code, reason}.
+export function wsConnect(port, path = '/v1/stream', headers = {}) {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    const key = Buffer.from(Array.from({ length: 16 }, () => Math.floor(Math.random() * 256))).toString('base64');
+    let buf = Buffer.alloc(0), upgraded = false, waiting = null;
+    const queue = [];
+    const push = (f) => { if (waiting) { const w = waiting; waiting = null; w(f); } else queue.push(f); };
+    const parse = () => {
+      for (;;) {
+        if (buf.length < 2) return;
+        const op = buf[0] & 15;
+        let len = buf[1] & 127, off = 2;
+        if (len === 126) { if (buf.length < 4) return; len = buf.readUInt16BE(2); off = 4; }
+        else if (len === 127) { if (buf.length < 10) return; len = Number(buf.readBigUInt64BE(2)); off = 10; }
+        if (buf.length < off + len) return;
+        const payload = buf.subarray(off, off + len);
+        buf = buf.subarray(off + len);
+        if (op === 9) { send(payload, 10); continue; } // ping -> pong
+        const f = { op, text: payload.toString() };
+        if (op === 8) { f.code = len >= 2 ? payload.readUInt16BE(0) : 1005; f.reason = payload.subarray(2).toString(); }
+        try { f.json = JSON.parse(f.text); } catch { f.json = undefined; }
+        push(f);
+      }
+    };
+    const send = (data, op = 1) => {
+      const payload = Buffer.isBuffer(data) ? data : Buffer.from(typeof data === 'string' ? data : JSON.stringify(data));
+      const mask = Buffer.from([1, 2, 3, 4].map(() => Math.floor(Math.random() * 256)));
+      let head;
+      if (payload.length < 126) head = Buffer.from([0x80 | op, 0x80 | payload.length]);
+      else if (payload.length < 65536) { head = Buffer.alloc(4); head[0] = 0x80 | op; head[1] = 0x80 | 126; head.writeUInt16BE(payload.length, 2); }
+      else { head = Buffer.alloc(10); head[0] = 0x80 | op; head[1] = 0x80 | 127; head.writeBigUInt64BE(BigInt(payload.length), 2); }
+      sock.write(Buffer.concat([head, mask, Buffer.from(payload.map((b, i) => b ^ mask[i % 4]))]));
+    };
+    sock.on('connect', () => {
+      const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+      sock.write(`GET ${path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n${extra}\r\n`);
+    });
+    sock.on('data', (d) => {
+      buf = Buffer.concat([buf, d]);
+      if (!upgraded) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const head = buf.subarray(0, end).toString();
+        const status = Number(head.split(' ')[1]);
+        buf = buf.subarray(end + 4);
+        upgraded = true;
+        if (status !== 101) { sock.destroy(); resolve({ status, head, body: buf.toString() }); return; }
+        resolve({
+          status, sock, send,
+          sendBinary: (b) => send(b, 2),
+          next: (ms = 3000) => queue.length ? Promise.resolve(queue.shift()) : new Promise((res, rej) => {
+            const t = setTimeout(() => { waiting = null; rej(new Error('no frame in time')); }, ms);
+            waiting = (f) => { clearTimeout(t); res(f); };
+          }),
+          close: () => sock.destroy(),
+        });
+      }
+      parse();
+    });
+    sock.on('close', () => push({ op: -1 }));
+    sock.on('error', (e) => (upgraded ? push({ op: -1, error: e }) : reject(e)));
+  });
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ws: live streams over WebSocket (SPEC §3) on strata's own loop. The HTTP side reads the
+ * upgrade request and hands the socket, with every byte read so far, to libwebsockets running
+ * on the same libuv loop. Events are queued per connection with the batch id they depend on and
+ * sent only once that batch is durable. Only this module includes libwebsockets.h.
+ */
+#ifndef STRATA_WS_H
+#define STRATA_WS_H
+
+#include "strata/http.h"
+
+typedef struct st_ws st_ws_t;
+
+int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app);
+/* Closes every stream and starts closing the libwebsockets context; run the loop until its
+ * handles are closed, then st_ws_free. */
+void st_ws_close(st_ws_t *ws);
+void st_ws_free(st_ws_t *ws);
+
+/* libwebsockets takes at most this many bytes read ahead of it (its header buffer). */
+#define ST_WS_MAX_HANDOFF 2048
+
+/* Takes over `fd` (owned by ws from here on, also on failure) whose upgrade request is the
+ * start of buf. subject: the authenticated principal ("" when auth is off). */
+int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *subject);
+
+/* A counter changed to `value` in batch `wait`: subscribers get it once the batch is durable. */
+void st_ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t value,
+                           uint64_t wait);
+
+#endif

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: MIT
+// SPEC §3 over a real WebSocket on the HTTP port: the counter topic (current value, then every
+// change, in order, only once durable), bad input, limits, slow consumers and auth.
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import http from 'node:http';
+import { after, before, describe, test } from 'node:test';
+import { request, startStrata, wsConnect } from './lib.mjs';
+
+describe('streams', () => {
+  let s;
+  before(async () => { s = await startStrata(); });
+  after(async () => { await s.stop(); s.cleanup(); });
+
+  test('counter topic: current value, then every change exactly once and in order', async () => {
+    await s.req('POST', '/v1/counters/live/incr', { by: 10 });
+    const ws = await wsConnect(s.port);
+    assert.equal(ws.status, 101);
+    ws.send({ type: 'subscribe', id: 's3', topic: 'counter', name: 'live' });
+    assert.deepEqual((await ws.next()).json, { type: 'subscribed', id: 's3' });
+    assert.deepEqual((await ws.next()).json, { type: 'counter', id: 's3', name: 'live', value: 10 });
+    // 8 writers, 25 increments each
+    await Promise.all(Array.from({ length: 8 }, async () => {
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      for (let i = 0; i < 25; i++) await request(s.port, 'POST', '/v1/counters/live/incr', {}, {}, agent);
+      agent.destroy();
+    }));
+    const seen = [];
+    for (let i = 0; i < 200; i++) seen.push((await ws.next()).json.value);
+    assert.deepEqual(seen, Array.from({ length: 200 }, (_, i) => 11 + i));
+    // a second subscriber on another connection starts from the current value
+    const ws2 = await wsConnect(s.port);
+    ws2.send({ type: 'subscribe', id: 'x', topic: 'counter', name: 'live' });
+    await ws2.next();
+    assert.equal((await ws2.next()).json.value, 210);
+    ws.send({ type: 'unsubscribe', id: 's3' });
+    await s.req('POST', '/v1/counters/live/incr');
+    assert.equal((await ws2.next()).json.value, 211);
+    await assert.rejects(ws.next(300)); // unsubscribed: nothing more
+    ws.close();
+    ws2.close();
+  });
+
+  test('distinct counters publish only when a member is new', async () => {
+    const ws = await wsConnect(s.port);
+    ws.send({ type: 'subscribe', id: 'd', topic: 'counter', name: 'people' });
+    await ws.next();
+    assert.equal((await ws.next()).json.value, 0);
+    await s.req('POST', '/v1/counters/people/distinct', { member: 'a' });
+    await s.req('POST', '/v1/counters/people/distinct', { member: 'a' });
+    await s.req('POST', '/v1/counters/people/distinct', { member: 'b' });
+    assert.equal((await ws.next()).json.value, 1);
+    assert.equal((await ws.next()).json.value, 2);
+    await assert.rejects(ws.next(300));
+    ws.close();
+  });
+
+  test('bad input gets error frames and the stream keeps working', async () => {
+    const ws = await wsConnect(s.port);
+    const expectError = async (code) => {
+      const f = await ws.next();
+      assert.equal(f.json.type, 'error', f.text);
+      assert.equal(f.json.code, code, f.text);
+    };
+    ws.send('not json');
+    await expectError('invalid_json');
+    ws.send('[1,2]');
+    await expectError('invalid_json');
+    ws.send({ type: 'dance', id: 'a' });
+    await expectError('invalid_argument');
+    ws.send({ type: 'subscribe' });
+    await expectError('invalid_argument');
+    ws.send({ type: 'subscribe', id: 'a', topic: 'weather' });
+    await expectError('invalid_argument');
+    ws.send({ type: 'subscribe', id: 'a', topic: 'counter', name: 'a b' });
+    await expectError('invalid_argument');
+    ws.send({ type: 'unsubscribe', id: 'nope' });
+    await expectError('not_found');
+    ws.sendBinary(Buffer.from([1, 2, 3]));
+    await expectError('invalid_argument');
+    for (let i = 0; i < 64; i++) ws.send({ type: 'subscribe', id: `s${i}`, topic: 'counter', name: 'many' });
+    for (let i = 0; i < 128; i++) await ws.next();
+    ws.send({ type: 'subscribe', id: 's0', topic: 'counter', name: 'many' });
+    await expectError('conflict');
+    ws.send({ type: 'subscribe', id: 's64', topic: 'counter', name: 'many' });
+    await expectError('too_many_requests');
+    ws.send({ type: 'subscribe', id: 'big', topic: 'counter', name: 'x', pad: 'y'.repeat(70000) });
+    const closed = await ws.next();
+    assert.equal(closed.op, 8);
+    assert.equal(closed.code, 1009);
+    // other paths are not streams
+    const other = await wsConnect(s.port, '/v1/counters/x');
+    assert.equal(other.status, 404);
+    assert.equal((await s.req('GET', '/healthz')).status, 200);
+  });
+
+  test('a consumer that never reads is cut off, and server memory stays bounded', async () => {
+    const ws = await wsConnect(s.port);
+    // 64 subscriptions to one counter: every increment is 64 frames, so the kernel's socket
+    // buffers (several MB on loopback) fill quickly and strata's own queue limit is reached
+    for (let i = 0; i < 64; i++) ws.send({ type: 'subscribe', id: `slow${i}`, topic: 'counter', name: 'flood' });
+    ws.sock.pause(); // stop reading
+    await Promise.all(Array.from({ length: 32 }, async () => {
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      for (let i = 0; i < 300; i++) await request(s.port, 'POST', '/v1/counters/flood/incr', {}, {}, agent);
+      agent.destroy();
+    }));
+    const sent = Number((await s.req('GET', '/metrics')).text.match(/strata_ws_frames_sent_total (\d+)/)[1]);
+    assert.ok(sent < 32 * 300 * 64, 'not every frame was sent: the reader was cut off');
+    ws.sock.resume();
+    let f;
+    do { f = await ws.next(5000); } while (f.op === 1);
+    // The stream is cut off. libwebsockets 4.1 sends the 1008 "slow consumer" close frame only
+    // "if possible": with a reader that is not reading it may not get through, so accept either.
+    assert.ok(f.op === -1 || (f.op === 8 && f.code === 1008 && f.reason === 'slow consumer'), JSON.stringify(f));
+    const m = await s.req('GET', '/metrics');
+    assert.match(m.text, /strata_ws_slow_consumer_drops_total [1-9]/);
+  });
+});
+
+describe('streams with auth', () => {
+  test('the upgrade needs a valid token (header or access_token)', async () => {
+    const SECRET = 'ws-secret';
+    const s = await startStrata({ env: { STRATA_JWT_SECRET: SECRET } });
+    const b = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
+    const h = b({ alg: 'HS256' }), p = b({ sub: 'alice' });
+    const tok = `${h}.${p}.${createHmac('sha256', SECRET).update(`${h}.${p}`).digest('base64url')}`;
+    assert.equal((await wsConnect(s.port)).status, 401);
+    assert.equal((await wsConnect(s.port, '/v1/stream?access_token=garbage')).status, 401);
+    const ok = await wsConnect(s.port, `/v1/stream?access_token=${tok}`);
+    assert.equal(ok.status, 101);
+    const ok2 = await wsConnect(s.port, '/v1/stream', { Authorization: `Bearer ${tok}` });
+    assert.equal(ok2.status, 101);
+    ok2.send({ type: 'subscribe', id: 'a', topic: 'counter', name: 'c' });
+    assert.equal((await ok2.next()).json.type, 'subscribed');
+    ok.close();
+    ok2.close();
+    const ex = await s.stop();
+    assert.equal(ex.code, 0, s.log());
+    s.cleanup();
+  });
+});
