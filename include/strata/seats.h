@@ -71,6 +71,13 @@ int st_seats_booking_json(st_seats_t *s, uint64_t booking_id, st_buf_t *out, uin
 int st_seats_confirm(st_seats_t *s, uint64_t booking_id, st_buf_t *out, uint64_t *wait);
 int st_seats_cancel(st_seats_t *s, uint64_t booking_id, st_buf_t *out, uint64_t *wait);
 
+/* Told about every seat change as it is staged; `wait` is the batch that must be durable before
+ * anyone may see it. tail is the rest of a JSON object (borrowed for the call):
+ * "event_id":…,"section":…,"changes":[{"seat":"r-c","state":…}…],"stats":{…},"event_stats":{…}} */
+typedef void (*st_seats_observer_fn)(void *arg, const char *event_id, size_t elen, const char *tail,
+                                     size_t tlen, uint64_t wait);
+void st_seats_observe(st_seats_t *s, st_seats_observer_fn fn, void *arg);
+
 /* Recounts every bitmap and compares with the kept stats (tests and /metrics). */
 bool st_seats_check(st_seats_t *s);
 

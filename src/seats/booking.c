@@ -156,6 +156,45 @@ void st__arm_timer(st_seats_t *s)
 }
 
 /* Ends a reserved booking (cancel or expiry): its seats go back to available. */
+void st_seats_observe(st_seats_t *s, st_seats_observer_fn fn, void *arg)
+{
+    s->observer = fn;
+    s->observer_arg = arg;
+}
+
+static void st__counts(st_buf_t *b, const st_counts_t *c, int64_t total)
+{
+    st_buf_printf(b, "{\"available\":%lld,\"reserved\":%lld,\"sold\":%lld,\"total\":%lld}",
+                  (long long)c->available, (long long)c->reserved, (long long)c->sold,
+                  (long long)total);
+}
+
+/* Seats of one section moved to `state` in batch w: tell the observer (live streams). */
+static void st__notify(st_seats_t *s, const st_event_t *e, const st_section_t *sec,
+                       const uint32_t *seats, size_t n, int state, uint64_t w)
+{
+    static const char *names[] = {"available", "reserved", "sold"};
+    if (!s->observer) return;
+    st_buf_t b = {0};
+    st_buf_puts(&b, "\"event_id\":");
+    st_buf_append_json_str(&b, e->id, e->id_len);
+    st_buf_puts(&b, ",\"section\":");
+    st_buf_append_json_str(&b, sec->name, sec->name_len);
+    st_buf_puts(&b, ",\"changes\":[");
+    for (size_t i = 0; i < n; i++) {
+        st_buf_puts(&b, i ? ",{\"seat\":" : "{\"seat\":");
+        st__seat_name(&b, sec, seats[i]);
+        st_buf_printf(&b, ",\"state\":\"%s\"}", names[state]);
+    }
+    st_buf_puts(&b, "],\"stats\":");
+    st__counts(&b, &sec->c, sec->rows * sec->cols);
+    st_buf_puts(&b, ",\"event_stats\":");
+    st__counts(&b, &e->c, e->total);
+    st_buf_appendc(&b, '}');
+    s->observer(s->observer_arg, e->id, e->id_len, b.data, b.len, w);
+    st_buf_free(&b);
+}
+
 static int st__release(st_seats_t *s, st_booking_t *b, int status, uint64_t *wait)
 {
     st_event_t *e = st__event_find(s, b->event_id, b->event_len);
@@ -171,6 +210,7 @@ static int st__release(st_seats_t *s, st_booking_t *b, int status, uint64_t *wai
             st__seat_set(e, sec, b->seats[i], ST_SEAT_AVAILABLE);
         e->updated_at = now;
         if (e->last_batch < w) e->last_batch = w;
+        st__notify(s, e, sec, b->seats, b->nseats, ST_SEAT_AVAILABLE, w);
     }
     if (*wait < w) *wait = w;
     return ST_OK;
@@ -342,6 +382,7 @@ int st_seats_book(st_seats_t *s, const char *id, size_t len, const char *section
         st__event_persist(s, e, &w);
     }
     if (*wait < w) *wait = w;
+    st__notify(s, e, sec, idx, n, ST_SEAT_RESERVED, w);
     st__hold_push(s, b.expires_at, b.id);
     if (s->heap[0].id == b.id) st__arm_timer(s);
     st_metric_add(s->m_booked, 1);
@@ -383,6 +424,7 @@ static int st__finish(st_seats_t *s, uint64_t id, int to, st_buf_t *out, uint64_
                 st__seat_set(e, sec, b.seats[i], ST_SEAT_SOLD);
             e->updated_at = now;
             if (e->last_batch < w) e->last_batch = w;
+            st__notify(s, e, sec, b.seats, b.nseats, ST_SEAT_SOLD, w);
         }
         if (*wait < w) *wait = w;
         st_metric_add(s->m_confirmed, 1);

@@ -68,6 +68,8 @@ struct st_seats {
     size_t nheap, heapcap;
     uv_timer_t timer;
     st_store_listener_t listener;
+    st_seats_observer_fn observer;
+    void *observer_arg;
     st_metric_t *m_booked, *m_conflicts, *m_expired, *m_confirmed, *m_cancelled;
 };
 

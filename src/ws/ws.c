@@ -9,6 +9,7 @@
 #include "strata/ws.h"
 #include "strata/counters.h"
 #include "strata/metrics.h"
+#include "strata/seats.h"
 
 #include <cjson/cJSON.h>
 #include <libwebsockets.h>
@@ -27,10 +28,13 @@ typedef struct st_wsmsg {
     unsigned char data[]; /* LWS_PRE bytes of headroom, then the payload */
 } st_wsmsg_t;
 
+typedef enum { ST_TOPIC_COUNTER, ST_TOPIC_SEATS } st_topic_t;
+
 typedef struct st_wssub {
     struct st_wssub *next;
+    st_topic_t topic;
     char *id;
-    char *name; /* counter name */
+    char *name; /* counter name or event id */
 } st_wssub_t;
 
 typedef struct st_wsconn {
@@ -138,6 +142,9 @@ static int st__on_writable(st_ws_t *ws, st_wsconn_t *c)
 }
 
 /* Batches from `first` on were rolled back: what they would have shown must never be sent. */
+static void st__seats_changed(void *arg, const char *event_id, size_t elen, const char *tail,
+                              size_t tlen, uint64_t wait);
+
 static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
 {
     st_ws_t *ws = (st_ws_t *)((char *)l - offsetof(st_ws_t, listener));
@@ -175,18 +182,20 @@ static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
         st__send_error(ws, c, id, "invalid_argument", "'topic' must be a string");
         return;
     }
-    if (strcmp(topic->valuestring, "counter") != 0) {
+    bool seats = strcmp(topic->valuestring, "seats") == 0;
+    if (!seats && strcmp(topic->valuestring, "counter") != 0) {
         st__send_error(ws, c, id, "invalid_argument",
-                       strcmp(topic->valuestring, "messages") == 0 ||
-                               strcmp(topic->valuestring, "seats") == 0
+                       strcmp(topic->valuestring, "messages") == 0
                            ? "this topic is not served yet"
                            : "unknown topic (counter, messages, seats)");
         return;
     }
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
+    const char *field = seats ? "event_id" : "name";
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, field);
     if (!cJSON_IsString(name) || !st_name_valid(name->valuestring, strlen(name->valuestring))) {
-        st__send_error(ws, c, id, "invalid_argument",
-                       "'name' must be 1-255 characters of [A-Za-z0-9_.:-]");
+        char msg[96];
+        snprintf(msg, sizeof msg, "'%s' must be 1-255 characters of [A-Za-z0-9_.:-]", field);
+        st__send_error(ws, c, id, "invalid_argument", msg);
         return;
     }
     for (st_wssub_t *s = c->subs; s; s = s->next)
@@ -198,26 +207,50 @@ static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
         st__send_error(ws, c, id, "too_many_requests", "too many subscriptions on this stream");
         return;
     }
+    /* The snapshot (or current value) is read now and queued with the batch it shows, so
+     * nothing published after it can overtake it and nothing before it is missed. */
+    st_buf_t snap = {0}, b = {0};
+    uint64_t wait = 0;
+    if (seats) {
+        if (!ws->app->seats ||
+            st_seats_event_json(ws->app->seats, name->valuestring, strlen(name->valuestring), &snap,
+                                &wait) != ST_OK) {
+            st_buf_free(&snap);
+            st__send_error(ws, c, id, "not_found", "no such event");
+            return;
+        }
+    }
     st_wssub_t *s = st_calloc(1, sizeof *s);
+    s->topic = seats ? ST_TOPIC_SEATS : ST_TOPIC_COUNTER;
     s->id = st_strndup(id, strlen(id));
     s->name = st_strndup(name->valuestring, strlen(name->valuestring));
     s->next = c->subs;
     c->subs = s;
     c->nsubs++;
     st_metric_add(ws->m_subs, 1);
-    st_buf_t b = {0};
     st_buf_puts(&b, "{\"type\":\"subscribed\",\"id\":");
     st_buf_append_json_str(&b, id, strlen(id));
     st_buf_appendc(&b, '}');
     st__queue(ws, c, &b, 0);
-    /* The current value, as durable: it waits for its batch like any event after it. */
-    st_counter_t ctr = {ST_COUNTER_PLAIN, 0, 0};
-    uint64_t wait = 0;
-    int rc = st_counter_get(ws->app->store, s->name, strlen(s->name), &ctr, &wait);
-    if (rc == ST_OK || rc == ST_ENOTFOUND) {
-        st__counter_frame(&b, id, s->name, strlen(s->name), st_counter_value(&ctr));
+    if (seats) {
+        st_buf_reset(&b);
+        st_buf_puts(&b, "{\"type\":\"seats\",\"id\":");
+        st_buf_append_json_str(&b, id, strlen(id));
+        st_buf_puts(&b, ",\"event_id\":");
+        st_buf_append_json_str(&b, s->name, strlen(s->name));
+        st_buf_puts(&b, ",\"snapshot\":");
+        st_buf_append(&b, snap.data, snap.len);
+        st_buf_appendc(&b, '}');
         st__queue(ws, c, &b, wait);
+    } else {
+        st_counter_t ctr = {ST_COUNTER_PLAIN, 0, 0};
+        int rc = st_counter_get(ws->app->store, s->name, strlen(s->name), &ctr, &wait);
+        if (rc == ST_OK || rc == ST_ENOTFOUND) {
+            st__counter_frame(&b, id, s->name, strlen(s->name), st_counter_value(&ctr));
+            st__queue(ws, c, &b, wait);
+        }
     }
+    st_buf_free(&snap);
     st_buf_free(&b);
 }
 
@@ -375,6 +408,7 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
     ws->m_slow = st_metrics_counter("strata_ws_slow_consumer_drops_total",
                                     "Streams closed 1008 for not reading", "");
     ws->m_sent = st_metrics_counter("strata_ws_frames_sent_total", "Frames sent", "");
+    if (app->seats) st_seats_observe(app->seats, st__seats_changed, ws);
     ws->listener.on_durable = st__on_durable;
     ws->listener.on_failed = st__on_failed;
     st_store_listen(app->store, &ws->listener);
@@ -412,8 +446,29 @@ void st_ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t v
     st_buf_t b = {0};
     for (st_wsconn_t *c = ws->conns; c; c = c->next)
         for (st_wssub_t *s = c->subs; s; s = s->next)
-            if (strlen(s->name) == nlen && memcmp(s->name, name, nlen) == 0) {
+            if (s->topic == ST_TOPIC_COUNTER && strlen(s->name) == nlen &&
+                memcmp(s->name, name, nlen) == 0) {
                 st__counter_frame(&b, s->id, name, nlen, value);
+                st__queue(ws, c, &b, wait);
+            }
+    st_buf_free(&b);
+}
+
+/* Seat changes of an event go to its subscribers, with their subscription id in front. */
+static void st__seats_changed(void *arg, const char *event_id, size_t elen, const char *tail,
+                              size_t tlen, uint64_t wait)
+{
+    st_ws_t *ws = arg;
+    st_buf_t b = {0};
+    for (st_wsconn_t *c = ws->conns; c; c = c->next)
+        for (st_wssub_t *s = c->subs; s; s = s->next)
+            if (s->topic == ST_TOPIC_SEATS && strlen(s->name) == elen &&
+                memcmp(s->name, event_id, elen) == 0) {
+                st_buf_reset(&b);
+                st_buf_puts(&b, "{\"type\":\"seats\",\"id\":");
+                st_buf_append_json_str(&b, s->id, strlen(s->id));
+                st_buf_appendc(&b, ',');
+                st_buf_append(&b, tail, tlen);
                 st__queue(ws, c, &b, wait);
             }
     st_buf_free(&b);

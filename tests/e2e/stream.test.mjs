@@ -55,6 +55,36 @@ describe('streams', () => {
     ws.close();
   });
 
+  test('seats topic: a snapshot, then every seat change with stats, expiry included', async () => {
+    await s.req('POST', '/v1/events', { event_id: 'live', hold_seconds: 1, sections: [{ name: 'A', rows: 2, cols: 3, price: 5 }] });
+    const ws = await wsConnect(s.port);
+    ws.send({ type: 'subscribe', id: 's2', topic: 'seats', event_id: 'live' });
+    assert.deepEqual((await ws.next()).json, { type: 'subscribed', id: 's2' });
+    const snap = (await ws.next()).json;
+    assert.equal(snap.type, 'seats');
+    assert.equal(snap.snapshot.event_stats.available, 6);
+    const b1 = (await s.req('POST', '/v1/events/live/bookings', { section: 'A', seats: ['1-1', '1-2'] })).json;
+    let f = (await ws.next()).json;
+    assert.deepEqual(f.changes, [{ seat: '1-1', state: 'reserved' }, { seat: '1-2', state: 'reserved' }]);
+    assert.equal(f.id, 's2');
+    assert.equal(f.event_id, 'live');
+    assert.equal(f.section, 'A');
+    assert.deepEqual(f.stats, { available: 4, reserved: 2, sold: 0, total: 6 });
+    await s.req('POST', `/v1/bookings/${b1.booking_id}/confirm`);
+    f = (await ws.next()).json;
+    assert.deepEqual(f.changes.map((x) => x.state), ['sold', 'sold']);
+    assert.equal(f.event_stats.sold, 2);
+    const b2 = (await s.req('POST', '/v1/events/live/bookings', { section: 'A', quantity: 2 })).json;
+    assert.deepEqual((await ws.next()).json.changes.map((x) => x.seat), b2.seats);
+    const expired = (await ws.next(4000)).json; // the 1 s hold runs out
+    assert.deepEqual(expired.changes.map((x) => x.state), ['available', 'available']);
+    assert.deepEqual(expired.stats, { available: 4, reserved: 0, sold: 2, total: 6 });
+    ws.send({ type: 'subscribe', id: 'nope', topic: 'seats', event_id: 'no-such-event' });
+    const err = (await ws.next()).json;
+    assert.deepEqual([err.type, err.code], ['error', 'not_found']);
+    ws.close();
+  });
+
   test('bad input gets error frames and the stream keeps working', async () => {
     const ws = await wsConnect(s.port);
     const expectError = async (code) => {
