@@ -51,4 +51,16 @@ int st_chat_conversation(st_chat_t *c, const char *user, size_t ulen, const char
                          st_buf_t *out, uint64_t *wait);
 int st_chat_stats(st_chat_t *c, const char *user, size_t ulen, st_buf_t *out, uint64_t *wait);
 
+/* Calls fn with each message's JSON object (borrowed for the call), up to q->limit, in order.
+ * *more: whether messages remain past *last (the last id given to fn). */
+typedef void (*st_chat_msg_fn)(void *arg, uint64_t msg_id, const char *json, size_t len);
+int st_chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
+                 st_chat_msg_fn fn, void *arg, bool *more, uint64_t *last, uint64_t *wait);
+
+/* Told about every posted message as it is staged (wait: the batch that makes it durable). */
+typedef void (*st_chat_observer_fn)(void *arg, const char *user, size_t ulen, const char *conv,
+                                    size_t clen, uint64_t msg_id, const char *json, size_t len,
+                                    uint64_t wait);
+void st_chat_observe(st_chat_t *c, st_chat_observer_fn fn, void *arg);
+
 #endif

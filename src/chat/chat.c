@@ -19,6 +19,8 @@
 struct st_chat {
     st_store_t *store;
     st_snowflake_t ids;
+    st_chat_observer_fn observer;
+    void *observer_arg;
 };
 
 typedef struct {
@@ -96,6 +98,12 @@ static const char st__last_id_key[] = "\0chat_last_id";
 
 static int st__get_fixed(st_store_t *s, const uint8_t *k, size_t kl, void *dst, size_t n,
                          uint64_t *wait);
+
+void st_chat_observe(st_chat_t *c, st_chat_observer_fn fn, void *arg)
+{
+    c->observer = fn;
+    c->observer_arg = arg;
+}
 
 int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id)
 {
@@ -199,6 +207,17 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
     if (!rc)
         rc = st_store_put(s, st__last_id_key, sizeof st__last_id_key - 1, &id, sizeof id, wait);
     if (rc) return rc;
+    if (c->observer) {
+        /* the streams get the stored JSON (read back from the overlay: no second render) */
+        uint64_t w0 = 0;
+        const void *v;
+        size_t vl;
+        size_t kn = st__ukey(k, 'M', m->user, m->user_len);
+        st__be64(k + kn, id);
+        if (st_store_get(s, k, kn + 8, &v, &vl, &w0) == ST_OK && vl > 16)
+            c->observer(c->observer_arg, m->user, m->user_len, m->conv, m->conv_len, id,
+                        (const char *)v + 16, vl - 16, *wait);
+    }
     st_buf_puts(out, "{\"msg_id\":\"");
     st_buf_append_u64(out, id);
     st_buf_puts(out, "\",\"conversation_id\":");
@@ -411,4 +430,43 @@ int st_chat_stats(st_chat_t *c, const char *user, size_t ulen, st_buf_t *out, ui
                   "\"cold_messages\":0,\"cold_bytes\":0}",
                   (long long)tot.total, (long long)tot.conversations, (long long)tot.total);
     return ST_OK;
+}
+
+int st_chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
+                 st_chat_msg_fn fn, void *arg, bool *more, uint64_t *last, uint64_t *wait)
+{
+    uint8_t pre[ST__KEY_CAP], lo[ST__KEY_CAP], hi[ST__KEY_CAP];
+    size_t pl = q->conv ? st__nprefix(pre, user, ulen, q->conv, q->conv_len)
+                        : st__ukey(pre, 'M', user, ulen);
+    size_t lol = 0, hil = 0;
+    *more = false;
+    *last = 0;
+    if (q->after == UINT64_MAX) return ST_OK;
+    if (q->after) {
+        memcpy(lo, pre, pl);
+        st__be64(lo + pl, q->after + 1);
+        lol = pl + 8;
+    }
+    if (q->before) {
+        memcpy(hi, pre, pl);
+        st__be64(hi + pl, q->before);
+        hil = pl + 8;
+    }
+    st_walk_t w = {.limit = q->limit, .ids_only = true};
+    w.ids = st_malloc((q->limit ? q->limit : 1) * sizeof *w.ids);
+    int rc = st_store_range(c->store, pre, pl, lol ? lo : NULL, lol, hil ? hi : NULL, hil, q->desc,
+                            st__walk_msg, &w, wait);
+    if (rc == 1) rc = 0;
+    size_t n = st__ukey(lo, 'M', user, ulen);
+    for (size_t i = 0; i < w.n && !rc; i++) {
+        const void *v;
+        size_t vl;
+        st__be64(lo + n, w.ids[i]);
+        rc = st_store_get(c->store, lo, n + 8, &v, &vl, wait);
+        if (!rc && vl > 16) fn(arg, w.ids[i], (const char *)v + 16, vl - 16);
+    }
+    *more = w.more;
+    *last = w.last;
+    free(w.ids);
+    return rc;
 }

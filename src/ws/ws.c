@@ -8,6 +8,7 @@
  */
 #include "strata/ws.h"
 #include "strata/counters.h"
+#include "strata/chat.h"
 #include "strata/metrics.h"
 #include "strata/seats.h"
 
@@ -28,13 +29,19 @@ typedef struct st_wsmsg {
     unsigned char data[]; /* LWS_PRE bytes of headroom, then the payload */
 } st_wsmsg_t;
 
-typedef enum { ST_TOPIC_COUNTER, ST_TOPIC_SEATS } st_topic_t;
+typedef enum { ST_TOPIC_COUNTER, ST_TOPIC_SEATS, ST_TOPIC_MESSAGES } st_topic_t;
+
+#define ST__REPLAY_PAGE      256
+#define ST__REPLAY_LOW_WATER (256u * 1024)
 
 typedef struct st_wssub {
     struct st_wssub *next;
     st_topic_t topic;
     char *id;
-    char *name; /* counter name or event id */
+    char *name;      /* counter name, event id, or user */
+    char *conv;      /* messages: one conversation or NULL */
+    uint64_t cursor; /* messages: the last msg_id replayed or sent */
+    bool replaying;  /* messages: replay not finished; live ones come through the replay */
 } st_wssub_t;
 
 typedef struct st_wsconn {
@@ -45,7 +52,8 @@ typedef struct st_wsconn {
     st_wsmsg_t *head, *tail;
     size_t queued;
     bool slow;
-    st_buf_t in; /* a message arriving in fragments */
+    char *subject; /* authenticated principal ("" when auth is off) */
+    st_buf_t in;   /* a message arriving in fragments */
 } st_wsconn_t;
 
 struct st_ws {
@@ -55,6 +63,7 @@ struct st_ws {
     struct lws_vhost *vh;
     st_wsconn_t *conns;
     st_store_listener_t listener;
+    const char *adopting; /* subject of the connection being adopted, during st_ws_adopt */
     st_metric_t *m_subs, *m_conns, *m_slow, *m_sent;
 };
 
@@ -118,6 +127,8 @@ static void st__counter_frame(st_buf_t *b, const char *id, const char *name, siz
     st_buf_appendc(b, '}');
 }
 
+static void st__replay_more(st_ws_t *ws, st_wsconn_t *c);
+
 /* Sends the first frame that may leave; one write per writable callback, as lws wants. */
 static int st__on_writable(st_ws_t *ws, st_wsconn_t *c)
 {
@@ -136,6 +147,7 @@ static int st__on_writable(st_ws_t *ws, st_wsconn_t *c)
     free(m);
     if (n < 0) return -1;
     st_metric_add(ws->m_sent, 1);
+    st__replay_more(ws, c);
     if (c->head && c->head->wait <= st_store_durable_id(ws->app->store))
         lws_callback_on_writable(c->wsi);
     return 0;
@@ -144,6 +156,9 @@ static int st__on_writable(st_ws_t *ws, st_wsconn_t *c)
 /* Batches from `first` on were rolled back: what they would have shown must never be sent. */
 static void st__seats_changed(void *arg, const char *event_id, size_t elen, const char *tail,
                               size_t tlen, uint64_t wait);
+static void st__message_posted(void *arg, const char *user, size_t ulen, const char *conv,
+                               size_t clen, uint64_t msg_id, const char *json, size_t len,
+                               uint64_t wait);
 
 static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
 {
@@ -175,6 +190,69 @@ static void st__on_durable(st_store_listener_t *l, uint64_t id)
 
 /* ---- inbound ---- */
 
+typedef struct {
+    st_ws_t *ws;
+    st_wsconn_t *c;
+    st_wssub_t *s;
+    uint64_t wait;
+} st_replay_ctx_t;
+
+static void st__message_frame(st_buf_t *b, const char *sid, const char *json, size_t len)
+{
+    st_buf_reset(b);
+    st_buf_puts(b, "{\"type\":\"message\",\"id\":");
+    st_buf_append_json_str(b, sid, strlen(sid));
+    st_buf_puts(b, ",\"message\":");
+    st_buf_append(b, json, len);
+    st_buf_appendc(b, '}');
+}
+
+static void st__replay_one(void *arg, uint64_t msg_id, const char *json, size_t len)
+{
+    st_replay_ctx_t *r = arg;
+    st_buf_t b = {0};
+    st__message_frame(&b, r->s->id, json, len);
+    st__queue(r->ws, r->c, &b, r->wait);
+    st_buf_free(&b);
+    r->s->cursor = msg_id;
+}
+
+/* One page of replay (hot store; the cold tier joins here later). When the page reaches the
+ * end, replay_done goes out and the subscription turns live in the same loop turn: every
+ * message is either in the replay or live, never both, never neither. */
+static void st__replay_step(st_ws_t *ws, st_wsconn_t *c, st_wssub_t *s)
+{
+    st_message_query_t q = {.conv = s->conv,
+                            .conv_len = s->conv ? strlen(s->conv) : 0,
+                            .after = s->cursor,
+                            .limit = ST__REPLAY_PAGE};
+    st_replay_ctx_t r = {ws, c, s, 0};
+    bool more = false;
+    uint64_t last = 0;
+    int rc = st_chat_each(ws->app->chat, s->name, strlen(s->name), &q, st__replay_one, &r, &more,
+                          &last, &r.wait);
+    if (rc != ST_OK) {
+        st__send_error(ws, c, s->id, "unavailable", "replay failed; resubscribe with after");
+        s->replaying = false;
+        return;
+    }
+    if (!more) {
+        st_buf_t b = {0};
+        st_buf_puts(&b, "{\"type\":\"replay_done\",\"id\":");
+        st_buf_append_json_str(&b, s->id, strlen(s->id));
+        st_buf_appendc(&b, '}');
+        st__queue(ws, c, &b, r.wait);
+        st_buf_free(&b);
+        s->replaying = false;
+    }
+}
+
+static void st__replay_more(st_ws_t *ws, st_wsconn_t *c)
+{
+    for (st_wssub_t *s = c->subs; s && !c->slow; s = s->next)
+        if (s->replaying && c->queued < ST__REPLAY_LOW_WATER) st__replay_step(ws, c, s);
+}
+
 static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJSON *j)
 {
     const cJSON *topic = cJSON_GetObjectItemCaseSensitive(j, "topic");
@@ -183,20 +261,51 @@ static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
         return;
     }
     bool seats = strcmp(topic->valuestring, "seats") == 0;
-    if (!seats && strcmp(topic->valuestring, "counter") != 0) {
-        st__send_error(ws, c, id, "invalid_argument",
-                       strcmp(topic->valuestring, "messages") == 0
-                           ? "this topic is not served yet"
-                           : "unknown topic (counter, messages, seats)");
+    bool messages = strcmp(topic->valuestring, "messages") == 0;
+    if (!seats && !messages && strcmp(topic->valuestring, "counter") != 0) {
+        st__send_error(ws, c, id, "invalid_argument", "unknown topic (counter, messages, seats)");
         return;
     }
-    const char *field = seats ? "event_id" : "name";
+    const char *field = seats ? "event_id" : messages ? "user" : "name";
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, field);
     if (!cJSON_IsString(name) || !st_name_valid(name->valuestring, strlen(name->valuestring))) {
         char msg[96];
         snprintf(msg, sizeof msg, "'%s' must be 1-255 characters of [A-Za-z0-9_.:-]", field);
         st__send_error(ws, c, id, "invalid_argument", msg);
         return;
+    }
+    const cJSON *conv = messages ? cJSON_GetObjectItemCaseSensitive(j, "conversation_id") : NULL;
+    const cJSON *after = messages ? cJSON_GetObjectItemCaseSensitive(j, "after") : NULL;
+    uint64_t after_id = 0;
+    if (messages) {
+        if (conv && !(cJSON_IsString(conv) &&
+                      st_name_valid(conv->valuestring, strlen(conv->valuestring)))) {
+            st__send_error(ws, c, id, "invalid_argument",
+                           "'conversation_id' must be 1-255 characters of [A-Za-z0-9_.:-]");
+            return;
+        }
+        if (after && !cJSON_IsNull(after)) {
+            const char *a = cJSON_IsString(after) ? after->valuestring : "";
+            size_t n = strlen(a);
+            bool ok = n > 0 && n <= 20;
+            for (size_t i = 0; ok && i < n; i++)
+                ok = a[i] >= '0' && a[i] <= '9';
+            unsigned long long v = ok ? strtoull(a, NULL, 10) : 0;
+            if (!ok || (n == 20 && strcmp(a, "18446744073709551615") > 0)) {
+                st__send_error(ws, c, id, "invalid_argument", "'after' must be a msg_id string");
+                return;
+            }
+            after_id = v;
+        }
+        if (*ws->app->cfg->jwt_secret && strcmp(c->subject ? c->subject : "", name->valuestring)) {
+            st__send_error(ws, c, id, "forbidden",
+                           "the token's subject may only stream its own user");
+            return;
+        }
+        if (!ws->app->chat) {
+            st__send_error(ws, c, id, "unavailable", "messages are not served here");
+            return;
+        }
     }
     for (st_wssub_t *s = c->subs; s; s = s->next)
         if (strcmp(s->id, id) == 0) {
@@ -221,7 +330,10 @@ static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
         }
     }
     st_wssub_t *s = st_calloc(1, sizeof *s);
-    s->topic = seats ? ST_TOPIC_SEATS : ST_TOPIC_COUNTER;
+    s->topic = seats ? ST_TOPIC_SEATS : messages ? ST_TOPIC_MESSAGES : ST_TOPIC_COUNTER;
+    s->conv = conv ? st_strndup(conv->valuestring, strlen(conv->valuestring)) : NULL;
+    s->cursor = after_id;
+    s->replaying = messages;
     s->id = st_strndup(id, strlen(id));
     s->name = st_strndup(name->valuestring, strlen(name->valuestring));
     s->next = c->subs;
@@ -232,7 +344,9 @@ static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
     st_buf_append_json_str(&b, id, strlen(id));
     st_buf_appendc(&b, '}');
     st__queue(ws, c, &b, 0);
-    if (seats) {
+    if (messages) {
+        st__replay_step(ws, c, s);
+    } else if (seats) {
         st_buf_reset(&b);
         st_buf_puts(&b, "{\"type\":\"seats\",\"id\":");
         st_buf_append_json_str(&b, id, strlen(id));
@@ -262,6 +376,7 @@ static void st__unsubscribe(st_ws_t *ws, st_wsconn_t *c, const char *id)
             *p = s->next;
             free(s->id);
             free(s->name);
+            free(s->conv);
             free(s);
             c->nsubs--;
             st_metric_add(ws->m_subs, -1);
@@ -306,9 +421,11 @@ static void st__conn_free(st_ws_t *ws, st_wsconn_t *c)
         c->subs = s->next;
         free(s->id);
         free(s->name);
+        free(s->conv);
         free(s);
         st_metric_add(ws->m_subs, -1);
     }
+    free(c->subject);
     while (c->head) {
         st_wsmsg_t *m = c->head;
         c->head = m->next;
@@ -327,6 +444,13 @@ static int st__callback(struct lws *wsi, enum lws_callback_reasons reason, void 
         st_ws_t *ws = st__ws(wsi);
         memset(c, 0, sizeof *c);
         c->wsi = wsi;
+        /* lws services the read-ahead inside st_ws_adopt, so the subject is usually still in
+         * ws->adopting; a handshake completed later finds it on the wsi instead */
+        c->subject = lws_get_opaque_user_data(wsi);
+        lws_set_opaque_user_data(wsi, NULL);
+        if (!c->subject)
+            c->subject = st_strndup(ws->adopting ? ws->adopting : "",
+                                    ws->adopting ? strlen(ws->adopting) : 0);
         c->next = ws->conns;
         if (ws->conns) ws->conns->prev = c;
         ws->conns = c;
@@ -356,6 +480,11 @@ static int st__callback(struct lws *wsi, enum lws_callback_reasons reason, void 
         return st__on_writable(st__ws(wsi), c);
     case LWS_CALLBACK_CLOSED:
         st__conn_free(st__ws(wsi), c);
+        return 0;
+    case LWS_CALLBACK_WSI_DESTROY:
+        /* a connection that never became a stream still owns its subject */
+        free(lws_get_opaque_user_data(wsi));
+        lws_set_opaque_user_data(wsi, NULL);
         return 0;
     default:
         return 0;
@@ -409,6 +538,7 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
                                     "Streams closed 1008 for not reading", "");
     ws->m_sent = st_metrics_counter("strata_ws_frames_sent_total", "Frames sent", "");
     if (app->seats) st_seats_observe(app->seats, st__seats_changed, ws);
+    if (app->chat) st_chat_observe(app->chat, st__message_posted, ws);
     ws->listener.on_durable = st__on_durable;
     ws->listener.on_failed = st__on_failed;
     st_store_listen(app->store, &ws->listener);
@@ -435,9 +565,15 @@ int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *su
         close(fd);
         return ST_EHEADERS;
     }
-    (void)subject; /* the messages topic (next) checks it against `user` */
+    ws->adopting = subject ? subject : "";
     struct lws *wsi = lws_adopt_socket_vhost_readbuf(ws->vh, fd, buf, len);
-    return wsi ? ST_OK : ST_EUNAVAIL; /* on failure lws has closed fd */
+    ws->adopting = NULL;
+    if (!wsi) return ST_EUNAVAIL; /* lws has closed fd */
+    st_wsconn_t *c = lws_wsi_user(wsi);
+    if (!c || c->wsi != wsi) /* not established yet: keep the subject on the wsi */
+        lws_set_opaque_user_data(wsi,
+                                 st_strndup(subject ? subject : "", subject ? strlen(subject) : 0));
+    return ST_OK;
 }
 
 void st_ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t value, uint64_t wait)
@@ -471,5 +607,26 @@ static void st__seats_changed(void *arg, const char *event_id, size_t elen, cons
                 st_buf_append(&b, tail, tlen);
                 st__queue(ws, c, &b, wait);
             }
+    st_buf_free(&b);
+}
+
+/* A new message: subscribers of its user (and conversation) that finished replay get it now;
+ * those still replaying will read it in their next page. */
+static void st__message_posted(void *arg, const char *user, size_t ulen, const char *conv,
+                               size_t clen, uint64_t msg_id, const char *json, size_t len,
+                               uint64_t wait)
+{
+    st_ws_t *ws = arg;
+    st_buf_t b = {0};
+    for (st_wsconn_t *c = ws->conns; c; c = c->next)
+        for (st_wssub_t *s = c->subs; s; s = s->next) {
+            if (s->topic != ST_TOPIC_MESSAGES || s->replaying || msg_id <= s->cursor ||
+                strlen(s->name) != ulen || memcmp(s->name, user, ulen) != 0 ||
+                (s->conv && (strlen(s->conv) != clen || memcmp(s->conv, conv, clen) != 0)))
+                continue;
+            st__message_frame(&b, s->id, json, len);
+            st__queue(ws, c, &b, wait);
+            s->cursor = msg_id;
+        }
     st_buf_free(&b);
 }

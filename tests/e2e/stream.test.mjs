@@ -85,6 +85,72 @@ describe('streams', () => {
     ws.close();
   });
 
+  test('messages topic: replay after a msg_id, replay_done, then live; per conversation', async () => {
+    const ids = [];
+    for (let i = 0; i < 30; i++)
+      ids.push((await s.req('POST', '/v1/users/mu/messages', { conversation_id: i % 2 ? 'odd' : 'even', from: 'x', content: `m${i}` })).json.msg_id);
+    const ws = await wsConnect(s.port);
+    ws.send({ type: 'subscribe', id: 's1', topic: 'messages', user: 'mu', after: ids[9] });
+    assert.deepEqual((await ws.next()).json, { type: 'subscribed', id: 's1' });
+    const got = [];
+    for (;;) {
+      const f = (await ws.next()).json;
+      if (f.type === 'replay_done') { assert.equal(f.id, 's1'); break; }
+      assert.equal(f.type, 'message');
+      assert.equal(f.id, 's1');
+      got.push(f.message.msg_id);
+    }
+    assert.deepEqual(got, ids.slice(10));
+    const live = (await s.req('POST', '/v1/users/mu/messages', { conversation_id: 'even', from: 'x', content: 'live' })).json;
+    const f = (await ws.next()).json;
+    assert.equal(f.message.msg_id, live.msg_id);
+    assert.equal(f.message.content, 'live');
+    assert.equal(f.message.seq, 16);
+    // one conversation only, from the start
+    const wc = await wsConnect(s.port);
+    wc.send({ type: 'subscribe', id: 'c', topic: 'messages', user: 'mu', conversation_id: 'odd' });
+    await wc.next();
+    const odd = [];
+    for (let m; (m = (await wc.next()).json).type === 'message';) odd.push(m.message.conversation_id);
+    assert.equal(odd.length, 15);
+    assert.ok(odd.every((c) => c === 'odd'));
+    // another user's messages never show up
+    await s.req('POST', '/v1/users/other/messages', { conversation_id: 'odd', from: 'x', content: 'no' });
+    await s.req('POST', '/v1/users/mu/messages', { conversation_id: 'odd', from: 'x', content: 'yes' });
+    assert.equal((await wc.next()).json.message.content, 'yes');
+    ws.close();
+    wc.close();
+  });
+
+  test('no gap and no duplicate between replay and live while posting continues', async () => {
+    const posted = [];
+    for (let i = 0; i < 600; i++) // more than one replay page
+      posted.push((await s.req('POST', '/v1/users/busy/messages', { conversation_id: 'c', from: 'x', content: `p${i}` })).json.msg_id);
+    let stop = false;
+    const poster = (async () => {
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      for (let i = 0; !stop; i++) {
+        const r = await request(s.port, 'POST', '/v1/users/busy/messages', { conversation_id: 'c', from: 'x', content: `q${i}` }, {}, agent);
+        posted.push(r.json.msg_id);
+      }
+      agent.destroy();
+    })();
+    const ws = await wsConnect(s.port);
+    ws.send({ type: 'subscribe', id: 'b', topic: 'messages', user: 'busy', after: posted[99] });
+    await ws.next();
+    const got = [];
+    let done = false;
+    while (!done || got.length < posted.length - 100) {
+      const f = (await ws.next(5000)).json;
+      if (f.type === 'replay_done') { done = true; stop = true; await poster; continue; }
+      got.push(f.message.msg_id);
+    }
+    assert.ok(done);
+    assert.equal(new Set(got).size, got.length, 'a message came twice');
+    assert.deepEqual(got, posted.slice(100), 'replay + live equals everything posted after `after`, in order');
+    ws.close();
+  });
+
   test('bad input gets error frames and the stream keeps working', async () => {
     const ws = await wsConnect(s.port);
     const expectError = async (code) => {
@@ -163,6 +229,13 @@ describe('streams with auth', () => {
     assert.equal(ok2.status, 101);
     ok2.send({ type: 'subscribe', id: 'a', topic: 'counter', name: 'c' });
     assert.equal((await ok2.next()).json.type, 'subscribed');
+    assert.equal((await ok2.next()).json.type, 'counter');
+    ok2.send({ type: 'subscribe', id: 'm', topic: 'messages', user: 'bob' });
+    const denied = (await ok2.next()).json;
+    assert.deepEqual([denied.type, denied.code], ['error', 'forbidden']);
+    ok2.send({ type: 'subscribe', id: 'mine', topic: 'messages', user: 'alice' });
+    assert.equal((await ok2.next()).json.type, 'subscribed');
+    assert.equal((await ok2.next()).json.type, 'replay_done');
     ok.close();
     ok2.close();
     const ex = await s.stop();
