@@ -228,99 +228,61 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
 
 /* ---- reading messages ---- */
 
-/* Record: i64 timestamp | i64 seq | the message's JSON object. */
-static int st__render_message(st_buf_t *out, uint64_t id, const void *v, size_t vl)
-{
-    (void)id;
-    if (vl < 18 || ((const char *)v)[16] != '{') return ST_EINTERNAL;
-    st_buf_append(out, (const char *)v + 16, vl - 16);
-    return ST_OK;
-}
+/* Message record: i64 timestamp | i64 seq | the message's JSON object (rendered at post). */
 
+/* Collects up to `limit` msg_ids from a key walk (ids are the last 8 key bytes). */
 typedef struct {
-    st_buf_t *out;
     size_t limit, n;
     uint64_t last;
     bool more;
-    bool ids_only;
     uint64_t *ids;
-    int err;
 } st_walk_t;
 
 static int st__walk_msg(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_walk_t *w = arg;
+    (void)val;
+    (void)vlen;
     if (klen < 8) return 0;
-    uint64_t id = st__rd64((const uint8_t *)key + klen - 8);
     if (w->n == w->limit) {
         w->more = true;
         return 1;
     }
-    if (w->ids_only) {
-        w->ids[w->n++] = id;
-        w->last = id;
-        return 0;
-    }
-    if (w->n) st_buf_appendc(w->out, ',');
-    if ((w->err = st__render_message(w->out, id, val, vlen))) return 1;
-    w->n++;
-    w->last = id;
+    w->last = st__rd64((const uint8_t *)key + klen - 8);
+    w->ids[w->n++] = w->last;
     return 0;
+}
+
+typedef struct {
+    st_buf_t *out;
+    size_t n;
+} st_page_t;
+
+static void st__page_add(void *arg, uint64_t msg_id, const char *json, size_t len)
+{
+    st_page_t *p = arg;
+    (void)msg_id;
+    if (p->n++) st_buf_appendc(p->out, ',');
+    st_buf_append(p->out, json, len);
 }
 
 int st_chat_messages(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
                      st_buf_t *out, uint64_t *wait)
 {
-    uint8_t pre[ST__KEY_CAP], lo[ST__KEY_CAP], hi[ST__KEY_CAP];
-    size_t pl = q->conv ? st__nprefix(pre, user, ulen, q->conv, q->conv_len)
-                        : st__ukey(pre, 'M', user, ulen);
-    size_t lol = 0, hil = 0;
-    if (q->after) {
-        if (q->after == UINT64_MAX) goto empty;
-        memcpy(lo, pre, pl);
-        st__be64(lo + pl, q->after + 1);
-        lol = pl + 8;
-    }
-    if (q->before) {
-        memcpy(hi, pre, pl);
-        st__be64(hi + pl, q->before);
-        hil = pl + 8;
-    }
-    st_walk_t w = {.out = out, .limit = q->limit, .ids_only = q->conv != NULL};
-    if (w.ids_only) w.ids = st_malloc(q->limit * sizeof *w.ids);
+    st_page_t page = {out, 0};
+    bool more;
+    uint64_t last;
     st_buf_puts(out, "{\"messages\":[");
-    int rc = st_store_range(c->store, pre, pl, lol ? lo : NULL, lol, hil ? hi : NULL, hil, q->desc,
-                            st__walk_msg, &w, wait);
-    if (rc == 0 || rc == 1) rc = w.err;
-    if (!rc && w.ids_only) {
-        /* the index gave ids; the messages live under 'M' (one read snapshot for all) */
-        st_store_read_hold(c->store);
-        size_t n = st__ukey(lo, 'M', user, ulen);
-        for (size_t i = 0; i < w.n && !rc; i++) {
-            const void *v;
-            size_t vl;
-            st__be64(lo + n, w.ids[i]);
-            rc = st_store_get(c->store, lo, n + 8, &v, &vl, wait);
-            if (!rc) {
-                if (i) st_buf_appendc(out, ',');
-                rc = st__render_message(out, w.ids[i], v, vl);
-            }
-        }
-        st_store_read_release(c->store);
-    }
-    free(w.ids);
+    int rc = st_chat_each(c, user, ulen, q, st__page_add, &page, &more, &last, wait);
     if (rc) return rc;
     st_buf_puts(out, "],\"next\":");
-    if (w.more) {
+    if (more) {
         st_buf_appendc(out, '"');
-        st_buf_append_u64(out, w.last);
+        st_buf_append_u64(out, last);
         st_buf_puts(out, "\"}");
     } else {
         st_buf_puts(out, "null}");
     }
-    return ST_OK;
-empty:
-    st_buf_puts(out, "{\"messages\":[],\"next\":null}");
     return ST_OK;
 }
 
@@ -452,12 +414,14 @@ int st_chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_q
         st__be64(hi + pl, q->before);
         hil = pl + 8;
     }
-    st_walk_t w = {.limit = q->limit, .ids_only = true};
+    st_walk_t w = {.limit = q->limit};
     w.ids = st_malloc((q->limit ? q->limit : 1) * sizeof *w.ids);
     int rc = st_store_range(c->store, pre, pl, lol ? lo : NULL, lol, hil ? hi : NULL, hil, q->desc,
                             st__walk_msg, &w, wait);
     if (rc == 1) rc = 0;
+    /* the walk gave ids; the messages live under 'M' (one read snapshot for all of them) */
     size_t n = st__ukey(lo, 'M', user, ulen);
+    st_store_read_hold(c->store);
     for (size_t i = 0; i < w.n && !rc; i++) {
         const void *v;
         size_t vl;
@@ -465,6 +429,7 @@ int st_chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_q
         rc = st_store_get(c->store, lo, n + 8, &v, &vl, wait);
         if (!rc && vl > 16) fn(arg, w.ids[i], (const char *)v + 16, vl - 16);
     }
+    st_store_read_release(c->store);
     *more = w.more;
     *last = w.last;
     free(w.ids);
