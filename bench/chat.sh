@@ -6,9 +6,6 @@
 # wrk, PostgreSQL by pgbench with the scripts in bench/pg/. Prints throughput, p50/p99 and ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DURATION=${DURATION:-10}
-tools/install-deps.sh --bench
-tools/build.sh release >/dev/null
 . bench/lib.sh
 PGBIN=/usr/lib/postgresql/15/bin
 chmod 755 "$work"

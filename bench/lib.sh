@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: MIT
-# Shared helpers for the bench scripts (sourced): a temp dir, processes stopped by PID on exit,
-# free loopback ports and waiting for a port to open.
+# Shared by the bench scripts (sourced from the repo root): installs the peers, builds strata,
+# and gives a temp dir, processes stopped by PID on exit, free ports and a wait for a port.
+DURATION=${DURATION:-10}
+tools/install-deps.sh --bench
+tools/build.sh release >/dev/null
 work=$(mktemp -d /tmp/strata-bench-XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }

@@ -6,10 +6,7 @@
 #   bench/run.sh            (DURATION=10 seconds per run, CONNS=64)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DURATION=${DURATION:-10}
 CONNS=${CONNS:-64}
-tools/install-deps.sh --bench
-tools/build.sh release >/dev/null
 . bench/lib.sh
 
 

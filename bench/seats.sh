@@ -8,9 +8,6 @@
 #  3. restart time with a 1,000,000-seat event and its bookings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DURATION=${DURATION:-10}
-tools/install-deps.sh --bench
-tools/build.sh release >/dev/null
 . bench/lib.sh
 
 sp=$(free_port)

@@ -97,6 +97,14 @@ static void st__queue(st_ws_t *ws, st_wsconn_t *c, const st_buf_t *payload, uint
     if (wait <= st_store_durable_id(ws->app->store)) lws_callback_on_writable(c->wsi);
 }
 
+/* Starts a frame in b: {"type":"<type>","id":"<sid>" — the caller adds fields and the '}'. */
+static void st__frame_begin(st_buf_t *b, const char *type, const char *sid)
+{
+    st_buf_reset(b);
+    st_buf_printf(b, "{\"type\":\"%s\",\"id\":", type);
+    st_buf_append_json_str(b, sid, strlen(sid));
+}
+
 static void st__send_error(st_ws_t *ws, st_wsconn_t *c, const char *id, const char *code,
                            const char *msg)
 {
@@ -117,9 +125,7 @@ static void st__send_error(st_ws_t *ws, st_wsconn_t *c, const char *id, const ch
 static void st__counter_frame(st_buf_t *b, const char *id, const char *name, size_t nlen,
                               int64_t value)
 {
-    st_buf_reset(b);
-    st_buf_puts(b, "{\"type\":\"counter\",\"id\":");
-    st_buf_append_json_str(b, id, strlen(id));
+    st__frame_begin(b, "counter", id);
     st_buf_puts(b, ",\"name\":\"");
     st_buf_append(b, name, nlen);
     st_buf_puts(b, "\",\"value\":");
@@ -199,9 +205,7 @@ typedef struct {
 
 static void st__message_frame(st_buf_t *b, const char *sid, const char *json, size_t len)
 {
-    st_buf_reset(b);
-    st_buf_puts(b, "{\"type\":\"message\",\"id\":");
-    st_buf_append_json_str(b, sid, strlen(sid));
+    st__frame_begin(b, "message", sid);
     st_buf_puts(b, ",\"message\":");
     st_buf_append(b, json, len);
     st_buf_appendc(b, '}');
@@ -238,8 +242,7 @@ static void st__replay_step(st_ws_t *ws, st_wsconn_t *c, st_wssub_t *s)
     }
     if (!more) {
         st_buf_t b = {0};
-        st_buf_puts(&b, "{\"type\":\"replay_done\",\"id\":");
-        st_buf_append_json_str(&b, s->id, strlen(s->id));
+        st__frame_begin(&b, "replay_done", s->id);
         st_buf_appendc(&b, '}');
         st__queue(ws, c, &b, r.wait);
         st_buf_free(&b);
@@ -340,16 +343,13 @@ static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
     c->subs = s;
     c->nsubs++;
     st_metric_add(ws->m_subs, 1);
-    st_buf_puts(&b, "{\"type\":\"subscribed\",\"id\":");
-    st_buf_append_json_str(&b, id, strlen(id));
+    st__frame_begin(&b, "subscribed", id);
     st_buf_appendc(&b, '}');
     st__queue(ws, c, &b, 0);
     if (messages) {
         st__replay_step(ws, c, s);
     } else if (seats) {
-        st_buf_reset(&b);
-        st_buf_puts(&b, "{\"type\":\"seats\",\"id\":");
-        st_buf_append_json_str(&b, id, strlen(id));
+        st__frame_begin(&b, "seats", id);
         st_buf_puts(&b, ",\"event_id\":");
         st_buf_append_json_str(&b, s->name, strlen(s->name));
         st_buf_puts(&b, ",\"snapshot\":");
@@ -600,9 +600,7 @@ static void st__seats_changed(void *arg, const char *event_id, size_t elen, cons
         for (st_wssub_t *s = c->subs; s; s = s->next)
             if (s->topic == ST_TOPIC_SEATS && strlen(s->name) == elen &&
                 memcmp(s->name, event_id, elen) == 0) {
-                st_buf_reset(&b);
-                st_buf_puts(&b, "{\"type\":\"seats\",\"id\":");
-                st_buf_append_json_str(&b, s->id, strlen(s->id));
+                st__frame_begin(&b, "seats", s->id);
                 st_buf_appendc(&b, ',');
                 st_buf_append(&b, tail, tlen);
                 st__queue(ws, c, &b, wait);
