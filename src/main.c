@@ -10,6 +10,7 @@
 #include "strata/ws.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +54,20 @@ static void st__close_walk(uv_handle_t *h, void *arg)
     if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
+/* Each connection is a descriptor (a stream briefly two, during its handoff), so the soft
+ * limit is raised to fit --max-connections with room for files and the loop. */
+static void st__raise_fd_limit(const st_config_t *cfg)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    rlim_t want = (rlim_t)cfg->max_connections + 256;
+    if (rl.rlim_cur >= want) return;
+    rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < want)
+        st_warn("open files limit is %llu, below --max-connections + 256: raise ulimit -n",
+                (unsigned long long)rl.rlim_cur);
+}
+
 int main(int argc, char **argv)
 {
     st_config_t cfg;
@@ -66,6 +81,7 @@ int main(int argc, char **argv)
     else if (strcmp(cfg.log_level, "error") == 0)
         st_log_set_level(ST_LOG_ERROR);
     signal(SIGPIPE, SIG_IGN);
+    st__raise_fd_limit(&cfg);
 
     st_main_t m = {0};
     m.loop = uv_default_loop();

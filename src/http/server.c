@@ -401,7 +401,7 @@ static void st__on_connection(uv_stream_t *server, int status)
     srv->conns = c;
     srv->nconns++;
     st_metric_set(srv->m_conns, (double)srv->nconns);
-    if (srv->nconns > srv->app->cfg->max_connections) {
+    if (srv->nconns + st_ws_connections(srv->app->ws) > srv->app->cfg->max_connections) {
         st_metric_add(srv->m_rejected, 1);
         st__conn_error(c, ST_EUNAVAIL, "too many connections");
         st__conn_flush(c);

@@ -5,7 +5,14 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
-import { request, startStrata, wsConnect } from './lib.mjs';
+import { request, sleep, startStrata, wsConnect } from './lib.mjs';
+
+// Streams closed by earlier tests may still be closing: read a gauge until it stops moving.
+async function settled(read) {
+  let last = -1;
+  for (let now = await read(); now !== last; now = await read()) { last = now; await sleep(100); }
+  return last;
+}
 
 describe('streams', () => {
   let s;
@@ -188,6 +195,70 @@ describe('streams', () => {
     const other = await wsConnect(s.port, '/v1/counters/x');
     assert.equal(other.status, 404);
     assert.equal((await s.req('GET', '/healthz')).status, 200);
+  });
+
+  test('thousands of subscriptions on one connection: 64 live, the rest refused, churn is clean', async () => {
+    const subs = async () => Number((await s.req('GET', '/metrics')).text.match(/strata_ws_subscribers (\d+)/)[1]);
+    const before = await settled(subs);
+    const ws = await wsConnect(s.port);
+    for (let i = 0; i < 3000; i++) ws.send({ type: 'subscribe', id: `t${i}`, topic: 'counter', name: `burst${i % 7}` });
+    const frames = [];
+    for (let i = 0; i < 64 * 2 + (3000 - 64); i++) frames.push((await ws.next()).json);
+    assert.equal(frames.filter((f) => f.type === 'subscribed').length, 64);
+    assert.equal(frames.filter((f) => f.type === 'counter').length, 64);
+    const refused = frames.filter((f) => f.type === 'error');
+    assert.equal(refused.length, 3000 - 64);
+    assert.ok(refused.every((f) => f.code === 'too_many_requests'));
+    // subscribe/unsubscribe churn on one channel leaves exactly the live ones
+    for (let i = 0; i < 64; i++) ws.send({ type: 'unsubscribe', id: `t${i}` });
+    for (let round = 0; round < 20; round++) {
+      for (let i = 0; i < 64; i++) ws.send({ type: 'subscribe', id: `r${i}`, topic: 'counter', name: 'burst0' });
+      for (let i = 0; i < 128; i++) await ws.next();
+      for (let i = 0; i < 64; i++) ws.send({ type: 'unsubscribe', id: `r${i}` });
+    }
+    ws.send({ type: 'subscribe', id: 'last', topic: 'counter', name: 'burst0' });
+    assert.equal((await ws.next()).json.type, 'subscribed');
+    assert.equal((await ws.next()).json.value, 0);
+    await s.req('POST', '/v1/counters/burst0/incr');
+    assert.deepEqual((await ws.next()).json, { type: 'counter', id: 'last', name: 'burst0', value: 1 });
+    await assert.rejects(ws.next(300), 'only the one live subscription gets the change');
+    assert.equal(await subs(), before + 1);
+    ws.close();
+  });
+
+  test('a thousand connections on one counter and one conversation: each gets every change once, in order', async () => {
+    const N = 1000;
+    const open = async () => Number((await s.req('GET', '/metrics')).text.match(/strata_ws_connections (\d+)/)[1]);
+    const before = await settled(open);
+    const conns = [];
+    for (let i = 0; i < N; i += 100) {
+      conns.push(...await Promise.all(Array.from({ length: 100 }, () => wsConnect(s.port))));
+    }
+    await Promise.all(conns.map(async (ws, i) => {
+      assert.equal(ws.status, 101);
+      ws.send({ type: 'subscribe', id: `c${i}`, topic: 'counter', name: 'fan' });
+      ws.send({ type: 'subscribe', id: `m${i}`, topic: 'messages', user: 'fanuser', conversation_id: 'room' });
+      const got = [(await ws.next()).json.type, (await ws.next()).json.type, (await ws.next()).json.type, (await ws.next()).json.type];
+      assert.deepEqual(got.sort(), ['counter', 'replay_done', 'subscribed', 'subscribed']);
+    }));
+    assert.equal(await open(), before + N);
+    const posted = [];
+    for (let k = 0; k < 10; k++) {
+      await s.req('POST', '/v1/counters/fan/incr');
+      const r = await s.req('POST', '/v1/users/fanuser/messages', { conversation_id: 'room', from: 'x', content: `hi ${k}` });
+      posted.push(r.json.msg_id);
+    }
+    await Promise.all(conns.map(async (ws, i) => {
+      const values = [], ids = [];
+      for (let k = 0; k < 20; k++) {
+        const f = (await ws.next(10000)).json;
+        if (f.type === 'counter') { assert.equal(f.id, `c${i}`); values.push(f.value); }
+        else { assert.equal(f.type, 'message'); assert.equal(f.id, `m${i}`); ids.push(f.message.msg_id); }
+      }
+      assert.deepEqual(values, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+      assert.deepEqual(ids, posted);
+    }));
+    for (const ws of conns) ws.close();
   });
 
   test('a consumer that never reads is cut off, and server memory stays bounded', async () => {

@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Load generator for strata's streams (bench/streams.sh drives it). One libuv loop opens many
+ * WebSocket connections to /v1/stream and one keep-alive HTTP connection that writes. Modes:
+ *
+ *   fanout  N conns, one counter subscription each; increments are posted with a bounded
+ *           window of changes not yet seen by every subscriber; reports frames received/s.
+ *   latency N conns on one conversation; messages are posted at a steady rate, each carrying
+ *           its send time; reports insert -> notification latency p50/p99/max over all frames.
+ *   idle    N conns with one subscription each, then holds them for --seconds and exits.
+ *
+ * usage: strata-wsload MODE PORT CONNS SECONDS [RATE]
+ * The client writes masked frames with a zero mask key (valid per RFC 6455, and cheap).
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+typedef enum { MODE_FANOUT, MODE_LATENCY, MODE_IDLE } mode_t_;
+
+typedef struct {
+    uv_tcp_t tcp;
+    char *buf;
+    size_t len, cap;
+    bool upgraded, ready;
+    int64_t last_value; /* fanout: last counter value seen */
+} wsconn_t;
+
+typedef struct {
+    uv_tcp_t tcp;
+    char *buf;
+    size_t len, cap;
+    uint64_t sent, answered;
+} poster_t;
+
+static struct {
+    uv_loop_t *loop;
+    mode_t_ mode;
+    int port, conns, seconds;
+    double rate;
+    wsconn_t *ws;
+    int connecting, next_conn, ready;
+    poster_t post;
+    uv_timer_t tick, stop;
+    bool measuring;
+    uint64_t t0, frames;
+    int64_t base;     /* fanout: counter value when measuring began */
+    uint64_t *seen;   /* fanout: subscribers that saw base + i, ring of WINDOW * 4 */
+    int64_t complete; /* fanout: values seen by every subscriber */
+    uint64_t *lat;    /* latency samples, ns */
+    size_t nlat, caplat;
+    char name[64];
+} g;
+
+#define WINDOW 16
+#define RING   (WINDOW * 4)
+
+static void die(const char *what, int rc)
+{
+    fprintf(stderr, "wsload: %s: %s\n", what, rc ? uv_strerror(rc) : "failed");
+    exit(1);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+    (void)h;
+    (void)hint;
+    static char slab[256 * 1024];
+    *b = uv_buf_init(slab, sizeof slab);
+}
+
+static void on_written(uv_write_t *w, int status)
+{
+    if (status < 0 && status != UV_ECANCELED) die("write", status);
+    free(w);
+}
+
+static void send_bytes(uv_stream_t *s, const char *p, size_t n)
+{
+    uv_write_t *w = malloc(sizeof *w + n);
+    memcpy(w + 1, p, n);
+    uv_buf_t b = uv_buf_init((char *)(w + 1), (unsigned)n);
+    int rc = uv_write(w, s, &b, 1, on_written);
+    if (rc) die("uv_write", rc);
+}
+
+static void append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
+{
+    if (*len + n > *cap) {
+        *cap = (*len + n) * 2;
+        *buf = realloc(*buf, *cap);
+    }
+    memcpy(*buf + *len, p, n);
+    *len += n;
+}
+
+/* A client frame: FIN + opcode, masked with key 0. */
+static void ws_send(wsconn_t *c, int op, const char *p, size_t n)
+{
+    char f[16 + 512];
+    size_t h = 0;
+    f[h++] = (char)(0x80 | op);
+    if (n < 126) {
+        f[h++] = (char)(0x80 | n);
+    } else {
+        f[h++] = (char)(0x80 | 126);
+        f[h++] = (char)(n >> 8);
+        f[h++] = (char)n;
+    }
+    memset(f + h, 0, 4);
+    h += 4;
+    if (n > sizeof f - h) die("frame too large", 0);
+    memcpy(f + h, p, n);
+    send_bytes((uv_stream_t *)&c->tcp, f, h + n);
+}
+
+static uint64_t now_ns(void)
+{
+    return uv_hrtime();
+}
+
+/* ---- the writer: one keep-alive HTTP connection ---- */
+
+static void post_one(void)
+{
+    char req[512], body[256];
+    int bl;
+    if (g.mode == MODE_FANOUT) {
+        bl = snprintf(body, sizeof body, "{}");
+        snprintf(req, sizeof req,
+                 "POST /v1/counters/%s/incr HTTP/1.1\r\nHost: b\r\nContent-Type: "
+                 "application/json\r\nContent-Length: %d\r\n\r\n%s",
+                 g.name, bl, body);
+    } else {
+        bl = snprintf(body, sizeof body,
+                      "{\"conversation_id\":\"room\",\"from\":\"bench\",\"content\":\"t%" PRIu64
+                      "\"}",
+                      now_ns());
+        snprintf(req, sizeof req,
+                 "POST /v1/users/%s/messages HTTP/1.1\r\nHost: b\r\nContent-Type: "
+                 "application/json\r\nContent-Length: %d\r\n\r\n%s",
+                 g.name, bl, body);
+    }
+    g.post.sent++;
+    send_bytes((uv_stream_t *)&g.post.tcp, req, strlen(req));
+}
+
+static void fanout_pump(void)
+{
+    if (!g.measuring) return;
+    while ((int64_t)(g.post.sent) - g.complete < WINDOW)
+        post_one();
+}
+
+static void on_post_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    (void)s;
+    if (n < 0) die("writer connection closed", (int)n);
+    append(&g.post.buf, &g.post.len, &g.post.cap, b->base, (size_t)n);
+    for (;;) {
+        char *end = memmem(g.post.buf, g.post.len, "\r\n\r\n", 4);
+        if (!end) break;
+        if (strncmp(g.post.buf, "HTTP/1.1 2", 10) != 0) {
+            fprintf(stderr, "wsload: write failed: %.*s\n", (int)(end - g.post.buf), g.post.buf);
+            exit(1);
+        }
+        size_t head = (size_t)(end - g.post.buf) + 4, clen = 0;
+        char *cl = strcasestr(g.post.buf, "content-length:");
+        if (cl && cl < end) clen = strtoul(cl + 15, NULL, 10);
+        if (g.post.len < head + clen) break;
+        memmove(g.post.buf, g.post.buf + head + clen, g.post.len - head - clen);
+        g.post.len -= head + clen;
+        g.post.answered++;
+    }
+}
+
+static void on_post_connect(uv_connect_t *r, int status)
+{
+    if (status) die("writer connect", status);
+    uv_read_start(r->handle, on_alloc, on_post_read);
+    free(r);
+}
+
+/* ---- streams ---- */
+
+static void on_frame(wsconn_t *c, int op, const char *p, size_t n)
+{
+    if (op == 9) { /* ping -> pong */
+        ws_send(c, 10, p, n);
+        return;
+    }
+    if (op != 1) return;
+    if (!c->ready) {
+        /* ready once the subscription's first state frame (value or replay_done) arrived */
+        if (memmem(p, n, "\"type\":\"counter\"", 16) || memmem(p, n, "replay_done", 11)) {
+            c->ready = true;
+            const char *v = memmem(p, n, "\"value\":", 8);
+            if (v) c->last_value = strtoll(v + 8, NULL, 10);
+            g.ready++;
+        }
+        return;
+    }
+    if (!g.measuring) return;
+    g.frames++;
+    if (g.mode == MODE_FANOUT) {
+        const char *v = memmem(p, n, "\"value\":", 8);
+        if (!v) return;
+        int64_t val = strtoll(v + 8, NULL, 10);
+        if (val != c->last_value + 1) {
+            fprintf(stderr, "wsload: gap or repeat: %" PRId64 " after %" PRId64 "\n", val,
+                    c->last_value);
+            exit(1);
+        }
+        c->last_value = val;
+        if (val <= g.base) return;
+        uint64_t *slot = &g.seen[(val - g.base) % RING];
+        if (++*slot == (uint64_t)g.conns) {
+            *slot = 0;
+            g.complete = val - g.base;
+            fanout_pump();
+        }
+    } else if (g.mode == MODE_LATENCY) {
+        const char *t = memmem(p, n, "\"content\":\"t", 12);
+        if (!t) return;
+        uint64_t sent = strtoull(t + 12, NULL, 10);
+        if (g.nlat == g.caplat) {
+            g.caplat = g.caplat ? g.caplat * 2 : 1 << 16;
+            g.lat = realloc(g.lat, g.caplat * sizeof *g.lat);
+        }
+        g.lat[g.nlat++] = now_ns() - sent;
+    }
+}
+
+static void on_ws_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    wsconn_t *c = (wsconn_t *)s;
+    if (n < 0) die("stream closed by server", (int)n);
+    append(&c->buf, &c->len, &c->cap, b->base, (size_t)n);
+    size_t off = 0;
+    if (!c->upgraded) {
+        char *end = memmem(c->buf, c->len, "\r\n\r\n", 4);
+        if (!end) return;
+        if (strncmp(c->buf, "HTTP/1.1 101", 12) != 0) die("upgrade refused", 0);
+        c->upgraded = true;
+        off = (size_t)(end - c->buf) + 4;
+        char sub[256];
+        int sl = g.mode == MODE_FANOUT || g.mode == MODE_IDLE
+                     ? snprintf(sub, sizeof sub,
+                                "{\"type\":\"subscribe\",\"id\":\"s\",\"topic\":\"counter\","
+                                "\"name\":\"%s\"}",
+                                g.name)
+                     : snprintf(sub, sizeof sub,
+                                "{\"type\":\"subscribe\",\"id\":\"s\",\"topic\":\"messages\","
+                                "\"user\":\"%s\",\"conversation_id\":\"room\"}",
+                                g.name);
+        ws_send(c, 1, sub, (size_t)sl);
+    }
+    for (;;) {
+        size_t avail = c->len - off;
+        if (avail < 2) break;
+        const unsigned char *h = (const unsigned char *)c->buf + off;
+        size_t plen = h[1] & 127, hl = 2;
+        if (plen == 126) {
+            if (avail < 4) break;
+            plen = (size_t)h[2] << 8 | h[3];
+            hl = 4;
+        } else if (plen == 127) {
+            if (avail < 10) break;
+            plen = 0;
+            for (int i = 2; i < 10; i++)
+                plen = plen << 8 | h[i];
+            hl = 10;
+        }
+        if (avail < hl + plen) break;
+        on_frame(c, h[0] & 15, (const char *)h + hl, plen);
+        off += hl + plen;
+    }
+    memmove(c->buf, c->buf + off, c->len - off);
+    c->len -= off;
+}
+
+static void connect_more(void);
+
+static void on_ws_connect(uv_connect_t *r, int status)
+{
+    wsconn_t *c = (wsconn_t *)r->handle;
+    free(r);
+    if (status) die("connect", status);
+    g.connecting--;
+    static const char up[] =
+        "GET /v1/stream HTTP/1.1\r\nHost: b\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        "Sec-WebSocket-Version: 13\r\n\r\n";
+    send_bytes((uv_stream_t *)&c->tcp, up, sizeof up - 1);
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_ws_read);
+    connect_more();
+}
+
+static void tcp_connect(uv_tcp_t *t, uv_connect_cb cb)
+{
+    struct sockaddr_in a;
+    uv_ip4_addr("127.0.0.1", g.port, &a);
+    uv_tcp_init(g.loop, t);
+    uv_tcp_nodelay(t, 1);
+    uv_connect_t *r = malloc(sizeof *r);
+    int rc = uv_tcp_connect(r, t, (struct sockaddr *)&a, cb);
+    if (rc) die("uv_tcp_connect", rc);
+}
+
+/* Keeps at most 128 connects in flight, so the listen backlog never overflows. */
+static void connect_more(void)
+{
+    while (g.connecting < 128 && g.next_conn < g.conns) {
+        g.connecting++;
+        tcp_connect(&g.ws[g.next_conn++].tcp, on_ws_connect);
+    }
+}
+
+/* ---- phases ---- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void report(void)
+{
+    double secs = (double)(now_ns() - g.t0) / 1e9;
+    if (g.mode == MODE_FANOUT) {
+        printf("fanout conns=%d seconds=%.2f changes=%" PRId64 " frames=%" PRIu64
+               " frames_per_sec=%.0f\n",
+               g.conns, secs, g.complete, g.frames, (double)g.frames / secs);
+    } else if (g.mode == MODE_LATENCY) {
+        if (!g.nlat) die("no latency samples", 0);
+        qsort(g.lat, g.nlat, sizeof *g.lat, cmp_u64);
+        printf("latency conns=%d rate=%.0f posts=%" PRIu64 " samples=%zu p50_ms=%.3f "
+               "p99_ms=%.3f max_ms=%.3f\n",
+               g.conns, g.rate, g.post.sent, g.nlat, (double)g.lat[g.nlat / 2] / 1e6,
+               (double)g.lat[g.nlat * 99 / 100] / 1e6, (double)g.lat[g.nlat - 1] / 1e6);
+    } else {
+        printf("idle conns=%d ready=%d\n", g.conns, g.ready);
+    }
+    fflush(stdout);
+    exit(0);
+}
+
+static void on_stop(uv_timer_t *t)
+{
+    (void)t;
+    report();
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    (void)t;
+    if (!g.measuring) {
+        if (g.ready < g.conns) return;
+        if (g.mode == MODE_IDLE) {
+            printf("ready %d\n", g.ready);
+            fflush(stdout);
+        }
+        g.measuring = true;
+        g.t0 = now_ns();
+        g.base = g.ws[0].last_value;
+        uv_timer_start(&g.stop, on_stop, (uint64_t)g.seconds * 1000, 0);
+        if (g.mode == MODE_FANOUT) fanout_pump();
+        if (g.mode == MODE_LATENCY)
+            uv_timer_start(&g.tick, on_tick, 0, 1); /* 1 ms ticks pace the posts */
+        else
+            uv_timer_stop(&g.tick);
+        return;
+    }
+    /* latency: post so that the total follows rate * elapsed */
+    double due = g.rate * (double)(now_ns() - g.t0) / 1e9;
+    while ((double)g.post.sent < due)
+        post_one();
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 5) {
+        fprintf(stderr, "usage: %s fanout|latency|idle PORT CONNS SECONDS [RATE]\n", argv[0]);
+        return 2;
+    }
+    g.mode = strcmp(argv[1], "fanout") == 0    ? MODE_FANOUT
+             : strcmp(argv[1], "latency") == 0 ? MODE_LATENCY
+                                               : MODE_IDLE;
+    g.port = atoi(argv[2]);
+    g.conns = atoi(argv[3]);
+    g.seconds = atoi(argv[4]);
+    g.rate = argc > 5 ? atof(argv[5]) : 200;
+    if (g.conns <= 0 || g.seconds <= 0) return 2;
+    snprintf(g.name, sizeof g.name, "wsload-%s-%u", argv[1], (unsigned)(now_ns() % 1000000));
+    g.loop = uv_default_loop();
+    g.ws = calloc((size_t)g.conns, sizeof *g.ws);
+    g.seen = calloc(RING, sizeof *g.seen);
+    tcp_connect(&g.post.tcp, on_post_connect);
+    connect_more();
+    uv_timer_init(g.loop, &g.tick);
+    uv_timer_init(g.loop, &g.stop);
+    uv_timer_start(&g.tick, on_tick, 50, 50);
+    uv_run(g.loop, UV_RUN_DEFAULT);
+    return 1;
+}

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ws internals shared by the files of the module (and the fuzz driver): connections, their
+ * subscriptions and outbound queues, and the channels that index subscriptions by what they
+ * follow so a change reaches its subscribers without walking every connection.
+ *
+ * A frame is a short per-subscription prefix ({"type":…,"id":…,) followed by a body that is
+ * serialized once per change and shared, reference-counted, by every subscriber's queue.
+ */
+#ifndef STRATA_WS_INTERNAL_H
+#define STRATA_WS_INTERNAL_H
+
+#include "strata/ws.h"
+#include "strata/metrics.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct lws;
+struct lws_context;
+struct lws_vhost;
+
+#define ST__WS_MAX_SUBS   64
+#define ST__WS_MAX_IN     (64 * 1024)
+#define ST__WS_MAX_QUEUED (1u << 20)
+
+/* Shared bytes of one change; freed when the last queue holding it lets go. */
+typedef struct st_wsbody {
+    uint32_t refs;
+    size_t len;
+    char data[];
+} st_wsbody_t;
+
+/* Returns an owned body with one reference holding a copy of data. */
+st_wsbody_t *st__ws_body_new(const void *data, size_t len);
+void st__ws_body_unref(st_wsbody_t *b);
+
+typedef struct st_wsmsg {
+    struct st_wsmsg *next;
+    uint64_t wait;     /* the batch this frame shows; it leaves once that batch is durable */
+    st_wsbody_t *body; /* one reference owned by this message */
+    uint16_t plen;
+    char prefix[];
+} st_wsmsg_t;
+
+typedef enum { ST_TOPIC_COUNTER, ST_TOPIC_SEATS, ST_TOPIC_MESSAGES } st_topic_t;
+
+typedef struct st_wsconn st_wsconn_t;
+typedef struct st_wschan st_wschan_t;
+
+typedef struct st_wssub {
+    struct st_wssub *next;          /* in its connection */
+    struct st_wssub *cprev, *cnext; /* in its channel */
+    st_wsconn_t *conn;
+    st_wschan_t *chan;
+    st_topic_t topic;
+    char *id;
+    char *name;      /* counter name, event id, or user */
+    char *conv;      /* messages: one conversation or NULL */
+    uint64_t cursor; /* messages: the last msg_id replayed or sent */
+    bool replaying;  /* messages: replay not finished; live ones come through the replay */
+} st_wssub_t;
+
+/* Every subscription to one counter, event or user. Owned by the ws map, freed when empty. */
+struct st_wschan {
+    st_map_node_t node;
+    st_wssub_t *subs;
+    size_t klen;
+    char key[]; /* topic byte, then the name */
+};
+
+struct st_wsconn {
+    struct st_wsconn *prev, *next;
+    struct st_wsconn *wprev, *wnext; /* in ws->waiting while its next frame is not durable */
+    bool waiting;
+    struct lws *wsi; /* NULL in the fuzz driver: frames are queued, never written */
+    st_wssub_t *subs;
+    size_t nsubs;
+    st_wsmsg_t *head, *tail;
+    size_t queued;
+    bool slow;
+    char *subject; /* authenticated principal ("" when auth is off) */
+    st_buf_t in;   /* a message arriving in fragments */
+};
+
+struct st_ws {
+    uv_loop_t *loop;
+    st_app_t *app;
+    struct lws_context *ctx;
+    struct lws_vhost *vh;
+    st_wsconn_t *conns;
+    size_t nconns;
+    st_wsconn_t *waiting; /* connections whose next frame waits for a batch to be durable */
+    st_map_t chans;
+    st_buf_t out; /* LWS_PRE headroom + the frame being written */
+    st_store_listener_t listener;
+    const char *adopting; /* subject of the connection being adopted, during st_ws_adopt */
+    st_metric_t *m_subs, *m_conns, *m_slow, *m_sent;
+};
+
+/* ---- queue.c ---- */
+/* Queues prefix + body (one new reference taken) for c, to leave once batch `wait` is durable. */
+void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen, st_wsbody_t *body,
+                  uint64_t wait);
+/* Queues a one-off frame built in b (copied). */
+void st__ws_queue_buf(st_ws_t *ws, st_wsconn_t *c, const st_buf_t *b, uint64_t wait);
+void st__ws_send_error(st_ws_t *ws, st_wsconn_t *c, const char *id, const char *code,
+                       const char *msg);
+/* Writes the next frame that may leave; returns -1 when the connection must close. */
+int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c);
+/* Frees c's queued frames and takes it off the waiting list. */
+void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c);
+void st__ws_listen(st_ws_t *ws);
+/* Writes {"type":"<type>","id":"<sid>", into b (reset first): the prefix of a frame. */
+void st__ws_prefix(st_buf_t *b, const char *type, const char *sid);
+
+/* ---- topics.c ---- */
+void st__ws_topics_init(st_ws_t *ws);
+void st__ws_topics_free(st_ws_t *ws);
+/* Handles one complete client text message. */
+void st__ws_on_message(st_ws_t *ws, st_wsconn_t *c, const char *p, size_t n);
+/* Continues paged replays on c while its queue is short. */
+void st__ws_replay_more(st_ws_t *ws, st_wsconn_t *c);
+/* Drops every subscription of c. */
+void st__ws_unsubscribe_all(st_ws_t *ws, st_wsconn_t *c);
+
+#endif

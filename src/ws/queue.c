@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Outbound side of the streams: each connection queues frames tagged with the batch they
+ * show, and a frame leaves only once that batch is durable (SPEC §3: only durable state is
+ * published), in order. The body of a frame is shared by every subscriber it goes to, so a
+ * change to a thousand subscribers is serialized once and held in memory once. A connection
+ * whose backlog outgrows its limit is closed with 1008 "slow consumer": a reader that never
+ * reads cannot grow server memory.
+ */
+#include "internal.h"
+
+#include <libwebsockets.h>
+#include <stdlib.h>
+#include <string.h>
+
+st_wsbody_t *st__ws_body_new(const void *data, size_t len)
+{
+    st_wsbody_t *b = st_malloc(sizeof *b + len);
+    b->refs = 1;
+    b->len = len;
+    memcpy(b->data, data, len);
+    return b;
+}
+
+void st__ws_body_unref(st_wsbody_t *b)
+{
+    if (b && --b->refs == 0) free(b);
+}
+
+static void st__msg_free(st_wsmsg_t *m)
+{
+    st__ws_body_unref(m->body);
+    free(m);
+}
+
+void st__ws_prefix(st_buf_t *b, const char *type, const char *sid)
+{
+    st_buf_reset(b);
+    st_buf_printf(b, "{\"type\":\"%s\",\"id\":", type);
+    st_buf_append_json_str(b, sid, strlen(sid));
+    st_buf_appendc(b, ',');
+}
+
+static void st__unwait(st_ws_t *ws, st_wsconn_t *c)
+{
+    if (!c->waiting) return;
+    if (c->wprev)
+        c->wprev->wnext = c->wnext;
+    else
+        ws->waiting = c->wnext;
+    if (c->wnext) c->wnext->wprev = c->wprev;
+    c->wprev = c->wnext = NULL;
+    c->waiting = false;
+}
+
+/* Asks for a writable callback when the next frame may leave, or parks the connection on the
+ * waiting list so that a durable batch wakes only the connections it concerns. */
+static void st__wake(st_ws_t *ws, st_wsconn_t *c)
+{
+    if (!c->wsi || !c->head) return;
+    if (c->slow || c->head->wait <= st_store_durable_id(ws->app->store)) {
+        lws_callback_on_writable(c->wsi);
+    } else if (!c->waiting) {
+        c->waiting = true;
+        c->wprev = NULL;
+        c->wnext = ws->waiting;
+        if (ws->waiting) ws->waiting->wprev = c;
+        ws->waiting = c;
+    }
+}
+
+void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen, st_wsbody_t *body,
+                  uint64_t wait)
+{
+    if (c->slow) return;
+    size_t n = plen + body->len;
+    if (c->queued + n > ST__WS_MAX_QUEUED) {
+        c->slow = true; /* closed from the writable callback, with its reason */
+        st_metric_add(ws->m_slow, 1);
+        if (c->wsi) lws_callback_on_writable(c->wsi);
+        return;
+    }
+    ST_ASSERT(plen <= UINT16_MAX);
+    st_wsmsg_t *m = st_malloc(sizeof *m + plen);
+    m->next = NULL;
+    m->wait = wait;
+    m->body = body;
+    body->refs++;
+    m->plen = (uint16_t)plen;
+    if (plen) memcpy(m->prefix, prefix, plen);
+    if (c->tail)
+        c->tail->next = m;
+    else
+        c->head = m;
+    c->tail = m;
+    c->queued += n;
+    if (m == c->head) st__wake(ws, c);
+}
+
+void st__ws_queue_buf(st_ws_t *ws, st_wsconn_t *c, const st_buf_t *b, uint64_t wait)
+{
+    st_wsbody_t *body = st__ws_body_new(b->data, b->len);
+    st__ws_queue(ws, c, NULL, 0, body, wait);
+    st__ws_body_unref(body);
+}
+
+void st__ws_send_error(st_ws_t *ws, st_wsconn_t *c, const char *id, const char *code,
+                       const char *msg)
+{
+    st_buf_t b = {0};
+    st_buf_puts(&b, "{\"type\":\"error\",");
+    if (id) {
+        st_buf_puts(&b, "\"id\":");
+        st_buf_append_json_str(&b, id, strlen(id));
+        st_buf_appendc(&b, ',');
+    }
+    st_buf_printf(&b, "\"code\":\"%s\",\"message\":", code);
+    st_buf_append_json_str(&b, msg, strlen(msg));
+    st_buf_appendc(&b, '}');
+    st__ws_queue_buf(ws, c, &b, 0);
+    st_buf_free(&b);
+}
+
+/* Sends the first frame that may leave; one write per writable callback, as lws wants. */
+int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c)
+{
+    if (c->slow) {
+        /* libwebsockets sends this close reason "if possible"; see the note on issue 5 */
+        lws_close_reason(c->wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION,
+                         (unsigned char *)"slow consumer", 13);
+        return -1;
+    }
+    st_wsmsg_t *m = c->head;
+    if (!m || m->wait > st_store_durable_id(ws->app->store)) return 0;
+    c->head = m->next;
+    if (!c->head) c->tail = NULL;
+    size_t n = m->plen + m->body->len;
+    c->queued -= n;
+    /* lws needs LWS_PRE bytes of headroom and copies what the socket does not take, so one
+     * scratch buffer serves every connection */
+    st_buf_reset(&ws->out);
+    st_buf_reserve(&ws->out, LWS_PRE + n);
+    unsigned char *p = (unsigned char *)ws->out.data + LWS_PRE;
+    if (m->plen) memcpy(p, m->prefix, m->plen);
+    memcpy(p + m->plen, m->body->data, m->body->len);
+    st__msg_free(m);
+    if (lws_write(c->wsi, p, n, LWS_WRITE_TEXT) < 0) return -1;
+    st_metric_add(ws->m_sent, 1);
+    st__ws_replay_more(ws, c);
+    st__wake(ws, c);
+    return 0;
+}
+
+void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c)
+{
+    st__unwait(ws, c);
+    while (c->head) {
+        st_wsmsg_t *m = c->head;
+        c->head = m->next;
+        st__msg_free(m);
+    }
+    c->tail = NULL;
+    c->queued = 0;
+}
+
+/* Batches from `first` on were rolled back: what they would have shown must never be sent. */
+static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
+{
+    st_ws_t *ws = (st_ws_t *)((char *)l - offsetof(st_ws_t, listener));
+    (void)err;
+    for (st_wsconn_t *c = ws->conns; c; c = c->next) {
+        st_wsmsg_t **p = &c->head;
+        c->tail = NULL;
+        while (*p) {
+            st_wsmsg_t *m = *p;
+            if (m->wait >= first) {
+                *p = m->next;
+                c->queued -= m->plen + m->body->len;
+                st__msg_free(m);
+            } else {
+                c->tail = m;
+                p = &m->next;
+            }
+        }
+    }
+}
+
+static void st__on_durable(st_store_listener_t *l, uint64_t id)
+{
+    st_ws_t *ws = (st_ws_t *)((char *)l - offsetof(st_ws_t, listener));
+    for (st_wsconn_t *c = ws->waiting, *next; c; c = next) {
+        next = c->wnext;
+        if (!c->head || c->head->wait <= id) {
+            st__unwait(ws, c);
+            if (c->head) lws_callback_on_writable(c->wsi);
+        }
+    }
+}
+
+void st__ws_listen(st_ws_t *ws)
+{
+    ws->listener.on_durable = st__on_durable;
+    ws->listener.on_failed = st__on_failed;
+    st_store_listen(ws->app->store, &ws->listener);
+}

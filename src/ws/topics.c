@@ -1,0 +1,400 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What streams follow: subscribe/unsubscribe requests, paged replay of messages, and the
+ * fan-out of changes (counters, seat changes, new messages). Subscriptions are indexed by
+ * channel (topic + name), so a change costs work only for its own subscribers, and its body is
+ * serialized once for all of them.
+ */
+#include "internal.h"
+#include "strata/chat.h"
+#include "strata/counters.h"
+#include "strata/seats.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ST__REPLAY_PAGE      256
+#define ST__REPLAY_LOW_WATER (256u * 1024)
+
+static const char st__topic_char[] = {'c', 's', 'm'};
+
+/* ---- channels ---- */
+
+static st_wschan_t *st__chan_find(st_ws_t *ws, st_topic_t t, const char *name, size_t nlen)
+{
+    char key[1 + 256];
+    if (nlen > 255) return NULL;
+    key[0] = st__topic_char[t];
+    memcpy(key + 1, name, nlen);
+    st_map_node_t *n = st_map_get(&ws->chans, key, nlen + 1);
+    return n ? (st_wschan_t *)n : NULL;
+}
+
+static void st__chan_add(st_ws_t *ws, st_wssub_t *s)
+{
+    size_t nlen = strlen(s->name);
+    st_wschan_t *ch = st__chan_find(ws, s->topic, s->name, nlen);
+    if (!ch) {
+        ch = st_calloc(1, sizeof *ch + nlen + 1);
+        ch->key[0] = st__topic_char[s->topic];
+        memcpy(ch->key + 1, s->name, nlen);
+        ch->klen = nlen + 1;
+        ch->node.key = ch->key;
+        ch->node.klen = ch->klen;
+        st_map_insert(&ws->chans, &ch->node);
+    }
+    s->chan = ch;
+    s->cprev = NULL;
+    s->cnext = ch->subs;
+    if (ch->subs) ch->subs->cprev = s;
+    ch->subs = s;
+}
+
+static void st__sub_free(st_ws_t *ws, st_wssub_t *s)
+{
+    st_wschan_t *ch = s->chan;
+    if (s->cprev)
+        s->cprev->cnext = s->cnext;
+    else
+        ch->subs = s->cnext;
+    if (s->cnext) s->cnext->cprev = s->cprev;
+    if (!ch->subs) {
+        st_map_remove(&ws->chans, &ch->node);
+        free(ch);
+    }
+    free(s->id);
+    free(s->name);
+    free(s->conv);
+    free(s);
+    st_metric_add(ws->m_subs, -1);
+}
+
+void st__ws_unsubscribe_all(st_ws_t *ws, st_wsconn_t *c)
+{
+    while (c->subs) {
+        st_wssub_t *s = c->subs;
+        c->subs = s->next;
+        st__sub_free(ws, s);
+    }
+    c->nsubs = 0;
+}
+
+/* ---- replay ---- */
+
+typedef struct {
+    st_ws_t *ws;
+    st_wssub_t *s;
+    st_buf_t prefix;
+    uint64_t wait;
+} st_replay_ctx_t;
+
+/* Body of a message frame: "message":<json>} */
+static st_wsbody_t *st__message_body(const char *json, size_t len)
+{
+    st_wsbody_t *b = st_malloc(sizeof *b + len + 11);
+    b->refs = 1;
+    memcpy(b->data, "\"message\":", 10);
+    memcpy(b->data + 10, json, len);
+    b->data[10 + len] = '}';
+    b->len = len + 11;
+    return b;
+}
+
+static void st__replay_one(void *arg, uint64_t msg_id, const char *json, size_t len)
+{
+    st_replay_ctx_t *r = arg;
+    st_wsbody_t *body = st__message_body(json, len);
+    st__ws_queue(r->ws, r->s->conn, r->prefix.data, r->prefix.len, body, r->wait);
+    st__ws_body_unref(body);
+    r->s->cursor = msg_id;
+}
+
+/* One page of replay (hot store; the cold tier joins here later). When the page reaches the
+ * end, replay_done goes out and the subscription turns live in the same loop turn: every
+ * message is either in the replay or live, never both, never neither. */
+static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
+{
+    st_wsconn_t *c = s->conn;
+    st_message_query_t q = {.conv = s->conv,
+                            .conv_len = s->conv ? strlen(s->conv) : 0,
+                            .after = s->cursor,
+                            .limit = ST__REPLAY_PAGE};
+    st_replay_ctx_t r = {ws, s, {0}, 0};
+    st__ws_prefix(&r.prefix, "message", s->id);
+    bool more = false;
+    uint64_t last = 0;
+    int rc = st_chat_each(ws->app->chat, s->name, strlen(s->name), &q, st__replay_one, &r, &more,
+                          &last, &r.wait);
+    if (rc != ST_OK) {
+        st__ws_send_error(ws, c, s->id, "unavailable", "replay failed; resubscribe with after");
+        s->replaying = false;
+    } else if (!more) {
+        st__ws_prefix(&r.prefix, "replay_done", s->id);
+        r.prefix.data[r.prefix.len - 1] = '}';
+        st__ws_queue_buf(ws, c, &r.prefix, r.wait);
+        s->replaying = false;
+    }
+    st_buf_free(&r.prefix);
+}
+
+void st__ws_replay_more(st_ws_t *ws, st_wsconn_t *c)
+{
+    for (st_wssub_t *s = c->subs; s && !c->slow; s = s->next)
+        if (s->replaying && c->queued < ST__REPLAY_LOW_WATER) st__replay_step(ws, s);
+}
+
+/* ---- subscribe ---- */
+
+static int st__parse_after(const cJSON *after, uint64_t *out)
+{
+    *out = 0;
+    if (!after || cJSON_IsNull(after)) return ST_OK;
+    const char *a = cJSON_IsString(after) ? after->valuestring : "";
+    size_t n = strlen(a);
+    bool ok = n > 0 && n <= 20;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = a[i] >= '0' && a[i] <= '9';
+    if (!ok || (n == 20 && strcmp(a, "18446744073709551615") > 0)) return ST_EINVAL;
+    *out = strtoull(a, NULL, 10);
+    return ST_OK;
+}
+
+/* Checks a subscribe request; on error a frame has been queued and the result is not ST_OK. */
+static int st__check_subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJSON *j,
+                               st_topic_t *topic, const cJSON **name, const cJSON **conv,
+                               uint64_t *after)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "topic");
+    const char *ts = cJSON_IsString(t) ? t->valuestring : "";
+    if (strcmp(ts, "counter") == 0)
+        *topic = ST_TOPIC_COUNTER;
+    else if (strcmp(ts, "seats") == 0)
+        *topic = ST_TOPIC_SEATS;
+    else if (strcmp(ts, "messages") == 0)
+        *topic = ST_TOPIC_MESSAGES;
+    else {
+        st__ws_send_error(ws, c, id, "invalid_argument",
+                          "'topic' must be one of counter, messages, seats");
+        return ST_EINVAL;
+    }
+    const char *field = *topic == ST_TOPIC_SEATS      ? "event_id"
+                        : *topic == ST_TOPIC_MESSAGES ? "user"
+                                                      : "name";
+    *name = cJSON_GetObjectItemCaseSensitive(j, field);
+    if (!cJSON_IsString(*name) ||
+        !st_name_valid((*name)->valuestring, strlen((*name)->valuestring))) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "'%s' must be 1-255 characters of [A-Za-z0-9_.:-]", field);
+        st__ws_send_error(ws, c, id, "invalid_argument", msg);
+        return ST_EINVAL;
+    }
+    *conv = NULL;
+    *after = 0;
+    if (*topic == ST_TOPIC_MESSAGES) {
+        *conv = cJSON_GetObjectItemCaseSensitive(j, "conversation_id");
+        if (*conv && !(cJSON_IsString(*conv) &&
+                       st_name_valid((*conv)->valuestring, strlen((*conv)->valuestring)))) {
+            st__ws_send_error(ws, c, id, "invalid_argument",
+                              "'conversation_id' must be 1-255 characters of [A-Za-z0-9_.:-]");
+            return ST_EINVAL;
+        }
+        if (st__parse_after(cJSON_GetObjectItemCaseSensitive(j, "after"), after) != ST_OK) {
+            st__ws_send_error(ws, c, id, "invalid_argument", "'after' must be a msg_id string");
+            return ST_EINVAL;
+        }
+        if (*ws->app->cfg->jwt_secret &&
+            strcmp(c->subject ? c->subject : "", (*name)->valuestring)) {
+            st__ws_send_error(ws, c, id, "forbidden",
+                              "the token's subject may only stream its own user");
+            return ST_EFORBIDDEN;
+        }
+        if (!ws->app->chat) {
+            st__ws_send_error(ws, c, id, "unavailable", "messages are not served here");
+            return ST_EUNAVAIL;
+        }
+    }
+    for (st_wssub_t *s = c->subs; s; s = s->next)
+        if (strcmp(s->id, id) == 0) {
+            st__ws_send_error(ws, c, id, "conflict", "a subscription with this id exists");
+            return ST_ECONFLICT;
+        }
+    if (c->nsubs >= ST__WS_MAX_SUBS) {
+        st__ws_send_error(ws, c, id, "too_many_requests", "too many subscriptions on this stream");
+        return ST_ERATE;
+    }
+    return ST_OK;
+}
+
+static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJSON *j)
+{
+    st_topic_t topic;
+    const cJSON *name, *conv;
+    uint64_t after;
+    if (st__check_subscribe(ws, c, id, j, &topic, &name, &conv, &after) != ST_OK) return;
+    /* The snapshot (or current value) is read now and queued with the batch it shows, so
+     * nothing published after it can overtake it and nothing before it is missed. */
+    const char *nm = name->valuestring;
+    st_buf_t snap = {0}, b = {0};
+    uint64_t wait = 0;
+    if (topic == ST_TOPIC_SEATS &&
+        (!ws->app->seats ||
+         st_seats_event_json(ws->app->seats, nm, strlen(nm), &snap, &wait) != ST_OK)) {
+        st_buf_free(&snap);
+        st__ws_send_error(ws, c, id, "not_found", "no such event");
+        return;
+    }
+    st_wssub_t *s = st_calloc(1, sizeof *s);
+    s->conn = c;
+    s->topic = topic;
+    s->conv = conv ? st_strndup(conv->valuestring, strlen(conv->valuestring)) : NULL;
+    s->cursor = after;
+    s->replaying = topic == ST_TOPIC_MESSAGES;
+    s->id = st_strndup(id, strlen(id));
+    s->name = st_strndup(nm, strlen(nm));
+    s->next = c->subs;
+    c->subs = s;
+    c->nsubs++;
+    st__chan_add(ws, s);
+    st_metric_add(ws->m_subs, 1);
+    st__ws_prefix(&b, "subscribed", id);
+    b.data[b.len - 1] = '}';
+    st__ws_queue_buf(ws, c, &b, 0);
+    if (topic == ST_TOPIC_MESSAGES) {
+        st__replay_step(ws, s);
+    } else if (topic == ST_TOPIC_SEATS) {
+        st__ws_prefix(&b, "seats", id);
+        st_buf_puts(&b, "\"event_id\":");
+        st_buf_append_json_str(&b, nm, strlen(nm));
+        st_buf_puts(&b, ",\"snapshot\":");
+        st_buf_append(&b, snap.data, snap.len);
+        st_buf_appendc(&b, '}');
+        st__ws_queue_buf(ws, c, &b, wait);
+    } else {
+        st_counter_t ctr = {ST_COUNTER_PLAIN, 0, 0};
+        int rc = st_counter_get(ws->app->store, nm, strlen(nm), &ctr, &wait);
+        if (rc == ST_OK || rc == ST_ENOTFOUND) {
+            st__ws_prefix(&b, "counter", id);
+            st_buf_puts(&b, "\"name\":");
+            st_buf_append_json_str(&b, nm, strlen(nm));
+            st_buf_puts(&b, ",\"value\":");
+            st_buf_append_i64(&b, st_counter_value(&ctr));
+            st_buf_appendc(&b, '}');
+            st__ws_queue_buf(ws, c, &b, wait);
+        }
+    }
+    st_buf_free(&snap);
+    st_buf_free(&b);
+}
+
+static void st__unsubscribe(st_ws_t *ws, st_wsconn_t *c, const char *id)
+{
+    for (st_wssub_t **p = &c->subs; *p; p = &(*p)->next)
+        if (strcmp((*p)->id, id) == 0) {
+            st_wssub_t *s = *p;
+            *p = s->next;
+            c->nsubs--;
+            st__sub_free(ws, s);
+            return;
+        }
+    st__ws_send_error(ws, c, id, "not_found", "no subscription with this id");
+}
+
+void st__ws_on_message(st_ws_t *ws, st_wsconn_t *c, const char *p, size_t n)
+{
+    cJSON *j = cJSON_ParseWithLength(p, n);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        st__ws_send_error(ws, c, NULL, "invalid_json", "frames must be JSON objects");
+        return;
+    }
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(j, "type");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
+    const char *ids = cJSON_IsString(id) && strlen(id->valuestring) <= 64 ? id->valuestring : NULL;
+    if (!cJSON_IsString(type))
+        st__ws_send_error(ws, c, ids, "invalid_argument", "'type' must be a string");
+    else if (!ids || !*ids)
+        st__ws_send_error(ws, c, NULL, "invalid_argument", "'id' must be a string of 1-64 bytes");
+    else if (strcmp(type->valuestring, "subscribe") == 0)
+        st__subscribe(ws, c, ids, j);
+    else if (strcmp(type->valuestring, "unsubscribe") == 0)
+        st__unsubscribe(ws, c, ids);
+    else
+        st__ws_send_error(ws, c, ids, "invalid_argument", "unknown type (subscribe, unsubscribe)");
+    cJSON_Delete(j);
+}
+
+/* ---- fan-out: each change is serialized once, then queued for each subscriber ---- */
+
+void st_ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t value, uint64_t wait)
+{
+    st_wschan_t *ch = ws ? st__chan_find(ws, ST_TOPIC_COUNTER, name, nlen) : NULL;
+    if (!ch) return;
+    st_buf_t b = {0}, pre = {0};
+    st_buf_puts(&b, "\"name\":");
+    st_buf_append_json_str(&b, name, nlen);
+    st_buf_puts(&b, ",\"value\":");
+    st_buf_append_i64(&b, value);
+    st_buf_appendc(&b, '}');
+    st_wsbody_t *body = st__ws_body_new(b.data, b.len);
+    for (st_wssub_t *s = ch->subs; s; s = s->cnext) {
+        st__ws_prefix(&pre, "counter", s->id);
+        st__ws_queue(ws, s->conn, pre.data, pre.len, body, wait);
+    }
+    st__ws_body_unref(body);
+    st_buf_free(&b);
+    st_buf_free(&pre);
+}
+
+/* Seat changes of an event go to its subscribers, with their subscription id in front. */
+static void st__seats_changed(void *arg, const char *event_id, size_t elen, const char *tail,
+                              size_t tlen, uint64_t wait)
+{
+    st_ws_t *ws = arg;
+    st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_SEATS, event_id, elen);
+    if (!ch) return;
+    st_buf_t pre = {0};
+    st_wsbody_t *body = st__ws_body_new(tail, tlen);
+    for (st_wssub_t *s = ch->subs; s; s = s->cnext) {
+        st__ws_prefix(&pre, "seats", s->id);
+        st__ws_queue(ws, s->conn, pre.data, pre.len, body, wait);
+    }
+    st__ws_body_unref(body);
+    st_buf_free(&pre);
+}
+
+/* A new message: subscribers of its user (and conversation) that finished replay get it now;
+ * those still replaying will read it in their next page. */
+static void st__message_posted(void *arg, const char *user, size_t ulen, const char *conv,
+                               size_t clen, uint64_t msg_id, const char *json, size_t len,
+                               uint64_t wait)
+{
+    st_ws_t *ws = arg;
+    st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen);
+    if (!ch) return;
+    st_buf_t pre = {0};
+    st_wsbody_t *body = NULL;
+    for (st_wssub_t *s = ch->subs; s; s = s->cnext) {
+        if (s->replaying || msg_id <= s->cursor ||
+            (s->conv && (strlen(s->conv) != clen || memcmp(s->conv, conv, clen) != 0)))
+            continue;
+        if (!body) body = st__message_body(json, len);
+        st__ws_prefix(&pre, "message", s->id);
+        st__ws_queue(ws, s->conn, pre.data, pre.len, body, wait);
+        s->cursor = msg_id;
+    }
+    st__ws_body_unref(body);
+    st_buf_free(&pre);
+}
+
+void st__ws_topics_init(st_ws_t *ws)
+{
+    st_map_init(&ws->chans);
+    if (ws->app->seats) st_seats_observe(ws->app->seats, st__seats_changed, ws);
+    if (ws->app->chat) st_chat_observe(ws->app->chat, st__message_posted, ws);
+}
+
+void st__ws_topics_free(st_ws_t *ws)
+{
+    st_map_free(&ws->chans);
+}
