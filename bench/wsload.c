@@ -3,13 +3,16 @@
  * Load generator for strata's streams (bench/streams.sh drives it). One libuv loop opens many
  * WebSocket connections to /v1/stream and one keep-alive HTTP connection that writes. Modes:
  *
- *   fanout  N conns, one counter subscription each; increments are posted with a bounded
- *           window of changes not yet seen by every subscriber; reports frames received/s.
+ *   fanout  N conns, one counter subscription each; increments are posted keeping WINDOW
+ *           (default 16) changes not yet seen by every subscriber; reports frames received/s.
  *   latency N conns on one conversation; messages are posted at a steady rate, each carrying
  *           its send time; reports insert -> notification latency p50/p99/max over all frames.
  *   idle    N conns with one subscription each, then holds them for --seconds and exits.
  *
- * usage: strata-wsload MODE PORT CONNS SECONDS [RATE]
+ * With a "redis-" prefix (redis-fanout, redis-latency) the same work runs against Redis pub/sub
+ * on PORT: SUBSCRIBE per connection, PUBLISH from the writer, as the side-by-side peer.
+ *
+ * usage: strata-wsload [redis-]MODE PORT CONNS SECONDS [RATE|WINDOW]
  * The client writes masked frames with a zero mask key (valid per RFC 6455, and cheap).
  */
 #define _GNU_SOURCE
@@ -40,24 +43,23 @@ typedef struct {
 static struct {
     uv_loop_t *loop;
     mode_t_ mode;
+    bool redis; /* the peer: Redis pub/sub (SUBSCRIBE / PUBLISH) instead of strata */
     int port, conns, seconds;
-    double rate;
+    double rate; /* latency: posts per second; fanout: changes in flight (the window) */
     wsconn_t *ws;
     int connecting, next_conn, ready;
     poster_t post;
     uv_timer_t tick, stop;
     bool measuring;
     uint64_t t0, frames;
-    int64_t base;     /* fanout: counter value when measuring began */
-    uint64_t *seen;   /* fanout: subscribers that saw base + i, ring of WINDOW * 4 */
+    int64_t base;   /* fanout: counter value when measuring began */
+    uint64_t *seen; /* fanout: subscribers that saw base + i, a ring of window * 4 */
+    size_t ring;
     int64_t complete; /* fanout: values seen by every subscriber */
     uint64_t *lat;    /* latency samples, ns */
     size_t nlat, caplat;
     char name[64];
 } g;
-
-#define WINDOW 16
-#define RING   (WINDOW * 4)
 
 static void die(const char *what, int rc)
 {
@@ -129,7 +131,12 @@ static void post_one(void)
 {
     char req[512], body[256];
     int bl;
-    if (g.mode == MODE_FANOUT) {
+    if (g.redis) {
+        if (g.mode == MODE_FANOUT)
+            snprintf(req, sizeof req, "PUBLISH %s %" PRIu64 "\r\n", g.name, g.post.sent + 1);
+        else
+            snprintf(req, sizeof req, "PUBLISH %s t%" PRIu64 "\r\n", g.name, now_ns());
+    } else if (g.mode == MODE_FANOUT) {
         bl = snprintf(body, sizeof body, "{}");
         snprintf(req, sizeof req,
                  "POST /v1/counters/%s/incr HTTP/1.1\r\nHost: b\r\nContent-Type: "
@@ -152,7 +159,7 @@ static void post_one(void)
 static void fanout_pump(void)
 {
     if (!g.measuring) return;
-    while ((int64_t)(g.post.sent) - g.complete < WINDOW)
+    while ((double)((int64_t)g.post.sent - g.complete) < g.rate)
         post_one();
 }
 
@@ -161,6 +168,15 @@ static void on_post_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     (void)s;
     if (n < 0) die("writer connection closed", (int)n);
     append(&g.post.buf, &g.post.len, &g.post.cap, b->base, (size_t)n);
+    while (g.redis) { /* one ":<receivers>" line per PUBLISH */
+        char *eol = memmem(g.post.buf, g.post.len, "\r\n", 2);
+        if (!eol) return;
+        if (g.post.buf[0] != ':') die("PUBLISH failed", 0);
+        size_t used = (size_t)(eol - g.post.buf) + 2;
+        memmove(g.post.buf, g.post.buf + used, g.post.len - used);
+        g.post.len -= used;
+        g.post.answered++;
+    }
     for (;;) {
         char *end = memmem(g.post.buf, g.post.len, "\r\n\r\n", 4);
         if (!end) break;
@@ -187,6 +203,36 @@ static void on_post_connect(uv_connect_t *r, int status)
 
 /* ---- streams ---- */
 
+/* fanout: every subscriber must see every value once, in order */
+static void on_value(wsconn_t *c, int64_t val)
+{
+    g.frames++;
+    if (val != c->last_value + 1) {
+        fprintf(stderr, "wsload: gap or repeat: %" PRId64 " after %" PRId64 "\n", val,
+                c->last_value);
+        exit(1);
+    }
+    c->last_value = val;
+    if (val <= g.base) return;
+    uint64_t *slot = &g.seen[(size_t)(val - g.base) % g.ring];
+    if (++*slot == (uint64_t)g.conns) {
+        *slot = 0;
+        g.complete = val - g.base;
+        fanout_pump();
+    }
+}
+
+/* latency: the frame carries the time its write was sent */
+static void on_sample(uint64_t sent)
+{
+    g.frames++;
+    if (g.nlat == g.caplat) {
+        g.caplat = g.caplat ? g.caplat * 2 : 1 << 16;
+        g.lat = realloc(g.lat, g.caplat * sizeof *g.lat);
+    }
+    g.lat[g.nlat++] = now_ns() - sent;
+}
+
 static void on_frame(wsconn_t *c, int op, const char *p, size_t n)
 {
     if (op == 9) { /* ping -> pong */
@@ -205,33 +251,54 @@ static void on_frame(wsconn_t *c, int op, const char *p, size_t n)
         return;
     }
     if (!g.measuring) return;
-    g.frames++;
     if (g.mode == MODE_FANOUT) {
         const char *v = memmem(p, n, "\"value\":", 8);
-        if (!v) return;
-        int64_t val = strtoll(v + 8, NULL, 10);
-        if (val != c->last_value + 1) {
-            fprintf(stderr, "wsload: gap or repeat: %" PRId64 " after %" PRId64 "\n", val,
-                    c->last_value);
-            exit(1);
-        }
-        c->last_value = val;
-        if (val <= g.base) return;
-        uint64_t *slot = &g.seen[(val - g.base) % RING];
-        if (++*slot == (uint64_t)g.conns) {
-            *slot = 0;
-            g.complete = val - g.base;
-            fanout_pump();
-        }
+        if (v) on_value(c, strtoll(v + 8, NULL, 10));
     } else if (g.mode == MODE_LATENCY) {
         const char *t = memmem(p, n, "\"content\":\"t", 12);
-        if (!t) return;
-        uint64_t sent = strtoull(t + 12, NULL, 10);
-        if (g.nlat == g.caplat) {
-            g.caplat = g.caplat ? g.caplat * 2 : 1 << 16;
-            g.lat = realloc(g.lat, g.caplat * sizeof *g.lat);
+        if (t) on_sample(strtoull(t + 12, NULL, 10));
+    }
+}
+
+/* Redis: replies are arrays of bulk strings and integers; returns the end of one item, or NULL
+ * if it has not fully arrived. */
+static const char *resp_item(const char *p, const char *end, const char **s, size_t *n)
+{
+    const char *eol = p < end ? memmem(p, (size_t)(end - p), "\r\n", 2) : NULL;
+    if (!eol) return NULL;
+    if (*p == ':') {
+        *s = p + 1;
+        *n = (size_t)(eol - p - 1);
+        return eol + 2;
+    }
+    if (*p != '$') die("unexpected reply from Redis", 0);
+    size_t len = strtoul(p + 1, NULL, 10);
+    if ((size_t)(end - eol - 2) < len + 2) return NULL;
+    *s = eol + 2;
+    *n = len;
+    return eol + 2 + len + 2;
+}
+
+/* Consumes whole pub/sub replies from the start of c's buffer; returns bytes used. */
+static size_t on_redis(wsconn_t *c)
+{
+    const char *p = c->buf, *end = c->buf + c->len;
+    for (;;) {
+        const char *q = memmem(p, (size_t)(end - p), "\r\n", 2), *kind, *chan, *msg;
+        size_t kn, cn, mn;
+        if (!q || *p != '*' || !(q = resp_item(q + 2, end, &kind, &kn)) ||
+            !(q = resp_item(q, end, &chan, &cn)) || !(q = resp_item(q, end, &msg, &mn)))
+            return (size_t)(p - c->buf);
+        p = q;
+        if (kn == 9 && memcmp(kind, "subscribe", 9) == 0) {
+            c->ready = true;
+            g.ready++;
+        } else if (g.measuring && kn == 7 && memcmp(kind, "message", 7) == 0) {
+            if (g.mode == MODE_FANOUT)
+                on_value(c, strtoll(msg, NULL, 10));
+            else if (g.mode == MODE_LATENCY)
+                on_sample(strtoull(msg + 1, NULL, 10));
         }
-        g.lat[g.nlat++] = now_ns() - sent;
     }
 }
 
@@ -241,6 +308,12 @@ static void on_ws_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     if (n < 0) die("stream closed by server", (int)n);
     append(&c->buf, &c->len, &c->cap, b->base, (size_t)n);
     size_t off = 0;
+    if (g.redis) {
+        off = on_redis(c);
+        memmove(c->buf, c->buf + off, c->len - off);
+        c->len -= off;
+        return;
+    }
     if (!c->upgraded) {
         char *end = memmem(c->buf, c->len, "\r\n\r\n", 4);
         if (!end) return;
@@ -291,6 +364,14 @@ static void on_ws_connect(uv_connect_t *r, int status)
     free(r);
     if (status) die("connect", status);
     g.connecting--;
+    if (g.redis) {
+        char sub[128];
+        int sl = snprintf(sub, sizeof sub, "SUBSCRIBE %s\r\n", g.name);
+        send_bytes((uv_stream_t *)&c->tcp, sub, (size_t)sl);
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_ws_read);
+        connect_more();
+        return;
+    }
     static const char up[] =
         "GET /v1/stream HTTP/1.1\r\nHost: b\r\nUpgrade: websocket\r\n"
         "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
@@ -332,16 +413,18 @@ static void report(void)
 {
     double secs = (double)(now_ns() - g.t0) / 1e9;
     if (g.mode == MODE_FANOUT) {
-        printf("fanout conns=%d seconds=%.2f changes=%" PRId64 " frames=%" PRIu64
+        printf("%sfanout conns=%d window=%.0f seconds=%.2f changes=%" PRId64 " frames=%" PRIu64
                " frames_per_sec=%.0f\n",
-               g.conns, secs, g.complete, g.frames, (double)g.frames / secs);
+               g.redis ? "redis-" : "", g.conns, g.rate, secs, g.complete, g.frames,
+               (double)g.frames / secs);
     } else if (g.mode == MODE_LATENCY) {
         if (!g.nlat) die("no latency samples", 0);
         qsort(g.lat, g.nlat, sizeof *g.lat, cmp_u64);
-        printf("latency conns=%d rate=%.0f posts=%" PRIu64 " samples=%zu p50_ms=%.3f "
+        printf("%slatency conns=%d rate=%.0f posts=%" PRIu64 " samples=%zu p50_ms=%.3f "
                "p99_ms=%.3f max_ms=%.3f\n",
-               g.conns, g.rate, g.post.sent, g.nlat, (double)g.lat[g.nlat / 2] / 1e6,
-               (double)g.lat[g.nlat * 99 / 100] / 1e6, (double)g.lat[g.nlat - 1] / 1e6);
+               g.redis ? "redis-" : "", g.conns, g.rate, g.post.sent, g.nlat,
+               (double)g.lat[g.nlat / 2] / 1e6, (double)g.lat[g.nlat * 99 / 100] / 1e6,
+               (double)g.lat[g.nlat - 1] / 1e6);
     } else {
         printf("idle conns=%d ready=%d\n", g.conns, g.ready);
     }
@@ -384,21 +467,27 @@ static void on_tick(uv_timer_t *t)
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: %s fanout|latency|idle PORT CONNS SECONDS [RATE]\n", argv[0]);
+        fprintf(stderr, "usage: %s [redis-]fanout|latency|idle PORT CONNS SECONDS [RATE]\n",
+                argv[0]);
         return 2;
     }
-    g.mode = strcmp(argv[1], "fanout") == 0    ? MODE_FANOUT
-             : strcmp(argv[1], "latency") == 0 ? MODE_LATENCY
-                                               : MODE_IDLE;
+    const char *mode = argv[1];
+    g.redis = strncmp(mode, "redis-", 6) == 0;
+    if (g.redis) mode += 6;
+    g.mode = strcmp(mode, "fanout") == 0    ? MODE_FANOUT
+             : strcmp(mode, "latency") == 0 ? MODE_LATENCY
+                                            : MODE_IDLE;
     g.port = atoi(argv[2]);
     g.conns = atoi(argv[3]);
     g.seconds = atoi(argv[4]);
-    g.rate = argc > 5 ? atof(argv[5]) : 200;
+    g.rate = argc > 5 ? atof(argv[5]) : g.mode == MODE_FANOUT ? 16 : 200;
+    if (g.redis && (g.mode == MODE_IDLE)) die("redis-idle is not a mode", 0);
     if (g.conns <= 0 || g.seconds <= 0) return 2;
     snprintf(g.name, sizeof g.name, "wsload-%s-%u", argv[1], (unsigned)(now_ns() % 1000000));
     g.loop = uv_default_loop();
     g.ws = calloc((size_t)g.conns, sizeof *g.ws);
-    g.seen = calloc(RING, sizeof *g.seen);
+    g.ring = (size_t)g.rate * 4 + 4;
+    g.seen = calloc(g.ring, sizeof *g.seen);
     tcp_connect(&g.post.tcp, on_post_connect);
     connect_more();
     uv_timer_init(g.loop, &g.tick);

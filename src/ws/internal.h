@@ -20,9 +20,10 @@ struct lws;
 struct lws_context;
 struct lws_vhost;
 
-#define ST__WS_MAX_SUBS   64
-#define ST__WS_MAX_IN     (64 * 1024)
-#define ST__WS_MAX_QUEUED (1u << 20)
+#define ST__WS_MAX_SUBS     64
+#define ST__WS_MAX_IN       (64 * 1024)
+#define ST__WS_MAX_QUEUED   (1u << 20)
+#define ST__WS_WRITE_BUDGET (64u * 1024) /* bytes per writable callback */
 
 /* Shared bytes of one change; freed when the last queue holding it lets go. */
 typedef struct st_wsbody {
@@ -79,6 +80,7 @@ struct st_wsconn {
     st_wsmsg_t *head, *tail;
     size_t queued;
     bool slow;
+    bool broken;   /* a direct write failed: close from the writable callback */
     char *subject; /* authenticated principal ("" when auth is off) */
     st_buf_t in;   /* a message arriving in fragments */
 };
