@@ -9,6 +9,8 @@ pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
 pkg_check_modules(CRYPTO REQUIRED IMPORTED_TARGET libcrypto)
 pkg_check_modules(ZLIB REQUIRED IMPORTED_TARGET zlib)
 pkg_check_modules(LWS REQUIRED IMPORTED_TARGET libwebsockets)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
 
 set(ST_LLHTTP_DIR /usr/share/llhttp CACHE PATH "llhttp C sources (Debian node-llhttp)")
 set(ST_LLHTTP_INCLUDE /usr/share/include/llhttp CACHE PATH "llhttp header (Debian node-llhttp)")

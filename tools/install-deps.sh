@@ -13,9 +13,10 @@ pkgs=(build-essential cmake pkg-config ca-certificates
 for arg in "$@"; do
   case "$arg" in
     --test) pkgs+=(clang libclang-rt-14-dev curl)
-            # e2e tests use only Node's standard library (node:test, http, net, crypto): Debian's
-            # nodejs (18) is enough; a newer node already on the machine is used as it is.
-            command -v node >/dev/null 2>&1 || pkgs+=(nodejs) ;;
+            # e2e tests run on Node (node:test) with two npm packages, DuckDB and s3rver:
+            # Debian's nodejs (18) and npm are enough; a newer node already here is used as it is.
+            command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+            command -v npm >/dev/null 2>&1 || pkgs+=(npm) ;;
     --bench) pkgs+=(redis-server redis-tools nginx-light postgresql wrk procps curl python3) ;;
     *) echo "unknown option: $arg" >&2; exit 2 ;;
   esac

@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 fuzz_seconds=${FUZZ_SECONDS:-20}
 
 tools/install-deps.sh --test
+# the e2e tests' npm packages (DuckDB to read our Parquet files, s3rver as the S3 service),
+# pinned by tests/e2e/package-lock.json
+(cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
 
 echo "== release build: unit + e2e"
 tools/build.sh release

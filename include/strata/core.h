@@ -143,6 +143,8 @@ uint64_t st_mono_ns(void); /* monotonic */
 int st_parse_i64(const char *s, size_t n, int64_t *out);
 /* Parses sizes like 4096, 64k, 16M, 1G, 2GiB; ST_EINVAL on junk or overflow. */
 int st_parse_size(const char *s, uint64_t *out);
+/* mkdir -p: creates every missing directory of path (0755); ST_EIO with errno set on failure. */
+int st_mkdirs(const char *path);
 
 /* ---- snowflake ids: 41-bit ms since 2020-01-01 | 10-bit node | 12-bit sequence ---- */
 #define ST_SNOWFLAKE_EPOCH_MS 1577836800000LL

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 bool st_name_valid(const char *s, size_t n)
@@ -116,4 +117,20 @@ int st_parse_size(const char *s, uint64_t *out)
     if (v > UINT64_MAX / mul) return ST_EINVAL;
     *out = (uint64_t)v * mul;
     return ST_OK;
+}
+
+int st_mkdirs(const char *path)
+{
+    size_t n = strlen(path);
+    char *p = st_strndup(path, n);
+    int rc = ST_OK;
+    for (size_t i = 1; i <= n && rc == ST_OK; i++) {
+        if (p[i] != '/' && p[i] != 0) continue;
+        char c = p[i];
+        p[i] = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) rc = ST_EIO;
+        p[i] = c;
+    }
+    free(p);
+    return rc;
 }

@@ -1,0 +1,325 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Object storage: a local directory or an S3-compatible service behind put/get/delete. Puts are
+ * atomic (a local object appears by rename after its bytes and its directory entry are synced;
+ * an S3 object exists only once its PUT completed). S3 requests are signed by libcurl's own AWS
+ * SigV4 and carry the payload's SHA-256, so the service checks what it received. Calls block:
+ * the cold tier makes them from worker threads (and from the loop for cold reads).
+ */
+#include "strata/cold.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct st_objstore {
+    bool s3;
+    char *dir;  /* file: the directory */
+    char *base; /* s3: endpoint/bucket[/prefix], no trailing slash */
+    char *sigv4;
+    char *userpwd;
+    char *describe;
+};
+
+static char *st__strdup(const char *s)
+{
+    return st_strndup(s, strlen(s));
+}
+
+int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o)
+{
+    st_objstore_t *s = st_calloc(1, sizeof *s);
+    st_buf_t b = {0};
+    if (strncmp(o->url, "file://", 7) == 0) {
+        const char *dir = o->url + 7;
+        if (!*dir) goto bad;
+        s->dir = st__strdup(dir);
+        if (st_mkdirs(s->dir) != ST_OK) {
+            st_error("cold: cannot create %s: %s", s->dir, strerror(errno));
+            goto fail;
+        }
+        s->describe = st__strdup(o->url);
+    } else if (strncmp(o->url, "s3://", 5) == 0) {
+        const char *bucket = o->url + 5;
+        size_t bl = strcspn(bucket, "/");
+        if (bl == 0) goto bad;
+        const char *prefix = bucket[bl] ? bucket + bl + 1 : "";
+        size_t pl = strlen(prefix);
+        while (pl && prefix[pl - 1] == '/')
+            pl--;
+        const char *region = o->region && *o->region ? o->region : "us-east-1";
+        s->s3 = true;
+        if (o->endpoint && *o->endpoint) {
+            size_t el = strlen(o->endpoint);
+            while (el && o->endpoint[el - 1] == '/')
+                el--;
+            st_buf_append(&b, o->endpoint, el);
+        } else {
+            st_buf_printf(&b, "https://s3.%s.amazonaws.com", region);
+        }
+        st_buf_appendc(&b, '/');
+        st_buf_append(&b, bucket, bl);
+        if (pl) {
+            st_buf_appendc(&b, '/');
+            st_buf_append(&b, prefix, pl);
+        }
+        st_buf_appendc(&b, 0);
+        s->base = st_buf_steal(&b, NULL);
+        st_buf_printf(&b, "aws:amz:%s:s3", region);
+        st_buf_appendc(&b, 0);
+        s->sigv4 = st_buf_steal(&b, NULL);
+        st_buf_printf(&b, "%s:%s", o->access_key ? o->access_key : "",
+                      o->secret_key ? o->secret_key : "");
+        st_buf_appendc(&b, 0);
+        s->userpwd = st_buf_steal(&b, NULL);
+        s->describe = st__strdup(o->url);
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) goto fail;
+    } else {
+        goto bad;
+    }
+    *out = s;
+    return ST_OK;
+bad:
+    st_error("cold: --cold-url must be file://DIR or s3://BUCKET[/PREFIX], not '%s'", o->url);
+fail:
+    st_buf_free(&b);
+    st_objstore_close(s);
+    return ST_EINVAL;
+}
+
+void st_objstore_close(st_objstore_t *s)
+{
+    if (!s) return;
+    if (s->s3) curl_global_cleanup();
+    free(s->dir);
+    free(s->base);
+    free(s->sigv4);
+    free(s->userpwd);
+    free(s->describe);
+    free(s);
+}
+
+const char *st_objstore_describe(const st_objstore_t *s)
+{
+    return s->describe;
+}
+
+/* ---- local directory ---- */
+
+static char *st__path(const st_objstore_t *s, const char *key)
+{
+    st_buf_t b = {0};
+    st_buf_printf(&b, "%s/%s", s->dir, key);
+    st_buf_appendc(&b, 0);
+    return st_buf_steal(&b, NULL);
+}
+
+static int st__fsync_dir(const char *path)
+{
+    char *dir = st__strdup(path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    int fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY);
+    int rc = fd >= 0 && fsync(fd) == 0 ? ST_OK : ST_EIO;
+    if (fd >= 0) close(fd);
+    free(dir);
+    return rc;
+}
+
+static int st__file_put(st_objstore_t *s, const char *key, const void *data, size_t len)
+{
+    char *path = st__path(s, key);
+    st_buf_t tmp = {0};
+    st_buf_printf(&tmp, "%s.tmp-%d", path, (int)getpid());
+    st_buf_appendc(&tmp, 0);
+    int rc = ST_EIO, fd = -1;
+    char *slash = strrchr(path, '/');
+    *slash = 0;
+    if (st_mkdirs(path) != ST_OK) goto done;
+    *slash = '/';
+    fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) goto done;
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(fd, (const char *)data + off, len - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) goto done;
+        off += (size_t)n;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        fd = -1;
+        goto done;
+    }
+    fd = -1;
+    if (rename(tmp.data, path) != 0) goto done;
+    rc = st__fsync_dir(path);
+done:
+    if (rc != ST_OK) st_warn("cold: writing %s failed: %s", path, strerror(errno));
+    if (fd >= 0) close(fd);
+    if (rc != ST_OK) unlink(tmp.data);
+    st_buf_free(&tmp);
+    free(path);
+    return rc;
+}
+
+static int st__file_get(st_objstore_t *s, const char *key, uint64_t off, size_t len, st_buf_t *out)
+{
+    char *path = st__path(s, key);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    free(path);
+    if (fd < 0) return errno == ENOENT ? ST_ENOTFOUND : ST_EIO;
+    st_buf_reserve(out, len);
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = pread(fd, out->data + out->len + got, len - got, (off_t)(off + got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (got < len) return ST_EIO;
+    out->len += len;
+    return ST_OK;
+}
+
+/* ---- S3 ---- */
+
+typedef struct {
+    st_buf_t *out;
+    size_t limit;
+} st_sink_t;
+
+static size_t st__on_body(char *p, size_t size, size_t n, void *arg)
+{
+    st_sink_t *k = arg;
+    size_t len = size * n;
+    if (!k->out) return len;
+    if (k->limit < len) return 0; /* more than asked for: abort */
+    st_buf_append(k->out, p, len);
+    k->limit -= len;
+    return len;
+}
+
+/* Unreserved characters and '/' stay; everything else is %XX (SigV4's canonical form). */
+static void st__url_key(st_buf_t *b, const char *key)
+{
+    for (const char *p = key; *p; p++) {
+        char c = *p;
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '_' || c == '.' || c == '~' || c == '/')
+            st_buf_appendc(b, c);
+        else
+            st_buf_printf(b, "%%%02X", (unsigned char)c);
+    }
+}
+
+static int st__s3(st_objstore_t *s, const char *method, const char *key, const void *body,
+                  size_t blen, const char *range, st_buf_t *out, size_t limit, long *status)
+{
+    CURL *h = curl_easy_init();
+    if (!h) return ST_ENOMEM;
+    st_buf_t url = {0}, hdr = {0};
+    st_buf_printf(&url, "%s/", s->base);
+    st__url_key(&url, key);
+    st_buf_appendc(&url, 0);
+    uint8_t d[SHA256_DIGEST_LENGTH];
+    SHA256(body ? body : (const void *)"", body ? blen : 0, d);
+    st_buf_puts(&hdr, "x-amz-content-sha256: ");
+    for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
+        st_buf_printf(&hdr, "%02x", d[i]);
+    st_buf_appendc(&hdr, 0);
+    struct curl_slist *hl = curl_slist_append(NULL, hdr.data);
+    if (body) hl = curl_slist_append(hl, "Content-Type: application/octet-stream");
+    char rh[96];
+    if (range) {
+        snprintf(rh, sizeof rh, "Range: %s", range);
+        hl = curl_slist_append(hl, rh);
+    }
+    st_sink_t sink = {out, limit};
+    curl_easy_setopt(h, CURLOPT_URL, url.data);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s->sigv4);
+    curl_easy_setopt(h, CURLOPT_USERPWD, s->userpwd);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 60000L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, st__on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
+    }
+    if (strcmp(method, "HEAD") == 0) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    CURLcode cc = curl_easy_perform(h);
+    *status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    if (cc != CURLE_OK) st_warn("cold: %s %s: %s", method, url.data, curl_easy_strerror(cc));
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(h);
+    st_buf_free(&url);
+    st_buf_free(&hdr);
+    return cc == CURLE_OK ? ST_OK : ST_EIO;
+}
+
+static int st__s3_put(st_objstore_t *s, const char *key, const void *data, size_t len)
+{
+    long status;
+    int rc = st__s3(s, "PUT", key, data ? data : "", len, NULL, NULL, 0, &status);
+    if (rc == ST_OK && status != 200) {
+        st_warn("cold: PUT %s answered %ld", key, status);
+        rc = ST_EIO;
+    }
+    return rc;
+}
+
+static int st__s3_get(st_objstore_t *s, const char *key, uint64_t off, size_t len, st_buf_t *out)
+{
+    char range[64];
+    snprintf(range, sizeof range, "bytes=%llu-%llu", (unsigned long long)off,
+             (unsigned long long)(off + len - 1));
+    long status;
+    size_t before = out->len;
+    int rc = st__s3(s, "GET", key, NULL, 0, range, out, len, &status);
+    if (rc != ST_OK) {
+        out->len = before;
+        return rc;
+    }
+    if (status == 404)
+        rc = ST_ENOTFOUND;
+    else if ((status != 206 && status != 200) || out->len - before != len)
+        rc = ST_EIO;
+    if (rc != ST_OK) out->len = before;
+    return rc;
+}
+
+/* ---- the interface ---- */
+
+int st_objstore_put(st_objstore_t *s, const char *key, const void *data, size_t len)
+{
+    return s->s3 ? st__s3_put(s, key, data, len) : st__file_put(s, key, data, len);
+}
+
+int st_objstore_get(st_objstore_t *s, const char *key, uint64_t off, size_t len, st_buf_t *out)
+{
+    if (len == 0) return ST_OK;
+    return s->s3 ? st__s3_get(s, key, off, len, out) : st__file_get(s, key, off, len, out);
+}
+
+int st_objstore_delete(st_objstore_t *s, const char *key)
+{
+    if (!s->s3) {
+        char *path = st__path(s, key);
+        int rc = unlink(path) == 0 || errno == ENOENT ? ST_OK : ST_EIO;
+        free(path);
+        return rc;
+    }
+    long status;
+    int rc = st__s3(s, "DELETE", key, NULL, 0, NULL, NULL, 0, &status);
+    return rc == ST_OK && (status == 204 || status == 200 || status == 404) ? ST_OK : ST_EIO;
+}

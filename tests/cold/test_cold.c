@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for the cold tier's parts: the Parquet round trip (encode, footer, row groups),
+ * hostile files, and the local object store. DuckDB reading our files is tested end to end. */
+#include "../test.h"
+#include "strata/cold.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+static st_msgrow_t row(uint64_t id, const char *conv, const char *content, const char *meta)
+{
+    st_msgrow_t r = {.msg_id = id,
+                     .timestamp = 1700000000000000 + (int64_t)id,
+                     .seq = (int64_t)id % 1000,
+                     .conv = conv,
+                     .from = id % 2 ? "alice" : "bob",
+                     .content = content,
+                     .metadata = meta};
+    r.conv_len = (uint32_t)strlen(conv);
+    r.from_len = (uint32_t)strlen(r.from);
+    r.content_len = (uint32_t)strlen(content);
+    r.metadata_len = meta ? (uint32_t)strlen(meta) : 0;
+    return r;
+}
+
+/* Parses a whole file held in memory into its meta. */
+static int parse(const st_buf_t *f, st_pq_meta_t *m)
+{
+    uint32_t fl;
+    if (f->len < 8) return ST_EINVAL;
+    int rc = st_parquet_footer_len((const uint8_t *)f->data + f->len - 8, f->len, &fl);
+    if (rc) return rc;
+    return st_parquet_parse_footer((const uint8_t *)f->data + f->len - 8 - fl, fl, f->len, m);
+}
+
+static bool same(const char *a, size_t al, const char *b, size_t bl)
+{
+    if (!a || !b) return a == b;
+    return al == bl && memcmp(a, b, al) == 0;
+}
+
+TEST(round_trip_keeps_every_field_and_groups_by_conversation)
+{
+    /* conversation "a": 3 rows, "b": 2000 rows with big contents (several pages) */
+    size_t n = 2003;
+    st_msgrow_t *rows = calloc(n, sizeof *rows);
+    char *big = malloc(3000);
+    memset(big, 'x', 2999);
+    big[2999] = 0;
+    rows[0] = row(10, "a", "hello", "{\"k\":1}");
+    rows[1] = row(11, "a", "ünïcødé", NULL);
+    rows[2] = row(12, "a", "", "{}");
+    for (size_t i = 3; i < n; i++)
+        rows[i] = row(100 + i, "b", big, i % 3 ? NULL : "{\"i\":true}");
+    st_buf_t f = {0};
+    CHECK_EQ(st_parquet_encode(rows, n, 3, &f), ST_OK);
+    CHECK(memcmp(f.data, "PAR1", 4) == 0);
+    st_pq_meta_t m;
+    CHECK_EQ(parse(&f, &m), ST_OK);
+    CHECK_EQ(m.ngroups, 2);
+    CHECK_EQ(m.rows, (long long)n);
+    CHECK(same(m.groups[0].conv, m.groups[0].conv_len, "a", 1));
+    CHECK(same(m.groups[1].conv, m.groups[1].conv_len, "b", 1));
+    CHECK_EQ(m.groups[0].min_id, 10);
+    CHECK_EQ(m.groups[0].max_id, 12);
+    CHECK_EQ(m.groups[1].min_id, 103);
+    CHECK_EQ(m.groups[1].max_id, 100 + n - 1);
+    size_t at = 0;
+    for (size_t g = 0; g < m.ngroups; g++) {
+        st_pq_rows_t r;
+        const st_pq_group_t *G = &m.groups[g];
+        CHECK_EQ(st_parquet_read_group(G, (const uint8_t *)f.data + G->offset, G->length, &r),
+                 ST_OK);
+        CHECK_EQ(r.n, G->rows);
+        for (size_t i = 0; i < r.n; i++, at++) {
+            const st_msgrow_t *a = &r.rows[i], *b = &rows[at];
+            CHECK_EQ(a->msg_id, b->msg_id);
+            CHECK_EQ(a->timestamp, b->timestamp);
+            CHECK_EQ(a->seq, b->seq);
+            CHECK(same(a->conv, a->conv_len, b->conv, b->conv_len));
+            CHECK(same(a->from, a->from_len, b->from, b->from_len));
+            CHECK(same(a->content, a->content_len, b->content, b->content_len));
+            CHECK(same(a->metadata, a->metadata_len, b->metadata, b->metadata_len));
+        }
+        st_parquet_rows_free(&r);
+    }
+    CHECK_EQ(at, n);
+    st_parquet_meta_free(&m);
+    st_buf_free(&f);
+    free(rows);
+    free(big);
+}
+
+TEST(truncated_or_damaged_files_are_errors_never_crashes)
+{
+    st_msgrow_t rows[4] = {row(1, "c", "one", NULL), row(2, "c", "two", "{}"),
+                           row(3, "d", "three", NULL), row(4, "d", "four", "{\"x\":[1]}")};
+    st_buf_t f = {0};
+    CHECK_EQ(st_parquet_encode(rows, 4, 1, &f), ST_OK);
+    st_pq_meta_t m;
+    /* every truncation */
+    for (size_t cut = 0; cut < f.len; cut++) {
+        st_buf_t t = {0};
+        st_buf_append(&t, f.data, cut);
+        if (parse(&t, &m) == ST_OK) st_parquet_meta_free(&m);
+        st_buf_free(&t);
+    }
+    /* every single-byte flip: parse, and read every group the footer still describes */
+    srand(7);
+    for (size_t i = 0; i < f.len; i++) {
+        st_buf_t t = {0};
+        st_buf_append(&t, f.data, f.len);
+        t.data[i] ^= (char)(1 + rand() % 255);
+        if (parse(&t, &m) == ST_OK) {
+            for (size_t g = 0; g < m.ngroups; g++) {
+                st_pq_rows_t r;
+                const st_pq_group_t *G = &m.groups[g];
+                if (G->offset + G->length <= t.len &&
+                    st_parquet_read_group(G, (const uint8_t *)t.data + G->offset, G->length,
+                                          &r) == ST_OK)
+                    st_parquet_rows_free(&r);
+            }
+            st_parquet_meta_free(&m);
+        }
+        st_buf_free(&t);
+    }
+    CHECK_EQ(parse(&f, &m), ST_OK);
+    st_parquet_meta_free(&m);
+    st_buf_free(&f);
+}
+
+TEST(local_object_store_puts_atomically_and_reads_ranges)
+{
+    char dir[] = "/tmp/strata-cold-XXXXXX";
+    CHECK(mkdtemp(dir));
+    char url[64];
+    snprintf(url, sizeof url, "file://%s/cold", dir);
+    st_objstore_opts_t o = {.url = url};
+    st_objstore_t *s;
+    CHECK_EQ(st_objstore_open(&s, &o), ST_OK);
+    CHECK_EQ(st_objstore_put(s, "u1/batch-1-1.parquet", "0123456789", 10), ST_OK);
+    st_buf_t b = {0};
+    CHECK_EQ(st_objstore_get(s, "u1/batch-1-1.parquet", 3, 4, &b), ST_OK);
+    CHECK(b.len == 4 && memcmp(b.data, "3456", 4) == 0);
+    CHECK_EQ(st_objstore_get(s, "u1/batch-1-1.parquet", 8, 4, &b), ST_EIO);
+    CHECK_EQ(st_objstore_get(s, "u1/none.parquet", 0, 4, &b), ST_ENOTFOUND);
+    CHECK_EQ(st_objstore_delete(s, "u1/batch-1-1.parquet"), ST_OK);
+    CHECK_EQ(st_objstore_get(s, "u1/batch-1-1.parquet", 0, 1, &b), ST_ENOTFOUND);
+    st_objstore_close(s);
+    st_objstore_opts_t bad = {.url = "ftp://x"};
+    CHECK_EQ(st_objstore_open(&s, &bad), ST_EINVAL);
+    st_buf_free(&b);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK_EQ(system(cmd), 0);
+}
+
+RUN_TESTS("cold")
