@@ -5,6 +5,7 @@
 #include "strata/http.h"
 #include "strata/metrics.h"
 #include "strata/chat.h"
+#include "strata/cold.h"
 #include "strata/seats.h"
 #include "strata/store.h"
 #include "strata/ws.h"
@@ -68,6 +69,22 @@ static void st__raise_fd_limit(const st_config_t *cfg)
                 (unsigned long long)rl.rlim_cur);
 }
 
+/* The cold tier's object store. The default URL follows --data-dir, so a server started with
+ * another data directory keeps its cold files next to its hot store. */
+static int st__cold_open(const st_config_t *cfg, st_objstore_t **out)
+{
+    char url[sizeof cfg->cold_url + sizeof cfg->data_dir + 16];
+    if (strcmp(cfg->cold_url, "file://./data/cold") == 0 && strcmp(cfg->data_dir, "./data") != 0)
+        snprintf(url, sizeof url, "file://%s/cold", cfg->data_dir);
+    else
+        snprintf(url, sizeof url, "%s", cfg->cold_url);
+    st_objstore_opts_t o = {url, cfg->s3_endpoint, cfg->s3_region, cfg->s3_access_key,
+                            cfg->s3_secret_key};
+    int rc = st_objstore_open(out, &o);
+    if (rc == ST_OK) st_info("cold tier: %s", st_objstore_describe(*out));
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     st_config_t cfg;
@@ -102,8 +119,21 @@ int main(int argc, char **argv)
         uv_run(m.loop, UV_RUN_NOWAIT);
         return 1;
     }
+    st_objstore_t *cold = NULL;
+    if (st__cold_open(&cfg, &cold) != ST_OK) {
+        st_chat_close(chat);
+        st_seats_close(seats);
+        st_store_close(store);
+        uv_run(m.loop, UV_RUN_NOWAIT);
+        return 1;
+    }
+    st_chat_cold_opts_t co = {cold, cfg.flush_interval, cfg.flush_rows, 3};
+    st_chat_cold_start(chat, m.loop, &co);
     st_app_t app = {&cfg, store, seats, chat, NULL};
     if (st_ws_open(&app.ws, m.loop, &app) != ST_OK) {
+        st_chat_cold_stop(chat);
+        uv_run(m.loop, UV_RUN_DEFAULT);
+        st_objstore_close(cold);
         st_chat_close(chat);
         st_seats_close(seats);
         st_store_close(store);
@@ -116,6 +146,9 @@ int main(int argc, char **argv)
         st_ws_close(app.ws);
         uv_run(m.loop, UV_RUN_NOWAIT);
         st_ws_free(app.ws);
+        st_chat_cold_stop(chat);
+        uv_run(m.loop, UV_RUN_DEFAULT);
+        st_objstore_close(cold);
         st_chat_close(chat);
         st_seats_close(seats);
         st_store_close(store);
@@ -142,8 +175,10 @@ int main(int argc, char **argv)
     st_server_close(m.srv);
     st_seats_close(seats);
     st_ws_close(app.ws);
+    st_chat_cold_stop(chat); /* flushes in flight come back during the run below */
     uv_run(m.loop, UV_RUN_DEFAULT);
     st_ws_free(app.ws);
+    st_objstore_close(cold);
     st_chat_close(chat);
     st_store_close(store);
     uv_walk(m.loop, st__close_walk, NULL);

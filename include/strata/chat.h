@@ -57,6 +57,24 @@ typedef void (*st_chat_msg_fn)(void *arg, uint64_t msg_id, const char *json, siz
 int st_chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
                  st_chat_msg_fn fn, void *arg, bool *more, uint64_t *last, uint64_t *wait);
 
+/* ---- the cold tier (SPEC §5) ---- */
+typedef struct st_objstore st_objstore_t;
+typedef struct {
+    st_objstore_t *store;      /* borrowed; must outlive the chat's cold tier */
+    uint64_t flush_interval_s; /* flush every user with hot rows this often */
+    uint64_t flush_rows;       /* flush a user once it has this many hot rows */
+    int zstd_level;
+} st_chat_cold_opts_t;
+
+/* Reads merge cold objects from here on, and flushes start (on loop's worker pool). */
+int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t *o);
+/* Stops flushing; flushes in flight finish without effect. Run the loop afterwards until it
+ * is idle (the jobs come back, then the state is freed), before closing the object store. */
+void st_chat_cold_stop(st_chat_t *c);
+/* Queues a flush of every user with hot rows (and consolidates counters); returns how many
+ * users were queued. */
+size_t st_chat_flush_all(st_chat_t *c);
+
 /* Told about every posted message as it is staged (wait: the batch that makes it durable). */
 typedef void (*st_chat_observer_fn)(void *arg, const char *user, size_t ulen, const char *conv,
                                     size_t clen, uint64_t msg_id, const char *json, size_t len,

@@ -31,6 +31,7 @@
     X(NOMEM, 503, "unavailable", "out of memory")                                                  \
     X(UNAVAIL, 503, "unavailable", "temporarily unavailable")                                      \
     X(IO, 503, "unavailable", "storage I/O error")                                                 \
+    X(COLD, 503, "cold_unavailable", "a cold-tier object is missing or damaged")                   \
     X(FULL, 507, "storage_full", "storage is full")
 
 enum {

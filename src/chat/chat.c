@@ -10,94 +10,12 @@
  * Long user + conversation ids would overflow LMDB's 511-byte keys, so `c` is the id itself or,
  * when the pair is long, 0x01 + a SHA-256 prefix (0x01 never occurs in a valid name).
  */
-#include "strata/chat.h"
+#include "internal.h"
 
-#include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct st_chat {
-    st_store_t *store;
-    st_snowflake_t ids;
-    st_chat_observer_fn observer;
-    void *observer_arg;
-};
-
-typedef struct {
-    uint64_t first, last;
-    int64_t created, updated;
-    int64_t hot_total, base_total;
-} st_conv_t;
-
-typedef struct {
-    int64_t total, conversations;
-} st_totals_t;
-
-#define ST__KEY_CAP 600
-
-static void st__be64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
-static uint64_t st__rd64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* ks u 0 */
-static size_t st__ukey(uint8_t *k, char ks, const char *u, size_t ul)
-{
-    k[0] = (uint8_t)ks;
-    memcpy(k + 1, u, ul);
-    k[1 + ul] = 0;
-    return ul + 2;
-}
-
-static size_t st__conv_part(uint8_t *k, size_t ul, const char *c, size_t cl)
-{
-    if (ul + cl <= 400) {
-        memcpy(k, c, cl);
-        return cl;
-    }
-    uint8_t d[SHA256_DIGEST_LENGTH];
-    SHA256((const unsigned char *)c, cl, d);
-    k[0] = 1;
-    memcpy(k + 1, d, 20);
-    return 21;
-}
-
-static size_t st__ckey(uint8_t *k, const char *u, size_t ul, const char *c, size_t cl)
-{
-    size_t n = st__ukey(k, 'C', u, ul);
-    return n + st__conv_part(k + n, ul, c, cl);
-}
-
-static size_t st__nprefix(uint8_t *k, const char *u, size_t ul, const char *c, size_t cl)
-{
-    size_t n = st__ukey(k, 'N', u, ul);
-    n += st__conv_part(k + n, ul, c, cl);
-    k[n++] = 0;
-    return n;
-}
-
-static size_t st__ukey_upd(uint8_t *k, const char *u, size_t ul, int64_t updated, const char *c,
-                           size_t cl)
-{
-    size_t n = st__ukey(k, 'U', u, ul);
-    st__be64(k + n, ~(uint64_t)updated);
-    n += 8;
-    return n + st__conv_part(k + n, ul, c, cl);
-}
-
 static const char st__last_id_key[] = "\0chat_last_id";
-
-static int st__get_fixed(st_store_t *s, const uint8_t *k, size_t kl, void *dst, size_t n,
-                         uint64_t *wait);
 
 void st_chat_observe(st_chat_t *c, st_chat_observer_fn fn, void *arg)
 {
@@ -112,8 +30,8 @@ int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id)
     st_snowflake_init(&c->ids, node_id);
     /* Never reissue: start above the newest id ever issued, whatever the clock says now. */
     uint64_t last = 0, wait = 0;
-    int rc = st__get_fixed(store, (const uint8_t *)st__last_id_key, sizeof st__last_id_key - 1,
-                           &last, sizeof last, &wait);
+    int rc = st__chat_get_fixed(store, (const uint8_t *)st__last_id_key, sizeof st__last_id_key - 1,
+                                &last, sizeof last, &wait);
     if (rc && rc != ST_ENOTFOUND) {
         free(c);
         return rc;
@@ -128,29 +46,17 @@ void st_chat_close(st_chat_t *c)
     free(c);
 }
 
-static int st__get_fixed(st_store_t *s, const uint8_t *k, size_t kl, void *dst, size_t n,
-                         uint64_t *wait)
-{
-    const void *v;
-    size_t vl;
-    int rc = st_store_get(s, k, kl, &v, &vl, wait);
-    if (rc) return rc;
-    if (vl != n) return ST_EINTERNAL;
-    memcpy(dst, v, n);
-    return ST_OK;
-}
-
 int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t *wait)
 {
     st_store_t *s = c->store;
     uint8_t ck[ST__KEY_CAP], tk[ST__KEY_CAP], k[ST__KEY_CAP];
-    size_t ckl = st__ckey(ck, m->user, m->user_len, m->conv, m->conv_len);
-    size_t tkl = st__ukey(tk, 'T', m->user, m->user_len) - 1;
+    size_t ckl = st__chat_ckey(ck, m->user, m->user_len, m->conv, m->conv_len);
+    size_t tkl = st__chat_ukey(tk, 'T', m->user, m->user_len) - 1;
     st_conv_t cv;
     st_totals_t tot = {0, 0};
-    int rc = st__get_fixed(s, tk, tkl, &tot, sizeof tot, wait);
+    int rc = st__chat_get_fixed(s, tk, tkl, &tot, sizeof tot, wait);
     if (rc && rc != ST_ENOTFOUND) return rc;
-    rc = st__get_fixed(s, ck, ckl, &cv, sizeof cv, wait);
+    rc = st__chat_get_fixed(s, ck, ckl, &cv, sizeof cv, wait);
     if (rc && rc != ST_ENOTFOUND) return rc;
     bool fresh = rc == ST_ENOTFOUND;
     int64_t now = st_now_us();
@@ -160,7 +66,7 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
         tot.conversations++;
     } else {
         /* the old position in the newest-first index goes */
-        size_t n = st__ukey_upd(k, m->user, m->user_len, cv.updated, m->conv, m->conv_len);
+        size_t n = st__chat_ukey_upd(k, m->user, m->user_len, cv.updated, m->conv, m->conv_len);
         if ((rc = st_store_del(s, k, n, wait))) return rc;
     }
     if (now < cv.updated) now = cv.updated; /* updated never goes back, even if the clock does */
@@ -189,31 +95,32 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
     else
         st_buf_puts(&rec, "null");
     st_buf_appendc(&rec, '}');
-    size_t n = st__ukey(k, 'M', m->user, m->user_len);
-    st__be64(k + n, id);
+    size_t n = st__chat_ukey(k, 'M', m->user, m->user_len);
+    st__chat_be64(k + n, id);
     rc = st_store_put(s, k, n + 8, rec.data, rec.len, wait);
     st_buf_free(&rec);
     if (!rc) {
-        n = st__nprefix(k, m->user, m->user_len, m->conv, m->conv_len);
-        st__be64(k + n, id);
+        n = st__chat_nprefix(k, m->user, m->user_len, m->conv, m->conv_len);
+        st__chat_be64(k + n, id);
         rc = st_store_put(s, k, n + 8, "", 0, wait);
     }
     if (!rc) rc = st_store_put(s, ck, ckl, &cv, sizeof cv, wait);
     if (!rc) {
-        n = st__ukey_upd(k, m->user, m->user_len, cv.updated, m->conv, m->conv_len);
+        n = st__chat_ukey_upd(k, m->user, m->user_len, cv.updated, m->conv, m->conv_len);
         rc = st_store_put(s, k, n, m->conv, m->conv_len, wait);
     }
     if (!rc) rc = st_store_put(s, tk, tkl, &tot, sizeof tot, wait);
     if (!rc)
         rc = st_store_put(s, st__last_id_key, sizeof st__last_id_key - 1, &id, sizeof id, wait);
     if (rc) return rc;
+    st__chat_posted(c, m->user, m->user_len, tot.total);
     if (c->observer) {
         /* the streams get the stored JSON (read back from the overlay: no second render) */
         uint64_t w0 = 0;
         const void *v;
         size_t vl;
-        size_t kn = st__ukey(k, 'M', m->user, m->user_len);
-        st__be64(k + kn, id);
+        size_t kn = st__chat_ukey(k, 'M', m->user, m->user_len);
+        st__chat_be64(k + kn, id);
         if (st_store_get(s, k, kn + 8, &v, &vl, &w0) == ST_OK && vl > 16)
             c->observer(c->observer_arg, m->user, m->user_len, m->conv, m->conv_len, id,
                         (const char *)v + 16, vl - 16, *wait);
@@ -227,6 +134,14 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
 }
 
 /* ---- reading messages ---- */
+
+static void st__chat_nop_msg(void *arg, uint64_t msg_id, const char *json, size_t len)
+{
+    (void)arg;
+    (void)msg_id;
+    (void)json;
+    (void)len;
+}
 
 /* Message record: i64 timestamp | i64 seq | the message's JSON object (rendered at post). */
 
@@ -248,7 +163,7 @@ static int st__walk_msg(void *arg, const void *key, size_t klen, const void *val
         w->more = true;
         return 1;
     }
-    w->last = st__rd64((const uint8_t *)key + klen - 8);
+    w->last = st__chat_rd64((const uint8_t *)key + klen - 8);
     w->ids[w->n++] = w->last;
     return 0;
 }
@@ -306,7 +221,8 @@ int st_chat_conversation(st_chat_t *c, const char *user, size_t ulen, const char
 {
     uint8_t k[ST__KEY_CAP];
     st_conv_t cv;
-    int rc = st__get_fixed(c->store, k, st__ckey(k, user, ulen, conv, clen), &cv, sizeof cv, wait);
+    int rc = st__chat_get_fixed(c->store, k, st__chat_ckey(k, user, ulen, conv, clen), &cv,
+                                sizeof cv, wait);
     if (rc) return rc;
     st__render_conv(out, conv, clen, &cv);
     return ST_OK;
@@ -338,7 +254,7 @@ int st_chat_conversations(st_chat_t *c, const char *user, size_t ulen, const cha
                           size_t clen, size_t limit, st_buf_t *out, uint64_t *wait)
 {
     uint8_t pre[ST__KEY_CAP], lo[ST__KEY_CAP + 1];
-    size_t pl = st__ukey(pre, 'U', user, ulen), lol = 0;
+    size_t pl = st__chat_ukey(pre, 'U', user, ulen), lol = 0;
     if (cursor) {
         /* "<updated>:<conversation_id>" of the last row seen: start just after its key */
         const char *colon = memchr(cursor, ':', clen);
@@ -346,7 +262,8 @@ int st_chat_conversations(st_chat_t *c, const char *user, size_t ulen, const cha
         if (!colon || st_parse_i64(cursor, (size_t)(colon - cursor), &upd) ||
             !st_name_valid(colon + 1, clen - (size_t)(colon + 1 - cursor)))
             return ST_EINVAL;
-        lol = st__ukey_upd(lo, user, ulen, upd, colon + 1, clen - (size_t)(colon + 1 - cursor));
+        lol =
+            st__chat_ukey_upd(lo, user, ulen, upd, colon + 1, clen - (size_t)(colon + 1 - cursor));
         lo[lol++] = 0;
     }
     st_cwalk_t w = {.limit = limit};
@@ -359,8 +276,8 @@ int st_chat_conversations(st_chat_t *c, const char *user, size_t ulen, const cha
     st_conv_t cv = {0};
     for (size_t i = 0; i < w.n && !rc; i++) {
         uint8_t k[ST__KEY_CAP];
-        rc = st__get_fixed(c->store, k, st__ckey(k, user, ulen, w.names[i], w.lens[i]), &cv,
-                           sizeof cv, wait);
+        rc = st__chat_get_fixed(c->store, k, st__chat_ckey(k, user, ulen, w.names[i], w.lens[i]),
+                                &cv, sizeof cv, wait);
         if (!rc) {
             if (i) st_buf_appendc(out, ',');
             st__render_conv(out, w.names[i], w.lens[i], &cv);
@@ -385,53 +302,121 @@ int st_chat_stats(st_chat_t *c, const char *user, size_t ulen, st_buf_t *out, ui
 {
     uint8_t k[ST__KEY_CAP];
     st_totals_t tot = {0, 0};
-    int rc = st__get_fixed(c->store, k, st__ukey(k, 'T', user, ulen) - 1, &tot, sizeof tot, wait);
+    int rc = st__chat_get_fixed(c->store, k, st__chat_ukey(k, 'T', user, ulen) - 1, &tot,
+                                sizeof tot, wait);
     if (rc && rc != ST_ENOTFOUND) return rc;
+    st_coldstat_t cs;
+    if ((rc = st__chat_coldstat(c, user, ulen, &cs, wait)) != ST_OK) return rc;
     st_buf_printf(out,
                   "{\"total_messages\":%lld,\"conversations\":%lld,\"hot_messages\":%lld,"
-                  "\"cold_messages\":0,\"cold_bytes\":0}",
-                  (long long)tot.total, (long long)tot.conversations, (long long)tot.total);
+                  "\"cold_messages\":%lld,\"cold_bytes\":%lld}",
+                  (long long)tot.total, (long long)tot.conversations,
+                  (long long)(tot.total - cs.rows), (long long)cs.rows, (long long)cs.bytes);
     return ST_OK;
 }
 
-int st_chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
-                 st_chat_msg_fn fn, void *arg, bool *more, uint64_t *last, uint64_t *wait)
+/* The hot part of a read: the walk over 'M' (or a conversation's 'N' index) within bounds. */
+static int st__hot_each(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
+                        st_chat_msg_fn fn, void *arg, size_t *given, bool *more, uint64_t *last,
+                        uint64_t *wait)
 {
     uint8_t pre[ST__KEY_CAP], lo[ST__KEY_CAP], hi[ST__KEY_CAP];
-    size_t pl = q->conv ? st__nprefix(pre, user, ulen, q->conv, q->conv_len)
-                        : st__ukey(pre, 'M', user, ulen);
+    size_t pl = q->conv ? st__chat_nprefix(pre, user, ulen, q->conv, q->conv_len)
+                        : st__chat_ukey(pre, 'M', user, ulen);
     size_t lol = 0, hil = 0;
+    *given = 0;
     *more = false;
-    *last = 0;
-    if (q->after == UINT64_MAX) return ST_OK;
+    if (q->after == UINT64_MAX || q->limit == 0) return ST_OK;
     if (q->after) {
         memcpy(lo, pre, pl);
-        st__be64(lo + pl, q->after + 1);
+        st__chat_be64(lo + pl, q->after + 1);
         lol = pl + 8;
     }
     if (q->before) {
         memcpy(hi, pre, pl);
-        st__be64(hi + pl, q->before);
+        st__chat_be64(hi + pl, q->before);
         hil = pl + 8;
     }
     st_walk_t w = {.limit = q->limit};
-    w.ids = st_malloc((q->limit ? q->limit : 1) * sizeof *w.ids);
+    w.ids = st_malloc(q->limit * sizeof *w.ids);
     int rc = st_store_range(c->store, pre, pl, lol ? lo : NULL, lol, hil ? hi : NULL, hil, q->desc,
                             st__walk_msg, &w, wait);
     if (rc == 1) rc = 0;
     /* the walk gave ids; the messages live under 'M' (one read snapshot for all of them) */
-    size_t n = st__ukey(lo, 'M', user, ulen);
+    size_t n = st__chat_ukey(lo, 'M', user, ulen);
     st_store_read_hold(c->store);
     for (size_t i = 0; i < w.n && !rc; i++) {
         const void *v;
         size_t vl;
-        st__be64(lo + n, w.ids[i]);
+        st__chat_be64(lo + n, w.ids[i]);
         rc = st_store_get(c->store, lo, n + 8, &v, &vl, wait);
         if (!rc && vl > 16) fn(arg, w.ids[i], (const char *)v + 16, vl - 16);
     }
     st_store_read_release(c->store);
+    *given = w.n;
     *more = w.more;
-    *last = w.last;
+    if (w.n) *last = w.last;
     free(w.ids);
     return rc;
+}
+
+/* Hot and cold merged: cold ids are all <= the user's watermark < every hot id, so oldest-first
+ * reads cold then hot and newest-first hot then cold; each side is asked only for what the
+ * page still needs, and `more` looks past the boundary when a side ends exactly at the limit. */
+int st_chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
+                 st_chat_msg_fn fn, void *arg, bool *more, uint64_t *last, uint64_t *wait)
+{
+    st_coldstat_t cs;
+    *more = false;
+    *last = 0;
+    int rc = st__chat_coldstat(c, user, ulen, &cs, wait);
+    if (rc) return rc;
+    uint64_t wm = cs.rows ? cs.watermark : 0;
+    bool cold_in = wm && q->after < wm; /* the range reaches into the cold part */
+    bool hot_in = !(q->before && wm && q->before <= wm + 1);
+    size_t given = 0, got;
+    bool m = false;
+    st_message_query_t hq = *q;
+    if (wm && hq.after < wm) hq.after = wm;
+    uint64_t chi = q->before && q->before <= wm ? q->before : wm + 1;
+    if (!q->desc) {
+        if (cold_in) {
+            rc = st__chat_cold_each(c, user, ulen, q->conv, q->conv_len, q->after, chi, false,
+                                    q->limit, fn, arg, &got, &m, last, wait);
+            given = got;
+            if (rc || m) {
+                *more = m;
+                return rc;
+            }
+        }
+        if (!hot_in) return ST_OK;
+        hq.limit = q->limit - given;
+        if (hq.limit == 0) {
+            hq.limit = 1; /* is there anything hot at all? */
+            rc = st__hot_each(c, user, ulen, &hq, st__chat_nop_msg, NULL, &got, &m, &(uint64_t){0},
+                              wait);
+            *more = got > 0;
+            return rc;
+        }
+        rc = st__hot_each(c, user, ulen, &hq, fn, arg, &got, more, last, wait);
+        return rc;
+    }
+    if (hot_in) {
+        rc = st__hot_each(c, user, ulen, &hq, fn, arg, &got, &m, last, wait);
+        given = got;
+        if (rc || m) {
+            *more = m;
+            return rc;
+        }
+    }
+    if (!cold_in) return ST_OK;
+    if (given == q->limit) {
+        uint64_t ignore = 0;
+        rc = st__chat_cold_each(c, user, ulen, q->conv, q->conv_len, q->after, chi, true, 1,
+                                st__chat_nop_msg, NULL, &got, &m, &ignore, wait);
+        *more = got > 0;
+        return rc;
+    }
+    return st__chat_cold_each(c, user, ulen, q->conv, q->conv_len, q->after, chi, true,
+                              q->limit - given, fn, arg, &got, more, last, wait);
 }

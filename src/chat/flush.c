@@ -1,0 +1,520 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Flushes: a user's oldest hot messages become one Parquet object. On the loop, a snapshot of
+ * the rows is taken; on a libuv worker they are decoded into columns, encoded, compressed and
+ * written to object storage; back on the loop, one batch records the object in the manifest,
+ * deletes the hot rows and moves their counts into the conversations' cold baselines. Until
+ * that batch, readers see the rows hot; after it, cold; never both, never neither.
+ *
+ * A failed write (storage down, disk full) leaves the hot rows alone and retries with backoff.
+ * A crash mid-flush leaves at most an object no manifest names; the retry writes the same key
+ * (the first row's timestamp and the file's sequence number) over it.
+ *
+ * Triggers: a user reaching --flush-rows hot rows, every --flush-interval, the hot store at
+ * 80 % of its capacity, and POST /v1/admin/flush.
+ */
+#include "internal.h"
+#include "strata/counters.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ST__FLUSH_MAX_ROWS  100000
+#define ST__FLUSH_MAX_BYTES (64u << 20)
+#define ST__FLUSH_PARALLEL  2
+#define ST__TICK_MS         1000
+
+typedef struct {
+    st_map_node_t node;
+    char user[ST_NAME_MAX + 1];
+    size_t ulen;
+    uint64_t not_before_ms;
+    uint32_t failures;
+} st_fuser_t;
+
+typedef struct {
+    uv_work_t req;
+    st_chatcold_t *cc;
+    st_fuser_t *u;
+    uint64_t seq;
+    bool capped; /* more hot rows than one flush takes */
+    /* the snapshot: records as stored, concatenated */
+    size_t n;
+    uint64_t *ids;
+    size_t *offs;
+    st_buf_t recs;
+    /* worker results */
+    int rc;
+    st_msgrow_t *rows; /* sorted by conversation, then msg_id; strings in arena */
+    st_arena_t arena;
+    st_buf_t key;
+    uint64_t size;
+    uint64_t t0;
+} st_flushjob_t;
+
+static uint64_t st__now_ms(st_chatcold_t *cc)
+{
+    return uv_now(cc->loop);
+}
+
+/* ---- the queue ---- */
+
+static st_fuser_t *st__fuser(const char *u, size_t ul)
+{
+    st_fuser_t *f = st_calloc(1, sizeof *f);
+    memcpy(f->user, u, ul);
+    f->ulen = ul;
+    f->node.key = f->user;
+    f->node.klen = ul;
+    return f;
+}
+
+static void st__enqueue(st_chatcold_t *cc, const char *u, size_t ul)
+{
+    if (st_map_get(&cc->pending, u, ul) || st_map_get(&cc->running, u, ul)) return;
+    st_fuser_t *f = st__fuser(u, ul);
+    st_map_insert(&cc->pending, &f->node);
+    st_metric_set(cc->m_pending, (double)cc->pending.count);
+}
+
+static void st__pump(st_chatcold_t *cc);
+static void st__maybe_free(st_chatcold_t *cc);
+
+/* ---- worker side ---- */
+
+static int st__cmp_rows(const void *a, const void *b)
+{
+    const st_msgrow_t *x = a, *y = b;
+    size_t n = x->conv_len < y->conv_len ? x->conv_len : y->conv_len;
+    int c = memcmp(x->conv, y->conv, n);
+    if (c) return c;
+    if (x->conv_len != y->conv_len) return x->conv_len < y->conv_len ? -1 : 1;
+    return x->msg_id < y->msg_id ? -1 : x->msg_id > y->msg_id;
+}
+
+static const char *st__copy(st_arena_t *a, const char *s, size_t n, uint32_t *len)
+{
+    *len = (uint32_t)n;
+    return st_arena_strndup(a, s, n);
+}
+
+/* A record back into columns: the JSON was rendered by st_chat_post, so its shape is known;
+ * metadata is kept as the raw JSON text it was stored as. */
+static int st__decode(st_flushjob_t *j, size_t i, st_msgrow_t *r)
+{
+    const char *rec = j->recs.data + j->offs[i];
+    size_t len = j->offs[i + 1] - j->offs[i];
+    if (len <= 16) return ST_EINTERNAL;
+    memcpy(&r->timestamp, rec, 8);
+    memcpy(&r->seq, rec + 8, 8);
+    r->msg_id = j->ids[i];
+    const char *json = rec + 16;
+    size_t jl = len - 16;
+    cJSON *o = cJSON_ParseWithLength(json, jl);
+    const cJSON *conv = cJSON_GetObjectItemCaseSensitive(o, "conversation_id");
+    const cJSON *from = cJSON_GetObjectItemCaseSensitive(o, "from");
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(o, "content");
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(o, "metadata");
+    int rc = ST_EINTERNAL;
+    if (cJSON_IsString(conv) && cJSON_IsString(from) && cJSON_IsString(content) && meta) {
+        r->conv = st__copy(&j->arena, conv->valuestring, strlen(conv->valuestring), &r->conv_len);
+        r->from = st__copy(&j->arena, from->valuestring, strlen(from->valuestring), &r->from_len);
+        /* content may hold NUL bytes (\u0000): take its length from cJSON's own copy */
+        r->content = st__copy(&j->arena, content->valuestring, strlen(content->valuestring),
+                              &r->content_len);
+        r->metadata = NULL;
+        r->metadata_len = 0;
+        if (!cJSON_IsNull(meta)) {
+            static const char tag[] = ",\"metadata\":";
+            const char *c0 = strstr(json, "\"content\":");
+            const char *m0 = c0 ? strstr(c0, tag) : NULL;
+            if (m0 && json[jl - 1] == '}') {
+                m0 += sizeof tag - 1;
+                r->metadata =
+                    st__copy(&j->arena, m0, (size_t)(json + jl - 1 - m0), &r->metadata_len);
+            }
+        }
+        rc = ST_OK;
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
+static void st__flush_work(uv_work_t *req)
+{
+    st_flushjob_t *j = req->data;
+    j->rows = st_calloc(j->n, sizeof *j->rows);
+    j->rc = ST_OK;
+    for (size_t i = 0; i < j->n && j->rc == ST_OK; i++)
+        j->rc = st__decode(j, i, &j->rows[i]);
+    if (j->rc != ST_OK) return;
+    int64_t first_ts = j->rows[0].timestamp;
+    qsort(j->rows, j->n, sizeof *j->rows, st__cmp_rows);
+    st_buf_t file = {0};
+    j->rc = st_parquet_encode(j->rows, j->n, j->cc->zstd_level, &file);
+    st__chat_object_key(&j->key, j->u->user, j->u->ulen, first_ts, j->seq);
+    if (j->rc == ST_OK) j->rc = st_objstore_put(j->cc->obj, j->key.data, file.data, file.len);
+    j->size = file.len;
+    st_buf_free(&file);
+}
+
+/* ---- loop side ---- */
+
+static void st__job_free(st_flushjob_t *j)
+{
+    free(j->ids);
+    free(j->offs);
+    free(j->rows);
+    st_buf_free(&j->recs);
+    st_buf_free(&j->key);
+    st_arena_free(&j->arena);
+    free(j);
+}
+
+/* The batch that moves the rows: manifest in, hot rows out, counts to the cold baselines. */
+static int st__commit(st_chatcold_t *cc, st_flushjob_t *j, uint64_t *wait)
+{
+    st_chat_t *c = cc->chat;
+    st_store_t *s = c->store;
+    const char *u = j->u->user;
+    size_t ul = j->u->ulen;
+    uint8_t k[ST__KEY_CAP];
+    int rc = ST_OK;
+    uint64_t max_id = 0, min_id = UINT64_MAX;
+    for (size_t i = 0; i < j->n && rc == ST_OK; i++) {
+        const st_msgrow_t *r = &j->rows[i];
+        if (r->msg_id > max_id) max_id = r->msg_id;
+        if (r->msg_id < min_id) min_id = r->msg_id;
+        size_t n = st__chat_ukey(k, 'M', u, ul);
+        st__chat_be64(k + n, r->msg_id);
+        rc = st_store_del(s, k, n + 8, wait);
+        if (rc == ST_OK) {
+            n = st__chat_nprefix(k, u, ul, r->conv, r->conv_len);
+            st__chat_be64(k + n, r->msg_id);
+            rc = st_store_del(s, k, n + 8, wait);
+        }
+        /* rows are grouped by conversation: settle each group's count once */
+        bool last = i + 1 == j->n || j->rows[i + 1].conv_len != r->conv_len ||
+                    memcmp(j->rows[i + 1].conv, r->conv, r->conv_len) != 0;
+        if (rc == ST_OK && last) {
+            size_t from = i;
+            while (from > 0 && j->rows[from - 1].conv_len == r->conv_len &&
+                   memcmp(j->rows[from - 1].conv, r->conv, r->conv_len) == 0)
+                from--;
+            int64_t moved = (int64_t)(i - from + 1);
+            st_conv_t cv;
+            size_t kl = st__chat_ckey(k, u, ul, r->conv, r->conv_len);
+            rc = st__chat_get_fixed(s, k, kl, &cv, sizeof cv, wait);
+            if (rc == ST_OK) {
+                cv.base_total += moved;
+                cv.hot_total -= moved;
+                rc = st_store_put(s, k, kl, &cv, sizeof cv, wait);
+            }
+        }
+    }
+    st_coldstat_t cs;
+    if (rc == ST_OK) rc = st__chat_coldstat(c, u, ul, &cs, wait);
+    if (rc == ST_OK) {
+        cs.watermark = max_id;
+        cs.rows += (int64_t)j->n;
+        cs.bytes += (int64_t)j->size;
+        cs.files++;
+        cs.next_seq = j->seq + 1;
+        rc = st_store_put(s, k, st__chat_ukey(k, 'W', u, ul) - 1, &cs, sizeof cs, wait);
+    }
+    if (rc == ST_OK) {
+        st_coldfile_t f = {min_id, max_id, (int64_t)j->n, j->size};
+        st_buf_t v = {0};
+        st_buf_append(&v, &f, sizeof f);
+        st_buf_append(&v, j->key.data, j->key.len);
+        size_t n = st__chat_ukey(k, 'F', u, ul);
+        st__chat_be64(k + n, j->seq);
+        rc = st_store_put(s, k, n + 8, v.data, v.len, wait);
+        st_buf_free(&v);
+    }
+    return rc;
+}
+
+static void st__flush_done(uv_work_t *req, int status)
+{
+    st_flushjob_t *j = req->data;
+    st_chatcold_t *cc = j->cc;
+    st_fuser_t *u = j->u;
+    st_map_remove(&cc->running, &u->node);
+    cc->nrunning--;
+    st_metric_set(cc->m_running, (double)cc->nrunning);
+    if (cc->stopping || status == UV_ECANCELED) {
+        /* shutting down: the object, if written, is named by no manifest and the next flush
+         * of this user writes the same key over it */
+        free(u);
+        st__job_free(j);
+        st__maybe_free(cc);
+        return;
+    }
+    uint64_t wait = 0;
+    int rc = j->rc;
+    if (rc == ST_OK) rc = st__commit(cc, j, &wait);
+    if (rc != ST_OK) {
+        /* nothing changed in the hot store (a failed commit is rolled back with its batch);
+         * try again later, backing off up to a minute */
+        st_metric_add(cc->m_flush_err, 1);
+        u->failures++;
+        uint64_t backoff = 1000ull << (u->failures < 6 ? u->failures : 6);
+        u->not_before_ms = st__now_ms(cc) + (backoff > 60000 ? 60000 : backoff);
+        st_warn("cold: flush of %.*s failed (%s); retrying in %llu ms", (int)u->ulen, u->user,
+                st_strerror(rc), (unsigned long long)(u->not_before_ms - st__now_ms(cc)));
+        st_map_insert(&cc->pending, &u->node);
+        st_metric_set(cc->m_pending, (double)cc->pending.count);
+    } else {
+        st_metric_add(cc->m_flush_ok, 1);
+        st_metric_add(cc->m_rows, (double)j->n);
+        st_metric_add(cc->m_bytes, (double)j->size);
+        st_metric_observe(cc->m_seconds, (double)(uv_hrtime() - j->t0) / 1e9);
+        st_info("cold: flushed %zu messages of %.*s to %s (%llu bytes)", j->n, (int)u->ulen,
+                u->user, j->key.data, (unsigned long long)j->size);
+        if (j->capped)
+            st_map_insert(&cc->pending, &u->node);
+        else
+            free(u);
+    }
+    st__job_free(j);
+    st__pump(cc);
+}
+
+typedef struct {
+    st_flushjob_t *j;
+    size_t cap;
+} st_snap_t;
+
+static int st__snap_row(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_snap_t *sn = arg;
+    st_flushjob_t *j = sn->j;
+    if (klen < 8) return 0;
+    if (j->n == ST__FLUSH_MAX_ROWS || j->recs.len + vlen > ST__FLUSH_MAX_BYTES) {
+        j->capped = true;
+        return 1;
+    }
+    if (j->n + 2 > sn->cap) {
+        sn->cap = sn->cap ? sn->cap * 2 : 1024;
+        j->ids = st_realloc(j->ids, sn->cap * sizeof *j->ids);
+        j->offs = st_realloc(j->offs, sn->cap * sizeof *j->offs);
+    }
+    j->ids[j->n] = st__chat_rd64((const uint8_t *)key + klen - 8);
+    j->offs[j->n++] = j->recs.len;
+    st_buf_append(&j->recs, val, vlen);
+    return 0;
+}
+
+/* Takes the user's oldest hot rows and hands them to a worker; false if there was nothing. */
+static bool st__start(st_chatcold_t *cc, st_fuser_t *u)
+{
+    st_chat_t *c = cc->chat;
+    st_flushjob_t *j = st_calloc(1, sizeof *j);
+    j->cc = cc;
+    j->u = u;
+    j->t0 = uv_hrtime();
+    uint64_t wait = 0;
+    st_coldstat_t cs;
+    uint8_t pre[ST__KEY_CAP];
+    st_snap_t sn = {j, 0};
+    int rc = st__chat_coldstat(c, u->user, u->ulen, &cs, &wait);
+    j->seq = cs.next_seq ? cs.next_seq : 1;
+    if (rc == ST_OK) {
+        size_t pl = st__chat_ukey(pre, 'M', u->user, u->ulen);
+        rc = st_store_scan(c->store, pre, pl, st__snap_row, &sn, &wait);
+        if (rc == 1) rc = ST_OK;
+    }
+    if (rc != ST_OK || j->n == 0) {
+        st__job_free(j);
+        return false;
+    }
+    j->offs[j->n] = j->recs.len;
+    j->req.data = j;
+    st_map_insert(&cc->running, &u->node);
+    cc->nrunning++;
+    st_metric_set(cc->m_running, (double)cc->nrunning);
+    if (uv_queue_work(cc->loop, &j->req, st__flush_work, st__flush_done) != 0) {
+        st_map_remove(&cc->running, &u->node);
+        cc->nrunning--;
+        st__job_free(j);
+        return false;
+    }
+    return true;
+}
+
+static void st__pump(st_chatcold_t *cc)
+{
+    uint64_t now = st__now_ms(cc);
+    size_t it;
+    while (cc->nrunning < ST__FLUSH_PARALLEL && !cc->stopping) {
+        st_fuser_t *pick = NULL;
+        for (st_map_node_t *n = st_map_first(&cc->pending, &it); n;
+             n = st_map_next(&cc->pending, &it, n))
+            if (((st_fuser_t *)n)->not_before_ms <= now) {
+                pick = (st_fuser_t *)n;
+                break;
+            }
+        if (!pick) break;
+        st_map_remove(&cc->pending, &pick->node);
+        if (!st__start(cc, pick)) free(pick);
+    }
+    st_metric_set(cc->m_pending, (double)cc->pending.count);
+}
+
+/* ---- triggers ---- */
+
+/* Names under a key prefix, collected first: acting on them inside the scan would read and
+ * stage writes while the scan's own pointers are live. */
+typedef struct {
+    st_buf_t names; /* each: u8 length, then the name */
+} st_names_t;
+
+static int st__collect_name(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_names_t *n = arg;
+    (void)val;
+    (void)vlen;
+    if (klen < 2 || klen - 1 > ST_NAME_MAX) return 0;
+    st_buf_appendc(&n->names, (char)(uint8_t)(klen - 1));
+    st_buf_append(&n->names, (const char *)key + 1, klen - 1);
+    return 0;
+}
+
+static void st__scan_names(st_store_t *s, char prefix, st_names_t *out)
+{
+    uint64_t wait = 0;
+    st_store_scan(s, &prefix, 1, st__collect_name, out, &wait);
+}
+
+size_t st_chat_flush_all(st_chat_t *c)
+{
+    if (!c->cold) return 0;
+    size_t queued = 0;
+    uint64_t wait = 0;
+    st_names_t users = {{0}}, counters = {{0}};
+    st__scan_names(c->store, 'T', &users);
+    for (size_t i = 0; i < users.names.len;) {
+        size_t ul = (uint8_t)users.names.data[i];
+        const char *u = users.names.data + i + 1;
+        i += 1 + ul;
+        uint8_t k[ST__KEY_CAP];
+        st_totals_t tot;
+        st_coldstat_t cs;
+        if (st__chat_get_fixed(c->store, k, st__chat_ukey(k, 'T', u, ul) - 1, &tot, sizeof tot,
+                               &wait) == ST_OK &&
+            st__chat_coldstat(c, u, ul, &cs, &wait) == ST_OK && tot.total > cs.rows) {
+            st__enqueue(c->cold, u, ul);
+            queued++;
+        }
+    }
+    /* counters' hot increments move into their baselines too (their values do not change) */
+    st__scan_names(c->store, ST_KS_COUNTER, &counters);
+    for (size_t i = 0; i < counters.names.len;) {
+        size_t nl = (uint8_t)counters.names.data[i];
+        const char *name = counters.names.data + i + 1;
+        i += 1 + nl;
+        st_counter_t ctr;
+        if (st_counter_get(c->store, name, nl, &ctr, &wait) == ST_OK && ctr.hot)
+            st_counter_consolidate(c->store, name, nl, &wait);
+    }
+    st_buf_free(&users.names);
+    st_buf_free(&counters.names);
+    st__pump(c->cold);
+    return queued;
+}
+
+void st__chat_posted(st_chat_t *c, const char *u, size_t ul, int64_t total)
+{
+    st_chatcold_t *cc = c->cold;
+    if (!cc || (uint64_t)total < cc->flush_rows) return;
+    st_coldstat_t cs;
+    uint64_t wait = 0;
+    if (st__chat_coldstat(c, u, ul, &cs, &wait) != ST_OK) return;
+    if ((uint64_t)(total - cs.rows) >= cc->flush_rows) {
+        st__enqueue(cc, u, ul);
+        st__pump(cc);
+    }
+}
+
+static void st__on_tick(uv_timer_t *t)
+{
+    st_chatcold_t *cc = t->data;
+    uint64_t now = st__now_ms(cc), used, size;
+    st_store_usage(cc->chat->store, &used, &size);
+    bool full = size && used >= size / 10 * 8;
+    if (now >= cc->next_interval_ms || full) {
+        if (full)
+            st_warn("cold: hot store at %llu of %llu bytes: flushing", (unsigned long long)used,
+                    (unsigned long long)size);
+        cc->next_interval_ms = now + cc->interval_ms;
+        st_chat_flush_all(cc->chat);
+    }
+    st__pump(cc);
+}
+
+int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t *o)
+{
+    st_chatcold_t *cc = st_calloc(1, sizeof *cc);
+    cc->loop = loop;
+    cc->chat = c;
+    cc->obj = o->store;
+    cc->flush_rows = o->flush_rows ? o->flush_rows : 10000;
+    cc->interval_ms = (o->flush_interval_s ? o->flush_interval_s : 300) * 1000;
+    cc->zstd_level = o->zstd_level ? o->zstd_level : 3;
+    st_map_init(&cc->pending);
+    st_map_init(&cc->running);
+    st_map_init(&cc->footers);
+    cc->m_flush_ok = st_metrics_counter("strata_flush_total", "Cold-tier flushes", "result=\"ok\"");
+    cc->m_flush_err =
+        st_metrics_counter("strata_flush_total", "Cold-tier flushes", "result=\"error\"");
+    cc->m_rows =
+        st_metrics_counter("strata_flush_rows_total", "Messages moved to the cold tier", "");
+    cc->m_bytes = st_metrics_counter("strata_flush_bytes_total", "Parquet bytes written", "");
+    cc->m_running = st_metrics_gauge("strata_flush_running", "Flushes in progress", "");
+    cc->m_pending = st_metrics_gauge("strata_flush_pending", "Users waiting for a flush", "");
+    cc->m_cold_reads = st_metrics_counter("strata_cold_row_groups_read_total",
+                                          "Parquet row groups decoded for reads", "");
+    cc->m_seconds =
+        st_metrics_histogram("strata_flush_seconds", "Flush duration, snapshot to manifest", "",
+                             st_metrics_latency_bounds, st_metrics_latency_nbounds);
+    uv_timer_init(loop, &cc->tick);
+    cc->tick.data = cc;
+    cc->next_interval_ms = uv_now(loop) + cc->interval_ms;
+    uv_timer_start(&cc->tick, st__on_tick, ST__TICK_MS, ST__TICK_MS);
+    c->cold = cc;
+    return ST_OK;
+}
+
+/* Freed once its timer is closed and the last job in flight has come back. */
+static void st__maybe_free(st_chatcold_t *cc)
+{
+    if (!cc->closed || cc->nrunning) return;
+    size_t it;
+    st_map_node_t *n;
+    while ((n = st_map_first(&cc->pending, &it)) != NULL) {
+        st_map_remove(&cc->pending, n);
+        free(n);
+    }
+    st_map_free(&cc->pending);
+    st_map_free(&cc->running);
+    st__chat_cache_free(cc);
+    free(cc);
+}
+
+static void st__tick_closed(uv_handle_t *h)
+{
+    st_chatcold_t *cc = h->data;
+    cc->closed = true;
+    st__maybe_free(cc);
+}
+
+void st_chat_cold_stop(st_chat_t *c)
+{
+    st_chatcold_t *cc = c->cold;
+    if (!cc) return;
+    cc->stopping = true;
+    c->cold = NULL;
+    uv_close((uv_handle_t *)&cc->tick, st__tick_closed);
+}

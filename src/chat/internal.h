@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * chat internals shared by its files: posting and reading (chat.c), the key layout (keys.c),
+ * cold reads (cold_read.c) and flushes (flush.c).
+ *
+ * Hot keys (u = user, c = conversation part, id = 8-byte big-endian msg_id):
+ *   'M' u 0 id        message record: i64 timestamp | i64 seq | the message's JSON
+ *   'N' u 0 c 0 id    a conversation's messages (index)
+ *   'C' u 0 c         conversation record (hybrid: cold baseline + hot increment)
+ *   'U' u 0 ~upd c    conversations newest-updated first (value: the conversation id)
+ *   'T' u             user totals
+ * Cold tier keys:
+ *   'W' u             what of the user is cold (st_coldstat_t)
+ *   'F' u 0 seq       one Parquet object of the user (st_coldfile_t, then the object key)
+ * The flush invariant: every cold msg_id of a user is <= its watermark < every hot msg_id, and
+ * a flush moves rows by one atomic batch (manifest record in, hot rows out, counts moved from
+ * hot to the cold baseline), so a read sees each message exactly once, before or after.
+ */
+#ifndef STRATA_CHAT_INTERNAL_H
+#define STRATA_CHAT_INTERNAL_H
+
+#include "strata/chat.h"
+#include "strata/cold.h"
+#include "strata/metrics.h"
+
+#define ST__KEY_CAP 600
+
+typedef struct st_chatcold st_chatcold_t;
+
+struct st_chat {
+    st_store_t *store;
+    st_snowflake_t ids;
+    st_chat_observer_fn observer;
+    void *observer_arg;
+    st_chatcold_t *cold; /* NULL until st_chat_cold_start */
+};
+
+typedef struct {
+    uint64_t first, last;
+    int64_t created, updated;
+    int64_t hot_total, base_total;
+} st_conv_t;
+
+typedef struct {
+    int64_t total, conversations;
+} st_totals_t;
+
+typedef struct {
+    uint64_t watermark; /* the newest cold msg_id (0: nothing cold) */
+    int64_t rows, bytes, files;
+    uint64_t next_seq;
+} st_coldstat_t;
+
+typedef struct {
+    uint64_t min_id, max_id;
+    int64_t rows;
+    uint64_t size;
+} st_coldfile_t;
+
+/* keys.c */
+void st__chat_be64(uint8_t *p, uint64_t v);
+uint64_t st__chat_rd64(const uint8_t *p);
+size_t st__chat_ukey(uint8_t *k, char ks, const char *u, size_t ul); /* ks u 0 */
+size_t st__chat_conv_part(uint8_t *k, size_t ul, const char *c, size_t cl);
+size_t st__chat_ckey(uint8_t *k, const char *u, size_t ul, const char *c, size_t cl);
+size_t st__chat_nprefix(uint8_t *k, const char *u, size_t ul, const char *c, size_t cl);
+size_t st__chat_ukey_upd(uint8_t *k, const char *u, size_t ul, int64_t updated, const char *c,
+                         size_t cl);
+int st__chat_get_fixed(st_store_t *s, const uint8_t *k, size_t kl, void *dst, size_t n,
+                       uint64_t *wait);
+/* The user's cold summary; all zero when nothing of the user is cold. */
+int st__chat_coldstat(st_chat_t *c, const char *u, size_t ul, st_coldstat_t *out, uint64_t *wait);
+/* The object key of a user's file: {user}/batch-{ts}-{seq}.parquet, with a leading '.' of the
+ * user escaped so "." and ".." stay names, not directories. */
+void st__chat_object_key(st_buf_t *b, const char *u, size_t ul, int64_t ts, uint64_t seq);
+
+/* cold_read.c */
+/* A message row rendered exactly as the hot store renders it at post time. */
+void st__chat_render_row(st_buf_t *b, const st_msgrow_t *r);
+/* Cold messages of a user (one conversation or all) with lo < msg_id < hi (0 = open), oldest or
+ * newest first, up to limit, through fn. *more: rows remain past the last one given. */
+int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                       uint64_t lo, uint64_t hi, bool desc, size_t limit, st_chat_msg_fn fn,
+                       void *arg, size_t *given, bool *more, uint64_t *last, uint64_t *wait);
+void st__chat_cache_free(st_chatcold_t *cc);
+
+/* flush.c: told after each post with the user's total message count (flush_rows trigger). */
+void st__chat_posted(st_chat_t *c, const char *u, size_t ul, int64_t total);
+
+/* The cold tier's state (flush.c owns it). */
+struct st_chatcold {
+    uv_loop_t *loop;
+    st_chat_t *chat;
+    st_objstore_t *obj;
+    uint64_t flush_rows;
+    uint64_t interval_ms;
+    int zstd_level;
+    bool stopping, closed;
+    uv_timer_t tick;
+    uint64_t next_interval_ms;
+    /* users waiting for a flush, and those with one in flight */
+    st_map_t pending, running;
+    size_t nrunning;
+    /* parsed footers of cold objects, least recently used first out */
+    st_map_t footers;
+    struct st_footer *lru_head, *lru_tail;
+    size_t nfooters;
+    st_metric_t *m_flush_ok, *m_flush_err, *m_rows, *m_bytes, *m_running, *m_pending;
+    st_metric_t *m_cold_reads, *m_cold_errors, *m_seconds;
+};
+
+#endif

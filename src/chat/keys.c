@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/* Key layout of the chat module (see internal.h); shared by posting, reading and flushing. */
+#include "internal.h"
+
+#include <openssl/sha.h>
+#include <string.h>
+
+void st__chat_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+uint64_t st__chat_rd64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* ks u 0 */
+size_t st__chat_ukey(uint8_t *k, char ks, const char *u, size_t ul)
+{
+    k[0] = (uint8_t)ks;
+    memcpy(k + 1, u, ul);
+    k[1 + ul] = 0;
+    return ul + 2;
+}
+
+size_t st__chat_conv_part(uint8_t *k, size_t ul, const char *c, size_t cl)
+{
+    if (ul + cl <= 400) {
+        memcpy(k, c, cl);
+        return cl;
+    }
+    uint8_t d[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)c, cl, d);
+    k[0] = 1;
+    memcpy(k + 1, d, 20);
+    return 21;
+}
+
+size_t st__chat_ckey(uint8_t *k, const char *u, size_t ul, const char *c, size_t cl)
+{
+    size_t n = st__chat_ukey(k, 'C', u, ul);
+    return n + st__chat_conv_part(k + n, ul, c, cl);
+}
+
+size_t st__chat_nprefix(uint8_t *k, const char *u, size_t ul, const char *c, size_t cl)
+{
+    size_t n = st__chat_ukey(k, 'N', u, ul);
+    n += st__chat_conv_part(k + n, ul, c, cl);
+    k[n++] = 0;
+    return n;
+}
+
+size_t st__chat_ukey_upd(uint8_t *k, const char *u, size_t ul, int64_t updated, const char *c,
+                         size_t cl)
+{
+    size_t n = st__chat_ukey(k, 'U', u, ul);
+    st__chat_be64(k + n, ~(uint64_t)updated);
+    n += 8;
+    return n + st__chat_conv_part(k + n, ul, c, cl);
+}
+
+int st__chat_get_fixed(st_store_t *s, const uint8_t *k, size_t kl, void *dst, size_t n,
+                       uint64_t *wait)
+{
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(s, k, kl, &v, &vl, wait);
+    if (rc) return rc;
+    if (vl != n) return ST_EINTERNAL;
+    memcpy(dst, v, n);
+    return ST_OK;
+}
+
+int st__chat_coldstat(st_chat_t *c, const char *u, size_t ul, st_coldstat_t *out, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    int rc =
+        st__chat_get_fixed(c->store, k, st__chat_ukey(k, 'W', u, ul) - 1, out, sizeof *out, wait);
+    if (rc == ST_ENOTFOUND) {
+        memset(out, 0, sizeof *out);
+        rc = ST_OK;
+    }
+    return rc;
+}
+
+void st__chat_object_key(st_buf_t *b, const char *u, size_t ul, int64_t ts, uint64_t seq)
+{
+    size_t i = 0;
+    for (; i < ul && u[i] == '.'; i++)
+        st_buf_puts(b, "%2E");
+    st_buf_append(b, u + i, ul - i);
+    st_buf_printf(b, "/batch-%lld-%llu.parquet", (long long)ts, (unsigned long long)seq);
+    st_buf_appendc(b, 0);
+    b->len--;
+}
