@@ -12,6 +12,6 @@ case "$flavour" in
   asan)    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DST_SANITIZE=address,undefined >/dev/null
            cmake --build build-asan -j"$jobs" ;;
   fuzz)    CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DST_FUZZ=ON >/dev/null
-           cmake --build build-fuzz -j"$jobs" --target fuzz_http fuzz_json_body fuzz_ws ;;
+           cmake --build build-fuzz -j"$jobs" --target fuzz_http fuzz_json_body fuzz_ws fuzz_parquet ;;
   *) echo "usage: tools/build.sh [release|asan|fuzz]" >&2; exit 2 ;;
 esac

@@ -120,7 +120,8 @@ static int st__row_group(st_tr_t *r, uint64_t data_end, st_pq_group_t *g, st_buf
         if (id == 1 && t == ST_TC_LIST) {
             int elem;
             size_t n;
-            if (!st_tr_list(r, &elem, &n) || elem != ST_TC_STRUCT || n != ST_PQ_COLUMNS) {
+            /* exactly one list of exactly our columns (a repeated field would overflow) */
+            if (ncols || !st_tr_list(r, &elem, &n) || elem != ST_TC_STRUCT || n != ST_PQ_COLUMNS) {
                 r->ok = false;
                 break;
             }

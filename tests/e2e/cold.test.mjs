@@ -3,51 +3,17 @@
 // and cold exactly (randomized flush moments, every paging path); triggers; a damaged object
 // fails only the reads that need it; kill -9 in the middle of a flush loses nothing.
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { DuckDBInstance } from '@duckdb/node-api';
 import { after, before, describe, test } from 'node:test';
+import { duckQuery, duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
 import { sleep, startStrata, tempDir, wsConnect } from './lib.mjs';
-
-// Every Parquet file under dir (recursively).
-export function parquetFiles(dir) {
-  const out = [];
-  const walk = (d) => {
-    for (const e of readdirSync(d, { withFileTypes: true })) {
-      const p = path.join(d, e.name);
-      if (e.isDirectory()) walk(p);
-      else if (e.name.endsWith('.parquet') || e.name.endsWith('._S3rver_object')) out.push(p);
-    }
-  };
-  walk(dir);
-  return out.sort();
-}
-
-let duck;
-export async function duckRows(files) {
-  duck ??= await (await DuckDBInstance.create(':memory:')).connect();
-  const list = files.map((f) => `'${f}'`).join(',');
-  const r = await duck.runAndReadAll(
-    `SELECT msg_id::VARCHAR AS msg_id, conversation_id, "from", epoch_us(timestamp) AS ts, seq, content, metadata::VARCHAR AS metadata
-     FROM read_parquet([${list}]) ORDER BY msg_id::BIGINT`);
-  return r.getRowObjectsJson().map((x) => ({ ...x, ts: Number(x.ts), seq: Number(x.seq) }));
-}
 
 // The same row as the API shows it.
 const asRow = (m) => ({
   msg_id: m.msg_id, conversation_id: m.conversation_id, from: m.from, ts: m.timestamp, seq: m.seq,
   content: m.content, metadata: m.metadata === null ? null : JSON.stringify(m.metadata),
 });
-
-export async function waitFor(what, fn, ms = 15000) {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 // Flushes every user and waits until user u has no hot rows left.
 async function flushAll(s, u) {
@@ -101,8 +67,8 @@ describe('cold tier', () => {
     const rows = await duckRows(files);
     assert.deepEqual(rows, beforeAll.map(asRow), 'DuckDB sees exactly what the API served');
     // row groups per conversation, with min/max statistics
-    const meta = (await duck.runAndReadAll(
-      `SELECT row_group_id, path_in_schema, stats_min_value, stats_max_value, compression FROM parquet_metadata('${files[0]}')`)).getRowObjectsJson();
+    const meta = await duckQuery(
+      `SELECT row_group_id, path_in_schema, stats_min_value, stats_max_value, compression FROM parquet_metadata('${files[0]}')`);
     const convStats = meta.filter((m) => m.path_in_schema === 'conversation_id');
     assert.equal(convStats.length, CONVS.length);
     for (const m of convStats) assert.equal(m.stats_min_value, m.stats_max_value);

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+// Helpers for the cold-tier tests: find the Parquet objects strata wrote (local directory or
+// s3rver's store) and read them with DuckDB.
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { sleep } from './lib.mjs';
+
+// Every Parquet file under dir (recursively).
+export function parquetFiles(dir) {
+  const out = [];
+  const walk = (d) => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.name.endsWith('.parquet') || e.name.endsWith('._S3rver_object')) out.push(p);
+    }
+  };
+  walk(dir);
+  return out.sort();
+}
+
+let duck;
+export async function duckQuery(sql) {
+  duck ??= await (await DuckDBInstance.create(':memory:')).connect();
+  return (await duck.runAndReadAll(sql)).getRowObjectsJson();
+}
+
+// Every row of the files, in msg_id order, with the columns as the API names them.
+export async function duckRows(files) {
+  const list = files.map((f) => `'${f}'`).join(',');
+  const r = await duckQuery(
+    `SELECT msg_id::VARCHAR AS msg_id, conversation_id, "from", epoch_us(timestamp) AS ts, seq, content, metadata::VARCHAR AS metadata
+     FROM read_parquet([${list}]) ORDER BY msg_id::BIGINT`);
+  return r.map((x) => ({ ...x, ts: Number(x.ts), seq: Number(x.seq) }));
+}
+
+
+export async function waitFor(what, fn, ms = 15000) {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
