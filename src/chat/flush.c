@@ -443,7 +443,9 @@ static void st__on_tick(uv_timer_t *t)
     st_chatcold_t *cc = t->data;
     uint64_t now = st__now_ms(cc), used, size;
     st_store_usage(cc->chat->store, &used, &size);
-    bool full = size && used >= size / 10 * 8;
+    /* near full: flush now, then give the flushes time to free space before asking again */
+    bool full = size && used >= size / 10 * 8 && now >= cc->next_full_ms;
+    if (full) cc->next_full_ms = now + 10000;
     if (now >= cc->next_interval_ms || full) {
         if (full)
             st_warn("cold: hot store at %llu of %llu bytes: flushing", (unsigned long long)used,

@@ -97,7 +97,7 @@ struct st_chatcold {
     int zstd_level;
     bool stopping, closed;
     uv_timer_t tick;
-    uint64_t next_interval_ms;
+    uint64_t next_interval_ms, next_full_ms;
     /* users waiting for a flush, and those with one in flight */
     st_map_t pending, running;
     size_t nrunning;

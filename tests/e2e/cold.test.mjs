@@ -188,6 +188,28 @@ describe('cold tier triggers and crashes', () => {
     s.cleanup();
   });
 
+  test('a full hot store answers 507, flushes itself, and takes writes again', async () => {
+    const s = await startStrata({ args: ['--map-size', '4MiB', '--flush-interval', '3600'] });
+    const acked = [];
+    const content = 'y'.repeat(1500);
+    let full = null;
+    for (let i = 0; i < 20000 && !full; i++) {
+      const r = await s.req('POST', '/v1/users/filler/messages', { conversation_id: `c${i % 5}`, from: 'a', content });
+      if (r.status === 201) acked.push(r.json.msg_id);
+      else full = r;
+    }
+    assert.ok(full, 'the hot store filled up');
+    assert.equal(full.status, 507, full.text);
+    assert.equal((await s.req('GET', '/v1/users/filler/messages?limit=1')).status, 200, 'reads keep working');
+    // the flush triggered by the full store makes room
+    await waitFor('room again', async () => (await s.req('POST', '/v1/users/filler/messages', { conversation_id: 'c0', from: 'a', content: 'again' })).status === 201, 30000);
+    const all = await readAll(s, 'filler', { limit: '500' });
+    assert.deepEqual(all.slice(0, acked.length).map((m) => m.msg_id), acked, 'every acknowledged message is there');
+    assert.ok((await s.req('GET', '/v1/users/filler/stats')).json.cold_messages > 0);
+    await s.stop();
+    s.cleanup();
+  });
+
   test('kill -9 in the middle of flushes loses nothing and the next flush completes', async () => {
     const dir = tempDir('coldcrash');
     let s = await startStrata({ dataDir: dir, args: ['--flush-interval', '3600'] });

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Cold-tier benchmarks (issue 6):
+#   encode   1M generated messages into one Parquet file, strata's encoder (one thread) vs
+#            DuckDB's COPY ... (FORMAT parquet, COMPRESSION zstd) of the same rows, threads=1;
+#   flush    messages posted to a running strata (100 users x 10 conversations, LOAD_SECONDS of
+#            pipelined posts), then POST /v1/admin/flush: rows/s per worker from strata's own
+#            metrics, and counter reads per second while the flush runs vs before it;
+#   read     newest 50 of one conversation: hot (before the flush) vs cold (after), p50/p99.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+(cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
+ROWS=${ROWS:-1000000}
+LOAD_SECONDS=${LOAD_SECONDS:-40}
+
+echo "# cold tier, $(date -u +%F), $(nproc) cores"
+build/strata-pqbench "$ROWS" 1000 "$work/strata.parquet"
+cat >"$work/duck.mjs" <<'JS'
+import { DuckDBInstance } from '@duckdb/node-api';
+import { statSync } from 'node:fs';
+const [src, dst] = process.argv.slice(2);
+const c = await (await DuckDBInstance.create(':memory:')).connect();
+await c.run('SET threads=1');
+await c.run(`CREATE TABLE t AS SELECT * FROM '${src}'`);
+const t0 = performance.now();
+await c.run(`COPY t TO '${dst}' (FORMAT parquet, COMPRESSION zstd)`);
+const s = (performance.now() - t0) / 1000;
+const n = Number((await c.runAndReadAll('SELECT count(*) AS n FROM t')).getRowObjectsJson()[0].n);
+console.log(`duckdb_copy rows=${n} threads=1 seconds=${s.toFixed(3)} rows_per_sec=${(n / s).toFixed(0)} bytes=${statSync(dst).size}`);
+JS
+cp "$work/duck.mjs" tests/e2e/.bench-duck.mjs
+(cd tests/e2e && node .bench-duck.mjs "$work/strata.parquet" "$work/duck.parquet"); rm -f tests/e2e/.bench-duck.mjs
+
+port=$(free_port)
+build/strata --listen 127.0.0.1:"$port" --data-dir "$work/data" --map-size 4GiB --flush-rows 100000000 \
+  --flush-interval 86400 --log-level warn 2>"$work/strata.log" &
+pids+=($!)
+wait_port "$port"
+url="http://127.0.0.1:$port"
+wrk -t1 -c32 -d"${LOAD_SECONDS}s" -s bench/cold.lua "$url" -- post | awk '/Requests\/sec/ {print "load posts_per_sec=" $2}'
+metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+total=0
+for u in $(seq 1 100); do
+  t=$(curl -s "$url/v1/users/u$u/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total_messages"])')
+  total=$((total + t))
+done
+echo "loaded messages=$total"
+read_run() { wrk -t1 -c64 -d"${DURATION}s" --latency -s bench/cold.lua "$url" -- messages |
+  awk -v w="$1" '/Requests\/sec/ {r=$2} / 50%/ {p50=$2} / 99%/ {p99=$2} END {print w " req_per_sec=" r " p50=" p50 " p99=" p99}'; }
+read_run read_hot
+curl -s -XPOST "$url/v1/counters/bench/incr" >/dev/null
+serve() { wrk -t1 -c64 -d5s -s bench/get.lua "$url" | awk '/Requests\/sec/ {print $2}'; }
+idle=$(serve)
+t0=$(date +%s.%N)
+curl -s -XPOST "$url/v1/admin/flush" >/dev/null
+during=$(serve)
+while [ "$(metric strata_flush_running)" != 0 ] || [ "$(metric strata_flush_pending)" != 0 ]; do sleep 0.2; done
+t1=$(date +%s.%N)
+rows=$(metric strata_flush_rows_total); secs=$(metric strata_flush_seconds_sum); bytes=$(metric strata_flush_bytes_total)
+awk -v r="$rows" -v s="$secs" -v b="$bytes" -v w="$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" 'BEGIN {
+  printf "flush rows=%d wall_seconds=%.2f worker_seconds=%.2f rows_per_sec_per_worker=%.0f bytes=%d\n", r, w, s, r / s, b }'
+echo "serving counter_reads_per_sec idle=$idle during_flush=$during ratio=$(ratio "$during" "$idle")"
+read_run read_cold
