@@ -127,7 +127,7 @@ int main(int argc, char **argv)
         uv_run(m.loop, UV_RUN_NOWAIT);
         return 1;
     }
-    st_chat_cold_opts_t co = {cold, cfg.flush_interval, cfg.flush_rows, 3};
+    st_chat_cold_opts_t co = {cold, cfg.flush_interval, cfg.flush_rows, 3, cfg.cold_cache};
     st_chat_cold_start(chat, m.loop, &co);
     st_app_t app = {&cfg, store, seats, chat, NULL};
     if (st_ws_open(&app.ws, m.loop, &app) != ST_OK) {

@@ -64,6 +64,7 @@ typedef struct {
     uint64_t flush_interval_s; /* flush every user with hot rows this often */
     uint64_t flush_rows;       /* flush a user once it has this many hot rows */
     int zstd_level;
+    uint64_t cache_bytes; /* decoded cold row groups kept for reads */
 } st_chat_cold_opts_t;
 
 /* Reads merge cold objects from here on, and flushes start (on loop's worker pool). */

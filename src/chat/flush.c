@@ -13,16 +13,20 @@
  * Triggers: a user reaching --flush-rows hot rows, every --flush-interval, the hot store at
  * 80 % of its capacity, and POST /v1/admin/flush.
  */
+#define _GNU_SOURCE /* SCHED_IDLE */
 #include "internal.h"
 #include "strata/counters.h"
 
 #include <cjson/cJSON.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define ST__FLUSH_MAX_ROWS  100000
 #define ST__FLUSH_MAX_BYTES (64u << 20)
-#define ST__FLUSH_PARALLEL  2
+#define ST__FLUSH_PARALLEL  1 /* the loop keeps a core to itself on small machines */
 #define ST__TICK_MS         1000
 
 typedef struct {
@@ -144,6 +148,11 @@ static int st__decode(st_flushjob_t *j, size_t i, st_msgrow_t *r)
 static void st__flush_work(uv_work_t *req)
 {
     st_flushjob_t *j = req->data;
+    /* Encoding and compressing is background work: it runs on CPU time nothing else wants
+     * (SCHED_IDLE), so serving keeps its cores when they are few. libuv's pool runs nothing
+     * else of strata's. */
+    struct sched_param sp = {0};
+    sched_setscheduler((pid_t)syscall(SYS_gettid), SCHED_IDLE, &sp);
     j->rows = st_calloc(j->n, sizeof *j->rows);
     j->rc = ST_OK;
     for (size_t i = 0; i < j->n && j->rc == ST_OK; i++)
@@ -278,6 +287,11 @@ static void st__flush_done(uv_work_t *req, int status)
         else
             free(u);
     }
+    /* Pace: the next flush waits twice as long as this one took, so flushing takes at most a
+     * third of the time (the loop's snapshot and commit, the apply thread's deletes) unless the
+     * hot store is filling up. */
+    uint64_t took_ms = (uv_hrtime() - j->t0) / 1000000;
+    cc->resume_ms = cc->urgent ? 0 : st__now_ms(cc) + 2 * took_ms;
     st__job_free(j);
     st__pump(cc);
 }
@@ -344,10 +358,20 @@ static bool st__start(st_chatcold_t *cc, st_fuser_t *u)
     return true;
 }
 
+static void st__on_resume(uv_timer_t *t)
+{
+    st__pump(t->data);
+}
+
 static void st__pump(st_chatcold_t *cc)
 {
     uint64_t now = st__now_ms(cc);
     size_t it;
+    if (cc->stopping) return;
+    if (now < cc->resume_ms) {
+        if (cc->pending.count) uv_timer_start(&cc->resume, st__on_resume, cc->resume_ms - now, 0);
+        return;
+    }
     while (cc->nrunning < ST__FLUSH_PARALLEL && !cc->stopping) {
         st_fuser_t *pick = NULL;
         for (st_map_node_t *n = st_map_first(&cc->pending, &it); n;
@@ -444,7 +468,8 @@ static void st__on_tick(uv_timer_t *t)
     uint64_t now = st__now_ms(cc), used, size;
     st_store_usage(cc->chat->store, &used, &size);
     /* near full: flush now, then give the flushes time to free space before asking again */
-    bool full = size && used >= size / 10 * 8 && now >= cc->next_full_ms;
+    cc->urgent = size && used >= size / 10 * 8;
+    bool full = cc->urgent && now >= cc->next_full_ms;
     if (full) cc->next_full_ms = now + 10000;
     if (now >= cc->next_interval_ms || full) {
         if (full)
@@ -465,9 +490,11 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
     cc->flush_rows = o->flush_rows ? o->flush_rows : 10000;
     cc->interval_ms = (o->flush_interval_s ? o->flush_interval_s : 300) * 1000;
     cc->zstd_level = o->zstd_level ? o->zstd_level : 3;
+    cc->rg_budget = o->cache_bytes;
     st_map_init(&cc->pending);
     st_map_init(&cc->running);
     st_map_init(&cc->footers);
+    st_map_init(&cc->groups);
     cc->m_flush_ok = st_metrics_counter("strata_flush_total", "Cold-tier flushes", "result=\"ok\"");
     cc->m_flush_err =
         st_metrics_counter("strata_flush_total", "Cold-tier flushes", "result=\"error\"");
@@ -482,7 +509,8 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
         st_metrics_histogram("strata_flush_seconds", "Flush duration, snapshot to manifest", "",
                              st_metrics_latency_bounds, st_metrics_latency_nbounds);
     uv_timer_init(loop, &cc->tick);
-    cc->tick.data = cc;
+    uv_timer_init(loop, &cc->resume);
+    cc->tick.data = cc->resume.data = cc;
     cc->next_interval_ms = uv_now(loop) + cc->interval_ms;
     uv_timer_start(&cc->tick, st__on_tick, ST__TICK_MS, ST__TICK_MS);
     c->cold = cc;
@@ -502,12 +530,14 @@ static void st__maybe_free(st_chatcold_t *cc)
     st_map_free(&cc->pending);
     st_map_free(&cc->running);
     st__chat_cache_free(cc);
+    st__chat_rows_cache_free(cc);
     free(cc);
 }
 
 static void st__tick_closed(uv_handle_t *h)
 {
     st_chatcold_t *cc = h->data;
+    if (++cc->closed_handles < 2) return;
     cc->closed = true;
     st__maybe_free(cc);
 }
@@ -519,4 +549,5 @@ void st_chat_cold_stop(st_chat_t *c)
     cc->stopping = true;
     c->cold = NULL;
     uv_close((uv_handle_t *)&cc->tick, st__tick_closed);
+    uv_close((uv_handle_t *)&cc->resume, st__tick_closed);
 }

@@ -83,6 +83,7 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
                        uint64_t lo, uint64_t hi, bool desc, size_t limit, st_chat_msg_fn fn,
                        void *arg, size_t *given, bool *more, uint64_t *last, uint64_t *wait);
 void st__chat_cache_free(st_chatcold_t *cc);
+void st__chat_rows_cache_free(st_chatcold_t *cc);
 
 /* flush.c: told after each post with the user's total message count (flush_rows trigger). */
 void st__chat_posted(st_chat_t *c, const char *u, size_t ul, int64_t total);
@@ -95,8 +96,10 @@ struct st_chatcold {
     uint64_t flush_rows;
     uint64_t interval_ms;
     int zstd_level;
-    bool stopping, closed;
-    uv_timer_t tick;
+    bool stopping, closed, urgent;
+    int closed_handles;
+    uv_timer_t tick, resume;
+    uint64_t resume_ms; /* pacing: no new flush before this */
     uint64_t next_interval_ms, next_full_ms;
     /* users waiting for a flush, and those with one in flight */
     st_map_t pending, running;
@@ -105,6 +108,10 @@ struct st_chatcold {
     st_map_t footers;
     struct st_footer *lru_head, *lru_tail;
     size_t nfooters;
+    /* decoded row groups, least recently used first out, within a byte budget */
+    st_map_t groups;
+    struct st_rg *rg_head, *rg_tail;
+    size_t rg_bytes, rg_budget;
     st_metric_t *m_flush_ok, *m_flush_err, *m_rows, *m_bytes, *m_running, *m_pending;
     st_metric_t *m_cold_reads, *m_cold_errors, *m_seconds;
 };

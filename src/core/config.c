@@ -46,6 +46,8 @@ static const st_cfg_opt_t st__opts[] = {
             86400 * 7, "seconds between cold-tier flushes"),
     ST__NUM(ST_CFG_U64, flush_rows, "flush-rows", "STRATA_FLUSH_ROWS", "10000", 1, 100000000,
             "hot rows per user that trigger a flush"),
+    ST__NUM(ST_CFG_SIZE, cold_cache, "cold-cache", "STRATA_COLD_CACHE", "256MiB", 0, 1ULL << 40,
+            "memory for decoded cold row groups (reads of recent cold data skip decompression)"),
     ST__NUM(ST_CFG_U64, reconcile_interval, "reconcile-interval", "STRATA_RECONCILE_INTERVAL", "20",
             1, 86400, "seconds between reconciliation passes"),
     ST__STR(jwt_secret, "jwt-secret", "STRATA_JWT_SECRET", "",
