@@ -73,4 +73,13 @@ describe('auth on', () => {
     assert.equal(r2.json.value, 2);
     assert.equal(r3.json.value, 1);
   });
+
+  test('admin routes need role admin', async () => {
+    const flush = (t) => s.req('POST', '/v1/admin/flush', {}, t === undefined ? {} : { authorization: `Bearer ${t}` });
+    assert.equal((await flush()).status, 401);
+    const user = await flush(jwt({ sub: 'alice' }));
+    assert.equal(user.status, 403, user.text);
+    assert.equal(user.json.error.code, 'forbidden');
+    assert.equal((await flush(jwt({ sub: 'ops', role: 'admin' }))).status, 202);
+  });
 });
