@@ -12,10 +12,9 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
 ROWS=${ROWS:-1000000}
-LOAD_SECONDS=${LOAD_SECONDS:-40}
+LOAD_SECONDS=${LOAD_SECONDS:-20}
 
 echo "# cold tier, $(date -u +%F), $(nproc) cores"
-build/strata-pqbench "$ROWS" 1000 "$work/strata.parquet"
 cat >"$work/duck.mjs" <<'JS'
 import { DuckDBInstance } from '@duckdb/node-api';
 import { statSync } from 'node:fs';
@@ -30,7 +29,18 @@ const n = Number((await c.runAndReadAll('SELECT count(*) AS n FROM t')).getRowOb
 console.log(`duckdb_copy rows=${n} threads=1 seconds=${s.toFixed(3)} rows_per_sec=${(n / s).toFixed(0)} bytes=${statSync(dst).size}`);
 JS
 cp "$work/duck.mjs" tests/e2e/.bench-duck.mjs
-(cd tests/e2e && node .bench-duck.mjs "$work/strata.parquet" "$work/duck.parquet"); rm -f tests/e2e/.bench-duck.mjs
+# three alternating rounds (this machine's speed drifts): the ratio of the medians
+for round in 1 2 3; do
+  build/strata-pqbench "$ROWS" 1000 "$work/strata.parquet" | tee -a "$work/enc.txt"
+  (cd tests/e2e && node .bench-duck.mjs "$work/strata.parquet" "$work/duck.parquet") | tee -a "$work/enc.txt"
+done
+rm -f tests/e2e/.bench-duck.mjs
+awk '/^strata_encode/ {split($6, a, "="); s[++ns] = a[2] + 0; split($7, b, "="); sb = b[2]}
+     /^duckdb_copy/ {split($5, a, "="); d[++nd] = a[2] + 0; split($6, b, "="); db = b[2]}
+     function med(x, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (x[j] < x[i]) { t = x[i]; x[i] = x[j]; x[j] = t }
+                                     return x[int((n + 1) / 2)] }
+     END { ms = med(s, ns); md = med(d, nd)
+           printf "encode median rows_per_sec strata=%d duckdb=%d speed_ratio=%.2f size_ratio=%.3f\n", ms, md, ms / md, sb / db }' "$work/enc.txt"
 
 port=$(free_port)
 build/strata --listen 127.0.0.1:"$port" --data-dir "$work/data" --map-size 4GiB --flush-rows 100000000 \

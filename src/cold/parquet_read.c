@@ -333,7 +333,7 @@ static int st__def_levels(const uint8_t **p, const uint8_t *end, uint8_t *defs, 
 
 /* Decodes the pages of column ci into rows[0..n). */
 static int st__read_column(const uint8_t *p, size_t len, int ci, st_msgrow_t *rows, size_t n,
-                           st_pq_rows_t *out)
+                           ZSTD_DCtx *dz, st_pq_rows_t *out)
 {
     const uint8_t *end = p + len;
     size_t row = 0;
@@ -349,7 +349,7 @@ static int st__read_column(const uint8_t *p, size_t len, int ci, st_msgrow_t *ro
             break;
         }
         uint8_t *raw = st__keep(out, st_malloc(pg.raw ? (size_t)pg.raw : 1));
-        size_t z = ZSTD_decompress(raw, (size_t)pg.raw, r.p, (size_t)pg.packed);
+        size_t z = ZSTD_decompressDCtx(dz, raw, (size_t)pg.raw, r.p, (size_t)pg.packed);
         p = r.p + pg.packed;
         if (ZSTD_isError(z) || z != (size_t)pg.raw) {
             rc = ST_EINVAL;
@@ -415,14 +415,17 @@ int st_parquet_read_group(const st_pq_group_t *g, const uint8_t *bytes, size_t l
     out->rows = st_calloc(n, sizeof *out->rows);
     out->n = n;
     int rc = ST_OK;
+    ZSTD_DCtx *dz = ZSTD_createDCtx();
+    if (!dz) st_fatal("out of memory (zstd context)");
     for (int c = 0; c < ST_PQ_COLUMNS && rc == ST_OK; c++) {
         uint64_t off = g->col_offset[c] - g->offset;
         if (g->col_offset[c] < g->offset || off > len || g->col_length[c] > len - off) {
             rc = ST_EINVAL;
             break;
         }
-        rc = st__read_column(bytes + off, (size_t)g->col_length[c], c, out->rows, n, out);
+        rc = st__read_column(bytes + off, (size_t)g->col_length[c], c, out->rows, n, dz, out);
     }
+    ZSTD_freeDCtx(dz);
     if (rc != ST_OK) st_parquet_rows_free(out);
     return rc;
 }

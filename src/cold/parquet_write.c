@@ -170,8 +170,8 @@ static void st__page_header(st_buf_t *out, size_t raw, size_t packed, size_t val
 }
 
 /* Writes one column chunk of rows[0..n) to out as pages of about ST__PAGE_TARGET bytes. */
-static int st__write_chunk(st_buf_t *out, const st_msgrow_t *rows, size_t n, int ci, int level,
-                           st_chunk_t *ch)
+static int st__write_chunk(st_buf_t *out, const st_msgrow_t *rows, size_t n, int ci, ZSTD_CCtx *z,
+                           int level, st_chunk_t *ch)
 {
     const st_pqcol_t *col = &st__cols[ci];
     st_buf_t page = {0}, packed = {0};
@@ -208,16 +208,18 @@ static int st__write_chunk(st_buf_t *out, const st_msgrow_t *rows, size_t n, int
         size_t cap = ZSTD_compressBound(page.len);
         st_buf_reset(&packed);
         st_buf_reserve(&packed, cap);
-        size_t z = ZSTD_compress(packed.data, cap, page.data, page.len, level);
-        if (ZSTD_isError(z) || page.len > INT32_MAX) {
+        /* one compression context for the whole file: creating one per page costs more than
+         * compressing a small page */
+        size_t zl = ZSTD_compressCCtx(z, packed.data, cap, page.data, page.len, level);
+        if (ZSTD_isError(zl) || page.len > INT32_MAX) {
             rc = ST_EINTERNAL;
             break;
         }
         size_t h0 = out->len;
-        st__page_header(out, page.len, z, i - start);
+        st__page_header(out, page.len, zl, i - start);
         size_t hl = out->len - h0;
-        st_buf_append(out, packed.data, z);
-        ch->compressed += hl + z;
+        st_buf_append(out, packed.data, zl);
+        ch->compressed += hl + zl;
         ch->uncompressed += hl + page.len;
         ch->values += (int64_t)(i - start);
     }
@@ -296,6 +298,8 @@ int st_parquet_encode(const st_msgrow_t *rows, size_t n, int zstd_level, st_buf_
     size_t *starts = st_calloc(ngroups + 1, sizeof *starts);
     int rc = ST_OK;
     size_t base = out->len;
+    ZSTD_CCtx *z = ZSTD_createCCtx();
+    if (!z) st_fatal("out of memory (zstd context)");
     st_buf_append(out, "PAR1", 4);
     for (size_t g = 0, i = 0; g < ngroups && rc == ST_OK; g++) {
         size_t j = i + 1;
@@ -305,7 +309,7 @@ int st_parquet_encode(const st_msgrow_t *rows, size_t n, int zstd_level, st_buf_
         starts[g] = i;
         for (int c = 0; c < ST_PQ_COLUMNS && rc == ST_OK; c++) {
             st_chunk_t *ch = &chunks[g * ST_PQ_COLUMNS + (size_t)c];
-            rc = st__write_chunk(out, rows + i, j - i, c, zstd_level, ch);
+            rc = st__write_chunk(out, rows + i, j - i, c, z, zstd_level, ch);
             ch->offset -= base;
         }
         i = j;
@@ -362,6 +366,7 @@ int st_parquet_encode(const st_msgrow_t *rows, size_t n, int zstd_level, st_buf_
         st_buf_free(&chunks[k].min);
         st_buf_free(&chunks[k].max);
     }
+    ZSTD_freeCCtx(z);
     free(chunks);
     free(starts);
     return rc;
