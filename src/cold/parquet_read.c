@@ -40,7 +40,7 @@ int st_parquet_footer_len(const uint8_t tail[8], uint64_t file_size, uint32_t *l
 typedef struct {
     int type, codec;
     int64_t values;
-    uint64_t offset, size;
+    uint64_t offset, size, dict_offset;
     const uint8_t *min, *max;
     size_t min_len, max_len;
     bool dict;
@@ -80,9 +80,9 @@ static void st__column_meta(st_tr_t *r, st_colmeta_t *c)
             c->size = (uint64_t)st_tr_int(r);
         else if (id == 9 && t == ST_TC_I64)
             c->offset = (uint64_t)st_tr_int(r);
-        else if (id == 11) {
+        else if (id == 11 && t == ST_TC_I64) {
             c->dict = true;
-            st_tr_skip(r, t);
+            c->dict_offset = (uint64_t)st_tr_int(r);
         } else if (id == 12 && t == ST_TC_STRUCT)
             st__stats(r, c);
         else
@@ -138,8 +138,13 @@ static int st__row_group(st_tr_t *r, uint64_t data_end, st_pq_group_t *g, st_buf
     uint64_t lo = UINT64_MAX, hi = 0;
     for (int i = 0; i < ST_PQ_COLUMNS; i++) {
         st_colmeta_t *c = &cols[i];
-        if (c->type != st__types[i] || c->codec != 6 || c->dict || c->values != g->rows ||
-            c->offset < 4 || c->size == 0 || c->offset > data_end || c->size > data_end - c->offset)
+        /* a dictionary page, when there is one, starts the chunk (only strings have them) */
+        if (c->dict) {
+            if (st__types[i] != 6 || c->dict_offset >= c->offset) return ST_EINVAL;
+            c->offset = c->dict_offset;
+        }
+        if (c->type != st__types[i] || c->codec != 6 || c->values != g->rows || c->offset < 4 ||
+            c->size == 0 || c->offset > data_end || c->size > data_end - c->offset)
             return ST_EINVAL;
         g->col_offset[i] = c->offset;
         g->col_length[i] = c->size;
@@ -262,7 +267,7 @@ static void *st__keep(st_pq_rows_t *out, void *p)
 }
 
 typedef struct {
-    int type, page_type;
+    int type, page_type, encoding;
     int64_t raw, packed, values;
 } st_page_t;
 
@@ -274,6 +279,7 @@ static bool st__page_header(st_tr_t *r, st_page_t *pg)
     memset(pg, 0, sizeof *pg);
     pg->page_type = -1;
     pg->values = -1;
+    pg->encoding = -1;
     while (st_tr_field(r, &last, &id, &t, &bv)) {
         if (id == 1 && t == ST_TC_I32)
             pg->page_type = (int)st_tr_int(r);
@@ -281,22 +287,25 @@ static bool st__page_header(st_tr_t *r, st_page_t *pg)
             pg->raw = st_tr_int(r);
         else if (id == 3 && t == ST_TC_I32)
             pg->packed = st_tr_int(r);
-        else if (id == 5 && t == ST_TC_STRUCT) {
-            int16_t l2 = 0;
+        else if ((id == 5 || id == 7) && t == ST_TC_STRUCT) { /* data or dictionary page */
+            int16_t l2 = 0, fid;
             if (!st_tr_enter(r)) return false;
-            while (st_tr_field(r, &l2, &id, &t, &bv))
-                if (id == 1 && t == ST_TC_I32)
+            while (st_tr_field(r, &l2, &fid, &t, &bv))
+                if (fid == 1 && t == ST_TC_I32)
                     pg->values = st_tr_int(r);
-                else if (id == 2 && t == ST_TC_I32 && st_tr_int(r) != 0)
-                    r->ok = false; /* values must be PLAIN */
-                else if (!(id == 2 && t == ST_TC_I32))
+                else if (fid == 2 && t == ST_TC_I32)
+                    pg->encoding = (int)st_tr_int(r);
+                else
                     st_tr_skip(r, t);
             st_tr_leave(r);
         } else
             st_tr_skip(r, t);
     }
-    return r->ok && pg->page_type == 0 && pg->values >= 0 && pg->raw >= 0 && pg->packed >= 0 &&
-           (uint64_t)pg->raw <= ST__MAX_PAGE;
+    /* values PLAIN or dictionary indices (RLE_DICTIONARY, or its old name PLAIN_DICTIONARY) */
+    bool enc_ok =
+        pg->encoding == 0 || (pg->page_type == 0 && (pg->encoding == 8 || pg->encoding == 2));
+    return r->ok && (pg->page_type == 0 || pg->page_type == 2) && enc_ok && pg->values >= 0 &&
+           pg->raw >= 0 && pg->packed >= 0 && (uint64_t)pg->raw <= ST__MAX_PAGE;
 }
 
 /* Definition levels: RLE / bit-packed runs of bit width 1, behind a 4-byte length. */
@@ -331,20 +340,79 @@ static int st__def_levels(const uint8_t **p, const uint8_t *end, uint8_t *defs, 
     return ST_OK;
 }
 
-/* Decodes the pages of column ci into rows[0..n). */
+static void st__set_str(st_msgrow_t *m, int ci, const char *s, uint32_t sl)
+{
+    switch (ci) {
+    case 1:
+        m->conv = s, m->conv_len = sl;
+        break;
+    case 2:
+        m->from = s, m->from_len = sl;
+        break;
+    case 5:
+        m->content = s, m->content_len = sl;
+        break;
+    default:
+        m->metadata = s, m->metadata_len = sl;
+    }
+}
+
+/* RLE / bit-packed hybrid runs of `bw`-bit values (dictionary indices), count of them. */
+static int st__hybrid(const uint8_t *q, const uint8_t *end, int bw, uint32_t *out, size_t count)
+{
+    st_tr_t r;
+    st_tr_init(&r, q, (size_t)(end - q));
+    size_t vbytes = ((size_t)bw + 7) / 8;
+    for (size_t i = 0; i < count;) {
+        uint64_t h = st_tr_uvarint(&r);
+        if (!r.ok) return ST_EINVAL;
+        if (h & 1) { /* groups of 8 values, bw bits each, little-endian bit order */
+            uint64_t groups = h >> 1;
+            if (groups == 0 || groups > (uint64_t)(r.end - r.p) / (uint64_t)(bw ? bw : 1))
+                return ST_EINVAL;
+            uint64_t bits = 0;
+            int have = 0;
+            for (uint64_t v = 0; v < groups * 8; v++) {
+                while (have < bw) {
+                    bits |= (uint64_t)*r.p++ << have;
+                    have += 8;
+                }
+                uint32_t x = (uint32_t)(bits & ((1ull << bw) - 1));
+                bits >>= bw;
+                have -= bw;
+                if (i < count) out[i++] = x;
+            }
+        } else {
+            uint64_t run = h >> 1;
+            if (run == 0 || run > count - i || (size_t)(r.end - r.p) < vbytes) return ST_EINVAL;
+            uint32_t x = 0;
+            for (size_t b = 0; b < vbytes; b++)
+                x |= (uint32_t)*r.p++ << (8 * b);
+            for (uint64_t k = 0; k < run; k++)
+                out[i++] = x;
+        }
+    }
+    return ST_OK;
+}
+
+/* Decodes the pages of column ci into rows[0..n): an optional dictionary page, then data pages
+ * with PLAIN values or dictionary indices. */
 static int st__read_column(const uint8_t *p, size_t len, int ci, st_msgrow_t *rows, size_t n,
                            ZSTD_DCtx *dz, st_pq_rows_t *out)
 {
     const uint8_t *end = p + len;
-    size_t row = 0;
+    size_t row = 0, nd = 0;
+    bool have_dict = false;
     uint8_t *defs = ci == 6 ? st_malloc(n ? n : 1) : NULL;
+    const char **dv = NULL;
+    uint32_t *dl = NULL, *idx = NULL;
     int rc = ST_OK;
     while (row < n && rc == ST_OK) {
         st_tr_t r;
         st_page_t pg;
         st_tr_init(&r, p, (size_t)(end - p));
         if (!st__page_header(&r, &pg) || (uint64_t)pg.packed > (uint64_t)(end - r.p) ||
-            (uint64_t)pg.values > n - row) {
+            (pg.page_type == 0 && (uint64_t)pg.values > n - row)) {
             rc = ST_EINVAL;
             break;
         }
@@ -356,8 +424,58 @@ static int st__read_column(const uint8_t *p, size_t len, int ci, st_msgrow_t *ro
             break;
         }
         const uint8_t *q = raw, *qend = raw + z;
+        if (pg.page_type == 2) { /* the dictionary: PLAIN strings, before any data page */
+            if (have_dict || row || st__types[ci] != 6 || (uint64_t)pg.values > z / 4 + 1) {
+                rc = ST_EINVAL;
+                break;
+            }
+            nd = (size_t)pg.values;
+            dv = st_malloc((nd ? nd : 1) * sizeof *dv);
+            dl = st_malloc((nd ? nd : 1) * sizeof *dl);
+            for (size_t k = 0; k < nd && rc == ST_OK; k++) {
+                if (qend - q < 4 || st__rd32(q) > (size_t)(qend - q - 4)) {
+                    rc = ST_EINVAL;
+                    break;
+                }
+                dl[k] = st__rd32(q);
+                dv[k] = (const char *)q + 4;
+                q += 4 + dl[k];
+            }
+            have_dict = true;
+            continue;
+        }
         size_t count = (size_t)pg.values;
         if (defs && (rc = st__def_levels(&q, qend, defs + row, count)) != ST_OK) break;
+        if (pg.encoding != 0) { /* dictionary indices for the non-null values */
+            size_t present = 0;
+            for (size_t k = 0; k < count; k++)
+                present += !defs || defs[row + k];
+            if (!have_dict || q >= qend || *q > 32) {
+                rc = ST_EINVAL;
+                break;
+            }
+            int bw = *q++;
+            idx = st_realloc(idx, (present ? present : 1) * sizeof *idx);
+            if ((bw == 0 && nd != 1 && present) ||
+                (bw && (rc = st__hybrid(q, qend, bw, idx, present)) != ST_OK)) {
+                rc = ST_EINVAL;
+                break;
+            }
+            if (bw == 0) memset(idx, 0, present * sizeof *idx);
+            for (size_t k = 0, v = 0; k < count; k++, row++) {
+                if (defs && !defs[row]) {
+                    st__set_str(&rows[row], ci, NULL, 0);
+                    continue;
+                }
+                if (idx[v] >= nd) {
+                    rc = ST_EINVAL;
+                    break;
+                }
+                st__set_str(&rows[row], ci, dv[idx[v]], dl[idx[v]]);
+                v++;
+            }
+            continue;
+        }
         for (size_t k = 0; k < count && rc == ST_OK; k++, row++) {
             st_msgrow_t *m = &rows[row];
             if (st__types[ci] == 2) {
@@ -376,8 +494,7 @@ static int st__read_column(const uint8_t *p, size_t len, int ci, st_msgrow_t *ro
                 continue;
             }
             if (defs && !defs[row]) {
-                m->metadata = NULL;
-                m->metadata_len = 0;
+                st__set_str(m, ci, NULL, 0);
                 continue;
             }
             if (qend - q < 4 || st__rd32(q) > (size_t)(qend - q - 4)) {
@@ -385,24 +502,14 @@ static int st__read_column(const uint8_t *p, size_t len, int ci, st_msgrow_t *ro
                 break;
             }
             uint32_t sl = st__rd32(q);
-            const char *s = (const char *)q + 4;
+            st__set_str(m, ci, (const char *)q + 4, sl);
             q += 4 + sl;
-            switch (ci) {
-            case 1:
-                m->conv = s, m->conv_len = sl;
-                break;
-            case 2:
-                m->from = s, m->from_len = sl;
-                break;
-            case 5:
-                m->content = s, m->content_len = sl;
-                break;
-            default:
-                m->metadata = s, m->metadata_len = sl;
-            }
         }
     }
     free(defs);
+    free(dv);
+    free(dl);
+    free(idx);
     return rc;
 }
 

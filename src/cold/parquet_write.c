@@ -16,7 +16,9 @@
 #define ST__PAGE_TARGET (1u << 20)
 
 enum { ST__T_INT64 = 2, ST__T_BYTE_ARRAY = 6 };
-enum { ST__ENC_PLAIN = 0, ST__ENC_RLE = 3 };
+enum { ST__ENC_PLAIN = 0, ST__ENC_RLE = 3, ST__ENC_RLE_DICT = 8 };
+
+#define ST__DICT_MAX 256 /* distinct values beyond which a chunk stays PLAIN */
 enum { ST__CODEC_ZSTD = 6 };
 
 typedef struct {
@@ -26,21 +28,23 @@ typedef struct {
     int converted; /* -1: none */
     int logical;   /* LogicalType union field: 1 STRING, 8 TIMESTAMP, 12 JSON, 0 none */
     bool stats;    /* min/max worth keeping (not for content and metadata) */
+    bool dict;     /* few distinct values: try dictionary encoding */
 } st_pqcol_t;
 
 static const st_pqcol_t st__cols[ST_PQ_COLUMNS] = {
-    {"msg_id", ST__T_INT64, false, -1, 0, true},
-    {"conversation_id", ST__T_BYTE_ARRAY, false, 0, 1, true},
-    {"from", ST__T_BYTE_ARRAY, false, 0, 1, true},
-    {"timestamp", ST__T_INT64, false, 10, 8, true},
-    {"seq", ST__T_INT64, false, -1, 0, true},
-    {"content", ST__T_BYTE_ARRAY, false, 0, 1, false},
-    {"metadata", ST__T_BYTE_ARRAY, true, 19, 12, false},
+    {"msg_id", ST__T_INT64, false, -1, 0, true, false},
+    {"conversation_id", ST__T_BYTE_ARRAY, false, 0, 1, true, true},
+    {"from", ST__T_BYTE_ARRAY, false, 0, 1, true, true},
+    {"timestamp", ST__T_INT64, false, 10, 8, true, false},
+    {"seq", ST__T_INT64, false, -1, 0, true, false},
+    {"content", ST__T_BYTE_ARRAY, false, 0, 1, false, false},
+    {"metadata", ST__T_BYTE_ARRAY, true, 19, 12, false, false},
 };
 
 /* What the footer needs to know about one column chunk. */
 typedef struct {
-    uint64_t offset, compressed, uncompressed;
+    uint64_t offset, data_offset, compressed, uncompressed;
+    bool dict;
     int64_t values, nulls;
     bool has_minmax;
     st_buf_t min, max;
@@ -153,35 +157,132 @@ static void st__def_levels(st_buf_t *page, const st_msgrow_t *rows, size_t n)
     st__le32((uint8_t *)page->data + at, (uint32_t)(page->len - at - 4));
 }
 
-static void st__page_header(st_buf_t *out, size_t raw, size_t packed, size_t values)
+/* A DATA_PAGE (v1) header, or with dict_page a DICTIONARY_PAGE header. */
+static void st__page_header(st_buf_t *out, size_t raw, size_t packed, size_t values, int encoding,
+                            bool dict_page)
 {
     st_tw_t w;
     st_tw_init(&w, out);
-    st_tw_i32(&w, 1, 0); /* DATA_PAGE */
+    st_tw_i32(&w, 1, dict_page ? 2 : 0);
     st_tw_i32(&w, 2, (int32_t)raw);
     st_tw_i32(&w, 3, (int32_t)packed);
-    st_tw_struct_begin(&w, 5);
+    st_tw_struct_begin(&w, dict_page ? 7 : 5);
     st_tw_i32(&w, 1, (int32_t)values);
-    st_tw_i32(&w, 2, ST__ENC_PLAIN);
-    st_tw_i32(&w, 3, ST__ENC_RLE);
-    st_tw_i32(&w, 4, ST__ENC_RLE);
+    st_tw_i32(&w, 2, encoding);
+    if (!dict_page) {
+        st_tw_i32(&w, 3, ST__ENC_RLE);
+        st_tw_i32(&w, 4, ST__ENC_RLE);
+    }
     st_tw_struct_end(&w);
     st_tw_struct_end(&w);
 }
 
-/* Writes one column chunk of rows[0..n) to out as pages of about ST__PAGE_TARGET bytes. */
+/* Compresses page and appends header + payload to out. */
+static int st__emit_page(st_buf_t *out, const st_buf_t *page, st_buf_t *packed, ZSTD_CCtx *z,
+                         int level, size_t values, int encoding, bool dict_page, st_chunk_t *ch)
+{
+    size_t cap = ZSTD_compressBound(page->len);
+    st_buf_reset(packed);
+    st_buf_reserve(packed, cap);
+    /* one compression context for the whole file: creating one per page costs more than
+     * compressing a small page */
+    size_t zl = ZSTD_compressCCtx(z, packed->data, cap, page->data, page->len, level);
+    if (ZSTD_isError(zl) || page->len > INT32_MAX) return ST_EINTERNAL;
+    size_t h0 = out->len;
+    st__page_header(out, page->len, zl, values, encoding, dict_page);
+    size_t hl = out->len - h0;
+    st_buf_append(out, packed->data, zl);
+    ch->compressed += hl + zl;
+    ch->uncompressed += hl + page->len;
+    return ST_OK;
+}
+
+/* Dictionary of a string column chunk: distinct values in first-seen order and each row's
+ * index, or false when the chunk has too many distinct values to be worth it. */
+static bool st__dictionary(const st_msgrow_t *rows, size_t n, int ci, st_buf_t *dict_page,
+                           uint16_t *index, size_t *ndict)
+{
+    const char *vals[ST__DICT_MAX];
+    uint32_t lens[ST__DICT_MAX];
+    size_t nd = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t len;
+        const char *v = st__str_of(&rows[i], ci, &len);
+        size_t k = 0;
+        /* rows of a conversation repeat the previous value most of the time: check it first */
+        if (i && index[i - 1] < nd && lens[index[i - 1]] == len &&
+            memcmp(vals[index[i - 1]], v, len) == 0)
+            k = index[i - 1];
+        else
+            for (k = 0; k < nd && !(lens[k] == len && memcmp(vals[k], v, len) == 0); k++)
+                ;
+        if (k == nd) {
+            if (nd == ST__DICT_MAX) return false;
+            vals[nd] = v;
+            lens[nd++] = len;
+        }
+        index[i] = (uint16_t)k;
+    }
+    st_buf_reset(dict_page);
+    for (size_t k = 0; k < nd; k++) {
+        uint8_t l4[4];
+        st__le32(l4, lens[k]);
+        st_buf_append(dict_page, l4, 4);
+        st_buf_append(dict_page, vals[k], lens[k]);
+    }
+    *ndict = nd;
+    return true;
+}
+
+/* Dictionary indices of rows [a, b): bit width byte, then RLE runs of equal indices. */
+static void st__dict_indices(st_buf_t *page, const uint16_t *index, size_t a, size_t b,
+                             size_t ndict)
+{
+    int bw = 1;
+    while (bw < 16 && (1u << bw) < ndict)
+        bw++;
+    st_buf_appendc(page, (char)bw);
+    for (size_t i = a; i < b;) {
+        size_t run = 1;
+        while (i + run < b && index[i + run] == index[i])
+            run++;
+        uint64_t h = (uint64_t)run << 1;
+        while (h >= 0x80) {
+            st_buf_appendc(page, (char)(h | 0x80));
+            h >>= 7;
+        }
+        st_buf_appendc(page, (char)h);
+        st_buf_appendc(page, (char)(index[i] & 0xff));
+        if (bw > 8) st_buf_appendc(page, (char)(index[i] >> 8));
+        i += run;
+    }
+}
+
+/* Writes one column chunk of rows[0..n) to out as pages of about ST__PAGE_TARGET bytes:
+ * a dictionary page first when the column has few distinct values here. */
 static int st__write_chunk(st_buf_t *out, const st_msgrow_t *rows, size_t n, int ci, ZSTD_CCtx *z,
                            int level, st_chunk_t *ch)
 {
     const st_pqcol_t *col = &st__cols[ci];
     st_buf_t page = {0}, packed = {0};
     int rc = ST_OK;
-    ch->offset = out->len;
+    uint16_t *index = NULL;
+    size_t ndict = 0;
+    ch->offset = ch->data_offset = out->len;
+    if (col->dict) {
+        index = st_malloc(n * sizeof *index);
+        ch->dict = st__dictionary(rows, n, ci, &page, index, &ndict);
+        if (ch->dict) {
+            rc = st__emit_page(out, &page, &packed, z, level, ndict, ST__ENC_PLAIN, true, ch);
+            ch->data_offset = out->len;
+        }
+    }
     for (size_t i = 0; i < n && rc == ST_OK;) {
         size_t start = i, bytes = 0;
         while (i < n && (i == start || bytes < ST__PAGE_TARGET)) {
             uint32_t len = 8;
-            if (col->type == ST__T_BYTE_ARRAY) st__str_of(&rows[i], ci, &len), len += 4;
+            if (col->type == ST__T_BYTE_ARRAY && !ch->dict)
+                st__str_of(&rows[i], ci, &len), len += 4;
             bytes += len;
             i++;
         }
@@ -190,6 +291,7 @@ static int st__write_chunk(st_buf_t *out, const st_msgrow_t *rows, size_t n, int
         for (size_t k = start; k < i; k++) {
             const st_msgrow_t *r = &rows[k];
             st__minmax(ch, col, r, ci);
+            if (ch->dict) continue;
             if (col->type == ST__T_INT64) {
                 st__le64(&page, (uint64_t)st__int_of(r, ci));
                 continue;
@@ -205,24 +307,12 @@ static int st__write_chunk(st_buf_t *out, const st_msgrow_t *rows, size_t n, int
             st_buf_append(&page, l4, 4);
             st_buf_append(&page, s, len);
         }
-        size_t cap = ZSTD_compressBound(page.len);
-        st_buf_reset(&packed);
-        st_buf_reserve(&packed, cap);
-        /* one compression context for the whole file: creating one per page costs more than
-         * compressing a small page */
-        size_t zl = ZSTD_compressCCtx(z, packed.data, cap, page.data, page.len, level);
-        if (ZSTD_isError(zl) || page.len > INT32_MAX) {
-            rc = ST_EINTERNAL;
-            break;
-        }
-        size_t h0 = out->len;
-        st__page_header(out, page.len, zl, i - start);
-        size_t hl = out->len - h0;
-        st_buf_append(out, packed.data, zl);
-        ch->compressed += hl + zl;
-        ch->uncompressed += hl + page.len;
+        if (ch->dict) st__dict_indices(&page, index, start, i, ndict);
+        rc = st__emit_page(out, &page, &packed, z, level, i - start,
+                           ch->dict ? ST__ENC_RLE_DICT : ST__ENC_PLAIN, false, ch);
         ch->values += (int64_t)(i - start);
     }
+    free(index);
     st_buf_free(&page);
     st_buf_free(&packed);
     return rc;
@@ -266,16 +356,18 @@ static void st__column_meta(st_tw_t *w, int ci, const st_chunk_t *ch)
     st_tw_i64(w, 2, (int64_t)ch->offset);
     st_tw_struct_begin(w, 3); /* ColumnMetaData */
     st_tw_i32(w, 1, c->type);
-    st_tw_list(w, 2, ST_TC_I32, c->optional ? 2 : 1);
+    st_tw_list(w, 2, ST_TC_I32, 1 + (c->optional || ch->dict) + ch->dict);
     st_tw_elem_i32(w, ST__ENC_PLAIN);
-    if (c->optional) st_tw_elem_i32(w, ST__ENC_RLE);
+    if (c->optional || ch->dict) st_tw_elem_i32(w, ST__ENC_RLE);
+    if (ch->dict) st_tw_elem_i32(w, ST__ENC_RLE_DICT);
     st_tw_list(w, 3, ST_TC_BINARY, 1);
     st_tw_elem_bin(w, c->name, strlen(c->name));
     st_tw_i32(w, 4, ST__CODEC_ZSTD);
     st_tw_i64(w, 5, ch->values);
     st_tw_i64(w, 6, (int64_t)ch->uncompressed);
     st_tw_i64(w, 7, (int64_t)ch->compressed);
-    st_tw_i64(w, 9, (int64_t)ch->offset);
+    st_tw_i64(w, 9, (int64_t)ch->data_offset);
+    if (ch->dict) st_tw_i64(w, 11, (int64_t)ch->offset);
     st_tw_struct_begin(w, 12); /* Statistics */
     st_tw_i64(w, 3, ch->nulls);
     if (ch->has_minmax) {
@@ -311,6 +403,7 @@ int st_parquet_encode(const st_msgrow_t *rows, size_t n, int zstd_level, st_buf_
             st_chunk_t *ch = &chunks[g * ST_PQ_COLUMNS + (size_t)c];
             rc = st__write_chunk(out, rows + i, j - i, c, z, zstd_level, ch);
             ch->offset -= base;
+            ch->data_offset -= base;
         }
         i = j;
     }
