@@ -40,6 +40,8 @@ struct st_conn {
     bool upgrade;           /* hand the socket to the stream module after this read */
     const char *ws_subject; /* arena memory, valid until the hand-off */
     st_conn_t *prev, *next;
+    st_conn_t *pprev, *pnext; /* in srv->pending while responses wait for a durable batch */
+    bool pending;
 };
 
 typedef struct {
@@ -55,6 +57,7 @@ struct st_server {
     uv_timer_t sweep;
     st_conn_t *conns;
     size_t nconns;
+    st_conn_t *pending; /* connections with responses waiting: all a durable batch must visit */
     st_store_listener_t store_l;
     bool stopping;
     void (*done)(void *arg);
@@ -151,6 +154,29 @@ static void st__conn_write(st_conn_t *c)
     c->writing = true;
 }
 
+/* Keeps c on srv->pending exactly while it holds responses, so that a durable batch visits
+ * only the connections waiting for one (not every idle keep-alive connection). */
+static void st__conn_pending(st_conn_t *c)
+{
+    st_server_t *srv = c->srv;
+    bool want = c->head != NULL && !c->closing;
+    if (want == c->pending) return;
+    if (want) {
+        c->pprev = NULL;
+        c->pnext = srv->pending;
+        if (srv->pending) srv->pending->pprev = c;
+        srv->pending = c;
+    } else {
+        if (c->pprev)
+            c->pprev->pnext = c->pnext;
+        else
+            srv->pending = c->pnext;
+        if (c->pnext) c->pnext->pprev = c->pprev;
+        c->pprev = c->pnext = NULL;
+    }
+    c->pending = want;
+}
+
 /* Moves every response at the head whose batch is durable into the output, then writes. */
 static void st__conn_flush(st_conn_t *c)
 {
@@ -179,6 +205,7 @@ static void st__conn_flush(st_conn_t *c)
             c->nslots = 0;
         }
     }
+    st__conn_pending(c);
     st__conn_write(c);
     if (c->closing) return;
     if (c->close_when_done && !c->head && !c->writing && c->out.len == 0) {
@@ -209,6 +236,7 @@ static void st__conn_respond(st_conn_t *c, const char *data, size_t len, uint64_
         c->head = s;
     c->tail = s;
     c->nslots++;
+    st__conn_pending(c);
 }
 
 static void st__conn_error(st_conn_t *c, int err, const char *msg)
@@ -369,6 +397,7 @@ static void st__conn_close(st_conn_t *c)
 {
     if (c->closing) return;
     c->closing = true;
+    st__conn_pending(c);
     st_server_t *srv = c->srv;
     if (c->prev)
         c->prev->next = c->next;
@@ -414,8 +443,8 @@ static void st__on_connection(uv_stream_t *server, int status)
 static void st__on_durable(st_store_listener_t *l, uint64_t id)
 {
     st_server_t *srv = (st_server_t *)((char *)l - offsetof(st_server_t, store_l));
-    for (st_conn_t *c = srv->conns, *n; c; c = n) {
-        n = c->next;
+    for (st_conn_t *c = srv->pending, *n; c; c = n) {
+        n = c->pnext;
         if (c->head && c->head->wait <= id) st__conn_flush(c);
     }
     if (srv->stopping) st__maybe_done(srv);
