@@ -4,6 +4,7 @@
 #include "strata/core.h"
 #include "strata/http.h"
 #include "strata/metrics.h"
+#include "strata/reconcile.h"
 #include "strata/chat.h"
 #include "strata/cold.h"
 #include "strata/seats.h"
@@ -129,8 +130,10 @@ int main(int argc, char **argv)
     }
     st_chat_cold_opts_t co = {cold, cfg.flush_interval, cfg.flush_rows, 3, cfg.cold_cache};
     st_chat_cold_start(chat, m.loop, &co);
-    st_app_t app = {&cfg, store, seats, chat, NULL};
+    st_app_t app = {&cfg, store, seats, chat, NULL, NULL};
+    st_reconcile_open(&app.reconcile, m.loop, store, chat, cfg.reconcile_interval);
     if (st_ws_open(&app.ws, m.loop, &app) != ST_OK) {
+        st_reconcile_close(app.reconcile);
         st_chat_cold_stop(chat);
         uv_run(m.loop, UV_RUN_DEFAULT);
         st_objstore_close(cold);
@@ -146,6 +149,7 @@ int main(int argc, char **argv)
         st_ws_close(app.ws);
         uv_run(m.loop, UV_RUN_NOWAIT);
         st_ws_free(app.ws);
+        st_reconcile_close(app.reconcile);
         st_chat_cold_stop(chat);
         uv_run(m.loop, UV_RUN_DEFAULT);
         st_objstore_close(cold);
@@ -176,6 +180,7 @@ int main(int argc, char **argv)
     st_seats_close(seats);
     st_ws_close(app.ws);
     st_chat_cold_stop(chat); /* flushes in flight come back during the run below */
+    st_reconcile_close(app.reconcile);
     uv_run(m.loop, UV_RUN_DEFAULT);
     st_ws_free(app.ws);
     st_objstore_close(cold);

@@ -76,6 +76,19 @@ void st_chat_cold_stop(st_chat_t *c);
  * users were queued. */
 size_t st_chat_flush_all(st_chat_t *c);
 
+/* ---- reconciliation (SPEC §6) ---- */
+/* Recounts a conversation's total_messages from its messages, hot and cold, and repairs the
+ * record (and the user's total) if they differ; *drift = truth - what was recorded. */
+int st_chat_recount(st_chat_t *c, const char *user, size_t ulen, const char *conv, size_t clen,
+                    int64_t *drift, uint64_t *wait);
+/* Calls fn for every conversation of every user (names borrowed for the call). */
+typedef void (*st_chat_conv_fn)(void *arg, const char *user, size_t ulen, const char *conv,
+                                size_t clen);
+size_t st_chat_each_conversation(st_chat_t *c, st_chat_conv_fn fn, void *arg);
+/* Testing only (--test-hooks): shifts a conversation's recorded count by `by`. */
+int st_chat_test_drift(st_chat_t *c, const char *user, size_t ulen, const char *conv, size_t clen,
+                       int64_t by, uint64_t *wait);
+
 /* Told about every posted message as it is staged (wait: the batch that makes it durable). */
 typedef void (*st_chat_observer_fn)(void *arg, const char *user, size_t ulen, const char *conv,
                                     size_t clen, uint64_t msg_id, const char *json, size_t len,

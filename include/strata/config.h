@@ -33,6 +33,7 @@ typedef struct {
     char s3_region[64];
     char s3_access_key[256];
     char s3_secret_key[256];
+    uint64_t test_hooks;
     char log_level[16];
 } st_config_t;
 

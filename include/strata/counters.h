@@ -32,6 +32,13 @@ int st_counter_distinct_add(st_store_t *s, const char *name, size_t nlen, const 
 /* Moves the hot increment into the baseline; the value does not change. */
 int st_counter_consolidate(st_store_t *s, const char *name, size_t nlen, uint64_t *wait);
 
+/* Recounts a distinct counter from its members and repairs it; *drift = members - recorded.
+ * ST_ECONFLICT for a plain counter. */
+int st_counter_distinct_recount(st_store_t *s, const char *name, size_t nlen, int64_t *drift,
+                                uint64_t *wait);
+/* Testing only (--test-hooks): shifts a counter's recorded value by `by`. */
+int st_counter_test_drift(st_store_t *s, const char *name, size_t nlen, int64_t by, uint64_t *wait);
+
 static inline int64_t st_counter_value(const st_counter_t *c)
 {
     return c->baseline + c->hot;

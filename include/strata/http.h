@@ -67,6 +67,7 @@ typedef struct st_server st_server_t;
 typedef struct st_seats st_seats_t;
 typedef struct st_chat st_chat_t;
 typedef struct st_ws st_ws_t;
+typedef struct st_reconcile st_reconcile_t;
 
 /* Everything a request may touch; borrowed, owned by main. */
 typedef struct {
@@ -74,7 +75,8 @@ typedef struct {
     st_store_t *store;
     st_seats_t *seats;
     st_chat_t *chat;
-    st_ws_t *ws; /* may be NULL (tools, fuzzers): nothing is streamed */
+    st_ws_t *ws;               /* may be NULL (tools, fuzzers): nothing is streamed */
+    st_reconcile_t *reconcile; /* may be NULL: nothing is queued for reconciliation */
 } st_app_t;
 
 /* Binds and listens per cfg->listen; logs "listening on HOST:PORT". */

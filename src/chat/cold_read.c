@@ -81,7 +81,7 @@ void st__chat_cache_free(st_chatcold_t *cc)
 }
 
 /* The parsed footer of an object of `size` bytes (borrowed from the cache). */
-static int st__footer(st_chatcold_t *cc, const char *key, uint64_t size, const st_pq_meta_t **out)
+int st__chat_footer(st_chatcold_t *cc, const char *key, uint64_t size, const st_pq_meta_t **out)
 {
     size_t kl = strlen(key);
     st_map_node_t *n = st_map_get(&cc->footers, key, kl);
@@ -268,7 +268,7 @@ static int st__file_rows(st_chatcold_t *cc, const char *key, const st_coldfile_t
                          size_t need, st_buf_t *rows, st_buf_t *pinned)
 {
     const st_pq_meta_t *m;
-    int rc = st__footer(cc, key, f->size, &m);
+    int rc = st__chat_footer(cc, key, f->size, &m);
     for (size_t gi = 0; gi < (rc ? 0 : m->ngroups); gi++) {
         const st_pq_group_t *G = &m->groups[gi];
         if (conv && (G->conv_len != cl || memcmp(G->conv, conv, cl) != 0)) continue;
@@ -289,12 +289,6 @@ static int st__file_rows(st_chatcold_t *cc, const char *key, const st_coldfile_t
     return rc;
 }
 
-typedef struct {
-    st_coldfile_t *files;
-    char **keys;
-    size_t n, cap;
-} st_manifest_t;
-
 static int st__collect(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_manifest_t *m = arg;
@@ -312,6 +306,24 @@ static int st__collect(void *arg, const void *key, size_t klen, const void *val,
     return 0;
 }
 
+int st__chat_manifest(st_chat_t *c, const char *u, size_t ul, bool desc, st_manifest_t *out,
+                      uint64_t *wait)
+{
+    uint8_t pre[ST__KEY_CAP];
+    size_t pl = st__chat_ukey(pre, 'F', u, ul);
+    memset(out, 0, sizeof *out);
+    return st_store_range(c->store, pre, pl, NULL, 0, NULL, 0, desc, st__collect, out, wait);
+}
+
+void st__chat_manifest_free(st_manifest_t *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        free(m->keys[i]);
+    free(m->keys);
+    free(m->files);
+    memset(m, 0, sizeof *m);
+}
+
 int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
                        uint64_t lo, uint64_t hi, bool desc, size_t limit, st_chat_msg_fn fn,
                        void *arg, size_t *given, bool *more, uint64_t *last, uint64_t *wait)
@@ -320,10 +332,8 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
     *more = false;
     if (!c->cold || limit == 0) return ST_OK;
     st_chatcold_t *cc = c->cold;
-    uint8_t pre[ST__KEY_CAP];
-    size_t pl = st__chat_ukey(pre, 'F', u, ul);
-    st_manifest_t man = {0};
-    int rc = st_store_range(c->store, pre, pl, NULL, 0, NULL, 0, desc, st__collect, &man, wait);
+    st_manifest_t man;
+    int rc = st__chat_manifest(c, u, ul, desc, &man, wait);
     st_buf_t json = {0}, rows = {0}, pinned = {0};
     for (size_t i = 0; i < man.n && rc == ST_OK && !*more; i++) {
         const st_coldfile_t *f = &man.files[i];
@@ -351,10 +361,7 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
     for (size_t i = 0; i < pinned.len / sizeof *pins; i++)
         pins[i]->pins--;
     st__rg_trim(cc);
-    for (size_t i = 0; i < man.n; i++)
-        free(man.keys[i]);
-    free(man.keys);
-    free(man.files);
+    st__chat_manifest_free(&man);
     st_buf_free(&json);
     st_buf_free(&rows);
     st_buf_free(&pinned);

@@ -75,6 +75,17 @@ int st__chat_coldstat(st_chat_t *c, const char *u, size_t ul, st_coldstat_t *out
 void st__chat_object_key(st_buf_t *b, const char *u, size_t ul, int64_t ts, uint64_t seq);
 
 /* cold_read.c */
+/* A user's manifest: its cold objects in file order (or reversed). */
+typedef struct {
+    st_coldfile_t *files;
+    char **keys;
+    size_t n, cap;
+} st_manifest_t;
+int st__chat_manifest(st_chat_t *c, const char *u, size_t ul, bool desc, st_manifest_t *out,
+                      uint64_t *wait);
+void st__chat_manifest_free(st_manifest_t *m);
+/* The parsed footer of an object (cached); ST_ECOLD if it cannot be read. */
+int st__chat_footer(st_chatcold_t *cc, const char *key, uint64_t size, const st_pq_meta_t **out);
 /* A message row rendered exactly as the hot store renders it at post time. */
 void st__chat_render_row(st_buf_t *b, const st_msgrow_t *r);
 /* Cold messages of a user (one conversation or all) with lo < msg_id < hi (0 = open), oldest or

@@ -77,6 +77,8 @@ static const st_cfg_opt_t st__opts[] = {
     ST__STR(s3_region, "s3-region", "STRATA_S3_REGION", "us-east-1", "S3 region for signing"),
     ST__STR(s3_access_key, "s3-access-key", "STRATA_S3_ACCESS_KEY", "", "S3 access key id"),
     ST__STR(s3_secret_key, "s3-secret-key", "STRATA_S3_SECRET_KEY", "", "S3 secret access key"),
+    ST__NUM(ST_CFG_U64, test_hooks, "test-hooks", "STRATA_TEST_HOOKS", "0", 0, 1,
+            "1 enables POST /v1/admin/test/drift (tests only: corrupts counts on purpose)"),
     ST__STR(log_level, "log-level", "STRATA_LOG_LEVEL", "info", "debug, info, warn or error"),
 };
 #define ST__NOPTS (sizeof st__opts / sizeof st__opts[0])

@@ -167,3 +167,44 @@ int st_sequence_get(st_store_t *s, const char *name, size_t nlen, int64_t *last,
     memcpy(last, v, 8);
     return ST_OK;
 }
+
+static int st__count_member(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)key;
+    (void)klen;
+    (void)val;
+    (void)vlen;
+    ++*(int64_t *)arg;
+    return 0;
+}
+
+int st_counter_distinct_recount(st_store_t *s, const char *name, size_t nlen, int64_t *drift,
+                                uint64_t *wait)
+{
+    uint8_t key[1 + ST_NAME_MAX], pre[ST_KEY_MAX + 1];
+    size_t klen = st__key(key, ST_KS_COUNTER, name, nlen);
+    st_counter_t c;
+    *drift = 0;
+    int rc = st__load(s, key, klen, &c, wait);
+    if (rc) return rc;
+    if (c.kind != ST_COUNTER_DISTINCT) return ST_ECONFLICT;
+    size_t pl = st__key(pre, ST_KS_MEMBER, name, nlen);
+    pre[pl++] = 0;
+    int64_t members = 0;
+    if ((rc = st_store_scan(s, pre, pl, st__count_member, &members, wait)) != ST_OK) return rc;
+    *drift = members - st_counter_value(&c);
+    if (*drift == 0) return ST_OK;
+    c.hot += *drift;
+    return st__put(s, key, klen, &c, wait);
+}
+
+int st_counter_test_drift(st_store_t *s, const char *name, size_t nlen, int64_t by, uint64_t *wait)
+{
+    uint8_t key[1 + ST_NAME_MAX];
+    size_t klen = st__key(key, ST_KS_COUNTER, name, nlen);
+    st_counter_t c;
+    int rc = st__load(s, key, klen, &c, wait);
+    if (rc) return rc;
+    c.hot += by;
+    return st__put(s, key, klen, &c, wait);
+}

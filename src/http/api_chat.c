@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* HTTP handlers for messages, conversations and per-user stats (SPEC §2). */
 #include "internal.h"
+#include "strata/reconcile.h"
 #include "strata/chat.h"
 
 #include <string.h>
@@ -47,10 +48,12 @@ int st_api_message_post(st_ctx_t *c)
         m.metadata_len = strlen(meta_txt);
     }
     rc = st_chat_post(c->app->chat, &m, c->body, &c->wait);
-    if (rc)
+    if (rc) {
         rc = st_ctx_error(c, rc, NULL);
-    else
+    } else {
         c->status = 201;
+        st_reconcile_mark_conversation(c->app->reconcile, m.user, m.user_len, m.conv, m.conv_len);
+    }
 done:
     cJSON_free(meta_txt);
     cJSON_Delete(j);

@@ -2,6 +2,10 @@
 /* Operational endpoints: health and Prometheus metrics (SPEC §7). */
 #include "internal.h"
 #include "strata/chat.h"
+#include "strata/counters.h"
+#include "strata/reconcile.h"
+
+#include <cjson/cJSON.h>
 
 int st_api_healthz(st_ctx_t *c)
 {
@@ -26,5 +30,89 @@ int st_api_admin_flush(st_ctx_t *c)
     size_t n = c->app->chat ? st_chat_flush_all(c->app->chat) : 0;
     c->status = 202;
     st_buf_printf(c->body, "{\"flushing\":%zu}", n);
+    return ST_OK;
+}
+
+/* Which key a reconcile or drift request names: {"user","conversation_id"} or {"counter"}.
+ * Returns 1 for a conversation, 2 for a counter, 0 for none, or an error (written). */
+static int st__admin_key(st_ctx_t *c, const cJSON *j, const char **a, size_t *al, const char **b,
+                         size_t *bl)
+{
+    if (!j) return 0;
+    if (cJSON_GetObjectItemCaseSensitive(j, "counter")) {
+        int rc = st_json_name(c, j, "counter", a, al);
+        return rc ? rc : 2;
+    }
+    if (!cJSON_GetObjectItemCaseSensitive(j, "user")) return 0;
+    int rc = st_json_name(c, j, "user", a, al);
+    if (!rc) rc = st_json_name(c, j, "conversation_id", b, bl);
+    return rc ? rc : 1;
+}
+
+/* Recounts one key ({"user","conversation_id"} or {"counter"}) or, with no body, every
+ * conversation and distinct counter now; answers what was recounted and the drift repaired. */
+int st_api_admin_reconcile(st_ctx_t *c)
+{
+    cJSON *j;
+    int rc = st_json_body(c, &j);
+    if (rc) return rc;
+    const char *a = NULL, *b = NULL;
+    size_t al = 0, bl = 0, keys = 0;
+    int64_t drift = 0;
+    int which = st__admin_key(c, j, &a, &al, &b, &bl);
+    if (which < 0) {
+        cJSON_Delete(j);
+        return which;
+    }
+    if (!c->app->reconcile) {
+        rc = st_ctx_error(c, ST_EUNAVAIL, "reconciliation is not running");
+    } else if (which == 0) {
+        st_reconcile_all(c->app->reconcile, &keys, &drift, &c->wait);
+    } else {
+        rc = which == 1
+                 ? st_reconcile_conversation_now(c->app->reconcile, a, al, b, bl, &drift, &c->wait)
+                 : st_reconcile_distinct_now(c->app->reconcile, a, al, &drift, &c->wait);
+        if (rc == ST_ECONFLICT)
+            rc = st_ctx_error(c, rc, "'%.*s' is not a distinct counter", (int)al, a);
+        else if (rc)
+            rc = st_ctx_error(c, rc, NULL);
+        keys = 1;
+    }
+    cJSON_Delete(j);
+    if (rc) return rc;
+    st_buf_printf(c->body, "{\"reconciled\":%zu,\"drift\":%lld}", keys, (long long)drift);
+    return ST_OK;
+}
+
+/* Tests only (--test-hooks 1): shifts a recorded count so that reconciliation has drift to
+ * find. Not found otherwise. */
+int st_api_admin_test_drift(st_ctx_t *c)
+{
+    if (!c->app->cfg->test_hooks) return st_ctx_error(c, ST_ENOTFOUND, "no such route");
+    cJSON *j;
+    int rc = st_json_body(c, &j);
+    if (rc) return rc;
+    const char *a = NULL, *b = NULL;
+    size_t al = 0, bl = 0;
+    int64_t by = 0;
+    int which = st__admin_key(c, j, &a, &al, &b, &bl);
+    if (which >= 0 && (rc = st_json_int(c, j, "by", -1000000, 1000000, 1, &by)) == ST_OK) {
+        /* the drift stands for a write gone wrong, so its key is marked like a write's */
+        if (which == 1) {
+            rc = st_chat_test_drift(c->app->chat, a, al, b, bl, by, &c->wait);
+            st_reconcile_mark_conversation(c->app->reconcile, a, al, b, bl);
+        } else if (which == 2) {
+            rc = st_counter_test_drift(c->app->store, a, al, by, &c->wait);
+            st_reconcile_mark_distinct(c->app->reconcile, a, al);
+        } else {
+            rc = ST_EINVAL;
+        }
+        if (rc) rc = st_ctx_error(c, rc, NULL);
+    } else if (which < 0) {
+        rc = which;
+    }
+    cJSON_Delete(j);
+    if (rc) return rc;
+    st_buf_puts(c->body, "{\"ok\":true}");
     return ST_OK;
 }

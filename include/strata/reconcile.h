@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reconcile: counters that heal themselves (SPEC §6). Writes mark the derived counts they touch
+ * (a conversation's total_messages, a distinct counter) dirty in a deduplicated queue; every
+ * --reconcile-interval the queue is worked off, each key recounted from its source of truth
+ * and repaired if it drifted, at most once per interval per key. A key dirtied again after its
+ * recount began stays queued (generations), so an older run never marks it clean.
+ *
+ * Loop-thread only.
+ */
+#ifndef STRATA_RECONCILE_H
+#define STRATA_RECONCILE_H
+
+#include "strata/chat.h"
+
+typedef struct st_reconcile st_reconcile_t;
+
+/* chat may be NULL (no conversations to reconcile). */
+int st_reconcile_open(st_reconcile_t **out, uv_loop_t *loop, st_store_t *store, st_chat_t *chat,
+                      uint64_t interval_s);
+/* Stops the timer; the state is freed once its handle has closed (run the loop). */
+void st_reconcile_close(st_reconcile_t *r);
+
+void st_reconcile_mark_conversation(st_reconcile_t *r, const char *user, size_t ulen,
+                                    const char *conv, size_t clen);
+void st_reconcile_mark_distinct(st_reconcile_t *r, const char *name, size_t nlen);
+
+/* Recounts one key now, whatever its spacing; *drift = truth - recorded (repaired). */
+int st_reconcile_conversation_now(st_reconcile_t *r, const char *user, size_t ulen,
+                                  const char *conv, size_t clen, int64_t *drift, uint64_t *wait);
+int st_reconcile_distinct_now(st_reconcile_t *r, const char *name, size_t nlen, int64_t *drift,
+                              uint64_t *wait);
+/* Recounts every conversation and distinct counter now; *keys recounted, *drift the sum of
+ * |drift| repaired. */
+void st_reconcile_all(st_reconcile_t *r, size_t *keys, int64_t *drift, uint64_t *wait);
+
+#endif

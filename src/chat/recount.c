@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Recounting a conversation from its source of truth (SPEC §6): the hot index of its messages
+ * plus the row counts of its row groups in the user's Parquet objects (footers only; no data
+ * is read). Runs in one loop turn, so no post or flush can interleave: what it writes is exact
+ * for the instant it ran.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+static int st__count(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)key;
+    (void)klen;
+    (void)val;
+    (void)vlen;
+    ++*(int64_t *)arg;
+    return 0;
+}
+
+static int st__sum_conv(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_totals_t *t = arg;
+    st_conv_t cv;
+    (void)key;
+    (void)klen;
+    if (vlen != sizeof cv) return 0;
+    memcpy(&cv, val, sizeof cv);
+    t->total += cv.base_total + cv.hot_total;
+    t->conversations++;
+    return 0;
+}
+
+int st_chat_recount(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                    int64_t *drift, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    st_conv_t cv;
+    size_t ckl = st__chat_ckey(k, u, ul, conv, cl);
+    *drift = 0;
+    int rc = st__chat_get_fixed(c->store, k, ckl, &cv, sizeof cv, wait);
+    if (rc) return rc;
+    int64_t hot = 0, cold = 0;
+    uint8_t pre[ST__KEY_CAP];
+    size_t pl = st__chat_nprefix(pre, u, ul, conv, cl);
+    if ((rc = st_store_scan(c->store, pre, pl, st__count, &hot, wait)) != ST_OK) return rc;
+    if (c->cold) {
+        st_manifest_t man;
+        rc = st__chat_manifest(c, u, ul, false, &man, wait);
+        for (size_t i = 0; i < man.n && rc == ST_OK; i++) {
+            const st_pq_meta_t *m;
+            rc = st__chat_footer(c->cold, man.keys[i], man.files[i].size, &m);
+            for (size_t g = 0; rc == ST_OK && g < m->ngroups; g++)
+                if (m->groups[g].conv_len == cl && memcmp(m->groups[g].conv, conv, cl) == 0)
+                    cold += m->groups[g].rows;
+        }
+        st__chat_manifest_free(&man);
+        if (rc) return rc;
+    }
+    *drift = hot + cold - (cv.base_total + cv.hot_total);
+    if (*drift == 0 && cv.base_total == cold && cv.hot_total == hot) return ST_OK;
+    /* the record's split follows the truth too, so the next flush moves the right counts */
+    cv.base_total = cold;
+    cv.hot_total = hot;
+    if ((rc = st_store_put(c->store, k, ckl, &cv, sizeof cv, wait)) != ST_OK || *drift == 0)
+        return rc;
+    /* the user's totals are the sum of their conversations: recount them as well */
+    st_totals_t tot = {0, 0};
+    uint8_t cp[ST__KEY_CAP];
+    size_t cpl = st__chat_ukey(cp, 'C', u, ul);
+    if ((rc = st_store_scan(c->store, cp, cpl, st__sum_conv, &tot, wait)) != ST_OK) return rc;
+    size_t tkl = st__chat_ukey(k, 'T', u, ul) - 1;
+    return st_store_put(c->store, k, tkl, &tot, sizeof tot, wait);
+}
+
+int st_chat_test_drift(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                       int64_t by, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    st_conv_t cv;
+    size_t ckl = st__chat_ckey(k, u, ul, conv, cl);
+    int rc = st__chat_get_fixed(c->store, k, ckl, &cv, sizeof cv, wait);
+    if (rc) return rc;
+    cv.hot_total += by;
+    return st_store_put(c->store, k, ckl, &cv, sizeof cv, wait);
+}
+
+/* Collected first and called after the scan: fn may read and write the store. */
+static int st__collect_conv(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_buf_t *b = arg;
+    const char *k = key;
+    size_t ul = strnlen(k + 1, klen - 1);
+    if (ul == 0 || ul > ST_NAME_MAX || vlen == 0 || vlen > ST_NAME_MAX) return 0;
+    uint8_t l[2] = {(uint8_t)ul, (uint8_t)vlen};
+    st_buf_append(b, l, 2);
+    st_buf_append(b, k + 1, ul);
+    st_buf_append(b, val, vlen);
+    return 0;
+}
+
+size_t st_chat_each_conversation(st_chat_t *c, st_chat_conv_fn fn, void *arg)
+{
+    st_buf_t b = {0};
+    uint64_t wait = 0;
+    char pre = 'U';
+    st_store_scan(c->store, &pre, 1, st__collect_conv, &b, &wait);
+    size_t n = 0;
+    for (size_t i = 0; i + 2 <= b.len; n++) {
+        size_t ul = (uint8_t)b.data[i], cl = (uint8_t)b.data[i + 1];
+        fn(arg, b.data + i + 2, ul, b.data + i + 2 + ul, cl);
+        i += 2 + ul + cl;
+    }
+    st_buf_free(&b);
+    return n;
+}
