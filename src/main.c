@@ -86,9 +86,49 @@ static int st__cold_open(const st_config_t *cfg, st_objstore_t **out)
     return rc;
 }
 
+/* `strata rebuild-meta [flags]`: re-seeds the hot store's cold metadata from object storage
+ * (a lost or new --data-dir next to an intact --cold-url), then exits. */
+static int st__rebuild_meta(const st_config_t *cfg)
+{
+    uv_loop_t *loop = uv_default_loop();
+    st_store_t *store;
+    st_chat_t *chat;
+    st_objstore_t *obj;
+    st_store_opts_t so = {cfg->data_dir, cfg->map_size, 0};
+    if (st_store_open(&store, loop, &so) != ST_OK) return 1;
+    if (st_chat_open(&chat, store, cfg->node_id) != ST_OK || st__cold_open(cfg, &obj) != ST_OK) {
+        st_store_close(store);
+        return 1;
+    }
+    size_t users, convs;
+    int64_t rows;
+    uint64_t wait = 0;
+    int rc = st_chat_rebuild(chat, obj, &users, &convs, &rows, &wait);
+    while (!st_store_idle(store)) /* commit and wait until it is durable */
+        uv_run(loop, UV_RUN_ONCE);
+    if (rc == ST_OK && st_store_durable_id(store) < wait) rc = ST_EIO;
+    st_objstore_close(obj);
+    st_chat_close(chat);
+    st_store_close(store);
+    uv_run(loop, UV_RUN_NOWAIT);
+    if (rc != ST_OK) {
+        st_error("rebuild-meta failed: %s", st_strerror(rc));
+        return 1;
+    }
+    st_info("rebuild-meta: %zu users, %zu conversations, %lld cold messages", users, convs,
+            (long long)rows);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     st_config_t cfg;
+    bool rebuild = argc > 1 && strcmp(argv[1], "rebuild-meta") == 0;
+    if (rebuild) {
+        argv[1] = argv[0];
+        argv++;
+        argc--;
+    }
     int rc = st_config_load(&cfg, argc, argv);
     if (rc == 1) return 0;
     if (rc != ST_OK) return 2;
@@ -99,6 +139,7 @@ int main(int argc, char **argv)
     else if (strcmp(cfg.log_level, "error") == 0)
         st_log_set_level(ST_LOG_ERROR);
     signal(SIGPIPE, SIG_IGN);
+    if (rebuild) return st__rebuild_meta(&cfg);
     st__raise_fd_limit(&cfg);
 
     st_main_t m = {0};

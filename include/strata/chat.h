@@ -85,6 +85,11 @@ int st_chat_recount(st_chat_t *c, const char *user, size_t ulen, const char *con
 typedef void (*st_chat_conv_fn)(void *arg, const char *user, size_t ulen, const char *conv,
                                 size_t clen);
 size_t st_chat_each_conversation(st_chat_t *c, st_chat_conv_fn fn, void *arg);
+/* Re-seeds cold metadata from object storage alone (`strata rebuild-meta`): the manifest, each
+ * user's cold summary, conversations' baselines and first/last ids and times, the user totals,
+ * merged with what the store holds hot. Counts are returned; everything is staged in one batch. */
+int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *convs, int64_t *rows,
+                    uint64_t *wait);
 /* Testing only (--test-hooks): shifts a conversation's recorded count by `by`. */
 int st_chat_test_drift(st_chat_t *c, const char *user, size_t ulen, const char *conv, size_t clen,
                        int64_t by, uint64_t *wait);

@@ -32,6 +32,7 @@ int st_parquet_encode(const st_msgrow_t *rows, size_t n, int zstd_level, st_buf_
  * bytes. conv points into the meta's own memory. */
 typedef struct {
     uint64_t min_id, max_id;
+    int64_t min_ts, max_ts; /* the timestamp column's statistics (0 if absent) */
     const char *conv;
     size_t conv_len;
     int64_t rows;
@@ -88,5 +89,9 @@ int st_objstore_put(st_objstore_t *s, const char *key, const void *data, size_t 
  * it is shorter. */
 int st_objstore_get(st_objstore_t *s, const char *key, uint64_t off, size_t len, st_buf_t *out);
 int st_objstore_delete(st_objstore_t *s, const char *key);
+/* Calls fn for every object whose key starts with prefix (key relative to the store's root,
+ * borrowed for the call); stops early when fn returns non-zero. */
+typedef int (*st_objstore_list_fn)(void *arg, const char *key, uint64_t size);
+int st_objstore_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn fn, void *arg);
 
 #endif

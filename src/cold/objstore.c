@@ -9,6 +9,7 @@
 #include "strata/cold.h"
 
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/sha.h>
@@ -20,8 +21,10 @@
 
 struct st_objstore {
     bool s3;
-    char *dir;  /* file: the directory */
-    char *base; /* s3: endpoint/bucket[/prefix], no trailing slash */
+    char *dir;    /* file: the directory */
+    char *base;   /* s3: endpoint/bucket[/prefix], no trailing slash */
+    char *bucket; /* s3: endpoint/bucket */
+    char *prefix; /* s3: "prefix/" or "" */
     char *sigv4;
     char *userpwd;
     char *describe;
@@ -65,6 +68,8 @@ int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o)
         }
         st_buf_appendc(&b, '/');
         st_buf_append(&b, bucket, bl);
+        s->bucket = st_strndup(b.data, b.len);
+        s->prefix = st_strndup(prefix, pl);
         if (pl) {
             st_buf_appendc(&b, '/');
             st_buf_append(&b, prefix, pl);
@@ -99,6 +104,8 @@ void st_objstore_close(st_objstore_t *s)
     if (s->s3) curl_global_cleanup();
     free(s->dir);
     free(s->base);
+    free(s->bucket);
+    free(s->prefix);
     free(s->sigv4);
     free(s->userpwd);
     free(s->describe);
@@ -218,15 +225,13 @@ static void st__url_key(st_buf_t *b, const char *key)
     }
 }
 
-static int st__s3(st_objstore_t *s, const char *method, const char *key, const void *body,
-                  size_t blen, const char *range, st_buf_t *out, size_t limit, long *status)
+/* One signed request to a full URL. */
+static int st__s3_req(st_objstore_t *s, const char *method, const char *url, const void *body,
+                      size_t blen, const char *range, st_buf_t *out, size_t limit, long *status)
 {
     CURL *h = curl_easy_init();
     if (!h) return ST_ENOMEM;
-    st_buf_t url = {0}, hdr = {0};
-    st_buf_printf(&url, "%s/", s->base);
-    st__url_key(&url, key);
-    st_buf_appendc(&url, 0);
+    st_buf_t hdr = {0};
     uint8_t d[SHA256_DIGEST_LENGTH];
     SHA256(body ? body : (const void *)"", body ? blen : 0, d);
     st_buf_puts(&hdr, "x-amz-content-sha256: ");
@@ -241,7 +246,7 @@ static int st__s3(st_objstore_t *s, const char *method, const char *key, const v
         hl = curl_slist_append(hl, rh);
     }
     st_sink_t sink = {out, limit};
-    curl_easy_setopt(h, CURLOPT_URL, url.data);
+    curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s->sigv4);
     curl_easy_setopt(h, CURLOPT_USERPWD, s->userpwd);
@@ -259,12 +264,28 @@ static int st__s3(st_objstore_t *s, const char *method, const char *key, const v
     CURLcode cc = curl_easy_perform(h);
     *status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-    if (cc != CURLE_OK) st_warn("cold: %s %s: %s", method, url.data, curl_easy_strerror(cc));
+    if (cc != CURLE_OK) st_warn("cold: %s %s: %s", method, url, curl_easy_strerror(cc));
     curl_slist_free_all(hl);
     curl_easy_cleanup(h);
-    st_buf_free(&url);
     st_buf_free(&hdr);
     return cc == CURLE_OK ? ST_OK : ST_EIO;
+}
+
+static int st__s3(st_objstore_t *s, const char *method, const char *key, const void *body,
+                  size_t blen, const char *range, st_buf_t *out, size_t limit, long *status)
+{
+    st_buf_t url = {0};
+    st_buf_printf(&url, "%s/", s->base);
+    st__url_key(&url, key);
+    st_buf_appendc(&url, 0);
+    int rc = st__s3_req(s, method, url.data, body, blen, range, out, limit, status);
+    st_buf_free(&url);
+    return rc;
+}
+
+static int st__s3_url(st_objstore_t *s, const char *url, st_buf_t *out, long *status)
+{
+    return st__s3_req(s, "GET", url, NULL, 0, NULL, out, SIZE_MAX, status);
 }
 
 static int st__s3_put(st_objstore_t *s, const char *key, const void *data, size_t len)
@@ -322,4 +343,109 @@ int st_objstore_delete(st_objstore_t *s, const char *key)
     long status;
     int rc = st__s3(s, "DELETE", key, NULL, 0, NULL, NULL, 0, &status);
     return rc == ST_OK && (status == 204 || status == 200 || status == 404) ? ST_OK : ST_EIO;
+}
+
+/* ---- listing ---- */
+
+static int st__walk(const char *root, st_buf_t *rel, const char *prefix, st_objstore_list_fn fn,
+                    void *arg)
+{
+    st_buf_t dir = {0};
+    st_buf_printf(&dir, "%s/%.*s", root, (int)rel->len, rel->data);
+    st_buf_appendc(&dir, 0);
+    DIR *d = opendir(dir.data);
+    st_buf_free(&dir);
+    if (!d) return errno == ENOENT ? ST_OK : ST_EIO;
+    int rc = ST_OK;
+    struct dirent *e;
+    while (rc == ST_OK && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+            continue;
+        if (strstr(e->d_name, ".tmp-")) continue; /* a put that never finished */
+        size_t at = rel->len;
+        if (at) st_buf_appendc(rel, '/');
+        st_buf_puts(rel, e->d_name);
+        st_buf_appendc(rel, 0);
+        rel->len--;
+        struct stat st;
+        st_buf_t path = {0};
+        st_buf_printf(&path, "%s/%s", root, rel->data);
+        st_buf_appendc(&path, 0);
+        if (stat(path.data, &st) == 0) {
+            if (S_ISDIR(st.st_mode))
+                rc = st__walk(root, rel, prefix, fn, arg);
+            else if (S_ISREG(st.st_mode) && strncmp(rel->data, prefix, strlen(prefix)) == 0)
+                rc = fn(arg, rel->data, (uint64_t)st.st_size);
+        }
+        st_buf_free(&path);
+        rel->len = at;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* The text of <tag>…</tag> after *from in an S3 XML answer; NULL when there is none. */
+static char *st__xml(const char *from, const char *tag, const char **next)
+{
+    char open[64], close[64];
+    snprintf(open, sizeof open, "<%s>", tag);
+    snprintf(close, sizeof close, "</%s>", tag);
+    const char *a = strstr(from, open), *b = a ? strstr(a, close) : NULL;
+    if (!a || !b) return NULL;
+    a += strlen(open);
+    if (next) *next = b + strlen(close);
+    return st_strndup(a, (size_t)(b - a));
+}
+
+static int st__s3_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn fn, void *arg)
+{
+    char *token = NULL;
+    int rc = ST_OK;
+    do {
+        st_buf_t url = {0}, body = {0};
+        st_buf_printf(&url, "%s?list-type=2&prefix=", s->bucket);
+        st_buf_t full = {0};
+        st_buf_printf(&full, "%s%s", s->prefix, prefix);
+        st_buf_appendc(&full, 0);
+        st__url_key(&url, full.data);
+        if (token) {
+            st_buf_puts(&url, "&continuation-token=");
+            st__url_key(&url, token);
+        }
+        st_buf_appendc(&url, 0);
+        long status;
+        rc = st__s3_url(s, url.data, &body, &status);
+        st_buf_appendc(&body, 0);
+        free(token);
+        token = NULL;
+        if (rc == ST_OK && status != 200) rc = ST_EIO;
+        const char *p = body.data;
+        char *key;
+        while (rc == ST_OK && (key = st__xml(p, "Key", &p)) != NULL) {
+            char *size = st__xml(p, "Size", NULL);
+            size_t pl = strlen(s->prefix);
+            if (strncmp(key, s->prefix, pl) == 0)
+                rc = fn(arg, key + pl, size ? strtoull(size, NULL, 10) : 0);
+            free(size);
+            free(key);
+        }
+        char *trunc = rc == ST_OK ? st__xml(body.data, "IsTruncated", NULL) : NULL;
+        if (trunc && strcmp(trunc, "true") == 0)
+            token = st__xml(body.data, "NextContinuationToken", NULL);
+        free(trunc);
+        st_buf_free(&url);
+        st_buf_free(&full);
+        st_buf_free(&body);
+    } while (rc == ST_OK && token);
+    free(token);
+    return rc;
+}
+
+int st_objstore_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn fn, void *arg)
+{
+    if (s->s3) return st__s3_list(s, prefix, fn, arg);
+    st_buf_t rel = {0};
+    int rc = st__walk(s->dir, &rel, prefix, fn, arg);
+    st_buf_free(&rel);
+    return rc;
 }

@@ -158,6 +158,10 @@ static int st__row_group(st_tr_t *r, uint64_t data_end, st_pq_group_t *g, st_buf
         return ST_EINVAL;
     g->min_id = st__rd64(cols[0].min);
     g->max_id = st__rd64(cols[0].max);
+    if (cols[3].min && cols[3].max && cols[3].min_len == 8 && cols[3].max_len == 8) {
+        g->min_ts = (int64_t)st__rd64(cols[3].min);
+        g->max_ts = (int64_t)st__rd64(cols[3].max);
+    }
     g->offset = lo;
     g->length = hi - lo;
     g->conv = (const char *)(uintptr_t)strings->len; /* an offset until strings stops moving */

@@ -125,7 +125,9 @@ void st_config_defaults(st_config_t *cfg)
 
 void st_config_usage(FILE *out)
 {
-    fprintf(out, "usage: strata [options]\n\n"
+    fprintf(out, "usage: strata [options]\n"
+                 "       strata rebuild-meta [options]   re-seed the hot store's cold metadata "
+                 "from --cold-url, then exit\n\n"
                  "strata: durable hot state for chat, ticketing and counting over HTTP and "
                  "WebSocket.\nEvery option can also be set by its environment variable.\n\n");
     for (size_t i = 0; i < ST__NOPTS; i++) {

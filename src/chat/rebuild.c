@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Re-seeding the hot store from object storage alone (SPEC §6, `strata rebuild-meta`): every
+ * object named {user}/batch-{ts}-{seq}.parquet is listed, its footer read, and from the row
+ * groups' statistics (conversation, rows, msg_id and timestamp ranges) the manifest, each
+ * user's cold summary, every conversation's cold baseline and first/last ids and times, the
+ * newest-first index and the user totals are written — merged with whatever hot data the store
+ * still holds. No message data is read, only footers.
+ */
+#define _GNU_SOURCE /* memrchr */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char user[ST_NAME_MAX + 1];
+    size_t ulen;
+    uint64_t seq, size;
+    char *key;
+} st_obj_t;
+
+typedef struct {
+    st_obj_t *v;
+    size_t n, cap;
+} st_objs_t;
+
+/* "{user}/batch-{ts}-{seq}.parquet", user with leading dots written as %2E. */
+static int st__on_object(void *arg, const char *key, uint64_t size)
+{
+    st_objs_t *o = arg;
+    const char *slash = strchr(key, '/');
+    if (!slash || strncmp(slash + 1, "batch-", 6) != 0) return 0;
+    size_t kl = strlen(key);
+    if (kl < 8 || strcmp(key + kl - 8, ".parquet") != 0) return 0;
+    const char *dash = memrchr(slash, '-', (size_t)(key + kl - slash));
+    if (!dash) return 0;
+    st_obj_t ob = {0};
+    for (const char *p = key; p < slash;) {
+        if (strncmp(p, "%2E", 3) == 0) {
+            ob.user[ob.ulen++] = '.';
+            p += 3;
+        } else {
+            ob.user[ob.ulen++] = *p++;
+        }
+        if (ob.ulen > ST_NAME_MAX) return 0;
+    }
+    if (!st_name_valid(ob.user, ob.ulen)) return 0;
+    ob.seq = strtoull(dash + 1, NULL, 10);
+    ob.size = size;
+    ob.key = st_strndup(key, kl);
+    if (o->n == o->cap) {
+        o->cap = o->cap ? o->cap * 2 : 64;
+        o->v = st_realloc(o->v, o->cap * sizeof *o->v);
+    }
+    o->v[o->n++] = ob;
+    return 0;
+}
+
+static int st__cmp_obj(const void *a, const void *b)
+{
+    const st_obj_t *x = a, *y = b;
+    int c = strcmp(x->user, y->user);
+    return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static int st__footer_of(st_objstore_t *obj, const st_obj_t *o, st_pq_meta_t *m)
+{
+    st_buf_t b = {0};
+    uint32_t flen;
+    int rc = o->size >= 12 ? st_objstore_get(obj, o->key, o->size - 8, 8, &b) : ST_EINVAL;
+    if (rc == ST_OK) rc = st_parquet_footer_len((const uint8_t *)b.data, o->size, &flen);
+    if (rc == ST_OK) {
+        st_buf_reset(&b);
+        rc = st_objstore_get(obj, o->key, o->size - 8 - flen, flen, &b);
+    }
+    if (rc == ST_OK) rc = st_parquet_parse_footer((const uint8_t *)b.data, flen, o->size, m);
+    st_buf_free(&b);
+    return rc;
+}
+
+typedef struct {
+    char conv[ST_NAME_MAX + 1];
+    size_t clen;
+    int64_t rows;
+    uint64_t first, last;
+    int64_t created, updated;
+} st_cagg_t;
+
+static int st__sum_conv(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_totals_t *t = arg;
+    st_conv_t cv;
+    (void)key;
+    (void)klen;
+    if (vlen != sizeof cv) return 0;
+    memcpy(&cv, val, sizeof cv);
+    t->total += cv.base_total + cv.hot_total;
+    t->conversations++;
+    return 0;
+}
+
+/* Folds one conversation's cold aggregate into its record (created if the store has none). */
+static int st__fold_conv(st_chat_t *c, const char *u, size_t ul, const st_cagg_t *a, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    size_t kl = st__chat_ckey(k, u, ul, a->conv, a->clen);
+    st_conv_t cv;
+    int rc = st__chat_get_fixed(c->store, k, kl, &cv, sizeof cv, wait);
+    if (rc == ST_ENOTFOUND) {
+        cv = (st_conv_t){a->first, a->last, a->created, a->updated, 0, 0};
+    } else if (rc == ST_OK) {
+        uint8_t uk[ST__KEY_CAP];
+        size_t ukl = st__chat_ukey_upd(uk, u, ul, cv.updated, a->conv, a->clen);
+        if ((rc = st_store_del(c->store, uk, ukl, wait)) != ST_OK) return rc;
+        if (a->first < cv.first) cv.first = a->first;
+        if (a->last > cv.last) cv.last = a->last;
+        if (a->created < cv.created) cv.created = a->created;
+        if (a->updated > cv.updated) cv.updated = a->updated;
+    } else {
+        return rc;
+    }
+    cv.base_total = a->rows;
+    if ((rc = st_store_put(c->store, k, kl, &cv, sizeof cv, wait)) != ST_OK) return rc;
+    size_t ukl = st__chat_ukey_upd(k, u, ul, cv.updated, a->conv, a->clen);
+    return st_store_put(c->store, k, ukl, a->conv, a->clen, wait);
+}
+
+/* One user's objects [o, o + n), sorted by seq. */
+static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o, size_t n,
+                            size_t *convs, int64_t *rows, uint64_t *max_id, uint64_t *wait)
+{
+    const char *u = o[0].user;
+    size_t ul = o[0].ulen;
+    st_coldstat_t cs = {0, 0, 0, 0, 1};
+    st_cagg_t *agg = NULL;
+    size_t nagg = 0;
+    uint8_t k[ST__KEY_CAP];
+    int rc = ST_OK;
+    for (size_t i = 0; i < n && rc == ST_OK; i++) {
+        st_pq_meta_t m;
+        if ((rc = st__footer_of(obj, &o[i], &m)) != ST_OK) {
+            st_error("rebuild: %s cannot be read; stopping", o[i].key);
+            break;
+        }
+        st_coldfile_t f = {UINT64_MAX, 0, m.rows, o[i].size};
+        for (size_t g = 0; g < m.ngroups; g++) {
+            const st_pq_group_t *G = &m.groups[g];
+            if (G->min_id < f.min_id) f.min_id = G->min_id;
+            if (G->max_id > f.max_id) f.max_id = G->max_id;
+            size_t a = 0;
+            while (a < nagg &&
+                   !(agg[a].clen == G->conv_len && memcmp(agg[a].conv, G->conv, G->conv_len) == 0))
+                a++;
+            if (a == nagg) {
+                agg = st_realloc(agg, (nagg + 1) * sizeof *agg);
+                memset(&agg[a], 0, sizeof *agg);
+                memcpy(agg[a].conv, G->conv, G->conv_len);
+                agg[a].clen = G->conv_len;
+                agg[a].first = UINT64_MAX;
+                agg[a].created = INT64_MAX;
+                agg[a].updated = INT64_MIN;
+                nagg++;
+            }
+            st_cagg_t *x = &agg[a];
+            x->rows += G->rows;
+            if (G->min_id < x->first) x->first = G->min_id;
+            if (G->max_id > x->last) x->last = G->max_id;
+            if (G->min_ts < x->created) x->created = G->min_ts;
+            if (G->max_ts > x->updated) x->updated = G->max_ts;
+        }
+        st_parquet_meta_free(&m);
+        st_buf_t v = {0};
+        st_buf_append(&v, &f, sizeof f);
+        st_buf_puts(&v, o[i].key);
+        size_t kn = st__chat_ukey(k, 'F', u, ul);
+        st__chat_be64(k + kn, o[i].seq);
+        rc = st_store_put(c->store, k, kn + 8, v.data, v.len, wait);
+        st_buf_free(&v);
+        if (f.max_id > cs.watermark) cs.watermark = f.max_id;
+        cs.rows += f.rows;
+        cs.bytes += (int64_t)f.size;
+        cs.files++;
+        if (o[i].seq + 1 > cs.next_seq) cs.next_seq = o[i].seq + 1;
+    }
+    for (size_t a = 0; a < nagg && rc == ST_OK; a++)
+        rc = st__fold_conv(c, u, ul, &agg[a], wait);
+    if (rc == ST_OK)
+        rc = st_store_put(c->store, k, st__chat_ukey(k, 'W', u, ul) - 1, &cs, sizeof cs, wait);
+    if (rc == ST_OK) { /* the user's totals: the sum of their conversations, hot and cold */
+        st_totals_t tot = {0, 0};
+        uint8_t cp[ST__KEY_CAP];
+        size_t cpl = st__chat_ukey(cp, 'C', u, ul);
+        rc = st_store_scan(c->store, cp, cpl, st__sum_conv, &tot, wait);
+        if (rc == ST_OK)
+            rc =
+                st_store_put(c->store, k, st__chat_ukey(k, 'T', u, ul) - 1, &tot, sizeof tot, wait);
+    }
+    *convs += nagg;
+    *rows += cs.rows;
+    if (cs.watermark > *max_id) *max_id = cs.watermark;
+    free(agg);
+    return rc;
+}
+
+int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *convs, int64_t *rows,
+                    uint64_t *wait)
+{
+    st_objs_t o = {0};
+    *users = *convs = 0;
+    *rows = 0;
+    int rc = st_objstore_list(obj, "", st__on_object, &o);
+    if (o.n) qsort(o.v, o.n, sizeof *o.v, st__cmp_obj);
+    uint64_t max_id = 0;
+    for (size_t i = 0; i < o.n && rc == ST_OK;) {
+        size_t j = i + 1;
+        while (j < o.n && strcmp(o.v[j].user, o.v[i].user) == 0)
+            j++;
+        rc = st__rebuild_user(c, obj, o.v + i, j - i, convs, rows, &max_id, wait);
+        ++*users;
+        i = j;
+    }
+    if (rc == ST_OK && max_id) { /* ids never go back below what the cold tier holds */
+        static const char last_key[] = "\0chat_last_id";
+        uint64_t last = 0;
+        int g = st__chat_get_fixed(c->store, (const uint8_t *)last_key, sizeof last_key - 1, &last,
+                                   sizeof last, wait);
+        if ((g == ST_OK || g == ST_ENOTFOUND) && max_id > last)
+            rc =
+                st_store_put(c->store, last_key, sizeof last_key - 1, &max_id, sizeof max_id, wait);
+        st_snowflake_floor(&c->ids, max_id);
+    }
+    for (size_t i = 0; i < o.n; i++)
+        free(o.v[i].key);
+    free(o.v);
+    return rc;
+}
