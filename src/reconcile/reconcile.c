@@ -171,7 +171,10 @@ static void st__step(uv_timer_t *t)
         if (e->dirty_gen == gen) st__free_entry(r, e);
     }
     st_metric_set(r->m_queue, (double)r->map.count);
-    uv_timer_start(&r->timer, st__step, more ? 10 : r->interval_ms, 0);
+    /* a backlog continues after nine times the loop time this step took: reconciliation
+     * never takes more than a tenth of the loop, however long the queue */
+    uint64_t spent_ms = (st_mono_ns() - t0) / 1000000;
+    uv_timer_start(&r->timer, st__step, more ? 9 * spent_ms + 1 : r->interval_ms, 0);
 }
 
 typedef struct {
