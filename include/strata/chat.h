@@ -65,6 +65,7 @@ typedef struct {
     uint64_t flush_rows;       /* flush a user once it has this many hot rows */
     int zstd_level;
     uint64_t cache_bytes; /* decoded cold row groups kept for reads */
+    uint64_t hot_ttl_s;   /* evict conversations idle this long whose messages are all cold */
 } st_chat_cold_opts_t;
 
 /* Reads merge cold objects from here on, and flushes start (on loop's worker pool). */

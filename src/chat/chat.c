@@ -56,9 +56,10 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
     st_totals_t tot = {0, 0};
     int rc = st__chat_get_fixed(s, tk, tkl, &tot, sizeof tot, wait);
     if (rc && rc != ST_ENOTFOUND) return rc;
-    rc = st__chat_get_fixed(s, ck, ckl, &cv, sizeof cv, wait);
+    bool rewarm;
+    rc = st__chat_conv_load(c, m->user, m->user_len, m->conv, m->conv_len, &cv, &rewarm, wait);
     if (rc && rc != ST_ENOTFOUND) return rc;
-    bool fresh = rc == ST_ENOTFOUND;
+    bool fresh = rc == ST_ENOTFOUND; /* an evicted conversation is re-warmed from cold, not new */
     int64_t now = st_now_us();
     uint64_t id = st_snowflake_next(&c->ids);
     if (fresh) {
@@ -219,10 +220,9 @@ static void st__render_conv(st_buf_t *out, const char *conv, size_t cl, const st
 int st_chat_conversation(st_chat_t *c, const char *user, size_t ulen, const char *conv, size_t clen,
                          st_buf_t *out, uint64_t *wait)
 {
-    uint8_t k[ST__KEY_CAP];
     st_conv_t cv;
-    int rc = st__chat_get_fixed(c->store, k, st__chat_ckey(k, user, ulen, conv, clen), &cv,
-                                sizeof cv, wait);
+    bool cold;
+    int rc = st__chat_conv_load(c, user, ulen, conv, clen, &cv, &cold, wait);
     if (rc) return rc;
     st__render_conv(out, conv, clen, &cv);
     return ST_OK;
@@ -275,9 +275,8 @@ int st_chat_conversations(st_chat_t *c, const char *user, size_t ulen, const cha
     st_buf_puts(out, "{\"conversations\":[");
     st_conv_t cv = {0};
     for (size_t i = 0; i < w.n && !rc; i++) {
-        uint8_t k[ST__KEY_CAP];
-        rc = st__chat_get_fixed(c->store, k, st__chat_ckey(k, user, ulen, w.names[i], w.lens[i]),
-                                &cv, sizeof cv, wait);
+        bool cold;
+        rc = st__chat_conv_load(c, user, ulen, w.names[i], w.lens[i], &cv, &cold, wait);
         if (!rc) {
             if (i) st_buf_appendc(out, ',');
             st__render_conv(out, w.names[i], w.lens[i], &cv);

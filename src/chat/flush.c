@@ -445,6 +445,7 @@ size_t st_chat_flush_all(st_chat_t *c)
     }
     st_buf_free(&users.names);
     st_buf_free(&counters.names);
+    st__chat_evict(c);
     st__pump(c->cold);
     return queued;
 }
@@ -505,6 +506,13 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
     cc->m_pending = st_metrics_gauge("strata_flush_pending", "Users waiting for a flush", "");
     cc->m_cold_reads = st_metrics_counter("strata_cold_row_groups_read_total",
                                           "Parquet row groups decoded for reads", "");
+    cc->m_hybrid_hot = st_metrics_counter("strata_hybrid_reads_total",
+                                          "Conversation hybrid fields served", "source=\"hot\"");
+    cc->m_hybrid_cold = st_metrics_counter("strata_hybrid_reads_total",
+                                           "Conversation hybrid fields served", "source=\"cold\"");
+    cc->m_evicted = st_metrics_counter("strata_hot_evictions_total",
+                                       "Idle conversations evicted from the hot store", "");
+    cc->hot_ttl_us = (o->hot_ttl_s ? o->hot_ttl_s : 86400) * 1000000ull;
     cc->m_seconds =
         st_metrics_histogram("strata_flush_seconds", "Flush duration, snapshot to manifest", "",
                              st_metrics_latency_bounds, st_metrics_latency_nbounds);
@@ -550,4 +558,50 @@ void st_chat_cold_stop(st_chat_t *c)
     c->cold = NULL;
     uv_close((uv_handle_t *)&cc->tick, st__tick_closed);
     uv_close((uv_handle_t *)&cc->resume, st__tick_closed);
+}
+
+/* ---- idle eviction ---- */
+
+typedef struct {
+    int64_t before;
+    st_buf_t keys; /* each: u16 length, then the 'C' key */
+} st_evict_t;
+
+static int st__evict_pick(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_evict_t *e = arg;
+    st_conv_t cv;
+    if (vlen != sizeof cv || klen > ST__KEY_CAP) return 0;
+    memcpy(&cv, val, sizeof cv);
+    if (cv.hot_total != 0 || cv.updated >= e->before) return 0; /* still has hot rows, or fresh */
+    uint16_t l = (uint16_t)klen;
+    st_buf_append(&e->keys, &l, sizeof l);
+    st_buf_append(&e->keys, key, klen);
+    return 0;
+}
+
+/* Conversations untouched for the hot TTL whose messages are all cold lose their hot record:
+ * reads rebuild it from the footers (the cold fall-back), the next post re-warms it. The
+ * newest-first index entry stays, so the conversation is still listed. */
+size_t st__chat_evict(st_chat_t *c)
+{
+    st_chatcold_t *cc = c->cold;
+    if (!cc) return 0;
+    st_evict_t e = {st_now_us() - (int64_t)cc->hot_ttl_us, {0}};
+    uint64_t wait = 0;
+    char pre = 'C';
+    st_store_scan(c->store, &pre, 1, st__evict_pick, &e, &wait);
+    size_t n = 0;
+    for (size_t i = 0; i + sizeof(uint16_t) <= e.keys.len; n++) {
+        uint16_t l;
+        memcpy(&l, e.keys.data + i, sizeof l);
+        st_store_del(c->store, e.keys.data + i + sizeof l, l, &wait);
+        i += sizeof l + l;
+    }
+    st_buf_free(&e.keys);
+    if (n) {
+        st_metric_add(cc->m_evicted, (double)n);
+        st_info("cold: evicted %zu idle conversations from the hot store", n);
+    }
+    return n;
 }

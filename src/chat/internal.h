@@ -96,6 +96,13 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
 void st__chat_cache_free(st_chatcold_t *cc);
 void st__chat_rows_cache_free(st_chatcold_t *cc);
 
+/* recount.c: a conversation's record, from the hot store or, if it was evicted, rebuilt from
+ * the cold tier's footers (*from_cold). ST_ENOTFOUND when neither knows it. */
+int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                       st_conv_t *cv, bool *from_cold, uint64_t *wait);
+/* flush.c: evicts conversations idle for the hot TTL whose messages are all cold. */
+size_t st__chat_evict(st_chat_t *c);
+
 /* flush.c: told after each post with the user's total message count (flush_rows trigger). */
 void st__chat_posted(st_chat_t *c, const char *u, size_t ul, int64_t total);
 
@@ -125,6 +132,8 @@ struct st_chatcold {
     size_t rg_bytes, rg_budget;
     st_metric_t *m_flush_ok, *m_flush_err, *m_rows, *m_bytes, *m_running, *m_pending;
     st_metric_t *m_cold_reads, *m_cold_errors, *m_seconds;
+    st_metric_t *m_hybrid_hot, *m_hybrid_cold, *m_evicted;
+    uint64_t hot_ttl_us;
 };
 
 #endif

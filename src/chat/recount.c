@@ -115,3 +115,42 @@ size_t st_chat_each_conversation(st_chat_t *c, st_chat_conv_fn fn, void *arg)
     st_buf_free(&b);
     return n;
 }
+
+/* ---- hybrid fields: hot record, else the cold tier (an evicted conversation) ---- */
+
+int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                       st_conv_t *cv, bool *from_cold, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    *from_cold = false;
+    int rc =
+        st__chat_get_fixed(c->store, k, st__chat_ckey(k, u, ul, conv, cl), cv, sizeof *cv, wait);
+    if (rc != ST_ENOTFOUND || !c->cold) {
+        if (rc == ST_OK && c->cold) st_metric_add(c->cold->m_hybrid_hot, 1);
+        return rc;
+    }
+    /* not hot: rebuilt from the footers of the user's objects (no message data is read) */
+    st_manifest_t man;
+    rc = st__chat_manifest(c, u, ul, false, &man, wait);
+    st_conv_t x = {UINT64_MAX, 0, INT64_MAX, INT64_MIN, 0, 0};
+    for (size_t i = 0; i < man.n && rc == ST_OK; i++) {
+        const st_pq_meta_t *m;
+        rc = st__chat_footer(c->cold, man.keys[i], man.files[i].size, &m);
+        for (size_t g = 0; rc == ST_OK && g < m->ngroups; g++) {
+            const st_pq_group_t *G = &m->groups[g];
+            if (G->conv_len != cl || memcmp(G->conv, conv, cl) != 0) continue;
+            x.base_total += G->rows;
+            if (G->min_id < x.first) x.first = G->min_id;
+            if (G->max_id > x.last) x.last = G->max_id;
+            if (G->min_ts < x.created) x.created = G->min_ts;
+            if (G->max_ts > x.updated) x.updated = G->max_ts;
+        }
+    }
+    st__chat_manifest_free(&man);
+    if (rc) return rc;
+    if (!x.base_total) return ST_ENOTFOUND;
+    st_metric_add(c->cold->m_hybrid_cold, 1);
+    *cv = x;
+    *from_cold = true;
+    return ST_OK;
+}

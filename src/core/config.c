@@ -48,6 +48,8 @@ static const st_cfg_opt_t st__opts[] = {
             "hot rows per user that trigger a flush"),
     ST__NUM(ST_CFG_SIZE, cold_cache, "cold-cache", "STRATA_COLD_CACHE", "256MiB", 0, 1ULL << 40,
             "memory for decoded cold row groups (reads of recent cold data skip decompression)"),
+    ST__NUM(ST_CFG_U64, hot_ttl, "hot-ttl", "STRATA_HOT_TTL", "86400", 1, 86400 * 3650,
+            "seconds a conversation stays hot once idle and fully flushed (then read from cold)"),
     ST__NUM(ST_CFG_U64, reconcile_interval, "reconcile-interval", "STRATA_RECONCILE_INTERVAL", "20",
             1, 86400, "seconds between reconciliation passes"),
     ST__STR(jwt_secret, "jwt-secret", "STRATA_JWT_SECRET", "",

@@ -291,4 +291,41 @@ describe('cold tier triggers and crashes', () => {
     await s.stop();
     s.cleanup();
   });
+
+  test('idle conversations leave the hot store, are read from cold, and a write re-warms them', async () => {
+    const s = await startStrata({ args: ['--hot-ttl', '1', '--flush-interval', '3600'] });
+    const posted = [];
+    for (let i = 0; i < 20; i++) await post(s, 'idle', posted, i);
+    await flushAll(s, 'idle');
+    const list = (await s.req('GET', '/v1/users/idle/conversations?limit=100')).json;
+    const convs = {};
+    for (const c of list.conversations) convs[c.conversation_id] = (await s.req('GET', `/v1/users/idle/conversations/${c.conversation_id}`)).json;
+    const stats = (await s.req('GET', '/v1/users/idle/stats')).json;
+    await sleep(1200);
+    await s.req('POST', '/v1/admin/flush'); // flush-all also evicts what has been idle long enough
+    const m = (await s.req('GET', '/metrics')).text;
+    assert.equal(Number(m.match(/strata_hot_evictions_total (\d+)/)[1]), list.conversations.length);
+    const coldReads = () => s.req('GET', '/metrics').then((r) => Number(r.text.match(/strata_hybrid_reads_total\{source="cold"\} (\d+)/)[1]));
+    const before = await coldReads();
+    for (const [id, c] of Object.entries(convs))
+      assert.deepEqual((await s.req('GET', `/v1/users/idle/conversations/${id}`)).json, c, `${id} from cold`);
+    assert.deepEqual((await s.req('GET', '/v1/users/idle/conversations?limit=100')).json, list);
+    assert.deepEqual((await s.req('GET', '/v1/users/idle/stats')).json, stats);
+    assert.ok((await coldReads()) > before, 'served by the cold fall-back');
+    // a write re-warms the conversation and continues its sequence
+    const c0 = convs.c0;
+    const p = await s.req('POST', '/v1/users/idle/messages', { conversation_id: 'c0', from: 'a', content: 'back' });
+    assert.equal(p.json.seq, c0.total_messages + 1);
+    const now = (await s.req('GET', '/v1/users/idle/conversations/c0')).json;
+    assert.equal(now.total_messages, c0.total_messages + 1);
+    assert.equal(now.first_msg_id, c0.first_msg_id);
+    assert.equal(now.created, c0.created);
+    assert.equal(now.last_msg_id, p.json.msg_id);
+    const l2 = (await s.req('GET', '/v1/users/idle/conversations?limit=100')).json.conversations;
+    assert.equal(l2.length, list.conversations.length, 'listed once');
+    assert.equal(l2[0].conversation_id, 'c0', 'newest first');
+    assert.deepEqual((await readAll(s, 'idle', { limit: '7' })).map((x) => x.msg_id), [...posted.map((x) => x.msg_id), p.json.msg_id]);
+    await s.stop();
+    s.cleanup();
+  });
 });
