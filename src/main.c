@@ -169,8 +169,13 @@ int main(int argc, char **argv)
         uv_run(m.loop, UV_RUN_NOWAIT);
         return 1;
     }
-    st_chat_cold_opts_t co = {cold, cfg.flush_interval, cfg.flush_rows,
-                              3,    cfg.cold_cache,     cfg.hot_ttl};
+    st_chat_cold_opts_t co = {.store = cold,
+                              .flush_interval_s = cfg.flush_interval,
+                              .flush_rows = cfg.flush_rows,
+                              .zstd_level = 3,
+                              .cache_bytes = cfg.cold_cache,
+                              .hot_ttl_s = cfg.hot_ttl,
+                              .retention_s = cfg.retention_seconds};
     st_chat_cold_start(chat, m.loop, &co);
     st_app_t app = {&cfg, store, seats, chat, NULL, NULL};
     st_reconcile_open(&app.reconcile, m.loop, store, chat, cfg.reconcile_interval);

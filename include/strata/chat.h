@@ -66,6 +66,7 @@ typedef struct {
     int zstd_level;
     uint64_t cache_bytes; /* decoded cold row groups kept for reads */
     uint64_t hot_ttl_s;   /* evict conversations idle this long whose messages are all cold */
+    uint64_t retention_s; /* drop cold objects whose newest message is older; 0 = keep */
 } st_chat_cold_opts_t;
 
 /* Reads merge cold objects from here on, and flushes start (on loop's worker pool). */

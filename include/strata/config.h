@@ -18,6 +18,7 @@ typedef struct {
     uint64_t flush_rows;
     uint64_t cold_cache;
     uint64_t hot_ttl;
+    uint64_t retention_seconds;
     uint64_t reconcile_interval;
     char jwt_secret[512];
     uint64_t node_id;

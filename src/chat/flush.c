@@ -426,6 +426,7 @@ size_t st_chat_flush_all(st_chat_t *c)
         uint8_t k[ST__KEY_CAP];
         st_totals_t tot;
         st_coldstat_t cs;
+        st__chat_retention(c, u, ul);
         if (st__chat_get_fixed(c->store, k, st__chat_ukey(k, 'T', u, ul) - 1, &tot, sizeof tot,
                                &wait) == ST_OK &&
             st__chat_coldstat(c, u, ul, &cs, &wait) == ST_OK && tot.total > cs.rows) {
@@ -466,6 +467,7 @@ void st__chat_posted(st_chat_t *c, const char *u, size_t ul, int64_t total)
 static void st__on_tick(uv_timer_t *t)
 {
     st_chatcold_t *cc = t->data;
+    st__chat_delete_doomed(cc); /* dropped from the manifest at least a tick ago */
     uint64_t now = st__now_ms(cc), used, size;
     st_store_usage(cc->chat->store, &used, &size);
     /* near full: flush now, then give the flushes time to free space before asking again */
@@ -513,6 +515,9 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
     cc->m_evicted = st_metrics_counter("strata_hot_evictions_total",
                                        "Idle conversations evicted from the hot store", "");
     cc->hot_ttl_us = (o->hot_ttl_s ? o->hot_ttl_s : 86400) * 1000000ull;
+    cc->retention_us = o->retention_s * 1000000ull;
+    cc->m_retained = st_metrics_counter("strata_retention_deleted_messages_total",
+                                        "Cold messages deleted by retention", "");
     cc->m_seconds =
         st_metrics_histogram("strata_flush_seconds", "Flush duration, snapshot to manifest", "",
                              st_metrics_latency_bounds, st_metrics_latency_nbounds);
@@ -539,6 +544,7 @@ static void st__maybe_free(st_chatcold_t *cc)
     st_map_free(&cc->running);
     st__chat_cache_free(cc);
     st__chat_rows_cache_free(cc);
+    st__chat_delete_doomed(cc);
     free(cc);
 }
 

@@ -100,6 +100,10 @@ void st__chat_rows_cache_free(st_chatcold_t *cc);
  * the cold tier's footers (*from_cold). ST_ENOTFOUND when neither knows it. */
 int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
                        st_conv_t *cv, bool *from_cold, uint64_t *wait);
+/* retention.c: drops the user's objects older than the retention (whole objects); returns how
+ * many. Their keys wait in cc->doomed until st__chat_delete_doomed. */
+size_t st__chat_retention(st_chat_t *c, const char *u, size_t ul);
+void st__chat_delete_doomed(st_chatcold_t *cc);
 /* flush.c: evicts conversations idle for the hot TTL whose messages are all cold. */
 size_t st__chat_evict(st_chat_t *c);
 
@@ -132,8 +136,11 @@ struct st_chatcold {
     size_t rg_bytes, rg_budget;
     st_metric_t *m_flush_ok, *m_flush_err, *m_rows, *m_bytes, *m_running, *m_pending;
     st_metric_t *m_cold_reads, *m_cold_errors, *m_seconds;
-    st_metric_t *m_hybrid_hot, *m_hybrid_cold, *m_evicted;
+    st_metric_t *m_hybrid_hot, *m_hybrid_cold, *m_evicted, *m_retained;
     uint64_t hot_ttl_us;
+    uint64_t retention_us; /* 0: keep forever */
+    char **doomed;         /* expired objects out of the manifest, deleted at the next tick */
+    size_t ndoomed;
 };
 
 #endif

@@ -328,4 +328,30 @@ describe('cold tier triggers and crashes', () => {
     await s.stop();
     s.cleanup();
   });
+
+  test('retention drops expired objects and the counts follow', async () => {
+    const s = await startStrata({ args: ['--retention-seconds', '2', '--flush-interval', '3600'] });
+    const old = [], young = [];
+    for (let i = 0; i < 10; i++) await post(s, 'ret', old, i);
+    await flushAll(s, 'ret');
+    const [oldFile] = parquetFiles(path.join(s.dir, 'cold', 'ret'));
+    await sleep(2500);
+    for (let i = 10; i < 16; i++) await post(s, 'ret', young, i);
+    await flushAll(s, 'ret'); // this pass writes the young object and drops the expired one
+    await waitFor('the expired object deleted', async () => !parquetFiles(path.join(s.dir, 'cold', 'ret')).includes(oldFile), 5000);
+    const st = (await s.req('GET', '/v1/users/ret/stats')).json;
+    assert.deepEqual([st.total_messages, st.cold_messages, st.hot_messages], [6, 6, 0]);
+    assert.deepEqual((await readAll(s, 'ret', { limit: '4' })).map((m) => m.msg_id), young.map((p) => p.msg_id));
+    for (const c of CONVS) {
+      const want = young.filter((p) => p.conversation_id === c).length;
+      const r = await s.req('GET', `/v1/users/ret/conversations/${c}`);
+      if (r.status === 200) assert.equal(r.json.total_messages, want, c);
+    }
+    const m = (await s.req('GET', '/metrics')).text;
+    assert.match(m, /strata_retention_deleted_messages_total 10\b/);
+    // reconciliation agrees with what retention left
+    assert.equal((await s.req('POST', '/v1/admin/reconcile')).json.drift, 0);
+    await s.stop();
+    s.cleanup();
+  });
 });
