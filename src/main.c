@@ -149,26 +149,11 @@ int main(int argc, char **argv)
     if (st_store_open(&store, m.loop, &so) != ST_OK) return 1;
     st_seats_t *seats;
     st_seats_opts_t seo = {cfg.max_seats, cfg.node_id};
-    if (st_seats_open(&seats, m.loop, store, &seo) != ST_OK) {
-        st_store_close(store);
-        uv_run(m.loop, UV_RUN_NOWAIT);
-        return 1;
-    }
+    if (st_seats_open(&seats, m.loop, store, &seo) != ST_OK) goto fail_seats;
     st_chat_t *chat;
-    if (st_chat_open(&chat, store, cfg.node_id) != ST_OK) {
-        st_seats_close(seats);
-        st_store_close(store);
-        uv_run(m.loop, UV_RUN_NOWAIT);
-        return 1;
-    }
+    if (st_chat_open(&chat, store, cfg.node_id) != ST_OK) goto fail_chat;
     st_objstore_t *cold = NULL;
-    if (st__cold_open(&cfg, &cold) != ST_OK) {
-        st_chat_close(chat);
-        st_seats_close(seats);
-        st_store_close(store);
-        uv_run(m.loop, UV_RUN_NOWAIT);
-        return 1;
-    }
+    if (st__cold_open(&cfg, &cold) != ST_OK) goto fail_cold;
     st_chat_cold_opts_t co = {.store = cold,
                               .flush_interval_s = cfg.flush_interval,
                               .flush_rows = cfg.flush_rows,
@@ -179,33 +164,10 @@ int main(int argc, char **argv)
     st_chat_cold_start(chat, m.loop, &co);
     st_app_t app = {&cfg, store, seats, chat, NULL, NULL};
     st_reconcile_open(&app.reconcile, m.loop, store, chat, cfg.reconcile_interval);
-    if (st_ws_open(&app.ws, m.loop, &app) != ST_OK) {
-        st_reconcile_close(app.reconcile);
-        st_chat_cold_stop(chat);
-        uv_run(m.loop, UV_RUN_DEFAULT);
-        st_objstore_close(cold);
-        st_chat_close(chat);
-        st_seats_close(seats);
-        st_store_close(store);
-        uv_run(m.loop, UV_RUN_NOWAIT);
-        return 1;
-    }
+    if (st_ws_open(&app.ws, m.loop, &app) != ST_OK) goto fail_ws;
     if (!*cfg.jwt_secret)
         st_warn("auth is OFF: no --jwt-secret / STRATA_JWT_SECRET set, every route is open");
-    if (st_server_start(&m.srv, m.loop, &app) != ST_OK) {
-        st_ws_close(app.ws);
-        uv_run(m.loop, UV_RUN_NOWAIT);
-        st_ws_free(app.ws);
-        st_reconcile_close(app.reconcile);
-        st_chat_cold_stop(chat);
-        uv_run(m.loop, UV_RUN_DEFAULT);
-        st_objstore_close(cold);
-        st_chat_close(chat);
-        st_seats_close(seats);
-        st_store_close(store);
-        uv_run(m.loop, UV_RUN_NOWAIT);
-        return 1;
-    }
+    if (st_server_start(&m.srv, m.loop, &app) != ST_OK) goto fail_server;
     st_info("strata ready: data in %s, node id %llu", cfg.data_dir,
             (unsigned long long)cfg.node_id);
     uv_signal_init(m.loop, &m.sigterm);
@@ -240,4 +202,22 @@ int main(int argc, char **argv)
     int lc = uv_loop_close(m.loop);
     st_info("stopped%s", lc ? " (some handles were still open)" : " cleanly");
     return 0;
+
+    /* start-up failed: undo what was opened, in reverse */
+fail_server:
+    st_ws_close(app.ws);
+fail_ws:
+    st_reconcile_close(app.reconcile);
+    st_chat_cold_stop(chat);
+    uv_run(m.loop, UV_RUN_DEFAULT); /* lws and the cold tier close their handles */
+    if (app.ws) st_ws_free(app.ws);
+    st_objstore_close(cold);
+fail_cold:
+    st_chat_close(chat);
+fail_chat:
+    st_seats_close(seats);
+fail_seats:
+    st_store_close(store);
+    uv_run(m.loop, UV_RUN_NOWAIT);
+    return 1;
 }

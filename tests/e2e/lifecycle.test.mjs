@@ -2,10 +2,11 @@
 // Operations: graceful SIGTERM with requests in flight, storage full (507, reads keep working),
 // the connection limit, idle keep-alive close, --help and environment configuration.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import net from 'node:net';
 import { test } from 'node:test';
-import { BIN, raw, request, sleep, startStrata } from './lib.mjs';
+import { BIN, raw, request, sleep, startStrata, tempDir } from './lib.mjs';
 
 test('--help lists every flag with its environment twin', () => {
   const out = execFileSync(BIN, ['--help']).toString();
@@ -18,6 +19,15 @@ test('--help lists every flag with its environment twin', () => {
   let code = 0;
   try { execFileSync(BIN, ['--no-such-flag'], { stdio: 'pipe' }); } catch (e) { code = e.status; }
   assert.equal(code, 2);
+});
+
+test('a failed start-up (unusable --listen) exits 1 after undoing what it opened', () => {
+  const dir = tempDir('badlisten');
+  const r = spawnSync(BIN, ['--listen', '999.0.0.1:1', '--data-dir', dir], { encoding: 'utf8' });
+  assert.equal(r.signal, null, r.stderr);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /bad address in --listen/);
+  rmSync(dir, { recursive: true, force: true });
 });
 
 test('environment configures the server; open mode is announced', async () => {
