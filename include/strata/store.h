@@ -81,6 +81,8 @@ int st_store_scan_from(st_store_t *s, const void *prefix, size_t plen, const voi
 int st_store_range(st_store_t *s, const void *prefix, size_t plen, const void *lo, size_t lolen,
                    const void *hi, size_t hilen, bool reverse, st_store_scan_fn fn, void *arg,
                    uint64_t *wait);
+/* How many keys (durable and staged) have the prefix. */
+int st_store_count(st_store_t *s, const void *prefix, size_t plen, int64_t *n, uint64_t *wait);
 
 uint64_t st_store_durable_id(const st_store_t *s);
 /* True when nothing is staged and no commit is in flight. */

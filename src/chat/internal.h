@@ -68,6 +68,9 @@ size_t st__chat_ukey_upd(uint8_t *k, const char *u, size_t ul, int64_t updated, 
                          size_t cl);
 int st__chat_get_fixed(st_store_t *s, const uint8_t *k, size_t kl, void *dst, size_t n,
                        uint64_t *wait);
+/* Rewrites the user's totals ('T') as the sum of their conversation records: after a repair,
+ * a rebuild or a retention pass changed counts other than by a post. */
+int st__chat_refresh_totals(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
 /* The user's cold summary; all zero when nothing of the user is cold. */
 int st__chat_coldstat(st_chat_t *c, const char *u, size_t ul, st_coldstat_t *out, uint64_t *wait);
 /* The object key of a user's file: {user}/batch-{ts}-{seq}.parquet, with a leading '.' of the

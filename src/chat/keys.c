@@ -98,3 +98,26 @@ void st__chat_object_key(st_buf_t *b, const char *u, size_t ul, int64_t ts, uint
     st_buf_appendc(b, 0);
     b->len--;
 }
+
+static int st__sum_conv(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_totals_t *t = arg;
+    st_conv_t cv;
+    (void)key;
+    (void)klen;
+    if (vlen != sizeof cv) return 0;
+    memcpy(&cv, val, sizeof cv);
+    t->total += cv.base_total + cv.hot_total;
+    t->conversations++;
+    return 0;
+}
+
+int st__chat_refresh_totals(st_chat_t *c, const char *u, size_t ul, uint64_t *wait)
+{
+    st_totals_t tot = {0, 0};
+    uint8_t k[ST__KEY_CAP];
+    size_t kl = st__chat_ukey(k, 'C', u, ul);
+    int rc = st_store_scan(c->store, k, kl, st__sum_conv, &tot, wait);
+    if (rc) return rc;
+    return st_store_put(c->store, k, st__chat_ukey(k, 'T', u, ul) - 1, &tot, sizeof tot, wait);
+}

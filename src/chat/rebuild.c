@@ -87,19 +87,6 @@ typedef struct {
     int64_t created, updated;
 } st_cagg_t;
 
-static int st__sum_conv(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    st_totals_t *t = arg;
-    st_conv_t cv;
-    (void)key;
-    (void)klen;
-    if (vlen != sizeof cv) return 0;
-    memcpy(&cv, val, sizeof cv);
-    t->total += cv.base_total + cv.hot_total;
-    t->conversations++;
-    return 0;
-}
-
 /* Folds one conversation's cold aggregate into its record (created if the store has none). */
 static int st__fold_conv(st_chat_t *c, const char *u, size_t ul, const st_cagg_t *a, uint64_t *wait)
 {
@@ -187,15 +174,7 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
         rc = st__fold_conv(c, u, ul, &agg[a], wait);
     if (rc == ST_OK)
         rc = st_store_put(c->store, k, st__chat_ukey(k, 'W', u, ul) - 1, &cs, sizeof cs, wait);
-    if (rc == ST_OK) { /* the user's totals: the sum of their conversations, hot and cold */
-        st_totals_t tot = {0, 0};
-        uint8_t cp[ST__KEY_CAP];
-        size_t cpl = st__chat_ukey(cp, 'C', u, ul);
-        rc = st_store_scan(c->store, cp, cpl, st__sum_conv, &tot, wait);
-        if (rc == ST_OK)
-            rc =
-                st_store_put(c->store, k, st__chat_ukey(k, 'T', u, ul) - 1, &tot, sizeof tot, wait);
-    }
+    if (rc == ST_OK) rc = st__chat_refresh_totals(c, u, ul, wait);
     *convs += nagg;
     *rows += cs.rows;
     if (cs.watermark > *max_id) *max_id = cs.watermark;

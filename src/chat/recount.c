@@ -9,29 +9,6 @@
 
 #include <string.h>
 
-static int st__count(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    (void)key;
-    (void)klen;
-    (void)val;
-    (void)vlen;
-    ++*(int64_t *)arg;
-    return 0;
-}
-
-static int st__sum_conv(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    st_totals_t *t = arg;
-    st_conv_t cv;
-    (void)key;
-    (void)klen;
-    if (vlen != sizeof cv) return 0;
-    memcpy(&cv, val, sizeof cv);
-    t->total += cv.base_total + cv.hot_total;
-    t->conversations++;
-    return 0;
-}
-
 int st_chat_recount(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
                     int64_t *drift, uint64_t *wait)
 {
@@ -44,7 +21,7 @@ int st_chat_recount(st_chat_t *c, const char *u, size_t ul, const char *conv, si
     int64_t hot = 0, cold = 0;
     uint8_t pre[ST__KEY_CAP];
     size_t pl = st__chat_nprefix(pre, u, ul, conv, cl);
-    if ((rc = st_store_scan(c->store, pre, pl, st__count, &hot, wait)) != ST_OK) return rc;
+    if ((rc = st_store_count(c->store, pre, pl, &hot, wait)) != ST_OK) return rc;
     if (c->cold) {
         st_manifest_t man;
         rc = st__chat_manifest(c, u, ul, false, &man, wait);
@@ -66,12 +43,7 @@ int st_chat_recount(st_chat_t *c, const char *u, size_t ul, const char *conv, si
     if ((rc = st_store_put(c->store, k, ckl, &cv, sizeof cv, wait)) != ST_OK || *drift == 0)
         return rc;
     /* the user's totals are the sum of their conversations: recount them as well */
-    st_totals_t tot = {0, 0};
-    uint8_t cp[ST__KEY_CAP];
-    size_t cpl = st__chat_ukey(cp, 'C', u, ul);
-    if ((rc = st_store_scan(c->store, cp, cpl, st__sum_conv, &tot, wait)) != ST_OK) return rc;
-    size_t tkl = st__chat_ukey(k, 'T', u, ul) - 1;
-    return st_store_put(c->store, k, tkl, &tot, sizeof tot, wait);
+    return st__chat_refresh_totals(c, u, ul, wait);
 }
 
 int st_chat_test_drift(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,

@@ -12,19 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int st__sum(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    st_totals_t *t = arg;
-    st_conv_t cv;
-    (void)key;
-    (void)klen;
-    if (vlen != sizeof cv) return 0;
-    memcpy(&cv, val, sizeof cv);
-    t->total += cv.base_total + cv.hot_total;
-    t->conversations++;
-    return 0;
-}
-
 /* Drops one expired object of user u from the manifest and the counts. */
 static int st__drop(st_chat_t *c, const char *u, size_t ul, uint64_t seq, const st_coldfile_t *f,
                     const st_pq_meta_t *m, uint64_t *wait)
@@ -55,15 +42,7 @@ static int st__drop(st_chat_t *c, const char *u, size_t ul, uint64_t seq, const 
         cs.files--;
         rc = st_store_put(c->store, k, st__chat_ukey(k, 'W', u, ul) - 1, &cs, sizeof cs, wait);
     }
-    if (rc == ST_OK) {
-        st_totals_t tot = {0, 0};
-        uint8_t cp[ST__KEY_CAP];
-        size_t cpl = st__chat_ukey(cp, 'C', u, ul);
-        rc = st_store_scan(c->store, cp, cpl, st__sum, &tot, wait);
-        if (rc == ST_OK)
-            rc =
-                st_store_put(c->store, k, st__chat_ukey(k, 'T', u, ul) - 1, &tot, sizeof tot, wait);
-    }
+    if (rc == ST_OK) rc = st__chat_refresh_totals(c, u, ul, wait);
     return rc;
 }
 

@@ -134,6 +134,20 @@ static void st__minmax(st_chunk_t *ch, const st_pqcol_t *col, const st_msgrow_t 
     ch->has_minmax = true;
 }
 
+/* One RLE run of the RLE/bit-packed hybrid: ULEB128(run << 1), then the value in vbytes
+ * little-endian bytes. */
+static void st__rle_run(st_buf_t *page, size_t run, uint32_t value, int vbytes)
+{
+    uint64_t h = (uint64_t)run << 1;
+    while (h >= 0x80) {
+        st_buf_appendc(page, (char)(h | 0x80));
+        h >>= 7;
+    }
+    st_buf_appendc(page, (char)h);
+    for (int b = 0; b < vbytes; b++)
+        st_buf_appendc(page, (char)(value >> (8 * b)));
+}
+
 /* Definition levels of the nullable column: RLE runs (bit width 1), behind a 4-byte length. */
 static void st__def_levels(st_buf_t *page, const st_msgrow_t *rows, size_t n)
 {
@@ -145,13 +159,7 @@ static void st__def_levels(st_buf_t *page, const st_msgrow_t *rows, size_t n)
         size_t run = 1;
         while (i + run < n && (rows[i + run].metadata != NULL) == v)
             run++;
-        uint64_t h = (uint64_t)run << 1;
-        while (h >= 0x80) {
-            st_buf_appendc(page, (char)(h | 0x80));
-            h >>= 7;
-        }
-        st_buf_appendc(page, (char)h);
-        st_buf_appendc(page, (char)v);
+        st__rle_run(page, run, v, 1);
         i += run;
     }
     st__le32((uint8_t *)page->data + at, (uint32_t)(page->len - at - 4));
@@ -246,14 +254,7 @@ static void st__dict_indices(st_buf_t *page, const uint16_t *index, size_t a, si
         size_t run = 1;
         while (i + run < b && index[i + run] == index[i])
             run++;
-        uint64_t h = (uint64_t)run << 1;
-        while (h >= 0x80) {
-            st_buf_appendc(page, (char)(h | 0x80));
-            h >>= 7;
-        }
-        st_buf_appendc(page, (char)h);
-        st_buf_appendc(page, (char)(index[i] & 0xff));
-        if (bw > 8) st_buf_appendc(page, (char)(index[i] >> 8));
+        st__rle_run(page, run, index[i], bw > 8 ? 2 : 1);
         i += run;
     }
 }

@@ -168,16 +168,6 @@ int st_sequence_get(st_store_t *s, const char *name, size_t nlen, int64_t *last,
     return ST_OK;
 }
 
-static int st__count_member(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    (void)key;
-    (void)klen;
-    (void)val;
-    (void)vlen;
-    ++*(int64_t *)arg;
-    return 0;
-}
-
 int st_counter_distinct_recount(st_store_t *s, const char *name, size_t nlen, int64_t *drift,
                                 uint64_t *wait)
 {
@@ -191,7 +181,7 @@ int st_counter_distinct_recount(st_store_t *s, const char *name, size_t nlen, in
     size_t pl = st__key(pre, ST_KS_MEMBER, name, nlen);
     pre[pl++] = 0;
     int64_t members = 0;
-    if ((rc = st_store_scan(s, pre, pl, st__count_member, &members, wait)) != ST_OK) return rc;
+    if ((rc = st_store_count(s, pre, pl, &members, wait)) != ST_OK) return rc;
     *drift = members - st_counter_value(&c);
     if (*drift == 0) return ST_OK;
     c.hot += *drift;

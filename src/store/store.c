@@ -338,6 +338,22 @@ int st_store_scan(st_store_t *s, const void *prefix, size_t plen, st_store_scan_
     return st_store_scan_from(s, prefix, plen, NULL, 0, fn, arg, wait);
 }
 
+static int st__count_key(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)key;
+    (void)klen;
+    (void)val;
+    (void)vlen;
+    ++*(int64_t *)arg;
+    return 0;
+}
+
+int st_store_count(st_store_t *s, const void *prefix, size_t plen, int64_t *n, uint64_t *wait)
+{
+    *n = 0;
+    return st_store_scan(s, prefix, plen, st__count_key, n, wait);
+}
+
 int st_store_scan_from(st_store_t *s, const void *prefix, size_t plen, const void *from,
                        size_t flen, st_store_scan_fn fn, void *arg, uint64_t *wait)
 {

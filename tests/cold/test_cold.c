@@ -116,8 +116,8 @@ TEST(truncated_or_damaged_files_are_errors_never_crashes)
                 st_pq_rows_t r;
                 const st_pq_group_t *G = &m.groups[g];
                 if (G->offset + G->length <= t.len &&
-                    st_parquet_read_group(G, (const uint8_t *)t.data + G->offset, G->length,
-                                          &r) == ST_OK)
+                    st_parquet_read_group(G, (const uint8_t *)t.data + G->offset, G->length, &r) ==
+                        ST_OK)
                     st_parquet_rows_free(&r);
             }
             st_parquet_meta_free(&m);
