@@ -3,6 +3,7 @@
 #include "strata/config.h"
 #include "strata/core.h"
 #include "strata/http.h"
+#include "strata/looplag.h"
 #include "strata/metrics.h"
 #include "strata/reconcile.h"
 #include "strata/chat.h"
@@ -21,6 +22,7 @@ typedef struct {
     st_server_t *srv;
     uv_signal_t sigterm, sigint;
     uv_timer_t deadline;
+    st_looplag_t *lag;
     bool stopping;
 } st_main_t;
 
@@ -177,6 +179,7 @@ int main(int argc, char **argv)
     uv_signal_start(&m.sigint, st__on_signal, SIGINT);
     uv_timer_init(m.loop, &m.deadline);
     m.deadline.data = &m;
+    st_looplag_open(&m.lag, m.loop);
 
     uv_run(m.loop, UV_RUN_DEFAULT);
 
@@ -185,6 +188,7 @@ int main(int argc, char **argv)
     uv_close((uv_handle_t *)&m.sigterm, NULL);
     uv_close((uv_handle_t *)&m.sigint, NULL);
     uv_close((uv_handle_t *)&m.deadline, NULL);
+    st_looplag_close(m.lag);
     st_server_close(m.srv);
     st_seats_close(seats);
     st_ws_close(app.ws);

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * looplag: how late the event loop runs what is due (SPEC §7, "the loop never waits").
+ * A repeating probe timer records its own lateness in the histogram strata_loop_lag_seconds;
+ * every loop iteration's busy time (wall time less the time spent waiting in the poller) feeds
+ * strata_loop_stall_max_seconds, the longest single stall seen since start-up. Loop thread only.
+ */
+#ifndef STRATA_LOOPLAG_H
+#define STRATA_LOOPLAG_H
+
+#include "strata/core.h"
+
+#include <uv.h>
+
+typedef struct st_looplag st_looplag_t;
+
+/* Starts probing `loop`; the probe's handles never keep the loop alive. *out is owned: release
+ * it with st_looplag_close, then run the loop once so its handles close. */
+int st_looplag_open(st_looplag_t **out, uv_loop_t *loop);
+void st_looplag_close(st_looplag_t *l);
+/* Longest single iteration's busy time seen so far, in seconds. */
+double st_looplag_max_stall(const st_looplag_t *l);
+
+#endif
