@@ -2,9 +2,10 @@
 /*
  * seats: ticketing inventory. Each section's seat states live in memory as a 2-bit bitmap
  * (0 available, 1 reserved, 2 sold; seat i at bits 2*(i%4) of byte i/4, least significant
- * first — the wire layout of the seat map), with counts kept in step in O(1). Bookings are the
- * durable source of truth (one LMDB record each, staged through group commit); on start-up the
- * bitmaps, stats and expiry timers are rebuilt from them. A booking takes all its seats or none.
+ * first — the wire layout of the seat map), with counts kept in step in O(1). Each booking is
+ * one LMDB record; the bitmaps are persisted too, in chunks staged in the same batch as the
+ * booking that changed them, and reserved bookings are indexed, so start-up reads the seat maps
+ * and the active holds only — never the finished bookings. A booking takes all its seats or none.
  *
  * Everything runs on the loop thread. Functions that change or show state raise *wait to the
  * batch that must be durable first (see store.h). JSON renderers append to a caller's buffer.
@@ -20,6 +21,9 @@ typedef struct st_seats st_seats_t;
 
 #define ST_SEATS_MAX_SECTIONS    1000
 #define ST_SEATS_MAX_PER_BOOKING 100
+/* Per section: memory per event stays proportional to its seats (a row costs 4 bytes). */
+#define ST_SEATS_MAX_ROWS 10000
+#define ST_SEATS_MAX_COLS 10000
 
 typedef struct {
     const char *name; /* valid name */
@@ -40,14 +44,26 @@ typedef struct {
 typedef struct {
     uint64_t max_seats; /* per event */
     uint64_t node_id;
+    uint64_t max_total_seats; /* over all events (their bitmaps live in memory); 0 = no limit */
 } st_seats_opts_t;
+
+/* Who asks about a booking. With event_id set the booking must be of that event (else
+ * ST_ENOTFOUND); unless admin, the booking must belong to subject (else ST_EFORBIDDEN). */
+typedef struct {
+    const char *event_id; /* may be NULL: any event */
+    size_t event_len;
+    const char *subject; /* borrowed; "" when auth is off */
+    size_t subject_len;
+    bool admin;
+} st_booking_ref_t;
 
 /* Rebuilds every event from the store (expiring holds that ran out while strata was down). */
 int st_seats_open(st_seats_t **out, uv_loop_t *loop, st_store_t *store, const st_seats_opts_t *o);
 /* Stops the expiry timer (closes its handle: run the loop once after) and frees everything. */
 void st_seats_close(st_seats_t *s);
 
-/* ST_ECONFLICT if the id exists; ST_EINVAL (with *why) if the spec breaks a limit. */
+/* ST_ECONFLICT if the id exists; ST_EINVAL (with *why) if the spec breaks a limit; ST_EFULL
+ * (with *why) when its seats would pass --max-total-seats. */
 int st_seats_create(st_seats_t *s, const st_event_spec_t *spec, st_buf_t *out, const char **why,
                     uint64_t *wait);
 /* Event state JSON. ST_ENOTFOUND. */
@@ -60,16 +76,21 @@ int st_seats_map_json(st_seats_t *s, const char *id, size_t len, const char *sec
                       bool as_json, st_buf_t *out, uint64_t *wait);
 
 /* Books explicit seats ("row-col", n of them) or, with seats == NULL, `quantity` best-available
- * seats. ST_ESEATS writes {"seats":[taken…]} into *taken_json; ST_ENOTFOUND for an unknown event
- * or section (*why says which); ST_EINVAL with *why for bad seats. */
+ * seats, for `owner` (borrowed; "" when auth is off). ST_ESEATS writes {"seats":[taken…]} into
+ * *taken_json; ST_ENOTFOUND for an unknown event or section (*why says which); ST_EINVAL with
+ * *why for bad seats. */
 int st_seats_book(st_seats_t *s, const char *id, size_t len, const char *section, size_t slen,
                   const char *const *seats, const size_t *seat_lens, size_t nseats,
-                  int64_t quantity, st_buf_t *out, st_buf_t *taken_json, const char **why,
-                  uint64_t *wait);
-int st_seats_booking_json(st_seats_t *s, uint64_t booking_id, st_buf_t *out, uint64_t *wait);
-/* ST_ECONFLICT when the booking is already sold, cancelled or expired. */
-int st_seats_confirm(st_seats_t *s, uint64_t booking_id, st_buf_t *out, uint64_t *wait);
-int st_seats_cancel(st_seats_t *s, uint64_t booking_id, st_buf_t *out, uint64_t *wait);
+                  int64_t quantity, const char *owner, size_t owner_len, st_buf_t *out,
+                  st_buf_t *taken_json, const char **why, uint64_t *wait);
+/* Booking JSON. ST_ENOTFOUND, ST_EFORBIDDEN (see st_booking_ref_t). */
+int st_seats_booking_json(st_seats_t *s, uint64_t booking_id, const st_booking_ref_t *ref,
+                          st_buf_t *out, uint64_t *wait);
+/* ST_ECONFLICT when the booking is already sold, cancelled or expired (out then holds it). */
+int st_seats_confirm(st_seats_t *s, uint64_t booking_id, const st_booking_ref_t *ref, st_buf_t *out,
+                     uint64_t *wait);
+int st_seats_cancel(st_seats_t *s, uint64_t booking_id, const st_booking_ref_t *ref, st_buf_t *out,
+                    uint64_t *wait);
 
 /* Told about every seat change as it is staged; `wait` is the batch that must be durable before
  * anyone may see it. tail is the rest of a JSON object (borrowed for the call):

@@ -5,8 +5,6 @@
 
 #include <string.h>
 
-#define ST__MAX_DIM 100000
-
 int st_api_event_create(st_ctx_t *c)
 {
     cJSON *j;
@@ -42,8 +40,8 @@ int st_api_event_create(st_ctx_t *c)
             goto done;
         }
         if ((rc = st_json_name(c, o, "name", &sp->name, &sp->name_len)) ||
-            (rc = st_json_int(c, o, "rows", 1, ST__MAX_DIM, 0, &sp->rows)) ||
-            (rc = st_json_int(c, o, "cols", 1, ST__MAX_DIM, 0, &sp->cols)) ||
+            (rc = st_json_int(c, o, "rows", 1, ST_SEATS_MAX_ROWS, 0, &sp->rows)) ||
+            (rc = st_json_int(c, o, "cols", 1, ST_SEATS_MAX_COLS, 0, &sp->cols)) ||
             (rc = st_json_int(c, o, "price", 0, 9007199254740991LL, 0, &sp->price)))
             goto done;
         if (!sp->rows || !sp->cols) {
@@ -147,7 +145,8 @@ int st_api_book(st_ctx_t *c)
     st_buf_t taken = {0};
     const char *why = NULL;
     rc = st_seats_book(c->app->seats, c->params[0], c->plens[0], section, slen, arr ? seats : NULL,
-                       lens, nseats, quantity, c->body, &taken, &why, &c->wait);
+                       lens, nseats, quantity, c->subject, strlen(c->subject), c->body, &taken,
+                       &why, &c->wait);
     if (rc == ST_ESEATS) {
         st_buf_reset(c->body);
         st_buf_puts(c->body, "{\"error\":{\"code\":\"seats_unavailable\",\"message\":");
@@ -169,16 +168,35 @@ done:
     return rc;
 }
 
-static int st__booking_op(st_ctx_t *c, int (*op)(st_seats_t *, uint64_t, st_buf_t *, uint64_t *))
+typedef int (*st__booking_fn)(st_seats_t *, uint64_t, const st_booking_ref_t *, st_buf_t *,
+                              uint64_t *);
+
+/* A booking by id, optionally within its event (nested routes). With auth on, only the token
+ * subject that booked it, or an admin, may see or change it. */
+static int st__booking_op(st_ctx_t *c, st__booking_fn op, bool nested)
 {
+    int p = nested ? 1 : 0;
+    if (nested) {
+        int rc = st_param_name(c, 0, "event_id");
+        if (rc) return rc;
+    }
     int64_t id;
-    if (st_parse_i64(c->params[0], c->plens[0], &id) || id <= 0 || c->params[0][0] == '+' ||
-        c->params[0][0] == '-')
+    if (st_parse_i64(c->params[p], c->plens[p], &id) || id <= 0 || c->params[p][0] == '+' ||
+        c->params[p][0] == '-')
         return st_ctx_error(c, ST_ENOTFOUND, "booking not found");
+    st_booking_ref_t ref = {.event_id = nested ? c->params[0] : NULL,
+                            .event_len = nested ? c->plens[0] : 0,
+                            .subject = c->subject,
+                            .subject_len = strlen(c->subject),
+                            .admin = c->admin || !*c->app->cfg->jwt_secret};
     st_buf_t cur = {0};
-    int rc = op(c->app->seats, (uint64_t)id, &cur, &c->wait);
+    int rc = op(c->app->seats, (uint64_t)id, &ref, &cur, &c->wait);
     if (rc == ST_ENOTFOUND) {
-        rc = st_ctx_error(c, rc, "booking not found");
+        rc = nested ? st_ctx_error(c, rc, "booking not found in event '%.*s'", (int)c->plens[0],
+                                   c->params[0])
+                    : st_ctx_error(c, rc, "booking not found");
+    } else if (rc == ST_EFORBIDDEN) {
+        rc = st_ctx_error(c, rc, "the booking belongs to another subject");
     } else if (rc == ST_ECONFLICT) {
         st_buf_reset(c->body);
         st_buf_puts(c->body, "{\"error\":{\"code\":\"conflict\",\"message\":\"the booking is "
@@ -198,15 +216,30 @@ static int st__booking_op(st_ctx_t *c, int (*op)(st_seats_t *, uint64_t, st_buf_
 
 int st_api_booking_get(st_ctx_t *c)
 {
-    return st__booking_op(c, st_seats_booking_json);
+    return st__booking_op(c, st_seats_booking_json, false);
 }
 
 int st_api_booking_confirm(st_ctx_t *c)
 {
-    return st__booking_op(c, st_seats_confirm);
+    return st__booking_op(c, st_seats_confirm, false);
 }
 
 int st_api_booking_cancel(st_ctx_t *c)
 {
-    return st__booking_op(c, st_seats_cancel);
+    return st__booking_op(c, st_seats_cancel, false);
+}
+
+int st_api_event_booking_get(st_ctx_t *c)
+{
+    return st__booking_op(c, st_seats_booking_json, true);
+}
+
+int st_api_event_booking_confirm(st_ctx_t *c)
+{
+    return st__booking_op(c, st_seats_confirm, true);
+}
+
+int st_api_event_booking_cancel(st_ctx_t *c)
+{
+    return st__booking_op(c, st_seats_cancel, true);
 }

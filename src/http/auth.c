@@ -89,8 +89,10 @@ int st_auth_check(st_ctx_t *c, bool need_admin)
         rc = st_ctx_error(c, ST_EUNAUTH, "token has no subject");
     else if (need_admin && !(cJSON_IsString(role) && strcmp(role->valuestring, "admin") == 0))
         rc = st_ctx_error(c, ST_EFORBIDDEN, "this route needs role admin");
-    if (rc == ST_OK)
+    if (rc == ST_OK) {
         c->subject = st_arena_strndup(c->arena, sub->valuestring, strlen(sub->valuestring));
+        c->admin = cJSON_IsString(role) && strcmp(role->valuestring, "admin") == 0;
+    }
     cJSON_Delete(p);
     return rc;
 }

@@ -25,6 +25,7 @@ typedef struct {
     const char *extra_headers; /* e.g. "Allow: GET\r\n" */
     const char *content_type;  /* default application/json */
     const char *subject;       /* authenticated principal ("" when auth is off) */
+    bool admin;                /* the token has role admin */
 } st_ctx_t;
 
 typedef int (*st_handler_fn)(st_ctx_t *c);
@@ -98,6 +99,9 @@ int st_api_book(st_ctx_t *c);
 int st_api_booking_get(st_ctx_t *c);
 int st_api_booking_confirm(st_ctx_t *c);
 int st_api_booking_cancel(st_ctx_t *c);
+int st_api_event_booking_get(st_ctx_t *c);
+int st_api_event_booking_confirm(st_ctx_t *c);
+int st_api_event_booking_cancel(st_ctx_t *c);
 int st_api_message_post(st_ctx_t *c);
 int st_api_message_list(st_ctx_t *c);
 int st_api_conversation_list(st_ctx_t *c);

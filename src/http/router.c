@@ -21,7 +21,7 @@ const st_route_t st_routes[] = {
     {ST_HTTP_GET, "/v1/users/{user}/conversations", st_api_conversation_list, ST_ROUTE_USER},
     {ST_HTTP_GET, "/v1/users/{user}/conversations/{cid}", st_api_conversation_get, ST_ROUTE_USER},
     {ST_HTTP_GET, "/v1/users/{user}/stats", st_api_user_stats, ST_ROUTE_USER},
-    {ST_HTTP_POST, "/v1/events", st_api_event_create, ST_ROUTE_IDEMPOTENT},
+    {ST_HTTP_POST, "/v1/events", st_api_event_create, ST_ROUTE_IDEMPOTENT | ST_ROUTE_ADMIN},
     {ST_HTTP_GET, "/v1/events", st_api_event_list, 0},
     {ST_HTTP_GET, "/v1/events/{id}", st_api_event_get, 0},
     {ST_HTTP_GET, "/v1/events/{id}/sections/{section}/seats", st_api_seat_map, 0},
@@ -29,6 +29,12 @@ const st_route_t st_routes[] = {
     {ST_HTTP_GET, "/v1/bookings/{id}", st_api_booking_get, 0},
     {ST_HTTP_POST, "/v1/bookings/{id}/confirm", st_api_booking_confirm, ST_ROUTE_IDEMPOTENT},
     {ST_HTTP_POST, "/v1/bookings/{id}/cancel", st_api_booking_cancel, ST_ROUTE_IDEMPOTENT},
+    /* bookings routed by event (SPEC §4, §10) */
+    {ST_HTTP_GET, "/v1/events/{id}/bookings/{bid}", st_api_event_booking_get, 0},
+    {ST_HTTP_POST, "/v1/events/{id}/bookings/{bid}/confirm", st_api_event_booking_confirm,
+     ST_ROUTE_IDEMPOTENT},
+    {ST_HTTP_POST, "/v1/events/{id}/bookings/{bid}/cancel", st_api_event_booking_cancel,
+     ST_ROUTE_IDEMPOTENT},
 };
 const size_t st_nroutes = sizeof st_routes / sizeof st_routes[0];
 

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Bookings: all-or-nothing holds on explicit or best-available seats, confirm and cancel, and
- * hold expiry on a min-heap driven by one uv timer. A booking record is the durable truth:
- * u8 version | u8 status | u16 event_len | u16 section_len | u32 nseats | i64 price |
- * i64 created | i64 expires | i64 updated | u64 id | event | section | u32 seat[nseats].
+ * hold expiry on a min-heap driven by one uv timer, and who may see or change a booking. Record:
+ * u8 version (2) | u8 status | u16 event_len | u16 section_len | u16 owner_len | u32 nseats |
+ * i64 price | i64 created | i64 expires | i64 updated | u64 id | event | section |
+ * u32 seat[nseats] | owner. Version 1 had no owner (owner_len was padding, always 0).
+ * Every change to a booking stages, in the same batch, the seat-map chunks it touched and its
+ * entry in the index of active holds (persist.c).
  */
 #include "internal.h"
 
@@ -14,14 +17,15 @@
 
 void st__booking_encode(st_buf_t *out, const st_booking_t *b)
 {
-    uint8_t v = 1, st = (uint8_t)b->status;
+    uint8_t v = 2, st = (uint8_t)b->status;
     uint16_t el = (uint16_t)b->event_len, sl = (uint16_t)b->section_len;
+    uint16_t ol = (uint16_t)b->owner_len;
     st_buf_reset(out);
     st_buf_append(out, &v, 1);
     st_buf_append(out, &st, 1);
     st_buf_append(out, &el, 2);
     st_buf_append(out, &sl, 2);
-    st_buf_append(out, "\0\0", 2);
+    st_buf_append(out, &ol, 2);
     st_buf_append(out, &b->nseats, 4);
     st_buf_append(out, &b->total_price, 8);
     st_buf_append(out, &b->created_at, 8);
@@ -31,16 +35,18 @@ void st__booking_encode(st_buf_t *out, const st_booking_t *b)
     st_buf_append(out, b->event_id, b->event_len);
     st_buf_append(out, b->section, b->section_len);
     st_buf_append(out, b->seats, (size_t)b->nseats * 4);
+    st_buf_append(out, b->owner, b->owner_len);
 }
 
 int st__booking_decode(const void *v, size_t n, st_booking_t *b)
 {
     const uint8_t *p = v;
-    if (n < ST__BK_HDR || p[0] != 1) return ST_EINTERNAL;
-    uint16_t el, sl;
+    if (n < ST__BK_HDR || (p[0] != 1 && p[0] != 2)) return ST_EINTERNAL;
+    uint16_t el, sl, ol;
     b->status = p[1];
     memcpy(&el, p + 2, 2);
     memcpy(&sl, p + 4, 2);
+    memcpy(&ol, p + 6, 2);
     memcpy(&b->nseats, p + 8, 4);
     memcpy(&b->total_price, p + 12, 8);
     memcpy(&b->created_at, p + 20, 8);
@@ -48,19 +54,21 @@ int st__booking_decode(const void *v, size_t n, st_booking_t *b)
     memcpy(&b->updated_at, p + 36, 8);
     memcpy(&b->id, p + 44, 8);
     size_t off = ST__BK_HDR;
-    if (n != off + el + sl + (size_t)b->nseats * 4) return ST_EINTERNAL;
+    if (n != off + el + sl + (size_t)b->nseats * 4 + ol) return ST_EINTERNAL;
     b->event_id = (const char *)p + off;
     b->event_len = el;
     b->section = (const char *)p + off + el;
     b->section_len = sl;
+    b->owner = (const char *)p + off + el + sl + (size_t)b->nseats * 4;
+    b->owner_len = ol;
     b->seats = st_malloc((size_t)b->nseats * 4 + 1);
     memcpy(b->seats, p + off + el + sl, (size_t)b->nseats * 4);
     return ST_OK;
 }
 
-static size_t st__bkey(uint8_t key[9], uint64_t id)
+size_t st__bkey(uint8_t key[9], uint64_t id, char ks)
 {
-    key[0] = ST_KS_BOOKING;
+    key[0] = (uint8_t)ks;
     for (int i = 0; i < 8; i++) /* big-endian: keys sort by id, i.e. by time */
         key[1 + i] = (uint8_t)(id >> (56 - 8 * i));
     return 9;
@@ -72,7 +80,7 @@ static int st__load(st_seats_t *s, uint64_t id, st_booking_t *b, st_buf_t *keep,
     uint8_t key[9];
     const void *v;
     size_t n;
-    int rc = st_store_get(s->store, key, st__bkey(key, id), &v, &n, wait);
+    int rc = st_store_get(s->store, key, st__bkey(key, id, ST_KS_BOOKING), &v, &n, wait);
     if (rc) return rc;
     st_buf_reset(keep);
     st_buf_append(keep, v, n);
@@ -84,7 +92,8 @@ static int st__save(st_seats_t *s, const st_booking_t *b, uint64_t *wait)
     uint8_t key[9];
     st_buf_t rec = {0};
     st__booking_encode(&rec, b);
-    int rc = st_store_put(s->store, key, st__bkey(key, b->id), rec.data, rec.len, wait);
+    int rc =
+        st_store_put(s->store, key, st__bkey(key, b->id, ST_KS_BOOKING), rec.data, rec.len, wait);
     st_buf_free(&rec);
     return rc;
 }
@@ -197,18 +206,20 @@ static void st__notify(st_seats_t *s, const st_event_t *e, const st_section_t *s
 
 static int st__release(st_seats_t *s, st_booking_t *b, int status, uint64_t *wait)
 {
-    st_event_t *e = st__event_find(s, b->event_id, b->event_len);
+    st_event_t *e = st__event_find(s, b->event_id, b->event_len, NULL);
     st_section_t *sec = e ? st__section_find(e, b->section, b->section_len) : NULL;
     int64_t now = st_now_us();
     b->status = status;
     b->updated_at = now;
     uint64_t w = 0;
     int rc = st__save(s, b, &w);
+    if (!rc) rc = st__hold_index(s, b->id, 0, false, &w);
     if (rc) return rc;
     if (sec) {
         for (uint32_t i = 0; i < b->nseats; i++)
             st__seat_set(e, sec, b->seats[i], ST_SEAT_AVAILABLE);
         e->updated_at = now;
+        st__chunks_save(s, e, sec, b->seats, b->nseats, &w);
         if (e->last_batch < w) e->last_batch = w;
         st__notify(s, e, sec, b->seats, b->nseats, ST_SEAT_AVAILABLE, w);
     }
@@ -308,10 +319,11 @@ static bool st__best(const st_section_t *sec, int64_t q, uint32_t *out)
 
 int st_seats_book(st_seats_t *s, const char *id, size_t len, const char *section, size_t slen,
                   const char *const *seats, const size_t *seat_lens, size_t nseats,
-                  int64_t quantity, st_buf_t *out, st_buf_t *taken_json, const char **why,
-                  uint64_t *wait)
+                  int64_t quantity, const char *owner, size_t owner_len, st_buf_t *out,
+                  st_buf_t *taken_json, const char **why, uint64_t *wait)
 {
-    st_event_t *e = st__event_find(s, id, len);
+    /* an answer about seats (409 seats_unavailable included) reflects the latest staged state */
+    st_event_t *e = st__event_find(s, id, len, wait);
     if (!e) {
         *why = "event not found";
         return ST_ENOTFOUND;
@@ -321,8 +333,6 @@ int st_seats_book(st_seats_t *s, const char *id, size_t len, const char *section
         *why = "section not found";
         return ST_ENOTFOUND;
     }
-    if (*wait < e->last_batch)
-        *wait = e->last_batch; /* an answer about seats reflects the latest staged state */
     uint32_t idx[ST_SEATS_MAX_PER_BOOKING];
     size_t n = seats ? nseats : (size_t)quantity;
     if (seats) {
@@ -367,13 +377,17 @@ int st_seats_book(st_seats_t *s, const char *id, size_t len, const char *section
                       .section = sec->name,
                       .section_len = sec->name_len,
                       .seats = idx,
-                      .nseats = (uint32_t)n};
+                      .nseats = (uint32_t)n,
+                      .owner = owner,
+                      .owner_len = owner_len};
     uint64_t w = 0;
     int rc = st__save(s, &b, &w);
+    if (!rc) rc = st__hold_index(s, b.id, b.expires_at, true, &w);
     if (rc) return rc;
     for (size_t i = 0; i < n; i++)
         st__seat_set(e, sec, idx[i], ST_SEAT_RESERVED);
     e->updated_at = now;
+    st__chunks_save(s, e, sec, idx, n, &w);
     if (e->last_batch < w) e->last_batch = w;
     if (!e->first_reserved_at || (!e->fully_reserved_at && e->c.available == 0)) {
         if (!e->first_reserved_at)
@@ -390,7 +404,21 @@ int st_seats_book(st_seats_t *s, const char *id, size_t len, const char *section
     return ST_OK;
 }
 
-static int st__finish(st_seats_t *s, uint64_t id, int to, st_buf_t *out, uint64_t *wait)
+/* The booking's event and owner against who asks; the answer (404/403) reports the booking,
+ * so it carries the wait st__load raised. */
+static int st__check_ref(const st_booking_t *b, const st_booking_ref_t *ref)
+{
+    if (ref->event_id &&
+        (ref->event_len != b->event_len || memcmp(ref->event_id, b->event_id, b->event_len) != 0))
+        return ST_ENOTFOUND;
+    if (!ref->admin &&
+        (ref->subject_len != b->owner_len || memcmp(ref->subject, b->owner, b->owner_len) != 0))
+        return ST_EFORBIDDEN;
+    return ST_OK;
+}
+
+static int st__finish(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, int to,
+                      st_buf_t *out, uint64_t *wait)
 {
     st_buf_t keep = {0};
     st_booking_t b;
@@ -399,12 +427,17 @@ static int st__finish(st_seats_t *s, uint64_t id, int to, st_buf_t *out, uint64_
         st_buf_free(&keep);
         return rc;
     }
+    if ((rc = st__check_ref(&b, ref)) != ST_OK) {
+        free(b.seats);
+        st_buf_free(&keep);
+        return rc;
+    }
     /* A hold past its time is expired even if the timer has not fired yet. */
     if (b.status == ST_BK_RESERVED && b.expires_at <= st_now_us()) {
         st__release(s, &b, ST_BK_EXPIRED, wait);
         st_metric_add(s->m_expired, 1);
     }
-    st_event_t *e = st__event_find(s, b.event_id, b.event_len);
+    st_event_t *e = st__event_find(s, b.event_id, b.event_len, NULL);
     st_section_t *sec = e ? st__section_find(e, b.section, b.section_len) : NULL;
     if (to == 0) {
         /* read only */
@@ -419,10 +452,12 @@ static int st__finish(st_seats_t *s, uint64_t id, int to, st_buf_t *out, uint64_
         b.updated_at = now;
         uint64_t w = 0;
         rc = st__save(s, &b, &w);
+        if (!rc) rc = st__hold_index(s, b.id, 0, false, &w);
         if (!rc && sec) {
             for (uint32_t i = 0; i < b.nseats; i++)
                 st__seat_set(e, sec, b.seats[i], ST_SEAT_SOLD);
             e->updated_at = now;
+            st__chunks_save(s, e, sec, b.seats, b.nseats, &w);
             if (e->last_batch < w) e->last_batch = w;
             st__notify(s, e, sec, b.seats, b.nseats, ST_SEAT_SOLD, w);
         }
@@ -438,19 +473,22 @@ static int st__finish(st_seats_t *s, uint64_t id, int to, st_buf_t *out, uint64_
     return rc;
 }
 
-int st_seats_booking_json(st_seats_t *s, uint64_t id, st_buf_t *out, uint64_t *wait)
+int st_seats_booking_json(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, st_buf_t *out,
+                          uint64_t *wait)
 {
-    return st__finish(s, id, 0, out, wait);
+    return st__finish(s, id, ref, 0, out, wait);
 }
 
-int st_seats_confirm(st_seats_t *s, uint64_t id, st_buf_t *out, uint64_t *wait)
+int st_seats_confirm(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, st_buf_t *out,
+                     uint64_t *wait)
 {
-    return st__finish(s, id, ST_BK_SOLD, out, wait);
+    return st__finish(s, id, ref, ST_BK_SOLD, out, wait);
 }
 
-int st_seats_cancel(st_seats_t *s, uint64_t id, st_buf_t *out, uint64_t *wait)
+int st_seats_cancel(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, st_buf_t *out,
+                    uint64_t *wait)
 {
-    return st__finish(s, id, ST_BK_CANCELLED, out, wait);
+    return st__finish(s, id, ref, ST_BK_CANCELLED, out, wait);
 }
 
 /* ---- lifecycle ---- */
@@ -493,7 +531,8 @@ int st_seats_open(st_seats_t **out, uv_loop_t *loop, st_store_t *store, const st
         return rc;
     }
     if (s->nevents)
-        st_info("seats: rebuilt %zu event(s), %zu pending hold(s) in %.1f ms", s->nevents, s->nheap,
+        st_info("seats: rebuilt %zu event(s) (%llu seats), %zu pending hold(s) in %.1f ms",
+                s->nevents, (unsigned long long)s->total_seats, s->nheap,
                 (double)(st_mono_ns() - t0) / 1e6);
     s->listener.on_failed = st__on_failed;
     st_store_listen(store, &s->listener);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Events, sections and their 2-bit seat bitmaps: creation, stats, sellout timing, JSON views,
- * persistence of event definitions, and the start-up rebuild from bookings.
+ * Events, sections and their 2-bit seat bitmaps: creation (within the seat limits and the
+ * total seats budget), stats, sellout timing, JSON views and persistence of event definitions.
  */
 #include "internal.h"
 
@@ -10,9 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-st_event_t *st__event_find(st_seats_t *s, const char *id, size_t len)
+#define ST__XSTR(x) #x
+#define ST__STR(x)  ST__XSTR(x)
+
+st_event_t *st__event_find(st_seats_t *s, const char *id, size_t len, uint64_t *wait)
 {
-    return (st_event_t *)st_map_get(&s->events, id, len);
+    st_event_t *e = (st_event_t *)st_map_get(&s->events, id, len);
+    if (e && wait && *wait < e->last_batch) *wait = e->last_batch;
+    return e;
 }
 
 st_section_t *st__section_find(st_event_t *e, const char *name, size_t len)
@@ -81,7 +86,7 @@ static size_t st__position(const st_seats_t *s, const char *id, size_t len, bool
     return lo;
 }
 
-static st_event_t *st__event_new(st_seats_t *s, const char *id, size_t len)
+st_event_t *st__event_new(st_seats_t *s, const char *id, size_t len)
 {
     st_event_t *e = st_calloc(1, sizeof *e);
     e->id = st_strndup(id, len);
@@ -101,8 +106,8 @@ static st_event_t *st__event_new(st_seats_t *s, const char *id, size_t len)
     return e;
 }
 
-static void st__section_init(st_event_t *e, st_section_t *sec, const char *name, size_t nlen,
-                             int64_t rows, int64_t cols, int64_t price)
+void st__section_init(st_event_t *e, st_section_t *sec, const char *name, size_t nlen, int64_t rows,
+                      int64_t cols, int64_t price)
 {
     sec->name = st_strndup(name, nlen);
     sec->name_len = nlen;
@@ -117,6 +122,25 @@ static void st__section_init(st_event_t *e, st_section_t *sec, const char *name,
     sec->c.available = (int64_t)n;
     e->c.available += (int64_t)n;
     e->total += (int64_t)n;
+}
+
+void st__section_recount(st_event_t *e, st_section_t *sec)
+{
+    st_counts_t c = {0, 0, 0};
+    for (int64_t r = 0; r < sec->rows; r++) {
+        int32_t avail = 0;
+        for (int64_t col = 0; col < sec->cols; col++) {
+            int st = st__seat_get(sec, (uint32_t)(r * sec->cols + col));
+            if (st == 3) st = ST_SEAT_SOLD; /* never written; a damaged chunk keeps the seat */
+            (*st__count_of(&c, st))++;
+            avail += st == ST_SEAT_AVAILABLE;
+        }
+        sec->row_avail[r] = avail;
+    }
+    e->c.available += c.available - sec->c.available;
+    e->c.reserved += c.reserved - sec->c.reserved;
+    e->c.sold += c.sold - sec->c.sold;
+    sec->c = c;
 }
 
 static void st__event_free(st_event_t *e)
@@ -139,6 +163,7 @@ void st__free_events(st_seats_t *s)
         st__event_free(s->sorted[i]);
     }
     s->nevents = 0;
+    s->total_seats = 0;
 }
 
 /* ---- persistence: the definition and sellout times, as JSON under 'E' id ---- */
@@ -177,7 +202,8 @@ int st__event_persist(st_seats_t *s, st_event_t *e, uint64_t *wait)
 int st_seats_create(st_seats_t *s, const st_event_spec_t *spec, st_buf_t *out, const char **why,
                     uint64_t *wait)
 {
-    if (st__event_find(s, spec->event_id, spec->id_len)) return ST_ECONFLICT;
+    /* The 409 reports the event: it waits for the batch that created it (via *wait). */
+    if (st__event_find(s, spec->event_id, spec->id_len, wait)) return ST_ECONFLICT;
     uint64_t total = 0;
     for (size_t i = 0; i < spec->nsections; i++) {
         const st_section_spec_t *a = &spec->sections[i];
@@ -187,11 +213,22 @@ int st_seats_create(st_seats_t *s, const st_event_spec_t *spec, st_buf_t *out, c
                 *why = "section names must be unique";
                 return ST_EINVAL;
             }
+        if (a->rows < 1 || a->rows > ST_SEATS_MAX_ROWS || a->cols < 1 ||
+            a->cols > ST_SEATS_MAX_COLS) {
+            *why = "a section has 1.." ST__STR(ST_SEATS_MAX_ROWS) " rows and 1.." ST__STR(
+                ST_SEATS_MAX_COLS) " cols";
+            return ST_EINVAL;
+        }
         total += (uint64_t)(a->rows * a->cols);
         if (total > s->opts.max_seats) {
             *why = "too many seats for one event (see --max-seats)";
             return ST_EINVAL;
         }
+    }
+    /* Seat maps live in memory: the budget bounds what all events together may take. */
+    if (s->opts.max_total_seats && s->total_seats + total > s->opts.max_total_seats) {
+        *why = "the seats budget of this server is used up (see --max-total-seats)";
+        return ST_EFULL;
     }
     st_event_t *e = st__event_new(s, spec->event_id, spec->id_len);
     if (spec->name) e->name = st_strndup(spec->name, spec->name_len);
@@ -203,6 +240,7 @@ int st_seats_create(st_seats_t *s, const st_event_spec_t *spec, st_buf_t *out, c
         const st_section_spec_t *a = &spec->sections[i];
         st__section_init(e, &e->sections[i], a->name, a->name_len, a->rows, a->cols, a->price);
     }
+    s->total_seats += total;
     int rc = st__event_persist(s, e, wait);
     if (rc) return rc;
     return st_seats_event_json(s, e->id, e->id_len, out, wait);
@@ -243,9 +281,8 @@ static void st__event_head(st_buf_t *out, const st_event_t *e)
 
 int st_seats_event_json(st_seats_t *s, const char *id, size_t len, st_buf_t *out, uint64_t *wait)
 {
-    st_event_t *e = st__event_find(s, id, len);
+    st_event_t *e = st__event_find(s, id, len, wait);
     if (!e) return ST_ENOTFOUND;
-    if (*wait < e->last_batch) *wait = e->last_batch;
     st__event_head(out, e);
     out->len--; /* reopen the object */
     st_buf_printf(out, ",\"hold_seconds\":%lld,\"created_at\":%lld,\"sections\":{",
@@ -298,10 +335,9 @@ int st_seats_list_json(st_seats_t *s, const char *cursor, size_t clen, size_t li
 int st_seats_map_json(st_seats_t *s, const char *id, size_t len, const char *section, size_t slen,
                       bool as_json, st_buf_t *out, uint64_t *wait)
 {
-    st_event_t *e = st__event_find(s, id, len);
+    st_event_t *e = st__event_find(s, id, len, wait);
     st_section_t *sec = e ? st__section_find(e, section, slen) : NULL;
     if (!sec) return ST_ENOTFOUND;
-    if (*wait < e->last_batch) *wait = e->last_batch;
     st_buf_printf(out, "{\"rows\":%lld,\"cols\":%lld,", (long long)sec->rows, (long long)sec->cols);
     if (as_json) {
         st_buf_puts(out, "\"seats\":[");
@@ -361,7 +397,7 @@ static double st__num(const cJSON *o, const char *k)
     return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
-static int st__load_event(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+int st__load_event(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_seats_t *s = arg;
     cJSON *j = cJSON_ParseWithLength(val, vlen);
@@ -388,46 +424,12 @@ static int st__load_event(void *arg, const void *key, size_t klen, const void *v
     {
         const cJSON *sn = cJSON_GetObjectItemCaseSensitive(o, "name");
         const char *name = cJSON_IsString(sn) ? sn->valuestring : "?";
-        st__section_init(e, &e->sections[i++], name, strlen(name), (int64_t)st__num(o, "rows"),
-                         (int64_t)st__num(o, "cols"), (int64_t)st__num(o, "price"));
+        int64_t rows = (int64_t)st__num(o, "rows"), cols = (int64_t)st__num(o, "cols");
+        if (rows < 1 || cols < 1 || rows * cols > UINT32_MAX) rows = cols = 1; /* corrupt */
+        st__section_init(e, &e->sections[i++], name, strlen(name), rows, cols,
+                         (int64_t)st__num(o, "price"));
+        s->total_seats += (uint64_t)(rows * cols);
     }
     cJSON_Delete(j);
     return 0;
-}
-
-static int st__load_booking(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    st_seats_t *s = arg;
-    st_booking_t b;
-    if (st__booking_decode(val, vlen, &b) != ST_OK) {
-        st_error("seats: a booking record (%zu bytes) is corrupt; skipped", vlen);
-        return 0;
-    }
-    st_snowflake_floor(&s->ids, b.id);
-    st_event_t *e = st__event_find(s, b.event_id, b.event_len);
-    st_section_t *sec = e ? st__section_find(e, b.section, b.section_len) : NULL;
-    if (sec && (b.status == ST_BK_RESERVED || b.status == ST_BK_SOLD)) {
-        uint64_t n = (uint64_t)(sec->rows * sec->cols);
-        for (uint32_t i = 0; i < b.nseats; i++)
-            if (b.seats[i] < n)
-                st__seat_set(e, sec, b.seats[i],
-                             b.status == ST_BK_SOLD ? ST_SEAT_SOLD : ST_SEAT_RESERVED);
-        if (b.status == ST_BK_RESERVED) st__hold_push(s, b.expires_at, b.id);
-    }
-    if (e && b.updated_at > e->updated_at) e->updated_at = b.updated_at;
-    free(b.seats);
-    (void)key;
-    (void)klen;
-    return 0;
-}
-
-int st__rebuild(st_seats_t *s)
-{
-    uint64_t w = 0;
-    uint8_t ks = ST_KS_EVENT;
-    int rc = st_store_scan(s->store, &ks, 1, st__load_event, s, &w);
-    ks = ST_KS_BOOKING;
-    if (!rc) rc = st_store_scan(s->store, &ks, 1, st__load_booking, s, &w);
-    st__arm_timer(s); /* holds that ran out while we were down expire at once */
-    return rc;
 }

@@ -9,8 +9,15 @@
 enum { ST_SEAT_AVAILABLE = 0, ST_SEAT_RESERVED = 1, ST_SEAT_SOLD = 2 };
 enum { ST_BK_RESERVED = 1, ST_BK_SOLD = 2, ST_BK_CANCELLED = 3, ST_BK_EXPIRED = 4 };
 
-#define ST_KS_EVENT   'E'
-#define ST_KS_BOOKING 'B'
+#define ST_KS_EVENT   'E' /* event_id -> definition (JSON) */
+#define ST_KS_BOOKING 'B' /* u64 id (big-endian) -> booking record */
+#define ST_KS_HOLD    'H' /* u64 id (big-endian) -> i64 expires_at: bookings still reserved */
+#define ST_KS_SEATMAP 'S' /* event_id 0 u16 section u32 chunk -> i64 updated_at | 2-bit states */
+#define ST_KS_SEATS_V 'V' /* "seats" -> layout version (absent: bookings only, before chunks) */
+
+/* Seat maps are persisted in chunks, so a booking rewrites ~1 KiB, not its whole section. */
+#define ST_SEATS_CHUNK_BYTES 1024
+#define ST_SEATS_CHUNK_SEATS (ST_SEATS_CHUNK_BYTES * 4)
 
 typedef struct {
     int64_t available, reserved, sold;
@@ -23,6 +30,7 @@ typedef struct {
     uint8_t *bits;      /* 2 bits per seat, the wire layout */
     int32_t *row_avail; /* available seats per row, for best-available */
     st_counts_t c;
+    bool loaded; /* start-up read a chunk of it: counts need a recount */
 } st_section_t;
 
 typedef struct st_event {
@@ -49,6 +57,8 @@ typedef struct {
     size_t section_len;
     uint32_t *seats; /* seat indices, in the order booked */
     uint32_t nseats;
+    const char *owner; /* the token subject that booked it ("" when auth was off) */
+    size_t owner_len;
 } st_booking_t;
 
 typedef struct {
@@ -63,6 +73,7 @@ struct st_seats {
     st_map_t events;
     st_event_t **sorted; /* by id, for listing */
     size_t nevents, cap;
+    uint64_t total_seats; /* over all events, against opts.max_total_seats */
     st_snowflake_t ids;
     st_hold_t *heap; /* min-heap of hold expiries (stale entries are skipped when popped) */
     size_t nheap, heapcap;
@@ -74,19 +85,34 @@ struct st_seats {
 };
 
 /* event.c */
-st_event_t *st__event_find(st_seats_t *s, const char *id, size_t len);
+/* Every answer drawn from an event reports its state: *wait (may be NULL for internal use) is
+ * raised to the newest batch that changed the event, as st_store_get does for staged values. */
+st_event_t *st__event_find(st_seats_t *s, const char *id, size_t len, uint64_t *wait);
+st_event_t *st__event_new(st_seats_t *s, const char *id, size_t len);
+void st__section_init(st_event_t *e, st_section_t *sec, const char *name, size_t nlen, int64_t rows,
+                      int64_t cols, int64_t price);
+/* Recomputes a section's counts and row_avail from its bitmap (after loading it). */
+void st__section_recount(st_event_t *e, st_section_t *sec);
 st_section_t *st__section_find(st_event_t *e, const char *name, size_t len);
 int st__seat_get(const st_section_t *sec, uint32_t i);
 /* Moves a seat between states, keeping section, event and row counts in step. */
 void st__seat_set(st_event_t *e, st_section_t *sec, uint32_t i, int state);
 int st__event_persist(st_seats_t *s, st_event_t *e, uint64_t *wait);
 void st__seat_name(st_buf_t *out, const st_section_t *sec, uint32_t i);
-int st__rebuild(st_seats_t *s);
 void st__free_events(st_seats_t *s);
+int st__load_event(void *arg, const void *key, size_t klen, const void *val, size_t vlen);
+
+/* persist.c: seat-map chunks and the index of active holds, so start-up reads only those. */
+/* Stages the chunks of sec that hold any of seats[0..n) (after their states changed). */
+int st__chunks_save(st_seats_t *s, st_event_t *e, st_section_t *sec, const uint32_t *seats,
+                    size_t n, uint64_t *wait);
+int st__hold_index(st_seats_t *s, uint64_t id, int64_t expires_at, bool add, uint64_t *wait);
+int st__rebuild(st_seats_t *s);
 
 /* booking.c */
 void st__booking_encode(st_buf_t *out, const st_booking_t *b);
 int st__booking_decode(const void *v, size_t n, st_booking_t *b); /* b->seats is malloc'd */
+size_t st__bkey(uint8_t key[9], uint64_t id, char ks);
 void st__hold_push(st_seats_t *s, int64_t at, uint64_t id);
 void st__arm_timer(st_seats_t *s);
 void st__on_timer(uv_timer_t *t);

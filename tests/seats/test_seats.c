@@ -10,12 +10,13 @@
 static fx_t fx;
 static st_store_t *store;
 static st_seats_t *seats;
+static const st_booking_ref_t any = {NULL, 0, "", 0, true};
 
 static void open_all(bool fresh)
 {
     if (fresh) fx_begin(&fx);
     store = fx_store(&fx, 64 << 20, 0);
-    st_seats_opts_t so = {1000000, 1};
+    st_seats_opts_t so = {1000000, 1, 0};
     if (st_seats_open(&seats, &fx.loop, store, &so) != ST_OK) abort();
 }
 
@@ -51,7 +52,8 @@ static int book(const char *id, const char *const *names, size_t n, int64_t q, s
     const char *why;
     uint64_t w = 0;
     st_buf_reset(out);
-    int rc = st_seats_book(seats, id, strlen(id), "S", 1, names, lens, n, q, out, &taken, &why, &w);
+    int rc = st_seats_book(seats, id, strlen(id), "S", 1, names, lens, n, q, "", 0, out, &taken,
+                           &why, &w);
     st_buf_free(&taken);
     return rc;
 }
@@ -107,7 +109,7 @@ TEST(holds_expire_and_everything_is_rebuilt_after_a_restart)
     uint64_t bid = strtoull(id, NULL, 10);
     uint64_t w = 0;
     st_buf_reset(&out);
-    CHECK_EQ(st_seats_confirm(seats, bid, &out, &w), ST_OK);
+    CHECK_EQ(st_seats_confirm(seats, bid, &any, &out, &w), ST_OK);
     fx_settle(&fx, store);
     uint64_t until = uv_now(&fx.loop) + 1300;
     while (uv_now(&fx.loop) < until) {
@@ -126,7 +128,7 @@ TEST(holds_expire_and_everything_is_rebuilt_after_a_restart)
     CHECK(strstr(out.data, "\"event_stats\":{\"available\":1,\"reserved\":0,\"sold\":3"));
     CHECK(st_seats_check(seats));
     st_buf_reset(&out);
-    CHECK_EQ(st_seats_cancel(seats, bid, &out, &w), ST_ECONFLICT);
+    CHECK_EQ(st_seats_cancel(seats, bid, &any, &out, &w), ST_ECONFLICT);
     st_buf_free(&out);
     close_all(true);
 }
