@@ -25,6 +25,8 @@
     X(CONFLICT, 409, "conflict", "conflict with the current state")                                \
     X(SEATS, 409, "seats_unavailable", "some seats are not available")                             \
     X(TOOLARGE, 413, "payload_too_large", "request body too large")                                \
+    X(IDEMREUSED, 422, "idempotency_key_reused",                                                   \
+      "the Idempotency-Key was first used with another request")                                   \
     X(RATE, 429, "too_many_requests", "too many requests")                                         \
     X(HEADERS, 431, "headers_too_large", "request headers too large")                              \
     X(INTERNAL, 500, "internal", "internal error")                                                 \

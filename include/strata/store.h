@@ -23,7 +23,8 @@ enum {
     ST_KS_COUNTER = 'c',  /* name -> st counter record */
     ST_KS_MEMBER = 'm',   /* name 0 member -> "" (distinct counter membership) */
     ST_KS_SEQUENCE = 's', /* name -> u64 last */
-    ST_KS_IDEM = 'i',     /* sha256(scope) -> idempotent response */
+    ST_KS_IDEM = 'i',     /* sha256(scope) -> idempotent response (http/idempotency.c) */
+    ST_KS_IDEM_EXP = 'x', /* be64(created) sha256(scope) -> "" (their expiry index) */
 };
 #define ST_KEY_MAX 511 /* LMDB's default maximum key size */
 
@@ -92,16 +93,5 @@ void st_store_usage(st_store_t *s, uint64_t *used, uint64_t *size);
 /* ST_EFULL once the hot store is at capacity: callers refuse new writes (507) up front, so a
  * write is never acknowledged that LMDB could not take. Reads keep working. */
 int st_store_writable(st_store_t *s);
-
-/* ---- Idempotency-Key answers, committed atomically with the write they answer ---- */
-/* digest: SHA-256 of the key's scope (principal, method, path, key). */
-int st_idem_lookup(st_store_t *s, const uint8_t digest[32], int64_t ttl_us, int *status,
-                   const char **body, size_t *blen, uint64_t *wait);
-int st_idem_record(st_store_t *s, const uint8_t digest[32], int status, const char *body,
-                   size_t blen, uint64_t *wait);
-/* Deletes answers older than ttl_us, visiting at most `budget` records from where the previous
- * call stopped (wrapping around), so each call's work on the loop is bounded. Returns how many
- * it deleted. */
-size_t st_idem_sweep(st_store_t *s, int64_t ttl_us, size_t budget);
 
 #endif

@@ -5,7 +5,6 @@
  */
 #include "internal.h"
 
-#include <openssl/sha.h>
 #include <string.h>
 
 static bool st__idem_key_valid(const char *k, size_t n)
@@ -14,20 +13,6 @@ static bool st__idem_key_valid(const char *k, size_t n)
     for (size_t i = 0; i < n; i++)
         if (k[i] < 0x21 || k[i] > 0x7e) return false;
     return true;
-}
-
-/* Scope of a key: the principal, the method and the exact path — "per user/route". */
-static void st__idem_digest(const st_ctx_t *c, uint8_t digest[32])
-{
-    const st_http_request_t *r = c->req;
-    st_buf_t b = {0};
-    st_buf_append(&b, c->subject, strlen(c->subject) + 1);
-    st_buf_append(&b, r->method_name, strlen(r->method_name) + 1);
-    st_buf_append(&b, r->path, r->path_len);
-    st_buf_appendc(&b, '\0');
-    st_buf_append(&b, r->idem_key, r->idem_len);
-    SHA256((const unsigned char *)b.data, b.len, digest);
-    st_buf_free(&b);
 }
 
 static st_buf_t st__body; /* loop-thread scratch for response bodies */
@@ -57,8 +42,9 @@ void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *a
                 memcmp(c.subject, c.params[0], c.plens[0]) != 0)) {
         st_ctx_error(&c, ST_EFORBIDDEN, "the token's subject may only access its own user");
     } else {
+        /* Idempotency-Key (idempotency.c): replay, 422 for another request, or record. */
         bool idem = (route->flags & ST_ROUTE_IDEMPOTENT) && req->idem_key;
-        uint8_t digest[32];
+        st_idem_req_t digest;
         int st = 0;
         const char *stored;
         size_t slen;
@@ -66,12 +52,14 @@ void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *a
             st_ctx_error(&c, ST_EINVAL, "Idempotency-Key must be 1-255 visible ASCII characters");
             idem = false;
         } else if (idem) {
-            st__idem_digest(&c, digest);
-            rc = st_idem_lookup(app->store, digest, (int64_t)app->cfg->idempotency_ttl * 1000000,
+            st_idem_digest(&c, route, &digest);
+            rc = st_idem_lookup(app->store, &digest, (int64_t)app->cfg->idempotency_ttl * 1000000,
                                 &st, &stored, &slen, &c.wait);
         }
         if (c.error_written) {
             /* invalid key: answered above */
+        } else if (idem && rc == ST_EIDEMREUSED) {
+            st_ctx_error(&c, rc, "this Idempotency-Key was first used with another request");
         } else if (idem && rc == ST_OK) {
             /* A retry: the first answer again, and nothing changes. */
             st_buf_append(&st__body, stored, slen);
@@ -83,8 +71,8 @@ void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *a
         } else {
             rc = route->fn(&c);
             if (rc && !c.error_written) st_ctx_error(&c, rc, NULL);
-            if (idem && c.status < 500)
-                st_idem_record(app->store, digest, c.status, st__body.data, st__body.len, &c.wait);
+            if (idem && st_idem_storable(c.status))
+                st_idem_record(app->store, &digest, c.status, st__body.data, st__body.len, &c.wait);
         }
     }
     st_http_write_response(out, c.status, c.content_type, c.extra_headers, st__body.data,

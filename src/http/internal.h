@@ -85,6 +85,34 @@ int st_auth_check(st_ctx_t *c, bool need_admin);
 /* Validates a path parameter as a name (400 otherwise). */
 int st_param_name(st_ctx_t *c, int idx, const char *what);
 
+/* ---- Idempotency-Key answers (idempotency.c), stored through the public store API ---- */
+typedef struct {
+    uint8_t scope[32]; /* principal, method, route, decoded params, key: where the answer lives */
+    uint8_t fp[32];    /* method, route, decoded params, body: the request the key is bound to */
+} st_idem_req_t;
+/* Call after st_router_match (uses c->params, c->subject). */
+void st_idem_digest(const st_ctx_t *c, const st_route_t *route, st_idem_req_t *out);
+/* ST_OK: *status and *body (borrowed until the next store call) are the first answer;
+ * ST_EIDEMREUSED: the key was first used with another request; ST_ENOTFOUND. *wait is raised
+ * to the batch of the first answer in both the first cases. */
+int st_idem_lookup(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int *status,
+                   const char **body, size_t *blen, uint64_t *wait);
+/* Whether an answer with this status is remembered (2xx, 404, 409; not a refused request). */
+bool st_idem_storable(int status);
+int st_idem_record(st_store_t *s, const st_idem_req_t *r, int status, const char *body, size_t blen,
+                   uint64_t *wait);
+/* Deletes expired answers, oldest first: at most budget plus twice the records made since the
+ * last call, so it keeps up with any sustained rate. Returns how many it deleted. */
+size_t st_idem_sweep(st_store_t *s, int64_t ttl_us, size_t budget);
+/* The same with the clock given (tests). */
+int st__idem_lookup_at(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int64_t now,
+                       int *status, const char **body, size_t *blen, uint64_t *wait);
+int st__idem_record_at(st_store_t *s, const st_idem_req_t *r, int status, const char *body,
+                       size_t blen, int64_t now, uint64_t *wait);
+size_t st__idem_sweep_at(st_store_t *s, int64_t ttl_us, size_t budget, int64_t now);
+/* Drops the sweep's per-store state (tests that open another store). */
+void st__idem_forget(void);
+
 /* ---- handlers ---- */
 int st_api_counter_incr(st_ctx_t *c);
 int st_api_counter_get(st_ctx_t *c);

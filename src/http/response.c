@@ -36,6 +36,8 @@ const char *st_http_reason(int status)
         return "Conflict";
     case 413:
         return "Payload Too Large";
+    case 422:
+        return "Unprocessable Content";
     case 429:
         return "Too Many Requests";
     case 431:

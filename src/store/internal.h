@@ -56,8 +56,6 @@ struct st_store {
     int fail_err;
     st_store_listener_t *listeners;
     st_buf_t scratch;
-    uint8_t idem_cursor[33]; /* where the idempotency sweep resumes (0 length: the start) */
-    size_t idem_cursor_len;
 
     /* shared with the threads, under mu */
     uv_mutex_t mu;

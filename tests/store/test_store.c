@@ -258,61 +258,6 @@ TEST(wal_replays_valid_records_and_stops_at_a_torn_tail)
     fx_end(&fx);
 }
 
-TEST(idempotency_records_replay_until_ttl)
-{
-    fx_t fx;
-    fx_begin(&fx);
-    watch_t w;
-    st_store_t *s = open_store(&fx, 16 << 20, &w);
-    uint8_t d[32] = {1, 2, 3};
-    uint64_t wait = 0;
-    int status;
-    const char *body;
-    size_t blen;
-    CHECK_EQ(st_idem_lookup(s, d, 1000000, &status, &body, &blen, &wait), ST_ENOTFOUND);
-    CHECK_EQ(st_idem_record(s, d, 201, "{\"a\":1}", 7, &wait), ST_OK);
-    uint64_t w2 = 0;
-    CHECK_EQ(st_idem_lookup(s, d, 1000000, &status, &body, &blen, &w2), ST_OK);
-    CHECK_EQ(status, 201);
-    CHECK(blen == 7 && memcmp(body, "{\"a\":1}", 7) == 0);
-    CHECK_EQ(w2, wait); /* a replay of a staged answer waits for it too */
-    CHECK_EQ(st_idem_lookup(s, d, -1, &status, &body, &blen, &w2), ST_ENOTFOUND); /* expired */
-    fx_settle(&fx, s);
-    fx_close_store(&fx, s);
-    fx_end(&fx);
-}
-
-TEST(idempotency_sweep_deletes_expired_answers_a_slice_at_a_time)
-{
-    fx_t fx;
-    fx_begin(&fx);
-    watch_t w;
-    st_store_t *s = open_store(&fx, 16 << 20, &w);
-    uint64_t wait = 0;
-    for (int i = 0; i < 250; i++) {
-        uint8_t d[32] = {0};
-        memcpy(d, &i, sizeof i);
-        CHECK_EQ(st_idem_record(s, d, 200, "{}", 2, &wait), ST_OK);
-    }
-    fx_settle(&fx, s);
-    CHECK_EQ(st_idem_sweep(s, 3600LL * 1000000, 1000), 0); /* nothing is old yet */
-    size_t total = 0, n;
-    for (int round = 0; round < 10 && (n = st_idem_sweep(s, -1, 100)) > 0; round++) {
-        CHECK(n <= 100);
-        total += n;
-        fx_settle(&fx, s);
-    }
-    CHECK_EQ(total, 250);
-    uint8_t d[32] = {0};
-    int st;
-    const char *body;
-    size_t blen;
-    uint64_t rw = 0;
-    CHECK_EQ(st_idem_lookup(s, d, 3600LL * 1000000, &st, &body, &blen, &rw), ST_ENOTFOUND);
-    fx_close_store(&fx, s);
-    fx_end(&fx);
-}
-
 TEST(ranges_run_both_ways_with_bounds_over_durable_and_staged_keys)
 {
     fx_t fx;

@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Idempotency-Key answers (SPEC §0). The first answer to a keyed request is staged in the same
+ * batch as the write it answers, so either both are durable or neither is: a retry can never see
+ * the write without the answer, or the answer without the write. A key is scoped by principal,
+ * method, route and decoded parameters (so /v1/counters/%69dp/incr and /v1/counters/idp/incr
+ * share keys) and bound to its request by a fingerprint of method, decoded path and body: the
+ * same key with another request is 422 idempotency_key_reused.
+ *
+ * Records live under the store's public API:
+ *   'i' scope(32)              -> i64 created_us | u16 status|0x8000 | fingerprint(32) | body
+ *   'x' be64(created) scope    -> ""   (the expiry index: oldest first)
+ *   'i' "v2"                   -> ""   (every record of the old format has been indexed)
+ * The sweep walks the expiry index from its oldest entry, so each step deletes only expired
+ * answers, and its budget grows with the inserts since the last step: it keeps up with any
+ * sustained keyed write rate. Records of the old format (no fingerprint, no index entry) are
+ * indexed once, a slice per sweep, then the marker is written.
+ */
+#include "internal.h"
+
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ST__IDEM_V2  0x8000
+#define ST__IDEM_HDR 10 /* created + status */
+#define ST__IDEM_FP  (ST__IDEM_HDR + 32)
+#define ST__KS_EXP   ST_KS_IDEM_EXP
+
+static const uint8_t st__marker[] = {ST_KS_IDEM, 'v', '2'};
+
+/* Loop-thread state of the sweep (one store per process). */
+static struct {
+    const st_store_t *store;
+    uint64_t inserted; /* records since the last sweep step */
+    bool legacy_done;  /* old-format records all indexed (marker seen or written) */
+    uint8_t legacy_from[33];
+    size_t legacy_from_len;
+} st__sw;
+
+static void st__sw_bind(st_store_t *s)
+{
+    if (st__sw.store == s) return;
+    memset(&st__sw, 0, sizeof st__sw);
+    st__sw.store = s;
+    const void *v;
+    size_t n;
+    uint64_t w = 0;
+    st__sw.legacy_done = st_store_get(s, st__marker, sizeof st__marker, &v, &n, &w) == ST_OK;
+}
+
+void st__idem_forget(void)
+{
+    memset(&st__sw, 0, sizeof st__sw);
+}
+
+static void st__feed(EVP_MD_CTX *h, const void *p, size_t n)
+{
+    EVP_DigestUpdate(h, p, n);
+    EVP_DigestUpdate(h, "", 1); /* separator: no two field lists hash alike */
+}
+
+void st_idem_digest(const st_ctx_t *c, const st_route_t *route, st_idem_req_t *out)
+{
+    const st_http_request_t *r = c->req;
+    int method = r->method == ST_HTTP_HEAD ? ST_HTTP_GET : r->method;
+    EVP_MD_CTX *path = EVP_MD_CTX_new(), *h = EVP_MD_CTX_new();
+    if (!path || !h) st_fatal("out of memory");
+    EVP_DigestInit_ex(path, EVP_sha256(), NULL);
+    EVP_DigestUpdate(path, &method, sizeof method);
+    st__feed(path, route->pattern, strlen(route->pattern));
+    for (int i = 0; i < ST_MAX_PARAMS && c->params[i]; i++)
+        st__feed(path, c->params[i], c->plens[i]);
+    EVP_MD_CTX_copy_ex(h, path);
+    st__feed(h, c->subject, strlen(c->subject));
+    st__feed(h, r->idem_key, r->idem_len);
+    EVP_DigestFinal_ex(h, out->scope, NULL);
+    st__feed(path, r->body ? r->body : "", r->body_len);
+    EVP_DigestFinal_ex(path, out->fp, NULL);
+    EVP_MD_CTX_free(path);
+    EVP_MD_CTX_free(h);
+}
+
+static void st__rkey(uint8_t key[33], const uint8_t scope[32])
+{
+    key[0] = ST_KS_IDEM;
+    memcpy(key + 1, scope, 32);
+}
+
+/* The expiry index key; with scope NULL only its 9-byte time prefix (a sweep's bound). */
+static void st__xkey(uint8_t *key, int64_t created, const uint8_t *scope)
+{
+    key[0] = ST__KS_EXP;
+    for (int i = 0; i < 8; i++)
+        key[1 + i] = (uint8_t)((uint64_t)created >> (56 - 8 * i));
+    if (scope) memcpy(key + 9, scope, 32);
+}
+
+int st_idem_lookup(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int *status,
+                   const char **body, size_t *blen, uint64_t *wait)
+{
+    return st__idem_lookup_at(s, r, ttl_us, st_now_us(), status, body, blen, wait);
+}
+
+int st__idem_lookup_at(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int64_t now,
+                       int *status, const char **body, size_t *blen, uint64_t *wait)
+{
+    uint8_t key[33];
+    st__rkey(key, r->scope);
+    const void *val;
+    size_t vlen;
+    uint64_t w = 0;
+    int rc = st_store_get(s, key, sizeof key, &val, &vlen, &w);
+    if (rc != ST_OK) return rc;
+    if (vlen < ST__IDEM_HDR) return ST_ENOTFOUND;
+    int64_t created;
+    uint16_t st;
+    memcpy(&created, val, 8);
+    memcpy(&st, (const char *)val + 8, 2);
+    if (now - created > ttl_us) return ST_ENOTFOUND;
+    size_t off = ST__IDEM_HDR;
+    if (st & ST__IDEM_V2) {
+        if (vlen < ST__IDEM_FP) return ST_ENOTFOUND;
+        off = ST__IDEM_FP;
+    }
+    /* The answer (a replay or a 422) reports the first request: it waits for that too. */
+    if (*wait < w) *wait = w;
+    if ((st & ST__IDEM_V2) && memcmp((const char *)val + ST__IDEM_HDR, r->fp, 32) != 0)
+        return ST_EIDEMREUSED;
+    *status = st & ~ST__IDEM_V2;
+    *body = (const char *)val + off;
+    *blen = vlen - off;
+    return ST_OK;
+}
+
+bool st_idem_storable(int status)
+{
+    /* domain outcomes; a request refused as malformed may be retried fixed, with the same key */
+    return (status >= 200 && status < 300) || status == 404 || status == 409;
+}
+
+int st__idem_record_at(st_store_t *s, const st_idem_req_t *r, int status, const char *body,
+                       size_t blen, int64_t now, uint64_t *wait)
+{
+    st__sw_bind(s);
+    uint8_t key[33], xkey[41];
+    st__rkey(key, r->scope);
+    st__xkey(xkey, now, r->scope);
+    st_buf_t v = {0};
+    uint16_t st = (uint16_t)(status | ST__IDEM_V2);
+    st_buf_append(&v, &now, 8);
+    st_buf_append(&v, &st, 2);
+    st_buf_append(&v, r->fp, 32);
+    st_buf_append(&v, body, blen);
+    int rc = st_store_put(s, key, sizeof key, v.data, v.len, wait);
+    if (rc == ST_OK) rc = st_store_put(s, xkey, sizeof xkey, "", 0, wait);
+    st_buf_free(&v);
+    if (rc == ST_OK) st__sw.inserted++;
+    return rc;
+}
+
+int st_idem_record(st_store_t *s, const st_idem_req_t *r, int status, const char *body, size_t blen,
+                   uint64_t *wait)
+{
+    return st__idem_record_at(s, r, status, body, blen, st_now_us(), wait);
+}
+
+/* ---- the sweep ---- */
+
+typedef struct {
+    size_t budget, n;
+    uint8_t (*keys)[41];
+} st_expired_t;
+
+static int st__collect(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_expired_t *x = arg;
+    (void)val;
+    (void)vlen;
+    if (x->n == x->budget) return 1;
+    if (klen == 41) memcpy(x->keys[x->n++], key, 41);
+    return 0;
+}
+
+/* Deletes an expired index entry and its record, unless the key was recorded again since. */
+static size_t st__expire(st_store_t *s, const uint8_t xkey[41])
+{
+    uint8_t key[33];
+    st__rkey(key, xkey + 9);
+    uint64_t w = 0;
+    const void *val;
+    size_t vlen;
+    size_t gone = 0;
+    int64_t created = 0;
+    for (int i = 0; i < 8; i++)
+        created = (int64_t)((uint64_t)created << 8 | xkey[1 + i]);
+    if (st_store_get(s, key, sizeof key, &val, &vlen, &w) == ST_OK && vlen >= 8) {
+        int64_t cur;
+        memcpy(&cur, val, 8);
+        if (cur == created) {
+            st_store_del(s, key, sizeof key, &w);
+            gone = 1;
+        }
+    }
+    st_store_del(s, xkey, 41, &w);
+    return gone;
+}
+
+typedef struct {
+    size_t budget, visited;
+    int64_t cutoff;
+    uint8_t last[33];
+    bool stopped;
+    st_store_t *s;
+} st_legacy_t;
+
+static int st__legacy_visit(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_legacy_t *l = arg;
+    if (l->visited == l->budget) {
+        memcpy(l->last, key, klen < 33 ? klen : 33);
+        l->stopped = true;
+        return 1;
+    }
+    l->visited++;
+    uint16_t st;
+    if (klen != 33 || vlen < ST__IDEM_HDR) return 0;
+    memcpy(&st, (const char *)val + 8, 2);
+    if (st & ST__IDEM_V2) return 0;
+    int64_t created;
+    memcpy(&created, val, 8);
+    uint8_t xkey[41];
+    uint64_t w = 0;
+    st__xkey(xkey, created, (const uint8_t *)key + 1);
+    st_store_put(l->s, xkey, sizeof xkey, "", 0, &w); /* the index sweep takes it from here */
+    return 0;
+}
+
+/* Indexes a slice of old-format records; writes the marker once the whole space is done. */
+static void st__legacy_step(st_store_t *s, size_t budget)
+{
+    st_legacy_t l = {.budget = budget, .s = s};
+    uint8_t prefix = ST_KS_IDEM;
+    uint64_t w = 0;
+    st_store_scan_from(s, &prefix, 1, st__sw.legacy_from_len ? st__sw.legacy_from : NULL,
+                       st__sw.legacy_from_len, st__legacy_visit, &l, &w);
+    if (l.stopped) {
+        memcpy(st__sw.legacy_from, l.last, 33);
+        st__sw.legacy_from_len = 33;
+        return;
+    }
+    st_store_put(s, st__marker, sizeof st__marker, "", 0, &w);
+    st__sw.legacy_done = true;
+}
+
+size_t st__idem_sweep_at(st_store_t *s, int64_t ttl_us, size_t budget, int64_t now)
+{
+    st__sw_bind(s);
+    /* Twice the inserts since the last step: any backlog shrinks at every sustained rate. */
+    size_t want = budget + 2 * (size_t)st__sw.inserted;
+    st__sw.inserted = 0;
+    if (!st__sw.legacy_done) st__legacy_step(s, budget);
+    st_expired_t x = {.budget = want};
+    x.keys = st_malloc((want ? want : 1) * sizeof *x.keys);
+    uint8_t prefix = ST__KS_EXP, hi[9];
+    st__xkey(hi, now - ttl_us, NULL);
+    uint64_t w = 0;
+    if (now - ttl_us > 0)
+        st_store_range(s, &prefix, 1, NULL, 0, hi, sizeof hi, false, st__collect, &x, &w);
+    size_t gone = 0;
+    for (size_t i = 0; i < x.n; i++)
+        gone += st__expire(s, x.keys[i]);
+    free(x.keys);
+    return gone;
+}
+
+size_t st_idem_sweep(st_store_t *s, int64_t ttl_us, size_t budget)
+{
+    return st__idem_sweep_at(s, ttl_us, budget, st_now_us());
+}

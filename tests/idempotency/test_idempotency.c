@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for Idempotency-Key answers (src/http/idempotency.c) on a real store: replay and
+ * its wait, a key bound to its request, and an expiry sweep that keeps up with any write rate.
+ */
+#include "../test.h"
+#include "../fixture.h"
+#include "../../src/http/internal.h"
+
+static st_store_t *open_store(fx_t *f)
+{
+    st__idem_forget();
+    return fx_store(f, 256 << 20, 0);
+}
+
+static st_idem_req_t req_of(int i, int body)
+{
+    st_idem_req_t r;
+    memset(&r, 0, sizeof r);
+    memcpy(r.scope, &i, sizeof i);
+    memcpy(r.fp, &body, sizeof body);
+    return r;
+}
+
+static int64_t count(st_store_t *s, char ks)
+{
+    int64_t n = 0;
+    uint64_t w = 0;
+    CHECK_EQ(st_store_count(s, &ks, 1, &n, &w), ST_OK);
+    return n;
+}
+
+TEST(idempotency_records_replay_until_ttl_and_a_replay_waits_for_the_first_answer)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = open_store(&fx);
+    st_idem_req_t r = req_of(1, 1);
+    uint64_t wait = 0;
+    int status;
+    const char *body;
+    size_t blen;
+    CHECK_EQ(st_idem_lookup(s, &r, 1000000, &status, &body, &blen, &wait), ST_ENOTFOUND);
+    CHECK_EQ(st_idem_record(s, &r, 201, "{\"a\":1}", 7, &wait), ST_OK);
+    uint64_t w2 = 0;
+    CHECK_EQ(st_idem_lookup(s, &r, 1000000, &status, &body, &blen, &w2), ST_OK);
+    CHECK_EQ(status, 201);
+    CHECK(blen == 7 && memcmp(body, "{\"a\":1}", 7) == 0);
+    CHECK_EQ(w2, wait); /* a replay of a staged answer waits for it too */
+    CHECK_EQ(st_idem_lookup(s, &r, -1, &status, &body, &blen, &w2), ST_ENOTFOUND); /* expired */
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+TEST(idempotency_key_reused_with_another_request_is_refused_and_waits)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = open_store(&fx);
+    st_idem_req_t a = req_of(7, 1), b = req_of(7, 2);
+    uint64_t wait = 0, w2 = 0;
+    int status;
+    const char *body;
+    size_t blen;
+    CHECK_EQ(st_idem_record(s, &a, 201, "{}", 2, &wait), ST_OK);
+    CHECK_EQ(st_idem_lookup(s, &b, 1000000, &status, &body, &blen, &w2), ST_EIDEMREUSED);
+    CHECK_EQ(w2, wait); /* the 422 reports the first request: it waits for it */
+    CHECK_EQ(st_err_status(ST_EIDEMREUSED), 422);
+    CHECK_STR(st_err_code(ST_EIDEMREUSED), "idempotency_key_reused");
+    CHECK(!st_idem_storable(400) && !st_idem_storable(413) && !st_idem_storable(415));
+    CHECK(!st_idem_storable(422) && !st_idem_storable(503) && !st_idem_storable(507));
+    CHECK(st_idem_storable(200) && st_idem_storable(201) && st_idem_storable(404));
+    CHECK(st_idem_storable(409));
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+/* The old sweep visited at most 2,000 records a second, expired or not: above that keyed write
+ * rate the store grew without bound. Simulated clock: 3,000 keys/s for 40 s, a 5 s TTL, one
+ * sweep a second with the server's budget of 2,000. */
+TEST(idempotency_sweep_keeps_up_with_a_sustained_rate_above_its_budget)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = open_store(&fx);
+    const int rate = 3000, secs = 40;
+    const int64_t ttl = 5000000, t0 = 1000000000000LL;
+    uint64_t wait = 0;
+    int64_t most = 0;
+    for (int t = 0; t < secs; t++) {
+        int64_t now = t0 + (int64_t)t * 1000000;
+        for (int i = 0; i < rate; i++) {
+            st_idem_req_t r = req_of(t * rate + i, 0);
+            CHECK_EQ(st__idem_record_at(s, &r, 200, "{}", 2, now + i, &wait), ST_OK);
+        }
+        fx_settle(&fx, s);
+        st__idem_sweep_at(s, ttl, 2000, now + 999999);
+        fx_settle(&fx, s);
+        int64_t n = count(s, ST_KS_IDEM);
+        if (n > most) most = n;
+    }
+    /* what the TTL keeps (5-6 s of keys) and the legacy marker; never the whole history */
+    CHECK(most <= (int64_t)rate * 7);
+    CHECK(count(s, ST_KS_IDEM_EXP) <= (int64_t)rate * 7);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+TEST(idempotency_sweep_deletes_only_expired_answers_and_spares_a_key_recorded_again)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = open_store(&fx);
+    const int64_t t0 = 1000000000000LL, ttl = 10000000;
+    uint64_t wait = 0;
+    for (int i = 0; i < 100; i++) {
+        st_idem_req_t r = req_of(i, 0);
+        CHECK_EQ(st__idem_record_at(s, &r, 200, "{}", 2, t0 + i, &wait), ST_OK);
+    }
+    st_idem_req_t again = req_of(5, 0); /* expired, then used again: the new answer stays */
+    CHECK_EQ(st__idem_record_at(s, &again, 201, "{}", 2, t0 + ttl + 50, &wait), ST_OK);
+    fx_settle(&fx, s);
+    CHECK_EQ(st__idem_sweep_at(s, ttl, 2000, t0 + ttl - 1), 0); /* nothing is old yet */
+    fx_settle(&fx, s);
+    CHECK_EQ(st__idem_sweep_at(s, ttl, 2000, t0 + ttl + 100), 99);
+    fx_settle(&fx, s);
+    int status;
+    const char *body;
+    size_t blen;
+    uint64_t w = 0;
+    CHECK_EQ(st__idem_lookup_at(s, &again, ttl, t0 + ttl + 100, &status, &body, &blen, &w), ST_OK);
+    CHECK_EQ(status, 201);
+    CHECK_EQ(count(s, ST_KS_IDEM_EXP), 1);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+TEST(idempotency_answers_of_the_old_format_are_indexed_then_swept)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = open_store(&fx);
+    uint64_t wait = 0;
+    const int64_t t0 = 1000000000000LL;
+    for (int i = 0; i < 50; i++) { /* i64 created | u16 status | body, no fingerprint */
+        uint8_t key[33] = {ST_KS_IDEM};
+        memcpy(key + 1, &i, sizeof i);
+        char v[12];
+        int64_t created = t0 + i;
+        uint16_t st = 200;
+        memcpy(v, &created, 8);
+        memcpy(v + 8, &st, 2);
+        memcpy(v + 10, "{}", 2);
+        CHECK_EQ(st_store_put(s, key, sizeof key, v, sizeof v, &wait), ST_OK);
+    }
+    fx_settle(&fx, s);
+    st__idem_forget(); /* as after a restart on such a data dir */
+    int64_t now = t0 + 3600LL * 1000000;
+    size_t gone = 0;
+    for (int round = 0; round < 10; round++) {
+        gone += st__idem_sweep_at(s, 1000000, 20, now);
+        fx_settle(&fx, s);
+    }
+    CHECK_EQ(gone, 50);
+    CHECK_EQ(count(s, ST_KS_IDEM), 1); /* the marker: every old record was indexed */
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+RUN_TESTS("idempotency")
