@@ -133,4 +133,97 @@ TEST(holds_expire_and_everything_is_rebuilt_after_a_restart)
     close_all(true);
 }
 
+static uint64_t booking_id_of(const st_buf_t *out)
+{
+    return strtoull(strstr(out->data, "\"booking_id\":\"") + 14, NULL, 10);
+}
+
+/* Issue 11.2: answers that report state carry the batch of that state, even when they change
+ * nothing — a 409 for an existing event, seats_unavailable, a read, a 409 for a final booking. */
+TEST(answers_that_report_staged_state_wait_for_it)
+{
+    open_all(true);
+    uint64_t created = 0;
+    {
+        st_section_spec_t sec = {"S", 1, 1, 4, 10};
+        st_event_spec_t spec = {"w", 1, NULL, 0, 900, &sec, 1};
+        st_buf_t out = {0};
+        const char *why;
+        CHECK_EQ(st_seats_create(seats, &spec, &out, &why, &created), ST_OK);
+        CHECK(created > st_store_durable_id(store));
+        uint64_t w = 0;
+        CHECK_EQ(st_seats_create(seats, &spec, &out, &why, &w), ST_ECONFLICT);
+        CHECK_EQ(w, created); /* the 409 waits for the create it reports */
+        w = 0;
+        st_buf_reset(&out);
+        CHECK_EQ(st_seats_event_json(seats, "w", 1, &out, &w), ST_OK);
+        CHECK_EQ(w, created);
+        st_buf_free(&out);
+    }
+    fx_settle(&fx, store);
+    st_buf_t out = {0}, taken = {0};
+    const char *names[] = {"1-1"};
+    size_t lens[] = {3};
+    const char *why;
+    uint64_t booked = 0, w = 0;
+    CHECK_EQ(
+        st_seats_book(seats, "w", 1, "S", 1, names, lens, 1, 0, "", 0, &out, &taken, &why, &booked),
+        ST_OK);
+    uint64_t bid = booking_id_of(&out);
+    st_buf_reset(&taken);
+    CHECK_EQ(st_seats_book(seats, "w", 1, "S", 1, names, lens, 1, 0, "", 0, &out, &taken, &why, &w),
+             ST_ESEATS);
+    CHECK_EQ(w, booked); /* seats_unavailable reports the booking that took them */
+    uint64_t cancelled = 0;
+    CHECK_EQ(st_seats_cancel(seats, bid, &any, &out, &cancelled), ST_OK);
+    w = 0;
+    CHECK_EQ(st_seats_confirm(seats, bid, &any, &out, &w), ST_ECONFLICT);
+    CHECK_EQ(w, cancelled); /* the 409 of a final state waits for that state */
+    w = 0;
+    CHECK_EQ(st_seats_booking_json(seats, bid, &any, &out, &w), ST_OK);
+    CHECK_EQ(w, cancelled);
+    st_buf_free(&out);
+    st_buf_free(&taken);
+    close_all(true);
+}
+
+/* Issue 11.9: start-up read every booking ever made. It now reads the seat maps and the index of
+ * active holds only: with every finished booking record removed from the store, the sold seats
+ * and the pending hold are still all there after a restart. */
+TEST(start_up_does_not_read_finished_bookings)
+{
+    open_all(true);
+    create("f", 4, 5, 3600);
+    st_buf_t out = {0};
+    uint64_t ids[3], w = 0;
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(book("f", NULL, 0, 2, &out), ST_OK);
+        ids[i] = booking_id_of(&out);
+    }
+    CHECK_EQ(st_seats_confirm(seats, ids[0], &any, &out, &w), ST_OK); /* sold */
+    CHECK_EQ(st_seats_cancel(seats, ids[1], &any, &out, &w), ST_OK);  /* cancelled */
+    fx_settle(&fx, store);
+    for (int i = 0; i < 2; i++) { /* the finished ones */
+        uint8_t key[9] = {'B'};
+        for (int k = 0; k < 8; k++)
+            key[1 + k] = (uint8_t)(ids[i] >> (56 - 8 * k));
+        CHECK_EQ(st_store_del(store, key, sizeof key, &w), ST_OK);
+    }
+    close_all(false);
+    open_all(false);
+    st_buf_reset(&out);
+    CHECK_EQ(st_seats_event_json(seats, "f", 1, &out, &w), ST_OK);
+    CHECK(strstr(out.data, "\"event_stats\":{\"available\":16,\"reserved\":2,\"sold\":2"));
+    CHECK(st_seats_check(seats));
+    st_buf_reset(&out);
+    CHECK_EQ(st_seats_map_json(seats, "f", 1, "S", 1, true, &out, &w), ST_OK);
+    CHECK(strstr(out.data, "[[2,2,0,0,0],[1,1,0,0,0],")); /* sold, cancelled, the hold */
+    /* the hold is still indexed: it can be confirmed and its id is never reissued */
+    CHECK_EQ(st_seats_confirm(seats, ids[2], &any, &out, &w), ST_OK);
+    CHECK_EQ(book("f", NULL, 0, 1, &out), ST_OK);
+    CHECK(booking_id_of(&out) > ids[2]);
+    st_buf_free(&out);
+    close_all(true);
+}
+
 RUN_TESTS("seats")
