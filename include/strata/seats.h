@@ -44,7 +44,7 @@ typedef struct {
 typedef struct {
     uint64_t max_seats; /* per event */
     uint64_t node_id;
-    uint64_t max_total_seats; /* over all events (their bitmaps live in memory); 0 = no limit */
+    uint64_t max_total_seats; /* over all events (rows of < 16 seats count 16); 0 = no limit */
 } st_seats_opts_t;
 
 /* Who asks about a booking. With event_id set the booking must be of that event (else

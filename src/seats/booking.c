@@ -531,9 +531,10 @@ int st_seats_open(st_seats_t **out, uv_loop_t *loop, st_store_t *store, const st
         return rc;
     }
     if (s->nevents)
-        st_info("seats: rebuilt %zu event(s) (%llu seats), %zu pending hold(s) in %.1f ms",
-                s->nevents, (unsigned long long)s->total_seats, s->nheap,
-                (double)(st_mono_ns() - t0) / 1e6);
+        st_info(
+            "seats: rebuilt %zu event(s) (seats budget used: %llu), %zu pending hold(s) in %.1f ms",
+            s->nevents, (unsigned long long)s->total_seats, s->nheap,
+            (double)(st_mono_ns() - t0) / 1e6);
     s->listener.on_failed = st__on_failed;
     st_store_listen(store, &s->listener);
     *out = s;

@@ -124,6 +124,14 @@ void st__section_init(st_event_t *e, st_section_t *sec, const char *name, size_t
     e->total += (int64_t)n;
 }
 
+/* What a section costs against --max-total-seats: its seats, but a row of fewer than 16 seats
+ * counts as 16 (its per-row counter weighs as much as 16 seats of bitmap), so the budget bounds
+ * memory whatever the shape: about half a byte per unit. */
+static uint64_t st__section_cost(int64_t rows, int64_t cols)
+{
+    return (uint64_t)rows * (uint64_t)(cols < 16 ? 16 : cols);
+}
+
 void st__section_recount(st_event_t *e, st_section_t *sec)
 {
     st_counts_t c = {0, 0, 0};
@@ -204,7 +212,7 @@ int st_seats_create(st_seats_t *s, const st_event_spec_t *spec, st_buf_t *out, c
 {
     /* The 409 reports the event: it waits for the batch that created it (via *wait). */
     if (st__event_find(s, spec->event_id, spec->id_len, wait)) return ST_ECONFLICT;
-    uint64_t total = 0;
+    uint64_t total = 0, cost = 0;
     for (size_t i = 0; i < spec->nsections; i++) {
         const st_section_spec_t *a = &spec->sections[i];
         for (size_t k = 0; k < i; k++)
@@ -220,13 +228,14 @@ int st_seats_create(st_seats_t *s, const st_event_spec_t *spec, st_buf_t *out, c
             return ST_EINVAL;
         }
         total += (uint64_t)(a->rows * a->cols);
+        cost += st__section_cost(a->rows, a->cols);
         if (total > s->opts.max_seats) {
             *why = "too many seats for one event (see --max-seats)";
             return ST_EINVAL;
         }
     }
     /* Seat maps live in memory: the budget bounds what all events together may take. */
-    if (s->opts.max_total_seats && s->total_seats + total > s->opts.max_total_seats) {
+    if (s->opts.max_total_seats && s->total_seats + cost > s->opts.max_total_seats) {
         *why = "the seats budget of this server is used up (see --max-total-seats)";
         return ST_EFULL;
     }
@@ -240,7 +249,7 @@ int st_seats_create(st_seats_t *s, const st_event_spec_t *spec, st_buf_t *out, c
         const st_section_spec_t *a = &spec->sections[i];
         st__section_init(e, &e->sections[i], a->name, a->name_len, a->rows, a->cols, a->price);
     }
-    s->total_seats += total;
+    s->total_seats += cost;
     int rc = st__event_persist(s, e, wait);
     if (rc) return rc;
     return st_seats_event_json(s, e->id, e->id_len, out, wait);
@@ -428,7 +437,7 @@ int st__load_event(void *arg, const void *key, size_t klen, const void *val, siz
         if (rows < 1 || cols < 1 || rows * cols > UINT32_MAX) rows = cols = 1; /* corrupt */
         st__section_init(e, &e->sections[i++], name, strlen(name), rows, cols,
                          (int64_t)st__num(o, "price"));
-        s->total_seats += (uint64_t)(rows * cols);
+        s->total_seats += st__section_cost(rows, cols);
     }
     cJSON_Delete(j);
     return 0;

@@ -73,7 +73,7 @@ struct st_seats {
     st_map_t events;
     st_event_t **sorted; /* by id, for listing */
     size_t nevents, cap;
-    uint64_t total_seats; /* over all events, against opts.max_total_seats */
+    uint64_t total_seats; /* cost of all events against opts.max_total_seats (event.c) */
     st_snowflake_t ids;
     st_hold_t *heap; /* min-heap of hold expiries (stale entries are skipped when popped) */
     size_t nheap, heapcap;
