@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
-// Answers that report state wait for that state to be durable (SPEC §0, issue 11.2): a 409
-// "event already exists" raced against the create it reports, then kill -9 — the event must be
-// there after the restart whenever a 409 was seen. Run many times to catch the race.
+// Answers that report state wait for that state to be durable (SPEC §0, issue 11.2). Each life
+// races, on two connections each, a create of an event against its duplicate (409 "already
+// exists"), a distinct-counter member against itself (added:false) and a booking of one seat
+// against the same seat (409 seats_unavailable); the server is killed -9 the moment the first
+// answer arrives. After the restart, whatever any answer reported must be there. Many lives,
+// to catch the race.
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { test } from 'node:test';
@@ -9,9 +12,9 @@ import { startStrata, tempDir } from './lib.mjs';
 
 const LIVES = Number(process.env.STRATA_RACE_LIVES || 200);
 
-function createReq(id) {
-  const body = JSON.stringify({ event_id: id, sections: [{ name: 'A', rows: 2, cols: 2, price: 1 }] });
-  return `POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+function post(path, obj) {
+  const body = JSON.stringify(obj);
+  return `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
 }
 
 function connect(port) {
@@ -22,51 +25,67 @@ function connect(port) {
   });
 }
 
-// Resolves with the status of the first response line seen on sock.
-function firstStatus(sock) {
+// Resolves with {status, body} of the first response on sock ({status: 0} if it closes first).
+function firstAnswer(sock) {
   return new Promise((resolve) => {
     let buf = '';
     const onData = (d) => {
       buf += d.toString('latin1');
-      const m = /^HTTP\/1\.1 (\d{3})/.exec(buf);
-      if (m) { sock.off('data', onData); resolve(Number(m[1])); }
+      const he = buf.indexOf('\r\n\r\n');
+      if (he < 0) return;
+      const len = Number(/content-length: *(\d+)/i.exec(buf.slice(0, he))?.[1] || 0);
+      if (buf.length < he + 4 + len) return;
+      sock.off('data', onData);
+      resolve({ status: Number(buf.slice(9, 12)), body: buf.slice(he + 4, he + 4 + len) });
     };
     sock.on('data', onData);
-    sock.on('close', () => resolve(0));
+    sock.on('close', () => resolve({ status: 0, body: '' }));
   });
 }
 
-test('409 event already exists is never sent before the event is durable (kill -9 race)', async () => {
+test('a 409, added:false or seats_unavailable is never sent before the state it reports is durable (kill -9 race)', async () => {
   const dir = tempDir('race409');
   let s = await startStrata({ dataDir: dir });
-  const seen = []; // event ids a client was told exist (201 or 409)
-  let conflicts = 0;
+  assert.equal((await s.req('POST', '/v1/events', { event_id: 'hall', sections: [{ name: 'A', rows: 1, cols: LIVES, price: 1 }] })).status, 201);
+  const told = []; // {what, id, check} for every answer that reported state
+  const reported = { conflict: 0, added_false: 0, seats_unavailable: 0 };
   try {
     for (let life = 0; life < LIVES; life++) {
-      const id = `race-${life}`;
-      const [a, b] = await Promise.all([connect(s.port), connect(s.port)]);
-      const sa = firstStatus(a), sb = firstStatus(b);
-      const req = createReq(id);
-      a.write(req);
-      b.write(req);
-      // Kill -9 the moment either answer arrives: a 409 that left before its create was durable
-      // is then caught with the create lost.
-      const first = await Promise.race([sa, sb]);
+      const races = [
+        { what: 'event', req: post('/v1/events', { event_id: `race-${life}`, sections: [{ name: 'A', rows: 1, cols: 1, price: 1 }] }) },
+        { what: 'member', req: post('/v1/counters/racers/distinct', { member: `m${life}` }) },
+        { what: 'seat', req: post('/v1/events/hall/bookings', { section: 'A', seats: [`1-${life + 1}`] }) },
+      ];
+      const socks = await Promise.all(races.flatMap(() => [connect(s.port), connect(s.port)]));
+      const answers = socks.map(firstAnswer);
+      races.forEach((r, i) => { socks[2 * i].write(r.req); socks[2 * i + 1].write(r.req); });
+      await Promise.race(answers);
       s.proc.kill('SIGKILL');
       await s.exited;
-      const [ra, rb] = await Promise.all([sa, sb]);
-      a.destroy();
-      b.destroy();
-      if (first === 409 || ra === 409 || rb === 409) conflicts++;
-      if ([ra, rb].some((st) => st === 201 || st === 409)) seen.push({ id, answers: `${ra}/${rb}` });
+      const got = await Promise.all(answers);
+      socks.forEach((k) => k.destroy());
+      races.forEach((r, i) => {
+        const pair = [got[2 * i], got[2 * i + 1]];
+        if (pair.some((a) => a.status === 409 && r.what !== 'member')) reported[r.what === 'event' ? 'conflict' : 'seats_unavailable']++;
+        if (pair.some((a) => a.status === 200 && a.body.includes('"added":false'))) reported.added_false++;
+        if (pair.some((a) => a.status >= 200 && a.status < 500)) told.push({ what: r.what, life, answers: pair.map((a) => a.status).join('/') });
+      });
       s = await startStrata({ dataDir: dir });
-      for (const e of seen.slice(-3)) {
-        const g = await s.req('GET', `/v1/events/${e.id}`);
-        assert.equal(g.status, 200, `${e.id} was answered ${e.answers} but is gone after kill -9`);
+      for (const t of told.filter((x) => x.life === life)) {
+        const why = `life ${life}: ${t.what} answered ${t.answers} is gone after kill -9`;
+        if (t.what === 'event') {
+          assert.equal((await s.req('GET', `/v1/events/race-${life}`)).status, 200, why);
+        } else if (t.what === 'member') {
+          const r = await s.req('POST', '/v1/counters/racers/distinct', { member: `m${life}` });
+          assert.equal(r.json.added, false, why);
+        } else {
+          const r = await s.req('POST', '/v1/events/hall/bookings', { section: 'A', seats: [`1-${life + 1}`] });
+          assert.equal(r.status, 409, why);
+        }
       }
     }
-    for (const e of seen) assert.equal((await s.req('GET', `/v1/events/${e.id}`)).status, 200, e.id);
-    assert.ok(conflicts > 0, 'the race never produced a 409');
+    console.log('# reported', JSON.stringify(reported), 'over', LIVES, 'lives');
+    assert.ok(reported.conflict > 0, 'the race never produced a 409');
   } finally {
     await s.stop();
     s.cleanup();
