@@ -15,8 +15,8 @@ enum { ST_BK_RESERVED = 1, ST_BK_SOLD = 2, ST_BK_CANCELLED = 3, ST_BK_EXPIRED = 
 #define ST_KS_SEATMAP 'S' /* event_id 0 u16 section u32 chunk -> i64 updated_at | 2-bit states */
 #define ST_KS_SEATS_V 'V' /* "seats" -> layout version (absent: bookings only, before chunks) */
 
-/* Seat maps are persisted in chunks, so a booking rewrites ~1 KiB, not its whole section. */
-#define ST_SEATS_CHUNK_BYTES 1024
+/* Seat maps are persisted in chunks, so a booking rewrites ~256 bytes, not its whole section. */
+#define ST_SEATS_CHUNK_BYTES 256
 #define ST_SEATS_CHUNK_SEATS (ST_SEATS_CHUNK_BYTES * 4)
 
 typedef struct {
