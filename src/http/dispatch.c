@@ -72,7 +72,8 @@ void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *a
             rc = route->fn(&c);
             if (rc && !c.error_written) st_ctx_error(&c, rc, NULL);
             if (idem && st_idem_storable(c.status))
-                st_idem_record(app->store, &digest, c.status, st__body.data, st__body.len, &c.wait);
+                st_idem_record(app->store, &digest, (int64_t)app->cfg->idempotency_ttl * 1000000,
+                               c.status, st__body.data, st__body.len, &c.wait);
         }
     }
     st_http_write_response(out, c.status, c.content_type, c.extra_headers, st__body.data,

@@ -11,10 +11,12 @@
  *   'i' scope(32)              -> i64 created_us | u16 status|0x8000 | fingerprint(32) | body
  *   'x' be64(created) scope    -> ""   (the expiry index: oldest first)
  *   'i' "v2"                   -> ""   (every record of the old format has been indexed)
- * The sweep walks the expiry index from its oldest entry, so each step deletes only expired
- * answers, and its budget grows with the inserts since the last step: it keeps up with any
- * sustained keyed write rate. Records of the old format (no fingerprint, no index entry) are
- * indexed once, a slice per sweep, then the marker is written.
+ * A sweep step walks the expiry index from its oldest entry, so it deletes only expired answers.
+ * Steps run on the server's timer (a bounded budget a second, for what is left after a burst)
+ * and every 256 records made, deleting up to 512: twice the insert rate, so the sweep keeps up
+ * with any sustained keyed write rate, in slices that never stall the loop. Records of the old
+ * format (no fingerprint, no index entry) are indexed once, a slice per timer step, then the
+ * marker is written.
  */
 #include "internal.h"
 
@@ -32,8 +34,8 @@ static const uint8_t st__marker[] = {ST_KS_IDEM, 'v', '2'};
 /* Loop-thread state of the sweep (one store per process). */
 static struct {
     const st_store_t *store;
-    uint64_t inserted; /* records since the last sweep step */
-    bool legacy_done;  /* old-format records all indexed (marker seen or written) */
+    unsigned since_step; /* records made since the last insert-driven step */
+    bool legacy_done;    /* old-format records all indexed (marker seen or written) */
     uint8_t legacy_from[33];
     size_t legacy_from_len;
 } st__sw;
@@ -139,8 +141,13 @@ bool st_idem_storable(int status)
     return (status >= 200 && status < 300) || status == 404 || status == 409;
 }
 
-int st__idem_record_at(st_store_t *s, const st_idem_req_t *r, int status, const char *body,
-                       size_t blen, int64_t now, uint64_t *wait)
+#define ST__STEP_EVERY 256
+#define ST__STEP_MAX   512
+
+static size_t st__sweep_step(st_store_t *s, int64_t cutoff, size_t want);
+
+int st__idem_record_at(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int status,
+                       const char *body, size_t blen, int64_t now, uint64_t *wait)
 {
     st__sw_bind(s);
     uint8_t key[33], xkey[41];
@@ -155,14 +162,17 @@ int st__idem_record_at(st_store_t *s, const st_idem_req_t *r, int status, const 
     int rc = st_store_put(s, key, sizeof key, v.data, v.len, wait);
     if (rc == ST_OK) rc = st_store_put(s, xkey, sizeof xkey, "", 0, wait);
     st_buf_free(&v);
-    if (rc == ST_OK) st__sw.inserted++;
+    if (rc == ST_OK && ++st__sw.since_step >= ST__STEP_EVERY) {
+        st__sw.since_step = 0;
+        st__sweep_step(s, now - ttl_us, ST__STEP_MAX);
+    }
     return rc;
 }
 
-int st_idem_record(st_store_t *s, const st_idem_req_t *r, int status, const char *body, size_t blen,
-                   uint64_t *wait)
+int st_idem_record(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int status,
+                   const char *body, size_t blen, uint64_t *wait)
 {
-    return st__idem_record_at(s, r, status, body, blen, st_now_us(), wait);
+    return st__idem_record_at(s, r, ttl_us, status, body, blen, st_now_us(), wait);
 }
 
 /* ---- the sweep ---- */
@@ -253,25 +263,28 @@ static void st__legacy_step(st_store_t *s, size_t budget)
     st__sw.legacy_done = true;
 }
 
-size_t st__idem_sweep_at(st_store_t *s, int64_t ttl_us, size_t budget, int64_t now)
+/* Deletes up to `want` answers created before cutoff, oldest first. */
+static size_t st__sweep_step(st_store_t *s, int64_t cutoff, size_t want)
 {
-    st__sw_bind(s);
-    /* Twice the inserts since the last step: any backlog shrinks at every sustained rate. */
-    size_t want = budget + 2 * (size_t)st__sw.inserted;
-    st__sw.inserted = 0;
-    if (!st__sw.legacy_done) st__legacy_step(s, budget);
+    if (cutoff <= 0 || !want) return 0;
     st_expired_t x = {.budget = want};
-    x.keys = st_malloc((want ? want : 1) * sizeof *x.keys);
+    x.keys = st_malloc(want * sizeof *x.keys);
     uint8_t prefix = ST__KS_EXP, hi[9];
-    st__xkey(hi, now - ttl_us, NULL);
+    st__xkey(hi, cutoff, NULL);
     uint64_t w = 0;
-    if (now - ttl_us > 0)
-        st_store_range(s, &prefix, 1, NULL, 0, hi, sizeof hi, false, st__collect, &x, &w);
+    st_store_range(s, &prefix, 1, NULL, 0, hi, sizeof hi, false, st__collect, &x, &w);
     size_t gone = 0;
     for (size_t i = 0; i < x.n; i++)
         gone += st__expire(s, x.keys[i]);
     free(x.keys);
     return gone;
+}
+
+size_t st__idem_sweep_at(st_store_t *s, int64_t ttl_us, size_t budget, int64_t now)
+{
+    st__sw_bind(s);
+    if (!st__sw.legacy_done) st__legacy_step(s, budget);
+    return st__sweep_step(s, now - ttl_us, budget);
 }
 
 size_t st_idem_sweep(st_store_t *s, int64_t ttl_us, size_t budget)

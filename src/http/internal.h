@@ -99,16 +99,18 @@ int st_idem_lookup(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int *s
                    const char **body, size_t *blen, uint64_t *wait);
 /* Whether an answer with this status is remembered (2xx, 404, 409; not a refused request). */
 bool st_idem_storable(int status);
-int st_idem_record(st_store_t *s, const st_idem_req_t *r, int status, const char *body, size_t blen,
-                   uint64_t *wait);
-/* Deletes expired answers, oldest first: at most budget plus twice the records made since the
- * last call, so it keeps up with any sustained rate. Returns how many it deleted. */
+/* Stages the answer in the open batch (*wait raised); every 256 records it also sweeps up to 512
+ * answers older than ttl_us, so expiry keeps up with any sustained rate. */
+int st_idem_record(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int status,
+                   const char *body, size_t blen, uint64_t *wait);
+/* The timer's step: deletes at most `budget` expired answers, oldest first (and indexes a slice
+ * of old-format ones until they are all indexed). Returns how many it deleted. */
 size_t st_idem_sweep(st_store_t *s, int64_t ttl_us, size_t budget);
 /* The same with the clock given (tests). */
 int st__idem_lookup_at(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int64_t now,
                        int *status, const char **body, size_t *blen, uint64_t *wait);
-int st__idem_record_at(st_store_t *s, const st_idem_req_t *r, int status, const char *body,
-                       size_t blen, int64_t now, uint64_t *wait);
+int st__idem_record_at(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int status,
+                       const char *body, size_t blen, int64_t now, uint64_t *wait);
 size_t st__idem_sweep_at(st_store_t *s, int64_t ttl_us, size_t budget, int64_t now);
 /* Drops the sweep's per-store state (tests that open another store). */
 void st__idem_forget(void);
