@@ -29,7 +29,7 @@ static void fz_init(void)
     st_store_opts_t o = {dir, 256 << 20, 0};
     if (st_store_open(&fz_app.store, &fz_loop, &o) != ST_OK) abort();
     fz_app.cfg = &fz_cfg;
-    st_seats_opts_t so = {fz_cfg.max_seats, 0};
+    st_seats_opts_t so = {fz_cfg.max_seats, 0, fz_cfg.max_total_seats};
     if (st_seats_open(&fz_app.seats, &fz_loop, fz_app.store, &so) != ST_OK) abort();
 }
 
