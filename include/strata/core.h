@@ -30,6 +30,7 @@
     X(RATE, 429, "too_many_requests", "too many requests")                                         \
     X(HEADERS, 431, "headers_too_large", "request headers too large")                              \
     X(INTERNAL, 500, "internal", "internal error")                                                 \
+    X(NOTIMPL, 501, "not_implemented", "method not implemented")                                   \
     X(NOMEM, 503, "unavailable", "out of memory")                                                  \
     X(UNAVAIL, 503, "unavailable", "temporarily unavailable")                                      \
     X(IO, 503, "unavailable", "storage I/O error")                                                 \
@@ -136,6 +137,19 @@ st_map_node_t *st_map_next(const st_map_t *m, size_t *iter, st_map_node_t *cur);
 bool st_name_valid(const char *s, size_t n);
 /* Well-formed UTF-8: no overlongs, no surrogates, nothing above U+10FFFF. */
 bool st_utf8_valid(const char *s, size_t n);
+
+/* ---- strict JSON text check (RFC 8259: grammar, UTF-8, nesting up to 512) ---- */
+typedef struct {
+    const char *member; /* in: a top-level object member to find, or NULL */
+    const char *value;  /* out: the raw text of its first value (borrowed from the input) */
+    size_t value_len;
+    bool nul;        /* out: a string outside that value holds U+0000 (which C strings cut) */
+    size_t error_at; /* out: byte offset of the first error */
+} st_json_info_t;
+
+/* ST_OK if s[0..n) is one JSON value with blanks around it, else ST_EJSON. Everything cJSON
+ * would read differently (raw control characters, lone surrogates, "01", "+1", ".5") fails. */
+int st_json_check(const char *s, size_t n, st_json_info_t *info);
 
 /* ---- clocks ---- */
 int64_t st_now_us(void);   /* wall clock, Unix microseconds */

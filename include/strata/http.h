@@ -28,6 +28,15 @@ typedef struct {
     size_t idem_len;
     const char *auth; /* Authorization header or NULL */
     size_t auth_len;
+    /* WebSocket handshake headers, NULL when absent */
+    const char *upgrade_to; /* Upgrade */
+    size_t upgrade_to_len;
+    const char *ws_key; /* Sec-WebSocket-Key */
+    size_t ws_key_len;
+    const char *ws_version; /* Sec-WebSocket-Version */
+    size_t ws_version_len;
+    const char *ws_protocol; /* Sec-WebSocket-Protocol */
+    size_t ws_protocol_len;
     bool keep_alive;
     bool upgrade; /* Connection: upgrade requested (WebSocket) */
     uint64_t started_ns;
@@ -47,7 +56,8 @@ st_http_parser_t *st_http_parser_new(const st_http_parser_cb_t *cb, void *arg, s
                                      size_t max_body);
 void st_http_parser_free(st_http_parser_t *p);
 /* Feeds bytes. ST_OK, or the error that ends the connection (ST_EBADREQ, ST_EHEADERS,
- * ST_ETOOLARGE). *consumed tells how far it got (for an upgrade hand-off). */
+ * ST_ETOOLARGE, ST_ENOTIMPL for an unknown method). *consumed tells how far it got: less than
+ * len when on_request asked to stop (the caller feeds the rest later) or after an upgrade. */
 int st_http_parser_feed(st_http_parser_t *p, const char *data, size_t len, size_t *consumed);
 /* True while a request has started but not completed. */
 bool st_http_parser_mid_request(const st_http_parser_t *p);
@@ -58,6 +68,9 @@ bool st_http_parser_upgraded(const st_http_parser_t *p);
 /* Finds `name` in a raw query and percent-decodes its value into the arena. NULL if absent. */
 const char *st_query_get(st_arena_t *a, const char *query, size_t qlen, const char *name,
                          size_t *vlen);
+/* False if a percent-escape in the query is malformed (the router answers 400 for it, so a
+ * value that does not decode is never mistaken for an absent one). */
+bool st_query_valid(const char *query, size_t qlen);
 /* Percent-decodes into the arena; NULL on a malformed escape. */
 char *st_url_decode(st_arena_t *a, const char *s, size_t n, size_t *outlen);
 

@@ -18,12 +18,15 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app);
 void st_ws_close(st_ws_t *ws);
 void st_ws_free(st_ws_t *ws);
 
-/* libwebsockets takes at most this many bytes read ahead of it (its header buffer). */
+/* libwebsockets takes at most this many bytes read ahead of it (its header buffer): the HTTP
+ * side hands over a minimal upgrade request (see st_http_ws_handshake), whatever its size was. */
 #define ST_WS_MAX_HANDOFF 2048
 
 /* Takes over `fd` (owned by ws from here on, also on failure) whose upgrade request is the
- * start of buf. subject: the authenticated principal ("" when auth is off). */
-int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *subject);
+ * start of buf. subject: the authenticated principal ("" when auth is off); exp_us: when its
+ * token expires (Unix µs, 0 for never) — the stream is closed 1008 "token expired" then. */
+int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *subject,
+                int64_t exp_us);
 
 /* Open streams; they count against --max-connections with the HTTP connections. */
 size_t st_ws_connections(const st_ws_t *ws);

@@ -19,7 +19,6 @@ int st_api_message_post(st_ctx_t *c)
     st_message_in_t m = {.user = c->params[0], .user_len = c->plens[0]};
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content");
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(j, "metadata");
-    char *meta_txt = NULL;
     if ((rc = st_json_name(c, j, "conversation_id", &m.conv, &m.conv_len)) ||
         (rc = st_json_name(c, j, "from", &m.from, &m.from_len)))
         goto done;
@@ -43,9 +42,10 @@ int st_api_message_post(st_ctx_t *c)
             rc = st_ctx_error(c, ST_EINVAL, "'metadata' must be a JSON object");
             goto done;
         }
-        meta_txt = cJSON_PrintUnformatted(meta);
-        m.metadata = meta_txt;
-        m.metadata_len = strlen(meta_txt);
+        /* stored as the client wrote it: cJSON would round numbers past 2^53 and drop 1e400 */
+        ST_ASSERT(c->json_meta);
+        m.metadata = c->json_meta;
+        m.metadata_len = c->json_meta_len;
     }
     rc = st_chat_post(c->app->chat, &m, c->body, &c->wait);
     if (rc) {
@@ -55,7 +55,6 @@ int st_api_message_post(st_ctx_t *c)
         st_reconcile_mark_conversation(c->app->reconcile, m.user, m.user_len, m.conv, m.conv_len);
     }
 done:
-    cJSON_free(meta_txt);
     cJSON_Delete(j);
     return rc;
 }

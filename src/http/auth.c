@@ -59,6 +59,11 @@ int st_auth_check(st_ctx_t *c, bool need_admin)
     unsigned char *pay = st__b64url(c->arena, d1 + 1, (size_t)(d2 - d1 - 1), &pl);
     unsigned char *sig = st__b64url(c->arena, d2 + 1, tlen - (size_t)(d2 + 1 - tok), &sl);
     if (!hdr || !pay || !sig) return st_ctx_error(c, ST_EUNAUTH, "malformed token");
+    /* strict JSON without U+0000: a "sub" of "alice\u0000bob" must not read as "alice" */
+    st_json_info_t info = {0};
+    if (st_json_check((const char *)hdr, hl, &info) != ST_OK || info.nul ||
+        st_json_check((const char *)pay, pl, &info) != ST_OK || info.nul)
+        return st_ctx_error(c, ST_EUNAUTH, "malformed token");
     cJSON *h = cJSON_ParseWithLength((const char *)hdr, hl);
     const cJSON *alg = h ? cJSON_GetObjectItemCaseSensitive(h, "alg") : NULL;
     bool hs256 = cJSON_IsString(alg) && strcmp(alg->valuestring, "HS256") == 0;
@@ -92,6 +97,8 @@ int st_auth_check(st_ctx_t *c, bool need_admin)
     if (rc == ST_OK) {
         c->subject = st_arena_strndup(c->arena, sub->valuestring, strlen(sub->valuestring));
         c->admin = cJSON_IsString(role) && strcmp(role->valuestring, "admin") == 0;
+        c->token_exp_us =
+            exp ? (exp->valuedouble >= 9.2e12 ? INT64_MAX : (int64_t)(exp->valuedouble * 1e6)) : 0;
     }
     cJSON_Delete(p);
     return rc;

@@ -27,7 +27,7 @@ void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *a
     int rc = st_router_match(&c, &route);
     *route_idx = route ? (int)(route - st_routes) : -1;
     if (rc == ST_EINVAL) {
-        st_ctx_error(&c, rc, "malformed percent-escape in the path");
+        st_ctx_error(&c, rc, "malformed percent-escape in the path or query");
     } else if (rc == ST_ENOTFOUND) {
         st_ctx_error(&c, rc, "no route for %s %.*s", req->method_name,
                      (int)(req->path_len > 200 ? 200 : req->path_len), req->path);
@@ -82,33 +82,4 @@ void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *a
         out->len -= st__body.len; /* same headers, Content-Length included; no body */
     *wait = c.wait;
     *status = c.status;
-}
-
-int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_t *arena,
-                          st_buf_t *out, const char **subject)
-{
-    *subject = "";
-    if (!*app->cfg->jwt_secret) return ST_OK;
-    st_buf_reset(&st__body);
-    st_http_request_t r = *req;
-    size_t n;
-    const char *tok = st_query_get(arena, req->query, req->query_len, "access_token", &n);
-    if (!r.auth && tok) {
-        /* browsers cannot set headers on a WebSocket: the token may come as a query value */
-        char *h = st_arena_alloc(arena, n + 8);
-        memcpy(h, "Bearer ", 7);
-        memcpy(h + 7, tok, n + 1);
-        r.auth = h;
-        r.auth_len = n + 7;
-    }
-    st_ctx_t c = {
-        .app = app, .req = &r, .arena = arena, .body = &st__body, .status = 200, .subject = ""};
-    int rc = st_auth_check(&c, false);
-    if (rc) {
-        st_http_write_response(out, c.status, NULL, "WWW-Authenticate: Bearer realm=\"strata\"\r\n",
-                               st__body.data, st__body.len, true);
-        return rc;
-    }
-    *subject = c.subject;
-    return ST_OK;
 }

@@ -26,6 +26,9 @@ typedef struct {
     const char *content_type;  /* default application/json */
     const char *subject;       /* authenticated principal ("" when auth is off) */
     bool admin;                /* the token has role admin */
+    int64_t token_exp_us;      /* the token's "exp" in Unix microseconds, 0 when it has none */
+    const char *json_meta;     /* st_json_body: raw text of the body's "metadata" value, or NULL */
+    size_t json_meta_len;
 } st_ctx_t;
 
 typedef int (*st_handler_fn)(st_ctx_t *c);
@@ -65,12 +68,20 @@ void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *a
                       uint64_t *wait, int *status, int *route_idx);
 
 /* With auth on, checks the token of a WebSocket upgrade (header or ?access_token=); on failure
- * writes the whole 401 response into out. *subject is arena memory. */
+ * writes the whole 401 response into out. *subject is arena memory; *exp_us is the token's
+ * expiry (0: none), after which the stream ends. */
 int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_t *arena,
-                          st_buf_t *out, const char **subject);
+                          st_buf_t *out, const char **subject, int64_t *exp_us);
+
+/* Checks the WebSocket handshake headers of an upgrade request (RFC 6455 §4.2.1). On success
+ * out holds the request libwebsockets is handed (only what its handshake needs); otherwise
+ * ST_EBADREQ and *msg (static) says what is wrong. */
+int st_http_ws_handshake(const st_http_request_t *req, st_buf_t *out, const char **msg);
 
 /* ---- JSON body helpers (on cJSON); each writes the 400 itself and returns its code ---- */
-/* Parses the body as a JSON object; an empty body gives *out = NULL. Free with cJSON_Delete. */
+/* Parses the body as a JSON object; an empty body gives *out = NULL. Free with cJSON_Delete.
+ * The body must be strict JSON in UTF-8 without U+0000 in strings (except inside "metadata",
+ * whose raw text is left in c->json_meta). */
 int st_json_body(st_ctx_t *c, cJSON **out);
 /* Optional integer field in [lo, hi]; *out = def when absent. */
 int st_json_int(st_ctx_t *c, const cJSON *obj, const char *field, int64_t lo, int64_t hi,

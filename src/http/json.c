@@ -16,21 +16,23 @@ int st_json_body(st_ctx_t *c, cJSON **out)
            (r->body[i] == ' ' || r->body[i] == '\t' || r->body[i] == '\r' || r->body[i] == '\n'))
         i++;
     if (i == r->body_len) return ST_OK;
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(r->body, r->body_len, &end, false);
-    if (!j)
-        return st_ctx_error(c, ST_EJSON, "request body is not valid JSON (near byte %zu)",
-                            end ? (size_t)(end - r->body) : (size_t)0);
-    /* Nothing but whitespace may follow the value. */
-    for (const char *p = end; p && p < r->body + r->body_len; p++)
-        if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n' && *p != '\0') {
-            cJSON_Delete(j);
-            return st_ctx_error(c, ST_EJSON, "trailing data after the JSON value");
-        }
+    /* cJSON takes some text that is not JSON (raw bytes that are not UTF-8, "01") and cuts
+     * strings at U+0000: the text is checked strictly first, and strings that become names,
+     * ids or content may not hold U+0000. Metadata is kept as the text sent (SPEC §2). */
+    st_json_info_t info = {.member = "metadata"};
+    if (st_json_check(r->body, r->body_len, &info) != ST_OK)
+        return st_ctx_error(c, ST_EJSON, "request body is not valid JSON in UTF-8 (near byte %zu)",
+                            info.error_at);
+    if (info.nul)
+        return st_ctx_error(c, ST_EINVAL, "strings must not contain U+0000 (outside metadata)");
+    cJSON *j = cJSON_ParseWithLength(r->body, r->body_len);
+    if (!j) return st_ctx_error(c, ST_EJSON, "request body is not valid JSON");
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
         return st_ctx_error(c, ST_EINVAL, "request body must be a JSON object");
     }
+    c->json_meta = info.value;
+    c->json_meta_len = info.value_len;
     *out = j;
     return ST_OK;
 }

@@ -11,7 +11,22 @@
 #include <strings.h>
 #include <string.h>
 
-typedef enum { ST_HDR_NONE, ST_HDR_IDEM, ST_HDR_AUTH, ST_HDR_EXPECT, ST_HDR_OTHER } st_hdr_t;
+/* Headers whose values are kept (as offsets into `head`); the rest are only counted. */
+typedef enum {
+    ST_HDR_IDEM,
+    ST_HDR_AUTH,
+    ST_HDR_EXPECT,
+    ST_HDR_UPGRADE,
+    ST_HDR_WS_KEY,
+    ST_HDR_WS_VERSION,
+    ST_HDR_WS_PROTOCOL,
+    ST_HDR_NKEPT,
+    ST_HDR_OTHER = ST_HDR_NKEPT,
+} st_hdr_t;
+
+static const char *const st__kept[ST_HDR_NKEPT] = {
+    "idempotency-key",       "authorization",         "expect", "upgrade", "sec-websocket-key",
+    "sec-websocket-version", "sec-websocket-protocol"};
 
 struct st_http_parser {
     llhttp_t ll;
@@ -29,9 +44,15 @@ struct st_http_parser {
     st_hdr_t cur;
     bool in_value;
     size_t url_len;
-    size_t idem_off, idem_len, auth_off, auth_len;
-    bool have_idem, have_auth, expect_continue;
+    struct {
+        size_t off, len;
+        bool have;
+    } kept[ST_HDR_NKEPT];
     st_buf_t body;
+    /* obs-fold detection: the buffer being fed, and whether the previous one ended in a line
+     * break followed only by blanks (a value starting the next buffer would be folded) */
+    const char *feed_start;
+    bool tail_lf_blank;
 };
 
 static st_http_parser_t *st__p(llhttp_t *ll)
@@ -58,8 +79,8 @@ static int st__on_message_begin(llhttp_t *ll)
     st_buf_reset(&p->body);
     st_buf_reset(&p->field);
     p->url_len = 0;
-    p->have_idem = p->have_auth = p->expect_continue = false;
-    p->cur = ST_HDR_NONE;
+    memset(p->kept, 0, sizeof p->kept);
+    p->cur = ST_HDR_OTHER;
     p->in_value = false;
     return 0;
 }
@@ -87,46 +108,61 @@ static int st__on_header_field(llhttp_t *ll, const char *at, size_t n)
 
 static st_hdr_t st__classify(const st_buf_t *f)
 {
-    if (f->len == 15 && strncasecmp(f->data, "idempotency-key", 15) == 0) return ST_HDR_IDEM;
-    if (f->len == 13 && strncasecmp(f->data, "authorization", 13) == 0) return ST_HDR_AUTH;
-    if (f->len == 6 && strncasecmp(f->data, "expect", 6) == 0) return ST_HDR_EXPECT;
+    for (int i = 0; i < ST_HDR_NKEPT; i++)
+        if (f->len == strlen(st__kept[i]) && strncasecmp(f->data, st__kept[i], f->len) == 0)
+            return (st_hdr_t)i;
     return ST_HDR_OTHER;
+}
+
+/* llhttp accepts obs-fold (a header line continued on the next line after blanks) and joins it
+ * silently, so "Transfer-Encoding:\r\n chunked" would frame the body differently from a proxy
+ * that does not (request smuggling). RFC 9112 lets a server refuse it: a value whose first byte
+ * is preceded by blanks and a line break is one. */
+static bool st__folded(const st_http_parser_t *p, const char *at)
+{
+    const char *q = at;
+    while (q > p->feed_start && (q[-1] == ' ' || q[-1] == '\t'))
+        q--;
+    if (q > p->feed_start) return q[-1] == '\n';
+    return p->tail_lf_blank;
 }
 
 static int st__on_header_value(llhttp_t *ll, const char *at, size_t n)
 {
     st_http_parser_t *p = st__p(ll);
     if (st__head_bytes(p, n)) return -1;
+    if (n && st__folded(p, at)) {
+        p->error = ST_EBADREQ;
+        return -1;
+    }
     if (!p->in_value) {
         p->in_value = true;
         p->cur = st__classify(&p->field);
         /* A repeated header replaces the earlier one's value. */
-        if (p->cur == ST_HDR_IDEM) {
-            p->have_idem = true;
-            p->idem_off = p->head.len;
-            p->idem_len = 0;
-        } else if (p->cur == ST_HDR_AUTH) {
-            p->have_auth = true;
-            p->auth_off = p->head.len;
-            p->auth_len = 0;
+        if (p->cur != ST_HDR_OTHER) {
+            p->kept[p->cur].have = true;
+            p->kept[p->cur].off = p->head.len;
+            p->kept[p->cur].len = 0;
         }
     }
-    switch (p->cur) {
-    case ST_HDR_IDEM:
+    if (p->cur != ST_HDR_OTHER) {
         st_buf_append(&p->head, at, n);
-        p->idem_len += n;
-        break;
-    case ST_HDR_AUTH:
-        st_buf_append(&p->head, at, n);
-        p->auth_len += n;
-        break;
-    case ST_HDR_EXPECT:
-        if (n >= 12 && strncasecmp(at, "100-continue", 12) == 0) p->expect_continue = true;
-        break;
-    default:
-        break;
+        p->kept[p->cur].len += n;
     }
     return 0;
+}
+
+/* Expect must be exactly 100-continue (case-insensitive, blanks around allowed). */
+static bool st__expects_continue(const st_http_parser_t *p)
+{
+    if (!p->kept[ST_HDR_EXPECT].have) return false;
+    const char *v = p->head.data + p->kept[ST_HDR_EXPECT].off;
+    size_t n = p->kept[ST_HDR_EXPECT].len;
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    while (n && (*v == ' ' || *v == '\t'))
+        v++, n--;
+    return n == 12 && strncasecmp(v, "100-continue", 12) == 0;
 }
 
 static int st__on_headers_complete(llhttp_t *ll)
@@ -136,7 +172,8 @@ static int st__on_headers_complete(llhttp_t *ll)
         p->error = ST_ETOOLARGE;
         return -1;
     }
-    if (p->expect_continue && p->cb.on_continue && (ll->flags & (F_CONTENT_LENGTH | F_CHUNKED)))
+    if (p->cb.on_continue && (ll->flags & (F_CONTENT_LENGTH | F_CHUNKED)) &&
+        st__expects_continue(p))
         p->cb.on_continue(p->arg);
     return 0;
 }
@@ -167,14 +204,16 @@ static int st__on_message_complete(llhttp_t *ll)
     r.query_len = q ? p->url_len - r.path_len - 1 : 0;
     r.body = p->body.data ? p->body.data : "";
     r.body_len = p->body.len;
-    if (p->have_idem) {
-        r.idem_key = url + p->idem_off;
-        r.idem_len = p->idem_len;
-    }
-    if (p->have_auth) {
-        r.auth = url + p->auth_off;
-        r.auth_len = p->auth_len;
-    }
+    const char **vals[ST_HDR_NKEPT] = {&r.idem_key, &r.auth,       NULL,          &r.upgrade_to,
+                                       &r.ws_key,   &r.ws_version, &r.ws_protocol};
+    size_t *lens[ST_HDR_NKEPT] = {&r.idem_len,       &r.auth_len,   NULL,
+                                  &r.upgrade_to_len, &r.ws_key_len, &r.ws_version_len,
+                                  &r.ws_protocol_len};
+    for (int i = 0; i < ST_HDR_NKEPT; i++)
+        if (vals[i] && p->kept[i].have) {
+            *vals[i] = url + p->kept[i].off;
+            *lens[i] = p->kept[i].len;
+        }
     r.keep_alive = llhttp_should_keep_alive(ll);
     r.upgrade = ll->upgrade;
     r.started_ns = st_mono_ns();
@@ -216,12 +255,37 @@ void st_http_parser_free(st_http_parser_t *p)
     free(p);
 }
 
+/* Remembers whether data ends in a line break followed only by blanks (see st__folded). */
+static void st__note_tail(st_http_parser_t *p, const char *data, size_t len)
+{
+    size_t i = len;
+    while (i && (data[i - 1] == ' ' || data[i - 1] == '\t'))
+        i--;
+    if (i) p->tail_lf_blank = data[i - 1] == '\n';
+    /* a buffer of blanks only keeps the previous state */
+}
+
+/* llhttp stops inside a method it does not know: if the rest is a token followed by a space,
+ * the request line is well formed and only the method is unknown (501, not 400). */
+static bool st__unknown_method(const char *stop, const char *end)
+{
+    static const char tchar[] = "!#$%&'*+-.^_`|~";
+    if (!stop) return false;
+    const char *q = stop;
+    while (q < end && ((*q >= 'A' && *q <= 'Z') || (*q >= 'a' && *q <= 'z') ||
+                       (*q >= '0' && *q <= '9') || (*q && strchr(tchar, *q))))
+        q++;
+    return q > stop && q < end && *q == ' ';
+}
+
 int st_http_parser_feed(st_http_parser_t *p, const char *data, size_t len, size_t *consumed)
 {
     *consumed = 0;
     if (p->error) return p->error;
     if (p->upgraded) return ST_OK;
+    p->feed_start = data;
     llhttp_errno_t e = llhttp_execute(&p->ll, data, len);
+    st__note_tail(p, data, len);
     if (e == HPE_OK) {
         *consumed = len;
         return ST_OK;
@@ -237,7 +301,9 @@ int st_http_parser_feed(st_http_parser_t *p, const char *data, size_t len, size_
         llhttp_resume(&p->ll);
         return ST_OK;
     }
-    if (!p->error) p->error = ST_EBADREQ;
+    if (!p->error)
+        p->error = e == HPE_INVALID_METHOD && st__unknown_method(stop, data + len) ? ST_ENOTIMPL
+                                                                                   : ST_EBADREQ;
     return p->error;
 }
 

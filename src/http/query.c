@@ -35,6 +35,15 @@ char *st_url_decode(st_arena_t *a, const char *s, size_t n, size_t *outlen)
     return out;
 }
 
+bool st_query_valid(const char *query, size_t qlen)
+{
+    for (size_t i = 0; i < qlen; i++)
+        if (query[i] == '%' &&
+            (i + 2 >= qlen || st__hex(query[i + 1]) < 0 || st__hex(query[i + 2]) < 0))
+            return false;
+    return true;
+}
+
 const char *st_query_get(st_arena_t *a, const char *query, size_t qlen, const char *name,
                          size_t *vlen)
 {

@@ -89,6 +89,7 @@ int st_router_match(st_ctx_t *c, const st_route_t **route)
             c->params[k] = st_url_decode(c->arena, raw[k], rlen[k], &c->plens[k]);
             if (!c->params[k]) return ST_EINVAL;
         }
+        if (!st_query_valid(r->query, r->query_len)) return ST_EINVAL;
         *route = &st_routes[i];
         return ST_OK;
     }

@@ -3,7 +3,10 @@
  * Connections. Each connection keeps its responses in request order (pipelining); a response
  * that shows staged data waits in a slot until its batch is durable, and everything ready at the
  * head of the queue goes out in one write. Limits: connections, pipelined requests, head and body
- * size, time to send a request (slowloris) and keep-alive idle time.
+ * size, time to send a request (slowloris), keep-alive idle time, and output a peer has not taken:
+ * past ST__OUT_HIGH bytes the connection parses and reads nothing more until it drains, and a peer
+ * that takes none of its answers for --idle-timeout is closed. Whatever was received before a
+ * half-close is answered.
  */
 #include "internal.h"
 #include "strata/ws.h"
@@ -11,6 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#define ST__OUT_HIGH      (1u << 20)   /* unsent output that stops parsing and reading */
+#define ST__OUT_LOW       (256u << 10) /* ... and the level it must drain to before resuming */
+#define ST__STOP_DEADLINE 10000        /* ms a graceful stop waits for peers to take answers */
 
 typedef struct st_slot {
     struct st_slot *next;
@@ -31,14 +38,20 @@ struct st_conn {
     st_arena_t arena;
     st_slot_t *head, *tail;
     size_t nslots;
-    st_buf_t out; /* ready bytes not yet handed to the kernel */
-    bool writing; /* a uv_write is in flight */
-    bool reading, closing, close_when_done;
-    uint64_t last_active_ms, req_started_ms;
-    int feed_requests;      /* requests parsed from the current read */
-    bool feed_was_mid;      /* the current read continued a partial request */
-    bool upgrade;           /* hand the socket to the stream module after this read */
+    st_buf_t out;   /* ready bytes not yet handed to the kernel */
+    st_buf_t stash; /* bytes read but not parsed yet: parsing paused for backpressure */
+    bool writing;   /* a uv_write is in flight */
+    size_t wbytes;  /* bytes of that write */
+    size_t wqueue;  /* the write queue size last seen by the sweep */
+    bool reading, closing;
+    bool close_when_done; /* parse nothing more; close once everything queued is written */
+    bool eof;             /* the peer half-closed: answer what was received, then close */
+    uint64_t last_active_ms, req_started_ms, write_progress_ms;
+    int feed_requests;      /* requests parsed from the current feed */
+    bool upgrade;           /* hand the socket to the stream module after this feed */
+    st_buf_t handoff;       /* the upgrade request as libwebsockets will see it */
     const char *ws_subject; /* arena memory, valid until the hand-off */
+    int64_t ws_exp_us;      /* the token's expiry (0: none) */
     st_conn_t *prev, *next;
     st_conn_t *pprev, *pnext; /* in srv->pending while responses wait for a durable batch */
     bool pending;
@@ -60,6 +73,7 @@ struct st_server {
     st_conn_t *pending; /* connections with responses waiting: all a durable batch must visit */
     st_store_listener_t store_l;
     bool stopping;
+    uint64_t stop_deadline_ms;
     void (*done)(void *arg);
     void *done_arg;
     int port;
@@ -112,6 +126,12 @@ static void st__count(st_server_t *srv, int route, int status, uint64_t started_
 
 /* ---- writing ---- */
 
+/* Output the peer has not taken yet: queued here plus the write in flight. */
+static size_t st__backlog(const st_conn_t *c)
+{
+    return c->out.len + (c->writing ? c->wbytes : 0);
+}
+
 static void st__on_write(uv_write_t *req, int status)
 {
     st_write_t *w = (st_write_t *)req;
@@ -119,10 +139,12 @@ static void st__on_write(uv_write_t *req, int status)
     free(w->data);
     free(w);
     c->writing = false;
+    c->wbytes = 0;
     if (status < 0) {
         st__conn_close(c);
         return;
     }
+    c->last_active_ms = st__now_ms(c->srv);
     st__conn_flush(c);
 }
 
@@ -133,6 +155,7 @@ static void st__conn_write(st_conn_t *c)
     int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
     if (n == (int)c->out.len) {
         st_buf_reset(&c->out);
+        if (c->out.cap > ST__OUT_HIGH) st_buf_free(&c->out);
         return;
     }
     if (n < 0 && n != UV_EAGAIN) {
@@ -152,6 +175,9 @@ static void st__conn_write(st_conn_t *c)
         return;
     }
     c->writing = true;
+    c->wbytes = len - done;
+    c->wqueue = c->wbytes;
+    c->write_progress_ms = st__now_ms(c->srv);
 }
 
 /* Keeps c on srv->pending exactly while it holds responses, so that a durable batch visits
@@ -177,10 +203,9 @@ static void st__conn_pending(st_conn_t *c)
     c->pending = want;
 }
 
-/* Moves every response at the head whose batch is durable into the output, then writes. */
-static void st__conn_flush(st_conn_t *c)
+/* Moves every response at the head whose batch is durable into the output. */
+static void st__conn_release(st_conn_t *c)
 {
-    if (c->closing) return;
     st_server_t *srv = c->srv;
     uint64_t durable = st_store_durable_id(srv->app->store);
     while (c->head && c->head->wait <= durable) {
@@ -190,40 +215,53 @@ static void st__conn_flush(st_conn_t *c)
         c->nslots--;
         st_buf_append(&c->out, s->data, s->len);
         st__count(srv, s->route, s->status, s->started_ns);
-        if (s->close) c->close_when_done = true;
         free(s->data);
         free(s);
-        if (c->close_when_done) {
-            /* Nothing after a closing response is answered. */
-            while (c->head) {
-                st_slot_t *n = c->head->next;
-                free(c->head->data);
-                free(c->head);
-                c->head = n;
-            }
-            c->tail = NULL;
-            c->nslots = 0;
-        }
     }
     st__conn_pending(c);
-    st__conn_write(c);
-    if (c->closing) return;
-    if (c->close_when_done && !c->head && !c->writing && c->out.len == 0) {
-        st__conn_close(c);
-        return;
-    }
-    if (!c->reading && !c->close_when_done && !srv->stopping &&
-        c->nslots < srv->app->cfg->max_pipeline / 2 + 1 && c->out.len < (1u << 20)) {
-        st__conn_read_start(c);
+}
+
+/* Requests may be parsed (from the stash or the socket) while the peer keeps up. */
+static bool st__may_parse(const st_conn_t *c)
+{
+    const st_server_t *srv = c->srv;
+    return !c->close_when_done && !srv->stopping &&
+           c->nslots < srv->app->cfg->max_pipeline / 2 + 1 && st__backlog(c) < ST__OUT_LOW;
+}
+
+static void st__conn_feed(st_conn_t *c, const char *data, size_t len, bool from_stash);
+
+/* Sends what is ready; closes once a closing connection has nothing left; and resumes parsing
+ * (the stash first, then the socket) when the backlog has drained. */
+static void st__conn_flush(st_conn_t *c)
+{
+    st_server_t *srv = c->srv;
+    for (;;) {
+        if (c->closing) return;
+        st__conn_release(c);
+        st__conn_write(c);
+        if (c->closing) return;
+        if ((c->close_when_done || (c->eof && c->stash.len == 0)) && !c->head && !c->writing &&
+            c->out.len == 0) {
+            st__conn_close(c);
+            return;
+        }
+        if (!st__may_parse(c)) break;
+        if (c->stash.len) {
+            st__conn_feed(c, c->stash.data, c->stash.len, true);
+            continue;
+        }
+        if (!c->reading && !c->eof) st__conn_read_start(c);
+        break;
     }
     if (srv->stopping) st__maybe_done(srv);
 }
 
-/* Queues one whole response (in order). data is copied unless it can go out at once. */
+/* Queues one whole response (in order). data is copied. */
 static void st__conn_respond(st_conn_t *c, const char *data, size_t len, uint64_t wait, int status,
                              int route, bool close, uint64_t started_ns)
 {
-    if (!c->head && wait <= st_store_durable_id(c->srv->app->store) && !close) {
+    if (!c->head && wait <= st_store_durable_id(c->srv->app->store)) {
         st_buf_append(&c->out, data, len);
         st__count(c->srv, route, status, started_ns);
         return;
@@ -239,68 +277,85 @@ static void st__conn_respond(st_conn_t *c, const char *data, size_t len, uint64_
     st__conn_pending(c);
 }
 
-static void st__conn_error(st_conn_t *c, int err, const char *msg)
+/* Answers with an error and closes after it: nothing after it is parsed. */
+static void st__conn_error(st_conn_t *c, int err, const char *msg, const char *headers)
 {
     st_buf_t body = {0}, resp = {0};
     st_buf_printf(&body, "{\"error\":{\"code\":\"%s\",\"message\":", st_err_code(err));
     st_buf_append_json_str(&body, msg, strlen(msg));
     st_buf_puts(&body, "}}");
-    st_http_write_response(&resp, st_err_status(err), NULL, NULL, body.data, body.len, true);
+    st_http_write_response(&resp, st_err_status(err), NULL, headers, body.data, body.len, true);
     st__conn_respond(c, resp.data, resp.len, 0, st_err_status(err), -1, true, st_mono_ns());
+    c->close_when_done = true;
     st_buf_free(&body);
     st_buf_free(&resp);
 }
 
 /* ---- reading ---- */
 
+/* A WebSocket upgrade: GET /v1/stream with nothing of ours still owed on the connection, a
+ * well-formed handshake (RFC 6455 §4.2.1) and, with auth on, a valid token. Refused ones get
+ * their answer here and the connection closes; libwebsockets only ever sees good ones. */
+static void st__on_upgrade(st_conn_t *c, const st_http_request_t *req)
+{
+    st_server_t *srv = c->srv;
+    bool stream = req->method == ST_HTTP_GET && req->path_len == 10 &&
+                  memcmp(req->path, "/v1/stream", 10) == 0;
+    const char *msg = NULL;
+    c->close_when_done = true;
+    if (!stream) {
+        st__conn_error(c, ST_ENOTFOUND, "WebSocket streams are served at GET /v1/stream", NULL);
+        return;
+    }
+    if (!srv->app->ws) {
+        st__conn_error(c, ST_EUNAVAIL, "streams are not enabled", NULL);
+        return;
+    }
+    if (c->feed_requests > 1 || c->head || c->out.len || c->writing) {
+        st__conn_error(c, ST_EBADREQ, "send the upgrade request on its own", NULL);
+        return;
+    }
+    if (st_http_ws_handshake(req, &c->handoff, &msg) != ST_OK) {
+        st__conn_error(c, ST_EBADREQ, msg, "Sec-WebSocket-Version: 13\r\n");
+        return;
+    }
+    st_buf_t resp = {0};
+    if (st_http_upgrade_check(srv->app, req, &c->arena, &resp, &c->ws_subject, &c->ws_exp_us) !=
+        ST_OK) {
+        st__conn_respond(c, resp.data, resp.len, 0, 401, -1, true, req->started_ns);
+        st_buf_free(&resp);
+        return;
+    }
+    c->upgrade = true;
+}
+
 static int st__on_request(void *arg, const st_http_request_t *req)
 {
     st_conn_t *c = arg;
     st_server_t *srv = c->srv;
-    if (c->close_when_done) return 1;
+    if (c->close_when_done || c->closing) return 1;
+    c->feed_requests++;
+    c->last_active_ms = st__now_ms(srv);
+    st_arena_reset(&c->arena);
+    if (req->upgrade) {
+        st__on_upgrade(c, req);
+        return 1;
+    }
     st_buf_t resp = {0};
     uint64_t wait;
     int status, route;
-    st_arena_reset(&c->arena);
-    if (req->upgrade) {
-        /* WebSocket: GET /v1/stream, as the first request of this read, with nothing of ours
-         * still owed on the connection; the socket then goes to libwebsockets as it is. */
-        bool stream = req->method == ST_HTTP_GET && req->path_len == 10 &&
-                      memcmp(req->path, "/v1/stream", 10) == 0;
-        int err = !stream                                                  ? ST_ENOTFOUND
-                  : !srv->app->ws                                          ? ST_EUNAVAIL
-                  : c->feed_requests                                       ? ST_EBADREQ
-                  : c->feed_was_mid || c->head || c->out.len || c->writing ? ST_EBADREQ
-                                                                           : ST_OK;
-        c->feed_requests++;
-        if (err == ST_OK &&
-            st_http_upgrade_check(srv->app, req, &c->arena, &resp, &c->ws_subject) != ST_OK) {
-            st__conn_respond(c, resp.data, resp.len, 0, 401, -1, true, req->started_ns);
-            st_buf_free(&resp);
-            return 1;
-        }
-        if (err == ST_OK) {
-            c->upgrade = true;
-            return 1;
-        }
-        const char *msg = err == ST_ENOTFOUND  ? "WebSocket streams are served at GET /v1/stream"
-                          : err == ST_EUNAVAIL ? "streams are not enabled"
-                                               : "send the upgrade request on its own";
-        st_buf_t body = {0};
-        st_buf_printf(&body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", st_err_code(err),
-                      msg);
-        st_http_write_response(&resp, st_err_status(err), NULL, NULL, body.data, body.len, true);
-        st__conn_respond(c, resp.data, resp.len, 0, st_err_status(err), -1, true, req->started_ns);
-        st_buf_free(&body);
-        st_buf_free(&resp);
-        return 1;
-    }
-    c->feed_requests++;
     st_http_dispatch(srv->app, req, &c->arena, &resp, &wait, &status, &route);
     st__conn_respond(c, resp.data, resp.len, wait, status, route, !req->keep_alive,
                      req->started_ns);
     st_buf_free(&resp);
-    return !req->keep_alive;
+    if (!req->keep_alive) c->close_when_done = true;
+    /* Backpressure: the rest of the input waits (stashed) until the peer takes its answers. */
+    if (c->nslots >= srv->app->cfg->max_pipeline) return 1;
+    if (st__backlog(c) >= ST__OUT_HIGH) {
+        st__conn_write(c);
+        if (st__backlog(c) >= ST__OUT_HIGH) return 1;
+    }
+    return c->close_when_done;
 }
 
 static void st__on_continue(void *arg)
@@ -313,60 +368,92 @@ static void st__on_continue(void *arg)
 static void st__on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     st_conn_t *c = h->data;
+    (void)hint;
     buf->base = c->srv->readbuf;
     buf->len = sizeof c->srv->readbuf;
 }
 
-static void st__on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+static void st__read_stop(st_conn_t *c)
 {
-    st_conn_t *c = stream->data;
+    if (!c->reading) return;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = false;
+}
+
+/* Hands the socket (a duplicate of its fd) to the stream module with the upgrade request in a
+ * minimal form — the client's headers may be as large as --max-header, libwebsockets' header
+ * buffer is not — followed by any bytes the client sent after it; then forgets our side. */
+static void st__conn_handoff(st_conn_t *c, const char *rest, size_t rlen)
+{
     st_server_t *srv = c->srv;
-    if (nread == 0) return;
-    if (nread < 0) {
-        /* EOF or error: answer what was asked, then close. */
-        uv_read_stop(stream);
-        c->reading = false;
-        if (nread != UV_EOF || (!c->head && c->out.len == 0 && !c->writing)) {
-            st__conn_close(c);
-            return;
-        }
-        c->close_when_done = true;
-        st__conn_flush(c);
+    st__read_stop(c);
+    if (c->handoff.len + rlen > ST_WS_MAX_HANDOFF) {
+        c->upgrade = false;
+        st__conn_error(c, ST_EBADREQ, "frames sent before the handshake completed", NULL);
         return;
     }
-    c->last_active_ms = st__now_ms(srv);
+    st_buf_append(&c->handoff, rest, rlen);
+    uv_os_fd_t fd;
+    int dupfd = uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 ? dup(fd) : -1;
+    if (dupfd < 0 || st_ws_adopt(srv->app->ws, dupfd, c->handoff.data, c->handoff.len,
+                                 c->ws_subject, c->ws_exp_us) != ST_OK)
+        st_warn("ws: could not hand over a stream connection");
+    st__conn_close(c);
+}
+
+/* Parses data (read from the socket, or the stash). Whatever backpressure left unparsed is
+ * kept in the stash, and reading stops until the flush resumes it. */
+static void st__conn_feed(st_conn_t *c, const char *data, size_t len, bool from_stash)
+{
+    st_server_t *srv = c->srv;
     bool was_mid = st_http_parser_mid_request(c->parser);
-    c->feed_was_mid = was_mid;
     c->feed_requests = 0;
     size_t used;
-    int rc = st_http_parser_feed(c->parser, buf->base, (size_t)nread, &used);
+    int rc = st_http_parser_feed(c->parser, data, len, &used);
     if (c->upgrade) {
-        /* Hand the socket (a duplicate of its fd) and everything read so far to the stream
-         * module, then forget our side of it. */
-        uv_os_fd_t fd;
-        int dupfd = uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 ? dup(fd) : -1;
-        uv_read_stop(stream);
-        c->reading = false;
-        if (dupfd < 0 ||
-            st_ws_adopt(srv->app->ws, dupfd, buf->base, (size_t)nread, c->ws_subject) != ST_OK)
-            st_warn("ws: could not hand over a stream connection");
-        st__conn_close(c);
+        st__conn_handoff(c, data + used, len - used);
         return;
     }
     if (rc != ST_OK) {
         const char *msg = rc == ST_EHEADERS    ? "request line and headers too large"
                           : rc == ST_ETOOLARGE ? "request body too large"
+                          : rc == ST_ENOTIMPL  ? "unknown method"
                                                : "malformed HTTP request";
-        st__conn_error(c, rc, msg);
+        st__conn_error(c, rc, msg, NULL);
     } else if (st_http_parser_upgraded(c->parser)) {
         c->close_when_done = true;
     }
-    if (!was_mid && st_http_parser_mid_request(c->parser)) c->req_started_ms = c->last_active_ms;
-    if (c->close_when_done || c->nslots >= srv->app->cfg->max_pipeline) {
-        uv_read_stop(stream);
-        c->reading = false;
+    if (c->close_when_done) {
+        st_buf_free(&c->stash);
+    } else if (from_stash) {
+        memmove(c->stash.data, data + used, len - used);
+        c->stash.len = len - used;
+    } else if (used < len) {
+        st_buf_append(&c->stash, data + used, len - used);
     }
-    st__conn_flush(c);
+    if (c->stash.len == 0 && c->stash.cap > (64u << 10)) st_buf_free(&c->stash);
+    if (!was_mid && st_http_parser_mid_request(c->parser)) c->req_started_ms = st__now_ms(srv);
+    if (c->close_when_done || c->stash.len || c->nslots >= srv->app->cfg->max_pipeline)
+        st__read_stop(c);
+}
+
+static void st__on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    st_conn_t *c = stream->data;
+    if (nread == 0) return;
+    if (nread < 0) {
+        /* EOF: everything received before it is answered, then the connection closes. */
+        st__read_stop(c);
+        if (nread != UV_EOF) {
+            st__conn_close(c);
+            return;
+        }
+        c->eof = true;
+        st__conn_flush(c);
+        return;
+    }
+    st__conn_feed(c, buf->base, (size_t)nread, false);
+    if (!c->closing) st__conn_flush(c);
 }
 
 static void st__conn_read_start(st_conn_t *c)
@@ -389,6 +476,8 @@ static void st__on_conn_closed(uv_handle_t *h)
     st_http_parser_free(c->parser);
     st_arena_free(&c->arena);
     st_buf_free(&c->out);
+    st_buf_free(&c->stash);
+    st_buf_free(&c->handoff);
     free(c);
     if (srv->stopping) st__maybe_done(srv);
 }
@@ -432,7 +521,7 @@ static void st__on_connection(uv_stream_t *server, int status)
     st_metric_set(srv->m_conns, (double)srv->nconns);
     if (srv->nconns + st_ws_connections(srv->app->ws) > srv->app->cfg->max_connections) {
         st_metric_add(srv->m_rejected, 1);
-        st__conn_error(c, ST_EUNAVAIL, "too many connections");
+        st__conn_error(c, ST_EUNAVAIL, "too many connections", NULL);
         st__conn_flush(c);
         return;
     }
@@ -474,6 +563,39 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
     }
 }
 
+/* Time limits of one connection: a request must arrive within --request-timeout of its first
+ * byte (408), a connection with nothing to do is closed after --idle-timeout (bytes that start
+ * no request, such as blank lines, do not count as activity), and so is a peer that takes none
+ * of our output for as long. */
+static void st__conn_timers(st_conn_t *c, uint64_t now)
+{
+    const st_config_t *cfg = c->srv->app->cfg;
+    uint64_t req_to = cfg->request_timeout * 1000, idle_to = cfg->idle_timeout * 1000;
+    if (c->writing) {
+        size_t q = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+        if (q != c->wqueue) {
+            c->wqueue = q;
+            c->write_progress_ms = now;
+        } else if (now - c->write_progress_ms > idle_to) {
+            st_info("http: closing a connection whose peer took no output for %llus",
+                    (unsigned long long)cfg->idle_timeout);
+            st__conn_close(c);
+            return;
+        }
+    }
+    if (c->close_when_done || c->eof) return;
+    bool mid = st_http_parser_mid_request(c->parser);
+    if (mid && now - c->req_started_ms > req_to) {
+        st__read_stop(c);
+        st_buf_free(&c->stash);
+        st__conn_error(c, ST_ETIMEOUT, "request not received in time", NULL);
+        st__conn_flush(c);
+    } else if (!mid && !c->head && !c->writing && c->out.len == 0 && c->stash.len == 0 &&
+               now - c->last_active_ms > idle_to) {
+        st__conn_close(c);
+    }
+}
+
 static void st__on_sweep(uv_timer_t *t)
 {
     st_server_t *srv = t->data;
@@ -482,20 +604,9 @@ static void st__on_sweep(uv_timer_t *t)
         st_idem_sweep(srv->app->store, (int64_t)srv->app->cfg->idempotency_ttl * 1000000, 2000);
     if (gone) st_metric_add(srv->m_idem_expired, (double)gone);
     uint64_t now = st__now_ms(srv);
-    uint64_t req_to = srv->app->cfg->request_timeout * 1000;
-    uint64_t idle_to = srv->app->cfg->idle_timeout * 1000;
     for (st_conn_t *c = srv->conns, *n; c; c = n) {
         n = c->next;
-        if (c->close_when_done) continue;
-        if (st_http_parser_mid_request(c->parser) && now - c->req_started_ms > req_to) {
-            uv_read_stop((uv_stream_t *)&c->tcp);
-            c->reading = false;
-            st__conn_error(c, ST_ETIMEOUT, "request not received in time");
-            st__conn_flush(c);
-        } else if (!st_http_parser_mid_request(c->parser) && !c->head && !c->writing &&
-                   now - c->last_active_ms > idle_to) {
-            st__conn_close(c);
-        }
+        st__conn_timers(c, now);
     }
 }
 
@@ -596,7 +707,19 @@ static void st__maybe_done(st_server_t *srv)
 
 static void st__on_drain_tick(uv_timer_t *t)
 {
-    st__maybe_done(t->data);
+    st_server_t *srv = t->data;
+    if (srv->conns && st__now_ms(srv) >= srv->stop_deadline_ms) {
+        /* Peers that do not take their answers do not hold the stop up for ever. */
+        size_t n = 0;
+        for (st_conn_t *c = srv->conns, *next; c; c = next) {
+            next = c->next;
+            st__conn_close(c);
+            n++;
+        }
+        st_warn("shutdown: closed %zu connection(s) whose answers were not taken in %d s", n,
+                ST__STOP_DEADLINE / 1000);
+    }
+    st__maybe_done(srv);
 }
 
 static void st__on_listener_closed(uv_handle_t *h)
@@ -610,14 +733,15 @@ void st_server_shutdown(st_server_t *srv, void (*done)(void *arg), void *arg)
     srv->stopping = true;
     srv->done = done;
     srv->done_arg = arg;
+    srv->stop_deadline_ms = st__now_ms(srv) + ST__STOP_DEADLINE;
     uv_close((uv_handle_t *)&srv->listener, st__on_listener_closed);
     /* The store settles on its own threads' schedule (the last LMDB apply reports nothing to
      * the loop's listeners), so check for "all done" on a short timer until it is. */
     uv_timer_stop(&srv->sweep);
     uv_timer_start(&srv->sweep, st__on_drain_tick, 5, 5);
     for (st_conn_t *c = srv->conns; c; c = c->next) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
-        c->reading = false;
+        st__read_stop(c);
+        st_buf_free(&c->stash);
         c->close_when_done = true;
     }
     st__maybe_done(srv);

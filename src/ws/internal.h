@@ -80,9 +80,12 @@ struct st_wsconn {
     st_wsmsg_t *head, *tail;
     size_t queued;
     bool slow;
-    bool broken;   /* a direct write failed: close from the writable callback */
-    char *subject; /* authenticated principal ("" when auth is off) */
-    st_buf_t in;   /* a message arriving in fragments */
+    bool broken;      /* a direct write failed: close from the writable callback */
+    bool established; /* counted in ws->nconns (a failed handshake never is) */
+    bool expired;     /* its token expired: closed 1008 from the writable callback */
+    char *subject;    /* authenticated principal ("" when auth is off) */
+    int64_t exp_us;   /* the token's expiry, 0 when none */
+    st_buf_t in;      /* a message arriving in fragments */
 };
 
 struct st_ws {
@@ -96,7 +99,8 @@ struct st_ws {
     st_map_t chans;
     st_buf_t out; /* LWS_PRE headroom + the frame being written */
     st_store_listener_t listener;
-    const char *adopting; /* subject of the connection being adopted, during st_ws_adopt */
+    const void *adopting; /* token of the connection being adopted, during st_ws_adopt */
+    uv_timer_t expiry;    /* ends streams whose token expired (auth on) */
     st_metric_t *m_subs, *m_conns, *m_slow, *m_sent;
 };
 

@@ -174,6 +174,7 @@ static int st__flush(st_ws_t *ws, st_wsconn_t *c)
 
 int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c)
 {
+    if (c->expired) return 0; /* its close frame is on the way (see st__on_expiry) */
     if (c->slow || c->broken) {
         /* libwebsockets sends this close reason "if possible"; see the note on issue 5 */
         if (c->slow)
@@ -192,7 +193,7 @@ int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c)
  * than its budget to send, continues from its writable callback. */
 static void st__send_now(st_ws_t *ws, st_wsconn_t *c)
 {
-    if (c->slow || c->broken || lws_partial_buffered(c->wsi)) {
+    if (c->slow || c->broken || c->expired || lws_partial_buffered(c->wsi)) {
         lws_callback_on_writable(c->wsi);
         return;
     }

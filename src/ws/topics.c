@@ -302,7 +302,14 @@ static void st__unsubscribe(st_ws_t *ws, st_wsconn_t *c, const char *id)
 
 void st__ws_on_message(st_ws_t *ws, st_wsconn_t *c, const char *p, size_t n)
 {
-    cJSON *j = cJSON_ParseWithLength(p, n);
+    /* strict JSON in UTF-8, and no U+0000 that would cut an id or a name short */
+    st_json_info_t info = {0};
+    bool strict = st_json_check(p, n, &info) == ST_OK;
+    if (strict && info.nul) {
+        st__ws_send_error(ws, c, NULL, "invalid_argument", "strings must not contain U+0000");
+        return;
+    }
+    cJSON *j = strict ? cJSON_ParseWithLength(p, n) : NULL;
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
         st__ws_send_error(ws, c, NULL, "invalid_json", "frames must be JSON objects");

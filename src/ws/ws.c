@@ -16,8 +16,28 @@ static st_ws_t *st__ws(struct lws *wsi)
     return lws_context_user(lws_get_context(wsi));
 }
 
+/* What the HTTP side learnt from the upgrade, kept on the wsi until the stream is established. */
+typedef struct {
+    int64_t exp_us;
+    char subject[];
+} st_wsauth_t;
+
+static st_wsauth_t *st__auth_new(const char *subject, int64_t exp_us)
+{
+    size_t n = subject ? strlen(subject) : 0;
+    st_wsauth_t *a = st_malloc(sizeof *a + n + 1);
+    a->exp_us = exp_us;
+    if (n) memcpy(a->subject, subject, n);
+    a->subject[n] = '\0';
+    return a;
+}
+
+/* Only a connection that became a stream was counted (a failed handshake also ends in
+ * LWS_CALLBACK_CLOSED, with zeroed user memory): only that one is uncounted. */
 static void st__conn_free(st_ws_t *ws, st_wsconn_t *c)
 {
+    if (!c || !c->established) return;
+    c->established = false;
     if (c->prev)
         c->prev->next = c->next;
     else if (ws->conns == c)
@@ -35,13 +55,15 @@ static void st__established(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c)
 {
     memset(c, 0, sizeof *c);
     c->wsi = wsi;
-    /* lws services the read-ahead inside st_ws_adopt, so the subject is usually still in
+    c->established = true;
+    /* lws services the read-ahead inside st_ws_adopt, so the token's subject is usually still in
      * ws->adopting; a handshake completed later finds it on the wsi instead */
-    c->subject = lws_get_opaque_user_data(wsi);
+    st_wsauth_t *a = lws_get_opaque_user_data(wsi);
     lws_set_opaque_user_data(wsi, NULL);
-    if (!c->subject)
-        c->subject =
-            st_strndup(ws->adopting ? ws->adopting : "", ws->adopting ? strlen(ws->adopting) : 0);
+    const st_wsauth_t *from = a ? a : ws->adopting;
+    c->subject = st_strndup(from ? from->subject : "", from ? strlen(from->subject) : 0);
+    c->exp_us = from ? from->exp_us : 0;
+    free(a);
     c->next = ws->conns;
     if (ws->conns) ws->conns->prev = c;
     ws->conns = c;
@@ -51,6 +73,7 @@ static void st__established(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c)
 
 static int st__receive(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c, const void *in, size_t len)
 {
+    if (c->expired) return 0; /* closing: nothing more is served */
     if (lws_frame_is_binary(wsi)) {
         if (lws_is_final_fragment(wsi))
             st__ws_send_error(ws, c, NULL, "invalid_argument", "binary frames are not used");
@@ -63,6 +86,12 @@ static int st__receive(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c, const void 
     }
     st_buf_append(&c->in, in, len);
     if (lws_is_final_fragment(wsi) && !lws_remaining_packet_payload(wsi)) {
+        if (!st_utf8_valid(c->in.data, c->in.len)) {
+            /* lws checks too (LWS_SERVER_OPTION_VALIDATE_UTF8); this covers joined fragments */
+            lws_close_reason(wsi, LWS_CLOSE_STATUS_INVALID_PAYLOAD,
+                             (unsigned char *)"invalid UTF-8", 13);
+            return -1;
+        }
         st__ws_on_message(ws, c, c->in.data, c->in.len);
         st_buf_reset(&c->in);
     }
@@ -91,6 +120,23 @@ static int st__callback(struct lws *wsi, enum lws_callback_reasons reason, void 
         return 0;
     default:
         return 0;
+    }
+}
+
+/* A token that expires while its stream is open ends the stream (SPEC §3) with 1008 "token
+ * expired". The close is started outside any callback: lws then sends the close frame and
+ * waits for the peer's, where ending it from a writable callback would drop the frame. */
+static void st__on_expiry(uv_timer_t *t)
+{
+    st_ws_t *ws = t->data;
+    int64_t now = st_now_us();
+    for (st_wsconn_t *c = ws->conns, *next; c; c = next) {
+        next = c->next;
+        if (!c->exp_us || now < c->exp_us || c->expired) continue;
+        c->expired = true;
+        lws_close_reason(c->wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION,
+                         (unsigned char *)"token expired", 13);
+        lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
     }
 }
 
@@ -123,7 +169,8 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof info);
     void *loops[] = {loop};
-    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
+    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_EXPLICIT_VHOSTS |
+                   LWS_SERVER_OPTION_VALIDATE_UTF8;
     info.foreign_loops = loops;
     info.port = CONTEXT_PORT_NO_LISTEN_SERVER;
     info.protocols = st__protocols;
@@ -144,12 +191,16 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
     ws->m_sent = st_metrics_counter("strata_ws_frames_sent_total", "Frames sent", "");
     st__ws_topics_init(ws);
     st__ws_listen(ws);
+    uv_timer_init(loop, &ws->expiry);
+    ws->expiry.data = ws;
+    if (*app->cfg->jwt_secret) uv_timer_start(&ws->expiry, st__on_expiry, 1000, 1000);
     *out = ws;
     return ST_OK;
 }
 
 void st_ws_close(st_ws_t *ws)
 {
+    uv_close((uv_handle_t *)&ws->expiry, NULL);
     lws_context_destroy(ws->ctx); /* starts closing its handles on our loop */
 }
 
@@ -163,21 +214,23 @@ void st_ws_free(st_ws_t *ws)
     free(ws);
 }
 
-int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *subject)
+int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *subject,
+                int64_t exp_us)
 {
     if (len > ST_WS_MAX_HANDOFF) {
         close(fd);
         return ST_EHEADERS;
     }
-    ws->adopting = subject ? subject : "";
+    st_wsauth_t *a = st__auth_new(subject, exp_us);
+    ws->adopting = a;
     struct lws *wsi = lws_adopt_socket_vhost_readbuf(ws->vh, fd, buf, len);
     ws->adopting = NULL;
-    if (!wsi) return ST_EUNAVAIL; /* lws has closed fd */
-    st_wsconn_t *c = lws_wsi_user(wsi);
-    if (!c || c->wsi != wsi) /* not established yet: keep the subject on the wsi */
-        lws_set_opaque_user_data(wsi,
-                                 st_strndup(subject ? subject : "", subject ? strlen(subject) : 0));
-    return ST_OK;
+    st_wsconn_t *c = wsi ? lws_wsi_user(wsi) : NULL;
+    if (wsi && (!c || c->wsi != wsi)) /* not established yet: keep the token on the wsi */
+        lws_set_opaque_user_data(wsi, a);
+    else
+        free(a);
+    return wsi ? ST_OK : ST_EUNAVAIL; /* without a wsi, lws has closed fd */
 }
 
 size_t st_ws_connections(const st_ws_t *ws)
