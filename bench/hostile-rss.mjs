@@ -44,6 +44,7 @@ if (mode === 'pipeline') {
   const secs = Number(arg || 10);
   const sock = net.connect(port, '127.0.0.1');
   socks.push(sock);
+  sock.on('error', () => {});
   sock.pause(); // never read a byte
   const chunk = Buffer.from('GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(512));
   let sent = 0, stop = false;
@@ -63,7 +64,7 @@ if (mode === 'pipeline') {
   for (let i = 0; i < secs; i++) {
     await sleep(1000);
     const m = hwm();
-    console.log(`${i + 1}s: sent ${(sent / 1048576).toFixed(1)} MiB of requests, RSS ${(m.rss / 1024).toFixed(1)} MiB, peak ${(m.hwm / 1024).toFixed(1)} MiB`);
+    console.log(`${i + 1}s: offered ${(sent / 1048576).toFixed(1)} MiB of requests, RSS ${(m.rss / 1024).toFixed(1)} MiB, peak ${(m.hwm / 1024).toFixed(1)} MiB`);
   }
   stop = true;
 } else if (mode === 'upgrades') {

@@ -93,7 +93,7 @@ describe('hostile clients', () => {
     assert.doesNotMatch(m, /strata_ws_connections -/);
   });
 
-  test('an upgrade with more than 2 KiB of headers (cookies, a long access_token) gets its stream', async () => {
+  test('an upgrade with more than 2 KiB of headers (cookies, a long access_token) gets its stream', { timeout: 30000 }, async () => {
     const ws = await wsConnect(s.port, `/v1/stream?route=counter:big&pad=${'p'.repeat(3000)}`, {
       Cookie: 'session=' + 'c'.repeat(20000),
       'Sec-WebSocket-Protocol': 'strata',
@@ -110,7 +110,7 @@ describe('hostile clients', () => {
     assert.equal(out[0].status, 431);
   });
 
-  test('a peer that never reads its answers is closed (write timeout)', async () => {
+  test('a peer that never reads its answers is closed (write timeout)', { timeout: 30000 }, async () => {
     const c = rawConn(s.port);
     await c.connected;
     c.sock.pause();
@@ -143,7 +143,7 @@ describe('hostile clients', () => {
     assert.equal((await s.req('GET', '/v1/sequences/cc')).json.last, 1);
   });
 
-  test('blank lines do not dodge the idle timeout', async () => {
+  test('blank lines do not dodge the idle timeout', { timeout: 30000 }, async () => {
     const c = rawConn(s.port);
     await c.connected;
     let open = true;

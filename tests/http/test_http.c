@@ -162,4 +162,154 @@ TEST(router_matches_params_and_tells_405_from_404)
     st_arena_free(&a);
 }
 
+TEST(expect_must_be_exactly_100_continue)
+{
+    const char *cases[][2] = {{"100-continuefoo", "0"},
+                              {"100-Continue", "1"},
+                              {" 100-continue\t", "1"},
+                              {"100-continue, x", "0"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        seen_t s = {0};
+        size_t used;
+        st_http_parser_t *p = st_http_parser_new(&cb, &s, 1024, 100);
+        char in[256];
+        int n =
+            snprintf(in, sizeof in, "POST / HTTP/1.1\r\nExpect: %s\r\nContent-Length: 2\r\n\r\n{}",
+                     cases[i][0]);
+        CHECK_EQ(st_http_parser_feed(p, in, (size_t)n, &used), ST_OK);
+        CHECK_EQ(s.continues, cases[i][1][0] - '0');
+        st_http_parser_free(p);
+    }
+}
+
+TEST(obs_fold_is_refused_even_split_at_the_fold)
+{
+    const char *in = "POST / HTTP/1.1\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n";
+    size_t len = strlen(in);
+    for (size_t cut = 0; cut <= len; cut++) {
+        seen_t s = {0};
+        size_t used;
+        st_http_parser_t *p = st_http_parser_new(&cb, &s, 1024, 100);
+        int rc = st_http_parser_feed(p, in, cut, &used);
+        if (rc == ST_OK) rc = st_http_parser_feed(p, in + cut, len - cut, &used);
+        CHECK_EQ(rc, ST_EBADREQ);
+        CHECK_EQ(s.n, 0);
+        st_http_parser_free(p);
+    }
+    /* a value split across reads is not a fold */
+    const char *ok = "POST / HTTP/1.1\r\nX-A: abc def\r\nContent-Length: 0\r\n\r\n";
+    for (size_t cut = 0; cut <= strlen(ok); cut++) {
+        seen_t s = {0};
+        size_t used;
+        st_http_parser_t *p = st_http_parser_new(&cb, &s, 1024, 100);
+        CHECK_EQ(st_http_parser_feed(p, ok, cut, &used), ST_OK);
+        CHECK_EQ(st_http_parser_feed(p, ok + cut, strlen(ok) - cut, &used), ST_OK);
+        CHECK_EQ(s.n, 1);
+        st_http_parser_free(p);
+    }
+}
+
+TEST(unknown_methods_are_501_and_garbage_400)
+{
+    const char *cases[][2] = {{"BREW /x HTTP/1.1\r\n\r\n", "501"},
+                              {"GARBAGE\r\n\r\n", "400"},
+                              {"\x01\x02 / HTTP/1.1\r\n\r\n", "400"},
+                              {"GET /a HTTP/1.1\r\n\r\nFROB /b HTTP/1.1\r\n\r\n", "501"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        seen_t s = {0};
+        size_t used;
+        st_http_parser_t *p = st_http_parser_new(&cb, &s, 1024, 100);
+        int rc = st_http_parser_feed(p, cases[i][0], strlen(cases[i][0]), &used);
+        CHECK_EQ(st_err_status(rc), atoi(cases[i][1]));
+        st_http_parser_free(p);
+    }
+}
+
+static int on_req_pause(void *arg, const st_http_request_t *r)
+{
+    on_req(arg, r);
+    return 1; /* as the server does under backpressure */
+}
+
+TEST(a_paused_parser_resumes_where_it_stopped)
+{
+    static const st_http_parser_cb_t pcb = {on_req_pause, NULL};
+    seen_t s = {0};
+    st_http_parser_t *p = st_http_parser_new(&pcb, &s, 8192, 1 << 20);
+    const char *in = "GET /a HTTP/1.1\r\n\r\nPOST /b HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"
+                     "GET /c HTTP/1.1\r\n\r\nGET /d";
+    size_t len = strlen(in), off = 0, used;
+    while (off < len) {
+        CHECK_EQ(st_http_parser_feed(p, in + off, len - off, &used), ST_OK);
+        CHECK(used > 0);
+        off += used;
+    }
+    CHECK_EQ(s.n, 3);
+    CHECK_STR(s.paths[2], "GET /c?");
+    CHECK_STR(s.bodies[1], "abc");
+    CHECK(st_http_parser_mid_request(p));
+    st_http_parser_free(p);
+}
+
+TEST(websocket_handshakes_are_checked_and_handed_over_small)
+{
+    st_http_request_t r = {.method = ST_HTTP_GET, .upgrade = true};
+    st_buf_t out = {0};
+    const char *msg;
+    CHECK_EQ(st_http_ws_handshake(&r, &out, &msg), ST_EBADREQ);
+    r.upgrade_to = "WebSocket";
+    r.upgrade_to_len = 9;
+    r.ws_version = "13";
+    r.ws_version_len = 2;
+    CHECK_EQ(st_http_ws_handshake(&r, &out, &msg), ST_EBADREQ);
+    CHECK(strstr(msg, "Key"));
+    r.ws_key = "dGhlIHNhbXBsZSBub25jZQ==";
+    r.ws_key_len = 24;
+    CHECK_EQ(st_http_ws_handshake(&r, &out, &msg), ST_OK);
+    CHECK(out.len < 256);
+    st_buf_appendc(&out, '\0');
+    CHECK(strstr(out.data, "\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"));
+    r.ws_key = "dGhlIHNhbXBsZSBub25jZQ=";
+    r.ws_key_len = 23;
+    CHECK_EQ(st_http_ws_handshake(&r, &out, &msg), ST_EBADREQ);
+    r.ws_key = "dGhlIHNhbXBsZSBub25jZQ==";
+    r.ws_key_len = 24;
+    r.ws_version = "8";
+    r.ws_version_len = 1;
+    CHECK_EQ(st_http_ws_handshake(&r, &out, &msg), ST_EBADREQ);
+    st_buf_free(&out);
+}
+
+TEST(json_check_is_strict_finds_metadata_raw_and_flags_nul)
+{
+    const char *bad[] = {"",     "{",       "{\"a\":01}", "{\"a\":+1}",  "{\"a\":.5}",
+                         "[1,]", "{\"a\"}", "\"\t\"",     "\"\\ud800\"", "\"\\udc00\"",
+                         "nul",  "1 2",     "\"\xff\"",   "{\"a\":1}\0", "\"\\x\""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        st_json_info_t info = {0};
+        size_t n = strlen(bad[i]) + (strcmp(bad[i], "{\"a\":1}") == 0);
+        CHECK_EQ(st_json_check(bad[i], n, &info), ST_EJSON);
+    }
+    const char *doc =
+        " {\"x\":\"a\\u0000\",\"metadata\": {\"n\":12345678901234567,\"s\":\"\\u0000\"} } ";
+    st_json_info_t info = {.member = "metadata"};
+    CHECK_EQ(st_json_check(doc, strlen(doc), &info), ST_OK);
+    CHECK(info.nul); /* the one in "x" */
+    CHECK_EQ(info.value_len, strlen("{\"n\":12345678901234567,\"s\":\"\\u0000\"}"));
+    CHECK(strncmp(info.value, "{\"n\":12345678901234567,", 23) == 0);
+    const char *esc = "{\"m\\u0065tadata\":[\"\\u0000\"],\"metadata\":2}";
+    info = (st_json_info_t){.member = "metadata"};
+    CHECK_EQ(st_json_check(esc, strlen(esc), &info), ST_OK);
+    CHECK(!info.nul);
+    CHECK_EQ(info.value_len, 10); /* the first, escaped key wins, as in cJSON */
+    /* nesting: 512 levels are fine, 513 are not */
+    static char buf[2048];
+    for (int depth = 512; depth <= 513; depth++) {
+        memset(buf, '[', (size_t)depth);
+        memset(buf + depth, ']', (size_t)depth);
+        info = (st_json_info_t){0};
+        CHECK_EQ(st_json_check(buf, 2 * (size_t)depth, &info), depth == 512 ? ST_OK : ST_EJSON);
+    }
+}
+
 RUN_TESTS("http")
