@@ -70,7 +70,7 @@ static const st_cfg_opt_t st__opts[] = {
     ST__NUM(ST_CFG_U64, max_pipeline, "max-pipeline", "STRATA_MAX_PIPELINE", "256", 1, 100000,
             "unanswered requests per connection before strata stops reading it"),
     ST__NUM(ST_CFG_U64, idle_timeout, "idle-timeout", "STRATA_IDLE_TIMEOUT", "60", 1, 86400,
-            "seconds an idle keep-alive connection is kept"),
+            "seconds an idle keep-alive connection is kept, and a peer that takes no output"),
     ST__NUM(ST_CFG_U64, request_timeout, "request-timeout", "STRATA_REQUEST_TIMEOUT", "10", 1, 3600,
             "seconds a client may take to send one whole request (slowloris guard)"),
     ST__NUM(ST_CFG_U64, idempotency_ttl, "idempotency-ttl", "STRATA_IDEMPOTENCY_TTL", "86400", 60,

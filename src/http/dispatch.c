@@ -33,6 +33,8 @@ void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *a
                      (int)(req->path_len > 200 ? 200 : req->path_len), req->path);
     } else if (rc == ST_EMETHOD) {
         st_ctx_error(&c, rc, "%s is not allowed here", req->method_name);
+    } else if (rc == ST_ENOTIMPL) {
+        st_ctx_error(&c, rc, "%s is not implemented", req->method_name);
     } else if (*app->cfg->jwt_secret && !(route->flags & ST_ROUTE_OPEN) &&
                st_auth_check(&c, (route->flags & ST_ROUTE_ADMIN) != 0) != ST_OK) {
         /* 401/403 written by st_auth_check */

@@ -51,7 +51,8 @@ extern const st_route_t st_routes[];
 extern const size_t st_nroutes;
 
 /* Matches path + method. On success *route is set and params decoded into c. ST_ENOTFOUND,
- * ST_EMETHOD (c->extra_headers gets an Allow line), or ST_EINVAL for a bad escape. */
+ * ST_EMETHOD (c->extra_headers gets an Allow line), ST_ENOTIMPL for a method strata serves
+ * nowhere, or ST_EINVAL for a bad escape in the path or query. */
 int st_router_match(st_ctx_t *c, const st_route_t **route);
 
 /* Writes the error body {"error":{"code","message"}} and sets status; returns err. */

@@ -285,13 +285,11 @@ int st_http_parser_feed(st_http_parser_t *p, const char *data, size_t len, size_
     if (p->upgraded) return ST_OK;
     p->feed_start = data;
     llhttp_errno_t e = llhttp_execute(&p->ll, data, len);
-    st__note_tail(p, data, len);
-    if (e == HPE_OK) {
-        *consumed = len;
-        return ST_OK;
-    }
-    const char *stop = llhttp_get_error_pos(&p->ll);
-    *consumed = stop && stop >= data ? (size_t)(stop - data) : len;
+    const char *stop = e == HPE_OK ? NULL : llhttp_get_error_pos(&p->ll);
+    *consumed = stop && stop >= data && stop <= data + len ? (size_t)(stop - data) : len;
+    /* what the next feed continues from is what was consumed (a paused feed resumes there) */
+    st__note_tail(p, data, *consumed);
+    if (e == HPE_OK) return ST_OK;
     if (e == HPE_PAUSED_UPGRADE) {
         p->upgraded = true;
         return ST_OK;

@@ -64,9 +64,21 @@ static bool st__match(const char *pat, const char *path, size_t plen, const char
     return p == end;
 }
 
+/* HTTP's own methods (RFC 9110, and PATCH): anything else llhttp knows (WebDAV, RTSP, ...)
+ * strata does not implement for any resource, which is 501 rather than 405. */
+static bool st__method_known(const char *m)
+{
+    static const char *const known[] = {"GET",     "HEAD",  "POST",  "PUT",    "DELETE",
+                                        "OPTIONS", "PATCH", "TRACE", "CONNECT"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(m, known[i]) == 0) return true;
+    return false;
+}
+
 int st_router_match(st_ctx_t *c, const st_route_t **route)
 {
     const st_http_request_t *r = c->req;
+    if (r->method_name && !st__method_known(r->method_name)) return ST_ENOTIMPL;
     const char *raw[ST_MAX_PARAMS];
     size_t rlen[ST_MAX_PARAMS];
     int nparams = 0;

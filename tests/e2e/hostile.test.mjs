@@ -175,6 +175,11 @@ describe('hostile clients', () => {
     const out = parseResponses(await raw(s.port, 'BREW /v1/counters/x HTTP/1.1\r\n\r\n', { idleMs: 800 }));
     assert.equal(out[0].status, 501);
     assert.equal(out[0].json.error.code, 'not_implemented');
+    // methods llhttp knows but HTTP does not define (WebDAV) are not implemented either
+    const r = await s.req('PROPFIND', '/v1/counters/x');
+    assert.equal(r.status, 501);
+    assert.equal(r.json.error.code, 'not_implemented');
+    assert.equal((await s.req('DELETE', '/v1/counters/x')).status, 405);
   });
 
   test('Expect: 100-continuefoo is not 100-continue', async () => {
