@@ -24,9 +24,18 @@ typedef enum {
     ST_HDR_OTHER = ST_HDR_NKEPT,
 } st_hdr_t;
 
-static const char *const st__kept[ST_HDR_NKEPT] = {
-    "idempotency-key",       "authorization",         "expect", "upgrade", "sec-websocket-key",
-    "sec-websocket-version", "sec-websocket-protocol"};
+static const struct {
+    const char *name;
+    size_t len;
+} st__kept[ST_HDR_NKEPT] = {
+    {"idempotency-key", 15},
+    {"authorization", 13},
+    {"expect", 6},
+    {"upgrade", 7},
+    {"sec-websocket-key", 17},
+    {"sec-websocket-version", 21},
+    {"sec-websocket-protocol", 22},
+};
 
 struct st_http_parser {
     llhttp_t ll;
@@ -109,7 +118,7 @@ static int st__on_header_field(llhttp_t *ll, const char *at, size_t n)
 static st_hdr_t st__classify(const st_buf_t *f)
 {
     for (int i = 0; i < ST_HDR_NKEPT; i++)
-        if (f->len == strlen(st__kept[i]) && strncasecmp(f->data, st__kept[i], f->len) == 0)
+        if (f->len == st__kept[i].len && strncasecmp(f->data, st__kept[i].name, f->len) == 0)
             return (st_hdr_t)i;
     return ST_HDR_OTHER;
 }

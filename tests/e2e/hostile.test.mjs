@@ -120,6 +120,23 @@ describe('hostile clients', () => {
     assert.equal((await s.req('GET', '/healthz')).status, 200);
   });
 
+  test('an upgrade split across reads, with a frame right behind it, gets its stream', { timeout: 30000 }, async () => {
+    const c = rawConn(s.port);
+    await c.connected;
+    const head = `${UPGRADE}Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nX-Pad: ${'z'.repeat(3000)}\r\n\r\n`;
+    const payload = Buffer.from(JSON.stringify({ type: 'subscribe', id: 'sp', topic: 'counter', name: 'split' }));
+    const mask = Buffer.from([1, 2, 3, 4]);
+    const frame = Buffer.concat([Buffer.from([0x81, 0x80 | payload.length]), mask, Buffer.from(payload.map((b, i) => b ^ mask[i % 4]))]);
+    c.sock.write(head.slice(0, 1500));
+    await sleep(200);
+    c.sock.write(Buffer.concat([Buffer.from(head.slice(1500)), frame]));
+    for (let i = 0; i < 50 && !c.data.includes('"subscribed"'); i++) await sleep(100);
+    const text = c.data.toString('latin1');
+    assert.match(text, /^HTTP\/1\.1 101 /);
+    assert.ok(text.includes('{"type":"subscribed","id":"sp"}'), text);
+    c.sock.destroy();
+  });
+
   test('half-close after pipelined writes answers every applied write', async () => {
     const c = rawConn(s.port);
     await c.connected;
