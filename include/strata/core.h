@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * core: the pieces every module shares — error codes (one X-macro list with their HTTP status and
- * wire code), logging, growable buffers, a per-request arena, an intrusive hash map, name
- * validation, clocks and a few assertions. Nothing here knows about sockets or storage.
+ * wire code), logging, growable buffers, a per-request arena, an intrusive hash map, name, UTF-8
+ * and strict JSON text validation, clocks and a few assertions. Nothing here knows about sockets
+ * or storage.
  */
 #ifndef STRATA_CORE_H
 #define STRATA_CORE_H
@@ -137,6 +138,8 @@ st_map_node_t *st_map_next(const st_map_t *m, size_t *iter, st_map_node_t *cur);
 bool st_name_valid(const char *s, size_t n);
 /* Well-formed UTF-8: no overlongs, no surrogates, nothing above U+10FFFF. */
 bool st_utf8_valid(const char *s, size_t n);
+/* Length of the longest well-formed UTF-8 prefix of s (n when all of it is). */
+size_t st_utf8_prefix(const char *s, size_t n);
 
 /* ---- strict JSON text check (RFC 8259: grammar, UTF-8, nesting up to 512) ---- */
 typedef struct {
