@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Peak memory of strata under a hostile client (issue 12), for bench/RESULTS.md:
 //   node bench/hostile-rss.mjs pipeline [seconds]   one socket pipelines GETs and never reads
-//   node bench/hostile-rss.mjs upgrades [count]     many WebSocket upgrades with 14 KiB of headers
+//   node bench/hostile-rss.mjs upgrades [count] [KiB] many WebSocket upgrades with large headers
 // Starts build/strata (or $STRATA_BIN) on a free port with a temp data dir, runs the attack,
 // prints VmHWM (peak RSS) before and after, and whether the server still answers.
 import { spawn } from 'node:child_process';
@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const bin = process.env.STRATA_BIN || path.join(here, '../build/strata');
-const [mode = 'pipeline', arg] = process.argv.slice(2);
+const [mode = 'pipeline', arg, arg2] = process.argv.slice(2);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'strata-rss-'));
@@ -69,7 +69,7 @@ if (mode === 'pipeline') {
   stop = true;
 } else if (mode === 'upgrades') {
   const n = Number(arg || 1000);
-  const cookie = 'a'.repeat(14 * 1024);
+  const cookie = 'a'.repeat(Number(arg2 || 14) * 1024);
   let ok = 0, other = 0;
   await Promise.all(Array.from({ length: n }, () => new Promise((resolve) => {
     const s = net.connect(port, '127.0.0.1', () => s.write(
