@@ -74,13 +74,33 @@ static void st__raise_fd_limit(const st_config_t *cfg)
 
 /* The cold tier's object store. The default URL follows --data-dir, so a server started with
  * another data directory keeps its cold files next to its hot store. */
+#define ST__COLD_URL_MAX                                                                           \
+    (sizeof((st_config_t *)0)->cold_url + sizeof((st_config_t *)0)->data_dir + 16)
+
+static void st__cold_url(const st_config_t *cfg, char *url, size_t n)
+{
+    if (strcmp(cfg->cold_url, "file://./data/cold") == 0 && strcmp(cfg->data_dir, "./data") != 0)
+        snprintf(url, n, "file://%s/cold", cfg->data_dir);
+    else
+        snprintf(url, n, "%s", cfg->cold_url);
+}
+
+/* The store keeps writes out while the disk a local cold tier writes to is full. */
+static st_store_opts_t st__store_opts(const st_config_t *cfg, char *cold_dir, size_t n)
+{
+    st__cold_url(cfg, cold_dir, n);
+    bool local = strncmp(cold_dir, "file://", 7) == 0;
+    if (local) memmove(cold_dir, cold_dir + 7, strlen(cold_dir + 7) + 1);
+    return (st_store_opts_t){.dir = cfg->data_dir,
+                             .map_size = cfg->map_size,
+                             .max_write = cfg->max_body,
+                             .watch_dir = local ? cold_dir : NULL};
+}
+
 static int st__cold_open(const st_config_t *cfg, st_objstore_t **out)
 {
-    char url[sizeof cfg->cold_url + sizeof cfg->data_dir + 16];
-    if (strcmp(cfg->cold_url, "file://./data/cold") == 0 && strcmp(cfg->data_dir, "./data") != 0)
-        snprintf(url, sizeof url, "file://%s/cold", cfg->data_dir);
-    else
-        snprintf(url, sizeof url, "%s", cfg->cold_url);
+    char url[ST__COLD_URL_MAX];
+    st__cold_url(cfg, url, sizeof url);
     st_objstore_opts_t o = {url, cfg->s3_endpoint, cfg->s3_region, cfg->s3_access_key,
                             cfg->s3_secret_key};
     int rc = st_objstore_open(out, &o);
@@ -96,7 +116,8 @@ static int st__rebuild_meta(const st_config_t *cfg)
     st_store_t *store;
     st_chat_t *chat;
     st_objstore_t *obj;
-    st_store_opts_t so = {cfg->data_dir, cfg->map_size, 0};
+    char cold_dir[ST__COLD_URL_MAX];
+    st_store_opts_t so = st__store_opts(cfg, cold_dir, sizeof cold_dir);
     if (st_store_open(&store, loop, &so) != ST_OK) return 1;
     if (st_chat_open(&chat, store, cfg->node_id) != ST_OK || st__cold_open(cfg, &obj) != ST_OK) {
         st_store_close(store);
@@ -147,7 +168,8 @@ int main(int argc, char **argv)
     st_main_t m = {0};
     m.loop = uv_default_loop();
     st_store_t *store;
-    st_store_opts_t so = {cfg.data_dir, cfg.map_size, 0};
+    char cold_dir[ST__COLD_URL_MAX];
+    st_store_opts_t so = st__store_opts(&cfg, cold_dir, sizeof cold_dir);
     if (st_store_open(&store, m.loop, &so) != ST_OK) return 1;
     st_seats_t *seats;
     st_seats_opts_t seo = {cfg.max_seats, cfg.node_id, cfg.max_total_seats};

@@ -27,7 +27,7 @@ static inline void fx_begin(fx_t *f)
 static inline st_store_t *fx_store(fx_t *f, uint64_t map_size, uint64_t wal_size)
 {
     st_store_t *s;
-    st_store_opts_t o = {f->dir, map_size, wal_size};
+    st_store_opts_t o = {.dir = f->dir, .map_size = map_size, .wal_size = wal_size};
     if (st_store_open(&s, &f->loop, &o) != ST_OK) abort();
     return s;
 }

@@ -39,9 +39,11 @@ typedef struct st_store_listener {
 } st_store_listener_t;
 
 typedef struct {
-    const char *dir;   /* created if missing */
-    uint64_t map_size; /* bytes */
-    uint64_t wal_size; /* redo log bytes; 0 = 64 MiB */
+    const char *dir;       /* created if missing */
+    uint64_t map_size;     /* bytes: the quota writes are admitted against */
+    uint64_t wal_size;     /* redo log bytes; 0 = 64 MiB */
+    uint64_t max_write;    /* largest single request's writes (sizes LMDB headroom); 0 = 8 MiB */
+    const char *watch_dir; /* optional: another directory whose disk must keep room (cold tier) */
 } st_store_opts_t;
 
 int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts);
@@ -88,10 +90,36 @@ int st_store_count(st_store_t *s, const void *prefix, size_t plen, int64_t *n, u
 uint64_t st_store_durable_id(const st_store_t *s);
 /* True when nothing is staged and no commit is in flight. */
 bool st_store_idle(const st_store_t *s);
-/* Bytes in use in the hot store and its configured capacity (--map-size). */
+/* Bytes counted against the quota — in LMDB, plus acknowledged or staged and not applied yet —
+ * and the capacity writes are admitted against: --map-size, or less when the disk has less room. */
 void st_store_usage(st_store_t *s, uint64_t *used, uint64_t *size);
-/* ST_EFULL once the hot store is at capacity: callers refuse new writes (507) up front, so a
- * write is never acknowledged that LMDB could not take. Reads keep working. */
+
+/* Why the store cannot take writes (SPEC §7: /healthz reasons). */
+enum {
+    ST_STORE_LOG_FAILED = 1,     /* the redo log failed: writes refused until a restart */
+    ST_STORE_FULL = 2,           /* used reached --map-size */
+    ST_STORE_DISK_FULL = 4,      /* the data directory's disk has no room left */
+    ST_STORE_APPLY_STALLED = 8,  /* acknowledged writes cannot be applied to LMDB (retrying) */
+    ST_STORE_COLD_DISK_FULL = 16 /* the watched (cold tier) directory's disk has no room left */
+};
+typedef struct {
+    unsigned flags; /* ST_STORE_* */
+    int refuse;     /* what st_store_writable answers */
+    uint64_t used, capacity, quota;
+    uint64_t backlog;    /* estimated bytes acknowledged or staged, not yet in LMDB */
+    uint64_t disk_free;  /* bytes free on the data directory's disk (for unprivileged users) */
+    uint64_t stalled_ms; /* how long applying has been failing */
+} st_store_health_t;
+void st_store_health(st_store_t *s, st_store_health_t *h);
+/* Stable short name of one ST_STORE_* flag ("redo_log_failed", "store_full", ...). */
+const char *st_store_reason(unsigned flag);
+
+/* ST_OK, or why a new write must be refused up front (so that nothing is acknowledged that
+ * cannot be kept): ST_EFULL (507) when the quota or a disk is full or applying is stuck on a full
+ * disk; ST_EIO (503) when the redo log failed or applying fails otherwise. Reads keep working. */
 int st_store_writable(st_store_t *s);
+/* A sentence saying why writes are refused (for the error message); borrowed until the next
+ * call. */
+const char *st_store_refusal(st_store_t *s);
 
 #endif

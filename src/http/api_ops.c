@@ -7,12 +7,24 @@
 
 #include <cjson/cJSON.h>
 
+/* 200 {"status":"ok",...} while the node takes writes; 503 {"status":"degraded","reasons":[...]}
+ * while it cannot (SPEC §7), with the figures that say why. */
 int st_api_healthz(st_ctx_t *c)
 {
-    uint64_t used, size;
-    st_store_usage(c->app->store, &used, &size);
-    st_buf_printf(c->body, "{\"status\":\"ok\",\"hot_bytes\":%llu,\"hot_capacity_bytes\":%llu}",
-                  (unsigned long long)used, (unsigned long long)size);
+    st_store_health_t h;
+    st_store_health(c->app->store, &h);
+    if (h.flags) c->status = 503;
+    st_buf_printf(c->body, "{\"status\":\"%s\",\"reasons\":[", h.flags ? "degraded" : "ok");
+    for (unsigned f = 1, n = 0; f <= h.flags; f <<= 1)
+        if (h.flags & f) st_buf_printf(c->body, "%s\"%s\"", n++ ? "," : "", st_store_reason(f));
+    st_buf_printf(c->body, "]");
+    if (h.flags) st_buf_printf(c->body, ",\"message\":\"%s\"", st_store_refusal(c->app->store));
+    st_buf_printf(c->body,
+                  ",\"hot_bytes\":%llu,\"hot_capacity_bytes\":%llu,\"quota_bytes\":%llu,"
+                  "\"backlog_bytes\":%llu,\"disk_free_bytes\":%llu}",
+                  (unsigned long long)h.used, (unsigned long long)h.capacity,
+                  (unsigned long long)h.quota, (unsigned long long)h.backlog,
+                  (unsigned long long)h.disk_free);
     return ST_OK;
 }
 

@@ -68,8 +68,8 @@ void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *a
             c.status = st;
             c.extra_headers = "Idempotent-Replayed: true\r\n";
         } else if (req->method == ST_HTTP_POST && (rc = st_store_writable(app->store)) != ST_OK) {
-            /* At capacity: refuse before anything is staged; reads keep working. */
-            st_ctx_error(&c, rc, "the hot store is full (--map-size); the write was not applied");
+            /* Full, or the log or LMDB failing: refuse before anything is staged; reads go on. */
+            st_ctx_error(&c, rc, "%s; the write was not applied", st_store_refusal(app->store));
         } else {
             rc = route->fn(&c);
             if (rc && !c.error_written) st_ctx_error(&c, rc, NULL);

@@ -12,9 +12,19 @@
  * Why: at a fixed number of clients, durable throughput is bounded by the acknowledgement
  * latency, and an LMDB commit needs two ordered flushes where one in-place log write needs one.
  * Values stay in the loop's overlay until LMDB has them, so reads never miss acknowledged data.
+ *
+ * Failures. A redo-log write or fdatasync that fails leaves the log's contents unknown (a failed
+ * fdatasync may drop dirty pages that a later one will not report), so the store fail-stops: it
+ * never appends again, every later group fails, reads go on, a restart replays what the log
+ * holds. An LMDB apply that fails (a full disk, MAP_FULL, EIO) is retried with backoff and shows
+ * in the health check; a checkpoint never waits for an apply that keeps failing, so nothing
+ * hangs: the group that needed the room is refused instead. Replay at start-up that runs out of
+ * space keeps the rest of the log in the overlay and the apply queue, so the server starts and
+ * serves reads, and applies it once there is room.
  */
 #include "internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,13 +76,12 @@ static int st__apply_op(st_store_t *s, MDB_txn *txn, bool del, const void *key, 
     return mdb_put(txn, s->dbi, &k, &v, 0);
 }
 
-/* Bytes in use: the high-water mark less the pages on LMDB's free list. */
-static uint64_t st__used_bytes(st_store_t *s)
+/* Bytes in use (the high-water mark less the pages on LMDB's free list) and the free list's
+ * bytes, which later transactions reuse without growing the file. */
+static void st__measure(st_store_t *s, uint64_t *used, uint64_t *free_bytes)
 {
     MDB_envinfo info;
-    MDB_stat st;
     mdb_env_info(s->env, &info);
-    mdb_env_stat(s->env, &st);
     uint64_t pages = info.me_last_pgno + 1, free_pages = 0;
     MDB_txn *txn;
     if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) == 0) {
@@ -85,7 +94,39 @@ static uint64_t st__used_bytes(st_store_t *s)
         }
         mdb_txn_abort(txn);
     }
-    return (pages > free_pages ? pages - free_pages : 0) * st.ms_psize;
+    if (free_pages > pages) free_pages = pages;
+    *used = (pages - free_pages) * s->psize;
+    *free_bytes = free_pages * s->psize;
+}
+
+static uint64_t st__group_bytes(const st_batch_t *group)
+{
+    uint64_t n = 0;
+    for (const st_batch_t *b = group; b; b = b->next)
+        n += b->bytes;
+    return n;
+}
+
+/* Why LMDB refused a transaction: a full map or disk is ST_EFULL (it heals once there is room),
+ * anything else ST_EIO. LMDB reports a write cut short by a full disk as EIO, so the disk is
+ * asked. */
+static int st__apply_class(st_store_t *s, int rc, uint64_t bytes)
+{
+    if (rc == MDB_MAP_FULL || rc == ENOSPC || rc == EDQUOT) return ST_EFULL;
+    if (rc == EIO && st__disk_avail(s->dir) < bytes + s->reserve) return ST_EFULL;
+    return ST_EIO;
+}
+
+/* With mu held: the log may hold anything from here on, so nothing is appended to it again in
+ * this process. */
+static void st__fail_stop(st_store_t *s, const char *what)
+{
+    if (s->log_err) return;
+    s->log_err = ST_EIO;
+    snprintf(s->log_why, sizeof s->log_why, "%s", what);
+    st_error("store: %s: refusing every write until strata is restarted (reads go on; the "
+             "restart replays the redo log)",
+             what);
 }
 
 /* ---- the apply thread ---- */
@@ -119,10 +160,37 @@ static void st__to_loop(st_store_t *s, st_batch_t *head, st_batch_t *tail)
     uv_async_send(&s->done);
 }
 
+/* With mu held: a failed apply is put back to be retried, and made visible (health, metric). */
+static void st__apply_failed(st_store_t *s, st_batch_t *group, st_batch_t *last, int rc,
+                             uint64_t *logged_ns)
+{
+    int err = st__apply_class(s, rc, st__group_bytes(group));
+    uint64_t now = st_mono_ns();
+    last->next = s->a_head;
+    s->a_head = group;
+    if (!s->a_tail) s->a_tail = last;
+    s->apply_failures++;
+    if (!s->apply_err) {
+        s->apply_stall_ns = now;
+        *logged_ns = 0;
+    }
+    if (now - *logged_ns >= 30000000000ULL) {
+        st_error("store: applying WAL seq %llu to LMDB failed: %s (%llu bytes free on the data "
+                 "disk); retrying, writes are refused meanwhile",
+                 (unsigned long long)last->seq, mdb_strerror(rc),
+                 (unsigned long long)st__disk_avail(s->dir));
+        *logged_ns = now;
+    }
+    s->apply_err = err;
+    if (err == ST_EIO) s->lmdb_suspect = true; /* its syncs may have lost pages: keep the log */
+    uv_cond_broadcast(&s->cv_applied);         /* a checkpoint waiting for us gives up */
+}
+
 static void st__apply_thread(void *arg)
 {
     st_store_t *s = arg;
     unsigned backoff_ms = 0;
+    uint64_t logged_ns = 0;
     uv_mutex_lock(&s->mu);
     for (;;) {
         while (!s->a_head && !s->stop_apply)
@@ -133,26 +201,32 @@ static void st__apply_thread(void *arg)
         uv_mutex_unlock(&s->mu);
         uint64_t t0 = st_mono_ns();
         int rc = st__apply_group(s, group, last->seq);
-        uint64_t ns = st_mono_ns() - t0;
-        uint64_t used = rc ? 0 : st__used_bytes(s);
+        uint64_t ns = st_mono_ns() - t0, used = 0, lfree = 0;
+        if (!rc) st__measure(s, &used, &lfree);
         uv_mutex_lock(&s->mu);
         if (rc) {
-            /* Acknowledged data cannot be dropped: it is in the WAL and the overlay. Put the
-             * group back and retry; the capacity guard keeps this from being a full map. */
-            st_error("store: applying WAL seq %llu to LMDB failed: %s; retrying",
-                     (unsigned long long)last->seq, mdb_strerror(rc));
-            last->next = s->a_head;
-            s->a_head = group;
-            if (!s->a_tail) s->a_tail = last;
+            /* Acknowledged data cannot be dropped: it is in the WAL and the overlay. */
+            st__apply_failed(s, group, last, rc, &logged_ns);
+            if (s->stop_apply) {
+                st_error("store: stopping with logged writes not yet in LMDB; the next start "
+                         "replays them from the redo log");
+                break;
+            }
             backoff_ms = backoff_ms ? (backoff_ms * 2 > 1000 ? 1000 : backoff_ms * 2) : 10;
-            uv_mutex_unlock(&s->mu);
-            uv_sleep(backoff_ms);
-            uv_mutex_lock(&s->mu);
+            uint64_t until = st_mono_ns() + (uint64_t)backoff_ms * 1000000, now;
+            while (!s->stop_apply && (now = st_mono_ns()) < until)
+                uv_cond_timedwait(&s->cv_apply, &s->mu, until - now);
             continue;
         }
+        if (s->apply_err)
+            st_info("store: applying to LMDB works again after %.1f s",
+                    (double)(st_mono_ns() - s->apply_stall_ns) / 1e9);
+        s->apply_err = 0;
         backoff_ms = 0;
         s->applied_seq = last->seq;
         s->used_bytes = used;
+        s->lmdb_free = lfree;
+        s->pending -= st__group_bytes(group);
         s->apply_ns_sum += ns;
         s->apply_count++;
         uv_cond_broadcast(&s->cv_applied);
@@ -172,17 +246,68 @@ static void st__apply_thread(void *arg)
 /* ---- the sync thread ---- */
 
 /* Everything logged is in LMDB and LMDB is fully synced: the log may start over. Called with
- * mu held; drops it while waiting and syncing. */
+ * mu held; drops it while waiting and syncing. An apply that keeps failing is not waited for:
+ * its error is returned and the group that needed the room is refused. */
 static int st__checkpoint(st_store_t *s)
 {
     s->checkpointing = true;
-    while (s->applied_seq < s->logged_seq)
+    while (s->applied_seq < s->logged_seq && !s->apply_err)
         uv_cond_wait(&s->cv_applied, &s->mu);
     s->checkpointing = false;
+    if (s->applied_seq < s->logged_seq) return s->apply_err;
+    if (s->lmdb_suspect) {
+        st__fail_stop(s, "LMDB reported an I/O error, so the redo log cannot be reused");
+        return ST_EIO;
+    }
     uv_mutex_unlock(&s->mu);
-    int rc = mdb_env_sync(s->env, 1) ? ST_EIO : st_wal_reset(s->wal);
+    const char *what = NULL;
+    if (mdb_env_sync(s->env, 1) != 0)
+        what = "syncing LMDB for a redo log checkpoint failed";
+    else if (st_wal_reset(s->wal) != ST_OK)
+        what = "starting a new redo log generation failed";
     uv_mutex_lock(&s->mu);
-    return rc;
+    if (what) st__fail_stop(s, what);
+    return what ? ST_EIO : ST_OK;
+}
+
+/* A group bigger than the whole log: LMDB is caught up (checkpoint), so it is committed
+ * straight into it with a full sync. */
+static int st__apply_direct(st_store_t *s, st_batch_t *group)
+{
+    int mrc = st__apply_group(s, group, 0);
+    if (mrc) return st__apply_class(s, mrc, st__group_bytes(group));
+    if (mdb_env_sync(s->env, 1) != 0) {
+        /* committed and visible, durability unknown: neither answer is safe from here on */
+        uv_mutex_lock(&s->mu);
+        s->lmdb_suspect = true;
+        st__fail_stop(s, "syncing LMDB after a direct commit failed");
+        uv_mutex_unlock(&s->mu);
+        return ST_EIO;
+    }
+    return ST_OK;
+}
+
+/* Logs one group (or commits it directly); returns how it went. Called without mu. */
+static int st__log_group(st_store_t *s, st_buf_t *payload, st_batch_t *group, uint64_t seq,
+                         bool *direct)
+{
+    st__encode(payload, group);
+    uv_mutex_lock(&s->mu);
+    int rc = s->log_err; /* fail-stopped: the log is not touched again */
+    if (!rc && st_wal_record_size(payload->len) > st_wal_remaining(s->wal)) rc = st__checkpoint(s);
+    uv_mutex_unlock(&s->mu);
+    if (rc) return rc;
+    rc = st_wal_append(s->wal, seq, payload->data, payload->len);
+    if (rc == ST_ETOOLARGE) {
+        *direct = true;
+        return st__apply_direct(s, group);
+    }
+    if (rc == ST_EIO) {
+        uv_mutex_lock(&s->mu);
+        st__fail_stop(s, "a redo log write or fdatasync failed");
+        uv_mutex_unlock(&s->mu);
+    }
+    return rc; /* ST_EFULL: nothing of it can replay; the next group tries the same place */
 }
 
 static void st__sync_thread(void *arg)
@@ -196,51 +321,41 @@ static void st__sync_thread(void *arg)
         if (!s->q_head || s->halted) break;
         st_batch_t *group = s->q_head, *last = s->q_tail;
         s->q_head = s->q_tail = NULL;
+        uint64_t seq = s->logged_seq + 1;
         uv_mutex_unlock(&s->mu);
         size_t ops = 0, writes = 0;
         for (st_batch_t *b = group; b; b = b->next) {
             ops += b->nops;
             writes += b->writes;
         }
-        st__encode(&payload, group);
         uint64_t t0 = st_mono_ns();
-        uint64_t seq = s->logged_seq + 1;
-        uv_mutex_lock(&s->mu);
-        int rc = ST_OK;
-        if (st_wal_record_size(payload.len) > st_wal_remaining(s->wal)) rc = st__checkpoint(s);
-        uv_mutex_unlock(&s->mu);
         bool direct = false;
-        if (rc == ST_OK) {
-            rc = st_wal_append(s->wal, seq, payload.data, payload.len);
-            if (rc == ST_ETOOLARGE) {
-                /* Bigger than the whole log: LMDB is caught up (checkpoint above), so commit
-                 * this group straight into it with a full sync. */
-                int mrc = st__apply_group(s, group, 0);
-                if (!mrc) mrc = mdb_env_sync(s->env, 1);
-                rc = st__mdb_err(mrc);
-                direct = true;
-            }
-        }
+        int rc = st__log_group(s, &payload, group, seq, &direct);
         uint64_t ns = st_mono_ns() - t0;
         for (st_batch_t *b = group; b; b = b->next) {
             b->seq = direct ? 0 : seq;
             b->rc = rc;
         }
+        uint64_t used = 0, lfree = 0;
+        if (direct && rc == ST_OK) st__measure(s, &used, &lfree);
         uv_mutex_lock(&s->mu);
         s->sync_ns_sum += ns;
         s->sync_count++;
         s->group_ops += ops;
         s->group_writes += writes;
-        if (rc != ST_OK) {
-            s->halted = true;
+        if (rc != ST_OK || direct) {
+            s->pending -= st__group_bytes(group);
+            if (rc == ST_OK) {
+                s->acked_id = last->id;
+                s->used_bytes = used;
+                s->lmdb_free = lfree;
+            } else {
+                s->halted = true; /* until the loop has rolled back what was not logged */
+            }
             st__to_loop(s, group, last);
             continue;
         }
         s->acked_id = last->id;
-        if (direct) {
-            st__to_loop(s, group, last);
-            continue;
-        }
         s->logged_seq = seq;
         if (s->a_tail)
             s->a_tail->next = group;
@@ -258,54 +373,88 @@ static void st__sync_thread(void *arg)
 
 typedef struct {
     st_store_t *s;
-    uint64_t applied;
-    uint64_t replayed;
+    uint64_t applied, replayed, last_seq;
+    uint64_t deferred, deferred_bytes;
+    int err; /* why records were deferred */
 } st_replay_t;
+
+static void st__batch_recycle(st_store_t *s, st_batch_t *b);
+
+/* A log record back into a batch: {u8 del, u32 klen, u32 vlen, key, val}*. */
+static int st__decode(st_store_t *s, st_batch_t *b, const char *p, size_t len)
+{
+    const char *end = p + len;
+    while (p < end) {
+        uint8_t del;
+        uint32_t kl, vl;
+        if (end - p < 9) return ST_EIO;
+        memcpy(&del, p, 1);
+        memcpy(&kl, p + 1, 4);
+        memcpy(&vl, p + 5, 4);
+        p += 9;
+        if ((uint64_t)(end - p) < (uint64_t)kl + vl || kl == 0) return ST_EIO;
+        st__batch_add(s, b, p, kl, p + kl, vl, del != 0);
+        p += kl + vl;
+    }
+    return ST_OK;
+}
+
+/* Keeps a record LMDB cannot take now as an acknowledged batch waiting in the apply queue, its
+ * values visible through the overlay, exactly as if it had just been logged. */
+static void st__defer(st_replay_t *r, st_batch_t *b, uint64_t seq)
+{
+    st_store_t *s = r->s;
+    b->seq = seq;
+    for (size_t i = 0; i < b->nops; i++)
+        st__ov_set(s, b, i);
+    if (s->a_tail)
+        s->a_tail->next = b;
+    else
+        s->a_head = b;
+    s->a_tail = b;
+    TAILQ_INSERT_TAIL(&s->inflight, b, link);
+    s->submitted++;
+    s->pending += b->bytes;
+    r->deferred++;
+    r->deferred_bytes += b->bytes;
+}
 
 static int st__replay_record(void *arg, uint64_t seq, const char *p, size_t len)
 {
     st_replay_t *r = arg;
     st_store_t *s = r->s;
     if (seq <= r->applied) return 0;
-    MDB_txn *txn;
-    int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
-    const char *end = p + len;
-    while (!rc && p < end) {
-        uint8_t del;
-        uint32_t kl, vl;
-        if (end - p < 9) {
-            rc = MDB_CORRUPTED;
-            break;
-        }
-        memcpy(&del, p, 1);
-        memcpy(&kl, p + 1, 4);
-        memcpy(&vl, p + 5, 4);
-        p += 9;
-        if ((uint64_t)(end - p) < (uint64_t)kl + vl) {
-            rc = MDB_CORRUPTED;
-            break;
-        }
-        rc = st__apply_op(s, txn, del, p, kl, p + kl, vl);
-        p += kl + vl;
+    r->last_seq = seq;
+    st_batch_t *b = st__batch_new(s);
+    if (st__decode(s, b, p, len) != ST_OK) {
+        st_error("store: WAL seq %llu is damaged", (unsigned long long)seq);
+        st__batch_recycle(s, b);
+        return ST_EIO;
     }
-    if (!rc) rc = st__put_applied(s, txn, seq);
-    if (!rc)
-        rc = mdb_txn_commit(txn);
-    else if (txn)
-        mdb_txn_abort(txn);
-    if (rc) {
+    if (!r->deferred) {
+        int rc = st__apply_group(s, b, seq);
+        if (!rc) {
+            st__batch_recycle(s, b);
+            r->applied = seq;
+            r->replayed++;
+            return 0;
+        }
+        r->err = st__apply_class(s, rc, b->bytes);
         st_error("store: replaying WAL seq %llu failed: %s", (unsigned long long)seq,
                  mdb_strerror(rc));
-        return st__mdb_err(rc);
+        if (r->err != ST_EFULL) {
+            st__batch_recycle(s, b);
+            return r->err;
+        }
     }
-    r->applied = seq;
-    r->replayed++;
+    /* out of space: this record and every later one wait for room (in order) */
+    st__defer(r, b, seq);
     return 0;
 }
 
 int st__store_recover(st_store_t *s)
 {
-    st_replay_t r = {s, 0, 0};
+    st_replay_t r = {.s = s};
     MDB_txn *txn;
     if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) == 0) {
         MDB_val k = {ST__APPLIED_KLEN, (void *)st__applied_key}, v;
@@ -316,11 +465,27 @@ int st__store_recover(st_store_t *s)
     if (rc) return rc;
     if (r.replayed)
         st_info("store: replayed %llu WAL record(s) into LMDB", (unsigned long long)r.replayed);
+    s->acked_id = s->durable_id = s->open_id;
+    st__measure(s, &s->used_bytes, &s->lmdb_free);
+    if (r.deferred) {
+        /* The log holds the only durable copy of these: it is not reset, and appends go on
+         * after its last record. */
+        s->applied_seq = r.applied;
+        s->logged_seq = r.last_seq;
+        s->apply_err = r.err;
+        s->apply_stall_ns = st_mono_ns();
+        st_warn("store: %llu WAL record(s) (about %llu bytes in LMDB) wait for disk space "
+                "(%llu bytes free on %s, %llu more needed at least); serving reads, refusing "
+                "writes until they are applied",
+                (unsigned long long)r.deferred, (unsigned long long)r.deferred_bytes,
+                (unsigned long long)st__disk_avail(s->dir), s->dir,
+                (unsigned long long)(r.deferred_bytes + s->reserve));
+        return ST_OK;
+    }
     /* LMDB now holds everything: make it durable and start a fresh log generation. */
     if (mdb_env_sync(s->env, 1) != 0) return ST_EIO;
     rc = st_wal_reset(s->wal);
     s->logged_seq = s->applied_seq = r.applied;
-    s->used_bytes = st__used_bytes(s);
     return rc;
 }
 
@@ -336,6 +501,7 @@ st_batch_t *st__batch_new(st_store_t *s)
     b->next = NULL;
     st_buf_reset(&b->data);
     b->nops = b->writes = 0;
+    b->bytes = 0;
     b->rc = 0;
     b->seq = 0;
     b->id = ++s->open_id;
@@ -374,8 +540,10 @@ void st__store_submit(st_store_t *s)
     else
         s->q_head = b;
     s->q_tail = b;
+    s->pending += b->bytes;
     uv_cond_signal(&s->cv_sync);
     uv_mutex_unlock(&s->mu);
+    TAILQ_INSERT_TAIL(&s->inflight, b, link);
     s->submitted++;
     s->open = st__batch_new(s);
     /* Pending durable work keeps the loop alive; idle, the store does not. */
@@ -383,22 +551,107 @@ void st__store_submit(st_store_t *s)
     uv_idle_stop(&s->idle);
 }
 
-/* After a WAL failure: once every acknowledged batch is in LMDB, drop everything else. */
+/* After a failed group, the overlay goes back to what the acknowledged batches say: an entry
+ * last written by a batch >= first takes the value of the newest acknowledged batch still on
+ * its way to LMDB that wrote the key, or goes (LMDB has the newest acknowledged value). */
+static void st__restore_overlay(st_store_t *s, uint64_t first)
+{
+    size_t it, n = 0;
+    for (st_map_node_t *m = s->overlay.count ? st_map_first(&s->overlay, &it) : NULL; m;
+         m = st_map_next(&s->overlay, &it, m)) {
+        st_ov_t *e = (st_ov_t *)m;
+        if (e->batch >= first) {
+            e->restoring = true;
+            n++;
+        }
+    }
+    if (!n) return;
+    st_batch_t *b;
+    TAILQ_FOREACH(b, &s->inflight, link)
+    {
+        ST_ASSERT(b->id < first);
+        for (size_t i = 0; i < b->nops; i++) {
+            const st_op_t *op = &b->ops[i];
+            st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, b->data.data + op->koff, op->klen);
+            if (e && e->restoring) {
+                st__ov_set(s, b, i);
+                e->restored = true;
+            }
+        }
+    }
+    st_ov_t **gone = st_calloc(n, sizeof *gone);
+    size_t ngone = 0;
+    for (st_map_node_t *m = st_map_first(&s->overlay, &it); m;
+         m = st_map_next(&s->overlay, &it, m)) {
+        st_ov_t *e = (st_ov_t *)m;
+        if (e->restoring && !e->restored) gone[ngone++] = e;
+        e->restoring = e->restored = false;
+    }
+    for (size_t i = 0; i < ngone; i++) {
+        st_map_remove(&s->overlay, &gone[i]->node);
+        st__ov_free(gone[i]);
+    }
+    free(gone);
+}
+
+/* After a failed group: every batch from it on (failed, queued behind it, open) is dropped,
+ * without waiting for LMDB to catch up with the acknowledged ones. */
 static void st__rollback(st_store_t *s)
 {
-    st__drop_overlay(s);
-    st__batch_recycle(s, s->open);
-    s->open = st__batch_new(s);
-    uv_idle_stop(&s->idle);
     uint64_t first = s->fail_first;
     int err = s->fail_err;
     s->fail_first = 0;
+    st__batch_recycle(s, s->open);
+    s->open = st__batch_new(s);
+    uv_idle_stop(&s->idle);
+    st__restore_overlay(s, first);
     uv_mutex_lock(&s->mu);
     s->halted = false;
     uv_cond_signal(&s->cv_sync);
     uv_mutex_unlock(&s->mu);
     for (st_store_listener_t *l = s->listeners; l; l = l->next)
         if (l->on_failed) l->on_failed(l, first, err);
+}
+
+/* Figures the threads gathered, into the metrics (loop only). Called with mu held. */
+static void st__take_figures(st_store_t *s)
+{
+    uint64_t syncs = s->sync_count, applies = s->apply_count;
+    if (syncs) {
+        st_metric_observe(s->m_commit_s, (double)s->sync_ns_sum / 1e9 / (double)syncs);
+        st_metric_observe(s->m_batch_ops, (double)s->group_ops / (double)syncs);
+        st_metric_observe(s->m_batch_writes, (double)s->group_writes / (double)syncs);
+        st_metric_add(s->m_commits, (double)syncs);
+    }
+    if (applies) st_metric_observe(s->m_apply_s, (double)s->apply_ns_sum / 1e9 / (double)applies);
+    if (s->apply_failures) st_metric_add(s->m_apply_failed, (double)s->apply_failures);
+    s->sync_ns_sum = s->sync_count = s->group_ops = s->group_writes = 0;
+    s->apply_ns_sum = s->apply_count = s->apply_failures = 0;
+}
+
+/* A batch is back from the threads: applied (its overlay entries go) or failed. */
+static void st__batch_back(st_store_t *s, st_batch_t *b)
+{
+    TAILQ_REMOVE(&s->inflight, b, link);
+    s->submitted--;
+    if (b->rc == 0) {
+        for (size_t i = 0; i < b->nops; i++) {
+            st_op_t *op = &b->ops[i];
+            st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, b->data.data + op->koff, op->klen);
+            if (e && e->batch == b->id) {
+                st_map_remove(&s->overlay, &e->node);
+                st__ov_free(e);
+            }
+        }
+    } else if (!s->fail_first) {
+        s->fail_first = b->id;
+        s->fail_err = b->rc;
+        st_metric_add(s->m_failed, 1);
+        st_error("store: logging batch %llu failed: %s; rolling back what was not "
+                 "acknowledged",
+                 (unsigned long long)b->id, st_strerror(b->rc));
+    }
+    st__batch_recycle(s, b);
 }
 
 void st__store_on_done(uv_async_t *h)
@@ -413,53 +666,26 @@ void st__store_on_done(uv_async_t *h)
         /* take back what will never reach the log: it fails with the failed group */
         queued = s->q_head;
         s->q_head = s->q_tail = NULL;
+        s->pending -= st__group_bytes(queued);
     }
-    uint64_t sync_ns = s->sync_ns_sum, syncs = s->sync_count, ops = s->group_ops,
-             writes = s->group_writes, apply_ns = s->apply_ns_sum, applies = s->apply_count;
-    s->sync_ns_sum = s->sync_count = s->group_ops = s->group_writes = 0;
-    s->apply_ns_sum = s->apply_count = 0;
+    st__take_figures(s);
     uv_mutex_unlock(&s->mu);
-    if (syncs) {
-        st_metric_observe(s->m_commit_s, (double)sync_ns / 1e9 / (double)syncs);
-        st_metric_observe(s->m_batch_ops, (double)ops / (double)syncs);
-        st_metric_observe(s->m_batch_writes, (double)writes / (double)syncs);
-        st_metric_add(s->m_commits, (double)syncs);
-    }
-    if (applies) st_metric_observe(s->m_apply_s, (double)apply_ns / 1e9 / (double)applies);
     for (st_batch_t *b = list, *next; b; b = next) {
         next = b->next;
-        s->submitted--;
-        if (b->rc == 0) {
-            /* In LMDB now: overlay entries last written by this batch go. */
-            for (size_t i = 0; i < b->nops; i++) {
-                st_op_t *op = &b->ops[i];
-                st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, b->data.data + op->koff, op->klen);
-                if (e && e->batch == b->id) {
-                    st_map_remove(&s->overlay, &e->node);
-                    st__ov_free(e);
-                }
-            }
-        } else if (!s->fail_first) {
-            s->fail_first = b->id;
-            s->fail_err = b->rc;
-            st_metric_add(s->m_failed, 1);
-            st_error("store: logging batch %llu failed: %s; rolling back what was not "
-                     "acknowledged",
-                     (unsigned long long)b->id, st_strerror(b->rc));
-        }
-        st__batch_recycle(s, b);
+        st__batch_back(s, b);
     }
     for (st_batch_t *b = queued, *next; b; b = next) {
         next = b->next;
-        s->submitted--;
-        st__batch_recycle(s, b);
+        b->rc = ST_EIO;
+        st__batch_back(s, b);
     }
     if (acked > s->durable_id) {
         s->durable_id = acked;
         for (st_store_listener_t *l = s->listeners; l; l = l->next)
             if (l->on_durable) l->on_durable(l, s->durable_id);
     }
-    if (s->fail_first && s->submitted == 0) st__rollback(s);
+    /* Halted, the sync thread takes nothing more: every batch not acknowledged is back. */
+    if (s->fail_first) st__rollback(s);
     if (s->submitted == 0) uv_unref((uv_handle_t *)&s->done);
 }
 
@@ -483,6 +709,8 @@ void st__store_stop_threads(st_store_t *s)
     uv_cond_broadcast(&s->cv_apply);
     uv_mutex_unlock(&s->mu);
     uv_thread_join(&s->apply_thread);
-    /* Clean stop: LMDB has everything, so the next start replays nothing. */
-    if (mdb_env_sync(s->env, 1) == 0) st_wal_reset(s->wal);
+    /* Clean stop: LMDB has everything, so the next start replays nothing. Otherwise (applying
+     * is stuck, or LMDB's syncs failed) the log keeps what the next start must replay. */
+    if (s->applied_seq >= s->logged_seq && !s->lmdb_suspect && mdb_env_sync(s->env, 1) == 0)
+        st_wal_reset(s->wal);
 }

@@ -8,6 +8,7 @@
 #include "wal.h"
 
 #include <lmdb.h>
+#include <sys/queue.h>
 
 typedef struct {
     size_t koff, klen, voff, vlen;
@@ -18,11 +19,13 @@ typedef struct {
  * back to the loop, which drops its overlay entries and recycles it. */
 typedef struct st_batch {
     struct st_batch *next;
+    TAILQ_ENTRY(st_batch) link; /* the loop's list of submitted batches not yet returned */
     uint64_t id;
     st_buf_t data; /* keys and values of ops */
     st_op_t *ops;
     size_t nops, cap;
-    size_t writes; /* staged writes, including ones coalesced into an earlier op */
+    size_t writes;  /* staged writes, including ones coalesced into an earlier op */
+    uint64_t bytes; /* what its ops are estimated to take in LMDB (counted against the quota) */
     /* set by the threads */
     uint64_t seq; /* WAL record (shared by a group) */
     int rc;       /* non-zero: never became durable */
@@ -34,6 +37,7 @@ typedef struct {
     uint64_t batch;
     size_t op_idx; /* op in the open batch that carries this value, for in-place coalescing */
     bool del;
+    bool restoring, restored; /* during a rollback only */
     char *val;
     size_t vlen, vcap;
     char key[];
@@ -46,10 +50,18 @@ struct st_store {
     MDB_txn *rtxn;
     bool rtxn_held; /* st_store_read_hold: rtxn stays live across gets */
     st_wal_t *wal;
-    uint64_t quota; /* configured capacity; LMDB's map is larger to absorb the apply lag */
+    char *dir;
+    size_t psize;     /* LMDB page size */
+    uint64_t quota;   /* configured capacity; LMDB's map is larger to absorb the apply lag */
+    uint64_t reserve; /* disk space kept free beyond what acknowledged writes will need */
+    char *watch_dir;  /* another directory strata writes to (the local cold tier), or NULL */
+    uint64_t disk_checked_ms, disk_avail, watch_avail;
+    bool watch_same_fs;
+    char why[256]; /* st_store_refusal's answer */
     st_map_t overlay;
-    st_batch_t *open;      /* staging; loop only */
-    st_batch_t *free_list; /* recycled batches; loop only */
+    st_batch_t *open;                /* staging; loop only */
+    st_batch_t *free_list;           /* recycled batches; loop only */
+    TAILQ_HEAD(, st_batch) inflight; /* submitted, not yet back; loop only, ascending ids */
     uint64_t open_id, durable_id;
     size_t submitted; /* sealed batches not yet returned to the loop */
     uint64_t fail_first;
@@ -65,8 +77,16 @@ struct st_store {
     st_batch_t *d_head, *d_tail; /* applied or failed, waiting for the loop */
     uint64_t acked_id;           /* highest batch id durable in the WAL */
     uint64_t logged_seq, applied_seq;
-    uint64_t used_bytes;
-    bool halted; /* after a WAL failure, until the loop has rolled back */
+    uint64_t used_bytes; /* LMDB pages in use, measured after each apply */
+    uint64_t lmdb_free;  /* bytes of LMDB's free pages: reusable without growing the file */
+    uint64_t pending;    /* estimated bytes of sealed batches not yet in LMDB (or failed) */
+    bool halted;         /* after a failed group, until the loop has rolled back */
+    int log_err;         /* sticky: the redo log failed; nothing is logged until a restart */
+    char log_why[160];
+    int apply_err;           /* the last LMDB apply failed with this (ST_EFULL, ST_EIO); 0: ok */
+    bool lmdb_suspect;       /* LMDB reported an I/O error: the log is never reset again */
+    uint64_t apply_stall_ns; /* when applying started to fail */
+    uint64_t apply_failures;
     bool stop, stop_apply, checkpointing;
     /* figures handed from the threads to the loop */
     uint64_t sync_ns_sum, sync_count, group_ops, group_writes, apply_ns_sum, apply_count;
@@ -78,6 +98,7 @@ struct st_store {
     int closed;
 
     st_metric_t *m_batch_ops, *m_batch_writes, *m_commit_s, *m_apply_s, *m_commits, *m_failed;
+    st_metric_t *m_apply_failed;
 };
 
 /* commit.c */
@@ -91,6 +112,10 @@ st_batch_t *st__batch_new(st_store_t *s);
 int st__mdb_err(int rc);
 
 /* store.c */
+uint64_t st__op_cost(const st_store_t *s, size_t klen, size_t vlen, bool del);
+void st__batch_add(st_store_t *s, st_batch_t *b, const void *key, size_t klen, const void *val,
+                   size_t vlen, bool del);
+void st__ov_set(st_store_t *s, st_batch_t *b, size_t op_idx);
 void st__ov_free(st_ov_t *e);
 void st__drop_overlay(st_store_t *s);
 

@@ -36,6 +36,12 @@ void st__drop_overlay(st_store_t *s)
     }
 }
 
+static char *st__dup(const char *p)
+{
+    size_t n = strlen(p) + 1;
+    return memcpy(st_calloc(1, n), p, n);
+}
+
 static void st__on_idle(uv_idle_t *h)
 {
     (void)h;
@@ -61,6 +67,41 @@ static double st__gauge_size(void *arg)
     return (double)size;
 }
 
+static double st__gauge_health(void *arg, unsigned what)
+{
+    st_store_t *s = arg;
+    st_store_health_t h;
+    st_store_health(s, &h);
+    if (what == 0) return (double)h.backlog;
+    if (what == 1) return (double)h.disk_free;
+    return (h.flags & what) ? 1 : 0;
+}
+
+static double st__gauge_backlog(void *arg)
+{
+    return st__gauge_health(arg, 0);
+}
+
+static double st__gauge_disk(void *arg)
+{
+    return st__gauge_health(arg, 1);
+}
+
+static double st__gauge_log_failed(void *arg)
+{
+    return st__gauge_health(arg, ST_STORE_LOG_FAILED);
+}
+
+static double st__gauge_stalled(void *arg)
+{
+    return st__gauge_health(arg, ST_STORE_APPLY_STALLED);
+}
+
+static double st__gauge_writable(void *arg)
+{
+    return st_store_writable(arg) == ST_OK;
+}
+
 static void st__metrics(st_store_t *s)
 {
     s->m_batch_ops = st_metrics_histogram("strata_commit_batch_ops",
@@ -79,26 +120,47 @@ static void st__metrics(st_store_t *s)
     s->m_commits = st_metrics_counter("strata_commits_total", "Group commits completed", "");
     s->m_failed = st_metrics_counter("strata_commit_failures_total",
                                      "Group commits that failed and were rolled back", "");
-    st_metrics_gauge_fn("strata_hot_bytes", "Bytes used in the LMDB hot store", "", st__gauge_used,
-                        s);
-    st_metrics_gauge_fn("strata_hot_capacity_bytes", "Configured hot store capacity", "",
+    s->m_apply_failed =
+        st_metrics_counter("strata_lmdb_apply_failures_total",
+                           "LMDB transactions applying logged groups that failed (retried)", "");
+    st_metrics_gauge_fn("strata_hot_bytes",
+                        "Bytes counted against the hot store quota: in LMDB, plus acknowledged "
+                        "or staged and not applied yet",
+                        "", st__gauge_used, s);
+    st_metrics_gauge_fn("strata_hot_capacity_bytes",
+                        "Hot store capacity: --map-size, or less when the disk has less room", "",
                         st__gauge_size, s);
+    st_metrics_gauge_fn("strata_store_backlog_bytes",
+                        "Estimated bytes acknowledged or staged and not yet applied to LMDB", "",
+                        st__gauge_backlog, s);
+    st_metrics_gauge_fn("strata_store_disk_free_bytes", "Free bytes on the data directory's disk",
+                        "", st__gauge_disk, s);
+    st_metrics_gauge_fn("strata_store_log_failed",
+                        "1 after a redo log write or sync failed (writes refused until restart)",
+                        "", st__gauge_log_failed, s);
+    st_metrics_gauge_fn("strata_store_apply_stalled",
+                        "1 while applying acknowledged writes to LMDB keeps failing", "",
+                        st__gauge_stalled, s);
+    st_metrics_gauge_fn("strata_store_writable", "1 when the store accepts writes", "",
+                        st__gauge_writable, s);
 }
 
-int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts)
+/* LMDB's map is larger than the quota: writes are refused at the quota, and the headroom
+ * absorbs what is admitted meanwhile (one request past the quota at most, estimated low) and
+ * the estimate's error on what was acknowledged but not applied yet. */
+static uint64_t st__map_size(const st_store_opts_t *o)
 {
-    if (mkdir(opts->dir, 0755) != 0 && errno != EEXIST) {
-        st_error("store: cannot create %s: %s", opts->dir, strerror(errno));
-        return ST_EIO;
-    }
-    st_store_t *s = st_calloc(1, sizeof *s);
-    s->loop = loop;
-    s->quota = opts->map_size;
-    /* LMDB's map is larger than the quota: writes are refused at the quota, and the headroom
-     * absorbs groups that were acknowledged but not yet applied. */
-    uint64_t headroom = opts->map_size / 4 > (32ULL << 20) ? opts->map_size / 4 : 32ULL << 20;
+    uint64_t max_write = o->max_write ? o->max_write : 8ULL << 20;
+    uint64_t headroom = o->map_size / 4;
+    if (headroom < (32ULL << 20)) headroom = 32ULL << 20;
+    if (headroom < 4 * max_write) headroom = 4 * max_write;
+    return o->map_size + headroom;
+}
+
+static int st__lmdb_open(st_store_t *s, const st_store_opts_t *opts)
+{
     int rc = mdb_env_create(&s->env);
-    if (!rc) rc = mdb_env_set_mapsize(s->env, opts->map_size + headroom);
+    if (!rc) rc = mdb_env_set_mapsize(s->env, st__map_size(opts));
     if (!rc) rc = mdb_env_set_maxreaders(s->env, 64);
     if (!rc) rc = mdb_env_open(s->env, opts->dir, MDB_NOTLS | MDB_NOMETASYNC, 0644);
     MDB_txn *txn = NULL;
@@ -112,33 +174,74 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     if (rc) {
         st_error("store: cannot open LMDB in %s: %s", opts->dir, mdb_strerror(rc));
         if (s->env) mdb_env_close(s->env);
-        free(s);
         return st__mdb_err(rc);
     }
     mdb_txn_reset(s->rtxn);
-    int err = st_wal_open(opts->dir, opts->wal_size ? opts->wal_size : ST__WAL_SIZE, &s->wal);
-    if (err == ST_OK) err = st__store_recover(s);
-    if (err != ST_OK) {
-        st_error("store: recovery from the redo log in %s failed: %s", opts->dir, st_strerror(err));
-        st_wal_close(s->wal);
-        mdb_txn_abort(s->rtxn);
-        mdb_env_close(s->env);
-        free(s);
-        return err;
+    MDB_stat st;
+    mdb_env_stat(s->env, &st);
+    s->psize = st.ms_psize;
+    return ST_OK;
+}
+
+static void st__free_struct(st_store_t *s)
+{
+    st_map_free(&s->overlay);
+    uv_mutex_destroy(&s->mu);
+    uv_cond_destroy(&s->cv_sync);
+    uv_cond_destroy(&s->cv_apply);
+    uv_cond_destroy(&s->cv_applied);
+    free(s->dir);
+    free(s->watch_dir);
+    free(s);
+}
+
+int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts)
+{
+    if (mkdir(opts->dir, 0755) != 0 && errno != EEXIST) {
+        st_error("store: cannot create %s: %s", opts->dir, strerror(errno));
+        return ST_EIO;
     }
+    st_store_t *s = st_calloc(1, sizeof *s);
+    s->loop = loop;
+    s->dir = st__dup(opts->dir);
+    s->watch_dir = opts->watch_dir ? st__dup(opts->watch_dir) : NULL;
+    s->quota = opts->map_size;
+    uint64_t max_write = opts->max_write ? opts->max_write : 8ULL << 20;
+    s->reserve = max_write * 2 > (16ULL << 20) ? max_write * 2 : 16ULL << 20;
     st_map_init(&s->overlay);
-    s->open = st__batch_new(s);
+    TAILQ_INIT(&s->inflight);
     uv_mutex_init(&s->mu);
     uv_cond_init(&s->cv_sync);
     uv_cond_init(&s->cv_apply);
     uv_cond_init(&s->cv_applied);
+    int err = st__lmdb_open(s, opts);
+    if (err != ST_OK) {
+        st__free_struct(s);
+        return err;
+    }
+    err = st_wal_open(opts->dir, opts->wal_size ? opts->wal_size : ST__WAL_SIZE, &s->wal);
+    if (err == ST_OK) err = st__store_recover(s);
+    if (err != ST_OK) {
+        st_error("store: recovery from the redo log in %s failed: %s", opts->dir, st_strerror(err));
+        st__drop_overlay(s);
+        for (st_batch_t *b = s->a_head, *n; b; b = n) {
+            n = b->next;
+            st__batch_free(b);
+        }
+        st_wal_close(s->wal);
+        mdb_txn_abort(s->rtxn);
+        mdb_env_close(s->env);
+        st__free_struct(s);
+        return err;
+    }
+    s->open = st__batch_new(s);
     uv_async_init(loop, &s->done, st__store_on_done);
     s->done.data = s;
     uv_check_init(loop, &s->check);
     s->check.data = s;
     uv_check_start(&s->check, st__on_check);
     uv_unref((uv_handle_t *)&s->check);
-    uv_unref((uv_handle_t *)&s->done);
+    if (s->submitted == 0) uv_unref((uv_handle_t *)&s->done);
     uv_idle_init(loop, &s->idle);
     s->idle.data = s;
     st__metrics(s);
@@ -150,14 +253,13 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
 static void st__on_closed(uv_handle_t *h)
 {
     st_store_t *s = h->data;
-    if (++s->closed == 3) free(s);
+    if (++s->closed == 3) st__free_struct(s);
 }
 
 void st_store_close(st_store_t *s)
 {
     st__store_stop_threads(s);
     st__drop_overlay(s);
-    st_map_free(&s->overlay);
     s->open->next = NULL;
     st_batch_t *lists[] = {s->free_list, s->q_head, s->a_head, s->d_head, s->open};
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
@@ -169,10 +271,6 @@ void st_store_close(st_store_t *s)
     st_wal_close(s->wal);
     mdb_txn_abort(s->rtxn);
     mdb_env_close(s->env);
-    uv_mutex_destroy(&s->mu);
-    uv_cond_destroy(&s->cv_sync);
-    uv_cond_destroy(&s->cv_apply);
-    uv_cond_destroy(&s->cv_applied);
     /* The struct is freed once the handles have closed (the loop must run once more). */
     uv_close((uv_handle_t *)&s->done, st__on_closed);
     uv_close((uv_handle_t *)&s->check, st__on_closed);
@@ -223,6 +321,64 @@ void st_store_read_release(st_store_t *s)
     s->rtxn_held = false;
 }
 
+/* Roughly what a put takes in LMDB: a leaf node plus its share of a half-full page, or its own
+ * overflow pages for a big value. Deletes count nothing (they free space once applied). The
+ * estimate stands in for the real figure only until the batch is applied and measured. */
+uint64_t st__op_cost(const st_store_t *s, size_t klen, size_t vlen, bool del)
+{
+    if (del) return 0;
+    uint64_t node = 8 + 2 + (uint64_t)klen;
+    if (node + vlen > s->psize / 2 - 16)
+        return (vlen + 16 + s->psize - 1) / s->psize * s->psize + 2 * (node + 8);
+    return 2 * (node + vlen);
+}
+
+/* Appends one op to a batch (loop only, while the batch is open or before it is queued). */
+void st__batch_add(st_store_t *s, st_batch_t *b, const void *key, size_t klen, const void *val,
+                   size_t vlen, bool del)
+{
+    if (b->nops == b->cap) {
+        b->cap = b->cap ? b->cap * 2 : 256;
+        b->ops = st_realloc(b->ops, b->cap * sizeof *b->ops);
+    }
+    st_op_t *op = &b->ops[b->nops++];
+    op->koff = b->data.len;
+    op->klen = klen;
+    st_buf_append(&b->data, key, klen);
+    op->voff = b->data.len;
+    op->vlen = del ? 0 : vlen;
+    op->del = del;
+    if (!del) st_buf_append(&b->data, val, vlen);
+    b->bytes += st__op_cost(s, klen, vlen, del);
+    b->writes++;
+}
+
+/* Makes the overlay entry of an op's key carry that op's value (creating the entry). */
+void st__ov_set(st_store_t *s, st_batch_t *b, size_t op_idx)
+{
+    const st_op_t *op = &b->ops[op_idx];
+    const char *key = b->data.data + op->koff;
+    st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, key, op->klen);
+    if (!e) {
+        e = st_calloc(1, sizeof *e + op->klen);
+        memcpy(e->key, key, op->klen);
+        e->node.key = e->key;
+        e->node.klen = op->klen;
+        st_map_insert(&s->overlay, &e->node);
+    }
+    e->batch = b->id;
+    e->op_idx = op_idx;
+    e->del = op->del;
+    if (!op->del && op->vlen) {
+        if (e->vcap < op->vlen) {
+            e->val = st_realloc(e->val, op->vlen);
+            e->vcap = op->vlen;
+        }
+        memcpy(e->val, b->data.data + op->voff, op->vlen);
+    }
+    e->vlen = op->vlen;
+}
+
 static int st__stage(st_store_t *s, const void *key, size_t klen, const void *val, size_t vlen,
                      bool del, uint64_t *wait)
 {
@@ -240,41 +396,11 @@ static int st__stage(st_store_t *s, const void *key, size_t klen, const void *va
         if (*wait < b->id) *wait = b->id;
         return ST_OK;
     }
-    if (b->nops == b->cap) {
-        b->cap = b->cap ? b->cap * 2 : 256;
-        b->ops = st_realloc(b->ops, b->cap * sizeof *b->ops);
-    }
-    st_op_t *op = &b->ops[b->nops];
     /* Staged work must not wait for unrelated I/O to wake the loop: the idle handle makes this
      * iteration's poll return at once so the check handle seals the batch. */
     if (b->nops == 0) uv_idle_start(&s->idle, st__on_idle);
-    op->koff = b->data.len;
-    op->klen = klen;
-    st_buf_append(&b->data, key, klen);
-    op->voff = b->data.len;
-    op->vlen = del ? 0 : vlen;
-    op->del = del;
-    if (!del) st_buf_append(&b->data, val, vlen);
-    if (!e) {
-        e = st_calloc(1, sizeof *e + klen);
-        memcpy(e->key, key, klen);
-        e->node.key = e->key;
-        e->node.klen = klen;
-        st_map_insert(&s->overlay, &e->node);
-    }
-    e->batch = b->id;
-    e->op_idx = b->nops;
-    e->del = del;
-    if (!del && vlen) {
-        if (e->vcap < vlen) {
-            e->val = st_realloc(e->val, vlen);
-            e->vcap = vlen;
-        }
-        memcpy(e->val, val, vlen);
-    }
-    e->vlen = del ? 0 : vlen;
-    b->nops++;
-    b->writes++;
+    st__batch_add(s, b, key, klen, val, vlen, del);
+    st__ov_set(s, b, b->nops - 1);
     if (*wait < b->id) *wait = b->id;
     return ST_OK;
 }
@@ -300,19 +426,117 @@ bool st_store_idle(const st_store_t *s)
     return s->submitted == 0 && s->open->nops == 0;
 }
 
+/* Free space changes behind our back (flushes, other programs, an operator making room): look
+ * again at most every 50 ms of loop time. statvfs reads counters kept in memory. */
+static void st__refresh_disk(st_store_t *s)
+{
+    uint64_t now = uv_now(s->loop);
+    if (s->disk_checked_ms && now < s->disk_checked_ms + 50) return;
+    s->disk_checked_ms = now;
+    s->disk_avail = st__disk_avail(s->dir);
+    if (!s->watch_dir) return;
+    struct stat a, b;
+    s->watch_same_fs = stat(s->dir, &a) == 0 && stat(s->watch_dir, &b) == 0 && a.st_dev == b.st_dev;
+    s->watch_avail = s->watch_same_fs ? UINT64_MAX : st__disk_avail(s->watch_dir);
+}
+
+static int st__refuse(const st_store_health_t *h, int apply_err)
+{
+    if (h->flags & ST_STORE_LOG_FAILED) return ST_EIO;
+    if (h->flags & (ST_STORE_FULL | ST_STORE_DISK_FULL | ST_STORE_COLD_DISK_FULL)) return ST_EFULL;
+    if (h->flags & ST_STORE_APPLY_STALLED) return apply_err == ST_EFULL ? ST_EFULL : ST_EIO;
+    return ST_OK;
+}
+
+void st_store_health(st_store_t *s, st_store_health_t *h)
+{
+    st__refresh_disk(s);
+    uv_mutex_lock(&s->mu);
+    uint64_t applied = s->used_bytes, pending = s->pending + s->open->bytes;
+    uint64_t lmdb_free = s->lmdb_free, stall_ns = s->apply_stall_ns;
+    int log_err = s->log_err, apply_err = s->apply_err;
+    uv_mutex_unlock(&s->mu);
+    memset(h, 0, sizeof *h);
+    h->quota = s->quota;
+    h->used = applied + pending;
+    h->backlog = pending;
+    h->disk_free = s->disk_avail;
+    /* What the disk can still take: its free space plus LMDB's reusable pages, less what the
+     * backlog will need once applied, less a reserve (LMDB's copy-on-write, the cold tier). */
+    uint64_t room = s->disk_avail > UINT64_MAX - lmdb_free ? UINT64_MAX : s->disk_avail + lmdb_free;
+    uint64_t need = pending + s->reserve;
+    uint64_t left = room > need ? room - need : 0;
+    h->capacity = h->used + left < s->quota ? h->used + left : s->quota;
+    if (log_err) h->flags |= ST_STORE_LOG_FAILED;
+    if (h->used >= s->quota) h->flags |= ST_STORE_FULL;
+    if (left == 0) h->flags |= ST_STORE_DISK_FULL;
+    if (s->watch_dir && s->watch_avail < s->reserve) h->flags |= ST_STORE_COLD_DISK_FULL;
+    if (apply_err) {
+        h->flags |= ST_STORE_APPLY_STALLED;
+        h->stalled_ms = (st_mono_ns() - stall_ns) / 1000000;
+    }
+    h->refuse = st__refuse(h, apply_err);
+}
+
+const char *st_store_reason(unsigned flag)
+{
+    switch (flag) {
+    case ST_STORE_LOG_FAILED:
+        return "redo_log_failed";
+    case ST_STORE_FULL:
+        return "store_full";
+    case ST_STORE_DISK_FULL:
+        return "disk_full";
+    case ST_STORE_APPLY_STALLED:
+        return "apply_stalled";
+    case ST_STORE_COLD_DISK_FULL:
+        return "cold_disk_full";
+    default:
+        return "unknown";
+    }
+}
+
 void st_store_usage(st_store_t *s, uint64_t *used, uint64_t *size)
 {
-    uv_mutex_lock(&s->mu);
-    *used = s->used_bytes;
-    uv_mutex_unlock(&s->mu);
-    *size = s->quota;
+    st_store_health_t h;
+    st_store_health(s, &h);
+    *used = h.used;
+    *size = h.capacity;
 }
 
 int st_store_writable(st_store_t *s)
 {
-    uint64_t used, size;
-    st_store_usage(s, &used, &size);
-    return used >= size ? ST_EFULL : ST_OK;
+    st_store_health_t h;
+    st_store_health(s, &h);
+    return h.refuse;
+}
+
+const char *st_store_refusal(st_store_t *s)
+{
+    st_store_health_t h;
+    st_store_health(s, &h);
+    if (h.flags & ST_STORE_LOG_FAILED) {
+        uv_mutex_lock(&s->mu);
+        snprintf(s->why, sizeof s->why, "%s; restart strata to recover", s->log_why);
+        uv_mutex_unlock(&s->mu);
+    } else if (h.flags & ST_STORE_FULL) {
+        snprintf(s->why, sizeof s->why, "the hot store is full (%llu of %llu bytes, --map-size)",
+                 (unsigned long long)h.used, (unsigned long long)h.quota);
+    } else if (h.flags & ST_STORE_DISK_FULL) {
+        snprintf(s->why, sizeof s->why,
+                 "the data directory's disk is full (%llu bytes free, %llu needed)",
+                 (unsigned long long)h.disk_free, (unsigned long long)(h.backlog + s->reserve));
+    } else if (h.flags & ST_STORE_COLD_DISK_FULL) {
+        snprintf(s->why, sizeof s->why, "the cold tier's disk is full (%llu bytes free)",
+                 (unsigned long long)s->watch_avail);
+    } else if (h.flags & ST_STORE_APPLY_STALLED) {
+        snprintf(s->why, sizeof s->why,
+                 "acknowledged writes cannot be applied to LMDB (%s, for %llu ms)",
+                 st_strerror(h.refuse), (unsigned long long)h.stalled_ms);
+    } else {
+        snprintf(s->why, sizeof s->why, "the store takes writes");
+    }
+    return s->why;
 }
 
 static int st__ov_cmp(const void *a, const void *b)

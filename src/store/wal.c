@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -70,6 +71,13 @@ static int st__write_header(st_wal_t *w)
     return rc;
 }
 
+uint64_t st__disk_avail(const char *dir)
+{
+    struct statvfs v;
+    if (statvfs(dir, &v) != 0) return UINT64_MAX;
+    return (uint64_t)v.f_bavail * (uint64_t)v.f_frsize;
+}
+
 int st_wal_open(const char *dir, uint64_t size, st_wal_t **out)
 {
     char path[1200];
@@ -109,7 +117,9 @@ int st_wal_open(const char *dir, uint64_t size, st_wal_t **out)
             close(dfd);
         }
         if (rc != ST_OK) {
-            st_error("wal: cannot initialise %s", path);
+            st_error("wal: cannot initialise %s (%llu bytes, written in full; %llu bytes free): %s",
+                     path, (unsigned long long)size, (unsigned long long)st__disk_avail(dir),
+                     st_strerror(rc));
             st_wal_close(w);
             return rc;
         }
@@ -174,9 +184,12 @@ int st_wal_append(st_wal_t *w, uint64_t seq, const char *payload, size_t len)
 {
     uint64_t need = st_wal_record_size(len);
     if (len == 0 || len > UINT32_MAX || need > st_wal_remaining(w)) return ST_ETOOLARGE;
-    if (w->cap < need) {
-        w->buf = st_realloc(w->buf, need);
-        w->cap = need;
+    /* An empty header after the record ends replay there, whatever an earlier write that
+     * failed half-way left behind (the next record overwrites it). */
+    uint64_t out = need + ST__REC_HDR <= st_wal_remaining(w) ? need + ST__REC_HDR : need;
+    if (w->cap < out) {
+        w->buf = st_realloc(w->buf, out);
+        w->cap = out;
     }
     uint32_t l = (uint32_t)len, crc = st__crc(w->gen, seq, payload, len);
     memcpy(w->buf, &l, 4);
@@ -184,7 +197,10 @@ int st_wal_append(st_wal_t *w, uint64_t seq, const char *payload, size_t len)
     memcpy(w->buf + 8, &w->gen, 8);
     memcpy(w->buf + 16, &seq, 8);
     memcpy(w->buf + ST__REC_HDR, payload, len);
-    int rc = st__write_all(w->fd, w->buf, need, w->off);
+    memset(w->buf + need, 0, out - need);
+    int rc = st__write_all(w->fd, w->buf, out, w->off);
+    /* A failed fdatasync may have dropped dirty pages that a later one would not report: the
+     * log's contents are unknown from here on (the caller stops using it). */
     if (rc == ST_OK && fdatasync(w->fd) != 0) rc = ST_EIO;
     if (rc == ST_OK) w->off += need;
     return rc;

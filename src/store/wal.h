@@ -28,8 +28,14 @@ int st_wal_replay(st_wal_t *w, st_wal_replay_fn fn, void *arg);
 uint64_t st_wal_record_size(size_t payload_len);
 uint64_t st_wal_remaining(const st_wal_t *w);
 
-/* Writes one record and fdatasyncs. ST_ETOOLARGE if it does not fit; ST_EIO / ST_EFULL. */
+/* Writes one record and fdatasyncs. ST_ETOOLARGE if it does not fit. ST_EFULL: the write ran
+ * out of space, nothing of it can replay, and the log may be used again. ST_EIO: a write or
+ * fdatasync failed; what the log holds is unknown, so the caller must stop appending. */
 int st_wal_append(st_wal_t *w, uint64_t seq, const char *payload, size_t len);
+
+/* Bytes free for unprivileged users on the disk that holds dir (UINT64_MAX if it cannot be told).
+ */
+uint64_t st__disk_avail(const char *dir);
 
 /* Starts a new generation (everything before must already be durable elsewhere). */
 int st_wal_reset(st_wal_t *w);
