@@ -67,34 +67,35 @@ static double st__gauge_size(void *arg)
     return (double)size;
 }
 
-static double st__gauge_health(void *arg, unsigned what)
-{
-    st_store_t *s = arg;
-    st_store_health_t h;
-    st_store_health(s, &h);
-    if (what == 0) return (double)h.backlog;
-    if (what == 1) return (double)h.disk_free;
-    return (h.flags & what) ? 1 : 0;
-}
-
 static double st__gauge_backlog(void *arg)
 {
-    return st__gauge_health(arg, 0);
+    st_store_health_t h;
+    st_store_health(arg, &h);
+    return (double)h.backlog;
 }
 
 static double st__gauge_disk(void *arg)
 {
-    return st__gauge_health(arg, 1);
+    st_store_health_t h;
+    st_store_health(arg, &h);
+    return (double)h.disk_free;
+}
+
+static double st__gauge_flag(void *arg, unsigned flag)
+{
+    st_store_health_t h;
+    st_store_health(arg, &h);
+    return (h.flags & flag) ? 1 : 0;
 }
 
 static double st__gauge_log_failed(void *arg)
 {
-    return st__gauge_health(arg, ST_STORE_LOG_FAILED);
+    return st__gauge_flag(arg, ST_STORE_LOG_FAILED);
 }
 
 static double st__gauge_stalled(void *arg)
 {
-    return st__gauge_health(arg, ST_STORE_APPLY_STALLED);
+    return st__gauge_flag(arg, ST_STORE_APPLY_STALLED);
 }
 
 static double st__gauge_writable(void *arg)

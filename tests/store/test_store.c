@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for the store: overlay read-your-writes, group commit, durability ids, scans,
- * reopen, and rollback when a commit fails (map full). */
+ * reopen, the quota, and what happens when LMDB cannot take acknowledged writes (map full). */
 #include "../test.h"
 #include "../fixture.h"
 #include "strata/metrics.h"
@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 #include <unistd.h>
+#include <zlib.h>
 
 typedef struct {
     st_store_listener_t l;
@@ -292,6 +293,210 @@ TEST(ranges_run_both_ways_with_bounds_over_durable_and_staged_keys)
     st_buf_free(&b);
     fx_settle(&fx, s);
     fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+/* Runs the loop (waking every 5 ms) until done(arg) or about 20 s have passed. */
+static int wake_count;
+static void on_wake(uv_timer_t *t)
+{
+    (void)t;
+    wake_count++;
+}
+
+static bool run_until(fx_t *f, bool (*done)(void *), void *arg)
+{
+    uv_timer_t t;
+    uv_timer_init(&f->loop, &t);
+    uv_timer_start(&t, on_wake, 5, 5);
+    bool ok = false;
+    for (int i = 0; i < 4000 && !(ok = done(arg)); i++)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+    return ok;
+}
+
+static bool is_stalled(void *arg)
+{
+    st_store_health_t h;
+    st_store_health(arg, &h);
+    return (h.flags & ST_STORE_APPLY_STALLED) != 0;
+}
+
+typedef struct {
+    st_store_t *s;
+    uint64_t id;
+} durable_arg_t;
+
+static bool is_durable(void *arg)
+{
+    durable_arg_t *d = arg;
+    return st_store_durable_id(d->s) >= d->id;
+}
+
+static bool has_failed(void *arg)
+{
+    return ((watch_t *)arg)->failed_first != 0;
+}
+
+static void put_big(st_store_t *s, const char *prefix, int n, uint64_t *wait)
+{
+    char *val = malloc(1 << 20);
+    memset(val, 'b', 1 << 20);
+    for (int i = 0; i < n; i++) {
+        char k[32];
+        int kl = snprintf(k, sizeof k, "%s%03d", prefix, i);
+        CHECK_EQ(st_store_put(s, k, (size_t)kl, val, 1 << 20, wait), ST_OK);
+    }
+    free(val);
+}
+
+/* Regression: used_bytes grew only after each LMDB apply, so 38 x 1 MiB writes were admitted
+ * against a 16 MiB quota before any of them was applied. */
+TEST(quota_counts_writes_staged_and_acknowledged_not_only_applied)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    watch_t w;
+    st_store_t *s = open_store(&fx, 16 << 20, &w);
+    uint64_t wait = 0;
+    int admitted = 0;
+    for (int i = 0; i < 38; i++) {
+        if (st_store_writable(s) != ST_OK) break;
+        char k[16];
+        put_big(s, (snprintf(k, sizeof k, "m%02d-", i), k), 1, &wait);
+        admitted++;
+        uv_run(&fx.loop, UV_RUN_NOWAIT); /* seal and hand over, as the server does */
+    }
+    CHECK(admitted <= 16);
+    CHECK_EQ(st_store_writable(s), ST_EFULL);
+    st_store_health_t h;
+    st_store_health(s, &h);
+    CHECK(h.flags & ST_STORE_FULL);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+/* Regression: when LMDB could not take what the log had acknowledged (MAP_FULL, a full disk),
+ * the apply thread retried forever while the log's checkpoint waited for it: every later write
+ * hung and nothing said so. Now the stall shows, writes are refused, a group that needs the
+ * checkpoint fails at once and rolls back to the acknowledged values, and a restart that still
+ * cannot apply the log starts anyway and serves them. */
+TEST(apply_stuck_on_a_full_map_is_visible_refuses_writes_and_never_hangs_the_log)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    watch_t w;
+    /* 1 MiB quota: a 33 MiB map; a 64 MiB log takes a 40 MiB group that LMDB cannot */
+    st_store_t *s = fx_store(&fx, 1 << 20, 64 << 20);
+    w = (watch_t){{NULL, on_durable, on_failed}, 0, 0, 0};
+    st_store_listen(s, &w.l);
+    uint64_t wait = 0;
+    CHECK_EQ(st_store_put(s, "k", 1, "v1", 2, &wait), ST_OK);
+    put_big(s, "a", 40, &wait);
+    durable_arg_t d = {s, wait};
+    CHECK(run_until(&fx, is_durable, &d)); /* acknowledged: it is in the log */
+    CHECK(run_until(&fx, is_stalled, s));
+    CHECK_EQ(st_store_writable(s), ST_EFULL);
+    const void *v;
+    size_t vl;
+    uint64_t rw = 0;
+    CHECK_EQ(st_store_get(s, "k", 1, &v, &vl, &rw), ST_OK);
+    CHECK(vl == 2 && memcmp(v, "v1", 2) == 0);
+    /* a group that does not fit in what is left of the log needs a checkpoint: refused */
+    uint64_t w2 = 0;
+    CHECK_EQ(st_store_put(s, "k", 1, "v2", 2, &w2), ST_OK);
+    put_big(s, "b", 25, &w2);
+    CHECK(run_until(&fx, has_failed, &w));
+    CHECK_EQ(w.failed_err, ST_EFULL);
+    CHECK(w.failed_first > wait && w.failed_first <= w2);
+    rw = 0;
+    CHECK_EQ(st_store_get(s, "k", 1, &v, &vl, &rw), ST_OK); /* back to the acknowledged value */
+    CHECK(vl == 2 && memcmp(v, "v1", 2) == 0);
+    CHECK(rw <= st_store_durable_id(s));
+    CHECK_EQ(st_store_get(s, "b000", 4, &v, &vl, &rw), ST_ENOTFOUND);
+    CHECK_EQ(st_store_get(s, "a039", 4, &v, &vl, &rw), ST_OK);
+    st_store_close(s); /* does not wait for the apply that cannot succeed */
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+
+    /* restart, LMDB still too small: it starts, serves the log's values, refuses writes */
+    s = fx_store(&fx, 1 << 20, 64 << 20);
+    CHECK(is_stalled(s));
+    CHECK_EQ(st_store_writable(s), ST_EFULL);
+    rw = 0;
+    CHECK_EQ(st_store_get(s, "k", 1, &v, &vl, &rw), ST_OK);
+    CHECK(vl == 2 && memcmp(v, "v1", 2) == 0);
+    CHECK(rw <= st_store_durable_id(s));
+    CHECK_EQ(st_store_get(s, "a017", 4, &v, &vl, &rw), ST_OK);
+    CHECK(vl == 1 << 20);
+    st_store_close(s);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+
+    /* with room, the log applies and everything acknowledged is there */
+    s = fx_store(&fx, 128 << 20, 64 << 20);
+    CHECK_EQ(st_store_writable(s), ST_OK);
+    CHECK(!is_stalled(s));
+    rw = 0;
+    CHECK_EQ(st_store_get(s, "k", 1, &v, &vl, &rw), ST_OK);
+    CHECK(vl == 2 && memcmp(v, "v1", 2) == 0);
+    CHECK_EQ(rw, 0);
+    CHECK_EQ(st_store_get(s, "a039", 4, &v, &vl, &rw), ST_OK);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+/* Regression: after a failed append the log was written again at the same place; a shorter
+ * record left the failed one's bytes behind it, and replay could read on into them (here a
+ * record hidden in the failed payload, as a client's value could hold one). */
+static void wal_record(char *out, uint64_t seq, const char *p, uint32_t len, bool good_crc)
+{
+    uint64_t gen = 1; /* a fresh log's generation */
+    uLong c = crc32(0L, Z_NULL, 0);
+    c = crc32(c, (const Bytef *)&gen, 8);
+    c = crc32(c, (const Bytef *)&seq, 8);
+    c = crc32(c, (const Bytef *)p, len);
+    uint32_t crc = (uint32_t)c ^ (good_crc ? 0 : 1);
+    memcpy(out, &len, 4);
+    memcpy(out + 4, &crc, 4);
+    memcpy(out + 8, &gen, 8);
+    memcpy(out + 16, &seq, 8);
+    memcpy(out + 24, p, len);
+}
+
+TEST(wal_rewritten_after_a_failed_append_never_replays_what_the_failed_one_left)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_wal_t *w;
+    CHECK_EQ(st_wal_open(fx.dir, 1 << 20, &w), ST_OK);
+    CHECK_EQ(st_wal_append(w, 1, "aaaa", 4), ST_OK);
+    st_wal_close(w);
+    /* the failed append of seq 2, torn: "xxxx" then a well-formed seq 3 in its payload */
+    char hidden[32], payload[36], failed[60];
+    wal_record(hidden, 3, "PHANTOM!", 8, true);
+    memcpy(payload, "xxxx", 4);
+    memcpy(payload + 4, hidden, 32);
+    wal_record(failed, 2, payload, 36, false);
+    char path[256];
+    snprintf(path, sizeof path, "%s/strata.wal", fx.dir);
+    FILE *f = fopen(path, "r+b");
+    CHECK(f);
+    fseek(f, ST_WAL_HEADER + 28, SEEK_SET);
+    CHECK_EQ(fwrite(failed, 1, sizeof failed, f), sizeof failed);
+    fclose(f);
+    /* the retry: seq 2 again, shorter, in the same place */
+    CHECK_EQ(st_wal_open(fx.dir, 1 << 20, &w), ST_OK);
+    uint64_t last = 0;
+    CHECK_EQ(st_wal_replay(w, replay_count, &last), ST_OK);
+    CHECK_EQ(last, 1);
+    CHECK_EQ(st_wal_append(w, 2, "bbbb", 4), ST_OK);
+    st_wal_close(w);
+    CHECK_EQ(st_wal_open(fx.dir, 1 << 20, &w), ST_OK);
+    last = 0;
+    CHECK_EQ(st_wal_replay(w, replay_count, &last), ST_OK);
+    CHECK_EQ(last, 2); /* not 3 */
+    st_wal_close(w);
     fx_end(&fx);
 }
 
