@@ -182,8 +182,7 @@ static void st__apply_failed(st_store_t *s, st_batch_t *group, st_batch_t *last,
         *logged_ns = now;
     }
     s->apply_err = err;
-    if (err == ST_EIO) s->lmdb_suspect = true; /* its syncs may have lost pages: keep the log */
-    uv_cond_broadcast(&s->cv_applied);         /* a checkpoint waiting for us gives up */
+    uv_cond_broadcast(&s->cv_applied); /* a checkpoint waiting for us gives up */
 }
 
 static void st__apply_thread(void *arg)
@@ -255,17 +254,19 @@ static int st__checkpoint(st_store_t *s)
         uv_cond_wait(&s->cv_applied, &s->mu);
     s->checkpointing = false;
     if (s->applied_seq < s->logged_seq) return s->apply_err;
-    if (s->lmdb_suspect) {
-        st__fail_stop(s, "LMDB reported an I/O error, so the redo log cannot be reused");
-        return ST_EIO;
-    }
+    /* A failed apply needs no care here: LMDB keeps two meta pages, so a commit that succeeds
+     * after one whose fdatasync failed makes everything before it durable again, and the wait
+     * above needed such a commit. A failed sync of our own is different: nothing after it would
+     * re-dirty what it may have lost, so the log is kept. */
     uv_mutex_unlock(&s->mu);
     const char *what = NULL;
-    if (mdb_env_sync(s->env, 1) != 0)
+    bool synced = mdb_env_sync(s->env, 1) == 0;
+    if (!synced)
         what = "syncing LMDB for a redo log checkpoint failed";
     else if (st_wal_reset(s->wal) != ST_OK)
         what = "starting a new redo log generation failed";
     uv_mutex_lock(&s->mu);
+    if (!synced) s->lmdb_sync_failed = true;
     if (what) st__fail_stop(s, what);
     return what ? ST_EIO : ST_OK;
 }
@@ -279,7 +280,7 @@ static int st__apply_direct(st_store_t *s, st_batch_t *group)
     if (mdb_env_sync(s->env, 1) != 0) {
         /* committed and visible, durability unknown: neither answer is safe from here on */
         uv_mutex_lock(&s->mu);
-        s->lmdb_suspect = true;
+        s->lmdb_sync_failed = true;
         st__fail_stop(s, "syncing LMDB after a direct commit failed");
         uv_mutex_unlock(&s->mu);
         return ST_EIO;
@@ -375,7 +376,7 @@ typedef struct {
     st_store_t *s;
     uint64_t applied, replayed, last_seq;
     uint64_t deferred, deferred_bytes;
-    int err; /* why records were deferred */
+    int err, mdb_rc; /* why records were deferred */
 } st_replay_t;
 
 static void st__batch_recycle(st_store_t *s, st_batch_t *b);
@@ -440,6 +441,7 @@ static int st__replay_record(void *arg, uint64_t seq, const char *p, size_t len)
             return 0;
         }
         r->err = st__apply_class(s, rc, b->bytes);
+        r->mdb_rc = rc;
         st_error("store: replaying WAL seq %llu failed: %s", (unsigned long long)seq,
                  mdb_strerror(rc));
         if (r->err != ST_EFULL) {
@@ -474,12 +476,12 @@ int st__store_recover(st_store_t *s)
         s->logged_seq = r.last_seq;
         s->apply_err = r.err;
         s->apply_stall_ns = st_mono_ns();
-        st_warn("store: %llu WAL record(s) (about %llu bytes in LMDB) wait for disk space "
-                "(%llu bytes free on %s, %llu more needed at least); serving reads, refusing "
-                "writes until they are applied",
-                (unsigned long long)r.deferred, (unsigned long long)r.deferred_bytes,
-                (unsigned long long)st__disk_avail(s->dir), s->dir,
-                (unsigned long long)(r.deferred_bytes + s->reserve));
+        st_warn("store: %llu WAL record(s) wait for room in LMDB (%s; about %llu bytes to "
+                "apply, %llu bytes free on %s): serving reads, refusing writes until they are "
+                "applied",
+                (unsigned long long)r.deferred, mdb_strerror(r.mdb_rc),
+                (unsigned long long)r.deferred_bytes, (unsigned long long)st__disk_avail(s->dir),
+                s->dir);
         return ST_OK;
     }
     /* LMDB now holds everything: make it durable and start a fresh log generation. */
@@ -711,6 +713,6 @@ void st__store_stop_threads(st_store_t *s)
     uv_thread_join(&s->apply_thread);
     /* Clean stop: LMDB has everything, so the next start replays nothing. Otherwise (applying
      * is stuck, or LMDB's syncs failed) the log keeps what the next start must replay. */
-    if (s->applied_seq >= s->logged_seq && !s->lmdb_suspect && mdb_env_sync(s->env, 1) == 0)
+    if (s->applied_seq >= s->logged_seq && !s->lmdb_sync_failed && mdb_env_sync(s->env, 1) == 0)
         st_wal_reset(s->wal);
 }

@@ -84,7 +84,7 @@ struct st_store {
     int log_err;         /* sticky: the redo log failed; nothing is logged until a restart */
     char log_why[160];
     int apply_err;           /* the last LMDB apply failed with this (ST_EFULL, ST_EIO); 0: ok */
-    bool lmdb_suspect;       /* LMDB reported an I/O error: the log is never reset again */
+    bool lmdb_sync_failed;   /* a forced LMDB sync failed: the log is never reset again */
     uint64_t apply_stall_ns; /* when applying started to fail */
     uint64_t apply_failures;
     bool stop, stop_apply, checkpointing;
