@@ -173,6 +173,7 @@ static void st__apply_failed(st_store_t *s, st_batch_t *group, st_batch_t *last,
     if (!s->apply_err) {
         s->apply_stall_ns = now;
         *logged_ns = 0;
+        uv_async_send(&s->done); /* the loop stops waiting for LMDB (st_store_idle) */
     }
     if (now - *logged_ns >= 30000000000ULL) {
         st_error("store: applying WAL seq %llu to LMDB failed: %s (%llu bytes free on the data "
@@ -688,7 +689,7 @@ void st__store_on_done(uv_async_t *h)
     }
     /* Halted, the sync thread takes nothing more: every batch not acknowledged is back. */
     if (s->fail_first) st__rollback(s);
-    if (s->submitted == 0) uv_unref((uv_handle_t *)&s->done);
+    if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->done);
 }
 
 void st__store_start_threads(st_store_t *s)

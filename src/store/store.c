@@ -242,7 +242,7 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     s->check.data = s;
     uv_check_start(&s->check, st__on_check);
     uv_unref((uv_handle_t *)&s->check);
-    if (s->submitted == 0) uv_unref((uv_handle_t *)&s->done);
+    if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->done);
     uv_idle_init(loop, &s->idle);
     s->idle.data = s;
     st__metrics(s);
@@ -424,7 +424,15 @@ uint64_t st_store_durable_id(const st_store_t *s)
 
 bool st_store_idle(const st_store_t *s)
 {
-    return s->submitted == 0 && s->open->nops == 0;
+    if (s->open->nops) return false;
+    if (s->submitted == 0) return true;
+    if (s->durable_id + 1 < s->open->id) return false; /* something is not durable yet */
+    /* All durable; LMDB is behind. Waiting for it is pointless while it cannot take them. */
+    st_store_t *m = (st_store_t *)s;
+    uv_mutex_lock(&m->mu);
+    bool stuck = m->apply_err != 0;
+    uv_mutex_unlock(&m->mu);
+    return stuck;
 }
 
 /* Free space changes behind our back (flushes, other programs, an operator making room): look

@@ -118,6 +118,12 @@ test('regression: a restart on a still-full disk starts, serves reads, answers 5
     const w = await answered(post(s, 'v'), 'a post on a full disk');
     assert.equal(w.status, 507, w.text);
     assert.equal(w.json.error.code, 'storage_full');
+    // a stop on the full disk is prompt and keeps the log; the next start serves it again
+    const ex = await answered(s.stop(), 'SIGTERM on a full disk');
+    assert.equal(ex.code, 0, s.log());
+    assert.doesNotMatch(s.log(), /did not finish in time/);
+    s = await startStrata({ dataDir: fs.dataDir, args: ARGS });
+    assert.equal(await answered(total(s, 'v'), 'stats'), n);
     // room again: the log is applied and writes come back, without a restart
     fs.remove('filler');
     await until('healthz ok after freeing space', async () => (await s.req('GET', '/healthz')).status === 200);
