@@ -16,6 +16,14 @@ function answered(p, what) {
   return Promise.race([p, t]).finally(() => clearTimeout(timer));
 }
 
+// A clean exit (0), and no sanitizer report in the log (the ASan build runs these too).
+async function stopClean(s, what = 'SIGTERM') {
+  const ex = await answered(s.stop(), what);
+  assert.equal(ex.code, 0, s.log());
+  assert.doesNotMatch(s.log(), /Sanitizer|runtime error/);
+  return ex;
+}
+
 test('healthz answers 200 {"status":"ok","reasons":[]} with its figures while writes are taken', async () => {
   const s = await startStrata();
   try {
@@ -31,7 +39,7 @@ test('healthz answers 200 {"status":"ok","reasons":[]} with its figures while wr
     assert.match(m.text, /^strata_store_apply_stalled 0$/m);
     assert.match(m.text, /^strata_lmdb_apply_failures_total 0$/m);
   } finally {
-    await s.stop();
+    await stopClean(s);
     s.cleanup();
   }
 });
@@ -60,10 +68,10 @@ test('regression: 38 x 1 MiB posts are not all acknowledged against a 16 MiB quo
     const st = await s.req('GET', '/v1/users/big/stats');
     assert.equal(st.status, 200);
     assert.equal(st.json.total_messages, acked);
-    await s.stop();
+    await stopClean(s);
     const s2 = await startStrata({ dataDir: s.dir, args: ['--map-size', '16MiB', '--flush-interval', '3600'] });
     assert.equal((await s2.req('GET', '/v1/users/big/stats')).json.total_messages, acked);
-    await s2.stop();
+    await stopClean(s2);
   } finally {
     await s.stop().catch(() => {});
     s.cleanup();
@@ -107,7 +115,7 @@ test('regression: a redo-log write failure fail-stops: 503 for writes, healthz d
     const list = await s.req('GET', '/v1/users/u/messages?conversation_id=k');
     assert.equal(list.status, 200);
     assert.deepEqual(list.json.messages.map((x) => x.content), ['kept']);
-    await answered(s.stop(), 'SIGTERM');
+    await stopClean(s, 'SIGTERM');
     assert.match(s.log(), /refusing every write until strata is restarted/);
     // a restart (on the repaired disk) recovers with everything acknowledged
     fs.remount();
@@ -117,7 +125,7 @@ test('regression: a redo-log write failure fail-stops: 503 for writes, healthz d
     assert.equal((await s.req('POST', '/v1/counters/c/incr')).json.value, 6);
     const after = await s.req('GET', '/v1/users/u/messages?conversation_id=k');
     assert.deepEqual(after.json.messages.map((x) => x.content), ['kept']);
-    await s.stop();
+    await stopClean(s);
   } finally {
     if (s) await s.kill9().catch(() => {});
     fs.cleanup();
