@@ -161,10 +161,9 @@ static void st__to_loop(st_store_t *s, st_batch_t *head, st_batch_t *tail)
 }
 
 /* With mu held: a failed apply is put back to be retried, and made visible (health, metric). */
-static void st__apply_failed(st_store_t *s, st_batch_t *group, st_batch_t *last, int rc,
+static void st__apply_failed(st_store_t *s, st_batch_t *group, st_batch_t *last, int rc, int err,
                              uint64_t *logged_ns)
 {
-    int err = st__apply_class(s, rc, st__group_bytes(group));
     uint64_t now = st_mono_ns();
     last->next = s->a_head;
     s->a_head = group;
@@ -202,11 +201,12 @@ static void st__apply_thread(void *arg)
         uint64_t t0 = st_mono_ns();
         int rc = st__apply_group(s, group, last->seq);
         uint64_t ns = st_mono_ns() - t0, used = 0, lfree = 0;
+        int err = rc ? st__apply_class(s, rc, st__group_bytes(group)) : 0;
         if (!rc) st__measure(s, &used, &lfree);
         uv_mutex_lock(&s->mu);
         if (rc) {
             /* Acknowledged data cannot be dropped: it is in the WAL and the overlay. */
-            st__apply_failed(s, group, last, rc, &logged_ns);
+            st__apply_failed(s, group, last, rc, err, &logged_ns);
             if (s->stop_apply) {
                 st_error("store: stopping with logged writes not yet in LMDB; the next start "
                          "replays them from the redo log");
@@ -293,10 +293,13 @@ static int st__apply_direct(st_store_t *s, st_batch_t *group)
 static int st__log_group(st_store_t *s, st_buf_t *payload, st_batch_t *group, uint64_t seq,
                          bool *direct)
 {
-    st__encode(payload, group);
     uv_mutex_lock(&s->mu);
     int rc = s->log_err; /* fail-stopped: the log is not touched again */
-    if (!rc && st_wal_record_size(payload->len) > st_wal_remaining(s->wal)) rc = st__checkpoint(s);
+    uv_mutex_unlock(&s->mu);
+    if (rc) return rc;
+    st__encode(payload, group);
+    uv_mutex_lock(&s->mu);
+    if (st_wal_record_size(payload->len) > st_wal_remaining(s->wal)) rc = st__checkpoint(s);
     uv_mutex_unlock(&s->mu);
     if (rc) return rc;
     rc = st_wal_append(s->wal, seq, payload->data, payload->len);
