@@ -57,7 +57,8 @@ struct st_store {
     char *watch_dir;  /* another directory strata writes to (the local cold tier), or NULL */
     uint64_t disk_checked_ms, disk_avail, watch_avail;
     bool watch_same_fs;
-    char why[256]; /* st_store_refusal's answer */
+    bool full_latched, disk_latched; /* full until clearly below the mark again (hysteresis) */
+    char why[256];                   /* st_store_refusal's answer */
     st_map_t overlay;
     st_batch_t *open;                /* staging; loop only */
     st_batch_t *free_list;           /* recycled batches; loop only */

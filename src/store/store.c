@@ -476,9 +476,21 @@ void st_store_health(st_store_t *s, st_store_health_t *h)
     uint64_t need = pending + s->reserve;
     uint64_t left = room > need ? room - need : 0;
     h->capacity = h->used + left < s->quota ? h->used + left : s->quota;
+    if (s->disk_latched && h->capacity > h->used) h->capacity = h->used;
+    /* Once full, the store stays full until there is clearly room again (a flush, an operator):
+     * the estimate of what is not applied yet may turn out high once it is, and writes should
+     * not flap between 201 and 507 at the mark. */
+    if (h->used >= s->quota)
+        s->full_latched = true;
+    else if (h->used + s->quota / 64 < s->quota)
+        s->full_latched = false;
+    if (left == 0)
+        s->disk_latched = true;
+    else if (left > s->reserve / 8)
+        s->disk_latched = false;
     if (log_err) h->flags |= ST_STORE_LOG_FAILED;
-    if (h->used >= s->quota) h->flags |= ST_STORE_FULL;
-    if (left == 0) h->flags |= ST_STORE_DISK_FULL;
+    if (s->full_latched) h->flags |= ST_STORE_FULL;
+    if (s->disk_latched) h->flags |= ST_STORE_DISK_FULL;
     if (s->watch_dir && s->watch_avail < s->reserve) h->flags |= ST_STORE_COLD_DISK_FULL;
     if (apply_err) {
         h->flags |= ST_STORE_APPLY_STALLED;

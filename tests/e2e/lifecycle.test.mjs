@@ -86,7 +86,9 @@ test('LMDB map full: writes get 507, reads keep working, nothing acknowledged is
   const fill = await s.req('GET', '/v1/counters/fill');
   assert.equal(fill.status, 200);
   assert.ok(fill.json.value <= added && fill.json.value > 0);
-  assert.equal((await s.req('GET', '/healthz')).status, 200);
+  const h = await s.req('GET', '/healthz'); // SPEC §7 v2: degraded while writes are refused
+  assert.equal(h.status, 503, h.text);
+  assert.ok(h.json.reasons.includes('store_full'), h.text);
   await s.stop();
   const s2 = await startStrata({ dataDir: s.dir, args: ['--map-size', '1MiB'] });
   assert.equal((await s2.req('GET', '/v1/counters/fill')).json.value, fill.json.value);
