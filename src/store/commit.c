@@ -35,7 +35,7 @@ static const char st__applied_key[] = "\0wal_applied";
 int st__mdb_err(int rc)
 {
     if (rc == 0) return ST_OK;
-    if (rc == MDB_MAP_FULL || rc == ENOSPC) return ST_EFULL;
+    if (rc == MDB_MAP_FULL || rc == ENOSPC || rc == EDQUOT) return ST_EFULL;
     if (rc == ENOMEM) return ST_ENOMEM;
     return ST_EIO;
 }

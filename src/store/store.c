@@ -196,6 +196,16 @@ static void st__free_struct(st_store_t *s)
     free(s);
 }
 
+/* A first start on a full disk cannot even create its files: say what it takes. */
+static void st__say_need(const st_store_t *s, uint64_t wal_size)
+{
+    st_error("store: the disk of %s is full (%llu bytes free): strata needs at least %llu bytes "
+             "to start there (its redo log is %llu bytes, preallocated, plus %llu for LMDB)",
+             s->dir, (unsigned long long)st__disk_avail(s->dir),
+             (unsigned long long)(wal_size + s->reserve), (unsigned long long)wal_size,
+             (unsigned long long)s->reserve);
+}
+
 int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts)
 {
     if (mkdir(opts->dir, 0755) != 0 && errno != EEXIST) {
@@ -215,12 +225,15 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     uv_cond_init(&s->cv_sync);
     uv_cond_init(&s->cv_apply);
     uv_cond_init(&s->cv_applied);
+    uint64_t wal_size = opts->wal_size ? opts->wal_size : ST__WAL_SIZE;
     int err = st__lmdb_open(s, opts);
+    if (err == ST_EFULL) st__say_need(s, wal_size);
     if (err != ST_OK) {
         st__free_struct(s);
         return err;
     }
-    err = st_wal_open(opts->dir, opts->wal_size ? opts->wal_size : ST__WAL_SIZE, &s->wal);
+    err = st_wal_open(opts->dir, wal_size, &s->wal);
+    if (err == ST_EFULL) st__say_need(s, wal_size);
     if (err == ST_OK) err = st__store_recover(s);
     if (err != ST_OK) {
         st_error("store: recovery from the redo log in %s failed: %s", opts->dir, st_strerror(err));

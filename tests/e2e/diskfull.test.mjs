@@ -4,30 +4,15 @@
 // server takes writes again by itself once space is freed, with nothing acknowledged lost — also
 // across a restart on a disk that is still full.
 import assert from 'node:assert/strict';
-import { copyFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
-import { sleep, startStrata } from './lib.mjs';
-import { mountLoopFs } from './loopfs.mjs';
+import { BIN, sleep, startStrata } from './lib.mjs';
+import { answered, mountLoopFs, stopClean } from './disk-lib.mjs';
 
 const ARGS = ['--flush-interval', '3600'];
-
-function answered(p, what) {
-  let timer;
-  const t = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer to ${what} in 20 s: the server hung`)), 20000);
-  });
-  return Promise.race([p, t]).finally(() => clearTimeout(timer));
-}
-
-// A clean exit (0), and no sanitizer report in the log (the ASan build runs these too).
-async function stopClean(s, what = 'SIGTERM') {
-  const ex = await answered(s.stop(), what);
-  assert.equal(ex.code, 0, s.log());
-  assert.doesNotMatch(s.log(), /Sanitizer|runtime error/);
-  return ex;
-}
 
 // 60 KB that do not compress (a flush cannot make room by itself on the same disk)
 const post = (s, user) => s.req('POST', `/v1/users/${user}/messages`,
@@ -176,6 +161,22 @@ test('a full disk under a local cold tier (its own file system) answers 507 for 
       await s.kill9().catch(() => {});
       s.cleanup();
     }
+    fs.cleanup();
+  }
+});
+
+test('a first start on a full disk exits at once, saying how much space it needs', { timeout: 60000 }, async (t) => {
+  const fs = mountLoopFs(48, 'fullfirst');
+  if (fs.skip) return t.skip(fs.skip);
+  try {
+    mkdirSync(fs.dataDir);
+    fs.fill('filler');
+    const r = spawnSync(BIN, ['--listen', '127.0.0.1:0', '--data-dir', fs.dataDir],
+      { encoding: 'utf8', timeout: 20000 });
+    assert.equal(r.signal, null, r.stderr);
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /needs at least \d+ bytes to start there/);
+  } finally {
     fs.cleanup();
   }
 });

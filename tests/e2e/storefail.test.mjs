@@ -5,24 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startStrata } from './lib.mjs';
-import { havePython, mountLoopFs } from './loopfs.mjs';
-
-// Every request must be answered: a hang is the failure these tests look for.
-function answered(p, what) {
-  let timer;
-  const t = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer to ${what} in 20 s: the server hung`)), 20000);
-  });
-  return Promise.race([p, t]).finally(() => clearTimeout(timer));
-}
-
-// A clean exit (0), and no sanitizer report in the log (the ASan build runs these too).
-async function stopClean(s, what = 'SIGTERM') {
-  const ex = await answered(s.stop(), what);
-  assert.equal(ex.code, 0, s.log());
-  assert.doesNotMatch(s.log(), /Sanitizer|runtime error/);
-  return ex;
-}
+import { answered, havePython, mountLoopFs, stopClean } from './disk-lib.mjs';
 
 test('healthz answers 200 {"status":"ok","reasons":[]} with its figures while writes are taken', async () => {
   const s = await startStrata();

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-// A small ext4 file system on a loop device, for tests of what strata does when its disk fills
-// up or fails. Needs root (mount -o loop); mountLoopFs() returns { skip } with the reason when
-// that is not permitted, and the test skips. Always call fs.cleanup() (it unmounts and deletes).
+// Helpers for tests of what strata does when its disk fills up or fails: a small ext4 file system
+// on a loop device (needs root for mount -o loop; mountLoopFs() returns { skip } with the reason
+// when that is not permitted, and the test skips; always call fs.cleanup(), which unmounts and
+// deletes), and checks that every request is answered and every stop is clean.
+import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, statfsSync } from 'node:fs';
 import os from 'node:os';
@@ -72,4 +74,21 @@ export function mountLoopFs(sizeMiB, tag = 'loopfs') {
 // python3 runs the shutdown ioctl; without it the fail-stop test skips.
 export function havePython() {
   return spawnSync('python3', ['-c', 'import fcntl'], { stdio: 'pipe' }).status === 0;
+}
+
+// Every request must be answered: a hang is the failure these tests look for.
+export function answered(p, what) {
+  let timer;
+  const t = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer to ${what} in 20 s: the server hung`)), 20000);
+  });
+  return Promise.race([p, t]).finally(() => clearTimeout(timer));
+}
+
+// A clean exit (0), and no sanitizer report in the log (the ASan build runs these too).
+export async function stopClean(s, what = 'SIGTERM') {
+  const ex = await answered(s.stop(), what);
+  assert.equal(ex.code, 0, s.log());
+  assert.doesNotMatch(s.log(), /Sanitizer|runtime error/);
+  return ex;
 }
