@@ -51,6 +51,8 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
  * so callers drain first (st_store_idle). Closes its uv handles; run the loop once after. */
 void st_store_close(st_store_t *s);
 void st_store_listen(st_store_t *s, st_store_listener_t *l);
+/* Removes a listener (before freeing it: batches may still settle while the loop runs). */
+void st_store_unlisten(st_store_t *s, st_store_listener_t *l);
 
 /*
  * Reads see every staged write. *val is borrowed: valid until the next st_store_* call.

@@ -548,6 +548,7 @@ static void st__on_timer_closed(uv_handle_t *h)
 
 void st_seats_close(st_seats_t *s)
 {
+    st_store_unlisten(s->store, &s->listener); /* batches settling during teardown */
     st__free_events(s);
     st_map_free(&s->events);
     free(s->sorted);

@@ -653,9 +653,18 @@ static void st__batch_back(st_store_t *s, st_batch_t *b)
         s->fail_first = b->id;
         s->fail_err = b->rc;
         st_metric_add(s->m_failed, 1);
-        st_error("store: logging batch %llu failed: %s; rolling back what was not "
-                 "acknowledged",
-                 (unsigned long long)b->id, st_strerror(b->rc));
+        /* fail-stopped, every batch fails: one line a minute says how many did */
+        uint64_t now = uv_now(s->loop);
+        if (!s->failstopped || now >= s->fail_logged_ms + 60000) {
+            st_error("store: logging batch %llu failed: %s; rolling back what was not "
+                     "acknowledged (%llu more failed batches not logged)",
+                     (unsigned long long)b->id, st_strerror(b->rc),
+                     (unsigned long long)s->fails_unlogged);
+            s->fail_logged_ms = now;
+            s->fails_unlogged = 0;
+        } else {
+            s->fails_unlogged++;
+        }
     }
     st__batch_recycle(s, b);
 }
@@ -675,6 +684,7 @@ void st__store_on_done(uv_async_t *h)
         s->pending -= st__group_bytes(queued);
     }
     st__take_figures(s);
+    s->failstopped = s->log_err != 0;
     uv_mutex_unlock(&s->mu);
     for (st_batch_t *b = list, *next; b; b = next) {
         next = b->next;

@@ -96,6 +96,9 @@ struct st_store {
     uv_async_t done;
     uv_check_t check;
     uv_idle_t idle;
+    uv_timer_t pace;  /* fail-stopped: batches (all doomed) go at most every ST__FAIL_PACE_MS */
+    bool failstopped; /* loop's copy of log_err != 0 */
+    uint64_t next_submit_ms, fail_logged_ms, fails_unlogged;
     int closed;
 
     st_metric_t *m_batch_ops, *m_batch_writes, *m_commit_s, *m_apply_s, *m_commits, *m_failed;

@@ -16,7 +16,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define ST__WAL_SIZE (64ULL << 20)
+#define ST__WAL_SIZE     (64ULL << 20)
+#define ST__FAIL_PACE_MS 100
+
+static void st__on_pace(uv_timer_t *t);
 
 void st__ov_free(st_ov_t *e)
 {
@@ -47,10 +50,33 @@ static void st__on_idle(uv_idle_t *h)
     (void)h;
 }
 
+/* Seals the open batch at the end of the iteration. Once the log has failed every batch fails,
+ * and a module that retries a failed write at once (an expiry) would spin the loop through
+ * fail, roll back, retry: then batches go at most every ST__FAIL_PACE_MS. */
+static void st__seal(st_store_t *s)
+{
+    if (s->open->nops == 0) return;
+    if (s->failstopped) {
+        uint64_t now = uv_now(s->loop);
+        if (now < s->next_submit_ms) {
+            uv_idle_stop(&s->idle);
+            if (!uv_is_active((uv_handle_t *)&s->pace))
+                uv_timer_start(&s->pace, st__on_pace, s->next_submit_ms - now, 0);
+            return;
+        }
+        s->next_submit_ms = now + ST__FAIL_PACE_MS;
+    }
+    st__store_submit(s);
+}
+
+static void st__on_pace(uv_timer_t *t)
+{
+    st__seal(t->data);
+}
+
 static void st__on_check(uv_check_t *h)
 {
-    st_store_t *s = h->data;
-    if (s->open->nops > 0) st__store_submit(s);
+    st__seal(h->data);
 }
 
 static double st__gauge_used(void *arg)
@@ -258,6 +284,8 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->done);
     uv_idle_init(loop, &s->idle);
     s->idle.data = s;
+    uv_timer_init(loop, &s->pace);
+    s->pace.data = s;
     st__metrics(s);
     st__store_start_threads(s);
     *out = s;
@@ -267,7 +295,7 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
 static void st__on_closed(uv_handle_t *h)
 {
     st_store_t *s = h->data;
-    if (++s->closed == 3) st__free_struct(s);
+    if (++s->closed == 4) st__free_struct(s);
 }
 
 void st_store_close(st_store_t *s)
@@ -289,12 +317,22 @@ void st_store_close(st_store_t *s)
     uv_close((uv_handle_t *)&s->done, st__on_closed);
     uv_close((uv_handle_t *)&s->check, st__on_closed);
     uv_close((uv_handle_t *)&s->idle, st__on_closed);
+    uv_close((uv_handle_t *)&s->pace, st__on_closed);
 }
 
 void st_store_listen(st_store_t *s, st_store_listener_t *l)
 {
     l->next = s->listeners;
     s->listeners = l;
+}
+
+void st_store_unlisten(st_store_t *s, st_store_listener_t *l)
+{
+    for (st_store_listener_t **p = &s->listeners; *p; p = &(*p)->next)
+        if (*p == l) {
+            *p = l->next;
+            return;
+        }
 }
 
 int st_store_get(st_store_t *s, const void *key, size_t klen, const void **val, size_t *vlen,

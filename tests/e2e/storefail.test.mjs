@@ -4,7 +4,7 @@
 // for writes, /healthz degraded, reads go on) until a restart recovers; /healthz reports why.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { startStrata } from './lib.mjs';
+import { sleep, startStrata } from './lib.mjs';
 import { answered, havePython, mountLoopFs, stopClean } from './disk-lib.mjs';
 
 test('healthz answers 200 {"status":"ok","reasons":[]} with its figures while writes are taken', async () => {
@@ -72,6 +72,10 @@ test('regression: a redo-log write failure fail-stops: 503 for writes, healthz d
       assert.equal((await s.req('POST', '/v1/counters/c/incr')).status, 200);
     const m = await s.req('POST', '/v1/users/u/messages', { conversation_id: 'k', from: 'a', content: 'kept' });
     assert.equal(m.status, 201);
+    // a hold that expires after the failure: its expiry is a write that keeps failing
+    assert.equal((await s.req('POST', '/v1/events', { event_id: 'e', hold_seconds: 1,
+      sections: [{ name: 'A', rows: 2, cols: 2, price: 1 }] })).status, 201);
+    assert.equal((await s.req('POST', '/v1/events/e/bookings', { section: 'A', quantity: 1 })).status, 201);
     // the disk dies: every write and fsync on it fails from now on
     fs.shutdown();
     const first = await answered(s.req('POST', '/v1/counters/c/incr'), 'the write the log failed');
@@ -98,6 +102,12 @@ test('regression: a redo-log write failure fail-stops: 503 for writes, healthz d
     const list = await s.req('GET', '/v1/users/u/messages?conversation_id=k');
     assert.equal(list.status, 200);
     assert.deepEqual(list.json.messages.map((x) => x.content), ['kept']);
+    // a module that retries a failed write at once (the expiry) does not spin the loop through
+    // fail, roll back, retry, nor flood the log
+    await sleep(2500);
+    const failed = /^strata_commit_failures_total (\d+)$/m.exec((await s.req('GET', '/metrics')).text);
+    assert.ok(Number(failed[1]) < 100, `${failed[1]} failed batches in 2.5 s`);
+    assert.ok(s.log().split('logging batch').length - 1 <= 2, s.log());
     await stopClean(s, 'SIGTERM');
     assert.match(s.log(), /refusing every write until strata is restarted/);
     // a restart (on the repaired disk) recovers with everything acknowledged
