@@ -657,9 +657,9 @@ static void st__batch_back(st_store_t *s, st_batch_t *b)
         uint64_t now = uv_now(s->loop);
         if (!s->failstopped || now >= s->fail_logged_ms + 60000) {
             st_error("store: logging batch %llu failed: %s; rolling back what was not "
-                     "acknowledged (%llu more failed batches not logged)",
+                     "acknowledged%s",
                      (unsigned long long)b->id, st_strerror(b->rc),
-                     (unsigned long long)s->fails_unlogged);
+                     s->fails_unlogged ? " (more failed meanwhile, counted in /metrics)" : "");
             s->fail_logged_ms = now;
             s->fails_unlogged = 0;
         } else {

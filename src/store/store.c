@@ -526,8 +526,6 @@ void st_store_health(st_store_t *s, st_store_health_t *h)
     uint64_t room = s->disk_avail > UINT64_MAX - lmdb_free ? UINT64_MAX : s->disk_avail + lmdb_free;
     uint64_t need = pending + s->reserve;
     uint64_t left = room > need ? room - need : 0;
-    h->capacity = h->used + left < s->quota ? h->used + left : s->quota;
-    if (s->disk_latched && h->capacity > h->used) h->capacity = h->used;
     /* Once full, the store stays full until there is clearly room again (a flush, an operator):
      * the estimate of what is not applied yet may turn out high once it is, and writes should
      * not flap between 201 and 507 at the mark. */
@@ -539,6 +537,8 @@ void st_store_health(st_store_t *s, st_store_health_t *h)
         s->disk_latched = true;
     else if (left > s->reserve / 8)
         s->disk_latched = false;
+    uint64_t to_quota = s->quota > h->used ? s->quota - h->used : 0;
+    h->capacity = s->disk_latched ? h->used : h->used + (left < to_quota ? left : to_quota);
     if (log_err) h->flags |= ST_STORE_LOG_FAILED;
     if (s->full_latched) h->flags |= ST_STORE_FULL;
     if (s->disk_latched) h->flags |= ST_STORE_DISK_FULL;
