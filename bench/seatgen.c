@@ -58,7 +58,7 @@ int main(int argc, char **argv)
     uv_loop_t loop;
     uv_loop_init(&loop);
     st_store_t *s;
-    st_store_opts_t o = {argv[1], 4ULL << 30, 0};
+    st_store_opts_t o = {.dir = argv[1], .map_size = 4ULL << 30};
     if (st_store_open(&s, &loop, &o) != ST_OK) return 1;
     int64_t now = st_now_us();
     char ev[256];

@@ -26,7 +26,7 @@ static void fz_init(void)
     static char dir[] = "/tmp/strata-fuzz-XXXXXX";
     if (!mkdtemp(dir)) abort();
     uv_loop_init(&fz_loop);
-    st_store_opts_t o = {dir, 256 << 20, 0};
+    st_store_opts_t o = {.dir = dir, .map_size = 256 << 20};
     if (st_store_open(&fz_app.store, &fz_loop, &o) != ST_OK) abort();
     fz_app.cfg = &fz_cfg;
     st_seats_opts_t so = {fz_cfg.max_seats, 0, fz_cfg.max_total_seats};
