@@ -91,7 +91,8 @@ int st_store_count(st_store_t *s, const void *prefix, size_t plen, int64_t *n, u
 
 uint64_t st_store_durable_id(const st_store_t *s);
 /* True when nothing is staged and no commit is in flight — or everything is durable and only
- * LMDB is behind, unable to apply it now (the redo log keeps it for the next start). */
+ * LMDB is behind, unable to apply it now (the redo log keeps it for the next start), or the log
+ * has failed (nothing staged can become durable any more). */
 bool st_store_idle(const st_store_t *s);
 /* Bytes counted against the quota — in LMDB, plus acknowledged or staged and not applied yet —
  * and the capacity writes are admitted against: --map-size, or less when the disk has less room. */

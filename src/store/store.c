@@ -475,6 +475,9 @@ uint64_t st_store_durable_id(const st_store_t *s)
 
 bool st_store_idle(const st_store_t *s)
 {
+    /* fail-stopped, nothing staged can become durable any more: nothing is worth waiting for
+     * (and a module retrying a failed write would keep the store busy for ever) */
+    if (s->failstopped) return true;
     if (s->open->nops) return false;
     if (s->submitted == 0) return true;
     if (s->durable_id + 1 < s->open->id) return false; /* something is not durable yet */
