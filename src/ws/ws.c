@@ -206,6 +206,7 @@ void st_ws_close(st_ws_t *ws)
 
 void st_ws_free(st_ws_t *ws)
 {
+    st_store_unlisten(ws->app->store, &ws->listener);
     /* With a foreign loop, libwebsockets 4.1 frees its context only when destroy is called
      * again after the loop has run its close callbacks. */
     lws_context_destroy(ws->ctx);
