@@ -72,11 +72,11 @@ static void st__raise_fd_limit(const st_config_t *cfg)
                 (unsigned long long)rl.rlim_cur);
 }
 
-/* The cold tier's object store. The default URL follows --data-dir, so a server started with
- * another data directory keeps its cold files next to its hot store. */
 #define ST__COLD_URL_MAX                                                                           \
     (sizeof((st_config_t *)0)->cold_url + sizeof((st_config_t *)0)->data_dir + 16)
 
+/* The cold tier's URL. The default follows --data-dir, so a server started with another data
+ * directory keeps its cold files next to its hot store. */
 static void st__cold_url(const st_config_t *cfg, char *url, size_t n)
 {
     if (strcmp(cfg->cold_url, "file://./data/cold") == 0 && strcmp(cfg->data_dir, "./data") != 0)
