@@ -32,7 +32,8 @@ int st_parquet_encode(const st_msgrow_t *rows, size_t n, int zstd_level, st_buf_
  * bytes. conv points into the meta's own memory. */
 typedef struct {
     uint64_t min_id, max_id;
-    int64_t min_ts, max_ts; /* the timestamp column's statistics (0 if absent) */
+    int64_t min_ts, max_ts;   /* the timestamp column's statistics (0 if absent) */
+    int64_t min_seq, max_seq; /* the seq column's statistics (0 if absent) */
     const char *conv;
     size_t conv_len;
     int64_t rows;

@@ -162,6 +162,10 @@ static int st__row_group(st_tr_t *r, uint64_t data_end, st_pq_group_t *g, st_buf
         g->min_ts = (int64_t)st__rd64(cols[3].min);
         g->max_ts = (int64_t)st__rd64(cols[3].max);
     }
+    if (cols[4].min && cols[4].max && cols[4].min_len == 8 && cols[4].max_len == 8) {
+        g->min_seq = (int64_t)st__rd64(cols[4].min);
+        g->max_seq = (int64_t)st__rd64(cols[4].max);
+    }
     g->offset = lo;
     g->length = hi - lo;
     g->conv = (const char *)(uintptr_t)strings->len; /* an offset until strings stops moving */
