@@ -84,7 +84,8 @@ void st_objstore_close(st_objstore_t *s);
 /* A printable description (the URL without credentials). */
 const char *st_objstore_describe(const st_objstore_t *s);
 /* Stores data under key atomically: readers see all of it or nothing (temp file + fsync +
- * rename, or one PUT). */
+ * rename, or one PUT). ST_EINVAL when the backend can never store that key (a path or key
+ * longer than it allows): retrying is pointless. ST_EIO for what may pass on a retry. */
 int st_objstore_put(st_objstore_t *s, const char *key, const void *data, size_t len);
 /* Appends bytes [off, off+len) of key to out; ST_ENOTFOUND if the object is missing, ST_EIO if
  * it is shorter. */
