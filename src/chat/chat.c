@@ -264,10 +264,11 @@ static int st__conv_entry(st_chat_t *c, const char *u, size_t ul, const char *co
     bool cold;
     uint8_t k[ST__KEY_CAP];
     int rc = st__chat_conv_load(c, u, ul, conv, cl, cv, &cold, wait);
-    *show = rc == ST_OK && cv->updated == upd;
-    if (rc == ST_ENOTFOUND || (rc == ST_OK && !*show)) {
+    bool found = rc == ST_OK;
+    *show = found && cv->updated == upd;
+    if (rc == ST_ENOTFOUND || (found && !*show)) {
         rc = st_store_del(c->store, k, st__chat_ukey_upd(k, u, ul, upd, conv, cl), wait);
-        if (rc == ST_OK && cv->updated != upd && !cold) /* refiled where it belongs */
+        if (rc == ST_OK && found) /* refiled where it belongs */
             rc = st_store_put(c->store, k, st__chat_ukey_upd(k, u, ul, cv->updated, conv, cl), conv,
                               cl, wait);
     }

@@ -116,6 +116,32 @@ TEST(long_user_and_conversation_ids_fit_and_ids_never_go_back_after_restart)
     close_all(true);
 }
 
+/* Regression (issue 11.4): eviction deleted a record but not its newest-first index entry, and
+ * the list stopped with 404 at the first entry it could not load. */
+TEST(list_skips_and_repairs_index_entries_whose_conversation_is_gone)
+{
+    open_all(true);
+    st_buf_t out = {0};
+    post("l", "keep1", "a", &out);
+    post("l", "gone", "b", &out);
+    post("l", "keep2", "c", &out);
+    uint64_t w = 0;
+    CHECK_EQ(st_store_del(store, "Cl\0gone", 7, &w), ST_OK); /* the record only, as eviction did */
+    fx_settle(&fx, store);
+    st_buf_reset(&out);
+    CHECK_EQ(st_chat_conversations(chat, "l", 1, NULL, 0, 2, &out, &w), ST_OK);
+    st_buf_appendc(&out, 0);
+    CHECK(strstr(out.data, "keep2") && strstr(out.data, "keep1")); /* the page is still full */
+    CHECK(!strstr(out.data, "gone"));
+    CHECK(strstr(out.data, "\"next\":null"));
+    fx_settle(&fx, store);
+    int64_t n = 0;
+    CHECK_EQ(st_store_count(store, "Ul\0", 3, &n, &w), ST_OK);
+    CHECK_EQ(n, 2); /* the dead entry was dropped */
+    st_buf_free(&out);
+    close_all(true);
+}
+
 /* How many Parquet objects are in dir (not recursive). */
 static int count_objects(const char *dir)
 {
