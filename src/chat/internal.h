@@ -177,7 +177,8 @@ struct st_chatcold {
     /* users whose flush can never succeed (e.g. a key the backend refuses): not retried */
     st_map_t stuck;
     st_metric_t *m_stuck, *m_reaped, *m_orphans;
-    bool reaping; /* a deletion pass is on a worker */
+    bool reaping;           /* a deletion pass is on a worker */
+    uint64_t reap_after_ms; /* no pass before (after one that failed) */
 };
 
 #endif

@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ST__REAP_MAX 256 /* objects per pass */
+#define ST__REAP_MAX        256   /* objects per pass */
+#define ST__REAP_BACKOFF_MS 30000 /* after a pass with failures (storage down) */
 
 typedef struct {
     uv_work_t req;
@@ -126,6 +127,7 @@ static void st__reap_done(uv_work_t *req, int status)
             if (j->rc[i] != ST_OK) {
                 st_warn("cold: could not delete %s (%s); trying again later", j->objs[i],
                         st_strerror(j->rc[i]));
+                cc->reap_after_ms = uv_now(cc->loop) + ST__REAP_BACKOFF_MS;
                 continue;
             }
             uint16_t l;
@@ -140,7 +142,7 @@ static void st__reap_done(uv_work_t *req, int status)
 
 void st__chat_reap(st_chatcold_t *cc)
 {
-    if (!cc || cc->reaping || cc->stopping) return;
+    if (!cc || cc->reaping || cc->stopping || uv_now(cc->loop) < cc->reap_after_ms) return;
     st_store_t *s = cc->chat->store;
     st_reapjob_t *j = st_calloc(1, sizeof *j);
     j->cc = cc;

@@ -344,10 +344,12 @@ int st_objstore_delete(st_objstore_t *s, const char *key)
 {
     if (!s->s3) {
         char *path = st__path(s, key);
-        int rc = unlink(path) == 0 || errno == ENOENT ? ST_OK : ST_EIO;
+        /* a path too long to exist was never stored: deleting it is done */
+        int rc = unlink(path) == 0 || errno == ENOENT || errno == ENAMETOOLONG ? ST_OK : ST_EIO;
         free(path);
         return rc;
     }
+    if (strlen(s->prefix) + 1 + strlen(key) > ST__S3_KEY_MAX) return ST_OK; /* likewise */
     long status;
     int rc = st__s3(s, "DELETE", key, NULL, 0, NULL, NULL, 0, &status);
     return rc == ST_OK && (status == 204 || status == 200 || status == 404) ? ST_OK : ST_EIO;
