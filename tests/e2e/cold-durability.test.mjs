@@ -5,7 +5,7 @@
 // after retention, eviction + re-warm or a repair; listing survives retention + eviction; and
 // user names of any shape flush to keys every backend takes (issue 12.6).
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -281,4 +281,37 @@ test('a flush that can never succeed (a key longer than S3 allows) is reported o
     await server.close();
     rmSync(sdir, { recursive: true, force: true });
   }
+});
+
+test('regression: a flipped bit in a cold page answers 503 cold_unavailable, never wrong data; DuckDB reads the intact file', async () => {
+  const s = await startStrata({ args: ['--flush-interval', '3600', '--cold-cache', '0'] });
+  const posted = [];
+  for (let i = 0; i < 30; i++) posted.push((await post(s, 'flip', `c${i % 2}`, `message ${i} ${'w'.repeat(i)}`)).msg_id);
+  await flushAll(s, ['flip']);
+  const [file] = parquetFiles(path.join(s.dir, 'cold', 'flip'));
+  assert.deepEqual((await duckRows([file])).map((r) => r.msg_id), posted, 'DuckDB reads pages with CRCs');
+  const good = readFileSync(file);
+  const want = JSON.stringify(await readAll(s, 'flip'));
+  const footer = good.readUInt32LE(good.length - 8);
+  const dataEnd = good.length - 8 - footer;
+  let wrong = 0, unavailable = 0;
+  for (let at = 4; at < dataEnd; at += Math.max(1, Math.floor((dataEnd - 4) / 150))) {
+    const bad = Buffer.from(good);
+    bad[at] ^= 1 << (at % 8);
+    writeFileSync(file, bad);
+    const r = await s.req('GET', '/v1/users/flip/messages?limit=1000');
+    if (r.status === 503) {
+      assert.equal(r.json.error.code, 'cold_unavailable');
+      unavailable++;
+    } else {
+      assert.equal(r.status, 200, r.text);
+      if (JSON.stringify(r.json.messages) !== want) wrong++;
+    }
+  }
+  writeFileSync(file, good);
+  assert.equal(wrong, 0, `${wrong} flips answered 200 with wrong data (${unavailable} answered 503)`);
+  assert.ok(unavailable > 100);
+  assert.equal(JSON.stringify(await readAll(s, 'flip')), want, 'the intact file reads again');
+  await s.stop();
+  s.cleanup();
 });
