@@ -137,7 +137,7 @@ int st__chat_doom(st_chat_t *c, const char *u, size_t ul, uint64_t seq, const ch
                   uint64_t *wait);
 /* flush.c: frees the stopped cold tier once nothing of it is in flight. */
 void st__chat_cold_maybe_free(st_chatcold_t *cc);
-/* flush.c: evicts conversations idle for the hot TTL whose messages are all cold. */
+/* evict.c: evicts conversations idle for the hot TTL whose messages are all cold. */
 size_t st__chat_evict(st_chat_t *c);
 
 /* flush.c: told after each post with the user's total message count (flush_rows trigger). */
