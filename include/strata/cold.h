@@ -32,7 +32,8 @@ int st_parquet_encode(const st_msgrow_t *rows, size_t n, int zstd_level, st_buf_
  * bytes. conv points into the meta's own memory. */
 typedef struct {
     uint64_t min_id, max_id;
-    int64_t min_ts, max_ts; /* the timestamp column's statistics (0 if absent) */
+    int64_t min_ts, max_ts;   /* the timestamp column's statistics (0 if absent) */
+    int64_t min_seq, max_seq; /* the seq column's statistics (0 if absent) */
     const char *conv;
     size_t conv_len;
     int64_t rows;
@@ -83,7 +84,8 @@ void st_objstore_close(st_objstore_t *s);
 /* A printable description (the URL without credentials). */
 const char *st_objstore_describe(const st_objstore_t *s);
 /* Stores data under key atomically: readers see all of it or nothing (temp file + fsync +
- * rename, or one PUT). */
+ * rename, or one PUT). ST_EINVAL when the backend can never store that key (a path or key
+ * longer than it allows): retrying is pointless. ST_EIO for what may pass on a retry. */
 int st_objstore_put(st_objstore_t *s, const char *key, const void *data, size_t len);
 /* Appends bytes [off, off+len) of key to out; ST_ENOTFOUND if the object is missing, ST_EIO if
  * it is shorter. */

@@ -63,7 +63,7 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
     int64_t now = st_now_us();
     uint64_t id = st_snowflake_next(&c->ids);
     if (fresh) {
-        cv = (st_conv_t){id, id, now, now, 0, 0};
+        cv = (st_conv_t){id, id, now, now, 0, 0, 0};
         tot.conversations++;
     } else {
         /* the old position in the newest-first index goes */
@@ -74,7 +74,7 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
     cv.hot_total++;
     cv.last = id;
     cv.updated = now;
-    int64_t seq = cv.base_total + cv.hot_total;
+    int64_t seq = ++cv.last_seq; /* its own counter: counts move, seqs never come again */
     tot.total++;
 
     /* A message never changes: its JSON is rendered once here, so reads are a copy. */
@@ -229,25 +229,50 @@ int st_chat_conversation(st_chat_t *c, const char *user, size_t ulen, const char
 }
 
 typedef struct {
-    size_t limit, n;
+    size_t limit, n, pl;
     bool more;
     char (*names)[ST_NAME_MAX + 1];
     size_t *lens;
+    int64_t *upds;             /* the updated time each entry is filed under */
+    uint8_t last[ST__KEY_CAP]; /* the last entry walked: the next walk starts after it */
+    size_t last_len;
 } st_cwalk_t;
 
 static int st__walk_conv(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_cwalk_t *w = arg;
-    (void)key;
-    (void)klen;
     if (w->n == w->limit) {
         w->more = true;
         return 1;
     }
+    if (klen < w->pl + 8 || klen > ST__KEY_CAP) return 0;
+    memcpy(w->last, key, klen);
+    w->last_len = klen;
     if (vlen == 0 || vlen > ST_NAME_MAX) return 0;
     memcpy(w->names[w->n], val, vlen);
-    w->lens[w->n++] = vlen;
+    w->lens[w->n] = vlen;
+    w->upds[w->n++] = (int64_t)~st__chat_rd64((const uint8_t *)key + w->pl);
     return 0;
+}
+
+/* An index entry that names no conversation any more (its record gone and nothing cold: an
+ * older build let eviction and retention leave such entries), or one filed under a stale time,
+ * is repaired instead of failing the list (SPEC §2: listing never fails). */
+static int st__conv_entry(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                          int64_t upd, st_conv_t *cv, bool *show, uint64_t *wait)
+{
+    bool cold;
+    uint8_t k[ST__KEY_CAP];
+    int rc = st__chat_conv_load(c, u, ul, conv, cl, cv, &cold, wait);
+    bool found = rc == ST_OK;
+    *show = found && cv->updated == upd;
+    if (rc == ST_ENOTFOUND || (found && !*show)) {
+        rc = st_store_del(c->store, k, st__chat_ukey_upd(k, u, ul, upd, conv, cl), wait);
+        if (rc == ST_OK && found) /* refiled where it belongs */
+            rc = st_store_put(c->store, k, st__chat_ukey_upd(k, u, ul, cv->updated, conv, cl), conv,
+                              cl, wait);
+    }
+    return rc;
 }
 
 int st_chat_conversations(st_chat_t *c, const char *user, size_t ulen, const char *cursor,
@@ -266,27 +291,43 @@ int st_chat_conversations(st_chat_t *c, const char *user, size_t ulen, const cha
             st__chat_ukey_upd(lo, user, ulen, upd, colon + 1, clen - (size_t)(colon + 1 - cursor));
         lo[lol++] = 0;
     }
-    st_cwalk_t w = {.limit = limit};
+    st_cwalk_t w = {.pl = pl};
     w.names = st_malloc(limit * sizeof *w.names);
     w.lens = st_malloc(limit * sizeof *w.lens);
-    int rc = st_store_range(c->store, pre, pl, lol ? lo : NULL, lol, NULL, 0, false, st__walk_conv,
-                            &w, wait);
-    if (rc == 1) rc = 0;
+    w.upds = st_malloc(limit * sizeof *w.upds);
     st_buf_puts(out, "{\"conversations\":[");
     st_conv_t cv = {0};
-    for (size_t i = 0; i < w.n && !rc; i++) {
-        bool cold;
-        rc = st__chat_conv_load(c, user, ulen, w.names[i], w.lens[i], &cv, &cold, wait);
-        if (!rc) {
-            if (i) st_buf_appendc(out, ',');
+    size_t shown = 0;
+    int64_t last_upd = 0;
+    size_t last_i = 0;
+    int rc = ST_OK;
+    do { /* entries skipped by repair are made up for from further down the index */
+        w.limit = limit - shown;
+        w.n = 0;
+        w.more = false;
+        rc = st_store_range(c->store, pre, pl, lol ? lo : NULL, lol, NULL, 0, false, st__walk_conv,
+                            &w, wait);
+        if (rc == 1) rc = 0;
+        for (size_t i = 0; i < w.n && !rc; i++) {
+            bool show;
+            rc = st__conv_entry(c, user, ulen, w.names[i], w.lens[i], w.upds[i], &cv, &show, wait);
+            if (rc || !show) continue;
+            if (shown++) st_buf_appendc(out, ',');
             st__render_conv(out, w.names[i], w.lens[i], &cv);
+            last_upd = cv.updated;
+            last_i = i;
         }
-    }
+        if (!rc && shown < limit && w.more) {
+            memcpy(lo, w.last, w.last_len);
+            lol = w.last_len;
+            lo[lol++] = 0;
+        }
+    } while (!rc && shown < limit && w.more);
     if (!rc) {
         st_buf_puts(out, "],\"next\":");
-        if (w.more && w.n) {
-            st_buf_printf(out, "\"%lld:", (long long)cv.updated);
-            st_buf_append(out, w.names[w.n - 1], w.lens[w.n - 1]);
+        if (w.more && shown) {
+            st_buf_printf(out, "\"%lld:", (long long)last_upd);
+            st_buf_append(out, w.names[last_i], w.lens[last_i]);
             st_buf_puts(out, "\"}");
         } else {
             st_buf_puts(out, "null}");
@@ -294,6 +335,7 @@ int st_chat_conversations(st_chat_t *c, const char *user, size_t ulen, const cha
     }
     free(w.names);
     free(w.lens);
+    free(w.upds);
     return rc;
 }
 

@@ -6,9 +6,15 @@
  * deletes the hot rows and moves their counts into the conversations' cold baselines. Until
  * that batch, readers see the rows hot; after it, cold; never both, never neither.
  *
- * A failed write (storage down, disk full) leaves the hot rows alone and retries with backoff.
- * A crash mid-flush leaves at most an object no manifest names; the retry writes the same key
- * (the first row's timestamp and the file's sequence number) over it.
+ * Nothing that a crash could take back leaves the process: the snapshot may include writes
+ * still staged, so the worker starts only once the batch they are in is durable (a flush whose
+ * batch fails is cancelled). That batch also records the object about to be written ('P'); the
+ * batch that records it in the manifest drops that again. An object whose recording batch never
+ * committed (a crash, a failed batch, a failed write) is found by its 'P' before the user's
+ * next flush (or at start-up) and deleted, so a user's files hold each message once.
+ *
+ * A failed write (storage down, disk full) leaves the hot rows alone and retries with backoff;
+ * one that can never succeed (ST_EINVAL: a key the backend refuses) is reported and not retried.
  *
  * Triggers: a user reaching --flush-rows hot rows, every --flush-interval, the hot store at
  * 80 % of its capacity, and POST /v1/admin/flush.
@@ -37,10 +43,12 @@ typedef struct {
     uint32_t failures;
 } st_fuser_t;
 
-typedef struct {
+typedef struct st_flushjob {
     uv_work_t req;
     st_chatcold_t *cc;
     st_fuser_t *u;
+    struct st_flushjob *next_held;
+    uint64_t wait; /* the batch that makes the snapshot (and the 'P' record) durable */
     uint64_t seq;
     bool capped; /* more hot rows than one flush takes */
     /* the snapshot: records as stored, concatenated */
@@ -76,14 +84,15 @@ static st_fuser_t *st__fuser(const char *u, size_t ul)
 
 static void st__enqueue(st_chatcold_t *cc, const char *u, size_t ul)
 {
-    if (st_map_get(&cc->pending, u, ul) || st_map_get(&cc->running, u, ul)) return;
+    if (st_map_get(&cc->pending, u, ul) || st_map_get(&cc->running, u, ul) ||
+        st_map_get(&cc->stuck, u, ul))
+        return;
     st_fuser_t *f = st__fuser(u, ul);
     st_map_insert(&cc->pending, &f->node);
     st_metric_set(cc->m_pending, (double)cc->pending.count);
 }
 
 static void st__pump(st_chatcold_t *cc);
-static void st__maybe_free(st_chatcold_t *cc);
 
 /* ---- worker side ---- */
 
@@ -158,11 +167,9 @@ static void st__flush_work(uv_work_t *req)
     for (size_t i = 0; i < j->n && j->rc == ST_OK; i++)
         j->rc = st__decode(j, i, &j->rows[i]);
     if (j->rc != ST_OK) return;
-    int64_t first_ts = j->rows[0].timestamp;
     qsort(j->rows, j->n, sizeof *j->rows, st__cmp_rows);
     st_buf_t file = {0};
     j->rc = st_parquet_encode(j->rows, j->n, j->cc->zstd_level, &file);
-    st__chat_object_key(&j->key, j->u->user, j->u->ulen, first_ts, j->seq);
     if (j->rc == ST_OK) j->rc = st_objstore_put(j->cc->obj, j->key.data, file.data, file.len);
     j->size = file.len;
     st_buf_free(&file);
@@ -189,8 +196,15 @@ static int st__commit(st_chatcold_t *cc, st_flushjob_t *j, uint64_t *wait)
     const char *u = j->u->user;
     size_t ul = j->u->ulen;
     uint8_t k[ST__KEY_CAP];
-    int rc = ST_OK;
     uint64_t max_id = 0, min_id = UINT64_MAX;
+    /* the object is ours only while its 'P' record is: it goes in this batch */
+    size_t pn = st__chat_ukey(k, 'P', u, ul);
+    st__chat_be64(k + pn, j->seq);
+    const void *pv;
+    size_t pvl;
+    int rc = st_store_get(s, k, pn + 8, &pv, &pvl, wait);
+    if (rc == ST_ENOTFOUND) rc = ST_EINTERNAL;
+    if (rc == ST_OK) rc = st_store_del(s, k, pn + 8, wait);
     for (size_t i = 0; i < j->n && rc == ST_OK; i++) {
         const st_msgrow_t *r = &j->rows[i];
         if (r->msg_id > max_id) max_id = r->msg_id;
@@ -214,7 +228,7 @@ static int st__commit(st_chatcold_t *cc, st_flushjob_t *j, uint64_t *wait)
             int64_t moved = (int64_t)(i - from + 1);
             st_conv_t cv;
             size_t kl = st__chat_ckey(k, u, ul, r->conv, r->conv_len);
-            rc = st__chat_get_fixed(s, k, kl, &cv, sizeof cv, wait);
+            rc = st__chat_conv_get(s, k, kl, &cv, wait);
             if (rc == ST_OK) {
                 cv.base_total += moved;
                 cv.hot_total -= moved;
@@ -229,7 +243,7 @@ static int st__commit(st_chatcold_t *cc, st_flushjob_t *j, uint64_t *wait)
         cs.rows += (int64_t)j->n;
         cs.bytes += (int64_t)j->size;
         cs.files++;
-        cs.next_seq = j->seq + 1;
+        if (cs.next_seq < j->seq + 1) cs.next_seq = j->seq + 1;
         rc = st_store_put(s, k, st__chat_ukey(k, 'W', u, ul) - 1, &cs, sizeof cs, wait);
     }
     if (rc == ST_OK) {
@@ -245,20 +259,38 @@ static int st__commit(st_chatcold_t *cc, st_flushjob_t *j, uint64_t *wait)
     return rc;
 }
 
+/* Back on the queue after a failure, no sooner than the backoff (up to a minute). */
+static void st__retry_later(st_chatcold_t *cc, st_fuser_t *u, int rc)
+{
+    st_metric_add(cc->m_flush_err, 1);
+    u->failures++;
+    uint64_t backoff = 1000ull << (u->failures < 6 ? u->failures : 6);
+    u->not_before_ms = st__now_ms(cc) + (backoff > 60000 ? 60000 : backoff);
+    st_warn("cold: flush of %.*s failed (%s); retrying in %llu ms", (int)u->ulen, u->user,
+            st_strerror(rc), (unsigned long long)(u->not_before_ms - st__now_ms(cc)));
+    st_map_insert(&cc->pending, &u->node);
+    st_metric_set(cc->m_pending, (double)cc->pending.count);
+}
+
+static void st__running_done(st_chatcold_t *cc, st_fuser_t *u)
+{
+    st_map_remove(&cc->running, &u->node);
+    cc->nrunning--;
+    st_metric_set(cc->m_running, (double)cc->nrunning);
+}
+
 static void st__flush_done(uv_work_t *req, int status)
 {
     st_flushjob_t *j = req->data;
     st_chatcold_t *cc = j->cc;
     st_fuser_t *u = j->u;
-    st_map_remove(&cc->running, &u->node);
-    cc->nrunning--;
-    st_metric_set(cc->m_running, (double)cc->nrunning);
+    st__running_done(cc, u);
     if (cc->stopping || status == UV_ECANCELED) {
-        /* shutting down: the object, if written, is named by no manifest and the next flush
-         * of this user writes the same key over it */
+        /* shutting down: the object, if written, has its 'P' record and no 'F': the next
+         * start-up deletes it */
         free(u);
         st__job_free(j);
-        st__maybe_free(cc);
+        st__chat_cold_maybe_free(cc);
         return;
     }
     uint64_t wait = 0;
@@ -266,15 +298,19 @@ static void st__flush_done(uv_work_t *req, int status)
     if (rc == ST_OK) rc = st__commit(cc, j, &wait);
     if (rc != ST_OK) {
         /* nothing changed in the hot store (a failed commit is rolled back with its batch);
-         * try again later, backing off up to a minute */
-        st_metric_add(cc->m_flush_err, 1);
-        u->failures++;
-        uint64_t backoff = 1000ull << (u->failures < 6 ? u->failures : 6);
-        u->not_before_ms = st__now_ms(cc) + (backoff > 60000 ? 60000 : backoff);
-        st_warn("cold: flush of %.*s failed (%s); retrying in %llu ms", (int)u->ulen, u->user,
-                st_strerror(rc), (unsigned long long)(u->not_before_ms - st__now_ms(cc)));
-        st_map_insert(&cc->pending, &u->node);
-        st_metric_set(cc->m_pending, (double)cc->pending.count);
+         * what the worker may have written is an orphan now */
+        st__chat_orphans(cc->chat, u->user, u->ulen, &wait);
+        if (rc == ST_EINVAL) {
+            /* it can never succeed (a key or an object the backend refuses): say so once */
+            st_metric_add(cc->m_flush_err, 1);
+            st_error("cold: %.*s can never be flushed (%s: the object store refuses %s); its "
+                     "messages stay hot",
+                     (int)u->ulen, u->user, st_strerror(rc), j->key.data);
+            st_map_insert(&cc->stuck, &u->node);
+            st_metric_set(cc->m_stuck, (double)cc->stuck.count);
+        } else {
+            st__retry_later(cc, u, rc);
+        }
     } else {
         st_metric_add(cc->m_flush_ok, 1);
         st_metric_add(cc->m_rows, (double)j->n);
@@ -286,6 +322,7 @@ static void st__flush_done(uv_work_t *req, int status)
             st_map_insert(&cc->pending, &u->node);
         else
             free(u);
+        st__chat_reap(cc); /* orphans found when this flush started are durable by now */
     }
     /* Pace: the next flush waits twice as long as this one took, so flushing takes at most a
      * third of the time (the loop's snapshot and commit, the apply thread's deletes) unless the
@@ -305,7 +342,7 @@ static int st__snap_row(void *arg, const void *key, size_t klen, const void *val
 {
     st_snap_t *sn = arg;
     st_flushjob_t *j = sn->j;
-    if (klen < 8) return 0;
+    if (klen < 8 || vlen < 16) return 0;
     if (j->n == ST__FLUSH_MAX_ROWS || j->recs.len + vlen > ST__FLUSH_MAX_BYTES) {
         j->capped = true;
         return 1;
@@ -321,7 +358,35 @@ static int st__snap_row(void *arg, const void *key, size_t klen, const void *val
     return 0;
 }
 
-/* Takes the user's oldest hot rows and hands them to a worker; false if there was nothing. */
+/* Records the object about to be written: its 'P' record, and the user's next file number
+ * moves past it (a number, and so a key, is never used twice). */
+static int st__intend(st_chat_t *c, st_flushjob_t *j, st_coldstat_t *cs, uint64_t *wait)
+{
+    const char *u = j->u->user;
+    size_t ul = j->u->ulen;
+    int64_t first_ts;
+    memcpy(&first_ts, j->recs.data, 8); /* the oldest row's timestamp names the file */
+    st__chat_object_key(&j->key, u, ul, first_ts, j->seq);
+    uint8_t k[ST__KEY_CAP];
+    size_t n = st__chat_ukey(k, 'P', u, ul);
+    st__chat_be64(k + n, j->seq);
+    int rc = st_store_put(c->store, k, n + 8, j->key.data, j->key.len, wait);
+    cs->next_seq = j->seq + 1;
+    if (rc == ST_OK)
+        rc = st_store_put(c->store, k, st__chat_ukey(k, 'W', u, ul) - 1, cs, sizeof *cs, wait);
+    return rc;
+}
+
+static void st__queue(st_chatcold_t *cc, st_flushjob_t *j)
+{
+    if (uv_queue_work(cc->loop, &j->req, st__flush_work, st__flush_done) != 0) {
+        j->rc = ST_EIO;
+        st__flush_done(&j->req, 0);
+    }
+}
+
+/* Takes the user's oldest hot rows and hands them to a worker once they are durable; false if
+ * there was nothing to flush. */
 static bool st__start(st_chatcold_t *cc, st_fuser_t *u)
 {
     st_chat_t *c = cc->chat;
@@ -333,29 +398,68 @@ static bool st__start(st_chatcold_t *cc, st_fuser_t *u)
     st_coldstat_t cs;
     uint8_t pre[ST__KEY_CAP];
     st_snap_t sn = {j, 0};
-    int rc = st__chat_coldstat(c, u->user, u->ulen, &cs, &wait);
+    int rc = st__chat_orphans(c, u->user, u->ulen, &wait);
+    if (rc == ST_OK) rc = st__chat_coldstat(c, u->user, u->ulen, &cs, &wait);
     j->seq = cs.next_seq ? cs.next_seq : 1;
     if (rc == ST_OK) {
         size_t pl = st__chat_ukey(pre, 'M', u->user, u->ulen);
         rc = st_store_scan(c->store, pre, pl, st__snap_row, &sn, &wait);
         if (rc == 1) rc = ST_OK;
     }
-    if (rc != ST_OK || j->n == 0) {
+    if (rc != ST_OK || j->n == 0 || st__intend(c, j, &cs, &wait) != ST_OK) {
         st__job_free(j);
         return false;
     }
     j->offs[j->n] = j->recs.len;
     j->req.data = j;
+    j->wait = wait;
     st_map_insert(&cc->running, &u->node);
     cc->nrunning++;
     st_metric_set(cc->m_running, (double)cc->nrunning);
-    if (uv_queue_work(cc->loop, &j->req, st__flush_work, st__flush_done) != 0) {
-        st_map_remove(&cc->running, &u->node);
-        cc->nrunning--;
-        st__job_free(j);
-        return false;
+    if (wait > st_store_durable_id(c->store)) { /* see st__on_durable */
+        j->next_held = cc->held;
+        cc->held = j;
+        return true;
     }
+    st__queue(cc, j);
     return true;
+}
+
+/* Held flushes whose snapshot is durable now go to a worker. */
+static void st__on_durable(st_store_listener_t *l, uint64_t id)
+{
+    st_chat_t *c = (st_chat_t *)((char *)l - offsetof(st_chat_t, listener));
+    st_chatcold_t *cc = c->cold;
+    if (!cc) return;
+    for (st_flushjob_t **p = &cc->held; *p;) {
+        st_flushjob_t *j = *p;
+        if (j->wait > id) {
+            p = &j->next_held;
+            continue;
+        }
+        *p = j->next_held;
+        st__queue(cc, j);
+    }
+}
+
+/* Held flushes whose snapshot was rolled back are cancelled: those rows never existed. */
+static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
+{
+    st_chat_t *c = (st_chat_t *)((char *)l - offsetof(st_chat_t, listener));
+    st_chatcold_t *cc = c->cold;
+    if (!cc) return;
+    for (st_flushjob_t **p = &cc->held; *p;) {
+        st_flushjob_t *j = *p;
+        if (j->wait < first) {
+            p = &j->next_held;
+            continue;
+        }
+        *p = j->next_held;
+        st__running_done(cc, j->u);
+        st__retry_later(cc, j->u, err);
+        st__job_free(j);
+    }
+    st__pump(cc);
 }
 
 static void st__on_resume(uv_timer_t *t)
@@ -403,6 +507,29 @@ static int st__collect_name(void *arg, const void *key, size_t klen, const void 
     if (klen < 2 || klen - 1 > ST_NAME_MAX) return 0;
     st_buf_appendc(&n->names, (char)(uint8_t)(klen - 1));
     st_buf_append(&n->names, (const char *)key + 1, klen - 1);
+    return 0;
+}
+
+/* The distinct users of 'ks u 0 …' keys (they come sorted: a repeat follows its first). */
+typedef struct {
+    st_names_t out;
+    size_t prev; /* offset of the last name added */
+} st_users_t;
+
+static int st__collect_user(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_users_t *us = arg;
+    st_buf_t *b = &us->out.names;
+    (void)val;
+    (void)vlen;
+    const char *u = (const char *)key + 1;
+    size_t ul = strnlen(u, klen - 1);
+    if (ul == 0 || ul > ST_NAME_MAX || ul == klen - 1) return 0;
+    if (b->len && (uint8_t)b->data[us->prev] == ul && memcmp(b->data + us->prev + 1, u, ul) == 0)
+        return 0;
+    us->prev = b->len;
+    st_buf_appendc(b, (char)(uint8_t)ul);
+    st_buf_append(b, u, ul);
     return 0;
 }
 
@@ -467,7 +594,7 @@ void st__chat_posted(st_chat_t *c, const char *u, size_t ul, int64_t total)
 static void st__on_tick(uv_timer_t *t)
 {
     st_chatcold_t *cc = t->data;
-    st__chat_delete_doomed(cc); /* dropped from the manifest at least a tick ago */
+    st__chat_reap(cc); /* objects out of the manifest, once that is durable */
     uint64_t now = st__now_ms(cc), used, size;
     st_store_usage(cc->chat->store, &used, &size);
     /* near full: flush now, then give the flushes time to free space before asking again */
@@ -484,6 +611,24 @@ static void st__on_tick(uv_timer_t *t)
     st__pump(cc);
 }
 
+/* Start-up: flushes a crash interrupted left 'P' records; their objects are deleted (and the
+ * deletions a crash interrupted are finished) by the reaper. */
+static void st__recover(st_chat_t *c)
+{
+    st_users_t us = {{{0}}, 0};
+    uint64_t wait = 0;
+    char pre = 'P';
+    st_store_scan(c->store, &pre, 1, st__collect_user, &us, &wait);
+    st_buf_t *b = &us.out.names;
+    for (size_t i = 0; i < b->len;) {
+        size_t ul = (uint8_t)b->data[i];
+        st__chat_orphans(c, b->data + i + 1, ul, &wait);
+        i += 1 + ul;
+    }
+    st_buf_free(b);
+    st__chat_reap(c->cold);
+}
+
 int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t *o)
 {
     st_chatcold_t *cc = st_calloc(1, sizeof *cc);
@@ -498,6 +643,7 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
     st_map_init(&cc->running);
     st_map_init(&cc->footers);
     st_map_init(&cc->groups);
+    st_map_init(&cc->stuck);
     cc->m_flush_ok = st_metrics_counter("strata_flush_total", "Cold-tier flushes", "result=\"ok\"");
     cc->m_flush_err =
         st_metrics_counter("strata_flush_total", "Cold-tier flushes", "result=\"error\"");
@@ -518,6 +664,12 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
     cc->retention_us = o->retention_s * 1000000ull;
     cc->m_retained = st_metrics_counter("strata_retention_deleted_messages_total",
                                         "Cold messages deleted by retention", "");
+    cc->m_stuck = st_metrics_gauge("strata_flush_stuck_users",
+                                   "Users whose flush can never succeed (see the log)", "");
+    cc->m_reaped = st_metrics_counter("strata_cold_objects_deleted_total",
+                                      "Objects deleted from storage (expired or orphaned)", "");
+    cc->m_orphans = st_metrics_counter("strata_flush_orphans_total",
+                                       "Objects written by a flush that was never recorded", "");
     cc->m_seconds =
         st_metrics_histogram("strata_flush_seconds", "Flush duration, snapshot to manifest", "",
                              st_metrics_latency_bounds, st_metrics_latency_nbounds);
@@ -527,24 +679,32 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
     cc->next_interval_ms = uv_now(loop) + cc->interval_ms;
     uv_timer_start(&cc->tick, st__on_tick, ST__TICK_MS, ST__TICK_MS);
     c->cold = cc;
+    c->listener.on_durable = st__on_durable;
+    c->listener.on_failed = st__on_failed;
+    st_store_listen(c->store, &c->listener);
+    st__recover(c);
     return ST_OK;
 }
 
 /* Freed once its timer is closed and the last job in flight has come back. */
-static void st__maybe_free(st_chatcold_t *cc)
+void st__chat_cold_maybe_free(st_chatcold_t *cc)
 {
-    if (!cc->closed || cc->nrunning) return;
+    if (!cc->closed || cc->nrunning || cc->reaping) return;
     size_t it;
     st_map_node_t *n;
     while ((n = st_map_first(&cc->pending, &it)) != NULL) {
         st_map_remove(&cc->pending, n);
         free(n);
     }
+    while ((n = st_map_first(&cc->stuck, &it)) != NULL) {
+        st_map_remove(&cc->stuck, n);
+        free(n);
+    }
     st_map_free(&cc->pending);
     st_map_free(&cc->running);
+    st_map_free(&cc->stuck);
     st__chat_cache_free(cc);
     st__chat_rows_cache_free(cc);
-    st__chat_delete_doomed(cc);
     free(cc);
 }
 
@@ -553,7 +713,7 @@ static void st__tick_closed(uv_handle_t *h)
     st_chatcold_t *cc = h->data;
     if (++cc->closed_handles < 2) return;
     cc->closed = true;
-    st__maybe_free(cc);
+    st__chat_cold_maybe_free(cc);
 }
 
 void st_chat_cold_stop(st_chat_t *c)
@@ -562,52 +722,13 @@ void st_chat_cold_stop(st_chat_t *c)
     if (!cc) return;
     cc->stopping = true;
     c->cold = NULL;
+    while (cc->held) { /* never handed to a worker: their 'P' records wait for start-up */
+        st_flushjob_t *j = cc->held;
+        cc->held = j->next_held;
+        st__running_done(cc, j->u);
+        free(j->u);
+        st__job_free(j);
+    }
     uv_close((uv_handle_t *)&cc->tick, st__tick_closed);
     uv_close((uv_handle_t *)&cc->resume, st__tick_closed);
-}
-
-/* ---- idle eviction ---- */
-
-typedef struct {
-    int64_t before;
-    st_buf_t keys; /* each: u16 length, then the 'C' key */
-} st_evict_t;
-
-static int st__evict_pick(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    st_evict_t *e = arg;
-    st_conv_t cv;
-    if (vlen != sizeof cv || klen > ST__KEY_CAP) return 0;
-    memcpy(&cv, val, sizeof cv);
-    if (cv.hot_total != 0 || cv.updated >= e->before) return 0; /* still has hot rows, or fresh */
-    uint16_t l = (uint16_t)klen;
-    st_buf_append(&e->keys, &l, sizeof l);
-    st_buf_append(&e->keys, key, klen);
-    return 0;
-}
-
-/* Conversations untouched for the hot TTL whose messages are all cold lose their hot record:
- * reads rebuild it from the footers (the cold fall-back), the next post re-warms it. The
- * newest-first index entry stays, so the conversation is still listed. */
-size_t st__chat_evict(st_chat_t *c)
-{
-    st_chatcold_t *cc = c->cold;
-    if (!cc) return 0;
-    st_evict_t e = {st_now_us() - (int64_t)cc->hot_ttl_us, {0}};
-    uint64_t wait = 0;
-    char pre = 'C';
-    st_store_scan(c->store, &pre, 1, st__evict_pick, &e, &wait);
-    size_t n = 0;
-    for (size_t i = 0; i + sizeof(uint16_t) <= e.keys.len; n++) {
-        uint16_t l;
-        memcpy(&l, e.keys.data + i, sizeof l);
-        st_store_del(c->store, e.keys.data + i + sizeof l, l, &wait);
-        i += sizeof l + l;
-    }
-    st_buf_free(&e.keys);
-    if (n) {
-        st_metric_add(cc->m_evicted, (double)n);
-        st_info("cold: evicted %zu idle conversations from the hot store", n);
-    }
-    return n;
 }

@@ -12,6 +12,12 @@
  * Cold tier keys:
  *   'W' u             what of the user is cold (st_coldstat_t)
  *   'F' u 0 seq       one Parquet object of the user (st_coldfile_t, then the object key)
+ *   'P' u 0 seq       an object being written (value: its key); durable before the write
+ *                     starts, deleted by the batch that records 'F' — one left without its 'F'
+ *                     names an object no manifest will ever hold (an orphan)
+ *   'D' u 0 seq       an object to delete from storage (value: its key), staged in the batch
+ *                     that takes it out of the manifest (or finds it orphaned); deleted once
+ *                     the object is gone; start-up finishes what a crash left
  * The flush invariant: every cold msg_id of a user is <= its watermark < every hot msg_id, and
  * a flush moves rows by one atomic batch (manifest record in, hot rows out, counts moved from
  * hot to the cold baseline), so a read sees each message exactly once, before or after.
@@ -32,14 +38,19 @@ struct st_chat {
     st_snowflake_t ids;
     st_chat_observer_fn observer;
     void *observer_arg;
-    st_chatcold_t *cold; /* NULL until st_chat_cold_start */
+    st_chatcold_t *cold;          /* NULL until st_chat_cold_start */
+    st_store_listener_t listener; /* batches settling: flushes wait for their snapshot */
 };
 
 typedef struct {
     uint64_t first, last;
     int64_t created, updated;
     int64_t hot_total, base_total;
+    /* the highest seq ever issued in the conversation: the next post takes last_seq + 1, so
+     * no count moving (retention, repair, re-warm) ever makes a seq come again */
+    int64_t last_seq;
 } st_conv_t;
+#define ST__CONV_V1_SIZE 48 /* records written before last_seq: last_seq = the count */
 
 typedef struct {
     int64_t total, conversations;
@@ -68,14 +79,23 @@ size_t st__chat_ukey_upd(uint8_t *k, const char *u, size_t ul, int64_t updated, 
                          size_t cl);
 int st__chat_get_fixed(st_store_t *s, const uint8_t *k, size_t kl, void *dst, size_t n,
                        uint64_t *wait);
+/* A conversation record from its stored bytes (either layout); false if it is not one. */
+bool st__chat_conv_decode(const void *val, size_t vlen, st_conv_t *cv);
+/* The conversation record under the 'C' key k (either layout). */
+int st__chat_conv_get(st_store_t *s, const uint8_t *k, size_t kl, st_conv_t *cv, uint64_t *wait);
 /* Rewrites the user's totals ('T') as the sum of their conversation records: after a repair,
  * a rebuild or a retention pass changed counts other than by a post. */
 int st__chat_refresh_totals(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
 /* The user's cold summary; all zero when nothing of the user is cold. */
 int st__chat_coldstat(st_chat_t *c, const char *u, size_t ul, st_coldstat_t *out, uint64_t *wait);
-/* The object key of a user's file: {user}/batch-{ts}-{seq}.parquet, with a leading '.' of the
- * user escaped so "." and ".." stay names, not directories. */
+/* The object key of a user's file: {folder}/batch-{ts}-{seq}.parquet, where the folder is the
+ * user name itself, or for a name starting with '.', that first dot written as '~' (so "."
+ * and ".." stay names, not directories; '~' never occurs in a name, so no two names share a
+ * folder, and the folder is never longer than the name: it fits every backend). */
 void st__chat_object_key(st_buf_t *b, const char *u, size_t ul, int64_t ts, uint64_t seq);
+/* The user of an object key's folder (either encoding, including the older %2E one); false
+ * when the folder is no user's. u holds ST_NAME_MAX + 1 bytes. */
+bool st__chat_folder_user(const char *key, size_t flen, char *u, size_t *ul);
 
 /* cold_read.c */
 /* A user's manifest: its cold objects in file order (or reversed). */
@@ -104,10 +124,20 @@ void st__chat_rows_cache_free(st_chatcold_t *cc);
 int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
                        st_conv_t *cv, bool *from_cold, uint64_t *wait);
 /* retention.c: drops the user's objects older than the retention (whole objects); returns how
- * many. Their keys wait in cc->doomed until st__chat_delete_doomed. */
+ * many. Their deletion is recorded ('D') in the same batch. */
 size_t st__chat_retention(st_chat_t *c, const char *u, size_t ul);
-void st__chat_delete_doomed(st_chatcold_t *cc);
-/* flush.c: evicts conversations idle for the hot TTL whose messages are all cold. */
+/* reaper.c: deletes objects recorded for deletion ('D') whose record is durable, on a worker;
+ * then drops the records. One pass at a time; called on every tick and at start. */
+void st__chat_reap(st_chatcold_t *cc);
+/* Stages 'D' for the user's objects that a flush began but never recorded ('P' without 'F').
+ * Only while no flush of the user is in flight. */
+int st__chat_orphans(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
+/* Stages the deletion of one object of the user (its 'D' record). */
+int st__chat_doom(st_chat_t *c, const char *u, size_t ul, uint64_t seq, const char *key,
+                  uint64_t *wait);
+/* flush.c: frees the stopped cold tier once nothing of it is in flight. */
+void st__chat_cold_maybe_free(st_chatcold_t *cc);
+/* evict.c: evicts conversations idle for the hot TTL whose messages are all cold. */
 size_t st__chat_evict(st_chat_t *c);
 
 /* flush.c: told after each post with the user's total message count (flush_rows trigger). */
@@ -142,8 +172,13 @@ struct st_chatcold {
     st_metric_t *m_hybrid_hot, *m_hybrid_cold, *m_evicted, *m_retained;
     uint64_t hot_ttl_us;
     uint64_t retention_us; /* 0: keep forever */
-    char **doomed;         /* expired objects out of the manifest, deleted at the next tick */
-    size_t ndoomed;
+    /* flushes whose snapshot waits for its batch to be durable before a worker may start */
+    struct st_flushjob *held;
+    /* users whose flush can never succeed (e.g. a key the backend refuses): not retried */
+    st_map_t stuck;
+    st_metric_t *m_stuck, *m_reaped, *m_orphans;
+    bool reaping;           /* a deletion pass is on a worker */
+    uint64_t reap_after_ms; /* no pass before (after one that failed) */
 };
 
 #endif

@@ -88,15 +88,59 @@ int st__chat_coldstat(st_chat_t *c, const char *u, size_t ul, st_coldstat_t *out
     return rc;
 }
 
+bool st__chat_conv_decode(const void *val, size_t vlen, st_conv_t *cv)
+{
+    if (vlen == sizeof *cv) {
+        memcpy(cv, val, sizeof *cv);
+        return true;
+    }
+    if (vlen != ST__CONV_V1_SIZE) return false;
+    memcpy(cv, val, ST__CONV_V1_SIZE);
+    cv->last_seq = cv->base_total + cv->hot_total;
+    return true;
+}
+
+int st__chat_conv_get(st_store_t *s, const uint8_t *k, size_t kl, st_conv_t *cv, uint64_t *wait)
+{
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(s, k, kl, &v, &vl, wait);
+    if (rc) return rc;
+    return st__chat_conv_decode(v, vl, cv) ? ST_OK : ST_EINTERNAL;
+}
+
 void st__chat_object_key(st_buf_t *b, const char *u, size_t ul, int64_t ts, uint64_t seq)
 {
-    size_t i = 0;
-    for (; i < ul && u[i] == '.'; i++)
-        st_buf_puts(b, "%2E");
-    st_buf_append(b, u + i, ul - i);
+    if (ul && u[0] == '.') {
+        st_buf_appendc(b, '~');
+        u++;
+        ul--;
+    }
+    st_buf_append(b, u, ul);
     st_buf_printf(b, "/batch-%lld-%llu.parquet", (long long)ts, (unsigned long long)seq);
     st_buf_appendc(b, 0);
     b->len--;
+}
+
+bool st__chat_folder_user(const char *key, size_t flen, char *u, size_t *ul)
+{
+    size_t n = 0;
+    const char *p = key, *end = key + flen;
+    if (p < end && *p == '~') {
+        u[n++] = '.';
+        p++;
+    }
+    while (p < end && n <= ST_NAME_MAX) {
+        if (end - p >= 3 && memcmp(p, "%2E", 3) == 0) { /* the older encoding: every leading dot */
+            u[n++] = '.';
+            p += 3;
+        } else {
+            u[n++] = *p++;
+        }
+    }
+    if (p < end || n > ST_NAME_MAX || !st_name_valid(u, n)) return false;
+    *ul = n;
+    return true;
 }
 
 static int st__sum_conv(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
@@ -105,8 +149,7 @@ static int st__sum_conv(void *arg, const void *key, size_t klen, const void *val
     st_conv_t cv;
     (void)key;
     (void)klen;
-    if (vlen != sizeof cv) return 0;
-    memcpy(&cv, val, sizeof cv);
+    if (!st__chat_conv_decode(val, vlen, &cv)) return 0;
     t->total += cv.base_total + cv.hot_total;
     t->conversations++;
     return 0;

@@ -25,7 +25,7 @@ typedef struct {
     size_t n, cap;
 } st_objs_t;
 
-/* "{user}/batch-{ts}-{seq}.parquet", user with leading dots written as %2E. */
+/* "{folder}/batch-{ts}-{seq}.parquet" (the folder as st__chat_object_key writes it). */
 static int st__on_object(void *arg, const char *key, uint64_t size)
 {
     st_objs_t *o = arg;
@@ -36,16 +36,8 @@ static int st__on_object(void *arg, const char *key, uint64_t size)
     const char *dash = memrchr(slash, '-', (size_t)(key + kl - slash));
     if (!dash) return 0;
     st_obj_t ob = {0};
-    for (const char *p = key; p < slash;) {
-        if (strncmp(p, "%2E", 3) == 0) {
-            ob.user[ob.ulen++] = '.';
-            p += 3;
-        } else {
-            ob.user[ob.ulen++] = *p++;
-        }
-        if (ob.ulen > ST_NAME_MAX) return 0;
-    }
-    if (!st_name_valid(ob.user, ob.ulen)) return 0;
+    if (!st__chat_folder_user(key, (size_t)(slash - key), ob.user, &ob.ulen)) return 0;
+    ob.user[ob.ulen] = 0;
     ob.seq = strtoull(dash + 1, NULL, 10);
     ob.size = size;
     ob.key = st_strndup(key, kl);
@@ -85,6 +77,7 @@ typedef struct {
     int64_t rows;
     uint64_t first, last;
     int64_t created, updated;
+    int64_t last_seq;
 } st_cagg_t;
 
 /* Folds one conversation's cold aggregate into its record (created if the store has none). */
@@ -93,9 +86,9 @@ static int st__fold_conv(st_chat_t *c, const char *u, size_t ul, const st_cagg_t
     uint8_t k[ST__KEY_CAP];
     size_t kl = st__chat_ckey(k, u, ul, a->conv, a->clen);
     st_conv_t cv;
-    int rc = st__chat_get_fixed(c->store, k, kl, &cv, sizeof cv, wait);
+    int rc = st__chat_conv_get(c->store, k, kl, &cv, wait);
     if (rc == ST_ENOTFOUND) {
-        cv = (st_conv_t){a->first, a->last, a->created, a->updated, 0, 0};
+        cv = (st_conv_t){a->first, a->last, a->created, a->updated, 0, 0, 0};
     } else if (rc == ST_OK) {
         uint8_t uk[ST__KEY_CAP];
         size_t ukl = st__chat_ukey_upd(uk, u, ul, cv.updated, a->conv, a->clen);
@@ -108,9 +101,53 @@ static int st__fold_conv(st_chat_t *c, const char *u, size_t ul, const st_cagg_t
         return rc;
     }
     cv.base_total = a->rows;
+    /* seq goes on from the highest one either side holds */
+    if (a->last_seq > cv.last_seq) cv.last_seq = a->last_seq;
+    if (cv.last_seq < cv.base_total + cv.hot_total) cv.last_seq = cv.base_total + cv.hot_total;
     if ((rc = st_store_put(c->store, k, kl, &cv, sizeof cv, wait)) != ST_OK) return rc;
     size_t ukl = st__chat_ukey_upd(k, u, ul, cv.updated, a->conv, a->clen);
     return st_store_put(c->store, k, ukl, a->conv, a->clen, wait);
+}
+
+/* Whether object i is an orphan of a crashed flush: its rows were flushed again into an object
+ * of a higher seq (a flush that is recorded always covers the oldest hot rows, and only one
+ * flush of a user runs at a time, so a recorded object never overlaps a later one). */
+static bool st__superseded(const st_coldfile_t *f, const bool *skip, size_t n, size_t i)
+{
+    for (size_t j = i + 1; j < n; j++)
+        if (!skip[j] && f[j].rows && f[i].min_id <= f[j].max_id && f[j].min_id <= f[i].max_id)
+            return true;
+    return false;
+}
+
+/* Folds one object's row groups into the per-conversation aggregates. */
+static void st__aggregate(const st_pq_meta_t *m, st_cagg_t **agg, size_t *nagg)
+{
+    for (size_t g = 0; g < m->ngroups; g++) {
+        const st_pq_group_t *G = &m->groups[g];
+        size_t a = 0;
+        while (a < *nagg && !((*agg)[a].clen == G->conv_len &&
+                              memcmp((*agg)[a].conv, G->conv, G->conv_len) == 0))
+            a++;
+        if (a == *nagg) {
+            *agg = st_realloc(*agg, (*nagg + 1) * sizeof **agg);
+            st_cagg_t *x = &(*agg)[a];
+            memset(x, 0, sizeof *x);
+            memcpy(x->conv, G->conv, G->conv_len);
+            x->clen = G->conv_len;
+            x->first = UINT64_MAX;
+            x->created = INT64_MAX;
+            x->updated = INT64_MIN;
+            ++*nagg;
+        }
+        st_cagg_t *x = &(*agg)[a];
+        x->rows += G->rows;
+        if (G->min_id < x->first) x->first = G->min_id;
+        if (G->max_id > x->last) x->last = G->max_id;
+        if (G->min_ts < x->created) x->created = G->min_ts;
+        if (G->max_ts > x->updated) x->updated = G->max_ts;
+        if (G->max_seq > x->last_seq) x->last_seq = G->max_seq;
+    }
 }
 
 /* One user's objects [o, o + n), sorted by seq. */
@@ -124,52 +161,47 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
     size_t nagg = 0;
     uint8_t k[ST__KEY_CAP];
     int rc = ST_OK;
+    st_pq_meta_t *m = st_calloc(n, sizeof *m);
+    st_coldfile_t *f = st_calloc(n, sizeof *f);
+    bool *skip = st_calloc(n, sizeof *skip);
     for (size_t i = 0; i < n && rc == ST_OK; i++) {
-        st_pq_meta_t m;
-        if ((rc = st__footer_of(obj, &o[i], &m)) != ST_OK) {
+        if ((rc = st__footer_of(obj, &o[i], &m[i])) != ST_OK) {
             st_error("rebuild: %s cannot be read; stopping", o[i].key);
             break;
         }
-        st_coldfile_t f = {UINT64_MAX, 0, m.rows, o[i].size};
-        for (size_t g = 0; g < m.ngroups; g++) {
-            const st_pq_group_t *G = &m.groups[g];
-            if (G->min_id < f.min_id) f.min_id = G->min_id;
-            if (G->max_id > f.max_id) f.max_id = G->max_id;
-            size_t a = 0;
-            while (a < nagg &&
-                   !(agg[a].clen == G->conv_len && memcmp(agg[a].conv, G->conv, G->conv_len) == 0))
-                a++;
-            if (a == nagg) {
-                agg = st_realloc(agg, (nagg + 1) * sizeof *agg);
-                memset(&agg[a], 0, sizeof *agg);
-                memcpy(agg[a].conv, G->conv, G->conv_len);
-                agg[a].clen = G->conv_len;
-                agg[a].first = UINT64_MAX;
-                agg[a].created = INT64_MAX;
-                agg[a].updated = INT64_MIN;
-                nagg++;
-            }
-            st_cagg_t *x = &agg[a];
-            x->rows += G->rows;
-            if (G->min_id < x->first) x->first = G->min_id;
-            if (G->max_id > x->last) x->last = G->max_id;
-            if (G->min_ts < x->created) x->created = G->min_ts;
-            if (G->max_ts > x->updated) x->updated = G->max_ts;
+        f[i] = (st_coldfile_t){UINT64_MAX, 0, m[i].rows, o[i].size};
+        for (size_t g = 0; g < m[i].ngroups; g++) {
+            if (m[i].groups[g].min_id < f[i].min_id) f[i].min_id = m[i].groups[g].min_id;
+            if (m[i].groups[g].max_id > f[i].max_id) f[i].max_id = m[i].groups[g].max_id;
         }
-        st_parquet_meta_free(&m);
+    }
+    for (size_t i = n; i-- > 0 && rc == ST_OK;)
+        skip[i] = st__superseded(f, skip, n, i);
+    for (size_t i = 0; i < n && rc == ST_OK; i++) {
+        if (o[i].seq + 1 > cs.next_seq) cs.next_seq = o[i].seq + 1;
+        if (skip[i]) { /* an orphan: deleted by the next server start, never counted */
+            st_warn("rebuild: %s repeats rows of a later object; it will be deleted", o[i].key);
+            rc = st__chat_doom(c, u, ul, o[i].seq, o[i].key, wait);
+            continue;
+        }
+        st__aggregate(&m[i], &agg, &nagg);
         st_buf_t v = {0};
-        st_buf_append(&v, &f, sizeof f);
+        st_buf_append(&v, &f[i], sizeof f[i]);
         st_buf_puts(&v, o[i].key);
         size_t kn = st__chat_ukey(k, 'F', u, ul);
         st__chat_be64(k + kn, o[i].seq);
         rc = st_store_put(c->store, k, kn + 8, v.data, v.len, wait);
         st_buf_free(&v);
-        if (f.max_id > cs.watermark) cs.watermark = f.max_id;
-        cs.rows += f.rows;
-        cs.bytes += (int64_t)f.size;
+        if (f[i].max_id > cs.watermark) cs.watermark = f[i].max_id;
+        cs.rows += f[i].rows;
+        cs.bytes += (int64_t)f[i].size;
         cs.files++;
-        if (o[i].seq + 1 > cs.next_seq) cs.next_seq = o[i].seq + 1;
     }
+    for (size_t i = 0; i < n; i++)
+        st_parquet_meta_free(&m[i]);
+    free(m);
+    free(f);
+    free(skip);
     for (size_t a = 0; a < nagg && rc == ST_OK; a++)
         rc = st__fold_conv(c, u, ul, &agg[a], wait);
     if (rc == ST_OK)

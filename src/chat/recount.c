@@ -9,6 +9,32 @@
 
 #include <string.h>
 
+static int st__last_key(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)val;
+    (void)vlen;
+    if (klen >= 8) *(uint64_t *)arg = st__chat_rd64((const uint8_t *)key + klen - 8);
+    return 1;
+}
+
+/* The seq of the conversation's newest hot message (its record: i64 timestamp | i64 seq | …). */
+static int st__newest_hot_seq(st_chat_t *c, const char *u, size_t ul, const uint8_t *pre, size_t pl,
+                              int64_t *seq, uint64_t *wait)
+{
+    uint64_t id = 0;
+    int rc = st_store_range(c->store, pre, pl, NULL, 0, NULL, 0, true, st__last_key, &id, wait);
+    if (rc < 0) return rc;
+    if (!id) return ST_OK;
+    uint8_t k[ST__KEY_CAP];
+    size_t n = st__chat_ukey(k, 'M', u, ul);
+    st__chat_be64(k + n, id);
+    const void *v;
+    size_t vl;
+    if ((rc = st_store_get(c->store, k, n + 8, &v, &vl, wait)) != ST_OK) return rc;
+    if (vl >= 16) memcpy(seq, (const char *)v + 8, 8);
+    return ST_OK;
+}
+
 int st_chat_recount(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
                     int64_t *drift, uint64_t *wait)
 {
@@ -16,12 +42,13 @@ int st_chat_recount(st_chat_t *c, const char *u, size_t ul, const char *conv, si
     st_conv_t cv;
     size_t ckl = st__chat_ckey(k, u, ul, conv, cl);
     *drift = 0;
-    int rc = st__chat_get_fixed(c->store, k, ckl, &cv, sizeof cv, wait);
+    int rc = st__chat_conv_get(c->store, k, ckl, &cv, wait);
     if (rc) return rc;
-    int64_t hot = 0, cold = 0;
+    int64_t hot = 0, cold = 0, top = 0;
     uint8_t pre[ST__KEY_CAP];
     size_t pl = st__chat_nprefix(pre, u, ul, conv, cl);
     if ((rc = st_store_count(c->store, pre, pl, &hot, wait)) != ST_OK) return rc;
+    if (hot && (rc = st__newest_hot_seq(c, u, ul, pre, pl, &top, wait)) != ST_OK) return rc;
     if (c->cold) {
         st_manifest_t man;
         rc = st__chat_manifest(c, u, ul, false, &man, wait);
@@ -29,17 +56,22 @@ int st_chat_recount(st_chat_t *c, const char *u, size_t ul, const char *conv, si
             const st_pq_meta_t *m;
             rc = st__chat_footer(c->cold, man.keys[i], man.files[i].size, &m);
             for (size_t g = 0; rc == ST_OK && g < m->ngroups; g++)
-                if (m->groups[g].conv_len == cl && memcmp(m->groups[g].conv, conv, cl) == 0)
+                if (m->groups[g].conv_len == cl && memcmp(m->groups[g].conv, conv, cl) == 0) {
                     cold += m->groups[g].rows;
+                    if (m->groups[g].max_seq > top) top = m->groups[g].max_seq;
+                }
         }
         st__chat_manifest_free(&man);
         if (rc) return rc;
     }
     *drift = hot + cold - (cv.base_total + cv.hot_total);
-    if (*drift == 0 && cv.base_total == cold && cv.hot_total == hot) return ST_OK;
+    /* seq is not a count: a repair only ever raises it to the highest one stored */
+    bool seq_low = top > cv.last_seq;
+    if (*drift == 0 && cv.base_total == cold && cv.hot_total == hot && !seq_low) return ST_OK;
     /* the record's split follows the truth too, so the next flush moves the right counts */
     cv.base_total = cold;
     cv.hot_total = hot;
+    if (seq_low) cv.last_seq = top;
     if ((rc = st_store_put(c->store, k, ckl, &cv, sizeof cv, wait)) != ST_OK || *drift == 0)
         return rc;
     /* the user's totals are the sum of their conversations: recount them as well */
@@ -52,7 +84,7 @@ int st_chat_test_drift(st_chat_t *c, const char *u, size_t ul, const char *conv,
     uint8_t k[ST__KEY_CAP];
     st_conv_t cv;
     size_t ckl = st__chat_ckey(k, u, ul, conv, cl);
-    int rc = st__chat_get_fixed(c->store, k, ckl, &cv, sizeof cv, wait);
+    int rc = st__chat_conv_get(c->store, k, ckl, &cv, wait);
     if (rc) return rc;
     cv.hot_total += by;
     return st_store_put(c->store, k, ckl, &cv, sizeof cv, wait);
@@ -95,8 +127,7 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
 {
     uint8_t k[ST__KEY_CAP];
     *from_cold = false;
-    int rc =
-        st__chat_get_fixed(c->store, k, st__chat_ckey(k, u, ul, conv, cl), cv, sizeof *cv, wait);
+    int rc = st__chat_conv_get(c->store, k, st__chat_ckey(k, u, ul, conv, cl), cv, wait);
     if (rc != ST_ENOTFOUND || !c->cold) {
         if (rc == ST_OK && c->cold) st_metric_add(c->cold->m_hybrid_hot, 1);
         return rc;
@@ -104,7 +135,7 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
     /* not hot: rebuilt from the footers of the user's objects (no message data is read) */
     st_manifest_t man;
     rc = st__chat_manifest(c, u, ul, false, &man, wait);
-    st_conv_t x = {UINT64_MAX, 0, INT64_MAX, INT64_MIN, 0, 0};
+    st_conv_t x = {UINT64_MAX, 0, INT64_MAX, INT64_MIN, 0, 0, 0};
     for (size_t i = 0; i < man.n && rc == ST_OK; i++) {
         const st_pq_meta_t *m;
         rc = st__chat_footer(c->cold, man.keys[i], man.files[i].size, &m);
@@ -116,11 +147,13 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
             if (G->max_id > x.last) x.last = G->max_id;
             if (G->min_ts < x.created) x.created = G->min_ts;
             if (G->max_ts > x.updated) x.updated = G->max_ts;
+            if (G->max_seq > x.last_seq) x.last_seq = G->max_seq;
         }
     }
     st__chat_manifest_free(&man);
     if (rc) return rc;
     if (!x.base_total) return ST_ENOTFOUND;
+    if (x.last_seq < x.base_total) x.last_seq = x.base_total; /* files without seq statistics */
     st_metric_add(c->cold->m_hybrid_cold, 1);
     *cv = x;
     *from_cold = true;

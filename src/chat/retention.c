@@ -3,9 +3,14 @@
  * Retention (SPEC §6, off by default): a user's Parquet objects whose newest message is older
  * than --retention-seconds are dropped. One batch takes the object out of the manifest and its
  * rows out of the counts (user cold summary, each conversation's cold baseline, the user
- * totals); the object itself is deleted a pass later, once that batch is long durable, so no
- * read ever finds a manifest entry without its object. Whole objects only: a message is kept
- * until every message of its object has expired.
+ * totals) and records its deletion ('D'); the reaper deletes it from storage only once that
+ * batch is durable, so no manifest, before or after a crash, names a deleted object, and a
+ * crash never leaves an expired object behind. Whole objects only: a message is kept until
+ * every message of its object has expired.
+ *
+ * A conversation's record survives its messages: an evicted one is re-warmed from the cold
+ * tier first (its last seq comes from the seq statistics), and one emptied keeps its record
+ * with total_messages 0, so its seq goes on and it stays listed the same everywhere.
  */
 #include "internal.h"
 
@@ -13,27 +18,40 @@
 #include <string.h>
 
 /* Drops one expired object of user u from the manifest and the counts. */
-static int st__drop(st_chat_t *c, const char *u, size_t ul, uint64_t seq, const st_coldfile_t *f,
-                    const st_pq_meta_t *m, uint64_t *wait)
+static int st__drop(st_chat_t *c, const char *u, size_t ul, uint64_t seq, const char *key,
+                    const st_coldfile_t *f, const st_pq_meta_t *m, uint64_t *wait)
 {
     uint8_t k[ST__KEY_CAP];
-    size_t n = st__chat_ukey(k, 'F', u, ul);
-    st__chat_be64(k + n, seq);
-    int rc = st_store_del(c->store, k, n + 8, wait);
-    for (size_t g = 0; rc == ST_OK && g < m->ngroups; g++) {
-        const st_pq_group_t *G = &m->groups[g];
+    int rc = ST_OK;
+    /* m is borrowed from the footer cache, which re-warming reads through: copy what we need */
+    size_t ng = m->ngroups;
+    st_pq_group_t *gs = st_malloc(ng * sizeof *gs);
+    st_buf_t names = {0};
+    for (size_t g = 0; g < ng; g++) {
+        gs[g] = m->groups[g];
+        gs[g].conv = (const char *)(uintptr_t)names.len;
+        st_buf_append(&names, m->groups[g].conv, m->groups[g].conv_len);
+    }
+    /* first the conversations, while the manifest still holds the object (a re-warm counts it) */
+    for (size_t g = 0; rc == ST_OK && g < ng; g++) {
+        const char *conv = names.data + (uintptr_t)gs[g].conv;
         st_conv_t cv;
-        size_t ckl = st__chat_ckey(k, u, ul, G->conv, G->conv_len);
-        rc = st__chat_get_fixed(c->store, k, ckl, &cv, sizeof cv, wait);
-        if (rc == ST_ENOTFOUND) { /* evicted: its fields come from the remaining objects */
-            rc = ST_OK;
-            continue;
-        }
+        bool cold;
+        rc = st__chat_conv_load(c, u, ul, conv, gs[g].conv_len, &cv, &cold, wait);
         if (rc == ST_OK) {
-            cv.base_total -= G->rows;
+            cv.base_total -= gs[g].rows;
+            size_t ckl = st__chat_ckey(k, u, ul, conv, gs[g].conv_len);
             rc = st_store_put(c->store, k, ckl, &cv, sizeof cv, wait);
+        } else if (rc == ST_ENOTFOUND) {
+            rc = ST_OK;
         }
     }
+    free(gs);
+    st_buf_free(&names);
+    size_t n = st__chat_ukey(k, 'F', u, ul);
+    st__chat_be64(k + n, seq);
+    if (rc == ST_OK) rc = st_store_del(c->store, k, n + 8, wait);
+    if (rc == ST_OK) rc = st__chat_doom(c, u, ul, seq, key, wait);
     st_coldstat_t cs;
     if (rc == ST_OK) rc = st__chat_coldstat(c, u, ul, &cs, wait);
     if (rc == ST_OK) {
@@ -66,25 +84,10 @@ size_t st__chat_retention(st_chat_t *c, const char *u, size_t ul)
         const char *dash = strrchr(man.keys[i], '-');
         uint64_t seq = dash ? strtoull(dash + 1, NULL, 10) : 0;
         int64_t rows = man.files[i].rows;
-        if (st__drop(c, u, ul, seq, &man.files[i], m, &wait) != ST_OK) break;
+        if (st__drop(c, u, ul, seq, man.keys[i], &man.files[i], m, &wait) != ST_OK) break;
         st_metric_add(cc->m_retained, (double)rows);
-        /* deleted from storage a pass later, when the batch above is durable */
-        cc->doomed = st_realloc(cc->doomed, (cc->ndoomed + 1) * sizeof *cc->doomed);
-        cc->doomed[cc->ndoomed++] = st_strndup(man.keys[i], strlen(man.keys[i]));
         dropped++;
     }
     st__chat_manifest_free(&man);
     return dropped;
-}
-
-void st__chat_delete_doomed(st_chatcold_t *cc)
-{
-    for (size_t i = 0; i < cc->ndoomed; i++) {
-        if (st_objstore_delete(cc->obj, cc->doomed[i]) != ST_OK)
-            st_warn("cold: could not delete expired object %s", cc->doomed[i]);
-        free(cc->doomed[i]);
-    }
-    free(cc->doomed);
-    cc->doomed = NULL;
-    cc->ndoomed = 0;
 }

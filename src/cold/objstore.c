@@ -24,7 +24,7 @@ struct st_objstore {
     char *dir;    /* file: the directory */
     char *base;   /* s3: endpoint/bucket[/prefix], no trailing slash */
     char *bucket; /* s3: endpoint/bucket */
-    char *prefix; /* s3: "prefix/" or "" */
+    char *prefix; /* s3: "prefix" (no trailing '/') or "" */
     char *sigv4;
     char *userpwd;
     char *describe;
@@ -166,6 +166,7 @@ static int st__file_put(st_objstore_t *s, const char *key, const void *data, siz
     if (rename(tmp.data, path) != 0) goto done;
     rc = st__fsync_dir(path);
 done:
+    if (rc != ST_OK && errno == ENAMETOOLONG) rc = ST_EINVAL; /* retrying will not help */
     if (rc != ST_OK) st_warn("cold: writing %s failed: %s", path, strerror(errno));
     if (fd >= 0) close(fd);
     if (rc != ST_OK) unlink(tmp.data);
@@ -288,9 +289,16 @@ static int st__s3_url(st_objstore_t *s, const char *url, st_buf_t *out, long *st
     return st__s3_req(s, "GET", url, NULL, 0, NULL, out, SIZE_MAX, status);
 }
 
+#define ST__S3_KEY_MAX 1024 /* bytes of UTF-8, prefix included */
+
 static int st__s3_put(st_objstore_t *s, const char *key, const void *data, size_t len)
 {
     long status;
+    if (strlen(s->prefix) + 1 + strlen(key) > ST__S3_KEY_MAX) {
+        st_warn("cold: %s%s%s is longer than S3 allows (%d bytes)", s->prefix,
+                *s->prefix ? "/" : "", key, ST__S3_KEY_MAX);
+        return ST_EINVAL;
+    }
     int rc = st__s3(s, "PUT", key, data ? data : "", len, NULL, NULL, 0, &status);
     if (rc == ST_OK && status != 200) {
         st_warn("cold: PUT %s answered %ld", key, status);
@@ -336,10 +344,12 @@ int st_objstore_delete(st_objstore_t *s, const char *key)
 {
     if (!s->s3) {
         char *path = st__path(s, key);
-        int rc = unlink(path) == 0 || errno == ENOENT ? ST_OK : ST_EIO;
+        /* a path too long to exist was never stored: deleting it is done */
+        int rc = unlink(path) == 0 || errno == ENOENT || errno == ENAMETOOLONG ? ST_OK : ST_EIO;
         free(path);
         return rc;
     }
+    if (strlen(s->prefix) + 1 + strlen(key) > ST__S3_KEY_MAX) return ST_OK; /* likewise */
     long status;
     int rc = st__s3(s, "DELETE", key, NULL, 0, NULL, NULL, 0, &status);
     return rc == ST_OK && (status == 204 || status == 200 || status == 404) ? ST_OK : ST_EIO;
@@ -405,7 +415,7 @@ static int st__s3_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn
         st_buf_t url = {0}, body = {0};
         st_buf_printf(&url, "%s?list-type=2&prefix=", s->bucket);
         st_buf_t full = {0};
-        st_buf_printf(&full, "%s%s", s->prefix, prefix);
+        st_buf_printf(&full, "%s%s%s", s->prefix, *s->prefix ? "/" : "", prefix);
         st_buf_appendc(&full, 0);
         st__url_key(&url, full.data);
         if (token) {
@@ -424,8 +434,9 @@ static int st__s3_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn
         while (rc == ST_OK && (key = st__xml(p, "Key", &p)) != NULL) {
             char *size = st__xml(p, "Size", NULL);
             size_t pl = strlen(s->prefix);
-            if (strncmp(key, s->prefix, pl) == 0)
-                rc = fn(arg, key + pl, size ? strtoull(size, NULL, 10) : 0);
+            /* keys relative to the root, as they were put: without the prefix and its '/' */
+            if (strncmp(key, s->prefix, pl) == 0 && (!pl || key[pl] == '/'))
+                rc = fn(arg, key + pl + (pl ? 1 : 0), size ? strtoull(size, NULL, 10) : 0);
             free(size);
             free(key);
         }

@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 #include <zstd.h>
 
 #define ST__MAX_PAGE (256u << 20)
@@ -162,6 +163,10 @@ static int st__row_group(st_tr_t *r, uint64_t data_end, st_pq_group_t *g, st_buf
         g->min_ts = (int64_t)st__rd64(cols[3].min);
         g->max_ts = (int64_t)st__rd64(cols[3].max);
     }
+    if (cols[4].min && cols[4].max && cols[4].min_len == 8 && cols[4].max_len == 8) {
+        g->min_seq = (int64_t)st__rd64(cols[4].min);
+        g->max_seq = (int64_t)st__rd64(cols[4].max);
+    }
     g->offset = lo;
     g->length = hi - lo;
     g->conv = (const char *)(uintptr_t)strings->len; /* an offset until strings stops moving */
@@ -273,6 +278,8 @@ static void *st__keep(st_pq_rows_t *out, void *p)
 typedef struct {
     int type, page_type, encoding;
     int64_t raw, packed, values;
+    bool has_crc;
+    uint32_t crc;
 } st_page_t;
 
 static bool st__page_header(st_tr_t *r, st_page_t *pg)
@@ -291,7 +298,10 @@ static bool st__page_header(st_tr_t *r, st_page_t *pg)
             pg->raw = st_tr_int(r);
         else if (id == 3 && t == ST_TC_I32)
             pg->packed = st_tr_int(r);
-        else if ((id == 5 || id == 7) && t == ST_TC_STRUCT) { /* data or dictionary page */
+        else if (id == 4 && t == ST_TC_I32) {
+            pg->crc = (uint32_t)st_tr_int(r);
+            pg->has_crc = true;
+        } else if ((id == 5 || id == 7) && t == ST_TC_STRUCT) { /* data or dictionary page */
             int16_t l2 = 0, fid;
             if (!st_tr_enter(r)) return false;
             while (st_tr_field(r, &l2, &fid, &t, &bv))
@@ -417,6 +427,12 @@ static int st__read_column(const uint8_t *p, size_t len, int ci, st_msgrow_t *ro
         st_tr_init(&r, p, (size_t)(end - p));
         if (!st__page_header(&r, &pg) || (uint64_t)pg.packed > (uint64_t)(end - r.p) ||
             (pg.page_type == 0 && (uint64_t)pg.values > n - row)) {
+            rc = ST_EINVAL;
+            break;
+        }
+        /* a page with a CRC (every page strata writes) must match it: a flipped bit is an error,
+         * never a wrong value */
+        if (pg.has_crc && (uint32_t)crc32(0L, r.p, (uInt)pg.packed) != pg.crc) {
             rc = ST_EINVAL;
             break;
         }

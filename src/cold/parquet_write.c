@@ -2,8 +2,8 @@
 /*
  * Parquet writer for message rows. Layout: "PAR1", then per row group (one conversation) one
  * column chunk per column, each a series of v1 data pages (PLAIN values, definition levels for
- * the nullable metadata column, ZSTD-compressed, pages cut near 1 MiB), then the footer
- * (FileMetaData in Thrift compact), its length, "PAR1". Column chunks carry min/max statistics
+ * the nullable metadata column, ZSTD-compressed, pages cut near 1 MiB, each with its CRC-32),
+ * then the footer (FileMetaData in Thrift compact), its length, "PAR1". Column chunks carry min/max statistics
  * with type-defined order, so any reader can prune row groups by msg_id or conversation.
  */
 #include "strata/cold.h"
@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 #include <zstd.h>
 
 #define ST__PAGE_TARGET (1u << 20)
@@ -165,15 +166,18 @@ static void st__def_levels(st_buf_t *page, const st_msgrow_t *rows, size_t n)
     st__le32((uint8_t *)page->data + at, (uint32_t)(page->len - at - 4));
 }
 
-/* A DATA_PAGE (v1) header, or with dict_page a DICTIONARY_PAGE header. */
-static void st__page_header(st_buf_t *out, size_t raw, size_t packed, size_t values, int encoding,
-                            bool dict_page)
+/* A DATA_PAGE (v1) header, or with dict_page a DICTIONARY_PAGE header. crc: the CRC-32 (zlib's,
+ * as Parquet specifies) of the page as stored, after the header: readers detect a damaged page
+ * instead of decoding wrong values from it. */
+static void st__page_header(st_buf_t *out, size_t raw, size_t packed, uint32_t crc, size_t values,
+                            int encoding, bool dict_page)
 {
     st_tw_t w;
     st_tw_init(&w, out);
     st_tw_i32(&w, 1, dict_page ? 2 : 0);
     st_tw_i32(&w, 2, (int32_t)raw);
     st_tw_i32(&w, 3, (int32_t)packed);
+    st_tw_i32(&w, 4, (int32_t)crc);
     st_tw_struct_begin(&w, dict_page ? 7 : 5);
     st_tw_i32(&w, 1, (int32_t)values);
     st_tw_i32(&w, 2, encoding);
@@ -197,7 +201,8 @@ static int st__emit_page(st_buf_t *out, const st_buf_t *page, st_buf_t *packed, 
     size_t zl = ZSTD_compressCCtx(z, packed->data, cap, page->data, page->len, level);
     if (ZSTD_isError(zl) || page->len > INT32_MAX) return ST_EINTERNAL;
     size_t h0 = out->len;
-    st__page_header(out, page->len, zl, values, encoding, dict_page);
+    uint32_t crc = (uint32_t)crc32(0L, (const Bytef *)packed->data, (uInt)zl);
+    st__page_header(out, page->len, zl, crc, values, encoding, dict_page);
     size_t hl = out->len - h0;
     st_buf_append(out, packed->data, zl);
     ch->compressed += hl + zl;

@@ -30,9 +30,18 @@ uint64_t st_snowflake_next(st_snowflake_t *sf)
 void st_snowflake_floor(st_snowflake_t *sf, uint64_t id)
 {
     int64_t ms = (int64_t)(id >> 22);
-    if (ms > sf->last_ms || (ms == sf->last_ms && (id & 4095) > sf->seq)) {
+    uint64_t node = (id >> 12) & 1023, seq = id & 4095;
+    if (ms < sf->last_ms) return;
+    /* The node bits rank above the sequence: an id of a higher node (the node id was changed)
+     * is above every id of ours in its millisecond, so ours must start the next one; of a lower
+     * node, below all of them. */
+    if (node > sf->node) seq = 4095;
+    if (node < sf->node) seq = 0;
+    if (ms > sf->last_ms) {
         sf->last_ms = ms;
-        sf->seq = id & 4095;
+        sf->seq = seq;
+    } else if (seq > sf->seq) {
+        sf->seq = seq;
     }
 }
 

@@ -3,9 +3,13 @@
 #include "../test.h"
 #include "../fixture.h"
 #include "strata/chat.h"
+#include "strata/cold.h"
 #include "strata/metrics.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static fx_t fx;
 static st_store_t *store;
@@ -109,6 +113,168 @@ TEST(long_user_and_conversation_ids_fit_and_ids_never_go_back_after_restart)
     CHECK(post(user, conv, "after", &out) > a);
     CHECK(strstr(out.data, "\"seq\":3"));
     st_buf_free(&out);
+    close_all(true);
+}
+
+/* Regression (issue 11.4): eviction deleted a record but not its newest-first index entry, and
+ * the list stopped with 404 at the first entry it could not load. */
+TEST(list_skips_and_repairs_index_entries_whose_conversation_is_gone)
+{
+    open_all(true);
+    st_buf_t out = {0};
+    post("l", "keep1", "a", &out);
+    post("l", "gone", "b", &out);
+    post("l", "keep2", "c", &out);
+    uint64_t w = 0;
+    CHECK_EQ(st_store_del(store, "Cl\0gone", 7, &w), ST_OK); /* the record only, as eviction did */
+    fx_settle(&fx, store);
+    st_buf_reset(&out);
+    CHECK_EQ(st_chat_conversations(chat, "l", 1, NULL, 0, 2, &out, &w), ST_OK);
+    st_buf_appendc(&out, 0);
+    CHECK(strstr(out.data, "keep2") && strstr(out.data, "keep1")); /* the page is still full */
+    CHECK(!strstr(out.data, "gone"));
+    CHECK(strstr(out.data, "\"next\":null"));
+    fx_settle(&fx, store);
+    int64_t n = 0;
+    CHECK_EQ(st_store_count(store, "Ul\0", 3, &n, &w), ST_OK);
+    CHECK_EQ(n, 2); /* the dead entry was dropped */
+    st_buf_free(&out);
+    close_all(true);
+}
+
+/* How many Parquet objects are in dir (not recursive). */
+static int count_objects(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        n += strstr(e->d_name, ".parquet") != NULL;
+    if (d) closedir(d);
+    return n;
+}
+
+/* The redo log's descriptor: a test points it at /dev/full to make a batch fail. */
+static int wal_fd(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int fd = -1;
+    while (d && (e = readdir(d)) != NULL) {
+        char p[300], t[512];
+        snprintf(p, sizeof p, "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(p, t, sizeof t - 1);
+        if (n > 0 && (t[n] = 0, strstr(t, fx.dir) && strstr(t, "strata.wal"))) fd = atoi(e->d_name);
+    }
+    if (d) closedir(d);
+    return fd;
+}
+
+static int64_t stat_of(const char *user, const char *field)
+{
+    st_buf_t out = {0};
+    uint64_t w = 0;
+    if (st_chat_stats(chat, user, strlen(user), &out, &w) != ST_OK) abort();
+    st_buf_appendc(&out, 0);
+    const char *p = strstr(out.data, field);
+    int64_t v = p ? strtoll(p + strlen(field) + 1, NULL, 10) : -1;
+    st_buf_free(&out);
+    return v;
+}
+
+/* Regression (issue 11.1): a flush snapshot included writes still staged and its worker wrote
+ * them to object storage at once, before their batch was durable; when that batch failed, the
+ * object stayed (rows that never existed, readable by DuckDB and rebuild-meta). */
+TEST(flush_never_writes_rows_whose_batch_is_not_durable_or_failed)
+{
+    open_all(true);
+    char cold[128], dir_a[160], dir_b[160];
+    snprintf(cold, sizeof cold, "file://%s/cold", fx.dir);
+    snprintf(dir_a, sizeof dir_a, "%s/cold/a", fx.dir);
+    snprintf(dir_b, sizeof dir_b, "%s/cold/b", fx.dir);
+    st_objstore_t *obj;
+    st_objstore_opts_t oo = {cold, NULL, NULL, NULL, NULL};
+    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
+    st_chat_cold_opts_t co = {.store = obj, .flush_interval_s = 3600, .flush_rows = 1000000};
+    CHECK_EQ(st_chat_cold_start(chat, &fx.loop, &co), ST_OK);
+    st_buf_t out = {0};
+    for (int i = 0; i < 5; i++)
+        post("a", "c", "staged", &out);
+    CHECK_EQ(st_chat_flush_all(chat), 1); /* the rows are staged: their batch is not even sealed */
+    usleep(300 * 1000);                   /* a worker would have written the object by now */
+    CHECK_EQ(count_objects(dir_a), 0);
+    for (int i = 0; i < 2000 && stat_of("a", "\"cold_messages\"") != 5; i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK_EQ(stat_of("a", "\"cold_messages\""), 5); /* once durable, the flush goes ahead */
+    CHECK_EQ(count_objects(dir_a), 1);
+
+    /* a batch that fails: its rows are rolled back and a flush of them must never happen */
+    int fd = wal_fd(), saved = dup(fd), full = open("/dev/full", O_WRONLY);
+    CHECK(fd >= 0 && saved >= 0 && full >= 0);
+    fx_settle(&fx, store);
+    dup2(full, fd);
+    for (int i = 0; i < 3; i++)
+        post("b", "c", "doomed", &out);
+    CHECK_EQ(st_chat_flush_all(chat), 1);
+    fx_settle(&fx, store); /* the batch fails and is rolled back */
+    dup2(saved, fd);
+    close(saved);
+    close(full);
+    usleep(300 * 1000);
+    for (int i = 0; i < 20; i++)
+        uv_run(&fx.loop, UV_RUN_NOWAIT);
+    CHECK_EQ(count_objects(dir_b), 0);
+    CHECK_EQ(stat_of("b", "\"total_messages\""), 0);
+    CHECK_EQ(stat_of("b", "\"cold_messages\""), 0);
+    st_buf_free(&out);
+    st_chat_cold_stop(chat);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    st_objstore_close(obj);
+    close_all(true);
+}
+
+/* Regression (issue 11.1): rebuild-meta imported every object in the bucket, so an orphan of a
+ * crashed flush (its rows flushed again into a later object) was counted twice. */
+TEST(rebuild_skips_an_orphan_whose_rows_a_later_object_holds)
+{
+    open_all(true);
+    char cold[128];
+    snprintf(cold, sizeof cold, "file://%s/cold", fx.dir);
+    st_objstore_t *obj;
+    st_objstore_opts_t oo = {cold, NULL, NULL, NULL, NULL};
+    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
+    st_msgrow_t rows[5];
+    for (int i = 0; i < 5; i++)
+        rows[i] = (st_msgrow_t){.msg_id = 100 + (uint64_t)i,
+                                .timestamp = 1000 + i,
+                                .seq = 1 + i,
+                                .conv = "c",
+                                .conv_len = 1,
+                                .from = "f",
+                                .from_len = 1,
+                                .content = "x",
+                                .content_len = 1};
+    st_buf_t a = {0}, b = {0};
+    CHECK_EQ(st_parquet_encode(rows, 3, 1, &a), ST_OK); /* the crashed attempt: rows 1-3 */
+    CHECK_EQ(st_parquet_encode(rows, 5, 1, &b), ST_OK); /* the retry that was recorded: 1-5 */
+    CHECK_EQ(st_objstore_put(obj, "u/batch-1000-1.parquet", a.data, a.len), ST_OK);
+    CHECK_EQ(st_objstore_put(obj, "u/batch-1000-2.parquet", b.data, b.len), ST_OK);
+    size_t users, convs;
+    int64_t n;
+    uint64_t w = 0;
+    CHECK_EQ(st_chat_rebuild(chat, obj, &users, &convs, &n, &w), ST_OK);
+    CHECK_EQ(n, 5);
+    CHECK_EQ(stat_of("u", "\"total_messages\""), 5);
+    int64_t doomed = 0;
+    CHECK_EQ(st_store_count(store, "Du\0", 3, &doomed, &w), ST_OK);
+    CHECK_EQ(doomed, 1); /* the orphan is deleted at the next start */
+    st_buf_t out = {0};
+    CHECK(post("u", "c", "next", &out) > 104);
+    CHECK(strstr(out.data, "\"seq\":6"));
+    st_buf_free(&out);
+    st_buf_free(&a);
+    st_buf_free(&b);
+    st_objstore_close(obj);
     close_all(true);
 }
 

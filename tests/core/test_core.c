@@ -172,4 +172,19 @@ TEST(snowflakes_increase_and_encode_node_and_time)
     CHECK(st_snowflake_next(&sf2) > prev + (1000ULL << 22));
 }
 
+/* Regression: the floor compared only the millisecond and sequence bits, so after a restart
+ * with a lower node id (same millisecond, clock gone back) the next id was below the floor. */
+TEST(snowflake_floor_from_a_higher_node_id_is_never_undercut)
+{
+    st_snowflake_t a, b;
+    st_snowflake_init(&a, 9);
+    uint64_t floor = st_snowflake_next(&a) + (5000ULL << 22); /* ahead of the clock */
+    st_snowflake_init(&b, 3);
+    st_snowflake_floor(&b, floor);
+    CHECK(st_snowflake_next(&b) > floor);
+    st_snowflake_init(&b, 900);
+    st_snowflake_floor(&b, floor | 4000);
+    CHECK(st_snowflake_next(&b) > (floor | 4000));
+}
+
 RUN_TESTS("core")
