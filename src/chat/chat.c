@@ -43,6 +43,7 @@ int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id)
 
 void st_chat_close(st_chat_t *c)
 {
+    st_store_unlisten(c->store, &c->listener); /* no-op when the cold tier never started */
     free(c);
 }
 
