@@ -2,8 +2,9 @@
 // Scale-out (SPEC §10): three strata behind Debian's nginx, and behind HAProxy, each running the
 // shipped configuration (deploy/nginx/strata.conf, deploy/haproxy/haproxy.cfg) with only its
 // ports templated. Every key's data lands on exactly one node, reads and writes through the
-// proxy are exact, a percent-encoded key reaches the same node, and streams opened through the
-// proxy with ?route= see the live changes of their key. A proxy that is not installed is
+// proxy are exact, bookings through the nested routes reach their event's node, a
+// percent-encoded key reaches the same node, and streams opened through the proxy with ?route=
+// see the live changes of their key. A proxy that is not installed is
 // skipped (tools/install-deps.sh --test installs both).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -98,6 +99,7 @@ for (const [name, bin, config] of [['nginx', NGINX, nginxConfig], ['HAProxy', HA
 
     test('every key lives on exactly one node, and reads through the proxy are exact', async () => {
       const spread = [new Set(), new Set(), new Set(), new Set()];
+      const bookings = [];
       for (let i = 1; i <= KEYS; i++) {
         assert.equal((await via('POST', `/v1/counters/k${i}/incr`, { by: i })).status, 200);
         assert.equal((await via('POST', `/v1/counters/k${i}/incr`, { by: 1000 })).status, 200);
@@ -106,7 +108,9 @@ for (const [name, bin, config] of [['nginx', NGINX, nginxConfig], ['HAProxy', HA
         assert.equal((await via('POST', `/v1/sequences/q${i}/next`, { count: i })).status, 200);
         const ev = { event_id: `e${i}`, sections: [{ name: 'A', rows: 2, cols: 5, price: 10 }] };
         assert.equal((await via('POST', `/v1/events?route=event:e${i}`, ev)).status, 201);
-        assert.equal((await via('POST', `/v1/events/e${i}/bookings`, { section: 'A', quantity: 2 })).status, 201);
+        const b = await via('POST', `/v1/events/e${i}/bookings`, { section: 'A', quantity: 2 });
+        assert.equal(b.status, 201);
+        bookings[i] = b.json.booking_id;
       }
       for (let i = 1; i <= KEYS; i++) {
         const c = await owners(`/v1/counters/k${i}`, (r) => r.status === 200);
@@ -121,8 +125,14 @@ for (const [name, bin, config] of [['nginx', NGINX, nginxConfig], ['HAProxy', HA
         assert.equal((await via('GET', `/v1/sequences/q${i}`)).json.last, i);
         const st = (await via('GET', `/v1/events/e${i}`)).json.event_stats;
         assert.deepEqual([st.reserved, st.available], [2, 8], 'the booking landed on its event\'s node');
-        // Nested booking routes (/v1/events/{id}/bookings/{bid}) route by event the same way;
-        // asserted here once the server serves them.
+        // The nested booking routes reach the event's node too (the flat /v1/bookings/{id} cannot).
+        const nested = `/v1/events/e${i}/bookings/${bookings[i]}`;
+        assert.equal((await via('GET', nested)).json.status, 'reserved');
+        if (i % 2) assert.equal((await via('POST', `${nested}/confirm`)).json.status, 'sold');
+        else assert.equal((await via('POST', `${nested}/cancel`)).json.status, 'cancelled');
+        const owner = nodes[e[0]];
+        const after = (await owner.req('GET', `/v1/events/e${i}`)).json.event_stats;
+        assert.deepEqual([after.sold, after.reserved], i % 2 ? [2, 0] : [0, 0]);
       }
       for (const s of spread) assert.equal(s.size, 3, 'consistent hashing uses all three nodes');
     });
@@ -159,7 +169,7 @@ for (const [name, bin, config] of [['nginx', NGINX, nginxConfig], ['HAProxy', HA
       const seats = await wsConnect(port, '/v1/stream?route=event:e4');
       seats.send({ type: 'subscribe', id: 's', topic: 'seats', event_id: 'e4' });
       do f = (await seats.next(5000)).json; while (f.type !== 'seats');
-      assert.equal(f.snapshot.event_stats.reserved, 2);
+      assert.equal(f.snapshot.event_stats.total, 10);
       await via('POST', '/v1/events/e4/bookings', { section: 'A', seats: ['2-5'] });
       do f = (await seats.next(5000)).json; while (f.type !== 'seats');
       assert.deepEqual(f.changes, [{ seat: '2-5', state: 'reserved' }]);
