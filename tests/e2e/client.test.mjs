@@ -190,6 +190,30 @@ describe('the client against the real server', () => {
     st.close(); ct.close(); se.close();
   });
 
+  test('a stream whose token expires (1008 "token expired") refreshes it and resumes', async () => {
+    let refreshed = 0;
+    const dave = new lib.Strata({
+      baseUrl: `http://127.0.0.1:${port}`, WebSocket, backoff: { baseMs: 20, capMs: 200 },
+      token: jwt({ sub: 'dave', exp: now() + 7 }), // outlives the 5 s early-refresh margin at connect
+      refreshToken: () => { refreshed++; return jwt({ sub: 'dave', exp: now() + 600 }); },
+    });
+    const writer = new lib.Strata({ baseUrl: `http://127.0.0.1:${port}`, token: jwt({ sub: 'dave', exp: now() + 600 }) });
+    const got = [], closes = [];
+    const st = dave.stream({ topic: 'messages', user: 'dave' }, {
+      onMessage: (m) => got.push(m.content),
+      onState: (x, d) => { if (x === 'reconnecting' && d?.code) closes.push(`${d.code} ${d.reason}`); },
+    });
+    await st.ready;
+    await writer.postMessage('dave', { conversation_id: 'x', from: 'dave', content: 'one' });
+    await until('the close for the expired token', () => closes.length > 0, 20000);
+    assert.deepEqual(closes, ['1008 token expired']);
+    await until('the refresh', () => refreshed === 1);
+    await writer.postMessage('dave', { conversation_id: 'x', from: 'dave', content: 'two' });
+    await until('the message after the refresh', () => got.length === 2);
+    assert.deepEqual(got, ['one', 'two']);
+    st.close();
+  });
+
   test('a stream cut off as a slow consumer resumes from the last msg_id: no gap, no duplicate', async () => {
     const sockets = [];
     class PausableWS extends WebSocket {

@@ -136,6 +136,8 @@ describe('CORS on (--cors-origins with two origins, auth on)', () => {
     ok.close();
     const bad = await wsConnect(s.port, `/v1/stream?access_token=${alice()}`, { origin: EVIL });
     assert.equal(bad.status, 403);
+    const m = (await s.req('GET', '/metrics')).text;
+    assert.match(m, /strata_http_requests_total\{route="ANY unmatched",status="403"\} [1-9]/, 'counted as the 403 it is');
     const noToken = await wsConnect(s.port, '/v1/stream', { origin: A });
     assert.equal(noToken.status, 401);
     const cli = await wsConnect(s.port, `/v1/stream?access_token=${alice()}`); // no Origin: not a browser
