@@ -89,11 +89,13 @@ export function fullJitter(attempt: number, b: Backoff = {}): number {
   return Math.random() * Math.min(cap, base * 2 ** Math.min(attempt, 30));
 }
 
+/** A fresh Idempotency-Key. Node 18 has no global `crypto`: keys need to be unique, not secret. */
 export function randomKey(): string {
-  const c = globalThis.crypto;
+  const c = (globalThis as { crypto?: Crypto }).crypto;
   if (c?.randomUUID) return c.randomUUID();
   const b = new Uint8Array(16);
-  c.getRandomValues(b);
+  if (c?.getRandomValues) c.getRandomValues(b);
+  else for (let i = 0; i < b.length; i++) b[i] = Math.floor(Math.random() * 256);
   return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 }
 
