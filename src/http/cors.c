@@ -8,6 +8,7 @@
 #include "internal.h"
 
 #include <string.h>
+#include <strings.h>
 
 #define ST__CORS_METHODS "GET, HEAD, POST, OPTIONS"
 #define ST__CORS_HEADERS "Authorization, Content-Type, Idempotency-Key"
@@ -70,4 +71,23 @@ void st_cors_finish(st_ctx_t *c)
     }
     c->extra_headers = st_arena_strndup(c->arena, h.data, h.len);
     st_buf_free(&h);
+}
+
+char *st_cors_headers_of(const char *resp, size_t len)
+{
+    st_buf_t h = {0};
+    st_buf_puts(&h, "");
+    const char *end = resp + len;
+    const char *p = memchr(resp, '\n', len); /* skip the status line */
+    while (p && ++p < end && *p != '\r') {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol) break;
+        size_t n = (size_t)(eol - p) + 1;
+        if ((n > 5 && strncasecmp(p, "vary:", 5) == 0) ||
+            (n > 15 && strncasecmp(p, "access-control-", 15) == 0))
+            st_buf_append(&h, p, n);
+        p = eol;
+    }
+    size_t out_len;
+    return st_buf_steal(&h, &out_len);
 }

@@ -87,6 +87,10 @@ bool st_cors_preflight(st_ctx_t *c);
 /* Adds Vary and, for an allowed Origin, the Access-Control-* headers to c->extra_headers (arena
  * memory). Call once, just before the response is written. */
 void st_cors_finish(st_ctx_t *c);
+/* The CORS lines (Vary, Access-Control-*) of a whole response already written, so an answer
+ * that replaces it (a failed batch) keeps them. Returns owned "Name: value\r\n..." (maybe
+ * empty); free with free(). */
+char *st_cors_headers_of(const char *resp, size_t len);
 
 /* ---- JSON body helpers (on cJSON); each writes the 400 itself and returns its code ---- */
 /* Parses the body as a JSON object; an empty body gives *out = NULL. Free with cJSON_Delete.

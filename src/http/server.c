@@ -552,8 +552,10 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
                           "{\"error\":{\"code\":\"%s\",\"message\":\"%s; the request was not "
                           "applied\"}}",
                           st_err_code(err), st_strerror(err));
-            st_http_write_response(&resp, st_err_status(err), NULL, NULL, body.data, body.len,
+            char *cors = st_cors_headers_of(s->data, s->len); /* a browser must see it too */
+            st_http_write_response(&resp, st_err_status(err), NULL, cors, body.data, body.len,
                                    s->close);
+            free(cors);
             free(s->data);
             s->data = st_buf_steal(&resp, &s->len);
             s->status = st_err_status(err);
