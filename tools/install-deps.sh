@@ -13,6 +13,8 @@ pkgs=(build-essential cmake pkg-config ca-certificates
 for arg in "$@"; do
   case "$arg" in
     --test) pkgs+=(clang libclang-rt-14-dev curl)
+            # browser (CORS) test, three strata behind nginx and HAProxy, /metrics checked by promtool
+            pkgs+=(chromium nginx-light haproxy prometheus)
             # e2e tests run on Node (node:test) with two npm packages, DuckDB and s3rver:
             # Debian's nodejs (18) and npm are enough; a newer node already here is used as it is.
             command -v node >/dev/null 2>&1 || pkgs+=(nodejs)

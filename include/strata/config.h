@@ -21,6 +21,7 @@ typedef struct {
     uint64_t retention_seconds;
     uint64_t reconcile_interval;
     char jwt_secret[512];
+    char cors_origins[2048];
     uint64_t node_id;
     uint64_t max_body;
     uint64_t max_content;

@@ -12,7 +12,14 @@
 
 #include <uv.h>
 
-enum { ST_HTTP_DELETE = 0, ST_HTTP_GET = 1, ST_HTTP_HEAD = 2, ST_HTTP_POST = 3, ST_HTTP_PUT = 4 };
+enum {
+    ST_HTTP_DELETE = 0,
+    ST_HTTP_GET = 1,
+    ST_HTTP_HEAD = 2,
+    ST_HTTP_POST = 3,
+    ST_HTTP_PUT = 4,
+    ST_HTTP_OPTIONS = 6
+};
 
 /* One parsed request; every pointer is borrowed from the parser and valid until it resumes. */
 typedef struct {
@@ -37,6 +44,8 @@ typedef struct {
     size_t ws_version_len;
     const char *ws_protocol; /* Sec-WebSocket-Protocol */
     size_t ws_protocol_len;
+    const char *origin; /* Origin header or NULL (CORS) */
+    size_t origin_len;
     bool keep_alive;
     bool upgrade; /* Connection: upgrade requested (WebSocket) */
     uint64_t started_ns;

@@ -57,6 +57,8 @@ static const st_cfg_opt_t st__opts[] = {
             1, 86400, "seconds between reconciliation passes"),
     ST__STR(jwt_secret, "jwt-secret", "STRATA_JWT_SECRET", "",
             "HS256 secret; when set every /v1 route requires a Bearer token"),
+    ST__STR(cors_origins, "cors-origins", "STRATA_CORS_ORIGINS", "",
+            "origins browsers may call from (comma list, or *); none when unset"),
     ST__NUM(ST_CFG_U64, node_id, "node-id", "STRATA_NODE_ID", "0", 0, 1023,
             "snowflake node id (0..1023), unique per instance"),
     ST__NUM(ST_CFG_SIZE, max_body, "max-body", "STRATA_MAX_BODY", "8MiB", 1024, 1ULL << 30,

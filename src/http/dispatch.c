@@ -26,7 +26,9 @@ void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *a
     const st_route_t *route = NULL;
     int rc = st_router_match(&c, &route);
     *route_idx = route ? (int)(route - st_routes) : -1;
-    if (rc == ST_EINVAL) {
+    if (st_cors_preflight(&c)) {
+        /* a browser's preflight: 204, no auth (SPEC §7) */
+    } else if (rc == ST_EINVAL) {
         st_ctx_error(&c, rc, "malformed percent-escape in the path or query");
     } else if (rc == ST_ENOTFOUND) {
         st_ctx_error(&c, rc, "no route for %s %.*s", req->method_name,
@@ -78,6 +80,7 @@ void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *a
                                c.status, st__body.data, st__body.len, &c.wait);
         }
     }
+    st_cors_finish(&c);
     st_http_write_response(out, c.status, c.content_type, c.extra_headers, st__body.data,
                            st__body.len, !req->keep_alive);
     if (req->method == ST_HTTP_HEAD)

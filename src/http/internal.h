@@ -79,6 +79,19 @@ int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_
  * ST_EBADREQ and *msg (static) says what is wrong. */
 int st_http_ws_handshake(const st_http_request_t *req, st_buf_t *out, const char **msg);
 
+/* ---- CORS (cors.c) ---- */
+/* True when cfg->cors_origins lists this Origin (or is `*`); origin is borrowed, may be NULL. */
+bool st_cors_allowed(const st_config_t *cfg, const char *origin, size_t n);
+/* A preflight (OPTIONS on /v1/... from an allowed Origin): sets the 204 answer and returns true. */
+bool st_cors_preflight(st_ctx_t *c);
+/* Adds Vary and, for an allowed Origin, the Access-Control-* headers to c->extra_headers (arena
+ * memory). Call once, just before the response is written. */
+void st_cors_finish(st_ctx_t *c);
+/* The CORS lines (Vary, Access-Control-*) of a whole response already written, so an answer
+ * that replaces it (a failed batch) keeps them. Returns owned "Name: value\r\n..." (maybe
+ * empty); free with free(). */
+char *st_cors_headers_of(const char *resp, size_t len);
+
 /* ---- JSON body helpers (on cJSON); each writes the 400 itself and returns its code ---- */
 /* Parses the body as a JSON object; an empty body gives *out = NULL. Free with cJSON_Delete.
  * The body must be strict JSON in UTF-8 without U+0000 in strings (except inside "metadata",
@@ -151,6 +164,7 @@ int st_api_conversation_get(st_ctx_t *c);
 int st_api_user_stats(st_ctx_t *c);
 int st_api_healthz(st_ctx_t *c);
 int st_api_metrics(st_ctx_t *c);
+int st_api_openapi(st_ctx_t *c);
 int st_api_admin_flush(st_ctx_t *c);
 int st_api_admin_reconcile(st_ctx_t *c);
 int st_api_admin_test_drift(st_ctx_t *c);

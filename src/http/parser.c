@@ -20,6 +20,7 @@ typedef enum {
     ST_HDR_WS_KEY,
     ST_HDR_WS_VERSION,
     ST_HDR_WS_PROTOCOL,
+    ST_HDR_ORIGIN,
     ST_HDR_NKEPT,
     ST_HDR_OTHER = ST_HDR_NKEPT,
 } st_hdr_t;
@@ -35,6 +36,7 @@ static const struct {
     {"sec-websocket-key", 17},
     {"sec-websocket-version", 21},
     {"sec-websocket-protocol", 22},
+    {"origin", 6},
 };
 
 struct st_http_parser {
@@ -213,11 +215,11 @@ static int st__on_message_complete(llhttp_t *ll)
     r.query_len = q ? p->url_len - r.path_len - 1 : 0;
     r.body = p->body.data ? p->body.data : "";
     r.body_len = p->body.len;
-    const char **vals[ST_HDR_NKEPT] = {&r.idem_key, &r.auth,       NULL,          &r.upgrade_to,
-                                       &r.ws_key,   &r.ws_version, &r.ws_protocol};
-    size_t *lens[ST_HDR_NKEPT] = {&r.idem_len,       &r.auth_len,   NULL,
-                                  &r.upgrade_to_len, &r.ws_key_len, &r.ws_version_len,
-                                  &r.ws_protocol_len};
+    const char **vals[ST_HDR_NKEPT] = {&r.idem_key, &r.auth,       NULL,           &r.upgrade_to,
+                                       &r.ws_key,   &r.ws_version, &r.ws_protocol, &r.origin};
+    size_t *lens[ST_HDR_NKEPT] = {&r.idem_len,        &r.auth_len,   NULL,
+                                  &r.upgrade_to_len,  &r.ws_key_len, &r.ws_version_len,
+                                  &r.ws_protocol_len, &r.origin_len};
     for (int i = 0; i < ST_HDR_NKEPT; i++)
         if (vals[i] && p->kept[i].have) {
             *vals[i] = url + p->kept[i].off;

@@ -63,11 +63,15 @@ void st_http_write_response(st_buf_t *out, int status, const char *content_type,
     st_buf_append_u64(out, (uint64_t)status);
     st_buf_appendc(out, ' ');
     st_buf_puts(out, st_http_reason(status));
-    st_buf_puts(out, "\r\nContent-Type: ");
-    st_buf_puts(out, content_type ? content_type : "application/json");
-    st_buf_puts(out, "\r\nContent-Length: ");
-    st_buf_append_u64(out, blen);
     st_buf_puts(out, "\r\n");
+    if (status != 204) {
+        /* RFC 9110 §8.6: a 204 carries no Content-Length (and no body to type) */
+        st_buf_puts(out, "Content-Type: ");
+        st_buf_puts(out, content_type ? content_type : "application/json");
+        st_buf_puts(out, "\r\nContent-Length: ");
+        st_buf_append_u64(out, blen);
+        st_buf_puts(out, "\r\n");
+    }
     if (extra_headers) st_buf_puts(out, extra_headers);
     if (close) st_buf_puts(out, "Connection: close\r\n");
     st_buf_puts(out, "\r\n");

@@ -320,9 +320,10 @@ static void st__on_upgrade(st_conn_t *c, const st_http_request_t *req)
         return;
     }
     st_buf_t resp = {0};
-    if (st_http_upgrade_check(srv->app, req, &c->arena, &resp, &c->ws_subject, &c->ws_exp_us) !=
-        ST_OK) {
-        st__conn_respond(c, resp.data, resp.len, 0, 401, -1, true, req->started_ns);
+    int rc = st_http_upgrade_check(srv->app, req, &c->arena, &resp, &c->ws_subject, &c->ws_exp_us);
+    if (rc != ST_OK) {
+        /* 401, or 403 for an Origin --cors-origins does not allow */
+        st__conn_respond(c, resp.data, resp.len, 0, st_err_status(rc), -1, true, req->started_ns);
         st_buf_free(&resp);
         return;
     }
@@ -551,8 +552,10 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
                           "{\"error\":{\"code\":\"%s\",\"message\":\"%s; the request was not "
                           "applied\"}}",
                           st_err_code(err), st_strerror(err));
-            st_http_write_response(&resp, st_err_status(err), NULL, NULL, body.data, body.len,
+            char *cors = st_cors_headers_of(s->data, s->len); /* a browser must see it too */
+            st_http_write_response(&resp, st_err_status(err), NULL, cors, body.data, body.len,
                                    s->close);
+            free(cors);
             free(s->data);
             s->data = st_buf_steal(&resp, &s->len);
             s->status = st_err_status(err);

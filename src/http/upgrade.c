@@ -102,6 +102,14 @@ int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_
 {
     *subject = "";
     *exp_us = 0;
+    if (*app->cfg->cors_origins && req->origin &&
+        !st_cors_allowed(app->cfg, req->origin, req->origin_len)) {
+        /* A browser page from an origin CORS does not allow gets no stream either. */
+        static const char forbidden[] = "{\"error\":{\"code\":\"forbidden\",\"message\":\"this "
+                                        "Origin is not allowed (--cors-origins)\"}}";
+        st_http_write_response(out, 403, NULL, NULL, forbidden, sizeof forbidden - 1, true);
+        return ST_EFORBIDDEN;
+    }
     if (!*app->cfg->jwt_secret) return ST_OK;
     st_buf_reset(&st__body);
     st_http_request_t r = *req;

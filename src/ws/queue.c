@@ -183,6 +183,9 @@ int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c)
         return -1;
     }
     if (st__flush(ws, c) != 0) return -1;
+    /* A flush that stopped on a partly buffered write, with its queue empty, must still fetch the
+     * next replay page: nothing else would (a replay of big messages stalled after one page). */
+    st__ws_replay_more(ws, c);
     st__wake(ws, c);
     return 0;
 }
@@ -202,6 +205,7 @@ static void st__send_now(st_ws_t *ws, st_wsconn_t *c)
         lws_callback_on_writable(c->wsi);
         return;
     }
+    st__ws_replay_more(ws, c);
     st__wake(ws, c);
 }
 

@@ -312,4 +312,24 @@ TEST(json_check_is_strict_finds_metadata_raw_and_flags_nul)
     }
 }
 
+/* A failed batch replaces a held response: the replacement keeps its CORS lines (a browser
+ * would otherwise see a network error instead of the 503/507). */
+TEST(cors_lines_of_a_written_response_are_kept)
+{
+    const char *resp = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+                       "Vary: Origin\r\nAccess-Control-Allow-Origin: http://a.test\r\n"
+                       "Access-Control-Expose-Headers: Location\r\nConnection: close\r\n\r\n{}";
+    char *h = st_cors_headers_of(resp, strlen(resp));
+    CHECK_STR(h, "Vary: Origin\r\nAccess-Control-Allow-Origin: http://a.test\r\n"
+                 "Access-Control-Expose-Headers: Location\r\n");
+    free(h);
+    const char *plain = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+    h = st_cors_headers_of(plain, strlen(plain));
+    CHECK_STR(h, "");
+    free(h);
+    h = st_cors_headers_of("HTTP/1.1 200", 12); /* no head end: nothing, no overread */
+    CHECK_STR(h, "");
+    free(h);
+}
+
 RUN_TESTS("http")

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+// strata's client: every HTTP route with typed results and errors (StrataError), and live
+// streams that resume by themselves. No runtime dependencies: the platform's fetch and
+// WebSocket (browsers, Node >= 22; on Node 18/20 pass a WebSocket such as the `ws` package's).
+//
+//   const db = new Strata({ baseUrl: 'http://127.0.0.1:8080', token, refreshToken });
+//   await db.postMessage('alice', { conversation_id: 'c1', from: 'alice', content: 'hi' });
+//   const s = db.stream({ topic: 'messages', user: 'alice' }, { onMessage: (m) => show(m) });
+import { HttpCore, enc, type ClientOptions, type RequestOptions, type WebSocketConstructor } from './http.js';
+import { Stream, type StreamHandlers, type StreamOptions } from './stream.js';
+import type {
+  Booking,
+  BookingIn,
+  ClusterState,
+  Conversation,
+  ConversationPage,
+  Counter,
+  DistinctResult,
+  EventIn,
+  EventPage,
+  EventState,
+  Health,
+  MessageIn,
+  MessagePage,
+  MessagePosted,
+  MessageQuery,
+  ReconcileKey,
+  SeatMapBitmap,
+  SeatMapJson,
+  Sequence,
+  SequenceRange,
+  StreamTopic,
+  UserStats,
+} from './types.js';
+
+export * from './types.js';
+export { StrataError, StrataNetworkError, fullJitter, tokenTtl } from './http.js';
+export type { Backoff, ClientOptions, TokenSource, WebSocketConstructor, WebSocketLike } from './http.js';
+export { Stream } from './stream.js';
+export type { StreamHandlers, StreamOptions, StreamState } from './stream.js';
+
+/** Options of one write: its Idempotency-Key (default: a fresh one, reused by retries). */
+export interface WriteOptions {
+  idempotencyKey?: string;
+  signal?: AbortSignal;
+}
+export interface ReadOptions {
+  signal?: AbortSignal;
+}
+export interface PageQuery {
+  limit?: number;
+  cursor?: string;
+}
+
+export class Strata {
+  private readonly core: HttpCore;
+
+  constructor(opts: ClientOptions) {
+    this.core = new HttpCore(opts);
+  }
+
+  /** Any route: for what this class does not cover yet. */
+  request<T>(method: 'GET' | 'POST', path: string, o?: RequestOptions): Promise<T> {
+    return this.core.request<T>(method, path, o);
+  }
+
+  private get<T>(path: string, query?: RequestOptions['query'], o: ReadOptions = {}): Promise<T> {
+    return this.core.request<T>('GET', path, { query, ...o });
+  }
+  private post<T>(path: string, body: unknown, o: WriteOptions = {}, query?: RequestOptions['query']): Promise<T> {
+    return this.core.request<T>('POST', path, { body, query, ...o });
+  }
+
+  // ---- counters and sequences (SPEC §1) ----
+  incr(name: string, by = 1, o?: WriteOptions): Promise<Counter> {
+    return this.post(`/v1/counters/${enc(name)}/incr`, { by }, o);
+  }
+  counter(name: string, o?: ReadOptions): Promise<Counter> {
+    return this.get(`/v1/counters/${enc(name)}`, undefined, o);
+  }
+  distinct(name: string, member: string, o?: WriteOptions): Promise<DistinctResult> {
+    return this.post(`/v1/counters/${enc(name)}/distinct`, { member }, o);
+  }
+  next(name: string, count = 1, o?: WriteOptions): Promise<SequenceRange> {
+    return this.post(`/v1/sequences/${enc(name)}/next`, { count }, o);
+  }
+  sequence(name: string, o?: ReadOptions): Promise<Sequence> {
+    return this.get(`/v1/sequences/${enc(name)}`, undefined, o);
+  }
+
+  // ---- messages and conversations (SPEC §2) ----
+  postMessage(user: string, m: MessageIn, o?: WriteOptions): Promise<MessagePosted> {
+    return this.post(`/v1/users/${enc(user)}/messages`, m, o);
+  }
+  messages(user: string, q: MessageQuery = {}, o?: ReadOptions): Promise<MessagePage> {
+    return this.get(`/v1/users/${enc(user)}/messages`, { ...q }, o);
+  }
+  conversations(user: string, q: PageQuery = {}, o?: ReadOptions): Promise<ConversationPage> {
+    return this.get(`/v1/users/${enc(user)}/conversations`, { ...q }, o);
+  }
+  conversation(user: string, conversationId: string, o?: ReadOptions): Promise<Conversation> {
+    return this.get(`/v1/users/${enc(user)}/conversations/${enc(conversationId)}`, undefined, o);
+  }
+  stats(user: string, o?: ReadOptions): Promise<UserStats> {
+    return this.get(`/v1/users/${enc(user)}/stats`, undefined, o);
+  }
+
+  // ---- events, seats, bookings (SPEC §4) ----
+  /** Carries ?route=event:{id} so a proxy (deploy/) creates it on the event's node. */
+  createEvent(e: EventIn, o?: WriteOptions): Promise<EventState> {
+    return this.post('/v1/events', e, o, { route: `event:${e.event_id}` });
+  }
+  events(q: PageQuery = {}, o?: ReadOptions): Promise<EventPage> {
+    return this.get('/v1/events', { ...q }, o);
+  }
+  event(eventId: string, o?: ReadOptions): Promise<EventState> {
+    return this.get(`/v1/events/${enc(eventId)}`, undefined, o);
+  }
+  seatMap(eventId: string, section: string, format?: 'bitmap', o?: ReadOptions): Promise<SeatMapBitmap>;
+  seatMap(eventId: string, section: string, format: 'json', o?: ReadOptions): Promise<SeatMapJson>;
+  seatMap(eventId: string, section: string, format: 'bitmap' | 'json' = 'bitmap', o?: ReadOptions): Promise<SeatMapBitmap | SeatMapJson> {
+    return this.get(`/v1/events/${enc(eventId)}/sections/${enc(section)}/seats`, { format }, o);
+  }
+  book(eventId: string, b: BookingIn, o?: WriteOptions): Promise<Booking> {
+    return this.post(`/v1/events/${enc(eventId)}/bookings`, b, o);
+  }
+  /** With eventId, the nested route (routed by event through proxies); else the flat one. */
+  booking(bookingId: string, eventId?: string, o?: ReadOptions): Promise<Booking> {
+    return this.get(this.bookingPath(bookingId, eventId), undefined, o);
+  }
+  confirm(bookingId: string, eventId?: string, o?: WriteOptions): Promise<Booking> {
+    return this.post(`${this.bookingPath(bookingId, eventId)}/confirm`, undefined, o);
+  }
+  cancel(bookingId: string, eventId?: string, o?: WriteOptions): Promise<Booking> {
+    return this.post(`${this.bookingPath(bookingId, eventId)}/cancel`, undefined, o);
+  }
+  private bookingPath(bookingId: string, eventId?: string): string {
+    return eventId ? `/v1/events/${enc(eventId)}/bookings/${enc(bookingId)}` : `/v1/bookings/${enc(bookingId)}`;
+  }
+
+  // ---- operations (SPEC §5, §7, §8) ----
+  health(o?: ReadOptions): Promise<Health> {
+    return this.get('/healthz', undefined, o);
+  }
+  metrics(o?: ReadOptions): Promise<string> {
+    return this.get('/metrics', undefined, o);
+  }
+  cluster(o?: ReadOptions): Promise<ClusterState> {
+    return this.get('/v1/cluster', undefined, o);
+  }
+  flush(o?: WriteOptions): Promise<{ flushing: number }> {
+    return this.post('/v1/admin/flush', undefined, o);
+  }
+  compact(user?: string, o?: WriteOptions): Promise<Record<string, unknown>> {
+    return this.post('/v1/admin/compact', user ? { user } : undefined, o);
+  }
+  reconcile(key?: ReconcileKey, o?: WriteOptions): Promise<{ reconciled: number; drift: number }> {
+    return this.post('/v1/admin/reconcile', key, o);
+  }
+
+  // ---- live streams (SPEC §3) ----
+  /** Opens one stream for one routing key; it reconnects and resumes until close(). */
+  stream(topic: StreamTopic, handlers: StreamHandlers, o?: StreamOptions): Stream {
+    const WS = this.core.opts.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+    if (!WS) throw new Error('no WebSocket implementation: pass ClientOptions.WebSocket (e.g. the `ws` package)');
+    return new Stream(this.core, WS, topic, handlers, o);
+  }
+}

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: MIT
+// A live stream of one routing key (SPEC §3, §10): one WebSocket with ?route=KIND:KEY (so a proxy
+// reaches the key's node) and ?access_token= (browsers cannot set headers on a WebSocket). When
+// it drops — a restart, a network cut, a slow-consumer close (1008), an expired token — it
+// reconnects with full-jitter backoff, refreshing the token first when needed, and subscribes
+// again: messages resume after the last msg_id delivered (anything at or before it is dropped,
+// so no duplicate and no gap), seats and counters start again from a fresh snapshot.
+import { enc, fullJitter, tokenTtl, type Backoff, type HttpCore, type WebSocketConstructor, type WebSocketLike } from './http.js';
+import type { EventState, Id64, Message, SeatsChange, ServerFrame, StreamErrorFrame, StreamTopic } from './types.js';
+
+export type StreamState = 'connecting' | 'open' | 'reconnecting' | 'closed';
+
+export interface StreamHandlers {
+  /** messages topic: each message once, in msg_id order (replayed, then live) */
+  onMessage?(m: Message): void;
+  /** messages topic: the replay of what was already there is complete */
+  onReplayDone?(): void;
+  /** seats topic: the event's whole state, on every (re)subscribe */
+  onSnapshot?(e: EventState): void;
+  /** seats topic: seats of one section that changed */
+  onSeats?(c: SeatsChange): void;
+  /** counter topic: the value on every (re)subscribe, then every change */
+  onCounter?(value: number): void;
+  /** an error frame from the server (e.g. forbidden, not_found) */
+  onError?(e: StreamErrorFrame): void;
+  onState?(s: StreamState, detail?: { code?: number; reason?: string; attempt?: number }): void;
+}
+
+export interface StreamOptions {
+  backoff?: Backoff;
+}
+
+const FINAL = new Set(['not_found', 'forbidden', 'invalid_argument', 'unauthenticated']);
+
+function routeOf(t: StreamTopic): string {
+  if (t.topic === 'messages') return `user:${t.user}`;
+  if (t.topic === 'seats') return `event:${t.event_id}`;
+  return `counter:${t.name}`;
+}
+
+export class Stream {
+  private ws: WebSocketLike | undefined;
+  private attempt = 0;
+  private stopped = false;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private last: bigint | undefined;
+  private needRefresh = false;
+  private readyResolve!: () => void;
+  private readyReject!: (e: StreamErrorFrame) => void;
+  /** Resolves once the first subscription is confirmed; rejects if the server refuses it. */
+  readonly ready: Promise<void>;
+
+  constructor(
+    private readonly core: HttpCore,
+    private readonly WS: WebSocketConstructor,
+    private readonly topic: StreamTopic,
+    private readonly h: StreamHandlers,
+    private readonly opts: StreamOptions = {},
+  ) {
+    this.ready = new Promise((resolve, reject) => {
+      this.readyResolve = resolve;
+      this.readyReject = reject;
+    });
+    this.ready.catch(() => undefined); // callers that never await it see onError instead
+    if (topic.topic === 'messages' && topic.after) this.last = BigInt(topic.after);
+    void this.connect();
+  }
+
+  /** The last msg_id delivered (messages topic). */
+  get lastMsgId(): Id64 | undefined {
+    return this.last?.toString();
+  }
+
+  /** Stops for good: no reconnect. */
+  close(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.ws?.close(1000, 'bye');
+    this.h.onState?.('closed');
+  }
+
+  private async connect(): Promise<void> {
+    if (this.stopped) return;
+    this.h.onState?.(this.attempt ? 'reconnecting' : 'connecting', { attempt: this.attempt });
+    let token: string | undefined;
+    try {
+      if (this.needRefresh && this.core.opts.refreshToken) await this.core.refresh();
+      this.needRefresh = false;
+      token = await this.core.token();
+    } catch {
+      this.retry();
+      return;
+    }
+    if (this.stopped) return;
+    const base = this.core.base.replace(/^http/, 'ws');
+    let url = `${base}/v1/stream?route=${enc(routeOf(this.topic))}`;
+    if (token) url += `&access_token=${encodeURIComponent(token)}`;
+    let ws: WebSocketLike;
+    try {
+      ws = new this.WS(url);
+    } catch {
+      this.retry();
+      return;
+    }
+    this.ws = ws;
+    ws.onopen = () => {
+      const sub: Record<string, unknown> = { type: 'subscribe', id: 's', ...this.topic };
+      if (this.topic.topic === 'messages' && this.last !== undefined) sub.after = this.last.toString();
+      ws.send(JSON.stringify(sub));
+    };
+    ws.onmessage = (ev) => this.frame(ev.data);
+    ws.onerror = () => undefined; // a close follows
+    ws.onclose = (ev) => {
+      if (this.ws !== ws) return;
+      this.ws = undefined;
+      if (this.stopped) return;
+      // 1008 "token expired", or a refused upgrade (1006) with a token that has run out.
+      if (/token/i.test(ev.reason) || (token && tokenTtl(token) < 5)) this.needRefresh = true;
+      this.h.onState?.('reconnecting', { code: ev.code, reason: ev.reason, attempt: this.attempt });
+      this.retry();
+    };
+  }
+
+  private retry(): void {
+    if (this.stopped) return;
+    const wait = fullJitter(this.attempt++, this.opts.backoff ?? this.core.opts.backoff);
+    this.timer = setTimeout(() => void this.connect(), wait);
+  }
+
+  private frame(data: unknown): void {
+    const text = typeof data === 'string' ? data : new TextDecoder().decode(data as ArrayBuffer);
+    let f: ServerFrame;
+    try {
+      f = JSON.parse(text) as ServerFrame;
+    } catch {
+      return;
+    }
+    switch (f.type) {
+      case 'subscribed':
+        this.attempt = 0;
+        this.h.onState?.('open');
+        this.readyResolve();
+        break;
+      case 'message': {
+        const id = BigInt(f.message.msg_id);
+        if (this.last !== undefined && id <= this.last) return; // already delivered
+        this.last = id;
+        this.h.onMessage?.(f.message);
+        break;
+      }
+      case 'replay_done':
+        this.h.onReplayDone?.();
+        break;
+      case 'seats':
+        if (f.snapshot) this.h.onSnapshot?.(f.snapshot);
+        else this.h.onSeats?.(f);
+        break;
+      case 'counter':
+        this.h.onCounter?.(f.value);
+        break;
+      case 'error':
+        this.h.onError?.(f);
+        // A refused subscription (no such event, another user's messages, bad input) would be
+        // refused again: stop rather than reconnect forever.
+        if (f.id === 's' && FINAL.has(f.code)) {
+          this.readyReject(f);
+          this.close();
+        }
+        break;
+    }
+  }
+}

@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: MIT
+// The shapes of strata's API (SPEC v2; docs/openapi.yaml is the reference). 64-bit ids travel as
+// strings of decimal digits; timestamps are Unix microseconds.
+
+/** A 64-bit id (msg_id, booking_id) as a string of decimal digits. */
+export type Id64 = string;
+/** Unix time in microseconds (UTC). */
+export type Micros = number;
+
+export interface Counter {
+  name: string;
+  value: number;
+}
+export interface DistinctResult extends Counter {
+  added: boolean;
+}
+export interface SequenceRange {
+  name: string;
+  first: number;
+  last: number;
+}
+export interface Sequence {
+  name: string;
+  last: number;
+}
+
+export interface MessageIn {
+  conversation_id: string;
+  from: string;
+  content: string;
+  metadata?: Record<string, unknown> | null;
+}
+export interface MessagePosted {
+  msg_id: Id64;
+  conversation_id: string;
+  seq: number;
+  timestamp: Micros;
+}
+export interface Message {
+  msg_id: Id64;
+  conversation_id: string;
+  from: string;
+  timestamp: Micros;
+  seq: number;
+  content: string;
+  metadata: Record<string, unknown> | null;
+}
+export interface Page {
+  /** Pass back as `cursor` for the next page; null on the last page. */
+  next: string | null;
+}
+export interface MessagePage extends Page {
+  messages: Message[];
+}
+export interface MessageQuery {
+  conversation_id?: string;
+  after?: Id64;
+  before?: Id64;
+  limit?: number;
+  order?: 'asc' | 'desc';
+  cursor?: string;
+}
+export interface Conversation {
+  conversation_id: string;
+  first_msg_id: Id64;
+  last_msg_id: Id64;
+  created: Micros;
+  updated: Micros;
+  total_messages: number;
+}
+export interface ConversationPage extends Page {
+  conversations: Conversation[];
+}
+export interface UserStats {
+  total_messages: number;
+  conversations: number;
+  hot_messages: number;
+  cold_messages: number;
+  cold_bytes: number;
+}
+
+export interface SeatStats {
+  available: number;
+  reserved: number;
+  sold: number;
+  total: number;
+}
+export interface EventStats extends SeatStats {
+  updated_at: Micros;
+}
+export interface SectionIn {
+  name: string;
+  rows: number;
+  cols: number;
+  price?: number;
+}
+export interface EventIn {
+  event_id: string;
+  name?: string | null;
+  hold_seconds?: number;
+  sections: SectionIn[];
+}
+export interface EventState {
+  event_id: string;
+  name: string | null;
+  event_stats: EventStats;
+  hold_seconds?: number;
+  created_at?: Micros;
+  sections: Record<string, { rows: number; cols: number; price: number; stats: SeatStats }>;
+  sellout: {
+    first_ticket_reserved_at: Micros | null;
+    fully_reserved_at: Micros | null;
+    duration_seconds: number | null;
+  };
+}
+export interface EventSummary {
+  event_id: string;
+  name: string | null;
+  event_stats: EventStats;
+}
+export interface EventPage extends Page {
+  events: EventSummary[];
+}
+export interface SeatMapBitmap {
+  rows: number;
+  cols: number;
+  encoding: '2bit-base64';
+  seats: string;
+}
+export interface SeatMapJson {
+  rows: number;
+  cols: number;
+  /** seats[row-1][col-1]: 0 available, 1 reserved, 2 sold */
+  seats: (0 | 1 | 2)[][];
+}
+export type BookingIn = { section: string; seats: string[] } | { section: string; quantity: number };
+export type BookingStatus = 'reserved' | 'sold' | 'cancelled' | 'expired';
+export interface Booking {
+  booking_id: Id64;
+  event_id: string;
+  section: string;
+  seats: string[];
+  status: BookingStatus;
+  total_price: number;
+  created_at: Micros;
+  expires_at: Micros;
+}
+
+export interface Health {
+  status: 'ok' | 'degraded';
+  reasons?: string[];
+  [extra: string]: unknown;
+}
+export interface ClusterState {
+  self: number;
+  leader: number | null;
+  term: number;
+  commit_index: number;
+  applied_index: number;
+  members: { id: number; raft: string; http: string; role: string }[];
+}
+export type ReconcileKey = { user: string; conversation_id: string } | { counter: string };
+
+/** The `error` object of every error body, with the extra fields some carry. */
+export interface ErrorBody {
+  code: string;
+  message: string;
+  /** 409 seats_unavailable: the seats that are taken */
+  seats?: string[];
+  /** 409 conflict on confirm/cancel: the booking as it is */
+  booking?: Booking;
+  [extra: string]: unknown;
+}
+
+// ---- streams ----
+export type StreamTopic =
+  | { topic: 'messages'; user: string; conversation_id?: string; after?: Id64 }
+  | { topic: 'seats'; event_id: string }
+  | { topic: 'counter'; name: string };
+
+export interface SeatsChange {
+  event_id: string;
+  section: string;
+  changes: { seat: string; state: 'available' | 'reserved' | 'sold' }[];
+  stats: SeatStats;
+  event_stats?: SeatStats;
+}
+export interface StreamErrorFrame {
+  type: 'error';
+  id?: string | null;
+  code: string;
+  message: string;
+}
+export type ServerFrame =
+  | { type: 'subscribed' | 'replay_done'; id: string }
+  | { type: 'message'; id: string; message: Message }
+  | { type: 'seats'; id: string; event_id: string; snapshot: EventState }
+  | ({ type: 'seats'; id: string; snapshot?: undefined } & SeatsChange)
+  | { type: 'counter'; id: string; name: string; value: number }
+  | StreamErrorFrame;
