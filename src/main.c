@@ -101,8 +101,13 @@ static int st__cold_open(const st_config_t *cfg, st_objstore_t **out)
 {
     char url[ST__COLD_URL_MAX];
     st__cold_url(cfg, url, sizeof url);
-    st_objstore_opts_t o = {url, cfg->s3_endpoint, cfg->s3_region, cfg->s3_access_key,
-                            cfg->s3_secret_key};
+    st_objstore_opts_t o = {url,
+                            cfg->s3_endpoint,
+                            cfg->s3_region,
+                            cfg->s3_access_key,
+                            cfg->s3_secret_key,
+                            (unsigned)cfg->cold_timeout_ms,
+                            (unsigned)cfg->cold_retries};
     int rc = st_objstore_open(out, &o);
     if (rc == ST_OK) st_info("cold tier: %s", st_objstore_describe(*out));
     return rc;
@@ -163,6 +168,11 @@ int main(int argc, char **argv)
         st_log_set_level(ST_LOG_ERROR);
     signal(SIGPIPE, SIG_IGN);
     if (rebuild) return st__rebuild_meta(&cfg);
+    /* Cold reads wait for object storage on the worker pool (never on the loop): size it before
+     * its first use. An explicit UV_THREADPOOL_SIZE wins. */
+    char workers[24];
+    snprintf(workers, sizeof workers, "%llu", (unsigned long long)cfg.cold_workers);
+    setenv("UV_THREADPOOL_SIZE", workers, 0);
     st__raise_fd_limit(&cfg);
 
     st_main_t m = {0};

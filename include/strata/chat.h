@@ -74,6 +74,14 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
 /* Stops flushing; flushes in flight finish without effect. Run the loop afterwards until it
  * is idle (the jobs come back, then the state is freed), before closing the object store. */
 void st_chat_cold_stop(st_chat_t *c);
+/* Reads that need cold data not in memory return ST_EPARKED (having emitted nothing, changed
+ * nothing). The caller then parks and calls st_chat_cold_wait: done(arg) runs on the loop once
+ * the data is in memory, where it stays until st_chat_cold_release(*w); the caller re-runs the
+ * read (which may park again, with the same *w). Returns false when there is nothing to wait
+ * for: re-run at once. Release *w (NULL is fine) once the read completed or was abandoned. */
+typedef struct st_coldwait st_coldwait_t;
+bool st_chat_cold_wait(st_chat_t *c, st_coldwait_t **w, void (*done)(void *arg), void *arg);
+void st_chat_cold_release(st_chat_t *c, st_coldwait_t *w);
 /* Queues a flush of every user with hot rows (and consolidates counters); returns how many
  * users were queued. */
 size_t st_chat_flush_all(st_chat_t *c);

@@ -5,13 +5,17 @@
  * object storage behind one interface: a local directory (file://) or any S3-compatible service
  * (s3://bucket/prefix, signed by libcurl's AWS SigV4).
  *
- * Nothing here touches the loop or the hot store: encoding, decoding and object I/O are plain
- * blocking functions, safe to call from worker threads (one st_objstore_t may serve several).
+ * Codecs and object I/O are plain blocking functions, safe to call from worker threads (one
+ * st_objstore_t serves several, reusing its connections). The cold cache (st_coldcache_*) is the
+ * loop's way in: it never blocks, and runs every fetch and decode on the worker pool.
  */
 #ifndef STRATA_COLD_H
 #define STRATA_COLD_H
 
 #include "strata/core.h"
+#include "strata/metrics.h"
+
+#include <uv.h>
 
 /* One message as a row. Strings are borrowed; metadata NULL means SQL NULL. */
 typedef struct {
@@ -77,6 +81,9 @@ typedef struct {
     const char *region;     /* s3: default us-east-1 */
     const char *access_key; /* s3 credentials */
     const char *secret_key;
+    unsigned timeout_ms; /* s3: a whole request (0: 30 s); connecting gets at most 3 s of it */
+    unsigned retries;    /* s3: retries of an idempotent request (GET, HEAD, DELETE, list) that
+                            failed in transport or with a 5xx, after 100 ms, 200 ms, … */
 } st_objstore_opts_t;
 
 int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o);
@@ -95,5 +102,48 @@ int st_objstore_delete(st_objstore_t *s, const char *key);
  * borrowed for the call); stops early when fn returns non-zero. */
 typedef int (*st_objstore_list_fn)(void *arg, const char *key, uint64_t size);
 int st_objstore_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn fn, void *arg);
+
+/* ---- the cold cache: asynchronous reads for the loop ----
+ * Parsed footers and decoded row groups of cold objects, kept in memory (least recently used
+ * out, row groups within a byte budget). A lookup never blocks: it answers from memory, or
+ * ST_ECOLD for an object that failed, or ST_EPARKED after noting what is missing in the cache's
+ * want list. st_coldcache_wait then fetches and decodes everything wanted on the worker pool
+ * and calls done on the loop once it is all in memory, where it stays (pinned by the wait)
+ * until st_coldcache_release: the caller re-runs its read, which now finds everything.
+ * Loop-thread only. */
+typedef struct st_coldcache st_coldcache_t;
+typedef struct st_coldwait st_coldwait_t;
+typedef void (*st_coldwait_fn)(void *arg);
+
+typedef struct {
+    st_objstore_t *obj;    /* borrowed; must outlive the cache */
+    uint64_t budget;       /* bytes of decoded row groups kept (pinned ones may exceed it) */
+    size_t max_footers;    /* parsed footers kept (0: 4096) */
+    st_metric_t *m_groups; /* counts row groups decoded (may be NULL) */
+} st_coldcache_opts_t;
+
+void st_coldcache_open(st_coldcache_t **out, uv_loop_t *loop, const st_coldcache_opts_t *o);
+/* Waits still open are cancelled (their done never runs); the memory goes once the last job
+ * in flight has come back, so run the loop afterwards. */
+void st_coldcache_close(st_coldcache_t *cc);
+/* The footer of an object of `size` bytes; *out is borrowed until the loop runs again. */
+int st_coldcache_footer(st_coldcache_t *cc, const char *key, uint64_t size,
+                        const st_pq_meta_t **out);
+/* Row group gi of an object whose footer gave g; *out borrowed like a footer. */
+int st_coldcache_group(st_coldcache_t *cc, const char *key, size_t gi, const st_pq_group_t *g,
+                       const st_pq_rows_t **out);
+/* Whether lookups since the last wait reported anything missing. */
+bool st_coldcache_wanting(const st_coldcache_t *cc);
+/* Fetches what is wanted. *w: NULL, or a wait of the same reader still held (it keeps its pins
+ * and gains the new ones). Returns true when done(arg) will be called on the loop; false when
+ * all of it is already in memory (re-run now; nothing is called). With done NULL it is a
+ * prefetch: nothing is pinned or called, and *w may be NULL. */
+bool st_coldcache_wait(st_coldcache_t *cc, st_coldwait_t **w, st_coldwait_fn done, void *arg);
+/* Unpins what w held and frees it; a wait still under way is cancelled (done never runs). */
+void st_coldcache_release(st_coldcache_t *cc, st_coldwait_t *w);
+/* Deletes an object on the worker pool; done(arg, rc) on the loop (done may be NULL), also
+ * after st_coldcache_close. */
+void st_coldcache_delete(st_coldcache_t *cc, const char *key, void (*done)(void *arg, int rc),
+                         void *arg);
 
 #endif

@@ -17,6 +17,9 @@ typedef struct {
     uint64_t flush_interval;
     uint64_t flush_rows;
     uint64_t cold_cache;
+    uint64_t cold_timeout_ms;
+    uint64_t cold_retries;
+    uint64_t cold_workers;
     uint64_t hot_ttl;
     uint64_t retention_seconds;
     uint64_t reconcile_interval;

@@ -36,7 +36,9 @@
     X(UNAVAIL, 503, "unavailable", "temporarily unavailable")                                      \
     X(IO, 503, "unavailable", "storage I/O error")                                                 \
     X(COLD, 503, "cold_unavailable", "a cold-tier object is missing or damaged")                   \
-    X(FULL, 507, "storage_full", "storage is full")
+    X(FULL, 507, "storage_full", "storage is full")                                                \
+    /* never answered: a read waits for cold data (the cold cache's want list says which) */       \
+    X(PARKED, 503, "unavailable", "waiting for cold data")
 
 enum {
     ST_OK = 0,

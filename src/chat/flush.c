@@ -638,11 +638,8 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
     cc->flush_rows = o->flush_rows ? o->flush_rows : 10000;
     cc->interval_ms = (o->flush_interval_s ? o->flush_interval_s : 300) * 1000;
     cc->zstd_level = o->zstd_level ? o->zstd_level : 3;
-    cc->rg_budget = o->cache_bytes;
     st_map_init(&cc->pending);
     st_map_init(&cc->running);
-    st_map_init(&cc->footers);
-    st_map_init(&cc->groups);
     st_map_init(&cc->stuck);
     cc->m_flush_ok = st_metrics_counter("strata_flush_total", "Cold-tier flushes", "result=\"ok\"");
     cc->m_flush_err =
@@ -654,6 +651,8 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
     cc->m_pending = st_metrics_gauge("strata_flush_pending", "Users waiting for a flush", "");
     cc->m_cold_reads = st_metrics_counter("strata_cold_row_groups_read_total",
                                           "Parquet row groups decoded for reads", "");
+    st_coldcache_opts_t co = {o->store, o->cache_bytes, 0, cc->m_cold_reads};
+    st_coldcache_open(&cc->cache, loop, &co);
     cc->m_hybrid_hot = st_metrics_counter("strata_hybrid_reads_total",
                                           "Conversation hybrid fields served", "source=\"hot\"");
     cc->m_hybrid_cold = st_metrics_counter("strata_hybrid_reads_total",
@@ -703,8 +702,6 @@ void st__chat_cold_maybe_free(st_chatcold_t *cc)
     st_map_free(&cc->pending);
     st_map_free(&cc->running);
     st_map_free(&cc->stuck);
-    st__chat_cache_free(cc);
-    st__chat_rows_cache_free(cc);
     free(cc);
 }
 
@@ -729,6 +726,8 @@ void st_chat_cold_stop(st_chat_t *c)
         free(j->u);
         st__job_free(j);
     }
+    st_coldcache_close(cc->cache); /* its jobs in flight come back while the loop runs */
+    cc->cache = NULL;
     uv_close((uv_handle_t *)&cc->tick, st__tick_closed);
     uv_close((uv_handle_t *)&cc->resume, st__tick_closed);
 }

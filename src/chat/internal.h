@@ -107,17 +107,20 @@ typedef struct {
 int st__chat_manifest(st_chat_t *c, const char *u, size_t ul, bool desc, st_manifest_t *out,
                       uint64_t *wait);
 void st__chat_manifest_free(st_manifest_t *m);
-/* The parsed footer of an object (cached); ST_ECOLD if it cannot be read. */
+/* The parsed footer of an object (from the cold cache, borrowed until the loop runs again);
+ * ST_EPARKED when it is not in memory yet (now on the cache's want list), ST_ECOLD if it cannot
+ * be read. */
 int st__chat_footer(st_chatcold_t *cc, const char *key, uint64_t size, const st_pq_meta_t **out);
+/* Every footer of a manifest in memory: ST_OK, or ST_EPARKED with the missing ones wanted. */
+int st__chat_footers_ready(st_chat_t *c, const st_manifest_t *man);
 /* A message row rendered exactly as the hot store renders it at post time. */
 void st__chat_render_row(st_buf_t *b, const st_msgrow_t *r);
 /* Cold messages of a user (one conversation or all) with lo < msg_id < hi (0 = open), oldest or
- * newest first, up to limit, through fn. *more: rows remain past the last one given. */
+ * newest first, up to limit, through fn. *more: rows remain past the last one given.
+ * ST_EPARKED (nothing given) when some of it is not in memory; fn NULL only checks that. */
 int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
                        uint64_t lo, uint64_t hi, bool desc, size_t limit, st_chat_msg_fn fn,
                        void *arg, size_t *given, bool *more, uint64_t *last, uint64_t *wait);
-void st__chat_cache_free(st_chatcold_t *cc);
-void st__chat_rows_cache_free(st_chatcold_t *cc);
 
 /* recount.c: a conversation's record, from the hot store or, if it was evicted, rebuilt from
  * the cold tier's footers (*from_cold). ST_ENOTFOUND when neither knows it. */
@@ -159,14 +162,8 @@ struct st_chatcold {
     /* users waiting for a flush, and those with one in flight */
     st_map_t pending, running;
     size_t nrunning;
-    /* parsed footers of cold objects, least recently used first out */
-    st_map_t footers;
-    struct st_footer *lru_head, *lru_tail;
-    size_t nfooters;
-    /* decoded row groups, least recently used first out, within a byte budget */
-    st_map_t groups;
-    struct st_rg *rg_head, *rg_tail;
-    size_t rg_bytes, rg_budget;
+    /* parsed footers and decoded row groups, fetched off the loop (src/cold/cache.c) */
+    st_coldcache_t *cache;
     st_metric_t *m_flush_ok, *m_flush_err, *m_rows, *m_bytes, *m_running, *m_pending;
     st_metric_t *m_cold_reads, *m_cold_errors, *m_seconds;
     st_metric_t *m_hybrid_hot, *m_hybrid_cold, *m_evicted, *m_retained;

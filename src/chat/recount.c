@@ -3,7 +3,8 @@
  * Recounting a conversation from its source of truth (SPEC §6): the hot index of its messages
  * plus the row counts of its row groups in the user's Parquet objects (footers only; no data
  * is read). Runs in one loop turn, so no post or flush can interleave: what it writes is exact
- * for the instant it ran.
+ * for the instant it ran. Footers not in memory make it ST_EPARKED before it reads anything;
+ * the caller waits for the cold cache and runs it again.
  */
 #include "internal.h"
 
@@ -52,6 +53,7 @@ int st_chat_recount(st_chat_t *c, const char *u, size_t ul, const char *conv, si
     if (c->cold) {
         st_manifest_t man;
         rc = st__chat_manifest(c, u, ul, false, &man, wait);
+        if (rc == ST_OK) rc = st__chat_footers_ready(c, &man); /* ST_EPARKED: nothing written */
         for (size_t i = 0; i < man.n && rc == ST_OK; i++) {
             const st_pq_meta_t *m;
             rc = st__chat_footer(c->cold, man.keys[i], man.files[i].size, &m);
@@ -135,6 +137,7 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
     /* not hot: rebuilt from the footers of the user's objects (no message data is read) */
     st_manifest_t man;
     rc = st__chat_manifest(c, u, ul, false, &man, wait);
+    if (rc == ST_OK) rc = st__chat_footers_ready(c, &man); /* ST_EPARKED: the caller waits */
     st_conv_t x = {UINT64_MAX, 0, INT64_MAX, INT64_MIN, 0, 0, 0};
     for (size_t i = 0; i < man.n && rc == ST_OK; i++) {
         const st_pq_meta_t *m;

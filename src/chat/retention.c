@@ -11,6 +11,9 @@
  * A conversation's record survives its messages: an evicted one is re-warmed from the cold
  * tier first (its last seq comes from the seq statistics), and one emptied keeps its record
  * with total_messages 0, so its seq goes on and it stays listed the same everywhere.
+ *
+ * Nothing waits on the loop: a user's footers are fetched by the cold cache first (the pass
+ * runs again for that user once they are in memory).
  */
 #include "internal.h"
 
@@ -64,6 +67,22 @@ static int st__drop(st_chat_t *c, const char *u, size_t ul, uint64_t seq, const 
     return rc;
 }
 
+/* A user whose footers were not in memory: the pass runs again for it once they are. */
+typedef struct {
+    st_chat_t *chat;
+    st_coldwait_t *w;
+    size_t ul;
+    char u[];
+} st_retry_t;
+
+static void st__retention_resume(void *arg)
+{
+    st_retry_t *r = arg;
+    st__chat_retention(r->chat, r->u, r->ul);
+    st_chat_cold_release(r->chat, r->w);
+    free(r);
+}
+
 size_t st__chat_retention(st_chat_t *c, const char *u, size_t ul)
 {
     st_chatcold_t *cc = c->cold;
@@ -73,6 +92,20 @@ size_t st__chat_retention(st_chat_t *c, const char *u, size_t ul)
     st_manifest_t man;
     size_t dropped = 0;
     if (st__chat_manifest(c, u, ul, false, &man, &wait) != ST_OK) return 0;
+    /* the footers are fetched off the loop first; then the whole pass runs in one turn */
+    if (st__chat_footers_ready(c, &man) == ST_EPARKED) {
+        st_retry_t *r = st_malloc(sizeof *r + ul);
+        r->chat = c;
+        r->w = NULL;
+        r->ul = ul;
+        memcpy(r->u, u, ul);
+        if (!st_chat_cold_wait(c, &r->w, st__retention_resume, r)) {
+            st_chat_cold_release(c, r->w); /* nothing to wait for after all: next pass */
+            free(r);
+        }
+        st__chat_manifest_free(&man);
+        return 0;
+    }
     for (size_t i = 0; i < man.n; i++) {
         const st_pq_meta_t *m;
         if (st__chat_footer(cc, man.keys[i], man.files[i].size, &m) != ST_OK) continue;

@@ -4,7 +4,9 @@
  * atomic (a local object appears by rename after its bytes and its directory entry are synced;
  * an S3 object exists only once its PUT completed). S3 requests are signed by libcurl's own AWS
  * SigV4 and carry the payload's SHA-256, so the service checks what it received. Calls block:
- * the cold tier makes them from worker threads (and from the loop for cold reads).
+ * the cold tier makes them from worker threads only (the cold cache for reads and deletes).
+ * S3 requests reuse curl handles from a small pool, so connections stay alive between requests
+ * whichever thread makes them; idempotent ones are retried on transport errors and 5xx.
  */
 #include "strata/cold.h"
 
@@ -13,10 +15,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/sha.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct st_objstore {
@@ -28,6 +32,11 @@ struct st_objstore {
     char *sigv4;
     char *userpwd;
     char *describe;
+    long timeout_ms;
+    unsigned retries;
+    pthread_mutex_t mu; /* guards the idle handles */
+    CURL *idle[32];     /* easy handles with their connections, ready for the next request */
+    size_t nidle;
 };
 
 static char *st__strdup(const char *s)
@@ -39,6 +48,9 @@ int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o)
 {
     st_objstore_t *s = st_calloc(1, sizeof *s);
     st_buf_t b = {0};
+    pthread_mutex_init(&s->mu, NULL);
+    s->timeout_ms = o->timeout_ms ? (long)o->timeout_ms : 30000;
+    s->retries = o->retries;
     if (strncmp(o->url, "file://", 7) == 0) {
         const char *dir = o->url + 7;
         if (!*dir) goto bad;
@@ -101,6 +113,9 @@ fail:
 void st_objstore_close(st_objstore_t *s)
 {
     if (!s) return;
+    for (size_t i = 0; i < s->nidle; i++)
+        curl_easy_cleanup(s->idle[i]);
+    pthread_mutex_destroy(&s->mu);
     if (s->s3) curl_global_cleanup();
     free(s->dir);
     free(s->base);
@@ -226,11 +241,36 @@ static void st__url_key(st_buf_t *b, const char *key)
     }
 }
 
-/* One signed request to a full URL. */
-static int st__s3_req(st_objstore_t *s, const char *method, const char *url, const void *body,
-                      size_t blen, const char *range, st_buf_t *out, size_t limit, long *status)
+/* A handle from the pool (its connection kept alive), or a new one. */
+static CURL *st__handle_get(st_objstore_t *s)
 {
-    CURL *h = curl_easy_init();
+    CURL *h = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (s->nidle) h = s->idle[--s->nidle];
+    pthread_mutex_unlock(&s->mu);
+    if (h) {
+        curl_easy_reset(h); /* options go, the connection cache stays */
+        return h;
+    }
+    return curl_easy_init();
+}
+
+static void st__handle_put(st_objstore_t *s, CURL *h)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->nidle < sizeof s->idle / sizeof *s->idle) {
+        s->idle[s->nidle++] = h;
+        h = NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (h) curl_easy_cleanup(h);
+}
+
+/* One signed request to a full URL, once. */
+static int st__s3_once(st_objstore_t *s, const char *method, const char *url, const void *body,
+                       size_t blen, const char *range, st_buf_t *out, size_t limit, long *status)
+{
+    CURL *h = st__handle_get(s);
     if (!h) return ST_ENOMEM;
     st_buf_t hdr = {0};
     uint8_t d[SHA256_DIGEST_LENGTH];
@@ -253,8 +293,8 @@ static int st__s3_req(st_objstore_t *s, const char *method, const char *url, con
     curl_easy_setopt(h, CURLOPT_USERPWD, s->userpwd);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 60000L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, s->timeout_ms < 3000 ? s->timeout_ms : 3000L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, s->timeout_ms);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, st__on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
     if (body) {
@@ -267,9 +307,34 @@ static int st__s3_req(st_objstore_t *s, const char *method, const char *url, con
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
     if (cc != CURLE_OK) st_warn("cold: %s %s: %s", method, url, curl_easy_strerror(cc));
     curl_slist_free_all(hl);
-    curl_easy_cleanup(h);
+    if (cc == CURLE_OK)
+        st__handle_put(s, h);
+    else
+        curl_easy_cleanup(h); /* its connection may be in any state */
     st_buf_free(&hdr);
     return cc == CURLE_OK ? ST_OK : ST_EIO;
+}
+
+/* One signed request, retried (idempotent methods only) after a transport error or a 5xx. */
+static int st__s3_req(st_objstore_t *s, const char *method, const char *url, const void *body,
+                      size_t blen, const char *range, st_buf_t *out, size_t limit, long *status)
+{
+    bool idempotent = strcmp(method, "PUT") != 0;
+    size_t before = out ? out->len : 0;
+    for (unsigned attempt = 0;; attempt++) {
+        int rc = st__s3_once(s, method, url, body, blen, range, out, limit, status);
+        bool transient = rc == ST_EIO || (rc == ST_OK && *status >= 500);
+        if (!transient || !idempotent || attempt >= s->retries) return rc;
+        if (out) out->len = before; /* a partial body goes */
+        st_warn("cold: %s %s failed (%s%ld); retrying", method, url,
+                rc == ST_OK ? "status " : "transport error", rc == ST_OK ? *status : 0L);
+        struct timespec ts = {0, (long)(100000000L << (attempt < 4 ? attempt : 4))};
+        while (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        nanosleep(&ts, NULL);
+    }
 }
 
 static int st__s3(st_objstore_t *s, const char *method, const char *key, const void *body,

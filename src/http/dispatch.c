@@ -2,6 +2,8 @@
 /*
  * One request to one response: routing, Idempotency-Key replay, the handler, and the error body.
  * The response is built here but released by the connection only once `wait` is durable.
+ * A handler that needs cold data not in memory returns ST_EPARKED: no response yet (server.c
+ * parks the request and dispatches it again when the data has arrived).
  */
 #include "internal.h"
 
@@ -17,8 +19,8 @@ static bool st__idem_key_valid(const char *k, size_t n)
 
 static st_buf_t st__body; /* loop-thread scratch for response bodies */
 
-void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *arena, st_buf_t *out,
-                      uint64_t *wait, int *status, int *route_idx)
+int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *arena, st_buf_t *out,
+                     uint64_t *wait, int *status, int *route_idx)
 {
     st_buf_reset(&st__body);
     st_ctx_t c = {
@@ -74,6 +76,9 @@ void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *a
             st_ctx_error(&c, rc, "%s; the write was not applied", st_store_refusal(app->store));
         } else {
             rc = route->fn(&c);
+            /* Parked: the handler needs cold data not in memory and changed nothing; the
+             * connection runs it again once the data is in (whatever it wrote is dropped). */
+            if (rc == ST_EPARKED) return ST_EPARKED;
             if (rc && !c.error_written) st_ctx_error(&c, rc, NULL);
             if (idem && st_idem_storable(c.status))
                 st_idem_record(app->store, &digest, (int64_t)app->cfg->idempotency_ttl * 1000000,
@@ -87,4 +92,5 @@ void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *a
         out->len -= st__body.len; /* same headers, Content-Length included; no body */
     *wait = c.wait;
     *status = c.status;
+    return ST_OK;
 }

@@ -64,9 +64,10 @@ void st_http_write_response(st_buf_t *out, int status, const char *content_type,
 const char *st_http_reason(int status);
 
 /* Runs one request to completion: auth, idempotency, route, handler. Appends the response to
- * out and sets *wait (0 when it may be sent now). *close when the connection must close. */
-void st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *arena, st_buf_t *out,
-                      uint64_t *wait, int *status, int *route_idx);
+ * out and sets *wait (0 when it may be sent now). ST_EPARKED instead (out untouched) when the
+ * handler waits for cold data: call st_chat_cold_wait, then dispatch the request again. */
+int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *arena, st_buf_t *out,
+                     uint64_t *wait, int *status, int *route_idx);
 
 /* With auth on, checks the token of a WebSocket upgrade (header or ?access_token=); on failure
  * writes the whole 401 response into out. *subject is arena memory; *exp_us is the token's

@@ -7,8 +7,14 @@
  * past ST__OUT_HIGH bytes the connection parses and reads nothing more until it drains, and a peer
  * that takes none of its answers for --idle-timeout is closed. Whatever was received before a
  * half-close is answered.
+ *
+ * Parking: a request whose handler needs cold data not in memory is copied and parked (its
+ * connection parses and reads nothing more meanwhile, so later pipelined answers stay behind
+ * it); the cold cache fetches the data on the worker pool and the request is dispatched again.
+ * Every other connection is served as usual in the meantime.
  */
 #include "internal.h"
+#include "strata/chat.h"
 #include "strata/ws.h"
 
 #include <stdlib.h>
@@ -55,6 +61,8 @@ struct st_conn {
     st_conn_t *prev, *next;
     st_conn_t *pprev, *pnext; /* in srv->pending while responses wait for a durable batch */
     bool pending;
+    st_http_request_t *parked; /* owned copy of a request waiting for cold data */
+    st_coldwait_t *cold_wait;  /* what it waits for (pins the data until it has run) */
 };
 
 typedef struct {
@@ -89,6 +97,7 @@ static void st__conn_close(st_conn_t *c);
 static void st__maybe_done(st_server_t *srv);
 static void st__on_listener_closed(uv_handle_t *h);
 static void st__conn_read_start(st_conn_t *c);
+static void st__read_stop(st_conn_t *c);
 
 static uint64_t st__now_ms(const st_server_t *srv)
 {
@@ -225,7 +234,7 @@ static void st__conn_release(st_conn_t *c)
 static bool st__may_parse(const st_conn_t *c)
 {
     const st_server_t *srv = c->srv;
-    return !c->close_when_done && !srv->stopping &&
+    return !c->close_when_done && !srv->stopping && !c->parked &&
            c->nslots < srv->app->cfg->max_pipeline / 2 + 1 && st__backlog(c) < ST__OUT_LOW;
 }
 
@@ -241,8 +250,8 @@ static void st__conn_flush(st_conn_t *c)
         st__conn_release(c);
         st__conn_write(c);
         if (c->closing) return;
-        if ((c->close_when_done || (c->eof && c->stash.len == 0)) && !c->head && !c->writing &&
-            c->out.len == 0) {
+        if ((c->close_when_done || (c->eof && c->stash.len == 0)) && !c->head && !c->parked &&
+            !c->writing && c->out.len == 0) {
             st__conn_close(c);
             return;
         }
@@ -330,6 +339,86 @@ static void st__on_upgrade(st_conn_t *c, const st_http_request_t *req)
     c->upgrade = true;
 }
 
+/* ---- parked requests ---- */
+
+/* A copy of the request in one allocation: the parser's buffers do not outlive the feed. */
+static st_http_request_t *st__req_copy(const st_http_request_t *r)
+{
+    const char *src[] = {r->method_name, r->path, r->query, r->body, r->idem_key, r->auth};
+    size_t len[] = {
+        strlen(r->method_name), r->path_len, r->query_len, r->body_len, r->idem_len, r->auth_len};
+    size_t total = sizeof *r;
+    for (size_t i = 0; i < 6; i++)
+        total += len[i] + 1;
+    st_http_request_t *q = st_malloc(total);
+    *q = (st_http_request_t){.method = r->method,
+                             .path_len = r->path_len,
+                             .query_len = r->query_len,
+                             .body_len = r->body_len,
+                             .idem_len = r->idem_len,
+                             .auth_len = r->auth_len,
+                             .keep_alive = r->keep_alive,
+                             .started_ns = r->started_ns};
+    const char **dst[] = {&q->method_name, &q->path, &q->query, &q->body, &q->idem_key, &q->auth};
+    char *p = (char *)(q + 1);
+    for (size_t i = 0; i < 6; i++) {
+        if (!src[i]) continue;
+        memcpy(p, src[i], len[i]);
+        p[len[i]] = '\0';
+        *dst[i] = p;
+        p += len[i] + 1;
+    }
+    return q;
+}
+
+static void st__conn_unparked(void *arg);
+
+/* Dispatches req and queues its response; false when it parked (c->parked holds a copy). */
+static bool st__conn_run(st_conn_t *c, const st_http_request_t *req)
+{
+    st_server_t *srv = c->srv;
+    st_buf_t resp = {0};
+    uint64_t wait;
+    int status, route, rc;
+    /* a wait that finds everything in memory already means: run again now (a few times) */
+    for (int tries = 0;; tries++) {
+        st_arena_reset(&c->arena);
+        rc = st_http_dispatch(srv->app, req, &c->arena, &resp, &wait, &status, &route);
+        if (rc != ST_EPARKED || !srv->app->chat || tries == 3) break;
+        if (st_chat_cold_wait(srv->app->chat, &c->cold_wait, st__conn_unparked, c)) {
+            if (!c->parked) c->parked = st__req_copy(req);
+            st__read_stop(c);
+            return false;
+        }
+    }
+    if (rc == ST_EPARKED) { /* cannot happen unless the cold tier stopped under it */
+        static const char body[] = "{\"error\":{\"code\":\"unavailable\",\"message\":"
+                                   "\"the cold tier is stopping\"}}";
+        status = 503;
+        wait = 0;
+        st_http_write_response(&resp, status, NULL, NULL, body, sizeof body - 1, false);
+    }
+    st__conn_respond(c, resp.data, resp.len, wait, status, route, !req->keep_alive,
+                     req->started_ns);
+    st_buf_free(&resp);
+    if (srv->app->chat) st_chat_cold_release(srv->app->chat, c->cold_wait);
+    c->cold_wait = NULL;
+    if (!req->keep_alive) c->close_when_done = true;
+    return true;
+}
+
+/* The cold data a parked request waited for is in memory: run it, then go on with the rest. */
+static void st__conn_unparked(void *arg)
+{
+    st_conn_t *c = arg;
+    st_http_request_t *req = c->parked;
+    if (c->closing || !req || !st__conn_run(c, req)) return;
+    c->parked = NULL;
+    free(req);
+    c->last_active_ms = st__now_ms(c->srv);
+    st__conn_flush(c);
+}
+
 static int st__on_request(void *arg, const st_http_request_t *req)
 {
     st_conn_t *c = arg;
@@ -342,14 +431,7 @@ static int st__on_request(void *arg, const st_http_request_t *req)
         st__on_upgrade(c, req);
         return 1;
     }
-    st_buf_t resp = {0};
-    uint64_t wait;
-    int status, route;
-    st_http_dispatch(srv->app, req, &c->arena, &resp, &wait, &status, &route);
-    st__conn_respond(c, resp.data, resp.len, wait, status, route, !req->keep_alive,
-                     req->started_ns);
-    st_buf_free(&resp);
-    if (!req->keep_alive) c->close_when_done = true;
+    if (!st__conn_run(c, req)) return 1; /* parked: the rest of the input waits in the stash */
     /* Backpressure: the rest of the input waits (stashed) until the peer takes its answers. */
     if (c->nslots >= srv->app->cfg->max_pipeline) return 1;
     if (st__backlog(c) >= ST__OUT_HIGH) {
@@ -474,6 +556,7 @@ static void st__on_conn_closed(uv_handle_t *h)
         free(c->head);
         c->head = n;
     }
+    free(c->parked);
     st_http_parser_free(c->parser);
     st_arena_free(&c->arena);
     st_buf_free(&c->out);
@@ -489,6 +572,8 @@ static void st__conn_close(st_conn_t *c)
     c->closing = true;
     st__conn_pending(c);
     st_server_t *srv = c->srv;
+    if (c->cold_wait) st_chat_cold_release(srv->app->chat, c->cold_wait); /* cancels it */
+    c->cold_wait = NULL;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -593,8 +678,8 @@ static void st__conn_timers(st_conn_t *c, uint64_t now)
         st_buf_free(&c->stash);
         st__conn_error(c, ST_ETIMEOUT, "request not received in time", NULL);
         st__conn_flush(c);
-    } else if (!mid && !c->head && !c->writing && c->out.len == 0 && c->stash.len == 0 &&
-               now - c->last_active_ms > idle_to) {
+    } else if (!mid && !c->head && !c->parked && !c->writing && c->out.len == 0 &&
+               c->stash.len == 0 && now - c->last_active_ms > idle_to) {
         st__conn_close(c);
     }
 }
@@ -698,7 +783,7 @@ static void st__maybe_done(st_server_t *srv)
     /* Close connections whose answers are all out; the rest finish first. */
     for (st_conn_t *c = srv->conns, *n; c; c = n) {
         n = c->next;
-        if (!c->head && !c->writing && c->out.len == 0) st__conn_close(c);
+        if (!c->head && !c->writing && c->out.len == 0 && !c->parked) st__conn_close(c);
     }
     if (srv->conns || !st_store_idle(srv->app->store)) return;
     void (*done)(void *) = srv->done;

@@ -126,8 +126,9 @@ int st_reconcile_distinct_now(st_reconcile_t *r, const char *name, size_t nlen, 
     return rc;
 }
 
-/* One entry's recount; its errors are logged and the key dropped (a later write re-marks it). */
-static void st__recount(st_reconcile_t *r, st_rentry_t *e)
+/* One entry's recount; its errors are logged and the key dropped (a later write re-marks it).
+ * ST_EPARKED: the cold footers it needs are being fetched; the key stays for a later step. */
+static int st__recount(st_reconcile_t *r, st_rentry_t *e)
 {
     int64_t drift;
     uint64_t wait = 0;
@@ -139,8 +140,10 @@ static void st__recount(st_reconcile_t *r, st_rentry_t *e)
     } else {
         rc = st_reconcile_distinct_now(r, e->key + 1, e->klen - 1, &drift, &wait);
     }
-    if (rc != ST_OK && rc != ST_ENOTFOUND && rc != ST_ECONFLICT)
+    if (rc == ST_EPARKED) st_chat_cold_wait(r->chat, NULL, NULL, NULL); /* prefetch */
+    if (rc != ST_OK && rc != ST_ENOTFOUND && rc != ST_ECONFLICT && rc != ST_EPARKED)
         st_warn("reconcile: %.*s: %s", (int)e->klen - 1, e->key + 1, st_strerror(rc));
+    return rc;
 }
 
 static void st__free_entry(st_reconcile_t *r, st_rentry_t *e)
@@ -166,9 +169,9 @@ static void st__step(uv_timer_t *t)
             break;
         }
         uint64_t gen = e->dirty_gen;
-        st__recount(r, e);
+        bool parked = st__recount(r, e) == ST_EPARKED;
         e->last_ms = now;
-        if (e->dirty_gen == gen) st__free_entry(r, e);
+        if (e->dirty_gen == gen && !parked) st__free_entry(r, e);
     }
     st_metric_set(r->m_queue, (double)r->map.count);
     /* a backlog continues after nine times the loop time this step took: reconciliation

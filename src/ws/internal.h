@@ -60,6 +60,8 @@ typedef struct st_wssub {
     char *conv;      /* messages: one conversation or NULL */
     uint64_t cursor; /* messages: the last msg_id replayed or sent */
     bool replaying;  /* messages: replay not finished; live ones come through the replay */
+    struct st_ws *ws;
+    struct st_coldwait *cold_wait; /* a replay page parked for cold data (NULL otherwise) */
 } st_wssub_t;
 
 /* Every subscription to one counter, event or user. Owned by the ws map, freed when empty. */

@@ -53,6 +53,7 @@ static void st__chan_add(st_ws_t *ws, st_wssub_t *s)
 
 static void st__sub_free(st_ws_t *ws, st_wssub_t *s)
 {
+    if (s->cold_wait) st_chat_cold_release(ws->app->chat, s->cold_wait); /* cancels it */
     st_wschan_t *ch = s->chan;
     if (s->cprev)
         s->cprev->cnext = s->cnext;
@@ -110,9 +111,20 @@ static void st__replay_one(void *arg, uint64_t msg_id, const char *json, size_t 
     r->s->cursor = msg_id;
 }
 
-/* One page of replay (hot store; the cold tier joins here later). When the page reaches the
- * end, replay_done goes out and the subscription turns live in the same loop turn: every
- * message is either in the replay or live, never both, never neither. */
+static void st__replay_step(st_ws_t *ws, st_wssub_t *s);
+
+/* The cold data a parked replay page needs is in memory: run the page again. */
+static void st__replay_unparked(void *arg)
+{
+    st_wssub_t *s = arg;
+    st__replay_step(s->ws, s); /* releases the wait unless it parks again */
+    st__ws_replay_more(s->ws, s->conn);
+}
+
+/* One page of replay, hot and cold. When the page reaches the end, replay_done goes out and
+ * the subscription turns live in the same loop turn: every message is either in the replay or
+ * live, never both, never neither. A page that needs cold data not in memory sends nothing and
+ * parks until the cold cache has it (live messages keep going through the replay meanwhile). */
 static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
 {
     st_wsconn_t *c = s->conn;
@@ -126,6 +138,17 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
     uint64_t last = 0;
     int rc = st_chat_each(ws->app->chat, s->name, strlen(s->name), &q, st__replay_one, &r, &more,
                           &last, &r.wait);
+    for (int tries = 0; rc == ST_EPARKED && tries < 3; tries++) {
+        if (st_chat_cold_wait(ws->app->chat, &s->cold_wait, st__replay_unparked, s)) {
+            s->ws = ws;
+            st_buf_free(&r.prefix);
+            return; /* parked: nothing was sent */
+        }
+        rc = st_chat_each(ws->app->chat, s->name, strlen(s->name), &q, st__replay_one, &r, &more,
+                          &last, &r.wait);
+    }
+    st_chat_cold_release(ws->app->chat, s->cold_wait);
+    s->cold_wait = NULL;
     if (rc != ST_OK) {
         st__ws_send_error(ws, c, s->id, "unavailable", "replay failed; resubscribe with after");
         s->replaying = false;
@@ -141,7 +164,8 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
 void st__ws_replay_more(st_ws_t *ws, st_wsconn_t *c)
 {
     for (st_wssub_t *s = c->subs; s && !c->slow; s = s->next)
-        if (s->replaying && c->queued < ST__REPLAY_LOW_WATER) st__replay_step(ws, s);
+        if (s->replaying && !s->cold_wait && c->queued < ST__REPLAY_LOW_WATER)
+            st__replay_step(ws, s);
 }
 
 /* ---- subscribe ---- */

@@ -1,0 +1,480 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The cold cache: how the loop reads cold objects without ever waiting for them (SPEC §7).
+ *
+ * Design choice — the worker pool, not libcurl's multi interface on the loop. A cold read is
+ * fetch *then* decode (zstd, Parquet pages, a sortedness check): the decode must leave the loop
+ * too, so a multi-socket integration would still need a worker hop for every row group, and
+ * `file://` would need a third path. On the pool one job does the whole step (ranged GET or
+ * pread, then parse or decode) with the same code for both backends, the blocking objstore
+ * calls stay as they are (and as the flush workers already use them), and keep-alive comes from
+ * the objstore's pool of reusable curl handles (one connection per handle, reused by whichever
+ * worker takes it). The cost is a thread held per request in flight; main sizes the pool
+ * (UV_THREADPOOL_SIZE) for that.
+ *
+ * Entries go through wanted (a lookup missed; on the want list) → loading (a job is out) →
+ * ready or failed. Readers never see a half-made entry: jobs fill private fields, and the loop
+ * publishes them in the job's completion. A wait pins every entry it asked for, so the re-run
+ * it triggers is guaranteed to find them; failed entries are forgotten once unpinned, so a
+ * later read tries the object again.
+ */
+#include "strata/cold.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ST__TAIL_GUESS (64u << 10) /* footer fetch: one ranged GET of the tail usually holds it */
+
+enum { ST__FOOTER = 'f', ST__GROUP = 'g' };
+enum { ST__WANTED, ST__LOADING, ST__READY, ST__FAILED };
+
+typedef struct st_centry st_centry_t;
+struct st_centry {
+    st_map_node_t node;       /* key: kind, object key, then '#' and the group's index for groups */
+    st_centry_t *prev, *next; /* LRU of its kind, ready entries only */
+    st_coldcache_t *cc;
+    char kind;
+    int state;
+    char *key; /* map key (owned) */
+    char *obj; /* object key (owned) */
+    uint64_t size;
+    st_pq_group_t g; /* groups: where its bytes are (conv not used) */
+    size_t gi;
+    unsigned pins;
+    bool wanted, in_lru;
+    st_coldwait_t **waiters; /* waits to tell when loaded */
+    size_t nwaiters;
+    /* results: written by the job, read by the loop only after it came back */
+    int rc;
+    st_pq_meta_t meta;
+    st_pq_rows_t rows;
+    size_t bytes;
+    uv_work_t req;
+};
+
+struct st_coldwait {
+    st_coldcache_t *cc;
+    size_t outstanding; /* entries still loading */
+    st_centry_t **held; /* pinned */
+    size_t nheld;
+    st_coldwait_fn done;
+    void *arg;
+    bool cancelled;
+};
+
+typedef struct {
+    st_centry_t *head, *tail;
+    size_t n;
+} st_lru_t;
+
+struct st_coldcache {
+    uv_loop_t *loop;
+    st_objstore_t *obj;
+    st_map_t entries;
+    st_lru_t footers, groups;
+    size_t max_footers;
+    uint64_t budget, group_bytes;
+    st_centry_t **want;
+    size_t nwant;
+    size_t jobs; /* in flight, fetches and deletes */
+    bool closing;
+    st_metric_t *m_groups, *m_fetch_ok, *m_fetch_err, *m_inflight;
+};
+
+void st_coldcache_open(st_coldcache_t **out, uv_loop_t *loop, const st_coldcache_opts_t *o)
+{
+    st_coldcache_t *cc = st_calloc(1, sizeof *cc);
+    cc->loop = loop;
+    cc->obj = o->obj;
+    cc->budget = o->budget;
+    cc->max_footers = o->max_footers ? o->max_footers : 4096;
+    cc->m_groups = o->m_groups;
+    st_map_init(&cc->entries);
+    cc->m_fetch_ok =
+        st_metrics_counter("strata_cold_fetches_total",
+                           "Cold footers and row groups fetched off the loop", "result=\"ok\"");
+    cc->m_fetch_err =
+        st_metrics_counter("strata_cold_fetches_total",
+                           "Cold footers and row groups fetched off the loop", "result=\"error\"");
+    cc->m_inflight =
+        st_metrics_gauge("strata_cold_fetches_in_flight", "Cold fetches on the worker pool", "");
+    *out = cc;
+}
+
+/* ---- entries ---- */
+
+static void st__lru_unlink(st_lru_t *l, st_centry_t *e)
+{
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        l->head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        l->tail = e->prev;
+    e->prev = e->next = NULL;
+    l->n--;
+}
+
+static void st__lru_push(st_lru_t *l, st_centry_t *e)
+{
+    e->prev = l->tail;
+    e->next = NULL;
+    if (l->tail)
+        l->tail->next = e;
+    else
+        l->head = e;
+    l->tail = e;
+    l->n++;
+}
+
+static st_lru_t *st__lru_of(st_coldcache_t *cc, const st_centry_t *e)
+{
+    return e->kind == ST__FOOTER ? &cc->footers : &cc->groups;
+}
+
+static void st__entry_free(st_coldcache_t *cc, st_centry_t *e)
+{
+    if (e->in_lru) st__lru_unlink(st__lru_of(cc, e), e);
+    st_map_remove(&cc->entries, &e->node);
+    if (e->kind == ST__GROUP && e->state == ST__READY) cc->group_bytes -= e->bytes;
+    st_parquet_meta_free(&e->meta);
+    if (e->rows.rows || e->rows.mem) st_parquet_rows_free(&e->rows);
+    free(e->waiters);
+    free(e->key);
+    free(e->obj);
+    free(e);
+}
+
+/* Least recently used first, never a pinned one; failed entries go as soon as they are free. */
+static void st__trim(st_coldcache_t *cc)
+{
+    for (st_centry_t *e = cc->footers.head, *n; e && cc->footers.n > cc->max_footers; e = n) {
+        n = e->next;
+        if (!e->pins) st__entry_free(cc, e);
+    }
+    for (st_centry_t *e = cc->groups.head, *n; e && cc->group_bytes > cc->budget; e = n) {
+        n = e->next;
+        if (!e->pins) st__entry_free(cc, e);
+    }
+}
+
+static void st__unpin(st_coldcache_t *cc, st_centry_t *e)
+{
+    ST_ASSERT(e->pins > 0);
+    if (--e->pins == 0 && e->state == ST__FAILED && !e->wanted) st__entry_free(cc, e);
+}
+
+/* The entry for key (found, or made wanted). Ready ones move to the LRU's end. */
+static int st__lookup(st_coldcache_t *cc, char kind, const char *obj, uint64_t size, size_t gi,
+                      const st_pq_group_t *g, st_centry_t **out)
+{
+    st_buf_t k = {0};
+    st_buf_appendc(&k, kind);
+    st_buf_puts(&k, obj);
+    if (kind == ST__GROUP) st_buf_printf(&k, "#%zu", gi);
+    st_map_node_t *n = st_map_get(&cc->entries, k.data, k.len);
+    st_centry_t *e = (st_centry_t *)n;
+    if (!e) {
+        e = st_calloc(1, sizeof *e);
+        e->cc = cc;
+        e->kind = kind;
+        e->state = ST__WANTED;
+        e->key = st_buf_steal(&k, &e->node.klen);
+        e->node.key = e->key;
+        e->obj = st_strndup(obj, strlen(obj));
+        e->size = size;
+        e->gi = gi;
+        if (g) {
+            e->g = *g;
+            e->g.conv = NULL;
+        }
+        st_map_insert(&cc->entries, &e->node);
+    }
+    st_buf_free(&k);
+    *out = e;
+    if (e->state == ST__READY) {
+        st_lru_t *l = st__lru_of(cc, e);
+        st__lru_unlink(l, e);
+        st__lru_push(l, e);
+        return ST_OK;
+    }
+    if (e->state == ST__FAILED) return ST_ECOLD;
+    if (!e->wanted) {
+        e->wanted = true;
+        cc->want = st_realloc(cc->want, (cc->nwant + 1) * sizeof *cc->want);
+        cc->want[cc->nwant++] = e;
+    }
+    return ST_EPARKED;
+}
+
+int st_coldcache_footer(st_coldcache_t *cc, const char *key, uint64_t size,
+                        const st_pq_meta_t **out)
+{
+    st_centry_t *e;
+    int rc = st__lookup(cc, ST__FOOTER, key, size, 0, NULL, &e);
+    if (rc == ST_OK) *out = &e->meta;
+    return rc;
+}
+
+int st_coldcache_group(st_coldcache_t *cc, const char *key, size_t gi, const st_pq_group_t *g,
+                       const st_pq_rows_t **out)
+{
+    st_centry_t *e;
+    int rc = st__lookup(cc, ST__GROUP, key, 0, gi, g, &e);
+    if (rc == ST_OK) *out = &e->rows;
+    return rc;
+}
+
+bool st_coldcache_wanting(const st_coldcache_t *cc)
+{
+    return cc->nwant > 0;
+}
+
+/* ---- jobs (worker threads: only the entry's result fields and the object store) ---- */
+
+static int st__fetch_footer(st_objstore_t *obj, st_centry_t *e)
+{
+    if (e->size < 12) return ST_EINVAL;
+    uint64_t t = e->size < ST__TAIL_GUESS ? e->size : ST__TAIL_GUESS;
+    st_buf_t b = {0};
+    uint32_t flen = 0;
+    int rc = st_objstore_get(obj, e->obj, e->size - t, (size_t)t, &b);
+    if (rc == ST_OK) rc = st_parquet_footer_len((const uint8_t *)b.data + t - 8, e->size, &flen);
+    if (rc == ST_OK && (uint64_t)flen + 8 <= t) {
+        rc = st_parquet_parse_footer((const uint8_t *)b.data + t - 8 - flen, flen, e->size,
+                                     &e->meta);
+    } else if (rc == ST_OK) {
+        st_buf_reset(&b);
+        rc = st_objstore_get(obj, e->obj, e->size - 8 - flen, flen, &b);
+        if (rc == ST_OK)
+            rc = st_parquet_parse_footer((const uint8_t *)b.data, flen, e->size, &e->meta);
+    }
+    st_buf_free(&b);
+    return rc;
+}
+
+static int st__fetch_group(st_objstore_t *obj, st_centry_t *e)
+{
+    st_buf_t b = {0};
+    int rc = st_objstore_get(obj, e->obj, e->g.offset, e->g.length, &b);
+    if (rc == ST_OK) rc = st_parquet_read_group(&e->g, (const uint8_t *)b.data, b.len, &e->rows);
+    st_buf_free(&b);
+    st_pq_rows_t *r = &e->rows;
+    for (size_t i = 1; rc == ST_OK && i < r->n; i++)
+        if (r->rows[i].msg_id <= r->rows[i - 1].msg_id) {
+            st_parquet_rows_free(r);
+            memset(r, 0, sizeof *r);
+            rc = ST_EINVAL; /* reads binary-search a group: it must be sorted */
+        }
+    if (rc != ST_OK) return rc;
+    e->bytes = sizeof *e + strlen(e->key) + r->n * (sizeof *r->rows + 64);
+    for (size_t i = 0; i < r->n; i++)
+        e->bytes += r->rows[i].conv_len + r->rows[i].from_len + r->rows[i].content_len +
+                    r->rows[i].metadata_len;
+    return ST_OK;
+}
+
+static void st__job_work(uv_work_t *req)
+{
+    st_centry_t *e = req->data;
+    st_objstore_t *obj = e->cc->obj;
+    e->rc = e->kind == ST__FOOTER ? st__fetch_footer(obj, e) : st__fetch_group(obj, e);
+}
+
+static void st__maybe_free_cache(st_coldcache_t *cc);
+
+static void st__wait_finish(st_coldcache_t *cc, st_coldwait_t *w)
+{
+    if (--w->outstanding) return;
+    if (w->cancelled) {
+        free(w->held);
+        free(w);
+    } else if (!cc->closing) {
+        w->done(w->arg); /* may release w */
+    }
+}
+
+static void st__job_done(uv_work_t *req, int status)
+{
+    st_centry_t *e = req->data;
+    st_coldcache_t *cc = e->cc;
+    cc->jobs--;
+    st_metric_set(cc->m_inflight, (double)cc->jobs);
+    if (status != 0 && e->rc == ST_OK) e->rc = ST_EIO;
+    if (e->rc == ST_OK) {
+        e->state = ST__READY;
+        e->in_lru = true;
+        st__lru_push(st__lru_of(cc, e), e);
+        if (e->kind == ST__GROUP) {
+            cc->group_bytes += e->bytes;
+            st_metric_add(cc->m_groups, 1);
+        }
+        st_metric_add(cc->m_fetch_ok, 1);
+    } else {
+        e->state = ST__FAILED;
+        st_metric_add(cc->m_fetch_err, 1);
+        if (!cc->closing) {
+            const char *why = e->rc == ST_ENOTFOUND ? "missing"
+                              : e->rc == ST_EINVAL  ? "not a valid strata Parquet file"
+                                                    : "storage error";
+            if (e->kind == ST__FOOTER)
+                st_error("cold: object %s cannot be read (%s)", e->obj, why);
+            else
+                st_error("cold: row group %zu of %s cannot be read (%s)", e->gi, e->obj, why);
+        }
+    }
+    /* the waiters are told after the entry is published; each may re-run its read now */
+    st_coldwait_t **ws = e->waiters;
+    size_t nw = e->nwaiters;
+    e->waiters = NULL;
+    e->nwaiters = 0;
+    e->pins++; /* not freed under the callbacks */
+    for (size_t i = 0; i < nw; i++)
+        st__wait_finish(cc, ws[i]);
+    free(ws);
+    st__unpin(cc, e);
+    if (cc->closing) {
+        st__maybe_free_cache(cc);
+        return;
+    }
+    st__trim(cc);
+}
+
+static void st__start(st_coldcache_t *cc, st_centry_t *e)
+{
+    e->state = ST__LOADING;
+    e->req.data = e;
+    cc->jobs++;
+    st_metric_set(cc->m_inflight, (double)cc->jobs);
+    if (uv_queue_work(cc->loop, &e->req, st__job_work, st__job_done) != 0) {
+        e->rc = ST_EIO;
+        st__job_done(&e->req, -1);
+    }
+}
+
+bool st_coldcache_wait(st_coldcache_t *cc, st_coldwait_t **wp, st_coldwait_fn done, void *arg)
+{
+    st_coldwait_t *w = done ? (wp ? *wp : NULL) : NULL;
+    if (done && !w) {
+        w = st_calloc(1, sizeof *w);
+        w->cc = cc;
+        *wp = w;
+    }
+    if (w) {
+        w->done = done;
+        w->arg = arg;
+        w->held = st_realloc(w->held, (w->nheld + cc->nwant + 1) * sizeof *w->held);
+    }
+    /* the list is taken first: a job that fails at once may change it under us */
+    st_centry_t **want = cc->want;
+    size_t n = cc->nwant;
+    cc->want = NULL;
+    cc->nwant = 0;
+    for (size_t i = 0; i < n; i++) {
+        st_centry_t *e = want[i];
+        e->wanted = false;
+        if (w) {
+            e->pins++;
+            w->held[w->nheld++] = e;
+            if (e->state == ST__WANTED || e->state == ST__LOADING) {
+                e->waiters = st_realloc(e->waiters, (e->nwaiters + 1) * sizeof *e->waiters);
+                e->waiters[e->nwaiters++] = w;
+                w->outstanding++;
+            }
+        }
+    }
+    /* one extra count so that jobs failing inside st__start cannot finish the wait early */
+    if (w) w->outstanding++;
+    for (size_t i = 0; i < n; i++)
+        if (want[i]->state == ST__WANTED) st__start(cc, want[i]);
+    free(want);
+    if (!w) return false;
+    if (--w->outstanding) return true;
+    return false; /* all of it was in memory (or failed) already: the caller re-runs now */
+}
+
+void st_coldcache_release(st_coldcache_t *cc, st_coldwait_t *w)
+{
+    if (!w) return;
+    for (size_t i = 0; i < w->nheld; i++)
+        st__unpin(cc, w->held[i]);
+    w->nheld = 0;
+    if (w->outstanding) {
+        w->cancelled = true; /* freed when its last entry comes back */
+        return;
+    }
+    free(w->held);
+    free(w);
+    st__trim(cc);
+}
+
+/* ---- deletes ---- */
+
+typedef struct {
+    uv_work_t req;
+    st_coldcache_t *cc;
+    char *key;
+    int rc;
+    void (*done)(void *arg, int rc);
+    void *arg;
+} st_delete_t;
+
+static void st__delete_work(uv_work_t *req)
+{
+    st_delete_t *d = req->data;
+    d->rc = st_objstore_delete(d->cc->obj, d->key);
+}
+
+static void st__delete_done(uv_work_t *req, int status)
+{
+    st_delete_t *d = req->data;
+    st_coldcache_t *cc = d->cc;
+    cc->jobs--;
+    if (status != 0) d->rc = ST_EIO;
+    if (d->done) d->done(d->arg, d->rc);
+    free(d->key);
+    free(d);
+    if (cc->closing) st__maybe_free_cache(cc);
+}
+
+void st_coldcache_delete(st_coldcache_t *cc, const char *key, void (*done)(void *arg, int rc),
+                         void *arg)
+{
+    st_delete_t *d = st_calloc(1, sizeof *d);
+    d->req.data = d;
+    d->cc = cc;
+    d->key = st_strndup(key, strlen(key));
+    d->done = done;
+    d->arg = arg;
+    cc->jobs++;
+    if (uv_queue_work(cc->loop, &d->req, st__delete_work, st__delete_done) != 0) {
+        d->rc = ST_EIO;
+        st__delete_done(&d->req, -1);
+    }
+}
+
+/* ---- closing ---- */
+
+static void st__maybe_free_cache(st_coldcache_t *cc)
+{
+    if (cc->jobs) return;
+    size_t it;
+    st_map_node_t *n;
+    while ((n = st_map_first(&cc->entries, &it)) != NULL)
+        st__entry_free(cc, (st_centry_t *)n);
+    st_map_free(&cc->entries);
+    free(cc->want);
+    free(cc);
+}
+
+void st_coldcache_close(st_coldcache_t *cc)
+{
+    if (!cc) return;
+    cc->closing = true;
+    free(cc->want);
+    cc->want = NULL;
+    cc->nwant = 0;
+    st__maybe_free_cache(cc);
+}
