@@ -72,6 +72,10 @@ int st_http_parser_feed(st_http_parser_t *p, const char *data, size_t len, size_
 bool st_http_parser_mid_request(const st_http_parser_t *p);
 /* True once a request asked to switch protocols: the bytes after *consumed are not HTTP. */
 bool st_http_parser_upgraded(const st_http_parser_t *p);
+/* An owned copy of a request (its strings in the same allocation; free with free()), for a
+ * request that outlives the feed: one parked while it waits for cold data. The WebSocket
+ * handshake headers are not copied. */
+st_http_request_t *st_http_request_copy(const st_http_request_t *r);
 
 /* ---- query strings ---- */
 /* Finds `name` in a raw query and percent-decodes its value into the arena. NULL if absent. */

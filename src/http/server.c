@@ -341,36 +341,6 @@ static void st__on_upgrade(st_conn_t *c, const st_http_request_t *req)
 
 /* ---- parked requests ---- */
 
-/* A copy of the request in one allocation: the parser's buffers do not outlive the feed. */
-static st_http_request_t *st__req_copy(const st_http_request_t *r)
-{
-    const char *src[] = {r->method_name, r->path, r->query, r->body, r->idem_key, r->auth};
-    size_t len[] = {
-        strlen(r->method_name), r->path_len, r->query_len, r->body_len, r->idem_len, r->auth_len};
-    size_t total = sizeof *r;
-    for (size_t i = 0; i < 6; i++)
-        total += len[i] + 1;
-    st_http_request_t *q = st_malloc(total);
-    *q = (st_http_request_t){.method = r->method,
-                             .path_len = r->path_len,
-                             .query_len = r->query_len,
-                             .body_len = r->body_len,
-                             .idem_len = r->idem_len,
-                             .auth_len = r->auth_len,
-                             .keep_alive = r->keep_alive,
-                             .started_ns = r->started_ns};
-    const char **dst[] = {&q->method_name, &q->path, &q->query, &q->body, &q->idem_key, &q->auth};
-    char *p = (char *)(q + 1);
-    for (size_t i = 0; i < 6; i++) {
-        if (!src[i]) continue;
-        memcpy(p, src[i], len[i]);
-        p[len[i]] = '\0';
-        *dst[i] = p;
-        p += len[i] + 1;
-    }
-    return q;
-}
-
 static void st__conn_unparked(void *arg);
 
 /* Dispatches req and queues its response; false when it parked (c->parked holds a copy). */
@@ -386,7 +356,7 @@ static bool st__conn_run(st_conn_t *c, const st_http_request_t *req)
         rc = st_http_dispatch(srv->app, req, &c->arena, &resp, &wait, &status, &route);
         if (rc != ST_EPARKED || !srv->app->chat || tries == 3) break;
         if (st_chat_cold_wait(srv->app->chat, &c->cold_wait, st__conn_unparked, c)) {
-            if (!c->parked) c->parked = st__req_copy(req);
+            if (!c->parked) c->parked = st_http_request_copy(req);
             st__read_stop(c);
             return false;
         }
