@@ -193,7 +193,7 @@ TEST(flush_never_writes_rows_whose_batch_is_not_durable_or_failed)
     snprintf(dir_a, sizeof dir_a, "%s/cold/a", fx.dir);
     snprintf(dir_b, sizeof dir_b, "%s/cold/b", fx.dir);
     st_objstore_t *obj;
-    st_objstore_opts_t oo = {cold, NULL, NULL, NULL, NULL};
+    st_objstore_opts_t oo = {.url = cold};
     CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
     st_chat_cold_opts_t co = {.store = obj, .flush_interval_s = 3600, .flush_rows = 1000000};
     CHECK_EQ(st_chat_cold_start(chat, &fx.loop, &co), ST_OK);
