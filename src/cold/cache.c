@@ -309,7 +309,7 @@ static void st__job_done(uv_work_t *req, int status)
         st__lru_push(st__lru_of(cc, e), e);
         if (e->kind == ST__GROUP) {
             cc->group_bytes += e->bytes;
-            st_metric_add(cc->m_groups, 1);
+            if (cc->m_groups) st_metric_add(cc->m_groups, 1);
         }
         st_metric_add(cc->m_fetch_ok, 1);
     } else {

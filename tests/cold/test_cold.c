@@ -209,4 +209,88 @@ TEST(local_object_store_puts_atomically_and_reads_ranges)
     CHECK_EQ(system(cmd), 0);
 }
 
+/* The cold cache never blocks: a miss is ST_EPARKED (and wanted), a wait fetches and decodes on
+ * the worker pool and calls back on the loop, the data stays pinned (even over a zero budget)
+ * until released, and a missing object is ST_ECOLD for the readers that waited, then forgotten
+ * so a later read tries again. Regression (issue 13): cold reads fetched and decoded on the loop.
+ */
+static int woken;
+static void on_ready(void *arg)
+{
+    (void)arg;
+    woken++;
+}
+
+TEST(cold_cache_fetches_off_the_loop_and_pins_until_released)
+{
+    char dir[] = "/tmp/strata-cache-XXXXXX";
+    CHECK(mkdtemp(dir));
+    char url[64];
+    snprintf(url, sizeof url, "file://%s/cold", dir);
+    st_objstore_opts_t o = {.url = url};
+    st_objstore_t *obj;
+    CHECK_EQ(st_objstore_open(&obj, &o), ST_OK);
+    st_msgrow_t rows[] = {row(1, "a", "one", NULL), row(2, "a", "two", "{}"),
+                          row(3, "b", "three", NULL)};
+    st_buf_t f = {0};
+    CHECK_EQ(st_parquet_encode(rows, 3, 3, &f), ST_OK);
+    CHECK_EQ(st_objstore_put(obj, "u/o.parquet", f.data, f.len), ST_OK);
+    uv_loop_t loop;
+    CHECK_EQ(uv_loop_init(&loop), 0);
+    st_coldcache_t *cc;
+    st_coldcache_opts_t co = {.obj = obj, .budget = 0};
+    st_coldcache_open(&cc, &loop, &co);
+
+    const st_pq_meta_t *m;
+    CHECK_EQ(st_coldcache_footer(cc, "u/o.parquet", f.len, &m), ST_EPARKED);
+    CHECK(st_coldcache_wanting(cc));
+    st_coldwait_t *w = NULL;
+    woken = 0;
+    CHECK(st_coldcache_wait(cc, &w, on_ready, NULL));
+    CHECK(!st_coldcache_wanting(cc));
+    CHECK_EQ(woken, 0); /* nothing happens on the caller's stack */
+    while (!woken)
+        uv_run(&loop, UV_RUN_ONCE);
+    CHECK_EQ(st_coldcache_footer(cc, "u/o.parquet", f.len, &m), ST_OK);
+    CHECK_EQ(m->ngroups, 2);
+    const st_pq_rows_t *r;
+    CHECK_EQ(st_coldcache_group(cc, "u/o.parquet", 1, &m->groups[1], &r), ST_EPARKED);
+    CHECK(st_coldcache_wait(cc, &w, on_ready, NULL)); /* the same reader: keeps the footer */
+    while (woken < 2)
+        uv_run(&loop, UV_RUN_ONCE);
+    /* budget 0, yet both stay while the wait holds them */
+    CHECK_EQ(st_coldcache_footer(cc, "u/o.parquet", f.len, &m), ST_OK);
+    CHECK_EQ(st_coldcache_group(cc, "u/o.parquet", 1, &m->groups[1], &r), ST_OK);
+    CHECK(r->n == 1 && r->rows[0].msg_id == 3 && memcmp(r->rows[0].content, "three", 5) == 0);
+    st_coldcache_release(cc, w);
+    CHECK_EQ(st_coldcache_group(cc, "u/o.parquet", 1, &m->groups[1], &r), ST_EPARKED);
+    CHECK(!st_coldcache_wait(cc, NULL, NULL, NULL)); /* a prefetch: nothing to call back */
+
+    /* a missing object: ST_ECOLD for the reader that waited, forgotten once released */
+    CHECK_EQ(st_coldcache_footer(cc, "u/gone.parquet", 100, &m), ST_EPARKED);
+    w = NULL;
+    woken = 0;
+    CHECK(st_coldcache_wait(cc, &w, on_ready, NULL));
+    while (!woken)
+        uv_run(&loop, UV_RUN_ONCE);
+    CHECK_EQ(st_coldcache_footer(cc, "u/gone.parquet", 100, &m), ST_ECOLD);
+    st_coldcache_release(cc, w);
+    CHECK_EQ(st_coldcache_footer(cc, "u/gone.parquet", 100, &m), ST_EPARKED);
+
+    /* a wait whose reader went away is cancelled: its callback never runs */
+    w = NULL;
+    woken = 0;
+    CHECK(st_coldcache_wait(cc, &w, on_ready, NULL));
+    st_coldcache_release(cc, w);
+    st_coldcache_close(cc);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ(woken, 0);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    st_objstore_close(obj);
+    st_buf_free(&f);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK_EQ(system(cmd), 0);
+}
+
 RUN_TESTS("cold")
