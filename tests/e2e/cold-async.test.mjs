@@ -22,7 +22,9 @@ const DELAY_MS = 25;
 // A TCP proxy that holds every chunk DELAY_MS before passing it on, in order, both ways.
 function delayProxy(targetPort) {
   const socks = new Set();
+  let accepted = 0;
   const server = net.createServer((client) => {
+    accepted++;
     const up = net.connect(targetPort, '127.0.0.1');
     socks.add(client);
     socks.add(up);
@@ -37,6 +39,7 @@ function delayProxy(targetPort) {
   });
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({
     port: server.address().port,
+    connections: () => accepted,
     close: () => new Promise((r) => { for (const s of socks) s.destroy(); server.close(() => r()); }),
   })));
 }
@@ -87,6 +90,7 @@ test('cold reads through a 50 ms object store leave the loop free for hot reques
 
     // restarted: nothing of the cold tier is in memory
     s = await startStrata({ dataDir, args });
+    const connsBefore = proxy.connections();
     const hot = []; // when each hot GET was answered (a sequence number shared with cold reads)
     let clock = 0;
     let stop = false;
@@ -132,8 +136,13 @@ test('cold reads through a 50 ms object store leave the loop free for hot reques
     // the desc order reads through the same parked path
     const desc = await readAll(s, 'au0', { order: 'desc' });
     assert.deepEqual(desc, [...expected.au0].reverse());
+    // keep-alive: the fetches (a footer and 3 row groups per user) share a few connections,
+    // where the old code opened one per request
     const m = (await s.req('GET', '/metrics')).text;
-    assert.match(m, /strata_cold_fetches_total\{result="ok"\} [1-9]/);
+    const fetches = Number(m.match(/strata_cold_fetches_total\{result="ok"\} (\d+)/)?.[1] ?? 0);
+    assert.ok(fetches >= USERS * (1 + CONVS), `fetches: ${fetches}`);
+    const conns = proxy.connections() - connsBefore;
+    assert.ok(conns * 2 <= fetches, `${conns} S3 connections for ${fetches} fetches`);
   } finally {
     await s.stop();
     s.cleanup();
