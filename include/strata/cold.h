@@ -137,8 +137,11 @@ bool st_coldcache_wanting(const st_coldcache_t *cc);
 /* Fetches what is wanted. *w: NULL, or a wait of the same reader still held (it keeps its pins
  * and gains the new ones). Returns true when done(arg) will be called on the loop; false when
  * all of it is already in memory (re-run now; nothing is called). With done NULL it is a
- * prefetch: nothing is pinned or called, and *w may be NULL. */
+ * prefetch: nothing is pinned or called, *w may be NULL, and only a few fetches start (the rest
+ * of the want list is dropped), so background work never floods the pool ahead of readers. */
 bool st_coldcache_wait(st_coldcache_t *cc, st_coldwait_t **w, st_coldwait_fn done, void *arg);
+/* Drops the want list (a reader that will not wait after all). */
+void st_coldcache_forget(st_coldcache_t *cc);
 /* Unpins what w held and frees it; a wait still under way is cancelled (done never runs). */
 void st_coldcache_release(st_coldcache_t *cc, st_coldwait_t *w);
 /* Deletes an object on the worker pool; done(arg, rc) on the loop (done may be NULL), also

@@ -726,6 +726,7 @@ void st_chat_cold_stop(st_chat_t *c)
         free(j->u);
         st__job_free(j);
     }
+    st__chat_retention_stop(cc);
     st_coldcache_close(cc->cache); /* its jobs in flight come back while the loop runs */
     cc->cache = NULL;
     uv_close((uv_handle_t *)&cc->tick, st__tick_closed);

@@ -129,6 +129,8 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
 /* retention.c: drops the user's objects older than the retention (whole objects); returns how
  * many. Their deletion is recorded ('D') in the same batch. */
 size_t st__chat_retention(st_chat_t *c, const char *u, size_t ul);
+/* Forgets the users waiting for their footers (cancels their fetches): before the cache goes. */
+void st__chat_retention_stop(st_chatcold_t *cc);
 /* reaper.c: deletes objects recorded for deletion ('D') whose record is durable, on a worker;
  * then drops the records. One pass at a time; called on every tick and at start. */
 void st__chat_reap(st_chatcold_t *cc);
@@ -169,6 +171,10 @@ struct st_chatcold {
     st_metric_t *m_hybrid_hot, *m_hybrid_cold, *m_evicted, *m_retained;
     uint64_t hot_ttl_us;
     uint64_t retention_us; /* 0: keep forever */
+    /* retention: users waiting for their footers (retention.c), queued first */
+    struct st_retry *ret_head, *ret_tail;
+    st_map_t ret_users; /* queued or being fetched */
+    size_t ret_fetching;
     /* flushes whose snapshot waits for its batch to be durable before a worker may start */
     struct st_flushjob *held;
     /* users whose flush can never succeed (e.g. a key the backend refuses): not retried */

@@ -13,7 +13,7 @@
  * with total_messages 0, so its seq goes on and it stays listed the same everywhere.
  *
  * Nothing waits on the loop: a user's footers are fetched by the cold cache first (the pass
- * runs again for that user once they are in memory).
+ * runs again for that user once they are in memory, a few users at a time).
  */
 #include "internal.h"
 
@@ -67,20 +67,105 @@ static int st__drop(st_chat_t *c, const char *u, size_t ul, uint64_t seq, const 
     return rc;
 }
 
-/* A user whose footers were not in memory: the pass runs again for it once they are. */
-typedef struct {
+/* Users whose footers were not in memory wait in a queue; at most ST__RETENTION_FETCHING of
+ * them have their footers fetched at once, so a pass over many cold users never floods the
+ * worker pool ahead of the reads clients are waiting for. */
+#define ST__RETENTION_FETCHING 4
+
+typedef struct st_retry {
+    st_map_node_t node; /* in cc->ret_users, key: the user */
+    struct st_retry *next;
     st_chat_t *chat;
-    st_coldwait_t *w;
+    st_coldwait_t *w; /* NULL while queued */
     size_t ul;
     char u[];
 } st_retry_t;
 
+static void st__retention_pump(st_chatcold_t *cc);
+
+static void st__retry_free(st_chatcold_t *cc, st_retry_t *r)
+{
+    st_map_remove(&cc->ret_users, &r->node);
+    free(r);
+}
+
 static void st__retention_resume(void *arg)
 {
     st_retry_t *r = arg;
-    st__chat_retention(r->chat, r->u, r->ul);
-    st_chat_cold_release(r->chat, r->w);
-    free(r);
+    st_chatcold_t *cc = r->chat->cold;
+    cc->ret_fetching--;
+    st_coldwait_t *w = r->w;
+    st_chat_t *c = r->chat;
+    char u[ST_NAME_MAX + 1];
+    size_t ul = r->ul;
+    memcpy(u, r->u, ul);
+    st__retry_free(cc, r);
+    st__chat_retention(c, u, ul); /* its footers are pinned by w: it runs to the end */
+    st_chat_cold_release(c, w);
+    st__retention_pump(cc);
+}
+
+/* Starts fetching the footers of queued users while fewer than the limit are under way. */
+static void st__retention_pump(st_chatcold_t *cc)
+{
+    while (cc->ret_head && cc->ret_fetching < ST__RETENTION_FETCHING && !cc->stopping) {
+        st_retry_t *r = cc->ret_head;
+        cc->ret_head = r->next;
+        if (!cc->ret_head) cc->ret_tail = NULL;
+        st_manifest_t man;
+        uint64_t wait = 0;
+        bool need = st__chat_manifest(cc->chat, r->u, r->ul, false, &man, &wait) == ST_OK &&
+                    st__chat_footers_ready(cc->chat, &man) == ST_EPARKED;
+        st__chat_manifest_free(&man);
+        if (need && st_coldcache_wait(cc->cache, &r->w, st__retention_resume, r)) {
+            cc->ret_fetching++;
+            continue;
+        }
+        st_coldcache_release(cc->cache, r->w);
+        r->w = NULL;
+        char u[ST_NAME_MAX + 1];
+        size_t ul = r->ul;
+        memcpy(u, r->u, ul);
+        st__retry_free(cc, r);
+        if (need) continue; /* nothing could be waited for: the next pass */
+        st__chat_retention(cc->chat, u, ul);
+    }
+}
+
+/* Queues a user whose footers are not in memory (once). */
+static void st__retention_queue(st_chatcold_t *cc, const char *u, size_t ul)
+{
+    st_coldcache_forget(cc->cache); /* fetched in the queue's turn, not now */
+    if (!cc->ret_users.buckets) st_map_init(&cc->ret_users);
+    if (ul > ST_NAME_MAX || st_map_get(&cc->ret_users, u, ul)) return;
+    st_retry_t *r = st_calloc(1, sizeof *r + ul);
+    r->chat = cc->chat;
+    r->ul = ul;
+    memcpy(r->u, u, ul);
+    r->node.key = r->u;
+    r->node.klen = ul;
+    st_map_insert(&cc->ret_users, &r->node);
+    if (cc->ret_tail)
+        cc->ret_tail->next = r;
+    else
+        cc->ret_head = r;
+    cc->ret_tail = r;
+    st__retention_pump(cc);
+}
+
+void st__chat_retention_stop(st_chatcold_t *cc)
+{
+    if (!cc->ret_users.buckets) return;
+    size_t it;
+    st_map_node_t *n;
+    while ((n = st_map_first(&cc->ret_users, &it)) != NULL) {
+        st_retry_t *r = (st_retry_t *)n;
+        st_coldcache_release(cc->cache, r->w); /* cancels a fetch under way */
+        st__retry_free(cc, r);
+    }
+    st_map_free(&cc->ret_users);
+    cc->ret_head = cc->ret_tail = NULL;
+    cc->ret_fetching = 0;
 }
 
 size_t st__chat_retention(st_chat_t *c, const char *u, size_t ul)
@@ -94,15 +179,7 @@ size_t st__chat_retention(st_chat_t *c, const char *u, size_t ul)
     if (st__chat_manifest(c, u, ul, false, &man, &wait) != ST_OK) return 0;
     /* the footers are fetched off the loop first; then the whole pass runs in one turn */
     if (st__chat_footers_ready(c, &man) == ST_EPARKED) {
-        st_retry_t *r = st_malloc(sizeof *r + ul);
-        r->chat = c;
-        r->w = NULL;
-        r->ul = ul;
-        memcpy(r->u, u, ul);
-        if (!st_chat_cold_wait(c, &r->w, st__retention_resume, r)) {
-            st_chat_cold_release(c, r->w); /* nothing to wait for after all: next pass */
-            free(r);
-        }
+        st__retention_queue(cc, u, ul);
         st__chat_manifest_free(&man);
         return 0;
     }

@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ST__TAIL_GUESS (64u << 10) /* footer fetch: one ranged GET of the tail usually holds it */
+#define ST__TAIL_GUESS    (64u << 10) /* footer fetch: one ranged GET of the tail usually holds it */
+#define ST__PREFETCH_JOBS 4           /* a prefetch starts fetches only while fewer are out */
 
 enum { ST__FOOTER = 'f', ST__GROUP = 'g' };
 enum { ST__WANTED, ST__LOADING, ST__READY, ST__FAILED };
@@ -354,6 +355,20 @@ static void st__start(st_coldcache_t *cc, st_centry_t *e)
     }
 }
 
+/* A wanted entry nobody waits for and no job fetches: gone. */
+static void st__drop_want(st_coldcache_t *cc, st_centry_t *e)
+{
+    e->wanted = false;
+    if (e->state == ST__WANTED && !e->pins && !e->nwaiters) st__entry_free(cc, e);
+}
+
+void st_coldcache_forget(st_coldcache_t *cc)
+{
+    for (size_t i = 0; i < cc->nwant; i++)
+        st__drop_want(cc, cc->want[i]);
+    cc->nwant = 0;
+}
+
 bool st_coldcache_wait(st_coldcache_t *cc, st_coldwait_t **wp, st_coldwait_fn done, void *arg)
 {
     st_coldwait_t *w = done ? (wp ? *wp : NULL) : NULL;
@@ -387,8 +402,13 @@ bool st_coldcache_wait(st_coldcache_t *cc, st_coldwait_t **wp, st_coldwait_fn do
     }
     /* one extra count so that jobs failing inside st__start cannot finish the wait early */
     if (w) w->outstanding++;
-    for (size_t i = 0; i < n; i++)
-        if (want[i]->state == ST__WANTED) st__start(cc, want[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (want[i]->state != ST__WANTED) continue;
+        if (!w && cc->jobs >= ST__PREFETCH_JOBS)
+            st__drop_want(cc, want[i]);
+        else
+            st__start(cc, want[i]);
+    }
     free(want);
     if (!w) return false;
     if (--w->outstanding) return true;

@@ -220,3 +220,43 @@ test('parked requests: pipelined answers stay in order, streams replay cold page
     rmSync(s3dir, { recursive: true, force: true });
   }
 });
+
+test('retention reads its footers off the loop too: expired objects of many users go after a restart', async () => {
+  const s3dir = mkdtempSync(path.join(tmpdir(), 'strata-s3ret-'));
+  const s3 = new S3rver({ address: '127.0.0.1', port: 0, directory: s3dir, silent: true, configureBuckets: [{ name: 'cold' }] });
+  const { port: s3port } = await s3.run();
+  const proxy = await delayProxy(s3port);
+  const dataDir = tempDir('coldret');
+  const args = ['--cold-url', 's3://cold/ret', '--s3-endpoint', `http://127.0.0.1:${proxy.port}`,
+    '--s3-access-key', 'S3RVER', '--s3-secret-key', 'S3RVER', '--flush-interval', '3600'];
+  let s = await startStrata({ dataDir, args });
+  const users = Array.from({ length: 10 }, (_, i) => `ru${i}`);
+  try {
+    for (const u of users)
+      for (let i = 0; i < 3; i++)
+        assert.equal((await s.req('POST', `/v1/users/${u}/messages`, { conversation_id: `c${i}`, from: 'x', content: 'old' })).status, 201);
+    assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
+    for (const u of users)
+      await waitFor(`${u} flushed`, async () => (await s.req('GET', `/v1/users/${u}/stats`)).json.cold_messages === 3, 30000);
+    assert.equal(parquetFiles(path.join(s3dir, 'cold')).length, users.length);
+    await s.stop();
+    await new Promise((r) => setTimeout(r, 1500));
+    // restarted with a 1 s retention: every object is expired, no footer is in memory
+    s = await startStrata({ dataDir, args: [...args, '--retention-seconds', '1'] });
+    assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
+    for (const u of users)
+      await waitFor(`${u} expired`, async () => {
+        const st = (await s.req('GET', `/v1/users/${u}/stats`)).json;
+        return st.cold_messages === 0 && st.total_messages === 0;
+      }, 30000);
+    await waitFor('the objects deleted', async () => parquetFiles(path.join(s3dir, 'cold')).length === 0, 30000);
+    const r = await s.req('GET', '/v1/users/ru0/messages');
+    assert.deepEqual(r.json.messages, []);
+  } finally {
+    await s.stop();
+    s.cleanup();
+    await proxy.close();
+    await s3.close();
+    rmSync(s3dir, { recursive: true, force: true });
+  }
+});
