@@ -22,6 +22,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define ST__TAIL_GUESS    (64u << 10) /* footer fetch: one ranged GET of the tail usually holds it */
 #define ST__PREFETCH_JOBS 4           /* a prefetch starts fetches only while fewer are out */
@@ -277,8 +280,19 @@ static int st__fetch_group(st_objstore_t *obj, st_centry_t *e)
     return ST_OK;
 }
 
+/* Workers yield to the loop thread: on 2 cores, a row group's zstd decode must not preempt the
+ * loop in the middle of answering requests (Linux niceness is per thread). */
+static void st__worker_nice(void)
+{
+    static _Thread_local bool niced;
+    if (niced) return;
+    niced = true;
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+}
+
 static void st__job_work(uv_work_t *req)
 {
+    st__worker_nice();
     st_centry_t *e = req->data;
     st_objstore_t *obj = e->cc->obj;
     e->rc = e->kind == ST__FOOTER ? st__fetch_footer(obj, e) : st__fetch_group(obj, e);
