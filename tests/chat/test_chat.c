@@ -241,7 +241,7 @@ TEST(rebuild_skips_an_orphan_whose_rows_a_later_object_holds)
     char cold[128];
     snprintf(cold, sizeof cold, "file://%s/cold", fx.dir);
     st_objstore_t *obj;
-    st_objstore_opts_t oo = {cold, NULL, NULL, NULL, NULL};
+    st_objstore_opts_t oo = {.url = cold};
     CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
     st_msgrow_t rows[5];
     for (int i = 0; i < 5; i++)
