@@ -212,6 +212,34 @@ test('parked requests: pipelined answers stay in order, streams replay cold page
     assert.equal(lost.status, 503, lost.text);
     assert.equal(lost.json.error.code, 'cold_unavailable');
     assert.equal((await s.req('GET', '/v1/counters/k')).json.value, 3);
+
+    // an object store that accepts connections and never answers: each GET gives up after
+    // --cold-timeout-ms and is tried again --cold-retries times, then the read is 503 while
+    // hot requests are answered throughout
+    await s.stop();
+    let tries = 0;
+    const hole = net.createServer((sock) => { tries++; sock.on('error', () => {}); });
+    await new Promise((r) => hole.listen(0, '127.0.0.1', r));
+    const holeArgs = args.map((a) => (a === `http://127.0.0.1:${proxy.port}` ? `http://127.0.0.1:${hole.address().port}` : a));
+    s = await startStrata({ dataDir, args: [...holeArgs, '--cold-timeout-ms', '300', '--cold-retries', '1'] });
+    try {
+      const pending = s.req('GET', '/v1/users/pb/messages?limit=5');
+      let hotDone = 0;
+      let coldDone = false;
+      pending.then(() => { coldDone = true; });
+      while (!coldDone) {
+        assert.equal((await s.req('GET', '/v1/counters/k')).json.value, 3);
+        if (!coldDone) hotDone++;
+      }
+      const timedOut = await pending;
+      assert.equal(timedOut.status, 503, timedOut.text);
+      assert.equal(timedOut.json.error.code, 'cold_unavailable');
+      assert.equal(tries, 2, 'one try and one retry of the footer GET');
+      assert.ok(hotDone > 0);
+      assert.match(s.log(), /retrying/);
+    } finally {
+      hole.close();
+    }
   } finally {
     await s.stop();
     s.cleanup();
