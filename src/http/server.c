@@ -366,7 +366,7 @@ static bool st__conn_run(st_conn_t *c, const st_http_request_t *req)
                                    "\"the cold tier is stopping\"}}";
         status = 503;
         wait = 0;
-        st_http_write_response(&resp, status, NULL, NULL, body, sizeof body - 1, false);
+        st_http_write_response(&resp, status, NULL, NULL, body, sizeof body - 1, !req->keep_alive);
     }
     st__conn_respond(c, resp.data, resp.len, wait, status, route, !req->keep_alive,
                      req->started_ns);
