@@ -262,58 +262,81 @@ static int st__parse_seat(const st_section_t *sec, const char *p, size_t n, uint
 }
 
 /* Best available: q side by side in one row, nearest the front; failing that, the fewest
- * blocks (largest runs first, front rows breaking ties). Returns false if fewer than q. */
-static bool st__best(const st_section_t *sec, int64_t q, uint32_t *out)
+ * blocks: runs taken longest first, the front one among runs of equal length, the last run
+ * only in part. The kept row_avail and row_run let both steps skip the rows that cannot
+ * matter, so a search costs the rows of the section plus a few row scans, however fragmented
+ * it is (not a scan of every seat, nor of every run per seat taken). */
+static bool st__best_row(st_section_t *sec, int64_t q, uint32_t *out)
 {
-    if (sec->c.available < q) return false;
     for (int64_t r = 0; r < sec->rows; r++) {
-        if (sec->row_avail[r] < q) continue;
-        int64_t run = 0;
-        for (int64_t c = 0; c < sec->cols; c++) {
-            run =
-                st__seat_get(sec, (uint32_t)(r * sec->cols + c)) == ST_SEAT_AVAILABLE ? run + 1 : 0;
-            if (run == q) {
+        if (sec->row_avail[r] < q || st__row_run(sec, r) < q) continue;
+        int64_t c = 0, len;
+        for (;;) {
+            int64_t start = st__row_next_run(sec, r, &c, &len);
+            if (len >= q) {
                 for (int64_t k = 0; k < q; k++)
-                    out[k] = (uint32_t)(r * sec->cols + c - q + 1 + k);
+                    out[k] = (uint32_t)(r * sec->cols + start + k);
                 return true;
             }
         }
     }
-    /* No row holds them together: collect runs, take the longest first. */
-    typedef struct {
-        uint32_t start, len;
-    } run_t;
-    size_t nruns = 0, cap = 64;
-    run_t *runs = st_malloc(cap * sizeof *runs);
-    for (int64_t r = 0; r < sec->rows; r++) {
-        if (!sec->row_avail[r]) continue;
-        int64_t c = 0;
-        while (c < sec->cols) {
-            while (c < sec->cols &&
-                   st__seat_get(sec, (uint32_t)(r * sec->cols + c)) != ST_SEAT_AVAILABLE)
-                c++;
-            int64_t st = c;
-            while (c < sec->cols &&
-                   st__seat_get(sec, (uint32_t)(r * sec->cols + c)) == ST_SEAT_AVAILABLE)
-                c++;
-            if (c > st) {
-                if (nruns == cap) runs = st_realloc(runs, (cap *= 2) * sizeof *runs);
-                runs[nruns++] = (run_t){(uint32_t)(r * sec->cols + st), (uint32_t)(c - st)};
-            }
+    return false;
+}
+
+/* The fewest blocks, when no row holds q (so every run is shorter than q). Runs are kept in one
+ * bucket per length, in seat order, at most ceil(q/len) of each (more are never taken). Once the
+ * runs of length >= t add up to q, nothing shorter than t, nor of length t further back, can be
+ * taken: rows whose longest run is <= t are skipped unread. */
+typedef struct {
+    int64_t q, t;    /* t: runs of length <= t are no longer needed (0: all are) */
+    uint32_t *start; /* seat of each kept run, bucket by bucket */
+    uint32_t off[ST_SEATS_MAX_PER_BOOKING], n[ST_SEATS_MAX_PER_BOOKING];
+} st_buckets_t;
+
+static void st__bucket_threshold(st_buckets_t *b)
+{
+    int64_t sum = 0;
+    for (int64_t l = b->q - 1; l > b->t; l--) {
+        sum += (int64_t)b->n[l] * l;
+        if (sum >= b->q) {
+            b->t = l;
+            return;
         }
     }
-    int64_t got = 0;
-    while (got < q) {
-        size_t best = 0;
-        for (size_t i = 1; i < nruns; i++)
-            if (runs[i].len > runs[best].len)
-                best = i; /* strict: the earlier (front) run wins ties */
-        uint32_t take = runs[best].len < (uint32_t)(q - got) ? runs[best].len : (uint32_t)(q - got);
-        for (uint32_t k = 0; k < take; k++)
-            out[got++] = runs[best].start + k;
-        runs[best].len = 0;
+}
+
+static void st__best_blocks(st_section_t *sec, int64_t q, uint32_t *out)
+{
+    st_buckets_t b = {.q = q, .t = 0};
+    uint32_t total = 0;
+    for (int64_t l = 1; l < q; l++) {
+        b.off[l] = total;
+        total += (uint32_t)((q + l - 1) / l);
     }
-    free(runs);
+    b.start = st_malloc(total * sizeof *b.start);
+    for (int64_t r = 0; r < sec->rows; r++) {
+        if (sec->row_avail[r] <= b.t || st__row_run(sec, r) <= b.t) continue;
+        int64_t c = 0, len;
+        while (c < sec->cols) {
+            int64_t st = st__row_next_run(sec, r, &c, &len);
+            ST_ASSERT(len < q);
+            if (len <= b.t || b.n[len] == (uint32_t)((q + len - 1) / len)) continue;
+            b.start[b.off[len] + b.n[len]++] = (uint32_t)(r * sec->cols + st);
+        }
+        st__bucket_threshold(&b);
+    }
+    int64_t got = 0;
+    for (int64_t l = q - 1; l > 0 && got < q; l--)
+        for (uint32_t i = 0; i < b.n[l] && got < q; i++)
+            for (int64_t k = 0; k < l && got < q; k++)
+                out[got++] = b.start[b.off[l] + i] + (uint32_t)k;
+    free(b.start);
+}
+
+static bool st__best(st_section_t *sec, int64_t q, uint32_t *out)
+{
+    if (sec->c.available < q) return false;
+    if (!st__best_row(sec, q, out)) st__best_blocks(sec, q, out);
     return true;
 }
 

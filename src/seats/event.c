@@ -56,6 +56,51 @@ void st__seat_set(st_event_t *e, st_section_t *sec, uint32_t i, int state)
         sec->row_avail[row]--;
     else if (state == ST_SEAT_AVAILABLE)
         sec->row_avail[row]++;
+    if (old == ST_SEAT_AVAILABLE || state == ST_SEAT_AVAILABLE) sec->row_run[row] = -1;
+}
+
+int64_t st__row_next_run(const st_section_t *sec, int64_t r, int64_t *c, int64_t *len)
+{
+    uint32_t base = (uint32_t)(r * sec->cols);
+    int64_t col = *c, cols = sec->cols;
+    for (;;) {
+        /* four taken seats in one byte are skipped at once (a sold-out stretch) */
+        uint32_t i = base + (uint32_t)col;
+        if (col < cols && (i & 3) == 0 && col + 4 <= cols &&
+            ((sec->bits[i >> 2] | sec->bits[i >> 2] >> 1) & 0x55) == 0x55) {
+            col += 4;
+            continue;
+        }
+        if (col >= cols || st__seat_get(sec, i) == ST_SEAT_AVAILABLE) break;
+        col++;
+    }
+    int64_t start = col;
+    while (col < cols) {
+        uint32_t i = base + (uint32_t)col;
+        if ((i & 3) == 0 && col + 4 <= cols && sec->bits[i >> 2] == 0) {
+            col += 4; /* four free seats in one byte */
+            continue;
+        }
+        if (st__seat_get(sec, i) != ST_SEAT_AVAILABLE) break;
+        col++;
+    }
+    *c = col;
+    *len = col - start;
+    return start;
+}
+
+int32_t st__row_run(st_section_t *sec, int64_t r)
+{
+    if (sec->row_run[r] >= 0) return sec->row_run[r];
+    int64_t c = 0, len, best = 0;
+    if (sec->row_avail[r] == sec->cols)
+        best = sec->cols;
+    else if (sec->row_avail[r] > 0)
+        while (c < sec->cols) {
+            st__row_next_run(sec, r, &c, &len);
+            if (len > best) best = len;
+        }
+    return sec->row_run[r] = (int32_t)best;
 }
 
 void st__seat_name(st_buf_t *out, const st_section_t *sec, uint32_t i)
@@ -117,8 +162,9 @@ void st__section_init(st_event_t *e, st_section_t *sec, const char *name, size_t
     uint64_t n = (uint64_t)(rows * cols);
     sec->bits = st_calloc((n + 3) / 4, 1);
     sec->row_avail = st_malloc((size_t)rows * sizeof *sec->row_avail);
+    sec->row_run = st_malloc((size_t)rows * sizeof *sec->row_run);
     for (int64_t r = 0; r < rows; r++)
-        sec->row_avail[r] = (int32_t)cols;
+        sec->row_avail[r] = sec->row_run[r] = (int32_t)cols;
     sec->c.available = (int64_t)n;
     e->c.available += (int64_t)n;
     e->total += (int64_t)n;
@@ -144,6 +190,8 @@ void st__section_recount(st_event_t *e, st_section_t *sec)
             avail += st == ST_SEAT_AVAILABLE;
         }
         sec->row_avail[r] = avail;
+        sec->row_run[r] = -1;
+        st__row_run(sec, r);
     }
     e->c.available += c.available - sec->c.available;
     e->c.reserved += c.reserved - sec->c.reserved;
@@ -157,6 +205,7 @@ static void st__event_free(st_event_t *e)
         free(e->sections[i].name);
         free(e->sections[i].bits);
         free(e->sections[i].row_avail);
+        free(e->sections[i].row_run);
     }
     free(e->sections);
     free(e->name);

@@ -29,6 +29,7 @@ typedef struct {
     int64_t rows, cols, price;
     uint8_t *bits;      /* 2 bits per seat, the wire layout */
     int32_t *row_avail; /* available seats per row, for best-available */
+    int32_t *row_run;   /* longest run of available seats per row; -1: stale (recounted lazily) */
     st_counts_t c;
     bool loaded; /* start-up read a chunk of it: counts need a recount */
 } st_section_t;
@@ -91,10 +92,15 @@ st_event_t *st__event_find(st_seats_t *s, const char *id, size_t len, uint64_t *
 st_event_t *st__event_new(st_seats_t *s, const char *id, size_t len);
 void st__section_init(st_event_t *e, st_section_t *sec, const char *name, size_t nlen, int64_t rows,
                       int64_t cols, int64_t price);
-/* Recomputes a section's counts and row_avail from its bitmap (after loading it). */
+/* Recomputes a section's counts, row_avail and row_run from its bitmap (after loading it). */
 void st__section_recount(st_event_t *e, st_section_t *sec);
 st_section_t *st__section_find(st_event_t *e, const char *name, size_t len);
 int st__seat_get(const st_section_t *sec, uint32_t i);
+/* The longest run of available seats in row r (recounted when a change made it stale). */
+int32_t st__row_run(st_section_t *sec, int64_t r);
+/* The next run of available seats in row r at or after column *c: its first column and length
+ * (0 at the end of the row); *c moves past it. */
+int64_t st__row_next_run(const st_section_t *sec, int64_t r, int64_t *c, int64_t *len);
 /* Moves a seat between states, keeping section, event and row counts in step. */
 void st__seat_set(st_event_t *e, st_section_t *sec, uint32_t i, int state);
 int st__event_persist(st_seats_t *s, st_event_t *e, uint64_t *wait);
