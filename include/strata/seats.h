@@ -59,7 +59,7 @@ typedef struct {
 
 /* Rebuilds every event from the store (expiring holds that ran out while strata was down). */
 int st_seats_open(st_seats_t **out, uv_loop_t *loop, st_store_t *store, const st_seats_opts_t *o);
-/* Stops the expiry timer (closes its handle: run the loop once after) and frees everything. */
+/* Stops hold expiry (closes its handles: run the loop once after) and frees everything. */
 void st_seats_close(st_seats_t *s);
 
 /* ST_ECONFLICT if the id exists; ST_EINVAL (with *why) if the spec breaks a limit; ST_EFULL

@@ -154,14 +154,31 @@ static st_hold_t st__hold_pop(st_seats_t *s)
     return top;
 }
 
+static void st__expire_due(st_seats_t *s);
+
+static void st__on_idle(uv_idle_t *h)
+{
+    st__expire_due(h->data);
+}
+
+/* The timer waits for the next expiry; once holds are due, the idle handle runs a slice per
+ * loop turn (a timer re-armed at 0 would run again in the same turn with this libuv). */
 void st__arm_timer(st_seats_t *s)
 {
+    if (s->expire_parked) return; /* resumed by st__on_durable */
     if (!s->nheap) {
         uv_timer_stop(&s->timer);
+        uv_idle_stop(&s->idle);
         return;
     }
     int64_t delay_ms = (s->heap[0].at - st_now_us() + 999) / 1000;
-    uv_timer_start(&s->timer, st__on_timer, delay_ms > 0 ? (uint64_t)delay_ms : 0, 0);
+    if (delay_ms <= 0) {
+        uv_timer_stop(&s->timer);
+        uv_idle_start(&s->idle, st__on_idle);
+        return;
+    }
+    uv_idle_stop(&s->idle);
+    uv_timer_start(&s->timer, st__on_timer, (uint64_t)delay_ms, 0);
 }
 
 /* Ends a reserved booking (cancel or expiry): its seats go back to available. */
@@ -227,22 +244,52 @@ static int st__release(st_seats_t *s, st_booking_t *b, int status, uint64_t *wai
     return ST_OK;
 }
 
+/* Due holds expire in slices of bounded work, oldest first: one slice per loop turn while any
+ * are due, and a slice only once the previous one is durable, so 100k holds running out
+ * together neither stall the loop nor pile up changes waiting for a commit (subscribers would
+ * be closed as slow consumers). Each slice is published as its batch becomes durable. A
+ * booking read in between expires itself if due (st__finish): no answer shows a hold past its
+ * time. */
+#define ST__EXPIRE_SLICE     256
+#define ST__EXPIRE_BUDGET_NS (1000u * 1000)
+
 void st__on_timer(uv_timer_t *t)
 {
-    st_seats_t *s = t->data;
+    st__expire_due(t->data);
+}
+
+static void st__expire_due(st_seats_t *s)
+{
     int64_t now = st_now_us();
+    uint64_t t0 = st_mono_ns();
     st_buf_t keep = {0};
-    while (s->nheap && s->heap[0].at <= now) {
+    for (int n = 0; s->nheap && s->heap[0].at <= now && n < ST__EXPIRE_SLICE; n++) {
+        if ((n & 15) == 15 && st_mono_ns() - t0 > ST__EXPIRE_BUDGET_NS) break;
         st_hold_t h = st__hold_pop(s);
         st_booking_t b;
         uint64_t w = 0;
         if (st__load(s, h.id, &b, &keep, &w) != ST_OK) continue;
         if (b.status == ST_BK_RESERVED && b.expires_at <= now &&
-            st__release(s, &b, ST_BK_EXPIRED, &w) == ST_OK)
+            st__release(s, &b, ST_BK_EXPIRED, &w) == ST_OK) {
             st_metric_add(s->m_expired, 1);
+            if (s->expire_batch < w) s->expire_batch = w;
+        }
         free(b.seats);
     }
     st_buf_free(&keep);
+    if (s->nheap && s->heap[0].at <= now && s->expire_batch > st_store_durable_id(s->store)) {
+        uv_idle_stop(&s->idle);
+        s->expire_parked = true;
+        return;
+    }
+    st__arm_timer(s);
+}
+
+static void st__on_durable(st_store_listener_t *l, uint64_t id)
+{
+    st_seats_t *s = (st_seats_t *)((char *)l - offsetof(st_seats_t, listener));
+    if (!s->expire_parked || id < s->expire_batch) return;
+    s->expire_parked = false;
     st__arm_timer(s);
 }
 
@@ -524,6 +571,7 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
     (void)err;
     st__free_events(s);
     s->nheap = 0;
+    s->expire_parked = false;
     st__rebuild(s);
 }
 
@@ -536,7 +584,9 @@ int st_seats_open(st_seats_t **out, uv_loop_t *loop, st_store_t *store, const st
     st_map_init(&s->events);
     st_snowflake_init(&s->ids, o->node_id);
     uv_timer_init(loop, &s->timer);
-    s->timer.data = s;
+    uv_idle_init(loop, &s->idle);
+    s->timer.data = s->idle.data = s;
+    s->open_handles = 2;
     s->m_booked =
         st_metrics_counter("strata_bookings_total", "Bookings by outcome", "result=\"reserved\"");
     s->m_conflicts = st_metrics_counter("strata_bookings_total", "Bookings by outcome",
@@ -559,14 +609,16 @@ int st_seats_open(st_seats_t **out, uv_loop_t *loop, st_store_t *store, const st
             s->nevents, (unsigned long long)s->total_seats, s->nheap,
             (double)(st_mono_ns() - t0) / 1e6);
     s->listener.on_failed = st__on_failed;
+    s->listener.on_durable = st__on_durable;
     st_store_listen(store, &s->listener);
     *out = s;
     return ST_OK;
 }
 
-static void st__on_timer_closed(uv_handle_t *h)
+static void st__on_handle_closed(uv_handle_t *h)
 {
-    free(h->data);
+    st_seats_t *s = h->data;
+    if (--s->open_handles == 0) free(s);
 }
 
 void st_seats_close(st_seats_t *s)
@@ -577,5 +629,7 @@ void st_seats_close(st_seats_t *s)
     free(s->sorted);
     free(s->heap);
     uv_timer_stop(&s->timer);
-    uv_close((uv_handle_t *)&s->timer, st__on_timer_closed);
+    uv_idle_stop(&s->idle);
+    uv_close((uv_handle_t *)&s->timer, st__on_handle_closed);
+    uv_close((uv_handle_t *)&s->idle, st__on_handle_closed);
 }

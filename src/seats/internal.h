@@ -78,7 +78,11 @@ struct st_seats {
     st_snowflake_t ids;
     st_hold_t *heap; /* min-heap of hold expiries (stale entries are skipped when popped) */
     size_t nheap, heapcap;
-    uv_timer_t timer;
+    uv_timer_t timer;      /* the next hold expiry */
+    uv_idle_t idle;        /* while holds are due: one slice of expiries per loop turn */
+    int open_handles;      /* freed when both have closed */
+    uint64_t expire_batch; /* the batch of the last slice of expiries */
+    bool expire_parked;    /* more are due: the next slice waits for that batch to be durable */
     st_store_listener_t listener;
     st_seats_observer_fn observer;
     void *observer_arg;
