@@ -95,6 +95,12 @@ int st_chat_recount(st_chat_t *c, const char *user, size_t ulen, const char *con
 typedef void (*st_chat_conv_fn)(void *arg, const char *user, size_t ulen, const char *conv,
                                 size_t clen);
 size_t st_chat_each_conversation(st_chat_t *c, st_chat_conv_fn fn, void *arg);
+/* The same a page at a time (bounded work per call, for background passes): up to max
+ * conversations from *cursor on (an empty buffer starts at the first); the cursor moves past
+ * them and *done says the last one was reached. A conversation updated during the paging may be
+ * visited twice or not at all (a post marks it for reconciliation anyway). */
+size_t st_chat_conversations_page(st_chat_t *c, st_buf_t *cursor, size_t max, bool *done,
+                                  st_chat_conv_fn fn, void *arg);
 /* Re-seeds cold metadata from object storage alone (`strata rebuild-meta`): the manifest, each
  * user's cold summary, conversations' baselines and first/last ids and times, the user totals,
  * merged with what the store holds hot. Counts are returned; everything is staged in one batch. */

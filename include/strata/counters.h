@@ -33,9 +33,30 @@ int st_counter_distinct_add(st_store_t *s, const char *name, size_t nlen, const 
 int st_counter_consolidate(st_store_t *s, const char *name, size_t nlen, uint64_t *wait);
 
 /* Recounts a distinct counter from its members and repairs it; *drift = members - recorded.
- * ST_ECONFLICT for a plain counter. */
+ * ST_ECONFLICT for a plain counter. Counts every member in one call: background work uses the
+ * sliced recount below. */
 int st_counter_distinct_recount(st_store_t *s, const char *name, size_t nlen, int64_t *drift,
                                 uint64_t *wait);
+
+/* A distinct counter recounted in slices: members are counted in key order from a cursor, a
+ * bounded number per step. Members are never removed, and a member added meanwhile lands ahead
+ * of the cursor (the scan counts it) or behind it (the add counts it here), so the total is
+ * exact for the instant the last step runs, which repairs the record as the one-call recount
+ * does. Loop thread only. */
+typedef struct st_distinct_recount st_distinct_recount_t;
+/* ST_ENOTFOUND, ST_ECONFLICT (a plain counter); else *out is owned (st_counter_recount_free). */
+int st_counter_recount_start(st_store_t *s, const char *name, size_t nlen,
+                             st_distinct_recount_t **out, uint64_t *wait);
+/* Counts up to `budget` members; *done once all are counted (then *drift = truth - recorded,
+ * repaired). */
+int st_counter_recount_step(st_distinct_recount_t *j, size_t budget, bool *done, int64_t *drift,
+                            uint64_t *wait);
+void st_counter_recount_free(st_distinct_recount_t *j);
+/* Up to max distinct counters' names in key order from *cursor (a buffer of ST_KEY_MAX + 1
+ * bytes; *clen 0 to start), each appended to names as u8 length + name; the cursor moves on and
+ * *done says the last one was reached. Returns how many were appended. */
+size_t st_counter_distinct_page(st_store_t *s, uint8_t *cursor, size_t *clen, size_t max,
+                                st_buf_t *names, bool *done, uint64_t *wait);
 /* Testing only (--test-hooks): shifts a counter's recorded value by `by`. */
 int st_counter_test_drift(st_store_t *s, const char *name, size_t nlen, int64_t by, uint64_t *wait);
 

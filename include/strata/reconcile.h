@@ -30,8 +30,9 @@ int st_reconcile_conversation_now(st_reconcile_t *r, const char *user, size_t ul
                                   const char *conv, size_t clen, int64_t *drift, uint64_t *wait);
 int st_reconcile_distinct_now(st_reconcile_t *r, const char *name, size_t nlen, int64_t *drift,
                               uint64_t *wait);
-/* Recounts every conversation and distinct counter now; *keys recounted, *drift the sum of
- * |drift| repaired. */
-void st_reconcile_all(st_reconcile_t *r, size_t *keys, int64_t *drift, uint64_t *wait);
+/* Starts a pass that recounts every conversation and distinct counter in the background, a
+ * bounded slice per step (a pass already running is followed by one more). Returns the number
+ * of the pass that covers the request: done once strata_reconcile_all_passes_total reaches it. */
+uint64_t st_reconcile_all(st_reconcile_t *r);
 
 #endif

@@ -122,6 +122,46 @@ size_t st_chat_each_conversation(st_chat_t *c, st_chat_conv_fn fn, void *arg)
     return n;
 }
 
+typedef struct {
+    st_buf_t *b;
+    size_t left;
+    st_buf_t *cursor;
+} st__conv_page_t;
+
+static int st__page_conv(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st__conv_page_t *pg = arg;
+    if (pg->left == 0) { /* the next page starts here */
+        st_buf_reset(pg->cursor);
+        st_buf_append(pg->cursor, key, klen);
+        return 1;
+    }
+    size_t before = pg->b->len;
+    st__collect_conv(pg->b, key, klen, val, vlen);
+    if (pg->b->len > before) pg->left--;
+    return 0;
+}
+
+size_t st_chat_conversations_page(st_chat_t *c, st_buf_t *cursor, size_t max, bool *done,
+                                  st_chat_conv_fn fn, void *arg)
+{
+    st_buf_t b = {0};
+    uint64_t wait = 0;
+    char pre = 'U';
+    st__conv_page_t pg = {&b, max, cursor};
+    int rc = st_store_scan_from(c->store, &pre, 1, cursor->len ? cursor->data : NULL, cursor->len,
+                                st__page_conv, &pg, &wait);
+    *done = rc != 1;
+    size_t n = 0;
+    for (size_t i = 0; i + 2 <= b.len; n++) {
+        size_t ul = (uint8_t)b.data[i], cl = (uint8_t)b.data[i + 1];
+        fn(arg, b.data + i + 2, ul, b.data + i + 2 + ul, cl);
+        i += 2 + ul + cl;
+    }
+    st_buf_free(&b);
+    return n;
+}
+
 /* ---- hybrid fields: hot record, else the cold tier (an evicted conversation) ---- */
 
 int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,

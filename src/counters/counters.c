@@ -7,6 +7,8 @@
 #include "strata/counters.h"
 
 #include <openssl/sha.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ST__REC_LEN 17
@@ -75,6 +77,8 @@ int st_counter_incr(st_store_t *s, const char *name, size_t nlen, int64_t by, in
     return rc;
 }
 
+static void st__recount_note_add(st_store_t *s, const uint8_t *mkey, size_t mklen);
+
 /* Membership key: 'm' | name | 0 | member. Long members are replaced by their SHA-256 behind a
  * 0x01 marker (which no valid name contains) so the key stays within LMDB's 511 bytes. */
 static size_t st__member_key(uint8_t *key, const char *name, size_t nlen, const char *member,
@@ -115,6 +119,7 @@ int st_counter_distinct_add(st_store_t *s, const char *name, size_t nlen, const 
     rc = st_store_put(s, mkey, mklen, "", 0, wait);
     if (rc == ST_OK) rc = st__put(s, key, klen, &c, wait);
     if (rc != ST_OK) return rc;
+    st__recount_note_add(s, mkey, mklen); /* a recount under way may have passed it */
     *added = true;
     *value = st_counter_value(&c);
     return ST_OK;
@@ -168,24 +173,153 @@ int st_sequence_get(st_store_t *s, const char *name, size_t nlen, int64_t *last,
     return ST_OK;
 }
 
-int st_counter_distinct_recount(st_store_t *s, const char *name, size_t nlen, int64_t *drift,
-                                uint64_t *wait)
+/* ---- recounting a distinct counter in slices ---- */
+
+struct st_distinct_recount {
+    struct st_distinct_recount *next; /* the recounts under way (loop thread only) */
+    st_store_t *store;
+    uint8_t key[1 + ST_NAME_MAX];
+    size_t klen;
+    uint8_t pre[ST_KEY_MAX + 1], cursor[ST_KEY_MAX + 1]; /* members from cursor on are ahead */
+    size_t plen, clen;
+    int64_t counted, behind; /* members counted; members added behind the cursor meanwhile */
+};
+
+static st_distinct_recount_t *st__recounts;
+
+/* A member just added: if a recount of its counter has passed its key, count it there. */
+static void st__recount_note_add(st_store_t *s, const uint8_t *mkey, size_t mklen)
 {
-    uint8_t key[1 + ST_NAME_MAX], pre[ST_KEY_MAX + 1];
+    for (st_distinct_recount_t *j = st__recounts; j; j = j->next) {
+        if (j->store != s || mklen < j->plen || memcmp(mkey, j->pre, j->plen) != 0) continue;
+        size_t n = mklen < j->clen ? mklen : j->clen;
+        int c = memcmp(mkey, j->cursor, n);
+        if (c < 0 || (c == 0 && mklen < j->clen)) j->behind++;
+    }
+}
+
+int st_counter_recount_start(st_store_t *s, const char *name, size_t nlen,
+                             st_distinct_recount_t **out, uint64_t *wait)
+{
+    uint8_t key[1 + ST_NAME_MAX];
     size_t klen = st__key(key, ST_KS_COUNTER, name, nlen);
     st_counter_t c;
-    *drift = 0;
     int rc = st__load(s, key, klen, &c, wait);
     if (rc) return rc;
     if (c.kind != ST_COUNTER_DISTINCT) return ST_ECONFLICT;
-    size_t pl = st__key(pre, ST_KS_MEMBER, name, nlen);
-    pre[pl++] = 0;
-    int64_t members = 0;
-    if ((rc = st_store_count(s, pre, pl, &members, wait)) != ST_OK) return rc;
-    *drift = members - st_counter_value(&c);
+    st_distinct_recount_t *j = st_calloc(1, sizeof *j);
+    j->store = s;
+    memcpy(j->key, key, klen);
+    j->klen = klen;
+    j->plen = st__key(j->pre, ST_KS_MEMBER, name, nlen);
+    j->pre[j->plen++] = 0;
+    memcpy(j->cursor, j->pre, j->plen);
+    j->clen = j->plen;
+    j->next = st__recounts;
+    st__recounts = j;
+    *out = j;
+    return ST_OK;
+}
+
+typedef struct {
+    st_distinct_recount_t *j;
+    size_t left;
+} st__slice_t;
+
+static int st__count_member(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st__slice_t *sl = arg;
+    (void)val;
+    (void)vlen;
+    if (sl->left == 0) { /* the next slice starts here */
+        memcpy(sl->j->cursor, key, klen);
+        sl->j->clen = klen;
+        return 1;
+    }
+    sl->left--;
+    sl->j->counted++;
+    return 0;
+}
+
+int st_counter_recount_step(st_distinct_recount_t *j, size_t budget, bool *done, int64_t *drift,
+                            uint64_t *wait)
+{
+    st__slice_t sl = {j, budget};
+    *done = false;
+    *drift = 0;
+    int rc = st_store_scan_from(j->store, j->pre, j->plen, j->cursor, j->clen, st__count_member,
+                                &sl, wait);
+    if (rc < 0) return rc;
+    if (rc == 1) return ST_OK; /* more to count */
+    *done = true;
+    st_counter_t c;
+    if ((rc = st__load(j->store, j->key, j->klen, &c, wait)) != ST_OK) return rc;
+    *drift = j->counted + j->behind - st_counter_value(&c);
     if (*drift == 0) return ST_OK;
     c.hot += *drift;
-    return st__put(s, key, klen, &c, wait);
+    return st__put(j->store, j->key, j->klen, &c, wait);
+}
+
+void st_counter_recount_free(st_distinct_recount_t *j)
+{
+    if (!j) return;
+    for (st_distinct_recount_t **p = &st__recounts; *p; p = &(*p)->next)
+        if (*p == j) {
+            *p = j->next;
+            break;
+        }
+    free(j);
+}
+
+int st_counter_distinct_recount(st_store_t *s, const char *name, size_t nlen, int64_t *drift,
+                                uint64_t *wait)
+{
+    st_distinct_recount_t *j = NULL;
+    bool done = false;
+    *drift = 0;
+    int rc = st_counter_recount_start(s, name, nlen, &j, wait);
+    while (rc == ST_OK && !done)
+        rc = st_counter_recount_step(j, SIZE_MAX, &done, drift, wait);
+    st_counter_recount_free(j);
+    return rc;
+}
+
+/* Up to max distinct counters' names from *cursor on (key order), each as u8 length + name
+ * appended to names; *cursor (ST_KEY_MAX + 1 bytes, *clen 0 at the start) moves past them. */
+typedef struct {
+    st_buf_t *names;
+    size_t left, n;
+    uint8_t *cursor;
+    size_t *clen;
+} st__page_t;
+
+static int st__page_counter(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st__page_t *pg = arg;
+    if (pg->left == 0) {
+        memcpy(pg->cursor, key, klen);
+        *pg->clen = klen;
+        return 1;
+    }
+    if (vlen != ST__REC_LEN || ((const uint8_t *)val)[0] != ST_COUNTER_DISTINCT || klen < 2 ||
+        klen - 1 > ST_NAME_MAX)
+        return 0;
+    st_buf_appendc(pg->names, (char)(uint8_t)(klen - 1));
+    st_buf_append(pg->names, (const char *)key + 1, klen - 1);
+    pg->left--;
+    pg->n++;
+    return 0;
+}
+
+size_t st_counter_distinct_page(st_store_t *s, uint8_t *cursor, size_t *clen, size_t max,
+                                st_buf_t *names, bool *done, uint64_t *wait)
+{
+    st__page_t pg = {names, max, 0, cursor, clen};
+    uint8_t pre = ST_KS_COUNTER;
+    int rc =
+        st_store_scan_from(s, &pre, 1, *clen ? cursor : NULL, *clen, st__page_counter, &pg, wait);
+    *done = rc != 1;
+    return pg.n;
 }
 
 int st_counter_test_drift(st_store_t *s, const char *name, size_t nlen, int64_t by, uint64_t *wait)

@@ -61,8 +61,10 @@ static int st__admin_key(st_ctx_t *c, const cJSON *j, const char **a, size_t *al
     return rc ? rc : 1;
 }
 
-/* Recounts one key ({"user","conversation_id"} or {"counter"}) or, with no body, every
- * conversation and distinct counter now; answers what was recounted and the drift repaired. */
+/* Recounts one key ({"user","conversation_id"} or {"counter"}) now and answers the drift
+ * repaired; with no body, starts a pass over every conversation and distinct counter that runs
+ * in the background in bounded slices, and answers 202 {"pass":N} (done once
+ * strata_reconcile_all_passes_total reaches N). */
 int st_api_admin_reconcile(st_ctx_t *c)
 {
     cJSON *j;
@@ -79,7 +81,11 @@ int st_api_admin_reconcile(st_ctx_t *c)
     if (!c->app->reconcile) {
         rc = st_ctx_error(c, ST_EUNAVAIL, "reconciliation is not running");
     } else if (which == 0) {
-        st_reconcile_all(c->app->reconcile, &keys, &drift, &c->wait);
+        uint64_t pass = st_reconcile_all(c->app->reconcile);
+        cJSON_Delete(j);
+        c->status = 202;
+        st_buf_printf(c->body, "{\"pass\":%llu}", (unsigned long long)pass);
+        return ST_OK;
     } else {
         rc = which == 1
                  ? st_reconcile_conversation_now(c->app->reconcile, a, al, b, bl, &drift, &c->wait)

@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The reconciliation queue. Entries are keyed by kind + name, so marking a key twice costs
- * nothing; they are kept in marking order and worked off every interval within a time budget
- * (a backlog continues in short steps rather than stalling the loop). Each recount runs in one
- * loop turn against the store's current state, and repairs by writing the truth it counted.
+ * nothing; they are kept in marking order and worked off every interval in steps of bounded
+ * work (a backlog continues in short steps rather than stalling the loop). A conversation is
+ * recounted in one call; a distinct counter's members are counted in slices across steps (see
+ * counters.h: exact despite adds in between). Repairs write the truth counted.
+ *
+ * A pass over every key (POST /v1/admin/reconcile with no body) runs the same way: pages of
+ * conversations, then of distinct counters, from a cursor, within each step's budget, after
+ * the queue's work.
  */
 #include "strata/reconcile.h"
 #include "strata/counters.h"
@@ -12,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ST__BUDGET_NS (20u * 1000 * 1000) /* of loop time per step */
+#define ST__BUDGET_NS (1500u * 1000) /* of loop time per step */
+#define ST__MEMBERS   1024           /* members counted between two looks at the clock */
+#define ST__PAGE      64             /* keys of a pass fetched at a time */
 
 enum { ST__CONV = 'C', ST__DISTINCT = 'D' };
 
@@ -33,7 +40,21 @@ struct st_reconcile {
     uv_timer_t timer;
     st_map_t map;
     st_rentry_t *head, *tail;
-    st_metric_t *m_runs, *m_queue, *m_keys[2], *m_drift[2];
+    /* the distinct counter being recounted across steps, and its queue entry (NULL: the pass's) */
+    st_distinct_recount_t *job;
+    st_rentry_t *job_entry;
+    uint64_t job_gen; /* the entry's generation when its job began */
+    st_buf_t job_name;
+    /* the pass over every key: phase 0 none, 1 conversations, 2 counters */
+    int all_phase;
+    bool all_again; /* asked for again while running: one more pass after it */
+    uint64_t all_started, all_done;
+    st_buf_t all_cursor, all_page; /* page: kind, u8 len(s), name(s) per key */
+    size_t all_off, all_keys;
+    int64_t all_drift;
+    uint8_t counter_cursor[ST_KEY_MAX + 1];
+    size_t counter_clen;
+    st_metric_t *m_runs, *m_queue, *m_keys[2], *m_drift[2], *m_passes;
 };
 
 static void st__unlink(st_reconcile_t *r, st_rentry_t *e)
@@ -126,24 +147,11 @@ int st_reconcile_distinct_now(st_reconcile_t *r, const char *name, size_t nlen, 
     return rc;
 }
 
-/* One entry's recount; its errors are logged and the key dropped (a later write re-marks it).
- * ST_EPARKED: the cold footers it needs are being fetched; the key stays for a later step. */
-static int st__recount(st_reconcile_t *r, st_rentry_t *e)
+/* ST_EPARKED: the cold footers a conversation's recount needs are being fetched (not an error). */
+static void st__log_rc(const char *what, size_t wlen, int rc)
 {
-    int64_t drift;
-    uint64_t wait = 0;
-    int rc;
-    if (e->key[0] == ST__CONV) {
-        size_t ul = strnlen(e->key + 1, e->klen - 1);
-        rc = st_reconcile_conversation_now(r, e->key + 1, ul, e->key + 2 + ul, e->klen - 2 - ul,
-                                           &drift, &wait);
-    } else {
-        rc = st_reconcile_distinct_now(r, e->key + 1, e->klen - 1, &drift, &wait);
-    }
-    if (rc == ST_EPARKED) st_chat_cold_wait(r->chat, NULL, NULL, NULL); /* prefetch */
     if (rc != ST_OK && rc != ST_ENOTFOUND && rc != ST_ECONFLICT && rc != ST_EPARKED)
-        st_warn("reconcile: %.*s: %s", (int)e->klen - 1, e->key + 1, st_strerror(rc));
-    return rc;
+        st_warn("reconcile: %.*s: %s", (int)wlen, what, st_strerror(rc));
 }
 
 static void st__free_entry(st_reconcile_t *r, st_rentry_t *e)
@@ -153,81 +161,212 @@ static void st__free_entry(st_reconcile_t *r, st_rentry_t *e)
     free(e);
 }
 
+/* Starts the sliced recount of a distinct counter (its entry, or NULL for the pass). */
+static void st__job_start(st_reconcile_t *r, const char *name, size_t nlen, st_rentry_t *e)
+{
+    uint64_t wait = 0;
+    int rc = st_counter_recount_start(r->store, name, nlen, &r->job, &wait);
+    if (rc != ST_OK) {
+        st__log_rc(name, nlen, rc);
+        r->job = NULL;
+        return;
+    }
+    r->job_entry = e;
+    st_buf_reset(&r->job_name);
+    st_buf_append(&r->job_name, name, nlen);
+}
+
+/* Counts members until the budget is spent; returns true once the recount is finished. */
+static bool st__job_run(st_reconcile_t *r, uint64_t t0)
+{
+    bool done = false;
+    int64_t drift = 0;
+    uint64_t wait = 0;
+    int rc = ST_OK;
+    while (!done && rc == ST_OK && st_mono_ns() - t0 <= ST__BUDGET_NS)
+        rc = st_counter_recount_step(r->job, ST__MEMBERS, &done, &drift, &wait);
+    if (rc == ST_OK && !done) return false;
+    if (rc == ST_OK) st__account(r, ST__DISTINCT, drift, r->job_name.data, r->job_name.len);
+    st__log_rc(r->job_name.data, r->job_name.len, rc);
+    if (r->job_entry == NULL) {
+        r->all_keys += rc == ST_OK;
+        r->all_drift += drift < 0 ? -drift : drift;
+    }
+    st_counter_recount_free(r->job);
+    r->job = NULL;
+    return true;
+}
+
+/* One queue entry: a conversation is recounted now, a distinct counter starts its job (left in
+ * r->job). ST_EPARKED: the conversation's cold footers are being fetched (prefetched here); its
+ * entry stays for a later step. */
+static int st__recount(st_reconcile_t *r, st_rentry_t *e)
+{
+    if (e->key[0] == ST__DISTINCT) {
+        st__job_start(r, e->key + 1, e->klen - 1, e);
+        return ST_OK;
+    }
+    int64_t drift;
+    uint64_t wait = 0;
+    size_t ul = strnlen(e->key + 1, e->klen - 1);
+    int rc = st_reconcile_conversation_now(r, e->key + 1, ul, e->key + 2 + ul, e->klen - 2 - ul,
+                                           &drift, &wait);
+    if (rc == ST_EPARKED) st_chat_cold_wait(r->chat, NULL, NULL, NULL); /* prefetch */
+    st__log_rc(e->key + 1, e->klen - 1, rc);
+    return rc;
+}
+
+/* A recount of e (begun at generation gen) finished: a key marked again since keeps its place. */
+static void st__entry_done(st_reconcile_t *r, st_rentry_t *e, uint64_t gen)
+{
+    if (e->dirty_gen == gen) st__free_entry(r, e);
+}
+
 /* Works the queue: keys not recounted within the last interval, oldest mark first, until the
- * budget is spent. A key marked again after this recount began keeps its place for later. */
+ * budget is spent. Returns true if work is left for another step. */
+static bool st__work_queue(st_reconcile_t *r, uint64_t now, uint64_t t0)
+{
+    for (st_rentry_t *e = r->head, *next; e; e = next) {
+        next = e->next;
+        if (e == r->job_entry || (e->last_ms && now - e->last_ms < r->interval_ms)) continue;
+        if (st_mono_ns() - t0 > ST__BUDGET_NS) return true;
+        uint64_t gen = e->dirty_gen;
+        e->last_ms = now;
+        int rc = st__recount(r, e);
+        if (r->job) { /* a distinct counter: its job runs on in later steps */
+            r->job_gen = gen;
+            if (!st__job_run(r, t0)) return true;
+            r->job_entry = NULL;
+        }
+        if (rc != ST_EPARKED) st__entry_done(r, e, gen);
+    }
+    return false;
+}
+
+static void st__page_conv(void *arg, const char *user, size_t ulen, const char *conv, size_t clen)
+{
+    st_buf_t *b = arg;
+    uint8_t h[3] = {ST__CONV, (uint8_t)ulen, (uint8_t)clen};
+    st_buf_append(b, h, 3);
+    st_buf_append(b, user, ulen);
+    st_buf_append(b, conv, clen);
+}
+
+/* Refills the pass's page; false when the pass has visited every key. */
+static bool st__all_refill(st_reconcile_t *r)
+{
+    bool done = false;
+    uint64_t wait = 0;
+    st_buf_reset(&r->all_page);
+    r->all_off = 0;
+    while (r->all_page.len == 0 && r->all_phase) {
+        if (r->all_phase == 1 && r->chat) {
+            st_chat_conversations_page(r->chat, &r->all_cursor, ST__PAGE, &done, st__page_conv,
+                                       &r->all_page);
+        } else if (r->all_phase == 2) {
+            st_buf_t names = {0};
+            st_counter_distinct_page(r->store, r->counter_cursor, &r->counter_clen, ST__PAGE,
+                                     &names, &done, &wait);
+            for (size_t i = 0; i < names.len; i += 1 + (uint8_t)names.data[i]) {
+                st_buf_appendc(&r->all_page, ST__DISTINCT);
+                st_buf_append(&r->all_page, names.data + i, 1 + (uint8_t)names.data[i]);
+            }
+            st_buf_free(&names);
+        } else {
+            done = true;
+        }
+        if (done) r->all_phase = r->all_phase == 1 ? 2 : 0;
+    }
+    return r->all_page.len > 0;
+}
+
+static void st__all_finish(st_reconcile_t *r)
+{
+    r->all_done = r->all_started;
+    st_metric_add(r->m_passes, 1);
+    st_info("reconcile: pass %llu over every key done: %zu recounted, drift %lld repaired",
+            (unsigned long long)r->all_done, r->all_keys, (long long)r->all_drift);
+    if (r->all_again) {
+        r->all_again = false;
+        st_reconcile_all(r);
+    }
+}
+
+/* Continues the pass over every key until the budget is spent; true if work is left. */
+static bool st__work_all(st_reconcile_t *r, uint64_t t0)
+{
+    while (r->all_started != r->all_done) {
+        if (st_mono_ns() - t0 > ST__BUDGET_NS) return true;
+        if (r->all_off >= r->all_page.len && !st__all_refill(r)) {
+            st__all_finish(r);
+            continue;
+        }
+        const char *p = r->all_page.data + r->all_off;
+        if (p[0] == ST__DISTINCT) {
+            size_t nl = (uint8_t)p[1];
+            r->all_off += 2 + nl;
+            st__job_start(r, p + 2, nl, NULL);
+            if (r->job && !st__job_run(r, t0)) return true;
+        } else {
+            size_t ul = (uint8_t)p[1], cl = (uint8_t)p[2];
+            int64_t d = 0;
+            uint64_t wait = 0;
+            r->all_off += 3 + ul + cl;
+            int rc = st_reconcile_conversation_now(r, p + 3, ul, p + 3 + ul, cl, &d, &wait);
+            if (rc == ST_EPARKED) { /* its footers are being fetched: the queue retries it */
+                st_chat_cold_wait(r->chat, NULL, NULL, NULL);
+                st_reconcile_mark_conversation(r, p + 3, ul, p + 3 + ul, cl);
+            }
+            st__log_rc(p + 3, ul, rc);
+            r->all_keys += rc == ST_OK;
+            r->all_drift += d < 0 ? -d : d;
+        }
+    }
+    return false;
+}
+
+/* One step: the recount under way, the queue, then the pass over every key, within the budget.
+ * A backlog continues after nine times the loop time this step took (a pass someone asked for:
+ * three times), so reconciliation takes at most a tenth (a quarter) of the loop. */
 static void st__step(uv_timer_t *t)
 {
     st_reconcile_t *r = t->data;
     uint64_t now = uv_now(r->loop), t0 = st_mono_ns();
     bool more = false;
     st_metric_add(r->m_runs, 1);
-    for (st_rentry_t *e = r->head, *next; e; e = next) {
-        next = e->next;
-        if (e->last_ms && now - e->last_ms < r->interval_ms) continue;
-        if (st_mono_ns() - t0 > ST__BUDGET_NS) {
+    if (r->job) {
+        st_rentry_t *e = r->job_entry;
+        if (!st__job_run(r, t0)) {
             more = true;
-            break;
+        } else if (e) {
+            r->job_entry = NULL;
+            st__entry_done(r, e, r->job_gen);
         }
-        uint64_t gen = e->dirty_gen;
-        bool parked = st__recount(r, e) == ST_EPARKED;
-        e->last_ms = now;
-        if (e->dirty_gen == gen && !parked) st__free_entry(r, e);
     }
+    if (!more) more = st__work_queue(r, now, t0);
+    if (!more) more = st__work_all(r, t0);
     st_metric_set(r->m_queue, (double)r->map.count);
-    /* a backlog continues after nine times the loop time this step took: reconciliation
-     * never takes more than a tenth of the loop, however long the queue */
     uint64_t spent_ms = (st_mono_ns() - t0) / 1000000;
-    uv_timer_start(&r->timer, st__step, more ? 9 * spent_ms + 1 : r->interval_ms, 0);
+    uint64_t pace = r->all_started != r->all_done ? 3 : 9;
+    uv_timer_start(&r->timer, st__step, more ? pace * spent_ms + 1 : r->interval_ms, 0);
 }
 
-typedef struct {
-    st_reconcile_t *r;
-    size_t keys;
-    int64_t drift;
-    uint64_t *wait;
-} st_all_t;
-
-static void st__all_conv(void *arg, const char *user, size_t ulen, const char *conv, size_t clen)
+uint64_t st_reconcile_all(st_reconcile_t *r)
 {
-    st_all_t *a = arg;
-    int64_t d;
-    if (st_reconcile_conversation_now(a->r, user, ulen, conv, clen, &d, a->wait) == ST_OK) {
-        a->keys++;
-        a->drift += d < 0 ? -d : d;
+    if (r->all_started != r->all_done) {
+        r->all_again = true;
+        return r->all_started + 1;
     }
-}
-
-static int st__collect_counter(void *arg, const void *key, size_t klen, const void *val,
-                               size_t vlen)
-{
-    st_buf_t *b = arg;
-    (void)val;
-    (void)vlen;
-    if (klen < 2 || klen - 1 > ST_NAME_MAX) return 0;
-    st_buf_appendc(b, (char)(uint8_t)(klen - 1));
-    st_buf_append(b, (const char *)key + 1, klen - 1);
-    return 0;
-}
-
-void st_reconcile_all(st_reconcile_t *r, size_t *keys, int64_t *drift, uint64_t *wait)
-{
-    st_all_t a = {r, 0, 0, wait};
-    if (r->chat) st_chat_each_conversation(r->chat, st__all_conv, &a);
-    st_buf_t names = {0};
-    char pre = ST_KS_COUNTER;
-    st_store_scan(r->store, &pre, 1, st__collect_counter, &names, wait);
-    for (size_t i = 0; i < names.len;) {
-        size_t nl = (uint8_t)names.data[i];
-        int64_t d;
-        if (st_reconcile_distinct_now(r, names.data + i + 1, nl, &d, wait) == ST_OK) {
-            a.keys++;
-            a.drift += d < 0 ? -d : d;
-        }
-        i += 1 + nl;
-    }
-    st_buf_free(&names);
-    *keys = a.keys;
-    *drift = a.drift;
+    r->all_started++;
+    r->all_phase = 1;
+    r->all_keys = 0;
+    r->all_drift = 0;
+    r->counter_clen = 0;
+    st_buf_reset(&r->all_cursor);
+    st_buf_reset(&r->all_page);
+    r->all_off = 0;
+    uv_timer_start(&r->timer, st__step, 0, 0);
+    return r->all_started;
 }
 
 int st_reconcile_open(st_reconcile_t **out, uv_loop_t *loop, st_store_t *store, st_chat_t *chat,
@@ -250,6 +389,9 @@ int st_reconcile_open(st_reconcile_t **out, uv_loop_t *loop, st_store_t *store, 
                            "kind=\"conversation\"");
     r->m_drift[1] = st_metrics_counter("strata_reconcile_drift_total",
                                        "Drift found and repaired (absolute)", "kind=\"distinct\"");
+    r->m_passes =
+        st_metrics_counter("strata_reconcile_all_passes_total",
+                           "Passes over every key (POST /v1/admin/reconcile) finished", "");
     uv_timer_init(loop, &r->timer);
     r->timer.data = r;
     uv_timer_start(&r->timer, st__step, r->interval_ms, 0);
@@ -260,9 +402,13 @@ int st_reconcile_open(st_reconcile_t **out, uv_loop_t *loop, st_store_t *store, 
 static void st__closed(uv_handle_t *h)
 {
     st_reconcile_t *r = h->data;
+    st_counter_recount_free(r->job);
     while (r->head)
         st__free_entry(r, r->head);
     st_map_free(&r->map);
+    st_buf_free(&r->job_name);
+    st_buf_free(&r->all_cursor);
+    st_buf_free(&r->all_page);
     free(r);
 }
 
