@@ -7,7 +7,9 @@
  * owner) and no seat-map chunks: the layout of a data dir written before them, which any strata
  * since can open (the newer one converts it once on its first start).
  *
- * usage: strata-seatgen DATA_DIR FINISHED ACTIVE
+ * usage: strata-seatgen DATA_DIR FINISHED ACTIVE [HOLD_SECONDS]
+ * (HOLD_SECONDS: the active holds all run out that many seconds from now; default a day —
+ * bench/loopstall.sh uses it for 100k holds expiring at once)
  */
 #include "strata/store.h"
 
@@ -24,11 +26,13 @@ static void settle(uv_loop_t *loop, st_store_t *s)
         uv_run(loop, UV_RUN_ONCE);
 }
 
+static int64_t active_hold_us = 86400000000LL;
+
 static void put_booking(st_store_t *s, uint64_t id, int status, uint32_t seat, int64_t now)
 {
     uint8_t rec[52 + 7 + 1 + 4] = {1, (uint8_t)status, 7, 0, 1, 0, 0, 0, 1, 0, 0, 0};
-    int64_t price = 10, created = now - 3600000000LL, expires = status == 1 ? now + 86400000000LL
-                                                                            : created + 900000000LL;
+    int64_t price = 10, created = now - 3600000000LL,
+            expires = status == 1 ? now + active_hold_us : created + 900000000LL;
     memcpy(rec + 12, &price, 8);
     memcpy(rec + 20, &created, 8);
     memcpy(rec + 28, &expires, 8);
@@ -46,10 +50,11 @@ static void put_booking(st_store_t *s, uint64_t id, int status, uint32_t seat, i
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: strata-seatgen DATA_DIR FINISHED ACTIVE\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: strata-seatgen DATA_DIR FINISHED ACTIVE [HOLD_SECONDS]\n");
         return 2;
     }
+    if (argc == 5) active_hold_us = atol(argv[4]) * 1000000LL;
     long finished = atol(argv[2]), active = atol(argv[3]);
     if (finished / 2 + active > (long)ROWS * COLS) {
         fprintf(stderr, "strata-seatgen: more sold and active bookings than seats\n");
