@@ -250,8 +250,8 @@ static int st__release(st_seats_t *s, st_booking_t *b, int status, uint64_t *wai
  * be closed as slow consumers). Each slice is published as its batch becomes durable. A
  * booking read in between expires itself if due (st__finish): no answer shows a hold past its
  * time. */
-#define ST__EXPIRE_SLICE     256
-#define ST__EXPIRE_BUDGET_NS (1000u * 1000)
+#define ST__EXPIRE_SLICE     128
+#define ST__EXPIRE_BUDGET_NS (500u * 1000)
 
 void st__on_timer(uv_timer_t *t)
 {
