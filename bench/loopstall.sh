@@ -73,14 +73,14 @@ for row in "${rows[@]}"; do
     start
     wrk -t1 -c32 -d"${LOAD_SECONDS}s" -s bench/cold.lua "$url" -- post >/dev/null
     stop; start
-    measure "flush" curl -s -XPOST "$url/v1/admin/flush"
+    measure "flush" curl -s -o /dev/null -XPOST "$url/v1/admin/flush"
     echo "<!-- flush: $(metric strata_flush_rows_total) rows flushed by the end of the window -->"
     ;;
   reconcile)
     start
     wrk -t1 -c32 -d4s -s bench/keys.lua "$url" -- 10000 10 >/dev/null
     stop; start
-    measure "reconcile-all" curl -s -XPOST "$url/v1/admin/reconcile"
+    measure "reconcile-all" curl -s -o /dev/null -XPOST "$url/v1/admin/reconcile"
     echo "<!-- reconcile: $(metric 'strata_reconcile_keys_total{kind="conversation"}') conversations recounted, passes done $(metric strata_reconcile_all_passes_total) -->"
     ;;
   expiry)
@@ -97,7 +97,7 @@ for row in "${rows[@]}"; do
     flush_idle
     sleep 6
     stop; start --retention-seconds 5
-    measure "retention 10k users" curl -s -XPOST "$url/v1/admin/flush"
+    measure "retention 10k users" curl -s -o /dev/null -XPOST "$url/v1/admin/flush"
     ;;
   best)
     start
