@@ -154,7 +154,11 @@ export class Strata {
   compact(user?: string, o?: WriteOptions): Promise<Record<string, unknown>> {
     return this.post('/v1/admin/compact', user ? { user } : undefined, o);
   }
-  reconcile(key?: ReconcileKey, o?: WriteOptions): Promise<{ reconciled: number; drift: number }> {
+  /** One key: recounted now. No key: a pass over every key starts in the background (202); it is
+   *  done once strata_reconcile_all_passes_total reaches `pass`. */
+  reconcile(key: ReconcileKey, o?: WriteOptions): Promise<{ reconciled: number; drift: number }>;
+  reconcile(key?: undefined, o?: WriteOptions): Promise<{ pass: number }>;
+  reconcile(key?: ReconcileKey, o?: WriteOptions): Promise<{ reconciled: number; drift: number } | { pass: number }> {
     return this.post('/v1/admin/reconcile', key, o);
   }
 
