@@ -32,11 +32,11 @@ int st_repl_parse_members(const char *spec, st_repl_member_t *out, size_t max, s
 typedef struct st_repl st_repl_t;
 
 typedef struct {
-    const char *cluster;        /* --cluster */
-    uint64_t self;              /* --cluster-self */
-    const char *advertise;      /* this member's HTTP base URL, no trailing slash */
-    const char *data_dir;       /* Raft's files go to DATA_DIR/raft */
-    unsigned election_timeout;  /* ms */
+    const char *cluster;         /* --cluster */
+    uint64_t self;               /* --cluster-self */
+    const char *advertise;       /* this member's HTTP base URL, no trailing slash */
+    const char *data_dir;        /* Raft's files go to DATA_DIR/raft */
+    unsigned election_timeout;   /* ms */
     unsigned snapshot_threshold; /* entries between snapshots; 0: the default */
 } st_repl_opts_t;
 
@@ -50,6 +50,8 @@ void st_repl_close(st_repl_t *r, void (*done)(void *arg), void *arg);
  * every committed entry in LMDB. Rebuild in-memory views from the store here. */
 void st_repl_on_lead(st_repl_t *r, void (*fn)(void *arg), void *arg);
 
+/* True while some member (maybe this one) is known to lead. */
+bool st_repl_has_leader(st_repl_t *r);
 /* True once this member leads and has caught up (after its barrier). */
 bool st_repl_serving(const st_repl_t *r);
 /* The current leader's advertised base URL, written into buf (NUL-terminated); ST_ENOLEADER

@@ -126,4 +126,41 @@ int st_store_writable(st_store_t *s);
  * call. */
 const char *st_store_refusal(st_store_t *s);
 
+/* ---- replicated groups (SPEC §8): the repl module drives these; loop only unless noted ----
+ * In a group a sealed batch is proposed as one Raft entry instead of going to the redo log; it
+ * is durable once committed, and reaches LMDB when its entry is applied — on every member, in
+ * entry order, through the same apply thread. The Raft index of the last entry in LMDB is kept
+ * beside the data, so an entry applied twice (a replay after a restart) changes nothing. */
+typedef struct st_store_group {
+    /* Proposes a sealed batch (payload borrowed for the call). Non-zero: it cannot be proposed
+     * (not the leader) and the batch fails now. Otherwise exactly one of _committed / _failed
+     * follows for batch_id, after its entry was given to st_store_group_apply if committed. */
+    int (*propose)(struct st_store_group *g, uint64_t batch_id, const char *payload, size_t len);
+} st_store_group_t;
+
+/* Switches the store to group mode, in standby (every write refused with ST_ENOLEADER). */
+void st_store_group_join(st_store_t *s, st_store_group_t *g);
+bool st_store_grouped(const st_store_t *s);
+/* Standby off: this member leads and may stage writes; on: it follows. */
+void st_store_set_standby(st_store_t *s, bool standby);
+void st_store_group_committed(st_store_t *s, uint64_t batch_id);
+void st_store_group_failed(st_store_t *s, uint64_t batch_id, int err);
+/* The FSM apply of the committed entry at `index` (payload borrowed). Entries at or below the
+ * index LMDB already has are skipped. Cheap: the entry is queued for the apply thread. */
+int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, size_t len);
+/* Highest Raft index given to st_store_group_apply (queued or in LMDB). */
+uint64_t st_store_group_queued(const st_store_t *s);
+/* Any thread: waits until LMDB holds every entry up to `index` and forces it to disk (before
+ * Raft may drop those entries from its log). */
+int st_store_group_sync(st_store_t *s, uint64_t index);
+/* In-memory views derived from the store must be rebuilt from it (listeners' on_failed is
+ * called with a batch id past every batch so far): a follower became the leader. */
+void st_store_resync(st_store_t *s);
+/* Stream frames ride in the entry of the batch whose change they announce ("notes"): the leader
+ * stages them with st_store_note (a no-op outside a group), and every other member hands them
+ * to fn once the entry is in its LMDB. kind and data are the caller's own encoding. */
+typedef void (*st_store_note_fn)(void *arg, uint8_t kind, const char *data, size_t len);
+void st_store_on_note(st_store_t *s, st_store_note_fn fn, void *arg);
+int st_store_note(st_store_t *s, uint8_t kind, const void *data, size_t len, uint64_t *wait);
+
 #endif

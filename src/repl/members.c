@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The --cluster list: "ID=HOST:PORT,..." — the same on every member of a group. */
+#define _GNU_SOURCE /* memrchr */
 #include "strata/repl.h"
 
 #include <string.h>

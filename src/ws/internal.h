@@ -125,6 +125,20 @@ void st__ws_prefix(st_buf_t *b, const char *type, const char *sid);
 /* ---- topics.c ---- */
 void st__ws_topics_init(st_ws_t *ws);
 void st__ws_topics_free(st_ws_t *ws);
+/* fan-out of seat changes and new messages (the chat and seats observers) */
+void st__ws_seats_changed(void *arg, const char *event_id, size_t elen, const char *tail,
+                          size_t tlen, uint64_t wait);
+void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char *conv,
+                           size_t clen, uint64_t msg_id, const char *json, size_t len,
+                           uint64_t wait);
+
+/* notes.c: stream frames carried in a group's Raft entries */
+void st__ws_notes_init(st_ws_t *ws);
+void st__ws_note_counter(st_ws_t *ws, const char *name, size_t nlen, int64_t value);
+void st__ws_note_seats(st_ws_t *ws, const char *event_id, size_t elen, const char *tail,
+                       size_t tlen);
+void st__ws_note_message(st_ws_t *ws, const char *user, size_t ulen, const char *conv, size_t clen,
+                         uint64_t msg_id, const char *json, size_t len);
 /* Handles one complete client text message. */
 void st__ws_on_message(st_ws_t *ws, st_wsconn_t *c, const char *p, size_t n);
 /* Continues paged replays on c while its queue is short. */

@@ -1,0 +1,480 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One member of a replicated group: C-Raft on strata's loop, the store as its state machine.
+ *
+ * Roles. Raft elects; this file watches the role (C-Raft 0.15 has no role callback, so a short
+ * timer polls it) and moves the store between standby and serving. A member that wins an
+ * election is not yet allowed to answer: it first commits a barrier (C-Raft appends no entry of
+ * its own on election, and only an entry of the new term proves it holds every committed one),
+ * waits until LMDB holds everything applied, has every in-memory view rebuilt from LMDB, and only
+ * then takes writes. Losing the role puts the store back in standby at once; Raft fails the
+ * pending proposals and their responses go out as 503.
+ *
+ * Snapshots are markers: the Raft index they stand for. LMDB itself is the state, forced to disk
+ * (off the loop) before Raft may drop the entries the marker covers. A member whose LMDB is
+ * older than a marker it is asked to restore cannot be caught up from the log; it refuses the
+ * marker (see README: replacing a member).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#define ST__POLL_MS        10
+#define ST__SEGMENT_SIZE   (64u << 20) /* rollover stalls the loop; 8 MiB rolled over too often */
+#define ST__SNAP_THRESHOLD 8192
+#define ST__SNAP_TRAILING  8192
+#define ST__URL_KEY        "\0repl:http:"
+#define ST__URL_KLEN       (sizeof ST__URL_KEY - 1)
+
+struct st_repl {
+    uv_loop_t *loop;
+    st_store_t *store;
+    st_store_group_t group; /* first: the store hands it back */
+    st_repl_member_t members[ST_REPL_MAX_MEMBERS];
+    size_t nmembers;
+    uint64_t self;
+    char advertise[512];
+    char dir[1100];
+    st_transport_t transport;
+    struct raft_io io;
+    struct raft_fsm fsm;
+    struct raft raft;
+    uv_timer_t poll;
+    bool leading;         /* Raft says leader (for lead_term) */
+    bool barrier_pending; /* a barrier of lead_term is in flight */
+    bool caught_up;       /* the barrier of lead_term committed */
+    bool serving;         /* views rebuilt, standby off */
+    uint64_t lead_term;
+    void (*on_lead)(void *arg);
+    void *on_lead_arg;
+    void (*closed_cb)(void *arg);
+    void *closed_arg;
+    int closing;
+};
+
+typedef struct {
+    struct raft_apply req;
+    st_repl_t *r;
+    uint64_t batch_id;
+} st_proposal_t;
+
+typedef struct {
+    struct raft_barrier req;
+    st_repl_t *r;
+    uint64_t term;
+} st_barrier_t;
+
+/* ---- proposals ---- */
+
+static void st__applied_cb(struct raft_apply *req, int status, void *result)
+{
+    st_proposal_t *p = req->data;
+    (void)result;
+    if (status == 0)
+        st_store_group_committed(p->r->store, p->batch_id);
+    else
+        st_store_group_failed(p->r->store, p->batch_id, ST_ENOLEADER);
+    free(p);
+}
+
+static int st__propose(st_store_group_t *g, uint64_t batch_id, const char *payload, size_t len)
+{
+    st_repl_t *r = (st_repl_t *)((char *)g - offsetof(st_repl_t, group));
+    if (!r->serving || r->closing) return ST_ENOLEADER;
+    /* Padded to 8 bytes: C-Raft 0.15 pads entries on disk and, loading a segment after a
+     * restart, misplaces the ones that follow an entry whose length is not a multiple of 8. The
+     * entry's own header gives its real length. */
+    size_t padded = (len + 7) & ~(size_t)7;
+    struct raft_buffer buf = {raft_malloc(padded), padded};
+    if (!buf.base) return ST_ENOMEM;
+    memcpy(buf.base, payload, len);
+    memset((char *)buf.base + len, 0, padded - len);
+    st_proposal_t *p = st_calloc(1, sizeof *p);
+    p->req.data = p;
+    p->r = r;
+    p->batch_id = batch_id;
+    int rc = raft_apply(&r->raft, &p->req, &buf, 1, st__applied_cb);
+    if (rc != 0) {
+        raft_free(buf.base);
+        free(p);
+        return rc == RAFT_NOTLEADER || rc == RAFT_LEADERSHIPLOST ? ST_ENOLEADER : ST_EUNAVAIL;
+    }
+    return ST_OK;
+}
+
+/* ---- the state machine ---- */
+
+static int st__fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
+{
+    st_repl_t *r = fsm->data;
+    *result = NULL;
+    /* C-Raft does not pass the index; while it applies an entry, last_applied is the one
+     * before it. */
+    uint64_t index = raft_last_applied(&r->raft) + 1;
+    int rc = st_store_group_apply(r->store, index, buf->base, buf->len);
+    if (rc != ST_OK)
+        st_fatal("repl: cannot apply entry %llu: %s", (unsigned long long)index, st_strerror(rc));
+    return 0;
+}
+
+static int st__fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
+{
+    st_repl_t *r = fsm->data;
+    st_repl_marker_t *m = raft_malloc(sizeof *m);
+    *bufs = raft_malloc(sizeof **bufs);
+    if (!m || !*bufs) {
+        raft_free(m);
+        raft_free(*bufs);
+        return RAFT_NOMEM;
+    }
+    m->magic = ST_REPL_MARKER_MAGIC;
+    /* The last command entry given to the store: the marker's index may be a barrier after it,
+     * which LMDB never records. */
+    m->index = st_store_group_queued(r->store);
+    (*bufs)[0].base = m;
+    (*bufs)[0].len = sizeof *m;
+    *n = 1;
+    return 0;
+}
+
+/* In the thread pool: LMDB must hold (on disk) everything the marker stands for before Raft
+ * drops the entries behind it. */
+static int st__fsm_snapshot_async(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
+{
+    st_repl_t *r = fsm->data;
+    const st_repl_marker_t *m = (*bufs)[0].base;
+    (void)n;
+    int rc = st_store_group_sync(r->store, m->index);
+    if (rc != ST_OK)
+        st_error("repl: cannot force LMDB to disk for a snapshot: %s", st_strerror(rc));
+    return rc == ST_OK ? 0 : RAFT_IOERR;
+}
+
+static int st__fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
+{
+    (void)fsm;
+    if (*bufs) {
+        for (unsigned i = 0; i < *n; i++)
+            raft_free((*bufs)[i].base);
+        raft_free(*bufs);
+    }
+    *bufs = NULL;
+    *n = 0;
+    return 0;
+}
+
+static int st__fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
+{
+    st_repl_t *r = fsm->data;
+    st_repl_marker_t m;
+    if (buf->len != sizeof m) return RAFT_MALFORMED;
+    memcpy(&m, buf->base, sizeof m);
+    if (m.magic != ST_REPL_MARKER_MAGIC) return RAFT_MALFORMED;
+    uint64_t have = st_store_group_queued(r->store);
+    if (have < m.index) {
+        st_error("repl: the store holds entries up to %llu but the group's snapshot starts after "
+                 "%llu: this member must be seeded with a copy of a member's store (README: "
+                 "replacing a member)",
+                 (unsigned long long)have, (unsigned long long)m.index);
+        return RAFT_CORRUPT;
+    }
+    raft_free(buf->base);
+    return 0;
+}
+
+/* ---- roles ---- */
+
+static void st__barrier_cb(struct raft_barrier *req, int status)
+{
+    st_barrier_t *b = req->data;
+    st_repl_t *r = b->r;
+    if (r->leading && r->lead_term == b->term) {
+        r->barrier_pending = false;
+        if (status == 0) r->caught_up = true;
+    }
+    free(b);
+}
+
+/* The leader's own advertised URL, replicated so followers can redirect to it. */
+static void st__record_url(st_repl_t *r)
+{
+    char key[64];
+    int kl = snprintf(key + ST__URL_KLEN, sizeof key - ST__URL_KLEN, "%llu",
+                      (unsigned long long)r->self);
+    memcpy(key, ST__URL_KEY, ST__URL_KLEN);
+    size_t klen = ST__URL_KLEN + (size_t)kl, alen = strlen(r->advertise);
+    const void *val;
+    size_t vlen;
+    uint64_t wait = 0;
+    if (st_store_get(r->store, key, klen, &val, &vlen, &wait) == ST_OK && vlen == alen &&
+        memcmp(val, r->advertise, alen) == 0)
+        return;
+    st_store_put(r->store, key, klen, r->advertise, alen, &wait);
+}
+
+static void st__step_down(st_repl_t *r)
+{
+    if (r->serving)
+        st_warn("repl: no longer the leader (term %llu)", (unsigned long long)r->lead_term);
+    r->leading = r->barrier_pending = r->caught_up = r->serving = false;
+    st_store_set_standby(r->store, true);
+}
+
+static void st__start_barrier(st_repl_t *r)
+{
+    st_barrier_t *b = st_calloc(1, sizeof *b);
+    b->req.data = b;
+    b->r = r;
+    b->term = r->lead_term;
+    if (raft_barrier(&r->raft, &b->req, st__barrier_cb) != 0) {
+        free(b); /* retried at the next poll */
+        return;
+    }
+    r->barrier_pending = true;
+}
+
+static void st__on_poll(uv_timer_t *t)
+{
+    st_repl_t *r = t->data;
+    if (r->closing) return;
+    bool leader = raft_state(&r->raft) == RAFT_LEADER;
+    uint64_t term = r->raft.current_term;
+    if (!leader || (r->leading && term != r->lead_term)) {
+        if (r->leading) st__step_down(r);
+        if (!leader) return;
+    }
+    if (!r->leading) {
+        r->leading = true;
+        r->lead_term = term;
+        st_info("repl: elected leader (term %llu); catching up before serving",
+                (unsigned long long)term);
+    }
+    if (!r->caught_up && !r->barrier_pending) st__start_barrier(r);
+    if (!r->caught_up || r->serving || !st_store_idle(r->store)) return;
+    /* Everything committed is in LMDB: rebuild the in-memory views, then serve. */
+    st_store_resync(r->store);
+    if (r->on_lead) r->on_lead(r->on_lead_arg);
+    st_store_set_standby(r->store, false);
+    r->serving = true;
+    st__record_url(r);
+    st_info("repl: serving as the leader (term %llu, applied %llu)", (unsigned long long)term,
+            (unsigned long long)raft_last_applied(&r->raft));
+}
+
+/* ---- lifecycle ---- */
+
+static int st__raft_setup(st_repl_t *r, const st_repl_opts_t *o, const char *self_addr)
+{
+    int rc = st__transport_init(&r->transport, r->loop);
+    if (rc) return rc;
+    rc = raft_uv_init(&r->io, r->loop, r->dir, &r->transport.outer);
+    if (rc) return rc;
+    r->io.version = 2; /* raft_uv implements async_work; version 1 rejects async snapshots */
+    raft_uv_set_segment_size(&r->io, ST__SEGMENT_SIZE);
+    r->fsm = (struct raft_fsm){.version = 3,
+                               .data = r,
+                               .apply = st__fsm_apply,
+                               .snapshot = st__fsm_snapshot,
+                               .restore = st__fsm_restore,
+                               .snapshot_finalize = st__fsm_snapshot_finalize,
+                               .snapshot_async = st__fsm_snapshot_async};
+    rc = raft_init(&r->raft, &r->io, &r->fsm, r->self, self_addr);
+    if (rc) return rc;
+    r->raft.data = r;
+    unsigned et = o->election_timeout ? o->election_timeout : 1000;
+    raft_set_election_timeout(&r->raft, et);
+    raft_set_heartbeat_timeout(&r->raft, et / 10 ? et / 10 : 1);
+    raft_set_pre_vote(&r->raft, true); /* a member coming back does not depose a healthy leader */
+    raft_set_snapshot_threshold(&r->raft,
+                                o->snapshot_threshold ? o->snapshot_threshold : ST__SNAP_THRESHOLD);
+    raft_set_snapshot_trailing(&r->raft, ST__SNAP_TRAILING);
+    struct raft_configuration conf;
+    raft_configuration_init(&conf);
+    for (size_t i = 0; i < r->nmembers && !rc; i++)
+        rc = raft_configuration_add(&conf, r->members[i].id, r->members[i].raft, RAFT_VOTER);
+    if (!rc) rc = raft_bootstrap(&r->raft, &conf);
+    raft_configuration_close(&conf);
+    if (rc == RAFT_CANTBOOTSTRAP) rc = 0; /* not a first start: the log has the configuration */
+    if (!rc) rc = raft_start(&r->raft);
+    return rc;
+}
+
+int st_repl_open(st_repl_t **out, uv_loop_t *loop, st_store_t *store, const st_repl_opts_t *o)
+{
+    st_repl_t *r = st_calloc(1, sizeof *r);
+    const char *why;
+    if (st_repl_parse_members(o->cluster, r->members, ST_REPL_MAX_MEMBERS, &r->nmembers, &why) !=
+        ST_OK) {
+        st_error("repl: bad --cluster: %s", why);
+        free(r);
+        return ST_EINVAL;
+    }
+    const char *self_addr = NULL;
+    for (size_t i = 0; i < r->nmembers; i++)
+        if (r->members[i].id == o->self) self_addr = r->members[i].raft;
+    if (!self_addr) {
+        st_error("repl: --cluster-self %llu is not in --cluster", (unsigned long long)o->self);
+        free(r);
+        return ST_EINVAL;
+    }
+    r->loop = loop;
+    r->store = store;
+    r->self = o->self;
+    snprintf(r->advertise, sizeof r->advertise, "%s", o->advertise);
+    snprintf(r->dir, sizeof r->dir, "%s/raft", o->data_dir);
+    if (mkdir(r->dir, 0755) != 0 && errno != EEXIST) {
+        st_error("repl: cannot create %s: %s", r->dir, strerror(errno));
+        free(r);
+        return ST_EIO;
+    }
+    r->group.propose = st__propose;
+    st_store_group_join(store, &r->group);
+    int rc = st__raft_setup(r, o, self_addr);
+    if (rc) {
+        /* C-Raft's own cleanup needs the loop; a failed start ends the process anyway */
+        st_error("repl: cannot start Raft in %s: %s (%s)", r->dir, raft_strerror(rc),
+                 raft_errmsg(&r->raft));
+        return ST_EIO;
+    }
+    uv_timer_init(loop, &r->poll);
+    r->poll.data = r;
+    uv_timer_start(&r->poll, st__on_poll, ST__POLL_MS, ST__POLL_MS);
+    uv_unref((uv_handle_t *)&r->poll);
+    st_info("repl: member %llu of %zu (raft %s, http %s)", (unsigned long long)r->self, r->nmembers,
+            self_addr, r->advertise);
+    *out = r;
+    return ST_OK;
+}
+
+void st_repl_on_lead(st_repl_t *r, void (*fn)(void *arg), void *arg)
+{
+    r->on_lead = fn;
+    r->on_lead_arg = arg;
+}
+
+static void st__closed_step(st_repl_t *r)
+{
+    if (--r->closing > 1) return;
+    st__transport_free(&r->transport);
+    void (*cb)(void *) = r->closed_cb;
+    void *arg = r->closed_arg;
+    free(r);
+    if (cb) cb(arg);
+}
+
+static void st__poll_closed(uv_handle_t *h)
+{
+    st__closed_step(h->data);
+}
+
+static void st__raft_closed(struct raft *raft)
+{
+    st_repl_t *r = raft->data;
+    raft_uv_close(&r->io);
+    st__closed_step(r);
+}
+
+void st_repl_close(st_repl_t *r, void (*done)(void *arg), void *arg)
+{
+    r->closed_cb = done;
+    r->closed_arg = arg;
+    r->closing = 3; /* the poll timer and Raft; the last step frees */
+    st_store_set_standby(r->store, true);
+    uv_close((uv_handle_t *)&r->poll, st__poll_closed);
+    r->raft.data = r;
+    raft_close(&r->raft, st__raft_closed);
+}
+
+/* ---- what the HTTP layer asks ---- */
+
+bool st_repl_serving(const st_repl_t *r)
+{
+    return r->serving;
+}
+
+static bool st__member_url(st_repl_t *r, uint64_t id, char *buf, size_t cap)
+{
+    if (id == r->self) {
+        snprintf(buf, cap, "%s", r->advertise);
+        return true;
+    }
+    char key[64];
+    memcpy(key, ST__URL_KEY, ST__URL_KLEN);
+    int kl =
+        snprintf(key + ST__URL_KLEN, sizeof key - ST__URL_KLEN, "%llu", (unsigned long long)id);
+    const void *val;
+    size_t vlen;
+    uint64_t wait = 0;
+    if (st_store_get(r->store, key, ST__URL_KLEN + (size_t)kl, &val, &vlen, &wait) != ST_OK ||
+        vlen >= cap)
+        return false;
+    memcpy(buf, val, vlen);
+    buf[vlen] = '\0';
+    return true;
+}
+
+bool st_repl_has_leader(st_repl_t *r)
+{
+    raft_id id;
+    const char *addr;
+    raft_leader(&r->raft, &id, &addr);
+    return id != 0;
+}
+
+int st_repl_leader_url(st_repl_t *r, char *buf, size_t cap)
+{
+    raft_id id;
+    const char *addr;
+    raft_leader(&r->raft, &id, &addr);
+    if (id == 0 || (id == r->self && !r->serving)) return ST_ENOLEADER;
+    return st__member_url(r, id, buf, cap) ? ST_OK : ST_ENOLEADER;
+}
+
+static const char *st__role_name(int state)
+{
+    switch (state) {
+    case RAFT_LEADER:
+        return "leader";
+    case RAFT_CANDIDATE:
+        return "candidate";
+    case RAFT_FOLLOWER:
+        return "follower";
+    default:
+        return "unavailable";
+    }
+}
+
+void st_repl_status_json(st_repl_t *r, st_buf_t *out)
+{
+    raft_id leader;
+    const char *addr;
+    raft_leader(&r->raft, &leader, &addr);
+    char url[512];
+    st_buf_printf(out, "{\"self\":%llu,\"leader\":", (unsigned long long)r->self);
+    if (leader)
+        st_buf_printf(out, "%llu", (unsigned long long)leader);
+    else
+        st_buf_puts(out, "null");
+    st_buf_printf(out, ",\"term\":%llu,\"commit_index\":%llu,\"applied_index\":%llu,\"members\":[",
+                  (unsigned long long)r->raft.current_term,
+                  (unsigned long long)r->raft.commit_index,
+                  (unsigned long long)raft_last_applied(&r->raft));
+    for (size_t i = 0; i < r->nmembers; i++) {
+        const st_repl_member_t *m = &r->members[i];
+        st_buf_printf(out, "%s{\"id\":%llu,\"raft\":", i ? "," : "", (unsigned long long)m->id);
+        st_buf_append_json_str(out, m->raft, strlen(m->raft));
+        st_buf_puts(out, ",\"http\":");
+        if (st__member_url(r, m->id, url, sizeof url))
+            st_buf_append_json_str(out, url, strlen(url));
+        else
+            st_buf_puts(out, "null");
+        const char *role = m->id == r->self  ? st__role_name(raft_state(&r->raft))
+                           : m->id == leader ? "leader"
+                                             : "follower";
+        st_buf_printf(out, ",\"role\":\"%s\"}", role);
+    }
+    st_buf_puts(out, "]}");
+}
