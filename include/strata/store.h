@@ -133,8 +133,8 @@ const char *st_store_refusal(st_store_t *s);
  * beside the data, so an entry applied twice (a replay after a restart) changes nothing. */
 typedef struct st_store_group {
     /* Proposes a sealed batch (payload borrowed for the call). Non-zero: it cannot be proposed
-     * (not the leader) and the batch fails now. Otherwise exactly one of _committed / _failed
-     * follows for batch_id, after its entry was given to st_store_group_apply if committed. */
+     * (not the leader) and the batch fails now. Otherwise the batch becomes durable when its
+     * entry is applied (st_store_group_apply), or fails by st_store_group_failed / _abandon. */
     int (*propose)(struct st_store_group *g, uint64_t batch_id, const char *payload, size_t len);
 } st_store_group_t;
 
@@ -143,8 +143,10 @@ void st_store_group_join(st_store_t *s, st_store_group_t *g);
 bool st_store_grouped(const st_store_t *s);
 /* Standby off: this member leads and may stage writes; on: it follows. */
 void st_store_set_standby(st_store_t *s, bool standby);
-void st_store_group_committed(st_store_t *s, uint64_t batch_id);
 void st_store_group_failed(st_store_t *s, uint64_t batch_id, int err);
+/* This member stopped leading: every proposal not applied yet fails now (its entry may still be
+ * committed by the next leader; it then arrives through st_store_group_apply like anyone's). */
+void st_store_group_abandon(st_store_t *s, int err);
 /* The FSM apply of the committed entry at `index` (payload borrowed). Entries at or below the
  * index LMDB already has are skipped. Cheap: the entry is queued for the apply thread. */
 int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, size_t len);

@@ -73,10 +73,8 @@ static void st__applied_cb(struct raft_apply *req, int status, void *result)
 {
     st_proposal_t *p = req->data;
     (void)result;
-    if (status == 0)
-        st_store_group_committed(p->r->store, p->batch_id);
-    else
-        st_store_group_failed(p->r->store, p->batch_id, ST_ENOLEADER);
+    /* Success needs nothing: the batch became durable when its entry was applied. */
+    if (status != 0) st_store_group_failed(p->r->store, p->batch_id, ST_ENOLEADER);
     free(p);
 }
 
@@ -221,6 +219,7 @@ static void st__step_down(st_repl_t *r)
         st_warn("repl: no longer the leader (term %llu)", (unsigned long long)r->lead_term);
     r->leading = r->barrier_pending = r->caught_up = r->serving = false;
     st_store_set_standby(r->store, true);
+    st_store_group_abandon(r->store, ST_ENOLEADER); /* Raft may report them late, or never */
 }
 
 static void st__start_barrier(st_repl_t *r)

@@ -387,7 +387,6 @@ typedef struct {
     int err, mdb_rc; /* why records were deferred */
 } st_replay_t;
 
-
 /* A log record back into a batch: {u8 del, u32 klen, u32 vlen, key, val}*. */
 static int st__decode(st_store_t *s, st_batch_t *b, const char *p, size_t len)
 {

@@ -105,7 +105,13 @@ uint64_t st_store_group_queued(const st_store_t *s)
 
 static void st__maybe_rollback(st_store_t *s)
 {
-    if (s->fail_first) st__rollback(s);
+    if (s->fail_first) {
+        st__rollback(s);
+        /* What waited behind the dropped batches waits for nothing now; a follower makes no
+         * batches of its own, so no later durable batch would wake it. */
+        for (st_store_listener_t *l = s->listeners; l; l = l->next)
+            if (l->on_durable) l->on_durable(l, s->durable_id);
+    }
     if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->done);
 }
 
@@ -151,6 +157,14 @@ static st_batch_t *st__take_proposed(st_store_t *s, uint64_t id)
     return NULL;
 }
 
+static void st__group_committed(st_store_t *s, uint64_t batch_id)
+{
+    if (batch_id <= s->durable_id) return;
+    s->durable_id = batch_id;
+    for (st_store_listener_t *l = s->listeners; l; l = l->next)
+        if (l->on_durable) l->on_durable(l, s->durable_id);
+}
+
 int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, size_t len)
 {
     uint32_t magic, olen;
@@ -180,6 +194,10 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
     }
     b->seq = index;
     s->group_queued = index;
+    /* Only committed entries are applied: an own batch is durable now, whatever Raft reports
+     * for its request later (a leader deposed meanwhile reports it lost). Frames waiting for it
+     * must not wait for a durable id that might never come. */
+    if (!b->foreign) st__group_committed(s, b->id);
     uv_mutex_lock(&s->mu);
     if (s->a_tail)
         s->a_tail->next = b;
@@ -192,18 +210,9 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
     return ST_OK;
 }
 
-void st_store_group_committed(st_store_t *s, uint64_t batch_id)
+/* Fails every proposal from `b` on (taken out of the list already) with err, and rolls back. */
+static void st__fail_from(st_store_t *s, st_batch_t *b, int err)
 {
-    if (batch_id <= s->durable_id) return;
-    s->durable_id = batch_id;
-    for (st_store_listener_t *l = s->listeners; l; l = l->next)
-        if (l->on_durable) l->on_durable(l, s->durable_id);
-}
-
-void st_store_group_failed(st_store_t *s, uint64_t batch_id, int err)
-{
-    st_batch_t *b = st__take_proposed(s, batch_id);
-    if (!b) return; /* already failed with an earlier one */
     b->rc = err;
     st__batch_back(s, b);
     /* Raft fails every entry of a lost term: the later proposals are as good as failed, and
@@ -216,6 +225,22 @@ void st_store_group_failed(st_store_t *s, uint64_t batch_id, int err)
     }
     s->r_tail = NULL;
     st__maybe_rollback(s);
+}
+
+void st_store_group_failed(st_store_t *s, uint64_t batch_id, int err)
+{
+    st_batch_t *b = st__take_proposed(s, batch_id);
+    if (b) st__fail_from(s, b, err); /* else: applied (committed), or failed already */
+}
+
+void st_store_group_abandon(st_store_t *s, int err)
+{
+    st_batch_t *b = s->r_head;
+    if (!b) return;
+    s->r_head = b->next;
+    if (!s->r_head) s->r_tail = NULL;
+    b->next = NULL;
+    st__fail_from(s, b, err);
 }
 
 int st_store_group_sync(st_store_t *s, uint64_t index)

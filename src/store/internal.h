@@ -127,7 +127,7 @@ void st__batch_back(st_store_t *s, st_batch_t *b);
 void st__rollback(st_store_t *s);
 /* The key LMDB keeps its applied position under: the WAL seq alone, the Raft index in a group. */
 extern const char st__applied_key[], st__group_applied_key[];
-#define ST__APPLIED_KLEN 12
+#define ST__APPLIED_KLEN       12
 #define ST__GROUP_APPLIED_KLEN 13
 
 /* store.c: the idle handle's callback (staged work makes the loop's poll return at once) */

@@ -157,6 +157,8 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
         r.prefix.data[r.prefix.len - 1] = '}';
         st__ws_queue_buf(ws, c, &r.prefix, r.wait);
         s->replaying = false;
+        s->safe_cursor = s->cursor;
+        s->last_wait = r.wait;
     }
     st_buf_free(&r.prefix);
 }
@@ -398,9 +400,8 @@ void st__ws_seats_changed(void *arg, const char *event_id, size_t elen, const ch
 
 /* A new message: subscribers of its user (and conversation) that finished replay get it now;
  * those still replaying will read it in their next page. */
-void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char *conv,
-                           size_t clen, uint64_t msg_id, const char *json, size_t len,
-                           uint64_t wait)
+void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char *conv, size_t clen,
+                           uint64_t msg_id, const char *json, size_t len, uint64_t wait)
 {
     st_ws_t *ws = arg;
     st__ws_note_message(ws, user, ulen, conv, clen, msg_id, json, len);
@@ -416,6 +417,8 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
         st__ws_prefix(&pre, "message", s->id);
         st__ws_queue(ws, s->conn, pre.data, pre.len, body, wait);
         s->cursor = msg_id;
+        s->last_wait = wait;
+        if (wait <= st_store_durable_id(ws->app->store)) s->safe_cursor = msg_id;
     }
     st__ws_body_unref(body);
     st_buf_free(&pre);
