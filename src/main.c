@@ -159,15 +159,25 @@ static int st__repl_open(const st_config_t *cfg, st_main_t *m, st_app_t *app)
         size_t n = strlen(adv);
         if (n && adv[n - 1] == '/') adv[n - 1] = '\0';
     } else {
-        const char *colon = strrchr(cfg->listen, ':');
-        int hl = colon ? (int)(colon - cfg->listen) : (int)strlen(cfg->listen);
+        const char *c = strrchr(cfg->listen, ':');
+        int hl = c ? (int)(c - cfg->listen) : (int)strlen(cfg->listen);
         snprintf(adv, sizeof adv, "http://%.*s:%d", hl, cfg->listen, st_server_port(m->srv));
+    }
+    char host[256];
+    const char *colon = strrchr(cfg->listen, ':');
+    snprintf(host, sizeof host, "%.*s", colon ? (int)(colon - cfg->listen) : 0, cfg->listen);
+    if (host[0] == '[') { /* [v6]: without the brackets */
+        memmove(host, host + 1, strlen(host));
+        host[strcspn(host, "]")] = '\0';
     }
     st_repl_opts_t ro = {.cluster = cfg->cluster,
                          .self = cfg->cluster_self,
                          .advertise = adv,
+                         .listen_host = host,
                          .data_dir = cfg->data_dir,
-                         .election_timeout = (unsigned)cfg->election_timeout};
+                         .election_timeout = (unsigned)cfg->election_timeout,
+                         .snapshot_threshold = (unsigned)cfg->raft_snapshot_entries,
+                         .jwt_secret = cfg->jwt_secret};
     return st_repl_open(&app->repl, m->loop, app->store, &ro);
 }
 

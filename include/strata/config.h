@@ -47,6 +47,7 @@ typedef struct {
     uint64_t cluster_self;
     char advertise[512];
     uint64_t election_timeout;
+    uint64_t raft_snapshot_entries;
 } st_config_t;
 
 /* Fills cfg with defaults only. */

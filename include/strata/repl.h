@@ -35,9 +35,11 @@ typedef struct {
     const char *cluster;         /* --cluster */
     uint64_t self;               /* --cluster-self */
     const char *advertise;       /* this member's HTTP base URL, no trailing slash */
+    const char *listen_host;     /* the host HTTP listens on (snapshot copies are served there) */
     const char *data_dir;        /* Raft's files go to DATA_DIR/raft */
     unsigned election_timeout;   /* ms */
-    unsigned snapshot_threshold; /* entries between snapshots; 0: the default */
+    unsigned snapshot_threshold; /* entries between snapshots (and kept after one); 0: 8192 */
+    const char *jwt_secret;      /* signs snapshot requests to other members when auth is on */
 } st_repl_opts_t;
 
 /* Opens the member: starts Raft on the loop and switches the store to group mode (standby
@@ -57,6 +59,9 @@ bool st_repl_serving(const st_repl_t *r);
 /* The current leader's advertised base URL, written into buf (NUL-terminated); ST_ENOLEADER
  * when no leader or its URL is known, or when this member is the leader but not serving yet. */
 int st_repl_leader_url(st_repl_t *r, char *buf, size_t cap);
+/* POST /v1/cluster/snapshot on the leader: opens a one-shot port that streams a copy of the
+ * store (for a member behind the group's snapshot) to whoever presents the token. */
+int st_repl_snapshot_offer(st_repl_t *r, int *port, char token[33]);
 /* Appends the body of GET /v1/cluster. */
 void st_repl_status_json(st_repl_t *r, st_buf_t *out);
 

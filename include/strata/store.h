@@ -161,6 +161,14 @@ void st_store_resync(st_store_t *s);
 /* Stream frames ride in the entry of the batch whose change they announce ("notes"): the leader
  * stages them with st_store_note (a no-op outside a group), and every other member hands them
  * to fn once the entry is in its LMDB. kind and data are the caller's own encoding. */
+/* Snapshot install. Any thread: writes a consistent, compacted copy of the store to fd. */
+int st_store_copy_fd(st_store_t *s, int fd);
+/* A worker thread, while this member applies nothing: replaces the store's contents with the
+ * copy at path (an LMDB file written by st_store_copy_fd) and gives the Raft index it holds.
+ * Then, on the loop, st_store_group_loaded(s, applied). */
+int st_store_group_load(st_store_t *s, const char *path, uint64_t *applied);
+void st_store_group_loaded(st_store_t *s, uint64_t applied);
+
 typedef void (*st_store_note_fn)(void *arg, uint8_t kind, const char *data, size_t len);
 void st_store_on_note(st_store_t *s, st_store_note_fn fn, void *arg);
 int st_store_note(st_store_t *s, uint8_t kind, const void *data, size_t len, uint64_t *wait);

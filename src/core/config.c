@@ -105,6 +105,10 @@ static const st_cfg_opt_t st__opts[] = {
             "this member's HTTP base URL for redirects (default http:// + --listen)"),
     ST__NUM(ST_CFG_U64, election_timeout, "election-timeout", "STRATA_ELECTION_TIMEOUT", "1000", 50,
             60000, "Raft election timeout in ms (a new leader within ~2-3x after a loss)"),
+    ST__NUM(ST_CFG_U64, raft_snapshot_entries, "raft-snapshot-entries",
+            "STRATA_RAFT_SNAPSHOT_ENTRIES", "8192", 16, 1000000,
+            "Raft entries between snapshots, and kept after one (a member further behind copies "
+            "the store)"),
 };
 #define ST__NOPTS (sizeof st__opts / sizeof st__opts[0])
 

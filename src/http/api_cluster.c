@@ -18,6 +18,18 @@ int st_api_cluster(st_ctx_t *c)
     return ST_OK;
 }
 
+/* A member behind the group's snapshot asks for a copy of the store (src/repl/snapshot.c). */
+int st_api_cluster_snapshot(st_ctx_t *c)
+{
+    if (!c->app->repl) return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
+    int port;
+    char token[33];
+    int rc = st_repl_snapshot_offer(c->app->repl, &port, token);
+    if (rc != ST_OK) return st_ctx_error(c, rc, "cannot offer a copy of the store now");
+    st_buf_printf(c->body, "{\"port\":%d,\"token\":\"%s\"}", port, token);
+    return ST_OK;
+}
+
 static bool st__gated(const st_http_request_t *r)
 {
     static const char cluster[] = "/v1/cluster";

@@ -25,7 +25,17 @@ void st__transport_free(st_transport_t *w);
 #define ST_REPL_MARKER_MAGIC 0x5354524d4b523031ULL /* "STRMKR01" */
 typedef struct {
     uint64_t magic;
-    uint64_t index; /* the Raft index the store had applied when it was taken */
+    uint64_t index; /* the last entry in the store when it was taken */
+    char url[512];  /* the advertised URL of the member that took it: where to fetch the data */
 } st_repl_marker_t;
+
+/* snapshot.c */
+/* The leader: opens a one-shot port on host whose thread streams a copy of the store to the
+ * first connection that presents the token. */
+int st__snapshot_offer(st_store_t *store, const char *host, int *port, char token[33]);
+/* A worker thread: fetches a copy through url's offer into path, loads it into the store, and
+ * gives the Raft index it holds. */
+int st__snapshot_fetch(st_store_t *store, const char *url, const char *secret, const char *path,
+                       uint64_t *applied);
 
 #endif

@@ -42,7 +42,17 @@ struct st_repl {
     struct raft_io io;
     struct raft_fsm fsm;
     struct raft raft;
-    uv_timer_t poll;
+    uv_timer_t poll, retry;
+    char listen_host[256];
+    char secret[512]; /* --jwt-secret: the group's members sign their snapshot requests */
+    /* snapshot install (snapshot.c): the entries applied while the store is being replaced */
+    bool restoring, fetching;
+    uint64_t restore_index;
+    char restore_url[512];
+    uv_work_t fetch;
+    int fetch_rc;
+    uint64_t fetched;
+    st_buf_t deferred;    /* {u64 index, u64 len, bytes}* */
     bool leading;         /* Raft says leader (for lead_term) */
     bool barrier_pending; /* a barrier of lead_term is in flight */
     bool caught_up;       /* the barrier of lead_term committed */
@@ -112,6 +122,13 @@ static int st__fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, vo
     /* C-Raft does not pass the index; while it applies an entry, last_applied is the one
      * before it. */
     uint64_t index = raft_last_applied(&r->raft) + 1;
+    if (r->restoring) { /* the store is being replaced: these go on top of it afterwards */
+        uint64_t len = buf->len;
+        st_buf_append(&r->deferred, &index, 8);
+        st_buf_append(&r->deferred, &len, 8);
+        st_buf_append(&r->deferred, buf->base, buf->len);
+        return 0;
+    }
     int rc = st_store_group_apply(r->store, index, buf->base, buf->len);
     if (rc != ST_OK)
         st_fatal("repl: cannot apply entry %llu: %s", (unsigned long long)index, st_strerror(rc));
@@ -132,6 +149,8 @@ static int st__fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], un
     /* The last command entry given to the store: the marker's index may be a barrier after it,
      * which LMDB never records. */
     m->index = st_store_group_queued(r->store);
+    memset(m->url, 0, sizeof m->url);
+    snprintf(m->url, sizeof m->url, "%s", r->advertise);
     (*bufs)[0].base = m;
     (*bufs)[0].len = sizeof *m;
     *n = 1;
@@ -164,23 +183,96 @@ static int st__fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer *b
     return 0;
 }
 
+static void st__fetch_start(st_repl_t *r);
+
 static int st__fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 {
     st_repl_t *r = fsm->data;
     st_repl_marker_t m;
     if (buf->len != sizeof m) return RAFT_MALFORMED;
     memcpy(&m, buf->base, sizeof m);
-    if (m.magic != ST_REPL_MARKER_MAGIC) return RAFT_MALFORMED;
-    uint64_t have = st_store_group_queued(r->store);
-    if (have < m.index) {
-        st_error("repl: the store holds entries up to %llu but the group's snapshot starts after "
-                 "%llu: this member must be seeded with a copy of a member's store (README: "
-                 "replacing a member)",
-                 (unsigned long long)have, (unsigned long long)m.index);
-        return RAFT_CORRUPT;
-    }
+    if (m.magic != ST_REPL_MARKER_MAGIC || memchr(m.url, 0, sizeof m.url) == NULL)
+        return RAFT_MALFORMED;
     raft_free(buf->base);
+    uint64_t have = st_store_group_queued(r->store);
+    if (have >= m.index && !r->restoring) return 0; /* a restart: LMDB has it all */
+    /* Behind the snapshot: fetch the store from a member, off the loop; meanwhile the entries
+     * after the marker are kept aside (st__fsm_apply). */
+    if (m.index > r->restore_index) r->restore_index = m.index;
+    snprintf(r->restore_url, sizeof r->restore_url, "%s", m.url);
+    if (!r->restoring)
+        st_warn("repl: the store holds entries up to %llu, the group's snapshot %llu: fetching a "
+                "copy of the store through %s",
+                (unsigned long long)have, (unsigned long long)m.index, m.url);
+    r->restoring = true;
+    if (!r->fetching) st__fetch_start(r);
     return 0;
+}
+
+static void st__fetch_work(uv_work_t *w)
+{
+    st_repl_t *r = w->data;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/../snapshot.mdb", r->dir);
+    r->fetch_rc = st__snapshot_fetch(r->store, r->restore_url, r->secret, path, &r->fetched);
+}
+
+static void st__closed_step(st_repl_t *r);
+
+static void st__on_retry(uv_timer_t *t)
+{
+    st_repl_t *r = t->data;
+    if (!r->closing && r->restoring && !r->fetching) st__fetch_start(r);
+}
+
+/* The store holds the copy: apply what Raft applied meanwhile, then go on as usual. */
+static void st__fetch_done(uv_work_t *w, int status)
+{
+    st_repl_t *r = w->data;
+    r->fetching = false;
+    if (r->closing) {
+        st__closed_step(r);
+        return;
+    }
+    if (status != 0 || r->fetch_rc != ST_OK || r->fetched < r->restore_index) {
+        st_warn("repl: fetching the store failed (%s); retrying in 1 s",
+                status || r->fetch_rc ? st_strerror(r->fetch_rc) : "the copy is older");
+        uv_timer_start(&r->retry, st__on_retry, 1000, 0);
+        return;
+    }
+    st_store_group_loaded(r->store, r->fetched);
+    r->restoring = false;
+    r->restore_index = 0;
+    size_t n = 0;
+    for (size_t off = 0; off + 16 <= r->deferred.len;) {
+        uint64_t index, len;
+        memcpy(&index, r->deferred.data + off, 8);
+        memcpy(&len, r->deferred.data + off + 8, 8);
+        int rc = st_store_group_apply(r->store, index, r->deferred.data + off + 16, len);
+        if (rc != ST_OK)
+            st_fatal("repl: cannot apply entry %llu: %s", (unsigned long long)index,
+                     st_strerror(rc));
+        off += 16 + len;
+        n++;
+    }
+    st_buf_free(&r->deferred);
+    st_info("repl: store installed from a copy (entries up to %llu) and %zu later entries",
+            (unsigned long long)r->fetched, n);
+}
+
+static void st__fetch_start(st_repl_t *r)
+{
+    r->fetch.data = r;
+    if (uv_queue_work(r->loop, &r->fetch, st__fetch_work, st__fetch_done) == 0)
+        r->fetching = true;
+    else
+        uv_timer_start(&r->retry, st__on_retry, 1000, 0);
+}
+
+int st_repl_snapshot_offer(st_repl_t *r, int *port, char token[33])
+{
+    if (!r->serving) return ST_ENOLEADER;
+    return st__snapshot_offer(r->store, r->listen_host, port, token);
 }
 
 /* ---- roles ---- */
@@ -252,7 +344,7 @@ static void st__on_poll(uv_timer_t *t)
                 (unsigned long long)term);
     }
     if (!r->caught_up && !r->barrier_pending) st__start_barrier(r);
-    if (!r->caught_up || r->serving || !st_store_idle(r->store)) return;
+    if (!r->caught_up || r->serving || r->restoring || !st_store_idle(r->store)) return;
     /* Everything committed is in LMDB: rebuild the in-memory views, then serve. */
     st_store_resync(r->store);
     if (r->on_lead) r->on_lead(r->on_lead_arg);
@@ -289,7 +381,8 @@ static int st__raft_setup(st_repl_t *r, const st_repl_opts_t *o, const char *sel
     raft_set_pre_vote(&r->raft, true); /* a member coming back does not depose a healthy leader */
     raft_set_snapshot_threshold(&r->raft,
                                 o->snapshot_threshold ? o->snapshot_threshold : ST__SNAP_THRESHOLD);
-    raft_set_snapshot_trailing(&r->raft, ST__SNAP_TRAILING);
+    raft_set_snapshot_trailing(&r->raft,
+                               o->snapshot_threshold ? o->snapshot_threshold : ST__SNAP_TRAILING);
     struct raft_configuration conf;
     raft_configuration_init(&conf);
     for (size_t i = 0; i < r->nmembers && !rc; i++)
@@ -323,6 +416,8 @@ int st_repl_open(st_repl_t **out, uv_loop_t *loop, st_store_t *store, const st_r
     r->store = store;
     r->self = o->self;
     snprintf(r->advertise, sizeof r->advertise, "%s", o->advertise);
+    snprintf(r->listen_host, sizeof r->listen_host, "%s", o->listen_host ? o->listen_host : "");
+    snprintf(r->secret, sizeof r->secret, "%s", o->jwt_secret ? o->jwt_secret : "");
     snprintf(r->dir, sizeof r->dir, "%s/raft", o->data_dir);
     if (mkdir(r->dir, 0755) != 0 && errno != EEXIST) {
         st_error("repl: cannot create %s: %s", r->dir, strerror(errno));
@@ -340,6 +435,9 @@ int st_repl_open(st_repl_t **out, uv_loop_t *loop, st_store_t *store, const st_r
     }
     uv_timer_init(loop, &r->poll);
     r->poll.data = r;
+    uv_timer_init(loop, &r->retry);
+    r->retry.data = r;
+    uv_unref((uv_handle_t *)&r->retry);
     uv_timer_start(&r->poll, st__on_poll, ST__POLL_MS, ST__POLL_MS);
     uv_unref((uv_handle_t *)&r->poll);
     st_info("repl: member %llu of %zu (raft %s, http %s)", (unsigned long long)r->self, r->nmembers,
@@ -358,6 +456,7 @@ static void st__closed_step(st_repl_t *r)
 {
     if (--r->closing > 1) return;
     st__transport_free(&r->transport);
+    st_buf_free(&r->deferred);
     void (*cb)(void *) = r->closed_cb;
     void *arg = r->closed_arg;
     free(r);
@@ -380,9 +479,11 @@ void st_repl_close(st_repl_t *r, void (*done)(void *arg), void *arg)
 {
     r->closed_cb = done;
     r->closed_arg = arg;
-    r->closing = 3; /* the poll timer and Raft; the last step frees */
+    r->closing = 4; /* the two timers and Raft (and a fetch in flight); the last step frees */
+    if (r->fetching) r->closing++;
     st_store_set_standby(r->store, true);
     uv_close((uv_handle_t *)&r->poll, st__poll_closed);
+    uv_close((uv_handle_t *)&r->retry, st__poll_closed);
     r->raft.data = r;
     raft_close(&r->raft, st__raft_closed);
 }

@@ -288,3 +288,82 @@ void st__group_notes(st_store_t *s, const st_batch_t *b)
                        op->vlen);
     }
 }
+
+/* ---- snapshot install: a member's whole store, copied from another member ---- */
+
+int st_store_copy_fd(st_store_t *s, int fd)
+{
+    /* a consistent copy from one read transaction; writers go on meanwhile */
+    int rc = mdb_env_copyfd2(s->env, fd, MDB_CP_COMPACT);
+    if (rc) st_error("store: copying LMDB for another member failed: %s", mdb_strerror(rc));
+    return rc ? ST_EIO : ST_OK;
+}
+
+/* Puts every key of the copy into the live store, in transactions of `chunk` keys, after
+ * emptying it. The applied index goes in last: a crash half-way leaves no index (the member
+ * loads again), never a store that claims entries it does not hold. */
+static int st__load_keys(st_store_t *s, MDB_env *src, MDB_dbi sdbi, uint64_t *applied)
+{
+    MDB_txn *rt = NULL, *wt = NULL;
+    MDB_cursor *c = NULL;
+    int rc = mdb_txn_begin(src, NULL, MDB_RDONLY, &rt);
+    if (!rc) rc = mdb_cursor_open(rt, sdbi, &c);
+    if (!rc) rc = mdb_txn_begin(s->env, NULL, 0, &wt);
+    if (!rc) rc = mdb_drop(wt, s->dbi, 0);
+    MDB_val k, v;
+    size_t n = 0;
+    *applied = 0;
+    for (int op = MDB_FIRST; !rc && (rc = mdb_cursor_get(c, &k, &v, op)) == 0; op = MDB_NEXT) {
+        if (k.mv_size == ST__GROUP_APPLIED_KLEN &&
+            memcmp(k.mv_data, st__group_applied_key, k.mv_size) == 0) {
+            if (v.mv_size == 8) memcpy(applied, v.mv_data, 8);
+            continue;
+        }
+        rc = mdb_put(wt, s->dbi, &k, &v, MDB_APPEND);
+        if (!rc && ++n % 20000 == 0) {
+            rc = mdb_txn_commit(wt);
+            wt = NULL;
+            if (!rc) rc = mdb_txn_begin(s->env, NULL, 0, &wt);
+        }
+    }
+    if (rc == MDB_NOTFOUND) rc = 0;
+    if (!rc) {
+        MDB_val ak = {ST__GROUP_APPLIED_KLEN, (void *)st__group_applied_key}, av = {8, applied};
+        rc = mdb_put(wt, s->dbi, &ak, &av, 0);
+    }
+    if (!rc) {
+        rc = mdb_txn_commit(wt);
+        wt = NULL;
+    }
+    if (wt) mdb_txn_abort(wt);
+    if (c) mdb_cursor_close(c);
+    if (rt) mdb_txn_abort(rt);
+    if (!rc) rc = mdb_env_sync(s->env, 1);
+    return rc;
+}
+
+int st_store_group_load(st_store_t *s, const char *path, uint64_t *applied)
+{
+    MDB_env *src = NULL;
+    MDB_txn *t = NULL;
+    MDB_dbi sdbi;
+    int rc = mdb_env_create(&src);
+    if (!rc) rc = mdb_env_set_mapsize(src, 1ULL << 40);
+    if (!rc) rc = mdb_env_open(src, path, MDB_NOSUBDIR | MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0644);
+    if (!rc) rc = mdb_txn_begin(src, NULL, MDB_RDONLY, &t);
+    if (!rc) rc = mdb_dbi_open(t, NULL, 0, &sdbi);
+    if (t) mdb_txn_abort(t);
+    if (!rc) rc = st__load_keys(s, src, sdbi, applied);
+    if (src) mdb_env_close(src);
+    if (rc) st_error("store: loading the copy %s failed: %s", path, mdb_strerror(rc));
+    return rc ? ST_EIO : ST_OK;
+}
+
+void st_store_group_loaded(st_store_t *s, uint64_t applied)
+{
+    s->group_queued = applied;
+    uv_mutex_lock(&s->mu);
+    s->applied_seq = applied;
+    uv_mutex_unlock(&s->mu);
+    st_store_resync(s);
+}
