@@ -109,5 +109,9 @@ typedef void (*st_chat_observer_fn)(void *arg, const char *user, size_t ulen, co
                                     size_t clen, uint64_t msg_id, const char *json, size_t len,
                                     uint64_t wait);
 void st_chat_observe(st_chat_t *c, st_chat_observer_fn fn, void *arg);
+/* A hot message's JSON object, as the observer got it (borrowed until the next store call);
+ * ST_ENOTFOUND when it is not in the hot store. */
+int st_chat_message_json(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
+                         const char **json, size_t *len);
 
 #endif

@@ -7,8 +7,10 @@
  * does nothing.
  */
 #include "internal.h"
+#include "strata/chat.h"
 #include "strata/store.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 enum { ST__NOTE_COUNTER = 'c', ST__NOTE_SEATS = 's', ST__NOTE_MESSAGE = 'm' };
@@ -69,7 +71,9 @@ void st__ws_note_message(st_ws_t *ws, const char *user, size_t ulen, const char 
     st__put_str(&b, user, ulen);
     st__put_str(&b, conv, clen);
     st_buf_append(&b, &msg_id, 8);
-    st_buf_append(&b, json, len);
+    /* not the JSON: the entry carries the message already; members read it from their store */
+    (void)json;
+    (void)len;
     st__note(ws, ST__NOTE_MESSAGE, &b);
     st_buf_free(&b);
 }
@@ -88,10 +92,17 @@ static void st__on_note(void *arg, uint8_t kind, const char *p, size_t len)
     } else if (kind == ST__NOTE_SEATS && st__get_str(&p, end, &a, &al)) {
         st__ws_seats_changed(ws, a, al, p, (size_t)(end - p), 0);
     } else if (kind == ST__NOTE_MESSAGE && st__get_str(&p, end, &a, &al) &&
-               st__get_str(&p, end, &c, &cl) && end - p >= 8) {
+               st__get_str(&p, end, &c, &cl) && end - p == 8) {
         uint64_t id;
+        const char *json;
+        size_t jl;
         memcpy(&id, p, 8);
-        st__ws_message_posted(ws, a, al, c, cl, id, p + 8, (size_t)(end - p - 8), 0);
+        /* copied: the store's buffer is reused by the next read */
+        if (ws->app->chat && st_chat_message_json(ws->app->chat, a, al, id, &json, &jl) == ST_OK) {
+            char *own = st_strndup(json, jl);
+            st__ws_message_posted(ws, a, al, c, cl, id, own, jl, 0);
+            free(own);
+        }
     } else {
         st_warn("ws: an unreadable stream note (kind %u, %zu bytes) was skipped", kind, len);
     }
