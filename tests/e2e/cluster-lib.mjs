@@ -110,12 +110,16 @@ export class Group {
     return { status: 0, error: new Error('deadline') };
   }
 
+  // SIGTERM to every member; each must stop cleanly (exit 0, no sanitizer report).
   async stopAll() {
-    for (const [, s] of this.members) {
+    const bad = [];
+    for (const [id, s] of this.members) {
       s.proc.kill('SIGCONT');
-      await s.stop();
+      const ex = await s.stop();
+      if (ex.code !== 0 || /Sanitizer|runtime error/.test(s.log())) bad.push(`member ${id}: ${ex.code}\n${s.log()}`);
     }
     this.members.clear();
+    if (bad.length) throw new Error(`unclean stop:\n${bad.join('\n')}`);
   }
 
   // Whatever a failed test left behind (a paused member included) goes by its PID.
