@@ -149,6 +149,14 @@ static int st__rebuild_meta(const st_config_t *cfg)
     return 0;
 }
 
+/* This member leads now: in-memory state the store's listeners do not rebuild follows the store
+ * (seat maps and hold timers are rebuilt by the store's resync). */
+static void st__on_lead(void *arg)
+{
+    st_app_t *app = arg;
+    st_chat_resync(app->chat);
+}
+
 /* Joins the replicated group named by --cluster (SPEC §8) once the HTTP port is known: the
  * advertised URL defaults to http:// + the address actually listened on. */
 static int st__repl_open(const st_config_t *cfg, st_main_t *m, st_app_t *app)
@@ -178,7 +186,9 @@ static int st__repl_open(const st_config_t *cfg, st_main_t *m, st_app_t *app)
                          .election_timeout = (unsigned)cfg->election_timeout,
                          .snapshot_threshold = (unsigned)cfg->raft_snapshot_entries,
                          .jwt_secret = cfg->jwt_secret};
-    return st_repl_open(&app->repl, m->loop, app->store, &ro);
+    int rc = st_repl_open(&app->repl, m->loop, app->store, &ro);
+    if (rc == ST_OK) st_repl_on_lead(app->repl, st__on_lead, app);
+    return rc;
 }
 
 int main(int argc, char **argv)

@@ -37,6 +37,9 @@ typedef struct {
 
 int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id);
 void st_chat_close(st_chat_t *c);
+/* Ids continue above the newest one in the store (a group member that became the leader: the
+ * last leader issued ids this process never saw). */
+void st_chat_resync(st_chat_t *c);
 
 /* Appends {"msg_id","conversation_id","seq","timestamp"}. */
 int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t *wait);

@@ -58,6 +58,14 @@ int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id)
     return ST_OK;
 }
 
+void st_chat_resync(st_chat_t *c)
+{
+    uint64_t last = 0, wait = 0;
+    if (st__chat_get_fixed(c->store, (const uint8_t *)st__last_id_key, sizeof st__last_id_key - 1,
+                           &last, sizeof last, &wait) == ST_OK)
+        st_snowflake_floor(&c->ids, last);
+}
+
 void st_chat_close(st_chat_t *c)
 {
     st_store_unlisten(c->store, &c->listener); /* no-op when the cold tier never started */

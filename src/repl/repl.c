@@ -16,6 +16,7 @@
  * marker (see README: replacing a member).
  */
 #include "internal.h"
+#include "strata/metrics.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -355,6 +356,39 @@ static void st__on_poll(uv_timer_t *t)
             (unsigned long long)raft_last_applied(&r->raft));
 }
 
+/* ---- metrics ---- */
+
+static double st__g_serving(void *arg)
+{
+    return ((st_repl_t *)arg)->serving;
+}
+
+static double st__g_term(void *arg)
+{
+    return (double)((st_repl_t *)arg)->raft.current_term;
+}
+
+static double st__g_commit(void *arg)
+{
+    return (double)((st_repl_t *)arg)->raft.commit_index;
+}
+
+static double st__g_applied(void *arg)
+{
+    return (double)raft_last_applied(&((st_repl_t *)arg)->raft);
+}
+
+static void st__metrics(st_repl_t *r)
+{
+    st_metrics_gauge_fn("strata_repl_leader", "1 while this member serves as the group's leader",
+                        "", st__g_serving, r);
+    st_metrics_gauge_fn("strata_repl_term", "Raft term", "", st__g_term, r);
+    st_metrics_gauge_fn("strata_repl_commit_index", "Highest Raft entry known committed", "",
+                        st__g_commit, r);
+    st_metrics_gauge_fn("strata_repl_applied_index", "Highest Raft entry applied here", "",
+                        st__g_applied, r);
+}
+
 /* ---- lifecycle ---- */
 
 static int st__raft_setup(st_repl_t *r, const st_repl_opts_t *o, const char *self_addr)
@@ -440,6 +474,7 @@ int st_repl_open(st_repl_t **out, uv_loop_t *loop, st_store_t *store, const st_r
     uv_unref((uv_handle_t *)&r->retry);
     uv_timer_start(&r->poll, st__on_poll, ST__POLL_MS, ST__POLL_MS);
     uv_unref((uv_handle_t *)&r->poll);
+    st__metrics(r);
     st_info("repl: member %llu of %zu (raft %s, http %s)", (unsigned long long)r->self, r->nmembers,
             self_addr, r->advertise);
     *out = r;
