@@ -82,13 +82,15 @@ describe('replicated group of 3', () => {
     const ws = await wsConnect(g.port(streamId));
     assert.equal(ws.status, 101);
     ws.send({ type: 'subscribe', id: 'm', topic: 'messages', user: 'ju' });
-    const streamed = [];
+    ws.send({ type: 'subscribe', id: 'c', topic: 'counter', name: 'jc' });
+    const streamed = [], values = [];
     let streamClosed = false;
     (async () => {
       for (;;) {
         const f = await ws.next(120000).catch(() => ({ op: -1 }));
         if (f.op === -1) { streamClosed = true; return; }
         if (f.json?.type === 'message') streamed.push(f.json.message);
+        if (f.json?.type === 'counter') values.push(f.json.value);
       }
     })();
 
@@ -173,6 +175,11 @@ describe('replicated group of 3', () => {
     for (let i = 0; streamed.length < msgs.length && i < 100; i++) await sleep(50);
     assert.equal(streamClosed, false, 'the follower closed the stream');
     assert.deepEqual(streamed.map((m) => m.msg_id), msgs.map((m) => m.msg_id));
+    // ... and every increment once, in order: the current value, then +1 at a time
+    for (let i = 0; values.at(-1) !== counter && i < 100; i++) await sleep(50);
+    assert.equal(values[0], 0);
+    assert.deepEqual(values, values.map((_, i) => i));
+    assert.equal(values.at(-1), counter);
     ws.close();
 
     // convergence: each member's store, opened alone, holds the same state
