@@ -158,6 +158,9 @@ int st_store_group_sync(st_store_t *s, uint64_t index);
 /* In-memory views derived from the store must be rebuilt from it (listeners' on_failed is
  * called with a batch id past every batch so far): a follower became the leader. */
 void st_store_resync(st_store_t *s);
+/* On a follower, whose in-memory views do not follow what it applies: rebuild them if entries
+ * were applied since (before answering from them, e.g. a stream's seat-map snapshot). */
+void st_store_refresh_views(st_store_t *s);
 /* Stream frames ride in the entry of the batch whose change they announce ("notes"): the leader
  * stages them with st_store_note (a no-op outside a group), and every other member hands them
  * to fn once the entry is in its LMDB. kind and data are the caller's own encoding. */

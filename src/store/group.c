@@ -254,8 +254,14 @@ int st_store_group_sync(st_store_t *s, uint64_t index)
     return mdb_env_sync(s->env, 1) == 0 ? ST_OK : ST_EIO;
 }
 
+void st_store_refresh_views(st_store_t *s)
+{
+    if (s->group && s->standby && s->views_stale) st_store_resync(s);
+}
+
 void st_store_resync(st_store_t *s)
 {
+    s->views_stale = false;
     for (st_store_listener_t *l = s->listeners; l; l = l->next)
         if (l->on_failed) l->on_failed(l, s->open_id + 1, ST_ENOLEADER);
 }
@@ -280,6 +286,7 @@ int st_store_note(st_store_t *s, uint8_t kind, const void *data, size_t len, uin
 
 void st__group_notes(st_store_t *s, const st_batch_t *b)
 {
+    s->views_stale = true;
     if (!s->note_fn) return;
     for (size_t i = 0; i < b->nops; i++) {
         const st_op_t *op = &b->ops[i];

@@ -115,6 +115,7 @@ struct st_store {
     st_buf_t enc;
     st_store_note_fn note_fn;
     void *note_arg;
+    bool views_stale; /* foreign batches applied since the views were last rebuilt */
 };
 
 /* commit.c */

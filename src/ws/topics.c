@@ -263,6 +263,7 @@ static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
     const char *nm = name->valuestring;
     st_buf_t snap = {0}, b = {0};
     uint64_t wait = 0;
+    if (topic == ST_TOPIC_SEATS) st_store_refresh_views(ws->app->store); /* a group's follower */
     if (topic == ST_TOPIC_SEATS &&
         (!ws->app->seats ||
          st_seats_event_json(ws->app->seats, nm, strlen(nm), &snap, &wait) != ST_OK)) {

@@ -181,6 +181,16 @@ describe('replicated group of 3', () => {
     assert.deepEqual(values, values.map((_, i) => i));
     assert.equal(values.at(-1), counter);
     ws.close();
+    // a seat-map snapshot from the follower is what it applied, not what it had at start-up
+    const ws2 = await wsConnect(g.port(streamId));
+    ws2.send({ type: 'subscribe', id: 's', topic: 'seats', event_id: 'jev' });
+    let snap;
+    for (let i = 0; i < 5 && !snap; i++) {
+      const f = await ws2.next();
+      if (f.json?.type === 'seats') snap = f.json.snapshot;
+    }
+    ws2.close();
+    assert.deepEqual(snap.event_stats, evState.event_stats);
 
     // convergence: each member's store, opened alone, holds the same state
     await g.stopAll();
