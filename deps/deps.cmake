@@ -11,6 +11,8 @@ pkg_check_modules(ZLIB REQUIRED IMPORTED_TARGET zlib)
 pkg_check_modules(LWS REQUIRED IMPORTED_TARGET libwebsockets)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
+# C-Raft (Debian libraft-dev 0.15): consensus for replicated groups, on strata's own libuv loop.
+pkg_check_modules(RAFT REQUIRED IMPORTED_TARGET raft)
 
 set(ST_LLHTTP_DIR /usr/share/llhttp CACHE PATH "llhttp C sources (Debian node-llhttp)")
 set(ST_LLHTTP_INCLUDE /usr/share/include/llhttp CACHE PATH "llhttp header (Debian node-llhttp)")

@@ -6,6 +6,7 @@
 #include "strata/looplag.h"
 #include "strata/metrics.h"
 #include "strata/reconcile.h"
+#include "strata/repl.h"
 #include "strata/chat.h"
 #include "strata/cold.h"
 #include "strata/seats.h"
@@ -148,6 +149,48 @@ static int st__rebuild_meta(const st_config_t *cfg)
     return 0;
 }
 
+/* This member leads now: in-memory state the store's listeners do not rebuild follows the store
+ * (seat maps and hold timers are rebuilt by the store's resync). */
+static void st__on_lead(void *arg)
+{
+    st_app_t *app = arg;
+    st_chat_resync(app->chat);
+}
+
+/* Joins the replicated group named by --cluster (SPEC §8) once the HTTP port is known: the
+ * advertised URL defaults to http:// + the address actually listened on. */
+static int st__repl_open(const st_config_t *cfg, st_main_t *m, st_app_t *app)
+{
+    char adv[sizeof cfg->advertise + 32];
+    if (*cfg->advertise) {
+        snprintf(adv, sizeof adv, "%s", cfg->advertise);
+        size_t n = strlen(adv);
+        if (n && adv[n - 1] == '/') adv[n - 1] = '\0';
+    } else {
+        const char *c = strrchr(cfg->listen, ':');
+        int hl = c ? (int)(c - cfg->listen) : (int)strlen(cfg->listen);
+        snprintf(adv, sizeof adv, "http://%.*s:%d", hl, cfg->listen, st_server_port(m->srv));
+    }
+    char host[256];
+    const char *colon = strrchr(cfg->listen, ':');
+    snprintf(host, sizeof host, "%.*s", colon ? (int)(colon - cfg->listen) : 0, cfg->listen);
+    if (host[0] == '[') { /* [v6]: without the brackets */
+        memmove(host, host + 1, strlen(host));
+        host[strcspn(host, "]")] = '\0';
+    }
+    st_repl_opts_t ro = {.cluster = cfg->cluster,
+                         .self = cfg->cluster_self,
+                         .advertise = adv,
+                         .listen_host = host,
+                         .data_dir = cfg->data_dir,
+                         .election_timeout = (unsigned)cfg->election_timeout,
+                         .snapshot_threshold = (unsigned)cfg->raft_snapshot_entries,
+                         .jwt_secret = cfg->jwt_secret};
+    int rc = st_repl_open(&app->repl, m->loop, app->store, &ro);
+    if (rc == ST_OK) st_repl_on_lead(app->repl, st__on_lead, app);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     st_config_t cfg;
@@ -175,6 +218,7 @@ int main(int argc, char **argv)
     setenv("UV_THREADPOOL_SIZE", workers, 0);
     st__raise_fd_limit(&cfg);
 
+    if (*cfg.cluster && cfg.node_id == 0) cfg.node_id = cfg.cluster_self; /* SPEC §8 */
     st_main_t m = {0};
     m.loop = uv_default_loop();
     st_store_t *store;
@@ -196,12 +240,13 @@ int main(int argc, char **argv)
                               .hot_ttl_s = cfg.hot_ttl,
                               .retention_s = cfg.retention_seconds};
     st_chat_cold_start(chat, m.loop, &co);
-    st_app_t app = {&cfg, store, seats, chat, NULL, NULL};
+    st_app_t app = {&cfg, store, seats, chat, NULL, NULL, NULL};
     st_reconcile_open(&app.reconcile, m.loop, store, chat, cfg.reconcile_interval);
     if (st_ws_open(&app.ws, m.loop, &app) != ST_OK) goto fail_ws;
     if (!*cfg.jwt_secret)
         st_warn("auth is OFF: no --jwt-secret / STRATA_JWT_SECRET set, every route is open");
     if (st_server_start(&m.srv, m.loop, &app) != ST_OK) goto fail_server;
+    if (*cfg.cluster && st__repl_open(&cfg, &m, &app) != ST_OK) goto fail_repl;
     st_info("strata ready: data in %s, node id %llu", cfg.data_dir,
             (unsigned long long)cfg.node_id);
     uv_signal_init(m.loop, &m.sigterm);
@@ -221,6 +266,7 @@ int main(int argc, char **argv)
     uv_close((uv_handle_t *)&m.sigint, NULL);
     uv_close((uv_handle_t *)&m.deadline, NULL);
     st_looplag_close(m.lag);
+    if (app.repl) st_repl_close(app.repl, NULL, NULL); /* pending proposals fail: 503 */
     st_server_close(m.srv);
     st_seats_close(seats);
     st_ws_close(app.ws);
@@ -240,6 +286,8 @@ int main(int argc, char **argv)
     return 0;
 
     /* start-up failed: undo what was opened, in reverse */
+fail_repl:
+    st_server_close(m.srv); /* freed once the loop has closed its handles, below */
 fail_server:
     st_ws_close(app.ws);
 fail_ws:
@@ -247,6 +295,7 @@ fail_ws:
     st_chat_cold_stop(chat);
     uv_run(m.loop, UV_RUN_DEFAULT); /* lws and the cold tier close their handles */
     if (app.ws) st_ws_free(app.ws);
+    if (m.srv) st_server_free(m.srv);
     st_objstore_close(cold);
 fail_cold:
     st_chat_close(chat);

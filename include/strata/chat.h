@@ -37,6 +37,9 @@ typedef struct {
 
 int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id);
 void st_chat_close(st_chat_t *c);
+/* Ids continue above the newest one in the store (a group member that became the leader: the
+ * last leader issued ids this process never saw). */
+void st_chat_resync(st_chat_t *c);
 
 /* Appends {"msg_id","conversation_id","seq","timestamp"}. */
 int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t *wait);
@@ -115,5 +118,9 @@ typedef void (*st_chat_observer_fn)(void *arg, const char *user, size_t ulen, co
                                     size_t clen, uint64_t msg_id, const char *json, size_t len,
                                     uint64_t wait);
 void st_chat_observe(st_chat_t *c, st_chat_observer_fn fn, void *arg);
+/* A hot message's JSON object, as the observer got it (borrowed until the next store call);
+ * ST_ENOTFOUND when it is not in the hot store. */
+int st_chat_message_json(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
+                         const char **json, size_t *len);
 
 #endif

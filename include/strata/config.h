@@ -42,6 +42,12 @@ typedef struct {
     char s3_secret_key[256];
     uint64_t test_hooks;
     char log_level[16];
+    /* replicated groups (SPEC §8) */
+    char cluster[1024];
+    uint64_t cluster_self;
+    char advertise[512];
+    uint64_t election_timeout;
+    uint64_t raft_snapshot_entries;
 } st_config_t;
 
 /* Fills cfg with defaults only. */

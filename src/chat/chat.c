@@ -23,6 +23,23 @@ void st_chat_observe(st_chat_t *c, st_chat_observer_fn fn, void *arg)
     c->observer_arg = arg;
 }
 
+int st_chat_message_json(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
+                         const char **json, size_t *len)
+{
+    uint8_t k[ST__KEY_CAP];
+    size_t n = st__chat_ukey(k, 'M', user, ulen);
+    st__chat_be64(k + n, msg_id);
+    const void *v;
+    size_t vl;
+    uint64_t w = 0;
+    int rc = st_store_get(c->store, k, n + 8, &v, &vl, &w);
+    if (rc != ST_OK) return rc;
+    if (vl <= 16) return ST_ENOTFOUND;
+    *json = (const char *)v + 16; /* after the record's fixed header, as st_chat_post shows it */
+    *len = vl - 16;
+    return ST_OK;
+}
+
 int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id)
 {
     st_chat_t *c = st_calloc(1, sizeof *c);
@@ -39,6 +56,14 @@ int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id)
     st_snowflake_floor(&c->ids, last);
     *out = c;
     return ST_OK;
+}
+
+void st_chat_resync(st_chat_t *c)
+{
+    uint64_t last = 0, wait = 0;
+    if (st__chat_get_fixed(c->store, (const uint8_t *)st__last_id_key, sizeof st__last_id_key - 1,
+                           &last, sizeof last, &wait) == ST_OK)
+        st_snowflake_floor(&c->ids, last);
 }
 
 void st_chat_close(st_chat_t *c)

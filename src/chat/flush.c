@@ -390,6 +390,7 @@ static void st__queue(st_chatcold_t *cc, st_flushjob_t *j)
 static bool st__start(st_chatcold_t *cc, st_fuser_t *u)
 {
     st_chat_t *c = cc->chat;
+    if (st_store_writable(c->store) == ST_ENOLEADER) return false; /* a group's leader flushes */
     st_flushjob_t *j = st_calloc(1, sizeof *j);
     j->cc = cc;
     j->u = u;
@@ -594,6 +595,7 @@ void st__chat_posted(st_chat_t *c, const char *u, size_t ul, int64_t total)
 static void st__on_tick(uv_timer_t *t)
 {
     st_chatcold_t *cc = t->data;
+    if (st_store_writable(cc->chat->store) == ST_ENOLEADER) return; /* a group's leader flushes */
     st__chat_reap(cc); /* objects out of the manifest, once that is durable */
     uint64_t now = st__now_ms(cc), used, size;
     st_store_usage(cc->chat->store, &used, &size);

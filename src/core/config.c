@@ -97,6 +97,18 @@ static const st_cfg_opt_t st__opts[] = {
     ST__NUM(ST_CFG_U64, test_hooks, "test-hooks", "STRATA_TEST_HOOKS", "0", 0, 1,
             "1 enables POST /v1/admin/test/drift (tests only: corrupts counts on purpose)"),
     ST__STR(log_level, "log-level", "STRATA_LOG_LEVEL", "info", "debug, info, warn or error"),
+    ST__STR(cluster, "cluster", "STRATA_CLUSTER", "",
+            "replicated group: ID=HOST:PORT,... Raft addresses of every member (unset: one node)"),
+    ST__NUM(ST_CFG_U64, cluster_self, "cluster-self", "STRATA_CLUSTER_SELF", "0", 0, 1023,
+            "this member's id in --cluster"),
+    ST__STR(advertise, "advertise", "STRATA_ADVERTISE", "",
+            "this member's HTTP base URL for redirects (default http:// + --listen)"),
+    ST__NUM(ST_CFG_U64, election_timeout, "election-timeout", "STRATA_ELECTION_TIMEOUT", "1000", 50,
+            60000, "Raft election timeout in ms (a new leader within ~2-3x after a loss)"),
+    ST__NUM(ST_CFG_U64, raft_snapshot_entries, "raft-snapshot-entries",
+            "STRATA_RAFT_SNAPSHOT_ENTRIES", "8192", 16, 1000000,
+            "Raft entries between snapshots, and kept after one (a member further behind copies "
+            "the store)"),
 };
 #define ST__NOPTS (sizeof st__opts / sizeof st__opts[0])
 

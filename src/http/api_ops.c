@@ -4,6 +4,7 @@
 #include "strata/chat.h"
 #include "strata/counters.h"
 #include "strata/reconcile.h"
+#include "strata/repl.h"
 
 #include <cjson/cJSON.h>
 
@@ -13,10 +14,14 @@ int st_api_healthz(st_ctx_t *c)
 {
     st_store_health_t h;
     st_store_health(c->app->store, &h);
-    if (h.flags) c->status = 503;
-    st_buf_printf(c->body, "{\"status\":\"%s\",\"reasons\":[", h.flags ? "degraded" : "ok");
-    for (unsigned f = 1, n = 0; f <= h.flags; f <<= 1)
+    bool no_leader = c->app->repl && !st_repl_has_leader(c->app->repl);
+    if (h.flags || no_leader) c->status = 503;
+    st_buf_printf(c->body, "{\"status\":\"%s\",\"reasons\":[",
+                  h.flags || no_leader ? "degraded" : "ok");
+    unsigned n = 0;
+    for (unsigned f = 1; f <= h.flags; f <<= 1)
         if (h.flags & f) st_buf_printf(c->body, "%s\"%s\"", n++ ? "," : "", st_store_reason(f));
+    if (no_leader) st_buf_printf(c->body, "%s\"no_leader\"", n++ ? "," : "");
     st_buf_printf(c->body, "]");
     if (h.flags) st_buf_printf(c->body, ",\"message\":\"%s\"", st_store_refusal(c->app->store));
     st_buf_printf(c->body,

@@ -30,6 +30,8 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
     *route_idx = route ? (int)(route - st_routes) : -1;
     if (st_cors_preflight(&c)) {
         /* a browser's preflight: 204, no auth (SPEC §7) */
+    } else if (st_cluster_gate(&c)) {
+        /* a follower in a group: 307 to the leader, or 503 no_leader (SPEC §8) */
     } else if (rc == ST_EINVAL) {
         st_ctx_error(&c, rc, "malformed percent-escape in the path or query");
     } else if (rc == ST_ENOTFOUND) {

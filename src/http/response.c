@@ -20,6 +20,8 @@ const char *st_http_reason(int status)
         return "Accepted";
     case 204:
         return "No Content";
+    case 307:
+        return "Temporary Redirect";
     case 400:
         return "Bad Request";
     case 401:

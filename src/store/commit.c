@@ -28,8 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char st__applied_key[] = "\0wal_applied";
-#define ST__APPLIED_KLEN   (sizeof st__applied_key - 1)
+const char st__applied_key[] = "\0wal_applied";
+const char st__group_applied_key[] = "\0raft_applied";
+_Static_assert(sizeof st__applied_key - 1 == ST__APPLIED_KLEN, "applied key length");
+_Static_assert(sizeof st__group_applied_key - 1 == ST__GROUP_APPLIED_KLEN, "group key length");
 #define ST__APPLY_PAUSE_MS 5
 
 int st__mdb_err(int rc)
@@ -61,6 +63,7 @@ static void st__encode(st_buf_t *out, const st_batch_t *group)
 static int st__put_applied(st_store_t *s, MDB_txn *txn, uint64_t seq)
 {
     MDB_val k = {ST__APPLIED_KLEN, (void *)st__applied_key}, v = {8, &seq};
+    if (s->group) k = (MDB_val){ST__GROUP_APPLIED_KLEN, (void *)st__group_applied_key};
     return mdb_put(txn, s->dbi, &k, &v, 0);
 }
 
@@ -139,6 +142,7 @@ static int st__apply_group(st_store_t *s, st_batch_t *group, uint64_t seq)
     for (st_batch_t *b = group; b && !rc; b = b->next)
         for (size_t i = 0; i < b->nops && !rc; i++) {
             st_op_t *op = &b->ops[i];
+            if (op->note) continue;
             rc = st__apply_op(s, txn, op->del, b->data.data + op->koff, op->klen,
                               b->data.data + op->voff, op->vlen);
         }
@@ -383,8 +387,6 @@ typedef struct {
     int err, mdb_rc; /* why records were deferred */
 } st_replay_t;
 
-static void st__batch_recycle(st_store_t *s, st_batch_t *b);
-
 /* A log record back into a batch: {u8 del, u32 klen, u32 vlen, key, val}*. */
 static int st__decode(st_store_t *s, st_batch_t *b, const char *p, size_t len)
 {
@@ -510,11 +512,12 @@ st_batch_t *st__batch_new(st_store_t *s)
     b->bytes = 0;
     b->rc = 0;
     b->seq = 0;
+    b->foreign = false;
     b->id = ++s->open_id;
     return b;
 }
 
-static void st__batch_recycle(st_store_t *s, st_batch_t *b)
+void st__batch_recycle(st_store_t *s, st_batch_t *b)
 {
     if (b->data.cap > (8u << 20)) { /* do not keep outsized buffers around */
         st_buf_free(&b->data);
@@ -602,7 +605,7 @@ static void st__restore_overlay(st_store_t *s, uint64_t first)
 
 /* After a failed group: every batch from it on (failed, queued behind it, open) is dropped,
  * without waiting for LMDB to catch up with the acknowledged ones. */
-static void st__rollback(st_store_t *s)
+void st__rollback(st_store_t *s)
 {
     uint64_t first = s->fail_first;
     int err = s->fail_err;
@@ -636,7 +639,7 @@ static void st__take_figures(st_store_t *s)
 }
 
 /* A batch is back from the threads: applied (its overlay entries go) or failed. */
-static void st__batch_back(st_store_t *s, st_batch_t *b)
+void st__batch_back(st_store_t *s, st_batch_t *b)
 {
     TAILQ_REMOVE(&s->inflight, b, link);
     s->submitted--;
@@ -688,6 +691,7 @@ void st__store_on_done(uv_async_t *h)
     uv_mutex_unlock(&s->mu);
     for (st_batch_t *b = list, *next; b; b = next) {
         next = b->next;
+        if (b->foreign && b->rc == 0) st__group_notes(s, b);
         st__batch_back(s, b);
     }
     for (st_batch_t *b = queued, *next; b; b = next) {

@@ -13,6 +13,7 @@
 typedef struct {
     size_t koff, klen, voff, vlen;
     bool del;
+    bool note; /* group mode: a stream frame carried by the entry, never written to LMDB */
 } st_op_t;
 
 /* A batch goes open (loop) -> queued -> logged in the WAL, acknowledged -> applied to LMDB ->
@@ -27,7 +28,8 @@ typedef struct st_batch {
     size_t writes;  /* staged writes, including ones coalesced into an earlier op */
     uint64_t bytes; /* what its ops are estimated to take in LMDB (counted against the quota) */
     /* set by the threads */
-    uint64_t seq; /* WAL record (shared by a group) */
+    bool foreign; /* group mode: applied from an entry this process did not propose */
+    uint64_t seq; /* WAL record (shared by a group); group mode: the Raft index */
     int rc;       /* non-zero: never became durable */
 } st_batch_t;
 
@@ -103,6 +105,17 @@ struct st_store {
 
     st_metric_t *m_batch_ops, *m_batch_writes, *m_commit_s, *m_apply_s, *m_commits, *m_failed;
     st_metric_t *m_apply_failed;
+
+    /* group mode (group.c): sealed batches become Raft entries instead of WAL records */
+    st_store_group_t *group;
+    bool standby;                /* not the serving leader: staging is refused */
+    uint64_t token;              /* tells this process's entries from everyone else's */
+    st_batch_t *r_head, *r_tail; /* proposed, waiting for their entry to apply; loop only */
+    uint64_t group_queued;       /* highest Raft index handed to the apply thread */
+    st_buf_t enc;
+    st_store_note_fn note_fn;
+    void *note_arg;
+    bool views_stale; /* foreign batches applied since the views were last rebuilt */
 };
 
 /* commit.c */
@@ -110,6 +123,21 @@ int st__store_recover(st_store_t *s);
 void st__store_start_threads(st_store_t *s);
 void st__store_stop_threads(st_store_t *s);
 void st__store_on_done(uv_async_t *h);
+void st__batch_recycle(st_store_t *s, st_batch_t *b);
+void st__batch_back(st_store_t *s, st_batch_t *b);
+void st__rollback(st_store_t *s);
+/* The key LMDB keeps its applied position under: the WAL seq alone, the Raft index in a group. */
+extern const char st__applied_key[], st__group_applied_key[];
+#define ST__APPLIED_KLEN       12
+#define ST__GROUP_APPLIED_KLEN 13
+
+/* store.c: the idle handle's callback (staged work makes the loop's poll return at once) */
+void st__store_on_idle(uv_idle_t *h);
+
+/* group.c */
+void st__group_submit(st_store_t *s);
+/* A foreign batch is back from LMDB: its stream frames go to the note handler. */
+void st__group_notes(st_store_t *s, const st_batch_t *b);
 void st__store_submit(st_store_t *s);
 void st__batch_free(st_batch_t *b);
 st_batch_t *st__batch_new(st_store_t *s);

@@ -45,7 +45,7 @@ static char *st__dup(const char *p)
     return memcpy(st_calloc(1, n), p, n);
 }
 
-static void st__on_idle(uv_idle_t *h)
+void st__store_on_idle(uv_idle_t *h)
 {
     (void)h;
 }
@@ -66,7 +66,10 @@ static void st__seal(st_store_t *s)
         }
         s->next_submit_ms = now + ST__FAIL_PACE_MS;
     }
-    st__store_submit(s);
+    if (s->group)
+        st__group_submit(s); /* a replicated group: the batch becomes a Raft entry */
+    else
+        st__store_submit(s);
 }
 
 static void st__on_pace(uv_timer_t *t)
@@ -303,13 +306,14 @@ void st_store_close(st_store_t *s)
     st__store_stop_threads(s);
     st__drop_overlay(s);
     s->open->next = NULL;
-    st_batch_t *lists[] = {s->free_list, s->q_head, s->a_head, s->d_head, s->open};
+    st_batch_t *lists[] = {s->free_list, s->q_head, s->a_head, s->d_head, s->r_head, s->open};
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
         for (st_batch_t *b = lists[i], *n; b; b = n) {
             n = b->next;
             st__batch_free(b);
         }
     st_buf_free(&s->scratch);
+    st_buf_free(&s->enc);
     st_wal_close(s->wal);
     mdb_txn_abort(s->rtxn);
     mdb_env_close(s->env);
@@ -400,6 +404,7 @@ void st__batch_add(st_store_t *s, st_batch_t *b, const void *key, size_t klen, c
     op->voff = b->data.len;
     op->vlen = del ? 0 : vlen;
     op->del = del;
+    op->note = false;
     if (!del) st_buf_append(&b->data, val, vlen);
     b->bytes += st__op_cost(s, klen, vlen, del);
     b->writes++;
@@ -435,6 +440,10 @@ static int st__stage(st_store_t *s, const void *key, size_t klen, const void *va
                      bool del, uint64_t *wait)
 {
     if (klen == 0 || klen > ST_KEY_MAX) return ST_EINVAL;
+    if (s->standby) { /* a follower's store only takes committed entries */
+        s->views_stale = true; /* whoever tried may have changed its view already */
+        return ST_ENOLEADER;
+    }
     st_batch_t *b = s->open;
     st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, key, klen);
     if (e && e->batch == b->id && !e->del && !del && e->vlen == vlen) {
@@ -450,7 +459,7 @@ static int st__stage(st_store_t *s, const void *key, size_t klen, const void *va
     }
     /* Staged work must not wait for unrelated I/O to wake the loop: the idle handle makes this
      * iteration's poll return at once so the check handle seals the batch. */
-    if (b->nops == 0) uv_idle_start(&s->idle, st__on_idle);
+    if (b->nops == 0) uv_idle_start(&s->idle, st__store_on_idle);
     st__batch_add(s, b, key, klen, val, vlen, del);
     st__ov_set(s, b, b->nops - 1);
     if (*wait < b->id) *wait = b->id;
@@ -581,6 +590,7 @@ void st_store_usage(st_store_t *s, uint64_t *used, uint64_t *size)
 
 int st_store_writable(st_store_t *s)
 {
+    if (s->standby) return ST_ENOLEADER;
     st_store_health_t h;
     st_store_health(s, &h);
     return h.refuse;

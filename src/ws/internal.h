@@ -59,6 +59,10 @@ typedef struct st_wssub {
     char *name;      /* counter name, event id, or user */
     char *conv;      /* messages: one conversation or NULL */
     uint64_t cursor; /* messages: the last msg_id replayed or sent */
+    /* messages: a cursor no rolled-back batch moved (after a rollback, the cursor goes back to
+     * it: in a group, the next leader's ids may be below a deposed leader's failed ones), and
+     * the batch the newest live frame waits for */
+    uint64_t safe_cursor, last_wait;
     bool replaying;  /* messages: replay not finished; live ones come through the replay */
     struct st_ws *ws;
     struct st_coldwait *cold_wait; /* a replay page parked for cold data (NULL otherwise) */
@@ -125,6 +129,19 @@ void st__ws_prefix(st_buf_t *b, const char *type, const char *sid);
 /* ---- topics.c ---- */
 void st__ws_topics_init(st_ws_t *ws);
 void st__ws_topics_free(st_ws_t *ws);
+/* fan-out of seat changes and new messages (the chat and seats observers) */
+void st__ws_seats_changed(void *arg, const char *event_id, size_t elen, const char *tail,
+                          size_t tlen, uint64_t wait);
+void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char *conv, size_t clen,
+                           uint64_t msg_id, const char *json, size_t len, uint64_t wait);
+
+/* notes.c: stream frames carried in a group's Raft entries */
+void st__ws_notes_init(st_ws_t *ws);
+void st__ws_note_counter(st_ws_t *ws, const char *name, size_t nlen, int64_t value);
+void st__ws_note_seats(st_ws_t *ws, const char *event_id, size_t elen, const char *tail,
+                       size_t tlen);
+void st__ws_note_message(st_ws_t *ws, const char *user, size_t ulen, const char *conv, size_t clen,
+                         uint64_t msg_id, const char *json, size_t len);
 /* Handles one complete client text message. */
 void st__ws_on_message(st_ws_t *ws, st_wsconn_t *c, const char *p, size_t n);
 /* Continues paged replays on c while its queue is short. */

@@ -227,6 +227,9 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
     st_ws_t *ws = (st_ws_t *)((char *)l - offsetof(st_ws_t, listener));
     (void)err;
     for (st_wsconn_t *c = ws->conns; c; c = c->next) {
+        for (st_wssub_t *s = c->subs; s; s = s->next)
+            if (s->topic == ST_TOPIC_MESSAGES && !s->replaying && s->last_wait >= first)
+                s->cursor = s->safe_cursor; /* rolled-back ids must not hide the next ones */
         st_wsmsg_t **p = &c->head;
         c->tail = NULL;
         while (*p) {

@@ -157,6 +157,8 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
         r.prefix.data[r.prefix.len - 1] = '}';
         st__ws_queue_buf(ws, c, &r.prefix, r.wait);
         s->replaying = false;
+        s->safe_cursor = s->cursor;
+        s->last_wait = r.wait;
     }
     st_buf_free(&r.prefix);
 }
@@ -261,6 +263,7 @@ static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
     const char *nm = name->valuestring;
     st_buf_t snap = {0}, b = {0};
     uint64_t wait = 0;
+    if (topic == ST_TOPIC_SEATS) st_store_refresh_views(ws->app->store); /* a group's follower */
     if (topic == ST_TOPIC_SEATS &&
         (!ws->app->seats ||
          st_seats_event_json(ws->app->seats, nm, strlen(nm), &snap, &wait) != ST_OK)) {
@@ -359,6 +362,7 @@ void st__ws_on_message(st_ws_t *ws, st_wsconn_t *c, const char *p, size_t n)
 
 void st_ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t value, uint64_t wait)
 {
+    if (ws) st__ws_note_counter(ws, name, nlen, value);
     st_wschan_t *ch = ws ? st__chan_find(ws, ST_TOPIC_COUNTER, name, nlen) : NULL;
     if (!ch) return;
     st_buf_t b = {0}, pre = {0};
@@ -378,10 +382,11 @@ void st_ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t v
 }
 
 /* Seat changes of an event go to its subscribers, with their subscription id in front. */
-static void st__seats_changed(void *arg, const char *event_id, size_t elen, const char *tail,
-                              size_t tlen, uint64_t wait)
+void st__ws_seats_changed(void *arg, const char *event_id, size_t elen, const char *tail,
+                          size_t tlen, uint64_t wait)
 {
     st_ws_t *ws = arg;
+    st__ws_note_seats(ws, event_id, elen, tail, tlen);
     st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_SEATS, event_id, elen);
     if (!ch) return;
     st_buf_t pre = {0};
@@ -396,11 +401,11 @@ static void st__seats_changed(void *arg, const char *event_id, size_t elen, cons
 
 /* A new message: subscribers of its user (and conversation) that finished replay get it now;
  * those still replaying will read it in their next page. */
-static void st__message_posted(void *arg, const char *user, size_t ulen, const char *conv,
-                               size_t clen, uint64_t msg_id, const char *json, size_t len,
-                               uint64_t wait)
+void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char *conv, size_t clen,
+                           uint64_t msg_id, const char *json, size_t len, uint64_t wait)
 {
     st_ws_t *ws = arg;
+    st__ws_note_message(ws, user, ulen, conv, clen, msg_id, json, len);
     st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen);
     if (!ch) return;
     st_buf_t pre = {0};
@@ -413,6 +418,8 @@ static void st__message_posted(void *arg, const char *user, size_t ulen, const c
         st__ws_prefix(&pre, "message", s->id);
         st__ws_queue(ws, s->conn, pre.data, pre.len, body, wait);
         s->cursor = msg_id;
+        s->last_wait = wait;
+        if (wait <= st_store_durable_id(ws->app->store)) s->safe_cursor = msg_id;
     }
     st__ws_body_unref(body);
     st_buf_free(&pre);
@@ -421,8 +428,9 @@ static void st__message_posted(void *arg, const char *user, size_t ulen, const c
 void st__ws_topics_init(st_ws_t *ws)
 {
     st_map_init(&ws->chans);
-    if (ws->app->seats) st_seats_observe(ws->app->seats, st__seats_changed, ws);
-    if (ws->app->chat) st_chat_observe(ws->app->chat, st__message_posted, ws);
+    if (ws->app->seats) st_seats_observe(ws->app->seats, st__ws_seats_changed, ws);
+    if (ws->app->chat) st_chat_observe(ws->app->chat, st__ws_message_posted, ws);
+    st__ws_notes_init(ws);
 }
 
 void st__ws_topics_free(st_ws_t *ws)

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Replicated groups (SPEC §8): durable counter increments and 1 KiB message posts (wrk -t1 -c64)
+# against one strata and against the leader of a group of 3 on loopback, in the same run; then
+# failover: kill -9 of the leader, time until a write is acknowledged by the new one (RUNS runs).
+#   DURATION=10 RUNS=10 bench/cluster.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+RUNS=${RUNS:-10}
+BIN=build/strata
+
+cat >"$work/post.lua" <<'EOF'
+wrk.method = "POST"
+wrk.path = "/v1/users/bench/messages"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '{"conversation_id":"c1","from":"bench","content":"' .. string.rep("x", 1024) .. '"}'
+EOF
+
+# wrk's "Requests/sec" and the 99% latency of its --latency table
+measure() { # port script
+  local out
+  out=$(wrk -t1 -c64 -d"${DURATION}s" --latency -s "$2" "http://127.0.0.1:$1" 2>&1)
+  printf '%s %s\n' "$(awk '/Requests\/sec/ {print $2}' <<<"$out")" "$(awk '$1 == "99%" {print $2}' <<<"$out")"
+}
+
+# ---- one strata ----
+p=$(free_port)
+$BIN --listen 127.0.0.1:$p --data-dir "$work/single" --log-level warn &
+single=$!
+pids+=($single)
+wait_port $p
+read -r s_incr s_incr_p99 < <(measure $p bench/incr.lua)
+read -r s_post s_post_p99 < <(measure $p "$work/post.lua")
+kill $single
+wait $single 2>/dev/null || true
+
+# ---- a group of 3 ----
+declare -A http raft pid
+spec=""
+for id in 1 2 3; do
+  http[$id]=$(free_port)
+  raft[$id]=$(free_port)
+  spec+="${spec:+,}$id=127.0.0.1:${raft[$id]}"
+done
+start() {
+  $BIN --listen 127.0.0.1:${http[$1]} --data-dir "$work/m$1" --cluster "$spec" --cluster-self "$1" \
+    --log-level warn &
+  pid[$1]=$!
+  pids+=(${pid[$1]})
+}
+for id in 1 2 3; do start $id; done
+for id in 1 2 3; do wait_port ${http[$id]}; done
+# the member that serves as leader: it answers a write itself (no 307, no 503)
+leader() {
+  for _ in $(seq 200); do
+    for id in 1 2 3; do
+      [ -n "${pid[$id]:-}" ] || continue
+      code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -XPOST -d '{}' \
+        "http://127.0.0.1:${http[$id]}/v1/counters/probe/incr" || true)
+      if [ "$code" = 200 ]; then echo $id; return; fi
+    done
+    sleep 0.05
+  done
+  echo "no leader" >&2
+  return 1
+}
+L=$(leader)
+read -r g_incr g_incr_p99 < <(measure ${http[$L]} bench/incr.lua)
+stall=$(curl -s "http://127.0.0.1:${http[$L]}/metrics" | awk '/^strata_loop_stall_max_seconds / {print $2}')
+read -r g_post g_post_p99 < <(measure ${http[$L]} "$work/post.lua")
+
+# ---- failover ----
+times=()
+for run in $(seq "$RUNS"); do
+  L=$(leader)
+  kill -9 ${pid[$L]}
+  wait ${pid[$L]} 2>/dev/null || true
+  pid[$L]=""
+  t0=$(date +%s%N)
+  while :; do
+    ok=""
+    for id in 1 2 3; do
+      [ -n "${pid[$id]}" ] || continue
+      code=$(curl -s -L -o /dev/null -w '%{http_code}' --max-time 1 -XPOST -d '{}' \
+        "http://127.0.0.1:${http[$id]}/v1/counters/failover/incr" || true)
+      if [ "$code" = 200 ]; then ok=1; break; fi
+    done
+    [ -n "$ok" ] && break
+    sleep 0.01
+  done
+  times+=($(( ($(date +%s%N) - t0) / 1000000 )))
+  start $L
+  wait_port ${http[$L]}
+  sleep 1
+done
+sorted=$(printf '%s\n' "${times[@]}" | sort -n)
+median=$(awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}' <<<"$sorted")
+max=$(tail -1 <<<"$sorted")
+
+echo "durable incr, -c64:   one strata ${s_incr} req/s (p99 ${s_incr_p99}), group of 3 ${g_incr} req/s (p99 ${g_incr_p99}) = $(ratio "$g_incr" "$s_incr")x"
+echo "1 KiB posts, -c64:    one strata ${s_post} req/s (p99 ${s_post_p99}), group of 3 ${g_post} req/s (p99 ${g_post_p99}) = $(ratio "$g_post" "$s_post")x"
+echo "leader's longest loop stall during the incr run: ${stall} s"
+echo "failover (kill -9 of the leader -> first acknowledged write), $RUNS runs: median ${median} ms, max ${max} ms (all: ${times[*]})"

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * repl: replicated groups (SPEC §8) on C-Raft, running on strata's own libuv loop. In a group
+ * every sealed group-commit batch becomes one Raft entry; its responses and stream frames leave
+ * once the entry is committed on a majority and applied here. Every member applies committed
+ * entries into its LMDB (with the Raft index stored beside the data, so replays are no-ops) and
+ * publishes the stream frames they carry. Only the leader decides: followers hold their store
+ * read-only (standby) and the HTTP layer redirects their /v1 requests to the leader.
+ *
+ * Loop-thread only.
+ */
+#ifndef STRATA_REPL_H
+#define STRATA_REPL_H
+
+#include "strata/core.h"
+#include "strata/store.h"
+
+#include <uv.h>
+
+#define ST_REPL_MAX_MEMBERS 9
+
+typedef struct {
+    uint64_t id;    /* 1..1023 */
+    char raft[256]; /* HOST:PORT of its Raft endpoint */
+} st_repl_member_t;
+
+/* Parses "1=HOST:PORT,2=HOST:PORT,...". Ids must be unique and within 1..1023, addresses
+ * HOST:PORT and unique. ST_EINVAL (with *why set to a static string) otherwise. */
+int st_repl_parse_members(const char *spec, st_repl_member_t *out, size_t max, size_t *n,
+                          const char **why);
+
+typedef struct st_repl st_repl_t;
+
+typedef struct {
+    const char *cluster;         /* --cluster */
+    uint64_t self;               /* --cluster-self */
+    const char *advertise;       /* this member's HTTP base URL, no trailing slash */
+    const char *listen_host;     /* the host HTTP listens on (snapshot copies are served there) */
+    const char *data_dir;        /* Raft's files go to DATA_DIR/raft */
+    unsigned election_timeout;   /* ms */
+    unsigned snapshot_threshold; /* entries between snapshots (and kept after one); 0: 8192 */
+    const char *jwt_secret;      /* signs snapshot requests to other members when auth is on */
+} st_repl_opts_t;
+
+/* Opens the member: starts Raft on the loop and switches the store to group mode (standby
+ * until this member leads). */
+int st_repl_open(st_repl_t **out, uv_loop_t *loop, st_store_t *store, const st_repl_opts_t *o);
+/* Stops Raft; done(arg) runs once every handle is closed (the loop must keep running). */
+void st_repl_close(st_repl_t *r, void (*done)(void *arg), void *arg);
+
+/* Called (on the loop) when this member has become a leader that may serve writes: it holds
+ * every committed entry in LMDB. Rebuild in-memory views from the store here. */
+void st_repl_on_lead(st_repl_t *r, void (*fn)(void *arg), void *arg);
+
+/* True while some member (maybe this one) is known to lead. */
+bool st_repl_has_leader(st_repl_t *r);
+/* True once this member leads and has caught up (after its barrier). */
+bool st_repl_serving(const st_repl_t *r);
+/* The current leader's advertised base URL, written into buf (NUL-terminated); ST_ENOLEADER
+ * when no leader or its URL is known, or when this member is the leader but not serving yet. */
+int st_repl_leader_url(st_repl_t *r, char *buf, size_t cap);
+/* POST /v1/cluster/snapshot on the leader: opens a one-shot port that streams a copy of the
+ * store (for a member behind the group's snapshot) to whoever presents the token. */
+int st_repl_snapshot_offer(st_repl_t *r, int *port, char token[33]);
+/* Appends the body of GET /v1/cluster. */
+void st_repl_status_json(st_repl_t *r, st_buf_t *out);
+
+#endif

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Replicated groups at the HTTP door (SPEC §8): GET /v1/cluster on every member, and the gate
+ * that sends a follower's /v1 requests to the leader — 307 with Location = the leader's
+ * advertised URL + the same path and query, or 503 no_leader with Retry-After while no leader
+ * is known. Streams are not gated: they are upgraded before dispatch and served by every member.
+ */
+#include "internal.h"
+#include "strata/repl.h"
+
+#include <string.h>
+
+int st_api_cluster(st_ctx_t *c)
+{
+    if (!c->app->repl)
+        return st_ctx_error(c, ST_ENOTFOUND, "this server is not a member of a group (--cluster)");
+    st_repl_status_json(c->app->repl, c->body);
+    return ST_OK;
+}
+
+/* A member behind the group's snapshot asks for a copy of the store (src/repl/snapshot.c). */
+int st_api_cluster_snapshot(st_ctx_t *c)
+{
+    if (!c->app->repl) return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
+    int port;
+    char token[33];
+    int rc = st_repl_snapshot_offer(c->app->repl, &port, token);
+    if (rc != ST_OK) return st_ctx_error(c, rc, "cannot offer a copy of the store now");
+    st_buf_printf(c->body, "{\"port\":%d,\"token\":\"%s\"}", port, token);
+    return ST_OK;
+}
+
+static bool st__gated(const st_http_request_t *r)
+{
+    static const char cluster[] = "/v1/cluster";
+    if (r->path_len < 4 || memcmp(r->path, "/v1/", 4) != 0) return false;
+    return !(r->path_len == sizeof cluster - 1 && memcmp(r->path, cluster, r->path_len) == 0);
+}
+
+bool st_cluster_gate(st_ctx_t *c)
+{
+    st_repl_t *repl = c->app->repl;
+    const st_http_request_t *r = c->req;
+    if (!repl || st_repl_serving(repl) || !st__gated(r)) return false;
+    char url[512];
+    if (st_repl_leader_url(repl, url, sizeof url) != ST_OK) {
+        st_ctx_error(c, ST_ENOLEADER, NULL);
+        c->extra_headers = "Retry-After: 1\r\n";
+        return true;
+    }
+    size_t ul = strlen(url), n = ul + r->path_len + r->query_len + 32;
+    char *h = st_arena_alloc(c->arena, n);
+    int len = snprintf(h, n, "Location: %s%.*s%s%.*s\r\n", url, (int)r->path_len, r->path,
+                       r->query_len ? "?" : "", (int)r->query_len, r->query);
+    (void)len;
+    c->extra_headers = h;
+    c->status = 307;
+    st_buf_puts(c->body, "{\"leader\":");
+    st_buf_append_json_str(c->body, url, ul);
+    st_buf_puts(c->body, "}");
+    return true;
+}

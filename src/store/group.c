@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Group mode: the store's side of a replicated group (the repl module holds the Raft member).
+ *
+ * A sealed batch is encoded as one entry — a header naming the proposing process and batch,
+ * then the ops in the redo log's layout — and proposed. It stays in the overlay (reads see it)
+ * and in r_head until its entry applies. Applying an entry hands a batch to the apply thread
+ * with the Raft index as its seq: the proposer's own batch as it is, anyone else's decoded
+ * ("foreign", id 0, never in the overlay). LMDB stores the index of the last entry it took, in
+ * the same transaction, so a replay skips what LMDB already has. The batch is durable once the
+ * entry is committed (st_store_group_committed), which Raft reports after the apply.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ST__ENTRY_MAGIC 0x31425453u /* "STB1" */
+/* u32 magic, u32 length of the ops, u64 token, u64 batch id. The length matters: C-Raft pads
+ * entries to 8 bytes on disk and hands them back padded after a restart. */
+#define ST__ENTRY_HDR 24
+
+enum { ST__OP_PUT = 0, ST__OP_DEL = 1, ST__OP_NOTE = 2 };
+
+static void st__encode_entry(st_buf_t *out, uint64_t token, const st_batch_t *b)
+{
+    uint32_t magic = ST__ENTRY_MAGIC, len = 0;
+    st_buf_reset(out);
+    st_buf_append(out, &magic, 4);
+    st_buf_append(out, &len, 4);
+    st_buf_append(out, &token, 8);
+    st_buf_append(out, &b->id, 8);
+    for (size_t i = 0; i < b->nops; i++) {
+        const st_op_t *op = &b->ops[i];
+        uint8_t kind = op->note ? ST__OP_NOTE : op->del ? ST__OP_DEL : ST__OP_PUT;
+        uint32_t kl = (uint32_t)op->klen, vl = (uint32_t)op->vlen;
+        st_buf_append(out, &kind, 1);
+        st_buf_append(out, &kl, 4);
+        st_buf_append(out, &vl, 4);
+        st_buf_append(out, b->data.data + op->koff, op->klen);
+        st_buf_append(out, b->data.data + op->voff, op->vlen);
+    }
+    len = (uint32_t)(out->len - ST__ENTRY_HDR);
+    memcpy(out->data + 4, &len, 4);
+}
+
+static int st__decode_entry(st_store_t *s, st_batch_t *b, const char *p, size_t len)
+{
+    const char *end = p + len;
+    p += ST__ENTRY_HDR;
+    while (p < end) {
+        uint8_t kind;
+        uint32_t kl, vl;
+        if (end - p < 9) return ST_EIO;
+        memcpy(&kind, p, 1);
+        memcpy(&kl, p + 1, 4);
+        memcpy(&vl, p + 5, 4);
+        p += 9;
+        if ((uint64_t)(end - p) < (uint64_t)kl + vl || kl == 0 || kind > ST__OP_NOTE) return ST_EIO;
+        st__batch_add(s, b, p, kl, p + kl, vl, kind == ST__OP_DEL);
+        b->ops[b->nops - 1].note = kind == ST__OP_NOTE;
+        p += kl + vl;
+    }
+    return ST_OK;
+}
+
+static uint64_t st__read_applied(st_store_t *s)
+{
+    uint64_t v = 0, wait = 0;
+    const void *val;
+    size_t vlen;
+    if (st_store_get(s, st__group_applied_key, ST__GROUP_APPLIED_KLEN, &val, &vlen, &wait) ==
+            ST_OK &&
+        vlen == 8)
+        memcpy(&v, val, 8);
+    return v;
+}
+
+void st_store_group_join(st_store_t *s, st_store_group_t *g)
+{
+    s->group = g;
+    s->standby = true;
+    s->token = st_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)st_now_us();
+    s->group_queued = st__read_applied(s);
+    uv_mutex_lock(&s->mu);
+    s->applied_seq = s->group_queued;
+    uv_mutex_unlock(&s->mu);
+}
+
+bool st_store_grouped(const st_store_t *s)
+{
+    return s->group != NULL;
+}
+
+void st_store_set_standby(st_store_t *s, bool standby)
+{
+    s->standby = standby;
+}
+
+uint64_t st_store_group_queued(const st_store_t *s)
+{
+    return s->group_queued;
+}
+
+static void st__maybe_rollback(st_store_t *s)
+{
+    if (s->fail_first) {
+        st__rollback(s);
+        /* What waited behind the dropped batches waits for nothing now; a follower makes no
+         * batches of its own, so no later durable batch would wake it. */
+        for (st_store_listener_t *l = s->listeners; l; l = l->next)
+            if (l->on_durable) l->on_durable(l, s->durable_id);
+    }
+    if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->done);
+}
+
+/* Seals the open batch and proposes it (the check handle calls this once per iteration). */
+void st__group_submit(st_store_t *s)
+{
+    st_batch_t *b = s->open;
+    b->next = NULL;
+    s->open = st__batch_new(s);
+    TAILQ_INSERT_TAIL(&s->inflight, b, link);
+    s->submitted++;
+    uv_ref((uv_handle_t *)&s->done);
+    uv_idle_stop(&s->idle);
+    st__encode_entry(&s->enc, s->token, b);
+    int rc = s->group->propose(s->group, b->id, s->enc.data, s->enc.len);
+    if (rc != ST_OK) {
+        b->rc = rc;
+        st__batch_back(s, b);
+        st__maybe_rollback(s);
+        return;
+    }
+    if (s->r_tail)
+        s->r_tail->next = b;
+    else
+        s->r_head = b;
+    s->r_tail = b;
+}
+
+/* Takes batch `id` out of the proposed list (NULL if it is not there). */
+static st_batch_t *st__take_proposed(st_store_t *s, uint64_t id)
+{
+    st_batch_t *prev = NULL;
+    for (st_batch_t *b = s->r_head; b; prev = b, b = b->next) {
+        if (b->id != id) continue;
+        if (prev)
+            prev->next = b->next;
+        else
+            s->r_head = b->next;
+        if (s->r_tail == b) s->r_tail = prev;
+        b->next = NULL;
+        return b;
+    }
+    return NULL;
+}
+
+static void st__group_committed(st_store_t *s, uint64_t batch_id)
+{
+    if (batch_id <= s->durable_id) return;
+    s->durable_id = batch_id;
+    for (st_store_listener_t *l = s->listeners; l; l = l->next)
+        if (l->on_durable) l->on_durable(l, s->durable_id);
+}
+
+int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, size_t len)
+{
+    uint32_t magic, olen;
+    uint64_t token, id;
+    if (len < ST__ENTRY_HDR) return ST_EIO;
+    memcpy(&magic, payload, 4);
+    memcpy(&olen, payload + 4, 4);
+    memcpy(&token, payload + 8, 8);
+    memcpy(&id, payload + 16, 8);
+    if (magic != ST__ENTRY_MAGIC || olen > len - ST__ENTRY_HDR) return ST_EIO;
+    len = ST__ENTRY_HDR + olen;                 /* without the padding */
+    if (index <= s->group_queued) return ST_OK; /* LMDB has it already */
+    st_batch_t *b = token == s->token ? st__take_proposed(s, id) : NULL;
+    if (!b) {
+        b = st__batch_new(s);
+        s->open_id--; /* foreign batches take no id: they are never in the overlay */
+        b->id = 0;
+        b->foreign = true;
+        if (st__decode_entry(s, b, payload, len) != ST_OK) {
+            st_error("store: Raft entry %llu is damaged", (unsigned long long)index);
+            st__batch_recycle(s, b);
+            return ST_EIO;
+        }
+        TAILQ_INSERT_TAIL(&s->inflight, b, link);
+        s->submitted++;
+        uv_ref((uv_handle_t *)&s->done);
+    }
+    b->seq = index;
+    s->group_queued = index;
+    /* Only committed entries are applied: an own batch is durable now, whatever Raft reports
+     * for its request later (a leader deposed meanwhile reports it lost). Frames waiting for it
+     * must not wait for a durable id that might never come. */
+    if (!b->foreign) st__group_committed(s, b->id);
+    uv_mutex_lock(&s->mu);
+    if (s->a_tail)
+        s->a_tail->next = b;
+    else
+        s->a_head = b;
+    s->a_tail = b;
+    s->pending += b->bytes;
+    uv_cond_signal(&s->cv_apply);
+    uv_mutex_unlock(&s->mu);
+    return ST_OK;
+}
+
+/* Fails every proposal from `b` on (taken out of the list already) with err, and rolls back. */
+static void st__fail_from(st_store_t *s, st_batch_t *b, int err)
+{
+    b->rc = err;
+    st__batch_back(s, b);
+    /* Raft fails every entry of a lost term: the later proposals are as good as failed, and
+     * the rollback must not find them in flight. */
+    while ((b = s->r_head)) {
+        s->r_head = b->next;
+        b->next = NULL;
+        b->rc = err;
+        st__batch_back(s, b);
+    }
+    s->r_tail = NULL;
+    st__maybe_rollback(s);
+}
+
+void st_store_group_failed(st_store_t *s, uint64_t batch_id, int err)
+{
+    st_batch_t *b = st__take_proposed(s, batch_id);
+    if (b) st__fail_from(s, b, err); /* else: applied (committed), or failed already */
+}
+
+void st_store_group_abandon(st_store_t *s, int err)
+{
+    st_batch_t *b = s->r_head;
+    if (!b) return;
+    s->r_head = b->next;
+    if (!s->r_head) s->r_tail = NULL;
+    b->next = NULL;
+    st__fail_from(s, b, err);
+}
+
+int st_store_group_sync(st_store_t *s, uint64_t index)
+{
+    uv_mutex_lock(&s->mu);
+    while (s->applied_seq < index && !s->stop_apply && !s->apply_err)
+        uv_cond_wait(&s->cv_applied, &s->mu);
+    bool ok = s->applied_seq >= index;
+    uv_mutex_unlock(&s->mu);
+    if (!ok) return ST_EIO;
+    return mdb_env_sync(s->env, 1) == 0 ? ST_OK : ST_EIO;
+}
+
+void st_store_refresh_views(st_store_t *s)
+{
+    if (s->group && s->standby && s->views_stale) st_store_resync(s);
+}
+
+void st_store_resync(st_store_t *s)
+{
+    s->views_stale = false;
+    for (st_store_listener_t *l = s->listeners; l; l = l->next)
+        if (l->on_failed) l->on_failed(l, s->open_id + 1, ST_ENOLEADER);
+}
+
+void st_store_on_note(st_store_t *s, st_store_note_fn fn, void *arg)
+{
+    s->note_fn = fn;
+    s->note_arg = arg;
+}
+
+int st_store_note(st_store_t *s, uint8_t kind, const void *data, size_t len, uint64_t *wait)
+{
+    if (!s->group) return ST_OK;
+    if (s->standby) return ST_ENOLEADER;
+    st_batch_t *b = s->open;
+    if (b->nops == 0) uv_idle_start(&s->idle, st__store_on_idle);
+    st__batch_add(s, b, &kind, 1, data, len, false);
+    b->ops[b->nops - 1].note = true;
+    if (*wait < b->id) *wait = b->id;
+    return ST_OK;
+}
+
+void st__group_notes(st_store_t *s, const st_batch_t *b)
+{
+    s->views_stale = true;
+    if (!s->note_fn) return;
+    for (size_t i = 0; i < b->nops; i++) {
+        const st_op_t *op = &b->ops[i];
+        if (op->note)
+            s->note_fn(s->note_arg, (uint8_t)b->data.data[op->koff], b->data.data + op->voff,
+                       op->vlen);
+    }
+}
+
+/* ---- snapshot install: a member's whole store, copied from another member ---- */
+
+int st_store_copy_fd(st_store_t *s, int fd)
+{
+    /* a consistent copy from one read transaction; writers go on meanwhile */
+    int rc = mdb_env_copyfd2(s->env, fd, MDB_CP_COMPACT);
+    if (rc) st_error("store: copying LMDB for another member failed: %s", mdb_strerror(rc));
+    return rc ? ST_EIO : ST_OK;
+}
+
+/* Puts every key of the copy into the live store, in transactions of `chunk` keys, after
+ * emptying it. The applied index goes in last: a crash half-way leaves no index (the member
+ * loads again), never a store that claims entries it does not hold. */
+static int st__load_keys(st_store_t *s, MDB_env *src, MDB_dbi sdbi, uint64_t *applied)
+{
+    MDB_txn *rt = NULL, *wt = NULL;
+    MDB_cursor *c = NULL;
+    int rc = mdb_txn_begin(src, NULL, MDB_RDONLY, &rt);
+    if (!rc) rc = mdb_cursor_open(rt, sdbi, &c);
+    if (!rc) rc = mdb_txn_begin(s->env, NULL, 0, &wt);
+    if (!rc) rc = mdb_drop(wt, s->dbi, 0);
+    MDB_val k, v;
+    size_t n = 0;
+    *applied = 0;
+    for (int op = MDB_FIRST; !rc && (rc = mdb_cursor_get(c, &k, &v, op)) == 0; op = MDB_NEXT) {
+        if (k.mv_size == ST__GROUP_APPLIED_KLEN &&
+            memcmp(k.mv_data, st__group_applied_key, k.mv_size) == 0) {
+            if (v.mv_size == 8) memcpy(applied, v.mv_data, 8);
+            continue;
+        }
+        rc = mdb_put(wt, s->dbi, &k, &v, MDB_APPEND);
+        if (!rc && ++n % 20000 == 0) {
+            rc = mdb_txn_commit(wt);
+            wt = NULL;
+            if (!rc) rc = mdb_txn_begin(s->env, NULL, 0, &wt);
+        }
+    }
+    if (rc == MDB_NOTFOUND) rc = 0;
+    if (!rc) {
+        MDB_val ak = {ST__GROUP_APPLIED_KLEN, (void *)st__group_applied_key}, av = {8, applied};
+        rc = mdb_put(wt, s->dbi, &ak, &av, 0);
+    }
+    if (!rc) {
+        rc = mdb_txn_commit(wt);
+        wt = NULL;
+    }
+    if (wt) mdb_txn_abort(wt);
+    if (c) mdb_cursor_close(c);
+    if (rt) mdb_txn_abort(rt);
+    if (!rc) rc = mdb_env_sync(s->env, 1);
+    return rc;
+}
+
+int st_store_group_load(st_store_t *s, const char *path, uint64_t *applied)
+{
+    MDB_env *src = NULL;
+    MDB_txn *t = NULL;
+    MDB_dbi sdbi;
+    int rc = mdb_env_create(&src);
+    if (!rc) rc = mdb_env_set_mapsize(src, 1ULL << 40);
+    if (!rc) rc = mdb_env_open(src, path, MDB_NOSUBDIR | MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0644);
+    if (!rc) rc = mdb_txn_begin(src, NULL, MDB_RDONLY, &t);
+    if (!rc) rc = mdb_dbi_open(t, NULL, 0, &sdbi);
+    if (t) mdb_txn_abort(t);
+    if (!rc) rc = st__load_keys(s, src, sdbi, applied);
+    if (src) mdb_env_close(src);
+    if (rc) st_error("store: loading the copy %s failed: %s", path, mdb_strerror(rc));
+    return rc ? ST_EIO : ST_OK;
+}
+
+void st_store_group_loaded(st_store_t *s, uint64_t applied)
+{
+    s->group_queued = applied;
+    uv_mutex_lock(&s->mu);
+    s->applied_seq = applied;
+    uv_mutex_unlock(&s->mu);
+    st_store_resync(s);
+}

@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for replicated groups: the --cluster list, the store's group mode (batch -> entry
+ * -> apply, idempotent replays, notes, failures), the TCP_NODELAY transport, and a one-member
+ * group running Raft on the test's loop. */
+#include "../test.h"
+#include "../fixture.h"
+#include "strata/repl.h"
+#include "strata/store.h"
+#include "../../src/repl/internal.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ---- the member list ---- */
+
+TEST(members_parse)
+{
+    st_repl_member_t m[ST_REPL_MAX_MEMBERS];
+    size_t n;
+    const char *why;
+    CHECK_EQ(st_repl_parse_members("1=127.0.0.1:7001,2=h2:7002, 3=[::1]:7003", m, 9, &n, &why),
+             ST_OK);
+    CHECK_EQ(n, 3);
+    CHECK_EQ(m[0].id, 1);
+    CHECK_STR(m[0].raft, "127.0.0.1:7001");
+    CHECK_EQ(m[1].id, 2);
+    CHECK_STR(m[1].raft, "h2:7002");
+    CHECK_EQ(m[2].id, 3);
+    CHECK_STR(m[2].raft, "[::1]:7003");
+    const char *bad[] = {"",         "1=a:1,1=b:2", "1=a:1,2=a:1", "0=a:1",
+                         "1024=a:1", "1=a",         "1=a:0",       "1=a:70000",
+                         "=a:1",     "x=a:1",       "1=:1",        "1=a:1,,2=b:2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_EQ(st_repl_parse_members(bad[i], m, 9, &n, &why), ST_EINVAL);
+        CHECK(why != NULL);
+    }
+    CHECK_EQ(st_repl_parse_members("1=a:1,2=b:2,3=c:3", m, 2, &n, &why), ST_EINVAL);
+}
+
+/* ---- the store in group mode, driven by hand ---- */
+
+typedef struct {
+    st_store_group_t g;
+    int refuse;
+    size_t n;
+    uint64_t ids[16];
+    st_buf_t payloads[16];
+} fake_group_t;
+
+static int fake_propose(st_store_group_t *g, uint64_t batch_id, const char *p, size_t len)
+{
+    fake_group_t *f = (fake_group_t *)g;
+    if (f->refuse) return f->refuse;
+    CHECK(f->n < 16);
+    f->ids[f->n] = batch_id;
+    st_buf_reset(&f->payloads[f->n]);
+    st_buf_append(&f->payloads[f->n], p, len);
+    f->n++;
+    return ST_OK;
+}
+
+static void fake_free(fake_group_t *f)
+{
+    for (size_t i = 0; i < 16; i++)
+        st_buf_free(&f->payloads[i]);
+}
+
+typedef struct {
+    st_store_listener_t l;
+    uint64_t durable, failed_first;
+} watch_t;
+
+static void w_durable(st_store_listener_t *l, uint64_t id)
+{
+    ((watch_t *)l)->durable = id;
+}
+
+static void w_failed(st_store_listener_t *l, uint64_t first, int err)
+{
+    (void)err;
+    ((watch_t *)l)->failed_first = first;
+}
+
+typedef struct {
+    int n;
+    uint8_t kind;
+    char data[64];
+    size_t len;
+} notes_t;
+
+static void on_note(void *arg, uint8_t kind, const char *data, size_t len)
+{
+    notes_t *n = arg;
+    n->n++;
+    n->kind = kind;
+    n->len = len < sizeof n->data ? len : sizeof n->data;
+    memcpy(n->data, data, n->len);
+}
+
+static bool get_is(st_store_t *s, const char *k, const char *want)
+{
+    const void *v;
+    size_t vl;
+    uint64_t w = 0;
+    if (st_store_get(s, k, strlen(k), &v, &vl, &w) != ST_OK) return want == NULL;
+    return want && vl == strlen(want) && memcmp(v, want, vl) == 0;
+}
+
+/* Runs the loop until the store has sealed what is staged (the check handle). */
+static void seal(fx_t *fx)
+{
+    uv_run(&fx->loop, UV_RUN_NOWAIT);
+}
+
+static st_store_t *group_store(fx_t *fx, fake_group_t *f, watch_t *w)
+{
+    st_store_t *s = fx_store(fx, 16 << 20, 0);
+    memset(f, 0, sizeof *f);
+    f->g.propose = fake_propose;
+    st_store_group_join(s, &f->g);
+    *w = (watch_t){{NULL, w_durable, w_failed}, 0, 0};
+    st_store_listen(s, &w->l);
+    return s;
+}
+
+TEST(batch_becomes_entry_durable_once_applied_then_replays_change_nothing)
+{
+    fx_t fx, fy;
+    fx_begin(&fx);
+    fx_begin(&fy);
+    fake_group_t f, g;
+    watch_t w, wy;
+    st_store_t *a = group_store(&fx, &f, &w);
+    uint64_t wait = 0;
+    CHECK_EQ(st_store_put(a, "k", 1, "v", 1, &wait), ST_ENOLEADER); /* standby: a follower */
+    CHECK_EQ(st_store_writable(a), ST_ENOLEADER);
+    st_store_set_standby(a, false);
+    CHECK_EQ(st_store_put(a, "k", 1, "v1", 2, &wait), ST_OK);
+    CHECK_EQ(st_store_put(a, "gone", 4, "x", 1, &wait), ST_OK);
+    CHECK_EQ(st_store_del(a, "gone", 4, &wait), ST_OK);
+    CHECK_EQ(st_store_note(a, 'c', "hello", 5, &wait), ST_OK);
+    seal(&fx);
+    CHECK_EQ(f.n, 1);
+    CHECK_EQ(f.ids[0], wait);
+    CHECK(st_store_durable_id(a) < wait); /* proposed, not committed */
+    CHECK(get_is(a, "k", "v1"));          /* but visible to reads (they wait for it) */
+    /* the committed entry comes back through the FSM: durable, then in LMDB */
+    CHECK_EQ(st_store_group_apply(a, 5, f.payloads[0].data, f.payloads[0].len), ST_OK);
+    CHECK_EQ(st_store_durable_id(a), wait);
+    CHECK_EQ(w.durable, wait);
+    fx_settle(&fx, a);
+    CHECK_EQ(st_store_group_queued(a), 5);
+    CHECK(get_is(a, "k", "v1"));
+    CHECK(get_is(a, "gone", NULL));
+
+    /* another member applies the same entry (padded, as C-Raft hands it back): a foreign batch,
+     * its note goes to the note handler once LMDB has the data */
+    st_store_t *b = group_store(&fy, &g, &wy);
+    notes_t notes = {0};
+    st_store_on_note(b, on_note, &notes);
+    st_buf_t padded = {0};
+    st_buf_append(&padded, f.payloads[0].data, f.payloads[0].len);
+    st_buf_append(&padded, "\0\0\0\0\0\0\0", 7);
+    CHECK_EQ(st_store_group_apply(b, 5, padded.data, padded.len), ST_OK);
+    fx_settle(&fy, b);
+    CHECK(get_is(b, "k", "v1"));
+    CHECK(get_is(b, "gone", NULL));
+    CHECK_EQ(notes.n, 1);
+    CHECK_EQ(notes.kind, 'c');
+    CHECK(notes.len == 5 && memcmp(notes.data, "hello", 5) == 0);
+    CHECK_EQ(st_store_durable_id(b), 0); /* a follower's own ids never move */
+
+    /* a later entry, then the earlier one replayed (a restart): the replay changes nothing */
+    st_store_set_standby(a, false);
+    CHECK_EQ(st_store_put(a, "k", 1, "v2", 2, &wait), ST_OK);
+    seal(&fx);
+    CHECK_EQ(f.n, 2);
+    CHECK_EQ(st_store_group_apply(b, 6, f.payloads[1].data, f.payloads[1].len), ST_OK);
+    CHECK_EQ(st_store_group_apply(b, 5, f.payloads[0].data, f.payloads[0].len), ST_OK);
+    CHECK_EQ(st_store_group_apply(b, 6, f.payloads[1].data, f.payloads[1].len), ST_OK);
+    fx_settle(&fy, b);
+    CHECK(get_is(b, "k", "v2"));
+    CHECK_EQ(notes.n, 1);
+    /* the applied index survives a reopen */
+    fx_close_store(&fy, b);
+    b = group_store(&fy, &g, &wy);
+    CHECK_EQ(st_store_group_queued(b), 6);
+    CHECK_EQ(st_store_group_apply(b, 5, f.payloads[0].data, f.payloads[0].len), ST_OK);
+    fx_settle(&fy, b);
+    CHECK(get_is(b, "k", "v2"));
+    /* damage is refused, never half-applied */
+    CHECK_EQ(st_store_group_apply(b, 7, "junk", 4), ST_EIO);
+    st_buf_t bad = {0};
+    st_buf_append(&bad, f.payloads[1].data, f.payloads[1].len - 1);
+    CHECK_EQ(st_store_group_apply(b, 7, bad.data, bad.len), ST_EIO);
+    CHECK(get_is(b, "k", "v2"));
+    st_buf_free(&bad);
+    st_buf_free(&padded);
+
+    /* entry 7 of a's own arrives later than it was failed (a deposed leader): applied like
+     * anyone's */
+    CHECK_EQ(st_store_group_apply(a, 6, f.payloads[1].data, f.payloads[1].len), ST_OK);
+    fx_settle(&fx, a);
+    fx_close_store(&fx, a);
+    fx_close_store(&fy, b);
+    fake_free(&f);
+    fake_free(&g);
+    fx_end(&fx);
+    fx_end(&fy);
+}
+
+TEST(a_refused_or_abandoned_proposal_rolls_back)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    fake_group_t f;
+    watch_t w;
+    st_store_t *s = group_store(&fx, &f, &w);
+    st_store_set_standby(s, false);
+    uint64_t wait = 0;
+    f.refuse = ST_ENOLEADER; /* not the leader any more */
+    CHECK_EQ(st_store_put(s, "a", 1, "1", 1, &wait), ST_OK);
+    seal(&fx);
+    CHECK_EQ(w.failed_first, wait);
+    CHECK(get_is(s, "a", NULL));
+    f.refuse = 0;
+    CHECK_EQ(st_store_put(s, "b", 1, "1", 1, &wait), ST_OK);
+    seal(&fx);
+    uint64_t w1 = wait;
+    CHECK_EQ(st_store_put(s, "c", 1, "1", 1, &wait), ST_OK);
+    seal(&fx);
+    CHECK_EQ(f.n, 2);
+    /* the member stops leading: both pending proposals fail, the first one first */
+    st_store_group_abandon(s, ST_ENOLEADER);
+    CHECK_EQ(w.failed_first, w1);
+    CHECK(get_is(s, "b", NULL));
+    CHECK(get_is(s, "c", NULL));
+    CHECK(st_store_idle(s));
+    /* Raft reporting them failed afterwards changes nothing */
+    st_store_group_failed(s, w1, ST_ENOLEADER);
+    /* the first one turns out committed after all: it arrives like a foreign entry */
+    CHECK_EQ(st_store_group_apply(s, 1, f.payloads[0].data, f.payloads[0].len), ST_OK);
+    fx_settle(&fx, s);
+    CHECK(get_is(s, "b", "1"));
+    fx_close_store(&fx, s);
+    fake_free(&f);
+    fx_end(&fx);
+}
+
+/* ---- the transport ---- */
+
+typedef struct {
+    int accepted, connected;
+    struct uv_stream_s *in, *out;
+} tp_state_t;
+
+static tp_state_t tp;
+
+static void tp_on_accept(struct raft_uv_transport *t, raft_id id, const char *address,
+                         struct uv_stream_s *stream)
+{
+    (void)t;
+    (void)address;
+    CHECK_EQ(id, 2);
+    tp.accepted++;
+    tp.in = stream;
+}
+
+static void tp_on_connect(struct raft_uv_connect *req, struct uv_stream_s *stream, int status)
+{
+    (void)req;
+    CHECK_EQ(status, 0);
+    tp.connected++;
+    tp.out = stream;
+}
+
+static int nodelay_of(struct uv_stream_s *s)
+{
+    uv_os_fd_t fd;
+    int v = 0;
+    socklen_t l = sizeof v;
+    if (uv_fileno((uv_handle_t *)s, &fd) != 0) return -1;
+    getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &l);
+    return v != 0;
+}
+
+static void tp_free_stream(uv_handle_t *h)
+{
+    free(h);
+}
+
+static int tp_closed;
+static void tp_on_closed(struct raft_uv_transport *t)
+{
+    (void)t;
+    tp_closed++;
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof a;
+    bind(fd, (struct sockaddr *)&a, sizeof a);
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+TEST(transport_sets_nodelay_both_ways)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_transport_t a, b;
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", free_port());
+    CHECK_EQ(st__transport_init(&a, &fx.loop), 0);
+    CHECK_EQ(st__transport_init(&b, &fx.loop), 0);
+    CHECK_EQ(a.outer.init(&a.outer, 1, addr), 0);
+    CHECK_EQ(b.outer.init(&b.outer, 2, "127.0.0.1:1"), 0);
+    CHECK_EQ(a.outer.listen(&a.outer, tp_on_accept), 0);
+    struct raft_uv_connect req = {0};
+    CHECK_EQ(b.outer.connect(&b.outer, &req, 1, addr, tp_on_connect), 0);
+    for (int i = 0; i < 1000 && (!tp.accepted || !tp.connected); i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK_EQ(tp.accepted, 1);
+    CHECK_EQ(tp.connected, 1);
+    CHECK_EQ(nodelay_of(tp.in), 1);
+    CHECK_EQ(nodelay_of(tp.out), 1);
+    uv_close((uv_handle_t *)tp.in, tp_free_stream);
+    uv_close((uv_handle_t *)tp.out, tp_free_stream);
+    a.outer.close(&a.outer, tp_on_closed);
+    b.outer.close(&b.outer, tp_on_closed);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    CHECK_EQ(tp_closed, 2);
+    st__transport_free(&a);
+    st__transport_free(&b);
+    fx_end(&fx);
+}
+
+/* ---- a one-member group: Raft on the test's loop ---- */
+
+static int lead_calls;
+static void on_lead(void *arg)
+{
+    (void)arg;
+    lead_calls++;
+}
+
+static int repl_closed;
+static void on_repl_closed(void *arg)
+{
+    (void)arg;
+    repl_closed++;
+}
+
+TEST(one_member_group_elects_itself_serves_and_reports_status)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 16 << 20, 0);
+    char cluster[64];
+    snprintf(cluster, sizeof cluster, "7=127.0.0.1:%d", free_port());
+    st_repl_opts_t o = {.cluster = cluster,
+                        .self = 7,
+                        .advertise = "http://127.0.0.1:1234",
+                        .data_dir = fx.dir,
+                        .election_timeout = 100};
+    st_repl_t *r;
+    CHECK_EQ(st_repl_open(&r, &fx.loop, s, &o), ST_OK);
+    st_repl_on_lead(r, on_lead, NULL);
+    uint64_t wait = 0;
+    CHECK_EQ(st_store_put(s, "x", 1, "1", 1, &wait), ST_ENOLEADER);
+    for (int i = 0; i < 100000 && !st_repl_serving(r); i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK(st_repl_serving(r));
+    CHECK_EQ(lead_calls, 1);
+    char url[128];
+    CHECK_EQ(st_repl_leader_url(r, url, sizeof url), ST_OK);
+    CHECK_STR(url, "http://127.0.0.1:1234");
+    CHECK_EQ(st_store_put(s, "x", 1, "1", 1, &wait), ST_OK);
+    for (int i = 0; i < 100000 && st_store_durable_id(s) < wait; i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK(st_store_durable_id(s) >= wait);
+    st_buf_t j = {0};
+    st_repl_status_json(r, &j);
+    st_buf_appendc(&j, '\0');
+    CHECK(strstr(j.data, "\"self\":7,\"leader\":7,") != NULL);
+    CHECK(strstr(j.data, "\"role\":\"leader\"") != NULL);
+    CHECK(strstr(j.data, "\"http\":\"http://127.0.0.1:1234\"") != NULL);
+    st_buf_free(&j);
+    st_repl_close(r, on_repl_closed, NULL);
+    for (int i = 0; i < 100000 && !repl_closed; i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK_EQ(repl_closed, 1);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+int main(void)
+{
+    return st_run_tests("repl");
+}
