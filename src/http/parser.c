@@ -49,6 +49,7 @@ struct st_http_parser {
     int error;
     bool mid;
     bool upgraded;
+    bool headers_done; /* this request's headers are all parsed (`kept` is final) */
     /* Request parts, as offsets into `head` (the head may move while it grows). */
     st_buf_t head;
     st_buf_t field;
@@ -91,6 +92,7 @@ static int st__on_message_begin(llhttp_t *ll)
     st_buf_reset(&p->field);
     p->url_len = 0;
     memset(p->kept, 0, sizeof p->kept);
+    p->headers_done = false;
     p->cur = ST_HDR_OTHER;
     p->in_value = false;
     return 0;
@@ -179,6 +181,7 @@ static bool st__expects_continue(const st_http_parser_t *p)
 static int st__on_headers_complete(llhttp_t *ll)
 {
     st_http_parser_t *p = st__p(ll);
+    p->headers_done = true;
     if ((ll->flags & F_CONTENT_LENGTH) && ll->content_length > p->max_body) {
         p->error = ST_ETOOLARGE;
         return -1;
@@ -353,4 +356,12 @@ st_http_request_t *st_http_request_copy(const st_http_request_t *r)
         p += len[i] + 1;
     }
     return q;
+}
+
+bool st_http_parser_origin(const st_http_parser_t *p, const char **origin, size_t *len)
+{
+    if (!p->headers_done || !p->kept[ST_HDR_ORIGIN].have || !p->head.data) return false;
+    *origin = p->head.data + p->kept[ST_HDR_ORIGIN].off;
+    *len = p->kept[ST_HDR_ORIGIN].len;
+    return true;
 }

@@ -108,6 +108,20 @@ describe('CORS on (--cors-origins with two origins, auth on)', () => {
     }
   });
 
+  test('a 413 (body over --max-body) reached a browser without CORS headers, as a network error', async () => {
+    // Refused by the parser from its Content-Length, before dispatch: the connection answers.
+    const head = (origin) => `POST /v1/users/alice/messages HTTP/1.1\r\nHost: x\r\nOrigin: ${origin}\r\n` +
+      `Authorization: Bearer ${alice()}\r\nContent-Type: application/json\r\nContent-Length: 99999999\r\n\r\n`;
+    const [r] = parseResponses(await raw(s.port, head(A), { idleMs: 500 }));
+    assert.equal(r.status, 413);
+    assert.equal(r.json.error.code, 'payload_too_large');
+    assertCors(r, A);
+    const [e] = parseResponses(await raw(s.port, head(EVIL), { idleMs: 500 }));
+    assert.equal(e.status, 413);
+    assertNoCors(e);
+    assert.match(e.headers.vary, /Origin/);
+  });
+
   test('a preflight and the request it announces, pipelined on one connection, are answered in order', async () => {
     const body = '{"by":2}';
     const text = await raw(s.port,
