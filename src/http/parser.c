@@ -331,11 +331,15 @@ bool st_http_parser_upgraded(const st_http_parser_t *p)
 
 st_http_request_t *st_http_request_copy(const st_http_request_t *r)
 {
-    const char *src[] = {r->method_name, r->path, r->query, r->body, r->idem_key, r->auth};
+    /* Origin too: the answer to a parked request carries the CORS lines like any other. */
+    const char *src[] = {r->method_name, r->path, r->query, r->body,
+                         r->idem_key,    r->auth, r->origin};
     size_t len[] = {
-        strlen(r->method_name), r->path_len, r->query_len, r->body_len, r->idem_len, r->auth_len};
+        strlen(r->method_name), r->path_len, r->query_len, r->body_len, r->idem_len, r->auth_len,
+        r->origin_len};
+    enum { N = sizeof src / sizeof src[0] };
     size_t total = sizeof *r;
-    for (size_t i = 0; i < 6; i++)
+    for (size_t i = 0; i < N; i++)
         total += len[i] + 1;
     st_http_request_t *q = st_malloc(total);
     *q = (st_http_request_t){.method = r->method,
@@ -344,11 +348,13 @@ st_http_request_t *st_http_request_copy(const st_http_request_t *r)
                              .body_len = r->body_len,
                              .idem_len = r->idem_len,
                              .auth_len = r->auth_len,
+                             .origin_len = r->origin_len,
                              .keep_alive = r->keep_alive,
                              .started_ns = r->started_ns};
-    const char **dst[] = {&q->method_name, &q->path, &q->query, &q->body, &q->idem_key, &q->auth};
+    const char **dst[] = {&q->method_name, &q->path, &q->query, &q->body,
+                          &q->idem_key,    &q->auth, &q->origin};
     char *p = (char *)(q + 1);
-    for (size_t i = 0; i < 6; i++) {
+    for (size_t i = 0; i < N; i++) {
         if (!src[i]) continue;
         memcpy(p, src[i], len[i]);
         p[len[i]] = '\0';
