@@ -74,8 +74,11 @@ bool st_http_parser_mid_request(const st_http_parser_t *p);
 bool st_http_parser_upgraded(const st_http_parser_t *p);
 /* An owned copy of a request (its strings in the same allocation; free with free()), for a
  * request that outlives the feed: one parked while it waits for cold data. The WebSocket
- * handshake headers are not copied. */
+ * handshake headers are not copied; Origin is (the answer carries the CORS lines). */
 st_http_request_t *st_http_request_copy(const st_http_request_t *r);
+/* The Origin header of the request being parsed, once its headers are complete (borrowed, valid
+ * until the next feed); false if it has none or its headers are not complete. */
+bool st_http_parser_origin(const st_http_parser_t *p, const char **origin, size_t *len);
 
 /* ---- query strings ---- */
 /* Finds `name` in a raw query and percent-decodes its value into the arena. NULL if absent. */

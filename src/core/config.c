@@ -88,7 +88,7 @@ static const st_cfg_opt_t st__opts[] = {
     ST__NUM(ST_CFG_U64, max_total_seats, "max-total-seats", "STRATA_MAX_TOTAL_SEATS", "100000000",
             0, 100000000000ULL,
             "seats over all events, whose maps live in memory, a row of fewer than 16 counting "
-            "as 16 (~0.5 byte each; 507 above; 0 = no limit)"),
+            "as 16 and each section as 512 more (~0.5 byte each; 507 above; 0 = no limit)"),
     ST__STR(s3_endpoint, "s3-endpoint", "STRATA_S3_ENDPOINT", "",
             "S3-compatible endpoint URL, e.g. http://127.0.0.1:9000"),
     ST__STR(s3_region, "s3-region", "STRATA_S3_REGION", "us-east-1", "S3 region for signing"),

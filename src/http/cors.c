@@ -55,6 +55,17 @@ bool st_cors_preflight(st_ctx_t *c)
     return true;
 }
 
+static void st__cors_lines(st_buf_t *h, const st_config_t *cfg, const char *origin, size_t n)
+{
+    /* The answer depends on Origin whenever CORS is on, whether or not this one is allowed. */
+    st_buf_puts(h, "Vary: Origin\r\n");
+    if (st_cors_allowed(cfg, origin, n)) {
+        st_buf_puts(h, "Access-Control-Allow-Origin: ");
+        st_buf_append(h, origin, n);
+        st_buf_puts(h, "\r\nAccess-Control-Expose-Headers: " ST__CORS_EXPOSE "\r\n");
+    }
+}
+
 void st_cors_finish(st_ctx_t *c)
 {
     const st_http_request_t *r = c->req;
@@ -62,15 +73,18 @@ void st_cors_finish(st_ctx_t *c)
     const char *extra = c->extra_headers ? c->extra_headers : "";
     st_buf_t h = {0};
     st_buf_puts(&h, extra);
-    /* The answer depends on Origin whenever CORS is on, whether or not this one is allowed. */
-    st_buf_puts(&h, "Vary: Origin\r\n");
-    if (st_cors_allowed(c->app->cfg, r->origin, r->origin_len)) {
-        st_buf_puts(&h, "Access-Control-Allow-Origin: ");
-        st_buf_append(&h, r->origin, r->origin_len);
-        st_buf_puts(&h, "\r\nAccess-Control-Expose-Headers: " ST__CORS_EXPOSE "\r\n");
-    }
+    st__cors_lines(&h, c->app->cfg, r->origin, r->origin_len);
     c->extra_headers = st_arena_strndup(c->arena, h.data, h.len);
     st_buf_free(&h);
+}
+
+char *st_cors_headers_for(const st_config_t *cfg, const char *origin, size_t n)
+{
+    if (!*cfg->cors_origins) return NULL;
+    st_buf_t h = {0};
+    st__cors_lines(&h, cfg, origin, n);
+    size_t len;
+    return st_buf_steal(&h, &len);
 }
 
 char *st_cors_headers_of(const char *resp, size_t len)

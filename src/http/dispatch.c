@@ -73,7 +73,8 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
             st_buf_append(&st__body, stored, slen);
             c.status = st;
             c.extra_headers = "Idempotent-Replayed: true\r\n";
-        } else if (req->method == ST_HTTP_POST && (rc = st_store_writable(app->store)) != ST_OK) {
+        } else if (req->method == ST_HTTP_POST && !(route->flags & ST_ROUTE_NOSTAGE) &&
+                   (rc = st_store_writable(app->store)) != ST_OK) {
             /* Full, or the log or LMDB failing: refuse before anything is staged; reads go on. */
             st_ctx_error(&c, rc, "%s; the write was not applied", st_store_refusal(app->store));
         } else {

@@ -38,6 +38,8 @@ enum {
     ST_ROUTE_ADMIN = 2,      /* needs role admin when auth is on */
     ST_ROUTE_OPEN = 4,       /* never needs auth (healthz, metrics) */
     ST_ROUTE_USER = 8,       /* params[0] is a user: the token's sub must equal it */
+    ST_ROUTE_NOSTAGE = 16,   /* a POST that stages nothing itself (admin flush): served while
+                                writes are refused, since a flush is what frees the hot store */
 };
 
 typedef struct {
@@ -92,6 +94,9 @@ void st_cors_finish(st_ctx_t *c);
  * that replaces it (a failed batch) keeps them. Returns owned "Name: value\r\n..." (maybe
  * empty); free with free(). */
 char *st_cors_headers_of(const char *resp, size_t len);
+/* The CORS lines for an answer written outside dispatch (a 413 cut off mid-request) to this
+ * Origin (may be NULL). Returns owned "Name: value\r\n..." or NULL when CORS is off. */
+char *st_cors_headers_for(const st_config_t *cfg, const char *origin, size_t n);
 
 /* ---- JSON body helpers (on cJSON); each writes the 400 itself and returns its code ---- */
 /* Parses the body as a JSON object; an empty body gives *out = NULL. Free with cJSON_Delete.

@@ -49,6 +49,7 @@ struct st_http_parser {
     int error;
     bool mid;
     bool upgraded;
+    bool headers_done; /* this request's headers are all parsed (`kept` is final) */
     /* Request parts, as offsets into `head` (the head may move while it grows). */
     st_buf_t head;
     st_buf_t field;
@@ -91,6 +92,7 @@ static int st__on_message_begin(llhttp_t *ll)
     st_buf_reset(&p->field);
     p->url_len = 0;
     memset(p->kept, 0, sizeof p->kept);
+    p->headers_done = false;
     p->cur = ST_HDR_OTHER;
     p->in_value = false;
     return 0;
@@ -179,6 +181,7 @@ static bool st__expects_continue(const st_http_parser_t *p)
 static int st__on_headers_complete(llhttp_t *ll)
 {
     st_http_parser_t *p = st__p(ll);
+    p->headers_done = true;
     if ((ll->flags & F_CONTENT_LENGTH) && ll->content_length > p->max_body) {
         p->error = ST_ETOOLARGE;
         return -1;
@@ -328,11 +331,15 @@ bool st_http_parser_upgraded(const st_http_parser_t *p)
 
 st_http_request_t *st_http_request_copy(const st_http_request_t *r)
 {
-    const char *src[] = {r->method_name, r->path, r->query, r->body, r->idem_key, r->auth};
+    /* Origin too: the answer to a parked request carries the CORS lines like any other. */
+    const char *src[] = {r->method_name, r->path, r->query, r->body,
+                         r->idem_key,    r->auth, r->origin};
     size_t len[] = {
-        strlen(r->method_name), r->path_len, r->query_len, r->body_len, r->idem_len, r->auth_len};
+        strlen(r->method_name), r->path_len, r->query_len, r->body_len, r->idem_len, r->auth_len,
+        r->origin_len};
+    enum { N = sizeof src / sizeof src[0] };
     size_t total = sizeof *r;
-    for (size_t i = 0; i < 6; i++)
+    for (size_t i = 0; i < N; i++)
         total += len[i] + 1;
     st_http_request_t *q = st_malloc(total);
     *q = (st_http_request_t){.method = r->method,
@@ -341,11 +348,13 @@ st_http_request_t *st_http_request_copy(const st_http_request_t *r)
                              .body_len = r->body_len,
                              .idem_len = r->idem_len,
                              .auth_len = r->auth_len,
+                             .origin_len = r->origin_len,
                              .keep_alive = r->keep_alive,
                              .started_ns = r->started_ns};
-    const char **dst[] = {&q->method_name, &q->path, &q->query, &q->body, &q->idem_key, &q->auth};
+    const char **dst[] = {&q->method_name, &q->path, &q->query, &q->body,
+                          &q->idem_key,    &q->auth, &q->origin};
     char *p = (char *)(q + 1);
-    for (size_t i = 0; i < 6; i++) {
+    for (size_t i = 0; i < N; i++) {
         if (!src[i]) continue;
         memcpy(p, src[i], len[i]);
         p[len[i]] = '\0';
@@ -353,4 +362,12 @@ st_http_request_t *st_http_request_copy(const st_http_request_t *r)
         p += len[i] + 1;
     }
     return q;
+}
+
+bool st_http_parser_origin(const st_http_parser_t *p, const char **origin, size_t *len)
+{
+    if (!p->headers_done || !p->kept[ST_HDR_ORIGIN].have || !p->head.data) return false;
+    *origin = p->head.data + p->kept[ST_HDR_ORIGIN].off;
+    *len = p->kept[ST_HDR_ORIGIN].len;
+    return true;
 }

@@ -171,11 +171,13 @@ void st__section_init(st_event_t *e, st_section_t *sec, const char *name, size_t
 }
 
 /* What a section costs against --max-total-seats: its seats, but a row of fewer than 16 seats
- * counts as 16 (its per-row counter weighs as much as 16 seats of bitmap), so the budget bounds
- * memory whatever the shape: about half a byte per unit. */
+ * counts as 16 (its per-row counter weighs as much as 16 seats of bitmap), and the section itself
+ * (struct, name, index: ~200 bytes) as 512 more, so the budget bounds memory whatever the shape,
+ * 1x1 sections included: about half a byte per unit. */
+#define ST__SECTION_UNITS 512
 static uint64_t st__section_cost(int64_t rows, int64_t cols)
 {
-    return (uint64_t)rows * (uint64_t)(cols < 16 ? 16 : cols);
+    return (uint64_t)rows * (uint64_t)(cols < 16 ? 16 : cols) + ST__SECTION_UNITS;
 }
 
 void st__section_recount(st_event_t *e, st_section_t *sec)

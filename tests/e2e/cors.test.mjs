@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
-import { BIN, parseResponses, raw, startStrata, wsConnect } from './lib.mjs';
+import { BIN, parseResponses, raw, startStrata, tempDir, wsConnect } from './lib.mjs';
+import { waitFor } from './cold-lib.mjs';
 
 const SECRET = 'cors-test-secret';
 const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
@@ -108,6 +109,20 @@ describe('CORS on (--cors-origins with two origins, auth on)', () => {
     }
   });
 
+  test('a 413 (body over --max-body) reached a browser without CORS headers, as a network error', async () => {
+    // Refused by the parser from its Content-Length, before dispatch: the connection answers.
+    const head = (origin) => `POST /v1/users/alice/messages HTTP/1.1\r\nHost: x\r\nOrigin: ${origin}\r\n` +
+      `Authorization: Bearer ${alice()}\r\nContent-Type: application/json\r\nContent-Length: 99999999\r\n\r\n`;
+    const [r] = parseResponses(await raw(s.port, head(A), { idleMs: 500 }));
+    assert.equal(r.status, 413);
+    assert.equal(r.json.error.code, 'payload_too_large');
+    assertCors(r, A);
+    const [e] = parseResponses(await raw(s.port, head(EVIL), { idleMs: 500 }));
+    assert.equal(e.status, 413);
+    assertNoCors(e);
+    assert.match(e.headers.vary, /Origin/);
+  });
+
   test('a preflight and the request it announces, pipelined on one connection, are answered in order', async () => {
     const body = '{"by":2}';
     const text = await raw(s.port,
@@ -143,6 +158,31 @@ describe('CORS on (--cors-origins with two origins, auth on)', () => {
     const cli = await wsConnect(s.port, `/v1/stream?access_token=${alice()}`); // no Origin: not a browser
     assert.equal(cli.status, 101);
     cli.close();
+  });
+});
+
+describe('CORS and cold reads', () => {
+  test('a read parked for cold data lost its Origin, so its answer had no CORS headers', async () => {
+    const dir = tempDir('corscold');
+    const args = ['--cors-origins', A];
+    let s = await startStrata({ dataDir: dir, args });
+    try {
+      for (let i = 0; i < 5; i++) {
+        const r = await s.req('POST', '/v1/users/carol/messages', { conversation_id: 'c', from: 'carol', content: `m${i}` });
+        assert.equal(r.status, 201, r.text);
+      }
+      assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
+      await waitFor('the flush', async () => (await s.req('GET', '/v1/users/carol/stats')).json.hot_messages === 0);
+      await s.stop();
+      s = await startStrata({ dataDir: dir, args }); // empty caches: the read waits for the file
+      const r = await s.req('GET', '/v1/users/carol/messages?conversation_id=c', undefined, { origin: A });
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.messages.length, 5);
+      assertCors(r, A);
+    } finally {
+      await s.stop();
+      s.cleanup();
+    }
   });
 });
 

@@ -96,6 +96,26 @@ test('LMDB map full: writes get 507, reads keep working, nothing acknowledged is
   s2.cleanup();
 });
 
+test('POST /v1/admin/flush was refused with 507 while the store was full (the flush is what frees it)', async () => {
+  const s = await startStrata({ args: ['--map-size', '1MiB'] });
+  try {
+    let full = null;
+    for (let i = 0; i < 20000 && !full; i += 50) {
+      const rs = await Promise.all(Array.from({ length: 50 }, (_, j) =>
+        s.req('POST', '/v1/counters/fill/distinct', { member: `m${i + j}-${'x'.repeat(200)}` })));
+      full = rs.find((r) => r.status === 507) || null;
+    }
+    assert.ok(full, 'the map never filled');
+    assert.equal((await s.req('POST', '/v1/counters/other/incr', {})).status, 507);
+    const f = await s.req('POST', '/v1/admin/flush');
+    assert.equal(f.status, 202, f.text);
+    assert.equal(typeof f.json.flushing, 'number');
+  } finally {
+    await s.stop();
+    s.cleanup();
+  }
+});
+
 test('connections over the limit get 503; idle keep-alive connections are closed', async () => {
   const s = await startStrata({ args: ['--max-connections', '4', '--idle-timeout', '1'] });
   const socks = [];

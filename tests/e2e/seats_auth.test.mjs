@@ -104,3 +104,22 @@ describe('seats with auth on', () => {
     assert.equal((await s.req('GET', `/v1/bookings/${id}`, undefined, ALICE)).json.status, 'cancelled');
   });
 });
+
+describe('seats budget and many tiny sections', () => {
+  test('1x1 sections were nearly free against --max-total-seats (~200 bytes each, counted as 16 seats)', async () => {
+    // 1000 sections of one seat each: counted as 16,000 seats, 62 such events fit in 1,000,000,
+    // although each section's struct, name and index weigh far more than 16 seats of bitmap.
+    const s = await startStrata({ env: { STRATA_JWT_SECRET: SECRET, STRATA_MAX_TOTAL_SEATS: '1000000' } });
+    try {
+      const tiny = (id) => ({ event_id: id, sections: Array.from({ length: 1000 }, (_, i) => sec(`s${i}`, 1, 1)) });
+      assert.equal((await s.req('POST', '/v1/events', tiny('t1'), ADMIN)).status, 201);
+      const r = await s.req('POST', '/v1/events', tiny('t2'), ADMIN);
+      assert.equal(r.status, 507, r.text);
+      assert.equal(r.json.error.code, 'storage_full');
+      assert.equal((await s.req('POST', '/v1/events', { event_id: 'one', sections: [sec('A', 10, 10)] }, ADMIN)).status, 201);
+    } finally {
+      await s.stop();
+      s.cleanup();
+    }
+  });
+});
