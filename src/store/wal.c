@@ -121,6 +121,9 @@ int st_wal_open(const char *dir, uint64_t size, st_wal_t **out)
                      path, (unsigned long long)size, (unsigned long long)st__disk_avail(dir),
                      st_strerror(rc));
             st_wal_close(w);
+            /* It held no valid log (that is why it was being initialised): leave the disk as
+             * it was instead of a half-written file that fills it. */
+            unlink(path);
             return rc;
         }
     }

@@ -5,7 +5,7 @@
 // across a restart on a disk that is still full.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
@@ -175,6 +175,22 @@ test('a first start on a full disk exits at once, saying how much space it needs
     assert.equal(r.signal, null, r.stderr);
     assert.equal(r.status, 1, r.stderr);
     assert.match(r.stderr, /needs at least \d+ bytes to start there/);
+  } finally {
+    fs.cleanup();
+  }
+});
+
+test('regression: a failed first start on a small disk left a half-written redo log filling it', { timeout: 60000 }, async (t) => {
+  const fs = mountLoopFs(40, 'smallfirst');
+  if (fs.skip) return t.skip(fs.skip);
+  try {
+    mkdirSync(fs.dataDir);
+    const r = spawnSync(BIN, ['--listen', '127.0.0.1:0', '--data-dir', fs.dataDir],
+      { encoding: 'utf8', timeout: 20000 });
+    assert.equal(r.signal, null, r.stderr);
+    assert.equal(r.status, 1, r.stderr);
+    assert.ok(!existsSync(path.join(fs.dataDir, 'strata.wal')),
+      `the log it could not initialise is gone:\n${r.stderr}`);
   } finally {
     fs.cleanup();
   }
