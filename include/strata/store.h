@@ -126,4 +126,32 @@ int st_store_writable(st_store_t *s);
  * call. */
 const char *st_store_refusal(st_store_t *s);
 
+/* ---- backup hooks (src/backup): the one "batch is durable" point, and offline restore ---- */
+
+/* Told every group once it is durable in the redo log, on the sync thread, before its
+ * responses are released: seq is its log record's (0 for a group too big for the log, committed
+ * straight to LMDB: a gap the tap must cover otherwise), rec its encoded ops (borrowed for the
+ * call). barrier: the group holds a batch marked by st_store_barrier; its acknowledgement waits
+ * for the call to return. In a replicated group this would be called where an entry commits. */
+typedef void (*st_store_tap_fn)(void *arg, uint64_t seq, const void *rec, size_t len, bool barrier);
+/* Sets (or clears, fn NULL) the tap. Loop thread. */
+void st_store_tap(st_store_t *s, st_store_tap_fn fn, void *arg);
+/* Marks the open batch so that the tap has taken it before anything in it is acknowledged (a
+ * sequence reservation is shipped before numbers from it are issued); raises *wait to it. */
+void st_store_barrier(st_store_t *s, uint64_t *wait);
+/* A compact copy of LMDB written to fd (mdb_env_copyfd2, MDB_CP_COMPACT). Any thread; the loop
+ * goes on. *applied: a lower bound of the last log seq the copy holds (the copy's own
+ * st_store_offline_open tells the exact one). */
+int st_store_copy(st_store_t *s, int fd, uint64_t *applied);
+
+/* Offline: an LMDB environment in dir (no redo log, no threads), for building a data dir out
+ * of a snapshot and shipped records. *applied: the last seq the environment holds. */
+typedef struct st_store_offline st_store_offline_t;
+int st_store_offline_open(st_store_offline_t **out, const char *dir, uint64_t map_size,
+                          uint64_t *applied);
+/* Applies one record as the tap saw it (commits every so often). ST_EIO if it is malformed. */
+int st_store_offline_apply(st_store_offline_t *o, uint64_t seq, const void *rec, size_t len);
+/* Commits, syncs and closes; returns the first error of the whole run. */
+int st_store_offline_close(st_store_offline_t *o);
+
 #endif

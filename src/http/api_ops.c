@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Operational endpoints: health and Prometheus metrics (SPEC §7). */
 #include "internal.h"
+#include "strata/backup.h"
 #include "strata/chat.h"
 #include "strata/counters.h"
 #include "strata/reconcile.h"
@@ -15,9 +16,15 @@ int st_api_healthz(st_ctx_t *c)
     st_store_health(c->app->store, &h);
     if (h.flags) c->status = 503;
     st_buf_printf(c->body, "{\"status\":\"%s\",\"reasons\":[", h.flags ? "degraded" : "ok");
-    for (unsigned f = 1, n = 0; f <= h.flags; f <<= 1)
+    unsigned n = 0;
+    for (unsigned f = 1; f <= h.flags; f <<= 1)
         if (h.flags & f) st_buf_printf(c->body, "%s\"%s\"", n++ ? "," : "", st_store_reason(f));
+    /* a lagging backup is worth an alert, not a reason to refuse writes: the status stays */
+    if (c->app->backup && st_backup_lagging(c->app->backup))
+        st_buf_printf(c->body, "%s\"backup_lagging\"", n++ ? "," : "");
     st_buf_printf(c->body, "]");
+    if (c->app->backup)
+        st_buf_printf(c->body, ",\"backup_lag_seconds\":%.3f", st_backup_lag(c->app->backup));
     if (h.flags) st_buf_printf(c->body, ",\"message\":\"%s\"", st_store_refusal(c->app->store));
     st_buf_printf(c->body,
                   ",\"hot_bytes\":%llu,\"hot_capacity_bytes\":%llu,\"quota_bytes\":%llu,"

@@ -28,8 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char st__applied_key[] = "\0wal_applied";
-#define ST__APPLIED_KLEN   (sizeof st__applied_key - 1)
+const char st__applied_key[] = "\0wal_applied";
 #define ST__APPLY_PAUSE_MS 5
 
 int st__mdb_err(int rc)
@@ -337,6 +336,7 @@ static void st__sync_thread(void *arg)
         bool direct = false;
         int rc = st__log_group(s, &payload, group, seq, &direct);
         uint64_t ns = st_mono_ns() - t0;
+        if (rc == ST_OK) st__tap_group(s, group, direct ? 0 : seq, &payload);
         for (st_batch_t *b = group; b; b = b->next) {
             b->seq = direct ? 0 : seq;
             b->rc = rc;
@@ -510,6 +510,7 @@ st_batch_t *st__batch_new(st_store_t *s)
     b->bytes = 0;
     b->rc = 0;
     b->seq = 0;
+    b->barrier = false;
     b->id = ++s->open_id;
     return b;
 }
