@@ -32,8 +32,10 @@ static int st__rs_fetch(st_objstore_t *os, const st_bk_obj_t *obj, st_buf_t *out
 {
     st_buf_t z = {0};
     int rc = st_objstore_get(os, obj->key, 0, (size_t)obj->size, &z);
-    if (rc == ST_OK) rc = st__bk_decompress(z.data, z.len, out);
-    if (rc != ST_OK) st_error("restore: reading %s failed: %s", obj->key, st_strerror(rc));
+    if (rc != ST_OK)
+        st_error("restore: reading %s failed: %s", obj->key, st_strerror(rc));
+    else if (st__bk_decompress(z.data, z.len, out) != ST_OK)
+        rc = ST_ECOLD; /* damaged, as opposed to unreachable */
     st_buf_free(&z);
     return rc;
 }
@@ -68,9 +70,11 @@ typedef struct {
     uint64_t applied, records;
     int64_t last_time;
     bool done; /* reached the target time or a hole */
+    int err;
 } st_rs_replay_t;
 
-#define ST__RS_STOP 1
+#define ST__RS_STOP 1 /* reached the target or a hole */
+#define ST__RS_FAIL 2 /* applying failed: r->err */
 
 static int st__rs_record(void *arg, uint64_t seq, int64_t time, const char *p, size_t len)
 {
@@ -87,7 +91,10 @@ static int st__rs_record(void *arg, uint64_t seq, int64_t time, const char *p, s
         return ST__RS_STOP;
     }
     int rc = st_store_offline_apply(r->off, seq, p, len);
-    if (rc != ST_OK) return rc;
+    if (rc != ST_OK) {
+        r->err = rc;
+        return ST__RS_FAIL;
+    }
     r->applied = seq;
     r->records++;
     r->last_time = time;
@@ -106,7 +113,13 @@ static int st__rs_segments(st_objstore_t *os, const st_bk_obj_t *v, size_t n,
         int rc = st__rs_fetch(os, g, &raw);
         if (rc == ST_OK) {
             rc = st__bk_seg_decode(raw.data, raw.len, st__rs_record, r);
-            if (rc == ST_EIO) st_error("restore: segment %s is damaged", g->key);
+            if (rc == ST_EIO) rc = ST_ECOLD; /* the segment's own check failed */
+            if (rc == ST__RS_FAIL) rc = r->err;
+        }
+        if (rc == ST_ECOLD) { /* keep what came before it, as before a hole */
+            st_error("restore: segment %s is damaged: stopping at seq %llu", g->key,
+                     (unsigned long long)r->applied);
+            rc = ST__RS_STOP;
         }
         st_buf_free(&raw);
         if (rc == ST__RS_STOP) break;
@@ -136,6 +149,7 @@ static int st__rs_run(st_objstore_t *os, const st_restore_opts_t *o, st_restore_
     char *path = st_malloc(plen);
     snprintf(path, plen, "%s/data.mdb", o->data_dir);
     rc = st__rs_fetch(os, snap, &raw);
+    if (rc == ST_ECOLD) st_error("restore: snapshot %s is damaged", snap->key);
     if (rc == ST_OK && (rc = st__rs_write_file(path, &raw)) != ST_OK)
         st_error("restore: writing %s failed", path);
     st_buf_free(&raw);

@@ -6,7 +6,7 @@
 // never reached the backup.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import S3rver from 's3rver';
 import { test } from 'node:test';
@@ -249,6 +249,66 @@ test('S3 target down for a while, then back: nothing is missing from the backup'
   } finally {
     await s.kill9();
     await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a hold that ran out while the machine was lost expires at start; its seats are available again', async () => {
+  const dir = tempDir('bk');
+  const url = `file://${dir}/b`;
+  const s = await startStrata({ dataDir: path.join(dir, 'd'), args: ['--backup-url', url, '--backup-interval', '100'] });
+  try {
+    await ok(s, 'POST', '/v1/events', { event_id: 'quick', hold_seconds: 1, sections: [{ name: 'A', rows: 1, cols: 4, price: 1 }] }, {}, 201);
+    const held = (await ok(s, 'POST', '/v1/events/quick/bookings', { section: 'A', seats: ['1-1'] }, {}, 201)).json;
+    await shipped(s);
+    await s.kill9();
+    const res = await restore(path.join(dir, 'r'), url);
+    assert.equal(res.code, 0, res.err);
+    await waitFor('the hold to run out', async () => Date.now() * 1000 > held.expires_at + 100000);
+    const r = await startStrata({ dataDir: path.join(dir, 'r') });
+    try {
+      await waitFor('the expiry', async () => (await r.req('GET', `/v1/bookings/${held.booking_id}`)).json.status === 'expired');
+      assert.equal((await ok(r, 'GET', `/v1/bookings/${held.booking_id}`)).json.expires_at, held.expires_at);
+      assert.equal((await ok(r, 'GET', '/v1/events/quick')).json.event_stats.available, 4);
+    } finally {
+      await r.stop();
+    }
+  } finally {
+    await s.kill9();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a damaged segment: the restore keeps what came before it and says where it stopped', async () => {
+  const dir = tempDir('bk');
+  const url = `file://${dir}/b`;
+  const s = await startStrata({ dataDir: path.join(dir, 'd'), args: ['--backup-url', url, '--backup-interval', '100'] });
+  try {
+    await shipped(s);
+    await ok(s, 'POST', '/v1/counters/x/incr', { by: 1 });
+    await shipped(s);
+    await sleep(150);
+    await ok(s, 'POST', '/v1/counters/x/incr', { by: 10 });
+    await shipped(s);
+    await s.kill9();
+    const segDir = path.join(dir, 'b', 'seg', readdirSync(path.join(dir, 'b', 'seg'))[0]);
+    const segs = readdirSync(segDir).sort();
+    assert.ok(segs.length >= 2, segs.join());
+    const lastSeg = path.join(segDir, segs.at(-1));
+    const bytes = readFileSync(lastSeg);
+    bytes[bytes.length - 3] ^= 0x40;
+    writeFileSync(lastSeg, bytes);
+    const res = await restore(path.join(dir, 'r'), url);
+    assert.equal(res.code, 0, res.err);
+    assert.match(res.err, /is damaged: stopping at seq/);
+    const r = await startStrata({ dataDir: path.join(dir, 'r') });
+    try {
+      assert.equal((await ok(r, 'GET', '/v1/counters/x')).json.value, 1);
+    } finally {
+      await r.stop();
+    }
+  } finally {
+    await s.kill9();
     rmSync(dir, { recursive: true, force: true });
   }
 });
