@@ -172,7 +172,9 @@ static int st__restore_resume(const st_config_t *cfg, size_t *moved)
     so.watch_dir = NULL;
     if (st_store_open(&store, loop, &so) != ST_OK) return ST_EIO;
     uint64_t wait = 0;
+    size_t resv = 0;
     int rc = st_sequences_resume(store, moved, &wait);
+    if (rc == ST_OK) rc = st_store_resv_resume(store, &resv, &wait); /* conversation seqs */
     while (!st_store_idle(store))
         uv_run(loop, UV_RUN_ONCE);
     if (rc == ST_OK && st_store_durable_id(store) < wait) rc = ST_EIO;

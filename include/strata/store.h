@@ -154,4 +154,19 @@ int st_store_offline_apply(st_store_offline_t *o, uint64_t seq, const void *rec,
 /* Commits, syncs and closes; returns the first error of the whole run. */
 int st_store_offline_close(st_store_offline_t *o);
 
+/* Reservations: ids that must never be issued twice, even by a server restored from a backup
+ * that missed the last interval. A reservation covers every value up to `reserved`; raising it
+ * is a barrier (shipped before anything staged with it is acknowledged). A restore sets `floor`
+ * to `reserved`: the owner then issues only values above the floor. */
+typedef struct {
+    int64_t reserved, floor;
+} st_store_resv_t;
+/* Reads the reservation called name (zeros when there is none). */
+int st_store_resv_load(st_store_t *s, const char *name, st_store_resv_t *r);
+/* Before issuing value: raises the reservation to value + chunk when value is past it. */
+int st_store_resv_cover(st_store_t *s, const char *name, st_store_resv_t *r, int64_t value,
+                        int64_t chunk, uint64_t *wait);
+/* After a restore: every reservation's floor = its reserved. *n: how many. */
+int st_store_resv_resume(st_store_t *s, size_t *n, uint64_t *wait);
+
 #endif

@@ -23,6 +23,11 @@ void st_chat_observe(st_chat_t *c, st_chat_observer_fn fn, void *arg)
     c->observer_arg = arg;
 }
 
+/* A conversation's seq is reserved in the backup (st_store_resv_*) as the max over all
+ * conversations, so a barrier is rare: once per ST__SEQ_RESV_CHUNK posts of the busiest one. */
+#define ST__SEQ_RESV       "chat.seq"
+#define ST__SEQ_RESV_CHUNK 1000
+
 int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id)
 {
     st_chat_t *c = st_calloc(1, sizeof *c);
@@ -76,6 +81,13 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
     cv.last = id;
     cv.updated = now;
     int64_t seq = ++cv.last_seq; /* its own counter: counts move, seqs never come again */
+    /* reserved in the backup first; restored from one: past anything the lost interval may
+     * have issued (read each time, so a rolled-back reservation is never trusted) */
+    st_store_resv_t resv;
+    if ((rc = st_store_resv_load(s, ST__SEQ_RESV, &resv))) return rc;
+    if (seq <= resv.floor) seq = cv.last_seq = resv.floor + 1;
+    if ((rc = st_store_resv_cover(s, ST__SEQ_RESV, &resv, seq, ST__SEQ_RESV_CHUNK, wait)))
+        return rc;
     tot.total++;
 
     /* A message never changes: its JSON is rendered once here, so reads are a copy. */

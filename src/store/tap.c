@@ -156,3 +156,76 @@ int st_store_offline_close(st_store_offline_t *o)
     free(o);
     return rc;
 }
+
+/* ---- reservations ---- */
+
+#define ST__RESV_PREFIX "\0resv/"
+#define ST__RESV_PLEN   6
+
+static size_t st__resv_key(char *k, const char *name)
+{
+    size_t n = strlen(name);
+    memcpy(k, ST__RESV_PREFIX, ST__RESV_PLEN);
+    memcpy(k + ST__RESV_PLEN, name, n);
+    return ST__RESV_PLEN + n;
+}
+
+int st_store_resv_load(st_store_t *s, const char *name, st_store_resv_t *r)
+{
+    char k[ST_KEY_MAX];
+    size_t kl = st__resv_key(k, name);
+    const void *v;
+    size_t vlen;
+    uint64_t wait = 0;
+    int rc = st_store_get(s, k, kl, &v, &vlen, &wait);
+    memset(r, 0, sizeof *r);
+    if (rc == ST_ENOTFOUND) return ST_OK;
+    if (rc != ST_OK) return rc;
+    if (vlen != sizeof *r) return ST_EINTERNAL;
+    memcpy(r, v, sizeof *r);
+    return ST_OK;
+}
+
+int st_store_resv_cover(st_store_t *s, const char *name, st_store_resv_t *r, int64_t value,
+                        int64_t chunk, uint64_t *wait)
+{
+    if (value <= r->reserved) return ST_OK;
+    char k[ST_KEY_MAX];
+    size_t kl = st__resv_key(k, name);
+    st_store_resv_t n = *r;
+    if (__builtin_add_overflow(value, chunk, &n.reserved)) n.reserved = INT64_MAX;
+    int rc = st_store_put(s, k, kl, &n, sizeof n, wait);
+    if (rc != ST_OK) return rc;
+    st_store_barrier(s, wait);
+    *r = n;
+    return ST_OK;
+}
+
+static int st__resv_collect(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_buf_t *b = arg;
+    uint32_t kl = (uint32_t)klen;
+    if (vlen != sizeof(st_store_resv_t)) return 0;
+    st_buf_append(b, &kl, 4);
+    st_buf_append(b, key, klen);
+    st_buf_append(b, val, vlen);
+    return 0;
+}
+
+int st_store_resv_resume(st_store_t *s, size_t *n, uint64_t *wait)
+{
+    st_buf_t b = {0};
+    int rc = st_store_scan(s, ST__RESV_PREFIX, ST__RESV_PLEN, st__resv_collect, &b, wait);
+    *n = 0;
+    for (size_t off = 0; rc == ST_OK && off < b.len; (*n)++) {
+        uint32_t kl;
+        st_store_resv_t r;
+        memcpy(&kl, b.data + off, 4);
+        memcpy(&r, b.data + off + 4 + kl, sizeof r);
+        r.floor = r.reserved;
+        rc = st_store_put(s, b.data + off + 4, kl, &r, sizeof r, wait);
+        off += 4 + kl + sizeof r;
+    }
+    st_buf_free(&b);
+    return rc;
+}

@@ -312,3 +312,31 @@ test('a damaged segment: the restore keeps what came before it and says where it
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('regression: a conversation seq issued after the last shipped segment is not reissued after a restore', async () => {
+  const dir = tempDir('bk');
+  const url = `file://${dir}/b`;
+  const s = await startStrata({ dataDir: path.join(dir, 'd'), args: ['--backup-url', url, '--backup-interval', '600000'] });
+  try {
+    await waitFor('the first snapshot', async () => (await metric(s, 'strata_backup_snapshots_total')) >= 1);
+    let last;
+    for (let i = 0; i < 30; i++) last = (await ok(s, 'POST', '/v1/users/u9/messages', { conversation_id: 'talk', from: 'a', content: `m${i}` }, {}, 201)).json;
+    const other = (await ok(s, 'POST', '/v1/users/u9/messages', { conversation_id: 'new-in-the-window', from: 'a', content: 'x' }, {}, 201)).json;
+    await s.kill9();
+    const res = await restore(path.join(dir, 'r'), url);
+    assert.equal(res.code, 0, res.err);
+    const r = await startStrata({ dataDir: path.join(dir, 'r') });
+    try {
+      const next = (await ok(r, 'POST', '/v1/users/u9/messages', { conversation_id: 'talk', from: 'a', content: 'after' }, {}, 201)).json;
+      assert.ok(next.seq > last.seq, `seq ${next.seq} after ${last.seq}`);
+      assert.ok(BigInt(next.msg_id) > BigInt(last.msg_id));
+      const again = (await ok(r, 'POST', '/v1/users/u9/messages', { conversation_id: 'new-in-the-window', from: 'a', content: 'y' }, {}, 201)).json;
+      assert.ok(again.seq > other.seq, `seq ${again.seq} after ${other.seq}`);
+    } finally {
+      await r.stop();
+    }
+  } finally {
+    await s.kill9();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
