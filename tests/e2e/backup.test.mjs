@@ -340,3 +340,49 @@ test('regression: a conversation seq issued after the last shipped segment is no
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('snapshots past --backup-keep and the segments they make useless are pruned; the rest restores', async () => {
+  const dir = tempDir('bk');
+  const url = `file://${dir}/b`;
+  const s = await startStrata({ dataDir: path.join(dir, 'd'), args: ['--backup-url', url, '--backup-interval', '50', '--snapshot-interval', '1', '--backup-keep', '1'] });
+  const files = (sub) => {
+    try {
+      return readdirSync(path.join(dir, 'b', sub), { recursive: true }).filter((f) => f.endsWith('.zst'));
+    } catch {
+      return [];
+    }
+  };
+  try {
+    let n = 0;
+    await waitFor('the first segments', async () => {
+      await ok(s, 'POST', '/v1/counters/p/incr', { by: 1 });
+      n++;
+      return files('seg').length >= 2;
+    });
+    const early = files('seg');
+    await waitFor('three snapshots', async () => {
+      await ok(s, 'POST', '/v1/counters/p/incr', { by: 1 });
+      n++;
+      return (await metric(s, 'strata_backup_snapshots_total')) >= 3;
+    });
+    await ok(s, 'POST', '/v1/counters/p/incr', { by: 1 });
+    n++;
+    await shipped(s);
+    assert.equal(files('snap').length, 1, files('snap').join());
+    // segments shipped before the later snapshots are gone (the kept one holds their records)
+    const left = new Set(files('seg'));
+    for (const g of early) assert.ok(!left.has(g), `${g} outlived the snapshots that cover it`);
+    await s.kill9();
+    const res = await restore(path.join(dir, 'r'), url);
+    assert.equal(res.code, 0, res.err);
+    const r = await startStrata({ dataDir: path.join(dir, 'r') });
+    try {
+      assert.equal((await ok(r, 'GET', '/v1/counters/p')).json.value, n);
+    } finally {
+      await r.stop();
+    }
+  } finally {
+    await s.kill9();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
