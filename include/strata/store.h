@@ -134,11 +134,15 @@ const char *st_store_refusal(st_store_t *s);
  * call). barrier: the group holds a batch marked by st_store_barrier; its acknowledgement waits
  * for the call to return. In a replicated group this would be called where an entry commits. */
 typedef void (*st_store_tap_fn)(void *arg, uint64_t seq, const void *rec, size_t len, bool barrier);
-/* Sets (or clears, fn NULL) the tap. Loop thread. */
+/* Sets (or clears, fn NULL) the tap. Loop thread. The tap starts not ready. */
 void st_store_tap(st_store_t *s, st_store_tap_fn fn, void *arg);
+/* Whether the tap can take a barrier now (the backup target answers). Any thread. */
+void st_store_tap_ready(st_store_t *s, bool ready);
 /* Marks the open batch so that the tap has taken it before anything in it is acknowledged (a
- * sequence reservation is shipped before numbers from it are issued); raises *wait to it. */
-void st_store_barrier(st_store_t *s, uint64_t *wait);
+ * reservation is shipped before ids from it are issued); raises *wait to it. Call it before
+ * staging anything: ST_EUNAVAIL (503) while a tap is set and not ready — the request needing a
+ * barrier is refused rather than every write waiting for the backup target to come back. */
+int st_store_barrier(st_store_t *s, uint64_t *wait);
 /* A compact copy of LMDB written to fd (mdb_env_copyfd2, MDB_CP_COMPACT). Any thread; the loop
  * goes on. *applied: a lower bound of the last log seq the copy holds (the copy's own
  * st_store_offline_open tells the exact one). */

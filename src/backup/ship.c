@@ -10,8 +10,10 @@
  * group the log could not hold, or a restart, which loses the backlog) is a break: what was not
  * shipped is dropped and a new timeline begins with a fresh snapshot, which holds all of it.
  *
- * Barriers (sequence reservations): the tap does not return until the record is shipped, so the
- * group's acknowledgement waits; only reservations ask for this, once per ST_SEQ_RESERVE numbers.
+ * Barriers (reservations of sequence numbers and conversation seqs): the tap does not return
+ * until the record is shipped, so the group's acknowledgement waits for one upload; only a new
+ * reservation asks for this. While the target fails, the store refuses requests that would need
+ * a barrier (503) instead of letting every write wait behind one.
  */
 #include "internal.h"
 #include "strata/metrics.h"
@@ -43,6 +45,7 @@ struct st_backup {
     bool stop, closing;
     uint64_t timeline; /* worker only */
     bool need_snapshot;
+    bool ready; /* told to the store: barriers are taken */
     uint64_t bytes_total, failures, snapshots;
 
     st_metric_t *m_lag, *m_bytes, *m_failures, *m_snapshots;
@@ -260,6 +263,11 @@ static void st__bk_worker(void *arg)
         bool did = false;
         int rc = ST_OK;
         if (st__ms() >= retry_at) rc = st__bk_step(b, &next_ship, &next_snap, &did);
+        bool ready = rc == ST_OK && !b->need_snapshot;
+        if ((did || rc != ST_OK) && ready != b->ready) {
+            b->ready = ready; /* barriers are refused while the target fails (store.h) */
+            st_store_tap_ready(b->store, ready);
+        }
         if (rc != ST_OK) {
             if (b->failures++ % 60 == 0)
                 st_warn("backup: writing to %s failed (%s); retrying", st_objstore_describe(b->obj),

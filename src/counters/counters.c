@@ -176,7 +176,7 @@ int st_sequence_next(st_store_t *s, const char *name, size_t nlen, int64_t count
     if (__builtin_add_overflow(cur, count, &next)) return ST_EINVAL;
     if (next > reserved) {
         if (__builtin_add_overflow(next, ST_SEQ_RESERVE, &reserved)) reserved = INT64_MAX;
-        st_store_barrier(s, wait);
+        if ((rc = st_store_barrier(s, wait)) != ST_OK) return rc;
     }
     rc = st__seq_put(s, key, klen, next, reserved, wait);
     if (rc != ST_OK) return rc;

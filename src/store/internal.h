@@ -71,7 +71,8 @@ struct st_store {
     st_store_listener_t *listeners;
     st_store_tap_fn tap; /* under mu: told every logged group (backup) */
     void *tap_arg;
-    int tap_busy; /* tap calls running */
+    int tap_busy;   /* tap calls running */
+    bool tap_ready; /* st_store_tap_ready */
     st_buf_t scratch;
 
     /* shared with the threads, under mu */

@@ -36,6 +36,7 @@ void st_store_tap(st_store_t *s, st_store_tap_fn fn, void *arg)
     uv_mutex_lock(&s->mu);
     s->tap = fn;
     s->tap_arg = arg;
+    s->tap_ready = false;
     while (s->tap_busy) { /* the old tap may be running: its owner frees it after we return */
         uv_mutex_unlock(&s->mu);
         uv_sleep(1);
@@ -44,10 +45,22 @@ void st_store_tap(st_store_t *s, st_store_tap_fn fn, void *arg)
     uv_mutex_unlock(&s->mu);
 }
 
-void st_store_barrier(st_store_t *s, uint64_t *wait)
+void st_store_tap_ready(st_store_t *s, bool ready)
 {
+    uv_mutex_lock(&s->mu);
+    s->tap_ready = ready;
+    uv_mutex_unlock(&s->mu);
+}
+
+int st_store_barrier(st_store_t *s, uint64_t *wait)
+{
+    uv_mutex_lock(&s->mu);
+    bool refuse = s->tap && !s->tap_ready;
+    uv_mutex_unlock(&s->mu);
+    if (refuse) return ST_EUNAVAIL;
     s->open->barrier = true;
     if (*wait < s->open->id) *wait = s->open->id;
+    return ST_OK;
 }
 
 int st_store_copy(st_store_t *s, int fd, uint64_t *applied)
@@ -194,9 +207,9 @@ int st_store_resv_cover(st_store_t *s, const char *name, st_store_resv_t *r, int
     size_t kl = st__resv_key(k, name);
     st_store_resv_t n = *r;
     if (__builtin_add_overflow(value, chunk, &n.reserved)) n.reserved = INT64_MAX;
-    int rc = st_store_put(s, k, kl, &n, sizeof n, wait);
+    int rc = st_store_barrier(s, wait);
+    if (rc == ST_OK) rc = st_store_put(s, k, kl, &n, sizeof n, wait);
     if (rc != ST_OK) return rc;
-    st_store_barrier(s, wait);
     *r = n;
     return ST_OK;
 }

@@ -95,6 +95,8 @@ async function lostAndRestored(url, args, check) {
   const s = await startStrata({ dataDir: path.join(dir, 'data'), args: ['--cold-url', cold, '--backup-url', url, '--backup-interval', '200', ...args] });
   let r;
   try {
+    // reservations (sequences, conversation seqs) are refused until the backup takes them
+    await waitFor('the first snapshot', async () => (await metric(s, 'strata_backup_snapshots_total')) >= 1);
     const w = await writeAll(s);
     await shipped(s);
     await s.kill9();
@@ -232,7 +234,12 @@ test('S3 target down for a while, then back: nothing is missing from the backup'
     for (let i = 0; i < 25; i++) await ok(s, 'POST', '/v1/counters/during/incr', { by: 2 });
     await waitFor('a failed upload', async () => (await metric(s, 'strata_backup_failures_total')) > 0);
     assert.ok((await s.req('GET', '/healthz')).json.backup_lag_seconds > 0);
+    // a new reservation cannot reach the backup: that request is refused, the rest go on
+    const refused = await s.req('POST', '/v1/sequences/fresh/next');
+    assert.equal(refused.status, 503, refused.text);
+    await ok(s, 'POST', '/v1/counters/during/incr', { by: 0 });
     ({ server } = await s3(path.join(dir, 's3'), port));
+    await waitFor('the reservation to be taken again', async () => (await s.req('POST', '/v1/sequences/fresh/next')).status === 200);
     for (let i = 0; i < 5; i++) await ok(s, 'POST', '/v1/counters/after/incr', { by: 1 });
     await shipped(s);
     await s.kill9();
@@ -243,6 +250,7 @@ test('S3 target down for a while, then back: nothing is missing from the backup'
       assert.equal((await ok(r, 'GET', '/v1/counters/before')).json.value, 10);
       assert.equal((await ok(r, 'GET', '/v1/counters/during')).json.value, 50);
       assert.equal((await ok(r, 'GET', '/v1/counters/after')).json.value, 5);
+      assert.ok((await ok(r, 'POST', '/v1/sequences/fresh/next')).json.first > 1);
     } finally {
       await r.stop();
     }
