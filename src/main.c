@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* strata: configuration, start-up, the loop, and a graceful stop on SIGTERM/SIGINT. */
+#include "strata/backup.h"
 #include "strata/config.h"
+#include "strata/counters.h"
 #include "strata/core.h"
 #include "strata/http.h"
 #include "strata/looplag.h"
@@ -191,11 +193,73 @@ static int st__repl_open(const st_config_t *cfg, st_main_t *m, st_app_t *app)
     return rc;
 }
 
+static st_objstore_opts_t st__backup_obj(const st_config_t *cfg)
+{
+    return (st_objstore_opts_t){cfg->backup_url,
+                                cfg->s3_endpoint,
+                                cfg->s3_region,
+                                cfg->s3_access_key,
+                                cfg->s3_secret_key,
+                                (unsigned)cfg->cold_timeout_ms,
+                                (unsigned)cfg->cold_retries};
+}
+
+/* After the records are in: every sequence resumes after its reservation, through the store
+ * (so the change is logged like any write). */
+static int st__restore_resume(const st_config_t *cfg, size_t *moved)
+{
+    uv_loop_t *loop = uv_default_loop();
+    st_store_t *store;
+    char cold_dir[ST__COLD_URL_MAX];
+    st_store_opts_t so = st__store_opts(cfg, cold_dir, sizeof cold_dir);
+    so.watch_dir = NULL;
+    if (st_store_open(&store, loop, &so) != ST_OK) return ST_EIO;
+    uint64_t wait = 0;
+    size_t resv = 0;
+    int rc = st_sequences_resume(store, moved, &wait);
+    if (rc == ST_OK) rc = st_store_resv_resume(store, &resv, &wait); /* conversation seqs */
+    while (!st_store_idle(store))
+        uv_run(loop, UV_RUN_ONCE);
+    if (rc == ST_OK && st_store_durable_id(store) < wait) rc = ST_EIO;
+    st_store_close(store);
+    uv_run(loop, UV_RUN_NOWAIT);
+    return rc;
+}
+
+/* `strata restore --backup-url URL --data-dir DIR [--to-time MICROS]`: builds DIR from the
+ * backup (SPEC §9), prints what it restored, exits. Cold objects stay where they are. */
+static int st__restore(const st_config_t *cfg)
+{
+    if (!*cfg->backup_url) {
+        st_error("restore: --backup-url (or STRATA_BACKUP_URL) is required");
+        return 2;
+    }
+    st_restore_opts_t o = {.obj = st__backup_obj(cfg),
+                           .data_dir = cfg->data_dir,
+                           .to_time = (int64_t)cfg->to_time,
+                           .map_size = cfg->map_size + cfg->map_size / 4 + (64ULL << 20)};
+    st_restore_result_t r;
+    int rc = st_backup_restore(&o, &r);
+    size_t moved = 0;
+    if (rc == ST_OK) rc = st__restore_resume(cfg, &moved);
+    if (rc != ST_OK) {
+        st_error("restore failed: %s", st_strerror(rc));
+        return 1;
+    }
+    printf("restored %s from snapshot %s (seq %llu) + %llu record(s): up to seq %llu, "
+           "committed at %lld us; %zu sequence(s) resume after their reservation\n",
+           cfg->data_dir, r.snapshot, (unsigned long long)r.snapshot_seq,
+           (unsigned long long)r.records, (unsigned long long)r.last_seq, (long long)r.last_time,
+           moved);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     st_config_t cfg;
     bool rebuild = argc > 1 && strcmp(argv[1], "rebuild-meta") == 0;
-    if (rebuild) {
+    bool restore = argc > 1 && strcmp(argv[1], "restore") == 0;
+    if (rebuild || restore) {
         argv[1] = argv[0];
         argv++;
         argc--;
@@ -203,6 +267,13 @@ int main(int argc, char **argv)
     int rc = st_config_load(&cfg, argc, argv);
     if (rc == 1) return 0;
     if (rc != ST_OK) return 2;
+    if (*cfg.cluster && *cfg.backup_url) {
+        /* The shipper is fed by the redo log, which a group replaces with the Raft log: a
+         * group member would ship nothing. Refuse rather than run without the backup asked for. */
+        st_error("--backup-url is not supported with --cluster yet: the shipper follows the "
+                 "single-node redo log (README, Backups)");
+        return 2;
+    }
     if (strcmp(cfg.log_level, "debug") == 0)
         st_log_set_level(ST_LOG_DEBUG);
     else if (strcmp(cfg.log_level, "warn") == 0)
@@ -211,6 +282,7 @@ int main(int argc, char **argv)
         st_log_set_level(ST_LOG_ERROR);
     signal(SIGPIPE, SIG_IGN);
     if (rebuild) return st__rebuild_meta(&cfg);
+    if (restore) return st__restore(&cfg);
     /* Cold reads wait for object storage on the worker pool (never on the loop): size it before
      * its first use. An explicit UV_THREADPOOL_SIZE wins. */
     char workers[24];
@@ -240,7 +312,15 @@ int main(int argc, char **argv)
                               .hot_ttl_s = cfg.hot_ttl,
                               .retention_s = cfg.retention_seconds};
     st_chat_cold_start(chat, m.loop, &co);
-    st_app_t app = {&cfg, store, seats, chat, NULL, NULL, NULL};
+    st_app_t app = {.cfg = &cfg, .store = store, .seats = seats, .chat = chat};
+    if (*cfg.backup_url) {
+        st_backup_opts_t bo = {.obj = st__backup_obj(&cfg),
+                               .data_dir = cfg.data_dir,
+                               .interval_ms = cfg.backup_interval,
+                               .snapshot_s = cfg.snapshot_interval,
+                               .keep = cfg.backup_keep};
+        if (st_backup_open(&app.backup, m.loop, store, &bo) != ST_OK) goto fail_backup;
+    }
     st_reconcile_open(&app.reconcile, m.loop, store, chat, cfg.reconcile_interval);
     if (st_ws_open(&app.ws, m.loop, &app) != ST_OK) goto fail_ws;
     if (!*cfg.jwt_secret)
@@ -274,6 +354,7 @@ int main(int argc, char **argv)
     st_reconcile_close(app.reconcile);
     uv_run(m.loop, UV_RUN_DEFAULT);
     st_ws_free(app.ws);
+    st_backup_close(app.backup); /* ships what is left (one try) before the store goes */
     st_objstore_close(cold);
     st_chat_close(chat);
     st_store_close(store);
@@ -292,6 +373,8 @@ fail_server:
     st_ws_close(app.ws);
 fail_ws:
     st_reconcile_close(app.reconcile);
+    st_backup_close(app.backup);
+fail_backup:
     st_chat_cold_stop(chat);
     uv_run(m.loop, UV_RUN_DEFAULT); /* lws and the cold tier close their handles */
     if (app.ws) st_ws_free(app.ws);

@@ -40,6 +40,11 @@ typedef struct {
     char s3_region[64];
     char s3_access_key[256];
     char s3_secret_key[256];
+    char backup_url[1024];
+    uint64_t backup_interval;   /* ms */
+    uint64_t snapshot_interval; /* s */
+    uint64_t backup_keep;
+    uint64_t to_time; /* strata restore --to-time: µs, 0 = newest */
     uint64_t test_hooks;
     char log_level[16];
     /* replicated groups (SPEC §8) */

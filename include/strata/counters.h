@@ -20,6 +20,8 @@ typedef struct {
 } st_counter_t;
 
 #define ST_SEQ_MAX_COUNT 10000
+/* Numbers reserved ahead of the last issued one (a restore resumes after the reservation). */
+#define ST_SEQ_RESERVE 100000
 
 /* ST_ENOTFOUND if never written. */
 int st_counter_get(st_store_t *s, const char *name, size_t nlen, st_counter_t *out, uint64_t *wait);
@@ -70,5 +72,8 @@ int st_sequence_next(st_store_t *s, const char *name, size_t nlen, int64_t count
                      int64_t *last, uint64_t *wait);
 /* last is 0 for a sequence that never issued a number. */
 int st_sequence_get(st_store_t *s, const char *name, size_t nlen, int64_t *last, uint64_t *wait);
+/* After a restore: every sequence resumes after its reservation (numbers in it may have been
+ * issued after the backup's last shipped point). *n: how many moved. */
+int st_sequences_resume(st_store_t *s, size_t *n, uint64_t *wait);
 
 #endif

@@ -98,6 +98,7 @@ typedef struct st_chat st_chat_t;
 typedef struct st_ws st_ws_t;
 typedef struct st_reconcile st_reconcile_t;
 typedef struct st_repl st_repl_t;
+typedef struct st_backup st_backup_t;
 
 /* Everything a request may touch; borrowed, owned by main. */
 typedef struct {
@@ -108,6 +109,7 @@ typedef struct {
     st_ws_t *ws;               /* may be NULL (tools, fuzzers): nothing is streamed */
     st_reconcile_t *reconcile; /* may be NULL: nothing is queued for reconciliation */
     st_repl_t *repl;           /* NULL outside a replicated group */
+    st_backup_t *backup;       /* may be NULL: no --backup-url */
 } st_app_t;
 
 /* Binds and listens per cfg->listen; logs "listening on HOST:PORT". */

@@ -175,5 +175,51 @@ void st_store_group_loaded(st_store_t *s, uint64_t applied);
 typedef void (*st_store_note_fn)(void *arg, uint8_t kind, const char *data, size_t len);
 void st_store_on_note(st_store_t *s, st_store_note_fn fn, void *arg);
 int st_store_note(st_store_t *s, uint8_t kind, const void *data, size_t len, uint64_t *wait);
+/* ---- backup hooks (src/backup): the one "batch is durable" point, and offline restore ---- */
+
+/* Told every group once it is durable in the redo log, on the sync thread, before its
+ * responses are released: seq is its log record's (0 for a group too big for the log, committed
+ * straight to LMDB: a gap the tap must cover otherwise), rec its encoded ops (borrowed for the
+ * call). barrier: the group holds a batch marked by st_store_barrier; its acknowledgement waits
+ * for the call to return. In a replicated group this would be called where an entry commits. */
+typedef void (*st_store_tap_fn)(void *arg, uint64_t seq, const void *rec, size_t len, bool barrier);
+/* Sets (or clears, fn NULL) the tap. Loop thread. The tap starts not ready. */
+void st_store_tap(st_store_t *s, st_store_tap_fn fn, void *arg);
+/* Whether the tap can take a barrier now (the backup target answers). Any thread. */
+void st_store_tap_ready(st_store_t *s, bool ready);
+/* Marks the open batch so that the tap has taken it before anything in it is acknowledged (a
+ * reservation is shipped before ids from it are issued); raises *wait to it. Call it before
+ * staging anything: ST_EUNAVAIL (503) while a tap is set and not ready — the request needing a
+ * barrier is refused rather than every write waiting for the backup target to come back. */
+int st_store_barrier(st_store_t *s, uint64_t *wait);
+/* A compact copy of LMDB written to fd (mdb_env_copyfd2, MDB_CP_COMPACT). Any thread; the loop
+ * goes on. *applied: a lower bound of the last log seq the copy holds (the copy's own
+ * st_store_offline_open tells the exact one). */
+int st_store_copy(st_store_t *s, int fd, uint64_t *applied);
+
+/* Offline: an LMDB environment in dir (no redo log, no threads), for building a data dir out
+ * of a snapshot and shipped records. *applied: the last seq the environment holds. */
+typedef struct st_store_offline st_store_offline_t;
+int st_store_offline_open(st_store_offline_t **out, const char *dir, uint64_t map_size,
+                          uint64_t *applied);
+/* Applies one record as the tap saw it (commits every so often). ST_EIO if it is malformed. */
+int st_store_offline_apply(st_store_offline_t *o, uint64_t seq, const void *rec, size_t len);
+/* Commits, syncs and closes; returns the first error of the whole run. */
+int st_store_offline_close(st_store_offline_t *o);
+
+/* Reservations: ids that must never be issued twice, even by a server restored from a backup
+ * that missed the last interval. A reservation covers every value up to `reserved`; raising it
+ * is a barrier (shipped before anything staged with it is acknowledged). A restore sets `floor`
+ * to `reserved`: the owner then issues only values above the floor. */
+typedef struct {
+    int64_t reserved, floor;
+} st_store_resv_t;
+/* Reads the reservation called name (zeros when there is none). */
+int st_store_resv_load(st_store_t *s, const char *name, st_store_resv_t *r);
+/* Before issuing value: raises the reservation to value + chunk when value is past it. */
+int st_store_resv_cover(st_store_t *s, const char *name, st_store_resv_t *r, int64_t value,
+                        int64_t chunk, uint64_t *wait);
+/* After a restore: every reservation's floor = its reserved. *n: how many. */
+int st_store_resv_resume(st_store_t *s, size_t *n, uint64_t *wait);
 
 #endif

@@ -39,6 +39,10 @@ int st_chat_message_json(st_chat_t *c, const char *user, size_t ulen, uint64_t m
     *len = vl - 16;
     return ST_OK;
 }
+/* A conversation's seq is reserved in the backup (st_store_resv_*) as the max over all
+ * conversations, so a barrier is rare: once per ST__SEQ_RESV_CHUNK posts of the busiest one. */
+#define ST__SEQ_RESV       "chat.seq"
+#define ST__SEQ_RESV_CHUNK 1000
 
 int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id)
 {
@@ -86,6 +90,15 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
     rc = st__chat_conv_load(c, m->user, m->user_len, m->conv, m->conv_len, &cv, &rewarm, wait);
     if (rc && rc != ST_ENOTFOUND) return rc;
     bool fresh = rc == ST_ENOTFOUND; /* an evicted conversation is re-warmed from cold, not new */
+    /* The seq is reserved in the backup before anything is staged; restored from one, it goes
+     * past anything the lost interval may have issued (read each time: a reservation rolled
+     * back with a failed batch is never trusted). */
+    int64_t next_seq = (fresh ? 0 : cv.last_seq) + 1;
+    st_store_resv_t resv;
+    if ((rc = st_store_resv_load(s, ST__SEQ_RESV, &resv))) return rc;
+    if (next_seq <= resv.floor) next_seq = resv.floor + 1;
+    if ((rc = st_store_resv_cover(s, ST__SEQ_RESV, &resv, next_seq, ST__SEQ_RESV_CHUNK, wait)))
+        return rc;
     int64_t now = st_now_us();
     uint64_t id = st_snowflake_next(&c->ids);
     if (fresh) {
@@ -100,7 +113,7 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
     cv.hot_total++;
     cv.last = id;
     cv.updated = now;
-    int64_t seq = ++cv.last_seq; /* its own counter: counts move, seqs never come again */
+    int64_t seq = cv.last_seq = next_seq; /* its own counter: seqs never come again */
     tot.total++;
 
     /* A message never changes: its JSON is rendered once here, so reads are a copy. */

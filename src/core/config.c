@@ -94,6 +94,17 @@ static const st_cfg_opt_t st__opts[] = {
     ST__STR(s3_region, "s3-region", "STRATA_S3_REGION", "us-east-1", "S3 region for signing"),
     ST__STR(s3_access_key, "s3-access-key", "STRATA_S3_ACCESS_KEY", "", "S3 access key id"),
     ST__STR(s3_secret_key, "s3-secret-key", "STRATA_S3_SECRET_KEY", "", "S3 secret access key"),
+    ST__STR(backup_url, "backup-url", "STRATA_BACKUP_URL", "",
+            "continuous backup target: file://DIR or s3://BUCKET/PREFIX (same S3 flags; off when "
+            "unset)"),
+    ST__NUM(ST_CFG_U64, backup_interval, "backup-interval", "STRATA_BACKUP_INTERVAL", "1000", 10,
+            3600000, "milliseconds between shipped redo-log segments"),
+    ST__NUM(ST_CFG_U64, snapshot_interval, "snapshot-interval", "STRATA_SNAPSHOT_INTERVAL", "3600",
+            1, 86400 * 365, "seconds between store snapshots shipped to the backup"),
+    ST__NUM(ST_CFG_U64, backup_keep, "backup-keep", "STRATA_BACKUP_KEEP", "2", 1, 10000,
+            "snapshots kept in the backup (older ones and their segments are deleted)"),
+    ST__NUM(ST_CFG_U64, to_time, "to-time", "STRATA_RESTORE_TO_TIME", "0", 0, INT64_MAX,
+            "strata restore: the point in time to restore (Unix µs; 0 = the newest shipped)"),
     ST__NUM(ST_CFG_U64, test_hooks, "test-hooks", "STRATA_TEST_HOOKS", "0", 0, 1,
             "1 enables POST /v1/admin/test/drift (tests only: corrupts counts on purpose)"),
     ST__STR(log_level, "log-level", "STRATA_LOG_LEVEL", "info", "debug, info, warn or error"),
@@ -156,7 +167,10 @@ void st_config_usage(FILE *out)
 {
     fprintf(out, "usage: strata [options]\n"
                  "       strata rebuild-meta [options]   re-seed the hot store's cold metadata "
-                 "from --cold-url, then exit\n\n"
+                 "from --cold-url, then exit\n"
+                 "       strata restore --backup-url URL --data-dir DIR [--to-time MICROS] "
+                 "[options]\n"
+                 "                                       build DIR from a backup, then exit\n\n"
                  "strata: durable hot state for chat, ticketing and counting over HTTP and "
                  "WebSocket.\nEvery option can also be set by its environment variable.\n\n");
     for (size_t i = 0; i < ST__NOPTS; i++) {

@@ -138,18 +138,47 @@ int st_counter_consolidate(st_store_t *s, const char *name, size_t nlen, uint64_
     return st__put(s, key, klen, &c, wait);
 }
 
+/* A sequence record is last(i64), optionally followed by reserved(i64): numbers up to reserved
+ * may be issued without asking again. Raising reserved is a store barrier, so a backup has the
+ * new reservation before any number from it is acknowledged, and a restore resumes after it. */
+static int st__seq_load(st_store_t *s, const uint8_t *key, size_t klen, int64_t *last,
+                        int64_t *reserved, uint64_t *wait)
+{
+    const void *v;
+    size_t vlen;
+    int rc = st_store_get(s, key, klen, &v, &vlen, wait);
+    *last = *reserved = 0;
+    if (rc == ST_ENOTFOUND) return ST_OK;
+    if (rc != ST_OK) return rc;
+    if (vlen != 8 && vlen != 16) return ST_EINTERNAL;
+    memcpy(last, v, 8);
+    if (vlen == 16) memcpy(reserved, (const char *)v + 8, 8);
+    return ST_OK;
+}
+
+static int st__seq_put(st_store_t *s, const uint8_t *key, size_t klen, int64_t last,
+                       int64_t reserved, uint64_t *wait)
+{
+    int64_t v[2] = {last, reserved};
+    return st_store_put(s, key, klen, v, sizeof v, wait);
+}
+
 int st_sequence_next(st_store_t *s, const char *name, size_t nlen, int64_t count, int64_t *first,
                      int64_t *last, uint64_t *wait)
 {
     if (count < 1 || count > ST_SEQ_MAX_COUNT) return ST_EINVAL;
     uint8_t key[1 + ST_NAME_MAX];
     size_t klen = st__key(key, ST_KS_SEQUENCE, name, nlen);
-    int64_t cur = 0;
-    int rc = st_sequence_get(s, name, nlen, &cur, wait);
+    int64_t cur, reserved;
+    int rc = st__seq_load(s, key, klen, &cur, &reserved, wait);
     if (rc != ST_OK) return rc;
     int64_t next;
     if (__builtin_add_overflow(cur, count, &next)) return ST_EINVAL;
-    rc = st_store_put(s, key, klen, &next, sizeof next, wait);
+    if (next > reserved) {
+        if (__builtin_add_overflow(next, ST_SEQ_RESERVE, &reserved)) reserved = INT64_MAX;
+        if ((rc = st_store_barrier(s, wait)) != ST_OK) return rc;
+    }
+    rc = st__seq_put(s, key, klen, next, reserved, wait);
     if (rc != ST_OK) return rc;
     *first = cur + 1;
     *last = next;
@@ -160,17 +189,40 @@ int st_sequence_get(st_store_t *s, const char *name, size_t nlen, int64_t *last,
 {
     uint8_t key[1 + ST_NAME_MAX];
     size_t klen = st__key(key, ST_KS_SEQUENCE, name, nlen);
-    const void *v;
-    size_t vlen;
-    int rc = st_store_get(s, key, klen, &v, &vlen, wait);
-    if (rc == ST_ENOTFOUND) {
-        *last = 0;
-        return ST_OK;
+    int64_t reserved;
+    return st__seq_load(s, key, klen, last, &reserved, wait);
+}
+
+static int st__seq_collect(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_buf_t *keys = arg;
+    int64_t v[2];
+    if (vlen != 16) return 0;
+    memcpy(v, val, 16);
+    if (v[1] <= v[0]) return 0;
+    uint32_t kl = (uint32_t)klen;
+    st_buf_append(keys, &kl, 4);
+    st_buf_append(keys, key, klen);
+    st_buf_append(keys, &v[1], 8);
+    return 0;
+}
+
+int st_sequences_resume(st_store_t *s, size_t *n, uint64_t *wait)
+{
+    st_buf_t keys = {0};
+    uint8_t pre = ST_KS_SEQUENCE;
+    int rc = st_store_scan(s, &pre, 1, st__seq_collect, &keys, wait);
+    *n = 0;
+    for (size_t off = 0; rc == ST_OK && off < keys.len; (*n)++) {
+        uint32_t kl;
+        int64_t reserved;
+        memcpy(&kl, keys.data + off, 4);
+        memcpy(&reserved, keys.data + off + 4 + kl, 8);
+        rc = st__seq_put(s, (const uint8_t *)keys.data + off + 4, kl, reserved, reserved, wait);
+        off += 4 + kl + 8;
     }
-    if (rc != ST_OK) return rc;
-    if (vlen != 8) return ST_EINTERNAL;
-    memcpy(last, v, 8);
-    return ST_OK;
+    st_buf_free(&keys);
+    return rc;
 }
 
 /* ---- recounting a distinct counter in slices ---- */

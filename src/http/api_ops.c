@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Operational endpoints: health and Prometheus metrics (SPEC §7). */
 #include "internal.h"
+#include "strata/backup.h"
 #include "strata/chat.h"
 #include "strata/counters.h"
 #include "strata/reconcile.h"
@@ -22,7 +23,12 @@ int st_api_healthz(st_ctx_t *c)
     for (unsigned f = 1; f <= h.flags; f <<= 1)
         if (h.flags & f) st_buf_printf(c->body, "%s\"%s\"", n++ ? "," : "", st_store_reason(f));
     if (no_leader) st_buf_printf(c->body, "%s\"no_leader\"", n++ ? "," : "");
+    /* a lagging backup is worth an alert, not a reason to refuse writes: the status stays */
+    if (c->app->backup && st_backup_lagging(c->app->backup))
+        st_buf_printf(c->body, "%s\"backup_lagging\"", n++ ? "," : "");
     st_buf_printf(c->body, "]");
+    if (c->app->backup)
+        st_buf_printf(c->body, ",\"backup_lag_seconds\":%.3f", st_backup_lag(c->app->backup));
     if (h.flags) st_buf_printf(c->body, ",\"message\":\"%s\"", st_store_refusal(c->app->store));
     st_buf_printf(c->body,
                   ",\"hot_bytes\":%llu,\"hot_capacity_bytes\":%llu,\"quota_bytes\":%llu,"

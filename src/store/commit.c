@@ -341,6 +341,7 @@ static void st__sync_thread(void *arg)
         bool direct = false;
         int rc = st__log_group(s, &payload, group, seq, &direct);
         uint64_t ns = st_mono_ns() - t0;
+        if (rc == ST_OK) st__tap_group(s, group, direct ? 0 : seq, &payload);
         for (st_batch_t *b = group; b; b = b->next) {
             b->seq = direct ? 0 : seq;
             b->rc = rc;
@@ -513,6 +514,7 @@ st_batch_t *st__batch_new(st_store_t *s)
     b->rc = 0;
     b->seq = 0;
     b->foreign = false;
+    b->barrier = false;
     b->id = ++s->open_id;
     return b;
 }

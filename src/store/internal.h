@@ -31,6 +31,7 @@ typedef struct st_batch {
     bool foreign; /* group mode: applied from an entry this process did not propose */
     uint64_t seq; /* WAL record (shared by a group); group mode: the Raft index */
     int rc;       /* non-zero: never became durable */
+    bool barrier; /* st_store_barrier: the tap must have taken it before it is acknowledged */
 } st_batch_t;
 
 /* A staged write not yet in LMDB; newest value for its key. */
@@ -70,6 +71,10 @@ struct st_store {
     uint64_t fail_first;
     int fail_err;
     st_store_listener_t *listeners;
+    st_store_tap_fn tap; /* under mu: told every logged group (backup) */
+    void *tap_arg;
+    int tap_busy;   /* tap calls running */
+    bool tap_ready; /* st_store_tap_ready */
     st_buf_t scratch;
 
     /* shared with the threads, under mu */
@@ -119,6 +124,9 @@ struct st_store {
 };
 
 /* commit.c */
+extern const char st__applied_key[]; /* LMDB key of the last redo-log seq applied */
+#define ST__APPLIED_KLEN 12
+
 int st__store_recover(st_store_t *s);
 void st__store_start_threads(st_store_t *s);
 void st__store_stop_threads(st_store_t *s);
@@ -142,6 +150,9 @@ void st__store_submit(st_store_t *s);
 void st__batch_free(st_batch_t *b);
 st_batch_t *st__batch_new(st_store_t *s);
 int st__mdb_err(int rc);
+
+/* tap.c */
+void st__tap_group(st_store_t *s, const st_batch_t *group, uint64_t seq, const st_buf_t *rec);
 
 /* store.c */
 uint64_t st__op_cost(const st_store_t *s, size_t klen, size_t vlen, bool del);

@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shipper. The store's tap (sync thread, right after a group is durable) copies its record
+ * into a backlog; one worker thread owns every object-store call: it ships the backlog as one
+ * segment per interval, takes a snapshot when one is due, prunes, and retries while the object
+ * store is down. The loop thread only reads figures (a timer copies them into /metrics).
+ *
+ * Why a backlog in memory rather than reading the redo log: the log is reused after every
+ * checkpoint, and the shipper must never hold the store back. A backlog past --max-backlog (or a
+ * group the log could not hold, or a restart, which loses the backlog) is a break: what was not
+ * shipped is dropped and a new timeline begins with a fresh snapshot, which holds all of it.
+ *
+ * Barriers (reservations of sequence numbers and conversation seqs): the tap does not return
+ * until the record is shipped, so the group's acknowledgement waits for one upload; only a new
+ * reservation asks for this. While the target fails, the store refuses requests that would need
+ * a barrier (503) instead of letting every write wait behind one.
+ */
+#include "internal.h"
+#include "strata/metrics.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ST__BK_SEG_MAX   (16u << 20) /* bytes of records per segment */
+#define ST__BK_RETRY_MS  1000
+#define ST__BK_FIGURE_MS 500
+
+struct st_backup {
+    st_store_t *store;
+    st_objstore_t *obj;
+    char *scratch; /* the snapshot's temporary file */
+    uint64_t interval_ms, snapshot_ms, keep, max_backlog;
+    uv_thread_t thread;
+    uv_timer_t figures;
+
+    uv_mutex_t mu;
+    uv_cond_t cv, cv_shipped;
+    st_bk_rec_t *head, *tail;
+    st_bk_rec_t *inflight_end; /* last record being shipped (the tap must not free it) */
+    uint64_t backlog_bytes;
+    uint64_t want_seq, shipped_seq;
+    bool stop, closing;
+    uint64_t timeline; /* worker only */
+    bool need_snapshot;
+    bool ready; /* told to the store: barriers are taken */
+    uint64_t bytes_total, failures, snapshots;
+
+    st_metric_t *m_lag, *m_bytes, *m_failures, *m_snapshots;
+    uint64_t seen_bytes, seen_failures, seen_snapshots;
+};
+
+static uint64_t st__ms(void)
+{
+    return st_mono_ns() / 1000000;
+}
+
+/* ---- the tap (sync thread) ---- */
+
+static void st__bk_append(st_backup_t *b, st_bk_rec_t *r)
+{
+    r->next = NULL;
+    if (b->tail)
+        b->tail->next = r;
+    else
+        b->head = r;
+    b->tail = r;
+    b->backlog_bytes += r->len;
+}
+
+/* Drops every record not in flight and leaves a break: the next snapshot covers them. */
+static void st__bk_drop(st_backup_t *b)
+{
+    st_bk_rec_t **from = b->inflight_end ? &b->inflight_end->next : &b->head;
+    st_bk_rec_t *r = *from;
+    *from = NULL;
+    b->tail = b->inflight_end;
+    while (r) {
+        st_bk_rec_t *next = r->next;
+        b->backlog_bytes -= r->len;
+        free(r);
+        r = next;
+    }
+    st_bk_rec_t *brk = st_calloc(1, sizeof *brk);
+    brk->time = st_now_us();
+    st__bk_append(b, brk);
+}
+
+static void st__bk_tap(void *arg, uint64_t seq, const void *rec, size_t len, bool barrier)
+{
+    st_backup_t *b = arg;
+    st_bk_rec_t *r = st_malloc(sizeof *r + (seq ? len : 0));
+    r->seq = seq;
+    r->time = st_now_us();
+    r->len = seq ? len : 0; /* a break needs no data: LMDB already holds the group */
+    if (seq) memcpy(r->data, rec, len);
+    uv_mutex_lock(&b->mu);
+    if (b->backlog_bytes + r->len > b->max_backlog) {
+        st_warn("backup: backlog past %llu bytes: dropped for a new snapshot",
+                (unsigned long long)b->max_backlog);
+        st__bk_drop(b);
+    }
+    st__bk_append(b, r);
+    if (barrier && seq) {
+        if (b->want_seq < seq) b->want_seq = seq;
+        uv_cond_signal(&b->cv);
+        while (b->shipped_seq < seq && !b->closing)
+            uv_cond_wait(&b->cv_shipped, &b->mu);
+    }
+    uv_mutex_unlock(&b->mu);
+}
+
+/* ---- the worker ---- */
+
+static int st__bk_read_file(int fd, st_buf_t *out)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0) return ST_EIO;
+    st_buf_reserve(out, (size_t)st.st_size);
+    for (off_t off = 0; off < st.st_size;) {
+        ssize_t n = pread(fd, out->data + out->len, (size_t)(st.st_size - off), off);
+        if (n <= 0) return ST_EIO;
+        out->len += (size_t)n;
+        off += n;
+    }
+    return ST_OK;
+}
+
+static int st__bk_snapshot(st_backup_t *b, uint64_t timeline)
+{
+    int fd = open(b->scratch, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return ST_EIO;
+    int64_t t = st_now_us();
+    uint64_t applied = 0;
+    st_buf_t raw = {0}, z = {0};
+    int rc = st_store_copy(b->store, fd, &applied);
+    if (rc == ST_OK) rc = st__bk_read_file(fd, &raw);
+    close(fd);
+    unlink(b->scratch);
+    if (rc == ST_OK) rc = st__bk_compress(raw.data, raw.len, &z);
+    st_buf_free(&raw);
+    char key[128];
+    st__bk_snap_key(key, sizeof key, timeline, applied, t);
+    if (rc == ST_OK) rc = st_objstore_put(b->obj, key, z.data, z.len);
+    if (rc == ST_OK) {
+        st_info("backup: snapshot %s (%zu bytes)", key, z.len);
+        uv_mutex_lock(&b->mu);
+        b->bytes_total += z.len;
+        b->snapshots++;
+        uv_mutex_unlock(&b->mu);
+    }
+    st_buf_free(&z);
+    return rc;
+}
+
+/* Deletes snapshots past --backup-keep, and segments no kept snapshot needs. */
+static void st__bk_prune(st_backup_t *b)
+{
+    st_bk_obj_t *v;
+    size_t n, nsnap = 0;
+    if (st__bk_list(b->obj, &v, &n) != ST_OK) return;
+    while (nsnap < n && v[nsnap].snap)
+        nsnap++;
+    if (nsnap > b->keep) {
+        /* snapshots sort by (timeline, applied): the first ones are the oldest */
+        size_t drop = nsnap - b->keep;
+        const st_bk_obj_t *oldest = &v[drop];
+        for (size_t i = 0; i < drop; i++)
+            st_objstore_delete(b->obj, v[i].key);
+        for (size_t i = nsnap; i < n; i++)
+            if (v[i].timeline < oldest->timeline ||
+                (v[i].timeline == oldest->timeline && v[i].last <= oldest->first))
+                st_objstore_delete(b->obj, v[i].key);
+    }
+    free(v);
+}
+
+/* Ships the records from the head up to a break (at most ST__BK_SEG_MAX bytes). Called with
+ * mu held; drops it during the upload. */
+static int st__bk_ship(st_backup_t *b)
+{
+    size_t cnt = 0, bytes = 0;
+    st_bk_rec_t *first = b->head, *last = NULL;
+    for (st_bk_rec_t *r = first; r && r->seq && (cnt == 0 || bytes + r->len <= ST__BK_SEG_MAX);
+         r = r->next) {
+        last = r;
+        cnt++;
+        bytes += r->len;
+    }
+    if (!cnt) return ST_OK;
+    b->inflight_end = last;
+    uint64_t timeline = b->timeline;
+    uv_mutex_unlock(&b->mu);
+    st_buf_t raw = {0}, z = {0};
+    st__bk_seg_encode(&raw, timeline, first, cnt);
+    int rc = st__bk_compress(raw.data, raw.len, &z);
+    char key[128];
+    st__bk_seg_key(key, sizeof key, timeline, first->seq, last->seq, first->time);
+    if (rc == ST_OK) rc = st_objstore_put(b->obj, key, z.data, z.len);
+    st_buf_free(&raw);
+    uv_mutex_lock(&b->mu);
+    b->inflight_end = NULL;
+    if (rc == ST_OK) {
+        b->bytes_total += z.len;
+        b->shipped_seq = last->seq;
+        b->head = last->next;
+        if (!b->head) b->tail = NULL;
+        last->next = NULL;
+        for (st_bk_rec_t *r = first; r;) {
+            st_bk_rec_t *next = r->next;
+            b->backlog_bytes -= r->len;
+            free(r);
+            r = next;
+        }
+        uv_cond_broadcast(&b->cv_shipped);
+    }
+    st_buf_free(&z);
+    return rc;
+}
+
+/* One step of work, or 0 and *sleep_ms when there is none. Called with mu held. */
+static int st__bk_step(st_backup_t *b, uint64_t *next_ship, uint64_t *next_snap, bool *did)
+{
+    uint64_t now = st__ms();
+    *did = true;
+    if (b->head && !b->head->seq) { /* a break: a new timeline, which starts with a snapshot */
+        st_bk_rec_t *brk = b->head;
+        b->head = brk->next;
+        if (!b->head) b->tail = NULL;
+        free(brk);
+        b->timeline = (uint64_t)st_now_us();
+        b->need_snapshot = true;
+    }
+    if (b->need_snapshot || now >= *next_snap) {
+        uint64_t timeline = b->timeline;
+        uv_mutex_unlock(&b->mu);
+        int rc = st__bk_snapshot(b, timeline);
+        if (rc == ST_OK) st__bk_prune(b);
+        uv_mutex_lock(&b->mu);
+        if (rc != ST_OK) return rc;
+        b->need_snapshot = false;
+        *next_snap = st__ms() + b->snapshot_ms;
+        return ST_OK;
+    }
+    if (b->head && (b->want_seq > b->shipped_seq || now >= *next_ship)) {
+        int rc = st__bk_ship(b);
+        if (rc == ST_OK && (!b->head || b->want_seq <= b->shipped_seq))
+            *next_ship = st__ms() + b->interval_ms;
+        return rc;
+    }
+    *did = false;
+    return ST_OK;
+}
+
+static void st__bk_worker(void *arg)
+{
+    st_backup_t *b = arg;
+    uint64_t next_ship = st__ms() + b->interval_ms, next_snap = 0, retry_at = 0;
+    uv_mutex_lock(&b->mu);
+    while (!b->stop) {
+        bool did = false;
+        int rc = ST_OK;
+        if (st__ms() >= retry_at) rc = st__bk_step(b, &next_ship, &next_snap, &did);
+        bool ready = rc == ST_OK && !b->need_snapshot;
+        if ((did || rc != ST_OK) && ready != b->ready) {
+            b->ready = ready; /* barriers are refused while the target fails (store.h) */
+            st_store_tap_ready(b->store, ready);
+        }
+        if (rc != ST_OK) {
+            if (b->failures++ % 60 == 0)
+                st_warn("backup: writing to %s failed (%s); retrying", st_objstore_describe(b->obj),
+                        st_strerror(rc));
+            retry_at = st__ms() + ST__BK_RETRY_MS;
+        }
+        if (did && rc == ST_OK) continue;
+        uint64_t now = st__ms(), until;
+        if (retry_at > now) {
+            until = retry_at;
+        } else {
+            if (now >= next_ship) next_ship = now + b->interval_ms; /* nothing was waiting */
+            until = next_ship < next_snap ? next_ship : next_snap;
+        }
+        if (until > now) uv_cond_timedwait(&b->cv, &b->mu, (until - now) * 1000000);
+    }
+    /* stopping: one last try at what the backlog holds (a new timeline would need a snapshot) */
+    if (b->head && b->head->seq && !b->need_snapshot && st__bk_ship(b) != ST_OK) b->failures++;
+    uv_mutex_unlock(&b->mu);
+}
+
+/* ---- the loop side ---- */
+
+static void st__bk_figures(uv_timer_t *t)
+{
+    st_backup_t *b = t->data;
+    uv_mutex_lock(&b->mu);
+    uint64_t bytes = b->bytes_total, fails = b->failures, snaps = b->snapshots;
+    uv_mutex_unlock(&b->mu);
+    st_metric_set(b->m_lag, st_backup_lag(b));
+    st_metric_add(b->m_bytes, (double)(bytes - b->seen_bytes));
+    st_metric_add(b->m_failures, (double)(fails - b->seen_failures));
+    st_metric_add(b->m_snapshots, (double)(snaps - b->seen_snapshots));
+    b->seen_bytes = bytes;
+    b->seen_failures = fails;
+    b->seen_snapshots = snaps;
+}
+
+static void st__bk_metrics(st_backup_t *b)
+{
+    b->m_lag = st_metrics_gauge("strata_backup_lag_seconds",
+                                "age of the oldest durable write not yet in the backup", "");
+    b->m_bytes = st_metrics_counter("strata_backup_bytes_total",
+                                    "bytes written to the backup (segments and snapshots)", "");
+    b->m_failures = st_metrics_counter("strata_backup_failures_total",
+                                       "backup uploads that failed (each is retried)", "");
+    b->m_snapshots =
+        st_metrics_counter("strata_backup_snapshots_total", "store snapshots shipped", "");
+}
+
+int st_backup_open(st_backup_t **out, uv_loop_t *loop, st_store_t *store, const st_backup_opts_t *o)
+{
+    st_backup_t *b = st_calloc(1, sizeof *b);
+    int rc = st_objstore_open(&b->obj, &o->obj);
+    if (rc != ST_OK) {
+        free(b);
+        return rc;
+    }
+    size_t n = strlen(o->data_dir) + 32;
+    b->scratch = st_malloc(n);
+    snprintf(b->scratch, n, "%s/backup-snapshot.tmp", o->data_dir);
+    b->store = store;
+    b->interval_ms = o->interval_ms ? o->interval_ms : 1000;
+    b->snapshot_ms = (o->snapshot_s ? o->snapshot_s : 3600) * 1000;
+    b->keep = o->keep ? o->keep : 1;
+    b->max_backlog = o->max_backlog ? o->max_backlog : 256u << 20;
+    b->timeline = (uint64_t)st_now_us();
+    b->need_snapshot = true; /* every timeline starts with one: it holds all acknowledged state */
+    uv_mutex_init(&b->mu);
+    uv_cond_init(&b->cv);
+    uv_cond_init(&b->cv_shipped);
+    st__bk_metrics(b);
+    uv_timer_init(loop, &b->figures);
+    b->figures.data = b;
+    uv_timer_start(&b->figures, st__bk_figures, ST__BK_FIGURE_MS, ST__BK_FIGURE_MS);
+    uv_unref((uv_handle_t *)&b->figures);
+    st_store_tap(store, st__bk_tap, b);
+    uv_thread_create(&b->thread, st__bk_worker, b);
+    st_info("backup: shipping to %s every %llu ms, a snapshot every %llu s, keeping %llu",
+            st_objstore_describe(b->obj), (unsigned long long)b->interval_ms,
+            (unsigned long long)(b->snapshot_ms / 1000), (unsigned long long)b->keep);
+    *out = b;
+    return ST_OK;
+}
+
+static void st__bk_free(uv_handle_t *h)
+{
+    st_backup_t *b = h->data;
+    for (st_bk_rec_t *r = b->head; r;) {
+        st_bk_rec_t *next = r->next;
+        free(r);
+        r = next;
+    }
+    uv_mutex_destroy(&b->mu);
+    uv_cond_destroy(&b->cv);
+    uv_cond_destroy(&b->cv_shipped);
+    st_objstore_close(b->obj);
+    free(b->scratch);
+    free(b);
+}
+
+void st_backup_close(st_backup_t *b)
+{
+    if (!b) return;
+    uv_mutex_lock(&b->mu);
+    b->closing = true; /* a barrier waiting in the tap lets go */
+    uv_cond_broadcast(&b->cv_shipped);
+    uv_mutex_unlock(&b->mu);
+    st_store_tap(b->store, NULL, NULL); /* returns once no tap call is running */
+    uv_mutex_lock(&b->mu);
+    b->stop = true;
+    uv_cond_signal(&b->cv);
+    uv_mutex_unlock(&b->mu);
+    uv_thread_join(&b->thread);
+    st__bk_figures(&b->figures);
+    uv_close((uv_handle_t *)&b->figures, st__bk_free);
+}
+
+double st_backup_lag(st_backup_t *b)
+{
+    uv_mutex_lock(&b->mu);
+    int64_t oldest = 0;
+    for (st_bk_rec_t *r = b->head; r && !oldest; r = r->next)
+        if (r->seq) oldest = r->time;
+    uv_mutex_unlock(&b->mu);
+    if (!oldest) return 0;
+    int64_t d = st_now_us() - oldest;
+    return d > 0 ? (double)d / 1e6 : 0;
+}
+
+bool st_backup_lagging(st_backup_t *b)
+{
+    double limit = (double)b->interval_ms * 10 / 1000;
+    if (limit < 10) limit = 10;
+    return st_backup_lag(b) > limit;
+}

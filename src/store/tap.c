@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the backup module needs from the store, and nothing more: a tap on the one point where
+ * a group becomes durable (the sync thread, right after its redo-log record is synced and
+ * before its responses are released), a barrier for writes that must reach the tap before they
+ * are acknowledged, a compact copy of LMDB taken beside a running server, and an offline
+ * environment that a restore fills from a snapshot plus shipped records.
+ *
+ * Records handed to the tap are the redo log's own encoding ({u8 del, u32 klen, u32 vlen, key,
+ * val}*), so a restore applies exactly what a restart would replay.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void st__tap_group(st_store_t *s, const st_batch_t *group, uint64_t seq, const st_buf_t *rec)
+{
+    uv_mutex_lock(&s->mu);
+    st_store_tap_fn fn = s->tap;
+    void *arg = s->tap_arg;
+    if (fn) s->tap_busy++;
+    uv_mutex_unlock(&s->mu);
+    if (!fn) return;
+    bool barrier = false;
+    for (const st_batch_t *b = group; b; b = b->next)
+        barrier |= b->barrier;
+    fn(arg, seq, rec->data, rec->len, barrier);
+    uv_mutex_lock(&s->mu);
+    s->tap_busy--;
+    uv_mutex_unlock(&s->mu);
+}
+
+void st_store_tap(st_store_t *s, st_store_tap_fn fn, void *arg)
+{
+    uv_mutex_lock(&s->mu);
+    s->tap = fn;
+    s->tap_arg = arg;
+    s->tap_ready = false;
+    while (s->tap_busy) { /* the old tap may be running: its owner frees it after we return */
+        uv_mutex_unlock(&s->mu);
+        uv_sleep(1);
+        uv_mutex_lock(&s->mu);
+    }
+    uv_mutex_unlock(&s->mu);
+}
+
+void st_store_tap_ready(st_store_t *s, bool ready)
+{
+    uv_mutex_lock(&s->mu);
+    s->tap_ready = ready;
+    uv_mutex_unlock(&s->mu);
+}
+
+int st_store_barrier(st_store_t *s, uint64_t *wait)
+{
+    uv_mutex_lock(&s->mu);
+    bool refuse = s->tap && !s->tap_ready;
+    uv_mutex_unlock(&s->mu);
+    if (refuse) return ST_EUNAVAIL;
+    s->open->barrier = true;
+    if (*wait < s->open->id) *wait = s->open->id;
+    return ST_OK;
+}
+
+int st_store_copy(st_store_t *s, int fd, uint64_t *applied)
+{
+    uv_mutex_lock(&s->mu);
+    *applied = s->applied_seq;
+    uv_mutex_unlock(&s->mu);
+    int rc = mdb_env_copyfd2(s->env, fd, MDB_CP_COMPACT);
+    if (rc) st_error("store: copying LMDB failed: %s", mdb_strerror(rc));
+    return st__mdb_err(rc);
+}
+
+/* ---- offline ---- */
+
+#define ST__OFFLINE_TXN_BYTES (64u << 20) /* commit every so often: bounded dirty pages */
+
+struct st_store_offline {
+    MDB_env *env;
+    MDB_dbi dbi;
+    MDB_txn *txn;
+    uint64_t txn_bytes;
+    int err;
+};
+
+static int st__offline_txn(st_store_offline_t *o)
+{
+    if (o->txn) return 0;
+    return mdb_txn_begin(o->env, NULL, 0, &o->txn);
+}
+
+int st_store_offline_open(st_store_offline_t **out, const char *dir, uint64_t map_size,
+                          uint64_t *applied)
+{
+    st_store_offline_t *o = st_calloc(1, sizeof *o);
+    int rc = mdb_env_create(&o->env);
+    if (!rc) rc = mdb_env_set_mapsize(o->env, map_size);
+    if (!rc) rc = mdb_env_open(o->env, dir, MDB_NOTLS | MDB_NOSYNC, 0644);
+    if (!rc) rc = st__offline_txn(o);
+    if (!rc) rc = mdb_dbi_open(o->txn, NULL, 0, &o->dbi);
+    *applied = 0;
+    if (!rc) {
+        MDB_val k = {ST__APPLIED_KLEN, (void *)st__applied_key}, v;
+        if (mdb_get(o->txn, o->dbi, &k, &v) == 0 && v.mv_size == 8) memcpy(applied, v.mv_data, 8);
+    }
+    if (rc) {
+        st_error("store: opening %s for a restore failed: %s", dir, mdb_strerror(rc));
+        if (o->txn) mdb_txn_abort(o->txn);
+        mdb_env_close(o->env);
+        free(o);
+        return st__mdb_err(rc);
+    }
+    *out = o;
+    return ST_OK;
+}
+
+static int st__offline_ops(st_store_offline_t *o, const char *p, size_t len)
+{
+    const char *end = p + len;
+    while (p < end) {
+        uint8_t del;
+        uint32_t kl, vl;
+        if (end - p < 9) return ST_EIO;
+        memcpy(&del, p, 1);
+        memcpy(&kl, p + 1, 4);
+        memcpy(&vl, p + 5, 4);
+        p += 9;
+        if ((uint64_t)(end - p) < (uint64_t)kl + vl || kl == 0) return ST_EIO;
+        MDB_val k = {kl, (void *)p}, v = {vl, (void *)(p + kl)};
+        int rc = del ? mdb_del(o->txn, o->dbi, &k, NULL) : mdb_put(o->txn, o->dbi, &k, &v, 0);
+        if (rc && rc != MDB_NOTFOUND) return st__mdb_err(rc);
+        p += kl + vl;
+    }
+    return ST_OK;
+}
+
+int st_store_offline_apply(st_store_offline_t *o, uint64_t seq, const void *rec, size_t len)
+{
+    if (o->err) return o->err;
+    int rc = st__mdb_err(st__offline_txn(o));
+    if (!rc) rc = st__offline_ops(o, rec, len);
+    if (!rc && seq) {
+        MDB_val k = {ST__APPLIED_KLEN, (void *)st__applied_key}, v = {8, &seq};
+        rc = st__mdb_err(mdb_put(o->txn, o->dbi, &k, &v, 0));
+    }
+    o->txn_bytes += len;
+    if (!rc && o->txn_bytes >= ST__OFFLINE_TXN_BYTES) {
+        rc = st__mdb_err(mdb_txn_commit(o->txn));
+        o->txn = NULL;
+        o->txn_bytes = 0;
+    }
+    if (rc) o->err = rc;
+    return rc;
+}
+
+int st_store_offline_close(st_store_offline_t *o)
+{
+    int rc = o->err;
+    if (o->txn) {
+        if (!rc)
+            rc = st__mdb_err(mdb_txn_commit(o->txn));
+        else
+            mdb_txn_abort(o->txn);
+    }
+    if (!rc && mdb_env_sync(o->env, 1) != 0) rc = ST_EIO;
+    mdb_env_close(o->env);
+    free(o);
+    return rc;
+}
+
+/* ---- reservations ---- */
+
+#define ST__RESV_PREFIX "\0resv/"
+#define ST__RESV_PLEN   6
+
+static size_t st__resv_key(char *k, const char *name)
+{
+    size_t n = strlen(name);
+    memcpy(k, ST__RESV_PREFIX, ST__RESV_PLEN);
+    memcpy(k + ST__RESV_PLEN, name, n);
+    return ST__RESV_PLEN + n;
+}
+
+int st_store_resv_load(st_store_t *s, const char *name, st_store_resv_t *r)
+{
+    char k[ST_KEY_MAX];
+    size_t kl = st__resv_key(k, name);
+    const void *v;
+    size_t vlen;
+    uint64_t wait = 0;
+    int rc = st_store_get(s, k, kl, &v, &vlen, &wait);
+    memset(r, 0, sizeof *r);
+    if (rc == ST_ENOTFOUND) return ST_OK;
+    if (rc != ST_OK) return rc;
+    if (vlen != sizeof *r) return ST_EINTERNAL;
+    memcpy(r, v, sizeof *r);
+    return ST_OK;
+}
+
+int st_store_resv_cover(st_store_t *s, const char *name, st_store_resv_t *r, int64_t value,
+                        int64_t chunk, uint64_t *wait)
+{
+    if (value <= r->reserved) return ST_OK;
+    char k[ST_KEY_MAX];
+    size_t kl = st__resv_key(k, name);
+    st_store_resv_t n = *r;
+    if (__builtin_add_overflow(value, chunk, &n.reserved)) n.reserved = INT64_MAX;
+    int rc = st_store_barrier(s, wait);
+    if (rc == ST_OK) rc = st_store_put(s, k, kl, &n, sizeof n, wait);
+    if (rc != ST_OK) return rc;
+    *r = n;
+    return ST_OK;
+}
+
+static int st__resv_collect(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_buf_t *b = arg;
+    uint32_t kl = (uint32_t)klen;
+    if (vlen != sizeof(st_store_resv_t)) return 0;
+    st_buf_append(b, &kl, 4);
+    st_buf_append(b, key, klen);
+    st_buf_append(b, val, vlen);
+    return 0;
+}
+
+int st_store_resv_resume(st_store_t *s, size_t *n, uint64_t *wait)
+{
+    st_buf_t b = {0};
+    int rc = st_store_scan(s, ST__RESV_PREFIX, ST__RESV_PLEN, st__resv_collect, &b, wait);
+    *n = 0;
+    for (size_t off = 0; rc == ST_OK && off < b.len; (*n)++) {
+        uint32_t kl;
+        st_store_resv_t r;
+        memcpy(&kl, b.data + off, 4);
+        memcpy(&r, b.data + off + 4 + kl, sizeof r);
+        r.floor = r.reserved;
+        rc = st_store_put(s, b.data + off + 4, kl, &r, sizeof r, wait);
+        off += 4 + kl + sizeof r;
+    }
+    st_buf_free(&b);
+    return rc;
+}
