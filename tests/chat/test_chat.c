@@ -5,6 +5,7 @@
 #include "strata/chat.h"
 #include "strata/cold.h"
 #include "strata/metrics.h"
+#include "../../src/chat/internal.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -276,6 +277,44 @@ TEST(rebuild_skips_an_orphan_whose_rows_a_later_object_holds)
     st_buf_free(&b);
     st_objstore_close(obj);
     close_all(true);
+}
+
+/* Compaction's plan: after each of a week of 5-minute flushes (5 rows each) the user settles
+ * at <= 8 objects, merges only neighbours, and each row is rewritten O(log n) times. */
+TEST(compaction_plan_bounds_objects_and_write_amplification)
+{
+    st_coldfile_t f[64];
+    size_t n = 0;
+    int64_t rewritten = 0, rows = 0;
+    for (int flush = 0; flush < 2016; flush++) {
+        f[n++] = (st_coldfile_t){0, 0, 5, 3000};
+        rows += 5;
+        size_t a, b;
+        while (st__chat_compact_plan(f, n, 8, 0, &a, &b)) {
+            CHECK(b > a + 1 && b <= n);
+            st_coldfile_t m = {0, 0, 0, 0};
+            for (size_t i = a; i < b; i++) {
+                m.rows += f[i].rows;
+                m.size += f[i].size;
+            }
+            rewritten += m.rows;
+            f[a] = m;
+            memmove(f + a + 1, f + b, (n - b) * sizeof *f);
+            n -= b - a - 1;
+        }
+        CHECK(n <= 8);
+    }
+    int64_t sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += f[i].rows;
+    CHECK_EQ(sum, rows);
+    CHECK(rewritten < rows * 12); /* log4(2016) ~ 5.5 classes, plus the bounding merges */
+    /* forced: every run of small neighbours in one; the oldest mixed object alone */
+    size_t a, b;
+    CHECK(st__chat_compact_plan(f, n, 8, 1, &a, &b) && a == 0 && b == n);
+    CHECK(st__chat_compact_plan(f, n, 8, 2, &a, &b) && a == 0 && b == 1);
+    f[1].rows = 5000000; /* not small: never merged */
+    CHECK(st__chat_compact_plan(f, n, 8, 1, &a, &b) && a == 2);
 }
 
 RUN_TESTS("chat")

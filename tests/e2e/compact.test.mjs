@@ -128,11 +128,15 @@ async function killDuringCompaction(t, { args, dirOf }) {
   const dataDir = s.dir;
   const u = 'crash';
   const ids = await flushes(s, u, 24, 4);
+  const hits = { orphans: 0, compacted: 0 };
   for (const delay of [0, 2, 5, 10, 20, 40]) {
     assert.equal((await s.req('POST', '/v1/admin/compact', { user: u })).status, 202);
     await sleep(delay);
     await s.kill9();
+    const prevLog = s.log();
     s = await startStrata({ dataDir, args: [...args, '--compact-objects', '1000'] });
+    hits.orphans += await metric(s, "strata_flush_orphans_total");
+    hits.compacted += /compacted \d+ objects/.test(prevLog) ? 1 : 0;
     assert.deepEqual(idsOf(await readAll(s, u)), ids, `after kill -9 ${delay} ms into a compaction`);
     const st = await stats(s, u);
     assert.equal(st.cold_messages, ids.length);
@@ -144,6 +148,7 @@ async function killDuringCompaction(t, { args, dirOf }) {
   const files = await settledFiles(s, dirOf(s));
   assert.deepEqual(idsOf(await readAll(s, u)), ids);
   assert.deepEqual((await duckRows(files)).map((r) => r.msg_id), ids, 'each message once in storage');
+  assert.ok(hits.orphans > 0, `some kill landed inside a compaction: ${JSON.stringify(hits)}`);
   await s.stop();
   return s;
 }
