@@ -78,6 +78,7 @@ struct st_compact {
     st_map_t queue;
     st_compjob_t *job;
     size_t limit;
+    unsigned flushes; /* since the last compaction started: waiting flushes yield every 4th turn */
     st_metric_t *m_ok, *m_err, *m_rows, *m_bytes, *m_dropped, *m_objects, *m_cbytes;
     st_metric_t *m_s3[4];
 };
@@ -580,8 +581,10 @@ void st__chat_compact_pump(st_chatcold_t *cc)
         st__chat_compact_durable(cc, st_store_durable_id(cc->chat->store));
         return;
     }
-    /* flushes first: they free the hot store */
-    if (cc->nrunning || cc->pending.count || uv_now(cc->loop) < cc->resume_ms) return;
+    /* flushes first (they free the hot store), but a steady stream of them yields every 4th
+     * turn, so a busy user's objects do not pile up */
+    if (cc->nrunning || uv_now(cc->loop) < cc->resume_ms) return;
+    if (cc->pending.count && (cp->flushes < ST__RUN_MIN || cc->urgent)) return;
     size_t it;
     st_map_node_t *n;
     while (!cp->job && (n = st_map_first(&cp->queue, &it)) != NULL) {
@@ -598,6 +601,7 @@ void st__chat_compact_pump(st_chatcold_t *cc)
             continue;
         }
         cp->job = j;
+        cp->flushes = 0;
         cc->nrunning++;
         if (j->wait <= st_store_durable_id(cc->chat->store)) st__queue(cc, j);
     }
@@ -609,10 +613,17 @@ bool st__chat_compacting(st_chatcold_t *cc, const char *u, size_t ul, uint64_t p
     return j && j->pseq == pseq && j->u->ulen == ul && memcmp(j->u->user, u, ul) == 0;
 }
 
+bool st__chat_compact_due(st_chatcold_t *cc)
+{
+    st_compact_t *cp = cc->compact;
+    return cp && !cp->job && cp->queue.count && cp->flushes >= ST__RUN_MIN && !cc->urgent;
+}
+
 void st__chat_compact_note(st_chatcold_t *cc, const char *u, size_t ul, bool expire)
 {
     if (!cc || !cc->compact) return;
     if (!expire) {
+        cc->compact->flushes++;
         st_coldstat_t cs;
         uint64_t wait = 0;
         if (st__chat_coldstat(cc->chat, u, ul, &cs, &wait) != ST_OK ||

@@ -482,6 +482,7 @@ static void st__pump(st_chatcold_t *cc)
         if (cc->pending.count) uv_timer_start(&cc->resume, st__on_resume, cc->resume_ms - now, 0);
         return;
     }
+    if (st__chat_compact_due(cc)) st__chat_compact_pump(cc);
     while (cc->nrunning < ST__FLUSH_PARALLEL && !cc->stopping) {
         st_fuser_t *pick = NULL;
         for (st_map_node_t *n = st_map_first(&cc->pending, &it); n;

@@ -66,7 +66,7 @@ static const st_cfg_opt_t st__opts[] = {
             "seconds a conversation stays hot once idle and fully flushed (then read from cold)"),
     ST__NUM(ST_CFG_U64, retention_seconds, "retention-seconds", "STRATA_RETENTION_SECONDS", "0", 0,
             86400ULL * 36500,
-            "drop cold messages older than this (whole objects; 0 keeps them forever)"),
+            "drop cold messages older than this (0 keeps them forever)"),
     ST__NUM(ST_CFG_U64, reconcile_interval, "reconcile-interval", "STRATA_RECONCILE_INTERVAL", "20",
             1, 86400, "seconds between reconciliation passes"),
     ST__STR(jwt_secret, "jwt-secret", "STRATA_JWT_SECRET", "",
