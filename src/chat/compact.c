@@ -79,8 +79,10 @@ struct st_compact {
     st_compjob_t *job;
     size_t limit;
     unsigned flushes; /* since the last compaction started: waiting flushes yield every 4th turn */
-    st_metric_t *m_ok, *m_err, *m_rows, *m_bytes, *m_dropped, *m_objects, *m_cbytes;
+    st_metric_t *m_ok, *m_err, *m_rows, *m_bytes, *m_dropped;
     st_metric_t *m_s3[4];
+    st_metric_t *m_objects[2], *m_obytes[2]; /* small, large */
+    uint64_t census_ms;                      /* next count of the manifests */
 };
 
 /* ---- planning (pure) ---- */
@@ -322,29 +324,13 @@ static void st__fman_free(st_fman_t *m)
     free(m->files);
 }
 
-static int st__any(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    (void)key, (void)klen, (void)val, (void)vlen;
-    *(bool *)arg = true;
-    return 1;
-}
-
-/* Plans the user's next merge and records its object ('P'); NULL when there is nothing to do
- * now. *later: there may be, once the user's pending deletions are done. */
-static st_compjob_t *st__begin(st_chatcold_t *cc, st_cuser_t *u, bool *later)
+/* Plans the user's next merge and records its object ('P'); NULL when there is nothing to do. */
+static st_compjob_t *st__begin(st_chatcold_t *cc, st_cuser_t *u)
 {
     st_chat_t *c = cc->chat;
     st_store_t *s = c->store;
     uint8_t k[ST__KEY_CAP];
     uint64_t wait = 0;
-    bool dpending = false;
-    *later = false;
-    /* a 'D' record still waiting: its number may be one the swap would record again */
-    size_t dl = st__chat_ukey(k, 'D', u->user, u->ulen);
-    if (st_store_scan(s, k, dl, st__any, &dpending, &wait) < 0 || dpending) {
-        *later = true;
-        return NULL;
-    }
     st_fman_t m = {0};
     size_t from, to;
     size_t pl = st__chat_ukey(k, 'F', u->user, u->ulen);
@@ -455,7 +441,10 @@ static int st__commit(st_chatcold_t *cc, st_compjob_t *j, uint64_t *wait)
         st__chat_be64(k + n, j->seqs[i]);
         old_bytes += (int64_t)j->files[i].size;
         rc = st_store_del(s, k, n + 8, wait);
-        if (rc == ST_OK) rc = st__chat_doom(c, u, ul, j->seqs[i], j->keys[i], wait);
+        /* 'D' numbers stay unique: the first old object's number goes on with the new one, so
+         * its deletion is recorded under the fresh number (no 'F' ever has it) */
+        uint64_t dseq = i ? j->seqs[i] : j->pseq;
+        if (rc == ST_OK) rc = st__chat_doom(c, u, ul, dseq, j->keys[i], wait);
     }
     if (rc == ST_OK && j->out.rows) {
         st_buf_t val = {0};
@@ -564,12 +553,36 @@ void st__chat_compact_durable(st_chatcold_t *cc, uint64_t id)
     if (j && !j->queued && j->wait <= id) st__queue(cc, j);
 }
 
-/* Totals by size class, and the object store's requests (counted on the workers). */
+static int st__census(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    double *t = arg; /* objects, bytes: small, then large */
+    st_coldfile_t f;
+    (void)key, (void)klen;
+    if (vlen <= sizeof f) return 0;
+    memcpy(&f, val, sizeof f);
+    int large = !st__small(&f);
+    t[large * 2] += 1;
+    t[large * 2 + 1] += (double)f.size;
+    return 0;
+}
+
+/* The object store's requests (counted on the workers), and every 10 s the objects and bytes
+ * of every manifest, small (compacted further) and large. */
 static void st__publish(st_chatcold_t *cc)
 {
     st_compact_t *cp = cc->compact;
     for (int v = 0; v < 4; v++)
         st_metric_set(cp->m_s3[v], (double)st_objstore_requests(v));
+    if (uv_now(cc->loop) < cp->census_ms) return;
+    cp->census_ms = uv_now(cc->loop) + 10000;
+    double t[4] = {0};
+    uint64_t wait = 0;
+    char pre = 'F';
+    if (st_store_scan(cc->chat->store, &pre, 1, st__census, t, &wait) != ST_OK) return;
+    for (int i = 0; i < 2; i++) {
+        st_metric_set(cp->m_objects[i], t[i * 2]);
+        st_metric_set(cp->m_obytes[i], t[i * 2 + 1]);
+    }
 }
 
 void st__chat_compact_pump(st_chatcold_t *cc)
@@ -590,13 +603,8 @@ void st__chat_compact_pump(st_chatcold_t *cc)
     while (!cp->job && (n = st_map_first(&cp->queue, &it)) != NULL) {
         st_cuser_t *u = (st_cuser_t *)n;
         st_map_remove(&cp->queue, n);
-        bool later;
-        st_compjob_t *j = st__begin(cc, u, &later);
+        st_compjob_t *j = st__begin(cc, u);
         if (!j) {
-            if (later) { /* back of the queue: the next tick tries again */
-                st_map_insert(&cp->queue, &u->node);
-                break;
-            }
             free(u);
             continue;
         }
@@ -683,6 +691,13 @@ void st__chat_compact_init(st_chatcold_t *cc, size_t limit)
                                        "Expired rows left out by compactions (retention)", "");
     static const char *verbs[4] = {"verb=\"GET\"", "verb=\"PUT\"", "verb=\"DELETE\"",
                                    "verb=\"LIST\""};
+    static const char *tiers[2] = {"tier=\"small\"", "tier=\"large\""};
+    for (int i = 0; i < 2; i++) {
+        cp->m_objects[i] =
+            st_metrics_gauge("strata_cold_objects",
+                             "Cold objects (small: merged further; counted every 10 s)", tiers[i]);
+        cp->m_obytes[i] = st_metrics_gauge("strata_cold_bytes", "Bytes of cold objects", tiers[i]);
+    }
     for (int v = 0; v < 4; v++)
         cp->m_s3[v] = st_metrics_counter("strata_objstore_requests_total",
                                          "Object store requests (S3 or local)", verbs[v]);

@@ -53,6 +53,13 @@ async function flushes(s, u, n, k, ids = []) {
 
 const idsOf = (msgs) => msgs.map((m) => m.msg_id);
 
+// A clean stop: exit 0 and no sanitizer report (the ASan build runs these tests too).
+async function stopClean(s) {
+  const { code } = await s.stop();
+  assert.doesNotMatch(s.log(), /Sanitizer|runtime error/);
+  assert.equal(code, 0, s.log().slice(-2000));
+}
+
 // Objects in storage once the reaper has deleted what the manifest no longer holds.
 async function settledFiles(s, dir) {
   let prev = -1;
@@ -96,10 +103,11 @@ test('200 flushes of 5 messages: compaction keeps ≤ 8 objects, reads racing it
     assert.deepEqual([st.cold_messages, st.hot_messages, st.total_messages], [1000, 0, 1000]);
     const rewritten = await metric(s, 'strata_compaction_rows_rewritten_total');
     assert.ok(rewritten > 0 && rewritten < 1000 * 8, `write amplification ${rewritten / 1000}`);
+    await waitFor('objects counted in /metrics', async () => (await metric(s, 'strata_cold_objects\\{tier="small"\\}')) === files.length, 15000);
     const m = (await s.req('GET', '/metrics')).text;
     for (const v of ['GET', 'PUT', 'DELETE']) assert.match(m, new RegExp(`strata_objstore_requests_total\\{verb="${v}"\\} [1-9]`));
   } finally {
-    await s.stop();
+    await stopClean(s);
     s.cleanup();
   }
 });
@@ -118,7 +126,7 @@ test('POST /v1/admin/compact merges a user\'s small objects at once (202); a bod
     assert.deepEqual((await duckRows(filesOf(dir))).map((x) => x.msg_id), ids);
     assert.equal((await s.req('POST', '/v1/admin/compact')).status, 202, 'no body: every user');
   } finally {
-    await s.stop();
+    await stopClean(s);
     s.cleanup();
   }
 });
@@ -149,7 +157,7 @@ async function killDuringCompaction(t, { args, dirOf }) {
   assert.deepEqual(idsOf(await readAll(s, u)), ids);
   assert.deepEqual((await duckRows(files)).map((r) => r.msg_id), ids, 'each message once in storage');
   assert.ok(hits.orphans > 0, `some kill landed inside a compaction: ${JSON.stringify(hits)}`);
-  await s.stop();
+  await stopClean(s);
   return s;
 }
 
@@ -196,7 +204,7 @@ test('retention on compacted objects: an object mixing expired and live rows is 
     assert.ok(old.length === 6);
     assert.ok((await metric(s, 'strata_compaction_expired_rows_total')) === 6);
   } finally {
-    await s.stop();
+    await stopClean(s);
     s.cleanup();
   }
 });
@@ -211,7 +219,7 @@ test('quiet users are not flushed at every interval (--flush-min-rows, --flush-m
     assert.equal((await stats(s, 'quiet')).hot_messages, 3, 'the quiet user waits');
     await flush(s, 'quiet');
   } finally {
-    await s.stop();
+    await stopClean(s);
     s.cleanup();
   }
 });
