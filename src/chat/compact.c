@@ -28,8 +28,8 @@
  * oldest object mixes expired and live rows has it rewritten alone; the swap batch takes the
  * dropped rows out of the conversations' cold baselines, the cold summary and the totals.
  *
- * One background job at a time: a compaction counts as a running flush, starts only when no
- * flush waits, and is paced like one (the next job waits twice as long as it took).
+ * One compaction at a time, beside the flushes (never holding one up; none while the hot
+ * store is filling up), paced like them: the next waits twice as long as the last one took.
  */
 #define _GNU_SOURCE /* SCHED_IDLE */
 #include "internal.h"
@@ -78,7 +78,7 @@ struct st_compact {
     st_map_t queue;
     st_compjob_t *job;
     size_t limit;
-    unsigned flushes; /* since the last compaction started: waiting flushes yield every 4th turn */
+    uint64_t resume_ms; /* pacing: no compaction before this */
     st_metric_t *m_ok, *m_err, *m_rows, *m_bytes, *m_dropped;
     st_metric_t *m_s3[4];
     st_metric_t *m_objects[2], *m_obytes[2]; /* small, large */
@@ -497,7 +497,6 @@ static void st__done(uv_work_t *req, int status)
     st_compact_t *cp = cc->compact;
     st_cuser_t *u = j->u;
     cp->job = NULL;
-    cc->nrunning--;
     if (cc->stopping || status == UV_ECANCELED) { /* its 'P' record waits for start-up */
         free(u);
         st__job_free(j);
@@ -534,7 +533,7 @@ static void st__done(uv_work_t *req, int status)
         free(u);
     }
     uint64_t took_ms = (uv_hrtime() - j->t0) / 1000000;
-    cc->resume_ms = cc->urgent ? 0 : uv_now(cc->loop) + 2 * took_ms;
+    cp->resume_ms = uv_now(cc->loop) + 2 * took_ms;
     st__job_free(j);
 }
 
@@ -594,10 +593,8 @@ void st__chat_compact_pump(st_chatcold_t *cc)
         st__chat_compact_durable(cc, st_store_durable_id(cc->chat->store));
         return;
     }
-    /* flushes first (they free the hot store), but a steady stream of them yields every 4th
-     * turn, so a busy user's objects do not pile up */
-    if (cc->nrunning || uv_now(cc->loop) < cc->resume_ms) return;
-    if (cc->pending.count && (cp->flushes < ST__RUN_MIN || cc->urgent)) return;
+    /* beside flushes, never holding one up; none while the hot store is filling up */
+    if (cc->urgent || uv_now(cc->loop) < cp->resume_ms) return;
     size_t it;
     st_map_node_t *n;
     while (!cp->job && (n = st_map_first(&cp->queue, &it)) != NULL) {
@@ -609,8 +606,6 @@ void st__chat_compact_pump(st_chatcold_t *cc)
             continue;
         }
         cp->job = j;
-        cp->flushes = 0;
-        cc->nrunning++;
         if (j->wait <= st_store_durable_id(cc->chat->store)) st__queue(cc, j);
     }
 }
@@ -621,17 +616,10 @@ bool st__chat_compacting(st_chatcold_t *cc, const char *u, size_t ul, uint64_t p
     return j && j->pseq == pseq && j->u->ulen == ul && memcmp(j->u->user, u, ul) == 0;
 }
 
-bool st__chat_compact_due(st_chatcold_t *cc)
-{
-    st_compact_t *cp = cc->compact;
-    return cp && !cp->job && cp->queue.count && cp->flushes >= ST__RUN_MIN && !cc->urgent;
-}
-
 void st__chat_compact_note(st_chatcold_t *cc, const char *u, size_t ul, bool expire)
 {
     if (!cc || !cc->compact) return;
     if (!expire) {
-        cc->compact->flushes++;
         st_coldstat_t cs;
         uint64_t wait = 0;
         if (st__chat_coldstat(cc->chat, u, ul, &cs, &wait) != ST_OK ||
@@ -711,7 +699,6 @@ void st__chat_compact_stop(st_chatcold_t *cc)
         free(cp->job->u);
         st__job_free(cp->job);
         cp->job = NULL;
-        cc->nrunning--;
     }
 }
 
@@ -728,4 +715,9 @@ void st__chat_compact_free(st_chatcold_t *cc)
     st_map_free(&cp->queue);
     free(cp);
     cc->compact = NULL;
+}
+
+bool st__chat_compact_busy(st_chatcold_t *cc)
+{
+    return cc->compact && cc->compact->job;
 }

@@ -482,7 +482,6 @@ static void st__pump(st_chatcold_t *cc)
         if (cc->pending.count) uv_timer_start(&cc->resume, st__on_resume, cc->resume_ms - now, 0);
         return;
     }
-    if (st__chat_compact_due(cc)) st__chat_compact_pump(cc);
     while (cc->nrunning < ST__FLUSH_PARALLEL && !cc->stopping) {
         st_fuser_t *pick = NULL;
         for (st_map_node_t *n = st_map_first(&cc->pending, &it); n;
@@ -727,7 +726,7 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
 /* Freed once its timer is closed and the last job in flight has come back. */
 void st__chat_cold_maybe_free(st_chatcold_t *cc)
 {
-    if (!cc->closed || cc->nrunning || cc->reaping) return;
+    if (!cc->closed || cc->nrunning || cc->reaping || st__chat_compact_busy(cc)) return;
     size_t it;
     st_map_node_t *n;
     while ((n = st_map_first(&cc->pending, &it)) != NULL) {

@@ -152,10 +152,10 @@ typedef struct st_compact st_compact_t;
 bool st__chat_compact_plan(const st_coldfile_t *f, size_t n, size_t limit, int flags, size_t *from,
                            size_t *to);
 void st__chat_compact_init(st_chatcold_t *cc, size_t limit);
-/* Starts the next compaction if no flush runs or waits (every tick, after each flush). */
+/* Starts the next compaction (every tick, after each flush). */
 void st__chat_compact_pump(st_chatcold_t *cc);
-/* Whether a queued compaction takes the next turn before waiting flushes. */
-bool st__chat_compact_due(st_chatcold_t *cc);
+/* Whether a compaction is in flight (the cold tier is freed only after it). */
+bool st__chat_compact_busy(st_chatcold_t *cc);
 /* A batch is durable: a compaction waiting for its 'P' record may start writing. */
 void st__chat_compact_durable(st_chatcold_t *cc, uint64_t id);
 /* After a flush of the user, or (expire) when retention found its oldest object mixed. */
