@@ -288,7 +288,7 @@ TEST(rebuild_counts_a_merged_object_once_with_what_it_replaced)
     char cold[128];
     snprintf(cold, sizeof cold, "file://%s/cold", fx.dir);
     st_objstore_t *obj;
-    st_objstore_opts_t oo = {cold, NULL, NULL, NULL, NULL};
+    st_objstore_opts_t oo = {.url = cold};
     CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
     st_msgrow_t rows[6];
     for (int i = 0; i < 6; i++)
