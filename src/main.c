@@ -310,7 +310,10 @@ int main(int argc, char **argv)
                               .zstd_level = 3,
                               .cache_bytes = cfg.cold_cache,
                               .hot_ttl_s = cfg.hot_ttl,
-                              .retention_s = cfg.retention_seconds};
+                              .retention_s = cfg.retention_seconds,
+                              .compact_objects = cfg.compact_objects,
+                              .flush_min_rows = cfg.flush_min_rows,
+                              .flush_max_age_s = cfg.flush_max_age};
     st_chat_cold_start(chat, m.loop, &co);
     st_app_t app = {.cfg = &cfg, .store = store, .seats = seats, .chat = chat};
     if (*cfg.backup_url) {

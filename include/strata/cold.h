@@ -102,6 +102,8 @@ int st_objstore_delete(st_objstore_t *s, const char *key);
  * borrowed for the call); stops early when fn returns non-zero. */
 typedef int (*st_objstore_list_fn)(void *arg, const char *key, uint64_t size);
 int st_objstore_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn fn, void *arg);
+/* Requests made so far by verb: 0 GET, 1 PUT, 2 DELETE, 3 LIST (all stores of the process). */
+uint64_t st_objstore_requests(int verb);
 
 /* ---- the cold cache: asynchronous reads for the loop ----
  * Parsed footers and decoded row groups of cold objects, kept in memory (least recently used

@@ -16,6 +16,9 @@ typedef struct {
     uint64_t map_size;
     uint64_t flush_interval;
     uint64_t flush_rows;
+    uint64_t flush_min_rows;
+    uint64_t flush_max_age;
+    uint64_t compact_objects;
     uint64_t cold_cache;
     uint64_t cold_timeout_ms;
     uint64_t cold_retries;

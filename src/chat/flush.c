@@ -16,8 +16,10 @@
  * A failed write (storage down, disk full) leaves the hot rows alone and retries with backoff;
  * one that can never succeed (ST_EINVAL: a key the backend refuses) is reported and not retried.
  *
- * Triggers: a user reaching --flush-rows hot rows, every --flush-interval, the hot store at
- * 80 % of its capacity, and POST /v1/admin/flush.
+ * Triggers: a user reaching --flush-rows hot rows, every --flush-interval (a user with at
+ * least --flush-min-rows hot rows, or whose oldest is --flush-max-age old), the hot store at
+ * 80 % of its capacity and POST /v1/admin/flush (every user with hot rows). After a flush, a
+ * user with more than --compact-objects objects is queued for compaction (compact.c).
  */
 #define _GNU_SOURCE /* SCHED_IDLE */
 #include "internal.h"
@@ -318,6 +320,7 @@ static void st__flush_done(uv_work_t *req, int status)
         st_metric_observe(cc->m_seconds, (double)(uv_hrtime() - j->t0) / 1e9);
         st_info("cold: flushed %zu messages of %.*s to %s (%llu bytes)", j->n, (int)u->ulen,
                 u->user, j->key.data, (unsigned long long)j->size);
+        st__chat_compact_note(cc, u->user, u->ulen, false);
         if (j->capped)
             st_map_insert(&cc->pending, &u->node);
         else
@@ -331,6 +334,7 @@ static void st__flush_done(uv_work_t *req, int status)
     cc->resume_ms = cc->urgent ? 0 : st__now_ms(cc) + 2 * took_ms;
     st__job_free(j);
     st__pump(cc);
+    st__chat_compact_pump(cc);
 }
 
 typedef struct {
@@ -432,6 +436,7 @@ static void st__on_durable(st_store_listener_t *l, uint64_t id)
     st_chat_t *c = (st_chat_t *)((char *)l - offsetof(st_chat_t, listener));
     st_chatcold_t *cc = c->cold;
     if (!cc) return;
+    st__chat_compact_durable(cc, id);
     for (st_flushjob_t **p = &cc->held; *p;) {
         st_flushjob_t *j = *p;
         if (j->wait > id) {
@@ -540,7 +545,28 @@ static void st__scan_names(st_store_t *s, char prefix, st_names_t *out)
     st_store_scan(s, &prefix, 1, st__collect_name, out, &wait);
 }
 
-size_t st_chat_flush_all(st_chat_t *c)
+static int st__first_ts(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)key, (void)klen;
+    if (vlen >= 8) memcpy(arg, val, 8);
+    return 1;
+}
+
+/* Whether an interval flush is due for a user with `hot` hot rows: enough of them, or the
+ * oldest old enough (quiet users are not flushed into a tiny object at every interval). */
+static bool st__due(st_chat_t *c, const char *u, size_t ul, int64_t hot)
+{
+    st_chatcold_t *cc = c->cold;
+    if ((uint64_t)hot >= cc->flush_min_rows || !cc->flush_max_age_us) return true;
+    uint8_t pre[ST__KEY_CAP];
+    uint64_t wait = 0;
+    int64_t ts = INT64_MAX;
+    st_store_scan(c->store, pre, st__chat_ukey(pre, 'M', u, ul), st__first_ts, &ts, &wait);
+    return ts <= st_now_us() - (int64_t)cc->flush_max_age_us;
+}
+
+/* Queues flushes: every user with hot rows, or (!all) those due (st__due). */
+static size_t st__flush_users(st_chat_t *c, bool all)
 {
     if (!c->cold) return 0;
     size_t queued = 0;
@@ -557,7 +583,8 @@ size_t st_chat_flush_all(st_chat_t *c)
         st__chat_retention(c, u, ul);
         if (st__chat_get_fixed(c->store, k, st__chat_ukey(k, 'T', u, ul) - 1, &tot, sizeof tot,
                                &wait) == ST_OK &&
-            st__chat_coldstat(c, u, ul, &cs, &wait) == ST_OK && tot.total > cs.rows) {
+            st__chat_coldstat(c, u, ul, &cs, &wait) == ST_OK && tot.total > cs.rows &&
+            (all || st__due(c, u, ul, tot.total - cs.rows))) {
             st__enqueue(c->cold, u, ul);
             queued++;
         }
@@ -577,6 +604,11 @@ size_t st_chat_flush_all(st_chat_t *c)
     st__chat_evict(c);
     st__pump(c->cold);
     return queued;
+}
+
+size_t st_chat_flush_all(st_chat_t *c)
+{
+    return st__flush_users(c, true);
 }
 
 void st__chat_posted(st_chat_t *c, const char *u, size_t ul, int64_t total)
@@ -608,9 +640,10 @@ static void st__on_tick(uv_timer_t *t)
             st_warn("cold: hot store at %llu of %llu bytes: flushing", (unsigned long long)used,
                     (unsigned long long)size);
         cc->next_interval_ms = now + cc->interval_ms;
-        st_chat_flush_all(cc->chat);
+        st__flush_users(cc->chat, full);
     }
     st__pump(cc);
+    st__chat_compact_pump(cc);
 }
 
 /* Start-up: flushes a crash interrupted left 'P' records; their objects are deleted (and the
@@ -679,6 +712,9 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
     cc->tick.data = cc->resume.data = cc;
     cc->next_interval_ms = uv_now(loop) + cc->interval_ms;
     uv_timer_start(&cc->tick, st__on_tick, ST__TICK_MS, ST__TICK_MS);
+    cc->flush_min_rows = o->flush_min_rows;
+    cc->flush_max_age_us = o->flush_max_age_s * 1000000ull;
+    st__chat_compact_init(cc, o->compact_objects);
     c->cold = cc;
     c->listener.on_durable = st__on_durable;
     c->listener.on_failed = st__on_failed;
@@ -690,7 +726,7 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
 /* Freed once its timer is closed and the last job in flight has come back. */
 void st__chat_cold_maybe_free(st_chatcold_t *cc)
 {
-    if (!cc->closed || cc->nrunning || cc->reaping) return;
+    if (!cc->closed || cc->nrunning || cc->reaping || st__chat_compact_busy(cc)) return;
     size_t it;
     st_map_node_t *n;
     while ((n = st_map_first(&cc->pending, &it)) != NULL) {
@@ -704,6 +740,7 @@ void st__chat_cold_maybe_free(st_chatcold_t *cc)
     st_map_free(&cc->pending);
     st_map_free(&cc->running);
     st_map_free(&cc->stuck);
+    st__chat_compact_free(cc);
     free(cc);
 }
 
@@ -731,6 +768,7 @@ void st_chat_cold_stop(st_chat_t *c)
     st__chat_retention_stop(cc);
     st_coldcache_close(cc->cache); /* its jobs in flight come back while the loop runs */
     cc->cache = NULL;
+    st__chat_compact_stop(cc);
     uv_close((uv_handle_t *)&cc->tick, st__tick_closed);
     uv_close((uv_handle_t *)&cc->resume, st__tick_closed);
 }

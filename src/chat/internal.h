@@ -145,6 +145,26 @@ void st__chat_cold_maybe_free(st_chatcold_t *cc);
 /* evict.c: evicts conversations idle for the hot TTL whose messages are all cold. */
 size_t st__chat_evict(st_chat_t *c);
 
+/* compact.c: merging a user's small objects (see there). */
+typedef struct st_compact st_compact_t;
+/* Which neighbours of f[0..n) (manifest order) to merge next: [*from, *to). flags: 1 forced
+ * (POST /v1/admin/compact), 2 the oldest object mixes expired and live rows. */
+bool st__chat_compact_plan(const st_coldfile_t *f, size_t n, size_t limit, int flags, size_t *from,
+                           size_t *to);
+void st__chat_compact_init(st_chatcold_t *cc, size_t limit);
+/* Starts the next compaction (every tick, after each flush). */
+void st__chat_compact_pump(st_chatcold_t *cc);
+/* Whether a compaction is in flight (the cold tier is freed only after it). */
+bool st__chat_compact_busy(st_chatcold_t *cc);
+/* A batch is durable: a compaction waiting for its 'P' record may start writing. */
+void st__chat_compact_durable(st_chatcold_t *cc, uint64_t id);
+/* After a flush of the user, or (expire) when retention found its oldest object mixed. */
+void st__chat_compact_note(st_chatcold_t *cc, const char *u, size_t ul, bool expire);
+/* Whether the 'P' record (u, pseq) is the running compaction's (not an orphan). */
+bool st__chat_compacting(st_chatcold_t *cc, const char *u, size_t ul, uint64_t pseq);
+void st__chat_compact_stop(st_chatcold_t *cc);
+void st__chat_compact_free(st_chatcold_t *cc);
+
 /* flush.c: told after each post with the user's total message count (flush_rows trigger). */
 void st__chat_posted(st_chat_t *c, const char *u, size_t ul, int64_t total);
 
@@ -182,6 +202,9 @@ struct st_chatcold {
     st_metric_t *m_stuck, *m_reaped, *m_orphans;
     bool reaping;           /* a deletion pass is on a worker */
     uint64_t reap_after_ms; /* no pass before (after one that failed) */
+    st_compact_t *compact;  /* compact.c */
+    /* at the interval, a user is flushed only with this many hot rows, or one this old */
+    uint64_t flush_min_rows, flush_max_age_us;
 };
 
 #endif

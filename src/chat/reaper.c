@@ -62,6 +62,10 @@ int st__chat_orphans(st_chat_t *c, const char *u, size_t ul, uint64_t *wait)
         memcpy(&l, ps.seqs.data + i + sizeof seq, sizeof l);
         char *key = st_strndup(ps.seqs.data + i + sizeof seq + sizeof l, l);
         i += sizeof seq + sizeof l + l;
+        if (st__chat_compacting(c->cold, u, ul, seq)) { /* in flight, not an orphan */
+            free(key);
+            continue;
+        }
         size_t n = st__chat_ukey(k, 'F', u, ul);
         st__chat_be64(k + n, seq);
         const void *v;

@@ -17,6 +17,7 @@ typedef struct {
     char user[ST_NAME_MAX + 1];
     size_t ulen;
     uint64_t seq, size;
+    uint64_t gen; /* a compaction's fresh number ({seq}.{gen}.parquet); 0 for a flush's */
     char *key;
 } st_obj_t;
 
@@ -38,7 +39,9 @@ static int st__on_object(void *arg, const char *key, uint64_t size)
     st_obj_t ob = {0};
     if (!st__chat_folder_user(key, (size_t)(slash - key), ob.user, &ob.ulen)) return 0;
     ob.user[ob.ulen] = 0;
-    ob.seq = strtoull(dash + 1, NULL, 10);
+    char *end;
+    ob.seq = strtoull(dash + 1, &end, 10);
+    if (*end == '.' && end[1] >= '0' && end[1] <= '9') ob.gen = strtoull(end + 1, NULL, 10);
     ob.size = size;
     ob.key = st_strndup(key, kl);
     if (o->n == o->cap) {
@@ -53,7 +56,9 @@ static int st__cmp_obj(const void *a, const void *b)
 {
     const st_obj_t *x = a, *y = b;
     int c = strcmp(x->user, y->user);
-    return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
+    if (c) return c;
+    if (x->seq != y->seq) return (x->seq > y->seq) - (x->seq < y->seq);
+    return (x->gen > y->gen) - (x->gen < y->gen);
 }
 
 static int st__footer_of(st_objstore_t *obj, const st_obj_t *o, st_pq_meta_t *m)
@@ -120,6 +125,17 @@ static bool st__superseded(const st_coldfile_t *f, const bool *skip, size_t n, s
     return false;
 }
 
+/* Whether object i's rows are all in a compacted object (a merge whose swap a crash left
+ * unfinished, or whose replaced objects were not deleted yet): the merged one holds them. */
+static bool st__merged(const st_coldfile_t *f, const st_obj_t *o, size_t n, size_t i)
+{
+    for (size_t j = 0; j < n; j++)
+        if (j != i && o[j].gen && f[j].min_id <= f[i].min_id && f[i].max_id <= f[j].max_id &&
+            (f[j].rows > f[i].rows || (f[j].rows == f[i].rows && j > i)))
+            return true;
+    return false;
+}
+
 /* Folds one object's row groups into the per-conversation aggregates. */
 static void st__aggregate(const st_pq_meta_t *m, st_cagg_t **agg, size_t *nagg)
 {
@@ -175,10 +191,13 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
             if (m[i].groups[g].max_id > f[i].max_id) f[i].max_id = m[i].groups[g].max_id;
         }
     }
+    for (size_t i = 0; i < n && rc == ST_OK; i++)
+        skip[i] = st__merged(f, o, n, i);
     for (size_t i = n; i-- > 0 && rc == ST_OK;)
-        skip[i] = st__superseded(f, skip, n, i);
+        skip[i] = skip[i] || st__superseded(f, skip, n, i);
     for (size_t i = 0; i < n && rc == ST_OK; i++) {
         if (o[i].seq + 1 > cs.next_seq) cs.next_seq = o[i].seq + 1;
+        if (o[i].gen + 1 > cs.next_seq) cs.next_seq = o[i].gen + 1;
         if (skip[i]) { /* an orphan: deleted by the next server start, never counted */
             st_warn("rebuild: %s repeats rows of a later object; it will be deleted", o[i].key);
             rc = st__chat_doom(c, u, ul, o[i].seq, o[i].key, wait);

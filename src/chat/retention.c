@@ -5,8 +5,9 @@
  * rows out of the counts (user cold summary, each conversation's cold baseline, the user
  * totals) and records its deletion ('D'); the reaper deletes it from storage only once that
  * batch is durable, so no manifest, before or after a crash, names a deleted object, and a
- * crash never leaves an expired object behind. Whole objects only: a message is kept until
- * every message of its object has expired.
+ * crash never leaves an expired object behind. Whole objects here; an object that mixes
+ * expired and live rows is queued for compaction, which rewrites it without the expired ones
+ * (compact.c), so retention is message-exact within a pass or two.
  *
  * A conversation's record survives its messages: an evicted one is re-warmed from the cold
  * tier first (its last seq comes from the seq statistics), and one emptied keeps its record
@@ -189,7 +190,15 @@ size_t st__chat_retention(st_chat_t *c, const char *u, size_t ul)
         int64_t newest = INT64_MIN;
         for (size_t g = 0; g < m->ngroups; g++)
             if (m->groups[g].max_ts > newest) newest = m->groups[g].max_ts;
-        if (newest >= cutoff) break; /* objects are in time order: the rest are newer */
+        if (newest >= cutoff) { /* objects are in time order: the rest are newer */
+            /* one mixing expired and live rows is rewritten without them (compact.c) */
+            for (size_t g = 0; g < m->ngroups; g++)
+                if (m->groups[g].min_ts < cutoff) {
+                    st__chat_compact_note(cc, u, ul, true);
+                    break;
+                }
+            break;
+        }
         /* the manifest key's seq: the object key ends in -{seq}.parquet */
         const char *dash = strrchr(man.keys[i], '-');
         uint64_t seq = dash ? strtoull(dash + 1, NULL, 10) : 0;

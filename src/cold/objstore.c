@@ -394,19 +394,30 @@ static int st__s3_get(st_objstore_t *s, const char *key, uint64_t off, size_t le
 
 /* ---- the interface ---- */
 
+/* Requests by verb (GET, PUT, DELETE, LIST), from whichever thread made them. */
+static _Atomic uint64_t st__requests[4];
+
+uint64_t st_objstore_requests(int verb)
+{
+    return verb >= 0 && verb < 4 ? st__requests[verb] : 0;
+}
+
 int st_objstore_put(st_objstore_t *s, const char *key, const void *data, size_t len)
 {
+    st__requests[1]++;
     return s->s3 ? st__s3_put(s, key, data, len) : st__file_put(s, key, data, len);
 }
 
 int st_objstore_get(st_objstore_t *s, const char *key, uint64_t off, size_t len, st_buf_t *out)
 {
     if (len == 0) return ST_OK;
+    st__requests[0]++;
     return s->s3 ? st__s3_get(s, key, off, len, out) : st__file_get(s, key, off, len, out);
 }
 
 int st_objstore_delete(st_objstore_t *s, const char *key)
 {
+    st__requests[2]++;
     if (!s->s3) {
         char *path = st__path(s, key);
         /* a path too long to exist was never stored: deleting it is done */
@@ -519,6 +530,7 @@ static int st__s3_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn
 
 int st_objstore_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn fn, void *arg)
 {
+    st__requests[3]++;
     if (s->s3) return st__s3_list(s, prefix, fn, arg);
     st_buf_t rel = {0};
     int rc = st__walk(s->dir, &rel, prefix, fn, arg);

@@ -56,6 +56,27 @@ int st_api_admin_flush(st_ctx_t *c)
     return ST_OK;
 }
 
+/* Queues a compaction of one user's small cold objects ({"user": …}) or, with no body, of
+ * every user's; it runs in the background (strata_compactions_total in /metrics). */
+int st_api_admin_compact(st_ctx_t *c)
+{
+    cJSON *j;
+    int rc = st_json_body(c, &j);
+    if (rc) return rc;
+    const char *u = NULL;
+    size_t ul = 0;
+    if (j && cJSON_GetObjectItemCaseSensitive(j, "user")) rc = st_json_name(c, j, "user", &u, &ul);
+    if (rc) {
+        cJSON_Delete(j);
+        return rc;
+    }
+    size_t n = c->app->chat ? st_chat_compact(c->app->chat, u, ul) : 0;
+    cJSON_Delete(j);
+    c->status = 202;
+    st_buf_printf(c->body, "{\"compacting\":%zu}", n);
+    return ST_OK;
+}
+
 /* Which key a reconcile or drift request names: {"user","conversation_id"} or {"counter"}.
  * Returns 1 for a conversation, 2 for a counter, 0 for none, or an error (written). */
 static int st__admin_key(st_ctx_t *c, const cJSON *j, const char **a, size_t *al, const char **b,

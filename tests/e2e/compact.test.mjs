@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: MIT
+// Cold-tier compaction (issue 17, SPEC §5): a user's small objects are merged in the background
+// (more than --compact-objects) and on POST /v1/admin/compact; the swap is one batch, so
+// strata's reads are exact throughout, kill -9 during a compaction loses and duplicates nothing
+// (local directory and s3rver), and DuckDB reads each message once. Retention rewrites an object
+// mixing expired and live rows; quiet users are not flushed at every interval.
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import S3rver from 's3rver';
+import { test } from 'node:test';
+import { duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
+import { sleep, startStrata } from './lib.mjs';
+
+async function readAll(s, u) {
+  const out = [];
+  let cursor = null;
+  for (let pages = 0; pages < 10000; pages++) {
+    const qs = new URLSearchParams({ limit: '300', ...(cursor ? { cursor } : {}) });
+    const r = await s.req('GET', `/v1/users/${encodeURIComponent(u)}/messages?${qs}`);
+    assert.equal(r.status, 200, r.text);
+    out.push(...r.json.messages);
+    if (!r.json.next) return out;
+    cursor = r.json.next;
+  }
+  throw new Error('too many pages');
+}
+
+const filesOf = (d) => (existsSync(d) ? parquetFiles(d) : []);
+const stats = async (s, u) => (await s.req('GET', `/v1/users/${encodeURIComponent(u)}/stats`)).json;
+const metric = async (s, name) => Number((await s.req('GET', '/metrics')).text.match(new RegExp(`^${name} (\\d+)`, 'm'))?.[1] ?? 0);
+
+async function post(s, u, conv, content = 'm') {
+  const r = await s.req('POST', `/v1/users/${encodeURIComponent(u)}/messages`, { conversation_id: conv, from: 'a', content });
+  assert.equal(r.status, 201, r.text);
+  return r.json.msg_id;
+}
+
+async function flush(s, u) {
+  assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
+  await waitFor(`${u} flushed`, async () => (await stats(s, u)).hot_messages === 0);
+}
+
+// n flushes of k messages each (conversations alternate); returns the msg_ids in order.
+async function flushes(s, u, n, k, ids = []) {
+  for (let f = 0; f < n; f++) {
+    for (let i = 0; i < k; i++) ids.push(await post(s, u, `c${(f + i) % 3}`, `flush ${f} message ${i}`));
+    await flush(s, u);
+  }
+  return ids;
+}
+
+const idsOf = (msgs) => msgs.map((m) => m.msg_id);
+
+// A clean stop: exit 0 and no sanitizer report (the ASan build runs these tests too).
+async function stopClean(s) {
+  const { code } = await s.stop();
+  assert.doesNotMatch(s.log(), /Sanitizer|runtime error/);
+  assert.equal(code, 0, s.log().slice(-2000));
+}
+
+// Objects in storage once the reaper has deleted what the manifest no longer holds.
+async function settledFiles(s, dir) {
+  let prev = -1;
+  return waitFor('storage settled', async () => {
+    const n = filesOf(dir).length;
+    const idle = (await metric(s, 'strata_flush_running')) === 0;
+    if (idle && n === prev) return filesOf(dir);
+    prev = n;
+    await sleep(1200); // a reaper pass runs every second
+    return null;
+  }, 60000);
+}
+
+test('200 flushes of 5 messages: compaction keeps ≤ 8 objects, reads racing it are exact, DuckDB reads each message once', async () => {
+  const s = await startStrata({ args: ['--flush-interval', '3600'] });
+  try {
+    const u = 'busy';
+    const ids = [];
+    let stop = false, reads = 0;
+    const reader = (async () => {
+      while (!stop) {
+        const want = ids.slice();
+        const got = idsOf(await readAll(s, u));
+        // posts only append: a read sees at least what was posted before it began, in order, once
+        assert.deepEqual(got.slice(0, want.length), want, 'a read racing flushes and compactions');
+        assert.equal(new Set(got).size, got.length, 'no message twice');
+        reads++;
+      }
+    })();
+    await flushes(s, u, 200, 5, ids);
+    stop = true;
+    await reader;
+    assert.ok(reads > 0);
+    assert.ok((await metric(s, 'strata_compactions_total\\{result="ok"\\}')) > 0, 'compactions ran');
+    assert.equal(await metric(s, 'strata_compactions_total\\{result="error"\\}'), 0);
+    const files = await settledFiles(s, path.join(s.dir, 'cold', u));
+    assert.ok(files.length <= 8, `${files.length} objects`);
+    assert.deepEqual(idsOf(await readAll(s, u)), ids, 'strata reads each message once, in order');
+    assert.deepEqual((await duckRows(files)).map((r) => r.msg_id), ids, 'DuckDB reads each message once');
+    const st = await stats(s, u);
+    assert.deepEqual([st.cold_messages, st.hot_messages, st.total_messages], [1000, 0, 1000]);
+    const rewritten = await metric(s, 'strata_compaction_rows_rewritten_total');
+    assert.ok(rewritten > 0 && rewritten < 1000 * 8, `write amplification ${rewritten / 1000}`);
+    await waitFor('objects counted in /metrics', async () => (await metric(s, 'strata_cold_objects\\{tier="small"\\}')) === files.length, 15000);
+    const m = (await s.req('GET', '/metrics')).text;
+    for (const v of ['GET', 'PUT', 'DELETE']) assert.match(m, new RegExp(`strata_objstore_requests_total\\{verb="${v}"\\} [1-9]`));
+  } finally {
+    await stopClean(s);
+    s.cleanup();
+  }
+});
+
+test('POST /v1/admin/compact merges a user\'s small objects at once (202); a body that is not JSON is 400', async () => {
+  const s = await startStrata({ args: ['--flush-interval', '3600', '--compact-objects', '1000'] });
+  try {
+    const ids = await flushes(s, 'few', 6, 3);
+    const dir = path.join(s.dir, 'cold', 'few');
+    assert.equal(filesOf(dir).length, 6, 'no automatic compaction under --compact-objects');
+    const r = await s.req('POST', '/v1/admin/compact', { user: 'few' });
+    assert.equal(r.status, 202, r.text);
+    assert.equal((await s.req('POST', '/v1/admin/compact', '{')).status, 400);
+    await waitFor('compacted', async () => filesOf(dir).length === 1);
+    assert.deepEqual(idsOf(await readAll(s, 'few')), ids);
+    assert.deepEqual((await duckRows(filesOf(dir))).map((x) => x.msg_id), ids);
+    assert.equal((await s.req('POST', '/v1/admin/compact')).status, 202, 'no body: every user');
+  } finally {
+    await stopClean(s);
+    s.cleanup();
+  }
+});
+
+async function killDuringCompaction(t, { args, dirOf }) {
+  let s = await startStrata({ args: [...args, '--compact-objects', '1000'] });
+  const dataDir = s.dir;
+  const u = 'crash';
+  const ids = await flushes(s, u, 24, 4);
+  const hits = { orphans: 0, compacted: 0 };
+  for (const delay of [0, 2, 5, 10, 20, 40]) {
+    assert.equal((await s.req('POST', '/v1/admin/compact', { user: u })).status, 202);
+    await sleep(delay);
+    await s.kill9();
+    const prevLog = s.log();
+    s = await startStrata({ dataDir, args: [...args, '--compact-objects', '1000'] });
+    hits.orphans += await metric(s, "strata_flush_orphans_total");
+    hits.compacted += /compacted \d+ objects/.test(prevLog) ? 1 : 0;
+    assert.deepEqual(idsOf(await readAll(s, u)), ids, `after kill -9 ${delay} ms into a compaction`);
+    const st = await stats(s, u);
+    assert.equal(st.cold_messages, ids.length);
+    // more flushes, so the next round has small objects to merge again
+    await flushes(s, u, 3, 4, ids);
+  }
+  assert.equal((await s.req('POST', '/v1/admin/compact', { user: u })).status, 202);
+  await waitFor('compacted', async () => (await metric(s, 'strata_compactions_total\\{result="ok"\\}')) > 0);
+  const files = await settledFiles(s, dirOf(s));
+  assert.deepEqual(idsOf(await readAll(s, u)), ids);
+  assert.deepEqual((await duckRows(files)).map((r) => r.msg_id), ids, 'each message once in storage');
+  assert.ok(hits.orphans > 0, `some kill landed inside a compaction: ${JSON.stringify(hits)}`);
+  await stopClean(s);
+  return s;
+}
+
+test('regression: kill -9 during compactions loses and duplicates nothing (local directory)', async (t) => {
+  const s = await killDuringCompaction(t, { args: ['--flush-interval', '3600'], dirOf: (x) => path.join(x.dir, 'cold', 'crash') });
+  s.cleanup();
+});
+
+test('regression: kill -9 during compactions loses and duplicates nothing (s3rver)', async (t) => {
+  const sdir = mkdtempSync(path.join(tmpdir(), 'strata-s3-'));
+  const server = new S3rver({ address: '127.0.0.1', port: 0, directory: sdir, silent: true, configureBuckets: [{ name: 'cold' }] });
+  const { port } = await server.run();
+  try {
+    const s = await killDuringCompaction(t, {
+      args: ['--cold-url', 's3://cold/pre', '--s3-endpoint', `http://127.0.0.1:${port}`,
+        '--s3-access-key', 'S3RVER', '--s3-secret-key', 'S3RVER', '--flush-interval', '3600'],
+      dirOf: () => path.join(sdir, 'cold'),
+    });
+    s.cleanup();
+  } finally {
+    await server.close();
+    rmSync(sdir, { recursive: true, force: true });
+  }
+});
+
+test('retention on compacted objects: an object mixing expired and live rows is rewritten without the expired ones', async () => {
+  const s = await startStrata({ args: ['--flush-interval', '3600', '--retention-seconds', '6'] });
+  try {
+    const u = 'ret';
+    const old = await flushes(s, u, 2, 3);
+    await sleep(4000);
+    const live = await flushes(s, u, 2, 3);
+    assert.equal((await s.req('POST', '/v1/admin/compact', { user: u })).status, 202);
+    const dir = path.join(s.dir, 'cold', u);
+    await waitFor('merged', async () => filesOf(dir).length === 1);
+    await sleep(2500); // the first messages expire, the last do not
+    assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202); // runs retention
+    await waitFor('expired rows dropped', async () => (await stats(s, u)).cold_messages === live.length, 10000);
+    assert.deepEqual(idsOf(await readAll(s, u)), live, 'message-exact retention');
+    const st = await stats(s, u);
+    assert.equal(st.total_messages, live.length);
+    const files = await settledFiles(s, dir);
+    assert.deepEqual((await duckRows(files)).map((r) => r.msg_id), live);
+    assert.ok(old.length === 6);
+    assert.ok((await metric(s, 'strata_compaction_expired_rows_total')) === 6);
+  } finally {
+    await stopClean(s);
+    s.cleanup();
+  }
+});
+
+test('quiet users are not flushed at every interval (--flush-min-rows, --flush-max-age); /v1/admin/flush still flushes them', async () => {
+  const s = await startStrata({ args: ['--flush-interval', '1', '--flush-min-rows', '10', '--flush-max-age', '3600'] });
+  try {
+    for (let i = 0; i < 3; i++) await post(s, 'quiet', 'c');
+    for (let i = 0; i < 12; i++) await post(s, 'loud', 'c');
+    await waitFor('the busy user flushed', async () => (await stats(s, 'loud')).hot_messages === 0);
+    await sleep(2500); // two more intervals
+    assert.equal((await stats(s, 'quiet')).hot_messages, 3, 'the quiet user waits');
+    await flush(s, 'quiet');
+  } finally {
+    await stopClean(s);
+    s.cleanup();
+  }
+});
