@@ -16,10 +16,11 @@
  * A failed write (storage down, disk full) leaves the hot rows alone and retries with backoff;
  * one that can never succeed (ST_EINVAL: a key the backend refuses) is reported and not retried.
  *
- * Triggers: a user reaching --flush-rows hot rows, every --flush-interval (a user with at
- * least --flush-min-rows hot rows, or whose oldest is --flush-max-age old), the hot store at
- * 80 % of its capacity and POST /v1/admin/flush (every user with hot rows). After a flush, a
- * user with more than --compact-objects objects is queued for compaction (compact.c).
+ * Triggers: a user reaching --flush-rows hot rows, and the flush pass over every user (pass.c):
+ * every --flush-interval (a user with at least --flush-min-rows hot rows, or whose oldest is
+ * --flush-max-age old), the hot store at 80 % of its capacity and POST /v1/admin/flush (every
+ * user with hot rows). After a flush, a user with more than --compact-objects objects is queued
+ * for compaction (compact.c).
  */
 #define _GNU_SOURCE /* SCHED_IDLE */
 #include "internal.h"
@@ -497,52 +498,16 @@ static void st__pump(st_chatcold_t *cc)
     st_metric_set(cc->m_pending, (double)cc->pending.count);
 }
 
-/* ---- triggers ---- */
+/* ---- triggers (the flush pass over every user: pass.c) ---- */
 
-/* Names under a key prefix, collected first: acting on them inside the scan would read and
- * stage writes while the scan's own pointers are live. */
-typedef struct {
-    st_buf_t names; /* each: u8 length, then the name */
-} st_names_t;
-
-static int st__collect_name(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+void st__chat_flush_enqueue(st_chatcold_t *cc, const char *u, size_t ul)
 {
-    st_names_t *n = arg;
-    (void)val;
-    (void)vlen;
-    if (klen < 2 || klen - 1 > ST_NAME_MAX) return 0;
-    st_buf_appendc(&n->names, (char)(uint8_t)(klen - 1));
-    st_buf_append(&n->names, (const char *)key + 1, klen - 1);
-    return 0;
+    st__enqueue(cc, u, ul);
 }
 
-/* The distinct users of 'ks u 0 …' keys (they come sorted: a repeat follows its first). */
-typedef struct {
-    st_names_t out;
-    size_t prev; /* offset of the last name added */
-} st_users_t;
-
-static int st__collect_user(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+void st__chat_flush_pump(st_chatcold_t *cc)
 {
-    st_users_t *us = arg;
-    st_buf_t *b = &us->out.names;
-    (void)val;
-    (void)vlen;
-    const char *u = (const char *)key + 1;
-    size_t ul = strnlen(u, klen - 1);
-    if (ul == 0 || ul > ST_NAME_MAX || ul == klen - 1) return 0;
-    if (b->len && (uint8_t)b->data[us->prev] == ul && memcmp(b->data + us->prev + 1, u, ul) == 0)
-        return 0;
-    us->prev = b->len;
-    st_buf_appendc(b, (char)(uint8_t)ul);
-    st_buf_append(b, u, ul);
-    return 0;
-}
-
-static void st__scan_names(st_store_t *s, char prefix, st_names_t *out)
-{
-    uint64_t wait = 0;
-    st_store_scan(s, &prefix, 1, st__collect_name, out, &wait);
+    st__pump(cc);
 }
 
 static int st__first_ts(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
@@ -552,9 +517,7 @@ static int st__first_ts(void *arg, const void *key, size_t klen, const void *val
     return 1;
 }
 
-/* Whether an interval flush is due for a user with `hot` hot rows: enough of them, or the
- * oldest old enough (quiet users are not flushed into a tiny object at every interval). */
-static bool st__due(st_chat_t *c, const char *u, size_t ul, int64_t hot)
+bool st__chat_flush_due(st_chat_t *c, const char *u, size_t ul, int64_t hot)
 {
     st_chatcold_t *cc = c->cold;
     if ((uint64_t)hot >= cc->flush_min_rows || !cc->flush_max_age_us) return true;
@@ -563,52 +526,6 @@ static bool st__due(st_chat_t *c, const char *u, size_t ul, int64_t hot)
     int64_t ts = INT64_MAX;
     st_store_scan(c->store, pre, st__chat_ukey(pre, 'M', u, ul), st__first_ts, &ts, &wait);
     return ts <= st_now_us() - (int64_t)cc->flush_max_age_us;
-}
-
-/* Queues flushes: every user with hot rows, or (!all) those due (st__due). */
-static size_t st__flush_users(st_chat_t *c, bool all)
-{
-    if (!c->cold) return 0;
-    size_t queued = 0;
-    uint64_t wait = 0;
-    st_names_t users = {{0}}, counters = {{0}};
-    st__scan_names(c->store, 'T', &users);
-    for (size_t i = 0; i < users.names.len;) {
-        size_t ul = (uint8_t)users.names.data[i];
-        const char *u = users.names.data + i + 1;
-        i += 1 + ul;
-        uint8_t k[ST__KEY_CAP];
-        st_totals_t tot;
-        st_coldstat_t cs;
-        st__chat_retention(c, u, ul);
-        if (st__chat_get_fixed(c->store, k, st__chat_ukey(k, 'T', u, ul) - 1, &tot, sizeof tot,
-                               &wait) == ST_OK &&
-            st__chat_coldstat(c, u, ul, &cs, &wait) == ST_OK && tot.total > cs.rows &&
-            (all || st__due(c, u, ul, tot.total - cs.rows))) {
-            st__enqueue(c->cold, u, ul);
-            queued++;
-        }
-    }
-    /* counters' hot increments move into their baselines too (their values do not change) */
-    st__scan_names(c->store, ST_KS_COUNTER, &counters);
-    for (size_t i = 0; i < counters.names.len;) {
-        size_t nl = (uint8_t)counters.names.data[i];
-        const char *name = counters.names.data + i + 1;
-        i += 1 + nl;
-        st_counter_t ctr;
-        if (st_counter_get(c->store, name, nl, &ctr, &wait) == ST_OK && ctr.hot)
-            st_counter_consolidate(c->store, name, nl, &wait);
-    }
-    st_buf_free(&users.names);
-    st_buf_free(&counters.names);
-    st__chat_evict(c);
-    st__pump(c->cold);
-    return queued;
-}
-
-size_t st_chat_flush_all(st_chat_t *c)
-{
-    return st__flush_users(c, true);
 }
 
 void st__chat_posted(st_chat_t *c, const char *u, size_t ul, int64_t total)
@@ -640,21 +557,46 @@ static void st__on_tick(uv_timer_t *t)
             st_warn("cold: hot store at %llu of %llu bytes: flushing", (unsigned long long)used,
                     (unsigned long long)size);
         cc->next_interval_ms = now + cc->interval_ms;
-        st__flush_users(cc->chat, full);
+        st__chat_flush_pass(cc->chat, full);
     }
     st__pump(cc);
     st__chat_compact_pump(cc);
+}
+
+/* The distinct users of 'ks u 0 …' keys (they come sorted: a repeat follows its first), each:
+ * u8 length, then the name. Collected first: acting on them inside the scan would read and
+ * stage writes while the scan's own pointers are live. */
+typedef struct {
+    st_buf_t names;
+    size_t prev; /* offset of the last name added */
+} st_users_t;
+
+static int st__collect_user(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_users_t *us = arg;
+    st_buf_t *b = &us->names;
+    (void)val;
+    (void)vlen;
+    const char *u = (const char *)key + 1;
+    size_t ul = strnlen(u, klen - 1);
+    if (ul == 0 || ul > ST_NAME_MAX || ul == klen - 1) return 0;
+    if (b->len && (uint8_t)b->data[us->prev] == ul && memcmp(b->data + us->prev + 1, u, ul) == 0)
+        return 0;
+    us->prev = b->len;
+    st_buf_appendc(b, (char)(uint8_t)ul);
+    st_buf_append(b, u, ul);
+    return 0;
 }
 
 /* Start-up: flushes a crash interrupted left 'P' records; their objects are deleted (and the
  * deletions a crash interrupted are finished) by the reaper. */
 static void st__recover(st_chat_t *c)
 {
-    st_users_t us = {{{0}}, 0};
+    st_users_t us = {{0}, 0};
     uint64_t wait = 0;
     char pre = 'P';
     st_store_scan(c->store, &pre, 1, st__collect_user, &us, &wait);
-    st_buf_t *b = &us.out.names;
+    st_buf_t *b = &us.names;
     for (size_t i = 0; i < b->len;) {
         size_t ul = (uint8_t)b->data[i];
         st__chat_orphans(c, b->data + i + 1, ul, &wait);
@@ -715,6 +657,7 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
     cc->flush_min_rows = o->flush_min_rows;
     cc->flush_max_age_us = o->flush_max_age_s * 1000000ull;
     st__chat_compact_init(cc, o->compact_objects);
+    st__chat_pass_init(cc);
     c->cold = cc;
     c->listener.on_durable = st__on_durable;
     c->listener.on_failed = st__on_failed;
@@ -747,7 +690,7 @@ void st__chat_cold_maybe_free(st_chatcold_t *cc)
 static void st__tick_closed(uv_handle_t *h)
 {
     st_chatcold_t *cc = h->data;
-    if (++cc->closed_handles < 2) return;
+    if (++cc->closed_handles < 3) return;
     cc->closed = true;
     st__chat_cold_maybe_free(cc);
 }
@@ -769,6 +712,7 @@ void st_chat_cold_stop(st_chat_t *c)
     st_coldcache_close(cc->cache); /* its jobs in flight come back while the loop runs */
     cc->cache = NULL;
     st__chat_compact_stop(cc);
+    st__chat_pass_stop(cc, st__tick_closed);
     uv_close((uv_handle_t *)&cc->tick, st__tick_closed);
     uv_close((uv_handle_t *)&cc->resume, st__tick_closed);
 }

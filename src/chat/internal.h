@@ -142,8 +142,38 @@ int st__chat_doom(st_chat_t *c, const char *u, size_t ul, uint64_t seq, const ch
                   uint64_t *wait);
 /* flush.c: frees the stopped cold tier once nothing of it is in flight. */
 void st__chat_cold_maybe_free(st_chatcold_t *cc);
-/* evict.c: evicts conversations idle for the hot TTL whose messages are all cold. */
-size_t st__chat_evict(st_chat_t *c);
+/* evict.c: whether the conversation record (key, val) is to be evicted: idle since before
+ * `before` (µs) with all its messages cold. */
+bool st__chat_evictable(const void *key, size_t klen, const void *val, size_t vlen, int64_t before);
+
+/* flush.c: queues a flush of the user (once: not while queued, running or stuck); starts
+ * queued flushes while the pacing allows. */
+void st__chat_flush_enqueue(st_chatcold_t *cc, const char *u, size_t ul);
+void st__chat_flush_pump(st_chatcold_t *cc);
+/* Whether an interval flush is due for a user with `hot` hot rows: at least --flush-min-rows,
+ * or the oldest --flush-max-age old (quiet users are not flushed into a tiny object at every
+ * interval). */
+bool st__chat_flush_due(st_chat_t *c, const char *u, size_t ul, int64_t hot);
+
+/* pass.c: the flush pass over every user, counter and conversation, in slices per loop turn
+ * (st_chat_flush_all starts one, or queues one more behind the one running). */
+typedef struct {
+    uv_idle_t idle;
+    int phase;      /* users, counters, conversations; 0: no pass */
+    bool all;       /* every user with hot rows (else only those due: st__chat_flush_due) */
+    bool again;     /* one more pass asked for while this one runs */
+    bool again_all; /* … and whether for every user */
+    size_t clen;    /* the phase's next key is the first >= cursor (0: from the start) */
+    uint8_t cursor[ST_KEY_MAX + 1];
+    size_t queued, evicted; /* by this pass so far */
+    int64_t evict_before;   /* set when the eviction phase starts */
+    st_metric_t *m_passes;
+} st_flushpass_t;
+/* Starts a pass (all: every user with hot rows; else those due), or queues one more; returns
+ * the users queued so far. st_chat_flush_all is (c, true). */
+size_t st__chat_flush_pass(st_chat_t *c, bool all);
+void st__chat_pass_init(st_chatcold_t *cc);
+void st__chat_pass_stop(st_chatcold_t *cc, uv_close_cb closed);
 
 /* compact.c: merging a user's small objects (see there). */
 typedef struct st_compact st_compact_t;
@@ -205,6 +235,7 @@ struct st_chatcold {
     st_compact_t *compact;  /* compact.c */
     /* at the interval, a user is flushed only with this many hot rows, or one this old */
     uint64_t flush_min_rows, flush_max_age_us;
+    st_flushpass_t pass; /* pass.c */
 };
 
 #endif

@@ -302,7 +302,10 @@ describe('cold tier triggers and crashes', () => {
     for (const c of list.conversations) convs[c.conversation_id] = (await s.req('GET', `/v1/users/idle/conversations/${c.conversation_id}`)).json;
     const stats = (await s.req('GET', '/v1/users/idle/stats')).json;
     await sleep(1200);
+    const passes = () => s.req('GET', '/metrics').then((r) => Number(r.text.match(/^strata_flush_passes_total (\d+)/m)[1]));
+    const done = await passes();
     await s.req('POST', '/v1/admin/flush'); // flush-all also evicts what has been idle long enough
+    await waitFor('the flush pass', async () => (await passes()) > done); // it runs in slices
     const m = (await s.req('GET', '/metrics')).text;
     assert.equal(Number(m.match(/strata_hot_evictions_total (\d+)/)[1]), list.conversations.length);
     const coldReads = () => s.req('GET', '/metrics').then((r) => Number(r.text.match(/strata_hybrid_reads_total\{source="cold"\} (\d+)/)[1]));
