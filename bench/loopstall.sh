@@ -38,7 +38,12 @@ start() { # extra args -> sets port, url, spid (data in $work/data)
 }
 stop() { kill "$spid"; wait "$spid" 2>/dev/null || true; }
 metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
-flush_idle() { while [ "$(metric strata_flush_running)" != 0 ] || [ "$(metric strata_flush_pending)" != 0 ]; do sleep 0.2; done; }
+# the flush pass runs in slices: wait for it (strata_flush_passes_total, where the build has it),
+# then for the flushes it queued
+flush_idle() {
+  while [ "$(metric strata_flush_passes_total)" = 0 ]; do sleep 0.2; done
+  while [ "$(metric strata_flush_running)" != 0 ] || [ "$(metric strata_flush_pending)" != 0 ]; do sleep 0.2; done
+}
 
 # measure NAME CMD...: hot reads for MEASURE s; CMD starts 1 s in, in the background
 measure() {
