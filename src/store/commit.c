@@ -392,19 +392,11 @@ typedef struct {
 static int st__decode(st_store_t *s, st_batch_t *b, const char *p, size_t len)
 {
     const char *end = p + len;
-    while (p < end) {
-        uint8_t del;
-        uint32_t kl, vl;
-        if (end - p < 9) return ST_EIO;
-        memcpy(&del, p, 1);
-        memcpy(&kl, p + 1, 4);
-        memcpy(&vl, p + 5, 4);
-        p += 9;
-        if ((uint64_t)(end - p) < (uint64_t)kl + vl || kl == 0) return ST_EIO;
-        st__batch_add(s, b, p, kl, p + kl, vl, del != 0);
-        p += kl + vl;
-    }
-    return ST_OK;
+    st_recop_t op;
+    int rc;
+    while ((rc = st__rec_next(&p, end, &op)) == 1)
+        st__batch_add(s, b, op.key, op.klen, op.val, op.vlen, op.kind != 0);
+    return rc;
 }
 
 /* Keeps a record LMDB cannot take now as an acknowledged batch waiting in the apply queue, its

@@ -48,21 +48,15 @@ static void st__encode_entry(st_buf_t *out, uint64_t token, const st_batch_t *b)
 static int st__decode_entry(st_store_t *s, st_batch_t *b, const char *p, size_t len)
 {
     const char *end = p + len;
+    st_recop_t op;
+    int rc;
     p += ST__ENTRY_HDR;
-    while (p < end) {
-        uint8_t kind;
-        uint32_t kl, vl;
-        if (end - p < 9) return ST_EIO;
-        memcpy(&kind, p, 1);
-        memcpy(&kl, p + 1, 4);
-        memcpy(&vl, p + 5, 4);
-        p += 9;
-        if ((uint64_t)(end - p) < (uint64_t)kl + vl || kl == 0 || kind > ST__OP_NOTE) return ST_EIO;
-        st__batch_add(s, b, p, kl, p + kl, vl, kind == ST__OP_DEL);
-        b->ops[b->nops - 1].note = kind == ST__OP_NOTE;
-        p += kl + vl;
+    while ((rc = st__rec_next(&p, end, &op)) == 1) {
+        if (op.kind > ST__OP_NOTE) return ST_EIO;
+        st__batch_add(s, b, op.key, op.klen, op.val, op.vlen, op.kind == ST__OP_DEL);
+        b->ops[b->nops - 1].note = op.kind == ST__OP_NOTE;
     }
-    return ST_OK;
+    return rc;
 }
 
 static uint64_t st__read_applied(st_store_t *s)

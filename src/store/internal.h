@@ -8,6 +8,7 @@
 #include "wal.h"
 
 #include <lmdb.h>
+#include <string.h>
 #include <sys/queue.h>
 
 typedef struct {
@@ -126,6 +127,31 @@ struct st_store {
 /* commit.c */
 extern const char st__applied_key[]; /* LMDB key of the last redo-log seq applied */
 #define ST__APPLIED_KLEN 12
+
+/* One op of an encoded group — the redo log's record, a Raft entry's body, a backup segment's
+ * record: {u8 kind, u32 klen, u32 vlen, key, val}*. kind is 0 put, 1 delete (entries add notes).
+ * Returns 1 with *op pointing into the record, 0 at its end, ST_EIO if it is malformed (cut
+ * short, or an empty key). */
+typedef struct {
+    uint8_t kind;
+    uint32_t klen, vlen;
+    const char *key, *val;
+} st_recop_t;
+
+static inline int st__rec_next(const char **p, const char *end, st_recop_t *op)
+{
+    if (*p >= end) return 0;
+    if (end - *p < 9) return ST_EIO;
+    memcpy(&op->kind, *p, 1);
+    memcpy(&op->klen, *p + 1, 4);
+    memcpy(&op->vlen, *p + 5, 4);
+    *p += 9;
+    if ((uint64_t)(end - *p) < (uint64_t)op->klen + op->vlen || op->klen == 0) return ST_EIO;
+    op->key = *p;
+    op->val = *p + op->klen;
+    *p += op->klen + op->vlen;
+    return 1;
+}
 
 int st__store_recover(st_store_t *s);
 void st__store_start_threads(st_store_t *s);

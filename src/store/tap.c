@@ -119,21 +119,14 @@ int st_store_offline_open(st_store_offline_t **out, const char *dir, uint64_t ma
 static int st__offline_ops(st_store_offline_t *o, const char *p, size_t len)
 {
     const char *end = p + len;
-    while (p < end) {
-        uint8_t del;
-        uint32_t kl, vl;
-        if (end - p < 9) return ST_EIO;
-        memcpy(&del, p, 1);
-        memcpy(&kl, p + 1, 4);
-        memcpy(&vl, p + 5, 4);
-        p += 9;
-        if ((uint64_t)(end - p) < (uint64_t)kl + vl || kl == 0) return ST_EIO;
-        MDB_val k = {kl, (void *)p}, v = {vl, (void *)(p + kl)};
-        int rc = del ? mdb_del(o->txn, o->dbi, &k, NULL) : mdb_put(o->txn, o->dbi, &k, &v, 0);
-        if (rc && rc != MDB_NOTFOUND) return st__mdb_err(rc);
-        p += kl + vl;
+    st_recop_t op;
+    int rc;
+    while ((rc = st__rec_next(&p, end, &op)) == 1) {
+        MDB_val k = {op.klen, (void *)op.key}, v = {op.vlen, (void *)op.val};
+        int mrc = op.kind ? mdb_del(o->txn, o->dbi, &k, NULL) : mdb_put(o->txn, o->dbi, &k, &v, 0);
+        if (mrc && mrc != MDB_NOTFOUND) return st__mdb_err(mrc);
     }
-    return ST_OK;
+    return rc;
 }
 
 int st_store_offline_apply(st_store_offline_t *o, uint64_t seq, const void *rec, size_t len)
