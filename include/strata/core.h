@@ -35,7 +35,7 @@
     X(NOMEM, 503, "unavailable", "out of memory")                                                  \
     X(UNAVAIL, 503, "unavailable", "temporarily unavailable")                                      \
     X(IO, 503, "unavailable", "storage I/O error")                                                 \
-    X(NOLEADER, 503, "no_leader", "no leader is known in the group; retry")                       \
+    X(NOLEADER, 503, "no_leader", "no leader is known in the group; retry")                        \
     X(COLD, 503, "cold_unavailable", "a cold-tier object is missing or damaged")                   \
     X(FULL, 507, "storage_full", "storage is full")                                                \
     /* never answered: a read waits for cold data (the cold cache's want list says which) */       \

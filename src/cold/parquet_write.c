@@ -3,8 +3,8 @@
  * Parquet writer for message rows. Layout: "PAR1", then per row group (one conversation) one
  * column chunk per column, each a series of v1 data pages (PLAIN values, definition levels for
  * the nullable metadata column, ZSTD-compressed, pages cut near 1 MiB, each with its CRC-32),
- * then the footer (FileMetaData in Thrift compact), its length, "PAR1". Column chunks carry min/max statistics
- * with type-defined order, so any reader can prune row groups by msg_id or conversation.
+ * then the footer (FileMetaData in Thrift compact), its length, "PAR1". Column chunks carry min/max
+ * statistics with type-defined order, so any reader can prune row groups by msg_id or conversation.
  */
 #include "strata/cold.h"
 #include "thrift.h"

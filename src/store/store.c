@@ -440,7 +440,7 @@ static int st__stage(st_store_t *s, const void *key, size_t klen, const void *va
                      bool del, uint64_t *wait)
 {
     if (klen == 0 || klen > ST_KEY_MAX) return ST_EINVAL;
-    if (s->standby) { /* a follower's store only takes committed entries */
+    if (s->standby) {          /* a follower's store only takes committed entries */
         s->views_stale = true; /* whoever tried may have changed its view already */
         return ST_ENOLEADER;
     }

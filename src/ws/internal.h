@@ -63,7 +63,7 @@ typedef struct st_wssub {
      * it: in a group, the next leader's ids may be below a deposed leader's failed ones), and
      * the batch the newest live frame waits for */
     uint64_t safe_cursor, last_wait;
-    bool replaying;  /* messages: replay not finished; live ones come through the replay */
+    bool replaying; /* messages: replay not finished; live ones come through the replay */
     struct st_ws *ws;
     struct st_coldwait *cold_wait; /* a replay page parked for cold data (NULL otherwise) */
 } st_wssub_t;
