@@ -351,10 +351,10 @@ int main(int argc, char **argv)
     st_looplag_close(m.lag);
     if (app.repl) st_repl_close(app.repl, NULL, NULL); /* pending proposals fail: 503 */
     st_server_close(m.srv);
-    st_seats_close(seats);
-    st_ws_close(app.ws);
-    st_chat_cold_stop(chat); /* flushes in flight come back during the run below */
+    st_ws_close(app.ws); /* stops observing chat, seats and counters */
     st_reconcile_close(app.reconcile);
+    st_seats_close(seats);
+    st_chat_cold_stop(chat); /* flushes in flight come back during the run below */
     uv_run(m.loop, UV_RUN_DEFAULT);
     st_ws_free(app.ws);
     st_backup_close(app.backup); /* ships what is left (one try) before the store goes */

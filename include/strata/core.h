@@ -136,6 +136,41 @@ void st_map_remove(st_map_t *m, st_map_node_t *node);
 st_map_node_t *st_map_first(const st_map_t *m, size_t *iter);
 st_map_node_t *st_map_next(const st_map_t *m, size_t *iter, st_map_node_t *cur);
 
+/* ---- observers: whom a module tells about its changes (the one publish path) ----
+ * A module that changes state keeps a list of observers and calls each, in registration order,
+ * with the change and the batch that makes it durable; streams and reconciliation subscribe,
+ * handlers publish nothing themselves. Callbacks are kept untyped (a void (*)(void) converts to
+ * and from any function pointer type) and cast back to the module's own observer type before
+ * they are called. Loop thread only. */
+#define ST_OBSERVERS_MAX 4
+typedef void (*st_observer_any_fn)(void);
+typedef struct {
+    st_observer_any_fn fn[ST_OBSERVERS_MAX];
+    void *arg[ST_OBSERVERS_MAX];
+    size_t n;
+} st_observers_t;
+
+/* ST_ENOMEM once ST_OBSERVERS_MAX are registered. */
+static inline int st_observers_add(st_observers_t *o, st_observer_any_fn fn, void *arg)
+{
+    if (o->n == ST_OBSERVERS_MAX) return ST_ENOMEM;
+    o->fn[o->n] = fn;
+    o->arg[o->n++] = arg;
+    return ST_OK;
+}
+
+/* Removes every observer registered with arg (its owner is going away). */
+static inline void st_observers_remove(st_observers_t *o, const void *arg)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < o->n; i++)
+        if (o->arg[i] != arg) {
+            o->fn[k] = o->fn[i];
+            o->arg[k++] = o->arg[i];
+        }
+    o->n = k;
+}
+
 /* ---- names: 1..255 bytes of [A-Za-z0-9_.:-] (SPEC §0) ---- */
 #define ST_NAME_MAX 255
 bool st_name_valid(const char *s, size_t n);

@@ -23,6 +23,14 @@ typedef struct {
 /* Numbers reserved ahead of the last issued one (a restore resumes after the reservation). */
 #define ST_SEQ_RESERVE 100000
 
+/* A counter's value changed: an increment, a distinct member added (distinct), or a recount's
+ * correction (repair). `wait` is the batch that must be durable before anyone sees the value.
+ * Observers are called in registration order; ST_ENOMEM past ST_OBSERVERS_MAX. */
+typedef void (*st_counter_observer_fn)(void *arg, const char *name, size_t nlen, int64_t value,
+                                       bool distinct, bool repair, uint64_t wait);
+int st_counters_observe(st_store_t *s, st_counter_observer_fn fn, void *arg);
+void st_counters_unobserve(st_store_t *s, const void *arg);
+
 /* ST_ENOTFOUND if never written. */
 int st_counter_get(st_store_t *s, const char *name, size_t nlen, st_counter_t *out, uint64_t *wait);
 /* ST_EINVAL on int64 overflow, ST_ECONFLICT if the name is a distinct counter. */

@@ -97,7 +97,8 @@ int st_seats_cancel(st_seats_t *s, uint64_t booking_id, const st_booking_ref_t *
  * "event_id":…,"section":…,"changes":[{"seat":"r-c","state":…}…],"stats":{…},"event_stats":{…}} */
 typedef void (*st_seats_observer_fn)(void *arg, const char *event_id, size_t elen, const char *tail,
                                      size_t tlen, uint64_t wait);
-void st_seats_observe(st_seats_t *s, st_seats_observer_fn fn, void *arg);
+int st_seats_observe(st_seats_t *s, st_seats_observer_fn fn, void *arg);
+void st_seats_unobserve(st_seats_t *s, const void *arg);
 
 /* Recounts every bitmap and compares with the kept stats (tests and /metrics). */
 bool st_seats_check(st_seats_t *s);

@@ -172,6 +172,10 @@ int st_store_copy_fd(st_store_t *s, int fd);
 int st_store_group_load(st_store_t *s, const char *path, uint64_t *applied);
 void st_store_group_loaded(st_store_t *s, uint64_t applied);
 
+/* Observers of the modules that are plain functions over the store and keep no state of their
+ * own (counters): they live with the store. The module owns the list's meaning. */
+st_observers_t *st_store_observers(st_store_t *s);
+
 typedef void (*st_store_note_fn)(void *arg, uint8_t kind, const char *data, size_t len);
 void st_store_on_note(st_store_t *s, st_store_note_fn fn, void *arg);
 int st_store_note(st_store_t *s, uint8_t kind, const void *data, size_t len, uint64_t *wait);

@@ -31,8 +31,4 @@ int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *su
 /* Open streams; they count against --max-connections with the HTTP connections. */
 size_t st_ws_connections(const st_ws_t *ws);
 
-/* A counter changed to `value` in batch `wait`: subscribers get it once the batch is durable. */
-void st_ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t value,
-                           uint64_t wait);
-
 #endif

@@ -17,10 +17,14 @@
 
 static const char st__last_id_key[] = "\0chat_last_id";
 
-void st_chat_observe(st_chat_t *c, st_chat_observer_fn fn, void *arg)
+int st_chat_observe(st_chat_t *c, st_chat_observer_fn fn, void *arg)
 {
-    c->observer = fn;
-    c->observer_arg = arg;
+    return st_observers_add(&c->observers, (st_observer_any_fn)fn, arg);
+}
+
+void st_chat_unobserve(st_chat_t *c, const void *arg)
+{
+    st_observers_remove(&c->observers, arg);
 }
 
 int st_chat_message_json(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
@@ -154,16 +158,22 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
         rc = st_store_put(s, st__last_id_key, sizeof st__last_id_key - 1, &id, sizeof id, wait);
     if (rc) return rc;
     st__chat_posted(c, m->user, m->user_len, tot.total);
-    if (c->observer) {
-        /* the streams get the stored JSON (read back from the overlay: no second render) */
+    if (c->observers.n) {
+        /* observers get the stored JSON (read back from the overlay: no second render) */
         uint64_t w0 = 0;
         const void *v;
         size_t vl;
         size_t kn = st__chat_ukey(k, 'M', m->user, m->user_len);
         st__chat_be64(k + kn, id);
-        if (st_store_get(s, k, kn + 8, &v, &vl, &w0) == ST_OK && vl > 16)
-            c->observer(c->observer_arg, m->user, m->user_len, m->conv, m->conv_len, id,
-                        (const char *)v + 16, vl - 16, *wait);
+        /* just staged, so there: the overlay holds it until it is applied */
+        if (st_store_get(s, k, kn + 8, &v, &vl, &w0) != ST_OK || vl <= 16) vl = 0;
+        for (size_t i = 0; vl && i < c->observers.n; i++)
+            ((st_chat_observer_fn)c->observers.fn[i])(c->observers.arg[i], m->user, m->user_len,
+                                                      m->conv, m->conv_len, id,
+                                                      (const char *)v + 16, vl - 16, *wait);
+        if (!vl)
+            st_warn("chat: message %llu could not be read back for its observers",
+                    (unsigned long long)id);
     }
     st_buf_puts(out, "{\"msg_id\":\"");
     st_buf_append_u64(out, id);

@@ -36,8 +36,7 @@ typedef struct st_chatcold st_chatcold_t;
 struct st_chat {
     st_store_t *store;
     st_snowflake_t ids;
-    st_chat_observer_fn observer;
-    void *observer_arg;
+    st_observers_t observers; /* of posted messages (st_chat_observer_fn) */
     st_chatcold_t *cold;          /* NULL until st_chat_cold_start */
     st_store_listener_t listener; /* batches settling: flushes wait for their snapshot */
 };

@@ -53,6 +53,25 @@ static int st__load(st_store_t *s, const uint8_t *key, size_t klen, st_counter_t
     return ST_OK;
 }
 
+int st_counters_observe(st_store_t *s, st_counter_observer_fn fn, void *arg)
+{
+    return st_observers_add(st_store_observers(s), (st_observer_any_fn)fn, arg);
+}
+
+void st_counters_unobserve(st_store_t *s, const void *arg)
+{
+    st_observers_remove(st_store_observers(s), arg);
+}
+
+static void st__changed(st_store_t *s, const char *name, size_t nlen, const st_counter_t *c,
+                        bool repair, uint64_t wait)
+{
+    st_observers_t *o = st_store_observers(s);
+    for (size_t i = 0; i < o->n; i++)
+        ((st_counter_observer_fn)o->fn[i])(o->arg[i], name, nlen, st_counter_value(c),
+                                           c->kind == ST_COUNTER_DISTINCT, repair, wait);
+}
+
 int st_counter_get(st_store_t *s, const char *name, size_t nlen, st_counter_t *out, uint64_t *wait)
 {
     uint8_t key[1 + ST_NAME_MAX];
@@ -72,9 +91,10 @@ int st_counter_incr(st_store_t *s, const char *name, size_t nlen, int64_t by, in
     if (__builtin_add_overflow(c.hot, by, &hot) || __builtin_add_overflow(c.baseline, hot, &val))
         return ST_EINVAL;
     c.hot = hot;
-    rc = st__put(s, key, klen, &c, wait);
-    if (rc == ST_OK) *value = val;
-    return rc;
+    if ((rc = st__put(s, key, klen, &c, wait)) != ST_OK) return rc;
+    *value = val;
+    st__changed(s, name, nlen, &c, false, *wait);
+    return ST_OK;
 }
 
 static void st__recount_note_add(st_store_t *s, const uint8_t *mkey, size_t mklen);
@@ -122,6 +142,7 @@ int st_counter_distinct_add(st_store_t *s, const char *name, size_t nlen, const 
     st__recount_note_add(s, mkey, mklen); /* a recount under way may have passed it */
     *added = true;
     *value = st_counter_value(&c);
+    st__changed(s, name, nlen, &c, false, *wait);
     return ST_OK;
 }
 
@@ -309,7 +330,9 @@ int st_counter_recount_step(st_distinct_recount_t *j, size_t budget, bool *done,
     *drift = j->counted + j->behind - st_counter_value(&c);
     if (*drift == 0) return ST_OK;
     c.hot += *drift;
-    return st__put(j->store, j->key, j->klen, &c, wait);
+    if ((rc = st__put(j->store, j->key, j->klen, &c, wait)) != ST_OK) return rc;
+    st__changed(j->store, (const char *)j->key + 1, j->klen - 1, &c, true, *wait);
+    return ST_OK;
 }
 
 void st_counter_recount_free(st_distinct_recount_t *j)
@@ -382,5 +405,7 @@ int st_counter_test_drift(st_store_t *s, const char *name, size_t nlen, int64_t 
     int rc = st__load(s, key, klen, &c, wait);
     if (rc) return rc;
     c.hot += by;
-    return st__put(s, key, klen, &c, wait);
+    if ((rc = st__put(s, key, klen, &c, wait)) != ST_OK) return rc;
+    st__changed(s, name, nlen, &c, false, *wait); /* stands for a write gone wrong */
+    return ST_OK;
 }

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* HTTP handlers for messages, conversations and per-user stats (SPEC §2). */
 #include "internal.h"
-#include "strata/reconcile.h"
 #include "strata/chat.h"
 
 #include <string.h>
@@ -51,8 +50,7 @@ int st_api_message_post(st_ctx_t *c)
     if (rc) {
         rc = st_ctx_error(c, rc, NULL);
     } else {
-        c->status = 201;
-        st_reconcile_mark_conversation(c->app->reconcile, m.user, m.user_len, m.conv, m.conv_len);
+        c->status = 201; /* observers (streams, reconciliation) were told by chat */
     }
 done:
     cJSON_Delete(j);

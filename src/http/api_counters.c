@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* HTTP handlers for counters, distinct counters and sequences (SPEC §1). */
 #include "internal.h"
-#include "strata/reconcile.h"
 #include "strata/counters.h"
-#include "strata/ws.h"
 
 static void st__name_value(st_ctx_t *c, const char *k2, int64_t v)
 {
@@ -44,7 +42,6 @@ int st_api_counter_incr(st_ctx_t *c)
     int64_t value;
     rc = st_counter_incr(c->app->store, c->params[0], c->plens[0], by, &value, &c->wait);
     if (rc) return st__domain_error(c, rc, "counter");
-    st_ws_counter_changed(c->app->ws, c->params[0], c->plens[0], value, c->wait);
     st__name_value(c, "value", value);
     st_buf_appendc(c->body, '}');
     return ST_OK;
@@ -80,10 +77,6 @@ int st_api_counter_distinct(st_ctx_t *c)
                                  &added, &c->wait);
     cJSON_Delete(j);
     if (rc) return st__domain_error(c, rc, "counter");
-    if (added) {
-        st_ws_counter_changed(c->app->ws, c->params[0], c->plens[0], value, c->wait);
-        st_reconcile_mark_distinct(c->app->reconcile, c->params[0], c->plens[0]);
-    }
     st__name_value(c, "value", value);
     st_buf_puts(c->body, added ? ",\"added\":true}" : ",\"added\":false}");
     return ST_OK;

@@ -152,8 +152,7 @@ int st_api_admin_test_drift(st_ctx_t *c)
             rc = st_chat_test_drift(c->app->chat, a, al, b, bl, by, &c->wait);
             st_reconcile_mark_conversation(c->app->reconcile, a, al, b, bl);
         } else if (which == 2) {
-            rc = st_counter_test_drift(c->app->store, a, al, by, &c->wait);
-            st_reconcile_mark_distinct(c->app->reconcile, a, al);
+            rc = st_counter_test_drift(c->app->store, a, al, by, &c->wait); /* observers mark */
         } else {
             rc = ST_EINVAL;
         }

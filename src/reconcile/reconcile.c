@@ -369,6 +369,22 @@ uint64_t st_reconcile_all(st_reconcile_t *r)
     return r->all_started;
 }
 
+/* Writes mark what they touch: a posted message its conversation, a distinct member its counter
+ * (a repair is the recount's own write and marks nothing). */
+static void st__on_posted(void *arg, const char *user, size_t ulen, const char *conv, size_t clen,
+                          uint64_t msg_id, const char *json, size_t len, uint64_t wait)
+{
+    (void)msg_id, (void)json, (void)len, (void)wait;
+    st_reconcile_mark_conversation(arg, user, ulen, conv, clen);
+}
+
+static void st__on_counter(void *arg, const char *name, size_t nlen, int64_t value, bool distinct,
+                           bool repair, uint64_t wait)
+{
+    (void)value, (void)wait;
+    if (distinct && !repair) st_reconcile_mark_distinct(arg, name, nlen);
+}
+
 int st_reconcile_open(st_reconcile_t **out, uv_loop_t *loop, st_store_t *store, st_chat_t *chat,
                       uint64_t interval_s)
 {
@@ -395,6 +411,8 @@ int st_reconcile_open(st_reconcile_t **out, uv_loop_t *loop, st_store_t *store, 
     uv_timer_init(loop, &r->timer);
     r->timer.data = r;
     uv_timer_start(&r->timer, st__step, r->interval_ms, 0);
+    if (chat) st_chat_observe(chat, st__on_posted, r);
+    st_counters_observe(store, st__on_counter, r);
     *out = r;
     return ST_OK;
 }
@@ -414,5 +432,8 @@ static void st__closed(uv_handle_t *h)
 
 void st_reconcile_close(st_reconcile_t *r)
 {
-    if (r) uv_close((uv_handle_t *)&r->timer, st__closed);
+    if (!r) return;
+    if (r->chat) st_chat_unobserve(r->chat, r);
+    st_counters_unobserve(r->store, r);
+    uv_close((uv_handle_t *)&r->timer, st__closed);
 }

@@ -182,10 +182,14 @@ void st__arm_timer(st_seats_t *s)
 }
 
 /* Ends a reserved booking (cancel or expiry): its seats go back to available. */
-void st_seats_observe(st_seats_t *s, st_seats_observer_fn fn, void *arg)
+int st_seats_observe(st_seats_t *s, st_seats_observer_fn fn, void *arg)
 {
-    s->observer = fn;
-    s->observer_arg = arg;
+    return st_observers_add(&s->observers, (st_observer_any_fn)fn, arg);
+}
+
+void st_seats_unobserve(st_seats_t *s, const void *arg)
+{
+    st_observers_remove(&s->observers, arg);
 }
 
 static void st__counts(st_buf_t *b, const st_counts_t *c, int64_t total)
@@ -200,7 +204,7 @@ static void st__notify(st_seats_t *s, const st_event_t *e, const st_section_t *s
                        const uint32_t *seats, size_t n, int state, uint64_t w)
 {
     static const char *names[] = {"available", "reserved", "sold"};
-    if (!s->observer) return;
+    if (!s->observers.n) return;
     st_buf_t b = {0};
     st_buf_puts(&b, "\"event_id\":");
     st_buf_append_json_str(&b, e->id, e->id_len);
@@ -217,7 +221,9 @@ static void st__notify(st_seats_t *s, const st_event_t *e, const st_section_t *s
     st_buf_puts(&b, ",\"event_stats\":");
     st__counts(&b, &e->c, e->total);
     st_buf_appendc(&b, '}');
-    s->observer(s->observer_arg, e->id, e->id_len, b.data, b.len, w);
+    for (size_t i = 0; i < s->observers.n; i++)
+        ((st_seats_observer_fn)s->observers.fn[i])(s->observers.arg[i], e->id, e->id_len, b.data,
+                                                   b.len, w);
     st_buf_free(&b);
 }
 

@@ -84,8 +84,7 @@ struct st_seats {
     uint64_t expire_batch; /* the batch of the last slice of expiries */
     bool expire_parked;    /* more are due: the next slice waits for that batch to be durable */
     st_store_listener_t listener;
-    st_seats_observer_fn observer;
-    void *observer_arg;
+    st_observers_t observers; /* of seat changes (st_seats_observer_fn) */
     st_metric_t *m_booked, *m_conflicts, *m_expired, *m_confirmed, *m_cancelled;
 };
 

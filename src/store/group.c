@@ -260,6 +260,11 @@ void st_store_resync(st_store_t *s)
         if (l->on_failed) l->on_failed(l, s->open_id + 1, ST_ENOLEADER);
 }
 
+st_observers_t *st_store_observers(st_store_t *s)
+{
+    return &s->observers;
+}
+
 void st_store_on_note(st_store_t *s, st_store_note_fn fn, void *arg)
 {
     s->note_fn = fn;

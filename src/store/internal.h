@@ -119,6 +119,7 @@ struct st_store {
     st_batch_t *r_head, *r_tail; /* proposed, waiting for their entry to apply; loop only */
     uint64_t group_queued;       /* highest Raft index handed to the apply thread */
     st_buf_t enc;
+    st_observers_t observers; /* of modules that are functions over the store (counters) */
     st_store_note_fn note_fn;
     void *note_arg;
     bool views_stale; /* foreign batches applied since the views were last rebuilt */

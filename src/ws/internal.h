@@ -137,6 +137,9 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
 
 /* notes.c: stream frames carried in a group's Raft entries */
 void st__ws_notes_init(st_ws_t *ws);
+void st__ws_topics_detach(st_ws_t *ws);
+void st__ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t value,
+                            uint64_t wait);
 void st__ws_note_counter(st_ws_t *ws, const char *name, size_t nlen, int64_t value);
 void st__ws_note_seats(st_ws_t *ws, const char *event_id, size_t elen, const char *tail,
                        size_t tlen);

@@ -88,7 +88,7 @@ static void st__on_note(void *arg, uint8_t kind, const char *p, size_t len)
     if (kind == ST__NOTE_COUNTER && st__get_str(&p, end, &a, &al) && end - p == 8) {
         int64_t v;
         memcpy(&v, p, 8);
-        st_ws_counter_changed(ws, a, al, v, 0);
+        st__ws_counter_changed(ws, a, al, v, 0);
     } else if (kind == ST__NOTE_SEATS && st__get_str(&p, end, &a, &al)) {
         st__ws_seats_changed(ws, a, al, p, (size_t)(end - p), 0);
     } else if (kind == ST__NOTE_MESSAGE && st__get_str(&p, end, &a, &al) &&

@@ -360,7 +360,9 @@ void st__ws_on_message(st_ws_t *ws, st_wsconn_t *c, const char *p, size_t n)
 
 /* ---- fan-out: each change is serialized once, then queued for each subscriber ---- */
 
-void st_ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t value, uint64_t wait)
+/* A counter changed to `value` in batch `wait`: subscribers get it once the batch is durable. */
+void st__ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t value,
+                            uint64_t wait)
 {
     if (ws) st__ws_note_counter(ws, name, nlen, value);
     st_wschan_t *ch = ws ? st__chan_find(ws, ST_TOPIC_COUNTER, name, nlen) : NULL;
@@ -379,6 +381,14 @@ void st_ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t v
     st__ws_body_unref(body);
     st_buf_free(&b);
     st_buf_free(&pre);
+}
+
+static void st__ws_counter_observed(void *arg, const char *name, size_t nlen, int64_t value,
+                                    bool distinct, bool repair, uint64_t wait)
+{
+    (void)distinct;
+    (void)repair;
+    st__ws_counter_changed(arg, name, nlen, value, wait);
 }
 
 /* Seat changes of an event go to its subscribers, with their subscription id in front. */
@@ -430,7 +440,15 @@ void st__ws_topics_init(st_ws_t *ws)
     st_map_init(&ws->chans);
     if (ws->app->seats) st_seats_observe(ws->app->seats, st__ws_seats_changed, ws);
     if (ws->app->chat) st_chat_observe(ws->app->chat, st__ws_message_posted, ws);
+    if (ws->app->store) st_counters_observe(ws->app->store, st__ws_counter_observed, ws);
     st__ws_notes_init(ws);
+}
+
+void st__ws_topics_detach(st_ws_t *ws)
+{
+    if (ws->app->seats) st_seats_unobserve(ws->app->seats, ws);
+    if (ws->app->chat) st_chat_unobserve(ws->app->chat, ws);
+    if (ws->app->store) st_counters_unobserve(ws->app->store, ws);
 }
 
 void st__ws_topics_free(st_ws_t *ws)

@@ -200,6 +200,7 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
 
 void st_ws_close(st_ws_t *ws)
 {
+    st__ws_topics_detach(ws); /* before the modules it observes close */
     uv_close((uv_handle_t *)&ws->expiry, NULL);
     lws_context_destroy(ws->ctx); /* starts closing its handles on our loop */
 }

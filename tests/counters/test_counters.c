@@ -146,4 +146,70 @@ TEST(sequences_start_at_one_and_never_overlap)
     teardown();
 }
 
+/* Observers: every change that alters a value is told once, in registration order, with its
+ * kind; a repair is told as a repair; an observer that went away is told nothing. */
+typedef struct {
+    int calls, distinct, repairs;
+    int64_t last;
+    int *seen;
+    int id;
+} obs_t;
+
+static void on_counter(void *arg, const char *name, size_t nlen, int64_t value, bool distinct,
+                       bool repair, uint64_t wait)
+{
+    obs_t *o = arg;
+    (void)name, (void)nlen, (void)wait;
+    o->calls++;
+    o->distinct += distinct;
+    o->repairs += repair;
+    o->last = value;
+    o->seen[o->seen[0] + 1] = o->id;
+    o->seen[0]++;
+}
+
+TEST(counter_changes_reach_every_observer_once_in_order_until_it_leaves)
+{
+    setup();
+    int seen[64] = {0};
+    obs_t a = {.seen = seen, .id = 1}, b = {.seen = seen, .id = 2};
+    CHECK_EQ(st_counters_observe(store, on_counter, &a), ST_OK);
+    CHECK_EQ(st_counters_observe(store, on_counter, &b), ST_OK);
+    uint64_t w = 0;
+    int64_t v, drift;
+    bool added;
+    CHECK_EQ(st_counter_incr(store, "c", 1, 5, &v, &w), ST_OK);
+    CHECK_EQ(a.calls, 1);
+    CHECK_EQ(a.last, 5);
+    CHECK_EQ(seen[1], 1);
+    CHECK_EQ(seen[2], 2);
+    CHECK_EQ(st_counter_incr(store, "d", 1, 1, &v, &w), ST_OK);
+    CHECK_EQ(st_counter_distinct_add(store, "d", 1, "m", 1, &v, &added, &w), ST_ECONFLICT);
+    CHECK_EQ(a.calls, 2); /* the refused add told nobody */
+    CHECK_EQ(st_counter_distinct_add(store, "e", 1, "m", 1, &v, &added, &w), ST_OK);
+    CHECK_EQ(st_counter_distinct_add(store, "e", 1, "m", 1, &v, &added, &w), ST_OK);
+    CHECK(!added);
+    CHECK_EQ(a.calls, 3); /* a member already there changes nothing */
+    CHECK_EQ(a.distinct, 1);
+    CHECK_EQ(st_counter_test_drift(store, "e", 1, 4, &w), ST_OK);
+    CHECK_EQ(a.last, 5);
+    CHECK_EQ(st_counter_distinct_recount(store, "e", 1, &drift, &w), ST_OK);
+    CHECK_EQ(drift, -4);
+    CHECK_EQ(a.repairs, 1);
+    CHECK_EQ(a.last, 1);
+    st_counters_unobserve(store, &a);
+    CHECK_EQ(st_counter_incr(store, "c", 1, 1, &v, &w), ST_OK);
+    CHECK_EQ(a.calls, 5);
+    CHECK_EQ(b.calls, 6);
+    obs_t more[ST_OBSERVERS_MAX];
+    int added_n = 0;
+    for (int i = 0; i < ST_OBSERVERS_MAX; i++)
+        added_n += st_counters_observe(store, on_counter, &more[i]) == ST_OK;
+    CHECK_EQ(added_n, ST_OBSERVERS_MAX - 1); /* b is still there: the list is full at 4 */
+    for (int i = 0; i < ST_OBSERVERS_MAX; i++)
+        st_counters_unobserve(store, &more[i]);
+    st_counters_unobserve(store, &b);
+    teardown();
+}
+
 RUN_TESTS("counters")

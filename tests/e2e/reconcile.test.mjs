@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { waitFor } from './cold-lib.mjs';
-import { request, startStrata } from './lib.mjs';
+import { request, startStrata, wsConnect } from './lib.mjs';
 
 const metric = async (s, name) => Number((await s.req('GET', '/metrics')).text.match(new RegExp(`^${name.replace(/[{}"=]/g, '\\$&')} (\\d+)`, 'm'))?.[1] ?? 0);
 const drift = (kind) => `strata_reconcile_drift_total{kind="${kind}"}`;
@@ -33,11 +33,20 @@ describe('reconciliation', () => {
     assert.equal((await s.req('POST', '/v1/users/r1/messages', { conversation_id: 'c', from: 'a', content: 'next' })).json.seq, 16);
   });
 
-  test('a drifted distinct counter is repaired from its members', async () => {
+  test('a drifted distinct counter is repaired from its members, and its stream sees the repair', async () => {
     for (const m of ['a', 'b', 'c', 'd']) await s.req('POST', '/v1/counters/people/distinct', { member: m });
+    const ws = await wsConnect(s.port);
+    ws.send({ type: 'subscribe', id: 'p', topic: 'counter', name: 'people' });
+    assert.deepEqual((await ws.next()).json, { type: 'subscribed', id: 'p' });
+    assert.equal((await ws.next()).json.value, 4);
     await s.req('POST', '/v1/admin/test/drift', { counter: 'people', by: -3 });
     assert.equal((await s.req('GET', '/v1/counters/people')).json.value, 1);
     await waitFor('the repair', async () => (await s.req('GET', '/v1/counters/people')).json.value === 4, 5000);
+    // every change is published by the counters module itself (one publish path), the repair too:
+    // a subscriber is never left showing the drifted value
+    assert.deepEqual((await ws.next()).json, { type: 'counter', id: 'p', name: 'people', value: 1 });
+    assert.deepEqual((await ws.next()).json, { type: 'counter', id: 'p', name: 'people', value: 4 });
+    ws.close();
   });
 
   test('no false repairs under concurrent writes', async () => {
