@@ -77,7 +77,9 @@ void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen, 
 {
     if (c->slow) return;
     size_t n = plen + body->len;
-    if (c->queued + n > ST__WS_MAX_QUEUED) {
+    /* The cap bounds a backlog, not one frame: an empty queue takes any message (--max-content
+     * bounds those), so a subscriber that reads is never cut off for one big message. */
+    if (c->queued && c->queued + n > ST__WS_MAX_QUEUED) {
         c->slow = true; /* closed from the writable callback, with its reason */
         st_metric_add(ws->m_slow, 1);
         if (c->wsi) lws_callback_on_writable(c->wsi);

@@ -14,8 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ST__REPLAY_PAGE      256
-#define ST__REPLAY_LOW_WATER (256u * 1024)
+#define ST__REPLAY_PAGE       256
+#define ST__REPLAY_LOW_WATER  (256u * 1024)
+#define ST__REPLAY_PAGE_BYTES (2 * ST__REPLAY_LOW_WATER)
 
 static const char st__topic_char[] = {'c', 's', 'm'};
 
@@ -88,6 +89,7 @@ typedef struct {
     st_wssub_t *s;
     st_buf_t prefix;
     uint64_t wait;
+    bool full; /* the page reached its byte budget: the rest waits for the next page */
 } st_replay_ctx_t;
 
 /* Body of a message frame: "message":<json>} */
@@ -105,6 +107,15 @@ static st_wsbody_t *st__message_body(const char *json, size_t len)
 static void st__replay_one(void *arg, uint64_t msg_id, const char *json, size_t len)
 {
     st_replay_ctx_t *r = arg;
+    /* A page is also bounded in bytes, so big messages never overrun the stream's backlog cap:
+     * the page stops once the queue holds ST__REPLAY_PAGE_BYTES, or before a message that would
+     * not fit (it goes first in a later page, alone in an empty queue if need be). */
+    size_t queued = r->s->conn->queued, n = r->prefix.len + len + 11;
+    if (r->full ||
+        (queued && (queued >= ST__REPLAY_PAGE_BYTES || queued + n > ST__WS_MAX_QUEUED))) {
+        r->full = true;
+        return;
+    }
     st_wsbody_t *body = st__message_body(json, len);
     st__ws_queue(r->ws, r->s->conn, r->prefix.data, r->prefix.len, body, r->wait);
     st__ws_body_unref(body);
@@ -132,7 +143,7 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
                             .conv_len = s->conv ? strlen(s->conv) : 0,
                             .after = s->cursor,
                             .limit = ST__REPLAY_PAGE};
-    st_replay_ctx_t r = {ws, s, {0}, 0};
+    st_replay_ctx_t r = {ws, s, {0}, 0, false};
     st__ws_prefix(&r.prefix, "message", s->id);
     bool more = false;
     uint64_t last = 0;
@@ -147,6 +158,7 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
         rc = st_chat_each(ws->app->chat, s->name, strlen(s->name), &q, st__replay_one, &r, &more,
                           &last, &r.wait);
     }
+    more |= r.full;
     st_chat_cold_release(ws->app->chat, s->cold_wait);
     s->cold_wait = NULL;
     if (rc != ST_OK) {
