@@ -157,6 +157,9 @@ static void st__on_lead(void *arg)
 {
     st_app_t *app = arg;
     st_chat_resync(app->chat);
+    /* The keys the last leader marked for recounting died with it: recount everything, in the
+     * background and in slices (SPEC §6 holds across a failover). */
+    if (app->reconcile) st_reconcile_all(app->reconcile);
 }
 
 /* Joins the replicated group named by --cluster (SPEC §8) once the HTTP port is known: the
