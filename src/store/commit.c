@@ -590,10 +590,8 @@ static void st__restore_overlay(st_store_t *s, uint64_t first)
         if (e->restoring && !e->restored) gone[ngone++] = e;
         e->restoring = e->restored = false;
     }
-    for (size_t i = 0; i < ngone; i++) {
-        st_map_remove(&s->overlay, &gone[i]->node);
-        st__ov_free(gone[i]);
-    }
+    for (size_t i = 0; i < ngone; i++)
+        st__ov_drop(s, gone[i]);
     free(gone);
 }
 
@@ -641,10 +639,7 @@ void st__batch_back(st_store_t *s, st_batch_t *b)
         for (size_t i = 0; i < b->nops; i++) {
             st_op_t *op = &b->ops[i];
             st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, b->data.data + op->koff, op->klen);
-            if (e && e->batch == b->id) {
-                st_map_remove(&s->overlay, &e->node);
-                st__ov_free(e);
-            }
+            if (e && e->batch == b->id) st__ov_drop(s, e);
         }
     } else if (!s->fail_first) {
         s->fail_first = b->id;

@@ -35,9 +35,13 @@ typedef struct st_batch {
     bool barrier; /* st_store_barrier: the tap must have taken it before it is acknowledged */
 } st_batch_t;
 
-/* A staged write not yet in LMDB; newest value for its key. */
-typedef struct {
+/* A staged write not yet in LMDB; newest value for its key. Found by key in the overlay map and
+ * in key order through the skip list (ovidx.c) whose tower it carries. */
+typedef struct st_ov {
     st_map_node_t node;
+    struct st_ov **fwd; /* tower: lvl forward links, allocated with the entry */
+    struct st_ov *prev; /* level 0 backwards */
+    uint8_t lvl;
     uint64_t batch;
     size_t op_idx; /* op in the open batch that carries this value, for in-place coalescing */
     bool del;
@@ -46,6 +50,13 @@ typedef struct {
     size_t vlen, vcap;
     char key[];
 } st_ov_t;
+
+#define ST__OV_LEVELS 12 /* 4^12: plenty for any overlay the quota allows */
+typedef struct {
+    st_ov_t *head[ST__OV_LEVELS];
+    st_ov_t *tail;
+    uint64_t rng;
+} st_ovidx_t;
 
 struct st_store {
     uv_loop_t *loop;
@@ -64,6 +75,7 @@ struct st_store {
     bool full_latched, disk_latched; /* full until clearly below the mark again (hysteresis) */
     char why[256];                   /* st_store_refusal's answer */
     st_map_t overlay;
+    st_ovidx_t ovidx;                /* the overlay in key order */
     st_batch_t *open;                /* staging; loop only */
     st_batch_t *free_list;           /* recycled batches; loop only */
     TAILQ_HEAD(, st_batch) inflight; /* submitted, not yet back; loop only, ascending ids */
@@ -188,5 +200,13 @@ void st__batch_add(st_store_t *s, st_batch_t *b, const void *key, size_t klen, c
 void st__ov_set(st_store_t *s, st_batch_t *b, size_t op_idx);
 void st__ov_free(st_ov_t *e);
 void st__drop_overlay(st_store_t *s);
+
+/* ovidx.c: overlay entries are created and dropped here (map and order together). */
+st_ov_t *st__ov_new(st_store_t *s, const void *key, size_t klen);
+void st__ov_drop(st_store_t *s, st_ov_t *e);
+/* First entry >= key; last entry < key (key NULL: the last entry). NULL if none. */
+st_ov_t *st__ov_ge(const st_store_t *s, const void *key, size_t klen);
+st_ov_t *st__ov_lt(const st_store_t *s, const void *key, size_t klen);
+void st__ov_clear(st_store_t *s);
 
 #endif

@@ -29,14 +29,7 @@ void st__ov_free(st_ov_t *e)
 
 void st__drop_overlay(st_store_t *s)
 {
-    size_t it;
-    st_map_node_t *n = st_map_first(&s->overlay, &it);
-    while (n) {
-        st_map_node_t *next = st_map_next(&s->overlay, &it, n);
-        st_map_remove(&s->overlay, n);
-        st__ov_free((st_ov_t *)n);
-        n = next;
-    }
+    st__ov_clear(s);
 }
 
 static char *st__dup(const char *p)
@@ -416,13 +409,7 @@ void st__ov_set(st_store_t *s, st_batch_t *b, size_t op_idx)
     const st_op_t *op = &b->ops[op_idx];
     const char *key = b->data.data + op->koff;
     st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, key, op->klen);
-    if (!e) {
-        e = st_calloc(1, sizeof *e + op->klen);
-        memcpy(e->key, key, op->klen);
-        e->node.key = e->key;
-        e->node.klen = op->klen;
-        st_map_insert(&s->overlay, &e->node);
-    }
+    if (!e) e = st__ov_new(s, key, op->klen);
     e->batch = b->id;
     e->op_idx = op_idx;
     e->del = op->del;
@@ -624,15 +611,6 @@ const char *st_store_refusal(st_store_t *s)
     return s->why;
 }
 
-static int st__ov_cmp(const void *a, const void *b)
-{
-    const st_ov_t *x = *(st_ov_t *const *)a, *y = *(st_ov_t *const *)b;
-    size_t n = x->node.klen < y->node.klen ? x->node.klen : y->node.klen;
-    int c = memcmp(x->key, y->key, n);
-    if (c) return c;
-    return x->node.klen < y->node.klen ? -1 : x->node.klen > y->node.klen;
-}
-
 static int st__key_cmp(const void *a, size_t an, const void *b, size_t bn)
 {
     size_t n = an < bn ? an : bn;
@@ -669,11 +647,6 @@ int st_store_scan_from(st_store_t *s, const void *prefix, size_t plen, const voi
     return st_store_range(s, prefix, plen, from, flen, NULL, 0, false, fn, arg, wait);
 }
 
-static int st__ov_cmp_desc(const void *a, const void *b)
-{
-    return st__ov_cmp(b, a);
-}
-
 /* Is key within [lo, hi) under the prefix? (NULL bounds are open.) */
 static bool st__in_range(const void *key, size_t klen, const void *prefix, size_t plen,
                          const void *lo, size_t lolen, const void *hi, size_t hilen)
@@ -684,22 +657,30 @@ static bool st__in_range(const void *key, size_t klen, const void *prefix, size_
     return true;
 }
 
-/* Puts the cursor on the last key below hi (or below the end of the prefix). */
+/* The smallest key after every key with this prefix, in succ (ST_KEY_MAX + 1 bytes); its
+ * length, 0 if there is none (the prefix is empty or all 0xff). */
+static size_t st__prefix_end(const void *prefix, size_t plen, uint8_t *succ)
+{
+    size_t n = plen;
+    memcpy(succ, prefix, plen);
+    while (n && succ[n - 1] == 0xff)
+        n--;
+    if (n) succ[n - 1]++;
+    return n;
+}
+
+/* Puts the cursor on the last key below hi and below the end of the prefix (a hi past the
+ * prefix's keys must not land the cursor on a key outside it). */
 static int st__seek_last(MDB_cursor *cur, const void *prefix, size_t plen, const void *hi,
                          size_t hilen, MDB_val *k, MDB_val *v)
 {
     uint8_t succ[ST_KEY_MAX + 1];
-    if (!hi) {
-        /* the smallest key after every key with this prefix */
-        size_t n = plen;
-        memcpy(succ, prefix, plen);
-        while (n && succ[n - 1] == 0xff)
-            n--;
-        if (!n) return mdb_cursor_get(cur, k, v, MDB_LAST);
-        succ[n - 1]++;
+    size_t n = st__prefix_end(prefix, plen, succ);
+    if (n && (!hi || st__key_cmp(hi, hilen, succ, n) > 0)) {
         hi = succ;
         hilen = n;
     }
+    if (!hi) return mdb_cursor_get(cur, k, v, MDB_LAST);
     k->mv_size = hilen;
     k->mv_data = (void *)hi;
     int rc = mdb_cursor_get(cur, k, v, MDB_SET_RANGE);
@@ -712,21 +693,30 @@ int st_store_range(st_store_t *s, const void *prefix, size_t plen, const void *l
                    const void *hi, size_t hilen, bool reverse, st_store_scan_fn fn, void *arg,
                    uint64_t *wait)
 {
-    /* Staged entries in range, sorted, merged with an LMDB cursor walk. The overlay holds only
-     * what is not yet in LMDB, so collecting it is cheap. */
+    /* Staged entries in range, in the walk's order, merged with an LMDB cursor walk. They are
+     * collected first (fn may stage writes), from the overlay's ordered index: the cost is the
+     * entries in range, not everything staged. */
     st_ov_t **staged = NULL;
-    size_t nstaged = 0, cap = 0, it;
+    size_t nstaged = 0, cap = 0;
     ST_ASSERT(!s->rtxn_held);
-    for (st_map_node_t *n = s->overlay.count ? st_map_first(&s->overlay, &it) : NULL; n;
-         n = st_map_next(&s->overlay, &it, n)) {
-        if (!st__in_range(n->key, n->klen, prefix, plen, lo, lolen, hi, hilen)) continue;
+    st_ov_t *n;
+    if (!reverse) {
+        bool from_lo = lo && st__key_cmp(lo, lolen, prefix, plen) > 0;
+        n = st__ov_ge(s, from_lo ? lo : prefix, from_lo ? lolen : plen);
+    } else {
+        uint8_t succ[ST_KEY_MAX + 1];
+        size_t sl = st__prefix_end(prefix, plen, succ);
+        bool to_hi = hi && (!sl || st__key_cmp(hi, hilen, succ, sl) < 0);
+        n = to_hi ? st__ov_lt(s, hi, hilen) : st__ov_lt(s, sl ? succ : NULL, sl);
+    }
+    for (; n && st__in_range(n->key, n->node.klen, prefix, plen, lo, lolen, hi, hilen);
+         n = reverse ? n->prev : n->fwd[0]) {
         if (nstaged == cap) {
             cap = cap ? cap * 2 : 16;
             staged = st_realloc(staged, cap * sizeof *staged);
         }
-        staged[nstaged++] = (st_ov_t *)n;
+        staged[nstaged++] = n;
     }
-    if (nstaged) qsort(staged, nstaged, sizeof *staged, reverse ? st__ov_cmp_desc : st__ov_cmp);
     int rc = mdb_txn_renew(s->rtxn);
     if (rc) {
         free(staged);
