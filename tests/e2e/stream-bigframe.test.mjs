@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: MIT
+// Regression (review of 95a38c0): an empty stream queue takes one frame over the 1 MiB backlog
+// cap, but any other frame queued while that big frame waits for its batch to be durable (a
+// counter update, a small message, in the same batch) cut a reading subscriber off as a "slow
+// consumer" — the big frame alone is past the cap. So did a big message queued behind one small
+// frame still waiting for its batch.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { startStrata, wsConnect } from './lib.mjs';
+
+let s;
+before(async () => { s = await startStrata(); });
+after(async () => { await s.stop(); s.cleanup(); });
+
+test('a live 1 MiB message among counter updates reaches a reading subscriber', async () => {
+  assert.equal((await s.req('POST', '/v1/counters/k/incr', { by: 1 })).status, 200);
+  const ws = await wsConnect(s.port);
+  ws.send({ type: 'subscribe', id: 'm', topic: 'messages', user: 'big' });
+  ws.send({ type: 'subscribe', id: 'k', topic: 'counter', name: 'k' });
+  const frames = [];
+  const drain = (async () => {
+    for (;;) {
+      const f = await ws.next(20000);
+      frames.push(f);
+      if (f.op !== 1 || f.json?.type === 'message') return f;
+    }
+  })();
+  // counter updates flow on the same stream while the big message is posted
+  let posting = true;
+  const incr = async () => { while (posting) await s.req('POST', '/v1/counters/k/incr', { by: 1 }); };
+  const workers = Array.from({ length: 16 }, incr);
+  const r = await s.req('POST', '/v1/users/big/messages', { conversation_id: 'b', from: 'b', content: 'z'.repeat(1 << 20) });
+  posting = false;
+  await Promise.all(workers);
+  assert.equal(r.status, 201, r.text);
+  const last = await drain;
+  const m = (await s.req('GET', '/metrics')).text.match(/strata_ws_slow_consumer_drops_total (\d+)/);
+  assert.equal(Number(m[1]), 0, 'nobody was cut off');
+  assert.equal(last.op, 1, `the stream was closed (${frames.length} frames)`);
+  assert.equal(last.json.message.msg_id, r.json.msg_id);
+  ws.close();
+});
