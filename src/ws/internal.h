@@ -85,6 +85,7 @@ struct st_wsconn {
     size_t nsubs;
     st_wsmsg_t *head, *tail;
     size_t queued;
+    size_t biggest; /* the largest frame queued since the queue was last empty */
     bool slow;
     bool broken;      /* a direct write failed: close from the writable callback */
     bool established; /* counted in ws->nconns (a failed handshake never is) */

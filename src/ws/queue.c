@@ -77,9 +77,12 @@ void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen, 
 {
     if (c->slow) return;
     size_t n = plen + body->len;
-    /* The cap bounds a backlog, not one frame: an empty queue takes any message (--max-content
-     * bounds those), so a subscriber that reads is never cut off for one big message. */
-    if (c->queued && c->queued + n > ST__WS_MAX_QUEUED) {
+    /* The cap bounds a backlog, not one frame: the largest frame queued since the queue was last
+     * empty does not count (--max-content bounds it), so a subscriber that reads is never cut off
+     * for one big message, whatever is queued beside it. Memory stays under the cap plus one
+     * frame. */
+    size_t big = n > c->biggest ? n : c->biggest;
+    if (c->queued + n > ST__WS_MAX_QUEUED + big) {
         c->slow = true; /* closed from the writable callback, with its reason */
         st_metric_add(ws->m_slow, 1);
         if (c->wsi) lws_callback_on_writable(c->wsi);
@@ -99,6 +102,7 @@ void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen, 
         c->head = m;
     c->tail = m;
     c->queued += n;
+    c->biggest = big;
     if (m == c->head) st__wake(ws, c);
 }
 
@@ -132,7 +136,10 @@ static int st__write_head(st_ws_t *ws, st_wsconn_t *c)
 {
     st_wsmsg_t *m = c->head;
     c->head = m->next;
-    if (!c->head) c->tail = NULL;
+    if (!c->head) {
+        c->tail = NULL;
+        c->biggest = 0;
+    }
     size_t n = m->plen + m->body->len;
     c->queued -= n;
     st_buf_reset(&ws->out);
@@ -221,6 +228,7 @@ void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c)
     }
     c->tail = NULL;
     c->queued = 0;
+    c->biggest = 0;
 }
 
 /* Batches from `first` on were rolled back: what they would have shown must never be sent. */
@@ -245,6 +253,7 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
                 p = &m->next;
             }
         }
+        if (!c->head) c->biggest = 0;
     }
 }
 
