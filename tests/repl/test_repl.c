@@ -250,6 +250,176 @@ TEST(a_refused_or_abandoned_proposal_rolls_back)
     fx_end(&fx);
 }
 
+/* The overlay's ordered index (src/store/ovidx.c) through a group's failures: random writes in
+ * proposed batches that are applied, fail or are abandoned (their entries dropped and restored
+ * through the index), then ranges with random prefixes and bounds, both ways, against a model
+ * of what a read must see (committed, then the proposals still pending, in order). */
+#define OM_N    84
+#define OM_MAXB 64
+static size_t om_key(int i, char *k)
+{
+    static const char al[] = {0x01, 'a', 'b', (char)0xff};
+    size_t n = i < 4 ? 1 : i < 20 ? 2 : 3;
+    int j = i < 4 ? i : i < 20 ? i - 4 : i - 20;
+    for (size_t p = 0; p < n; p++, j /= 4)
+        k[n - 1 - p] = al[j % 4];
+    return n;
+}
+
+static int om_cmp(const char *a, size_t an, const char *b, size_t bn)
+{
+    int c = memcmp(a, b, an < bn ? an : bn);
+    return c ? c : (an > bn) - (an < bn);
+}
+
+static int om_order(const void *x, const void *y)
+{
+    char a[3], b[3];
+    size_t an = om_key(*(const int *)x, a), bn = om_key(*(const int *)y, b);
+    return om_cmp(a, an, b, bn);
+}
+
+static int om_collect(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+    st_buf_t *b = arg;
+    st_buf_append(b, k, kl);
+    st_buf_appendc(b, '=');
+    st_buf_append(b, v, vl);
+    st_buf_appendc(b, ';');
+    return 0;
+}
+
+typedef struct {
+    st_store_group_t g;
+    size_t n; /* proposals pending: ids[0..n) */
+    uint64_t ids[OM_MAXB];
+    st_buf_t payloads[OM_MAXB];
+    char writes[OM_MAXB][OM_N]; /* per pending proposal: 0 untouched, '-' deleted, else value */
+    char staging[OM_N];
+} om_group_t;
+
+static int om_propose(st_store_group_t *g, uint64_t batch_id, const char *p, size_t len)
+{
+    om_group_t *f = (om_group_t *)g;
+    CHECK(f->n < OM_MAXB);
+    f->ids[f->n] = batch_id;
+    st_buf_reset(&f->payloads[f->n]);
+    st_buf_append(&f->payloads[f->n], p, len);
+    memcpy(f->writes[f->n], f->staging, OM_N);
+    memset(f->staging, 0, OM_N);
+    f->n++;
+    return ST_OK;
+}
+
+static void om_pop(om_group_t *f, char *committed, bool applied)
+{
+    if (applied)
+        for (int i = 0; i < OM_N; i++)
+            if (f->writes[0][i]) committed[i] = f->writes[0][i] == '-' ? 0 : f->writes[0][i];
+    st_buf_t first = f->payloads[0];
+    memmove(f->ids, f->ids + 1, (f->n - 1) * sizeof f->ids[0]);
+    memmove(f->payloads, f->payloads + 1, (f->n - 1) * sizeof f->payloads[0]);
+    memmove(f->writes, f->writes + 1, (f->n - 1) * sizeof f->writes[0]);
+    f->payloads[--f->n] = first;
+}
+
+TEST(ranges_over_an_overlay_rolled_back_by_failed_proposals_match_a_model)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 16 << 20, 0);
+    om_group_t f;
+    memset(&f, 0, sizeof f);
+    f.g.propose = om_propose;
+    st_store_group_join(s, &f.g);
+    st_store_set_standby(s, false);
+    int order[OM_N];
+    for (int i = 0; i < OM_N; i++)
+        order[i] = i;
+    qsort(order, OM_N, sizeof *order, om_order);
+    char committed[OM_N] = {0}, visible[OM_N];
+    uint64_t index = 0, wait = 0;
+    st_buf_t got = {0}, want = {0};
+    srand(11);
+    int checks = 0, fails = 0, applies = 0;
+    for (int round = 0; round < 400; round++) {
+        for (int op = 0; op < 1 + rand() % 12; op++) {
+            int i = rand() % OM_N;
+            char k[3];
+            size_t kn = om_key(i, k);
+            if (rand() % 3 == 0) {
+                CHECK_EQ(st_store_del(s, k, kn, &wait), ST_OK);
+                f.staging[i] = '-';
+            } else {
+                char v = (char)('A' + rand() % 26);
+                CHECK_EQ(st_store_put(s, k, kn, &v, 1, &wait), ST_OK);
+                f.staging[i] = v;
+            }
+        }
+        seal(&fx); /* proposed */
+        int act = rand() % 8;
+        if (act < 3 && f.n) { /* the oldest commits */
+            CHECK_EQ(st_store_group_apply(s, ++index, f.payloads[0].data, f.payloads[0].len),
+                     ST_OK);
+            om_pop(&f, committed, true);
+            applies++;
+        } else if (act == 3 && f.n) { /* the oldest fails, and every later one with it */
+            st_store_group_failed(s, f.ids[0], ST_ENOLEADER);
+            while (f.n)
+                om_pop(&f, committed, false);
+            fails++;
+        } else if (act == 4 && f.n) {
+            st_store_group_abandon(s, ST_ENOLEADER);
+            while (f.n)
+                om_pop(&f, committed, false);
+            fails++;
+        }
+        for (int t = 0; t < 3; t++) /* applied batches come back: their entries go */
+            uv_run(&fx.loop, UV_RUN_NOWAIT);
+        memcpy(visible, committed, OM_N);
+        for (size_t b = 0; b < f.n; b++)
+            for (int i = 0; i < OM_N; i++)
+                if (f.writes[b][i]) visible[i] = f.writes[b][i] == '-' ? 0 : f.writes[b][i];
+        for (int q = 0; q < 6; q++) {
+            char pre[3], lo[3], hi[3];
+            size_t pn = om_key(rand() % 20, pre), lon = 0, hin = 0;
+            if (rand() % 2) lon = om_key(rand() % OM_N, lo);
+            if (rand() % 2) hin = om_key(rand() % OM_N, hi);
+            bool rev = rand() % 2;
+            st_buf_reset(&got);
+            st_buf_reset(&want);
+            uint64_t sw = 0;
+            CHECK_EQ(st_store_range(s, pre, pn, lon ? lo : NULL, lon, hin ? hi : NULL, hin, rev,
+                                    om_collect, &got, &sw),
+                     0);
+            for (int o = 0; o < OM_N; o++) {
+                int i = order[rev ? OM_N - 1 - o : o];
+                char k[3];
+                size_t kn = om_key(i, k);
+                if (!visible[i] || kn < pn || memcmp(k, pre, pn) != 0) continue;
+                if (lon && om_cmp(k, kn, lo, lon) < 0) continue;
+                if (hin && om_cmp(k, kn, hi, hin) >= 0) continue;
+                om_collect(&want, k, kn, &visible[i], 1);
+            }
+            CHECK_EQ(got.len, want.len);
+            CHECK(got.len == want.len && (!got.len || memcmp(got.data, want.data, got.len) == 0));
+            checks++;
+        }
+    }
+    CHECK_EQ(checks, 2400);
+    CHECK(fails > 20 && applies > 50);
+    while (f.n) {
+        CHECK_EQ(st_store_group_apply(s, ++index, f.payloads[0].data, f.payloads[0].len), ST_OK);
+        om_pop(&f, committed, true);
+    }
+    st_buf_free(&got);
+    st_buf_free(&want);
+    fx_close_store(&fx, s);
+    for (size_t i = 0; i < OM_MAXB; i++)
+        st_buf_free(&f.payloads[i]);
+    fx_end(&fx);
+}
+
 /* ---- the transport ---- */
 
 typedef struct {
