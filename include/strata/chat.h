@@ -120,12 +120,12 @@ int st_chat_test_drift(st_chat_t *c, const char *user, size_t ulen, const char *
                        int64_t by, uint64_t *wait);
 
 /* Told about every posted message as it is staged (wait: the batch that makes it durable); json
- * is the stored message object. Observers are called in the
- * order they registered; ST_ENOMEM past ST_OBSERVERS_MAX. */
+ * is the stored message object. Observers are called in the order they registered (at most
+ * ST_OBSERVERS_MAX); arg is borrowed until st_chat_unobserve. */
 typedef void (*st_chat_observer_fn)(void *arg, const char *user, size_t ulen, const char *conv,
                                     size_t clen, uint64_t msg_id, const char *json, size_t len,
                                     uint64_t wait);
-int st_chat_observe(st_chat_t *c, st_chat_observer_fn fn, void *arg);
+void st_chat_observe(st_chat_t *c, st_chat_observer_fn fn, void *arg);
 void st_chat_unobserve(st_chat_t *c, const void *arg);
 /* A hot message's JSON object, as the observer got it (borrowed until the next store call);
  * ST_ENOTFOUND when it is not in the hot store. */

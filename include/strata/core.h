@@ -150,13 +150,12 @@ typedef struct {
     size_t n;
 } st_observers_t;
 
-/* ST_ENOMEM once ST_OBSERVERS_MAX are registered. */
-static inline int st_observers_add(st_observers_t *o, st_observer_any_fn fn, void *arg)
+/* arg is borrowed until st_observers_remove. More than ST_OBSERVERS_MAX is a programming error. */
+static inline void st_observers_add(st_observers_t *o, st_observer_any_fn fn, void *arg)
 {
-    if (o->n == ST_OBSERVERS_MAX) return ST_ENOMEM;
+    ST_ASSERT(o->n < ST_OBSERVERS_MAX);
     o->fn[o->n] = fn;
     o->arg[o->n++] = arg;
-    return ST_OK;
 }
 
 /* Removes every observer registered with arg (its owner is going away). */

@@ -25,10 +25,11 @@ typedef struct {
 
 /* A counter's value changed: an increment, a distinct member added (distinct), or a recount's
  * correction (repair). `wait` is the batch that must be durable before anyone sees the value.
- * Observers are called in registration order; ST_ENOMEM past ST_OBSERVERS_MAX. */
+ * Observers are called in registration order (at most ST_OBSERVERS_MAX); arg is borrowed until
+ * st_counters_unobserve. */
 typedef void (*st_counter_observer_fn)(void *arg, const char *name, size_t nlen, int64_t value,
                                        bool distinct, bool repair, uint64_t wait);
-int st_counters_observe(st_store_t *s, st_counter_observer_fn fn, void *arg);
+void st_counters_observe(st_store_t *s, st_counter_observer_fn fn, void *arg);
 void st_counters_unobserve(st_store_t *s, const void *arg);
 
 /* ST_ENOTFOUND if never written. */

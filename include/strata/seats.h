@@ -93,11 +93,12 @@ int st_seats_cancel(st_seats_t *s, uint64_t booking_id, const st_booking_ref_t *
                     uint64_t *wait);
 
 /* Told about every seat change as it is staged; `wait` is the batch that must be durable before
- * anyone may see it. tail is the rest of a JSON object (borrowed for the call):
+ * anyone may see it. Observers are called in registration order (at most ST_OBSERVERS_MAX); arg
+ * is borrowed until st_seats_unobserve. tail is the rest of a JSON object (borrowed for the call):
  * "event_id":…,"section":…,"changes":[{"seat":"r-c","state":…}…],"stats":{…},"event_stats":{…}} */
 typedef void (*st_seats_observer_fn)(void *arg, const char *event_id, size_t elen, const char *tail,
                                      size_t tlen, uint64_t wait);
-int st_seats_observe(st_seats_t *s, st_seats_observer_fn fn, void *arg);
+void st_seats_observe(st_seats_t *s, st_seats_observer_fn fn, void *arg);
 void st_seats_unobserve(st_seats_t *s, const void *arg);
 
 /* Recounts every bitmap and compares with the kept stats (tests and /metrics). */

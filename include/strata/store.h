@@ -143,6 +143,8 @@ void st_store_group_join(st_store_t *s, st_store_group_t *g);
 bool st_store_grouped(const st_store_t *s);
 /* Standby off: this member leads and may stage writes; on: it follows. */
 void st_store_set_standby(st_store_t *s, bool standby);
+/* Is the store refusing writes as a group member that is not the serving leader? */
+bool st_store_standby(const st_store_t *s);
 void st_store_group_failed(st_store_t *s, uint64_t batch_id, int err);
 /* This member stopped leading: every proposal not applied yet fails now (its entry may still be
  * committed by the next leader; it then arrives through st_store_group_apply like anyone's). */

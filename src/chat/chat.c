@@ -17,9 +17,9 @@
 
 static const char st__last_id_key[] = "\0chat_last_id";
 
-int st_chat_observe(st_chat_t *c, st_chat_observer_fn fn, void *arg)
+void st_chat_observe(st_chat_t *c, st_chat_observer_fn fn, void *arg)
 {
-    return st_observers_add(&c->observers, (st_observer_any_fn)fn, arg);
+    st_observers_add(&c->observers, (st_observer_any_fn)fn, arg);
 }
 
 void st_chat_unobserve(st_chat_t *c, const void *arg)

@@ -53,9 +53,9 @@ static int st__load(st_store_t *s, const uint8_t *key, size_t klen, st_counter_t
     return ST_OK;
 }
 
-int st_counters_observe(st_store_t *s, st_counter_observer_fn fn, void *arg)
+void st_counters_observe(st_store_t *s, st_counter_observer_fn fn, void *arg)
 {
-    return st_observers_add(st_store_observers(s), (st_observer_any_fn)fn, arg);
+    st_observers_add(st_store_observers(s), (st_observer_any_fn)fn, arg);
 }
 
 void st_counters_unobserve(st_store_t *s, const void *arg)

@@ -331,6 +331,12 @@ static bool st__work_all(st_reconcile_t *r, uint64_t t0)
 static void st__step(uv_timer_t *t)
 {
     st_reconcile_t *r = t->data;
+    if (st_store_standby(r->store)) {
+        /* a group member that is not the serving leader repairs nothing (it could not write the
+         * repair); the leader it follows recounts, and a new leader starts a full pass */
+        uv_timer_start(&r->timer, st__step, r->interval_ms, 0);
+        return;
+    }
     uint64_t now = uv_now(r->loop), t0 = st_mono_ns();
     bool more = false;
     st_metric_add(r->m_runs, 1);
@@ -374,14 +380,18 @@ uint64_t st_reconcile_all(st_reconcile_t *r)
 static void st__on_posted(void *arg, const char *user, size_t ulen, const char *conv, size_t clen,
                           uint64_t msg_id, const char *json, size_t len, uint64_t wait)
 {
-    (void)msg_id, (void)json, (void)len, (void)wait;
+    (void)msg_id;
+    (void)json;
+    (void)len;
+    (void)wait;
     st_reconcile_mark_conversation(arg, user, ulen, conv, clen);
 }
 
 static void st__on_counter(void *arg, const char *name, size_t nlen, int64_t value, bool distinct,
                            bool repair, uint64_t wait)
 {
-    (void)value, (void)wait;
+    (void)value;
+    (void)wait;
     if (distinct && !repair) st_reconcile_mark_distinct(arg, name, nlen);
 }
 

@@ -182,9 +182,9 @@ void st__arm_timer(st_seats_t *s)
 }
 
 /* Ends a reserved booking (cancel or expiry): its seats go back to available. */
-int st_seats_observe(st_seats_t *s, st_seats_observer_fn fn, void *arg)
+void st_seats_observe(st_seats_t *s, st_seats_observer_fn fn, void *arg)
 {
-    return st_observers_add(&s->observers, (st_observer_any_fn)fn, arg);
+    st_observers_add(&s->observers, (st_observer_any_fn)fn, arg);
 }
 
 void st_seats_unobserve(st_seats_t *s, const void *arg)

@@ -92,6 +92,11 @@ void st_store_set_standby(st_store_t *s, bool standby)
     s->standby = standby;
 }
 
+bool st_store_standby(const st_store_t *s)
+{
+    return s->standby;
+}
+
 uint64_t st_store_group_queued(const st_store_t *s)
 {
     return s->group_queued;
@@ -258,11 +263,6 @@ void st_store_resync(st_store_t *s)
     s->views_stale = false;
     for (st_store_listener_t *l = s->listeners; l; l = l->next)
         if (l->on_failed) l->on_failed(l, s->open_id + 1, ST_ENOLEADER);
-}
-
-st_observers_t *st_store_observers(st_store_t *s)
-{
-    return &s->observers;
 }
 
 void st_store_on_note(st_store_t *s, st_store_note_fn fn, void *arg)

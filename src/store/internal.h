@@ -201,6 +201,9 @@ void st__ov_set(st_store_t *s, st_batch_t *b, size_t op_idx);
 void st__ov_free(st_ov_t *e);
 void st__drop_overlay(st_store_t *s);
 
+/* LMDB's key order: bytes, then length. */
+int st__key_cmp(const void *a, size_t an, const void *b, size_t bn);
+
 /* ovidx.c: overlay entries are created and dropped here (map and order together). */
 st_ov_t *st__ov_new(st_store_t *s, const void *key, size_t klen);
 void st__ov_drop(st_store_t *s, st_ov_t *e);

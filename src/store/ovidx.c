@@ -16,10 +16,7 @@
 
 static int st__cmp(const st_ov_t *e, const void *key, size_t klen)
 {
-    size_t n = e->node.klen < klen ? e->node.klen : klen;
-    int c = memcmp(e->key, key, n);
-    if (c) return c;
-    return e->node.klen < klen ? -1 : e->node.klen > klen;
+    return st__key_cmp(e->key, e->node.klen, key, klen);
 }
 
 static unsigned st__level(st_ovidx_t *x)

@@ -317,6 +317,11 @@ void st_store_close(st_store_t *s)
     uv_close((uv_handle_t *)&s->pace, st__on_closed);
 }
 
+st_observers_t *st_store_observers(st_store_t *s)
+{
+    return &s->observers;
+}
+
 void st_store_listen(st_store_t *s, st_store_listener_t *l)
 {
     l->next = s->listeners;
@@ -611,7 +616,7 @@ const char *st_store_refusal(st_store_t *s)
     return s->why;
 }
 
-static int st__key_cmp(const void *a, size_t an, const void *b, size_t bn)
+int st__key_cmp(const void *a, size_t an, const void *b, size_t bn)
 {
     size_t n = an < bn ? an : bn;
     int c = memcmp(a, b, n);
@@ -734,10 +739,11 @@ int st_store_range(st_store_t *s, const void *prefix, size_t plen, const void *l
     if (reverse) {
         mrc = st__seek_last(cur, prefix, plen, hi, hilen, &k, &v);
     } else {
-        bool from_lo = lo && st__key_cmp(lo, lolen, prefix, plen) > 0;
+        bool from_lo = lo && lolen && st__key_cmp(lo, lolen, prefix, plen) > 0;
         k.mv_size = from_lo ? lolen : plen;
         k.mv_data = (void *)(from_lo ? lo : prefix);
-        mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        /* LMDB refuses an empty key: an empty prefix (and no lo) starts at the first key */
+        mrc = mdb_cursor_get(cur, &k, &v, k.mv_size ? MDB_SET_RANGE : MDB_FIRST);
     }
     MDB_cursor_op step = reverse ? MDB_PREV : MDB_NEXT;
     size_t si = 0;
