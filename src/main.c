@@ -160,6 +160,13 @@ static void st__on_lead(void *arg)
     /* The keys the last leader marked for recounting died with it: recount everything, in the
      * background and in slices (SPEC §6 holds across a failover). */
     if (app->reconcile) st_reconcile_all(app->reconcile);
+    st_backup_lead(app->backup, true); /* only the leader ships: a new timeline from here */
+}
+
+static void st__on_follow(void *arg)
+{
+    st_app_t *app = arg;
+    st_backup_lead(app->backup, false);
 }
 
 /* Joins the replicated group named by --cluster (SPEC §8) once the HTTP port is known: the
@@ -192,7 +199,10 @@ static int st__repl_open(const st_config_t *cfg, st_main_t *m, st_app_t *app)
                          .snapshot_threshold = (unsigned)cfg->raft_snapshot_entries,
                          .jwt_secret = cfg->jwt_secret};
     int rc = st_repl_open(&app->repl, m->loop, app->store, &ro);
-    if (rc == ST_OK) st_repl_on_lead(app->repl, st__on_lead, app);
+    if (rc == ST_OK) {
+        st_repl_on_lead(app->repl, st__on_lead, app);
+        st_repl_on_follow(app->repl, st__on_follow, app);
+    }
     return rc;
 }
 
@@ -270,13 +280,6 @@ int main(int argc, char **argv)
     int rc = st_config_load(&cfg, argc, argv);
     if (rc == 1) return 0;
     if (rc != ST_OK) return 2;
-    if (*cfg.cluster && *cfg.backup_url) {
-        /* The shipper is fed by the redo log, which a group replaces with the Raft log: a
-         * group member would ship nothing. Refuse rather than run without the backup asked for. */
-        st_error("--backup-url is not supported with --cluster yet: the shipper follows the "
-                 "single-node redo log (README, Backups)");
-        return 2;
-    }
     if (strcmp(cfg.log_level, "debug") == 0)
         st_log_set_level(ST_LOG_DEBUG);
     else if (strcmp(cfg.log_level, "warn") == 0)
@@ -324,7 +327,8 @@ int main(int argc, char **argv)
                                .data_dir = cfg.data_dir,
                                .interval_ms = cfg.backup_interval,
                                .snapshot_s = cfg.snapshot_interval,
-                               .keep = cfg.backup_keep};
+                               .keep = cfg.backup_keep,
+                               .standby = *cfg.cluster != '\0'}; /* a group: the leader ships */
         if (st_backup_open(&app.backup, m.loop, store, &bo) != ST_OK) goto fail_backup;
     }
     st_reconcile_open(&app.reconcile, m.loop, store, chat, cfg.reconcile_interval);

@@ -11,6 +11,7 @@
  *   snap/T/APPLIED-TIME.zst         zstd(LMDB compact copy); APPLIED: a lower bound of the last
  *                                   record it holds, TIME: µs when the copy began
  *   seg/T/FIRST-LAST-TFIRST.zst     zstd(records FIRST..LAST, each with its commit time + CRC)
+ * In a replicated group the positions are Raft indexes and each leader ships its own timelines.
  */
 #ifndef STRATA_BACKUP_H
 #define STRATA_BACKUP_H
@@ -29,11 +30,17 @@ typedef struct {
     uint64_t snapshot_s;    /* between snapshots */
     uint64_t keep;          /* snapshots kept (>= 1); older ones and their segments go */
     uint64_t max_backlog;   /* bytes; past it the backlog is dropped for a new snapshot */
+    bool standby;           /* a group member: ships nothing until st_backup_lead(b, true) */
 } st_backup_opts_t;
 
 /* Starts shipping: taps the store, starts the worker (which takes a snapshot first). */
 int st_backup_open(st_backup_t **out, uv_loop_t *loop, st_store_t *store,
                    const st_backup_opts_t *o);
+/* A replicated group (SPEC §8): only the leader ships. Loop thread, from st_repl_on_lead (the
+ * store holds every committed entry and is idle) with true: a new timeline starts, with a
+ * snapshot, then the entries this member applies; and on losing the lead with false: the
+ * backlog is dropped (the next leader's snapshot holds it) and the worker idles. NULL: no-op. */
+void st_backup_lead(st_backup_t *b, bool leading);
 /* Ships what the backlog holds (one try), stops the worker, unhooks the store, frees. Call
  * after the store is idle and before st_store_close. */
 void st_backup_close(st_backup_t *b);

@@ -51,6 +51,8 @@ void st_repl_close(st_repl_t *r, void (*done)(void *arg), void *arg);
 /* Called (on the loop) when this member has become a leader that may serve writes: it holds
  * every committed entry in LMDB. Rebuild in-memory views from the store here. */
 void st_repl_on_lead(st_repl_t *r, void (*fn)(void *arg), void *arg);
+/* Called (on the loop) when this member stops leading, after its pending writes failed. */
+void st_repl_on_follow(st_repl_t *r, void (*fn)(void *arg), void *arg);
 
 /* True while some member (maybe this one) is known to lead. */
 bool st_repl_has_leader(st_repl_t *r);

@@ -187,12 +187,19 @@ int st_store_note(st_store_t *s, uint8_t kind, const void *data, size_t len, uin
  * responses are released: seq is its log record's (0 for a group too big for the log, committed
  * straight to LMDB: a gap the tap must cover otherwise), rec its encoded ops (borrowed for the
  * call). barrier: the group holds a batch marked by st_store_barrier; its acknowledgement waits
- * for the call to return. In a replicated group this would be called where an entry commits. */
+ * for the call to return. In a replicated group it is told, on the leader only, every committed
+ * entry once it is in LMDB (on the apply thread), with its Raft index as seq — an empty record
+ * for an index that carries no store entry — and a barrier's acknowledgement (and every later
+ * one) waits for the call likewise. */
 typedef void (*st_store_tap_fn)(void *arg, uint64_t seq, const void *rec, size_t len, bool barrier);
 /* Sets (or clears, fn NULL) the tap. Loop thread. The tap starts not ready. */
 void st_store_tap(st_store_t *s, st_store_tap_fn fn, void *arg);
 /* Whether the tap can take a barrier now (the backup target answers). Any thread. */
 void st_store_tap_ready(st_store_t *s, bool ready);
+/* Group mode, loop thread, while the store is idle (st_repl_on_lead) or on losing the lead: the
+ * tap follows the entries this member applies from now on (on), or nothing (off). On, the tap is
+ * not ready until it says so again (the shipper's new timeline has its snapshot). */
+void st_store_tap_lead(st_store_t *s, bool on);
 /* Marks the open batch so that the tap has taken it before anything in it is acknowledged (a
  * reservation is shipped before ids from it are issued); raises *wait to it. Call it before
  * staging anything: ST_EUNAVAIL (503) while a tap is set and not ready — the request needing a
@@ -222,7 +229,13 @@ typedef struct {
 } st_store_resv_t;
 /* Reads the reservation called name (zeros when there is none). */
 int st_store_resv_load(st_store_t *s, const char *name, st_store_resv_t *r);
-/* Before issuing value: raises the reservation to value + chunk when value is past it. */
+/* Whether values of a reservation already in the store may be issued: with a tap set, only once
+ * it was ready since it was set (or since this member began leading) — a reservation written
+ * just before a crash or a failover may have missed the backup, and that first snapshot holds
+ * it. ST_EUNAVAIL (503) until then. */
+int st_store_resv_check(st_store_t *s);
+/* Before issuing value: raises the reservation to value + chunk when value is past it (else
+ * st_store_resv_check). */
 int st_store_resv_cover(st_store_t *s, const char *name, st_store_resv_t *r, int64_t value,
                         int64_t chunk, uint64_t *wait);
 /* After a restore: every reservation's floor = its reserved. *n: how many. */

@@ -14,6 +14,10 @@
  * until the record is shipped, so the group's acknowledgement waits for one upload; only a new
  * reservation asks for this. While the target fails, the store refuses requests that would need
  * a barrier (503) instead of letting every write wait behind one.
+ *
+ * In a replicated group every member runs a shipper but only the leader's ships
+ * (st_backup_lead): it starts a new timeline, whose snapshot holds every committed entry, and
+ * follows the entries it applies; losing the lead drops the backlog and idles the worker.
  */
 #include "internal.h"
 #include "strata/metrics.h"
@@ -43,6 +47,7 @@ struct st_backup {
     uint64_t backlog_bytes;
     uint64_t want_seq, shipped_seq;
     bool stop, closing;
+    bool leading;      /* a single node always; in a group, while this member leads */
     uint64_t timeline; /* worker only */
     bool need_snapshot;
     bool ready; /* told to the store: barriers are taken */
@@ -97,6 +102,11 @@ static void st__bk_tap(void *arg, uint64_t seq, const void *rec, size_t len, boo
     r->len = seq ? len : 0; /* a break needs no data: LMDB already holds the group */
     if (seq) memcpy(r->data, rec, len);
     uv_mutex_lock(&b->mu);
+    if (!b->leading) { /* lost the lead meanwhile: the next leader's timeline covers it */
+        uv_mutex_unlock(&b->mu);
+        free(r);
+        return;
+    }
     if (b->backlog_bytes + r->len > b->max_backlog) {
         st_warn("backup: backlog past %llu bytes: dropped for a new snapshot",
                 (unsigned long long)b->max_backlog);
@@ -106,7 +116,7 @@ static void st__bk_tap(void *arg, uint64_t seq, const void *rec, size_t len, boo
     if (barrier && seq) {
         if (b->want_seq < seq) b->want_seq = seq;
         uv_cond_signal(&b->cv);
-        while (b->shipped_seq < seq && !b->closing)
+        while (b->shipped_seq < seq && !b->closing && b->leading)
             uv_cond_wait(&b->cv_shipped, &b->mu);
     }
     uv_mutex_unlock(&b->mu);
@@ -260,10 +270,16 @@ static void st__bk_worker(void *arg)
     uint64_t next_ship = st__ms() + b->interval_ms, next_snap = 0, retry_at = 0;
     uv_mutex_lock(&b->mu);
     while (!b->stop) {
+        if (!b->leading) { /* a follower ships nothing */
+            uv_cond_wait(&b->cv, &b->mu);
+            continue;
+        }
         bool did = false;
         int rc = ST_OK;
         if (st__ms() >= retry_at) rc = st__bk_step(b, &next_ship, &next_snap, &did);
-        bool ready = rc == ST_OK && !b->need_snapshot;
+        /* not ready while a new timeline waits for its snapshot (a break may have come in during
+         * an upload) */
+        bool ready = rc == ST_OK && !b->need_snapshot && !(b->head && !b->head->seq);
         if ((did || rc != ST_OK) && ready != b->ready) {
             b->ready = ready; /* barriers are refused while the target fails (store.h) */
             st_store_tap_ready(b->store, ready);
@@ -285,7 +301,8 @@ static void st__bk_worker(void *arg)
         if (until > now) uv_cond_timedwait(&b->cv, &b->mu, (until - now) * 1000000);
     }
     /* stopping: one last try at what the backlog holds (a new timeline would need a snapshot) */
-    if (b->head && b->head->seq && !b->need_snapshot && st__bk_ship(b) != ST_OK) b->failures++;
+    if (b->leading && b->head && b->head->seq && !b->need_snapshot && st__bk_ship(b) != ST_OK)
+        b->failures++;
     uv_mutex_unlock(&b->mu);
 }
 
@@ -336,6 +353,7 @@ int st_backup_open(st_backup_t **out, uv_loop_t *loop, st_store_t *store, const 
     b->max_backlog = o->max_backlog ? o->max_backlog : 256u << 20;
     b->timeline = (uint64_t)st_now_us();
     b->need_snapshot = true; /* every timeline starts with one: it holds all acknowledged state */
+    b->leading = !o->standby;
     uv_mutex_init(&b->mu);
     uv_cond_init(&b->cv);
     uv_cond_init(&b->cv_shipped);
@@ -346,11 +364,28 @@ int st_backup_open(st_backup_t **out, uv_loop_t *loop, st_store_t *store, const 
     uv_unref((uv_handle_t *)&b->figures);
     st_store_tap(store, st__bk_tap, b);
     uv_thread_create(&b->thread, st__bk_worker, b);
-    st_info("backup: shipping to %s every %llu ms, a snapshot every %llu s, keeping %llu",
+    st_info("backup: shipping to %s every %llu ms, a snapshot every %llu s, keeping %llu%s",
             st_objstore_describe(b->obj), (unsigned long long)b->interval_ms,
-            (unsigned long long)(b->snapshot_ms / 1000), (unsigned long long)b->keep);
+            (unsigned long long)(b->snapshot_ms / 1000), (unsigned long long)b->keep,
+            o->standby ? " (while this member leads)" : "");
     *out = b;
     return ST_OK;
+}
+
+void st_backup_lead(st_backup_t *b, bool leading)
+{
+    if (!b) return;
+    st_store_tap_lead(b->store, leading); /* the store is idle: no tap call runs */
+    uv_mutex_lock(&b->mu);
+    if (leading != b->leading)
+        st_info("backup: %s", leading ? "this member leads: shipping, from a new snapshot"
+                                      : "no longer the leader: shipping stops");
+    b->leading = leading;
+    st__bk_drop(b); /* leading, a break: a new timeline, its snapshot first */
+    b->ready = false;
+    uv_cond_broadcast(&b->cv_shipped); /* a barrier waiting in the tap lets go (st_store.h) */
+    uv_cond_signal(&b->cv);
+    uv_mutex_unlock(&b->mu);
 }
 
 static void st__bk_free(uv_handle_t *h)

@@ -198,6 +198,8 @@ int st_sequence_next(st_store_t *s, const char *name, size_t nlen, int64_t count
     if (next > reserved) {
         if (__builtin_add_overflow(next, ST_SEQ_RESERVE, &reserved)) reserved = INT64_MAX;
         if ((rc = st_store_barrier(s, wait)) != ST_OK) return rc;
+    } else if ((rc = st_store_resv_check(s)) != ST_OK) {
+        return rc; /* the reservation may predate a crash or failover the backup missed */
     }
     rc = st__seq_put(s, key, klen, next, reserved, wait);
     if (rc != ST_OK) return rc;

@@ -61,6 +61,8 @@ struct st_repl {
     uint64_t lead_term;
     void (*on_lead)(void *arg);
     void *on_lead_arg;
+    void (*on_follow)(void *arg);
+    void *on_follow_arg;
     void (*closed_cb)(void *arg);
     void *closed_arg;
     int closing;
@@ -313,6 +315,7 @@ static void st__step_down(st_repl_t *r)
     r->leading = r->barrier_pending = r->caught_up = r->serving = false;
     st_store_set_standby(r->store, true);
     st_store_group_abandon(r->store, ST_ENOLEADER); /* Raft may report them late, or never */
+    if (r->on_follow) r->on_follow(r->on_follow_arg);
 }
 
 static void st__start_barrier(st_repl_t *r)
@@ -485,6 +488,12 @@ void st_repl_on_lead(st_repl_t *r, void (*fn)(void *arg), void *arg)
 {
     r->on_lead = fn;
     r->on_lead_arg = arg;
+}
+
+void st_repl_on_follow(st_repl_t *r, void (*fn)(void *arg), void *arg)
+{
+    r->on_follow = fn;
+    r->on_follow_arg = arg;
 }
 
 static void st__closed_step(st_repl_t *r)

@@ -44,12 +44,13 @@ int st__mdb_err(int rc)
 
 /* ---- encoding a group for the log: {u8 del, u32 klen, u32 vlen, key, val}* ---- */
 
-static void st__encode(st_buf_t *out, const st_batch_t *group)
+void st__rec_encode(st_buf_t *out, const st_batch_t *b, bool chain)
 {
     st_buf_reset(out);
-    for (const st_batch_t *b = group; b; b = b->next)
+    for (; b; b = chain ? b->next : NULL)
         for (size_t i = 0; i < b->nops; i++) {
             const st_op_t *op = &b->ops[i];
+            if (op->note) continue; /* a stream frame, never in LMDB */
             uint8_t del = op->del;
             uint32_t kl = (uint32_t)op->klen, vl = (uint32_t)op->vlen;
             st_buf_append(out, &del, 1);
@@ -207,6 +208,7 @@ static void st__apply_thread(void *arg)
         uint64_t ns = st_mono_ns() - t0, used = 0, lfree = 0;
         int err = rc ? st__apply_class(s, rc, st__group_bytes(group)) : 0;
         if (!rc) st__measure(s, &used, &lfree);
+        if (!rc && s->group) st__tap_entries(s, group); /* the Raft log is the redo log there */
         uv_mutex_lock(&s->mu);
         if (rc) {
             /* Acknowledged data cannot be dropped: it is in the WAL and the overlay. */
@@ -301,7 +303,7 @@ static int st__log_group(st_store_t *s, st_buf_t *payload, st_batch_t *group, ui
     int rc = s->log_err; /* fail-stopped: the log is not touched again */
     uv_mutex_unlock(&s->mu);
     if (rc) return rc;
-    st__encode(payload, group);
+    st__rec_encode(payload, group, true);
     uv_mutex_lock(&s->mu);
     if (st_wal_record_size(payload->len) > st_wal_remaining(s->wal)) rc = st__checkpoint(s);
     uv_mutex_unlock(&s->mu);
@@ -507,6 +509,7 @@ st_batch_t *st__batch_new(st_store_t *s)
     b->seq = 0;
     b->foreign = false;
     b->barrier = false;
+    b->ack_late = false;
     b->id = ++s->open_id;
     return b;
 }
@@ -681,6 +684,7 @@ void st__store_on_done(uv_async_t *h)
     for (st_batch_t *b = list, *next; b; b = next) {
         next = b->next;
         if (b->foreign && b->rc == 0) st__group_notes(s, b);
+        if (b->ack_late && b->rc == 0) st__group_ack_late(s, b);
         st__batch_back(s, b);
     }
     for (st_batch_t *b = queued, *next; b; b = next) {

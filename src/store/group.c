@@ -195,8 +195,17 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
     s->group_queued = index;
     /* Only committed entries are applied: an own batch is durable now, whatever Raft reports
      * for its request later (a leader deposed meanwhile reports it lost). Frames waiting for it
-     * must not wait for a durable id that might never come. */
-    if (!b->foreign) st__group_committed(s, b->id);
+     * must not wait for a durable id that might never come. Unless the backup must have it
+     * first (a reservation, st_store_barrier): then it and every own batch after it are
+     * acknowledged once back from the apply thread, whose tap ships the barrier before it
+     * returns (acknowledgements stay in order). */
+    if (!b->foreign) {
+        if (b->barrier && s->tap_on) s->hold_to = b->id;
+        if (s->hold_to)
+            b->ack_late = true;
+        else
+            st__group_committed(s, b->id);
+    }
     uv_mutex_lock(&s->mu);
     if (s->a_tail)
         s->a_tail->next = b;
@@ -232,8 +241,22 @@ void st_store_group_failed(st_store_t *s, uint64_t batch_id, int err)
     if (b) st__fail_from(s, b, err); /* else: applied (committed), or failed already */
 }
 
+void st__group_ack_late(st_store_t *s, const st_batch_t *b)
+{
+    st__group_committed(s, b->id);
+    if (b->id >= s->hold_to) s->hold_to = 0;
+}
+
 void st_store_group_abandon(st_store_t *s, int err)
 {
+    if (s->hold_to) {
+        /* Committed, but held for a barrier this member will not ship any more: their answers
+         * fail (an unknown outcome, like any write of a lost term), so no number is handed out
+         * from a reservation the backup may not have. */
+        s->hold_to = 0;
+        for (st_store_listener_t *l = s->listeners; l; l = l->next)
+            if (l->on_failed) l->on_failed(l, s->durable_id + 1, err);
+    }
     st_batch_t *b = s->r_head;
     if (!b) return;
     s->r_head = b->next;

@@ -29,10 +29,12 @@ typedef struct st_batch {
     size_t writes;  /* staged writes, including ones coalesced into an earlier op */
     uint64_t bytes; /* what its ops are estimated to take in LMDB (counted against the quota) */
     /* set by the threads */
-    bool foreign; /* group mode: applied from an entry this process did not propose */
-    uint64_t seq; /* WAL record (shared by a group); group mode: the Raft index */
-    int rc;       /* non-zero: never became durable */
-    bool barrier; /* st_store_barrier: the tap must have taken it before it is acknowledged */
+    bool foreign;  /* group mode: applied from an entry this process did not propose */
+    uint64_t seq;  /* WAL record (shared by a group); group mode: the Raft index */
+    int rc;        /* non-zero: never became durable */
+    bool barrier;  /* st_store_barrier: the tap must have taken it before it is acknowledged */
+    bool ack_late; /* group mode: acknowledged once back from the apply thread (behind a barrier
+                    * the tap must ship first) rather than when its entry applies */
 } st_batch_t;
 
 /* A staged write not yet in LMDB; newest value for its key. Found by key in the overlay map and
@@ -86,8 +88,12 @@ struct st_store {
     st_store_listener_t *listeners;
     st_store_tap_fn tap; /* under mu: told every logged group (backup) */
     void *tap_arg;
-    int tap_busy;   /* tap calls running */
-    bool tap_ready; /* st_store_tap_ready */
+    int tap_busy;       /* tap calls running */
+    bool tap_ready;     /* st_store_tap_ready */
+    bool tap_confirmed; /* tap_ready once since the tap was set or this member began leading */
+    bool tap_on;        /* group mode: this member leads; the apply thread taps its entries */
+    uint64_t tap_seq;   /* group mode, apply thread: the last Raft index tapped */
+    st_buf_t tap_enc;   /* group mode, apply thread: an entry's record for the tap */
     st_buf_t scratch;
 
     /* shared with the threads, under mu */
@@ -135,6 +141,7 @@ struct st_store {
     st_store_note_fn note_fn;
     void *note_arg;
     bool views_stale; /* foreign batches applied since the views were last rebuilt */
+    uint64_t hold_to; /* own batches up to this barrier batch are acknowledged late (ack_late) */
 };
 
 /* commit.c */
@@ -183,6 +190,8 @@ void st__store_on_idle(uv_idle_t *h);
 
 /* group.c */
 void st__group_submit(st_store_t *s);
+/* An ack_late batch is back from the apply thread (the tap has taken it): acknowledge it. */
+void st__group_ack_late(st_store_t *s, const st_batch_t *b);
 /* A foreign batch is back from LMDB: its stream frames go to the note handler. */
 void st__group_notes(st_store_t *s, const st_batch_t *b);
 void st__store_submit(st_store_t *s);
@@ -192,6 +201,13 @@ int st__mdb_err(int rc);
 
 /* tap.c */
 void st__tap_group(st_store_t *s, const st_batch_t *group, uint64_t seq, const st_buf_t *rec);
+/* Group mode, the apply thread, once group's entries are in LMDB: taps each under its Raft
+ * index (a leader only). */
+void st__tap_entries(st_store_t *s, const st_batch_t *group);
+
+/* commit.c: a batch's ops (the whole chain from b with chain) as a record the redo log, the tap
+ * and a restore share: {u8 del, u32 klen, u32 vlen, key, val}*; stream notes left out. */
+void st__rec_encode(st_buf_t *out, const st_batch_t *b, bool chain);
 
 /* store.c */
 uint64_t st__op_cost(const st_store_t *s, size_t klen, size_t vlen, bool del);

@@ -307,6 +307,7 @@ void st_store_close(st_store_t *s)
         }
     st_buf_free(&s->scratch);
     st_buf_free(&s->enc);
+    st_buf_free(&s->tap_enc);
     st_wal_close(s->wal);
     mdb_txn_abort(s->rtxn);
     mdb_env_close(s->env);

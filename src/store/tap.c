@@ -8,6 +8,13 @@
  *
  * Records handed to the tap are the redo log's own encoding ({u8 del, u32 klen, u32 vlen, key,
  * val}*), so a restore applies exactly what a restart would replay.
+ *
+ * In a replicated group the Raft log is the redo log: the leader's apply thread taps every
+ * entry once it is in LMDB (committed, so nothing uncommitted is ever shipped), under its Raft
+ * index; indexes without a store entry (C-Raft's own barriers and configuration changes) go as
+ * empty records, so positions stay contiguous for a restore. Followers tap nothing. A member that
+ * starts leading (st_store_tap_lead) has every committed entry in LMDB; its shipper begins a new
+ * timeline whose snapshot holds them, so what the old leader had not shipped is not lost.
  */
 #include "internal.h"
 
@@ -31,12 +38,54 @@ void st__tap_group(st_store_t *s, const st_batch_t *group, uint64_t seq, const s
     uv_mutex_unlock(&s->mu);
 }
 
+#define ST__TAP_MAX_GAP 65536 /* Raft indexes without a store entry in a row: more is a break */
+
+void st__tap_entries(st_store_t *s, const st_batch_t *group)
+{
+    uv_mutex_lock(&s->mu);
+    st_store_tap_fn fn = s->tap_on ? s->tap : NULL;
+    void *arg = s->tap_arg;
+    if (fn) s->tap_busy++;
+    uv_mutex_unlock(&s->mu);
+    if (!fn) return;
+    for (const st_batch_t *b = group; b; b = b->next) {
+        if (b->seq <= s->tap_seq) continue;
+        if (b->seq - s->tap_seq > ST__TAP_MAX_GAP)
+            fn(arg, 0, "", 0, false); /* cannot happen; if it did, a new timeline covers it */
+        else
+            for (uint64_t i = s->tap_seq + 1; i < b->seq; i++)
+                fn(arg, i, "", 0, false);
+        st__rec_encode(&s->tap_enc, b, false);
+        /* a barrier's own batch: the call returns once it is shipped (st_store_group_apply
+         * holds the acknowledgements meanwhile) */
+        fn(arg, b->seq, s->tap_enc.data ? s->tap_enc.data : "", s->tap_enc.len,
+           b->barrier && !b->foreign);
+        s->tap_seq = b->seq;
+    }
+    uv_mutex_lock(&s->mu);
+    s->tap_busy--;
+    uv_mutex_unlock(&s->mu);
+}
+
+void st_store_tap_lead(st_store_t *s, bool on)
+{
+    uv_mutex_lock(&s->mu);
+    s->tap_on = on;
+    if (on) {
+        /* LMDB holds everything applied so far (a new leader serves once it does): the shipper's
+         * new timeline starts with a snapshot of it, and records continue after it */
+        s->tap_seq = s->applied_seq;
+        s->tap_ready = s->tap_confirmed = false;
+    }
+    uv_mutex_unlock(&s->mu);
+}
+
 void st_store_tap(st_store_t *s, st_store_tap_fn fn, void *arg)
 {
     uv_mutex_lock(&s->mu);
     s->tap = fn;
     s->tap_arg = arg;
-    s->tap_ready = false;
+    s->tap_ready = s->tap_confirmed = false;
     while (s->tap_busy) { /* the old tap may be running: its owner frees it after we return */
         uv_mutex_unlock(&s->mu);
         uv_sleep(1);
@@ -49,7 +98,16 @@ void st_store_tap_ready(st_store_t *s, bool ready)
 {
     uv_mutex_lock(&s->mu);
     s->tap_ready = ready;
+    if (ready) s->tap_confirmed = true;
     uv_mutex_unlock(&s->mu);
+}
+
+int st_store_resv_check(st_store_t *s)
+{
+    uv_mutex_lock(&s->mu);
+    bool ok = !s->tap || s->tap_confirmed;
+    uv_mutex_unlock(&s->mu);
+    return ok ? ST_OK : ST_EUNAVAIL;
 }
 
 int st_store_barrier(st_store_t *s, uint64_t *wait)
@@ -83,12 +141,55 @@ struct st_store_offline {
     MDB_txn *txn;
     uint64_t txn_bytes;
     int err;
+    bool grouped; /* the snapshot came from a replicated group */
 };
 
 static int st__offline_txn(st_store_offline_t *o)
 {
     if (o->txn) return 0;
     return mdb_txn_begin(o->env, NULL, 0, &o->txn);
+}
+
+#define ST__REPL_PREFIX "\0repl:" /* a group's own keys (members' URLs): not restored */
+#define ST__REPL_PLEN   6
+
+/* The last record the environment holds. A snapshot from a group holds a Raft index instead of
+ * a redo-log seq: it becomes the redo log's position (and the group's own keys go at the end,
+ * st__offline_ungroup), so that the restored dir starts one node, which continues the log after
+ * it, or seeds a new group, whose Raft log starts at 1 on every member. */
+static int st__offline_position(st_store_offline_t *o, uint64_t *applied)
+{
+    MDB_val k = {ST__APPLIED_KLEN, (void *)st__applied_key}, v;
+    if (mdb_get(o->txn, o->dbi, &k, &v) == 0 && v.mv_size == 8) {
+        memcpy(applied, v.mv_data, 8);
+        return 0;
+    }
+    MDB_val gk = {ST__GROUP_APPLIED_KLEN, (void *)st__group_applied_key};
+    if (mdb_get(o->txn, o->dbi, &gk, &v) != 0 || v.mv_size != 8) return 0;
+    memcpy(applied, v.mv_data, 8);
+    o->grouped = true;
+    int rc = mdb_del(o->txn, o->dbi, &gk, NULL);
+    v = (MDB_val){8, applied};
+    if (!rc) rc = mdb_put(o->txn, o->dbi, &k, &v, 0);
+    return rc;
+}
+
+/* The old group's members' URLs (a leader records its own) mean nothing to a new one. */
+static int st__offline_ungroup(st_store_offline_t *o)
+{
+    MDB_cursor *c;
+    int rc = st__offline_txn(o);
+    if (!rc) rc = mdb_cursor_open(o->txn, o->dbi, &c);
+    if (rc) return rc;
+    MDB_val k = {ST__REPL_PLEN, (void *)ST__REPL_PREFIX}, v;
+    int crc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+    while (!rc && crc == 0 && k.mv_size >= ST__REPL_PLEN &&
+           memcmp(k.mv_data, ST__REPL_PREFIX, ST__REPL_PLEN) == 0) {
+        rc = mdb_cursor_del(c, 0);
+        if (!rc) crc = mdb_cursor_get(c, &k, &v, MDB_NEXT); /* after a delete: the next one */
+    }
+    mdb_cursor_close(c);
+    return rc;
 }
 
 int st_store_offline_open(st_store_offline_t **out, const char *dir, uint64_t map_size,
@@ -101,10 +202,7 @@ int st_store_offline_open(st_store_offline_t **out, const char *dir, uint64_t ma
     if (!rc) rc = st__offline_txn(o);
     if (!rc) rc = mdb_dbi_open(o->txn, NULL, 0, &o->dbi);
     *applied = 0;
-    if (!rc) {
-        MDB_val k = {ST__APPLIED_KLEN, (void *)st__applied_key}, v;
-        if (mdb_get(o->txn, o->dbi, &k, &v) == 0 && v.mv_size == 8) memcpy(applied, v.mv_data, 8);
-    }
+    if (!rc) rc = st__offline_position(o, applied);
     if (rc) {
         st_error("store: opening %s for a restore failed: %s", dir, mdb_strerror(rc));
         if (o->txn) mdb_txn_abort(o->txn);
@@ -151,6 +249,7 @@ int st_store_offline_apply(st_store_offline_t *o, uint64_t seq, const void *rec,
 int st_store_offline_close(st_store_offline_t *o)
 {
     int rc = o->err;
+    if (!rc && o->grouped) rc = st__mdb_err(st__offline_ungroup(o));
     if (o->txn) {
         if (!rc)
             rc = st__mdb_err(mdb_txn_commit(o->txn));
@@ -195,7 +294,7 @@ int st_store_resv_load(st_store_t *s, const char *name, st_store_resv_t *r)
 int st_store_resv_cover(st_store_t *s, const char *name, st_store_resv_t *r, int64_t value,
                         int64_t chunk, uint64_t *wait)
 {
-    if (value <= r->reserved) return ST_OK;
+    if (value <= r->reserved) return st_store_resv_check(s);
     char k[ST_KEY_MAX];
     size_t kl = st__resv_key(k, name);
     st_store_resv_t n = *r;

@@ -2,7 +2,7 @@
 // Helpers for replicated-group tests (SPEC §8): a group of strata members on loopback (free
 // ports, temp data dirs, one shared cold directory), requests that follow 307 to the leader and
 // retry while no leader is known, and cleanup by PID.
-import { rmSync } from 'node:fs';
+import { cpSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { sleep, startStrata, tempDir } from './lib.mjs';
@@ -41,8 +41,10 @@ export function call(port, method, p, body, timeoutMs = 2500) {
 }
 
 export class Group {
-  // extra: flags every member gets
-  constructor(n, extra = []) { this.n = n; this.extra = extra; this.members = new Map(); this.all = new Set(); }
+  // extra: flags every member gets; seed: a data dir copied into every member's before its start
+  constructor(n, extra = [], { seed } = {}) {
+    this.n = n; this.extra = extra; this.seed = seed; this.members = new Map(); this.all = new Set();
+  }
 
   async init() {
     this.cold = tempDir('cluster-cold');
@@ -50,6 +52,7 @@ export class Group {
     this.conf = [];
     for (let id = 1; id <= this.n; id++) {
       const c = { id, http: await freePort(), raft: await freePort(), dir: tempDir(`cluster-${id}`) };
+      if (this.seed) cpSync(this.seed, c.dir, { recursive: true });
       this.conf[id] = c;
       spec.push(`${id}=127.0.0.1:${c.raft}`);
     }
