@@ -55,12 +55,18 @@ static int st__rs_write_file(const char *path, const st_buf_t *b)
     return rc;
 }
 
-/* The newest snapshot that began at or before to_time (0: the newest of all). */
+/* The newest snapshot that began at or before to_time (0: the newest of all), of the newest
+ * timeline that has one. Timelines follow each other (a restart, a new leader of a group): a
+ * group's deposed leader that has not noticed yet may still put a snapshot in its old timeline,
+ * later than the new leader's first one but behind it. */
 static const st_bk_obj_t *st__rs_pick(const st_bk_obj_t *v, size_t n, int64_t to_time)
 {
     const st_bk_obj_t *best = NULL;
     for (size_t i = 0; i < n && v[i].snap; i++)
-        if ((!to_time || v[i].time <= to_time) && (!best || v[i].time > best->time)) best = &v[i];
+        if ((!to_time || v[i].time <= to_time) &&
+            (!best || v[i].timeline > best->timeline ||
+             (v[i].timeline == best->timeline && v[i].time > best->time)))
+            best = &v[i];
     return best;
 }
 
