@@ -420,6 +420,114 @@ TEST(ranges_over_an_overlay_rolled_back_by_failed_proposals_match_a_model)
     fx_end(&fx);
 }
 
+/* ---- the backup tap on a leader ---- */
+
+typedef struct {
+    uv_mutex_t mu;
+    uint64_t seqs[32];
+    size_t lens[32], n;
+    int barriers;
+    uv_sem_t go; /* a barrier's call waits for it (the shipper uploading it) */
+} ltap_t;
+
+static void on_ltap(void *arg, uint64_t seq, const void *rec, size_t len, bool barrier)
+{
+    ltap_t *t = arg;
+    (void)rec;
+    uv_mutex_lock(&t->mu);
+    if (t->n < 32) {
+        t->seqs[t->n] = seq;
+        t->lens[t->n++] = len;
+    }
+    t->barriers += barrier;
+    uv_mutex_unlock(&t->mu);
+    if (barrier) uv_sem_wait(&t->go);
+}
+
+static size_t ltap_count(ltap_t *t)
+{
+    uv_mutex_lock(&t->mu);
+    size_t n = t->n;
+    uv_mutex_unlock(&t->mu);
+    return n;
+}
+
+/* Seals what is staged and applies it as the committed entry at index. */
+static uint64_t commit_at(fx_t *fx, st_store_t *s, fake_group_t *f, uint64_t index)
+{
+    seal(fx);
+    CHECK_EQ(st_store_group_apply(s, index, f->payloads[f->n - 1].data, f->payloads[f->n - 1].len),
+             ST_OK);
+    return f->ids[f->n - 1];
+}
+
+TEST(a_leader_taps_committed_entries_by_raft_index_and_acks_a_barrier_only_once_tapped)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    fake_group_t f;
+    watch_t w;
+    ltap_t t = {.n = 0};
+    uv_mutex_init(&t.mu);
+    uv_sem_init(&t.go, 0);
+    st_store_t *s = group_store(&fx, &f, &w);
+    st_store_tap(s, on_ltap, &t);
+    st_store_tap_lead(s, true); /* idle: every committed entry is in LMDB */
+    st_store_tap_ready(s, true);
+    st_store_set_standby(s, false);
+    uint64_t wait = 0;
+    /* index 3: 1 and 2 were C-Raft's own (configuration, barrier) and go as empty records */
+    CHECK_EQ(st_store_put(s, "a", 1, "1", 1, &wait), ST_OK);
+    CHECK_EQ(commit_at(&fx, s, &f, 3), wait);
+    CHECK_EQ(st_store_durable_id(s), wait); /* no barrier: acknowledged when committed */
+    fx_settle(&fx, s);
+    CHECK_EQ(ltap_count(&t), 3);
+    /* a barrier at 5 (a reservation), then 6: neither is acknowledged before the tap took 5 */
+    CHECK_EQ(st_store_barrier(s, &wait), ST_OK);
+    CHECK_EQ(st_store_put(s, "resv", 4, "100", 3, &wait), ST_OK);
+    uint64_t b5 = commit_at(&fx, s, &f, 5);
+    CHECK_EQ(st_store_put(s, "b", 1, "2", 1, &wait), ST_OK);
+    uint64_t b6 = commit_at(&fx, s, &f, 6);
+    for (int i = 0; i < 50; i++)
+        uv_run(&fx.loop, UV_RUN_NOWAIT);
+    CHECK(st_store_durable_id(s) < b5);
+    CHECK(w.durable < b5);
+    uv_sem_post(&t.go);
+    fx_settle(&fx, s);
+    CHECK_EQ(st_store_durable_id(s), b6);
+    CHECK_EQ(t.barriers, 1);
+    CHECK_EQ(t.n, 6);
+    for (size_t i = 0; i < t.n; i++)
+        CHECK_EQ(t.seqs[i], i + 1); /* contiguous positions */
+    CHECK(t.lens[0] == 0 && t.lens[1] == 0 && t.lens[3] == 0);
+    CHECK(t.lens[2] > 0 && t.lens[4] > 0 && t.lens[5] > 0);
+    /* deposed while a barrier waits for the shipper: its answer (and those behind it) fail */
+    w.failed_first = 0;
+    CHECK_EQ(st_store_barrier(s, &wait), ST_OK);
+    CHECK_EQ(st_store_put(s, "resv", 4, "200", 3, &wait), ST_OK);
+    uint64_t b7 = commit_at(&fx, s, &f, 7);
+    for (int i = 0; i < 10000 && ltap_count(&t) < 7; i++) /* the tap waits in the call */
+        uv_sleep(1);
+    CHECK_EQ(ltap_count(&t), 7);
+    st_store_set_standby(s, true);
+    st_store_group_abandon(s, ST_ENOLEADER);
+    st_store_tap_lead(s, false);
+    CHECK_EQ(w.failed_first, b7);
+    uv_sem_post(&t.go);
+    fx_settle(&fx, s);
+    CHECK(get_is(s, "resv", "200")); /* committed all the same */
+    /* a follower taps nothing */
+    CHECK_EQ(st_store_group_apply(s, 8, f.payloads[0].data, f.payloads[0].len), ST_OK);
+    fx_settle(&fx, s);
+    CHECK_EQ(t.n, 7);
+    st_store_tap(s, NULL, NULL);
+    fx_close_store(&fx, s);
+    fake_free(&f);
+    uv_sem_destroy(&t.go);
+    uv_mutex_destroy(&t.mu);
+    fx_end(&fx);
+}
+
 /* ---- the transport ---- */
 
 typedef struct {
