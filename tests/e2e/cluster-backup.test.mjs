@@ -254,3 +254,50 @@ test('regression: in a group, numbers issued after the last shipped segment are 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('a paused leader, deposed meanwhile, stops shipping when it resumes; the new leader ships on', async () => {
+  const dir = tempDir('cbk');
+  const url = `file://${dir}/backup`;
+  const g = new Group(3, ['--backup-url', url, '--backup-interval', '200']);
+  let single;
+  const incr = async (n) => {
+    for (let i = 0; i < n; i++) assert.equal((await g.req('POST', '/v1/counters/p/incr', {})).status, 200);
+  };
+  try {
+    await g.init();
+    const first = await g.leader();
+    await waitFor('the first leader\'s snapshot', async () => (await metric(g.port(first), 'strata_backup_snapshots_total')) >= 1);
+    await incr(20);
+    const paused = g.members.get(first);
+    paused.proc.kill('SIGSTOP');
+    g.members.delete(first);
+    const second = await g.leader();
+    await incr(20);
+    await waitFor('the new leader\'s snapshot', async () => (await metric(g.port(second), 'strata_backup_snapshots_total')) >= 1);
+    paused.proc.kill('SIGCONT');
+    g.members.set(first, paused);
+    await waitFor('the old leader to notice', async () => (await metric(g.port(first), 'strata_repl_leader')) === 0
+      && (await g.status(first))?.leader === second);
+    // (it may still finish what it was uploading when it was stopped: committed entries, in its
+    // old timeline; /metrics takes the figures every 500 ms)
+    await sleep(1200);
+    const before = await metric(g.port(first), 'strata_backup_bytes_total');
+    await incr(20);
+    await shipped(g.port(second));
+    assert.equal(await metric(g.port(first), 'strata_backup_bytes_total'), before, 'a deposed leader shipped');
+    assert.equal((await request(g.port(first), 'GET', '/healthz')).json.backup_lag_seconds, 0);
+    const live = (await call(g.port(second), 'GET', '/v1/counters/p')).json.value;
+    assert.equal(live, 60);
+    await g.stopAll();
+    const res = await restore(path.join(dir, 'restored'), url);
+    assert.equal(res.code, 0, res.err);
+    single = await startStrata({ dataDir: path.join(dir, 'restored'), args: ['--cold-url', `file://${g.cold}`] });
+    assert.equal((await call(single.port, 'GET', '/v1/counters/p')).json.value, 60);
+  } finally {
+    g.kill();
+    if (single) await single.stop();
+    await sleep(100);
+    g.cleanup();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
