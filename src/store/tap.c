@@ -156,16 +156,16 @@ static int st__offline_txn(st_store_offline_t *o)
 /* The last record the environment holds. A snapshot from a group holds a Raft index instead of
  * a redo-log seq: it becomes the redo log's position (and the group's own keys go at the end,
  * st__offline_ungroup), so that the restored dir starts one node, which continues the log after
- * it, or seeds a new group, whose Raft log starts at 1 on every member. */
+ * it, or seeds a new group, whose Raft log starts at 1 on every member. The Raft index wins: a
+ * group seeded from a restore still carries the redo-log position it was seeded with. */
 static int st__offline_position(st_store_offline_t *o, uint64_t *applied)
 {
     MDB_val k = {ST__APPLIED_KLEN, (void *)st__applied_key}, v;
-    if (mdb_get(o->txn, o->dbi, &k, &v) == 0 && v.mv_size == 8) {
-        memcpy(applied, v.mv_data, 8);
+    MDB_val gk = {ST__GROUP_APPLIED_KLEN, (void *)st__group_applied_key};
+    if (mdb_get(o->txn, o->dbi, &gk, &v) != 0 || v.mv_size != 8) {
+        if (mdb_get(o->txn, o->dbi, &k, &v) == 0 && v.mv_size == 8) memcpy(applied, v.mv_data, 8);
         return 0;
     }
-    MDB_val gk = {ST__GROUP_APPLIED_KLEN, (void *)st__group_applied_key};
-    if (mdb_get(o->txn, o->dbi, &gk, &v) != 0 || v.mv_size != 8) return 0;
     memcpy(applied, v.mv_data, 8);
     o->grouped = true;
     int rc = mdb_del(o->txn, o->dbi, &gk, NULL);

@@ -177,9 +177,10 @@ test('a group\'s backup across a leader kill -9 restores into a single node and 
     single = null;
 
     // the same restored dir on every member seeds a new group; a second member holds it too
-    seeded = new Group(3, [], { seed: path.join(dir, 'seed') });
+    const url2 = `file://${dir}/backup2`;
+    seeded = new Group(3, ['--backup-url', url2, '--backup-interval', '200'], { seed: path.join(dir, 'seed') });
     await seeded.init();
-    const l1 = await seeded.leader();
+    const l1 = await shippingLeader(seeded);
     await checkRestored(seeded.port(l1), live, acked);
     const st = await seeded.status(l1);
     assert.deepEqual(st.members.map((m) => m.http).filter((u) => u && !u.endsWith(`:${seeded.port(l1)}`)), [],
@@ -192,7 +193,17 @@ test('a group\'s backup across a leader kill -9 restores into a single node and 
     const r = await seeded.req('POST', '/v1/counters/bc/incr', {});
     assert.equal(r.status, 200);
     assert.equal(r.json.value, live.counter + 1);
+    // ... and that group's own backup restores too (regression: its store still held the redo-log
+    // position it was seeded with, which a restore took for the snapshot's position)
+    await shipped(seeded.port(await shippingLeader(seeded)));
     await seeded.stopAll();
+    const again = await restore(path.join(dir, 'restored2'), url2);
+    assert.equal(again.code, 0, again.err);
+    single = await startStrata({ dataDir: path.join(dir, 'restored2'), args: ['--cold-url', `file://${g.cold}`] });
+    assert.equal((await call(single.port, 'GET', '/v1/counters/bc')).json.value, live.counter + 1);
+    assert.deepEqual((await allMessages(single.port, 'bu')).slice(0, live.msgs.length), live.msgs);
+    await single.stop();
+    single = null;
   } finally {
     g.kill();
     seeded?.kill();
