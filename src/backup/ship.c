@@ -375,7 +375,8 @@ int st_backup_open(st_backup_t **out, uv_loop_t *loop, st_store_t *store, const 
 void st_backup_lead(st_backup_t *b, bool leading)
 {
     if (!b) return;
-    st_store_tap_lead(b->store, leading); /* the store is idle: no tap call runs */
+    /* on: the store is idle (st_repl_on_lead); off: a tap call under way finds !leading below */
+    st_store_tap_lead(b->store, leading);
     uv_mutex_lock(&b->mu);
     if (leading != b->leading)
         st_info("backup: %s", leading ? "this member leads: shipping, from a new snapshot"
@@ -383,7 +384,7 @@ void st_backup_lead(st_backup_t *b, bool leading)
     b->leading = leading;
     st__bk_drop(b); /* leading, a break: a new timeline, its snapshot first */
     b->ready = false;
-    uv_cond_broadcast(&b->cv_shipped); /* a barrier waiting in the tap lets go (st_store.h) */
+    uv_cond_broadcast(&b->cv_shipped); /* a barrier waiting in the tap lets go (store.h) */
     uv_cond_signal(&b->cv);
     uv_mutex_unlock(&b->mu);
 }
