@@ -324,7 +324,10 @@ int main(int argc, char **argv)
                                .data_dir = cfg.data_dir,
                                .interval_ms = cfg.backup_interval,
                                .snapshot_s = cfg.snapshot_interval,
-                               .keep = cfg.backup_keep};
+                               .keep = cfg.backup_keep,
+                               .max_backlog = cfg.backup_backlog_mb << 20,
+                               .barrier_ms = cfg.backup_barrier_timeout,
+                               .part_size = cfg.backup_part_mb << 20};
         if (st_backup_open(&app.backup, m.loop, store, &bo) != ST_OK) goto fail_backup;
     }
     st_reconcile_open(&app.reconcile, m.loop, store, chat, cfg.reconcile_interval);

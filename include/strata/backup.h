@@ -29,6 +29,8 @@ typedef struct {
     uint64_t snapshot_s;    /* between snapshots */
     uint64_t keep;          /* snapshots kept (>= 1); older ones and their segments go */
     uint64_t max_backlog;   /* bytes; past it the backlog is dropped for a new snapshot */
+    uint64_t barrier_ms;    /* longest wait for a reservation to reach the backup (then 503) */
+    uint64_t part_size;     /* bytes per part of a snapshot's upload (multipart) */
 } st_backup_opts_t;
 
 /* Starts shipping: taps the store, starts the worker (which takes a snapshot first). */

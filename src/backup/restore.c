@@ -76,9 +76,24 @@ typedef struct {
 #define ST__RS_STOP 1 /* reached the target or a hole */
 #define ST__RS_FAIL 2 /* applying failed: r->err */
 
+/* An ahead record (a group's reservations, shipped before it was logged): applied on top of the
+ * record before it, without counting its group as applied. */
+static int st__rs_ahead(st_rs_replay_t *r, uint64_t seq, int64_t time, const char *p, size_t len)
+{
+    if (seq <= r->applied) return 0;
+    if (seq != r->applied + 1 || (r->to_time && time > r->to_time)) return 0; /* see the next */
+    int rc = st_store_offline_apply(r->off, 0, p, len);
+    if (rc != ST_OK) {
+        r->err = rc;
+        return ST__RS_FAIL;
+    }
+    return 0;
+}
+
 static int st__rs_record(void *arg, uint64_t seq, int64_t time, const char *p, size_t len)
 {
     st_rs_replay_t *r = arg;
+    if (seq & ST_BK_AHEAD) return st__rs_ahead(r, seq & ~ST_BK_AHEAD, time, p, len);
     if (seq <= r->applied) return 0; /* the snapshot already holds it */
     if (r->to_time && time > r->to_time) {
         r->done = true;

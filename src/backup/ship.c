@@ -10,10 +10,13 @@
  * group the log could not hold, or a restart, which loses the backlog) is a break: what was not
  * shipped is dropped and a new timeline begins with a fresh snapshot, which holds all of it.
  *
- * Barriers (reservations of sequence numbers and conversation seqs): the tap does not return
- * until the record is shipped, so the group's acknowledgement waits for one upload; only a new
- * reservation asks for this. While the target fails, the store refuses requests that would need
- * a barrier (503) instead of letting every write wait behind one.
+ * Barriers (reservations of sequence numbers and conversation seqs): before a group holding one
+ * is logged, the store hands its reservation ops to st__bk_ahead, which queues them as an ahead
+ * record and waits until a segment holding it is shipped — at most --backup-barrier-timeout-ms.
+ * Past that the store fails the group unlogged (503, nothing applied), so an ack never waits on
+ * the target for longer than the bound and no range is issued from unless the backup holds its
+ * reservation. While the target fails, the store refuses requests that would need a barrier (503)
+ * at once instead of letting each wait for the bound.
  */
 #include "internal.h"
 #include "strata/metrics.h"
@@ -32,7 +35,7 @@ struct st_backup {
     st_store_t *store;
     st_objstore_t *obj;
     char *scratch; /* the snapshot's temporary file */
-    uint64_t interval_ms, snapshot_ms, keep, max_backlog;
+    uint64_t interval_ms, snapshot_ms, keep, max_backlog, barrier_ms;
     uv_thread_t thread;
     uv_timer_t figures;
 
@@ -41,7 +44,7 @@ struct st_backup {
     st_bk_rec_t *head, *tail;
     st_bk_rec_t *inflight_end; /* last record being shipped (the tap must not free it) */
     uint64_t backlog_bytes;
-    uint64_t want_seq, shipped_seq;
+    uint64_t tickets, want_ticket, shipped_ticket; /* ahead records: issued, wanted, shipped */
     bool stop, closing;
     uint64_t timeline; /* worker only */
     bool need_snapshot;
@@ -90,9 +93,11 @@ static void st__bk_drop(st_backup_t *b)
 
 static void st__bk_tap(void *arg, uint64_t seq, const void *rec, size_t len, bool barrier)
 {
+    (void)barrier; /* its reservations went ahead (st__bk_ahead): nothing to wait for here */
     st_backup_t *b = arg;
     st_bk_rec_t *r = st_malloc(sizeof *r + (seq ? len : 0));
     r->seq = seq;
+    r->ticket = 0;
     r->time = st_now_us();
     r->len = seq ? len : 0; /* a break needs no data: LMDB already holds the group */
     if (seq) memcpy(r->data, rec, len);
@@ -103,13 +108,41 @@ static void st__bk_tap(void *arg, uint64_t seq, const void *rec, size_t len, boo
         st__bk_drop(b);
     }
     st__bk_append(b, r);
-    if (barrier && seq) {
-        if (b->want_seq < seq) b->want_seq = seq;
-        uv_cond_signal(&b->cv);
-        while (b->shipped_seq < seq && !b->closing)
-            uv_cond_wait(&b->cv_shipped, &b->mu);
-    }
     uv_mutex_unlock(&b->mu);
+}
+
+/* The store's ahead tap: the reservations of group seq, shipped before it is logged. Refused at
+ * once while the target fails; otherwise waits for the segment that holds them, at most
+ * barrier_ms (past it the record stays queued: harmless when it lands later, it only raises). */
+static int st__bk_ahead(void *arg, uint64_t seq, const void *rec, size_t len)
+{
+    st_backup_t *b = arg;
+    st_bk_rec_t *r = st_malloc(sizeof *r + len);
+    r->seq = seq | ST_BK_AHEAD;
+    r->time = st_now_us();
+    r->len = len;
+    memcpy(r->data, rec, len);
+    uv_mutex_lock(&b->mu);
+    if (!b->ready || b->closing) {
+        uv_mutex_unlock(&b->mu);
+        free(r);
+        return ST_EUNAVAIL;
+    }
+    if (b->backlog_bytes + r->len > b->max_backlog) st__bk_drop(b);
+    r->ticket = ++b->tickets;
+    st__bk_append(b, r);
+    uint64_t ticket = r->ticket, until = st_mono_ns() + b->barrier_ms * 1000000, now;
+    b->want_ticket = ticket;
+    uv_cond_signal(&b->cv);
+    while (b->shipped_ticket < ticket && !b->closing && (now = st_mono_ns()) < until)
+        uv_cond_timedwait(&b->cv_shipped, &b->mu, until - now);
+    int rc = b->shipped_ticket >= ticket ? ST_OK : ST_EUNAVAIL;
+    uv_mutex_unlock(&b->mu);
+    if (rc != ST_OK)
+        st_warn("backup: a reservation was not taken by %s within %llu ms: its requests are "
+                "refused (503)",
+                st_objstore_describe(b->obj), (unsigned long long)b->barrier_ms);
+    return rc;
 }
 
 /* ---- the worker ---- */
@@ -197,19 +230,20 @@ static int st__bk_ship(st_backup_t *b)
     st__bk_seg_encode(&raw, timeline, first, cnt);
     int rc = st__bk_compress(raw.data, raw.len, &z);
     char key[128];
-    st__bk_seg_key(key, sizeof key, timeline, first->seq, last->seq, first->time);
+    st__bk_seg_key(key, sizeof key, timeline, first->seq & ~ST_BK_AHEAD, last->seq & ~ST_BK_AHEAD,
+                   first->time);
     if (rc == ST_OK) rc = st_objstore_put(b->obj, key, z.data, z.len);
     st_buf_free(&raw);
     uv_mutex_lock(&b->mu);
     b->inflight_end = NULL;
     if (rc == ST_OK) {
         b->bytes_total += z.len;
-        b->shipped_seq = last->seq;
         b->head = last->next;
         if (!b->head) b->tail = NULL;
         last->next = NULL;
         for (st_bk_rec_t *r = first; r;) {
             st_bk_rec_t *next = r->next;
+            if (r->ticket) b->shipped_ticket = r->ticket;
             b->backlog_bytes -= r->len;
             free(r);
             r = next;
@@ -244,9 +278,9 @@ static int st__bk_step(st_backup_t *b, uint64_t *next_ship, uint64_t *next_snap,
         *next_snap = st__ms() + b->snapshot_ms;
         return ST_OK;
     }
-    if (b->head && (b->want_seq > b->shipped_seq || now >= *next_ship)) {
+    if (b->head && (b->want_ticket > b->shipped_ticket || now >= *next_ship)) {
         int rc = st__bk_ship(b);
-        if (rc == ST_OK && (!b->head || b->want_seq <= b->shipped_seq))
+        if (rc == ST_OK && (!b->head || b->want_ticket <= b->shipped_ticket))
             *next_ship = st__ms() + b->interval_ms;
         return rc;
     }
@@ -334,6 +368,7 @@ int st_backup_open(st_backup_t **out, uv_loop_t *loop, st_store_t *store, const 
     b->snapshot_ms = (o->snapshot_s ? o->snapshot_s : 3600) * 1000;
     b->keep = o->keep ? o->keep : 1;
     b->max_backlog = o->max_backlog ? o->max_backlog : 256u << 20;
+    b->barrier_ms = o->barrier_ms ? o->barrier_ms : 2000;
     b->timeline = (uint64_t)st_now_us();
     b->need_snapshot = true; /* every timeline starts with one: it holds all acknowledged state */
     uv_mutex_init(&b->mu);
@@ -345,6 +380,7 @@ int st_backup_open(st_backup_t **out, uv_loop_t *loop, st_store_t *store, const 
     uv_timer_start(&b->figures, st__bk_figures, ST__BK_FIGURE_MS, ST__BK_FIGURE_MS);
     uv_unref((uv_handle_t *)&b->figures);
     st_store_tap(store, st__bk_tap, b);
+    st_store_tap_ahead(store, st__bk_ahead);
     uv_thread_create(&b->thread, st__bk_worker, b);
     st_info("backup: shipping to %s every %llu ms, a snapshot every %llu s, keeping %llu",
             st_objstore_describe(b->obj), (unsigned long long)b->interval_ms,

@@ -15,6 +15,7 @@ typedef struct {
     size_t koff, klen, voff, vlen;
     bool del;
     bool note; /* group mode: a stream frame carried by the entry, never written to LMDB */
+    bool resv; /* st_store_put_resv: shipped to the backup ahead of the group (tap.c) */
 } st_op_t;
 
 /* A batch goes open (loop) -> queued -> logged in the WAL, acknowledged -> applied to LMDB ->
@@ -84,7 +85,8 @@ struct st_store {
     uint64_t fail_first;
     int fail_err;
     st_store_listener_t *listeners;
-    st_store_tap_fn tap; /* under mu: told every logged group (backup) */
+    st_store_tap_fn tap;         /* under mu: told every logged group (backup) */
+    st_store_ahead_fn tap_ahead; /* under mu: takes a group's reservations before it is logged */
     void *tap_arg;
     int tap_busy;   /* tap calls running */
     bool tap_ready; /* st_store_tap_ready */
@@ -192,6 +194,10 @@ int st__mdb_err(int rc);
 
 /* tap.c */
 void st__tap_group(st_store_t *s, const st_batch_t *group, uint64_t seq, const st_buf_t *rec);
+/* Before a group holding a barrier batch is logged as seq: its reservation ops (st_op_t.resv)
+ * go to the backup first. ST_EUNAVAIL when the backup did not take them within its bound: the
+ * group then fails unlogged. Sync thread; rec is scratch. */
+int st__tap_ahead(st_store_t *s, const st_batch_t *group, uint64_t seq, st_buf_t *rec);
 
 /* store.c */
 uint64_t st__op_cost(const st_store_t *s, size_t klen, size_t vlen, bool del);

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: MIT
+// Backups at their edges (SPEC §9): a reservation the backup target cannot take while it stops
+// answering, Retry-After on the 503s that pass, snapshots larger than one upload part.
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import net from 'node:net';
+import { parseResponses, raw, startStrata, tempDir } from './lib.mjs';
+import { waitFor } from './cold-lib.mjs';
+import { metric, ok, restore, s3, shipped, stallingProxy, within } from './backup-lib.mjs';
+
+const S3KEYS = ['--s3-access-key', 'S3RVER', '--s3-secret-key', 'S3RVER'];
+
+test('regression: a reservation waiting when the backup target stops answering holds no other acknowledgement', async () => {
+  const dir = tempDir('bk-stall');
+  let { server, port } = await s3(path.join(dir, 's3'));
+  const proxy = await stallingProxy(port);
+  const s3args = ['--s3-endpoint', `http://127.0.0.1:${proxy.port}`, ...S3KEYS];
+  const url = 's3://bk/stall';
+  const s = await startStrata({
+    dataDir: path.join(dir, 'd'),
+    args: ['--backup-url', url, '--backup-interval', '100', '--cold-timeout-ms', '3000', '--cold-retries', '0',
+      '--backup-barrier-timeout-ms', '500', ...s3args],
+  });
+  try {
+    await shipped(s);
+    // use up the first reserved range of a sequence exactly: the next number needs a new one
+    const first = (await ok(s, 'POST', '/v1/sequences/inv/next')).json;
+    let last = first.last;
+    while (last < first.last + 100000) last = (await ok(s, 'POST', '/v1/sequences/inv/next', { count: 10000 })).json.last;
+    assert.equal(last, first.last + 100000);
+    await ok(s, 'POST', '/v1/counters/c/incr', { by: 1 });
+    await shipped(s);
+
+    proxy.pause(); // the target stops answering; nothing has failed yet, so barriers are taken
+    const resv = within(10000, 'the request needing a new reservation', s.req('POST', '/v1/sequences/inv/next'));
+    const during = within(10000, 'an increment sent behind it', s.req('POST', '/v1/counters/c/incr', { by: 1 }));
+    const r = await resv;
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.json.error.code, 'unavailable');
+    assert.ok(Number(r.headers['retry-after']) >= 1, `Retry-After: ${r.headers['retry-after']}`);
+    const d = await during; // answered within the bound: acknowledged, or refused with the reservation
+    assert.ok(d.status === 200 || d.status === 503, d.text);
+    if (d.status === 503) assert.equal(d.headers['retry-after'], '1');
+    let acked = 0;
+    for (let i = 0; i < 20; i++) {
+      const c = await within(10000, 'an increment while the target is down', s.req('POST', '/v1/counters/c/incr', { by: 1 }));
+      assert.equal(c.status, 200, c.text);
+      acked++;
+      // the exhausted range is never issued from while its reservation is not in the backup
+      const n = await within(10000, 'a sequence number while the target is down', s.req('POST', '/v1/sequences/inv/next'));
+      assert.equal(n.status, 503, n.text);
+      assert.equal(n.headers['retry-after'], '1', 'a refused reservation passes once the target is back');
+    }
+    assert.equal(acked, 20);
+    assert.equal((await ok(s, 'GET', '/v1/sequences/inv')).json.last, last, 'nothing of a refused request is applied');
+
+    proxy.resume();
+    let next;
+    await waitFor('the reservation to be taken again', async () => {
+      const n = await s.req('POST', '/v1/sequences/inv/next');
+      if (n.status === 200) next = n.json;
+      return n.status === 200;
+    });
+    assert.equal(next.first, last + 1);
+    for (let i = 0; i < 3; i++) await ok(s, 'POST', '/v1/sequences/inv/next', { count: 5 });
+    const issued = (await ok(s, 'GET', '/v1/sequences/inv')).json.last;
+    const counted = (await ok(s, 'GET', '/v1/counters/c')).json.value;
+    await shipped(s);
+    await s.kill9();
+    const res = await restore(path.join(dir, 'r'), url, s3args);
+    assert.equal(res.code, 0, res.err);
+    const rs = await startStrata({ dataDir: path.join(dir, 'r') });
+    try {
+      assert.equal((await ok(rs, 'GET', '/v1/counters/c')).json.value, counted);
+      assert.ok((await ok(rs, 'POST', '/v1/sequences/inv/next')).json.first > issued);
+    } finally {
+      await rs.stop();
+    }
+  } finally {
+    await s.kill9();
+    await proxy.close();
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('regression: a reservation the backup never took is not trusted after a restore from it', async () => {
+  // the group that raised the reservation failed (503): a restore resumes after what the backup
+  // holds, and the numbers issued since are above it too
+  const dir = tempDir('bk-ahead');
+  const url = `file://${dir}/b`;
+  const s = await startStrata({ dataDir: path.join(dir, 'd'), args: ['--backup-url', url, '--backup-interval', '600000'] });
+  try {
+    await waitFor('the first snapshot', async () => (await metric(s, 'strata_backup_snapshots_total')) >= 1);
+    let last = 0;
+    for (let i = 0; i < 25; i++) last = (await ok(s, 'POST', '/v1/sequences/big/next', { count: 10000 })).json.last;
+    assert.ok((await s.req('GET', '/healthz')).json.backup_lag_seconds > 0, 'later writes are still waiting to be shipped');
+    await s.kill9();
+    const res = await restore(path.join(dir, 'r'), url);
+    assert.equal(res.code, 0, res.err);
+    const r = await startStrata({ dataDir: path.join(dir, 'r') });
+    try {
+      assert.ok((await ok(r, 'POST', '/v1/sequences/big/next')).json.first > last);
+    } finally {
+      await r.stop();
+    }
+  } finally {
+    await s.kill9();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a 503 for too many connections carries Retry-After', async () => {
+  const s = await startStrata({ args: ['--max-connections', '1'] });
+  const first = net.connect(s.port, '127.0.0.1');
+  try {
+    await new Promise((r) => first.on('connect', r));
+    await new Promise((r) => setTimeout(r, 100)); // the server has accepted it
+    const [res] = parseResponses(await raw(s.port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'));
+    assert.equal(res.status, 503, JSON.stringify(res));
+    assert.equal(res.headers['retry-after'], '1');
+  } finally {
+    first.destroy();
+    await s.stop();
+    s.cleanup();
+  }
+});
