@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #define ST__BK_SEG_MAX   (16u << 20) /* bytes of records per segment */
 #define ST__BK_RETRY_MS  1000
@@ -35,7 +36,7 @@ struct st_backup {
     st_store_t *store;
     st_objstore_t *obj;
     char *scratch; /* the snapshot's temporary file */
-    uint64_t interval_ms, snapshot_ms, keep, max_backlog, barrier_ms;
+    uint64_t interval_ms, snapshot_ms, keep, max_backlog, barrier_ms, part_size;
     uv_thread_t thread;
     uv_timer_t figures;
 
@@ -147,18 +148,68 @@ static int st__bk_ahead(void *arg, uint64_t seq, const void *rec, size_t len)
 
 /* ---- the worker ---- */
 
-static int st__bk_read_file(int fd, st_buf_t *out)
+/* Uploads one part of the snapshot (starting the upload on the first), keeping what is past
+ * part_size for the next. */
+static int st__bk_part(st_backup_t *b, const char *key, st_objstore_upload_t **up, st_buf_t *z)
+{
+    int rc = *up ? ST_OK : st_objstore_upload_begin(b->obj, key, up);
+    if (rc == ST_OK) rc = st_objstore_upload_part(*up, z->data, b->part_size);
+    if (rc != ST_OK) return rc;
+    memmove(z->data, z->data + b->part_size, z->len - b->part_size);
+    z->len -= b->part_size;
+    return ST_OK;
+}
+
+/* Compresses the copy in fd as it reads it and uploads it in parts of part_size: memory stays
+ * near one part whatever the store's size. A snapshot that fits in one part is one PUT. */
+static int st__bk_upload(st_backup_t *b, int fd, const char *key, uint64_t *zbytes)
 {
     struct stat st;
     if (fstat(fd, &st) != 0) return ST_EIO;
-    st_buf_reserve(out, (size_t)st.st_size);
-    for (off_t off = 0; off < st.st_size;) {
-        ssize_t n = pread(fd, out->data + out->len, (size_t)(st.st_size - off), off);
-        if (n <= 0) return ST_EIO;
-        out->len += (size_t)n;
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, 1);
+    ZSTD_CCtx_setPledgedSrcSize(cc, (unsigned long long)st.st_size); /* restore sizes from it */
+    size_t inlen = 1u << 20, outmin = ZSTD_CStreamOutSize();
+    char *in = st_malloc(inlen);
+    st_buf_t z = {0};
+    st_objstore_upload_t *up = NULL;
+    int rc = ST_OK;
+    *zbytes = 0;
+    for (off_t off = 0; rc == ST_OK;) {
+        ssize_t n = pread(fd, in, inlen, off);
+        if (n < 0 || (n == 0 && off < st.st_size)) {
+            rc = ST_EIO;
+            break;
+        }
         off += n;
+        bool end = off >= st.st_size;
+        ZSTD_inBuffer ib = {in, (size_t)n, 0};
+        for (bool done = false; !done && rc == ST_OK;) {
+            st_buf_reserve(&z, outmin);
+            ZSTD_outBuffer ob = {z.data + z.len, z.cap - z.len, 0};
+            size_t left = ZSTD_compressStream2(cc, &ob, &ib, end ? ZSTD_e_end : ZSTD_e_continue);
+            if (ZSTD_isError(left)) rc = ST_EINTERNAL;
+            z.len += ob.pos;
+            *zbytes += ob.pos;
+            while (rc == ST_OK && z.len >= b->part_size)
+                rc = st__bk_part(b, key, &up, &z);
+            done = end ? left == 0 : ib.pos == ib.size;
+        }
+        if (end) break;
     }
-    return ST_OK;
+    if (rc == ST_OK && !up) {
+        rc = st_objstore_put(b->obj, key, z.data, z.len);
+    } else if (rc == ST_OK) {
+        if (z.len) rc = st_objstore_upload_part(up, z.data, z.len);
+        if (rc == ST_OK) rc = st_objstore_upload_finish(up);
+        else st_objstore_upload_abort(up);
+    } else {
+        st_objstore_upload_abort(up);
+    }
+    st_buf_free(&z);
+    free(in);
+    ZSTD_freeCCtx(cc);
+    return rc;
 }
 
 static int st__bk_snapshot(st_backup_t *b, uint64_t timeline)
@@ -166,25 +217,20 @@ static int st__bk_snapshot(st_backup_t *b, uint64_t timeline)
     int fd = open(b->scratch, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return ST_EIO;
     int64_t t = st_now_us();
-    uint64_t applied = 0;
-    st_buf_t raw = {0}, z = {0};
+    uint64_t applied = 0, zbytes = 0;
+    char key[128];
     int rc = st_store_copy(b->store, fd, &applied);
-    if (rc == ST_OK) rc = st__bk_read_file(fd, &raw);
+    st__bk_snap_key(key, sizeof key, timeline, applied, t);
+    if (rc == ST_OK) rc = st__bk_upload(b, fd, key, &zbytes);
     close(fd);
     unlink(b->scratch);
-    if (rc == ST_OK) rc = st__bk_compress(raw.data, raw.len, &z);
-    st_buf_free(&raw);
-    char key[128];
-    st__bk_snap_key(key, sizeof key, timeline, applied, t);
-    if (rc == ST_OK) rc = st_objstore_put(b->obj, key, z.data, z.len);
     if (rc == ST_OK) {
-        st_info("backup: snapshot %s (%zu bytes)", key, z.len);
+        st_info("backup: snapshot %s (%llu bytes)", key, (unsigned long long)zbytes);
         uv_mutex_lock(&b->mu);
-        b->bytes_total += z.len;
+        b->bytes_total += zbytes;
         b->snapshots++;
         uv_mutex_unlock(&b->mu);
     }
-    st_buf_free(&z);
     return rc;
 }
 
@@ -369,6 +415,7 @@ int st_backup_open(st_backup_t **out, uv_loop_t *loop, st_store_t *store, const 
     b->keep = o->keep ? o->keep : 1;
     b->max_backlog = o->max_backlog ? o->max_backlog : 256u << 20;
     b->barrier_ms = o->barrier_ms ? o->barrier_ms : 2000;
+    b->part_size = o->part_size ? o->part_size : 16u << 20;
     b->timeline = (uint64_t)st_now_us();
     b->need_snapshot = true; /* every timeline starts with one: it holds all acknowledged state */
     uv_mutex_init(&b->mu);

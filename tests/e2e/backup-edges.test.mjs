@@ -2,7 +2,8 @@
 // Backups at their edges (SPEC §9): a reservation the backup target cannot take while it stops
 // answering, Retry-After on the 503s that pass, snapshots larger than one upload part.
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { readdirSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import net from 'node:net';
@@ -125,5 +126,95 @@ test('a 503 for too many connections carries Retry-After', async () => {
     first.destroy();
     await s.stop();
     s.cleanup();
+  }
+});
+
+// About 12 MB of messages that do not compress: a snapshot of several 5 MiB parts.
+async function bigMessages(s, n = 48) {
+  const sent = [];
+  for (let i = 0; i < n; i += 8) {
+    const batch = [];
+    for (let j = i; j < i + 8 && j < n; j++) {
+      const content = randomBytes(192 * 1024).toString('base64');
+      batch.push(ok(s, 'POST', '/v1/users/big/messages', { conversation_id: `c${j % 3}`, from: 'a', content }, {}, 201)
+        .then((r) => ({ id: r.json.msg_id, content })));
+    }
+    sent.push(...await Promise.all(batch));
+  }
+  return sent;
+}
+
+async function checkBig(r, sent) {
+  const got = new Map();
+  for (const m of (await ok(r, 'GET', '/v1/users/big/messages?limit=100')).json.messages) got.set(m.msg_id, m.content);
+  assert.equal(got.size, sent.length);
+  for (const m of sent) assert.equal(got.get(m.id), m.content);
+}
+
+test('a snapshot larger than one part goes up as an S3 multipart upload and restores whole', async () => {
+  const dir = tempDir('bk-mp');
+  const { server, port } = await s3(path.join(dir, 's3'));
+  const proxy = await stallingProxy(port);
+  const s3args = ['--s3-endpoint', `http://127.0.0.1:${proxy.port}`, ...S3KEYS];
+  const url = 's3://bk/mp';
+  const s = await startStrata({
+    dataDir: path.join(dir, 'd'),
+    args: ['--backup-url', url, '--backup-interval', '100', '--snapshot-interval', '2', '--backup-part-mb', '5', ...s3args],
+  });
+  try {
+    await shipped(s);
+    const sent = await bigMessages(s);
+    const before = await metric(s, 'strata_backup_snapshots_total');
+    await waitFor('a snapshot holding the messages', async () => (await metric(s, 'strata_backup_snapshots_total')) > before, 30000);
+    await shipped(s);
+    await s.kill9();
+    const parts = proxy.requests.filter((q) => /^PUT \/bk\/mp\/snap\/.*[?&]partNumber=2&/.test(q));
+    assert.ok(parts.length >= 1, proxy.requests.filter((q) => q.includes('/snap/')).join('\n'));
+    assert.ok(proxy.requests.some((q) => /^POST \/bk\/mp\/snap\/.*\?uploads=/.test(q)), 'CreateMultipartUpload');
+    assert.ok(proxy.requests.some((q) => /^POST \/bk\/mp\/snap\/.*\?uploadId=/.test(q)), 'CompleteMultipartUpload');
+    const res = await restore(path.join(dir, 'r'), url, s3args);
+    assert.equal(res.code, 0, res.err);
+    const r = await startStrata({ dataDir: path.join(dir, 'r') });
+    try {
+      await checkBig(r, sent);
+    } finally {
+      await r.stop();
+    }
+  } finally {
+    await s.kill9();
+    await proxy.close();
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a snapshot larger than one part is streamed to a file:// target and restores whole', async () => {
+  const dir = tempDir('bk-mpf');
+  const url = `file://${dir}/b`;
+  const s = await startStrata({
+    dataDir: path.join(dir, 'd'),
+    args: ['--backup-url', url, '--backup-interval', '100', '--snapshot-interval', '2', '--backup-part-mb', '5'],
+  });
+  try {
+    await shipped(s);
+    const sent = await bigMessages(s);
+    const before = await metric(s, 'strata_backup_snapshots_total');
+    await waitFor('a snapshot holding the messages', async () => (await metric(s, 'strata_backup_snapshots_total')) > before, 30000);
+    await shipped(s);
+    await s.kill9();
+    const snaps = readdirSync(path.join(dir, 'b', 'snap'), { recursive: true }).filter((f) => f.endsWith('.zst'));
+    assert.ok(snaps.some((f) => statSync(path.join(dir, 'b', 'snap', f)).size > 5 * 1024 * 1024), snaps.join());
+    assert.ok(!readdirSync(path.join(dir, 'b', 'snap'), { recursive: true }).some((f) => f.includes('.tmp-')), 'no temporary file left');
+    const res = await restore(path.join(dir, 'r'), url);
+    assert.equal(res.code, 0, res.err);
+    const r = await startStrata({ dataDir: path.join(dir, 'r') });
+    try {
+      await checkBig(r, sent);
+    } finally {
+      await r.stop();
+    }
+  } finally {
+    await s.kill9();
+    rmSync(dir, { recursive: true, force: true });
   }
 });

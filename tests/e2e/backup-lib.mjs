@@ -41,13 +41,19 @@ export async function s3(dir, port = 0) {
 
 // A proxy to 127.0.0.1:targetPort. pause(): it goes on accepting connections but forwards
 // nothing either way (a target that stops answering: requests hang until the client's timeout).
+// requests: the request lines seen ("PUT /bk/p/key?partNumber=1&…").
 export function stallingProxy(targetPort) {
   const socks = new Set();
+  const requests = [];
   let paused = false;
   const server = net.createServer((client) => {
     const up = net.connect(targetPort, '127.0.0.1');
     socks.add(client);
     socks.add(up);
+    client.on('data', (d) => {
+      const m = /^(GET|PUT|POST|DELETE|HEAD) (\S+) HTTP\/1\.1\r\n/.exec(d.subarray(0, 2048).toString('latin1'));
+      if (m) requests.push(`${m[1]} ${m[2]}`);
+    });
     const pipe = (from, to) => {
       from.on('data', (d) => { if (!paused && to.writable) to.write(d); });
       from.on('end', () => { if (!paused) to.end(); });
@@ -59,6 +65,7 @@ export function stallingProxy(targetPort) {
   });
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({
     port: server.address().port,
+    requests,
     pause() { paused = true; },
     resume() {
       paused = false;
