@@ -39,8 +39,13 @@ int st_backup_open(st_backup_t **out, uv_loop_t *loop, st_store_t *store,
 /* Ships what the backlog holds (one try), stops the worker, unhooks the store, frees. Call
  * after the store is idle and before st_store_close. */
 void st_backup_close(st_backup_t *b);
-/* Seconds the oldest record not yet shipped has waited (0 when nothing waits). Any thread. */
+/* Seconds the oldest acknowledged write not yet in the backup has waited (0 when none waits):
+ * the loss window if the machine went now. It counts writes of a dropped backlog (and of a
+ * group committed straight to LMDB) until the snapshot that holds them is shipped. Any thread. */
 double st_backup_lag(st_backup_t *b);
+/* True from a backlog dropped past max_backlog until the snapshot that holds it is shipped (a
+ * /healthz reason: points in that stretch cannot be restored, and the loss window is its age). */
+bool st_backup_dropped(st_backup_t *b);
 /* True when the lag is past the alert threshold (max(10 s, 10 intervals)): a /healthz reason. */
 bool st_backup_lagging(st_backup_t *b);
 

@@ -15,6 +15,7 @@ typedef struct st_bk_rec {
     struct st_bk_rec *next;
     uint64_t seq;    /* 0: a break — the log's records do not continue; a new timeline starts */
     uint64_t ticket; /* an ahead record: its number, for the waiting tap (0 otherwise) */
+    uint64_t upto;   /* a break: the last record logged before it (the snapshot must hold it) */
     int64_t time;    /* µs when it became durable */
     size_t len;
     char data[];

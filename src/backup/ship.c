@@ -49,7 +49,12 @@ struct st_backup {
     bool stop, closing;
     uint64_t timeline; /* worker only */
     bool need_snapshot;
-    bool ready; /* told to the store: barriers are taken */
+    uint64_t tapped_seq; /* the last record the tap took */
+    uint64_t snap_need;  /* the next snapshot must hold every record up to this one */
+    int64_t
+        owed_since; /* µs: the oldest write only a snapshot not yet shipped will hold (0: none) */
+    bool dropped;   /* the backlog went past max_backlog and that snapshot is not shipped yet */
+    bool ready;     /* told to the store: barriers are taken */
     uint64_t bytes_total, failures, snapshots;
 
     st_metric_t *m_lag, *m_bytes, *m_failures, *m_snapshots;
@@ -74,13 +79,16 @@ static void st__bk_append(st_backup_t *b, st_bk_rec_t *r)
     b->backlog_bytes += r->len;
 }
 
-/* Drops every record not in flight and leaves a break: the next snapshot covers them. */
+/* Drops every record not in flight and leaves a break: the next snapshot covers them. The
+ * break keeps the time of the oldest one, so the lag (the loss window) still counts from it. */
 static void st__bk_drop(st_backup_t *b)
 {
     st_bk_rec_t **from = b->inflight_end ? &b->inflight_end->next : &b->head;
     st_bk_rec_t *r = *from;
     *from = NULL;
     b->tail = b->inflight_end;
+    int64_t oldest = r ? r->time : st_now_us();
+    b->dropped = true;
     while (r) {
         st_bk_rec_t *next = r->next;
         b->backlog_bytes -= r->len;
@@ -88,7 +96,8 @@ static void st__bk_drop(st_backup_t *b)
         r = next;
     }
     st_bk_rec_t *brk = st_calloc(1, sizeof *brk);
-    brk->time = st_now_us();
+    brk->time = oldest;
+    brk->upto = b->tapped_seq;
     st__bk_append(b, brk);
 }
 
@@ -99,6 +108,7 @@ static void st__bk_tap(void *arg, uint64_t seq, const void *rec, size_t len, boo
     st_bk_rec_t *r = st_malloc(sizeof *r + (seq ? len : 0));
     r->seq = seq;
     r->ticket = 0;
+    r->upto = 0;
     r->time = st_now_us();
     r->len = seq ? len : 0; /* a break needs no data: LMDB already holds the group */
     if (seq) memcpy(r->data, rec, len);
@@ -108,6 +118,10 @@ static void st__bk_tap(void *arg, uint64_t seq, const void *rec, size_t len, boo
                 (unsigned long long)b->max_backlog);
         st__bk_drop(b);
     }
+    if (seq)
+        b->tapped_seq = seq;
+    else
+        r->upto = b->tapped_seq; /* committed straight to LMDB: any later copy holds it */
     st__bk_append(b, r);
     uv_mutex_unlock(&b->mu);
 }
@@ -120,6 +134,7 @@ static int st__bk_ahead(void *arg, uint64_t seq, const void *rec, size_t len)
     st_backup_t *b = arg;
     st_bk_rec_t *r = st_malloc(sizeof *r + len);
     r->seq = seq | ST_BK_AHEAD;
+    r->upto = 0;
     r->time = st_now_us();
     r->len = len;
     memcpy(r->data, rec, len);
@@ -201,8 +216,10 @@ static int st__bk_upload(st_backup_t *b, int fd, const char *key, uint64_t *zbyt
         rc = st_objstore_put(b->obj, key, z.data, z.len);
     } else if (rc == ST_OK) {
         if (z.len) rc = st_objstore_upload_part(up, z.data, z.len);
-        if (rc == ST_OK) rc = st_objstore_upload_finish(up);
-        else st_objstore_upload_abort(up);
+        if (rc == ST_OK)
+            rc = st_objstore_upload_finish(up);
+        else
+            st_objstore_upload_abort(up);
     } else {
         st_objstore_upload_abort(up);
     }
@@ -219,7 +236,18 @@ static int st__bk_snapshot(st_backup_t *b, uint64_t timeline)
     int64_t t = st_now_us();
     uint64_t applied = 0, zbytes = 0;
     char key[128];
+    uv_mutex_lock(&b->mu);
+    uint64_t need = b->snap_need;
+    uv_mutex_unlock(&b->mu);
     int rc = st_store_copy(b->store, fd, &applied);
+    /* A new timeline's snapshot must hold what the old one did not ship: LMDB trails the redo
+     * log by a few ms, so a copy taken too early is taken again. */
+    for (int i = 0; rc == ST_OK && applied < need && i < 100; i++) {
+        uv_sleep(20);
+        if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0) rc = ST_EIO;
+        if (rc == ST_OK) rc = st_store_copy(b->store, fd, &applied);
+    }
+    if (rc == ST_OK && applied < need) rc = ST_EUNAVAIL; /* applying is stuck: retried later */
     st__bk_snap_key(key, sizeof key, timeline, applied, t);
     if (rc == ST_OK) rc = st__bk_upload(b, fd, key, &zbytes);
     close(fd);
@@ -307,6 +335,8 @@ static int st__bk_step(st_backup_t *b, uint64_t *next_ship, uint64_t *next_snap,
     *did = true;
     if (b->head && !b->head->seq) { /* a break: a new timeline, which starts with a snapshot */
         st_bk_rec_t *brk = b->head;
+        if (!b->owed_since || brk->time < b->owed_since) b->owed_since = brk->time;
+        if (b->snap_need < brk->upto) b->snap_need = brk->upto;
         b->head = brk->next;
         if (!b->head) b->tail = NULL;
         free(brk);
@@ -321,6 +351,13 @@ static int st__bk_step(st_backup_t *b, uint64_t *next_ship, uint64_t *next_snap,
         uv_mutex_lock(&b->mu);
         if (rc != ST_OK) return rc;
         b->need_snapshot = false;
+        bool brk = false; /* another break waits: its snapshot is still owed */
+        for (st_bk_rec_t *r = b->head; r && !brk; r = r->next)
+            brk = !r->seq;
+        if (!brk) {
+            b->owed_since = 0;
+            b->dropped = false;
+        }
         *next_snap = st__ms() + b->snapshot_ms;
         return ST_OK;
     }
@@ -472,13 +509,20 @@ void st_backup_close(st_backup_t *b)
 double st_backup_lag(st_backup_t *b)
 {
     uv_mutex_lock(&b->mu);
-    int64_t oldest = 0;
-    for (st_bk_rec_t *r = b->head; r && !oldest; r = r->next)
-        if (r->seq) oldest = r->time;
+    int64_t oldest = b->owed_since;
+    if (b->head && (!oldest || b->head->time < oldest)) oldest = b->head->time;
     uv_mutex_unlock(&b->mu);
     if (!oldest) return 0;
     int64_t d = st_now_us() - oldest;
     return d > 0 ? (double)d / 1e6 : 0;
+}
+
+bool st_backup_dropped(st_backup_t *b)
+{
+    uv_mutex_lock(&b->mu);
+    bool d = b->dropped;
+    uv_mutex_unlock(&b->mu);
+    return d;
 }
 
 bool st_backup_lagging(st_backup_t *b)
