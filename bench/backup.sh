@@ -5,6 +5,8 @@
 # a store of seats (strata-seatgen: one 1000 x 1000-seat event), counters and hot messages
 # (written over HTTP for GEN seconds each; scaled down from 1M each, see bench/RESULTS.md).
 #   bench/backup.sh          (DURATION=5 s per throughput run, CONNS=64, GEN=8 s per data kind)
+#   N=1000000 RESTORE_ONLY=1 bench/backup.sh   full size: 1M counters + 1M messages (each run
+#                            stops after N answers, at most 300 s), no throughput runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONNS=${CONNS:-64}
@@ -21,6 +23,7 @@ start() { # start PORT DIR [flags]: a server in the background, pid in $last
   last=$!; pids+=($last); wait_port "$1"
 }
 
+if [ -z "${RESTORE_ONLY:-}" ]; then
 echo "# backup on vs off, $(date -u +%F), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), wrk -t1 -c$CONNS -d${DURATION}s"
 off=$(free_port); on=$(free_port)
 start "$off" "$work/off"; poff=$last
@@ -39,6 +42,7 @@ b1=$(metric "$on" strata_backup_bytes_total)
 echo "durable incr, backup on / off: $(ratio "$sum_on" "$sum_off")"
 echo "backup bytes per acknowledged incr: $(awk -v a="$b0" -v b="$b1" -v n="$n_on" 'BEGIN{printf "%.1f", (b-a)/n}') ($n_on incrs, $((b1 - b0)) bytes of segments)"
 kill "$poff" "$pon"; wait "$poff" "$pon" 2>/dev/null || true
+fi
 
 echo "# restore time"
 build/strata-seatgen "$work/big" "${FINISHED:-500000}" "${ACTIVE:-100000}" >/dev/null
@@ -46,7 +50,11 @@ p=$(free_port)
 start "$p" "$work/big"  # converts the seatgen layout once
 kill "$last"; wait "$last" 2>/dev/null || true
 start "$p" "$work/big" --backup-url "file://$work/bk" --backup-interval 1000
-for mode in counters messages; do wrk_run "$GEN" -s bench/backup.lua "http://127.0.0.1:$p" -- "$mode"; echo "$mode: $(wrk_reqs) written"; done
+for mode in counters messages; do
+  if [ -n "${N:-}" ]; then wrk_run 300 -s bench/backup.lua "http://127.0.0.1:$p" -- "$mode" "$N"
+  else wrk_run "$GEN" -s bench/backup.lua "http://127.0.0.1:$p" -- "$mode"; fi
+  echo "$mode: $(wrk_reqs) written"
+done
 kill "$last"; wait "$last" 2>/dev/null || true   # SIGTERM: the last interval ships
 # a fresh snapshot of everything, then restore from it plus nothing, and from the older one +
 # every segment
