@@ -1,11 +1,9 @@
 -- SPDX-License-Identifier: MIT
 -- Restore benchmark data (bench/backup.sh): mode "counters" (a new counter per request) or
 -- "messages" (short messages, 1000 users x 10 conversations).
--- A second argument stops the run after that many answers (full-size stores: N=1000000).
-local mode, n, limit, done = "counters", 0, nil, 0
+local mode, n = "counters", 0
 init = function(args)
   mode = args[1] or "counters"
-  limit = tonumber(args[2])
   math.randomseed(os.time() + math.random(100000))
   n = math.random(1000000000)
 end
@@ -16,8 +14,4 @@ request = function()
   end
   return wrk.format("POST", "/v1/users/u" .. (n % 1000) .. "/messages", {["Content-Type"] = "application/json"},
     '{"conversation_id":"c' .. (n % 10) .. '","from":"bench","content":"message ' .. n .. '"}')
-end
-response = function()
-  done = done + 1
-  if limit and done >= limit then wrk.thread:stop() end
 end
