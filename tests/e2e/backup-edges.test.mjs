@@ -171,6 +171,43 @@ test('a snapshot larger than one part goes up as an S3 multipart upload and rest
   }
 });
 
+test('a snapshot upload whose part fails is aborted, and the next try ships it whole', async () => {
+  const dir = tempDir('bk-mpa');
+  const { server, port } = await s3(path.join(dir, 's3'));
+  const proxy = await stallingProxy(port);
+  const s3args = ['--s3-endpoint', `http://127.0.0.1:${proxy.port}`, ...S3KEYS];
+  const url = 's3://bk/mpa';
+  const s = await startStrata({
+    dataDir: path.join(dir, 'd'),
+    args: ['--backup-url', url, '--backup-interval', '100', '--snapshot-interval', '2', '--backup-part-mb', '5', ...s3args],
+  });
+  try {
+    await shipped(s);
+    proxy.failOnce(/^PUT \/bk\/mpa\/snap\/.*[?&]partNumber=2&/);
+    const sent = await bigMessages(s);
+    const before = await metric(s, 'strata_backup_snapshots_total');
+    await waitFor('a snapshot holding the messages', async () => (await metric(s, 'strata_backup_snapshots_total')) > before, 30000);
+    await shipped(s);
+    assert.ok((await metric(s, 'strata_backup_failures_total')) >= 1, 'the failed upload is counted');
+    await s.kill9();
+    const aborts = proxy.requests.filter((q) => /^DELETE \/bk\/mpa\/snap\/.*\?uploadId=/.test(q));
+    assert.equal(aborts.length, 1, proxy.requests.filter((q) => q.includes('/snap/')).join('\n'));
+    const res = await restore(path.join(dir, 'r'), url, s3args);
+    assert.equal(res.code, 0, res.err);
+    const r = await startStrata({ dataDir: path.join(dir, 'r') });
+    try {
+      await checkBig(r, sent);
+    } finally {
+      await r.stop();
+    }
+  } finally {
+    await s.kill9();
+    await proxy.close();
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('a snapshot larger than one part is streamed to a file:// target and restores whole', async () => {
   const dir = tempDir('bk-mpf');
   const url = `file://${dir}/b`;

@@ -41,21 +41,30 @@ export async function s3(dir, port = 0) {
 
 // A proxy to 127.0.0.1:targetPort. pause(): it goes on accepting connections but forwards
 // nothing either way (a target that stops answering: requests hang until the client's timeout).
-// requests: the request lines seen ("PUT /bk/p/key?partNumber=1&…").
+// requests: the request lines seen ("PUT /bk/p/key?partNumber=1&…"). failOnce(re): the next
+// request whose line matches is answered 500 instead of being forwarded.
 export function stallingProxy(targetPort) {
   const socks = new Set();
   const requests = [];
-  let paused = false;
+  let paused = false, failRe = null;
   const server = net.createServer((client) => {
     const up = net.connect(targetPort, '127.0.0.1');
     socks.add(client);
     socks.add(up);
+    let failing = false;
     client.on('data', (d) => {
       const m = /^(GET|PUT|POST|DELETE|HEAD) (\S+) HTTP\/1\.1\r\n/.exec(d.subarray(0, 2048).toString('latin1'));
-      if (m) requests.push(`${m[1]} ${m[2]}`);
+      if (!m) return;
+      requests.push(`${m[1]} ${m[2]}`);
+      if (failRe && failRe.test(`${m[1]} ${m[2]}`)) {
+        failRe = null;
+        failing = true;
+        client.end('HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+        up.destroy();
+      }
     });
     const pipe = (from, to) => {
-      from.on('data', (d) => { if (!paused && to.writable) to.write(d); });
+      from.on('data', (d) => { if (!paused && !failing && to.writable) to.write(d); });
       from.on('end', () => { if (!paused) to.end(); });
       from.on('error', () => to.destroy());
       from.on('close', () => socks.delete(from));
@@ -66,6 +75,7 @@ export function stallingProxy(targetPort) {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({
     port: server.address().port,
     requests,
+    failOnce(re) { failRe = re; },
     pause() { paused = true; },
     resume() {
       paused = false;
