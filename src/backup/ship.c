@@ -6,9 +6,10 @@
  * store is down. The loop thread only reads figures (a timer copies them into /metrics).
  *
  * Why a backlog in memory rather than reading the redo log: the log is reused after every
- * checkpoint, and the shipper must never hold the store back. A backlog past --max-backlog (or a
- * group the log could not hold, or a restart, which loses the backlog) is a break: what was not
- * shipped is dropped and a new timeline begins with a fresh snapshot, which holds all of it.
+ * checkpoint, and the shipper must never hold the store back. A backlog past --backup-backlog-mb
+ * (or a group the log could not hold, or a restart, which loses the backlog) is a break: what was
+ * not shipped is dropped and a new timeline begins with a fresh snapshot, which holds all of it;
+ * until that snapshot is up the lag keeps counting from the oldest write it stands for.
  *
  * Barriers (reservations of sequence numbers and conversation seqs): before a group holding one
  * is logged, the store hands its reservation ops to st__bk_ahead, which queues them as an ahead
