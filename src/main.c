@@ -328,6 +328,9 @@ int main(int argc, char **argv)
                                .interval_ms = cfg.backup_interval,
                                .snapshot_s = cfg.snapshot_interval,
                                .keep = cfg.backup_keep,
+                               .max_backlog = cfg.backup_backlog_mb << 20,
+                               .barrier_ms = cfg.backup_barrier_timeout,
+                               .part_size = cfg.backup_part_mb << 20,
                                .standby = *cfg.cluster != '\0'}; /* a group: the leader ships */
         if (st_backup_open(&app.backup, m.loop, store, &bo) != ST_OK) goto fail_backup;
     }

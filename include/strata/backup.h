@@ -31,6 +31,8 @@ typedef struct {
     uint64_t keep;          /* snapshots kept (>= 1); older ones and their segments go */
     uint64_t max_backlog;   /* bytes; past it the backlog is dropped for a new snapshot */
     bool standby;           /* a group member: ships nothing until st_backup_lead(b, true) */
+    uint64_t barrier_ms;    /* longest wait for a reservation to reach the backup (then 503) */
+    uint64_t part_size;     /* bytes per part of a snapshot's upload (multipart) */
 } st_backup_opts_t;
 
 /* Starts shipping: taps the store, starts the worker (which takes a snapshot first). */
@@ -44,8 +46,13 @@ void st_backup_lead(st_backup_t *b, bool leading);
 /* Ships what the backlog holds (one try), stops the worker, unhooks the store, frees. Call
  * after the store is idle and before st_store_close. */
 void st_backup_close(st_backup_t *b);
-/* Seconds the oldest record not yet shipped has waited (0 when nothing waits). Any thread. */
+/* Seconds the oldest acknowledged write not yet in the backup has waited (0 when none waits):
+ * the loss window if the machine went now. It counts writes of a dropped backlog (and of a
+ * group committed straight to LMDB) until the snapshot that holds them is shipped. Any thread. */
 double st_backup_lag(st_backup_t *b);
+/* True from a backlog dropped past max_backlog until the snapshot that holds it is shipped (a
+ * /healthz reason: points in that stretch cannot be restored, and the loss window is its age). */
+bool st_backup_dropped(st_backup_t *b);
 /* True when the lag is past the alert threshold (max(10 s, 10 intervals)): a /healthz reason. */
 bool st_backup_lagging(st_backup_t *b);
 

@@ -102,6 +102,18 @@ int st_objstore_delete(st_objstore_t *s, const char *key);
  * borrowed for the call); stops early when fn returns non-zero. */
 typedef int (*st_objstore_list_fn)(void *arg, const char *key, uint64_t size);
 int st_objstore_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn fn, void *arg);
+/* An object written in parts, for objects too large to hold in memory: S3 multipart upload
+ * (parts of >= 5 MiB except the last; completed whole or aborted) or, in a directory, a
+ * temporary file synced and renamed into place. Same atomicity as st_objstore_put. Calls block
+ * (worker threads only). */
+typedef struct st_objstore_upload st_objstore_upload_t;
+int st_objstore_upload_begin(st_objstore_t *s, const char *key, st_objstore_upload_t **out);
+/* Appends the next part (data borrowed for the call). On failure, abort the upload. */
+int st_objstore_upload_part(st_objstore_upload_t *u, const void *data, size_t len);
+/* The object appears whole (at least one part). Frees u, whatever happens; aborts on failure. */
+int st_objstore_upload_finish(st_objstore_upload_t *u);
+/* Drops the upload and whatever parts it had; frees u. NULL is a no-op. */
+void st_objstore_upload_abort(st_objstore_upload_t *u);
 /* Requests made so far by verb: 0 GET, 1 PUT, 2 DELETE, 3 LIST (all stores of the process). */
 uint64_t st_objstore_requests(int verb);
 

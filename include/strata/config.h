@@ -47,6 +47,9 @@ typedef struct {
     uint64_t backup_interval;   /* ms */
     uint64_t snapshot_interval; /* s */
     uint64_t backup_keep;
+    uint64_t backup_barrier_timeout; /* ms */
+    uint64_t backup_backlog_mb;
+    uint64_t backup_part_mb;
     uint64_t to_time; /* strata restore --to-time: µs, 0 = newest */
     uint64_t test_hooks;
     char log_level[16];

@@ -186,14 +186,24 @@ int st_store_note(st_store_t *s, uint8_t kind, const void *data, size_t len, uin
 /* Told every group once it is durable in the redo log, on the sync thread, before its
  * responses are released: seq is its log record's (0 for a group too big for the log, committed
  * straight to LMDB: a gap the tap must cover otherwise), rec its encoded ops (borrowed for the
- * call). barrier: the group holds a batch marked by st_store_barrier; its acknowledgement waits
- * for the call to return. In a replicated group it is told, on the leader only, every committed
- * entry once it is in LMDB (on the apply thread), with its Raft index as seq — an empty record
- * for an index that carries no store entry — and a barrier's acknowledgement (and every later
- * one) waits for the call likewise. */
-typedef void (*st_store_tap_fn)(void *arg, uint64_t seq, const void *rec, size_t len, bool barrier);
+ * call). barrier: the group holds a batch marked by st_store_barrier. On a single node its
+ * reservations already went ahead (st_store_ahead_fn): nothing to wait for. In a replicated
+ * group the call returns once it is shipped, or ST_EUNAVAIL past the backup's bound, which
+ * fails the held answers. In a replicated group it is told, on the leader only, every committed
+ * entry once it is in LMDB (on the apply thread), with its Raft index as seq — an empty record for
+ * an index that carries no store entry — and a barrier's acknowledgement (and every later one)
+ * waits for the call. */
+typedef int (*st_store_tap_fn)(void *arg, uint64_t seq, const void *rec, size_t len, bool barrier);
 /* Sets (or clears, fn NULL) the tap. Loop thread. The tap starts not ready. */
 void st_store_tap(st_store_t *s, st_store_tap_fn fn, void *arg);
+/* Told, on the sync thread, a group's reservation ops (st_store_put_resv; same encoding as a
+ * record, borrowed) *before* the group is logged as seq, which only happens once this returns
+ * ST_OK: they are then in the backup. Any error (the backup did not take them within its bound)
+ * fails the group unlogged: its requests get 503 and nothing of it is applied, so a range is
+ * never issued from unless its reservation is in the backup, and nothing waits longer than the
+ * tap's bound. Set after st_store_tap (same arg); cleared with it. */
+typedef int (*st_store_ahead_fn)(void *arg, uint64_t seq, const void *rec, size_t len);
+void st_store_tap_ahead(st_store_t *s, st_store_ahead_fn fn);
 /* Whether the tap can take a barrier now (the backup target answers). Any thread. */
 void st_store_tap_ready(st_store_t *s, bool ready);
 /* Group mode, loop thread, while the store is idle (st_repl_on_lead) or on losing the lead: the
@@ -205,6 +215,11 @@ void st_store_tap_lead(st_store_t *s, bool on);
  * staging anything: ST_EUNAVAIL (503) while a tap is set and not ready — the request needing a
  * barrier is refused rather than every write waiting for the backup target to come back. */
 int st_store_barrier(st_store_t *s, uint64_t *wait);
+/* st_store_barrier, then a put whose op is a reservation: it goes to the backup ahead of its
+ * group (st_store_ahead_fn), so the backup holds it before any id it covers is acknowledged.
+ * Its value must be safe to restore even if the group then fails (it only ever raises). */
+int st_store_put_resv(st_store_t *s, const void *key, size_t klen, const void *val, size_t vlen,
+                      uint64_t *wait);
 /* A compact copy of LMDB written to fd (mdb_env_copyfd2, MDB_CP_COMPACT). Any thread; the loop
  * goes on. *applied: a lower bound of the last log seq the copy holds (the copy's own
  * st_store_offline_open tells the exact one). */

@@ -5,17 +5,24 @@
 
 #include "strata/backup.h"
 
+/* A record's seq with this bit set holds only the reservations of group seq, shipped before
+ * that group was logged (st_store_ahead_fn). A restore applies it on top of seq - 1 without
+ * counting seq as applied: the group itself may have failed, or may come later. */
+#define ST_BK_AHEAD (1ull << 63)
+
 /* One redo-log record as the tap saw it. */
 typedef struct st_bk_rec {
     struct st_bk_rec *next;
-    uint64_t seq; /* 0: a break — the log's records do not continue; a new timeline starts */
-    int64_t time; /* µs when it became durable */
+    uint64_t seq;    /* 0: a break — the log's records do not continue; a new timeline starts */
+    uint64_t ticket; /* an ahead record: its number, for the waiting tap (0 otherwise) */
+    uint64_t upto;   /* a break: the last record logged before it (the snapshot must hold it) */
+    int64_t time;    /* µs when it became durable */
     size_t len;
     char data[];
 } st_bk_rec_t;
 
 /* Segment body before compression: "STBSEG01" | u64 timeline | u32 count |
- * {u64 seq, i64 time, u32 len, bytes}* | u32 crc32 of everything before. */
+ * {u64 seq (| ST_BK_AHEAD), i64 time, u32 len, bytes}* | u32 crc32 of everything before. */
 #define ST_BK_SEG_MAGIC "STBSEG01"
 
 void st__bk_seg_encode(st_buf_t *out, uint64_t timeline, const st_bk_rec_t *first, size_t n);

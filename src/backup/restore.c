@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zstd.h>
 
 static int st__rs_check_empty(const char *dir)
 {
@@ -40,18 +41,58 @@ static int st__rs_fetch(st_objstore_t *os, const st_bk_obj_t *obj, st_buf_t *out
     return rc;
 }
 
-static int st__rs_write_file(const char *path, const st_buf_t *b)
+static int st__rs_write(int fd, const void *p, size_t len)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return ST_EIO;
-    size_t off = 0;
-    while (off < b->len) {
-        ssize_t n = write(fd, b->data + off, b->len - off);
-        if (n <= 0) break;
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(fd, (const char *)p + off, len - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return ST_EIO;
         off += (size_t)n;
     }
-    int rc = off == b->len && fsync(fd) == 0 ? ST_OK : ST_EIO;
+    return ST_OK;
+}
+
+#define ST__RS_CHUNK (4u << 20) /* bytes of a snapshot fetched at a time */
+
+/* Fetches the snapshot a range at a time and decompresses it into path as it comes: memory
+ * stays at a chunk whatever the snapshot's size. ST_ECOLD: damaged. */
+static int st__rs_snapshot(st_objstore_t *os, const st_bk_obj_t *obj, const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        st_error("restore: writing %s failed: %s", path, strerror(errno));
+        return ST_EIO;
+    }
+    ZSTD_DCtx *dc = ZSTD_createDCtx();
+    size_t outlen = ZSTD_DStreamOutSize();
+    char *out = st_malloc(outlen);
+    st_buf_t z = {0};
+    size_t left = 1; /* ZSTD_decompressStream's hint: 0 once the frame is whole */
+    int rc = ST_OK;
+    for (uint64_t off = 0; rc == ST_OK && off < obj->size;) {
+        size_t n = obj->size - off < ST__RS_CHUNK ? (size_t)(obj->size - off) : ST__RS_CHUNK;
+        st_buf_reset(&z);
+        rc = st_objstore_get(os, obj->key, off, n, &z);
+        if (rc != ST_OK) {
+            st_error("restore: reading %s failed: %s", obj->key, st_strerror(rc));
+            break;
+        }
+        off += n;
+        ZSTD_inBuffer ib = {z.data, z.len, 0};
+        while (rc == ST_OK && ib.pos < ib.size) {
+            ZSTD_outBuffer ob = {out, outlen, 0};
+            left = ZSTD_decompressStream(dc, &ob, &ib);
+            if (ZSTD_isError(left)) rc = ST_ECOLD;
+            if (rc == ST_OK && (rc = st__rs_write(fd, out, ob.pos)) != ST_OK)
+                st_error("restore: writing %s failed: %s", path, strerror(errno));
+        }
+    }
+    if (rc == ST_OK && left != 0) rc = ST_ECOLD; /* cut short */
+    if (rc == ST_OK && fsync(fd) != 0) rc = ST_EIO;
     close(fd);
+    st_buf_free(&z);
+    free(out);
+    ZSTD_freeDCtx(dc);
     return rc;
 }
 
@@ -82,9 +123,24 @@ typedef struct {
 #define ST__RS_STOP 1 /* reached the target or a hole */
 #define ST__RS_FAIL 2 /* applying failed: r->err */
 
+/* An ahead record (a group's reservations, shipped before it was logged): applied on top of the
+ * record before it, without counting its group as applied. */
+static int st__rs_ahead(st_rs_replay_t *r, uint64_t seq, int64_t time, const char *p, size_t len)
+{
+    if (seq <= r->applied) return 0;
+    if (seq != r->applied + 1 || (r->to_time && time > r->to_time)) return 0; /* see the next */
+    int rc = st_store_offline_apply(r->off, 0, p, len);
+    if (rc != ST_OK) {
+        r->err = rc;
+        return ST__RS_FAIL;
+    }
+    return 0;
+}
+
 static int st__rs_record(void *arg, uint64_t seq, int64_t time, const char *p, size_t len)
 {
     st_rs_replay_t *r = arg;
+    if (seq & ST_BK_AHEAD) return st__rs_ahead(r, seq & ~ST_BK_AHEAD, time, p, len);
     if (seq <= r->applied) return 0; /* the snapshot already holds it */
     if (r->to_time && time > r->to_time) {
         r->done = true;
@@ -150,15 +206,11 @@ static int st__rs_run(st_objstore_t *os, const st_restore_opts_t *o, st_restore_
         free(v);
         return ST_ENOTFOUND;
     }
-    st_buf_t raw = {0};
     size_t plen = strlen(o->data_dir) + 16;
     char *path = st_malloc(plen);
     snprintf(path, plen, "%s/data.mdb", o->data_dir);
-    rc = st__rs_fetch(os, snap, &raw);
+    rc = st__rs_snapshot(os, snap, path);
     if (rc == ST_ECOLD) st_error("restore: snapshot %s is damaged", snap->key);
-    if (rc == ST_OK && (rc = st__rs_write_file(path, &raw)) != ST_OK)
-        st_error("restore: writing %s failed", path);
-    st_buf_free(&raw);
     free(path);
     st_rs_replay_t r = {.to_time = o->to_time, .last_time = snap->time};
     if (rc == ST_OK) rc = st_store_offline_open(&r.off, o->data_dir, o->map_size, &r.applied);

@@ -6,18 +6,25 @@
  * store is down. The loop thread only reads figures (a timer copies them into /metrics).
  *
  * Why a backlog in memory rather than reading the redo log: the log is reused after every
- * checkpoint, and the shipper must never hold the store back. A backlog past --max-backlog (or a
- * group the log could not hold, or a restart, which loses the backlog) is a break: what was not
- * shipped is dropped and a new timeline begins with a fresh snapshot, which holds all of it.
+ * checkpoint, and the shipper must never hold the store back. A backlog past --backup-backlog-mb
+ * (or a group the log could not hold, or a restart, which loses the backlog) is a break: what was
+ * not shipped is dropped and a new timeline begins with a fresh snapshot, which holds all of it;
+ * until that snapshot is up the lag keeps counting from the oldest write it stands for.
  *
- * Barriers (reservations of sequence numbers and conversation seqs): the tap does not return
- * until the record is shipped, so the group's acknowledgement waits for one upload; only a new
- * reservation asks for this. While the target fails, the store refuses requests that would need
- * a barrier (503) instead of letting every write wait behind one.
+ * Barriers (reservations of sequence numbers and conversation seqs): before a group holding one
+ * is logged, the store hands its reservation ops to st__bk_ahead, which queues them as an ahead
+ * record and waits until a segment holding it is shipped — at most --backup-barrier-timeout-ms.
+ * Past that the store fails the group unlogged (503, nothing applied), so an ack never waits on
+ * the target for longer than the bound and no range is issued from unless the backup holds its
+ * reservation. While the target fails, the store refuses requests that would need a barrier (503)
+ * at once instead of letting each wait for the bound.
  *
  * In a replicated group every member runs a shipper but only the leader's ships
  * (st_backup_lead): it starts a new timeline, whose snapshot holds every committed entry, and
- * follows the entries it applies; losing the lead drops the backlog and idles the worker.
+ * follows the entries it applies; losing the lead drops the backlog and idles the worker. There
+ * a reservation's entry is committed before the tap sees it: the tap waits (at most
+ * --backup-barrier-timeout-ms) for the segment that holds it, and the store holds the answers
+ * meanwhile, failing them if the wait fails.
  */
 #include "internal.h"
 #include "strata/metrics.h"
@@ -27,6 +34,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #define ST__BK_SEG_MAX   (16u << 20) /* bytes of records per segment */
 #define ST__BK_RETRY_MS  1000
@@ -36,7 +44,7 @@ struct st_backup {
     st_store_t *store;
     st_objstore_t *obj;
     char *scratch; /* the snapshot's temporary file */
-    uint64_t interval_ms, snapshot_ms, keep, max_backlog;
+    uint64_t interval_ms, snapshot_ms, keep, max_backlog, barrier_ms, part_size;
     uv_thread_t thread;
     uv_timer_t figures;
 
@@ -45,12 +53,18 @@ struct st_backup {
     st_bk_rec_t *head, *tail;
     st_bk_rec_t *inflight_end; /* last record being shipped (the tap must not free it) */
     uint64_t backlog_bytes;
-    uint64_t want_seq, shipped_seq;
+    uint64_t tickets, want_ticket, shipped_ticket; /* ahead records: issued, wanted, shipped */
     bool stop, closing;
     bool leading;      /* a single node always; in a group, while this member leads */
+    bool group;        /* a replicated group's member (o->standby) */
     uint64_t timeline; /* worker only */
     bool need_snapshot;
-    bool ready; /* told to the store: barriers are taken */
+    uint64_t tapped_seq; /* the last record the tap took */
+    uint64_t snap_need;  /* the next snapshot must hold every record up to this one */
+    int64_t
+        owed_since; /* µs: the oldest write only a snapshot not yet shipped will hold (0: none) */
+    bool dropped;   /* the backlog went past max_backlog and that snapshot is not shipped yet */
+    bool ready;     /* told to the store: barriers are taken */
     uint64_t bytes_total, failures, snapshots;
 
     st_metric_t *m_lag, *m_bytes, *m_failures, *m_snapshots;
@@ -75,13 +89,16 @@ static void st__bk_append(st_backup_t *b, st_bk_rec_t *r)
     b->backlog_bytes += r->len;
 }
 
-/* Drops every record not in flight and leaves a break: the next snapshot covers them. */
+/* Drops every record not in flight and leaves a break: the next snapshot covers them. The
+ * break keeps the time of the oldest one, so the lag (the loss window) still counts from it. */
 static void st__bk_drop(st_backup_t *b)
 {
     st_bk_rec_t **from = b->inflight_end ? &b->inflight_end->next : &b->head;
     st_bk_rec_t *r = *from;
     *from = NULL;
     b->tail = b->inflight_end;
+    int64_t oldest = r ? r->time : st_now_us();
+    b->dropped = true;
     while (r) {
         st_bk_rec_t *next = r->next;
         b->backlog_bytes -= r->len;
@@ -89,15 +106,36 @@ static void st__bk_drop(st_backup_t *b)
         r = next;
     }
     st_bk_rec_t *brk = st_calloc(1, sizeof *brk);
-    brk->time = st_now_us();
+    brk->time = oldest;
+    brk->upto = b->tapped_seq;
     st__bk_append(b, brk);
 }
 
-static void st__bk_tap(void *arg, uint64_t seq, const void *rec, size_t len, bool barrier)
+/* With mu held: waits until the record with this ticket is shipped, at most barrier_ms (or
+ * until shipping stops here). ST_EUNAVAIL if it was not. */
+static int st__bk_wait(st_backup_t *b, uint64_t ticket)
+{
+    uint64_t until = st_mono_ns() + b->barrier_ms * 1000000, now;
+    if (b->want_ticket < ticket) b->want_ticket = ticket;
+    uv_cond_signal(&b->cv);
+    while (b->shipped_ticket < ticket && !b->closing && b->leading && (now = st_mono_ns()) < until)
+        uv_cond_timedwait(&b->cv_shipped, &b->mu, until - now);
+    if (b->shipped_ticket >= ticket) return ST_OK;
+    st_warn("backup: a reservation was not taken by %s within %llu ms: its requests are "
+            "refused (503)",
+            st_objstore_describe(b->obj), (unsigned long long)b->barrier_ms);
+    return ST_EUNAVAIL;
+}
+
+/* The store's tap. barrier in a replicated group: a reservation's entry, which must be shipped
+ * before the answers held for it are released (a single node's went ahead, st__bk_ahead). */
+static int st__bk_tap(void *arg, uint64_t seq, const void *rec, size_t len, bool barrier)
 {
     st_backup_t *b = arg;
     st_bk_rec_t *r = st_malloc(sizeof *r + (seq ? len : 0));
     r->seq = seq;
+    r->ticket = 0;
+    r->upto = 0;
     r->time = st_now_us();
     r->len = seq ? len : 0; /* a break needs no data: LMDB already holds the group */
     if (seq) memcpy(r->data, rec, len);
@@ -105,37 +143,116 @@ static void st__bk_tap(void *arg, uint64_t seq, const void *rec, size_t len, boo
     if (!b->leading) { /* lost the lead meanwhile: the next leader's timeline covers it */
         uv_mutex_unlock(&b->mu);
         free(r);
-        return;
+        return barrier && b->group ? ST_EUNAVAIL : ST_OK;
     }
     if (b->backlog_bytes + r->len > b->max_backlog) {
         st_warn("backup: backlog past %llu bytes: dropped for a new snapshot",
                 (unsigned long long)b->max_backlog);
         st__bk_drop(b);
     }
-    st__bk_append(b, r);
-    if (barrier && seq) {
-        if (b->want_seq < seq) b->want_seq = seq;
-        uv_cond_signal(&b->cv);
-        while (b->shipped_seq < seq && !b->closing && b->leading)
-            uv_cond_wait(&b->cv_shipped, &b->mu);
-    }
+    if (seq)
+        b->tapped_seq = seq;
+    else
+        r->upto = b->tapped_seq; /* committed straight to LMDB: any later copy holds it */
+    uint64_t ticket = r->ticket = barrier && seq && b->group ? ++b->tickets : 0;
+    st__bk_append(b, r); /* the worker may ship and free r once we wait */
+    int rc = ticket ? st__bk_wait(b, ticket) : ST_OK;
     uv_mutex_unlock(&b->mu);
+    return rc;
+}
+
+/* The store's ahead tap: the reservations of group seq, shipped before it is logged. Refused at
+ * once while the target fails; otherwise waits for the segment that holds them, at most
+ * barrier_ms (past it the record stays queued: harmless when it lands later, it only raises). */
+static int st__bk_ahead(void *arg, uint64_t seq, const void *rec, size_t len)
+{
+    st_backup_t *b = arg;
+    st_bk_rec_t *r = st_malloc(sizeof *r + len);
+    r->seq = seq | ST_BK_AHEAD;
+    r->upto = 0;
+    r->time = st_now_us();
+    r->len = len;
+    memcpy(r->data, rec, len);
+    uv_mutex_lock(&b->mu);
+    if (!b->ready || b->closing) {
+        uv_mutex_unlock(&b->mu);
+        free(r);
+        return ST_EUNAVAIL;
+    }
+    if (b->backlog_bytes + r->len > b->max_backlog) st__bk_drop(b);
+    uint64_t ticket = r->ticket = ++b->tickets;
+    st__bk_append(b, r);
+    int rc = st__bk_wait(b, ticket);
+    uv_mutex_unlock(&b->mu);
+    return rc;
 }
 
 /* ---- the worker ---- */
 
-static int st__bk_read_file(int fd, st_buf_t *out)
+/* Uploads one part of the snapshot (starting the upload on the first), keeping what is past
+ * part_size for the next. */
+static int st__bk_part(st_backup_t *b, const char *key, st_objstore_upload_t **up, st_buf_t *z)
+{
+    int rc = *up ? ST_OK : st_objstore_upload_begin(b->obj, key, up);
+    if (rc == ST_OK) rc = st_objstore_upload_part(*up, z->data, b->part_size);
+    if (rc != ST_OK) return rc;
+    memmove(z->data, z->data + b->part_size, z->len - b->part_size);
+    z->len -= b->part_size;
+    return ST_OK;
+}
+
+/* Compresses the copy in fd as it reads it and uploads it in parts of part_size: memory stays
+ * near one part whatever the store's size. A snapshot that fits in one part is one PUT. */
+static int st__bk_upload(st_backup_t *b, int fd, const char *key, uint64_t *zbytes)
 {
     struct stat st;
     if (fstat(fd, &st) != 0) return ST_EIO;
-    st_buf_reserve(out, (size_t)st.st_size);
-    for (off_t off = 0; off < st.st_size;) {
-        ssize_t n = pread(fd, out->data + out->len, (size_t)(st.st_size - off), off);
-        if (n <= 0) return ST_EIO;
-        out->len += (size_t)n;
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, 1);
+    ZSTD_CCtx_setPledgedSrcSize(cc, (unsigned long long)st.st_size); /* restore sizes from it */
+    size_t inlen = 1u << 20, outmin = ZSTD_CStreamOutSize();
+    char *in = st_malloc(inlen);
+    st_buf_t z = {0};
+    st_objstore_upload_t *up = NULL;
+    int rc = ST_OK;
+    *zbytes = 0;
+    for (off_t off = 0; rc == ST_OK;) {
+        ssize_t n = pread(fd, in, inlen, off);
+        if (n < 0 || (n == 0 && off < st.st_size)) {
+            rc = ST_EIO;
+            break;
+        }
         off += n;
+        bool end = off >= st.st_size;
+        ZSTD_inBuffer ib = {in, (size_t)n, 0};
+        for (bool done = false; !done && rc == ST_OK;) {
+            st_buf_reserve(&z, outmin);
+            ZSTD_outBuffer ob = {z.data + z.len, z.cap - z.len, 0};
+            size_t left = ZSTD_compressStream2(cc, &ob, &ib, end ? ZSTD_e_end : ZSTD_e_continue);
+            if (ZSTD_isError(left)) rc = ST_EINTERNAL;
+            z.len += ob.pos;
+            *zbytes += ob.pos;
+            while (rc == ST_OK && z.len >= b->part_size)
+                rc = st__bk_part(b, key, &up, &z);
+            done = end ? left == 0 : ib.pos == ib.size;
+        }
+        if (end) break;
     }
-    return ST_OK;
+    if (rc == ST_OK && !up) {
+        rc = st_objstore_put(b->obj, key, z.data, z.len);
+    } else if (rc == ST_OK) {
+        if (z.len) rc = st_objstore_upload_part(up, z.data, z.len);
+        if (rc == ST_OK)
+            rc = st_objstore_upload_finish(up);
+        else
+            st_objstore_upload_abort(up);
+    } else {
+        st_objstore_upload_abort(up);
+    }
+    st_buf_free(&z);
+    free(in);
+    ZSTD_freeCCtx(cc);
+    return rc;
 }
 
 static int st__bk_snapshot(st_backup_t *b, uint64_t timeline)
@@ -143,25 +260,31 @@ static int st__bk_snapshot(st_backup_t *b, uint64_t timeline)
     int fd = open(b->scratch, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return ST_EIO;
     int64_t t = st_now_us();
-    uint64_t applied = 0;
-    st_buf_t raw = {0}, z = {0};
+    uint64_t applied = 0, zbytes = 0;
+    char key[128];
+    uv_mutex_lock(&b->mu);
+    uint64_t need = b->snap_need;
+    uv_mutex_unlock(&b->mu);
     int rc = st_store_copy(b->store, fd, &applied);
-    if (rc == ST_OK) rc = st__bk_read_file(fd, &raw);
+    /* A new timeline's snapshot must hold what the old one did not ship: LMDB trails the redo
+     * log by a few ms, so a copy taken too early is taken again. */
+    for (int i = 0; rc == ST_OK && applied < need && i < 100; i++) {
+        uv_sleep(20);
+        if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0) rc = ST_EIO;
+        if (rc == ST_OK) rc = st_store_copy(b->store, fd, &applied);
+    }
+    if (rc == ST_OK && applied < need) rc = ST_EUNAVAIL; /* applying is stuck: retried later */
+    st__bk_snap_key(key, sizeof key, timeline, applied, t);
+    if (rc == ST_OK) rc = st__bk_upload(b, fd, key, &zbytes);
     close(fd);
     unlink(b->scratch);
-    if (rc == ST_OK) rc = st__bk_compress(raw.data, raw.len, &z);
-    st_buf_free(&raw);
-    char key[128];
-    st__bk_snap_key(key, sizeof key, timeline, applied, t);
-    if (rc == ST_OK) rc = st_objstore_put(b->obj, key, z.data, z.len);
     if (rc == ST_OK) {
-        st_info("backup: snapshot %s (%zu bytes)", key, z.len);
+        st_info("backup: snapshot %s (%llu bytes)", key, (unsigned long long)zbytes);
         uv_mutex_lock(&b->mu);
-        b->bytes_total += z.len;
+        b->bytes_total += zbytes;
         b->snapshots++;
         uv_mutex_unlock(&b->mu);
     }
-    st_buf_free(&z);
     return rc;
 }
 
@@ -207,19 +330,20 @@ static int st__bk_ship(st_backup_t *b)
     st__bk_seg_encode(&raw, timeline, first, cnt);
     int rc = st__bk_compress(raw.data, raw.len, &z);
     char key[128];
-    st__bk_seg_key(key, sizeof key, timeline, first->seq, last->seq, first->time);
+    st__bk_seg_key(key, sizeof key, timeline, first->seq & ~ST_BK_AHEAD, last->seq & ~ST_BK_AHEAD,
+                   first->time);
     if (rc == ST_OK) rc = st_objstore_put(b->obj, key, z.data, z.len);
     st_buf_free(&raw);
     uv_mutex_lock(&b->mu);
     b->inflight_end = NULL;
     if (rc == ST_OK) {
         b->bytes_total += z.len;
-        b->shipped_seq = last->seq;
         b->head = last->next;
         if (!b->head) b->tail = NULL;
         last->next = NULL;
         for (st_bk_rec_t *r = first; r;) {
             st_bk_rec_t *next = r->next;
+            if (r->ticket) b->shipped_ticket = r->ticket;
             b->backlog_bytes -= r->len;
             free(r);
             r = next;
@@ -237,6 +361,8 @@ static int st__bk_step(st_backup_t *b, uint64_t *next_ship, uint64_t *next_snap,
     *did = true;
     if (b->head && !b->head->seq) { /* a break: a new timeline, which starts with a snapshot */
         st_bk_rec_t *brk = b->head;
+        if (!b->owed_since || brk->time < b->owed_since) b->owed_since = brk->time;
+        if (b->snap_need < brk->upto) b->snap_need = brk->upto;
         b->head = brk->next;
         if (!b->head) b->tail = NULL;
         free(brk);
@@ -251,12 +377,19 @@ static int st__bk_step(st_backup_t *b, uint64_t *next_ship, uint64_t *next_snap,
         uv_mutex_lock(&b->mu);
         if (rc != ST_OK) return rc;
         b->need_snapshot = false;
+        bool brk = false; /* another break waits: its snapshot is still owed */
+        for (st_bk_rec_t *r = b->head; r && !brk; r = r->next)
+            brk = !r->seq;
+        if (!brk) {
+            b->owed_since = 0;
+            b->dropped = false;
+        }
         *next_snap = st__ms() + b->snapshot_ms;
         return ST_OK;
     }
-    if (b->head && (b->want_seq > b->shipped_seq || now >= *next_ship)) {
+    if (b->head && (b->want_ticket > b->shipped_ticket || now >= *next_ship)) {
         int rc = st__bk_ship(b);
-        if (rc == ST_OK && (!b->head || b->want_seq <= b->shipped_seq))
+        if (rc == ST_OK && (!b->head || b->want_ticket <= b->shipped_ticket))
             *next_ship = st__ms() + b->interval_ms;
         return rc;
     }
@@ -351,9 +484,12 @@ int st_backup_open(st_backup_t **out, uv_loop_t *loop, st_store_t *store, const 
     b->snapshot_ms = (o->snapshot_s ? o->snapshot_s : 3600) * 1000;
     b->keep = o->keep ? o->keep : 1;
     b->max_backlog = o->max_backlog ? o->max_backlog : 256u << 20;
+    b->barrier_ms = o->barrier_ms ? o->barrier_ms : 2000;
+    b->part_size = o->part_size ? o->part_size : 16u << 20;
     b->timeline = (uint64_t)st_now_us();
     b->need_snapshot = true; /* every timeline starts with one: it holds all acknowledged state */
     b->leading = !o->standby;
+    b->group = o->standby;
     uv_mutex_init(&b->mu);
     uv_cond_init(&b->cv);
     uv_cond_init(&b->cv_shipped);
@@ -363,6 +499,7 @@ int st_backup_open(st_backup_t **out, uv_loop_t *loop, st_store_t *store, const 
     uv_timer_start(&b->figures, st__bk_figures, ST__BK_FIGURE_MS, ST__BK_FIGURE_MS);
     uv_unref((uv_handle_t *)&b->figures);
     st_store_tap(store, st__bk_tap, b);
+    st_store_tap_ahead(store, st__bk_ahead);
     uv_thread_create(&b->thread, st__bk_worker, b);
     st_info("backup: shipping to %s every %llu ms, a snapshot every %llu s, keeping %llu%s",
             st_objstore_describe(b->obj), (unsigned long long)b->interval_ms,
@@ -382,7 +519,13 @@ void st_backup_lead(st_backup_t *b, bool leading)
         st_info("backup: %s", leading ? "this member leads: shipping, from a new snapshot"
                                       : "no longer the leader: shipping stops");
     b->leading = leading;
-    st__bk_drop(b); /* leading, a break: a new timeline, its snapshot first */
+    bool dropped = b->dropped;
+    st__bk_drop(b);                  /* leading, a break: a new timeline, its snapshot first */
+    b->dropped = dropped && leading; /* a change of leader drops no acknowledged write */
+    if (leading)
+        b->tail->time = st_now_us(); /* what it owes starts with its lead (not a follower's past) */
+    else
+        b->owed_since = 0; /* a follower owes the backup nothing */
     b->ready = false;
     uv_cond_broadcast(&b->cv_shipped); /* a barrier waiting in the tap lets go (store.h) */
     uv_cond_signal(&b->cv);
@@ -425,13 +568,20 @@ void st_backup_close(st_backup_t *b)
 double st_backup_lag(st_backup_t *b)
 {
     uv_mutex_lock(&b->mu);
-    int64_t oldest = 0;
-    for (st_bk_rec_t *r = b->head; r && !oldest; r = r->next)
-        if (r->seq) oldest = r->time;
+    int64_t oldest = b->leading ? b->owed_since : 0; /* a follower's backlog is not its own */
+    if (b->leading && b->head && (!oldest || b->head->time < oldest)) oldest = b->head->time;
     uv_mutex_unlock(&b->mu);
     if (!oldest) return 0;
     int64_t d = st_now_us() - oldest;
     return d > 0 ? (double)d / 1e6 : 0;
+}
+
+bool st_backup_dropped(st_backup_t *b)
+{
+    uv_mutex_lock(&b->mu);
+    bool d = b->dropped;
+    uv_mutex_unlock(&b->mu);
+    return d;
 }
 
 bool st_backup_lagging(st_backup_t *b)

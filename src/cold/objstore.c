@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -266,9 +267,12 @@ static void st__handle_put(st_objstore_t *s, CURL *h)
     if (h) curl_easy_cleanup(h);
 }
 
-/* One signed request to a full URL, once. */
-static int st__s3_once(st_objstore_t *s, const char *method, const char *url, const void *body,
-                       size_t blen, const char *range, st_buf_t *out, size_t limit, long *status)
+static size_t st__on_header(char *p, size_t size, size_t n, void *arg);
+
+/* One signed request to a full URL, once; the response's headers go to hdrs when it is set. */
+static int st__s3_call(st_objstore_t *s, const char *method, const char *url, const void *body,
+                       size_t blen, const char *range, st_buf_t *out, size_t limit, long *status,
+                       st_buf_t *hdrs)
 {
     CURL *h = st__handle_get(s);
     if (!h) return ST_ENOMEM;
@@ -302,6 +306,10 @@ static int st__s3_once(st_objstore_t *s, const char *method, const char *url, co
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
     }
     if (strcmp(method, "HEAD") == 0) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    if (hdrs) {
+        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, st__on_header);
+        curl_easy_setopt(h, CURLOPT_HEADERDATA, hdrs);
+    }
     CURLcode cc = curl_easy_perform(h);
     *status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
@@ -313,6 +321,12 @@ static int st__s3_once(st_objstore_t *s, const char *method, const char *url, co
         curl_easy_cleanup(h); /* its connection may be in any state */
     st_buf_free(&hdr);
     return cc == CURLE_OK ? ST_OK : ST_EIO;
+}
+
+static int st__s3_once(st_objstore_t *s, const char *method, const char *url, const void *body,
+                       size_t blen, const char *range, st_buf_t *out, size_t limit, long *status)
+{
+    return st__s3_call(s, method, url, body, blen, range, out, limit, status, NULL);
 }
 
 /* One signed request, retried (idempotent methods only) after a transport error or a 5xx. */
@@ -536,4 +550,219 @@ int st_objstore_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn f
     int rc = st__walk(s->dir, &rel, prefix, fn, arg);
     st_buf_free(&rel);
     return rc;
+}
+
+/* ---- objects written in parts (large backups) ----
+ * S3: CreateMultipartUpload, one UploadPart per part, CompleteMultipartUpload (the object
+ * appears whole, or not at all), AbortMultipartUpload on any failure so no parts linger.
+ * A directory: the parts go to a temporary file, which is synced and renamed into place. */
+
+struct st_objstore_upload {
+    st_objstore_t *s;
+    char *key;
+    char *url;      /* s3: the object's URL */
+    char *id;       /* s3: the upload id */
+    st_buf_t parts; /* s3: <Part>…</Part> of every part so far */
+    unsigned n;     /* parts so far */
+    char *path;     /* file: the final path */
+    char *tmp;      /* file: where the parts go */
+    int fd;
+};
+
+static size_t st__on_header(char *p, size_t size, size_t n, void *arg)
+{
+    st_buf_append(arg, p, size * n);
+    return size * n;
+}
+
+/* The value of header name (lower case, with its ':') in hdrs, without quotes around it. */
+static char *st__header(st_buf_t *hdrs, const char *name)
+{
+    st_buf_appendc(hdrs, 0);
+    size_t nl = strlen(name);
+    for (const char *p = hdrs->data; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncasecmp(p, name, nl) != 0) continue;
+        p += nl;
+        while (*p == ' ' || *p == '"')
+            p++;
+        size_t len = strcspn(p, "\"\r\n");
+        return st_strndup(p, len);
+    }
+    return NULL;
+}
+
+static void st__upload_free(st_objstore_upload_t *u)
+{
+    if (u->fd >= 0) close(u->fd);
+    free(u->key);
+    free(u->url);
+    free(u->id);
+    st_buf_free(&u->parts);
+    free(u->path);
+    free(u->tmp);
+    free(u);
+}
+
+static int st__s3_upload_begin(st_objstore_upload_t *u)
+{
+    st_objstore_t *s = u->s;
+    st_buf_t url = {0}, body = {0};
+    st_buf_printf(&url, "%s?uploads=", u->url);
+    st_buf_appendc(&url, 0);
+    long status = 0;
+    int rc = st__s3_call(s, "POST", url.data, "", 0, NULL, &body, 1u << 20, &status, NULL);
+    st_buf_appendc(&body, 0);
+    if (rc == ST_OK && (status != 200 || !(u->id = st__xml(body.data, "UploadId", NULL)))) {
+        st_warn("cold: starting an upload of %s answered %ld", u->key, status);
+        rc = ST_EIO;
+    }
+    st_buf_free(&url);
+    st_buf_free(&body);
+    return rc;
+}
+
+int st_objstore_upload_begin(st_objstore_t *s, const char *key, st_objstore_upload_t **out)
+{
+    st_objstore_upload_t *u = st_calloc(1, sizeof *u);
+    u->s = s;
+    u->fd = -1;
+    u->key = st__strdup(key);
+    st__requests[1]++;
+    int rc;
+    if (s->s3) {
+        if (strlen(s->prefix) + 1 + strlen(key) > ST__S3_KEY_MAX) {
+            st__upload_free(u);
+            return ST_EINVAL;
+        }
+        st_buf_t url = {0};
+        st_buf_printf(&url, "%s/", s->base);
+        st__url_key(&url, key);
+        st_buf_appendc(&url, 0);
+        u->url = st_buf_steal(&url, NULL);
+        rc = st__s3_upload_begin(u);
+    } else {
+        u->path = st__path(s, key);
+        st_buf_t tmp = {0};
+        st_buf_printf(&tmp, "%s.tmp-%d", u->path, (int)getpid());
+        st_buf_appendc(&tmp, 0);
+        u->tmp = st_buf_steal(&tmp, NULL);
+        char *slash = strrchr(u->path, '/');
+        *slash = 0;
+        rc = st_mkdirs(u->path);
+        *slash = '/';
+        if (rc == ST_OK) u->fd = open(u->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (rc == ST_OK && u->fd < 0) rc = ST_EIO;
+        if (rc != ST_OK) st_warn("cold: writing %s failed: %s", u->tmp, strerror(errno));
+    }
+    if (rc != ST_OK) {
+        st__upload_free(u);
+        return rc;
+    }
+    *out = u;
+    return ST_OK;
+}
+
+int st_objstore_upload_part(st_objstore_upload_t *u, const void *data, size_t len)
+{
+    st_objstore_t *s = u->s;
+    if (!s->s3) {
+        for (size_t off = 0; off < len;) {
+            ssize_t n = write(u->fd, (const char *)data + off, len - off);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                st_warn("cold: writing %s failed: %s", u->tmp, strerror(errno));
+                return ST_EIO;
+            }
+            off += (size_t)n;
+        }
+        u->n++;
+        return ST_OK;
+    }
+    st_buf_t url = {0}, hdrs = {0};
+    st_buf_printf(&url, "%s?partNumber=%u&uploadId=", u->url, u->n + 1);
+    st__url_key(&url, u->id);
+    st_buf_appendc(&url, 0);
+    long status = 0;
+    st__requests[1]++;
+    int rc = st__s3_call(s, "PUT", url.data, data ? data : "", len, NULL, NULL, 0, &status, &hdrs);
+    char *etag = rc == ST_OK && status == 200 ? st__header(&hdrs, "etag:") : NULL;
+    if (rc == ST_OK && !etag) {
+        st_warn("cold: part %u of %s answered %ld", u->n + 1, u->key, status);
+        rc = ST_EIO;
+    }
+    if (etag) {
+        u->n++;
+        st_buf_printf(&u->parts, "<Part><PartNumber>%u</PartNumber><ETag>\"%s\"</ETag></Part>",
+                      u->n, etag);
+    }
+    free(etag);
+    st_buf_free(&url);
+    st_buf_free(&hdrs);
+    return rc;
+}
+
+static int st__s3_upload_finish(st_objstore_upload_t *u)
+{
+    st_buf_t url = {0}, body = {0}, answer = {0};
+    st_buf_printf(&url, "%s?uploadId=", u->url);
+    st__url_key(&url, u->id);
+    st_buf_appendc(&url, 0);
+    st_buf_printf(&body, "<CompleteMultipartUpload>%.*s</CompleteMultipartUpload>",
+                  (int)u->parts.len, u->parts.data);
+    long status = 0;
+    int rc = st__s3_call(u->s, "POST", url.data, body.data, body.len, NULL, &answer, 1u << 20,
+                         &status, NULL);
+    st_buf_appendc(&answer, 0);
+    /* S3 may answer 200 and still report an error in the body */
+    if (rc == ST_OK && (status != 200 || strstr(answer.data, "<Error>"))) {
+        st_warn("cold: completing the upload of %s answered %ld", u->key, status);
+        rc = ST_EIO;
+    }
+    st_buf_free(&url);
+    st_buf_free(&body);
+    st_buf_free(&answer);
+    return rc;
+}
+
+int st_objstore_upload_finish(st_objstore_upload_t *u)
+{
+    int rc;
+    if (u->s->s3) {
+        rc = u->n ? st__s3_upload_finish(u) : ST_EINVAL; /* S3 needs at least one part */
+    } else {
+        rc = fsync(u->fd) == 0 ? ST_OK : ST_EIO;
+        if (close(u->fd) != 0) rc = ST_EIO;
+        u->fd = -1;
+        if (rc == ST_OK && rename(u->tmp, u->path) != 0) rc = ST_EIO;
+        if (rc == ST_OK) rc = st__fsync_dir(u->path);
+        if (rc != ST_OK) st_warn("cold: writing %s failed: %s", u->path, strerror(errno));
+    }
+    if (rc != ST_OK) {
+        st_objstore_upload_abort(u);
+        return rc;
+    }
+    st__upload_free(u);
+    return ST_OK;
+}
+
+void st_objstore_upload_abort(st_objstore_upload_t *u)
+{
+    if (!u) return;
+    if (u->s->s3) {
+        st_buf_t url = {0};
+        st_buf_printf(&url, "%s?uploadId=", u->url);
+        st__url_key(&url, u->id);
+        st_buf_appendc(&url, 0);
+        long status = 0;
+        st__requests[2]++;
+        if (st__s3_req(u->s, "DELETE", url.data, NULL, 0, NULL, NULL, 0, &status) != ST_OK ||
+            (status != 204 && status != 200 && status != 404))
+            st_warn("cold: aborting the upload of %s failed (%ld): its parts may stay until the "
+                    "bucket's lifecycle rule removes them",
+                    u->key, status);
+        st_buf_free(&url);
+    } else if (u->tmp) {
+        unlink(u->tmp);
+    }
+    st__upload_free(u);
 }

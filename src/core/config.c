@@ -110,6 +110,17 @@ static const st_cfg_opt_t st__opts[] = {
             1, 86400 * 365, "seconds between store snapshots shipped to the backup"),
     ST__NUM(ST_CFG_U64, backup_keep, "backup-keep", "STRATA_BACKUP_KEEP", "2", 1, 10000,
             "snapshots kept in the backup (older ones and their segments are deleted)"),
+    ST__NUM(ST_CFG_U64, backup_barrier_timeout, "backup-barrier-timeout-ms",
+            "STRATA_BACKUP_BARRIER_TIMEOUT_MS", "2000", 1, 600000,
+            "longest wait for a new sequence/seq reservation to reach the backup; past it that "
+            "request gets 503 and nothing of it is applied"),
+    ST__NUM(ST_CFG_U64, backup_backlog_mb, "backup-backlog-mb", "STRATA_BACKUP_BACKLOG_MB", "256",
+            1, 1048576,
+            "MiB of shipped-later redo log kept in memory while the backup target is slow or down; "
+            "past it the backlog is dropped and a new snapshot (taken when the target is back) "
+            "covers it"),
+    ST__NUM(ST_CFG_U64, backup_part_mb, "backup-part-mb", "STRATA_BACKUP_PART_MB", "16", 5, 4096,
+            "MiB per part of a snapshot's multipart upload (S3 needs >= 5)"),
     ST__NUM(ST_CFG_U64, to_time, "to-time", "STRATA_RESTORE_TO_TIME", "0", 0, INT64_MAX,
             "strata restore: the point in time to restore (Unix µs; 0 = the newest shipped)"),
     ST__NUM(ST_CFG_U64, test_hooks, "test-hooks", "STRATA_TEST_HOOKS", "0", 0, 1,

@@ -196,12 +196,15 @@ int st_sequence_next(st_store_t *s, const char *name, size_t nlen, int64_t count
     int64_t next;
     if (__builtin_add_overflow(cur, count, &next)) return ST_EINVAL;
     if (next > reserved) {
+        /* a new range: the record goes to the backup ahead of its group (restored, it resumes
+         * after `reserved`, whatever `last` it holds) */
         if (__builtin_add_overflow(next, ST_SEQ_RESERVE, &reserved)) reserved = INT64_MAX;
-        if ((rc = st_store_barrier(s, wait)) != ST_OK) return rc;
-    } else if ((rc = st_store_resv_check(s)) != ST_OK) {
-        return rc; /* the reservation may predate a crash or failover the backup missed */
+        int64_t v[2] = {next, reserved};
+        rc = st_store_put_resv(s, key, klen, v, sizeof v, wait);
+    } else if ((rc = st_store_resv_check(s)) == ST_OK) {
+        /* (refused while the reservation may predate a crash or failover the backup missed) */
+        rc = st__seq_put(s, key, klen, next, reserved, wait);
     }
-    rc = st__seq_put(s, key, klen, next, reserved, wait);
     if (rc != ST_OK) return rc;
     *first = cur + 1;
     *last = next;

@@ -26,6 +26,8 @@ int st_api_healthz(st_ctx_t *c)
     /* a lagging backup is worth an alert, not a reason to refuse writes: the status stays */
     if (c->app->backup && st_backup_lagging(c->app->backup))
         st_buf_printf(c->body, "%s\"backup_lagging\"", n++ ? "," : "");
+    if (c->app->backup && st_backup_dropped(c->app->backup))
+        st_buf_printf(c->body, "%s\"backup_backlog_dropped\"", n++ ? "," : "");
     st_buf_printf(c->body, "]");
     if (c->app->backup)
         st_buf_printf(c->body, ",\"backup_lag_seconds\":%.3f", st_backup_lag(c->app->backup));

@@ -19,6 +19,18 @@ static bool st__idem_key_valid(const char *k, size_t n)
 
 static st_buf_t st__body; /* loop-thread scratch for response bodies */
 
+/* Tells a client refused for a passing reason when to try again. */
+static void st__retry_after(st_ctx_t *c)
+{
+    if (c->status != 503 || !st_http_transient(c->err)) return;
+    const char *h = c->extra_headers ? c->extra_headers : "";
+    if (strstr(h, "Retry-After:")) return;
+    size_t n = strlen(h) + sizeof ST_HTTP_RETRY_AFTER;
+    char *all = st_arena_alloc(c->arena, n);
+    snprintf(all, n, "%s%s", h, ST_HTTP_RETRY_AFTER);
+    c->extra_headers = all;
+}
+
 int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *arena, st_buf_t *out,
                      uint64_t *wait, int *status, int *route_idx)
 {
@@ -77,6 +89,10 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
                    (rc = st_store_writable(app->store)) != ST_OK) {
             /* Full, or the log or LMDB failing: refuse before anything is staged; reads go on. */
             st_ctx_error(&c, rc, "%s; the write was not applied", st_store_refusal(app->store));
+            st_store_health_t h;
+            st_store_health(app->store, &h);
+            if (rc == ST_EIO && !(h.flags & ST_STORE_LOG_FAILED))
+                c.err = ST_EUNAVAIL; /* LMDB applies failing: retried, it passes (Retry-After) */
         } else {
             rc = route->fn(&c);
             /* Parked: the handler needs cold data not in memory and changed nothing; the
@@ -88,6 +104,7 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
                                c.status, st__body.data, st__body.len, &c.wait);
         }
     }
+    st__retry_after(&c);
     st_cors_finish(&c);
     st_http_write_response(out, c.status, c.content_type, c.extra_headers, st__body.data,
                            st__body.len, !req->keep_alive);

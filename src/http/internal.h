@@ -22,6 +22,7 @@ typedef struct {
     int status;
     st_buf_t *body;
     bool error_written;
+    int err;                   /* st_ctx_error's code (0: none) */
     const char *extra_headers; /* e.g. "Allow: GET\r\n" */
     const char *content_type;  /* default application/json */
     const char *subject;       /* authenticated principal ("" when auth is off) */
@@ -57,6 +58,12 @@ extern const size_t st_nroutes;
  * nowhere, or ST_EINVAL for a bad escape in the path or query. */
 int st_router_match(st_ctx_t *c, const st_route_t **route);
 
+/* A 503 that passes by itself (no leader yet, a deposed leader, a reservation the backup target
+ * cannot take yet, LMDB applies failing, too many connections): its answer carries
+ * ST_HTTP_RETRY_AFTER. A fail-stopped redo log (a restart is needed) and missing cold objects do
+ * not. */
+#define ST_HTTP_RETRY_AFTER "Retry-After: 1\r\n"
+bool st_http_transient(int err);
 /* Writes the error body {"error":{"code","message"}} and sets status; returns err. */
 int st_ctx_error(st_ctx_t *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -98,6 +98,12 @@ int st_ctx_error(st_ctx_t *c, int err, const char *fmt, ...)
     st_buf_append_json_str(c->body, msg, strlen(msg));
     st_buf_puts(c->body, "}}");
     c->status = st_err_status(err);
+    c->err = err;
     c->error_written = true;
     return err;
+}
+
+bool st_http_transient(int err)
+{
+    return err == ST_EUNAVAIL || err == ST_ENOLEADER || err == ST_ENOMEM;
 }

@@ -584,7 +584,7 @@ static void st__on_connection(uv_stream_t *server, int status)
     st_metric_set(srv->m_conns, (double)srv->nconns);
     if (srv->nconns + st_ws_connections(srv->app->ws) > srv->app->cfg->max_connections) {
         st_metric_add(srv->m_rejected, 1);
-        st__conn_error(c, ST_EUNAVAIL, "too many connections", NULL);
+        st__conn_error(c, ST_EUNAVAIL, "too many connections", ST_HTTP_RETRY_AFTER);
         st__conn_flush(c);
         return;
     }
@@ -615,8 +615,13 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
                           "applied\"}}",
                           st_err_code(err), st_strerror(err));
             char *cors = st_cors_headers_of(s->data, s->len); /* a browser must see it too */
-            st_http_write_response(&resp, st_err_status(err), NULL, cors, body.data, body.len,
+            st_buf_t hdr = {0};
+            st_buf_puts(&hdr, cors);
+            if (st_err_status(err) == 503 && st_http_transient(err))
+                st_buf_puts(&hdr, ST_HTTP_RETRY_AFTER);
+            st_http_write_response(&resp, st_err_status(err), NULL, hdr.data, body.data, body.len,
                                    s->close);
+            st_buf_free(&hdr);
             free(cors);
             free(s->data);
             s->data = st_buf_steal(&resp, &s->len);

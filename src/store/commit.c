@@ -321,6 +321,24 @@ static int st__log_group(st_store_t *s, st_buf_t *payload, st_batch_t *group, ui
     return rc; /* ST_EFULL: nothing of it can replay; the next group tries the same place */
 }
 
+/* With mu held: takes the queued batches as one group, but a batch whose reservations must go
+ * to the backup first (a barrier) starts a group of its own, so that the batches before it are
+ * not held while the backup takes them (nor fail with it). Returns the group's last batch. */
+static st_batch_t *st__take_group(st_store_t *s)
+{
+    st_batch_t *last = s->q_head;
+    while (last->next && !last->next->barrier)
+        last = last->next;
+    if (s->q_head->barrier || !last->next) {
+        last = s->q_tail;
+        s->q_head = s->q_tail = NULL;
+    } else {
+        s->q_head = last->next;
+        last->next = NULL;
+    }
+    return last;
+}
+
 static void st__sync_thread(void *arg)
 {
     st_store_t *s = arg;
@@ -330,8 +348,7 @@ static void st__sync_thread(void *arg)
         while ((!s->q_head || s->halted) && !s->stop)
             uv_cond_wait(&s->cv_sync, &s->mu);
         if (!s->q_head || s->halted) break;
-        st_batch_t *group = s->q_head, *last = s->q_tail;
-        s->q_head = s->q_tail = NULL;
+        st_batch_t *group = s->q_head, *last = st__take_group(s);
         uint64_t seq = s->logged_seq + 1;
         uv_mutex_unlock(&s->mu);
         size_t ops = 0, writes = 0;
@@ -341,7 +358,8 @@ static void st__sync_thread(void *arg)
         }
         uint64_t t0 = st_mono_ns();
         bool direct = false;
-        int rc = st__log_group(s, &payload, group, seq, &direct);
+        int rc = group->barrier ? st__tap_ahead(s, group, seq, &payload) : ST_OK;
+        if (rc == ST_OK) rc = st__log_group(s, &payload, group, seq, &direct);
         uint64_t ns = st_mono_ns() - t0;
         if (rc == ST_OK) st__tap_group(s, group, direct ? 0 : seq, &payload);
         for (st_batch_t *b = group; b; b = b->next) {
@@ -510,6 +528,7 @@ st_batch_t *st__batch_new(st_store_t *s)
     b->foreign = false;
     b->barrier = false;
     b->ack_late = false;
+    b->tap_failed = false;
     b->id = ++s->open_id;
     return b;
 }

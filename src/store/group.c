@@ -241,22 +241,30 @@ void st_store_group_failed(st_store_t *s, uint64_t batch_id, int err)
     if (b) st__fail_from(s, b, err); /* else: applied (committed), or failed already */
 }
 
+static void st__fail_held(st_store_t *s, int err)
+{
+    /* Committed, but held for a barrier the backup does not have: their answers fail (an
+     * unknown outcome, like any write of a lost term), so no number is handed out from a
+     * reservation the backup may not have. Numbers from it wait for the tap to be ready again
+     * (st_store_resv_check; the failed tap cleared tap_confirmed), once the target answers. */
+    s->hold_to = 0;
+    for (st_store_listener_t *l = s->listeners; l; l = l->next)
+        if (l->on_failed) l->on_failed(l, s->durable_id + 1, err);
+}
+
 void st__group_ack_late(st_store_t *s, const st_batch_t *b)
 {
-    st__group_committed(s, b->id);
+    if (b->tap_failed) {
+        st__fail_held(s, ST_EUNAVAIL);
+        return;
+    }
+    st__group_committed(s, b->id); /* (held behind a failed barrier: answered 503 already) */
     if (b->id >= s->hold_to) s->hold_to = 0;
 }
 
 void st_store_group_abandon(st_store_t *s, int err)
 {
-    if (s->hold_to) {
-        /* Committed, but held for a barrier this member will not ship any more: their answers
-         * fail (an unknown outcome, like any write of a lost term), so no number is handed out
-         * from a reservation the backup may not have. */
-        s->hold_to = 0;
-        for (st_store_listener_t *l = s->listeners; l; l = l->next)
-            if (l->on_failed) l->on_failed(l, s->durable_id + 1, err);
-    }
+    if (s->hold_to) st__fail_held(s, err); /* a barrier this member will not ship any more */
     st_batch_t *b = s->r_head;
     if (!b) return;
     s->r_head = b->next;

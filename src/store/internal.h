@@ -15,6 +15,7 @@ typedef struct {
     size_t koff, klen, voff, vlen;
     bool del;
     bool note; /* group mode: a stream frame carried by the entry, never written to LMDB */
+    bool resv; /* st_store_put_resv: shipped to the backup ahead of the group (tap.c) */
 } st_op_t;
 
 /* A batch goes open (loop) -> queued -> logged in the WAL, acknowledged -> applied to LMDB ->
@@ -29,12 +30,13 @@ typedef struct st_batch {
     size_t writes;  /* staged writes, including ones coalesced into an earlier op */
     uint64_t bytes; /* what its ops are estimated to take in LMDB (counted against the quota) */
     /* set by the threads */
-    bool foreign;  /* group mode: applied from an entry this process did not propose */
-    uint64_t seq;  /* WAL record (shared by a group); group mode: the Raft index */
-    int rc;        /* non-zero: never became durable */
-    bool barrier;  /* st_store_barrier: the tap must have taken it before it is acknowledged */
-    bool ack_late; /* group mode: acknowledged once back from the apply thread (behind a barrier
-                    * the tap must ship first) rather than when its entry applies */
+    bool foreign;    /* group mode: applied from an entry this process did not propose */
+    uint64_t seq;    /* WAL record (shared by a group); group mode: the Raft index */
+    int rc;          /* non-zero: never became durable */
+    bool barrier;    /* st_store_barrier: the tap must have taken it before it is acknowledged */
+    bool ack_late;   /* group mode: acknowledged once back from the apply thread (behind a barrier
+                      * the tap must ship first) rather than when its entry applies */
+    bool tap_failed; /* group mode: its barrier did not reach the backup in time (tap.c) */
 } st_batch_t;
 
 /* A staged write not yet in LMDB; newest value for its key. Found by key in the overlay map and
@@ -86,7 +88,8 @@ struct st_store {
     uint64_t fail_first;
     int fail_err;
     st_store_listener_t *listeners;
-    st_store_tap_fn tap; /* under mu: told every logged group (backup) */
+    st_store_tap_fn tap;         /* under mu: told every logged group (backup) */
+    st_store_ahead_fn tap_ahead; /* under mu: takes a group's reservations before it is logged */
     void *tap_arg;
     int tap_busy;       /* tap calls running */
     bool tap_ready;     /* st_store_tap_ready */
@@ -203,11 +206,15 @@ int st__mdb_err(int rc);
 void st__tap_group(st_store_t *s, const st_batch_t *group, uint64_t seq, const st_buf_t *rec);
 /* Group mode, the apply thread, once group's entries are in LMDB: taps each under its Raft
  * index (a leader only). */
-void st__tap_entries(st_store_t *s, const st_batch_t *group);
+void st__tap_entries(st_store_t *s, st_batch_t *group);
 
 /* commit.c: a batch's ops (the whole chain from b with chain) as a record the redo log, the tap
  * and a restore share: {u8 del, u32 klen, u32 vlen, key, val}*; stream notes left out. */
 void st__rec_encode(st_buf_t *out, const st_batch_t *b, bool chain);
+/* Before a group holding a barrier batch is logged as seq: its reservation ops (st_op_t.resv)
+ * go to the backup first. ST_EUNAVAIL when the backup did not take them within its bound: the
+ * group then fails unlogged. Sync thread; rec is scratch. */
+int st__tap_ahead(st_store_t *s, const st_batch_t *group, uint64_t seq, st_buf_t *rec);
 
 /* store.c */
 uint64_t st__op_cost(const st_store_t *s, size_t klen, size_t vlen, bool del);

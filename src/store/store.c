@@ -404,6 +404,7 @@ void st__batch_add(st_store_t *s, st_batch_t *b, const void *key, size_t klen, c
     op->vlen = del ? 0 : vlen;
     op->del = del;
     op->note = false;
+    op->resv = false;
     if (!del) st_buf_append(&b->data, val, vlen);
     b->bytes += st__op_cost(s, klen, vlen, del);
     b->writes++;

@@ -6,6 +6,11 @@
  * are acknowledged, a compact copy of LMDB taken beside a running server, and an offline
  * environment that a restore fills from a snapshot plus shipped records.
  *
+ * A barrier's reservations go to the backup *before* their group is logged (st__tap_ahead): if
+ * the backup cannot take them within its bound, the group fails unlogged like any group the log
+ * refused, so no range is issued from unless the backup holds it, and no acknowledgement waits
+ * on the backup target for longer than that bound.
+ *
  * Records handed to the tap are the redo log's own encoding ({u8 del, u32 klen, u32 vlen, key,
  * val}*), so a restore applies exactly what a restart would replay.
  *
@@ -29,7 +34,7 @@ void st__tap_group(st_store_t *s, const st_batch_t *group, uint64_t seq, const s
     if (fn) s->tap_busy++;
     uv_mutex_unlock(&s->mu);
     if (!fn) return;
-    bool barrier = false;
+    bool barrier = false; /* its reservations went ahead of it (st__tap_ahead) */
     for (const st_batch_t *b = group; b; b = b->next)
         barrier |= b->barrier;
     fn(arg, seq, rec->data, rec->len, barrier);
@@ -40,7 +45,7 @@ void st__tap_group(st_store_t *s, const st_batch_t *group, uint64_t seq, const s
 
 #define ST__TAP_MAX_GAP 65536 /* Raft indexes without a store entry in a row: more is a break */
 
-void st__tap_entries(st_store_t *s, const st_batch_t *group)
+void st__tap_entries(st_store_t *s, st_batch_t *group)
 {
     uv_mutex_lock(&s->mu);
     st_store_tap_fn fn = s->tap_on ? s->tap : NULL;
@@ -48,7 +53,7 @@ void st__tap_entries(st_store_t *s, const st_batch_t *group)
     if (fn) s->tap_busy++;
     uv_mutex_unlock(&s->mu);
     if (!fn) return;
-    for (const st_batch_t *b = group; b; b = b->next) {
+    for (st_batch_t *b = group; b; b = b->next) {
         if (b->seq <= s->tap_seq) continue;
         if (b->seq - s->tap_seq > ST__TAP_MAX_GAP)
             fn(arg, 0, "", 0, false); /* cannot happen; if it did, a new timeline covers it */
@@ -56,10 +61,16 @@ void st__tap_entries(st_store_t *s, const st_batch_t *group)
             for (uint64_t i = s->tap_seq + 1; i < b->seq; i++)
                 fn(arg, i, "", 0, false);
         st__rec_encode(&s->tap_enc, b, false);
-        /* a barrier's own batch: the call returns once it is shipped (st_store_group_apply
-         * holds the acknowledgements meanwhile) */
-        fn(arg, b->seq, s->tap_enc.data ? s->tap_enc.data : "", s->tap_enc.len,
-           b->barrier && !b->foreign);
+        /* a barrier's own batch: the call returns once it is shipped, or fails past the
+         * backup's bound (st_store_group_apply holds the acknowledgements meanwhile; a failed
+         * one fails them, st__group_ack_late) */
+        if (fn(arg, b->seq, s->tap_enc.data ? s->tap_enc.data : "", s->tap_enc.len,
+               b->barrier && !b->foreign) != ST_OK) {
+            b->tap_failed = true;
+            uv_mutex_lock(&s->mu);
+            s->tap_confirmed = false; /* numbers from it wait until the backup answers again */
+            uv_mutex_unlock(&s->mu);
+        }
         s->tap_seq = b->seq;
     }
     uv_mutex_lock(&s->mu);
@@ -80,10 +91,39 @@ void st_store_tap_lead(st_store_t *s, bool on)
     uv_mutex_unlock(&s->mu);
 }
 
+int st__tap_ahead(st_store_t *s, const st_batch_t *group, uint64_t seq, st_buf_t *rec)
+{
+    uv_mutex_lock(&s->mu);
+    st_store_ahead_fn fn = s->tap_ahead;
+    void *arg = s->tap_arg;
+    if (fn) s->tap_busy++;
+    uv_mutex_unlock(&s->mu);
+    if (!fn) return ST_OK;
+    st_buf_reset(rec);
+    for (const st_batch_t *b = group; b; b = b->next)
+        for (size_t i = 0; i < b->nops; i++) {
+            const st_op_t *op = &b->ops[i];
+            if (!op->resv) continue;
+            uint8_t del = 0;
+            uint32_t kl = (uint32_t)op->klen, vl = (uint32_t)op->vlen;
+            st_buf_append(rec, &del, 1);
+            st_buf_append(rec, &kl, 4);
+            st_buf_append(rec, &vl, 4);
+            st_buf_append(rec, b->data.data + op->koff, op->klen);
+            st_buf_append(rec, b->data.data + op->voff, op->vlen);
+        }
+    int rc = rec->len ? fn(arg, seq, rec->data, rec->len) : ST_OK;
+    uv_mutex_lock(&s->mu);
+    s->tap_busy--;
+    uv_mutex_unlock(&s->mu);
+    return rc;
+}
+
 void st_store_tap(st_store_t *s, st_store_tap_fn fn, void *arg)
 {
     uv_mutex_lock(&s->mu);
     s->tap = fn;
+    s->tap_ahead = NULL;
     s->tap_arg = arg;
     s->tap_ready = s->tap_confirmed = false;
     while (s->tap_busy) { /* the old tap may be running: its owner frees it after we return */
@@ -91,6 +131,13 @@ void st_store_tap(st_store_t *s, st_store_tap_fn fn, void *arg)
         uv_sleep(1);
         uv_mutex_lock(&s->mu);
     }
+    uv_mutex_unlock(&s->mu);
+}
+
+void st_store_tap_ahead(st_store_t *s, st_store_ahead_fn fn)
+{
+    uv_mutex_lock(&s->mu);
+    s->tap_ahead = fn;
     uv_mutex_unlock(&s->mu);
 }
 
@@ -118,6 +165,18 @@ int st_store_barrier(st_store_t *s, uint64_t *wait)
     if (refuse) return ST_EUNAVAIL;
     s->open->barrier = true;
     if (*wait < s->open->id) *wait = s->open->id;
+    return ST_OK;
+}
+
+int st_store_put_resv(st_store_t *s, const void *key, size_t klen, const void *val, size_t vlen,
+                      uint64_t *wait)
+{
+    int rc = st_store_barrier(s, wait);
+    if (rc == ST_OK) rc = st_store_put(s, key, klen, val, vlen, wait);
+    if (rc != ST_OK) return rc;
+    st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, key, klen);
+    ST_ASSERT(e && e->batch == s->open->id);
+    s->open->ops[e->op_idx].resv = true;
     return ST_OK;
 }
 
@@ -299,8 +358,7 @@ int st_store_resv_cover(st_store_t *s, const char *name, st_store_resv_t *r, int
     size_t kl = st__resv_key(k, name);
     st_store_resv_t n = *r;
     if (__builtin_add_overflow(value, chunk, &n.reserved)) n.reserved = INT64_MAX;
-    int rc = st_store_barrier(s, wait);
-    if (rc == ST_OK) rc = st_store_put(s, k, kl, &n, sizeof n, wait);
+    int rc = st_store_put_resv(s, k, kl, &n, sizeof n, wait);
     if (rc != ST_OK) return rc;
     *r = n;
     return ST_OK;

@@ -85,7 +85,7 @@ typedef struct {
     bool gap;
 } tap_t;
 
-static void on_tap(void *arg, uint64_t seq, const void *rec, size_t len, bool barrier)
+static int on_tap(void *arg, uint64_t seq, const void *rec, size_t len, bool barrier)
 {
     tap_t *t = arg;
     if (t->last_seq && seq != t->last_seq + 1) t->gap = true;
@@ -95,6 +95,7 @@ static void on_tap(void *arg, uint64_t seq, const void *rec, size_t len, bool ba
     st_buf_append(&t->recs, &l, 4);
     st_buf_append(&t->recs, rec, len);
     t->barriers += barrier;
+    return ST_OK;
 }
 
 static void put_str(st_store_t *s, const char *k, const char *v)

@@ -427,10 +427,11 @@ typedef struct {
     uint64_t seqs[32];
     size_t lens[32], n;
     int barriers;
+    bool fail;   /* a barrier is not shipped within the backup's bound */
     uv_sem_t go; /* a barrier's call waits for it (the shipper uploading it) */
 } ltap_t;
 
-static void on_ltap(void *arg, uint64_t seq, const void *rec, size_t len, bool barrier)
+static int on_ltap(void *arg, uint64_t seq, const void *rec, size_t len, bool barrier)
 {
     ltap_t *t = arg;
     (void)rec;
@@ -440,8 +441,10 @@ static void on_ltap(void *arg, uint64_t seq, const void *rec, size_t len, bool b
         t->lens[t->n++] = len;
     }
     t->barriers += barrier;
+    bool fail = t->fail;
     uv_mutex_unlock(&t->mu);
-    if (barrier) uv_sem_wait(&t->go);
+    if (barrier && !fail) uv_sem_wait(&t->go);
+    return barrier && fail ? ST_EUNAVAIL : ST_OK;
 }
 
 static size_t ltap_count(ltap_t *t)
@@ -520,6 +523,53 @@ TEST(a_leader_taps_committed_entries_by_raft_index_and_acks_a_barrier_only_once_
     CHECK_EQ(st_store_group_apply(s, 8, f.payloads[0].data, f.payloads[0].len), ST_OK);
     fx_settle(&fx, s);
     CHECK_EQ(t.n, 7);
+    st_store_tap(s, NULL, NULL);
+    fx_close_store(&fx, s);
+    fake_free(&f);
+    uv_sem_destroy(&t.go);
+    uv_mutex_destroy(&t.mu);
+    fx_end(&fx);
+}
+
+/* The backup target stops answering while a reservation's entry waits for it: past the bound
+ * the tap gives up, the answers held for it (and behind it) fail instead of waiting for the
+ * target, and numbers from a reservation already in the store are refused until the backup
+ * answers again. */
+TEST(a_barrier_the_backup_cannot_take_in_time_fails_its_held_answers_and_numbers_wait)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    fake_group_t f;
+    watch_t w;
+    ltap_t t = {.n = 0, .fail = true};
+    uv_mutex_init(&t.mu);
+    uv_sem_init(&t.go, 0);
+    st_store_t *s = group_store(&fx, &f, &w);
+    st_store_tap(s, on_ltap, &t);
+    st_store_tap_lead(s, true);
+    st_store_tap_ready(s, true);
+    st_store_set_standby(s, false);
+    CHECK_EQ(st_store_resv_check(s), ST_OK);
+    uint64_t wait = 0;
+    CHECK_EQ(st_store_barrier(s, &wait), ST_OK);
+    CHECK_EQ(st_store_put(s, "resv", 4, "100", 3, &wait), ST_OK);
+    uint64_t b1 = commit_at(&fx, s, &f, 1);
+    CHECK_EQ(st_store_put(s, "x", 1, "1", 1, &wait), ST_OK);
+    uint64_t b2 = commit_at(&fx, s, &f, 2);
+    w.failed_first = 0;
+    fx_settle(&fx, s);
+    CHECK_EQ(t.barriers, 1);
+    CHECK_EQ(w.failed_first, b1); /* the barrier's answer and the one held behind it: 503 */
+    CHECK(get_is(s, "resv", "100"));               /* committed all the same (an unknown outcome) */
+    CHECK_EQ(st_store_resv_check(s), ST_EUNAVAIL); /* not shipped: no number from it yet */
+    st_store_tap_ready(s, true);                   /* the target answers again */
+    CHECK_EQ(st_store_resv_check(s), ST_OK);
+    /* writes go on, acknowledged as committed */
+    CHECK_EQ(st_store_put(s, "y", 1, "2", 1, &wait), ST_OK);
+    uint64_t b3 = commit_at(&fx, s, &f, 3);
+    fx_settle(&fx, s);
+    CHECK(b3 > b2);
+    CHECK_EQ(st_store_durable_id(s), b3);
     st_store_tap(s, NULL, NULL);
     fx_close_store(&fx, s);
     fake_free(&f);
