@@ -31,14 +31,10 @@
  * One compaction at a time, beside the flushes (never holding one up; none while the hot
  * store is filling up), paced like them: the next waits twice as long as the last one took.
  */
-#define _GNU_SOURCE /* SCHED_IDLE */
 #include "internal.h"
 
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #define ST__SMALL_ROWS  1000000        /* objects with fewer rows are small */
 #define ST__SMALL_BYTES (128ull << 20) /* ... and fewer bytes */
@@ -225,11 +221,8 @@ static void st__note_dropped(st_compjob_t *j, const st_msgrow_t *r)
     memcpy(d->data + at + 4 + l, &cnt, 8);
 }
 
-static void st__compact_work(uv_work_t *req)
+static void st__merge(st_compjob_t *j)
 {
-    st_compjob_t *j = req->data;
-    struct sched_param sp = {0};
-    sched_setscheduler((pid_t)syscall(SYS_gettid), SCHED_IDLE, &sp);
     st_groups_t gs = {0};
     j->rc = ST_OK;
     for (size_t i = 0; i < j->nold && j->rc == ST_OK; i++)
@@ -274,6 +267,13 @@ static void st__compact_work(uv_work_t *req)
     for (size_t g = 0; g < gs.n; g++)
         st_parquet_rows_free(&gs.v[g]);
     free(gs.v);
+}
+
+static void st__compact_work(uv_work_t *req)
+{
+    st__chat_background(true); /* SCHED_IDLE while merging (see flush.c) */
+    st__merge(req->data);
+    st__chat_background(false);
 }
 
 /* ---- loop side ---- */

@@ -145,6 +145,11 @@ void st__chat_cold_maybe_free(st_chatcold_t *cc);
  * `before` (µs) with all its messages cold. */
 bool st__chat_evictable(const void *key, size_t klen, const void *val, size_t vlen, int64_t before);
 
+/* flush.c: a pool thread's scheduling policy for background work (on: SCHED_IDLE); a work
+ * function sets it on entry and off before it returns. */
+void st__chat_background(bool on);
+/* flush.c: the most rows one flush moves into one object (see flush.c). */
+#define ST__FLUSH_OBJECT_ROWS 4096
 /* flush.c: queues a flush of the user (once: not while queued, running or stuck); starts
  * queued flushes while the pacing allows. */
 void st__chat_flush_enqueue(st_chatcold_t *cc, const char *u, size_t ul);

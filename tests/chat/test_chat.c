@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -231,6 +232,135 @@ TEST(flush_never_writes_rows_whose_batch_is_not_durable_or_failed)
     st_chat_cold_stop(chat);
     uv_run(&fx.loop, UV_RUN_DEFAULT);
     st_objstore_close(obj);
+    close_all(true);
+}
+
+static int sum_file(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    int64_t *acc = arg; /* [0] objects, [1] rows, [2] largest, [3] previous max_id, [4] overlaps */
+    st_coldfile_t f;
+    (void)key;
+    (void)klen;
+    if (vlen < sizeof f) return 0;
+    memcpy(&f, val, sizeof f);
+    acc[0]++;
+    acc[1] += f.rows;
+    if (f.rows > acc[2]) acc[2] = f.rows;
+    if ((int64_t)f.min_id <= acc[3]) acc[4]++;
+    acc[3] = (int64_t)f.max_id;
+    return 0;
+}
+
+static void cold_on(st_objstore_t **obj)
+{
+    char cold[128];
+    snprintf(cold, sizeof cold, "file://%s/cold", fx.dir);
+    st_objstore_opts_t oo = {.url = cold};
+    CHECK_EQ(st_objstore_open(obj, &oo), ST_OK);
+    st_chat_cold_opts_t co = {.store = *obj, .flush_interval_s = 3600, .flush_rows = 1000000};
+    CHECK_EQ(st_chat_cold_start(chat, &fx.loop, &co), ST_OK);
+}
+
+static void cold_off(st_objstore_t *obj)
+{
+    st_chat_cold_stop(chat);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    st_objstore_close(obj);
+}
+
+/* Regression (issue 13): one flush took all of a user's hot rows (up to 100,000) into one
+ * snapshot on the loop and deleted them in one batch: ~15 ms loop stalls for a user with 15k
+ * rows. A flush now takes at most ST__FLUSH_OBJECT_ROWS rows, shared evenly, and goes on with
+ * the rest at once; every row is moved exactly once. */
+TEST(a_large_flush_moves_a_user_in_objects_of_bounded_size)
+{
+    open_all(true);
+    st_objstore_t *obj;
+    cold_on(&obj);
+    st_buf_t out = {0};
+    enum { N = 2 * ST__FLUSH_OBJECT_ROWS + 100 };
+    const char *convs[] = {"a", "b", "c"};
+    for (int i = 0; i < N; i++) {
+        post("big", convs[i % 3], "row", &out);
+        if (i % 1000 == 999) fx_settle(&fx, store);
+    }
+    CHECK_EQ(st_chat_flush_all(chat), 1);
+    for (int i = 0; i < 20000 && stat_of("big", "\"cold_messages\"") != N; i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK_EQ(stat_of("big", "\"cold_messages\""), N);
+    CHECK_EQ(stat_of("big", "\"total_messages\""), N);
+    fx_settle(&fx, store);
+    int64_t acc[5] = {0, 0, 0, 0, 0}, hot = -1;
+    uint64_t w = 0;
+    CHECK_EQ(st_store_scan(store, "Fbig", 5, sum_file, acc, &w), ST_OK);
+    CHECK_EQ(acc[0], 3);                    /* three objects, not one ... */
+    CHECK(acc[2] <= ST__FLUSH_OBJECT_ROWS); /* ... none over the cap ... */
+    CHECK(acc[2] <= N / 3 + 1);             /* ... shared evenly */
+    CHECK_EQ(acc[1], N);                    /* every row once */
+    CHECK_EQ(acc[4], 0);                    /* in msg_id order, no overlap */
+    CHECK_EQ(st_store_count(store, "Mbig", 5, &hot, &w), ST_OK);
+    CHECK_EQ(hot, 0);
+    for (int c = 0; c < 3; c++) {
+        st_buf_reset(&out);
+        CHECK_EQ(st_chat_conversation(chat, "big", 3, convs[c], 1, &out, &w), ST_OK);
+        st_buf_appendc(&out, 0);
+        char want[48];
+        snprintf(want, sizeof want, "\"total_messages\":%d", N / 3);
+        CHECK(strstr(out.data, want));
+    }
+    st_buf_free(&out);
+    cold_off(obj);
+    close_all(true);
+}
+
+/* Each of four pool jobs waits for the others, so they run on four different threads. */
+typedef struct {
+    uv_work_t req;
+    uv_barrier_t *bar;
+    int policy;
+} policy_job_t;
+
+static void policy_work(uv_work_t *req)
+{
+    policy_job_t *j = req->data;
+    uv_barrier_wait(j->bar);
+    j->policy = sched_getscheduler(0);
+}
+
+static void policy_done(uv_work_t *req, int status)
+{
+    (void)req;
+    (void)status;
+}
+
+/* Regression (issue 13): a flush worker set its pool thread to SCHED_IDLE and left it so;
+ * the thread then ran other jobs (cold reads) at that priority, and took libuv's queue mutexes
+ * at it, so the loop queueing work waited for a starved thread (~4 ms stalls, no CPU spent). */
+TEST(pool_threads_are_back_at_normal_priority_after_a_flush)
+{
+    open_all(true);
+    st_objstore_t *obj;
+    cold_on(&obj);
+    st_buf_t out = {0};
+    for (int i = 0; i < 10; i++)
+        post("p", "c", "row", &out);
+    CHECK_EQ(st_chat_flush_all(chat), 1);
+    for (int i = 0; i < 2000 && stat_of("p", "\"cold_messages\"") != 10; i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK_EQ(stat_of("p", "\"cold_messages\""), 10);
+    uv_barrier_t bar;
+    uv_barrier_init(&bar, 4); /* libuv's default pool: 4 threads, so each of them */
+    policy_job_t jobs[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (policy_job_t){.bar = &bar, .policy = -1};
+        jobs[i].req.data = &jobs[i];
+        CHECK_EQ(uv_queue_work(&fx.loop, &jobs[i].req, policy_work, policy_done), 0);
+    }
+    cold_off(obj); /* runs the loop until everything, these jobs too, is back */
+    uv_barrier_destroy(&bar);
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ(jobs[i].policy, SCHED_OTHER);
+    st_buf_free(&out);
     close_all(true);
 }
 
