@@ -13,6 +13,7 @@
 #include "strata/cold.h"
 #include "strata/seats.h"
 #include "strata/store.h"
+#include "strata/tier.h"
 #include "strata/ws.h"
 
 #include <signal.h>
@@ -321,6 +322,9 @@ int main(int argc, char **argv)
                               .flush_min_rows = cfg.flush_min_rows,
                               .flush_max_age_s = cfg.flush_max_age};
     st_chat_cold_start(chat, m.loop, &co);
+    st_tier_source_t counters_src; /* lives as long as main: past the cold tier */
+    st_counters_tier_source(store, &counters_src);
+    st_chat_cold_source(chat, &counters_src);
     st_app_t app = {.cfg = &cfg, .store = store, .seats = seats, .chat = chat};
     if (*cfg.backup_url) {
         st_backup_opts_t bo = {.obj = st__backup_obj(&cfg),

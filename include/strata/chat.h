@@ -88,9 +88,14 @@ void st_chat_cold_stop(st_chat_t *c);
 typedef struct st_coldwait st_coldwait_t;
 bool st_chat_cold_wait(st_chat_t *c, st_coldwait_t **w, void (*done)(void *arg), void *arg);
 void st_chat_cold_release(st_chat_t *c, st_coldwait_t *w);
-/* Queues a flush of every user with hot rows (and consolidates counters); returns how many
- * users were queued. */
+/* Starts the tier's pass (strata/tier.h): a flush queued for every user with hot rows, and
+ * every other source's work (counters: consolidation); returns how many users were queued so
+ * far (the first slice's). */
 size_t st_chat_flush_all(st_chat_t *c);
+/* Adds another module's source to the tier's pass (borrowed: it must outlive the cold tier).
+ * After st_chat_cold_start; no-op without a cold tier. */
+typedef struct st_tier_source st_tier_source_t;
+void st_chat_cold_source(st_chat_t *c, st_tier_source_t *src);
 /* Queues a compaction of the user's small objects (user NULL: every user with cold objects);
  * returns how many users were queued. */
 size_t st_chat_compact(st_chat_t *c, const char *user, size_t ulen);

@@ -42,6 +42,10 @@ int st_counter_distinct_add(st_store_t *s, const char *name, size_t nlen, const 
                             size_t mlen, int64_t *value, bool *added, uint64_t *wait);
 /* Moves the hot increment into the baseline; the value does not change. */
 int st_counter_consolidate(st_store_t *s, const char *name, size_t nlen, uint64_t *wait);
+/* The counters' source for the cold tier's pass (strata/tier.h): every counter with a hot
+ * increment is consolidated. Fills *out (caller-owned; it must outlive the pass). */
+typedef struct st_tier_source st_tier_source_t;
+void st_counters_tier_source(st_store_t *s, st_tier_source_t *out);
 
 /* Recounts a distinct counter from its members and repairs it; *drift = members - recorded.
  * ST_ECONFLICT for a plain counter. Counts every member in one call: background work uses the

@@ -24,7 +24,6 @@
  */
 #define _GNU_SOURCE /* SCHED_IDLE */
 #include "internal.h"
-#include "strata/counters.h"
 
 #include <cjson/cJSON.h>
 #include <sched.h>
@@ -733,12 +732,17 @@ void st__chat_cold_maybe_free(st_chatcold_t *cc)
     free(cc);
 }
 
-static void st__tick_closed(uv_handle_t *h)
+static void st__handle_closed(void *arg)
 {
-    st_chatcold_t *cc = h->data;
+    st_chatcold_t *cc = arg;
     if (++cc->closed_handles < 3) return;
     cc->closed = true;
     st__chat_cold_maybe_free(cc);
+}
+
+static void st__tick_closed(uv_handle_t *h)
+{
+    st__handle_closed(h->data);
 }
 
 void st_chat_cold_stop(st_chat_t *c)
@@ -758,7 +762,7 @@ void st_chat_cold_stop(st_chat_t *c)
     st_coldcache_close(cc->cache); /* its jobs in flight come back while the loop runs */
     cc->cache = NULL;
     st__chat_compact_stop(cc);
-    st__chat_pass_stop(cc, st__tick_closed);
+    st__chat_pass_stop(cc, st__handle_closed);
     uv_close((uv_handle_t *)&cc->tick, st__tick_closed);
     uv_close((uv_handle_t *)&cc->resume, st__tick_closed);
 }

@@ -28,6 +28,7 @@
 #include "strata/chat.h"
 #include "strata/cold.h"
 #include "strata/metrics.h"
+#include "strata/tier.h"
 
 #define ST__KEY_CAP 600
 
@@ -159,25 +160,13 @@ void st__chat_flush_pump(st_chatcold_t *cc);
  * interval). */
 bool st__chat_flush_due(st_chat_t *c, const char *u, size_t ul, int64_t hot);
 
-/* pass.c: the flush pass over every user, counter and conversation, in slices per loop turn
- * (st_chat_flush_all starts one, or queues one more behind the one running). */
-typedef struct {
-    uv_idle_t idle;
-    int phase;      /* users, counters, conversations; 0: no pass */
-    bool all;       /* every user with hot rows (else only those due: st__chat_flush_due) */
-    bool again;     /* one more pass asked for while this one runs */
-    bool again_all; /* … and whether for every user */
-    size_t clen;    /* the phase's next key is the first >= cursor (0: from the start) */
-    uint8_t cursor[ST_KEY_MAX + 1];
-    size_t queued, evicted; /* by this pass so far */
-    int64_t evict_before;   /* set when the eviction phase starts */
-    st_metric_t *m_passes;
-} st_flushpass_t;
-/* Starts a pass (all: every user with hot rows; else those due), or queues one more; returns
- * the users queued so far. st_chat_flush_all is (c, true). */
+/* pass.c: chat's sources for the cold tier's pass (users: retention and flushes; idle
+ * conversations: eviction). Starts a pass (all: every user with hot rows; else those due), or
+ * queues one more; returns the users queued so far. st_chat_flush_all is (c, true). */
 size_t st__chat_flush_pass(st_chat_t *c, bool all);
 void st__chat_pass_init(st_chatcold_t *cc);
-void st__chat_pass_stop(st_chatcold_t *cc, uv_close_cb closed);
+/* Closes the pass; closed(cc) once its handle is closed. */
+void st__chat_pass_stop(st_chatcold_t *cc, void (*closed)(void *arg));
 
 /* compact.c: merging a user's small objects (see there). */
 typedef struct st_compact st_compact_t;
@@ -239,7 +228,11 @@ struct st_chatcold {
     st_compact_t *compact;  /* compact.c */
     /* at the interval, a user is flushed only with this many hot rows, or one this old */
     uint64_t flush_min_rows, flush_max_age_us;
-    st_flushpass_t pass; /* pass.c */
+    st_tier_pass_t *pass; /* the pass over every source (pass.c, src/cold/pass.c) */
+    st_tier_source_t src_users, src_evict;
+    bool pass_all;                    /* this pass queues every user with hot rows */
+    size_t pass_queued, pass_evicted; /* by this pass so far */
+    int64_t evict_before;             /* set when the eviction source starts */
 };
 
 #endif
