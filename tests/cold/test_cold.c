@@ -2,7 +2,9 @@
 /* Unit tests for the cold tier's parts: the Parquet round trip (encode, footer, row groups),
  * hostile files, and the local object store. DuckDB reading our files is tested end to end. */
 #include "../test.h"
+#include "../fixture.h"
 #include "strata/cold.h"
+#include "strata/tier.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -291,6 +293,125 @@ TEST(cold_cache_fetches_off_the_loop_and_pins_until_released)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK_EQ(system(cmd), 0);
+}
+
+/* A source for the pass tests: records each key it acts on, in order, and when it begins/ends. */
+typedef struct {
+    st_buf_t log; /* "name:begin,", each key's last byte, "name:end," */
+    char name;
+    size_t acted;
+    int flags;
+} rec_t;
+
+static bool rec_want(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)arg, (void)val, (void)vlen;
+    return ((const char *)key)[klen - 1] != 'x'; /* keys ending in x are skipped */
+}
+
+static rec_t *rec_log;           /* one log shared by every source: the order across sources */
+static st_tier_pass_t *rec_pass; /* B's first key asks for more passes while this one runs */
+
+static void rec_act(void *arg, const void *key, size_t klen)
+{
+    rec_t *r = arg;
+    if (r->name == 'B' && r->acted++ == 0) {
+        st_tier_pass_start(rec_pass, 2); /* queued behind the running one */
+        st_tier_pass_start(rec_pass, 4);
+    } else if (r->name != 'B') {
+        r->acted++;
+    }
+    st_buf_appendc(&rec_log->log, ((const char *)key)[klen - 1]);
+}
+
+static void rec_begin(void *arg, int flags)
+{
+    rec_t *r = arg;
+    r->flags = flags;
+    st_buf_appendc(&rec_log->log, '<');
+    st_buf_appendc(&rec_log->log, r->name);
+}
+
+static void rec_end(void *arg)
+{
+    rec_t *r = arg;
+    st_buf_appendc(&rec_log->log, r->name);
+    st_buf_appendc(&rec_log->log, '>');
+}
+
+static int slices;
+static void count_slice(void *arg)
+{
+    (void)arg;
+    slices++;
+}
+
+/* The tier's pass (src/cold/pass.c): sources in ascending order whatever the order they were
+ * added in, every wanted key once in key order, in slices (a page per source at least), and a
+ * pass asked for while one runs follows it once, with the flags of every such request. */
+TEST(tier_pass_visits_each_source_in_order_once_and_queues_one_more)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    uint64_t w = 0;
+    char k[8];
+    for (int i = 0; i < 600; i++) { /* 'a' keys: 600, every 10th ends in x */
+        snprintf(k, sizeof k, "a%03d%c", i, i % 10 == 9 ? 'x' : 'k');
+        CHECK_EQ(st_store_put(s, k, 5, "v", 1, &w), ST_OK);
+    }
+    CHECK_EQ(st_store_put(s, "b1", 2, "v", 1, &w), ST_OK);
+    CHECK_EQ(st_store_put(s, "c1", 2, "v", 1, &w), ST_OK); /* no source: never visited */
+    fx_settle(&fx, s);
+    rec_t ra = {.name = 'A'}, rb = {.name = 'B'};
+    rec_log = &ra;
+    st_tier_source_t sa = {.name = "a",
+                           .prefix = 'a',
+                           .page = 64,
+                           .order = 10,
+                           .want = rec_want,
+                           .act = rec_act,
+                           .begin = rec_begin,
+                           .end = rec_end,
+                           .arg = &ra};
+    st_tier_source_t sb = {.name = "b",
+                           .prefix = 'b',
+                           .page = 64,
+                           .order = 5,
+                           .want = rec_want,
+                           .act = rec_act,
+                           .begin = rec_begin,
+                           .end = rec_end,
+                           .arg = &rb};
+    st_tier_pass_t *p;
+    CHECK_EQ(st_tier_pass_open(&p, &fx.loop, s, count_slice, NULL), ST_OK);
+    st_tier_pass_add(p, &sa);
+    st_tier_pass_add(p, &sb); /* added last, runs first */
+    slices = 0;
+    rec_pass = p;
+    st_tier_pass_start(p, 1);
+    while (st_tier_pass_running(p))
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK_EQ(ra.acted, 2 * 540);
+    CHECK_EQ(rb.acted, 2);
+    CHECK_EQ(ra.flags, 2 | 4); /* the second pass: both requests */
+    CHECK(slices >= 1);
+    st_buf_appendc(&ra.log, 0);
+    /* two passes: B's key, then A's keys (only 'k'), each source between its markers */
+    char want[1200], *o = want;
+    for (int pass = 0; pass < 2; pass++) {
+        o += sprintf(o, "<B1B><A");
+        for (int i = 0; i < 540; i++)
+            *o++ = 'k';
+        o += sprintf(o, "A>");
+    }
+    *o = 0;
+    CHECK_STR(ra.log.data, want);
+    st_buf_free(&ra.log);
+    st_tier_pass_close(p, NULL, NULL);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
 }
 
 RUN_TESTS("cold")

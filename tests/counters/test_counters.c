@@ -4,6 +4,7 @@
 #include "../fixture.h"
 #include "strata/counters.h"
 #include "strata/metrics.h"
+#include "strata/tier.h"
 
 #include <stdlib.h>
 
@@ -204,6 +205,41 @@ TEST(counter_changes_reach_every_observer_once_in_order_until_it_leaves)
     st_counters_unobserve(store, &b);
     CHECK_EQ(st_counter_incr(store, "c", 1, 1, &v, &w), ST_OK);
     CHECK_EQ(b.calls, 6);
+    teardown();
+}
+
+/* Counter consolidation moved out of chat into a source of the tier's pass (issue 13): a pass
+ * with only the counters' source moves every hot increment into its baseline and changes no
+ * value. */
+TEST(the_counters_tier_source_consolidates_every_counter_at_a_pass)
+{
+    setup();
+    int64_t v;
+    uint64_t w = 0;
+    bool added;
+    CHECK_EQ(st_counter_incr(store, "a", 1, 5, &v, &w), ST_OK);
+    CHECK_EQ(st_counter_incr(store, "b", 1, -2, &v, &w), ST_OK);
+    CHECK_EQ(st_counter_distinct_add(store, "d", 1, "m1", 2, &v, &added, &w), ST_OK);
+    settle();
+    st_tier_source_t src;
+    st_counters_tier_source(store, &src);
+    st_tier_pass_t *p;
+    CHECK_EQ(st_tier_pass_open(&p, &fx.loop, store, NULL, NULL), ST_OK);
+    st_tier_pass_add(p, &src);
+    st_tier_pass_start(p, 0);
+    while (st_tier_pass_running(p))
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    settle();
+    const char *names[] = {"a", "b", "d"};
+    const int64_t want[] = {5, -2, 1};
+    for (int i = 0; i < 3; i++) {
+        st_counter_t c;
+        CHECK_EQ(st_counter_get(store, names[i], 1, &c, &w), ST_OK);
+        CHECK_EQ(c.hot, 0);
+        CHECK_EQ(c.baseline, want[i]);
+    }
+    st_tier_pass_close(p, NULL, NULL);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
     teardown();
 }
 
