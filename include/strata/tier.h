@@ -58,4 +58,18 @@ bool st_tier_pass_running(const st_tier_pass_t *p);
 /* Stops: no more slices; closed(arg) once the pass is freed (after the loop runs). */
 void st_tier_pass_close(st_tier_pass_t *p, void (*closed)(void *arg), void *arg);
 
+/* ---- the reaper: objects out of storage once their deletion is durable ---- */
+/* A batch that takes an object out of a manifest (or finds it orphaned) records its deletion:
+ * 'D' owner 0 seq -> the object key. The reaper deletes the objects of durable 'D' records on a
+ * worker, then drops the records; a failed delete is retried after 30 s. */
+typedef struct st_tier_reaper st_tier_reaper_t;
+typedef struct st_objstore st_objstore_t;
+/* store and obj are borrowed (they must outlive the reaper). */
+int st_tier_reaper_open(st_tier_reaper_t **out, uv_loop_t *loop, st_store_t *store,
+                        st_objstore_t *obj);
+/* A pass over up to 256 durable 'D' records, unless one is out or it backs off. NULL: no-op. */
+void st_tier_reap(st_tier_reaper_t *r);
+/* Closes: freed now, or once its pass in flight is back; then closed(arg). */
+void st_tier_reaper_close(st_tier_reaper_t *r, void (*closed)(void *arg), void *arg);
+
 #endif

@@ -687,8 +687,7 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
                                         "Cold messages deleted by retention", "");
     cc->m_stuck = st_metrics_gauge("strata_flush_stuck_users",
                                    "Users whose flush can never succeed (see the log)", "");
-    cc->m_reaped = st_metrics_counter("strata_cold_objects_deleted_total",
-                                      "Objects deleted from storage (expired or orphaned)", "");
+    st_tier_reaper_open(&cc->reaper, loop, c->store, o->store);
     cc->m_orphans = st_metrics_counter("strata_flush_orphans_total",
                                        "Objects written by a flush that was never recorded", "");
     cc->m_seconds =
@@ -714,7 +713,7 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
 /* Freed once its timer is closed and the last job in flight has come back. */
 void st__chat_cold_maybe_free(st_chatcold_t *cc)
 {
-    if (!cc->closed || cc->nrunning || cc->reaping || st__chat_compact_busy(cc)) return;
+    if (!cc->closed || cc->nrunning || cc->reaper || st__chat_compact_busy(cc)) return;
     size_t it;
     st_map_node_t *n;
     while ((n = st_map_first(&cc->pending, &it)) != NULL) {
@@ -740,6 +739,13 @@ static void st__handle_closed(void *arg)
     st__chat_cold_maybe_free(cc);
 }
 
+static void st__reaper_closed(void *arg)
+{
+    st_chatcold_t *cc = arg;
+    cc->reaper = NULL;
+    st__chat_cold_maybe_free(cc);
+}
+
 static void st__tick_closed(uv_handle_t *h)
 {
     st__handle_closed(h->data);
@@ -759,6 +765,7 @@ void st_chat_cold_stop(st_chat_t *c)
         st__job_free(j);
     }
     st__chat_retention_stop(cc);
+    st_tier_reaper_close(cc->reaper, st__reaper_closed, cc); /* its pass in flight comes back */
     st_coldcache_close(cc->cache); /* its jobs in flight come back while the loop runs */
     cc->cache = NULL;
     st__chat_compact_stop(cc);

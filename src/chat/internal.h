@@ -37,7 +37,7 @@ typedef struct st_chatcold st_chatcold_t;
 struct st_chat {
     st_store_t *store;
     st_snowflake_t ids;
-    st_observers_t observers; /* of posted messages (st_chat_observer_fn) */
+    st_observers_t observers;     /* of posted messages (st_chat_observer_fn) */
     st_chatcold_t *cold;          /* NULL until st_chat_cold_start */
     st_store_listener_t listener; /* batches settling: flushes wait for their snapshot */
 };
@@ -131,8 +131,9 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
 size_t st__chat_retention(st_chat_t *c, const char *u, size_t ul);
 /* Forgets the users waiting for their footers (cancels their fetches): before the cache goes. */
 void st__chat_retention_stop(st_chatcold_t *cc);
-/* reaper.c: deletes objects recorded for deletion ('D') whose record is durable, on a worker;
- * then drops the records. One pass at a time; called on every tick and at start. */
+/* reaper.c: the tier's reaper (st_tier_reap) deletes objects recorded for deletion ('D') whose
+ * record is durable, on a worker; then drops the records. One pass at a time; called on every
+ * tick and at start. */
 void st__chat_reap(st_chatcold_t *cc);
 /* Stages 'D' for the user's objects that a flush began but never recorded ('P' without 'F').
  * Only while no flush of the user is in flight. */
@@ -222,10 +223,9 @@ struct st_chatcold {
     struct st_flushjob *held;
     /* users whose flush can never succeed (e.g. a key the backend refuses): not retried */
     st_map_t stuck;
-    st_metric_t *m_stuck, *m_reaped, *m_orphans;
-    bool reaping;           /* a deletion pass is on a worker */
-    uint64_t reap_after_ms; /* no pass before (after one that failed) */
-    st_compact_t *compact;  /* compact.c */
+    st_metric_t *m_stuck, *m_orphans;
+    st_tier_reaper_t *reaper; /* src/cold/reaper.c; NULL once closed */
+    st_compact_t *compact;    /* compact.c */
     /* at the interval, a user is flushed only with this many hot rows, or one this old */
     uint64_t flush_min_rows, flush_max_age_us;
     st_tier_pass_t *pass; /* the pass over every source (pass.c, src/cold/pass.c) */

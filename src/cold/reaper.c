@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tier's reaper: deleting objects from storage, durably (see strata/tier.h). An object
+ * leaves storage only after the batch that took it out of the manifest (retention, compaction),
+ * or found it orphaned (a flush never recorded), is durable: that same batch records the
+ * deletion ('D' owner 0 seq -> object key). The reaper deletes the objects of durable 'D' records
+ * on a worker, then drops the records; a crash in between leaves the records, and start-up
+ * deletes again (a missing object counts as deleted). So no manifest ever names a deleted
+ * object, and no expired or orphaned object outlives a restart.
+ */
+#include "strata/tier.h"
+#include "strata/cold.h"
+#include "strata/metrics.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ST__REAP_MAX        256   /* objects per pass */
+#define ST__REAP_BACKOFF_MS 30000 /* after a pass with failures (storage down) */
+
+struct st_tier_reaper {
+    uv_loop_t *loop;
+    st_store_t *store;
+    st_objstore_t *obj;
+    bool reaping;      /* a deletion pass is on a worker */
+    bool closing;      /* closed while a pass was out: freed when it is back */
+    uint64_t after_ms; /* no pass before (after one that failed) */
+    void (*closed)(void *arg);
+    void *closed_arg;
+    st_metric_t *m_reaped;
+};
+
+typedef struct {
+    uv_work_t req;
+    st_tier_reaper_t *r;
+    size_t n;
+    char *dkeys[ST__REAP_MAX]; /* the 'D' records (u16 length, then the key) */
+    char *objs[ST__REAP_MAX];  /* their object keys, NUL-terminated */
+    int rc[ST__REAP_MAX];
+} st_reapjob_t;
+
+static int st__collect_d(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_reapjob_t *j = arg;
+    if (j->n == ST__REAP_MAX) return 1;
+    if (klen > ST_KEY_MAX || vlen == 0) return 0;
+    uint16_t l = (uint16_t)klen;
+    j->dkeys[j->n] = st_malloc(sizeof l + klen);
+    memcpy(j->dkeys[j->n], &l, sizeof l);
+    memcpy(j->dkeys[j->n] + sizeof l, key, klen);
+    j->objs[j->n++] = st_strndup(val, vlen);
+    return 0;
+}
+
+static void st__reap_work(uv_work_t *req)
+{
+    st_reapjob_t *j = req->data;
+    for (size_t i = 0; i < j->n; i++)
+        j->rc[i] = st_objstore_delete(j->r->obj, j->objs[i]);
+}
+
+static void st__reap_free(st_reapjob_t *j)
+{
+    for (size_t i = 0; i < j->n; i++) {
+        free(j->dkeys[i]);
+        free(j->objs[i]);
+    }
+    free(j);
+}
+
+static void st__free(st_tier_reaper_t *r)
+{
+    void (*closed)(void *) = r->closed;
+    void *arg = r->closed_arg;
+    free(r);
+    if (closed) closed(arg);
+}
+
+static void st__reap_done(uv_work_t *req, int status)
+{
+    st_reapjob_t *j = req->data;
+    st_tier_reaper_t *r = j->r;
+    r->reaping = false;
+    if (!r->closing && status == 0) {
+        uint64_t wait = 0;
+        size_t done = 0;
+        for (size_t i = 0; i < j->n; i++) {
+            if (j->rc[i] != ST_OK) {
+                st_warn("cold: could not delete %s (%s); trying again later", j->objs[i],
+                        st_strerror(j->rc[i]));
+                r->after_ms = uv_now(r->loop) + ST__REAP_BACKOFF_MS;
+                continue;
+            }
+            uint16_t l;
+            memcpy(&l, j->dkeys[i], sizeof l);
+            if (st_store_del(r->store, j->dkeys[i] + sizeof l, l, &wait) == ST_OK) done++;
+        }
+        st_metric_add(r->m_reaped, (double)done);
+    }
+    st__reap_free(j);
+    if (r->closing) st__free(r); /* it waited for this pass */
+}
+
+int st_tier_reaper_open(st_tier_reaper_t **out, uv_loop_t *loop, st_store_t *store,
+                        st_objstore_t *obj)
+{
+    st_tier_reaper_t *r = st_calloc(1, sizeof *r);
+    r->loop = loop;
+    r->store = store;
+    r->obj = obj;
+    r->m_reaped = st_metrics_counter("strata_cold_objects_deleted_total",
+                                     "Objects deleted from storage (expired or orphaned)", "");
+    *out = r;
+    return ST_OK;
+}
+
+void st_tier_reap(st_tier_reaper_t *r)
+{
+    if (!r || r->reaping || r->closing || uv_now(r->loop) < r->after_ms) return;
+    st_reapjob_t *j = st_calloc(1, sizeof *j);
+    j->r = r;
+    j->req.data = j;
+    uint64_t wait = 0;
+    char pre = 'D';
+    st_store_scan(r->store, &pre, 1, st__collect_d, j, &wait);
+    /* only records whose batch is durable: until then the manifest may still name the object */
+    uint64_t durable = st_store_durable_id(r->store);
+    size_t keep = 0;
+    for (size_t i = 0; i < j->n; i++) {
+        uint16_t l;
+        memcpy(&l, j->dkeys[i], sizeof l);
+        uint64_t w = 0;
+        const void *v;
+        size_t vl;
+        if (st_store_get(r->store, j->dkeys[i] + sizeof l, l, &v, &vl, &w) == ST_OK &&
+            w <= durable) {
+            j->dkeys[keep] = j->dkeys[i];
+            j->objs[keep++] = j->objs[i];
+        } else {
+            free(j->dkeys[i]);
+            free(j->objs[i]);
+        }
+    }
+    j->n = keep;
+    if (keep == 0 || uv_queue_work(r->loop, &j->req, st__reap_work, st__reap_done) != 0) {
+        st__reap_free(j);
+        return;
+    }
+    r->reaping = true;
+}
+
+void st_tier_reaper_close(st_tier_reaper_t *r, void (*closed)(void *arg), void *arg)
+{
+    r->closed = closed;
+    r->closed_arg = arg;
+    r->closing = true;
+    if (!r->reaping) st__free(r);
+}
