@@ -70,6 +70,7 @@ typedef struct st_flushjob {
     uint64_t t0;
     uint64_t t_snap; /* the snapshot taken: from here to st__queue it waits for durability */
     uint64_t waited; /* ns spent so */
+    uint64_t put_ns; /* the worker's wait for object storage (written by the worker) */
 } st_flushjob_t;
 
 static uint64_t st__now_ms(st_chatcold_t *cc)
@@ -183,7 +184,9 @@ static void st__encode(st_flushjob_t *j)
     qsort(j->rows, j->n, sizeof *j->rows, st__cmp_rows);
     st_buf_t file = {0};
     j->rc = st_parquet_encode(j->rows, j->n, j->cc->zstd_level, &file);
+    uint64_t t = uv_hrtime();
     if (j->rc == ST_OK) j->rc = st_objstore_put(j->cc->obj, j->key.data, file.data, file.len);
+    j->put_ns = uv_hrtime() - t;
     j->size = file.len;
     st_buf_free(&file);
 }
@@ -347,9 +350,10 @@ static void st__flush_done(uv_work_t *req, int status)
     }
     /* Pace: the next flush waits twice as long as this one worked, so flushing takes at most
      * a third of the time (the loop's snapshot and commit, the apply thread's deletes) unless
-     * the hot store is filling up. Waiting for its snapshot to be durable is not work: with
-     * flushes of a few thousand rows that fixed wait would otherwise set the pace. */
-    uint64_t took_ms = (uv_hrtime() - j->t0 - j->waited) / 1000000;
+     * the hot store is filling up. Waiting is not work — for its snapshot to be durable, for
+     * object storage to take the object (fsyncs, or a round trip to S3): with flushes of a few
+     * thousand rows those fixed waits would otherwise set the pace. */
+    uint64_t took_ms = (uv_hrtime() - j->t0 - j->waited - j->put_ns) / 1000000;
     cc->resume_ms = cc->urgent ? 0 : st__now_ms(cc) + 2 * took_ms;
     st__job_free(j);
     st__pump(cc);
