@@ -1,0 +1,408 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One connection's I/O. Each connection keeps its responses in request order (pipelining); a
+ * response that shows staged data waits in a slot until its batch is durable, and everything
+ * ready at the head of the queue goes out in one write. Past ST__OUT_HIGH bytes of output the
+ * peer has not taken, the connection parses and reads nothing more until it drains. Whatever was
+ * received before a half-close is answered.
+ *
+ * Parking: a request whose handler needs cold data not in memory is copied and parked (its
+ * connection parses and reads nothing more meanwhile, so later pipelined answers stay behind
+ * it); the cold cache fetches the data on the worker pool and the request is dispatched again.
+ * Every other connection is served as usual in the meantime.
+ */
+#include "conn.h"
+#include "strata/chat.h"
+#include "strata/ws.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- writing ---- */
+
+/* Output the peer has not taken yet: queued here plus the write in flight. */
+static size_t st__backlog(const st_conn_t *c)
+{
+    return c->out.len + (c->writing ? c->wbytes : 0);
+}
+
+static void st__on_write(uv_write_t *req, int status)
+{
+    st_write_t *w = (st_write_t *)req;
+    st_conn_t *c = w->conn;
+    free(w->data);
+    free(w);
+    c->writing = false;
+    c->wbytes = 0;
+    if (status < 0) {
+        st__conn_close(c);
+        return;
+    }
+    c->last_active_ms = st__now_ms(c->srv);
+    st__conn_flush(c);
+}
+
+static void st__conn_write(st_conn_t *c)
+{
+    if (c->writing || c->closing || c->out.len == 0) return;
+    uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (n == (int)c->out.len) {
+        st_buf_reset(&c->out);
+        if (c->out.cap > ST__OUT_HIGH) st_buf_free(&c->out);
+        return;
+    }
+    if (n < 0 && n != UV_EAGAIN) {
+        st__conn_close(c);
+        return;
+    }
+    size_t done = n > 0 ? (size_t)n : 0;
+    st_write_t *w = st_malloc(sizeof *w);
+    w->conn = c;
+    size_t len;
+    w->data = st_buf_steal(&c->out, &len);
+    b = uv_buf_init(w->data + done, (unsigned)(len - done));
+    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, st__on_write) != 0) {
+        free(w->data);
+        free(w);
+        st__conn_close(c);
+        return;
+    }
+    c->writing = true;
+    c->wbytes = len - done;
+    c->wqueue = c->wbytes;
+    c->write_progress_ms = st__now_ms(c->srv);
+}
+
+/* Keeps c on srv->pending exactly while it holds responses, so that a durable batch visits
+ * only the connections waiting for one (not every idle keep-alive connection). */
+void st__conn_pending(st_conn_t *c)
+{
+    st_server_t *srv = c->srv;
+    bool want = c->head != NULL && !c->closing;
+    if (want == c->pending) return;
+    if (want) {
+        c->pprev = NULL;
+        c->pnext = srv->pending;
+        if (srv->pending) srv->pending->pprev = c;
+        srv->pending = c;
+    } else {
+        if (c->pprev)
+            c->pprev->pnext = c->pnext;
+        else
+            srv->pending = c->pnext;
+        if (c->pnext) c->pnext->pprev = c->pprev;
+        c->pprev = c->pnext = NULL;
+    }
+    c->pending = want;
+}
+
+/* Moves every response at the head whose batch is durable into the output. */
+static void st__conn_release(st_conn_t *c)
+{
+    st_server_t *srv = c->srv;
+    uint64_t durable = st_store_durable_id(srv->app->store);
+    while (c->head && c->head->wait <= durable) {
+        st_slot_t *s = c->head;
+        c->head = s->next;
+        if (!c->head) c->tail = NULL;
+        c->nslots--;
+        st_buf_append(&c->out, s->data, s->len);
+        st__count(srv, s->route, s->status, s->started_ns);
+        free(s->data);
+        free(s);
+    }
+    st__conn_pending(c);
+}
+
+/* Requests may be parsed (from the stash or the socket) while the peer keeps up. */
+static bool st__may_parse(const st_conn_t *c)
+{
+    const st_server_t *srv = c->srv;
+    return !c->close_when_done && !srv->stopping && !c->parked &&
+           c->nslots < srv->app->cfg->max_pipeline / 2 + 1 && st__backlog(c) < ST__OUT_LOW;
+}
+
+static void st__conn_feed(st_conn_t *c, const char *data, size_t len, bool from_stash);
+
+/* Sends what is ready; closes once a closing connection has nothing left; and resumes parsing
+ * (the stash first, then the socket) when the backlog has drained. */
+void st__conn_flush(st_conn_t *c)
+{
+    st_server_t *srv = c->srv;
+    for (;;) {
+        if (c->closing) return;
+        st__conn_release(c);
+        st__conn_write(c);
+        if (c->closing) return;
+        if ((c->close_when_done || (c->eof && c->stash.len == 0)) && !c->head && !c->parked &&
+            !c->writing && c->out.len == 0) {
+            st__conn_close(c);
+            return;
+        }
+        if (!st__may_parse(c)) break;
+        if (c->stash.len) {
+            st__conn_feed(c, c->stash.data, c->stash.len, true);
+            continue;
+        }
+        if (!c->reading && !c->eof) st__conn_read_start(c);
+        break;
+    }
+    if (srv->stopping) st__maybe_done(srv);
+}
+
+/* Queues one whole response (in order). data is copied. */
+static void st__conn_respond(st_conn_t *c, const char *data, size_t len, uint64_t wait, int status,
+                             int route, bool close, uint64_t started_ns)
+{
+    if (!c->head && wait <= st_store_durable_id(c->srv->app->store)) {
+        st_buf_append(&c->out, data, len);
+        st__count(c->srv, route, status, started_ns);
+        return;
+    }
+    st_slot_t *s = st_malloc(sizeof *s);
+    *s = (st_slot_t){NULL, wait, st_strndup(data, len), len, status, route, close, started_ns};
+    if (c->tail)
+        c->tail->next = s;
+    else
+        c->head = s;
+    c->tail = s;
+    c->nslots++;
+    st__conn_pending(c);
+}
+
+/* Answers with an error and closes after it: nothing after it is parsed. */
+void st__conn_error(st_conn_t *c, int err, const char *msg, const char *headers)
+{
+    st_buf_t body = {0}, resp = {0};
+    st_buf_printf(&body, "{\"error\":{\"code\":\"%s\",\"message\":", st_err_code(err));
+    st_buf_append_json_str(&body, msg, strlen(msg));
+    st_buf_puts(&body, "}}");
+    st_http_write_response(&resp, st_err_status(err), NULL, headers, body.data, body.len, true);
+    st__conn_respond(c, resp.data, resp.len, 0, st_err_status(err), -1, true, st_mono_ns());
+    c->close_when_done = true;
+    st_buf_free(&body);
+    st_buf_free(&resp);
+}
+
+/* ---- reading ---- */
+
+/* A WebSocket upgrade: GET /v1/stream with nothing of ours still owed on the connection, a
+ * well-formed handshake (RFC 6455 §4.2.1) and, with auth on, a valid token. Refused ones get
+ * their answer here and the connection closes; libwebsockets only ever sees good ones. */
+static void st__on_upgrade(st_conn_t *c, const st_http_request_t *req)
+{
+    st_server_t *srv = c->srv;
+    bool stream = req->method == ST_HTTP_GET && req->path_len == 10 &&
+                  memcmp(req->path, "/v1/stream", 10) == 0;
+    const char *msg = NULL;
+    c->close_when_done = true;
+    if (!stream) {
+        st__conn_error(c, ST_ENOTFOUND, "WebSocket streams are served at GET /v1/stream", NULL);
+        return;
+    }
+    if (!srv->app->ws) {
+        st__conn_error(c, ST_EUNAVAIL, "streams are not enabled", NULL);
+        return;
+    }
+    if (c->feed_requests > 1 || c->head || c->out.len || c->writing) {
+        st__conn_error(c, ST_EBADREQ, "send the upgrade request on its own", NULL);
+        return;
+    }
+    if (st_http_ws_handshake(req, &c->handoff, &msg) != ST_OK) {
+        st__conn_error(c, ST_EBADREQ, msg, "Sec-WebSocket-Version: 13\r\n");
+        return;
+    }
+    st_buf_t resp = {0};
+    int rc = st_http_upgrade_check(srv->app, req, &c->arena, &resp, &c->ws_subject, &c->ws_exp_us);
+    if (rc != ST_OK) {
+        /* 401, or 403 for an Origin --cors-origins does not allow */
+        st__conn_respond(c, resp.data, resp.len, 0, st_err_status(rc), -1, true, req->started_ns);
+        st_buf_free(&resp);
+        return;
+    }
+    c->upgrade = true;
+}
+
+/* ---- parked requests ---- */
+
+static void st__conn_unparked(void *arg);
+
+/* Dispatches req and queues its response; false when it parked (c->parked holds a copy). */
+static bool st__conn_run(st_conn_t *c, const st_http_request_t *req)
+{
+    st_server_t *srv = c->srv;
+    st_buf_t resp = {0};
+    uint64_t wait;
+    int status, route, rc;
+    /* a wait that finds everything in memory already means: run again now (a few times) */
+    for (int tries = 0;; tries++) {
+        st_arena_reset(&c->arena);
+        rc = st_http_dispatch(srv->app, req, &c->arena, &resp, &wait, &status, &route);
+        if (rc != ST_EPARKED || !srv->app->chat || tries == 3) break;
+        if (st_chat_cold_wait(srv->app->chat, &c->cold_wait, st__conn_unparked, c)) {
+            if (!c->parked) c->parked = st_http_request_copy(req);
+            st__read_stop(c);
+            return false;
+        }
+    }
+    if (rc == ST_EPARKED) { /* cannot happen unless the cold tier stopped under it */
+        static const char body[] = "{\"error\":{\"code\":\"unavailable\",\"message\":"
+                                   "\"the cold tier is stopping\"}}";
+        status = 503;
+        wait = 0;
+        st_http_write_response(&resp, status, NULL, NULL, body, sizeof body - 1, !req->keep_alive);
+    }
+    st__conn_respond(c, resp.data, resp.len, wait, status, route, !req->keep_alive,
+                     req->started_ns);
+    st_buf_free(&resp);
+    if (srv->app->chat) st_chat_cold_release(srv->app->chat, c->cold_wait);
+    c->cold_wait = NULL;
+    if (!req->keep_alive) c->close_when_done = true;
+    return true;
+}
+
+/* The cold data a parked request waited for is in memory: run it, then go on with the rest. */
+static void st__conn_unparked(void *arg)
+{
+    st_conn_t *c = arg;
+    st_http_request_t *req = c->parked;
+    if (c->closing || !req || !st__conn_run(c, req)) return;
+    c->parked = NULL;
+    free(req);
+    c->last_active_ms = st__now_ms(c->srv);
+    st__conn_flush(c);
+}
+
+int st__on_request(void *arg, const st_http_request_t *req)
+{
+    st_conn_t *c = arg;
+    st_server_t *srv = c->srv;
+    if (c->close_when_done || c->closing) return 1;
+    c->feed_requests++;
+    c->last_active_ms = st__now_ms(srv);
+    st_arena_reset(&c->arena);
+    if (req->upgrade) {
+        st__on_upgrade(c, req);
+        return 1;
+    }
+    if (!st__conn_run(c, req)) return 1; /* parked: the rest of the input waits in the stash */
+    /* Backpressure: the rest of the input waits (stashed) until the peer takes its answers. */
+    if (c->nslots >= srv->app->cfg->max_pipeline) return 1;
+    if (st__backlog(c) >= ST__OUT_HIGH) {
+        st__conn_write(c);
+        if (st__backlog(c) >= ST__OUT_HIGH) return 1;
+    }
+    return c->close_when_done;
+}
+
+void st__on_continue(void *arg)
+{
+    st_conn_t *c = arg;
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    if (!c->head) st_buf_append(&c->out, cont, sizeof cont - 1);
+}
+
+static void st__on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    st_conn_t *c = h->data;
+    (void)hint;
+    buf->base = c->srv->readbuf;
+    buf->len = sizeof c->srv->readbuf;
+}
+
+void st__read_stop(st_conn_t *c)
+{
+    if (!c->reading) return;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = false;
+}
+
+/* Hands the socket (a duplicate of its fd) to the stream module with the upgrade request in a
+ * minimal form — the client's headers may be as large as --max-header, libwebsockets' header
+ * buffer is not — followed by any bytes the client sent after it; then forgets our side. */
+static void st__conn_handoff(st_conn_t *c, const char *rest, size_t rlen)
+{
+    st_server_t *srv = c->srv;
+    st__read_stop(c);
+    if (c->handoff.len + rlen > ST_WS_MAX_HANDOFF) {
+        c->upgrade = false;
+        st__conn_error(c, ST_EBADREQ, "frames sent before the handshake completed", NULL);
+        return;
+    }
+    st_buf_append(&c->handoff, rest, rlen);
+    uv_os_fd_t fd;
+    int dupfd = uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 ? dup(fd) : -1;
+    if (dupfd < 0 || st_ws_adopt(srv->app->ws, dupfd, c->handoff.data, c->handoff.len,
+                                 c->ws_subject, c->ws_exp_us) != ST_OK)
+        st_warn("ws: could not hand over a stream connection");
+    st__conn_close(c);
+}
+
+/* Parses data (read from the socket, or the stash). Whatever backpressure left unparsed is
+ * kept in the stash, and reading stops until the flush resumes it. */
+static void st__conn_feed(st_conn_t *c, const char *data, size_t len, bool from_stash)
+{
+    st_server_t *srv = c->srv;
+    bool was_mid = st_http_parser_mid_request(c->parser);
+    c->feed_requests = 0;
+    size_t used;
+    int rc = st_http_parser_feed(c->parser, data, len, &used);
+    if (c->upgrade) {
+        st__conn_handoff(c, data + used, len - used);
+        return;
+    }
+    if (rc != ST_OK) {
+        const char *msg = rc == ST_EHEADERS    ? "request line and headers too large"
+                          : rc == ST_ETOOLARGE ? "request body too large"
+                          : rc == ST_ENOTIMPL  ? "unknown method"
+                                               : "malformed HTTP request";
+        /* A browser must see a 413 as one (SPEC §7), not as a network error. */
+        const char *origin = NULL;
+        size_t olen = 0;
+        char *cors = rc == ST_ETOOLARGE && st_http_parser_origin(c->parser, &origin, &olen)
+                         ? st_cors_headers_for(srv->app->cfg, origin, olen)
+                         : NULL;
+        st__conn_error(c, rc, msg, cors);
+        free(cors);
+    } else if (st_http_parser_upgraded(c->parser)) {
+        c->close_when_done = true;
+    }
+    if (c->close_when_done) {
+        st_buf_free(&c->stash);
+    } else if (from_stash) {
+        memmove(c->stash.data, data + used, len - used);
+        c->stash.len = len - used;
+    } else if (used < len) {
+        st_buf_append(&c->stash, data + used, len - used);
+    }
+    if (c->stash.len == 0 && c->stash.cap > (64u << 10)) st_buf_free(&c->stash);
+    if (!was_mid && st_http_parser_mid_request(c->parser)) c->req_started_ms = st__now_ms(srv);
+    if (c->close_when_done || c->stash.len || c->nslots >= srv->app->cfg->max_pipeline)
+        st__read_stop(c);
+}
+
+static void st__on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    st_conn_t *c = stream->data;
+    if (nread == 0) return;
+    if (nread < 0) {
+        /* EOF: everything received before it is answered, then the connection closes. */
+        st__read_stop(c);
+        if (nread != UV_EOF) {
+            st__conn_close(c);
+            return;
+        }
+        c->eof = true;
+        st__conn_flush(c);
+        return;
+    }
+    st__conn_feed(c, buf->base, (size_t)nread, false);
+    if (!c->closing) st__conn_flush(c);
+}
+
+void st__conn_read_start(st_conn_t *c)
+{
+    if (uv_read_start((uv_stream_t *)&c->tcp, st__on_alloc, st__on_read) == 0) c->reading = true;
+}
