@@ -244,10 +244,12 @@ typedef struct {
 } st_store_resv_t;
 /* Reads the reservation called name (zeros when there is none). */
 int st_store_resv_load(st_store_t *s, const char *name, st_store_resv_t *r);
-/* Whether values of a reservation already in the store may be issued: with a tap set, only once
- * it was ready since it was set (or since this member began leading) — a reservation written
- * just before a crash or a failover may have missed the backup, and that first snapshot holds
- * it. ST_EUNAVAIL (503) until then. */
+/* Whether values of a reservation already in the store may be issued. In a replicated group
+ * with a tap set, only once it was ready since this member began leading — a reservation the
+ * old leader committed may have missed the backup, and the new leader's first snapshot holds
+ * it — and not after a reservation's entry failed to reach it, until it answers again:
+ * ST_EUNAVAIL (503) until then. A single node logs a reservation only once the backup has it
+ * (st_store_ahead_fn), so every reservation in its store is in the backup: always ST_OK. */
 int st_store_resv_check(st_store_t *s);
 /* Before issuing value: raises the reservation to value + chunk when value is past it (else
  * st_store_resv_check). */

@@ -152,7 +152,7 @@ void st_store_tap_ready(st_store_t *s, bool ready)
 int st_store_resv_check(st_store_t *s)
 {
     uv_mutex_lock(&s->mu);
-    bool ok = !s->tap || s->tap_confirmed;
+    bool ok = !s->tap || !s->group || s->tap_confirmed; /* (store.h) */
     uv_mutex_unlock(&s->mu);
     return ok ? ST_OK : ST_EUNAVAIL;
 }
