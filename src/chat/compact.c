@@ -271,9 +271,9 @@ static void st__merge(st_compjob_t *j)
 
 static void st__compact_work(uv_work_t *req)
 {
-    st__chat_background(true); /* SCHED_IDLE while merging (see flush.c) */
+    st_tier_background(true); /* SCHED_IDLE while merging (see src/cold/flush.c) */
     st__merge(req->data);
-    st__chat_background(false);
+    st_tier_background(false);
 }
 
 /* ---- loop side ---- */

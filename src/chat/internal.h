@@ -9,7 +9,7 @@
  *   'C' u 0 c         conversation record (hybrid: cold baseline + hot increment)
  *   'U' u 0 ~upd c    conversations newest-updated first (value: the conversation id)
  *   'T' u             user totals
- * Cold tier keys:
+ * Cold tier keys (the tier's manifest records, owner = user: see strata/tier.h):
  *   'W' u             what of the user is cold (st_coldstat_t)
  *   'F' u 0 seq       one Parquet object of the user (st_coldfile_t, then the object key)
  *   'P' u 0 seq       an object being written (value: its key); durable before the write
@@ -18,6 +18,7 @@
  *   'D' u 0 seq       an object to delete from storage (value: its key), staged in the batch
  *                     that takes it out of the manifest (or finds it orphaned); deleted once
  *                     the object is gone; start-up finishes what a crash left
+ * Flushes are the tier's (src/cold/flush.c); chat is one of its kinds (flush.c here).
  * The flush invariant: every cold msg_id of a user is <= its watermark < every hot msg_id, and
  * a flush moves rows by one atomic batch (manifest record in, hot rows out, counts moved from
  * hot to the cold baseline), so a read sees each message exactly once, before or after.
@@ -56,17 +57,9 @@ typedef struct {
     int64_t total, conversations;
 } st_totals_t;
 
-typedef struct {
-    uint64_t watermark; /* the newest cold msg_id (0: nothing cold) */
-    int64_t rows, bytes, files;
-    uint64_t next_seq;
-} st_coldstat_t;
-
-typedef struct {
-    uint64_t min_id, max_id;
-    int64_t rows;
-    uint64_t size;
-} st_coldfile_t;
+/* What of a user is cold ('W'), and one of its objects ('F'): the tier's manifest records. */
+typedef st_tier_stat_t st_coldstat_t;
+typedef st_tier_file_t st_coldfile_t;
 
 /* keys.c */
 void st__chat_be64(uint8_t *p, uint64_t v);
@@ -147,13 +140,10 @@ void st__chat_cold_maybe_free(st_chatcold_t *cc);
  * `before` (µs) with all its messages cold. */
 bool st__chat_evictable(const void *key, size_t klen, const void *val, size_t vlen, int64_t before);
 
-/* flush.c: a pool thread's scheduling policy for background work (on: SCHED_IDLE); a work
- * function sets it on entry and off before it returns. */
-void st__chat_background(bool on);
-/* flush.c: the most rows one flush moves into one object (see flush.c). */
-#define ST__FLUSH_OBJECT_ROWS 4096
-/* flush.c: queues a flush of the user (once: not while queued, running or stuck); starts
- * queued flushes while the pacing allows. */
+/* The most rows one flush moves into one object (strata/tier.h). */
+#define ST__FLUSH_OBJECT_ROWS ST_TIER_FLUSH_ROWS
+/* flush.c: queues a flush of the user with the tier's flush engine (once: not while queued,
+ * running or stuck); starts queued flushes while the pacing allows. */
 void st__chat_flush_enqueue(st_chatcold_t *cc, const char *u, size_t ul);
 void st__chat_flush_pump(st_chatcold_t *cc);
 /* Whether an interval flush is due for a user with `hot` hot rows: at least --flush-min-rows,
@@ -192,7 +182,7 @@ void st__chat_compact_free(st_chatcold_t *cc);
 /* flush.c: told after each post with the user's total message count (flush_rows trigger). */
 void st__chat_posted(st_chat_t *c, const char *u, size_t ul, int64_t total);
 
-/* The cold tier's state (flush.c owns it). */
+/* The cold tier's state, chat's side (flush.c owns it). */
 struct st_chatcold {
     uv_loop_t *loop;
     st_chat_t *chat;
@@ -202,16 +192,14 @@ struct st_chatcold {
     int zstd_level;
     bool stopping, closed, urgent;
     int closed_handles;
-    uv_timer_t tick, resume;
-    uint64_t resume_ms; /* pacing: no new flush before this */
+    uv_timer_t tick;
     uint64_t next_interval_ms, next_full_ms;
-    /* users waiting for a flush, and those with one in flight */
-    st_map_t pending, running;
-    size_t nrunning;
+    /* the tier's flush engine (src/cold/flush.c; NULL once closed), with chat as its kind */
+    st_tier_flush_t *flush;
+    st_tier_kind_t kind;
     /* parsed footers and decoded row groups, fetched off the loop (src/cold/cache.c) */
     st_coldcache_t *cache;
-    st_metric_t *m_flush_ok, *m_flush_err, *m_rows, *m_bytes, *m_running, *m_pending;
-    st_metric_t *m_cold_reads, *m_cold_errors, *m_seconds;
+    st_metric_t *m_cold_reads, *m_cold_errors;
     st_metric_t *m_hybrid_hot, *m_hybrid_cold, *m_evicted, *m_retained;
     uint64_t hot_ttl_us;
     uint64_t retention_us; /* 0: keep forever */
@@ -219,11 +207,7 @@ struct st_chatcold {
     struct st_retry *ret_head, *ret_tail;
     st_map_t ret_users; /* queued or being fetched */
     size_t ret_fetching;
-    /* flushes whose snapshot waits for its batch to be durable before a worker may start */
-    struct st_flushjob *held;
-    /* users whose flush can never succeed (e.g. a key the backend refuses): not retried */
-    st_map_t stuck;
-    st_metric_t *m_stuck, *m_orphans;
+    st_metric_t *m_orphans;
     st_tier_reaper_t *reaper; /* src/cold/reaper.c; NULL once closed */
     st_compact_t *compact;    /* compact.c */
     /* at the interval, a user is flushed only with this many hot rows, or one this old */

@@ -1,0 +1,518 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tier's flush engine (see strata/tier.h): an owner's oldest hot rows become one object. On
+ * the loop, the kind takes a snapshot of the rows; on a libuv worker the kind encodes them and
+ * the engine writes the object to storage; back on the loop, one batch records the object in the
+ * manifest, and the kind deletes the hot rows and moves their counts into the cold baselines in
+ * that same batch. Until that batch, readers see the rows hot; after it, cold; never both, never
+ * neither.
+ *
+ * Nothing that a crash could take back leaves the process: the snapshot may include writes
+ * still staged, so the worker starts only once the batch they are in is durable (a flush whose
+ * batch fails is cancelled). That batch also records the object about to be written ('P'); the
+ * batch that records it in the manifest drops that again. An object whose recording batch never
+ * committed (a crash, a failed batch, a failed write) is found by its 'P' before the owner's
+ * next flush (or at start-up) and deleted, so an owner's files hold each row once.
+ *
+ * A failed write (storage down, disk full) leaves the hot rows alone and retries with backoff;
+ * one that can never succeed (ST_EINVAL: a key the backend refuses) is reported and not retried.
+ * Loop thread only (but for the worker's part).
+ */
+#define _GNU_SOURCE /* SCHED_IDLE */
+#include "strata/tier.h"
+#include "strata/cold.h"
+#include "strata/metrics.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define ST__FLUSH_PARALLEL 1 /* the loop keeps a core to itself on small machines */
+#define ST__MKEY_CAP       (ST_NAME_MAX + 16)
+
+typedef struct {
+    st_map_node_t node;
+    char owner[ST_NAME_MAX + 1];
+    size_t olen;
+    uint64_t not_before_ms;
+    uint32_t failures;
+} st_fowner_t;
+
+typedef struct st_fjob {
+    uv_work_t req;
+    st_tier_flush_t *f;
+    st_fowner_t *o;
+    struct st_fjob *next_held;
+    uint64_t wait; /* the batch that makes the snapshot (and the 'P' record) durable */
+    uint64_t seq;
+    st_tier_snap_t snap;
+    /* worker results */
+    int rc;
+    uint64_t size;
+    uint64_t t0;
+    uint64_t t_snap; /* the snapshot taken: from here to st__queue it waits for durability */
+    uint64_t waited; /* ns spent so */
+    uint64_t put_ns; /* the worker's wait for object storage (written by the worker) */
+} st_fjob_t;
+
+struct st_tier_flush {
+    uv_loop_t *loop;
+    st_store_t *store;
+    st_objstore_t *obj;
+    const st_tier_kind_t *kind;
+    bool stopping, urgent, timer_closed;
+    uv_timer_t resume;
+    uint64_t resume_ms; /* pacing: no new flush before this */
+    /* owners waiting for a flush, with one in flight, and whose flush can never succeed */
+    st_map_t pending, running, stuck;
+    size_t nrunning;
+    st_fjob_t *held; /* snapshots waiting for their batch to be durable */
+    void (*closed)(void *arg);
+    void *closed_arg;
+    st_metric_t *m_ok, *m_err, *m_rows, *m_bytes, *m_running, *m_pending, *m_stuck, *m_seconds;
+};
+
+static uint64_t st__now_ms(st_tier_flush_t *f)
+{
+    return uv_now(f->loop);
+}
+
+/* A manifest record's key: ks owner [0 seq] (no seq: 'W'). */
+static size_t st__mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq, uint64_t seq)
+{
+    k[0] = (uint8_t)ks;
+    memcpy(k + 1, o, ol);
+    if (!has_seq) return 1 + ol;
+    k[1 + ol] = 0;
+    for (int i = 0; i < 8; i++)
+        k[2 + ol + i] = (uint8_t)(seq >> (56 - 8 * i));
+    return 2 + ol + 8;
+}
+
+static int st__stat(st_tier_flush_t *f, const char *o, size_t ol, st_tier_stat_t *st,
+                    uint64_t *wait)
+{
+    uint8_t k[ST__MKEY_CAP];
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(f->store, k, st__mkey(k, 'W', o, ol, false, 0), &v, &vl, wait);
+    if (rc == ST_ENOTFOUND) {
+        memset(st, 0, sizeof *st);
+        return ST_OK;
+    }
+    if (rc == ST_OK && vl != sizeof *st) rc = ST_EINTERNAL;
+    if (rc == ST_OK) memcpy(st, v, sizeof *st);
+    return rc;
+}
+
+/* ---- the queue ---- */
+
+void st_tier_flush_enqueue(st_tier_flush_t *f, const char *o, size_t ol)
+{
+    if (f->stopping || st_map_get(&f->pending, o, ol) || st_map_get(&f->running, o, ol) ||
+        st_map_get(&f->stuck, o, ol))
+        return;
+    st_fowner_t *w = st_calloc(1, sizeof *w);
+    memcpy(w->owner, o, ol);
+    w->olen = ol;
+    w->node.key = w->owner;
+    w->node.klen = ol;
+    st_map_insert(&f->pending, &w->node);
+    st_metric_set(f->m_pending, (double)f->pending.count);
+}
+
+void st_tier_flush_urgent(st_tier_flush_t *f, bool urgent)
+{
+    f->urgent = urgent;
+}
+
+/* ---- worker side ---- */
+
+/* Encoding and compressing is background work: it runs on CPU time nothing else wants
+ * (SCHED_IDLE), so serving keeps its cores when they are few. The pool thread is back at the
+ * normal policy before it returns to libuv: left at SCHED_IDLE, it would run the pool's next job
+ * (a cold read) at that priority, and take libuv's queue mutexes at it — the loop, queueing
+ * work, then waits for a thread the scheduler starves (priority inversion: loop stalls of
+ * ~4 ms with no CPU spent, measured during a flush). */
+void st_tier_background(bool on)
+{
+    struct sched_param sp = {0};
+    sched_setscheduler((pid_t)syscall(SYS_gettid), on ? SCHED_IDLE : SCHED_OTHER, &sp);
+}
+
+static void st__flush_work(uv_work_t *req)
+{
+    st_fjob_t *j = req->data;
+    st_tier_background(true);
+    st_buf_t file = {0};
+    j->rc = j->f->kind->encode(j->f->kind->arg, j->snap.rows, &file);
+    uint64_t t = uv_hrtime();
+    if (j->rc == ST_OK) j->rc = st_objstore_put(j->f->obj, j->snap.key.data, file.data, file.len);
+    j->put_ns = uv_hrtime() - t;
+    j->size = file.len;
+    st_buf_free(&file);
+    st_tier_background(false);
+}
+
+/* ---- loop side ---- */
+
+static void st__job_free(st_fjob_t *j)
+{
+    const st_tier_kind_t *k = j->f->kind;
+    if (j->snap.rows) k->release(k->arg, j->snap.rows);
+    st_buf_free(&j->snap.key);
+    free(j);
+}
+
+static void st__maybe_free(st_tier_flush_t *f)
+{
+    if (!f->timer_closed || f->nrunning) return;
+    st_map_t *maps[] = {&f->pending, &f->running, &f->stuck};
+    for (size_t i = 0; i < 3; i++) {
+        size_t it;
+        st_map_node_t *n;
+        while ((n = st_map_first(maps[i], &it)) != NULL) {
+            st_map_remove(maps[i], n);
+            free(n);
+        }
+        st_map_free(maps[i]);
+    }
+    void (*closed)(void *) = f->closed;
+    void *arg = f->closed_arg;
+    free(f);
+    if (closed) closed(arg);
+}
+
+/* The batch that moves the rows: 'P' out, the kind's hot side, 'W' and 'F' in. */
+static int st__commit(st_tier_flush_t *f, st_fjob_t *j, uint64_t *wait)
+{
+    const char *o = j->o->owner;
+    size_t ol = j->o->olen;
+    uint8_t k[ST__MKEY_CAP];
+    /* the object is ours only while its 'P' record is: it goes in this batch */
+    size_t pn = st__mkey(k, 'P', o, ol, true, j->seq);
+    const void *pv;
+    size_t pvl;
+    int rc = st_store_get(f->store, k, pn, &pv, &pvl, wait);
+    if (rc == ST_ENOTFOUND) rc = ST_EINTERNAL;
+    if (rc == ST_OK) rc = st_store_del(f->store, k, pn, wait);
+    st_tier_file_t fi = {0, 0, 0, j->size};
+    if (rc == ST_OK) rc = f->kind->commit(f->kind->arg, o, ol, j->snap.rows, &fi, wait);
+    st_tier_stat_t st;
+    if (rc == ST_OK) rc = st__stat(f, o, ol, &st, wait);
+    if (rc == ST_OK) {
+        st.watermark = fi.max_id;
+        st.rows += fi.rows;
+        st.bytes += (int64_t)j->size;
+        st.files++;
+        if (st.next_seq < j->seq + 1) st.next_seq = j->seq + 1;
+        rc = st_store_put(f->store, k, st__mkey(k, 'W', o, ol, false, 0), &st, sizeof st, wait);
+    }
+    if (rc == ST_OK) {
+        st_buf_t v = {0};
+        st_buf_append(&v, &fi, sizeof fi);
+        st_buf_append(&v, j->snap.key.data, j->snap.key.len);
+        rc = st_store_put(f->store, k, st__mkey(k, 'F', o, ol, true, j->seq), v.data, v.len, wait);
+        st_buf_free(&v);
+    }
+    return rc;
+}
+
+/* Back on the queue after a failure, no sooner than the backoff (up to a minute). */
+static void st__retry_later(st_tier_flush_t *f, st_fowner_t *o, int rc)
+{
+    st_metric_add(f->m_err, 1);
+    o->failures++;
+    uint64_t backoff = 1000ull << (o->failures < 6 ? o->failures : 6);
+    o->not_before_ms = st__now_ms(f) + (backoff > 60000 ? 60000 : backoff);
+    st_warn("cold: flush of %.*s failed (%s); retrying in %llu ms", (int)o->olen, o->owner,
+            st_strerror(rc), (unsigned long long)(o->not_before_ms - st__now_ms(f)));
+    st_map_insert(&f->pending, &o->node);
+    st_metric_set(f->m_pending, (double)f->pending.count);
+}
+
+static void st__running_done(st_tier_flush_t *f, st_fowner_t *o)
+{
+    st_map_remove(&f->running, &o->node);
+    f->nrunning--;
+    st_metric_set(f->m_running, (double)f->nrunning);
+}
+
+/* A commit that failed (nothing changed in the hot store: it is rolled back with its batch):
+ * what the worker may have written is an orphan now. */
+static void st__failed(st_tier_flush_t *f, st_fjob_t *j, int rc, uint64_t *wait)
+{
+    st_fowner_t *o = j->o;
+    f->kind->orphans(f->kind->arg, o->owner, o->olen, wait);
+    if (rc != ST_EINVAL) {
+        st__retry_later(f, o, rc);
+        return;
+    }
+    /* it can never succeed (a key or an object the backend refuses): say so once */
+    st_metric_add(f->m_err, 1);
+    st_error("cold: %.*s can never be flushed (%s: the object store refuses %s); its "
+             "messages stay hot",
+             (int)o->olen, o->owner, st_strerror(rc), j->snap.key.data);
+    st_map_insert(&f->stuck, &o->node);
+    st_metric_set(f->m_stuck, (double)f->stuck.count);
+}
+
+static void st__succeeded(st_tier_flush_t *f, st_fjob_t *j)
+{
+    st_fowner_t *o = j->o;
+    st_metric_add(f->m_ok, 1);
+    st_metric_add(f->m_rows, (double)j->snap.n);
+    st_metric_add(f->m_bytes, (double)j->size);
+    st_metric_observe(f->m_seconds, (double)(uv_hrtime() - j->t0) / 1e9);
+    st_info("cold: flushed %zu messages of %.*s to %s (%llu bytes)", j->snap.n, (int)o->olen,
+            o->owner, j->snap.key.data, (unsigned long long)j->size);
+    f->kind->flushed(f->kind->arg, o->owner, o->olen);
+    if (j->snap.capped)
+        st_map_insert(&f->pending, &o->node);
+    else
+        free(o);
+}
+
+static void st__flush_done(uv_work_t *req, int status)
+{
+    st_fjob_t *j = req->data;
+    st_tier_flush_t *f = j->f;
+    st__running_done(f, j->o);
+    if (f->stopping || status == UV_ECANCELED) {
+        /* shutting down: the object, if written, has its 'P' record and no 'F': the next
+         * start-up deletes it */
+        free(j->o);
+        st__job_free(j);
+        st__maybe_free(f);
+        return;
+    }
+    uint64_t wait = 0;
+    int rc = j->rc;
+    if (rc == ST_OK) rc = st__commit(f, j, &wait);
+    if (rc != ST_OK)
+        st__failed(f, j, rc, &wait);
+    else
+        st__succeeded(f, j);
+    /* Pace: the next flush waits twice as long as this one worked, so flushing takes at most
+     * a third of the time (the loop's snapshot and commit, the apply thread's deletes) unless
+     * the hot store is filling up. Waiting is not work — for its snapshot to be durable, for
+     * object storage to take the object (fsyncs, or a round trip to S3): with flushes of a few
+     * thousand rows those fixed waits would otherwise set the pace. */
+    uint64_t took_ms = (uv_hrtime() - j->t0 - j->waited - j->put_ns) / 1000000;
+    f->resume_ms = f->urgent ? 0 : st__now_ms(f) + 2 * took_ms;
+    st__job_free(j);
+    st_tier_flush_pump(f);
+    f->kind->done(f->kind->arg);
+}
+
+/* Records the object about to be written: its 'P' record, and the owner's next file number
+ * moves past it (a number, and so a key, is never used twice). */
+static int st__intend(st_tier_flush_t *f, st_fjob_t *j, st_tier_stat_t *st, uint64_t *wait)
+{
+    uint8_t k[ST__MKEY_CAP];
+    const char *o = j->o->owner;
+    size_t ol = j->o->olen;
+    size_t n = st__mkey(k, 'P', o, ol, true, j->seq);
+    int rc = st_store_put(f->store, k, n, j->snap.key.data, j->snap.key.len, wait);
+    st->next_seq = j->seq + 1;
+    if (rc == ST_OK)
+        rc = st_store_put(f->store, k, st__mkey(k, 'W', o, ol, false, 0), st, sizeof *st, wait);
+    return rc;
+}
+
+static void st__queue(st_tier_flush_t *f, st_fjob_t *j)
+{
+    j->waited = uv_hrtime() - j->t_snap;
+    if (uv_queue_work(f->loop, &j->req, st__flush_work, st__flush_done) != 0) {
+        j->rc = ST_EIO;
+        st__flush_done(&j->req, 0);
+    }
+}
+
+/* Takes the owner's oldest hot rows and hands them to a worker once they are durable; false if
+ * there was nothing to flush. */
+static bool st__start(st_tier_flush_t *f, st_fowner_t *o)
+{
+    if (st_store_writable(f->store) == ST_ENOLEADER) return false; /* a group's leader flushes */
+    st_fjob_t *j = st_calloc(1, sizeof *j);
+    j->f = f;
+    j->o = o;
+    j->t0 = uv_hrtime();
+    uint64_t wait = 0;
+    st_tier_stat_t st = {0};
+    int rc = f->kind->orphans(f->kind->arg, o->owner, o->olen, &wait);
+    if (rc == ST_OK) rc = st__stat(f, o->owner, o->olen, &st, &wait);
+    j->seq = st.next_seq ? st.next_seq : 1;
+    if (rc == ST_OK)
+        rc = f->kind->snapshot(f->kind->arg, o->owner, o->olen, &st, j->seq, &j->snap, &wait);
+    if (rc != ST_OK || j->snap.n == 0 || st__intend(f, j, &st, &wait) != ST_OK) {
+        st__job_free(j);
+        return false;
+    }
+    j->req.data = j;
+    j->wait = wait;
+    j->t_snap = uv_hrtime();
+    st_map_insert(&f->running, &o->node);
+    f->nrunning++;
+    st_metric_set(f->m_running, (double)f->nrunning);
+    if (wait > st_store_durable_id(f->store)) { /* see st_tier_flush_durable */
+        j->next_held = f->held;
+        f->held = j;
+        return true;
+    }
+    st__queue(f, j);
+    return true;
+}
+
+/* Held flushes whose snapshot is durable now go to a worker. */
+void st_tier_flush_durable(st_tier_flush_t *f, uint64_t id)
+{
+    for (st_fjob_t **p = &f->held; *p;) {
+        st_fjob_t *j = *p;
+        if (j->wait > id) {
+            p = &j->next_held;
+            continue;
+        }
+        *p = j->next_held;
+        st__queue(f, j);
+    }
+}
+
+/* Held flushes whose snapshot was rolled back are cancelled: those rows never existed. */
+void st_tier_flush_failed(st_tier_flush_t *f, uint64_t first, int err)
+{
+    for (st_fjob_t **p = &f->held; *p;) {
+        st_fjob_t *j = *p;
+        if (j->wait < first) {
+            p = &j->next_held;
+            continue;
+        }
+        *p = j->next_held;
+        st__running_done(f, j->o);
+        st__retry_later(f, j->o, err);
+        st__job_free(j);
+    }
+    st_tier_flush_pump(f);
+}
+
+static void st__on_resume(uv_timer_t *t)
+{
+    st_tier_flush_pump(t->data);
+}
+
+void st_tier_flush_pump(st_tier_flush_t *f)
+{
+    uint64_t now = st__now_ms(f);
+    size_t it;
+    if (f->stopping) return;
+    if (now < f->resume_ms) {
+        if (f->pending.count) uv_timer_start(&f->resume, st__on_resume, f->resume_ms - now, 0);
+        return;
+    }
+    while (f->nrunning < ST__FLUSH_PARALLEL && !f->stopping) {
+        st_fowner_t *pick = NULL;
+        for (st_map_node_t *n = st_map_first(&f->pending, &it); n;
+             n = st_map_next(&f->pending, &it, n))
+            if (((st_fowner_t *)n)->not_before_ms <= now) {
+                pick = (st_fowner_t *)n;
+                break;
+            }
+        if (!pick) break;
+        st_map_remove(&f->pending, &pick->node);
+        if (!st__start(f, pick)) free(pick);
+    }
+    st_metric_set(f->m_pending, (double)f->pending.count);
+}
+
+/* The distinct owners of 'P owner 0 …' keys (they come sorted: a repeat follows its first),
+ * each: u8 length, then the name. Collected first: acting on them inside the scan would read
+ * and stage writes while the scan's own pointers are live. */
+typedef struct {
+    st_buf_t names;
+    size_t prev; /* offset of the last name added */
+} st_owners_t;
+
+static int st__collect_owner(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_owners_t *us = arg;
+    st_buf_t *b = &us->names;
+    (void)val;
+    (void)vlen;
+    const char *u = (const char *)key + 1;
+    size_t ul = strnlen(u, klen - 1);
+    if (ul == 0 || ul > ST_NAME_MAX || ul == klen - 1) return 0;
+    if (b->len && (uint8_t)b->data[us->prev] == ul && memcmp(b->data + us->prev + 1, u, ul) == 0)
+        return 0;
+    us->prev = b->len;
+    st_buf_appendc(b, (char)(uint8_t)ul);
+    st_buf_append(b, u, ul);
+    return 0;
+}
+
+void st_tier_flush_recover(st_tier_flush_t *f)
+{
+    st_owners_t us = {{0}, 0};
+    uint64_t wait = 0;
+    char pre = 'P';
+    st_store_scan(f->store, &pre, 1, st__collect_owner, &us, &wait);
+    st_buf_t *b = &us.names;
+    for (size_t i = 0; i < b->len;) {
+        size_t ul = (uint8_t)b->data[i];
+        f->kind->orphans(f->kind->arg, b->data + i + 1, ul, &wait);
+        i += 1 + ul;
+    }
+    st_buf_free(b);
+}
+
+int st_tier_flush_open(st_tier_flush_t **out, uv_loop_t *loop, st_store_t *store,
+                       st_objstore_t *obj, const st_tier_kind_t *kind)
+{
+    st_tier_flush_t *f = st_calloc(1, sizeof *f);
+    f->loop = loop;
+    f->store = store;
+    f->obj = obj;
+    f->kind = kind;
+    st_map_init(&f->pending);
+    st_map_init(&f->running);
+    st_map_init(&f->stuck);
+    f->m_ok = st_metrics_counter("strata_flush_total", "Cold-tier flushes", "result=\"ok\"");
+    f->m_err = st_metrics_counter("strata_flush_total", "Cold-tier flushes", "result=\"error\"");
+    f->m_rows =
+        st_metrics_counter("strata_flush_rows_total", "Messages moved to the cold tier", "");
+    f->m_bytes = st_metrics_counter("strata_flush_bytes_total", "Parquet bytes written", "");
+    f->m_running = st_metrics_gauge("strata_flush_running", "Flushes in progress", "");
+    f->m_pending = st_metrics_gauge("strata_flush_pending", "Users waiting for a flush", "");
+    f->m_stuck = st_metrics_gauge("strata_flush_stuck_users",
+                                  "Users whose flush can never succeed (see the log)", "");
+    f->m_seconds =
+        st_metrics_histogram("strata_flush_seconds", "Flush duration, snapshot to manifest", "",
+                             st_metrics_latency_bounds, st_metrics_latency_nbounds);
+    uv_timer_init(loop, &f->resume);
+    f->resume.data = f;
+    *out = f;
+    return ST_OK;
+}
+
+static void st__resume_closed(uv_handle_t *h)
+{
+    st_tier_flush_t *f = h->data;
+    f->timer_closed = true;
+    st__maybe_free(f);
+}
+
+void st_tier_flush_close(st_tier_flush_t *f, void (*closed)(void *arg), void *arg)
+{
+    f->stopping = true;
+    f->closed = closed;
+    f->closed_arg = arg;
+    while (f->held) { /* never handed to a worker: their 'P' records wait for start-up */
+        st_fjob_t *j = f->held;
+        f->held = j->next_held;
+        st__running_done(f, j->o);
+        free(j->o);
+        st__job_free(j);
+    }
+    uv_close((uv_handle_t *)&f->resume, st__resume_closed);
+}
