@@ -414,4 +414,227 @@ TEST(tier_pass_visits_each_source_in_order_once_and_queues_one_more)
     fx_end(&fx);
 }
 
+/* A data kind for the flush engine's tests: hot rows 'h' owner 0 id -> "rowN"; an object is the
+ * rows' values concatenated. */
+typedef struct {
+    st_store_t *store;
+    size_t limit; /* rows per flush */
+    int fail;     /* encode fails with this */
+    int snapshots, encodes, orphans, flushed, done;
+} fk_t;
+
+typedef struct {
+    size_t n;
+    bool capped;
+    uint64_t ids[16];
+    st_buf_t vals;
+} fk_rows_t;
+
+static size_t fk_key(uint8_t *k, const char *o, size_t ol, uint64_t id)
+{
+    k[0] = 'h';
+    memcpy(k + 1, o, ol);
+    k[1 + ol] = 0;
+    for (int i = 0; i < 8; i++)
+        k[2 + ol + i] = (uint8_t)(id >> (56 - 8 * i));
+    return 2 + ol + 8;
+}
+
+static fk_t *fk_cur;
+static int fk_row(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    fk_rows_t *r = arg;
+    if (r->n == fk_cur->limit) {
+        r->capped = true;
+        return 1;
+    }
+    uint64_t id = 0;
+    for (int i = 0; i < 8; i++)
+        id = id << 8 | ((const uint8_t *)key)[klen - 8 + i];
+    r->ids[r->n++] = id;
+    st_buf_append(&r->vals, val, vlen);
+    return 0;
+}
+
+static int fk_snapshot(void *arg, const char *o, size_t ol, const st_tier_stat_t *st, uint64_t seq,
+                       st_tier_snap_t *out, uint64_t *wait)
+{
+    fk_t *fk = arg;
+    fk->snapshots++;
+    fk_rows_t *r = calloc(1, sizeof *r);
+    out->rows = r;
+    uint8_t from[64];
+    size_t fl = fk_key(from, o, ol, st->watermark + 1);
+    int rc = st_store_scan_from(fk->store, from, fl - 8, from, fl, fk_row, r, wait);
+    if (rc == 1) rc = ST_OK;
+    out->n = r->n;
+    out->capped = r->capped;
+    char name[64];
+    snprintf(name, sizeof name, "%.*s/obj-%llu", (int)ol, o, (unsigned long long)seq);
+    st_buf_puts(&out->key, name);
+    return rc;
+}
+
+static int fk_encode(void *arg, void *rows, st_buf_t *object)
+{
+    fk_t *fk = arg;
+    fk_rows_t *r = rows;
+    fk->encodes++;
+    st_buf_append(object, r->vals.data, r->vals.len);
+    return fk->fail;
+}
+
+static int fk_commit(void *arg, const char *o, size_t ol, void *rows, st_tier_file_t *f,
+                     uint64_t *wait)
+{
+    fk_t *fk = arg;
+    fk_rows_t *r = rows;
+    int rc = ST_OK;
+    uint8_t k[64];
+    for (size_t i = 0; i < r->n && rc == ST_OK; i++)
+        rc = st_store_del(fk->store, k, fk_key(k, o, ol, r->ids[i]), wait);
+    f->min_id = r->ids[0];
+    f->max_id = r->ids[r->n - 1];
+    f->rows = (int64_t)r->n;
+    return rc;
+}
+
+static void fk_release(void *arg, void *rows)
+{
+    fk_rows_t *r = rows;
+    (void)arg;
+    st_buf_free(&r->vals);
+    free(r);
+}
+
+static int fk_orphans(void *arg, const char *o, size_t ol, uint64_t *wait)
+{
+    (void)o, (void)ol, (void)wait;
+    ((fk_t *)arg)->orphans++;
+    return ST_OK;
+}
+
+static void fk_flushed(void *arg, const char *o, size_t ol)
+{
+    (void)o, (void)ol;
+    ((fk_t *)arg)->flushed++;
+}
+
+static void fk_done(void *arg)
+{
+    ((fk_t *)arg)->done++;
+}
+
+/* The engine is told of settling batches by its kind's listener (chat forwards its own). */
+static st_tier_flush_t *fk_engine;
+static void fk_durable(st_store_listener_t *l, uint64_t id)
+{
+    (void)l;
+    st_tier_flush_durable(fk_engine, id);
+}
+
+static void fk_failed(st_store_listener_t *l, uint64_t first, int err)
+{
+    (void)l;
+    st_tier_flush_failed(fk_engine, first, err);
+}
+
+static void fk_closed(void *arg)
+{
+    *(bool *)arg = true;
+}
+
+static bool fk_has(st_store_t *s, char ks, const char *o, uint64_t seq)
+{
+    uint8_t k[64];
+    size_t n = fk_key(k, o, strlen(o), seq);
+    k[0] = (uint8_t)ks;
+    const void *v;
+    size_t vl;
+    uint64_t w = 0;
+    return st_store_get(s, k, n, &v, &vl, &w) == ST_OK;
+}
+
+/* The tier's flush engine (src/cold/flush.c): a snapshot waits for its batch to be durable
+ * before a worker encodes it; each flush commits 'F' and 'W' and drops its 'P' in one batch with
+ * the kind's hot side; an owner with more rows than one flush takes is flushed again at once;
+ * a flush the backend can never take (ST_EINVAL) leaves the rows hot, stages the orphans'
+ * deletion, and the owner is never tried again. */
+TEST(tier_flush_holds_until_durable_commits_one_batch_and_never_retries_a_refused_owner)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    char url[96];
+    snprintf(url, sizeof url, "file://%s/cold", fx.dir);
+    st_objstore_opts_t oo = {.url = url};
+    st_objstore_t *obj;
+    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
+    fk_t fk = {.store = s, .limit = 2};
+    fk_cur = &fk;
+    st_tier_kind_t kind = {fk_snapshot, fk_encode,  fk_commit, fk_release,
+                           fk_orphans,  fk_flushed, fk_done,   &fk};
+    st_tier_flush_t *f;
+    CHECK_EQ(st_tier_flush_open(&f, &fx.loop, s, obj, &kind), ST_OK);
+    fk_engine = f;
+    st_store_listener_t lis = {.on_durable = fk_durable, .on_failed = fk_failed};
+    st_store_listen(s, &lis);
+    uint8_t k[64];
+    uint64_t w = 0;
+    for (uint64_t id = 1; id <= 5; id++) {
+        char v[8];
+        snprintf(v, sizeof v, "row%llu", (unsigned long long)id);
+        CHECK_EQ(st_store_put(s, k, fk_key(k, "o", 1, id), v, strlen(v), &w), ST_OK);
+    }
+    /* the rows are staged, not durable: the snapshot is taken and held */
+    st_tier_flush_enqueue(f, "o", 1);
+    st_tier_flush_pump(f);
+    CHECK_EQ(fk.snapshots, 1);
+    CHECK_EQ(fk.encodes, 0);
+    CHECK(fk_has(s, 'P', "o", 1));
+    for (int i = 0; i < 100000 && fk.done < 3; i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK_EQ(fk.flushed, 3); /* 2 + 2 + 1 rows */
+    CHECK(fk_has(s, 'F', "o", 1) && fk_has(s, 'F', "o", 2) && fk_has(s, 'F', "o", 3));
+    CHECK(!fk_has(s, 'P', "o", 1) && !fk_has(s, 'P', "o", 2) && !fk_has(s, 'P', "o", 3));
+    for (uint64_t id = 1; id <= 5; id++)
+        CHECK(!fk_has(s, 'h', "o", id));
+    const void *v;
+    size_t vl;
+    CHECK_EQ(st_store_get(s, "Wo", 2, &v, &vl, &w), ST_OK);
+    st_tier_stat_t st;
+    CHECK_EQ(vl, sizeof st);
+    memcpy(&st, v, sizeof st);
+    CHECK(st.watermark == 5 && st.rows == 5 && st.files == 3 && st.next_seq == 4);
+    st_buf_t got = {0};
+    CHECK_EQ(st_objstore_get(obj, "o/obj-2", 0, 8, &got), ST_OK);
+    CHECK(got.len == 8 && memcmp(got.data, "row3row4", 8) == 0);
+    st_buf_free(&got);
+
+    /* refused: the rows stay hot, orphans are staged (before the flush and after it failed) */
+    fk.fail = ST_EINVAL;
+    fk.orphans = fk.done = 0;
+    CHECK_EQ(st_store_put(s, k, fk_key(k, "q", 1, 9), "row9", 4, &w), ST_OK);
+    fx_settle(&fx, s);
+    st_tier_flush_enqueue(f, "q", 1);
+    st_tier_flush_pump(f);
+    for (int i = 0; i < 100000 && fk.done < 1; i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK_EQ(fk.orphans, 2);
+    CHECK(fk_has(s, 'h', "q", 9) && !fk_has(s, 'F', "q", 1));
+    int snaps = fk.snapshots;
+    st_tier_flush_enqueue(f, "q", 1); /* stuck: not queued again */
+    st_tier_flush_pump(f);
+    CHECK_EQ(fk.snapshots, snaps);
+
+    bool closed = false;
+    st_store_unlisten(s, &lis);
+    st_tier_flush_close(f, fk_closed, &closed);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    CHECK(closed);
+    st_objstore_close(obj);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
 RUN_TESTS("cold")
