@@ -226,7 +226,7 @@ static void st__merge(st_compjob_t *j)
     st_groups_t gs = {0};
     j->rc = ST_OK;
     for (size_t i = 0; i < j->nold && j->rc == ST_OK; i++)
-        j->rc = st__read_object(j->cc->obj, j->keys[i], j->files[i].size, &gs);
+        j->rc = st__read_object(j->cc->tier.obj, j->keys[i], j->files[i].size, &gs);
     size_t total = 0;
     for (size_t g = 0; g < gs.n; g++)
         total += gs.v[g].n;
@@ -258,7 +258,7 @@ static void st__merge(st_compjob_t *j)
             st_buf_t file = {0};
             j->rc = st_parquet_encode(rows, keep, j->cc->zstd_level, &file);
             if (j->rc == ST_OK)
-                j->rc = st_objstore_put(j->cc->obj, j->key.data, file.data, file.len);
+                j->rc = st_objstore_put(j->cc->tier.obj, j->key.data, file.data, file.len);
             j->out.size = file.len;
             st_buf_free(&file);
         }
@@ -499,7 +499,7 @@ static void st__done(uv_work_t *req, int status)
     st_compact_t *cp = cc->compact;
     st_cuser_t *u = j->u;
     cp->job = NULL;
-    if (cc->stopping || status == UV_ECANCELED) { /* its 'P' record waits for start-up */
+    if (cc->tier.stopping || status == UV_ECANCELED) { /* its 'P' record waits for start-up */
         free(u);
         st__job_free(j);
         st__chat_cold_maybe_free(cc);
@@ -535,14 +535,14 @@ static void st__done(uv_work_t *req, int status)
         free(u);
     }
     uint64_t took_ms = (uv_hrtime() - j->t0) / 1000000;
-    cp->resume_ms = uv_now(cc->loop) + 2 * took_ms;
+    cp->resume_ms = uv_now(cc->tier.loop) + 2 * took_ms;
     st__job_free(j);
 }
 
 static void st__queue(st_chatcold_t *cc, st_compjob_t *j)
 {
     j->queued = true;
-    if (uv_queue_work(cc->loop, &j->req, st__compact_work, st__done) != 0) {
+    if (uv_queue_work(cc->tier.loop, &j->req, st__compact_work, st__done) != 0) {
         j->rc = ST_EIO;
         st__done(&j->req, 0);
     }
@@ -574,8 +574,8 @@ static void st__publish(st_chatcold_t *cc)
     st_compact_t *cp = cc->compact;
     for (int v = 0; v < 4; v++)
         st_metric_set(cp->m_s3[v], (double)st_objstore_requests(v));
-    if (uv_now(cc->loop) < cp->census_ms) return;
-    cp->census_ms = uv_now(cc->loop) + 10000;
+    if (uv_now(cc->tier.loop) < cp->census_ms) return;
+    cp->census_ms = uv_now(cc->tier.loop) + 10000;
     double t[4] = {0};
     uint64_t wait = 0;
     char pre = 'F';
@@ -589,14 +589,14 @@ static void st__publish(st_chatcold_t *cc)
 void st__chat_compact_pump(st_chatcold_t *cc)
 {
     st_compact_t *cp = cc->compact;
-    if (!cp || cc->stopping) return;
+    if (!cp || cc->tier.stopping) return;
     st__publish(cc);
     if (cp->job) {
         st__chat_compact_durable(cc, st_store_durable_id(cc->chat->store));
         return;
     }
     /* beside flushes, never holding one up; none while the hot store is filling up */
-    if (cc->urgent || uv_now(cc->loop) < cp->resume_ms) return;
+    if (cc->tier.urgent || uv_now(cc->tier.loop) < cp->resume_ms) return;
     size_t it;
     st_map_node_t *n;
     while (!cp->job && (n = st_map_first(&cp->queue, &it)) != NULL) {

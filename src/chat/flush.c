@@ -263,12 +263,12 @@ static void st__flush_done(void *arg)
 
 void st__chat_flush_enqueue(st_chatcold_t *cc, const char *u, size_t ul)
 {
-    st_tier_flush_enqueue(cc->flush, u, ul);
+    st_tier_flush_enqueue(cc->tier.flush, u, ul);
 }
 
 void st__chat_flush_pump(st_chatcold_t *cc)
 {
-    st_tier_flush_pump(cc->flush);
+    st_tier_flush_pump(cc->tier.flush);
 }
 
 static int st__first_ts(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
@@ -297,8 +297,8 @@ void st__chat_posted(st_chat_t *c, const char *u, size_t ul, int64_t total)
     uint64_t wait = 0;
     if (st__chat_coldstat(c, u, ul, &cs, &wait) != ST_OK) return;
     if ((uint64_t)(total - cs.rows) >= cc->flush_rows) {
-        st_tier_flush_enqueue(cc->flush, u, ul);
-        st_tier_flush_pump(cc->flush);
+        st_tier_flush_enqueue(cc->tier.flush, u, ul);
+        st_tier_flush_pump(cc->tier.flush);
     }
 }
 
@@ -307,21 +307,21 @@ static void st__on_tick(uv_timer_t *t)
     st_chatcold_t *cc = t->data;
     if (st_store_writable(cc->chat->store) == ST_ENOLEADER) return; /* a group's leader flushes */
     st__chat_reap(cc); /* objects out of the manifest, once that is durable */
-    uint64_t now = uv_now(cc->loop), used, size;
+    uint64_t now = uv_now(cc->tier.loop), used, size;
     st_store_usage(cc->chat->store, &used, &size);
     /* near full: flush now, then give the flushes time to free space before asking again */
-    cc->urgent = size && used >= size / 10 * 8;
-    st_tier_flush_urgent(cc->flush, cc->urgent);
-    bool full = cc->urgent && now >= cc->next_full_ms;
-    if (full) cc->next_full_ms = now + 10000;
-    if (now >= cc->next_interval_ms || full) {
+    cc->tier.urgent = size && used >= size / 10 * 8;
+    st_tier_flush_urgent(cc->tier.flush, cc->tier.urgent);
+    bool full = cc->tier.urgent && now >= cc->tier.next_full_ms;
+    if (full) cc->tier.next_full_ms = now + 10000;
+    if (now >= cc->tier.next_interval_ms || full) {
         if (full)
             st_warn("cold: hot store at %llu of %llu bytes: flushing", (unsigned long long)used,
                     (unsigned long long)size);
-        cc->next_interval_ms = now + cc->interval_ms;
+        cc->tier.next_interval_ms = now + cc->tier.interval_ms;
         st__chat_flush_pass(cc->chat, full);
     }
-    st_tier_flush_pump(cc->flush);
+    st_tier_flush_pump(cc->tier.flush);
     st__chat_compact_pump(cc);
 }
 
@@ -332,7 +332,7 @@ static void st__on_durable(st_store_listener_t *l, uint64_t id)
     st_chatcold_t *cc = c->cold;
     if (!cc) return;
     st__chat_compact_durable(cc, id);
-    st_tier_flush_durable(cc->flush, id);
+    st_tier_flush_durable(cc->tier.flush, id);
 }
 
 /* Held flushes whose snapshot was rolled back are cancelled: those rows never existed. */
@@ -341,25 +341,25 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
     st_chat_t *c = (st_chat_t *)((char *)l - offsetof(st_chat_t, listener));
     st_chatcold_t *cc = c->cold;
     if (!cc) return;
-    st_tier_flush_failed(cc->flush, first, err);
+    st_tier_flush_failed(cc->tier.flush, first, err);
 }
 
 int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t *o)
 {
     st_chatcold_t *cc = st_calloc(1, sizeof *cc);
-    cc->loop = loop;
+    cc->tier.loop = loop;
     cc->chat = c;
-    cc->obj = o->store;
+    cc->tier.obj = o->store;
     cc->flush_rows = o->flush_rows ? o->flush_rows : 10000;
-    cc->interval_ms = (o->flush_interval_s ? o->flush_interval_s : 300) * 1000;
+    cc->tier.interval_ms = (o->flush_interval_s ? o->flush_interval_s : 300) * 1000;
     cc->zstd_level = o->zstd_level ? o->zstd_level : 3;
     cc->kind = (st_tier_kind_t){st__snapshot,     st__encode,  st__commit,     st__release,
                                 st__kind_orphans, st__flushed, st__flush_done, cc};
-    st_tier_flush_open(&cc->flush, loop, c->store, o->store, &cc->kind);
+    st_tier_flush_open(&cc->tier.flush, loop, c->store, o->store, &cc->kind);
     cc->m_cold_reads = st_metrics_counter("strata_cold_row_groups_read_total",
                                           "Parquet row groups decoded for reads", "");
     st_coldcache_opts_t co = {o->store, o->cache_bytes, 0, cc->m_cold_reads};
-    st_coldcache_open(&cc->cache, loop, &co);
+    st_coldcache_open(&cc->tier.cache, loop, &co);
     cc->m_hybrid_hot = st_metrics_counter("strata_hybrid_reads_total",
                                           "Conversation hybrid fields served", "source=\"hot\"");
     cc->m_hybrid_cold = st_metrics_counter("strata_hybrid_reads_total",
@@ -370,13 +370,13 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
     cc->retention_us = o->retention_s * 1000000ull;
     cc->m_retained = st_metrics_counter("strata_retention_deleted_messages_total",
                                         "Cold messages deleted by retention", "");
-    st_tier_reaper_open(&cc->reaper, loop, c->store, o->store);
+    st_tier_reaper_open(&cc->tier.reaper, loop, c->store, o->store);
     cc->m_orphans = st_metrics_counter("strata_flush_orphans_total",
                                        "Objects written by a flush that was never recorded", "");
-    uv_timer_init(loop, &cc->tick);
-    cc->tick.data = cc;
-    cc->next_interval_ms = uv_now(loop) + cc->interval_ms;
-    uv_timer_start(&cc->tick, st__on_tick, ST__TICK_MS, ST__TICK_MS);
+    uv_timer_init(loop, &cc->tier.tick);
+    cc->tier.tick.data = cc;
+    cc->tier.next_interval_ms = uv_now(loop) + cc->tier.interval_ms;
+    uv_timer_start(&cc->tier.tick, st__on_tick, ST__TICK_MS, ST__TICK_MS);
     cc->flush_min_rows = o->flush_min_rows;
     cc->flush_max_age_us = o->flush_max_age_s * 1000000ull;
     st__chat_compact_init(cc, o->compact_objects);
@@ -387,7 +387,7 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
     st_store_listen(c->store, &c->listener);
     /* start-up: flushes a crash interrupted left 'P' records; their objects are deleted (and
      * the deletions a crash interrupted are finished) by the reaper */
-    st_tier_flush_recover(cc->flush);
+    st_tier_flush_recover(cc->tier.flush);
     st__chat_reap(cc);
     return ST_OK;
 }
@@ -395,7 +395,7 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
 /* Freed once its handles are closed and the last job in flight has come back. */
 void st__chat_cold_maybe_free(st_chatcold_t *cc)
 {
-    if (!cc->closed || cc->flush || cc->reaper || st__chat_compact_busy(cc)) return;
+    if (!cc->tier.closed || cc->tier.flush || cc->tier.reaper || st__chat_compact_busy(cc)) return;
     st__chat_compact_free(cc);
     free(cc);
 }
@@ -403,22 +403,22 @@ void st__chat_cold_maybe_free(st_chatcold_t *cc)
 static void st__handle_closed(void *arg)
 {
     st_chatcold_t *cc = arg;
-    if (++cc->closed_handles < 2) return;
-    cc->closed = true;
+    if (++cc->tier.closed_handles < 2) return;
+    cc->tier.closed = true;
     st__chat_cold_maybe_free(cc);
 }
 
 static void st__reaper_closed(void *arg)
 {
     st_chatcold_t *cc = arg;
-    cc->reaper = NULL;
+    cc->tier.reaper = NULL;
     st__chat_cold_maybe_free(cc);
 }
 
 static void st__flush_closed(void *arg)
 {
     st_chatcold_t *cc = arg;
-    cc->flush = NULL;
+    cc->tier.flush = NULL;
     st__chat_cold_maybe_free(cc);
 }
 
@@ -431,16 +431,17 @@ void st_chat_cold_stop(st_chat_t *c)
 {
     st_chatcold_t *cc = c->cold;
     if (!cc) return;
-    cc->stopping = true;
+    cc->tier.stopping = true;
     c->cold = NULL;
     /* flushes held for durability are dropped (their 'P' records wait for start-up); those in
      * flight come back while the loop runs */
-    st_tier_flush_close(cc->flush, st__flush_closed, cc);
+    st_tier_flush_close(cc->tier.flush, st__flush_closed, cc);
     st__chat_retention_stop(cc);
-    st_tier_reaper_close(cc->reaper, st__reaper_closed, cc); /* its pass in flight comes back */
-    st_coldcache_close(cc->cache); /* its jobs in flight come back while the loop runs */
-    cc->cache = NULL;
+    st_tier_reaper_close(cc->tier.reaper, st__reaper_closed,
+                         cc);           /* its pass in flight comes back */
+    st_coldcache_close(cc->tier.cache); /* its jobs in flight come back while the loop runs */
+    cc->tier.cache = NULL;
     st__chat_compact_stop(cc);
     st__chat_pass_stop(cc, st__handle_closed);
-    uv_close((uv_handle_t *)&cc->tick, st__tick_closed);
+    uv_close((uv_handle_t *)&cc->tier.tick, st__tick_closed);
 }

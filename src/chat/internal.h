@@ -182,23 +182,31 @@ void st__chat_compact_free(st_chatcold_t *cc);
 /* flush.c: told after each post with the user's total message count (flush_rows trigger). */
 void st__chat_posted(st_chat_t *c, const char *u, size_t ul, int64_t total);
 
-/* The cold tier's state, chat's side (flush.c owns it). */
-struct st_chatcold {
+/* The cold tier's part of chat's cold state: what the tier needs whatever the data kind, nothing
+ * of messages (the tick, the flush engine, the reaper, the pass, the cold cache, the object
+ * store). flush.c opens and closes it. */
+typedef struct {
     uv_loop_t *loop;
-    st_chat_t *chat;
-    st_objstore_t *obj;
-    uint64_t flush_rows;
-    uint64_t interval_ms;
-    int zstd_level;
-    bool stopping, closed, urgent;
+    st_objstore_t *obj; /* borrowed (the caller of st_chat_cold_start keeps it) */
+    bool stopping, closed;
+    bool urgent; /* the hot store at 80 %: flushes unpaced, no compaction */
     int closed_handles;
     uv_timer_t tick;
-    uint64_t next_interval_ms, next_full_ms;
-    /* the tier's flush engine (src/cold/flush.c; NULL once closed), with chat as its kind */
-    st_tier_flush_t *flush;
-    st_tier_kind_t kind;
+    uint64_t interval_ms, next_interval_ms, next_full_ms;
+    st_tier_flush_t *flush;   /* the flush engine (src/cold/flush.c); NULL once closed */
+    st_tier_reaper_t *reaper; /* src/cold/reaper.c; NULL once closed */
+    st_tier_pass_t *pass;     /* the pass over every source (pass.c, src/cold/pass.c) */
     /* parsed footers and decoded row groups, fetched off the loop (src/cold/cache.c) */
     st_coldcache_t *cache;
+} st_chattier_t;
+
+/* Chat's cold state (flush.c owns it): the tier's part, then what is chat's own. */
+struct st_chatcold {
+    st_chattier_t tier;
+    st_chat_t *chat;
+    st_tier_kind_t kind; /* chat as the flush engine's kind (flush.c) */
+    uint64_t flush_rows;
+    int zstd_level;
     st_metric_t *m_cold_reads, *m_cold_errors;
     st_metric_t *m_hybrid_hot, *m_hybrid_cold, *m_evicted, *m_retained;
     uint64_t hot_ttl_us;
@@ -208,11 +216,9 @@ struct st_chatcold {
     st_map_t ret_users; /* queued or being fetched */
     size_t ret_fetching;
     st_metric_t *m_orphans;
-    st_tier_reaper_t *reaper; /* src/cold/reaper.c; NULL once closed */
-    st_compact_t *compact;    /* compact.c */
+    st_compact_t *compact; /* compact.c */
     /* at the interval, a user is flushed only with this many hot rows, or one this old */
     uint64_t flush_min_rows, flush_max_age_us;
-    st_tier_pass_t *pass; /* the pass over every source (pass.c, src/cold/pass.c) */
     st_tier_source_t src_users, src_evict;
     bool pass_all;                    /* this pass queues every user with hot rows */
     size_t pass_queued, pass_evicted; /* by this pass so far */

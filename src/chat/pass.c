@@ -83,8 +83,8 @@ static void st__end_evict(void *arg)
 size_t st__chat_flush_pass(st_chat_t *c, bool all)
 {
     st_chatcold_t *cc = c->cold;
-    if (!cc || cc->stopping) return 0;
-    st_tier_pass_start(cc->pass, all ? ST__PASS_ALL : 0);
+    if (!cc || cc->tier.stopping) return 0;
+    st_tier_pass_start(cc->tier.pass, all ? ST__PASS_ALL : 0);
     return cc->pass_queued;
 }
 
@@ -95,7 +95,7 @@ size_t st_chat_flush_all(st_chat_t *c)
 
 void st_chat_cold_source(st_chat_t *c, st_tier_source_t *src)
 {
-    if (c->cold) st_tier_pass_add(c->cold->pass, src);
+    if (c->cold) st_tier_pass_add(c->cold->tier.pass, src);
 }
 
 static void st__after_slice(void *arg)
@@ -105,7 +105,7 @@ static void st__after_slice(void *arg)
 
 void st__chat_pass_init(st_chatcold_t *cc)
 {
-    st_tier_pass_open(&cc->pass, cc->loop, cc->chat->store, st__after_slice, cc);
+    st_tier_pass_open(&cc->tier.pass, cc->tier.loop, cc->chat->store, st__after_slice, cc);
     cc->src_users = (st_tier_source_t){.name = "chat users",
                                        .prefix = 'T',
                                        .page = ST__PAGE_USERS,
@@ -123,12 +123,12 @@ void st__chat_pass_init(st_chatcold_t *cc)
                                        .begin = st__begin_evict,
                                        .end = st__end_evict,
                                        .arg = cc};
-    st_tier_pass_add(cc->pass, &cc->src_users);
-    st_tier_pass_add(cc->pass, &cc->src_evict);
+    st_tier_pass_add(cc->tier.pass, &cc->src_users);
+    st_tier_pass_add(cc->tier.pass, &cc->src_evict);
 }
 
 void st__chat_pass_stop(st_chatcold_t *cc, void (*closed)(void *arg))
 {
-    st_tier_pass_close(cc->pass, closed, cc);
-    cc->pass = NULL;
+    st_tier_pass_close(cc->tier.pass, closed, cc);
+    cc->tier.pass = NULL;
 }

@@ -77,5 +77,5 @@ int st__chat_orphans(st_chat_t *c, const char *u, size_t ul, uint64_t *wait)
 
 void st__chat_reap(st_chatcold_t *cc)
 {
-    if (cc && !cc->stopping) st_tier_reap(cc->reaper);
+    if (cc && !cc->tier.stopping) st_tier_reap(cc->tier.reaper);
 }

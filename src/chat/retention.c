@@ -109,7 +109,7 @@ static void st__retention_resume(void *arg)
 /* Starts fetching the footers of queued users while fewer than the limit are under way. */
 static void st__retention_pump(st_chatcold_t *cc)
 {
-    while (cc->ret_head && cc->ret_fetching < ST__RETENTION_FETCHING && !cc->stopping) {
+    while (cc->ret_head && cc->ret_fetching < ST__RETENTION_FETCHING && !cc->tier.stopping) {
         st_retry_t *r = cc->ret_head;
         cc->ret_head = r->next;
         if (!cc->ret_head) cc->ret_tail = NULL;
@@ -118,11 +118,11 @@ static void st__retention_pump(st_chatcold_t *cc)
         bool need = st__chat_manifest(cc->chat, r->u, r->ul, false, &man, &wait) == ST_OK &&
                     st__chat_footers_ready(cc->chat, &man) == ST_EPARKED;
         st__chat_manifest_free(&man);
-        if (need && st_coldcache_wait(cc->cache, &r->w, st__retention_resume, r)) {
+        if (need && st_coldcache_wait(cc->tier.cache, &r->w, st__retention_resume, r)) {
             cc->ret_fetching++;
             continue;
         }
-        st_coldcache_release(cc->cache, r->w);
+        st_coldcache_release(cc->tier.cache, r->w);
         r->w = NULL;
         char u[ST_NAME_MAX + 1];
         size_t ul = r->ul;
@@ -136,7 +136,7 @@ static void st__retention_pump(st_chatcold_t *cc)
 /* Queues a user whose footers are not in memory (once). */
 static void st__retention_queue(st_chatcold_t *cc, const char *u, size_t ul)
 {
-    st_coldcache_forget(cc->cache); /* fetched in the queue's turn, not now */
+    st_coldcache_forget(cc->tier.cache); /* fetched in the queue's turn, not now */
     if (!cc->ret_users.buckets) st_map_init(&cc->ret_users);
     if (ul > ST_NAME_MAX || st_map_get(&cc->ret_users, u, ul)) return;
     st_retry_t *r = st_calloc(1, sizeof *r + ul);
@@ -161,7 +161,7 @@ void st__chat_retention_stop(st_chatcold_t *cc)
     st_map_node_t *n;
     while ((n = st_map_first(&cc->ret_users, &it)) != NULL) {
         st_retry_t *r = (st_retry_t *)n;
-        st_coldcache_release(cc->cache, r->w); /* cancels a fetch under way */
+        st_coldcache_release(cc->tier.cache, r->w); /* cancels a fetch under way */
         st__retry_free(cc, r);
     }
     st_map_free(&cc->ret_users);
