@@ -5,38 +5,13 @@
 // is down for a while, and sequence numbers that must not be reissued although the last writes
 // never reached the backup.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import S3rver from 's3rver';
 import { test } from 'node:test';
-import { BIN, sleep, startStrata, tempDir } from './lib.mjs';
+import { sleep, startStrata, tempDir } from './lib.mjs';
 import { waitFor } from './cold-lib.mjs';
-
-const metric = async (s, name) => Number((await s.req('GET', '/metrics')).text.match(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm'))?.[1] ?? NaN);
-
-// Everything acknowledged so far is in the backup: a snapshot went and the backlog is empty.
-async function shipped(s) {
-  await waitFor('the backup to catch up', async () => (await metric(s, 'strata_backup_snapshots_total')) >= 1
-    && (await s.req('GET', '/healthz')).json.backup_lag_seconds === 0);
-}
-
-// Asynchronous: s3rver runs in this process and must keep answering meanwhile.
-function restore(dataDir, url, extra = []) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, ['restore', '--backup-url', url, '--data-dir', dataDir, ...extra]);
-    let out = '', err = '';
-    p.stdout.on('data', (d) => { out += d; });
-    p.stderr.on('data', (d) => { err += d; });
-    p.on('close', (code) => resolve({ code, out, err }));
-  });
-}
-
-async function ok(s, method, p, body, headers, status = 200) {
-  const r = await s.req(method, p, body, headers);
-  assert.equal(r.status, status, `${method} ${p}: ${r.text}`);
-  return r;
-}
+import { metric, ok, restore, shipped } from './backup-lib.mjs';
 
 // Writes one of each kind of state; returns what must come back.
 async function writeAll(s) {

@@ -5,27 +5,17 @@
 // backup restores into a single node holding every acknowledged write (nothing issued twice
 // after it), and the same restored dir seeds a new group of 3.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { cpSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import S3rver from 's3rver';
 import { test } from 'node:test';
 import { allMessages, call, Group } from './cluster-lib.mjs';
-import { BIN, request, sleep, startStrata, tempDir } from './lib.mjs';
+import { request, sleep, startStrata, tempDir } from './lib.mjs';
 import { waitFor } from './cold-lib.mjs';
+import { restore } from './backup-lib.mjs';
 
 const metric = async (port, name) => Number((await request(port, 'GET', '/metrics')).text
   .match(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm'))?.[1] ?? NaN);
-
-function restore(dataDir, url, extra = []) {
-  return new Promise((resolve) => {
-    const p = spawn(BIN, ['restore', '--backup-url', url, '--data-dir', dataDir, ...extra]);
-    let out = '', err = '';
-    p.stdout.on('data', (d) => { out += d; });
-    p.stderr.on('data', (d) => { err += d; });
-    p.on('close', (code) => resolve({ code, out, err }));
-  });
-}
 
 // The leader has shipped everything it acknowledged: its timeline's snapshot is up and nothing
 // waits in its backlog (the last entries are tapped by the apply thread just after their ack).

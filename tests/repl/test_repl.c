@@ -4,6 +4,7 @@
  * group running Raft on the test's loop. */
 #include "../test.h"
 #include "../fixture.h"
+#include "../rangemodel.h"
 #include "strata/repl.h"
 #include "strata/store.h"
 #include "../../src/repl/internal.h"
@@ -254,40 +255,8 @@ TEST(a_refused_or_abandoned_proposal_rolls_back)
  * proposed batches that are applied, fail or are abandoned (their entries dropped and restored
  * through the index), then ranges with random prefixes and bounds, both ways, against a model
  * of what a read must see (committed, then the proposals still pending, in order). */
-#define OM_N    84
+#define OM_N    RM_N
 #define OM_MAXB 64
-static size_t om_key(int i, char *k)
-{
-    static const char al[] = {0x01, 'a', 'b', (char)0xff};
-    size_t n = i < 4 ? 1 : i < 20 ? 2 : 3;
-    int j = i < 4 ? i : i < 20 ? i - 4 : i - 20;
-    for (size_t p = 0; p < n; p++, j /= 4)
-        k[n - 1 - p] = al[j % 4];
-    return n;
-}
-
-static int om_cmp(const char *a, size_t an, const char *b, size_t bn)
-{
-    int c = memcmp(a, b, an < bn ? an : bn);
-    return c ? c : (an > bn) - (an < bn);
-}
-
-static int om_order(const void *x, const void *y)
-{
-    char a[3], b[3];
-    size_t an = om_key(*(const int *)x, a), bn = om_key(*(const int *)y, b);
-    return om_cmp(a, an, b, bn);
-}
-
-static int om_collect(void *arg, const void *k, size_t kl, const void *v, size_t vl)
-{
-    st_buf_t *b = arg;
-    st_buf_append(b, k, kl);
-    st_buf_appendc(b, '=');
-    st_buf_append(b, v, vl);
-    st_buf_appendc(b, ';');
-    return 0;
-}
 
 typedef struct {
     st_store_group_t g;
@@ -334,19 +303,16 @@ TEST(ranges_over_an_overlay_rolled_back_by_failed_proposals_match_a_model)
     st_store_group_join(s, &f.g);
     st_store_set_standby(s, false);
     int order[OM_N];
-    for (int i = 0; i < OM_N; i++)
-        order[i] = i;
-    qsort(order, OM_N, sizeof *order, om_order);
+    rm_order(order);
     char committed[OM_N] = {0}, visible[OM_N];
     uint64_t index = 0, wait = 0;
-    st_buf_t got = {0}, want = {0};
     srand(11);
     int checks = 0, fails = 0, applies = 0;
     for (int round = 0; round < 400; round++) {
         for (int op = 0; op < 1 + rand() % 12; op++) {
             int i = rand() % OM_N;
             char k[3];
-            size_t kn = om_key(i, k);
+            size_t kn = rm_key(i, k);
             if (rand() % 3 == 0) {
                 CHECK_EQ(st_store_del(s, k, kn, &wait), ST_OK);
                 f.staging[i] = '-';
@@ -380,31 +346,7 @@ TEST(ranges_over_an_overlay_rolled_back_by_failed_proposals_match_a_model)
         for (size_t b = 0; b < f.n; b++)
             for (int i = 0; i < OM_N; i++)
                 if (f.writes[b][i]) visible[i] = f.writes[b][i] == '-' ? 0 : f.writes[b][i];
-        for (int q = 0; q < 6; q++) {
-            char pre[3], lo[3], hi[3];
-            size_t pn = om_key(rand() % 20, pre), lon = 0, hin = 0;
-            if (rand() % 2) lon = om_key(rand() % OM_N, lo);
-            if (rand() % 2) hin = om_key(rand() % OM_N, hi);
-            bool rev = rand() % 2;
-            st_buf_reset(&got);
-            st_buf_reset(&want);
-            uint64_t sw = 0;
-            CHECK_EQ(st_store_range(s, pre, pn, lon ? lo : NULL, lon, hin ? hi : NULL, hin, rev,
-                                    om_collect, &got, &sw),
-                     0);
-            for (int o = 0; o < OM_N; o++) {
-                int i = order[rev ? OM_N - 1 - o : o];
-                char k[3];
-                size_t kn = om_key(i, k);
-                if (!visible[i] || kn < pn || memcmp(k, pre, pn) != 0) continue;
-                if (lon && om_cmp(k, kn, lo, lon) < 0) continue;
-                if (hin && om_cmp(k, kn, hi, hin) >= 0) continue;
-                om_collect(&want, k, kn, &visible[i], 1);
-            }
-            CHECK_EQ(got.len, want.len);
-            CHECK(got.len == want.len && (!got.len || memcmp(got.data, want.data, got.len) == 0));
-            checks++;
-        }
+        checks += rm_check(s, visible, order, 6);
     }
     CHECK_EQ(checks, 2400);
     CHECK(fails > 20 && applies > 50);
@@ -412,8 +354,6 @@ TEST(ranges_over_an_overlay_rolled_back_by_failed_proposals_match_a_model)
         CHECK_EQ(st_store_group_apply(s, ++index, f.payloads[0].data, f.payloads[0].len), ST_OK);
         om_pop(&f, committed, true);
     }
-    st_buf_free(&got);
-    st_buf_free(&want);
     fx_close_store(&fx, s);
     for (size_t i = 0; i < OM_MAXB; i++)
         st_buf_free(&f.payloads[i]);
@@ -559,8 +499,8 @@ TEST(a_barrier_the_backup_cannot_take_in_time_fails_its_held_answers_and_numbers
     w.failed_first = 0;
     fx_settle(&fx, s);
     CHECK_EQ(t.barriers, 1);
-    CHECK_EQ(w.failed_first, b1); /* the barrier's answer and the one held behind it: 503 */
-    CHECK(get_is(s, "resv", "100"));               /* committed all the same (an unknown outcome) */
+    CHECK_EQ(w.failed_first, b1);    /* the barrier's answer and the one held behind it: 503 */
+    CHECK(get_is(s, "resv", "100")); /* committed all the same (an unknown outcome) */
     CHECK_EQ(st_store_resv_check(s), ST_EUNAVAIL); /* not shipped: no number from it yet */
     st_store_tap_ready(s, true);                   /* the target answers again */
     CHECK_EQ(st_store_resv_check(s), ST_OK);

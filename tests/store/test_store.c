@@ -3,6 +3,7 @@
  * reopen, the quota, and what happens when LMDB cannot take acknowledged writes (map full). */
 #include "../test.h"
 #include "../fixture.h"
+#include "../rangemodel.h"
 #include "strata/metrics.h"
 #include "strata/store.h"
 #include "../../src/store/wal.h"
@@ -300,50 +301,23 @@ TEST(ranges_run_both_ways_with_bounds_over_durable_and_staged_keys)
  * key space (bytes 0x01, 'a', 'b', 0xff, so prefix ends and 0xff successors are exercised),
  * some applied to LMDB and some still staged, then ranges with random prefixes and bounds, both
  * ways, must list exactly the model's keys in order. */
-#define MK_N 84
-static size_t mk_key(int i, char *k)
-{
-    static const char al[] = {0x01, 'a', 'b', (char)0xff};
-    size_t n = i < 4 ? 1 : i < 20 ? 2 : 3;
-    int j = i < 4 ? i : i < 20 ? i - 4 : i - 20;
-    for (size_t p = 0; p < n; p++, j /= 4)
-        k[n - 1 - p] = al[j % 4];
-    return n;
-}
-
-static int mk_cmp(const char *a, size_t an, const char *b, size_t bn)
-{
-    int c = memcmp(a, b, an < bn ? an : bn);
-    return c ? c : (an > bn) - (an < bn);
-}
-
-static int mk_order(const void *x, const void *y)
-{
-    char a[3], b[3];
-    size_t an = mk_key(*(const int *)x, a), bn = mk_key(*(const int *)y, b);
-    return mk_cmp(a, an, b, bn);
-}
-
 TEST(ranges_over_a_churning_overlay_match_a_model_both_ways)
 {
     fx_t fx;
     fx_begin(&fx);
     watch_t w;
     st_store_t *s = open_store(&fx, 16 << 20, &w);
-    char model[MK_N] = {0}; /* 0: absent, else the value */
-    int order[MK_N];
-    for (int i = 0; i < MK_N; i++)
-        order[i] = i;
-    qsort(order, MK_N, sizeof *order, mk_order);
+    char model[RM_N] = {0}; /* 0: absent, else the value */
+    int order[RM_N];
+    rm_order(order);
     srand(7);
     uint64_t wait = 0;
-    st_buf_t got = {0}, want = {0};
     int checks = 0;
     for (int round = 0; round < 300; round++) {
         for (int op = 0; op < 1 + rand() % 40; op++) {
-            int i = rand() % MK_N;
+            int i = rand() % RM_N;
             char k[3];
-            size_t kn = mk_key(i, k);
+            size_t kn = rm_key(i, k);
             if (rand() % 3 == 0) {
                 CHECK_EQ(st_store_del(s, k, kn, &wait), ST_OK);
                 model[i] = 0;
@@ -354,35 +328,9 @@ TEST(ranges_over_a_churning_overlay_match_a_model_both_ways)
             }
         }
         if (rand() % 4 == 0) fx_settle(&fx, s);
-        for (int q = 0; q < 8; q++) {
-            char pre[3], lo[3], hi[3];
-            size_t pn = mk_key(rand() % 20, pre), lon = 0, hin = 0;
-            if (rand() % 2) lon = mk_key(rand() % MK_N, lo);
-            if (rand() % 2) hin = mk_key(rand() % MK_N, hi);
-            bool rev = rand() % 2;
-            st_buf_reset(&got);
-            st_buf_reset(&want);
-            uint64_t sw = 0;
-            CHECK_EQ(st_store_range(s, pre, pn, lon ? lo : NULL, lon, hin ? hi : NULL, hin, rev,
-                                    collect, &got, &sw),
-                     0);
-            for (int o = 0; o < MK_N; o++) {
-                int i = order[rev ? MK_N - 1 - o : o];
-                char k[3];
-                size_t kn = mk_key(i, k);
-                if (!model[i] || kn < pn || memcmp(k, pre, pn) != 0) continue;
-                if (lon && mk_cmp(k, kn, lo, lon) < 0) continue;
-                if (hin && mk_cmp(k, kn, hi, hin) >= 0) continue;
-                collect(&want, k, kn, &model[i], 1);
-            }
-            CHECK_EQ(got.len, want.len);
-            CHECK(got.len == want.len && (!got.len || memcmp(got.data, want.data, got.len) == 0));
-            checks++;
-        }
+        checks += rm_check(s, model, order, 8);
     }
     CHECK_EQ(checks, 2400);
-    st_buf_free(&got);
-    st_buf_free(&want);
     fx_settle(&fx, s);
     fx_close_store(&fx, s);
     fx_end(&fx);
