@@ -81,6 +81,18 @@ static void st__raise_fd_limit(const st_config_t *cfg)
 
 /* The cold tier's URL. The default follows --data-dir, so a server started with another data
  * directory keeps its cold files next to its hot store. */
+/* Object-store options for url with the shared S3 flags (url borrowed). */
+static st_objstore_opts_t st__obj_opts(const st_config_t *cfg, const char *url)
+{
+    return (st_objstore_opts_t){url,
+                                cfg->s3_endpoint,
+                                cfg->s3_region,
+                                cfg->s3_access_key,
+                                cfg->s3_secret_key,
+                                (unsigned)cfg->cold_timeout_ms,
+                                (unsigned)cfg->cold_retries};
+}
+
 static void st__cold_url(const st_config_t *cfg, char *url, size_t n)
 {
     if (strcmp(cfg->cold_url, "file://./data/cold") == 0 && strcmp(cfg->data_dir, "./data") != 0)
@@ -105,13 +117,7 @@ static int st__cold_open(const st_config_t *cfg, st_objstore_t **out)
 {
     char url[ST__COLD_URL_MAX];
     st__cold_url(cfg, url, sizeof url);
-    st_objstore_opts_t o = {url,
-                            cfg->s3_endpoint,
-                            cfg->s3_region,
-                            cfg->s3_access_key,
-                            cfg->s3_secret_key,
-                            (unsigned)cfg->cold_timeout_ms,
-                            (unsigned)cfg->cold_retries};
+    st_objstore_opts_t o = st__obj_opts(cfg, url);
     int rc = st_objstore_open(out, &o);
     if (rc == ST_OK) st_info("cold tier: %s", st_objstore_describe(*out));
     return rc;
@@ -209,13 +215,7 @@ static int st__repl_open(const st_config_t *cfg, st_main_t *m, st_app_t *app)
 
 static st_objstore_opts_t st__backup_obj(const st_config_t *cfg)
 {
-    return (st_objstore_opts_t){cfg->backup_url,
-                                cfg->s3_endpoint,
-                                cfg->s3_region,
-                                cfg->s3_access_key,
-                                cfg->s3_secret_key,
-                                (unsigned)cfg->cold_timeout_ms,
-                                (unsigned)cfg->cold_retries};
+    return st__obj_opts(cfg, cfg->backup_url);
 }
 
 /* After the records are in: every sequence resumes after its reservation, through the store

@@ -145,16 +145,6 @@ typedef struct {
     size_t n, cap;
 } st_groups_t;
 
-static int st__cmp_rows(const void *a, const void *b)
-{
-    const st_msgrow_t *x = a, *y = b;
-    size_t n = x->conv_len < y->conv_len ? x->conv_len : y->conv_len;
-    int c = memcmp(x->conv, y->conv, n);
-    if (c) return c;
-    if (x->conv_len != y->conv_len) return x->conv_len < y->conv_len ? -1 : 1;
-    return x->msg_id < y->msg_id ? -1 : x->msg_id > y->msg_id;
-}
-
 /* Every row group of one object, decoded (pages verified), appended to gs. */
 static int st__read_object(st_objstore_t *obj, const char *key, uint64_t size, st_groups_t *gs)
 {
@@ -237,11 +227,11 @@ static void st__merge(st_compjob_t *j)
             rows[n++] = gs.v[g].rows[i];
     j->read_rows = (int64_t)n;
     if (j->rc == ST_OK) {
-        qsort(rows, n, sizeof *rows, st__cmp_rows);
+        qsort(rows, n, sizeof *rows, st__chat_cmp_rows);
         size_t keep = 0;
         j->out.min_id = UINT64_MAX;
         for (size_t i = 0; i < n; i++) {
-            if (i && st__cmp_rows(&rows[i], &rows[i - 1]) == 0) {
+            if (i && st__chat_cmp_rows(&rows[i], &rows[i - 1]) == 0) {
                 j->rc = ST_EINTERNAL; /* a row held twice: the manifest is not what we think */
                 break;
             }

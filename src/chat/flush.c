@@ -38,7 +38,7 @@ typedef struct {
 
 /* ---- worker side ---- */
 
-static int st__cmp_rows(const void *a, const void *b)
+int st__chat_cmp_rows(const void *a, const void *b)
 {
     const st_msgrow_t *x = a, *y = b;
     size_t n = x->conv_len < y->conv_len ? x->conv_len : y->conv_len;
@@ -105,7 +105,7 @@ static int st__encode(void *arg, void *rows, st_buf_t *file)
     for (size_t i = 0; i < j->n && rc == ST_OK; i++)
         rc = st__decode(j, i, &j->rows[i]);
     if (rc != ST_OK) return rc;
-    qsort(j->rows, j->n, sizeof *j->rows, st__cmp_rows);
+    qsort(j->rows, j->n, sizeof *j->rows, st__chat_cmp_rows);
     return st_parquet_encode(j->rows, j->n, j->zstd_level, file);
 }
 

@@ -134,6 +134,8 @@ int st__chat_orphans(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
 /* Stages the deletion of one object of the user (its 'D' record). */
 int st__chat_doom(st_chat_t *c, const char *u, size_t ul, uint64_t seq, const char *key,
                   uint64_t *wait);
+/* flush.c: the order of rows in an object: by conversation, then msg_id (qsort). */
+int st__chat_cmp_rows(const void *a, const void *b);
 /* flush.c: frees the stopped cold tier once nothing of it is in flight. */
 void st__chat_cold_maybe_free(st_chatcold_t *cc);
 /* evict.c: whether the conversation record (key, val) is to be evicted: idle since before

@@ -48,17 +48,19 @@ void st__rec_encode(st_buf_t *out, const st_batch_t *b, bool chain)
 {
     st_buf_reset(out);
     for (; b; b = chain ? b->next : NULL)
-        for (size_t i = 0; i < b->nops; i++) {
-            const st_op_t *op = &b->ops[i];
-            if (op->note) continue; /* a stream frame, never in LMDB */
-            uint8_t del = op->del;
-            uint32_t kl = (uint32_t)op->klen, vl = (uint32_t)op->vlen;
-            st_buf_append(out, &del, 1);
-            st_buf_append(out, &kl, 4);
-            st_buf_append(out, &vl, 4);
-            st_buf_append(out, b->data.data + op->koff, op->klen);
-            st_buf_append(out, b->data.data + op->voff, op->vlen);
-        }
+        for (size_t i = 0; i < b->nops; i++)
+            if (!b->ops[i].note) st__rec_put_op(out, b, &b->ops[i]); /* notes: never in LMDB */
+}
+
+void st__rec_put_op(st_buf_t *out, const st_batch_t *b, const st_op_t *op)
+{
+    uint8_t del = op->del;
+    uint32_t kl = (uint32_t)op->klen, vl = (uint32_t)op->vlen;
+    st_buf_append(out, &del, 1);
+    st_buf_append(out, &kl, 4);
+    st_buf_append(out, &vl, 4);
+    st_buf_append(out, b->data.data + op->koff, op->klen);
+    st_buf_append(out, b->data.data + op->voff, op->vlen);
 }
 
 static int st__put_applied(st_store_t *s, MDB_txn *txn, uint64_t seq)

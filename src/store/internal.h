@@ -211,6 +211,8 @@ void st__tap_entries(st_store_t *s, st_batch_t *group);
 /* commit.c: a batch's ops (the whole chain from b with chain) as a record the redo log, the tap
  * and a restore share: {u8 del, u32 klen, u32 vlen, key, val}*; stream notes left out. */
 void st__rec_encode(st_buf_t *out, const st_batch_t *b, bool chain);
+/* Appends one op of b in that encoding. */
+void st__rec_put_op(st_buf_t *out, const st_batch_t *b, const st_op_t *op);
 /* Before a group holding a barrier batch is logged as seq: its reservation ops (st_op_t.resv)
  * go to the backup first. ST_EUNAVAIL when the backup did not take them within its bound: the
  * group then fails unlogged. Sync thread; rec is scratch. */

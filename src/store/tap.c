@@ -101,17 +101,8 @@ int st__tap_ahead(st_store_t *s, const st_batch_t *group, uint64_t seq, st_buf_t
     if (!fn) return ST_OK;
     st_buf_reset(rec);
     for (const st_batch_t *b = group; b; b = b->next)
-        for (size_t i = 0; i < b->nops; i++) {
-            const st_op_t *op = &b->ops[i];
-            if (!op->resv) continue;
-            uint8_t del = 0;
-            uint32_t kl = (uint32_t)op->klen, vl = (uint32_t)op->vlen;
-            st_buf_append(rec, &del, 1);
-            st_buf_append(rec, &kl, 4);
-            st_buf_append(rec, &vl, 4);
-            st_buf_append(rec, b->data.data + op->koff, op->klen);
-            st_buf_append(rec, b->data.data + op->voff, op->vlen);
-        }
+        for (size_t i = 0; i < b->nops; i++)
+            if (b->ops[i].resv) st__rec_put_op(rec, b, &b->ops[i]); /* a put: del is 0 */
     int rc = rec->len ? fn(arg, seq, rec->data, rec->len) : ST_OK;
     uv_mutex_lock(&s->mu);
     s->tap_busy--;
