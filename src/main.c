@@ -11,11 +11,13 @@
 #include "strata/repl.h"
 #include "strata/chat.h"
 #include "strata/cold.h"
+#include "strata/coldshare.h"
 #include "strata/seats.h"
 #include "strata/store.h"
 #include "strata/tier.h"
 #include "strata/ws.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <stdlib.h>
@@ -99,6 +101,46 @@ static void st__cold_url(const st_config_t *cfg, char *url, size_t n)
         snprintf(url, n, "file://%s/cold", cfg->data_dir);
     else
         snprintf(url, n, "%s", cfg->cold_url);
+}
+
+/* A group's members must share one cold store (SPEC §8): flushed rows leave the hot store, and
+ * the next leader reads them back from there. A file:// store inside this member's own data dir
+ * (the embedded default) can only be this member's: refuse it before anything starts. A shared
+ * directory or an s3:// store is checked at run time (coldshare.h). */
+static int st__cluster_cold_check(const st_config_t *cfg)
+{
+    char url[ST__COLD_URL_MAX], dir[PATH_MAX], cold[PATH_MAX];
+    st__cold_url(cfg, url, sizeof url);
+    /* both exist by now: the store and the cold tier have been opened */
+    if (strncmp(url, "file://", 7) != 0 || !realpath(cfg->data_dir, dir) ||
+        !realpath(url + 7, cold))
+        return ST_OK;
+    size_t dl = strlen(dir);
+    if (strncmp(cold, dir, dl) != 0 || (cold[dl] != '/' && cold[dl] != '\0')) return ST_OK;
+    st_error(
+        "a replicated group needs one cold store that every member reads, and %s is inside "
+        "this member's data dir (%s): after a failover no other member could read what "
+        "this one flushed. Set the same --cold-url (STRATA_COLD_URL) on every member: "
+        "s3://bucket/prefix (with --s3-endpoint etc.) or file:///a/directory/all/members/share",
+        url, cfg->data_dir);
+    return ST_EINVAL;
+}
+
+static bool st__expect_nonce(void *arg, uint64_t id, char nonce[33])
+{
+    return st_repl_member_nonce(arg, id, nonce);
+}
+
+/* Starts checking that the group's members share the cold store (coldshare.h). */
+static int st__coldshare_open(st_main_t *m, st_app_t *app, st_objstore_t *cold,
+                              st_coldshare_t **out)
+{
+    uint64_t ids[ST_REPL_MAX_MEMBERS];
+    size_t n = st_repl_member_ids(app->repl, ids, ST_REPL_MAX_MEMBERS);
+    int rc = st_coldshare_open(out, m->loop, cold, app->cfg->cluster_self, ids, n, st__expect_nonce,
+                               app->repl);
+    if (rc == ST_OK) st_repl_set_cold_nonce(app->repl, st_coldshare_nonce(*out));
+    return rc;
 }
 
 /* The store keeps writes out while the disk a local cold tier writes to is full. */
@@ -311,6 +353,10 @@ int main(int argc, char **argv)
     if (st_chat_open(&chat, store, cfg.node_id) != ST_OK) goto fail_chat;
     st_objstore_t *cold = NULL;
     if (st__cold_open(&cfg, &cold) != ST_OK) goto fail_cold;
+    if (*cfg.cluster && st__cluster_cold_check(&cfg) != ST_OK) {
+        st_objstore_close(cold);
+        goto fail_cold;
+    }
     st_chat_cold_opts_t co = {.store = cold,
                               .flush_interval_s = cfg.flush_interval,
                               .flush_rows = cfg.flush_rows,
@@ -343,7 +389,9 @@ int main(int argc, char **argv)
     if (!*cfg.jwt_secret)
         st_warn("auth is OFF: no --jwt-secret / STRATA_JWT_SECRET set, every route is open");
     if (st_server_start(&m.srv, m.loop, &app) != ST_OK) goto fail_server;
+    st_coldshare_t *share = NULL;
     if (*cfg.cluster && st__repl_open(&cfg, &m, &app) != ST_OK) goto fail_repl;
+    if (app.repl && st__coldshare_open(&m, &app, cold, &share) != ST_OK) goto fail_share;
     st_info("strata ready: data in %s, node id %llu", cfg.data_dir,
             (unsigned long long)cfg.node_id);
     uv_signal_init(m.loop, &m.sigterm);
@@ -363,6 +411,7 @@ int main(int argc, char **argv)
     uv_close((uv_handle_t *)&m.sigint, NULL);
     uv_close((uv_handle_t *)&m.deadline, NULL);
     st_looplag_close(m.lag);
+    st_coldshare_close(share);
     if (app.repl) st_repl_close(app.repl, NULL, NULL); /* pending proposals fail: 503 */
     st_server_close(m.srv);
     st_ws_close(app.ws); /* stops observing chat, seats and counters */
@@ -384,6 +433,8 @@ int main(int argc, char **argv)
     return 0;
 
     /* start-up failed: undo what was opened, in reverse */
+fail_share:
+    st_repl_close(app.repl, NULL, NULL);
 fail_repl:
     st_server_close(m.srv); /* freed once the loop has closed its handles, below */
 fail_server:

@@ -1,17 +1,37 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Configures and builds one flavour of strata into its own directory.
-#   tools/build.sh [release|asan|fuzz]   (default release -> build/, asan -> build-asan/, ...)
+#   tools/build.sh [release|asan|fuzz|flavours]
+#     release  -> build/       RelWithDebInfo, the binary tools/run.sh starts and the tests use
+#     asan     -> build-asan/  Debug with ASan+UBSan
+#     fuzz     -> build-fuzz/  clang, libFuzzer targets
+#     flavours -> build-check-*/  the other flavours a user or packager may pick, compiled only:
+#                 Release with gcc, Release and Debug with clang (gcc RelWithDebInfo is `release`,
+#                 gcc Debug is `asan`)
+# ST_WERROR=ON makes every warning an error (CI sets it; a user's build never fails on a warning
+# from a newer or older compiler).  STRATA_TEST_NODE=PATH registers the e2e tests with that node.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flavour=${1:-release}
 jobs=$(nproc 2>/dev/null || echo 2)
+werror=(-DST_WERROR="${ST_WERROR:-OFF}")
+node=()
+[ -n "${STRATA_TEST_NODE:-}" ] && node=(-DNODE_EXE="$STRATA_TEST_NODE")
 case "$flavour" in
-  release) cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  release) cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "${werror[@]}" "${node[@]}" >/dev/null
            cmake --build build -j"$jobs" ;;
-  asan)    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DST_SANITIZE=address,undefined >/dev/null
+  asan)    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DST_SANITIZE=address,undefined \
+               "${werror[@]}" "${node[@]}" >/dev/null
            cmake --build build-asan -j"$jobs" ;;
-  fuzz)    CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DST_FUZZ=ON >/dev/null
+  fuzz)    CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DST_FUZZ=ON \
+               "${werror[@]}" >/dev/null
            cmake --build build-fuzz -j"$jobs" --target fuzz_http fuzz_json_body fuzz_ws fuzz_parquet ;;
-  *) echo "usage: tools/build.sh [release|asan|fuzz]" >&2; exit 2 ;;
+  flavours)
+    for f in gcc:Release clang:Release clang:Debug; do
+      cc=${f%%:*} type=${f#*:} dir=build-check-$cc-${f#*:}
+      echo "== $cc $type"
+      CC=$cc cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$type" "${werror[@]}" >/dev/null
+      cmake --build "$dir" -j"$jobs" >/dev/null
+    done ;;
+  *) echo "usage: tools/build.sh [release|asan|fuzz|flavours]" >&2; exit 2 ;;
 esac

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # One command from a fresh Debian 12 to a passing test suite: installs what is missing, builds,
-# runs the unit and end-to-end tests (ctest), the same suite again under ASan+UBSan, and each
-# libFuzzer target briefly.  FUZZ_SECONDS=0 skips fuzzing; QUICK=1 skips the sanitizer pass.
+# runs the unit and end-to-end tests (ctest) on Node 18 (Debian 12's, what a fresh machine has),
+# the same suite again under ASan+UBSan on the machine's own node, and each libFuzzer target
+# briefly.  FUZZ_SECONDS=0 skips fuzzing; QUICK=1 skips the sanitizer pass.  In CI (CI=true)
+# every warning is an error and every other build flavour a user may pick is compiled too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fuzz_seconds=${FUZZ_SECONDS:-20}
@@ -12,13 +14,19 @@ tools/install-deps.sh --test
 # pinned by tests/e2e/package-lock.json
 (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
 
-echo "== release build: unit + e2e"
-tools/build.sh release
+if [ "${CI:-}" = true ]; then
+  export ST_WERROR=ON
+  echo "== build flavours (warnings are errors)"
+  tools/build.sh flavours
+fi
+
+echo "== release build: unit + e2e on Node 18"
+STRATA_TEST_NODE=$(tools/node18.sh) tools/build.sh release
 (cd build && ctest --output-on-failure --timeout 600)
 
 if [ "${QUICK:-0}" != 1 ]; then
   echo "== ASan+UBSan build: unit + e2e"
-  tools/build.sh asan
+  STRATA_TEST_NODE=$(command -v node) tools/build.sh asan
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure --timeout 900)
 fi

@@ -64,6 +64,18 @@ int st_repl_leader_url(st_repl_t *r, char *buf, size_t cap);
 /* POST /v1/cluster/snapshot on the leader: opens a one-shot port that streams a copy of the
  * store (for a member behind the group's snapshot) to whoever presents the token. */
 int st_repl_snapshot_offer(st_repl_t *r, int *port, char token[33]);
+/* POST /v1/cluster/announce on the leader: member id serves at url and its cold-store marker
+ * holds nonce ("" if it has none); recorded for the group unless it has it already (*wait as for
+ * st_store_put). ST_ENOLEADER on a member that does not serve, ST_EINVAL for an unknown id, a
+ * URL that is not http(s)://… or a nonce that is not 32 lowercase hex digits. */
+int st_repl_announce(st_repl_t *r, uint64_t id, const char *url, const char *nonce, uint64_t *wait);
+/* Member id's cold-store nonce as the group knows it (this member's own as soon as it is set):
+ * into nonce[33], true if known. */
+bool st_repl_member_nonce(st_repl_t *r, uint64_t id, char nonce[33]);
+/* This member's cold-store nonce (borrowed for the call): announced to the group. */
+void st_repl_set_cold_nonce(st_repl_t *r, const char *nonce);
+/* The group's member ids (up to max) into ids; returns how many. */
+size_t st_repl_member_ids(const st_repl_t *r, uint64_t *ids, size_t max);
 /* Appends the body of GET /v1/cluster. */
 void st_repl_status_json(st_repl_t *r, st_buf_t *out);
 

@@ -31,6 +31,7 @@
  * One compaction at a time, beside the flushes (never holding one up; none while the hot
  * store is filling up), paced like them: the next waits twice as long as the last one took.
  */
+#include "strata/coldshare.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -586,7 +587,7 @@ void st__chat_compact_pump(st_chatcold_t *cc)
         return;
     }
     /* beside flushes, never holding one up; none while the hot store is filling up */
-    if (cc->tier.urgent || uv_now(cc->tier.loop) < cp->resume_ms) return;
+    if (cc->tier.urgent || uv_now(cc->tier.loop) < cp->resume_ms || st_coldshare_held()) return;
     size_t it;
     st_map_node_t *n;
     while (!cp->job && (n = st_map_first(&cp->queue, &it)) != NULL) {

@@ -14,6 +14,7 @@
  * user with hot rows). After a flush, a user with more than --compact-objects objects is queued
  * for compaction (compact.c).
  */
+#include "strata/coldshare.h"
 #include "internal.h"
 
 #include <cjson/cJSON.h>
@@ -306,7 +307,8 @@ static void st__on_tick(uv_timer_t *t)
 {
     st_chatcold_t *cc = t->data;
     if (st_store_writable(cc->chat->store) == ST_ENOLEADER) return; /* a group's leader flushes */
-    st__chat_reap(cc); /* objects out of the manifest, once that is durable */
+    if (st_coldshare_held()) return; /* ... once every member reads the same cold store */
+    st__chat_reap(cc);               /* objects out of the manifest, once that is durable */
     uint64_t now = uv_now(cc->tier.loop), used, size;
     st_store_usage(cc->chat->store, &used, &size);
     /* near full: flush now, then give the flushes time to free space before asking again */

@@ -19,6 +19,7 @@
  * Loop thread only (but for the worker's part).
  */
 #define _GNU_SOURCE /* SCHED_IDLE */
+#include "strata/coldshare.h"
 #include "strata/tier.h"
 #include "strata/cold.h"
 #include "strata/metrics.h"
@@ -336,6 +337,7 @@ static void st__queue(st_tier_flush_t *f, st_fjob_t *j)
 static bool st__start(st_tier_flush_t *f, st_fowner_t *o)
 {
     if (st_store_writable(f->store) == ST_ENOLEADER) return false; /* a group's leader flushes */
+    if (st_coldshare_held()) return false; /* ... into a store every member reads */
     st_fjob_t *j = st_calloc(1, sizeof *j);
     j->f = f;
     j->o = o;

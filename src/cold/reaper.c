@@ -8,6 +8,7 @@
  * deletes again (a missing object counts as deleted). So no manifest ever names a deleted
  * object, and no expired or orphaned object outlives a restart.
  */
+#include "strata/coldshare.h"
 #include "strata/tier.h"
 #include "strata/cold.h"
 #include "strata/metrics.h"
@@ -117,6 +118,7 @@ int st_tier_reaper_open(st_tier_reaper_t **out, uv_loop_t *loop, st_store_t *sto
 void st_tier_reap(st_tier_reaper_t *r)
 {
     if (!r || r->reaping || r->closing || uv_now(r->loop) < r->after_ms) return;
+    if (st_coldshare_held()) return; /* nothing leaves a store the group may not share */
     st_reapjob_t *j = st_calloc(1, sizeof *j);
     j->r = r;
     j->req.data = j;

@@ -92,7 +92,8 @@ static bool st__js_key_is(const char *k, size_t n, const char *name)
         char c = k[i];
         unsigned cp;
         if (c == '\\' && k[i + 1] == 'u') {
-            st__js_hex4(k + i + 2, &cp);
+            /* The key was validated by the scanner; a failure here means it was not ours. */
+            if (st__js_hex4(k + i + 2, &cp)) return false;
             i += 6;
         } else if (c == '\\') {
             const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";

@@ -8,6 +8,7 @@
 #include "internal.h"
 #include "strata/repl.h"
 
+#include <cjson/cJSON.h>
 #include <string.h>
 
 int st_api_cluster(st_ctx_t *c)
@@ -27,6 +28,32 @@ int st_api_cluster_snapshot(st_ctx_t *c)
     int rc = st_repl_snapshot_offer(c->app->repl, &port, token);
     if (rc != ST_OK) return st_ctx_error(c, rc, "cannot offer a copy of the store now");
     st_buf_printf(c->body, "{\"port\":%d,\"token\":\"%s\"}", port, token);
+    return ST_OK;
+}
+
+/* A member's record (src/repl/announce.c): {"id","http","cold"}, signed as admin. Answered
+ * once the group holds it. */
+int st_api_cluster_announce(st_ctx_t *c)
+{
+    if (!c->app->repl) return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
+    cJSON *j;
+    int rc = st_json_body(c, &j);
+    if (rc) return rc;
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
+    const cJSON *url = cJSON_GetObjectItemCaseSensitive(j, "http");
+    const cJSON *cold = cJSON_GetObjectItemCaseSensitive(j, "cold");
+    if (!cJSON_IsNumber(id) || id->valuedouble < 1 || id->valuedouble > 1023 ||
+        !cJSON_IsString(url) || (cold && !cJSON_IsString(cold))) {
+        cJSON_Delete(j);
+        return st_ctx_error(c, ST_EINVAL, "expected {\"id\",\"http\",\"cold\"}");
+    }
+    rc = st_repl_announce(c->app->repl, (uint64_t)id->valuedouble, url->valuestring,
+                          cold ? cold->valuestring : "", &c->wait);
+    cJSON_Delete(j);
+    if (rc == ST_EINVAL)
+        return st_ctx_error(c, rc, "not a member of this group, or a malformed URL or nonce");
+    if (rc) return st_ctx_error(c, rc, NULL);
+    st_buf_puts(c->body, "{\"recorded\":true}");
     return ST_OK;
 }
 

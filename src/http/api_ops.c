@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Operational endpoints: health and Prometheus metrics (SPEC §7). */
+#include "strata/coldshare.h"
 #include "internal.h"
 #include "strata/backup.h"
 #include "strata/chat.h"
@@ -16,13 +17,15 @@ int st_api_healthz(st_ctx_t *c)
     st_store_health_t h;
     st_store_health(c->app->store, &h);
     bool no_leader = c->app->repl && !st_repl_has_leader(c->app->repl);
-    if (h.flags || no_leader) c->status = 503;
-    st_buf_printf(c->body, "{\"status\":\"%s\",\"reasons\":[",
-                  h.flags || no_leader ? "degraded" : "ok");
+    bool unshared = st_coldshare_held(); /* a group whose members do not share one cold store */
+    bool degraded = h.flags || no_leader || unshared;
+    if (degraded) c->status = 503;
+    st_buf_printf(c->body, "{\"status\":\"%s\",\"reasons\":[", degraded ? "degraded" : "ok");
     unsigned n = 0;
     for (unsigned f = 1; f <= h.flags; f <<= 1)
         if (h.flags & f) st_buf_printf(c->body, "%s\"%s\"", n++ ? "," : "", st_store_reason(f));
     if (no_leader) st_buf_printf(c->body, "%s\"no_leader\"", n++ ? "," : "");
+    if (unshared) st_buf_printf(c->body, "%s\"cold_not_shared\"", n++ ? "," : "");
     /* a lagging backup is worth an alert, not a reason to refuse writes: the status stays */
     if (c->app->backup && st_backup_lagging(c->app->backup))
         st_buf_printf(c->body, "%s\"backup_lagging\"", n++ ? "," : "");

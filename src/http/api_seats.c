@@ -5,6 +5,19 @@
 
 #include <string.h>
 
+/* POST /v1/events?route=event:{id} (SPEC §10): a proxy hashed the request on that key, so an
+ * event_id other than the route's would be created on a node that does not own it and never be
+ * found again through the proxy. */
+static int st__route_names_event(st_ctx_t *c, const char *id, size_t idl)
+{
+    size_t n;
+    const char *v = st_query_get(c->arena, c->req->query, c->req->query_len, "route", &n);
+    if (!v || (n == 6 + idl && memcmp(v, "event:", 6) == 0 && memcmp(v + 6, id, idl) == 0))
+        return ST_OK;
+    return st_ctx_error(c, ST_EINVAL, "route names %.*s, the body's event_id is event:%.*s",
+                        (int)(n > 300 ? 300 : n), v, (int)idl, id);
+}
+
 int st_api_event_create(st_ctx_t *c)
 {
     cJSON *j;
@@ -16,6 +29,7 @@ int st_api_event_create(st_ctx_t *c)
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "sections");
     if ((rc = st_json_name(c, j, "event_id", &spec.event_id, &spec.id_len))) goto done;
+    if ((rc = st__route_names_event(c, spec.event_id, spec.id_len))) goto done;
     if (name && !cJSON_IsNull(name)) {
         if (!cJSON_IsString(name) || strlen(name->valuestring) > 1024) {
             rc = st_ctx_error(c, ST_EINVAL, "'name' must be a string of at most 1024 bytes");

@@ -21,6 +21,53 @@ int st__transport_init(st_transport_t *w, uv_loop_t *loop);
 /* After the transport was closed through raft_uv_close. */
 void st__transport_free(st_transport_t *w);
 
+/* One member (repl.c); the members' records are announce.c's. */
+struct st_repl {
+    uv_loop_t *loop;
+    st_store_t *store;
+    st_store_group_t group; /* first: the store hands it back */
+    st_repl_member_t members[ST_REPL_MAX_MEMBERS];
+    size_t nmembers;
+    uint64_t self;
+    char advertise[512];
+    char dir[1100];
+    st_transport_t transport;
+    struct raft_io io;
+    struct raft_fsm fsm;
+    struct raft raft;
+    uv_timer_t poll, retry;
+    char listen_host[256];
+    char secret[512]; /* --jwt-secret: the group's members sign their snapshot requests */
+    /* snapshot install (snapshot.c): the entries applied while the store is being replaced */
+    bool restoring, fetching;
+    uint64_t restore_index;
+    char restore_url[512];
+    uv_work_t fetch;
+    int fetch_rc;
+    uint64_t fetched;
+    st_buf_t deferred;    /* {u64 index, u64 len, bytes}* */
+    bool leading;         /* Raft says leader (for lead_term) */
+    bool barrier_pending; /* a barrier of lead_term is in flight */
+    bool caught_up;       /* the barrier of lead_term committed */
+    bool serving;         /* views rebuilt, standby off */
+    uint64_t lead_term;
+    void (*on_lead)(void *arg);
+    void *on_lead_arg;
+    void (*on_follow)(void *arg);
+    void *on_follow_arg;
+    /* members' records (announce.c) */
+    char cold_nonce[33]; /* this member's cold-store marker nonce (coldshare.h), or "" */
+    uv_timer_t announce; /* a follower posts its record to the leader until the group has it */
+    uv_work_t ann_work;
+    bool announcing; /* a post is on the worker pool */
+    char ann_leader[512];
+    char ann_body[700];
+    int ann_rc;
+    void (*closed_cb)(void *arg);
+    void *closed_arg;
+    int closing;
+};
+
 /* The snapshot marker: C-Raft keeps it; the data is the LMDB file itself. */
 #define ST_REPL_MARKER_MAGIC 0x5354524d4b523031ULL /* "STRMKR01" */
 typedef struct {
@@ -28,6 +75,23 @@ typedef struct {
     uint64_t index; /* the last entry in the store when it was taken */
     char url[512];  /* the advertised URL of the member that took it: where to fetch the data */
 } st_repl_marker_t;
+
+/* announce.c: every member's advertised URL and cold-store nonce, replicated keys */
+/* Starts the follower's announcement timer (repl.c calls it once, at open). */
+void st__announce_start(st_repl_t *r);
+/* The leader writes its own record (if it differs from the group's). */
+void st__record_self(st_repl_t *r);
+/* Member id's advertised URL as the group knows it (this member's own, for self). */
+bool st__member_url(st_repl_t *r, uint64_t id, char *buf, size_t cap);
+/* Called by repl.c's close sequence once per handle or job closed. */
+void st__closed_step(st_repl_t *r);
+
+/* post.c: a member's POST to another member (on a worker thread, blocking). Follows a redirect
+ * to the leader; with a secret, carries a short-lived admin token signed with it. Appends the
+ * answer's body to resp; *status is its HTTP status; ip (optional) gets the address answered
+ * from. ST_EUNAVAIL if no answer came. */
+int st__member_post(const char *base, const char *path, const char *body, const char *secret,
+                    st_buf_t *resp, long *status, char *ip, size_t iplen);
 
 /* snapshot.c */
 /* The leader: opens a one-shot port on host whose thread streams a copy of the store to the

@@ -27,46 +27,6 @@
 #define ST__SEGMENT_SIZE   (64u << 20) /* rollover stalls the loop; 8 MiB rolled over too often */
 #define ST__SNAP_THRESHOLD 8192
 #define ST__SNAP_TRAILING  8192
-#define ST__URL_KEY        "\0repl:http:"
-#define ST__URL_KLEN       (sizeof ST__URL_KEY - 1)
-
-struct st_repl {
-    uv_loop_t *loop;
-    st_store_t *store;
-    st_store_group_t group; /* first: the store hands it back */
-    st_repl_member_t members[ST_REPL_MAX_MEMBERS];
-    size_t nmembers;
-    uint64_t self;
-    char advertise[512];
-    char dir[1100];
-    st_transport_t transport;
-    struct raft_io io;
-    struct raft_fsm fsm;
-    struct raft raft;
-    uv_timer_t poll, retry;
-    char listen_host[256];
-    char secret[512]; /* --jwt-secret: the group's members sign their snapshot requests */
-    /* snapshot install (snapshot.c): the entries applied while the store is being replaced */
-    bool restoring, fetching;
-    uint64_t restore_index;
-    char restore_url[512];
-    uv_work_t fetch;
-    int fetch_rc;
-    uint64_t fetched;
-    st_buf_t deferred;    /* {u64 index, u64 len, bytes}* */
-    bool leading;         /* Raft says leader (for lead_term) */
-    bool barrier_pending; /* a barrier of lead_term is in flight */
-    bool caught_up;       /* the barrier of lead_term committed */
-    bool serving;         /* views rebuilt, standby off */
-    uint64_t lead_term;
-    void (*on_lead)(void *arg);
-    void *on_lead_arg;
-    void (*on_follow)(void *arg);
-    void *on_follow_arg;
-    void (*closed_cb)(void *arg);
-    void *closed_arg;
-    int closing;
-};
 
 typedef struct {
     struct raft_apply req;
@@ -220,8 +180,6 @@ static void st__fetch_work(uv_work_t *w)
     r->fetch_rc = st__snapshot_fetch(r->store, r->restore_url, r->secret, path, &r->fetched);
 }
 
-static void st__closed_step(st_repl_t *r);
-
 static void st__on_retry(uv_timer_t *t)
 {
     st_repl_t *r = t->data;
@@ -291,23 +249,6 @@ static void st__barrier_cb(struct raft_barrier *req, int status)
     free(b);
 }
 
-/* The leader's own advertised URL, replicated so followers can redirect to it. */
-static void st__record_url(st_repl_t *r)
-{
-    char key[64];
-    int kl = snprintf(key + ST__URL_KLEN, sizeof key - ST__URL_KLEN, "%llu",
-                      (unsigned long long)r->self);
-    memcpy(key, ST__URL_KEY, ST__URL_KLEN);
-    size_t klen = ST__URL_KLEN + (size_t)kl, alen = strlen(r->advertise);
-    const void *val;
-    size_t vlen;
-    uint64_t wait = 0;
-    if (st_store_get(r->store, key, klen, &val, &vlen, &wait) == ST_OK && vlen == alen &&
-        memcmp(val, r->advertise, alen) == 0)
-        return;
-    st_store_put(r->store, key, klen, r->advertise, alen, &wait);
-}
-
 static void st__step_down(st_repl_t *r)
 {
     if (r->serving)
@@ -354,7 +295,7 @@ static void st__on_poll(uv_timer_t *t)
     if (r->on_lead) r->on_lead(r->on_lead_arg);
     st_store_set_standby(r->store, false);
     r->serving = true;
-    st__record_url(r);
+    st__record_self(r);
     st_info("repl: serving as the leader (term %llu, applied %llu)", (unsigned long long)term,
             (unsigned long long)raft_last_applied(&r->raft));
 }
@@ -477,6 +418,7 @@ int st_repl_open(st_repl_t **out, uv_loop_t *loop, st_store_t *store, const st_r
     uv_unref((uv_handle_t *)&r->retry);
     uv_timer_start(&r->poll, st__on_poll, ST__POLL_MS, ST__POLL_MS);
     uv_unref((uv_handle_t *)&r->poll);
+    st__announce_start(r);
     st__metrics(r);
     st_info("repl: member %llu of %zu (raft %s, http %s)", (unsigned long long)r->self, r->nmembers,
             self_addr, r->advertise);
@@ -496,7 +438,7 @@ void st_repl_on_follow(st_repl_t *r, void (*fn)(void *arg), void *arg)
     r->on_follow_arg = arg;
 }
 
-static void st__closed_step(st_repl_t *r)
+void st__closed_step(st_repl_t *r)
 {
     if (--r->closing > 1) return;
     st__transport_free(&r->transport);
@@ -523,11 +465,15 @@ void st_repl_close(st_repl_t *r, void (*done)(void *arg), void *arg)
 {
     r->closed_cb = done;
     r->closed_arg = arg;
-    r->closing = 4; /* the two timers and Raft (and a fetch in flight); the last step frees */
+    /* the three timers and Raft (and a fetch or an announcement in flight); the last step
+     * frees */
+    r->closing = 5;
     if (r->fetching) r->closing++;
+    if (r->announcing) r->closing++;
     st_store_set_standby(r->store, true);
     uv_close((uv_handle_t *)&r->poll, st__poll_closed);
     uv_close((uv_handle_t *)&r->retry, st__poll_closed);
+    uv_close((uv_handle_t *)&r->announce, st__poll_closed);
     r->raft.data = r;
     raft_close(&r->raft, st__raft_closed);
 }
@@ -537,27 +483,6 @@ void st_repl_close(st_repl_t *r, void (*done)(void *arg), void *arg)
 bool st_repl_serving(const st_repl_t *r)
 {
     return r->serving;
-}
-
-static bool st__member_url(st_repl_t *r, uint64_t id, char *buf, size_t cap)
-{
-    if (id == r->self) {
-        snprintf(buf, cap, "%s", r->advertise);
-        return true;
-    }
-    char key[64];
-    memcpy(key, ST__URL_KEY, ST__URL_KLEN);
-    int kl =
-        snprintf(key + ST__URL_KLEN, sizeof key - ST__URL_KLEN, "%llu", (unsigned long long)id);
-    const void *val;
-    size_t vlen;
-    uint64_t wait = 0;
-    if (st_store_get(r->store, key, ST__URL_KLEN + (size_t)kl, &val, &vlen, &wait) != ST_OK ||
-        vlen >= cap)
-        return false;
-    memcpy(buf, val, vlen);
-    buf[vlen] = '\0';
-    return true;
 }
 
 bool st_repl_has_leader(st_repl_t *r)

@@ -15,11 +15,8 @@
 #include "internal.h"
 
 #include <cjson/cJSON.h>
-#include <curl/curl.h>
 #include <arpa/inet.h>
 #include <netdb.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <poll.h>
 #include <pthread.h>
@@ -113,77 +110,15 @@ int st__snapshot_offer(st_store_t *store, const char *host, int *port, char toke
 
 /* ---- the fetching side (a member behind a marker), in a worker thread ---- */
 
-static size_t st__collect(char *p, size_t size, size_t n, void *arg)
-{
-    st_buf_append(arg, p, size * n);
-    return size * n;
-}
-
-static void st__b64url(st_buf_t *out, const void *p, size_t n)
-{
-    char tmp[512];
-    int len = EVP_EncodeBlock((unsigned char *)tmp, p, (int)n);
-    for (int i = 0; i < len; i++) {
-        if (tmp[i] == '=') break;
-        st_buf_appendc(out, tmp[i] == '+' ? '-' : tmp[i] == '/' ? '_' : tmp[i]);
-    }
-}
-
-/* With auth on, the route needs role admin: a short-lived token signed with the group's shared
- * --jwt-secret. */
-static void st__admin_token(st_buf_t *out, const char *secret)
-{
-    char payload[128];
-    snprintf(payload, sizeof payload, "{\"sub\":\"strata-member\",\"role\":\"admin\",\"exp\":%lld}",
-             (long long)(st_now_us() / 1000000 + 60));
-    const char *hdr = "{\"alg\":\"HS256\",\"typ\":\"JWT\"}";
-    st_buf_puts(out, "Authorization: Bearer ");
-    size_t start = out->len;
-    st__b64url(out, hdr, strlen(hdr));
-    st_buf_appendc(out, '.');
-    st__b64url(out, payload, strlen(payload));
-    unsigned char mac[32];
-    unsigned int ml = 0;
-    HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)out->data + start,
-         out->len - start, mac, &ml);
-    st_buf_appendc(out, '.');
-    st__b64url(out, mac, ml);
-    st_buf_appendc(out, '\0');
-}
-
 /* Asks url (following a redirect to the leader) for an offer: the leader's address, port and
  * token. */
 static int st__ask_offer(const char *url, const char *secret, char *ip, size_t iplen, int *port,
                          char token[33])
 {
-    char full[600];
-    snprintf(full, sizeof full, "%s/v1/cluster/snapshot", url);
     st_buf_t body = {0};
-    CURL *h = curl_easy_init();
-    if (!h) return ST_ENOMEM;
-    curl_easy_setopt(h, CURLOPT_URL, full);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{}");
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 3L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, st__collect);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
-    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-    st_buf_t auth = {0};
-    if (secret && *secret) {
-        st__admin_token(&auth, secret);
-        hdrs = curl_slist_append(hdrs, auth.data);
-        curl_easy_setopt(h, CURLOPT_UNRESTRICTED_AUTH, 1L); /* the redirect goes to a member */
-    }
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     long status = 0;
-    char *primary = NULL;
-    int rc = curl_easy_perform(h) == CURLE_OK ? ST_OK : ST_EUNAVAIL;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_getinfo(h, CURLINFO_PRIMARY_IP, &primary);
-    if (rc == ST_OK && status == 200 && primary) {
-        snprintf(ip, iplen, "%s", primary);
+    int rc = st__member_post(url, "/v1/cluster/snapshot", "{}", secret, &body, &status, ip, iplen);
+    if (rc == ST_OK && status == 200 && *ip) {
         cJSON *j = cJSON_ParseWithLength(body.data, body.len);
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "port");
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "token");
@@ -197,9 +132,6 @@ static int st__ask_offer(const char *url, const char *secret, char *ip, size_t i
     } else {
         rc = ST_EUNAVAIL;
     }
-    curl_easy_cleanup(h);
-    curl_slist_free_all(hdrs);
-    st_buf_free(&auth);
     st_buf_free(&body);
     return rc;
 }

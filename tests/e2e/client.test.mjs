@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
@@ -45,6 +45,10 @@ before(() => {
   out = tempDir('client-dist');
   const r = spawnSync(TSC, ['-p', path.join(ROOT, 'clients/js'), '--outDir', out], { encoding: 'utf8' });
   assert.equal(r.status, 0, `tsc failed:\n${r.stdout}${r.stderr}`);
+  // The compiled files are ES modules, as clients/js/package.json ("type": "module") declares for
+  // its dist/. Node 18 (Debian 12's) does not detect module syntax in a .js file, so the folder
+  // they are loaded from needs the same declaration.
+  writeFileSync(path.join(out, 'package.json'), JSON.stringify({ type: 'module' }));
 });
 after(() => { if (out) rmSync(out, { recursive: true, force: true }); });
 const load = async () => (lib ??= await import(path.join(out, 'index.js')));

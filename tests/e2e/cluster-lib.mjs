@@ -60,11 +60,12 @@ export class Group {
     for (let id = 1; id <= this.n; id++) await this.start(id);
   }
 
-  async start(id) {
+  // cold: this member's --cold-url when it is not the group's shared directory
+  async start(id, { cold } = {}) {
     const c = this.conf[id];
     const s = await startStrata({ dataDir: c.dir, args: ['--listen', `127.0.0.1:${c.http}`,
       '--cluster', this.spec, '--cluster-self', String(id), '--election-timeout', String(ELECTION_MS),
-      '--cold-url', `file://${this.cold}`, ...this.extra] });
+      '--cold-url', cold || `file://${this.cold}`, ...this.extra] });
     this.members.set(id, s);
     this.all.add(s);
     return s;

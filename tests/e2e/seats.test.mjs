@@ -64,6 +64,18 @@ describe('seats', () => {
     assert.equal((await s.req('GET', '/v1/events/nope')).status, 404);
   });
 
+  test('?route=event:X on POST /v1/events must name the body\'s event (SPEC §10)', async () => {
+    const one = [{ name: 'A', rows: 1, cols: 2, price: 1 }];
+    for (const route of ['event:other', 'user:routed', 'event:', 'event:routedX', 'routed']) {
+      const r = await s.req('POST', `/v1/events?route=${encodeURIComponent(route)}`, ev('routed', one));
+      assert.equal(r.status, 400, route);
+      assert.equal(r.json.error.code, 'invalid_argument');
+    }
+    assert.equal((await s.req('GET', '/v1/events/routed')).status, 404, 'nothing was created');
+    assert.equal((await s.req('POST', '/v1/events?route=event%3Arouted', ev('routed', one))).status, 201);
+    assert.equal((await s.req('POST', '/v1/events?route=event:routed2', ev('routed2', one))).status, 201);
+  });
+
   test('explicit seats: all or nothing, 409 names the taken seats', async () => {
     const a = await s.req('POST', '/v1/events/show1/bookings', { section: 'A-1', seats: ['1-5', '1-6'] });
     assert.equal(a.status, 201);
