@@ -223,9 +223,13 @@ void st__ws_cut(st_ws_t *ws, st_wsconn_t *c, const char *reason)
     c->cut = reason;
     st__ws_queue_clear(ws, c); /* the close goes ahead of every frame not yet written */
     if (!c->wsi) return;
-    /* the deadline, should the peer never read again (this callback comes only when it does) */
+    /* The deadline, should the peer never read again (the writable callback comes only when it
+     * does). lws 4.1 on libuv re-arms its timer only when it services an event: a timeout set
+     * from outside its callbacks (a fan-out from an HTTP request) waits for the next one, which
+     * may be a keep-alive ping 30 s away. Waking lws makes it re-arm now. */
     lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, ST__WS_CLOSE_GRACE);
     lws_callback_on_writable(c->wsi);
+    lws_cancel_service(lws_get_context(c->wsi));
 }
 
 /* Starts the close of a cut-off stream, from its writable callback: lws calls it only once it
