@@ -24,6 +24,7 @@ struct lws_vhost;
 #define ST__WS_MAX_IN       (64 * 1024)
 #define ST__WS_MAX_QUEUED   (1u << 20)
 #define ST__WS_WRITE_BUDGET (64u * 1024) /* bytes per writable callback */
+#define ST__WS_CLOSE_GRACE  10           /* seconds a cut-off stream has to take its close frame */
 
 /* Shared bytes of one change; freed when the last queue holding it lets go. */
 typedef struct st_wsbody {
@@ -40,6 +41,7 @@ typedef struct st_wsmsg {
     struct st_wsmsg *next;
     uint64_t wait;     /* the batch this frame shows; it leaves once that batch is durable */
     st_wsbody_t *body; /* one reference owned by this message */
+    bool replay;       /* a replayed message: paced by the replay, not counted as live backlog */
     uint16_t plen;
     char prefix[];
 } st_wsmsg_t;
@@ -84,12 +86,16 @@ struct st_wsconn {
     st_wssub_t *subs;
     size_t nsubs;
     st_wsmsg_t *head, *tail;
-    size_t queued;
-    size_t biggest; /* the largest frame queued since the queue was last empty */
-    bool slow;
+    size_t queued;  /* bytes of every queued frame */
+    size_t live;    /* bytes of the frames that are not replayed messages: the backlog cap's part */
+    size_t biggest; /* the largest live frame queued since the live backlog was last empty */
+    /* Why the stream is being ended with 1008 ("slow consumer", "token expired"), NULL while it
+     * is not: its queue is dropped and nothing more is queued; the close starts from the
+     * writable callback (see st__ws_cut). */
+    const char *cut;
+    bool closing;     /* the close was handed to lws: nothing more is done here */
     bool broken;      /* a direct write failed: close from the writable callback */
     bool established; /* counted in ws->nconns (a failed handshake never is) */
-    bool expired;     /* its token expired: closed 1008 from the writable callback */
     char *subject;    /* authenticated principal ("" when auth is off) */
     int64_t exp_us;   /* the token's expiry, 0 when none */
     st_buf_t in;      /* a message arriving in fragments */
@@ -112,9 +118,17 @@ struct st_ws {
 };
 
 /* ---- queue.c ---- */
-/* Queues prefix + body (one new reference taken) for c, to leave once batch `wait` is durable. */
+/* Queues prefix + body (one new reference taken) for c, to leave once batch `wait` is durable.
+ * A live frame that takes c's live backlog past its cap cuts c off as a slow consumer. */
 void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen, st_wsbody_t *body,
                   uint64_t wait);
+/* The same for a replayed message: never cuts c off (the replay bounds its own pages). */
+void st__ws_queue_replay(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen,
+                         st_wsbody_t *body, uint64_t wait);
+/* Ends c's stream with 1008 and `reason` (a literal): its queue is dropped, the close frame
+ * leaves once lws has written what it holds, and the socket is closed anyway after
+ * ST__WS_CLOSE_GRACE seconds. */
+void st__ws_cut(st_ws_t *ws, st_wsconn_t *c, const char *reason);
 /* Queues a one-off frame built in b (copied). */
 void st__ws_queue_buf(st_ws_t *ws, st_wsconn_t *c, const st_buf_t *b, uint64_t wait);
 void st__ws_send_error(st_ws_t *ws, st_wsconn_t *c, const char *id, const char *code,

@@ -3,9 +3,23 @@
  * Outbound side of the streams: each connection queues frames tagged with the batch they
  * show, and a frame leaves only once that batch is durable (SPEC §3: only durable state is
  * published), in order. The body of a frame is shared by every subscriber it goes to, so a
- * change to a thousand subscribers is serialized once and held in memory once. A connection
- * whose backlog outgrows its limit is closed with 1008 "slow consumer": a reader that never
- * reads cannot grow server memory.
+ * change to a thousand subscribers is serialized once and held in memory once.
+ *
+ * A connection whose live backlog outgrows its limit is cut off (SPEC §3): its queue is dropped
+ * at once and a 1008 "slow consumer" close frame goes out ahead of everything not yet written,
+ * behind only what the kernel or lws already holds; the socket stays open ST__WS_CLOSE_GRACE
+ * seconds for it, then is closed anyway. What a connection can hold is bounded:
+ *  - live frames (fan-out, acknowledgements, errors): up to ST__WS_MAX_QUEUED plus the largest
+ *    live frame queued since the live backlog was last empty (--max-content bounds one frame);
+ *  - replayed messages, which never count as backlog: a replay page is taken only while the
+ *    whole queue is under its low-water mark, and it stops before a message that would take the
+ *    queue past ST__WS_MAX_QUEUED unless no replayed message is queued (so every page sends at
+ *    least one): at most ST__WS_MAX_QUEUED or one frame;
+ *  - after a cut-off, nothing but the part of one frame lws holds and the close frame.
+ * Because a replay is paced by the reader and never cuts it off, a stream resuming with `after`
+ * gets its replay page by page as fast as it reads, whatever the size of its messages (live ones
+ * of a replaying subscription come through the replay); only falling behind live traffic after
+ * it caught up can cut it off again.
  */
 #include "internal.h"
 
@@ -61,7 +75,7 @@ static void st__unwait(st_ws_t *ws, st_wsconn_t *c)
 static void st__wake(st_ws_t *ws, st_wsconn_t *c)
 {
     if (!c->wsi || !c->head) return;
-    if (c->slow || c->head->wait <= st_store_durable_id(ws->app->store)) {
+    if (c->head->wait <= st_store_durable_id(ws->app->store)) {
         lws_callback_on_writable(c->wsi);
     } else if (!c->waiting) {
         c->waiting = true;
@@ -72,21 +86,22 @@ static void st__wake(st_ws_t *ws, st_wsconn_t *c)
     }
 }
 
-void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen, st_wsbody_t *body,
-                  uint64_t wait)
+static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen,
+                        st_wsbody_t *body, uint64_t wait, bool replay)
 {
-    if (c->slow) return;
+    if (c->cut) return;
     size_t n = plen + body->len;
-    /* The cap bounds a backlog, not one frame: the largest frame queued since the queue was last
-     * empty does not count (--max-content bounds it), so a subscriber that reads is never cut off
-     * for one big message, whatever is queued beside it. Memory stays under the cap plus one
-     * frame. */
-    size_t big = n > c->biggest ? n : c->biggest;
-    if (c->queued + n > ST__WS_MAX_QUEUED + big) {
-        c->slow = true; /* closed from the writable callback, with its reason */
-        st_metric_add(ws->m_slow, 1);
-        if (c->wsi) lws_callback_on_writable(c->wsi);
-        return;
+    /* The cap bounds a backlog, not one frame: the largest live frame queued since the live
+     * backlog was last empty does not count (--max-content bounds it), so a subscriber that reads
+     * is never cut off for one big message, whatever is queued beside it. */
+    size_t big = c->biggest;
+    if (!replay) {
+        big = n > big ? n : big;
+        if (c->live + n > ST__WS_MAX_QUEUED + big) {
+            st_metric_add(ws->m_slow, 1);
+            st__ws_cut(ws, c, "slow consumer");
+            return;
+        }
     }
     ST_ASSERT(plen <= UINT16_MAX);
     st_wsmsg_t *m = st_malloc(sizeof *m + plen);
@@ -94,6 +109,7 @@ void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen, 
     m->wait = wait;
     m->body = body;
     body->refs++;
+    m->replay = replay;
     m->plen = (uint16_t)plen;
     if (plen) memcpy(m->prefix, prefix, plen);
     if (c->tail)
@@ -102,8 +118,31 @@ void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen, 
         c->head = m;
     c->tail = m;
     c->queued += n;
-    c->biggest = big;
+    if (!replay) {
+        c->live += n;
+        c->biggest = big;
+    }
     if (m == c->head) st__wake(ws, c);
+}
+
+void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen, st_wsbody_t *body,
+                  uint64_t wait)
+{
+    st__enqueue(ws, c, prefix, plen, body, wait, false);
+}
+
+void st__ws_queue_replay(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen,
+                         st_wsbody_t *body, uint64_t wait)
+{
+    st__enqueue(ws, c, prefix, plen, body, wait, true);
+}
+
+/* Takes m's bytes off c's counts (m has left the queue). */
+static void st__unqueued(st_wsconn_t *c, const st_wsmsg_t *m)
+{
+    size_t n = m->plen + m->body->len;
+    c->queued -= n;
+    if (!m->replay && (c->live -= n) == 0) c->biggest = 0;
 }
 
 void st__ws_queue_buf(st_ws_t *ws, st_wsconn_t *c, const st_buf_t *b, uint64_t wait)
@@ -136,12 +175,9 @@ static int st__write_head(st_ws_t *ws, st_wsconn_t *c)
 {
     st_wsmsg_t *m = c->head;
     c->head = m->next;
-    if (!c->head) {
-        c->tail = NULL;
-        c->biggest = 0;
-    }
+    if (!c->head) c->tail = NULL;
     size_t n = m->plen + m->body->len;
-    c->queued -= n;
+    st__unqueued(c, m);
     st_buf_reset(&ws->out);
     st_buf_reserve(&ws->out, LWS_PRE + n);
     unsigned char *p = (unsigned char *)ws->out.data + LWS_PRE;
@@ -181,16 +217,47 @@ static int st__flush(st_ws_t *ws, st_wsconn_t *c)
     return rc;
 }
 
+void st__ws_cut(st_ws_t *ws, st_wsconn_t *c, const char *reason)
+{
+    if (c->cut) return;
+    c->cut = reason;
+    st__ws_queue_clear(ws, c); /* the close goes ahead of every frame not yet written */
+    if (!c->wsi) return;
+    /* The deadline, should the peer never read again (the writable callback comes only when it
+     * does). lws 4.1 on libuv re-arms its timer only when it services an event: a timeout set
+     * from outside its callbacks (a fan-out from an HTTP request) waits for the next one, which
+     * may be a keep-alive ping 30 s away. Waking lws makes it re-arm now. */
+    lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, ST__WS_CLOSE_GRACE);
+    lws_callback_on_writable(c->wsi);
+    lws_cancel_service(lws_get_context(c->wsi));
+}
+
+/* Starts the close of a cut-off stream, from its writable callback: lws calls it only once it
+ * has written every byte of earlier frames it held, and only a close started with nothing
+ * pending gets its frame out. In libwebsockets 4.1 a close asked for by returning -1 from this
+ * callback marks the socket unusable, and one started while lws holds part of a frame flushes
+ * it and then drops the socket: both end in a bare TCP close (1006). This way lws writes the
+ * close frame on the next writable event (the socket has room: it just reported so), waits up
+ * to 5 s for the peer's, and only then calls LWS_CALLBACK_CLOSED. */
+static int st__start_close(st_wsconn_t *c)
+{
+    struct lws *wsi = c->wsi;
+    if (lws_partial_buffered(wsi)) {
+        lws_callback_on_writable(wsi);
+        return 0;
+    }
+    c->closing = true;
+    lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)c->cut,
+                     strlen(c->cut));
+    lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
+    return 0;
+}
+
 int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c)
 {
-    if (c->expired) return 0; /* its close frame is on the way (see st__on_expiry) */
-    if (c->slow || c->broken) {
-        /* libwebsockets sends this close reason "if possible"; see the note on issue 5 */
-        if (c->slow)
-            lws_close_reason(c->wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION,
-                             (unsigned char *)"slow consumer", 13);
-        return -1;
-    }
+    if (c->closing) return 0; /* lws sends the close frame itself */
+    if (c->cut) return st__start_close(c);
+    if (c->broken) return -1;
     if (st__flush(ws, c) != 0) return -1;
     /* A flush that stopped on a partly buffered write, with its queue empty, must still fetch the
      * next replay page: nothing else would (a replay of big messages stalled after one page). */
@@ -205,7 +272,7 @@ int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c)
  * than its budget to send, continues from its writable callback. */
 static void st__send_now(st_ws_t *ws, st_wsconn_t *c)
 {
-    if (c->slow || c->broken || c->expired || lws_partial_buffered(c->wsi)) {
+    if (c->cut || c->broken || lws_partial_buffered(c->wsi)) {
         lws_callback_on_writable(c->wsi);
         return;
     }
@@ -227,8 +294,7 @@ void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c)
         st__msg_free(m);
     }
     c->tail = NULL;
-    c->queued = 0;
-    c->biggest = 0;
+    c->queued = c->live = c->biggest = 0;
 }
 
 /* Batches from `first` on were rolled back: what they would have shown must never be sent. */
@@ -246,14 +312,13 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
             st_wsmsg_t *m = *p;
             if (m->wait >= first) {
                 *p = m->next;
-                c->queued -= m->plen + m->body->len;
+                st__unqueued(c, m);
                 st__msg_free(m);
             } else {
                 c->tail = m;
                 p = &m->next;
             }
         }
-        if (!c->head) c->biggest = 0;
     }
 }
 

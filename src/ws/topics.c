@@ -107,17 +107,20 @@ static st_wsbody_t *st__message_body(const char *json, size_t len)
 static void st__replay_one(void *arg, uint64_t msg_id, const char *json, size_t len)
 {
     st_replay_ctx_t *r = arg;
-    /* A page is also bounded in bytes, so big messages never overrun the stream's backlog cap:
-     * the page stops once the queue holds ST__REPLAY_PAGE_BYTES, or before a message that would
-     * not fit (it goes first in a later page, alone in an empty queue if need be). */
-    size_t queued = r->s->conn->queued, n = r->prefix.len + len + 11;
+    /* A page is also bounded in bytes: it stops once the queue holds ST__REPLAY_PAGE_BYTES, or
+     * before a message that would take it past ST__WS_MAX_QUEUED, except that a message goes
+     * whenever no replayed message is queued on the stream: every page sends at least one, so a
+     * replay makes progress whatever its messages' size and whatever live backlog sits beside
+     * it, and replayed messages never hold more than the cap or one message (queue.c). */
+    st_wsconn_t *c = r->s->conn;
+    size_t queued = c->queued, n = r->prefix.len + len + 11;
     if (r->full ||
-        (queued && (queued >= ST__REPLAY_PAGE_BYTES || queued + n > ST__WS_MAX_QUEUED))) {
+        (queued > c->live && (queued >= ST__REPLAY_PAGE_BYTES || queued + n > ST__WS_MAX_QUEUED))) {
         r->full = true;
         return;
     }
     st_wsbody_t *body = st__message_body(json, len);
-    st__ws_queue(r->ws, r->s->conn, r->prefix.data, r->prefix.len, body, r->wait);
+    st__ws_queue_replay(r->ws, c, r->prefix.data, r->prefix.len, body, r->wait);
     st__ws_body_unref(body);
     r->s->cursor = msg_id;
 }
@@ -177,7 +180,7 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
 
 void st__ws_replay_more(st_ws_t *ws, st_wsconn_t *c)
 {
-    for (st_wssub_t *s = c->subs; s && !c->slow; s = s->next)
+    for (st_wssub_t *s = c->subs; s && !c->cut; s = s->next)
         if (s->replaying && !s->cold_wait && c->queued < ST__REPLAY_LOW_WATER)
             st__replay_step(ws, s);
 }

@@ -73,7 +73,7 @@ static void st__established(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c)
 
 static int st__receive(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c, const void *in, size_t len)
 {
-    if (c->expired) return 0; /* closing: nothing more is served */
+    if (c->cut) return 0; /* ending: nothing more is served */
     if (lws_frame_is_binary(wsi)) {
         if (lws_is_final_fragment(wsi))
             st__ws_send_error(ws, c, NULL, "invalid_argument", "binary frames are not used");
@@ -124,20 +124,14 @@ static int st__callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 }
 
 /* A token that expires while its stream is open ends the stream (SPEC §3) with 1008 "token
- * expired". The close is started outside any callback: lws then sends the close frame and
- * waits for the peer's, where ending it from a writable callback would drop the frame. */
+ * expired", the way a slow consumer is cut off (queue.c): the close frame goes out from the
+ * writable callback, ahead of what was still queued. */
 static void st__on_expiry(uv_timer_t *t)
 {
     st_ws_t *ws = t->data;
     int64_t now = st_now_us();
-    for (st_wsconn_t *c = ws->conns, *next; c; c = next) {
-        next = c->next;
-        if (!c->exp_us || now < c->exp_us || c->expired) continue;
-        c->expired = true;
-        lws_close_reason(c->wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION,
-                         (unsigned char *)"token expired", 13);
-        lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
-    }
+    for (st_wsconn_t *c = ws->conns; c; c = c->next)
+        if (c->exp_us && now >= c->exp_us) st__ws_cut(ws, c, "token expired");
 }
 
 /* rx_buffer_size is what lws allocates per connection for reading; client frames are small
