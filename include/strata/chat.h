@@ -97,7 +97,8 @@ size_t st_chat_flush_all(st_chat_t *c);
  * After st_chat_cold_start; no-op without a cold tier. */
 typedef struct st_tier_source st_tier_source_t;
 void st_chat_cold_source(st_chat_t *c, st_tier_source_t *src);
-/* Queues a compaction of the user's small objects (user NULL: every user with cold objects);
+/* Queues a major compaction of the user's objects (user NULL: every user with cold objects):
+ * merged down to as few as the size cap allows, merge after merge, in the background;
  * returns how many users were queued. */
 size_t st_chat_compact(st_chat_t *c, const char *user, size_t ulen);
 

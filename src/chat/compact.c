@@ -85,6 +85,7 @@ struct st_compact {
     uint64_t max_bytes; /* --compact-max-mb */
     uint64_t resume_ms; /* pacing: no compaction before this */
     st_metric_t *m_ok, *m_err, *m_rows, *m_bytes, *m_dropped;
+    st_metric_t *m_pending; /* users queued or merging: 0 once an asked for compaction is done */
     st_metric_t *m_s3[4];
     st_metric_t *m_objects[2], *m_obytes[2]; /* small, large */
     uint64_t census_ms;                      /* next count of the manifests */
@@ -495,6 +496,11 @@ static int st__commit(st_chatcold_t *cc, st_compjob_t *j, uint64_t *wait)
     return rc;
 }
 
+static void st__count_pending(st_compact_t *cp)
+{
+    st_metric_set(cp->m_pending, (double)(cp->queue.count + (cp->job ? 1 : 0)));
+}
+
 static void st__enqueue(st_chatcold_t *cc, const char *u, size_t ul, int flags)
 {
     st_compact_t *cp = cc->compact;
@@ -514,6 +520,7 @@ static void st__enqueue(st_chatcold_t *cc, const char *u, size_t ul, int flags)
     q->node.key = q->user;
     q->node.klen = ul;
     st_map_insert(&cp->queue, &q->node);
+    st__count_pending(cp);
 }
 
 /* What a user whose merge is back is queued again for: a major compaction goes on, merge after
@@ -569,6 +576,7 @@ static void st__done(uv_work_t *req, int status)
     uint64_t took_ms = (uv_hrtime() - j->t0) / 1000000;
     cp->resume_ms = uv_now(cc->tier.loop) + 2 * took_ms;
     st__job_free(j);
+    st__count_pending(cp);
 }
 
 static void st__queue(st_chatcold_t *cc, st_compjob_t *j)
@@ -642,6 +650,7 @@ void st__chat_compact_pump(st_chatcold_t *cc)
         cp->job = j;
         if (j->wait <= st_store_durable_id(cc->chat->store)) st__queue(cc, j);
     }
+    st__count_pending(cp);
 }
 
 bool st__chat_compacting(st_chatcold_t *cc, const char *u, size_t ul, uint64_t pseq)
@@ -710,6 +719,8 @@ void st__chat_compact_init(st_chatcold_t *cc, size_t limit, uint64_t max_bytes)
                                     "Rows read and rewritten by compactions", "");
     cp->m_bytes = st_metrics_counter("strata_compaction_bytes_written_total",
                                      "Parquet bytes written by compactions", "");
+    cp->m_pending = st_metrics_gauge("strata_compactions_pending",
+                                     "Users whose compaction is queued or running", "");
     cp->m_dropped = st_metrics_counter("strata_compaction_expired_rows_total",
                                        "Expired rows left out by compactions (retention)", "");
     static const char *verbs[4] = {"verb=\"GET\"", "verb=\"PUT\"", "verb=\"DELETE\"",
