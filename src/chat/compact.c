@@ -15,10 +15,9 @@
  * dictionaries each), more than ST__MERGE_ROWS rows (the worker holds every row of a merge in
  * memory) or replaces more than ST__MERGE_OBJECTS objects (the swap batch is on the loop); an
  * object over the cap on its own stays as it is. Neighbours only: manifest order is msg_id order
- * (reads stop at the first object
- * past their page), so a merged object takes the place, and the manifest number, of the first
- * object it replaces; its key is {folder}/batch-{ts}-{seq}.{n}.parquet, where n is a fresh
- * number, so no key is ever used twice.
+ * (reads stop at the first object past their page), so a merged object takes the place, and the
+ * manifest number, of the first object it replaces; its key is
+ * {folder}/batch-{ts}-{seq}.{n}.parquet, where n is a fresh number, so no key is ever used twice.
  *
  * How, with the flush's mechanisms: on the loop, the new object is recorded ('P' with the
  * fresh number) in a batch; once that batch is durable, a worker (SCHED_IDLE) reads the old
@@ -36,7 +35,9 @@
  * dropped rows out of the conversations' cold baselines, the cold summary and the totals.
  *
  * One compaction at a time, beside the flushes (never holding one up; none while the hot
- * store is filling up), paced like them: the next waits twice as long as the last one took.
+ * store is filling up), paced like them: the next waits twice as long as the last one took. A
+ * major compaction asked for is held in memory: each merge done stands after a crash, the rest
+ * is asked for again (strata_compactions_pending says when it is done).
  */
 #include "internal.h"
 
