@@ -365,6 +365,7 @@ int main(int argc, char **argv)
                               .hot_ttl_s = cfg.hot_ttl,
                               .retention_s = cfg.retention_seconds,
                               .compact_objects = cfg.compact_objects,
+                              .compact_max_bytes = cfg.compact_max_mb << 20,
                               .flush_min_rows = cfg.flush_min_rows,
                               .flush_max_age_s = cfg.flush_max_age};
     st_chat_cold_start(chat, m.loop, &co);

@@ -67,12 +67,13 @@ typedef struct {
     uint64_t flush_interval_s; /* flush every user with hot rows this often */
     uint64_t flush_rows;       /* flush a user once it has this many hot rows */
     int zstd_level;
-    uint64_t cache_bytes;     /* decoded cold row groups kept for reads */
-    uint64_t hot_ttl_s;       /* evict conversations idle this long whose messages are all cold */
-    uint64_t retention_s;     /* drop cold objects whose newest message is older; 0 = keep */
-    uint64_t compact_objects; /* merge a user's small objects once it has more; 0 = 8 */
-    uint64_t flush_min_rows;  /* at the interval, flush users with this many hot rows... */
-    uint64_t flush_max_age_s; /* ... or whose oldest hot row is this old (0 = any age) */
+    uint64_t cache_bytes;       /* decoded cold row groups kept for reads */
+    uint64_t hot_ttl_s;         /* evict conversations idle this long whose messages are all cold */
+    uint64_t retention_s;       /* drop cold objects whose newest message is older; 0 = keep */
+    uint64_t compact_objects;   /* merge a user's small objects once it has more; 0 = 8 */
+    uint64_t compact_max_bytes; /* no merge writes a larger object; 0 = 256 MiB */
+    uint64_t flush_min_rows;    /* at the interval, flush users with this many hot rows... */
+    uint64_t flush_max_age_s;   /* ... or whose oldest hot row is this old (0 = any age) */
 } st_chat_cold_opts_t;
 
 /* Reads merge cold objects from here on, and flushes start (on loop's worker pool). */
@@ -96,7 +97,8 @@ size_t st_chat_flush_all(st_chat_t *c);
  * After st_chat_cold_start; no-op without a cold tier. */
 typedef struct st_tier_source st_tier_source_t;
 void st_chat_cold_source(st_chat_t *c, st_tier_source_t *src);
-/* Queues a compaction of the user's small objects (user NULL: every user with cold objects);
+/* Queues a major compaction of the user's objects (user NULL: every user with cold objects):
+ * merged down to as few as the size cap allows, merge after merge, in the background;
  * returns how many users were queued. */
 size_t st_chat_compact(st_chat_t *c, const char *user, size_t ulen);
 

@@ -19,6 +19,7 @@ typedef struct {
     uint64_t flush_min_rows;
     uint64_t flush_max_age;
     uint64_t compact_objects;
+    uint64_t compact_max_mb;
     uint64_t cold_cache;
     uint64_t cold_timeout_ms;
     uint64_t cold_retries;

@@ -7,11 +7,17 @@
  * four neighbouring objects of one class is merged into one of the next class, so a row is
  * rewritten about once per class, O(log n) times. Only when a user still holds more than
  * --compact-objects small objects is the neighbouring pair with the fewest rows merged, which
- * keeps the count bounded. POST /v1/admin/compact merges every run of neighbouring small
- * objects. Neighbours only: manifest order is msg_id order (reads stop at the first object
- * past their page), so a merged object takes the place, and the manifest number, of the first
- * object it replaces; its key is {folder}/batch-{ts}-{seq}.{n}.parquet, where n is a fresh
- * number, so no key is ever used twice.
+ * keeps the count bounded. POST /v1/admin/compact is a major compaction: the first run of
+ * neighbours (of any size) that one merge may take is merged, then the next, until no two
+ * neighbours fit in one merge, so the user holds as few objects as the size cap
+ * (--compact-max-mb) allows: one for most users. No merge writes more than the cap (it is planned
+ * on the objects' bytes: a merge's output is no larger than its inputs, which pay a footer and
+ * dictionaries each), more than ST__MERGE_ROWS rows (the worker holds every row of a merge in
+ * memory) or replaces more than ST__MERGE_OBJECTS objects (the swap batch is on the loop); an
+ * object over the cap on its own stays as it is. Neighbours only: manifest order is msg_id order
+ * (reads stop at the first object past their page), so a merged object takes the place, and the
+ * manifest number, of the first object it replaces; its key is
+ * {folder}/batch-{ts}-{seq}.{n}.parquet, where n is a fresh number, so no key is ever used twice.
  *
  * How, with the flush's mechanisms: on the loop, the new object is recorded ('P' with the
  * fresh number) in a batch; once that batch is durable, a worker (SCHED_IDLE) reads the old
@@ -29,7 +35,9 @@
  * dropped rows out of the conversations' cold baselines, the cold summary and the totals.
  *
  * One compaction at a time, beside the flushes (never holding one up; none while the hot
- * store is filling up), paced like them: the next waits twice as long as the last one took.
+ * store is filling up), paced like them: the next waits twice as long as the last one took. A
+ * major compaction asked for is held in memory: each merge done stands after a crash, the rest
+ * is asked for again (strata_compactions_pending says when it is done).
  */
 #include "strata/coldshare.h"
 #include "internal.h"
@@ -37,12 +45,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ST__SMALL_ROWS  1000000        /* objects with fewer rows are small */
-#define ST__SMALL_BYTES (128ull << 20) /* ... and fewer bytes */
-#define ST__MERGE_ROWS  2000000        /* no merge writes more rows */
-#define ST__RUN_MIN     4              /* objects of one class merged together */
+#define ST__SMALL_ROWS    1000000        /* objects with fewer rows are small */
+#define ST__SMALL_BYTES   (128ull << 20) /* ... and fewer bytes */
+#define ST__MERGE_ROWS    2000000        /* no merge writes more rows */
+#define ST__MERGE_OBJECTS 256            /* nor replaces more objects */
+#define ST__RUN_MIN       4              /* objects of one class merged together */
 
-enum { ST__AUTO = 0, ST__FORCE = 1, ST__EXPIRE = 2 };
+enum { ST__AUTO = 0, ST__MAJOR = 1, ST__EXPIRE = 2 };
 
 typedef struct {
     st_map_node_t node;
@@ -75,8 +84,10 @@ struct st_compact {
     st_map_t queue;
     st_compjob_t *job;
     size_t limit;
+    uint64_t max_bytes; /* --compact-max-mb */
     uint64_t resume_ms; /* pacing: no compaction before this */
     st_metric_t *m_ok, *m_err, *m_rows, *m_bytes, *m_dropped;
+    st_metric_t *m_pending; /* users queued or merging: 0 once an asked for compaction is done */
     st_metric_t *m_s3[4];
     st_metric_t *m_objects[2], *m_obytes[2]; /* small, large */
     uint64_t census_ms;                      /* next count of the manifests */
@@ -99,39 +110,64 @@ static bool st__small(const st_coldfile_t *f)
     return f->rows < ST__SMALL_ROWS && f->size < ST__SMALL_BYTES;
 }
 
-bool st__chat_compact_plan(const st_coldfile_t *f, size_t n, size_t limit, int flags, size_t *from,
-                           size_t *to)
+/* Where a run of neighbours from f[i] that one merge may take ends: within the merge bounds;
+ * tiered, only small objects of f[i]'s class. */
+static size_t st__run_end(const st_coldfile_t *f, size_t n, size_t i, uint64_t max_bytes,
+                          bool tiered)
+{
+    size_t j = i;
+    int64_t rows = 0;
+    uint64_t bytes = 0;
+    while (j < n && j - i < ST__MERGE_OBJECTS && rows + f[j].rows <= ST__MERGE_ROWS &&
+           bytes + f[j].size <= max_bytes &&
+           (!tiered || (st__small(&f[j]) && st__class(f[j].rows) == st__class(f[i].rows)))) {
+        rows += f[j].rows;
+        bytes += f[j].size;
+        j++;
+    }
+    return j;
+}
+
+bool st__chat_compact_plan(const st_coldfile_t *f, size_t n, size_t limit, uint64_t max_bytes,
+                           int flags, size_t *from, size_t *to)
 {
     if (flags & ST__EXPIRE && n) {
         *from = 0;
         *to = 1;
         return true;
     }
+    if (flags & ST__MAJOR) {
+        /* the first run of two or more neighbours that fits one merge, as long as it takes:
+         * planned again after each merge, it ends when no two neighbours fit together */
+        for (size_t i = 0; i + 1 < n; i++) {
+            size_t j = st__run_end(f, n, i, max_bytes, false);
+            if (j - i >= 2) {
+                *from = i;
+                *to = j;
+                return true;
+            }
+        }
+        return false;
+    }
     size_t nsmall = 0;
     for (size_t i = 0; i < n; i++)
         nsmall += st__small(&f[i]);
-    if (!(flags & ST__FORCE) && nsmall <= limit) return false;
-    /* a run of neighbouring small objects: of one class (tiered), or any (forced) */
+    if (nsmall <= limit) return false;
+    /* a run of neighbouring small objects of one class (tiered) */
     for (size_t i = 0; i < n;) {
-        size_t j = i;
-        int64_t rows = 0;
-        while (j < n && st__small(&f[j]) && rows + f[j].rows <= ST__MERGE_ROWS &&
-               ((flags & ST__FORCE) || st__class(f[j].rows) == st__class(f[i].rows)))
-            rows += f[j++].rows;
-        size_t need = (flags & ST__FORCE) ? 2 : ST__RUN_MIN;
-        if (j - i >= need) {
+        size_t j = st__run_end(f, n, i, max_bytes, true);
+        if (j - i >= ST__RUN_MIN) {
             *from = i;
             *to = j;
             return true;
         }
         i = j > i ? j : i + 1;
     }
-    if (flags & ST__FORCE) return false;
     /* still too many: the neighbouring pair with the fewest rows */
     int64_t best = INT64_MAX;
     for (size_t i = 0; i + 1 < n; i++)
         if (st__small(&f[i]) && st__small(&f[i + 1]) && f[i].rows + f[i + 1].rows < best &&
-            f[i].rows + f[i + 1].rows <= ST__MERGE_ROWS) {
+            f[i].rows + f[i + 1].rows <= ST__MERGE_ROWS && f[i].size + f[i + 1].size <= max_bytes) {
             best = f[i].rows + f[i + 1].rows;
             *from = i;
             *to = i + 2;
@@ -326,8 +362,8 @@ static st_compjob_t *st__begin(st_chatcold_t *cc, st_cuser_t *u)
     size_t from, to;
     size_t pl = st__chat_ukey(k, 'F', u->user, u->ulen);
     int rc = st_store_range(s, k, pl, NULL, 0, NULL, 0, false, st__collect_f, &m, &wait);
-    if (rc != ST_OK ||
-        !st__chat_compact_plan(m.files, m.n, cc->compact->limit, u->flags, &from, &to)) {
+    if (rc != ST_OK || !st__chat_compact_plan(m.files, m.n, cc->compact->limit,
+                                              cc->compact->max_bytes, u->flags, &from, &to)) {
         st__fman_free(&m);
         return NULL;
     }
@@ -462,6 +498,11 @@ static int st__commit(st_chatcold_t *cc, st_compjob_t *j, uint64_t *wait)
     return rc;
 }
 
+static void st__count_pending(st_compact_t *cp)
+{
+    st_metric_set(cp->m_pending, (double)(cp->queue.count + (cp->job ? 1 : 0)));
+}
+
 static void st__enqueue(st_chatcold_t *cc, const char *u, size_t ul, int flags)
 {
     st_compact_t *cp = cc->compact;
@@ -481,6 +522,14 @@ static void st__enqueue(st_chatcold_t *cc, const char *u, size_t ul, int flags)
     q->node.key = q->user;
     q->node.klen = ul;
     st_map_insert(&cp->queue, &q->node);
+    st__count_pending(cp);
+}
+
+/* What a user whose merge is back is queued again for: a major compaction goes on, merge after
+ * merge, until its plan finds nothing; what was asked for meanwhile is added. */
+static int st__again(const st_cuser_t *u)
+{
+    return (u->flags & ST__MAJOR) | ((u->flags >> 4) & ~ST__EXPIRE);
 }
 
 static void st__done(uv_work_t *req, int status)
@@ -512,6 +561,9 @@ static void st__done(uv_work_t *req, int status)
             st__chat_doom(cc->chat, u->user, u->ulen, j->pseq, j->key.data, &wait);
         st__chat_orphans(cc->chat, u->user, u->ulen, &wait);
         st_warn("cold: compaction of %.*s failed (%s)", (int)u->ulen, u->user, st_strerror(rc));
+        /* the manifest changed meanwhile (retention): planned again on the new one, so an asked
+         * for major compaction is not given up */
+        if (rc == ST_ECONFLICT) st__enqueue(cc, u->user, u->ulen, st__again(u));
         free(u);
     } else {
         st_metric_add(cp->m_ok, 1);
@@ -520,14 +572,13 @@ static void st__done(uv_work_t *req, int status)
         st_info("cold: compacted %zu objects of %.*s into %s (%lld rows, %llu bytes)", j->nold,
                 (int)u->ulen, u->user, j->out.rows ? j->key.data : "nothing",
                 (long long)j->out.rows, (unsigned long long)j->out.size);
-        /* more may be due (a forced pass merges run after run) */
-        int flags = (u->flags & ST__FORCE) | ((u->flags >> 4) & ~ST__EXPIRE);
-        st__enqueue(cc, u->user, u->ulen, flags);
+        st__enqueue(cc, u->user, u->ulen, st__again(u)); /* more may be due */
         free(u);
     }
     uint64_t took_ms = (uv_hrtime() - j->t0) / 1000000;
     cp->resume_ms = uv_now(cc->tier.loop) + 2 * took_ms;
     st__job_free(j);
+    st__count_pending(cp);
 }
 
 static void st__queue(st_chatcold_t *cc, st_compjob_t *j)
@@ -601,6 +652,7 @@ void st__chat_compact_pump(st_chatcold_t *cc)
         cp->job = j;
         if (j->wait <= st_store_durable_id(cc->chat->store)) st__queue(cc, j);
     }
+    st__count_pending(cp);
 }
 
 bool st__chat_compacting(st_chatcold_t *cc, const char *u, size_t ul, uint64_t pseq)
@@ -637,7 +689,7 @@ size_t st_chat_compact(st_chat_t *c, const char *user, size_t ulen)
     st_chatcold_t *cc = c->cold;
     if (!cc || !cc->compact) return 0;
     if (user) {
-        st__enqueue(cc, user, ulen, ST__FORCE);
+        st__enqueue(cc, user, ulen, ST__MAJOR);
         st__chat_compact_pump(cc);
         return 1;
     }
@@ -648,7 +700,7 @@ size_t st_chat_compact(st_chat_t *c, const char *user, size_t ulen)
     size_t n = 0;
     for (size_t i = 0; i < names.len; n++) {
         size_t ul = (uint8_t)names.data[i];
-        st__enqueue(cc, names.data + i + 1, ul, ST__FORCE);
+        st__enqueue(cc, names.data + i + 1, ul, ST__MAJOR);
         i += 1 + ul;
     }
     st_buf_free(&names);
@@ -656,11 +708,12 @@ size_t st_chat_compact(st_chat_t *c, const char *user, size_t ulen)
     return n;
 }
 
-void st__chat_compact_init(st_chatcold_t *cc, size_t limit)
+void st__chat_compact_init(st_chatcold_t *cc, size_t limit, uint64_t max_bytes)
 {
     st_compact_t *cp = st_calloc(1, sizeof *cp);
     st_map_init(&cp->queue);
     cp->limit = limit ? limit : 8;
+    cp->max_bytes = max_bytes ? max_bytes : 256ull << 20;
     const char *h = "Cold-tier compactions (small objects merged)";
     cp->m_ok = st_metrics_counter("strata_compactions_total", h, "result=\"ok\"");
     cp->m_err = st_metrics_counter("strata_compactions_total", h, "result=\"error\"");
@@ -668,6 +721,8 @@ void st__chat_compact_init(st_chatcold_t *cc, size_t limit)
                                     "Rows read and rewritten by compactions", "");
     cp->m_bytes = st_metrics_counter("strata_compaction_bytes_written_total",
                                      "Parquet bytes written by compactions", "");
+    cp->m_pending = st_metrics_gauge("strata_compactions_pending",
+                                     "Users whose compaction is queued or running", "");
     cp->m_dropped = st_metrics_counter("strata_compaction_expired_rows_total",
                                        "Expired rows left out by compactions (retention)", "");
     static const char *verbs[4] = {"verb=\"GET\"", "verb=\"PUT\"", "verb=\"DELETE\"",

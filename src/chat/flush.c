@@ -381,7 +381,7 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
     uv_timer_start(&cc->tier.tick, st__on_tick, ST__TICK_MS, ST__TICK_MS);
     cc->flush_min_rows = o->flush_min_rows;
     cc->flush_max_age_us = o->flush_max_age_s * 1000000ull;
-    st__chat_compact_init(cc, o->compact_objects);
+    st__chat_compact_init(cc, o->compact_objects, o->compact_max_bytes);
     st__chat_pass_init(cc);
     c->cold = cc;
     c->listener.on_durable = st__on_durable;

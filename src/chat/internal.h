@@ -163,11 +163,12 @@ void st__chat_pass_stop(st_chatcold_t *cc, void (*closed)(void *arg));
 
 /* compact.c: merging a user's small objects (see there). */
 typedef struct st_compact st_compact_t;
-/* Which neighbours of f[0..n) (manifest order) to merge next: [*from, *to). flags: 1 forced
- * (POST /v1/admin/compact), 2 the oldest object mixes expired and live rows. */
-bool st__chat_compact_plan(const st_coldfile_t *f, size_t n, size_t limit, int flags, size_t *from,
-                           size_t *to);
-void st__chat_compact_init(st_chatcold_t *cc, size_t limit);
+/* Which neighbours of f[0..n) (manifest order) to merge next: [*from, *to), an object of at most
+ * max_bytes. flags: 1 major (POST /v1/admin/compact: planned again after each merge, it ends
+ * with as few objects as max_bytes allows), 2 the oldest object mixes expired and live rows. */
+bool st__chat_compact_plan(const st_coldfile_t *f, size_t n, size_t limit, uint64_t max_bytes,
+                           int flags, size_t *from, size_t *to);
+void st__chat_compact_init(st_chatcold_t *cc, size_t limit, uint64_t max_bytes);
 /* Starts the next compaction (every tick, after each flush). */
 void st__chat_compact_pump(st_chatcold_t *cc);
 /* Whether a compaction is in flight (the cold tier is freed only after it). */

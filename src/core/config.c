@@ -54,6 +54,10 @@ static const st_cfg_opt_t st__opts[] = {
             "seconds: at the interval, flush a user whose oldest hot row is this old (0: any)"),
     ST__NUM(ST_CFG_U64, compact_objects, "compact-objects", "STRATA_COMPACT_OBJECTS", "8", 1,
             1000000, "merge a user's small cold objects once it has more than this many"),
+    ST__NUM(ST_CFG_U64, compact_max_mb, "compact-max-mb", "STRATA_COMPACT_MAX_MB", "256", 1,
+            1048576,
+            "MiB: no compaction writes a larger object (POST /v1/admin/compact merges a user's "
+            "objects down to as few as this allows)"),
     ST__NUM(ST_CFG_SIZE, cold_cache, "cold-cache", "STRATA_COLD_CACHE", "256MiB", 0, 1ULL << 40,
             "memory for decoded cold row groups (reads of recent cold data skip decompression)"),
     ST__NUM(ST_CFG_U64, cold_timeout_ms, "cold-timeout-ms", "STRATA_COLD_TIMEOUT_MS", "30000", 100,

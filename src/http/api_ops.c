@@ -61,8 +61,9 @@ int st_api_admin_flush(st_ctx_t *c)
     return ST_OK;
 }
 
-/* Queues a compaction of one user's small cold objects ({"user": …}) or, with no body, of
- * every user's; it runs in the background (strata_compactions_total in /metrics). */
+/* Queues a major compaction of one user's cold objects ({"user": …}) or, with no body, of every
+ * user's: merged down to as few as --compact-max-mb allows. It runs in the background
+ * (strata_compactions_pending in /metrics is 0 once it is done). */
 int st_api_admin_compact(st_ctx_t *c)
 {
     cJSON *j;

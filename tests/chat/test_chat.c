@@ -474,7 +474,7 @@ TEST(compaction_plan_bounds_objects_and_write_amplification)
         f[n++] = (st_coldfile_t){0, 0, 5, 3000};
         rows += 5;
         size_t a, b;
-        while (st__chat_compact_plan(f, n, 8, 0, &a, &b)) {
+        while (st__chat_compact_plan(f, n, 8, 256ull << 20, 0, &a, &b)) {
             CHECK(b > a + 1 && b <= n);
             st_coldfile_t m = {0, 0, 0, 0};
             for (size_t i = a; i < b; i++) {
@@ -493,12 +493,72 @@ TEST(compaction_plan_bounds_objects_and_write_amplification)
         sum += f[i].rows;
     CHECK_EQ(sum, rows);
     CHECK(rewritten < rows * 12); /* log4(2016) ~ 5.5 classes, plus the bounding merges */
-    /* forced: every run of small neighbours in one; the oldest mixed object alone */
+    /* major: every neighbour in one; the oldest mixed object alone */
     size_t a, b;
-    CHECK(st__chat_compact_plan(f, n, 8, 1, &a, &b) && a == 0 && b == n);
-    CHECK(st__chat_compact_plan(f, n, 8, 2, &a, &b) && a == 0 && b == 1);
-    f[1].rows = 5000000; /* not small: never merged */
-    CHECK(st__chat_compact_plan(f, n, 8, 1, &a, &b) && a == 2);
+    CHECK(st__chat_compact_plan(f, n, 8, 256ull << 20, 1, &a, &b) && a == 0 && b == n);
+    CHECK(st__chat_compact_plan(f, n, 8, 256ull << 20, 2, &a, &b) && a == 0 && b == 1);
+    f[1].rows = 5000000; /* more rows than one merge writes: never merged */
+    CHECK(st__chat_compact_plan(f, n, 8, 256ull << 20, 1, &a, &b) && a == 2);
+}
+
+/* The major compaction's plan (POST /v1/admin/compact), followed merge after merge: the user ends
+ * with as few objects as the size cap allows (no two neighbours fit in one object), none of
+ * them over the cap, every row kept; objects of any size take part, one over the cap stays. */
+static size_t major_until_done(st_coldfile_t *f, size_t n, uint64_t cap, size_t *merges)
+{
+    size_t a, b;
+    *merges = 0;
+    while (st__chat_compact_plan(f, n, 8, cap, 1, &a, &b)) {
+        CHECK(b > a + 1 && b <= n);
+        st_coldfile_t m = {0, 0, 0, 0};
+        for (size_t i = a; i < b; i++) {
+            m.rows += f[i].rows;
+            m.size += f[i].size;
+        }
+        CHECK(m.size <= cap);
+        m.size = m.size * 3 / 4; /* a merge pays one footer and set of dictionaries, not many */
+        f[a] = m;
+        memmove(f + a + 1, f + b, (n - b) * sizeof *f);
+        n -= b - a - 1;
+        (*merges)++;
+    }
+    for (size_t i = 0; i + 1 < n; i++)
+        CHECK(f[i].size + f[i + 1].size > cap || f[i].rows + f[i + 1].rows > 2000000);
+    return n;
+}
+
+TEST(compaction_major_plan_fewest_objects_under_the_cap)
+{
+    st_coldfile_t f[64];
+    size_t merges;
+    for (size_t i = 0; i < 8; i++)
+        f[i] = (st_coldfile_t){0, 0, 60, 3000};
+    CHECK_EQ(major_until_done(f, 8, 256ull << 20, &merges), 1);
+    CHECK_EQ(merges, 1);
+    CHECK_EQ(f[0].rows, 480);
+    /* a 1 MiB cap, 40 objects of 300 KB: several objects, each under the cap */
+    for (size_t i = 0; i < 40; i++)
+        f[i] = (st_coldfile_t){0, 0, 4000, 300000};
+    size_t n = major_until_done(f, 40, 1u << 20, &merges);
+    int64_t rows = 0;
+    for (size_t i = 0; i < n; i++) {
+        CHECK(f[i].size <= 1u << 20);
+        rows += f[i].rows;
+    }
+    CHECK_EQ(rows, 40 * 4000);
+    CHECK(n > 1 && n <= 2 * (40 * 300000 * 3 / 4) / (1u << 20) + 1);
+    /* objects that tiering leaves alone (a million rows and more) are merged too */
+    f[0] = (st_coldfile_t){0, 0, 5, 3000};
+    f[1] = (st_coldfile_t){0, 0, 1500000, 30000000};
+    f[2] = (st_coldfile_t){0, 0, 5, 3000};
+    CHECK_EQ(major_until_done(f, 3, 256ull << 20, &merges), 1);
+    /* one over the cap stays as it is; its neighbours merge */
+    f[0] = (st_coldfile_t){0, 0, 5, 2u << 20};
+    f[1] = (st_coldfile_t){0, 0, 5, 3000};
+    f[2] = (st_coldfile_t){0, 0, 5, 3000};
+    CHECK_EQ(major_until_done(f, 3, 1u << 20, &merges), 2);
+    CHECK_EQ(f[0].size, 2u << 20);
+    CHECK_EQ(f[1].rows, 10);
 }
 
 RUN_TESTS("chat")

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 // Cold-tier compaction (issue 17, SPEC §5): a user's small objects are merged in the background
-// (more than --compact-objects) and on POST /v1/admin/compact; the swap is one batch, so
+// (more than --compact-objects), and POST /v1/admin/compact is a major compaction (issue 21: as
+// few objects as --compact-max-mb allows); the swap is one batch, so
 // strata's reads are exact throughout, kill -9 during a compaction loses and duplicates nothing
 // (local directory and s3rver), and DuckDB reads each message once. Retention rewrites an object
 // mixing expired and live rows; quiet users are not flushed at every interval.
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import S3rver from 's3rver';
@@ -125,6 +127,97 @@ test('POST /v1/admin/compact merges a user\'s small objects at once (202); a bod
     assert.deepEqual(idsOf(await readAll(s, 'few')), ids);
     assert.deepEqual((await duckRows(filesOf(dir))).map((x) => x.msg_id), ids);
     assert.equal((await s.req('POST', '/v1/admin/compact')).status, 202, 'no body: every user');
+  } finally {
+    await stopClean(s);
+    s.cleanup();
+  }
+});
+
+// Objects of a user and their bytes (after the reaper has deleted what the manifest dropped).
+const sizeOf = (files) => files.reduce((a, f) => a + statSync(f).size, 0);
+
+// A major compaction asked for is done: strata_compactions_pending back to 0 (it is at least 1
+// from the 202 on), then storage settled.
+async function compacted(s, dir) {
+  await waitFor('compactions done', async () => (await metric(s, 'strata_compactions_pending')) === 0, 60000);
+  return settledFiles(s, dir);
+}
+
+test('POST /v1/admin/compact is a major compaction: 12 small objects become one, about the bytes of one flush of the same rows; each message read once (API, DuckDB)', async () => {
+  const s = await startStrata({ args: ['--flush-interval', '3600', '--compact-objects', '1000'] });
+  try {
+    const k = 50, n = 12;
+    const content = (f, i) => `flush ${f} message ${i}: the quick brown fox ${(f * k + i) % 17}`;
+    // the same rows in one flush, for the bytes to compare with
+    for (let f = 0; f < n; f++) for (let i = 0; i < k; i++) await post(s, 'once', `c${i % 3}`, content(f, i));
+    await flush(s, 'once');
+    const once = filesOf(path.join(s.dir, 'cold', 'once'));
+    assert.equal(once.length, 1);
+    const ids = [];
+    for (let f = 0; f < n; f++) {
+      for (let i = 0; i < k; i++) ids.push(await post(s, 'many', `c${i % 3}`, content(f, i)));
+      await flush(s, 'many');
+    }
+    const dir = path.join(s.dir, 'cold', 'many');
+    const before = filesOf(dir);
+    assert.equal(before.length, n);
+    const beforeBytes = sizeOf(before);
+    const r = await s.req('POST', '/v1/admin/compact', { user: 'many' });
+    assert.equal(r.status, 202, r.text);
+    assert.deepEqual(r.json, { compacting: 1 });
+    const files = await compacted(s, dir);
+    assert.equal(files.length, 1, `${files.length} objects after a major compaction`);
+    const ratio = sizeOf(files) / sizeOf(once);
+    assert.ok(ratio <= 1.2, `${sizeOf(files)} bytes, ${ratio.toFixed(2)}x one flush of the same rows (${sizeOf(once)}); before: ${beforeBytes}`);
+    assert.deepEqual(idsOf(await readAll(s, 'many')), ids, 'strata reads each message once, in order');
+    const rows = await duckRows(files);
+    assert.deepEqual(rows.map((x) => x.msg_id), ids, 'DuckDB reads each message once');
+    assert.equal(rows[k + 1].content, content(1, 1));
+    const st = await stats(s, 'many');
+    assert.deepEqual([st.cold_messages, st.hot_messages, st.total_messages], [n * k, 0, n * k]);
+    assert.equal(await metric(s, 'strata_compactions_total\\{result="error"\\}'), 0);
+    // asked again: nothing more to merge, nothing rewritten
+    const rewritten = await metric(s, 'strata_compaction_rows_rewritten_total');
+    assert.equal((await s.req('POST', '/v1/admin/compact', { user: 'many' })).status, 202);
+    assert.deepEqual(await compacted(s, dir), files);
+    assert.equal(await metric(s, 'strata_compaction_rows_rewritten_total'), rewritten);
+  } finally {
+    await stopClean(s);
+    s.cleanup();
+  }
+});
+
+test('a major compaction (no body: every user) stays under --compact-max-mb: several objects, each under the cap, as few as it allows', async () => {
+  const cap = 1 << 20;
+  const s = await startStrata({ args: ['--flush-interval', '3600', '--compact-objects', '1000', '--compact-max-mb', '1'] });
+  try {
+    // ~2.5 MB of barely compressible content in 10 objects of ~250 KB
+    const ids = [];
+    for (let f = 0; f < 10; f++) {
+      for (let i = 0; i < 16; i++) ids.push(await post(s, 'big', `c${i % 2}`, randomBytes(18000).toString('base64')));
+      await flush(s, 'big');
+    }
+    const small = await flushes(s, 'small', 3, 4);
+    const dir = path.join(s.dir, 'cold', 'big');
+    const before = filesOf(dir);
+    assert.equal(before.length, 10);
+    assert.ok(before.every((f) => statSync(f).size < cap / 2));
+    const total = sizeOf(before);
+    assert.ok(total > 2 * cap, `${total} bytes`);
+    const r = await s.req('POST', '/v1/admin/compact');
+    assert.equal(r.status, 202, r.text);
+    assert.equal(r.json.compacting, 2);
+    const files = await compacted(s, dir);
+    const sizes = files.map((f) => statSync(f).size);
+    assert.ok(sizes.every((b) => b <= cap), `objects under the cap: ${sizes}`);
+    // as few as the cap allows: no two neighbours fit in one object, so fewer than 2 x bytes/cap + 1
+    assert.ok(files.length >= 2 && files.length <= Math.floor(2 * sizeOf(files) / cap) + 1, `${files.length} objects: ${sizes}`);
+    assert.ok(files.length < before.length);
+    assert.deepEqual(idsOf(await readAll(s, 'big')), ids, 'strata reads each message once, in order');
+    assert.deepEqual((await duckRows(files)).map((x) => x.msg_id), ids, 'DuckDB reads each message once');
+    assert.equal(filesOf(path.join(s.dir, 'cold', 'small')).length, 1, 'every user compacted');
+    assert.deepEqual(idsOf(await readAll(s, 'small')), small);
+    assert.equal(await metric(s, 'strata_compactions_total\\{result="error"\\}'), 0);
   } finally {
     await stopClean(s);
     s.cleanup();
