@@ -25,7 +25,7 @@ group() {
   for id in 1 2 3; do http[$id]=$(free_port); raft[$id]=$(free_port); spec+="${spec:+,}$id=127.0.0.1:${raft[$id]}"; done
   for id in 1 2 3; do
     $BIN --listen 127.0.0.1:${http[$id]} --data-dir "$work/$name-$id" --cluster "$spec" --cluster-self $id \
-      --log-level warn "$@" &
+      --cold-url "file://$work/$name-cold" --log-level warn "$@" &
     pid[$id]=$!
     pids+=(${pid[$id]})
   done

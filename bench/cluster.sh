@@ -44,8 +44,9 @@ for id in 1 2 3; do
   spec+="${spec:+,}$id=127.0.0.1:${raft[$id]}"
 done
 start() {
+  # one cold store for the group (SPEC §8): a member refuses one inside its own data dir
   $BIN --listen 127.0.0.1:${http[$1]} --data-dir "$work/m$1" --cluster "$spec" --cluster-self "$1" \
-    --log-level warn &
+    --cold-url "file://$work/cold" --log-level warn &
   pid[$1]=$!
   pids+=(${pid[$1]})
 }
