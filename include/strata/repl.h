@@ -56,6 +56,12 @@ void st_repl_on_follow(st_repl_t *r, void (*fn)(void *arg), void *arg);
 
 /* True while some member (maybe this one) is known to lead. */
 bool st_repl_has_leader(st_repl_t *r);
+/* Whether the serving leader may answer a read from its own state now (SPEC §8: reads are
+ * linearizable): VALID; RENEW — valid, but the lease runs out soon, so stage a fence now and the
+ * next read needs none; EXPIRED — not the serving leader, or no proof of leadership within the
+ * lease: the answer must wait for a fence (st_store_fence). */
+enum { ST_REPL_LEASE_VALID, ST_REPL_LEASE_RENEW, ST_REPL_LEASE_EXPIRED };
+int st_repl_read_lease(const st_repl_t *r);
 /* True once this member leads and has caught up (after its barrier). */
 bool st_repl_serving(const st_repl_t *r);
 /* The current leader's advertised base URL, written into buf (NUL-terminated); ST_ENOLEADER

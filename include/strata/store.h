@@ -181,6 +181,12 @@ st_observers_t *st_store_observers(st_store_t *s);
 typedef void (*st_store_note_fn)(void *arg, uint8_t kind, const char *data, size_t len);
 void st_store_on_note(st_store_t *s, st_store_note_fn fn, void *arg);
 int st_store_note(st_store_t *s, uint8_t kind, const void *data, size_t len, uint64_t *wait);
+/* Group mode, the serving leader: raises *wait to the open batch, which becomes an entry of its
+ * own even if nothing else is staged in it (an empty note). An answer held for it leaves only
+ * once an entry proposed after it was built is committed by a majority — the leader has proved
+ * it still leads — and becomes 503 no_leader if this member is deposed first (a ReadIndex
+ * through the log). A no-op on a single node; ST_ENOLEADER on a standby member. */
+int st_store_fence(st_store_t *s, uint64_t *wait);
 /* ---- backup hooks (src/backup): the one "batch is durable" point, and offline restore ---- */
 
 /* Told every group once it is durable in the redo log, on the sync thread, before its

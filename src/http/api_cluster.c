@@ -64,6 +64,19 @@ static bool st__gated(const st_http_request_t *r)
     return !(r->path_len == sizeof cluster - 1 && memcmp(r->path, cluster, r->path_len) == 0);
 }
 
+void st_cluster_read_fence(st_ctx_t *c)
+{
+    st_repl_t *repl = c->app->repl;
+    if (!repl || !st__gated(c->req)) return;
+    int lease = st_repl_read_lease(repl);
+    if (lease == ST_REPL_LEASE_EXPIRED) {
+        st_store_fence(c->app->store, &c->wait);
+    } else if (lease == ST_REPL_LEASE_RENEW) {
+        uint64_t renew = 0; /* this answer need not wait for it */
+        st_store_fence(c->app->store, &renew);
+    }
+}
+
 bool st_cluster_gate(st_ctx_t *c)
 {
     st_repl_t *repl = c->app->repl;

@@ -62,6 +62,7 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
                 memcmp(c.subject, c.params[0], c.plens[0]) != 0)) {
         st_ctx_error(&c, ST_EFORBIDDEN, "the token's subject may only access its own user");
     } else {
+        st_cluster_read_fence(&c); /* a group's leader answers only while it leads */
         /* Idempotency-Key (idempotency.c): replay, 422 for another request, or record. */
         bool idem = (route->flags & ST_ROUTE_IDEMPOTENT) && req->idem_key;
         st_idem_req_t digest;

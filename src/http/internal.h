@@ -188,5 +188,9 @@ int st_api_cluster_announce(st_ctx_t *c);
 /* api_cluster.c: in a group, a member that is not the serving leader answers /v1 requests (but
  * /v1/cluster) itself — 307 to the leader or 503 no_leader. True when it answered. */
 bool st_cluster_gate(st_ctx_t *c);
+/* In a group, on the leader: an answer (of any status) that reports state is held until the
+ * leader has proved it still leads, unless its read lease is valid (SPEC §8: linearizable
+ * reads; st_repl_read_lease). Call before the handler or a replayed answer. */
+void st_cluster_read_fence(st_ctx_t *c);
 
 #endif

@@ -45,11 +45,13 @@ struct st_repl {
     uv_work_t fetch;
     int fetch_rc;
     uint64_t fetched;
-    st_buf_t deferred;    /* {u64 index, u64 len, bytes}* */
-    bool leading;         /* Raft says leader (for lead_term) */
-    bool barrier_pending; /* a barrier of lead_term is in flight */
-    bool caught_up;       /* the barrier of lead_term committed */
-    bool serving;         /* views rebuilt, standby off */
+    st_buf_t deferred;       /* {u64 index, u64 len, bytes}* */
+    bool leading;            /* Raft says leader (for lead_term) */
+    bool barrier_pending;    /* a barrier of lead_term is in flight */
+    bool caught_up;          /* the barrier of lead_term committed */
+    bool serving;            /* views rebuilt, standby off */
+    uint64_t lease_ns;       /* how long a majority's acceptance proves leadership (repl.c) */
+    uint64_t lease_until_ns; /* uv_hrtime() until which reads need no proof; 0: none */
     uint64_t lead_term;
     void (*on_lead)(void *arg);
     void *on_lead_arg;

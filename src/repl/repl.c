@@ -32,13 +32,37 @@ typedef struct {
     struct raft_apply req;
     st_repl_t *r;
     uint64_t batch_id;
+    uint64_t sent_ns; /* uv_hrtime() when proposed: the lease it earns starts here */
 } st_proposal_t;
 
 typedef struct {
     struct raft_barrier req;
     st_repl_t *r;
     uint64_t term;
+    uint64_t sent_ns;
 } st_barrier_t;
+
+/* ---- the read lease ----
+ * A follower that took an entry of ours at time T >= sent (when we proposed it) votes for no
+ * one else until its own election timer runs out, at T + election timeout at the earliest
+ * (C-Raft draws it from [timeout, 2 * timeout), and a follower that hears from its leader
+ * refuses to vote). So once a majority has taken an entry proposed at `sent`, no other leader
+ * can exist before sent + timeout: until then this member's state is the group's newest, and a
+ * read may be answered from it at once. The lease is 3/4 of that, on the monotonic clock, which
+ * keeps running while a process is paused: a leader resumed from SIGSTOP finds its lease
+ * expired and proves it still leads (st_store_fence) before it answers anything. */
+static void st__lease_extend(st_repl_t *r, uint64_t sent_ns)
+{
+    uint64_t until = sent_ns + r->lease_ns;
+    if (r->leading && until > r->lease_until_ns) r->lease_until_ns = until;
+}
+
+int st_repl_read_lease(const st_repl_t *r)
+{
+    uint64_t now = uv_hrtime();
+    if (!r->serving || now >= r->lease_until_ns) return ST_REPL_LEASE_EXPIRED;
+    return r->lease_until_ns - now < r->lease_ns / 2 ? ST_REPL_LEASE_RENEW : ST_REPL_LEASE_VALID;
+}
 
 /* ---- proposals ---- */
 
@@ -47,7 +71,10 @@ static void st__applied_cb(struct raft_apply *req, int status, void *result)
     st_proposal_t *p = req->data;
     (void)result;
     /* Success needs nothing: the batch became durable when its entry was applied. */
-    if (status != 0) st_store_group_failed(p->r->store, p->batch_id, ST_ENOLEADER);
+    if (status != 0)
+        st_store_group_failed(p->r->store, p->batch_id, ST_ENOLEADER);
+    else
+        st__lease_extend(p->r, p->sent_ns);
     free(p);
 }
 
@@ -67,6 +94,7 @@ static int st__propose(st_store_group_t *g, uint64_t batch_id, const char *paylo
     p->req.data = p;
     p->r = r;
     p->batch_id = batch_id;
+    p->sent_ns = uv_hrtime();
     int rc = raft_apply(&r->raft, &p->req, &buf, 1, st__applied_cb);
     if (rc != 0) {
         raft_free(buf.base);
@@ -244,7 +272,10 @@ static void st__barrier_cb(struct raft_barrier *req, int status)
     st_repl_t *r = b->r;
     if (r->leading && r->lead_term == b->term) {
         r->barrier_pending = false;
-        if (status == 0) r->caught_up = true;
+        if (status == 0) {
+            r->caught_up = true;
+            st__lease_extend(r, b->sent_ns);
+        }
     }
     free(b);
 }
@@ -254,6 +285,7 @@ static void st__step_down(st_repl_t *r)
     if (r->serving)
         st_warn("repl: no longer the leader (term %llu)", (unsigned long long)r->lead_term);
     r->leading = r->barrier_pending = r->caught_up = r->serving = false;
+    r->lease_until_ns = 0;
     st_store_set_standby(r->store, true);
     st_store_group_abandon(r->store, ST_ENOLEADER); /* Raft may report them late, or never */
     if (r->on_follow) r->on_follow(r->on_follow_arg);
@@ -265,6 +297,7 @@ static void st__start_barrier(st_repl_t *r)
     b->req.data = b;
     b->r = r;
     b->term = r->lead_term;
+    b->sent_ns = uv_hrtime();
     if (raft_barrier(&r->raft, &b->req, st__barrier_cb) != 0) {
         free(b); /* retried at the next poll */
         return;
@@ -354,6 +387,7 @@ static int st__raft_setup(st_repl_t *r, const st_repl_opts_t *o, const char *sel
     if (rc) return rc;
     r->raft.data = r;
     unsigned et = o->election_timeout ? o->election_timeout : 1000;
+    r->lease_ns = (uint64_t)et * 1000000 / 4 * 3;
     raft_set_election_timeout(&r->raft, et);
     raft_set_heartbeat_timeout(&r->raft, et / 10 ? et / 10 : 1);
     raft_set_pre_vote(&r->raft, true); /* a member coming back does not depose a healthy leader */

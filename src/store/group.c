@@ -314,6 +314,24 @@ int st_store_note(st_store_t *s, uint8_t kind, const void *data, size_t len, uin
     return ST_OK;
 }
 
+/* The fence's note kind: no listener knows it, so applying it publishes nothing. */
+#define ST__NOTE_FENCE 0xff
+
+int st_store_fence(st_store_t *s, uint64_t *wait)
+{
+    if (!s->group) return ST_OK;
+    if (s->standby) return ST_ENOLEADER;
+    st_batch_t *b = s->open;
+    if (b->nops == 0) { /* otherwise the batch is an entry anyway */
+        uint8_t kind = ST__NOTE_FENCE;
+        uv_idle_start(&s->idle, st__store_on_idle);
+        st__batch_add(s, b, &kind, 1, "", 0, false);
+        b->ops[b->nops - 1].note = true;
+    }
+    if (*wait < b->id) *wait = b->id;
+    return ST_OK;
+}
+
 void st__group_notes(st_store_t *s, const st_batch_t *b)
 {
     s->views_stale = true;
