@@ -82,8 +82,13 @@ typedef struct {
     const char *access_key; /* s3 credentials */
     const char *secret_key;
     unsigned timeout_ms; /* s3: a whole request (0: 30 s); connecting gets at most 3 s of it */
-    unsigned retries;    /* s3: retries of an idempotent request (GET, HEAD, DELETE, list) that
-                            failed in transport or with a 5xx, after 100 ms, 200 ms, … */
+    unsigned retries;    /* s3: retries of an idempotent request (GET, PUT, HEAD, DELETE, list,
+                            an upload's start and parts) that failed in transport or with a 5xx
+                            (503 SlowDown included), after ~100 ms, ~200 ms, … with jitter */
+    int path_style;      /* s3: 1 endpoint/bucket/key, -1 virtual-hosted bucket.host/key, 0 auto:
+                            path style with a custom endpoint, virtual-hosted for AWS's */
+    const char *ca_file; /* s3: CA bundle (PEM) to verify an HTTPS endpoint with; NULL/empty: the
+                            system's */
 } st_objstore_opts_t;
 
 int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o);

@@ -3,10 +3,16 @@
  * Object storage: a local directory or an S3-compatible service behind put/get/delete. Puts are
  * atomic (a local object appears by rename after its bytes and its directory entry are synced;
  * an S3 object exists only once its PUT completed). S3 requests are signed by libcurl's own AWS
- * SigV4 and carry the payload's SHA-256, so the service checks what it received. Calls block:
- * the cold tier makes them from worker threads only (the cold cache for reads and deletes).
- * S3 requests reuse curl handles from a small pool, so connections stay alive between requests
- * whichever thread makes them; idempotent ones are retried on transport errors and 5xx.
+ * SigV4 and carry the payload's SHA-256, so the service checks what it received. The URL sent
+ * is already in SigV4's canonical form (every byte but A-Z a-z 0-9 - _ . ~ percent-encoded, '/'
+ * kept in the path only; query parameters in sorted order), so what libcurl signs is what the
+ * service recomputes. Calls block: the cold tier makes them from worker threads only (the cold
+ * cache for reads and deletes). S3 requests reuse curl handles from a small pool, so
+ * connections stay alive between requests whichever thread makes them; idempotent ones (GET,
+ * PUT, DELETE, HEAD, and starting a multipart upload) are retried with backoff and jitter on
+ * transport errors and 5xx (503 SlowDown included). HTTPS verifies the service's certificate
+ * (against --s3-ca-file when given). Addressing is path style (endpoint/bucket/key) or
+ * virtual-hosted style (bucket.host/key).
  */
 #include "strata/cold.h"
 
@@ -27,11 +33,13 @@
 struct st_objstore {
     bool s3;
     char *dir;    /* file: the directory */
-    char *base;   /* s3: endpoint/bucket[/prefix], no trailing slash */
-    char *bucket; /* s3: endpoint/bucket */
+    char *base;   /* s3: the bucket's URL [/prefix], no trailing slash */
+    char *bucket; /* s3: the bucket's URL: endpoint/bucket or scheme://bucket.host */
+    bool vhost;   /* s3: virtual-hosted style (the bucket's root is "/") */
     char *prefix; /* s3: "prefix" (no trailing '/') or "" */
     char *sigv4;
     char *userpwd;
+    char *ca_file; /* s3: a private CA bundle, or NULL for the system's */
     char *describe;
     long timeout_ms;
     unsigned retries;
@@ -43,6 +51,34 @@ struct st_objstore {
 static char *st__strdup(const char *s)
 {
     return st_strndup(s, strlen(s));
+}
+
+/* The bucket's URL into b: endpoint/bucket in path style, scheme://bucket.host[:port] in
+ * virtual-hosted style; AWS's regional endpoint when endpoint is NULL. */
+static int st__bucket_url(st_buf_t *b, const char *endpoint, const char *region, const char *bucket,
+                          size_t bl, bool vhost)
+{
+    if (!endpoint) {
+        if (vhost)
+            st_buf_printf(b, "https://%.*s.s3.%s.amazonaws.com", (int)bl, bucket, region);
+        else
+            st_buf_printf(b, "https://s3.%s.amazonaws.com/%.*s", region, (int)bl, bucket);
+        return ST_OK;
+    }
+    size_t el = strlen(endpoint);
+    while (el && endpoint[el - 1] == '/')
+        el--;
+    const char *host = strstr(endpoint, "://");
+    if (!host || host == endpoint || (size_t)(host + 3 - endpoint) >= el) return ST_EINVAL;
+    host += 3;
+    if (!vhost) {
+        st_buf_printf(b, "%.*s/%.*s", (int)el, endpoint, (int)bl, bucket);
+        return ST_OK;
+    }
+    if (memchr(host, '/', el - (size_t)(host - endpoint))) return ST_EINVAL; /* a path too */
+    st_buf_printf(b, "%.*s%.*s.%.*s", (int)(host - endpoint), endpoint, (int)bl, bucket,
+                  (int)(el - (size_t)(host - endpoint)), host);
+    return ST_OK;
 }
 
 int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o)
@@ -70,17 +106,11 @@ int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o)
         while (pl && prefix[pl - 1] == '/')
             pl--;
         const char *region = o->region && *o->region ? o->region : "us-east-1";
+        bool custom = o->endpoint && *o->endpoint;
         s->s3 = true;
-        if (o->endpoint && *o->endpoint) {
-            size_t el = strlen(o->endpoint);
-            while (el && o->endpoint[el - 1] == '/')
-                el--;
-            st_buf_append(&b, o->endpoint, el);
-        } else {
-            st_buf_printf(&b, "https://s3.%s.amazonaws.com", region);
-        }
-        st_buf_appendc(&b, '/');
-        st_buf_append(&b, bucket, bl);
+        s->vhost = o->path_style < 0 || (o->path_style == 0 && !custom);
+        if (st__bucket_url(&b, custom ? o->endpoint : NULL, region, bucket, bl, s->vhost) != ST_OK)
+            goto bad_endpoint;
         s->bucket = st_strndup(b.data, b.len);
         s->prefix = st_strndup(prefix, pl);
         if (pl) {
@@ -96,6 +126,7 @@ int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o)
                       o->secret_key ? o->secret_key : "");
         st_buf_appendc(&b, 0);
         s->userpwd = st_buf_steal(&b, NULL);
+        if (o->ca_file && *o->ca_file) s->ca_file = st__strdup(o->ca_file);
         s->describe = st__strdup(o->url);
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) goto fail;
     } else {
@@ -105,6 +136,9 @@ int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o)
     return ST_OK;
 bad:
     st_error("cold: --cold-url must be file://DIR or s3://BUCKET[/PREFIX], not '%s'", o->url);
+    goto fail;
+bad_endpoint:
+    st_error("cold: --s3-endpoint must be http(s)://HOST[:PORT], not '%s'", o->endpoint);
 fail:
     st_buf_free(&b);
     st_objstore_close(s);
@@ -124,6 +158,7 @@ void st_objstore_close(st_objstore_t *s)
     free(s->prefix);
     free(s->sigv4);
     free(s->userpwd);
+    free(s->ca_file);
     free(s->describe);
     free(s);
 }
@@ -229,17 +264,28 @@ static size_t st__on_body(char *p, size_t size, size_t n, void *arg)
     return len;
 }
 
-/* Unreserved characters and '/' stay; everything else is %XX (SigV4's canonical form). */
-static void st__url_key(st_buf_t *b, const char *key)
+/* SigV4's canonical form: unreserved characters stay, '/' too when slash (a path), everything
+ * else is %XX. A query value must not keep '/': the service signs it as %2F. */
+static void st__url_enc(st_buf_t *b, const char *s, bool slash)
 {
-    for (const char *p = key; *p; p++) {
+    for (const char *p = s; *p; p++) {
         char c = *p;
         if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '_' || c == '.' || c == '~' || c == '/')
+            c == '-' || c == '_' || c == '.' || c == '~' || (slash && c == '/'))
             st_buf_appendc(b, c);
         else
             st_buf_printf(b, "%%%02X", (unsigned char)c);
     }
+}
+
+static void st__url_key(st_buf_t *b, const char *key)
+{
+    st__url_enc(b, key, true);
+}
+
+static void st__url_query(st_buf_t *b, const char *value)
+{
+    st__url_enc(b, value, false);
 }
 
 /* A handle from the pool (its connection kept alive), or a new one. */
@@ -305,6 +351,7 @@ static int st__s3_call(st_objstore_t *s, const char *method, const char *url, co
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
     }
+    if (s->ca_file) curl_easy_setopt(h, CURLOPT_CAINFO, s->ca_file);
     if (strcmp(method, "HEAD") == 0) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     if (hdrs) {
         curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, st__on_header);
@@ -323,32 +370,48 @@ static int st__s3_call(st_objstore_t *s, const char *method, const char *url, co
     return cc == CURLE_OK ? ST_OK : ST_EIO;
 }
 
-static int st__s3_once(st_objstore_t *s, const char *method, const char *url, const void *body,
-                       size_t blen, const char *range, st_buf_t *out, size_t limit, long *status)
+/* A pause before retry number attempt + 1: 100 ms doubling up to 3.2 s, of which a random
+ * half (so that many clients throttled together do not come back together). */
+static void st__backoff(unsigned attempt)
 {
-    return st__s3_call(s, method, url, body, blen, range, out, limit, status, NULL);
+    long ms = 100L << (attempt < 5 ? attempt : 5);
+    unsigned seed = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)&ms ^ attempt;
+    ms = ms / 2 + (long)(rand_r(&seed) % (ms / 2 + 1));
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
 }
 
-/* One signed request, retried (idempotent methods only) after a transport error or a 5xx. */
+/* One signed request, retried after a transport error or a 5xx (a 503 SlowDown included) when
+ * retry is set: only for requests that are safe to repeat. */
+static int st__s3_try(st_objstore_t *s, const char *method, const char *url, const void *body,
+                      size_t blen, const char *range, st_buf_t *out, size_t limit, long *status,
+                      st_buf_t *hdrs, bool retry)
+{
+    size_t before = out ? out->len : 0, hbefore = hdrs ? hdrs->len : 0;
+    for (unsigned attempt = 0;; attempt++) {
+        int rc = st__s3_call(s, method, url, body, blen, range, out, limit, status, hdrs);
+        bool transient = rc == ST_EIO || (rc == ST_OK && *status >= 500);
+        if (!transient || !retry || attempt >= s->retries) return rc;
+        if (out) out->len = before; /* a partial or error body goes */
+        if (hdrs) hdrs->len = hbefore;
+        st_warn("cold: %s %s failed (%s%ld); retrying", method, url,
+                rc == ST_OK ? "status " : "transport error", rc == ST_OK ? *status : 0L);
+        st__backoff(attempt);
+    }
+}
+
+/* GET, PUT, DELETE and HEAD of S3 are idempotent: repeating one changes nothing more. */
+static bool st__idempotent(const char *method)
+{
+    return strcmp(method, "GET") == 0 || strcmp(method, "PUT") == 0 ||
+           strcmp(method, "DELETE") == 0 || strcmp(method, "HEAD") == 0;
+}
+
 static int st__s3_req(st_objstore_t *s, const char *method, const char *url, const void *body,
                       size_t blen, const char *range, st_buf_t *out, size_t limit, long *status)
 {
-    bool idempotent = strcmp(method, "PUT") != 0;
-    size_t before = out ? out->len : 0;
-    for (unsigned attempt = 0;; attempt++) {
-        int rc = st__s3_once(s, method, url, body, blen, range, out, limit, status);
-        bool transient = rc == ST_EIO || (rc == ST_OK && *status >= 500);
-        if (!transient || !idempotent || attempt >= s->retries) return rc;
-        if (out) out->len = before; /* a partial body goes */
-        st_warn("cold: %s %s failed (%s%ld); retrying", method, url,
-                rc == ST_OK ? "status " : "transport error", rc == ST_OK ? *status : 0L);
-        struct timespec ts = {0, (long)(100000000L << (attempt < 4 ? attempt : 4))};
-        while (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        nanosleep(&ts, NULL);
-    }
+    return st__s3_try(s, method, url, body, blen, range, out, limit, status, NULL,
+                      st__idempotent(method));
 }
 
 static int st__s3(st_objstore_t *s, const char *method, const char *key, const void *body,
@@ -361,11 +424,6 @@ static int st__s3(st_objstore_t *s, const char *method, const char *key, const v
     int rc = st__s3_req(s, method, url.data, body, blen, range, out, limit, status);
     st_buf_free(&url);
     return rc;
-}
-
-static int st__s3_url(st_objstore_t *s, const char *url, st_buf_t *out, long *status)
-{
-    return st__s3_req(s, "GET", url, NULL, 0, NULL, out, SIZE_MAX, status);
 }
 
 #define ST__S3_KEY_MAX 1024 /* bytes of UTF-8, prefix included */
@@ -484,7 +542,58 @@ static int st__walk(const char *root, st_buf_t *rel, const char *prefix, st_objs
     return rc;
 }
 
-/* The text of <tag>…</tag> after *from in an S3 XML answer; NULL when there is none. */
+/* XML's escapes in text (&amp; &lt; &gt; &quot; &apos; &#N; &#xN;) undone in place: a key
+ * holding '&' or '<' is listed escaped. */
+static void st__xml_unescape(char *t)
+{
+    static const struct {
+        const char *name;
+        char c;
+    } ents[] = {{"amp;", '&'}, {"lt;", '<'}, {"gt;", '>'}, {"quot;", '"'}, {"apos;", '\''}};
+    char *w = t;
+    for (const char *r = t; *r;) {
+        if (*r != '&') {
+            *w++ = *r++;
+            continue;
+        }
+        size_t i, n = sizeof ents / sizeof *ents;
+        for (i = 0; i < n && strncmp(r + 1, ents[i].name, strlen(ents[i].name)) != 0; i++)
+            ;
+        if (i < n) {
+            *w++ = ents[i].c;
+            r += 1 + strlen(ents[i].name);
+            continue;
+        }
+        char *end;
+        unsigned long cp = r[1] != '#'   ? 0
+                           : r[2] == 'x' ? strtoul(r + 3, &end, 16)
+                                         : strtoul(r + 2, &end, 10);
+        if (cp == 0 || cp > 0x10FFFF || *end != ';') {
+            *w++ = *r++;
+            continue;
+        }
+        if (cp < 0x80) { /* as UTF-8 */
+            *w++ = (char)cp;
+        } else if (cp < 0x800) {
+            *w++ = (char)(0xC0 | (cp >> 6));
+            *w++ = (char)(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+            *w++ = (char)(0xE0 | (cp >> 12));
+            *w++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+            *w++ = (char)(0x80 | (cp & 0x3F));
+        } else {
+            *w++ = (char)(0xF0 | (cp >> 18));
+            *w++ = (char)(0x80 | ((cp >> 12) & 0x3F));
+            *w++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+            *w++ = (char)(0x80 | (cp & 0x3F));
+        }
+        r = end + 1;
+    }
+    *w = 0;
+}
+
+/* The text of <tag>…</tag> after *from in an S3 XML answer, unescaped; NULL when there is
+ * none. */
 static char *st__xml(const char *from, const char *tag, const char **next)
 {
     char open[64], close[64];
@@ -494,7 +603,9 @@ static char *st__xml(const char *from, const char *tag, const char **next)
     if (!a || !b) return NULL;
     a += strlen(open);
     if (next) *next = b + strlen(close);
-    return st_strndup(a, (size_t)(b - a));
+    char *t = st_strndup(a, (size_t)(b - a));
+    st__xml_unescape(t);
+    return t;
 }
 
 static int st__s3_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn fn, void *arg)
@@ -502,19 +613,22 @@ static int st__s3_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn
     char *token = NULL;
     int rc = ST_OK;
     do {
+        /* parameters in SigV4's order (sorted by name), values canonical-encoded */
         st_buf_t url = {0}, body = {0};
-        st_buf_printf(&url, "%s?list-type=2&prefix=", s->bucket);
+        st_buf_printf(&url, "%s%s?", s->bucket, s->vhost ? "/" : "");
+        if (token) {
+            st_buf_puts(&url, "continuation-token=");
+            st__url_query(&url, token);
+            st_buf_appendc(&url, '&');
+        }
+        st_buf_puts(&url, "list-type=2&prefix=");
         st_buf_t full = {0};
         st_buf_printf(&full, "%s%s%s", s->prefix, *s->prefix ? "/" : "", prefix);
         st_buf_appendc(&full, 0);
-        st__url_key(&url, full.data);
-        if (token) {
-            st_buf_puts(&url, "&continuation-token=");
-            st__url_key(&url, token);
-        }
+        st__url_query(&url, full.data);
         st_buf_appendc(&url, 0);
         long status;
-        rc = st__s3_url(s, url.data, &body, &status);
+        rc = st__s3_req(s, "GET", url.data, NULL, 0, NULL, &body, SIZE_MAX, &status);
         st_buf_appendc(&body, 0);
         free(token);
         token = NULL;
@@ -610,7 +724,8 @@ static int st__s3_upload_begin(st_objstore_upload_t *u)
     st_buf_printf(&url, "%s?uploads=", u->url);
     st_buf_appendc(&url, 0);
     long status = 0;
-    int rc = st__s3_call(s, "POST", url.data, "", 0, NULL, &body, 1u << 20, &status, NULL);
+    /* safe to repeat: a repeat only starts another upload, with no parts, that is never used */
+    int rc = st__s3_try(s, "POST", url.data, "", 0, NULL, &body, 1u << 20, &status, NULL, true);
     st_buf_appendc(&body, 0);
     if (rc == ST_OK && (status != 200 || !(u->id = st__xml(body.data, "UploadId", NULL)))) {
         st_warn("cold: starting an upload of %s answered %ld", u->key, status);
@@ -680,11 +795,12 @@ int st_objstore_upload_part(st_objstore_upload_t *u, const void *data, size_t le
     }
     st_buf_t url = {0}, hdrs = {0};
     st_buf_printf(&url, "%s?partNumber=%u&uploadId=", u->url, u->n + 1);
-    st__url_key(&url, u->id);
+    st__url_query(&url, u->id);
     st_buf_appendc(&url, 0);
     long status = 0;
     st__requests[1]++;
-    int rc = st__s3_call(s, "PUT", url.data, data ? data : "", len, NULL, NULL, 0, &status, &hdrs);
+    int rc =
+        st__s3_try(s, "PUT", url.data, data ? data : "", len, NULL, NULL, 0, &status, &hdrs, true);
     char *etag = rc == ST_OK && status == 200 ? st__header(&hdrs, "etag:") : NULL;
     if (rc == ST_OK && !etag) {
         st_warn("cold: part %u of %s answered %ld", u->n + 1, u->key, status);
@@ -705,7 +821,7 @@ static int st__s3_upload_finish(st_objstore_upload_t *u)
 {
     st_buf_t url = {0}, body = {0}, answer = {0};
     st_buf_printf(&url, "%s?uploadId=", u->url);
-    st__url_key(&url, u->id);
+    st__url_query(&url, u->id);
     st_buf_appendc(&url, 0);
     st_buf_printf(&body, "<CompleteMultipartUpload>%.*s</CompleteMultipartUpload>",
                   (int)u->parts.len, u->parts.data);
@@ -751,7 +867,7 @@ void st_objstore_upload_abort(st_objstore_upload_t *u)
     if (u->s->s3) {
         st_buf_t url = {0};
         st_buf_printf(&url, "%s?uploadId=", u->url);
-        st__url_key(&url, u->id);
+        st__url_query(&url, u->id);
         st_buf_appendc(&url, 0);
         long status = 0;
         st__requests[2]++;
