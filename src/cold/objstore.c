@@ -48,6 +48,8 @@ struct st_objstore {
     size_t nidle;
 };
 
+static void st__url_key(st_buf_t *b, const char *key);
+
 static char *st__strdup(const char *s)
 {
     return st_strndup(s, strlen(s));
@@ -115,7 +117,7 @@ int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o)
         s->prefix = st_strndup(prefix, pl);
         if (pl) {
             st_buf_appendc(&b, '/');
-            st_buf_append(&b, prefix, pl);
+            st__url_key(&b, s->prefix); /* in the URL as the service signs it */
         }
         st_buf_appendc(&b, 0);
         s->base = st_buf_steal(&b, NULL);

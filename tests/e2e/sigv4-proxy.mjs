@@ -6,13 +6,13 @@
 // whose signature differs is answered 403 SignatureDoesNotMatch and never reaches s3rver; a body
 // whose SHA-256 is not its x-amz-content-sha256 gets 400. It also does what real stores do and
 // s3rver does not: a multipart upload whose parts but the last are under 5 MiB is refused
-// (EntityTooSmall), a list holds at most 1,000 keys (s3rver's default max-keys), and inject()
+// (EntityTooSmall), a list holds at most 1,000 keys and goes on with a continuation token, and inject()
 // answers chosen requests 503 SlowDown or 500 first. Virtual-hosted-style requests
 // (Host: BUCKET.localhost) are forwarded to s3rver in path style.
 //
 // S3rver is a drop-in for s3rver's class: new S3rver(opts).run() starts s3rver on a free port
 // and the proxy on opts.port, and answers { port } of the proxy; .proxy has its counters.
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import { isIP } from 'node:net';
@@ -51,6 +51,58 @@ function amzDate(s) {
   const m = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(s || '');
   return m ? new Date(Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +m[6])) : null;
 }
+
+function get(port, path, headers) {
+  return new Promise((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port, path, headers }, (r) => {
+      let text = '';
+      r.setEncoding('utf8');
+      r.on('data', (d) => { text += d; });
+      r.on('end', () => (r.statusCode === 200 ? resolve(text) : reject(new Error(`s3rver answered ${r.statusCode}: ${text}`))));
+    }).on('error', reject);
+  });
+}
+
+// ListObjectsV2 as S3 pages it: at most 1,000 keys (or max-keys) a page, and an opaque
+// continuation token after a truncated one ('/', '+' and '=' in it on purpose). s3rver's own
+// tokens need DES, which Node's OpenSSL 3 lacks, so its V1 listing (marker) is read whole and
+// paged here. Null for a token this proxy never issued.
+async function listV2(port, headers, bucket, q, tokens) {
+  const prefix = typeof q.prefix === 'string' ? q.prefix : '';
+  const all = [];
+  for (let marker = null; ;) {
+    const xml = await get(port, `/${bucket}?prefix=${strict(prefix)}&max-keys=1000${marker === null ? '' : `&marker=${strict(marker)}`}`, headers);
+    const blocks = [...xml.matchAll(/<Contents>[\s\S]*?<\/Contents>/g)].map((m) => m[0].replace(/<Owner>[\s\S]*?<\/Owner>/, ''));
+    all.push(...blocks);
+    if (!/<IsTruncated>true<\/IsTruncated>/.test(xml) || !blocks.length) break;
+    marker = unxml(/<Key>([\s\S]*?)<\/Key>/.exec(blocks.at(-1))[1]);
+  }
+  const keyOf = (b) => /<Key>([\s\S]*?)<\/Key>/.exec(b)[1];
+  let from = 0;
+  const token = q['continuation-token'];
+  if (token !== undefined) {
+    if (!tokens.has(token)) return null;
+    const last = tokens.get(token);
+    from = all.findIndex((b) => unxml(keyOf(b)) > unxml(last));
+    if (from < 0) from = all.length;
+  }
+  const max = Math.min(1000, q['max-keys'] === undefined ? 1000 : Number(q['max-keys']));
+  const page = all.slice(from, from + max);
+  const truncated = from + max < all.length;
+  let next = '';
+  if (truncated) {
+    next = `1/+=${randomBytes(24).toString('base64')}`;
+    tokens.set(next, keyOf(page.at(-1)));
+  }
+  return '<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+    + `<Name>${bucket}</Name><Prefix>${xml(prefix)}</Prefix>${token !== undefined ? `<ContinuationToken>${xml(token)}</ContinuationToken>` : ''}`
+    + `<KeyCount>${page.length}</KeyCount><MaxKeys>${max}</MaxKeys><IsTruncated>${truncated}</IsTruncated>`
+    + `${truncated ? `<NextContinuationToken>${xml(next)}</NextContinuationToken>` : ''}${page.join('')}</ListBucketResult>`;
+}
+
+const xml = (s) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&apos;');
+const unxml = (s) => s.replace(/&(amp|lt|gt|quot|apos|#x?[0-9a-fA-F]+);/g, (_, e) => ({ amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" })[e]
+  ?? String.fromCodePoint(e[1] === 'x' ? parseInt(e.slice(2), 16) : parseInt(e.slice(1), 10)));
 
 // Why the request's signature is not AWS's, or null when it is. credentials: access key -> secret.
 export async function checkSignature(req, body, credentials) {
@@ -110,16 +162,19 @@ export function sigv4Proxy(target, { port = 0, credentials = { S3RVER: 'S3RVER' 
     verified: 0, // requests whose signature matched
     refused: [], // { method, url, code, why } of each refused one
     log: [], // "METHOD url status" of every request
-    injected: 0,
+    injected: 0, // requests answered by inject() instead of s3rver
+    hosts: new Set(), // Host headers seen
   };
   let faults = []; // { re, status, code, left }
   const parts = new Map(); // uploadId -> Map(partNumber -> bytes)
+  const tokens = new Map(); // continuation token -> the last key (escaped) of the page before
   const handler = (req, res) => {
     const chunks = [];
     req.on('data', (d) => chunks.push(d));
     req.on('end', async () => {
       const body = Buffer.concat(chunks);
       const line = `${req.method} ${req.url}`;
+      state.hosts.add(req.headers.host);
       const answer = (status, code, why) => {
         state.log.push(`${line} ${status}`);
         xmlError(res, status, code, why);
@@ -156,6 +211,18 @@ export function sigv4Proxy(target, { port = 0, credentials = { S3RVER: 'S3RVER' 
       if (!isIP(hn) && hn.endsWith('.localhost')) {
         path = `/${hn.slice(0, -'.localhost'.length)}${req.url}`;
         headers.host = `127.0.0.1:${target}`;
+      }
+      const bucket = /^\/([^/?]+)\/?(?:\?|$)/.exec(path)?.[1];
+      if (req.method === 'GET' && bucket && q['list-type'] === '2') {
+        try {
+          const xml = await listV2(target, headers, bucket, q, tokens);
+          state.log.push(`${line} ${xml ? 200 : 400}`);
+          if (!xml) return xmlError(res, 400, 'InvalidArgument', 'The continuation token provided is incorrect');
+          res.writeHead(200, { 'Content-Type': 'application/xml', 'Content-Length': Buffer.byteLength(xml) });
+          return res.end(xml);
+        } catch (e) {
+          return answer(500, 'InternalError', e.message);
+        }
       }
       const up = http.request({ host: '127.0.0.1', port: target, method: req.method, path, headers }, (r) => {
         state.log.push(`${line} ${r.statusCode}`);
@@ -200,4 +267,29 @@ export class S3rver {
     await this.proxy?.close();
     await this.inner?.close();
   }
+}
+
+// A request to 127.0.0.1:port signed by AWS's own signer: key "/bucket/key" and query values
+// decoded. signature: sent instead of the right one when set.
+export async function awsRequest(port, method, key, { query = {}, body = '', secret = 'S3RVER', signature } = {}) {
+  const host = `127.0.0.1:${port}`;
+  const path = key.split('/').map(strict).join('/');
+  const buf = Buffer.from(body);
+  const signer = new SignatureV4({
+    service: 's3', region: 'us-east-1', credentials: { accessKeyId: 'S3RVER', secretAccessKey: secret },
+    sha256: Hash.bind(null, 'sha256'), uriEscapePath: false, applyChecksum: false,
+  });
+  const headers = { host, 'x-amz-content-sha256': createHash('sha256').update(buf).digest('hex') };
+  const signed = await signer.sign({ method, protocol: 'http:', hostname: '127.0.0.1', port, path, query, headers, body: buf });
+  if (signature) signed.headers.authorization = signed.headers.authorization.replace(/Signature=[0-9a-f]{64}/, `Signature=${signature}`);
+  const qs = Object.entries(query).map(([k, v]) => `${strict(k)}=${strict(v)}`).join('&');
+  return new Promise((resolve, reject) => {
+    const r = http.request({ host: '127.0.0.1', port, method, path: qs ? `${path}?${qs}` : path, headers: { ...signed.headers, 'content-length': buf.length } }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, text }));
+    });
+    r.on('error', reject);
+    r.end(buf);
+  });
 }
