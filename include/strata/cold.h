@@ -113,7 +113,9 @@ int st_objstore_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn f
  * (worker threads only). */
 typedef struct st_objstore_upload st_objstore_upload_t;
 int st_objstore_upload_begin(st_objstore_t *s, const char *key, st_objstore_upload_t **out);
-/* Appends the next part (data borrowed for the call). On failure, abort the upload. */
+/* Appends the next part (data borrowed for the call). On S3, a part under 5 MiB is held back
+ * and joined to what follows (only the last part may be smaller). On failure, abort the
+ * upload. */
 int st_objstore_upload_part(st_objstore_upload_t *u, const void *data, size_t len);
 /* The object appears whole (at least one part). Frees u, whatever happens; aborts on failure. */
 int st_objstore_upload_finish(st_objstore_upload_t *u);

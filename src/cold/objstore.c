@@ -679,6 +679,7 @@ struct st_objstore_upload {
     char *url;      /* s3: the object's URL */
     char *id;       /* s3: the upload id */
     st_buf_t parts; /* s3: <Part>…</Part> of every part so far */
+    st_buf_t pend;  /* s3: bytes held back until they make a part of ST__S3_PART_MIN */
     unsigned n;     /* parts so far */
     char *path;     /* file: the final path */
     char *tmp;      /* file: where the parts go */
@@ -714,6 +715,7 @@ static void st__upload_free(st_objstore_upload_t *u)
     free(u->url);
     free(u->id);
     st_buf_free(&u->parts);
+    st_buf_free(&u->pend);
     free(u->path);
     free(u->tmp);
     free(u);
@@ -779,6 +781,10 @@ int st_objstore_upload_begin(st_objstore_t *s, const char *key, st_objstore_uplo
     return ST_OK;
 }
 
+#define ST__S3_PART_MIN ((size_t)5 << 20) /* S3's least size of a part that is not the last */
+
+static int st__s3_part(st_objstore_upload_t *u, const void *data, size_t len);
+
 int st_objstore_upload_part(st_objstore_upload_t *u, const void *data, size_t len)
 {
     st_objstore_t *s = u->s;
@@ -795,14 +801,26 @@ int st_objstore_upload_part(st_objstore_upload_t *u, const void *data, size_t le
         u->n++;
         return ST_OK;
     }
+    if (u->pend.len || len < ST__S3_PART_MIN) { /* too small to be any part but the last */
+        st_buf_append(&u->pend, data, len);
+        if (u->pend.len < ST__S3_PART_MIN) return ST_OK;
+        int rc = st__s3_part(u, u->pend.data, u->pend.len);
+        if (rc == ST_OK) u->pend.len = 0;
+        return rc;
+    }
+    return st__s3_part(u, data, len);
+}
+
+static int st__s3_part(st_objstore_upload_t *u, const void *data, size_t len)
+{
     st_buf_t url = {0}, hdrs = {0};
     st_buf_printf(&url, "%s?partNumber=%u&uploadId=", u->url, u->n + 1);
     st__url_query(&url, u->id);
     st_buf_appendc(&url, 0);
     long status = 0;
     st__requests[1]++;
-    int rc =
-        st__s3_try(s, "PUT", url.data, data ? data : "", len, NULL, NULL, 0, &status, &hdrs, true);
+    int rc = st__s3_try(u->s, "PUT", url.data, data ? data : "", len, NULL, NULL, 0, &status, &hdrs,
+                        true);
     char *etag = rc == ST_OK && status == 200 ? st__header(&hdrs, "etag:") : NULL;
     if (rc == ST_OK && !etag) {
         st_warn("cold: part %u of %s answered %ld", u->n + 1, u->key, status);
@@ -846,7 +864,8 @@ int st_objstore_upload_finish(st_objstore_upload_t *u)
 {
     int rc;
     if (u->s->s3) {
-        rc = u->n ? st__s3_upload_finish(u) : ST_EINVAL; /* S3 needs at least one part */
+        rc = u->pend.len ? st__s3_part(u, u->pend.data, u->pend.len) : ST_OK; /* the last */
+        if (rc == ST_OK) rc = u->n ? st__s3_upload_finish(u) : ST_EINVAL;     /* S3 needs one */
     } else {
         rc = fsync(u->fd) == 0 ? ST_OK : ST_EIO;
         if (close(u->fd) != 0) rc = ST_EIO;

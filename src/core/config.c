@@ -58,8 +58,10 @@ static const st_cfg_opt_t st__opts[] = {
             "memory for decoded cold row groups (reads of recent cold data skip decompression)"),
     ST__NUM(ST_CFG_U64, cold_timeout_ms, "cold-timeout-ms", "STRATA_COLD_TIMEOUT_MS", "30000", 100,
             3600000, "time limit of one object-storage request, in ms (connecting: at most 3 s)"),
-    ST__NUM(ST_CFG_U64, cold_retries, "cold-retries", "STRATA_COLD_RETRIES", "2", 0, 10,
-            "retries of an idempotent object-storage request (GET, DELETE, list) that failed"),
+    ST__NUM(
+        ST_CFG_U64, cold_retries, "cold-retries", "STRATA_COLD_RETRIES", "2", 0, 10,
+        "retries of an idempotent object-storage request (GET, PUT, DELETE, HEAD, list, multipart "
+        "start and part) that failed in transport or with a 5xx, with jittered backoff"),
     ST__NUM(ST_CFG_U64, cold_workers, "cold-workers", "STRATA_COLD_WORKERS", "16", 1, 128,
             "worker threads for flushes and cold reads (object storage is waited for there)"),
     ST__NUM(ST_CFG_U64, hot_ttl, "hot-ttl", "STRATA_HOT_TTL", "86400", 1, 86400 * 3650,
