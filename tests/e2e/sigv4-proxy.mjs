@@ -11,7 +11,8 @@
 // (Host: BUCKET.localhost) are forwarded to s3rver in path style.
 //
 // S3rver is a drop-in for s3rver's class: new S3rver(opts).run() starts s3rver on a free port
-// and the proxy on opts.port, and answers { port } of the proxy; .proxy has its counters.
+// and the proxy on opts.port, and answers { port } of the proxy; .proxy has its counters;
+// close() fails if any request was refused (unless opts.allowRefused).
 import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
@@ -168,6 +169,7 @@ export function sigv4Proxy(target, { port = 0, credentials = { S3RVER: 'S3RVER' 
   let faults = []; // { re, status, code, left }
   const parts = new Map(); // uploadId -> Map(partNumber -> bytes)
   const tokens = new Map(); // continuation token -> the last key (escaped) of the page before
+  const agent = new http.Agent({ keepAlive: true }); // to s3rver (Node 18's default closes)
   const handler = (req, res) => {
     const chunks = [];
     req.on('data', (d) => chunks.push(d));
@@ -224,9 +226,14 @@ export function sigv4Proxy(target, { port = 0, credentials = { S3RVER: 'S3RVER' 
           return answer(500, 'InternalError', e.message);
         }
       }
-      const up = http.request({ host: '127.0.0.1', port: target, method: req.method, path, headers }, (r) => {
+      delete headers.connection; // hop by hop: each side keeps its own connection alive
+      delete headers['keep-alive'];
+      const up = http.request({ host: '127.0.0.1', port: target, method: req.method, path, headers, agent }, (r) => {
         state.log.push(`${line} ${r.statusCode}`);
-        res.writeHead(r.statusCode, r.headers);
+        const back = { ...r.headers };
+        delete back.connection;
+        delete back['keep-alive'];
+        res.writeHead(r.statusCode, back);
         r.pipe(res);
       });
       up.on('error', (e) => answer(502, 'BadGateway', e.message));
@@ -242,7 +249,7 @@ export function sigv4Proxy(target, { port = 0, credentials = { S3RVER: 'S3RVER' 
       // the next count requests whose "METHOD url" matches re are answered status/code
       inject(re, count, status = 503, code = 'SlowDown') { faults.push({ re, status, code, left: count }); },
       clearFaults() { faults = []; },
-      close: () => new Promise((r) => { server.closeAllConnections?.(); server.close(() => r()); }),
+      close: () => new Promise((r) => { server.closeAllConnections?.(); agent.destroy(); server.close(() => r()); }),
     })));
   });
 }
@@ -256,16 +263,21 @@ export class S3rver {
   }
 
   async run() {
-    const { port = 0, credentials, tls, ...rest } = this.opts;
+    const { port = 0, credentials, tls, allowRefused, ...rest } = this.opts;
     this.inner = new S3rverImpl({ ...rest, port: 0 });
     const { port: innerPort } = await this.inner.run();
     this.proxy = await sigv4Proxy(innerPort, { port, credentials, tls });
     return { address: '127.0.0.1', port: this.proxy.port };
   }
 
+  // Fails (after closing) when the proxy refused any request, unless opts.allowRefused: a test
+  // whose S3 requests are signed wrong cannot pass by retrying around them.
   async close() {
     await this.proxy?.close();
     await this.inner?.close();
+    if (this.proxy?.refused.length && !this.opts.allowRefused) {
+      throw new Error(`the SigV4 proxy refused ${this.proxy.refused.length} request(s):\n${this.proxy.refused.map((r) => `${r.code}: ${r.why}`).join('\n')}`);
+    }
   }
 }
 
