@@ -86,13 +86,17 @@ static void st__raise_fd_limit(const st_config_t *cfg)
 /* Object-store options for url with the shared S3 flags (url borrowed). */
 static st_objstore_opts_t st__obj_opts(const st_config_t *cfg, const char *url)
 {
+    int path_style = 0;
+    st_config_s3_path_style(cfg, &path_style); /* checked when the flags were read */
     return (st_objstore_opts_t){url,
                                 cfg->s3_endpoint,
                                 cfg->s3_region,
                                 cfg->s3_access_key,
                                 cfg->s3_secret_key,
                                 (unsigned)cfg->cold_timeout_ms,
-                                (unsigned)cfg->cold_retries};
+                                (unsigned)cfg->cold_retries,
+                                path_style,
+                                cfg->s3_ca_file};
 }
 
 static void st__cold_url(const st_config_t *cfg, char *url, size_t n)

@@ -12,7 +12,7 @@ pkgs=(build-essential cmake pkg-config ca-certificates
       libcjson-dev libzstd-dev libcurl4-openssl-dev libssl-dev zlib1g-dev libraft-dev)
 for arg in "$@"; do
   case "$arg" in
-    --test) pkgs+=(clang libclang-rt-14-dev curl)
+    --test) pkgs+=(clang libclang-rt-14-dev curl openssl) # openssl: the S3 HTTPS test makes a CA
             # browser (CORS) test, three strata behind nginx and HAProxy, /metrics checked by promtool
             pkgs+=(chromium nginx-light haproxy prometheus)
             # e2e tests run on Node (node:test) with two npm packages, DuckDB and s3rver:

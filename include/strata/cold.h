@@ -82,8 +82,13 @@ typedef struct {
     const char *access_key; /* s3 credentials */
     const char *secret_key;
     unsigned timeout_ms; /* s3: a whole request (0: 30 s); connecting gets at most 3 s of it */
-    unsigned retries;    /* s3: retries of an idempotent request (GET, HEAD, DELETE, list) that
-                            failed in transport or with a 5xx, after 100 ms, 200 ms, … */
+    unsigned retries;    /* s3: retries of an idempotent request (GET, PUT, HEAD, DELETE, list,
+                            an upload's start and parts) that failed in transport or with a 5xx
+                            (503 SlowDown included), after ~100 ms, ~200 ms, … with jitter */
+    int path_style;      /* s3: 1 endpoint/bucket/key, -1 virtual-hosted bucket.host/key, 0 auto:
+                            path style with a custom endpoint, virtual-hosted for AWS's */
+    const char *ca_file; /* s3: CA bundle (PEM) to verify an HTTPS endpoint with; NULL/empty: the
+                            system's */
 } st_objstore_opts_t;
 
 int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o);
@@ -108,7 +113,9 @@ int st_objstore_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn f
  * (worker threads only). */
 typedef struct st_objstore_upload st_objstore_upload_t;
 int st_objstore_upload_begin(st_objstore_t *s, const char *key, st_objstore_upload_t **out);
-/* Appends the next part (data borrowed for the call). On failure, abort the upload. */
+/* Appends the next part (data borrowed for the call). On S3, a part under 5 MiB is held back
+ * and joined to what follows (only the last part may be smaller). On failure, abort the
+ * upload. */
 int st_objstore_upload_part(st_objstore_upload_t *u, const void *data, size_t len);
 /* The object appears whole (at least one part). Frees u, whatever happens; aborts on failure. */
 int st_objstore_upload_finish(st_objstore_upload_t *u);

@@ -44,6 +44,8 @@ typedef struct {
     char s3_region[64];
     char s3_access_key[256];
     char s3_secret_key[256];
+    char s3_ca_file[1024];
+    char s3_path_style[8]; /* auto, on or off: see st_config_s3_path_style */
     char backup_url[1024];
     uint64_t backup_interval;   /* ms */
     uint64_t snapshot_interval; /* s */
@@ -69,6 +71,9 @@ void st_config_defaults(st_config_t *cfg);
  * Loads defaults, then the environment, then argv. Returns 0 to run, 1 when --help/--version was
  * printed (exit 0), or ST_EINVAL with a message on stderr (exit 2).
  */
+/* --s3-path-style as st_objstore_opts_t.path_style: 1 on, -1 off, 0 auto. ST_EINVAL for a
+ * value that is none of auto, on/off, true/false, 1/0. */
+int st_config_s3_path_style(const st_config_t *cfg, int *out);
 int st_config_load(st_config_t *cfg, int argc, char **argv);
 
 void st_config_usage(FILE *out);

@@ -2,20 +2,22 @@
 /*
  * Object storage: a local directory or an S3-compatible service behind put/get/delete. Puts are
  * atomic (a local object appears by rename after its bytes and its directory entry are synced;
- * an S3 object exists only once its PUT completed). S3 requests are signed by libcurl's own AWS
- * SigV4 and carry the payload's SHA-256, so the service checks what it received. Calls block:
- * the cold tier makes them from worker threads only (the cold cache for reads and deletes).
- * S3 requests reuse curl handles from a small pool, so connections stay alive between requests
- * whichever thread makes them; idempotent ones are retried on transport errors and 5xx.
+ * an S3 object exists only once its PUT completed). S3 requests go through s3wire.c (signed by
+ * libcurl's SigV4 over URLs in SigV4's canonical form; here query parameters are written in
+ * sorted order). Calls block: the cold tier makes them from worker threads only (the cold cache
+ * for reads and deletes). Idempotent requests (GET, PUT, DELETE, HEAD, and starting a multipart
+ * upload) are retried with backoff and jitter on transport errors and 5xx (503 SlowDown
+ * included); completing an upload is not. Listings go on past 1,000 keys with the service's
+ * continuation token. Addressing is path style (endpoint/bucket/key) or virtual-hosted style
+ * (bucket.host/key).
  */
 #include "strata/cold.h"
+#include "s3wire.h"
 
 #include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/sha.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,17 +29,12 @@
 struct st_objstore {
     bool s3;
     char *dir;    /* file: the directory */
-    char *base;   /* s3: endpoint/bucket[/prefix], no trailing slash */
-    char *bucket; /* s3: endpoint/bucket */
+    char *base;   /* s3: the bucket's URL [/prefix], no trailing slash */
+    char *bucket; /* s3: the bucket's URL: endpoint/bucket or scheme://bucket.host */
+    bool vhost;   /* s3: virtual-hosted style (the bucket's root is "/") */
     char *prefix; /* s3: "prefix" (no trailing '/') or "" */
-    char *sigv4;
-    char *userpwd;
     char *describe;
-    long timeout_ms;
-    unsigned retries;
-    pthread_mutex_t mu; /* guards the idle handles */
-    CURL *idle[32];     /* easy handles with their connections, ready for the next request */
-    size_t nidle;
+    st_s3conn_t conn; /* s3: credentials, TLS trust, limits and the handle pool */
 };
 
 static char *st__strdup(const char *s)
@@ -49,9 +46,7 @@ int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o)
 {
     st_objstore_t *s = st_calloc(1, sizeof *s);
     st_buf_t b = {0};
-    pthread_mutex_init(&s->mu, NULL);
-    s->timeout_ms = o->timeout_ms ? (long)o->timeout_ms : 30000;
-    s->retries = o->retries;
+    st__s3conn_init(&s->conn, o->timeout_ms, o->retries);
     if (strncmp(o->url, "file://", 7) == 0) {
         const char *dir = o->url + 7;
         if (!*dir) goto bad;
@@ -70,32 +65,28 @@ int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o)
         while (pl && prefix[pl - 1] == '/')
             pl--;
         const char *region = o->region && *o->region ? o->region : "us-east-1";
+        bool custom = o->endpoint && *o->endpoint;
         s->s3 = true;
-        if (o->endpoint && *o->endpoint) {
-            size_t el = strlen(o->endpoint);
-            while (el && o->endpoint[el - 1] == '/')
-                el--;
-            st_buf_append(&b, o->endpoint, el);
-        } else {
-            st_buf_printf(&b, "https://s3.%s.amazonaws.com", region);
-        }
-        st_buf_appendc(&b, '/');
-        st_buf_append(&b, bucket, bl);
+        s->vhost = o->path_style < 0 || (o->path_style == 0 && !custom);
+        if (st__s3_bucket_url(&b, custom ? o->endpoint : NULL, region, bucket, bl, s->vhost) !=
+            ST_OK)
+            goto bad_endpoint;
         s->bucket = st_strndup(b.data, b.len);
         s->prefix = st_strndup(prefix, pl);
         if (pl) {
             st_buf_appendc(&b, '/');
-            st_buf_append(&b, prefix, pl);
+            st__s3_url_key(&b, s->prefix); /* in the URL as the service signs it */
         }
         st_buf_appendc(&b, 0);
         s->base = st_buf_steal(&b, NULL);
         st_buf_printf(&b, "aws:amz:%s:s3", region);
         st_buf_appendc(&b, 0);
-        s->sigv4 = st_buf_steal(&b, NULL);
+        s->conn.sigv4 = st_buf_steal(&b, NULL);
         st_buf_printf(&b, "%s:%s", o->access_key ? o->access_key : "",
                       o->secret_key ? o->secret_key : "");
         st_buf_appendc(&b, 0);
-        s->userpwd = st_buf_steal(&b, NULL);
+        s->conn.userpwd = st_buf_steal(&b, NULL);
+        if (o->ca_file && *o->ca_file) s->conn.ca_file = st__strdup(o->ca_file);
         s->describe = st__strdup(o->url);
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) goto fail;
     } else {
@@ -105,6 +96,9 @@ int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o)
     return ST_OK;
 bad:
     st_error("cold: --cold-url must be file://DIR or s3://BUCKET[/PREFIX], not '%s'", o->url);
+    goto fail;
+bad_endpoint:
+    st_error("cold: --s3-endpoint must be http(s)://HOST[:PORT], not '%s'", o->endpoint);
 fail:
     st_buf_free(&b);
     st_objstore_close(s);
@@ -114,16 +108,12 @@ fail:
 void st_objstore_close(st_objstore_t *s)
 {
     if (!s) return;
-    for (size_t i = 0; i < s->nidle; i++)
-        curl_easy_cleanup(s->idle[i]);
-    pthread_mutex_destroy(&s->mu);
+    st__s3conn_free(&s->conn);
     if (s->s3) curl_global_cleanup();
     free(s->dir);
     free(s->base);
     free(s->bucket);
     free(s->prefix);
-    free(s->sigv4);
-    free(s->userpwd);
     free(s->describe);
     free(s);
 }
@@ -213,142 +203,11 @@ static int st__file_get(st_objstore_t *s, const char *key, uint64_t off, size_t 
 
 /* ---- S3 ---- */
 
-typedef struct {
-    st_buf_t *out;
-    size_t limit;
-} st_sink_t;
-
-static size_t st__on_body(char *p, size_t size, size_t n, void *arg)
-{
-    st_sink_t *k = arg;
-    size_t len = size * n;
-    if (!k->out) return len;
-    if (k->limit < len) return 0; /* more than asked for: abort */
-    st_buf_append(k->out, p, len);
-    k->limit -= len;
-    return len;
-}
-
-/* Unreserved characters and '/' stay; everything else is %XX (SigV4's canonical form). */
-static void st__url_key(st_buf_t *b, const char *key)
-{
-    for (const char *p = key; *p; p++) {
-        char c = *p;
-        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '_' || c == '.' || c == '~' || c == '/')
-            st_buf_appendc(b, c);
-        else
-            st_buf_printf(b, "%%%02X", (unsigned char)c);
-    }
-}
-
-/* A handle from the pool (its connection kept alive), or a new one. */
-static CURL *st__handle_get(st_objstore_t *s)
-{
-    CURL *h = NULL;
-    pthread_mutex_lock(&s->mu);
-    if (s->nidle) h = s->idle[--s->nidle];
-    pthread_mutex_unlock(&s->mu);
-    if (h) {
-        curl_easy_reset(h); /* options go, the connection cache stays */
-        return h;
-    }
-    return curl_easy_init();
-}
-
-static void st__handle_put(st_objstore_t *s, CURL *h)
-{
-    pthread_mutex_lock(&s->mu);
-    if (s->nidle < sizeof s->idle / sizeof *s->idle) {
-        s->idle[s->nidle++] = h;
-        h = NULL;
-    }
-    pthread_mutex_unlock(&s->mu);
-    if (h) curl_easy_cleanup(h);
-}
-
-static size_t st__on_header(char *p, size_t size, size_t n, void *arg);
-
-/* One signed request to a full URL, once; the response's headers go to hdrs when it is set. */
-static int st__s3_call(st_objstore_t *s, const char *method, const char *url, const void *body,
-                       size_t blen, const char *range, st_buf_t *out, size_t limit, long *status,
-                       st_buf_t *hdrs)
-{
-    CURL *h = st__handle_get(s);
-    if (!h) return ST_ENOMEM;
-    st_buf_t hdr = {0};
-    uint8_t d[SHA256_DIGEST_LENGTH];
-    SHA256(body ? body : (const void *)"", body ? blen : 0, d);
-    st_buf_puts(&hdr, "x-amz-content-sha256: ");
-    for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
-        st_buf_printf(&hdr, "%02x", d[i]);
-    st_buf_appendc(&hdr, 0);
-    struct curl_slist *hl = curl_slist_append(NULL, hdr.data);
-    if (body) hl = curl_slist_append(hl, "Content-Type: application/octet-stream");
-    char rh[96];
-    if (range) {
-        snprintf(rh, sizeof rh, "Range: %s", range);
-        hl = curl_slist_append(hl, rh);
-    }
-    st_sink_t sink = {out, limit};
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s->sigv4);
-    curl_easy_setopt(h, CURLOPT_USERPWD, s->userpwd);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, s->timeout_ms < 3000 ? s->timeout_ms : 3000L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, s->timeout_ms);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, st__on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
-    }
-    if (strcmp(method, "HEAD") == 0) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    if (hdrs) {
-        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, st__on_header);
-        curl_easy_setopt(h, CURLOPT_HEADERDATA, hdrs);
-    }
-    CURLcode cc = curl_easy_perform(h);
-    *status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-    if (cc != CURLE_OK) st_warn("cold: %s %s: %s", method, url, curl_easy_strerror(cc));
-    curl_slist_free_all(hl);
-    if (cc == CURLE_OK)
-        st__handle_put(s, h);
-    else
-        curl_easy_cleanup(h); /* its connection may be in any state */
-    st_buf_free(&hdr);
-    return cc == CURLE_OK ? ST_OK : ST_EIO;
-}
-
-static int st__s3_once(st_objstore_t *s, const char *method, const char *url, const void *body,
-                       size_t blen, const char *range, st_buf_t *out, size_t limit, long *status)
-{
-    return st__s3_call(s, method, url, body, blen, range, out, limit, status, NULL);
-}
-
-/* One signed request, retried (idempotent methods only) after a transport error or a 5xx. */
 static int st__s3_req(st_objstore_t *s, const char *method, const char *url, const void *body,
                       size_t blen, const char *range, st_buf_t *out, size_t limit, long *status)
 {
-    bool idempotent = strcmp(method, "PUT") != 0;
-    size_t before = out ? out->len : 0;
-    for (unsigned attempt = 0;; attempt++) {
-        int rc = st__s3_once(s, method, url, body, blen, range, out, limit, status);
-        bool transient = rc == ST_EIO || (rc == ST_OK && *status >= 500);
-        if (!transient || !idempotent || attempt >= s->retries) return rc;
-        if (out) out->len = before; /* a partial body goes */
-        st_warn("cold: %s %s failed (%s%ld); retrying", method, url,
-                rc == ST_OK ? "status " : "transport error", rc == ST_OK ? *status : 0L);
-        struct timespec ts = {0, (long)(100000000L << (attempt < 4 ? attempt : 4))};
-        while (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        nanosleep(&ts, NULL);
-    }
+    return st__s3_try(&s->conn, method, url, body, blen, range, out, limit, status, NULL,
+                      st__s3_idempotent(method));
 }
 
 static int st__s3(st_objstore_t *s, const char *method, const char *key, const void *body,
@@ -356,16 +215,11 @@ static int st__s3(st_objstore_t *s, const char *method, const char *key, const v
 {
     st_buf_t url = {0};
     st_buf_printf(&url, "%s/", s->base);
-    st__url_key(&url, key);
+    st__s3_url_key(&url, key);
     st_buf_appendc(&url, 0);
     int rc = st__s3_req(s, method, url.data, body, blen, range, out, limit, status);
     st_buf_free(&url);
     return rc;
-}
-
-static int st__s3_url(st_objstore_t *s, const char *url, st_buf_t *out, long *status)
-{
-    return st__s3_req(s, "GET", url, NULL, 0, NULL, out, SIZE_MAX, status);
 }
 
 #define ST__S3_KEY_MAX 1024 /* bytes of UTF-8, prefix included */
@@ -484,45 +338,35 @@ static int st__walk(const char *root, st_buf_t *rel, const char *prefix, st_objs
     return rc;
 }
 
-/* The text of <tag>…</tag> after *from in an S3 XML answer; NULL when there is none. */
-static char *st__xml(const char *from, const char *tag, const char **next)
-{
-    char open[64], close[64];
-    snprintf(open, sizeof open, "<%s>", tag);
-    snprintf(close, sizeof close, "</%s>", tag);
-    const char *a = strstr(from, open), *b = a ? strstr(a, close) : NULL;
-    if (!a || !b) return NULL;
-    a += strlen(open);
-    if (next) *next = b + strlen(close);
-    return st_strndup(a, (size_t)(b - a));
-}
-
 static int st__s3_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn fn, void *arg)
 {
     char *token = NULL;
     int rc = ST_OK;
     do {
+        /* parameters in SigV4's order (sorted by name), values canonical-encoded */
         st_buf_t url = {0}, body = {0};
-        st_buf_printf(&url, "%s?list-type=2&prefix=", s->bucket);
+        st_buf_printf(&url, "%s%s?", s->bucket, s->vhost ? "/" : "");
+        if (token) {
+            st_buf_puts(&url, "continuation-token=");
+            st__s3_url_query(&url, token);
+            st_buf_appendc(&url, '&');
+        }
+        st_buf_puts(&url, "list-type=2&prefix=");
         st_buf_t full = {0};
         st_buf_printf(&full, "%s%s%s", s->prefix, *s->prefix ? "/" : "", prefix);
         st_buf_appendc(&full, 0);
-        st__url_key(&url, full.data);
-        if (token) {
-            st_buf_puts(&url, "&continuation-token=");
-            st__url_key(&url, token);
-        }
+        st__s3_url_query(&url, full.data);
         st_buf_appendc(&url, 0);
         long status;
-        rc = st__s3_url(s, url.data, &body, &status);
+        rc = st__s3_req(s, "GET", url.data, NULL, 0, NULL, &body, SIZE_MAX, &status);
         st_buf_appendc(&body, 0);
         free(token);
         token = NULL;
         if (rc == ST_OK && status != 200) rc = ST_EIO;
         const char *p = body.data;
         char *key;
-        while (rc == ST_OK && (key = st__xml(p, "Key", &p)) != NULL) {
-            char *size = st__xml(p, "Size", NULL);
+        while (rc == ST_OK && (key = st__s3_xml(p, "Key", &p)) != NULL) {
+            char *size = st__s3_xml(p, "Size", NULL);
             size_t pl = strlen(s->prefix);
             /* keys relative to the root, as they were put: without the prefix and its '/' */
             if (strncmp(key, s->prefix, pl) == 0 && (!pl || key[pl] == '/'))
@@ -530,9 +374,9 @@ static int st__s3_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn
             free(size);
             free(key);
         }
-        char *trunc = rc == ST_OK ? st__xml(body.data, "IsTruncated", NULL) : NULL;
+        char *trunc = rc == ST_OK ? st__s3_xml(body.data, "IsTruncated", NULL) : NULL;
         if (trunc && strcmp(trunc, "true") == 0)
-            token = st__xml(body.data, "NextContinuationToken", NULL);
+            token = st__s3_xml(body.data, "NextContinuationToken", NULL);
         free(trunc);
         st_buf_free(&url);
         st_buf_free(&full);
@@ -563,33 +407,12 @@ struct st_objstore_upload {
     char *url;      /* s3: the object's URL */
     char *id;       /* s3: the upload id */
     st_buf_t parts; /* s3: <Part>…</Part> of every part so far */
+    st_buf_t pend;  /* s3: bytes held back until they make a part of ST__S3_PART_MIN */
     unsigned n;     /* parts so far */
     char *path;     /* file: the final path */
     char *tmp;      /* file: where the parts go */
     int fd;
 };
-
-static size_t st__on_header(char *p, size_t size, size_t n, void *arg)
-{
-    st_buf_append(arg, p, size * n);
-    return size * n;
-}
-
-/* The value of header name (lower case, with its ':') in hdrs, without quotes around it. */
-static char *st__header(st_buf_t *hdrs, const char *name)
-{
-    st_buf_appendc(hdrs, 0);
-    size_t nl = strlen(name);
-    for (const char *p = hdrs->data; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-        if (strncasecmp(p, name, nl) != 0) continue;
-        p += nl;
-        while (*p == ' ' || *p == '"')
-            p++;
-        size_t len = strcspn(p, "\"\r\n");
-        return st_strndup(p, len);
-    }
-    return NULL;
-}
 
 static void st__upload_free(st_objstore_upload_t *u)
 {
@@ -598,6 +421,7 @@ static void st__upload_free(st_objstore_upload_t *u)
     free(u->url);
     free(u->id);
     st_buf_free(&u->parts);
+    st_buf_free(&u->pend);
     free(u->path);
     free(u->tmp);
     free(u);
@@ -610,9 +434,11 @@ static int st__s3_upload_begin(st_objstore_upload_t *u)
     st_buf_printf(&url, "%s?uploads=", u->url);
     st_buf_appendc(&url, 0);
     long status = 0;
-    int rc = st__s3_call(s, "POST", url.data, "", 0, NULL, &body, 1u << 20, &status, NULL);
+    /* safe to repeat: a repeat only starts another upload, with no parts, that is never used */
+    int rc =
+        st__s3_try(&s->conn, "POST", url.data, "", 0, NULL, &body, 1u << 20, &status, NULL, true);
     st_buf_appendc(&body, 0);
-    if (rc == ST_OK && (status != 200 || !(u->id = st__xml(body.data, "UploadId", NULL)))) {
+    if (rc == ST_OK && (status != 200 || !(u->id = st__s3_xml(body.data, "UploadId", NULL)))) {
         st_warn("cold: starting an upload of %s answered %ld", u->key, status);
         rc = ST_EIO;
     }
@@ -636,7 +462,7 @@ int st_objstore_upload_begin(st_objstore_t *s, const char *key, st_objstore_uplo
         }
         st_buf_t url = {0};
         st_buf_printf(&url, "%s/", s->base);
-        st__url_key(&url, key);
+        st__s3_url_key(&url, key);
         st_buf_appendc(&url, 0);
         u->url = st_buf_steal(&url, NULL);
         rc = st__s3_upload_begin(u);
@@ -662,6 +488,10 @@ int st_objstore_upload_begin(st_objstore_t *s, const char *key, st_objstore_uplo
     return ST_OK;
 }
 
+#define ST__S3_PART_MIN ((size_t)5 << 20) /* S3's least size of a part that is not the last */
+
+static int st__s3_part(st_objstore_upload_t *u, const void *data, size_t len);
+
 int st_objstore_upload_part(st_objstore_upload_t *u, const void *data, size_t len)
 {
     st_objstore_t *s = u->s;
@@ -678,14 +508,27 @@ int st_objstore_upload_part(st_objstore_upload_t *u, const void *data, size_t le
         u->n++;
         return ST_OK;
     }
+    if (u->pend.len || len < ST__S3_PART_MIN) { /* too small to be any part but the last */
+        st_buf_append(&u->pend, data, len);
+        if (u->pend.len < ST__S3_PART_MIN) return ST_OK;
+        int rc = st__s3_part(u, u->pend.data, u->pend.len);
+        if (rc == ST_OK) u->pend.len = 0;
+        return rc;
+    }
+    return st__s3_part(u, data, len);
+}
+
+static int st__s3_part(st_objstore_upload_t *u, const void *data, size_t len)
+{
     st_buf_t url = {0}, hdrs = {0};
     st_buf_printf(&url, "%s?partNumber=%u&uploadId=", u->url, u->n + 1);
-    st__url_key(&url, u->id);
+    st__s3_url_query(&url, u->id);
     st_buf_appendc(&url, 0);
     long status = 0;
     st__requests[1]++;
-    int rc = st__s3_call(s, "PUT", url.data, data ? data : "", len, NULL, NULL, 0, &status, &hdrs);
-    char *etag = rc == ST_OK && status == 200 ? st__header(&hdrs, "etag:") : NULL;
+    int rc = st__s3_try(&u->s->conn, "PUT", url.data, data ? data : "", len, NULL, NULL, 0, &status,
+                        &hdrs, true);
+    char *etag = rc == ST_OK && status == 200 ? st__s3_header(&hdrs, "etag:") : NULL;
     if (rc == ST_OK && !etag) {
         st_warn("cold: part %u of %s answered %ld", u->n + 1, u->key, status);
         rc = ST_EIO;
@@ -705,13 +548,13 @@ static int st__s3_upload_finish(st_objstore_upload_t *u)
 {
     st_buf_t url = {0}, body = {0}, answer = {0};
     st_buf_printf(&url, "%s?uploadId=", u->url);
-    st__url_key(&url, u->id);
+    st__s3_url_query(&url, u->id);
     st_buf_appendc(&url, 0);
     st_buf_printf(&body, "<CompleteMultipartUpload>%.*s</CompleteMultipartUpload>",
                   (int)u->parts.len, u->parts.data);
     long status = 0;
-    int rc = st__s3_call(u->s, "POST", url.data, body.data, body.len, NULL, &answer, 1u << 20,
-                         &status, NULL);
+    int rc = st__s3_call(&u->s->conn, "POST", url.data, body.data, body.len, NULL, &answer,
+                         1u << 20, &status, NULL);
     st_buf_appendc(&answer, 0);
     /* S3 may answer 200 and still report an error in the body */
     if (rc == ST_OK && (status != 200 || strstr(answer.data, "<Error>"))) {
@@ -728,7 +571,8 @@ int st_objstore_upload_finish(st_objstore_upload_t *u)
 {
     int rc;
     if (u->s->s3) {
-        rc = u->n ? st__s3_upload_finish(u) : ST_EINVAL; /* S3 needs at least one part */
+        rc = u->pend.len ? st__s3_part(u, u->pend.data, u->pend.len) : ST_OK; /* the last */
+        if (rc == ST_OK) rc = u->n ? st__s3_upload_finish(u) : ST_EINVAL;     /* S3 needs one */
     } else {
         rc = fsync(u->fd) == 0 ? ST_OK : ST_EIO;
         if (close(u->fd) != 0) rc = ST_EIO;
@@ -751,7 +595,7 @@ void st_objstore_upload_abort(st_objstore_upload_t *u)
     if (u->s->s3) {
         st_buf_t url = {0};
         st_buf_printf(&url, "%s?uploadId=", u->url);
-        st__url_key(&url, u->id);
+        st__s3_url_query(&url, u->id);
         st_buf_appendc(&url, 0);
         long status = 0;
         st__requests[2]++;

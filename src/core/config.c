@@ -62,8 +62,10 @@ static const st_cfg_opt_t st__opts[] = {
             "memory for decoded cold row groups (reads of recent cold data skip decompression)"),
     ST__NUM(ST_CFG_U64, cold_timeout_ms, "cold-timeout-ms", "STRATA_COLD_TIMEOUT_MS", "30000", 100,
             3600000, "time limit of one object-storage request, in ms (connecting: at most 3 s)"),
-    ST__NUM(ST_CFG_U64, cold_retries, "cold-retries", "STRATA_COLD_RETRIES", "2", 0, 10,
-            "retries of an idempotent object-storage request (GET, DELETE, list) that failed"),
+    ST__NUM(
+        ST_CFG_U64, cold_retries, "cold-retries", "STRATA_COLD_RETRIES", "2", 0, 10,
+        "retries of an idempotent object-storage request (GET, PUT, DELETE, HEAD, list, multipart "
+        "start and part) that failed in transport or with a 5xx, with jittered backoff"),
     ST__NUM(ST_CFG_U64, cold_workers, "cold-workers", "STRATA_COLD_WORKERS", "16", 1, 128,
             "worker threads for flushes and cold reads (object storage is waited for there)"),
     ST__NUM(ST_CFG_U64, hot_ttl, "hot-ttl", "STRATA_HOT_TTL", "86400", 1, 86400 * 3650,
@@ -105,6 +107,12 @@ static const st_cfg_opt_t st__opts[] = {
     ST__STR(s3_region, "s3-region", "STRATA_S3_REGION", "us-east-1", "S3 region for signing"),
     ST__STR(s3_access_key, "s3-access-key", "STRATA_S3_ACCESS_KEY", "", "S3 access key id"),
     ST__STR(s3_secret_key, "s3-secret-key", "STRATA_S3_SECRET_KEY", "", "S3 secret access key"),
+    ST__STR(s3_ca_file, "s3-ca-file", "STRATA_S3_CA_FILE", "",
+            "CA bundle (PEM) that an https:// --s3-endpoint's certificate must chain to (unset: "
+            "the system's; certificates are always verified)"),
+    ST__STR(s3_path_style, "s3-path-style", "STRATA_S3_PATH_STYLE", "auto",
+            "on: ENDPOINT/BUCKET/KEY (MinIO, Ceph); off: virtual-hosted BUCKET.HOST/KEY (AWS); "
+            "auto: on with --s3-endpoint, off for AWS's own endpoint"),
     ST__STR(backup_url, "backup-url", "STRATA_BACKUP_URL", "",
             "continuous backup target: file://DIR or s3://BUCKET/PREFIX (same S3 flags; off when "
             "unset)"),
@@ -242,5 +250,27 @@ int st_config_load(st_config_t *cfg, int argc, char **argv)
         fprintf(stderr, "strata: unexpected argument '%s' (see --help)\n", argv[optind]);
         return ST_EINVAL;
     }
+    int ps;
+    if (st_config_s3_path_style(cfg, &ps) != ST_OK) {
+        fprintf(stderr, "strata: bad value '%s' for --s3-path-style (expected auto, on or off)\n",
+                cfg->s3_path_style);
+        return ST_EINVAL;
+    }
     return ST_OK;
+}
+
+int st_config_s3_path_style(const st_config_t *cfg, int *out)
+{
+    static const struct {
+        const char *name;
+        int v;
+    } vals[] = {{"auto", 0}, {"on", 1},     {"true", 1}, {"1", 1},
+                {"off", -1}, {"false", -1}, {"0", -1}};
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
+        if (strcmp(cfg->s3_path_style, vals[i].name) == 0) {
+            *out = vals[i].v;
+            return ST_OK;
+        }
+    }
+    return ST_EINVAL;
 }

@@ -5,6 +5,7 @@
 #include "../fixture.h"
 #include "strata/cold.h"
 #include "strata/tier.h"
+#include "../../src/cold/s3wire.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -183,6 +184,46 @@ TEST(a_flipped_bit_in_any_page_is_an_error_never_a_wrong_value)
     CHECK_EQ(wrong, 0);
     st_parquet_meta_free(&m);
     st_buf_free(&f);
+}
+
+/* SigV4's canonical forms, addressing styles and S3's XML escapes (issue 28). */
+TEST(s3_urls_are_canonical_and_address_either_style)
+{
+    st_buf_t b = {0};
+    st__s3_url_query(&b, "strata/snap/ a+b=c&d~e_f.g-h\xc3\xa9");
+    st_buf_appendc(&b, 0);
+    CHECK(strcmp(b.data, "strata%2Fsnap%2F%20a%2Bb%3Dc%26d~e_f.g-h%C3%A9") == 0);
+    b.len = 0;
+    st__s3_url_key(&b, "p/u:1/batch (1)*!'.parquet");
+    st_buf_appendc(&b, 0);
+    CHECK(strcmp(b.data, "p/u%3A1/batch%20%281%29%2A%21%27.parquet") == 0);
+    const struct {
+        const char *endpoint;
+        bool vhost;
+        const char *want;
+    } cases[] = {
+        {"http://127.0.0.1:9000/", false, "http://127.0.0.1:9000/bk"},
+        {"http://localhost:9000", true, "http://bk.localhost:9000"},
+        {NULL, true, "https://bk.s3.eu-west-1.amazonaws.com"},
+        {NULL, false, "https://s3.eu-west-1.amazonaws.com/bk"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        b.len = 0;
+        CHECK_EQ(st__s3_bucket_url(&b, cases[i].endpoint, "eu-west-1", "bkx", 2, cases[i].vhost),
+                 ST_OK);
+        st_buf_appendc(&b, 0);
+        CHECK(strcmp(b.data, cases[i].want) == 0);
+    }
+    b.len = 0;
+    CHECK_EQ(st__s3_bucket_url(&b, "127.0.0.1:9000", "r", "bk", 2, false), ST_EINVAL);
+    CHECK_EQ(st__s3_bucket_url(&b, "http://h/gw", "r", "bk", 2, true), ST_EINVAL);
+    st_buf_free(&b);
+    char *k =
+        st__s3_xml("<a><Key>x &amp; y &lt;&gt;&quot;&apos;&#233;&#x41;&bogus;</Key>", "Key", NULL);
+    CHECK(k && strcmp(k, "x & y <>\"'\xc3\xa9"
+                         "A&bogus;") == 0);
+    free(k);
+    CHECK(st__s3_xml("<Key>open", "Key", NULL) == NULL);
 }
 
 TEST(local_object_store_puts_atomically_and_reads_ranges)

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import net from 'node:net';
-import S3rver from 's3rver';
+import { S3rver } from './sigv4-proxy.mjs';
 import { BIN } from './lib.mjs';
 import { waitFor } from './cold-lib.mjs';
 

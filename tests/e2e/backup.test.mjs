@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import S3rver from 's3rver';
+import { S3rver } from './sigv4-proxy.mjs';
 import { test } from 'node:test';
 import { sleep, startStrata, tempDir } from './lib.mjs';
 import { waitFor } from './cold-lib.mjs';

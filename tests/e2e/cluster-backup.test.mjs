@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { cpSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import S3rver from 's3rver';
+import { S3rver } from './sigv4-proxy.mjs';
 import { test } from 'node:test';
 import { allMessages, call, Group } from './cluster-lib.mjs';
 import { request, sleep, startStrata, tempDir } from './lib.mjs';

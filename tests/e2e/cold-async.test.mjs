@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync, unlinkSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import S3rver from 's3rver';
+import { S3rver } from './sigv4-proxy.mjs';
 import { test } from 'node:test';
 import { parseResponses, raw, startStrata, tempDir, wsConnect } from './lib.mjs';
 import { parquetFiles, waitFor } from './cold-lib.mjs';

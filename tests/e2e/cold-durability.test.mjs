@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import S3rver from 's3rver';
+import { S3rver } from './sigv4-proxy.mjs';
 import { test } from 'node:test';
 import { duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
 import { BIN, sleep, startStrata, tempDir } from './lib.mjs';

@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import S3rver from 's3rver';
+import { S3rver } from './sigv4-proxy.mjs';
 import { test } from 'node:test';
 import { duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
 import { sleep, startStrata } from './lib.mjs';

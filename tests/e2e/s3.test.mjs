@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import S3rver from 's3rver';
+import { S3rver } from './sigv4-proxy.mjs';
 import { test } from 'node:test';
 import { startStrata } from './lib.mjs';
 import { duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
