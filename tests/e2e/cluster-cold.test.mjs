@@ -8,18 +8,9 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
+import { waitFor } from './cold-lib.mjs';
 import { Group, allMessages, call, freePort } from './cluster-lib.mjs';
 import { sleep, startStrata, tempDir } from './lib.mjs';
-
-async function until(what, fn, ms = 15000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 // Every object under dir (relative paths), markers left out.
 function objects(dir) {
@@ -54,14 +45,14 @@ describe('a group and its cold store', () => {
     await g.init();
     await g.leader();
     for (const id of [1, 2, 3]) {
-      const st = await until(`member ${id} to know every URL`, async () => {
+      const st = await waitFor(`member ${id} to know every URL`, async () => {
         const s = await g.status(id);
         return s && s.members.every((m) => m.http) ? s : null;
       }, 5000);
       for (const m of st.members) assert.equal(m.http, `http://127.0.0.1:${g.port(m.id)}`, `member ${id} on ${m.id}`);
     }
     for (const id of [1, 2, 3]) { // and, a check later, that they share one cold store
-      await until(`member ${id} to be healthy`, async () => (await call(g.port(id), 'GET', '/healthz')).status === 200, 5000);
+      await waitFor(`member ${id} to be healthy`, async () => (await call(g.port(id), 'GET', '/healthz')).status === 200, 5000);
     }
     await g.stopAll();
   });
@@ -77,7 +68,7 @@ describe('a group and its cold store', () => {
     g.members.delete(3);
     await g.start(3, { cold: `file://${other}` });
     for (const id of [1, 2, 3]) {
-      await until(`member ${id} to report cold_not_shared`, async () => {
+      await waitFor(`member ${id} to report cold_not_shared`, async () => {
         const h = await call(g.port(id), 'GET', '/healthz');
         return h.status === 503 && h.json.reasons.includes('cold_not_shared');
       });
@@ -100,9 +91,9 @@ describe('a group and its cold store', () => {
     g.members.delete(3);
     await g.start(3);
     for (const id of [1, 2, 3]) {
-      await until(`member ${id} to be healthy`, async () => (await call(g.port(id), 'GET', '/healthz')).status === 200);
+      await waitFor(`member ${id} to be healthy`, async () => (await call(g.port(id), 'GET', '/healthz')).status === 200);
     }
-    await until('the flush', async () => {
+    await waitFor('the flush', async () => {
       await g.req('POST', '/v1/admin/flush', {});
       const s = await g.req('GET', '/v1/users/u/stats');
       return s.json.cold_messages === 20 && s.json.hot_messages === 0;
