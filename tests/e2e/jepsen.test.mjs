@@ -27,7 +27,9 @@ const run = promisify(execFile);
 const CLIENTS = 6;
 const HOP_TIMEOUT_MS = 1000;
 const CUT_MS = 6000;
-const PAUSE_RUNS = 3;
+// JEPSEN_PAUSE_RUNS=20 JEPSEN_ONLY=pause to hunt the racy one alone.
+const PAUSE_RUNS = Number(process.env.JEPSEN_PAUSE_RUNS || 3);
+const ONLY = process.env.JEPSEN_ONLY ? new RegExp(process.env.JEPSEN_ONLY) : null;
 
 // ---------------------------------------------------------------------------------------------
 // The checker: pure, over a history of {id, client, f, node, at, invoke, complete, status,
@@ -343,8 +345,9 @@ async function pauseLeader(r) {
   const early = await Promise.all(burst);
   await sleep(2000);
   r.focus = null;
-  const answered = early.filter((o) => o.status === 200 && o.at === L).length;
-  return `m${L} paused; ${answered}/${early.length} reads queued at it answered 200 by it on resume`;
+  const seen = {};
+  for (const o of early) { const k = `${o.status}${o.code ? ` ${o.code}` : ''}${o.at === L ? '' : ` from m${o.at}`}`; seen[k] = (seen[k] || 0) + 1; }
+  return `m${L} paused; reads queued at it got ${JSON.stringify(seen)}`;
 }
 
 async function killLeader(r) {
@@ -371,11 +374,15 @@ test('a group of 3 in network namespaces stays linearizable under partitions, pa
     await g.init();
     await g.leader();
     await g.converged();
-    await t.test('leader cut off from its peers', () => phase(g, 'cut-leader', cutLeader));
-    await t.test('follower cut off', () => phase(g, 'cut-follower', cutFollower));
-    await t.test('leader alone vs the other two', () => phase(g, 'split', split));
-    for (let i = 1; i <= PAUSE_RUNS; i++) await t.test(`leader paused (${i}/${PAUSE_RUNS})`, () => phase(g, `pause-${i}`, pauseLeader));
-    await t.test('leader killed and restarted', () => phase(g, 'kill-leader', killLeader));
+    // (Node 18 reports a subtest as skipped whenever a skip option is present, even null)
+    const nemesis = (title, name, fn) => (ONLY && !ONLY.test(name)
+      ? t.test(title, { skip: `JEPSEN_ONLY=${ONLY.source}` }, () => {})
+      : t.test(title, () => phase(g, name, fn)));
+    await nemesis('leader cut off from its peers', 'cut-leader', cutLeader);
+    await nemesis('follower cut off', 'cut-follower', cutFollower);
+    await nemesis('leader alone vs the other two', 'split', split);
+    for (let i = 1; i <= PAUSE_RUNS; i++) await nemesis(`leader paused (${i}/${PAUSE_RUNS})`, `pause-${i}`, pauseLeader);
+    await nemesis('leader killed and restarted', 'kill-leader', killLeader);
   } finally {
     await g.stopAll().catch(() => {});
     g.kill();

@@ -18,6 +18,20 @@ const run = promisify(execFile);
 const HTTP_PORT = 8080;
 const RAFT_PORT = 7001;
 
+// Last-resort cleanup when the test process ends without reaching its finally blocks (an
+// uncaught error, Ctrl-C, a runner's SIGTERM): members are killed by PID, then the namespaces
+// and links go. Only SIGKILL of this process leaves anything behind.
+const lastResort = new Set();
+// Newest first: a group's members die before the namespaces they run in are deleted.
+function runLastResort() { for (const f of [...lastResort].reverse()) try { f(); } catch { /* keep going */ } }
+let hooked = false;
+function hookExit() {
+  if (hooked) return;
+  hooked = true;
+  process.on('exit', runLastResort);
+  for (const [sig, n] of [['SIGINT', 2], ['SIGTERM', 15]]) process.once(sig, () => { runLastResort(); process.exit(128 + n); });
+}
+
 // Why namespaces cannot be used here, or null when they can. Only a missing capability is a
 // reason to skip; anything else that fails is thrown, so a broken setup fails the test.
 export async function netnsUnavailable() {
@@ -71,7 +85,8 @@ export class Netns {
   addr(id) { return `${this.subnet}.${id}`; }
 
   async up() {
-    process.on('exit', this.onExit);
+    hookExit();
+    lastResort.add(this.onExit);
     this.subnet = freeSubnet();
     this.hostAddr = `${this.subnet}.254`;
     await run('ip', ['link', 'add', this.bridge, 'type', 'bridge']);
@@ -116,7 +131,7 @@ export class Netns {
   async down() {
     for (const ns of this.made.ns.splice(0)) await run('ip', ['netns', 'del', ns]).catch(() => {});
     for (const l of this.made.links.splice(0)) await run('ip', ['link', 'del', l]).catch(() => {});
-    process.removeListener('exit', this.onExit);
+    lastResort.delete(this.onExit);
   }
 
   downSync() {
@@ -160,11 +175,14 @@ export class NsGroup {
   constructor(net, extra = []) {
     this.net = net; this.n = net.n; this.extra = extra;
     this.procs = new Map(); this.all = new Set(); this.dirs = [];
+    this.onExit = () => this.kill();
   }
 
   url(id) { return `http://${this.net.addr(id)}:${HTTP_PORT}`; }
 
   async init() {
+    hookExit();
+    lastResort.add(this.onExit);
     // One cold store for the group, outside every member's data dir (a member refuses its own).
     this.cold = tempDir('jepsen-cold');
     this.spec = [];
@@ -268,6 +286,7 @@ export class NsGroup {
 
   kill() {
     for (const p of this.all) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+    lastResort.delete(this.onExit);
   }
 
   cleanup() {
