@@ -28,7 +28,7 @@ const CLIENTS = 6;
 const HOP_TIMEOUT_MS = 1000;
 const CUT_MS = 6000;
 // JEPSEN_PAUSE_RUNS=20 JEPSEN_ONLY=pause to hunt the racy one alone.
-const PAUSE_RUNS = Number(process.env.JEPSEN_PAUSE_RUNS || 3);
+const PAUSE_RUNS = Number(process.env.JEPSEN_PAUSE_RUNS || 4);
 const ONLY = process.env.JEPSEN_ONLY ? new RegExp(process.env.JEPSEN_ONLY) : null;
 
 // ---------------------------------------------------------------------------------------------
@@ -342,8 +342,15 @@ async function pauseLeader(r) {
     g.signal(L, 'SIGCONT');
     r.event(`m${L} SIGCONT`);
   }
+  // Back-to-back reads for the first moments after it wakes: the stale answers seen so far came
+  // 4-10 ms after SIGCONT, after the queued requests were already answered.
+  const until = performance.now() + 500;
+  const hammer = Array.from({ length: 4 }, async (_, i) => {
+    while (performance.now() < until) await r.perform(`wake${i}`, 'read', L);
+  });
   const early = await Promise.all(burst);
-  await sleep(2000);
+  await Promise.all(hammer);
+  await sleep(1500);
   r.focus = null;
   const seen = {};
   for (const o of early) { const k = `${o.status}${o.code ? ` ${o.code}` : ''}${o.at === L ? '' : ` from m${o.at}`}`; seen[k] = (seen[k] || 0) + 1; }
