@@ -15,6 +15,8 @@ for arg in "$@"; do
     --test) pkgs+=(clang libclang-rt-14-dev curl openssl) # openssl: the S3 HTTPS test makes a CA
             # browser (CORS) test, three strata behind nginx and HAProxy, /metrics checked by promtool
             pkgs+=(chromium nginx-light haproxy prometheus)
+            # the Jepsen-style test: members in network namespaces, links cut with iptables
+            pkgs+=(iproute2 iptables)
             # e2e tests run on Node (node:test) with two npm packages, DuckDB and s3rver:
             # Debian's nodejs (18) and npm are enough; a newer node already here is used as it is.
             command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
