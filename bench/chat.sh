@@ -69,9 +69,9 @@ echo "messages stored before the reads: strata $s_total, PostgreSQL $(psql -tA -
 D="strata: fsync per group commit before the answer"
 P="PostgreSQL 15, pgbench -M prepared -c 64"
 row 'durable chat post, 1 KiB, 1,000 conversations' "$s_post" "req/s" "p50 / p99 $s_post50 / $s_post99; $D" \
-  "$P, one statement, \`synchronous_commit=on\` (WAL flush before the answer)" "$p_post" "p50 / p99 $p_post50 / $p_post99"
+  "$P, one statement, \`synchronous_commit=on\` (WAL flush before the answer)" "$p_post" "p50 / p99 $p_post50 / $p_post99" "committed tx/s"
 row 'newest 50 messages of a conversation' "$s_msg" "req/s" "p50 / p99 $s_msg50 / $s_msg99" \
-  "$P, same message count" "$p_msg" "p50 / p99 $p_msg50 / $p_msg99"
+  "$P, same message count" "$p_msg" "p50 / p99 $p_msg50 / $p_msg99" "committed tx/s"
 row "list a user's conversations" "$s_conv" "req/s" "p50 / p99 $s_conv50 / $s_conv99" \
-  "$P" "$p_conv" "p50 / p99 $p_conv50 / $p_conv99"
+  "$P" "$p_conv" "p50 / p99 $p_conv50 / $p_conv99" "committed tx/s"
 out_write chat "DURATION=$DURATION bench/chat.sh"

@@ -100,8 +100,9 @@ redis_timed() {
 }
 
 # ---- recording a run ----
-# row BENCHMARK STRATA_VALUE UNIT STRATA_NOTE PEER PEER_VALUE PEER_NOTE
-# (PEER/PEER_VALUE empty when there is no peer; ratio = strata / peer, computed by bench/table.py)
+# row BENCHMARK STRATA_VALUE UNIT STRATA_NOTE PEER PEER_VALUE PEER_NOTE [PEER_UNIT]
+# (PEER/PEER_VALUE empty when there is no peer; PEER_UNIT defaults to UNIT; the ratio
+# strata / peer of a rate is computed by bench/table.py)
 rows_file=$work/rows.tsv
 row() { local IFS=$'\t'; echo "$*" >>"$rows_file"; }
 # out_write NAME COMMAND: bench/out/NAME.json with the rows, date, machine, commit and load
@@ -118,17 +119,18 @@ cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.start
 mem = next((int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal")), 0)
 rows = []
 for line in open(rows_path):
-    f = line.rstrip("\n").split("\t") + [""] * 7
+    f = line.rstrip("\n").split("\t") + [""] * 8
     num = lambda s: float(s) if s not in ("", "n/a") else None
     rows.append({"benchmark": f[0], "strata": num(f[1]), "unit": f[2], "strata_note": f[3],
-                 "peer": f[4], "peer_value": num(f[5]), "peer_note": f[6]})
+                 "peer": f[4], "peer_value": num(f[5]), "peer_note": f[6],
+                 "peer_unit": f[7] or f[2]})
 print(json.dumps({
     "name": name, "command": command,
     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     "machine": {"host": platform.node(), "cores": os.cpu_count(), "cpu": cpu,
                 "mem_gib": round(mem / 1048576), "kernel": platform.release(),
                 "load_start": float(load0), "load_end": float(load1)},
-    "commit": sh("git", "rev-parse", "--short", "HEAD") + ("+dirty" if sh("git", "status", "--porcelain", "--", "src") else ""),
+    "commit": sh("git", "rev-parse", "--short", "HEAD") + ("+changes" if sh("git", "status", "--porcelain", "--", "src", "bench", ":!bench/out") else ""),
     "duration_s": float(os.environ.get("DURATION", "10")),
     "rows": rows}, indent=1))
 PY
