@@ -48,7 +48,9 @@ build/strata --listen 127.0.0.1:"$port" --data-dir "$work/data" --map-size 4GiB 
 pids+=($!)
 wait_port "$port"
 url="http://127.0.0.1:$port"
-wrk -t1 -c32 -d"${LOAD_SECONDS}s" -s bench/cold.lua "$url" -- post | awk '/Requests\/sec/ {print "load posts_per_sec=" $2}'
+# only 2xx answers count, from strata's own metrics (bench/lib.sh); any other status fails the run
+wrk_strata "$port" "" -- -t1 -c32 -d"${LOAD_SECONDS}s" -s bench/cold.lua "$url" -- post
+echo "load posts_per_sec=$W_RPS"
 metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 total=0
 for u in $(seq 1 100); do
@@ -56,15 +58,15 @@ for u in $(seq 1 100); do
   total=$((total + t))
 done
 echo "loaded messages=$total"
-read_run() { wrk -t1 -c64 -d"${DURATION}s" --latency -s bench/cold.lua "$url" -- messages |
-  awk -v w="$1" '/Requests\/sec/ {r=$2} / 50%/ {p50=$2} / 99%/ {p99=$2} END {print w " req_per_sec=" r " p50=" p50 " p99=" p99}'; }
+read_run() { wrk_strata "$port" "" -- -t1 -c64 -d"${DURATION}s" --latency -s bench/cold.lua "$url" -- messages
+  echo "$1 req_per_sec=$W_RPS p50=${W_P50}ms p99=${W_P99}ms"; }
 read_run read_hot
 curl -s -XPOST "$url/v1/counters/bench/incr" >/dev/null
-serve() { wrk -t1 -c64 -d5s -s bench/get.lua "$url" | awk '/Requests\/sec/ {print $2}'; }
-idle=$(serve)
+serve() { wrk_strata "$port" "" -- -t1 -c64 -d5s -s bench/get.lua "$url"; }
+serve; idle=$W_RPS
 t0=$(date +%s.%N)
 curl -s -XPOST "$url/v1/admin/flush" >/dev/null
-during=$(serve)
+serve; during=$W_RPS
 while [ "$(metric strata_flush_running)" != 0 ] || [ "$(metric strata_flush_pending)" != 0 ]; do sleep 0.2; done
 t1=$(date +%s.%N)
 rows=$(metric strata_flush_rows_total); secs=$(metric strata_flush_seconds_sum); bytes=$(metric strata_flush_bytes_total)

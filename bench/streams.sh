@@ -8,7 +8,9 @@
 #   memory   RSS per idle stream (one subscription each) at 10,000 streams.
 # The peer is Redis 7 pub/sub (SUBSCRIBE per connection, PUBLISH from one writer) driven by the
 # same program with the same counts. Redis publishes without writing anything to disk; strata
-# sends only what is fsync'd, so its figures include a durable commit per change.
+# sends only what is fsync'd, so its figures include a durable commit per change. Both sides run
+# for the same DURATION; wsload exits non-zero on any answer to a post other than 2xx. Records
+# the run in bench/out/streams.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -37,17 +39,17 @@ wait_port "$rport"
 echo "# streams, $(date -u +%F), $(nproc) cores, ${DURATION}s per run"
 start
 for rate in 20 100; do
-  "$LOAD" latency "$port" 1000 "$DURATION" "$rate"
-  "$LOAD" redis-latency "$rport" 1000 "$DURATION" "$rate"
+  "$LOAD" latency "$port" 1000 "$DURATION" "$rate" | tee -a "$work/out.txt"
+  "$LOAD" redis-latency "$rport" 1000 "$DURATION" "$rate" | tee -a "$work/out.txt"
 done
-"$LOAD" latency "$port" 1 "$DURATION" 20
-"$LOAD" redis-latency "$rport" 1 "$DURATION" 20
+"$LOAD" latency "$port" 1 "$DURATION" 20 | tee -a "$work/out.txt"
+"$LOAD" redis-latency "$rport" 1 "$DURATION" 20 | tee -a "$work/out.txt"
 stop
 
 start
 for window in 16 64; do
-  "$LOAD" fanout "$port" "$conns" "$DURATION" "$window"
-  "$LOAD" redis-fanout "$rport" "$conns" "$DURATION" "$window"
+  "$LOAD" fanout "$port" "$conns" "$DURATION" "$window" | tee -a "$work/out.txt"
+  "$LOAD" redis-fanout "$rport" "$conns" "$DURATION" "$window" | tee -a "$work/out.txt"
 done
 stop
 
@@ -60,5 +62,27 @@ sleep 1
 after=$(rss_kib "$spid")
 wait "$lp"
 awk -v b="$before" -v a="$after" -v n="$conns" \
-  'BEGIN { printf "memory conns=%d rss_before_kib=%d rss_after_kib=%d per_conn_kib=%.2f\n", n, b, a, (a - b) / n }'
+  'BEGIN { printf "memory conns=%d rss_before_kib=%d rss_after_kib=%d per_conn_kib=%.2f\n", n, b, a, (a - b) / n }' |
+  tee -a "$work/out.txt"
 stop
+
+# rows for bench/table.py: "MODE key=value…" lines of wsload and the memory line above
+kv() { # MODE KEY FILTER…: the value of KEY on the first MODE line holding every FILTER token
+  local m=$1 k=$2; shift 2
+  awk -v m="$m" -v k="$k" -v f="$*" '$1 == m { n = split(f, w, " "); for (j = 1; j <= n; j++) if (!index(" " $0 " ", " " w[j] " ")) next
+    for (i = 2; i <= NF; i++) { split($i, a, "="); if (a[1] == k) { print a[2]; exit } } }' "$work/out.txt"; }
+P="Redis 7 pub/sub (not durable: --appendonly no)"
+for rate in 20 100; do
+  row "post → stream notification, 1,000 subscribers, $rate posts/s: p99" "$(kv latency p99_ms conns=1000 rate=$rate)" "ms" \
+    "p50 $(kv latency p50_ms conns=1000 rate=$rate) ms; a frame leaves once the post is fsync'd" \
+    "$P" "$(kv redis-latency p99_ms conns=1000 rate=$rate)" "p50 $(kv redis-latency p50_ms conns=1000 rate=$rate) ms"
+done
+row "post → stream notification, 1 subscriber: p99" "$(kv latency p99_ms conns=1 rate=20)" "ms" \
+  "p50 $(kv latency p50_ms conns=1 rate=20) ms; one durable commit plus one frame" \
+  "$P" "$(kv redis-latency p99_ms conns=1 rate=20)" "p50 $(kv redis-latency p50_ms conns=1 rate=20) ms"
+for window in 16 64; do
+  row "fan-out to $conns streams, $window changes in flight" "$(kv fanout frames_per_sec conns=$conns window=$window)" "frames/s" \
+    "every change durable before its frames" "$P" "$(kv redis-fanout frames_per_sec conns=$conns window=$window)" ""
+done
+row "memory per idle stream at $conns streams" "$(kv memory per_conn_kib conns=$conns)" "KiB" "RSS after − before, ÷ streams" "" "" ""
+out_write streams "DURATION=$DURATION CONNS=$conns bench/streams.sh"
