@@ -20,6 +20,9 @@ if [ "${CI:-}" = true ]; then
   tools/build.sh flavours
 fi
 
+echo "== the README's benchmark table matches the recorded runs (bench/out/*.json)"
+python3 bench/table.py --check
+
 echo "== release build: unit + e2e on Node 18"
 STRATA_TEST_NODE=$(tools/node18.sh) tools/build.sh release
 (cd build && ctest --output-on-failure --timeout 600)
