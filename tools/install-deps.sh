@@ -18,7 +18,7 @@ for arg in "$@"; do
             # the Jepsen-style test: members in network namespaces, links cut with iptables
             pkgs+=(iproute2 iptables)
             # the README's benchmark table is checked against the recorded runs (bench/table.py)
-            pkgs+=(python3-minimal)
+            pkgs+=(python3)
             # e2e tests run on Node (node:test) with two npm packages, DuckDB and s3rver:
             # Debian's nodejs (18) and npm are enough; a newer node already here is used as it is.
             command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
