@@ -12,11 +12,12 @@
  * start-up; the nonce travels to every member through the group (a replicated key, see
  * st_repl_member_nonce). Each member then reads every member's marker from its own store and
  * compares: a marker that holds the nonce the group knows can only have been written by that
- * member, into this store. Until every member's marker checks out — and again whenever one
- * stops checking out — the tier is held: no flush starts and no object is written or deleted
- * (st_coldshare_held), and /healthz says `cold_not_shared`. Rows stay hot meanwhile; nothing is
- * lost. A name starting with '.' is never a user's folder (chat writes such names with '~'), so
- * the markers are no one's data.
+ * member, into this store. Until every member's marker checks out — and again whenever one is
+ * missing or holds another nonce (a store that does not answer changes no verdict: the tier's
+ * own requests fail and retry then) — the tier is held: no flush starts and no object is written or
+ * deleted (st_coldshare_held), and /healthz says `cold_not_shared`. Rows stay hot meanwhile;
+ * nothing is lost. A name starting with '.' is never a user's folder (chat writes such names with
+ * '~'), so the markers are no one's data.
  *
  * Loop thread only, except the object-store calls, which run on the worker pool.
  */

@@ -41,6 +41,7 @@ struct st_coldshare {
     char want[ST__MAX_IDS][33];
     int put_rc;
     bool job_ok;
+    bool job_failed; /* the store did not answer: no verdict from this check */
     uint64_t bad_id;
 };
 
@@ -61,7 +62,8 @@ static void st__work(uv_work_t *w)
         st__key(key, sizeof key, s->self);
         s->put_rc = st_objstore_put(s->obj, key, body, sizeof body);
     }
-    s->job_ok = !s->written ? s->put_rc == ST_OK : true;
+    s->job_failed = !s->written && s->put_rc != ST_OK;
+    s->job_ok = !s->job_failed;
     for (size_t i = 0; i < s->n && s->job_ok; i++) {
         if (!s->want[i][0]) { /* the group does not know this member's nonce yet */
             s->job_ok = false;
@@ -74,6 +76,8 @@ static void st__work(uv_work_t *w)
         if (rc != ST_OK || got.len != ST__MARKER_LEN || memcmp(got.data, s->want[i], 32) != 0) {
             s->job_ok = false;
             s->bad_id = s->ids[i];
+            /* missing or another nonce is a verdict; an unreachable store is not */
+            s->job_failed = rc != ST_OK && rc != ST_ENOTFOUND;
         }
         st_buf_free(&got);
     }
@@ -101,7 +105,11 @@ static void st__after(uv_work_t *w, int status)
         return;
     }
     if (!s->written && s->put_rc == ST_OK) s->written = true;
-    bool ok = status == 0 && s->job_ok;
+    if (status != 0 || s->job_failed) { /* ask again soon; the last verdict stands meanwhile */
+        uv_timer_start(&s->timer, st__on_timer, ST__CHECK_MS, 0);
+        return;
+    }
+    bool ok = s->job_ok;
     if (ok != s->ok) {
         if (ok)
             st_info("cold tier: every member of the group reads the same store");
