@@ -15,6 +15,9 @@ for arg in "$@"; do
     --test) pkgs+=(clang libclang-rt-14-dev curl)
             # browser (CORS) test, three strata behind nginx and HAProxy, /metrics checked by promtool
             pkgs+=(chromium nginx-light haproxy prometheus)
+            # the disk-full and store-failure tests: a loop-mounted ext4 (mkfs.ext4, mount) and
+            # python3 for the EXT4_IOC_SHUTDOWN ioctl
+            pkgs+=(e2fsprogs mount python3)
             # e2e tests run on Node (node:test) with two npm packages, DuckDB and s3rver:
             # Debian's nodejs (18) and npm are enough; a newer node already here is used as it is.
             command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
