@@ -17,8 +17,10 @@ for arg in "$@"; do
             pkgs+=(chromium nginx-light haproxy prometheus)
             # the Jepsen-style test: members in network namespaces, links cut with iptables
             pkgs+=(iproute2 iptables)
-            # the README's benchmark table is checked against the recorded runs (bench/table.py)
-            pkgs+=(python3)
+            # the disk-full and store-failure tests: a loop-mounted ext4 (mkfs.ext4, mount) and
+            # python3 for the EXT4_IOC_SHUTDOWN ioctl; python3 also checks the README's benchmark
+            # table against the recorded runs (bench/table.py)
+            pkgs+=(e2fsprogs mount python3)
             # e2e tests run on Node (node:test) with two npm packages, DuckDB and s3rver:
             # Debian's nodejs (18) and npm are enough; a newer node already here is used as it is.
             command -v node >/dev/null 2>&1 || pkgs+=(nodejs)

@@ -10,7 +10,8 @@ import { createHmac } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
-import { startStrata } from './lib.mjs';
+import puppeteer from 'puppeteer-core';
+import { skipIf, startStrata } from './lib.mjs';
 
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const SECRET = 'browser-test-secret';
@@ -32,10 +33,7 @@ function pageServer() {
   });
 }
 
-let puppeteer;
-try { puppeteer = (await import('puppeteer-core')).default; } catch { puppeteer = null; }
-const skip = !existsSync(CHROMIUM) ? `${CHROMIUM} not installed (tools/install-deps.sh --test)`
-  : !puppeteer ? 'puppeteer-core not installed (npm ci in tests/e2e)' : false;
+const skip = skipIf(!existsSync(CHROMIUM) && `${CHROMIUM} not installed (tools/install-deps.sh --test)`);
 
 describe('a browser page on another origin', { skip }, () => {
   let s, good, evil, browser, goodOrigin, evilOrigin;

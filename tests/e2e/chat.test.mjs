@@ -193,22 +193,31 @@ describe('chat auth and crash', () => {
     const dir = tempDir('chat');
     let s = await startStrata({ dataDir: dir });
     const acked = [];
-    let stop = false;
+    let killed = false;
+    // every answer is a 201; only a connection error after the kill ends a worker
     const worker = async (w) => {
       const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-      for (let i = 0; !stop; i++) {
-        try {
-          const r = await request(s.port, 'POST', '/v1/users/crash/messages', { conversation_id: `c${w % 3}`, from: 'x', content: `w${w} ${i}` }, {}, agent);
-          if (r.status === 201) acked.push(r.json);
-        } catch { break; }
+      try {
+        for (let i = 0; ; i++) {
+          let r;
+          try {
+            r = await request(s.port, 'POST', '/v1/users/crash/messages', { conversation_id: `c${w % 3}`, from: 'x', content: `w${w} ${i}` }, {}, agent);
+          } catch (e) {
+            if (killed) return;
+            throw e;
+          }
+          assert.equal(r.status, 201, r.text);
+          acked.push(r.json);
+        }
+      } finally {
+        agent.destroy();
       }
-      agent.destroy();
     };
-    const ws = Array.from({ length: 12 }, (_, w) => worker(w));
+    const ws = Promise.allSettled(Array.from({ length: 12 }, (_, w) => worker(w)));
     await sleep(600);
+    killed = true;
     await s.kill9();
-    stop = true;
-    await Promise.all(ws);
+    for (const w of await ws) if (w.status === 'rejected') throw w.reason;
     assert.ok(acked.length > 0);
     s = await startStrata({ dataDir: dir });
     const all = await pageAll(s, 'crash', {}, 1000);

@@ -14,7 +14,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import WebSocket from 'ws';
-import { sleep, startStrata, tempDir } from './lib.mjs';
+import { skipIf, sleep, startStrata, tempDir } from './lib.mjs';
 
 const ROOT = path.resolve('../..');
 const TSC = path.resolve('node_modules/.bin/tsc');
@@ -255,9 +255,8 @@ describe('the client against the real server', () => {
 });
 
 const CHROMIUM = '/usr/bin/chromium';
-let puppeteer;
-try { puppeteer = (await import('puppeteer-core')).default; } catch { puppeteer = null; }
-describe('the client in a browser', { skip: (!existsSync(CHROMIUM) || !puppeteer) && 'chromium or puppeteer-core missing' }, () => {
+const puppeteer = (await import('puppeteer-core')).default;
+describe('the client in a browser', { skip: skipIf(!existsSync(CHROMIUM) && `${CHROMIUM} not installed (tools/install-deps.sh --test)`) }, () => {
   test('posts, reads and streams from a page on another origin (CORS, global fetch and WebSocket)', async () => {
     const pages = http.createServer((req, res) => {
       const f = req.url === '/' ? null : path.join(out, path.basename(req.url));

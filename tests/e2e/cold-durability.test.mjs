@@ -65,28 +65,32 @@ test('regression: kill -9 during flushes under concurrent posts: DuckDB finds no
   let s = await startStrata({ dataDir: dir, args });
   const acked = Object.fromEntries(USERS.map((u) => [u, []]));
   for (let round = 0; round < 4; round++) {
-    let stop = false;
+    // every answer is a 201; only a connection error after the kill ends a worker
+    let killed = false;
     const workers = [];
     for (let w = 0; w < 16; w++) {
       workers.push((async () => {
         const u = USERS[w % USERS.length];
-        for (let i = 0; !stop; i++) {
+        for (let i = 0; ; i++) {
           let r;
           try {
             r = await s.req('POST', `/v1/users/${u}/messages`, { conversation_id: `c${i % 3}`, from: 'a', content: `r${round} w${w} i${i} ${'x'.repeat(3000)}` });
-          } catch {
-            return; // the server is gone: this one never got its answer
+          } catch (e) {
+            if (killed) return; // the server is gone: this one never got its answer
+            throw e;
           }
-          if (r.status === 201) acked[u].push(r.json.msg_id);
+          assert.equal(r.status, 201, r.text);
+          acked[u].push(r.json.msg_id);
         }
       })());
     }
+    const done = Promise.allSettled(workers);
     // flushes (every 40 hot rows of a user) run under the posts; the kill lands among them
     await waitFor('flushes under way', async () => (await metric(s, 'strata_flush_rows_total')) > 0);
     await sleep(50 + 97 * round);
+    killed = true;
     await s.kill9();
-    stop = true;
-    await Promise.allSettled(workers);
+    for (const w of await done) if (w.status === 'rejected') throw w.reason;
     s = await startStrata({ dataDir: dir, args });
     for (const u of USERS) {
       const have = new Set((await readAll(s, u)).map((m) => m.msg_id));

@@ -10,52 +10,70 @@ import { request, sleep, startStrata, tempDir } from './lib.mjs';
 
 const CLIENTS = 24;
 
+// One client: until stopAt, increments, allocates and reads. Every answer must be right (a 5xx or
+// a wrong range fails the test); only a connection error after the kill (stats.killed) ends the
+// client, with its in-flight request unacknowledged.
 async function hammer(port, stopAt, stats) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const client = { inflight: null };
   stats.clients.push(client);
-  for (let i = 0; Date.now() < stopAt; i++) {
-    const kind = i % 3;
+  const send = async (method, p, body) => {
     try {
+      return await request(port, method, p, body, {}, agent);
+    } catch (e) {
+      if (stats.killed) return null; // the server died under us
+      throw e;
+    }
+  };
+  try {
+    for (let i = 0; Date.now() < stopAt; i++) {
+      const kind = i % 3;
       if (kind === 0) {
         client.inflight = 'incr';
-        const r = await request(port, 'POST', '/v1/counters/crash/incr', { by: 1 }, {}, agent);
+        const r = await send('POST', '/v1/counters/crash/incr', { by: 1 });
+        if (!r) return;
         client.inflight = null;
-        if (r.status !== 200) throw new Error(`incr ${r.status}`);
+        assert.equal(r.status, 200, `incr: ${r.text}`);
+        assert.equal(typeof r.json.value, 'number', r.text);
         stats.acked += 1;
         stats.maxSeen = Math.max(stats.maxSeen, r.json.value);
       } else if (kind === 1) {
         const count = 1 + (i % 4);
         client.inflight = 'seq';
-        const r = await request(port, 'POST', '/v1/sequences/crash/next', { count }, {}, agent);
+        const r = await send('POST', '/v1/sequences/crash/next', { count });
+        if (!r) return;
         client.inflight = null;
-        if (r.status !== 200) throw new Error(`seq ${r.status}`);
-        assert.equal(r.json.last - r.json.first + 1, count);
+        assert.equal(r.status, 200, `next: ${r.text}`);
+        assert.equal(r.json.last - r.json.first + 1, count, r.text);
         stats.ranges.push([r.json.first, r.json.last]);
       } else {
         const [c, q] = await Promise.all([
-          request(port, 'GET', '/v1/counters/crash', undefined, {}, agent),
-          request(port, 'GET', '/v1/sequences/crash', undefined, {}, agent),
+          send('GET', '/v1/counters/crash'),
+          send('GET', '/v1/sequences/crash'),
         ]);
-        if (c.status === 200) stats.maxSeen = Math.max(stats.maxSeen, c.json.value);
-        if (q.status === 200) stats.maxSeqSeen = Math.max(stats.maxSeqSeen, q.json.last);
+        if (!c || !q) return;
+        assert.equal(c.status, 200, `counter: ${c.text}`);
+        assert.equal(q.status, 200, `sequence: ${q.text}`);
+        stats.maxSeen = Math.max(stats.maxSeen, c.json.value);
+        stats.maxSeqSeen = Math.max(stats.maxSeqSeen, q.json.last);
       }
-    } catch {
-      return; // the server died under us: this client's in-flight request is unacknowledged
     }
+  } finally {
+    agent.destroy();
   }
-  agent.destroy();
 }
 
 test('acknowledged increments and sequence numbers survive kill -9', async () => {
   const dir = tempDir('crash');
-  const stats = { acked: 0, maxSeen: 0, maxSeqSeen: 0, ranges: [], clients: [] };
+  const stats = { acked: 0, maxSeen: 0, maxSeqSeen: 0, ranges: [], clients: [], killed: false };
   for (let round = 0; round < 3; round++) {
     const s = await startStrata({ dataDir: dir });
     // before anything else: the previous round's state must all be here
     const c = await s.req('GET', '/v1/counters/crash');
     const q = await s.req('GET', '/v1/sequences/crash');
     if (round > 0) {
+      assert.equal(c.status, 200, c.text);
+      assert.equal(q.status, 200, q.text);
       const value = c.json.value;
       const unackedIncr = stats.clients.filter((x) => x.inflight === 'incr').length;
       assert.ok(value >= stats.acked, `lost increments: ${value} < ${stats.acked} acknowledged`);
@@ -77,17 +95,32 @@ test('acknowledged increments and sequence numbers survive kill -9', async () =>
     for (let i = 1; i < sorted.length; i++) if (sorted[i][0] !== sorted[i - 1][1] + 1) gaps++;
     assert.ok(gaps <= round * CLIENTS, `${gaps} gaps after ${round} kills`);
 
+    if (round === 0) {
+      // both exist before the clients read them (a read answers 200 from then on)
+      const i = await s.req('POST', '/v1/counters/crash/incr', { by: 1 });
+      assert.equal(i.status, 200, i.text);
+      stats.acked = stats.maxSeen = i.json.value;
+      const n = await s.req('POST', '/v1/sequences/crash/next');
+      assert.equal(n.status, 200, n.text);
+      stats.ranges.push([n.json.first, n.json.last]);
+    }
+
+    const rangesBefore = stats.ranges.length;
     stats.clients = [];
+    stats.killed = false;
     const stopAt = Date.now() + 5000;
-    const workers = Array.from({ length: CLIENTS }, () => hammer(s.port, stopAt, stats));
+    const workers = Promise.allSettled(Array.from({ length: CLIENTS }, () => hammer(s.port, stopAt, stats)));
     await sleep(700 + round * 300);
+    stats.killed = true;
     await s.kill9();
-    await Promise.all(workers);
-    assert.ok(stats.ranges.length > 0);
+    for (const w of await workers) if (w.status === 'rejected') throw w.reason;
+    assert.ok(stats.ranges.length > rangesBefore, 'numbers were allocated in this round');
+    assert.ok(stats.clients.some((x) => x.inflight), 'the kill landed while writes were in flight');
   }
   const s = await startStrata({ dataDir: dir });
   const maxAcked = Math.max(...stats.ranges.map((r) => r[1]));
   const next = await s.req('POST', '/v1/sequences/crash/next');
+  assert.equal(next.status, 200, next.text);
   assert.ok(next.json.first > maxAcked, `reissued ${next.json.first} <= ${maxAcked}`);
   const c = await s.req('GET', '/v1/counters/crash');
   assert.ok(c.json.value >= stats.acked);

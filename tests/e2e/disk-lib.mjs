@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Helpers for tests of what strata does when its disk fills up or fails: a small ext4 file system
 // on a loop device (needs root for mount -o loop; mountLoopFs() returns { skip } with the reason
-// when that is not permitted, and the test skips; always call fs.cleanup(), which unmounts and
-// deletes), and checks that every request is answered and every stop is clean.
+// only when that is not permitted — not root, or the mount refused with EPERM — and the test
+// skips through skipNow(); any other failure of truncate, mkfs.ext4 or mount throws. Always call
+// fs.cleanup(), which unmounts and deletes), and checks that every request is answered and every
+// stop is clean.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, statfsSync } from 'node:fs';
@@ -10,21 +12,31 @@ import os from 'node:os';
 import path from 'node:path';
 
 const run = (cmd, args) => execFileSync(cmd, args, { stdio: 'pipe' }).toString();
+const NOT_PERMITTED = /permission denied|operation not permitted|must be superuser|only root/i;
 
 // mkfs.ext4 with no reserved blocks (strata runs as root in these tests, and root may use them).
+// tools/install-deps.sh --test installs e2fsprogs (mkfs.ext4), mount and python3.
 export function mountLoopFs(sizeMiB, tag = 'loopfs') {
+  if (process.getuid() !== 0) return { skip: 'mounting a loop file system needs root' };
   const base = mkdtempSync(path.join(os.tmpdir(), `strata-${tag}-`));
   const img = path.join(base, 'fs.img');
   const mnt = path.join(base, 'mnt');
   mkdirSync(mnt);
-  try {
-    run('truncate', ['-s', `${sizeMiB}M`, img]);
-    run('mkfs.ext4', ['-q', '-F', '-m', '0', img]);
-    run('mount', ['-o', 'loop', img, mnt]);
-  } catch (e) {
-    rmSync(base, { recursive: true, force: true });
-    return { skip: `cannot mount a loop file system here (needs root): ${String(e.stderr || e.message).trim()}` };
-  }
+  const step = (cmd, args) => {
+    try {
+      run(cmd, args);
+    } catch (e) {
+      rmSync(base, { recursive: true, force: true });
+      const why = String(e.stderr || e.message).trim();
+      if (cmd === 'mount' && NOT_PERMITTED.test(why)) return `mount -o loop is not permitted here: ${why}`;
+      throw new Error(`${cmd} ${args.join(' ')} failed (tools/install-deps.sh --test installs the tools): ${why}`);
+    }
+    return null;
+  };
+  step('truncate', ['-s', `${sizeMiB}M`, img]);
+  step('mkfs.ext4', ['-q', '-F', '-m', '0', img]);
+  const denied = step('mount', ['-o', 'loop', img, mnt]);
+  if (denied) return { skip: denied };
   let mounted = true;
   const fs = {
     mnt,
@@ -69,11 +81,6 @@ export function mountLoopFs(sizeMiB, tag = 'loopfs') {
     },
   };
   return fs;
-}
-
-// python3 runs the shutdown ioctl; without it the fail-stop test skips.
-export function havePython() {
-  return spawnSync('python3', ['-c', 'import fcntl'], { stdio: 'pipe' }).status === 0;
 }
 
 // Every request must be answered: a hang is the failure these tests look for.

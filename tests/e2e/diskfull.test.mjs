@@ -9,7 +9,7 @@ import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
-import { BIN, sleep, startStrata } from './lib.mjs';
+import { BIN, skipNow, sleep, startStrata } from './lib.mjs';
 import { answered, mountLoopFs, stopClean } from './disk-lib.mjs';
 
 const ARGS = ['--flush-interval', '3600'];
@@ -32,7 +32,7 @@ const total = async (s, user) => (await s.req('GET', `/v1/users/${user}/stats`))
 
 test('regression: a full disk answers 507 instead of hanging, reads go on, writes resume once space is freed', { timeout: 180000 }, async (t) => {
   const fs = mountLoopFs(160, 'diskfull');
-  if (fs.skip) return t.skip(fs.skip);
+  if (fs.skip) return skipNow(t, fs.skip);
   let s;
   try {
     s = await startStrata({ dataDir: fs.dataDir, args: ARGS });
@@ -76,7 +76,7 @@ test('regression: a full disk answers 507 instead of hanging, reads go on, write
 
 test('regression: a restart on a still-full disk starts, serves reads, answers 507, and applies its log once there is room', { timeout: 180000 }, async (t) => {
   const fs = mountLoopFs(160, 'fullstart');
-  if (fs.skip) return t.skip(fs.skip);
+  if (fs.skip) return skipNow(t, fs.skip);
   let s;
   try {
     s = await startStrata({ dataDir: fs.dataDir, args: ARGS });
@@ -134,7 +134,7 @@ test('regression: a restart on a still-full disk starts, serves reads, answers 5
 
 test('a full disk under a local cold tier (its own file system) answers 507 for writes until it has room again', { timeout: 120000 }, async (t) => {
   const fs = mountLoopFs(64, 'coldfull');
-  if (fs.skip) return t.skip(fs.skip);
+  if (fs.skip) return skipNow(t, fs.skip);
   let s;
   try {
     s = await startStrata({ args: [...ARGS, '--cold-url', `file://${fs.mnt}/cold`] });
@@ -166,7 +166,7 @@ test('a full disk under a local cold tier (its own file system) answers 507 for 
 
 test('a first start on a full disk exits at once, saying how much space it needs', { timeout: 60000 }, async (t) => {
   const fs = mountLoopFs(48, 'fullfirst');
-  if (fs.skip) return t.skip(fs.skip);
+  if (fs.skip) return skipNow(t, fs.skip);
   try {
     mkdirSync(fs.dataDir);
     fs.fill('filler');
@@ -182,7 +182,7 @@ test('a first start on a full disk exits at once, saying how much space it needs
 
 test('regression: a failed first start on a small disk left a half-written redo log filling it', { timeout: 60000 }, async (t) => {
   const fs = mountLoopFs(40, 'smallfirst');
-  if (fs.skip) return t.skip(fs.skip);
+  if (fs.skip) return skipNow(t, fs.skip);
   try {
     mkdirSync(fs.dataDir);
     const r = spawnSync(BIN, ['--listen', '127.0.0.1:0', '--data-dir', fs.dataDir],

@@ -10,6 +10,23 @@ import path from 'node:path';
 
 export const BIN = process.env.STRATA_BIN || path.resolve('../../build/strata');
 
+// A test skips only where this machine truly lacks a capability (not root, a tool not installed),
+// and says why. CI runs every test: with STRATA_NO_SKIP=1 (tools/test.sh sets it when CI=true) a
+// skip is a failure instead. skipIf(reason) is for the `skip` option of test() or describe() (it
+// returns false when there is no reason); skipNow(t, reason) skips a running test.
+export const NO_SKIP = process.env.STRATA_NO_SKIP === '1';
+function noSkip(reason) {
+  return new Error(`STRATA_NO_SKIP=1 and this test would skip: ${reason}`);
+}
+export function skipIf(reason) {
+  if (reason && NO_SKIP) throw noSkip(reason);
+  return reason || false;
+}
+export function skipNow(t, reason) {
+  if (NO_SKIP) throw noSkip(reason);
+  t.skip(reason);
+}
+
 export function tempDir(tag = 'e2e') {
   return mkdtempSync(path.join(os.tmpdir(), `strata-${tag}-`));
 }

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { sleep, startStrata, wsConnect } from './lib.mjs';
+import { skipIf, sleep, startStrata, wsConnect } from './lib.mjs';
 
 const PROMTOOL = '/usr/bin/promtool';
 const dashboard = JSON.parse(readFileSync(path.resolve('../../deploy/grafana/strata.json'), 'utf8'));
@@ -34,7 +34,7 @@ describe('metrics', () => {
   });
   after(async () => { await s.stop(); s.cleanup(); });
 
-  test('promtool check metrics finds no problem', { skip: !existsSync(PROMTOOL) && 'promtool not installed (tools/install-deps.sh --test)' }, () => {
+  test('promtool check metrics finds no problem', { skip: skipIf(!existsSync(PROMTOOL) && 'promtool not installed (tools/install-deps.sh --test)') }, () => {
     const r = spawnSync(PROMTOOL, ['check', 'metrics'], { input: text, encoding: 'utf8' });
     assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
     assert.equal(`${r.stdout}${r.stderr}`.trim(), '');

@@ -12,7 +12,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { request, sleep, startStrata, tempDir, wsConnect } from './lib.mjs';
+import { request, skipIf, sleep, startStrata, tempDir, wsConnect } from './lib.mjs';
 
 const ROOT = path.resolve('../..');
 const NGINX = '/usr/sbin/nginx';
@@ -63,7 +63,7 @@ function haproxyConfig(dir, port, nodes) {
 }
 
 for (const [name, bin, config] of [['nginx', NGINX, nginxConfig], ['HAProxy', HAPROXY, haproxyConfig]]) {
-  describe(`three strata behind ${name}`, { skip: !existsSync(bin) && `${bin} not installed` }, () => {
+  describe(`three strata behind ${name}`, { skip: skipIf(!existsSync(bin) && `${bin} not installed (tools/install-deps.sh --test)`) }, () => {
     let nodes = [], proxy, port, dir, plog = '';
     const via = (method, p, body, headers) => request(port, method, p, body, headers);
     before(async () => {

@@ -278,22 +278,33 @@ describe('seats across restarts', () => {
     const down = (await s.req('POST', '/v1/events/exp/bookings', { section: 'S', quantity: 4 })).json;
     // book concurrently, then kill -9 mid-stream
     const acked = [];
-    let stop = false;
+    let killed = false;
+    // a 201, or a 409 once sold out, ends nothing else; only a connection error after the kill
+    // ends a worker
     const worker = async () => {
       const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-      while (!stop) {
-        try {
-          const r = await request(s.port, 'POST', '/v1/events/keep/bookings', { section: 'S', quantity: 1 }, {}, agent);
-          if (r.status === 201) acked.push(r.json); else if (r.status === 409) break;
-        } catch { break; }
+      try {
+        for (;;) {
+          let r;
+          try {
+            r = await request(s.port, 'POST', '/v1/events/keep/bookings', { section: 'S', quantity: 1 }, {}, agent);
+          } catch (e) {
+            if (killed) return;
+            throw e;
+          }
+          if (r.status === 409) return;
+          assert.equal(r.status, 201, r.text);
+          acked.push(r.json);
+        }
+      } finally {
+        agent.destroy();
       }
-      agent.destroy();
     };
-    const ws = Array.from({ length: 8 }, worker);
+    const ws = Promise.allSettled(Array.from({ length: 8 }, worker));
     await sleep(300);
+    killed = true;
     await s.kill9();
-    stop = true;
-    await Promise.all(ws);
+    for (const w of await ws) if (w.status === 'rejected') throw w.reason;
     assert.ok(acked.length > 0);
     await sleep(1200); // the 1 s hold of `down` runs out while strata is down
     s = await startStrata({ dataDir: dir });
