@@ -292,6 +292,13 @@ int st_seats_book_items(st_seats_t *s, const char *id, size_t len, const st_seat
         *why = "a booking holds 1..100 items";
         return ST_EINVAL;
     }
+    size_t want = 0;
+    for (size_t i = 0; i < nitems; i++)
+        want += items[i].seats ? items[i].nseats : (size_t)items[i].quantity;
+    if (want > ST_SEATS_MAX_PER_BOOKING) {
+        *why = "a booking holds 1..100 seats";
+        return ST_EINVAL;
+    }
     uint32_t idx[ST_SEATS_MAX_PER_BOOKING];
     int64_t now = st_now_us();
     st_booking_t b = {.id = 0,
