@@ -228,4 +228,99 @@ TEST(start_up_does_not_read_finished_bookings)
     close_all(true);
 }
 
+/* The no-orphan rule (SPEC §4.1) against brute force: on random rows, every placement of q
+ * side by side is tried; one "leaves an orphan" when a free seat that had a free neighbour has
+ * none after it. If any placement leaves none, the chosen one must be the first of those (front
+ * row, then leftmost: the existing preference); otherwise the first placement of all, as with
+ * "allow_orphans". */
+static bool creates_orphan(const int *st, int cols, int start, int q)
+{
+    int after[16];
+    memcpy(after, st, sizeof after);
+    for (int k = 0; k < q; k++)
+        after[start + k] = 1;
+    for (int c = 0; c < cols; c++) {
+        if (after[c]) continue;
+        bool l0 = c > 0 && !st[c - 1], r0 = c + 1 < cols && !st[c + 1];
+        bool l1 = c > 0 && !after[c - 1], r1 = c + 1 < cols && !after[c + 1];
+        if ((l0 || r0) && !l1 && !r1) return true;
+    }
+    return false;
+}
+
+static void expected_seats(int st[3][16], int rows, int cols, int q, bool orphans, st_buf_t *want)
+{
+    int pass_from = orphans ? 1 : 0;
+    for (int pass = pass_from; pass < 2; pass++)
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c + q <= cols; c++) {
+                bool fits = true;
+                for (int k = 0; k < q && fits; k++)
+                    fits = !st[r][c + k];
+                if (!fits || (pass == 0 && creates_orphan(st[r], cols, c, q))) continue;
+                st_buf_puts(want, "\"seats\":[");
+                for (int k = 0; k < q; k++)
+                    st_buf_printf(want, "%s\"%d-%d\"", k ? "," : "", r + 1, c + k + 1);
+                st_buf_puts(want, "]");
+                return;
+            }
+}
+
+TEST(best_available_leaves_no_orphan_when_it_can_model)
+{
+    open_all(true);
+    srand(26);
+    st_buf_t out = {0}, taken = {0}, want = {0};
+    int checked = 0;
+    for (int trial = 0; trial < 600; trial++) {
+        int rows = 1 + rand() % 3, cols = 2 + rand() % 13, st[3][16] = {{0}};
+        int pct = 15 + rand() % 50;
+        char id[16];
+        snprintf(id, sizeof id, "o%d", trial);
+        create(id, rows, cols, 900);
+        char names[48][8];
+        const char *ptr[48];
+        size_t lens[48], n = 0;
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++)
+                if (rand() % 100 < pct) {
+                    st[r][c] = 1;
+                    snprintf(names[n], sizeof names[n], "%d-%d", r + 1, c + 1);
+                    ptr[n] = names[n];
+                    lens[n] = strlen(names[n]);
+                    n++;
+                }
+        const char *why;
+        uint64_t w = 0;
+        if (n) {
+            st_seats_item_t it = {"S", 1, ptr, lens, n, 0};
+            st_buf_reset(&out);
+            CHECK_EQ(st_seats_book_items(seats, id, strlen(id), &it, 1, false, "", 0, &out, &taken,
+                                         &why, &w),
+                     ST_OK);
+        }
+        int q = 1 + rand() % cols;
+        bool orphans = rand() % 4 == 0;
+        st_buf_reset(&want);
+        expected_seats(st, rows, cols, q, orphans, &want);
+        if (!want.len) continue; /* no row holds q: the fewest blocks (not side by side) */
+        st_seats_item_t it = {"S", 1, NULL, NULL, 0, q};
+        st_buf_reset(&out);
+        CHECK_EQ(st_seats_book_items(seats, id, strlen(id), &it, 1, orphans, "", 0, &out, &taken,
+                                     &why, &w),
+                 ST_OK);
+        if (!strstr(out.data, want.data))
+            fprintf(stderr, "trial %d q %d orphans %d: want %s got %s\n", trial, q, orphans,
+                    want.data, out.data);
+        CHECK(strstr(out.data, want.data) != NULL);
+        checked++;
+    }
+    CHECK(checked > 300);
+    CHECK(st_seats_check(seats));
+    st_buf_free(&out);
+    st_buf_free(&taken);
+    st_buf_free(&want);
+    close_all(true);
+}
+
 RUN_TESTS("seats")
