@@ -323,4 +323,55 @@ TEST(best_available_leaves_no_orphan_when_it_can_model)
     close_all(true);
 }
 
+/* A data dir written before items (booking record version 2: one section) still loads: the
+ * booking reads with one item, can be confirmed (rewritten as version 3) and its seats sold. */
+TEST(a_version_2_booking_record_still_loads_with_one_item)
+{
+    open_all(true);
+    create("v", 1, 4, 900);
+    st_buf_t out = {0};
+    const char *s1[] = {"1-2", "1-3"};
+    CHECK_EQ(book("v", s1, 2, 0, &out), ST_OK);
+    uint64_t id = booking_id_of(&out), w = 0;
+    /* the same booking as version 2 wrote it */
+    st_buf_t rec = {0};
+    uint8_t v = 2, st = 1;
+    uint16_t el = 1, sl = 1, ol = 0;
+    uint32_t n = 2, seats2[2] = {1, 2};
+    int64_t price = 20, t = st_now_us(), exp = t + 900000000LL;
+    st_buf_append(&rec, &v, 1);
+    st_buf_append(&rec, &st, 1);
+    st_buf_append(&rec, &el, 2);
+    st_buf_append(&rec, &sl, 2);
+    st_buf_append(&rec, &ol, 2);
+    st_buf_append(&rec, &n, 4);
+    st_buf_append(&rec, &price, 8);
+    st_buf_append(&rec, &t, 8);
+    st_buf_append(&rec, &exp, 8);
+    st_buf_append(&rec, &t, 8);
+    st_buf_append(&rec, &id, 8);
+    st_buf_append(&rec, "v", 1);
+    st_buf_append(&rec, "S", 1);
+    st_buf_append(&rec, seats2, 8);
+    uint8_t key[9] = {'B'};
+    for (int k = 0; k < 8; k++)
+        key[1 + k] = (uint8_t)(id >> (56 - 8 * k));
+    CHECK_EQ(st_store_put(store, key, sizeof key, rec.data, rec.len, &w), ST_OK);
+    st_buf_free(&rec);
+    close_all(false);
+    open_all(false);
+    st_buf_reset(&out);
+    CHECK_EQ(st_seats_booking_json(seats, id, &any, &out, &w), ST_OK);
+    CHECK(strstr(out.data,
+                 "\"items\":[{\"section\":\"S\",\"seats\":[\"1-2\",\"1-3\"],\"quantity\":2}]"));
+    st_buf_reset(&out);
+    CHECK_EQ(st_seats_confirm(seats, id, &any, &out, &w), ST_OK);
+    st_buf_reset(&out);
+    CHECK_EQ(st_seats_map_json(seats, "v", 1, "S", 1, true, &out, &w), ST_OK);
+    CHECK(strstr(out.data, "[[0,2,2,0]]"));
+    CHECK(st_seats_check(seats));
+    st_buf_free(&out);
+    close_all(true);
+}
+
 RUN_TESTS("seats")
