@@ -198,6 +198,22 @@ describe('seats cart', () => {
     assert.deepEqual((await s.req('GET', '/v1/events/ga')).json.sections.floor.stats, { available: 0, reserved: 1, sold: 4, total: 5 });
   });
 
+  test('no orphan seats: the example of issue 26, allow_orphans, named seats may leave one', async () => {
+    await s.req('POST', '/v1/events', { event_id: 'orph', sections: [{ name: 'A', rows: 1, cols: 7, price: 1 }, { name: 'B', rows: 1, cols: 7, price: 1 }] });
+    for (const sec of ['A', 'B']) assert.equal((await s.req('POST', '/v1/events/orph/bookings', { section: sec, seats: ['1-1', '1-5'] })).status, 201);
+    // [taken, free, free, free, taken, free, free]: 2 seats go to 6-7, not 2-3 (4 left alone)
+    let r = await s.req('POST', '/v1/events/orph/bookings', { section: 'A', quantity: 2 });
+    assert.deepEqual(r.json.seats, ['1-6', '1-7']);
+    r = await s.req('POST', '/v1/events/orph/bookings', { section: 'B', quantity: 2, allow_orphans: true });
+    assert.deepEqual(r.json.seats, ['1-2', '1-3']);
+    r = await s.req('POST', '/v1/events/orph/bookings', { section: 'A', seats: ['1-2', '1-3'] });
+    assert.equal(r.status, 201, 'a named booking may leave an orphan');
+    // a run of exactly the quantity leaves nothing: the lone seat 4 is taken first
+    r = await s.req('POST', '/v1/events/orph/bookings', { section: 'B', quantity: 1 });
+    assert.deepEqual(r.json.seats, ['1-4']);
+    assert.equal((await s.req('POST', '/v1/events/orph/bookings', { section: 'A', quantity: 1, allow_orphans: 'yes' })).status, 400);
+  });
+
   test('the seats stream shows changes, extensions move nothing', async () => {
     await s.req('POST', '/v1/events', { event_id: 'st', hold_seconds: 5, sections: [{ name: 'A', rows: 1, cols: 6, price: 1 }, { name: 'F', capacity: 9, price: 1 }] });
     const ws = await wsConnect(s.port);
