@@ -351,7 +351,8 @@ int main(int argc, char **argv)
     st_store_opts_t so = st__store_opts(&cfg, cold_dir, sizeof cold_dir);
     if (st_store_open(&store, m.loop, &so) != ST_OK) return 1;
     st_seats_t *seats;
-    st_seats_opts_t seo = {cfg.max_seats, cfg.node_id, cfg.max_total_seats};
+    st_seats_opts_t seo = {cfg.max_seats, cfg.node_id, cfg.max_total_seats,
+                           (int64_t)cfg.max_hold_seconds};
     if (st_seats_open(&seats, m.loop, store, &seo) != ST_OK) goto fail_seats;
     st_chat_t *chat;
     if (st_chat_open(&chat, store, cfg.node_id) != ST_OK) goto fail_chat;

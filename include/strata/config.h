@@ -40,6 +40,7 @@ typedef struct {
     uint64_t idempotency_ttl;
     uint64_t max_seats;
     uint64_t max_total_seats;
+    uint64_t max_hold_seconds;
     char s3_endpoint[512];
     char s3_region[64];
     char s3_access_key[256];

@@ -29,6 +29,7 @@ typedef struct {
     const char *name; /* valid name */
     size_t name_len;
     int64_t rows, cols, price;
+    int64_t capacity; /* > 0: a general admission section (rows and cols 0), booked by quantity */
 } st_section_spec_t;
 
 typedef struct {
@@ -45,7 +46,34 @@ typedef struct {
     uint64_t max_seats; /* per event */
     uint64_t node_id;
     uint64_t max_total_seats; /* over all events (rows of < 16 seats count 16); 0 = no limit */
+    int64_t max_hold_seconds; /* a hold lasts at most this long since created (0: 7200) */
 } st_seats_opts_t;
+
+/* One section of a booking request: explicit seats ("row-col", borrowed), or with seats NULL
+ * `quantity` best-available seats (general admission: places). */
+typedef struct {
+    const char *section;
+    size_t section_len;
+    const char *const *seats;
+    const size_t *seat_lens;
+    size_t nseats;
+    int64_t quantity;
+} st_seats_item_t;
+
+/* A change to a reserved booking's seats in one section (section NULL: its first). */
+typedef struct {
+    const char *section;
+    size_t section_len;
+    const char *const *add; /* explicit seats to add, borrowed */
+    const size_t *add_lens;
+    size_t nadd;
+    const char *const *remove; /* seats of the booking to give back */
+    const size_t *remove_lens;
+    size_t nremove;
+    int64_t add_quantity;    /* best-available seats (GA: places) to add */
+    int64_t remove_quantity; /* places to give back (GA sections) */
+    bool allow_orphans;
+} st_seats_change_t;
 
 /* Who asks about a booking. With event_id set the booking must be of that event (else
  * ST_ENOTFOUND); unless admin, the booking must belong to subject (else ST_EFORBIDDEN). */
@@ -83,6 +111,21 @@ int st_seats_book(st_seats_t *s, const char *id, size_t len, const char *section
                   const char *const *seats, const size_t *seat_lens, size_t nseats,
                   int64_t quantity, const char *owner, size_t owner_len, st_buf_t *out,
                   st_buf_t *taken_json, const char **why, uint64_t *wait);
+/* One booking over several sections (each at most once), all or nothing. On ST_ESEATS,
+ * *taken_json holds "seats":[…],"items":[{"section","seats":[…]}…] (the rest of an error
+ * object). Best available leaves no orphan seat when it can, unless allow_orphans. */
+int st_seats_book_items(st_seats_t *s, const char *id, size_t len, const st_seats_item_t *items,
+                        size_t nitems, bool allow_orphans, const char *owner, size_t owner_len,
+                        st_buf_t *out, st_buf_t *taken_json, const char **why, uint64_t *wait);
+/* Moves a reserved booking's expires_at later by seconds. ST_EINVAL (*why) past
+ * max_hold_seconds since it was created; ST_ECONFLICT when it is not reserved (out holds it). */
+int st_seats_extend(st_seats_t *s, uint64_t booking_id, const st_booking_ref_t *ref,
+                    int64_t seconds, st_buf_t *out, const char **why, uint64_t *wait);
+/* Adds and gives back seats of a reserved booking, all or nothing (ST_ESEATS as for
+ * st_seats_book_items); giving back every seat cancels it. ST_EINVAL (*why), ST_ECONFLICT. */
+int st_seats_change(st_seats_t *s, uint64_t booking_id, const st_booking_ref_t *ref,
+                    const st_seats_change_t *ch, st_buf_t *out, st_buf_t *taken_json,
+                    const char **why, uint64_t *wait);
 /* Booking JSON. ST_ENOTFOUND, ST_EFORBIDDEN (see st_booking_ref_t). */
 int st_seats_booking_json(st_seats_t *s, uint64_t booking_id, const st_booking_ref_t *ref,
                           st_buf_t *out, uint64_t *wait);

@@ -98,6 +98,10 @@ static const st_cfg_opt_t st__opts[] = {
             86400 * 365, "seconds an Idempotency-Key answer is kept"),
     ST__NUM(ST_CFG_U64, max_seats, "max-seats", "STRATA_MAX_SEATS", "1000000", 1, 100000000,
             "seats per event (400 above)"),
+    ST__NUM(ST_CFG_U64, max_hold_seconds, "max-hold-seconds", "STRATA_MAX_HOLD_SECONDS", "7200", 1,
+            365 * 86400,
+            "longest a hold may last since its booking was created, extensions "
+            "included (400 above)"),
     ST__NUM(ST_CFG_U64, max_total_seats, "max-total-seats", "STRATA_MAX_TOTAL_SEATS", "100000000",
             0, 100000000000ULL,
             "seats over all events, whose maps live in memory, a row of fewer than 16 counting "

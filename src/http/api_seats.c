@@ -56,10 +56,17 @@ int st_api_event_create(st_ctx_t *c)
         if ((rc = st_json_name(c, o, "name", &sp->name, &sp->name_len)) ||
             (rc = st_json_int(c, o, "rows", 1, ST_SEATS_MAX_ROWS, 0, &sp->rows)) ||
             (rc = st_json_int(c, o, "cols", 1, ST_SEATS_MAX_COLS, 0, &sp->cols)) ||
+            (rc = st_json_int(c, o, "capacity", 1, 100000000, 0, &sp->capacity)) ||
             (rc = st_json_int(c, o, "price", 0, 9007199254740991LL, 0, &sp->price)))
             goto done;
-        if (!sp->rows || !sp->cols) {
-            rc = st_ctx_error(c, ST_EINVAL, "each section needs rows and cols");
+        if (sp->capacity && (cJSON_GetObjectItemCaseSensitive(o, "rows") ||
+                             cJSON_GetObjectItemCaseSensitive(o, "cols"))) {
+            rc = st_ctx_error(c, ST_EINVAL,
+                              "a general admission section has a capacity and no rows or cols");
+            goto done;
+        }
+        if (!sp->capacity && (!sp->rows || !sp->cols)) {
+            rc = st_ctx_error(c, ST_EINVAL, "each section needs rows and cols, or a capacity");
             goto done;
         }
     }
@@ -114,7 +121,113 @@ int st_api_seat_map(st_ctx_t *c)
     rc = st_seats_map_json(c->app->seats, c->params[0], c->plens[0], c->params[1], c->plens[1],
                            as_json, c->body, &c->wait);
     if (rc == ST_ENOTFOUND) return st_ctx_error(c, rc, "event or section not found");
+    if (rc == ST_EINVAL)
+        return st_ctx_error(c, rc, "a general admission section has no seat map (see its stats)");
     return rc;
+}
+
+/* An optional array of "row-col" names (borrowed from the JSON) into names/lens. */
+static int st__seat_names(st_ctx_t *c, const cJSON *arr, const char *field, const char **names,
+                          size_t *lens, size_t room, size_t *n)
+{
+    *n = 0;
+    if (!arr) return ST_OK;
+    if (!cJSON_IsArray(arr) || (size_t)cJSON_GetArraySize(arr) > room)
+        return st_ctx_error(c, ST_EINVAL, "'%s' must be an array of at most %d \"row-col\" names",
+                            field, ST_SEATS_MAX_PER_BOOKING);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr)
+    {
+        if (!cJSON_IsString(it))
+            return st_ctx_error(c, ST_EINVAL, "each seat in '%s' must be a \"row-col\" string",
+                                field);
+        names[*n] = it->valuestring;
+        lens[(*n)++] = strlen(it->valuestring);
+    }
+    return ST_OK;
+}
+
+static int st__json_bool(st_ctx_t *c, const cJSON *o, const char *field, bool *out)
+{
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, field) : NULL;
+    *out = false;
+    if (!v) return ST_OK;
+    if (!cJSON_IsBool(v)) return st_ctx_error(c, ST_EINVAL, "'%s' must be true or false", field);
+    *out = cJSON_IsTrue(v);
+    return ST_OK;
+}
+
+/* Seat names of every item of one request (a booking holds at most 100 seats in all). */
+typedef struct {
+    const char *names[ST_SEATS_MAX_PER_BOOKING];
+    size_t lens[ST_SEATS_MAX_PER_BOOKING];
+    size_t used;
+} st__names_t;
+
+/* One item of a booking: {"section","seats":[…]} or {"section","quantity":n}. */
+static int st__item(st_ctx_t *c, const cJSON *o, st_seats_item_t *it, st__names_t *nm)
+{
+    if (!cJSON_IsObject(o)) return st_ctx_error(c, ST_EINVAL, "each item must be an object");
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "seats");
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(o, "quantity");
+    int rc = st_json_name(c, o, "section", &it->section, &it->section_len);
+    if (rc) return rc;
+    if ((arr != NULL) == (q != NULL))
+        return st_ctx_error(c, ST_EINVAL, "give either 'seats' or 'quantity'");
+    if (arr) {
+        size_t room = ST_SEATS_MAX_PER_BOOKING - nm->used;
+        if ((rc = st__seat_names(c, arr, "seats", nm->names + nm->used, nm->lens + nm->used, room,
+                                 &it->nseats)))
+            return rc;
+        if (!it->nseats)
+            return st_ctx_error(c, ST_EINVAL, "'seats' must be an array of 1..%d \"row-col\" names",
+                                ST_SEATS_MAX_PER_BOOKING);
+        it->seats = nm->names + nm->used;
+        it->seat_lens = nm->lens + nm->used;
+        nm->used += it->nseats;
+        return ST_OK;
+    }
+    it->seats = NULL;
+    return st_json_int(c, o, "quantity", 1, ST_SEATS_MAX_PER_BOOKING, 0, &it->quantity);
+}
+
+/* The body of a 409 seats_unavailable: the rest of the error object comes from seats. */
+static void st__seats_unavailable(st_ctx_t *c, const char *msg, const st_buf_t *taken)
+{
+    st_buf_reset(c->body);
+    st_buf_puts(c->body, "{\"error\":{\"code\":\"seats_unavailable\",\"message\":\"");
+    st_buf_puts(c->body, msg);
+    st_buf_puts(c->body, "\",");
+    st_buf_append(c->body, taken->data, taken->len);
+    st_buf_puts(c->body, "}}");
+    c->status = 409;
+    c->error_written = true;
+}
+
+/* Either {"items":[…]} or one item's fields at the top level. */
+static int st__book_items(st_ctx_t *c, const cJSON *j, st_seats_item_t *items, st__names_t *nm,
+                          size_t *n)
+{
+    const cJSON *arr = j ? cJSON_GetObjectItemCaseSensitive(j, "items") : NULL;
+    *n = 0;
+    if (!arr) {
+        if (!j) return st_ctx_error(c, ST_EINVAL, "a JSON body with section or items is required");
+        *n = 1;
+        return st__item(c, j, &items[0], nm);
+    }
+    if (cJSON_GetObjectItemCaseSensitive(j, "section") || !cJSON_IsArray(arr) ||
+        cJSON_GetArraySize(arr) < 1 || cJSON_GetArraySize(arr) > ST_SEATS_MAX_PER_BOOKING)
+        return st_ctx_error(c, ST_EINVAL,
+                            "'items' must be an array of 1..%d items (and no 'section' beside it)",
+                            ST_SEATS_MAX_PER_BOOKING);
+    const cJSON *o;
+    cJSON_ArrayForEach(o, arr)
+    {
+        int rc = st__item(c, o, &items[*n], nm);
+        if (rc) return rc;
+        (*n)++;
+    }
+    return ST_OK;
 }
 
 int st_api_book(st_ctx_t *c)
@@ -123,59 +236,27 @@ int st_api_book(st_ctx_t *c)
     if (rc) return rc;
     cJSON *j;
     if ((rc = st_json_body(c, &j))) return rc;
-    const char *section;
-    size_t slen;
-    const char *seats[ST_SEATS_MAX_PER_BOOKING];
-    size_t lens[ST_SEATS_MAX_PER_BOOKING];
-    size_t nseats = 0;
-    int64_t quantity = 0;
-    const cJSON *arr = j ? cJSON_GetObjectItemCaseSensitive(j, "seats") : NULL;
-    const cJSON *q = j ? cJSON_GetObjectItemCaseSensitive(j, "quantity") : NULL;
-    if ((rc = st_json_name(c, j, "section", &section, &slen))) goto done;
-    if ((arr != NULL) == (q != NULL)) {
-        rc = st_ctx_error(c, ST_EINVAL, "give either 'seats' or 'quantity'");
+    st_seats_item_t items[ST_SEATS_MAX_PER_BOOKING];
+    st__names_t *nm = st_arena_alloc(c->arena, sizeof *nm);
+    nm->used = 0;
+    size_t n = 0;
+    bool orphans = false;
+    if ((rc = st__book_items(c, j, items, nm, &n)) ||
+        (rc = st__json_bool(c, j, "allow_orphans", &orphans)))
         goto done;
-    }
-    if (arr) {
-        if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1 ||
-            cJSON_GetArraySize(arr) > ST_SEATS_MAX_PER_BOOKING) {
-            rc = st_ctx_error(c, ST_EINVAL, "'seats' must be an array of 1..%d \"row-col\" names",
-                              ST_SEATS_MAX_PER_BOOKING);
-            goto done;
-        }
-        const cJSON *it;
-        cJSON_ArrayForEach(it, arr)
-        {
-            if (!cJSON_IsString(it)) {
-                rc = st_ctx_error(c, ST_EINVAL, "each seat must be a \"row-col\" string");
-                goto done;
-            }
-            seats[nseats] = it->valuestring;
-            lens[nseats++] = strlen(it->valuestring);
-        }
-    } else if ((rc = st_json_int(c, j, "quantity", 1, ST_SEATS_MAX_PER_BOOKING, 0, &quantity))) {
-        goto done;
-    }
     st_buf_t taken = {0};
     const char *why = NULL;
-    rc = st_seats_book(c->app->seats, c->params[0], c->plens[0], section, slen, arr ? seats : NULL,
-                       lens, nseats, quantity, c->subject, strlen(c->subject), c->body, &taken,
-                       &why, &c->wait);
-    if (rc == ST_ESEATS) {
-        st_buf_reset(c->body);
-        st_buf_puts(c->body, "{\"error\":{\"code\":\"seats_unavailable\",\"message\":");
-        st_buf_puts(c->body,
-                    arr ? "\"some of the seats are taken\"" : "\"not enough seats available\"");
-        st_buf_puts(c->body, ",\"seats\":");
-        st_buf_append(c->body, taken.data, taken.len);
-        st_buf_puts(c->body, "}}");
-        c->status = 409;
-        c->error_written = true;
-    } else if (rc) {
+    rc = st_seats_book_items(c->app->seats, c->params[0], c->plens[0], items, n, orphans,
+                             c->subject, strlen(c->subject), c->body, &taken, &why, &c->wait);
+    if (rc == ST_ESEATS)
+        st__seats_unavailable(c,
+                              n == 1 && items[0].seats ? "some of the seats are taken"
+                                                       : "not enough seats available",
+                              &taken);
+    else if (rc)
         rc = st_ctx_error(c, rc, "%s", why ? why : st_strerror(rc));
-    } else {
+    else
         c->status = 201;
-    }
     st_buf_free(&taken);
 done:
     cJSON_Delete(j);
@@ -185,27 +266,35 @@ done:
 typedef int (*st__booking_fn)(st_seats_t *, uint64_t, const st_booking_ref_t *, st_buf_t *,
                               uint64_t *);
 
-/* A booking by id, optionally within its event (nested routes). With auth on, only the token
- * subject that booked it, or an admin, may see or change it. */
-static int st__booking_op(st_ctx_t *c, st__booking_fn op, bool nested)
+/* The booking id of a booking route, and who asks about it (ST_ENOTFOUND written). With auth
+ * on, only the token subject that booked it, or an admin, may see or change it. */
+static int st__booking_ref(st_ctx_t *c, bool nested, uint64_t *id, st_booking_ref_t *ref)
 {
     int p = nested ? 1 : 0;
     if (nested) {
         int rc = st_param_name(c, 0, "event_id");
         if (rc) return rc;
     }
-    int64_t id;
-    if (st_parse_i64(c->params[p], c->plens[p], &id) || id <= 0 || c->params[p][0] == '+' ||
+    int64_t v;
+    if (st_parse_i64(c->params[p], c->plens[p], &v) || v <= 0 || c->params[p][0] == '+' ||
         c->params[p][0] == '-')
         return st_ctx_error(c, ST_ENOTFOUND, "booking not found");
-    st_booking_ref_t ref = {.event_id = nested ? c->params[0] : NULL,
-                            .event_len = nested ? c->plens[0] : 0,
-                            .subject = c->subject,
-                            .subject_len = strlen(c->subject),
-                            .admin = c->admin || !*c->app->cfg->jwt_secret};
-    st_buf_t cur = {0};
-    int rc = op(c->app->seats, (uint64_t)id, &ref, &cur, &c->wait);
-    if (rc == ST_ENOTFOUND) {
+    *id = (uint64_t)v;
+    *ref = (st_booking_ref_t){.event_id = nested ? c->params[0] : NULL,
+                              .event_len = nested ? c->plens[0] : 0,
+                              .subject = c->subject,
+                              .subject_len = strlen(c->subject),
+                              .admin = c->admin || !*c->app->cfg->jwt_secret};
+    return ST_OK;
+}
+
+/* Writes the answer of a booking operation: the booking (cur), or its error. */
+static int st__booking_answer(st_ctx_t *c, int rc, bool nested, const st_buf_t *cur,
+                              const char *why, const st_buf_t *taken)
+{
+    if (rc == ST_ENOTFOUND && why) {
+        rc = st_ctx_error(c, rc, "%s", why);
+    } else if (rc == ST_ENOTFOUND) {
         rc = nested ? st_ctx_error(c, rc, "booking not found in event '%.*s'", (int)c->plens[0],
                                    c->params[0])
                     : st_ctx_error(c, rc, "booking not found");
@@ -215,16 +304,109 @@ static int st__booking_op(st_ctx_t *c, st__booking_fn op, bool nested)
         st_buf_reset(c->body);
         st_buf_puts(c->body, "{\"error\":{\"code\":\"conflict\",\"message\":\"the booking is "
                              "no longer reserved\",\"booking\":");
-        st_buf_append(c->body, cur.data, cur.len);
+        st_buf_append(c->body, cur->data, cur->len);
         st_buf_puts(c->body, "}}");
         c->status = 409;
         c->error_written = true;
+    } else if (rc == ST_ESEATS) {
+        st__seats_unavailable(c, "some of the seats are taken", taken);
     } else if (rc) {
-        rc = st_ctx_error(c, rc, NULL);
+        rc = st_ctx_error(c, rc, why ? "%s" : NULL, why);
     } else {
-        st_buf_append(c->body, cur.data, cur.len);
+        st_buf_append(c->body, cur->data, cur->len);
     }
+    return rc;
+}
+
+static int st__booking_op(st_ctx_t *c, st__booking_fn op, bool nested)
+{
+    uint64_t id;
+    st_booking_ref_t ref;
+    int rc = st__booking_ref(c, nested, &id, &ref);
+    if (rc) return rc;
+    st_buf_t cur = {0};
+    rc = op(c->app->seats, id, &ref, &cur, &c->wait);
+    rc = st__booking_answer(c, rc, nested, &cur, NULL, NULL);
     st_buf_free(&cur);
+    return rc;
+}
+
+int st_api_event_booking_extend(st_ctx_t *c)
+{
+    uint64_t id;
+    st_booking_ref_t ref;
+    int rc = st__booking_ref(c, true, &id, &ref);
+    if (rc) return rc;
+    cJSON *j;
+    if ((rc = st_json_body(c, &j))) return rc;
+    int64_t max = (int64_t)c->app->cfg->max_hold_seconds, secs = 0;
+    if (!j || !cJSON_GetObjectItemCaseSensitive(j, "seconds"))
+        rc = st_ctx_error(c, ST_EINVAL, "a JSON body with 'seconds' (1..%lld) is required",
+                          (long long)max);
+    else
+        rc = st_json_int(c, j, "seconds", 1, max, 0, &secs);
+    cJSON_Delete(j);
+    if (rc) return rc;
+    st_buf_t cur = {0};
+    const char *why = NULL;
+    rc = st_seats_extend(c->app->seats, id, &ref, secs, &cur, &why, &c->wait);
+    rc = st__booking_answer(c, rc, true, &cur, why, NULL);
+    st_buf_free(&cur);
+    return rc;
+}
+
+/* {"section"?,"add"?:[…],"remove"?:[…],"add_quantity"?,"remove_quantity"?,"allow_orphans"?} */
+static int st__change_body(st_ctx_t *c, const cJSON *j, st_seats_change_t *ch, st__names_t *add,
+                           st__names_t *rm)
+{
+    if (!j) return st_ctx_error(c, ST_EINVAL, "a JSON body with add, remove or add_quantity");
+    const cJSON *sec = cJSON_GetObjectItemCaseSensitive(j, "section");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "add");
+    const cJSON *aq = cJSON_GetObjectItemCaseSensitive(j, "add_quantity");
+    int rc = sec ? st_json_name(c, j, "section", &ch->section, &ch->section_len) : ST_OK;
+    if (!rc)
+        rc =
+            st__seat_names(c, a, "add", add->names, add->lens, ST_SEATS_MAX_PER_BOOKING, &ch->nadd);
+    if (!rc)
+        rc = st__seat_names(c, cJSON_GetObjectItemCaseSensitive(j, "remove"), "remove", rm->names,
+                            rm->lens, ST_SEATS_MAX_PER_BOOKING, &ch->nremove);
+    if (!rc)
+        rc = st_json_int(c, j, "add_quantity", 1, ST_SEATS_MAX_PER_BOOKING, 0, &ch->add_quantity);
+    if (!rc)
+        rc = st_json_int(c, j, "remove_quantity", 1, ST_SEATS_MAX_PER_BOOKING, 0,
+                         &ch->remove_quantity);
+    if (!rc) rc = st__json_bool(c, j, "allow_orphans", &ch->allow_orphans);
+    if (rc) return rc;
+    if (a && aq) return st_ctx_error(c, ST_EINVAL, "give 'add' or 'add_quantity', not both");
+    if (!ch->nadd && !ch->nremove && !ch->add_quantity && !ch->remove_quantity)
+        return st_ctx_error(c, ST_EINVAL, "nothing to change: give add, remove or add_quantity");
+    ch->add = add->names;
+    ch->add_lens = add->lens;
+    ch->remove = rm->names;
+    ch->remove_lens = rm->lens;
+    return ST_OK;
+}
+
+int st_api_event_booking_seats(st_ctx_t *c)
+{
+    uint64_t id;
+    st_booking_ref_t ref;
+    int rc = st__booking_ref(c, true, &id, &ref);
+    if (rc) return rc;
+    cJSON *j;
+    if ((rc = st_json_body(c, &j))) return rc;
+    st__names_t *nm = st_arena_alloc(c->arena, 2 * sizeof *nm);
+    st_seats_change_t ch = {0};
+    rc = st__change_body(c, j, &ch, &nm[0], &nm[1]);
+    if (!rc) {
+        st_buf_t cur = {0}, taken = {0};
+        const char *why = NULL;
+        rc = st_seats_change(c->app->seats, id, &ref, &ch, &cur, &taken, &why, &c->wait);
+        rc = st__booking_answer(c, rc, true, &cur, why, &taken);
+        st_buf_free(&cur);
+        st_buf_free(&taken);
+    }
+    cJSON_Delete(j);
     return rc;
 }
 

@@ -170,6 +170,8 @@ int st_api_booking_cancel(st_ctx_t *c);
 int st_api_event_booking_get(st_ctx_t *c);
 int st_api_event_booking_confirm(st_ctx_t *c);
 int st_api_event_booking_cancel(st_ctx_t *c);
+int st_api_event_booking_extend(st_ctx_t *c);
+int st_api_event_booking_seats(st_ctx_t *c);
 int st_api_message_post(st_ctx_t *c);
 int st_api_message_list(st_ctx_t *c);
 int st_api_conversation_list(st_ctx_t *c);

@@ -40,6 +40,10 @@ const st_route_t st_routes[] = {
      ST_ROUTE_IDEMPOTENT},
     {ST_HTTP_POST, "/v1/events/{id}/bookings/{bid}/cancel", st_api_event_booking_cancel,
      ST_ROUTE_IDEMPOTENT},
+    {ST_HTTP_POST, "/v1/events/{id}/bookings/{bid}/extend", st_api_event_booking_extend,
+     ST_ROUTE_IDEMPOTENT},
+    {ST_HTTP_POST, "/v1/events/{id}/bookings/{bid}/seats", st_api_event_booking_seats,
+     ST_ROUTE_IDEMPOTENT},
 };
 const size_t st_nroutes = sizeof st_routes / sizeof st_routes[0];
 

@@ -1,126 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Bookings: all-or-nothing holds on explicit or best-available seats, confirm and cancel, and
- * hold expiry on a min-heap driven by one uv timer, and who may see or change a booking. Record:
- * u8 version (2) | u8 status | u16 event_len | u16 section_len | u16 owner_len | u32 nseats |
- * i64 price | i64 created | i64 expires | i64 updated | u64 id | event | section |
- * u32 seat[nseats] | owner. Version 1 had no owner (owner_len was padding, always 0).
- * Every change to a booking stages, in the same batch, the seat-map chunks it touched and its
- * entry in the index of active holds (persist.c).
+ * Bookings: all-or-nothing holds on explicit or best-available seats in one or several
+ * sections, confirm and cancel, hold expiry on a min-heap driven by one uv timer, and who may
+ * see or change a booking (the record is in record.c, seat choice in pick.c). Every change to a
+ * booking stages, in the same batch, the seat-map chunks it touched and its entry in the index of
+ * active holds (persist.c).
  */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#define ST__BK_HDR 52 /* fixed part, through the id */
-
-void st__booking_encode(st_buf_t *out, const st_booking_t *b)
-{
-    uint8_t v = 2, st = (uint8_t)b->status;
-    uint16_t el = (uint16_t)b->event_len, sl = (uint16_t)b->section_len;
-    uint16_t ol = (uint16_t)b->owner_len;
-    st_buf_reset(out);
-    st_buf_append(out, &v, 1);
-    st_buf_append(out, &st, 1);
-    st_buf_append(out, &el, 2);
-    st_buf_append(out, &sl, 2);
-    st_buf_append(out, &ol, 2);
-    st_buf_append(out, &b->nseats, 4);
-    st_buf_append(out, &b->total_price, 8);
-    st_buf_append(out, &b->created_at, 8);
-    st_buf_append(out, &b->expires_at, 8);
-    st_buf_append(out, &b->updated_at, 8);
-    st_buf_append(out, &b->id, 8);
-    st_buf_append(out, b->event_id, b->event_len);
-    st_buf_append(out, b->section, b->section_len);
-    st_buf_append(out, b->seats, (size_t)b->nseats * 4);
-    st_buf_append(out, b->owner, b->owner_len);
-}
-
-int st__booking_decode(const void *v, size_t n, st_booking_t *b)
-{
-    const uint8_t *p = v;
-    if (n < ST__BK_HDR || (p[0] != 1 && p[0] != 2)) return ST_EINTERNAL;
-    uint16_t el, sl, ol;
-    b->status = p[1];
-    memcpy(&el, p + 2, 2);
-    memcpy(&sl, p + 4, 2);
-    memcpy(&ol, p + 6, 2);
-    memcpy(&b->nseats, p + 8, 4);
-    memcpy(&b->total_price, p + 12, 8);
-    memcpy(&b->created_at, p + 20, 8);
-    memcpy(&b->expires_at, p + 28, 8);
-    memcpy(&b->updated_at, p + 36, 8);
-    memcpy(&b->id, p + 44, 8);
-    size_t off = ST__BK_HDR;
-    if (n != off + el + sl + (size_t)b->nseats * 4 + ol) return ST_EINTERNAL;
-    b->event_id = (const char *)p + off;
-    b->event_len = el;
-    b->section = (const char *)p + off + el;
-    b->section_len = sl;
-    b->owner = (const char *)p + off + el + sl + (size_t)b->nseats * 4;
-    b->owner_len = ol;
-    b->seats = st_malloc((size_t)b->nseats * 4 + 1);
-    memcpy(b->seats, p + off + el + sl, (size_t)b->nseats * 4);
-    return ST_OK;
-}
-
-size_t st__bkey(uint8_t key[9], uint64_t id, char ks)
-{
-    key[0] = (uint8_t)ks;
-    for (int i = 0; i < 8; i++) /* big-endian: keys sort by id, i.e. by time */
-        key[1 + i] = (uint8_t)(id >> (56 - 8 * i));
-    return 9;
-}
-
-/* Loads a booking; event/section point into a copy owned by *keep (free both after use). */
-static int st__load(st_seats_t *s, uint64_t id, st_booking_t *b, st_buf_t *keep, uint64_t *wait)
-{
-    uint8_t key[9];
-    const void *v;
-    size_t n;
-    int rc = st_store_get(s->store, key, st__bkey(key, id, ST_KS_BOOKING), &v, &n, wait);
-    if (rc) return rc;
-    st_buf_reset(keep);
-    st_buf_append(keep, v, n);
-    return st__booking_decode(keep->data, n, b);
-}
-
-static int st__save(st_seats_t *s, const st_booking_t *b, uint64_t *wait)
-{
-    uint8_t key[9];
-    st_buf_t rec = {0};
-    st__booking_encode(&rec, b);
-    int rc =
-        st_store_put(s->store, key, st__bkey(key, b->id, ST_KS_BOOKING), rec.data, rec.len, wait);
-    st_buf_free(&rec);
-    return rc;
-}
-
-static void st__booking_json(st_buf_t *out, const st_booking_t *b, const st_section_t *sec)
-{
-    static const char *names[] = {"", "reserved", "sold", "cancelled", "expired"};
-    st_buf_puts(out, "{\"booking_id\":\"");
-    st_buf_append_u64(out, b->id);
-    st_buf_puts(out, "\",\"event_id\":");
-    st_buf_append_json_str(out, b->event_id, b->event_len);
-    st_buf_puts(out, ",\"section\":");
-    st_buf_append_json_str(out, b->section, b->section_len);
-    st_buf_puts(out, ",\"seats\":[");
-    for (uint32_t i = 0; i < b->nseats; i++) {
-        if (i) st_buf_appendc(out, ',');
-        if (sec)
-            st__seat_name(out, sec, b->seats[i]);
-        else
-            st_buf_puts(out, "null");
-    }
-    st_buf_printf(out,
-                  "],\"status\":\"%s\",\"total_price\":%lld,\"created_at\":%lld,"
-                  "\"expires_at\":%lld}",
-                  b->status >= 1 && b->status <= 4 ? names[b->status] : "unknown",
-                  (long long)b->total_price, (long long)b->created_at, (long long)b->expires_at);
-}
 
 /* ---- the expiry heap ---- */
 
@@ -199,19 +88,20 @@ static void st__counts(st_buf_t *b, const st_counts_t *c, int64_t total)
                   (long long)total);
 }
 
-/* Seats of one section moved to `state` in batch w: tell the observer (live streams). */
-static void st__notify(st_seats_t *s, const st_event_t *e, const st_section_t *sec,
-                       const uint32_t *seats, size_t n, int state, uint64_t w)
+void st__notify(st_seats_t *s, const st_event_t *e, const st_section_t *sec, const uint32_t *seats,
+                size_t n, int state, uint64_t w)
 {
     static const char *names[] = {"available", "reserved", "sold"};
-    if (!s->observers.n) return;
+    if (!s->observers.n || !n) return;
     st_buf_t b = {0};
     st_buf_puts(&b, "\"event_id\":");
     st_buf_append_json_str(&b, e->id, e->id_len);
     st_buf_puts(&b, ",\"section\":");
     st_buf_append_json_str(&b, sec->name, sec->name_len);
     st_buf_puts(&b, ",\"changes\":[");
-    for (size_t i = 0; i < n; i++) {
+    if (sec->ga) /* places have no names: how many moved */
+        st_buf_printf(&b, "{\"quantity\":%zu,\"state\":\"%s\"}", n, names[state]);
+    for (size_t i = 0; !sec->ga && i < n; i++) {
         st_buf_puts(&b, i ? ",{\"seat\":" : "{\"seat\":");
         st__seat_name(&b, sec, seats[i]);
         st_buf_printf(&b, ",\"state\":\"%s\"}", names[state]);
@@ -227,10 +117,40 @@ static void st__notify(st_seats_t *s, const st_event_t *e, const st_section_t *s
     st_buf_free(&b);
 }
 
-static int st__release(st_seats_t *s, st_booking_t *b, int status, uint64_t *wait)
+void st__apply(st_seats_t *s, st_event_t *e, st_section_t *sec, const uint32_t *seats, size_t n,
+               int state, int64_t now, uint64_t *w)
+{
+    for (size_t i = 0; i < n; i++)
+        st__seat_set(e, sec, seats[i], state);
+    e->updated_at = now;
+    st__chunks_save(s, e, sec, seats, n, w);
+    if (e->last_batch < *w) e->last_batch = *w;
+    st__notify(s, e, sec, seats, n, state, *w);
+}
+
+void st__sellout_mark(st_seats_t *s, st_event_t *e, int64_t now, uint64_t *w)
+{
+    if (!e->first_reserved_at || (!e->fully_reserved_at && e->c.available == 0)) {
+        if (!e->first_reserved_at)
+            e->first_reserved_at = now; /* first write wins: set once, persisted */
+        if (!e->fully_reserved_at && e->c.available == 0) e->fully_reserved_at = now;
+        st__event_persist(s, e, w);
+    }
+}
+
+/* Every item of b moves to state (its seats were reserved). */
+void st__apply_all(st_seats_t *s, st_booking_t *b, int state, int64_t now, uint64_t *w)
 {
     st_event_t *e = st__event_find(s, b->event_id, b->event_len, NULL);
-    st_section_t *sec = e ? st__section_find(e, b->section, b->section_len) : NULL;
+    for (size_t i = 0; e && i < b->nitems; i++) {
+        st_bitem_t *it = &b->items[i];
+        st_section_t *sec = st__section_find(e, it->section, it->section_len);
+        if (sec) st__apply(s, e, sec, b->seats + it->off, it->n, state, now, w);
+    }
+}
+
+int st__release(st_seats_t *s, st_booking_t *b, int status, uint64_t *wait)
+{
     int64_t now = st_now_us();
     b->status = status;
     b->updated_at = now;
@@ -238,14 +158,7 @@ static int st__release(st_seats_t *s, st_booking_t *b, int status, uint64_t *wai
     int rc = st__save(s, b, &w);
     if (!rc) rc = st__hold_index(s, b->id, 0, false, &w);
     if (rc) return rc;
-    if (sec) {
-        for (uint32_t i = 0; i < b->nseats; i++)
-            st__seat_set(e, sec, b->seats[i], ST_SEAT_AVAILABLE);
-        e->updated_at = now;
-        st__chunks_save(s, e, sec, b->seats, b->nseats, &w);
-        if (e->last_batch < w) e->last_batch = w;
-        st__notify(s, e, sec, b->seats, b->nseats, ST_SEAT_AVAILABLE, w);
-    }
+    st__apply_all(s, b, ST_SEAT_AVAILABLE, now, &w);
     if (*wait < w) *wait = w;
     return ST_OK;
 }
@@ -301,102 +214,73 @@ static void st__on_durable(st_store_listener_t *l, uint64_t id)
 
 /* ---- booking ---- */
 
-static int st__parse_seat(const st_section_t *sec, const char *p, size_t n, uint32_t *idx)
+/* The taken seats of a failed booking, as the rest of an error object. */
+static void st__taken_json(st_buf_t *taken_json, const st_buf_t *names, const st_buf_t *items)
 {
-    const char *dash = memchr(p, '-', n);
-    int64_t r, c;
-    if (!dash || st_parse_i64(p, (size_t)(dash - p), &r) ||
-        st_parse_i64(dash + 1, n - (size_t)(dash - p) - 1, &c) || p[0] == '+' || p[0] == '-' ||
-        dash[1] == '+' || dash[1] == '-')
-        return ST_EINVAL;
-    if (r < 1 || r > sec->rows || c < 1 || c > sec->cols) return ST_EINVAL;
-    *idx = (uint32_t)((r - 1) * sec->cols + (c - 1));
-    return ST_OK;
+    st_buf_puts(taken_json, "\"seats\":[");
+    st_buf_append(taken_json, names->data, names->len);
+    st_buf_puts(taken_json, "],\"items\":[");
+    st_buf_append(taken_json, items->data, items->len);
+    st_buf_appendc(taken_json, ']');
 }
 
-/* Best available: q side by side in one row, nearest the front; failing that, the fewest
- * blocks: runs taken longest first, the front one among runs of equal length, the last run
- * only in part. The kept row_avail and row_run let both steps skip the rows that cannot
- * matter, so a search costs the rows of the section plus a few row scans, however fragmented
- * it is (not a scan of every seat, nor of every run per seat taken). */
-static bool st__best_row(st_section_t *sec, int64_t q, uint32_t *out)
+/* Picks every item's seats into b (nothing changes yet); all must be free. */
+static int st__pick_all(st_seats_t *s, st_event_t *e, const st_seats_item_t *items, size_t nitems,
+                        bool allow_orphans, st_booking_t *b, st_buf_t *taken_json, const char **why)
 {
-    for (int64_t r = 0; r < sec->rows; r++) {
-        if (sec->row_avail[r] < q || st__row_run(sec, r) < q) continue;
-        int64_t c = 0, len;
-        for (;;) {
-            int64_t start = st__row_next_run(sec, r, &c, &len);
-            if (len >= q) {
-                for (int64_t k = 0; k < q; k++)
-                    out[k] = (uint32_t)(r * sec->cols + start + k);
-                return true;
+    st_buf_t names = {0}, per = {0}, one = {0};
+    size_t ntaken = 0, total = 0;
+    int rc = ST_OK;
+    for (size_t i = 0; i < nitems && rc != ST_EINVAL && rc != ST_ENOTFOUND; i++) {
+        const st_seats_item_t *it = &items[i];
+        st_section_t *sec = st__section_find(e, it->section, it->section_len);
+        size_t want = it->seats ? it->nseats : (size_t)it->quantity, n = 0, nt = 0;
+        if (!sec) {
+            *why = "section not found";
+            rc = ST_ENOTFOUND;
+        } else if (st__item_of(b, it->section, it->section_len) >= 0) {
+            *why = "a section is listed twice";
+            rc = ST_EINVAL;
+        } else if (want < 1 || total + want > ST_SEATS_MAX_PER_BOOKING) {
+            *why = "a booking holds 1..100 seats";
+            rc = ST_EINVAL;
+        } else {
+            st_buf_reset(&one);
+            int r = st__pick(sec, it, allow_orphans, b->seats + total, &n, &one, &nt, why);
+            if (r == ST_ESEATS) {
+                if (nt && ntaken) st_buf_appendc(&names, ',');
+                st_buf_append(&names, one.data, one.len);
+                ntaken += nt;
+                st_buf_puts(&per, per.len ? ",{\"section\":" : "{\"section\":");
+                st_buf_append_json_str(&per, sec->name, sec->name_len);
+                st_buf_puts(&per, ",\"seats\":[");
+                st_buf_append(&per, one.data, one.len);
+                st_buf_puts(&per, "]}");
+                rc = ST_ESEATS;
+            } else if (r) {
+                rc = r;
+            } else {
+                b->items[b->nitems++] =
+                    (st_bitem_t){sec->name, sec->name_len, (uint32_t)total, (uint32_t)n};
+                b->total_price += sec->price * (int64_t)n;
+                total += n;
             }
         }
     }
-    return false;
-}
-
-/* The fewest blocks, when no row holds q (so every run is shorter than q). Runs are kept in one
- * bucket per length, in seat order, at most ceil(q/len) of each (more are never taken). Once the
- * runs of length >= t add up to q, nothing shorter than t, nor of length t further back, can be
- * taken: rows whose longest run is <= t are skipped unread. */
-typedef struct {
-    int64_t q, t;    /* t: runs of length <= t are no longer needed (0: all are) */
-    uint32_t *start; /* seat of each kept run, bucket by bucket */
-    uint32_t off[ST_SEATS_MAX_PER_BOOKING], n[ST_SEATS_MAX_PER_BOOKING];
-} st_buckets_t;
-
-static void st__bucket_threshold(st_buckets_t *b)
-{
-    int64_t sum = 0;
-    for (int64_t l = b->q - 1; l > b->t; l--) {
-        sum += (int64_t)b->n[l] * l;
-        if (sum >= b->q) {
-            b->t = l;
-            return;
-        }
+    b->nseats = (uint32_t)total;
+    if (rc == ST_ESEATS) {
+        st__taken_json(taken_json, &names, &per);
+        st_metric_add(s->m_conflicts, 1);
     }
+    st_buf_free(&names);
+    st_buf_free(&per);
+    st_buf_free(&one);
+    return rc;
 }
 
-static void st__best_blocks(st_section_t *sec, int64_t q, uint32_t *out)
-{
-    st_buckets_t b = {.q = q, .t = 0};
-    uint32_t total = 0;
-    for (int64_t l = 1; l < q; l++) {
-        b.off[l] = total;
-        total += (uint32_t)((q + l - 1) / l);
-    }
-    b.start = st_malloc(total * sizeof *b.start);
-    for (int64_t r = 0; r < sec->rows; r++) {
-        if (sec->row_avail[r] <= b.t || st__row_run(sec, r) <= b.t) continue;
-        int64_t c = 0, len;
-        while (c < sec->cols) {
-            int64_t st = st__row_next_run(sec, r, &c, &len);
-            ST_ASSERT(len < q);
-            if (len <= b.t || b.n[len] == (uint32_t)((q + len - 1) / len)) continue;
-            b.start[b.off[len] + b.n[len]++] = (uint32_t)(r * sec->cols + st);
-        }
-        st__bucket_threshold(&b);
-    }
-    int64_t got = 0;
-    for (int64_t l = q - 1; l > 0 && got < q; l--)
-        for (uint32_t i = 0; i < b.n[l] && got < q; i++)
-            for (int64_t k = 0; k < l && got < q; k++)
-                out[got++] = b.start[b.off[l] + i] + (uint32_t)k;
-    free(b.start);
-}
-
-static bool st__best(st_section_t *sec, int64_t q, uint32_t *out)
-{
-    if (sec->c.available < q) return false;
-    if (!st__best_row(sec, q, out)) st__best_blocks(sec, q, out);
-    return true;
-}
-
-int st_seats_book(st_seats_t *s, const char *id, size_t len, const char *section, size_t slen,
-                  const char *const *seats, const size_t *seat_lens, size_t nseats,
-                  int64_t quantity, const char *owner, size_t owner_len, st_buf_t *out,
-                  st_buf_t *taken_json, const char **why, uint64_t *wait)
+int st_seats_book_items(st_seats_t *s, const char *id, size_t len, const st_seats_item_t *items,
+                        size_t nitems, bool allow_orphans, const char *owner, size_t owner_len,
+                        st_buf_t *out, st_buf_t *taken_json, const char **why, uint64_t *wait)
 {
     /* an answer about seats (409 seats_unavailable included) reflects the latest staged state */
     st_event_t *e = st__event_find(s, id, len, wait);
@@ -404,85 +288,58 @@ int st_seats_book(st_seats_t *s, const char *id, size_t len, const char *section
         *why = "event not found";
         return ST_ENOTFOUND;
     }
-    st_section_t *sec = st__section_find(e, section, slen);
-    if (!sec) {
-        *why = "section not found";
-        return ST_ENOTFOUND;
+    if (nitems < 1 || nitems > ST_SEATS_MAX_PER_BOOKING) {
+        *why = "a booking holds 1..100 items";
+        return ST_EINVAL;
+    }
+    size_t want = 0;
+    for (size_t i = 0; i < nitems; i++)
+        want += items[i].seats ? items[i].nseats : (size_t)items[i].quantity;
+    if (want > ST_SEATS_MAX_PER_BOOKING) {
+        *why = "a booking holds 1..100 seats";
+        return ST_EINVAL;
     }
     uint32_t idx[ST_SEATS_MAX_PER_BOOKING];
-    size_t n = seats ? nseats : (size_t)quantity;
-    if (seats) {
-        for (size_t i = 0; i < nseats; i++) {
-            if (st__parse_seat(sec, seats[i], seat_lens[i], &idx[i]) != ST_OK) {
-                *why = "seats must be \"row-col\" within the section, 1-based";
-                return ST_EINVAL;
-            }
-            for (size_t k = 0; k < i; k++)
-                if (idx[k] == idx[i]) {
-                    *why = "a seat is listed twice";
-                    return ST_EINVAL;
-                }
-        }
-        bool any = false;
-        st_buf_puts(taken_json, "[");
-        for (size_t i = 0; i < nseats; i++)
-            if (st__seat_get(sec, idx[i]) != ST_SEAT_AVAILABLE) {
-                if (any) st_buf_appendc(taken_json, ',');
-                st__seat_name(taken_json, sec, idx[i]);
-                any = true;
-            }
-        st_buf_puts(taken_json, "]");
-        if (any) {
-            st_metric_add(s->m_conflicts, 1);
-            return ST_ESEATS;
-        }
-    } else if (!st__best(sec, quantity, idx)) {
-        st_buf_puts(taken_json, "[]");
-        st_metric_add(s->m_conflicts, 1);
-        return ST_ESEATS;
-    }
     int64_t now = st_now_us();
-    st_booking_t b = {.id = st_snowflake_next(&s->ids),
+    st_booking_t b = {.id = 0,
                       .status = ST_BK_RESERVED,
-                      .total_price = sec->price * (int64_t)n,
                       .created_at = now,
                       .expires_at = now + e->hold_seconds * 1000000,
                       .updated_at = now,
                       .event_id = e->id,
                       .event_len = e->id_len,
-                      .section = sec->name,
-                      .section_len = sec->name_len,
                       .seats = idx,
-                      .nseats = (uint32_t)n,
                       .owner = owner,
                       .owner_len = owner_len};
+    int rc = st__pick_all(s, e, items, nitems, allow_orphans, &b, taken_json, why);
+    if (rc) return rc;
+    b.id = st_snowflake_next(&s->ids);
     uint64_t w = 0;
-    int rc = st__save(s, &b, &w);
+    rc = st__save(s, &b, &w);
     if (!rc) rc = st__hold_index(s, b.id, b.expires_at, true, &w);
     if (rc) return rc;
-    for (size_t i = 0; i < n; i++)
-        st__seat_set(e, sec, idx[i], ST_SEAT_RESERVED);
-    e->updated_at = now;
-    st__chunks_save(s, e, sec, idx, n, &w);
-    if (e->last_batch < w) e->last_batch = w;
-    if (!e->first_reserved_at || (!e->fully_reserved_at && e->c.available == 0)) {
-        if (!e->first_reserved_at)
-            e->first_reserved_at = now; /* first write wins: set once, persisted */
-        if (!e->fully_reserved_at && e->c.available == 0) e->fully_reserved_at = now;
-        st__event_persist(s, e, &w);
-    }
+    st__apply_all(s, &b, ST_SEAT_RESERVED, now, &w);
+    st__sellout_mark(s, e, now, &w);
     if (*wait < w) *wait = w;
-    st__notify(s, e, sec, idx, n, ST_SEAT_RESERVED, w);
     st__hold_push(s, b.expires_at, b.id);
     if (s->heap[0].id == b.id) st__arm_timer(s);
     st_metric_add(s->m_booked, 1);
-    st__booking_json(out, &b, sec);
+    st__booking_json(out, s, &b);
     return ST_OK;
 }
 
-/* The booking's event and owner against who asks; the answer (404/403) reports the booking,
- * so it carries the wait st__load raised. */
-static int st__check_ref(const st_booking_t *b, const st_booking_ref_t *ref)
+int st_seats_book(st_seats_t *s, const char *id, size_t len, const char *section, size_t slen,
+                  const char *const *seats, const size_t *seat_lens, size_t nseats,
+                  int64_t quantity, const char *owner, size_t owner_len, st_buf_t *out,
+                  st_buf_t *taken_json, const char **why, uint64_t *wait)
+{
+    st_seats_item_t it = {section, slen, seats, seat_lens, nseats, quantity};
+    return st_seats_book_items(s, id, len, &it, 1, false, owner, owner_len, out, taken_json, why,
+                               wait);
+}
+
+/* The answer (404/403) reports the booking, so it carries the wait st__load raised. */
+int st__check_ref(const st_booking_t *b, const st_booking_ref_t *ref)
 {
     if (ref->event_id &&
         (ref->event_len != b->event_len || memcmp(ref->event_id, b->event_id, b->event_len) != 0))
@@ -493,28 +350,32 @@ static int st__check_ref(const st_booking_t *b, const st_booking_ref_t *ref)
     return ST_OK;
 }
 
+int st__load_live(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, st_booking_t *b,
+                  st_buf_t *keep, uint64_t *wait)
+{
+    b->seats = NULL;
+    int rc = st__load(s, id, b, keep, wait);
+    if (!rc) rc = st__check_ref(b, ref);
+    if (rc) return rc;
+    /* A hold past its time is expired even if the timer has not fired yet. */
+    if (b->status == ST_BK_RESERVED && b->expires_at <= st_now_us()) {
+        st__release(s, b, ST_BK_EXPIRED, wait);
+        st_metric_add(s->m_expired, 1);
+    }
+    return ST_OK;
+}
+
 static int st__finish(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, int to,
                       st_buf_t *out, uint64_t *wait)
 {
     st_buf_t keep = {0};
     st_booking_t b;
-    int rc = st__load(s, id, &b, &keep, wait);
+    int rc = st__load_live(s, id, ref, &b, &keep, wait);
     if (rc) {
-        st_buf_free(&keep);
-        return rc;
-    }
-    if ((rc = st__check_ref(&b, ref)) != ST_OK) {
         free(b.seats);
         st_buf_free(&keep);
         return rc;
     }
-    /* A hold past its time is expired even if the timer has not fired yet. */
-    if (b.status == ST_BK_RESERVED && b.expires_at <= st_now_us()) {
-        st__release(s, &b, ST_BK_EXPIRED, wait);
-        st_metric_add(s->m_expired, 1);
-    }
-    st_event_t *e = st__event_find(s, b.event_id, b.event_len, NULL);
-    st_section_t *sec = e ? st__section_find(e, b.section, b.section_len) : NULL;
     if (to == 0) {
         /* read only */
     } else if (b.status != ST_BK_RESERVED) {
@@ -529,21 +390,12 @@ static int st__finish(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, i
         uint64_t w = 0;
         rc = st__save(s, &b, &w);
         if (!rc) rc = st__hold_index(s, b.id, 0, false, &w);
-        if (!rc && sec) {
-            for (uint32_t i = 0; i < b.nseats; i++)
-                st__seat_set(e, sec, b.seats[i], ST_SEAT_SOLD);
-            e->updated_at = now;
-            st__chunks_save(s, e, sec, b.seats, b.nseats, &w);
-            if (e->last_batch < w) e->last_batch = w;
-            st__notify(s, e, sec, b.seats, b.nseats, ST_SEAT_SOLD, w);
-        }
+        if (!rc) st__apply_all(s, &b, ST_SEAT_SOLD, now, &w);
         if (*wait < w) *wait = w;
         st_metric_add(s->m_confirmed, 1);
     }
-    if (rc == ST_OK)
-        st__booking_json(out, &b, sec);
-    else if (rc == ST_ECONFLICT)
-        st__booking_json(out, &b, sec); /* the caller shows the current state with the 409 */
+    if (rc == ST_OK || rc == ST_ECONFLICT)
+        st__booking_json(out, s, &b); /* with a 409 the caller shows the current state */
     free(b.seats);
     st_buf_free(&keep);
     return rc;

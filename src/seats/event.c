@@ -56,7 +56,8 @@ void st__seat_set(st_event_t *e, st_section_t *sec, uint32_t i, int state)
         sec->row_avail[row]--;
     else if (state == ST_SEAT_AVAILABLE)
         sec->row_avail[row]++;
-    if (old == ST_SEAT_AVAILABLE || state == ST_SEAT_AVAILABLE) sec->row_run[row] = -1;
+    if (old == ST_SEAT_AVAILABLE || state == ST_SEAT_AVAILABLE) sec->row_run[row] = ST_RUN_STALE;
+    if (sec->ga && state == ST_SEAT_AVAILABLE && i < sec->ga_hint) sec->ga_hint = i;
 }
 
 int64_t st__row_next_run(const st_section_t *sec, int64_t r, int64_t *c, int64_t *len)
@@ -89,18 +90,34 @@ int64_t st__row_next_run(const st_section_t *sec, int64_t r, int64_t *c, int64_t
     return start;
 }
 
-int32_t st__row_run(st_section_t *sec, int64_t r)
+/* Longest and second-longest distinct run lengths, packed (seated rows have <= 10000 cols). */
+static uint32_t st__row_runs(st_section_t *sec, int64_t r)
 {
-    if (sec->row_run[r] >= 0) return sec->row_run[r];
-    int64_t c = 0, len, best = 0;
+    if (sec->row_run[r] != ST_RUN_STALE) return sec->row_run[r];
+    int64_t c = 0, len, best = 0, next = 0;
     if (sec->row_avail[r] == sec->cols)
         best = sec->cols;
     else if (sec->row_avail[r] > 0)
         while (c < sec->cols) {
             st__row_next_run(sec, r, &c, &len);
-            if (len > best) best = len;
+            if (len > best) {
+                next = best;
+                best = len;
+            } else if (len < best && len > next) {
+                next = len;
+            }
         }
-    return sec->row_run[r] = (int32_t)best;
+    return sec->row_run[r] = (uint32_t)best << 16 | (uint32_t)next;
+}
+
+int32_t st__row_run(st_section_t *sec, int64_t r)
+{
+    return (int32_t)(st__row_runs(sec, r) >> 16);
+}
+
+int32_t st__row_run2(st_section_t *sec, int64_t r)
+{
+    return (int32_t)(st__row_runs(sec, r) & 0xffff);
 }
 
 void st__seat_name(st_buf_t *out, const st_section_t *sec, uint32_t i)
@@ -163,8 +180,10 @@ void st__section_init(st_event_t *e, st_section_t *sec, const char *name, size_t
     sec->bits = st_calloc((n + 3) / 4, 1);
     sec->row_avail = st_malloc((size_t)rows * sizeof *sec->row_avail);
     sec->row_run = st_malloc((size_t)rows * sizeof *sec->row_run);
-    for (int64_t r = 0; r < rows; r++)
-        sec->row_avail[r] = sec->row_run[r] = (int32_t)cols;
+    for (int64_t r = 0; r < rows; r++) {
+        sec->row_avail[r] = (int32_t)cols;
+        sec->row_run[r] = cols < 65536 ? (uint32_t)cols << 16 : ST_RUN_STALE;
+    }
     sec->c.available = (int64_t)n;
     e->c.available += (int64_t)n;
     e->total += (int64_t)n;
@@ -192,13 +211,14 @@ void st__section_recount(st_event_t *e, st_section_t *sec)
             avail += st == ST_SEAT_AVAILABLE;
         }
         sec->row_avail[r] = avail;
-        sec->row_run[r] = -1;
-        st__row_run(sec, r);
+        sec->row_run[r] = ST_RUN_STALE;
+        if (!sec->ga) st__row_run(sec, r);
     }
     e->c.available += c.available - sec->c.available;
     e->c.reserved += c.reserved - sec->c.reserved;
     e->c.sold += c.sold - sec->c.sold;
     sec->c = c;
+    sec->ga_hint = 0;
 }
 
 static void st__event_free(st_event_t *e)
@@ -242,6 +262,7 @@ int st__event_persist(st_seats_t *s, st_event_t *e, uint64_t *wait)
         cJSON_AddStringToObject(o, "name", e->sections[i].name);
         cJSON_AddNumberToObject(o, "rows", (double)e->sections[i].rows);
         cJSON_AddNumberToObject(o, "cols", (double)e->sections[i].cols);
+        if (e->sections[i].ga) cJSON_AddBoolToObject(o, "general_admission", true);
         cJSON_AddNumberToObject(o, "price", (double)e->sections[i].price);
         cJSON_AddItemToArray(secs, o);
     }
@@ -272,6 +293,19 @@ int st_seats_create(st_seats_t *s, const st_event_spec_t *spec, st_buf_t *out, c
                 *why = "section names must be unique";
                 return ST_EINVAL;
             }
+        if (a->capacity > 0 && (a->rows || a->cols)) {
+            *why = "a general admission section has a capacity and no rows or cols";
+            return ST_EINVAL;
+        }
+        if (a->capacity > 0) {
+            total += (uint64_t)a->capacity;
+            cost += st__section_cost(1, a->capacity);
+            if (total > s->opts.max_seats) {
+                *why = "too many seats for one event (see --max-seats)";
+                return ST_EINVAL;
+            }
+            continue;
+        }
         if (a->rows < 1 || a->rows > ST_SEATS_MAX_ROWS || a->cols < 1 ||
             a->cols > ST_SEATS_MAX_COLS) {
             *why = "a section has 1.." ST__STR(ST_SEATS_MAX_ROWS) " rows and 1.." ST__STR(
@@ -298,7 +332,10 @@ int st_seats_create(st_seats_t *s, const st_event_spec_t *spec, st_buf_t *out, c
     e->nsections = spec->nsections;
     for (size_t i = 0; i < spec->nsections; i++) {
         const st_section_spec_t *a = &spec->sections[i];
-        st__section_init(e, &e->sections[i], a->name, a->name_len, a->rows, a->cols, a->price);
+        bool ga = a->capacity > 0;
+        st__section_init(e, &e->sections[i], a->name, a->name_len, ga ? 1 : a->rows,
+                         ga ? a->capacity : a->cols, a->price);
+        e->sections[i].ga = ga;
     }
     s->total_seats += cost;
     int rc = st__event_persist(s, e, wait);
@@ -351,8 +388,13 @@ int st_seats_event_json(st_seats_t *s, const char *id, size_t len, st_buf_t *out
         const st_section_t *sec = &e->sections[i];
         if (i) st_buf_appendc(out, ',');
         st_buf_append_json_str(out, sec->name, sec->name_len);
-        st_buf_printf(out, ":{\"rows\":%lld,\"cols\":%lld,\"price\":%lld,\"stats\":",
-                      (long long)sec->rows, (long long)sec->cols, (long long)sec->price);
+        if (sec->ga)
+            st_buf_printf(out,
+                          ":{\"capacity\":%lld,\"price\":%lld,\"stats\":", (long long)sec->cols,
+                          (long long)sec->price);
+        else
+            st_buf_printf(out, ":{\"rows\":%lld,\"cols\":%lld,\"price\":%lld,\"stats\":",
+                          (long long)sec->rows, (long long)sec->cols, (long long)sec->price);
         st__counts_json(out, &sec->c, sec->rows * sec->cols);
         st_buf_puts(out, "}}");
     }
@@ -398,6 +440,7 @@ int st_seats_map_json(st_seats_t *s, const char *id, size_t len, const char *sec
     st_event_t *e = st__event_find(s, id, len, wait);
     st_section_t *sec = e ? st__section_find(e, section, slen) : NULL;
     if (!sec) return ST_ENOTFOUND;
+    if (sec->ga) return ST_EINVAL; /* general admission: places, no seat map */
     st_buf_printf(out, "{\"rows\":%lld,\"cols\":%lld,", (long long)sec->rows, (long long)sec->cols);
     if (as_json) {
         st_buf_puts(out, "\"seats\":[");
@@ -485,9 +528,12 @@ int st__load_event(void *arg, const void *key, size_t klen, const void *val, siz
         const cJSON *sn = cJSON_GetObjectItemCaseSensitive(o, "name");
         const char *name = cJSON_IsString(sn) ? sn->valuestring : "?";
         int64_t rows = (int64_t)st__num(o, "rows"), cols = (int64_t)st__num(o, "cols");
-        if (rows < 1 || cols < 1 || rows * cols > UINT32_MAX) rows = cols = 1; /* corrupt */
-        st__section_init(e, &e->sections[i++], name, strlen(name), rows, cols,
+        bool ga = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "general_admission"));
+        if (rows < 1 || cols < 1 || rows * cols > UINT32_MAX || (ga && rows != 1))
+            rows = cols = 1; /* corrupt */
+        st__section_init(e, &e->sections[i], name, strlen(name), rows, cols,
                          (int64_t)st__num(o, "price"));
+        e->sections[i++].ga = ga;
         s->total_seats += st__section_cost(rows, cols);
     }
     cJSON_Delete(j);

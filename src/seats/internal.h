@@ -29,10 +29,19 @@ typedef struct {
     int64_t rows, cols, price;
     uint8_t *bits;      /* 2 bits per seat, the wire layout */
     int32_t *row_avail; /* available seats per row, for best-available */
-    int32_t *row_run;   /* longest run of available seats per row; -1: stale (recounted lazily) */
+    /* per row: the longest run of available seats (high 16 bits) and the longest run shorter
+     * than that (low 16 bits), so a row with a run that leaves no orphan is known in O(1);
+     * ST_RUN_STALE: recounted lazily */
+    uint32_t *row_run;
     st_counts_t c;
     bool loaded; /* start-up read a chunk of it: counts need a recount */
+    /* General admission: one "row" of `cols` = capacity places, booked by quantity only; no
+     * place below ga_hint is free (first-free search starts there). */
+    bool ga;
+    uint32_t ga_hint;
 } st_section_t;
+
+#define ST_RUN_STALE UINT32_MAX
 
 typedef struct st_event {
     st_map_node_t node;
@@ -48,16 +57,23 @@ typedef struct st_event {
     uint64_t last_batch; /* newest batch that changed this event */
 } st_event_t;
 
+/* One section of a booking: seats[off, off + n) of the booking's seat list. */
+typedef struct {
+    const char *section;
+    size_t section_len;
+    uint32_t off, n;
+} st_bitem_t;
+
 typedef struct {
     uint64_t id;
     int status;
     int64_t total_price, created_at, expires_at, updated_at;
     const char *event_id;
     size_t event_len;
-    const char *section;
-    size_t section_len;
-    uint32_t *seats; /* seat indices, in the order booked */
+    uint32_t *seats; /* seat (GA: place) indices of every item, item after item */
     uint32_t nseats;
+    st_bitem_t items[ST_SEATS_MAX_PER_BOOKING]; /* every item holds at least one seat */
+    size_t nitems;
     const char *owner; /* the token subject that booked it ("" when auth was off) */
     size_t owner_len;
 } st_booking_t;
@@ -93,14 +109,17 @@ struct st_seats {
  * raised to the newest batch that changed the event, as st_store_get does for staged values. */
 st_event_t *st__event_find(st_seats_t *s, const char *id, size_t len, uint64_t *wait);
 st_event_t *st__event_new(st_seats_t *s, const char *id, size_t len);
+/* A GA section: rows 1, cols = capacity, ga set by the caller after init. */
 void st__section_init(st_event_t *e, st_section_t *sec, const char *name, size_t nlen, int64_t rows,
                       int64_t cols, int64_t price);
 /* Recomputes a section's counts, row_avail and row_run from its bitmap (after loading it). */
 void st__section_recount(st_event_t *e, st_section_t *sec);
 st_section_t *st__section_find(st_event_t *e, const char *name, size_t len);
 int st__seat_get(const st_section_t *sec, uint32_t i);
-/* The longest run of available seats in row r (recounted when a change made it stale). */
+/* The longest run of available seats in row r (recounted when a change made it stale), and the
+ * longest run shorter than that (0 if none). */
 int32_t st__row_run(st_section_t *sec, int64_t r);
+int32_t st__row_run2(st_section_t *sec, int64_t r);
 /* The next run of available seats in row r at or after column *c: its first column and length
  * (0 at the end of the row); *c moves past it. */
 int64_t st__row_next_run(const st_section_t *sec, int64_t r, int64_t *c, int64_t *len);
@@ -118,12 +137,47 @@ int st__chunks_save(st_seats_t *s, st_event_t *e, st_section_t *sec, const uint3
 int st__hold_index(st_seats_t *s, uint64_t id, int64_t expires_at, bool add, uint64_t *wait);
 int st__rebuild(st_seats_t *s);
 
-/* booking.c */
+/* record.c: the booking record and its JSON */
 void st__booking_encode(st_buf_t *out, const st_booking_t *b);
 int st__booking_decode(const void *v, size_t n, st_booking_t *b); /* b->seats is malloc'd */
 size_t st__bkey(uint8_t key[9], uint64_t id, char ks);
+/* Loads a booking; its names point into a copy owned by *keep (free keep and b->seats after). */
+int st__load(st_seats_t *s, uint64_t id, st_booking_t *b, st_buf_t *keep, uint64_t *wait);
+int st__save(st_seats_t *s, const st_booking_t *b, uint64_t *wait);
+void st__booking_json(st_buf_t *out, st_seats_t *s, const st_booking_t *b);
+/* The item of b in section (name), or -1. */
+int st__item_of(const st_booking_t *b, const char *section, size_t len);
+
+/* pick.c: which seats a booking takes (explicit, best available with no orphans, GA) */
+/* Best available q seats of sec into out (false: fewer than q are available). */
+bool st__best(st_section_t *sec, int64_t q, bool allow_orphans, uint32_t *out);
+/* Parses "row-col" into a seat index of sec. */
+int st__parse_seat(const st_section_t *sec, const char *p, size_t n, uint32_t *idx);
+/* Picks the seats of one requested item into out[0..*n): ST_ESEATS (taken names appended to
+ * taken, comma-separated, *ntaken counted), ST_EINVAL with *why. */
+int st__pick(st_section_t *sec, const st_seats_item_t *it, bool allow_orphans, uint32_t *out,
+             size_t *n, st_buf_t *taken, size_t *ntaken, const char **why);
+
+/* booking.c */
 void st__hold_push(st_seats_t *s, int64_t at, uint64_t id);
 void st__arm_timer(st_seats_t *s);
 void st__on_timer(uv_timer_t *t);
+/* Seats of one section moved to `state` in batch w: tell the observers (live streams). */
+void st__notify(st_seats_t *s, const st_event_t *e, const st_section_t *sec, const uint32_t *seats,
+                size_t n, int state, uint64_t w);
+/* Moves seats of one section to state, stages their chunks and publishes the change. */
+void st__apply(st_seats_t *s, st_event_t *e, st_section_t *sec, const uint32_t *seats, size_t n,
+               int state, int64_t now, uint64_t *w);
+/* Every item of b moves to state (in batch *w). */
+void st__apply_all(st_seats_t *s, st_booking_t *b, int state, int64_t now, uint64_t *w);
+/* first_ticket_reserved_at / fully_reserved_at after seats were reserved. */
+void st__sellout_mark(st_seats_t *s, st_event_t *e, int64_t now, uint64_t *w);
+/* Ends a reserved booking (cancel or expiry): its seats go back to available. */
+int st__release(st_seats_t *s, st_booking_t *b, int status, uint64_t *wait);
+/* The booking's event and owner against who asks (ST_ENOTFOUND, ST_EFORBIDDEN). */
+int st__check_ref(const st_booking_t *b, const st_booking_ref_t *ref);
+/* Loads a booking for who asks and expires it if it is past its time. */
+int st__load_live(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, st_booking_t *b,
+                  st_buf_t *keep, uint64_t *wait);
 
 #endif

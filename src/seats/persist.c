@@ -136,15 +136,19 @@ static int st__replay_booking(void *arg, const void *key, size_t klen, const voi
         return 0;
     }
     st_event_t *e = st__event_find(s, b.event_id, b.event_len, NULL);
-    st_section_t *sec = e ? st__section_find(e, b.section, b.section_len) : NULL;
-    if (sec && (b.status == ST_BK_RESERVED || b.status == ST_BK_SOLD)) {
-        uint64_t n = (uint64_t)(sec->rows * sec->cols);
-        for (uint32_t i = 0; i < b.nseats; i++)
-            if (b.seats[i] < n)
-                st__seat_set(e, sec, b.seats[i],
+    bool live = b.status == ST_BK_RESERVED || b.status == ST_BK_SOLD;
+    for (size_t k = 0; e && live && k < b.nitems; k++) {
+        const st_bitem_t *it = &b.items[k];
+        st_section_t *sec = st__section_find(e, it->section, it->section_len);
+        uint64_t n = sec ? (uint64_t)(sec->rows * sec->cols) : 0;
+        for (uint32_t i = 0; i < it->n; i++)
+            if (b.seats[it->off + i] < n)
+                st__seat_set(e, sec, b.seats[it->off + i],
                              b.status == ST_BK_SOLD ? ST_SEAT_SOLD : ST_SEAT_RESERVED);
+    }
+    if (e && b.status == ST_BK_RESERVED) {
         uint64_t w = 0;
-        if (b.status == ST_BK_RESERVED) st__hold_index(s, b.id, b.expires_at, true, &w);
+        st__hold_index(s, b.id, b.expires_at, true, &w);
     }
     if (e && b.updated_at > e->updated_at) e->updated_at = b.updated_at;
     free(b.seats);

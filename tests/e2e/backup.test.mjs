@@ -19,10 +19,15 @@ async function writeAll(s) {
   for (let i = 0; i < 5; i++) await ok(s, 'POST', '/v1/counters/visits/incr', { by: 3 });
   for (const m of ['ann', 'bob', 'ann', 'cy']) await ok(s, 'POST', '/v1/counters/people/distinct', { member: m });
   w.seq = (await ok(s, 'POST', '/v1/sequences/orders/next', { count: 7 })).json.last;
-  await ok(s, 'POST', '/v1/events', { event_id: 'gig', hold_seconds: 3600, sections: [{ name: 'A', rows: 4, cols: 5, price: 100 }] }, {}, 201);
+  await ok(s, 'POST', '/v1/events', { event_id: 'gig', hold_seconds: 3600, sections: [{ name: 'A', rows: 4, cols: 5, price: 100 }, { name: 'floor', capacity: 10, price: 20 }] }, {}, 201);
   w.held = (await ok(s, 'POST', '/v1/events/gig/bookings', { section: 'A', seats: ['1-1', '1-2'] }, {}, 201)).json;
   const sold = (await ok(s, 'POST', '/v1/events/gig/bookings', { section: 'A', quantity: 3 }, {}, 201)).json;
   w.sold = (await ok(s, 'POST', `/v1/bookings/${sold.booking_id}/confirm`)).json;
+  // the cart (SPEC §4.1): several sections, standing places, extended and changed
+  const cart = (await ok(s, 'POST', '/v1/events/gig/bookings', { items: [{ section: 'A', seats: ['4-1'] }, { section: 'floor', quantity: 4 }] }, {}, 201)).json;
+  await ok(s, 'POST', `/v1/events/gig/bookings/${cart.booking_id}/extend`, { seconds: 600 });
+  w.cart = (await ok(s, 'POST', `/v1/events/gig/bookings/${cart.booking_id}/seats`, { add: ['4-3'] })).json;
+  assert.equal(w.cart.expires_at, cart.expires_at + 600e6);
   w.idem = (await ok(s, 'POST', '/v1/counters/idem/incr', { by: 5 }, { 'Idempotency-Key': 'k-1' })).json;
   w.cold = [];
   for (let i = 0; i < 4; i++) w.cold.push((await ok(s, 'POST', '/v1/users/u1/messages', { conversation_id: 'c1', from: 'a', content: `cold ${i}` }, {}, 201)).json);
@@ -49,6 +54,7 @@ async function checkAll(s, w) {
   assert.equal(held.status, 'reserved');
   assert.equal(held.expires_at, w.held.expires_at, 'a held booking keeps its expiry');
   assert.deepEqual((await ok(s, 'GET', `/v1/bookings/${w.sold.booking_id}`)).json, w.sold);
+  assert.deepEqual((await ok(s, 'GET', `/v1/bookings/${w.cart.booking_id}`)).json, w.cart, 'the cart, extended and changed');
   const again = await ok(s, 'POST', '/v1/counters/idem/incr', { by: 5 }, { 'Idempotency-Key': 'k-1' });
   assert.equal(again.headers['idempotent-replayed'], 'true');
   assert.deepEqual(again.json, w.idem);

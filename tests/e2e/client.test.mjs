@@ -89,12 +89,20 @@ describe('the client against the real server', () => {
     assert.equal((await db.confirm(b.booking_id)).status, 'sold');
     const b2 = await db.book('gig', { section: 'A', quantity: 2 });
     assert.equal((await db.cancel(b2.booking_id)).status, 'cancelled');
+    // the cart (SPEC §4.1): items over several sections, GA, extend, change seats
+    await db.createEvent({ event_id: 'cart', sections: [{ name: 'A', rows: 1, cols: 4, price: 1 }, { name: 'F', capacity: 5, price: 2 }] });
+    const c = await db.book('cart', { items: [{ section: 'A', quantity: 2 }, { section: 'F', quantity: 3 }] });
+    assert.deepEqual(c.items, [{ section: 'A', seats: ['1-1', '1-2'], quantity: 2 }, { section: 'F', seats: [], quantity: 3 }]);
+    assert.equal((await db.extend('cart', c.booking_id, 60)).expires_at, c.expires_at + 60e6);
+    assert.deepEqual((await db.changeSeats('cart', c.booking_id, { add: ['1-4'], remove: ['1-1'] })).seats, ['1-2', '1-4']);
+    assert.equal((await db.changeSeats('cart', c.booking_id, { section: 'F', add_quantity: 2 })).total_price, 2 + 10);
     assert.equal((await db.health()).status, 'ok');
     assert.match(await db.metrics(), /strata_http_requests_total/);
     assert.equal((await db.flush()).flushing >= 0, true);
     assert.equal(typeof (await db.reconcile()).pass, 'number'); // every key: 202, in the background
     // Errors are StrataError with the status and the code of the error body.
     const err = (p) => p.then(() => assert.fail('no error'), (e) => e);
+    assert.equal((await err(db.changeSeats('cart', c.booking_id, { add: ['1-2'] }))).code, 'seats_unavailable');
     const nf = await err(db.counter('never'));
     assert.ok(nf instanceof StrataError);
     assert.deepEqual([nf.status, nf.code], [404, 'not_found']);

@@ -74,8 +74,14 @@ describe('replicated group of 3', () => {
     }
     assert.equal(red.status, 307);
     assert.equal(red.headers.location, `http://127.0.0.1:${g.port(first)}/v1/counters/jc/incr?x=1`);
-    const ev = await g.req('POST', '/v1/events', { event_id: 'jev', hold_seconds: 3600, sections: [{ name: 'A', rows: 10, cols: 10, price: 5 }] });
+    const ev = await g.req('POST', '/v1/events', { event_id: 'jev', hold_seconds: 3600, sections: [{ name: 'A', rows: 10, cols: 10, price: 5 }, { name: 'F', capacity: 50, price: 1 }] });
     assert.equal(ev.status, 201);
+    // a cart (SPEC §4.1) changed through the group: it replicates like any booking
+    const cart0 = await g.req('POST', '/v1/events/jev/bookings', { items: [{ section: 'F', quantity: 5 }] });
+    assert.equal(cart0.status, 201, cart0.text);
+    assert.equal((await g.req('POST', `/v1/events/jev/bookings/${cart0.json.booking_id}/extend`, { seconds: 60 })).status, 200);
+    const cart = (await g.req('POST', `/v1/events/jev/bookings/${cart0.json.booking_id}/seats`, { section: 'F', remove_quantity: 2 })).json;
+    assert.deepEqual(cart.items, [{ section: 'F', seats: [], quantity: 3 }]);
 
     // a stream held on a follower throughout (never killed, never wiped)
     const streamId = followers[0];
@@ -169,6 +175,8 @@ describe('replicated group of 3', () => {
     }
     const evState = (await call(port, 'GET', '/v1/events/jev')).json;
     assert.ok(evState.event_stats.reserved >= seats.length);
+    assert.deepEqual((await call(port, 'GET', `/v1/bookings/${cart.booking_id}`)).json, cart, 'the cart replicated');
+    assert.deepEqual(evState.sections.F.stats, { available: 47, reserved: 3, sold: 0, total: 50 });
     assert.ok(acked.incr > 0 && acked.seqs.length > 0 && acked.msgs.length > 0 && acked.bookings.length > 0);
 
     // the stream on the follower: every message once, in order

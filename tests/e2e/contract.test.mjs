@@ -254,6 +254,40 @@ describe('the server keeps the contract', () => {
     await call('POST', `${NG}/cancel`, `/v1/events/show/bookings/${b4.json.booking_id}/cancel`, undefined, ALICE);
   });
 
+  test('cart: items over several sections, general admission, extend, change seats (SPEC §4.1)', async () => {
+    const E = '/v1/events';
+    const ev = { event_id: 'cart', hold_seconds: 60, sections: [{ name: 'A', rows: 2, cols: 4, price: 5 }, { name: 'floor', capacity: 10, price: 2 }] };
+    assert.equal((await call('POST', E, E, ev, ADMIN)).json.sections.floor.capacity, 10);
+    const M = '/v1/events/{event_id}/sections/{section}/seats';
+    assert.equal((await call('GET', M, '/v1/events/cart/sections/floor/seats', undefined, ALICE)).status, 400);
+    const B = '/v1/events/{event_id}/bookings';
+    const b = await call('POST', B, '/v1/events/cart/bookings', { items: [{ section: 'A', seats: ['1-1'] }, { section: 'floor', quantity: 3 }] }, ALICE);
+    assert.equal(b.status, 201);
+    assert.equal(b.json.items.length, 2);
+    const taken = await call('POST', B, '/v1/events/cart/bookings', { items: [{ section: 'A', seats: ['1-1'] }, { section: 'floor', quantity: 3 }] }, ALICE);
+    assert.equal(taken.status, 409);
+    assert.deepEqual(taken.json.error.items, [{ section: 'A', seats: ['1-1'] }]);
+    await call('POST', B, '/v1/events/cart/bookings', { section: 'A', quantity: 2, allow_orphans: true }, ALICE);
+    const X = '/v1/events/{event_id}/bookings/{booking_id}/extend';
+    const xp = `/v1/events/cart/bookings/${b.json.booking_id}/extend`;
+    assert.equal((await call('POST', X, xp, { seconds: 60 }, ALICE)).json.expires_at, b.json.expires_at + 60e6);
+    assert.equal((await call('POST', X, xp, { seconds: 7200 }, ALICE)).status, 400);
+    assert.equal((await call('POST', X, xp, { seconds: 1 }, BOB)).status, 403);
+    assert.equal((await call('POST', X, '/v1/events/cart/bookings/999/extend', { seconds: 1 }, ALICE)).status, 404);
+    const C = '/v1/events/{event_id}/bookings/{booking_id}/seats';
+    const cp = `/v1/events/cart/bookings/${b.json.booking_id}/seats`;
+    assert.deepEqual((await call('POST', C, cp, { add: ['2-4'], remove: ['1-1'] }, ALICE)).json.seats, ['2-4']);
+    assert.equal((await call('POST', C, cp, { section: 'floor', add_quantity: 2 }, ALICE)).json.items[1].quantity, 5);
+    assert.equal((await call('POST', C, cp, { add: ['1-2'] }, ALICE)).status, 409);
+    assert.equal((await call('POST', C, cp, {}, ALICE)).status, 400);
+    assert.equal((await call('POST', C, cp, { add_quantity: 1 }, BOB)).status, 403);
+    const cancelled = await call('POST', C, cp, { section: 'floor', remove_quantity: 5 }, ALICE);
+    assert.equal(cancelled.status, 200);
+    assert.equal((await call('POST', C, cp, { remove: ['2-4'] }, ALICE)).json.status, 'cancelled');
+    assert.equal((await call('POST', C, cp, { add: ['1-1'] }, ALICE)).status, 409);
+    assert.equal((await call('POST', X, xp, { seconds: 1 }, ALICE)).status, 409);
+  });
+
   test('operations: health, metrics, admin, cluster', async () => {
     assert.equal((await call('GET', '/healthz', '/healthz')).status, 200);
     assert.match((await call('GET', '/metrics', '/metrics')).text, /strata_http_requests_total/);

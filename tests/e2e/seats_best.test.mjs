@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Best available (SPEC §4) stays exact now that it skips rows by their longest free run: every
+// Best available (SPEC §4, no orphan seats §4.1) stays exact now that it skips rows by their longest free run: every
 // answer on randomly fragmented sections — with cancels and expiries freeing seats between
 // searches, and after a restart — equals the plain algorithm (scan every row for q side by
 // side, else take runs longest first, the front one among equals), seat for seat and in order.
@@ -8,8 +8,20 @@ import { after, before, describe, test } from 'node:test';
 import { startStrata } from './lib.mjs';
 
 // The reference: the search as it was (O(quantity x runs)), on a JS copy of the seat states.
-function reference(states, rows, cols, q) {
+// No orphan seats (SPEC §4.1): side by side first in a run that leaves no single free seat
+// (its length is q, or q + 2 and more: taken from its start), front row and left first.
+// ("allow_orphans": true skips that step.)
+function reference(states, rows, cols, q, allowOrphans = false) {
   if (states.filter((x) => x === 0).length < q) return null;
+  for (let r = 0; r < rows && !allowOrphans; r++) {
+    for (let c = 0; c < cols;) {
+      while (c < cols && states[r * cols + c] !== 0) c++;
+      const st = c;
+      while (c < cols && states[r * cols + c] === 0) c++;
+      const len = c - st;
+      if (len === q || len >= q + 2) return Array.from({ length: q }, (_, k) => [r, st + k]);
+    }
+  }
   for (let r = 0; r < rows; r++) {
     let run = 0;
     for (let c = 0; c < cols; c++) {
@@ -78,8 +90,10 @@ describe('best available', () => {
           for (const i of seats) states[i] = 0;
         }
         const q = 1 + Math.floor(rnd() * Math.min(100, cols * 2));
-        const want = reference(states, rows, cols, q);
-        const r = await s.req('POST', `/v1/events/${id}/bookings`, { section: 'A', quantity: q });
+        const ao = rnd() < 0.3;
+        const want = reference(states, rows, cols, q, ao);
+        const body = ao ? { section: 'A', quantity: q, allow_orphans: true } : { section: 'A', quantity: q };
+        const r = await s.req('POST', `/v1/events/${id}/bookings`, body);
         if (!want) { assert.equal(r.status, 409, r.text); continue; }
         assert.equal(r.status, 201, r.text);
         assert.deepEqual(r.json.seats, names(want), `seed ${seed} round ${round} q ${q}`);

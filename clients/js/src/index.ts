@@ -27,6 +27,7 @@ import type {
   ReconcileKey,
   SeatMapBitmap,
   SeatMapJson,
+  SeatsChangeIn,
   Sequence,
   SequenceRange,
   StreamTopic,
@@ -133,6 +134,15 @@ export class Strata {
   }
   cancel(bookingId: string, eventId?: string, o?: WriteOptions): Promise<Booking> {
     return this.post(`${this.bookingPath(bookingId, eventId)}/cancel`, undefined, o);
+  }
+  /** Moves a reserved booking's expires_at later (400 past --max-hold-seconds since created). */
+  extend(eventId: string, bookingId: string, seconds: number, o?: WriteOptions): Promise<Booking> {
+    return this.post(`${this.bookingPath(bookingId, eventId)}/extend`, { seconds }, o);
+  }
+  /** Adds and gives back seats of a reserved booking, all or nothing; giving back every seat
+   * cancels it. */
+  changeSeats(eventId: string, bookingId: string, change: SeatsChangeIn, o?: WriteOptions): Promise<Booking> {
+    return this.post(`${this.bookingPath(bookingId, eventId)}/seats`, change, o);
   }
   private bookingPath(bookingId: string, eventId?: string): string {
     return eventId ? `/v1/events/${enc(eventId)}/bookings/${enc(bookingId)}` : `/v1/bookings/${enc(bookingId)}`;

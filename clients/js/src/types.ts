@@ -88,12 +88,10 @@ export interface SeatStats {
 export interface EventStats extends SeatStats {
   updated_at: Micros;
 }
-export interface SectionIn {
-  name: string;
-  rows: number;
-  cols: number;
-  price?: number;
-}
+/** A seated section (rows x cols), or a general admission one (capacity places, booked by quantity). */
+export type SectionIn =
+  | { name: string; rows: number; cols: number; capacity?: never; price?: number }
+  | { name: string; capacity: number; rows?: never; cols?: never; price?: number };
 export interface EventIn {
   event_id: string;
   name?: string | null;
@@ -106,7 +104,8 @@ export interface EventState {
   event_stats: EventStats;
   hold_seconds?: number;
   created_at?: Micros;
-  sections: Record<string, { rows: number; cols: number; price: number; stats: SeatStats }>;
+  /** a seated section has rows and cols; a general admission one has capacity */
+  sections: Record<string, { rows?: number; cols?: number; capacity?: number; price: number; stats: SeatStats }>;
   sellout: {
     first_ticket_reserved_at: Micros | null;
     fully_reserved_at: Micros | null;
@@ -133,13 +132,33 @@ export interface SeatMapJson {
   /** seats[row-1][col-1]: 0 available, 1 reserved, 2 sold */
   seats: (0 | 1 | 2)[][];
 }
-export type BookingIn = { section: string; seats: string[] } | { section: string; quantity: number };
+/** One section's named seats, or a quantity (best available; general admission: places). */
+export type BookingItemIn = { section: string; seats: string[] } | { section: string; quantity: number };
+/** One section, or `items` for one booking over several sections (all or nothing). Best
+ * available leaves no orphan seat when it can, unless `allow_orphans`. */
+export type BookingIn = (BookingItemIn | { items: BookingItemIn[] }) & { allow_orphans?: boolean };
+/** A change to a reserved booking's seats in one section (default: its first); all or nothing. */
+export type SeatsChangeIn = {
+  section?: string;
+  remove?: string[];
+  /** places to give back in a general admission section */
+  remove_quantity?: number;
+  allow_orphans?: boolean;
+} & ({ add?: string[]; add_quantity?: never } | { add_quantity?: number; add?: never });
+export interface BookingItem {
+  section: string;
+  /** empty in a general admission section */
+  seats: string[];
+  quantity: number;
+}
 export type BookingStatus = 'reserved' | 'sold' | 'cancelled' | 'expired';
 export interface Booking {
   booking_id: Id64;
   event_id: string;
+  /** section and seats describe the first of items */
   section: string;
   seats: string[];
+  items: BookingItem[];
   status: BookingStatus;
   total_price: number;
   created_at: Micros;
@@ -167,6 +186,8 @@ export interface ErrorBody {
   message: string;
   /** 409 seats_unavailable: the seats that are taken */
   seats?: string[];
+  /** 409 seats_unavailable: per section that could not be served, its taken seats */
+  items?: { section: string; seats: string[] }[];
   /** 409 conflict on confirm/cancel: the booking as it is */
   booking?: Booking;
   [extra: string]: unknown;
@@ -181,7 +202,8 @@ export type StreamTopic =
 export interface SeatsChange {
   event_id: string;
   section: string;
-  changes: { seat: string; state: 'available' | 'reserved' | 'sold' }[];
+  /** seat: a seated section's seat; quantity: how many places of a general admission section */
+  changes: { seat?: string; quantity?: number; state: 'available' | 'reserved' | 'sold' }[];
   stats: SeatStats;
   event_stats?: SeatStats;
 }
