@@ -362,22 +362,23 @@ int main(int argc, char **argv)
         st_objstore_close(cold);
         goto fail_cold;
     }
-    st_chat_cold_opts_t co = {.store = cold,
-                              .flush_interval_s = cfg.flush_interval,
-                              .flush_rows = cfg.flush_rows,
-                              .zstd_level = 3,
-                              .cache_bytes = cfg.cold_cache,
+    /* the cold tier, and its data kinds: one line each */
+    st_tier_opts_t to = {.obj = cold,
+                         .flush_interval_s = cfg.flush_interval,
+                         .flush_rows = cfg.flush_rows,
+                         .cache_bytes = cfg.cold_cache,
+                         .retention_s = cfg.retention_seconds,
+                         .compact_objects = cfg.compact_objects,
+                         .compact_max_bytes = cfg.compact_max_mb << 20};
+    st_tier_t *tier;
+    st_tier_open(&tier, m.loop, store, &to);
+    st_chat_cold_opts_t co = {.zstd_level = 3,
                               .hot_ttl_s = cfg.hot_ttl,
-                              .retention_s = cfg.retention_seconds,
-                              .compact_objects = cfg.compact_objects,
-                              .compact_max_bytes = cfg.compact_max_mb << 20,
                               .flush_min_rows = cfg.flush_min_rows,
                               .flush_max_age_s = cfg.flush_max_age};
-    st_chat_cold_start(chat, m.loop, &co);
-    st_tier_source_t counters_src; /* lives as long as main: past the cold tier */
-    st_counters_tier_source(store, &counters_src);
-    st_chat_cold_source(chat, &counters_src);
-    st_app_t app = {.cfg = &cfg, .store = store, .seats = seats, .chat = chat};
+    st_tier_join(tier, st_chat_tier_member(chat, tier, &co));
+    st_tier_join(tier, st_counters_tier_member(store));
+    st_app_t app = {.cfg = &cfg, .store = store, .seats = seats, .chat = chat, .tier = tier};
     if (*cfg.backup_url) {
         st_backup_opts_t bo = {.obj = st__backup_obj(&cfg),
                                .data_dir = cfg.data_dir,
@@ -423,8 +424,9 @@ int main(int argc, char **argv)
     st_ws_close(app.ws); /* stops observing chat, seats and counters */
     st_reconcile_close(app.reconcile);
     st_seats_close(seats);
-    st_chat_cold_stop(chat); /* flushes in flight come back during the run below */
+    st_tier_close(tier); /* flushes in flight come back during the run below */
     uv_run(m.loop, UV_RUN_DEFAULT);
+    st_tier_free(tier);
     st_ws_free(app.ws);
     st_backup_close(app.backup); /* ships what is left (one try) before the store goes */
     st_objstore_close(cold);
@@ -449,8 +451,9 @@ fail_ws:
     st_reconcile_close(app.reconcile);
     st_backup_close(app.backup);
 fail_backup:
-    st_chat_cold_stop(chat);
+    st_tier_close(tier);
     uv_run(m.loop, UV_RUN_DEFAULT); /* lws and the cold tier close their handles */
+    st_tier_free(tier);
     if (app.ws) st_ws_free(app.ws);
     if (m.srv) st_server_free(m.srv);
     st_objstore_close(cold);

@@ -60,47 +60,44 @@ typedef void (*st_chat_msg_fn)(void *arg, uint64_t msg_id, const char *json, siz
 int st_chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
                  st_chat_msg_fn fn, void *arg, bool *more, uint64_t *last, uint64_t *wait);
 
-/* ---- the cold tier (SPEC §5) ---- */
+/* ---- the cold tier (SPEC §5) ----
+ * Chat is one data kind of the tier (strata/tier.h): its member brings the pass's sources (users:
+ * retention and flushes due; idle conversations: eviction), the flush side (a user's oldest hot
+ * messages into one Parquet object) and the merge side (compaction). */
 typedef struct st_objstore st_objstore_t;
+typedef struct st_tier st_tier_t;
+typedef struct st_tier_member st_tier_member_t;
 typedef struct {
-    st_objstore_t *store;      /* borrowed; must outlive the chat's cold tier */
-    uint64_t flush_interval_s; /* flush every user with hot rows this often */
-    uint64_t flush_rows;       /* flush a user once it has this many hot rows */
-    int zstd_level;
+    /* the tier's options, used only by st_chat_cold_start (a tier of chat's own: tests, tools);
+     * a server opens the tier with them (st_tier_opts_t) */
+    st_objstore_t *store;       /* borrowed; must outlive the chat's cold tier */
+    uint64_t flush_interval_s;  /* flush every user with hot rows this often */
+    uint64_t flush_rows;        /* flush a user once it has this many hot rows */
+    int zstd_level;             /* chat's */
     uint64_t cache_bytes;       /* decoded cold row groups kept for reads */
-    uint64_t hot_ttl_s;         /* evict conversations idle this long whose messages are all cold */
+    uint64_t hot_ttl_s;         /* chat's: evict conversations idle this long, all cold */
     uint64_t retention_s;       /* drop cold objects whose newest message is older; 0 = keep */
     uint64_t compact_objects;   /* merge a user's small objects once it has more; 0 = 8 */
     uint64_t compact_max_bytes; /* no merge writes a larger object; 0 = 256 MiB */
-    uint64_t flush_min_rows;    /* at the interval, flush users with this many hot rows... */
+    uint64_t flush_min_rows;    /* chat's: at the interval, flush users with this many hot rows */
     uint64_t flush_max_age_s;   /* ... or whose oldest hot row is this old (0 = any age) */
 } st_chat_cold_opts_t;
 
-/* Reads merge cold objects from here on, and flushes start (on loop's worker pool). */
+/* Chat as a member of the tier t (borrowed, it must outlive chat's reads): reads merge cold
+ * objects from here on. Join it with st_tier_join(t, …); owned by chat, freed once the tier is
+ * done with it. Only the chat's fields of o are read. */
+st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_cold_opts_t *o);
+/* A tier of chat's own (tests, tools), with chat its member. */
 int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t *o);
-/* Stops flushing; flushes in flight finish without effect. Run the loop afterwards until it
- * is idle (the jobs come back, then the state is freed), before closing the object store. */
+/* Stops that tier; flushes in flight finish without effect. Run the loop afterwards until it is
+ * idle (the jobs come back, then the state is freed), before closing the object store. */
 void st_chat_cold_stop(st_chat_t *c);
-/* Reads that need cold data not in memory return ST_EPARKED (having emitted nothing, changed
- * nothing). The caller then parks and calls st_chat_cold_wait: done(arg) runs on the loop once
- * the data is in memory, where it stays until st_chat_cold_release(*w); the caller re-runs the
- * read (which may park again, with the same *w). Returns false when there is nothing to wait
- * for: re-run at once. Release *w (NULL is fine) once the read completed or was abandoned. */
+/* The tier's waits (st_tier_wait), for reads of chat's: false without a tier. */
 typedef struct st_coldwait st_coldwait_t;
 bool st_chat_cold_wait(st_chat_t *c, st_coldwait_t **w, void (*done)(void *arg), void *arg);
 void st_chat_cold_release(st_chat_t *c, st_coldwait_t *w);
-/* Starts the tier's pass (strata/tier.h): a flush queued for every user with hot rows, and
- * every other source's work (counters: consolidation); returns how many users were queued so
- * far (the first slice's). */
+/* Starts the tier's pass (st_tier_flush_all); returns how many users it has queued so far. */
 size_t st_chat_flush_all(st_chat_t *c);
-/* Adds another module's source to the tier's pass (borrowed: it must outlive the cold tier).
- * After st_chat_cold_start; no-op without a cold tier. */
-typedef struct st_tier_source st_tier_source_t;
-void st_chat_cold_source(st_chat_t *c, st_tier_source_t *src);
-/* Queues a major compaction of the user's objects (user NULL: every user with cold objects):
- * merged down to as few as the size cap allows, merge after merge, in the background;
- * returns how many users were queued. */
-size_t st_chat_compact(st_chat_t *c, const char *user, size_t ulen);
 
 /* ---- reconciliation (SPEC §6) ---- */
 /* Recounts a conversation's total_messages from its messages, hot and cold, and repairs the

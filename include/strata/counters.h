@@ -46,6 +46,10 @@ int st_counter_consolidate(st_store_t *s, const char *name, size_t nlen, uint64_
  * increment is consolidated. Fills *out (caller-owned; it must outlive the pass). */
 typedef struct st_tier_source st_tier_source_t;
 void st_counters_tier_source(st_store_t *s, st_tier_source_t *out);
+/* The counters as a member of the tier (st_tier_join): that source. Owned by the counters, freed
+ * once the tier is done with it. */
+typedef struct st_tier_member st_tier_member_t;
+st_tier_member_t *st_counters_tier_member(st_store_t *s);
 
 /* Recounts a distinct counter from its members and repairs it; *drift = members - recorded.
  * ST_ECONFLICT for a plain counter. Counts every member in one call: background work uses the

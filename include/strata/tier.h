@@ -1,23 +1,46 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tier: the cold tier's pass over the hot store (SPEC §5, §7). Every --flush-interval, with the
- * hot store at 80 % and on POST /v1/admin/flush, one pass visits every key space that has work
- * to do in the background: chat's users (retention, flushes queued), the counters (hot
- * increments into their baselines), chat's idle conversations (eviction). Each is a source: a
- * key prefix and what to do with each key, implemented by the module that owns those keys, so
- * the tier knows nothing of counters or messages (the way Redis keeps rdb.c/aof.c out of its
- * data-type files).
+ * tier: the cold tier (SPEC §5, §7), one owner for everything that moves data between the hot
+ * store and object storage, whatever the data.
  *
- * The pass runs in slices, one per loop turn on an idle handle, each a few pages of keys within
- * about 1 ms of loop time, so a pass over millions of keys never stalls the loop. Sources run in
- * ascending `order`; each walks its keys in key order from the last key it visited, so every key
- * there for the whole pass is visited once (one added behind the cursor waits for the next pass).
- * A pass asked for while one runs is queued: one more pass follows it (flags OR-ed).
+ * Architecture. One st_tier_t, opened by main, owns the tier's runtime: the tick (every second:
+ * the reaper, the hot store's fill level, the interval pass, pacing), the pass over the hot store,
+ * the flush engine, the compaction engine, the reaper, the cold cache and the object store handle
+ * (borrowed), and its stop state. Data kinds know nothing of these; each is a member
+ * (st_tier_member_t) made by its own module, joined to the tier with one line in main.c:
+ *
+ *     st_tier_join(tier, st_chat_tier_member(chat, &opts));
+ *     st_tier_join(tier, st_counters_tier_member(store));
+ *
+ * A member brings what it has: pass sources (a key prefix and what to do with each key: chat's
+ * users and idle conversations, the counters' hot increments), a flush side (st_tier_kind_t: a
+ * snapshot of an owner's oldest hot rows, their encoding, the hot side of the commit batch) and
+ * a merge side (st_tier_merge_t: rewriting objects). The manifest records ('W', 'F', 'P', 'D',
+ * below), the intent protocol that keeps a crash from leaving a row twice or an object nobody
+ * deletes, the orphan sweep, durability waits and deletions are the tier's, shared by every
+ * kind. Adding a cold data kind is one file in its own module that fills a member, plus its
+ * st_tier_join line in main.c (the way Redis keeps rdb.c/aof.c out of its data-type files).
+ * Manifest owners share one key space, so one member of a tier flushes (chat today); a second
+ * flushing kind would take an owner prefix of its own.
+ *
+ * Waiting for cold data is the tier's too: a read that needs cold data not in memory returns
+ * ST_EPARKED, and the request or stream parks with st_tier_wait (no HTTP or WebSocket code
+ * knows which kind it waits for).
+ *
+ * The pass: every --flush-interval, with the hot store at 80 % and on POST /v1/admin/flush, one
+ * pass visits every source. It runs in slices, one per loop turn on an idle handle, each a few
+ * pages of keys within about 1 ms of loop time, so a pass over millions of keys never stalls the
+ * loop. Sources run in ascending `order`; each walks its keys in key order from the last key it
+ * visited, so every key there for the whole pass is visited once (one added behind the cursor
+ * waits for the next pass). A pass asked for while one runs is queued: one more pass follows it
+ * (flags OR-ed).
+ *
  * Loop thread only.
  */
 #ifndef STRATA_TIER_H
 #define STRATA_TIER_H
 
+#include "strata/cold.h"
 #include "strata/store.h"
 
 #include <uv.h>
@@ -39,6 +62,10 @@ typedef struct st_tier_source {
     struct st_tier_source *next; /* the pass's list */
 } st_tier_source_t;
 
+/* A pass's flags: every owner with hot rows is flushed, not only those due (the hot store near
+ * full, POST /v1/admin/flush). */
+enum { ST_TIER_PASS_ALL = 1 };
+
 /* Orders of the pass's sources: a data kind's users first, the eviction of what is idle last,
  * everything else between (counters: ST_TIER_ORDER_MIDDLE). */
 enum { ST_TIER_ORDER_FIRST = 0, ST_TIER_ORDER_MIDDLE = 50, ST_TIER_ORDER_LAST = 100 };
@@ -53,6 +80,8 @@ int st_tier_pass_open(st_tier_pass_t **out, uv_loop_t *loop, st_store_t *store,
 void st_tier_pass_add(st_tier_pass_t *p, st_tier_source_t *src);
 /* Starts a pass and runs its first slice now; one asked for while a pass runs follows it. */
 void st_tier_pass_start(st_tier_pass_t *p, int flags);
+/* begin(arg, flags) (the arg given to open) runs as each pass starts, before its first source. */
+void st_tier_pass_on_begin(st_tier_pass_t *p, void (*begin)(void *arg, int flags));
 /* Whether a pass is running. */
 bool st_tier_pass_running(const st_tier_pass_t *p);
 /* Stops: no more slices; closed(arg) once the pass is freed (after the loop runs). */
@@ -160,5 +189,121 @@ void st_tier_background(bool on);
 /* Closes: held snapshots are dropped (their 'P' records wait for start-up); freed once the
  * flushes in flight are back, then closed(arg). */
 void st_tier_flush_close(st_tier_flush_t *f, void (*closed)(void *arg), void *arg);
+
+/* ---- the manifest's records, shared by every kind ---- */
+/* An owner's cold summary ('W'); all zero when nothing of it is cold. */
+int st_tier_stat(st_store_t *s, const char *o, size_t ol, st_tier_stat_t *out, uint64_t *wait);
+/* A manifest record's key into k (ST_NAME_MAX + 16 bytes): ks owner, then (has_seq) 0 seq. */
+size_t st_tier_mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq, uint64_t seq);
+/* Stages the deletion of one object of the owner (its 'D' record; key borrowed). */
+int st_tier_doom(st_store_t *s, const char *o, size_t ol, uint64_t seq, const char *key,
+                 uint64_t *wait);
+
+/* ---- the compaction engine: an owner's small objects merged into larger ones ---- */
+/* The tier plans which neighbours to merge, records the new object ('P', with a fresh number),
+ * waits until that record is durable, has the kind merge on a worker (SCHED_IDLE), then swaps in
+ * ONE batch: the new object in the manifest ('F' under the first old one's number), the old ones
+ * out with their deletion recorded ('D'), 'P' out, 'W' adjusted, and the kind's side (rows left
+ * out by retention out of its counts). A failure is the flush's: the object written, if any, is
+ * an orphan swept by its 'P'. One compaction at a time, paced like flushes (the next waits twice
+ * as long as the last took), none while the hot store is filling up or the store is held. */
+typedef struct {
+    /* On a worker: reads objects keys[0..n) (their records files[]) and writes one object under
+     * key with their rows, leaving out rows older than cutoff (µs; 0: none); sets out->min_id,
+     * max_id, rows and size (rows 0: every row was left out, nothing written). *dropped: the
+     * kind's note of what it left out (owned; given to commit, then release); *ndropped: rows. */
+    int (*merge)(void *arg, st_objstore_t *obj, char *const *keys, const st_tier_file_t *files,
+                 size_t n, int64_t cutoff, const char *key, st_tier_file_t *out, void **dropped,
+                 int64_t *ndropped);
+    /* On the loop, in the swap batch, before the manifest changes: the rows left out leave the
+     * kind's counts (dropped may be NULL: nothing was). */
+    int (*commit)(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,
+                  uint64_t *wait);
+    void (*release)(void *arg, void *dropped);
+    /* The key of the merged object that takes first_key's place (seq: its manifest number, pseq:
+     * the fresh number that makes the key unique). */
+    void (*name)(void *arg, const char *o, size_t ol, const char *first_key, uint64_t seq,
+                 uint64_t pseq, st_buf_t *key);
+    void *arg;
+} st_tier_merge_t;
+
+/* Why an owner is queued for compaction: after a flush (merged if it holds more than the limit of
+ * small objects), a major compaction (POST /v1/admin/compact: planned again after each merge, it
+ * ends with as few objects as the size cap allows), its oldest object mixing expired and live
+ * rows (rewritten alone). */
+enum { ST_TIER_COMPACT_AUTO = 0, ST_TIER_COMPACT_MAJOR = 1, ST_TIER_COMPACT_EXPIRE = 2 };
+
+/* Which neighbours of f[0..n) (manifest order) to merge next: [*from, *to), an object of at most
+ * max_bytes (flags: ST_TIER_COMPACT_*). Pure. */
+bool st_tier_compact_plan(const st_tier_file_t *f, size_t n, size_t limit, uint64_t max_bytes,
+                          int flags, size_t *from, size_t *to);
+
+/* ---- the tier ---- */
+typedef struct st_tier st_tier_t;
+
+typedef struct {
+    st_objstore_t *obj;         /* borrowed; must outlive the tier */
+    uint64_t flush_interval_s;  /* a pass this often (0: 300) */
+    uint64_t flush_rows;        /* an owner is flushed once it has this many hot rows (0: 10000) */
+    uint64_t cache_bytes;       /* decoded cold row groups kept for reads */
+    uint64_t retention_s;       /* rows older are dropped (compaction leaves them out); 0: keep */
+    uint64_t compact_objects;   /* merge an owner's small objects once it has more; 0 = 8 */
+    uint64_t compact_max_bytes; /* no merge writes a larger object; 0 = 256 MiB */
+} st_tier_opts_t;
+
+/* A data kind (or any module with background work on the hot store) as the tier sees it. Filled
+ * and owned by its module; borrowed by the tier until closed(arg). Any part may be NULL/0. */
+typedef struct st_tier_member {
+    const char *name;
+    st_tier_source_t *sources; /* its pass sources (an array of nsources) */
+    size_t nsources;
+    const st_tier_kind_t *flush; /* its flush side; orphans/flushed/done may be NULL (the tier's) */
+    const st_tier_merge_t *merge; /* its compaction side (with a flush side) */
+    /* The tier stops: give up waits on the cache (it closes right after) and stop reading. */
+    void (*stop)(void *arg);
+    /* The tier is done with the member (every job back): it may be freed. */
+    void (*closed)(void *arg);
+    void *arg;
+    struct st_tier_member *next; /* the tier's list */
+} st_tier_member_t;
+
+/* Opens the tier on store (borrowed, must outlive it) and starts its tick. *out is owned:
+ * st_tier_close, run the loop, st_tier_free. */
+int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_tier_opts_t *o);
+/* Adds a member (borrowed until its closed callback); then finishes what a crash left (orphans
+ * of interrupted flushes and compactions, deletions recorded but not done). NULL: no-op. */
+void st_tier_join(st_tier_t *t, st_tier_member_t *m);
+/* The tier's cold cache, for a kind's reads (NULL once the tier stops). */
+st_coldcache_t *st_tier_cache(st_tier_t *t);
+/* Whether the tier is stopping (a kind's background work gives up). */
+bool st_tier_stopping(const st_tier_t *t);
+/* Rows older than this (µs since the epoch) are expired: now - retention, or 0 (none). */
+int64_t st_tier_cutoff(const st_tier_t *t);
+/* The one signal of the hot path: the owner now holds `total` rows (hot and cold); a flush is
+ * queued once total less the cold rows reaches --flush-rows. */
+void st_tier_posted(st_tier_t *t, const char *o, size_t ol, int64_t total);
+/* Queues a flush of the owner now (a pass source that found it due; counted in the pass's
+ * st_tier_flush_all answer). */
+void st_tier_enqueue(st_tier_t *t, const char *o, size_t ol);
+/* Starts a pass (every source's work; flushes of every owner with hot rows, not only those due)
+ * or queues one more; returns how many owners this pass has queued so far. */
+size_t st_tier_flush_all(st_tier_t *t);
+/* Queues a compaction of the owner (flags ST_TIER_COMPACT_*); o NULL: a major compaction of
+ * every owner with cold objects. Returns how many owners were queued. A major one starts now,
+ * others at the next tick. */
+size_t st_tier_compact(st_tier_t *t, const char *o, size_t ol, int flags);
+/* Requests and streams: a read that returned ST_EPARKED parks and calls st_tier_wait: done(arg)
+ * runs on the loop once the data is in memory, where it stays until st_tier_release(*w); the
+ * caller re-runs the read (which may park again, with the same *w). Returns false when there is
+ * nothing to wait for (or the tier is stopping): re-run at once. done NULL: a prefetch. Release
+ * *w (NULL is fine) once the read completed or was abandoned; t NULL is a no-op for both. */
+bool st_tier_wait(st_tier_t *t, st_coldwait_t **w, void (*done)(void *arg), void *arg);
+void st_tier_release(st_tier_t *t, st_coldwait_t *w);
+/* Stops: no more passes, flushes or compactions start; held ones are dropped (their 'P' records
+ * wait for start-up), those in flight come back while the loop runs; members are stopped, then
+ * told closed. NULL: no-op. */
+void st_tier_close(st_tier_t *t);
+/* Frees the tier after st_tier_close and a run of the loop (or once it is done). NULL: no-op. */
+void st_tier_free(st_tier_t *t);
 
 #endif

@@ -76,7 +76,7 @@ void st_chat_resync(st_chat_t *c)
 
 void st_chat_close(st_chat_t *c)
 {
-    st_store_unlisten(c->store, &c->listener); /* no-op when the cold tier never started */
+    st_tier_free(c->own_tier); /* stopped and run down (st_chat_cold_stop) */
     free(c);
 }
 
@@ -157,7 +157,7 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
     if (!rc)
         rc = st_store_put(s, st__last_id_key, sizeof st__last_id_key - 1, &id, sizeof id, wait);
     if (rc) return rc;
-    st__chat_posted(c, m->user, m->user_len, tot.total);
+    if (c->cold) st_tier_posted(c->cold->tier, m->user, m->user_len, tot.total); /* the signal */
     if (c->observers.n) {
         /* observers get the stored JSON (read back from the overlay: no second render) */
         uint64_t w0 = 0;

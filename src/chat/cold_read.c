@@ -53,7 +53,7 @@ static size_t st__upper(const st_pq_rows_t *r, uint64_t id)
  * not in memory yet, ST_ECOLD when it cannot be read. */
 int st__chat_footer(st_chatcold_t *cc, const char *key, uint64_t size, const st_pq_meta_t **out)
 {
-    return st_coldcache_footer(cc->tier.cache, key, size, out);
+    return st_coldcache_footer(st_tier_cache(cc->tier), key, size, out);
 }
 
 typedef struct {
@@ -97,7 +97,7 @@ static int st__file_rows(st_chatcold_t *cc, const char *key, const st_coldfile_t
         const st_pq_group_t *G = &m->groups[gi];
         if (!st__group_matches(G, conv, cl, lo, hi)) continue;
         const st_pq_rows_t *g;
-        rc = st_coldcache_group(cc->tier.cache, key, gi, G, &g);
+        rc = st_coldcache_group(st_tier_cache(cc->tier), key, gi, G, &g);
         if (!rows) {
             if (rc == ST_EPARKED) {
                 ++*missing;
@@ -243,11 +243,10 @@ int st__chat_footers_ready(st_chat_t *c, const st_manifest_t *man)
 
 bool st_chat_cold_wait(st_chat_t *c, st_coldwait_t **w, void (*done)(void *arg), void *arg)
 {
-    if (!c->cold) return false; /* stopping: the re-run answers without the cold tier */
-    return st_coldcache_wait(c->cold->tier.cache, w, done, arg);
+    return st_tier_wait(c->cold ? c->cold->tier : NULL, w, done, arg);
 }
 
 void st_chat_cold_release(st_chat_t *c, st_coldwait_t *w)
 {
-    if (w && c->cold) st_coldcache_release(c->cold->tier.cache, w);
+    st_tier_release(c->cold ? c->cold->tier : NULL, w);
 }

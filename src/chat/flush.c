@@ -8,20 +8,20 @@
  * into the conversations' cold baselines. Until that batch, readers see the rows hot; after it,
  * cold; never both, never neither.
  *
- * Triggers: a user reaching --flush-rows hot rows, and the flush pass over every user (pass.c):
- * every --flush-interval (a user with at least --flush-min-rows hot rows, or whose oldest is
- * --flush-max-age old), the hot store at 80 % of its capacity and POST /v1/admin/flush (every
- * user with hot rows). After a flush, a user with more than --compact-objects objects is queued
- * for compaction (compact.c).
+ * Triggers are the tier's: a post tells it the user's total (st_tier_posted: --flush-rows hot
+ * rows), and chat's user source of its pass (pass.c) queues users every --flush-interval (a user
+ * with at least --flush-min-rows hot rows, or whose oldest is --flush-max-age old), with the hot
+ * store at 80 % and on POST /v1/admin/flush (every user with hot rows). After a flush the tier
+ * queues compactions (compact.c is chat's merge side).
+ *
+ * Also here: chat's member of the tier (st_chat_tier_member), and a tier of chat's own for
+ * tests and tools (st_chat_cold_start).
  */
-#include "strata/coldshare.h"
 #include "internal.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define ST__TICK_MS 1000
 
 /* A flush's rows: taken on the loop, decoded on the worker, committed on the loop. */
 typedef struct {
@@ -242,36 +242,6 @@ static int st__snapshot(void *arg, const char *u, size_t ul, const st_tier_stat_
     return ST_OK;
 }
 
-static int st__kind_orphans(void *arg, const char *u, size_t ul, uint64_t *wait)
-{
-    st_chatcold_t *cc = arg;
-    return st__chat_orphans(cc->chat, u, ul, wait);
-}
-
-static void st__flushed(void *arg, const char *u, size_t ul)
-{
-    st_chatcold_t *cc = arg;
-    st__chat_compact_note(cc, u, ul, false);
-    st__chat_reap(cc); /* orphans found when this flush started are durable by now */
-}
-
-static void st__flush_done(void *arg)
-{
-    st__chat_compact_pump(arg);
-}
-
-/* ---- triggers (the flush pass over every user: pass.c) ---- */
-
-void st__chat_flush_enqueue(st_chatcold_t *cc, const char *u, size_t ul)
-{
-    st_tier_flush_enqueue(cc->tier.flush, u, ul);
-}
-
-void st__chat_flush_pump(st_chatcold_t *cc)
-{
-    st_tier_flush_pump(cc->tier.flush);
-}
-
 static int st__first_ts(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     (void)key, (void)klen;
@@ -290,78 +260,32 @@ bool st__chat_flush_due(st_chat_t *c, const char *u, size_t ul, int64_t hot)
     return ts <= st_now_us() - (int64_t)cc->flush_max_age_us;
 }
 
-void st__chat_posted(st_chat_t *c, const char *u, size_t ul, int64_t total)
+/* ---- chat as a member of the tier ---- */
+
+/* The tier stops: chat's reads answer without it from now on. */
+static void st__stop(void *arg)
 {
-    st_chatcold_t *cc = c->cold;
-    if (!cc || (uint64_t)total < cc->flush_rows) return;
-    st_coldstat_t cs;
-    uint64_t wait = 0;
-    if (st__chat_coldstat(c, u, ul, &cs, &wait) != ST_OK) return;
-    if ((uint64_t)(total - cs.rows) >= cc->flush_rows) {
-        st_tier_flush_enqueue(cc->tier.flush, u, ul);
-        st_tier_flush_pump(cc->tier.flush);
-    }
+    st_chatcold_t *cc = arg;
+    st__chat_retention_stop(cc);
+    if (cc->chat->cold == cc) cc->chat->cold = NULL;
 }
 
-static void st__on_tick(uv_timer_t *t)
+static void st__closed(void *arg)
 {
-    st_chatcold_t *cc = t->data;
-    if (st_store_writable(cc->chat->store) == ST_ENOLEADER) return; /* a group's leader flushes */
-    if (st_coldshare_held()) return; /* ... once every member reads the same cold store */
-    st__chat_reap(cc);               /* objects out of the manifest, once that is durable */
-    uint64_t now = uv_now(cc->tier.loop), used, size;
-    st_store_usage(cc->chat->store, &used, &size);
-    /* near full: flush now, then give the flushes time to free space before asking again */
-    cc->tier.urgent = size && used >= size / 10 * 8;
-    st_tier_flush_urgent(cc->tier.flush, cc->tier.urgent);
-    bool full = cc->tier.urgent && now >= cc->tier.next_full_ms;
-    if (full) cc->tier.next_full_ms = now + 10000;
-    if (now >= cc->tier.next_interval_ms || full) {
-        if (full)
-            st_warn("cold: hot store at %llu of %llu bytes: flushing", (unsigned long long)used,
-                    (unsigned long long)size);
-        cc->tier.next_interval_ms = now + cc->tier.interval_ms;
-        st__chat_flush_pass(cc->chat, full);
-    }
-    st_tier_flush_pump(cc->tier.flush);
-    st__chat_compact_pump(cc);
+    free(arg);
 }
 
-/* Held flushes whose snapshot is durable now go to a worker. */
-static void st__on_durable(st_store_listener_t *l, uint64_t id)
-{
-    st_chat_t *c = (st_chat_t *)((char *)l - offsetof(st_chat_t, listener));
-    st_chatcold_t *cc = c->cold;
-    if (!cc) return;
-    st__chat_compact_durable(cc, id);
-    st_tier_flush_durable(cc->tier.flush, id);
-}
-
-/* Held flushes whose snapshot was rolled back are cancelled: those rows never existed. */
-static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
-{
-    st_chat_t *c = (st_chat_t *)((char *)l - offsetof(st_chat_t, listener));
-    st_chatcold_t *cc = c->cold;
-    if (!cc) return;
-    st_tier_flush_failed(cc->tier.flush, first, err);
-}
-
-int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t *o)
+st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_cold_opts_t *o)
 {
     st_chatcold_t *cc = st_calloc(1, sizeof *cc);
-    cc->tier.loop = loop;
+    cc->tier = t;
     cc->chat = c;
-    cc->tier.obj = o->store;
-    cc->flush_rows = o->flush_rows ? o->flush_rows : 10000;
-    cc->tier.interval_ms = (o->flush_interval_s ? o->flush_interval_s : 300) * 1000;
     cc->zstd_level = o->zstd_level ? o->zstd_level : 3;
-    cc->kind = (st_tier_kind_t){st__snapshot,     st__encode,  st__commit,     st__release,
-                                st__kind_orphans, st__flushed, st__flush_done, cc};
-    st_tier_flush_open(&cc->tier.flush, loop, c->store, o->store, &cc->kind);
-    cc->m_cold_reads = st_metrics_counter("strata_cold_row_groups_read_total",
-                                          "Parquet row groups decoded for reads", "");
-    st_coldcache_opts_t co = {o->store, o->cache_bytes, 0, cc->m_cold_reads};
-    st_coldcache_open(&cc->tier.cache, loop, &co);
+    cc->kind = (st_tier_kind_t){.snapshot = st__snapshot,
+                                .encode = st__encode,
+                                .commit = st__commit,
+                                .release = st__release,
+                                .arg = cc};
     cc->m_hybrid_hot = st_metrics_counter("strata_hybrid_reads_total",
                                           "Conversation hybrid fields served", "source=\"hot\"");
     cc->m_hybrid_cold = st_metrics_counter("strata_hybrid_reads_total",
@@ -369,81 +293,45 @@ int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t 
     cc->m_evicted = st_metrics_counter("strata_hot_evictions_total",
                                        "Idle conversations evicted from the hot store", "");
     cc->hot_ttl_us = (o->hot_ttl_s ? o->hot_ttl_s : 86400) * 1000000ull;
-    cc->retention_us = o->retention_s * 1000000ull;
     cc->m_retained = st_metrics_counter("strata_retention_deleted_messages_total",
                                         "Cold messages deleted by retention", "");
-    st_tier_reaper_open(&cc->tier.reaper, loop, c->store, o->store);
-    cc->m_orphans = st_metrics_counter("strata_flush_orphans_total",
-                                       "Objects written by a flush that was never recorded", "");
-    uv_timer_init(loop, &cc->tier.tick);
-    cc->tier.tick.data = cc;
-    cc->tier.next_interval_ms = uv_now(loop) + cc->tier.interval_ms;
-    uv_timer_start(&cc->tier.tick, st__on_tick, ST__TICK_MS, ST__TICK_MS);
     cc->flush_min_rows = o->flush_min_rows;
     cc->flush_max_age_us = o->flush_max_age_s * 1000000ull;
-    st__chat_compact_init(cc, o->compact_objects, o->compact_max_bytes);
-    st__chat_pass_init(cc);
+    st__chat_sources(cc);
+    st__chat_merge_side(cc);
+    cc->member = (st_tier_member_t){.name = "chat",
+                                    .sources = cc->sources,
+                                    .nsources = 2,
+                                    .flush = &cc->kind,
+                                    .merge = &cc->merge,
+                                    .stop = st__stop,
+                                    .closed = st__closed,
+                                    .arg = cc};
     c->cold = cc;
-    c->listener.on_durable = st__on_durable;
-    c->listener.on_failed = st__on_failed;
-    st_store_listen(c->store, &c->listener);
-    /* start-up: flushes a crash interrupted left 'P' records; their objects are deleted (and
-     * the deletions a crash interrupted are finished) by the reaper */
-    st_tier_flush_recover(cc->tier.flush);
-    st__chat_reap(cc);
-    return ST_OK;
+    return &cc->member;
 }
 
-/* Freed once its handles are closed and the last job in flight has come back. */
-void st__chat_cold_maybe_free(st_chatcold_t *cc)
+int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t *o)
 {
-    if (!cc->tier.closed || cc->tier.flush || cc->tier.reaper || st__chat_compact_busy(cc)) return;
-    st__chat_compact_free(cc);
-    free(cc);
-}
-
-static void st__handle_closed(void *arg)
-{
-    st_chatcold_t *cc = arg;
-    if (++cc->tier.closed_handles < 2) return;
-    cc->tier.closed = true;
-    st__chat_cold_maybe_free(cc);
-}
-
-static void st__reaper_closed(void *arg)
-{
-    st_chatcold_t *cc = arg;
-    cc->tier.reaper = NULL;
-    st__chat_cold_maybe_free(cc);
-}
-
-static void st__flush_closed(void *arg)
-{
-    st_chatcold_t *cc = arg;
-    cc->tier.flush = NULL;
-    st__chat_cold_maybe_free(cc);
-}
-
-static void st__tick_closed(uv_handle_t *h)
-{
-    st__handle_closed(h->data);
+    st_tier_free(c->own_tier); /* a tier started before, stopped and run down */
+    st_tier_opts_t to = {.obj = o->store,
+                         .flush_interval_s = o->flush_interval_s,
+                         .flush_rows = o->flush_rows,
+                         .cache_bytes = o->cache_bytes,
+                         .retention_s = o->retention_s,
+                         .compact_objects = o->compact_objects,
+                         .compact_max_bytes = o->compact_max_bytes};
+    int rc = st_tier_open(&c->own_tier, loop, c->store, &to);
+    if (rc == ST_OK) st_tier_join(c->own_tier, st_chat_tier_member(c, c->own_tier, o));
+    return rc;
 }
 
 void st_chat_cold_stop(st_chat_t *c)
 {
-    st_chatcold_t *cc = c->cold;
-    if (!cc) return;
-    cc->tier.stopping = true;
-    c->cold = NULL;
-    /* flushes held for durability are dropped (their 'P' records wait for start-up); those in
-     * flight come back while the loop runs */
-    st_tier_flush_close(cc->tier.flush, st__flush_closed, cc);
-    st__chat_retention_stop(cc);
-    st_tier_reaper_close(cc->tier.reaper, st__reaper_closed,
-                         cc);           /* its pass in flight comes back */
-    st_coldcache_close(cc->tier.cache); /* its jobs in flight come back while the loop runs */
-    cc->tier.cache = NULL;
-    st__chat_compact_stop(cc);
-    st__chat_pass_stop(cc, st__handle_closed);
-    uv_close((uv_handle_t *)&cc->tier.tick, st__tick_closed);
+    st_tier_close(c->own_tier);
+}
+
+size_t st_chat_flush_all(st_chat_t *c)
+{
+    return c->cold ? st_tier_flush_all(c->cold->tier) : 0;
 }

@@ -38,9 +38,9 @@ typedef struct st_chatcold st_chatcold_t;
 struct st_chat {
     st_store_t *store;
     st_snowflake_t ids;
-    st_observers_t observers;     /* of posted messages (st_chat_observer_fn) */
-    st_chatcold_t *cold;          /* NULL until st_chat_cold_start */
-    st_store_listener_t listener; /* batches settling: flushes wait for their snapshot */
+    st_observers_t observers; /* of posted messages (st_chat_observer_fn) */
+    st_chatcold_t *cold;      /* NULL until chat joins a tier, and once it stops */
+    st_tier_t *own_tier;      /* the tier st_chat_cold_start opened (tests, tools), or NULL */
 };
 
 typedef struct {
@@ -124,108 +124,49 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
 size_t st__chat_retention(st_chat_t *c, const char *u, size_t ul);
 /* Forgets the users waiting for their footers (cancels their fetches): before the cache goes. */
 void st__chat_retention_stop(st_chatcold_t *cc);
-/* reaper.c: the tier's reaper (st_tier_reap) deletes objects recorded for deletion ('D') whose
- * record is durable, on a worker; then drops the records. One pass at a time; called on every
- * tick and at start. */
-void st__chat_reap(st_chatcold_t *cc);
-/* Stages 'D' for the user's objects that a flush began but never recorded ('P' without 'F').
- * Only while no flush of the user is in flight. */
-int st__chat_orphans(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
-/* Stages the deletion of one object of the user (its 'D' record). */
-int st__chat_doom(st_chat_t *c, const char *u, size_t ul, uint64_t seq, const char *key,
-                  uint64_t *wait);
 /* flush.c: the order of rows in an object: by conversation, then msg_id (qsort). */
 int st__chat_cmp_rows(const void *a, const void *b);
-/* flush.c: frees the stopped cold tier once nothing of it is in flight. */
-void st__chat_cold_maybe_free(st_chatcold_t *cc);
 /* evict.c: whether the conversation record (key, val) is to be evicted: idle since before
  * `before` (µs) with all its messages cold. */
 bool st__chat_evictable(const void *key, size_t klen, const void *val, size_t vlen, int64_t before);
 
 /* The most rows one flush moves into one object (strata/tier.h). */
 #define ST__FLUSH_OBJECT_ROWS ST_TIER_FLUSH_ROWS
-/* flush.c: queues a flush of the user with the tier's flush engine (once: not while queued,
- * running or stuck); starts queued flushes while the pacing allows. */
-void st__chat_flush_enqueue(st_chatcold_t *cc, const char *u, size_t ul);
-void st__chat_flush_pump(st_chatcold_t *cc);
 /* Whether an interval flush is due for a user with `hot` hot rows: at least --flush-min-rows,
  * or the oldest --flush-max-age old (quiet users are not flushed into a tiny object at every
  * interval). */
 bool st__chat_flush_due(st_chat_t *c, const char *u, size_t ul, int64_t hot);
 
-/* pass.c: chat's sources for the cold tier's pass (users: retention and flushes; idle
- * conversations: eviction). Starts a pass (all: every user with hot rows; else those due), or
- * queues one more; returns the users queued so far. st_chat_flush_all is (c, true). */
-size_t st__chat_flush_pass(st_chat_t *c, bool all);
-void st__chat_pass_init(st_chatcold_t *cc);
-/* Closes the pass; closed(cc) once its handle is closed. */
-void st__chat_pass_stop(st_chatcold_t *cc, void (*closed)(void *arg));
+/* pass.c: chat's sources for the tier's pass (users: retention and flushes; idle conversations:
+ * eviction), into cc->sources. */
+void st__chat_sources(st_chatcold_t *cc);
+/* compact.c: chat's merge side of the tier's compaction (Parquet objects merged, rows left out
+ * by retention out of the conversations' baselines). */
+void st__chat_merge_side(st_chatcold_t *cc);
+/* Which neighbours to merge next: the tier's plan (kept under chat's name for its tests). */
+#define st__chat_compact_plan st_tier_compact_plan
 
-/* compact.c: merging a user's small objects (see there). */
-typedef struct st_compact st_compact_t;
-/* Which neighbours of f[0..n) (manifest order) to merge next: [*from, *to), an object of at most
- * max_bytes. flags: 1 major (POST /v1/admin/compact: planned again after each merge, it ends
- * with as few objects as max_bytes allows), 2 the oldest object mixes expired and live rows. */
-bool st__chat_compact_plan(const st_coldfile_t *f, size_t n, size_t limit, uint64_t max_bytes,
-                           int flags, size_t *from, size_t *to);
-void st__chat_compact_init(st_chatcold_t *cc, size_t limit, uint64_t max_bytes);
-/* Starts the next compaction (every tick, after each flush). */
-void st__chat_compact_pump(st_chatcold_t *cc);
-/* Whether a compaction is in flight (the cold tier is freed only after it). */
-bool st__chat_compact_busy(st_chatcold_t *cc);
-/* A batch is durable: a compaction waiting for its 'P' record may start writing. */
-void st__chat_compact_durable(st_chatcold_t *cc, uint64_t id);
-/* After a flush of the user, or (expire) when retention found its oldest object mixed. */
-void st__chat_compact_note(st_chatcold_t *cc, const char *u, size_t ul, bool expire);
-/* Whether the 'P' record (u, pseq) is the running compaction's (not an orphan). */
-bool st__chat_compacting(st_chatcold_t *cc, const char *u, size_t ul, uint64_t pseq);
-void st__chat_compact_stop(st_chatcold_t *cc);
-void st__chat_compact_free(st_chatcold_t *cc);
-
-/* flush.c: told after each post with the user's total message count (flush_rows trigger). */
-void st__chat_posted(st_chat_t *c, const char *u, size_t ul, int64_t total);
-
-/* The cold tier's part of chat's cold state: what the tier needs whatever the data kind, nothing
- * of messages (the tick, the flush engine, the reaper, the pass, the cold cache, the object
- * store). flush.c opens and closes it. */
-typedef struct {
-    uv_loop_t *loop;
-    st_objstore_t *obj; /* borrowed (the caller of st_chat_cold_start keeps it) */
-    bool stopping, closed;
-    bool urgent; /* the hot store at 80 %: flushes unpaced, no compaction */
-    int closed_handles;
-    uv_timer_t tick;
-    uint64_t interval_ms, next_interval_ms, next_full_ms;
-    st_tier_flush_t *flush;   /* the flush engine (src/cold/flush.c); NULL once closed */
-    st_tier_reaper_t *reaper; /* src/cold/reaper.c; NULL once closed */
-    st_tier_pass_t *pass;     /* the pass over every source (pass.c, src/cold/pass.c) */
-    /* parsed footers and decoded row groups, fetched off the loop (src/cold/cache.c) */
-    st_coldcache_t *cache;
-} st_chattier_t;
-
-/* Chat's cold state (flush.c owns it): the tier's part, then what is chat's own. */
+/* Chat's cold state: chat as a member of the tier (strata/tier.h), and what of the cold tier is
+ * chat's own. Made by st_chat_tier_member (flush.c); freed when the tier is done with it. */
 struct st_chatcold {
-    st_chattier_t tier;
+    st_tier_t *tier; /* borrowed */
     st_chat_t *chat;
-    st_tier_kind_t kind; /* chat as the flush engine's kind (flush.c) */
-    uint64_t flush_rows;
+    st_tier_member_t member;
+    st_tier_source_t sources[2]; /* pass.c */
+    st_tier_kind_t kind;         /* flush.c */
+    st_tier_merge_t merge;       /* compact.c */
     int zstd_level;
-    st_metric_t *m_cold_reads, *m_cold_errors;
     st_metric_t *m_hybrid_hot, *m_hybrid_cold, *m_evicted, *m_retained;
     uint64_t hot_ttl_us;
-    uint64_t retention_us; /* 0: keep forever */
     /* retention: users waiting for their footers (retention.c), queued first */
     struct st_retry *ret_head, *ret_tail;
     st_map_t ret_users; /* queued or being fetched */
     size_t ret_fetching;
-    st_metric_t *m_orphans;
-    st_compact_t *compact; /* compact.c */
     /* at the interval, a user is flushed only with this many hot rows, or one this old */
     uint64_t flush_min_rows, flush_max_age_us;
-    st_tier_source_t src_users, src_evict;
-    bool pass_all;                    /* this pass queues every user with hot rows */
-    size_t pass_queued, pass_evicted; /* by this pass so far */
-    int64_t evict_before;             /* set when the eviction source starts */
+    bool pass_all;        /* this pass queues every user with hot rows */
+    size_t pass_evicted;  /* by this pass so far */
+    int64_t evict_before; /* set when the eviction source starts */
 };
 
 #endif

@@ -3,10 +3,9 @@
  * chat's sources for the cold tier's pass (strata/tier.h; every --flush-interval, the hot store
  * at 80 %, POST /v1/admin/flush): every user (retention, then a flush queued if they have hot
  * rows: at the interval only if it is due, see st__chat_flush_due) and every idle conversation
- * (evicted, evict.c). Other modules add theirs (counters: consolidation) with
- * st_chat_cold_source. The pass runs in slices (src/cold/pass.c); flushes a slice queues start
- * at once. A flush is queued once (the pending and running maps); a post that makes a user's
- * flush due queues it itself.
+ * (evicted, evict.c). Other members of the tier add theirs (counters: consolidation). The pass
+ * runs in slices (src/cold/pass.c); flushes a slice queues start at once. A flush is queued once
+ * (the engine's pending and running maps); a post that makes a user's flush due tells the tier.
  */
 #include "internal.h"
 
@@ -14,8 +13,6 @@
 
 #define ST__PAGE_USERS 32  /* per page: retention and a flush check each */
 #define ST__PAGE_KEYS  256 /* per page: conversation records */
-
-enum { ST__PASS_ALL = 1 }; /* every user with hot rows (else only those due) */
 
 static bool st__want_user(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
@@ -26,8 +23,7 @@ static bool st__want_user(void *arg, const void *key, size_t klen, const void *v
 static void st__begin_users(void *arg, int flags)
 {
     st_chatcold_t *cc = arg;
-    cc->pass_all = flags & ST__PASS_ALL;
-    cc->pass_queued = 0;
+    cc->pass_all = flags & ST_TIER_PASS_ALL;
 }
 
 static void st__act_user(void *arg, const void *key, size_t klen)
@@ -45,8 +41,7 @@ static void st__act_user(void *arg, const void *key, size_t klen)
                            &wait) == ST_OK &&
         st__chat_coldstat(c, name, nl, &cs, &wait) == ST_OK && tot.total > cs.rows &&
         (cc->pass_all || st__chat_flush_due(c, name, nl, tot.total - cs.rows))) {
-        st__chat_flush_enqueue(cc, name, nl);
-        cc->pass_queued++;
+        st_tier_enqueue(cc->tier, name, nl);
     }
 }
 
@@ -80,55 +75,23 @@ static void st__end_evict(void *arg)
     st_info("cold: evicted %zu idle conversations from the hot store", cc->pass_evicted);
 }
 
-size_t st__chat_flush_pass(st_chat_t *c, bool all)
+void st__chat_sources(st_chatcold_t *cc)
 {
-    st_chatcold_t *cc = c->cold;
-    if (!cc || cc->tier.stopping) return 0;
-    st_tier_pass_start(cc->tier.pass, all ? ST__PASS_ALL : 0);
-    return cc->pass_queued;
-}
-
-size_t st_chat_flush_all(st_chat_t *c)
-{
-    return st__chat_flush_pass(c, true);
-}
-
-void st_chat_cold_source(st_chat_t *c, st_tier_source_t *src)
-{
-    if (c->cold) st_tier_pass_add(c->cold->tier.pass, src);
-}
-
-static void st__after_slice(void *arg)
-{
-    st__chat_flush_pump(arg); /* what this slice queued starts now */
-}
-
-void st__chat_pass_init(st_chatcold_t *cc)
-{
-    st_tier_pass_open(&cc->tier.pass, cc->tier.loop, cc->chat->store, st__after_slice, cc);
-    cc->src_users = (st_tier_source_t){.name = "chat users",
-                                       .prefix = 'T',
-                                       .page = ST__PAGE_USERS,
-                                       .order = ST_TIER_ORDER_FIRST,
-                                       .want = st__want_user,
-                                       .act = st__act_user,
-                                       .begin = st__begin_users,
-                                       .arg = cc};
-    cc->src_evict = (st_tier_source_t){.name = "chat idle conversations",
-                                       .prefix = 'C',
-                                       .page = ST__PAGE_KEYS,
-                                       .order = ST_TIER_ORDER_LAST,
-                                       .want = st__want_conv,
-                                       .act = st__act_evict,
-                                       .begin = st__begin_evict,
-                                       .end = st__end_evict,
-                                       .arg = cc};
-    st_tier_pass_add(cc->tier.pass, &cc->src_users);
-    st_tier_pass_add(cc->tier.pass, &cc->src_evict);
-}
-
-void st__chat_pass_stop(st_chatcold_t *cc, void (*closed)(void *arg))
-{
-    st_tier_pass_close(cc->tier.pass, closed, cc);
-    cc->tier.pass = NULL;
+    cc->sources[0] = (st_tier_source_t){.name = "chat users",
+                                        .prefix = 'T',
+                                        .page = ST__PAGE_USERS,
+                                        .order = ST_TIER_ORDER_FIRST,
+                                        .want = st__want_user,
+                                        .act = st__act_user,
+                                        .begin = st__begin_users,
+                                        .arg = cc};
+    cc->sources[1] = (st_tier_source_t){.name = "chat idle conversations",
+                                        .prefix = 'C',
+                                        .page = ST__PAGE_KEYS,
+                                        .order = ST_TIER_ORDER_LAST,
+                                        .want = st__want_conv,
+                                        .act = st__act_evict,
+                                        .begin = st__begin_evict,
+                                        .end = st__end_evict,
+                                        .arg = cc};
 }

@@ -200,7 +200,7 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
         if (o[i].gen + 1 > cs.next_seq) cs.next_seq = o[i].gen + 1;
         if (skip[i]) { /* an orphan: deleted by the next server start, never counted */
             st_warn("rebuild: %s repeats rows of a later object; it will be deleted", o[i].key);
-            rc = st__chat_doom(c, u, ul, o[i].seq, o[i].key, wait);
+            rc = st_tier_doom(c->store, u, ul, o[i].seq, o[i].key, wait);
             continue;
         }
         st__aggregate(&m[i], &agg, &nagg);

@@ -55,7 +55,7 @@ static int st__drop(st_chat_t *c, const char *u, size_t ul, uint64_t seq, const 
     size_t n = st__chat_ukey(k, 'F', u, ul);
     st__chat_be64(k + n, seq);
     if (rc == ST_OK) rc = st_store_del(c->store, k, n + 8, wait);
-    if (rc == ST_OK) rc = st__chat_doom(c, u, ul, seq, key, wait);
+    if (rc == ST_OK) rc = st_tier_doom(c->store, u, ul, seq, key, wait);
     st_coldstat_t cs;
     if (rc == ST_OK) rc = st__chat_coldstat(c, u, ul, &cs, wait);
     if (rc == ST_OK) {
@@ -102,14 +102,15 @@ static void st__retention_resume(void *arg)
     memcpy(u, r->u, ul);
     st__retry_free(cc, r);
     st__chat_retention(c, u, ul); /* its footers are pinned by w: it runs to the end */
-    st_chat_cold_release(c, w);
+    st_tier_release(cc->tier, w);
     st__retention_pump(cc);
 }
 
 /* Starts fetching the footers of queued users while fewer than the limit are under way. */
 static void st__retention_pump(st_chatcold_t *cc)
 {
-    while (cc->ret_head && cc->ret_fetching < ST__RETENTION_FETCHING && !cc->tier.stopping) {
+    while (cc->ret_head && cc->ret_fetching < ST__RETENTION_FETCHING &&
+           !st_tier_stopping(cc->tier)) {
         st_retry_t *r = cc->ret_head;
         cc->ret_head = r->next;
         if (!cc->ret_head) cc->ret_tail = NULL;
@@ -118,11 +119,11 @@ static void st__retention_pump(st_chatcold_t *cc)
         bool need = st__chat_manifest(cc->chat, r->u, r->ul, false, &man, &wait) == ST_OK &&
                     st__chat_footers_ready(cc->chat, &man) == ST_EPARKED;
         st__chat_manifest_free(&man);
-        if (need && st_coldcache_wait(cc->tier.cache, &r->w, st__retention_resume, r)) {
+        if (need && st_coldcache_wait(st_tier_cache(cc->tier), &r->w, st__retention_resume, r)) {
             cc->ret_fetching++;
             continue;
         }
-        st_coldcache_release(cc->tier.cache, r->w);
+        st_coldcache_release(st_tier_cache(cc->tier), r->w);
         r->w = NULL;
         char u[ST_NAME_MAX + 1];
         size_t ul = r->ul;
@@ -136,7 +137,7 @@ static void st__retention_pump(st_chatcold_t *cc)
 /* Queues a user whose footers are not in memory (once). */
 static void st__retention_queue(st_chatcold_t *cc, const char *u, size_t ul)
 {
-    st_coldcache_forget(cc->tier.cache); /* fetched in the queue's turn, not now */
+    st_coldcache_forget(st_tier_cache(cc->tier)); /* fetched in the queue's turn, not now */
     if (!cc->ret_users.buckets) st_map_init(&cc->ret_users);
     if (ul > ST_NAME_MAX || st_map_get(&cc->ret_users, u, ul)) return;
     st_retry_t *r = st_calloc(1, sizeof *r + ul);
@@ -161,7 +162,7 @@ void st__chat_retention_stop(st_chatcold_t *cc)
     st_map_node_t *n;
     while ((n = st_map_first(&cc->ret_users, &it)) != NULL) {
         st_retry_t *r = (st_retry_t *)n;
-        st_coldcache_release(cc->tier.cache, r->w); /* cancels a fetch under way */
+        st_coldcache_release(st_tier_cache(cc->tier), r->w); /* cancels a fetch under way */
         st__retry_free(cc, r);
     }
     st_map_free(&cc->ret_users);
@@ -172,8 +173,8 @@ void st__chat_retention_stop(st_chatcold_t *cc)
 size_t st__chat_retention(st_chat_t *c, const char *u, size_t ul)
 {
     st_chatcold_t *cc = c->cold;
-    if (!cc || !cc->retention_us) return 0;
-    int64_t cutoff = st_now_us() - (int64_t)cc->retention_us;
+    int64_t cutoff = cc ? st_tier_cutoff(cc->tier) : 0;
+    if (!cutoff) return 0;
     uint64_t wait = 0;
     st_manifest_t man;
     size_t dropped = 0;
@@ -194,7 +195,7 @@ size_t st__chat_retention(st_chat_t *c, const char *u, size_t ul)
             /* one mixing expired and live rows is rewritten without them (compact.c) */
             for (size_t g = 0; g < m->ngroups; g++)
                 if (m->groups[g].min_ts < cutoff) {
-                    st__chat_compact_note(cc, u, ul, true);
+                    st_tier_compact(cc->tier, u, ul, ST_TIER_COMPACT_EXPIRE);
                     break;
                 }
             break;

@@ -80,34 +80,6 @@ static uint64_t st__now_ms(st_tier_flush_t *f)
     return uv_now(f->loop);
 }
 
-/* A manifest record's key: ks owner [0 seq] (no seq: 'W'). */
-static size_t st__mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq, uint64_t seq)
-{
-    k[0] = (uint8_t)ks;
-    memcpy(k + 1, o, ol);
-    if (!has_seq) return 1 + ol;
-    k[1 + ol] = 0;
-    for (int i = 0; i < 8; i++)
-        k[2 + ol + i] = (uint8_t)(seq >> (56 - 8 * i));
-    return 2 + ol + 8;
-}
-
-static int st__stat(st_tier_flush_t *f, const char *o, size_t ol, st_tier_stat_t *st,
-                    uint64_t *wait)
-{
-    uint8_t k[ST__MKEY_CAP];
-    const void *v;
-    size_t vl;
-    int rc = st_store_get(f->store, k, st__mkey(k, 'W', o, ol, false, 0), &v, &vl, wait);
-    if (rc == ST_ENOTFOUND) {
-        memset(st, 0, sizeof *st);
-        return ST_OK;
-    }
-    if (rc == ST_OK && vl != sizeof *st) rc = ST_EINTERNAL;
-    if (rc == ST_OK) memcpy(st, v, sizeof *st);
-    return rc;
-}
-
 /* ---- the queue ---- */
 
 void st_tier_flush_enqueue(st_tier_flush_t *f, const char *o, size_t ol)
@@ -193,7 +165,7 @@ static int st__commit(st_tier_flush_t *f, st_fjob_t *j, uint64_t *wait)
     size_t ol = j->o->olen;
     uint8_t k[ST__MKEY_CAP];
     /* the object is ours only while its 'P' record is: it goes in this batch */
-    size_t pn = st__mkey(k, 'P', o, ol, true, j->seq);
+    size_t pn = st_tier_mkey(k, 'P', o, ol, true, j->seq);
     const void *pv;
     size_t pvl;
     int rc = st_store_get(f->store, k, pn, &pv, &pvl, wait);
@@ -202,20 +174,21 @@ static int st__commit(st_tier_flush_t *f, st_fjob_t *j, uint64_t *wait)
     st_tier_file_t fi = {0, 0, 0, j->size};
     if (rc == ST_OK) rc = f->kind->commit(f->kind->arg, o, ol, j->snap.rows, &fi, wait);
     st_tier_stat_t st;
-    if (rc == ST_OK) rc = st__stat(f, o, ol, &st, wait);
+    if (rc == ST_OK) rc = st_tier_stat(f->store, o, ol, &st, wait);
     if (rc == ST_OK) {
         st.watermark = fi.max_id;
         st.rows += fi.rows;
         st.bytes += (int64_t)j->size;
         st.files++;
         if (st.next_seq < j->seq + 1) st.next_seq = j->seq + 1;
-        rc = st_store_put(f->store, k, st__mkey(k, 'W', o, ol, false, 0), &st, sizeof st, wait);
+        rc = st_store_put(f->store, k, st_tier_mkey(k, 'W', o, ol, false, 0), &st, sizeof st, wait);
     }
     if (rc == ST_OK) {
         st_buf_t v = {0};
         st_buf_append(&v, &fi, sizeof fi);
         st_buf_append(&v, j->snap.key.data, j->snap.key.len);
-        rc = st_store_put(f->store, k, st__mkey(k, 'F', o, ol, true, j->seq), v.data, v.len, wait);
+        rc = st_store_put(f->store, k, st_tier_mkey(k, 'F', o, ol, true, j->seq), v.data, v.len,
+                          wait);
         st_buf_free(&v);
     }
     return rc;
@@ -315,11 +288,11 @@ static int st__intend(st_tier_flush_t *f, st_fjob_t *j, st_tier_stat_t *st, uint
     uint8_t k[ST__MKEY_CAP];
     const char *o = j->o->owner;
     size_t ol = j->o->olen;
-    size_t n = st__mkey(k, 'P', o, ol, true, j->seq);
+    size_t n = st_tier_mkey(k, 'P', o, ol, true, j->seq);
     int rc = st_store_put(f->store, k, n, j->snap.key.data, j->snap.key.len, wait);
     st->next_seq = j->seq + 1;
     if (rc == ST_OK)
-        rc = st_store_put(f->store, k, st__mkey(k, 'W', o, ol, false, 0), st, sizeof *st, wait);
+        rc = st_store_put(f->store, k, st_tier_mkey(k, 'W', o, ol, false, 0), st, sizeof *st, wait);
     return rc;
 }
 
@@ -345,7 +318,7 @@ static bool st__start(st_tier_flush_t *f, st_fowner_t *o)
     uint64_t wait = 0;
     st_tier_stat_t st = {0};
     int rc = f->kind->orphans(f->kind->arg, o->owner, o->olen, &wait);
-    if (rc == ST_OK) rc = st__stat(f, o->owner, o->olen, &st, &wait);
+    if (rc == ST_OK) rc = st_tier_stat(f->store, o->owner, o->olen, &st, &wait);
     j->seq = st.next_seq ? st.next_seq : 1;
     if (rc == ST_OK)
         rc = f->kind->snapshot(f->kind->arg, o->owner, o->olen, &st, j->seq, &j->snap, &wait);

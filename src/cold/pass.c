@@ -28,6 +28,7 @@ struct st_tier_pass {
     size_t clen; /* the source's next key is the first >= cursor (0: from the start) */
     uint8_t cursor[ST_KEY_MAX + 1];
     void (*after_slice)(void *arg);
+    void (*begin)(void *arg, int flags);
     void *arg;
     void (*closed)(void *arg);
     void *closed_arg;
@@ -77,6 +78,7 @@ static bool st__page(st_tier_pass_t *p)
 
 static void st__enter(st_tier_pass_t *p, st_tier_source_t *src)
 {
+    if (src == p->sources && p->begin) p->begin(p->arg, p->flags);
     p->cur = src;
     p->clen = 0;
     if (src && src->begin) src->begin(src->arg, p->flags);
@@ -154,6 +156,11 @@ void st_tier_pass_start(st_tier_pass_t *p, int flags)
     st__enter(p, p->sources);
     uv_idle_start(&p->idle, st__on_idle);
     st__slice(p); /* the first slice now: what it queues starts without waiting a turn */
+}
+
+void st_tier_pass_on_begin(st_tier_pass_t *p, void (*begin)(void *arg, int flags))
+{
+    p->begin = begin;
 }
 
 bool st_tier_pass_running(const st_tier_pass_t *p)

@@ -7,6 +7,8 @@
 #include "strata/counters.h"
 #include "strata/tier.h"
 
+#include <stdlib.h>
+
 static bool st__want(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     (void)arg, (void)key, (void)val, (void)vlen;
@@ -33,4 +35,24 @@ void st_counters_tier_source(st_store_t *s, st_tier_source_t *out)
                               .want = st__want,
                               .act = st__act,
                               .arg = s};
+}
+
+/* The counters as a member of the tier: one pass source, nothing to flush or merge. */
+typedef struct {
+    st_tier_member_t member;
+    st_tier_source_t src;
+} st_ctrmember_t;
+
+static void st__closed(void *arg)
+{
+    free(arg);
+}
+
+st_tier_member_t *st_counters_tier_member(st_store_t *s)
+{
+    st_ctrmember_t *m = st_calloc(1, sizeof *m);
+    st_counters_tier_source(s, &m->src);
+    m->member = (st_tier_member_t){
+        .name = "counters", .sources = &m->src, .nsources = 1, .closed = st__closed, .arg = m};
+    return &m->member;
 }

@@ -4,6 +4,7 @@
 #include "internal.h"
 #include "strata/backup.h"
 #include "strata/chat.h"
+#include "strata/tier.h"
 #include "strata/counters.h"
 #include "strata/reconcile.h"
 #include "strata/repl.h"
@@ -55,7 +56,7 @@ int st_api_metrics(st_ctx_t *c)
  * progress shows in /metrics (strata_flush_*) and in each user's stats. */
 int st_api_admin_flush(st_ctx_t *c)
 {
-    size_t n = c->app->chat ? st_chat_flush_all(c->app->chat) : 0;
+    size_t n = st_tier_flush_all(c->app->tier);
     c->status = 202;
     st_buf_printf(c->body, "{\"flushing\":%zu}", n);
     return ST_OK;
@@ -76,7 +77,7 @@ int st_api_admin_compact(st_ctx_t *c)
         cJSON_Delete(j);
         return rc;
     }
-    size_t n = c->app->chat ? st_chat_compact(c->app->chat, u, ul) : 0;
+    size_t n = st_tier_compact(c->app->tier, u, ul, ST_TIER_COMPACT_MAJOR);
     cJSON_Delete(j);
     c->status = 202;
     st_buf_printf(c->body, "{\"compacting\":%zu}", n);

@@ -12,7 +12,7 @@
  * Every other connection is served as usual in the meantime.
  */
 #include "conn.h"
-#include "strata/chat.h"
+#include "strata/tier.h"
 #include "strata/ws.h"
 
 #include <stdlib.h>
@@ -240,8 +240,8 @@ static bool st__conn_run(st_conn_t *c, const st_http_request_t *req)
     for (int tries = 0;; tries++) {
         st_arena_reset(&c->arena);
         rc = st_http_dispatch(srv->app, req, &c->arena, &resp, &wait, &status, &route);
-        if (rc != ST_EPARKED || !srv->app->chat || tries == 3) break;
-        if (st_chat_cold_wait(srv->app->chat, &c->cold_wait, st__conn_unparked, c)) {
+        if (rc != ST_EPARKED || !srv->app->tier || tries == 3) break;
+        if (st_tier_wait(srv->app->tier, &c->cold_wait, st__conn_unparked, c)) {
             if (!c->parked) c->parked = st_http_request_copy(req);
             st__read_stop(c);
             return false;
@@ -257,7 +257,7 @@ static bool st__conn_run(st_conn_t *c, const st_http_request_t *req)
     st__conn_respond(c, resp.data, resp.len, wait, status, route, !req->keep_alive,
                      req->started_ns);
     st_buf_free(&resp);
-    if (srv->app->chat) st_chat_cold_release(srv->app->chat, c->cold_wait);
+    st_tier_release(srv->app->tier, c->cold_wait);
     c->cold_wait = NULL;
     if (!req->keep_alive) c->close_when_done = true;
     return true;

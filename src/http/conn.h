@@ -9,7 +9,7 @@
 #define STRATA_HTTP_CONN_H
 
 #include "internal.h"
-#include "strata/chat.h"
+#include "strata/tier.h"
 
 #define ST__OUT_HIGH      (1u << 20)   /* unsent output that stops parsing and reading */
 #define ST__OUT_LOW       (256u << 10) /* ... and the level it must drain to before resuming */

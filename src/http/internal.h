@@ -74,7 +74,7 @@ const char *st_http_reason(int status);
 
 /* Runs one request to completion: auth, idempotency, route, handler. Appends the response to
  * out and sets *wait (0 when it may be sent now). ST_EPARKED instead (out untouched) when the
- * handler waits for cold data: call st_chat_cold_wait, then dispatch the request again. */
+ * handler waits for cold data: call st_tier_wait, then dispatch the request again. */
 int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *arena, st_buf_t *out,
                      uint64_t *wait, int *status, int *route_idx);
 

@@ -6,7 +6,7 @@
  * errors, per-route metrics, and a graceful stop. One connection's I/O is in conn.c.
  */
 #include "conn.h"
-#include "strata/chat.h"
+#include "strata/tier.h"
 #include "strata/ws.h"
 
 #include <stdlib.h>
@@ -72,7 +72,7 @@ void st__conn_close(st_conn_t *c)
     c->closing = true;
     st__conn_pending(c);
     st_server_t *srv = c->srv;
-    if (c->cold_wait) st_chat_cold_release(srv->app->chat, c->cold_wait); /* cancels it */
+    if (c->cold_wait) st_tier_release(srv->app->tier, c->cold_wait); /* cancels it */
     c->cold_wait = NULL;
     if (c->prev)
         c->prev->next = c->next;

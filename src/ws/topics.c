@@ -7,6 +7,7 @@
  */
 #include "internal.h"
 #include "strata/chat.h"
+#include "strata/tier.h"
 #include "strata/counters.h"
 #include "strata/seats.h"
 
@@ -54,7 +55,7 @@ static void st__chan_add(st_ws_t *ws, st_wssub_t *s)
 
 static void st__sub_free(st_ws_t *ws, st_wssub_t *s)
 {
-    if (s->cold_wait) st_chat_cold_release(ws->app->chat, s->cold_wait); /* cancels it */
+    if (s->cold_wait) st_tier_release(ws->app->tier, s->cold_wait); /* cancels it */
     st_wschan_t *ch = s->chan;
     if (s->cprev)
         s->cprev->cnext = s->cnext;
@@ -153,7 +154,7 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
     int rc = st_chat_each(ws->app->chat, s->name, strlen(s->name), &q, st__replay_one, &r, &more,
                           &last, &r.wait);
     for (int tries = 0; rc == ST_EPARKED && tries < 3; tries++) {
-        if (st_chat_cold_wait(ws->app->chat, &s->cold_wait, st__replay_unparked, s)) {
+        if (st_tier_wait(ws->app->tier, &s->cold_wait, st__replay_unparked, s)) {
             s->ws = ws;
             st_buf_free(&r.prefix);
             return; /* parked: nothing was sent */
@@ -162,7 +163,7 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
                           &last, &r.wait);
     }
     more |= r.full;
-    st_chat_cold_release(ws->app->chat, s->cold_wait);
+    st_tier_release(ws->app->tier, s->cold_wait);
     s->cold_wait = NULL;
     if (rc != ST_OK) {
         st__ws_send_error(ws, c, s->id, "unavailable", "replay failed; resubscribe with after");

@@ -1,0 +1,634 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tier's compaction engine (SPEC §5; see strata/tier.h): an owner's small objects are merged
+ * into larger ones, so that object count, bytes and read time stay flat as flushes pile up. The
+ * kind merges the rows (st_tier_merge_t); everything else is here.
+ *
+ * Which objects: tiered. Objects fall in size classes (rows, powers of 4); a run of at least
+ * four neighbouring objects of one class is merged into one of the next class, so a row is
+ * rewritten about once per class, O(log n) times. Only when an owner still holds more than
+ * --compact-objects small objects is the neighbouring pair with the fewest rows merged, which
+ * keeps the count bounded. A major compaction merges the first run of neighbours (of any size)
+ * that one merge may take, then the next, until no two neighbours fit in one merge. No merge
+ * writes more than the cap (planned on the objects' bytes: a merge's output is no larger than its
+ * inputs), more than ST__MERGE_ROWS rows (the worker holds every row of a merge in memory) or
+ * replaces more than ST__MERGE_OBJECTS objects (the swap batch is on the loop). Neighbours only:
+ * manifest order is id order (reads stop at the first object past their page), so a merged object
+ * takes the place, and the manifest number, of the first object it replaces.
+ *
+ * How, with the flush's mechanisms: on the loop, the new object is recorded ('P' with a fresh
+ * number) in a batch; once that batch is durable, a worker (SCHED_IDLE) has the kind merge the
+ * old objects into the new one. Back on the loop, ONE batch swaps them: the new object in the
+ * manifest, the old ones out with their deletion recorded ('D'), 'P' dropped, the owner's cold
+ * summary adjusted, and the kind's side (rows left out by retention). The reaper deletes the old
+ * objects once that batch is durable. A crash before the batch leaves a 'P' without its 'F': an
+ * orphan, deleted at start-up; a crash after it leaves 'D' records, finished at start-up. So reads
+ * see the old objects or the new one, never both, never neither.
+ *
+ * One compaction at a time, beside the flushes, paced like them. A major compaction asked for is
+ * held in memory: each merge done stands after a crash, the rest is asked for again
+ * (strata_compactions_pending says when it is done).
+ */
+#include "strata/coldshare.h"
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ST__SMALL_ROWS    1000000        /* objects with fewer rows are small */
+#define ST__SMALL_BYTES   (128ull << 20) /* ... and fewer bytes */
+#define ST__MERGE_ROWS    2000000        /* no merge writes more rows */
+#define ST__MERGE_OBJECTS 256            /* nor replaces more objects */
+#define ST__RUN_MIN       4              /* objects of one class merged together */
+#define ST__MKEY_CAP      (ST_NAME_MAX + 16)
+
+typedef struct {
+    st_map_node_t node;
+    char owner[ST_NAME_MAX + 1];
+    size_t olen;
+    int flags; /* ST_TIER_COMPACT_*; asked for while merging: << 4 */
+} st_cowner_t;
+
+typedef struct {
+    st_tier_file_t *files;
+    uint64_t *seqs;
+    char **keys;
+    size_t n, cap;
+} st_fman_t;
+
+typedef struct {
+    uv_work_t req;
+    st_tier_compact_t *c;
+    st_cowner_t *o;
+    uint64_t pseq, fseq, wait;
+    int64_t cutoff;
+    st_fman_t old; /* the objects replaced */
+    bool queued;   /* on a worker */
+    uint64_t t0;
+    /* worker results */
+    int rc;
+    st_buf_t key;
+    st_tier_file_t out;
+    void *dropped;
+    int64_t ndropped;
+} st_cjob_t;
+
+struct st_tier_compact {
+    st_tier_t *tier;
+    uv_loop_t *loop;
+    st_store_t *store;
+    st_objstore_t *obj;
+    const st_tier_merge_t *merge;
+    st_tier_compact_opts_t o;
+    st_map_t queue;
+    st_cjob_t *job;
+    bool stopping;
+    uint64_t resume_ms; /* pacing: no compaction before this */
+    void (*closed)(void *arg);
+    void *closed_arg;
+    st_metric_t *m_ok, *m_err, *m_rows, *m_bytes, *m_dropped;
+    st_metric_t *m_pending; /* owners queued or merging: 0 once an asked for compaction is done */
+    st_metric_t *m_s3[4];
+    st_metric_t *m_objects[2], *m_obytes[2]; /* small, large */
+    uint64_t census_ms;                      /* next count of the manifests */
+};
+
+/* ---- planning (pure) ---- */
+
+static int st__class(int64_t rows)
+{
+    int c = 0;
+    while (rows >= 4) {
+        rows /= 4;
+        c++;
+    }
+    return c;
+}
+
+static bool st__small(const st_tier_file_t *f)
+{
+    return f->rows < ST__SMALL_ROWS && f->size < ST__SMALL_BYTES;
+}
+
+/* Where a run of neighbours from f[i] that one merge may take ends: within the merge bounds;
+ * tiered, only small objects of f[i]'s class. */
+static size_t st__run_end(const st_tier_file_t *f, size_t n, size_t i, uint64_t max_bytes,
+                          bool tiered)
+{
+    size_t j = i;
+    int64_t rows = 0;
+    uint64_t bytes = 0;
+    while (j < n && j - i < ST__MERGE_OBJECTS && rows + f[j].rows <= ST__MERGE_ROWS &&
+           bytes + f[j].size <= max_bytes &&
+           (!tiered || (st__small(&f[j]) && st__class(f[j].rows) == st__class(f[i].rows)))) {
+        rows += f[j].rows;
+        bytes += f[j].size;
+        j++;
+    }
+    return j;
+}
+
+/* A major compaction: the first run of two or more neighbours that fits one merge, as long as
+ * it takes (planned again after each merge, it ends when no two neighbours fit together). */
+static bool st__plan_major(const st_tier_file_t *f, size_t n, uint64_t max_bytes, size_t *from,
+                           size_t *to)
+{
+    for (size_t i = 0; i + 1 < n; i++) {
+        size_t j = st__run_end(f, n, i, max_bytes, false);
+        if (j - i >= 2) {
+            *from = i;
+            *to = j;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool st_tier_compact_plan(const st_tier_file_t *f, size_t n, size_t limit, uint64_t max_bytes,
+                          int flags, size_t *from, size_t *to)
+{
+    if (flags & ST_TIER_COMPACT_EXPIRE && n) {
+        *from = 0;
+        *to = 1;
+        return true;
+    }
+    if (flags & ST_TIER_COMPACT_MAJOR) return st__plan_major(f, n, max_bytes, from, to);
+    size_t nsmall = 0;
+    for (size_t i = 0; i < n; i++)
+        nsmall += st__small(&f[i]);
+    if (nsmall <= limit) return false;
+    /* a run of neighbouring small objects of one class (tiered) */
+    for (size_t i = 0; i < n;) {
+        size_t j = st__run_end(f, n, i, max_bytes, true);
+        if (j - i >= ST__RUN_MIN) {
+            *from = i;
+            *to = j;
+            return true;
+        }
+        i = j > i ? j : i + 1;
+    }
+    /* still too many: the neighbouring pair with the fewest rows */
+    int64_t best = INT64_MAX;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (st__small(&f[i]) && st__small(&f[i + 1]) && f[i].rows + f[i + 1].rows < best &&
+            f[i].rows + f[i + 1].rows <= ST__MERGE_ROWS && f[i].size + f[i + 1].size <= max_bytes) {
+            best = f[i].rows + f[i + 1].rows;
+            *from = i;
+            *to = i + 2;
+        }
+    return best != INT64_MAX;
+}
+
+/* ---- worker side ---- */
+
+static void st__compact_work(uv_work_t *req)
+{
+    st_cjob_t *j = req->data;
+    const st_tier_merge_t *m = j->c->merge;
+    st_tier_background(true); /* SCHED_IDLE while merging (see flush.c) */
+    j->rc = m->merge(m->arg, j->c->obj, j->old.keys, j->old.files, j->old.n, j->cutoff, j->key.data,
+                     &j->out, &j->dropped, &j->ndropped);
+    st_tier_background(false);
+}
+
+/* ---- loop side ---- */
+
+static uint64_t st__rd64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static int st__collect_f(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_fman_t *m = arg;
+    if (klen < 8 || vlen <= sizeof(st_tier_file_t)) return 0;
+    if (m->n == m->cap) {
+        m->cap = m->cap ? m->cap * 2 : 16;
+        m->files = st_realloc(m->files, m->cap * sizeof *m->files);
+        m->seqs = st_realloc(m->seqs, m->cap * sizeof *m->seqs);
+        m->keys = st_realloc(m->keys, m->cap * sizeof *m->keys);
+    }
+    memcpy(&m->files[m->n], val, sizeof(st_tier_file_t));
+    m->seqs[m->n] = st__rd64((const uint8_t *)key + klen - 8);
+    m->keys[m->n++] =
+        st_strndup((const char *)val + sizeof(st_tier_file_t), vlen - sizeof(st_tier_file_t));
+    return 0;
+}
+
+static void st__fman_free(st_fman_t *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        free(m->keys[i]);
+    free(m->keys);
+    free(m->seqs);
+    free(m->files);
+}
+
+static void st__job_free(st_cjob_t *j)
+{
+    const st_tier_merge_t *m = j->c->merge;
+    if (j->dropped) m->release(m->arg, j->dropped);
+    st__fman_free(&j->old);
+    st_buf_free(&j->key);
+    free(j);
+}
+
+/* [from, to) of the owner's manifest m, taken into a new job. */
+static st_cjob_t *st__job(st_tier_compact_t *c, st_cowner_t *o, st_fman_t *m, size_t from,
+                          size_t to)
+{
+    st_cjob_t *j = st_calloc(1, sizeof *j);
+    j->c = c;
+    j->o = o;
+    j->t0 = uv_hrtime();
+    j->req.data = j;
+    j->old.n = j->old.cap = to - from;
+    j->old.seqs = st_malloc(j->old.n * sizeof *j->old.seqs);
+    j->old.keys = st_malloc(j->old.n * sizeof *j->old.keys);
+    j->old.files = st_malloc(j->old.n * sizeof *j->old.files);
+    for (size_t i = 0; i < j->old.n; i++) {
+        j->old.seqs[i] = m->seqs[from + i];
+        j->old.files[i] = m->files[from + i];
+        j->old.keys[i] = m->keys[from + i];
+        m->keys[from + i] = NULL;
+    }
+    j->fseq = j->old.seqs[0];
+    if (c->o.retention_us) j->cutoff = st_now_us() - (int64_t)c->o.retention_us;
+    return j;
+}
+
+/* Plans the owner's next merge and records its object ('P'); NULL when there is nothing to do. */
+static st_cjob_t *st__begin(st_tier_compact_t *c, st_cowner_t *o)
+{
+    uint8_t k[ST__MKEY_CAP];
+    uint64_t wait = 0;
+    st_fman_t m = {0};
+    size_t from, to;
+    st_tier_stat_t st;
+    size_t pl = st_tier_mkey(k, 'F', o->owner, o->olen, false, 0) + 1;
+    k[pl - 1] = 0;
+    int rc = st_store_range(c->store, k, pl, NULL, 0, NULL, 0, false, st__collect_f, &m, &wait);
+    if (rc != ST_OK ||
+        !st_tier_compact_plan(m.files, m.n, c->o.limit, c->o.max_bytes, o->flags, &from, &to) ||
+        st_tier_stat(c->store, o->owner, o->olen, &st, &wait) != ST_OK) {
+        st__fman_free(&m);
+        return NULL;
+    }
+    st_cjob_t *j = st__job(c, o, &m, from, to);
+    st__fman_free(&m);
+    j->pseq = st.next_seq ? st.next_seq : 1;
+    c->merge->name(c->merge->arg, o->owner, o->olen, j->old.keys[0], j->fseq, j->pseq, &j->key);
+    rc = st_store_put(c->store, k, st_tier_mkey(k, 'P', o->owner, o->olen, true, j->pseq),
+                      j->key.data, j->key.len, &wait);
+    st.next_seq = j->pseq + 1;
+    if (rc == ST_OK)
+        rc = st_store_put(c->store, k, st_tier_mkey(k, 'W', o->owner, o->olen, false, 0), &st,
+                          sizeof st, &wait);
+    if (rc != ST_OK) {
+        j->o = NULL;
+        st__job_free(j);
+        return NULL;
+    }
+    j->wait = wait;
+    return j;
+}
+
+/* Whether the job's 'P' and every old 'F' are still what it planned on (retention may have
+ * replaced some meanwhile: ST_ECONFLICT). */
+static int st__check(st_tier_compact_t *c, st_cjob_t *j, uint64_t *wait)
+{
+    const char *o = j->o->owner;
+    size_t ol = j->o->olen;
+    uint8_t k[ST__MKEY_CAP];
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(c->store, k, st_tier_mkey(k, 'P', o, ol, true, j->pseq), &v, &vl, wait);
+    for (size_t i = 0; rc == ST_OK && i < j->old.n; i++) {
+        rc = st_store_get(c->store, k, st_tier_mkey(k, 'F', o, ol, true, j->old.seqs[i]), &v, &vl,
+                          wait);
+        size_t kl = strlen(j->old.keys[i]);
+        if (rc == ST_OK && (vl != sizeof(st_tier_file_t) + kl ||
+                            memcmp((const char *)v + sizeof(st_tier_file_t), j->old.keys[i], kl)))
+            rc = ST_ENOTFOUND;
+    }
+    return rc == ST_ENOTFOUND ? ST_ECONFLICT : rc;
+}
+
+/* The swap: one batch. Everything is checked before anything is written. */
+static int st__commit(st_tier_compact_t *c, st_cjob_t *j, uint64_t *wait)
+{
+    const char *o = j->o->owner;
+    size_t ol = j->o->olen;
+    uint8_t k[ST__MKEY_CAP];
+    int rc = st__check(c, j, wait);
+    /* the kind's side first, while the manifest still holds the old objects */
+    if (rc == ST_OK) rc = c->merge->commit(c->merge->arg, o, ol, j->dropped, j->ndropped, wait);
+    if (rc == ST_OK)
+        rc = st_store_del(c->store, k, st_tier_mkey(k, 'P', o, ol, true, j->pseq), wait);
+    int64_t old_bytes = 0;
+    for (size_t i = 0; rc == ST_OK && i < j->old.n; i++) {
+        old_bytes += (int64_t)j->old.files[i].size;
+        rc = st_store_del(c->store, k, st_tier_mkey(k, 'F', o, ol, true, j->old.seqs[i]), wait);
+        /* 'D' numbers stay unique: the first old object's number goes on with the new one, so
+         * its deletion is recorded under the fresh number (no 'F' ever has it) */
+        uint64_t dseq = i ? j->old.seqs[i] : j->pseq;
+        if (rc == ST_OK) rc = st_tier_doom(c->store, o, ol, dseq, j->old.keys[i], wait);
+    }
+    if (rc == ST_OK && j->out.rows) {
+        st_buf_t val = {0};
+        st_buf_append(&val, &j->out, sizeof j->out);
+        st_buf_append(&val, j->key.data, j->key.len);
+        rc = st_store_put(c->store, k, st_tier_mkey(k, 'F', o, ol, true, j->fseq), val.data,
+                          val.len, wait);
+        st_buf_free(&val);
+    }
+    st_tier_stat_t st;
+    if (rc == ST_OK) rc = st_tier_stat(c->store, o, ol, &st, wait);
+    if (rc == ST_OK) {
+        st.rows -= j->ndropped;
+        st.bytes += (int64_t)j->out.size - old_bytes;
+        st.files += (j->out.rows ? 1 : 0) - (int64_t)j->old.n;
+        rc = st_store_put(c->store, k, st_tier_mkey(k, 'W', o, ol, false, 0), &st, sizeof st, wait);
+    }
+    if (rc == ST_OK) st_metric_add(c->m_dropped, (double)j->ndropped);
+    return rc;
+}
+
+static void st__count_pending(st_tier_compact_t *c)
+{
+    st_metric_set(c->m_pending, (double)(c->queue.count + (c->job ? 1 : 0)));
+}
+
+static void st__add(st_tier_compact_t *c, const char *o, size_t ol, int flags)
+{
+    st_cowner_t *q = (st_cowner_t *)st_map_get(&c->queue, o, ol);
+    if (q) {
+        q->flags |= flags;
+        return;
+    }
+    if (c->job && c->job->o->olen == ol && memcmp(c->job->o->owner, o, ol) == 0) {
+        c->job->o->flags |= flags << 4; /* noted for when it comes back */
+        return;
+    }
+    q = st_calloc(1, sizeof *q);
+    memcpy(q->owner, o, ol);
+    q->olen = ol;
+    q->flags = flags;
+    q->node.key = q->owner;
+    q->node.klen = ol;
+    st_map_insert(&c->queue, &q->node);
+    st__count_pending(c);
+}
+
+/* What an owner whose merge is back is queued again for: a major compaction goes on, merge after
+ * merge, until its plan finds nothing; what was asked for meanwhile is added. */
+static int st__again(const st_cowner_t *o)
+{
+    return (o->flags & ST_TIER_COMPACT_MAJOR) | ((o->flags >> 4) & ~ST_TIER_COMPACT_EXPIRE);
+}
+
+static void st__maybe_free(st_tier_compact_t *c)
+{
+    if (!c->stopping || c->job) return;
+    size_t it;
+    st_map_node_t *n;
+    while ((n = st_map_first(&c->queue, &it)) != NULL) {
+        st_map_remove(&c->queue, n);
+        free(n);
+    }
+    st_map_free(&c->queue);
+    void (*closed)(void *) = c->closed;
+    void *arg = c->closed_arg;
+    free(c);
+    if (closed) closed(arg);
+}
+
+/* A merge or its swap failed: what the worker may have written is an orphan now (its 'P' says
+ * so; if that record never became durable, the object is doomed here). */
+static void st__failed(st_tier_compact_t *c, st_cjob_t *j, int rc, uint64_t *wait)
+{
+    st_cowner_t *o = j->o;
+    uint8_t k[ST__MKEY_CAP];
+    const void *v;
+    size_t vl;
+    st_metric_add(c->m_err, 1);
+    if (st_store_get(c->store, k, st_tier_mkey(k, 'P', o->owner, o->olen, true, j->pseq), &v, &vl,
+                     wait) == ST_ENOTFOUND)
+        st_tier_doom(c->store, o->owner, o->olen, j->pseq, j->key.data, wait);
+    st__tier_orphans(c->tier, o->owner, o->olen, wait);
+    st_warn("cold: compaction of %.*s failed (%s)", (int)o->olen, o->owner, st_strerror(rc));
+    /* the manifest changed meanwhile (retention): planned again on the new one, so an asked for
+     * major compaction is not given up */
+    if (rc == ST_ECONFLICT) st__add(c, o->owner, o->olen, st__again(o));
+}
+
+static void st__done(uv_work_t *req, int status)
+{
+    st_cjob_t *j = req->data;
+    st_tier_compact_t *c = j->c;
+    st_cowner_t *o = j->o;
+    c->job = NULL;
+    if (c->stopping || status == UV_ECANCELED) { /* its 'P' record waits for start-up */
+        free(o);
+        st__job_free(j);
+        st__maybe_free(c);
+        return;
+    }
+    uint64_t wait = 0;
+    int rc = j->rc;
+    if (rc == ST_OK) rc = st__commit(c, j, &wait);
+    if (rc != ST_OK) {
+        st__failed(c, j, rc, &wait);
+    } else {
+        st_metric_add(c->m_ok, 1);
+        st_metric_add(c->m_rows, (double)(j->out.rows + j->ndropped));
+        st_metric_add(c->m_bytes, (double)j->out.size);
+        st_info("cold: compacted %zu objects of %.*s into %s (%lld rows, %llu bytes)", j->old.n,
+                (int)o->olen, o->owner, j->out.rows ? j->key.data : "nothing",
+                (long long)j->out.rows, (unsigned long long)j->out.size);
+        st__add(c, o->owner, o->olen, st__again(o)); /* more may be due */
+    }
+    free(o);
+    uint64_t took_ms = (uv_hrtime() - j->t0) / 1000000;
+    c->resume_ms = uv_now(c->loop) + 2 * took_ms;
+    st__job_free(j);
+    st__count_pending(c);
+}
+
+static void st__queue(st_tier_compact_t *c, st_cjob_t *j)
+{
+    j->queued = true;
+    if (uv_queue_work(c->loop, &j->req, st__compact_work, st__done) != 0) {
+        j->rc = ST_EIO;
+        st__done(&j->req, 0);
+    }
+}
+
+void st__tier_compact_durable(st_tier_compact_t *c, uint64_t id)
+{
+    st_cjob_t *j = c ? c->job : NULL;
+    if (j && !j->queued && j->wait <= id) st__queue(c, j);
+}
+
+static int st__census(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    double *t = arg; /* objects, bytes: small, then large */
+    st_tier_file_t f;
+    (void)key, (void)klen;
+    if (vlen <= sizeof f) return 0;
+    memcpy(&f, val, sizeof f);
+    int large = !st__small(&f);
+    t[large * 2] += 1;
+    t[large * 2 + 1] += (double)f.size;
+    return 0;
+}
+
+/* The object store's requests (counted on the workers), and every 10 s the objects and bytes
+ * of every manifest, small (compacted further) and large. */
+static void st__publish(st_tier_compact_t *c)
+{
+    for (int v = 0; v < 4; v++)
+        st_metric_set(c->m_s3[v], (double)st_objstore_requests(v));
+    if (uv_now(c->loop) < c->census_ms) return;
+    c->census_ms = uv_now(c->loop) + 10000;
+    double t[4] = {0};
+    uint64_t wait = 0;
+    char pre = 'F';
+    if (st_store_scan(c->store, &pre, 1, st__census, t, &wait) != ST_OK) return;
+    for (int i = 0; i < 2; i++) {
+        st_metric_set(c->m_objects[i], t[i * 2]);
+        st_metric_set(c->m_obytes[i], t[i * 2 + 1]);
+    }
+}
+
+void st__tier_compact_pump(st_tier_compact_t *c, bool urgent)
+{
+    if (!c || c->stopping) return;
+    st__publish(c);
+    if (c->job) {
+        st__tier_compact_durable(c, st_store_durable_id(c->store));
+        return;
+    }
+    /* beside flushes, never holding one up; none while the hot store is filling up */
+    if (urgent || uv_now(c->loop) < c->resume_ms || st_coldshare_held()) return;
+    size_t it;
+    st_map_node_t *n;
+    while (!c->job && (n = st_map_first(&c->queue, &it)) != NULL) {
+        st_cowner_t *o = (st_cowner_t *)n;
+        st_map_remove(&c->queue, n);
+        st_cjob_t *j = st__begin(c, o);
+        if (!j) {
+            free(o);
+            continue;
+        }
+        c->job = j;
+        if (j->wait <= st_store_durable_id(c->store)) st__queue(c, j);
+    }
+    st__count_pending(c);
+}
+
+bool st__tier_compacting(const st_tier_compact_t *c, const char *o, size_t ol, uint64_t pseq)
+{
+    const st_cjob_t *j = c ? c->job : NULL;
+    return j && j->pseq == pseq && j->o->olen == ol && memcmp(j->o->owner, o, ol) == 0;
+}
+
+void st__tier_compact_enqueue(st_tier_compact_t *c, const char *o, size_t ol, int flags)
+{
+    if (!c || c->stopping || ol > ST_NAME_MAX) return;
+    if (flags == ST_TIER_COMPACT_AUTO) {
+        st_tier_stat_t st;
+        uint64_t wait = 0;
+        if (st_tier_stat(c->store, o, ol, &st, &wait) != ST_OK || st.files <= (int64_t)c->o.limit)
+            return;
+    }
+    st__add(c, o, ol, flags);
+}
+
+static int st__collect_w(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_buf_t *b = arg;
+    (void)val, (void)vlen;
+    if (klen < 2 || klen - 1 > ST_NAME_MAX) return 0;
+    st_buf_appendc(b, (char)(uint8_t)(klen - 1));
+    st_buf_append(b, (const char *)key + 1, klen - 1);
+    return 0;
+}
+
+size_t st__tier_compact_all(st_tier_compact_t *c)
+{
+    if (!c || c->stopping) return 0;
+    st_buf_t names = {0};
+    uint64_t wait = 0;
+    char pre = 'W';
+    st_store_scan(c->store, &pre, 1, st__collect_w, &names, &wait);
+    size_t n = 0;
+    for (size_t i = 0; i < names.len; n++) {
+        size_t ol = (uint8_t)names.data[i];
+        st__add(c, names.data + i + 1, ol, ST_TIER_COMPACT_MAJOR);
+        i += 1 + ol;
+    }
+    st_buf_free(&names);
+    return n;
+}
+
+static void st__metrics(st_tier_compact_t *c)
+{
+    const char *h = "Cold-tier compactions (small objects merged)";
+    c->m_ok = st_metrics_counter("strata_compactions_total", h, "result=\"ok\"");
+    c->m_err = st_metrics_counter("strata_compactions_total", h, "result=\"error\"");
+    c->m_rows = st_metrics_counter("strata_compaction_rows_rewritten_total",
+                                   "Rows read and rewritten by compactions", "");
+    c->m_bytes = st_metrics_counter("strata_compaction_bytes_written_total",
+                                    "Parquet bytes written by compactions", "");
+    c->m_pending = st_metrics_gauge("strata_compactions_pending",
+                                    "Users whose compaction is queued or running", "");
+    c->m_dropped = st_metrics_counter("strata_compaction_expired_rows_total",
+                                      "Expired rows left out by compactions (retention)", "");
+    static const char *verbs[4] = {"verb=\"GET\"", "verb=\"PUT\"", "verb=\"DELETE\"",
+                                   "verb=\"LIST\""};
+    static const char *tiers[2] = {"tier=\"small\"", "tier=\"large\""};
+    for (int i = 0; i < 2; i++) {
+        c->m_objects[i] =
+            st_metrics_gauge("strata_cold_objects",
+                             "Cold objects (small: merged further; counted every 10 s)", tiers[i]);
+        c->m_obytes[i] = st_metrics_gauge("strata_cold_bytes", "Bytes of cold objects", tiers[i]);
+    }
+    for (int v = 0; v < 4; v++)
+        c->m_s3[v] = st_metrics_counter("strata_objstore_requests_total",
+                                        "Object store requests (S3 or local)", verbs[v]);
+}
+
+void st__tier_compact_open(st_tier_compact_t **out, st_tier_t *t, uv_loop_t *loop,
+                           st_store_t *store, st_objstore_t *obj, const st_tier_merge_t *merge,
+                           const st_tier_compact_opts_t *o)
+{
+    st_tier_compact_t *c = st_calloc(1, sizeof *c);
+    c->tier = t;
+    c->loop = loop;
+    c->store = store;
+    c->obj = obj;
+    c->merge = merge;
+    c->o = *o;
+    if (!c->o.limit) c->o.limit = 8;
+    if (!c->o.max_bytes) c->o.max_bytes = 256ull << 20;
+    st_map_init(&c->queue);
+    st__metrics(c);
+    *out = c;
+}
+
+void st__tier_compact_close(st_tier_compact_t *c, void (*closed)(void *arg), void *arg)
+{
+    c->stopping = true;
+    c->closed = closed;
+    c->closed_arg = arg;
+    if (c->job && !c->job->queued) { /* its 'P' record waits for start-up */
+        free(c->job->o);
+        st__job_free(c->job);
+        c->job = NULL;
+    }
+    st__maybe_free(c);
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tier's internals shared by its files: the compaction engine (compact.c), driven by the tier
+ * object (tier.c) beside the flush engine (flush.c), the reaper (reaper.c), the pass (pass.c) and
+ * the cold cache (cache.c). Loop thread only.
+ */
+#ifndef STRATA_COLD_INTERNAL_H
+#define STRATA_COLD_INTERNAL_H
+
+#include "strata/tier.h"
+
+typedef struct st_tier_compact st_tier_compact_t;
+
+typedef struct {
+    size_t limit;          /* small objects an owner may hold before a merge (0: 8) */
+    uint64_t max_bytes;    /* no merge writes a larger object (0: 256 MiB) */
+    uint64_t retention_us; /* rows older are left out of a merged object (0: keep) */
+} st_tier_compact_opts_t;
+
+/* t (its orphan sweep), store, obj and merge are borrowed (they must outlive the engine). */
+void st__tier_compact_open(st_tier_compact_t **out, st_tier_t *t, uv_loop_t *loop,
+                           st_store_t *store, st_objstore_t *obj, const st_tier_merge_t *merge,
+                           const st_tier_compact_opts_t *o);
+/* Queues the owner (flags ST_TIER_COMPACT_*; AUTO only once it holds more than the limit). */
+void st__tier_compact_enqueue(st_tier_compact_t *c, const char *o, size_t ol, int flags);
+/* Every owner with cold objects, for a major compaction; returns how many. */
+size_t st__tier_compact_all(st_tier_compact_t *c);
+/* Starts the next compaction unless one runs, it is paced, urgent or the store is held. */
+void st__tier_compact_pump(st_tier_compact_t *c, bool urgent);
+/* A batch is durable: a compaction waiting for its 'P' record may start writing. */
+void st__tier_compact_durable(st_tier_compact_t *c, uint64_t id);
+/* Whether the 'P' record (o, pseq) is the running compaction's (not an orphan). */
+bool st__tier_compacting(const st_tier_compact_t *c, const char *o, size_t ol, uint64_t pseq);
+/* Stops: a job not yet on a worker is dropped (its 'P' waits for start-up); freed once the job
+ * in flight is back, then closed(arg). */
+void st__tier_compact_close(st_tier_compact_t *c, void (*closed)(void *arg), void *arg);
+
+/* Stages 'D' for the owner's objects that a flush or compaction began but never recorded ('P'
+ * without 'F', none in flight) and drops those 'P' records (tier.c). */
+int st__tier_orphans(st_tier_t *t, const char *o, size_t ol, uint64_t *wait);
+
+#endif

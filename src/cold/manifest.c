@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The manifest's records (see strata/tier.h), shared by the flush engine, the compaction engine,
+ * the reaper and every kind: their keys, an owner's cold summary ('W'), and the deletion of an
+ * object recorded in the batch that takes it out of the manifest ('D').
+ */
+#include "strata/tier.h"
+
+#include <string.h>
+
+size_t st_tier_mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq, uint64_t seq)
+{
+    k[0] = (uint8_t)ks;
+    memcpy(k + 1, o, ol);
+    if (!has_seq) return 1 + ol;
+    k[1 + ol] = 0;
+    for (int i = 0; i < 8; i++)
+        k[2 + ol + i] = (uint8_t)(seq >> (56 - 8 * i));
+    return 2 + ol + 8;
+}
+
+int st_tier_stat(st_store_t *s, const char *o, size_t ol, st_tier_stat_t *st, uint64_t *wait)
+{
+    uint8_t k[ST_NAME_MAX + 16];
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(s, k, st_tier_mkey(k, 'W', o, ol, false, 0), &v, &vl, wait);
+    if (rc == ST_ENOTFOUND) {
+        memset(st, 0, sizeof *st);
+        return ST_OK;
+    }
+    if (rc == ST_OK && vl != sizeof *st) rc = ST_EINTERNAL;
+    if (rc == ST_OK) memcpy(st, v, sizeof *st);
+    return rc;
+}
+
+int st_tier_doom(st_store_t *s, const char *o, size_t ol, uint64_t seq, const char *key,
+                 uint64_t *wait)
+{
+    uint8_t k[ST_NAME_MAX + 16];
+    return st_store_put(s, k, st_tier_mkey(k, 'D', o, ol, true, seq), key, strlen(key), wait);
+}

@@ -1,0 +1,408 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tier (see strata/tier.h): one owner for the cold tier's runtime, whatever the data. It
+ * opens and closes the engines (flush.c, compact.c, reaper.c, pass.c, cache.c), runs the tick
+ * that drives them, forwards the store's settling batches to them, sweeps orphans, and lets
+ * requests wait for cold data. Members (data kinds) plug in their sources and their flush and
+ * merge sides; the tier calls them and knows nothing else of them.
+ */
+#include "strata/coldshare.h"
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ST__TICK_MS  1000
+#define ST__MKEY_CAP (ST_NAME_MAX + 16)
+
+enum { ST__PARTS = 5 }; /* closed separately: tick, pass, flush, reaper, compaction */
+
+struct st_tier {
+    uv_loop_t *loop;
+    st_store_t *store;
+    st_objstore_t *obj; /* borrowed */
+    uint64_t flush_rows, retention_us;
+    bool stopping, urgent;
+    bool done, free_asked; /* every part closed; st_tier_free called */
+    int closed_parts;
+    uv_timer_t tick;
+    uint64_t interval_ms, next_interval_ms, next_full_ms;
+    st_tier_flush_t *flush;
+    st_tier_compact_t *compact;
+    st_tier_reaper_t *reaper;
+    st_tier_pass_t *pass;
+    st_coldcache_t *cache; /* NULL once stopping */
+    st_store_listener_t listener;
+    st_tier_member_t *members;
+    const st_tier_member_t *flusher; /* the member with a flush side (one at most) */
+    st_tier_kind_t fkind;            /* the flush engine's kind: the flusher's, and the tier's */
+    st_tier_merge_t mkind;           /* the compaction engine's: the flusher's merge side */
+    size_t pass_queued;              /* flushes queued by this pass so far */
+    st_metric_t *m_orphans;
+};
+
+/* ---- orphans: objects begun ('P') but never recorded ('F') ---- */
+
+typedef struct {
+    st_buf_t seqs; /* u64 seq, u16 length, object key */
+} st_pset_t;
+
+static uint64_t st__rd64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static int st__collect_p(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_pset_t *p = arg;
+    if (klen < 8 || vlen == 0 || vlen > 4096) return 0;
+    uint64_t seq = st__rd64((const uint8_t *)key + klen - 8);
+    uint16_t l = (uint16_t)vlen;
+    st_buf_append(&p->seqs, &seq, sizeof seq);
+    st_buf_append(&p->seqs, &l, sizeof l);
+    st_buf_append(&p->seqs, val, vlen);
+    return 0;
+}
+
+/* One 'P' record (o, seq -> key) not in flight: its object goes unless the manifest has it. */
+static int st__orphan(st_tier_t *t, const char *o, size_t ol, uint64_t seq, const char *key,
+                      uint64_t *wait)
+{
+    uint8_t k[ST__MKEY_CAP];
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(t->store, k, st_tier_mkey(k, 'F', o, ol, true, seq), &v, &vl, wait);
+    if (rc == ST_ENOTFOUND) { /* written (maybe) but never recorded: it goes */
+        rc = st_tier_doom(t->store, o, ol, seq, key, wait);
+        if (rc == ST_OK) st_metric_add(t->m_orphans, 1);
+        if (rc == ST_OK)
+            st_warn("cold: %s was written by a flush that never completed; deleting it", key);
+    }
+    if (rc == ST_OK) rc = st_store_del(t->store, k, st_tier_mkey(k, 'P', o, ol, true, seq), wait);
+    return rc;
+}
+
+int st__tier_orphans(st_tier_t *t, const char *o, size_t ol, uint64_t *wait)
+{
+    uint8_t k[ST__MKEY_CAP];
+    size_t pl = st_tier_mkey(k, 'P', o, ol, false, 0);
+    k[pl++] = 0;
+    st_pset_t ps = {{0}};
+    int rc = st_store_scan(t->store, k, pl, st__collect_p, &ps, wait);
+    for (size_t i = 0; rc == ST_OK && i < ps.seqs.len;) {
+        uint64_t seq;
+        uint16_t l;
+        memcpy(&seq, ps.seqs.data + i, sizeof seq);
+        memcpy(&l, ps.seqs.data + i + sizeof seq, sizeof l);
+        char *key = st_strndup(ps.seqs.data + i + sizeof seq + sizeof l, l);
+        i += sizeof seq + sizeof l + l;
+        if (!st__tier_compacting(t->compact, o, ol, seq)) /* in flight, not an orphan */
+            rc = st__orphan(t, o, ol, seq, key, wait);
+        free(key);
+    }
+    st_buf_free(&ps.seqs);
+    return rc;
+}
+
+/* ---- the engines' kinds: the flusher's sides, with the tier's steps around them ---- */
+
+static int st__snapshot(void *arg, const char *o, size_t ol, const st_tier_stat_t *st, uint64_t seq,
+                        st_tier_snap_t *out, uint64_t *wait)
+{
+    const st_tier_kind_t *k = ((st_tier_t *)arg)->flusher->flush;
+    return k->snapshot(k->arg, o, ol, st, seq, out, wait);
+}
+
+static int st__encode(void *arg, void *rows, st_buf_t *object)
+{
+    const st_tier_kind_t *k = ((st_tier_t *)arg)->flusher->flush;
+    return k->encode(k->arg, rows, object);
+}
+
+static int st__commit(void *arg, const char *o, size_t ol, void *rows, st_tier_file_t *f,
+                      uint64_t *wait)
+{
+    const st_tier_kind_t *k = ((st_tier_t *)arg)->flusher->flush;
+    return k->commit(k->arg, o, ol, rows, f, wait);
+}
+
+static void st__release(void *arg, void *rows)
+{
+    const st_tier_kind_t *k = ((st_tier_t *)arg)->flusher->flush;
+    k->release(k->arg, rows);
+}
+
+static int st__orphans(void *arg, const char *o, size_t ol, uint64_t *wait)
+{
+    st_tier_t *t = arg;
+    const st_tier_kind_t *k = t->flusher->flush;
+    return k->orphans ? k->orphans(k->arg, o, ol, wait) : st__tier_orphans(t, o, ol, wait);
+}
+
+static void st__flushed(void *arg, const char *o, size_t ol)
+{
+    st_tier_t *t = arg;
+    const st_tier_kind_t *k = t->flusher->flush;
+    st__tier_compact_enqueue(t->compact, o, ol, ST_TIER_COMPACT_AUTO);
+    if (!t->stopping) st_tier_reap(t->reaper); /* orphans found when it started are durable */
+    if (k->flushed) k->flushed(k->arg, o, ol);
+}
+
+static void st__flush_done(void *arg)
+{
+    st_tier_t *t = arg;
+    const st_tier_kind_t *k = t->flusher->flush;
+    st__tier_compact_pump(t->compact, t->urgent);
+    if (k->done) k->done(k->arg);
+}
+
+static int st__merge(void *arg, st_objstore_t *obj, char *const *keys, const st_tier_file_t *files,
+                     size_t n, int64_t cutoff, const char *key, st_tier_file_t *out, void **dropped,
+                     int64_t *ndropped)
+{
+    const st_tier_merge_t *m = ((st_tier_t *)arg)->flusher->merge;
+    return m->merge(m->arg, obj, keys, files, n, cutoff, key, out, dropped, ndropped);
+}
+
+static int st__merge_commit(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,
+                            uint64_t *wait)
+{
+    const st_tier_merge_t *m = ((st_tier_t *)arg)->flusher->merge;
+    return m->commit(m->arg, o, ol, dropped, ndropped, wait);
+}
+
+static void st__merge_release(void *arg, void *dropped)
+{
+    const st_tier_merge_t *m = ((st_tier_t *)arg)->flusher->merge;
+    m->release(m->arg, dropped);
+}
+
+static void st__merge_name(void *arg, const char *o, size_t ol, const char *first_key, uint64_t seq,
+                           uint64_t pseq, st_buf_t *key)
+{
+    const st_tier_merge_t *m = ((st_tier_t *)arg)->flusher->merge;
+    m->name(m->arg, o, ol, first_key, seq, pseq, key);
+}
+
+/* ---- the tick ---- */
+
+static void st__on_tick(uv_timer_t *h)
+{
+    st_tier_t *t = h->data;
+    if (st_store_writable(t->store) == ST_ENOLEADER) return; /* a group's leader flushes */
+    if (st_coldshare_held()) return; /* ... once every member reads the same cold store */
+    st_tier_reap(t->reaper);         /* objects out of the manifest, once that is durable */
+    uint64_t now = uv_now(t->loop), used, size;
+    st_store_usage(t->store, &used, &size);
+    /* near full: flush now, then give the flushes time to free space before asking again */
+    t->urgent = size && used >= size / 10 * 8;
+    st_tier_flush_urgent(t->flush, t->urgent);
+    bool full = t->urgent && now >= t->next_full_ms;
+    if (full) t->next_full_ms = now + 10000;
+    if (now >= t->next_interval_ms || full) {
+        if (full)
+            st_warn("cold: hot store at %llu of %llu bytes: flushing", (unsigned long long)used,
+                    (unsigned long long)size);
+        t->next_interval_ms = now + t->interval_ms;
+        st_tier_pass_start(t->pass, full ? ST_TIER_PASS_ALL : 0);
+    }
+    st_tier_flush_pump(t->flush);
+    st__tier_compact_pump(t->compact, t->urgent);
+}
+
+/* Held flushes and a compaction whose 'P' record is durable now go to a worker. */
+static void st__on_durable(st_store_listener_t *l, uint64_t id)
+{
+    st_tier_t *t = (st_tier_t *)((char *)l - offsetof(st_tier_t, listener));
+    if (t->stopping) return;
+    st__tier_compact_durable(t->compact, id);
+    st_tier_flush_durable(t->flush, id);
+}
+
+/* Held flushes whose snapshot was rolled back are cancelled: those rows never existed. */
+static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
+{
+    st_tier_t *t = (st_tier_t *)((char *)l - offsetof(st_tier_t, listener));
+    if (!t->stopping) st_tier_flush_failed(t->flush, first, err);
+}
+
+static void st__pass_begin(void *arg, int flags)
+{
+    (void)flags;
+    ((st_tier_t *)arg)->pass_queued = 0;
+}
+
+static void st__after_slice(void *arg)
+{
+    st_tier_flush_pump(((st_tier_t *)arg)->flush); /* what this slice queued starts now */
+}
+
+/* ---- opening and closing ---- */
+
+int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_tier_opts_t *o)
+{
+    st_tier_t *t = st_calloc(1, sizeof *t);
+    t->loop = loop;
+    t->store = store;
+    t->obj = o->obj;
+    t->flush_rows = o->flush_rows ? o->flush_rows : 10000;
+    t->retention_us = o->retention_s * 1000000ull;
+    t->interval_ms = (o->flush_interval_s ? o->flush_interval_s : 300) * 1000;
+    t->fkind = (st_tier_kind_t){st__snapshot, st__encode,  st__commit,     st__release,
+                                st__orphans,  st__flushed, st__flush_done, t};
+    t->mkind = (st_tier_merge_t){st__merge, st__merge_commit, st__merge_release, st__merge_name, t};
+    st_tier_flush_open(&t->flush, loop, store, o->obj, &t->fkind);
+    st_tier_compact_opts_t co = {o->compact_objects, o->compact_max_bytes, t->retention_us};
+    st__tier_compact_open(&t->compact, t, loop, store, o->obj, &t->mkind, &co);
+    st_metric_t *m_reads = st_metrics_counter("strata_cold_row_groups_read_total",
+                                              "Parquet row groups decoded for reads", "");
+    st_coldcache_opts_t cco = {o->obj, o->cache_bytes, 0, m_reads};
+    st_coldcache_open(&t->cache, loop, &cco);
+    st_tier_reaper_open(&t->reaper, loop, store, o->obj);
+    t->m_orphans = st_metrics_counter("strata_flush_orphans_total",
+                                      "Objects written by a flush that was never recorded", "");
+    st_tier_pass_open(&t->pass, loop, store, st__after_slice, t);
+    st_tier_pass_on_begin(t->pass, st__pass_begin);
+    uv_timer_init(loop, &t->tick);
+    t->tick.data = t;
+    t->next_interval_ms = uv_now(loop) + t->interval_ms;
+    uv_timer_start(&t->tick, st__on_tick, ST__TICK_MS, ST__TICK_MS);
+    t->listener.on_durable = st__on_durable;
+    t->listener.on_failed = st__on_failed;
+    st_store_listen(store, &t->listener);
+    *out = t;
+    return ST_OK;
+}
+
+void st_tier_join(st_tier_t *t, st_tier_member_t *m)
+{
+    if (!t || !m || t->stopping) return;
+    for (size_t i = 0; i < m->nsources; i++)
+        st_tier_pass_add(t->pass, &m->sources[i]);
+    m->next = t->members;
+    t->members = m;
+    if (!m->flush) return;
+    ST_ASSERT(!t->flusher); /* owners share the manifest's key space (strata/tier.h) */
+    ST_ASSERT(m->merge);
+    t->flusher = m;
+    /* start-up: flushes and compactions a crash interrupted left 'P' records; their objects are
+     * deleted (and the deletions a crash interrupted are finished) by the reaper */
+    st_tier_flush_recover(t->flush);
+    st_tier_reap(t->reaper);
+}
+
+/* Every part is closed: the members may go, and the tier once st_tier_free asked for it. */
+static void st__part_closed(void *arg)
+{
+    st_tier_t *t = arg;
+    if (++t->closed_parts < ST__PARTS) return;
+    for (st_tier_member_t *m = t->members, *next; m; m = next) {
+        next = m->next;
+        if (m->closed) m->closed(m->arg);
+    }
+    t->members = NULL;
+    t->done = true;
+    if (t->free_asked) free(t);
+}
+
+static void st__tick_closed(uv_handle_t *h)
+{
+    st__part_closed(h->data);
+}
+
+void st_tier_close(st_tier_t *t)
+{
+    if (!t || t->stopping) return;
+    t->stopping = true;
+    st_store_unlisten(t->store, &t->listener);
+    /* flushes held for durability are dropped (their 'P' records wait for start-up); those in
+     * flight come back while the loop runs */
+    st_tier_flush_close(t->flush, st__part_closed, t);
+    for (st_tier_member_t *m = t->members; m; m = m->next)
+        if (m->stop) m->stop(m->arg);                    /* their waits go before the cache does */
+    st_tier_reaper_close(t->reaper, st__part_closed, t); /* its pass in flight comes back */
+    st_coldcache_close(t->cache); /* its jobs in flight come back while the loop runs */
+    t->cache = NULL;
+    st__tier_compact_close(t->compact, st__part_closed, t);
+    st_tier_pass_close(t->pass, st__part_closed, t);
+    uv_close((uv_handle_t *)&t->tick, st__tick_closed);
+}
+
+void st_tier_free(st_tier_t *t)
+{
+    if (!t) return;
+    ST_ASSERT(t->stopping);
+    if (t->done)
+        free(t);
+    else
+        t->free_asked = true;
+}
+
+/* ---- what kinds and requests ask of it ---- */
+
+st_coldcache_t *st_tier_cache(st_tier_t *t)
+{
+    return t ? t->cache : NULL;
+}
+
+bool st_tier_stopping(const st_tier_t *t)
+{
+    return !t || t->stopping;
+}
+
+int64_t st_tier_cutoff(const st_tier_t *t)
+{
+    return t && t->retention_us ? st_now_us() - (int64_t)t->retention_us : 0;
+}
+
+void st_tier_posted(st_tier_t *t, const char *o, size_t ol, int64_t total)
+{
+    if (!t || t->stopping || !t->flusher || (uint64_t)total < t->flush_rows) return;
+    st_tier_stat_t st;
+    uint64_t wait = 0;
+    if (st_tier_stat(t->store, o, ol, &st, &wait) != ST_OK) return;
+    if ((uint64_t)(total - st.rows) >= t->flush_rows) {
+        st_tier_flush_enqueue(t->flush, o, ol);
+        st_tier_flush_pump(t->flush);
+    }
+}
+
+void st_tier_enqueue(st_tier_t *t, const char *o, size_t ol)
+{
+    if (!t || t->stopping || !t->flusher) return;
+    st_tier_flush_enqueue(t->flush, o, ol);
+    t->pass_queued++;
+}
+
+size_t st_tier_flush_all(st_tier_t *t)
+{
+    if (!t || t->stopping) return 0;
+    st_tier_pass_start(t->pass, ST_TIER_PASS_ALL);
+    return t->pass_queued;
+}
+
+size_t st_tier_compact(st_tier_t *t, const char *o, size_t ol, int flags)
+{
+    if (!t || t->stopping || !t->flusher) return 0;
+    size_t n = 1;
+    if (o)
+        st__tier_compact_enqueue(t->compact, o, ol, flags);
+    else
+        n = st__tier_compact_all(t->compact);
+    if (flags & ST_TIER_COMPACT_MAJOR) st__tier_compact_pump(t->compact, t->urgent);
+    return n;
+}
+
+bool st_tier_wait(st_tier_t *t, st_coldwait_t **w, void (*done)(void *arg), void *arg)
+{
+    if (!t || !t->cache) return false; /* stopping: the re-run answers without the cold tier */
+    return st_coldcache_wait(t->cache, w, done, arg);
+}
+
+void st_tier_release(st_tier_t *t, st_coldwait_t *w)
+{
+    if (w && t && t->cache) st_coldcache_release(t->cache, w);
+}
