@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 /* X(name, http status, wire code, default message). Codes are negative: ST_E<name>. */
 #define ST_ERRNO_MAP(X)                                                                            \
@@ -110,6 +111,56 @@ void *st_arena_alloc(st_arena_t *a, size_t n);
 char *st_arena_strndup(st_arena_t *a, const char *s, size_t n);
 void st_arena_reset(st_arena_t *a);
 void st_arena_free(st_arena_t *a);
+
+/* ---- growable array: one for every module ----
+ * ST_VEC(T) is { T *v; size_t n, cap; } (zero-initialised: empty). st_vec_push appends a copy of
+ * x, st_vec_reserve makes room for `need` items (capacity doubles; out of memory is fatal);
+ * st_vec_free frees the items' array (not what they point to) and empties the vector. */
+#define ST_VEC(T)                                                                                  \
+    struct {                                                                                       \
+        T *v;                                                                                      \
+        size_t n, cap;                                                                             \
+    }
+void *st__vec_grow(void *v, size_t *cap, size_t need, size_t elem);
+#define st_vec_reserve(vec, need)                                                                  \
+    ((vec)->v = st__vec_grow((vec)->v, &(vec)->cap, (need), sizeof *(vec)->v))
+#define st_vec_push(vec, x) (st_vec_reserve((vec), (vec)->n + 1), (vec)->v[(vec)->n++] = (x))
+#define st_vec_free(vec)    (free((vec)->v), (vec)->v = NULL, (vec)->n = (vec)->cap = 0)
+
+/* ---- intrusive doubly-linked list: one for every module (as h2o's linklist) ----
+ * A list is a sentinel st_list_t (st_list_init); an item embeds an st_list_t (zeroed: not
+ * linked). ST_LIST_ITEM gives the item from its link. Iterating while unlinking: take the next
+ * link first. */
+typedef struct st_list {
+    struct st_list *prev, *next;
+} st_list_t;
+#define ST_LIST_ITEM(link, type, field) ((type *)((char *)(link)-offsetof(type, field)))
+static inline void st_list_init(st_list_t *l)
+{
+    l->prev = l->next = l;
+}
+static inline bool st_list_empty(const st_list_t *l)
+{
+    return l->next == l;
+}
+static inline bool st_list_linked(const st_list_t *n)
+{
+    return n->next != NULL;
+}
+/* Inserts n before pos (before the sentinel: at the end). */
+static inline void st_list_insert(st_list_t *pos, st_list_t *n)
+{
+    n->prev = pos->prev;
+    n->next = pos;
+    n->prev->next = n;
+    pos->prev = n;
+}
+static inline void st_list_unlink(st_list_t *n)
+{
+    n->prev->next = n->next;
+    n->next->prev = n->prev;
+    n->prev = n->next = NULL;
+}
 
 /* ---- intrusive chained hash map keyed by bytes; the caller owns nodes and key memory ---- */
 typedef struct st_map_node {

@@ -195,6 +195,17 @@ void st_tier_flush_close(st_tier_flush_t *f, void (*closed)(void *arg), void *ar
 int st_tier_stat(st_store_t *s, const char *o, size_t ol, st_tier_stat_t *out, uint64_t *wait);
 /* A manifest record's key into k (ST_NAME_MAX + 16 bytes): ks owner, then (has_seq) 0 seq. */
 size_t st_tier_mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq, uint64_t seq);
+/* One object of an owner's manifest: 'F' owner 0 seq -> file, key. */
+typedef struct {
+    st_tier_file_t file;
+    uint64_t seq;
+    char *key; /* owned by the manifest */
+} st_tier_obj_t;
+/* An owner's objects in manifest order (desc: reversed). Free with st_tier_manifest_free. */
+typedef ST_VEC(st_tier_obj_t) st_tier_manifest_t;
+int st_tier_manifest(st_store_t *s, const char *o, size_t ol, bool desc, st_tier_manifest_t *out,
+                     uint64_t *wait);
+void st_tier_manifest_free(st_tier_manifest_t *m);
 /* Stages the deletion of one object of the owner (its 'D' record; key borrowed). */
 int st_tier_doom(st_store_t *s, const char *o, size_t ol, uint64_t seq, const char *key,
                  uint64_t *wait);
@@ -208,13 +219,12 @@ int st_tier_doom(st_store_t *s, const char *o, size_t ol, uint64_t seq, const ch
  * an orphan swept by its 'P'. One compaction at a time, paced like flushes (the next waits twice
  * as long as the last took), none while the hot store is filling up or the store is held. */
 typedef struct {
-    /* On a worker: reads objects keys[0..n) (their records files[]) and writes one object under
-     * key with their rows, leaving out rows older than cutoff (µs; 0: none); sets out->min_id,
-     * max_id, rows and size (rows 0: every row was left out, nothing written). *dropped: the
-     * kind's note of what it left out (owned; given to commit, then release); *ndropped: rows. */
-    int (*merge)(void *arg, st_objstore_t *obj, char *const *keys, const st_tier_file_t *files,
-                 size_t n, int64_t cutoff, const char *key, st_tier_file_t *out, void **dropped,
-                 int64_t *ndropped);
+    /* On a worker: reads objects objs[0..n) and writes one object under key with their rows,
+     * leaving out rows older than cutoff (µs; 0: none); sets out->min_id, max_id, rows and size
+     * (rows 0: every row was left out, nothing written). *dropped: the kind's note of what it left
+     * out (owned; given to commit, then release); *ndropped: rows. */
+    int (*merge)(void *arg, st_objstore_t *obj, const st_tier_obj_t *objs, size_t n, int64_t cutoff,
+                 const char *key, st_tier_file_t *out, void **dropped, int64_t *ndropped);
     /* On the loop, in the swap batch, before the manifest changes: the rows left out leave the
      * kind's counts (dropped may be NULL: nothing was). */
     int (*commit)(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,
@@ -264,7 +274,7 @@ typedef struct st_tier_member {
     /* The tier is done with the member (every job back): it may be freed. */
     void (*closed)(void *arg);
     void *arg;
-    struct st_tier_member *next; /* the tier's list */
+    st_list_t link; /* in the tier's list */
 } st_tier_member_t;
 
 /* Opens the tier on store (borrowed, must outlive it) and starts its tick. *out is owned:

@@ -124,41 +124,6 @@ static int st__file_rows(st_chatcold_t *cc, const char *key, const st_coldfile_t
     return rc;
 }
 
-static int st__collect(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    st_manifest_t *m = arg;
-    (void)key;
-    (void)klen;
-    if (vlen <= sizeof(st_coldfile_t)) return 0;
-    if (m->n == m->cap) {
-        m->cap = m->cap ? m->cap * 2 : 16;
-        m->files = st_realloc(m->files, m->cap * sizeof *m->files);
-        m->keys = st_realloc(m->keys, m->cap * sizeof *m->keys);
-    }
-    memcpy(&m->files[m->n], val, sizeof(st_coldfile_t));
-    m->keys[m->n++] =
-        st_strndup((const char *)val + sizeof(st_coldfile_t), vlen - sizeof(st_coldfile_t));
-    return 0;
-}
-
-int st__chat_manifest(st_chat_t *c, const char *u, size_t ul, bool desc, st_manifest_t *out,
-                      uint64_t *wait)
-{
-    uint8_t pre[ST__KEY_CAP];
-    size_t pl = st__chat_ukey(pre, 'F', u, ul);
-    memset(out, 0, sizeof *out);
-    return st_store_range(c->store, pre, pl, NULL, 0, NULL, 0, desc, st__collect, out, wait);
-}
-
-void st__chat_manifest_free(st_manifest_t *m)
-{
-    for (size_t i = 0; i < m->n; i++)
-        free(m->keys[i]);
-    free(m->keys);
-    free(m->files);
-    memset(m, 0, sizeof *m);
-}
-
 /* Whether everything the page needs is in memory. What is not goes on the want list: the
  * objects in order until the page is surely full, looking past a missing footer (its rows are
  * unknown) at most ST__LOOKAHEAD objects, so one wait usually fetches a whole page. */
@@ -169,10 +134,10 @@ static int st__cold_ready(st_chatcold_t *cc, const st_manifest_t *man, const cha
     size_t missing = 0, known = 0, missing_files = 0;
     int rc = ST_OK;
     for (size_t i = 0; i < man->n && rc == ST_OK && known <= limit; i++) {
-        const st_coldfile_t *f = &man->files[i];
+        const st_coldfile_t *f = &man->v[i].file;
         if ((lo && f->max_id <= lo) || (hi && f->min_id >= hi)) continue;
         size_t before = missing;
-        rc = st__file_rows(cc, man->keys[i], f, conv, cl, lo, hi, desc, 0, NULL, &missing, &known);
+        rc = st__file_rows(cc, man->v[i].key, f, conv, cl, lo, hi, desc, 0, NULL, &missing, &known);
         if (rc == ST_ECOLD && missing) rc = ST_OK; /* the page may end before it: fetch first */
         if (missing > before && ++missing_files >= ST__LOOKAHEAD) break;
     }
@@ -197,11 +162,11 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
     }
     st_buf_t json = {0}, rows = {0};
     for (size_t i = 0; i < man.n && rc == ST_OK && !*more; i++) {
-        const st_coldfile_t *f = &man.files[i];
+        const st_coldfile_t *f = &man.v[i].file;
         if ((lo && f->max_id <= lo) || (hi && f->min_id >= hi)) continue;
         st_buf_reset(&rows);
         /* one row past the page tells whether there is more */
-        rc = st__file_rows(cc, man.keys[i], f, conv, cl, lo, hi, desc, limit - *given + 1, &rows,
+        rc = st__file_rows(cc, man.v[i].key, f, conv, cl, lo, hi, desc, limit - *given + 1, &rows,
                            NULL, NULL);
         ST_ASSERT(rc != ST_EPARKED); /* the check above found it all in memory */
         size_t n = rows.len / sizeof(st_crow_t);
@@ -232,7 +197,7 @@ int st__chat_footers_ready(st_chat_t *c, const st_manifest_t *man)
     bool parked = false;
     for (size_t i = 0; i < man->n; i++) {
         const st_pq_meta_t *m;
-        int rc = st__chat_footer(c->cold, man->keys[i], man->files[i].size, &m);
+        int rc = st__chat_footer(c->cold, man->v[i].key, man->v[i].file.size, &m);
         if (rc == ST_EPARKED)
             parked = true;
         else if (rc != ST_OK && !parked)

@@ -17,10 +17,7 @@
 
 /* ---- worker side ---- */
 
-typedef struct {
-    st_pq_rows_t *v;
-    size_t n, cap;
-} st_groups_t;
+typedef ST_VEC(st_pq_rows_t) st_groups_t;
 
 /* Every row group of one object, decoded (pages verified), appended to gs. */
 static int st__read_object(st_objstore_t *obj, const char *key, uint64_t size, st_groups_t *gs)
@@ -43,10 +40,7 @@ static int st__read_object(st_objstore_t *obj, const char *key, uint64_t size, s
             rc = ST_EINVAL;
             break;
         }
-        if (gs->n == gs->cap) {
-            gs->cap = gs->cap ? gs->cap * 2 : 16;
-            gs->v = st_realloc(gs->v, gs->cap * sizeof *gs->v);
-        }
+        st_vec_reserve(gs, gs->n + 1);
         rc =
             st_parquet_read_group(G, (const uint8_t *)b.data + G->offset, G->length, &gs->v[gs->n]);
         if (rc == ST_OK) gs->n++;
@@ -114,15 +108,15 @@ static int st__keep(st_msgrow_t *rows, size_t n, int64_t cutoff, st_tier_file_t 
     return ST_OK;
 }
 
-static int st__merge(void *arg, st_objstore_t *obj, char *const *keys, const st_tier_file_t *files,
-                     size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
-                     void **dropped, int64_t *ndropped)
+static int st__merge(void *arg, st_objstore_t *obj, const st_tier_obj_t *objs, size_t nold,
+                     int64_t cutoff, const char *key, st_tier_file_t *out, void **dropped,
+                     int64_t *ndropped)
 {
     st_chatcold_t *cc = arg;
     st_groups_t gs = {0};
     int rc = ST_OK;
     for (size_t i = 0; i < nold && rc == ST_OK; i++)
-        rc = st__read_object(obj, keys[i], files[i].size, &gs);
+        rc = st__read_object(obj, objs[i].key, objs[i].file.size, &gs);
     size_t total = 0, n = 0, keep = 0;
     for (size_t g = 0; g < gs.n; g++)
         total += gs.v[g].n;
@@ -143,7 +137,7 @@ static int st__merge(void *arg, st_objstore_t *obj, char *const *keys, const st_
     free(rows);
     for (size_t g = 0; g < gs.n; g++)
         st_parquet_rows_free(&gs.v[g]);
-    free(gs.v);
+    st_vec_free(&gs);
     return rc;
 }
 

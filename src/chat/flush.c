@@ -295,6 +295,7 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
     cc->hot_ttl_us = (o->hot_ttl_s ? o->hot_ttl_s : 86400) * 1000000ull;
     cc->m_retained = st_metrics_counter("strata_retention_deleted_messages_total",
                                         "Cold messages deleted by retention", "");
+    st_list_init(&cc->ret_queue);
     cc->flush_min_rows = o->flush_min_rows;
     cc->flush_max_age_us = o->flush_max_age_s * 1000000ull;
     st__chat_sources(cc);

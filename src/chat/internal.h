@@ -91,15 +91,11 @@ void st__chat_object_key(st_buf_t *b, const char *u, size_t ul, int64_t ts, uint
 bool st__chat_folder_user(const char *key, size_t flen, char *u, size_t *ul);
 
 /* cold_read.c */
-/* A user's manifest: its cold objects in file order (or reversed). */
-typedef struct {
-    st_coldfile_t *files;
-    char **keys;
-    size_t n, cap;
-} st_manifest_t;
-int st__chat_manifest(st_chat_t *c, const char *u, size_t ul, bool desc, st_manifest_t *out,
-                      uint64_t *wait);
-void st__chat_manifest_free(st_manifest_t *m);
+/* A user's manifest: its cold objects in file order (or reversed); the tier's. */
+typedef st_tier_manifest_t st_manifest_t;
+#define st__chat_manifest(c, u, ul, desc, out, wait)                                               \
+    st_tier_manifest((c)->store, (u), (ul), (desc), (out), (wait))
+#define st__chat_manifest_free st_tier_manifest_free
 /* The parsed footer of an object (from the cold cache, borrowed until the loop runs again);
  * ST_EPARKED when it is not in memory yet (now on the cache's want list), ST_ECOLD if it cannot
  * be read. */
@@ -159,8 +155,8 @@ struct st_chatcold {
     st_metric_t *m_hybrid_hot, *m_hybrid_cold, *m_evicted, *m_retained;
     uint64_t hot_ttl_us;
     /* retention: users waiting for their footers (retention.c), queued first */
-    struct st_retry *ret_head, *ret_tail;
-    st_map_t ret_users; /* queued or being fetched */
+    st_list_t ret_queue; /* st_retry_t, in order */
+    st_map_t ret_users;  /* queued or being fetched */
     size_t ret_fetching;
     /* at the interval, a user is flushed only with this many hot rows, or one this old */
     uint64_t flush_min_rows, flush_max_age_us;

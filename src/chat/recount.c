@@ -56,7 +56,7 @@ int st_chat_recount(st_chat_t *c, const char *u, size_t ul, const char *conv, si
         if (rc == ST_OK) rc = st__chat_footers_ready(c, &man); /* ST_EPARKED: nothing written */
         for (size_t i = 0; i < man.n && rc == ST_OK; i++) {
             const st_pq_meta_t *m;
-            rc = st__chat_footer(c->cold, man.keys[i], man.files[i].size, &m);
+            rc = st__chat_footer(c->cold, man.v[i].key, man.v[i].file.size, &m);
             for (size_t g = 0; rc == ST_OK && g < m->ngroups; g++)
                 if (m->groups[g].conv_len == cl && memcmp(m->groups[g].conv, conv, cl) == 0) {
                     cold += m->groups[g].rows;
@@ -181,7 +181,7 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
     st_conv_t x = {UINT64_MAX, 0, INT64_MAX, INT64_MIN, 0, 0, 0};
     for (size_t i = 0; i < man.n && rc == ST_OK; i++) {
         const st_pq_meta_t *m;
-        rc = st__chat_footer(c->cold, man.keys[i], man.files[i].size, &m);
+        rc = st__chat_footer(c->cold, man.v[i].key, man.v[i].file.size, &m);
         for (size_t g = 0; rc == ST_OK && g < m->ngroups; g++) {
             const st_pq_group_t *G = &m->groups[g];
             if (G->conv_len != cl || memcmp(G->conv, conv, cl) != 0) continue;

@@ -75,7 +75,7 @@ static int st__drop(st_chat_t *c, const char *u, size_t ul, uint64_t seq, const 
 
 typedef struct st_retry {
     st_map_node_t node; /* in cc->ret_users, key: the user */
-    struct st_retry *next;
+    st_list_t link;     /* in cc->ret_queue while queued */
     st_chat_t *chat;
     st_coldwait_t *w; /* NULL while queued */
     size_t ul;
@@ -86,6 +86,7 @@ static void st__retention_pump(st_chatcold_t *cc);
 
 static void st__retry_free(st_chatcold_t *cc, st_retry_t *r)
 {
+    if (st_list_linked(&r->link)) st_list_unlink(&r->link);
     st_map_remove(&cc->ret_users, &r->node);
     free(r);
 }
@@ -109,11 +110,10 @@ static void st__retention_resume(void *arg)
 /* Starts fetching the footers of queued users while fewer than the limit are under way. */
 static void st__retention_pump(st_chatcold_t *cc)
 {
-    while (cc->ret_head && cc->ret_fetching < ST__RETENTION_FETCHING &&
+    while (!st_list_empty(&cc->ret_queue) && cc->ret_fetching < ST__RETENTION_FETCHING &&
            !st_tier_stopping(cc->tier)) {
-        st_retry_t *r = cc->ret_head;
-        cc->ret_head = r->next;
-        if (!cc->ret_head) cc->ret_tail = NULL;
+        st_retry_t *r = ST_LIST_ITEM(cc->ret_queue.next, st_retry_t, link);
+        st_list_unlink(&r->link);
         st_manifest_t man;
         uint64_t wait = 0;
         bool need = st__chat_manifest(cc->chat, r->u, r->ul, false, &man, &wait) == ST_OK &&
@@ -147,11 +147,7 @@ static void st__retention_queue(st_chatcold_t *cc, const char *u, size_t ul)
     r->node.key = r->u;
     r->node.klen = ul;
     st_map_insert(&cc->ret_users, &r->node);
-    if (cc->ret_tail)
-        cc->ret_tail->next = r;
-    else
-        cc->ret_head = r;
-    cc->ret_tail = r;
+    st_list_insert(&cc->ret_queue, &r->link);
     st__retention_pump(cc);
 }
 
@@ -166,7 +162,6 @@ void st__chat_retention_stop(st_chatcold_t *cc)
         st__retry_free(cc, r);
     }
     st_map_free(&cc->ret_users);
-    cc->ret_head = cc->ret_tail = NULL;
     cc->ret_fetching = 0;
 }
 
@@ -187,7 +182,7 @@ size_t st__chat_retention(st_chat_t *c, const char *u, size_t ul)
     }
     for (size_t i = 0; i < man.n; i++) {
         const st_pq_meta_t *m;
-        if (st__chat_footer(cc, man.keys[i], man.files[i].size, &m) != ST_OK) continue;
+        if (st__chat_footer(cc, man.v[i].key, man.v[i].file.size, &m) != ST_OK) continue;
         int64_t newest = INT64_MIN;
         for (size_t g = 0; g < m->ngroups; g++)
             if (m->groups[g].max_ts > newest) newest = m->groups[g].max_ts;
@@ -200,11 +195,9 @@ size_t st__chat_retention(st_chat_t *c, const char *u, size_t ul)
                 }
             break;
         }
-        /* the manifest key's seq: the object key ends in -{seq}.parquet */
-        const char *dash = strrchr(man.keys[i], '-');
-        uint64_t seq = dash ? strtoull(dash + 1, NULL, 10) : 0;
-        int64_t rows = man.files[i].rows;
-        if (st__drop(c, u, ul, seq, man.keys[i], &man.files[i], m, &wait) != ST_OK) break;
+        int64_t rows = man.v[i].file.rows;
+        if (st__drop(c, u, ul, man.v[i].seq, man.v[i].key, &man.v[i].file, m, &wait) != ST_OK)
+            break;
         st_metric_add(cc->m_retained, (double)rows);
         dropped++;
     }

@@ -50,20 +50,13 @@ typedef struct {
 } st_cowner_t;
 
 typedef struct {
-    st_tier_file_t *files;
-    uint64_t *seqs;
-    char **keys;
-    size_t n, cap;
-} st_fman_t;
-
-typedef struct {
     uv_work_t req;
     st_tier_compact_t *c;
     st_cowner_t *o;
     uint64_t pseq, fseq, wait;
     int64_t cutoff;
-    st_fman_t old; /* the objects replaced */
-    bool queued;   /* on a worker */
+    st_tier_manifest_t old; /* the objects replaced */
+    bool queued;            /* on a worker */
     uint64_t t0;
     /* worker results */
     int rc;
@@ -186,58 +179,24 @@ static void st__compact_work(uv_work_t *req)
     st_cjob_t *j = req->data;
     const st_tier_merge_t *m = j->c->merge;
     st_tier_background(true); /* SCHED_IDLE while merging (see flush.c) */
-    j->rc = m->merge(m->arg, j->c->obj, j->old.keys, j->old.files, j->old.n, j->cutoff, j->key.data,
-                     &j->out, &j->dropped, &j->ndropped);
+    j->rc = m->merge(m->arg, j->c->obj, j->old.v, j->old.n, j->cutoff, j->key.data, &j->out,
+                     &j->dropped, &j->ndropped);
     st_tier_background(false);
 }
 
 /* ---- loop side ---- */
 
-static uint64_t st__rd64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static int st__collect_f(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    st_fman_t *m = arg;
-    if (klen < 8 || vlen <= sizeof(st_tier_file_t)) return 0;
-    if (m->n == m->cap) {
-        m->cap = m->cap ? m->cap * 2 : 16;
-        m->files = st_realloc(m->files, m->cap * sizeof *m->files);
-        m->seqs = st_realloc(m->seqs, m->cap * sizeof *m->seqs);
-        m->keys = st_realloc(m->keys, m->cap * sizeof *m->keys);
-    }
-    memcpy(&m->files[m->n], val, sizeof(st_tier_file_t));
-    m->seqs[m->n] = st__rd64((const uint8_t *)key + klen - 8);
-    m->keys[m->n++] =
-        st_strndup((const char *)val + sizeof(st_tier_file_t), vlen - sizeof(st_tier_file_t));
-    return 0;
-}
-
-static void st__fman_free(st_fman_t *m)
-{
-    for (size_t i = 0; i < m->n; i++)
-        free(m->keys[i]);
-    free(m->keys);
-    free(m->seqs);
-    free(m->files);
-}
-
 static void st__job_free(st_cjob_t *j)
 {
     const st_tier_merge_t *m = j->c->merge;
     if (j->dropped) m->release(m->arg, j->dropped);
-    st__fman_free(&j->old);
+    st_tier_manifest_free(&j->old);
     st_buf_free(&j->key);
     free(j);
 }
 
 /* [from, to) of the owner's manifest m, taken into a new job. */
-static st_cjob_t *st__job(st_tier_compact_t *c, st_cowner_t *o, st_fman_t *m, size_t from,
+static st_cjob_t *st__job(st_tier_compact_t *c, st_cowner_t *o, st_tier_manifest_t *m, size_t from,
                           size_t to)
 {
     st_cjob_t *j = st_calloc(1, sizeof *j);
@@ -245,19 +204,25 @@ static st_cjob_t *st__job(st_tier_compact_t *c, st_cowner_t *o, st_fman_t *m, si
     j->o = o;
     j->t0 = uv_hrtime();
     j->req.data = j;
-    j->old.n = j->old.cap = to - from;
-    j->old.seqs = st_malloc(j->old.n * sizeof *j->old.seqs);
-    j->old.keys = st_malloc(j->old.n * sizeof *j->old.keys);
-    j->old.files = st_malloc(j->old.n * sizeof *j->old.files);
-    for (size_t i = 0; i < j->old.n; i++) {
-        j->old.seqs[i] = m->seqs[from + i];
-        j->old.files[i] = m->files[from + i];
-        j->old.keys[i] = m->keys[from + i];
-        m->keys[from + i] = NULL;
+    for (size_t i = from; i < to; i++) {
+        st_vec_push(&j->old, m->v[i]);
+        m->v[i].key = NULL;
     }
-    j->fseq = j->old.seqs[0];
+    j->fseq = j->old.v[0].seq;
     if (c->o.retention_us) j->cutoff = st_now_us() - (int64_t)c->o.retention_us;
     return j;
+}
+
+/* Which of the manifest m to merge next (the plan works on the files alone). */
+static bool st__plan(st_tier_compact_t *c, const st_tier_manifest_t *m, int flags, size_t *from,
+                     size_t *to)
+{
+    ST_VEC(st_tier_file_t) f = {0};
+    for (size_t i = 0; i < m->n; i++)
+        st_vec_push(&f, m->v[i].file);
+    bool due = st_tier_compact_plan(f.v, f.n, c->o.limit, c->o.max_bytes, flags, from, to);
+    st_vec_free(&f);
+    return due;
 }
 
 /* Plans the owner's next merge and records its object ('P'); NULL when there is nothing to do. */
@@ -265,22 +230,19 @@ static st_cjob_t *st__begin(st_tier_compact_t *c, st_cowner_t *o)
 {
     uint8_t k[ST__MKEY_CAP];
     uint64_t wait = 0;
-    st_fman_t m = {0};
+    st_tier_manifest_t m;
     size_t from, to;
     st_tier_stat_t st;
-    size_t pl = st_tier_mkey(k, 'F', o->owner, o->olen, false, 0) + 1;
-    k[pl - 1] = 0;
-    int rc = st_store_range(c->store, k, pl, NULL, 0, NULL, 0, false, st__collect_f, &m, &wait);
-    if (rc != ST_OK ||
-        !st_tier_compact_plan(m.files, m.n, c->o.limit, c->o.max_bytes, o->flags, &from, &to) ||
+    int rc = st_tier_manifest(c->store, o->owner, o->olen, false, &m, &wait);
+    if (rc != ST_OK || !st__plan(c, &m, o->flags, &from, &to) ||
         st_tier_stat(c->store, o->owner, o->olen, &st, &wait) != ST_OK) {
-        st__fman_free(&m);
+        st_tier_manifest_free(&m);
         return NULL;
     }
     st_cjob_t *j = st__job(c, o, &m, from, to);
-    st__fman_free(&m);
+    st_tier_manifest_free(&m);
     j->pseq = st.next_seq ? st.next_seq : 1;
-    c->merge->name(c->merge->arg, o->owner, o->olen, j->old.keys[0], j->fseq, j->pseq, &j->key);
+    c->merge->name(c->merge->arg, o->owner, o->olen, j->old.v[0].key, j->fseq, j->pseq, &j->key);
     rc = st_store_put(c->store, k, st_tier_mkey(k, 'P', o->owner, o->olen, true, j->pseq),
                       j->key.data, j->key.len, &wait);
     st.next_seq = j->pseq + 1;
@@ -307,11 +269,11 @@ static int st__check(st_tier_compact_t *c, st_cjob_t *j, uint64_t *wait)
     size_t vl;
     int rc = st_store_get(c->store, k, st_tier_mkey(k, 'P', o, ol, true, j->pseq), &v, &vl, wait);
     for (size_t i = 0; rc == ST_OK && i < j->old.n; i++) {
-        rc = st_store_get(c->store, k, st_tier_mkey(k, 'F', o, ol, true, j->old.seqs[i]), &v, &vl,
+        rc = st_store_get(c->store, k, st_tier_mkey(k, 'F', o, ol, true, j->old.v[i].seq), &v, &vl,
                           wait);
-        size_t kl = strlen(j->old.keys[i]);
+        size_t kl = strlen(j->old.v[i].key);
         if (rc == ST_OK && (vl != sizeof(st_tier_file_t) + kl ||
-                            memcmp((const char *)v + sizeof(st_tier_file_t), j->old.keys[i], kl)))
+                            memcmp((const char *)v + sizeof(st_tier_file_t), j->old.v[i].key, kl)))
             rc = ST_ENOTFOUND;
     }
     return rc == ST_ENOTFOUND ? ST_ECONFLICT : rc;
@@ -330,12 +292,12 @@ static int st__commit(st_tier_compact_t *c, st_cjob_t *j, uint64_t *wait)
         rc = st_store_del(c->store, k, st_tier_mkey(k, 'P', o, ol, true, j->pseq), wait);
     int64_t old_bytes = 0;
     for (size_t i = 0; rc == ST_OK && i < j->old.n; i++) {
-        old_bytes += (int64_t)j->old.files[i].size;
-        rc = st_store_del(c->store, k, st_tier_mkey(k, 'F', o, ol, true, j->old.seqs[i]), wait);
+        old_bytes += (int64_t)j->old.v[i].file.size;
+        rc = st_store_del(c->store, k, st_tier_mkey(k, 'F', o, ol, true, j->old.v[i].seq), wait);
         /* 'D' numbers stay unique: the first old object's number goes on with the new one, so
          * its deletion is recorded under the fresh number (no 'F' ever has it) */
-        uint64_t dseq = i ? j->old.seqs[i] : j->pseq;
-        if (rc == ST_OK) rc = st_tier_doom(c->store, o, ol, dseq, j->old.keys[i], wait);
+        uint64_t dseq = i ? j->old.v[i].seq : j->pseq;
+        if (rc == ST_OK) rc = st_tier_doom(c->store, o, ol, dseq, j->old.v[i].key, wait);
     }
     if (rc == ST_OK && j->out.rows) {
         st_buf_t val = {0};

@@ -45,8 +45,8 @@ typedef struct st_fjob {
     uv_work_t req;
     st_tier_flush_t *f;
     st_fowner_t *o;
-    struct st_fjob *next_held;
-    uint64_t wait; /* the batch that makes the snapshot (and the 'P' record) durable */
+    st_list_t held; /* in the engine's held list */
+    uint64_t wait;  /* the batch that makes the snapshot (and the 'P' record) durable */
     uint64_t seq;
     st_tier_snap_t snap;
     /* worker results */
@@ -69,7 +69,7 @@ struct st_tier_flush {
     /* owners waiting for a flush, with one in flight, and whose flush can never succeed */
     st_map_t pending, running, stuck;
     size_t nrunning;
-    st_fjob_t *held; /* snapshots waiting for their batch to be durable */
+    st_list_t held; /* st_fjob_t: snapshots waiting for their batch to be durable */
     void (*closed)(void *arg);
     void *closed_arg;
     st_metric_t *m_ok, *m_err, *m_rows, *m_bytes, *m_running, *m_pending, *m_stuck, *m_seconds;
@@ -333,8 +333,7 @@ static bool st__start(st_tier_flush_t *f, st_fowner_t *o)
     f->nrunning++;
     st_metric_set(f->m_running, (double)f->nrunning);
     if (wait > st_store_durable_id(f->store)) { /* see st_tier_flush_durable */
-        j->next_held = f->held;
-        f->held = j;
+        st_list_insert(&f->held, &j->held);
         return true;
     }
     st__queue(f, j);
@@ -344,13 +343,11 @@ static bool st__start(st_tier_flush_t *f, st_fowner_t *o)
 /* Held flushes whose snapshot is durable now go to a worker. */
 void st_tier_flush_durable(st_tier_flush_t *f, uint64_t id)
 {
-    for (st_fjob_t **p = &f->held; *p;) {
-        st_fjob_t *j = *p;
-        if (j->wait > id) {
-            p = &j->next_held;
-            continue;
-        }
-        *p = j->next_held;
+    for (st_list_t *l = f->held.next, *next; l != &f->held; l = next) {
+        st_fjob_t *j = ST_LIST_ITEM(l, st_fjob_t, held);
+        next = l->next;
+        if (j->wait > id) continue;
+        st_list_unlink(l);
         st__queue(f, j);
     }
 }
@@ -358,13 +355,11 @@ void st_tier_flush_durable(st_tier_flush_t *f, uint64_t id)
 /* Held flushes whose snapshot was rolled back are cancelled: those rows never existed. */
 void st_tier_flush_failed(st_tier_flush_t *f, uint64_t first, int err)
 {
-    for (st_fjob_t **p = &f->held; *p;) {
-        st_fjob_t *j = *p;
-        if (j->wait < first) {
-            p = &j->next_held;
-            continue;
-        }
-        *p = j->next_held;
+    for (st_list_t *l = f->held.next, *next; l != &f->held; l = next) {
+        st_fjob_t *j = ST_LIST_ITEM(l, st_fjob_t, held);
+        next = l->next;
+        if (j->wait < first) continue;
+        st_list_unlink(l);
         st__running_done(f, j->o);
         st__retry_later(f, j->o, err);
         st__job_free(j);
@@ -449,6 +444,7 @@ int st_tier_flush_open(st_tier_flush_t **out, uv_loop_t *loop, st_store_t *store
     f->store = store;
     f->obj = obj;
     f->kind = kind;
+    st_list_init(&f->held);
     st_map_init(&f->pending);
     st_map_init(&f->running);
     st_map_init(&f->stuck);
@@ -482,9 +478,9 @@ void st_tier_flush_close(st_tier_flush_t *f, void (*closed)(void *arg), void *ar
     f->stopping = true;
     f->closed = closed;
     f->closed_arg = arg;
-    while (f->held) { /* never handed to a worker: their 'P' records wait for start-up */
-        st_fjob_t *j = f->held;
-        f->held = j->next_held;
+    while (!st_list_empty(&f->held)) { /* never handed to a worker: 'P' waits for start-up */
+        st_fjob_t *j = ST_LIST_ITEM(f->held.next, st_fjob_t, held);
+        st_list_unlink(&j->held);
         st__running_done(f, j->o);
         free(j->o);
         st__job_free(j);

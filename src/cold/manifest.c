@@ -8,6 +8,36 @@
 
 #include <string.h>
 
+static int st__collect(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_tier_manifest_t *m = arg;
+    if (klen < 8 || vlen <= sizeof(st_tier_file_t)) return 0;
+    st_tier_obj_t ob = {.seq = 0};
+    memcpy(&ob.file, val, sizeof ob.file);
+    for (int i = 0; i < 8; i++)
+        ob.seq = ob.seq << 8 | ((const uint8_t *)key)[klen - 8 + i];
+    ob.key = st_strndup((const char *)val + sizeof ob.file, vlen - sizeof ob.file);
+    st_vec_push(m, ob);
+    return 0;
+}
+
+int st_tier_manifest(st_store_t *s, const char *o, size_t ol, bool desc, st_tier_manifest_t *out,
+                     uint64_t *wait)
+{
+    uint8_t k[ST_NAME_MAX + 16];
+    size_t pl = st_tier_mkey(k, 'F', o, ol, false, 0);
+    k[pl++] = 0;
+    memset(out, 0, sizeof *out);
+    return st_store_range(s, k, pl, NULL, 0, NULL, 0, desc, st__collect, out, wait);
+}
+
+void st_tier_manifest_free(st_tier_manifest_t *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        free(m->v[i].key);
+    st_vec_free(m);
+}
+
 size_t st_tier_mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq, uint64_t seq)
 {
     k[0] = (uint8_t)ks;

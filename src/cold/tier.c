@@ -33,7 +33,7 @@ struct st_tier {
     st_tier_pass_t *pass;
     st_coldcache_t *cache; /* NULL once stopping */
     st_store_listener_t listener;
-    st_tier_member_t *members;
+    st_list_t members;               /* st_tier_member_t, by link */
     const st_tier_member_t *flusher; /* the member with a flush side (one at most) */
     st_tier_kind_t fkind;            /* the flush engine's kind: the flusher's, and the tier's */
     st_tier_merge_t mkind;           /* the compaction engine's: the flusher's merge side */
@@ -159,12 +159,12 @@ static void st__flush_done(void *arg)
     if (k->done) k->done(k->arg);
 }
 
-static int st__merge(void *arg, st_objstore_t *obj, char *const *keys, const st_tier_file_t *files,
-                     size_t n, int64_t cutoff, const char *key, st_tier_file_t *out, void **dropped,
+static int st__merge(void *arg, st_objstore_t *obj, const st_tier_obj_t *objs, size_t n,
+                     int64_t cutoff, const char *key, st_tier_file_t *out, void **dropped,
                      int64_t *ndropped)
 {
     const st_tier_merge_t *m = ((st_tier_t *)arg)->flusher->merge;
-    return m->merge(m->arg, obj, keys, files, n, cutoff, key, out, dropped, ndropped);
+    return m->merge(m->arg, obj, objs, n, cutoff, key, out, dropped, ndropped);
 }
 
 static int st__merge_commit(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,
@@ -270,6 +270,7 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
     t->tick.data = t;
     t->next_interval_ms = uv_now(loop) + t->interval_ms;
     uv_timer_start(&t->tick, st__on_tick, ST__TICK_MS, ST__TICK_MS);
+    st_list_init(&t->members);
     t->listener.on_durable = st__on_durable;
     t->listener.on_failed = st__on_failed;
     st_store_listen(store, &t->listener);
@@ -282,8 +283,7 @@ void st_tier_join(st_tier_t *t, st_tier_member_t *m)
     if (!t || !m || t->stopping) return;
     for (size_t i = 0; i < m->nsources; i++)
         st_tier_pass_add(t->pass, &m->sources[i]);
-    m->next = t->members;
-    t->members = m;
+    st_list_insert(&t->members, &m->link);
     if (!m->flush) return;
     ST_ASSERT(!t->flusher); /* owners share the manifest's key space (strata/tier.h) */
     ST_ASSERT(m->merge);
@@ -299,11 +299,12 @@ static void st__part_closed(void *arg)
 {
     st_tier_t *t = arg;
     if (++t->closed_parts < ST__PARTS) return;
-    for (st_tier_member_t *m = t->members, *next; m; m = next) {
-        next = m->next;
-        if (m->closed) m->closed(m->arg);
+    for (st_list_t *l = t->members.next, *next; l != &t->members; l = next) {
+        st_tier_member_t *m = ST_LIST_ITEM(l, st_tier_member_t, link);
+        next = l->next;
+        st_list_unlink(l);
+        if (m->closed) m->closed(m->arg); /* it may free m */
     }
-    t->members = NULL;
     t->done = true;
     if (t->free_asked) free(t);
 }
@@ -321,8 +322,10 @@ void st_tier_close(st_tier_t *t)
     /* flushes held for durability are dropped (their 'P' records wait for start-up); those in
      * flight come back while the loop runs */
     st_tier_flush_close(t->flush, st__part_closed, t);
-    for (st_tier_member_t *m = t->members; m; m = m->next)
-        if (m->stop) m->stop(m->arg);                    /* their waits go before the cache does */
+    for (st_list_t *l = t->members.next; l != &t->members; l = l->next) {
+        st_tier_member_t *m = ST_LIST_ITEM(l, st_tier_member_t, link);
+        if (m->stop) m->stop(m->arg); /* their waits go before the cache does */
+    }
     st_tier_reaper_close(t->reaper, st__part_closed, t); /* its pass in flight comes back */
     st_coldcache_close(t->cache); /* its jobs in flight come back while the loop runs */
     t->cache = NULL;

@@ -28,6 +28,16 @@ void *st_realloc(void *p, size_t n)
     return q;
 }
 
+void *st__vec_grow(void *v, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return v;
+    size_t c = *cap ? *cap : 8;
+    while (c < need)
+        c *= 2;
+    *cap = c;
+    return st_realloc(v, c * elem);
+}
+
 char *st_strndup(const char *s, size_t n)
 {
     char *p = st_malloc(n + 1);
