@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for the cold tier's parts: the Parquet round trip (encode, footer, row groups),
- * hostile files, and the local object store. DuckDB reading our files is tested end to end. */
+ * hostile files, the local object store, and the tier itself driven by a fake data kind. DuckDB
+ * reading our files is tested end to end. */
 #include "../test.h"
 #include "../fixture.h"
 #include "strata/cold.h"
@@ -673,6 +674,199 @@ TEST(tier_flush_holds_until_durable_commits_one_batch_and_never_retries_a_refuse
     st_tier_flush_close(f, fk_closed, &closed);
     uv_run(&fx.loop, UV_RUN_DEFAULT);
     CHECK(closed);
+    st_objstore_close(obj);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+/* The fake kind's merge side and member: an object is its rows' values concatenated, so a merge
+ * concatenates the objects; its source queues a flush of every owner with hot rows. */
+typedef struct {
+    st_tier_t *tier;
+    int merges, commits, stopped, closed;
+} fm_t;
+
+static int fm_merge(void *arg, st_objstore_t *obj, const st_tier_obj_t *objs, size_t n,
+                    int64_t cutoff, const char *key, st_tier_file_t *out, void **dropped,
+                    int64_t *ndropped)
+{
+    fm_t *fm = arg;
+    (void)cutoff;
+    fm->merges++;
+    st_buf_t all = {0};
+    int rc = ST_OK;
+    *out = (st_tier_file_t){objs[0].file.min_id, objs[n - 1].file.max_id, 0, 0};
+    for (size_t i = 0; i < n && rc == ST_OK; i++) {
+        rc = st_objstore_get(obj, objs[i].key, 0, objs[i].file.size, &all);
+        out->rows += objs[i].file.rows;
+    }
+    if (rc == ST_OK) rc = st_objstore_put(obj, key, all.data, all.len);
+    out->size = all.len;
+    st_buf_free(&all);
+    *dropped = NULL;
+    *ndropped = 0;
+    return rc;
+}
+
+static int fm_commit(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,
+                     uint64_t *wait)
+{
+    (void)o, (void)ol, (void)dropped, (void)ndropped, (void)wait;
+    ((fm_t *)arg)->commits++;
+    return ST_OK;
+}
+
+static void fm_release(void *arg, void *dropped)
+{
+    (void)arg, (void)dropped;
+}
+
+static void fm_name(void *arg, const char *o, size_t ol, const char *first_key, uint64_t seq,
+                    uint64_t pseq, st_buf_t *key)
+{
+    (void)arg, (void)first_key;
+    st_buf_printf(key, "%.*s/merged-%llu-%llu", (int)ol, o, (unsigned long long)seq,
+                  (unsigned long long)pseq);
+}
+
+static bool fm_want(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)arg, (void)key, (void)klen, (void)val, (void)vlen;
+    return true;
+}
+
+static void fm_act(void *arg, const void *key, size_t klen)
+{
+    fm_t *fm = arg;
+    const char *o = (const char *)key + 1;
+    st_tier_enqueue(fm->tier, o, strnlen(o, klen - 1));
+}
+
+static void fm_stop(void *arg)
+{
+    ((fm_t *)arg)->stopped++;
+}
+
+static void fm_member_closed(void *arg)
+{
+    ((fm_t *)arg)->closed++;
+}
+
+static bool obj_gone(st_objstore_t *obj, const char *key)
+{
+    st_buf_t b = {0};
+    int rc = st_objstore_get(obj, key, 0, 1, &b);
+    st_buf_free(&b);
+    return rc == ST_ENOTFOUND;
+}
+
+/* The tier (src/cold/tier.c) drives any kind through its member alone: joining sweeps the
+ * orphan a crash left ('P' without 'F'); a post's signal queues a flush only past --flush-rows;
+ * the pass's sources queue flushes and say how many; a compaction records its object, merges on
+ * a worker and swaps the manifest in one batch; the reaper deletes what left the manifest; the
+ * members are stopped and told closed. Nothing here is chat's. */
+TEST(tier_drives_a_fake_kind_through_flush_pass_compaction_orphans_and_close)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    char url[96];
+    snprintf(url, sizeof url, "file://%s/cold", fx.dir);
+    st_objstore_opts_t oo = {.url = url};
+    st_objstore_t *obj;
+    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
+    uint8_t k[64];
+    uint64_t w = 0;
+    /* a crash left an object begun and never recorded */
+    CHECK_EQ(st_objstore_put(obj, "q/obj-7", "lost", 4), ST_OK);
+    size_t n = fk_key(k, "q", 1, 7);
+    k[0] = 'P';
+    CHECK_EQ(st_store_put(s, k, n, "q/obj-7", 7, &w), ST_OK);
+    fx_settle(&fx, s);
+
+    st_tier_opts_t to = {.obj = obj, .flush_interval_s = 3600, .flush_rows = 3};
+    st_tier_t *t;
+    CHECK_EQ(st_tier_open(&t, &fx.loop, s, &to), ST_OK);
+    fk_t fk = {.store = s, .limit = 2};
+    fk_cur = &fk;
+    fm_t fm = {.tier = t};
+    st_tier_kind_t kind = {.snapshot = fk_snapshot,
+                           .encode = fk_encode,
+                           .commit = fk_commit,
+                           .release = fk_release,
+                           .flushed = fk_flushed,
+                           .done = fk_done,
+                           .arg = &fk}; /* no orphans: the tier's own sweep */
+    st_tier_merge_t merge = {fm_merge, fm_commit, fm_release, fm_name, &fm};
+    st_tier_source_t src = {
+        .name = "fake", .prefix = 'h', .page = 16, .want = fm_want, .act = fm_act, .arg = &fm};
+    st_tier_member_t m = {.name = "fake",
+                          .sources = &src,
+                          .nsources = 1,
+                          .flush = &kind,
+                          .merge = &merge,
+                          .stop = fm_stop,
+                          .closed = fm_member_closed,
+                          .arg = &fm};
+    st_tier_join(t, &m);
+    CHECK(!fk_has(s, 'P', "q", 7) && fk_has(s, 'D', "q", 7)); /* the orphan's deletion staged */
+
+    for (uint64_t id = 1; id <= 5; id++) {
+        char v[8];
+        snprintf(v, sizeof v, "row%llu", (unsigned long long)id);
+        CHECK_EQ(st_store_put(s, k, fk_key(k, "o", 1, id), v, strlen(v), &w), ST_OK);
+    }
+    st_tier_posted(t, "o", 1, 2); /* under --flush-rows: nothing */
+    CHECK_EQ(fk.snapshots, 0);
+    st_tier_posted(t, "o", 1, 5);
+    CHECK_EQ(fk.snapshots, 1);
+    for (int i = 0; i < 100000 && fk.done < 3; i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK_EQ(fk.flushed, 3);
+    CHECK(fk_has(s, 'F', "o", 1) && fk_has(s, 'F', "o", 2) && fk_has(s, 'F', "o", 3));
+
+    /* the pass: the source queues the owner with hot rows, and the answer counts it */
+    CHECK_EQ(st_store_put(s, k, fk_key(k, "p", 1, 1), "row1", 4, &w), ST_OK);
+    fx_settle(&fx, s);
+    CHECK_EQ(st_tier_flush_all(t), 1);
+    for (int i = 0; i < 100000 && fk.done < 4; i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK(fk_has(s, 'F', "p", 1) && !fk_has(s, 'h', "p", 1));
+
+    /* a major compaction: three objects become one, in one swap */
+    CHECK_EQ(st_tier_compact(t, "o", 1, ST_TIER_COMPACT_MAJOR), 1);
+    for (int i = 0; i < 100000 && fm.commits < 1; i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    fx_settle(&fx, s);
+    CHECK_EQ(fm.merges, 1);
+    CHECK(fk_has(s, 'F', "o", 1) && !fk_has(s, 'F', "o", 2) && !fk_has(s, 'F', "o", 3));
+    CHECK(!fk_has(s, 'P', "o", 4));
+    const void *v;
+    size_t vl;
+    st_tier_stat_t st;
+    CHECK_EQ(st_store_get(s, "Wo", 2, &v, &vl, &w), ST_OK);
+    memcpy(&st, v, sizeof st);
+    CHECK(st.files == 1 && st.rows == 5 && st.next_seq == 5);
+    st_buf_t got = {0};
+    CHECK_EQ(st_objstore_get(obj, "o/merged-1-4", 0, 20, &got), ST_OK);
+    CHECK(got.len == 20 && memcmp(got.data, "row1row2row3row4row5", 20) == 0);
+    st_buf_free(&got);
+
+    /* the reaper (on the tier's tick) deletes what left the manifest, and the orphan */
+    for (int i = 0; i < 20 && !(obj_gone(obj, "o/obj-3") && obj_gone(obj, "q/obj-7")); i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK(obj_gone(obj, "o/obj-1") && obj_gone(obj, "o/obj-2") && obj_gone(obj, "o/obj-3"));
+    CHECK(obj_gone(obj, "q/obj-7") && !obj_gone(obj, "o/merged-1-4"));
+
+    /* nothing wanted: nothing to wait for; once stopping, never */
+    st_coldwait_t *cw = NULL;
+    CHECK(!st_tier_wait(t, &cw, fk_closed, NULL));
+    st_tier_close(t);
+    CHECK_EQ(fm.stopped, 1);
+    CHECK(!st_tier_wait(t, &cw, fk_closed, NULL));
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    CHECK_EQ(fm.closed, 1);
+    st_tier_free(t);
     st_objstore_close(obj);
     fx_close_store(&fx, s);
     fx_end(&fx);
