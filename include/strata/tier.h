@@ -9,7 +9,7 @@
  * (borrowed), and its stop state. Data kinds know nothing of these; each is a member
  * (st_tier_member_t) made by its own module, joined to the tier with one line in main.c:
  *
- *     st_tier_join(tier, st_chat_tier_member(chat, &opts));
+ *     st_tier_join(tier, st_chat_tier_member(chat, tier, &opts));
  *     st_tier_join(tier, st_counters_tier_member(store));
  *
  * A member brings what it has: pass sources (a key prefix and what to do with each key: chat's

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * chat internals shared by its files: posting and reading (chat.c), the key layout (keys.c),
- * cold reads (cold_read.c) and flushes (flush.c).
+ * cold reads (cold_read.c), and chat's side of the cold tier: its member (flush.c: the flush
+ * side; pass.c: its sources; compact.c: the merge side; retention.c, evict.c, recount.c).
  *
  * Hot keys (u = user, c = conversation part, id = 8-byte big-endian msg_id):
  *   'M' u 0 id        message record: i64 timestamp | i64 seq | the message's JSON
@@ -9,16 +10,8 @@
  *   'C' u 0 c         conversation record (hybrid: cold baseline + hot increment)
  *   'U' u 0 ~upd c    conversations newest-updated first (value: the conversation id)
  *   'T' u             user totals
- * Cold tier keys (the tier's manifest records, owner = user: see strata/tier.h):
- *   'W' u             what of the user is cold (st_coldstat_t)
- *   'F' u 0 seq       one Parquet object of the user (st_coldfile_t, then the object key)
- *   'P' u 0 seq       an object being written (value: its key); durable before the write
- *                     starts, deleted by the batch that records 'F' — one left without its 'F'
- *                     names an object no manifest will ever hold (an orphan)
- *   'D' u 0 seq       an object to delete from storage (value: its key), staged in the batch
- *                     that takes it out of the manifest (or finds it orphaned); deleted once
- *                     the object is gone; start-up finishes what a crash left
- * Flushes are the tier's (src/cold/flush.c); chat is one of its kinds (flush.c here).
+ * Cold tier keys ('W', 'F', 'P', 'D', owner = user) are the tier's manifest records: see
+ * strata/tier.h, which owns them and the protocol around them.
  * The flush invariant: every cold msg_id of a user is <= its watermark < every hot msg_id, and
  * a flush moves rows by one atomic batch (manifest record in, hot rows out, counts moved from
  * hot to the cold baseline), so a read sees each message exactly once, before or after.
