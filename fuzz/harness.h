@@ -29,7 +29,9 @@ static void fz_init(void)
     st_store_opts_t o = {.dir = dir, .map_size = 256 << 20};
     if (st_store_open(&fz_app.store, &fz_loop, &o) != ST_OK) abort();
     fz_app.cfg = &fz_cfg;
-    st_seats_opts_t so = {fz_cfg.max_seats, 0, fz_cfg.max_total_seats};
+    st_seats_opts_t so = {.max_seats = fz_cfg.max_seats,
+                          .max_total_seats = fz_cfg.max_total_seats,
+                          .max_hold_seconds = fz_cfg.max_hold_seconds};
     if (st_seats_open(&fz_app.seats, &fz_loop, fz_app.store, &so) != ST_OK) abort();
 }
 
