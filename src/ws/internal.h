@@ -25,6 +25,8 @@ struct lws_vhost;
 #define ST__WS_MAX_QUEUED   (1u << 20)
 #define ST__WS_WRITE_BUDGET (64u * 1024) /* bytes per writable callback */
 #define ST__WS_CLOSE_GRACE  10           /* seconds a cut-off stream has to take its close frame */
+#define ST__WS_MSG_SMALL    64           /* prefix bytes of a pooled message */
+#define ST__WS_MSG_POOL     16384        /* pooled messages kept at most */
 
 /* Shared bytes of one change; freed when the last queue holding it lets go. */
 typedef struct st_wsbody {
@@ -110,7 +112,9 @@ struct st_ws {
     size_t nconns;
     st_wsconn_t *waiting; /* connections whose next frame waits for a batch to be durable */
     st_map_t chans;
-    st_buf_t out; /* LWS_PRE headroom + the frame being written */
+    st_buf_t out;     /* LWS_PRE headroom + the frames being written */
+    st_wsmsg_t *pool; /* free messages with room for ST__WS_MSG_SMALL prefix bytes (queue.c) */
+    size_t npool;
     st_store_listener_t listener;
     const void *adopting; /* token of the connection being adopted, during st_ws_adopt */
     uv_timer_t expiry;    /* ends streams whose token expired (auth on) */
@@ -135,11 +139,16 @@ void st__ws_send_error(st_ws_t *ws, st_wsconn_t *c, const char *id, const char *
                        const char *msg);
 /* Writes the next frame that may leave; returns -1 when the connection must close. */
 int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c);
+/* Frees the pooled messages (at the end). */
+void st__ws_pool_free(st_ws_t *ws);
 /* Frees c's queued frames and takes it off the waiting list. */
 void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c);
 void st__ws_listen(st_ws_t *ws);
 /* Writes {"type":"<type>","id":"<sid>", into b (reset first): the prefix of a frame. */
 void st__ws_prefix(st_buf_t *b, const char *type, const char *sid);
+/* The same during a fan-out: b is rebuilt only when sid differs from *last, the id it holds
+ * (subscribers mostly share their ids: one prefix serves a run of them). */
+void st__ws_prefix_of(st_buf_t *b, const char **last, const char *type, const char *sid);
 
 /* ---- topics.c ---- */
 void st__ws_topics_init(st_ws_t *ws);

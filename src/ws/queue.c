@@ -41,18 +41,57 @@ void st__ws_body_unref(st_wsbody_t *b)
     if (b && --b->refs == 0) free(b);
 }
 
-static void st__msg_free(st_wsmsg_t *m)
+/* Messages with a short prefix (every fan-out frame) come from a free list kept on ws: a change
+ * to 10,000 streams allocates and frees 10,000 of them per batch, past what malloc's per-thread
+ * cache holds. The list keeps at most ST__WS_MSG_POOL of them. */
+static st_wsmsg_t *st__msg_new(st_ws_t *ws, size_t plen)
+{
+    st_wsmsg_t *m = ws->pool;
+    if (plen <= ST__WS_MSG_SMALL && m) {
+        ws->pool = m->next;
+        ws->npool--;
+        return m;
+    }
+    return st_malloc(sizeof *m + (plen <= ST__WS_MSG_SMALL ? ST__WS_MSG_SMALL : plen));
+}
+
+static void st__msg_free(st_ws_t *ws, st_wsmsg_t *m)
 {
     st__ws_body_unref(m->body);
-    free(m);
+    if (m->plen <= ST__WS_MSG_SMALL && ws->npool < ST__WS_MSG_POOL) {
+        m->next = ws->pool;
+        ws->pool = m;
+        ws->npool++;
+    } else {
+        free(m);
+    }
+}
+
+void st__ws_pool_free(st_ws_t *ws)
+{
+    while (ws->pool) {
+        st_wsmsg_t *m = ws->pool;
+        ws->pool = m->next;
+        free(m);
+    }
+    ws->npool = 0;
 }
 
 void st__ws_prefix(st_buf_t *b, const char *type, const char *sid)
 {
     st_buf_reset(b);
-    st_buf_printf(b, "{\"type\":\"%s\",\"id\":", type);
+    st_buf_puts(b, "{\"type\":\"");
+    st_buf_puts(b, type);
+    st_buf_puts(b, "\",\"id\":");
     st_buf_append_json_str(b, sid, strlen(sid));
     st_buf_appendc(b, ',');
+}
+
+void st__ws_prefix_of(st_buf_t *b, const char **last, const char *type, const char *sid)
+{
+    if (*last && strcmp(*last, sid) == 0) return;
+    st__ws_prefix(b, type, sid);
+    *last = sid;
 }
 
 static void st__unwait(st_ws_t *ws, st_wsconn_t *c)
@@ -101,7 +140,7 @@ static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t 
         }
     }
     ST_ASSERT(plen <= UINT16_MAX);
-    st_wsmsg_t *m = st_malloc(sizeof *m + plen);
+    st_wsmsg_t *m = st__msg_new(ws, plen);
     m->next = NULL;
     m->wait = wait;
     m->body = body;
@@ -214,7 +253,7 @@ static int st__flush(st_ws_t *ws, st_wsconn_t *c)
         st__frame_header(out, m->plen + m->body->len);
         st_buf_append(out, m->prefix, m->plen);
         st_buf_append(out, m->body->data, m->body->len);
-        st__msg_free(m);
+        st__msg_free(ws, m);
         frames++;
         /* a replay page taken now leaves in this write */
         if (!c->head || c->head->wait > durable) st__ws_replay_more(ws, c);
@@ -300,7 +339,7 @@ void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c)
     while (c->head) {
         st_wsmsg_t *m = c->head;
         c->head = m->next;
-        st__msg_free(m);
+        st__msg_free(ws, m);
     }
     c->tail = NULL;
     c->queued = c->live = c->biggest = 0;
@@ -322,7 +361,7 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
             if (m->wait >= first) {
                 *p = m->next;
                 st__unqueued(c, m);
-                st__msg_free(m);
+                st__msg_free(ws, m);
             } else {
                 c->tail = m;
                 p = &m->next;

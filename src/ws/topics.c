@@ -383,6 +383,7 @@ void st__ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t 
     st_wschan_t *ch = ws ? st__chan_find(ws, ST_TOPIC_COUNTER, name, nlen) : NULL;
     if (!ch) return;
     st_buf_t b = {0}, pre = {0};
+    const char *last = NULL; /* the id pre was built for */
     st_buf_puts(&b, "\"name\":");
     st_buf_append_json_str(&b, name, nlen);
     st_buf_puts(&b, ",\"value\":");
@@ -390,7 +391,7 @@ void st__ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t 
     st_buf_appendc(&b, '}');
     st_wsbody_t *body = st__ws_body_new(b.data, b.len);
     for (st_wssub_t *s = ch->subs; s; s = s->cnext) {
-        st__ws_prefix(&pre, "counter", s->id);
+        st__ws_prefix_of(&pre, &last, "counter", s->id);
         st__ws_queue(ws, s->conn, pre.data, pre.len, body, wait);
     }
     st__ws_body_unref(body);
@@ -415,9 +416,10 @@ void st__ws_seats_changed(void *arg, const char *event_id, size_t elen, const ch
     st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_SEATS, event_id, elen);
     if (!ch) return;
     st_buf_t pre = {0};
+    const char *last = NULL; /* the id pre was built for */
     st_wsbody_t *body = st__ws_body_new(tail, tlen);
     for (st_wssub_t *s = ch->subs; s; s = s->cnext) {
-        st__ws_prefix(&pre, "seats", s->id);
+        st__ws_prefix_of(&pre, &last, "seats", s->id);
         st__ws_queue(ws, s->conn, pre.data, pre.len, body, wait);
     }
     st__ws_body_unref(body);
@@ -434,13 +436,14 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
     st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen);
     if (!ch) return;
     st_buf_t pre = {0};
+    const char *last = NULL; /* the id pre was built for */
     st_wsbody_t *body = NULL;
     for (st_wssub_t *s = ch->subs; s; s = s->cnext) {
         if (s->replaying || msg_id <= s->cursor ||
             (s->conv && (strlen(s->conv) != clen || memcmp(s->conv, conv, clen) != 0)))
             continue;
         if (!body) body = st__message_body(json, len);
-        st__ws_prefix(&pre, "message", s->id);
+        st__ws_prefix_of(&pre, &last, "message", s->id);
         st__ws_queue(ws, s->conn, pre.data, pre.len, body, wait);
         s->cursor = msg_id;
         s->last_wait = wait;
