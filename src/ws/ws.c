@@ -140,7 +140,7 @@ static void st__on_expiry(uv_timer_t *t)
  * flush of several frames (queue.c) would be cut into 1 KiB sends, each a partial write that lws
  * buffers and finishes from a writable callback (two epoll_ctl calls and a loop turn). */
 static const struct lws_protocols st__protocols[] = {
-    {"strata", st__callback, sizeof(st_wsconn_t), 1024, 0, NULL, ST__WS_MAX_QUEUED},
+    {"strata", st__callback, sizeof(st_wsconn_t), 256, 0, NULL, ST__WS_MAX_QUEUED},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
