@@ -23,7 +23,7 @@ struct lws_vhost;
 #define ST__WS_MAX_SUBS     64
 #define ST__WS_MAX_IN       (64 * 1024)
 #define ST__WS_MAX_QUEUED   (1u << 20)
-#define ST__WS_WRITE_BUDGET (64u * 1024) /* bytes per writable callback */
+#define ST__WS_WRITE_BUDGET (64u * 1024) /* bytes a write takes, then at least one frame */
 #define ST__WS_CLOSE_GRACE  10           /* seconds a cut-off stream has to take its close frame */
 #define ST__WS_MSG_SMALL    64           /* prefix bytes of a pooled message */
 #define ST__WS_MSG_POOL     16384        /* pooled messages kept at most */

@@ -15,7 +15,9 @@
  *    whole queue is under its low-water mark, and it stops before a message that would take the
  *    queue past ST__WS_MAX_QUEUED unless no replayed message is queued (so every page sends at
  *    least one): at most ST__WS_MAX_QUEUED or one frame;
- *  - after a cut-off, nothing but the part of one frame lws holds and the close frame.
+ *  - what lws holds of a write the socket did not take: one write is at most
+ *    ST__WS_WRITE_BUDGET bytes plus one frame, and nothing more is written while lws holds some;
+ *  - after a cut-off, nothing but that part of one write and the close frame.
  * Because a replay is paced by the reader and never cuts it off, a stream resuming with `after`
  * gets its replay page by page as fast as it reads, whatever the size of its messages (live ones
  * of a replaying subscription come through the replay); only falling behind live traffic after
