@@ -43,40 +43,51 @@ void st__ws_body_unref(st_wsbody_t *b)
     if (b && --b->refs == 0) free(b);
 }
 
-/* Messages with a short prefix (every fan-out frame) come from a free list kept on ws: a change
- * to 10,000 streams allocates and frees 10,000 of them per batch, past what malloc's per-thread
- * cache holds. The list keeps at most ST__WS_MSG_POOL of them. */
-static st_wsmsg_t *st__msg_new(st_ws_t *ws, size_t plen)
+/* ---- the ring of queued frames ---- */
+
+static st_wsent_t *st__q_at(const st_wsconn_t *c, uint32_t i)
 {
-    st_wsmsg_t *m = ws->pool;
-    if (plen <= ST__WS_MSG_SMALL && m) {
-        ws->pool = m->next;
-        ws->npool--;
-        return m;
-    }
-    return st_malloc(sizeof *m + (plen <= ST__WS_MSG_SMALL ? ST__WS_MSG_SMALL : plen));
+    return &c->q[(c->qhead + i) & (c->qcap - 1)];
 }
 
-static void st__msg_free(st_ws_t *ws, st_wsmsg_t *m)
+static st_wsent_t *st__q_head(const st_wsconn_t *c)
 {
-    st__ws_body_unref(m->body);
-    if (m->plen <= ST__WS_MSG_SMALL && ws->npool < ST__WS_MSG_POOL) {
-        m->next = ws->pool;
-        ws->pool = m;
-        ws->npool++;
-    } else {
-        free(m);
-    }
+    return c->qlen ? &c->q[c->qhead] : NULL;
 }
 
-void st__ws_pool_free(st_ws_t *ws)
+static void st__q_push(st_wsconn_t *c, const st_wsent_t *e)
 {
-    while (ws->pool) {
-        st_wsmsg_t *m = ws->pool;
-        ws->pool = m->next;
-        free(m);
+    if (c->qlen == c->qcap) {
+        uint32_t cap = c->qcap ? c->qcap * 2 : 4;
+        st_wsent_t *q = st_malloc(cap * sizeof *q);
+        for (uint32_t i = 0; i < c->qlen; i++)
+            q[i] = *st__q_at(c, i);
+        free(c->q);
+        c->q = q;
+        c->qcap = cap;
+        c->qhead = 0;
     }
-    ws->npool = 0;
+    *st__q_at(c, c->qlen++) = *e;
+}
+
+/* A queue that emptied gives back a ring grown past ST__WS_RING_KEEP by a burst. */
+static void st__q_trim(st_wsconn_t *c)
+{
+    if (c->qlen || c->qcap <= ST__WS_RING_KEEP) return;
+    free(c->q);
+    c->q = NULL;
+    c->qcap = c->qhead = 0;
+}
+
+static void st__ent_free(st_wsent_t *e)
+{
+    st__ws_body_unref(e->prefix);
+    st__ws_body_unref(e->body);
+}
+
+static size_t st__ent_len(const st_wsent_t *e)
+{
+    return (e->prefix ? e->prefix->len : 0) + e->body->len;
 }
 
 void st__ws_prefix(st_buf_t *b, const char *type, const char *sid)
@@ -89,11 +100,17 @@ void st__ws_prefix(st_buf_t *b, const char *type, const char *sid)
     st_buf_appendc(b, ',');
 }
 
-void st__ws_prefix_of(st_buf_t *b, const char **last, const char *type, const char *sid)
+st_wsbody_t *st__ws_prefix_of(st_wsbody_t **pre, const char **last, const char *type,
+                              const char *sid)
 {
-    if (*last && strcmp(*last, sid) == 0) return;
-    st__ws_prefix(b, type, sid);
+    if (*pre && *last && strcmp(*last, sid) == 0) return *pre;
+    st_buf_t b = {0};
+    st__ws_prefix(&b, type, sid);
+    st__ws_body_unref(*pre);
+    *pre = st__ws_body_new(b.data, b.len);
     *last = sid;
+    st_buf_free(&b);
+    return *pre;
 }
 
 static void st__unwait(st_ws_t *ws, st_wsconn_t *c)
@@ -112,8 +129,8 @@ static void st__unwait(st_ws_t *ws, st_wsconn_t *c)
  * waiting list so that a durable batch wakes only the connections it concerns. */
 static void st__wake(st_ws_t *ws, st_wsconn_t *c)
 {
-    if (!c->wsi || !c->head) return;
-    if (c->head->wait <= st_store_durable_id(ws->app->store)) {
+    if (!c->wsi || !c->qlen) return;
+    if (st__q_head(c)->wait <= st_store_durable_id(ws->app->store)) {
         lws_callback_on_writable(c->wsi);
     } else if (!c->waiting) {
         c->waiting = true;
@@ -124,11 +141,12 @@ static void st__wake(st_ws_t *ws, st_wsconn_t *c)
     }
 }
 
-static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen,
-                        st_wsbody_t *body, uint64_t wait, bool replay)
+static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
+                        uint64_t wait, bool replay)
 {
     if (c->cut) return;
-    size_t n = plen + body->len;
+    st_wsent_t e = {prefix, body, wait, replay};
+    size_t n = st__ent_len(&e);
     /* The cap bounds a backlog, not one frame: the largest live frame queued since the live
      * backlog was last empty does not count (--max-content bounds it), so a subscriber that reads
      * is never cut off for one big message, whatever is queued beside it. */
@@ -141,52 +159,41 @@ static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t 
             return;
         }
     }
-    ST_ASSERT(plen <= UINT16_MAX);
-    st_wsmsg_t *m = st__msg_new(ws, plen);
-    m->next = NULL;
-    m->wait = wait;
-    m->body = body;
+    if (prefix) prefix->refs++;
     body->refs++;
-    m->replay = replay;
-    m->plen = (uint16_t)plen;
-    if (plen) memcpy(m->prefix, prefix, plen);
-    if (c->tail)
-        c->tail->next = m;
-    else
-        c->head = m;
-    c->tail = m;
+    st__q_push(c, &e);
     c->queued += n;
     if (!replay) {
         c->live += n;
         c->biggest = big;
     }
-    if (m == c->head) st__wake(ws, c);
+    if (c->qlen == 1) st__wake(ws, c);
 }
 
-void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen, st_wsbody_t *body,
+void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
                   uint64_t wait)
 {
-    st__enqueue(ws, c, prefix, plen, body, wait, false);
+    st__enqueue(ws, c, prefix, body, wait, false);
 }
 
-void st__ws_queue_replay(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen,
-                         st_wsbody_t *body, uint64_t wait)
+void st__ws_queue_replay(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
+                         uint64_t wait)
 {
-    st__enqueue(ws, c, prefix, plen, body, wait, true);
+    st__enqueue(ws, c, prefix, body, wait, true);
 }
 
-/* Takes m's bytes off c's counts (m has left the queue). */
-static void st__unqueued(st_wsconn_t *c, const st_wsmsg_t *m)
+/* Takes e's bytes off c's counts (e has left the queue). */
+static void st__unqueued(st_wsconn_t *c, const st_wsent_t *e)
 {
-    size_t n = m->plen + m->body->len;
+    size_t n = st__ent_len(e);
     c->queued -= n;
-    if (!m->replay && (c->live -= n) == 0) c->biggest = 0;
+    if (!e->replay && (c->live -= n) == 0) c->biggest = 0;
 }
 
 void st__ws_queue_buf(st_ws_t *ws, st_wsconn_t *c, const st_buf_t *b, uint64_t wait)
 {
     st_wsbody_t *body = st__ws_body_new(b->data, b->len);
-    st__ws_queue(ws, c, NULL, 0, body, wait);
+    st__ws_queue(ws, c, NULL, body, wait);
     st__ws_body_unref(body);
 }
 
@@ -247,19 +254,20 @@ static int st__flush(st_ws_t *ws, st_wsconn_t *c)
     st_buf_reserve(out, LWS_PRE);
     out->len = LWS_PRE;
     size_t frames = 0;
-    while (c->head && c->head->wait <= durable && out->len - LWS_PRE < ST__WS_WRITE_BUDGET) {
-        st_wsmsg_t *m = c->head;
-        c->head = m->next;
-        if (!c->head) c->tail = NULL;
-        st__unqueued(c, m);
-        st__frame_header(out, m->plen + m->body->len);
-        st_buf_append(out, m->prefix, m->plen);
-        st_buf_append(out, m->body->data, m->body->len);
-        st__msg_free(ws, m);
+    while (c->qlen && st__q_head(c)->wait <= durable && out->len - LWS_PRE < ST__WS_WRITE_BUDGET) {
+        st_wsent_t e = *st__q_head(c);
+        c->qhead = (c->qhead + 1) & (c->qcap - 1);
+        c->qlen--;
+        st__unqueued(c, &e);
+        st__frame_header(out, st__ent_len(&e));
+        if (e.prefix) st_buf_append(out, e.prefix->data, e.prefix->len);
+        st_buf_append(out, e.body->data, e.body->len);
+        st__ent_free(&e);
         frames++;
         /* a replay page taken now leaves in this write */
-        if (!c->head || c->head->wait > durable) st__ws_replay_more(ws, c);
+        if (!c->qlen || st__q_head(c)->wait > durable) st__ws_replay_more(ws, c);
     }
+    st__q_trim(c);
     if (!frames) return 0;
     size_t n = out->len - LWS_PRE;
     if (lws_write(c->wsi, (unsigned char *)out->data + LWS_PRE, n, LWS_WRITE_HTTP) < 0) return -1;
@@ -338,12 +346,11 @@ static void st__send_now(st_ws_t *ws, st_wsconn_t *c)
 void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c)
 {
     st__unwait(ws, c);
-    while (c->head) {
-        st_wsmsg_t *m = c->head;
-        c->head = m->next;
-        st__msg_free(ws, m);
-    }
-    c->tail = NULL;
+    for (uint32_t i = 0; i < c->qlen; i++)
+        st__ent_free(st__q_at(c, i));
+    free(c->q);
+    c->q = NULL;
+    c->qcap = c->qhead = c->qlen = 0;
     c->queued = c->live = c->biggest = 0;
 }
 
@@ -356,19 +363,17 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
         for (st_wssub_t *s = c->subs; s; s = s->next)
             if (s->topic == ST_TOPIC_MESSAGES && !s->replaying && s->last_wait >= first)
                 s->cursor = s->safe_cursor; /* rolled-back ids must not hide the next ones */
-        st_wsmsg_t **p = &c->head;
-        c->tail = NULL;
-        while (*p) {
-            st_wsmsg_t *m = *p;
-            if (m->wait >= first) {
-                *p = m->next;
-                st__unqueued(c, m);
-                st__msg_free(ws, m);
+        uint32_t kept = 0;                  /* the entries kept move up, in order */
+        for (uint32_t i = 0; i < c->qlen; i++) {
+            st_wsent_t e = *st__q_at(c, i);
+            if (e.wait >= first) {
+                st__unqueued(c, &e);
+                st__ent_free(&e);
             } else {
-                c->tail = m;
-                p = &m->next;
+                *st__q_at(c, kept++) = e;
             }
         }
+        c->qlen = kept;
     }
 }
 
@@ -377,9 +382,9 @@ static void st__on_durable(st_store_listener_t *l, uint64_t id)
     st_ws_t *ws = (st_ws_t *)((char *)l - offsetof(st_ws_t, listener));
     for (st_wsconn_t *c = ws->waiting, *next; c; c = next) {
         next = c->wnext;
-        if (!c->head || c->head->wait <= id) {
+        if (!c->qlen || st__q_head(c)->wait <= id) {
             st__unwait(ws, c);
-            if (c->head) st__send_now(ws, c);
+            if (c->qlen) st__send_now(ws, c);
         }
     }
 }

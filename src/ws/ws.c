@@ -209,7 +209,6 @@ void st_ws_free(st_ws_t *ws)
      * again after the loop has run its close callbacks. */
     lws_context_destroy(ws->ctx);
     st__ws_topics_free(ws);
-    st__ws_pool_free(ws);
     st_buf_free(&ws->out);
     free(ws);
 }
