@@ -42,7 +42,14 @@ for rate in 20 100; do
   "$LOAD" latency "$port" 1000 "$DURATION" "$rate" | tee -a "$work/out.txt"
   "$LOAD" redis-latency "$rport" 1000 "$DURATION" "$rate" | tee -a "$work/out.txt"
 done
+# the 1-subscriber floor is one durable commit plus one frame: print the commit time of the same run
+commits() { curl -s "127.0.0.1:$port/metrics" | awk '/^strata_commit_seconds_(sum|count) / {printf "%s ", $2}'; }
+c0=$(commits)
 "$LOAD" latency "$port" 1 "$DURATION" 20 | tee -a "$work/out.txt"
+c1=$(commits)
+awk -v a="$c0" -v b="$c1" 'BEGIN { split(a, x, " "); split(b, y, " "); n = y[2] - x[2];
+  if (n > 0) printf "commit during the 1-subscriber run: commits=%d mean_ms=%.3f\n", n, (y[1] - x[1]) * 1000 / n }' |
+  tee -a "$work/out.txt"
 "$LOAD" redis-latency "$rport" 1 "$DURATION" 20 | tee -a "$work/out.txt"
 stop
 

@@ -59,9 +59,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         p += n + 1;
     }
     st__ws_replay_more(&fz_ws, &c);
-    for (st_wsmsg_t *m = c.head; m; m = m->next) {
+    for (uint32_t i = 0; i < c.qlen; i++) {
+        const st_wsent_t *m = &c.q[(c.qhead + i) & (c.qcap - 1)];
         st_buf_t f = {0};
-        st_buf_append(&f, m->prefix, m->plen);
+        if (m->prefix) st_buf_append(&f, m->prefix->data, m->prefix->len);
         st_buf_append(&f, m->body->data, m->body->len);
         cJSON *j = cJSON_ParseWithLength(f.data, f.len);
         if (!cJSON_IsObject(j) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "type"))) {

@@ -5,7 +5,9 @@
  * follow so a change reaches its subscribers without walking every connection.
  *
  * A frame is a short per-subscription prefix ({"type":…,"id":…,) followed by a body that is
- * serialized once per change and shared, reference-counted, by every subscriber's queue.
+ * serialized once per change and shared, reference-counted, by every subscriber's queue; the
+ * prefix is shared the same way by a run of subscribers with the same id. A queue is a ring of
+ * (prefix, body, batch) entries per connection, so a fan-out allocates nothing per frame.
  */
 #ifndef STRATA_WS_INTERNAL_H
 #define STRATA_WS_INTERNAL_H
@@ -23,8 +25,9 @@ struct lws_vhost;
 #define ST__WS_MAX_SUBS     64
 #define ST__WS_MAX_IN       (64 * 1024)
 #define ST__WS_MAX_QUEUED   (1u << 20)
-#define ST__WS_WRITE_BUDGET (64u * 1024) /* bytes per writable callback */
+#define ST__WS_WRITE_BUDGET (64u * 1024) /* bytes a write takes, then at least one frame */
 #define ST__WS_CLOSE_GRACE  10           /* seconds a cut-off stream has to take its close frame */
+#define ST__WS_RING_KEEP    8            /* queue entries an empty queue keeps room for */
 
 /* Shared bytes of one change; freed when the last queue holding it lets go. */
 typedef struct st_wsbody {
@@ -37,14 +40,14 @@ typedef struct st_wsbody {
 st_wsbody_t *st__ws_body_new(const void *data, size_t len);
 void st__ws_body_unref(st_wsbody_t *b);
 
-typedef struct st_wsmsg {
-    struct st_wsmsg *next;
-    uint64_t wait;     /* the batch this frame shows; it leaves once that batch is durable */
-    st_wsbody_t *body; /* one reference owned by this message */
-    bool replay;       /* a replayed message: paced by the replay, not counted as live backlog */
-    uint16_t plen;
-    char prefix[];
-} st_wsmsg_t;
+/* One queued frame: a prefix (type and subscription id, shared by a run of subscribers with
+ * the same id) and a body (shared by every subscriber of the change). */
+typedef struct {
+    st_wsbody_t *prefix; /* one reference owned by the entry, or NULL */
+    st_wsbody_t *body;   /* one reference owned by the entry */
+    uint64_t wait;       /* the batch this frame shows; it leaves once that batch is durable */
+    bool replay;         /* a replayed message: paced by the replay, not counted as live backlog */
+} st_wsent_t;
 
 typedef enum { ST_TOPIC_COUNTER, ST_TOPIC_SEATS, ST_TOPIC_MESSAGES } st_topic_t;
 
@@ -85,7 +88,10 @@ struct st_wsconn {
     struct lws *wsi; /* NULL in the fuzz driver: frames are queued, never written */
     st_wssub_t *subs;
     size_t nsubs;
-    st_wsmsg_t *head, *tail;
+    /* The queue: a ring of qlen entries from qhead in an array of qcap (a power of two); one
+     * array per stream rather than a node per frame, so a fan-out allocates nothing per frame. */
+    st_wsent_t *q;
+    uint32_t qcap, qhead, qlen;
     size_t queued;  /* bytes of every queued frame */
     size_t live;    /* bytes of the frames that are not replayed messages: the backlog cap's part */
     size_t biggest; /* the largest live frame queued since the live backlog was last empty */
@@ -110,7 +116,7 @@ struct st_ws {
     size_t nconns;
     st_wsconn_t *waiting; /* connections whose next frame waits for a batch to be durable */
     st_map_t chans;
-    st_buf_t out; /* LWS_PRE headroom + the frame being written */
+    st_buf_t out; /* LWS_PRE headroom + the frames being written */
     st_store_listener_t listener;
     const void *adopting; /* token of the connection being adopted, during st_ws_adopt */
     uv_timer_t expiry;    /* ends streams whose token expired (auth on) */
@@ -118,13 +124,14 @@ struct st_ws {
 };
 
 /* ---- queue.c ---- */
-/* Queues prefix + body (one new reference taken) for c, to leave once batch `wait` is durable.
- * A live frame that takes c's live backlog past its cap cuts c off as a slow consumer. */
-void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen, st_wsbody_t *body,
+/* Queues prefix (may be NULL) + body for c (a new reference to each is taken), to leave once
+ * batch `wait` is durable. A live frame that takes c's live backlog past its cap cuts c off as a
+ * slow consumer. */
+void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
                   uint64_t wait);
 /* The same for a replayed message: never cuts c off (the replay bounds its own pages). */
-void st__ws_queue_replay(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen,
-                         st_wsbody_t *body, uint64_t wait);
+void st__ws_queue_replay(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
+                         uint64_t wait);
 /* Ends c's stream with 1008 and `reason` (a literal): its queue is dropped, the close frame
  * leaves once lws has written what it holds, and the socket is closed anyway after
  * ST__WS_CLOSE_GRACE seconds. */
@@ -140,6 +147,11 @@ void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c);
 void st__ws_listen(st_ws_t *ws);
 /* Writes {"type":"<type>","id":"<sid>", into b (reset first): the prefix of a frame. */
 void st__ws_prefix(st_buf_t *b, const char *type, const char *sid);
+/* The shared prefix of a fan-out frame for sid, kept in *pre (the caller's reference, NULL at
+ * first, released by the caller at the end): it is rebuilt only when sid differs from *last, the
+ * id it was built for, so a run of subscribers sharing an id shares one prefix. */
+st_wsbody_t *st__ws_prefix_of(st_wsbody_t **pre, const char **last, const char *type,
+                              const char *sid);
 
 /* ---- topics.c ---- */
 void st__ws_topics_init(st_ws_t *ws);

@@ -15,7 +15,9 @@
  *    whole queue is under its low-water mark, and it stops before a message that would take the
  *    queue past ST__WS_MAX_QUEUED unless no replayed message is queued (so every page sends at
  *    least one): at most ST__WS_MAX_QUEUED or one frame;
- *  - after a cut-off, nothing but the part of one frame lws holds and the close frame.
+ *  - what lws holds of a write the socket did not take: one write is at most
+ *    ST__WS_WRITE_BUDGET bytes plus one frame, and nothing more is written while lws holds some;
+ *  - after a cut-off, nothing but that part of one write and the close frame.
  * Because a replay is paced by the reader and never cuts it off, a stream resuming with `after`
  * gets its replay page by page as fast as it reads, whatever the size of its messages (live ones
  * of a replaying subscription come through the replay); only falling behind live traffic after
@@ -24,9 +26,6 @@
 #include "internal.h"
 
 #include <libwebsockets.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,18 +43,74 @@ void st__ws_body_unref(st_wsbody_t *b)
     if (b && --b->refs == 0) free(b);
 }
 
-static void st__msg_free(st_wsmsg_t *m)
+/* ---- the ring of queued frames ---- */
+
+static st_wsent_t *st__q_at(const st_wsconn_t *c, uint32_t i)
 {
-    st__ws_body_unref(m->body);
-    free(m);
+    return &c->q[(c->qhead + i) & (c->qcap - 1)];
+}
+
+static st_wsent_t *st__q_head(const st_wsconn_t *c)
+{
+    return c->qlen ? &c->q[c->qhead] : NULL;
+}
+
+static void st__q_push(st_wsconn_t *c, const st_wsent_t *e)
+{
+    if (c->qlen == c->qcap) {
+        uint32_t cap = c->qcap ? c->qcap * 2 : 4;
+        st_wsent_t *q = st_malloc(cap * sizeof *q);
+        for (uint32_t i = 0; i < c->qlen; i++)
+            q[i] = *st__q_at(c, i);
+        free(c->q);
+        c->q = q;
+        c->qcap = cap;
+        c->qhead = 0;
+    }
+    *st__q_at(c, c->qlen++) = *e;
+}
+
+/* A queue that emptied gives back a ring grown past ST__WS_RING_KEEP by a burst. */
+static void st__q_trim(st_wsconn_t *c)
+{
+    if (c->qlen || c->qcap <= ST__WS_RING_KEEP) return;
+    free(c->q);
+    c->q = NULL;
+    c->qcap = c->qhead = 0;
+}
+
+static void st__ent_free(st_wsent_t *e)
+{
+    st__ws_body_unref(e->prefix);
+    st__ws_body_unref(e->body);
+}
+
+static size_t st__ent_len(const st_wsent_t *e)
+{
+    return (e->prefix ? e->prefix->len : 0) + e->body->len;
 }
 
 void st__ws_prefix(st_buf_t *b, const char *type, const char *sid)
 {
     st_buf_reset(b);
-    st_buf_printf(b, "{\"type\":\"%s\",\"id\":", type);
+    st_buf_puts(b, "{\"type\":\"");
+    st_buf_puts(b, type);
+    st_buf_puts(b, "\",\"id\":");
     st_buf_append_json_str(b, sid, strlen(sid));
     st_buf_appendc(b, ',');
+}
+
+st_wsbody_t *st__ws_prefix_of(st_wsbody_t **pre, const char **last, const char *type,
+                              const char *sid)
+{
+    if (*pre && *last && strcmp(*last, sid) == 0) return *pre;
+    st_buf_t b = {0};
+    st__ws_prefix(&b, type, sid);
+    st__ws_body_unref(*pre);
+    *pre = st__ws_body_new(b.data, b.len);
+    *last = sid;
+    st_buf_free(&b);
+    return *pre;
 }
 
 static void st__unwait(st_ws_t *ws, st_wsconn_t *c)
@@ -74,8 +129,8 @@ static void st__unwait(st_ws_t *ws, st_wsconn_t *c)
  * waiting list so that a durable batch wakes only the connections it concerns. */
 static void st__wake(st_ws_t *ws, st_wsconn_t *c)
 {
-    if (!c->wsi || !c->head) return;
-    if (c->head->wait <= st_store_durable_id(ws->app->store)) {
+    if (!c->wsi || !c->qlen) return;
+    if (st__q_head(c)->wait <= st_store_durable_id(ws->app->store)) {
         lws_callback_on_writable(c->wsi);
     } else if (!c->waiting) {
         c->waiting = true;
@@ -86,11 +141,12 @@ static void st__wake(st_ws_t *ws, st_wsconn_t *c)
     }
 }
 
-static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen,
-                        st_wsbody_t *body, uint64_t wait, bool replay)
+static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
+                        uint64_t wait, bool replay)
 {
     if (c->cut) return;
-    size_t n = plen + body->len;
+    st_wsent_t e = {prefix, body, wait, replay};
+    size_t n = st__ent_len(&e);
     /* The cap bounds a backlog, not one frame: the largest live frame queued since the live
      * backlog was last empty does not count (--max-content bounds it), so a subscriber that reads
      * is never cut off for one big message, whatever is queued beside it. */
@@ -103,52 +159,41 @@ static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t 
             return;
         }
     }
-    ST_ASSERT(plen <= UINT16_MAX);
-    st_wsmsg_t *m = st_malloc(sizeof *m + plen);
-    m->next = NULL;
-    m->wait = wait;
-    m->body = body;
+    if (prefix) prefix->refs++;
     body->refs++;
-    m->replay = replay;
-    m->plen = (uint16_t)plen;
-    if (plen) memcpy(m->prefix, prefix, plen);
-    if (c->tail)
-        c->tail->next = m;
-    else
-        c->head = m;
-    c->tail = m;
+    st__q_push(c, &e);
     c->queued += n;
     if (!replay) {
         c->live += n;
         c->biggest = big;
     }
-    if (m == c->head) st__wake(ws, c);
+    if (c->qlen == 1) st__wake(ws, c);
 }
 
-void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen, st_wsbody_t *body,
+void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
                   uint64_t wait)
 {
-    st__enqueue(ws, c, prefix, plen, body, wait, false);
+    st__enqueue(ws, c, prefix, body, wait, false);
 }
 
-void st__ws_queue_replay(st_ws_t *ws, st_wsconn_t *c, const char *prefix, size_t plen,
-                         st_wsbody_t *body, uint64_t wait)
+void st__ws_queue_replay(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
+                         uint64_t wait)
 {
-    st__enqueue(ws, c, prefix, plen, body, wait, true);
+    st__enqueue(ws, c, prefix, body, wait, true);
 }
 
-/* Takes m's bytes off c's counts (m has left the queue). */
-static void st__unqueued(st_wsconn_t *c, const st_wsmsg_t *m)
+/* Takes e's bytes off c's counts (e has left the queue). */
+static void st__unqueued(st_wsconn_t *c, const st_wsent_t *e)
 {
-    size_t n = m->plen + m->body->len;
+    size_t n = st__ent_len(e);
     c->queued -= n;
-    if (!m->replay && (c->live -= n) == 0) c->biggest = 0;
+    if (!e->replay && (c->live -= n) == 0) c->biggest = 0;
 }
 
 void st__ws_queue_buf(st_ws_t *ws, st_wsconn_t *c, const st_buf_t *b, uint64_t wait)
 {
     st_wsbody_t *body = st__ws_body_new(b->data, b->len);
-    st__ws_queue(ws, c, NULL, 0, body, wait);
+    st__ws_queue(ws, c, NULL, body, wait);
     st__ws_body_unref(body);
 }
 
@@ -169,52 +214,65 @@ void st__ws_send_error(st_ws_t *ws, st_wsconn_t *c, const char *id, const char *
     st_buf_free(&b);
 }
 
-/* Writes one queued frame: prefix and shared body joined behind LWS_PRE bytes of headroom.
- * lws copies what the socket does not take, so one scratch buffer serves every connection. */
-static int st__write_head(st_ws_t *ws, st_wsconn_t *c)
+/* Appends the WebSocket header of an unmasked, final text frame of n payload bytes to b
+ * (RFC 6455 §5.2): strata frames what it sends itself, so a flush is one write. */
+static void st__frame_header(st_buf_t *b, size_t n)
 {
-    st_wsmsg_t *m = c->head;
-    c->head = m->next;
-    if (!c->head) c->tail = NULL;
-    size_t n = m->plen + m->body->len;
-    st__unqueued(c, m);
-    st_buf_reset(&ws->out);
-    st_buf_reserve(&ws->out, LWS_PRE + n);
-    unsigned char *p = (unsigned char *)ws->out.data + LWS_PRE;
-    if (m->plen) memcpy(p, m->prefix, m->plen);
-    memcpy(p + m->plen, m->body->data, m->body->len);
-    st__msg_free(m);
-    if (lws_write(c->wsi, p, n, LWS_WRITE_TEXT) < 0) return -1;
-    st_metric_add(ws->m_sent, 1);
-    return 0;
-}
-
-static void st__cork(struct lws *wsi, int on)
-{
-    int fd = lws_get_socket_fd(wsi);
-    if (fd >= 0) setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+    unsigned char h[10];
+    size_t hl;
+    h[0] = 0x81;
+    if (n < 126) {
+        h[1] = (unsigned char)n;
+        hl = 2;
+    } else if (n <= UINT16_MAX) {
+        h[1] = 126;
+        h[2] = (unsigned char)(n >> 8);
+        h[3] = (unsigned char)n;
+        hl = 4;
+    } else {
+        h[1] = 127;
+        for (int i = 0; i < 8; i++)
+            h[2 + i] = (unsigned char)((uint64_t)n >> (56 - 8 * i));
+        hl = 10;
+    }
+    st_buf_append(b, h, hl);
 }
 
 /* Sends every frame that may leave, up to a budget so one busy stream does not starve the
- * others. Several frames go out corked, as one TCP push: on loopback and in VMs the push (and
- * the peer's wake-up) costs far more than the copy. lws allows more than one write in a row as
- * long as the previous one was not left partly buffered. Returns -1 if the stream broke. */
+ * others, as one write: each frame is framed here (header, prefix, shared body) into one scratch
+ * buffer and handed to lws as raw bytes (LWS_WRITE_HTTP is sent unchanged on a WebSocket
+ * connection; strata negotiates no extension, so nothing would transform them). One send and
+ * one TCP push per stream per durable batch, whatever the number of frames: on loopback and in
+ * VMs the syscall and the peer's wake-up cost far more than the copy. What the socket does not
+ * take, lws keeps and writes on its own before anything else (lws_partial_buffered meanwhile):
+ * at most one budget plus one frame. Returns -1 if the stream broke. */
 static int st__flush(st_ws_t *ws, st_wsconn_t *c)
 {
     uint64_t durable = st_store_durable_id(ws->app->store);
-    bool corked = false;
-    int rc = 0;
-    for (size_t sent = 0; c->head && c->head->wait <= durable && sent < ST__WS_WRITE_BUDGET;) {
-        if (!corked && c->head->next && c->head->next->wait <= durable) {
-            st__cork(c->wsi, 1);
-            corked = true;
-        }
-        sent += c->head->plen + c->head->body->len;
-        if ((rc = st__write_head(ws, c)) != 0 || lws_partial_buffered(c->wsi)) break;
-        st__ws_replay_more(ws, c);
+    st_buf_t *out = &ws->out;
+    st_buf_reset(out);
+    st_buf_reserve(out, LWS_PRE);
+    out->len = LWS_PRE;
+    size_t frames = 0;
+    while (c->qlen && st__q_head(c)->wait <= durable && out->len - LWS_PRE < ST__WS_WRITE_BUDGET) {
+        st_wsent_t e = *st__q_head(c);
+        c->qhead = (c->qhead + 1) & (c->qcap - 1);
+        c->qlen--;
+        st__unqueued(c, &e);
+        st__frame_header(out, st__ent_len(&e));
+        if (e.prefix) st_buf_append(out, e.prefix->data, e.prefix->len);
+        st_buf_append(out, e.body->data, e.body->len);
+        st__ent_free(&e);
+        frames++;
+        /* a replay page taken now leaves in this write */
+        if (!c->qlen || st__q_head(c)->wait > durable) st__ws_replay_more(ws, c);
     }
-    if (corked) st__cork(c->wsi, 0);
-    return rc;
+    st__q_trim(c);
+    if (!frames) return 0;
+    size_t n = out->len - LWS_PRE;
+    if (lws_write(c->wsi, (unsigned char *)out->data + LWS_PRE, n, LWS_WRITE_HTTP) < 0) return -1;
+    st_metric_add(ws->m_sent, (double)frames);
+    return 0;
 }
 
 void st__ws_cut(st_ws_t *ws, st_wsconn_t *c, const char *reason)
@@ -288,12 +346,11 @@ static void st__send_now(st_ws_t *ws, st_wsconn_t *c)
 void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c)
 {
     st__unwait(ws, c);
-    while (c->head) {
-        st_wsmsg_t *m = c->head;
-        c->head = m->next;
-        st__msg_free(m);
-    }
-    c->tail = NULL;
+    for (uint32_t i = 0; i < c->qlen; i++)
+        st__ent_free(st__q_at(c, i));
+    free(c->q);
+    c->q = NULL;
+    c->qcap = c->qhead = c->qlen = 0;
     c->queued = c->live = c->biggest = 0;
 }
 
@@ -306,19 +363,17 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
         for (st_wssub_t *s = c->subs; s; s = s->next)
             if (s->topic == ST_TOPIC_MESSAGES && !s->replaying && s->last_wait >= first)
                 s->cursor = s->safe_cursor; /* rolled-back ids must not hide the next ones */
-        st_wsmsg_t **p = &c->head;
-        c->tail = NULL;
-        while (*p) {
-            st_wsmsg_t *m = *p;
-            if (m->wait >= first) {
-                *p = m->next;
-                st__unqueued(c, m);
-                st__msg_free(m);
+        uint32_t kept = 0;                  /* the entries kept move up, in order */
+        for (uint32_t i = 0; i < c->qlen; i++) {
+            st_wsent_t e = *st__q_at(c, i);
+            if (e.wait >= first) {
+                st__unqueued(c, &e);
+                st__ent_free(&e);
             } else {
-                c->tail = m;
-                p = &m->next;
+                *st__q_at(c, kept++) = e;
             }
         }
+        c->qlen = kept;
     }
 }
 
@@ -327,9 +382,9 @@ static void st__on_durable(st_store_listener_t *l, uint64_t id)
     st_ws_t *ws = (st_ws_t *)((char *)l - offsetof(st_ws_t, listener));
     for (st_wsconn_t *c = ws->waiting, *next; c; c = next) {
         next = c->wnext;
-        if (!c->head || c->head->wait <= id) {
+        if (!c->qlen || st__q_head(c)->wait <= id) {
             st__unwait(ws, c);
-            if (c->head) st__send_now(ws, c);
+            if (c->qlen) st__send_now(ws, c);
         }
     }
 }

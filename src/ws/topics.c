@@ -89,6 +89,7 @@ typedef struct {
     st_ws_t *ws;
     st_wssub_t *s;
     st_buf_t prefix;
+    st_wsbody_t *pbody; /* the prefix, shared by the page's frames (made at the first) */
     uint64_t wait;
     bool full; /* the page reached its byte budget: the rest waits for the next page */
 } st_replay_ctx_t;
@@ -121,7 +122,8 @@ static void st__replay_one(void *arg, uint64_t msg_id, const char *json, size_t 
         return;
     }
     st_wsbody_t *body = st__message_body(json, len);
-    st__ws_queue_replay(r->ws, c, r->prefix.data, r->prefix.len, body, r->wait);
+    if (!r->pbody) r->pbody = st__ws_body_new(r->prefix.data, r->prefix.len);
+    st__ws_queue_replay(r->ws, c, r->pbody, body, r->wait);
     st__ws_body_unref(body);
     r->s->cursor = msg_id;
 }
@@ -147,7 +149,7 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
                             .conv_len = s->conv ? strlen(s->conv) : 0,
                             .after = s->cursor,
                             .limit = ST__REPLAY_PAGE};
-    st_replay_ctx_t r = {ws, s, {0}, 0, false};
+    st_replay_ctx_t r = {ws, s, {0}, NULL, 0, false};
     st__ws_prefix(&r.prefix, "message", s->id);
     bool more = false;
     uint64_t last = 0;
@@ -157,6 +159,7 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
         if (st_tier_wait(ws->app->tier, &s->cold_wait, st__replay_unparked, s)) {
             s->ws = ws;
             st_buf_free(&r.prefix);
+            st__ws_body_unref(r.pbody);
             return; /* parked: nothing was sent */
         }
         rc = st_chat_each(ws->app->chat, s->name, strlen(s->name), &q, st__replay_one, &r, &more,
@@ -177,6 +180,7 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
         s->last_wait = r.wait;
     }
     st_buf_free(&r.prefix);
+    st__ws_body_unref(r.pbody);
 }
 
 void st__ws_replay_more(st_ws_t *ws, st_wsconn_t *c)
@@ -383,20 +387,20 @@ void st__ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t 
     if (ws) st__ws_note_counter(ws, name, nlen, value);
     st_wschan_t *ch = ws ? st__chan_find(ws, ST_TOPIC_COUNTER, name, nlen) : NULL;
     if (!ch) return;
-    st_buf_t b = {0}, pre = {0};
+    st_buf_t b = {0};
+    st_wsbody_t *pre = NULL; /* the prefix for the id in last */
+    const char *last = NULL;
     st_buf_puts(&b, "\"name\":");
     st_buf_append_json_str(&b, name, nlen);
     st_buf_puts(&b, ",\"value\":");
     st_buf_append_i64(&b, value);
     st_buf_appendc(&b, '}');
     st_wsbody_t *body = st__ws_body_new(b.data, b.len);
-    for (st_wssub_t *s = ch->subs; s; s = s->cnext) {
-        st__ws_prefix(&pre, "counter", s->id);
-        st__ws_queue(ws, s->conn, pre.data, pre.len, body, wait);
-    }
+    for (st_wssub_t *s = ch->subs; s; s = s->cnext)
+        st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "counter", s->id), body, wait);
     st__ws_body_unref(body);
+    st__ws_body_unref(pre);
     st_buf_free(&b);
-    st_buf_free(&pre);
 }
 
 static void st__ws_counter_observed(void *arg, const char *name, size_t nlen, int64_t value,
@@ -415,14 +419,13 @@ void st__ws_seats_changed(void *arg, const char *event_id, size_t elen, const ch
     st__ws_note_seats(ws, event_id, elen, tail, tlen);
     st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_SEATS, event_id, elen);
     if (!ch) return;
-    st_buf_t pre = {0};
+    st_wsbody_t *pre = NULL; /* the prefix for the id in last */
+    const char *last = NULL;
     st_wsbody_t *body = st__ws_body_new(tail, tlen);
-    for (st_wssub_t *s = ch->subs; s; s = s->cnext) {
-        st__ws_prefix(&pre, "seats", s->id);
-        st__ws_queue(ws, s->conn, pre.data, pre.len, body, wait);
-    }
+    for (st_wssub_t *s = ch->subs; s; s = s->cnext)
+        st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "seats", s->id), body, wait);
     st__ws_body_unref(body);
-    st_buf_free(&pre);
+    st__ws_body_unref(pre);
 }
 
 /* A new message: subscribers of its user (and conversation) that finished replay get it now;
@@ -434,21 +437,21 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
     st__ws_note_message(ws, user, ulen, conv, clen, msg_id, json, len);
     st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen);
     if (!ch) return;
-    st_buf_t pre = {0};
+    st_wsbody_t *pre = NULL; /* the prefix for the id in last */
+    const char *last = NULL;
     st_wsbody_t *body = NULL;
     for (st_wssub_t *s = ch->subs; s; s = s->cnext) {
         if (s->replaying || msg_id <= s->cursor ||
             (s->conv && (strlen(s->conv) != clen || memcmp(s->conv, conv, clen) != 0)))
             continue;
         if (!body) body = st__message_body(json, len);
-        st__ws_prefix(&pre, "message", s->id);
-        st__ws_queue(ws, s->conn, pre.data, pre.len, body, wait);
+        st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "message", s->id), body, wait);
         s->cursor = msg_id;
         s->last_wait = wait;
         if (wait <= st_store_durable_id(ws->app->store)) s->safe_cursor = msg_id;
     }
     st__ws_body_unref(body);
-    st_buf_free(&pre);
+    st__ws_body_unref(pre);
 }
 
 void st__ws_topics_init(st_ws_t *ws)

@@ -135,9 +135,12 @@ static void st__on_expiry(uv_timer_t *t)
 }
 
 /* rx_buffer_size is what lws allocates per connection for reading; client frames are small
- * (subscribe requests), larger ones arrive in pieces and are joined in st__receive. */
+ * (subscribe requests), larger ones arrive in pieces and are joined in st__receive.
+ * tx_packet_size is how much one send() may carry: left at 0 it would be rx_buffer_size, and a
+ * flush of several frames (queue.c) would be cut into 1 KiB sends, each a partial write that lws
+ * buffers and finishes from a writable callback (two epoll_ctl calls and a loop turn). */
 static const struct lws_protocols st__protocols[] = {
-    {"strata", st__callback, sizeof(st_wsconn_t), 1024, 0, NULL, 0},
+    {"strata", st__callback, sizeof(st_wsconn_t), 256, 0, NULL, ST__WS_MAX_QUEUED},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
