@@ -320,7 +320,7 @@ static int st__booking_answer(st_ctx_t *c, int rc, bool nested, const st_buf_t *
 
 static int st__booking_op(st_ctx_t *c, st__booking_fn op, bool nested)
 {
-    uint64_t id;
+    uint64_t id = 0;
     st_booking_ref_t ref;
     int rc = st__booking_ref(c, nested, &id, &ref);
     if (rc) return rc;
@@ -333,7 +333,7 @@ static int st__booking_op(st_ctx_t *c, st__booking_fn op, bool nested)
 
 int st_api_event_booking_extend(st_ctx_t *c)
 {
-    uint64_t id;
+    uint64_t id = 0;
     st_booking_ref_t ref;
     int rc = st__booking_ref(c, true, &id, &ref);
     if (rc) return rc;
@@ -389,7 +389,7 @@ static int st__change_body(st_ctx_t *c, const cJSON *j, st_seats_change_t *ch, s
 
 int st_api_event_booking_seats(st_ctx_t *c)
 {
-    uint64_t id;
+    uint64_t id = 0;
     st_booking_ref_t ref;
     int rc = st__booking_ref(c, true, &id, &ref);
     if (rc) return rc;
