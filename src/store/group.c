@@ -338,7 +338,7 @@ void st__group_notes(st_store_t *s, const st_batch_t *b)
     if (!s->note_fn) return;
     for (size_t i = 0; i < b->nops; i++) {
         const st_op_t *op = &b->ops[i];
-        if (op->note)
+        if (op->note && (uint8_t)b->data.data[op->koff] != ST__NOTE_FENCE) /* fences say nothing */
             s->note_fn(s->note_arg, (uint8_t)b->data.data[op->koff], b->data.data + op->voff,
                        op->vlen);
     }
