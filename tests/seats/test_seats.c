@@ -278,7 +278,7 @@ TEST(best_available_leaves_no_orphan_when_it_can_model)
         char id[16];
         snprintf(id, sizeof id, "o%d", trial);
         create(id, rows, cols, 900);
-        char names[48][8];
+        char names[48][24]; /* "row-col": room for any two ints */
         const char *ptr[48];
         size_t lens[48], n = 0;
         for (int r = 0; r < rows; r++)
