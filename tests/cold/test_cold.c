@@ -861,6 +861,8 @@ TEST(tier_drives_a_fake_kind_through_flush_pass_compaction_orphans_and_close)
     /* nothing wanted: nothing to wait for; once stopping, never */
     st_coldwait_t *cw = NULL;
     CHECK(!st_tier_wait(t, &cw, fk_closed, NULL));
+    st_tier_release(t, cw); /* the caller's wait record, as a request gives it back */
+    cw = NULL;
     st_tier_close(t);
     CHECK_EQ(fm.stopped, 1);
     CHECK(!st_tier_wait(t, &cw, fk_closed, NULL));
