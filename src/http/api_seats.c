@@ -331,14 +331,21 @@ static int st__booking_op(st_ctx_t *c, st__booking_fn op, bool nested)
     return rc;
 }
 
+/* A nested booking route with a JSON body: the booking it names and the body (*j owned:
+ * cJSON_Delete; NULL when there was none). */
+static int st__booking_ref_body(st_ctx_t *c, uint64_t *id, st_booking_ref_t *ref, cJSON **j)
+{
+    int rc = st__booking_ref(c, true, id, ref);
+    return rc ? rc : st_json_body(c, j);
+}
+
 int st_api_event_booking_extend(st_ctx_t *c)
 {
     uint64_t id = 0;
     st_booking_ref_t ref;
-    int rc = st__booking_ref(c, true, &id, &ref);
-    if (rc) return rc;
     cJSON *j;
-    if ((rc = st_json_body(c, &j))) return rc;
+    int rc = st__booking_ref_body(c, &id, &ref, &j);
+    if (rc) return rc;
     int64_t max = (int64_t)c->app->cfg->max_hold_seconds, secs = 0;
     if (!j || !cJSON_GetObjectItemCaseSensitive(j, "seconds"))
         rc = st_ctx_error(c, ST_EINVAL, "a JSON body with 'seconds' (1..%lld) is required",
@@ -391,10 +398,9 @@ int st_api_event_booking_seats(st_ctx_t *c)
 {
     uint64_t id = 0;
     st_booking_ref_t ref;
-    int rc = st__booking_ref(c, true, &id, &ref);
-    if (rc) return rc;
     cJSON *j;
-    if ((rc = st_json_body(c, &j))) return rc;
+    int rc = st__booking_ref_body(c, &id, &ref, &j);
+    if (rc) return rc;
     st__names_t *nm = st_arena_alloc(c->arena, 2 * sizeof *nm);
     st_seats_change_t ch = {0};
     rc = st__change_body(c, j, &ch, &nm[0], &nm[1]);

@@ -17,18 +17,26 @@ static int64_t st__max_hold_us(const st_seats_t *s)
     return (s->opts.max_hold_seconds > 0 ? s->opts.max_hold_seconds : 7200) * 1000000;
 }
 
+/* The booking, which must still be reserved to be extended or changed: ST_ECONFLICT (with the
+ * booking as it is in out) otherwise. keep holds what b points into (the caller frees it). */
+static int st__load_reserved(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref,
+                             st_booking_t *b, st_buf_t *keep, st_buf_t *out, uint64_t *wait)
+{
+    int rc = st__load_live(s, id, ref, b, keep, wait);
+    if (rc == ST_OK && b->status != ST_BK_RESERVED) {
+        st__booking_json(out, s, b);
+        rc = ST_ECONFLICT;
+    }
+    return rc;
+}
+
 int st_seats_extend(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, int64_t seconds,
                     st_buf_t *out, const char **why, uint64_t *wait)
 {
     st_buf_t keep = {0};
     st_booking_t b;
-    int rc = st__load_live(s, id, ref, &b, &keep, wait);
+    int rc = st__load_reserved(s, id, ref, &b, &keep, out, wait);
     if (rc) goto done;
-    if (b.status != ST_BK_RESERVED) {
-        rc = ST_ECONFLICT;
-        st__booking_json(out, s, &b);
-        goto done;
-    }
     int64_t at = b.expires_at + seconds * 1000000;
     if (seconds < 1 || at - b.created_at > st__max_hold_us(s)) {
         *why = "a hold lasts at most --max-hold-seconds since the booking was created";
@@ -228,13 +236,8 @@ int st_seats_change(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref,
 {
     st_buf_t keep = {0};
     st_booking_t b;
-    int rc = st__load_live(s, id, ref, &b, &keep, wait);
+    int rc = st__load_reserved(s, id, ref, &b, &keep, out, wait);
     if (rc) goto done;
-    if (b.status != ST_BK_RESERVED) {
-        rc = ST_ECONFLICT;
-        st__booking_json(out, s, &b);
-        goto done;
-    }
     st_event_t *e = st__event_find(s, b.event_id, b.event_len, wait);
     if (!e) {
         rc = ST_ENOTFOUND;
