@@ -109,7 +109,7 @@ static void st__conn_release(st_conn_t *c)
         if (!c->head) c->tail = NULL;
         c->nslots--;
         st_buf_append(&c->out, s->data, s->len);
-        st__count(srv, s->route, s->status, s->started_ns);
+        if (s->status != 100) st__count(srv, s->route, s->status, s->started_ns);
         free(s->data);
         free(s);
     }
@@ -297,11 +297,22 @@ int st__on_request(void *arg, const st_http_request_t *req)
     return c->close_when_done;
 }
 
+/* The interim answer goes out in order: at once when nothing is waiting, else behind the answers
+ * queued before it (a client pipelining behind a slow commit still gets its 100). Not counted. */
 void st__on_continue(void *arg)
 {
     st_conn_t *c = arg;
     static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    if (!c->head) st_buf_append(&c->out, cont, sizeof cont - 1);
+    if (!c->head) {
+        st_buf_append(&c->out, cont, sizeof cont - 1);
+        return;
+    }
+    st_slot_t *s = st_malloc(sizeof *s);
+    *s =
+        (st_slot_t){NULL, 0, st_strndup(cont, sizeof cont - 1), sizeof cont - 1, 100, -1, false, 0};
+    c->tail->next = s;
+    c->tail = s;
+    c->nslots++;
 }
 
 static void st__on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)

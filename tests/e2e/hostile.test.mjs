@@ -217,6 +217,24 @@ describe('hostile clients', () => {
     assert.deepEqual(out.map((r) => r.json.value), [1, 2]);
   });
 
+  test('100 Continue for a request pipelined behind a pending write comes after that answer', async () => {
+    const c = rawConn(s.port);
+    await c.connected;
+    // one write: a whole incr (its answer waits for its commit) and the head of a second one
+    c.sock.write('POST /v1/counters/ex2/incr HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}' +
+      'POST /v1/counters/ex2/incr HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n');
+    for (let i = 0; i < 50 && !c.data.toString('latin1').includes('100 Continue'); i++) await sleep(20);
+    const early = c.data.toString('latin1');
+    assert.ok(early.includes('100 Continue'), `no 100 Continue while the body is withheld: ${early}`);
+    assert.ok(early.indexOf('HTTP/1.1 200') < early.indexOf('100 Continue'), early);
+    c.sock.write('{}');
+    await c.closed;
+    const text = c.data.toString('latin1');
+    assert.equal(text.split('100 Continue').length - 1, 1);
+    const out = parseResponses(text.replace('HTTP/1.1 100 Continue\r\n\r\n', ''));
+    assert.deepEqual(out.map((r) => r.json.value), [1, 2]);
+  });
+
   test('?conversation_id=%zz is a 400, not a dropped filter', async () => {
     const r = await s.req('GET', '/v1/users/u/messages?conversation_id=%zz');
     assert.equal(r.status, 400);
