@@ -3,11 +3,13 @@
  * Group commit with a redo log.
  *
  * The loop seals its open batch at the end of every iteration and queues it. The sync thread
- * takes every queued batch at once, writes them as one WAL record and fdatasyncs: that is the
+ * takes every queued batch at once and writes them as one synchronous WAL record: that is the
  * durability point, and the loop then releases the responses. The apply thread writes the same
  * groups into LMDB behind it, many per transaction, with MDB_NOMETASYNC (one data sync per
- * transaction, integrity kept; the WAL covers whatever a power loss would roll back). Before the
- * log is reused, the sync thread waits for LMDB to catch up and syncs it fully (checkpoint).
+ * transaction, integrity kept; the WAL covers whatever a power loss would roll back). The log
+ * has two halves: when one is full the sync thread goes on in the other, and the apply thread
+ * syncs LMDB fully once it holds everything the full half held (checkpoint), in the background.
+ * The sync thread waits for that only if the other half fills first.
  *
  * Why: at a fixed number of clients, durable throughput is bounded by the acknowledgement
  * latency, and an LMDB commit needs two ordered flushes where one in-place log write needs one.
@@ -192,6 +194,29 @@ static void st__apply_failed(st_store_t *s, st_batch_t *group, st_batch_t *last,
     uv_cond_broadcast(&s->cv_applied); /* a checkpoint waiting for us gives up */
 }
 
+/* With mu held: LMDB holds everything the older half of the log held, and has not been fully
+ * synced since. */
+static bool st__ckpt_due(const st_store_t *s)
+{
+    return !s->ckpt_done && s->applied_seq >= s->ckpt_seq && !s->log_err && !s->lmdb_sync_failed;
+}
+
+/* With mu held (dropped while syncing): the checkpoint of the older half. Once LMDB is synced
+ * the half may be written over. A failed sync fail-stops: the half must then be kept. */
+static void st__ckpt_sync(st_store_t *s)
+{
+    uv_mutex_unlock(&s->mu);
+    bool ok = mdb_env_sync(s->env, 1) == 0;
+    uv_mutex_lock(&s->mu);
+    if (ok) {
+        s->ckpt_done = true;
+    } else {
+        s->lmdb_sync_failed = true;
+        st__fail_stop(s, "syncing LMDB for a redo log checkpoint failed");
+    }
+    uv_cond_broadcast(&s->cv_applied);
+}
+
 static void st__apply_thread(void *arg)
 {
     st_store_t *s = arg;
@@ -199,8 +224,12 @@ static void st__apply_thread(void *arg)
     uint64_t logged_ns = 0;
     uv_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->a_head && !s->stop_apply)
+        while (!s->a_head && !s->stop_apply && !st__ckpt_due(s))
             uv_cond_wait(&s->cv_apply, &s->mu);
+        if (st__ckpt_due(s)) {
+            st__ckpt_sync(s);
+            continue;
+        }
         if (!s->a_head) break;
         st_batch_t *group = s->a_head, *last = s->a_tail;
         s->a_head = s->a_tail = NULL;
@@ -239,6 +268,7 @@ static void st__apply_thread(void *arg)
         s->apply_count++;
         uv_cond_broadcast(&s->cv_applied);
         st__to_loop(s, group, last);
+        if (st__ckpt_due(s)) st__ckpt_sync(s);
         /* Each LMDB transaction costs a device flush that the WAL's acknowledgements would
          * otherwise get: let groups pile up for a few milliseconds, unless a checkpoint or a
          * stop is waiting for LMDB to catch up. */
@@ -259,8 +289,11 @@ static void st__apply_thread(void *arg)
 static int st__checkpoint(st_store_t *s)
 {
     s->checkpointing = true;
+    uint64_t t0 = st_mono_ns();
     while (s->applied_seq < s->logged_seq && !s->apply_err)
         uv_cond_wait(&s->cv_applied, &s->mu);
+    s->ckpt_waits++;
+    s->ckpt_wait_ns += st_mono_ns() - t0;
     s->checkpointing = false;
     if (s->applied_seq < s->logged_seq) return s->apply_err;
     /* A failed apply needs no care here: LMDB keeps two meta pages, so a commit that succeeds
@@ -280,7 +313,40 @@ static int st__checkpoint(st_store_t *s)
     return what ? ST_EIO : ST_OK;
 }
 
-/* A group bigger than the whole log: LMDB is caught up (checkpoint), so it is committed
+/* With mu held: the current half is full. Appends go on in the other half once LMDB has
+ * synced everything it held (usually long done, by the apply thread); the full half is then the
+ * one to checkpoint. A log from before the halves is checkpointed whole and reset instead. An
+ * apply that keeps failing is not waited for: its error is returned. */
+static int st__next_half(st_store_t *s)
+{
+    if (st_wal_legacy(s->wal)) {
+        int rc = st__checkpoint(s);
+        if (rc == ST_OK) s->ckpt_done = true;
+        return rc;
+    }
+    if (!s->ckpt_done) {
+        s->checkpointing = true; /* the apply thread does not pause meanwhile */
+        uv_cond_signal(&s->cv_apply);
+        uint64_t t0 = st_mono_ns();
+        while (!s->ckpt_done && !s->apply_err && !s->log_err)
+            uv_cond_wait(&s->cv_applied, &s->mu);
+        s->ckpt_waits++;
+        s->ckpt_wait_ns += st_mono_ns() - t0;
+        s->checkpointing = false;
+    }
+    if (!s->ckpt_done) return s->log_err ? s->log_err : s->apply_err;
+    if (st_wal_switch(s->wal) != ST_OK) {
+        st__fail_stop(s, "starting a new redo log half failed");
+        return ST_EIO;
+    }
+    s->ckpt_seq = s->logged_seq;
+    s->ckpt_done = false;
+    s->wal_switches++;
+    uv_cond_signal(&s->cv_apply);
+    return ST_OK;
+}
+
+/* A group bigger than a half of the log: LMDB is caught up (checkpoint), so it is committed
  * straight into it with a full sync. */
 static int st__apply_direct(st_store_t *s, st_batch_t *group)
 {
@@ -306,15 +372,20 @@ static int st__log_group(st_store_t *s, st_buf_t *payload, st_batch_t *group, ui
     uv_mutex_unlock(&s->mu);
     if (rc) return rc;
     st__rec_encode(payload, group, true);
-    uv_mutex_lock(&s->mu);
-    if (st_wal_record_size(payload->len) > st_wal_remaining(s->wal)) rc = st__checkpoint(s);
-    uv_mutex_unlock(&s->mu);
-    if (rc) return rc;
-    rc = st_wal_append(s->wal, seq, payload->data, payload->len);
-    if (rc == ST_ETOOLARGE) {
+    if (!st_wal_fits_empty(s->wal, payload->len)) {
+        uv_mutex_lock(&s->mu);
+        rc = st__checkpoint(s);
+        if (rc == ST_OK) s->ckpt_done = true;
+        uv_mutex_unlock(&s->mu);
+        if (rc) return rc;
         *direct = true;
         return st__apply_direct(s, group);
     }
+    uv_mutex_lock(&s->mu);
+    if (st_wal_record_size(payload->len) > st_wal_remaining(s->wal)) rc = st__next_half(s);
+    uv_mutex_unlock(&s->mu);
+    if (rc) return rc;
+    rc = st_wal_append(s->wal, seq, payload->data, payload->len);
     if (rc == ST_EIO) {
         uv_mutex_lock(&s->mu);
         st__fail_stop(s, "a redo log write or fdatasync failed");
@@ -490,7 +561,12 @@ int st__store_recover(st_store_t *s)
         st_info("store: replayed %llu WAL record(s) into LMDB", (unsigned long long)r.replayed);
     s->acked_id = s->durable_id = s->open_id;
     st__measure(s, &s->used_bytes, &s->lmdb_free);
+    s->ckpt_done = true;
     if (r.deferred) {
+        /* what the older half holds beyond LMDB must be applied and synced before it is reused
+         * (what LMDB held at start is on its disk already) */
+        s->ckpt_seq = st_wal_older_last(s->wal);
+        s->ckpt_done = s->ckpt_seq <= r.applied;
         /* The log holds the only durable copy of these: it is not reset, and appends go on
          * after its last record. */
         s->applied_seq = r.applied;
@@ -650,6 +726,12 @@ static void st__take_figures(st_store_t *s)
     }
     if (applies) st_metric_observe(s->m_apply_s, (double)s->apply_ns_sum / 1e9 / (double)applies);
     if (s->apply_failures) st_metric_add(s->m_apply_failed, (double)s->apply_failures);
+    if (s->wal_switches) st_metric_add(s->m_wal_switches, (double)s->wal_switches);
+    if (s->ckpt_waits) {
+        st_metric_add(s->m_ckpt_waits, (double)s->ckpt_waits);
+        st_metric_add(s->m_ckpt_wait_s, (double)s->ckpt_wait_ns / 1e9);
+    }
+    s->wal_switches = s->ckpt_waits = s->ckpt_wait_ns = 0;
     s->sync_ns_sum = s->sync_count = s->group_ops = s->group_writes = 0;
     s->apply_ns_sum = s->apply_count = s->apply_failures = 0;
 }

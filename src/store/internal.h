@@ -118,6 +118,10 @@ struct st_store {
     uint64_t apply_stall_ns; /* when applying started to fail */
     uint64_t apply_failures;
     bool stop, stop_apply, checkpointing;
+    uint64_t ckpt_seq;     /* the last seq the log's older half holds */
+    bool ckpt_done;        /* LMDB has synced past ckpt_seq: the older half may be written over */
+    uint64_t wal_switches; /* times appends moved to the other half */
+    uint64_t ckpt_waits, ckpt_wait_ns; /* the sync thread waited for LMDB before logging */
     /* figures handed from the threads to the loop */
     uint64_t sync_ns_sum, sync_count, group_ops, group_writes, apply_ns_sum, apply_count;
 
@@ -131,7 +135,7 @@ struct st_store {
     int closed;
 
     st_metric_t *m_batch_ops, *m_batch_writes, *m_commit_s, *m_apply_s, *m_commits, *m_failed;
-    st_metric_t *m_apply_failed;
+    st_metric_t *m_apply_failed, *m_wal_switches, *m_ckpt_waits, *m_ckpt_wait_s;
 
     /* group mode (group.c): sealed batches become Raft entries instead of WAL records */
     st_store_group_t *group;

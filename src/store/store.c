@@ -146,6 +146,14 @@ static void st__metrics(st_store_t *s)
     s->m_apply_failed =
         st_metrics_counter("strata_lmdb_apply_failures_total",
                            "LMDB transactions applying logged groups that failed (retried)", "");
+    s->m_wal_switches = st_metrics_counter("strata_wal_switches_total",
+                                           "Times the redo log went on in its other half", "");
+    s->m_ckpt_waits = st_metrics_counter(
+        "strata_wal_checkpoint_waits_total",
+        "Group commits that waited for LMDB to catch up before they could be logged", "");
+    s->m_ckpt_wait_s = st_metrics_counter(
+        "strata_wal_checkpoint_wait_seconds_total",
+        "Time group commits waited for LMDB to catch up before they could be logged", "");
     st_metrics_gauge_fn("strata_hot_bytes",
                         "Bytes counted against the hot store quota: in LMDB, plus acknowledged "
                         "or staged and not applied yet",

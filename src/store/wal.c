@@ -1,10 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Redo log file. Layout: a 4 KiB header {magic, generation, crc} then records
- * {u32 len, u32 crc, u64 generation, u64 seq, payload[len]} back to back. The crc covers
- * generation, seq and payload. A record is valid only with the header's generation, so bytes
- * left over from an older generation can never be replayed.
+ * Redo log file, in two halves. Each half starts with a 4 KiB header {magic, generation, crc}
+ * followed by records {u32 len, u32 crc, u64 generation, u64 seq, payload[len]} back to back.
+ * The crc covers generation, seq and payload. A record is valid only with its half's
+ * generation, so bytes left over from an older generation can never be replayed. Appends fill
+ * one half; when it is full they go on in the other under a new generation, which the store
+ * allows once LMDB holds (and has synced) everything the other half held. LMDB catches up with
+ * the full half in the background, so a checkpoint no longer stops the writes.
+ *
+ * A log written before the halves (magic STRATAWAL1: one region, the whole file) is replayed
+ * and appended to as it is; its first reset turns the file into halves.
+ *
+ * Appends go through a second descriptor opened O_DIRECT|O_DSYNC where the file system allows
+ * it: one write per group that reaches the disk without the page cache, and no fdatasync call.
+ * Direct I/O wants whole aligned blocks, so an append rewrites the block it starts in (its
+ * head is the previous record's tail, kept in memory) and pads its last block with zeros.
+ * Where O_DIRECT is refused (tmpfs), the same blocks are written through the page cache and
+ * fdatasync'd.
  */
+#define _GNU_SOURCE /* O_DIRECT */
 #include "wal.h"
 
 #include <errno.h>
@@ -16,17 +30,43 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define ST__WAL_MAGIC "STRATAWAL1"
-#define ST__REC_HDR   24
+#define ST__MAGIC_ONE  "STRATAWAL1" /* one region: the whole file */
+#define ST__MAGIC_HALF "STRATAWAL2" /* this half of two */
+#define ST__REC_HDR    24
+#define ST__BLK        4096u /* direct I/O alignment: enough for any device's logical block */
+
+typedef struct {
+    uint64_t start, end; /* the half's bytes, its header first */
+    uint64_t gen;
+    bool valid;
+    uint64_t last_seq; /* the last record replayed from it (0: none) */
+} st__half_t;
 
 struct st_wal {
-    int fd;
+    int fd;      /* buffered: initialisation and replay */
+    int afd;     /* appends and headers: O_DIRECT|O_DSYNC, or fd itself (then fdatasync) */
+    bool direct; /* afd is direct and synchronous */
+    bool legacy; /* the current generation is one region over the whole file */
     uint64_t size;
-    uint64_t gen;
-    uint64_t off;
-    char *buf;
+    st__half_t half[2];
+    int cur;      /* the half appends go to */
+    uint64_t off; /* where the next record goes */
+    char *buf;    /* replay: a record's payload */
     size_t cap;
+    char *wbuf; /* appends: ST__BLK-aligned blocks */
+    size_t wcap;
+    char *tail; /* the bytes of the block holding off that come before it */
 };
+
+static uint64_t st__down(uint64_t v)
+{
+    return v & ~(uint64_t)(ST__BLK - 1);
+}
+
+static uint64_t st__up(uint64_t v)
+{
+    return st__down(v + ST__BLK - 1);
+}
 
 static uint32_t st__crc(uint64_t gen, uint64_t seq, const char *p, size_t n)
 {
@@ -41,6 +81,19 @@ static uint32_t st__crc(uint64_t gen, uint64_t seq, const char *p, size_t n)
         n -= k;
     }
     return (uint32_t)c;
+}
+
+/* An aligned write buffer of at least n bytes (kept for the next append). */
+static char *st__wbuf(st_wal_t *w, size_t n)
+{
+    if (w->wcap < n) {
+        free(w->wbuf);
+        void *p = NULL;
+        if (posix_memalign(&p, ST__BLK, n) != 0) st_fatal("out of memory (%zu bytes)", n);
+        w->wbuf = p;
+        w->wcap = n;
+    }
+    return w->wbuf;
 }
 
 static int st__write_all(int fd, const void *p, size_t n, uint64_t off)
@@ -59,15 +112,73 @@ static int st__write_all(int fd, const void *p, size_t n, uint64_t off)
     return ST_OK;
 }
 
-static int st__write_header(st_wal_t *w)
+/* Makes writes through afd durable: nothing to do when it is O_DSYNC. */
+static int st__sync(st_wal_t *w)
 {
-    char h[ST_WAL_HEADER] = {0};
-    memcpy(h, ST__WAL_MAGIC, sizeof ST__WAL_MAGIC - 1);
-    memcpy(h + 16, &w->gen, 8);
-    uint32_t c = st__crc(w->gen, 0, h, 16);
+    return w->direct || fdatasync(w->afd) == 0 ? ST_OK : ST_EIO;
+}
+
+static int st__write_header(st_wal_t *w, uint64_t at, const char *magic, uint64_t gen)
+{
+    _Static_assert(ST_WAL_HEADER % ST__BLK == 0, "the header is whole blocks");
+    char *h = st__wbuf(w, ST_WAL_HEADER);
+    memset(h, 0, ST_WAL_HEADER);
+    memcpy(h, magic, strlen(magic));
+    memcpy(h + 16, &gen, 8);
+    uint32_t c = st__crc(gen, 0, h, 16);
     memcpy(h + 24, &c, 4);
-    int rc = st__write_all(w->fd, h, sizeof h, 0);
-    if (rc == ST_OK && fdatasync(w->fd) != 0) rc = ST_EIO;
+    int rc = st__write_all(w->afd, h, ST_WAL_HEADER, at);
+    return rc == ST_OK ? st__sync(w) : rc;
+}
+
+/* Reads the header at `at`: its generation if it carries `magic` and a good crc. */
+static bool st__read_header(st_wal_t *w, uint64_t at, const char *magic, uint64_t *gen)
+{
+    char h[32];
+    uint32_t c;
+    uint64_t g;
+    if (pread(w->fd, h, sizeof h, (off_t)at) != (ssize_t)sizeof h ||
+        memcmp(h, magic, strlen(magic)) != 0)
+        return false;
+    memcpy(&g, h + 16, 8);
+    memcpy(&c, h + 24, 4);
+    if (c != st__crc(g, 0, h, 16)) return false;
+    *gen = g;
+    return true;
+}
+
+/* The append descriptor: direct and synchronous where the file system takes it. */
+static void st__open_append(st_wal_t *w, const char *path)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_DIRECT | O_DSYNC);
+    if (fd >= 0) {
+        w->afd = fd;
+        w->direct = true;
+        return;
+    }
+    st_info("wal: %s: no direct I/O here (%s): buffered writes and fdatasync", path,
+            strerror(errno));
+    w->afd = w->fd;
+    w->direct = false;
+}
+
+/* Appends go to half h from its first record on, under generation gen. */
+static void st__enter(st_wal_t *w, int h, uint64_t gen)
+{
+    w->cur = h;
+    w->half[h].gen = gen;
+    w->half[h].valid = true;
+    w->half[h].last_seq = 0;
+    w->off = w->half[h].start + ST_WAL_HEADER;
+    memset(w->tail, 0, ST__BLK);
+}
+
+/* Starts a new generation in half h (its old records become unreadable). */
+static int st__start_half(st_wal_t *w, int h)
+{
+    uint64_t gen = (w->half[0].gen > w->half[1].gen ? w->half[0].gen : w->half[1].gen) + 1;
+    int rc = st__write_header(w, w->half[h].start, ST__MAGIC_HALF, gen);
+    if (rc == ST_OK) st__enter(w, h, gen);
     return rc;
 }
 
@@ -76,6 +187,32 @@ uint64_t st__disk_avail(const char *dir)
     struct statvfs v;
     if (statvfs(dir, &v) != 0) return UINT64_MAX;
     return (uint64_t)v.f_bavail * (uint64_t)v.f_frsize;
+}
+
+/* Fresh log: real zeros (not a sparse file), so later in-place writes never have to update
+ * block allocation metadata; then an empty generation in each half. */
+static int st__init(st_wal_t *w, const char *dir, const char *path)
+{
+    char *zeros = st_calloc(1, 1 << 20);
+    int rc = ST_OK;
+    for (uint64_t off = 0; off < w->size && rc == ST_OK; off += 1 << 20)
+        rc = st__write_all(w->fd, zeros, w->size - off < (1 << 20) ? w->size - off : 1 << 20, off);
+    free(zeros);
+    if (rc == ST_OK && fsync(w->fd) != 0) rc = ST_EIO;
+    if (rc == ST_OK) {
+        st__open_append(w, path);
+        rc = st__write_header(w, w->half[1].start, ST__MAGIC_HALF, 0);
+        if (rc == ST_OK) {
+            st__enter(w, 1, 0);
+            rc = st__start_half(w, 0); /* generation 1 */
+        }
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return rc;
 }
 
 int st_wal_open(const char *dir, uint64_t size, st_wal_t **out)
@@ -89,36 +226,31 @@ int st_wal_open(const char *dir, uint64_t size, st_wal_t **out)
     }
     st_wal_t *w = st_calloc(1, sizeof *w);
     w->fd = fd;
-    w->size = size;
+    w->afd = -1;
+    w->size = st__down(size);
+    w->tail = st_calloc(1, ST__BLK);
+    uint64_t mid = st__down(w->size / 2);
+    w->half[0] = (st__half_t){.start = 0, .end = mid};
+    w->half[1] = (st__half_t){.start = mid, .end = w->size};
     off_t have = lseek(fd, 0, SEEK_END);
-    char h[ST_WAL_HEADER];
     bool valid = false;
-    if (have >= (off_t)size && pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h &&
-        memcmp(h, ST__WAL_MAGIC, sizeof ST__WAL_MAGIC - 1) == 0) {
-        uint32_t c;
-        memcpy(&w->gen, h + 16, 8);
-        memcpy(&c, h + 24, 4);
-        valid = c == st__crc(w->gen, 0, h, 16);
+    if (have >= (off_t)w->size) {
+        uint64_t g;
+        if (st__read_header(w, 0, ST__MAGIC_ONE, &g)) {
+            w->legacy = valid = true;
+            w->half[0] = (st__half_t){.start = 0, .end = w->size, .gen = g, .valid = true};
+        } else {
+            for (int h = 0; h < 2; h++)
+                w->half[h].valid =
+                    st__read_header(w, w->half[h].start, ST__MAGIC_HALF, &w->half[h].gen);
+            valid = w->half[0].valid || w->half[1].valid;
+        }
     }
     if (!valid) {
-        /* Fresh log: real zeros (not a sparse file), so later in-place writes plus fdatasync
-         * never have to update block allocation metadata. */
-        char *zeros = st_calloc(1, 1 << 20);
-        int rc = ST_OK;
-        for (uint64_t off = 0; off < size && rc == ST_OK; off += 1 << 20)
-            rc = st__write_all(fd, zeros, size - off < (1 << 20) ? size - off : 1 << 20, off);
-        free(zeros);
-        w->gen = 1;
-        if (rc == ST_OK && fsync(fd) != 0) rc = ST_EIO;
-        if (rc == ST_OK) rc = st__write_header(w);
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
+        int rc = st__init(w, dir, path);
         if (rc != ST_OK) {
             st_error("wal: cannot initialise %s (%llu bytes, written in full; %llu bytes free): %s",
-                     path, (unsigned long long)size, (unsigned long long)st__disk_avail(dir),
+                     path, (unsigned long long)w->size, (unsigned long long)st__disk_avail(dir),
                      st_strerror(rc));
             st_wal_close(w);
             /* It held no valid log (that is why it was being initialised): leave the disk as
@@ -127,7 +259,7 @@ int st_wal_open(const char *dir, uint64_t size, st_wal_t **out)
             return rc;
         }
     }
-    w->off = ST_WAL_HEADER;
+    if (w->afd < 0) st__open_append(w, path);
     *out = w;
     return ST_OK;
 }
@@ -135,8 +267,11 @@ int st_wal_open(const char *dir, uint64_t size, st_wal_t **out)
 void st_wal_close(st_wal_t *w)
 {
     if (!w) return;
+    if (w->afd >= 0 && w->afd != w->fd) close(w->afd);
     close(w->fd);
     free(w->buf);
+    free(w->wbuf);
+    free(w->tail);
     free(w);
 }
 
@@ -147,15 +282,25 @@ uint64_t st_wal_record_size(size_t payload_len)
 
 uint64_t st_wal_remaining(const st_wal_t *w)
 {
-    return w->size - w->off;
+    return w->half[w->cur].end - w->off;
 }
 
-int st_wal_replay(st_wal_t *w, st_wal_replay_fn fn, void *arg)
+bool st_wal_fits_empty(const st_wal_t *w, size_t payload_len)
 {
-    uint64_t off = ST_WAL_HEADER, last_seq = 0;
+    uint64_t smaller = w->half[0].end - w->half[0].start;
+    if (!w->legacy && w->half[1].end - w->half[1].start < smaller)
+        smaller = w->half[1].end - w->half[1].start;
+    return st_wal_record_size(payload_len) <= smaller - ST_WAL_HEADER;
+}
+
+/* Replays the valid records of half h; leaves off after the last one. */
+static int st__replay_half(st_wal_t *w, int h, st_wal_replay_fn fn, void *arg)
+{
+    st__half_t *hf = &w->half[h];
+    uint64_t off = hf->start + ST_WAL_HEADER, last_seq = 0;
     for (;;) {
         char hdr[ST__REC_HDR];
-        if (off + ST__REC_HDR > w->size ||
+        if (off + ST__REC_HDR > hf->end ||
             pread(w->fd, hdr, ST__REC_HDR, (off_t)off) != ST__REC_HDR)
             break;
         uint32_t len, crc;
@@ -164,7 +309,7 @@ int st_wal_replay(st_wal_t *w, st_wal_replay_fn fn, void *arg)
         memcpy(&crc, hdr + 4, 4);
         memcpy(&gen, hdr + 8, 8);
         memcpy(&seq, hdr + 16, 8);
-        if (len == 0 || gen != w->gen || off + ST__REC_HDR + len > w->size ||
+        if (len == 0 || gen != hf->gen || off + ST__REC_HDR + len > hf->end ||
             (last_seq && seq != last_seq + 1))
             break;
         if (w->cap < len) {
@@ -179,8 +324,45 @@ int st_wal_replay(st_wal_t *w, st_wal_replay_fn fn, void *arg)
         last_seq = seq;
         off += ST__REC_HDR + len;
     }
+    hf->last_seq = last_seq;
+    w->cur = h;
     w->off = off;
     return ST_OK;
+}
+
+int st_wal_replay(st_wal_t *w, st_wal_replay_fn fn, void *arg)
+{
+    int order[2] = {0, 1}, n = 0;
+    if (w->legacy || !w->half[1].valid) {
+        n = 1;
+    } else if (!w->half[0].valid) {
+        order[0] = 1;
+        n = 1;
+    } else {
+        n = 2;
+        if (w->half[1].gen < w->half[0].gen) order[0] = 1, order[1] = 0;
+    }
+    for (int i = 0; i < n; i++) {
+        int rc = st__replay_half(w, order[i], fn, arg);
+        if (rc) return rc;
+    }
+    /* the next append rewrites the block it starts in: keep what comes before it */
+    uint64_t at = st__down(w->off);
+    if (w->off > at && pread(w->fd, w->tail, w->off - at, (off_t)at) != (ssize_t)(w->off - at))
+        return ST_EIO;
+    return ST_OK;
+}
+
+uint64_t st_wal_older_last(const st_wal_t *w)
+{
+    if (w->legacy) return 0;
+    const st__half_t *o = &w->half[1 - w->cur];
+    return o->valid ? o->last_seq : 0;
+}
+
+bool st_wal_legacy(const st_wal_t *w)
+{
+    return w->legacy;
 }
 
 int st_wal_append(st_wal_t *w, uint64_t seq, const char *payload, size_t len)
@@ -189,30 +371,70 @@ int st_wal_append(st_wal_t *w, uint64_t seq, const char *payload, size_t len)
     if (len == 0 || len > UINT32_MAX || need > st_wal_remaining(w)) return ST_ETOOLARGE;
     /* An empty header after the record ends replay there, whatever an earlier write that
      * failed half-way left behind (the next record overwrites it). */
-    uint64_t out = need + ST__REC_HDR <= st_wal_remaining(w) ? need + ST__REC_HDR : need;
-    if (w->cap < out) {
-        w->buf = st_realloc(w->buf, out);
-        w->cap = out;
-    }
-    uint32_t l = (uint32_t)len, crc = st__crc(w->gen, seq, payload, len);
-    memcpy(w->buf, &l, 4);
-    memcpy(w->buf + 4, &crc, 4);
-    memcpy(w->buf + 8, &w->gen, 8);
-    memcpy(w->buf + 16, &seq, 8);
-    memcpy(w->buf + ST__REC_HDR, payload, len);
-    memset(w->buf + need, 0, out - need);
-    int rc = st__write_all(w->fd, w->buf, out, w->off);
+    uint64_t end = w->off + need + (need + ST__REC_HDR <= st_wal_remaining(w) ? ST__REC_HDR : 0);
+    /* whole blocks: the head of the first is what the log already holds, the rest is zeros */
+    uint64_t from = st__down(w->off), to = st__up(end);
+    size_t head = (size_t)(w->off - from);
+    char *b = st__wbuf(w, (size_t)(to - from));
+    memcpy(b, w->tail, head);
+    uint64_t gen = w->half[w->cur].gen;
+    uint32_t l = (uint32_t)len, crc = st__crc(gen, seq, payload, len);
+    char *r = b + head;
+    memcpy(r, &l, 4);
+    memcpy(r + 4, &crc, 4);
+    memcpy(r + 8, &gen, 8);
+    memcpy(r + 16, &seq, 8);
+    memcpy(r + ST__REC_HDR, payload, len);
+    memset(r + need, 0, (size_t)(to - w->off - need));
+    int rc = st__write_all(w->afd, b, (size_t)(to - from), from);
     /* A failed fdatasync may have dropped dirty pages that a later one would not report: the
      * log's contents are unknown from here on (the caller stops using it). */
-    if (rc == ST_OK && fdatasync(w->fd) != 0) rc = ST_EIO;
-    if (rc == ST_OK) w->off += need;
+    if (rc == ST_OK) rc = st__sync(w);
+    if (rc != ST_OK) return rc;
+    w->off += need;
+    w->half[w->cur].last_seq = seq;
+    uint64_t at = st__down(w->off);
+    memcpy(w->tail, b + (at - from), (size_t)(w->off - at));
+    return ST_OK;
+}
+
+bool st_wal_direct(const st_wal_t *w)
+{
+    return w->direct;
+}
+
+int st_wal_switch(st_wal_t *w)
+{
+    if (w->legacy) return ST_EINVAL;
+    return st__start_half(w, 1 - w->cur);
+}
+
+/* Makes half h unreadable (its records are durable elsewhere). */
+static int st__drop_half(st_wal_t *w, int h)
+{
+    char *z = st__wbuf(w, ST_WAL_HEADER);
+    memset(z, 0, ST_WAL_HEADER);
+    int rc = st__write_all(w->afd, z, ST_WAL_HEADER, w->half[h].start);
+    if (rc == ST_OK) rc = st__sync(w);
+    if (rc == ST_OK) w->half[h].valid = false;
     return rc;
 }
 
 int st_wal_reset(st_wal_t *w)
 {
-    w->gen++;
-    int rc = st__write_header(w);
-    if (rc == ST_OK) w->off = ST_WAL_HEADER;
+    if (!w->legacy) {
+        /* the new generation first: a crash in between leaves both, the old one replayed first
+         * and skipped (it is all in LMDB) */
+        int old = w->cur, rc = st__start_half(w, 1 - w->cur);
+        return rc == ST_OK ? st__drop_half(w, old) : rc;
+    }
+    /* from one region to halves: the second half first, so that a crash in between leaves
+     * either the old log (its header intact) or an empty new one */
+    uint64_t gen = w->half[0].gen, mid = st__down(w->size / 2);
+    w->half[0] = (st__half_t){.start = 0, .end = mid, .gen = gen};
+    w->half[1] = (st__half_t){.start = mid, .end = w->size, .gen = gen};
+    int rc = st__start_half(w, 1);
+    if (rc == ST_OK) rc = st__start_half(w, 0);
+    if (rc == ST_OK) w->legacy = false;
     return rc;
 }
