@@ -270,31 +270,35 @@ static void st__apply_thread(void *arg)
         st__to_loop(s, group, last);
         if (st__ckpt_due(s)) st__ckpt_sync(s);
         /* Each LMDB transaction costs a device flush that the WAL's acknowledgements would
-         * otherwise get: let groups pile up for a few milliseconds, unless a checkpoint or a
-         * stop is waiting for LMDB to catch up. */
-        if (!s->stop && !s->checkpointing) {
-            uv_mutex_unlock(&s->mu);
-            uv_sleep(ST__APPLY_PAUSE_MS);
-            uv_mutex_lock(&s->mu);
-        }
+         * otherwise get: let groups pile up for a while, unless (or until) a checkpoint, a
+         * snapshot or a stop waits for LMDB to catch up. */
+        uint64_t until = st_mono_ns() + ST__APPLY_PAUSE_MS * 1000000ULL, now;
+        while (!s->stop && !s->stop_apply && !s->hurry && (now = st_mono_ns()) < until)
+            uv_cond_timedwait(&s->cv_hurry, &s->mu, until - now);
     }
     uv_mutex_unlock(&s->mu);
 }
 
 /* ---- the sync thread ---- */
 
+void st__hurry(st_store_t *s, int by)
+{
+    s->hurry += by;
+    if (by > 0) uv_cond_broadcast(&s->cv_hurry);
+}
+
 /* Everything logged is in LMDB and LMDB is fully synced: the log may start over. Called with
  * mu held; drops it while waiting and syncing. An apply that keeps failing is not waited for:
  * its error is returned and the group that needed the room is refused. */
 static int st__checkpoint(st_store_t *s)
 {
-    s->checkpointing = true;
+    st__hurry(s, 1);
     uint64_t t0 = st_mono_ns();
     while (s->applied_seq < s->logged_seq && !s->apply_err)
         uv_cond_wait(&s->cv_applied, &s->mu);
     s->ckpt_waits++;
     s->ckpt_wait_ns += st_mono_ns() - t0;
-    s->checkpointing = false;
+    st__hurry(s, -1);
     if (s->applied_seq < s->logged_seq) return s->apply_err;
     /* A failed apply needs no care here: LMDB keeps two meta pages, so a commit that succeeds
      * after one whose fdatasync failed makes everything before it durable again, and the wait
@@ -325,14 +329,14 @@ static int st__next_half(st_store_t *s)
         return rc;
     }
     if (!s->ckpt_done) {
-        s->checkpointing = true; /* the apply thread does not pause meanwhile */
+        st__hurry(s, 1);
         uv_cond_signal(&s->cv_apply);
         uint64_t t0 = st_mono_ns();
         while (!s->ckpt_done && !s->apply_err && !s->log_err)
             uv_cond_wait(&s->cv_applied, &s->mu);
         s->ckpt_waits++;
         s->ckpt_wait_ns += st_mono_ns() - t0;
-        s->checkpointing = false;
+        st__hurry(s, -1);
     }
     if (!s->ckpt_done) return s->log_err ? s->log_err : s->apply_err;
     if (st_wal_switch(s->wal) != ST_OK) {
@@ -818,11 +822,13 @@ void st__store_stop_threads(st_store_t *s)
     uv_mutex_lock(&s->mu);
     s->stop = true;
     uv_cond_broadcast(&s->cv_sync);
+    uv_cond_broadcast(&s->cv_hurry);
     uv_mutex_unlock(&s->mu);
     uv_thread_join(&s->sync_thread);
     uv_mutex_lock(&s->mu);
     s->stop_apply = true; /* only now: the sync thread may have logged a last group */
     uv_cond_broadcast(&s->cv_apply);
+    uv_cond_broadcast(&s->cv_hurry);
     uv_mutex_unlock(&s->mu);
     uv_thread_join(&s->apply_thread);
     /* Clean stop: LMDB has everything, so the next start replays nothing. Otherwise (applying

@@ -276,8 +276,10 @@ void st_store_group_abandon(st_store_t *s, int err)
 int st_store_group_sync(st_store_t *s, uint64_t index)
 {
     uv_mutex_lock(&s->mu);
+    st__hurry(s, 1);
     while (s->applied_seq < index && !s->stop_apply && !s->apply_err)
         uv_cond_wait(&s->cv_applied, &s->mu);
+    st__hurry(s, -1);
     bool ok = s->applied_seq >= index;
     uv_mutex_unlock(&s->mu);
     if (!ok) return ST_EIO;

@@ -101,7 +101,7 @@ struct st_store {
 
     /* shared with the threads, under mu */
     uv_mutex_t mu;
-    uv_cond_t cv_sync, cv_apply, cv_applied;
+    uv_cond_t cv_sync, cv_apply, cv_applied, cv_hurry;
     st_batch_t *q_head, *q_tail; /* sealed, waiting for the WAL */
     st_batch_t *a_head, *a_tail; /* logged, waiting for LMDB */
     st_batch_t *d_head, *d_tail; /* applied or failed, waiting for the loop */
@@ -117,10 +117,11 @@ struct st_store {
     bool lmdb_sync_failed;   /* a forced LMDB sync failed: the log is never reset again */
     uint64_t apply_stall_ns; /* when applying started to fail */
     uint64_t apply_failures;
-    bool stop, stop_apply, checkpointing;
-    uint64_t ckpt_seq;     /* the last seq the log's older half holds */
-    bool ckpt_done;        /* LMDB has synced past ckpt_seq: the older half may be written over */
-    uint64_t wal_switches; /* times appends moved to the other half */
+    bool stop, stop_apply;
+    int hurry;         /* threads waiting for LMDB to catch up: the apply thread does not pause */
+    uint64_t ckpt_seq; /* the last seq the log's older half holds */
+    bool ckpt_done;    /* LMDB has synced past ckpt_seq: the older half may be written over */
+    uint64_t wal_switches;             /* times appends moved to the other half */
     uint64_t ckpt_waits, ckpt_wait_ns; /* the sync thread waited for LMDB before logging */
     /* figures handed from the threads to the loop */
     uint64_t sync_ns_sum, sync_count, group_ops, group_writes, apply_ns_sum, apply_count;
@@ -204,6 +205,9 @@ void st__group_notes(st_store_t *s, const st_batch_t *b);
 void st__store_submit(st_store_t *s);
 void st__batch_free(st_batch_t *b);
 st_batch_t *st__batch_new(st_store_t *s);
+/* With mu held: a thread starts (+1) or stops (-1) waiting for LMDB to catch up; while any
+ * waits, the apply thread does not pause between transactions. */
+void st__hurry(st_store_t *s, int by);
 int st__mdb_err(int rc);
 
 /* tap.c */

@@ -221,6 +221,7 @@ static void st__free_struct(st_store_t *s)
     uv_cond_destroy(&s->cv_sync);
     uv_cond_destroy(&s->cv_apply);
     uv_cond_destroy(&s->cv_applied);
+    uv_cond_destroy(&s->cv_hurry);
     free(s->dir);
     free(s->watch_dir);
     free(s);
@@ -255,6 +256,7 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     uv_cond_init(&s->cv_sync);
     uv_cond_init(&s->cv_apply);
     uv_cond_init(&s->cv_applied);
+    uv_cond_init(&s->cv_hurry);
     uint64_t wal_size = opts->wal_size ? opts->wal_size : ST__WAL_SIZE;
     int err = st__lmdb_open(s, opts);
     if (err == ST_EFULL) st__say_need(s, wal_size);
