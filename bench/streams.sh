@@ -5,7 +5,9 @@
 #            (and 1 subscriber as the floor: one durable commit plus one frame);
 #   fanout   10,000 subscribers of one counter, frames delivered per second, with 16 and 64
 #            changes in flight (more in flight lets strata send several frames per TCP push);
-#   memory   RSS per idle stream (one subscription each) at 10,000 streams.
+#   memory   RSS per idle stream (one subscription each) at 10,000 streams;
+#   follower fan-out: the same 10,000 streams opened on a follower of a group of 3 (the writes go
+#            to the leader; a member publishes what it applied, SPEC §8), 16 and 64 in flight.
 # The peer is Redis 7 pub/sub (SUBSCRIBE per connection, PUBLISH from one writer) driven by the
 # same program with the same counts. Redis publishes without writing anything to disk; strata
 # sends only what is fsync'd, so its figures include a durable commit per change. Both sides run
@@ -73,6 +75,40 @@ awk -v b="$before" -v a="$after" -v n="$conns" \
   tee -a "$work/out.txt"
 stop
 
+# ---- a group of 3: the streams on a follower, the writes to the leader ----
+declare -A gport graft gpid
+spec=""
+for id in 1 2 3; do
+  gport[$id]=$(free_port)
+  graft[$id]=$(free_port)
+  spec+="${spec:+,}$id=127.0.0.1:${graft[$id]}"
+done
+for id in 1 2 3; do
+  # one cold store for the group (SPEC §8): a member refuses one inside its own data dir
+  build/strata --listen 127.0.0.1:${gport[$id]} --data-dir "$work/m$id" --cluster "$spec" --cluster-self $id \
+    --cold-url "file://$work/cold" --max-connections $((conns + 1000)) --log-level warn 2>>"$work/strata.log" &
+  gpid[$id]=$!
+  pids+=(${gpid[$id]})
+done
+for id in 1 2 3; do wait_port ${gport[$id]}; done
+leader= # the member that answers a write itself (no 307, no 503)
+for _ in $(seq 200); do
+  for id in 1 2 3; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -XPOST -d '{}' \
+      "http://127.0.0.1:${gport[$id]}/v1/counters/probe/incr" || true)
+    if [ "$code" = 200 ]; then leader=$id; break 2; fi
+  done
+  sleep 0.05
+done
+[ -n "$leader" ] || { echo "no leader in the group" >&2; exit 1; }
+follower=$((leader % 3 + 1))
+for window in 16 64; do
+  "$LOAD" fanout "${gport[$follower]}:${gport[$leader]}" "$conns" "$DURATION" "$window" |
+    sed 's/^fanout /follower-fanout /' | tee -a "$work/out.txt"
+done
+for id in 1 2 3; do kill ${gpid[$id]}; done
+for id in 1 2 3; do wait ${gpid[$id]} 2>/dev/null || true; done
+
 # rows for bench/table.py: "MODE key=value…" lines of wsload and the memory line above
 kv() { # MODE KEY FILTER…: the value of KEY on the first MODE line holding every FILTER token
   local m=$1 k=$2; shift 2
@@ -90,6 +126,12 @@ row "post → stream notification, 1 subscriber: p99" "$(kv latency p99_ms conns
 for window in 16 64; do
   row "fan-out to $conns streams, $window changes in flight" "$(kv fanout frames_per_sec conns=$conns window=$window)" "frames/s" \
     "every change durable before its frames" "$P" "$(kv redis-fanout frames_per_sec conns=$conns window=$window)" ""
+done
+for window in 16 64; do
+  row "fan-out to $conns streams on a follower of a group of 3, $window changes in flight" \
+    "$(kv follower-fanout frames_per_sec conns=$conns window=$window)" "frames/s" \
+    "writes to the leader; the follower sends what it applied and made durable" "$P" \
+    "$(kv redis-fanout frames_per_sec conns=$conns window=$window)" "one Redis, as above"
 done
 row "memory per idle stream at $conns streams" "$(kv memory per_conn_kib conns=$conns)" "KiB" "RSS after − before, ÷ streams" "" "" ""
 out_write streams "DURATION=$DURATION CONNS=$conns bench/streams.sh"

@@ -12,7 +12,9 @@
  * With a "redis-" prefix (redis-fanout, redis-latency) the same work runs against Redis pub/sub
  * on PORT: SUBSCRIBE per connection, PUBLISH from the writer, as the side-by-side peer.
  *
- * usage: strata-wsload [redis-]MODE PORT CONNS SECONDS [RATE|WINDOW]
+ * usage: strata-wsload [redis-]MODE PORT[:POSTPORT] CONNS SECONDS [RATE|WINDOW]
+ * With POSTPORT, the streams are opened on PORT and the writes go to POSTPORT (a follower of a
+ * replicated group and its leader: the frames a follower sends for what it applied).
  * The client writes masked frames with a zero mask key (valid per RFC 6455, and cheap).
  */
 #define _GNU_SOURCE
@@ -44,7 +46,7 @@ static struct {
     uv_loop_t *loop;
     mode_t_ mode;
     bool redis; /* the peer: Redis pub/sub (SUBSCRIBE / PUBLISH) instead of strata */
-    int port, conns, seconds;
+    int port, post_port, conns, seconds;
     double rate; /* latency: posts per second; fanout: changes in flight (the window) */
     wsconn_t *ws;
     int connecting, next_conn, ready;
@@ -381,10 +383,10 @@ static void on_ws_connect(uv_connect_t *r, int status)
     connect_more();
 }
 
-static void tcp_connect(uv_tcp_t *t, uv_connect_cb cb)
+static void tcp_connect(uv_tcp_t *t, int port, uv_connect_cb cb)
 {
     struct sockaddr_in a;
-    uv_ip4_addr("127.0.0.1", g.port, &a);
+    uv_ip4_addr("127.0.0.1", port, &a);
     uv_tcp_init(g.loop, t);
     uv_tcp_nodelay(t, 1);
     uv_connect_t *r = malloc(sizeof *r);
@@ -397,7 +399,7 @@ static void connect_more(void)
 {
     while (g.connecting < 128 && g.next_conn < g.conns) {
         g.connecting++;
-        tcp_connect(&g.ws[g.next_conn++].tcp, on_ws_connect);
+        tcp_connect(&g.ws[g.next_conn++].tcp, g.port, on_ws_connect);
     }
 }
 
@@ -467,7 +469,7 @@ static void on_tick(uv_timer_t *t)
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: %s [redis-]fanout|latency|idle PORT CONNS SECONDS [RATE]\n",
+        fprintf(stderr, "usage: %s [redis-]fanout|latency|idle PORT[:POSTPORT] CONNS SECONDS [RATE]\n",
                 argv[0]);
         return 2;
     }
@@ -478,6 +480,8 @@ int main(int argc, char **argv)
              : strcmp(mode, "latency") == 0 ? MODE_LATENCY
                                             : MODE_IDLE;
     g.port = atoi(argv[2]);
+    const char *pp = strchr(argv[2], ':');
+    g.post_port = pp ? atoi(pp + 1) : g.port;
     g.conns = atoi(argv[3]);
     g.seconds = atoi(argv[4]);
     g.rate = argc > 5 ? atof(argv[5]) : g.mode == MODE_FANOUT ? 16 : 200;
@@ -488,7 +492,7 @@ int main(int argc, char **argv)
     g.ws = calloc((size_t)g.conns, sizeof *g.ws);
     g.ring = (size_t)g.rate * 4 + 4;
     g.seen = calloc(g.ring, sizeof *g.seen);
-    tcp_connect(&g.post.tcp, on_post_connect);
+    tcp_connect(&g.post.tcp, g.post_port, on_post_connect);
     connect_more();
     uv_timer_init(g.loop, &g.tick);
     uv_timer_init(g.loop, &g.stop);

@@ -29,6 +29,12 @@ struct lws_vhost;
 #define ST__WS_CLOSE_GRACE  10           /* seconds a cut-off stream has to take its close frame */
 #define ST__WS_RING_KEEP    8            /* queue entries an empty queue keeps room for */
 
+/* close codes (RFC 6455 §7.4.1) */
+#define ST__WS_CLOSE_PROTOCOL 1002
+#define ST__WS_CLOSE_INVALID  1007
+#define ST__WS_CLOSE_POLICY   1008
+#define ST__WS_CLOSE_TOO_BIG  1009
+
 /* Shared bytes of one change; freed when the last queue holding it lets go. */
 typedef struct st_wsbody {
     uint32_t refs;
@@ -99,12 +105,14 @@ struct st_wsconn {
      * is not: its queue is dropped and nothing more is queued; the close starts from the
      * writable callback (see st__ws_cut). */
     const char *cut;
-    bool closing;     /* the close was handed to lws: nothing more is done here */
-    bool broken;      /* a direct write failed: close from the writable callback */
-    bool established; /* counted in ws->nconns (a failed handshake never is) */
-    char *subject;    /* authenticated principal ("" when auth is off) */
-    int64_t exp_us;   /* the token's expiry, 0 when none */
-    st_buf_t in;      /* a message arriving in fragments */
+    uint16_t cut_code; /* the close code of a cut-off: 1008, or 1002/1007/1009 for a failure */
+    int fd;            /* the socket (its read-side check in rx.c is keyed by it) */
+    bool closing;      /* the close was handed to lws: nothing more is done here */
+    bool broken;       /* a direct write failed: close from the writable callback */
+    bool established;  /* counted in ws->nconns (a failed handshake never is) */
+    char *subject;     /* authenticated principal ("" when auth is off) */
+    int64_t exp_us;    /* the token's expiry, 0 when none */
+    st_buf_t in;       /* a message arriving in fragments */
 };
 
 struct st_ws {
@@ -136,6 +144,10 @@ void st__ws_queue_replay(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_ws
  * leaves once lws has written what it holds, and the socket is closed anyway after
  * ST__WS_CLOSE_GRACE seconds. */
 void st__ws_cut(st_ws_t *ws, st_wsconn_t *c, const char *reason);
+/* Fails c's stream (RFC 6455 §7.1.7) for what its client sent: `code` and `reason` (a
+ * literal), its queue dropped, nothing more served; from the writable callback, a close frame
+ * is written and the socket closed at once (no wait for the client's close frame). */
+void st__ws_fail(st_ws_t *ws, st_wsconn_t *c, uint16_t code, const char *reason);
 /* Queues a one-off frame built in b (copied). */
 void st__ws_queue_buf(st_ws_t *ws, st_wsconn_t *c, const st_buf_t *b, uint64_t wait);
 void st__ws_send_error(st_ws_t *ws, st_wsconn_t *c, const char *id, const char *code,
@@ -161,6 +173,19 @@ void st__ws_seats_changed(void *arg, const char *event_id, size_t elen, const ch
                           size_t tlen, uint64_t wait);
 void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char *conv, size_t clen,
                            uint64_t msg_id, const char *json, size_t len, uint64_t wait);
+
+/* ---- rx.c: RFC 6455 checks on client frames, ahead of libwebsockets ---- */
+/* Records the loop's thread: only its reads are checked. */
+void st__ws_rx_init(st_ws_t *ws);
+void st__ws_rx_free(void);
+/* Starts checking fd, a socket being adopted with buf (the upgrade request, then what the
+ * client sent behind it): *len is cut before the first bad frame in buf, if any. */
+int st__ws_rx_adopt(int fd, const char *buf, size_t *len);
+/* fd's stream became c: returns why it must fail (a literal) if a bad frame came already,
+ * NULL otherwise; from now on a bad frame fails c at once. */
+const char *st__ws_rx_attach(int fd, st_wsconn_t *c);
+/* Stops checking fd (its stream closed). */
+void st__ws_rx_detach(int fd);
 
 /* notes.c: stream frames carried in a group's Raft entries */
 void st__ws_notes_init(st_ws_t *ws);

@@ -275,10 +275,11 @@ static int st__flush(st_ws_t *ws, st_wsconn_t *c)
     return 0;
 }
 
-void st__ws_cut(st_ws_t *ws, st_wsconn_t *c, const char *reason)
+static void st__end(st_ws_t *ws, st_wsconn_t *c, uint16_t code, const char *reason)
 {
     if (c->cut) return;
     c->cut = reason;
+    c->cut_code = code;
     st__ws_queue_clear(ws, c); /* the close goes ahead of every frame not yet written */
     if (!c->wsi) return;
     /* The deadline, should the peer never read again (the writable callback comes only when it
@@ -288,6 +289,41 @@ void st__ws_cut(st_ws_t *ws, st_wsconn_t *c, const char *reason)
     lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, ST__WS_CLOSE_GRACE);
     lws_callback_on_writable(c->wsi);
     lws_cancel_service(lws_get_context(c->wsi));
+}
+
+void st__ws_cut(st_ws_t *ws, st_wsconn_t *c, const char *reason)
+{
+    st__end(ws, c, ST__WS_CLOSE_POLICY, reason);
+}
+
+void st__ws_fail(st_ws_t *ws, st_wsconn_t *c, uint16_t code, const char *reason)
+{
+    st__end(ws, c, code, reason);
+}
+
+/* Fails a stream from its writable callback: the close frame is written here, as raw bytes
+ * like every frame strata sends, and -1 has lws close the socket right after it (lws's own
+ * close would wait up to 5 s for the client's close frame; RFC 6455 §7.1.7 has the server
+ * close the connection). The socket has room for a few bytes: it just reported so. */
+static int st__fail_now(st_ws_t *ws, st_wsconn_t *c)
+{
+    if (lws_partial_buffered(c->wsi)) {
+        lws_callback_on_writable(c->wsi);
+        return 0;
+    }
+    size_t rl = strlen(c->cut);
+    if (rl > 123) rl = 123;
+    st_buf_t *out = &ws->out;
+    st_buf_reset(out);
+    st_buf_reserve(out, LWS_PRE);
+    out->len = LWS_PRE;
+    unsigned char h[4] = {0x88, (unsigned char)(2 + rl), (unsigned char)(c->cut_code >> 8),
+                          (unsigned char)c->cut_code};
+    st_buf_append(out, h, sizeof h);
+    st_buf_append(out, c->cut, rl);
+    lws_write(c->wsi, (unsigned char *)out->data + LWS_PRE, out->len - LWS_PRE, LWS_WRITE_HTTP);
+    c->closing = true;
+    return -1;
 }
 
 /* Starts the close of a cut-off stream, from its writable callback: lws calls it only once it
@@ -305,7 +341,7 @@ static int st__start_close(st_wsconn_t *c)
         return 0;
     }
     c->closing = true;
-    lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)c->cut,
+    lws_close_reason(wsi, (enum lws_close_status)c->cut_code, (unsigned char *)c->cut,
                      strlen(c->cut));
     lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
     return 0;
@@ -314,7 +350,8 @@ static int st__start_close(st_wsconn_t *c)
 int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c)
 {
     if (c->closing) return 0; /* lws sends the close frame itself */
-    if (c->cut) return st__start_close(c);
+    if (c->cut)
+        return c->cut_code == ST__WS_CLOSE_POLICY ? st__start_close(c) : st__fail_now(ws, c);
     if (c->broken) return -1;
     if (st__flush(ws, c) != 0) return -1;
     /* A flush that stopped on a partly buffered write, with its queue empty, must still fetch the

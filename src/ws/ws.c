@@ -16,17 +16,21 @@ static st_ws_t *st__ws(struct lws *wsi)
     return lws_context_user(lws_get_context(wsi));
 }
 
-/* What the HTTP side learnt from the upgrade, kept on the wsi until the stream is established. */
+/* What the HTTP side learnt from the upgrade and the socket's fd (the key of its read-side check,
+ * rx.c), kept on the wsi for its lifetime: lws has closed the socket by LWS_CALLBACK_WSI_DESTROY,
+ * which must still stop the check of a connection that never became a stream. */
 typedef struct {
     int64_t exp_us;
+    int fd;
     char subject[];
 } st_wsauth_t;
 
-static st_wsauth_t *st__auth_new(const char *subject, int64_t exp_us)
+static st_wsauth_t *st__auth_new(int fd, const char *subject, int64_t exp_us)
 {
     size_t n = subject ? strlen(subject) : 0;
     st_wsauth_t *a = st_malloc(sizeof *a + n + 1);
     a->exp_us = exp_us;
+    a->fd = fd;
     if (n) memcpy(a->subject, subject, n);
     a->subject[n] = '\0';
     return a;
@@ -46,6 +50,7 @@ static void st__conn_free(st_ws_t *ws, st_wsconn_t *c)
     st__ws_unsubscribe_all(ws, c);
     st__ws_queue_clear(ws, c);
     ws->nconns--;
+    st__ws_rx_detach(c->fd);
     free(c->subject);
     st_buf_free(&c->in);
     st_metric_add(ws->m_conns, -1);
@@ -58,17 +63,19 @@ static void st__established(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c)
     c->established = true;
     /* lws services the read-ahead inside st_ws_adopt, so the token's subject is usually still in
      * ws->adopting; a handshake completed later finds it on the wsi instead */
-    st_wsauth_t *a = lws_get_opaque_user_data(wsi);
-    lws_set_opaque_user_data(wsi, NULL);
+    const st_wsauth_t *a = lws_get_opaque_user_data(wsi);
     const st_wsauth_t *from = a ? a : ws->adopting;
     c->subject = st_strndup(from ? from->subject : "", from ? strlen(from->subject) : 0);
     c->exp_us = from ? from->exp_us : 0;
-    free(a);
+    c->fd = from ? from->fd : -1;
     c->next = ws->conns;
     if (ws->conns) ws->conns->prev = c;
     ws->conns = c;
     ws->nconns++;
     st_metric_add(ws->m_conns, 1);
+    /* a bad frame behind the upgrade request fails the stream before anything is served */
+    const char *bad = st__ws_rx_attach(c->fd, c);
+    if (bad) st__ws_fail(ws, c, ST__WS_CLOSE_PROTOCOL, bad);
 }
 
 static int st__receive(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c, const void *in, size_t len)
@@ -80,17 +87,15 @@ static int st__receive(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c, const void 
         return 0;
     }
     if (c->in.len + len > ST__WS_MAX_IN) {
-        lws_close_reason(wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE,
-                         (unsigned char *)"message too large", 17);
-        return -1;
+        st__ws_fail(ws, c, ST__WS_CLOSE_TOO_BIG, "message too large");
+        return 0;
     }
     st_buf_append(&c->in, in, len);
     if (lws_is_final_fragment(wsi) && !lws_remaining_packet_payload(wsi)) {
         if (!st_utf8_valid(c->in.data, c->in.len)) {
             /* lws checks too (LWS_SERVER_OPTION_VALIDATE_UTF8); this covers joined fragments */
-            lws_close_reason(wsi, LWS_CLOSE_STATUS_INVALID_PAYLOAD,
-                             (unsigned char *)"invalid UTF-8", 13);
-            return -1;
+            st__ws_fail(ws, c, ST__WS_CLOSE_INVALID, "invalid UTF-8");
+            return 0;
         }
         st__ws_on_message(ws, c, c->in.data, c->in.len);
         st_buf_reset(&c->in);
@@ -113,11 +118,13 @@ static int st__callback(struct lws *wsi, enum lws_callback_reasons reason, void 
     case LWS_CALLBACK_CLOSED:
         st__conn_free(st__ws(wsi), c);
         return 0;
-    case LWS_CALLBACK_WSI_DESTROY:
-        /* a connection that never became a stream still owns its subject */
-        free(lws_get_opaque_user_data(wsi));
+    case LWS_CALLBACK_WSI_DESTROY: {
+        st_wsauth_t *a = lws_get_opaque_user_data(wsi);
+        if (a) st__ws_rx_detach(a->fd); /* a no-op if its stream's close did it */
+        free(a);
         lws_set_opaque_user_data(wsi, NULL);
         return 0;
+    }
     default:
         return 0;
     }
@@ -188,6 +195,7 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
     ws->m_sent = st_metrics_counter("strata_ws_frames_sent_total", "Frames sent", "");
     st__ws_topics_init(ws);
     st__ws_listen(ws);
+    st__ws_rx_init(ws);
     uv_timer_init(loop, &ws->expiry);
     ws->expiry.data = ws;
     if (*app->cfg->jwt_secret) uv_timer_start(&ws->expiry, st__on_expiry, 1000, 1000);
@@ -209,6 +217,7 @@ void st_ws_free(st_ws_t *ws)
      * again after the loop has run its close callbacks. */
     lws_context_destroy(ws->ctx);
     st__ws_topics_free(ws);
+    st__ws_rx_free();
     st_buf_free(&ws->out);
     free(ws);
 }
@@ -220,16 +229,18 @@ int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *su
         close(fd);
         return ST_EHEADERS;
     }
-    st_wsauth_t *a = st__auth_new(subject, exp_us);
+    st_wsauth_t *a = st__auth_new(fd, subject, exp_us);
+    st__ws_rx_adopt(fd, buf, &len); /* lws is not given a bad frame that came behind the head */
     ws->adopting = a;
     struct lws *wsi = lws_adopt_socket_vhost_readbuf(ws->vh, fd, buf, len);
     ws->adopting = NULL;
-    st_wsconn_t *c = wsi ? lws_wsi_user(wsi) : NULL;
-    if (wsi && (!c || c->wsi != wsi)) /* not established yet: keep the token on the wsi */
+    if (wsi) {
         lws_set_opaque_user_data(wsi, a);
-    else
-        free(a);
-    return wsi ? ST_OK : ST_EUNAVAIL; /* without a wsi, lws has closed fd */
+        return ST_OK;
+    }
+    st__ws_rx_detach(fd); /* without a wsi, lws has closed fd */
+    free(a);
+    return ST_EUNAVAIL;
 }
 
 size_t st_ws_connections(const st_ws_t *ws)

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The read side of RFC 6455 that libwebsockets 4.1 leaves open. lws parses client frames itself
+ * and does not check, nor tell its user, whether a client frame was masked (§5.1: a server
+ * MUST fail the connection on an unmasked frame; lws checks it only from 5.0), and it lets a
+ * control frame with a payload over 125 bytes through (§5.5). Nothing in its API sees the
+ * frame headers, so strata watches the bytes on their way in: lws reads a stream's socket with
+ * recv(), and this file defines recv() for the process (the executable's definition takes
+ * precedence over libc's for the shared libraries). For a socket adopted as a stream, and only
+ * on the thread running the loop, it follows the frame headers in what the kernel returned
+ * (payloads are skipped, not read), and at the first frame that breaks a rule it hands lws only
+ * the bytes before that frame, drops everything after, and fails the stream: a close frame with
+ * 1002 and the socket closed (st__ws_fail). So lws never parses a bad frame and nothing it
+ * carried is acted on. Every other recv() (libcurl, other threads) passes straight through.
+ */
+#define _GNU_SOURCE /* memmem */
+#include "internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* Where the header scan of one stream's client bytes is. */
+typedef enum {
+    ST__RX_HDR0,   /* FIN, RSV, opcode */
+    ST__RX_HDR1,   /* MASK, length */
+    ST__RX_EXTLEN, /* 2 or 8 length bytes */
+    ST__RX_KEY,    /* 4 mask-key bytes */
+    ST__RX_BODY,   /* payload bytes to skip */
+} st__rxstate_t;
+
+typedef struct {
+    bool on;           /* the fd is a stream's socket */
+    uint8_t state;     /* st__rxstate_t */
+    uint8_t op;        /* opcode of the frame being read */
+    uint8_t need;      /* EXTLEN/KEY bytes still to come */
+    bool fin;          /* of the frame being read */
+    uint64_t left;     /* EXTLEN: the length so far; BODY: bytes still to skip */
+    const char *bad;   /* why the stream failed (a literal), NULL while it has not */
+    st_wsconn_t *conn; /* the stream once established (NULL before, and after it closed) */
+} st__rx_t;
+
+static st__rx_t *st__rx; /* indexed by fd */
+static size_t st__rx_cap;
+static pthread_t st__rx_thread; /* the loop's */
+static st_ws_t *st__rx_ws;
+
+void st__ws_rx_init(st_ws_t *ws)
+{
+    st__rx_thread = pthread_self();
+    st__rx_ws = ws;
+}
+
+void st__ws_rx_free(void)
+{
+    st__rx_ws = NULL;
+    free(st__rx);
+    st__rx = NULL;
+    st__rx_cap = 0;
+}
+
+static st__rx_t *st__rx_slot(int fd)
+{
+    if (!st__rx_ws || fd < 0 || (size_t)fd >= st__rx_cap) return NULL;
+    if (!pthread_equal(pthread_self(), st__rx_thread)) return NULL;
+    return st__rx[fd].on ? &st__rx[fd] : NULL;
+}
+
+/* Follows the frame headers in p[0..n); returns how many bytes precede the first frame that
+ * breaks a rule (n if none does), with r->bad set then. */
+static size_t st__rx_scan(st__rx_t *r, const unsigned char *p, size_t n)
+{
+    size_t i = 0, start = 0; /* start: the first byte of the frame being read */
+    while (i < n) {
+        unsigned char b = p[i];
+        switch (r->state) {
+        case ST__RX_HDR0:
+            start = i;
+            r->fin = b & 0x80;
+            r->op = b & 0x0f;
+            if (b & 0x70)
+                r->bad = "reserved bits set";
+            else if ((r->op > 2 && r->op < 8) || r->op > 10)
+                r->bad = "reserved opcode";
+            else if (r->op >= 8 && !r->fin)
+                r->bad = "fragmented control frame";
+            r->state = ST__RX_HDR1;
+            break;
+        case ST__RX_HDR1:
+            if (!(b & 0x80))
+                r->bad = "unmasked frame";
+            else if (r->op >= 8 && (b & 0x7f) > 125)
+                r->bad = "control frame too long";
+            r->left = b & 0x7f;
+            r->need = r->left == 126 ? 2 : r->left == 127 ? 8 : 0;
+            if (r->need) r->left = 0;
+            r->state = r->need ? ST__RX_EXTLEN : ST__RX_KEY;
+            if (!r->need) r->need = 4;
+            break;
+        case ST__RX_EXTLEN:
+            r->left = r->left << 8 | b;
+            if (--r->need == 0) {
+                if (r->left >> 63) r->bad = "frame length out of range";
+                r->state = ST__RX_KEY;
+                r->need = 4;
+            }
+            break;
+        case ST__RX_KEY:
+            if (--r->need == 0) r->state = r->left ? ST__RX_BODY : ST__RX_HDR0;
+            break;
+        case ST__RX_BODY: {
+            size_t take = n - i < r->left ? n - i : (size_t)r->left;
+            r->left -= take;
+            i += take;
+            if (!r->left) r->state = ST__RX_HDR0;
+            continue;
+        }
+        }
+        if (r->bad) return start;
+        i++;
+    }
+    return n;
+}
+
+/* A frame broke a rule: its stream fails if it is one already, else when it becomes one. */
+static void st__rx_failed(st__rx_t *r)
+{
+    if (r->conn) st__ws_fail(st__rx_ws, r->conn, ST__WS_CLOSE_PROTOCOL, r->bad);
+}
+
+int st__ws_rx_adopt(int fd, const char *buf, size_t *len)
+{
+    if (fd < 0) return ST_EINVAL;
+    if ((size_t)fd >= st__rx_cap) {
+        size_t cap = st__rx_cap ? st__rx_cap : 64;
+        while (cap <= (size_t)fd)
+            cap *= 2;
+        st__rx = st_realloc(st__rx, cap * sizeof *st__rx);
+        memset(st__rx + st__rx_cap, 0, (cap - st__rx_cap) * sizeof *st__rx);
+        st__rx_cap = cap;
+    }
+    st__rx_t *r = &st__rx[fd];
+    memset(r, 0, sizeof *r);
+    r->on = true;
+    /* what the client sent behind its upgrade request is read by lws from buf, not recv() */
+    const char *end = memmem(buf, *len, "\r\n\r\n", 4);
+    if (end) {
+        size_t head = (size_t)(end + 4 - buf);
+        *len = head + st__rx_scan(r, (const unsigned char *)buf + head, *len - head);
+    }
+    return ST_OK;
+}
+
+const char *st__ws_rx_attach(int fd, st_wsconn_t *c)
+{
+    st__rx_t *r = st__rx_slot(fd);
+    if (!r) return NULL;
+    r->conn = c;
+    return r->bad;
+}
+
+void st__ws_rx_detach(int fd)
+{
+    st__rx_t *r = st__rx_slot(fd);
+    if (r) memset(r, 0, sizeof *r);
+}
+
+ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+    ssize_t n = recvfrom(fd, buf, len, flags, NULL, NULL);
+    st__rx_t *r = n > 0 && !(flags & MSG_PEEK) ? st__rx_slot(fd) : NULL;
+    if (!r) return n;
+    if (r->bad) { /* failed: nothing more reaches lws; the close is under way */
+        errno = EAGAIN;
+        return -1;
+    }
+    size_t ok = st__rx_scan(r, buf, (size_t)n);
+    if (!r->bad) return n;
+    st__rx_failed(r);
+    if (ok) return (ssize_t)ok;
+    errno = EAGAIN;
+    return -1;
+}
