@@ -63,6 +63,46 @@ wrk_strata() {
   [ "$W_OK" -gt 0 ] || die "no 2xx answer during: wrk $*"
 }
 
+# Where a run's time goes inside strata, per answered request: CPU (user + system, from
+# /proc/PID/task/*/stat), system calls (perf stat's raw_syscalls:sys_enter tracepoint; "n/a"
+# where perf may not trace) and context switches (voluntary + involuntary, /proc status), in all
+# and per named thread (the loop is "strata", the store's threads "strata-sync" and
+# "strata-apply").
+#   cost_begin PID; …the run…; cost_end PID ANSWERS
+# Sets C_CPU_US, C_SYSCALLS, C_CSW (per answer) and C_THREADS ("name cpu_us/csw, …").
+cost_snap() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    awk -v c="$(cat "$t/comm")" 'FNR == NR { split($0, a, ") "); split(a[2], f, " "); cpu = f[12] + f[13]; next }
+      /^voluntary_ctxt_switches/ { v = $2 } /^nonvoluntary_ctxt_switches/ { n = $2 }
+      END { print c, cpu, v + n }' "$t/stat" "$t/status" 2>/dev/null || true
+  done | awk '{ cpu[$1] += $2; cs[$1] += $3 } END { for (c in cpu) print c, cpu[c], cs[c] }' | sort
+}
+cost_begin() {
+  C_SNAP0=$(cost_snap "$1")
+  C_PERF=$work/perf.$1
+  if perf stat -e raw_syscalls:sys_enter -x, -p "$1" -o "$C_PERF" -- true >/dev/null 2>&1; then
+    perf stat -e raw_syscalls:sys_enter -x, -p "$1" -o "$C_PERF" >/dev/null 2>&1 &
+    C_PERF_PID=$!
+  else
+    C_PERF_PID=
+  fi
+}
+cost_end() {
+  local n=$2 hz; hz=$(getconf CLK_TCK)
+  if [ -n "$C_PERF_PID" ]; then kill -INT "$C_PERF_PID"; wait "$C_PERF_PID" 2>/dev/null || true; fi
+  local snap1; snap1=$(cost_snap "$1")
+  local d; d=$(join <(echo "$C_SNAP0") <(echo "$snap1") | awk '{ print $1, $4 - $2, $5 - $3 }')
+  C_CPU_US=$(awk -v n="$n" -v hz="$hz" '{ s += $2 } END { printf "%.1f", s * 1e6 / hz / n }' <<<"$d")
+  C_CSW=$(awk -v n="$n" '{ s += $3 } END { printf "%.3f", s / n }' <<<"$d")
+  C_THREADS=$(awk -v n="$n" -v hz="$hz" '$2 > 0 || $3 > 0 { printf "%s%s %.1f µs/%.3f cs", sep, $1, $2 * 1e6 / hz / n, $3 / n; sep = ", " }' <<<"$d")
+  C_SYSCALLS=n/a
+  if [ -n "$C_PERF_PID" ] && [ -s "$C_PERF" ]; then
+    C_SYSCALLS=$(awk -F, -v n="$n" '/raw_syscalls:sys_enter/ && $1 ~ /^[0-9]+$/ { printf "%.2f", $1 / n }' "$C_PERF")
+    [ -n "$C_SYSCALLS" ] || C_SYSCALLS=n/a
+  fi
+}
+
 # wrk against a peer without per-status metrics (nginx): wrk's "Non-2xx or 3xx responses" line
 # counts statuses above 399 (wrk 4.1); the peers' configs answer nothing but 200, so any such
 # line fails the bench. Sets the same W_* variables (W_OK = every answer wrk counted).

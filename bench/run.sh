@@ -51,14 +51,20 @@ wait_port "$ra"; wait_port "$re"; wait_port "$np"
 
 W="-t1 -c$CONNS -d${DURATION}s --latency"
 echo "# strata vs peers, $(date -u +%F), $(nproc) cores, ${DURATION}s per side, $CONNS connections"
+cost_begin "$spid"
 wrk_strata "$sp" "" -- $W -s bench/incr.lua "http://127.0.0.1:$sp"
+cost_end "$spid" "$W_OK"
 s_incr=$W_RPS; s_incr_p99=$W_P99; s_incr_ok=$W_OK; s_incr_wrk=$W_WRK_RPS
+incr_cost="$C_CPU_US µs CPU, $C_SYSCALLS syscalls, $C_CSW context switches per durable write ($C_THREADS)"
 redis_timed "$ra" incr -- -c "$CONNS" -t incr
 r_always=$R_RPS
 redis_timed "$re" incr -- -c "$CONNS" -t incr
 r_every=$R_RPS
+cost_begin "$spid"
 wrk_strata "$sp" "" -- $W -s bench/get.lua "http://127.0.0.1:$sp"
+cost_end "$spid" "$W_OK"
 s_get=$W_RPS; s_get_p99=$W_P99
+get_cost="$C_CPU_US µs CPU, $C_SYSCALLS syscalls, $C_CSW context switches per read ($C_THREADS)"
 wrk_peer $W -s bench/get.lua "http://127.0.0.1:$np" -- /
 n_get=$W_RPS
 wrk_strata "$sp" "" -- $W -s bench/pipeline.lua "http://127.0.0.1:$sp" -- /v1/counters/bench 16
@@ -95,3 +101,4 @@ printf '| GET counter, pipeline 16 | %s | (no peer) | | |\n' "$s_pipe"
 printf '\nstrata p99: incr %s ms, get %s ms; wrk counted %s req/s for incr (strata answered %s 2xx/s); group commit: %s commits, %s writes/commit on average, %s ms per commit (fdatasync incl.); peak RSS %s\n' \
   "$s_incr_p99" "$s_get_p99" "$s_incr_wrk" "$s_incr" "$commits" "$batch_avg" "$commit_avg" "$rss"
 printf 'final counter: %s = 12345 + %s acknowledged increments + %s in flight when wrk stopped\n' "$value" "$s_incr_ok" "$extra"
+printf 'where the time goes in strata: incr: %s\n                                 get:  %s\n' "$incr_cost" "$get_cost"

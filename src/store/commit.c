@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 const char st__applied_key[] = "\0wal_applied";
 const char st__group_applied_key[] = "\0raft_applied";
@@ -220,6 +221,7 @@ static void st__ckpt_sync(st_store_t *s)
 static void st__apply_thread(void *arg)
 {
     st_store_t *s = arg;
+    prctl(PR_SET_NAME, "strata-apply"); /* for top, perf and bench/lib.sh's cost figures */
     unsigned backoff_ms = 0;
     uint64_t logged_ns = 0;
     uv_mutex_lock(&s->mu);
@@ -419,6 +421,7 @@ static st_batch_t *st__take_group(st_store_t *s)
 static void st__sync_thread(void *arg)
 {
     st_store_t *s = arg;
+    prctl(PR_SET_NAME, "strata-sync");
     st_buf_t payload = {0};
     uv_mutex_lock(&s->mu);
     for (;;) {
