@@ -57,6 +57,18 @@ static void st__lease_extend(st_repl_t *r, uint64_t sent_ns)
     if (r->leading && until > r->lease_until_ns) r->lease_until_ns = until;
 }
 
+void st_repl_read_fence(st_repl_t *r, uint64_t *wait)
+{
+    int lease = st_repl_read_lease(r);
+    if (!r->serving) return;
+    if (lease == ST_REPL_LEASE_EXPIRED) {
+        st_store_fence(r->store, wait);
+    } else if (lease == ST_REPL_LEASE_RENEW) {
+        uint64_t renew = 0; /* this read need not wait for it */
+        st_store_fence(r->store, &renew);
+    }
+}
+
 int st_repl_read_lease(const st_repl_t *r)
 {
     uint64_t now = uv_hrtime();
@@ -387,6 +399,7 @@ static int st__raft_setup(st_repl_t *r, const st_repl_opts_t *o, const char *sel
     if (rc) return rc;
     r->raft.data = r;
     unsigned et = o->election_timeout ? o->election_timeout : 1000;
+    st__read_index_init(r, et);
     r->lease_ns = (uint64_t)et * 1000000 / 4 * 3;
     raft_set_election_timeout(&r->raft, et);
     raft_set_heartbeat_timeout(&r->raft, et / 10 ? et / 10 : 1);
@@ -499,15 +512,17 @@ void st_repl_close(st_repl_t *r, void (*done)(void *arg), void *arg)
 {
     r->closed_cb = done;
     r->closed_arg = arg;
-    /* the three timers and Raft (and a fetch or an announcement in flight); the last step
-     * frees */
-    r->closing = 5;
+    /* the four timers and Raft (and a fetch, an announcement or a read index round in flight);
+     * the last step frees */
+    r->closing = 6;
     if (r->fetching) r->closing++;
     if (r->announcing) r->closing++;
+    if (r->ri_busy) r->closing++;
     st_store_set_standby(r->store, true);
     uv_close((uv_handle_t *)&r->poll, st__poll_closed);
     uv_close((uv_handle_t *)&r->retry, st__poll_closed);
     uv_close((uv_handle_t *)&r->announce, st__poll_closed);
+    uv_close((uv_handle_t *)&r->ri_timer, st__poll_closed);
     r->raft.data = r;
     raft_close(&r->raft, st__raft_closed);
 }
