@@ -38,7 +38,7 @@ typedef struct {
     const char *listen_host;     /* the host HTTP listens on (snapshot copies are served there) */
     const char *data_dir;        /* Raft's files go to DATA_DIR/raft */
     unsigned election_timeout;   /* ms */
-    unsigned snapshot_threshold; /* entries between snapshots (and kept after one); 0: 8192 */
+    unsigned snapshot_threshold; /* entries between snapshots (and kept after one); 0: by size */
     const char *jwt_secret;      /* signs snapshot requests to other members when auth is on */
 } st_repl_opts_t;
 

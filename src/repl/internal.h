@@ -53,6 +53,9 @@ struct st_repl {
     uint64_t lease_ns;       /* how long a majority's acceptance proves leadership (repl.c) */
     uint64_t lease_until_ns; /* uv_hrtime() until which reads need no proof; 0: none */
     uint64_t lead_term;
+    bool snap_auto;        /* snapshots by log size (repl.c), not a fixed entry count */
+    uint64_t snap_bytes;   /* bytes of the entries applied since the last threshold update */
+    uint64_t snap_entries; /* and how many */
     void (*on_lead)(void *arg);
     void *on_lead_arg;
     void (*on_follow)(void *arg);
