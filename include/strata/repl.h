@@ -38,7 +38,7 @@ typedef struct {
     const char *listen_host;     /* the host HTTP listens on (snapshot copies are served there) */
     const char *data_dir;        /* Raft's files go to DATA_DIR/raft */
     unsigned election_timeout;   /* ms */
-    unsigned snapshot_threshold; /* entries between snapshots (and kept after one); 0: 8192 */
+    unsigned snapshot_threshold; /* entries between snapshots (and kept after one); 0: by size */
     const char *jwt_secret;      /* signs snapshot requests to other members when auth is on */
 } st_repl_opts_t;
 
@@ -62,6 +62,22 @@ bool st_repl_has_leader(st_repl_t *r);
  * lease: the answer must wait for a fence (st_store_fence). */
 enum { ST_REPL_LEASE_VALID, ST_REPL_LEASE_RENEW, ST_REPL_LEASE_EXPIRED };
 int st_repl_read_lease(const st_repl_t *r);
+/* A read on this member (SPEC §8): on the serving leader, raises *wait to a fence's batch when
+ * its lease does not cover the read now (the answer waits for that batch; if it fails, this
+ * member was deposed). Nothing on a member that does not serve. */
+void st_repl_read_fence(st_repl_t *r, uint64_t *wait);
+/* A read on a member that does not serve (a stream's snapshot on a follower): asks the leader
+ * for its commit index (a ReadIndex round, POST /v1/cluster/read-index, which the leader answers
+ * only while it can prove it leads) and waits until this member shows every entry up to it.
+ * Returns a ticket; the callback set with st_repl_on_read_index runs whenever tickets complete.
+ * One round serves every ticket taken before it was sent. */
+uint64_t st_repl_read_index_begin(st_repl_t *r);
+/* 1 once the ticket's round completed (this member's state is current as of the ticket), -1 if
+ * it failed (no leader, or the leader did not answer), 0 while it runs. */
+int st_repl_read_index_state(const st_repl_t *r, uint64_t ticket);
+void st_repl_on_read_index(st_repl_t *r, void (*fn)(void *arg), void *arg);
+/* The leader's side of a round: its commit index, for an answer sent after the read fence. */
+uint64_t st_repl_commit_index(const st_repl_t *r);
 /* True once this member leads and has caught up (after its barrier). */
 bool st_repl_serving(const st_repl_t *r);
 /* The current leader's advertised base URL, written into buf (NUL-terminated); ST_ENOLEADER

@@ -154,6 +154,9 @@ void st_store_group_abandon(st_store_t *s, int err);
 int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, size_t len);
 /* Highest Raft index given to st_store_group_apply (queued or in LMDB). */
 uint64_t st_store_group_queued(const st_store_t *s);
+/* Highest Raft index whose batch came back from the apply thread to the loop: readers see it
+ * and, on a follower, its changes have gone to the streams (<= st_store_group_queued). */
+uint64_t st_store_group_shown(const st_store_t *s);
 /* Any thread: waits until LMDB holds every entry up to `index` and forces it to disk (before
  * Raft may drop those entries from its log). */
 int st_store_group_sync(st_store_t *s, uint64_t index);

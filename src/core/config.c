@@ -151,9 +151,9 @@ static const st_cfg_opt_t st__opts[] = {
     ST__NUM(ST_CFG_U64, election_timeout, "election-timeout", "STRATA_ELECTION_TIMEOUT", "1000", 50,
             60000, "Raft election timeout in ms (a new leader within ~2-3x after a loss)"),
     ST__NUM(ST_CFG_U64, raft_snapshot_entries, "raft-snapshot-entries",
-            "STRATA_RAFT_SNAPSHOT_ENTRIES", "8192", 16, 1000000,
+            "STRATA_RAFT_SNAPSHOT_ENTRIES", "0", 0, 1000000,
             "Raft entries between snapshots, and kept after one (a member further behind copies "
-            "the store)"),
+            "the store); 0: about every 64 MiB of log, 8192 entries at least"),
 };
 #define ST__NOPTS (sizeof st__opts / sizeof st__opts[0])
 

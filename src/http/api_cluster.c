@@ -31,6 +31,17 @@ int st_api_cluster_snapshot(st_ctx_t *c)
     return ST_OK;
 }
 
+/* A member that does not serve asks the leader for a read index (src/repl/readindex.c). The
+ * answer goes out after the read fence (dispatch.c): only a leader that proved it leads sends
+ * it, and its commit index covers every write acknowledged before the request came. */
+int st_api_cluster_read_index(st_ctx_t *c)
+{
+    if (!c->app->repl) return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
+    st_buf_printf(c->body, "{\"commit_index\":%llu}",
+                  (unsigned long long)st_repl_commit_index(c->app->repl));
+    return ST_OK;
+}
+
 /* A member's record (src/repl/announce.c): {"id","http","cold"}, signed as admin. Answered
  * once the group holds it. */
 int st_api_cluster_announce(st_ctx_t *c)
@@ -68,13 +79,7 @@ void st_cluster_read_fence(st_ctx_t *c)
 {
     st_repl_t *repl = c->app->repl;
     if (!repl || !st__gated(c->req)) return;
-    int lease = st_repl_read_lease(repl);
-    if (lease == ST_REPL_LEASE_EXPIRED) {
-        st_store_fence(c->app->store, &c->wait);
-    } else if (lease == ST_REPL_LEASE_RENEW) {
-        uint64_t renew = 0; /* this answer need not wait for it */
-        st_store_fence(c->app->store, &renew);
-    }
+    st_repl_read_fence(repl, &c->wait);
 }
 
 bool st_cluster_gate(st_ctx_t *c)

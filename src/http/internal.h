@@ -187,6 +187,7 @@ int st_api_admin_test_drift(st_ctx_t *c);
 int st_api_cluster(st_ctx_t *c);
 int st_api_cluster_snapshot(st_ctx_t *c);
 int st_api_cluster_announce(st_ctx_t *c);
+int st_api_cluster_read_index(st_ctx_t *c);
 /* api_cluster.c: in a group, a member that is not the serving leader answers /v1 requests (but
  * /v1/cluster) itself — 307 to the leader or 503 no_leader. True when it answered. */
 bool st_cluster_gate(st_ctx_t *c);

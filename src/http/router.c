@@ -11,6 +11,7 @@ const st_route_t st_routes[] = {
     {ST_HTTP_GET, "/v1/cluster", st_api_cluster, 0},
     {ST_HTTP_POST, "/v1/cluster/snapshot", st_api_cluster_snapshot, ST_ROUTE_ADMIN},
     {ST_HTTP_POST, "/v1/cluster/announce", st_api_cluster_announce, ST_ROUTE_ADMIN},
+    {ST_HTTP_POST, "/v1/cluster/read-index", st_api_cluster_read_index, ST_ROUTE_ADMIN},
     {ST_HTTP_POST, "/v1/admin/flush", st_api_admin_flush, ST_ROUTE_ADMIN | ST_ROUTE_NOSTAGE},
     {ST_HTTP_POST, "/v1/admin/compact", st_api_admin_compact, ST_ROUTE_ADMIN},
     {ST_HTTP_POST, "/v1/admin/reconcile", st_api_admin_reconcile, ST_ROUTE_ADMIN},

@@ -141,8 +141,8 @@ static void st__ann_work(uv_work_t *w)
     st_repl_t *r = w->data;
     st_buf_t resp = {0};
     long status = 0;
-    int rc = st__member_post(r->ann_leader, "/v1/cluster/announce", r->ann_body, r->secret, &resp,
-                             &status, NULL, 0);
+    int rc = st__member_post(r->ann_leader, "/v1/cluster/announce", r->ann_body, r->secret, 10000,
+                             &resp, &status, NULL, 0);
     r->ann_rc = rc == ST_OK && status == 200 ? ST_OK : ST_EUNAVAIL;
     st_buf_free(&resp);
 }

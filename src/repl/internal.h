@@ -53,6 +53,9 @@ struct st_repl {
     uint64_t lease_ns;       /* how long a majority's acceptance proves leadership (repl.c) */
     uint64_t lease_until_ns; /* uv_hrtime() until which reads need no proof; 0: none */
     uint64_t lead_term;
+    bool snap_auto;        /* snapshots by log size (repl.c), not a fixed entry count */
+    uint64_t snap_bytes;   /* bytes of the entries applied since the last threshold update */
+    uint64_t snap_entries; /* and how many */
     void (*on_lead)(void *arg);
     void *on_lead_arg;
     void (*on_follow)(void *arg);
@@ -65,6 +68,24 @@ struct st_repl {
     char ann_leader[512];
     char ann_body[700];
     int ann_rc;
+    /* read index rounds of a member that does not serve (readindex.c) */
+    uint64_t ri_next;   /* the last ticket handed out */
+    uint64_t ri_round;  /* the tickets up to this one are covered by the round in flight */
+    uint64_t ri_done;   /* the tickets up to this one completed */
+    uint64_t ri_failed; /* the tickets up to this one failed (those above ri_done) */
+    uint64_t ri_index;  /* the leader's commit index the round brought back */
+    uint64_t ri_shown;  /* 1 + the store index to show once Raft applied ri_index (0: not yet) */
+    uint64_t ri_deadline_ns; /* the round fails if this member shows ri_index no sooner */
+    bool ri_notify;          /* a round resolved: the callback runs from the timer */
+    bool ri_busy;            /* the request is on the worker pool */
+    bool ri_applying;        /* the answer came: waiting for this member to show ri_index */
+    int ri_rc;
+    unsigned ri_timeout_ms;
+    char ri_leader[512];
+    uv_work_t ri_work;
+    uv_timer_t ri_timer; /* checks how far this member applied, while ri_applying */
+    void (*ri_fn)(void *arg);
+    void *ri_arg;
     void (*closed_cb)(void *arg);
     void *closed_arg;
     int closing;
@@ -88,12 +109,15 @@ bool st__member_url(st_repl_t *r, uint64_t id, char *buf, size_t cap);
 /* Called by repl.c's close sequence once per handle or job closed. */
 void st__closed_step(st_repl_t *r);
 
-/* post.c: a member's POST to another member (on a worker thread, blocking). Follows a redirect
- * to the leader; with a secret, carries a short-lived admin token signed with it. Appends the
- * answer's body to resp; *status is its HTTP status; ip (optional) gets the address answered
- * from. ST_EUNAVAIL if no answer came. */
+/* post.c: a member's POST to another member (on a worker thread, blocking, timeout_ms at
+ * most). Follows a redirect to the leader; with a secret, carries a short-lived admin token signed
+ * with it. Appends the answer's body to resp; *status is its HTTP status; ip (optional) gets the
+ * address answered from. ST_EUNAVAIL if no answer came. */
 int st__member_post(const char *base, const char *path, const char *body, const char *secret,
-                    st_buf_t *resp, long *status, char *ip, size_t iplen);
+                    long timeout_ms, st_buf_t *resp, long *status, char *ip, size_t iplen);
+
+/* readindex.c */
+void st__read_index_init(st_repl_t *r, unsigned election_timeout_ms);
 
 /* snapshot.c */
 /* The leader: opens a one-shot port on host whose thread streams a copy of the store to the

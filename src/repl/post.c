@@ -49,7 +49,7 @@ static void st__admin_token(st_buf_t *out, const char *secret)
 }
 
 int st__member_post(const char *base, const char *path, const char *body, const char *secret,
-                    st_buf_t *resp, long *status, char *ip, size_t iplen)
+                    long timeout_ms, st_buf_t *resp, long *status, char *ip, size_t iplen)
 {
     char full[700];
     snprintf(full, sizeof full, "%s%s", base, path);
@@ -59,7 +59,7 @@ int st__member_post(const char *base, const char *path, const char *body, const 
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(h, CURLOPT_MAXREDIRS, 3L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, st__collect);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);

@@ -23,10 +23,17 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#define ST__POLL_MS        10
-#define ST__SEGMENT_SIZE   (64u << 20) /* rollover stalls the loop; 8 MiB rolled over too often */
-#define ST__SNAP_THRESHOLD 8192
-#define ST__SNAP_TRAILING  8192
+#define ST__POLL_MS      10
+#define ST__SEGMENT_SIZE (64u << 20) /* rollover stalls the loop; 8 MiB rolled over too often */
+/* Snapshots by log size, not by entry count (unless --raft-snapshot-entries says): each one
+ * costs the loop a stall in C-Raft 0.15. Its snapshot puts a barrier that finalizes the open
+ * segment, and closing that segment's writer calls io_destroy on the loop thread, which waits
+ * for an RCU grace period: 20-50 ms on a busy 2-core machine (perf sched_switch: D state in
+ * __x64_sys_io_destroy). At 8192 entries that came every ~3 s under load. */
+#define ST__SNAP_MIN_ENTRIES 8192
+#define ST__SNAP_MAX_ENTRIES (256u * 1024)
+#define ST__SNAP_LOG_BYTES   ((uint64_t)ST__SEGMENT_SIZE) /* about one snapshot per segment */
+#define ST__SNAP_SAMPLE      4096 /* entries between two threshold updates */
 
 typedef struct {
     struct raft_apply req;
@@ -55,6 +62,18 @@ static void st__lease_extend(st_repl_t *r, uint64_t sent_ns)
 {
     uint64_t until = sent_ns + r->lease_ns;
     if (r->leading && until > r->lease_until_ns) r->lease_until_ns = until;
+}
+
+void st_repl_read_fence(st_repl_t *r, uint64_t *wait)
+{
+    int lease = st_repl_read_lease(r);
+    if (!r->serving) return;
+    if (lease == ST_REPL_LEASE_EXPIRED) {
+        st_store_fence(r->store, wait);
+    } else if (lease == ST_REPL_LEASE_RENEW) {
+        uint64_t renew = 0; /* this read need not wait for it */
+        st_store_fence(r->store, &renew);
+    }
 }
 
 int st_repl_read_lease(const st_repl_t *r)
@@ -106,6 +125,22 @@ static int st__propose(st_store_group_t *g, uint64_t batch_id, const char *paylo
 
 /* ---- the state machine ---- */
 
+/* Sets the snapshot threshold (and the entries kept after one) so that a snapshot comes about
+ * every ST__SNAP_LOG_BYTES of log, from the mean size of the entries applied lately. */
+static void st__snap_sample(st_repl_t *r, size_t len)
+{
+    r->snap_bytes += len;
+    if (++r->snap_entries < ST__SNAP_SAMPLE) return;
+    uint64_t mean = r->snap_bytes / r->snap_entries + 1;
+    uint64_t n = ST__SNAP_LOG_BYTES / mean;
+    n = n < ST__SNAP_MIN_ENTRIES   ? ST__SNAP_MIN_ENTRIES
+        : n > ST__SNAP_MAX_ENTRIES ? ST__SNAP_MAX_ENTRIES
+                                   : n;
+    raft_set_snapshot_threshold(&r->raft, (unsigned)n);
+    raft_set_snapshot_trailing(&r->raft, (unsigned)n);
+    r->snap_bytes = r->snap_entries = 0;
+}
+
 static int st__fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 {
     st_repl_t *r = fsm->data;
@@ -123,6 +158,7 @@ static int st__fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, vo
     int rc = st_store_group_apply(r->store, index, buf->base, buf->len);
     if (rc != ST_OK)
         st_fatal("repl: cannot apply entry %llu: %s", (unsigned long long)index, st_strerror(rc));
+    if (r->snap_auto) st__snap_sample(r, buf->len);
     return 0;
 }
 
@@ -387,14 +423,15 @@ static int st__raft_setup(st_repl_t *r, const st_repl_opts_t *o, const char *sel
     if (rc) return rc;
     r->raft.data = r;
     unsigned et = o->election_timeout ? o->election_timeout : 1000;
+    st__read_index_init(r, et);
     r->lease_ns = (uint64_t)et * 1000000 / 4 * 3;
     raft_set_election_timeout(&r->raft, et);
     raft_set_heartbeat_timeout(&r->raft, et / 10 ? et / 10 : 1);
     raft_set_pre_vote(&r->raft, true); /* a member coming back does not depose a healthy leader */
-    raft_set_snapshot_threshold(&r->raft,
-                                o->snapshot_threshold ? o->snapshot_threshold : ST__SNAP_THRESHOLD);
-    raft_set_snapshot_trailing(&r->raft,
-                               o->snapshot_threshold ? o->snapshot_threshold : ST__SNAP_TRAILING);
+    r->snap_auto = o->snapshot_threshold == 0;
+    unsigned snap = r->snap_auto ? ST__SNAP_MIN_ENTRIES : o->snapshot_threshold;
+    raft_set_snapshot_threshold(&r->raft, snap);
+    raft_set_snapshot_trailing(&r->raft, snap);
     struct raft_configuration conf;
     raft_configuration_init(&conf);
     for (size_t i = 0; i < r->nmembers && !rc; i++)
@@ -499,15 +536,17 @@ void st_repl_close(st_repl_t *r, void (*done)(void *arg), void *arg)
 {
     r->closed_cb = done;
     r->closed_arg = arg;
-    /* the three timers and Raft (and a fetch or an announcement in flight); the last step
-     * frees */
-    r->closing = 5;
+    /* the four timers and Raft (and a fetch, an announcement or a read index round in flight);
+     * the last step frees */
+    r->closing = 6;
     if (r->fetching) r->closing++;
     if (r->announcing) r->closing++;
+    if (r->ri_busy) r->closing++;
     st_store_set_standby(r->store, true);
     uv_close((uv_handle_t *)&r->poll, st__poll_closed);
     uv_close((uv_handle_t *)&r->retry, st__poll_closed);
     uv_close((uv_handle_t *)&r->announce, st__poll_closed);
+    uv_close((uv_handle_t *)&r->ri_timer, st__poll_closed);
     r->raft.data = r;
     raft_close(&r->raft, st__raft_closed);
 }

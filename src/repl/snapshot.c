@@ -117,7 +117,8 @@ static int st__ask_offer(const char *url, const char *secret, char *ip, size_t i
 {
     st_buf_t body = {0};
     long status = 0;
-    int rc = st__member_post(url, "/v1/cluster/snapshot", "{}", secret, &body, &status, ip, iplen);
+    int rc = st__member_post(url, "/v1/cluster/snapshot", "{}", secret, 10000, &body, &status, ip,
+                             iplen);
     if (rc == ST_OK && status == 200 && *ip) {
         cJSON *j = cJSON_ParseWithLength(body.data, body.len);
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "port");

@@ -794,6 +794,7 @@ void st__store_on_done(uv_async_t *h)
     for (st_batch_t *b = list, *next; b; b = next) {
         next = b->next;
         if (b->foreign && b->rc == 0) st__group_notes(s, b);
+        if (s->group && b->rc == 0 && b->seq > s->group_shown) s->group_shown = b->seq;
         if (b->ack_late && b->rc == 0) st__group_ack_late(s, b);
         st__batch_back(s, b);
     }

@@ -76,7 +76,7 @@ void st_store_group_join(st_store_t *s, st_store_group_t *g)
     s->group = g;
     s->standby = true;
     s->token = st_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)st_now_us();
-    s->group_queued = st__read_applied(s);
+    s->group_queued = s->group_shown = st__read_applied(s);
     uv_mutex_lock(&s->mu);
     s->applied_seq = s->group_queued;
     uv_mutex_unlock(&s->mu);
@@ -100,6 +100,11 @@ bool st_store_standby(const st_store_t *s)
 uint64_t st_store_group_queued(const st_store_t *s)
 {
     return s->group_queued;
+}
+
+uint64_t st_store_group_shown(const st_store_t *s)
+{
+    return s->group_shown;
 }
 
 static void st__maybe_rollback(st_store_t *s)
@@ -418,7 +423,7 @@ int st_store_group_load(st_store_t *s, const char *path, uint64_t *applied)
 
 void st_store_group_loaded(st_store_t *s, uint64_t applied)
 {
-    s->group_queued = applied;
+    s->group_queued = s->group_shown = applied;
     uv_mutex_lock(&s->mu);
     s->applied_seq = applied;
     uv_mutex_unlock(&s->mu);

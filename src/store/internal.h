@@ -144,6 +144,7 @@ struct st_store {
     uint64_t token;              /* tells this process's entries from everyone else's */
     st_batch_t *r_head, *r_tail; /* proposed, waiting for their entry to apply; loop only */
     uint64_t group_queued;       /* highest Raft index handed to the apply thread */
+    uint64_t group_shown;        /* highest Raft index back from it (its notes published) */
     st_buf_t enc;
     st_observers_t observers; /* of modules that are functions over the store (counters) */
     st_store_note_fn note_fn;

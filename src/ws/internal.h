@@ -75,6 +75,12 @@ typedef struct st_wssub {
      * the batch the newest live frame waits for */
     uint64_t safe_cursor, last_wait;
     bool replaying; /* messages: replay not finished; live ones come through the replay */
+    /* SPEC §8: a snapshot shows only state this member knows is current. On the serving leader
+     * it waits for `fence` (a batch proving the lease, 0 when the lease covered it); on another
+     * member the subscription is `pending` — in no channel, nothing sent — until read index
+     * round `ticket` completes (repl/readindex.c). */
+    uint64_t fence, ticket;
+    bool pending;
     struct st_ws *ws;
     struct st_coldwait *cold_wait; /* a replay page parked for cold data (NULL otherwise) */
 } st_wssub_t;
@@ -201,6 +207,9 @@ void st__ws_note_message(st_ws_t *ws, const char *user, size_t ulen, const char 
 void st__ws_on_message(st_ws_t *ws, st_wsconn_t *c, const char *p, size_t n);
 /* Continues paged replays on c while its queue is short. */
 void st__ws_replay_more(st_ws_t *ws, st_wsconn_t *c);
+/* Batches from `first` on were rolled back: subscriptions whose snapshot waited for a fence
+ * among them end with error no_leader (this member was deposed; it proved nothing). */
+void st__ws_fence_failed(st_ws_t *ws, st_wsconn_t *c, uint64_t first);
 /* Drops every subscription of c. */
 void st__ws_unsubscribe_all(st_ws_t *ws, st_wsconn_t *c);
 

@@ -411,6 +411,7 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
             }
         }
         c->qlen = kept;
+        st__ws_fence_failed(ws, c, first);
     }
 }
 

@@ -9,6 +9,7 @@
 #include "strata/chat.h"
 #include "strata/tier.h"
 #include "strata/counters.h"
+#include "strata/repl.h"
 #include "strata/seats.h"
 
 #include <cjson/cJSON.h>
@@ -56,15 +57,17 @@ static void st__chan_add(st_ws_t *ws, st_wssub_t *s)
 static void st__sub_free(st_ws_t *ws, st_wssub_t *s)
 {
     if (s->cold_wait) st_tier_release(ws->app->tier, s->cold_wait); /* cancels it */
-    st_wschan_t *ch = s->chan;
-    if (s->cprev)
-        s->cprev->cnext = s->cnext;
-    else
-        ch->subs = s->cnext;
-    if (s->cnext) s->cnext->cprev = s->cprev;
-    if (!ch->subs) {
-        st_map_remove(&ws->chans, &ch->node);
-        free(ch);
+    st_wschan_t *ch = s->chan;                                      /* NULL while pending */
+    if (ch) {
+        if (s->cprev)
+            s->cprev->cnext = s->cnext;
+        else
+            ch->subs = s->cnext;
+        if (s->cnext) s->cnext->cprev = s->cprev;
+        if (!ch->subs) {
+            st_map_remove(&ws->chans, &ch->node);
+            free(ch);
+        }
     }
     free(s->id);
     free(s->name);
@@ -149,7 +152,7 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
                             .conv_len = s->conv ? strlen(s->conv) : 0,
                             .after = s->cursor,
                             .limit = ST__REPLAY_PAGE};
-    st_replay_ctx_t r = {ws, s, {0}, NULL, 0, false};
+    st_replay_ctx_t r = {ws, s, {0}, NULL, s->fence, false}; /* nothing shows before the fence */
     st__ws_prefix(&r.prefix, "message", s->id);
     bool more = false;
     uint64_t last = 0;
@@ -272,25 +275,111 @@ static int st__check_subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, cons
     return ST_OK;
 }
 
+/* Shows a subscription what this member holds now: "subscribed", then its snapshot (current
+ * value, event state, or the first replay page) behind the subscription's fence, and puts it in
+ * its channel. Read and queued in one loop turn with the batch it shows, so nothing published
+ * after it can overtake it and nothing before it is missed. An event that does not exist ends
+ * the subscription: error not_found, and false (the caller frees it). */
+static bool st__sub_start(st_ws_t *ws, st_wssub_t *s)
+{
+    st_wsconn_t *c = s->conn;
+    const char *nm = s->name, *id = s->id;
+    st_buf_t snap = {0}, b = {0};
+    uint64_t wait = 0;
+    if (s->topic == ST_TOPIC_SEATS) st_store_refresh_views(ws->app->store); /* a follower */
+    if (s->topic == ST_TOPIC_SEATS &&
+        (!ws->app->seats ||
+         st_seats_event_json(ws->app->seats, nm, strlen(nm), &snap, &wait) != ST_OK)) {
+        st_buf_free(&snap);
+        st__ws_send_error(ws, c, id, "not_found", "no such event");
+        return false;
+    }
+    st__chan_add(ws, s);
+    st__ws_prefix(&b, "subscribed", id);
+    b.data[b.len - 1] = '}';
+    st__ws_queue_buf(ws, c, &b, 0);
+    if (s->topic == ST_TOPIC_MESSAGES) {
+        st__replay_step(ws, s);
+    } else if (s->topic == ST_TOPIC_SEATS) {
+        st__ws_prefix(&b, "seats", id);
+        st_buf_puts(&b, "\"event_id\":");
+        st_buf_append_json_str(&b, nm, strlen(nm));
+        st_buf_puts(&b, ",\"snapshot\":");
+        st_buf_append(&b, snap.data, snap.len);
+        st_buf_appendc(&b, '}');
+        st__ws_queue_buf(ws, c, &b, wait > s->fence ? wait : s->fence);
+    } else {
+        st_counter_t ctr = {ST_COUNTER_PLAIN, 0, 0};
+        int rc = st_counter_get(ws->app->store, nm, strlen(nm), &ctr, &wait);
+        if (rc == ST_OK || rc == ST_ENOTFOUND) {
+            st__ws_prefix(&b, "counter", id);
+            st_buf_puts(&b, "\"name\":");
+            st_buf_append_json_str(&b, nm, strlen(nm));
+            st_buf_puts(&b, ",\"value\":");
+            st_buf_append_i64(&b, st_counter_value(&ctr));
+            st_buf_appendc(&b, '}');
+            st__ws_queue_buf(ws, c, &b, wait > s->fence ? wait : s->fence);
+        }
+    }
+    st_buf_free(&snap);
+    st_buf_free(&b);
+    return true;
+}
+
+/* Takes s out of its connection and frees it. */
+static void st__sub_remove(st_ws_t *ws, st_wssub_t *s)
+{
+    st_wsconn_t *c = s->conn;
+    for (st_wssub_t **p = &c->subs; *p; p = &(*p)->next)
+        if (*p == s) {
+            *p = s->next;
+            c->nsubs--;
+            st__sub_free(ws, s);
+            return;
+        }
+}
+
+static const char st__not_current[] =
+    "this member cannot prove its state is current (no leader); subscribe again";
+
+/* Read index rounds resolved (a member that does not serve): pending subscriptions whose round
+ * completed start; those whose round failed end with error no_leader. */
+static void st__read_index_done(void *arg)
+{
+    st_ws_t *ws = arg;
+    for (st_wsconn_t *c = ws->conns; c; c = c->next)
+        for (st_wssub_t *s = c->subs, *next; s; s = next) {
+            next = s->next;
+            if (!s->pending) continue;
+            int state = st_repl_read_index_state(ws->app->repl, s->ticket);
+            if (state == 0) continue;
+            s->pending = false;
+            if (state < 0) {
+                st__ws_send_error(ws, c, s->id, "no_leader", st__not_current);
+                st__sub_remove(ws, s);
+            } else if (!st__sub_start(ws, s)) {
+                st__sub_remove(ws, s);
+            }
+        }
+}
+
+void st__ws_fence_failed(st_ws_t *ws, st_wsconn_t *c, uint64_t first)
+{
+    for (st_wssub_t *s = c->subs, *next; s; s = next) {
+        next = s->next;
+        if (!s->fence || s->fence < first) continue;
+        st__ws_send_error(ws, c, s->id, "no_leader", st__not_current);
+        st__sub_remove(ws, s);
+    }
+}
+
 static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJSON *j)
 {
     st_topic_t topic;
     const cJSON *name, *conv;
     uint64_t after;
     if (st__check_subscribe(ws, c, id, j, &topic, &name, &conv, &after) != ST_OK) return;
-    /* The snapshot (or current value) is read now and queued with the batch it shows, so
-     * nothing published after it can overtake it and nothing before it is missed. */
     const char *nm = name->valuestring;
-    st_buf_t snap = {0}, b = {0};
-    uint64_t wait = 0;
-    if (topic == ST_TOPIC_SEATS) st_store_refresh_views(ws->app->store); /* a group's follower */
-    if (topic == ST_TOPIC_SEATS &&
-        (!ws->app->seats ||
-         st_seats_event_json(ws->app->seats, nm, strlen(nm), &snap, &wait) != ST_OK)) {
-        st_buf_free(&snap);
-        st__ws_send_error(ws, c, id, "not_found", "no such event");
-        return;
-    }
     st_wssub_t *s = st_calloc(1, sizeof *s);
     s->conn = c;
     s->topic = topic;
@@ -302,36 +391,19 @@ static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
     s->next = c->subs;
     c->subs = s;
     c->nsubs++;
-    st__chan_add(ws, s);
     st_metric_add(ws->m_subs, 1);
-    st__ws_prefix(&b, "subscribed", id);
-    b.data[b.len - 1] = '}';
-    st__ws_queue_buf(ws, c, &b, 0);
-    if (topic == ST_TOPIC_MESSAGES) {
-        st__replay_step(ws, s);
-    } else if (topic == ST_TOPIC_SEATS) {
-        st__ws_prefix(&b, "seats", id);
-        st_buf_puts(&b, "\"event_id\":");
-        st_buf_append_json_str(&b, nm, strlen(nm));
-        st_buf_puts(&b, ",\"snapshot\":");
-        st_buf_append(&b, snap.data, snap.len);
-        st_buf_appendc(&b, '}');
-        st__ws_queue_buf(ws, c, &b, wait);
-    } else {
-        st_counter_t ctr = {ST_COUNTER_PLAIN, 0, 0};
-        int rc = st_counter_get(ws->app->store, nm, strlen(nm), &ctr, &wait);
-        if (rc == ST_OK || rc == ST_ENOTFOUND) {
-            st__ws_prefix(&b, "counter", id);
-            st_buf_puts(&b, "\"name\":");
-            st_buf_append_json_str(&b, nm, strlen(nm));
-            st_buf_puts(&b, ",\"value\":");
-            st_buf_append_i64(&b, st_counter_value(&ctr));
-            st_buf_appendc(&b, '}');
-            st__ws_queue_buf(ws, c, &b, wait);
-        }
+    /* SPEC §8: in a group a snapshot shows only state this member knows is current. The
+     * serving leader fences it (at once while its lease holds); any other member first learns
+     * the leader's commit index and shows it (st__read_index_done). */
+    st_repl_t *repl = ws->app->repl;
+    if (repl && !st_repl_serving(repl)) {
+        st_repl_on_read_index(repl, st__read_index_done, ws);
+        s->pending = true;
+        s->ticket = st_repl_read_index_begin(repl);
+        return;
     }
-    st_buf_free(&snap);
-    st_buf_free(&b);
+    if (repl) st_repl_read_fence(repl, &s->fence);
+    if (!st__sub_start(ws, s)) st__sub_remove(ws, s);
 }
 
 static void st__unsubscribe(st_ws_t *ws, st_wsconn_t *c, const char *id)

@@ -100,6 +100,10 @@ describe('replicated group of 3', () => {
       }
     })();
 
+    // the counter's snapshot first (a follower shows it once a read index round with the leader
+    // proved it current), so every increment after it streams live: 0, 1, 2, …
+    for (let i = 0; !values.length && i < 100; i++) await sleep(50);
+    assert.equal(values[0], 0);
     const stop = { done: false };
     const workers = Array.from({ length: 4 }, (_, w) => worker(g, w, stop));
     await sleep(1500);

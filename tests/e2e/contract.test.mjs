@@ -306,6 +306,8 @@ describe('the server keeps the contract', () => {
     const rec = { id: 1, http: 'http://127.0.0.1:1', cold: '' };
     assert.equal((await call('POST', '/v1/cluster/announce', '/v1/cluster/announce', rec, ADMIN)).status, 404);
     assert.equal((await call('POST', '/v1/cluster/announce', '/v1/cluster/announce', rec, ALICE)).status, 403);
+    assert.equal((await call('POST', '/v1/cluster/read-index', '/v1/cluster/read-index', {}, ADMIN)).status, 404);
+    assert.equal((await call('POST', '/v1/cluster/read-index', '/v1/cluster/read-index', {}, ALICE)).status, 403);
     // 431 on any route: a head over --max-header (16 KiB by default).
     const text = await raw(s.port, `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20000)}\r\n\r\n`, { idleMs: 500 });
     const [big] = parseResponses(text);
