@@ -35,6 +35,32 @@ bool st__tier_compacting(const st_tier_compact_t *c, const char *o, size_t ol, u
  * in flight is back, then closed(arg). */
 void st__tier_compact_close(st_tier_compact_t *c, void (*closed)(void *arg), void *arg);
 
+/* ---- the intent protocol (intent.c): one for flushes and compactions ---- */
+/* Stages the intent to write object seq under key ('P'), with st->next_seq moved past seq and
+ * the owner's summary st written back. */
+int st__tier_intend(st_store_t *s, const char *o, size_t ol, uint64_t seq, const st_buf_t *key,
+                    st_tier_stat_t *st, uint64_t *wait);
+/* One swap batch: the new object (file, key; none when file->rows is 0) in under fseq, the
+ * objects replaced (old[0..nold)) out, the intent pseq dropped, the summary moved (watermark:
+ * raised to file->max_id, a flush), and kind(arg, wait) staged first (it may fill *file). */
+typedef struct {
+    uint64_t pseq, fseq;
+    const st_tier_obj_t *old;
+    size_t nold;
+    st_tier_file_t *file;
+    const char *key;
+    bool watermark;
+    int (*kind)(void *arg, uint64_t *wait);
+    void *arg;
+} st_tier_swap_t;
+/* ST_ECONFLICT (nothing staged) when the intent or an old object is gone. */
+int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t *sw,
+                  uint64_t *wait);
+/* A job whose swap did not happen: its object is doomed if its intent is gone (the owner's sweep,
+ * run next by the caller, takes it otherwise). */
+int st__tier_abandon(st_store_t *s, const char *o, size_t ol, uint64_t pseq, const char *key,
+                     uint64_t *wait);
+
 /* Stages 'D' for the owner's objects that a flush or compaction began but never recorded ('P'
  * without 'F', none in flight) and drops those 'P' records (tier.c). */
 int st__tier_orphans(st_tier_t *t, const char *o, size_t ol, uint64_t *wait);
