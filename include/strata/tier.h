@@ -269,6 +269,9 @@ typedef struct st_tier_member {
     size_t nsources;
     const st_tier_kind_t *flush; /* its flush side; orphans/flushed/done may be NULL (the tier's) */
     const st_tier_merge_t *merge; /* its compaction side (with a flush side) */
+    /* Retention: an expired object (m: its footer, borrowed for the call) leaves the manifest;
+     * stage its rows out of the kind's counts (NULL: the kind keeps none). */
+    int (*expired)(void *arg, const char *o, size_t ol, const st_pq_meta_t *m, uint64_t *wait);
     /* The tier stops: give up waits on the cache (it closes right after) and stop reading. */
     void (*stop)(void *arg);
     /* The tier is done with the member (every job back): it may be freed. */
@@ -309,6 +312,15 @@ size_t st_tier_compact(st_tier_t *t, const char *o, size_t ol, int flags);
  * *w (NULL is fine) once the read completed or was abandoned; t NULL is a no-op for both. */
 bool st_tier_wait(st_tier_t *t, st_coldwait_t **w, void (*done)(void *arg), void *arg);
 void st_tier_release(st_tier_t *t, st_coldwait_t *w);
+/* Retention (SPEC §6): drops the owner's objects whose newest row is past the retention, whole,
+ * oldest first (the member's expired hook, then the tier's swap: out of the manifest, deletion
+ * recorded); the oldest object mixing expired and live rows is queued for compaction
+ * (ST_TIER_COMPACT_EXPIRE). Footers not in memory are fetched first, a few owners at a time, and
+ * the owner is retained again once they are in. Returns how many objects were dropped now. */
+size_t st_tier_retain(st_tier_t *t, const char *o, size_t ol);
+/* Every footer of the manifest in memory (ST_OK), or ST_EPARKED with those that are not on the
+ * cache's want list; another code when one cannot be read. */
+int st_tier_footers_ready(st_tier_t *t, const st_tier_manifest_t *man);
 /* Stops: no more passes, flushes or compactions start; held ones are dropped (their 'P' records
  * wait for start-up), those in flight come back while the loop runs; members are stopped, then
  * told closed. NULL: no-op. */

@@ -190,22 +190,6 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
     return rc;
 }
 
-/* Every footer of the user's manifest in memory (ST_OK), or ST_EPARKED with all those that are
- * not on the want list: readers of hybrid fields and recounts need them all. */
-int st__chat_footers_ready(st_chat_t *c, const st_manifest_t *man)
-{
-    bool parked = false;
-    for (size_t i = 0; i < man->n; i++) {
-        const st_pq_meta_t *m;
-        int rc = st__chat_footer(c->cold, man->v[i].key, man->v[i].file.size, &m);
-        if (rc == ST_EPARKED)
-            parked = true;
-        else if (rc != ST_OK && !parked)
-            return rc;
-    }
-    return parked ? ST_EPARKED : ST_OK;
-}
-
 bool st_chat_cold_wait(st_chat_t *c, st_coldwait_t **w, void (*done)(void *arg), void *arg)
 {
     return st_tier_wait(c->cold ? c->cold->tier : NULL, w, done, arg);

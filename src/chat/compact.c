@@ -174,7 +174,6 @@ static int st__commit(void *arg, const char *u, size_t ul, void *dropped, int64_
         }
     }
     if (rc == ST_OK) rc = st__chat_refresh_totals(c, u, ul, wait);
-    if (rc == ST_OK) st_metric_add(cc->m_retained, (double)ndropped);
     return rc;
 }
 

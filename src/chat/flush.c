@@ -266,7 +266,6 @@ bool st__chat_flush_due(st_chat_t *c, const char *u, size_t ul, int64_t hot)
 static void st__stop(void *arg)
 {
     st_chatcold_t *cc = arg;
-    st__chat_retention_stop(cc);
     if (cc->chat->cold == cc) cc->chat->cold = NULL;
 }
 
@@ -293,9 +292,6 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
     cc->m_evicted = st_metrics_counter("strata_hot_evictions_total",
                                        "Idle conversations evicted from the hot store", "");
     cc->hot_ttl_us = (o->hot_ttl_s ? o->hot_ttl_s : 86400) * 1000000ull;
-    cc->m_retained = st_metrics_counter("strata_retention_deleted_messages_total",
-                                        "Cold messages deleted by retention", "");
-    st_list_init(&cc->ret_queue);
     cc->flush_min_rows = o->flush_min_rows;
     cc->flush_max_age_us = o->flush_max_age_s * 1000000ull;
     st__chat_sources(cc);
@@ -305,6 +301,7 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
                                     .nsources = 2,
                                     .flush = &cc->kind,
                                     .merge = &cc->merge,
+                                    .expired = st__chat_expired,
                                     .stop = st__stop,
                                     .closed = st__closed,
                                     .arg = cc};

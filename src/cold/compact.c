@@ -271,6 +271,7 @@ static int st__commit(st_tier_compact_t *c, st_cjob_t *j, uint64_t *wait)
                          .arg = j};
     int rc = st__tier_swap(c->store, j->o->owner, j->o->olen, &sw, wait);
     if (rc == ST_OK) st_metric_add(c->m_dropped, (double)j->ndropped);
+    if (rc == ST_OK) st_metric_add(c->tier->m_retained, (double)j->ndropped);
     return rc;
 }
 

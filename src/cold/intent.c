@@ -9,6 +9,7 @@
  *            kind's side, 'P' out, the replaced objects out with their deletion recorded ('D'),
  *            the new object in ('F'), the owner's cold summary ('W') moved: readers see the old
  *            rows or the new object, never both, never neither.
+ *            Retention's drop is a swap without an intent (pseq 0) and without a new object.
  *   abandon  a job whose swap did not happen: its object, if its intent is already gone, is
  *            doomed here; an intent still there is an orphan for the owner's sweep (tier.c),
  *            which the caller runs next.
@@ -41,7 +42,9 @@ static int st__check(st_store_t *s, const char *o, size_t ol, const st_tier_swap
     uint8_t k[ST__MKEY_CAP];
     const void *v;
     size_t vl;
-    int rc = st_store_get(s, k, st_tier_mkey(k, 'P', o, ol, true, sw->pseq), &v, &vl, wait);
+    int rc = ST_OK;
+    if (sw->pseq)
+        rc = st_store_get(s, k, st_tier_mkey(k, 'P', o, ol, true, sw->pseq), &v, &vl, wait);
     for (size_t i = 0; rc == ST_OK && i < sw->nold; i++) {
         rc = st_store_get(s, k, st_tier_mkey(k, 'F', o, ol, true, sw->old[i].seq), &v, &vl, wait);
         size_t kl = strlen(sw->old[i].key);
@@ -69,7 +72,7 @@ static int st__restat(st_store_t *s, const char *o, size_t ol, const st_tier_swa
     st.rows += sw->file->rows - old_rows;
     st.bytes += (int64_t)sw->file->size - old_bytes;
     st.files += (sw->file->rows ? 1 : 0) - (int64_t)sw->nold;
-    if (st.next_seq < sw->pseq + 1) st.next_seq = sw->pseq + 1;
+    if (sw->pseq && st.next_seq < sw->pseq + 1) st.next_seq = sw->pseq + 1;
     return st_store_put(s, k, st_tier_mkey(k, 'W', o, ol, false, 0), &st, sizeof st, wait);
 }
 
@@ -78,13 +81,14 @@ int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t 
     uint8_t k[ST__MKEY_CAP];
     int rc = st__check(s, o, ol, sw, wait); /* everything checked before anything is written */
     /* the kind's side first, while the manifest still holds the old objects */
-    if (rc == ST_OK) rc = sw->kind(sw->arg, wait);
-    if (rc == ST_OK) rc = st_store_del(s, k, st_tier_mkey(k, 'P', o, ol, true, sw->pseq), wait);
+    if (rc == ST_OK && sw->kind) rc = sw->kind(sw->arg, wait);
+    if (rc == ST_OK && sw->pseq)
+        rc = st_store_del(s, k, st_tier_mkey(k, 'P', o, ol, true, sw->pseq), wait);
     for (size_t i = 0; rc == ST_OK && i < sw->nold; i++) {
         rc = st_store_del(s, k, st_tier_mkey(k, 'F', o, ol, true, sw->old[i].seq), wait);
         /* 'D' numbers stay unique: the first old object's number goes on with the new one, so
          * its deletion is recorded under the intent's (no 'F' ever has it) */
-        uint64_t dseq = i ? sw->old[i].seq : sw->pseq;
+        uint64_t dseq = i || !sw->pseq ? sw->old[i].seq : sw->pseq;
         if (rc == ST_OK) rc = st_tier_doom(s, o, ol, dseq, sw->old[i].key, wait);
     }
     if (rc == ST_OK && sw->file->rows) {
