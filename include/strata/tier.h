@@ -318,6 +318,21 @@ void st_tier_release(st_tier_t *t, st_coldwait_t *w);
  * (ST_TIER_COMPACT_EXPIRE). Footers not in memory are fetched first, a few owners at a time, and
  * the owner is retained again once they are in. Returns how many objects were dropped now. */
 size_t st_tier_retain(st_tier_t *t, const char *o, size_t ol);
+/* Reads of cold rows: a page of an owner's rows in one row group key (group NULL: all) with
+ * lo < id < hi (0 = open), oldest or newest first, up to limit. */
+typedef struct {
+    const char *group;
+    size_t glen;
+    uint64_t lo, hi;
+    bool desc;
+    size_t limit;
+} st_tier_rowq_t;
+typedef void (*st_tier_row_fn)(void *arg, const st_msgrow_t *r);
+/* Calls fn with each row of the page (borrowed for the call); *more: rows remain past the last
+ * one given (*last, its id). ST_EPARKED (nothing given) when some of it is not in memory (then
+ * st_tier_wait); fn NULL only checks that. No tier, or a stopping one: nothing. */
+int st_tier_rows(st_tier_t *t, const char *o, size_t ol, const st_tier_rowq_t *q, st_tier_row_fn fn,
+                 void *arg, size_t *given, bool *more, uint64_t *last, uint64_t *wait);
 /* Every footer of the manifest in memory (ST_OK), or ST_EPARKED with those that are not on the
  * cache's want list; another code when one cannot be read. */
 int st_tier_footers_ready(st_tier_t *t, const st_tier_manifest_t *man);

@@ -89,10 +89,11 @@ typedef st_tier_manifest_t st_manifest_t;
 #define st__chat_manifest(c, u, ul, desc, out, wait)                                               \
     st_tier_manifest((c)->store, (u), (ul), (desc), (out), (wait))
 #define st__chat_manifest_free st_tier_manifest_free
-/* The parsed footer of an object (from the cold cache, borrowed until the loop runs again);
- * ST_EPARKED when it is not in memory yet (now on the cache's want list), ST_ECOLD if it cannot
- * be read. */
-int st__chat_footer(st_chatcold_t *cc, const char *key, uint64_t size, const st_pq_meta_t **out);
+/* The parsed footer of an object (from the tier's cold cache, borrowed until the loop runs
+ * again); ST_EPARKED when it is not in memory yet (now on the cache's want list), ST_ECOLD if it
+ * cannot be read. */
+#define st__chat_footer(cc, key, size, out)                                                        \
+    st_coldcache_footer(st_tier_cache((cc)->tier), (key), (size), (out))
 /* A message row rendered exactly as the hot store renders it at post time. */
 void st__chat_render_row(st_buf_t *b, const st_msgrow_t *r);
 /* Cold messages of a user (one conversation or all) with lo < msg_id < hi (0 = open), oldest or

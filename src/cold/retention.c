@@ -169,17 +169,3 @@ size_t st_tier_retain(st_tier_t *t, const char *o, size_t ol)
     st_tier_manifest_free(&man);
     return dropped;
 }
-
-int st_tier_footers_ready(st_tier_t *t, const st_tier_manifest_t *man)
-{
-    bool parked = false;
-    for (size_t i = 0; i < man->n; i++) {
-        const st_pq_meta_t *m;
-        int rc = st_coldcache_footer(t->cache, man->v[i].key, man->v[i].file.size, &m);
-        if (rc == ST_EPARKED)
-            parked = true;
-        else if (rc != ST_OK && !parked)
-            return rc;
-    }
-    return parked ? ST_EPARKED : ST_OK;
-}
