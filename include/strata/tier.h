@@ -237,6 +237,19 @@ typedef struct {
     void *arg;
 } st_tier_merge_t;
 
+/* The tier's merge side for Parquet objects (merge.c), for a kind's st_tier_merge_t.merge: the
+ * objects' rows merged into key, those older than cutoff left out; *dropped (free with
+ * st_tier_dropped_free) counts them per row group key, read back with st_tier_dropped_next. */
+int st_tier_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
+                          size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
+                          void **dropped, int64_t *ndropped);
+/* The next group key of dropped from *pos (0 first): its rows left out; false at the end. */
+bool st_tier_dropped_next(const void *dropped, size_t *pos, const char **g, size_t *gl,
+                          int64_t *rows);
+void st_tier_dropped_free(void *arg, void *dropped);
+/* The order of rows in an object: by group key (conversation), then id (qsort). */
+int st_tier_cmp_rows(const void *a, const void *b);
+
 /* Why an owner is queued for compaction: after a flush (merged if it holds more than the limit of
  * small objects), a major compaction (POST /v1/admin/compact: planned again after each merge, it
  * ends with as few objects as the size cap allows), its oldest object mixing expired and live

@@ -39,16 +39,6 @@ typedef struct {
 
 /* ---- worker side ---- */
 
-int st__chat_cmp_rows(const void *a, const void *b)
-{
-    const st_msgrow_t *x = a, *y = b;
-    size_t n = x->conv_len < y->conv_len ? x->conv_len : y->conv_len;
-    int c = memcmp(x->conv, y->conv, n);
-    if (c) return c;
-    if (x->conv_len != y->conv_len) return x->conv_len < y->conv_len ? -1 : 1;
-    return x->msg_id < y->msg_id ? -1 : x->msg_id > y->msg_id;
-}
-
 static const char *st__copy(st_arena_t *a, const char *s, size_t n, uint32_t *len)
 {
     *len = (uint32_t)n;
@@ -106,7 +96,7 @@ static int st__encode(void *arg, void *rows, st_buf_t *file)
     for (size_t i = 0; i < j->n && rc == ST_OK; i++)
         rc = st__decode(j, i, &j->rows[i]);
     if (rc != ST_OK) return rc;
-    qsort(j->rows, j->n, sizeof *j->rows, st__chat_cmp_rows);
+    qsort(j->rows, j->n, sizeof *j->rows, st_tier_cmp_rows);
     return st_parquet_encode(j->rows, j->n, j->zstd_level, file);
 }
 

@@ -110,8 +110,6 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
 /* retention.c: an expired object leaves (the member's expired hook, strata/tier.h): its rows out
  * of the conversations' cold baselines and the totals. */
 int st__chat_expired(void *arg, const char *u, size_t ul, const st_pq_meta_t *m, uint64_t *wait);
-/* flush.c: the order of rows in an object: by conversation, then msg_id (qsort). */
-int st__chat_cmp_rows(const void *a, const void *b);
 /* evict.c: whether the conversation record (key, val) is to be evicted: idle since before
  * `before` (µs) with all its messages cold. */
 bool st__chat_evictable(const void *key, size_t klen, const void *val, size_t vlen, int64_t before);
