@@ -14,8 +14,7 @@
  * store at 80 % and on POST /v1/admin/flush (every user with hot rows). After a flush the tier
  * queues compactions (compact.c is chat's merge side).
  *
- * Also here: chat's member of the tier (st_chat_tier_member), and a tier of chat's own for
- * tests and tools (st_chat_cold_start).
+ * Also here: chat's member of the tier (st_chat_tier_member).
  */
 #include "internal.h"
 
@@ -297,29 +296,4 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
                                     .arg = cc};
     c->cold = cc;
     return &cc->member;
-}
-
-int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t *o)
-{
-    st_tier_free(c->own_tier); /* a tier started before, stopped and run down */
-    st_tier_opts_t to = {.obj = o->store,
-                         .flush_interval_s = o->flush_interval_s,
-                         .flush_rows = o->flush_rows,
-                         .cache_bytes = o->cache_bytes,
-                         .retention_s = o->retention_s,
-                         .compact_objects = o->compact_objects,
-                         .compact_max_bytes = o->compact_max_bytes};
-    int rc = st_tier_open(&c->own_tier, loop, c->store, &to);
-    if (rc == ST_OK) st_tier_join(c->own_tier, st_chat_tier_member(c, c->own_tier, o));
-    return rc;
-}
-
-void st_chat_cold_stop(st_chat_t *c)
-{
-    st_tier_close(c->own_tier);
-}
-
-size_t st_chat_flush_all(st_chat_t *c)
-{
-    return c->cold ? st_tier_flush_all(c->cold->tier) : 0;
 }

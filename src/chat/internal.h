@@ -33,7 +33,6 @@ struct st_chat {
     st_snowflake_t ids;
     st_observers_t observers; /* of posted messages (st_chat_observer_fn) */
     st_chatcold_t *cold;      /* NULL until chat joins a tier, and once it stops */
-    st_tier_t *own_tier;      /* the tier st_chat_cold_start opened (tests, tools), or NULL */
 };
 
 typedef struct {
