@@ -18,8 +18,17 @@
  * a merge side (st_tier_merge_t: rewriting objects). The manifest records ('W', 'F', 'P', 'D',
  * below), the intent protocol that keeps a crash from leaving a row twice or an object nobody
  * deletes, the orphan sweep, durability waits and deletions are the tier's, shared by every
- * kind. Adding a cold data kind is one file in its own module that fills a member, plus its
- * st_tier_join line in main.c (the way Redis keeps rdb.c/aof.c out of its data-type files).
+ * kind, and so are retention of whole objects (st_tier_retain), paged reads of cold rows
+ * (st_tier_rows) and the Parquet merge (st_tier_parquet_merge).
+ *
+ * Adding a cold data kind (the way Redis keeps rdb.c/aof.c out of its data-type files):
+ *   1. one file in the kind's own module, src/<kind>/tier.c say, with a function that fills and
+ *      returns a st_tier_member_t: its sources (want/act per key of its prefix), and if it
+ *      moves rows to objects a st_tier_kind_t (snapshot, encode, commit, release), a
+ *      st_tier_merge_t (merge: st_tier_parquet_merge for Parquet rows; commit: its counts; name)
+ *      and an expired hook (its counts when retention drops an object);
+ *   2. one line in main.c: st_tier_join(tier, st_<kind>_tier_member(...));
+ * and its reads call st_tier_rows, returning ST_EPARKED for the caller to park on st_tier_wait.
  * Manifest owners share one key space, so one member of a tier flushes (chat today); a second
  * flushing kind would take an owner prefix of its own.
  *
