@@ -68,36 +68,21 @@ typedef struct st_objstore st_objstore_t;
 typedef struct st_tier st_tier_t;
 typedef struct st_tier_member st_tier_member_t;
 typedef struct {
-    /* the tier's options, used only by st_chat_cold_start (a tier of chat's own: tests, tools);
-     * a server opens the tier with them (st_tier_opts_t) */
-    st_objstore_t *store;       /* borrowed; must outlive the chat's cold tier */
-    uint64_t flush_interval_s;  /* flush every user with hot rows this often */
-    uint64_t flush_rows;        /* flush a user once it has this many hot rows */
-    int zstd_level;             /* chat's */
-    uint64_t cache_bytes;       /* decoded cold row groups kept for reads */
-    uint64_t hot_ttl_s;         /* chat's: evict conversations idle this long, all cold */
-    uint64_t retention_s;       /* drop cold objects whose newest message is older; 0 = keep */
-    uint64_t compact_objects;   /* merge a user's small objects once it has more; 0 = 8 */
-    uint64_t compact_max_bytes; /* no merge writes a larger object; 0 = 256 MiB */
-    uint64_t flush_min_rows;    /* chat's: at the interval, flush users with this many hot rows */
-    uint64_t flush_max_age_s;   /* ... or whose oldest hot row is this old (0 = any age) */
+    /* chat's own; the tier's options are st_tier_opts_t (main.c opens the tier) */
+    int zstd_level;           /* of its objects (0: 3) */
+    uint64_t hot_ttl_s;       /* evict conversations idle this long, all cold */
+    uint64_t flush_min_rows;  /* at the interval, flush users with this many hot rows */
+    uint64_t flush_max_age_s; /* ... or whose oldest hot row is this old (0 = any age) */
 } st_chat_cold_opts_t;
 
 /* Chat as a member of the tier t (borrowed, it must outlive chat's reads): reads merge cold
  * objects from here on. Join it with st_tier_join(t, …); owned by chat, freed once the tier is
  * done with it. Only the chat's fields of o are read. */
 st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_cold_opts_t *o);
-/* A tier of chat's own (tests, tools), with chat its member. */
-int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t *o);
-/* Stops that tier; flushes in flight finish without effect. Run the loop afterwards until it is
- * idle (the jobs come back, then the state is freed), before closing the object store. */
-void st_chat_cold_stop(st_chat_t *c);
 /* The tier's waits (st_tier_wait), for reads of chat's: false without a tier. */
 typedef struct st_coldwait st_coldwait_t;
 bool st_chat_cold_wait(st_chat_t *c, st_coldwait_t **w, void (*done)(void *arg), void *arg);
 void st_chat_cold_release(st_chat_t *c, st_coldwait_t *w);
-/* Starts the tier's pass (st_tier_flush_all); returns how many users it has queued so far. */
-size_t st_chat_flush_all(st_chat_t *c);
 
 /* ---- reconciliation (SPEC §6) ---- */
 /* Recounts a conversation's total_messages from its messages, hot and cold, and repairs the

@@ -155,6 +155,17 @@ static inline void st_list_insert(st_list_t *pos, st_list_t *n)
     n->prev->next = n;
     pos->prev = n;
 }
+/* Inserts n first. */
+static inline void st_list_push_front(st_list_t *l, st_list_t *n)
+{
+    st_list_insert(l->next, n);
+}
+/* for (ST_LIST_EACH(l, n, list)) { item = ST_LIST_ITEM(l, …); … }: the body may unlink l (its
+ * next, n, is taken first), not n. */
+#define ST_LIST_EACH(l, n, list)                                                                   \
+    st_list_t *l = (list)->next, *n = l->next;                                                     \
+    l != (list);                                                                                   \
+    l = n, n = l->next
 static inline void st_list_unlink(st_list_t *n)
 {
     n->prev->next = n->next;

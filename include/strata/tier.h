@@ -18,8 +18,17 @@
  * a merge side (st_tier_merge_t: rewriting objects). The manifest records ('W', 'F', 'P', 'D',
  * below), the intent protocol that keeps a crash from leaving a row twice or an object nobody
  * deletes, the orphan sweep, durability waits and deletions are the tier's, shared by every
- * kind. Adding a cold data kind is one file in its own module that fills a member, plus its
- * st_tier_join line in main.c (the way Redis keeps rdb.c/aof.c out of its data-type files).
+ * kind, and so are retention of whole objects (st_tier_retain), paged reads of cold rows
+ * (st_tier_rows) and the Parquet merge (st_tier_parquet_merge).
+ *
+ * Adding a cold data kind (the way Redis keeps rdb.c/aof.c out of its data-type files):
+ *   1. one file in the kind's own module, src/<kind>/tier.c say, with a function that fills and
+ *      returns a st_tier_member_t: its sources (want/act per key of its prefix), and if it
+ *      moves rows to objects a st_tier_kind_t (snapshot, encode, commit, release), a
+ *      st_tier_merge_t (merge: st_tier_parquet_merge for Parquet rows; commit: its counts; name)
+ *      and an expired hook (its counts when retention drops an object);
+ *   2. one line in main.c: st_tier_join(tier, st_<kind>_tier_member(...));
+ * and its reads call st_tier_rows, returning ST_EPARKED for the caller to park on st_tier_wait.
  * Manifest owners share one key space, so one member of a tier flushes (chat today); a second
  * flushing kind would take an owner prefix of its own.
  *
@@ -237,6 +246,19 @@ typedef struct {
     void *arg;
 } st_tier_merge_t;
 
+/* The tier's merge side for Parquet objects (merge.c), for a kind's st_tier_merge_t.merge: the
+ * objects' rows merged into key, those older than cutoff left out; *dropped (free with
+ * st_tier_dropped_free) counts them per row group key, read back with st_tier_dropped_next. */
+int st_tier_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
+                          size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
+                          void **dropped, int64_t *ndropped);
+/* The next group key of dropped from *pos (0 first): its rows left out; false at the end. */
+bool st_tier_dropped_next(const void *dropped, size_t *pos, const char **g, size_t *gl,
+                          int64_t *rows);
+void st_tier_dropped_free(void *arg, void *dropped);
+/* The order of rows in an object: by group key (conversation), then id (qsort). */
+int st_tier_cmp_rows(const void *a, const void *b);
+
 /* Why an owner is queued for compaction: after a flush (merged if it holds more than the limit of
  * small objects), a major compaction (POST /v1/admin/compact: planned again after each merge, it
  * ends with as few objects as the size cap allows), its oldest object mixing expired and live
@@ -269,6 +291,9 @@ typedef struct st_tier_member {
     size_t nsources;
     const st_tier_kind_t *flush; /* its flush side; orphans/flushed/done may be NULL (the tier's) */
     const st_tier_merge_t *merge; /* its compaction side (with a flush side) */
+    /* Retention: an expired object (m: its footer, borrowed for the call) leaves the manifest;
+     * stage its rows out of the kind's counts (NULL: the kind keeps none). */
+    int (*expired)(void *arg, const char *o, size_t ol, const st_pq_meta_t *m, uint64_t *wait);
     /* The tier stops: give up waits on the cache (it closes right after) and stop reading. */
     void (*stop)(void *arg);
     /* The tier is done with the member (every job back): it may be freed. */
@@ -309,6 +334,30 @@ size_t st_tier_compact(st_tier_t *t, const char *o, size_t ol, int flags);
  * *w (NULL is fine) once the read completed or was abandoned; t NULL is a no-op for both. */
 bool st_tier_wait(st_tier_t *t, st_coldwait_t **w, void (*done)(void *arg), void *arg);
 void st_tier_release(st_tier_t *t, st_coldwait_t *w);
+/* Retention (SPEC §6): drops the owner's objects whose newest row is past the retention, whole,
+ * oldest first (the member's expired hook, then the tier's swap: out of the manifest, deletion
+ * recorded); the oldest object mixing expired and live rows is queued for compaction
+ * (ST_TIER_COMPACT_EXPIRE). Footers not in memory are fetched first, a few owners at a time, and
+ * the owner is retained again once they are in. Returns how many objects were dropped now. */
+size_t st_tier_retain(st_tier_t *t, const char *o, size_t ol);
+/* Reads of cold rows: a page of an owner's rows in one row group key (group NULL: all) with
+ * lo < id < hi (0 = open), oldest or newest first, up to limit. */
+typedef struct {
+    const char *group;
+    size_t glen;
+    uint64_t lo, hi;
+    bool desc;
+    size_t limit;
+} st_tier_rowq_t;
+typedef void (*st_tier_row_fn)(void *arg, const st_msgrow_t *r);
+/* Calls fn with each row of the page (borrowed for the call); *more: rows remain past the last
+ * one given (*last, its id). ST_EPARKED (nothing given) when some of it is not in memory (then
+ * st_tier_wait); fn NULL only checks that. No tier, or a stopping one: nothing. */
+int st_tier_rows(st_tier_t *t, const char *o, size_t ol, const st_tier_rowq_t *q, st_tier_row_fn fn,
+                 void *arg, size_t *given, bool *more, uint64_t *last, uint64_t *wait);
+/* Every footer of the manifest in memory (ST_OK), or ST_EPARKED with those that are not on the
+ * cache's want list; another code when one cannot be read. */
+int st_tier_footers_ready(st_tier_t *t, const st_tier_manifest_t *man);
 /* Stops: no more passes, flushes or compactions start; held ones are dropped (their 'P' records
  * wait for start-up), those in flight come back while the loop runs; members are stopped, then
  * told closed. NULL: no-op. */

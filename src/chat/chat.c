@@ -76,7 +76,6 @@ void st_chat_resync(st_chat_t *c)
 
 void st_chat_close(st_chat_t *c)
 {
-    st_tier_free(c->own_tier); /* stopped and run down (st_chat_cold_stop) */
     free(c);
 }
 

@@ -1,15 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Reading cold messages: a user's manifest ('F' records) lists its Parquet objects with their
- * msg_id ranges; footers are fetched once and kept (parsed, least recently used out); a read
- * fetches only the row groups whose statistics (conversation, msg_id range) can match, decodes
- * them and renders each row exactly as the hot store would have. A missing or damaged object
- * fails the reads that need it with ST_ECOLD and a log line; nothing else is affected.
- *
- * Nothing here waits: footers and row groups come from the cold cache (src/cold/cache.c). A
- * read first checks that everything its page needs is in memory; if not, it emits nothing and
- * returns ST_EPARKED with the missing parts on the cache's want list, and its caller parks
- * (an HTTP request, a stream's replay page) until the cache has fetched them, then re-runs.
+ * Reading cold messages: the tier reads a page of a user's cold rows (src/cold/read.c: the row
+ * groups of one conversation, or all, within a msg_id range, from the cold cache); here each
+ * row is rendered exactly as the hot store would have. Nothing waits: a page not all in memory
+ * returns ST_EPARKED, and its caller parks with st_tier_wait, then re-runs.
  */
 #include "internal.h"
 
@@ -35,113 +29,18 @@ void st__chat_render_row(st_buf_t *b, const st_msgrow_t *r)
     st_buf_appendc(b, '}');
 }
 
-/* First index in rows with msg_id > id. */
-static size_t st__upper(const st_pq_rows_t *r, uint64_t id)
-{
-    size_t a = 0, b = r->n;
-    while (a < b) {
-        size_t m = a + (b - a) / 2;
-        if (r->rows[m].msg_id <= id)
-            a = m + 1;
-        else
-            b = m;
-    }
-    return a;
-}
-
-/* The parsed footer of an object (borrowed until the loop runs again), ST_EPARKED when it is
- * not in memory yet, ST_ECOLD when it cannot be read. */
-int st__chat_footer(st_chatcold_t *cc, const char *key, uint64_t size, const st_pq_meta_t **out)
-{
-    return st_coldcache_footer(st_tier_cache(cc->tier), key, size, out);
-}
-
 typedef struct {
-    uint64_t id;
-    const st_msgrow_t *row;
-} st_crow_t;
+    st_chat_msg_fn fn;
+    void *arg;
+    st_buf_t json;
+} st_render_t;
 
-static int st__cmp_asc(const void *a, const void *b)
+static void st__render(void *arg, const st_msgrow_t *r)
 {
-    uint64_t x = ((const st_crow_t *)a)->id, y = ((const st_crow_t *)b)->id;
-    return x < y ? -1 : x > y;
-}
-
-static int st__cmp_desc(const void *a, const void *b)
-{
-    return st__cmp_asc(b, a);
-}
-
-static bool st__group_matches(const st_pq_group_t *G, const char *conv, size_t cl, uint64_t lo,
-                              uint64_t hi)
-{
-    if (conv && (G->conv_len != cl || memcmp(G->conv, conv, cl) != 0)) return false;
-    return !((lo && G->max_id <= lo) || (hi && G->min_id >= hi));
-}
-
-/* Up to `need` rows of one object with lo < id < hi (and the conversation), nearest the start
- * of the order first, as pointers into the cache's row groups. With rows NULL it only checks
- * what is in memory: *missing counts what it put on the want list, *known the rows it can
- * vouch for (whole groups inside the range). */
-static int st__file_rows(st_chatcold_t *cc, const char *key, const st_coldfile_t *f,
-                         const char *conv, size_t cl, uint64_t lo, uint64_t hi, bool desc,
-                         size_t need, st_buf_t *rows, size_t *missing, size_t *known)
-{
-    const st_pq_meta_t *m;
-    int rc = st__chat_footer(cc, key, f->size, &m);
-    if (rc == ST_EPARKED && missing) {
-        ++*missing;
-        return ST_OK;
-    }
-    for (size_t gi = 0; gi < (rc ? 0 : m->ngroups); gi++) {
-        const st_pq_group_t *G = &m->groups[gi];
-        if (!st__group_matches(G, conv, cl, lo, hi)) continue;
-        const st_pq_rows_t *g;
-        rc = st_coldcache_group(st_tier_cache(cc->tier), key, gi, G, &g);
-        if (!rows) {
-            if (rc == ST_EPARKED) {
-                ++*missing;
-                rc = ST_OK;
-                if ((!lo || G->min_id > lo) && (!hi || G->max_id < hi)) *known += (size_t)G->rows;
-            } else if (rc == ST_OK) {
-                size_t a = lo ? st__upper(g, lo) : 0, b = hi ? st__upper(g, hi - 1) : g->n;
-                *known += b > a ? b - a : 0;
-            }
-            if (rc) break;
-            continue;
-        }
-        if (rc) break;
-        size_t a = lo ? st__upper(g, lo) : 0;
-        size_t b = hi ? st__upper(g, hi - 1) : g->n;
-        size_t take = b > a ? b - a : 0;
-        if (take > need) take = need;
-        size_t from = desc ? b - take : a;
-        for (size_t i = from; i < from + take; i++) {
-            st_crow_t cr = {g->rows[i].msg_id, &g->rows[i]};
-            st_buf_append(rows, &cr, sizeof cr);
-        }
-    }
-    return rc;
-}
-
-/* Whether everything the page needs is in memory. What is not goes on the want list: the
- * objects in order until the page is surely full, looking past a missing footer (its rows are
- * unknown) at most ST__LOOKAHEAD objects, so one wait usually fetches a whole page. */
-#define ST__LOOKAHEAD 3
-static int st__cold_ready(st_chatcold_t *cc, const st_manifest_t *man, const char *conv, size_t cl,
-                          uint64_t lo, uint64_t hi, bool desc, size_t limit)
-{
-    size_t missing = 0, known = 0, missing_files = 0;
-    int rc = ST_OK;
-    for (size_t i = 0; i < man->n && rc == ST_OK && known <= limit; i++) {
-        const st_coldfile_t *f = &man->v[i].file;
-        if ((lo && f->max_id <= lo) || (hi && f->min_id >= hi)) continue;
-        size_t before = missing;
-        rc = st__file_rows(cc, man->v[i].key, f, conv, cl, lo, hi, desc, 0, NULL, &missing, &known);
-        if (rc == ST_ECOLD && missing) rc = ST_OK; /* the page may end before it: fetch first */
-        if (missing > before && ++missing_files >= ST__LOOKAHEAD) break;
-    }
-    return rc == ST_OK && missing ? ST_EPARKED : rc;
+    st_render_t *x = arg;
+    st_buf_reset(&x->json);
+    st__chat_render_row(&x->json, r);
+    x->fn(x->arg, r->msg_id, x->json.data, x->json.len);
 }
 
 int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
@@ -151,59 +50,12 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
     *given = 0;
     *more = false;
     if (!c->cold || limit == 0) return ST_OK;
-    st_chatcold_t *cc = c->cold;
-    st_manifest_t man;
-    int rc = st__chat_manifest(c, u, ul, desc, &man, wait);
-    /* nothing is emitted unless all of it can be: a parked read re-runs from the start */
-    if (rc == ST_OK) rc = st__cold_ready(cc, &man, conv, cl, lo, hi, desc, limit + 1);
-    if (!fn) {
-        st__chat_manifest_free(&man);
-        return rc;
-    }
-    st_buf_t json = {0}, rows = {0};
-    for (size_t i = 0; i < man.n && rc == ST_OK && !*more; i++) {
-        const st_coldfile_t *f = &man.v[i].file;
-        if ((lo && f->max_id <= lo) || (hi && f->min_id >= hi)) continue;
-        st_buf_reset(&rows);
-        /* one row past the page tells whether there is more */
-        rc = st__file_rows(cc, man.v[i].key, f, conv, cl, lo, hi, desc, limit - *given + 1, &rows,
-                           NULL, NULL);
-        ST_ASSERT(rc != ST_EPARKED); /* the check above found it all in memory */
-        size_t n = rows.len / sizeof(st_crow_t);
-        st_crow_t *r = (st_crow_t *)rows.data;
-        if (n > 1) qsort(r, n, sizeof *r, desc ? st__cmp_desc : st__cmp_asc);
-        for (size_t k = 0; k < n && rc == ST_OK; k++) {
-            if (*given == limit) {
-                *more = true;
-                break;
-            }
-            st_buf_reset(&json);
-            st__chat_render_row(&json, r[k].row);
-            fn(arg, r[k].id, json.data, json.len);
-            *last = r[k].id;
-            ++*given;
-        }
-    }
-    st__chat_manifest_free(&man);
-    st_buf_free(&json);
-    st_buf_free(&rows);
+    st_render_t x = {fn, arg, {0}};
+    st_tier_rowq_t q = {conv, cl, lo, hi, desc, limit};
+    int rc =
+        st_tier_rows(c->cold->tier, u, ul, &q, fn ? st__render : NULL, &x, given, more, last, wait);
+    st_buf_free(&x.json);
     return rc;
-}
-
-/* Every footer of the user's manifest in memory (ST_OK), or ST_EPARKED with all those that are
- * not on the want list: readers of hybrid fields and recounts need them all. */
-int st__chat_footers_ready(st_chat_t *c, const st_manifest_t *man)
-{
-    bool parked = false;
-    for (size_t i = 0; i < man->n; i++) {
-        const st_pq_meta_t *m;
-        int rc = st__chat_footer(c->cold, man->v[i].key, man->v[i].file.size, &m);
-        if (rc == ST_EPARKED)
-            parked = true;
-        else if (rc != ST_OK && !parked)
-            return rc;
-    }
-    return parked ? ST_EPARKED : ST_OK;
 }
 
 bool st_chat_cold_wait(st_chat_t *c, st_coldwait_t **w, void (*done)(void *arg), void *arg)

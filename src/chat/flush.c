@@ -14,8 +14,7 @@
  * store at 80 % and on POST /v1/admin/flush (every user with hot rows). After a flush the tier
  * queues compactions (compact.c is chat's merge side).
  *
- * Also here: chat's member of the tier (st_chat_tier_member), and a tier of chat's own for
- * tests and tools (st_chat_cold_start).
+ * Also here: chat's member of the tier (st_chat_tier_member).
  */
 #include "internal.h"
 
@@ -38,16 +37,6 @@ typedef struct {
 } st_chatsnap_t;
 
 /* ---- worker side ---- */
-
-int st__chat_cmp_rows(const void *a, const void *b)
-{
-    const st_msgrow_t *x = a, *y = b;
-    size_t n = x->conv_len < y->conv_len ? x->conv_len : y->conv_len;
-    int c = memcmp(x->conv, y->conv, n);
-    if (c) return c;
-    if (x->conv_len != y->conv_len) return x->conv_len < y->conv_len ? -1 : 1;
-    return x->msg_id < y->msg_id ? -1 : x->msg_id > y->msg_id;
-}
 
 static const char *st__copy(st_arena_t *a, const char *s, size_t n, uint32_t *len)
 {
@@ -106,7 +95,7 @@ static int st__encode(void *arg, void *rows, st_buf_t *file)
     for (size_t i = 0; i < j->n && rc == ST_OK; i++)
         rc = st__decode(j, i, &j->rows[i]);
     if (rc != ST_OK) return rc;
-    qsort(j->rows, j->n, sizeof *j->rows, st__chat_cmp_rows);
+    qsort(j->rows, j->n, sizeof *j->rows, st_tier_cmp_rows);
     return st_parquet_encode(j->rows, j->n, j->zstd_level, file);
 }
 
@@ -266,7 +255,6 @@ bool st__chat_flush_due(st_chat_t *c, const char *u, size_t ul, int64_t hot)
 static void st__stop(void *arg)
 {
     st_chatcold_t *cc = arg;
-    st__chat_retention_stop(cc);
     if (cc->chat->cold == cc) cc->chat->cold = NULL;
 }
 
@@ -293,9 +281,6 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
     cc->m_evicted = st_metrics_counter("strata_hot_evictions_total",
                                        "Idle conversations evicted from the hot store", "");
     cc->hot_ttl_us = (o->hot_ttl_s ? o->hot_ttl_s : 86400) * 1000000ull;
-    cc->m_retained = st_metrics_counter("strata_retention_deleted_messages_total",
-                                        "Cold messages deleted by retention", "");
-    st_list_init(&cc->ret_queue);
     cc->flush_min_rows = o->flush_min_rows;
     cc->flush_max_age_us = o->flush_max_age_s * 1000000ull;
     st__chat_sources(cc);
@@ -305,34 +290,10 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
                                     .nsources = 2,
                                     .flush = &cc->kind,
                                     .merge = &cc->merge,
+                                    .expired = st__chat_expired,
                                     .stop = st__stop,
                                     .closed = st__closed,
                                     .arg = cc};
     c->cold = cc;
     return &cc->member;
-}
-
-int st_chat_cold_start(st_chat_t *c, uv_loop_t *loop, const st_chat_cold_opts_t *o)
-{
-    st_tier_free(c->own_tier); /* a tier started before, stopped and run down */
-    st_tier_opts_t to = {.obj = o->store,
-                         .flush_interval_s = o->flush_interval_s,
-                         .flush_rows = o->flush_rows,
-                         .cache_bytes = o->cache_bytes,
-                         .retention_s = o->retention_s,
-                         .compact_objects = o->compact_objects,
-                         .compact_max_bytes = o->compact_max_bytes};
-    int rc = st_tier_open(&c->own_tier, loop, c->store, &to);
-    if (rc == ST_OK) st_tier_join(c->own_tier, st_chat_tier_member(c, c->own_tier, o));
-    return rc;
-}
-
-void st_chat_cold_stop(st_chat_t *c)
-{
-    st_tier_close(c->own_tier);
-}
-
-size_t st_chat_flush_all(st_chat_t *c)
-{
-    return c->cold ? st_tier_flush_all(c->cold->tier) : 0;
 }

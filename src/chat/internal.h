@@ -33,7 +33,6 @@ struct st_chat {
     st_snowflake_t ids;
     st_observers_t observers; /* of posted messages (st_chat_observer_fn) */
     st_chatcold_t *cold;      /* NULL until chat joins a tier, and once it stops */
-    st_tier_t *own_tier;      /* the tier st_chat_cold_start opened (tests, tools), or NULL */
 };
 
 typedef struct {
@@ -89,12 +88,11 @@ typedef st_tier_manifest_t st_manifest_t;
 #define st__chat_manifest(c, u, ul, desc, out, wait)                                               \
     st_tier_manifest((c)->store, (u), (ul), (desc), (out), (wait))
 #define st__chat_manifest_free st_tier_manifest_free
-/* The parsed footer of an object (from the cold cache, borrowed until the loop runs again);
- * ST_EPARKED when it is not in memory yet (now on the cache's want list), ST_ECOLD if it cannot
- * be read. */
-int st__chat_footer(st_chatcold_t *cc, const char *key, uint64_t size, const st_pq_meta_t **out);
-/* Every footer of a manifest in memory: ST_OK, or ST_EPARKED with the missing ones wanted. */
-int st__chat_footers_ready(st_chat_t *c, const st_manifest_t *man);
+/* The parsed footer of an object (from the tier's cold cache, borrowed until the loop runs
+ * again); ST_EPARKED when it is not in memory yet (now on the cache's want list), ST_ECOLD if it
+ * cannot be read. */
+#define st__chat_footer(cc, key, size, out)                                                        \
+    st_coldcache_footer(st_tier_cache((cc)->tier), (key), (size), (out))
 /* A message row rendered exactly as the hot store renders it at post time. */
 void st__chat_render_row(st_buf_t *b, const st_msgrow_t *r);
 /* Cold messages of a user (one conversation or all) with lo < msg_id < hi (0 = open), oldest or
@@ -108,13 +106,9 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
  * the cold tier's footers (*from_cold). ST_ENOTFOUND when neither knows it. */
 int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
                        st_conv_t *cv, bool *from_cold, uint64_t *wait);
-/* retention.c: drops the user's objects older than the retention (whole objects); returns how
- * many. Their deletion is recorded ('D') in the same batch. */
-size_t st__chat_retention(st_chat_t *c, const char *u, size_t ul);
-/* Forgets the users waiting for their footers (cancels their fetches): before the cache goes. */
-void st__chat_retention_stop(st_chatcold_t *cc);
-/* flush.c: the order of rows in an object: by conversation, then msg_id (qsort). */
-int st__chat_cmp_rows(const void *a, const void *b);
+/* retention.c: an expired object leaves (the member's expired hook, strata/tier.h): its rows out
+ * of the conversations' cold baselines and the totals. */
+int st__chat_expired(void *arg, const char *u, size_t ul, const st_pq_meta_t *m, uint64_t *wait);
 /* evict.c: whether the conversation record (key, val) is to be evicted: idle since before
  * `before` (µs) with all its messages cold. */
 bool st__chat_evictable(const void *key, size_t klen, const void *val, size_t vlen, int64_t before);
@@ -145,12 +139,8 @@ struct st_chatcold {
     st_tier_kind_t kind;         /* flush.c */
     st_tier_merge_t merge;       /* compact.c */
     int zstd_level;
-    st_metric_t *m_hybrid_hot, *m_hybrid_cold, *m_evicted, *m_retained;
+    st_metric_t *m_hybrid_hot, *m_hybrid_cold, *m_evicted;
     uint64_t hot_ttl_us;
-    /* retention: users waiting for their footers (retention.c), queued first */
-    st_list_t ret_queue; /* st_retry_t, in order */
-    st_map_t ret_users;  /* queued or being fetched */
-    size_t ret_fetching;
     /* at the interval, a user is flushed only with this many hot rows, or one this old */
     uint64_t flush_min_rows, flush_max_age_us;
     bool pass_all;        /* this pass queues every user with hot rows */

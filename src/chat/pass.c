@@ -36,7 +36,7 @@ static void st__act_user(void *arg, const void *key, size_t klen)
     uint8_t k[ST__KEY_CAP];
     st_totals_t tot;
     st_coldstat_t cs;
-    st__chat_retention(c, name, nl);
+    st_tier_retain(cc->tier, name, nl);
     if (st__chat_get_fixed(c->store, k, st__chat_ukey(k, 'T', name, nl) - 1, &tot, sizeof tot,
                            &wait) == ST_OK &&
         st__chat_coldstat(c, name, nl, &cs, &wait) == ST_OK && tot.total > cs.rows &&

@@ -53,7 +53,8 @@ int st_chat_recount(st_chat_t *c, const char *u, size_t ul, const char *conv, si
     if (c->cold) {
         st_manifest_t man;
         rc = st__chat_manifest(c, u, ul, false, &man, wait);
-        if (rc == ST_OK) rc = st__chat_footers_ready(c, &man); /* ST_EPARKED: nothing written */
+        if (rc == ST_OK)
+            rc = st_tier_footers_ready(c->cold->tier, &man); /* ST_EPARKED: nothing written */
         for (size_t i = 0; i < man.n && rc == ST_OK; i++) {
             const st_pq_meta_t *m;
             rc = st__chat_footer(c->cold, man.v[i].key, man.v[i].file.size, &m);
@@ -177,7 +178,8 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
     /* not hot: rebuilt from the footers of the user's objects (no message data is read) */
     st_manifest_t man;
     rc = st__chat_manifest(c, u, ul, false, &man, wait);
-    if (rc == ST_OK) rc = st__chat_footers_ready(c, &man); /* ST_EPARKED: the caller waits */
+    if (rc == ST_OK)
+        rc = st_tier_footers_ready(c->cold->tier, &man); /* ST_EPARKED: the caller waits */
     st_conv_t x = {UINT64_MAX, 0, INT64_MAX, INT64_MIN, 0, 0, 0};
     for (size_t i = 0; i < man.n && rc == ST_OK; i++) {
         const st_pq_meta_t *m;

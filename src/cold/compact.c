@@ -40,7 +40,6 @@
 #define ST__MERGE_ROWS    2000000        /* no merge writes more rows */
 #define ST__MERGE_OBJECTS 256            /* nor replaces more objects */
 #define ST__RUN_MIN       4              /* objects of one class merged together */
-#define ST__MKEY_CAP      (ST_NAME_MAX + 16)
 
 typedef struct {
     st_map_node_t node;
@@ -228,7 +227,6 @@ static bool st__plan(st_tier_compact_t *c, const st_tier_manifest_t *m, int flag
 /* Plans the owner's next merge and records its object ('P'); NULL when there is nothing to do. */
 static st_cjob_t *st__begin(st_tier_compact_t *c, st_cowner_t *o)
 {
-    uint8_t k[ST__MKEY_CAP];
     uint64_t wait = 0;
     st_tier_manifest_t m;
     size_t from, to;
@@ -243,13 +241,7 @@ static st_cjob_t *st__begin(st_tier_compact_t *c, st_cowner_t *o)
     st_tier_manifest_free(&m);
     j->pseq = st.next_seq ? st.next_seq : 1;
     c->merge->name(c->merge->arg, o->owner, o->olen, j->old.v[0].key, j->fseq, j->pseq, &j->key);
-    rc = st_store_put(c->store, k, st_tier_mkey(k, 'P', o->owner, o->olen, true, j->pseq),
-                      j->key.data, j->key.len, &wait);
-    st.next_seq = j->pseq + 1;
-    if (rc == ST_OK)
-        rc = st_store_put(c->store, k, st_tier_mkey(k, 'W', o->owner, o->olen, false, 0), &st,
-                          sizeof st, &wait);
-    if (rc != ST_OK) {
+    if (st__tier_intend(c->store, o->owner, o->olen, j->pseq, &j->key, &st, &wait) != ST_OK) {
         j->o = NULL;
         st__job_free(j);
         return NULL;
@@ -258,64 +250,28 @@ static st_cjob_t *st__begin(st_tier_compact_t *c, st_cowner_t *o)
     return j;
 }
 
-/* Whether the job's 'P' and every old 'F' are still what it planned on (retention may have
- * replaced some meanwhile: ST_ECONFLICT). */
-static int st__check(st_tier_compact_t *c, st_cjob_t *j, uint64_t *wait)
+/* The kind's side of the swap: rows left out by retention leave its counts. */
+static int st__kind_side(void *arg, uint64_t *wait)
 {
-    const char *o = j->o->owner;
-    size_t ol = j->o->olen;
-    uint8_t k[ST__MKEY_CAP];
-    const void *v;
-    size_t vl;
-    int rc = st_store_get(c->store, k, st_tier_mkey(k, 'P', o, ol, true, j->pseq), &v, &vl, wait);
-    for (size_t i = 0; rc == ST_OK && i < j->old.n; i++) {
-        rc = st_store_get(c->store, k, st_tier_mkey(k, 'F', o, ol, true, j->old.v[i].seq), &v, &vl,
-                          wait);
-        size_t kl = strlen(j->old.v[i].key);
-        if (rc == ST_OK && (vl != sizeof(st_tier_file_t) + kl ||
-                            memcmp((const char *)v + sizeof(st_tier_file_t), j->old.v[i].key, kl)))
-            rc = ST_ENOTFOUND;
-    }
-    return rc == ST_ENOTFOUND ? ST_ECONFLICT : rc;
+    st_cjob_t *j = arg;
+    const st_tier_merge_t *m = j->c->merge;
+    return m->commit(m->arg, j->o->owner, j->o->olen, j->dropped, j->ndropped, wait);
 }
 
-/* The swap: one batch. Everything is checked before anything is written. */
+/* The swap (intent.c): one batch, everything checked before anything is written. */
 static int st__commit(st_tier_compact_t *c, st_cjob_t *j, uint64_t *wait)
 {
-    const char *o = j->o->owner;
-    size_t ol = j->o->olen;
-    uint8_t k[ST__MKEY_CAP];
-    int rc = st__check(c, j, wait);
-    /* the kind's side first, while the manifest still holds the old objects */
-    if (rc == ST_OK) rc = c->merge->commit(c->merge->arg, o, ol, j->dropped, j->ndropped, wait);
-    if (rc == ST_OK)
-        rc = st_store_del(c->store, k, st_tier_mkey(k, 'P', o, ol, true, j->pseq), wait);
-    int64_t old_bytes = 0;
-    for (size_t i = 0; rc == ST_OK && i < j->old.n; i++) {
-        old_bytes += (int64_t)j->old.v[i].file.size;
-        rc = st_store_del(c->store, k, st_tier_mkey(k, 'F', o, ol, true, j->old.v[i].seq), wait);
-        /* 'D' numbers stay unique: the first old object's number goes on with the new one, so
-         * its deletion is recorded under the fresh number (no 'F' ever has it) */
-        uint64_t dseq = i ? j->old.v[i].seq : j->pseq;
-        if (rc == ST_OK) rc = st_tier_doom(c->store, o, ol, dseq, j->old.v[i].key, wait);
-    }
-    if (rc == ST_OK && j->out.rows) {
-        st_buf_t val = {0};
-        st_buf_append(&val, &j->out, sizeof j->out);
-        st_buf_append(&val, j->key.data, j->key.len);
-        rc = st_store_put(c->store, k, st_tier_mkey(k, 'F', o, ol, true, j->fseq), val.data,
-                          val.len, wait);
-        st_buf_free(&val);
-    }
-    st_tier_stat_t st;
-    if (rc == ST_OK) rc = st_tier_stat(c->store, o, ol, &st, wait);
-    if (rc == ST_OK) {
-        st.rows -= j->ndropped;
-        st.bytes += (int64_t)j->out.size - old_bytes;
-        st.files += (j->out.rows ? 1 : 0) - (int64_t)j->old.n;
-        rc = st_store_put(c->store, k, st_tier_mkey(k, 'W', o, ol, false, 0), &st, sizeof st, wait);
-    }
+    st_tier_swap_t sw = {.pseq = j->pseq,
+                         .fseq = j->fseq,
+                         .old = j->old.v,
+                         .nold = j->old.n,
+                         .file = &j->out,
+                         .key = j->key.data,
+                         .kind = st__kind_side,
+                         .arg = j};
+    int rc = st__tier_swap(c->store, j->o->owner, j->o->olen, &sw, wait);
     if (rc == ST_OK) st_metric_add(c->m_dropped, (double)j->ndropped);
+    if (rc == ST_OK) st_metric_add(c->tier->m_retained, (double)j->ndropped);
     return rc;
 }
 
@@ -373,13 +329,8 @@ static void st__maybe_free(st_tier_compact_t *c)
 static void st__failed(st_tier_compact_t *c, st_cjob_t *j, int rc, uint64_t *wait)
 {
     st_cowner_t *o = j->o;
-    uint8_t k[ST__MKEY_CAP];
-    const void *v;
-    size_t vl;
     st_metric_add(c->m_err, 1);
-    if (st_store_get(c->store, k, st_tier_mkey(k, 'P', o->owner, o->olen, true, j->pseq), &v, &vl,
-                     wait) == ST_ENOTFOUND)
-        st_tier_doom(c->store, o->owner, o->olen, j->pseq, j->key.data, wait);
+    st__tier_abandon(c->store, o->owner, o->olen, j->pseq, j->key.data, wait);
     st__tier_orphans(c->tier, o->owner, o->olen, wait);
     st_warn("cold: compaction of %.*s failed (%s)", (int)o->olen, o->owner, st_strerror(rc));
     /* the manifest changed meanwhile (retention): planned again on the new one, so an asked for

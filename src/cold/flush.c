@@ -20,9 +20,8 @@
  */
 #define _GNU_SOURCE /* SCHED_IDLE */
 #include "strata/coldshare.h"
-#include "strata/tier.h"
-#include "strata/cold.h"
 #include "strata/metrics.h"
+#include "internal.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -31,7 +30,6 @@
 #include <unistd.h>
 
 #define ST__FLUSH_PARALLEL 1 /* the loop keeps a core to itself on small machines */
-#define ST__MKEY_CAP       (ST_NAME_MAX + 16)
 
 typedef struct {
     st_map_node_t node;
@@ -49,6 +47,7 @@ typedef struct st_fjob {
     uint64_t wait;  /* the batch that makes the snapshot (and the 'P' record) durable */
     uint64_t seq;
     st_tier_snap_t snap;
+    st_tier_file_t file; /* the object, as the swap records it */
     /* worker results */
     int rc;
     uint64_t size;
@@ -158,40 +157,27 @@ static void st__maybe_free(st_tier_flush_t *f)
     if (closed) closed(arg);
 }
 
-/* The batch that moves the rows: 'P' out, the kind's hot side, 'W' and 'F' in. */
+/* The kind's side of the swap: hot rows out, counts to the cold baselines (fills j->file). */
+static int st__kind_side(void *arg, uint64_t *wait)
+{
+    st_fjob_t *j = arg;
+    const st_tier_kind_t *k = j->f->kind;
+    return k->commit(k->arg, j->o->owner, j->o->olen, j->snap.rows, &j->file, wait);
+}
+
+/* The batch that moves the rows (intent.c): 'P' out, the kind's hot side, 'W' and 'F' in. */
 static int st__commit(st_tier_flush_t *f, st_fjob_t *j, uint64_t *wait)
 {
-    const char *o = j->o->owner;
-    size_t ol = j->o->olen;
-    uint8_t k[ST__MKEY_CAP];
-    /* the object is ours only while its 'P' record is: it goes in this batch */
-    size_t pn = st_tier_mkey(k, 'P', o, ol, true, j->seq);
-    const void *pv;
-    size_t pvl;
-    int rc = st_store_get(f->store, k, pn, &pv, &pvl, wait);
-    if (rc == ST_ENOTFOUND) rc = ST_EINTERNAL;
-    if (rc == ST_OK) rc = st_store_del(f->store, k, pn, wait);
-    st_tier_file_t fi = {0, 0, 0, j->size};
-    if (rc == ST_OK) rc = f->kind->commit(f->kind->arg, o, ol, j->snap.rows, &fi, wait);
-    st_tier_stat_t st;
-    if (rc == ST_OK) rc = st_tier_stat(f->store, o, ol, &st, wait);
-    if (rc == ST_OK) {
-        st.watermark = fi.max_id;
-        st.rows += fi.rows;
-        st.bytes += (int64_t)j->size;
-        st.files++;
-        if (st.next_seq < j->seq + 1) st.next_seq = j->seq + 1;
-        rc = st_store_put(f->store, k, st_tier_mkey(k, 'W', o, ol, false, 0), &st, sizeof st, wait);
-    }
-    if (rc == ST_OK) {
-        st_buf_t v = {0};
-        st_buf_append(&v, &fi, sizeof fi);
-        st_buf_append(&v, j->snap.key.data, j->snap.key.len);
-        rc = st_store_put(f->store, k, st_tier_mkey(k, 'F', o, ol, true, j->seq), v.data, v.len,
-                          wait);
-        st_buf_free(&v);
-    }
-    return rc;
+    j->file = (st_tier_file_t){0, 0, 0, j->size};
+    st_tier_swap_t sw = {.pseq = j->seq,
+                         .fseq = j->seq,
+                         .file = &j->file,
+                         .key = j->snap.key.data,
+                         .watermark = true,
+                         .kind = st__kind_side,
+                         .arg = j};
+    int rc = st__tier_swap(f->store, j->o->owner, j->o->olen, &sw, wait);
+    return rc == ST_ECONFLICT ? ST_EINTERNAL : rc; /* its intent was swept: an invariant broke */
 }
 
 /* Back on the queue after a failure, no sooner than the backoff (up to a minute). */
@@ -219,6 +205,7 @@ static void st__running_done(st_tier_flush_t *f, st_fowner_t *o)
 static void st__failed(st_tier_flush_t *f, st_fjob_t *j, int rc, uint64_t *wait)
 {
     st_fowner_t *o = j->o;
+    st__tier_abandon(f->store, o->owner, o->olen, j->seq, j->snap.key.data, wait);
     f->kind->orphans(f->kind->arg, o->owner, o->olen, wait);
     if (rc != ST_EINVAL) {
         st__retry_later(f, o, rc);
@@ -281,21 +268,6 @@ static void st__flush_done(uv_work_t *req, int status)
     f->kind->done(f->kind->arg);
 }
 
-/* Records the object about to be written: its 'P' record, and the owner's next file number
- * moves past it (a number, and so a key, is never used twice). */
-static int st__intend(st_tier_flush_t *f, st_fjob_t *j, st_tier_stat_t *st, uint64_t *wait)
-{
-    uint8_t k[ST__MKEY_CAP];
-    const char *o = j->o->owner;
-    size_t ol = j->o->olen;
-    size_t n = st_tier_mkey(k, 'P', o, ol, true, j->seq);
-    int rc = st_store_put(f->store, k, n, j->snap.key.data, j->snap.key.len, wait);
-    st->next_seq = j->seq + 1;
-    if (rc == ST_OK)
-        rc = st_store_put(f->store, k, st_tier_mkey(k, 'W', o, ol, false, 0), st, sizeof *st, wait);
-    return rc;
-}
-
 static void st__queue(st_tier_flush_t *f, st_fjob_t *j)
 {
     j->waited = uv_hrtime() - j->t_snap;
@@ -322,7 +294,8 @@ static bool st__start(st_tier_flush_t *f, st_fowner_t *o)
     j->seq = st.next_seq ? st.next_seq : 1;
     if (rc == ST_OK)
         rc = f->kind->snapshot(f->kind->arg, o->owner, o->olen, &st, j->seq, &j->snap, &wait);
-    if (rc != ST_OK || j->snap.n == 0 || st__intend(f, j, &st, &wait) != ST_OK) {
+    if (rc != ST_OK || j->snap.n == 0 ||
+        st__tier_intend(f->store, o->owner, o->olen, j->seq, &j->snap.key, &st, &wait) != ST_OK) {
         st__job_free(j);
         return false;
     }

@@ -11,6 +11,39 @@
 
 typedef struct st_tier_compact st_tier_compact_t;
 
+/* The tier (tier.c opens and closes it; its parts read it). */
+struct st_tier {
+    uv_loop_t *loop;
+    st_store_t *store;
+    st_objstore_t *obj; /* borrowed */
+    uint64_t flush_rows, retention_us;
+    bool stopping, urgent;
+    bool done, free_asked; /* every part closed; st_tier_free called */
+    int closed_parts;
+    uv_timer_t tick;
+    uint64_t interval_ms, next_interval_ms, next_full_ms;
+    st_tier_flush_t *flush;
+    st_tier_compact_t *compact;
+    st_tier_reaper_t *reaper;
+    st_tier_pass_t *pass;
+    st_coldcache_t *cache; /* NULL once stopping */
+    st_store_listener_t listener;
+    st_list_t members;               /* st_tier_member_t, by link */
+    const st_tier_member_t *flusher; /* the member with a flush side (one at most) */
+    st_tier_kind_t fkind;            /* the flush engine's kind: the flusher's, and the tier's */
+    st_tier_merge_t mkind;           /* the compaction engine's: the flusher's merge side */
+    size_t pass_queued;              /* flushes queued by this pass so far */
+    st_metric_t *m_orphans, *m_retained;
+    /* retention: owners waiting for their footers (retention.c), queued first */
+    st_list_t ret_queue; /* st_tier_retry_t, in order */
+    st_map_t ret_users;  /* queued or being fetched */
+    size_t ret_fetching;
+};
+
+/* retention.c: whole objects past the retention out of the manifest (st_tier_retain); the owners
+ * waiting for their footers forgotten (their fetches cancelled), before the cache goes. */
+void st__tier_retain_stop(st_tier_t *t);
+
 typedef struct {
     size_t limit;          /* small objects an owner may hold before a merge (0: 8) */
     uint64_t max_bytes;    /* no merge writes a larger object (0: 256 MiB) */
@@ -34,6 +67,33 @@ bool st__tier_compacting(const st_tier_compact_t *c, const char *o, size_t ol, u
 /* Stops: a job not yet on a worker is dropped (its 'P' waits for start-up); freed once the job
  * in flight is back, then closed(arg). */
 void st__tier_compact_close(st_tier_compact_t *c, void (*closed)(void *arg), void *arg);
+
+/* ---- the intent protocol (intent.c): one for flushes and compactions ---- */
+/* Stages the intent to write object seq under key ('P'), with st->next_seq moved past seq and
+ * the owner's summary st written back. */
+int st__tier_intend(st_store_t *s, const char *o, size_t ol, uint64_t seq, const st_buf_t *key,
+                    st_tier_stat_t *st, uint64_t *wait);
+/* One swap batch (pseq 0: no intent, retention's drop): the new object (file, key; none when
+ * file->rows is 0) in under fseq, the objects replaced (old[0..nold)) out, the intent pseq dropped,
+ * the summary moved (watermark: raised to file->max_id, a flush), and kind(arg, wait) staged first
+ * (it may fill *file). */
+typedef struct {
+    uint64_t pseq, fseq;
+    const st_tier_obj_t *old;
+    size_t nold;
+    st_tier_file_t *file;
+    const char *key;
+    bool watermark;
+    int (*kind)(void *arg, uint64_t *wait);
+    void *arg;
+} st_tier_swap_t;
+/* ST_ECONFLICT (nothing staged) when the intent or an old object is gone. */
+int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t *sw,
+                  uint64_t *wait);
+/* A job whose swap did not happen: its object is doomed if its intent is gone (the owner's sweep,
+ * run next by the caller, takes it otherwise). */
+int st__tier_abandon(st_store_t *s, const char *o, size_t ol, uint64_t pseq, const char *key,
+                     uint64_t *wait);
 
 /* Stages 'D' for the owner's objects that a flush or compaction began but never recorded ('P'
  * without 'F', none in flight) and drops those 'P' records (tier.c). */

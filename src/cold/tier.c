@@ -17,30 +17,6 @@
 
 enum { ST__PARTS = 5 }; /* closed separately: tick, pass, flush, reaper, compaction */
 
-struct st_tier {
-    uv_loop_t *loop;
-    st_store_t *store;
-    st_objstore_t *obj; /* borrowed */
-    uint64_t flush_rows, retention_us;
-    bool stopping, urgent;
-    bool done, free_asked; /* every part closed; st_tier_free called */
-    int closed_parts;
-    uv_timer_t tick;
-    uint64_t interval_ms, next_interval_ms, next_full_ms;
-    st_tier_flush_t *flush;
-    st_tier_compact_t *compact;
-    st_tier_reaper_t *reaper;
-    st_tier_pass_t *pass;
-    st_coldcache_t *cache; /* NULL once stopping */
-    st_store_listener_t listener;
-    st_list_t members;               /* st_tier_member_t, by link */
-    const st_tier_member_t *flusher; /* the member with a flush side (one at most) */
-    st_tier_kind_t fkind;            /* the flush engine's kind: the flusher's, and the tier's */
-    st_tier_merge_t mkind;           /* the compaction engine's: the flusher's merge side */
-    size_t pass_queued;              /* flushes queued by this pass so far */
-    st_metric_t *m_orphans;
-};
-
 /* ---- orphans: objects begun ('P') but never recorded ('F') ---- */
 
 typedef struct {
@@ -264,6 +240,9 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
     st_tier_reaper_open(&t->reaper, loop, store, o->obj);
     t->m_orphans = st_metrics_counter("strata_flush_orphans_total",
                                       "Objects written by a flush that was never recorded", "");
+    t->m_retained = st_metrics_counter("strata_retention_deleted_messages_total",
+                                       "Cold messages deleted by retention", "");
+    st_list_init(&t->ret_queue);
     st_tier_pass_open(&t->pass, loop, store, st__after_slice, t);
     st_tier_pass_on_begin(t->pass, st__pass_begin);
     uv_timer_init(loop, &t->tick);
@@ -326,6 +305,7 @@ void st_tier_close(st_tier_t *t)
         st_tier_member_t *m = ST_LIST_ITEM(l, st_tier_member_t, link);
         if (m->stop) m->stop(m->arg); /* their waits go before the cache does */
     }
+    st__tier_retain_stop(t);
     st_tier_reaper_close(t->reaper, st__part_closed, t); /* its pass in flight comes back */
     st_coldcache_close(t->cache); /* its jobs in flight come back while the loop runs */
     t->cache = NULL;

@@ -81,21 +81,11 @@ void st__conn_pending(st_conn_t *c)
 {
     st_server_t *srv = c->srv;
     bool want = c->head != NULL && !c->closing;
-    if (want == c->pending) return;
-    if (want) {
-        c->pprev = NULL;
-        c->pnext = srv->pending;
-        if (srv->pending) srv->pending->pprev = c;
-        srv->pending = c;
-    } else {
-        if (c->pprev)
-            c->pprev->pnext = c->pnext;
-        else
-            srv->pending = c->pnext;
-        if (c->pnext) c->pnext->pprev = c->pprev;
-        c->pprev = c->pnext = NULL;
-    }
-    c->pending = want;
+    if (want == st_list_linked(&c->plink)) return;
+    if (want)
+        st_list_push_front(&srv->pending, &c->plink);
+    else
+        st_list_unlink(&c->plink);
 }
 
 /* Moves every response at the head whose batch is durable into the output. */

@@ -43,14 +43,13 @@ struct st_conn {
     bool close_when_done; /* parse nothing more; close once everything queued is written */
     bool eof;             /* the peer half-closed: answer what was received, then close */
     uint64_t last_active_ms, req_started_ms, write_progress_ms;
-    int feed_requests;      /* requests parsed from the current feed */
-    bool upgrade;           /* hand the socket to the stream module after this feed */
-    st_buf_t handoff;       /* the upgrade request as libwebsockets will see it */
-    const char *ws_subject; /* arena memory, valid until the hand-off */
-    int64_t ws_exp_us;      /* the token's expiry (0: none) */
-    st_conn_t *prev, *next;
-    st_conn_t *pprev, *pnext; /* in srv->pending while responses wait for a durable batch */
-    bool pending;
+    int feed_requests;         /* requests parsed from the current feed */
+    bool upgrade;              /* hand the socket to the stream module after this feed */
+    st_buf_t handoff;          /* the upgrade request as libwebsockets will see it */
+    const char *ws_subject;    /* arena memory, valid until the hand-off */
+    int64_t ws_exp_us;         /* the token's expiry (0: none) */
+    st_list_t link;            /* in srv->conns */
+    st_list_t plink;           /* in srv->pending while responses wait for a durable batch */
     st_http_request_t *parked; /* owned copy of a request waiting for cold data */
     st_coldwait_t *cold_wait;  /* what it waits for (pins the data until it has run) */
 };
@@ -66,9 +65,9 @@ struct st_server {
     st_app_t *app;
     uv_tcp_t listener;
     uv_timer_t sweep;
-    st_conn_t *conns;
+    st_list_t conns; /* st_conn_t, newest first */
     size_t nconns;
-    st_conn_t *pending; /* connections with responses waiting: all a durable batch must visit */
+    st_list_t pending; /* connections with responses waiting: all a durable batch must visit */
     st_store_listener_t store_l;
     bool stopping;
     uint64_t stop_deadline_ms;

@@ -74,11 +74,7 @@ void st__conn_close(st_conn_t *c)
     st_server_t *srv = c->srv;
     if (c->cold_wait) st_tier_release(srv->app->tier, c->cold_wait); /* cancels it */
     c->cold_wait = NULL;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        srv->conns = c->next;
-    if (c->next) c->next->prev = c->prev;
+    st_list_unlink(&c->link);
     srv->nconns--;
     st_metric_set(srv->m_conns, (double)srv->nconns);
     uv_close((uv_handle_t *)&c->tcp, st__on_conn_closed);
@@ -100,9 +96,7 @@ static void st__on_connection(uv_stream_t *server, int status)
     static const st_http_parser_cb_t cb = {st__on_request, st__on_continue};
     c->parser = st_http_parser_new(&cb, c, srv->app->cfg->max_header, srv->app->cfg->max_body);
     c->last_active_ms = st__now_ms(srv);
-    c->next = srv->conns;
-    if (srv->conns) srv->conns->prev = c;
-    srv->conns = c;
+    st_list_push_front(&srv->conns, &c->link);
     srv->nconns++;
     st_metric_set(srv->m_conns, (double)srv->nconns);
     if (srv->nconns + st_ws_connections(srv->app->ws) > srv->app->cfg->max_connections) {
@@ -118,8 +112,8 @@ static void st__on_connection(uv_stream_t *server, int status)
 static void st__on_durable(st_store_listener_t *l, uint64_t id)
 {
     st_server_t *srv = (st_server_t *)((char *)l - offsetof(st_server_t, store_l));
-    for (st_conn_t *c = srv->pending, *n; c; c = n) {
-        n = c->pnext;
+    for (ST_LIST_EACH(it, n, &srv->pending)) {
+        st_conn_t *c = ST_LIST_ITEM(it, st_conn_t, plink);
         if (c->head && c->head->wait <= id) st__conn_flush(c);
     }
     if (srv->stopping) st__maybe_done(srv);
@@ -128,8 +122,8 @@ static void st__on_durable(st_store_listener_t *l, uint64_t id)
 static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
 {
     st_server_t *srv = (st_server_t *)((char *)l - offsetof(st_server_t, store_l));
-    for (st_conn_t *c = srv->conns, *n; c; c = n) {
-        n = c->next;
+    for (ST_LIST_EACH(it, n, &srv->conns)) {
+        st_conn_t *c = ST_LIST_ITEM(it, st_conn_t, link);
         for (st_slot_t *s = c->head; s; s = s->next) {
             if (s->wait < first) continue;
             st_buf_t body = {0}, resp = {0};
@@ -197,8 +191,8 @@ static void st__on_sweep(uv_timer_t *t)
         st_idem_sweep(srv->app->store, (int64_t)srv->app->cfg->idempotency_ttl * 1000000, 2000);
     if (gone) st_metric_add(srv->m_idem_expired, (double)gone);
     uint64_t now = st__now_ms(srv);
-    for (st_conn_t *c = srv->conns, *n; c; c = n) {
-        n = c->next;
+    for (ST_LIST_EACH(l, n, &srv->conns)) {
+        st_conn_t *c = ST_LIST_ITEM(l, st_conn_t, link);
         st__conn_timers(c, now);
     }
 }
@@ -234,6 +228,8 @@ int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app)
     st_server_t *srv = st_calloc(1, sizeof *srv);
     srv->loop = loop;
     srv->app = app;
+    st_list_init(&srv->conns);
+    st_list_init(&srv->pending);
     srv->m_req = st_calloc((st_nroutes + 1) * 600, sizeof *srv->m_req);
     srv->m_lat = st_calloc(st_nroutes + 1, sizeof *srv->m_lat);
     srv->m_conns = st_metrics_gauge("strata_http_connections", "Open HTTP connections", "");
@@ -286,11 +282,11 @@ void st__maybe_done(st_server_t *srv)
 {
     if (!srv->stopping || !srv->done) return;
     /* Close connections whose answers are all out; the rest finish first. */
-    for (st_conn_t *c = srv->conns, *n; c; c = n) {
-        n = c->next;
+    for (ST_LIST_EACH(l, n, &srv->conns)) {
+        st_conn_t *c = ST_LIST_ITEM(l, st_conn_t, link);
         if (!c->head && !c->writing && c->out.len == 0 && !c->parked) st__conn_close(c);
     }
-    if (srv->conns || !st_store_idle(srv->app->store)) return;
+    if (!st_list_empty(&srv->conns) || !st_store_idle(srv->app->store)) return;
     void (*done)(void *) = srv->done;
     srv->done = NULL;
     uv_timer_stop(&srv->sweep);
@@ -301,12 +297,11 @@ void st__maybe_done(st_server_t *srv)
 static void st__on_drain_tick(uv_timer_t *t)
 {
     st_server_t *srv = t->data;
-    if (srv->conns && st__now_ms(srv) >= srv->stop_deadline_ms) {
+    if (!st_list_empty(&srv->conns) && st__now_ms(srv) >= srv->stop_deadline_ms) {
         /* Peers that do not take their answers do not hold the stop up for ever. */
         size_t n = 0;
-        for (st_conn_t *c = srv->conns, *next; c; c = next) {
-            next = c->next;
-            st__conn_close(c);
+        for (ST_LIST_EACH(l, next, &srv->conns)) {
+            st__conn_close(ST_LIST_ITEM(l, st_conn_t, link));
             n++;
         }
         st_warn("shutdown: closed %zu connection(s) whose answers were not taken in %d s", n,
@@ -332,7 +327,8 @@ void st_server_shutdown(st_server_t *srv, void (*done)(void *arg), void *arg)
      * the loop's listeners), so check for "all done" on a short timer until it is. */
     uv_timer_stop(&srv->sweep);
     uv_timer_start(&srv->sweep, st__on_drain_tick, 5, 5);
-    for (st_conn_t *c = srv->conns; c; c = c->next) {
+    for (ST_LIST_EACH(l, n, &srv->conns)) {
+        st_conn_t *c = ST_LIST_ITEM(l, st_conn_t, link);
         st__read_stop(c);
         st_buf_free(&c->stash);
         c->close_when_done = true;
@@ -342,8 +338,8 @@ void st_server_shutdown(st_server_t *srv, void (*done)(void *arg), void *arg)
 
 void st_server_close(st_server_t *srv)
 {
-    for (st_conn_t *c = srv->conns, *n; c; c = n) {
-        n = c->next;
+    for (ST_LIST_EACH(l, n, &srv->conns)) {
+        st_conn_t *c = ST_LIST_ITEM(l, st_conn_t, link);
         st__conn_close(c);
     }
     if (!uv_is_closing((uv_handle_t *)&srv->listener))

@@ -187,6 +187,26 @@ static int64_t stat_of(const char *user, const char *field)
 /* Regression (issue 11.1): a flush snapshot included writes still staged and its worker wrote
  * them to object storage at once, before their batch was durable; when that batch failed, the
  * object stayed (rows that never existed, readable by DuckDB and rebuild-meta). */
+/* A tier on obj with chat its member, as main.c opens it. */
+static st_tier_t *tier;
+
+static void tier_on(st_objstore_t *obj)
+{
+    st_tier_opts_t to = {.obj = obj, .flush_interval_s = 3600, .flush_rows = 1000000};
+    CHECK_EQ(st_tier_open(&tier, &fx.loop, store, &to), ST_OK);
+    st_chat_cold_opts_t co = {.zstd_level = 3};
+    st_tier_join(tier, st_chat_tier_member(chat, tier, &co));
+}
+
+/* Stops the tier and runs the loop until every job in flight is back. */
+static void tier_off(void)
+{
+    st_tier_close(tier);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    st_tier_free(tier);
+    tier = NULL;
+}
+
 TEST(flush_never_writes_rows_whose_batch_is_not_durable_or_failed)
 {
     open_all(true);
@@ -197,12 +217,11 @@ TEST(flush_never_writes_rows_whose_batch_is_not_durable_or_failed)
     st_objstore_t *obj;
     st_objstore_opts_t oo = {.url = cold};
     CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
-    st_chat_cold_opts_t co = {.store = obj, .flush_interval_s = 3600, .flush_rows = 1000000};
-    CHECK_EQ(st_chat_cold_start(chat, &fx.loop, &co), ST_OK);
+    tier_on(obj);
     st_buf_t out = {0};
     for (int i = 0; i < 5; i++)
         post("a", "c", "staged", &out);
-    CHECK_EQ(st_chat_flush_all(chat), 1); /* the rows are staged: their batch is not even sealed */
+    CHECK_EQ(st_tier_flush_all(tier), 1); /* the rows are staged: their batch is not even sealed */
     usleep(300 * 1000);                   /* a worker would have written the object by now */
     CHECK_EQ(count_objects(dir_a), 0);
     for (int i = 0; i < 2000 && stat_of("a", "\"cold_messages\"") != 5; i++)
@@ -217,7 +236,7 @@ TEST(flush_never_writes_rows_whose_batch_is_not_durable_or_failed)
     dup2(full, fd);
     for (int i = 0; i < 3; i++)
         post("b", "c", "doomed", &out);
-    CHECK_EQ(st_chat_flush_all(chat), 1);
+    CHECK_EQ(st_tier_flush_all(tier), 1);
     fx_settle(&fx, store); /* the batch fails and is rolled back */
     dup2(saved, fd);
     close(saved);
@@ -229,8 +248,7 @@ TEST(flush_never_writes_rows_whose_batch_is_not_durable_or_failed)
     CHECK_EQ(stat_of("b", "\"total_messages\""), 0);
     CHECK_EQ(stat_of("b", "\"cold_messages\""), 0);
     st_buf_free(&out);
-    st_chat_cold_stop(chat);
-    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    tier_off();
     st_objstore_close(obj);
     close_all(true);
 }
@@ -257,14 +275,12 @@ static void cold_on(st_objstore_t **obj)
     snprintf(cold, sizeof cold, "file://%s/cold", fx.dir);
     st_objstore_opts_t oo = {.url = cold};
     CHECK_EQ(st_objstore_open(obj, &oo), ST_OK);
-    st_chat_cold_opts_t co = {.store = *obj, .flush_interval_s = 3600, .flush_rows = 1000000};
-    CHECK_EQ(st_chat_cold_start(chat, &fx.loop, &co), ST_OK);
+    tier_on(*obj);
 }
 
 static void cold_off(st_objstore_t *obj)
 {
-    st_chat_cold_stop(chat);
-    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    tier_off();
     st_objstore_close(obj);
 }
 
@@ -284,7 +300,7 @@ TEST(a_large_flush_moves_a_user_in_objects_of_bounded_size)
         post("big", convs[i % 3], "row", &out);
         if (i % 1000 == 999) fx_settle(&fx, store);
     }
-    CHECK_EQ(st_chat_flush_all(chat), 1);
+    CHECK_EQ(st_tier_flush_all(tier), 1);
     for (int i = 0; i < 20000 && stat_of("big", "\"cold_messages\"") != N; i++)
         uv_run(&fx.loop, UV_RUN_ONCE);
     CHECK_EQ(stat_of("big", "\"cold_messages\""), N);
@@ -344,7 +360,7 @@ TEST(pool_threads_are_back_at_normal_priority_after_a_flush)
     st_buf_t out = {0};
     for (int i = 0; i < 10; i++)
         post("p", "c", "row", &out);
-    CHECK_EQ(st_chat_flush_all(chat), 1);
+    CHECK_EQ(st_tier_flush_all(tier), 1);
     for (int i = 0; i < 2000 && stat_of("p", "\"cold_messages\"") != 10; i++)
         uv_run(&fx.loop, UV_RUN_ONCE);
     CHECK_EQ(stat_of("p", "\"cold_messages\""), 10);
