@@ -147,17 +147,31 @@ static bool st__read_header(st_wal_t *w, uint64_t at, const char *magic, uint64_
     return true;
 }
 
+/* Whether a direct write works on fd: some file systems take O_DIRECT at open and refuse the
+ * writes (EINVAL). The first block is written back as it is. */
+static bool st__direct_works(st_wal_t *w, int fd)
+{
+    char *b = st__wbuf(w, ST__BLK);
+    if (pread(w->fd, b, ST__BLK, 0) != (ssize_t)ST__BLK) return false;
+    ssize_t n;
+    do
+        n = pwrite(fd, b, ST__BLK, 0);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)ST__BLK;
+}
+
 /* The append descriptor: direct and synchronous where the file system takes it. */
 static void st__open_append(st_wal_t *w, const char *path)
 {
     int fd = open(path, O_RDWR | O_CLOEXEC | O_DIRECT | O_DSYNC);
-    if (fd >= 0) {
+    if (fd >= 0 && st__direct_works(w, fd)) {
         w->afd = fd;
         w->direct = true;
         return;
     }
     st_info("wal: %s: no direct I/O here (%s): buffered writes and fdatasync", path,
             strerror(errno));
+    if (fd >= 0) close(fd);
     w->afd = w->fd;
     w->direct = false;
 }
