@@ -287,9 +287,10 @@ uint64_t st_wal_remaining(const st_wal_t *w)
 
 bool st_wal_fits_empty(const st_wal_t *w, size_t payload_len)
 {
-    uint64_t smaller = w->half[0].end - w->half[0].start;
-    if (!w->legacy && w->half[1].end - w->half[1].start < smaller)
-        smaller = w->half[1].end - w->half[1].start;
+    /* the halves' sizes, also for a log from before them: the reset that makes room for the
+     * record turns it into halves, and then it must fit one (else the append after that reset
+     * failed with ST_ETOOLARGE instead of the record being committed directly) */
+    uint64_t mid = st__down(w->size / 2), smaller = mid < w->size - mid ? mid : w->size - mid;
     return st_wal_record_size(payload_len) <= smaller - ST_WAL_HEADER;
 }
 

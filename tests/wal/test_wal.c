@@ -226,6 +226,10 @@ TEST(wal_written_before_the_halves_replays_and_its_reset_makes_halves)
     CHECK_EQ(st_wal_replay(w, replay_all, &seen), ST_OK);
     CHECK_EQ(seen.n, n);                   /* every record, also those past the middle */
     CHECK_EQ(st_wal_switch(w), ST_EINVAL); /* one region: only a reset moves on */
+    /* what fits is what fits a half: the log becomes halves at the reset that makes room */
+    size_t big = size / 2;
+    CHECK(!st_wal_fits_empty(w, big));
+    CHECK(st_wal_fits_empty(w, size / 2 - ST_WAL_HEADER - 24));
     CHECK_EQ(st_wal_reset(w), ST_OK);
     CHECK(!st_wal_legacy(w));
     CHECK_EQ(append_n(w, n + 1), ST_OK);
