@@ -206,11 +206,15 @@ static bool st__ckpt_due(const st_store_t *s)
  * the half may be written over. A failed sync fail-stops: the half must then be kept. */
 static void st__ckpt_sync(st_store_t *s)
 {
+    /* What this sync covers: the halves may have switched meanwhile (a checkpoint of the sync
+     * thread's own, for a group too big for a half, sets ckpt_done and lets it switch), and then
+     * ckpt_seq is past what this sync made durable. */
+    uint64_t covered = s->applied_seq;
     uv_mutex_unlock(&s->mu);
     bool ok = mdb_env_sync(s->env, 1) == 0;
     uv_mutex_lock(&s->mu);
     if (ok) {
-        s->ckpt_done = true;
+        if (covered >= s->ckpt_seq) s->ckpt_done = true;
     } else {
         s->lmdb_sync_failed = true;
         st__fail_stop(s, "syncing LMDB for a redo log checkpoint failed");

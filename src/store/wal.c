@@ -301,14 +301,17 @@ uint64_t st_wal_remaining(const st_wal_t *w)
 
 bool st_wal_fits_empty(const st_wal_t *w, size_t payload_len)
 {
-    uint64_t smaller = w->half[0].end - w->half[0].start;
-    if (!w->legacy && w->half[1].end - w->half[1].start < smaller)
-        smaller = w->half[1].end - w->half[1].start;
+    /* the halves' sizes, also for a log from before them: the reset that makes room for the
+     * record turns it into halves, and then it must fit one (else the append after that reset
+     * failed with ST_ETOOLARGE instead of the record being committed directly) */
+    uint64_t mid = st__down(w->size / 2), smaller = mid < w->size - mid ? mid : w->size - mid;
     return st_wal_record_size(payload_len) <= smaller - ST_WAL_HEADER;
 }
 
-/* Replays the valid records of half h; leaves off after the last one. */
-static int st__replay_half(st_wal_t *w, int h, st_wal_replay_fn fn, void *arg)
+/* Replays the valid records of half h; leaves off after the last one. `prev` is the last seq
+ * the older half replayed (0: none): the newer half must go on from it, or nothing of it
+ * replays (the older half was damaged before its end; what follows the gap is not applied). */
+static int st__replay_half(st_wal_t *w, int h, uint64_t prev, st_wal_replay_fn fn, void *arg)
 {
     st__half_t *hf = &w->half[h];
     uint64_t off = hf->start + ST_WAL_HEADER, last_seq = 0;
@@ -333,6 +336,12 @@ static int st__replay_half(st_wal_t *w, int h, st_wal_replay_fn fn, void *arg)
         if (pread(w->fd, w->buf, len, (off_t)(off + ST__REC_HDR)) != (ssize_t)len ||
             st__crc(gen, seq, w->buf, len) != crc)
             break; /* torn tail: never acknowledged */
+        if (!last_seq && prev && seq != prev + 1) {
+            st_error("wal: the older half ends at seq %llu but the newer one starts at %llu (the "
+                     "older half is damaged): replay stops there",
+                     (unsigned long long)prev, (unsigned long long)seq);
+            break;
+        }
         int rc = fn(arg, seq, w->buf, len);
         if (rc) return rc;
         last_seq = seq;
@@ -357,7 +366,7 @@ int st_wal_replay(st_wal_t *w, st_wal_replay_fn fn, void *arg)
         if (w->half[1].gen < w->half[0].gen) order[0] = 1, order[1] = 0;
     }
     for (int i = 0; i < n; i++) {
-        int rc = st__replay_half(w, order[i], fn, arg);
+        int rc = st__replay_half(w, order[i], i ? w->half[order[0]].last_seq : 0, fn, arg);
         if (rc) return rc;
     }
     /* the next append rewrites the block it starts in: keep what comes before it */

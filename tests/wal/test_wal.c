@@ -226,6 +226,10 @@ TEST(wal_written_before_the_halves_replays_and_its_reset_makes_halves)
     CHECK_EQ(st_wal_replay(w, replay_all, &seen), ST_OK);
     CHECK_EQ(seen.n, n);                   /* every record, also those past the middle */
     CHECK_EQ(st_wal_switch(w), ST_EINVAL); /* one region: only a reset moves on */
+    /* what fits is what fits a half: the log becomes halves at the reset that makes room */
+    size_t big = size / 2;
+    CHECK(!st_wal_fits_empty(w, big));
+    CHECK(st_wal_fits_empty(w, size / 2 - ST_WAL_HEADER - 24));
     CHECK_EQ(st_wal_reset(w), ST_OK);
     CHECK(!st_wal_legacy(w));
     CHECK_EQ(append_n(w, n + 1), ST_OK);
@@ -236,6 +240,48 @@ TEST(wal_written_before_the_halves_replays_and_its_reset_makes_halves)
     CHECK_EQ(st_wal_replay(w, replay_all, &seen), ST_OK);
     CHECK_EQ(seen.n, 1);
     CHECK_EQ(seen.seqs[0], n + 1);
+    st_wal_close(w);
+    fx_end(&fx);
+}
+
+/* A record damaged in the middle of the older half ends replay there: the newer half's records
+ * come after a gap and are not applied (LMDB would hold later writes without earlier ones). */
+TEST(wal_damage_in_the_older_half_stops_replay_before_the_newer_half)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_wal_t *w;
+    CHECK_EQ(st_wal_open(fx.dir, 64 << 10, &w), ST_OK); /* two halves of 32 KiB */
+    uint64_t seq = 0;
+    while (append_n(w, seq + 1) == ST_OK)
+        seq++;
+    CHECK(seq > 10);
+    CHECK_EQ(st_wal_switch(w), ST_OK);
+    for (int i = 0; i < 3; i++, seq++)
+        CHECK_EQ(append_n(w, seq + 1), ST_OK);
+    st_wal_close(w);
+    /* flip one payload byte of seq 5, in the first half (records of 64 bytes) */
+    char path[256];
+    snprintf(path, sizeof path, "%s/strata.wal", fx.dir);
+    FILE *f = fopen(path, "r+b");
+    CHECK(f);
+    fseek(f, ST_WAL_HEADER + 4 * 64 + 24 + 30, SEEK_SET);
+    fputc('X', f);
+    fclose(f);
+    CHECK_EQ(st_wal_open(fx.dir, 64 << 10, &w), ST_OK);
+    seen_t seen = {0};
+    CHECK_EQ(st_wal_replay(w, replay_all, &seen), ST_OK);
+    CHECK_EQ(seen.n, 4);
+    for (size_t i = 0; i < seen.n; i++)
+        CHECK_EQ(seen.seqs[i], i + 1);
+    /* appends go on after seq 4, and a crash then replays them after it */
+    CHECK_EQ(append_n(w, 5), ST_OK);
+    st_wal_close(w);
+    CHECK_EQ(st_wal_open(fx.dir, 64 << 10, &w), ST_OK);
+    seen = (seen_t){0};
+    CHECK_EQ(st_wal_replay(w, replay_all, &seen), ST_OK);
+    CHECK_EQ(seen.n, 5);
+    CHECK_EQ(seen.seqs[4], 5);
     st_wal_close(w);
     fx_end(&fx);
 }
