@@ -103,6 +103,7 @@ static int st__write_all(int fd, const void *p, size_t n, uint64_t off)
         ssize_t w = pwrite(fd, c, n, (off_t)off);
         if (w < 0) {
             if (errno == EINTR) continue;
+            if (errno == EINVAL) return ST_EINVAL; /* a direct write the file system refuses */
             return errno == ENOSPC || errno == EDQUOT ? ST_EFULL : ST_EIO;
         }
         c += w;
@@ -118,6 +119,23 @@ static int st__sync(st_wal_t *w)
     return w->direct || fdatasync(w->afd) == 0 ? ST_OK : ST_EIO;
 }
 
+/* Writes whole aligned blocks through afd, durably. A direct write the file system refuses
+ * (EINVAL: it took O_DIRECT at open, not at write) moves the log to buffered writes + fdatasync
+ * and is written again: the same bytes, nothing of them was written. */
+static int st__put_blocks(st_wal_t *w, const char *b, size_t n, uint64_t at)
+{
+    int rc = st__write_all(w->afd, b, n, at);
+    if (rc == ST_EINVAL && w->direct) {
+        st_warn("wal: the file system refused a direct write: buffered writes and fdatasync");
+        close(w->afd);
+        w->afd = w->fd;
+        w->direct = false;
+        rc = st__write_all(w->afd, b, n, at);
+    }
+    if (rc == ST_EINVAL) rc = ST_EIO;
+    return rc == ST_OK ? st__sync(w) : rc;
+}
+
 static int st__write_header(st_wal_t *w, uint64_t at, const char *magic, uint64_t gen)
 {
     _Static_assert(ST_WAL_HEADER % ST__BLK == 0, "the header is whole blocks");
@@ -127,8 +145,7 @@ static int st__write_header(st_wal_t *w, uint64_t at, const char *magic, uint64_
     memcpy(h + 16, &gen, 8);
     uint32_t c = st__crc(gen, 0, h, 16);
     memcpy(h + 24, &c, 4);
-    int rc = st__write_all(w->afd, h, ST_WAL_HEADER, at);
-    return rc == ST_OK ? st__sync(w) : rc;
+    return st__put_blocks(w, h, ST_WAL_HEADER, at);
 }
 
 /* Reads the header at `at`: its generation if it carries `magic` and a good crc. */
@@ -409,10 +426,9 @@ int st_wal_append(st_wal_t *w, uint64_t seq, const char *payload, size_t len)
     memcpy(r + 16, &seq, 8);
     memcpy(r + ST__REC_HDR, payload, len);
     memset(r + need, 0, (size_t)(to - w->off - need));
-    int rc = st__write_all(w->afd, b, (size_t)(to - from), from);
+    int rc = st__put_blocks(w, b, (size_t)(to - from), from);
     /* A failed fdatasync may have dropped dirty pages that a later one would not report: the
      * log's contents are unknown from here on (the caller stops using it). */
-    if (rc == ST_OK) rc = st__sync(w);
     if (rc != ST_OK) return rc;
     w->off += need;
     w->half[w->cur].last_seq = seq;
@@ -437,8 +453,7 @@ static int st__drop_half(st_wal_t *w, int h)
 {
     char *z = st__wbuf(w, ST_WAL_HEADER);
     memset(z, 0, ST_WAL_HEADER);
-    int rc = st__write_all(w->afd, z, ST_WAL_HEADER, w->half[h].start);
-    if (rc == ST_OK) rc = st__sync(w);
+    int rc = st__put_blocks(w, z, ST_WAL_HEADER, w->half[h].start);
     if (rc == ST_OK) w->half[h].valid = false;
     return rc;
 }
