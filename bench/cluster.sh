@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 RUNS=${RUNS:-10}
-BIN=build/strata
+BIN=${BIN:-build/strata} # another binary to compare, in the same session
 
 cat >"$work/post.lua" <<'EOF'
 wrk.method = "POST"
@@ -19,10 +19,23 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.body = '{"conversation_id":"c1","from":"bench","content":"' .. string.rep("x", 1024) .. '"}'
 EOF
 
-# 2xx/s and p99 (ms) of wrk -t1 -c64 against one member: sets M_RPS M_P99
+# a metric's value on the member at port $1 (0 if it has none)
+metric() { curl -fsS "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 == n {v = $2} END {print v + 0}'; }
+# 2xx/s and p99 (ms) of wrk -t1 -c64 against one member: sets M_RPS M_P99; on a group's leader
+# also prints how many answers each Raft entry carried, the entries of its own in flight when one
+# was proposed, and the mean time from proposing an entry to applying it (committed)
 measure() { # port script
+  local e0 c0 i0 e
+  e0=$(metric "$1" strata_commit_batch_writes_count); c0=$(metric "$1" strata_commit_seconds_sum)
+  i0=$(metric "$1" strata_repl_entries_in_flight_sum)
   wrk_strata "$1" "" -- -t1 -c64 -d"${DURATION}s" --latency -s "$2" "http://127.0.0.1:$1"
   M_RPS=$W_RPS; M_P99=$W_P99
+  e=$(($(metric "$1" strata_commit_batch_writes_count) - e0))
+  if [ "$(metric "$1" strata_repl_leader)" = 1 ] && [ "$e" -gt 0 ]; then
+    echo "  $(basename "$2"): $W_OK answers in $e Raft entries ($(ratio "$W_OK" "$e") per entry)," \
+      "$(awk -v a="$i0" -v b="$(metric "$1" strata_repl_entries_in_flight_sum)" -v e="$e" 'BEGIN {printf "%.2f", (b - a) / e}') in flight at propose," \
+      "propose->commit $(awk -v a="$c0" -v b="$(metric "$1" strata_commit_seconds_sum)" -v e="$e" 'BEGIN {printf "%.2f", (b - a) / e * 1000}') ms"
+  fi
 }
 
 # ---- one strata ----

@@ -77,6 +77,10 @@ void st_store_group_join(st_store_t *s, st_store_group_t *g)
     s->standby = true;
     s->token = st_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)st_now_us();
     s->group_queued = s->group_shown = st__read_applied(s);
+    s->m_group_inflight = st_metrics_histogram(
+        "strata_repl_entries_in_flight",
+        "Entries of this leader proposed and not yet committed, counted as one is proposed", "",
+        st_metrics_size_bounds, st_metrics_size_nbounds);
     uv_mutex_lock(&s->mu);
     s->applied_seq = s->group_queued;
     uv_mutex_unlock(&s->mu);
@@ -130,6 +134,11 @@ void st__group_submit(st_store_t *s)
     uv_ref((uv_handle_t *)&s->done);
     uv_idle_stop(&s->idle);
     st__encode_entry(&s->enc, s->token, b);
+    st_metric_observe(s->m_batch_ops, (double)b->nops);
+    st_metric_observe(s->m_batch_writes, (double)b->writes);
+    st_metric_observe(s->m_group_inflight, (double)s->r_count);
+    st_metric_add(s->m_commits, 1);
+    b->proposed_ns = st_mono_ns();
     int rc = s->group->propose(s->group, b->id, s->enc.data, s->enc.len);
     if (rc != ST_OK) {
         b->rc = rc;
@@ -142,6 +151,21 @@ void st__group_submit(st_store_t *s)
     else
         s->r_head = b;
     s->r_tail = b;
+    s->r_count++;
+}
+
+/* Group commit at the Raft level: while an entry of ours is in flight, the open batch is not
+ * proposed but goes on taking writes, and is proposed once that entry applies (or fails) — as
+ * the WAL's group commit takes everything queued while an fsync runs. One entry per loop
+ * iteration carried half as many writes, and every entry costs each member a message, a disk
+ * write and its wake-ups (issue 24, bench/cluster.sh). A batch grown past ST__ENTRY_BYTES goes
+ * anyway, with at most ST__MAX_IN_FLIGHT entries in flight. */
+#define ST__ENTRY_BYTES   (1u << 20)
+#define ST__MAX_IN_FLIGHT 4
+bool st__group_hold(st_store_t *s)
+{
+    if (s->r_count == 0) return false;
+    return s->r_count >= ST__MAX_IN_FLIGHT || s->open->data.len < ST__ENTRY_BYTES;
 }
 
 /* Takes batch `id` out of the proposed list (NULL if it is not there). */
@@ -156,6 +180,7 @@ static st_batch_t *st__take_proposed(st_store_t *s, uint64_t id)
             s->r_head = b->next;
         if (s->r_tail == b) s->r_tail = prev;
         b->next = NULL;
+        s->r_count--;
         return b;
     }
     return NULL;
@@ -182,6 +207,9 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
     len = ST__ENTRY_HDR + olen;                 /* without the padding */
     if (index <= s->group_queued) return ST_OK; /* LMDB has it already */
     st_batch_t *b = token == s->token ? st__take_proposed(s, id) : NULL;
+    /* A batch held back behind this entry (st__group_hold) goes at the end of this iteration:
+     * the loop must not block in poll before it. */
+    if (b && s->open->nops) uv_idle_start(&s->idle, st__store_on_idle);
     if (!b) {
         b = st__batch_new(s);
         s->open_id--; /* foreign batches take no id: they are never in the overlay */
@@ -205,6 +233,7 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
      * acknowledged once back from the apply thread, whose tap ships the barrier before it
      * returns (acknowledgements stay in order). */
     if (!b->foreign) {
+        st_metric_observe(s->m_commit_s, (double)(st_mono_ns() - b->proposed_ns) / 1e9);
         if (b->barrier && s->tap_on) s->hold_to = b->id;
         if (s->hold_to)
             b->ack_late = true;
@@ -237,6 +266,7 @@ static void st__fail_from(st_store_t *s, st_batch_t *b, int err)
         st__batch_back(s, b);
     }
     s->r_tail = NULL;
+    s->r_count = 0;
     st__maybe_rollback(s);
 }
 

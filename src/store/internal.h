@@ -37,6 +37,7 @@ typedef struct st_batch {
     bool ack_late;   /* group mode: acknowledged once back from the apply thread (behind a barrier
                       * the tap must ship first) rather than when its entry applies */
     bool tap_failed; /* group mode: its barrier did not reach the backup in time (tap.c) */
+    uint64_t proposed_ns; /* group mode: st_mono_ns() when its entry was proposed */
 } st_batch_t;
 
 /* A staged write not yet in LMDB; newest value for its key. Found by key in the overlay map and
@@ -143,8 +144,10 @@ struct st_store {
     bool standby;                /* not the serving leader: staging is refused */
     uint64_t token;              /* tells this process's entries from everyone else's */
     st_batch_t *r_head, *r_tail; /* proposed, waiting for their entry to apply; loop only */
-    uint64_t group_queued;       /* highest Raft index handed to the apply thread */
-    uint64_t group_shown;        /* highest Raft index back from it (its notes published) */
+    size_t r_count;              /* how many (entries of ours in flight) */
+    st_metric_t *m_group_inflight;
+    uint64_t group_queued; /* highest Raft index handed to the apply thread */
+    uint64_t group_shown;  /* highest Raft index back from it (its notes published) */
     st_buf_t enc;
     st_observers_t observers; /* of modules that are functions over the store (counters) */
     st_store_note_fn note_fn;
@@ -199,6 +202,7 @@ void st__store_on_idle(uv_idle_t *h);
 
 /* group.c */
 void st__group_submit(st_store_t *s);
+bool st__group_hold(st_store_t *s);
 /* An ack_late batch is back from the apply thread (the tap has taken it): acknowledge it. */
 void st__group_ack_late(st_store_t *s, const st_batch_t *b);
 /* A foreign batch is back from LMDB: its stream frames go to the note handler. */

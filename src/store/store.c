@@ -59,6 +59,10 @@ static void st__seal(st_store_t *s)
         }
         s->next_submit_ms = now + ST__FAIL_PACE_MS;
     }
+    if (s->group && st__group_hold(s)) {
+        uv_idle_stop(&s->idle); /* an entry of ours applying wakes the loop */
+        return;
+    }
     if (s->group)
         st__group_submit(s); /* a replicated group: the batch becomes a Raft entry */
     else
