@@ -986,7 +986,7 @@ TEST(tier_retention_drops_expired_objects_whole_through_a_fake_kind)
                            .release = fk_release,
                            .done = fk_done,
                            .arg = &fk};
-    st_tier_merge_t merge = {fr_merge, fr_merge_commit, fm_release, fm_name, &fr};
+    st_tier_merge_t merge = {fr_merge, fr_merge_commit, st_tier_dropped_free, fm_name, &fr};
     st_tier_source_t src = {
         .name = "fake", .prefix = 'h', .page = 16, .want = fm_want, .act = fm_act, .arg = &fm};
     st_tier_member_t m = {.name = "fake",
