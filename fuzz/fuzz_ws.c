@@ -20,6 +20,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     if (st_chat_open(&fz_app.chat, fz_app.store, 0) != ST_OK) abort();
     fz_ws.loop = &fz_loop;
     fz_ws.app = &fz_app;
+    st_list_init(&fz_ws.conns);
+    st_list_init(&fz_ws.waiting);
     fz_ws.m_conns = st_metrics_gauge("fz_ws_connections", "", "");
     fz_ws.m_subs = st_metrics_gauge("fz_ws_subscribers", "", "");
     fz_ws.m_slow = st_metrics_counter("fz_ws_slow", "", "");
@@ -50,6 +52,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     st_wsconn_t c = {0};
+    st_list_init(&c.subs); /* a stream that is not in fz_ws.conns: nothing wakes it */
     c.subject = st_strndup((size & 1) ? "u" : "", (size & 1) ? 1 : 0);
     const char *p = (const char *)data, *end = p + size;
     while (p <= end) {

@@ -391,7 +391,7 @@ int main(int argc, char **argv)
                                .standby = *cfg.cluster != '\0'}; /* a group: the leader ships */
         if (st_backup_open(&app.backup, m.loop, store, &bo) != ST_OK) goto fail_backup;
     }
-    st_reconcile_open(&app.reconcile, m.loop, store, chat, cfg.reconcile_interval);
+    st_reconcile_open(&app.reconcile, m.loop, store, chat, tier, cfg.reconcile_interval);
     if (st_ws_open(&app.ws, m.loop, &app) != ST_OK) goto fail_ws;
     if (!*cfg.jwt_secret)
         st_warn("auth is OFF: no --jwt-secret / STRATA_JWT_SECRET set, every route is open");

@@ -79,10 +79,6 @@ typedef struct {
  * objects from here on. Join it with st_tier_join(t, …); owned by chat, freed once the tier is
  * done with it. Only the chat's fields of o are read. */
 st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_cold_opts_t *o);
-/* The tier's waits (st_tier_wait), for reads of chat's: false without a tier. */
-typedef struct st_coldwait st_coldwait_t;
-bool st_chat_cold_wait(st_chat_t *c, st_coldwait_t **w, void (*done)(void *arg), void *arg);
-void st_chat_cold_release(st_chat_t *c, st_coldwait_t *w);
 
 /* ---- reconciliation (SPEC §6) ---- */
 /* Recounts a conversation's total_messages from its messages, hot and cold, and repairs the

@@ -12,12 +12,14 @@
 #define STRATA_RECONCILE_H
 
 #include "strata/chat.h"
+#include "strata/tier.h"
 
 typedef struct st_reconcile st_reconcile_t;
 
-/* chat may be NULL (no conversations to reconcile). */
+/* chat may be NULL (no conversations to reconcile). A recount that needs cold footers not in
+ * memory has them fetched through tier's wait (borrowed; NULL: no cold tier) and is retried. */
 int st_reconcile_open(st_reconcile_t **out, uv_loop_t *loop, st_store_t *store, st_chat_t *chat,
-                      uint64_t interval_s);
+                      st_tier_t *tier, uint64_t interval_s);
 /* Stops the timer; the state is freed once its handle has closed (run the loop). */
 void st_reconcile_close(st_reconcile_t *r);
 

@@ -21,7 +21,8 @@ void st__bk_seg_encode(st_buf_t *out, uint64_t timeline, const st_bk_rec_t *firs
     uint32_t cnt = (uint32_t)n;
     st_buf_append(out, &cnt, 4);
     const st_bk_rec_t *r = first;
-    for (size_t i = 0; i < n; i++, r = r->next) {
+    for (size_t i = 0; i < n; i++) {
+        if (i) r = ST_LIST_ITEM(r->link.next, const st_bk_rec_t, link);
         uint32_t len = (uint32_t)r->len;
         st_buf_append(out, &r->seq, 8);
         st_buf_append(out, &r->time, 8);

@@ -12,7 +12,7 @@
 
 /* One redo-log record as the tap saw it. */
 typedef struct st_bk_rec {
-    struct st_bk_rec *next;
+    st_list_t link;  /* in the backup's queue, oldest first */
     uint64_t seq;    /* 0: a break — the log's records do not continue; a new timeline starts */
     uint64_t ticket; /* an ahead record: its number, for the waiting tap (0 otherwise) */
     uint64_t upto;   /* a break: the last record logged before it (the snapshot must hold it) */
@@ -25,6 +25,7 @@ typedef struct st_bk_rec {
  * {u64 seq (| ST_BK_AHEAD), i64 time, u32 len, bytes}* | u32 crc32 of everything before. */
 #define ST_BK_SEG_MAGIC "STBSEG01"
 
+/* Encodes n records linked from first (their links after the n-th are not read). */
 void st__bk_seg_encode(st_buf_t *out, uint64_t timeline, const st_bk_rec_t *first, size_t n);
 /* Calls fn for each record of a (decompressed) segment after checking it whole; ST_EIO if it
  * is damaged (nothing is called then). */

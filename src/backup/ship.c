@@ -50,7 +50,7 @@ struct st_backup {
 
     uv_mutex_t mu;
     uv_cond_t cv, cv_shipped;
-    st_bk_rec_t *head, *tail;
+    st_list_t queue;           /* st_bk_rec_t, by link, oldest first */
     st_bk_rec_t *inflight_end; /* last record being shipped (the tap must not free it) */
     uint64_t backlog_bytes;
     uint64_t tickets, want_ticket, shipped_ticket; /* ahead records: issued, wanted, shipped */
@@ -78,14 +78,15 @@ static uint64_t st__ms(void)
 
 /* ---- the tap (sync thread) ---- */
 
+/* The oldest record queued, or NULL. */
+static st_bk_rec_t *st__bk_head(st_backup_t *b)
+{
+    return st_list_empty(&b->queue) ? NULL : ST_LIST_ITEM(b->queue.next, st_bk_rec_t, link);
+}
+
 static void st__bk_append(st_backup_t *b, st_bk_rec_t *r)
 {
-    r->next = NULL;
-    if (b->tail)
-        b->tail->next = r;
-    else
-        b->head = r;
-    b->tail = r;
+    st_list_insert(&b->queue, &r->link);
     b->backlog_bytes += r->len;
 }
 
@@ -93,17 +94,15 @@ static void st__bk_append(st_backup_t *b, st_bk_rec_t *r)
  * break keeps the time of the oldest one, so the lag (the loss window) still counts from it. */
 static void st__bk_drop(st_backup_t *b)
 {
-    st_bk_rec_t **from = b->inflight_end ? &b->inflight_end->next : &b->head;
-    st_bk_rec_t *r = *from;
-    *from = NULL;
-    b->tail = b->inflight_end;
-    int64_t oldest = r ? r->time : st_now_us();
+    st_list_t *from = b->inflight_end ? b->inflight_end->link.next : b->queue.next;
+    int64_t oldest = from != &b->queue ? ST_LIST_ITEM(from, st_bk_rec_t, link)->time : st_now_us();
     b->dropped = true;
-    while (r) {
-        st_bk_rec_t *next = r->next;
+    for (st_list_t *l = from, *next; l != &b->queue; l = next) {
+        st_bk_rec_t *r = ST_LIST_ITEM(l, st_bk_rec_t, link);
+        next = l->next;
+        st_list_unlink(l);
         b->backlog_bytes -= r->len;
         free(r);
-        r = next;
     }
     st_bk_rec_t *brk = st_calloc(1, sizeof *brk);
     brk->time = oldest;
@@ -315,9 +314,10 @@ static void st__bk_prune(st_backup_t *b)
 static int st__bk_ship(st_backup_t *b)
 {
     size_t cnt = 0, bytes = 0;
-    st_bk_rec_t *first = b->head, *last = NULL;
-    for (st_bk_rec_t *r = first; r && r->seq && (cnt == 0 || bytes + r->len <= ST__BK_SEG_MAX);
-         r = r->next) {
+    st_bk_rec_t *first = st__bk_head(b), *last = NULL;
+    for (ST_LIST_EACH(l, n, &b->queue)) {
+        st_bk_rec_t *r = ST_LIST_ITEM(l, st_bk_rec_t, link);
+        if (!r->seq || (cnt > 0 && bytes + r->len > ST__BK_SEG_MAX)) break;
         last = r;
         cnt++;
         bytes += r->len;
@@ -338,15 +338,12 @@ static int st__bk_ship(st_backup_t *b)
     b->inflight_end = NULL;
     if (rc == ST_OK) {
         b->bytes_total += z.len;
-        b->head = last->next;
-        if (!b->head) b->tail = NULL;
-        last->next = NULL;
-        for (st_bk_rec_t *r = first; r;) {
-            st_bk_rec_t *next = r->next;
+        for (size_t i = 0; i < cnt; i++) { /* first..last: still the queue's oldest */
+            st_bk_rec_t *r = st__bk_head(b);
+            st_list_unlink(&r->link);
             if (r->ticket) b->shipped_ticket = r->ticket;
             b->backlog_bytes -= r->len;
             free(r);
-            r = next;
         }
         uv_cond_broadcast(&b->cv_shipped);
     }
@@ -359,12 +356,12 @@ static int st__bk_step(st_backup_t *b, uint64_t *next_ship, uint64_t *next_snap,
 {
     uint64_t now = st__ms();
     *did = true;
-    if (b->head && !b->head->seq) { /* a break: a new timeline, which starts with a snapshot */
-        st_bk_rec_t *brk = b->head;
+    st_bk_rec_t *head = st__bk_head(b);
+    if (head && !head->seq) { /* a break: a new timeline, which starts with a snapshot */
+        st_bk_rec_t *brk = head;
         if (!b->owed_since || brk->time < b->owed_since) b->owed_since = brk->time;
         if (b->snap_need < brk->upto) b->snap_need = brk->upto;
-        b->head = brk->next;
-        if (!b->head) b->tail = NULL;
+        st_list_unlink(&brk->link);
         free(brk);
         b->timeline = (uint64_t)st_now_us();
         b->need_snapshot = true;
@@ -378,8 +375,8 @@ static int st__bk_step(st_backup_t *b, uint64_t *next_ship, uint64_t *next_snap,
         if (rc != ST_OK) return rc;
         b->need_snapshot = false;
         bool brk = false; /* another break waits: its snapshot is still owed */
-        for (st_bk_rec_t *r = b->head; r && !brk; r = r->next)
-            brk = !r->seq;
+        for (st_list_t *l = b->queue.next; l != &b->queue && !brk; l = l->next)
+            brk = !ST_LIST_ITEM(l, st_bk_rec_t, link)->seq;
         if (!brk) {
             b->owed_since = 0;
             b->dropped = false;
@@ -387,9 +384,9 @@ static int st__bk_step(st_backup_t *b, uint64_t *next_ship, uint64_t *next_snap,
         *next_snap = st__ms() + b->snapshot_ms;
         return ST_OK;
     }
-    if (b->head && (b->want_ticket > b->shipped_ticket || now >= *next_ship)) {
+    if (!st_list_empty(&b->queue) && (b->want_ticket > b->shipped_ticket || now >= *next_ship)) {
         int rc = st__bk_ship(b);
-        if (rc == ST_OK && (!b->head || b->want_ticket <= b->shipped_ticket))
+        if (rc == ST_OK && (st_list_empty(&b->queue) || b->want_ticket <= b->shipped_ticket))
             *next_ship = st__ms() + b->interval_ms;
         return rc;
     }
@@ -412,7 +409,7 @@ static void st__bk_worker(void *arg)
         if (st__ms() >= retry_at) rc = st__bk_step(b, &next_ship, &next_snap, &did);
         /* not ready while a new timeline waits for its snapshot (a break may have come in during
          * an upload) */
-        bool ready = rc == ST_OK && !b->need_snapshot && !(b->head && !b->head->seq);
+        bool ready = rc == ST_OK && !b->need_snapshot && !(st__bk_head(b) && !st__bk_head(b)->seq);
         if ((did || rc != ST_OK) && ready != b->ready) {
             b->ready = ready; /* barriers are refused while the target fails (store.h) */
             st_store_tap_ready(b->store, ready);
@@ -434,7 +431,8 @@ static void st__bk_worker(void *arg)
         if (until > now) uv_cond_timedwait(&b->cv, &b->mu, (until - now) * 1000000);
     }
     /* stopping: one last try at what the backlog holds (a new timeline would need a snapshot) */
-    if (b->leading && b->head && b->head->seq && !b->need_snapshot && st__bk_ship(b) != ST_OK)
+    if (b->leading && st__bk_head(b) && st__bk_head(b)->seq && !b->need_snapshot &&
+        st__bk_ship(b) != ST_OK)
         b->failures++;
     uv_mutex_unlock(&b->mu);
 }
@@ -471,6 +469,7 @@ static void st__bk_metrics(st_backup_t *b)
 int st_backup_open(st_backup_t **out, uv_loop_t *loop, st_store_t *store, const st_backup_opts_t *o)
 {
     st_backup_t *b = st_calloc(1, sizeof *b);
+    st_list_init(&b->queue);
     int rc = st_objstore_open(&b->obj, &o->obj);
     if (rc != ST_OK) {
         free(b);
@@ -523,7 +522,8 @@ void st_backup_lead(st_backup_t *b, bool leading)
     st__bk_drop(b);                  /* leading, a break: a new timeline, its snapshot first */
     b->dropped = dropped && leading; /* a change of leader drops no acknowledged write */
     if (leading)
-        b->tail->time = st_now_us(); /* what it owes starts with its lead (not a follower's past) */
+        ST_LIST_ITEM(b->queue.prev, st_bk_rec_t, link)->time =
+            st_now_us(); /* what it owes starts with its lead (not a follower's past) */
     else
         b->owed_since = 0; /* a follower owes the backup nothing */
     b->ready = false;
@@ -535,11 +535,8 @@ void st_backup_lead(st_backup_t *b, bool leading)
 static void st__bk_free(uv_handle_t *h)
 {
     st_backup_t *b = h->data;
-    for (st_bk_rec_t *r = b->head; r;) {
-        st_bk_rec_t *next = r->next;
-        free(r);
-        r = next;
-    }
+    for (ST_LIST_EACH(l, n, &b->queue))
+        free(ST_LIST_ITEM(l, st_bk_rec_t, link));
     uv_mutex_destroy(&b->mu);
     uv_cond_destroy(&b->cv);
     uv_cond_destroy(&b->cv_shipped);
@@ -569,7 +566,8 @@ double st_backup_lag(st_backup_t *b)
 {
     uv_mutex_lock(&b->mu);
     int64_t oldest = b->leading ? b->owed_since : 0; /* a follower's backlog is not its own */
-    if (b->leading && b->head && (!oldest || b->head->time < oldest)) oldest = b->head->time;
+    st_bk_rec_t *head = b->leading ? st__bk_head(b) : NULL;
+    if (head && (!oldest || head->time < oldest)) oldest = head->time;
     uv_mutex_unlock(&b->mu);
     if (!oldest) return 0;
     int64_t d = st_now_us() - oldest;

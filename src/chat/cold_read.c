@@ -57,13 +57,3 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
     st_buf_free(&x.json);
     return rc;
 }
-
-bool st_chat_cold_wait(st_chat_t *c, st_coldwait_t **w, void (*done)(void *arg), void *arg)
-{
-    return st_tier_wait(c->cold ? c->cold->tier : NULL, w, done, arg);
-}
-
-void st_chat_cold_release(st_chat_t *c, st_coldwait_t *w)
-{
-    st_tier_release(c->cold ? c->cold->tier : NULL, w);
-}

@@ -25,7 +25,7 @@ enum { ST__CONV = 'C', ST__DISTINCT = 'D' };
 
 typedef struct st_rentry {
     st_map_node_t node;
-    struct st_rentry *prev, *next;
+    st_list_t link;     /* in the queue, oldest mark first */
     uint64_t dirty_gen; /* bumped by every mark */
     uint64_t last_ms;   /* when it was last recounted (spacing) */
     size_t klen;
@@ -36,10 +36,11 @@ struct st_reconcile {
     uv_loop_t *loop;
     st_store_t *store;
     st_chat_t *chat;
+    st_tier_t *tier; /* borrowed: cold footers are fetched through its wait */
     uint64_t interval_ms;
     uv_timer_t timer;
     st_map_t map;
-    st_rentry_t *head, *tail;
+    st_list_t queue; /* st_rentry_t, by link */
     /* the distinct counter being recounted across steps, and its queue entry (NULL: the pass's) */
     st_distinct_recount_t *job;
     st_rentry_t *job_entry;
@@ -57,19 +58,6 @@ struct st_reconcile {
     st_metric_t *m_runs, *m_queue, *m_keys[2], *m_drift[2], *m_passes;
 };
 
-static void st__unlink(st_reconcile_t *r, st_rentry_t *e)
-{
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        r->head = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        r->tail = e->prev;
-    e->prev = e->next = NULL;
-}
-
 static void st__mark(st_reconcile_t *r, const char *key, size_t klen)
 {
     if (!r) return;
@@ -82,12 +70,7 @@ static void st__mark(st_reconcile_t *r, const char *key, size_t klen)
         e->node.key = e->key;
         e->node.klen = klen;
         st_map_insert(&r->map, &e->node);
-        e->prev = r->tail;
-        if (r->tail)
-            r->tail->next = e;
-        else
-            r->head = e;
-        r->tail = e;
+        st_list_insert(&r->queue, &e->link);
         st_metric_set(r->m_queue, (double)r->map.count);
     }
     e->dirty_gen++;
@@ -156,7 +139,7 @@ static void st__log_rc(const char *what, size_t wlen, int rc)
 
 static void st__free_entry(st_reconcile_t *r, st_rentry_t *e)
 {
-    st__unlink(r, e);
+    st_list_unlink(&e->link);
     st_map_remove(&r->map, &e->node);
     free(e);
 }
@@ -211,7 +194,7 @@ static int st__recount(st_reconcile_t *r, st_rentry_t *e)
     size_t ul = strnlen(e->key + 1, e->klen - 1);
     int rc = st_reconcile_conversation_now(r, e->key + 1, ul, e->key + 2 + ul, e->klen - 2 - ul,
                                            &drift, &wait);
-    if (rc == ST_EPARKED) st_chat_cold_wait(r->chat, NULL, NULL, NULL); /* prefetch */
+    if (rc == ST_EPARKED) st_tier_wait(r->tier, NULL, NULL, NULL); /* prefetch */
     st__log_rc(e->key + 1, e->klen - 1, rc);
     return rc;
 }
@@ -226,8 +209,8 @@ static void st__entry_done(st_reconcile_t *r, st_rentry_t *e, uint64_t gen)
  * budget is spent. Returns true if work is left for another step. */
 static bool st__work_queue(st_reconcile_t *r, uint64_t now, uint64_t t0)
 {
-    for (st_rentry_t *e = r->head, *next; e; e = next) {
-        next = e->next;
+    for (ST_LIST_EACH(l, n, &r->queue)) {
+        st_rentry_t *e = ST_LIST_ITEM(l, st_rentry_t, link);
         if (e == r->job_entry || (e->last_ms && now - e->last_ms < r->interval_ms)) continue;
         if (st_mono_ns() - t0 > ST__BUDGET_NS) return true;
         uint64_t gen = e->dirty_gen;
@@ -314,7 +297,7 @@ static bool st__work_all(st_reconcile_t *r, uint64_t t0)
             r->all_off += 3 + ul + cl;
             int rc = st_reconcile_conversation_now(r, p + 3, ul, p + 3 + ul, cl, &d, &wait);
             if (rc == ST_EPARKED) { /* its footers are being fetched: the queue retries it */
-                st_chat_cold_wait(r->chat, NULL, NULL, NULL);
+                st_tier_wait(r->tier, NULL, NULL, NULL);
                 st_reconcile_mark_conversation(r, p + 3, ul, p + 3 + ul, cl);
             }
             st__log_rc(p + 3, ul, rc);
@@ -396,14 +379,16 @@ static void st__on_counter(void *arg, const char *name, size_t nlen, int64_t val
 }
 
 int st_reconcile_open(st_reconcile_t **out, uv_loop_t *loop, st_store_t *store, st_chat_t *chat,
-                      uint64_t interval_s)
+                      st_tier_t *tier, uint64_t interval_s)
 {
     st_reconcile_t *r = st_calloc(1, sizeof *r);
     r->loop = loop;
     r->store = store;
     r->chat = chat;
+    r->tier = tier;
     r->interval_ms = (interval_s ? interval_s : 20) * 1000;
     st_map_init(&r->map);
+    st_list_init(&r->queue);
     r->m_runs = st_metrics_counter("strata_reconcile_runs_total", "Reconciliation passes", "");
     r->m_queue = st_metrics_gauge("strata_reconcile_queue", "Keys waiting to be recounted", "");
     r->m_keys[0] = st_metrics_counter("strata_reconcile_keys_total", "Keys recounted",
@@ -431,8 +416,8 @@ static void st__closed(uv_handle_t *h)
 {
     st_reconcile_t *r = h->data;
     st_counter_recount_free(r->job);
-    while (r->head)
-        st__free_entry(r, r->head);
+    while (!st_list_empty(&r->queue))
+        st__free_entry(r, ST_LIST_ITEM(r->queue.next, st_rentry_t, link));
     st_map_free(&r->map);
     st_buf_free(&r->job_name);
     st_buf_free(&r->all_cursor);

@@ -61,8 +61,8 @@ typedef struct st_wsconn st_wsconn_t;
 typedef struct st_wschan st_wschan_t;
 
 typedef struct st_wssub {
-    struct st_wssub *next;          /* in its connection */
-    struct st_wssub *cprev, *cnext; /* in its channel */
+    st_list_t link;  /* in its connection's subs */
+    st_list_t clink; /* in its channel's subs (not linked while pending) */
     st_wsconn_t *conn;
     st_wschan_t *chan;
     st_topic_t topic;
@@ -88,17 +88,16 @@ typedef struct st_wssub {
 /* Every subscription to one counter, event or user. Owned by the ws map, freed when empty. */
 struct st_wschan {
     st_map_node_t node;
-    st_wssub_t *subs;
+    st_list_t subs; /* st_wssub_t, by clink */
     size_t klen;
     char key[]; /* topic byte, then the name */
 };
 
 struct st_wsconn {
-    struct st_wsconn *prev, *next;
-    struct st_wsconn *wprev, *wnext; /* in ws->waiting while its next frame is not durable */
-    bool waiting;
+    st_list_t link;  /* in ws->conns while established */
+    st_list_t wlink; /* in ws->waiting while its next frame is not durable */
     struct lws *wsi; /* NULL in the fuzz driver: frames are queued, never written */
-    st_wssub_t *subs;
+    st_list_t subs;  /* st_wssub_t, by link, newest first */
     size_t nsubs;
     /* The queue: a ring of qlen entries from qhead in an array of qcap (a power of two); one
      * array per stream rather than a node per frame, so a fan-out allocates nothing per frame. */
@@ -126,9 +125,9 @@ struct st_ws {
     st_app_t *app;
     struct lws_context *ctx;
     struct lws_vhost *vh;
-    st_wsconn_t *conns;
+    st_list_t conns; /* st_wsconn_t, by link, newest first */
     size_t nconns;
-    st_wsconn_t *waiting; /* connections whose next frame waits for a batch to be durable */
+    st_list_t waiting; /* st_wsconn_t, by wlink: their next frame waits for a durable batch */
     st_map_t chans;
     st_buf_t out; /* LWS_PRE headroom + the frames being written */
     st_store_listener_t listener;

@@ -113,16 +113,9 @@ st_wsbody_t *st__ws_prefix_of(st_wsbody_t **pre, const char **last, const char *
     return *pre;
 }
 
-static void st__unwait(st_ws_t *ws, st_wsconn_t *c)
+static void st__unwait(st_wsconn_t *c)
 {
-    if (!c->waiting) return;
-    if (c->wprev)
-        c->wprev->wnext = c->wnext;
-    else
-        ws->waiting = c->wnext;
-    if (c->wnext) c->wnext->wprev = c->wprev;
-    c->wprev = c->wnext = NULL;
-    c->waiting = false;
+    if (st_list_linked(&c->wlink)) st_list_unlink(&c->wlink);
 }
 
 /* Asks for a writable callback when the next frame may leave, or parks the connection on the
@@ -132,12 +125,8 @@ static void st__wake(st_ws_t *ws, st_wsconn_t *c)
     if (!c->wsi || !c->qlen) return;
     if (st__q_head(c)->wait <= st_store_durable_id(ws->app->store)) {
         lws_callback_on_writable(c->wsi);
-    } else if (!c->waiting) {
-        c->waiting = true;
-        c->wprev = NULL;
-        c->wnext = ws->waiting;
-        if (ws->waiting) ws->waiting->wprev = c;
-        ws->waiting = c;
+    } else if (!st_list_linked(&c->wlink)) {
+        st_list_push_front(&ws->waiting, &c->wlink);
     }
 }
 
@@ -382,7 +371,7 @@ static void st__send_now(st_ws_t *ws, st_wsconn_t *c)
 
 void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c)
 {
-    st__unwait(ws, c);
+    st__unwait(c);
     for (uint32_t i = 0; i < c->qlen; i++)
         st__ent_free(st__q_at(c, i));
     free(c->q);
@@ -396,11 +385,14 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
 {
     st_ws_t *ws = (st_ws_t *)((char *)l - offsetof(st_ws_t, listener));
     (void)err;
-    for (st_wsconn_t *c = ws->conns; c; c = c->next) {
-        for (st_wssub_t *s = c->subs; s; s = s->next)
+    for (ST_LIST_EACH(cl, cn, &ws->conns)) {
+        st_wsconn_t *c = ST_LIST_ITEM(cl, st_wsconn_t, link);
+        for (ST_LIST_EACH(sl, sn, &c->subs)) {
+            st_wssub_t *s = ST_LIST_ITEM(sl, st_wssub_t, link);
             if (s->topic == ST_TOPIC_MESSAGES && !s->replaying && s->last_wait >= first)
                 s->cursor = s->safe_cursor; /* rolled-back ids must not hide the next ones */
-        uint32_t kept = 0;                  /* the entries kept move up, in order */
+        }
+        uint32_t kept = 0; /* the entries kept move up, in order */
         for (uint32_t i = 0; i < c->qlen; i++) {
             st_wsent_t e = *st__q_at(c, i);
             if (e.wait >= first) {
@@ -418,10 +410,10 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
 static void st__on_durable(st_store_listener_t *l, uint64_t id)
 {
     st_ws_t *ws = (st_ws_t *)((char *)l - offsetof(st_ws_t, listener));
-    for (st_wsconn_t *c = ws->waiting, *next; c; c = next) {
-        next = c->wnext;
+    for (ST_LIST_EACH(wl, wn, &ws->waiting)) {
+        st_wsconn_t *c = ST_LIST_ITEM(wl, st_wsconn_t, wlink);
         if (!c->qlen || st__q_head(c)->wait <= id) {
-            st__unwait(ws, c);
+            st__unwait(c);
             if (c->qlen) st__send_now(ws, c);
         }
     }

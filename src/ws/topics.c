@@ -45,13 +45,11 @@ static void st__chan_add(st_ws_t *ws, st_wssub_t *s)
         ch->klen = nlen + 1;
         ch->node.key = ch->key;
         ch->node.klen = ch->klen;
+        st_list_init(&ch->subs);
         st_map_insert(&ws->chans, &ch->node);
     }
     s->chan = ch;
-    s->cprev = NULL;
-    s->cnext = ch->subs;
-    if (ch->subs) ch->subs->cprev = s;
-    ch->subs = s;
+    st_list_push_front(&ch->subs, &s->clink);
 }
 
 static void st__sub_free(st_ws_t *ws, st_wssub_t *s)
@@ -59,12 +57,8 @@ static void st__sub_free(st_ws_t *ws, st_wssub_t *s)
     if (s->cold_wait) st_tier_release(ws->app->tier, s->cold_wait); /* cancels it */
     st_wschan_t *ch = s->chan;                                      /* NULL while pending */
     if (ch) {
-        if (s->cprev)
-            s->cprev->cnext = s->cnext;
-        else
-            ch->subs = s->cnext;
-        if (s->cnext) s->cnext->cprev = s->cprev;
-        if (!ch->subs) {
+        st_list_unlink(&s->clink);
+        if (st_list_empty(&ch->subs)) {
             st_map_remove(&ws->chans, &ch->node);
             free(ch);
         }
@@ -78,9 +72,9 @@ static void st__sub_free(st_ws_t *ws, st_wssub_t *s)
 
 void st__ws_unsubscribe_all(st_ws_t *ws, st_wsconn_t *c)
 {
-    while (c->subs) {
-        st_wssub_t *s = c->subs;
-        c->subs = s->next;
+    while (!st_list_empty(&c->subs)) {
+        st_wssub_t *s = ST_LIST_ITEM(c->subs.next, st_wssub_t, link);
+        st_list_unlink(&s->link);
         st__sub_free(ws, s);
     }
     c->nsubs = 0;
@@ -188,9 +182,12 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
 
 void st__ws_replay_more(st_ws_t *ws, st_wsconn_t *c)
 {
-    for (st_wssub_t *s = c->subs; s && !c->cut; s = s->next)
+    for (ST_LIST_EACH(l, n, &c->subs)) {
+        st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, link);
+        if (c->cut) break;
         if (s->replaying && !s->cold_wait && c->queued < ST__REPLAY_LOW_WATER)
             st__replay_step(ws, s);
+    }
 }
 
 /* ---- subscribe ---- */
@@ -207,6 +204,16 @@ static int st__parse_after(const cJSON *after, uint64_t *out)
     if (!ok || (n == 20 && strcmp(a, "18446744073709551615") > 0)) return ST_EINVAL;
     *out = strtoull(a, NULL, 10);
     return ST_OK;
+}
+
+/* c's subscription with this id, or NULL. */
+static st_wssub_t *st__sub_find(st_wsconn_t *c, const char *id)
+{
+    for (ST_LIST_EACH(l, n, &c->subs)) {
+        st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, link);
+        if (strcmp(s->id, id) == 0) return s;
+    }
+    return NULL;
 }
 
 /* Checks a subscribe request; on error a frame has been queued and the result is not ST_OK. */
@@ -263,11 +270,10 @@ static int st__check_subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, cons
             return ST_EUNAVAIL;
         }
     }
-    for (st_wssub_t *s = c->subs; s; s = s->next)
-        if (strcmp(s->id, id) == 0) {
-            st__ws_send_error(ws, c, id, "conflict", "a subscription with this id exists");
-            return ST_ECONFLICT;
-        }
+    if (st__sub_find(c, id)) {
+        st__ws_send_error(ws, c, id, "conflict", "a subscription with this id exists");
+        return ST_ECONFLICT;
+    }
     if (c->nsubs >= ST__WS_MAX_SUBS) {
         st__ws_send_error(ws, c, id, "too_many_requests", "too many subscriptions on this stream");
         return ST_ERATE;
@@ -329,14 +335,9 @@ static bool st__sub_start(st_ws_t *ws, st_wssub_t *s)
 /* Takes s out of its connection and frees it. */
 static void st__sub_remove(st_ws_t *ws, st_wssub_t *s)
 {
-    st_wsconn_t *c = s->conn;
-    for (st_wssub_t **p = &c->subs; *p; p = &(*p)->next)
-        if (*p == s) {
-            *p = s->next;
-            c->nsubs--;
-            st__sub_free(ws, s);
-            return;
-        }
+    st_list_unlink(&s->link);
+    s->conn->nsubs--;
+    st__sub_free(ws, s);
 }
 
 static const char st__not_current[] =
@@ -347,9 +348,10 @@ static const char st__not_current[] =
 static void st__read_index_done(void *arg)
 {
     st_ws_t *ws = arg;
-    for (st_wsconn_t *c = ws->conns; c; c = c->next)
-        for (st_wssub_t *s = c->subs, *next; s; s = next) {
-            next = s->next;
+    for (ST_LIST_EACH(cl, cn, &ws->conns)) {
+        st_wsconn_t *c = ST_LIST_ITEM(cl, st_wsconn_t, link);
+        for (ST_LIST_EACH(l, n, &c->subs)) {
+            st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, link);
             if (!s->pending) continue;
             int state = st_repl_read_index_state(ws->app->repl, s->ticket);
             if (state == 0) continue;
@@ -361,12 +363,13 @@ static void st__read_index_done(void *arg)
                 st__sub_remove(ws, s);
             }
         }
+    }
 }
 
 void st__ws_fence_failed(st_ws_t *ws, st_wsconn_t *c, uint64_t first)
 {
-    for (st_wssub_t *s = c->subs, *next; s; s = next) {
-        next = s->next;
+    for (ST_LIST_EACH(l, n, &c->subs)) {
+        st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, link);
         if (!s->fence || s->fence < first) continue;
         st__ws_send_error(ws, c, s->id, "no_leader", st__not_current);
         st__sub_remove(ws, s);
@@ -388,8 +391,7 @@ static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
     s->replaying = topic == ST_TOPIC_MESSAGES;
     s->id = st_strndup(id, strlen(id));
     s->name = st_strndup(nm, strlen(nm));
-    s->next = c->subs;
-    c->subs = s;
+    st_list_push_front(&c->subs, &s->link);
     c->nsubs++;
     st_metric_add(ws->m_subs, 1);
     /* SPEC §8: in a group a snapshot shows only state this member knows is current. The
@@ -408,14 +410,11 @@ static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
 
 static void st__unsubscribe(st_ws_t *ws, st_wsconn_t *c, const char *id)
 {
-    for (st_wssub_t **p = &c->subs; *p; p = &(*p)->next)
-        if (strcmp((*p)->id, id) == 0) {
-            st_wssub_t *s = *p;
-            *p = s->next;
-            c->nsubs--;
-            st__sub_free(ws, s);
-            return;
-        }
+    st_wssub_t *s = st__sub_find(c, id);
+    if (s) {
+        st__sub_remove(ws, s);
+        return;
+    }
     st__ws_send_error(ws, c, id, "not_found", "no subscription with this id");
 }
 
@@ -468,8 +467,10 @@ void st__ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t 
     st_buf_append_i64(&b, value);
     st_buf_appendc(&b, '}');
     st_wsbody_t *body = st__ws_body_new(b.data, b.len);
-    for (st_wssub_t *s = ch->subs; s; s = s->cnext)
+    for (ST_LIST_EACH(l, n, &ch->subs)) {
+        st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, clink);
         st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "counter", s->id), body, wait);
+    }
     st__ws_body_unref(body);
     st__ws_body_unref(pre);
     st_buf_free(&b);
@@ -494,8 +495,10 @@ void st__ws_seats_changed(void *arg, const char *event_id, size_t elen, const ch
     st_wsbody_t *pre = NULL; /* the prefix for the id in last */
     const char *last = NULL;
     st_wsbody_t *body = st__ws_body_new(tail, tlen);
-    for (st_wssub_t *s = ch->subs; s; s = s->cnext)
+    for (ST_LIST_EACH(l, n, &ch->subs)) {
+        st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, clink);
         st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "seats", s->id), body, wait);
+    }
     st__ws_body_unref(body);
     st__ws_body_unref(pre);
 }
@@ -512,7 +515,8 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
     st_wsbody_t *pre = NULL; /* the prefix for the id in last */
     const char *last = NULL;
     st_wsbody_t *body = NULL;
-    for (st_wssub_t *s = ch->subs; s; s = s->cnext) {
+    for (ST_LIST_EACH(l, n, &ch->subs)) {
+        st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, clink);
         if (s->replaying || msg_id <= s->cursor ||
             (s->conv && (strlen(s->conv) != clen || memcmp(s->conv, conv, clen) != 0)))
             continue;

@@ -42,11 +42,7 @@ static void st__conn_free(st_ws_t *ws, st_wsconn_t *c)
 {
     if (!c || !c->established) return;
     c->established = false;
-    if (c->prev)
-        c->prev->next = c->next;
-    else if (ws->conns == c)
-        ws->conns = c->next;
-    if (c->next) c->next->prev = c->prev;
+    st_list_unlink(&c->link);
     st__ws_unsubscribe_all(ws, c);
     st__ws_queue_clear(ws, c);
     ws->nconns--;
@@ -68,9 +64,8 @@ static void st__established(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c)
     c->subject = st_strndup(from ? from->subject : "", from ? strlen(from->subject) : 0);
     c->exp_us = from ? from->exp_us : 0;
     c->fd = from ? from->fd : -1;
-    c->next = ws->conns;
-    if (ws->conns) ws->conns->prev = c;
-    ws->conns = c;
+    st_list_init(&c->subs);
+    st_list_push_front(&ws->conns, &c->link);
     ws->nconns++;
     st_metric_add(ws->m_conns, 1);
     /* a bad frame behind the upgrade request fails the stream before anything is served */
@@ -137,8 +132,10 @@ static void st__on_expiry(uv_timer_t *t)
 {
     st_ws_t *ws = t->data;
     int64_t now = st_now_us();
-    for (st_wsconn_t *c = ws->conns; c; c = c->next)
+    for (ST_LIST_EACH(l, n, &ws->conns)) {
+        st_wsconn_t *c = ST_LIST_ITEM(l, st_wsconn_t, link);
         if (c->exp_us && now >= c->exp_us) st__ws_cut(ws, c, "token expired");
+    }
 }
 
 /* rx_buffer_size is what lws allocates per connection for reading; client frames are small
@@ -169,6 +166,8 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
     st_ws_t *ws = st_calloc(1, sizeof *ws);
     ws->loop = loop;
     ws->app = app;
+    st_list_init(&ws->conns);
+    st_list_init(&ws->waiting);
     lws_set_log_level(LLL_ERR | LLL_WARN, st__lws_log);
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof info);

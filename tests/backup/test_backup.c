@@ -29,7 +29,10 @@ static st_bk_rec_t *mkrec(uint64_t seq, const char *s)
 TEST(a_damaged_segment_applies_nothing_whatever_byte_is_hit)
 {
     st_bk_rec_t *a = mkrec(7, "hello"), *b = mkrec(8, "world!");
-    a->next = b;
+    st_list_t q;
+    st_list_init(&q);
+    st_list_insert(&q, &a->link);
+    st_list_insert(&q, &b->link);
     st_buf_t seg = {0};
     st__bk_seg_encode(&seg, 42, a, 2);
     int n = 0;

@@ -874,4 +874,193 @@ TEST(tier_drives_a_fake_kind_through_flush_pass_compaction_orphans_and_close)
     fx_end(&fx);
 }
 
+/* The fake kind's retention side: a hot row's value is its timestamp (8 bytes), and an object is
+ * Parquet (one row group, "c"), so the tier reads its footer's timestamps; the expired hook and
+ * the merge's commit count what left the kind. */
+typedef struct {
+    int expired;
+    int64_t expired_rows, newest_expired, dropped;
+    int commits;
+} fr_t;
+
+static int fr_encode(void *arg, void *rows, st_buf_t *object)
+{
+    fk_rows_t *r = rows;
+    ((fk_t *)arg)->encodes++;
+    ST_ASSERT(r->vals.len == 8 * r->n);
+    st_msgrow_t mr[16];
+    for (size_t i = 0; i < r->n; i++) {
+        mr[i] = (st_msgrow_t){.msg_id = r->ids[i],
+                              .seq = (int64_t)r->ids[i],
+                              .conv = "c",
+                              .conv_len = 1,
+                              .from = "f",
+                              .from_len = 1,
+                              .content = "x",
+                              .content_len = 1};
+        memcpy(&mr[i].timestamp, r->vals.data + 8 * i, 8);
+    }
+    return st_parquet_encode(mr, r->n, 1, object);
+}
+
+static int fr_expired(void *arg, const char *o, size_t ol, const st_pq_meta_t *m, uint64_t *wait)
+{
+    fr_t *fr = arg;
+    (void)o, (void)ol, (void)wait;
+    fr->expired++;
+    fr->expired_rows += m->rows;
+    for (size_t g = 0; g < m->ngroups; g++)
+        if (m->groups[g].max_ts > fr->newest_expired) fr->newest_expired = m->groups[g].max_ts;
+    return ST_OK;
+}
+
+static int fr_merge(void *arg, st_objstore_t *obj, const st_tier_obj_t *objs, size_t n,
+                    int64_t cutoff, const char *key, st_tier_file_t *out, void **dropped,
+                    int64_t *ndropped)
+{
+    (void)arg;
+    return st_tier_parquet_merge(1, obj, objs, n, cutoff, key, out, dropped, ndropped);
+}
+
+static int fr_merge_commit(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,
+                           uint64_t *wait)
+{
+    fr_t *fr = arg;
+    (void)o, (void)ol, (void)dropped, (void)wait;
+    fr->commits++;
+    fr->dropped += ndropped;
+    return ST_OK;
+}
+
+static st_tier_stat_t fr_stat(st_store_t *s, const char *o)
+{
+    st_tier_stat_t st = {0};
+    uint64_t w = 0;
+    CHECK_EQ(st_tier_stat(s, o, strlen(o), &st, &w), ST_OK);
+    return st;
+}
+
+static void fr_put(st_store_t *s, const char *o, uint64_t id, int64_t ts)
+{
+    uint8_t k[64];
+    uint64_t w = 0;
+    CHECK_EQ(st_store_put(s, k, fk_key(k, o, strlen(o), id), &ts, sizeof ts, &w), ST_OK);
+}
+
+/* Runs the loop until the condition holds, for at most 10 s of loop time (the tier's tick wakes
+ * it every second). */
+#define RUN_UNTIL(fx, cond)                                                                        \
+    for (uint64_t end_ = uv_now(&(fx).loop) + 10000; !(cond) && uv_now(&(fx).loop) < end_;)        \
+    uv_run(&(fx).loop, UV_RUN_ONCE)
+
+/* Retention (src/cold/retention.c) through a member alone: st_tier_retain fetches the owner's
+ * footers off the loop first (nothing dropped in the call), then drops, oldest first, each object
+ * whose newest row is past the cutoff, whole, in one swap with the member's expired hook (the
+ * manifest record out, its deletion recorded, the summary moved); it stops at the first object
+ * with a live row and queues it for compaction when it mixes expired and live rows, which leaves
+ * the expired row out; more owners than are fetched at once all get their turn. */
+TEST(tier_retention_drops_expired_objects_whole_through_a_fake_kind)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    char url[96];
+    snprintf(url, sizeof url, "file://%s/cold", fx.dir);
+    st_objstore_opts_t oo = {.url = url};
+    st_objstore_t *obj;
+    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
+    st_tier_opts_t to = {.obj = obj,
+                         .flush_interval_s = 3600,
+                         .flush_rows = 1000,
+                         .cache_bytes = 1 << 20,
+                         .retention_s = 3600};
+    st_tier_t *t;
+    CHECK_EQ(st_tier_open(&t, &fx.loop, s, &to), ST_OK);
+    fk_t fk = {.store = s, .limit = 2};
+    fk_cur = &fk;
+    fm_t fm = {.tier = t};
+    fr_t fr = {0};
+    st_tier_kind_t kind = {.snapshot = fk_snapshot,
+                           .encode = fr_encode,
+                           .commit = fk_commit,
+                           .release = fk_release,
+                           .done = fk_done,
+                           .arg = &fk};
+    st_tier_merge_t merge = {fr_merge, fr_merge_commit, st_tier_dropped_free, fm_name, &fr};
+    st_tier_source_t src = {
+        .name = "fake", .prefix = 'h', .page = 16, .want = fm_want, .act = fm_act, .arg = &fm};
+    st_tier_member_t m = {.name = "fake",
+                          .sources = &src,
+                          .nsources = 1,
+                          .flush = &kind,
+                          .merge = &merge,
+                          .expired = fr_expired,
+                          .arg = &fr};
+    st_tier_join(t, &m);
+
+    /* o: [old, old] [old, new] [new, new]; p1..p6: one old row each */
+    int64_t now = st_now_us(), old = now - 7200 * 1000000ll;
+    fr_put(s, "o", 1, old);
+    fr_put(s, "o", 2, old + 1);
+    fr_put(s, "o", 3, old + 2);
+    fr_put(s, "o", 4, now);
+    fr_put(s, "o", 5, now + 1);
+    fr_put(s, "o", 6, now + 2);
+    char owners[6][4];
+    for (int i = 0; i < 6; i++) {
+        snprintf(owners[i], sizeof owners[i], "p%d", i + 1);
+        fr_put(s, owners[i], 1, old);
+    }
+    fx_settle(&fx, s);
+    CHECK(st_tier_flush_all(t) > 0); /* the source acts on every hot key */
+    RUN_UNTIL(fx, fk.done >= 9);
+    st_tier_stat_t st = fr_stat(s, "o");
+    CHECK(st.files == 3 && st.rows == 6);
+
+    /* the footers are not in memory: nothing is dropped in the call, all of it once they are */
+    CHECK_EQ(st_tier_retain(t, "o", 1), 0);
+    for (int i = 0; i < 6; i++)
+        CHECK_EQ(st_tier_retain(t, owners[i], 2), 0);
+    CHECK_EQ(fr.expired, 0);
+    RUN_UNTIL(fx, fr.expired >= 7);
+    CHECK_EQ(fr.expired, 7); /* o's first object and each p's only one */
+    CHECK_EQ(fr.expired_rows, 8);
+    CHECK(fr.newest_expired < st_tier_cutoff(t));
+    st = fr_stat(s, "o");
+    CHECK(st.files == 2 && st.rows == 4);
+    CHECK(!fk_has(s, 'F', "o", 1) && fk_has(s, 'F', "o", 2) && fk_has(s, 'F', "o", 3));
+    for (int i = 0; i < 6; i++) {
+        st = fr_stat(s, owners[i]);
+        CHECK(st.files == 0 && st.rows == 0 && !fk_has(s, 'F', owners[i], 1));
+    }
+    /* in memory now: a second retention drops nothing more (the next object has live rows) */
+    CHECK_EQ(st_tier_retain(t, "p1", 2), 0);
+    CHECK_EQ(fr.expired, 7);
+
+    /* the mixed object was queued for compaction: rewritten alone without its expired row */
+    RUN_UNTIL(fx, fr.commits >= 1);
+    fx_settle(&fx, s);
+    CHECK(fr.commits == 1 && fr.dropped == 1);
+    st = fr_stat(s, "o");
+    CHECK(st.files == 2 && st.rows == 3);
+    CHECK(fk_has(s, 'F', "o", 2) && fk_has(s, 'F', "o", 3));
+
+    /* the reaper deletes the dropped objects once their deletion is durable */
+    for (int i = 0; i < 20 && !(obj_gone(obj, "o/obj-1") && obj_gone(obj, "p6/obj-1")); i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK(obj_gone(obj, "o/obj-1") && !obj_gone(obj, "o/obj-3"));
+    for (int i = 0; i < 6; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "%s/obj-1", owners[i]);
+        CHECK(obj_gone(obj, key));
+    }
+
+    st_tier_close(t);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    st_tier_free(t);
+    st_objstore_close(obj);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
 RUN_TESTS("cold")
