@@ -35,7 +35,9 @@ const char st__applied_key[] = "\0wal_applied";
 const char st__group_applied_key[] = "\0raft_applied";
 _Static_assert(sizeof st__applied_key - 1 == ST__APPLIED_KLEN, "applied key length");
 _Static_assert(sizeof st__group_applied_key - 1 == ST__GROUP_APPLIED_KLEN, "group key length");
-#define ST__APPLY_PAUSE_MS 25 /* 5 before the halves: bench/RESULTS.md, issue 22 */
+#define ST__BACK_SLICE_NS 1000000ULL /* loop time per slice of applied batches taken back */
+#define ST__APPLY_PAUSE_MS                                                                         \
+    5 /* 25: +25 % chat posts, but a 6-8 ms loop stall in a flush (RESULTS, issue 22) */
 
 int st__mdb_err(int rc)
 {
@@ -795,17 +797,39 @@ void st__store_on_done(uv_async_t *h)
     st__take_figures(s);
     s->failstopped = s->log_err != 0;
     uv_mutex_unlock(&s->mu);
-    for (st_batch_t *b = list, *next; b; b = next) {
-        next = b->next;
+    /* Taking applied batches back drops their overlay entries: 25 ms of groups can be a lot of
+     * them, so it goes in slices of ST__BACK_SLICE_NS and the rest waits for the next loop
+     * iteration (put back at the head, the async re-sent). A failure is taken back whole, in
+     * order, with everything before it. */
+    bool whole = s->halted || queued;
+    for (st_batch_t *b = list; b && !whole; b = b->next)
+        whole = b->rc != 0;
+    uint64_t until = uv_hrtime() + ST__BACK_SLICE_NS;
+    st_batch_t *b = list;
+    while (b) {
+        st_batch_t *next = b->next;
         if (b->foreign && b->rc == 0) st__group_notes(s, b);
         if (s->group && b->rc == 0 && b->seq > s->group_shown) s->group_shown = b->seq;
         if (b->ack_late && b->rc == 0) st__group_ack_late(s, b);
         st__batch_back(s, b);
+        b = next;
+        if (b && !whole && uv_hrtime() >= until) break;
     }
-    for (st_batch_t *b = queued, *next; b; b = next) {
-        next = b->next;
-        b->rc = ST_EIO;
-        st__batch_back(s, b);
+    if (b) {
+        st_batch_t *last = b;
+        while (last->next)
+            last = last->next;
+        uv_mutex_lock(&s->mu);
+        last->next = s->d_head;
+        s->d_head = b;
+        if (!s->d_tail) s->d_tail = last;
+        uv_mutex_unlock(&s->mu);
+        uv_async_send(&s->done);
+    }
+    for (st_batch_t *q = queued, *next; q; q = next) {
+        next = q->next;
+        q->rc = ST_EIO;
+        st__batch_back(s, q);
     }
     if (acked > s->durable_id) {
         s->durable_id = acked;
