@@ -60,6 +60,7 @@ typedef struct st_ov {
 typedef struct {
     st_ov_t *head[ST__OV_LEVELS];
     st_ov_t *tail;
+    st_ov_t *finger; /* the last entry inserted: keys often come in order (a flush's deletes) */
     uint64_t rng;
 } st_ovidx_t;
 

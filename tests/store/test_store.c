@@ -287,6 +287,44 @@ TEST(ranges_over_a_churning_overlay_match_a_model_both_ways)
     fx_end(&fx);
 }
 
+/* The overlay index inserts next to its last insert without a search (a flush's adjacent
+ * deletes) and drops without one: runs of adjacent keys, both ways, checked against the model. */
+TEST(ranges_over_runs_of_adjacent_writes_both_ways_match_a_model)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    watch_t w;
+    st_store_t *s = open_store(&fx, 16 << 20, &w);
+    char model[RM_N] = {0};
+    int order[RM_N];
+    rm_order(order);
+    srand(11);
+    uint64_t wait = 0;
+    int checks = 0;
+    for (int round = 0; round < 300; round++) {
+        int at = rand() % RM_N, dir = rand() % 2 ? 1 : -1, len = 1 + rand() % 24;
+        for (int j = 0; j < len && at >= 0 && at < RM_N; j++, at += dir) {
+            int i = order[at];
+            char k[3];
+            size_t kn = rm_key(i, k);
+            if (rand() % 4 == 0) {
+                CHECK_EQ(st_store_del(s, k, kn, &wait), ST_OK);
+                model[i] = 0;
+            } else {
+                char v = (char)('A' + rand() % 26);
+                CHECK_EQ(st_store_put(s, k, kn, &v, 1, &wait), ST_OK);
+                model[i] = v;
+            }
+        }
+        if (rand() % 3 == 0) fx_settle(&fx, s);
+        checks += rm_check(s, model, order, 8);
+    }
+    CHECK_EQ(checks, 2400);
+    fx_settle(&fx, s);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
 /* Runs the loop (waking every 5 ms) until done(arg) or about 20 s have passed. */
 static int wake_count;
 static void on_wake(uv_timer_t *t)
