@@ -469,7 +469,8 @@ static void on_tick(uv_timer_t *t)
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: %s [redis-]fanout|latency|idle PORT[:POSTPORT] CONNS SECONDS [RATE]\n",
+        fprintf(stderr,
+                "usage: %s [redis-]fanout|latency|idle PORT[:POSTPORT] CONNS SECONDS [RATE]\n",
                 argv[0]);
         return 2;
     }
