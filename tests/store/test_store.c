@@ -248,6 +248,21 @@ TEST(ranges_run_both_ways_with_bounds_over_durable_and_staged_keys)
     fx_end(&fx);
 }
 
+/* Writes model key i: a delete one time in del_one_in, else a random one-letter value. */
+static void rm_write(st_store_t *s, char *model, int i, int del_one_in, uint64_t *wait)
+{
+    char k[3];
+    size_t kn = rm_key(i, k);
+    if (rand() % del_one_in == 0) {
+        CHECK_EQ(st_store_del(s, k, kn, wait), ST_OK);
+        model[i] = 0;
+    } else {
+        char v = (char)('A' + rand() % 26);
+        CHECK_EQ(st_store_put(s, k, kn, &v, 1, wait), ST_OK);
+        model[i] = v;
+    }
+}
+
 /* The overlay's ordered index (ovidx.c) against a model: random puts and deletes over a small
  * key space (bytes 0x01, 'a', 'b', 0xff, so prefix ends and 0xff successors are exercised),
  * some applied to LMDB and some still staged, then ranges with random prefixes and bounds, both
@@ -267,16 +282,7 @@ TEST(ranges_over_a_churning_overlay_match_a_model_both_ways)
     for (int round = 0; round < 300; round++) {
         for (int op = 0; op < 1 + rand() % 40; op++) {
             int i = rand() % RM_N;
-            char k[3];
-            size_t kn = rm_key(i, k);
-            if (rand() % 3 == 0) {
-                CHECK_EQ(st_store_del(s, k, kn, &wait), ST_OK);
-                model[i] = 0;
-            } else {
-                char v = (char)('A' + rand() % 26);
-                CHECK_EQ(st_store_put(s, k, kn, &v, 1, &wait), ST_OK);
-                model[i] = v;
-            }
+            rm_write(s, model, i, 3, &wait);
         }
         if (rand() % 4 == 0) fx_settle(&fx, s);
         checks += rm_check(s, model, order, 8);
@@ -305,16 +311,7 @@ TEST(ranges_over_runs_of_adjacent_writes_both_ways_match_a_model)
         int at = rand() % RM_N, dir = rand() % 2 ? 1 : -1, len = 1 + rand() % 24;
         for (int j = 0; j < len && at >= 0 && at < RM_N; j++, at += dir) {
             int i = order[at];
-            char k[3];
-            size_t kn = rm_key(i, k);
-            if (rand() % 4 == 0) {
-                CHECK_EQ(st_store_del(s, k, kn, &wait), ST_OK);
-                model[i] = 0;
-            } else {
-                char v = (char)('A' + rand() % 26);
-                CHECK_EQ(st_store_put(s, k, kn, &v, 1, &wait), ST_OK);
-                model[i] = v;
-            }
+            rm_write(s, model, i, 4, &wait);
         }
         if (rand() % 3 == 0) fx_settle(&fx, s);
         checks += rm_check(s, model, order, 8);
