@@ -50,6 +50,7 @@ struct st_repl {
     bool barrier_pending;    /* a barrier of lead_term is in flight */
     bool caught_up;          /* the barrier of lead_term committed */
     bool serving;            /* views rebuilt, standby off */
+    unsigned election_ms;    /* this member's election timeout, ordered by id (repl.c) */
     uint64_t lease_ns;       /* how long a majority's acceptance proves leadership (repl.c) */
     uint64_t lease_until_ns; /* uv_hrtime() until which reads need no proof; 0: none */
     uint64_t lead_term;

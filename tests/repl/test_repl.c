@@ -41,6 +41,36 @@ TEST(members_parse)
     CHECK_EQ(st_repl_parse_members("1=a:1,2=b:2,3=c:3", m, 2, &n, &why), ST_EINVAL);
 }
 
+/* Election timeouts: distinct per member, ordered by id (listed in any order), more than
+ * C-Raft's tick (et / 10) apart wherever whole milliseconds allow it, within [et, 2 et] as C-Raft
+ * requires. */
+TEST(election_timeouts_are_ordered_by_id_a_tick_apart_within_et_and_2et)
+{
+    const unsigned ets[] = {10, 100, 150, 1000, 4000};
+    for (size_t e = 0; e < sizeof ets / sizeof ets[0]; e++) {
+        unsigned et = ets[e];
+        for (size_t n = 1; n <= ST_REPL_MAX_MEMBERS; n++) {
+            st_repl_member_t m[ST_REPL_MAX_MEMBERS];
+            const uint64_t ids[] = {5, 300, 17, 999, 2, 64, 128, 700, 42}; /* not in order */
+            for (size_t i = 0; i < n; i++)
+                m[i].id = ids[i];
+            unsigned prev = 0;
+            for (uint64_t id = 1; id <= 1000; id++) {
+                bool listed = false;
+                for (size_t i = 0; i < n; i++)
+                    listed |= m[i].id == id;
+                if (!listed) continue;
+                unsigned t = st_repl_election_timeout(m, n, id, et);
+                CHECK(t >= et);
+                CHECK(t <= 2 * et);
+                if (prev) CHECK(t > prev);
+                if (prev && et >= 100) CHECK(t > prev + et / 10);
+                prev = t;
+            }
+        }
+    }
+}
+
 /* ---- the store in group mode, driven by hand ---- */
 
 typedef struct {
