@@ -81,7 +81,20 @@ export async function startStrata({ dataDir, args = [], env = {} } = {}) {
 }
 
 // One HTTP request; resolves {status, headers, text, json}. body: object (JSON), string or Buffer.
-export function request(port, method, p, body, headers = {}, agent) {
+// A GET or HEAD that went out on a pooled keep-alive socket the server had just closed (its idle
+// timeout racing the reuse: ECONNRESET on a reused socket, nothing was read) is sent again, as
+// Node's documentation advises; anything else fails as it happened.
+export async function request(port, method, p, body, headers = {}, agent) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await requestOnce(port, method, p, body, headers, agent);
+    } catch (err) {
+      if (!(err.reusedSocket && err.code === 'ECONNRESET' && (method === 'GET' || method === 'HEAD') && attempt < 3)) throw err;
+    }
+  }
+}
+
+function requestOnce(port, method, p, body, headers, agent) {
   return new Promise((resolve, reject) => {
     const data = body === undefined ? undefined
       : Buffer.isBuffer(body) || typeof body === 'string' ? body : JSON.stringify(body);
@@ -99,7 +112,7 @@ export function request(port, method, p, body, headers = {}, agent) {
         });
         res.on('error', reject);
       });
-    r.on('error', reject);
+    r.on('error', (err) => { err.reusedSocket = r.reusedSocket; reject(err); });
     if (data !== undefined) r.write(data);
     r.end();
   });
