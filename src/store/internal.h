@@ -5,6 +5,8 @@
 
 #include "strata/metrics.h"
 #include "strata/store.h"
+#include "strata/store_group.h"
+#include "strata/store_tap.h"
 #include "wal.h"
 
 #include <lmdb.h>
