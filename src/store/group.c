@@ -164,6 +164,7 @@ static void st__maybe_rollback(st_store_t *s)
 /* Seals the open batch and proposes it (the check handle calls this once per iteration). */
 void st__group_submit(st_store_t *s)
 {
+    st__group_t *g = s->group;
     st_batch_t *b = s->open;
     b->next = NULL;
     s->open = st__batch_new(s);
@@ -171,25 +172,25 @@ void st__group_submit(st_store_t *s)
     s->submitted++;
     uv_ref((uv_handle_t *)&s->uv.done);
     uv_idle_stop(&s->uv.idle);
-    st__encode_entry(&s->group->enc, s->group->token, b);
+    st__encode_entry(&g->enc, g->token, b);
     st_metric_observe(s->m.batch_ops, (double)b->nops);
     st_metric_observe(s->m.batch_writes, (double)b->writes);
-    st_metric_observe(s->group->m_inflight, (double)s->group->r_count);
+    st_metric_observe(g->m_inflight, (double)g->r_count);
     st_metric_add(s->m.commits, 1);
     b->proposed_ns = st_mono_ns();
-    int rc = s->group->raft->propose(s->group->raft, b->id, s->group->enc.data, s->group->enc.len);
+    int rc = g->raft->propose(g->raft, b->id, g->enc.data, g->enc.len);
     if (rc != ST_OK) {
         b->rc = rc;
         st__batch_back(s, b);
         st__maybe_rollback(s);
         return;
     }
-    if (s->group->r_tail)
-        s->group->r_tail->next = b;
+    if (g->r_tail)
+        g->r_tail->next = b;
     else
-        s->group->r_head = b;
-    s->group->r_tail = b;
-    s->group->r_count++;
+        g->r_head = b;
+    g->r_tail = b;
+    g->r_count++;
 }
 
 /* Group commit at the Raft level: while an entry of ours is in flight, the open batch is not
@@ -209,16 +210,17 @@ bool st__group_hold(st_store_t *s)
 /* Takes batch `id` out of the proposed list (NULL if it is not there). */
 static st_batch_t *st__take_proposed(st_store_t *s, uint64_t id)
 {
+    st__group_t *g = s->group;
     st_batch_t *prev = NULL;
-    for (st_batch_t *b = s->group->r_head; b; prev = b, b = b->next) {
+    for (st_batch_t *b = g->r_head; b; prev = b, b = b->next) {
         if (b->id != id) continue;
         if (prev)
             prev->next = b->next;
         else
-            s->group->r_head = b->next;
-        if (s->group->r_tail == b) s->group->r_tail = prev;
+            g->r_head = b->next;
+        if (g->r_tail == b) g->r_tail = prev;
         b->next = NULL;
-        s->group->r_count--;
+        g->r_count--;
         return b;
     }
     return NULL;
@@ -234,6 +236,7 @@ static void st__group_committed(st_store_t *s, uint64_t batch_id)
 
 int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, size_t len)
 {
+    st__group_t *g = s->group;
     uint32_t magic, olen;
     uint64_t token, id;
     if (len < ST__ENTRY_HDR) return ST_EIO;
@@ -242,9 +245,9 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
     memcpy(&token, payload + 8, 8);
     memcpy(&id, payload + 16, 8);
     if (magic != ST__ENTRY_MAGIC || olen > len - ST__ENTRY_HDR) return ST_EIO;
-    len = ST__ENTRY_HDR + olen;                  /* without the padding */
-    if (index <= s->group->queued) return ST_OK; /* LMDB has it already */
-    st_batch_t *b = token == s->group->token ? st__take_proposed(s, id) : NULL;
+    len = ST__ENTRY_HDR + olen;           /* without the padding */
+    if (index <= g->queued) return ST_OK; /* LMDB has it already */
+    st_batch_t *b = token == g->token ? st__take_proposed(s, id) : NULL;
     /* A batch held back behind this entry (st__group_hold) goes at the end of this iteration:
      * the loop must not block in poll before it. */
     if (b && s->open->nops) uv_idle_start(&s->uv.idle, st__store_on_idle);
@@ -263,7 +266,7 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
         uv_ref((uv_handle_t *)&s->uv.done);
     }
     b->seq = index;
-    s->group->queued = index;
+    g->queued = index;
     /* Only committed entries are applied: an own batch is durable now, whatever Raft reports
      * for its request later (a leader deposed meanwhile reports it lost). Frames waiting for it
      * must not wait for a durable id that might never come. Unless the backup must have it
@@ -272,8 +275,8 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
      * returns (acknowledgements stay in order). */
     if (!b->foreign) {
         st_metric_observe(s->m.commit_s, (double)(st_mono_ns() - b->proposed_ns) / 1e9);
-        if (b->barrier && st__tap_leading(s)) s->group->hold_to = b->id;
-        if (s->group->hold_to)
+        if (b->barrier && st__tap_leading(s)) g->hold_to = b->id;
+        if (g->hold_to)
             b->ack_late = true;
         else
             st__group_committed(s, b->id);
@@ -293,18 +296,19 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
 /* Fails every proposal from `b` on (taken out of the list already) with err, and rolls back. */
 static void st__fail_from(st_store_t *s, st_batch_t *b, int err)
 {
+    st__group_t *g = s->group;
     b->rc = err;
     st__batch_back(s, b);
     /* Raft fails every entry of a lost term: the later proposals are as good as failed, and
      * the rollback must not find them in flight. */
-    while ((b = s->group->r_head)) {
-        s->group->r_head = b->next;
+    while ((b = g->r_head)) {
+        g->r_head = b->next;
         b->next = NULL;
         b->rc = err;
         st__batch_back(s, b);
     }
-    s->group->r_tail = NULL;
-    s->group->r_count = 0;
+    g->r_tail = NULL;
+    g->r_count = 0;
     st__maybe_rollback(s);
 }
 
@@ -338,11 +342,12 @@ static void st__ack_late(st_store_t *s, const st_batch_t *b)
 
 void st_store_group_abandon(st_store_t *s, int err)
 {
-    if (s->group->hold_to) st__fail_held(s, err); /* a barrier this member will not ship any more */
-    st_batch_t *b = s->group->r_head;
+    st__group_t *g = s->group;
+    if (g->hold_to) st__fail_held(s, err); /* a barrier this member will not ship any more */
+    st_batch_t *b = g->r_head;
     if (!b) return;
-    s->group->r_head = b->next;
-    if (!s->group->r_head) s->group->r_tail = NULL;
+    g->r_head = b->next;
+    if (!g->r_head) g->r_tail = NULL;
     b->next = NULL;
     st__fail_from(s, b, err);
 }

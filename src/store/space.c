@@ -32,15 +32,16 @@ void st__space_free(st__space_t *sp)
  * again at most every 50 ms of loop time. statvfs reads counters kept in memory. */
 static void st__refresh_disk(st_store_t *s)
 {
+    st__space_t *sp = &s->space;
     uint64_t now = uv_now(s->loop);
-    if (s->space.disk_checked_ms && now < s->space.disk_checked_ms + 50) return;
-    s->space.disk_checked_ms = now;
-    s->space.disk_avail = st__disk_avail(s->dir);
-    if (!s->space.watch_dir) return;
+    if (sp->disk_checked_ms && now < sp->disk_checked_ms + 50) return;
+    sp->disk_checked_ms = now;
+    sp->disk_avail = st__disk_avail(s->dir);
+    if (!sp->watch_dir) return;
     struct stat a, b;
-    s->space.watch_same_fs =
-        stat(s->dir, &a) == 0 && stat(s->space.watch_dir, &b) == 0 && a.st_dev == b.st_dev;
-    s->space.watch_avail = s->space.watch_same_fs ? UINT64_MAX : st__disk_avail(s->space.watch_dir);
+    sp->watch_same_fs =
+        stat(s->dir, &a) == 0 && stat(sp->watch_dir, &b) == 0 && a.st_dev == b.st_dev;
+    sp->watch_avail = sp->watch_same_fs ? UINT64_MAX : st__disk_avail(sp->watch_dir);
 }
 
 static int st__refuse(const st_store_health_t *h, int apply_err)
@@ -53,6 +54,7 @@ static int st__refuse(const st_store_health_t *h, int apply_err)
 
 void st_store_health(st_store_t *s, st_store_health_t *h)
 {
+    st__space_t *sp = &s->space;
     st__refresh_disk(s);
     uv_mutex_lock(&s->th.mu);
     uint64_t applied = s->th.used_bytes, pending = s->th.pending + s->open->bytes;
@@ -60,34 +62,33 @@ void st_store_health(st_store_t *s, st_store_health_t *h)
     int log_err = s->th.log_err, apply_err = s->th.apply_err;
     uv_mutex_unlock(&s->th.mu);
     memset(h, 0, sizeof *h);
-    h->quota = s->space.quota;
+    h->quota = sp->quota;
     h->used = applied + pending;
     h->backlog = pending;
-    h->disk_free = s->space.disk_avail;
+    h->disk_free = sp->disk_avail;
     /* What the disk can still take: its free space plus LMDB's reusable pages, less what the
      * backlog will need once applied, less a reserve (LMDB's copy-on-write, the cold tier). */
     uint64_t room =
-        s->space.disk_avail > UINT64_MAX - lmdb_free ? UINT64_MAX : s->space.disk_avail + lmdb_free;
-    uint64_t need = pending + s->space.reserve;
+        sp->disk_avail > UINT64_MAX - lmdb_free ? UINT64_MAX : sp->disk_avail + lmdb_free;
+    uint64_t need = pending + sp->reserve;
     uint64_t left = room > need ? room - need : 0;
     /* Once full, the store stays full until there is clearly room again (a flush, an operator):
      * the estimate of what is not applied yet may turn out high once it is, and writes should
      * not flap between 201 and 507 at the mark. */
-    if (h->used >= s->space.quota)
-        s->space.full_latched = true;
-    else if (h->used + s->space.quota / 64 < s->space.quota)
-        s->space.full_latched = false;
+    if (h->used >= sp->quota)
+        sp->full_latched = true;
+    else if (h->used + sp->quota / 64 < sp->quota)
+        sp->full_latched = false;
     if (left == 0)
-        s->space.disk_latched = true;
-    else if (left > s->space.reserve / 8)
-        s->space.disk_latched = false;
-    uint64_t to_quota = s->space.quota > h->used ? s->space.quota - h->used : 0;
-    h->capacity = s->space.disk_latched ? h->used : h->used + (left < to_quota ? left : to_quota);
+        sp->disk_latched = true;
+    else if (left > sp->reserve / 8)
+        sp->disk_latched = false;
+    uint64_t to_quota = sp->quota > h->used ? sp->quota - h->used : 0;
+    h->capacity = sp->disk_latched ? h->used : h->used + (left < to_quota ? left : to_quota);
     if (log_err) h->flags |= ST_STORE_LOG_FAILED;
-    if (s->space.full_latched) h->flags |= ST_STORE_FULL;
-    if (s->space.disk_latched) h->flags |= ST_STORE_DISK_FULL;
-    if (s->space.watch_dir && s->space.watch_avail < s->space.reserve)
-        h->flags |= ST_STORE_COLD_DISK_FULL;
+    if (sp->full_latched) h->flags |= ST_STORE_FULL;
+    if (sp->disk_latched) h->flags |= ST_STORE_DISK_FULL;
+    if (sp->watch_dir && sp->watch_avail < sp->reserve) h->flags |= ST_STORE_COLD_DISK_FULL;
     if (apply_err) {
         h->flags |= ST_STORE_APPLY_STALLED;
         h->stalled_ms = (st_mono_ns() - stall_ns) / 1000000;
@@ -131,31 +132,29 @@ int st_store_writable(st_store_t *s)
 
 const char *st_store_refusal(st_store_t *s)
 {
+    st__space_t *sp = &s->space;
     st_store_health_t h;
     st_store_health(s, &h);
     if (h.flags & ST_STORE_LOG_FAILED) {
         uv_mutex_lock(&s->th.mu);
-        snprintf(s->space.why, sizeof s->space.why, "%s; restart strata to recover", s->th.log_why);
+        snprintf(sp->why, sizeof sp->why, "%s; restart strata to recover", s->th.log_why);
         uv_mutex_unlock(&s->th.mu);
     } else if (h.flags & ST_STORE_FULL) {
-        snprintf(s->space.why, sizeof s->space.why,
-                 "the hot store is full (%llu of %llu bytes, --map-size)",
+        snprintf(sp->why, sizeof sp->why, "the hot store is full (%llu of %llu bytes, --map-size)",
                  (unsigned long long)h.used, (unsigned long long)h.quota);
     } else if (h.flags & ST_STORE_DISK_FULL) {
-        snprintf(s->space.why, sizeof s->space.why,
+        snprintf(sp->why, sizeof sp->why,
                  "the data directory's disk is full (%llu bytes free, %llu needed)",
-                 (unsigned long long)h.disk_free,
-                 (unsigned long long)(h.backlog + s->space.reserve));
+                 (unsigned long long)h.disk_free, (unsigned long long)(h.backlog + sp->reserve));
     } else if (h.flags & ST_STORE_COLD_DISK_FULL) {
-        snprintf(s->space.why, sizeof s->space.why,
-                 "the cold tier's disk is full (%llu bytes free)",
-                 (unsigned long long)s->space.watch_avail);
+        snprintf(sp->why, sizeof sp->why, "the cold tier's disk is full (%llu bytes free)",
+                 (unsigned long long)sp->watch_avail);
     } else if (h.flags & ST_STORE_APPLY_STALLED) {
-        snprintf(s->space.why, sizeof s->space.why,
+        snprintf(sp->why, sizeof sp->why,
                  "acknowledged writes cannot be applied to LMDB (%s, for %llu ms)",
                  st_strerror(h.refuse), (unsigned long long)h.stalled_ms);
     } else {
-        snprintf(s->space.why, sizeof s->space.why, "the store takes writes");
+        snprintf(sp->why, sizeof sp->why, "the store takes writes");
     }
-    return s->space.why;
+    return sp->why;
 }
