@@ -8,6 +8,9 @@
  * derived from it may leave the process — that is how the durability invariant is kept.
  *
  * Only this module includes lmdb.h. All functions are loop-thread only.
+ *
+ * This is the whole store a data module needs. Replication (src/repl) drives the store through
+ * store_group.h, backups (src/backup) tap it through store_tap.h.
  */
 #ifndef STRATA_STORE_H
 #define STRATA_STORE_H
@@ -126,99 +129,13 @@ int st_store_writable(st_store_t *s);
  * call. */
 const char *st_store_refusal(st_store_t *s);
 
-/* ---- replicated groups (SPEC §8): the repl module drives these; loop only unless noted ----
- * In a group a sealed batch is proposed as one Raft entry instead of going to the redo log; it
- * is durable once committed, and reaches LMDB when its entry is applied — on every member, in
- * entry order, through the same apply thread. The Raft index of the last entry in LMDB is kept
- * beside the data, so an entry applied twice (a replay after a restart) changes nothing. */
-typedef struct st_store_group {
-    /* Proposes a sealed batch (payload borrowed for the call). Non-zero: it cannot be proposed
-     * (not the leader) and the batch fails now. Otherwise the batch becomes durable when its
-     * entry is applied (st_store_group_apply), or fails by st_store_group_failed / _abandon. */
-    int (*propose)(struct st_store_group *g, uint64_t batch_id, const char *payload, size_t len);
-} st_store_group_t;
-
-/* Switches the store to group mode, in standby (every write refused with ST_ENOLEADER). */
-void st_store_group_join(st_store_t *s, st_store_group_t *g);
-bool st_store_grouped(const st_store_t *s);
-/* Standby off: this member leads and may stage writes; on: it follows. */
-void st_store_set_standby(st_store_t *s, bool standby);
-/* Is the store refusing writes as a group member that is not the serving leader? */
-bool st_store_standby(const st_store_t *s);
-void st_store_group_failed(st_store_t *s, uint64_t batch_id, int err);
-/* This member stopped leading: every proposal not applied yet fails now (its entry may still be
- * committed by the next leader; it then arrives through st_store_group_apply like anyone's). */
-void st_store_group_abandon(st_store_t *s, int err);
-/* The FSM apply of the committed entry at `index` (payload borrowed). Entries at or below the
- * index LMDB already has are skipped. Cheap: the entry is queued for the apply thread. */
-int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, size_t len);
-/* Highest Raft index given to st_store_group_apply (queued or in LMDB). */
-uint64_t st_store_group_queued(const st_store_t *s);
-/* Highest Raft index whose batch came back from the apply thread to the loop: readers see it
- * and, on a follower, its changes have gone to the streams (<= st_store_group_queued). */
-uint64_t st_store_group_shown(const st_store_t *s);
-/* Any thread: waits until LMDB holds every entry up to `index` and forces it to disk (before
- * Raft may drop those entries from its log). */
-int st_store_group_sync(st_store_t *s, uint64_t index);
-/* In-memory views derived from the store must be rebuilt from it (listeners' on_failed is
- * called with a batch id past every batch so far): a follower became the leader. */
-void st_store_resync(st_store_t *s);
-/* On a follower, whose in-memory views do not follow what it applies: rebuild them if entries
- * were applied since (before answering from them, e.g. a stream's seat-map snapshot). */
-void st_store_refresh_views(st_store_t *s);
-/* Stream frames ride in the entry of the batch whose change they announce ("notes"): the leader
- * stages them with st_store_note (a no-op outside a group), and every other member hands them
- * to fn once the entry is in its LMDB. kind and data are the caller's own encoding. */
-/* Snapshot install. Any thread: writes a consistent, compacted copy of the store to fd. */
-int st_store_copy_fd(st_store_t *s, int fd);
-/* A worker thread, while this member applies nothing: replaces the store's contents with the
- * copy at path (an LMDB file written by st_store_copy_fd) and gives the Raft index it holds.
- * Then, on the loop, st_store_group_loaded(s, applied). */
-int st_store_group_load(st_store_t *s, const char *path, uint64_t *applied);
-void st_store_group_loaded(st_store_t *s, uint64_t applied);
-
 /* Observers of the modules that are plain functions over the store and keep no state of their
  * own (counters): they live with the store. The module owns the list's meaning. */
 st_observers_t *st_store_observers(st_store_t *s);
 
-typedef void (*st_store_note_fn)(void *arg, uint8_t kind, const char *data, size_t len);
-void st_store_on_note(st_store_t *s, st_store_note_fn fn, void *arg);
-int st_store_note(st_store_t *s, uint8_t kind, const void *data, size_t len, uint64_t *wait);
-/* Group mode, the serving leader: raises *wait to the open batch, which becomes an entry of its
- * own even if nothing else is staged in it (an empty note). An answer held for it leaves only
- * once an entry proposed after it was built is committed by a majority — the leader has proved
- * it still leads — and becomes 503 no_leader if this member is deposed first (a ReadIndex
- * through the log). A no-op on a single node; ST_ENOLEADER on a standby member. */
-int st_store_fence(st_store_t *s, uint64_t *wait);
-/* ---- backup hooks (src/backup): the one "batch is durable" point, and offline restore ---- */
+/* ---- writes the backup must hold before they are acknowledged (tap.c; the backup module's
+ * side of it, the tap, is in store_tap.h) ---- */
 
-/* Told every group once it is durable in the redo log, on the sync thread, before its
- * responses are released: seq is its log record's (0 for a group too big for the log, committed
- * straight to LMDB: a gap the tap must cover otherwise), rec its encoded ops (borrowed for the
- * call). barrier: the group holds a batch marked by st_store_barrier. On a single node its
- * reservations already went ahead (st_store_ahead_fn): nothing to wait for. In a replicated
- * group the call returns once it is shipped, or ST_EUNAVAIL past the backup's bound, which
- * fails the held answers. In a replicated group it is told, on the leader only, every committed
- * entry once it is in LMDB (on the apply thread), with its Raft index as seq — an empty record for
- * an index that carries no store entry — and a barrier's acknowledgement (and every later one)
- * waits for the call. */
-typedef int (*st_store_tap_fn)(void *arg, uint64_t seq, const void *rec, size_t len, bool barrier);
-/* Sets (or clears, fn NULL) the tap. Loop thread. The tap starts not ready. */
-void st_store_tap(st_store_t *s, st_store_tap_fn fn, void *arg);
-/* Told, on the sync thread, a group's reservation ops (st_store_put_resv; same encoding as a
- * record, borrowed) *before* the group is logged as seq, which only happens once this returns
- * ST_OK: they are then in the backup. Any error (the backup did not take them within its bound)
- * fails the group unlogged: its requests get 503 and nothing of it is applied, so a range is
- * never issued from unless its reservation is in the backup, and nothing waits longer than the
- * tap's bound. Set after st_store_tap (same arg); cleared with it. */
-typedef int (*st_store_ahead_fn)(void *arg, uint64_t seq, const void *rec, size_t len);
-void st_store_tap_ahead(st_store_t *s, st_store_ahead_fn fn);
-/* Whether the tap can take a barrier now (the backup target answers). Any thread. */
-void st_store_tap_ready(st_store_t *s, bool ready);
-/* Group mode, loop thread, while the store is idle (st_repl_on_lead) or on losing the lead: the
- * tap follows the entries this member applies from now on (on), or nothing (off). On, the tap is
- * not ready until it says so again (the shipper's new timeline has its snapshot). */
-void st_store_tap_lead(st_store_t *s, bool on);
 /* Marks the open batch so that the tap has taken it before anything in it is acknowledged (a
  * reservation is shipped before ids from it are issued); raises *wait to it. Call it before
  * staging anything: ST_EUNAVAIL (503) while a tap is set and not ready — the request needing a
@@ -229,20 +146,6 @@ int st_store_barrier(st_store_t *s, uint64_t *wait);
  * Its value must be safe to restore even if the group then fails (it only ever raises). */
 int st_store_put_resv(st_store_t *s, const void *key, size_t klen, const void *val, size_t vlen,
                       uint64_t *wait);
-/* A compact copy of LMDB written to fd (mdb_env_copyfd2, MDB_CP_COMPACT). Any thread; the loop
- * goes on. *applied: a lower bound of the last log seq the copy holds (the copy's own
- * st_store_offline_open tells the exact one). */
-int st_store_copy(st_store_t *s, int fd, uint64_t *applied);
-
-/* Offline: an LMDB environment in dir (no redo log, no threads), for building a data dir out
- * of a snapshot and shipped records. *applied: the last seq the environment holds. */
-typedef struct st_store_offline st_store_offline_t;
-int st_store_offline_open(st_store_offline_t **out, const char *dir, uint64_t map_size,
-                          uint64_t *applied);
-/* Applies one record as the tap saw it (commits every so often). ST_EIO if it is malformed. */
-int st_store_offline_apply(st_store_offline_t *o, uint64_t seq, const void *rec, size_t len);
-/* Commits, syncs and closes; returns the first error of the whole run. */
-int st_store_offline_close(st_store_offline_t *o);
 
 /* Reservations: ids that must never be issued twice, even by a server restored from a backup
  * that missed the last interval. A reservation covers every value up to `reserved`; raising it

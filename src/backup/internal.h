@@ -4,6 +4,7 @@
 #define STRATA_BACKUP_INTERNAL_H
 
 #include "strata/backup.h"
+#include "strata/store_tap.h"
 
 /* A record's seq with this bit set holds only the reservations of group seq, shipped before
  * that group was logged (st_store_ahead_fn). A restore applies it on top of seq - 1 without

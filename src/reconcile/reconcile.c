@@ -13,6 +13,7 @@
 #include "strata/reconcile.h"
 #include "strata/counters.h"
 #include "strata/metrics.h"
+#include "strata/store_group.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,6 +4,7 @@
 #define STRATA_REPL_INTERNAL_H
 
 #include "strata/repl.h"
+#include "strata/store_group.h"
 
 #include <raft.h>
 #include <raft/uv.h>

@@ -72,7 +72,7 @@ static int st__put_applied(st_store_t *s, MDB_txn *txn, uint64_t seq)
 {
     MDB_val k = {ST__APPLIED_KLEN, (void *)st__applied_key}, v = {8, &seq};
     if (s->group) k = (MDB_val){ST__GROUP_APPLIED_KLEN, (void *)st__group_applied_key};
-    return mdb_put(txn, s->dbi, &k, &v, 0);
+    return mdb_put(txn, s->db.dbi, &k, &v, 0);
 }
 
 static int st__apply_op(st_store_t *s, MDB_txn *txn, bool del, const void *key, size_t klen,
@@ -80,11 +80,11 @@ static int st__apply_op(st_store_t *s, MDB_txn *txn, bool del, const void *key, 
 {
     MDB_val k = {klen, (void *)key};
     if (del) {
-        int rc = mdb_del(txn, s->dbi, &k, NULL);
+        int rc = mdb_del(txn, s->db.dbi, &k, NULL);
         return rc == MDB_NOTFOUND ? 0 : rc;
     }
     MDB_val v = {vlen, (void *)val};
-    return mdb_put(txn, s->dbi, &k, &v, 0);
+    return mdb_put(txn, s->db.dbi, &k, &v, 0);
 }
 
 /* Bytes in use (the high-water mark less the pages on LMDB's free list) and the free list's
@@ -92,10 +92,10 @@ static int st__apply_op(st_store_t *s, MDB_txn *txn, bool del, const void *key, 
 static void st__measure(st_store_t *s, uint64_t *used, uint64_t *free_bytes)
 {
     MDB_envinfo info;
-    mdb_env_info(s->env, &info);
+    mdb_env_info(s->db.env, &info);
     uint64_t pages = info.me_last_pgno + 1, free_pages = 0;
     MDB_txn *txn;
-    if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) == 0) {
+    if (mdb_txn_begin(s->db.env, NULL, MDB_RDONLY, &txn) == 0) {
         MDB_cursor *c;
         if (mdb_cursor_open(txn, 0 /* the free list */, &c) == 0) {
             MDB_val k, v;
@@ -106,8 +106,8 @@ static void st__measure(st_store_t *s, uint64_t *used, uint64_t *free_bytes)
         mdb_txn_abort(txn);
     }
     if (free_pages > pages) free_pages = pages;
-    *used = (pages - free_pages) * s->psize;
-    *free_bytes = free_pages * s->psize;
+    *used = (pages - free_pages) * s->db.psize;
+    *free_bytes = free_pages * s->db.psize;
 }
 
 static uint64_t st__group_bytes(const st_batch_t *group)
@@ -124,7 +124,7 @@ static uint64_t st__group_bytes(const st_batch_t *group)
 static int st__apply_class(st_store_t *s, int rc, uint64_t bytes)
 {
     if (rc == MDB_MAP_FULL || rc == ENOSPC || rc == EDQUOT) return ST_EFULL;
-    if (rc == EIO && st__disk_avail(s->dir) < bytes + s->reserve) return ST_EFULL;
+    if (rc == EIO && st__disk_avail(s->dir) < bytes + s->space.reserve) return ST_EFULL;
     return ST_EIO;
 }
 
@@ -132,9 +132,9 @@ static int st__apply_class(st_store_t *s, int rc, uint64_t bytes)
  * this process. */
 static void st__fail_stop(st_store_t *s, const char *what)
 {
-    if (s->log_err) return;
-    s->log_err = ST_EIO;
-    snprintf(s->log_why, sizeof s->log_why, "%s", what);
+    if (s->th.log_err) return;
+    s->th.log_err = ST_EIO;
+    snprintf(s->th.log_why, sizeof s->th.log_why, "%s", what);
     st_error("store: %s: refusing every write until strata is restarted (reads go on; the "
              "restart replays the redo log)",
              what);
@@ -145,7 +145,7 @@ static void st__fail_stop(st_store_t *s, const char *what)
 static int st__apply_group(st_store_t *s, st_batch_t *group, uint64_t seq)
 {
     MDB_txn *txn;
-    int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+    int rc = mdb_txn_begin(s->db.env, NULL, 0, &txn);
     if (rc) return rc;
     for (st_batch_t *b = group; b && !rc; b = b->next)
         for (size_t i = 0; i < b->nops && !rc; i++) {
@@ -164,12 +164,12 @@ static int st__apply_group(st_store_t *s, st_batch_t *group, uint64_t seq)
 
 static void st__to_loop(st_store_t *s, st_batch_t *head, st_batch_t *tail)
 {
-    if (s->d_tail)
-        s->d_tail->next = head;
+    if (s->th.d_tail)
+        s->th.d_tail->next = head;
     else
-        s->d_head = head;
-    s->d_tail = tail;
-    uv_async_send(&s->done);
+        s->th.d_head = head;
+    s->th.d_tail = tail;
+    uv_async_send(&s->uv.done);
 }
 
 /* With mu held: a failed apply is put back to be retried, and made visible (health, metric). */
@@ -177,14 +177,14 @@ static void st__apply_failed(st_store_t *s, st_batch_t *group, st_batch_t *last,
                              uint64_t *logged_ns)
 {
     uint64_t now = st_mono_ns();
-    last->next = s->a_head;
-    s->a_head = group;
-    if (!s->a_tail) s->a_tail = last;
-    s->apply_failures++;
-    if (!s->apply_err) {
-        s->apply_stall_ns = now;
+    last->next = s->th.a_head;
+    s->th.a_head = group;
+    if (!s->th.a_tail) s->th.a_tail = last;
+    s->th.fig.apply_failures++;
+    if (!s->th.apply_err) {
+        s->th.apply_stall_ns = now;
         *logged_ns = 0;
-        uv_async_send(&s->done); /* the loop stops waiting for LMDB (st_store_idle) */
+        uv_async_send(&s->uv.done); /* the loop stops waiting for LMDB (st_store_idle) */
     }
     if (now - *logged_ns >= 30000000000ULL) {
         st_error("store: applying WAL seq %llu to LMDB failed: %s (%llu bytes free on the data "
@@ -193,15 +193,16 @@ static void st__apply_failed(st_store_t *s, st_batch_t *group, st_batch_t *last,
                  (unsigned long long)st__disk_avail(s->dir));
         *logged_ns = now;
     }
-    s->apply_err = err;
-    uv_cond_broadcast(&s->cv_applied); /* a checkpoint waiting for us gives up */
+    s->th.apply_err = err;
+    uv_cond_broadcast(&s->th.cv_applied); /* a checkpoint waiting for us gives up */
 }
 
 /* With mu held: LMDB holds everything the older half of the log held, and has not been fully
  * synced since. */
 static bool st__ckpt_due(const st_store_t *s)
 {
-    return !s->ckpt_done && s->applied_seq >= s->ckpt_seq && !s->log_err && !s->lmdb_sync_failed;
+    return !s->th.ckpt_done && s->th.applied_seq >= s->th.ckpt_seq && !s->th.log_err &&
+           !s->th.lmdb_sync_failed;
 }
 
 /* With mu held (dropped while syncing): the checkpoint of the older half. Once LMDB is synced
@@ -211,17 +212,17 @@ static void st__ckpt_sync(st_store_t *s)
     /* What this sync covers: the halves may have switched meanwhile (a checkpoint of the sync
      * thread's own, for a group too big for a half, sets ckpt_done and lets it switch), and then
      * ckpt_seq is past what this sync made durable. */
-    uint64_t covered = s->applied_seq;
-    uv_mutex_unlock(&s->mu);
-    bool ok = mdb_env_sync(s->env, 1) == 0;
-    uv_mutex_lock(&s->mu);
+    uint64_t covered = s->th.applied_seq;
+    uv_mutex_unlock(&s->th.mu);
+    bool ok = mdb_env_sync(s->db.env, 1) == 0;
+    uv_mutex_lock(&s->th.mu);
     if (ok) {
-        if (covered >= s->ckpt_seq) s->ckpt_done = true;
+        if (covered >= s->th.ckpt_seq) s->th.ckpt_done = true;
     } else {
-        s->lmdb_sync_failed = true;
+        s->th.lmdb_sync_failed = true;
         st__fail_stop(s, "syncing LMDB for a redo log checkpoint failed");
     }
-    uv_cond_broadcast(&s->cv_applied);
+    uv_cond_broadcast(&s->th.cv_applied);
 }
 
 static void st__apply_thread(void *arg)
@@ -230,69 +231,69 @@ static void st__apply_thread(void *arg)
     prctl(PR_SET_NAME, "strata-apply"); /* for top, perf and bench/lib.sh's cost figures */
     unsigned backoff_ms = 0;
     uint64_t logged_ns = 0;
-    uv_mutex_lock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
     for (;;) {
-        while (!s->a_head && !s->stop_apply && !st__ckpt_due(s))
-            uv_cond_wait(&s->cv_apply, &s->mu);
+        while (!s->th.a_head && !s->th.stop_apply && !st__ckpt_due(s))
+            uv_cond_wait(&s->th.cv_apply, &s->th.mu);
         if (st__ckpt_due(s)) {
             st__ckpt_sync(s);
             continue;
         }
-        if (!s->a_head) break;
-        st_batch_t *group = s->a_head, *last = s->a_tail;
-        s->a_head = s->a_tail = NULL;
-        uv_mutex_unlock(&s->mu);
+        if (!s->th.a_head) break;
+        st_batch_t *group = s->th.a_head, *last = s->th.a_tail;
+        s->th.a_head = s->th.a_tail = NULL;
+        uv_mutex_unlock(&s->th.mu);
         uint64_t t0 = st_mono_ns();
         int rc = st__apply_group(s, group, last->seq);
         uint64_t ns = st_mono_ns() - t0, used = 0, lfree = 0;
         int err = rc ? st__apply_class(s, rc, st__group_bytes(group)) : 0;
         if (!rc) st__measure(s, &used, &lfree);
         if (!rc && s->group) st__tap_entries(s, group); /* the Raft log is the redo log there */
-        uv_mutex_lock(&s->mu);
+        uv_mutex_lock(&s->th.mu);
         if (rc) {
             /* Acknowledged data cannot be dropped: it is in the WAL and the overlay. */
             st__apply_failed(s, group, last, rc, err, &logged_ns);
-            if (s->stop_apply) {
+            if (s->th.stop_apply) {
                 st_error("store: stopping with logged writes not yet in LMDB; the next start "
                          "replays them from the redo log");
                 break;
             }
             backoff_ms = backoff_ms ? (backoff_ms * 2 > 1000 ? 1000 : backoff_ms * 2) : 10;
             uint64_t until = st_mono_ns() + (uint64_t)backoff_ms * 1000000, now;
-            while (!s->stop_apply && (now = st_mono_ns()) < until)
-                uv_cond_timedwait(&s->cv_apply, &s->mu, until - now);
+            while (!s->th.stop_apply && (now = st_mono_ns()) < until)
+                uv_cond_timedwait(&s->th.cv_apply, &s->th.mu, until - now);
             continue;
         }
-        if (s->apply_err)
+        if (s->th.apply_err)
             st_info("store: applying to LMDB works again after %.1f s",
-                    (double)(st_mono_ns() - s->apply_stall_ns) / 1e9);
-        s->apply_err = 0;
+                    (double)(st_mono_ns() - s->th.apply_stall_ns) / 1e9);
+        s->th.apply_err = 0;
         backoff_ms = 0;
-        s->applied_seq = last->seq;
-        s->used_bytes = used;
-        s->lmdb_free = lfree;
-        s->pending -= st__group_bytes(group);
-        s->apply_ns_sum += ns;
-        s->apply_count++;
-        uv_cond_broadcast(&s->cv_applied);
+        s->th.applied_seq = last->seq;
+        s->th.used_bytes = used;
+        s->th.lmdb_free = lfree;
+        s->th.pending -= st__group_bytes(group);
+        s->th.fig.apply_ns_sum += ns;
+        s->th.fig.apply_count++;
+        uv_cond_broadcast(&s->th.cv_applied);
         st__to_loop(s, group, last);
         if (st__ckpt_due(s)) st__ckpt_sync(s);
         /* Each LMDB transaction costs a device flush that the WAL's acknowledgements would
          * otherwise get: let groups pile up for a while, unless (or until) a checkpoint, a
          * snapshot or a stop waits for LMDB to catch up. */
         uint64_t until = st_mono_ns() + ST__APPLY_PAUSE_MS * 1000000ULL, now;
-        while (!s->stop && !s->stop_apply && !s->hurry && (now = st_mono_ns()) < until)
-            uv_cond_timedwait(&s->cv_hurry, &s->mu, until - now);
+        while (!s->th.stop && !s->th.stop_apply && !s->th.hurry && (now = st_mono_ns()) < until)
+            uv_cond_timedwait(&s->th.cv_hurry, &s->th.mu, until - now);
     }
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_unlock(&s->th.mu);
 }
 
 /* ---- the sync thread ---- */
 
 void st__hurry(st_store_t *s, int by)
 {
-    s->hurry += by;
-    if (by > 0) uv_cond_broadcast(&s->cv_hurry);
+    s->th.hurry += by;
+    if (by > 0) uv_cond_broadcast(&s->th.cv_hurry);
 }
 
 /* Everything logged is in LMDB and LMDB is fully synced: the log may start over. Called with
@@ -302,25 +303,25 @@ static int st__checkpoint(st_store_t *s)
 {
     st__hurry(s, 1);
     uint64_t t0 = st_mono_ns();
-    while (s->applied_seq < s->logged_seq && !s->apply_err)
-        uv_cond_wait(&s->cv_applied, &s->mu);
-    s->ckpt_waits++;
-    s->ckpt_wait_ns += st_mono_ns() - t0;
+    while (s->th.applied_seq < s->th.logged_seq && !s->th.apply_err)
+        uv_cond_wait(&s->th.cv_applied, &s->th.mu);
+    s->th.fig.ckpt_waits++;
+    s->th.fig.ckpt_wait_ns += st_mono_ns() - t0;
     st__hurry(s, -1);
-    if (s->applied_seq < s->logged_seq) return s->apply_err;
+    if (s->th.applied_seq < s->th.logged_seq) return s->th.apply_err;
     /* A failed apply needs no care here: LMDB keeps two meta pages, so a commit that succeeds
      * after one whose fdatasync failed makes everything before it durable again, and the wait
      * above needed such a commit. A failed sync of our own is different: nothing after it would
      * re-dirty what it may have lost, so the log is kept. */
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_unlock(&s->th.mu);
     const char *what = NULL;
-    bool synced = mdb_env_sync(s->env, 1) == 0;
+    bool synced = mdb_env_sync(s->db.env, 1) == 0;
     if (!synced)
         what = "syncing LMDB for a redo log checkpoint failed";
     else if (st_wal_reset(s->wal) != ST_OK)
         what = "starting a new redo log generation failed";
-    uv_mutex_lock(&s->mu);
-    if (!synced) s->lmdb_sync_failed = true;
+    uv_mutex_lock(&s->th.mu);
+    if (!synced) s->th.lmdb_sync_failed = true;
     if (what) st__fail_stop(s, what);
     return what ? ST_EIO : ST_OK;
 }
@@ -333,28 +334,28 @@ static int st__next_half(st_store_t *s)
 {
     if (st_wal_legacy(s->wal)) {
         int rc = st__checkpoint(s);
-        if (rc == ST_OK) s->ckpt_done = true;
+        if (rc == ST_OK) s->th.ckpt_done = true;
         return rc;
     }
-    if (!s->ckpt_done) {
+    if (!s->th.ckpt_done) {
         st__hurry(s, 1);
-        uv_cond_signal(&s->cv_apply);
+        uv_cond_signal(&s->th.cv_apply);
         uint64_t t0 = st_mono_ns();
-        while (!s->ckpt_done && !s->apply_err && !s->log_err)
-            uv_cond_wait(&s->cv_applied, &s->mu);
-        s->ckpt_waits++;
-        s->ckpt_wait_ns += st_mono_ns() - t0;
+        while (!s->th.ckpt_done && !s->th.apply_err && !s->th.log_err)
+            uv_cond_wait(&s->th.cv_applied, &s->th.mu);
+        s->th.fig.ckpt_waits++;
+        s->th.fig.ckpt_wait_ns += st_mono_ns() - t0;
         st__hurry(s, -1);
     }
-    if (!s->ckpt_done) return s->log_err ? s->log_err : s->apply_err;
+    if (!s->th.ckpt_done) return s->th.log_err ? s->th.log_err : s->th.apply_err;
     if (st_wal_switch(s->wal) != ST_OK) {
         st__fail_stop(s, "starting a new redo log half failed");
         return ST_EIO;
     }
-    s->ckpt_seq = s->logged_seq;
-    s->ckpt_done = false;
-    s->wal_switches++;
-    uv_cond_signal(&s->cv_apply);
+    s->th.ckpt_seq = s->th.logged_seq;
+    s->th.ckpt_done = false;
+    s->th.fig.wal_switches++;
+    uv_cond_signal(&s->th.cv_apply);
     return ST_OK;
 }
 
@@ -364,12 +365,12 @@ static int st__apply_direct(st_store_t *s, st_batch_t *group)
 {
     int mrc = st__apply_group(s, group, 0);
     if (mrc) return st__apply_class(s, mrc, st__group_bytes(group));
-    if (mdb_env_sync(s->env, 1) != 0) {
+    if (mdb_env_sync(s->db.env, 1) != 0) {
         /* committed and visible, durability unknown: neither answer is safe from here on */
-        uv_mutex_lock(&s->mu);
-        s->lmdb_sync_failed = true;
+        uv_mutex_lock(&s->th.mu);
+        s->th.lmdb_sync_failed = true;
         st__fail_stop(s, "syncing LMDB after a direct commit failed");
-        uv_mutex_unlock(&s->mu);
+        uv_mutex_unlock(&s->th.mu);
         return ST_EIO;
     }
     return ST_OK;
@@ -379,29 +380,29 @@ static int st__apply_direct(st_store_t *s, st_batch_t *group)
 static int st__log_group(st_store_t *s, st_buf_t *payload, st_batch_t *group, uint64_t seq,
                          bool *direct)
 {
-    uv_mutex_lock(&s->mu);
-    int rc = s->log_err; /* fail-stopped: the log is not touched again */
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
+    int rc = s->th.log_err; /* fail-stopped: the log is not touched again */
+    uv_mutex_unlock(&s->th.mu);
     if (rc) return rc;
     st__rec_encode(payload, group, true);
     if (!st_wal_fits_empty(s->wal, payload->len)) {
-        uv_mutex_lock(&s->mu);
+        uv_mutex_lock(&s->th.mu);
         rc = st__checkpoint(s);
-        if (rc == ST_OK) s->ckpt_done = true;
-        uv_mutex_unlock(&s->mu);
+        if (rc == ST_OK) s->th.ckpt_done = true;
+        uv_mutex_unlock(&s->th.mu);
         if (rc) return rc;
         *direct = true;
         return st__apply_direct(s, group);
     }
-    uv_mutex_lock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
     if (st_wal_record_size(payload->len) > st_wal_remaining(s->wal)) rc = st__next_half(s);
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_unlock(&s->th.mu);
     if (rc) return rc;
     rc = st_wal_append(s->wal, seq, payload->data, payload->len);
     if (rc == ST_EIO) {
-        uv_mutex_lock(&s->mu);
+        uv_mutex_lock(&s->th.mu);
         st__fail_stop(s, "a redo log write or fdatasync failed");
-        uv_mutex_unlock(&s->mu);
+        uv_mutex_unlock(&s->th.mu);
     }
     return rc; /* ST_EFULL: nothing of it can replay; the next group tries the same place */
 }
@@ -411,14 +412,14 @@ static int st__log_group(st_store_t *s, st_buf_t *payload, st_batch_t *group, ui
  * not held while the backup takes them (nor fail with it). Returns the group's last batch. */
 static st_batch_t *st__take_group(st_store_t *s)
 {
-    st_batch_t *last = s->q_head;
+    st_batch_t *last = s->th.q_head;
     while (last->next && !last->next->barrier)
         last = last->next;
-    if (s->q_head->barrier || !last->next) {
-        last = s->q_tail;
-        s->q_head = s->q_tail = NULL;
+    if (s->th.q_head->barrier || !last->next) {
+        last = s->th.q_tail;
+        s->th.q_head = s->th.q_tail = NULL;
     } else {
-        s->q_head = last->next;
+        s->th.q_head = last->next;
         last->next = NULL;
     }
     return last;
@@ -429,14 +430,14 @@ static void st__sync_thread(void *arg)
     st_store_t *s = arg;
     prctl(PR_SET_NAME, "strata-sync");
     st_buf_t payload = {0};
-    uv_mutex_lock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
     for (;;) {
-        while ((!s->q_head || s->halted) && !s->stop)
-            uv_cond_wait(&s->cv_sync, &s->mu);
-        if (!s->q_head || s->halted) break;
-        st_batch_t *group = s->q_head, *last = st__take_group(s);
-        uint64_t seq = s->logged_seq + 1;
-        uv_mutex_unlock(&s->mu);
+        while ((!s->th.q_head || s->th.halted) && !s->th.stop)
+            uv_cond_wait(&s->th.cv_sync, &s->th.mu);
+        if (!s->th.q_head || s->th.halted) break;
+        st_batch_t *group = s->th.q_head, *last = st__take_group(s);
+        uint64_t seq = s->th.logged_seq + 1;
+        uv_mutex_unlock(&s->th.mu);
         size_t ops = 0, writes = 0;
         for (st_batch_t *b = group; b; b = b->next) {
             ops += b->nops;
@@ -454,34 +455,34 @@ static void st__sync_thread(void *arg)
         }
         uint64_t used = 0, lfree = 0;
         if (direct && rc == ST_OK) st__measure(s, &used, &lfree);
-        uv_mutex_lock(&s->mu);
-        s->sync_ns_sum += ns;
-        s->sync_count++;
-        s->group_ops += ops;
-        s->group_writes += writes;
+        uv_mutex_lock(&s->th.mu);
+        s->th.fig.sync_ns_sum += ns;
+        s->th.fig.sync_count++;
+        s->th.fig.group_ops += ops;
+        s->th.fig.group_writes += writes;
         if (rc != ST_OK || direct) {
-            s->pending -= st__group_bytes(group);
+            s->th.pending -= st__group_bytes(group);
             if (rc == ST_OK) {
-                s->acked_id = last->id;
-                s->used_bytes = used;
-                s->lmdb_free = lfree;
+                s->th.acked_id = last->id;
+                s->th.used_bytes = used;
+                s->th.lmdb_free = lfree;
             } else {
-                s->halted = true; /* until the loop has rolled back what was not logged */
+                s->th.halted = true; /* until the loop has rolled back what was not logged */
             }
             st__to_loop(s, group, last);
             continue;
         }
-        s->acked_id = last->id;
-        s->logged_seq = seq;
-        if (s->a_tail)
-            s->a_tail->next = group;
+        s->th.acked_id = last->id;
+        s->th.logged_seq = seq;
+        if (s->th.a_tail)
+            s->th.a_tail->next = group;
         else
-            s->a_head = group;
-        s->a_tail = last;
-        uv_cond_signal(&s->cv_apply);
-        uv_async_send(&s->done);
+            s->th.a_head = group;
+        s->th.a_tail = last;
+        uv_cond_signal(&s->th.cv_apply);
+        uv_async_send(&s->uv.done);
     }
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_unlock(&s->th.mu);
     st_buf_free(&payload);
 }
 
@@ -513,14 +514,14 @@ static void st__defer(st_replay_t *r, st_batch_t *b, uint64_t seq)
     b->seq = seq;
     for (size_t i = 0; i < b->nops; i++)
         st__ov_set(s, b, i);
-    if (s->a_tail)
-        s->a_tail->next = b;
+    if (s->th.a_tail)
+        s->th.a_tail->next = b;
     else
-        s->a_head = b;
-    s->a_tail = b;
+        s->th.a_head = b;
+    s->th.a_tail = b;
     TAILQ_INSERT_TAIL(&s->inflight, b, link);
     s->submitted++;
-    s->pending += b->bytes;
+    s->th.pending += b->bytes;
     r->deferred++;
     r->deferred_bytes += b->bytes;
 }
@@ -563,29 +564,30 @@ int st__store_recover(st_store_t *s)
 {
     st_replay_t r = {.s = s};
     MDB_txn *txn;
-    if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) == 0) {
+    if (mdb_txn_begin(s->db.env, NULL, MDB_RDONLY, &txn) == 0) {
         MDB_val k = {ST__APPLIED_KLEN, (void *)st__applied_key}, v;
-        if (mdb_get(txn, s->dbi, &k, &v) == 0 && v.mv_size == 8) memcpy(&r.applied, v.mv_data, 8);
+        if (mdb_get(txn, s->db.dbi, &k, &v) == 0 && v.mv_size == 8)
+            memcpy(&r.applied, v.mv_data, 8);
         mdb_txn_abort(txn);
     }
     int rc = st_wal_replay(s->wal, st__replay_record, &r);
     if (rc) return rc;
     if (r.replayed)
         st_info("store: replayed %llu WAL record(s) into LMDB", (unsigned long long)r.replayed);
-    s->acked_id = s->durable_id = s->open_id;
-    st__measure(s, &s->used_bytes, &s->lmdb_free);
-    s->ckpt_done = true;
+    s->th.acked_id = s->durable_id = s->open_id;
+    st__measure(s, &s->th.used_bytes, &s->th.lmdb_free);
+    s->th.ckpt_done = true;
     if (r.deferred) {
         /* what the older half holds beyond LMDB must be applied and synced before it is reused
          * (what LMDB held at start is on its disk already) */
-        s->ckpt_seq = st_wal_older_last(s->wal);
-        s->ckpt_done = s->ckpt_seq <= r.applied;
+        s->th.ckpt_seq = st_wal_older_last(s->wal);
+        s->th.ckpt_done = s->th.ckpt_seq <= r.applied;
         /* The log holds the only durable copy of these: it is not reset, and appends go on
          * after its last record. */
-        s->applied_seq = r.applied;
-        s->logged_seq = r.last_seq;
-        s->apply_err = r.err;
-        s->apply_stall_ns = st_mono_ns();
+        s->th.applied_seq = r.applied;
+        s->th.logged_seq = r.last_seq;
+        s->th.apply_err = r.err;
+        s->th.apply_stall_ns = st_mono_ns();
         st_warn("store: %llu WAL record(s) wait for room in LMDB (%s; about %llu bytes to "
                 "apply, %llu bytes free on %s): serving reads, refusing writes until they are "
                 "applied",
@@ -595,9 +597,9 @@ int st__store_recover(st_store_t *s)
         return ST_OK;
     }
     /* LMDB now holds everything: make it durable and start a fresh log generation. */
-    if (mdb_env_sync(s->env, 1) != 0) return ST_EIO;
+    if (mdb_env_sync(s->db.env, 1) != 0) return ST_EIO;
     rc = st_wal_reset(s->wal);
-    s->logged_seq = s->applied_seq = r.applied;
+    s->th.logged_seq = s->th.applied_seq = r.applied;
     return rc;
 }
 
@@ -650,21 +652,21 @@ void st__store_submit(st_store_t *s)
     ST_ASSERT(s->open->nops > 0);
     st_batch_t *b = s->open;
     b->next = NULL;
-    uv_mutex_lock(&s->mu);
-    if (s->q_tail)
-        s->q_tail->next = b;
+    uv_mutex_lock(&s->th.mu);
+    if (s->th.q_tail)
+        s->th.q_tail->next = b;
     else
-        s->q_head = b;
-    s->q_tail = b;
-    s->pending += b->bytes;
-    uv_cond_signal(&s->cv_sync);
-    uv_mutex_unlock(&s->mu);
+        s->th.q_head = b;
+    s->th.q_tail = b;
+    s->th.pending += b->bytes;
+    uv_cond_signal(&s->th.cv_sync);
+    uv_mutex_unlock(&s->th.mu);
     TAILQ_INSERT_TAIL(&s->inflight, b, link);
     s->submitted++;
     s->open = st__batch_new(s);
     /* Pending durable work keeps the loop alive; idle, the store does not. */
-    uv_ref((uv_handle_t *)&s->done);
-    uv_idle_stop(&s->idle);
+    uv_ref((uv_handle_t *)&s->uv.done);
+    uv_idle_stop(&s->uv.idle);
 }
 
 /* After a failed group, the overlay goes back to what the acknowledged batches say: an entry
@@ -712,17 +714,17 @@ static void st__restore_overlay(st_store_t *s, uint64_t first)
  * without waiting for LMDB to catch up with the acknowledged ones. */
 void st__rollback(st_store_t *s)
 {
-    uint64_t first = s->fail_first;
-    int err = s->fail_err;
-    s->fail_first = 0;
+    uint64_t first = s->fail.first;
+    int err = s->fail.err;
+    s->fail.first = 0;
     st__batch_recycle(s, s->open);
     s->open = st__batch_new(s);
-    uv_idle_stop(&s->idle);
+    uv_idle_stop(&s->uv.idle);
     st__restore_overlay(s, first);
-    uv_mutex_lock(&s->mu);
-    s->halted = false;
-    uv_cond_signal(&s->cv_sync);
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
+    s->th.halted = false;
+    uv_cond_signal(&s->th.cv_sync);
+    uv_mutex_unlock(&s->th.mu);
     for (st_store_listener_t *l = s->listeners; l; l = l->next)
         if (l->on_failed) l->on_failed(l, first, err);
 }
@@ -730,23 +732,22 @@ void st__rollback(st_store_t *s)
 /* Figures the threads gathered, into the metrics (loop only). Called with mu held. */
 static void st__take_figures(st_store_t *s)
 {
-    uint64_t syncs = s->sync_count, applies = s->apply_count;
+    const st__figures_t *f = &s->th.fig;
+    uint64_t syncs = f->sync_count, applies = f->apply_count;
     if (syncs) {
-        st_metric_observe(s->m_commit_s, (double)s->sync_ns_sum / 1e9 / (double)syncs);
-        st_metric_observe(s->m_batch_ops, (double)s->group_ops / (double)syncs);
-        st_metric_observe(s->m_batch_writes, (double)s->group_writes / (double)syncs);
-        st_metric_add(s->m_commits, (double)syncs);
+        st_metric_observe(s->m.commit_s, (double)f->sync_ns_sum / 1e9 / (double)syncs);
+        st_metric_observe(s->m.batch_ops, (double)f->group_ops / (double)syncs);
+        st_metric_observe(s->m.batch_writes, (double)f->group_writes / (double)syncs);
+        st_metric_add(s->m.commits, (double)syncs);
     }
-    if (applies) st_metric_observe(s->m_apply_s, (double)s->apply_ns_sum / 1e9 / (double)applies);
-    if (s->apply_failures) st_metric_add(s->m_apply_failed, (double)s->apply_failures);
-    if (s->wal_switches) st_metric_add(s->m_wal_switches, (double)s->wal_switches);
-    if (s->ckpt_waits) {
-        st_metric_add(s->m_ckpt_waits, (double)s->ckpt_waits);
-        st_metric_add(s->m_ckpt_wait_s, (double)s->ckpt_wait_ns / 1e9);
+    if (applies) st_metric_observe(s->m.apply_s, (double)f->apply_ns_sum / 1e9 / (double)applies);
+    if (f->apply_failures) st_metric_add(s->m.apply_failed, (double)f->apply_failures);
+    if (f->wal_switches) st_metric_add(s->m.wal_switches, (double)f->wal_switches);
+    if (f->ckpt_waits) {
+        st_metric_add(s->m.ckpt_waits, (double)f->ckpt_waits);
+        st_metric_add(s->m.ckpt_wait_s, (double)f->ckpt_wait_ns / 1e9);
     }
-    s->wal_switches = s->ckpt_waits = s->ckpt_wait_ns = 0;
-    s->sync_ns_sum = s->sync_count = s->group_ops = s->group_writes = 0;
-    s->apply_ns_sum = s->apply_count = s->apply_failures = 0;
+    memset(&s->th.fig, 0, sizeof s->th.fig);
 }
 
 /* A batch is back from the threads: applied (its overlay entries go) or failed. */
@@ -760,21 +761,21 @@ void st__batch_back(st_store_t *s, st_batch_t *b)
             st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, b->data.data + op->koff, op->klen);
             if (e && e->batch == b->id) st__ov_drop(s, e);
         }
-    } else if (!s->fail_first) {
-        s->fail_first = b->id;
-        s->fail_err = b->rc;
-        st_metric_add(s->m_failed, 1);
+    } else if (!s->fail.first) {
+        s->fail.first = b->id;
+        s->fail.err = b->rc;
+        st_metric_add(s->m.failed, 1);
         /* fail-stopped, every batch fails: one line a minute says how many did */
         uint64_t now = uv_now(s->loop);
-        if (!s->failstopped || now >= s->fail_logged_ms + 60000) {
+        if (!s->fail.stopped || now >= s->fail.logged_ms + 60000) {
             st_error("store: logging batch %llu failed: %s; rolling back what was not "
                      "acknowledged%s",
                      (unsigned long long)b->id, st_strerror(b->rc),
-                     s->fails_unlogged ? " (more failed meanwhile, counted in /metrics)" : "");
-            s->fail_logged_ms = now;
-            s->fails_unlogged = 0;
+                     s->fail.unlogged ? " (more failed meanwhile, counted in /metrics)" : "");
+            s->fail.logged_ms = now;
+            s->fail.unlogged = 0;
         } else {
-            s->fails_unlogged++;
+            s->fail.unlogged++;
         }
     }
     st__batch_recycle(s, b);
@@ -783,34 +784,32 @@ void st__batch_back(st_store_t *s, st_batch_t *b)
 void st__store_on_done(uv_async_t *h)
 {
     st_store_t *s = h->data;
-    uv_mutex_lock(&s->mu);
-    st_batch_t *list = s->d_head;
-    s->d_head = s->d_tail = NULL;
-    uint64_t acked = s->acked_id;
+    uv_mutex_lock(&s->th.mu);
+    st_batch_t *list = s->th.d_head;
+    s->th.d_head = s->th.d_tail = NULL;
+    uint64_t acked = s->th.acked_id;
     st_batch_t *queued = NULL;
-    if (s->halted) {
+    if (s->th.halted) {
         /* take back what will never reach the log: it fails with the failed group */
-        queued = s->q_head;
-        s->q_head = s->q_tail = NULL;
-        s->pending -= st__group_bytes(queued);
+        queued = s->th.q_head;
+        s->th.q_head = s->th.q_tail = NULL;
+        s->th.pending -= st__group_bytes(queued);
     }
     st__take_figures(s);
-    s->failstopped = s->log_err != 0;
-    uv_mutex_unlock(&s->mu);
+    s->fail.stopped = s->th.log_err != 0;
+    uv_mutex_unlock(&s->th.mu);
     /* Taking applied batches back drops their overlay entries: 25 ms of groups can be a lot of
      * them, so it goes in slices of ST__BACK_SLICE_NS and the rest waits for the next loop
      * iteration (put back at the head, the async re-sent). A failure is taken back whole, in
      * order, with everything before it. */
-    bool whole = s->halted || queued;
+    bool whole = s->th.halted || queued;
     for (st_batch_t *b = list; b && !whole; b = b->next)
         whole = b->rc != 0;
     uint64_t until = uv_hrtime() + ST__BACK_SLICE_NS;
     st_batch_t *b = list;
     while (b) {
         st_batch_t *next = b->next;
-        if (b->foreign && b->rc == 0) st__group_notes(s, b);
-        if (s->group && b->rc == 0 && b->seq > s->group_shown) s->group_shown = b->seq;
-        if (b->ack_late && b->rc == 0) st__group_ack_late(s, b);
+        if (s->group && b->rc == 0) st__group_back(s, b);
         st__batch_back(s, b);
         b = next;
         if (b && !whole && uv_hrtime() >= until) break;
@@ -819,12 +818,12 @@ void st__store_on_done(uv_async_t *h)
         st_batch_t *last = b;
         while (last->next)
             last = last->next;
-        uv_mutex_lock(&s->mu);
-        last->next = s->d_head;
-        s->d_head = b;
-        if (!s->d_tail) s->d_tail = last;
-        uv_mutex_unlock(&s->mu);
-        uv_async_send(&s->done);
+        uv_mutex_lock(&s->th.mu);
+        last->next = s->th.d_head;
+        s->th.d_head = b;
+        if (!s->th.d_tail) s->th.d_tail = last;
+        uv_mutex_unlock(&s->th.mu);
+        uv_async_send(&s->uv.done);
     }
     for (st_batch_t *q = queued, *next; q; q = next) {
         next = q->next;
@@ -837,34 +836,35 @@ void st__store_on_done(uv_async_t *h)
             if (l->on_durable) l->on_durable(l, s->durable_id);
     }
     /* Halted, the sync thread takes nothing more: every batch not acknowledged is back. */
-    if (s->fail_first) st__rollback(s);
-    if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->done);
+    if (s->fail.first) st__rollback(s);
+    if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->uv.done);
 }
 
 void st__store_start_threads(st_store_t *s)
 {
-    if (uv_thread_create(&s->sync_thread, st__sync_thread, s) != 0 ||
-        uv_thread_create(&s->apply_thread, st__apply_thread, s) != 0)
+    if (uv_thread_create(&s->th.sync_thread, st__sync_thread, s) != 0 ||
+        uv_thread_create(&s->th.apply_thread, st__apply_thread, s) != 0)
         st_fatal("store: cannot start the commit threads");
 }
 
 void st__store_stop_threads(st_store_t *s)
 {
     /* The sync thread finishes what is queued; the apply thread what is logged. */
-    uv_mutex_lock(&s->mu);
-    s->stop = true;
-    uv_cond_broadcast(&s->cv_sync);
-    uv_cond_broadcast(&s->cv_hurry);
-    uv_mutex_unlock(&s->mu);
-    uv_thread_join(&s->sync_thread);
-    uv_mutex_lock(&s->mu);
-    s->stop_apply = true; /* only now: the sync thread may have logged a last group */
-    uv_cond_broadcast(&s->cv_apply);
-    uv_cond_broadcast(&s->cv_hurry);
-    uv_mutex_unlock(&s->mu);
-    uv_thread_join(&s->apply_thread);
+    uv_mutex_lock(&s->th.mu);
+    s->th.stop = true;
+    uv_cond_broadcast(&s->th.cv_sync);
+    uv_cond_broadcast(&s->th.cv_hurry);
+    uv_mutex_unlock(&s->th.mu);
+    uv_thread_join(&s->th.sync_thread);
+    uv_mutex_lock(&s->th.mu);
+    s->th.stop_apply = true; /* only now: the sync thread may have logged a last group */
+    uv_cond_broadcast(&s->th.cv_apply);
+    uv_cond_broadcast(&s->th.cv_hurry);
+    uv_mutex_unlock(&s->th.mu);
+    uv_thread_join(&s->th.apply_thread);
     /* Clean stop: LMDB has everything, so the next start replays nothing. Otherwise (applying
      * is stuck, or LMDB's syncs failed) the log keeps what the next start must replay. */
-    if (s->applied_seq >= s->logged_seq && !s->lmdb_sync_failed && mdb_env_sync(s->env, 1) == 0)
+    if (s->th.applied_seq >= s->th.logged_seq && !s->th.lmdb_sync_failed &&
+        mdb_env_sync(s->db.env, 1) == 0)
         st_wal_reset(s->wal);
 }

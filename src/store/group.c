@@ -23,6 +23,21 @@
 
 enum { ST__OP_PUT = 0, ST__OP_DEL = 1, ST__OP_NOTE = 2 };
 
+/* Group mode's state, allocated by st_store_group_join. Loop only. */
+struct st__group {
+    st_store_group_t *raft;      /* the repl module's proposer (borrowed) */
+    bool standby;                /* not the serving leader: staging is refused */
+    uint64_t token;              /* tells this process's entries from everyone else's */
+    st_batch_t *r_head, *r_tail; /* proposed, waiting for their entry to apply */
+    size_t r_count;              /* how many (entries of ours in flight) */
+    st_metric_t *m_inflight;
+    uint64_t queued;  /* highest Raft index handed to the apply thread */
+    uint64_t shown;   /* highest Raft index back from it (its notes published) */
+    st_buf_t enc;     /* the entry being proposed */
+    bool views_stale; /* foreign batches applied since the views were last rebuilt */
+    uint64_t hold_to; /* own batches up to this barrier batch are acknowledged late (ack_late) */
+};
+
 static void st__encode_entry(st_buf_t *out, uint64_t token, const st_batch_t *b)
 {
     uint32_t magic = ST__ENTRY_MAGIC, len = 0;
@@ -71,19 +86,34 @@ static uint64_t st__read_applied(st_store_t *s)
     return v;
 }
 
-void st_store_group_join(st_store_t *s, st_store_group_t *g)
+void st_store_group_join(st_store_t *s, st_store_group_t *raft)
 {
-    s->group = g;
-    s->standby = true;
-    s->token = st_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)st_now_us();
-    s->group_queued = s->group_shown = st__read_applied(s);
-    s->m_group_inflight = st_metrics_histogram(
+    st__group_t *g = st_calloc(1, sizeof *g);
+    g->raft = raft;
+    g->standby = true;
+    g->token = st_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)st_now_us();
+    g->queued = g->shown = st__read_applied(s);
+    g->m_inflight = st_metrics_histogram(
         "strata_repl_entries_in_flight",
         "Entries of this leader proposed and not yet committed, counted as one is proposed", "",
         st_metrics_size_bounds, st_metrics_size_nbounds);
-    uv_mutex_lock(&s->mu);
-    s->applied_seq = s->group_queued;
-    uv_mutex_unlock(&s->mu);
+    s->group = g;
+    uv_mutex_lock(&s->th.mu);
+    s->th.applied_seq = g->queued;
+    uv_mutex_unlock(&s->th.mu);
+}
+
+void st__group_free(st_store_t *s)
+{
+    st__group_t *g = s->group;
+    if (!g) return;
+    for (st_batch_t *b = g->r_head, *n; b; b = n) {
+        n = b->next;
+        st__batch_free(b);
+    }
+    st_buf_free(&g->enc);
+    free(g);
+    s->group = NULL;
 }
 
 bool st_store_grouped(const st_store_t *s)
@@ -93,65 +123,74 @@ bool st_store_grouped(const st_store_t *s)
 
 void st_store_set_standby(st_store_t *s, bool standby)
 {
-    s->standby = standby;
+    ST_ASSERT(s->group);
+    s->group->standby = standby;
 }
 
 bool st_store_standby(const st_store_t *s)
 {
-    return s->standby;
+    return s->group && s->group->standby;
+}
+
+int st__group_refuse(st_store_t *s)
+{
+    if (!s->group->standby) return ST_OK;
+    s->group->views_stale = true; /* whoever tried may have changed its view already */
+    return ST_ENOLEADER;          /* a follower's store only takes committed entries */
 }
 
 uint64_t st_store_group_queued(const st_store_t *s)
 {
-    return s->group_queued;
+    return s->group ? s->group->queued : 0;
 }
 
 uint64_t st_store_group_shown(const st_store_t *s)
 {
-    return s->group_shown;
+    return s->group ? s->group->shown : 0;
 }
 
 static void st__maybe_rollback(st_store_t *s)
 {
-    if (s->fail_first) {
+    if (s->fail.first) {
         st__rollback(s);
         /* What waited behind the dropped batches waits for nothing now; a follower makes no
          * batches of its own, so no later durable batch would wake it. */
         for (st_store_listener_t *l = s->listeners; l; l = l->next)
             if (l->on_durable) l->on_durable(l, s->durable_id);
     }
-    if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->done);
+    if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->uv.done);
 }
 
 /* Seals the open batch and proposes it (the check handle calls this once per iteration). */
 void st__group_submit(st_store_t *s)
 {
+    st__group_t *g = s->group;
     st_batch_t *b = s->open;
     b->next = NULL;
     s->open = st__batch_new(s);
     TAILQ_INSERT_TAIL(&s->inflight, b, link);
     s->submitted++;
-    uv_ref((uv_handle_t *)&s->done);
-    uv_idle_stop(&s->idle);
-    st__encode_entry(&s->enc, s->token, b);
-    st_metric_observe(s->m_batch_ops, (double)b->nops);
-    st_metric_observe(s->m_batch_writes, (double)b->writes);
-    st_metric_observe(s->m_group_inflight, (double)s->r_count);
-    st_metric_add(s->m_commits, 1);
+    uv_ref((uv_handle_t *)&s->uv.done);
+    uv_idle_stop(&s->uv.idle);
+    st__encode_entry(&g->enc, g->token, b);
+    st_metric_observe(s->m.batch_ops, (double)b->nops);
+    st_metric_observe(s->m.batch_writes, (double)b->writes);
+    st_metric_observe(g->m_inflight, (double)g->r_count);
+    st_metric_add(s->m.commits, 1);
     b->proposed_ns = st_mono_ns();
-    int rc = s->group->propose(s->group, b->id, s->enc.data, s->enc.len);
+    int rc = g->raft->propose(g->raft, b->id, g->enc.data, g->enc.len);
     if (rc != ST_OK) {
         b->rc = rc;
         st__batch_back(s, b);
         st__maybe_rollback(s);
         return;
     }
-    if (s->r_tail)
-        s->r_tail->next = b;
+    if (g->r_tail)
+        g->r_tail->next = b;
     else
-        s->r_head = b;
-    s->r_tail = b;
-    s->r_count++;
+        g->r_head = b;
+    g->r_tail = b;
+    g->r_count++;
 }
 
 /* Group commit at the Raft level: while an entry of ours is in flight, the open batch is not
@@ -164,23 +203,24 @@ void st__group_submit(st_store_t *s)
 #define ST__MAX_IN_FLIGHT 4
 bool st__group_hold(st_store_t *s)
 {
-    if (s->r_count == 0) return false;
-    return s->r_count >= ST__MAX_IN_FLIGHT || s->open->data.len < ST__ENTRY_BYTES;
+    if (s->group->r_count == 0) return false;
+    return s->group->r_count >= ST__MAX_IN_FLIGHT || s->open->data.len < ST__ENTRY_BYTES;
 }
 
 /* Takes batch `id` out of the proposed list (NULL if it is not there). */
 static st_batch_t *st__take_proposed(st_store_t *s, uint64_t id)
 {
+    st__group_t *g = s->group;
     st_batch_t *prev = NULL;
-    for (st_batch_t *b = s->r_head; b; prev = b, b = b->next) {
+    for (st_batch_t *b = g->r_head; b; prev = b, b = b->next) {
         if (b->id != id) continue;
         if (prev)
             prev->next = b->next;
         else
-            s->r_head = b->next;
-        if (s->r_tail == b) s->r_tail = prev;
+            g->r_head = b->next;
+        if (g->r_tail == b) g->r_tail = prev;
         b->next = NULL;
-        s->r_count--;
+        g->r_count--;
         return b;
     }
     return NULL;
@@ -196,6 +236,7 @@ static void st__group_committed(st_store_t *s, uint64_t batch_id)
 
 int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, size_t len)
 {
+    st__group_t *g = s->group;
     uint32_t magic, olen;
     uint64_t token, id;
     if (len < ST__ENTRY_HDR) return ST_EIO;
@@ -204,12 +245,12 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
     memcpy(&token, payload + 8, 8);
     memcpy(&id, payload + 16, 8);
     if (magic != ST__ENTRY_MAGIC || olen > len - ST__ENTRY_HDR) return ST_EIO;
-    len = ST__ENTRY_HDR + olen;                 /* without the padding */
-    if (index <= s->group_queued) return ST_OK; /* LMDB has it already */
-    st_batch_t *b = token == s->token ? st__take_proposed(s, id) : NULL;
+    len = ST__ENTRY_HDR + olen;           /* without the padding */
+    if (index <= g->queued) return ST_OK; /* LMDB has it already */
+    st_batch_t *b = token == g->token ? st__take_proposed(s, id) : NULL;
     /* A batch held back behind this entry (st__group_hold) goes at the end of this iteration:
      * the loop must not block in poll before it. */
-    if (b && s->open->nops) uv_idle_start(&s->idle, st__store_on_idle);
+    if (b && s->open->nops) uv_idle_start(&s->uv.idle, st__store_on_idle);
     if (!b) {
         b = st__batch_new(s);
         s->open_id--; /* foreign batches take no id: they are never in the overlay */
@@ -222,10 +263,10 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
         }
         TAILQ_INSERT_TAIL(&s->inflight, b, link);
         s->submitted++;
-        uv_ref((uv_handle_t *)&s->done);
+        uv_ref((uv_handle_t *)&s->uv.done);
     }
     b->seq = index;
-    s->group_queued = index;
+    g->queued = index;
     /* Only committed entries are applied: an own batch is durable now, whatever Raft reports
      * for its request later (a leader deposed meanwhile reports it lost). Frames waiting for it
      * must not wait for a durable id that might never come. Unless the backup must have it
@@ -233,40 +274,41 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
      * acknowledged once back from the apply thread, whose tap ships the barrier before it
      * returns (acknowledgements stay in order). */
     if (!b->foreign) {
-        st_metric_observe(s->m_commit_s, (double)(st_mono_ns() - b->proposed_ns) / 1e9);
-        if (b->barrier && s->tap_on) s->hold_to = b->id;
-        if (s->hold_to)
+        st_metric_observe(s->m.commit_s, (double)(st_mono_ns() - b->proposed_ns) / 1e9);
+        if (b->barrier && st__tap_leading(s)) g->hold_to = b->id;
+        if (g->hold_to)
             b->ack_late = true;
         else
             st__group_committed(s, b->id);
     }
-    uv_mutex_lock(&s->mu);
-    if (s->a_tail)
-        s->a_tail->next = b;
+    uv_mutex_lock(&s->th.mu);
+    if (s->th.a_tail)
+        s->th.a_tail->next = b;
     else
-        s->a_head = b;
-    s->a_tail = b;
-    s->pending += b->bytes;
-    uv_cond_signal(&s->cv_apply);
-    uv_mutex_unlock(&s->mu);
+        s->th.a_head = b;
+    s->th.a_tail = b;
+    s->th.pending += b->bytes;
+    uv_cond_signal(&s->th.cv_apply);
+    uv_mutex_unlock(&s->th.mu);
     return ST_OK;
 }
 
 /* Fails every proposal from `b` on (taken out of the list already) with err, and rolls back. */
 static void st__fail_from(st_store_t *s, st_batch_t *b, int err)
 {
+    st__group_t *g = s->group;
     b->rc = err;
     st__batch_back(s, b);
     /* Raft fails every entry of a lost term: the later proposals are as good as failed, and
      * the rollback must not find them in flight. */
-    while ((b = s->r_head)) {
-        s->r_head = b->next;
+    while ((b = g->r_head)) {
+        g->r_head = b->next;
         b->next = NULL;
         b->rc = err;
         st__batch_back(s, b);
     }
-    s->r_tail = NULL;
-    s->r_count = 0;
+    g->r_tail = NULL;
+    g->r_count = 0;
     st__maybe_rollback(s);
 }
 
@@ -281,54 +323,56 @@ static void st__fail_held(st_store_t *s, int err)
     /* Committed, but held for a barrier the backup does not have: their answers fail (an
      * unknown outcome, like any write of a lost term), so no number is handed out from a
      * reservation the backup may not have. Numbers from it wait for the tap to be ready again
-     * (st_store_resv_check; the failed tap cleared tap_confirmed), once the target answers. */
-    s->hold_to = 0;
+     * (st_store_resv_check; the failed tap cleared its confirmation), once the target answers. */
+    s->group->hold_to = 0;
     for (st_store_listener_t *l = s->listeners; l; l = l->next)
         if (l->on_failed) l->on_failed(l, s->durable_id + 1, err);
 }
 
-void st__group_ack_late(st_store_t *s, const st_batch_t *b)
+/* An ack_late batch is back from the apply thread (the tap has taken it): acknowledge it. */
+static void st__ack_late(st_store_t *s, const st_batch_t *b)
 {
     if (b->tap_failed) {
         st__fail_held(s, ST_EUNAVAIL);
         return;
     }
     st__group_committed(s, b->id); /* (held behind a failed barrier: answered 503 already) */
-    if (b->id >= s->hold_to) s->hold_to = 0;
+    if (b->id >= s->group->hold_to) s->group->hold_to = 0;
 }
 
 void st_store_group_abandon(st_store_t *s, int err)
 {
-    if (s->hold_to) st__fail_held(s, err); /* a barrier this member will not ship any more */
-    st_batch_t *b = s->r_head;
+    st__group_t *g = s->group;
+    if (g->hold_to) st__fail_held(s, err); /* a barrier this member will not ship any more */
+    st_batch_t *b = g->r_head;
     if (!b) return;
-    s->r_head = b->next;
-    if (!s->r_head) s->r_tail = NULL;
+    g->r_head = b->next;
+    if (!g->r_head) g->r_tail = NULL;
     b->next = NULL;
     st__fail_from(s, b, err);
 }
 
 int st_store_group_sync(st_store_t *s, uint64_t index)
 {
-    uv_mutex_lock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
     st__hurry(s, 1);
-    while (s->applied_seq < index && !s->stop_apply && !s->apply_err)
-        uv_cond_wait(&s->cv_applied, &s->mu);
+    while (s->th.applied_seq < index && !s->th.stop_apply && !s->th.apply_err)
+        uv_cond_wait(&s->th.cv_applied, &s->th.mu);
     st__hurry(s, -1);
-    bool ok = s->applied_seq >= index;
-    uv_mutex_unlock(&s->mu);
+    bool ok = s->th.applied_seq >= index;
+    uv_mutex_unlock(&s->th.mu);
     if (!ok) return ST_EIO;
-    return mdb_env_sync(s->env, 1) == 0 ? ST_OK : ST_EIO;
+    return mdb_env_sync(s->db.env, 1) == 0 ? ST_OK : ST_EIO;
 }
 
 void st_store_refresh_views(st_store_t *s)
 {
-    if (s->group && s->standby && s->views_stale) st_store_resync(s);
+    if (s->group && s->group->standby && s->group->views_stale) st_store_resync(s);
 }
 
 void st_store_resync(st_store_t *s)
 {
-    s->views_stale = false;
+    if (s->group) s->group->views_stale = false;
     for (st_store_listener_t *l = s->listeners; l; l = l->next)
         if (l->on_failed) l->on_failed(l, s->open_id + 1, ST_ENOLEADER);
 }
@@ -342,9 +386,9 @@ void st_store_on_note(st_store_t *s, st_store_note_fn fn, void *arg)
 int st_store_note(st_store_t *s, uint8_t kind, const void *data, size_t len, uint64_t *wait)
 {
     if (!s->group) return ST_OK;
-    if (s->standby) return ST_ENOLEADER;
+    if (s->group->standby) return ST_ENOLEADER;
     st_batch_t *b = s->open;
-    if (b->nops == 0) uv_idle_start(&s->idle, st__store_on_idle);
+    if (b->nops == 0) uv_idle_start(&s->uv.idle, st__store_on_idle);
     st__batch_add(s, b, &kind, 1, data, len, false);
     b->ops[b->nops - 1].note = true;
     if (*wait < b->id) *wait = b->id;
@@ -357,11 +401,11 @@ int st_store_note(st_store_t *s, uint8_t kind, const void *data, size_t len, uin
 int st_store_fence(st_store_t *s, uint64_t *wait)
 {
     if (!s->group) return ST_OK;
-    if (s->standby) return ST_ENOLEADER;
+    if (s->group->standby) return ST_ENOLEADER;
     st_batch_t *b = s->open;
     if (b->nops == 0) { /* otherwise the batch is an entry anyway */
         uint8_t kind = ST__NOTE_FENCE;
-        uv_idle_start(&s->idle, st__store_on_idle);
+        uv_idle_start(&s->uv.idle, st__store_on_idle);
         st__batch_add(s, b, &kind, 1, "", 0, false);
         b->ops[b->nops - 1].note = true;
     }
@@ -369,9 +413,10 @@ int st_store_fence(st_store_t *s, uint64_t *wait)
     return ST_OK;
 }
 
-void st__group_notes(st_store_t *s, const st_batch_t *b)
+/* A foreign batch is back from LMDB: its stream frames go to the note handler. */
+static void st__notes(st_store_t *s, const st_batch_t *b)
 {
-    s->views_stale = true;
+    s->group->views_stale = true;
     if (!s->note_fn) return;
     for (size_t i = 0; i < b->nops; i++) {
         const st_op_t *op = &b->ops[i];
@@ -381,12 +426,19 @@ void st__group_notes(st_store_t *s, const st_batch_t *b)
     }
 }
 
+void st__group_back(st_store_t *s, const st_batch_t *b)
+{
+    if (b->foreign) st__notes(s, b);
+    if (b->seq > s->group->shown) s->group->shown = b->seq;
+    if (b->ack_late) st__ack_late(s, b);
+}
+
 /* ---- snapshot install: a member's whole store, copied from another member ---- */
 
 int st_store_copy_fd(st_store_t *s, int fd)
 {
     /* a consistent copy from one read transaction; writers go on meanwhile */
-    int rc = mdb_env_copyfd2(s->env, fd, MDB_CP_COMPACT);
+    int rc = mdb_env_copyfd2(s->db.env, fd, MDB_CP_COMPACT);
     if (rc) st_error("store: copying LMDB for another member failed: %s", mdb_strerror(rc));
     return rc ? ST_EIO : ST_OK;
 }
@@ -400,8 +452,8 @@ static int st__load_keys(st_store_t *s, MDB_env *src, MDB_dbi sdbi, uint64_t *ap
     MDB_cursor *c = NULL;
     int rc = mdb_txn_begin(src, NULL, MDB_RDONLY, &rt);
     if (!rc) rc = mdb_cursor_open(rt, sdbi, &c);
-    if (!rc) rc = mdb_txn_begin(s->env, NULL, 0, &wt);
-    if (!rc) rc = mdb_drop(wt, s->dbi, 0);
+    if (!rc) rc = mdb_txn_begin(s->db.env, NULL, 0, &wt);
+    if (!rc) rc = mdb_drop(wt, s->db.dbi, 0);
     MDB_val k, v;
     size_t n = 0;
     *applied = 0;
@@ -411,17 +463,17 @@ static int st__load_keys(st_store_t *s, MDB_env *src, MDB_dbi sdbi, uint64_t *ap
             if (v.mv_size == 8) memcpy(applied, v.mv_data, 8);
             continue;
         }
-        rc = mdb_put(wt, s->dbi, &k, &v, MDB_APPEND);
+        rc = mdb_put(wt, s->db.dbi, &k, &v, MDB_APPEND);
         if (!rc && ++n % 20000 == 0) {
             rc = mdb_txn_commit(wt);
             wt = NULL;
-            if (!rc) rc = mdb_txn_begin(s->env, NULL, 0, &wt);
+            if (!rc) rc = mdb_txn_begin(s->db.env, NULL, 0, &wt);
         }
     }
     if (rc == MDB_NOTFOUND) rc = 0;
     if (!rc) {
         MDB_val ak = {ST__GROUP_APPLIED_KLEN, (void *)st__group_applied_key}, av = {8, applied};
-        rc = mdb_put(wt, s->dbi, &ak, &av, 0);
+        rc = mdb_put(wt, s->db.dbi, &ak, &av, 0);
     }
     if (!rc) {
         rc = mdb_txn_commit(wt);
@@ -430,7 +482,7 @@ static int st__load_keys(st_store_t *s, MDB_env *src, MDB_dbi sdbi, uint64_t *ap
     if (wt) mdb_txn_abort(wt);
     if (c) mdb_cursor_close(c);
     if (rt) mdb_txn_abort(rt);
-    if (!rc) rc = mdb_env_sync(s->env, 1);
+    if (!rc) rc = mdb_env_sync(s->db.env, 1);
     return rc;
 }
 
@@ -453,9 +505,9 @@ int st_store_group_load(st_store_t *s, const char *path, uint64_t *applied)
 
 void st_store_group_loaded(st_store_t *s, uint64_t applied)
 {
-    s->group_queued = s->group_shown = applied;
-    uv_mutex_lock(&s->mu);
-    s->applied_seq = applied;
-    uv_mutex_unlock(&s->mu);
+    s->group->queued = s->group->shown = applied;
+    uv_mutex_lock(&s->th.mu);
+    s->th.applied_seq = applied;
+    uv_mutex_unlock(&s->th.mu);
     st_store_resync(s);
 }

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* store internals shared by store.c (the loop-side API) and commit.c (the threads). */
+/* store internals shared by its files: store.c (the loop-side API), commit.c (the threads),
+ * ovidx.c (the overlay's order), space.c (quota and disk), group.c (group mode), tap.c (backup). */
 #ifndef STRATA_STORE_INTERNAL_H
 #define STRATA_STORE_INTERNAL_H
 
 #include "strata/metrics.h"
 #include "strata/store.h"
+#include "strata/store_group.h"
+#include "strata/store_tap.h"
 #include "wal.h"
 
 #include <lmdb.h>
@@ -64,15 +67,18 @@ typedef struct {
     uint64_t rng;
 } st_ovidx_t;
 
-struct st_store {
-    uv_loop_t *loop;
+/* LMDB (store.c opens it): the loop reads through rtxn, the apply thread (commit.c) writes. */
+typedef struct {
     MDB_env *env;
     MDB_dbi dbi;
     MDB_txn *rtxn;
     bool rtxn_held; /* st_store_read_hold: rtxn stays live across gets */
-    st_wal_t *wal;
-    char *dir;
-    size_t psize;     /* LMDB page size */
+    size_t psize;   /* LMDB page size */
+} st__lmdb_t;
+
+/* Quota and disk room (space.c): what st_store_health and st_store_writable answer from. Loop
+ * only, but for quota and reserve, fixed at open (the threads read reserve too). */
+typedef struct {
     uint64_t quota;   /* configured capacity; LMDB's map is larger to absorb the apply lag */
     uint64_t reserve; /* disk space kept free beyond what acknowledged writes will need */
     char *watch_dir;  /* another directory strata writes to (the local cold tier), or NULL */
@@ -80,28 +86,38 @@ struct st_store {
     bool watch_same_fs;
     bool full_latched, disk_latched; /* full until clearly below the mark again (hysteresis) */
     char why[256];                   /* st_store_refusal's answer */
-    st_map_t overlay;
-    st_ovidx_t ovidx;                /* the overlay in key order */
-    st_batch_t *open;                /* staging; loop only */
-    st_batch_t *free_list;           /* recycled batches; loop only */
-    TAILQ_HEAD(, st_batch) inflight; /* submitted, not yet back; loop only, ascending ids */
-    uint64_t open_id, durable_id;
-    size_t submitted; /* sealed batches not yet returned to the loop */
-    uint64_t fail_first;
-    int fail_err;
-    st_store_listener_t *listeners;
-    st_store_tap_fn tap;         /* under mu: told every logged group (backup) */
-    st_store_ahead_fn tap_ahead; /* under mu: takes a group's reservations before it is logged */
-    void *tap_arg;
-    int tap_busy;       /* tap calls running */
-    bool tap_ready;     /* st_store_tap_ready */
-    bool tap_confirmed; /* tap_ready once since the tap was set or this member began leading */
-    bool tap_on;        /* group mode: this member leads; the apply thread taps its entries */
-    uint64_t tap_seq;   /* group mode, apply thread: the last Raft index tapped */
-    st_buf_t tap_enc;   /* group mode, apply thread: an entry's record for the tap */
-    st_buf_t scratch;
+} st__space_t;
 
-    /* shared with the threads, under mu */
+/* A failed group as the loop sees it (commit.c rolls back, store.c paces): loop only. */
+typedef struct {
+    uint64_t first; /* the first batch to roll back (0: none) and why it failed */
+    int err;
+    bool stopped; /* fail-stopped: the loop's copy of th.log_err != 0 */
+    uint64_t next_submit_ms, logged_ms, unlogged;
+} st__fail_t;
+
+/* The loop's handles (store.c); the struct is freed once all four have closed. */
+typedef struct {
+    uv_async_t done;  /* batches are back from the threads (commit.c's st__store_on_done) */
+    uv_check_t check; /* seals the open batch once per iteration */
+    uv_idle_t idle;   /* staged work: the loop's poll returns at once */
+    uv_timer_t pace;  /* fail-stopped: batches (all doomed) go at most every ST__FAIL_PACE_MS */
+    int closed;
+} st__handles_t;
+
+/* Figures handed from the threads to the loop's metrics (st__take_figures), then zeroed. */
+typedef struct {
+    uint64_t sync_ns_sum, sync_count, group_ops, group_writes, apply_ns_sum, apply_count;
+    uint64_t apply_failures;           /* LMDB transactions that failed (retried) */
+    uint64_t wal_switches;             /* times appends moved to the other half */
+    uint64_t ckpt_waits, ckpt_wait_ns; /* the sync thread waited for LMDB before logging */
+} st__figures_t;
+
+/* The commit threads (commit.c) and the state they share with the loop. Shared with the
+ * threads, under mu: every field but the thread handles (which only the loop touches) is read
+ * and written with mu held, after st_store_open's recovery. tap.c's shared fields use mu too. */
+typedef struct {
+    uv_thread_t sync_thread, apply_thread;
     uv_mutex_t mu;
     uv_cond_t cv_sync, cv_apply, cv_applied, cv_hurry;
     st_batch_t *q_head, *q_tail; /* sealed, waiting for the WAL */
@@ -118,48 +134,62 @@ struct st_store {
     int apply_err;           /* the last LMDB apply failed with this (ST_EFULL, ST_EIO); 0: ok */
     bool lmdb_sync_failed;   /* a forced LMDB sync failed: the log is never reset again */
     uint64_t apply_stall_ns; /* when applying started to fail */
-    uint64_t apply_failures;
     bool stop, stop_apply;
     int hurry;         /* threads waiting for LMDB to catch up: the apply thread does not pause */
     uint64_t ckpt_seq; /* the last seq the log's older half holds */
     bool ckpt_done;    /* LMDB has synced past ckpt_seq: the older half may be written over */
-    uint64_t wal_switches;             /* times appends moved to the other half */
-    uint64_t ckpt_waits, ckpt_wait_ns; /* the sync thread waited for LMDB before logging */
-    /* figures handed from the threads to the loop */
-    uint64_t sync_ns_sum, sync_count, group_ops, group_writes, apply_ns_sum, apply_count;
+    st__figures_t fig;
+} st__threads_t;
 
-    uv_thread_t sync_thread, apply_thread;
-    uv_async_t done;
-    uv_check_t check;
-    uv_idle_t idle;
-    uv_timer_t pace;  /* fail-stopped: batches (all doomed) go at most every ST__FAIL_PACE_MS */
-    bool failstopped; /* loop's copy of log_err != 0 */
-    uint64_t next_submit_ms, fail_logged_ms, fails_unlogged;
-    int closed;
+/* The commit path's metrics: store.c registers them, commit.c and group.c observe. */
+typedef struct {
+    st_metric_t *batch_ops, *batch_writes, *commit_s, *apply_s, *commits, *failed;
+    st_metric_t *apply_failed, *wal_switches, *ckpt_waits, *ckpt_wait_s;
+} st__store_metrics_t;
 
-    st_metric_t *m_batch_ops, *m_batch_writes, *m_commit_s, *m_apply_s, *m_commits, *m_failed;
-    st_metric_t *m_apply_failed, *m_wal_switches, *m_ckpt_waits, *m_ckpt_wait_s;
+/* Owned by tap.c (the backup's tap; allocated at open) and group.c (group mode). */
+typedef struct st__tap st__tap_t;
+typedef struct st__group st__group_t;
 
-    /* group mode (group.c): sealed batches become Raft entries instead of WAL records */
-    st_store_group_t *group;
-    bool standby;                /* not the serving leader: staging is refused */
-    uint64_t token;              /* tells this process's entries from everyone else's */
-    st_batch_t *r_head, *r_tail; /* proposed, waiting for their entry to apply; loop only */
-    size_t r_count;              /* how many (entries of ours in flight) */
-    st_metric_t *m_group_inflight;
-    uint64_t group_queued; /* highest Raft index handed to the apply thread */
-    uint64_t group_shown;  /* highest Raft index back from it (its notes published) */
-    st_buf_t enc;
+/* What the store is made of, by owner. Replication and backup hang off the commit path through
+ * two pointers (group, tap) and the hooks other modules set; the rest is the single node's. */
+struct st_store {
+    uv_loop_t *loop;
+    char *dir;
+    st__lmdb_t db;         /* store.c opens it */
+    st_wal_t *wal;         /* the redo log: the sync thread's once the store is open (commit.c) */
+    st__space_t space;     /* space.c */
+    st__handles_t uv;      /* store.c */
+    st__threads_t th;      /* commit.c: shared with the threads, under th.mu */
+    st__store_metrics_t m; /* store.c registers them */
+
+    /* staging, loop only (store.c stages, commit.c takes batches back; ovidx.c orders) */
+    st_map_t overlay;
+    st_ovidx_t ovidx;                /* the overlay in key order */
+    st_batch_t *open;                /* staging */
+    st_batch_t *free_list;           /* recycled batches */
+    TAILQ_HEAD(, st_batch) inflight; /* submitted, not yet back; ascending ids */
+    uint64_t open_id, durable_id;
+    size_t submitted; /* sealed batches not yet returned to the loop */
+    st__fail_t fail;  /* commit.c */
+    st_buf_t scratch; /* st_store_get's copy of an LMDB value */
+
+    /* hooks other modules set (loop only) */
+    st_store_listener_t *listeners;
     st_observers_t observers; /* of modules that are functions over the store (counters) */
-    st_store_note_fn note_fn;
+    st_store_note_fn note_fn; /* group mode: a foreign entry's stream frames (group.c) */
     void *note_arg;
-    bool views_stale; /* foreign batches applied since the views were last rebuilt */
-    uint64_t hold_to; /* own batches up to this barrier batch are acknowledged late (ack_late) */
+
+    st__tap_t *tap;     /* tap.c: the backup's hooks on the commit path */
+    st__group_t *group; /* group.c: group mode; NULL on a single node */
 };
 
-/* commit.c */
-extern const char st__applied_key[]; /* LMDB key of the last redo-log seq applied */
-#define ST__APPLIED_KLEN 12
+/* ---- commit.c: the commit threads, recovery, and the loop's side of batches coming back ---- */
+
+/* The key LMDB keeps its applied position under: the WAL seq alone, the Raft index in a group. */
+extern const char st__applied_key[], st__group_applied_key[];
+#define ST__APPLIED_KLEN       12
+#define ST__GROUP_APPLIED_KLEN 13
 
 /* One op of an encoded group — the redo log's record, a Raft entry's body, a backup segment's
  * record: {u8 kind, u32 klen, u32 vlen, key, val}*. kind is 0 put, 1 delete (entries add notes).
@@ -190,65 +220,77 @@ int st__store_recover(st_store_t *s);
 void st__store_start_threads(st_store_t *s);
 void st__store_stop_threads(st_store_t *s);
 void st__store_on_done(uv_async_t *h);
+void st__store_submit(st_store_t *s);
+st_batch_t *st__batch_new(st_store_t *s);
 void st__batch_recycle(st_store_t *s, st_batch_t *b);
+void st__batch_free(st_batch_t *b);
 void st__batch_back(st_store_t *s, st_batch_t *b);
 void st__rollback(st_store_t *s);
-/* The key LMDB keeps its applied position under: the WAL seq alone, the Raft index in a group. */
-extern const char st__applied_key[], st__group_applied_key[];
-#define ST__APPLIED_KLEN       12
-#define ST__GROUP_APPLIED_KLEN 13
-
-/* store.c: the idle handle's callback (staged work makes the loop's poll return at once) */
-void st__store_on_idle(uv_idle_t *h);
-
-/* group.c */
-void st__group_submit(st_store_t *s);
-bool st__group_hold(st_store_t *s);
-/* An ack_late batch is back from the apply thread (the tap has taken it): acknowledge it. */
-void st__group_ack_late(st_store_t *s, const st_batch_t *b);
-/* A foreign batch is back from LMDB: its stream frames go to the note handler. */
-void st__group_notes(st_store_t *s, const st_batch_t *b);
-void st__store_submit(st_store_t *s);
-void st__batch_free(st_batch_t *b);
-st_batch_t *st__batch_new(st_store_t *s);
-/* With mu held: a thread starts (+1) or stops (-1) waiting for LMDB to catch up; while any
+/* With th.mu held: a thread starts (+1) or stops (-1) waiting for LMDB to catch up; while any
  * waits, the apply thread does not pause between transactions. */
 void st__hurry(st_store_t *s, int by);
 int st__mdb_err(int rc);
-
-/* tap.c */
-void st__tap_group(st_store_t *s, const st_batch_t *group, uint64_t seq, const st_buf_t *rec);
-/* Group mode, the apply thread, once group's entries are in LMDB: taps each under its Raft
- * index (a leader only). */
-void st__tap_entries(st_store_t *s, st_batch_t *group);
-
-/* commit.c: a batch's ops (the whole chain from b with chain) as a record the redo log, the tap
- * and a restore share: {u8 del, u32 klen, u32 vlen, key, val}*; stream notes left out. */
+/* A batch's ops (the whole chain from b with chain) as a record the redo log, the tap and a
+ * restore share: {u8 del, u32 klen, u32 vlen, key, val}*; stream notes left out. */
 void st__rec_encode(st_buf_t *out, const st_batch_t *b, bool chain);
 /* Appends one op of b in that encoding. */
 void st__rec_put_op(st_buf_t *out, const st_batch_t *b, const st_op_t *op);
-/* Before a group holding a barrier batch is logged as seq: its reservation ops (st_op_t.resv)
- * go to the backup first. ST_EUNAVAIL when the backup did not take them within its bound: the
- * group then fails unlogged. Sync thread; rec is scratch. */
-int st__tap_ahead(st_store_t *s, const st_batch_t *group, uint64_t seq, st_buf_t *rec);
 
-/* store.c */
+/* ---- store.c: staging ---- */
+
+/* the idle handle's callback (staged work makes the loop's poll return at once) */
+void st__store_on_idle(uv_idle_t *h);
 uint64_t st__op_cost(const st_store_t *s, size_t klen, size_t vlen, bool del);
 void st__batch_add(st_store_t *s, st_batch_t *b, const void *key, size_t klen, const void *val,
                    size_t vlen, bool del);
 void st__ov_set(st_store_t *s, st_batch_t *b, size_t op_idx);
 void st__ov_free(st_ov_t *e);
 void st__drop_overlay(st_store_t *s);
-
 /* LMDB's key order: bytes, then length. */
 int st__key_cmp(const void *a, size_t an, const void *b, size_t bn);
 
-/* ovidx.c: overlay entries are created and dropped here (map and order together). */
+/* ---- ovidx.c: overlay entries are created and dropped here (map and order together) ---- */
+
 st_ov_t *st__ov_new(st_store_t *s, const void *key, size_t klen);
 void st__ov_drop(st_store_t *s, st_ov_t *e);
 /* First entry >= key; last entry < key (key NULL: the last entry). NULL if none. */
 st_ov_t *st__ov_ge(const st_store_t *s, const void *key, size_t klen);
 st_ov_t *st__ov_lt(const st_store_t *s, const void *key, size_t klen);
 void st__ov_clear(st_store_t *s);
+
+/* ---- space.c: quota and disk room ---- */
+
+void st__space_init(st__space_t *sp, const st_store_opts_t *opts);
+void st__space_free(st__space_t *sp);
+
+/* ---- group.c: group mode (s->group set); none of these is called on a single node ---- */
+
+void st__group_submit(st_store_t *s);
+bool st__group_hold(st_store_t *s);
+/* A write staged on a member that does not serve: ST_ENOLEADER (else ST_OK). */
+int st__group_refuse(st_store_t *s);
+/* A batch is back from the apply thread, applied: a foreign one's stream frames go to the note
+ * handler, the readers' horizon moves, an ack_late one (the tap has taken it) is acknowledged. */
+void st__group_back(st_store_t *s, const st_batch_t *b);
+/* With the store (the threads have stopped): frees the group state and its proposals. */
+void st__group_free(st_store_t *s);
+
+/* ---- tap.c: the backup's hooks on the commit path ---- */
+
+st__tap_t *st__tap_new(void);
+void st__tap_free(st__tap_t *t);
+/* The sync thread, once a group is logged as seq (0: committed straight to LMDB): the tap is
+ * told its record. */
+void st__tap_group(st_store_t *s, const st_batch_t *group, uint64_t seq, const st_buf_t *rec);
+/* Group mode, the apply thread, once group's entries are in LMDB: taps each under its Raft
+ * index (a leader only). */
+void st__tap_entries(st_store_t *s, st_batch_t *group);
+/* Before a group holding a barrier batch is logged as seq: its reservation ops (st_op_t.resv)
+ * go to the backup first. ST_EUNAVAIL when the backup did not take them within its bound: the
+ * group then fails unlogged. Sync thread; rec is scratch. */
+int st__tap_ahead(st_store_t *s, const st_batch_t *group, uint64_t seq, st_buf_t *rec);
+/* Group mode, loop thread: does the tap follow this member's entries (st_store_tap_lead)? Only
+ * the loop sets it, so it reads it without th.mu. */
+bool st__tap_leading(const st_store_t *s);
 
 #endif

@@ -2,7 +2,8 @@
 /*
  * The store's loop-side API: opening LMDB and the redo log, reads that see staged writes
  * through the overlay, staging into the open batch, and prefix scans. The threads that make
- * batches durable live in commit.c.
+ * batches durable live in commit.c, quota and disk room in space.c; group mode (group.c) and the
+ * backup's tap (tap.c) hang off the commit path through their own state.
  *
  * fsync mode: a group is acknowledged after its redo-log record is written in place and
  * fdatasync'd (one flush). LMDB runs with MDB_NOMETASYNC: each of its commits syncs the data
@@ -49,18 +50,18 @@ void st__store_on_idle(uv_idle_t *h)
 static void st__seal(st_store_t *s)
 {
     if (s->open->nops == 0) return;
-    if (s->failstopped) {
+    if (s->fail.stopped) {
         uint64_t now = uv_now(s->loop);
-        if (now < s->next_submit_ms) {
-            uv_idle_stop(&s->idle);
-            if (!uv_is_active((uv_handle_t *)&s->pace))
-                uv_timer_start(&s->pace, st__on_pace, s->next_submit_ms - now, 0);
+        if (now < s->fail.next_submit_ms) {
+            uv_idle_stop(&s->uv.idle);
+            if (!uv_is_active((uv_handle_t *)&s->uv.pace))
+                uv_timer_start(&s->uv.pace, st__on_pace, s->fail.next_submit_ms - now, 0);
             return;
         }
-        s->next_submit_ms = now + ST__FAIL_PACE_MS;
+        s->fail.next_submit_ms = now + ST__FAIL_PACE_MS;
     }
     if (s->group && st__group_hold(s)) {
-        uv_idle_stop(&s->idle); /* an entry of ours applying wakes the loop */
+        uv_idle_stop(&s->uv.idle); /* an entry of ours applying wakes the loop */
         return;
     }
     if (s->group)
@@ -131,31 +132,31 @@ static double st__gauge_writable(void *arg)
 
 static void st__metrics(st_store_t *s)
 {
-    s->m_batch_ops = st_metrics_histogram("strata_commit_batch_ops",
+    s->m.batch_ops = st_metrics_histogram("strata_commit_batch_ops",
                                           "LMDB puts/deletes per group commit (one WAL record)", "",
                                           st_metrics_size_bounds, st_metrics_size_nbounds);
-    s->m_batch_writes = st_metrics_histogram(
+    s->m.batch_writes = st_metrics_histogram(
         "strata_commit_batch_writes",
         "Staged writes per group commit, counting rewrites of a key coalesced into one op", "",
         st_metrics_size_bounds, st_metrics_size_nbounds);
-    s->m_commit_s = st_metrics_histogram(
+    s->m.commit_s = st_metrics_histogram(
         "strata_commit_seconds", "Group commit latency: WAL write + fdatasync (the ack point)", "",
         st_metrics_latency_bounds, st_metrics_latency_nbounds);
-    s->m_apply_s = st_metrics_histogram("strata_lmdb_apply_seconds",
+    s->m.apply_s = st_metrics_histogram("strata_lmdb_apply_seconds",
                                         "LMDB transaction applying logged groups (behind the ack)",
                                         "", st_metrics_latency_bounds, st_metrics_latency_nbounds);
-    s->m_commits = st_metrics_counter("strata_commits_total", "Group commits completed", "");
-    s->m_failed = st_metrics_counter("strata_commit_failures_total",
+    s->m.commits = st_metrics_counter("strata_commits_total", "Group commits completed", "");
+    s->m.failed = st_metrics_counter("strata_commit_failures_total",
                                      "Group commits that failed and were rolled back", "");
-    s->m_apply_failed =
+    s->m.apply_failed =
         st_metrics_counter("strata_lmdb_apply_failures_total",
                            "LMDB transactions applying logged groups that failed (retried)", "");
-    s->m_wal_switches = st_metrics_counter("strata_wal_switches_total",
+    s->m.wal_switches = st_metrics_counter("strata_wal_switches_total",
                                            "Times the redo log went on in its other half", "");
-    s->m_ckpt_waits = st_metrics_counter(
+    s->m.ckpt_waits = st_metrics_counter(
         "strata_wal_checkpoint_waits_total",
         "Group commits that waited for LMDB to catch up before they could be logged", "");
-    s->m_ckpt_wait_s = st_metrics_counter(
+    s->m.ckpt_wait_s = st_metrics_counter(
         "strata_wal_checkpoint_wait_seconds_total",
         "Time group commits waited for LMDB to catch up before they could be logged", "");
     st_metrics_gauge_fn("strata_hot_bytes",
@@ -194,40 +195,42 @@ static uint64_t st__map_size(const st_store_opts_t *o)
 
 static int st__lmdb_open(st_store_t *s, const st_store_opts_t *opts)
 {
-    int rc = mdb_env_create(&s->env);
-    if (!rc) rc = mdb_env_set_mapsize(s->env, st__map_size(opts));
-    if (!rc) rc = mdb_env_set_maxreaders(s->env, 64);
-    if (!rc) rc = mdb_env_open(s->env, opts->dir, MDB_NOTLS | MDB_NOMETASYNC, 0644);
+    int rc = mdb_env_create(&s->db.env);
+    if (!rc) rc = mdb_env_set_mapsize(s->db.env, st__map_size(opts));
+    if (!rc) rc = mdb_env_set_maxreaders(s->db.env, 64);
+    if (!rc) rc = mdb_env_open(s->db.env, opts->dir, MDB_NOTLS | MDB_NOMETASYNC, 0644);
     MDB_txn *txn = NULL;
-    if (!rc) rc = mdb_txn_begin(s->env, NULL, 0, &txn);
-    if (!rc) rc = mdb_dbi_open(txn, NULL, 0, &s->dbi);
+    if (!rc) rc = mdb_txn_begin(s->db.env, NULL, 0, &txn);
+    if (!rc) rc = mdb_dbi_open(txn, NULL, 0, &s->db.dbi);
     if (!rc)
         rc = mdb_txn_commit(txn);
     else if (txn)
         mdb_txn_abort(txn);
-    if (!rc) rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &s->rtxn);
+    if (!rc) rc = mdb_txn_begin(s->db.env, NULL, MDB_RDONLY, &s->db.rtxn);
     if (rc) {
         st_error("store: cannot open LMDB in %s: %s", opts->dir, mdb_strerror(rc));
-        if (s->env) mdb_env_close(s->env);
+        if (s->db.env) mdb_env_close(s->db.env);
         return st__mdb_err(rc);
     }
-    mdb_txn_reset(s->rtxn);
+    mdb_txn_reset(s->db.rtxn);
     MDB_stat st;
-    mdb_env_stat(s->env, &st);
-    s->psize = st.ms_psize;
+    mdb_env_stat(s->db.env, &st);
+    s->db.psize = st.ms_psize;
     return ST_OK;
 }
 
 static void st__free_struct(st_store_t *s)
 {
     st_map_free(&s->overlay);
-    uv_mutex_destroy(&s->mu);
-    uv_cond_destroy(&s->cv_sync);
-    uv_cond_destroy(&s->cv_apply);
-    uv_cond_destroy(&s->cv_applied);
-    uv_cond_destroy(&s->cv_hurry);
+    uv_mutex_destroy(&s->th.mu);
+    uv_cond_destroy(&s->th.cv_sync);
+    uv_cond_destroy(&s->th.cv_apply);
+    uv_cond_destroy(&s->th.cv_applied);
+    uv_cond_destroy(&s->th.cv_hurry);
     free(s->dir);
-    free(s->watch_dir);
+    st__space_free(&s->space);
+    st__tap_free(s->tap);
+    st__group_free(s);
     free(s);
 }
 
@@ -237,8 +240,8 @@ static void st__say_need(const st_store_t *s, uint64_t wal_size)
     st_error("store: the disk of %s is full (%llu bytes free): strata needs at least %llu bytes "
              "to start there (its redo log is %llu bytes, preallocated, plus %llu for LMDB)",
              s->dir, (unsigned long long)st__disk_avail(s->dir),
-             (unsigned long long)(wal_size + s->reserve), (unsigned long long)wal_size,
-             (unsigned long long)s->reserve);
+             (unsigned long long)(wal_size + s->space.reserve), (unsigned long long)wal_size,
+             (unsigned long long)s->space.reserve);
 }
 
 int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts)
@@ -250,17 +253,15 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     st_store_t *s = st_calloc(1, sizeof *s);
     s->loop = loop;
     s->dir = st__dup(opts->dir);
-    s->watch_dir = opts->watch_dir ? st__dup(opts->watch_dir) : NULL;
-    s->quota = opts->map_size;
-    uint64_t max_write = opts->max_write ? opts->max_write : 8ULL << 20;
-    s->reserve = max_write * 2 > (16ULL << 20) ? max_write * 2 : 16ULL << 20;
+    st__space_init(&s->space, opts);
+    s->tap = st__tap_new();
     st_map_init(&s->overlay);
     TAILQ_INIT(&s->inflight);
-    uv_mutex_init(&s->mu);
-    uv_cond_init(&s->cv_sync);
-    uv_cond_init(&s->cv_apply);
-    uv_cond_init(&s->cv_applied);
-    uv_cond_init(&s->cv_hurry);
+    uv_mutex_init(&s->th.mu);
+    uv_cond_init(&s->th.cv_sync);
+    uv_cond_init(&s->th.cv_apply);
+    uv_cond_init(&s->th.cv_applied);
+    uv_cond_init(&s->th.cv_hurry);
     uint64_t wal_size = opts->wal_size ? opts->wal_size : ST__WAL_SIZE;
     int err = st__lmdb_open(s, opts);
     if (err == ST_EFULL) st__say_need(s, wal_size);
@@ -274,28 +275,28 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     if (err != ST_OK) {
         st_error("store: recovery from the redo log in %s failed: %s", opts->dir, st_strerror(err));
         st__drop_overlay(s);
-        for (st_batch_t *b = s->a_head, *n; b; b = n) {
+        for (st_batch_t *b = s->th.a_head, *n; b; b = n) {
             n = b->next;
             st__batch_free(b);
         }
         st_wal_close(s->wal);
-        mdb_txn_abort(s->rtxn);
-        mdb_env_close(s->env);
+        mdb_txn_abort(s->db.rtxn);
+        mdb_env_close(s->db.env);
         st__free_struct(s);
         return err;
     }
     s->open = st__batch_new(s);
-    uv_async_init(loop, &s->done, st__store_on_done);
-    s->done.data = s;
-    uv_check_init(loop, &s->check);
-    s->check.data = s;
-    uv_check_start(&s->check, st__on_check);
-    uv_unref((uv_handle_t *)&s->check);
-    if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->done);
-    uv_idle_init(loop, &s->idle);
-    s->idle.data = s;
-    uv_timer_init(loop, &s->pace);
-    s->pace.data = s;
+    uv_async_init(loop, &s->uv.done, st__store_on_done);
+    s->uv.done.data = s;
+    uv_check_init(loop, &s->uv.check);
+    s->uv.check.data = s;
+    uv_check_start(&s->uv.check, st__on_check);
+    uv_unref((uv_handle_t *)&s->uv.check);
+    if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->uv.done);
+    uv_idle_init(loop, &s->uv.idle);
+    s->uv.idle.data = s;
+    uv_timer_init(loop, &s->uv.pace);
+    s->uv.pace.data = s;
     st__metrics(s);
     st__store_start_threads(s);
     *out = s;
@@ -305,7 +306,7 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
 static void st__on_closed(uv_handle_t *h)
 {
     st_store_t *s = h->data;
-    if (++s->closed == 4) st__free_struct(s);
+    if (++s->uv.closed == 4) st__free_struct(s);
 }
 
 void st_store_close(st_store_t *s)
@@ -313,23 +314,21 @@ void st_store_close(st_store_t *s)
     st__store_stop_threads(s);
     st__drop_overlay(s);
     s->open->next = NULL;
-    st_batch_t *lists[] = {s->free_list, s->q_head, s->a_head, s->d_head, s->r_head, s->open};
+    st_batch_t *lists[] = {s->free_list, s->th.q_head, s->th.a_head, s->th.d_head, s->open};
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
         for (st_batch_t *b = lists[i], *n; b; b = n) {
             n = b->next;
             st__batch_free(b);
         }
     st_buf_free(&s->scratch);
-    st_buf_free(&s->enc);
-    st_buf_free(&s->tap_enc);
     st_wal_close(s->wal);
-    mdb_txn_abort(s->rtxn);
-    mdb_env_close(s->env);
+    mdb_txn_abort(s->db.rtxn);
+    mdb_env_close(s->db.env);
     /* The struct is freed once the handles have closed (the loop must run once more). */
-    uv_close((uv_handle_t *)&s->done, st__on_closed);
-    uv_close((uv_handle_t *)&s->check, st__on_closed);
-    uv_close((uv_handle_t *)&s->idle, st__on_closed);
-    uv_close((uv_handle_t *)&s->pace, st__on_closed);
+    uv_close((uv_handle_t *)&s->uv.done, st__on_closed);
+    uv_close((uv_handle_t *)&s->uv.check, st__on_closed);
+    uv_close((uv_handle_t *)&s->uv.idle, st__on_closed);
+    uv_close((uv_handle_t *)&s->uv.pace, st__on_closed);
 }
 
 st_observers_t *st_store_observers(st_store_t *s)
@@ -363,31 +362,31 @@ int st_store_get(st_store_t *s, const void *key, size_t klen, const void **val, 
         *vlen = e->vlen;
         return ST_OK;
     }
-    int rc = s->rtxn_held ? 0 : mdb_txn_renew(s->rtxn);
+    int rc = s->db.rtxn_held ? 0 : mdb_txn_renew(s->db.rtxn);
     if (rc) return st__mdb_err(rc);
     MDB_val k = {klen, (void *)key}, v;
-    rc = mdb_get(s->rtxn, s->dbi, &k, &v);
+    rc = mdb_get(s->db.rtxn, s->db.dbi, &k, &v);
     if (rc == 0) {
         st_buf_reset(&s->scratch);
         st_buf_append(&s->scratch, v.mv_data, v.mv_size);
         *val = s->scratch.data;
         *vlen = v.mv_size;
     }
-    if (!s->rtxn_held) mdb_txn_reset(s->rtxn);
+    if (!s->db.rtxn_held) mdb_txn_reset(s->db.rtxn);
     if (rc == MDB_NOTFOUND) return ST_ENOTFOUND;
     return st__mdb_err(rc);
 }
 
 void st_store_read_hold(st_store_t *s)
 {
-    ST_ASSERT(!s->rtxn_held);
-    if (mdb_txn_renew(s->rtxn) == 0) s->rtxn_held = true;
+    ST_ASSERT(!s->db.rtxn_held);
+    if (mdb_txn_renew(s->db.rtxn) == 0) s->db.rtxn_held = true;
 }
 
 void st_store_read_release(st_store_t *s)
 {
-    if (s->rtxn_held) mdb_txn_reset(s->rtxn);
-    s->rtxn_held = false;
+    if (s->db.rtxn_held) mdb_txn_reset(s->db.rtxn);
+    s->db.rtxn_held = false;
 }
 
 /* Roughly what a put takes in LMDB: a leaf node plus its share of a half-full page, or its own
@@ -397,8 +396,8 @@ uint64_t st__op_cost(const st_store_t *s, size_t klen, size_t vlen, bool del)
 {
     if (del) return 0;
     uint64_t node = 8 + 2 + (uint64_t)klen;
-    if (node + vlen > s->psize / 2 - 16)
-        return (vlen + 16 + s->psize - 1) / s->psize * s->psize + 2 * (node + 8);
+    if (node + vlen > s->db.psize / 2 - 16)
+        return (vlen + 16 + s->db.psize - 1) / s->db.psize * s->db.psize + 2 * (node + 8);
     return 2 * (node + vlen);
 }
 
@@ -448,9 +447,9 @@ static int st__stage(st_store_t *s, const void *key, size_t klen, const void *va
                      bool del, uint64_t *wait)
 {
     if (klen == 0 || klen > ST_KEY_MAX) return ST_EINVAL;
-    if (s->standby) {          /* a follower's store only takes committed entries */
-        s->views_stale = true; /* whoever tried may have changed its view already */
-        return ST_ENOLEADER;
+    if (s->group) {
+        int rc = st__group_refuse(s);
+        if (rc != ST_OK) return rc;
     }
     st_batch_t *b = s->open;
     st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, key, klen);
@@ -467,7 +466,7 @@ static int st__stage(st_store_t *s, const void *key, size_t klen, const void *va
     }
     /* Staged work must not wait for unrelated I/O to wake the loop: the idle handle makes this
      * iteration's poll return at once so the check handle seals the batch. */
-    if (b->nops == 0) uv_idle_start(&s->idle, st__store_on_idle);
+    if (b->nops == 0) uv_idle_start(&s->uv.idle, st__store_on_idle);
     st__batch_add(s, b, key, klen, val, vlen, del);
     st__ov_set(s, b, b->nops - 1);
     if (*wait < b->id) *wait = b->id;
@@ -494,142 +493,16 @@ bool st_store_idle(const st_store_t *s)
 {
     /* fail-stopped, nothing staged can become durable any more: nothing is worth waiting for
      * (and a module retrying a failed write would keep the store busy for ever) */
-    if (s->failstopped) return true;
+    if (s->fail.stopped) return true;
     if (s->open->nops) return false;
     if (s->submitted == 0) return true;
     if (s->durable_id + 1 < s->open->id) return false; /* something is not durable yet */
     /* All durable; LMDB is behind. Waiting for it is pointless while it cannot take them. */
     st_store_t *m = (st_store_t *)s;
-    uv_mutex_lock(&m->mu);
-    bool stuck = m->apply_err != 0;
-    uv_mutex_unlock(&m->mu);
+    uv_mutex_lock(&m->th.mu);
+    bool stuck = m->th.apply_err != 0;
+    uv_mutex_unlock(&m->th.mu);
     return stuck;
-}
-
-/* Free space changes behind our back (flushes, other programs, an operator making room): look
- * again at most every 50 ms of loop time. statvfs reads counters kept in memory. */
-static void st__refresh_disk(st_store_t *s)
-{
-    uint64_t now = uv_now(s->loop);
-    if (s->disk_checked_ms && now < s->disk_checked_ms + 50) return;
-    s->disk_checked_ms = now;
-    s->disk_avail = st__disk_avail(s->dir);
-    if (!s->watch_dir) return;
-    struct stat a, b;
-    s->watch_same_fs = stat(s->dir, &a) == 0 && stat(s->watch_dir, &b) == 0 && a.st_dev == b.st_dev;
-    s->watch_avail = s->watch_same_fs ? UINT64_MAX : st__disk_avail(s->watch_dir);
-}
-
-static int st__refuse(const st_store_health_t *h, int apply_err)
-{
-    if (h->flags & ST_STORE_LOG_FAILED) return ST_EIO;
-    if (h->flags & (ST_STORE_FULL | ST_STORE_DISK_FULL | ST_STORE_COLD_DISK_FULL)) return ST_EFULL;
-    if (h->flags & ST_STORE_APPLY_STALLED) return apply_err == ST_EFULL ? ST_EFULL : ST_EIO;
-    return ST_OK;
-}
-
-void st_store_health(st_store_t *s, st_store_health_t *h)
-{
-    st__refresh_disk(s);
-    uv_mutex_lock(&s->mu);
-    uint64_t applied = s->used_bytes, pending = s->pending + s->open->bytes;
-    uint64_t lmdb_free = s->lmdb_free, stall_ns = s->apply_stall_ns;
-    int log_err = s->log_err, apply_err = s->apply_err;
-    uv_mutex_unlock(&s->mu);
-    memset(h, 0, sizeof *h);
-    h->quota = s->quota;
-    h->used = applied + pending;
-    h->backlog = pending;
-    h->disk_free = s->disk_avail;
-    /* What the disk can still take: its free space plus LMDB's reusable pages, less what the
-     * backlog will need once applied, less a reserve (LMDB's copy-on-write, the cold tier). */
-    uint64_t room = s->disk_avail > UINT64_MAX - lmdb_free ? UINT64_MAX : s->disk_avail + lmdb_free;
-    uint64_t need = pending + s->reserve;
-    uint64_t left = room > need ? room - need : 0;
-    /* Once full, the store stays full until there is clearly room again (a flush, an operator):
-     * the estimate of what is not applied yet may turn out high once it is, and writes should
-     * not flap between 201 and 507 at the mark. */
-    if (h->used >= s->quota)
-        s->full_latched = true;
-    else if (h->used + s->quota / 64 < s->quota)
-        s->full_latched = false;
-    if (left == 0)
-        s->disk_latched = true;
-    else if (left > s->reserve / 8)
-        s->disk_latched = false;
-    uint64_t to_quota = s->quota > h->used ? s->quota - h->used : 0;
-    h->capacity = s->disk_latched ? h->used : h->used + (left < to_quota ? left : to_quota);
-    if (log_err) h->flags |= ST_STORE_LOG_FAILED;
-    if (s->full_latched) h->flags |= ST_STORE_FULL;
-    if (s->disk_latched) h->flags |= ST_STORE_DISK_FULL;
-    if (s->watch_dir && s->watch_avail < s->reserve) h->flags |= ST_STORE_COLD_DISK_FULL;
-    if (apply_err) {
-        h->flags |= ST_STORE_APPLY_STALLED;
-        h->stalled_ms = (st_mono_ns() - stall_ns) / 1000000;
-    }
-    h->refuse = st__refuse(h, apply_err);
-}
-
-const char *st_store_reason(unsigned flag)
-{
-    switch (flag) {
-    case ST_STORE_LOG_FAILED:
-        return "redo_log_failed";
-    case ST_STORE_FULL:
-        return "store_full";
-    case ST_STORE_DISK_FULL:
-        return "disk_full";
-    case ST_STORE_APPLY_STALLED:
-        return "apply_stalled";
-    case ST_STORE_COLD_DISK_FULL:
-        return "cold_disk_full";
-    default:
-        return "unknown";
-    }
-}
-
-void st_store_usage(st_store_t *s, uint64_t *used, uint64_t *size)
-{
-    st_store_health_t h;
-    st_store_health(s, &h);
-    *used = h.used;
-    *size = h.capacity;
-}
-
-int st_store_writable(st_store_t *s)
-{
-    if (s->standby) return ST_ENOLEADER;
-    st_store_health_t h;
-    st_store_health(s, &h);
-    return h.refuse;
-}
-
-const char *st_store_refusal(st_store_t *s)
-{
-    st_store_health_t h;
-    st_store_health(s, &h);
-    if (h.flags & ST_STORE_LOG_FAILED) {
-        uv_mutex_lock(&s->mu);
-        snprintf(s->why, sizeof s->why, "%s; restart strata to recover", s->log_why);
-        uv_mutex_unlock(&s->mu);
-    } else if (h.flags & ST_STORE_FULL) {
-        snprintf(s->why, sizeof s->why, "the hot store is full (%llu of %llu bytes, --map-size)",
-                 (unsigned long long)h.used, (unsigned long long)h.quota);
-    } else if (h.flags & ST_STORE_DISK_FULL) {
-        snprintf(s->why, sizeof s->why,
-                 "the data directory's disk is full (%llu bytes free, %llu needed)",
-                 (unsigned long long)h.disk_free, (unsigned long long)(h.backlog + s->reserve));
-    } else if (h.flags & ST_STORE_COLD_DISK_FULL) {
-        snprintf(s->why, sizeof s->why, "the cold tier's disk is full (%llu bytes free)",
-                 (unsigned long long)s->watch_avail);
-    } else if (h.flags & ST_STORE_APPLY_STALLED) {
-        snprintf(s->why, sizeof s->why,
-                 "acknowledged writes cannot be applied to LMDB (%s, for %llu ms)",
-                 st_strerror(h.refuse), (unsigned long long)h.stalled_ms);
-    } else {
-        snprintf(s->why, sizeof s->why, "the store takes writes");
-    }
-    return s->why;
 }
 
 int st__key_cmp(const void *a, size_t an, const void *b, size_t bn)
@@ -719,7 +592,7 @@ int st_store_range(st_store_t *s, const void *prefix, size_t plen, const void *l
      * entries in range, not everything staged. */
     st_ov_t **staged = NULL;
     size_t nstaged = 0, cap = 0;
-    ST_ASSERT(!s->rtxn_held);
+    ST_ASSERT(!s->db.rtxn_held);
     st_ov_t *n;
     if (!reverse) {
         bool from_lo = lo && st__key_cmp(lo, lolen, prefix, plen) > 0;
@@ -738,15 +611,15 @@ int st_store_range(st_store_t *s, const void *prefix, size_t plen, const void *l
         }
         staged[nstaged++] = n;
     }
-    int rc = mdb_txn_renew(s->rtxn);
+    int rc = mdb_txn_renew(s->db.rtxn);
     if (rc) {
         free(staged);
         return st__mdb_err(rc);
     }
     MDB_cursor *cur;
-    rc = mdb_cursor_open(s->rtxn, s->dbi, &cur);
+    rc = mdb_cursor_open(s->db.rtxn, s->db.dbi, &cur);
     if (rc) {
-        mdb_txn_reset(s->rtxn);
+        mdb_txn_reset(s->db.rtxn);
         free(staged);
         return st__mdb_err(rc);
     }
@@ -786,7 +659,7 @@ int st_store_range(st_store_t *s, const void *prefix, size_t plen, const void *l
         if (ret) break;
     }
     mdb_cursor_close(cur);
-    mdb_txn_reset(s->rtxn);
+    mdb_txn_reset(s->db.rtxn);
     free(staged);
     return ret;
 }

@@ -26,133 +26,164 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The tap's state. fn, ahead, arg, busy, ready, confirmed and on are shared with the threads,
+ * under th.mu; seq and enc are the apply thread's. */
+struct st__tap {
+    st_store_tap_fn fn;      /* told every logged group (backup) */
+    st_store_ahead_fn ahead; /* takes a group's reservations before it is logged */
+    void *arg;
+    int busy;       /* tap calls running */
+    bool ready;     /* st_store_tap_ready */
+    bool confirmed; /* ready once since the tap was set or this member began leading */
+    bool on;        /* group mode: this member leads; the apply thread taps its entries */
+    uint64_t seq;   /* group mode, apply thread: the last Raft index tapped */
+    st_buf_t enc;   /* group mode, apply thread: an entry's record for the tap */
+};
+
+st__tap_t *st__tap_new(void)
+{
+    return st_calloc(1, sizeof(st__tap_t));
+}
+
+void st__tap_free(st__tap_t *t)
+{
+    if (!t) return;
+    st_buf_free(&t->enc);
+    free(t);
+}
+
+bool st__tap_leading(const st_store_t *s)
+{
+    return s->tap->on;
+}
+
 void st__tap_group(st_store_t *s, const st_batch_t *group, uint64_t seq, const st_buf_t *rec)
 {
-    uv_mutex_lock(&s->mu);
-    st_store_tap_fn fn = s->tap;
-    void *arg = s->tap_arg;
-    if (fn) s->tap_busy++;
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
+    st_store_tap_fn fn = s->tap->fn;
+    void *arg = s->tap->arg;
+    if (fn) s->tap->busy++;
+    uv_mutex_unlock(&s->th.mu);
     if (!fn) return;
     bool barrier = false; /* its reservations went ahead of it (st__tap_ahead) */
     for (const st_batch_t *b = group; b; b = b->next)
         barrier |= b->barrier;
     fn(arg, seq, rec->data, rec->len, barrier);
-    uv_mutex_lock(&s->mu);
-    s->tap_busy--;
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
+    s->tap->busy--;
+    uv_mutex_unlock(&s->th.mu);
 }
 
 #define ST__TAP_MAX_GAP 65536 /* Raft indexes without a store entry in a row: more is a break */
 
 void st__tap_entries(st_store_t *s, st_batch_t *group)
 {
-    uv_mutex_lock(&s->mu);
-    st_store_tap_fn fn = s->tap_on ? s->tap : NULL;
-    void *arg = s->tap_arg;
-    if (fn) s->tap_busy++;
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
+    st_store_tap_fn fn = s->tap->on ? s->tap->fn : NULL;
+    void *arg = s->tap->arg;
+    if (fn) s->tap->busy++;
+    uv_mutex_unlock(&s->th.mu);
     if (!fn) return;
     for (st_batch_t *b = group; b; b = b->next) {
-        if (b->seq <= s->tap_seq) continue;
-        if (b->seq - s->tap_seq > ST__TAP_MAX_GAP)
+        if (b->seq <= s->tap->seq) continue;
+        if (b->seq - s->tap->seq > ST__TAP_MAX_GAP)
             fn(arg, 0, "", 0, false); /* cannot happen; if it did, a new timeline covers it */
         else
-            for (uint64_t i = s->tap_seq + 1; i < b->seq; i++)
+            for (uint64_t i = s->tap->seq + 1; i < b->seq; i++)
                 fn(arg, i, "", 0, false);
-        st__rec_encode(&s->tap_enc, b, false);
+        st__rec_encode(&s->tap->enc, b, false);
         /* a barrier's own batch: the call returns once it is shipped, or fails past the
          * backup's bound (st_store_group_apply holds the acknowledgements meanwhile; a failed
-         * one fails them, st__group_ack_late) */
-        if (fn(arg, b->seq, s->tap_enc.data ? s->tap_enc.data : "", s->tap_enc.len,
+         * one fails them, group.c's st__ack_late) */
+        if (fn(arg, b->seq, s->tap->enc.data ? s->tap->enc.data : "", s->tap->enc.len,
                b->barrier && !b->foreign) != ST_OK) {
             b->tap_failed = true;
-            uv_mutex_lock(&s->mu);
-            s->tap_confirmed = false; /* numbers from it wait until the backup answers again */
-            uv_mutex_unlock(&s->mu);
+            uv_mutex_lock(&s->th.mu);
+            s->tap->confirmed = false; /* numbers from it wait until the backup answers again */
+            uv_mutex_unlock(&s->th.mu);
         }
-        s->tap_seq = b->seq;
+        s->tap->seq = b->seq;
     }
-    uv_mutex_lock(&s->mu);
-    s->tap_busy--;
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
+    s->tap->busy--;
+    uv_mutex_unlock(&s->th.mu);
 }
 
 void st_store_tap_lead(st_store_t *s, bool on)
 {
-    uv_mutex_lock(&s->mu);
-    s->tap_on = on;
+    uv_mutex_lock(&s->th.mu);
+    s->tap->on = on;
     if (on) {
         /* LMDB holds everything applied so far (a new leader serves once it does): the shipper's
          * new timeline starts with a snapshot of it, and records continue after it */
-        s->tap_seq = s->applied_seq;
-        s->tap_ready = s->tap_confirmed = false;
+        s->tap->seq = s->th.applied_seq;
+        s->tap->ready = s->tap->confirmed = false;
     }
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_unlock(&s->th.mu);
 }
 
 int st__tap_ahead(st_store_t *s, const st_batch_t *group, uint64_t seq, st_buf_t *rec)
 {
-    uv_mutex_lock(&s->mu);
-    st_store_ahead_fn fn = s->tap_ahead;
-    void *arg = s->tap_arg;
-    if (fn) s->tap_busy++;
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
+    st_store_ahead_fn fn = s->tap->ahead;
+    void *arg = s->tap->arg;
+    if (fn) s->tap->busy++;
+    uv_mutex_unlock(&s->th.mu);
     if (!fn) return ST_OK;
     st_buf_reset(rec);
     for (const st_batch_t *b = group; b; b = b->next)
         for (size_t i = 0; i < b->nops; i++)
             if (b->ops[i].resv) st__rec_put_op(rec, b, &b->ops[i]); /* a put: del is 0 */
     int rc = rec->len ? fn(arg, seq, rec->data, rec->len) : ST_OK;
-    uv_mutex_lock(&s->mu);
-    s->tap_busy--;
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
+    s->tap->busy--;
+    uv_mutex_unlock(&s->th.mu);
     return rc;
 }
 
 void st_store_tap(st_store_t *s, st_store_tap_fn fn, void *arg)
 {
-    uv_mutex_lock(&s->mu);
-    s->tap = fn;
-    s->tap_ahead = NULL;
-    s->tap_arg = arg;
-    s->tap_ready = s->tap_confirmed = false;
-    while (s->tap_busy) { /* the old tap may be running: its owner frees it after we return */
-        uv_mutex_unlock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
+    s->tap->fn = fn;
+    s->tap->ahead = NULL;
+    s->tap->arg = arg;
+    s->tap->ready = s->tap->confirmed = false;
+    while (s->tap->busy) { /* the old tap may be running: its owner frees it after we return */
+        uv_mutex_unlock(&s->th.mu);
         uv_sleep(1);
-        uv_mutex_lock(&s->mu);
+        uv_mutex_lock(&s->th.mu);
     }
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_unlock(&s->th.mu);
 }
 
 void st_store_tap_ahead(st_store_t *s, st_store_ahead_fn fn)
 {
-    uv_mutex_lock(&s->mu);
-    s->tap_ahead = fn;
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
+    s->tap->ahead = fn;
+    uv_mutex_unlock(&s->th.mu);
 }
 
 void st_store_tap_ready(st_store_t *s, bool ready)
 {
-    uv_mutex_lock(&s->mu);
-    s->tap_ready = ready;
-    if (ready) s->tap_confirmed = true;
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
+    s->tap->ready = ready;
+    if (ready) s->tap->confirmed = true;
+    uv_mutex_unlock(&s->th.mu);
 }
 
 int st_store_resv_check(st_store_t *s)
 {
-    uv_mutex_lock(&s->mu);
-    bool ok = !s->tap || !s->group || s->tap_confirmed; /* (store.h) */
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
+    bool ok = !s->tap->fn || !s->group || s->tap->confirmed; /* (store.h) */
+    uv_mutex_unlock(&s->th.mu);
     return ok ? ST_OK : ST_EUNAVAIL;
 }
 
 int st_store_barrier(st_store_t *s, uint64_t *wait)
 {
-    uv_mutex_lock(&s->mu);
-    bool refuse = s->tap && !s->tap_ready;
-    uv_mutex_unlock(&s->mu);
+    uv_mutex_lock(&s->th.mu);
+    bool refuse = s->tap->fn && !s->tap->ready;
+    uv_mutex_unlock(&s->th.mu);
     if (refuse) return ST_EUNAVAIL;
     s->open->barrier = true;
     if (*wait < s->open->id) *wait = s->open->id;
@@ -173,10 +204,10 @@ int st_store_put_resv(st_store_t *s, const void *key, size_t klen, const void *v
 
 int st_store_copy(st_store_t *s, int fd, uint64_t *applied)
 {
-    uv_mutex_lock(&s->mu);
-    *applied = s->applied_seq;
-    uv_mutex_unlock(&s->mu);
-    int rc = mdb_env_copyfd2(s->env, fd, MDB_CP_COMPACT);
+    uv_mutex_lock(&s->th.mu);
+    *applied = s->th.applied_seq;
+    uv_mutex_unlock(&s->th.mu);
+    int rc = mdb_env_copyfd2(s->db.env, fd, MDB_CP_COMPACT);
     if (rc) st_error("store: copying LMDB failed: %s", mdb_strerror(rc));
     return st__mdb_err(rc);
 }

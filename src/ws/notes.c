@@ -8,7 +8,7 @@
  */
 #include "internal.h"
 #include "strata/chat.h"
-#include "strata/store.h"
+#include "strata/store_group.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -11,6 +11,7 @@
 #include "strata/counters.h"
 #include "strata/repl.h"
 #include "strata/seats.h"
+#include "strata/store_group.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>

@@ -7,6 +7,7 @@
 #include "../rangemodel.h"
 #include "strata/repl.h"
 #include "strata/store.h"
+#include "strata/store_tap.h"
 #include "../../src/repl/internal.h"
 
 #include <netinet/in.h>
