@@ -31,7 +31,7 @@ int st_repl_parse_members(const char *spec, st_repl_member_t *out, size_t max, s
 
 /* The election timeout (ms) of member `self` of the n members when the configured one is et:
  * et + rank x step, rank = how many members have a lower id, step = et / max(5, n - 1), so every
- * member's differs from the next (by more than C-Raft's tick, et / 10, for et >= 100), none is
+ * member's differs from the next (by more than et / 10, for et >= 100), none is
  * below et and none above 2 et (repl.c says why). */
 unsigned st_repl_election_timeout(const st_repl_member_t *m, size_t n, uint64_t self, unsigned et);
 

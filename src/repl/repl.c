@@ -409,11 +409,11 @@ static void st__metrics(st_repl_t *r)
  * dies the first follower to time out is refused by the other, waits a whole new timeout as a
  * candidate, and a second draw can collide: failovers of 1.1-3.3 s were measured with et = 1000.
  * Here each member's timeout is et + rank x step instead (rank = members with a lower id), so
- * the followers time out one after the other, step apart (step > C-Raft's tick of et / 10): the
- * second one finds the first already a candidate, gets both votes, and leads within
- * et + 2 step + a tick of the leader's last heartbeat. No two members ever draw the same
- * timeout, so split votes cannot repeat. Every timeout stays >= et: a follower never campaigns
- * sooner than before, which is what the read lease (3/4 et) relies on. */
+ * the followers time out one after the other, step apart (step > et / 10, ten of C-Raft's ticks):
+ * the second one finds the first already a candidate, gets both votes, and leads within et + 2 step
+ * + a tick of the leader's last heartbeat. No two members ever draw the same timeout, so split
+ * votes cannot repeat. Every timeout stays >= et: a follower never campaigns sooner than before,
+ * which is what the read lease (3/4 et) relies on. */
 static int st__election_timeout(struct raft_io *io, int min, int max)
 {
     const st_repl_t *r =
@@ -458,7 +458,12 @@ static int st__raft_setup(st_repl_t *r, const st_repl_opts_t *o, const char *sel
     raft_set_election_timeout(&r->raft, et);
     r->election_ms = st_repl_election_timeout(r->members, r->nmembers, r->self, et);
     r->io.random = st__election_timeout;
-    raft_set_heartbeat_timeout(&r->raft, et / 10 ? et / 10 : 1);
+    /* C-Raft 0.15 tells followers the commit index only with its next message: with nothing
+     * more to send, an empty append one to two heartbeat intervals later. A follower applies (and
+     * its streams show) a change only then: at et / 10 a follower's notification came 51 ms after
+     * the post (p50, 20 posts/s); at et / 100 (10 ms) 15 ms, for ~1 % of a core in heartbeats
+     * while idle (RESULTS, issue 23). The heartbeat is also C-Raft's tick. */
+    raft_set_heartbeat_timeout(&r->raft, et / 100 ? et / 100 : 1);
     raft_set_pre_vote(&r->raft, true); /* a member coming back does not depose a healthy leader */
     r->snap_auto = o->snapshot_threshold == 0;
     unsigned snap = r->snap_auto ? ST__SNAP_MIN_ENTRIES : o->snapshot_threshold;

@@ -43,8 +43,8 @@ TEST(members_parse)
 }
 
 /* Election timeouts: distinct per member, ordered by id (listed in any order), more than
- * C-Raft's tick (et / 10) apart wherever whole milliseconds allow it, within [et, 2 et] as C-Raft
- * requires. */
+ * et / 10 (ten of C-Raft's ticks) apart wherever whole milliseconds allow it, within [et, 2 et] as
+ * C-Raft requires. */
 TEST(election_timeouts_are_ordered_by_id_a_tick_apart_within_et_and_2et)
 {
     const unsigned ets[] = {10, 100, 150, 1000, 4000};
