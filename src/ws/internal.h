@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct lws;
 struct lws_context;
@@ -28,6 +29,8 @@ struct lws_vhost;
 #define ST__WS_WRITE_BUDGET (64u * 1024) /* bytes a write takes, then at least one frame */
 #define ST__WS_CLOSE_GRACE  10           /* seconds a cut-off stream has to take its close frame */
 #define ST__WS_RING_KEEP    8            /* queue entries an empty queue keeps room for */
+#define ST__WS_FAN_MIN      64           /* streams ready at once for a parallel send (fan.c) */
+#define ST__WS_FAN_ARENA    (4u << 20)   /* bytes framed per round of a parallel send */
 
 /* close codes (RFC 6455 §7.4.1) */
 #define ST__WS_CLOSE_PROTOCOL 1002
@@ -120,6 +123,18 @@ struct st_wsconn {
     st_buf_t in;       /* a message arriving in fragments */
 };
 
+typedef struct st_wsfan st_wsfan_t;
+
+/* One stream's part of a parallel send (fan.c): its framed bytes in the round's arena. */
+typedef struct {
+    st_wsconn_t *conn; /* loop only */
+    size_t frames;     /* loop only: frames in the bytes, for the metric */
+    int fd;            /* the stream's socket */
+    size_t off, len;   /* the bytes, in the arena */
+    ssize_t sent;      /* set by the thread that sent them: bytes the socket took, or -errno */
+    bool by_sender;    /* set with sent: the sender thread sent them, not the loop */
+} st_wsfan_item_t;
+
 struct st_ws {
     uv_loop_t *loop;
     st_app_t *app;
@@ -130,10 +145,20 @@ struct st_ws {
     st_list_t waiting; /* st_wsconn_t, by wlink: their next frame waits for a durable batch */
     st_map_t chans;
     st_buf_t out; /* LWS_PRE headroom + the frames being written */
+    /* a parallel send (queue.c, fan.c), loop only: the streams a durable batch made ready, the
+     * round's items and the arena their bytes are framed into, kept between batches */
+    st_wsconn_t **ready;
+    size_t nready, ready_cap;
+    st_wsfan_item_t *items;
+    size_t items_cap;
+    st_buf_t arena;
+    st_wsfan_t *fan; /* the sender thread; NULL if it could not start */
     st_store_listener_t listener;
     const void *adopting; /* token of the connection being adopted, during st_ws_adopt */
     uv_timer_t expiry;    /* ends streams whose token expired (auth on) */
     st_metric_t *m_subs, *m_conns, *m_slow, *m_sent;
+    st_metric_t *m_fan_loop, *m_fan_sender; /* writes of parallel sends, by thread */
+    st_metric_t *m_fan_short;               /* parallel sends the socket took only part of */
 };
 
 /* ---- queue.c ---- */
@@ -169,6 +194,17 @@ void st__ws_prefix(st_buf_t *b, const char *type, const char *sid);
  * id it was built for, so a run of subscribers sharing an id shares one prefix. */
 st_wsbody_t *st__ws_prefix_of(st_wsbody_t **pre, const char **last, const char *type,
                               const char *sid);
+
+/* ---- fan.c: a large fan-out's sends, on the loop and one sender thread ---- */
+/* Starts the sender thread; returns an owned handle (st__ws_fan_stop frees it), or NULL if the
+ * thread could not start (fan-outs are then sent from the loop alone). */
+st_wsfan_t *st__ws_fan_start(void);
+/* Stops and joins the thread, frees f (NULL is a no-op). Loop only, with no send running. */
+void st__ws_fan_stop(st_wsfan_t *f);
+/* Sends each item's bytes (arena + off, len) once with a non-blocking send() on its fd, from
+ * the loop and the sender thread together, and returns when every item has been sent: each
+ * item's `sent` is then set. Loop only. items and arena are borrowed for the call. */
+void st__ws_fan_send(st_wsfan_t *f, st_wsfan_item_t *items, size_t n, const char *arena);
 
 /* ---- topics.c ---- */
 void st__ws_topics_init(st_ws_t *ws);

@@ -25,6 +25,7 @@
  */
 #include "internal.h"
 
+#include <errno.h>
 #include <libwebsockets.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,23 +228,14 @@ static void st__frame_header(st_buf_t *b, size_t n)
     st_buf_append(b, h, hl);
 }
 
-/* Sends every frame that may leave, up to a budget so one busy stream does not starve the
- * others, as one write: each frame is framed here (header, prefix, shared body) into one scratch
- * buffer and handed to lws as raw bytes (LWS_WRITE_HTTP is sent unchanged on a WebSocket
- * connection; strata negotiates no extension, so nothing would transform them). One send and
- * one TCP push per stream per durable batch, whatever the number of frames: on loopback and in
- * VMs the syscall and the peer's wake-up cost far more than the copy. What the socket does not
- * take, lws keeps and writes on its own before anything else (lws_partial_buffered meanwhile):
- * at most one budget plus one frame. Returns -1 if the stream broke. */
-static int st__flush(st_ws_t *ws, st_wsconn_t *c)
+/* Frames every frame of c that may leave (its batch is durable), up to a budget so one busy
+ * stream does not starve the others, onto the end of out: RFC 6455 header, prefix and shared
+ * body, taken off c's queue. Returns how many. Loop only. */
+static size_t st__frame(st_ws_t *ws, st_wsconn_t *c, st_buf_t *out)
 {
     uint64_t durable = st_store_durable_id(ws->app->store);
-    st_buf_t *out = &ws->out;
-    st_buf_reset(out);
-    st_buf_reserve(out, LWS_PRE);
-    out->len = LWS_PRE;
-    size_t frames = 0;
-    while (c->qlen && st__q_head(c)->wait <= durable && out->len - LWS_PRE < ST__WS_WRITE_BUDGET) {
+    size_t start = out->len, frames = 0;
+    while (c->qlen && st__q_head(c)->wait <= durable && out->len - start < ST__WS_WRITE_BUDGET) {
         st_wsent_t e = *st__q_head(c);
         c->qhead = (c->qhead + 1) & (c->qcap - 1);
         c->qlen--;
@@ -257,9 +249,39 @@ static int st__flush(st_ws_t *ws, st_wsconn_t *c)
         if (!c->qlen || st__q_head(c)->wait > durable) st__ws_replay_more(ws, c);
     }
     st__q_trim(c);
+    return frames;
+}
+
+/* Hands n framed bytes to lws as raw bytes (LWS_WRITE_HTTP is sent unchanged on a WebSocket
+ * connection; strata negotiates no extension, so nothing would transform them). What the
+ * socket does not take, lws keeps and writes on its own before anything else
+ * (lws_partial_buffered meanwhile). Copies them behind LWS_PRE headroom in ws->out unless they
+ * are there already. Returns -1 if the stream broke. */
+static int st__write(st_ws_t *ws, st_wsconn_t *c, const char *p, size_t n)
+{
+    st_buf_t *out = &ws->out;
+    if (p != out->data + LWS_PRE) {
+        st_buf_reset(out);
+        st_buf_reserve(out, LWS_PRE + n);
+        out->len = LWS_PRE;
+        st_buf_append(out, p, n);
+    }
+    return lws_write(c->wsi, (unsigned char *)out->data + LWS_PRE, n, LWS_WRITE_HTTP) < 0 ? -1 : 0;
+}
+
+/* Sends every frame that may leave, up to the budget, as one write: each frame is framed here
+ * into one scratch buffer. One send and one TCP push per stream per durable batch, whatever the
+ * number of frames: on loopback and in VMs the syscall and the peer's wake-up cost far more than
+ * the copy. At most one budget plus one frame is left to lws. Returns -1 if the stream broke. */
+static int st__flush(st_ws_t *ws, st_wsconn_t *c)
+{
+    st_buf_t *out = &ws->out;
+    st_buf_reset(out);
+    st_buf_reserve(out, LWS_PRE);
+    out->len = LWS_PRE;
+    size_t frames = st__frame(ws, c, out);
     if (!frames) return 0;
-    size_t n = out->len - LWS_PRE;
-    if (lws_write(c->wsi, (unsigned char *)out->data + LWS_PRE, n, LWS_WRITE_HTTP) < 0) return -1;
+    if (st__write(ws, c, out->data + LWS_PRE, out->len - LWS_PRE) != 0) return -1;
     st_metric_add(ws->m_sent, (double)frames);
     return 0;
 }
@@ -369,6 +391,82 @@ static void st__send_now(st_ws_t *ws, st_wsconn_t *c)
     st__wake(ws, c);
 }
 
+/* Whether c's bytes may go out through a plain send() from either thread (fan.c): lws holds
+ * nothing of an earlier write (that must leave first) and the stream is not being ended. And
+ * only on plain TCP, where send() writes what a client reads: strata's vhost is created without
+ * LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT and without a certificate, so lws 4.1 turns TLS off on it
+ * (lws_context_init_server_ssl sets its use_ssl to 0), and an adopted socket is wrapped in TLS
+ * only on a vhost that uses it (LWS_ADOPT_ALLOW_SSL); strata itself serves no TLS. lws_is_ssl()
+ * checks anyway: should that ever change, such a stream goes through lws_write instead. */
+static bool st__direct_ok(const st_wsconn_t *c)
+{
+    return !c->cut && !c->broken && !lws_partial_buffered(c->wsi) && !lws_is_ssl(c->wsi);
+}
+
+/* The end of a stream's part of a parallel send, on the loop, as st__send_now ends: what the
+ * socket did not take goes to lws, which keeps it and writes it before anything else; a send
+ * that failed outright breaks the stream (closed from its writable callback). */
+static void st__fan_done(st_ws_t *ws, const st_wsfan_item_t *it)
+{
+    st_wsconn_t *c = it->conn;
+    ssize_t r = it->sent;
+    bool later = r == -EAGAIN || r == -EWOULDBLOCK || r == -EINTR;
+    size_t took = r > 0 ? (size_t)r : 0;
+    if (r < 0 && !later) goto broken;
+    if (took < it->len) {
+        st_metric_add(ws->m_fan_short, 1);
+        if (st__write(ws, c, ws->arena.data + it->off + took, it->len - took) != 0) goto broken;
+    }
+    st_metric_add(ws->m_sent, (double)it->frames);
+    st_metric_add(it->by_sender ? ws->m_fan_sender : ws->m_fan_loop, 1);
+    st__ws_replay_more(ws, c);
+    st__wake(ws, c);
+    return;
+broken:
+    c->broken = true;
+    lws_callback_on_writable(c->wsi);
+}
+
+/* A durable batch made n streams ready at once: every stream that may take a plain send() has
+ * its frames framed on the loop into one arena (only frames whose batch is durable, as
+ * st__flush), the loop and the sender thread send them together (fan.c), and each stream is
+ * finished on the loop (st__fan_done). The others take st__send_now's way. Rounds of up to
+ * ST__WS_FAN_ARENA bytes (plus one stream's) bound the arena. */
+static void st__fan_out(st_ws_t *ws, st_wsconn_t **cs, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        st_buf_reset(&ws->arena);
+        size_t k = 0;
+        for (; i < n && ws->arena.len < ST__WS_FAN_ARENA; i++) {
+            st_wsconn_t *c = cs[i];
+            if (!st__direct_ok(c)) {
+                st__send_now(ws, c);
+                continue;
+            }
+            size_t off = ws->arena.len;
+            size_t frames = st__frame(ws, c, &ws->arena);
+            if (!frames) {
+                st__ws_replay_more(ws, c);
+                st__wake(ws, c);
+                continue;
+            }
+            if (k == ws->items_cap) {
+                ws->items_cap = ws->items_cap ? ws->items_cap * 2 : 256;
+                ws->items = st_realloc(ws->items, ws->items_cap * sizeof *ws->items);
+            }
+            ws->items[k++] = (st_wsfan_item_t){.conn = c,
+                                               .frames = frames,
+                                               .fd = lws_get_socket_fd(c->wsi),
+                                               .off = off,
+                                               .len = ws->arena.len - off};
+        }
+        if (k) st__ws_fan_send(ws->fan, ws->items, k, ws->arena.data);
+        for (size_t j = 0; j < k; j++)
+            st__fan_done(ws, &ws->items[j]);
+    }
+}
+
 void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c)
 {
     st__unwait(c);
@@ -407,16 +505,32 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
     }
 }
 
+/* A batch became durable: the streams whose next frame it released are written now. Up to
+ * ST__WS_FAN_MIN of them, one by one (st__send_now); more, and their sends are shared with the
+ * sender thread (st__fan_out). */
 static void st__on_durable(st_store_listener_t *l, uint64_t id)
 {
     st_ws_t *ws = (st_ws_t *)((char *)l - offsetof(st_ws_t, listener));
+    ws->nready = 0;
     for (ST_LIST_EACH(wl, wn, &ws->waiting)) {
         st_wsconn_t *c = ST_LIST_ITEM(wl, st_wsconn_t, wlink);
         if (!c->qlen || st__q_head(c)->wait <= id) {
             st__unwait(c);
-            if (c->qlen) st__send_now(ws, c);
+            if (!c->qlen) continue;
+            if (ws->nready == ws->ready_cap) {
+                ws->ready_cap = ws->ready_cap ? ws->ready_cap * 2 : 256;
+                ws->ready = st_realloc(ws->ready, ws->ready_cap * sizeof *ws->ready);
+            }
+            ws->ready[ws->nready++] = c;
         }
     }
+    if (ws->nready >= ST__WS_FAN_MIN) {
+        st__fan_out(ws, ws->ready, ws->nready);
+    } else {
+        for (size_t i = 0; i < ws->nready; i++)
+            st__send_now(ws, ws->ready[i]);
+    }
+    ws->nready = 0;
 }
 
 void st__ws_listen(st_ws_t *ws)

@@ -192,9 +192,19 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
     ws->m_slow = st_metrics_counter("strata_ws_slow_consumer_drops_total",
                                     "Streams closed 1008 for not reading", "");
     ws->m_sent = st_metrics_counter("strata_ws_frames_sent_total", "Frames sent", "");
+    static const char fan_help[] =
+        "Stream writes of large fan-outs (shared by the loop and a sender thread), by thread";
+    ws->m_fan_loop =
+        st_metrics_counter("strata_ws_fanout_writes_total", fan_help, "thread=\"loop\"");
+    ws->m_fan_sender =
+        st_metrics_counter("strata_ws_fanout_writes_total", fan_help, "thread=\"sender\"");
+    ws->m_fan_short = st_metrics_counter(
+        "strata_ws_fanout_short_writes_total",
+        "Fan-out writes a socket took only part of; libwebsockets sends the rest", "");
     st__ws_topics_init(ws);
     st__ws_listen(ws);
     st__ws_rx_init(ws);
+    ws->fan = st__ws_fan_start();
     uv_timer_init(loop, &ws->expiry);
     ws->expiry.data = ws;
     if (*app->cfg->jwt_secret) uv_timer_start(&ws->expiry, st__on_expiry, 1000, 1000);
@@ -205,6 +215,8 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
 void st_ws_close(st_ws_t *ws)
 {
     st__ws_topics_detach(ws); /* before the modules it observes close */
+    st__ws_fan_stop(ws->fan); /* a fan-out from now on is sent from the loop alone */
+    ws->fan = NULL;
     uv_close((uv_handle_t *)&ws->expiry, NULL);
     lws_context_destroy(ws->ctx); /* starts closing its handles on our loop */
 }
@@ -218,6 +230,9 @@ void st_ws_free(st_ws_t *ws)
     st__ws_topics_free(ws);
     st__ws_rx_free();
     st_buf_free(&ws->out);
+    st_buf_free(&ws->arena);
+    free(ws->ready);
+    free(ws->items);
     free(ws);
 }
 
