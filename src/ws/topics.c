@@ -452,6 +452,16 @@ void st__ws_on_message(st_ws_t *ws, st_wsconn_t *c, const char *p, size_t n)
 
 /* ---- fan-out: each change is serialized once, then queued for each subscriber ---- */
 
+/* The wait of a change queued for s: never before s's fence. A change can reach a subscription
+ * whose snapshot still waits for its fence (a resumed leader applying the new leader's entries
+ * before it notices it lost the lead); queued with its own wait it would overtake the snapshot
+ * and, should the fence fail (the snapshot is dropped and the subscription ends no_leader), be
+ * taken for the snapshot: state this member never proved current. */
+static uint64_t st__sub_wait(const st_wssub_t *s, uint64_t wait)
+{
+    return wait > s->fence ? wait : s->fence;
+}
+
 /* A counter changed to `value` in batch `wait`: subscribers get it once the batch is durable. */
 void st__ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t value,
                             uint64_t wait)
@@ -470,7 +480,8 @@ void st__ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t 
     st_wsbody_t *body = st__ws_body_new(b.data, b.len);
     for (ST_LIST_EACH(l, n, &ch->subs)) {
         st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, clink);
-        st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "counter", s->id), body, wait);
+        st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "counter", s->id), body,
+                     st__sub_wait(s, wait));
     }
     st__ws_body_unref(body);
     st__ws_body_unref(pre);
@@ -498,7 +509,8 @@ void st__ws_seats_changed(void *arg, const char *event_id, size_t elen, const ch
     st_wsbody_t *body = st__ws_body_new(tail, tlen);
     for (ST_LIST_EACH(l, n, &ch->subs)) {
         st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, clink);
-        st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "seats", s->id), body, wait);
+        st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "seats", s->id), body,
+                     st__sub_wait(s, wait));
     }
     st__ws_body_unref(body);
     st__ws_body_unref(pre);
@@ -522,10 +534,11 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
             (s->conv && (strlen(s->conv) != clen || memcmp(s->conv, conv, clen) != 0)))
             continue;
         if (!body) body = st__message_body(json, len);
-        st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "message", s->id), body, wait);
+        uint64_t w = st__sub_wait(s, wait);
+        st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "message", s->id), body, w);
         s->cursor = msg_id;
-        s->last_wait = wait;
-        if (wait <= st_store_durable_id(ws->app->store)) s->safe_cursor = msg_id;
+        s->last_wait = w;
+        if (w <= st_store_durable_id(ws->app->store)) s->safe_cursor = msg_id;
     }
     st__ws_body_unref(body);
     st__ws_body_unref(pre);
