@@ -755,7 +755,8 @@ void st__batch_back(st_store_t *s, st_batch_t *b)
     TAILQ_REMOVE(&s->inflight, b, link);
     s->submitted--;
     if (b->rc == 0) {
-        for (size_t i = 0; i < b->nops; i++) {
+        /* a foreign batch (group mode) was never in the overlay: nothing to look up */
+        for (size_t i = 0; !b->foreign && i < b->nops; i++) {
             st_op_t *op = &b->ops[i];
             st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, b->data.data + op->koff, op->klen);
             if (e && e->batch == b->id) st__ov_drop(s, e);

@@ -45,16 +45,29 @@ static void st__encode_entry(st_buf_t *out, uint64_t token, const st_batch_t *b)
     memcpy(out->data + 4, &len, 4);
 }
 
+/* The entry's ops, copied in one piece: the batch's ops point into its copy of the body. */
 static int st__decode_entry(st_store_t *s, st_batch_t *b, const char *p, size_t len)
 {
-    const char *end = p + len;
     st_recop_t op;
     int rc;
-    p += ST__ENTRY_HDR;
-    while ((rc = st__rec_next(&p, end, &op)) == 1) {
+    st_buf_reset(&b->data);
+    st_buf_append(&b->data, p + ST__ENTRY_HDR, len - ST__ENTRY_HDR);
+    const char *base = b->data.data, *q = base, *end = base + b->data.len;
+    while ((rc = st__rec_next(&q, end, &op)) == 1) {
         if (op.kind > ST__OP_NOTE) return ST_EIO;
-        st__batch_add(s, b, op.key, op.klen, op.val, op.vlen, op.kind == ST__OP_DEL);
-        b->ops[b->nops - 1].note = op.kind == ST__OP_NOTE;
+        if (b->nops == b->cap) {
+            b->cap = b->cap ? b->cap * 2 : 256;
+            b->ops = st_realloc(b->ops, b->cap * sizeof *b->ops);
+        }
+        bool del = op.kind == ST__OP_DEL;
+        b->ops[b->nops++] = (st_op_t){.koff = (size_t)(op.key - base),
+                                      .klen = op.klen,
+                                      .voff = (size_t)(op.val - base),
+                                      .vlen = del ? 0 : op.vlen,
+                                      .del = del,
+                                      .note = op.kind == ST__OP_NOTE};
+        b->bytes += st__op_cost(s, op.klen, op.vlen, del);
+        b->writes++;
     }
     return rc;
 }
