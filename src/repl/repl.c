@@ -341,10 +341,25 @@ static void st__start_barrier(st_repl_t *r)
     r->barrier_pending = true;
 }
 
+/* Lazy applies while nobody waits for them: not leading (a new leader waits for LMDB before it
+ * serves), no read index round (it waits until this member shows the index), no stream open
+ * (it shows a change once applied). Checked every poll; a read index round turns it off at
+ * once. */
+void st__lazy_update(st_repl_t *r)
+{
+    bool reading = r->ri_busy || r->ri_applying || r->ri_round < r->ri_next;
+    bool lazy = !r->closing && !r->leading && raft_state(&r->raft) == RAFT_FOLLOWER && !reading &&
+                !(r->streams && r->streams(r->streams_arg));
+    if (lazy == r->apply_lazy) return;
+    r->apply_lazy = lazy;
+    st_store_apply_lazy(r->store, lazy);
+}
+
 static void st__on_poll(uv_timer_t *t)
 {
     st_repl_t *r = t->data;
     if (r->closing) return;
+    st__lazy_update(r);
     bool leader = raft_state(&r->raft) == RAFT_LEADER;
     uint64_t term = r->raft.current_term;
     if (!leader || (r->leading && term != r->lead_term)) {
@@ -509,6 +524,12 @@ void st_repl_on_follow(st_repl_t *r, void (*fn)(void *arg), void *arg)
     r->on_follow_arg = arg;
 }
 
+void st_repl_on_streams(st_repl_t *r, bool (*fn)(void *arg), void *arg)
+{
+    r->streams = fn;
+    r->streams_arg = arg;
+}
+
 void st__closed_step(st_repl_t *r)
 {
     if (--r->closing > 1) return;
@@ -539,6 +560,7 @@ void st_repl_close(st_repl_t *r, void (*done)(void *arg), void *arg)
     /* the four timers and Raft (and a fetch, an announcement or a read index round in flight);
      * the last step frees */
     r->closing = 6;
+    st_store_apply_lazy(r->store, false);
     if (r->fetching) r->closing++;
     if (r->announcing) r->closing++;
     if (r->ri_busy) r->closing++;

@@ -84,12 +84,35 @@ static uint64_t st__read_applied(st_store_t *s)
     return v;
 }
 
+static double st__g_lazy(void *arg)
+{
+    st_store_t *s = arg;
+    uv_mutex_lock(&s->mu);
+    bool lazy = s->apply_lazy;
+    uv_mutex_unlock(&s->mu);
+    return lazy;
+}
+
+void st_store_apply_lazy(st_store_t *s, bool lazy)
+{
+    uv_mutex_lock(&s->mu);
+    if (s->apply_lazy != lazy) {
+        s->apply_lazy = lazy;
+        if (!lazy) uv_cond_broadcast(&s->cv_hurry); /* a long pause under way ends */
+    }
+    uv_mutex_unlock(&s->mu);
+}
+
 void st_store_group_join(st_store_t *s, st_store_group_t *g)
 {
     s->group = g;
     s->standby = true;
     s->token = st_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)st_now_us();
     s->group_queued = s->group_shown = st__read_applied(s);
+    st_metrics_gauge_fn("strata_store_apply_lazy",
+                        "1 while LMDB takes this member's entries in larger transactions "
+                        "(a follower nobody waits on)",
+                        "", st__g_lazy, s);
     s->m_group_inflight = st_metrics_histogram(
         "strata_repl_entries_in_flight",
         "Entries of this leader proposed and not yet committed, counted as one is proposed", "",

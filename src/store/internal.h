@@ -155,6 +155,7 @@ struct st_store {
     void *note_arg;
     bool views_stale; /* foreign batches applied since the views were last rebuilt */
     uint64_t hold_to; /* own batches up to this barrier batch are acknowledged late (ack_late) */
+    bool apply_lazy;  /* under mu: st_store_apply_lazy */
 };
 
 /* commit.c */
