@@ -3,15 +3,16 @@
 # CPU per acknowledged write on each member of a group of 3 (issue 24): starts a group on
 # loopback, drives the leader with wrk -t1 -c64 (MODE=post: durable 1 KiB posts across 1,000
 # conversations, bench/chat.lua; post1: bench/cluster.sh's 1 KiB posts to one conversation;
-# incr: counter increments, bench/incr.lua) and reads every member's per-thread CPU
-# from /proc/PID/task/*/stat before and after. Prints µs of CPU per 2xx answer per member and per
-# thread (the loop is "loop", the store's threads "strata-sync"/"strata-apply", libuv's pool
-# and C-Raft's workers "strata"). Compare CPU per
-# write, not throughput: the machine is shared. The wrk run holds /tmp/strata-bench.lock.
+# incr: counter increments, bench/incr.lua) and reads every member's per-thread CPU from
+# /proc/PID/task/*/stat before and after. Prints µs of CPU per 2xx answer per member and per
+# thread: "loop" (the main thread), "strata-sync"/"strata-apply" (the store's threads), and
+# libuv's pool and C-Raft's workers under the binary's own name. Compare CPU per write, not
+# throughput: the machine is shared. The wrk run holds /tmp/strata-bench.lock.
 #   BIN=build/strata MODE=post DURATION=8 ROUNDS=1 bench/groupcost.sh
 #   SINGLE=1: one strata instead of a group (the same figures, for comparison)
-#   PERF=1: also `perf record $PERF_OPTS` (default -g) a follower's loop thread (PERF_WHO=leader:
-#   the leader's; PERF_THREAD=strata-apply: that thread instead of the loop) into $PERF_OUT (default /tmp/groupcost-perf.data)
+#   PERF=1: also `perf record $PERF_OPTS` (default -g; e.g. "--call-graph dwarf,8192 -F 1999")
+#   a follower's loop thread into $PERF_OUT (default /tmp/groupcost-perf.data); PERF_WHO=leader:
+#   the leader's; PERF_THREAD=strata-apply: that thread instead of the loop
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/strata}
