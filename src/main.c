@@ -216,6 +216,12 @@ static void st__on_lead(void *arg)
     st_backup_lead(app->backup, true); /* only the leader ships: a new timeline from here */
 }
 
+static bool st__streams_open(void *arg)
+{
+    st_app_t *app = arg;
+    return app->ws && st_ws_connections(app->ws) > 0;
+}
+
 static void st__on_follow(void *arg)
 {
     st_app_t *app = arg;
@@ -255,6 +261,7 @@ static int st__repl_open(const st_config_t *cfg, st_main_t *m, st_app_t *app)
     if (rc == ST_OK) {
         st_repl_on_lead(app->repl, st__on_lead, app);
         st_repl_on_follow(app->repl, st__on_follow, app);
+        st_repl_on_streams(app->repl, st__streams_open, app);
     }
     return rc;
 }

@@ -59,6 +59,9 @@ void st_repl_close(st_repl_t *r, void (*done)(void *arg), void *arg);
 void st_repl_on_lead(st_repl_t *r, void (*fn)(void *arg), void *arg);
 /* Called (on the loop) when this member stops leading, after its pending writes failed. */
 void st_repl_on_follow(st_repl_t *r, void (*fn)(void *arg), void *arg);
+/* fn(arg): is a stream open on this member? While none is (and it follows, and no read waits),
+ * the store applies lazily (st_store_apply_lazy). */
+void st_repl_on_streams(st_repl_t *r, bool (*fn)(void *arg), void *arg);
 
 /* True while some member (maybe this one) is known to lead. */
 bool st_repl_has_leader(st_repl_t *r);

@@ -70,5 +70,11 @@ int st_store_note(st_store_t *s, uint8_t kind, const void *data, size_t len, uin
  * it still leads — and becomes 503 no_leader if this member is deposed first (a ReadIndex
  * through the log). A no-op on a single node; ST_ENOLEADER on a standby member. */
 int st_store_fence(st_store_t *s, uint64_t *wait);
+/* Whether anyone waits for this member's applies to reach LMDB promptly. Lazy (the default, and
+ * a single node's): LMDB takes entries in larger transactions, pausing up to 25 ms between them.
+ * Eager, 5 ms: a follower whose streams show a change once applied, or a read index round waits
+ * for it to show an index; a leader catching up before it serves. Turning laziness off ends a
+ * pause under way. Gauge strata_store_apply_lazy. */
+void st_store_apply_lazy(st_store_t *s, bool lazy);
 
 #endif

@@ -88,6 +88,9 @@ struct st_repl {
     uv_timer_t ri_timer; /* checks how far this member applied, while ri_applying */
     void (*ri_fn)(void *arg);
     void *ri_arg;
+    bool (*streams)(void *arg); /* st_repl_on_streams */
+    void *streams_arg;
+    bool apply_lazy; /* told to the store last */
     void (*closed_cb)(void *arg);
     void *closed_arg;
     int closing;
@@ -129,5 +132,8 @@ int st__snapshot_offer(st_store_t *store, const char *host, int *port, char toke
  * gives the Raft index it holds. */
 int st__snapshot_fetch(st_store_t *store, const char *url, const char *secret, const char *path,
                        uint64_t *applied);
+
+/* repl.c: tells the store whether anyone waits for this member's applies (st_store_apply_lazy) */
+void st__lazy_update(st_repl_t *r);
 
 #endif

@@ -108,6 +108,7 @@ static void st__ri_kick(st_repl_t *r)
 uint64_t st_repl_read_index_begin(st_repl_t *r)
 {
     uint64_t t = ++r->ri_next;
+    st__lazy_update(r); /* this member's applies are waited for now */
     if (!r->ri_busy && !r->ri_applying) uv_timer_start(&r->ri_timer, st__ri_tick, 0, 0);
     return t;
 }

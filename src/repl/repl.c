@@ -342,10 +342,28 @@ static void st__start_barrier(st_repl_t *r)
     r->barrier_pending = true;
 }
 
+/* Lazy applies while nobody waits for them (st_store_apply_lazy). The serving leader: its own
+ * writes are acknowledged and published at commit, its reads see the overlay. A follower with no
+ * read index round (that waits until this member shows the index) and no stream open (a stream
+ * shows a change once applied). Not a leader catching up (it waits for LMDB before it serves),
+ * not a candidate. Checked every poll; a read index round turns it off at once. */
+void st__lazy_update(st_repl_t *r)
+{
+    bool reading = r->ri_busy || r->ri_applying || r->ri_round < r->ri_next;
+    bool follower = !r->leading && raft_state(&r->raft) == RAFT_FOLLOWER;
+    bool lazy =
+        !r->closing &&
+        (r->serving || (follower && !reading && !(r->streams && r->streams(r->streams_arg))));
+    if (lazy == r->apply_lazy) return;
+    r->apply_lazy = lazy;
+    st_store_apply_lazy(r->store, lazy);
+}
+
 static void st__on_poll(uv_timer_t *t)
 {
     st_repl_t *r = t->data;
     if (r->closing) return;
+    st__lazy_update(r);
     bool leader = raft_state(&r->raft) == RAFT_LEADER;
     uint64_t term = r->raft.current_term;
     if (!leader || (r->leading && term != r->lead_term)) {
@@ -500,6 +518,7 @@ int st_repl_open(st_repl_t **out, uv_loop_t *loop, st_store_t *store, const st_r
     }
     r->loop = loop;
     r->store = store;
+    r->apply_lazy = true; /* the store's default */
     r->self = o->self;
     snprintf(r->advertise, sizeof r->advertise, "%s", o->advertise);
     snprintf(r->listen_host, sizeof r->listen_host, "%s", o->listen_host ? o->listen_host : "");
@@ -546,6 +565,12 @@ void st_repl_on_follow(st_repl_t *r, void (*fn)(void *arg), void *arg)
     r->on_follow_arg = arg;
 }
 
+void st_repl_on_streams(st_repl_t *r, bool (*fn)(void *arg), void *arg)
+{
+    r->streams = fn;
+    r->streams_arg = arg;
+}
+
 void st__closed_step(st_repl_t *r)
 {
     if (--r->closing > 1) return;
@@ -576,6 +601,7 @@ void st_repl_close(st_repl_t *r, void (*done)(void *arg), void *arg)
     /* the four timers and Raft (and a fetch, an announcement or a read index round in flight);
      * the last step frees */
     r->closing = 6;
+    st_store_apply_lazy(r->store, false);
     if (r->fetching) r->closing++;
     if (r->announcing) r->closing++;
     if (r->ri_busy) r->closing++;

@@ -136,6 +136,7 @@ typedef struct {
     uint64_t apply_stall_ns; /* when applying started to fail */
     bool stop, stop_apply;
     int hurry;         /* threads waiting for LMDB to catch up: the apply thread does not pause */
+    bool apply_lazy;   /* st_store_apply_lazy: the apply thread's pause is the long one */
     uint64_t ckpt_seq; /* the last seq the log's older half holds */
     bool ckpt_done;    /* LMDB has synced past ckpt_seq: the older half may be written over */
     st__figures_t fig;

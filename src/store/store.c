@@ -258,6 +258,7 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     st_map_init(&s->overlay);
     TAILQ_INIT(&s->inflight);
     uv_mutex_init(&s->th.mu);
+    s->th.apply_lazy = true; /* st_store_apply_lazy */
     uv_cond_init(&s->th.cv_sync);
     uv_cond_init(&s->th.cv_apply);
     uv_cond_init(&s->th.cv_applied);

@@ -212,6 +212,9 @@ void st__ws_topics_free(st_ws_t *ws);
 /* fan-out of seat changes and new messages (the chat and seats observers) */
 void st__ws_seats_changed(void *arg, const char *event_id, size_t elen, const char *tail,
                           size_t tlen, uint64_t wait);
+/* Would a message posted now reach any stream on this member? */
+bool st__ws_message_wanted(st_ws_t *ws, const char *user, size_t ulen, const char *conv,
+                           size_t clen, uint64_t msg_id);
 void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char *conv, size_t clen,
                            uint64_t msg_id, const char *json, size_t len, uint64_t wait);
 

@@ -97,8 +97,11 @@ static void st__on_note(void *arg, uint8_t kind, const char *p, size_t len)
         const char *json;
         size_t jl;
         memcpy(&id, p, 8);
-        /* copied: the store's buffer is reused by the next read */
-        if (ws->app->chat && st_chat_message_json(ws->app->chat, a, al, id, &json, &jl) == ST_OK) {
+        /* Read back only if a stream here takes it (most posts have no subscriber on a member:
+         * the read and the copy were a tenth of a follower's loop per post, issue 24). Copied:
+         * the store's buffer is reused by the next read. */
+        if (ws->app->chat && st__ws_message_wanted(ws, a, al, c, cl, id) &&
+            st_chat_message_json(ws->app->chat, a, al, id, &json, &jl) == ST_OK) {
             char *own = st_strndup(json, jl);
             st__ws_message_posted(ws, a, al, c, cl, id, own, jl, 0);
             free(own);

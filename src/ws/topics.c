@@ -518,6 +518,27 @@ void st__ws_seats_changed(void *arg, const char *event_id, size_t elen, const ch
 
 /* A new message: subscribers of its user (and conversation) that finished replay get it now;
  * those still replaying will read it in their next page. */
+/* Would st__ws_message_posted send this message to any stream here? (The same test it makes per
+ * subscriber.) Lets a member that publishes another member's post skip reading its JSON back
+ * when no stream takes it. */
+static bool st__ws_message_taken(const st_wssub_t *s, const char *conv, size_t clen,
+                                 uint64_t msg_id)
+{
+    return !s->replaying && msg_id > s->cursor &&
+           (!s->conv || (strlen(s->conv) == clen && memcmp(s->conv, conv, clen) == 0));
+}
+
+bool st__ws_message_wanted(st_ws_t *ws, const char *user, size_t ulen, const char *conv,
+                           size_t clen, uint64_t msg_id)
+{
+    st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen);
+    if (!ch) return false;
+    for (ST_LIST_EACH(l, n, &ch->subs))
+        if (st__ws_message_taken(ST_LIST_ITEM(l, st_wssub_t, clink), conv, clen, msg_id))
+            return true;
+    return false;
+}
+
 void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char *conv, size_t clen,
                            uint64_t msg_id, const char *json, size_t len, uint64_t wait)
 {
@@ -530,9 +551,7 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
     st_wsbody_t *body = NULL;
     for (ST_LIST_EACH(l, n, &ch->subs)) {
         st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, clink);
-        if (s->replaying || msg_id <= s->cursor ||
-            (s->conv && (strlen(s->conv) != clen || memcmp(s->conv, conv, clen) != 0)))
-            continue;
+        if (!st__ws_message_taken(s, conv, clen, msg_id)) continue;
         if (!body) body = st__message_body(json, len);
         uint64_t w = st__sub_wait(s, wait);
         st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "message", s->id), body, w);
