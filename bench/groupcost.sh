@@ -20,12 +20,7 @@ MODE=${MODE:-post}
 DURATION=${DURATION:-8}
 ROUNDS=${ROUNDS:-1}
 PERF_OUT=${PERF_OUT:-/tmp/groupcost-perf.data}
-work=$(mktemp -d /tmp/follow-groupcost-XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; return 1; }
+. bench/lib.sh # temp dir $work, $pids stopped on exit, free_port, wait_port
 ok2xx() { curl -fsS "http://127.0.0.1:$1/metrics" | awk '/^strata_http_requests_total\{/ && /status="2/ && !/route="GET \/metrics"/ {s += $NF} END {print s + 0}'; }
 # "tid comm ticks" of every thread of a process (the main thread, libuv's loop, as "loop")
 threads() { for t in /proc/"$1"/task/*; do
