@@ -23,6 +23,12 @@ size_t st_utf8_prefix(const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s, *end = p + n;
     while (p < end) {
+        /* ASCII, 8 bytes a step: a 1 KiB message body is checked twice per post (the request's
+         * JSON, then its content), and byte by byte that was ~9 % of the loop (issue 24) */
+        uint64_t w;
+        while ((size_t)(end - p) >= 8 && (memcpy(&w, p, 8), (w & 0x8080808080808080ULL) == 0))
+            p += 8;
+        if (p == end) break;
         unsigned c = *p;
         if (c < 0x80) {
             p++;

@@ -6,6 +6,81 @@
 #include "strata/metrics.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+/* The well-formed UTF-8 byte sequences of Unicode's Table 3-7, as ranges: the length of the one
+ * at p (0 if none is), the reference st_utf8_prefix is checked against. */
+static size_t utf8_ref_len(const unsigned char *p, size_t left)
+{
+    static const struct {
+        unsigned char lo[4], hi[4];
+        size_t n;
+    } t[] = {
+        {{0x00}, {0x7f}, 1},
+        {{0xc2, 0x80}, {0xdf, 0xbf}, 2},
+        {{0xe0, 0xa0, 0x80}, {0xe0, 0xbf, 0xbf}, 3},
+        {{0xe1, 0x80, 0x80}, {0xec, 0xbf, 0xbf}, 3},
+        {{0xed, 0x80, 0x80}, {0xed, 0x9f, 0xbf}, 3},
+        {{0xee, 0x80, 0x80}, {0xef, 0xbf, 0xbf}, 3},
+        {{0xf0, 0x90, 0x80, 0x80}, {0xf0, 0xbf, 0xbf, 0xbf}, 4},
+        {{0xf1, 0x80, 0x80, 0x80}, {0xf3, 0xbf, 0xbf, 0xbf}, 4},
+        {{0xf4, 0x80, 0x80, 0x80}, {0xf4, 0x8f, 0xbf, 0xbf}, 4},
+    };
+    for (size_t r = 0; r < sizeof t / sizeof t[0]; r++) {
+        if (left < t[r].n) continue;
+        size_t i = 0;
+        while (i < t[r].n && p[i] >= t[r].lo[i] && p[i] <= t[r].hi[i])
+            i++;
+        if (i == t[r].n) return i;
+    }
+    return 0;
+}
+
+/* Random strings of ASCII runs (the 8-byte path), well-formed sequences, stray continuation and
+ * lead bytes, overlongs, surrogates and truncated sequences, at every alignment (0-7 ASCII bytes
+ * in front): the valid prefix is the reference's. */
+TEST(utf8_prefix_matches_table_3_7_at_every_alignment)
+{
+    static const struct {
+        unsigned char b[4];
+        size_t n;
+    } pieces[] = {{{0xc3, 0xa9}, 2},
+                  {{0xe2, 0x82, 0xac}, 3},
+                  {{0xf0, 0x9f, 0x98, 0x80}, 4},
+                  {{0xed, 0x9f, 0xbf}, 3},
+                  {{0x80}, 1},
+                  {{0xc0, 0xaf}, 2},
+                  {{0xe0, 0x80, 0xaf}, 3},
+                  {{0xed, 0xa0, 0x80}, 3},
+                  {{0xf4, 0x90, 0x80, 0x80}, 4},
+                  {{0xff}, 1},
+                  {{0xc3}, 1},
+                  {{0xf0, 0x9f, 0x98}, 3}};
+    const size_t npieces = sizeof pieces / sizeof pieces[0];
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    unsigned char buf[300];
+    for (int iter = 0; iter < 20000; iter++) {
+        size_t off = (size_t)iter % 8, n = off;
+        memset(buf, 'a', off);
+        for (;;) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            if (x % 48 == 0 || n > sizeof buf - 40) break;
+            if (x % 5 == 0) {
+                size_t k = (size_t)(x >> 8) % npieces;
+                memcpy(buf + n, pieces[k].b, pieces[k].n);
+                n += pieces[k].n;
+            } else {
+                for (size_t i = (size_t)(x >> 16) % 24; i > 0; i--)
+                    buf[n++] = (unsigned char)(0x20 + (x >> (i % 48)) % 0x5f);
+            }
+        }
+        size_t want = 0, l;
+        while (want < n && (l = utf8_ref_len(buf + want, n - want)) > 0)
+            want += l;
+        CHECK_EQ(st_utf8_prefix((const char *)buf, n), want);
+        CHECK_EQ(st_utf8_valid((const char *)buf, n), want == n);
+    }
+}
 
 TEST(error_table_maps_codes_to_status_and_wire_names)
 {
