@@ -481,7 +481,9 @@ static int st__raft_setup(st_repl_t *r, const st_repl_opts_t *o, const char *sel
      * its streams show) a change only then: at et / 10 a follower's notification came 51 ms after
      * the post (p50, 20 posts/s); at et / 100 (10 ms) 15 ms, for ~1 % of a core in heartbeats
      * while idle (RESULTS, issue 23). The heartbeat is also C-Raft's tick. */
-    raft_set_heartbeat_timeout(&r->raft, et / 100 ? et / 100 : 1);
+    /* at least 5 ms (et / 10 below 50 ms): a shorter tick costs idle CPU for a few ms of lag */
+    unsigned hb = et / 100, floor_ms = et / 10 < 5 ? et / 10 : 5;
+    raft_set_heartbeat_timeout(&r->raft, hb > floor_ms ? hb : floor_ms ? floor_ms : 1);
     raft_set_pre_vote(&r->raft, true); /* a member coming back does not depose a healthy leader */
     r->snap_auto = o->snapshot_threshold == 0;
     unsigned snap = r->snap_auto ? ST__SNAP_MIN_ENTRIES : o->snapshot_threshold;
