@@ -7,6 +7,7 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { after } from 'node:test';
 
 export const BIN = process.env.STRATA_BIN || path.resolve('../../build/strata');
 
@@ -31,6 +32,15 @@ export function tempDir(tag = 'e2e') {
   return mkdtempSync(path.join(os.tmpdir(), `strata-${tag}-`));
 }
 
+// Every strata this file started and that still runs. A test that fails before its own stop()
+// would leave its server running, and the server's pipes would keep this test process alive until
+// ctest's timeout (600 s, one failed assertion reported as a timeout): the root test's after hook
+// kills what is left, so a failure ends the file at once and shows as what it is.
+const live = new Set();
+after(() => {
+  for (const proc of live) proc.kill('SIGKILL');
+});
+
 // Starts strata; resolves once it logged "listening on HOST:PORT".
 export async function startStrata({ dataDir, args = [], env = {} } = {}) {
   const dir = dataDir || tempDir();
@@ -38,6 +48,8 @@ export async function startStrata({ dataDir, args = [], env = {} } = {}) {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  live.add(proc);
+  proc.on('exit', () => live.delete(proc));
   let log = '';
   const port = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`strata did not start:\n${log}`)), 10000);
