@@ -9,15 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
+source bench/groupstart.sh
 RUNS=${RUNS:-10}
 BIN=${BIN:-build/strata} # another binary to compare, in the same session
-
-cat >"$work/post.lua" <<'EOF'
-wrk.method = "POST"
-wrk.path = "/v1/users/bench/messages"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = '{"conversation_id":"c1","from":"bench","content":"' .. string.rep("x", 1024) .. '"}'
-EOF
 
 # a metric's value on the member at port $1 (0 if it has none)
 metric() { curl -fsS "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 == n {v = $2} END {print v + 0}'; }
@@ -45,58 +39,30 @@ single=$!
 pids+=($single)
 wait_port $p
 measure $p bench/incr.lua; s_incr=$M_RPS; s_incr_p99=$M_P99
-measure $p "$work/post.lua"; s_post=$M_RPS; s_post_p99=$M_P99
+measure $p bench/post1.lua; s_post=$M_RPS; s_post_p99=$M_P99
 kill $single
 wait $single 2>/dev/null || true
 
 # ---- a group of 3 ----
-declare -A http raft pid
-spec=""
-for id in 1 2 3; do
-  http[$id]=$(free_port)
-  raft[$id]=$(free_port)
-  spec+="${spec:+,}$id=127.0.0.1:${raft[$id]}"
-done
-start() {
-  # one cold store for the group (SPEC §8): a member refuses one inside its own data dir
-  $BIN --listen 127.0.0.1:${http[$1]} --data-dir "$work/m$1" --cluster "$spec" --cluster-self "$1" \
-    --cold-url "file://$work/cold" --log-level warn &
-  pid[$1]=$!
-  pids+=(${pid[$1]})
-}
-for id in 1 2 3; do start $id; done
-for id in 1 2 3; do wait_port ${http[$id]}; done
-# the member that serves as leader: it answers a write itself (no 307, no 503)
-leader() {
-  for _ in $(seq 200); do
-    for id in 1 2 3; do
-      [ -n "${pid[$id]:-}" ] || continue
-      code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -XPOST -d '{}' \
-        "http://127.0.0.1:${http[$id]}/v1/counters/probe/incr" || true)
-      if [ "$code" = 200 ]; then echo $id; return; fi
-    done
-    sleep 0.05
-  done
-  echo "no leader" >&2
-  return 1
-}
-L=$(leader)
+group_start "$BIN" # one cold store for the group (SPEC §8), bench/groupstart.sh
+L=$leader
 measure ${http[$L]} bench/incr.lua; g_incr=$M_RPS; g_incr_p99=$M_P99
 stall=$(curl -s "http://127.0.0.1:${http[$L]}/metrics" | awk '/^strata_loop_stall_max_seconds / {print $2}')
-measure ${http[$L]} "$work/post.lua"; g_post=$M_RPS; g_post_p99=$M_P99
+measure ${http[$L]} bench/post1.lua; g_post=$M_RPS; g_post_p99=$M_P99
 
 # ---- failover ----
 times=()
 for run in $(seq "$RUNS"); do
-  L=$(leader)
-  kill -9 ${pid[$L]}
-  wait ${pid[$L]} 2>/dev/null || true
-  pid[$L]=""
+  group_leader
+  L=$leader
+  kill -9 ${gpid[$L]}
+  wait ${gpid[$L]} 2>/dev/null || true
+  gpid[$L]=""
   t0=$(date +%s%N)
   while :; do
     ok=""
     for id in 1 2 3; do
-      [ -n "${pid[$id]}" ] || continue
+      [ -n "${gpid[$id]}" ] || continue
       code=$(curl -s -L -o /dev/null -w '%{http_code}' --max-time 1 -XPOST -d '{}' \
         "http://127.0.0.1:${http[$id]}/v1/counters/failover/incr" || true)
       if [ "$code" = 200 ]; then ok=1; break; fi
@@ -105,7 +71,7 @@ for run in $(seq "$RUNS"); do
     sleep 0.01
   done
   times+=($(( ($(date +%s%N) - t0) / 1000000 )))
-  start $L
+  group_member_start $L
   wait_port ${http[$L]}
   sleep 1
 done

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # CPU per acknowledged write on each member of a group of 3 (issue 24): starts a group on
 # loopback, drives the leader with wrk -t1 -c64 (MODE=post: durable 1 KiB posts across 1,000
-# conversations, bench/chat.lua; post1: bench/cluster.sh's 1 KiB posts to one conversation;
+# conversations, bench/chat.lua; post1: 1 KiB posts to one conversation, bench/post1.lua;
 # incr: counter increments, bench/incr.lua) and reads every member's per-thread CPU from
 # /proc/PID/task/*/stat before and after. Prints µs of CPU per 2xx answer per member and per
 # thread: "loop" (the main thread), "strata-sync"/"strata-apply" (the store's threads), and
@@ -51,15 +51,9 @@ for _ in $(seq 200); do
 done
 [ -n "$L" ] || { echo "no leader" >&2; exit 1; }
 F=$(( L % N + 1 ))
-cat >"$work/post1.lua" <<'LUA'
-wrk.method = "POST"
-wrk.path = "/v1/users/bench/messages"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = '{"conversation_id":"c1","from":"bench","content":"' .. string.rep("x", 1024) .. '"}'
-LUA
 case $MODE in
 post) script=(-s bench/chat.lua "http://127.0.0.1:${http[$L]}" -- post) ;;
-post1) script=(-s "$work/post1.lua" "http://127.0.0.1:${http[$L]}") ;;
+post1) script=(-s bench/post1.lua "http://127.0.0.1:${http[$L]}") ;;
 incr) script=(-s bench/incr.lua "http://127.0.0.1:${http[$L]}") ;;
 *) echo "MODE: post, post1 or incr" >&2; exit 2 ;;
 esac

@@ -16,6 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
+. bench/groupstart.sh # group_start, group_leader
 ulimit -n "$(ulimit -Hn)"
 LOAD=build/strata-wsload
 conns=${CONNS:-10000}
@@ -76,34 +77,9 @@ awk -v b="$before" -v a="$after" -v n="$conns" \
 stop
 
 # ---- a group of 3: the streams on a follower, the writes to the leader ----
-declare -A gport graft gpid
-spec=""
-for id in 1 2 3; do
-  gport[$id]=$(free_port)
-  graft[$id]=$(free_port)
-  spec+="${spec:+,}$id=127.0.0.1:${graft[$id]}"
-done
-for id in 1 2 3; do
-  # one cold store for the group (SPEC §8): a member refuses one inside its own data dir
-  build/strata --listen 127.0.0.1:${gport[$id]} --data-dir "$work/m$id" --cluster "$spec" --cluster-self $id \
-    --cold-url "file://$work/cold" --max-connections $((conns + 1000)) --log-level warn 2>>"$work/strata.log" &
-  gpid[$id]=$!
-  pids+=(${gpid[$id]})
-done
-for id in 1 2 3; do wait_port ${gport[$id]}; done
-leader= # the member that answers a write itself (no 307, no 503)
-for _ in $(seq 200); do
-  for id in 1 2 3; do
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -XPOST -d '{}' \
-      "http://127.0.0.1:${gport[$id]}/v1/counters/probe/incr" || true)
-    if [ "$code" = 200 ]; then leader=$id; break 2; fi
-  done
-  sleep 0.05
-done
-[ -n "$leader" ] || { echo "no leader in the group" >&2; exit 1; }
-follower=$((leader % 3 + 1))
+group_start build/strata --max-connections $((conns + 1000)) # bench/groupstart.sh
 for window in 16 64; do
-  "$LOAD" fanout "${gport[$follower]}:${gport[$leader]}" "$conns" "$DURATION" "$window" |
+  "$LOAD" fanout "${http[$follower]}:${http[$leader]}" "$conns" "$DURATION" "$window" |
     sed 's/^fanout /follower-fanout /' | tee -a "$work/out.txt"
 done
 for id in 1 2 3; do kill ${gpid[$id]}; done

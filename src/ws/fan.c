@@ -19,22 +19,29 @@
  * announces itself in `active` and only then looks whether a job is open. The loop, done
  * claiming, closes the job and waits until `active` is zero. With both sides sequentially
  * consistent, either the thread saw the job closed (and touched nothing) or the loop sees it
- * active and waits for the item it is sending: the join.
+ * active and waits for the item it is sending: the join. The loop spins a little first (one
+ * send is ~12 µs); if the sender thread lost its CPU in the middle of a send, the loop sleeps on
+ * `done` instead of spinning through a time slice, and the thread leaves the job under `mu`, so
+ * the wake-up cannot be missed.
  */
 #include "internal.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 
+/* Loads of `active` before the loop sleeps on the join: a few µs, less than one send. */
+#define ST__FAN_SPINS 4096
+
 struct st_wsfan {
     uv_thread_t thread;
     uv_mutex_t mu;
-    uv_cond_t cv;
-    uint64_t gen; /* jobs announced; under mu */
-    bool stop;    /* under mu */
+    uv_cond_t cv;   /* a job announced, or stop */
+    uv_cond_t done; /* the sender thread left a job the loop is joining */
+    uint64_t gen;   /* jobs announced; under mu */
+    bool stop;      /* under mu */
+    bool joining;   /* the loop sleeps on `done`; under mu */
     /* The job: written by the loop while it is closed and no sender is active; read by the
      * sender thread only while it is open and the thread counted in `active`. */
     st_wsfan_item_t *items; /* borrowed from the loop for the job */
@@ -78,7 +85,10 @@ static void st__fan_thread(void *arg)
         if (stop) return;
         atomic_fetch_add(&f->active, 1); /* announced before looking: see the file comment */
         if (atomic_load(&f->open)) st__fan_drain(f, true);
+        uv_mutex_lock(&f->mu);
         atomic_fetch_sub(&f->active, 1);
+        if (f->joining) uv_cond_signal(&f->done);
+        uv_mutex_unlock(&f->mu);
     }
 }
 
@@ -90,9 +100,12 @@ st_wsfan_t *st__ws_fan_start(void)
     atomic_init(&f->active, 0);
     if (uv_mutex_init(&f->mu) != 0) goto fail_mu;
     if (uv_cond_init(&f->cv) != 0) goto fail_cv;
+    if (uv_cond_init(&f->done) != 0) goto fail_done;
     if (uv_thread_create(&f->thread, st__fan_thread, f) != 0) goto fail_thread;
     return f;
 fail_thread:
+    uv_cond_destroy(&f->done);
+fail_done:
     uv_cond_destroy(&f->cv);
 fail_cv:
     uv_mutex_destroy(&f->mu);
@@ -110,6 +123,7 @@ void st__ws_fan_stop(st_wsfan_t *f)
     uv_cond_signal(&f->cv);
     uv_mutex_unlock(&f->mu);
     uv_thread_join(&f->thread);
+    uv_cond_destroy(&f->done);
     uv_cond_destroy(&f->cv);
     uv_mutex_destroy(&f->mu);
     free(f);
@@ -134,6 +148,12 @@ void st__ws_fan_send(st_wsfan_t *f, st_wsfan_item_t *items, size_t n, const char
     st__fan_drain(f, false);
     /* the join: the sender thread finishes the item it claimed, if any, and leaves the job */
     atomic_store(&f->open, false);
-    for (unsigned spins = 0; atomic_load(&f->active); spins++)
-        if (spins > 64) sched_yield();
+    for (unsigned spins = 0; spins < ST__FAN_SPINS; spins++)
+        if (!atomic_load(&f->active)) return;
+    uv_mutex_lock(&f->mu);
+    f->joining = true;
+    while (atomic_load(&f->active))
+        uv_cond_wait(&f->done, &f->mu);
+    f->joining = false;
+    uv_mutex_unlock(&f->mu);
 }
