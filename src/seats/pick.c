@@ -44,10 +44,10 @@ static bool st__row_fits(st_section_t *sec, int64_t r, int64_t q, bool orphans)
 
 /* Best available: q side by side in one row, nearest the front; failing that, the fewest
  * blocks: runs taken longest first, the front one among runs of equal length, the last run
- * only in part (unless that strands one seat and as many blocks would not). The kept row_avail and
- * row_run let both steps skip the rows that cannot matter, so a search costs the rows of the
- * section plus a few row scans, however fragmented it is (not a scan of every seat, nor of every
- * run per seat taken). */
+ * only in part (unless that strands one seat and as many blocks would not: st__unorphan). The
+ * kept row_avail and row_run let both steps skip the rows that cannot matter, so a search costs
+ * the rows of the section plus a few row scans, however fragmented it is (not a scan of every
+ * seat, nor of every run per seat taken; st__unorphan's rare search aside). */
 static bool st__best_row(st_section_t *sec, int64_t q, bool orphans, uint32_t *out)
 {
     for (int64_t r = 0; r < sec->rows; r++) {
