@@ -177,7 +177,10 @@ static int st__plan(st_seats_t *s, st_event_t *e, const st_booking_t *b,
         st_buf_t one = {0};
         size_t nt = 0;
         rc = st__pick(sec, &it, ch->allow_orphans, add, nadd, &one, &nt, why);
-        for (size_t i = 0; rc == ST_OK && i < *nadd; i++)
+        /* named seats are all parsed, taken or not: one of them also removed is a bad request,
+         * not a taken seat (it is taken, by this booking) */
+        size_t named = rc == ST_ESEATS ? ch->nadd : rc == ST_OK ? *nadd : 0;
+        for (size_t i = 0; i < named; i++)
             for (size_t j = 0; j < *nrm; j++)
                 if (rm[j] == add[i]) {
                     *why = "a seat is both added and removed";

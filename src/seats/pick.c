@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Which seats a booking takes: explicit "row-col" seats, best available (side by side in one
- * row nearest the front, leaving no orphan seat when it can; else the fewest blocks), and the
- * first free places of a general admission section. Nothing here changes state.
+ * row nearest the front, leaving no orphan seat when it can; else the fewest blocks, again
+ * without an orphan when as many blocks can do it), and the first free places of a general
+ * admission section. Nothing here changes state.
  */
 #include "internal.h"
 
@@ -43,9 +44,10 @@ static bool st__row_fits(st_section_t *sec, int64_t r, int64_t q, bool orphans)
 
 /* Best available: q side by side in one row, nearest the front; failing that, the fewest
  * blocks: runs taken longest first, the front one among runs of equal length, the last run
- * only in part. The kept row_avail and row_run let both steps skip the rows that cannot
- * matter, so a search costs the rows of the section plus a few row scans, however fragmented
- * it is (not a scan of every seat, nor of every run per seat taken). */
+ * only in part (unless that strands one seat and as many blocks would not: st__unorphan). The
+ * kept row_avail and row_run let both steps skip the rows that cannot matter, so a search costs
+ * the rows of the section plus a few row scans, however fragmented it is (not a scan of every
+ * seat, nor of every run per seat taken; st__unorphan's rare search aside). */
 static bool st__best_row(st_section_t *sec, int64_t q, bool orphans, uint32_t *out)
 {
     for (int64_t r = 0; r < sec->rows; r++) {
@@ -86,7 +88,56 @@ static void st__bucket_threshold(st_buckets_t *b)
     }
 }
 
-static void st__best_blocks(st_section_t *sec, int64_t q, uint32_t *out)
+typedef struct {
+    uint32_t start, len;
+} st_run_t;
+
+/* The front run of exactly len free seats that is none of runs[0..n) (false: there is none). */
+static bool st__run_of(st_section_t *sec, int64_t len, const st_run_t *runs, size_t n,
+                       st_run_t *out)
+{
+    for (int64_t r = 0; r < sec->rows; r++) {
+        if (sec->row_avail[r] < len || st__row_run(sec, r) < len) continue;
+        int64_t c = 0, l;
+        while (c < sec->cols) {
+            uint32_t seat = (uint32_t)(r * sec->cols + st__row_next_run(sec, r, &c, &l));
+            bool used = l != len;
+            for (size_t i = 0; i < n && !used; i++)
+                used = runs[i].start == seat;
+            if (!used) {
+                *out = (st_run_t){seat, (uint32_t)len};
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* The runs chosen leave one free seat at the end of the last (taken in part) exactly when they
+ * hold q + 1 seats. As many blocks without an orphan hold q: the last run swapped for a run one
+ * shorter, or else a run one longer than the last swapped for another of the last's length (the
+ * last then taken whole). Both are rare, so the section is scanned for that run. */
+static void st__unorphan(st_section_t *sec, int64_t q, st_run_t *runs, size_t *n)
+{
+    int64_t sum = 0;
+    for (size_t i = 0; i < *n; i++)
+        sum += runs[i].len;
+    if (sum != q + 1) return;
+    st_run_t *last = &runs[*n - 1], alt;
+    if (st__run_of(sec, last->len - 1, runs, *n, &alt)) {
+        *last = alt;
+        return;
+    }
+    for (size_t j = *n - 1; j-- > 0;)
+        if (runs[j].len == last->len + 1) {
+            if (!st__run_of(sec, last->len, runs, *n, &alt)) return;
+            memmove(&runs[j], &runs[j + 1], (*n - j - 1) * sizeof *runs);
+            runs[*n - 1] = alt;
+            return;
+        }
+}
+
+static void st__best_blocks(st_section_t *sec, int64_t q, bool orphans, uint32_t *out)
 {
     st_buckets_t b = {.q = q, .t = 0};
     uint32_t total = 0;
@@ -106,12 +157,18 @@ static void st__best_blocks(st_section_t *sec, int64_t q, uint32_t *out)
         }
         st__bucket_threshold(&b);
     }
+    st_run_t runs[ST_SEATS_MAX_PER_BOOKING];
+    size_t nr = 0;
     int64_t got = 0;
     for (int64_t l = q - 1; l > 0 && got < q; l--)
-        for (uint32_t i = 0; i < b.n[l] && got < q; i++)
-            for (int64_t k = 0; k < l && got < q; k++)
-                out[got++] = b.start[b.off[l] + i] + (uint32_t)k;
+        for (uint32_t i = 0; i < b.n[l] && got < q; i++, got += l)
+            runs[nr++] = (st_run_t){b.start[b.off[l] + i], (uint32_t)l};
     free(b.start);
+    if (!orphans) st__unorphan(sec, q, runs, &nr);
+    got = 0;
+    for (size_t i = 0; i < nr; i++)
+        for (uint32_t k = 0; k < runs[i].len && got < q; k++)
+            out[got++] = runs[i].start + k;
 }
 
 /* General admission: the first q free places (from the hint: none is free below it). */
@@ -141,7 +198,7 @@ bool st__best(st_section_t *sec, int64_t q, bool allow_orphans, uint32_t *out)
         st__ga_first(sec, q, out);
     else if (!(!allow_orphans && st__best_row(sec, q, false, out)) &&
              !st__best_row(sec, q, true, out))
-        st__best_blocks(sec, q, out);
+        st__best_blocks(sec, q, allow_orphans, out);
     return true;
 }
 

@@ -10,7 +10,8 @@ import { startStrata } from './lib.mjs';
 // The reference: the search as it was (O(quantity x runs)), on a JS copy of the seat states.
 // No orphan seats (SPEC §4.1): side by side first in a run that leaves no single free seat
 // (its length is q, or q + 2 and more: taken from its start), front row and left first.
-// ("allow_orphans": true skips that step.)
+// Split over runs, it again leaves none when as many blocks can (see the end of the search).
+// ("allow_orphans": true skips both.)
 function reference(states, rows, cols, q, allowOrphans = false) {
   if (states.filter((x) => x === 0).length < q) return null;
   for (let r = 0; r < rows && !allowOrphans; r++) {
@@ -38,14 +39,32 @@ function reference(states, rows, cols, q, allowOrphans = false) {
       if (c > st) runs.push({ r, st, len: c - st });
     }
   }
-  const out = [];
-  while (out.length < q) {
+  const chosen = [];
+  const left = runs.map((x) => x.len);
+  for (let sum = 0; sum < q;) {
     let best = 0;
-    for (let i = 1; i < runs.length; i++) if (runs[i].len > runs[best].len) best = i;
-    const take = Math.min(runs[best].len, q - out.length);
-    for (let k = 0; k < take; k++) out.push([runs[best].r, runs[best].st + k]);
-    runs[best].len = 0;
+    for (let i = 1; i < runs.length; i++) if (left[i] > left[best]) best = i;
+    chosen.push(runs[best]);
+    sum += runs[best].len;
+    left[best] = 0;
   }
+  // No orphan (§4.1) among as many blocks: runs holding q + 1 would leave one seat of the last
+  // free; swap the last for the front run one shorter, or else a run one longer than the last
+  // for the front other run of the last's length (the last then taken whole).
+  if (!allowOrphans && chosen.reduce((a, x) => a + x.len, 0) === q + 1) {
+    const last = chosen[chosen.length - 1];
+    const other = (len) => runs.find((x) => x.len === len && !chosen.includes(x));
+    const j = chosen.findLastIndex((x) => x.len === last.len + 1);
+    const shorter = other(last.len - 1), same = other(last.len);
+    if (shorter) {
+      chosen[chosen.length - 1] = shorter;
+    } else if (j >= 0 && same) {
+      chosen.splice(j, 1);
+      chosen.push(same);
+    }
+  }
+  const out = [];
+  for (const x of chosen) for (let k = 0; k < x.len && out.length < q; k++) out.push([x.r, x.st + k]);
   return out;
 }
 
