@@ -6,6 +6,8 @@
 # µs of CPU and context switches per answer.
 #   bench/cost.sh BIN LUA [SECONDS] [wrk-script-args...]
 #   e.g. bench/cost.sh /tmp/strata-old bench/chat.lua 8 post
+#   SETUP='PATH BODY': one POST before the run (e.g. the event bench/book2.lua books in);
+#   ANSWERS=2xx (default) or "2xx 409": which statuses count as answers (bookings: wins + conflicts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$1 LUA=$2 SEC=${3:-8}
@@ -17,6 +19,8 @@ pid=$!
 pids+=("$pid")
 wait_port "$port"
 curl -fsS -XPOST "127.0.0.1:$port/v1/counters/bench/incr" -d '{"by":1}' >/dev/null
+if [ -n "${SETUP:-}" ]; then curl -fsS -XPOST "127.0.0.1:$port${SETUP%% *}" -d "${SETUP#* }" >/dev/null; fi
+ANSWERS=${ANSWERS:-2xx}
 snap() {
   for t in /proc/"$pid"/task/*; do
     echo "$(basename "$t") $(cat "$t/comm") $(awk '{print $14 + $15}' "$t/stat") $(awk '/^voluntary_ctxt/ {v = $2} /^nonvoluntary_ctxt/ {n = $2} END {print v, n}' "$t/status")"
@@ -28,9 +32,9 @@ pp=$!
 wrk -t1 -c64 -d"${SEC}s" --latency -s "$LUA" "http://127.0.0.1:$port" -- "$@" >"$work/wrk"
 wait $pp
 snap >"$work/s1"
-n=$(st_statuses "$port" | awk '$1 ~ /^2/ {s += $2} END {print s + 0}')
+n=$(st_statuses "$port" | awk -v want=" $ANSWERS " '(want ~ / 2xx / && $1 ~ /^2/) || index(want, " " $1 " ") {s += $2} END {print s + 0}')
 curl -fsS "127.0.0.1:$port/metrics" | awk '/^strata_commit_batch_writes_sum/ {s = $2} /^strata_commit_batch_writes_count/ {c = $2} /^strata_commit_seconds_sum/ {t = $2} /^strata_commit_seconds_count/ {k = $2} END {if (c && k) printf "commits %d, %.1f writes/commit, %.3f ms/commit\n", k, s / c, 1000 * t / k}'
 grep -E "Requests/sec|^ +99%" "$work/wrk"
 sc=$(awk '/raw_syscalls/ {gsub(",", "", $1); print $1}' "$work/perf")
-echo "2xx answers $n, syscalls per answer $(awk -v a="$sc" -v b="$n" 'BEGIN {printf "%.2f", a / b}')"
+echo "answers ($ANSWERS) $n, syscalls per answer $(awk -v a="$sc" -v b="$n" 'BEGIN {printf "%.2f", a / b}')"
 join "$work/s0" "$work/s1" | awk -v n="$n" -v hz="$(getconf CLK_TCK)" '{cpu += $7 - $3; printf "%-14s cpu %.2f us/answer, cs %.3f/answer\n", $2, ($7 - $3) * 1e6 / hz / n, ($8 - $4 + $9 - $5) / n} END {printf "all threads    cpu %.2f us/answer\n", cpu * 1e6 / hz / n}'

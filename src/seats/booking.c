@@ -88,10 +88,13 @@ static void st__counts(st_buf_t *b, const st_counts_t *c, int64_t total)
                   (long long)total);
 }
 
-void st__notify(st_seats_t *s, const st_event_t *e, const st_section_t *sec, const uint32_t *seats,
-                size_t n, int state, uint64_t w)
+void st__notify(st_seats_t *s, const st_event_t *e, const st_section_t *sec,
+                const st_seatmove_t *mv, size_t nmv, uint64_t w)
 {
     static const char *names[] = {"available", "reserved", "sold"};
+    size_t n = 0;
+    for (size_t m = 0; m < nmv; m++)
+        n += mv[m].n;
     if (!s->observers.n || !n) return;
     st_buf_t b = {0};
     st_buf_puts(&b, "\"event_id\":");
@@ -99,12 +102,20 @@ void st__notify(st_seats_t *s, const st_event_t *e, const st_section_t *sec, con
     st_buf_puts(&b, ",\"section\":");
     st_buf_append_json_str(&b, sec->name, sec->name_len);
     st_buf_puts(&b, ",\"changes\":[");
-    if (sec->ga) /* places have no names: how many moved */
-        st_buf_printf(&b, "{\"quantity\":%zu,\"state\":\"%s\"}", n, names[state]);
-    for (size_t i = 0; !sec->ga && i < n; i++) {
-        st_buf_puts(&b, i ? ",{\"seat\":" : "{\"seat\":");
-        st__seat_name(&b, sec, seats[i]);
-        st_buf_printf(&b, ",\"state\":\"%s\"}", names[state]);
+    bool first = true;
+    for (size_t m = 0; m < nmv; m++) {
+        if (!mv[m].n) continue;
+        if (sec->ga) { /* places have no names: how many moved */
+            st_buf_printf(&b, "%s{\"quantity\":%zu,\"state\":\"%s\"}", first ? "" : ",", mv[m].n,
+                          names[mv[m].state]);
+            first = false;
+            continue;
+        }
+        for (size_t i = 0; i < mv[m].n; i++, first = false) {
+            st_buf_puts(&b, first ? "{\"seat\":" : ",{\"seat\":");
+            st__seat_name(&b, sec, mv[m].seats[i]);
+            st_buf_printf(&b, ",\"state\":\"%s\"}", names[mv[m].state]);
+        }
     }
     st_buf_puts(&b, "],\"stats\":");
     st__counts(&b, &sec->c, sec->rows * sec->cols);
@@ -117,15 +128,14 @@ void st__notify(st_seats_t *s, const st_event_t *e, const st_section_t *sec, con
     st_buf_free(&b);
 }
 
-void st__apply(st_seats_t *s, st_event_t *e, st_section_t *sec, const uint32_t *seats, size_t n,
-               int state, int64_t now, uint64_t *w)
+void st__move(st_seats_t *s, st_event_t *e, st_section_t *sec, const uint32_t *seats, size_t n,
+              int state, int64_t now, uint64_t *w)
 {
     for (size_t i = 0; i < n; i++)
         st__seat_set(e, sec, seats[i], state);
     e->updated_at = now;
     st__chunks_save(s, e, sec, seats, n, w);
     if (e->last_batch < *w) e->last_batch = *w;
-    st__notify(s, e, sec, seats, n, state, *w);
 }
 
 void st__sellout_mark(st_seats_t *s, st_event_t *e, int64_t now, uint64_t *w)
@@ -145,7 +155,14 @@ void st__apply_all(st_seats_t *s, st_booking_t *b, int state, int64_t now, uint6
     for (size_t i = 0; e && i < b->nitems; i++) {
         st_bitem_t *it = &b->items[i];
         st_section_t *sec = st__section_find(e, it->section, it->section_len);
-        if (sec) st__apply(s, e, sec, b->seats + it->off, it->n, state, now, w);
+        if (sec) st__move(s, e, sec, b->seats + it->off, it->n, state, now, w);
+    }
+    /* one message per section, each with the stats after the whole booking moved */
+    for (size_t i = 0; e && i < b->nitems; i++) {
+        st_bitem_t *it = &b->items[i];
+        st_section_t *sec = st__section_find(e, it->section, it->section_len);
+        st_seatmove_t mv = {b->seats + it->off, it->n, state};
+        if (sec) st__notify(s, e, sec, &mv, 1, *w);
     }
 }
 

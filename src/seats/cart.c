@@ -221,10 +221,13 @@ static int st__commit(st_seats_t *s, st_event_t *e, st_booking_t *b, st_section_
     uint64_t w = 0;
     int rc = st__save(s, &nb, &w);
     if (rc) return rc;
-    st__apply(s, e, sec, rm, nrm, ST_SEAT_AVAILABLE, now, &w);
-    st__apply(s, e, sec, add, nadd, ST_SEAT_RESERVED, now, &w);
+    st__move(s, e, sec, rm, nrm, ST_SEAT_AVAILABLE, now, &w);
+    st__move(s, e, sec, add, nadd, ST_SEAT_RESERVED, now, &w);
     if (nadd) st__sellout_mark(s, e, now, &w);
     if (e->last_batch < w) e->last_batch = w;
+    /* one message: a subscriber never sees the seats given back without those taken */
+    st_seatmove_t mv[2] = {{rm, nrm, ST_SEAT_AVAILABLE}, {add, nadd, ST_SEAT_RESERVED}};
+    st__notify(s, e, sec, mv, 2, w);
     if (*wait < w) *wait = w;
     /* the caller renders b: it takes the new shape (its seats array is the caller's) */
     memcpy(b->seats, seats, nb.nseats * 4u);

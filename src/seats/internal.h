@@ -162,13 +162,21 @@ int st__pick(st_section_t *sec, const st_seats_item_t *it, bool allow_orphans, u
 void st__hold_push(st_seats_t *s, int64_t at, uint64_t id);
 void st__arm_timer(st_seats_t *s);
 void st__on_timer(uv_timer_t *t);
-/* Seats of one section moved to `state` in batch w: tell the observers (live streams). */
-void st__notify(st_seats_t *s, const st_event_t *e, const st_section_t *sec, const uint32_t *seats,
-                size_t n, int state, uint64_t w);
-/* Moves seats of one section to state, stages their chunks and publishes the change. */
-void st__apply(st_seats_t *s, st_event_t *e, st_section_t *sec, const uint32_t *seats, size_t n,
-               int state, int64_t now, uint64_t *w);
-/* Every item of b moves to state (in batch *w). */
+/* Seats of one section moved to one state (borrowed seats). */
+typedef struct {
+    const uint32_t *seats;
+    size_t n;
+    int state;
+} st_seatmove_t;
+/* The moves of one section made by one operation, in batch w: one message to the observers
+ * (live streams), with the stats after the whole operation. */
+void st__notify(st_seats_t *s, const st_event_t *e, const st_section_t *sec,
+                const st_seatmove_t *mv, size_t nmv, uint64_t w);
+/* Moves seats of one section to state and stages their chunks; the caller publishes the
+ * operation's moves with st__notify once they are all made. */
+void st__move(st_seats_t *s, st_event_t *e, st_section_t *sec, const uint32_t *seats, size_t n,
+              int state, int64_t now, uint64_t *w);
+/* Every item of b moves to state (in batch *w), one message per section. */
 void st__apply_all(st_seats_t *s, st_booking_t *b, int state, int64_t now, uint64_t *w);
 /* first_ticket_reserved_at / fully_reserved_at after seats were reserved. */
 void st__sellout_mark(st_seats_t *s, st_event_t *e, int64_t now, uint64_t *w);
