@@ -219,7 +219,7 @@ static void st__on_lead(void *arg)
 static bool st__streams_open(void *arg)
 {
     st_app_t *app = arg;
-    return app->ws && st_ws_connections(app->ws) > 0;
+    return app->ws && st_ws_subscriptions(app->ws) > 0;
 }
 
 static void st__on_follow(void *arg)

@@ -30,5 +30,7 @@ int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *su
 
 /* Open streams; they count against --max-connections with the HTTP connections. */
 size_t st_ws_connections(const st_ws_t *ws);
+/* Subscriptions over every open stream. */
+size_t st_ws_subscriptions(const st_ws_t *ws);
 
 #endif

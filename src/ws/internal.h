@@ -142,6 +142,7 @@ struct st_ws {
     struct lws_vhost *vh;
     st_list_t conns; /* st_wsconn_t, by link, newest first */
     size_t nconns;
+    size_t nsubs;      /* subscriptions over every stream (the gauge strata_ws_subscribers) */
     st_list_t waiting; /* st_wsconn_t, by wlink: their next frame waits for a durable batch */
     st_map_t chans;
     st_buf_t out; /* LWS_PRE headroom + the frames being written */

@@ -68,6 +68,7 @@ static void st__sub_free(st_ws_t *ws, st_wssub_t *s)
     free(s->name);
     free(s->conv);
     free(s);
+    ws->nsubs--;
     st_metric_add(ws->m_subs, -1);
 }
 
@@ -394,6 +395,7 @@ static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
     s->name = st_strndup(nm, strlen(nm));
     st_list_push_front(&c->subs, &s->link);
     c->nsubs++;
+    ws->nsubs++;
     st_metric_add(ws->m_subs, 1);
     /* SPEC §8: in a group a snapshot shows only state this member knows is current. The
      * serving leader fences it (at once while its lease holds); any other member first learns

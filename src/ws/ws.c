@@ -261,3 +261,8 @@ size_t st_ws_connections(const st_ws_t *ws)
 {
     return ws ? ws->nconns : 0;
 }
+
+size_t st_ws_subscriptions(const st_ws_t *ws)
+{
+    return ws ? ws->nsubs : 0;
+}

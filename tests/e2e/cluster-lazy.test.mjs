@@ -42,12 +42,15 @@ describe('lazy applies', () => {
     for (let i = 0; i < 20; i++) assert.equal((await g.req('POST', '/v1/counters/lz/incr', {})).status, 200);
     await converge(g);
 
-    // a stream on f1: its applies are waited for now
+    // a stream on f1: a connection alone changes nothing, a subscription makes its applies
+    // waited for
     const ws = await wsConnect(g.port(f1));
     assert.equal(ws.status, 101);
-    await expectLazy(g, f1, 0, 'a follower with an open stream applies at once');
-    await expectLazy(g, f2, 1, 'the other follower still applies lazily');
+    await sleep(100); // ten role polls
+    await expectLazy(g, f1, 1, 'a stream with no subscription waits for nothing');
     ws.send({ type: 'subscribe', id: 'c', topic: 'counter', name: 'lz' });
+    await expectLazy(g, f1, 0, 'a follower with a subscription applies at once');
+    await expectLazy(g, f2, 1, 'the other follower still applies lazily');
     const values = [];
     const reader = (async () => {
       for (;;) {
@@ -63,7 +66,7 @@ describe('lazy applies', () => {
     await reader;
     assert.deepEqual(values, [20, 21, 22, 23, 24, 25]);
     ws.close();
-    await expectLazy(g, f1, 1, 'lazy again once its last stream closed');
+    await expectLazy(g, f1, 1, 'lazy again once its last subscription ended');
 
     // the leader dies: a follower takes over (eager while it catches up, lazy once it serves)
     await g.members.get(leader).kill9();
