@@ -2,16 +2,18 @@
 /*
  * The read side of RFC 6455 that libwebsockets 4.1 leaves open. lws parses client frames itself
  * and does not check, nor tell its user, whether a client frame was masked (§5.1: a server
- * MUST fail the connection on an unmasked frame; lws checks it only from 5.0), and it lets a
- * control frame with a payload over 125 bytes through (§5.5). Nothing in its API sees the
- * frame headers, so strata watches the bytes on their way in: lws reads a stream's socket with
- * recv(), and this file defines recv() for the process (the executable's definition takes
- * precedence over libc's for the shared libraries). For a socket adopted as a stream, and only
- * on the thread running the loop, it follows the frame headers in what the kernel returned
- * (payloads are skipped, not read), and at the first frame that breaks a rule it hands lws only
- * the bytes before that frame, drops everything after, and fails the stream: a close frame with
- * 1002 and the socket closed (st__ws_fail). So lws never parses a bad frame and nothing it
- * carried is acted on. Every other recv() (libcurl, other threads) passes straight through.
+ * MUST fail the connection on an unmasked frame; lws checks it only from 5.0), it lets a
+ * control frame with a payload over 125 bytes through (§5.5), and it echoes a close code past
+ * 4999 and answers a 1-byte close body with an empty close frame (§5.5.1, §7.4: both protocol
+ * errors). Nothing in its API sees the frame headers, so strata watches the bytes on their way
+ * in: lws reads a stream's socket with recv(), and this file defines recv() for the process (the
+ * executable's definition takes precedence over libc's for the shared libraries). For a socket
+ * adopted as a stream, and only on the thread running the loop, it follows the frame headers in
+ * what the kernel returned (payloads are skipped, not read, but for a close frame's code), and at
+ * the first frame that breaks a rule it hands lws only the bytes before that frame, drops
+ * everything after, and fails the stream: a close frame with 1002 and the socket closed
+ * (st__ws_fail). So lws never parses a bad frame and nothing it carried is acted on. Every other
+ * recv() (libcurl, other threads) passes straight through.
  */
 #define _GNU_SOURCE /* memmem */
 #include "internal.h"
@@ -28,7 +30,7 @@ typedef enum {
     ST__RX_HDR1,   /* MASK, length */
     ST__RX_EXTLEN, /* 2 or 8 length bytes */
     ST__RX_KEY,    /* 4 mask-key bytes */
-    ST__RX_BODY,   /* payload bytes to skip */
+    ST__RX_BODY,   /* payload bytes to skip (a close frame's code is read first) */
 } st__rxstate_t;
 
 typedef struct {
@@ -37,6 +39,9 @@ typedef struct {
     uint8_t op;        /* opcode of the frame being read */
     uint8_t need;      /* EXTLEN/KEY bytes still to come */
     bool fin;          /* of the frame being read */
+    uint8_t key[4];    /* its mask key */
+    uint8_t got;       /* close frame: bytes of its code read so far (0..2) */
+    uint16_t code;     /* close frame: its code, as far as read */
     uint64_t left;     /* EXTLEN: the length so far; BODY: bytes still to skip */
     const char *bad;   /* why the stream failed (a literal), NULL while it has not */
     st_wsconn_t *conn; /* the stream once established (NULL before, and after it closed) */
@@ -68,6 +73,14 @@ static st__rx_t *st__rx_slot(int fd)
     return st__rx[fd].on ? &st__rx[fd] : NULL;
 }
 
+/* A close code a client may send (RFC 6455 §7.4.1, and 1012-1014 registered since): 1004-1006
+ * and 1015 are never sent, 1016-2999 are reserved, and there is nothing past 4999. */
+static bool st__rx_close_code_ok(uint16_t code)
+{
+    return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+           (code >= 3000 && code <= 4999);
+}
+
 /* Follows the frame headers in p[0..n); returns how many bytes precede the first frame that
  * breaks a rule (n if none does), with r->bad set then. */
 static size_t st__rx_scan(st__rx_t *r, const unsigned char *p, size_t n)
@@ -93,6 +106,8 @@ static size_t st__rx_scan(st__rx_t *r, const unsigned char *p, size_t n)
                 r->bad = "unmasked frame";
             else if (r->op >= 8 && (b & 0x7f) > 125)
                 r->bad = "control frame too long";
+            else if (r->op == 8 && (b & 0x7f) == 1)
+                r->bad = "close frame with a 1-byte body";
             r->left = b & 0x7f;
             r->need = r->left == 126 ? 2 : r->left == 127 ? 8 : 0;
             if (r->need) r->left = 0;
@@ -108,9 +123,18 @@ static size_t st__rx_scan(st__rx_t *r, const unsigned char *p, size_t n)
             }
             break;
         case ST__RX_KEY:
+            r->key[4 - r->need] = b;
             if (--r->need == 0) r->state = r->left ? ST__RX_BODY : ST__RX_HDR0;
+            r->got = 0;
+            r->code = 0;
             break;
         case ST__RX_BODY: {
+            if (r->op == 8 && r->got < 2) { /* the close code, unmasked */
+                r->code = (uint16_t)(r->code << 8 | (b ^ r->key[r->got]));
+                if (++r->got == 2 && !st__rx_close_code_ok(r->code)) r->bad = "invalid close code";
+                if (--r->left == 0) r->state = ST__RX_HDR0;
+                break;
+            }
             size_t take = n - i < r->left ? n - i : (size_t)r->left;
             r->left -= take;
             i += take;
