@@ -56,6 +56,9 @@ typedef struct {
     st_wsbody_t *body;   /* one reference owned by the entry */
     uint64_t wait;       /* the batch this frame shows; it leaves once that batch is durable */
     bool replay;         /* a replayed message: paced by the replay, not counted as live backlog */
+    /* the body is the one of the entry ahead of it (one change to several subscriptions of the
+     * stream), held once: its bytes are counted there, not again here */
+    bool shared;
 } st_wsent_t;
 
 typedef enum { ST_TOPIC_COUNTER, ST_TOPIC_SEATS, ST_TOPIC_MESSAGES } st_topic_t;
