@@ -231,6 +231,8 @@ int st__ws_rx_adopt(int fd, const char *buf, size_t *len);
 /* fd's stream became c: returns why it must fail (a literal) if a bad frame came already,
  * NULL otherwise; from now on a bad frame fails c at once. */
 const char *st__ws_rx_attach(int fd, st_wsconn_t *c);
+/* The close code a stream fails with for `bad`, a reason st__ws_rx_attach returned. */
+uint16_t st__ws_rx_code(const char *bad);
 /* Stops checking fd (its stream closed). */
 void st__ws_rx_detach(int fd);
 

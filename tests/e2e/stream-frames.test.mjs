@@ -180,10 +180,20 @@ describe('stream frames (RFC 6455)', () => {
     assert.ok(c.closed);
   });
 
+  // §8.1: text that is not UTF-8 fails the connection, with 1007 (§7.4.1); lws closed the socket
+  // bare on a close reason that is not UTF-8 (§7.1.7: a close frame SHOULD go first).
+  test('a close frame whose reason is not UTF-8: 1007', async () => {
+    for (const reason of [Buffer.from([0xff]), Buffer.from('ok \xc3', 'latin1'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from([0xe2, 0x82])]) {
+      const b = Buffer.alloc(2);
+      b.writeUInt16BE(1000);
+      await expectFailed(frame(0x88, Buffer.concat([b, reason])), 1007);
+    }
+  });
+
   test('a close frame with a valid code is answered with that code', async () => {
     for (const code of [1000, 1001, 3000, 4999]) {
       const c = await upgraded(s.port);
-      c.sock.write(closeFrame(code, 'done'));
+      c.sock.write(closeFrame(code, 'done \u00e9\u20ac\u{1f600}'));
       await Promise.race([c.done, sleep(8000)]);
       assert.equal(c.frames().find((x) => x.op === 8)?.code, code);
       assert.ok(c.closed);
