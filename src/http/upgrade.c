@@ -87,10 +87,10 @@ int st_http_ws_handshake(const st_http_request_t *req, st_buf_t *out, const char
     st_buf_puts(out, "GET /v1/stream HTTP/1.1\r\nHost: strata\r\nUpgrade: websocket\r\n"
                      "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ");
     st_buf_append(out, key, kn);
-    if (proto) {
-        st_buf_puts(out, "\r\nSec-WebSocket-Protocol: ");
-        st_buf_append(out, proto, pn);
-    }
+    /* RFC 6455 §4.2.2: strata is the one subprotocol served; a client offering only others is
+     * answered without one (libwebsockets would refuse the handshake with a bare close) */
+    if (proto && st__list_has(proto, pn, "strata"))
+        st_buf_puts(out, "\r\nSec-WebSocket-Protocol: strata");
     st_buf_puts(out, "\r\n\r\n");
     return ST_OK;
 }

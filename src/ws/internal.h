@@ -56,6 +56,9 @@ typedef struct {
     st_wsbody_t *body;   /* one reference owned by the entry */
     uint64_t wait;       /* the batch this frame shows; it leaves once that batch is durable */
     bool replay;         /* a replayed message: paced by the replay, not counted as live backlog */
+    /* the body is the one of the entry ahead of it (one change to several subscriptions of the
+     * stream), held once: its bytes are counted there, not again here */
+    bool shared;
 } st_wsent_t;
 
 typedef enum { ST_TOPIC_COUNTER, ST_TOPIC_SEATS, ST_TOPIC_MESSAGES } st_topic_t;
@@ -229,6 +232,8 @@ int st__ws_rx_adopt(int fd, const char *buf, size_t *len);
 /* fd's stream became c: returns why it must fail (a literal) if a bad frame came already,
  * NULL otherwise; from now on a bad frame fails c at once. */
 const char *st__ws_rx_attach(int fd, st_wsconn_t *c);
+/* The close code a stream fails with for `bad`, a reason st__ws_rx_attach returned. */
+uint16_t st__ws_rx_code(const char *bad);
 /* Stops checking fd (its stream closed). */
 void st__ws_rx_detach(int fd);
 

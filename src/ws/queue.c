@@ -11,6 +11,8 @@
  * seconds for it, then is closed anyway. What a connection can hold is bounded:
  *  - live frames (fan-out, acknowledgements, errors): up to ST__WS_MAX_QUEUED plus the largest
  *    live frame queued since the live backlog was last empty (--max-content bounds one frame);
+ *    a body shared by consecutive frames (one change to several subscriptions of the stream) is
+ *    held once and counted once, by the first of them still queued;
  *  - replayed messages, which never count as backlog: a replay page is taken only while the
  *    whole queue is under its low-water mark, and it stops before a message that would take the
  *    queue past ST__WS_MAX_QUEUED unless no replayed message is queued (so every page sends at
@@ -91,6 +93,12 @@ static size_t st__ent_len(const st_wsent_t *e)
     return (e->prefix ? e->prefix->len : 0) + e->body->len;
 }
 
+/* The bytes e holds in memory: what counts against the backlog cap. */
+static size_t st__ent_cost(const st_wsent_t *e)
+{
+    return e->shared ? st__ent_len(e) - e->body->len : st__ent_len(e);
+}
+
 void st__ws_prefix(st_buf_t *b, const char *type, const char *sid)
 {
     st_buf_reset(b);
@@ -135,8 +143,10 @@ static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsb
                         uint64_t wait, bool replay)
 {
     if (c->cut) return;
-    st_wsent_t e = {prefix, body, wait, replay};
-    size_t n = st__ent_len(&e);
+    st_wsent_t e = {prefix, body, wait, replay, false};
+    const st_wsent_t *prev = c->qlen ? st__q_at(c, c->qlen - 1) : NULL;
+    e.shared = prev && prev->body == body && prev->replay == replay;
+    size_t n = st__ent_cost(&e);
     /* The cap bounds a backlog, not one frame: the largest live frame queued since the live
      * backlog was last empty does not count (--max-content bounds it), so a subscriber that reads
      * is never cut off for one big message, whatever is queued beside it. */
@@ -172,10 +182,15 @@ void st__ws_queue_replay(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_ws
     st__enqueue(ws, c, prefix, body, wait, true);
 }
 
-/* Takes e's bytes off c's counts (e has left the queue). */
-static void st__unqueued(st_wsconn_t *c, const st_wsent_t *e)
+/* Takes e's bytes off c's counts (e has left the queue). `next`, the entry that was behind it
+ * (NULL if none), takes over the count of a body they share: it still holds it. */
+static void st__unqueued(st_wsconn_t *c, const st_wsent_t *e, st_wsent_t *next)
 {
-    size_t n = st__ent_len(e);
+    size_t n = st__ent_cost(e);
+    if (!e->shared && next && next->shared && next->body == e->body) {
+        next->shared = false;
+        n -= e->body->len;
+    }
     c->queued -= n;
     if (!e->replay && (c->live -= n) == 0) c->biggest = 0;
 }
@@ -239,7 +254,7 @@ static size_t st__frame(st_ws_t *ws, st_wsconn_t *c, st_buf_t *out)
         st_wsent_t e = *st__q_head(c);
         c->qhead = (c->qhead + 1) & (c->qcap - 1);
         c->qlen--;
-        st__unqueued(c, &e);
+        st__unqueued(c, &e, st__q_head(c));
         st__frame_header(out, st__ent_len(&e));
         if (e.prefix) st_buf_append(out, e.prefix->data, e.prefix->len);
         st_buf_append(out, e.body->data, e.body->len);
@@ -494,7 +509,7 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
         for (uint32_t i = 0; i < c->qlen; i++) {
             st_wsent_t e = *st__q_at(c, i);
             if (e.wait >= first) {
-                st__unqueued(c, &e);
+                st__unqueued(c, &e, i + 1 < c->qlen ? st__q_at(c, i + 1) : NULL);
                 st__ent_free(&e);
             } else {
                 *st__q_at(c, kept++) = e;

@@ -2,15 +2,18 @@
 /*
  * The read side of RFC 6455 that libwebsockets 4.1 leaves open. lws parses client frames itself
  * and does not check, nor tell its user, whether a client frame was masked (§5.1: a server
- * MUST fail the connection on an unmasked frame; lws checks it only from 5.0), and it lets a
- * control frame with a payload over 125 bytes through (§5.5). Nothing in its API sees the
- * frame headers, so strata watches the bytes on their way in: lws reads a stream's socket with
- * recv(), and this file defines recv() for the process (the executable's definition takes
- * precedence over libc's for the shared libraries). For a socket adopted as a stream, and only
- * on the thread running the loop, it follows the frame headers in what the kernel returned
- * (payloads are skipped, not read), and at the first frame that breaks a rule it hands lws only
- * the bytes before that frame, drops everything after, and fails the stream: a close frame with
- * 1002 and the socket closed (st__ws_fail). So lws never parses a bad frame and nothing it
+ * MUST fail the connection on an unmasked frame; lws checks it only from 5.0), it lets a
+ * control frame with a payload over 125 bytes through (§5.5), it echoes a close code past 4999
+ * and answers a 1-byte close body with an empty close frame (§5.5.1, §7.4: both protocol
+ * errors), and it closes the socket bare on a close reason that is not UTF-8 (§8.1, 1007).
+ * Nothing in its API sees the frame headers, so strata watches the bytes on their way in: lws
+ * reads a stream's socket with recv(), and this file defines recv() for the process (the
+ * executable's definition takes precedence over libc's for the shared libraries). For a socket
+ * adopted as a stream, and only on the thread running the loop, it follows the frame headers in
+ * what the kernel returned (payloads are skipped, not read, except a close frame's), and at the
+ * first frame that breaks a rule it hands lws only the bytes before that frame, drops everything
+ * after, and fails the stream: a close frame with 1002 (1007 for a close reason that is not
+ * UTF-8) and the socket closed (st__ws_fail). So lws never parses a bad frame and nothing it
  * carried is acted on. Every other recv() (libcurl, other threads) passes straight through.
  */
 #define _GNU_SOURCE /* memmem */
@@ -28,18 +31,23 @@ typedef enum {
     ST__RX_HDR1,   /* MASK, length */
     ST__RX_EXTLEN, /* 2 or 8 length bytes */
     ST__RX_KEY,    /* 4 mask-key bytes */
-    ST__RX_BODY,   /* payload bytes to skip */
+    ST__RX_BODY,   /* payload bytes to skip (a close frame's are read) */
 } st__rxstate_t;
 
 typedef struct {
-    bool on;           /* the fd is a stream's socket */
-    uint8_t state;     /* st__rxstate_t */
-    uint8_t op;        /* opcode of the frame being read */
-    uint8_t need;      /* EXTLEN/KEY bytes still to come */
-    bool fin;          /* of the frame being read */
-    uint64_t left;     /* EXTLEN: the length so far; BODY: bytes still to skip */
-    const char *bad;   /* why the stream failed (a literal), NULL while it has not */
-    st_wsconn_t *conn; /* the stream once established (NULL before, and after it closed) */
+    bool on;            /* the fd is a stream's socket */
+    uint8_t state;      /* st__rxstate_t */
+    uint8_t op;         /* opcode of the frame being read */
+    uint8_t need;       /* EXTLEN/KEY bytes still to come */
+    bool fin;           /* of the frame being read */
+    uint8_t key[4];     /* its mask key */
+    uint8_t got;        /* close frame: payload bytes read so far (at most 125) */
+    uint16_t code;      /* close frame: its code, as far as read */
+    uint8_t u8need;     /* close frame: UTF-8 continuation bytes its reason still owes */
+    uint8_t u8lo, u8hi; /* the range of the next one */
+    uint64_t left;      /* EXTLEN: the length so far; BODY: bytes still to skip */
+    const char *bad;    /* why the stream failed (a literal), NULL while it has not */
+    st_wsconn_t *conn;  /* the stream once established (NULL before, and after it closed) */
 } st__rx_t;
 
 static st__rx_t *st__rx; /* indexed by fd */
@@ -68,6 +76,33 @@ static st__rx_t *st__rx_slot(int fd)
     return st__rx[fd].on ? &st__rx[fd] : NULL;
 }
 
+/* A close code a client may send (RFC 6455 §7.4.1, and 1012-1014 registered since): 1004-1006
+ * and 1015 are never sent, 1016-2999 are reserved, and there is nothing past 4999. */
+static bool st__rx_close_code_ok(uint16_t code)
+{
+    return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+           (code >= 3000 && code <= 4999);
+}
+
+static const char st__rx_bad_utf8[] = "invalid UTF-8 in a close reason";
+
+/* Takes byte x of a close reason; false if the reason is not UTF-8 (RFC 3629: no overlong form,
+ * no surrogate, nothing past U+10FFFF). */
+static bool st__rx_utf8(st__rx_t *r, uint8_t x)
+{
+    if (r->u8need) {
+        if (x < r->u8lo || x > r->u8hi) return false;
+        r->u8need--;
+        r->u8lo = 0x80;
+        r->u8hi = 0xbf;
+        return true;
+    }
+    r->u8lo = x == 0xe0 ? 0xa0 : x == 0xf0 ? 0x90 : 0x80;
+    r->u8hi = x == 0xed ? 0x9f : x == 0xf4 ? 0x8f : 0xbf;
+    r->u8need = x < 0x80 ? 0 : x < 0xc2 ? 4 : x < 0xe0 ? 1 : x < 0xf0 ? 2 : x < 0xf5 ? 3 : 4;
+    return r->u8need < 4;
+}
+
 /* Follows the frame headers in p[0..n); returns how many bytes precede the first frame that
  * breaks a rule (n if none does), with r->bad set then. */
 static size_t st__rx_scan(st__rx_t *r, const unsigned char *p, size_t n)
@@ -93,6 +128,8 @@ static size_t st__rx_scan(st__rx_t *r, const unsigned char *p, size_t n)
                 r->bad = "unmasked frame";
             else if (r->op >= 8 && (b & 0x7f) > 125)
                 r->bad = "control frame too long";
+            else if (r->op == 8 && (b & 0x7f) == 1)
+                r->bad = "close frame with a 1-byte body";
             r->left = b & 0x7f;
             r->need = r->left == 126 ? 2 : r->left == 127 ? 8 : 0;
             if (r->need) r->left = 0;
@@ -108,9 +145,28 @@ static size_t st__rx_scan(st__rx_t *r, const unsigned char *p, size_t n)
             }
             break;
         case ST__RX_KEY:
+            r->key[4 - r->need] = b;
             if (--r->need == 0) r->state = r->left ? ST__RX_BODY : ST__RX_HDR0;
+            r->got = r->u8need = 0;
+            r->code = 0;
             break;
         case ST__RX_BODY: {
+            if (r->op == 8) { /* a close frame, unmasked: its code, then its reason */
+                uint8_t x = b ^ r->key[r->got & 3];
+                if (r->got < 2) {
+                    r->code = (uint16_t)(r->code << 8 | x);
+                    if (r->got == 1 && !st__rx_close_code_ok(r->code))
+                        r->bad = "invalid close code";
+                } else if (!st__rx_utf8(r, x)) {
+                    r->bad = st__rx_bad_utf8;
+                }
+                r->got++;
+                if (--r->left == 0) {
+                    if (!r->bad && r->u8need) r->bad = st__rx_bad_utf8;
+                    r->state = ST__RX_HDR0;
+                }
+                break;
+            }
             size_t take = n - i < r->left ? n - i : (size_t)r->left;
             r->left -= take;
             i += take;
@@ -127,7 +183,7 @@ static size_t st__rx_scan(st__rx_t *r, const unsigned char *p, size_t n)
 /* A frame broke a rule: its stream fails if it is one already, else when it becomes one. */
 static void st__rx_failed(st__rx_t *r)
 {
-    if (r->conn) st__ws_fail(st__rx_ws, r->conn, ST__WS_CLOSE_PROTOCOL, r->bad);
+    if (r->conn) st__ws_fail(st__rx_ws, r->conn, st__ws_rx_code(r->bad), r->bad);
 }
 
 int st__ws_rx_adopt(int fd, const char *buf, size_t *len)
@@ -151,6 +207,11 @@ int st__ws_rx_adopt(int fd, const char *buf, size_t *len)
         *len = head + st__rx_scan(r, (const unsigned char *)buf + head, *len - head);
     }
     return ST_OK;
+}
+
+uint16_t st__ws_rx_code(const char *bad)
+{
+    return bad == st__rx_bad_utf8 ? ST__WS_CLOSE_INVALID : ST__WS_CLOSE_PROTOCOL;
 }
 
 const char *st__ws_rx_attach(int fd, st_wsconn_t *c)

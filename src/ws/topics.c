@@ -127,21 +127,26 @@ static void st__replay_one(void *arg, uint64_t msg_id, const char *json, size_t 
     r->s->cursor = msg_id;
 }
 
-static void st__replay_step(st_ws_t *ws, st_wssub_t *s);
+static bool st__replay_step(st_ws_t *ws, st_wssub_t *s);
+static void st__sub_remove(st_ws_t *ws, st_wssub_t *s);
 
 /* The cold data a parked replay page needs is in memory: run the page again. */
 static void st__replay_unparked(void *arg)
 {
     st_wssub_t *s = arg;
-    st__replay_step(s->ws, s); /* releases the wait unless it parks again */
-    st__ws_replay_more(s->ws, s->conn);
+    st_ws_t *ws = s->ws;
+    st_wsconn_t *c = s->conn;
+    if (!st__replay_step(ws, s)) st__sub_remove(ws, s); /* releases the wait unless it parks */
+    st__ws_replay_more(ws, c);
 }
 
 /* One page of replay, hot and cold. When the page reaches the end, replay_done goes out and
  * the subscription turns live in the same loop turn: every message is either in the replay or
  * live, never both, never neither. A page that needs cold data not in memory sends nothing and
- * parks until the cold cache has it (live messages keep going through the replay meanwhile). */
-static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
+ * parks until the cold cache has it (live messages keep going through the replay meanwhile).
+ * A page that fails ends the subscription, which cannot go on without a gap: error unavailable,
+ * and false (the caller frees it; the client subscribes again with `after`). */
+static bool st__replay_step(st_ws_t *ws, st_wssub_t *s)
 {
     st_wsconn_t *c = s->conn;
     st_message_query_t q = {.conv = s->conv,
@@ -159,7 +164,7 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
             s->ws = ws;
             st_buf_free(&r.prefix);
             st__ws_body_unref(r.pbody);
-            return; /* parked: nothing was sent */
+            return true; /* parked: nothing was sent */
         }
         rc = st_chat_each(ws->app->chat, s->name, strlen(s->name), &q, st__replay_one, &r, &more,
                           &last, &r.wait);
@@ -168,8 +173,8 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
     st_tier_release(ws->app->tier, s->cold_wait);
     s->cold_wait = NULL;
     if (rc != ST_OK) {
-        st__ws_send_error(ws, c, s->id, "unavailable", "replay failed; resubscribe with after");
-        s->replaying = false;
+        st__ws_send_error(ws, c, s->id, "unavailable",
+                          "replay failed; the subscription ended: subscribe again with after");
     } else if (!more) {
         st__ws_prefix(&r.prefix, "replay_done", s->id);
         r.prefix.data[r.prefix.len - 1] = '}';
@@ -180,6 +185,7 @@ static void st__replay_step(st_ws_t *ws, st_wssub_t *s)
     }
     st_buf_free(&r.prefix);
     st__ws_body_unref(r.pbody);
+    return rc == ST_OK;
 }
 
 void st__ws_replay_more(st_ws_t *ws, st_wsconn_t *c)
@@ -187,8 +193,9 @@ void st__ws_replay_more(st_ws_t *ws, st_wsconn_t *c)
     for (ST_LIST_EACH(l, n, &c->subs)) {
         st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, link);
         if (c->cut) break;
-        if (s->replaying && !s->cold_wait && c->queued < ST__REPLAY_LOW_WATER)
-            st__replay_step(ws, s);
+        if (s->replaying && !s->cold_wait && c->queued < ST__REPLAY_LOW_WATER &&
+            !st__replay_step(ws, s))
+            st__sub_remove(ws, s);
     }
 }
 
@@ -286,10 +293,12 @@ static int st__check_subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, cons
 /* Shows a subscription what this member holds now: "subscribed", then its snapshot (current
  * value, event state, or the first replay page) behind the subscription's fence, and puts it in
  * its channel. Read and queued in one loop turn with the batch it shows, so nothing published
- * after it can overtake it and nothing before it is missed. An event that does not exist ends
- * the subscription: error not_found, and false (the caller frees it). */
+ * after it can overtake it and nothing before it is missed. An event that does not exist, or a
+ * first replay page that fails, ends the subscription: an error frame, and false (the caller
+ * frees it). */
 static bool st__sub_start(st_ws_t *ws, st_wssub_t *s)
 {
+    bool ok = true;
     st_wsconn_t *c = s->conn;
     const char *nm = s->name, *id = s->id;
     st_buf_t snap = {0}, b = {0};
@@ -307,7 +316,7 @@ static bool st__sub_start(st_ws_t *ws, st_wssub_t *s)
     b.data[b.len - 1] = '}';
     st__ws_queue_buf(ws, c, &b, 0);
     if (s->topic == ST_TOPIC_MESSAGES) {
-        st__replay_step(ws, s);
+        if (!st__replay_step(ws, s)) ok = false;
     } else if (s->topic == ST_TOPIC_SEATS) {
         st__ws_prefix(&b, "seats", id);
         st_buf_puts(&b, "\"event_id\":");
@@ -331,7 +340,7 @@ static bool st__sub_start(st_ws_t *ws, st_wssub_t *s)
     }
     st_buf_free(&snap);
     st_buf_free(&b);
-    return true;
+    return ok;
 }
 
 /* Takes s out of its connection and frees it. */

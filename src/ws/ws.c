@@ -70,7 +70,7 @@ static void st__established(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c)
     st_metric_add(ws->m_conns, 1);
     /* a bad frame behind the upgrade request fails the stream before anything is served */
     const char *bad = st__ws_rx_attach(c->fd, c);
-    if (bad) st__ws_fail(ws, c, ST__WS_CLOSE_PROTOCOL, bad);
+    if (bad) st__ws_fail(ws, c, st__ws_rx_code(bad), bad);
 }
 
 static int st__receive(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c, const void *in, size_t len)

@@ -174,6 +174,46 @@ describe('cold tier', () => {
     assert.equal((await s.req('GET', '/v1/users/broken/messages')).status, 503);
     assert.equal((await s.req('GET', '/healthz')).status, 200);
   });
+
+  // A replay that fails ends its subscription: it went on with live messages past the messages it
+  // never replayed (a gap, SPEC §3), and the advised resubscription with the same id was refused
+  // as a conflict.
+  test('a stream whose replay fails on a damaged object ends that subscription; subscribing again works', async () => {
+    const posted = [];
+    for (let i = 0; i < 10; i++) await post(s, 'broken-stream', posted, i);
+    await flushAll(s, 'broken-stream');
+    const [file] = parquetFiles(path.join(s.dir, 'cold', 'broken-stream'));
+    const good = readFileSync(file);
+    truncateSync(file, good.length - 20);
+    const ws = await wsConnect(s.port);
+    ws.send({ type: 'subscribe', id: 'r', topic: 'messages', user: 'broken-stream', after: posted[0].msg_id });
+    ws.send({ type: 'subscribe', id: 'live', topic: 'counter', name: 'broken-stream' });
+    const frames = [];
+    const until = async (pred) => { for (;;) { const f = (await ws.next()).json; frames.push(f); if (pred(f)) return f; } };
+    const err = await until((f) => f.type === 'error');
+    assert.equal(err.id, 'r');
+    assert.equal(err.code, 'unavailable');
+    if (!frames.some((f) => f.type === 'counter')) await until((f) => f.type === 'counter');
+    // a live message: the failed subscription does not show it past the gap
+    const p = await s.req('POST', '/v1/users/broken-stream/messages', { conversation_id: 'c0', from: 'x', content: 'live' });
+    assert.equal(p.status, 201);
+    await s.req('POST', '/v1/counters/broken-stream/incr', {});
+    await until((f) => f.type === 'counter' && f.value === 1);
+    assert.deepEqual(frames.filter((f) => f.type === 'message'), [], 'messages after a failed replay');
+    // once the object is readable again, the same id subscribes and replays everything
+    writeFileSync(file, good);
+    ws.send({ type: 'subscribe', id: 'r', topic: 'messages', user: 'broken-stream', after: posted[0].msg_id });
+    assert.deepEqual(await until((f) => f.id === 'r'), { type: 'subscribed', id: 'r' });
+    const got = [];
+    for (;;) {
+      const f = await until((x) => x.id === 'r');
+      if (f.type === 'replay_done') break;
+      assert.equal(f.type, 'message', JSON.stringify(f));
+      got.push(f.message.msg_id);
+    }
+    assert.deepEqual(got, [...posted.slice(1).map((m) => m.msg_id), p.json.msg_id]);
+    ws.close();
+  });
 });
 
 describe('cold tier triggers and crashes', () => {

@@ -110,6 +110,23 @@ describe('hostile clients', () => {
     assert.equal(out[0].status, 431);
   });
 
+  // RFC 6455 §4.2.2: a server that takes none of the subprotocols a client offers answers without
+  // Sec-WebSocket-Protocol (the client then decides). A client offering only others ("chat", as a
+  // client library's default) got no answer at all: libwebsockets refused the handshake and the
+  // socket was closed bare.
+  test('an upgrade offering subprotocols other than strata is answered 101 without one; strata is chosen when offered', async () => {
+    for (const [offer, chosen] of [['chat', undefined], ['chat, superchat', undefined], ['chat, strata', 'strata'], ['strata', 'strata']]) {
+      const head = parseResponses(await raw(s.port, `${UPGRADE}Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: ${offer}\r\n\r\n`, { idleMs: 500 }));
+      assert.equal(head[0]?.status, 101, offer);
+      assert.equal(head[0].headers['sec-websocket-protocol'], chosen, offer);
+      const ws = await wsConnect(s.port, '/v1/stream', { 'Sec-WebSocket-Protocol': offer });
+      assert.equal(ws.status, 101, offer);
+      ws.send({ type: 'subscribe', id: 'p', topic: 'counter', name: 'proto' });
+      assert.deepEqual((await ws.next()).json, { type: 'subscribed', id: 'p' }, offer);
+      ws.close();
+    }
+  });
+
   test('a peer that never reads its answers is closed (write timeout)', { timeout: 30000 }, async () => {
     const c = rawConn(s.port);
     await c.connected;

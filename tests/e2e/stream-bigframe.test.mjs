@@ -40,3 +40,35 @@ test('a live 1 MiB message among counter updates reaches a reading subscriber', 
   assert.equal(last.json.message.msg_id, r.json.msg_id);
   ws.close();
 });
+
+// A stream with two subscriptions that both take one message (its user, and its conversation: a
+// chat client following the open room and everything else) holds that message's body once — the
+// subscriptions share it — but it was counted once per subscription against the 1 MiB backlog
+// cap: a reading subscriber was cut off as a "slow consumer" by a single 1 MiB message (three
+// subscriptions: by one 600 KB message) and received none of it.
+test('a 1 MiB message taken by several subscriptions of one reading stream reaches each of them', async () => {
+  const ws = await wsConnect(s.port);
+  const ids = ['all', 'room', 'room2', 'all2'];
+  ws.send({ type: 'subscribe', id: 'all', topic: 'messages', user: 'shared' });
+  ws.send({ type: 'subscribe', id: 'room', topic: 'messages', user: 'shared', conversation_id: 'room' });
+  ws.send({ type: 'subscribe', id: 'room2', topic: 'messages', user: 'shared', conversation_id: 'room' });
+  ws.send({ type: 'subscribe', id: 'all2', topic: 'messages', user: 'shared' });
+  for (let i = 0; i < 2 * ids.length; i++) assert.match((await ws.next()).json.type, /^(subscribed|replay_done)$/);
+  // one message at a time, each read in full before the next: this reader is never behind
+  for (const content of ['z'.repeat(1 << 20), '\u0001'.repeat(1 << 20), 'small']) {
+    const r = await s.req('POST', '/v1/users/shared/messages', { conversation_id: 'room', from: 'b', content });
+    assert.equal(r.status, 201, r.text);
+    const got = [];
+    for (let i = 0; i < ids.length; i++) {
+      const f = await ws.next(20000);
+      assert.equal(f.op, 1, `the stream was closed: ${f.code} ${f.reason}`);
+      assert.equal(f.json.type, 'message');
+      assert.equal(f.json.message.msg_id, r.json.msg_id);
+      got.push(f.json.id);
+    }
+    assert.deepEqual(got.sort(), [...ids].sort());
+  }
+  const m = (await s.req('GET', '/metrics')).text.match(/strata_ws_slow_consumer_drops_total (\d+)/);
+  assert.equal(Number(m[1]), 0, 'nobody was cut off');
+  ws.close();
+});

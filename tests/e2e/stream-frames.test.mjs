@@ -151,6 +151,55 @@ describe('stream frames (RFC 6455)', () => {
     await expectFailed(frame(0x09, 'ping'), 1002);
   });
 
+  // §5.5.1: a close body is empty or starts with a 2-byte code; §7.4: a code outside
+  // 1000-1003, 1007-1014 and 3000-4999 is a protocol error (lws 4.1 echoed 5000 and answered a
+  // 1-byte body with an empty close frame).
+  const closeFrame = (code, reason = '') => {
+    const b = Buffer.alloc(2);
+    b.writeUInt16BE(code);
+    return frame(0x88, Buffer.concat([b, Buffer.from(reason)]));
+  };
+
+  test('a close frame with a 1-byte body: 1002', async () => {
+    await expectFailed(frame(0x88, Buffer.from([3])), 1002);
+  });
+
+  test('a close frame with a code out of range or one an endpoint must not send: 1002', async () => {
+    for (const code of [0, 999, 1004, 1005, 1006, 1015, 2999, 5000, 65535]) await expectFailed(closeFrame(code, 'bye'), 1002);
+  });
+
+  test('a close frame whose code arrives in pieces is checked all the same: 1002', async () => {
+    const c = await upgraded(s.port);
+    const f = closeFrame(5000);
+    for (const part of [f.subarray(0, 3), f.subarray(3, 6), f.subarray(6, 7), f.subarray(7)]) {
+      c.sock.write(part);
+      await sleep(50);
+    }
+    await Promise.race([c.done, sleep(8000)]);
+    assert.equal(c.frames().find((x) => x.op === 8)?.code, 1002);
+    assert.ok(c.closed);
+  });
+
+  // §8.1: text that is not UTF-8 fails the connection, with 1007 (§7.4.1); lws closed the socket
+  // bare on a close reason that is not UTF-8 (§7.1.7: a close frame SHOULD go first).
+  test('a close frame whose reason is not UTF-8: 1007', async () => {
+    for (const reason of [Buffer.from([0xff]), Buffer.from('ok \xc3', 'latin1'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from([0xe2, 0x82])]) {
+      const b = Buffer.alloc(2);
+      b.writeUInt16BE(1000);
+      await expectFailed(frame(0x88, Buffer.concat([b, reason])), 1007);
+    }
+  });
+
+  test('a close frame with a valid code is answered with that code', async () => {
+    for (const code of [1000, 1001, 3000, 4999]) {
+      const c = await upgraded(s.port);
+      c.sock.write(closeFrame(code, 'done \u00e9\u20ac\u{1f600}'));
+      await Promise.race([c.done, sleep(8000)]);
+      assert.equal(c.frames().find((x) => x.op === 8)?.code, code);
+      assert.ok(c.closed);
+    }
+  });
+
   test('a message over 64 KiB (in fragments): 1009', async () => {
     const big = Buffer.alloc(40000, 0x61);
     await expectFailed(Buffer.concat([frame(0x01, big), frame(0x80, big)]), 1009);
