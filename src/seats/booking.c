@@ -152,17 +152,16 @@ void st__sellout_mark(st_seats_t *s, st_event_t *e, int64_t now, uint64_t *w)
 void st__apply_all(st_seats_t *s, st_booking_t *b, int state, int64_t now, uint64_t *w)
 {
     st_event_t *e = st__event_find(s, b->event_id, b->event_len, NULL);
+    st_section_t *secs[ST_SEATS_MAX_PER_BOOKING];
     for (size_t i = 0; e && i < b->nitems; i++) {
         st_bitem_t *it = &b->items[i];
-        st_section_t *sec = st__section_find(e, it->section, it->section_len);
-        if (sec) st__move(s, e, sec, b->seats + it->off, it->n, state, now, w);
+        secs[i] = st__section_find(e, it->section, it->section_len);
+        if (secs[i]) st__move(s, e, secs[i], b->seats + it->off, it->n, state, now, w);
     }
     /* one message per section, each with the stats after the whole booking moved */
     for (size_t i = 0; e && i < b->nitems; i++) {
-        st_bitem_t *it = &b->items[i];
-        st_section_t *sec = st__section_find(e, it->section, it->section_len);
-        st_seatmove_t mv = {b->seats + it->off, it->n, state};
-        if (sec) st__notify(s, e, sec, &mv, 1, *w);
+        st_seatmove_t mv = {b->seats + b->items[i].off, b->items[i].n, state};
+        if (secs[i]) st__notify(s, e, secs[i], &mv, 1, *w);
     }
 }
 

@@ -146,9 +146,11 @@ static size_t st__rx_scan(st__rx_t *r, const unsigned char *p, size_t n)
             break;
         case ST__RX_KEY:
             r->key[4 - r->need] = b;
-            if (--r->need == 0) r->state = r->left ? ST__RX_BODY : ST__RX_HDR0;
-            r->got = r->u8need = 0;
-            r->code = 0;
+            if (--r->need == 0) { /* a close frame's body is read from its start */
+                r->state = r->left ? ST__RX_BODY : ST__RX_HDR0;
+                r->got = r->u8need = 0;
+                r->code = 0;
+            }
             break;
         case ST__RX_BODY: {
             if (r->op == 8) { /* a close frame, unmasked: its code, then its reason */

@@ -48,6 +48,18 @@ async function post(s, u, posted, i) {
   posted.push({ ...body, msg_id: r.json.msg_id, seq: r.json.seq, timestamp: r.json.timestamp });
 }
 
+// Ten messages of `user` flushed into one object, then that object cut short: returns what was
+// posted, the object's path and its intact bytes.
+async function damaged(s, user) {
+  const posted = [];
+  for (let i = 0; i < 10; i++) await post(s, user, posted, i);
+  await flushAll(s, user);
+  const [file] = parquetFiles(path.join(s.dir, 'cold', user));
+  const good = readFileSync(file);
+  truncateSync(file, good.length - 20);
+  return { posted, file, good };
+}
+
 describe('cold tier', () => {
   let s;
   before(async () => { s = await startStrata({ args: ['--flush-interval', '3600'] }); });
@@ -153,12 +165,7 @@ describe('cold tier', () => {
   });
 
   test('a damaged object fails only the reads that need it, with a clear error', async () => {
-    const posted = [];
-    for (let i = 0; i < 10; i++) await post(s, 'broken', posted, i);
-    await flushAll(s, 'broken');
-    const [file] = parquetFiles(path.join(s.dir, 'cold', 'broken'));
-    const good = readFileSync(file);
-    truncateSync(file, good.length - 20);
+    const { posted, file } = await damaged(s, 'broken');
     const r = await s.req('GET', '/v1/users/broken/messages');
     assert.equal(r.status, 503, r.text);
     assert.equal(r.json.error.code, 'cold_unavailable');
@@ -179,12 +186,7 @@ describe('cold tier', () => {
   // never replayed (a gap, SPEC §3), and the advised resubscription with the same id was refused
   // as a conflict.
   test('a stream whose replay fails on a damaged object ends that subscription; subscribing again works', async () => {
-    const posted = [];
-    for (let i = 0; i < 10; i++) await post(s, 'broken-stream', posted, i);
-    await flushAll(s, 'broken-stream');
-    const [file] = parquetFiles(path.join(s.dir, 'cold', 'broken-stream'));
-    const good = readFileSync(file);
-    truncateSync(file, good.length - 20);
+    const { posted, file, good } = await damaged(s, 'broken-stream');
     const ws = await wsConnect(s.port);
     ws.send({ type: 'subscribe', id: 'r', topic: 'messages', user: 'broken-stream', after: posted[0].msg_id });
     ws.send({ type: 'subscribe', id: 'live', topic: 'counter', name: 'broken-stream' });
