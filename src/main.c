@@ -19,6 +19,7 @@
 
 #include <limits.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,6 +325,8 @@ static int st__restore(const st_config_t *cfg)
 int main(int argc, char **argv)
 {
     st_config_t cfg;
+    uint64_t seed;
+    if (getrandom(&seed, sizeof seed, 0) == (ssize_t)sizeof seed) st_hash_seed(seed);
     bool rebuild = argc > 1 && strcmp(argv[1], "rebuild-meta") == 0;
     bool restore = argc > 1 && strcmp(argv[1], "restore") == 0;
     if (rebuild || restore) {

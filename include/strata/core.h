@@ -188,6 +188,8 @@ typedef struct {
 } st_map_t;
 
 uint64_t st_hash(const void *p, size_t n);
+/* Sets the hash's secret; call once at start-up before any map is used and before threads. */
+void st_hash_seed(uint64_t seed);
 void st_map_init(st_map_t *m);
 void st_map_free(st_map_t *m); /* frees the bucket array only */
 st_map_node_t *st_map_get(const st_map_t *m, const void *key, size_t klen);

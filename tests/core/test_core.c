@@ -150,6 +150,51 @@ TEST(buf_escapes_json_strings)
     st_buf_free(&b);
 }
 
+/* Every byte of a key of every length up to 40 moves the hash, and the seed moves it too. */
+TEST(hash_depends_on_every_byte_length_and_seed)
+{
+    unsigned char key[40] = {0};
+    for (size_t n = 0; n <= sizeof key; n++) {
+        uint64_t base = st_hash(key, n);
+        if (n) CHECK(base != st_hash(key, n - 1)); /* same bytes, one shorter */
+        for (size_t i = 0; i < n; i++)
+            for (int bit = 0; bit < 8; bit++) {
+                key[i] ^= (unsigned char)(1u << bit);
+                uint64_t h = st_hash(key, n);
+                key[i] ^= (unsigned char)(1u << bit);
+                CHECK(h != base);
+                /* avalanche, roughly: one flipped input bit flips about half the output */
+                int flipped = __builtin_popcountll(h ^ base);
+                CHECK(flipped > 8 && flipped < 56);
+            }
+    }
+    uint64_t a = st_hash("counter", 7);
+    st_hash_seed(12345);
+    uint64_t b = st_hash("counter", 7);
+    st_hash_seed(0x2d358dccaa6c78a5ULL); /* the default again, for the tests that follow */
+    CHECK(a != b);
+    CHECK_EQ(st_hash("counter", 7), a);
+}
+
+/* Sequential names (k0..k65535) spread over the low bits the map uses for its buckets. */
+TEST(hash_spreads_sequential_keys_over_buckets)
+{
+    enum { N = 65536, B = 65536 };
+    unsigned short *hits = calloc(B, sizeof *hits);
+    char k[16];
+    size_t used = 0, worst = 0;
+    for (int i = 0; i < N; i++) {
+        int n = snprintf(k, sizeof k, "k%d", i);
+        unsigned short *b = &hits[st_hash(k, (size_t)n) & (B - 1)];
+        if ((*b)++ == 0) used++;
+        if (*b > worst) worst = *b;
+    }
+    free(hits);
+    /* a random function fills 1 - 1/e = 63.2 % of the buckets, longest chain ~8 */
+    CHECK(used > N * 60 / 100);
+    CHECK(worst < 16);
+}
+
 typedef struct {
     st_map_node_t node;
     char key[16];
