@@ -101,7 +101,7 @@ struct st_wschan {
 
 struct st_wsconn {
     st_list_t link;  /* in ws->conns while established */
-    st_list_t wlink; /* in ws->waiting while its next frame is not durable */
+    st_list_t wlink; /* in ws->waiting while a frame of it waits for its batch (not counted) */
     struct lws *wsi; /* NULL in the fuzz driver: frames are queued, never written */
     st_list_t subs;  /* st_wssub_t, by link, newest first */
     size_t nsubs;
@@ -109,9 +109,13 @@ struct st_wsconn {
      * array per stream rather than a node per frame, so a fan-out allocates nothing per frame. */
     st_wsent_t *q;
     uint32_t qcap, qhead, qlen;
-    size_t queued;  /* bytes of every queued frame */
-    size_t live;    /* bytes of the frames that are not replayed messages: the backlog cap's part */
-    size_t biggest; /* the largest live frame queued since the live backlog was last empty */
+    /* The first `counted` frames of the queue may leave (their batches and those of every frame
+     * ahead are durable): they count toward the backlog; the others wait for their batch. */
+    uint32_t counted;
+    size_t queued;   /* bytes of every queued frame */
+    size_t replayed; /* bytes of the queued replayed messages */
+    size_t live;     /* bytes of the counted frames that are not replayed: the backlog cap's part */
+    size_t biggest;  /* the largest release counted since live was last 0 (see queue.c) */
     /* Why the stream is being ended with 1008 ("slow consumer", "token expired"), NULL while it
      * is not: its queue is dropped and nothing more is queued; the close starts from the
      * writable callback (see st__ws_cut). */
@@ -146,7 +150,7 @@ struct st_ws {
     st_list_t conns; /* st_wsconn_t, by link, newest first */
     size_t nconns;
     size_t nsubs;      /* subscriptions over every stream (the gauge strata_ws_subscribers) */
-    st_list_t waiting; /* st_wsconn_t, by wlink: their next frame waits for a durable batch */
+    st_list_t waiting; /* st_wsconn_t, by wlink: a frame of theirs waits for a durable batch */
     st_map_t chans;
     st_buf_t out; /* LWS_PRE headroom + the frames being written */
     /* a parallel send (queue.c, fan.c), loop only: the streams a durable batch made ready, the

@@ -9,10 +9,20 @@
  * at once and a 1008 "slow consumer" close frame goes out ahead of everything not yet written,
  * behind only what the kernel or lws already holds; the socket stays open ST__WS_CLOSE_GRACE
  * seconds for it, then is closed anyway. What a connection can hold is bounded:
- *  - live frames (fan-out, acknowledgements, errors): up to ST__WS_MAX_QUEUED plus the largest
- *    live frame queued since the live backlog was last empty (--max-content bounds one frame);
- *    a body shared by consecutive frames (one change to several subscriptions of the stream) is
- *    held once and counted once, by the first of them still queued;
+ *  - live frames (fan-out, acknowledgements, errors) that may leave: a frame counts toward the
+ *    backlog once its batch is durable and every frame ahead of it may leave, never before (no
+ *    reader could have taken a frame that was not allowed to leave). What one durable batch lets
+ *    go at once is a release (a frame queued once its batch is durable is a release of its own);
+ *    the backlog holds up to ST__WS_MAX_QUEUED plus the largest release counted since it was last
+ *    empty. So a reader that keeps up is never cut off for what one group commit brought it,
+ *    however big, and one that stops reading is cut off once more than ST__WS_MAX_QUEUED piles up
+ *    beside that release. A body shared by consecutive frames (one change to several
+ *    subscriptions of the stream) is held once and counted once, by the first of them still
+ *    queued;
+ *  - live frames still waiting for their batch, which do not count: their bodies are the changes
+ *    the store has in flight, serialized once and shared by every stream they go to, so they are
+ *    bounded by what the store holds until it is durable (the batch), not by how a stream reads;
+ *    a stream adds only its queue entries and its subscriptions' prefixes;
  *  - replayed messages, which never count as backlog: a replay page is taken only while the
  *    whole queue is under its low-water mark, and it stops before a message that would take the
  *    queue past ST__WS_MAX_QUEUED unless no replayed message is queued (so every page sends at
@@ -127,16 +137,44 @@ static void st__unwait(st_wsconn_t *c)
     if (st_list_linked(&c->wlink)) st_list_unlink(&c->wlink);
 }
 
-/* Asks for a writable callback when the next frame may leave, or parks the connection on the
- * waiting list so that a durable batch wakes only the connections it concerns. */
+/* Counts the frames that may leave now toward the backlog: from the first uncounted one, while
+ * their batch is durable. They are one release, which no reader could have taken any of before,
+ * and the cap bounds a backlog, not a release: the largest release since the backlog was last
+ * empty does not count. A stream past its cap is cut off. */
+static void st__count(st_ws_t *ws, st_wsconn_t *c)
+{
+    uint64_t durable = st_store_durable_id(ws->app->store);
+    size_t release = 0;
+    for (; c->counted < c->qlen; c->counted++) {
+        const st_wsent_t *e = st__q_at(c, c->counted);
+        if (e->wait > durable) break;
+        if (!e->replay) release += st__ent_cost(e);
+    }
+    if (!release) return;
+    c->live += release;
+    if (release > c->biggest) c->biggest = release;
+    if (c->live > ST__WS_MAX_QUEUED + c->biggest) {
+        st_metric_add(ws->m_slow, 1);
+        st__ws_cut(ws, c, "slow consumer");
+    }
+}
+
+/* Parks c on the waiting list while a frame of it waits for its batch, so that a durable batch
+ * visits only the connections it concerns. */
+static void st__park(st_ws_t *ws, st_wsconn_t *c)
+{
+    if (c->wsi && !c->cut && c->counted < c->qlen && !st_list_linked(&c->wlink))
+        st_list_push_front(&ws->waiting, &c->wlink);
+}
+
+/* Counts what may leave now, asks for a writable callback if anything may, and parks c while
+ * something waits for its batch. */
 static void st__wake(st_ws_t *ws, st_wsconn_t *c)
 {
-    if (!c->wsi || !c->qlen) return;
-    if (st__q_head(c)->wait <= st_store_durable_id(ws->app->store)) {
-        lws_callback_on_writable(c->wsi);
-    } else if (!st_list_linked(&c->wlink)) {
-        st_list_push_front(&ws->waiting, &c->wlink);
-    }
+    st__count(ws, c);
+    if (!c->wsi || c->cut) return;
+    if (c->counted) lws_callback_on_writable(c->wsi);
+    st__park(ws, c);
 }
 
 static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
@@ -147,27 +185,19 @@ static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsb
     const st_wsent_t *prev = c->qlen ? st__q_at(c, c->qlen - 1) : NULL;
     e.shared = prev && prev->body == body && prev->replay == replay;
     size_t n = st__ent_cost(&e);
-    /* The cap bounds a backlog, not one frame: the largest live frame queued since the live
-     * backlog was last empty does not count (--max-content bounds it), so a subscriber that reads
-     * is never cut off for one big message, whatever is queued beside it. */
-    size_t big = c->biggest;
-    if (!replay) {
-        big = n > big ? n : big;
-        if (c->live + n > ST__WS_MAX_QUEUED + big) {
-            st_metric_add(ws->m_slow, 1);
-            st__ws_cut(ws, c, "slow consumer");
-            return;
-        }
-    }
     if (prefix) prefix->refs++;
     body->refs++;
     st__q_push(c, &e);
     c->queued += n;
-    if (!replay) {
-        c->live += n;
-        c->biggest = big;
+    if (replay) c->replayed += n;
+    /* It counts now if its batch is durable and every frame ahead counts; behind a frame that
+     * waits for its batch, it waits too and counts with it (on_durable). */
+    if (c->qlen == 1) {
+        st__wake(ws, c);
+    } else if (c->counted + 1 == c->qlen) {
+        st__count(ws, c); /* the head may leave: a writable callback is asked for already */
+        st__park(ws, c);
     }
-    if (c->qlen == 1) st__wake(ws, c);
 }
 
 void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
@@ -182,17 +212,25 @@ void st__ws_queue_replay(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_ws
     st__enqueue(ws, c, prefix, body, wait, true);
 }
 
-/* Takes e's bytes off c's counts (e has left the queue). `next`, the entry that was behind it
- * (NULL if none), takes over the count of a body they share: it still holds it. */
-static void st__unqueued(st_wsconn_t *c, const st_wsent_t *e, st_wsent_t *next)
+/* Takes the bytes of entry i off c's counts, as it leaves the queue; the caller moves the queue
+ * and `counted`. The entry behind it takes over a body they share: it still holds it, so the body
+ * stays queued, and stays in the backlog if that entry counts too (else it counts with it). */
+static void st__unqueue(st_wsconn_t *c, uint32_t i)
 {
-    size_t n = st__ent_cost(e);
+    const st_wsent_t *e = st__q_at(c, i);
+    st_wsent_t *next = i + 1 < c->qlen ? st__q_at(c, i + 1) : NULL;
+    size_t n = st__ent_cost(e), kept = 0; /* kept: bytes the entry behind takes over */
     if (!e->shared && next && next->shared && next->body == e->body) {
         next->shared = false;
-        n -= e->body->len;
+        kept = e->body->len;
     }
-    c->queued -= n;
-    if (!e->replay && (c->live -= n) == 0) c->biggest = 0;
+    c->queued -= n - kept;
+    if (e->replay) {
+        c->replayed -= n - kept;
+    } else if (i < c->counted) {
+        c->live -= i + 1 < c->counted ? n - kept : n;
+        if (c->live == 0) c->biggest = 0;
+    }
 }
 
 void st__ws_queue_buf(st_ws_t *ws, st_wsconn_t *c, const st_buf_t *b, uint64_t wait)
@@ -252,9 +290,10 @@ static size_t st__frame(st_ws_t *ws, st_wsconn_t *c, st_buf_t *out)
     size_t start = out->len, frames = 0;
     while (c->qlen && st__q_head(c)->wait <= durable && out->len - start < ST__WS_WRITE_BUDGET) {
         st_wsent_t e = *st__q_head(c);
+        st__unqueue(c, 0);
         c->qhead = (c->qhead + 1) & (c->qcap - 1);
         c->qlen--;
-        st__unqueued(c, &e, st__q_head(c));
+        if (c->counted) c->counted--;
         st__frame_header(out, st__ent_len(&e));
         if (e.prefix) st_buf_append(out, e.prefix->data, e.prefix->len);
         st_buf_append(out, e.body->data, e.body->len);
@@ -489,8 +528,8 @@ void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c)
         st__ent_free(st__q_at(c, i));
     free(c->q);
     c->q = NULL;
-    c->qcap = c->qhead = c->qlen = 0;
-    c->queued = c->live = c->biggest = 0;
+    c->qcap = c->qhead = c->qlen = c->counted = 0;
+    c->queued = c->replayed = c->live = c->biggest = 0;
 }
 
 /* Batches from `first` on were rolled back: what they would have shown must never be sent. */
@@ -505,33 +544,41 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
             if (s->topic == ST_TOPIC_MESSAGES && !s->replaying && s->last_wait >= first)
                 s->cursor = s->safe_cursor; /* rolled-back ids must not hide the next ones */
         }
-        uint32_t kept = 0; /* the entries kept move up, in order */
+        uint32_t kept = 0, counted = 0; /* the entries kept move up, in order */
         for (uint32_t i = 0; i < c->qlen; i++) {
             st_wsent_t e = *st__q_at(c, i);
             if (e.wait >= first) {
-                st__unqueued(c, &e, i + 1 < c->qlen ? st__q_at(c, i + 1) : NULL);
+                st__unqueue(c, i);
                 st__ent_free(&e);
             } else {
+                counted += i < c->counted;
                 *st__q_at(c, kept++) = e;
             }
         }
         c->qlen = kept;
+        c->counted = counted;
+        st__wake(ws, c); /* what waited behind a rolled-back frame may leave now */
         st__ws_fence_failed(ws, c, first);
     }
 }
 
-/* A batch became durable: the streams whose next frame it released are written now. Up to
+/* A batch became durable: the frames it released count toward their stream's backlog (which
+ * may cut it off), and the streams whose next frame it released are written now. Up to
  * ST__WS_FAN_MIN of them, one by one (st__send_now); more, and their sends are shared with the
- * sender thread (st__fan_out). */
+ * sender thread (st__fan_out). A stream that had frames to send already has a writable callback
+ * coming. */
 static void st__on_durable(st_store_listener_t *l, uint64_t id)
 {
     st_ws_t *ws = (st_ws_t *)((char *)l - offsetof(st_ws_t, listener));
+    (void)id; /* st__count reads it from the store */
     ws->nready = 0;
     for (ST_LIST_EACH(wl, wn, &ws->waiting)) {
         st_wsconn_t *c = ST_LIST_ITEM(wl, st_wsconn_t, wlink);
-        if (!c->qlen || st__q_head(c)->wait <= id) {
-            st__unwait(c);
-            if (!c->qlen) continue;
+        bool idle = c->counted == 0; /* nothing to send: no writable callback is coming */
+        st__count(ws, c);
+        if (c->cut) continue;
+        if (c->counted == c->qlen) st__unwait(c);
+        if (idle && c->counted) {
             if (ws->nready == ws->ready_cap) {
                 ws->ready_cap = ws->ready_cap ? ws->ready_cap * 2 : 256;
                 ws->ready = st_realloc(ws->ready, ws->ready_cap * sizeof *ws->ready);

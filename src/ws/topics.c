@@ -116,7 +116,7 @@ static void st__replay_one(void *arg, uint64_t msg_id, const char *json, size_t 
     st_wsconn_t *c = r->s->conn;
     size_t queued = c->queued, n = r->prefix.len + len + 11;
     if (r->full ||
-        (queued > c->live && (queued >= ST__REPLAY_PAGE_BYTES || queued + n > ST__WS_MAX_QUEUED))) {
+        (c->replayed && (queued >= ST__REPLAY_PAGE_BYTES || queued + n > ST__WS_MAX_QUEUED))) {
         r->full = true;
         return;
     }

@@ -5,8 +5,9 @@
 // consumer" — the big frame alone is past the cap. So did a big message queued behind one small
 // frame still waiting for its batch.
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { after, before, test } from 'node:test';
-import { startStrata, wsConnect } from './lib.mjs';
+import { sleep, startStrata, wsConnect } from './lib.mjs';
 
 let s;
 before(async () => { s = await startStrata(); });
@@ -72,3 +73,57 @@ test('a 1 MiB message taken by several subscriptions of one reading stream reach
   assert.equal(Number(m[1]), 0, 'nobody was cut off');
   ws.close();
 });
+
+// Regression: a stream's live frames counted against its 1 MiB backlog cap as soon as they were
+// queued, while they still waited for their batch to be durable. Several big messages to one user
+// acknowledged by one group commit cut off (1008 "slow consumer") a subscriber that reads as fast
+// as it can: it could not have read frames that were not allowed to leave yet.
+test('~0.9 MiB messages made durable together reach a reading subscriber, every one, in order', async () => {
+  const ws = await wsConnect(s.port);
+  ws.send({ type: 'subscribe', id: 'm', topic: 'messages', user: 'burst' });
+  for (let f = await ws.next(); f.json?.type !== 'replay_done'; f = await ws.next()) assert.equal(f.op, 1);
+  const drops = async () => Number((await s.req('GET', '/metrics')).text.match(/strata_ws_slow_consumer_drops_total (\d+)/)[1]);
+  const drops0 = await drops();
+  // Each post goes on its own connection with its last byte held back; once strata has read the
+  // rest, the last bytes go out in one tick: the posts complete together, so their frames are
+  // queued together and made durable by one group commit (at most two).
+  const posts = Array.from({ length: 5 }, (_, i) => heldPost(s.port, '/v1/users/burst/messages',
+    { conversation_id: 'b', from: 'b', content: `${i} ${'q'.repeat(900000)}` }));
+  await sleep(500);
+  for (const p of posts) p.release();
+  const rs = await Promise.all(posts.map((p) => p.response));
+  for (const r of rs) assert.equal(r.status, 201, r.text);
+  const ids = rs.map((r) => r.json.msg_id).sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1));
+  const got = [];
+  while (got.length < ids.length) {
+    const f = await ws.next(20000);
+    assert.equal(f.op, 1, `the stream was closed after ${got.length} messages: ${f.code} ${f.reason}`);
+    assert.equal(f.json.type, 'message');
+    const i = rs.findIndex((r) => r.json.msg_id === f.json.message.msg_id);
+    assert.equal(f.json.message.content, `${i} ${'q'.repeat(900000)}`);
+    got.push(f.json.message.msg_id);
+  }
+  assert.deepEqual(got, ids, 'every message once, in msg_id order');
+  assert.equal(await drops(), drops0, 'nobody was cut off');
+  ws.close();
+});
+
+// A POST on its own connection, sent but for its last byte until release() sends that.
+function heldPost(port, p, body) {
+  const data = Buffer.from(JSON.stringify(body));
+  const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: p, agent: false,
+    headers: { 'content-type': 'application/json', 'content-length': data.length } });
+  const response = new Promise((resolve, reject) => {
+    req.on('response', (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString();
+        resolve({ status: res.statusCode, text, json: res.statusCode === 201 ? JSON.parse(text) : undefined });
+      });
+    });
+    req.on('error', reject);
+  });
+  req.write(data.subarray(0, -1));
+  return { response, release: () => req.end(data.subarray(-1)) };
+}
