@@ -210,16 +210,26 @@ st_map_node_t *st_map_next(const st_map_t *m, size_t *iter, st_map_node_t *cur);
 typedef void (*st_observer_any_fn)(void);
 typedef struct {
     st_observer_any_fn fn[ST_OBSERVERS_MAX];
+    /* An observer's optional interest test (the module's own type; NULL: it takes every change):
+     * a module may skip building a change no observer wants. */
+    st_observer_any_fn wants[ST_OBSERVERS_MAX];
     void *arg[ST_OBSERVERS_MAX];
     size_t n;
 } st_observers_t;
 
 /* arg is borrowed until st_observers_remove. More than ST_OBSERVERS_MAX is a programming error. */
-static inline void st_observers_add(st_observers_t *o, st_observer_any_fn fn, void *arg)
+static inline void st_observers_add_wants(st_observers_t *o, st_observer_any_fn fn,
+                                          st_observer_any_fn wants, void *arg)
 {
     ST_ASSERT(o->n < ST_OBSERVERS_MAX);
     o->fn[o->n] = fn;
+    o->wants[o->n] = wants;
     o->arg[o->n++] = arg;
+}
+
+static inline void st_observers_add(st_observers_t *o, st_observer_any_fn fn, void *arg)
+{
+    st_observers_add_wants(o, fn, NULL, arg);
 }
 
 /* Removes every observer registered with arg (its owner is going away). */
@@ -229,6 +239,7 @@ static inline void st_observers_remove(st_observers_t *o, const void *arg)
     for (size_t i = 0; i < o->n; i++)
         if (o->arg[i] != arg) {
             o->fn[k] = o->fn[i];
+            o->wants[k] = o->wants[i];
             o->arg[k++] = o->arg[i];
         }
     o->n = k;

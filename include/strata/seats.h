@@ -141,7 +141,14 @@ int st_seats_cancel(st_seats_t *s, uint64_t booking_id, const st_booking_ref_t *
  * "event_id":…,"section":…,"changes":[{"seat":"r-c","state":…}…],"stats":{…},"event_stats":{…}} */
 typedef void (*st_seats_observer_fn)(void *arg, const char *event_id, size_t elen, const char *tail,
                                      size_t tlen, uint64_t wait);
-void st_seats_observe(st_seats_t *s, st_seats_observer_fn fn, void *arg);
+/* Would the observer do anything with a change of this event now? Asked for each change before
+ * its message is built; when no observer wants it, none is built and no observer is called.
+ * Must be cheap (a lookup) and must answer true whenever the observer could need the change:
+ * anyone who starts following the event later must learn its state some other way (a snapshot
+ * read at that moment). */
+typedef bool (*st_seats_wants_fn)(void *arg, const char *event_id, size_t elen);
+/* wants may be NULL: the observer takes every change. */
+void st_seats_observe(st_seats_t *s, st_seats_observer_fn fn, st_seats_wants_fn wants, void *arg);
 void st_seats_unobserve(st_seats_t *s, const void *arg);
 
 /* Recounts every bitmap and compares with the kept stats (tests and /metrics). */

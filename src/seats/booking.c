@@ -70,10 +70,22 @@ void st__arm_timer(st_seats_t *s)
     uv_timer_start(&s->timer, st__on_timer, (uint64_t)delay_ms, 0);
 }
 
-/* Ends a reserved booking (cancel or expiry): its seats go back to available. */
-void st_seats_observe(st_seats_t *s, st_seats_observer_fn fn, void *arg)
+/* ---- observers: the live streams of seat changes ---- */
+
+void st_seats_observe(st_seats_t *s, st_seats_observer_fn fn, st_seats_wants_fn wants, void *arg)
 {
-    st_observers_add(&s->observers, (st_observer_any_fn)fn, arg);
+    st_observers_add_wants(&s->observers, (st_observer_any_fn)fn, (st_observer_any_fn)wants, arg);
+}
+
+/* Does any observer want a change of e? (One call per observer: for the streams, a subscriber
+ * lookup.) */
+static bool st__wanted(const st_seats_t *s, const st_event_t *e)
+{
+    for (size_t i = 0; i < s->observers.n; i++) {
+        st_seats_wants_fn wants = (st_seats_wants_fn)s->observers.wants[i];
+        if (!wants || wants(s->observers.arg[i], e->id, e->id_len)) return true;
+    }
+    return false;
 }
 
 void st_seats_unobserve(st_seats_t *s, const void *arg)
@@ -95,7 +107,7 @@ void st__notify(st_seats_t *s, const st_event_t *e, const st_section_t *sec,
     size_t n = 0;
     for (size_t m = 0; m < nmv; m++)
         n += mv[m].n;
-    if (!s->observers.n || !n) return;
+    if (!n || !st__wanted(s, e)) return; /* nobody follows the event: no message to build */
     st_buf_t b = {0};
     st_buf_puts(&b, "\"event_id\":");
     st_buf_append_json_str(&b, e->id, e->id_len);

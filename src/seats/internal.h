@@ -169,7 +169,8 @@ typedef struct {
     int state;
 } st_seatmove_t;
 /* The moves of one section made by one operation, in batch w: one message to the observers
- * (live streams), with the stats after the whole operation. */
+ * (live streams), with the stats after the whole operation — built only when an observer wants
+ * changes of e (st_seats_wants_fn); the state itself has moved either way. */
 void st__notify(st_seats_t *s, const st_event_t *e, const st_section_t *sec,
                 const st_seatmove_t *mv, size_t nmv, uint64_t w);
 /* Moves seats of one section to state and stages their chunks; the caller publishes the

@@ -220,6 +220,8 @@ void st__ws_topics_free(st_ws_t *ws);
 /* fan-out of seat changes and new messages (the chat and seats observers) */
 void st__ws_seats_changed(void *arg, const char *event_id, size_t elen, const char *tail,
                           size_t tlen, uint64_t wait);
+/* Would a seat change of this event reach any stream (here, or in a group another member's)? */
+bool st__ws_seats_wanted(void *arg, const char *event_id, size_t elen);
 /* Would a message posted now reach any stream on this member? */
 bool st__ws_message_wanted(st_ws_t *ws, const char *user, size_t ulen, const char *conv,
                            size_t clen, uint64_t msg_id);

@@ -527,6 +527,20 @@ void st__ws_seats_changed(void *arg, const char *event_id, size_t elen, const ch
     st__ws_body_unref(pre);
 }
 
+/* Would a seat change of this event reach any stream? Yes in a group: the leader notes every
+ * change for the other members' subscribers (st__ws_note_seats; they publish what they apply),
+ * whoever subscribes here. Alone: only if the event's channel exists. A change skipped while it
+ * does not is never owed to anyone: a seats subscription joins its channel in the same call that
+ * reads its snapshot (st__sub_start, in one loop turn), so every change staged before it is in
+ * that snapshot and every change after it finds the channel. Costs a subscriber count, then a
+ * channel lookup when there are subscribers. */
+bool st__ws_seats_wanted(void *arg, const char *event_id, size_t elen)
+{
+    st_ws_t *ws = arg;
+    if (ws->app->store && st_store_grouped(ws->app->store)) return true;
+    return ws->nsubs && st__chan_find(ws, ST_TOPIC_SEATS, event_id, elen);
+}
+
 /* A new message: subscribers of its user (and conversation) that finished replay get it now;
  * those still replaying will read it in their next page. */
 /* Would st__ws_message_posted send this message to any stream here? (The same test it makes per
@@ -577,7 +591,8 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
 void st__ws_topics_init(st_ws_t *ws)
 {
     st_map_init(&ws->chans);
-    if (ws->app->seats) st_seats_observe(ws->app->seats, st__ws_seats_changed, ws);
+    if (ws->app->seats)
+        st_seats_observe(ws->app->seats, st__ws_seats_changed, st__ws_seats_wanted, ws);
     if (ws->app->chat) st_chat_observe(ws->app->chat, st__ws_message_posted, ws);
     if (ws->app->store) st_counters_observe(ws->app->store, st__ws_counter_observed, ws);
     st__ws_notes_init(ws);
