@@ -205,6 +205,7 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
     st__ws_listen(ws);
     st__ws_rx_init(ws);
     ws->fan = st__ws_fan_start();
+    st__ws_soon_init(ws);
     uv_timer_init(loop, &ws->expiry);
     ws->expiry.data = ws;
     if (*app->cfg->jwt_secret) uv_timer_start(&ws->expiry, st__on_expiry, 1000, 1000);
@@ -218,6 +219,7 @@ void st_ws_close(st_ws_t *ws)
     st__ws_fan_stop(ws->fan); /* a fan-out from now on is sent from the loop alone */
     ws->fan = NULL;
     uv_close((uv_handle_t *)&ws->expiry, NULL);
+    st__ws_soon_close(ws);
     lws_context_destroy(ws->ctx); /* starts closing its handles on our loop */
 }
 

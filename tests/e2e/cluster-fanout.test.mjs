@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: MIT
+// Fan-out on a follower (issue 23): a follower publishes what it applies, entry by entry, each
+// durable already when its frames are queued. Those frames leave once per loop turn for every
+// stream at once — the parallel send shared with the sender thread (strata_ws_fanout_writes_total
+// moves), not a writable callback per stream per entry. 100 streams on a follower follow one
+// counter while 8 clients increment it through the leader; every stream must get every value
+// once, in order, after the value it subscribed at: no gap, no duplicate.
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import { converge, Group } from './cluster-lib.mjs';
+import { sleep, wsConnect } from './lib.mjs';
+
+const STREAMS = 100, INCRS = 400, CLIENTS = 8;
+
+const g = new Group(3);
+const open = [];
+after(() => {
+  for (const st of open) st.ws.close();
+  g.kill();
+  g.cleanup();
+});
+
+async function metric(port, name) {
+  const r = await fetch(`http://127.0.0.1:${port}/metrics`);
+  const m = (await r.text()).match(new RegExp(`^${name} (\\d+)`, 'm'));
+  return m ? Number(m[1]) : 0;
+}
+
+function reader(st) {
+  st.values = [];
+  st.error = null;
+  (async () => {
+    for (;;) {
+      const f = await st.ws.next(60000);
+      if (f.op === -1 && st.closing) return;
+      assert.equal(f.op, 1, `a text frame, not ${JSON.stringify({ op: f.op, code: f.code, reason: f.reason })}`);
+      const j = f.json;
+      if (j.type === 'subscribed') continue;
+      assert.equal(j.type, 'counter', f.text.slice(0, 200));
+      st.values.push(j.value);
+    }
+  })().catch((e) => { st.error = e; });
+}
+
+async function waitFor(streams, pred, what, ms = 60000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    for (const st of streams) if (st.error) throw st.error;
+    if (streams.every(pred)) return;
+    assert.ok(Date.now() < end, `in time: ${what}`);
+    await sleep(20);
+  }
+}
+
+test('streams on a follower get every applied change once, in order, through the parallel send', { timeout: 180000 }, async () => {
+  await g.init();
+  const leader = await g.leader();
+  const follower = g.live().find((id) => id !== leader);
+  const fport = g.port(follower);
+  assert.equal((await g.req('POST', '/v1/counters/hot/incr', {}, { via: leader })).status, 200);
+  await converge(g);
+
+  const streams = [];
+  for (let i = 0; i < STREAMS; i++) {
+    const ws = await wsConnect(fport);
+    assert.equal(ws.status, 101);
+    const st = { ws };
+    open.push(st);
+    streams.push(st);
+    ws.send({ type: 'subscribe', id: `c${i}`, topic: 'counter', name: 'hot' });
+    reader(st);
+  }
+  await waitFor(streams, (st) => st.values.length === 1, 'the value at subscription');
+  for (const st of streams) assert.deepEqual(st.values, [1]);
+
+  const writes = async () => await metric(fport, 'strata_ws_fanout_writes_total\\{thread="loop"\\}') +
+    await metric(fport, 'strata_ws_fanout_writes_total\\{thread="sender"\\}');
+  const writes0 = await writes();
+  let sent = 0;
+  const client = async () => {
+    while (sent < INCRS) {
+      sent++;
+      const r = await g.req('POST', '/v1/counters/hot/incr', {}, { via: leader });
+      assert.equal(r.status, 200, r.text);
+    }
+  };
+  await Promise.all(Array.from({ length: CLIENTS }, client));
+  const last = 1 + INCRS;
+  await waitFor(streams, (st) => st.values.at(-1) === last, 'the last value');
+  for (const [i, st] of streams.entries())
+    assert.deepEqual(st.values, Array.from({ length: last }, (_, k) => k + 1), `stream c${i}`);
+  const moved = await writes() - writes0;
+  assert.ok(moved >= STREAMS, `the follower's frames went out through the parallel send (${moved} writes)`);
+  assert.equal(await metric(fport, 'strata_ws_slow_consumer_drops_total'), 0);
+  for (const st of streams) st.closing = true;
+});
