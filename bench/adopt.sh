@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# What opening many streams costs (a reconnect storm after a restart or a failover): starts one
+# strata, opens CONNS WebSocket streams with one subscription each (`strata-wsload idle`) and
+# prints the time until all are open and the CPU strata used meanwhile. PERF=1 also records
+# strata with `perf record -g` into /tmp/adopt-perf.data. Holds /tmp/strata-bench.lock.
+#   BIN=build/strata CONNS=10000 bench/adopt.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+BIN=${BIN:-build/strata} CONNS=${CONNS:-10000}
+ulimit -n "$(ulimit -Hn)"
+port=$(free_port)
+"$BIN" --listen 127.0.0.1:"$port" --data-dir "$work/data" --max-connections $((CONNS + 1000)) \
+  --log-level warn &
+p=$!
+pids+=("$p")
+wait_port "$port"
+ticks() { awk '{print $14 + $15}' /proc/"$1"/stat; }
+exec 9>/tmp/strata-bench.lock
+flock 9
+a=$(ticks "$p")
+t0=$(date +%s%N)
+if [ -n "${PERF:-}" ]; then perf record -g -p "$p" -o /tmp/adopt-perf.data -- sleep 3 >/dev/null 2>&1 & fi
+build/strata-wsload idle "$port" "$CONNS" 2 >"$work/idle.txt" &
+lp=$!
+for _ in $(seq 1200); do grep -q ready "$work/idle.txt" && break; sleep 0.05; done
+t1=$(date +%s%N)
+b=$(ticks "$p")
+wait "$lp"
+flock -u 9
+grep -q ready "$work/idle.txt" || die "the streams did not all open in 60 s"
+awk -v n="$CONNS" -v ms=$(((t1 - t0) / 1000000)) -v t=$((b - a)) -v hz="$(getconf CLK_TCK)" -v bin="$BIN" \
+  'BEGIN {printf "%s: %d streams open in %d ms; strata used %.0f ms of CPU (%.0f us per stream)\n", bin, n, ms, t * 1000 / hz, t * 1e6 / hz / n}'
