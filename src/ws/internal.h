@@ -200,7 +200,7 @@ void st__ws_cut(st_ws_t *ws, st_wsconn_t *c, const char *reason);
 /* Fails c's stream (RFC 6455 §7.1.7) for what its client sent (or for its silence, ws.c):
  * `code` and `reason` (a literal), its queue dropped, nothing more served; from the writable
  * callback, a close frame is written and the socket closed at once (no wait for the client's
- * close frame); without one within ST__WS_CLOSE_GRACE seconds, the socket is closed anyway. */
+ * close frame). A socket that never becomes writable is closed after ST__WS_CLOSE_GRACE s. */
 void st__ws_fail(st_ws_t *ws, st_wsconn_t *c, uint16_t code, const char *reason);
 /* Queues a one-off frame built in b (copied). */
 void st__ws_queue_buf(st_ws_t *ws, st_wsconn_t *c, const st_buf_t *b, uint64_t wait);

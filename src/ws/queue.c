@@ -353,8 +353,9 @@ static void st__end(st_ws_t *ws, st_wsconn_t *c, uint16_t code, const char *reas
     if (!c->wsi) return;
     /* The deadline, should the peer never read again (the writable callback comes only when it
      * does). lws 4.1 on libuv re-arms its timer only when it services an event: a timeout set
-     * from outside its callbacks (a fan-out from an HTTP request) waits for the next one, which
-     * may be a keep-alive ping 30 s away. Waking lws makes it re-arm now. */
+     * from outside its callbacks (a fan-out from an HTTP request, the keep-alive's tick) waits
+     * for the next one, which may never come (lws runs no keep-alive timer of its own, ws.c).
+     * Waking lws makes it re-arm now. */
     lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, ST__WS_CLOSE_GRACE);
     lws_callback_on_writable(c->wsi);
     lws_cancel_service(lws_get_context(c->wsi));
