@@ -141,12 +141,14 @@ static int st__callback(struct lws *wsi, enum lws_callback_reasons reason, void 
  * close frame, the socket is closed after ST__WS_CLOSE_GRACE seconds. */
 static void st__keepalive(st_ws_t *ws, st_wsconn_t *c, uint64_t now)
 {
-    if (now - c->rx_ms >= 3 * ws->ping_ms) { /* the loop's time never goes back */
+    /* rx_ms is never ahead of the tick's time (the loop's clock is monotonic and a read is
+     * stamped after it); should it ever be, the stream counts as just heard from, not closed */
+    if (now > c->rx_ms && now - c->rx_ms >= 3 * ws->ping_ms) {
         st__ws_fail(ws, c, ST__WS_CLOSE_GOING_AWAY, "ping timeout");
         return;
     }
     uint64_t last = c->ping_ms > c->rx_ms ? c->ping_ms : c->rx_ms;
-    if (c->ping_due || now - last < ws->ping_ms) return;
+    if (c->ping_due || now < last + ws->ping_ms) return;
     c->ping_due = true;
     c->ping_ms = now;
     lws_callback_on_writable(c->wsi);
