@@ -92,6 +92,9 @@ static const st_cfg_opt_t st__opts[] = {
             "unanswered requests per connection before strata stops reading it"),
     ST__NUM(ST_CFG_U64, idle_timeout, "idle-timeout", "STRATA_IDLE_TIMEOUT", "60", 1, 86400,
             "seconds an idle keep-alive connection is kept, and a peer that takes no output"),
+    ST__NUM(ST_CFG_U64, ws_ping_seconds, "ws-ping-seconds", "STRATA_WS_PING_SECONDS", "30", 1, 3600,
+            "seconds of silence after which a stream is pinged; silent 3x as long, it is closed "
+            "(lower it behind proxies that drop idle connections sooner)"),
     ST__NUM(ST_CFG_U64, request_timeout, "request-timeout", "STRATA_REQUEST_TIMEOUT", "10", 1, 3600,
             "seconds a client may take to send one whole request (slowloris guard)"),
     ST__NUM(ST_CFG_U64, idempotency_ttl, "idempotency-ttl", "STRATA_IDEMPOTENCY_TTL", "86400", 60,

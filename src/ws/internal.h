@@ -33,10 +33,11 @@ struct lws_vhost;
 #define ST__WS_FAN_ARENA    (4u << 20)   /* bytes framed per round of a parallel send */
 
 /* close codes (RFC 6455 §7.4.1) */
-#define ST__WS_CLOSE_PROTOCOL 1002
-#define ST__WS_CLOSE_INVALID  1007
-#define ST__WS_CLOSE_POLICY   1008
-#define ST__WS_CLOSE_TOO_BIG  1009
+#define ST__WS_CLOSE_GOING_AWAY 1001
+#define ST__WS_CLOSE_PROTOCOL   1002
+#define ST__WS_CLOSE_INVALID    1007
+#define ST__WS_CLOSE_POLICY     1008
+#define ST__WS_CLOSE_TOO_BIG    1009
 
 /* Shared bytes of one change; freed when the last queue holding it lets go. */
 typedef struct st_wsbody {
@@ -125,9 +126,14 @@ struct st_wsconn {
     bool closing;      /* the close was handed to lws: nothing more is done here */
     bool broken;       /* a direct write failed: close from the writable callback */
     bool established;  /* counted in ws->nconns (a failed handshake never is) */
-    char *subject;     /* authenticated principal ("" when auth is off) */
-    int64_t exp_us;    /* the token's expiry, 0 when none */
-    st_buf_t in;       /* a message arriving in fragments */
+    /* keep-alive (ws.c st__on_tick): loop times (uv_now, ms) of the last bytes received from the
+     * client (rx.c stamps it on every read) and of the last ping asked for; ping_due while a
+     * ping waits for the writable callback */
+    uint64_t rx_ms, ping_ms;
+    bool ping_due;
+    char *subject;  /* authenticated principal ("" when auth is off) */
+    int64_t exp_us; /* the token's expiry, 0 when none */
+    st_buf_t in;    /* a message arriving in fragments */
 };
 
 typedef struct st_wsfan st_wsfan_t;
@@ -163,7 +169,10 @@ struct st_ws {
     st_wsfan_t *fan; /* the sender thread; NULL if it could not start */
     st_store_listener_t listener;
     const void *adopting; /* token of the connection being adopted, during st_ws_adopt */
-    uv_timer_t expiry;    /* ends streams whose token expired (auth on) */
+    /* Once a tick: pings streams silent for ping_ms, closes those silent for 3 x ping_ms, and ends
+     * streams whose token expired (ws.c st__on_tick). */
+    uv_timer_t tick;
+    uint64_t ping_ms; /* --ws-ping-seconds, in ms */
     /* Sends, once per loop turn, what was queued already durable onto idle streams (queue.c
      * st__ws_soon): a follower queues what it applied, entry by entry, all of it durable. */
     uv_idle_t soon;
@@ -188,15 +197,17 @@ void st__ws_queue_replay(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_ws
  * leaves once lws has written what it holds, and the socket is closed anyway after
  * ST__WS_CLOSE_GRACE seconds. */
 void st__ws_cut(st_ws_t *ws, st_wsconn_t *c, const char *reason);
-/* Fails c's stream (RFC 6455 §7.1.7) for what its client sent: `code` and `reason` (a
- * literal), its queue dropped, nothing more served; from the writable callback, a close frame
- * is written and the socket closed at once (no wait for the client's close frame). */
+/* Fails c's stream (RFC 6455 §7.1.7) for what its client sent (or for its silence, ws.c):
+ * `code` and `reason` (a literal), its queue dropped, nothing more served; from the writable
+ * callback, a close frame is written and the socket closed at once (no wait for the client's
+ * close frame). A socket that never becomes writable is closed after ST__WS_CLOSE_GRACE s. */
 void st__ws_fail(st_ws_t *ws, st_wsconn_t *c, uint16_t code, const char *reason);
 /* Queues a one-off frame built in b (copied). */
 void st__ws_queue_buf(st_ws_t *ws, st_wsconn_t *c, const st_buf_t *b, uint64_t wait);
 void st__ws_send_error(st_ws_t *ws, st_wsconn_t *c, const char *id, const char *code,
                        const char *msg);
-/* Writes the next frame that may leave; returns -1 when the connection must close. */
+/* Writes a ping that is due, or else the next frames that may leave; returns -1 when the
+ * connection must close. */
 int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c);
 /* Frees c's queued frames and takes it off the waiting list. */
 void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c);

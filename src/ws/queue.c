@@ -353,8 +353,9 @@ static void st__end(st_ws_t *ws, st_wsconn_t *c, uint16_t code, const char *reas
     if (!c->wsi) return;
     /* The deadline, should the peer never read again (the writable callback comes only when it
      * does). lws 4.1 on libuv re-arms its timer only when it services an event: a timeout set
-     * from outside its callbacks (a fan-out from an HTTP request) waits for the next one, which
-     * may be a keep-alive ping 30 s away. Waking lws makes it re-arm now. */
+     * from outside its callbacks (a fan-out from an HTTP request, the keep-alive's tick) waits
+     * for the next one, which may never come (lws runs no keep-alive timer of its own, ws.c).
+     * Waking lws makes it re-arm now. */
     lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, ST__WS_CLOSE_GRACE);
     lws_callback_on_writable(c->wsi);
     lws_cancel_service(lws_get_context(c->wsi));
@@ -416,13 +417,30 @@ static int st__start_close(st_wsconn_t *c)
     return 0;
 }
 
+/* Sends the keep-alive ping that is due (ws.c st__keepalive), from the writable callback: one
+ * lws_write per callback, and only while lws holds nothing of an earlier write, so the ping
+ * leaves between whole frames (every frame strata sends leaves whole from one write, st__write,
+ * or a parallel send that is over before the loop goes on, fan.c; what a socket did not take is
+ * lws's to finish first). Frames that may leave go in the next callback. */
+static int st__ping(st_ws_t *ws, st_wsconn_t *c)
+{
+    unsigned char buf[LWS_PRE + 1]; /* an empty payload: lws writes the 2-byte header before it */
+    c->ping_due = false;
+    if (lws_write(c->wsi, buf + LWS_PRE, 0, LWS_WRITE_PING) < 0) return -1;
+    st__ws_replay_more(ws, c);
+    st__wake(ws, c); /* another callback if frames may leave */
+    return 0;
+}
+
 int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c)
 {
     if (c->closing) return 0; /* lws sends the close frame itself */
     if (c->cut)
         return c->cut_code == ST__WS_CLOSE_POLICY ? st__start_close(c) : st__fail_now(ws, c);
     if (c->broken) return -1;
+    if (c->ping_due && !lws_partial_buffered(c->wsi)) return st__ping(ws, c);
     if (st__flush(ws, c) != 0) return -1;
+    if (c->ping_due) lws_callback_on_writable(c->wsi); /* after what lws holds */
     /* A flush that stopped on a partly buffered write, with its queue empty, must still fetch the
      * next replay page: nothing else would (a replay of big messages stalled after one page). */
     st__ws_replay_more(ws, c);

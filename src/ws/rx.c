@@ -15,6 +15,8 @@
  * after, and fails the stream: a close frame with 1002 (1007 for a close reason that is not
  * UTF-8) and the socket closed (st__ws_fail). So lws never parses a bad frame and nothing it
  * carried is acted on. Every other recv() (libcurl, other threads) passes straight through.
+ * Every read of a stream's socket also stamps the stream's last-heard time, the keep-alive's
+ * clock (ws.c st__on_tick): the loop's cached time, no syscall.
  */
 #define _GNU_SOURCE /* memmem */
 #include "internal.h"
@@ -235,6 +237,7 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
     ssize_t n = recvfrom(fd, buf, len, flags, NULL, NULL);
     st__rx_t *r = n > 0 && !(flags & MSG_PEEK) ? st__rx_slot(fd) : NULL;
     if (!r) return n;
+    if (r->conn) r->conn->rx_ms = uv_now(st__rx_ws->loop); /* heard from (keep-alive, ws.c) */
     if (r->bad) { /* failed: nothing more reaches lws; the close is under way */
         errno = EAGAIN;
         return -1;

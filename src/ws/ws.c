@@ -64,6 +64,7 @@ static void st__established(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c)
     c->subject = st_strndup(from ? from->subject : "", from ? strlen(from->subject) : 0);
     c->exp_us = from ? from->exp_us : 0;
     c->fd = from ? from->fd : -1;
+    c->rx_ms = uv_now(ws->loop); /* the handshake was the last thing heard */
     st_list_init(&c->subs);
     st_list_push_front(&ws->conns, &c->link);
     ws->nconns++;
@@ -125,16 +126,50 @@ static int st__callback(struct lws *wsi, enum lws_callback_reasons reason, void 
     }
 }
 
-/* A token that expires while its stream is open ends the stream (SPEC §3) with 1008 "token
- * expired", the way a slow consumer is cut off (queue.c): the close frame goes out from the
- * writable callback, ahead of what was still queued. */
-static void st__on_expiry(uv_timer_t *t)
+/* Keep-alive (SPEC §3: ping every 30 s, a peer silent for 90 s is closed), strata's own rather
+ * than lws's "validity" timers: lws 4.1 keeps one timer per connection in a single list sorted by
+ * insertion from its head, so opening a stream and every pong re-sorted it, a walk over every
+ * stream (opening 10,000 streams took 3.3 s, most of it there). Here, rx.c stamps c->rx_ms with
+ * the loop's cached time on every read of the stream's socket (a pong, a ping, a frame: anything
+ * heard), and this tick walks the streams once: silent for ping_ms since the last read and the
+ * last ping, a stream gets a ping (sent from its writable callback, between whole frames,
+ * st__ws_on_writable); silent for 3 x ping_ms, it is closed with 1001 "going away": the server
+ * ends a stream that is not broken (1002) nor against a policy (1008, which clients here read as
+ * "slow consumer" or "token expired"), and a client reconnects (with `after`) as it does when a
+ * server goes away. The close frame is written and the socket closed at once (st__ws_fail: a
+ * peer silent that long is not waited on for its own close frame); should it not even take the
+ * close frame, the socket is closed after ST__WS_CLOSE_GRACE seconds. */
+static void st__keepalive(st_ws_t *ws, st_wsconn_t *c, uint64_t now)
+{
+    /* rx_ms is never ahead of the tick's time (the loop's clock is monotonic and a read is
+     * stamped after it); should it ever be, the stream counts as just heard from, not closed */
+    if (now > c->rx_ms && now - c->rx_ms >= 3 * ws->ping_ms) {
+        st__ws_fail(ws, c, ST__WS_CLOSE_GOING_AWAY, "ping timeout");
+        return;
+    }
+    uint64_t last = c->ping_ms > c->rx_ms ? c->ping_ms : c->rx_ms;
+    if (c->ping_due || now < last + ws->ping_ms) return;
+    c->ping_due = true;
+    c->ping_ms = now;
+    lws_callback_on_writable(c->wsi);
+}
+
+/* Every tick: the keep-alive of every stream, and a token that expired while its stream was open
+ * ends the stream (SPEC §3) with 1008 "token expired", the way a slow consumer is cut off
+ * (queue.c): the close frame goes out from the writable callback, ahead of what was still
+ * queued. A few loads per stream. */
+static void st__on_tick(uv_timer_t *t)
 {
     st_ws_t *ws = t->data;
-    int64_t now = st_now_us();
+    uint64_t now = uv_now(ws->loop);
+    int64_t now_us = st_now_us();
     for (ST_LIST_EACH(l, n, &ws->conns)) {
         st_wsconn_t *c = ST_LIST_ITEM(l, st_wsconn_t, link);
-        if (c->exp_us && now >= c->exp_us) st__ws_cut(ws, c, "token expired");
+        if (c->cut) continue; /* ending already */
+        if (c->exp_us && now_us >= c->exp_us)
+            st__ws_cut(ws, c, "token expired");
+        else
+            st__keepalive(ws, c, now);
     }
 }
 
@@ -148,9 +183,10 @@ static const struct lws_protocols st__protocols[] = {
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
-/* Ping after 30 s of silence, hang up after 90 s (SPEC §3). */
-static const lws_retry_bo_t st__keepalive = {.secs_since_valid_ping = 30,
-                                             .secs_since_valid_hangup = 90};
+/* lws's own keep-alive ("validity") off: strata's is st__on_tick. Leaving the policy unset would
+ * not do: lws would use its default one, which pings after 300 s. */
+static const lws_retry_bo_t st__no_validity = {.secs_since_valid_ping = 0,
+                                               .secs_since_valid_hangup = 0};
 
 static void st__lws_log(int level, const char *line)
 {
@@ -178,7 +214,7 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
     info.port = CONTEXT_PORT_NO_LISTEN_SERVER;
     info.protocols = st__protocols;
     info.user = ws;
-    info.retry_and_idle_policy = &st__keepalive;
+    info.retry_and_idle_policy = &st__no_validity;
     ws->ctx = lws_create_context(&info);
     if (ws->ctx) ws->vh = lws_create_vhost(ws->ctx, &info);
     if (!ws->ctx || !ws->vh) {
@@ -206,9 +242,13 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
     st__ws_rx_init(ws);
     ws->fan = st__ws_fan_start();
     st__ws_soon_init(ws);
-    uv_timer_init(loop, &ws->expiry);
-    ws->expiry.data = ws;
-    if (*app->cfg->jwt_secret) uv_timer_start(&ws->expiry, st__on_expiry, 1000, 1000);
+    /* a tick of a quarter of the ping interval, at most 1 s: a ping leaves within 1.25 x the
+     * interval of silence, a silent stream is closed within 3 x the interval and a tick */
+    ws->ping_ms = app->cfg->ws_ping_seconds * 1000;
+    uint64_t tick = ws->ping_ms / 4 < 1000 ? ws->ping_ms / 4 : 1000;
+    uv_timer_init(loop, &ws->tick);
+    ws->tick.data = ws;
+    uv_timer_start(&ws->tick, st__on_tick, tick, tick);
     *out = ws;
     return ST_OK;
 }
@@ -218,7 +258,7 @@ void st_ws_close(st_ws_t *ws)
     st__ws_topics_detach(ws); /* before the modules it observes close */
     st__ws_fan_stop(ws->fan); /* a fan-out from now on is sent from the loop alone */
     ws->fan = NULL;
-    uv_close((uv_handle_t *)&ws->expiry, NULL);
+    uv_close((uv_handle_t *)&ws->tick, NULL);
     st__ws_soon_close(ws);
     lws_context_destroy(ws->ctx); /* starts closing its handles on our loop */
 }

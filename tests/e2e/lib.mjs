@@ -184,8 +184,13 @@ export function parseResponses(text) {
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // A small WebSocket client over a raw socket (Node 18/20 have none built in): masked client
-// frames, server frames parsed as they come. frames() yields {op, text, json, code, reason}.
-export function wsConnect(port, path = '/v1/stream', headers = {}) {
+// frames, server frames parsed as they come. next() yields {op, text, json, code, reason}; op -1
+// when the socket closed. A ping is answered with a pong and not yielded, unless opts.pong is
+// false (never answered: a silent peer) or opts.pings is true (yielded too, as {op: 9, at}); the
+// times pings arrived (Date.now()) are kept in the returned pings array either way.
+export function wsConnect(port, path = '/v1/stream', headers = {}, opts = {}) {
+  const { pong = true, pings: showPings = false } = opts;
+  const pings = [];
   return new Promise((resolve, reject) => {
     const sock = net.connect(port, '127.0.0.1');
     const key = Buffer.from(Array.from({ length: 16 }, () => Math.floor(Math.random() * 256))).toString('base64');
@@ -202,7 +207,12 @@ export function wsConnect(port, path = '/v1/stream', headers = {}) {
         if (buf.length < off + len) return;
         const payload = buf.subarray(off, off + len);
         buf = buf.subarray(off + len);
-        if (op === 9) { send(payload, 10); continue; } // ping -> pong
+        if (op === 9) { // ping -> pong
+          pings.push(Date.now());
+          if (pong) send(payload, 10);
+          if (showPings) push({ op, at: pings.at(-1), text: payload.toString() });
+          continue;
+        }
         const f = { op, text: payload.toString() };
         if (op === 8) { f.code = len >= 2 ? payload.readUInt16BE(0) : 1005; f.reason = payload.subarray(2).toString(); }
         try { f.json = JSON.parse(f.text); } catch { f.json = undefined; }
@@ -233,7 +243,7 @@ export function wsConnect(port, path = '/v1/stream', headers = {}) {
         upgraded = true;
         if (status !== 101) { sock.destroy(); resolve({ status, head, body: buf.toString() }); return; }
         resolve({
-          status, sock, send,
+          status, sock, send, pings,
           sendBinary: (b) => send(b, 2),
           next: (ms = 3000) => queue.length ? Promise.resolve(queue.shift()) : new Promise((res, rej) => {
             const t = setTimeout(() => { waiting = null; rej(new Error('no frame in time')); }, ms);
