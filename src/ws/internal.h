@@ -173,18 +173,12 @@ struct st_ws {
      * streams whose token expired (ws.c st__on_tick). */
     uv_timer_t tick;
     uint64_t ping_ms; /* --ws-ping-seconds, in ms */
-    /* Sends, once per loop turn, what was queued already durable onto idle streams (queue.c
-     * st__ws_soon): a follower queues what it applied, entry by entry, all of it durable. */
-    uv_idle_t soon;
     st_metric_t *m_subs, *m_conns, *m_slow, *m_sent;
     st_metric_t *m_fan_loop, *m_fan_sender; /* writes of parallel sends, by thread */
     st_metric_t *m_fan_short;               /* parallel sends the socket took only part of */
 };
 
 /* ---- queue.c ---- */
-/* Starts / stops the once-per-turn send of frames queued already durable (ws.c open / close). */
-void st__ws_soon_init(st_ws_t *ws);
-void st__ws_soon_close(st_ws_t *ws);
 /* Queues prefix (may be NULL) + body for c (a new reference to each is taken), to leave once
  * batch `wait` is durable. A live frame that takes c's live backlog past its cap cuts c off as a
  * slow consumer. */

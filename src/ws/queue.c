@@ -177,8 +177,6 @@ static void st__wake(st_ws_t *ws, st_wsconn_t *c)
     st__park(ws, c);
 }
 
-static void st__ws_soon(st_ws_t *ws, st_wsconn_t *c);
-
 static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
                         uint64_t wait, bool replay)
 {
@@ -194,9 +192,7 @@ static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsb
     if (replay) c->replayed += n;
     /* It counts now if its batch is durable and every frame ahead counts; behind a frame that
      * waits for its batch, it waits too and counts with it (on_durable). */
-    if (c->qlen == 1 && c->wsi && wait <= st_store_durable_id(ws->app->store)) {
-        st__ws_soon(ws, c); /* an idle stream's frame that may leave now: with the others */
-    } else if (c->qlen == 1) {
+    if (c->qlen == 1) {
         st__wake(ws, c);
     } else if (c->counted + 1 == c->qlen) {
         st__count(ws, c); /* the head may leave: a writable callback is asked for already */
@@ -584,13 +580,15 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
     }
 }
 
-/* Sends what may leave on every stream of the waiting list that had nothing to send: counts
- * the frames a durable batch released toward their stream's backlog (which may cut it off) and
- * writes the streams whose next frame may leave now. Up to ST__WS_FAN_MIN of them, one by one
- * (st__send_now); more, and their sends are shared with the sender thread (st__fan_out). A stream
- * that had frames to send already has a writable callback coming. */
-static void st__release(st_ws_t *ws)
+/* A batch became durable: the frames it released count toward their stream's backlog (which
+ * may cut it off), and the streams whose next frame it released are written now. Up to
+ * ST__WS_FAN_MIN of them, one by one (st__send_now); more, and their sends are shared with the
+ * sender thread (st__fan_out). A stream that had frames to send already has a writable callback
+ * coming. */
+static void st__on_durable(st_store_listener_t *l, uint64_t id)
 {
+    st_ws_t *ws = (st_ws_t *)((char *)l - offsetof(st_ws_t, listener));
+    (void)id; /* st__count reads it from the store */
     ws->nready = 0;
     for (ST_LIST_EACH(wl, wn, &ws->waiting)) {
         st_wsconn_t *c = ST_LIST_ITEM(wl, st_wsconn_t, wlink);
@@ -613,49 +611,6 @@ static void st__release(st_ws_t *ws)
             st__send_now(ws, ws->ready[i]);
     }
     ws->nready = 0;
-}
-
-/* A batch became durable: what it released leaves now. */
-static void st__on_durable(st_store_listener_t *l, uint64_t id)
-{
-    st_ws_t *ws = (st_ws_t *)((char *)l - offsetof(st_ws_t, listener));
-    (void)id; /* st__count reads it from the store */
-    st__release(ws);
-}
-
-/* A frame queued already durable onto an idle stream — what a follower publishes as it applies
- * entries from the leader, one by one and each durable already — leaves with every other such
- * frame of this loop turn, from the idle handle: one send per stream for all of them, shared
- * with the sender thread (st__fan_out), instead of a writable callback per stream per entry (two
- * epoll_ctl calls and a loop turn each). An idle handle rather than a check handle, so that a
- * frame queued from a timer does not wait for the poll. c is parked on the waiting list
- * uncounted, as if its batch had just become durable. */
-static void st__on_soon(uv_idle_t *h)
-{
-    st_ws_t *ws = h->data;
-    uv_idle_stop(h);
-    st__release(ws);
-}
-
-static void st__ws_soon(st_ws_t *ws, st_wsconn_t *c)
-{
-    if (uv_is_closing((uv_handle_t *)&ws->soon)) { /* shutting down: the ordinary way */
-        st__wake(ws, c);
-        return;
-    }
-    st__park(ws, c);
-    if (!uv_is_active((uv_handle_t *)&ws->soon)) uv_idle_start(&ws->soon, st__on_soon);
-}
-
-void st__ws_soon_init(st_ws_t *ws)
-{
-    uv_idle_init(ws->loop, &ws->soon);
-    ws->soon.data = ws;
-}
-
-void st__ws_soon_close(st_ws_t *ws)
-{
-    uv_close((uv_handle_t *)&ws->soon, NULL);
 }
 
 void st__ws_listen(st_ws_t *ws)

@@ -241,7 +241,6 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
     st__ws_listen(ws);
     st__ws_rx_init(ws);
     ws->fan = st__ws_fan_start();
-    st__ws_soon_init(ws);
     /* a tick of a quarter of the ping interval, at most 1 s: a ping leaves within 1.25 x the
      * interval of silence, a silent stream is closed within 3 x the interval and a tick */
     ws->ping_ms = app->cfg->ws_ping_seconds * 1000;
@@ -259,7 +258,6 @@ void st_ws_close(st_ws_t *ws)
     st__ws_fan_stop(ws->fan); /* a fan-out from now on is sent from the loop alone */
     ws->fan = NULL;
     uv_close((uv_handle_t *)&ws->tick, NULL);
-    st__ws_soon_close(ws);
     lws_context_destroy(ws->ctx); /* starts closing its handles on our loop */
 }
 

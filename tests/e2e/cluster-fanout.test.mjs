@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Fan-out on a follower (issue 23): a follower publishes what it applies, entry by entry, each
-// durable already when its frames are queued. Those frames leave once per loop turn for every
-// stream at once — the parallel send shared with the sender thread (strata_ws_fanout_writes_total
-// moves), not a writable callback per stream per entry. 100 streams on a follower follow one
-// counter while 8 clients increment it through the leader; every stream must get every value
-// once, in order, after the value it subscribed at: no gap, no duplicate.
+// Fan-out on a follower (issues 23, 24): a follower publishes what it applies, entry by entry,
+// each durable already when its frames are queued. 100 streams on a follower follow one counter
+// while 8 clients increment it through the leader; every stream must get every value once, in
+// order, after the value it subscribed at: no gap, no duplicate, nobody cut off.
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { converge, Group } from './cluster-lib.mjs';
@@ -52,7 +50,7 @@ async function waitFor(streams, pred, what, ms = 60000) {
   }
 }
 
-test('streams on a follower get every applied change once, in order, through the parallel send', { timeout: 180000 }, async () => {
+test('streams on a follower get every applied change once, in order', { timeout: 180000 }, async () => {
   await g.init();
   const leader = await g.leader();
   const follower = g.live().find((id) => id !== leader);
@@ -73,9 +71,6 @@ test('streams on a follower get every applied change once, in order, through the
   await waitFor(streams, (st) => st.values.length === 1, 'the value at subscription');
   for (const st of streams) assert.deepEqual(st.values, [1]);
 
-  const writes = async () => await metric(fport, 'strata_ws_fanout_writes_total\\{thread="loop"\\}') +
-    await metric(fport, 'strata_ws_fanout_writes_total\\{thread="sender"\\}');
-  const writes0 = await writes();
   let sent = 0;
   const client = async () => {
     while (sent < INCRS) {
@@ -89,8 +84,6 @@ test('streams on a follower get every applied change once, in order, through the
   await waitFor(streams, (st) => st.values.at(-1) === last, 'the last value');
   for (const [i, st] of streams.entries())
     assert.deepEqual(st.values, Array.from({ length: last }, (_, k) => k + 1), `stream c${i}`);
-  const moved = await writes() - writes0;
-  assert.ok(moved >= STREAMS, `the follower's frames went out through the parallel send (${moved} writes)`);
   assert.equal(await metric(fport, 'strata_ws_slow_consumer_drops_total'), 0);
   for (const st of streams) st.closing = true;
 });
