@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { converge, Group } from './cluster-lib.mjs';
-import { sleep, wsConnect } from './lib.mjs';
+import { waitStreams, wsConnect } from './lib.mjs';
 
 const STREAMS = 100, INCRS = 400, CLIENTS = 8;
 
@@ -40,15 +40,7 @@ function reader(st) {
   })().catch((e) => { st.error = e; });
 }
 
-async function waitFor(streams, pred, what, ms = 60000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    for (const st of streams) if (st.error) throw st.error;
-    if (streams.every(pred)) return;
-    assert.ok(Date.now() < end, `in time: ${what}`);
-    await sleep(20);
-  }
-}
+const waitFor = (streams, pred, what, ms = 60000) => waitStreams(streams, pred, what, ms);
 
 test('streams on a follower get every applied change once, in order', { timeout: 180000 }, async () => {
   await g.init();

@@ -183,6 +183,18 @@ export function parseResponses(text) {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// Waits until pred holds for every stream; a reader that failed (st.error) fails the wait at
+// once with its own error, and not holding after ms fails it with "in time: what".
+export async function waitStreams(streams, pred, what, ms = 120000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    for (const st of streams) if (st.error) throw st.error;
+    if (streams.every(pred)) return;
+    if (Date.now() >= end) throw new Error(`in time: ${what}`);
+    await sleep(20);
+  }
+}
+
 // A small WebSocket client over a raw socket (Node 18/20 have none built in): masked client
 // frames, server frames parsed as they come. next() yields {op, text, json, code, reason}; op -1
 // when the socket closed. A ping is answered with a pong and not yielded, unless opts.pong is

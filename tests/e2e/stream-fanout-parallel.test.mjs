@@ -10,7 +10,7 @@
 // whole: no gap, no duplicate, no torn frame, nobody cut off.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { sleep, startStrata, wsConnect } from './lib.mjs';
+import { startStrata, waitStreams, wsConnect } from './lib.mjs';
 
 // SLOW >= 64: a big message alone releases frames for 64+ streams, so it takes the parallel path
 // itself and a full socket shows as a short fan-out send at once (with 8, only a counter batch that
@@ -60,15 +60,7 @@ function reader(st) {
   })().catch((e) => { st.error = e; });
 }
 
-async function waitFor(streams, pred, what, ms = 120000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    for (const st of streams) if (st.error) throw st.error;
-    if (streams.every(pred)) return;
-    assert.ok(Date.now() < end, `in time: ${what}`);
-    await sleep(20);
-  }
-}
+const waitFor = (streams, pred, what, ms = 120000) => waitStreams(streams, pred, what, ms);
 
 test('a parallel fan-out with partial sends: every stream gets every frame once, in order', { timeout: 300000 }, async (t) => {
   const writes = async () => await metric('strata_ws_fanout_writes_total\\{thread="loop"\\}') +
