@@ -45,10 +45,13 @@ uint64_t st_hash(const void *p, size_t n)
     static const uint64_t k0 = 0xa0761d6478bd642fULL, k1 = 0xe7037ed1a0b428dbULL,
                           k2 = 0x8ebc6af09c88c6e3ULL;
     const unsigned char *s = p;
+    /* Both sides of every multiply carry the secret: a word equal to a fixed constant would
+     * zero one side and wipe the state, letting chosen keys collide whatever the seed. */
+    const uint64_t s1 = st__seed ^ k1;
     uint64_t h = st__seed ^ st__fold(n ^ k0, k1);
     size_t left = n;
     while (left > 16) {
-        h = st__fold(st__r64(s) ^ k1, st__r64(s + 8) ^ h);
+        h = st__fold(st__r64(s) ^ s1, st__r64(s + 8) ^ h);
         s += 16;
         left -= 16;
     }
@@ -62,7 +65,7 @@ uint64_t st_hash(const void *p, size_t n)
     } else if (left > 0) {
         a = (uint64_t)s[0] << 16 | (uint64_t)s[left >> 1] << 8 | s[left - 1];
     }
-    h = st__fold(a ^ k1, b ^ h ^ k2);
+    h = st__fold(a ^ s1, b ^ h ^ k2);
     return st__fold(h ^ k0, n ^ k2);
 }
 

@@ -576,6 +576,12 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
         c->qlen = kept;
         c->counted = counted;
         st__wake(ws, c); /* what waited behind a rolled-back frame may leave now */
+        /* A replay paused behind rolled-back frames fetches its next page from the writable
+         * callback (st__ws_on_writable), once the rollback is over: nothing else would ask. */
+        bool replaying = false;
+        for (ST_LIST_EACH(sl, sn, &c->subs))
+            replaying |= ST_LIST_ITEM(sl, st_wssub_t, link)->replaying;
+        if (replaying && c->wsi && !c->cut) lws_callback_on_writable(c->wsi);
         st__ws_fence_failed(ws, c, first);
     }
 }
