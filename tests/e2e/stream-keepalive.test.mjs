@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { BIN, sleep, startStrata, tempDir, wsConnect } from './lib.mjs';
+import { BIN, sleep, startStrata, tempDir, waitStreams, wsConnect } from './lib.mjs';
 
 let s;
 const open = [];
@@ -89,15 +89,7 @@ test('pings under a parallel fan-out never land inside a frame', { timeout: 1200
       }
     })().catch((e) => { st.error = e; });
   }
-  const waitFor = async (pred, what) => {
-    const end = Date.now() + 30000;
-    for (;;) {
-      for (const st of streams) if (st.error) throw st.error;
-      if (streams.every(pred)) return;
-      assert.ok(Date.now() < end, `in time: ${what}`);
-      await sleep(20);
-    }
-  };
+  const waitFor = (pred, what) => waitStreams(streams, pred, what, 30000);
   await waitFor((st) => st.values.length === 1, 'the first value');
   const pings0 = streams.map((st) => st.ws.pings.length);
 
