@@ -40,6 +40,12 @@ static struct {
     size_t legacy_from_len;
 } st__sw;
 
+static int st__any(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)arg, (void)key, (void)klen, (void)val, (void)vlen;
+    return 1;
+}
+
 static void st__sw_bind(st_store_t *s)
 {
     if (st__sw.store == s) return;
@@ -49,6 +55,11 @@ static void st__sw_bind(st_store_t *s)
     size_t n;
     uint64_t w = 0;
     st__sw.legacy_done = st_store_get(s, st__marker, sizeof st__marker, &v, &n, &w) == ST_OK;
+    /* No answer at all (a new store): nothing to index, and none of the old format can appear
+     * any more, so no marker is written either: an idle server writes nothing of its own. */
+    uint8_t prefix = ST_KS_IDEM;
+    if (!st__sw.legacy_done)
+        st__sw.legacy_done = st_store_scan(s, &prefix, 1, st__any, NULL, &w) == 0;
 }
 
 void st__idem_forget(void)

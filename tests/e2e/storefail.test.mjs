@@ -72,7 +72,7 @@ test('regression: a redo-log write failure fail-stops: 503 for writes, healthz d
     const m = await s.req('POST', '/v1/users/u/messages', { conversation_id: 'k', from: 'a', content: 'kept' });
     assert.equal(m.status, 201);
     // a hold that expires after the failure: its expiry is a write that keeps failing
-    assert.equal((await s.req('POST', '/v1/events', { event_id: 'e', hold_seconds: 1,
+    assert.equal((await s.req('POST', '/v1/events', { event_id: 'e', hold_seconds: 2,
       sections: [{ name: 'A', rows: 2, cols: 2, price: 1 }] })).status, 201);
     assert.equal((await s.req('POST', '/v1/events/e/bookings', { section: 'A', quantity: 1 })).status, 201);
     // Everything acknowledged reaches LMDB first: the failure under test is the redo log's.
