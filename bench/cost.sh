@@ -7,6 +7,7 @@
 #   bench/cost.sh BIN LUA [SECONDS] [wrk-script-args...]
 #   e.g. bench/cost.sh /tmp/strata-old bench/chat.lua 8 post
 #   SETUP='PATH BODY': one POST before the run (e.g. the event bench/book2.lua books in);
+#   CONNS=64 (default): wrk's connections
 #   ANSWERS=2xx (default) or "2xx 409": which statuses count as answers (bookings: wins + conflicts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,7 @@ snap() {
 snap >"$work/s0"
 perf stat -e raw_syscalls:sys_enter -p "$pid" -o "$work/perf" -- sleep "$SEC" &
 pp=$!
-wrk -t1 -c64 -d"${SEC}s" --latency -s "$LUA" "http://127.0.0.1:$port" -- "$@" >"$work/wrk"
+wrk -t1 -c"${CONNS:-64}" -d"${SEC}s" --latency -s "$LUA" "http://127.0.0.1:$port" -- "$@" >"$work/wrk"
 wait $pp
 snap >"$work/s1"
 n=$(st_statuses "$port" | awk -v want=" $ANSWERS " '(want ~ / 2xx / && $1 ~ /^2/) || index(want, " " $1 " ") {s += $2} END {print s + 0}')

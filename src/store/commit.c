@@ -93,7 +93,7 @@ static int st__apply_op(st_store_t *s, MDB_txn *txn, bool del, const void *key, 
 
 /* Bytes in use (the high-water mark less the pages on LMDB's free list) and the free list's
  * bytes, which later transactions reuse without growing the file. */
-static void st__measure(st_store_t *s, uint64_t *used, uint64_t *free_bytes)
+void st__measure(st_store_t *s, uint64_t *used, uint64_t *free_bytes)
 {
     MDB_envinfo info;
     mdb_env_info(s->db.env, &info);
@@ -114,7 +114,7 @@ static void st__measure(st_store_t *s, uint64_t *used, uint64_t *free_bytes)
     *free_bytes = free_pages * s->db.psize;
 }
 
-static uint64_t st__group_bytes(const st_batch_t *group)
+uint64_t st__group_bytes(const st_batch_t *group)
 {
     uint64_t n = 0;
     for (const st_batch_t *b = group; b; b = b->next)
@@ -125,7 +125,7 @@ static uint64_t st__group_bytes(const st_batch_t *group)
 /* Why LMDB refused a transaction: a full map or disk is ST_EFULL (it heals once there is room),
  * anything else ST_EIO. LMDB reports a write cut short by a full disk as EIO, so the disk is
  * asked. */
-static int st__apply_class(st_store_t *s, int rc, uint64_t bytes)
+int st__apply_class(st_store_t *s, int rc, uint64_t bytes)
 {
     if (rc == MDB_MAP_FULL || rc == ENOSPC || rc == EDQUOT) return ST_EFULL;
     if (rc == EIO && st__disk_avail(s->dir) < bytes + s->space.reserve) return ST_EFULL;
@@ -134,7 +134,7 @@ static int st__apply_class(st_store_t *s, int rc, uint64_t bytes)
 
 /* With mu held: the log may hold anything from here on, so nothing is appended to it again in
  * this process. */
-static void st__fail_stop(st_store_t *s, const char *what)
+void st__fail_stop(st_store_t *s, const char *what)
 {
     if (s->th.log_err) return;
     s->th.log_err = ST_EIO;
@@ -146,7 +146,7 @@ static void st__fail_stop(st_store_t *s, const char *what)
 
 /* ---- the apply thread ---- */
 
-static int st__apply_group(st_store_t *s, st_batch_t *group, uint64_t seq)
+int st__apply_group(st_store_t *s, st_batch_t *group, uint64_t seq)
 {
     MDB_txn *txn;
     int rc = mdb_txn_begin(s->db.env, NULL, 0, &txn);
@@ -166,7 +166,7 @@ static int st__apply_group(st_store_t *s, st_batch_t *group, uint64_t seq)
     return mdb_txn_commit(txn);
 }
 
-static void st__to_loop(st_store_t *s, st_batch_t *head, st_batch_t *tail)
+void st__to_loop(st_store_t *s, st_batch_t *head, st_batch_t *tail)
 {
     if (s->th.d_tail)
         s->th.d_tail->next = head;
@@ -297,204 +297,6 @@ static void st__apply_thread(void *arg)
     uv_mutex_unlock(&s->th.mu);
 }
 
-/* ---- the sync thread ---- */
-
-void st__hurry(st_store_t *s, int by)
-{
-    s->th.hurry += by;
-    if (by > 0) uv_cond_broadcast(&s->th.cv_hurry);
-}
-
-/* Everything logged is in LMDB and LMDB is fully synced: the log may start over. Called with
- * mu held; drops it while waiting and syncing. An apply that keeps failing is not waited for:
- * its error is returned and the group that needed the room is refused. */
-static int st__checkpoint(st_store_t *s)
-{
-    st__hurry(s, 1);
-    uint64_t t0 = st_mono_ns();
-    while (s->th.applied_seq < s->th.logged_seq && !s->th.apply_err)
-        uv_cond_wait(&s->th.cv_applied, &s->th.mu);
-    s->th.fig.ckpt_waits++;
-    s->th.fig.ckpt_wait_ns += st_mono_ns() - t0;
-    st__hurry(s, -1);
-    if (s->th.applied_seq < s->th.logged_seq) return s->th.apply_err;
-    /* A failed apply needs no care here: LMDB keeps two meta pages, so a commit that succeeds
-     * after one whose fdatasync failed makes everything before it durable again, and the wait
-     * above needed such a commit. A failed sync of our own is different: nothing after it would
-     * re-dirty what it may have lost, so the log is kept. */
-    uv_mutex_unlock(&s->th.mu);
-    const char *what = NULL;
-    bool synced = mdb_env_sync(s->db.env, 1) == 0;
-    if (!synced)
-        what = "syncing LMDB for a redo log checkpoint failed";
-    else if (st_wal_reset(s->wal) != ST_OK)
-        what = "starting a new redo log generation failed";
-    uv_mutex_lock(&s->th.mu);
-    if (!synced) s->th.lmdb_sync_failed = true;
-    if (what) st__fail_stop(s, what);
-    return what ? ST_EIO : ST_OK;
-}
-
-/* With mu held: the current half is full. Appends go on in the other half once LMDB has
- * synced everything it held (usually long done, by the apply thread); the full half is then the
- * one to checkpoint. A log from before the halves is checkpointed whole and reset instead. An
- * apply that keeps failing is not waited for: its error is returned. */
-static int st__next_half(st_store_t *s)
-{
-    if (st_wal_legacy(s->wal)) {
-        int rc = st__checkpoint(s);
-        if (rc == ST_OK) s->th.ckpt_done = true;
-        return rc;
-    }
-    if (!s->th.ckpt_done) {
-        st__hurry(s, 1);
-        uv_cond_signal(&s->th.cv_apply);
-        uint64_t t0 = st_mono_ns();
-        while (!s->th.ckpt_done && !s->th.apply_err && !s->th.log_err)
-            uv_cond_wait(&s->th.cv_applied, &s->th.mu);
-        s->th.fig.ckpt_waits++;
-        s->th.fig.ckpt_wait_ns += st_mono_ns() - t0;
-        st__hurry(s, -1);
-    }
-    if (!s->th.ckpt_done) return s->th.log_err ? s->th.log_err : s->th.apply_err;
-    if (st_wal_switch(s->wal) != ST_OK) {
-        st__fail_stop(s, "starting a new redo log half failed");
-        return ST_EIO;
-    }
-    s->th.ckpt_seq = s->th.logged_seq;
-    s->th.ckpt_done = false;
-    s->th.fig.wal_switches++;
-    uv_cond_signal(&s->th.cv_apply);
-    return ST_OK;
-}
-
-/* A group bigger than a half of the log: LMDB is caught up (checkpoint), so it is committed
- * straight into it with a full sync. */
-static int st__apply_direct(st_store_t *s, st_batch_t *group)
-{
-    int mrc = st__apply_group(s, group, 0);
-    if (mrc) return st__apply_class(s, mrc, st__group_bytes(group));
-    if (mdb_env_sync(s->db.env, 1) != 0) {
-        /* committed and visible, durability unknown: neither answer is safe from here on */
-        uv_mutex_lock(&s->th.mu);
-        s->th.lmdb_sync_failed = true;
-        st__fail_stop(s, "syncing LMDB after a direct commit failed");
-        uv_mutex_unlock(&s->th.mu);
-        return ST_EIO;
-    }
-    return ST_OK;
-}
-
-/* Logs one group (or commits it directly); returns how it went. Called without mu. */
-static int st__log_group(st_store_t *s, st_buf_t *payload, st_batch_t *group, uint64_t seq,
-                         bool *direct)
-{
-    uv_mutex_lock(&s->th.mu);
-    int rc = s->th.log_err; /* fail-stopped: the log is not touched again */
-    uv_mutex_unlock(&s->th.mu);
-    if (rc) return rc;
-    st__rec_encode(payload, group, true);
-    if (!st_wal_fits_empty(s->wal, payload->len)) {
-        uv_mutex_lock(&s->th.mu);
-        rc = st__checkpoint(s);
-        if (rc == ST_OK) s->th.ckpt_done = true;
-        uv_mutex_unlock(&s->th.mu);
-        if (rc) return rc;
-        *direct = true;
-        return st__apply_direct(s, group);
-    }
-    uv_mutex_lock(&s->th.mu);
-    if (st_wal_record_size(payload->len) > st_wal_remaining(s->wal)) rc = st__next_half(s);
-    uv_mutex_unlock(&s->th.mu);
-    if (rc) return rc;
-    rc = st_wal_append(s->wal, seq, payload->data, payload->len);
-    if (rc == ST_EIO) {
-        uv_mutex_lock(&s->th.mu);
-        st__fail_stop(s, "a redo log write or fdatasync failed");
-        uv_mutex_unlock(&s->th.mu);
-    }
-    return rc; /* ST_EFULL: nothing of it can replay; the next group tries the same place */
-}
-
-/* With mu held: takes the queued batches as one group, but a batch whose reservations must go
- * to the backup first (a barrier) starts a group of its own, so that the batches before it are
- * not held while the backup takes them (nor fail with it). Returns the group's last batch. */
-static st_batch_t *st__take_group(st_store_t *s)
-{
-    st_batch_t *last = s->th.q_head;
-    while (last->next && !last->next->barrier)
-        last = last->next;
-    if (s->th.q_head->barrier || !last->next) {
-        last = s->th.q_tail;
-        s->th.q_head = s->th.q_tail = NULL;
-    } else {
-        s->th.q_head = last->next;
-        last->next = NULL;
-    }
-    return last;
-}
-
-static void st__sync_thread(void *arg)
-{
-    st_store_t *s = arg;
-    prctl(PR_SET_NAME, "strata-sync");
-    st_buf_t payload = {0};
-    uv_mutex_lock(&s->th.mu);
-    for (;;) {
-        while ((!s->th.q_head || s->th.halted) && !s->th.stop)
-            uv_cond_wait(&s->th.cv_sync, &s->th.mu);
-        if (!s->th.q_head || s->th.halted) break;
-        st_batch_t *group = s->th.q_head, *last = st__take_group(s);
-        uint64_t seq = s->th.logged_seq + 1;
-        uv_mutex_unlock(&s->th.mu);
-        size_t ops = 0, writes = 0;
-        for (st_batch_t *b = group; b; b = b->next) {
-            ops += b->nops;
-            writes += b->writes;
-        }
-        uint64_t t0 = st_mono_ns();
-        bool direct = false;
-        int rc = group->barrier ? st__tap_ahead(s, group, seq, &payload) : ST_OK;
-        if (rc == ST_OK) rc = st__log_group(s, &payload, group, seq, &direct);
-        uint64_t ns = st_mono_ns() - t0;
-        if (rc == ST_OK) st__tap_group(s, group, direct ? 0 : seq, &payload);
-        for (st_batch_t *b = group; b; b = b->next) {
-            b->seq = direct ? 0 : seq;
-            b->rc = rc;
-        }
-        uint64_t used = 0, lfree = 0;
-        if (direct && rc == ST_OK) st__measure(s, &used, &lfree);
-        uv_mutex_lock(&s->th.mu);
-        s->th.fig.sync_ns_sum += ns;
-        s->th.fig.sync_count++;
-        s->th.fig.group_ops += ops;
-        s->th.fig.group_writes += writes;
-        if (rc != ST_OK || direct) {
-            s->th.pending -= st__group_bytes(group);
-            if (rc == ST_OK) {
-                s->th.acked_id = last->id;
-                s->th.used_bytes = used;
-                s->th.lmdb_free = lfree;
-            } else {
-                s->th.halted = true; /* until the loop has rolled back what was not logged */
-            }
-            st__to_loop(s, group, last);
-            continue;
-        }
-        s->th.acked_id = last->id;
-        s->th.logged_seq = seq;
-        if (s->th.a_tail)
-            s->th.a_tail->next = group;
-        else
-            s->th.a_head = group;
-        s->th.a_tail = last;
-        uv_cond_signal(&s->th.cv_apply);
-        uv_async_send(&s->uv.done);
-    }
-    uv_mutex_unlock(&s->th.mu);
-    st_buf_free(&payload);
-}
-
 /* ---- recovery ---- */
 
 typedef struct {
@@ -597,6 +399,8 @@ int st__store_recover(st_store_t *s)
         s->th.logged_seq = r.last_seq;
         s->th.apply_err = r.err;
         s->th.apply_stall_ns = st_mono_ns();
+        /* no reset: nothing after the last record may pass for a later one */
+        if (st_wal_clear_tail(s->wal) != ST_OK) return ST_EIO;
         st_warn("store: %llu WAL record(s) wait for room in LMDB (%s; about %llu bytes to "
                 "apply, %llu bytes free on %s): serving reads, refusing writes until they are "
                 "applied",
@@ -852,20 +656,20 @@ void st__store_on_done(uv_async_t *h)
 
 void st__store_start_threads(st_store_t *s)
 {
-    if (uv_thread_create(&s->th.sync_thread, st__sync_thread, s) != 0 ||
-        uv_thread_create(&s->th.apply_thread, st__apply_thread, s) != 0)
+    st__sync_start(s);
+    if (uv_thread_create(&s->th.apply_thread, st__apply_thread, s) != 0)
         st_fatal("store: cannot start the commit threads");
 }
 
 void st__store_stop_threads(st_store_t *s)
 {
-    /* The sync thread finishes what is queued; the apply thread what is logged. */
+    /* The sync lanes finish what is queued; the apply thread what is logged. */
     uv_mutex_lock(&s->th.mu);
     s->th.stop = true;
     uv_cond_broadcast(&s->th.cv_sync);
     uv_cond_broadcast(&s->th.cv_hurry);
     uv_mutex_unlock(&s->th.mu);
-    uv_thread_join(&s->th.sync_thread);
+    st__sync_join(s);
     uv_mutex_lock(&s->th.mu);
     s->th.stop_apply = true; /* only now: the sync thread may have logged a last group */
     uv_cond_broadcast(&s->th.cv_apply);

@@ -116,14 +116,22 @@ typedef struct {
 /* The commit threads (commit.c) and the state they share with the loop. Shared with the
  * threads, under mu: every field but the thread handles (which only the loop touches) is read
  * and written with mu held, after st_store_open's recovery. tap.c's shared fields use mu too. */
+#define ST__LANES 2 /* sync lanes: redo-log writes in flight at once (sync.c) */
 typedef struct {
-    uv_thread_t sync_thread, apply_thread;
+    uv_thread_t sync_thread[ST__LANES], apply_thread;
     uv_mutex_t mu;
     uv_cond_t cv_sync, cv_apply, cv_applied, cv_hurry;
-    st_batch_t *q_head, *q_tail; /* sealed, waiting for the WAL */
-    st_batch_t *a_head, *a_tail; /* logged, waiting for LMDB */
-    st_batch_t *d_head, *d_tail; /* applied or failed, waiting for the loop */
-    uint64_t acked_id;           /* highest batch id durable in the WAL */
+    uv_cond_t cv_turn;               /* a lane reserved or finished (sync.c's ticket order) */
+    int lanes;                       /* sync lanes running: ST__LANES with a direct log, else 1 */
+    int inflight;                    /* groups the lanes hold, taken and not yet done */
+    uint64_t ticket, reserved, done; /* the last group taken, reserved, done (in that order) */
+    uint64_t next_seq;               /* the log seq the next record gets */
+    int pipe_err;                    /* a group failed: later ones fail, until all are back */
+    st_batch_t *f_head, *f_tail;     /* failed groups, handed to the loop together */
+    st_batch_t *q_head, *q_tail;     /* sealed, waiting for the WAL */
+    st_batch_t *a_head, *a_tail;     /* logged, waiting for LMDB */
+    st_batch_t *d_head, *d_tail;     /* applied or failed, waiting for the loop */
+    uint64_t acked_id;               /* highest batch id durable in the WAL */
     uint64_t logged_seq, applied_seq;
     uint64_t used_bytes; /* LMDB pages in use, measured after each apply */
     uint64_t lmdb_free;  /* bytes of LMDB's free pages: reusable without growing the file */
@@ -234,6 +242,16 @@ int st__mdb_err(int rc);
 /* A batch's ops (the whole chain from b with chain) as a record the redo log, the tap and a
  * restore share: {u8 del, u32 klen, u32 vlen, key, val}*; stream notes left out. */
 void st__rec_encode(st_buf_t *out, const st_batch_t *b, bool chain);
+/* commit.c's helpers for the sync lanes (sync.c); the _locked ones with mu held */
+void st__measure(st_store_t *s, uint64_t *used, uint64_t *free_bytes);
+uint64_t st__group_bytes(const st_batch_t *group);
+int st__apply_class(st_store_t *s, int rc, uint64_t bytes);
+void st__fail_stop(st_store_t *s, const char *what); /* mu held */
+int st__apply_group(st_store_t *s, st_batch_t *group, uint64_t seq);
+void st__to_loop(st_store_t *s, st_batch_t *head, st_batch_t *tail); /* mu held */
+/* sync.c: the lanes start with the commit threads and stop before the apply thread */
+void st__sync_start(st_store_t *s);
+void st__sync_join(st_store_t *s);
 /* Appends one op of b in that encoding. */
 void st__rec_put_op(st_buf_t *out, const st_batch_t *b, const st_op_t *op);
 

@@ -224,6 +224,7 @@ static void st__free_struct(st_store_t *s)
     st_map_free(&s->overlay);
     uv_mutex_destroy(&s->th.mu);
     uv_cond_destroy(&s->th.cv_sync);
+    uv_cond_destroy(&s->th.cv_turn);
     uv_cond_destroy(&s->th.cv_apply);
     uv_cond_destroy(&s->th.cv_applied);
     uv_cond_destroy(&s->th.cv_hurry);
@@ -260,6 +261,7 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     uv_mutex_init(&s->th.mu);
     s->th.apply_lazy = true; /* st_store_apply_lazy */
     uv_cond_init(&s->th.cv_sync);
+    uv_cond_init(&s->th.cv_turn);
     uv_cond_init(&s->th.cv_apply);
     uv_cond_init(&s->th.cv_applied);
     uv_cond_init(&s->th.cv_hurry);

@@ -55,7 +55,9 @@ struct st_wal {
     size_t cap;
     char *wbuf; /* appends: ST__BLK-aligned blocks */
     size_t wcap;
-    char *tail; /* the bytes of the block holding off that come before it */
+    char *tail;     /* the bytes of the block holding off that come before it */
+    int old_afd;    /* a direct descriptor given up while a write may have used it (-1: none) */
+    st_wal_io_t io; /* st_wal_append's */
 };
 
 static uint64_t st__down(uint64_t v)
@@ -83,17 +85,22 @@ static uint32_t st__crc(uint64_t gen, uint64_t seq, const char *p, size_t n)
     return (uint32_t)c;
 }
 
-/* An aligned write buffer of at least n bytes (kept for the next append). */
-static char *st__wbuf(st_wal_t *w, size_t n)
+/* *buf made an aligned buffer of at least n bytes (kept for the next write). */
+static char *st__aligned(char **buf, size_t *cap, size_t n)
 {
-    if (w->wcap < n) {
-        free(w->wbuf);
+    if (*cap < n) {
+        free(*buf);
         void *p = NULL;
         if (posix_memalign(&p, ST__BLK, n) != 0) st_fatal("out of memory (%zu bytes)", n);
-        w->wbuf = p;
-        w->wcap = n;
+        *buf = p;
+        *cap = n;
     }
-    return w->wbuf;
+    return *buf;
+}
+
+static char *st__wbuf(st_wal_t *w, size_t n)
+{
+    return st__aligned(&w->wbuf, &w->wcap, n);
 }
 
 static int st__write_all(int fd, const void *p, size_t n, uint64_t off)
@@ -127,7 +134,7 @@ static int st__put_blocks(st_wal_t *w, const char *b, size_t n, uint64_t at)
     int rc = st__write_all(w->afd, b, n, at);
     if (rc == ST_EINVAL && w->direct) {
         st_warn("wal: the file system refused a direct write: buffered writes and fdatasync");
-        close(w->afd);
+        w->old_afd = w->afd; /* closed with the log (direct until now: the first fallback) */
         w->afd = w->fd;
         w->direct = false;
         rc = st__write_all(w->afd, b, n, at);
@@ -258,6 +265,7 @@ int st_wal_open(const char *dir, uint64_t size, st_wal_t **out)
     st_wal_t *w = st_calloc(1, sizeof *w);
     w->fd = fd;
     w->afd = -1;
+    w->old_afd = -1;
     w->size = st__down(size);
     w->tail = st_calloc(1, ST__BLK);
     uint64_t mid = st__down(w->size / 2);
@@ -299,7 +307,9 @@ void st_wal_close(st_wal_t *w)
 {
     if (!w) return;
     if (w->afd >= 0 && w->afd != w->fd) close(w->afd);
+    if (w->old_afd >= 0) close(w->old_afd);
     close(w->fd);
+    free(w->io.buf);
     free(w->buf);
     free(w->wbuf);
     free(w->tail);
@@ -325,6 +335,35 @@ bool st_wal_fits_empty(const st_wal_t *w, size_t payload_len)
     return st_wal_record_size(payload_len) <= smaller - ST_WAL_HEADER;
 }
 
+/* Whether a valid record of half hf starts at off, going on from last_seq (0: any seq): its
+ * payload is then read into w->buf, its seq stored after it, and its length in *len. */
+static bool st__record_at(st_wal_t *w, const st__half_t *hf, uint64_t off, uint64_t last_seq,
+                          uint64_t *len)
+{
+    char hdr[ST__REC_HDR];
+    if (off + ST__REC_HDR > hf->end || pread(w->fd, hdr, ST__REC_HDR, (off_t)off) != ST__REC_HDR)
+        return false;
+    uint32_t n, crc;
+    uint64_t gen, seq;
+    memcpy(&n, hdr, 4);
+    memcpy(&crc, hdr + 4, 4);
+    memcpy(&gen, hdr + 8, 8);
+    memcpy(&seq, hdr + 16, 8);
+    if (n == 0 || gen != hf->gen || off + ST__REC_HDR + n > hf->end ||
+        (last_seq && seq != last_seq + 1))
+        return false;
+    if (w->cap < (size_t)n + 8) {
+        w->buf = st_realloc(w->buf, (size_t)n + 8);
+        w->cap = (size_t)n + 8;
+    }
+    if (pread(w->fd, w->buf, n, (off_t)(off + ST__REC_HDR)) != (ssize_t)n ||
+        st__crc(gen, seq, w->buf, n) != crc)
+        return false;
+    memcpy(w->buf + n, &seq, 8);
+    *len = n;
+    return true;
+}
+
 /* Replays the valid records of half h; leaves off after the last one. `prev` is the last seq
  * the older half replayed (0: none): the newer half must go on from it, or nothing of it
  * replays (the older half was damaged before its end; what follows the gap is not applied). */
@@ -333,26 +372,16 @@ static int st__replay_half(st_wal_t *w, int h, uint64_t prev, st_wal_replay_fn f
     st__half_t *hf = &w->half[h];
     uint64_t off = hf->start + ST_WAL_HEADER, last_seq = 0;
     for (;;) {
-        char hdr[ST__REC_HDR];
-        if (off + ST__REC_HDR > hf->end ||
-            pread(w->fd, hdr, ST__REC_HDR, (off_t)off) != ST__REC_HDR)
-            break;
-        uint32_t len, crc;
-        uint64_t gen, seq;
-        memcpy(&len, hdr, 4);
-        memcpy(&crc, hdr + 4, 4);
-        memcpy(&gen, hdr + 8, 8);
-        memcpy(&seq, hdr + 16, 8);
-        if (len == 0 || gen != hf->gen || off + ST__REC_HDR + len > hf->end ||
-            (last_seq && seq != last_seq + 1))
-            break;
-        if (w->cap < len) {
-            w->buf = st_realloc(w->buf, len);
-            w->cap = len;
-        }
-        if (pread(w->fd, w->buf, len, (off_t)(off + ST__REC_HDR)) != (ssize_t)len ||
-            st__crc(gen, seq, w->buf, len) != crc)
-            break; /* torn tail: never acknowledged */
+        /* After a record, the next one is where it ends, or (written while the record's own
+         * write was in flight: st_wal_reserve's `apart`) at the first block past the empty
+         * header that follows it. Either must go on from the record's seq. */
+        uint64_t len = 0, at = off;
+        if (!st__record_at(w, hf, at, last_seq, &len) &&
+            (!last_seq || (at = st__up(off + ST__REC_HDR)) == off ||
+             !st__record_at(w, hf, at, last_seq, &len)))
+            break; /* the end, or a torn tail: never acknowledged */
+        uint64_t seq;
+        memcpy(&seq, w->buf + len, 8);
         if (!last_seq && prev && seq != prev + 1) {
             st_error("wal: the older half ends at seq %llu but the newer one starts at %llu (the "
                      "older half is damaged): replay stops there",
@@ -362,7 +391,7 @@ static int st__replay_half(st_wal_t *w, int h, uint64_t prev, st_wal_replay_fn f
         int rc = fn(arg, seq, w->buf, len);
         if (rc) return rc;
         last_seq = seq;
-        off += ST__REC_HDR + len;
+        off = at + ST__REC_HDR + len;
     }
     hf->last_seq = last_seq;
     w->cur = h;
@@ -405,36 +434,106 @@ bool st_wal_legacy(const st_wal_t *w)
     return w->legacy;
 }
 
-int st_wal_append(st_wal_t *w, uint64_t seq, const char *payload, size_t len)
+int st_wal_reserve(st_wal_t *w, uint64_t seq, size_t len, bool apart, st_wal_io_t *io)
 {
-    uint64_t need = st_wal_record_size(len);
-    if (len == 0 || len > UINT32_MAX || need > st_wal_remaining(w)) return ST_ETOOLARGE;
+    uint64_t need = st_wal_record_size(len), room = st_wal_remaining(w);
+    /* apart: the write in flight covers the block at off and the empty header after its
+     * record; this record starts after both (replay looks there when the header is empty) */
+    uint64_t at = apart ? st__up(w->off + ST__REC_HDR) : w->off;
+    if (len == 0 || len > UINT32_MAX || at - w->off + need > room) return ST_ETOOLARGE;
+    room -= at - w->off;
     /* An empty header after the record ends replay there, whatever an earlier write that
      * failed half-way left behind (the next record overwrites it). */
-    uint64_t end = w->off + need + (need + ST__REC_HDR <= st_wal_remaining(w) ? ST__REC_HDR : 0);
-    /* whole blocks: the head of the first is what the log already holds, the rest is zeros */
-    uint64_t from = st__down(w->off), to = st__up(end);
-    size_t head = (size_t)(w->off - from);
-    char *b = st__wbuf(w, (size_t)(to - from));
-    memcpy(b, w->tail, head);
-    uint64_t gen = w->half[w->cur].gen;
-    uint32_t l = (uint32_t)len, crc = st__crc(gen, seq, payload, len);
-    char *r = b + head;
+    uint64_t end = at + need + (need + ST__REC_HDR <= room ? ST__REC_HDR : 0);
+    io->from = st__down(at);
+    io->to = st__up(end);
+    io->at = at;
+    io->need = need;
+    io->gen = w->half[w->cur].gen;
+    io->seq = seq;
+    io->fd = w->afd;
+    io->direct = w->direct;
+    st__aligned(&io->buf, &io->cap, (size_t)(io->to - io->from));
+    /* the head of the first block is what the log holds before the record (nothing: apart) */
+    memset(io->buf, 0, (size_t)(at - io->from));
+    if (!apart) memcpy(io->buf, w->tail, (size_t)(at - io->from));
+    w->off = at + need;
+    w->half[w->cur].last_seq = seq;
+    return ST_OK;
+}
+
+void st_wal_build(st_wal_io_t *io, const char *payload, size_t len)
+{
+    uint32_t l = (uint32_t)len, crc = st__crc(io->gen, io->seq, payload, len);
+    char *r = io->buf + (io->at - io->from);
     memcpy(r, &l, 4);
     memcpy(r + 4, &crc, 4);
-    memcpy(r + 8, &gen, 8);
-    memcpy(r + 16, &seq, 8);
+    memcpy(r + 8, &io->gen, 8);
+    memcpy(r + 16, &io->seq, 8);
     memcpy(r + ST__REC_HDR, payload, len);
-    memset(r + need, 0, (size_t)(to - w->off - need));
-    int rc = st__put_blocks(w, b, (size_t)(to - from), from);
+    memset(r + io->need, 0, (size_t)(io->to - io->at - io->need));
+}
+
+int st_wal_write(const st_wal_io_t *io)
+{
+    int rc = st__write_all(io->fd, io->buf, (size_t)(io->to - io->from), io->from);
+    if (rc == ST_OK && !io->direct && fdatasync(io->fd) != 0) rc = ST_EIO;
+    return rc;
+}
+
+int st_wal_done(st_wal_t *w, st_wal_io_t *io, int rc)
+{
+    if (rc == ST_EINVAL && io->direct) {
+        /* A direct write the file system refuses (it took O_DIRECT at open, not at write):
+         * the log moves to buffered writes and fdatasync, and the same blocks are written
+         * again (nothing of them was written). The old descriptor stays open until the log
+         * closes: another write may still be using it. */
+        if (w->direct) {
+            st_warn("wal: the file system refused a direct write: buffered writes and fdatasync");
+            w->old_afd = w->afd;
+            w->afd = w->fd;
+            w->direct = false;
+        }
+        io->fd = w->fd;
+        io->direct = false;
+        rc = st_wal_write(io);
+    }
+    if (rc == ST_EINVAL) rc = ST_EIO;
     /* A failed fdatasync may have dropped dirty pages that a later one would not report: the
      * log's contents are unknown from here on (the caller stops using it). */
     if (rc != ST_OK) return rc;
-    w->off += need;
-    w->half[w->cur].last_seq = seq;
-    uint64_t at = st__down(w->off);
-    memcpy(w->tail, b + (at - from), (size_t)(w->off - at));
+    /* what comes before off in its block: the head of the next record written in place */
+    uint64_t e = io->at + io->need, b = st__down(e);
+    memcpy(w->tail, io->buf + (b - io->from), (size_t)(e - b));
     return ST_OK;
+}
+
+int st_wal_append(st_wal_t *w, uint64_t seq, const char *payload, size_t len)
+{
+    st_wal_io_t *io = &w->io;
+    uint64_t off = w->off, last = w->half[w->cur].last_seq;
+    int rc = st_wal_reserve(w, seq, len, false, io);
+    if (rc != ST_OK) return rc;
+    st_wal_build(io, payload, len);
+    rc = st_wal_done(w, io, st_wal_write(io));
+    if (rc != ST_OK) { /* ST_EFULL: the next record goes in the same place */
+        w->off = off;
+        w->half[w->cur].last_seq = last;
+    }
+    return rc;
+}
+
+int st_wal_clear_tail(st_wal_t *w)
+{
+    static const char zeros[1 << 16];
+    uint64_t from = st__up(w->off), end = w->half[w->cur].end;
+    for (uint64_t o = from; o < end;) {
+        size_t n = end - o < sizeof zeros ? (size_t)(end - o) : sizeof zeros;
+        int rc = st__write_all(w->fd, zeros, n, o);
+        if (rc != ST_OK) return rc == ST_EINVAL ? ST_EIO : rc;
+        o += n;
+    }
+    return fdatasync(w->fd) == 0 ? ST_OK : ST_EIO;
 }
 
 bool st_wal_direct(const st_wal_t *w)

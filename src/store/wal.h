@@ -40,6 +40,31 @@ bool st_wal_legacy(const st_wal_t *w);
  * durable elsewhere. ST_EIO: the header write failed (the caller stops using the log). */
 int st_wal_switch(st_wal_t *w);
 
+/* One append's blocks, owned by the caller: reserved in log order (st_wal_reserve, with the
+ * log's owner's lock), then built and written by any thread (st_wal_build, st_wal_write), then
+ * finished in log order (st_wal_done). Several may be in flight (direct logs only). */
+typedef struct {
+    char *buf; /* ST__BLK-aligned blocks from `from` to `to` */
+    size_t cap;
+    uint64_t from, to, at; /* the blocks; where the record starts */
+    uint64_t need, gen, seq;
+    int fd; /* written through, and how */
+    bool direct;
+} st_wal_io_t;
+/* Places a record of len payload bytes after the last one reserved. `apart`: a write is still
+ * in flight and owns the block the log ends in, so this record starts at the next free block
+ * (replay finds it there). ST_ETOOLARGE: it does not fit the current half. */
+int st_wal_reserve(st_wal_t *w, uint64_t seq, size_t len, bool apart, st_wal_io_t *io);
+void st_wal_build(st_wal_io_t *io, const char *payload, size_t len);
+/* One write of the record's blocks, durable when it returns ST_OK (no log state touched). */
+int st_wal_write(const st_wal_io_t *io);
+/* In log order, with the write's result: a direct write refused (EINVAL) is done again
+ * buffered; on ST_OK the log keeps the record's last block for the next in-place append.
+ * Anything but ST_OK: what the log holds is unknown; stop appending. */
+int st_wal_done(st_wal_t *w, st_wal_io_t *io, int rc);
+/* Zeroes the current half after the last record (a log appended to after a replay, without a
+ * reset, must hold nothing beyond it that replay could take for a later record). */
+int st_wal_clear_tail(st_wal_t *w);
 /* Writes one record and fdatasyncs. ST_ETOOLARGE if it does not fit. ST_EFULL: the write ran
  * out of space, nothing of it can replay, and the log may be used again. ST_EIO: a write or
  * fdatasync failed; what the log holds is unknown, so the caller must stop appending. */
