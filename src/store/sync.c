@@ -260,7 +260,10 @@ static void st__lane_log(st_store_t *s, st__lane_t *l, st_batch_t *group, st_bat
     int rc = s->th.log_err ? s->th.log_err : s->th.pipe_err;
     uint64_t seq = s->th.next_seq;
     bool alone = true, wrote = false;
-    if (rc == ST_OK && !group->barrier && s->th.lanes > 1) {
+    /* Side by side only while the log is direct: each write then reports its own failure.
+     * Buffered (after a direct write was refused), two lanes' fdatasyncs on one descriptor
+     * would share its writeback errors, so one could return 0 for pages the other's failed. */
+    if (rc == ST_OK && !group->barrier && s->th.lanes > 1 && st_wal_direct(s->wal)) {
         bool apart = s->th.done != t - 1; /* the previous record's write is in flight */
         alone = st_wal_reserve(s->wal, seq, len, apart, &l->io) != ST_OK;
     }
@@ -298,9 +301,11 @@ static void st__lane_log(st_store_t *s, st__lane_t *l, st_batch_t *group, st_bat
             rc = ST_EIO;
         }
     }
-    /* a group before this one failed after this one was placed: it cannot be acknowledged */
-    if (rc == ST_OK && (s->th.log_err || s->th.pipe_err))
-        rc = s->th.log_err ? s->th.log_err : s->th.pipe_err;
+    /* A group before this one failed after this one was placed: it cannot be acknowledged.
+     * (Such a failure always sets pipe_err before this turn. A log_err alone was set by the
+     * apply thread's checkpoint since this group was placed: the group is durable all the same,
+     * and one committed directly into LMDB is visible already, so it is not failed for it.) */
+    if (rc == ST_OK && s->th.pipe_err) rc = s->th.pipe_err;
     if (rc == ST_OK) {
         if (alone && !direct) s->th.next_seq = seq + 1;
         /* the backup's tap takes groups in log order: the turn is still this group's */

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Redo log file, in two halves. Each half starts with a 4 KiB header {magic, generation, crc}
- * followed by records {u32 len, u32 crc, u64 generation, u64 seq, payload[len]} back to back.
- * The crc covers generation, seq and payload. A record is valid only with its half's
+ * Redo log file, in two halves. Each half starts with a 4 KiB header {magic, generation, crc,
+ * salt, salt's crc} followed by records {u32 len, u32 crc, u64 generation, u64 seq,
+ * payload[len]} back to back. The crc covers generation, seq and payload, and for a record
+ * written apart (st_wal_reserve) the half's random salt first, so that no bytes a client chose
+ * pass for one where replay looks for it. A record is valid only with its half's
  * generation, so bytes left over from an older generation can never be replayed. Appends fill
  * one half; when it is full they go on in the other under a new generation, which the store
  * allows once LMDB holds (and has synced) everything the other half held. LMDB catches up with
@@ -26,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -38,6 +41,7 @@
 typedef struct {
     uint64_t start, end; /* the half's bytes, its header first */
     uint64_t gen;
+    uint64_t salt; /* in the CRC of a record written apart (0: none is, nor looked for) */
     bool valid;
     uint64_t last_seq; /* the last record replayed from it (0: none) */
 } st__half_t;
@@ -70,9 +74,12 @@ static uint64_t st__up(uint64_t v)
     return st__down(v + ST__BLK - 1);
 }
 
-static uint32_t st__crc(uint64_t gen, uint64_t seq, const char *p, size_t n)
+/* salt 0: a record written in place (and headers); else one written apart, whose CRC a client
+ * cannot make up: it may hold bytes where one is looked for (a failed or torn record's payload). */
+static uint32_t st__crc_salted(uint64_t salt, uint64_t gen, uint64_t seq, const char *p, size_t n)
 {
     uLong c = crc32(0L, Z_NULL, 0);
+    if (salt) c = crc32(c, (const Bytef *)&salt, 8);
     c = crc32(c, (const Bytef *)&gen, 8);
     c = crc32(c, (const Bytef *)&seq, 8);
     /* zlib takes uInt lengths: feed big payloads in pieces */
@@ -83,6 +90,20 @@ static uint32_t st__crc(uint64_t gen, uint64_t seq, const char *p, size_t n)
         n -= k;
     }
     return (uint32_t)c;
+}
+
+static uint32_t st__crc(uint64_t gen, uint64_t seq, const char *p, size_t n)
+{
+    return st__crc_salted(0, gen, seq, p, n);
+}
+
+/* A half's secret: not 0, and not something a client could guess. */
+static uint64_t st__new_salt(const st_wal_t *w)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v)
+        v = st_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)w;
+    return v ? v : 1;
 }
 
 /* *buf made an aligned buffer of at least n bytes (kept for the next write). */
@@ -143,7 +164,10 @@ static int st__put_blocks(st_wal_t *w, const char *b, size_t n, uint64_t at)
     return rc == ST_OK ? st__sync(w) : rc;
 }
 
-static int st__write_header(st_wal_t *w, uint64_t at, const char *magic, uint64_t gen)
+/* {magic[16], gen, crc, pad, salt, salt's crc}: the salt and its crc are zero in a header from
+ * before records were written apart (older binaries read such a header as they did). */
+static int st__write_header(st_wal_t *w, uint64_t at, const char *magic, uint64_t gen,
+                            uint64_t salt)
 {
     _Static_assert(ST_WAL_HEADER % ST__BLK == 0, "the header is whole blocks");
     char *h = st__wbuf(w, ST_WAL_HEADER);
@@ -152,22 +176,32 @@ static int st__write_header(st_wal_t *w, uint64_t at, const char *magic, uint64_
     memcpy(h + 16, &gen, 8);
     uint32_t c = st__crc(gen, 0, h, 16);
     memcpy(h + 24, &c, 4);
+    if (salt) {
+        uint32_t sc = st__crc_salted(salt, gen, 0, "", 0);
+        memcpy(h + 32, &salt, 8);
+        memcpy(h + 40, &sc, 4);
+    }
     return st__put_blocks(w, h, ST_WAL_HEADER, at);
 }
 
-/* Reads the header at `at`: its generation if it carries `magic` and a good crc. */
-static bool st__read_header(st_wal_t *w, uint64_t at, const char *magic, uint64_t *gen)
+/* Reads the header at `at`: its generation if it carries `magic` and a good crc, and its salt
+ * (0 if it has none, or a damaged one: then nothing written apart replays). */
+static bool st__read_header(st_wal_t *w, uint64_t at, const char *magic, uint64_t *gen,
+                            uint64_t *salt)
 {
-    char h[32];
-    uint32_t c;
-    uint64_t g;
+    char h[44];
+    uint32_t c, sc;
+    uint64_t g, sl;
     if (pread(w->fd, h, sizeof h, (off_t)at) != (ssize_t)sizeof h ||
         memcmp(h, magic, strlen(magic)) != 0)
         return false;
     memcpy(&g, h + 16, 8);
     memcpy(&c, h + 24, 4);
     if (c != st__crc(g, 0, h, 16)) return false;
+    memcpy(&sl, h + 32, 8);
+    memcpy(&sc, h + 40, 4);
     *gen = g;
+    *salt = sl && sc == st__crc_salted(sl, g, 0, "", 0) ? sl : 0;
     return true;
 }
 
@@ -201,10 +235,11 @@ static void st__open_append(st_wal_t *w, const char *path)
 }
 
 /* Appends go to half h from its first record on, under generation gen. */
-static void st__enter(st_wal_t *w, int h, uint64_t gen)
+static void st__enter(st_wal_t *w, int h, uint64_t gen, uint64_t salt)
 {
     w->cur = h;
     w->half[h].gen = gen;
+    w->half[h].salt = salt;
     w->half[h].valid = true;
     w->half[h].last_seq = 0;
     w->off = w->half[h].start + ST_WAL_HEADER;
@@ -215,8 +250,9 @@ static void st__enter(st_wal_t *w, int h, uint64_t gen)
 static int st__start_half(st_wal_t *w, int h)
 {
     uint64_t gen = (w->half[0].gen > w->half[1].gen ? w->half[0].gen : w->half[1].gen) + 1;
-    int rc = st__write_header(w, w->half[h].start, ST__MAGIC_HALF, gen);
-    if (rc == ST_OK) st__enter(w, h, gen);
+    uint64_t salt = st__new_salt(w);
+    int rc = st__write_header(w, w->half[h].start, ST__MAGIC_HALF, gen, salt);
+    if (rc == ST_OK) st__enter(w, h, gen, salt);
     return rc;
 }
 
@@ -239,9 +275,9 @@ static int st__init(st_wal_t *w, const char *dir, const char *path)
     if (rc == ST_OK && fsync(w->fd) != 0) rc = ST_EIO;
     if (rc == ST_OK) {
         st__open_append(w, path);
-        rc = st__write_header(w, w->half[1].start, ST__MAGIC_HALF, 0);
+        rc = st__write_header(w, w->half[1].start, ST__MAGIC_HALF, 0, 0);
         if (rc == ST_OK) {
-            st__enter(w, 1, 0);
+            st__enter(w, 1, 0, 0);
             rc = st__start_half(w, 0); /* generation 1 */
         }
     }
@@ -274,14 +310,15 @@ int st_wal_open(const char *dir, uint64_t size, st_wal_t **out)
     off_t have = lseek(fd, 0, SEEK_END);
     bool valid = false;
     if (have >= (off_t)w->size) {
-        uint64_t g;
-        if (st__read_header(w, 0, ST__MAGIC_ONE, &g)) {
+        uint64_t g, sl;
+        if (st__read_header(w, 0, ST__MAGIC_ONE, &g, &sl)) {
             w->legacy = valid = true;
-            w->half[0] = (st__half_t){.start = 0, .end = w->size, .gen = g, .valid = true};
+            w->half[0] =
+                (st__half_t){.start = 0, .end = w->size, .gen = g, .salt = sl, .valid = true};
         } else {
             for (int h = 0; h < 2; h++)
-                w->half[h].valid =
-                    st__read_header(w, w->half[h].start, ST__MAGIC_HALF, &w->half[h].gen);
+                w->half[h].valid = st__read_header(w, w->half[h].start, ST__MAGIC_HALF,
+                                                   &w->half[h].gen, &w->half[h].salt);
             valid = w->half[0].valid || w->half[1].valid;
         }
     }
@@ -335,10 +372,11 @@ bool st_wal_fits_empty(const st_wal_t *w, size_t payload_len)
     return st_wal_record_size(payload_len) <= smaller - ST_WAL_HEADER;
 }
 
-/* Whether a valid record of half hf starts at off, going on from last_seq (0: any seq): its
- * payload is then read into w->buf, its seq stored after it, and its length in *len. */
+/* Whether a valid record of half hf starts at off, going on from last_seq (0: any seq), with
+ * the CRC of one written in place or (apart) of one written apart: its payload is then read
+ * into w->buf, its seq stored after it, and its length in *len. */
 static bool st__record_at(st_wal_t *w, const st__half_t *hf, uint64_t off, uint64_t last_seq,
-                          uint64_t *len)
+                          bool apart, uint64_t *len)
 {
     char hdr[ST__REC_HDR];
     if (off + ST__REC_HDR > hf->end || pread(w->fd, hdr, ST__REC_HDR, (off_t)off) != ST__REC_HDR)
@@ -357,7 +395,7 @@ static bool st__record_at(st_wal_t *w, const st__half_t *hf, uint64_t off, uint6
         w->cap = (size_t)n + 8;
     }
     if (pread(w->fd, w->buf, n, (off_t)(off + ST__REC_HDR)) != (ssize_t)n ||
-        st__crc(gen, seq, w->buf, n) != crc)
+        st__crc_salted(apart ? hf->salt : 0, gen, seq, w->buf, n) != crc)
         return false;
     memcpy(w->buf + n, &seq, 8);
     *len = n;
@@ -374,11 +412,13 @@ static int st__replay_half(st_wal_t *w, int h, uint64_t prev, st_wal_replay_fn f
     for (;;) {
         /* After a record, the next one is where it ends, or (written while the record's own
          * write was in flight: st_wal_reserve's `apart`) at the first block past the empty
-         * header that follows it. Either must go on from the record's seq. */
+         * header that follows it, with the half's salt in its CRC (what a client's value left
+         * there, in a failed or torn record, cannot pass for it). Either must go on from the
+         * record's seq. */
         uint64_t len = 0, at = off;
-        if (!st__record_at(w, hf, at, last_seq, &len) &&
-            (!last_seq || (at = st__up(off + ST__REC_HDR)) == off ||
-             !st__record_at(w, hf, at, last_seq, &len)))
+        if (!st__record_at(w, hf, at, last_seq, false, &len) &&
+            (!last_seq || !hf->salt ||
+             !st__record_at(w, hf, at = st__up(off + ST__REC_HDR), last_seq, true, &len)))
             break; /* the end, or a torn tail: never acknowledged */
         uint64_t seq;
         memcpy(&seq, w->buf + len, 8);
@@ -441,6 +481,8 @@ int st_wal_reserve(st_wal_t *w, uint64_t seq, size_t len, bool apart, st_wal_io_
      * record; this record starts after both (replay looks there when the header is empty) */
     uint64_t at = apart ? st__up(w->off + ST__REC_HDR) : w->off;
     if (len == 0 || len > UINT32_MAX || at - w->off + need > room) return ST_ETOOLARGE;
+    /* a half from before records were written apart: replay would not look for one */
+    if (apart && !w->half[w->cur].salt) return ST_ETOOLARGE;
     room -= at - w->off;
     /* An empty header after the record ends replay there, whatever an earlier write that
      * failed half-way left behind (the next record overwrites it). */
@@ -450,6 +492,7 @@ int st_wal_reserve(st_wal_t *w, uint64_t seq, size_t len, bool apart, st_wal_io_
     io->at = at;
     io->need = need;
     io->gen = w->half[w->cur].gen;
+    io->salt = apart ? w->half[w->cur].salt : 0;
     io->seq = seq;
     io->fd = w->afd;
     io->direct = w->direct;
@@ -464,7 +507,7 @@ int st_wal_reserve(st_wal_t *w, uint64_t seq, size_t len, bool apart, st_wal_io_
 
 void st_wal_build(st_wal_io_t *io, const char *payload, size_t len)
 {
-    uint32_t l = (uint32_t)len, crc = st__crc(io->gen, io->seq, payload, len);
+    uint32_t l = (uint32_t)len, crc = st__crc_salted(io->salt, io->gen, io->seq, payload, len);
     char *r = io->buf + (io->at - io->from);
     memcpy(r, &l, 4);
     memcpy(r + 4, &crc, 4);

@@ -48,12 +48,14 @@ typedef struct {
     size_t cap;
     uint64_t from, to, at; /* the blocks; where the record starts */
     uint64_t need, gen, seq;
-    int fd; /* written through, and how */
+    uint64_t salt; /* the half's, in the CRC of a record written apart (else 0) */
+    int fd;        /* written through, and how */
     bool direct;
 } st_wal_io_t;
 /* Places a record of len payload bytes after the last one reserved. `apart`: a write is still
  * in flight and owns the block the log ends in, so this record starts at the next free block
- * (replay finds it there). ST_ETOOLARGE: it does not fit the current half. */
+ * (replay finds it there, by a CRC that takes the half's secret salt). ST_ETOOLARGE: it does
+ * not fit the current half, or (apart) the half has no salt (its header predates them). */
 int st_wal_reserve(st_wal_t *w, uint64_t seq, size_t len, bool apart, st_wal_io_t *io);
 void st_wal_build(st_wal_io_t *io, const char *payload, size_t len);
 /* One write of the record's blocks, durable when it returns ST_OK (no log state touched). */

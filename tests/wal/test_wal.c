@@ -373,4 +373,46 @@ TEST(wal_records_written_apart_replay_in_order_and_a_torn_first_hides_the_second
     fx_end(&fx);
 }
 
+/* Regression: replay looks for a record written apart at the first block past an empty
+ * header, and a client's value can hold a well-formed record there: what a failed append left
+ * behind a shorter retry of it, or a torn record whose header did reach the disk. Neither may
+ * replay: a record written apart carries the half's secret in its CRC. */
+TEST(wal_a_record_hidden_where_one_written_apart_would_start_never_replays)
+{
+    for (int torn = 0; torn < 2; torn++) {
+        fx_t fx;
+        fx_begin(&fx);
+        st_wal_t *w;
+        CHECK_EQ(st_wal_open(fx.dir, 1 << 20, &w), ST_OK);
+        CHECK_EQ(st_wal_append(w, 1, "aaaa", 4), ST_OK); /* ends at 4124 */
+        st_wal_close(w);
+        /* seq 2, torn, from 4124; its payload holds a well-formed record at 8192 (the first
+         * block past the empty header after 4124 + 28): seq 3 behind a retry, else seq 2 */
+        static char hidden[32], payload[4044 + 32], failed[24 + sizeof payload];
+        wal_record(hidden, torn ? 2 : 3, "PHANTOM!", 8, true);
+        memset(payload, 'x', sizeof payload);
+        memcpy(payload + 4044, hidden, sizeof hidden);
+        wal_record(failed, 2, payload, sizeof payload, false);
+        char path[256];
+        snprintf(path, sizeof path, "%s/strata.wal", fx.dir);
+        FILE *f = fopen(path, "r+b");
+        CHECK(f);
+        fseek(f, ST_WAL_HEADER + 28, SEEK_SET);
+        CHECK_EQ(fwrite(failed, 1, sizeof failed, f), sizeof failed);
+        fclose(f);
+        CHECK_EQ(st_wal_open(fx.dir, 1 << 20, &w), ST_OK);
+        uint64_t last = 0;
+        CHECK_EQ(st_wal_replay(w, replay_count, &last), ST_OK);
+        CHECK_EQ(last, 1);
+        if (!torn) CHECK_EQ(st_wal_append(w, 2, "bbbb", 4), ST_OK); /* the retry, shorter */
+        st_wal_close(w);
+        CHECK_EQ(st_wal_open(fx.dir, 1 << 20, &w), ST_OK);
+        last = 0;
+        CHECK_EQ(st_wal_replay(w, replay_count, &last), ST_OK);
+        CHECK_EQ(last, torn ? 1 : 2); /* never the hidden record */
+        st_wal_close(w);
+        fx_end(&fx);
+    }
+}
+
 RUN_TESTS("wal")
