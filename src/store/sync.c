@@ -21,7 +21,8 @@
  * checkpoint, a direct commit into LMDB), a barrier that goes to the backup first — runs alone:
  * it waits until every earlier group is done and holds the reservation turn until it is done.
  *
- * Failures. A lane's write that fails fail-stops the log (as before: its contents are unknown).
+ * Failures. A lane's write that fails — a full disk too, which alone (below) is retried —
+ * fail-stops the log: its contents are unknown, and a group written apart may be on disk.
  * Every later group fails with the first failure, in order, whatever its own write did; failed
  * groups are handed to the loop together once no lane holds a group any more, because the loop
  * rolls back from the first failed batch on and needs every later one back first. A group that
