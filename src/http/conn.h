@@ -65,7 +65,10 @@ struct st_server {
     st_app_t *app;
     uv_tcp_t listener;
     uv_timer_t sweep;
-    st_list_t conns; /* st_conn_t, newest first */
+    uv_check_t turn;   /* after each poll: the accept budget starts over (server.c) */
+    unsigned accepted; /* connections accepted in this loop iteration */
+    bool accept_held;  /* one is waiting in libuv, which stops polling the listener meanwhile */
+    st_list_t conns;   /* st_conn_t, newest first */
     size_t nconns;
     st_list_t pending; /* connections with responses waiting: all a durable batch must visit */
     st_store_listener_t store_l;
@@ -75,7 +78,7 @@ struct st_server {
     void *done_arg;
     int port;
     int open_handles;
-    st_metric_t *m_conns, *m_rejected, *m_idem_expired;
+    st_metric_t *m_conns, *m_rejected, *m_idem_expired, *m_held;
     st_metric_t **m_req; /* (nroutes + 1) x 600, lazily created */
     st_metric_t **m_lat; /* nroutes + 1 */
     char readbuf[64 * 1024];

@@ -80,15 +80,24 @@ void st__conn_close(st_conn_t *c)
     uv_close((uv_handle_t *)&c->tcp, st__on_conn_closed);
 }
 
-static void st__on_connection(uv_stream_t *server, int status)
+/* A connection storm (thousands connecting at once) is taken ST__ACCEPTS_PER_TURN a loop
+ * iteration: a WebSocket's handshake costs ~70 µs, and the connections one epoll batch accepts
+ * send their requests together in the next, so an unbounded batch made one iteration of ~90 ms
+ * while 10,000 streams opened (bench/adopt.sh), and every other client waited for it. The rest
+ * wait in the kernel's backlog (libuv stops polling the listener while one is held). */
+#define ST__ACCEPTS_PER_TURN 64
+/* ... and waiting there a storm must not overflow it (the kernel caps it at somaxconn, 4096 on
+ * Debian 12): a dropped SYN costs its client a 1 s retransmit. */
+#define ST__LISTEN_BACKLOG 4096
+
+static void st__accept(st_server_t *srv)
 {
-    st_server_t *srv = server->data;
-    if (status < 0 || srv->stopping) return;
     st_conn_t *c = st_calloc(1, sizeof *c);
     c->srv = srv;
     uv_tcp_init(srv->loop, &c->tcp);
     c->tcp.data = c;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+    srv->accepted++;
+    if (uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&c->tcp) != 0) {
         uv_close((uv_handle_t *)&c->tcp, (uv_close_cb)free);
         return;
     }
@@ -106,6 +115,29 @@ static void st__on_connection(uv_stream_t *server, int status)
         return;
     }
     st__conn_read_start(c);
+}
+
+static void st__on_connection(uv_stream_t *server, int status)
+{
+    st_server_t *srv = server->data;
+    if (status < 0 || srv->stopping) return;
+    if (srv->accepted >= ST__ACCEPTS_PER_TURN) {
+        srv->accept_held = true; /* taken in the next iteration (st__on_turn) */
+        st_metric_add(srv->m_held, 1);
+        return;
+    }
+    st__accept(srv);
+}
+
+/* After each poll: a new budget, and the connection held back, if any, is taken — which
+ * makes libuv poll the listener again, so the next iteration accepts the rest. */
+static void st__on_turn(uv_check_t *h)
+{
+    st_server_t *srv = h->data;
+    srv->accepted = 0;
+    if (!srv->accept_held || srv->stopping) return;
+    srv->accept_held = false;
+    st__accept(srv);
 }
 
 /* Every durable batch may release responses anywhere; failed batches turn into errors. */
@@ -237,10 +269,13 @@ int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app)
                                              "Idempotency-Key answers deleted after their TTL", "");
     srv->m_rejected = st_metrics_counter("strata_http_connections_rejected_total",
                                          "Connections refused over --max-connections", "");
+    srv->m_held = st_metrics_counter(
+        "strata_http_accepts_held_total",
+        "Times new connections waited for the next loop iteration (a connection storm)", "");
     uv_tcp_init(loop, &srv->listener);
     srv->listener.data = srv;
     int rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&addr, 0);
-    if (!rc) rc = uv_listen((uv_stream_t *)&srv->listener, 1024, st__on_connection);
+    if (!rc) rc = uv_listen((uv_stream_t *)&srv->listener, ST__LISTEN_BACKLOG, st__on_connection);
     if (rc) {
         st_error("http: cannot listen on %s: %s", listen, uv_strerror(rc));
         uv_close((uv_handle_t *)&srv->listener, NULL);
@@ -264,6 +299,10 @@ int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app)
     uv_timer_init(loop, &srv->sweep);
     srv->sweep.data = srv;
     uv_timer_start(&srv->sweep, st__on_sweep, 1000, 1000);
+    uv_check_init(loop, &srv->turn);
+    srv->turn.data = srv;
+    uv_check_start(&srv->turn, st__on_turn);
+    uv_unref((uv_handle_t *)&srv->turn);
     srv->store_l.on_durable = st__on_durable;
     srv->store_l.on_failed = st__on_failed;
     st_store_listen(app->store, &srv->store_l);
@@ -291,6 +330,7 @@ void st__maybe_done(st_server_t *srv)
     srv->done = NULL;
     uv_timer_stop(&srv->sweep);
     uv_close((uv_handle_t *)&srv->sweep, st__on_listener_closed);
+    uv_close((uv_handle_t *)&srv->turn, st__on_listener_closed);
     done(srv->done_arg);
 }
 
@@ -348,6 +388,8 @@ void st_server_close(st_server_t *srv)
         uv_timer_stop(&srv->sweep);
         uv_close((uv_handle_t *)&srv->sweep, st__on_listener_closed);
     }
+    if (!uv_is_closing((uv_handle_t *)&srv->turn))
+        uv_close((uv_handle_t *)&srv->turn, st__on_listener_closed);
     srv->done = NULL;
 }
 
