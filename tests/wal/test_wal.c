@@ -19,6 +19,18 @@ static int replay_count(void *arg, uint64_t seq, const char *p, size_t len)
     return 0;
 }
 
+/* Writes bytes into the log file at off, behind the log's back (what a failed write left). */
+static void write_at(const fx_t *fx, long off, const void *p, size_t n)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/strata.wal", fx->dir);
+    FILE *f = fopen(path, "r+b");
+    CHECK(f);
+    fseek(f, off, SEEK_SET);
+    CHECK_EQ(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
 TEST(wal_replays_valid_records_and_stops_at_a_torn_tail)
 {
     fx_t fx;
@@ -90,13 +102,7 @@ TEST(wal_rewritten_after_a_failed_append_never_replays_what_the_failed_one_left)
     memcpy(payload, "xxxx", 4);
     memcpy(payload + 4, hidden, 32);
     wal_record(failed, 2, payload, 36, false);
-    char path[256];
-    snprintf(path, sizeof path, "%s/strata.wal", fx.dir);
-    FILE *f = fopen(path, "r+b");
-    CHECK(f);
-    fseek(f, ST_WAL_HEADER + 28, SEEK_SET);
-    CHECK_EQ(fwrite(failed, 1, sizeof failed, f), sizeof failed);
-    fclose(f);
+    write_at(&fx, ST_WAL_HEADER + 28, failed, sizeof failed);
     /* the retry: seq 2 again, shorter, in the same place */
     CHECK_EQ(st_wal_open(fx.dir, 1 << 20, &w), ST_OK);
     uint64_t last = 0;
@@ -393,13 +399,7 @@ TEST(wal_a_record_hidden_where_one_written_apart_would_start_never_replays)
         memset(payload, 'x', sizeof payload);
         memcpy(payload + 4044, hidden, sizeof hidden);
         wal_record(failed, 2, payload, sizeof payload, false);
-        char path[256];
-        snprintf(path, sizeof path, "%s/strata.wal", fx.dir);
-        FILE *f = fopen(path, "r+b");
-        CHECK(f);
-        fseek(f, ST_WAL_HEADER + 28, SEEK_SET);
-        CHECK_EQ(fwrite(failed, 1, sizeof failed, f), sizeof failed);
-        fclose(f);
+        write_at(&fx, ST_WAL_HEADER + 28, failed, sizeof failed);
         CHECK_EQ(st_wal_open(fx.dir, 1 << 20, &w), ST_OK);
         uint64_t last = 0;
         CHECK_EQ(st_wal_replay(w, replay_count, &last), ST_OK);
