@@ -166,13 +166,18 @@ int st__apply_group(st_store_t *s, st_batch_t *group, uint64_t seq)
     return mdb_txn_commit(txn);
 }
 
+void st__chain(st_batch_t **head, st_batch_t **tail, st_batch_t *first, st_batch_t *last)
+{
+    if (*tail)
+        (*tail)->next = first;
+    else
+        *head = first;
+    *tail = last;
+}
+
 void st__to_loop(st_store_t *s, st_batch_t *head, st_batch_t *tail)
 {
-    if (s->th.d_tail)
-        s->th.d_tail->next = head;
-    else
-        s->th.d_head = head;
-    s->th.d_tail = tail;
+    st__chain(&s->th.d_head, &s->th.d_tail, head, tail);
     uv_async_send(&s->uv.done);
 }
 
@@ -325,11 +330,7 @@ static void st__defer(st_replay_t *r, st_batch_t *b, uint64_t seq)
     b->seq = seq;
     for (size_t i = 0; i < b->nops; i++)
         st__ov_set(s, b, i);
-    if (s->th.a_tail)
-        s->th.a_tail->next = b;
-    else
-        s->th.a_head = b;
-    s->th.a_tail = b;
+    st__chain(&s->th.a_head, &s->th.a_tail, b, b);
     TAILQ_INSERT_TAIL(&s->inflight, b, link);
     s->submitted++;
     s->th.pending += b->bytes;
@@ -466,11 +467,7 @@ void st__store_submit(st_store_t *s)
     st_batch_t *b = s->open;
     b->next = NULL;
     uv_mutex_lock(&s->th.mu);
-    if (s->th.q_tail)
-        s->th.q_tail->next = b;
-    else
-        s->th.q_head = b;
-    s->th.q_tail = b;
+    st__chain(&s->th.q_head, &s->th.q_tail, b, b);
     s->th.pending += b->bytes;
     uv_cond_signal(&s->th.cv_sync);
     uv_mutex_unlock(&s->th.mu);

@@ -248,6 +248,8 @@ uint64_t st__group_bytes(const st_batch_t *group);
 int st__apply_class(st_store_t *s, int rc, uint64_t bytes);
 void st__fail_stop(st_store_t *s, const char *what); /* mu held */
 int st__apply_group(st_store_t *s, st_batch_t *group, uint64_t seq);
+/* Appends the chain first..last to the list head/tail. */
+void st__chain(st_batch_t **head, st_batch_t **tail, st_batch_t *first, st_batch_t *last);
 void st__to_loop(st_store_t *s, st_batch_t *head, st_batch_t *tail); /* mu held */
 /* sync.c: the lanes start with the commit threads and stop before the apply thread */
 void st__sync_start(st_store_t *s);

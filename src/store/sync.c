@@ -208,11 +208,7 @@ static void st__lane_done(st_store_t *s, st_batch_t *group, st_batch_t *last, ui
     if (rc != ST_OK) {
         if (!s->th.pipe_err) s->th.pipe_err = rc;
         s->th.pending -= st__group_bytes(group);
-        if (s->th.f_tail)
-            s->th.f_tail->next = group;
-        else
-            s->th.f_head = group;
-        s->th.f_tail = last;
+        st__chain(&s->th.f_head, &s->th.f_tail, group, last);
     } else if (direct) {
         s->th.pending -= st__group_bytes(group);
         s->th.acked_id = last->id;
@@ -222,11 +218,7 @@ static void st__lane_done(st_store_t *s, st_batch_t *group, st_batch_t *last, ui
     } else {
         s->th.acked_id = last->id;
         s->th.logged_seq = seq;
-        if (s->th.a_tail)
-            s->th.a_tail->next = group;
-        else
-            s->th.a_head = group;
-        s->th.a_tail = last;
+        st__chain(&s->th.a_head, &s->th.a_tail, group, last);
         uv_cond_signal(&s->th.cv_apply);
         uv_async_send(&s->uv.done);
     }
