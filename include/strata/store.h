@@ -93,6 +93,27 @@ int st_store_range(st_store_t *s, const void *prefix, size_t plen, const void *l
 int st_store_count(st_store_t *s, const void *prefix, size_t plen, int64_t *n, uint64_t *wait);
 
 uint64_t st_store_durable_id(const st_store_t *s);
+
+/*
+ * An answer the commit thread writes to its socket itself, the moment its batch is durable,
+ * before the loop hears of it: the loop's part of a durable answer is then only the
+ * bookkeeping, and the answer does not wait for the loop's wake-up nor for every answer of the
+ * batch written before it. Single node only (a group's batches are durable through Raft).
+ * The caller owns x and everything it points to; all must stay unchanged (and the fd open)
+ * until the batch settles: st_store_durable_id() reaches `wait`, or on_failed names it. Then
+ * x->sent is what the socket took (0 if nothing was sent: the batch failed, the socket was
+ * full or broken, or the store sent nothing) and the rest is the caller's to write.
+ */
+typedef struct st_store_express {
+    struct st_store_express *next; /* the store's */
+    int fd;
+    const char *data;
+    size_t len;
+    size_t sent;
+} st_store_express_t;
+/* Attaches x to the open batch when that is batch `wait` (a staged write's) and the store
+ * writes answers itself; false otherwise (x is untouched, the caller writes it). */
+bool st_store_express(st_store_t *s, uint64_t wait, st_store_express_t *x);
 /* True when nothing is staged and no commit is in flight — or everything is durable and only
  * LMDB is behind, unable to apply it now (the redo log keeps it for the next start), or the log
  * has failed (nothing staged can become durable any more). */

@@ -45,7 +45,7 @@ static void st__on_write(uv_write_t *req, int status)
 
 static void st__conn_write(st_conn_t *c)
 {
-    if (c->writing || c->closing || c->out.len == 0) return;
+    if (c->writing || c->closing || c->xp_busy || c->out.len == 0) return;
     uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
     int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
     if (n == (int)c->out.len) {
@@ -98,7 +98,12 @@ static void st__conn_release(st_conn_t *c)
         c->head = s->next;
         if (!c->head) c->tail = NULL;
         c->nslots--;
-        st_buf_append(&c->out, s->data, s->len);
+        size_t skip = 0;
+        if (s->express) { /* settled: what the store wrote of it is out */
+            skip = c->xp.sent < s->len ? c->xp.sent : s->len;
+            c->xp_busy = false;
+        }
+        st_buf_append(&c->out, s->data + skip, s->len - skip);
         if (s->status != 100) st__count(srv, s->route, s->status, s->started_ns);
         free(s->data);
         free(s);
@@ -142,6 +147,21 @@ void st__conn_flush(st_conn_t *c)
     if (srv->stopping) st__maybe_done(srv);
 }
 
+/* The answer at the head, with nothing before it to write, waits for the open batch: the
+ * commit thread may write it itself once the batch is durable. */
+static void st__conn_express(st_conn_t *c, st_slot_t *s)
+{
+    uv_os_fd_t fd;
+    if (c->writing || c->out.len || c->xp_busy || c->closing ||
+        uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0)
+        return;
+    c->xp = (st_store_express_t){.fd = fd, .data = s->data, .len = s->len};
+    if (!st_store_express(c->srv->app->store, s->wait, &c->xp)) return;
+    s->express = true;
+    c->xp_busy = true;
+    c->xp_wait = s->wait;
+}
+
 /* Queues one whole response (in order). data is copied. */
 static void st__conn_respond(st_conn_t *c, const char *data, size_t len, uint64_t wait, int status,
                              int route, bool close, uint64_t started_ns)
@@ -152,11 +172,14 @@ static void st__conn_respond(st_conn_t *c, const char *data, size_t len, uint64_
         return;
     }
     st_slot_t *s = st_malloc(sizeof *s);
-    *s = (st_slot_t){NULL, wait, st_strndup(data, len), len, status, route, close, started_ns};
-    if (c->tail)
+    *s = (st_slot_t){NULL,  wait,      st_strndup(data, len), len, status, route, close,
+                     false, started_ns};
+    if (c->tail) {
         c->tail->next = s;
-    else
+    } else {
         c->head = s;
+        st__conn_express(c, s);
+    }
     c->tail = s;
     c->nslots++;
     st__conn_pending(c);
@@ -298,8 +321,8 @@ void st__on_continue(void *arg)
         return;
     }
     st_slot_t *s = st_malloc(sizeof *s);
-    *s =
-        (st_slot_t){NULL, 0, st_strndup(cont, sizeof cont - 1), sizeof cont - 1, 100, -1, false, 0};
+    *s = (st_slot_t){NULL,  0, st_strndup(cont, sizeof cont - 1), sizeof cont - 1, 100, -1, false,
+                     false, 0};
     c->tail->next = s;
     c->tail = s;
     c->nslots++;

@@ -23,6 +23,7 @@ typedef struct st_slot {
     int status;
     int route;
     bool close;
+    bool express; /* the connection's xp: the store may have written part of it already */
     uint64_t started_ns;
 } st_slot_t;
 
@@ -52,6 +53,12 @@ struct st_conn {
     st_list_t plink;           /* in srv->pending while responses wait for a durable batch */
     st_http_request_t *parked; /* owned copy of a request waiting for cold data */
     st_coldwait_t *cold_wait;  /* what it waits for (pins the data until it has run) */
+    /* The head answer, attached to its batch for a commit thread to write once durable
+     * (st_store_express). While xp_busy nothing else is written and the fd stays open: a
+     * closed connection waits in srv->xp_closing until its batch settles. */
+    st_store_express_t xp;
+    uint64_t xp_wait;
+    bool xp_busy;
 };
 
 typedef struct {
@@ -70,7 +77,8 @@ struct st_server {
     bool accept_held;  /* one is waiting in libuv, which stops polling the listener meanwhile */
     st_list_t conns;   /* st_conn_t, newest first */
     size_t nconns;
-    st_list_t pending; /* connections with responses waiting: all a durable batch must visit */
+    st_list_t pending;    /* connections with responses waiting: all a durable batch must visit */
+    st_list_t xp_closing; /* closed while xp_busy (linked by `link`): closed once it settles */
     st_store_listener_t store_l;
     bool stopping;
     uint64_t stop_deadline_ms;
@@ -105,6 +113,8 @@ void st__on_continue(void *arg);
 /* server.c */
 /* Closes c (idempotent); it is freed once libuv has closed its handle. */
 void st__conn_close(st_conn_t *c);
+/* Frees c's own memory (its handle is closed). */
+void st__conn_free(st_conn_t *c);
 /* Counts an answer in the per-route metrics. */
 void st__count(st_server_t *srv, int route, int status, uint64_t started_ns);
 /* While stopping: finishes the stop once nothing is left to answer. */

@@ -46,10 +46,8 @@ void st__count(st_server_t *srv, int route, int status, uint64_t started_ns)
 
 /* ---- lifecycle ---- */
 
-static void st__on_conn_closed(uv_handle_t *h)
+void st__conn_free(st_conn_t *c)
 {
-    st_conn_t *c = h->data;
-    st_server_t *srv = c->srv;
     while (c->head) {
         st_slot_t *n = c->head->next;
         free(c->head->data);
@@ -63,6 +61,13 @@ static void st__on_conn_closed(uv_handle_t *h)
     st_buf_free(&c->stash);
     st_buf_free(&c->handoff);
     free(c);
+}
+
+static void st__on_conn_closed(uv_handle_t *h)
+{
+    st_conn_t *c = h->data;
+    st_server_t *srv = c->srv;
+    st__conn_free(c);
     if (srv->stopping) st__maybe_done(srv);
 }
 
@@ -77,7 +82,26 @@ void st__conn_close(st_conn_t *c)
     st_list_unlink(&c->link);
     srv->nconns--;
     st_metric_set(srv->m_conns, (double)srv->nconns);
+    if (c->xp_busy) {
+        /* a commit thread may still write to the fd: it must not be reused until then */
+        st__read_stop(c);
+        st_list_push_front(&srv->xp_closing, &c->link);
+        return;
+    }
     uv_close((uv_handle_t *)&c->tcp, st__on_conn_closed);
+}
+
+/* Closes the connections that waited for their answer's batch to settle (durable up to `upto`,
+ * or failed from `from` on). */
+static void st__xp_settled(st_server_t *srv, uint64_t upto, uint64_t from)
+{
+    for (ST_LIST_EACH(l, n, &srv->xp_closing)) {
+        st_conn_t *c = ST_LIST_ITEM(l, st_conn_t, link);
+        if (c->xp_wait > upto && c->xp_wait < from) continue;
+        c->xp_busy = false;
+        st_list_unlink(&c->link);
+        uv_close((uv_handle_t *)&c->tcp, st__on_conn_closed);
+    }
 }
 
 /* A connection storm (thousands connecting at once) is taken ST__ACCEPTS_PER_TURN a loop
@@ -148,6 +172,7 @@ static void st__on_durable(st_store_listener_t *l, uint64_t id)
         st_conn_t *c = ST_LIST_ITEM(it, st_conn_t, plink);
         if (c->head && c->head->wait <= id) st__conn_flush(c);
     }
+    if (!st_list_empty(&srv->xp_closing)) st__xp_settled(srv, id, UINT64_MAX);
     if (srv->stopping) st__maybe_done(srv);
 }
 
@@ -158,6 +183,11 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
         st_conn_t *c = ST_LIST_ITEM(it, st_conn_t, link);
         for (st_slot_t *s = c->head; s; s = s->next) {
             if (s->wait < first) continue;
+            if (s->express) { /* a failed batch's answers are never written by the store */
+                ST_ASSERT(c->xp.sent == 0);
+                s->express = false;
+                c->xp_busy = false;
+            }
             st_buf_t body = {0}, resp = {0};
             st_buf_printf(&body,
                           "{\"error\":{\"code\":\"%s\",\"message\":\"%s; the request was not "
@@ -180,6 +210,7 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
         }
         st__conn_flush(c);
     }
+    if (!st_list_empty(&srv->xp_closing)) st__xp_settled(srv, 0, first);
 }
 
 /* Time limits of one connection: a request must arrive within --request-timeout of its first
@@ -262,6 +293,7 @@ int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app)
     srv->app = app;
     st_list_init(&srv->conns);
     st_list_init(&srv->pending);
+    st_list_init(&srv->xp_closing);
     srv->m_req = st_calloc((st_nroutes + 1) * 600, sizeof *srv->m_req);
     srv->m_lat = st_calloc(st_nroutes + 1, sizeof *srv->m_lat);
     srv->m_conns = st_metrics_gauge("strata_http_connections", "Open HTTP connections", "");
@@ -395,6 +427,12 @@ void st_server_close(st_server_t *srv)
 
 void st_server_free(st_server_t *srv)
 {
+    /* closed while their batch never settled (a stop past its deadline): the store's threads
+     * are gone and the loop closed their handles */
+    for (ST_LIST_EACH(l, n, &srv->xp_closing)) {
+        st_list_unlink(l);
+        st__conn_free(ST_LIST_ITEM(l, st_conn_t, link));
+    }
     free(srv->m_req);
     free(srv->m_lat);
     free(srv);

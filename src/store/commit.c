@@ -436,6 +436,7 @@ st_batch_t *st__batch_new(st_store_t *s)
     b->barrier = false;
     b->ack_late = false;
     b->tap_failed = false;
+    b->express = NULL;
     b->id = ++s->open_id;
     return b;
 }

@@ -41,6 +41,9 @@ typedef struct st_batch {
                       * the tap must ship first) rather than when its entry applies */
     bool tap_failed; /* group mode: its barrier did not reach the backup in time (tap.c) */
     uint64_t proposed_ns; /* group mode: st_mono_ns() when its entry was proposed */
+    /* answers a lane writes once the batch is durable (st_store_express): linked by the loop
+     * while the batch is open, read-only to the lane after */
+    st_store_express_t *express;
 } st_batch_t;
 
 /* A staged write not yet in LMDB; newest value for its key. Found by key in the overlay map and
@@ -125,6 +128,7 @@ typedef struct {
     int lanes;                       /* sync lanes running: ST__LANES with a direct log, else 1 */
     int inflight;                    /* groups the lanes hold, taken and not yet done */
     uint64_t ticket, reserved, done; /* the last group taken, reserved, done (in that order) */
+    uint64_t published;              /* ... and handed on (to the loop, the apply thread) */
     uint64_t next_seq;               /* the log seq the next record gets */
     int pipe_err;                    /* a group failed: later ones fail, until all are back */
     st_batch_t *f_head, *f_tail;     /* failed groups, handed to the loop together */

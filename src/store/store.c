@@ -492,6 +492,17 @@ uint64_t st_store_durable_id(const st_store_t *s)
     return s->durable_id;
 }
 
+bool st_store_express(st_store_t *s, uint64_t wait, st_store_express_t *x)
+{
+    /* a group's batches become durable through Raft; a failing store sends nothing */
+    if (s->group || s->fail.first || s->fail.stopped || wait != s->open->id || !s->open->nops)
+        return false;
+    x->sent = 0;
+    x->next = s->open->express;
+    s->open->express = x;
+    return true;
+}
+
 bool st_store_idle(const st_store_t *s)
 {
     /* fail-stopped, nothing staged can become durable any more: nothing is worth waiting for

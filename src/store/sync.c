@@ -33,6 +33,7 @@
 
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 
 /* ---- the log's shape: halves, checkpoints, direct commits (alone) ---- */
 
@@ -196,8 +197,8 @@ typedef struct {
     st_wal_io_t io;
 } st__lane_t;
 
-/* With mu held: the group of ticket t is done (acknowledged, failed, or committed directly),
- * in ticket order. */
+/* With mu held: the group of ticket t is done (acknowledged, failed, or committed directly)
+ * and handed on, in ticket order. */
 static void st__lane_done(st_store_t *s, st_batch_t *group, st_batch_t *last, uint64_t t, int rc,
                           uint64_t seq, bool direct, uint64_t used, uint64_t lfree)
 {
@@ -224,6 +225,7 @@ static void st__lane_done(st_store_t *s, st_batch_t *group, st_batch_t *last, ui
     }
     s->th.done = t;
     if (s->th.reserved < t) s->th.reserved = t;
+    s->th.published = t;
     s->th.inflight--;
     if (s->th.pipe_err && !s->th.inflight) {
         /* every group taken is back: the loop rolls back from the first failed one */
@@ -235,6 +237,29 @@ static void st__lane_done(st_store_t *s, st_batch_t *group, st_batch_t *last, ui
     }
     uv_cond_broadcast(&s->th.cv_turn);
     if (st__can_take(s)) uv_cond_signal(&s->th.cv_sync); /* the other lane, if it waits */
+}
+
+/* Writes the answers waiting for a durable group (st_store_express), without blocking: what a
+ * socket does not take is the loop's to write. Called without mu, once the group is durable
+ * and every group before it acknowledged, and before the loop can learn it (st__lane_done):
+ * the loop touches none of them until then. A lane writes them itself because it is awake anyway:
+ * the loop's wake-up and its writes of every earlier answer of the batch no longer stand between a
+ * durable write and its answer, and the loop spends its time on requests (~6 µs of kernel TCP per
+ * answer on loopback, bench/RESULTS.md, session 7). */
+static bool st__has_express(const st_batch_t *group)
+{
+    for (const st_batch_t *b = group; b; b = b->next)
+        if (b->express) return true;
+    return false;
+}
+
+static void st__express_send(const st_batch_t *group)
+{
+    for (const st_batch_t *b = group; b; b = b->next)
+        for (st_store_express_t *x = b->express; x; x = x->next) {
+            ssize_t r = send(x->fd, x->data, x->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            x->sent = r > 0 ? (size_t)r : 0;
+        }
 }
 
 /* Logs the group of ticket t (taken with mu held, called without). */
@@ -299,17 +324,31 @@ static void st__lane_log(st_store_t *s, st__lane_t *l, st_batch_t *group, st_bat
      * apply thread's checkpoint since this group was placed: the group is durable all the same,
      * and one committed directly into LMDB is visible already, so it is not failed for it.) */
     if (rc == ST_OK && s->th.pipe_err) rc = s->th.pipe_err;
+    uint64_t t1 = st_mono_ns();
     if (rc == ST_OK) {
         if (alone && !direct) s->th.next_seq = seq + 1;
         /* the backup's tap takes groups in log order: the turn is still this group's */
         uv_mutex_unlock(&s->th.mu);
         st__tap_group(s, group, direct ? 0 : seq, &l->payload);
+        t1 = st_mono_ns();
         uv_mutex_lock(&s->th.mu);
     }
-    s->th.fig.sync_ns_sum += st_mono_ns() - t0;
+    s->th.fig.sync_ns_sum += t1 - t0;
     s->th.fig.sync_count++;
     s->th.fig.group_ops += ops;
     s->th.fig.group_writes += writes;
+    if (rc == ST_OK && st__has_express(group)) {
+        /* The result is final: the next group's turn, while this one's answers go out. It is
+         * handed on (acknowledged to the loop) only after them, and in ticket order. */
+        s->th.done = t;
+        if (s->th.reserved < t) s->th.reserved = t;
+        uv_cond_broadcast(&s->th.cv_turn);
+        uv_mutex_unlock(&s->th.mu);
+        st__express_send(group);
+        uv_mutex_lock(&s->th.mu);
+    }
+    while (s->th.published != t - 1)
+        uv_cond_wait(&s->th.cv_turn, &s->th.mu);
     st__lane_done(s, group, last, t, rc, seq, direct, used, lfree);
     uv_mutex_unlock(&s->th.mu);
 }

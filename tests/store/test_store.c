@@ -8,6 +8,7 @@
 #include "strata/store.h"
 
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -97,6 +98,64 @@ TEST(many_writes_in_one_iteration_share_one_commit_and_survive_reopen)
     CHECK_EQ(st_store_get(s, "hot", 3, &v, &vl, &rw), ST_OK);
     memcpy(&x, v, sizeof x);
     CHECK_EQ(x, 99);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+/* Bytes waiting on the reading end of a socket pair, without blocking. */
+static size_t drain(int fd, char *into, size_t cap)
+{
+    size_t n = 0;
+    for (;;) {
+        ssize_t r = recv(fd, into + n, cap - n, MSG_DONTWAIT);
+        if (r <= 0) return n;
+        n += (size_t)r;
+    }
+}
+
+TEST(express_answers_leave_only_once_durable_and_a_full_socket_takes_part)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    watch_t w;
+    st_store_t *s = open_store(&fx, 16 << 20, &w);
+    int small[2], big[2];
+    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, small), 0);
+    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, big), 0);
+    int snd = 4096;
+    CHECK_EQ(setsockopt(big[0], SOL_SOCKET, SO_SNDBUF, &snd, sizeof snd), 0);
+    size_t blen = 4u << 20;
+    char *bdata = malloc(blen), *got = malloc(blen);
+    for (size_t i = 0; i < blen; i++)
+        bdata[i] = (char)(i * 7 + 1);
+    uint64_t wait = 0;
+    st_store_express_t x1 = {.fd = small[0], .data = "answer one", .len = 10};
+    st_store_express_t x2 = {.fd = big[0], .data = bdata, .len = blen};
+    st_store_express_t x3 = {.fd = small[0], .data = "never", .len = 5};
+    /* nothing staged: no open batch to ride on */
+    CHECK(!st_store_express(s, st_store_durable_id(s) + 1, &x3));
+    CHECK_EQ(st_store_put(s, "k1", 2, "v1", 2, &wait), ST_OK);
+    CHECK(st_store_express(s, wait, &x1));
+    CHECK(st_store_express(s, wait, &x2));
+    CHECK(!st_store_express(s, wait + 1, &x3)); /* not the open batch */
+    CHECK_EQ(drain(small[1], got, blen), 0);    /* not durable: nothing left */
+    fx_settle(&fx, s);
+    CHECK(st_store_durable_id(s) >= wait);
+    CHECK_EQ(x1.sent, 10);
+    CHECK_EQ(drain(small[1], got, blen), 10);
+    CHECK(memcmp(got, "answer one", 10) == 0);
+    /* the full socket took a part; that part, exactly, is what arrived */
+    CHECK(x2.sent > 0 && x2.sent < blen);
+    CHECK_EQ(drain(big[1], got, blen), x2.sent);
+    CHECK(memcmp(got, bdata, x2.sent) == 0);
+    /* a batch already sealed (in flight or durable) takes no answer */
+    CHECK(!st_store_express(s, wait, &x3));
+    for (int i = 0; i < 2; i++) {
+        close(small[i]);
+        close(big[i]);
+    }
+    free(bdata);
+    free(got);
     fx_close_store(&fx, s);
     fx_end(&fx);
 }
