@@ -95,24 +95,21 @@ int st_store_count(st_store_t *s, const void *prefix, size_t plen, int64_t *n, u
 uint64_t st_store_durable_id(const st_store_t *s);
 
 /*
- * An answer the commit thread writes to its socket itself, the moment its batch is durable,
- * before the loop hears of it: the loop's part of a durable answer is then only the
- * bookkeeping, and the answer does not wait for the loop's wake-up nor for every answer of the
- * batch written before it. Single node only (a group's batches are durable through Raft).
- * The caller owns x and everything it points to; all must stay unchanged (and the fd open)
- * until the batch settles: st_store_durable_id() reaches `wait`, or on_failed names it. Then
- * x->sent is what the socket took (0 if nothing was sent: the batch failed, the socket was
- * full or broken, or the store sent nothing) and the rest is the caller's to write.
+ * Work a commit thread does itself the moment a batch is durable (and every batch before it),
+ * before the loop hears of it: the HTTP server writes an answer there (src/http/conn.c), so a
+ * durable write's answer waits neither for the loop's wake-up nor for the loop's writes of the
+ * answers before it. Single node only (a group's batches are durable through Raft).
+ * Embed it in your own struct; send() runs on a commit thread, must not block and may touch
+ * only that struct, which the caller keeps unchanged (but for what send() writes) until the
+ * batch settles: st_store_durable_id() reaches `wait`, or on_failed names it. send() is not
+ * called for a batch that fails.
  */
 typedef struct st_store_express {
     struct st_store_express *next; /* the store's */
-    int fd;
-    const char *data;
-    size_t len;
-    size_t sent;
+    void (*send)(struct st_store_express *x);
 } st_store_express_t;
-/* Attaches x to the open batch when that is batch `wait` (a staged write's) and the store
- * writes answers itself; false otherwise (x is untouched, the caller writes it). */
+/* Attaches x to the open batch when that is batch `wait` (a staged write's) and the store can
+ * run it; false otherwise (x is untouched). */
 bool st_store_express(st_store_t *s, uint64_t wait, st_store_express_t *x);
 /* True when nothing is staged and no commit is in flight — or everything is durable and only
  * LMDB is behind, unable to apply it now (the redo log keeps it for the next start), or the log

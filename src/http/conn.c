@@ -17,6 +17,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* ---- writing ---- */
@@ -99,12 +100,14 @@ static void st__conn_release(st_conn_t *c)
         if (!c->head) c->tail = NULL;
         c->nslots--;
         size_t skip = 0;
-        if (s->express) { /* settled: what the store wrote of it is out */
+        uint64_t done_ns = 0;
+        if (s->express) { /* settled: what the commit thread wrote of it is out */
             skip = c->xp.sent < s->len ? c->xp.sent : s->len;
+            done_ns = skip == s->len ? c->xp.sent_ns : 0;
             c->xp_busy = false;
         }
         st_buf_append(&c->out, s->data + skip, s->len - skip);
-        if (s->status != 100) st__count(srv, s->route, s->status, s->started_ns);
+        if (s->status != 100) st__count(srv, s->route, s->status, s->started_ns, done_ns);
         free(s->data);
         free(s);
     }
@@ -147,16 +150,26 @@ void st__conn_flush(st_conn_t *c)
     if (srv->stopping) st__maybe_done(srv);
 }
 
-/* The answer at the head, with nothing before it to write, waits for the open batch: the
- * commit thread may write it itself once the batch is durable. */
+/* On a commit thread, once the answer's batch is durable: what the socket takes now goes; the
+ * rest is the loop's to write when it learns the batch is durable. */
+static void st__xp_send(st_store_express_t *x)
+{
+    st__xp_t *xp = (st__xp_t *)x;
+    ssize_t r = send(xp->fd, xp->data, xp->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    xp->sent = r > 0 ? (size_t)r : 0;
+    xp->sent_ns = st_mono_ns();
+}
+
+/* The answer at the head, with nothing before it to write, waits for the open batch: a commit
+ * thread may write it the moment the batch is durable, before the loop hears of it. */
 static void st__conn_express(st_conn_t *c, st_slot_t *s)
 {
     uv_os_fd_t fd;
-    if (c->writing || c->out.len || c->xp_busy || c->closing ||
+    if (c->writing || c->out.len || c->xp_busy || c->closing || s->len > ST__XP_MAX ||
         uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0)
         return;
-    c->xp = (st_store_express_t){.fd = fd, .data = s->data, .len = s->len};
-    if (!st_store_express(c->srv->app->store, s->wait, &c->xp)) return;
+    c->xp = (st__xp_t){.x.send = st__xp_send, .fd = fd, .data = s->data, .len = s->len};
+    if (!st_store_express(c->srv->app->store, s->wait, &c->xp.x)) return;
     s->express = true;
     c->xp_busy = true;
     c->xp_wait = s->wait;
@@ -168,12 +181,17 @@ static void st__conn_respond(st_conn_t *c, const char *data, size_t len, uint64_
 {
     if (!c->head && wait <= st_store_durable_id(c->srv->app->store)) {
         st_buf_append(&c->out, data, len);
-        st__count(c->srv, route, status, started_ns);
+        st__count(c->srv, route, status, started_ns, 0);
         return;
     }
     st_slot_t *s = st_malloc(sizeof *s);
-    *s = (st_slot_t){NULL,  wait,      st_strndup(data, len), len, status, route, close,
-                     false, started_ns};
+    *s = (st_slot_t){.wait = wait,
+                     .data = st_strndup(data, len),
+                     .len = len,
+                     .status = status,
+                     .route = route,
+                     .close = close,
+                     .started_ns = started_ns};
     if (c->tail) {
         c->tail->next = s;
     } else {
@@ -321,8 +339,10 @@ void st__on_continue(void *arg)
         return;
     }
     st_slot_t *s = st_malloc(sizeof *s);
-    *s = (st_slot_t){NULL,  0, st_strndup(cont, sizeof cont - 1), sizeof cont - 1, 100, -1, false,
-                     false, 0};
+    *s = (st_slot_t){.data = st_strndup(cont, sizeof cont - 1),
+                     .len = sizeof cont - 1,
+                     .status = 100,
+                     .route = -1};
     c->tail->next = s;
     c->tail = s;
     c->nslots++;

@@ -27,6 +27,18 @@ typedef struct st_slot {
     uint64_t started_ns;
 } st_slot_t;
 
+/* An answer a commit thread writes once its batch is durable (st_store_express): send() runs
+ * there and touches only this struct. */
+typedef struct {
+    st_store_express_t x;
+    int fd;
+    const char *data; /* the head slot's */
+    size_t len;
+    size_t sent;      /* written by send(): bytes the socket took (0: none, or an error) */
+    uint64_t sent_ns; /* ... and when */
+} st__xp_t;
+#define ST__XP_MAX (16u << 10) /* larger answers: the loop writes them (not a lane's time) */
+
 typedef struct st_conn st_conn_t;
 struct st_conn {
     uv_tcp_t tcp;
@@ -53,10 +65,10 @@ struct st_conn {
     st_list_t plink;           /* in srv->pending while responses wait for a durable batch */
     st_http_request_t *parked; /* owned copy of a request waiting for cold data */
     st_coldwait_t *cold_wait;  /* what it waits for (pins the data until it has run) */
-    /* The head answer, attached to its batch for a commit thread to write once durable
-     * (st_store_express). While xp_busy nothing else is written and the fd stays open: a
-     * closed connection waits in srv->xp_closing until its batch settles. */
-    st_store_express_t xp;
+    /* The head answer, attached to its batch for a commit thread to write once durable. While
+     * xp_busy nothing else is written and the fd stays open: a closed connection waits in
+     * srv->xp_closing until its batch settles (still counted in nconns: it holds its fd). */
+    st__xp_t xp;
     uint64_t xp_wait;
     bool xp_busy;
 };
@@ -115,8 +127,8 @@ void st__on_continue(void *arg);
 void st__conn_close(st_conn_t *c);
 /* Frees c's own memory (its handle is closed). */
 void st__conn_free(st_conn_t *c);
-/* Counts an answer in the per-route metrics. */
-void st__count(st_server_t *srv, int route, int status, uint64_t started_ns);
+/* Counts an answer in the per-route metrics (done_ns: when it left; 0: now). */
+void st__count(st_server_t *srv, int route, int status, uint64_t started_ns, uint64_t done_ns);
 /* While stopping: finishes the stop once nothing is left to answer. */
 void st__maybe_done(st_server_t *srv);
 

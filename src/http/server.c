@@ -17,7 +17,7 @@ static void st__on_listener_closed(uv_handle_t *h);
 
 /* ---- metrics per route ---- */
 
-void st__count(st_server_t *srv, int route, int status, uint64_t started_ns)
+void st__count(st_server_t *srv, int route, int status, uint64_t started_ns, uint64_t done_ns)
 {
     size_t r = route < 0 ? st_nroutes : (size_t)route;
     if (status < 100 || status > 599) status = 500;
@@ -41,7 +41,8 @@ void st__count(st_server_t *srv, int route, int status, uint64_t started_ns)
                                  "Time from a whole request to its response, incl. commit", l,
                                  st_metrics_latency_bounds, st_metrics_latency_nbounds);
     }
-    st_metric_observe(srv->m_lat[r], (double)(st_mono_ns() - started_ns) / 1e9);
+    if (!done_ns) done_ns = st_mono_ns();
+    st_metric_observe(srv->m_lat[r], (double)(done_ns - started_ns) / 1e9);
 }
 
 /* ---- lifecycle ---- */
@@ -80,14 +81,15 @@ void st__conn_close(st_conn_t *c)
     if (c->cold_wait) st_tier_release(srv->app->tier, c->cold_wait); /* cancels it */
     c->cold_wait = NULL;
     st_list_unlink(&c->link);
-    srv->nconns--;
-    st_metric_set(srv->m_conns, (double)srv->nconns);
     if (c->xp_busy) {
-        /* a commit thread may still write to the fd: it must not be reused until then */
+        /* a commit thread may still write to the fd: it must not be reused until then (and it
+         * still counts against --max-connections) */
         st__read_stop(c);
         st_list_push_front(&srv->xp_closing, &c->link);
         return;
     }
+    srv->nconns--;
+    st_metric_set(srv->m_conns, (double)srv->nconns);
     uv_close((uv_handle_t *)&c->tcp, st__on_conn_closed);
 }
 
@@ -99,7 +101,12 @@ static void st__xp_settled(st_server_t *srv, uint64_t upto, uint64_t from)
         st_conn_t *c = ST_LIST_ITEM(l, st_conn_t, link);
         if (c->xp_wait > upto && c->xp_wait < from) continue;
         c->xp_busy = false;
+        st_slot_t *s = c->head; /* the answer, if the commit thread wrote it */
+        if (c->xp_wait <= upto && c->xp.sent == s->len)
+            st__count(srv, s->route, s->status, s->started_ns, c->xp.sent_ns);
         st_list_unlink(&c->link);
+        srv->nconns--;
+        st_metric_set(srv->m_conns, (double)srv->nconns);
         uv_close((uv_handle_t *)&c->tcp, st__on_conn_closed);
     }
 }

@@ -2,9 +2,10 @@
 /*
  * Group commit with a redo log.
  *
- * The loop seals its open batch at the end of every iteration and queues it. The sync thread
- * takes every queued batch at once and writes them as one synchronous WAL record: that is the
- * durability point, and the loop then releases the responses. The apply thread writes the same
+ * The loop seals its open batch at the end of every iteration and queues it. A sync lane
+ * (sync.c) takes every queued batch at once and writes them as one synchronous WAL record: that
+ * is the durability point; the lane writes the answers that wait for nothing else itself
+ * (st_store_express) and the loop then releases the rest. The apply thread writes the same
  * groups into LMDB behind it, many per transaction, with MDB_NOMETASYNC (one data sync per
  * transaction, integrity kept; the WAL covers whatever a power loss would roll back). The log
  * has two halves: when one is full the sync thread goes on in the other, and the apply thread

@@ -41,8 +41,8 @@ typedef struct st_batch {
                       * the tap must ship first) rather than when its entry applies */
     bool tap_failed; /* group mode: its barrier did not reach the backup in time (tap.c) */
     uint64_t proposed_ns; /* group mode: st_mono_ns() when its entry was proposed */
-    /* answers a lane writes once the batch is durable (st_store_express): linked by the loop
-     * while the batch is open, read-only to the lane after */
+    /* what a lane runs once the batch is durable (st_store_express): linked by the loop while
+     * the batch is open, read-only after */
     st_store_express_t *express;
 } st_batch_t;
 
@@ -124,18 +124,20 @@ typedef struct {
     uv_thread_t sync_thread[ST__LANES], apply_thread;
     uv_mutex_t mu;
     uv_cond_t cv_sync, cv_apply, cv_applied, cv_hurry;
-    uv_cond_t cv_turn;               /* a lane reserved or finished (sync.c's ticket order) */
-    int lanes;                       /* sync lanes running: ST__LANES with a direct log, else 1 */
-    int inflight;                    /* groups the lanes hold, taken and not yet done */
-    uint64_t ticket, reserved, done; /* the last group taken, reserved, done (in that order) */
-    uint64_t published;              /* ... and handed on (to the loop, the apply thread) */
-    uint64_t next_seq;               /* the log seq the next record gets */
-    int pipe_err;                    /* a group failed: later ones fail, until all are back */
-    st_batch_t *f_head, *f_tail;     /* failed groups, handed to the loop together */
-    st_batch_t *q_head, *q_tail;     /* sealed, waiting for the WAL */
-    st_batch_t *a_head, *a_tail;     /* logged, waiting for LMDB */
-    st_batch_t *d_head, *d_tail;     /* applied or failed, waiting for the loop */
-    uint64_t acked_id;               /* highest batch id durable in the WAL */
+    uv_cond_t cv_turn; /* a lane reserved or finished (sync.c's ticket order) */
+    int lanes;         /* sync lanes running: ST__LANES with a direct log, else 1 */
+    int inflight;      /* groups the lanes hold, taken and not yet done */
+    /* The last group taken, reserved, whose result is final (`done`), and handed on to the
+     * loop and the apply thread (`published`, which a change of the log's shape waits for:
+     * logged_seq counts only what is handed on); each in ticket order. */
+    uint64_t ticket, reserved, done, published;
+    uint64_t next_seq;           /* the log seq the next record gets */
+    int pipe_err;                /* a group failed: later ones fail, until all are back */
+    st_batch_t *f_head, *f_tail; /* failed groups, handed to the loop together */
+    st_batch_t *q_head, *q_tail; /* sealed, waiting for the WAL */
+    st_batch_t *a_head, *a_tail; /* logged, waiting for LMDB */
+    st_batch_t *d_head, *d_tail; /* applied or failed, waiting for the loop */
+    uint64_t acked_id;           /* highest batch id durable in the WAL */
     uint64_t logged_seq, applied_seq;
     uint64_t used_bytes; /* LMDB pages in use, measured after each apply */
     uint64_t lmdb_free;  /* bytes of LMDB's free pages: reusable without growing the file */

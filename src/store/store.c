@@ -497,7 +497,6 @@ bool st_store_express(st_store_t *s, uint64_t wait, st_store_express_t *x)
     /* a group's batches become durable through Raft; a failing store sends nothing */
     if (s->group || s->fail.first || s->fail.stopped || wait != s->open->id || !s->open->nops)
         return false;
-    x->sent = 0;
     x->next = s->open->express;
     s->open->express = x;
     return true;

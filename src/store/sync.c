@@ -3,23 +3,27 @@
  * The sync lanes: the threads that write groups to the redo log (commit.c has the rest of the
  * commit path: the loop's side, the apply thread, recovery).
  *
- * A lane takes every queued batch as one group and writes it as one record; the loop releases
- * the answers once it is durable. With a direct log (O_DIRECT|O_DSYNC: one write is one
- * flush) there are ST__LANES lanes, so a group sealed while another's write is in flight is
- * written at once beside it instead of waiting for it: this disk does concurrent synchronous
- * writes in the time of one (bench/RESULTS.md, session 6), and at a fixed number of clients
- * durable throughput is bounded by how long an answer waits. Order is kept by tickets, taken
- * with the group:
+ * A lane takes every queued batch as one group and writes it as one record; once it is durable
+ * the lane runs the group's express work (the answers that wait for nothing else, written by
+ * the lane itself: st_store_express) and the loop releases the rest. With a direct log
+ * (O_DIRECT|O_DSYNC: one write is one flush) there are ST__LANES lanes, so a group sealed while
+ * another's write is in flight is written at once beside it instead of waiting for it: this disk
+ * does concurrent synchronous writes in the time of one (bench/RESULTS.md, session 6), and at a
+ * fixed number of clients durable throughput is bounded by how long an answer waits. Order is kept
+ * by tickets, taken with the group:
  *  - reservation, in ticket order: the lane places its record after the last one reserved (at
  *    the next free block if that one's write is still in flight, st_wal_reserve's `apart`) and
  *    takes the next log seq;
  *  - the write, outside the lock, concurrently with the other lane's;
- *  - completion, in ticket order: a group is acknowledged only once every group before it is,
- *    so a client never sees a write whose predecessor a crash could still take away (replay
- *    stops at the first missing record).
+ *  - completion (`done`), in ticket order: a group is acknowledged only once every group
+ *    before it is, so a client never sees a write whose predecessor a crash could still take
+ *    away (replay stops at the first missing record);
+ *  - its express work, then the hand-off to the loop and the apply thread (`published`), in
+ *    ticket order.
  * Anything that changes the log's shape — a group bigger than the room left (the next half, a
  * checkpoint, a direct commit into LMDB), a barrier that goes to the backup first — runs alone:
- * it waits until every earlier group is done and holds the reservation turn until it is done.
+ * it waits until every earlier group is handed on and holds the reservation turn until it is
+ * done.
  *
  * Failures. A lane's write that fails — a full disk too, which alone (below) is retried —
  * fail-stops the log: its contents are unknown, and a group written apart may be on disk.
@@ -33,7 +37,6 @@
 
 #include <stdlib.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 
 /* ---- the log's shape: halves, checkpoints, direct commits (alone) ---- */
 
@@ -197,11 +200,22 @@ typedef struct {
     st_wal_io_t io;
 } st__lane_t;
 
+/* How a group's logging went. */
+typedef struct {
+    int rc;
+    uint64_t seq;         /* its log record (none when committed directly or failed) */
+    bool direct;          /* committed straight into LMDB */
+    uint64_t used, lfree; /* st__measure's figures after a direct commit */
+} st__outcome_t;
+
 /* With mu held: the group of ticket t is done (acknowledged, failed, or committed directly)
  * and handed on, in ticket order. */
-static void st__lane_done(st_store_t *s, st_batch_t *group, st_batch_t *last, uint64_t t, int rc,
-                          uint64_t seq, bool direct, uint64_t used, uint64_t lfree)
+static void st__lane_done(st_store_t *s, st_batch_t *group, st_batch_t *last, uint64_t t,
+                          const st__outcome_t *o)
 {
+    int rc = o->rc;
+    bool direct = o->direct;
+    uint64_t seq = o->seq;
     for (st_batch_t *b = group; b; b = b->next) {
         b->seq = direct || rc ? 0 : seq;
         b->rc = rc;
@@ -213,8 +227,8 @@ static void st__lane_done(st_store_t *s, st_batch_t *group, st_batch_t *last, ui
     } else if (direct) {
         s->th.pending -= st__group_bytes(group);
         s->th.acked_id = last->id;
-        s->th.used_bytes = used;
-        s->th.lmdb_free = lfree;
+        s->th.used_bytes = o->used;
+        s->th.lmdb_free = o->lfree;
         st__to_loop(s, group, last);
     } else {
         s->th.acked_id = last->id;
@@ -223,7 +237,7 @@ static void st__lane_done(st_store_t *s, st_batch_t *group, st_batch_t *last, ui
         uv_cond_signal(&s->th.cv_apply);
         uv_async_send(&s->uv.done);
     }
-    s->th.done = t;
+    if (s->th.done < t) s->th.done = t; /* (a later group may have finished already) */
     if (s->th.reserved < t) s->th.reserved = t;
     s->th.published = t;
     s->th.inflight--;
@@ -239,13 +253,6 @@ static void st__lane_done(st_store_t *s, st_batch_t *group, st_batch_t *last, ui
     if (st__can_take(s)) uv_cond_signal(&s->th.cv_sync); /* the other lane, if it waits */
 }
 
-/* Writes the answers waiting for a durable group (st_store_express), without blocking: what a
- * socket does not take is the loop's to write. Called without mu, once the group is durable
- * and every group before it acknowledged, and before the loop can learn it (st__lane_done):
- * the loop touches none of them until then. A lane writes them itself because it is awake anyway:
- * the loop's wake-up and its writes of every earlier answer of the batch no longer stand between a
- * durable write and its answer, and the loop spends its time on requests (~6 µs of kernel TCP per
- * answer on loopback, bench/RESULTS.md, session 7). */
 static bool st__has_express(const st_batch_t *group)
 {
     for (const st_batch_t *b = group; b; b = b->next)
@@ -253,13 +260,33 @@ static bool st__has_express(const st_batch_t *group)
     return false;
 }
 
-static void st__express_send(const st_batch_t *group)
+/*
+ * With mu held: hands the group of ticket t on, in ticket order. A durable group's express
+ * work (st_store_express: the HTTP server's answers) runs first, here, with mu dropped. The
+ * group's result is final, so `done` lets the next group finish meanwhile; it is handed on —
+ * acknowledged to the loop, queued for the apply thread, counted in logged_seq — only after,
+ * so the loop touches none of it before that, and a change of the log's shape (which waits
+ * for `published`) always sees every durable group.
+ * A lane does this because it is awake anyway: the loop's wake-up and its writes of the
+ * answers before it no longer stand between a durable write and its answer, and the loop keeps
+ * its time for requests (bench/RESULTS.md, "Session 7": ~6 µs of kernel TCP per answer).
+ */
+static void st__lane_finish(st_store_t *s, st_batch_t *group, st_batch_t *last, uint64_t t,
+                            const st__outcome_t *o)
 {
-    for (const st_batch_t *b = group; b; b = b->next)
-        for (st_store_express_t *x = b->express; x; x = x->next) {
-            ssize_t r = send(x->fd, x->data, x->len, MSG_NOSIGNAL | MSG_DONTWAIT);
-            x->sent = r > 0 ? (size_t)r : 0;
-        }
+    if (o->rc == ST_OK && st__has_express(group)) {
+        if (s->th.done < t) s->th.done = t;
+        if (s->th.reserved < t) s->th.reserved = t;
+        uv_cond_broadcast(&s->th.cv_turn);
+        uv_mutex_unlock(&s->th.mu);
+        for (st_batch_t *b = group; b; b = b->next)
+            for (st_store_express_t *x = b->express; x; x = x->next)
+                x->send(x);
+        uv_mutex_lock(&s->th.mu);
+    }
+    while (s->th.published != t - 1)
+        uv_cond_wait(&s->th.cv_turn, &s->th.mu);
+    st__lane_done(s, group, last, t, o);
 }
 
 /* Logs the group of ticket t (taken with mu held, called without). */
@@ -290,19 +317,19 @@ static void st__lane_log(st_store_t *s, st__lane_t *l, st_batch_t *group, st_bat
         s->th.reserved = t;
         uv_cond_broadcast(&s->th.cv_turn);
     } else if (rc == ST_OK) {
-        while (s->th.done != t - 1)
+        /* the log's shape may change: every group before is handed on (logged_seq is whole) */
+        while (s->th.published != t - 1)
             uv_cond_wait(&s->th.cv_turn, &s->th.mu);
         rc = s->th.log_err ? s->th.log_err : s->th.pipe_err;
     }
     uv_mutex_unlock(&s->th.mu);
-    bool direct = false;
-    uint64_t used = 0, lfree = 0;
+    st__outcome_t o = {0};
     if (rc == ST_OK && alone) {
         /* the log's shape may change: nothing else is in flight, and no lane reserves until
          * this is done */
         rc = group->barrier ? st__tap_ahead(s, group, seq, &l->payload) : ST_OK;
-        if (rc == ST_OK) rc = st__log_group(s, &l->payload, group, seq, &direct);
-        if (direct && rc == ST_OK) st__measure(s, &used, &lfree);
+        if (rc == ST_OK) rc = st__log_group(s, &l->payload, group, seq, &o.direct);
+        if (o.direct && rc == ST_OK) st__measure(s, &o.used, &o.lfree);
     } else if (rc == ST_OK) {
         st__rec_encode(&l->payload, group, true);
         st_wal_build(&l->io, l->payload.data, l->payload.len);
@@ -326,10 +353,10 @@ static void st__lane_log(st_store_t *s, st__lane_t *l, st_batch_t *group, st_bat
     if (rc == ST_OK && s->th.pipe_err) rc = s->th.pipe_err;
     uint64_t t1 = st_mono_ns();
     if (rc == ST_OK) {
-        if (alone && !direct) s->th.next_seq = seq + 1;
+        if (alone && !o.direct) s->th.next_seq = seq + 1;
         /* the backup's tap takes groups in log order: the turn is still this group's */
         uv_mutex_unlock(&s->th.mu);
-        st__tap_group(s, group, direct ? 0 : seq, &l->payload);
+        st__tap_group(s, group, o.direct ? 0 : seq, &l->payload);
         t1 = st_mono_ns();
         uv_mutex_lock(&s->th.mu);
     }
@@ -337,19 +364,9 @@ static void st__lane_log(st_store_t *s, st__lane_t *l, st_batch_t *group, st_bat
     s->th.fig.sync_count++;
     s->th.fig.group_ops += ops;
     s->th.fig.group_writes += writes;
-    if (rc == ST_OK && st__has_express(group)) {
-        /* The result is final: the next group's turn, while this one's answers go out. It is
-         * handed on (acknowledged to the loop) only after them, and in ticket order. */
-        s->th.done = t;
-        if (s->th.reserved < t) s->th.reserved = t;
-        uv_cond_broadcast(&s->th.cv_turn);
-        uv_mutex_unlock(&s->th.mu);
-        st__express_send(group);
-        uv_mutex_lock(&s->th.mu);
-    }
-    while (s->th.published != t - 1)
-        uv_cond_wait(&s->th.cv_turn, &s->th.mu);
-    st__lane_done(s, group, last, t, rc, seq, direct, used, lfree);
+    o.rc = rc;
+    o.seq = seq;
+    st__lane_finish(s, group, last, t, &o);
     uv_mutex_unlock(&s->th.mu);
 }
 
