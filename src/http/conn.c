@@ -104,6 +104,7 @@ static void st__conn_release(st_conn_t *c)
         if (s->express) { /* settled: what the commit thread wrote of it is out */
             skip = c->xp.sent < s->len ? c->xp.sent : s->len;
             done_ns = skip == s->len ? c->xp.sent_ns : 0;
+            if (done_ns) st_metric_add(srv->m_express, 1);
             c->xp_busy = false;
         }
         st_buf_append(&c->out, s->data + skip, s->len - skip);

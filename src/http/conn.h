@@ -93,14 +93,16 @@ struct st_server {
     st_list_t xp_closing; /* closed while xp_busy (linked by `link`): closed once it settles */
     st_store_listener_t store_l;
     bool stopping;
+    bool walking; /* a durable or failed batch's walk over the connections: no stop check */
     uint64_t stop_deadline_ms;
     void (*done)(void *arg);
     void *done_arg;
     int port;
     int open_handles;
     st_metric_t *m_conns, *m_rejected, *m_idem_expired, *m_held;
-    st_metric_t **m_req; /* (nroutes + 1) x 600, lazily created */
-    st_metric_t **m_lat; /* nroutes + 1 */
+    st_metric_t *m_express; /* answers a commit thread wrote whole */
+    st_metric_t **m_req;    /* (nroutes + 1) x 600, lazily created */
+    st_metric_t **m_lat;    /* nroutes + 1 */
     char readbuf[64 * 1024];
 };
 

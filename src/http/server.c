@@ -102,8 +102,11 @@ static void st__xp_settled(st_server_t *srv, uint64_t upto, uint64_t from)
         if (c->xp_wait > upto && c->xp_wait < from) continue;
         c->xp_busy = false;
         st_slot_t *s = c->head; /* the answer, if the commit thread wrote it */
-        if (c->xp_wait <= upto && c->xp.sent == s->len)
+        ST_ASSERT(s && s->express);
+        if (c->xp_wait <= upto && c->xp.sent == s->len) {
             st__count(srv, s->route, s->status, s->started_ns, c->xp.sent_ns);
+            st_metric_add(srv->m_express, 1);
+        }
         st_list_unlink(&c->link);
         srv->nconns--;
         st_metric_set(srv->m_conns, (double)srv->nconns);
@@ -175,10 +178,12 @@ static void st__on_turn(uv_check_t *h)
 static void st__on_durable(st_store_listener_t *l, uint64_t id)
 {
     st_server_t *srv = (st_server_t *)((char *)l - offsetof(st_server_t, store_l));
+    srv->walking = true; /* a stop check would close connections the walk has yet to visit */
     for (ST_LIST_EACH(it, n, &srv->pending)) {
         st_conn_t *c = ST_LIST_ITEM(it, st_conn_t, plink);
         if (c->head && c->head->wait <= id) st__conn_flush(c);
     }
+    srv->walking = false;
     if (!st_list_empty(&srv->xp_closing)) st__xp_settled(srv, id, UINT64_MAX);
     if (srv->stopping) st__maybe_done(srv);
 }
@@ -186,6 +191,7 @@ static void st__on_durable(st_store_listener_t *l, uint64_t id)
 static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
 {
     st_server_t *srv = (st_server_t *)((char *)l - offsetof(st_server_t, store_l));
+    srv->walking = true;
     for (ST_LIST_EACH(it, n, &srv->conns)) {
         st_conn_t *c = ST_LIST_ITEM(it, st_conn_t, link);
         for (st_slot_t *s = c->head; s; s = s->next) {
@@ -217,7 +223,9 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
         }
         st__conn_flush(c);
     }
+    srv->walking = false;
     if (!st_list_empty(&srv->xp_closing)) st__xp_settled(srv, 0, first);
+    if (srv->stopping) st__maybe_done(srv);
 }
 
 /* Time limits of one connection: a request must arrive within --request-timeout of its first
@@ -311,6 +319,9 @@ int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app)
     srv->m_held = st_metrics_counter(
         "strata_http_accepts_held_total",
         "Times new connections waited for the next loop iteration (a connection storm)", "");
+    srv->m_express = st_metrics_counter(
+        "strata_http_express_answers_total",
+        "Durable answers a commit thread wrote whole the moment their batch was durable", "");
     uv_tcp_init(loop, &srv->listener);
     srv->listener.data = srv;
     int rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&addr, 0);
@@ -358,7 +369,7 @@ int st_server_port(const st_server_t *srv)
 
 void st__maybe_done(st_server_t *srv)
 {
-    if (!srv->stopping || !srv->done) return;
+    if (!srv->stopping || !srv->done || srv->walking) return;
     /* Close connections whose answers are all out; the rest finish first. */
     for (ST_LIST_EACH(l, n, &srv->conns)) {
         st_conn_t *c = ST_LIST_ITEM(l, st_conn_t, link);

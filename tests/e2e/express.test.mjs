@@ -10,6 +10,9 @@ import net from 'node:net';
 import { test } from 'node:test';
 import { parseResponses, sleep, startStrata } from './lib.mjs';
 
+const metric = (text, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+const metrics = async (s) => (await s.req('GET', '/metrics')).text;
+
 const incr = (name) => {
   const body = '{"by":1}';
   return `POST /v1/counters/${name}/incr HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
@@ -47,6 +50,8 @@ test('pipelined durable writes come back whole and in order while the client doe
     });
     const read = await s.req('GET', '/v1/counters/xp1');
     assert.equal(read.json.value, n);
+    // the path under test was taken: some answers left from a commit lane
+    assert.ok(metric(await metrics(s), 'strata_http_express_answers_total') > 0);
   } finally {
     const { code } = await s.stop();
     assert.equal(code, 0);
@@ -57,6 +62,7 @@ test('pipelined durable writes come back whole and in order while the client doe
 test('connections reset while their answers are in flight cost nothing else', { timeout: 120000 }, async () => {
   const s = await startStrata();
   try {
+    const base = metric(await metrics(s), 'strata_http_connections');
     let resets = 0;
     const resetter = async () => {
       for (let i = 0; i < 100; i++) {
@@ -86,6 +92,15 @@ test('connections reset while their answers are in flight cost nothing else', { 
     // every acknowledged increment counts once; a reset one may or may not have been applied
     assert.ok(r.json.value >= acked && r.json.value <= acked + resets, `value ${r.json.value}, acked ${acked}`);
     assert.equal((await s.req('GET', '/healthz')).status, 200);
+    // every reset connection is closed and counted out once: what is left open is as many as
+    // before (then: the connection asking; now: the one asking, the agent's are closed)
+    s.agent.destroy();
+    let open = -1;
+    for (let i = 0; i < 50 && open !== base; i++) {
+      await sleep(100);
+      open = metric((await s.req('GET', '/metrics', undefined, { connection: 'close' })).text, 'strata_http_connections');
+    }
+    assert.equal(open, base, `connections open: ${open}, before: ${base}`);
   } finally {
     const { code } = await s.stop();
     assert.equal(code, 0); // a clean stop: no connection left waiting for a batch

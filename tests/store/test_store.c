@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for the store: overlay read-your-writes, group commit, durability ids, scans,
  * reopen, the quota, and what happens when LMDB cannot take acknowledged writes (map full). */
+#define _GNU_SOURCE /* O_DIRECT */
 #include "../test.h"
 #include "../fixture.h"
 #include "../rangemodel.h"
 #include "strata/metrics.h"
 #include "strata/store.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -101,12 +103,12 @@ TEST(many_writes_in_one_iteration_share_one_commit_and_survive_reopen)
     fx_end(&fx);
 }
 
-/* Express work for the tests: notes whether the log file already held `mark` when it ran, in
- * which order the items ran, and can take its time (a lane busy with its answers). */
+/* Express work for the tests: notes whether the log file already held `mark` when it ran and
+ * how often it ran, and can take its time (a lane busy with its answers). Two lanes may run
+ * two groups' work at once: each item touches only its own fields. */
 typedef struct {
     st_store_express_t x;
     const char *dir, *mark;
-    int *order, idx;
     int ran, slow_ms;
     bool mark_logged;
 } tx_t;
@@ -117,28 +119,39 @@ static void tx_send(st_store_express_t *x)
     char path[128];
     snprintf(path, sizeof path, "%s/strata.wal", t->dir);
     FILE *f = fopen(path, "rb");
-    static char buf[1 << 20];
-    size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+    size_t cap = 1u << 20;
+    char *buf = malloc(cap);
+    size_t n = f && buf ? fread(buf, 1, cap, f) : 0;
     if (f) fclose(f);
     size_t ml = strlen(t->mark);
     t->mark_logged = false;
     for (size_t i = 0; i + ml <= n && !t->mark_logged; i++)
         t->mark_logged = memcmp(buf + i, t->mark, ml) == 0;
+    free(buf);
     t->ran++;
-    *t->order = *t->order * 10 + t->idx;
     if (t->slow_ms) usleep((useconds_t)t->slow_ms * 1000);
 }
 
-TEST(express_work_runs_once_its_batch_is_logged_in_batch_order)
+/* Whether files in dir take O_DIRECT (the log then has two lanes). */
+static bool direct_io(const char *dir)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/probe", dir);
+    int fd = open(path, O_CREAT | O_WRONLY | O_DIRECT, 0600);
+    if (fd >= 0) close(fd);
+    unlink(path);
+    return fd >= 0;
+}
+
+TEST(express_work_runs_once_its_batch_is_logged)
 {
     fx_t fx;
     fx_begin(&fx);
     watch_t w;
     st_store_t *s = open_store(&fx, 16 << 20, &w);
-    int order = 0;
-    tx_t a = {{NULL, tx_send}, fx.dir, "first-value-7f3a", &order, 1, 0, 0, false};
-    tx_t b = {{NULL, tx_send}, fx.dir, "second-value-9c1e", &order, 2, 0, 0, false};
-    tx_t never = {{NULL, tx_send}, fx.dir, "x", &order, 9, 0, 0, false};
+    tx_t a = {{NULL, tx_send}, fx.dir, "first-value-7f3a", 0, 0, false};
+    tx_t b = {{NULL, tx_send}, fx.dir, "second-value-9c1e", 0, 0, false};
+    tx_t never = {{NULL, tx_send}, fx.dir, "x", 0, 0, false};
     uint64_t w1 = 0, w2 = 0;
     /* nothing staged: no open batch to ride on */
     CHECK(!st_store_express(s, st_store_durable_id(s) + 1, &never.x));
@@ -156,7 +169,6 @@ TEST(express_work_runs_once_its_batch_is_logged_in_batch_order)
     CHECK_EQ(b.ran, 1);
     CHECK_EQ(never.ran, 0);
     CHECK(a.mark_logged && b.mark_logged); /* each ran once its record was in the log */
-    CHECK_EQ(order, 12);
     fx_close_store(&fx, s);
     fx_end(&fx);
 }
@@ -170,9 +182,10 @@ TEST(a_change_of_the_log_s_shape_waits_for_a_group_whose_answers_are_going_out)
     fx_t fx;
     fx_begin(&fx);
     watch_t w;
+    /* one lane (a log without O_DIRECT) cannot get there: say so rather than pass blind */
+    if (!direct_io(fx.dir)) printf("# %s: no O_DIRECT here, one lane: not exercised\n", fx.dir);
     st_store_t *s = open_store(&fx, 64 << 20, &w); /* a 256 KiB log */
-    int order = 0;
-    tx_t a = {{NULL, tx_send}, fx.dir, "old-value", &order, 1, 0, 200, false};
+    tx_t a = {{NULL, tx_send}, fx.dir, "old-value", 0, 200, false};
     uint64_t w1 = 0, w2 = 0;
     CHECK_EQ(st_store_put(s, "k", 1, "old-value", 9, &w1), ST_OK);
     CHECK(st_store_express(s, w1, &a.x));
