@@ -66,12 +66,24 @@ static void st__close_walk(uv_handle_t *h, void *arg)
 }
 
 /* Each connection is a descriptor (a stream briefly two, during its handoff), so the soft
- * limit is raised to fit --max-connections with room for files and the loop. */
-static void st__raise_fd_limit(const st_config_t *cfg)
+ * limit is raised to fit --max-connections with room for files and the loop. A soft limit far
+ * above that is lowered to it (with ST__FD_SPARE more for the cold tier's, the group's and
+ * the backup's files and sockets): libwebsockets sizes its descriptor table by the limit and
+ * walks the whole table for a descriptor it no longer knows, which it does while a mass
+ * disconnect closes its streams. At a soft limit of 20,000 the iteration that closed 10,000
+ * streams used 47–343 ms of CPU, at 11,256 38–41 ms (bench/RESULTS.md, session 7); Docker's
+ * default of 1,048,576 would make each walk 8 MB. */
+#define ST__FD_SPARE 1024
+static void st__fit_fd_limit(const st_config_t *cfg)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
-    rlim_t want = (rlim_t)cfg->max_connections + 256;
+    rlim_t want = (rlim_t)cfg->max_connections + 256, most = want + ST__FD_SPARE;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > most) {
+        rl.rlim_cur = most;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) st_warn("could not lower the open files limit");
+        return;
+    }
     if (rl.rlim_cur >= want) return;
     rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < want)
@@ -351,7 +363,7 @@ int main(int argc, char **argv)
     char workers[24];
     snprintf(workers, sizeof workers, "%llu", (unsigned long long)cfg.cold_workers);
     setenv("UV_THREADPOOL_SIZE", workers, 0);
-    st__raise_fd_limit(&cfg);
+    st__fit_fd_limit(&cfg);
 
     if (*cfg.cluster && cfg.node_id == 0) cfg.node_id = cfg.cluster_self; /* SPEC §8 */
     st_main_t m = {0};
