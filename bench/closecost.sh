@@ -10,16 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 BIN=${BIN:-build/strata} CONNS=${CONNS:-10000}
-ulimit -n "$(ulimit -Hn)"
-port=$(free_port)
-"$BIN" --listen 127.0.0.1:"$port" --data-dir "$work/data" --max-connections $((CONNS + 1000)) \
-  --log-level warn &
-p=$!
-pids+=("$p")
-wait_port "$port"
-ticks() { awk '{print $14 + $15}' /proc/"$1"/stat; }
-exec 9>/tmp/strata-bench.lock
-flock 9
+streams_server_start
 build/strata-wsload idle "$port" "$CONNS" 2 >"$work/idle.txt" &
 lp=$!
 for _ in $(seq 1200); do grep -q ready "$work/idle.txt" && break; sleep 0.05; done

@@ -17,7 +17,7 @@ group_start "$BIN" --max-connections $((CONNS + 1000))
 fp=${gpid[$follower]}
 ws_metrics() { curl -fsS "127.0.0.1:${http[$follower]}/metrics" |
   awk '/^strata_ws_(frames_sent|fanout_writes)_total/ {v[$1] = $2} END {for (k in v) printf "%s=%s ", k, v[k]; print ""}'; }
-ticks() { awk '{print $14 + $15}' /proc/"$1"/stat; }
+
 exec 9>/tmp/strata-bench.lock
 flock 9
 m0=$(ws_metrics)

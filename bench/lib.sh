@@ -176,3 +176,21 @@ print(json.dumps({
 PY
   echo "wrote bench/out/$1.json"
 }
+
+# CPU ticks (user + system) process $1 has used so far.
+ticks() { awk '{print $14 + $15}' /proc/"$1"/stat; }
+
+# Starts "$BIN" for CONNS streams (--max-connections CONNS + 1000, the open files limit raised
+# to the hard one for the load generator) and waits for it: its port in $port, its pid in $p.
+# Then holds /tmp/strata-bench.lock (bench/adopt.sh, bench/closecost.sh).
+streams_server_start() {
+  ulimit -n "$(ulimit -Hn)"
+  port=$(free_port)
+  "$BIN" --listen 127.0.0.1:"$port" --data-dir "$work/data" --max-connections $((CONNS + 1000)) \
+    --log-level warn &
+  p=$!
+  pids+=("$p")
+  wait_port "$port"
+  exec 9>/tmp/strata-bench.lock
+  flock 9
+}
