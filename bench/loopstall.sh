@@ -13,6 +13,8 @@
 #              other seat taken
 #   s3         cold reads (4 at a time) with the cold tier on s3rver behind a proxy adding
 #              50 ms per round trip, caches empty after a restart
+#   streams    10,000 streams fed: `strata-wsload fanout`, 16 changes in flight, opened before
+#              the window (the max stall includes opening them: a gauge since start)
 # usage: bench/loopstall.sh [ROW...]   (default: all). STRATA=path/to/strata compares a build.
 # Targets on this machine: p99 < 10 ms and max stall < 5 ms in every row.
 set -euo pipefail
@@ -22,7 +24,7 @@ STRATA=${STRATA:-build/strata}
 MEASURE=${MEASURE:-10}
 LOAD_SECONDS=${LOAD_SECONDS:-20}
 rows=("$@")
-[ ${#rows[@]} -gt 0 ] || rows=(idle flush reconcile expiry retention best s3)
+[ ${#rows[@]} -gt 0 ] || rows=(idle flush reconcile expiry retention best s3 streams)
 
 spid=
 start() { # extra args -> sets port, url, spid (data in $work/data)
@@ -123,6 +125,16 @@ for row in "${rows[@]}"; do
     flush_idle
     stop; start "${s3args[@]}" --s3-endpoint "http://127.0.0.1:$pp"
     measure "cold S3 reads, 50 ms RTT" node bench/loopstall.mjs coldread "$url" 100 "$((MEASURE - 2))"
+    ;;
+  streams)
+    ulimit -n "$(ulimit -Hn)"
+    start --max-connections 11000
+    build/strata-wsload fanout "$port" 10000 "$((MEASURE + 5))" 16 >"$work/wsload.txt" 2>&1 &
+    wl=$!
+    for _ in $(seq 600); do [ "$(metric strata_ws_connections)" = 10000 ] && break; sleep 0.05; done
+    measure "10,000 streams fed" sleep "$MEASURE"
+    wait "$wl" || true
+    echo "<!-- streams: $(cat "$work/wsload.txt") -->"
     ;;
   *) echo "unknown row $row" >&2; exit 2 ;;
   esac

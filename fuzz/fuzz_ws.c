@@ -22,6 +22,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     fz_ws.app = &fz_app;
     st_list_init(&fz_ws.conns);
     st_list_init(&fz_ws.waiting);
+    st_list_init(&fz_ws.soon);
     fz_ws.m_conns = st_metrics_gauge("fz_ws_connections", "", "");
     fz_ws.m_subs = st_metrics_gauge("fz_ws_subscribers", "", "");
     fz_ws.m_slow = st_metrics_counter("fz_ws_slow", "", "");

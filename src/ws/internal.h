@@ -31,6 +31,7 @@ struct lws_vhost;
 #define ST__WS_RING_KEEP    8            /* queue entries an empty queue keeps room for */
 #define ST__WS_FAN_MIN      64           /* streams ready at once for a parallel send (fan.c) */
 #define ST__WS_FAN_ARENA    (4u << 20)   /* bytes framed per round of a parallel send */
+#define ST__WS_TURN_STREAMS 256          /* streams written per loop turn (queue.c st__on_turn) */
 
 /* close codes (RFC 6455 §7.4.1) */
 #define ST__WS_CLOSE_GOING_AWAY 1001
@@ -103,6 +104,7 @@ struct st_wschan {
 struct st_wsconn {
     st_list_t link;  /* in ws->conns while established */
     st_list_t wlink; /* in ws->waiting while a frame of it waits for its batch (not counted) */
+    st_list_t slink; /* in ws->soon: frames that may leave wait for the end of the loop turn */
     struct lws *wsi; /* NULL in the fuzz driver: frames are queued, never written */
     st_list_t subs;  /* st_wssub_t, by link, newest first */
     size_t nsubs;
@@ -157,6 +159,12 @@ struct st_ws {
     size_t nconns;
     size_t nsubs;      /* subscriptions over every stream (the gauge strata_ws_subscribers) */
     st_list_t waiting; /* st_wsconn_t, by wlink: a frame of theirs waits for a durable batch */
+    /* st_wsconn_t, by slink: streams that were idle and got frames that may leave at once (a
+     * member publishing what it applied, a snapshot, an answer); written together by `turn`,
+     * after the loop's poll, so a stream takes one send per turn for all of them (queue.c) */
+    st_list_t soon;
+    uv_check_t turn;
+    uv_idle_t spin; /* keeps the poll from blocking while ws->soon is not empty */
     st_map_t chans;
     st_buf_t out; /* LWS_PRE headroom + the frames being written */
     /* a parallel send (queue.c, fan.c), loop only: the streams a durable batch made ready, the
@@ -203,9 +211,12 @@ void st__ws_send_error(st_ws_t *ws, st_wsconn_t *c, const char *id, const char *
 /* Writes a ping that is due, or else the next frames that may leave; returns -1 when the
  * connection must close. */
 int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c);
-/* Frees c's queued frames and takes it off the waiting list. */
+/* Frees c's queued frames and takes it off the waiting and soon lists. */
 void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c);
 void st__ws_listen(st_ws_t *ws);
+/* Writes what waits in ws->soon, then closes the handles that write it at the end of a loop turn
+ * (st__ws_listen starts them). */
+void st__ws_turn_close(st_ws_t *ws);
 /* Writes {"type":"<type>","id":"<sid>", into b (reset first): the prefix of a frame. */
 void st__ws_prefix(st_buf_t *b, const char *type, const char *sid);
 /* The shared prefix of a fan-out frame for sid, kept in *pre (the caller's reference, NULL at

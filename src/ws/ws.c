@@ -258,6 +258,7 @@ void st_ws_close(st_ws_t *ws)
     st__ws_fan_stop(ws->fan); /* a fan-out from now on is sent from the loop alone */
     ws->fan = NULL;
     uv_close((uv_handle_t *)&ws->tick, NULL);
+    st__ws_turn_close(ws);
     lws_context_destroy(ws->ctx); /* starts closing its handles on our loop */
 }
 

@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: MIT
 // Fan-out on a follower (issues 23, 24): a follower publishes what it applies, entry by entry,
-// each durable already when its frames are queued. 100 streams on a follower follow one counter
+// each durable already when its frames are queued. 600 streams on a follower follow one counter
 // while 8 clients increment it through the leader; every stream must get every value once, in
-// order, after the value it subscribed at: no gap, no duplicate, nobody cut off.
+// order, after the value it subscribed at: no gap, no duplicate, nobody cut off. 600 is more
+// than one loop turn writes (ST__WS_TURN_STREAMS, src/ws/queue.c), so streams are written over
+// several turns while more entries apply.
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { converge, Group } from './cluster-lib.mjs';
 import { waitStreams, wsConnect } from './lib.mjs';
 
-const STREAMS = 100, INCRS = 400, CLIENTS = 8;
+const STREAMS = 600, INCRS = 400, CLIENTS = 8;
 
 const g = new Group(3);
 const open = [];
