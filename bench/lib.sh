@@ -8,7 +8,18 @@ tools/install-deps.sh --bench
 tools/build.sh release >/dev/null
 work=$(mktemp -d /tmp/strata-bench-XXXXXX)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+# On a failed run the servers' logs are kept (copied out of $work, which goes) and their place told.
+cleanup() {
+  local rc=$? keep
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ "$rc" != 0 ] && [ -n "$(find "$work" -maxdepth 1 -name '*.log' -size +0 2>/dev/null)" ]; then
+    keep=$(mktemp -d /tmp/strata-bench-failed-XXXXXX)
+    cp "$work"/*.log "$keep"/ 2>/dev/null || true
+    echo "bench: exit $rc; the logs are in $keep" >&2
+  fi
+  rm -rf "$work"
+}
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; return 1; }
