@@ -119,6 +119,7 @@ struct st_wsconn {
     size_t replayed; /* bytes of the queued replayed messages */
     size_t live;     /* bytes of the counted frames that are not replayed: the backlog cap's part */
     size_t biggest;  /* the largest release counted since live was last 0 (see queue.c) */
+    size_t soon_live; /* live counted since c joined ws->soon: one release, nothing tried yet */
     /* Why the stream is being ended with 1008 ("slow consumer", "token expired"), NULL while it
      * is not: its queue is dropped and nothing more is queued; the close starts from the
      * writable callback (see st__ws_cut). */

@@ -12,7 +12,10 @@
  *  - live frames (fan-out, acknowledgements, errors) that may leave: a frame counts toward the
  *    backlog once its batch is durable and every frame ahead of it may leave, never before (no
  *    reader could have taken a frame that was not allowed to leave). What one durable batch lets
- *    go at once is a release (a frame queued once its batch is durable is a release of its own);
+ *    go at once is a release (a frame queued once its batch is durable is a release of its own),
+ *    and so is everything a stream gets while it waits for its write at the end of the loop turn
+ *    (ws->soon: nothing was tried yet, so no reader could have taken any of it; it waits at most
+ *    one turn per ST__WS_TURN_STREAMS streams ahead of it);
  *    the backlog holds up to ST__WS_MAX_QUEUED plus the largest release counted since it was last
  *    empty. So a reader that keeps up is never cut off for what one group commit brought it,
  *    however big, and one that stops reading is cut off once more than ST__WS_MAX_QUEUED piles up
@@ -153,6 +156,9 @@ static void st__count(st_ws_t *ws, st_wsconn_t *c)
     }
     if (!release) return;
     c->live += release;
+    /* A stream waiting for its turn (on ws->soon) has not been written to since it was idle: all
+     * it got meanwhile is one release, however many batches or applied entries brought it. */
+    if (st_list_linked(&c->slink)) release = c->soon_live += release;
     if (release > c->biggest) c->biggest = release;
     if (c->live > ST__WS_MAX_QUEUED + c->biggest) {
         st_metric_add(ws->m_slow, 1);
@@ -199,6 +205,7 @@ static void st__soon_add(st_ws_t *ws, st_wsconn_t *c)
         uv_idle_start(&ws->spin, st__on_spin);
     }
     st_list_insert(&ws->soon, &c->slink);
+    c->soon_live = c->live; /* c was idle: what counts already is the start of its release */
 }
 
 /* An idle stream got frames: those that may leave now go out at the end of the loop turn with
@@ -581,6 +588,7 @@ void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c)
 {
     st__unwait(c);
     if (st_list_linked(&c->slink)) st_list_unlink(&c->slink);
+    c->soon_live = 0;
     for (uint32_t i = 0; i < c->qlen; i++)
         st__ent_free(st__q_at(c, i));
     free(c->q);
@@ -661,6 +669,7 @@ static void st__turn(st_ws_t *ws, size_t streams)
         if (ws->nready == streams) break;
         st_wsconn_t *c = ST_LIST_ITEM(l, st_wsconn_t, slink);
         st_list_unlink(l);
+        c->soon_live = 0;
         st__ready_add(ws, c);
     }
     if (st_list_empty(&ws->soon)) {

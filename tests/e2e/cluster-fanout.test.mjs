@@ -81,3 +81,33 @@ test('streams on a follower get every applied change once, in order', { timeout:
   assert.equal(await metric(fport, 'strata_ws_slow_consumer_drops_total'), 0);
   for (const st of streams) st.closing = true;
 });
+
+// Review of the end-of-turn write (session 8): a member queues what it applies already durable,
+// one frame at a time, and each counted toward the stream's 1 MiB backlog cap as a release of its
+// own, before the stream was written at all (it waits for its turn, or before for its writable
+// callback). Twenty 100 KB messages applied together cut off (1008 "slow consumer") a stream that
+// had read everything it was sent. What a stream gets while it waits for its write is one release.
+test('big messages applied together on a follower reach a reading stream', { timeout: 120000 }, async () => {
+  const leader = await g.leader();
+  const follower = g.live().find((id) => id !== leader);
+  const fport = g.port(follower);
+  const ws = await wsConnect(fport);
+  const st = { ws };
+  open.push(st);
+  ws.send({ type: 'subscribe', id: 'big', topic: 'messages', user: 'bigfan' });
+  for (let i = 0; i < 2; i++) assert.match((await ws.next(20000)).json.type, /^(subscribed|replay_done)$/);
+  const N = 20;
+  const posts = await Promise.all(Array.from({ length: N }, (_, i) => g.req('POST', '/v1/users/bigfan/messages',
+    { conversation_id: 'c', from: 'b', content: String.fromCharCode(97 + (i % 26)).repeat(100000) }, { via: leader })));
+  for (const r of posts) assert.equal(r.status, 201, r.text);
+  const ids = [];
+  while (ids.length < N) {
+    const f = await ws.next(30000);
+    assert.equal(f.op, 1, `the stream was closed after ${ids.length} messages: ${f.code} ${f.reason}`);
+    assert.equal(f.json.type, 'message', f.text.slice(0, 200));
+    ids.push(f.json.message.msg_id);
+  }
+  assert.deepEqual(ids, posts.map((r) => r.json.msg_id).sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1)));
+  assert.equal(await metric(fport, 'strata_ws_slow_consumer_drops_total'), 0);
+  st.closing = true;
+});
