@@ -119,7 +119,9 @@ struct st_wsconn {
     size_t replayed; /* bytes of the queued replayed messages */
     size_t live;     /* bytes of the counted frames that are not replayed: the backlog cap's part */
     size_t biggest;  /* the largest release counted since live was last 0 (see queue.c) */
-    size_t soon_live; /* live counted since c joined ws->soon: one release, nothing tried yet */
+    /* The release being counted (queue.c st__count): its bytes, and the loop turn it began in. */
+    size_t rel_bytes;
+    uint64_t rel_turn;
     /* Why the stream is being ended with 1008 ("slow consumer", "token expired"), NULL while it
      * is not: its queue is dropped and nothing more is queued; the close starts from the
      * writable callback (see st__ws_cut). */
@@ -165,7 +167,9 @@ struct st_ws {
      * after the loop's poll, so a stream takes one send per turn for all of them (queue.c) */
     st_list_t soon;
     uv_check_t turn;
-    uv_idle_t spin; /* keeps the poll from blocking while ws->soon is not empty */
+    uv_idle_t spin;     /* keeps the poll from blocking while ws->soon is not empty */
+    uv_prepare_t turns; /* counts loop turns into turn_no (a release is what one turn brings) */
+    uint64_t turn_no;
     st_map_t chans;
     st_buf_t out; /* LWS_PRE headroom + the frames being written */
     /* a parallel send (queue.c, fan.c), loop only: the streams a durable batch made ready, the

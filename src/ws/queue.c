@@ -156,9 +156,15 @@ static void st__count(st_ws_t *ws, st_wsconn_t *c)
     }
     if (!release) return;
     c->live += release;
-    /* A stream waiting for its turn (on ws->soon) has not been written to since it was idle: all
-     * it got meanwhile is one release, however many batches or applied entries brought it. */
-    if (st_list_linked(&c->slink)) release = c->soon_live += release;
+    /* One release is what one loop turn makes sendable to c — a durable batch, or the entries a
+     * member applied at once, frame by frame, which the leader made as one batch — and all that
+     * c gets while it waits on ws->soon for its write (nothing of it was refused yet). */
+    if (st_list_linked(&c->slink) || c->rel_turn == ws->turn_no) {
+        release = c->rel_bytes += release;
+    } else {
+        c->rel_bytes = release;
+        c->rel_turn = ws->turn_no;
+    }
     if (release > c->biggest) c->biggest = release;
     if (c->live > ST__WS_MAX_QUEUED + c->biggest) {
         st_metric_add(ws->m_slow, 1);
@@ -174,16 +180,6 @@ static void st__park(st_ws_t *ws, st_wsconn_t *c)
         st_list_push_front(&ws->waiting, &c->wlink);
 }
 
-/* Counts what may leave now, asks for a writable callback if anything may, and parks c while
- * something waits for its batch. */
-static void st__wake(st_ws_t *ws, st_wsconn_t *c)
-{
-    st__count(ws, c);
-    if (!c->wsi || c->cut) return;
-    if (c->counted) lws_callback_on_writable(c->wsi);
-    st__park(ws, c);
-}
-
 static void st__on_turn(uv_check_t *h);
 
 static void st__on_spin(uv_idle_t *h)
@@ -192,7 +188,9 @@ static void st__on_spin(uv_idle_t *h)
 }
 
 /* Puts c at the end of ws->soon (a no-op if it is there): it is written at the end of this loop
- * turn, or of the next one when this turn's end is past (the poll does not block meanwhile). */
+ * turn, or of the next one when this turn's end is past (the poll does not block meanwhile).
+ * Nothing of what c has counted was refused by its socket (it was idle, or its last write went
+ * out whole): all of it is one release, the server's to write (st__count). */
 static void st__soon_add(st_ws_t *ws, st_wsconn_t *c)
 {
     if (st_list_linked(&c->slink)) return;
@@ -205,20 +203,27 @@ static void st__soon_add(st_ws_t *ws, st_wsconn_t *c)
         uv_idle_start(&ws->spin, st__on_spin);
     }
     st_list_insert(&ws->soon, &c->slink);
-    c->soon_live = c->live; /* c was idle: what counts already is the start of its release */
+    c->rel_bytes = c->live;
+    c->rel_turn = ws->turn_no;
 }
 
-/* An idle stream got frames: those that may leave now go out at the end of the loop turn with
- * every other stream's (st__on_turn), one send per stream for all its frames of the turn, rather
- * than from a writable callback each (two epoll_ctl calls, a poll event and an lws dispatch per
- * stream: on a member publishing what it applies to 10,000 streams that was 3.3 epoll_ctl calls
- * per send and half its loop). When its turn comes, a stream that lws still holds part of an
- * earlier write for asks for the writable callback instead (st__send_now). */
-static void st__wake_idle(st_ws_t *ws, st_wsconn_t *c)
+/* Counts what may leave now and parks c while something waits for its batch. What may leave goes
+ * out at the end of the loop turn with every other stream's (st__on_turn), one send per stream,
+ * rather than from a writable callback each (two epoll_ctl calls, a poll event and an lws
+ * dispatch per stream: on a member publishing what it applies to 10,000 streams that was 3.3
+ * epoll_ctl calls per send and half its loop); a stream written up to its budget with more to
+ * send comes back at the end of the list. Only a stream whose socket refused part of its last
+ * write (lws holds the rest) waits for the writable callback: that reader is behind. */
+static void st__wake(st_ws_t *ws, st_wsconn_t *c)
 {
     st__count(ws, c);
     if (!c->wsi || c->cut) return;
-    if (c->counted) st__soon_add(ws, c);
+    if (c->counted) {
+        if (lws_partial_buffered(c->wsi))
+            lws_callback_on_writable(c->wsi);
+        else
+            st__soon_add(ws, c);
+    }
     st__park(ws, c);
 }
 
@@ -238,7 +243,7 @@ static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsb
     /* It counts now if its batch is durable and every frame ahead counts; behind a frame that
      * waits for its batch, it waits too and counts with it (on_durable). */
     if (c->qlen == 1) {
-        st__wake_idle(ws, c);
+        st__wake(ws, c);
     } else if (c->counted + 1 == c->qlen) {
         st__count(ws, c); /* the head may leave: a writable callback is asked for already */
         st__park(ws, c);
@@ -469,7 +474,7 @@ static int st__ping(st_ws_t *ws, st_wsconn_t *c)
     c->ping_due = false;
     if (lws_write(c->wsi, buf + LWS_PRE, 0, LWS_WRITE_PING) < 0) return -1;
     st__ws_replay_more(ws, c);
-    st__wake(ws, c); /* another callback if frames may leave */
+    st__wake(ws, c); /* frames that may leave go at the end of the turn */
     return 0;
 }
 
@@ -491,8 +496,9 @@ int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c)
 
 /* A stream's turn came (st__on_turn): its frames are written right away rather than after a
  * writable callback, which would cost two epoll_ctl calls and a poll event per stream (a third
- * of the CPU of a 1,000-subscriber fan-out). A stream with a write still buffered by lws, or
- * more than its budget to send, continues from its writable callback. */
+ * of the CPU of a 1,000-subscriber fan-out). A stream with a write still buffered by lws
+ * continues from its writable callback; one with more than its budget to send comes back at the
+ * end of the list (st__wake). */
 static void st__send_now(st_ws_t *ws, st_wsconn_t *c)
 {
     if (c->cut || c->broken || lws_partial_buffered(c->wsi)) {
@@ -588,7 +594,7 @@ void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c)
 {
     st__unwait(c);
     if (st_list_linked(&c->slink)) st_list_unlink(&c->slink);
-    c->soon_live = 0;
+    c->rel_bytes = 0;
     for (uint32_t i = 0; i < c->qlen; i++)
         st__ent_free(st__q_at(c, i));
     free(c->q);
@@ -669,7 +675,6 @@ static void st__turn(st_ws_t *ws, size_t streams)
         if (ws->nready == streams) break;
         st_wsconn_t *c = ST_LIST_ITEM(l, st_wsconn_t, slink);
         st_list_unlink(l);
-        c->soon_live = 0;
         st__ready_add(ws, c);
     }
     if (st_list_empty(&ws->soon)) {
@@ -682,6 +687,11 @@ static void st__turn(st_ws_t *ws, size_t streams)
 static void st__on_turn(uv_check_t *h)
 {
     st__turn(h->data, ST__WS_TURN_STREAMS);
+}
+
+static void st__on_prepare(uv_prepare_t *h)
+{
+    ((st_ws_t *)h->data)->turn_no++;
 }
 
 /* A batch became durable: the frames it released count toward their stream's backlog (which
@@ -710,12 +720,16 @@ void st__ws_listen(st_ws_t *ws)
     uv_check_init(ws->loop, &ws->turn);
     ws->turn.data = ws;
     uv_idle_init(ws->loop, &ws->spin);
+    uv_prepare_init(ws->loop, &ws->turns);
+    ws->turns.data = ws;
+    uv_prepare_start(&ws->turns, st__on_prepare);
 }
 
 void st__ws_turn_close(st_ws_t *ws)
 {
     uv_close((uv_handle_t *)&ws->turn, NULL);
     uv_close((uv_handle_t *)&ws->spin, NULL);
+    uv_close((uv_handle_t *)&ws->turns, NULL);
     /* what may leave leaves before the streams close; anything it brings (a replay page) asks lws
      * for a writable callback instead (st__soon_add), so this is one round */
     st__turn(ws, SIZE_MAX);
