@@ -94,6 +94,29 @@ describe('slow consumers', () => {
     ws.close();
   });
 
+  // Review (session 8): a reader that takes each write but reads slower than the changes come
+  // must still reach the cap. A stream whose whole write was taken goes back on the end-of-turn
+  // list, and that once made its whole backlog one "release" the cap never counted: such a
+  // reader grew the server's memory for ever and was never cut off.
+  test('a reader that reads, but slower than the messages come, is cut off', async () => {
+    const ws = await subscriber(s, 'trickle', { conversation_id: 'flood' });
+    let reading = true;
+    ws.sock.on('data', () => { // ~one chunk every 20 ms: well under what the flood sends
+      if (!reading) return;
+      ws.sock.pause();
+      setTimeout(() => ws.sock.resume(), 20);
+    });
+    await floodUntilCut(s, 'trickle', 100000, await metric(s, 'strata_ws_slow_consumer_drops_total'));
+    reading = false;
+    ws.sock.resume();
+    let f;
+    for (f = await ws.next(15000); f.op === 1; f = await ws.next(15000)) assert.equal(f.json.type, 'message');
+    assert.equal(f.op, 8, `a close frame: ${JSON.stringify({ op: f.op, error: f.error?.code })}`);
+    assert.equal(f.code, 1008);
+    assert.equal(f.reason, 'slow consumer');
+    ws.close();
+  });
+
   test('a stream resuming with `after` behind ~200 KB messages makes progress every time and catches up', async () => {
     // The backlog: 30 messages of ~200 KB (a page of 256 would be 50 MB, far past the 1 MiB cap).
     const ids = [];
