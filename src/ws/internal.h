@@ -162,9 +162,10 @@ struct st_ws {
     size_t nconns;
     size_t nsubs;      /* subscriptions over every stream (the gauge strata_ws_subscribers) */
     st_list_t waiting; /* st_wsconn_t, by wlink: a frame of theirs waits for a durable batch */
-    /* st_wsconn_t, by slink: streams that were idle and got frames that may leave at once (a
-     * member publishing what it applied, a snapshot, an answer); written together by `turn`,
-     * after the loop's poll, so a stream takes one send per turn for all of them (queue.c) */
+    /* st_wsconn_t, by slink: streams with frames that may leave and no write under way (released
+     * by a durable batch, queued durable already — what a member applied, a snapshot, an answer —
+     * or more than one write's budget); `turn` writes 256 of them after each poll, one send
+     * each for all their frames (queue.c) */
     st_list_t soon;
     uv_check_t turn;
     uv_idle_t spin;     /* keeps the poll from blocking while ws->soon is not empty */
@@ -172,7 +173,7 @@ struct st_ws {
     uint64_t turn_no;
     st_map_t chans;
     st_buf_t out; /* LWS_PRE headroom + the frames being written */
-    /* a parallel send (queue.c, fan.c), loop only: the streams a durable batch made ready, the
+    /* a parallel send (queue.c, fan.c), loop only: the streams a turn made ready, the
      * round's items and the arena their bytes are framed into, kept between batches */
     st_wsconn_t **ready;
     size_t nready, ready_cap;
