@@ -11,11 +11,11 @@
  * seconds for it, then is closed anyway. What a connection can hold is bounded:
  *  - live frames (fan-out, acknowledgements, errors) that may leave: a frame counts toward the
  *    backlog once its batch is durable and every frame ahead of it may leave, never before (no
- *    reader could have taken a frame that was not allowed to leave). What one durable batch lets
- *    go at once is a release (a frame queued once its batch is durable is a release of its own),
- *    and so is everything a stream gets while it waits for its write at the end of the loop turn
- *    (ws->soon: nothing was tried yet, so no reader could have taken any of it; it waits at most
- *    one turn per ST__WS_TURN_STREAMS streams ahead of it);
+ *    reader could have taken a frame that was not allowed to leave). What one loop turn makes
+ *    sendable to a stream is a release (a durable batch; what a member applied at once, frame by
+ *    frame), together with everything the stream gets while it waits for its write on ws->soon
+ *    (none of that was offered to its socket yet; it waits at most one turn per
+ *    ST__WS_TURN_STREAMS streams ahead of it) — but not the backlog it had before;
  *    the backlog holds up to ST__WS_MAX_QUEUED plus the largest release counted since it was last
  *    empty. So a reader that keeps up is never cut off for what one group commit brought it,
  *    however big, and one that stops reading is cut off once more than ST__WS_MAX_QUEUED piles up
