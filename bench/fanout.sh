@@ -15,7 +15,7 @@ WINDOWS=${WINDOWS-16 64} RATES=${RATES-20 100}
 streams_server_start
 for w in $WINDOWS; do build/strata-wsload fanout "$port" "$CONNS" "$DURATION" "$w"; done
 hz=$(getconf CLK_TCK)
-threads() { for t in /proc/"$p"/task/*; do echo "$(cat "$t"/comm) $(awk '{print $14 + $15}' "$t"/stat)"; done; }
+threads() { for t in /proc/"$p"/task/*; do echo "$(cat "$t"/comm) $(ticks "$p/task/${t##*/}")"; done; }
 for r in $RATES; do
   build/strata-wsload latency "$port" "$SUBS" "$DURATION" "$r" >"$work/lat.txt" &
   lp=$!

@@ -220,8 +220,8 @@ int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c);
 /* Frees c's queued frames and takes it off the waiting and soon lists. */
 void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c);
 void st__ws_listen(st_ws_t *ws);
-/* Writes what waits in ws->soon, then closes the handles that write it at the end of a loop turn
- * (st__ws_listen starts them). */
+/* Closes the handles that write ws->soon at the end of a loop turn (st__ws_listen starts them),
+ * then writes what waits there once. */
 void st__ws_turn_close(st_ws_t *ws);
 /* Writes {"type":"<type>","id":"<sid>", into b (reset first): the prefix of a frame. */
 void st__ws_prefix(st_buf_t *b, const char *type, const char *sid);
