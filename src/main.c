@@ -284,8 +284,10 @@ static st_objstore_opts_t st__backup_obj(const st_config_t *cfg)
     return st__obj_opts(cfg, cfg->backup_url);
 }
 
-/* After the records are in: every sequence resumes after its reservation, through the store
- * (so the change is logged like any write). */
+/* After the records are in: every sequence resumes after its reservation, and the cold tier
+ * gets a writer incarnation of its own (SPEC §5: the restored node never writes a key of the node
+ * it came from, nor deletes that node's objects), through the store (so the change is logged
+ * like any write). */
 static int st__restore_resume(const st_config_t *cfg, size_t *moved)
 {
     uv_loop_t *loop = uv_default_loop();
@@ -298,6 +300,10 @@ static int st__restore_resume(const st_config_t *cfg, size_t *moved)
     size_t resv = 0;
     int rc = st_sequences_resume(store, moved, &wait);
     if (rc == ST_OK) rc = st_store_resv_resume(store, &resv, &wait); /* conversation seqs */
+    uint64_t inc = 0;
+    if (rc == ST_OK) rc = st_tier_writer_renew(store, &inc, &wait);
+    if (rc == ST_OK)
+        st_info("restore: cold objects from here on are named w%016llx", (unsigned long long)inc);
     while (!st_store_idle(store))
         uv_run(loop, UV_RUN_ONCE);
     if (rc == ST_OK && st_store_durable_id(store) < wait) rc = ST_EIO;

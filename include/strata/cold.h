@@ -95,9 +95,11 @@ int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o);
 void st_objstore_close(st_objstore_t *s);
 /* A printable description (the URL without credentials). */
 const char *st_objstore_describe(const st_objstore_t *s);
-/* Stores data under key atomically: readers see all of it or nothing (temp file + fsync +
- * rename, or one PUT). ST_EINVAL when the backend can never store that key (a path or key
- * longer than it allows): retrying is pointless. ST_EIO for what may pass on a retry. */
+/* Creates key holding data atomically: readers see all of it or nothing (temp file + fsync +
+ * link, or one PUT). Never over an existing object (SPEC §5): ST_EEXIST when key exists (S3: a
+ * HEAD first, then the PUT with If-None-Match: *, which AWS, MinIO and Ceph enforce atomically).
+ * ST_EINVAL when the backend can never store that key (a path or key longer than it allows):
+ * retrying is pointless. ST_EIO for what may pass on a retry. */
 int st_objstore_put(st_objstore_t *s, const char *key, const void *data, size_t len);
 /* Appends bytes [off, off+len) of key to out; ST_ENOTFOUND if the object is missing, ST_EIO if
  * it is shorter. */
@@ -109,7 +111,8 @@ typedef int (*st_objstore_list_fn)(void *arg, const char *key, uint64_t size);
 int st_objstore_list(st_objstore_t *s, const char *prefix, st_objstore_list_fn fn, void *arg);
 /* An object written in parts, for objects too large to hold in memory: S3 multipart upload
  * (parts of >= 5 MiB except the last; completed whole or aborted) or, in a directory, a
- * temporary file synced and renamed into place. Same atomicity as st_objstore_put. Calls block
+ * temporary file synced and linked into place. Same atomicity, and create only (ST_EEXIST from
+ * begin or finish), as st_objstore_put. Calls block
  * (worker threads only). */
 typedef struct st_objstore_upload st_objstore_upload_t;
 int st_objstore_upload_begin(st_objstore_t *s, const char *key, st_objstore_upload_t **out);

@@ -25,6 +25,7 @@
     X(METHOD, 405, "method_not_allowed", "method not allowed on this path")                        \
     X(TIMEOUT, 408, "request_timeout", "request not received in time")                             \
     X(CONFLICT, 409, "conflict", "conflict with the current state")                                \
+    X(EXIST, 409, "conflict", "the object exists already")                                         \
     X(SEATS, 409, "seats_unavailable", "some seats are not available")                             \
     X(TOOLARGE, 413, "payload_too_large", "request body too large")                                \
     X(IDEMREUSED, 422, "idempotency_key_reused",                                                   \

@@ -28,6 +28,7 @@ enum {
     ST_KS_SEQUENCE = 's', /* name -> u64 last */
     ST_KS_IDEM = 'i',     /* sha256(scope) -> idempotent response (http/idempotency.c) */
     ST_KS_IDEM_EXP = 'x', /* be64(created) sha256(scope) -> "" (their expiry index) */
+    ST_KS_WRITER = 'w',   /* "writer" -> the cold tier's writer record (cold/writer.c) */
 };
 #define ST_KEY_MAX 511 /* LMDB's default maximum key size */
 

@@ -96,6 +96,34 @@ bool st_tier_pass_running(const st_tier_pass_t *p);
 /* Stops: no more slices; closed(arg) once the pass is freed (after the loop runs). */
 void st_tier_pass_close(st_tier_pass_t *p, void (*closed)(void *arg), void *arg);
 
+/* ---- the writer: whose objects these are (SPEC §5, cold/writer.c) ---- */
+/* Every object key a kind writes names its writer's incarnation (st_tier_key_writer: "w" and
+ * 16 hex digits, between '-' and '-' or '.'), so no two stores, nor a store and its restored
+ * copy, ever make the same key; object stores refuse to overwrite besides (ST_EEXIST). The
+ * record is in the hot store (replicated, backed up): minted in the batch of the first object
+ * intent, minted anew by a restore. A store deletes only objects of incarnations it owns. */
+#define ST_TIER_OWNED_MAX 64
+typedef struct {
+    uint64_t current; /* 0: no record yet */
+    bool unnamed;     /* owns keys that name no writer (objects from before incarnations) */
+    size_t n;
+    uint64_t owned[ST_TIER_OWNED_MAX];
+} st_tier_writer_t;
+/* The current incarnation; minted and staged (owning unnamed keys) when there is none. */
+int st_tier_writer(st_store_t *s, uint64_t *inc, uint64_t *wait);
+/* The record as it is (current 0 and ST_ENOTFOUND when there is none). */
+int st_tier_writer_get(st_store_t *s, st_tier_writer_t *w, uint64_t *wait);
+/* A restore: a new incarnation (*inc) that owns none of the objects the store inherited. */
+int st_tier_writer_renew(st_store_t *s, uint64_t *inc, uint64_t *wait);
+/* rebuild-meta: the objects of incarnation inc (0: keys naming no writer) are this store's. */
+int st_tier_writer_adopt(st_store_t *s, uint64_t inc, uint64_t *wait);
+/* Appends the key token of incarnation inc ("w%016x"). */
+void st_tier_key_writer(st_buf_t *b, uint64_t inc);
+/* The incarnation a key names in its last path segment; 0 when it names none. */
+uint64_t st_tier_key_incarnation(const char *key);
+/* Whether w's store may delete the object at key. */
+bool st_tier_writer_owns(const st_tier_writer_t *w, const char *key);
+
 /* ---- the reaper: objects out of storage once their deletion is durable ---- */
 /* A batch that takes an object out of a manifest (or finds it orphaned) records its deletion:
  * 'D' owner 0 seq -> the object key. The reaper deletes the objects of durable 'D' records on a
@@ -158,9 +186,10 @@ typedef struct {
 typedef struct {
     /* The owner's oldest hot rows past st->watermark (every hot id is above it, and rows of the
      * last flush may still be in the store, deleted only in the overlay), up to the limits, and
-     * the key of object number seq. Reads only. */
+     * the key of object number seq, naming the writer's incarnation (st_tier_key_writer). Reads
+     * only. */
     int (*snapshot)(void *arg, const char *o, size_t ol, const st_tier_stat_t *st, uint64_t seq,
-                    st_tier_snap_t *out, uint64_t *wait);
+                    uint64_t writer, st_tier_snap_t *out, uint64_t *wait);
     /* On a worker: the rows into one object (*object, owned by the caller). */
     int (*encode)(void *arg, void *rows, st_buf_t *object);
     /* Stages the hot side of the commit: hot rows out, their counts to the cold baselines;
@@ -240,9 +269,9 @@ typedef struct {
                   uint64_t *wait);
     void (*release)(void *arg, void *dropped);
     /* The key of the merged object that takes first_key's place (seq: its manifest number, pseq:
-     * the fresh number that makes the key unique). */
+     * the fresh number that makes the key unique, writer: the incarnation it names). */
     void (*name)(void *arg, const char *o, size_t ol, const char *first_key, uint64_t seq,
-                 uint64_t pseq, st_buf_t *key);
+                 uint64_t pseq, uint64_t writer, st_buf_t *key);
     void *arg;
 } st_tier_merge_t;
 

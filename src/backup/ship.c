@@ -351,6 +351,19 @@ static int st__bk_ship(st_backup_t *b)
     return rc;
 }
 
+/* A key of this timeline exists already (another writer on the same backup URL took the same
+ * timeline: SPEC §5, no key is written twice): a new timeline, which starts with a snapshot. */
+static int st__bk_collided(st_backup_t *b, int rc)
+{
+    if (rc != ST_EEXIST) return rc;
+    uint64_t now = (uint64_t)st_now_us();
+    b->timeline = now > b->timeline ? now : b->timeline + 1;
+    b->need_snapshot = true;
+    st_warn("backup: a key of this timeline exists in %s already; going on in timeline %016llx",
+            st_objstore_describe(b->obj), (unsigned long long)b->timeline);
+    return ST_OK;
+}
+
 /* One step of work, or 0 and *sleep_ms when there is none. Called with mu held. */
 static int st__bk_step(st_backup_t *b, uint64_t *next_ship, uint64_t *next_snap, bool *did)
 {
@@ -372,7 +385,7 @@ static int st__bk_step(st_backup_t *b, uint64_t *next_ship, uint64_t *next_snap,
         int rc = st__bk_snapshot(b, timeline);
         if (rc == ST_OK) st__bk_prune(b);
         uv_mutex_lock(&b->mu);
-        if (rc != ST_OK) return rc;
+        if (rc != ST_OK) return st__bk_collided(b, rc);
         b->need_snapshot = false;
         bool brk = false; /* another break waits: its snapshot is still owed */
         for (st_list_t *l = b->queue.next; l != &b->queue && !brk; l = l->next)
@@ -388,7 +401,7 @@ static int st__bk_step(st_backup_t *b, uint64_t *next_ship, uint64_t *next_snap,
         int rc = st__bk_ship(b);
         if (rc == ST_OK && (st_list_empty(&b->queue) || b->want_ticket <= b->shipped_ticket))
             *next_ship = st__ms() + b->interval_ms;
-        return rc;
+        return st__bk_collided(b, rc);
     }
     *did = false;
     return ST_OK;

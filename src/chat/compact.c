@@ -5,7 +5,8 @@
  * the rows on a worker (src/cold/merge.c) and swaps the manifest in one batch (src/cold/compact.c).
  * Here, in the swap batch: rows left out by retention taken out of the conversations' cold
  * baselines and the totals; and the new object's name. The new key is
- * {folder}/batch-{ts}-{seq}.{n}.parquet, where n is a fresh number, so no key is ever used twice.
+ * {folder}/batch-{ts}-w{writer}-{seq}.{n}.parquet, where n is a fresh number, so no key is ever
+ * used twice.
  * Readers of the bucket (DuckDB) may see old and new objects between the swap and the reaper's
  * next pass (about a second).
  */
@@ -58,12 +59,12 @@ static int st__commit(void *arg, const char *u, size_t ul, void *dropped, int64_
 
 /* The new key: the first object's time, its manifest number, then the fresh number. */
 static void st__name(void *arg, const char *u, size_t ul, const char *first_key, uint64_t seq,
-                     uint64_t pseq, st_buf_t *key)
+                     uint64_t pseq, uint64_t writer, st_buf_t *key)
 {
     (void)arg;
     const char *b = strstr(first_key, "/batch-");
     int64_t ts = b ? strtoll(b + 7, NULL, 10) : 0;
-    st__chat_object_key(key, u, ul, ts, seq);
+    st__chat_object_key(key, u, ul, ts, writer, seq);
     key->len -= 8; /* ".parquet" */
     st_buf_printf(key, ".%llu.parquet", (unsigned long long)pseq);
     st_buf_appendc(key, 0);

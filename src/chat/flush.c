@@ -207,7 +207,7 @@ static size_t st__limit(st_chat_t *c, const char *u, size_t ul, const st_coldsta
  * of the user's last flush may still be in LMDB, deleted only in the overlay (not applied
  * yet). The oldest row's timestamp names the object. */
 static int st__snapshot(void *arg, const char *u, size_t ul, const st_tier_stat_t *cs, uint64_t seq,
-                        st_tier_snap_t *out, uint64_t *wait)
+                        uint64_t writer, st_tier_snap_t *out, uint64_t *wait)
 {
     st_chatcold_t *cc = arg;
     st_chat_t *c = cc->chat;
@@ -227,7 +227,7 @@ static int st__snapshot(void *arg, const char *u, size_t ul, const st_tier_stat_
     out->capped = j->capped;
     int64_t first_ts;
     memcpy(&first_ts, j->recs.data, 8);
-    st__chat_object_key(&out->key, u, ul, first_ts, seq);
+    st__chat_object_key(&out->key, u, ul, first_ts, writer, seq);
     return ST_OK;
 }
 

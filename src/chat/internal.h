@@ -73,11 +73,13 @@ int st__chat_conv_get(st_store_t *s, const uint8_t *k, size_t kl, st_conv_t *cv,
 int st__chat_refresh_totals(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
 /* The user's cold summary; all zero when nothing of the user is cold. */
 int st__chat_coldstat(st_chat_t *c, const char *u, size_t ul, st_coldstat_t *out, uint64_t *wait);
-/* The object key of a user's file: {folder}/batch-{ts}-{seq}.parquet, where the folder is the
- * user name itself, or for a name starting with '.', that first dot written as '~' (so "."
- * and ".." stay names, not directories; '~' never occurs in a name, so no two names share a
- * folder, and the folder is never longer than the name: it fits every backend). */
-void st__chat_object_key(st_buf_t *b, const char *u, size_t ul, int64_t ts, uint64_t seq);
+/* The object key of a user's file: {folder}/batch-{ts}-w{writer}-{seq}.parquet (writer: the
+ * tier's incarnation in 16 hex digits; 0 leaves it out, as keys were before), where the folder is
+ * the user name itself, or for a name starting with '.', that first dot written as '~' (so "." and
+ * ".." stay names, not directories; '~' never occurs in a name, so no two names share a folder, and
+ * the folder is never longer than the name: it fits every backend). */
+void st__chat_object_key(st_buf_t *b, const char *u, size_t ul, int64_t ts, uint64_t writer,
+                         uint64_t seq);
 /* The user of an object key's folder (either encoding, including the older %2E one); false
  * when the folder is no user's. u holds ST_NAME_MAX + 1 bytes. */
 bool st__chat_folder_user(const char *key, size_t flen, char *u, size_t *ul);

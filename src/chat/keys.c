@@ -109,7 +109,8 @@ int st__chat_conv_get(st_store_t *s, const uint8_t *k, size_t kl, st_conv_t *cv,
     return st__chat_conv_decode(v, vl, cv) ? ST_OK : ST_EINTERNAL;
 }
 
-void st__chat_object_key(st_buf_t *b, const char *u, size_t ul, int64_t ts, uint64_t seq)
+void st__chat_object_key(st_buf_t *b, const char *u, size_t ul, int64_t ts, uint64_t writer,
+                         uint64_t seq)
 {
     if (ul && u[0] == '.') {
         st_buf_appendc(b, '~');
@@ -117,7 +118,12 @@ void st__chat_object_key(st_buf_t *b, const char *u, size_t ul, int64_t ts, uint
         ul--;
     }
     st_buf_append(b, u, ul);
-    st_buf_printf(b, "/batch-%lld-%llu.parquet", (long long)ts, (unsigned long long)seq);
+    st_buf_printf(b, "/batch-%lld-", (long long)ts);
+    if (writer) {
+        st_tier_key_writer(b, writer);
+        st_buf_appendc(b, '-');
+    }
+    st_buf_printf(b, "%llu.parquet", (unsigned long long)seq);
     st_buf_appendc(b, 0);
     b->len--;
 }

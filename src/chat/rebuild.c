@@ -26,7 +26,7 @@ typedef struct {
     size_t n, cap;
 } st_objs_t;
 
-/* "{folder}/batch-{ts}-{seq}.parquet" (the folder as st__chat_object_key writes it). */
+/* "{folder}/batch-{ts}-[w{writer}-]{seq}.parquet" (the folder as st__chat_object_key writes it). */
 static int st__on_object(void *arg, const char *key, uint64_t size)
 {
     st_objs_t *o = arg;
@@ -241,6 +241,9 @@ int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *con
     *rows = 0;
     int rc = st_objstore_list(obj, "", st__on_object, &o);
     if (o.n) qsort(o.v, o.n, sizeof *o.v, st__cmp_obj);
+    /* the store takes the objects over: compaction and retention may delete them (writer.c) */
+    for (size_t i = 0; i < o.n && rc == ST_OK; i++)
+        rc = st_tier_writer_adopt(c->store, st_tier_key_incarnation(o.v[i].key), wait);
     uint64_t max_id = 0;
     for (size_t i = 0; i < o.n && rc == ST_OK;) {
         size_t j = i + 1;

@@ -240,8 +240,11 @@ static st_cjob_t *st__begin(st_tier_compact_t *c, st_cowner_t *o)
     st_cjob_t *j = st__job(c, o, &m, from, to);
     st_tier_manifest_free(&m);
     j->pseq = st.next_seq ? st.next_seq : 1;
-    c->merge->name(c->merge->arg, o->owner, o->olen, j->old.v[0].key, j->fseq, j->pseq, &j->key);
-    if (st__tier_intend(c->store, o->owner, o->olen, j->pseq, &j->key, &st, &wait) != ST_OK) {
+    uint64_t writer = 0;
+    if (st_tier_writer(c->store, &writer, &wait) != ST_OK ||
+        (c->merge->name(c->merge->arg, o->owner, o->olen, j->old.v[0].key, j->fseq, j->pseq, writer,
+                        &j->key),
+         st__tier_intend(c->store, o->owner, o->olen, j->pseq, &j->key, &st, &wait) != ST_OK)) {
         j->o = NULL;
         st__job_free(j);
         return NULL;
@@ -330,7 +333,10 @@ static void st__failed(st_tier_compact_t *c, st_cjob_t *j, int rc, uint64_t *wai
 {
     st_cowner_t *o = j->o;
     st_metric_add(c->m_err, 1);
-    st__tier_abandon(c->store, o->owner, o->olen, j->pseq, j->key.data, wait);
+    if (rc == ST_EEXIST) /* nothing written: another writer's object is there (SPEC §5) */
+        st__tier_collided(c->store, o->owner, o->olen, j->pseq, wait);
+    else
+        st__tier_abandon(c->store, o->owner, o->olen, j->pseq, j->key.data, wait);
     st__tier_orphans(c->tier, o->owner, o->olen, wait);
     st_warn("cold: compaction of %.*s failed (%s)", (int)o->olen, o->owner, st_strerror(rc));
     /* the manifest changed meanwhile (retention): planned again on the new one, so an asked for

@@ -205,7 +205,10 @@ static void st__running_done(st_tier_flush_t *f, st_fowner_t *o)
 static void st__failed(st_tier_flush_t *f, st_fjob_t *j, int rc, uint64_t *wait)
 {
     st_fowner_t *o = j->o;
-    st__tier_abandon(f->store, o->owner, o->olen, j->seq, j->snap.key.data, wait);
+    if (rc == ST_EEXIST) /* nothing written: another writer's object is there (SPEC §5) */
+        st__tier_collided(f->store, o->owner, o->olen, j->seq, wait);
+    else
+        st__tier_abandon(f->store, o->owner, o->olen, j->seq, j->snap.key.data, wait);
     f->kind->orphans(f->kind->arg, o->owner, o->olen, wait);
     if (rc != ST_EINVAL) {
         st__retry_later(f, o, rc);
@@ -289,11 +292,14 @@ static bool st__start(st_tier_flush_t *f, st_fowner_t *o)
     j->t0 = uv_hrtime();
     uint64_t wait = 0;
     st_tier_stat_t st = {0};
+    uint64_t writer = 0;
     int rc = f->kind->orphans(f->kind->arg, o->owner, o->olen, &wait);
     if (rc == ST_OK) rc = st_tier_stat(f->store, o->owner, o->olen, &st, &wait);
+    if (rc == ST_OK) rc = st_tier_writer(f->store, &writer, &wait); /* the intent's batch */
     j->seq = st.next_seq ? st.next_seq : 1;
     if (rc == ST_OK)
-        rc = f->kind->snapshot(f->kind->arg, o->owner, o->olen, &st, j->seq, &j->snap, &wait);
+        rc = f->kind->snapshot(f->kind->arg, o->owner, o->olen, &st, j->seq, writer, &j->snap,
+                               &wait);
     if (rc != ST_OK || j->snap.n == 0 ||
         st__tier_intend(f->store, o->owner, o->olen, j->seq, &j->snap.key, &st, &wait) != ST_OK) {
         st__job_free(j);

@@ -12,7 +12,9 @@
  *            Retention's drop is a swap without an intent (pseq 0) and without a new object.
  *   abandon  a job whose swap did not happen: its object, if its intent is already gone, is
  *            doomed here; an intent still there is an orphan for the owner's sweep (tier.c),
- *            which the caller runs next.
+ *            which the caller runs next. A job whose key existed already (ST_EEXIST: the
+ *            store refused to overwrite) wrote nothing: its intent just goes, and the object
+ *            that is there, someone else's, stays; the retry takes the owner's next number.
  *
  * A crash between the steps leaves a 'P' without its 'F' (an orphan, swept at start-up) or 'D'
  * records (finished by the reaper at start-up).
@@ -100,6 +102,13 @@ int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t 
     }
     if (rc == ST_OK) rc = st__restat(s, o, ol, sw, wait);
     return rc;
+}
+
+int st__tier_collided(st_store_t *s, const char *o, size_t ol, uint64_t pseq, uint64_t *wait)
+{
+    uint8_t k[ST__MKEY_CAP];
+    int rc = st_store_del(s, k, st_tier_mkey(k, 'P', o, ol, true, pseq), wait);
+    return rc == ST_ENOTFOUND ? ST_OK : rc;
 }
 
 int st__tier_abandon(st_store_t *s, const char *o, size_t ol, uint64_t pseq, const char *key,

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Object storage: a local directory or an S3-compatible service behind put/get/delete. Puts are
- * atomic (a local object appears by rename after its bytes and its directory entry are synced;
- * an S3 object exists only once its PUT completed). S3 requests go through s3wire.c (signed by
+ * atomic (a local object appears by link(2) after its bytes are synced, its directory entry then
+ * synced; an S3 object exists only once its PUT completed) and create only: a put never replaces
+ * an object (SPEC §5), it fails with ST_EEXIST. S3 requests go through s3wire.c (signed by
  * libcurl's SigV4 over URLs in SigV4's canonical form; here query parameters are written in
  * sorted order). Calls block: the cold tier makes them from worker threads only (the cold cache
  * for reads and deletes). Idempotent requests (GET, PUT, DELETE, HEAD, and starting a multipart
@@ -145,6 +146,19 @@ static int st__fsync_dir(const char *path)
     return rc;
 }
 
+/* Puts the synced temporary file tmp at path, never over an object that is there (SPEC §5: no
+ * key is written twice): link(2) fails with EEXIST where rename(2) would replace. The caller
+ * unlinks tmp. ST_EEXIST when path exists. */
+static int st__file_place(const char *tmp, const char *path)
+{
+    if (link(tmp, path) != 0) {
+        if (errno != EEXIST) return ST_EIO;
+        st_warn("cold: %s exists already: not overwritten", path);
+        return ST_EEXIST;
+    }
+    return st__fsync_dir(path);
+}
+
 static int st__file_put(st_objstore_t *s, const char *key, const void *data, size_t len)
 {
     char *path = st__path(s, key);
@@ -169,13 +183,12 @@ static int st__file_put(st_objstore_t *s, const char *key, const void *data, siz
         goto done;
     }
     fd = -1;
-    if (rename(tmp.data, path) != 0) goto done;
-    rc = st__fsync_dir(path);
+    rc = st__file_place(tmp.data, path);
 done:
-    if (rc != ST_OK && errno == ENAMETOOLONG) rc = ST_EINVAL; /* retrying will not help */
-    if (rc != ST_OK) st_warn("cold: writing %s failed: %s", path, strerror(errno));
+    if (rc == ST_EIO && errno == ENAMETOOLONG) rc = ST_EINVAL; /* retrying will not help */
+    if (rc == ST_EIO) st_warn("cold: writing %s failed: %s", path, strerror(errno));
     if (fd >= 0) close(fd);
-    if (rc != ST_OK) unlink(tmp.data);
+    unlink(tmp.data);
     st_buf_free(&tmp);
     free(path);
     return rc;
@@ -204,25 +217,56 @@ static int st__file_get(st_objstore_t *s, const char *key, uint64_t off, size_t 
 /* ---- S3 ---- */
 
 static int st__s3_req(st_objstore_t *s, const char *method, const char *url, const void *body,
-                      size_t blen, const char *range, st_buf_t *out, size_t limit, long *status)
+                      size_t blen, const char *xhdr, st_buf_t *out, size_t limit, long *status)
 {
-    return st__s3_try(&s->conn, method, url, body, blen, range, out, limit, status, NULL,
+    return st__s3_try(&s->conn, method, url, body, blen, xhdr, out, limit, status, NULL,
                       st__s3_idempotent(method));
 }
 
 static int st__s3(st_objstore_t *s, const char *method, const char *key, const void *body,
-                  size_t blen, const char *range, st_buf_t *out, size_t limit, long *status)
+                  size_t blen, const char *xhdr, st_buf_t *out, size_t limit, long *status)
 {
     st_buf_t url = {0};
     st_buf_printf(&url, "%s/", s->base);
     st__s3_url_key(&url, key);
     st_buf_appendc(&url, 0);
-    int rc = st__s3_req(s, method, url.data, body, blen, range, out, limit, status);
+    int rc = st__s3_req(s, method, url.data, body, blen, xhdr, out, limit, status);
     st_buf_free(&url);
     return rc;
 }
 
 #define ST__S3_KEY_MAX 1024 /* bytes of UTF-8, prefix included */
+
+/* Whether key is free to create: a HEAD first, since not every S3-protocol server honours
+ * If-None-Match on a PUT (AWS, MinIO and Ceph do; s3rver does not), and the request itself then
+ * carries If-None-Match: * so that a server that does refuses a race atomically. */
+static int st__s3_vacant(st_objstore_t *s, const char *key)
+{
+    long status;
+    int rc = st__s3(s, "HEAD", key, NULL, 0, NULL, NULL, 0, &status);
+    if (rc != ST_OK) return rc;
+    if (status == 404) return ST_OK;
+    if (status == 200) {
+        st_warn("cold: %s exists already: not overwritten", key);
+        return ST_EEXIST;
+    }
+    st_warn("cold: HEAD %s answered %ld", key, status);
+    return ST_EIO;
+}
+
+#define ST__S3_IF_NONE "If-None-Match: *"
+
+/* A refused conditional create: 412 (AWS), or 409 (a concurrent conditional write). */
+static int st__s3_created(const char *what, const char *key, long status)
+{
+    if (status == 200) return ST_OK;
+    if (status == 412 || status == 409) {
+        st_warn("cold: %s exists already: not overwritten", key);
+        return ST_EEXIST;
+    }
+    st_warn("cold: %s %s answered %ld", what, key, status);
+    return ST_EIO;
+}
 
 static int st__s3_put(st_objstore_t *s, const char *key, const void *data, size_t len)
 {
@@ -232,18 +276,17 @@ static int st__s3_put(st_objstore_t *s, const char *key, const void *data, size_
                 *s->prefix ? "/" : "", key, ST__S3_KEY_MAX);
         return ST_EINVAL;
     }
-    int rc = st__s3(s, "PUT", key, data ? data : "", len, NULL, NULL, 0, &status);
-    if (rc == ST_OK && status != 200) {
-        st_warn("cold: PUT %s answered %ld", key, status);
-        rc = ST_EIO;
-    }
+    int rc = st__s3_vacant(s, key);
+    if (rc == ST_OK)
+        rc = st__s3(s, "PUT", key, data ? data : "", len, ST__S3_IF_NONE, NULL, 0, &status);
+    if (rc == ST_OK) rc = st__s3_created("PUT", key, status);
     return rc;
 }
 
 static int st__s3_get(st_objstore_t *s, const char *key, uint64_t off, size_t len, st_buf_t *out)
 {
     char range[64];
-    snprintf(range, sizeof range, "bytes=%llu-%llu", (unsigned long long)off,
+    snprintf(range, sizeof range, "Range: bytes=%llu-%llu", (unsigned long long)off,
              (unsigned long long)(off + len - 1));
     long status;
     size_t before = out->len;
@@ -465,7 +508,8 @@ int st_objstore_upload_begin(st_objstore_t *s, const char *key, st_objstore_uplo
         st__s3_url_key(&url, key);
         st_buf_appendc(&url, 0);
         u->url = st_buf_steal(&url, NULL);
-        rc = st__s3_upload_begin(u);
+        rc = st__s3_vacant(s, key);
+        if (rc == ST_OK) rc = st__s3_upload_begin(u);
     } else {
         u->path = st__path(s, key);
         st_buf_t tmp = {0};
@@ -553,13 +597,14 @@ static int st__s3_upload_finish(st_objstore_upload_t *u)
     st_buf_printf(&body, "<CompleteMultipartUpload>%.*s</CompleteMultipartUpload>",
                   (int)u->parts.len, u->parts.data);
     long status = 0;
-    int rc = st__s3_call(&u->s->conn, "POST", url.data, body.data, body.len, NULL, &answer,
-                         1u << 20, &status, NULL);
+    int rc = st__s3_call(&u->s->conn, "POST", url.data, body.data, body.len, ST__S3_IF_NONE,
+                         &answer, 1u << 20, &status, NULL);
     st_buf_appendc(&answer, 0);
+    if (rc == ST_OK) rc = st__s3_created("completing the upload of", u->key, status);
     /* S3 may answer 200 and still report an error in the body */
-    if (rc == ST_OK && (status != 200 || strstr(answer.data, "<Error>"))) {
-        st_warn("cold: completing the upload of %s answered %ld", u->key, status);
-        rc = ST_EIO;
+    if (rc == ST_OK && strstr(answer.data, "<Error>")) {
+        st_warn("cold: completing the upload of %s answered an error", u->key);
+        rc = strstr(answer.data, "PreconditionFailed") ? ST_EEXIST : ST_EIO;
     }
     st_buf_free(&url);
     st_buf_free(&body);
@@ -577,9 +622,8 @@ int st_objstore_upload_finish(st_objstore_upload_t *u)
         rc = fsync(u->fd) == 0 ? ST_OK : ST_EIO;
         if (close(u->fd) != 0) rc = ST_EIO;
         u->fd = -1;
-        if (rc == ST_OK && rename(u->tmp, u->path) != 0) rc = ST_EIO;
-        if (rc == ST_OK) rc = st__fsync_dir(u->path);
-        if (rc != ST_OK) st_warn("cold: writing %s failed: %s", u->path, strerror(errno));
+        if (rc == ST_OK) rc = st__file_place(u->tmp, u->path);
+        if (rc == ST_EIO) st_warn("cold: writing %s failed: %s", u->path, strerror(errno));
     }
     if (rc != ST_OK) {
         st_objstore_upload_abort(u);

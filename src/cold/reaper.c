@@ -6,7 +6,9 @@
  * deletion ('D' owner 0 seq -> object key). The reaper deletes the objects of durable 'D' records
  * on a worker, then drops the records; a crash in between leaves the records, and start-up
  * deletes again (a missing object counts as deleted). So no manifest ever names a deleted
- * object, and no expired or orphaned object outlives a restart.
+ * object, and no expired or orphaned object outlives a restart. An object of an incarnation the
+ * store does not own (writer.c: inherited by a restore from a node that may still read it) is
+ * never deleted: its record goes, the object stays.
  */
 #include "strata/coldshare.h"
 #include "strata/tier.h"
@@ -28,7 +30,7 @@ struct st_tier_reaper {
     uint64_t after_ms; /* no pass before (after one that failed) */
     void (*closed)(void *arg);
     void *closed_arg;
-    st_metric_t *m_reaped;
+    st_metric_t *m_reaped, *m_kept;
 };
 
 typedef struct {
@@ -37,6 +39,7 @@ typedef struct {
     size_t n;
     char *dkeys[ST__REAP_MAX]; /* the 'D' records (u16 length, then the key) */
     char *objs[ST__REAP_MAX];  /* their object keys, NUL-terminated */
+    bool kept[ST__REAP_MAX];   /* another writer's object: its record goes, the object stays */
     int rc[ST__REAP_MAX];
 } st_reapjob_t;
 
@@ -57,7 +60,7 @@ static void st__reap_work(uv_work_t *req)
 {
     st_reapjob_t *j = req->data;
     for (size_t i = 0; i < j->n; i++)
-        j->rc[i] = st_objstore_delete(j->r->obj, j->objs[i]);
+        j->rc[i] = j->kept[i] ? ST_OK : st_objstore_delete(j->r->obj, j->objs[i]);
 }
 
 static void st__reap_free(st_reapjob_t *j)
@@ -97,6 +100,8 @@ static void st__reap_done(uv_work_t *req, int status)
             if (st_store_del(r->store, j->dkeys[i] + sizeof l, l, &wait) == ST_OK) done++;
         }
         st_metric_add(r->m_reaped, (double)done);
+        for (size_t i = 0; i < j->n; i++)
+            if (j->kept[i] && j->rc[i] == ST_OK) st_metric_add(r->m_kept, 1);
     }
     st__reap_free(j);
     if (r->closing) st__free(r); /* it waited for this pass */
@@ -111,6 +116,10 @@ int st_tier_reaper_open(st_tier_reaper_t **out, uv_loop_t *loop, st_store_t *sto
     r->obj = obj;
     r->m_reaped = st_metrics_counter("strata_cold_objects_deleted_total",
                                      "Objects deleted from storage (expired or orphaned)", "");
+    r->m_kept = st_metrics_counter("strata_cold_objects_kept_total",
+                                   "Objects out of the manifest left in storage: another writer's "
+                                   "(the node a restore came from)",
+                                   "");
     *out = r;
     return ST_OK;
 }
@@ -127,6 +136,8 @@ void st_tier_reap(st_tier_reaper_t *r)
     st_store_scan(r->store, &pre, 1, st__collect_d, j, &wait);
     /* only records whose batch is durable: until then the manifest may still name the object */
     uint64_t durable = st_store_durable_id(r->store);
+    st_tier_writer_t wr;
+    if (st_tier_writer_get(r->store, &wr, &wait) != ST_OK) wr.current = 0; /* owns everything */
     size_t keep = 0;
     for (size_t i = 0; i < j->n; i++) {
         uint16_t l;
@@ -137,6 +148,11 @@ void st_tier_reap(st_tier_reaper_t *r)
         if (st_store_get(r->store, j->dkeys[i] + sizeof l, l, &v, &vl, &w) == ST_OK &&
             w <= durable) {
             j->dkeys[keep] = j->dkeys[i];
+            j->kept[keep] = !st_tier_writer_owns(&wr, j->objs[i]);
+            if (j->kept[keep])
+                st_info("cold: %s was written by another incarnation (the node this store was "
+                        "restored from): left in storage",
+                        j->objs[i]);
             j->objs[keep++] = j->objs[i];
         } else {
             free(j->dkeys[i]);

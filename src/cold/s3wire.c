@@ -129,7 +129,7 @@ static void st__handle_put(st_s3conn_t *s, CURL *h)
 }
 
 int st__s3_call(st_s3conn_t *s, const char *method, const char *url, const void *body, size_t blen,
-                const char *range, st_buf_t *out, size_t limit, long *status, st_buf_t *hdrs)
+                const char *xhdr, st_buf_t *out, size_t limit, long *status, st_buf_t *hdrs)
 {
     CURL *h = st__handle_get(s);
     if (!h) return ST_ENOMEM;
@@ -142,11 +142,7 @@ int st__s3_call(st_s3conn_t *s, const char *method, const char *url, const void 
     st_buf_appendc(&hdr, 0);
     struct curl_slist *hl = curl_slist_append(NULL, hdr.data);
     if (body) hl = curl_slist_append(hl, "Content-Type: application/octet-stream");
-    char rh[96];
-    if (range) {
-        snprintf(rh, sizeof rh, "Range: %s", range);
-        hl = curl_slist_append(hl, rh);
-    }
+    if (xhdr) hl = curl_slist_append(hl, xhdr);
     st_sink_t sink = {out, limit};
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
@@ -195,12 +191,12 @@ static void st__backoff(unsigned attempt)
 /* One signed request, retried after a transport error or a 5xx (a 503 SlowDown included) when
  * retry is set: only for requests that are safe to repeat. */
 int st__s3_try(st_s3conn_t *s, const char *method, const char *url, const void *body, size_t blen,
-               const char *range, st_buf_t *out, size_t limit, long *status, st_buf_t *hdrs,
+               const char *xhdr, st_buf_t *out, size_t limit, long *status, st_buf_t *hdrs,
                bool retry)
 {
     size_t before = out ? out->len : 0, hbefore = hdrs ? hdrs->len : 0;
     for (unsigned attempt = 0;; attempt++) {
-        int rc = st__s3_call(s, method, url, body, blen, range, out, limit, status, hdrs);
+        int rc = st__s3_call(s, method, url, body, blen, xhdr, out, limit, status, hdrs);
         bool transient = rc == ST_EIO || (rc == ST_OK && *status >= 500);
         if (!transient || !retry || attempt >= s->retries) return rc;
         if (out) out->len = before; /* a partial or error body goes */

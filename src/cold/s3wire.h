@@ -35,13 +35,14 @@ int st__s3_bucket_url(st_buf_t *b, const char *endpoint, const char *region, con
 void st__s3_url_key(st_buf_t *b, const char *key);
 void st__s3_url_query(st_buf_t *b, const char *value);
 
-/* One signed request to a full URL; at most limit bytes of the answer's body are appended to out
+/* One signed request to a full URL, with one more request header line when xhdr is set ("Range:
+ * bytes=0-9", "If-None-Match: *"); at most limit bytes of the answer's body are appended to out
  * (NULL: dropped), its headers to hdrs when set. With retry, a transport error or a 5xx is
  * retried c->retries times with jittered backoff. ST_OK with *status once an answer came. */
 int st__s3_call(st_s3conn_t *c, const char *method, const char *url, const void *body, size_t blen,
-                const char *range, st_buf_t *out, size_t limit, long *status, st_buf_t *hdrs);
+                const char *xhdr, st_buf_t *out, size_t limit, long *status, st_buf_t *hdrs);
 int st__s3_try(st_s3conn_t *c, const char *method, const char *url, const void *body, size_t blen,
-               const char *range, st_buf_t *out, size_t limit, long *status, st_buf_t *hdrs,
+               const char *xhdr, st_buf_t *out, size_t limit, long *status, st_buf_t *hdrs,
                bool retry);
 /* GET, PUT, DELETE and HEAD: repeating one changes nothing more. */
 bool st__s3_idempotent(const char *method);

@@ -86,10 +86,10 @@ int st__tier_orphans(st_tier_t *t, const char *o, size_t ol, uint64_t *wait)
 /* ---- the engines' kinds: the flusher's sides, with the tier's steps around them ---- */
 
 static int st__snapshot(void *arg, const char *o, size_t ol, const st_tier_stat_t *st, uint64_t seq,
-                        st_tier_snap_t *out, uint64_t *wait)
+                        uint64_t writer, st_tier_snap_t *out, uint64_t *wait)
 {
     const st_tier_kind_t *k = ((st_tier_t *)arg)->flusher->flush;
-    return k->snapshot(k->arg, o, ol, st, seq, out, wait);
+    return k->snapshot(k->arg, o, ol, st, seq, writer, out, wait);
 }
 
 static int st__encode(void *arg, void *rows, st_buf_t *object)
@@ -157,10 +157,10 @@ static void st__merge_release(void *arg, void *dropped)
 }
 
 static void st__merge_name(void *arg, const char *o, size_t ol, const char *first_key, uint64_t seq,
-                           uint64_t pseq, st_buf_t *key)
+                           uint64_t pseq, uint64_t writer, st_buf_t *key)
 {
     const st_tier_merge_t *m = ((st_tier_t *)arg)->flusher->merge;
-    m->name(m->arg, o, ol, first_key, seq, pseq, key);
+    m->name(m->arg, o, ol, first_key, seq, pseq, writer, key);
 }
 
 /* ---- the tick ---- */

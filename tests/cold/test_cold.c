@@ -237,7 +237,16 @@ TEST(local_object_store_puts_atomically_and_reads_ranges)
     st_objstore_t *s;
     CHECK_EQ(st_objstore_open(&s, &o), ST_OK);
     CHECK_EQ(st_objstore_put(s, "u1/batch-1-1.parquet", "0123456789", 10), ST_OK);
+    /* create only (SPEC §5): a second put of the key, whole or in parts, changes nothing */
+    CHECK_EQ(st_objstore_put(s, "u1/batch-1-1.parquet", "XXXXXXXXXX", 10), ST_EEXIST);
+    st_objstore_upload_t *up;
+    CHECK_EQ(st_objstore_upload_begin(s, "u1/batch-1-1.parquet", &up), ST_OK);
+    CHECK_EQ(st_objstore_upload_part(up, "YYYYYYYYYY", 10), ST_OK);
+    CHECK_EQ(st_objstore_upload_finish(up), ST_EEXIST);
     st_buf_t b = {0};
+    CHECK_EQ(st_objstore_get(s, "u1/batch-1-1.parquet", 0, 10, &b), ST_OK);
+    CHECK(b.len == 10 && memcmp(b.data, "0123456789", 10) == 0);
+    st_buf_reset(&b);
     CHECK_EQ(st_objstore_get(s, "u1/batch-1-1.parquet", 3, 4, &b), ST_OK);
     CHECK(b.len == 4 && memcmp(b.data, "3456", 4) == 0);
     CHECK_EQ(st_objstore_get(s, "u1/batch-1-1.parquet", 8, 4, &b), ST_EIO);
@@ -251,6 +260,54 @@ TEST(local_object_store_puts_atomically_and_reads_ranges)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK_EQ(system(cmd), 0);
+}
+
+/* Keys name their writer's incarnation; a store deletes only objects of incarnations it owns: a
+ * restored store (renewed) owns none of what it inherited, rebuild-meta adopts. Regression (issue
+ * 38): a restored node wrote and deleted the live node's keys. */
+TEST(writer_incarnations_name_keys_and_bound_what_a_store_deletes)
+{
+    CHECK_EQ(st_tier_key_incarnation("u/batch-17-w00000000000000ab-3.parquet"), 0xabu);
+    CHECK_EQ(st_tier_key_incarnation("u/batch-17-w00000000000000ab-3.9.parquet"), 0xabu);
+    CHECK_EQ(st_tier_key_incarnation("u/batch-17-3.parquet"), 0u);
+    CHECK_EQ(st_tier_key_incarnation("u-w00000000000000ab-/batch-17-3.parquet"), 0u); /* a user */
+    CHECK_EQ(st_tier_key_incarnation("u/batch-17-w00000000000000aX-3.parquet"), 0u);
+    st_buf_t k = {0};
+    st_tier_key_writer(&k, 0x1234);
+    CHECK(k.len == 17 && memcmp(k.data, "w0000000000001234", 17) == 0);
+    st_buf_free(&k);
+
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    uint64_t wait = 0, a = 0, again = 0, b = 0;
+    st_tier_writer_t w;
+    CHECK_EQ(st_tier_writer_get(s, &w, &wait), ST_ENOTFOUND);
+    CHECK(st_tier_writer_owns(&w, "u/batch-1-w0000000000000001-1.parquet")); /* no record */
+    CHECK_EQ(st_tier_writer(s, &a, &wait), ST_OK);
+    CHECK(a != 0);
+    CHECK_EQ(st_tier_writer(s, &again, &wait), ST_OK);
+    CHECK_EQ(again, a);
+    CHECK_EQ(st_tier_writer_get(s, &w, &wait), ST_OK);
+    char ka[64], kb[64];
+    snprintf(ka, sizeof ka, "u/batch-1-w%016llx-1.parquet", (unsigned long long)a);
+    CHECK(st_tier_writer_owns(&w, ka));
+    CHECK(st_tier_writer_owns(&w, "u/batch-1-1.parquet")); /* from before incarnations */
+    CHECK(!st_tier_writer_owns(&w, "u/batch-1-w0000000000000001-1.parquet"));
+    CHECK_EQ(st_tier_writer_renew(s, &b, &wait), ST_OK); /* a restore */
+    CHECK(b != a && b != 0);
+    CHECK_EQ(st_tier_writer_get(s, &w, &wait), ST_OK);
+    snprintf(kb, sizeof kb, "u/batch-1-w%016llx-1.parquet", (unsigned long long)b);
+    CHECK(st_tier_writer_owns(&w, kb));
+    CHECK(!st_tier_writer_owns(&w, ka));
+    CHECK(!st_tier_writer_owns(&w, "u/batch-1-1.parquet"));
+    CHECK_EQ(st_tier_writer_adopt(s, a, &wait), ST_OK); /* rebuild-meta */
+    CHECK_EQ(st_tier_writer_adopt(s, 0, &wait), ST_OK);
+    CHECK_EQ(st_tier_writer_get(s, &w, &wait), ST_OK);
+    CHECK(st_tier_writer_owns(&w, ka) && st_tier_writer_owns(&w, "u/batch-1-1.parquet"));
+    CHECK_EQ(w.current, b);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
 }
 
 /* The cold cache never blocks: a miss is ST_EPARKED (and wanted), a wait fetches and decodes on
@@ -499,9 +556,10 @@ static int fk_row(void *arg, const void *key, size_t klen, const void *val, size
 }
 
 static int fk_snapshot(void *arg, const char *o, size_t ol, const st_tier_stat_t *st, uint64_t seq,
-                       st_tier_snap_t *out, uint64_t *wait)
+                       uint64_t writer, st_tier_snap_t *out, uint64_t *wait)
 {
     fk_t *fk = arg;
+    (void)writer;
     fk->snapshots++;
     fk_rows_t *r = calloc(1, sizeof *r);
     out->rows = r;
@@ -722,9 +780,9 @@ static void fm_release(void *arg, void *dropped)
 }
 
 static void fm_name(void *arg, const char *o, size_t ol, const char *first_key, uint64_t seq,
-                    uint64_t pseq, st_buf_t *key)
+                    uint64_t pseq, uint64_t writer, st_buf_t *key)
 {
-    (void)arg, (void)first_key;
+    (void)arg, (void)first_key, (void)writer;
     st_buf_printf(key, "%.*s/merged-%llu-%llu", (int)ol, o, (unsigned long long)seq,
                   (unsigned long long)pseq);
 }
