@@ -75,7 +75,7 @@ describe('cold tier', () => {
     assert.deepEqual([stats.total_messages, stats.hot_messages, stats.cold_messages], [120, 0, 120]);
     const files = parquetFiles(path.join(s.dir, 'cold', 'duck'));
     assert.equal(files.length, 1);
-    assert.match(path.basename(files[0]), /^batch-\d+-1\.parquet$/);
+    assert.match(path.basename(files[0]), /^batch-\d+-w[0-9a-f]{16}-1\.parquet$/);
     assert.equal(stats.cold_bytes, statSync(files[0]).size);
     const rows = await duckRows(files);
     assert.deepEqual(rows, beforeAll.map(asRow), 'DuckDB sees exactly what the API served');

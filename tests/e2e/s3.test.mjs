@@ -51,7 +51,7 @@ test('flushes go to S3, survive the service going away, and read back exactly', 
     assert.deepEqual((await readAll(s, 's3user')).map((m) => m.msg_id), posted);
     const objects = parquetFiles(path.join(dir, 'cold'));
     assert.equal(objects.length, 1);
-    assert.match(objects[0], /strata\/prefix\/s3user\/batch-\d+-1\.parquet/);
+    assert.match(objects[0], /strata\/prefix\/s3user\/batch-\d+-w[0-9a-f]{16}-1\.parquet/);
     assert.deepEqual((await duckRows(objects)).map((r) => r.msg_id), posted);
 
     // the service goes away: flushes fail and back off, hot reads and writes carry on

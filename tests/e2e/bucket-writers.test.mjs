@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: MIT
+// SPEC v4 §5, §9: no object key is ever written twice. The original node, a node restored from
+// its backup and a second node share one bucket (a directory, and S3 through the SigV4-checking
+// proxy in front of s3rver); every object's bytes are compared before and after the others
+// flushed and compacted: none is overwritten or deleted, and the original still reads every
+// message. Regression (issue 38): a node restored to a time before the first flush wrote
+// alice/batch-{ts}-1.parquet, the original's key, and the original answered 503 cold_unavailable.
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { ok, restore, s3, shipped, metric } from './backup-lib.mjs';
+import { parquetFiles, waitFor } from './cold-lib.mjs';
+import { sleep, startStrata, tempDir } from './lib.mjs';
+
+// key -> sha256 of every Parquet object under dir (s3rver keeps an object as KEY._S3rver_object)
+function objects(dir) {
+  const out = new Map();
+  for (const f of parquetFiles(dir)) {
+    const key = path.relative(dir, f).replace(/\._S3rver_object$/, '');
+    if (!key.endsWith('.parquet')) continue;
+    out.set(key, createHash('sha256').update(readFileSync(f)).digest('hex'));
+  }
+  return out;
+}
+
+// Every object seen before is still there with the same bytes.
+function unchanged(before, after, what) {
+  for (const [k, h] of before) {
+    assert.ok(after.has(k), `${what}: ${k} was deleted`);
+    assert.equal(after.get(k), h, `${what}: ${k} was overwritten`);
+  }
+}
+
+async function post(s, n, tag) {
+  for (let i = 0; i < n; i++) await ok(s, 'POST', '/v1/users/alice/messages', { conversation_id: 'c1', from: 'alice', content: `${tag} ${i}` }, {}, 201);
+}
+
+async function flushed(s, cold) {
+  await ok(s, 'POST', '/v1/admin/flush', undefined, {}, 202);
+  await waitFor(`${cold} cold messages`, async () => (await s.req('GET', '/v1/users/alice/stats')).json.cold_messages === cold);
+}
+
+async function contents(s) {
+  const r = await s.req('GET', '/v1/users/alice/messages?limit=1000');
+  assert.equal(r.status, 200, r.text);
+  return r.json.messages.map((m) => m.content);
+}
+
+async function scenario({ coldArgs, bucketDir }) {
+  const bk = tempDir('bw-bk');
+  const common = [...coldArgs, '--flush-interval', '3600'];
+  const a = await startStrata({ args: [...common, '--backup-url', `file://${bk}`, '--backup-interval', '100'] });
+  const started = [a];
+  try {
+    // writes wait for the first snapshot of a backup (503 until then)
+    await waitFor('the first snapshot', async () => (await metric(a, 'strata_backup_snapshots_total')) >= 1);
+    await post(a, 3, 'early');
+    await shipped(a);
+    await sleep(20);
+    const beforeFlush = Date.now() * 1000;
+    await sleep(20);
+    await post(a, 4, 'late');
+    await flushed(a, 7);
+    await shipped(a);
+    const original = await contents(a);
+    assert.equal(original.length, 7);
+    const first = objects(bucketDir);
+    assert.equal(first.size, 1);
+    assert.match([...first.keys()][0], /alice\/batch-\d+-(w[0-9a-f]{16}-)?1\.parquet$/); // the writer: below
+
+    // a node restored to before the first flush: its first object has the same rows, time and
+    // number as the original's, and must not land on the original's key
+    const r1 = tempDir('bw-r1');
+    let res = await restore(r1, `file://${bk}`, ['--to-time', String(beforeFlush)]);
+    assert.equal(res.code, 0, res.err);
+    const r = await startStrata({ dataDir: r1, args: common });
+    started.push(r);
+    assert.deepEqual(await contents(r), original.slice(0, 3));
+    await post(r, 1, 'restored');
+    await flushed(r, 4);
+    // a node restored to the newest point inherits the original's object; it flushes and
+    // compacts everything into one object, which must leave the original's object alone
+    const r2dir = tempDir('bw-r2');
+    res = await restore(r2dir, `file://${bk}`);
+    assert.equal(res.code, 0, res.err);
+    const r2 = await startStrata({ dataDir: r2dir, args: common });
+    started.push(r2);
+    assert.deepEqual(await contents(r2), original);
+    await post(r2, 2, 'restored2');
+    await flushed(r2, 9);
+    await ok(r2, 'POST', '/v1/admin/compact', { user: 'alice' }, {}, 202);
+    await waitFor('the compaction and the reaper', async () => (await metric(r2, 'strata_cold_objects_kept_total')) >= 1);
+    // a second, fresh node on the same bucket
+    const c = await startStrata({ args: common });
+    started.push(c);
+    await post(c, 2, 'second');
+    await flushed(c, 2);
+    // and the original goes on flushing
+    await post(a, 2, 'more');
+    await flushed(a, 9);
+
+    const after = objects(bucketDir);
+    unchanged(first, after, 'the original\'s first object');
+    // a: 2; r: 1; r2: 1, the merge of the original's object and its own flush (its own object
+    // deleted, the original's kept); c: 1
+    assert.equal(after.size, 5, [...after.keys()].join('\n'));
+    assert.deepEqual(await contents(a), [...original, 'more 0', 'more 1']);
+    assert.deepEqual(await contents(r), [...original.slice(0, 3), 'restored 0']);
+    assert.deepEqual(await contents(r2), [...original, 'restored2 0', 'restored2 1']);
+    assert.deepEqual(await contents(c), ['second 0', 'second 1']);
+    // the writers' tokens: the original's, two restored ones, the second node's
+    const writers = new Set([...after.keys()].map((k) => /-(w[0-9a-f]{16})-/.exec(k)?.[1]));
+    assert.equal(writers.size, 4);
+    for (const s of started) await s.stop();
+  } finally {
+    for (const s of started) if (s.proc.exitCode === null) s.proc.kill('SIGKILL');
+  }
+}
+
+test('a restored node, a second node and the original share a directory without overwriting', async () => {
+  const cold = tempDir('bw-cold');
+  await scenario({ coldArgs: ['--cold-url', `file://${cold}`], bucketDir: cold });
+});
+
+test('the same on S3 through the SigV4-checking proxy', async () => {
+  const dir = tempDir('bw-s3');
+  const { server, port } = await s3(dir);
+  try {
+    await scenario({
+      coldArgs: ['--cold-url', 's3://bk/cold', '--s3-endpoint', `http://127.0.0.1:${port}`,
+        '--s3-access-key', 'S3RVER', '--s3-secret-key', 'S3RVER'],
+      bucketDir: path.join(dir, 'bk'),
+    });
+  } finally {
+    await server.close();
+  }
+});
