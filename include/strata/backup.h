@@ -19,6 +19,7 @@
 #include "strata/cold.h"
 #include "strata/store.h"
 
+#include <stdio.h>
 #include <uv.h>
 
 typedef struct st_backup st_backup_t;
@@ -75,5 +76,10 @@ typedef struct {
  * before to_time plus the records up to to_time. ST_EINVAL: dir not empty; ST_ENOTFOUND: no
  * snapshot at or before to_time. */
 int st_backup_restore(const st_restore_opts_t *o, st_restore_result_t *res);
+
+/* `strata restore --list`: prints the restore points under o's URL to out — per timeline its
+ * snapshots and the range of its records, times in RFC 3339 and µs. ST_ENOTFOUND (with a
+ * message) when there is no backup there. o is borrowed. */
+int st_backup_list_points(const st_objstore_opts_t *o, FILE *out);
 
 #endif

@@ -100,6 +100,8 @@ size_t st_chat_conversations_page(st_chat_t *c, st_buf_t *cursor, size_t max, bo
  * merged with what the store holds hot. Counts are returned; everything is staged in one batch. */
 int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *convs, int64_t *rows,
                     uint64_t *wait);
+/* What st_chat_rebuild would find: the users and message objects in obj (a listing only). */
+int st_chat_cold_census(st_objstore_t *obj, size_t *users, size_t *objects);
 /* Testing only (--test-hooks): shifts a conversation's recorded count by `by`. */
 int st_chat_test_drift(st_chat_t *c, const char *user, size_t ulen, const char *conv, size_t clen,
                        int64_t by, uint64_t *wait);

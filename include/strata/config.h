@@ -55,7 +55,9 @@ typedef struct {
     uint64_t backup_barrier_timeout; /* ms */
     uint64_t backup_backlog_mb;
     uint64_t backup_part_mb;
-    uint64_t to_time; /* strata restore --to-time: µs, 0 = newest */
+    uint64_t to_time;      /* strata restore --to-time: µs, 0 = newest */
+    uint64_t restore_list; /* strata restore --list */
+    uint64_t accept_loss;  /* strata rebuild-meta --accept-loss */
     uint64_t test_hooks;
     char log_level[16];
     /* replicated groups (SPEC §8) */

@@ -276,6 +276,11 @@ uint64_t st_mono_ns(void); /* monotonic */
 int st_parse_i64(const char *s, size_t n, int64_t *out);
 /* Parses sizes like 4096, 64k, 16M, 1G, 2GiB; ST_EINVAL on junk or overflow. */
 int st_parse_size(const char *s, uint64_t *out);
+/* A point in time as Unix µs: decimal µs, or RFC 3339 (2026-11-27T21:55:00Z, a fraction of a
+ * second and an offset such as +02:00 allowed; finer than µs is cut). ST_EINVAL otherwise. */
+int st_parse_time_us(const char *s, int64_t *out);
+/* us as RFC 3339 in UTC with µs: "2026-11-27T21:55:00.123456Z" (n >= 32 holds any). */
+void st_format_time_us(int64_t us, char *buf, size_t n);
 /* mkdir -p: creates every missing directory of path (0755); ST_EIO with errno set on failure. */
 int st_mkdirs(const char *path);
 

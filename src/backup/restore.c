@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -52,7 +53,21 @@ static int st__rs_write(int fd, const void *p, size_t len)
     return ST_OK;
 }
 
-#define ST__RS_CHUNK (4u << 20) /* bytes of a snapshot fetched at a time */
+#define ST__RS_CHUNK (4u << 20)    /* bytes of a snapshot fetched at a time */
+#define ST__RS_TICK  1000000000ull /* ns between progress lines */
+
+/* Whether a progress line is due (one a second): a long restore shows it is moving. */
+static bool st__rs_due(uint64_t *last)
+{
+    uint64_t now = st_mono_ns();
+    if (*last && now - *last < ST__RS_TICK) return false;
+    if (!*last) { /* the first second is quiet: a short restore prints only its summary */
+        *last = now;
+        return false;
+    }
+    *last = now;
+    return true;
+}
 
 /* Fetches the snapshot a range at a time and decompresses it into path as it comes: memory
  * stays at a chunk whatever the snapshot's size. ST_ECOLD: damaged. */
@@ -69,7 +84,12 @@ static int st__rs_snapshot(st_objstore_t *os, const st_bk_obj_t *obj, const char
     st_buf_t z = {0};
     size_t left = 1; /* ZSTD_decompressStream's hint: 0 once the frame is whole */
     int rc = ST_OK;
+    uint64_t tick = 0;
+    st__rs_due(&tick);
     for (uint64_t off = 0; rc == ST_OK && off < obj->size;) {
+        if (st__rs_due(&tick))
+            st_info("restore: snapshot %.1f of %.1f MiB fetched", (double)off / 1048576.0,
+                    (double)obj->size / 1048576.0);
         size_t n = obj->size - off < ST__RS_CHUNK ? (size_t)(obj->size - off) : ST__RS_CHUNK;
         st_buf_reset(&z);
         rc = st_objstore_get(os, obj->key, off, n, &z);
@@ -118,6 +138,7 @@ typedef struct {
     int64_t last_time;
     bool done; /* reached the target time or a hole */
     int err;
+    uint64_t tick, bytes; /* progress: the last line's time, segment bytes fetched */
 } st_rs_replay_t;
 
 #define ST__RS_STOP 1 /* reached the target or a hole */
@@ -171,6 +192,15 @@ static int st__rs_segments(st_objstore_t *os, const st_bk_obj_t *v, size_t n,
         const st_bk_obj_t *g = &v[i];
         if (g->snap || g->timeline != snap->timeline || g->last <= r->applied) continue;
         if (r->to_time && g->time > r->to_time) break;
+        if (st__rs_due(&r->tick)) {
+            char t[40];
+            st_format_time_us(r->last_time, t, sizeof t);
+            st_info("restore: %llu record(s) applied from %.1f MiB of segments, up to seq %llu "
+                    "(%s)",
+                    (unsigned long long)r->records, (double)r->bytes / 1048576.0,
+                    (unsigned long long)r->applied, t);
+        }
+        r->bytes += g->size;
         st_buf_t raw = {0};
         int rc = st__rs_fetch(os, g, &raw);
         if (rc == ST_OK) {
@@ -190,6 +220,25 @@ static int st__rs_segments(st_objstore_t *os, const st_bk_obj_t *v, size_t n,
     return ST_OK;
 }
 
+/* Says why there is nothing to restore from: no backup at all, or none old enough. */
+static void st__rs_none(st_objstore_t *os, const st_bk_obj_t *v, size_t n, int64_t to_time)
+{
+    const st_bk_obj_t *oldest = NULL;
+    for (size_t i = 0; i < n && v[i].snap; i++)
+        if (!oldest || v[i].time < oldest->time) oldest = &v[i];
+    if (!oldest) {
+        st_error("restore: no backup found at %s (no snapshot there%s)", st_objstore_describe(os),
+                 n ? ", only log segments" : "");
+        return;
+    }
+    char t[40], o[40];
+    st_format_time_us(to_time, t, sizeof t);
+    st_format_time_us(oldest->time, o, sizeof o);
+    st_error("restore: no snapshot in %s at or before --to-time %s (%lld µs); the oldest is from "
+             "%s (%lld µs): see strata restore --list",
+             st_objstore_describe(os), t, (long long)to_time, o, (long long)oldest->time);
+}
+
 static int st__rs_run(st_objstore_t *os, const st_restore_opts_t *o, st_restore_result_t *res)
 {
     st_bk_obj_t *v;
@@ -201,11 +250,11 @@ static int st__rs_run(st_objstore_t *os, const st_restore_opts_t *o, st_restore_
     }
     const st_bk_obj_t *snap = st__rs_pick(v, n, o->to_time);
     if (!snap) {
-        st_error("restore: no snapshot in %s at or before the requested time",
-                 st_objstore_describe(os));
+        st__rs_none(os, v, n, o->to_time);
         free(v);
         return ST_ENOTFOUND;
     }
+    st_info("restore: from snapshot %s (%.1f MiB)", snap->key, (double)snap->size / 1048576.0);
     size_t plen = strlen(o->data_dir) + 16;
     char *path = st_malloc(plen);
     snprintf(path, plen, "%s/data.mdb", o->data_dir);
@@ -228,15 +277,136 @@ static int st__rs_run(st_objstore_t *os, const st_restore_opts_t *o, st_restore_
     return rc;
 }
 
+/* Opens the backup's store, refusing a file:// directory that does not exist (opening would
+ * create it: a mistyped path must not turn into an empty backup). */
+static int st__rs_missing(const st_objstore_opts_t *o)
+{
+    struct stat st;
+    if (strncmp(o->url, "file://", 7) == 0 && stat(o->url + 7, &st) != 0) {
+        st_error("restore: no backup found at %s: %s", o->url, strerror(errno));
+        return ST_ENOTFOUND;
+    }
+    return ST_OK;
+}
+
+static int st__rs_open(st_objstore_t **os, const st_objstore_opts_t *o)
+{
+    int rc = st__rs_missing(o);
+    return rc == ST_OK ? st_objstore_open(os, o) : rc;
+}
+
 int st_backup_restore(const st_restore_opts_t *o, st_restore_result_t *res)
 {
     memset(res, 0, sizeof *res);
-    int rc = st__rs_check_empty(o->data_dir);
-    if (rc != ST_OK) return rc;
     st_objstore_t *os;
-    rc = st_objstore_open(&os, &o->obj);
+    int rc = st__rs_missing(&o->obj); /* before the data dir is made */
+    if (rc == ST_OK) rc = st__rs_check_empty(o->data_dir);
+    if (rc != ST_OK) return rc;
+    rc = st__rs_open(&os, &o->obj);
     if (rc != ST_OK) return rc;
     rc = st__rs_run(os, o, res);
+    st_objstore_close(os);
+    return rc;
+}
+
+/* The commit time of a segment's last record (fetched: the key names only its first). */
+static int st__rs_last_time(void *arg, uint64_t seq, int64_t time, const char *p, size_t len)
+{
+    (void)seq, (void)p, (void)len;
+    int64_t *t = arg;
+    if (time > *t) *t = time;
+    return 0;
+}
+
+static void st__rs_print_time(FILE *out, const char *what, int64_t us)
+{
+    char t[40];
+    st_format_time_us(us, t, sizeof t);
+    fprintf(out, "%s%s (%lld µs)", what, t, (long long)us);
+}
+
+/* One timeline: its snapshots, its records' range, and the times it can restore. */
+static void st__rs_list_timeline(FILE *out, st_objstore_t *os, const st_bk_obj_t *v, size_t n,
+                                 uint64_t tl)
+{
+    fprintf(out, "timeline %016llx\n", (unsigned long long)tl);
+    int64_t from = INT64_MAX, to = 0;
+    const st_bk_obj_t *lo = NULL, *hi = NULL;
+    size_t segs = 0;
+    for (size_t i = 0; i < n; i++) {
+        const st_bk_obj_t *g = &v[i];
+        if (g->timeline != tl) continue;
+        if (g->snap) {
+            fprintf(out, "  snapshot ");
+            st__rs_print_time(out, "", g->time);
+            fprintf(out, " seq %llu, %.1f MiB\n", (unsigned long long)g->first,
+                    (double)g->size / 1048576.0);
+            if (g->time < from) from = g->time;
+            if (g->time > to) to = g->time;
+            continue;
+        }
+        segs++;
+        if (!lo || g->first < lo->first) lo = g;
+        if (!hi || g->last > hi->last) hi = g;
+    }
+    if (hi) {
+        int64_t last = hi->time;
+        st_buf_t raw = {0};
+        if (st__rs_fetch(os, hi, &raw) == ST_OK)
+            st__bk_seg_decode(raw.data, raw.len, st__rs_last_time, &last);
+        st_buf_free(&raw);
+        fprintf(out, "  records  seq %llu..%llu in %zu segment(s), ", (unsigned long long)lo->first,
+                (unsigned long long)hi->last, segs);
+        st__rs_print_time(out, "", lo->time);
+        st__rs_print_time(out, " .. ", last);
+        fputc('\n', out);
+        if (last > to) to = last;
+    }
+    if (from == INT64_MAX) {
+        fprintf(out, "  no snapshot: not restorable\n");
+        return;
+    }
+    st__rs_print_time(out, "  --to-time from ", from);
+    st__rs_print_time(out, " to ", to);
+    fputc('\n', out);
+}
+
+int st_backup_list_points(const st_objstore_opts_t *o, FILE *out)
+{
+    st_objstore_t *os;
+    int rc = st__rs_open(&os, o);
+    if (rc != ST_OK) return rc;
+    st_bk_obj_t *v = NULL;
+    size_t n = 0;
+    rc = st__bk_list(os, &v, &n);
+    if (rc != ST_OK) {
+        st_error("restore: listing %s failed: %s", st_objstore_describe(os), st_strerror(rc));
+    } else if (n == 0 || !v[0].snap) {
+        st_error("restore: no backup found at %s (no snapshot there%s)", st_objstore_describe(os),
+                 n ? ", only log segments" : "");
+        rc = ST_ENOTFOUND;
+    } else {
+        fprintf(out, "restore points in %s (times in UTC; --to-time takes either form):\n",
+                st_objstore_describe(os));
+        uint64_t *tls = st_calloc(n, sizeof *tls);
+        size_t ntl = 0;
+        for (size_t i = 0; i < n; i++) {
+            size_t j = 0;
+            while (j < ntl && tls[j] != v[i].timeline)
+                j++;
+            if (j == ntl) tls[ntl++] = v[i].timeline;
+        }
+        for (size_t a = 1; a < ntl; a++) /* oldest timeline first */
+            for (size_t b = a; b > 0 && tls[b - 1] > tls[b]; b--) {
+                uint64_t t = tls[b];
+                tls[b] = tls[b - 1];
+                tls[b - 1] = t;
+            }
+        for (size_t j = 0; j < ntl; j++)
+            st__rs_list_timeline(out, os, v, n, tls[j]);
+        free(tls);
+    }
+    free(v);
     st_objstore_close(os);
     return rc;
 }

@@ -166,9 +166,25 @@ static void st__aggregate(const st_pq_meta_t *m, st_cagg_t **agg, size_t *nagg)
     }
 }
 
+/* How far a rebuild got, for a line on stderr each second (a big bucket takes a while). */
+typedef struct {
+    uint64_t tick;
+    size_t done, total, users;
+} st_rb_progress_t;
+
+static void st__progress(st_rb_progress_t *p)
+{
+    uint64_t now = st_mono_ns();
+    if (!p->tick) p->tick = now; /* the first second is quiet */
+    if (now - p->tick < 1000000000ull) return;
+    p->tick = now;
+    st_info("rebuild-meta: %zu of %zu objects read, %zu user(s) done", p->done, p->total, p->users);
+}
+
 /* One user's objects [o, o + n), sorted by seq. */
 static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o, size_t n,
-                            size_t *convs, int64_t *rows, uint64_t *max_id, uint64_t *wait)
+                            size_t *convs, int64_t *rows, uint64_t *max_id, uint64_t *wait,
+                            st_rb_progress_t *pg)
 {
     const char *u = o[0].user;
     size_t ul = o[0].ulen;
@@ -180,7 +196,8 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
     st_pq_meta_t *m = st_calloc(n, sizeof *m);
     st_coldfile_t *f = st_calloc(n, sizeof *f);
     bool *skip = st_calloc(n, sizeof *skip);
-    for (size_t i = 0; i < n && rc == ST_OK; i++) {
+    for (size_t i = 0; i < n && rc == ST_OK; i++, pg->done++) {
+        st__progress(pg);
         if ((rc = st__footer_of(obj, &o[i], &m[i])) != ST_OK) {
             st_error("rebuild: %s cannot be read; stopping", o[i].key);
             break;
@@ -245,12 +262,13 @@ int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *con
     for (size_t i = 0; i < o.n && rc == ST_OK; i++)
         rc = st_tier_writer_adopt(c->store, st_tier_key_incarnation(o.v[i].key), wait);
     uint64_t max_id = 0;
+    st_rb_progress_t pg = {.total = o.n};
     for (size_t i = 0; i < o.n && rc == ST_OK;) {
         size_t j = i + 1;
         while (j < o.n && strcmp(o.v[j].user, o.v[i].user) == 0)
             j++;
-        rc = st__rebuild_user(c, obj, o.v + i, j - i, convs, rows, &max_id, wait);
-        ++*users;
+        rc = st__rebuild_user(c, obj, o.v + i, j - i, convs, rows, &max_id, wait, &pg);
+        pg.users = ++*users;
         i = j;
     }
     if (rc == ST_OK && max_id) { /* ids never go back below what the cold tier holds */
@@ -267,4 +285,19 @@ int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *con
         free(o.v[i].key);
     free(o.v);
     return rc;
+}
+
+int st_chat_cold_census(st_objstore_t *obj, size_t *users, size_t *objects)
+{
+    st_objs_t o = {0};
+    *users = *objects = 0;
+    int rc = st_objstore_list(obj, "", st__on_object, &o);
+    if (o.n) qsort(o.v, o.n, sizeof *o.v, st__cmp_obj);
+    for (size_t i = 0; i < o.n; i++) {
+        if (i == 0 || strcmp(o.v[i].user, o.v[i - 1].user) != 0) ++*users;
+        free(o.v[i].key);
+    }
+    *objects = o.n;
+    free(o.v);
+    return rc == ST_ENOTFOUND ? ST_OK : rc;
 }

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { ST_CFG_STR, ST_CFG_U64, ST_CFG_SIZE } st_cfg_type_t;
+/* ST_CFG_TIME: µs, typed as µs or RFC 3339; ST_CFG_BOOL: a flag without a value (1 when given). */
+typedef enum { ST_CFG_STR, ST_CFG_U64, ST_CFG_SIZE, ST_CFG_TIME, ST_CFG_BOOL } st_cfg_type_t;
 
 typedef struct {
     const char *flag;
@@ -140,8 +141,14 @@ static const st_cfg_opt_t st__opts[] = {
             "covers it"),
     ST__NUM(ST_CFG_U64, backup_part_mb, "backup-part-mb", "STRATA_BACKUP_PART_MB", "16", 5, 4096,
             "MiB per part of a snapshot's multipart upload (S3 needs >= 5)"),
-    ST__NUM(ST_CFG_U64, to_time, "to-time", "STRATA_RESTORE_TO_TIME", "0", 0, INT64_MAX,
-            "strata restore: the point in time to restore (Unix µs; 0 = the newest shipped)"),
+    ST__NUM(ST_CFG_TIME, to_time, "to-time", "STRATA_RESTORE_TO_TIME", "0", 0, INT64_MAX,
+            "strata restore: the point in time to restore, RFC 3339 (2026-11-27T21:55:00Z, "
+            "2026-11-27T23:55:00.5+02:00) or Unix µs; 0 = the newest shipped"),
+    ST__NUM(ST_CFG_BOOL, restore_list, "list", "", "0", 0, 1,
+            "strata restore: print the restore points in --backup-url, then exit"),
+    ST__NUM(ST_CFG_BOOL, accept_loss, "accept-loss", "", "0", 0, 1,
+            "strata rebuild-meta: build a new store from the cold tier alone although sequences, "
+            "counters, events and hot bookings are lost (a sequence would start again at 1)"),
     ST__NUM(ST_CFG_U64, test_hooks, "test-hooks", "STRATA_TEST_HOOKS", "0", 0, 1,
             "1 enables POST /v1/admin/test/drift (tests only: corrupts counts on purpose)"),
     ST__STR(log_level, "log-level", "STRATA_LOG_LEVEL", "info", "debug, info, warn or error"),
@@ -178,6 +185,16 @@ static int st__cfg_set(st_config_t *cfg, const st_cfg_opt_t *o, const char *val,
     int rc;
     if (o->type == ST_CFG_SIZE) {
         rc = st_parse_size(val, &v);
+    } else if (o->type == ST_CFG_TIME) {
+        rc = st_parse_time_us(val, &sv);
+        v = (uint64_t)sv;
+        if (rc != ST_OK) {
+            fprintf(stderr,
+                    "strata: bad value '%s' from %s for --%s (expected RFC 3339 such as "
+                    "2026-11-27T21:55:00Z or 2026-11-27T23:55:00.250+02:00, or Unix µs)\n",
+                    val, src, o->flag);
+            return ST_EINVAL;
+        }
     } else {
         rc = st_parse_i64(val, strlen(val), &sv);
         v = (uint64_t)sv;
@@ -203,17 +220,23 @@ void st_config_defaults(st_config_t *cfg)
 void st_config_usage(FILE *out)
 {
     fprintf(out, "usage: strata [options]\n"
-                 "       strata rebuild-meta [options]   re-seed the hot store's cold metadata "
-                 "from --cold-url, then exit\n"
-                 "       strata restore --backup-url URL --data-dir DIR [--to-time MICROS] "
+                 "       strata rebuild-meta [--backup-url URL | --accept-loss] [options]\n"
+                 "                                       rebuild a lost store from --cold-url "
+                 "(and the backup), then exit\n"
+                 "       strata restore --backup-url URL --data-dir DIR [--to-time TIME] "
                  "[options]\n"
-                 "                                       build DIR from a backup, then exit\n\n"
+                 "                                       build DIR from a backup, then exit\n"
+                 "       strata restore --list --backup-url URL\n"
+                 "                                       print the restore points, then exit\n\n"
                  "strata: durable hot state for chat, ticketing and counting over HTTP and "
                  "WebSocket.\nEvery option can also be set by its environment variable.\n\n");
     for (size_t i = 0; i < ST__NOPTS; i++) {
         const st_cfg_opt_t *o = &st__opts[i];
-        fprintf(out, "  --%-20s %-26s %s (default: %s)\n", o->flag, o->env, o->help,
-                *o->def ? o->def : "unset");
+        if (o->type == ST_CFG_BOOL)
+            fprintf(out, "  --%-20s %-26s %s\n", o->flag, o->env, o->help);
+        else
+            fprintf(out, "  --%-20s %-26s %s (default: %s)\n", o->flag, o->env, o->help,
+                    *o->def ? o->def : "unset");
     }
     fprintf(out, "  --%-20s %-26s %s\n", "help", "", "print this help and exit");
     fprintf(out, "  --%-20s %-26s %s\n", "version", "", "print the version and exit");
@@ -223,12 +246,14 @@ int st_config_load(st_config_t *cfg, int argc, char **argv)
 {
     st_config_defaults(cfg);
     for (size_t i = 0; i < ST__NOPTS; i++) {
-        const char *v = getenv(st__opts[i].env);
+        const char *v = *st__opts[i].env ? getenv(st__opts[i].env) : NULL;
         if (v && st__cfg_set(cfg, &st__opts[i], v, st__opts[i].env) != ST_OK) return ST_EINVAL;
     }
     struct option longopts[ST__NOPTS + 3];
     for (size_t i = 0; i < ST__NOPTS; i++)
-        longopts[i] = (struct option){st__opts[i].flag, required_argument, NULL, (int)i};
+        longopts[i] = (struct option){
+            st__opts[i].flag, st__opts[i].type == ST_CFG_BOOL ? no_argument : required_argument,
+            NULL, (int)i};
     longopts[ST__NOPTS] = (struct option){"help", no_argument, NULL, 'h' + 1000};
     longopts[ST__NOPTS + 1] = (struct option){"version", no_argument, NULL, 'v' + 1000};
     longopts[ST__NOPTS + 2] = (struct option){0, 0, 0, 0};
@@ -251,7 +276,8 @@ int st_config_load(st_config_t *cfg, int argc, char **argv)
                     argv[optind - 1]);
             return ST_EINVAL;
         }
-        if (st__cfg_set(cfg, &st__opts[c], optarg, "the command line") != ST_OK) return ST_EINVAL;
+        const char *val = st__opts[c].type == ST_CFG_BOOL ? "1" : optarg;
+        if (st__cfg_set(cfg, &st__opts[c], val, "the command line") != ST_OK) return ST_EINVAL;
     }
     if (optind < argc) {
         fprintf(stderr, "strata: unexpected argument '%s' (see --help)\n", argv[optind]);

@@ -123,6 +123,46 @@ TEST(parse_i64_rejects_junk_and_overflow)
     CHECK_EQ(st_parse_i64("-", 1, &v), ST_EINVAL);
 }
 
+/* --to-time (issue 38.5): RFC 3339 in any offset and with any fraction is the same µs. */
+TEST(parse_time_takes_rfc3339_and_micros)
+{
+    int64_t v;
+    CHECK_EQ(st_parse_time_us("1795816486524214", &v), ST_OK);
+    CHECK(v == 1795816486524214);
+    CHECK_EQ(st_parse_time_us("2026-11-27T21:55:00Z", &v), ST_OK);
+    CHECK(v == 1795816500000000);
+    CHECK_EQ(st_parse_time_us("2026-11-27T23:55:00.5+02:00", &v), ST_OK);
+    CHECK(v == 1795816500500000);
+    CHECK_EQ(st_parse_time_us("2026-11-27t16:25:00.0000019-05:30", &v), ST_OK);
+    CHECK(v == 1795816500000001); /* finer than µs is cut */
+    CHECK_EQ(st_parse_time_us("2024-02-29T00:00:00Z", &v), ST_OK);
+    CHECK(v == 1709164800000000);
+    CHECK_EQ(st_parse_time_us("1970-01-01T00:00:00Z", &v), ST_OK);
+    CHECK(v == 0);
+    const char *bad[] = {"",
+                         "2026-11-27",
+                         "2026-11-27T21:55:00",
+                         "2026-11-27T21:55Z",
+                         "2026-02-29T00:00:00Z",
+                         "2026-13-01T00:00:00Z",
+                         "2026-11-27T24:00:00Z",
+                         "2026-11-27T21:55:00.Z",
+                         "2026-11-27T21:55:00+2:00",
+                         "2026-11-27T21:55:00Z ",
+                         "1969-12-31T23:59:59Z",
+                         "-5",
+                         "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECK_EQ(st_parse_time_us(bad[i], &v), ST_EINVAL);
+    char buf[40];
+    st_format_time_us(1795816500500001, buf, sizeof buf);
+    CHECK_STR(buf, "2026-11-27T21:55:00.500001Z");
+    st_format_time_us(1709164800000000, buf, sizeof buf);
+    CHECK_STR(buf, "2024-02-29T00:00:00.000000Z");
+    CHECK_EQ(st_parse_time_us(buf, &v), ST_OK);
+    CHECK(v == 1709164800000000);
+}
+
 TEST(parse_size_understands_suffixes)
 {
     uint64_t v;

@@ -108,7 +108,7 @@ test('restore refuses a non-empty data dir and a backup with nothing in it', asy
   try {
     const res = await restore(path.join(dir, 'x'), `file://${dir}/nothing`);
     assert.notEqual(res.code, 0);
-    assert.match(res.err, /no snapshot/);
+    assert.match(res.err, /no backup found at file:\/\/\S*nothing/);
     const s = await startStrata({ dataDir: path.join(dir, 'd'), args: ['--backup-url', `file://${dir}/b`] });
     await shipped(s);
     await s.stop();

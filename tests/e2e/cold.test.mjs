@@ -318,7 +318,7 @@ describe('cold tier triggers and crashes', () => {
     await s.stop();
     // the hot store is lost; the cold tier is not
     for (const f of ['data.mdb', 'lock.mdb', 'strata.wal']) rmSync(path.join(dir, f), { force: true });
-    const r = spawnSync(BIN, ['rebuild-meta', '--data-dir', dir], { encoding: 'utf8' });
+    const r = spawnSync(BIN, ['rebuild-meta', '--data-dir', dir, '--accept-loss'], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stderr, /rebuild-meta: 3 users, \d+ conversations, 120 cold messages/);
     s = await startStrata({ dataDir: dir, args: ['--flush-interval', '3600'] });

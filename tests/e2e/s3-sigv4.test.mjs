@@ -109,7 +109,7 @@ test('keys and prefixes of any bytes, a list past 1,000 keys and rebuild-meta: e
     // 1,100 strangers' objects sort before strata's: rebuild-meta must page through them
     await junk(port, (i) => `/cold/${prefix}/!junk/${i}`, 1100);
     for (const f of ['data.mdb', 'lock.mdb', 'strata.wal']) rmSync(path.join(dir, 'd', f), { force: true });
-    const r = await run(['rebuild-meta', '--data-dir', path.join(dir, 'd'), ...args]);
+    const r = await run(['rebuild-meta', '--data-dir', path.join(dir, 'd'), '--accept-loss', ...args]);
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stderr, new RegExp(`rebuild-meta: ${users.length} users`));
     const pages = proxy.log.filter((l) => /^GET \/cold\?continuation-token=[^&]+&list-type=2&prefix=\S+ 200$/.test(l));
@@ -252,7 +252,7 @@ test('virtual-hosted style (--s3-path-style off) and path style (the default wit
     await s.stop();
     assert.deepEqual([...proxy.hosts], [`cold.localhost:${port}`]);
     for (const f of ['data.mdb', 'lock.mdb', 'strata.wal']) rmSync(path.join(dir, 'v', f), { force: true });
-    const r = await run(['rebuild-meta', '--data-dir', path.join(dir, 'v'), ...vargs], { STRATA_S3_PATH_STYLE: 'off' });
+    const r = await run(['rebuild-meta', '--data-dir', path.join(dir, 'v'), '--accept-loss', ...vargs], { STRATA_S3_PATH_STYLE: 'off' });
     assert.equal(r.status, 0, r.stderr);
     assert.ok(proxy.log.some((l) => l.startsWith('GET /?list-type=2&prefix=v%2F ')), 'the bucket listed at its root');
     s = await startStrata({ dataDir: path.join(dir, 'v'), args: [...vargs, '--s3-path-style', 'off'] });

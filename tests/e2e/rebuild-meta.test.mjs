@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: MIT
+// `strata rebuild-meta` over a lost data dir (SPEC §9, issue 38 item 2): the cold tier holds
+// messages only, so a rebuild from it alone would restart every sequence at 1 and lose counters,
+// events and hot bookings. It refuses (non-zero, naming what is lost, writing nothing) unless
+// --backup-url supplies them or --accept-loss is given; an empty cold tier is refused too.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { BIN, startStrata, tempDir } from './lib.mjs';
+import { waitFor } from './cold-lib.mjs';
+import { metric, ok, shipped } from './backup-lib.mjs';
+
+function run(args) {
+  return new Promise((resolve) => {
+    const p = spawn(BIN, args);
+    let out = '', err = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.stderr.on('data', (d) => { err += d; });
+    p.on('close', (code) => resolve({ code, out, err }));
+  });
+}
+
+// Sequence 101 issued, a counter, distinct members, an event with a held booking, messages
+// flushed to the cold tier and more still hot. Returns what must come back.
+async function writeAll(s) {
+  const w = {};
+  w.seq = (await ok(s, 'POST', '/v1/sequences/invoice/next', { count: 101 })).json.last;
+  assert.equal(w.seq, 101);
+  for (let i = 0; i < 4; i++) await ok(s, 'POST', '/v1/counters/visits/incr', { by: 5 });
+  for (const m of ['ann', 'bob', 'ann']) await ok(s, 'POST', '/v1/counters/people/distinct', { member: m });
+  await ok(s, 'POST', '/v1/events', { event_id: 'gig', hold_seconds: 3600, sections: [{ name: 'A', rows: 2, cols: 5, price: 100 }] }, {}, 201);
+  w.held = (await ok(s, 'POST', '/v1/events/gig/bookings', { section: 'A', seats: ['1-1', '1-2'] }, {}, 201)).json;
+  for (let i = 0; i < 5; i++) await ok(s, 'POST', '/v1/users/alice/messages', { conversation_id: 'c1', from: 'a', content: `cold ${i}` }, {}, 201);
+  await ok(s, 'POST', '/v1/admin/flush', undefined, {}, 202);
+  await waitFor('the flush', async () => (await s.req('GET', '/v1/users/alice/stats')).json.cold_messages === 5);
+  for (let i = 0; i < 2; i++) await ok(s, 'POST', '/v1/users/alice/messages', { conversation_id: 'c1', from: 'b', content: `hot ${i}` }, {}, 201);
+  w.messages = (await ok(s, 'GET', '/v1/users/alice/messages?limit=100')).json.messages;
+  assert.equal(w.messages.length, 7);
+  w.event = (await ok(s, 'GET', '/v1/events/gig')).json;
+  return w;
+}
+
+// A node with a cold tier and (when bk) a backup, written to, then lost: data dir deleted.
+async function lostNode(dir, bk) {
+  const args = ['--cold-url', `file://${dir}/cold`, '--flush-interval', '3600'];
+  if (bk) args.push('--backup-url', bk, '--backup-interval', '100');
+  const s = await startStrata({ dataDir: path.join(dir, 'data'), args });
+  try {
+    if (bk) await waitFor('the first snapshot', async () => (await metric(s, 'strata_backup_snapshots_total')) >= 1);
+    const w = await writeAll(s);
+    if (bk) await shipped(s);
+    return w;
+  } finally {
+    await s.kill9();
+    rmSync(path.join(dir, 'data'), { recursive: true, force: true });
+  }
+}
+
+test('regression: rebuild-meta over a lost data dir refuses to restart sequences (exit non-zero, names what is lost, writes nothing)', async () => {
+  const dir = tempDir('rbm');
+  try {
+    await lostNode(dir);
+    const data = path.join(dir, 'data');
+    const r = await run(['rebuild-meta', '--data-dir', data, '--cold-url', `file://${dir}/cold`]);
+    assert.notEqual(r.code, 0, `rebuild-meta must not succeed without the lost state:\n${r.err}`);
+    assert.match(r.err, /sequences \(numbers already issued would be issued again\)/);
+    assert.match(r.err, /counters/);
+    assert.match(r.err, /events and their bookings still hot/);
+    assert.match(r.err, /--backup-url URL .* or --accept-loss/);
+    assert.match(r.err, /holds 1 object\(s\) of 1 user\(s\)/, 'it says what the cold tier does hold');
+    assert.ok(!existsSync(path.join(data, 'data.mdb')), 'no store a later start would use');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('rebuild-meta --backup-url: sequences continue past their old last, counters, events and bookings come back, messages from cold and backup', async () => {
+  const dir = tempDir('rbm');
+  const bk = `file://${dir}/bk`;
+  let s;
+  try {
+    const w = await lostNode(dir, bk);
+    const data = path.join(dir, 'data');
+    const args = ['--cold-url', `file://${dir}/cold`];
+    const r = await run(['rebuild-meta', '--data-dir', data, '--backup-url', bk, ...args]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.err, /rebuild-meta: from the backup: snapshot \S+ \+ \d+ record\(s\)/);
+    assert.match(r.err, /rebuild-meta: 1 users, 1 conversations, 5 cold messages/);
+    assert.deepEqual(readdirSync(data).sort(), ['data.mdb'], 'the scratch dir is gone');
+    // run again into a dir that now holds a store: --backup-url is refused, nothing changed
+    const again = await run(['rebuild-meta', '--data-dir', data, '--backup-url', bk, ...args]);
+    assert.notEqual(again.code, 0);
+    assert.match(again.err, /holds one \(data\.mdb\)/);
+    s = await startStrata({ dataDir: data, args });
+    assert.equal((await ok(s, 'GET', '/v1/sequences/invoice')).json.last >= 101, true);
+    const next = (await ok(s, 'POST', '/v1/sequences/invoice/next')).json;
+    assert.ok(next.first > w.seq, `number ${next.first} was issued before (last was ${w.seq})`);
+    assert.equal((await ok(s, 'GET', '/v1/counters/visits')).json.value, 20);
+    assert.equal((await ok(s, 'GET', '/v1/counters/people')).json.value, 2);
+    assert.equal((await ok(s, 'POST', '/v1/counters/people/distinct', { member: 'bob' })).json.added, false);
+    const ev = (await ok(s, 'GET', '/v1/events/gig')).json;
+    assert.deepEqual(ev.sections, w.event.sections);
+    const held = (await ok(s, 'GET', `/v1/bookings/${w.held.booking_id}`)).json;
+    assert.equal(held.status, 'reserved');
+    assert.deepEqual(held.seats, ['1-1', '1-2']);
+    assert.deepEqual((await ok(s, 'GET', '/v1/users/alice/messages?limit=100')).json.messages, w.messages);
+    const stats = (await ok(s, 'GET', '/v1/users/alice/stats')).json;
+    assert.equal(stats.cold_messages, 5);
+    assert.equal(stats.hot_messages, 2);
+  } finally {
+    if (s) await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('rebuild-meta --accept-loss rebuilds the messages from cold and exits 0, saying what was lost', async () => {
+  const dir = tempDir('rbm');
+  let s;
+  try {
+    const w = await lostNode(dir);
+    const data = path.join(dir, 'data');
+    const args = ['--cold-url', `file://${dir}/cold`];
+    const r = await run(['rebuild-meta', '--data-dir', data, '--accept-loss', ...args]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.err, /--accept-loss: not rebuilt, lost: sequences/);
+    assert.match(r.err, /rebuild-meta: 1 users, 1 conversations, 5 cold messages/);
+    s = await startStrata({ dataDir: data, args });
+    assert.deepEqual((await ok(s, 'GET', '/v1/users/alice/messages?limit=100')).json.messages, w.messages.slice(0, 5));
+  } finally {
+    if (s) await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('rebuild-meta over an empty or missing cold dir says nothing was found and exits non-zero (0 with --accept-loss)', async () => {
+  const dir = tempDir('rbm');
+  try {
+    mkdirSync(path.join(dir, 'empty'));
+    for (const cold of ['empty', 'missing']) {
+      const data = path.join(dir, `data-${cold}`);
+      const r = await run(['rebuild-meta', '--data-dir', data, '--cold-url', `file://${dir}/${cold}`]);
+      assert.notEqual(r.code, 0, cold);
+      assert.match(r.err, new RegExp(`no cold objects found at file://${dir}/${cold}: nothing to rebuild from`), cold);
+      assert.doesNotMatch(r.err, /0 users/);
+      assert.ok(!existsSync(path.join(data, 'data.mdb')), cold);
+    }
+    assert.ok(!existsSync(path.join(dir, 'missing')), 'a missing cold dir is not created');
+    const r = await run(['rebuild-meta', '--data-dir', path.join(dir, 'd'), '--cold-url', `file://${dir}/empty`, '--accept-loss']);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.err, /no cold objects found/);
+    assert.ok(existsSync(path.join(dir, 'd', 'data.mdb')));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

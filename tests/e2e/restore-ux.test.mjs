@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: MIT
+// Driving a restore (SPEC §9 v4, issue 38 item 5): `restore --list` prints the restore points,
+// --to-time takes RFC 3339 as well as µs, and a mistake is named by its flag and value.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { BIN, sleep, startStrata, tempDir } from './lib.mjs';
+import { ok, restore, shipped } from './backup-lib.mjs';
+
+function run(args) {
+  return new Promise((resolve) => {
+    const p = spawn(BIN, args);
+    let out = '', err = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.stderr.on('data', (d) => { err += d; });
+    p.on('close', (code) => resolve({ code, out, err }));
+  });
+}
+
+// "2026-11-27T21:55:00.123456Z" → µs, independently of strata's own conversion.
+const rfcMicros = (s) => {
+  const m = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{6})Z$/.exec(s);
+  assert.ok(m, s);
+  return BigInt(Date.parse(`${m[1]}Z`)) * 1000n + BigInt(m[2]);
+};
+
+// µs → RFC 3339 with µs, written in the zone offsetMin minutes east of UTC.
+function rfcOf(us, offsetMin) {
+  const local = new Date(Number(us / 1000n) + offsetMin * 60000).toISOString().slice(0, 19);
+  const frac = String(us % 1000000n).padStart(6, '0');
+  if (!offsetMin) return `${local}.${frac}Z`;
+  const a = Math.abs(offsetMin);
+  return `${local}.${frac}${offsetMin < 0 ? '-' : '+'}${String(a / 60 | 0).padStart(2, '0')}:${String(a % 60).padStart(2, '0')}`;
+}
+
+// A backup with counter t at 3 before `mid` and 5 after it.
+async function backupWithMiddle(dir) {
+  const url = `file://${dir}/b`;
+  const s = await startStrata({ dataDir: path.join(dir, 'd'), args: ['--backup-url', url, '--backup-interval', '100'] });
+  try {
+    await shipped(s);
+    for (let i = 0; i < 3; i++) await ok(s, 'POST', '/v1/counters/t/incr', { by: 1 });
+    await sleep(30);
+    const mid = BigInt(Date.now()) * 1000n + 123n; // µs digits the ms clock never has
+    await sleep(30);
+    for (let i = 0; i < 2; i++) await ok(s, 'POST', '/v1/counters/t/incr', { by: 1 });
+    await shipped(s);
+    return { url, mid };
+  } finally {
+    await s.stop();
+  }
+}
+
+test('restore --list prints each timeline\'s snapshots and records with times in RFC 3339 and µs', async () => {
+  const dir = tempDir('rux');
+  try {
+    const { url } = await backupWithMiddle(dir);
+    const r = await run(['restore', '--list', '--backup-url', url]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, new RegExp(`^restore points in ${url} `, 'm'));
+    assert.match(r.out, /^timeline [0-9a-f]{16}$/m);
+    const snap = /^ {2}snapshot (\S+) \((\d+) µs\) seq \d+, [\d.]+ MiB$/m.exec(r.out);
+    assert.ok(snap, r.out);
+    assert.equal(rfcMicros(snap[1]), BigInt(snap[2]));
+    const recs = /^ {2}records {2}seq (\d+)\.\.(\d+) in \d+ segment\(s\), (\S+) \((\d+) µs\) \.\. (\S+) \((\d+) µs\)$/m.exec(r.out);
+    assert.ok(recs, r.out);
+    assert.ok(Number(recs[2]) >= 5, 'every write is in the records');
+    assert.equal(rfcMicros(recs[5]), BigInt(recs[6]));
+    const range = /^ {2}--to-time from (\S+) \((\d+) µs\) to (\S+) \((\d+) µs\)$/m.exec(r.out);
+    assert.ok(range, r.out);
+    assert.equal(range[2], snap[2]);
+    assert.equal(range[4], recs[6], 'the newest point is the last record\'s commit time');
+    // the newest point as listed, in RFC 3339: everything is restored
+    const res = await restore(path.join(dir, 'last'), url, ['--to-time', range[3]]);
+    assert.equal(res.code, 0, res.err);
+    const s = await startStrata({ dataDir: path.join(dir, 'last') });
+    try {
+      assert.equal((await ok(s, 'GET', '/v1/counters/t')).json.value, 5);
+    } finally {
+      await s.stop();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('--to-time in RFC 3339 (Z, fraction, offsets) restores the same point as the same µs', async () => {
+  const dir = tempDir('rux');
+  try {
+    const { url, mid } = await backupWithMiddle(dir);
+    const forms = [String(mid), rfcOf(mid, 0), rfcOf(mid, 120), rfcOf(mid, -330)];
+    assert.match(forms[2], /\+02:00$/);
+    const lines = [];
+    for (const [i, f] of forms.entries()) {
+      const res = await restore(path.join(dir, `r${i}`), url, ['--to-time', f]);
+      assert.equal(res.code, 0, `${f}: ${res.err}`);
+      lines.push(res.out.replace(path.join(dir, `r${i}`), 'DIR'));
+    }
+    for (const l of lines.slice(1)) assert.equal(l, lines[0]);
+    const s = await startStrata({ dataDir: path.join(dir, 'r2') });
+    try {
+      assert.equal((await ok(s, 'GET', '/v1/counters/t')).json.value, 3, 'the state as of mid');
+    } finally {
+      await s.stop();
+    }
+    const bad = await restore(path.join(dir, 'bad'), url, ['--to-time', '2026-11-27 lunch']);
+    assert.equal(bad.code, 2);
+    assert.match(bad.err, /bad value '2026-11-27 lunch' from the command line for --to-time \(expected RFC 3339/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a --backup-url that is no URL and a backup dir that is missing are named as such', async () => {
+  const dir = tempDir('rux');
+  try {
+    const plain = path.join(dir, 'bk');
+    for (const args of [['restore', '--data-dir', path.join(dir, 'x')], ['restore', '--list'], ['rebuild-meta', '--data-dir', path.join(dir, 'y')], []]) {
+      const r = await run([...args, '--backup-url', plain]);
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.err}`);
+      assert.match(r.err, new RegExp(`--backup-url must be file://DIR or s3://BUCKET\\[/PREFIX\\], not '${plain}'`));
+      assert.doesNotMatch(r.err, /--cold-url/);
+    }
+    const missing = `file://${dir}/nothing`;
+    const r = await restore(path.join(dir, 'x'), missing);
+    assert.notEqual(r.code, 0);
+    assert.match(r.err, new RegExp(`no backup found at ${missing}`));
+    assert.doesNotMatch(r.err, /requested time/);
+    const l = await run(['restore', '--list', '--backup-url', missing]);
+    assert.notEqual(l.code, 0);
+    assert.match(l.err, new RegExp(`no backup found at ${missing}`));
+    assert.ok(!existsSync(path.join(dir, 'nothing')), 'a mistyped backup dir is not created');
+    assert.ok(!existsSync(path.join(dir, 'x')), 'nor the data dir of a restore that cannot start');
+    const empty = await restore(path.join(dir, 'z'), `file://${dir}`); // exists, holds no backup
+    assert.notEqual(empty.code, 0);
+    assert.match(empty.err, new RegExp(`no backup found at file://${dir} \\(no snapshot there\\)`));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
