@@ -32,7 +32,7 @@ typedef struct {
     size_t conv_len;
     uint64_t after, before; /* exclusive bounds; 0 = none */
     size_t limit;
-    bool desc;
+    bool desc; /* st_chat_each: newest first; st_chat_messages: the page's order */
 } st_message_query_t;
 
 int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id);
@@ -43,9 +43,15 @@ void st_chat_resync(st_chat_t *c);
 
 /* Appends {"msg_id","conversation_id","seq","timestamp"}. */
 int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t *wait);
-/* Appends {"messages":[…],"next":cursor|null}; the cursor is the last msg_id returned. */
+/* Appends {"messages":[…],"next":cursor|null} (SPEC §2): the q->limit messages next to the
+ * anchor — just before `before` when only it is given, just after `after` when only it is,
+ * otherwise from the end q->desc starts at — listed in q->desc's order. The cursor is the last
+ * msg_id walked from the anchor: the next page goes on the same way (st_chat_walks_back). */
 int st_chat_messages(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
                      st_buf_t *out, uint64_t *wait);
+/* Whether st_chat_messages walks q from the newest end down (a next page's cursor then bounds
+ * `before`, else `after`). */
+bool st_chat_walks_back(const st_message_query_t *q);
 /* Newest updated first; cursor from a previous page's next (NULL for the first page). */
 int st_chat_conversations(st_chat_t *c, const char *user, size_t ulen, const char *cursor,
                           size_t clen, size_t limit, st_buf_t *out, uint64_t *wait);

@@ -30,6 +30,7 @@
     X(TOOLARGE, 413, "payload_too_large", "request body too large")                                \
     X(IDEMREUSED, 422, "idempotency_key_reused",                                                   \
       "the Idempotency-Key was first used with another request")                                   \
+    X(UPGRADE, 426, "upgrade_required", "this route needs a WebSocket upgrade")                    \
     X(RATE, 429, "too_many_requests", "too many requests")                                         \
     X(HEADERS, 431, "headers_too_large", "request headers too large")                              \
     X(INTERNAL, 500, "internal", "internal error")                                                 \

@@ -220,24 +220,50 @@ static int st__walk_msg(void *arg, const void *key, size_t klen, const void *val
 typedef struct {
     st_buf_t *out;
     size_t n;
+    /* walked against the page's order: the messages wait here ([offset, length] in held) and
+     * are listed in reverse once the walk is done */
+    bool hold;
+    st_buf_t held;
+    ST_VEC(size_t) at;
 } st_page_t;
 
 static void st__page_add(void *arg, uint64_t msg_id, const char *json, size_t len)
 {
     st_page_t *p = arg;
     (void)msg_id;
+    if (p->hold) {
+        st_vec_push(&p->at, p->held.len);
+        st_vec_push(&p->at, len);
+        st_buf_append(&p->held, json, len);
+        return;
+    }
     if (p->n++) st_buf_appendc(p->out, ',');
     st_buf_append(p->out, json, len);
+}
+
+bool st_chat_walks_back(const st_message_query_t *q)
+{
+    if (q->before && !q->after) return true;  /* "load older": the page just before */
+    if (q->after && !q->before) return false; /* the page just after */
+    return q->desc;                           /* neither or both: from the end the order names */
 }
 
 int st_chat_messages(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
                      st_buf_t *out, uint64_t *wait)
 {
-    st_page_t page = {out, 0};
+    st_message_query_t wq = *q;
+    wq.desc = st_chat_walks_back(q);
+    st_page_t page = {.out = out, .hold = wq.desc != q->desc};
     bool more;
     uint64_t last;
     st_buf_puts(out, "{\"messages\":[");
-    int rc = st_chat_each(c, user, ulen, q, st__page_add, &page, &more, &last, wait);
+    int rc = st_chat_each(c, user, ulen, &wq, st__page_add, &page, &more, &last, wait);
+    for (size_t i = page.at.n; rc == ST_OK && i > 0; i -= 2) {
+        if (i < page.at.n) st_buf_appendc(out, ',');
+        st_buf_append(out, page.held.data + page.at.v[i - 2], page.at.v[i - 1]);
+    }
+    st_buf_free(&page.held);
+    st_vec_free(&page.at);
     if (rc) return rc;
     st_buf_puts(out, "],\"next\":");
     if (more) {

@@ -110,8 +110,8 @@ int st_api_message_list(st_ctx_t *c)
         (rc = st__id_param(c, "cursor", &cursor)))
         return rc;
     if (cursor) {
-        /* the next page continues past the last message of the previous one */
-        if (q.desc)
+        /* the next page continues past the last message of the previous one, the same way */
+        if (st_chat_walks_back(&q))
             q.before = q.before && q.before < cursor ? q.before : cursor;
         else
             q.after = q.after > cursor ? q.after : cursor;

@@ -68,10 +68,13 @@ int st_api_cluster_announce(st_ctx_t *c)
     return ST_OK;
 }
 
+/* Every /v1 route but the group's own and /v1/stream (every member serves streams, and
+ * answers one sent without its upgrade itself). */
 static bool st__gated(const st_http_request_t *r)
 {
-    static const char cluster[] = "/v1/cluster";
+    static const char cluster[] = "/v1/cluster", stream[] = "/v1/stream";
     if (r->path_len < 4 || memcmp(r->path, "/v1/", 4) != 0) return false;
+    if (r->path_len == sizeof stream - 1 && memcmp(r->path, stream, r->path_len) == 0) return false;
     return !(r->path_len == sizeof cluster - 1 && memcmp(r->path, cluster, r->path_len) == 0);
 }
 

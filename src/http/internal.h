@@ -180,6 +180,7 @@ int st_api_user_stats(st_ctx_t *c);
 int st_api_healthz(st_ctx_t *c);
 int st_api_metrics(st_ctx_t *c);
 int st_api_openapi(st_ctx_t *c);
+int st_api_stream_plain(st_ctx_t *c);
 int st_api_admin_flush(st_ctx_t *c);
 int st_api_admin_compact(st_ctx_t *c);
 int st_api_admin_reconcile(st_ctx_t *c);

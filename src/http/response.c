@@ -40,6 +40,8 @@ const char *st_http_reason(int status)
         return "Payload Too Large";
     case 422:
         return "Unprocessable Content";
+    case 426:
+        return "Upgrade Required";
     case 429:
         return "Too Many Requests";
     case 431:

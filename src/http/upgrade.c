@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * WebSocket upgrades seen from the HTTP side: the handshake checks of RFC 6455 §4.2.1 and the
- * token of the stream (SPEC §3). A refused upgrade is answered here with a 400 or 401; one that
- * passes is handed to libwebsockets as a minimal request carrying only what its handshake needs,
- * so a request with headers up to --max-header upgrades, and a handshake libwebsockets would
- * refuse never reaches it.
+ * token of the stream (SPEC §3). A refused upgrade is answered here with a 400 or 401 (and a
+ * plain GET /v1/stream, no upgrade at all, with 426); one that passes is handed to
+ * libwebsockets as a minimal request carrying only what its handshake needs, so a request with
+ * headers up to --max-header upgrades, and a handshake libwebsockets would refuse never reaches
+ * it.
  */
 #include "internal.h"
 
@@ -134,4 +135,14 @@ int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_
     *subject = c.subject;
     *exp_us = c.token_exp_us;
     return ST_OK;
+}
+
+/* GET /v1/stream sent as a plain request (no Upgrade: websocket with Connection: Upgrade):
+ * 426 upgrade_required (SPEC §3, v4), naming the upgrade RFC 9110 §15.5.22 asks for. */
+int st_api_stream_plain(st_ctx_t *c)
+{
+    c->extra_headers = "Upgrade: websocket\r\n";
+    return st_ctx_error(c, ST_EUPGRADE,
+                        "GET /v1/stream is a WebSocket: send it with Upgrade: websocket and "
+                        "Connection: Upgrade");
 }

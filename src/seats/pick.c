@@ -191,6 +191,8 @@ static void st__ga_first(st_section_t *sec, int64_t q, uint32_t *out)
     ST_ASSERT(got == q);
 }
 
+/* Together comes first (SPEC v4 §4.1): one row without an orphan, else one row leaving one,
+ * and only then a split over runs (which again avoids an orphan when as many blocks can). */
 bool st__best(st_section_t *sec, int64_t q, bool allow_orphans, uint32_t *out)
 {
     if (sec->c.available < q) return false;

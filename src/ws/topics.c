@@ -144,7 +144,8 @@ static void st__replay_unparked(void *arg)
  * the subscription turns live in the same loop turn: every message is either in the replay or
  * live, never both, never neither. A page that needs cold data not in memory sends nothing and
  * parks until the cold cache has it (live messages keep going through the replay meanwhile).
- * A page that fails ends the subscription, which cannot go on without a gap: error unavailable,
+ * A page that fails ends the subscription, which cannot go on without a gap: an error with the
+ * failure's HTTP code (cold_unavailable, unavailable),
  * and false (the caller frees it; the client subscribes again with `after`). */
 static bool st__replay_step(st_ws_t *ws, st_wssub_t *s)
 {
@@ -173,7 +174,8 @@ static bool st__replay_step(st_ws_t *ws, st_wssub_t *s)
     st_tier_release(ws->app->tier, s->cold_wait);
     s->cold_wait = NULL;
     if (rc != ST_OK) {
-        st__ws_send_error(ws, c, s->id, "unavailable",
+        /* the HTTP code of the failure (SPEC §3, v4): cold_unavailable for unreadable cold data */
+        st__ws_send_error(ws, c, s->id, st_err_code(rc),
                           "replay failed; the subscription ended: subscribe again with after");
     } else if (!more) {
         st__ws_prefix(&r.prefix, "replay_done", s->id);
@@ -201,10 +203,14 @@ void st__ws_replay_more(st_ws_t *ws, st_wsconn_t *c)
 
 /* ---- subscribe ---- */
 
-static int st__parse_after(const cJSON *after, uint64_t *out)
+/* `after` of a messages subscription: absent or null (SPEC §3, v4) is no replay, *given false;
+ * otherwise a msg_id string, "0" replaying everything. */
+static int st__parse_after(const cJSON *after, uint64_t *out, bool *given)
 {
     *out = 0;
+    *given = false;
     if (!after || cJSON_IsNull(after)) return ST_OK;
+    *given = true;
     const char *a = cJSON_IsString(after) ? after->valuestring : "";
     size_t n = strlen(a);
     bool ok = n > 0 && n <= 20;
@@ -228,7 +234,7 @@ static st_wssub_t *st__sub_find(st_wsconn_t *c, const char *id)
 /* Checks a subscribe request; on error a frame has been queued and the result is not ST_OK. */
 static int st__check_subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJSON *j,
                                st_topic_t *topic, const cJSON **name, const cJSON **conv,
-                               uint64_t *after)
+                               uint64_t *after, bool *replay)
 {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "topic");
     const char *ts = cJSON_IsString(t) ? t->valuestring : "";
@@ -256,15 +262,17 @@ static int st__check_subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, cons
     }
     *conv = NULL;
     *after = 0;
+    *replay = false;
     if (*topic == ST_TOPIC_MESSAGES) {
         *conv = cJSON_GetObjectItemCaseSensitive(j, "conversation_id");
+        if (cJSON_IsNull(*conv)) *conv = NULL; /* null is absent (SPEC §3, v4) */
         if (*conv && !(cJSON_IsString(*conv) &&
                        st_name_valid((*conv)->valuestring, strlen((*conv)->valuestring)))) {
             st__ws_send_error(ws, c, id, "invalid_argument",
                               "'conversation_id' must be 1-255 characters of [A-Za-z0-9_.:-]");
             return ST_EINVAL;
         }
-        if (st__parse_after(cJSON_GetObjectItemCaseSensitive(j, "after"), after) != ST_OK) {
+        if (st__parse_after(cJSON_GetObjectItemCaseSensitive(j, "after"), after, replay) != ST_OK) {
             st__ws_send_error(ws, c, id, "invalid_argument", "'after' must be a msg_id string");
             return ST_EINVAL;
         }
@@ -315,8 +323,14 @@ static bool st__sub_start(st_ws_t *ws, st_wssub_t *s)
     st__ws_prefix(&b, "subscribed", id);
     b.data[b.len - 1] = '}';
     st__ws_queue_buf(ws, c, &b, 0);
-    if (s->topic == ST_TOPIC_MESSAGES) {
+    if (s->topic == ST_TOPIC_MESSAGES && s->replaying) {
         if (!st__replay_step(ws, s)) ok = false;
+    } else if (s->topic == ST_TOPIC_MESSAGES) {
+        /* no `after`: no replay (SPEC §3, v4); live from here, every message staged from now on
+         * (st__ws_message_posted finds the channel) and none before */
+        st__ws_prefix(&b, "replay_done", id);
+        b.data[b.len - 1] = '}';
+        st__ws_queue_buf(ws, c, &b, s->fence);
     } else if (s->topic == ST_TOPIC_SEATS) {
         st__ws_prefix(&b, "seats", id);
         st_buf_puts(&b, "\"event_id\":");
@@ -334,7 +348,9 @@ static bool st__sub_start(st_ws_t *ws, st_wssub_t *s)
             st_buf_append_json_str(&b, nm, strlen(nm));
             st_buf_puts(&b, ",\"value\":");
             st_buf_append_i64(&b, st_counter_value(&ctr));
-            st_buf_appendc(&b, '}');
+            /* the snapshot says whether the counter exists: one never written reads 0 here and
+             * 404 over HTTP (SPEC §1); updates mean it does */
+            st_buf_puts(&b, rc == ST_OK ? ",\"exists\":true}" : ",\"exists\":false}");
             st__ws_queue_buf(ws, c, &b, wait > s->fence ? wait : s->fence);
         }
     }
@@ -392,14 +408,15 @@ static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
     st_topic_t topic;
     const cJSON *name, *conv;
     uint64_t after;
-    if (st__check_subscribe(ws, c, id, j, &topic, &name, &conv, &after) != ST_OK) return;
+    bool replay;
+    if (st__check_subscribe(ws, c, id, j, &topic, &name, &conv, &after, &replay) != ST_OK) return;
     const char *nm = name->valuestring;
     st_wssub_t *s = st_calloc(1, sizeof *s);
     s->conn = c;
     s->topic = topic;
     s->conv = conv ? st_strndup(conv->valuestring, strlen(conv->valuestring)) : NULL;
     s->cursor = after;
-    s->replaying = topic == ST_TOPIC_MESSAGES;
+    s->replaying = replay;
     s->id = st_strndup(id, strlen(id));
     s->name = st_strndup(nm, strlen(nm));
     st_list_push_front(&c->subs, &s->link);

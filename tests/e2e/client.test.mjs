@@ -175,7 +175,7 @@ describe('the client against the real server', () => {
     for (let i = 0; i < 3; i++) await alice.postMessage('alice', { conversation_id: 'r', from: 'alice', content: `before ${i}` });
     await db.incr('rc', 3);
     await db.createEvent({ event_id: 'rgig', sections: [{ name: 'A', rows: 1, cols: 2 }] });
-    const st = alice.stream({ topic: 'messages', user: 'alice', conversation_id: 'r' }, { onMessage: (m) => got.push(m), onState: (x) => states.push(x) });
+    const st = alice.stream({ topic: 'messages', user: 'alice', conversation_id: 'r', after: '0' }, { onMessage: (m) => got.push(m), onState: (x) => states.push(x) });
     const ct = db.stream({ topic: 'counter', name: 'rc' }, { onCounter: (v) => counters.push(v) });
     const se = db.stream({ topic: 'seats', event_id: 'rgig' }, { onSnapshot: (e) => snapshots.push(e) });
     await Promise.all([st.ready, ct.ready, se.ready]);

@@ -127,7 +127,11 @@ describe('cold tier', () => {
       const win = await readAll(s, u, { after: ids[a], ...(b < ids.length ? { before: ids[b] } : {}), limit: '7' });
       assert.deepEqual(win.map((m) => m.msg_id), ids.slice(a + 1, b));
       const winDesc = await readAll(s, u, { after: ids[a], ...(b < ids.length ? { before: ids[b] } : {}), limit: '5', order: 'desc' });
-      assert.deepEqual(winDesc.map((m) => m.msg_id), ids.slice(a + 1, b).reverse());
+      // both bounds: walked from the newest end; `after` alone: each page the 5 just after the
+      // last one, newest first (SPEC §2: after=X is the page just after X, in the asked order)
+      const chunks = [];
+      for (let i = a + 1; i < b; i += 5) chunks.push(...ids.slice(i, Math.min(i + 5, b)).reverse());
+      assert.deepEqual(winDesc.map((m) => m.msg_id), b < ids.length ? ids.slice(a + 1, b).reverse() : chunks);
     }
     await waitFor('the racing flush', async () => (await s.req('GET', '/metrics')).text.match(/strata_flush_running (\d+)/)[1] === '0');
     const st = (await s.req('GET', `/v1/users/${u}/stats`)).json;
@@ -194,7 +198,7 @@ describe('cold tier', () => {
     const until = async (pred) => { for (;;) { const f = (await ws.next()).json; frames.push(f); if (pred(f)) return f; } };
     const err = await until((f) => f.type === 'error');
     assert.equal(err.id, 'r');
-    assert.equal(err.code, 'unavailable');
+    assert.equal(err.code, 'cold_unavailable'); // the HTTP code (SPEC §3, v4)
     if (!frames.some((f) => f.type === 'counter')) await until((f) => f.type === 'counter');
     // a live message: the failed subscription does not show it past the gap
     const p = await s.req('POST', '/v1/users/broken-stream/messages', { conversation_id: 'c0', from: 'x', content: 'live' });

@@ -124,6 +124,26 @@ describe('best available', () => {
     }
   });
 
+  // SPEC v4 §4.1: together comes first — side by side in one row, even leaving an orphan, beats
+  // a split over rows or runs that would leave none (issue 38, item 8).
+  test('best available keeps a group in one row before it avoids an orphan by splitting it', async () => {
+    assert.equal((await s.req('POST', '/v1/events', { event_id: 'together', sections: [{ name: 'A', rows: 3, cols: 4, price: 1 }] })).status, 201);
+    // row 1: 1-1 taken, a run of 3 (two of them leave 1-4 alone); row 2: 2-1 and 2-3 taken, two
+    // single seats (2-2, 2-4: a split taking both leaves no orphan); row 3: 3-1, 3-2 and 3-4 taken
+    const r0 = await s.req('POST', '/v1/events/together/bookings', { section: 'A', seats: ['1-1', '2-1', '2-3', '3-1', '3-2', '3-4'] });
+    assert.equal(r0.status, 201, r0.text);
+    const states = await mapStates(s, 'together', 'A');
+    const r = await s.req('POST', '/v1/events/together/bookings', { section: 'A', quantity: 2 });
+    assert.equal(r.status, 201, r.text);
+    assert.deepEqual(r.json.seats, ['1-2', '1-3'], 'side by side in row 1, though 1-4 is left alone');
+    assert.deepEqual(r.json.seats, names(reference(states, 3, 4, 2)));
+    // and among rows, one further back that fits without an orphan beats the front one with one
+    assert.equal((await s.req('POST', '/v1/events', { event_id: 'together2', sections: [{ name: 'A', rows: 2, cols: 4, price: 1 }] })).status, 201);
+    assert.equal((await s.req('POST', '/v1/events/together2/bookings', { section: 'A', seats: ['1-1', '2-1', '2-2'] })).status, 201);
+    const r2 = await s.req('POST', '/v1/events/together2/bookings', { section: 'A', quantity: 2 });
+    assert.deepEqual(r2.json.seats, ['2-3', '2-4']);
+  });
+
   test('best available on a section with every other seat taken takes the front single seats', async () => {
     const rows = 100, cols = 400;
     assert.equal((await s.req('POST', '/v1/events', { event_id: 'alt', sections: [{ name: 'A', rows, cols, price: 1 }] })).status, 201);

@@ -16,7 +16,7 @@ after(async () => { await s.stop(); s.cleanup(); });
 test('a live 1 MiB message among counter updates reaches a reading subscriber', async () => {
   assert.equal((await s.req('POST', '/v1/counters/k/incr', { by: 1 })).status, 200);
   const ws = await wsConnect(s.port);
-  ws.send({ type: 'subscribe', id: 'm', topic: 'messages', user: 'big' });
+  ws.send({ type: 'subscribe', id: 'm', topic: 'messages', user: 'big', after: '0' });
   ws.send({ type: 'subscribe', id: 'k', topic: 'counter', name: 'k' });
   const frames = [];
   const drain = (async () => {

@@ -25,7 +25,7 @@ describe('streams', () => {
     assert.equal(ws.status, 101);
     ws.send({ type: 'subscribe', id: 's3', topic: 'counter', name: 'live' });
     assert.deepEqual((await ws.next()).json, { type: 'subscribed', id: 's3' });
-    assert.deepEqual((await ws.next()).json, { type: 'counter', id: 's3', name: 'live', value: 10 });
+    assert.deepEqual((await ws.next()).json, { type: 'counter', id: 's3', name: 'live', value: 10, exists: true });
     // 8 writers, 25 increments each
     await Promise.all(Array.from({ length: 8 }, async () => {
       const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
@@ -115,7 +115,7 @@ describe('streams', () => {
     assert.equal(f.message.seq, 16);
     // one conversation only, from the start
     const wc = await wsConnect(s.port);
-    wc.send({ type: 'subscribe', id: 'c', topic: 'messages', user: 'mu', conversation_id: 'odd' });
+    wc.send({ type: 'subscribe', id: 'c', topic: 'messages', user: 'mu', conversation_id: 'odd', after: '0' });
     await wc.next();
     const odd = [];
     for (let m; (m = (await wc.next()).json).type === 'message';) odd.push(m.message.conversation_id);

@@ -5,13 +5,16 @@
 // reconnects with full-jitter backoff, refreshing the token first when needed, and subscribes
 // again: messages resume after the last msg_id delivered (anything at or before it is dropped,
 // so no duplicate and no gap), seats and counters start again from a fresh snapshot.
-import { enc, fullJitter, tokenTtl, type Backoff, type HttpCore, type WebSocketConstructor, type WebSocketLike } from './http.js';
-import type { EventState, Id64, Message, SeatsChange, ServerFrame, StreamErrorFrame, StreamTopic } from './types.js';
+// A messages stream replays history only when asked (`after`: a msg_id, or "0" for everything,
+// SPEC §3); without it, it starts live: the newest msg_id at the start (one GET) is where it
+// resumes from should it drop before its first message.
+import { StrataError, enc, fullJitter, tokenTtl, type Backoff, type HttpCore, type WebSocketConstructor, type WebSocketLike } from './http.js';
+import type { EventState, Id64, Message, MessagePage, SeatsChange, ServerFrame, StreamErrorFrame, StreamTopic } from './types.js';
 
 export type StreamState = 'connecting' | 'open' | 'reconnecting' | 'closed';
 
 export interface StreamHandlers {
-  /** messages topic: each message once, in msg_id order (replayed, then live) */
+  /** messages topic: each message once, in msg_id order (replayed when `after` was given, then live) */
   onMessage?(m: Message): void;
   /** messages topic: the replay of what was already there is complete */
   onReplayDone?(): void;
@@ -19,8 +22,9 @@ export interface StreamHandlers {
   onSnapshot?(e: EventState): void;
   /** seats topic: seats of one section that changed */
   onSeats?(c: SeatsChange): void;
-  /** counter topic: the value on every (re)subscribe, then every change */
-  onCounter?(value: number): void;
+  /** counter topic: the value on every (re)subscribe (`exists` false: never written, value 0;
+   * HTTP answers 404 for it), then every change */
+  onCounter?(value: number, info: { exists: boolean }): void;
   /** an error frame from the server (e.g. forbidden, not_found) */
   onError?(e: StreamErrorFrame): void;
   onState?(s: StreamState, detail?: { code?: number; reason?: string; attempt?: number }): void;
@@ -62,7 +66,7 @@ export class Stream {
       this.readyReject = reject;
     });
     this.ready.catch(() => undefined); // callers that never await it see onError instead
-    if (topic.topic === 'messages' && topic.after) this.last = BigInt(topic.after);
+    if (topic.topic === 'messages' && topic.after != null) this.last = BigInt(topic.after);
     void this.connect();
   }
 
@@ -91,7 +95,7 @@ export class Stream {
       this.retry();
       return;
     }
-    if (this.stopped) return;
+    if (this.stopped || !(await this.startLive())) return;
     const base = this.core.base.replace(/^http/, 'ws');
     let url = `${base}/v1/stream?route=${enc(routeOf(this.topic))}`;
     if (token) url += `&access_token=${encodeURIComponent(token)}`;
@@ -119,6 +123,27 @@ export class Stream {
       this.h.onState?.('reconnecting', { code: ev.code, reason: ev.reason, attempt: this.attempt });
       this.retry();
     };
+  }
+
+  /** A messages stream without `after` starts live: it learns the newest msg_id now and resumes
+   * after it, so a reconnect before its first message has no gap (and no old history). False when
+   * it cannot go on now (a retry is scheduled, or the stream was refused and closed). */
+  private async startLive(): Promise<boolean> {
+    const t = this.topic;
+    if (t.topic !== 'messages' || this.last !== undefined) return true;
+    try {
+      const q = { order: 'desc', limit: 1, conversation_id: t.conversation_id };
+      const page = await this.core.request<MessagePage>('GET', `/v1/users/${enc(t.user)}/messages`, { query: q });
+      this.last ??= page.messages[0] ? BigInt(page.messages[0].msg_id) : 0n;
+      return !this.stopped;
+    } catch (e) {
+      if (e instanceof StrataError && FINAL.has(e.code)) {
+        this.frame(JSON.stringify({ type: 'error', id: 's', code: e.code, message: e.body.message }));
+      } else {
+        this.retry();
+      }
+      return false;
+    }
   }
 
   private retry(): void {
@@ -156,7 +181,7 @@ export class Stream {
         else this.h.onSeats?.(f);
         break;
       case 'counter':
-        this.h.onCounter?.(f.value);
+        this.h.onCounter?.(f.value, { exists: f.exists !== false });
         break;
       case 'error':
         this.h.onError?.(f);

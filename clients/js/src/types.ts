@@ -195,6 +195,8 @@ export interface ErrorBody {
 
 // ---- streams ----
 export type StreamTopic =
+  /** after: replay every message with a greater msg_id ("0": all of them), then go live;
+   * without it the stream is live only */
   | { topic: 'messages'; user: string; conversation_id?: string; after?: Id64 }
   | { topic: 'seats'; event_id: string }
   | { topic: 'counter'; name: string };
@@ -218,5 +220,6 @@ export type ServerFrame =
   | { type: 'message'; id: string; message: Message }
   | { type: 'seats'; id: string; event_id: string; snapshot: EventState }
   | ({ type: 'seats'; id: string; snapshot?: undefined } & SeatsChange)
-  | { type: 'counter'; id: string; name: string; value: number }
+  /** exists: on the first frame of a subscription; false for a counter never written */
+  | { type: 'counter'; id: string; name: string; value: number; exists?: boolean }
   | StreamErrorFrame;
