@@ -623,6 +623,7 @@ int st_objstore_upload_finish(st_objstore_upload_t *u)
         if (close(u->fd) != 0) rc = ST_EIO;
         u->fd = -1;
         if (rc == ST_OK) rc = st__file_place(u->tmp, u->path);
+        if (rc == ST_OK) unlink(u->tmp); /* the object has its own name now */
         if (rc == ST_EIO) st_warn("cold: writing %s failed: %s", u->path, strerror(errno));
     }
     if (rc != ST_OK) {
