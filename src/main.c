@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* strata: configuration, start-up, the loop, and a graceful stop on SIGTERM/SIGINT. */
+#include "cli/cli.h"
 #include "strata/backup.h"
 #include "strata/config.h"
 #include "strata/counters.h"
@@ -94,43 +95,14 @@ static void st__fit_fd_limit(const st_config_t *cfg)
                 (unsigned long long)rl.rlim_cur);
 }
 
-#define ST__COLD_URL_MAX                                                                           \
-    (sizeof((st_config_t *)0)->cold_url + sizeof((st_config_t *)0)->data_dir + 16)
-
-/* The cold tier's URL. The default follows --data-dir, so a server started with another data
- * directory keeps its cold files next to its hot store. */
-/* Object-store options for url with the shared S3 flags (url borrowed). */
-static st_objstore_opts_t st__obj_opts(const st_config_t *cfg, const char *url)
-{
-    int path_style = 0;
-    st_config_s3_path_style(cfg, &path_style); /* checked when the flags were read */
-    return (st_objstore_opts_t){url,
-                                cfg->s3_endpoint,
-                                cfg->s3_region,
-                                cfg->s3_access_key,
-                                cfg->s3_secret_key,
-                                (unsigned)cfg->cold_timeout_ms,
-                                (unsigned)cfg->cold_retries,
-                                path_style,
-                                cfg->s3_ca_file};
-}
-
-static void st__cold_url(const st_config_t *cfg, char *url, size_t n)
-{
-    if (strcmp(cfg->cold_url, "file://./data/cold") == 0 && strcmp(cfg->data_dir, "./data") != 0)
-        snprintf(url, n, "file://%s/cold", cfg->data_dir);
-    else
-        snprintf(url, n, "%s", cfg->cold_url);
-}
-
 /* A group's members must share one cold store (SPEC §8): flushed rows leave the hot store, and
  * the next leader reads them back from there. A file:// store inside this member's own data dir
  * (the embedded default) can only be this member's: refuse it before anything starts. A shared
  * directory or an s3:// store is checked at run time (coldshare.h). */
 static int st__cluster_cold_check(const st_config_t *cfg)
 {
-    char url[ST__COLD_URL_MAX], dir[PATH_MAX], cold[PATH_MAX];
-    st__cold_url(cfg, url, sizeof url);
+    char url[ST_CLI_COLD_URL_MAX], dir[PATH_MAX], cold[PATH_MAX];
+    st_cli_cold_url(cfg, url, sizeof url);
     /* both exist by now: the store and the cold tier have been opened */
     if (strncmp(url, "file://", 7) != 0 || !realpath(cfg->data_dir, dir) ||
         !realpath(url + 7, cold))
@@ -163,23 +135,11 @@ static int st__coldshare_open(st_main_t *m, st_app_t *app, st_objstore_t *cold,
     return rc;
 }
 
-/* The store keeps writes out while the disk a local cold tier writes to is full. */
-static st_store_opts_t st__store_opts(const st_config_t *cfg, char *cold_dir, size_t n)
-{
-    st__cold_url(cfg, cold_dir, n);
-    bool local = strncmp(cold_dir, "file://", 7) == 0;
-    if (local) memmove(cold_dir, cold_dir + 7, strlen(cold_dir + 7) + 1);
-    return (st_store_opts_t){.dir = cfg->data_dir,
-                             .map_size = cfg->map_size,
-                             .max_write = cfg->max_body,
-                             .watch_dir = local ? cold_dir : NULL};
-}
-
 static int st__cold_open(const st_config_t *cfg, st_objstore_t **out)
 {
-    char url[ST__COLD_URL_MAX];
-    st__cold_url(cfg, url, sizeof url);
-    st_objstore_opts_t o = st__obj_opts(cfg, url);
+    char url[ST_CLI_COLD_URL_MAX];
+    st_cli_cold_url(cfg, url, sizeof url);
+    st_objstore_opts_t o = st_cli_obj_opts(cfg, url);
     int rc = st_objstore_open(out, &o);
     if (rc == ST_OK) st_info("cold tier: %s", st_objstore_describe(*out));
     return rc;
@@ -247,277 +207,6 @@ static int st__repl_open(const st_config_t *cfg, st_main_t *m, st_app_t *app)
     return rc;
 }
 
-static st_objstore_opts_t st__backup_obj(const st_config_t *cfg)
-{
-    return st__obj_opts(cfg, cfg->backup_url);
-}
-
-/* After the records are in: every sequence resumes after its reservation, and the cold tier
- * gets a writer incarnation of its own (SPEC §5: the restored node never writes a key of the node
- * it came from, nor deletes that node's objects), through the store (so the change is logged
- * like any write). */
-static int st__restore_resume(const st_config_t *cfg, size_t *moved)
-{
-    uv_loop_t *loop = uv_default_loop();
-    st_store_t *store;
-    char cold_dir[ST__COLD_URL_MAX];
-    st_store_opts_t so = st__store_opts(cfg, cold_dir, sizeof cold_dir);
-    so.watch_dir = NULL;
-    if (st_store_open(&store, loop, &so) != ST_OK) return ST_EIO;
-    uint64_t wait = 0;
-    size_t resv = 0;
-    int rc = st_sequences_resume(store, moved, &wait);
-    if (rc == ST_OK) rc = st_store_resv_resume(store, &resv, &wait); /* conversation seqs */
-    uint64_t inc = 0;
-    if (rc == ST_OK) rc = st_tier_writer_renew(store, &inc, &wait);
-    if (rc == ST_OK)
-        st_info("restore: cold objects from here on are named w%016llx", (unsigned long long)inc);
-    while (!st_store_idle(store))
-        uv_run(loop, UV_RUN_ONCE);
-    if (rc == ST_OK && st_store_durable_id(store) < wait) rc = ST_EIO;
-    st_store_close(store);
-    uv_run(loop, UV_RUN_NOWAIT);
-    return rc;
-}
-
-/* --backup-url names a store (checked before anything opens it: the object store's own
- * message would speak of --cold-url). */
-static bool st__backup_url_ok(const char *cmd, const char *url)
-{
-    if ((strncmp(url, "file://", 7) == 0 && url[7]) ||
-        (strncmp(url, "s3://", 5) == 0 && url[5] && url[5] != '/'))
-        return true;
-    st_error("%s: --backup-url must be file://DIR or s3://BUCKET[/PREFIX], not '%s'", cmd, url);
-    return false;
-}
-
-/* `strata restore --backup-url URL --data-dir DIR [--to-time TIME]`: builds DIR from the
- * backup (SPEC §9), prints what it restored, exits; with --list, prints the restore points.
- * Cold objects stay where they are. */
-static int st__restore(const st_config_t *cfg)
-{
-    if (!*cfg->backup_url) {
-        st_error("restore: --backup-url (or STRATA_BACKUP_URL) is required");
-        return 2;
-    }
-    if (cfg->restore_list) {
-        st_objstore_opts_t lo = st__backup_obj(cfg);
-        return st_backup_list_points(&lo, stdout) == ST_OK ? 0 : 1;
-    }
-    st_restore_opts_t o = {.obj = st__backup_obj(cfg),
-                           .data_dir = cfg->data_dir,
-                           .to_time = (int64_t)cfg->to_time,
-                           .map_size = cfg->map_size + cfg->map_size / 4 + (64ULL << 20)};
-    st_restore_result_t r;
-    int rc = st_backup_restore(&o, &r);
-    size_t moved = 0;
-    if (rc == ST_OK) rc = st__restore_resume(cfg, &moved);
-    if (rc != ST_OK) {
-        st_error("restore failed: %s", st_strerror(rc));
-        return 1;
-    }
-    char t[40];
-    st_format_time_us(r.last_time, t, sizeof t);
-    printf("restored %s from snapshot %s (seq %llu) + %llu record(s): up to seq %llu, "
-           "committed at %s (%lld us); %zu sequence(s) resume after their reservation\n",
-           cfg->data_dir, r.snapshot, (unsigned long long)r.snapshot_seq,
-           (unsigned long long)r.records, (unsigned long long)r.last_seq, t, (long long)r.last_time,
-           moved);
-    return 0;
-}
-
-/* What the cold tier cannot give back (SPEC §9): a store rebuilt from it alone lacks these. */
-static const char st__cold_lacks[] =
-    "sequences (numbers already issued would be issued again), counters and distinct members, "
-    "events and their bookings still hot, idempotency answers and messages not yet flushed";
-
-/* Re-seeds the chat metadata of the store in cfg->data_dir from the cold tier at url, merged
- * with what that store holds, and waits until it is durable. */
-static int st__rebuild_into(const st_config_t *cfg, const char *url)
-{
-    uv_loop_t *loop = uv_default_loop();
-    st_store_t *store;
-    st_chat_t *chat;
-    st_objstore_t *obj;
-    char cold_dir[ST__COLD_URL_MAX];
-    st_store_opts_t so = st__store_opts(cfg, cold_dir, sizeof cold_dir);
-    so.watch_dir = NULL;
-    st_objstore_opts_t oo = st__obj_opts(cfg, url);
-    if (st_store_open(&store, loop, &so) != ST_OK) return ST_EIO;
-    if (st_chat_open(&chat, store, cfg->node_id) != ST_OK) {
-        st_store_close(store);
-        return ST_EIO;
-    }
-    int rc = st_objstore_open(&obj, &oo);
-    size_t users = 0, convs = 0;
-    int64_t rows = 0;
-    uint64_t wait = 0;
-    if (rc == ST_OK) {
-        rc = st_chat_rebuild(chat, obj, &users, &convs, &rows, &wait);
-        st_objstore_close(obj);
-    }
-    while (!st_store_idle(store)) /* commit and wait until it is durable */
-        uv_run(loop, UV_RUN_ONCE);
-    if (rc == ST_OK && st_store_durable_id(store) < wait) rc = ST_EIO;
-    st_chat_close(chat);
-    st_store_close(store);
-    uv_run(loop, UV_RUN_NOWAIT);
-    if (rc == ST_OK)
-        st_info("rebuild-meta: %zu users, %zu conversations, %lld cold messages", users, convs,
-                (long long)rows);
-    return rc;
-}
-
-/* Whether dir/name exists. */
-static bool st__has(const char *dir, const char *name)
-{
-    char p[ST__COLD_URL_MAX + 32];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    return access(p, F_OK) == 0;
-}
-
-/* Removes the files of a scratch dir this command made, then the dir. */
-static void st__scratch_remove(const char *dir)
-{
-    static const char *const files[] = {"data.mdb", "lock.mdb", "strata.wal"};
-    char p[ST__COLD_URL_MAX + 32];
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-        unlink(p);
-    }
-    rmdir(dir);
-}
-
-/* The new store becomes the data dir's in one rename: its LMDB file, whole and synced (a clean
- * close checkpoints the redo log into it, as a restore's is). Until then a start would find
- * no store, never half of one. */
-static int st__rebuild_commit(const char *tmp, const char *dir)
-{
-    char from[ST__COLD_URL_MAX + 16], to[ST__COLD_URL_MAX + 16];
-    snprintf(from, sizeof from, "%s/data.mdb", tmp);
-    snprintf(to, sizeof to, "%s/data.mdb", dir);
-    int fd = open(from, O_RDONLY | O_CLOEXEC);
-    int rc = fd >= 0 && fsync(fd) == 0 ? ST_OK : ST_EIO;
-    if (fd >= 0) close(fd);
-    if (rc == ST_OK && rename(from, to) != 0) rc = ST_EIO;
-    if (rc != ST_OK) {
-        st_error("rebuild-meta: moving %s to %s failed: %s", from, to, strerror(errno));
-        return rc;
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    st__scratch_remove(tmp);
-    return ST_OK;
-}
-
-/* Counts what the cold tier holds without creating anything (a file:// dir that is missing
- * holds nothing). */
-static int st__cold_census(const st_config_t *cfg, const char *url, size_t *users, size_t *objects)
-{
-    *users = *objects = 0;
-    if (strncmp(url, "file://", 7) == 0 && access(url + 7, F_OK) != 0) return ST_OK;
-    st_objstore_opts_t oo = st__obj_opts(cfg, url);
-    st_objstore_t *obj;
-    int rc = st_objstore_open(&obj, &oo);
-    if (rc != ST_OK) return rc;
-    rc = st_chat_cold_census(obj, users, objects);
-    if (rc != ST_OK)
-        st_error("rebuild-meta: listing %s failed: %s", st_objstore_describe(obj), st_strerror(rc));
-    st_objstore_close(obj);
-    return rc;
-}
-
-/* A new store in a scratch dir: the backup's state (when given), the cold tier's on top, then
- * one rename makes it the data dir's. */
-static int st__rebuild_build(const st_config_t *cfg, const char *url, const char *tmp)
-{
-    st_config_t sc = *cfg; /* the same server, building in tmp, its cold tier where it was */
-    size_t tl = strlen(tmp), ul = strlen(url);
-    if (tl >= sizeof sc.data_dir || ul >= sizeof sc.cold_url) return ST_EINVAL;
-    memcpy(sc.data_dir, tmp, tl + 1);
-    memcpy(sc.cold_url, url, ul + 1);
-    int rc = ST_OK;
-    if (*cfg->backup_url) {
-        st_restore_opts_t o = {.obj = st__backup_obj(cfg),
-                               .data_dir = tmp,
-                               .to_time = 0,
-                               .map_size = cfg->map_size + cfg->map_size / 4 + (64ULL << 20)};
-        st_restore_result_t r;
-        size_t moved = 0;
-        rc = st_backup_restore(&o, &r);
-        if (rc == ST_OK) rc = st__restore_resume(&sc, &moved);
-        if (rc == ST_OK) {
-            char t[40];
-            st_format_time_us(r.last_time, t, sizeof t);
-            st_info("rebuild-meta: from the backup: snapshot %s + %llu record(s), up to %s; %zu "
-                    "sequence(s) resume after their reservation",
-                    r.snapshot, (unsigned long long)r.records, t, moved);
-        }
-    } else {
-        st_warn("rebuild-meta: --accept-loss: not rebuilt, lost: %s", st__cold_lacks);
-        rc = st_mkdirs(tmp);
-    }
-    if (rc == ST_OK) rc = st__rebuild_into(&sc, url);
-    if (rc == ST_OK) rc = st__rebuild_commit(tmp, cfg->data_dir);
-    return rc;
-}
-
-/* `strata rebuild-meta [--backup-url URL | --accept-loss]`: a data dir that lost its store gets
- * one from the cold tier (and the backup); a data dir that has one has its cold metadata
- * re-seeded in place (SPEC §9). It never leaves a store that could reissue a number. */
-static int st__rebuild_meta(const st_config_t *cfg)
-{
-    char url[ST__COLD_URL_MAX];
-    st__cold_url(cfg, url, sizeof url);
-    if (st__has(cfg->data_dir, "data.mdb")) { /* its sequences and the rest are still there */
-        if (*cfg->backup_url) {
-            st_error("rebuild-meta: --backup-url builds a new store, but %s holds one "
-                     "(data.mdb): give a new --data-dir (and --cold-url)",
-                     cfg->data_dir);
-            return 2;
-        }
-        int rc = st__rebuild_into(cfg, url);
-        if (rc != ST_OK) st_error("rebuild-meta failed: %s", st_strerror(rc));
-        return rc == ST_OK ? 0 : 1;
-    }
-    if (st__has(cfg->data_dir, "strata.wal")) {
-        st_error("rebuild-meta: %s holds strata.wal but no data.mdb (what is left of a lost "
-                 "store): move it away first",
-                 cfg->data_dir);
-        return 1;
-    }
-    size_t users, objects;
-    if (st__cold_census(cfg, url, &users, &objects) != ST_OK) return 1;
-    if (objects == 0) {
-        st_error("rebuild-meta: no cold objects found at %s: nothing to rebuild from (is "
-                 "--cold-url right?)%s",
-                 url, cfg->accept_loss ? "" : "; nothing was written");
-        if (!cfg->accept_loss) return 1;
-    } else {
-        st_info("rebuild-meta: %s holds %zu object(s) of %zu user(s)", url, objects, users);
-    }
-    if (!*cfg->backup_url && !cfg->accept_loss) {
-        st_error("rebuild-meta: %s holds no store, and the cold tier does not hold: %s",
-                 cfg->data_dir, st__cold_lacks);
-        st_error("rebuild-meta: nothing was written; give --backup-url URL to take them from "
-                 "the newest backup point, or --accept-loss to rebuild without them");
-        return 1;
-    }
-    char tmp[sizeof cfg->data_dir + 32];
-    snprintf(tmp, sizeof tmp, "%s/rebuild-meta.tmp", cfg->data_dir);
-    st__scratch_remove(tmp); /* what a killed run left */
-    int rc = st__rebuild_build(cfg, url, tmp);
-    if (rc != ST_OK) {
-        st__scratch_remove(tmp);
-        st_error("rebuild-meta failed (%s): %s holds no store", st_strerror(rc), cfg->data_dir);
-        return 1;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     st_config_t cfg;
@@ -534,7 +223,7 @@ int main(int argc, char **argv)
     if (rc == 1) return 0;
     if (rc != ST_OK) return 2;
     const char *cmd = rebuild ? "rebuild-meta" : restore ? "restore" : "strata";
-    if (*cfg.backup_url && !st__backup_url_ok(cmd, cfg.backup_url)) return 2;
+    if (*cfg.backup_url && !st_cli_backup_url_ok(cmd, cfg.backup_url)) return 2;
     if (strcmp(cfg.log_level, "debug") == 0)
         st_log_set_level(ST_LOG_DEBUG);
     else if (strcmp(cfg.log_level, "warn") == 0)
@@ -542,8 +231,8 @@ int main(int argc, char **argv)
     else if (strcmp(cfg.log_level, "error") == 0)
         st_log_set_level(ST_LOG_ERROR);
     signal(SIGPIPE, SIG_IGN);
-    if (rebuild) return st__rebuild_meta(&cfg);
-    if (restore) return st__restore(&cfg);
+    if (rebuild) return st_cli_rebuild_meta(&cfg);
+    if (restore) return st_cli_restore(&cfg);
     /* Cold reads wait for object storage on the worker pool (never on the loop): size it before
      * its first use. An explicit UV_THREADPOOL_SIZE wins. */
     char workers[24];
@@ -555,8 +244,8 @@ int main(int argc, char **argv)
     st_main_t m = {0};
     m.loop = uv_default_loop();
     st_store_t *store;
-    char cold_dir[ST__COLD_URL_MAX];
-    st_store_opts_t so = st__store_opts(&cfg, cold_dir, sizeof cold_dir);
+    char cold_dir[ST_CLI_COLD_URL_MAX];
+    st_store_opts_t so = st_cli_store_opts(&cfg, cold_dir, sizeof cold_dir);
     if (st_store_open(&store, m.loop, &so) != ST_OK) return 1;
     st_seats_t *seats;
     st_seats_opts_t seo = {cfg.max_seats, cfg.node_id, cfg.max_total_seats,
@@ -588,7 +277,7 @@ int main(int argc, char **argv)
     st_tier_join(tier, st_counters_tier_member(store));
     st_app_t app = {.cfg = &cfg, .store = store, .seats = seats, .chat = chat, .tier = tier};
     if (*cfg.backup_url) {
-        st_backup_opts_t bo = {.obj = st__backup_obj(&cfg),
+        st_backup_opts_t bo = {.obj = st_cli_backup_obj(&cfg),
                                .data_dir = cfg.data_dir,
                                .interval_ms = cfg.backup_interval,
                                .snapshot_s = cfg.snapshot_interval,
