@@ -343,8 +343,10 @@ st_coldcache_t *st_tier_cache(st_tier_t *t);
 bool st_tier_stopping(const st_tier_t *t);
 /* Rows older than this (µs since the epoch) are expired: now - retention, or 0 (none). */
 int64_t st_tier_cutoff(const st_tier_t *t);
-/* The one signal of the hot path: the owner now holds `total` rows (hot and cold); a flush is
- * queued once total less the cold rows reaches --flush-rows. */
+/* The one signal of the hot path: the owner now holds `total` rows (hot and cold). From
+ * --flush-rows rows up the owner is only marked due (no store read, no flush engine inside the
+ * request); the tier's own handle then queues a flush once total less the cold rows reaches
+ * --flush-rows, and starts flushes. */
 void st_tier_posted(st_tier_t *t, const char *o, size_t ol, int64_t total);
 /* Queues a flush of the owner now (a pass source that found it due; counted in the pass's
  * st_tier_flush_all answer). */

@@ -21,6 +21,8 @@ struct st_tier {
     bool done, free_asked; /* every part closed; st_tier_free called */
     int closed_parts;
     uv_timer_t tick;
+    st_map_t due;    /* st_tier_due_t: owners a post made due, looked at on the next turn */
+    uv_idle_t due_h; /* runs while due holds any */
     uint64_t interval_ms, next_interval_ms, next_full_ms;
     st_tier_flush_t *flush;
     st_tier_compact_t *compact;

@@ -15,7 +15,15 @@
 #define ST__TICK_MS  1000
 #define ST__MKEY_CAP (ST_NAME_MAX + 16)
 
-enum { ST__PARTS = 5 }; /* closed separately: tick, pass, flush, reaper, compaction */
+enum { ST__PARTS = 6 }; /* closed separately: tick, due, pass, flush, reaper, compaction */
+
+/* An owner a post made due (st_tier_posted): looked at by the tier's own handle. */
+typedef struct {
+    st_map_node_t node;
+    int64_t total;
+    size_t olen;
+    char owner[];
+} st_tier_due_t;
 
 /* ---- orphans: objects begun ('P') but never recorded ('F') ---- */
 
@@ -249,6 +257,9 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
     t->tick.data = t;
     t->next_interval_ms = uv_now(loop) + t->interval_ms;
     uv_timer_start(&t->tick, st__on_tick, ST__TICK_MS, ST__TICK_MS);
+    st_map_init(&t->due);
+    uv_idle_init(loop, &t->due_h);
+    t->due_h.data = t;
     st_list_init(&t->members);
     t->listener.on_durable = st__on_durable;
     t->listener.on_failed = st__on_failed;
@@ -293,6 +304,16 @@ static void st__tick_closed(uv_handle_t *h)
     st__part_closed(h->data);
 }
 
+static void st__due_drop(st_tier_t *t)
+{
+    size_t it;
+    st_map_node_t *n;
+    while ((n = st_map_first(&t->due, &it)) != NULL) {
+        st_map_remove(&t->due, n);
+        free(n);
+    }
+}
+
 void st_tier_close(st_tier_t *t)
 {
     if (!t || t->stopping) return;
@@ -312,6 +333,9 @@ void st_tier_close(st_tier_t *t)
     st__tier_compact_close(t->compact, st__part_closed, t);
     st_tier_pass_close(t->pass, st__part_closed, t);
     uv_close((uv_handle_t *)&t->tick, st__tick_closed);
+    st__due_drop(t);
+    st_map_free(&t->due);
+    uv_close((uv_handle_t *)&t->due_h, st__tick_closed);
 }
 
 void st_tier_free(st_tier_t *t)
@@ -341,16 +365,39 @@ int64_t st_tier_cutoff(const st_tier_t *t)
     return t && t->retention_us ? st_now_us() - (int64_t)t->retention_us : 0;
 }
 
+/* The tier's own turn (an idle handle, after the posts of this loop turn): every owner made due
+ * is queued once its hot rows (total less the cold ones) reach --flush-rows, then flushes start. */
+static void st__on_due(uv_idle_t *h)
+{
+    st_tier_t *t = h->data;
+    uv_idle_stop(h);
+    size_t it;
+    for (st_map_node_t *n = st_map_first(&t->due, &it); n; n = st_map_next(&t->due, &it, n)) {
+        st_tier_due_t *d = (st_tier_due_t *)n;
+        st_tier_stat_t st;
+        uint64_t wait = 0;
+        if (st_tier_stat(t->store, d->owner, d->olen, &st, &wait) == ST_OK &&
+            (uint64_t)(d->total - st.rows) >= t->flush_rows)
+            st_tier_flush_enqueue(t->flush, d->owner, d->olen);
+    }
+    st__due_drop(t);
+    st_tier_flush_pump(t->flush);
+}
+
 void st_tier_posted(st_tier_t *t, const char *o, size_t ol, int64_t total)
 {
     if (!t || t->stopping || !t->flusher || (uint64_t)total < t->flush_rows) return;
-    st_tier_stat_t st;
-    uint64_t wait = 0;
-    if (st_tier_stat(t->store, o, ol, &st, &wait) != ST_OK) return;
-    if ((uint64_t)(total - st.rows) >= t->flush_rows) {
-        st_tier_flush_enqueue(t->flush, o, ol);
-        st_tier_flush_pump(t->flush);
+    st_tier_due_t *d = (st_tier_due_t *)st_map_get(&t->due, o, ol);
+    if (!d) {
+        d = st_malloc(sizeof *d + ol);
+        memcpy(d->owner, o, ol);
+        d->olen = ol;
+        d->node.key = d->owner;
+        d->node.klen = ol;
+        st_map_insert(&t->due, &d->node);
+        if (t->due.count == 1) uv_idle_start(&t->due_h, st__on_due);
     }
+    d->total = total; /* the newest */
 }
 
 void st_tier_enqueue(st_tier_t *t, const char *o, size_t ol)

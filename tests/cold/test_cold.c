@@ -876,7 +876,9 @@ TEST(tier_drives_a_fake_kind_through_flush_pass_compaction_orphans_and_close)
     }
     st_tier_posted(t, "o", 1, 2); /* under --flush-rows: nothing */
     CHECK_EQ(fk.snapshots, 0);
-    st_tier_posted(t, "o", 1, 5);
+    st_tier_posted(t, "o", 1, 5); /* a signal only: the request enters no flush engine */
+    CHECK_EQ(fk.snapshots, 0);
+    uv_run(&fx.loop, UV_RUN_NOWAIT); /* the tier's own turn queues and starts the flush */
     CHECK_EQ(fk.snapshots, 1);
     for (int i = 0; i < 100000 && fk.done < 3; i++)
         uv_run(&fx.loop, UV_RUN_ONCE);
