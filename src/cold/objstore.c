@@ -245,7 +245,8 @@ static int st__s3_vacant(st_objstore_t *s, const char *key)
     long status;
     int rc = st__s3(s, "HEAD", key, NULL, 0, NULL, NULL, 0, &status);
     if (rc != ST_OK) return rc;
-    if (status == 404) return ST_OK;
+    /* 403: AWS answers so for a missing key without s3:ListBucket; the conditional PUT decides */
+    if (status == 404 || status == 403) return ST_OK;
     if (status == 200) {
         st_warn("cold: %s exists already: not overwritten", key);
         return ST_EEXIST;
