@@ -286,9 +286,9 @@ export class NsGroup {
       const ex = await p.exited;
       clearTimeout(t);
       try {
-        if (stuck) throw new Error(`did not stop within 5 s of SIGTERM:\n${p.log().slice(-6000)}`);
+        if (stuck) throw new Error(`member ${id} did not stop within 5 s of SIGTERM:\n${p.log().slice(-6000)}`);
         checkExit(`member ${id}`, ex, p.log());
-      } catch (e) { bad.push(`member ${id}: ${e.message}`); }
+      } catch (e) { bad.push(e.message); }
     }
     this.procs.clear();
     if (bad.length) throw new Error(`unclean stop:\n${bad.join('\n')}`);
