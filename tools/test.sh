@@ -39,11 +39,20 @@ fi
 if [ "$fuzz_seconds" -gt 0 ]; then
   echo "== fuzzing ${fuzz_seconds}s per target"
   tools/build.sh fuzz
+  # a crash, a leak or undefined behaviour (the fuzz build halts on UBSan) makes the fuzzer exit
+  # non-zero: that fails the run and shows the end of its report; a clean run prints two lines
   for t in http json_body ws parquet; do
     work=$(mktemp -d)
-    seeds=fuzz/corpus/${t%_body}
+    mkdir "$work/corpus"
+    rc=0
     (cd "$work" && "$OLDPWD/build-fuzz/fuzz/fuzz_$t" -max_total_time="$fuzz_seconds" -max_len=8192 \
-        -print_final_stats=0 . "$OLDPWD/$seeds" 2>&1 | tail -n 2)
+        -print_final_stats=0 corpus "$OLDPWD/fuzz/corpus/${t%_body}" >fuzz.log 2>&1) || rc=$?
+    if [ "$rc" -ne 0 ]; then
+      tail -n 60 "$work/fuzz.log"
+      echo "fuzz_$t failed (exit $rc); its log and the failing input are in $work" >&2
+      exit 1
+    fi
+    tail -n 2 "$work/fuzz.log"
     rm -rf "$work"
   done
 fi

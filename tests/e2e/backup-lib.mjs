@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { S3rver } from './sigv4-proxy.mjs';
-import { BIN } from './lib.mjs';
+import { BIN, SANITIZER_REPORT } from './lib.mjs';
 import { waitFor } from './cold-lib.mjs';
 
 export const metric = async (s, name) => Number((await s.req('GET', '/metrics')).text.match(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm'))?.[1] ?? NaN);
@@ -16,14 +16,17 @@ export async function shipped(s) {
     && (await s.req('GET', '/healthz')).json.backup_lag_seconds === 0);
 }
 
-// Asynchronous: s3rver runs in this process and must keep answering meanwhile.
+// Asynchronous: s3rver runs in this process and must keep answering meanwhile. The caller checks
+// the exit code (some restores must fail); a sanitizer report fails any of them (lib.mjs).
 export function restore(dataDir, url, extra = []) {
-  return new Promise((resolve) => {
+  return new Promise((resolve, reject) => {
     const p = spawn(BIN, ['restore', '--backup-url', url, '--data-dir', dataDir, ...extra]);
     let out = '', err = '';
     p.stdout.on('data', (d) => { out += d; });
     p.stderr.on('data', (d) => { err += d; });
-    p.on('close', (code) => resolve({ code, out, err }));
+    p.on('close', (code) => (SANITIZER_REPORT.test(out + err)
+      ? reject(new Error(`strata restore: sanitizer report:\n${err.slice(-6000)}`))
+      : resolve({ code, out, err })));
   });
 }
 

@@ -110,4 +110,6 @@ test('big messages applied together on a follower reach a reading stream', { tim
   assert.deepEqual(ids, posts.map((r) => r.json.msg_id).sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1)));
   assert.equal(await metric(fport, 'strata_ws_slow_consumer_drops_total'), 0);
   st.closing = true;
+  for (const o of open) o.ws.close();
+  await g.stopAll(); // every member stops cleanly (exit 0, no sanitizer report)
 });

@@ -114,13 +114,13 @@ export class Group {
     return { status: 0, error: new Error('deadline') };
   }
 
-  // SIGTERM to every member; each must stop cleanly (exit 0, no sanitizer report).
+  // SIGTERM to every member; each must stop cleanly (exit 0, no sanitizer report: lib.mjs's
+  // stop() checks, a member killed -9 is exempt).
   async stopAll() {
     const bad = [];
     for (const [id, s] of this.members) {
       s.proc.kill('SIGCONT');
-      const ex = await s.stop();
-      if (ex.code !== 0 || /Sanitizer|runtime error/.test(s.log())) bad.push(`member ${id}: ${ex.code}\n${s.log()}`);
+      await s.stop().catch((e) => bad.push(`member ${id}: ${e.message}`));
     }
     this.members.clear();
     if (bad.length) throw new Error(`unclean stop:\n${bad.join('\n')}`);

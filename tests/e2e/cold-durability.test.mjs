@@ -6,13 +6,12 @@
 // user names of any shape flush to keys every backend takes (issue 12.6).
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { S3rver } from './sigv4-proxy.mjs';
 import { test } from 'node:test';
 import { duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
-import { BIN, sleep, startStrata, tempDir } from './lib.mjs';
+import { runStrata, sleep, startStrata, tempDir } from './lib.mjs';
 
 async function readAll(s, u) {
   const out = [];
@@ -257,8 +256,7 @@ test('regression: user names of leading dots (85+ used to overflow a path compon
   assert.equal(await metric(s, 'strata_flush_stuck_users'), 0);
   await s.stop();
   for (const f of ['data.mdb', 'lock.mdb', 'strata.wal']) rmSync(path.join(dir, f), { force: true });
-  const r = spawnSync(BIN, ['rebuild-meta', '--data-dir', dir, '--accept-loss'], { encoding: 'utf8' });
-  assert.equal(r.status, 0, r.stderr);
+  const r = runStrata(['rebuild-meta', '--data-dir', dir, '--accept-loss']);
   assert.match(r.stderr, new RegExp(`rebuild-meta: ${users.length} users`));
   s = await startStrata({ dataDir: dir, args: ['--flush-interval', '3600'] });
   for (const u of users) assert.deepEqual((await readAll(s, u)).map((m) => m.msg_id), posted[u], u);

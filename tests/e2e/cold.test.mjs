@@ -4,11 +4,10 @@
 // fails only the reads that need it; kill -9 in the middle of a flush loses nothing.
 import assert from 'node:assert/strict';
 import { readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { duckQuery, duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
-import { BIN, sleep, startStrata, tempDir, wsConnect } from './lib.mjs';
+import { runStrata, sleep, startStrata, tempDir, wsConnect } from './lib.mjs';
 
 // The same row as the API shows it.
 const asRow = (m) => ({
@@ -322,8 +321,7 @@ describe('cold tier triggers and crashes', () => {
     await s.stop();
     // the hot store is lost; the cold tier is not
     for (const f of ['data.mdb', 'lock.mdb', 'strata.wal']) rmSync(path.join(dir, f), { force: true });
-    const r = spawnSync(BIN, ['rebuild-meta', '--data-dir', dir, '--accept-loss'], { encoding: 'utf8' });
-    assert.equal(r.status, 0, r.stderr);
+    const r = runStrata(['rebuild-meta', '--data-dir', dir, '--accept-loss']);
     assert.match(r.stderr, /rebuild-meta: 3 users, \d+ conversations, 120 cold messages/);
     s = await startStrata({ dataDir: dir, args: ['--flush-interval', '3600'] });
     for (const u of users) {

@@ -5,9 +5,8 @@
 // origins get no CORS headers, and no stream. Streams take the token from ?access_token=.
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
-import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
-import { BIN, parseResponses, raw, startStrata, tempDir, wsConnect } from './lib.mjs';
+import { parseResponses, raw, runStrata, startStrata, tempDir, wsConnect } from './lib.mjs';
 import { waitFor } from './cold-lib.mjs';
 
 const SECRET = 'cors-test-secret';
@@ -222,7 +221,7 @@ describe('CORS off (the default)', () => {
   });
 
   test('--help lists --cors-origins and its environment twin', () => {
-    const h = spawnSync(BIN, ['--help'], { encoding: 'utf8' });
+    const h = runStrata(['--help']);
     assert.match(h.stdout, /--cors-origins\s+STRATA_CORS_ORIGINS/);
   });
 });

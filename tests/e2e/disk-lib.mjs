@@ -92,11 +92,10 @@ export function answered(p, what) {
   return Promise.race([p, t]).finally(() => clearTimeout(timer));
 }
 
-// A clean and prompt exit (0), and no sanitizer report in the log (the ASan build runs these too).
+// A clean and prompt exit: stop() checks exit 0 and no sanitizer report (lib.mjs), this that it
+// came without the deadline.
 export async function stopClean(s, what = 'SIGTERM') {
   const ex = await answered(s.stop(), what);
-  assert.equal(ex.code, 0, s.log());
-  assert.doesNotMatch(s.log(), /Sanitizer|runtime error/);
   assert.doesNotMatch(s.log(), /did not finish in time/); // prompt, not cut off by the deadline
   return ex;
 }

@@ -4,12 +4,11 @@
 // server takes writes again by itself once space is freed, with nothing acknowledged lost — also
 // across a restart on a disk that is still full.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
-import { BIN, skipNow, sleep, startStrata } from './lib.mjs';
+import { runStrata, skipNow, sleep, startStrata } from './lib.mjs';
 import { answered, mountLoopFs, stopClean } from './disk-lib.mjs';
 
 const ARGS = ['--flush-interval', '3600'];
@@ -170,10 +169,7 @@ test('a first start on a full disk exits at once, saying how much space it needs
   try {
     mkdirSync(fs.dataDir);
     fs.fill('filler');
-    const r = spawnSync(BIN, ['--listen', '127.0.0.1:0', '--data-dir', fs.dataDir],
-      { encoding: 'utf8', timeout: 20000 });
-    assert.equal(r.signal, null, r.stderr);
-    assert.equal(r.status, 1, r.stderr);
+    const r = runStrata(['--listen', '127.0.0.1:0', '--data-dir', fs.dataDir], { expect: 1, timeout: 20000 });
     assert.match(r.stderr, /needs at least \d+ bytes to start there/);
   } finally {
     fs.cleanup();
@@ -185,10 +181,7 @@ test('regression: a failed first start on a small disk left a half-written redo 
   if (fs.skip) return skipNow(t, fs.skip);
   try {
     mkdirSync(fs.dataDir);
-    const r = spawnSync(BIN, ['--listen', '127.0.0.1:0', '--data-dir', fs.dataDir],
-      { encoding: 'utf8', timeout: 20000 });
-    assert.equal(r.signal, null, r.stderr);
-    assert.equal(r.status, 1, r.stderr);
+    const r = runStrata(['--listen', '127.0.0.1:0', '--data-dir', fs.dataDir], { expect: 1, timeout: 20000 });
     assert.ok(!existsSync(path.join(fs.dataDir, 'strata.wal')),
       `the log it could not initialise is gone:\n${r.stderr}`);
   } finally {

@@ -20,7 +20,7 @@ import { execFile } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
-import { sleep } from './lib.mjs';
+import { skipIf, skipNow, sleep } from './lib.mjs';
 import { call, Netns, NsGroup, netnsUnavailable } from './netns-lib.mjs';
 
 const run = promisify(execFile);
@@ -372,10 +372,11 @@ async function killLeader(r) {
 
 test('a group of 3 in network namespaces stays linearizable under partitions, pauses and kill -9', async (t) => {
   const why = await netnsUnavailable();
-  if (why) { t.skip(why); return; }
+  if (why) return skipNow(t, why);
   const rootRules = (await run('iptables', ['-S'])).stdout;
   const net = new Netns(3);
   const g = new NsGroup(net);
+  let stopped = null;
   try {
     await net.up();
     await g.init();
@@ -383,7 +384,7 @@ test('a group of 3 in network namespaces stays linearizable under partitions, pa
     await g.converged();
     // (Node 18 reports a subtest as skipped whenever a skip option is present, even null)
     const nemesis = (title, name, fn) => (ONLY && !ONLY.test(name)
-      ? t.test(title, { skip: `JEPSEN_ONLY=${ONLY.source}` }, () => {})
+      ? t.test(title, { skip: skipIf(`JEPSEN_ONLY=${ONLY.source}`) }, () => {})
       : t.test(title, () => phase(g, name, fn)));
     await nemesis('leader cut off from its peers', 'cut-leader', cutLeader);
     await nemesis('follower cut off', 'cut-follower', cutFollower);
@@ -391,11 +392,14 @@ test('a group of 3 in network namespaces stays linearizable under partitions, pa
     for (let i = 1; i <= PAUSE_RUNS; i++) await nemesis(`leader paused (${i}/${PAUSE_RUNS})`, `pause-${i}`, pauseLeader);
     await nemesis('leader killed and restarted', 'kill-leader', killLeader);
   } finally {
-    await g.stopAll().catch(() => {});
+    // an unclean stop fails the test, but only after everything is down (and a failure of the
+    // test itself stays the error reported)
+    stopped = await g.stopAll().then(() => null, (e) => e);
     g.kill();
     await net.down();
     g.cleanup();
   }
+  if (stopped) throw stopped;
   assert.deepEqual(await net.leftovers(), [], 'namespaces or links left behind');
   assert.equal((await run('iptables', ['-S'])).stdout, rootRules, 'the root namespace\'s iptables rules changed');
 });

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Helpers for end-to-end tests: start the real strata binary on a free port with a temp data
 // dir, talk HTTP over real sockets (keep-alive agent or raw TCP), and stop or kill -9 it.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -30,6 +30,34 @@ export function skipNow(t, reason) {
 
 export function tempDir(tag = 'e2e') {
   return mkdtempSync(path.join(os.tmpdir(), `strata-${tag}-`));
+}
+
+// What the sanitizer builds print when they find a fault: ASan, LeakSanitizer (a leak at exit:
+// exit 23, or an abort with ASAN_OPTIONS=abort_on_error=1) and UBSan. The asan pass of
+// tools/test.sh runs every e2e file against such a build, so every strata a test ends on purpose
+// is checked here, in one place: stop()/ended() below for servers, runStrata() for commands that
+// run to their end. A kill -9 is exempt (nothing runs at exit).
+export const SANITIZER_REPORT = /ERROR: AddressSanitizer|LeakSanitizer|runtime error:/;
+
+// Throws unless strata ended with exit code `expect` and printed no sanitizer report.
+// ex: {code, sig} as the 'exit' event gives them; out: everything it printed.
+export function checkExit(what, ex, out, expect = 0) {
+  const report = SANITIZER_REPORT.exec(out);
+  if (report) throw new Error(`${what}: sanitizer report (${report[0]}):\n${out.slice(-6000)}`);
+  if (ex.code !== expect) {
+    throw new Error(`${what} ended with ${ex.code === null ? `signal ${ex.sig}` : `exit ${ex.code}`}, `
+      + `expected exit ${expect}:\n${out.slice(-6000)}`);
+  }
+}
+
+// A strata command that runs to its end (--help, rebuild-meta, a start that must fail): its exit
+// code must be `expect` and its output free of sanitizer reports. Returns spawnSync's result
+// (stdout and stderr as strings).
+export function runStrata(args, { expect = 0, ...opts } = {}) {
+  const r = spawnSync(BIN, args, { encoding: 'utf8', ...opts });
+  if (r.error) throw r.error;
+  checkExit(`strata ${args.join(' ')}`, { code: r.status, sig: r.signal }, `${r.stdout}${r.stderr}`, expect);
+  return r;
 }
 
 // Every strata this file started and that still runs. A test that fails before its own stop()
@@ -69,16 +97,30 @@ export async function startStrata({ dataDir, args = [], env = {} } = {}) {
     });
   });
   proc.removeAllListeners('exit');
-  const exited = new Promise((resolve) => proc.on('exit', (code, sig) => resolve({ code, sig })));
+  // 'close', not 'exit': by then its pipes are drained, so log() holds a sanitizer's last words
+  const exited = new Promise((resolve) => proc.on('close', (code, sig) => resolve({ code, sig })));
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  let termSent = false;
   const s = {
     port, dir, proc, agent, exited,
     log: () => log,
     req: (method, p, body, headers) => request(port, method, p, body, headers, agent),
-    async stop() {
+    // SIGTERM (once: a second signal makes strata exit 1 at once), then the exit is checked:
+    // exit code `expect` (0 unless the test made strata fail on purpose) and no sanitizer report,
+    // else it throws. Resolves {code, sig}.
+    async stop({ expect = 0 } = {}) {
       agent.destroy();
-      proc.kill('SIGTERM');
-      return exited;
+      if (!termSent && proc.exitCode === null && proc.signalCode === null) {
+        termSent = true;
+        proc.kill('SIGTERM');
+      }
+      return s.ended({ expect });
+    },
+    // The same check for a strata that exits by itself or on a signal the test sent itself.
+    async ended({ expect = 0 } = {}) {
+      const ex = await exited;
+      if (ex.sig !== 'SIGKILL') checkExit(`strata on port ${port}`, ex, log, expect);
+      return ex;
     },
     async kill9() {
       agent.destroy();

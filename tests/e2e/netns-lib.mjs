@@ -12,7 +12,7 @@ import { execFile, execFileSync, spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { promisify } from 'node:util';
-import { BIN, sleep, tempDir } from './lib.mjs';
+import { BIN, checkExit, sleep, tempDir } from './lib.mjs';
 
 const run = promisify(execFile);
 const HTTP_PORT = 8080;
@@ -207,7 +207,7 @@ export class NsGroup {
     proc.stdout.on('data', onData);
     proc.stderr.on('data', onData);
     proc.log = () => log;
-    const exited = new Promise((resolve) => proc.on('exit', (code, sig) => resolve({ code, sig })));
+    const exited = new Promise((resolve) => proc.on('close', (code, sig) => resolve({ code, sig })));
     proc.exited = exited;
     const until = Date.now() + 10000;
     while (!/listening on /.test(log)) {
@@ -271,17 +271,27 @@ export class NsGroup {
     throw new Error(`members did not converge: ${JSON.stringify(last && last.map((s) => s && { self: s.self, leader: s.leader, commit: s.commit_index, applied: s.applied_index }))}`);
   }
 
-  // SIGTERM, then SIGKILL by PID for whatever does not stop (a paused member gets SIGCONT first).
+  // SIGTERM, then SIGKILL by PID for whatever does not stop in 5 s (a paused member gets SIGCONT
+  // first). Every member must have stopped cleanly: exit 0 and no sanitizer report (lib.mjs's
+  // checkExit); throws otherwise, after all of them are down.
   async stopAll() {
-    for (const [, p] of this.procs) {
-      if (p.exitCode !== null || p.signalCode !== null) continue;
-      p.kill('SIGCONT');
-      p.kill('SIGTERM');
-      const t = setTimeout(() => p.kill('SIGKILL'), 5000);
-      await p.exited;
+    const bad = [];
+    for (const [id, p] of this.procs) {
+      let stuck = false;
+      if (p.exitCode === null && p.signalCode === null) {
+        p.kill('SIGCONT');
+        p.kill('SIGTERM');
+      }
+      const t = setTimeout(() => { stuck = true; p.kill('SIGKILL'); }, 5000);
+      const ex = await p.exited;
       clearTimeout(t);
+      try {
+        if (stuck) throw new Error(`member ${id} did not stop within 5 s of SIGTERM:\n${p.log().slice(-6000)}`);
+        checkExit(`member ${id}`, ex, p.log());
+      } catch (e) { bad.push(e.message); }
     }
     this.procs.clear();
+    if (bad.length) throw new Error(`unclean stop:\n${bad.join('\n')}`);
   }
 
   kill() {

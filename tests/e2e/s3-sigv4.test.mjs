@@ -7,11 +7,11 @@
 // (retried with backoff), HTTPS with a private CA (--s3-ca-file) and virtual-hosted-style
 // addressing (--s3-path-style off) all pass it.
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { BIN, startStrata, tempDir } from './lib.mjs';
+import { BIN, runStrata, SANITIZER_REPORT, startStrata, tempDir } from './lib.mjs';
 import { waitFor } from './cold-lib.mjs';
 import { metric, ok, restore, shipped } from './backup-lib.mjs';
 import { awsRequest, S3rver } from './sigv4-proxy.mjs';
@@ -20,12 +20,15 @@ const creds = ['--s3-access-key', 'S3RVER', '--s3-secret-key', 'S3RVER'];
 
 // strata as a child that does not block this process (the proxy and s3rver run in it)
 function run(args, env = {}) {
-  return new Promise((resolve) => {
+  return new Promise((resolve, reject) => {
     const p = spawn(BIN, args, { env: { ...process.env, ...env } });
     let stderr = '';
     p.stderr.on('data', (d) => { stderr += d; });
     p.stdout.resume();
-    p.on('close', (status) => resolve({ status, stderr }));
+    // whatever status the caller expects, a sanitizer report fails it (lib.mjs)
+    p.on('close', (status) => (SANITIZER_REPORT.test(stderr)
+      ? reject(new Error(`strata ${args[0]}: sanitizer report:\n${stderr.slice(-6000)}`))
+      : resolve({ status, stderr })));
   });
 }
 
@@ -266,10 +269,9 @@ test('virtual-hosted style (--s3-path-style off) and path style (the default wit
     assert.deepEqual([...proxy.hosts], [`127.0.0.1:${port}`]);
     assert.ok(proxy.log.some((l) => /^PUT \/cold\/p\/u\/batch-/.test(l)));
     assert.deepEqual(proxy.refused, []);
-    const bad = spawnSync(BIN, ['--s3-path-style', 'sideways', '--data-dir', path.join(dir, 'x')], { encoding: 'utf8' });
-    assert.notEqual(bad.status, 0);
+    const bad = runStrata(['--s3-path-style', 'sideways', '--data-dir', path.join(dir, 'x')], { expect: 2 });
     assert.match(bad.stderr, /--s3-path-style/);
-    const help = spawnSync(BIN, ['--help'], { encoding: 'utf8' }).stdout;
+    const help = runStrata(['--help']).stdout;
     for (const f of ['--s3-ca-file', 'STRATA_S3_CA_FILE', '--s3-path-style', 'STRATA_S3_PATH_STYLE']) assert.ok(help.includes(f), f);
   } finally {
     if (s) await s.stop();

@@ -3,10 +3,9 @@
 // --ws-ping-seconds 1: a stream silent for 1 s is pinged, one silent for 3 s is closed (1001), one
 // that answers its pings stays, and pings never land inside a frame of a parallel fan-out.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { BIN, sleep, startStrata, tempDir, waitStreams, wsConnect } from './lib.mjs';
+import { runStrata, sleep, startStrata, tempDir, waitStreams, wsConnect } from './lib.mjs';
 
 let s;
 const open = [];
@@ -120,9 +119,8 @@ test('--ws-ping-seconds must be 1..3600: anything else is refused at start-up (e
   const dir = tempDir('wsping');
   for (const [args, env] of [[['--ws-ping-seconds', '0'], {}], [['--ws-ping-seconds', 'soon'], {}],
     [['--ws-ping-seconds', '3601'], {}], [[], { STRATA_WS_PING_SECONDS: '-5' }]]) {
-    const r = spawnSync(BIN, ['--listen', '127.0.0.1:0', '--data-dir', dir, ...args],
-      { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 10000 });
-    assert.equal(r.status, 2, `${args} ${JSON.stringify(env)}: ${r.stderr}`);
+    const r = runStrata(['--listen', '127.0.0.1:0', '--data-dir', dir, ...args],
+      { expect: 2, env: { ...process.env, ...env }, timeout: 10000 });
     assert.match(r.stderr, /bad value .* for --ws-ping-seconds \(expected 1\.\.3600\)/);
   }
   rmSync(dir, { recursive: true, force: true });

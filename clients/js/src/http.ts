@@ -22,7 +22,8 @@ export interface ClientOptions {
   refreshToken?: () => string | Promise<string>;
   /** default globalThis.fetch */
   fetch?: typeof fetch;
-  /** default globalThis.WebSocket (Node < 22: pass one, e.g. the `ws` package's) */
+  /** default globalThis.WebSocket (none on Node 18, nor on Node 20 without
+   * --experimental-websocket: pass one there, e.g. the `ws` package's) */
   WebSocket?: WebSocketConstructor;
   /** retries after the first attempt; default 4 */
   retries?: number;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // strata's client: every HTTP route with typed results and errors (StrataError), and live
 // streams that resume by themselves. No runtime dependencies: the platform's fetch and
-// WebSocket (browsers, Node >= 22; on Node 18/20 pass a WebSocket such as the `ws` package's).
+// WebSocket (browsers and Node >= 22 have a global one; Node 18 has none and Node 20 only behind
+// --experimental-websocket: there pass ClientOptions.WebSocket, e.g. the `ws` package's).
 //
 //   const db = new Strata({ baseUrl: 'http://127.0.0.1:8080', token, refreshToken });
 //   await db.postMessage('alice', { conversation_id: 'c1', from: 'alice', content: 'hi' });
