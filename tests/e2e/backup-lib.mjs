@@ -19,13 +19,18 @@ export async function shipped(s) {
 // Asynchronous: s3rver runs in this process and must keep answering meanwhile. The caller checks
 // the exit code (some restores must fail); a sanitizer report fails any of them (lib.mjs).
 export function restore(dataDir, url, extra = []) {
+  return runAsync(['restore', '--backup-url', url, '--data-dir', dataDir, ...extra]);
+}
+
+// Any strata command, asynchronously, likewise: {code, out, err}, rejected on a sanitizer report.
+export function runAsync(args) {
   return new Promise((resolve, reject) => {
-    const p = spawn(BIN, ['restore', '--backup-url', url, '--data-dir', dataDir, ...extra]);
+    const p = spawn(BIN, args);
     let out = '', err = '';
     p.stdout.on('data', (d) => { out += d; });
     p.stderr.on('data', (d) => { err += d; });
     p.on('close', (code) => (SANITIZER_REPORT.test(out + err)
-      ? reject(new Error(`strata restore: sanitizer report:\n${err.slice(-6000)}`))
+      ? reject(new Error(`strata ${args[0]}: sanitizer report:\n${err.slice(-6000)}`))
       : resolve({ code, out, err })));
   });
 }
