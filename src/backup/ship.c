@@ -584,7 +584,7 @@ double st_backup_lag(st_backup_t *b)
     uv_mutex_unlock(&b->mu);
     if (!oldest) return 0;
     int64_t d = st_now_us() - oldest;
-    return d > 0 ? (double)d / 1e6 : 0;
+    return d > 0 ? (double)d / 1e6 : 1e-6; /* something is owed: never 0 */
 }
 
 bool st_backup_dropped(st_backup_t *b)

@@ -34,7 +34,7 @@ int st_api_healthz(st_ctx_t *c)
         st_buf_printf(c->body, "%s\"backup_backlog_dropped\"", n++ ? "," : "");
     st_buf_printf(c->body, "]");
     if (c->app->backup)
-        st_buf_printf(c->body, ",\"backup_lag_seconds\":%.3f", st_backup_lag(c->app->backup));
+        st_buf_printf(c->body, ",\"backup_lag_seconds\":%.6f", st_backup_lag(c->app->backup));
     if (h.flags) st_buf_printf(c->body, ",\"message\":\"%s\"", st_store_refusal(c->app->store));
     st_buf_printf(c->body,
                   ",\"hot_bytes\":%llu,\"hot_capacity_bytes\":%llu,\"quota_bytes\":%llu,"
