@@ -29,8 +29,9 @@
  *      and an expired hook (its counts when retention drops an object);
  *   2. one line in main.c: st_tier_join(tier, st_<kind>_tier_member(...));
  * and its reads call st_tier_rows, returning ST_EPARKED for the caller to park on st_tier_wait.
- * Manifest owners share one key space, so one member of a tier flushes (chat today); a second
- * flushing kind would take an owner prefix of its own.
+ * Any number of members flush: each owns the manifest owners of its tag (st_tier_member_t.tag,
+ * st_tier_owner), so each kind has its own manifest and its own key prefix in one key space, and
+ * the engines (flush, compaction, retention, orphans) hand every owner to its own kind.
  *
  * Waiting for cold data is the tier's too: a read that needs cold data not in memory returns
  * ST_EPARKED, and the request or stream parks with st_tier_wait (no HTTP or WebSocket code
@@ -231,6 +232,13 @@ void st_tier_flush_close(st_tier_flush_t *f, void (*closed)(void *arg), void *ar
 /* ---- the manifest's records, shared by every kind ---- */
 /* An owner's cold summary ('W'); all zero when nothing of it is cold. */
 int st_tier_stat(st_store_t *s, const char *o, size_t ol, st_tier_stat_t *out, uint64_t *wait);
+/* Manifest owners: a kind's names as they are (tag 0: chat's users, as before kinds had tags) or
+ * "~" tag name for a kind with a tag (no name holds '~', so no two kinds share an owner). */
+#define ST_TIER_OWNER_MAX (ST_NAME_MAX + 3)
+/* The owner of name for the kind with tag into o (ST_TIER_OWNER_MAX bytes); returns its length. */
+size_t st_tier_owner(char *o, char tag, const char *name, size_t nl);
+/* The tag of an owner (0: a name as it is). */
+char st_tier_owner_tag(const char *o, size_t ol);
 /* A manifest record's key into k (ST_NAME_MAX + 16 bytes): ks owner, then (has_seq) 0 seq. */
 size_t st_tier_mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq, uint64_t seq);
 /* One object of an owner's manifest: 'F' owner 0 seq -> file, key. */
@@ -261,8 +269,9 @@ typedef struct {
      * leaving out rows older than cutoff (µs; 0: none); sets out->min_id, max_id, rows and size
      * (rows 0: every row was left out, nothing written). *dropped: the kind's note of what it left
      * out (owned; given to commit, then release); *ndropped: rows. */
-    int (*merge)(void *arg, st_objstore_t *obj, const st_tier_obj_t *objs, size_t n, int64_t cutoff,
-                 const char *key, st_tier_file_t *out, void **dropped, int64_t *ndropped);
+    int (*merge)(void *arg, const char *o, size_t ol, st_objstore_t *obj, const st_tier_obj_t *objs,
+                 size_t n, int64_t cutoff, const char *key, st_tier_file_t *out, void **dropped,
+                 int64_t *ndropped);
     /* On the loop, in the swap batch, before the manifest changes: the rows left out leave the
      * kind's counts (dropped may be NULL: nothing was). */
     int (*commit)(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,
@@ -316,6 +325,7 @@ typedef struct {
  * and owned by its module; borrowed by the tier until closed(arg). Any part may be NULL/0. */
 typedef struct st_tier_member {
     const char *name;
+    char tag; /* the manifest owners of its flush side (st_tier_owner); one member per tag */
     st_tier_source_t *sources; /* its pass sources (an array of nsources) */
     size_t nsources;
     const st_tier_kind_t *flush; /* its flush side; orphans/flushed/done may be NULL (the tier's) */

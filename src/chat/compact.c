@@ -16,11 +16,12 @@
 #include <string.h>
 
 /* On a worker: the tier's merge of Parquet objects, at chat's compression level. */
-static int st__merge(void *arg, st_objstore_t *obj, const st_tier_obj_t *objs, size_t nold,
-                     int64_t cutoff, const char *key, st_tier_file_t *out, void **dropped,
-                     int64_t *ndropped)
+static int st__merge(void *arg, const char *u, size_t ul, st_objstore_t *obj,
+                     const st_tier_obj_t *objs, size_t nold, int64_t cutoff, const char *key,
+                     st_tier_file_t *out, void **dropped, int64_t *ndropped)
 {
     st_chatcold_t *cc = arg;
+    (void)u, (void)ul;
     return st_tier_parquet_merge(cc->zstd_level, obj, objs, nold, cutoff, key, out, dropped,
                                  ndropped);
 }

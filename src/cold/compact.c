@@ -43,7 +43,7 @@
 
 typedef struct {
     st_map_node_t node;
-    char owner[ST_NAME_MAX + 1];
+    char owner[ST_TIER_OWNER_MAX];
     size_t olen;
     int flags; /* ST_TIER_COMPACT_*; asked for while merging: << 4 */
 } st_cowner_t;
@@ -178,8 +178,8 @@ static void st__compact_work(uv_work_t *req)
     st_cjob_t *j = req->data;
     const st_tier_merge_t *m = j->c->merge;
     st_tier_background(true); /* SCHED_IDLE while merging (see flush.c) */
-    j->rc = m->merge(m->arg, j->c->obj, j->old.v, j->old.n, j->cutoff, j->key.data, &j->out,
-                     &j->dropped, &j->ndropped);
+    j->rc = m->merge(m->arg, j->o->owner, j->o->olen, j->c->obj, j->old.v, j->old.n, j->cutoff,
+                     j->key.data, &j->out, &j->dropped, &j->ndropped);
     st_tier_background(false);
 }
 
@@ -457,7 +457,7 @@ bool st__tier_compacting(const st_tier_compact_t *c, const char *o, size_t ol, u
 
 void st__tier_compact_enqueue(st_tier_compact_t *c, const char *o, size_t ol, int flags)
 {
-    if (!c || c->stopping || ol > ST_NAME_MAX) return;
+    if (!c || c->stopping || ol >= ST_TIER_OWNER_MAX) return;
     if (flags == ST_TIER_COMPACT_AUTO) {
         st_tier_stat_t st;
         uint64_t wait = 0;
@@ -471,7 +471,7 @@ static int st__collect_w(void *arg, const void *key, size_t klen, const void *va
 {
     st_buf_t *b = arg;
     (void)val, (void)vlen;
-    if (klen < 2 || klen - 1 > ST_NAME_MAX) return 0;
+    if (klen < 2 || klen - 1 >= ST_TIER_OWNER_MAX) return 0;
     st_buf_appendc(b, (char)(uint8_t)(klen - 1));
     st_buf_append(b, (const char *)key + 1, klen - 1);
     return 0;

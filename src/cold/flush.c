@@ -33,7 +33,7 @@
 
 typedef struct {
     st_map_node_t node;
-    char owner[ST_NAME_MAX + 1];
+    char owner[ST_TIER_OWNER_MAX];
     size_t olen;
     uint64_t not_before_ms;
     uint32_t failures;
@@ -391,7 +391,7 @@ static int st__collect_owner(void *arg, const void *key, size_t klen, const void
     (void)vlen;
     const char *u = (const char *)key + 1;
     size_t ul = strnlen(u, klen - 1);
-    if (ul == 0 || ul > ST_NAME_MAX || ul == klen - 1) return 0;
+    if (ul == 0 || ul >= ST_TIER_OWNER_MAX || ul == klen - 1) return 0;
     if (b->len && (uint8_t)b->data[us->prev] == ul && memcmp(b->data + us->prev + 1, u, ul) == 0)
         return 0;
     us->prev = b->len;

@@ -11,6 +11,8 @@
 
 typedef struct st_tier_compact st_tier_compact_t;
 
+#define ST__FLUSHERS_MAX 8 /* kinds with a flush side */
+
 /* The tier (tier.c opens and closes it; its parts read it). */
 struct st_tier {
     uv_loop_t *loop;
@@ -30,17 +32,21 @@ struct st_tier {
     st_tier_pass_t *pass;
     st_coldcache_t *cache; /* NULL once stopping */
     st_store_listener_t listener;
-    st_list_t members;               /* st_tier_member_t, by link */
-    const st_tier_member_t *flusher; /* the member with a flush side (one at most) */
-    st_tier_kind_t fkind;            /* the flush engine's kind: the flusher's, and the tier's */
-    st_tier_merge_t mkind;           /* the compaction engine's: the flusher's merge side */
-    size_t pass_queued;              /* flushes queued by this pass so far */
+    st_list_t members;                                  /* st_tier_member_t, by link */
+    const st_tier_member_t *flushers[ST__FLUSHERS_MAX]; /* members with a flush side, one a tag */
+    size_t nflushers;
+    st_tier_kind_t fkind;  /* the flush engine's kind: the tier's, handing each owner to its own */
+    st_tier_merge_t mkind; /* the compaction engine's, likewise */
+    size_t pass_queued;    /* flushes queued by this pass so far */
     st_metric_t *m_orphans, *m_retained;
     /* retention: owners waiting for their footers (retention.c), queued first */
     st_list_t ret_queue; /* st_tier_retry_t, in order */
     st_map_t ret_users;  /* queued or being fetched */
     size_t ret_fetching;
 };
+
+/* The member whose flush side owns the owner o (its tag), or NULL (no such kind joined). */
+const st_tier_member_t *st__tier_member(const st_tier_t *t, const char *o, size_t ol);
 
 /* retention.c: whole objects past the retention out of the manifest (st_tier_retain); the owners
  * waiting for their footers forgotten (their fetches cancelled), before the cache goes. */

@@ -45,7 +45,7 @@ static void st__resume(void *arg)
     st_tier_t *t = r->tier;
     t->ret_fetching--;
     st_coldwait_t *w = r->w;
-    char o[ST_NAME_MAX + 1];
+    char o[ST_TIER_OWNER_MAX];
     size_t ol = r->ol;
     memcpy(o, r->o, ol);
     st__retry_free(t, r);
@@ -71,7 +71,7 @@ static void st__pump(st_tier_t *t)
         }
         st_coldcache_release(t->cache, r->w);
         r->w = NULL;
-        char o[ST_NAME_MAX + 1];
+        char o[ST_TIER_OWNER_MAX];
         size_t ol = r->ol;
         memcpy(o, r->o, ol);
         st__retry_free(t, r);
@@ -85,7 +85,7 @@ static void st__queue(st_tier_t *t, const char *o, size_t ol)
 {
     st_coldcache_forget(t->cache); /* fetched in the queue's turn, not now */
     if (!t->ret_users.buckets) st_map_init(&t->ret_users);
-    if (ol > ST_NAME_MAX || st_map_get(&t->ret_users, o, ol)) return;
+    if (ol >= ST_TIER_OWNER_MAX || st_map_get(&t->ret_users, o, ol)) return;
     st_tier_retry_t *r = st_calloc(1, sizeof *r + ol);
     r->tier = t;
     r->ol = ol;
@@ -143,7 +143,8 @@ static bool st__past(st_tier_t *t, const char *o, size_t ol, const st_pq_meta_t 
 size_t st_tier_retain(st_tier_t *t, const char *o, size_t ol)
 {
     int64_t cutoff = st_tier_cutoff(t);
-    if (!cutoff || t->stopping || !t->flusher) return 0;
+    const st_tier_member_t *mb = st__tier_member(t, o, ol);
+    if (!cutoff || t->stopping || !mb) return 0;
     uint64_t wait = 0;
     st_tier_manifest_t man;
     size_t dropped = 0;
@@ -159,7 +160,7 @@ size_t st_tier_retain(st_tier_t *t, const char *o, size_t ol)
         if (st_coldcache_footer(t->cache, man.v[i].key, man.v[i].file.size, &m) != ST_OK) continue;
         if (!st__past(t, o, ol, m, cutoff)) break;
         st_tier_file_t none = {0};
-        st_expiry_t x = {t->flusher, o, ol, m};
+        st_expiry_t x = {mb, o, ol, m};
         st_tier_swap_t sw = {
             .old = &man.v[i], .nold = 1, .file = &none, .kind = st__expired, .arg = &x};
         if (st__tier_swap(t->store, o, ol, &sw, &wait) != ST_OK) break;

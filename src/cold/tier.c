@@ -91,84 +91,146 @@ int st__tier_orphans(st_tier_t *t, const char *o, size_t ol, uint64_t *wait)
     return rc;
 }
 
-/* ---- the engines' kinds: the flusher's sides, with the tier's steps around them ---- */
+/* ---- the engines' kinds: each owner's member, with the tier's steps around it ---- */
+
+size_t st_tier_owner(char *o, char tag, const char *name, size_t nl)
+{
+    size_t n = 0;
+    if (tag) {
+        o[n++] = '~';
+        o[n++] = tag;
+    }
+    memcpy(o + n, name, nl);
+    return n + nl;
+}
+
+char st_tier_owner_tag(const char *o, size_t ol)
+{
+    return ol > 2 && o[0] == '~' ? o[1] : 0;
+}
+
+static const st_tier_member_t *st__tier_member_tag(const st_tier_t *t, char tag)
+{
+    for (size_t i = 0; i < t->nflushers; i++)
+        if (t->flushers[i]->tag == tag) return t->flushers[i];
+    return NULL;
+}
+
+const st_tier_member_t *st__tier_member(const st_tier_t *t, const char *o, size_t ol)
+{
+    return st__tier_member_tag(t, st_tier_owner_tag(o, ol));
+}
+
+/* What the engines carry for a kind (rows of a flush, rows a merge left out): the kind's own
+ * pointer and the member it belongs to, so calls that have no owner reach the right kind. */
+typedef struct {
+    const st_tier_member_t *m;
+    void *p;
+} st_box_t;
+
+static void *st__box(const st_tier_member_t *m, void *p)
+{
+    st_box_t *b = st_malloc(sizeof *b);
+    *b = (st_box_t){m, p};
+    return b;
+}
 
 static int st__snapshot(void *arg, const char *o, size_t ol, const st_tier_stat_t *st, uint64_t seq,
                         uint64_t writer, st_tier_snap_t *out, uint64_t *wait)
 {
-    const st_tier_kind_t *k = ((st_tier_t *)arg)->flusher->flush;
-    return k->snapshot(k->arg, o, ol, st, seq, writer, out, wait);
+    const st_tier_member_t *m = st__tier_member(arg, o, ol);
+    if (!m) return ST_ENOTFOUND; /* an owner of no kind that joined */
+    const st_tier_kind_t *k = m->flush;
+    int rc = k->snapshot(k->arg, o, ol, st, seq, writer, out, wait);
+    if (out->rows) out->rows = st__box(m, out->rows);
+    return rc;
 }
 
 static int st__encode(void *arg, void *rows, st_buf_t *object)
 {
-    const st_tier_kind_t *k = ((st_tier_t *)arg)->flusher->flush;
-    return k->encode(k->arg, rows, object);
+    (void)arg;
+    st_box_t *b = rows;
+    return b->m->flush->encode(b->m->flush->arg, b->p, object);
 }
 
 static int st__commit(void *arg, const char *o, size_t ol, void *rows, st_tier_file_t *f,
                       uint64_t *wait)
 {
-    const st_tier_kind_t *k = ((st_tier_t *)arg)->flusher->flush;
-    return k->commit(k->arg, o, ol, rows, f, wait);
+    (void)arg;
+    st_box_t *b = rows;
+    return b->m->flush->commit(b->m->flush->arg, o, ol, b->p, f, wait);
 }
 
 static void st__release(void *arg, void *rows)
 {
-    const st_tier_kind_t *k = ((st_tier_t *)arg)->flusher->flush;
-    k->release(k->arg, rows);
+    (void)arg;
+    st_box_t *b = rows;
+    b->m->flush->release(b->m->flush->arg, b->p);
+    free(b);
 }
 
 static int st__orphans(void *arg, const char *o, size_t ol, uint64_t *wait)
 {
     st_tier_t *t = arg;
-    const st_tier_kind_t *k = t->flusher->flush;
-    return k->orphans ? k->orphans(k->arg, o, ol, wait) : st__tier_orphans(t, o, ol, wait);
+    const st_tier_member_t *m = st__tier_member(t, o, ol);
+    const st_tier_kind_t *k = m ? m->flush : NULL;
+    return k && k->orphans ? k->orphans(k->arg, o, ol, wait) : st__tier_orphans(t, o, ol, wait);
 }
 
 static void st__flushed(void *arg, const char *o, size_t ol)
 {
     st_tier_t *t = arg;
-    const st_tier_kind_t *k = t->flusher->flush;
+    const st_tier_member_t *m = st__tier_member(t, o, ol);
     st__tier_compact_enqueue(t->compact, o, ol, ST_TIER_COMPACT_AUTO);
     if (!t->stopping) st_tier_reap(t->reaper); /* orphans found when it started are durable */
-    if (k->flushed) k->flushed(k->arg, o, ol);
+    if (m && m->flush->flushed) m->flush->flushed(m->flush->arg, o, ol);
 }
 
 static void st__flush_done(void *arg)
 {
     st_tier_t *t = arg;
-    const st_tier_kind_t *k = t->flusher->flush;
     st__tier_compact_pump(t->compact, t->urgent);
-    if (k->done) k->done(k->arg);
+    for (size_t i = 0; i < t->nflushers; i++) {
+        const st_tier_kind_t *k = t->flushers[i]->flush;
+        if (k->done) k->done(k->arg);
+    }
 }
 
-static int st__merge(void *arg, st_objstore_t *obj, const st_tier_obj_t *objs, size_t n,
-                     int64_t cutoff, const char *key, st_tier_file_t *out, void **dropped,
-                     int64_t *ndropped)
+static int st__merge(void *arg, const char *o, size_t ol, st_objstore_t *obj,
+                     const st_tier_obj_t *objs, size_t n, int64_t cutoff, const char *key,
+                     st_tier_file_t *out, void **dropped, int64_t *ndropped)
 {
-    const st_tier_merge_t *m = ((st_tier_t *)arg)->flusher->merge;
-    return m->merge(m->arg, obj, objs, n, cutoff, key, out, dropped, ndropped);
+    const st_tier_member_t *mb = st__tier_member(arg, o, ol);
+    if (!mb) return ST_ENOTFOUND;
+    const st_tier_merge_t *m = mb->merge;
+    void *d = NULL;
+    int rc = m->merge(m->arg, o, ol, obj, objs, n, cutoff, key, out, &d, ndropped);
+    *dropped = d ? st__box(mb, d) : NULL;
+    return rc;
 }
 
 static int st__merge_commit(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,
                             uint64_t *wait)
 {
-    const st_tier_merge_t *m = ((st_tier_t *)arg)->flusher->merge;
-    return m->commit(m->arg, o, ol, dropped, ndropped, wait);
+    const st_tier_member_t *mb = st__tier_member(arg, o, ol);
+    if (!mb) return ST_ENOTFOUND;
+    st_box_t *b = dropped;
+    return mb->merge->commit(mb->merge->arg, o, ol, b ? b->p : NULL, ndropped, wait);
 }
 
 static void st__merge_release(void *arg, void *dropped)
 {
-    const st_tier_merge_t *m = ((st_tier_t *)arg)->flusher->merge;
-    m->release(m->arg, dropped);
+    (void)arg;
+    st_box_t *b = dropped;
+    b->m->merge->release(b->m->merge->arg, b->p);
+    free(b);
 }
 
 static void st__merge_name(void *arg, const char *o, size_t ol, const char *first_key, uint64_t seq,
                            uint64_t pseq, uint64_t writer, st_buf_t *key)
 {
-    const st_tier_merge_t *m = ((st_tier_t *)arg)->flusher->merge;
-    m->name(m->arg, o, ol, first_key, seq, pseq, writer, key);
+    const st_tier_member_t *mb = st__tier_member(arg, o, ol);
+    if (mb) mb->merge->name(mb->merge->arg, o, ol, first_key, seq, pseq, writer, key);
 }
 
 /* ---- the tick ---- */
@@ -275,9 +337,9 @@ void st_tier_join(st_tier_t *t, st_tier_member_t *m)
         st_tier_pass_add(t->pass, &m->sources[i]);
     st_list_insert(&t->members, &m->link);
     if (!m->flush) return;
-    ST_ASSERT(!t->flusher); /* owners share the manifest's key space (strata/tier.h) */
-    ST_ASSERT(m->merge);
-    t->flusher = m;
+    ST_ASSERT(m->merge && t->nflushers < ST__FLUSHERS_MAX);
+    ST_ASSERT(!st__tier_member_tag(t, m->tag)); /* one member per tag: its owners (tier.h) */
+    t->flushers[t->nflushers++] = m;
     /* start-up: flushes and compactions a crash interrupted left 'P' records; their objects are
      * deleted (and the deletions a crash interrupted are finished) by the reaper */
     st_tier_flush_recover(t->flush);
@@ -386,7 +448,7 @@ static void st__on_due(uv_idle_t *h)
 
 void st_tier_posted(st_tier_t *t, const char *o, size_t ol, int64_t total)
 {
-    if (!t || t->stopping || !t->flusher || (uint64_t)total < t->flush_rows) return;
+    if (!t || t->stopping || !t->nflushers || (uint64_t)total < t->flush_rows) return;
     st_tier_due_t *d = (st_tier_due_t *)st_map_get(&t->due, o, ol);
     if (!d) {
         d = st_malloc(sizeof *d + ol);
@@ -402,7 +464,7 @@ void st_tier_posted(st_tier_t *t, const char *o, size_t ol, int64_t total)
 
 void st_tier_enqueue(st_tier_t *t, const char *o, size_t ol)
 {
-    if (!t || t->stopping || !t->flusher) return;
+    if (!t || t->stopping || !t->nflushers) return;
     st_tier_flush_enqueue(t->flush, o, ol);
     t->pass_queued++;
 }
@@ -416,7 +478,7 @@ size_t st_tier_flush_all(st_tier_t *t)
 
 size_t st_tier_compact(st_tier_t *t, const char *o, size_t ol, int flags)
 {
-    if (!t || t->stopping || !t->flusher) return 0;
+    if (!t || t->stopping || !t->nflushers) return 0;
     size_t n = 1;
     if (o)
         st__tier_compact_enqueue(t->compact, o, ol, flags);

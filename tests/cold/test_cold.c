@@ -744,10 +744,11 @@ typedef struct {
     int merges, commits, stopped, closed;
 } fm_t;
 
-static int fm_merge(void *arg, st_objstore_t *obj, const st_tier_obj_t *objs, size_t n,
-                    int64_t cutoff, const char *key, st_tier_file_t *out, void **dropped,
-                    int64_t *ndropped)
+static int fm_merge(void *arg, const char *o, size_t ol, st_objstore_t *obj,
+                    const st_tier_obj_t *objs, size_t n, int64_t cutoff, const char *key,
+                    st_tier_file_t *out, void **dropped, int64_t *ndropped)
 {
+    (void)o, (void)ol;
     fm_t *fm = arg;
     (void)cutoff;
     fm->merges++;
@@ -934,6 +935,113 @@ TEST(tier_drives_a_fake_kind_through_flush_pass_compaction_orphans_and_close)
     fx_end(&fx);
 }
 
+/* Two kinds flush side by side (issue 39): each owns the owners of its tag, so one name in both
+ * is two owners with two manifests, and each owner reaches only its own kind's snapshot, encode,
+ * commit, merge and name. */
+static void two_rows(st_store_t *s, const char *o, const char *tag, uint64_t from, uint64_t n)
+{
+    uint8_t k[64];
+    uint64_t w = 0;
+    for (uint64_t id = from; id < from + n; id++) {
+        char v[8];
+        snprintf(v, sizeof v, "%s%llu", tag, (unsigned long long)id);
+        CHECK_EQ(st_store_put(s, k, fk_key(k, o, strlen(o), id), v, strlen(v), &w), ST_OK);
+    }
+}
+
+static bool obj_is(st_objstore_t *obj, const char *key, const char *want)
+{
+    st_buf_t b = {0};
+    bool ok = st_objstore_get(obj, key, 0, strlen(want), &b) == ST_OK &&
+              memcmp(b.data, want, strlen(want)) == 0;
+    st_buf_free(&b);
+    return ok;
+}
+
+TEST(tier_serves_two_kinds_each_with_its_own_owners_and_manifest)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    char url[96];
+    snprintf(url, sizeof url, "file://%s/cold", fx.dir);
+    st_objstore_opts_t oo = {.url = url};
+    st_objstore_t *obj;
+    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
+    char xo[ST_TIER_OWNER_MAX];
+    size_t xl = st_tier_owner(xo, 'x', "o", 1);
+    xo[xl] = 0;
+    CHECK(xl == 3 && strcmp(xo, "~xo") == 0);
+    CHECK_EQ(st_tier_owner_tag(xo, xl), 'x');
+    CHECK_EQ(st_tier_owner_tag("o", 1), 0);
+    CHECK_EQ(st_tier_owner(xo, 0, "o", 1), 1u);
+    st_tier_owner(xo, 'x', "o", 1);
+
+    st_tier_opts_t to = {.obj = obj, .flush_interval_s = 3600, .flush_rows = 1};
+    st_tier_t *t;
+    CHECK_EQ(st_tier_open(&t, &fx.loop, s, &to), ST_OK);
+    fk_t a = {.store = s, .limit = 8}, b = {.store = s, .limit = 8};
+    fk_cur = &a; /* the limit both share */
+    fm_t fa = {.tier = t}, fb = {.tier = t};
+    st_tier_kind_t ka = {.snapshot = fk_snapshot,
+                         .encode = fk_encode,
+                         .commit = fk_commit,
+                         .release = fk_release,
+                         .flushed = fk_flushed,
+                         .arg = &a};
+    st_tier_kind_t kb = ka;
+    kb.arg = &b;
+    st_tier_merge_t ma = {fm_merge, fm_commit, fm_release, fm_name, &fa};
+    st_tier_merge_t mb = {fm_merge, fm_commit, fm_release, fm_name, &fb};
+    st_tier_member_t m_a = {.name = "a", .flush = &ka, .merge = &ma, .arg = &fa};
+    st_tier_member_t m_b = {.name = "b", .tag = 'x', .flush = &kb, .merge = &mb, .arg = &fb};
+    st_tier_join(t, &m_a);
+    st_tier_join(t, &m_b);
+
+    for (uint64_t round = 0; round < 2; round++) {
+        two_rows(s, "o", "a", 1 + round * 2, 2);
+        two_rows(s, "~xo", "b", 1 + round * 3, 3);
+        fx_settle(&fx, s);
+        st_tier_posted(t, "o", 1, (int64_t)(2 * (round + 1))); /* hot and cold */
+        st_tier_posted(t, xo, xl, (int64_t)(3 * (round + 1)));
+        for (int i = 0; i < 100000 && (a.flushed <= (int)round || b.flushed <= (int)round); i++)
+            uv_run(&fx.loop, UV_RUN_ONCE);
+    }
+    CHECK(a.snapshots == 2 && a.encodes == 2 && a.flushed == 2);
+    CHECK(b.snapshots == 2 && b.encodes == 2 && b.flushed == 2);
+    st_tier_manifest_t man;
+    uint64_t w = 0;
+    CHECK_EQ(st_tier_manifest(s, "o", 1, false, &man, &w), ST_OK);
+    CHECK(man.n == 2 && strcmp(man.v[0].key, "o/obj-1") == 0 && man.v[1].file.rows == 2);
+    st_tier_manifest_free(&man);
+    CHECK_EQ(st_tier_manifest(s, xo, xl, false, &man, &w), ST_OK);
+    CHECK(man.n == 2 && strcmp(man.v[1].key, "~xo/obj-2") == 0 && man.v[1].file.rows == 3);
+    st_tier_manifest_free(&man);
+    CHECK(obj_is(obj, "o/obj-1", "a1a2") && obj_is(obj, "~xo/obj-2", "b4b5b6"));
+    CHECK(!fk_has(s, 'h', "o", 1) && !fk_has(s, 'h', "~xo", 6)); /* both kinds' rows left */
+
+    /* a major compaction of the second kind's owner runs its merge, never the first's */
+    CHECK_EQ(st_tier_compact(t, xo, xl, ST_TIER_COMPACT_MAJOR), 1u);
+    for (int i = 0; i < 100000 && fb.commits < 1; i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    fx_settle(&fx, s);
+    CHECK(fb.merges == 1 && fa.merges == 0);
+    CHECK_EQ(st_tier_manifest(s, xo, xl, false, &man, &w), ST_OK);
+    CHECK(man.n == 1 && strncmp(man.v[0].key, "~xo/merged-1-", 13) == 0 && man.v[0].file.rows == 6);
+    CHECK(obj_is(obj, man.v[0].key, "b1b2b3b4b5b6"));
+    st_tier_manifest_free(&man);
+    CHECK_EQ(st_tier_manifest(s, "o", 1, false, &man, &w), ST_OK);
+    CHECK_EQ(man.n, 2u);
+    st_tier_manifest_free(&man);
+
+    st_tier_close(t);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    st_tier_free(t);
+    st_objstore_close(obj);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
 /* The fake kind's retention side: a hot row's value is its timestamp (8 bytes), and an object is
  * Parquet (one row group, "c"), so the tier reads its footer's timestamps; the expired hook and
  * the merge's commit count what left the kind. */
@@ -974,10 +1082,11 @@ static int fr_expired(void *arg, const char *o, size_t ol, const st_pq_meta_t *m
     return ST_OK;
 }
 
-static int fr_merge(void *arg, st_objstore_t *obj, const st_tier_obj_t *objs, size_t n,
-                    int64_t cutoff, const char *key, st_tier_file_t *out, void **dropped,
-                    int64_t *ndropped)
+static int fr_merge(void *arg, const char *o, size_t ol, st_objstore_t *obj,
+                    const st_tier_obj_t *objs, size_t n, int64_t cutoff, const char *key,
+                    st_tier_file_t *out, void **dropped, int64_t *ndropped)
 {
+    (void)o, (void)ol;
     (void)arg;
     return st_tier_parquet_merge(1, obj, objs, n, cutoff, key, out, dropped, ndropped);
 }
