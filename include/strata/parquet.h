@@ -18,7 +18,13 @@
 #include "strata/core.h"
 
 /* Physical types (Parquet's own numbers), and ST_PQ_GROUP for a STRUCT or LIST field. */
-enum { ST_PQ_BOOLEAN = 0, ST_PQ_INT32 = 1, ST_PQ_INT64 = 2, ST_PQ_BYTE_ARRAY = 6, ST_PQ_GROUP = 99 };
+enum {
+    ST_PQ_BOOLEAN = 0,
+    ST_PQ_INT32 = 1,
+    ST_PQ_INT64 = 2,
+    ST_PQ_BYTE_ARRAY = 6,
+    ST_PQ_GROUP = 99
+};
 /* Repetition of a field. Repeated fields are written as LISTs (logical ST_PQ_LIST). */
 enum { ST_PQ_REQUIRED = 0, ST_PQ_OPTIONAL = 1 };
 /* Logical types: STRING and JSON annotate BYTE_ARRAY, TIMESTAMP_US (UTC, µs) INT64; a GROUP is
@@ -75,11 +81,11 @@ typedef struct {
 int st_pq_write(const st_pq_write_t *w, st_buf_t *out);
 
 /* The next value of the row. A string is borrowed until st_pq_write returns. */
-void st_pq_put_i64(st_pq_rec_t *r, int64_t v); /* INT64 */
-void st_pq_put_i32(st_pq_rec_t *r, int32_t v); /* INT32 */
-void st_pq_put_bool(st_pq_rec_t *r, bool v);   /* BOOLEAN */
+void st_pq_put_i64(st_pq_rec_t *r, int64_t v);               /* INT64 */
+void st_pq_put_i32(st_pq_rec_t *r, int32_t v);               /* INT32 */
+void st_pq_put_bool(st_pq_rec_t *r, bool v);                 /* BOOLEAN */
 void st_pq_put_str(st_pq_rec_t *r, const void *p, size_t n); /* BYTE_ARRAY */
-void st_pq_put_null(st_pq_rec_t *r);           /* any OPTIONAL field */
+void st_pq_put_null(st_pq_rec_t *r);                         /* any OPTIONAL field */
 void st_pq_put_struct(st_pq_rec_t *r);         /* a STRUCT: its fields' values follow */
 void st_pq_put_list(st_pq_rec_t *r, size_t n); /* a LIST: n element values follow */
 
@@ -159,7 +165,7 @@ void st_pq_cur_init(st_pq_cur_t *c, const st_pq_table_t *t);
  * that last call checks every column ended with the last row. */
 bool st_pq_cur_next(st_pq_cur_t *c);
 /* Values of the row in schema order; a getter of an OPTIONAL field returns false for null. */
-bool st_pq_get_i64(st_pq_cur_t *c, int64_t *v); /* INT64, INT32 and BOOLEAN */
+bool st_pq_get_i64(st_pq_cur_t *c, int64_t *v);                /* INT64, INT32 and BOOLEAN */
 bool st_pq_get_str(st_pq_cur_t *c, const char **p, size_t *n); /* borrowed from the table */
 bool st_pq_get_struct(st_pq_cur_t *c);
 bool st_pq_get_list(st_pq_cur_t *c, size_t *n);

@@ -71,9 +71,8 @@ static int st__msg_group(const st_pq_rowgroup_t *G, st_pq_group_t *g, st_buf_t *
 {
     const st_pq_chunk_t *c = G->chunks;
     int64_t lo, hi;
-    if (!st__i64_stat(&c[0], &lo, &hi) || !c[1].min || !c[1].max ||
-        c[1].min_len != c[1].max_len || memcmp(c[1].min, c[1].max, c[1].min_len) != 0 ||
-        c[1].min_len > ST_NAME_MAX)
+    if (!st__i64_stat(&c[0], &lo, &hi) || !c[1].min || !c[1].max || c[1].min_len != c[1].max_len ||
+        memcmp(c[1].min, c[1].max, c[1].min_len) != 0 || c[1].min_len > ST_NAME_MAX)
         return ST_EINVAL;
     g->min_id = (uint64_t)lo;
     g->max_id = (uint64_t)hi;
@@ -151,7 +150,8 @@ int st_parquet_read_group(const st_pq_group_t *g, const uint8_t *bytes, size_t l
         chunks[k].offset = g->col_offset[k];
         chunks[k].length = g->col_length[k];
     }
-    st_pq_rowgroup_t G = {.rows = g->rows, .offset = g->offset, .length = g->length, .chunks = chunks};
+    st_pq_rowgroup_t G = {
+        .rows = g->rows, .offset = g->offset, .length = g->length, .chunks = chunks};
     st_pq_table_t t;
     if (st_pq_read_group(&st_pq_msg_schema, &G, bytes, len, &t) != ST_OK) return ST_EINVAL;
     size_t n = (size_t)t.rows;

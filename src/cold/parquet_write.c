@@ -218,8 +218,8 @@ static bool st__dictionary(const st_colview_t *v, st_buf_t *dict_page, uint16_t 
 }
 
 /* Dictionary indices of the present entries in [a, b): bit width byte, then RLE runs. */
-static void st__dict_indices(st_buf_t *page, const st_colview_t *v, const uint16_t *index,
-                             size_t a, size_t b, size_t ndict)
+static void st__dict_indices(st_buf_t *page, const st_colview_t *v, const uint16_t *index, size_t a,
+                             size_t b, size_t ndict)
 {
     int bw = 1;
     while (bw < 16 && (1u << bw) < ndict)

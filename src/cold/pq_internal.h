@@ -20,9 +20,9 @@ typedef struct {
     int kind, type, rep, logical; /* rep: -1 for the root */
     unsigned hints;
     int parent, first, next, nchildren; /* node indices, -1: none */
-    uint8_t def;  /* definition level when this node is present */
-    uint8_t repl; /* repetition level of its innermost enclosing repeated group (or itself) */
-    int leaf;     /* a leaf's column index */
+    uint8_t def;                        /* definition level when this node is present */
+    uint8_t repl;     /* repetition level of its innermost enclosing repeated group (or itself) */
+    int leaf;         /* a leaf's column index */
     int leaf0, nleaf; /* the leaves under it: [leaf0, leaf0 + nleaf) */
     int depth;
 } st_pq_node_t;

@@ -114,8 +114,7 @@ static int st__take(st_pq_rec_t *r)
     } else { /* a LIST with elements left: its element */
         const st_pq_node_t *rep = &l->nodes[n->first];
         x = rep->first;
-        if (r->k[f]++ > 0)
-            memset(r->next_rep + rep->leaf0, rep->repl, (size_t)rep->nleaf);
+        if (r->k[f]++ > 0) memset(r->next_rep + rep->leaf0, rep->repl, (size_t)rep->nleaf);
         r->left[f]--;
     }
     return x;
@@ -350,8 +349,7 @@ static int st__present(st_pq_cur_t *c, int kind, int *x)
     if (n->kind != kind) return st__fail(c), -1;
     int d = st__peek(c, n->leaf0);
     if (d >= n->def) return 1;
-    if (n->rep != ST_PQ_OPTIONAL || d != n->def - 1 || !st__skip(c, n, d))
-        return st__fail(c), -1;
+    if (n->rep != ST_PQ_OPTIONAL || d != n->def - 1 || !st__skip(c, n, d)) return st__fail(c), -1;
     st__cur_settle(c);
     return 0;
 }

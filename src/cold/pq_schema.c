@@ -54,8 +54,8 @@ static bool st__field(st_pq_layout_t *l, const st_pq_field_t *f, int parent)
                  (f->type != ST_PQ_BOOLEAN && f->type != ST_PQ_INT32 && f->type != ST_PQ_INT64 &&
                   f->type != ST_PQ_BYTE_ARRAY)))
         return false;
-    int i = st__add(l, f->name, group ? (list ? ST_PQN_LIST : ST_PQN_STRUCT) : ST_PQN_LEAF,
-                    parent, f->rep);
+    int i = st__add(l, f->name, group ? (list ? ST_PQN_LIST : ST_PQN_STRUCT) : ST_PQN_LEAF, parent,
+                    f->rep);
     if (i < 0) return false;
     st_pq_node_t *n = &l->nodes[i];
     n->type = f->type;

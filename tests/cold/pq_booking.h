@@ -30,15 +30,15 @@ typedef struct {
     bool expires_null;
 } bk_row_t;
 
-static const st_pq_field_t bk_seat = {"element", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING,
-                                      0, NULL, 0};
+static const st_pq_field_t bk_seat = {
+    "element", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0};
 static const st_pq_field_t bk_item_fields[] = {
     {"section", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0},
     {"seats", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_LIST, 0, &bk_seat, 1},
     {"quantity", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
 };
-static const st_pq_field_t bk_item = {"element", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, 0,
-                                      bk_item_fields, 3};
+static const st_pq_field_t bk_item = {
+    "element", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, 0, bk_item_fields, 3};
 static const st_pq_field_t bk_fields[] = {
     {"booking_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
     {"event_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0},

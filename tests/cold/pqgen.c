@@ -16,8 +16,12 @@ static int st__write(const char *path, size_t n, uint32_t seed, size_t group_row
     st_arena_t a = {0};
     bk_row_t *rows = bk_generate(seed, n, &a);
     st_buf_t f = {0}, out = {0};
-    st_pq_write_t w = {.schema = &bk_schema, .nrows = n, .row = bk_put, .arg = rows,
-                       .group_rows = group_rows, .zstd_level = 3};
+    st_pq_write_t w = {.schema = &bk_schema,
+                       .nrows = n,
+                       .row = bk_put,
+                       .arg = rows,
+                       .group_rows = group_rows,
+                       .zstd_level = 3};
     int rc = st_pq_write(&w, &f);
     FILE *fp = rc == ST_OK ? fopen(path, "wb") : NULL;
     if (!fp || fwrite(f.data, 1, f.len, fp) != f.len || fclose(fp) != 0) {

@@ -104,7 +104,7 @@ TEST(message_files_keep_their_exact_bytes)
 {
     size_t n = 4000;
     st_msgrow_t *rows = calloc(n, sizeof *rows);
-    char (*from)[16] = calloc(n, 16), (*text)[1200] = calloc(n, 1200);
+    char(*from)[16] = calloc(n, 16), (*text)[1200] = calloc(n, 1200);
     static const char *convs[] = {"alpha", "beta", "gamma"};
     uint32_t x = 12345;
     for (size_t i = 0; i < n; i++) {
@@ -177,8 +177,12 @@ TEST(nested_lists_of_structs_of_lists_round_trip_across_pages_and_row_groups)
     st_arena_t a = {0};
     bk_row_t *rows = bk_generate(7, n, &a);
     st_buf_t f = {0};
-    st_pq_write_t w = {.schema = &bk_schema, .nrows = n, .row = bk_put, .arg = rows,
-                       .group_rows = 50000, .zstd_level = 1};
+    st_pq_write_t w = {.schema = &bk_schema,
+                       .nrows = n,
+                       .row = bk_put,
+                       .arg = rows,
+                       .group_rows = 50000,
+                       .zstd_level = 1};
     CHECK_EQ(st_pq_write(&w, &f), ST_OK);
     st_pq_file_t m;
     CHECK_EQ(pq_parse(&bk_schema, &f, &m), ST_OK);
@@ -217,10 +221,10 @@ static void bad_row(void *arg, size_t i, st_pq_rec_t *r)
     int how = *(int *)arg;
     st_pq_put_i64(r, 1);
     st_pq_put_str(r, "e", 1);
-    if (how == 0) return;               /* too few values */
-    if (how == 1) st_pq_put_i64(r, 5); /* a number for a string */
+    if (how == 0) return;                               /* too few values */
+    if (how == 1) st_pq_put_i64(r, 5);                  /* a number for a string */
     if (how == 2) st_pq_put_null(r), st_pq_put_null(r); /* null for a required column */
-    if (how == 3) { /* a list where a string is due */
+    if (how == 3) {                                     /* a list where a string is due */
         st_pq_put_null(r);
         st_pq_put_list(r, 1);
     }
@@ -244,7 +248,7 @@ TEST(rows_that_break_the_schema_and_unsupported_schemas_are_errors)
         {"l", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_LIST, 0, two, 2}, /* a list of two elements */
     };
     st_pq_schema_t s1 = {bad, 1, -1, -1}, s2 = {bk_fields, 9, 0, BK_LEAF_SEATS}; /* nested key */
-    st_pq_schema_t s3 = {two, 2, 2, -1};                                        /* no leaf 2 */
+    st_pq_schema_t s3 = {two, 2, 2, -1};                                         /* no leaf 2 */
     CHECK_EQ(st_pq_schema_leaves(&s1), -1);
     CHECK_EQ(st_pq_schema_leaves(&s2), -1);
     CHECK_EQ(st_pq_schema_leaves(&s3), -1);
@@ -266,10 +270,10 @@ TEST(rows_that_break_the_schema_and_unsupported_schemas_are_errors)
 }
 
 /* Optional structs, optional list elements, lists of lists, INT32 and BOOLEAN. */
-static const st_pq_field_t mx_i32 = {"element", ST_PQ_INT32, ST_PQ_OPTIONAL, ST_PQ_NONE,
-                                     ST_PQ_STATS, NULL, 0};
-static const st_pq_field_t mx_inner = {"element", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_LIST, 0,
-                                       &mx_i32, 1};
+static const st_pq_field_t mx_i32 = {
+    "element", ST_PQ_INT32, ST_PQ_OPTIONAL, ST_PQ_NONE, ST_PQ_STATS, NULL, 0};
+static const st_pq_field_t mx_inner = {
+    "element", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_LIST, 0, &mx_i32, 1};
 static const st_pq_field_t mx_sfields[] = {
     {"flag", ST_PQ_BOOLEAN, ST_PQ_OPTIONAL, ST_PQ_NONE, 0, NULL, 0},
     {"note", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, ST_PQ_STATS, NULL, 0},
@@ -326,8 +330,9 @@ TEST(optional_structs_and_elements_lists_of_lists_int32_and_booleans_round_trip)
     for (size_t g = 0; g < m.ngroups; g++) {
         const st_pq_rowgroup_t *G = &m.groups[g];
         st_pq_table_t t;
-        CHECK_EQ(st_pq_read_group(&mx_schema, G, (const uint8_t *)f.data + G->offset, G->length, &t),
-                 ST_OK);
+        CHECK_EQ(
+            st_pq_read_group(&mx_schema, G, (const uint8_t *)f.data + G->offset, G->length, &t),
+            ST_OK);
         st_pq_cur_t c;
         st_pq_cur_init(&c, &t);
         for (; st_pq_cur_next(&c); i++) {
@@ -372,8 +377,12 @@ TEST(damaged_nested_files_are_errors_never_crashes)
     st_arena_t a = {0};
     bk_row_t *rows = bk_generate(11, 40, &a);
     st_buf_t f = {0};
-    st_pq_write_t w = {.schema = &bk_schema, .nrows = 40, .row = bk_put, .arg = rows,
-                       .group_rows = 16, .zstd_level = 1};
+    st_pq_write_t w = {.schema = &bk_schema,
+                       .nrows = 40,
+                       .row = bk_put,
+                       .arg = rows,
+                       .group_rows = 16,
+                       .zstd_level = 1};
     CHECK_EQ(st_pq_write(&w, &f), ST_OK);
     size_t wrong = 0, errors = 0;
     bk_row_t back[40];
