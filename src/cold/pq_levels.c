@@ -131,13 +131,13 @@ static void st__settle(st_pq_rec_t *r)
     }
 }
 
-static void st__leaf(st_pq_rec_t *r, bool str, bool (*type_ok)(int), int64_t iv, const char *sv,
-                     size_t sl)
+/* A leaf's value: the next node must be a leaf of physical type `type`. */
+static void st__leaf(st_pq_rec_t *r, int type, int64_t iv, const char *sv, size_t sl)
 {
     int x = st__take(r);
     if (x < 0) return;
     const st_pq_node_t *n = &r->lay->nodes[x];
-    if (n->kind != ST_PQN_LEAF || (n->type == ST_PQ_BYTE_ARRAY) != str || !type_ok(n->type)) {
+    if (n->kind != ST_PQN_LEAF || n->type != type) {
         r->bad = true;
         return;
     }
@@ -145,41 +145,24 @@ static void st__leaf(st_pq_rec_t *r, bool str, bool (*type_ok)(int), int64_t iv,
     st__settle(r);
 }
 
-static bool st__is_i64(int t)
-{
-    return t == ST_PQ_INT64;
-}
-static bool st__is_i32(int t)
-{
-    return t == ST_PQ_INT32;
-}
-static bool st__is_bool(int t)
-{
-    return t == ST_PQ_BOOLEAN;
-}
-static bool st__is_str(int t)
-{
-    return t == ST_PQ_BYTE_ARRAY;
-}
-
 void st_pq_put_i64(st_pq_rec_t *r, int64_t v)
 {
-    st__leaf(r, false, st__is_i64, v, NULL, 0);
+    st__leaf(r, ST_PQ_INT64, v, NULL, 0);
 }
 
 void st_pq_put_i32(st_pq_rec_t *r, int32_t v)
 {
-    st__leaf(r, false, st__is_i32, v, NULL, 0);
+    st__leaf(r, ST_PQ_INT32, v, NULL, 0);
 }
 
 void st_pq_put_bool(st_pq_rec_t *r, bool v)
 {
-    st__leaf(r, false, st__is_bool, v, NULL, 0);
+    st__leaf(r, ST_PQ_BOOLEAN, v, NULL, 0);
 }
 
 void st_pq_put_str(st_pq_rec_t *r, const void *p, size_t n)
 {
-    st__leaf(r, true, st__is_str, 0, p ? p : "", n);
+    st__leaf(r, ST_PQ_BYTE_ARRAY, 0, p ? p : "", n);
 }
 
 /* One entry at level def for every leaf under node n (a null or an empty list). */
