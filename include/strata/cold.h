@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cold: the columnar tier (SPEC §5). A Parquet writer and reader for message rows (Thrift
- * compact metadata, ZSTD pages, one row group per conversation with min/max statistics), and
+ * cold: the columnar tier (SPEC §5). Message files (chat's rows through the schema-driven
+ * Parquet codec of strata/parquet.h: one row group per conversation with min/max statistics), and
  * object storage behind one interface: a local directory (file://) or any S3-compatible service
  * (s3://bucket/prefix, signed by libcurl's AWS SigV4).
  *
@@ -14,6 +14,7 @@
 
 #include "strata/core.h"
 #include "strata/metrics.h"
+#include "strata/parquet.h"
 
 #include <uv.h>
 
@@ -27,6 +28,8 @@ typedef struct {
 } st_msgrow_t;
 
 #define ST_PQ_COLUMNS 7 /* msg_id, conversation_id, from, timestamp, seq, content, metadata */
+/* The message files' schema (key: conversation_id, sorted by msg_id). */
+extern const st_pq_schema_t st_pq_msg_schema;
 
 /* Encodes rows into a whole Parquet file appended to out. Rows must be grouped by conversation
  * and sorted by msg_id inside each group: each group becomes one row group. */

@@ -1,24 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Parquet reader for the files strata writes. The footer is parsed into row-group summaries
- * (conversation, msg_id range, byte ranges) so a read fetches only the row groups it needs;
- * a row group's pages are then decompressed and decoded. Input is untrusted (a file in object
- * storage can be truncated or damaged): every offset, length and count is checked against what
- * is really there, and anything unexpected is ST_EINVAL.
+ * Parquet reader for the files strata writes, for any schema st_pq_schema_t describes. The
+ * footer is checked against the schema and parsed into row-group summaries (byte ranges,
+ * statistics) so a read fetches only the row groups it needs; a row group's pages are then
+ * decompressed and decoded into per-leaf entries (levels and values) that pq_levels.c's cursor
+ * turns back into rows. Input is untrusted (a file in object storage can be truncated or
+ * damaged): every offset, length, count and level is checked against what is really there, and
+ * anything unexpected is ST_EINVAL.
  */
-#include "strata/cold.h"
-#include "thrift.h"
+#include "pq_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 #include <zstd.h>
 
-#define ST__MAX_PAGE (256u << 20)
-
-static const char *const st__names[ST_PQ_COLUMNS] = {
-    "msg_id", "conversation_id", "from", "timestamp", "seq", "content", "metadata"};
-static const int st__types[ST_PQ_COLUMNS] = {2, 6, 6, 2, 2, 6, 6};
+#define ST__MAX_PAGE    (256u << 20)
+#define ST__MAX_ENTRIES (1u << 24) /* per chunk beyond its rows (repeated columns only) */
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+#define ST__CRC 0 /* a fuzzer cannot fix a CRC: let it reach the levels and values behind one */
+#else
+#define ST__CRC 1
+#endif
 
 static uint32_t st__rd32(const uint8_t *p)
 {
@@ -30,7 +33,7 @@ static uint64_t st__rd64(const uint8_t *p)
     return (uint64_t)st__rd32(p) | (uint64_t)st__rd32(p + 4) << 32;
 }
 
-int st_parquet_footer_len(const uint8_t tail[8], uint64_t file_size, uint32_t *len)
+int st_pq_footer_len(const uint8_t tail[8], uint64_t file_size, uint32_t *len)
 {
     if (memcmp(tail + 4, "PAR1", 4) != 0) return ST_EINVAL;
     *len = st__rd32(tail);
@@ -40,7 +43,7 @@ int st_parquet_footer_len(const uint8_t tail[8], uint64_t file_size, uint32_t *l
 
 typedef struct {
     int type, codec;
-    int64_t values;
+    int64_t values, nulls;
     uint64_t offset, size, dict_offset;
     const uint8_t *min, *max;
     size_t min_len, max_len;
@@ -54,7 +57,9 @@ static void st__stats(st_tr_t *r, st_colmeta_t *c)
     bool bv;
     if (!st_tr_enter(r)) return;
     while (st_tr_field(r, &last, &id, &t, &bv)) {
-        if (id == 5 && t == ST_TC_BINARY)
+        if (id == 3 && t == ST_TC_I64)
+            c->nulls = st_tr_int(r);
+        else if (id == 5 && t == ST_TC_BINARY)
             c->max = st_tr_bin(r, &c->max_len);
         else if (id == 6 && t == ST_TC_BINARY)
             c->min = st_tr_bin(r, &c->min_len);
@@ -107,14 +112,32 @@ static void st__column_chunk(st_tr_t *r, st_colmeta_t *c)
     st_tr_leave(r);
 }
 
-/* One RowGroup into g; its strings (conversation) are copied to strings. */
-static int st__row_group(st_tr_t *r, uint64_t data_end, st_pq_group_t *g, st_buf_t *strings)
+/* What parsing the footer collects: row groups, their chunks, statistics bytes. */
+typedef struct {
+    const st_pq_layout_t *lay;
+    uint64_t data_end;
+    st_buf_t groups, chunks, strings; /* chunks' min/max: offsets into strings until the end */
+} st_parse_t;
+
+/* Copies a statistic into strings; its offset + 1 (0: absent) stands in for the pointer. */
+static const uint8_t *st__keep_stat(st_parse_t *ps, const uint8_t *p, size_t n)
 {
+    if (!p) return NULL;
+    size_t at = ps->strings.len;
+    st_buf_append(&ps->strings, p, n);
+    return (const uint8_t *)(uintptr_t)(at + 1);
+}
+
+/* One RowGroup, its column chunks checked against the schema's leaves. */
+static int st__row_group(st_tr_t *r, st_parse_t *ps)
+{
+    const st_pq_layout_t *l = ps->lay;
     int16_t last = 0, id;
     int t;
     bool bv;
-    st_colmeta_t cols[ST_PQ_COLUMNS];
+    st_colmeta_t cols[ST_PQ_MAX_NODES];
     size_t ncols = 0;
+    st_pq_rowgroup_t g = {0};
     memset(cols, 0, sizeof cols);
     if (!st_tr_enter(r)) return ST_EINVAL;
     while (st_tr_field(r, &last, &id, &t, &bv)) {
@@ -122,92 +145,82 @@ static int st__row_group(st_tr_t *r, uint64_t data_end, st_pq_group_t *g, st_buf
             int elem;
             size_t n;
             /* exactly one list of exactly our columns (a repeated field would overflow) */
-            if (ncols || !st_tr_list(r, &elem, &n) || elem != ST_TC_STRUCT || n != ST_PQ_COLUMNS) {
+            if (ncols || !st_tr_list(r, &elem, &n) || elem != ST_TC_STRUCT ||
+                n != (size_t)l->nleaves) {
                 r->ok = false;
                 break;
             }
             for (size_t i = 0; i < n && r->ok; i++)
                 st__column_chunk(r, &cols[ncols++]);
         } else if (id == 3 && t == ST_TC_I64) {
-            g->rows = st_tr_int(r);
+            g.rows = st_tr_int(r);
         } else {
             st_tr_skip(r, t);
         }
     }
     st_tr_leave(r);
-    if (!r->ok || ncols != ST_PQ_COLUMNS || g->rows <= 0) return ST_EINVAL;
+    if (!r->ok || ncols != (size_t)l->nleaves || g.rows <= 0) return ST_EINVAL;
     uint64_t lo = UINT64_MAX, hi = 0;
-    for (int i = 0; i < ST_PQ_COLUMNS; i++) {
+    for (int i = 0; i < l->nleaves; i++) {
         st_colmeta_t *c = &cols[i];
+        const st_pq_node_t *leaf = &l->nodes[l->leaf_node[i]];
         /* a dictionary page, when there is one, starts the chunk (only strings have them) */
         if (c->dict) {
-            if (st__types[i] != 6 || c->dict_offset >= c->offset) return ST_EINVAL;
+            if (leaf->type != ST_PQ_BYTE_ARRAY || c->dict_offset >= c->offset) return ST_EINVAL;
             c->offset = c->dict_offset;
         }
-        if (c->type != st__types[i] || c->codec != 6 || c->values != g->rows || c->offset < 4 ||
-            c->size == 0 || c->offset > data_end || c->size > data_end - c->offset)
+        /* a flat column has one entry per row, a repeated one at least that */
+        if (c->type != leaf->type || c->codec != 6 ||
+            (leaf->repl ? c->values < g.rows : c->values != g.rows) || c->offset < 4 ||
+            c->size == 0 || c->offset > ps->data_end || c->size > ps->data_end - c->offset)
             return ST_EINVAL;
-        g->col_offset[i] = c->offset;
-        g->col_length[i] = c->size;
+        st_pq_chunk_t ch = {.offset = c->offset,
+                            .length = c->size,
+                            .values = c->values,
+                            .nulls = c->nulls,
+                            .min_len = c->min_len,
+                            .max_len = c->max_len};
+        ch.min = st__keep_stat(ps, c->min, c->min_len);
+        ch.max = st__keep_stat(ps, c->max, c->max_len);
+        st_buf_append(&ps->chunks, &ch, sizeof ch);
         if (c->offset < lo) lo = c->offset;
         if (c->offset + c->size > hi) hi = c->offset + c->size;
     }
-    /* pruning needs exact msg_id bounds and the conversation */
-    if (!cols[0].min || !cols[0].max || cols[0].min_len != 8 || cols[0].max_len != 8 ||
-        !cols[1].min || !cols[1].max || cols[1].min_len != cols[1].max_len ||
-        memcmp(cols[1].min, cols[1].max, cols[1].min_len) != 0 || cols[1].min_len > ST_NAME_MAX)
-        return ST_EINVAL;
-    g->min_id = st__rd64(cols[0].min);
-    g->max_id = st__rd64(cols[0].max);
-    if (cols[3].min && cols[3].max && cols[3].min_len == 8 && cols[3].max_len == 8) {
-        g->min_ts = (int64_t)st__rd64(cols[3].min);
-        g->max_ts = (int64_t)st__rd64(cols[3].max);
-    }
-    if (cols[4].min && cols[4].max && cols[4].min_len == 8 && cols[4].max_len == 8) {
-        g->min_seq = (int64_t)st__rd64(cols[4].min);
-        g->max_seq = (int64_t)st__rd64(cols[4].max);
-    }
-    g->offset = lo;
-    g->length = hi - lo;
-    g->conv = (const char *)(uintptr_t)strings->len; /* an offset until strings stops moving */
-    g->conv_len = cols[1].min_len;
-    st_buf_append(strings, cols[1].min, cols[1].min_len);
-    return g->min_id <= g->max_id ? ST_OK : ST_EINVAL;
+    g.offset = lo;
+    g.length = hi - lo;
+    st_buf_append(&ps->groups, &g, sizeof g);
+    return ST_OK;
 }
 
-static bool st__schema_ok(st_tr_t *r)
+/* Moves what ps collected into one allocation owned by out. */
+static void st__finish(st_parse_t *ps, st_pq_file_t *out)
 {
-    int elem;
-    size_t n;
-    if (!st_tr_list(r, &elem, &n) || elem != ST_TC_STRUCT || n != ST_PQ_COLUMNS + 1) return false;
-    for (size_t i = 0; i < n && r->ok; i++) {
-        int16_t last = 0, id;
-        int t;
-        bool bv;
-        const uint8_t *name = NULL;
-        size_t nl = 0;
-        if (!st_tr_enter(r)) return false;
-        while (st_tr_field(r, &last, &id, &t, &bv))
-            if (id == 4 && t == ST_TC_BINARY)
-                name = st_tr_bin(r, &nl);
-            else
-                st_tr_skip(r, t);
-        st_tr_leave(r);
-        if (i > 0 &&
-            (!name || nl != strlen(st__names[i - 1]) || memcmp(name, st__names[i - 1], nl) != 0))
-            return false;
+    size_t gl = ps->groups.len, cl = ps->chunks.len;
+    char *mem = st_malloc(gl + cl + ps->strings.len + 1);
+    memcpy(mem, ps->groups.data, gl);
+    memcpy(mem + gl, ps->chunks.data, cl);
+    memcpy(mem + gl + cl, ps->strings.data, ps->strings.len);
+    const uint8_t *strings = (const uint8_t *)mem + gl + cl;
+    out->mem = mem;
+    out->groups = (st_pq_rowgroup_t *)(void *)mem;
+    st_pq_chunk_t *ch = (st_pq_chunk_t *)(void *)(mem + gl);
+    for (size_t k = 0; k < cl / sizeof *ch; k++) {
+        if (ch[k].min) ch[k].min = strings + ((uintptr_t)ch[k].min - 1);
+        if (ch[k].max) ch[k].max = strings + ((uintptr_t)ch[k].max - 1);
     }
-    return r->ok;
+    for (size_t g = 0; g < out->ngroups; g++)
+        out->groups[g].chunks = ch + g * out->nleaves;
 }
 
-int st_parquet_parse_footer(const uint8_t *p, size_t len, uint64_t file_size, st_pq_meta_t *out)
+int st_pq_parse_footer(const st_pq_schema_t *s, const uint8_t *p, size_t len, uint64_t file_size,
+                       st_pq_file_t *out)
 {
     memset(out, 0, sizeof *out);
-    if (file_size < len + 12) return ST_EINVAL;
-    uint64_t data_end = file_size - len - 8;
+    st_pq_layout_t *lay;
+    if (file_size < len + 12 || st__pq_layout(s, &lay) != ST_OK) return ST_EINVAL;
+    st_parse_t ps = {.lay = lay, .data_end = file_size - len - 8};
     st_tr_t r;
     st_tr_init(&r, p, len);
-    st_buf_t groups = {0}, strings = {0};
     bool schema = false;
     int rc = ST_OK;
     int16_t last = 0, id;
@@ -215,68 +228,69 @@ int st_parquet_parse_footer(const uint8_t *p, size_t len, uint64_t file_size, st
     bool bv;
     while (rc == ST_OK && st_tr_field(&r, &last, &id, &t, &bv)) {
         if (id == 2 && t == ST_TC_LIST) {
-            schema = st__schema_ok(&r);
+            schema = st__pq_schema_check(&r, lay);
+            if (!schema) break;
         } else if (id == 3 && t == ST_TC_I64) {
             out->rows = st_tr_int(&r);
         } else if (id == 4 && t == ST_TC_LIST) {
             int elem;
             size_t n;
-            if (!st_tr_list(&r, &elem, &n) || elem != ST_TC_STRUCT) break;
-            for (size_t i = 0; i < n && rc == ST_OK; i++) {
-                st_pq_group_t g;
-                memset(&g, 0, sizeof g);
-                rc = st__row_group(&r, data_end, &g, &strings);
-                st_buf_append(&groups, &g, sizeof g);
-            }
+            /* row groups are read against the schema, which comes first */
+            if (!schema || !st_tr_list(&r, &elem, &n) || elem != ST_TC_STRUCT) break;
+            for (size_t i = 0; i < n && rc == ST_OK; i++)
+                rc = st__row_group(&r, &ps);
         } else {
             st_tr_skip(&r, t);
         }
     }
     int64_t total = 0;
-    out->ngroups = groups.len / sizeof(st_pq_group_t);
-    out->groups = (st_pq_group_t *)groups.data;
+    out->ngroups = ps.groups.len / sizeof(st_pq_rowgroup_t);
+    out->nleaves = (size_t)lay->nleaves;
     for (size_t i = 0; i < out->ngroups; i++)
-        total += out->groups[i].rows;
-    if (rc != ST_OK || !r.ok || !schema || out->ngroups == 0 || total != out->rows) {
-        st_buf_free(&groups);
-        st_buf_free(&strings);
-        memset(out, 0, sizeof *out);
-        return ST_EINVAL;
-    }
-    st_buf_appendc(&strings, 0);
-    out->strings = st_buf_steal(&strings, NULL);
-    for (size_t i = 0; i < out->ngroups; i++)
-        out->groups[i].conv = out->strings + (uintptr_t)out->groups[i].conv;
-    return ST_OK;
+        total += ((st_pq_rowgroup_t *)(void *)ps.groups.data)[i].rows;
+    if (rc == ST_OK && r.ok && schema && out->ngroups > 0 && total == out->rows)
+        st__finish(&ps, out);
+    else
+        rc = ST_EINVAL;
+    st_buf_free(&ps.groups);
+    st_buf_free(&ps.chunks);
+    st_buf_free(&ps.strings);
+    free(lay);
+    if (rc != ST_OK) memset(out, 0, sizeof *out);
+    return rc;
 }
 
-void st_parquet_meta_free(st_pq_meta_t *m)
+void st_pq_file_free(st_pq_file_t *f)
 {
-    free(m->groups);
-    free(m->strings);
-    memset(m, 0, sizeof *m);
+    free(f->mem);
+    memset(f, 0, sizeof *f);
 }
 
 /* ---- row groups ---- */
 
-void st_parquet_rows_free(st_pq_rows_t *r)
+void st_pq_table_free(st_pq_table_t *t)
 {
-    for (size_t i = 0; i < r->nmem; i++)
-        free(r->mem[i]);
-    free(r->mem);
-    free(r->rows);
-    memset(r, 0, sizeof *r);
+    for (size_t c = 0; c < t->ncols; c++) {
+        st_pq_column_t *col = &t->cols[c];
+        free(col->rep), free(col->def), free(col->iv), free(col->sv), free(col->sl);
+    }
+    for (size_t i = 0; i < t->nmem; i++)
+        free(t->mem[i]);
+    free(t->mem);
+    free(t->cols);
+    free(t->lay);
+    memset(t, 0, sizeof *t);
 }
 
-static void *st__keep(st_pq_rows_t *out, void *p)
+static void *st__keep(st_pq_table_t *t, void *p)
 {
-    out->mem = st_realloc(out->mem, (out->nmem + 1) * sizeof *out->mem);
-    out->mem[out->nmem++] = p;
+    t->mem = st_realloc(t->mem, (t->nmem + 1) * sizeof *t->mem);
+    t->mem[t->nmem++] = p;
     return p;
 }
 
 typedef struct {
-    int type, page_type, encoding;
+    int page_type, encoding;
     int64_t raw, packed, values;
     bool has_crc;
     uint32_t crc;
@@ -322,57 +336,9 @@ static bool st__page_header(st_tr_t *r, st_page_t *pg)
            pg->raw >= 0 && pg->packed >= 0 && (uint64_t)pg->raw <= ST__MAX_PAGE;
 }
 
-/* Definition levels: RLE / bit-packed runs of bit width 1, behind a 4-byte length. */
-static int st__def_levels(const uint8_t **p, const uint8_t *end, uint8_t *defs, size_t n)
-{
-    if (end - *p < 4) return ST_EINVAL;
-    uint32_t len = st__rd32(*p);
-    *p += 4;
-    if (len > (size_t)(end - *p)) return ST_EINVAL;
-    st_tr_t r;
-    st_tr_init(&r, *p, len);
-    *p += len;
-    for (size_t i = 0; i < n;) {
-        uint64_t h = st_tr_uvarint(&r);
-        if (!r.ok) return ST_EINVAL;
-        if (h & 1) { /* bit-packed groups of 8 */
-            uint64_t groups = h >> 1;
-            if (groups > (uint64_t)(r.end - r.p)) return ST_EINVAL;
-            for (uint64_t gi = 0; gi < groups; gi++) {
-                uint8_t b = *r.p++;
-                for (int k = 0; k < 8 && i < n; k++)
-                    defs[i++] = (b >> k) & 1;
-            }
-        } else {
-            uint64_t run = h >> 1;
-            if (r.p >= r.end || run == 0 || run > n - i) return ST_EINVAL;
-            uint8_t v = *r.p++ & 1;
-            memset(defs + i, v, (size_t)run);
-            i += (size_t)run;
-        }
-    }
-    return ST_OK;
-}
-
-static void st__set_str(st_msgrow_t *m, int ci, const char *s, uint32_t sl)
-{
-    switch (ci) {
-    case 1:
-        m->conv = s, m->conv_len = sl;
-        break;
-    case 2:
-        m->from = s, m->from_len = sl;
-        break;
-    case 5:
-        m->content = s, m->content_len = sl;
-        break;
-    default:
-        m->metadata = s, m->metadata_len = sl;
-    }
-}
-
-/* RLE / bit-packed hybrid runs of `bw`-bit values (dictionary indices), count of them. */
-static int st__hybrid(const uint8_t *q, const uint8_t *end, int bw, uint32_t *out, size_t count)
+/* RLE / bit-packed hybrid runs of `bw`-bit values, count of them, each at most max. */
+static int st__hybrid(const uint8_t *q, const uint8_t *end, int bw, uint32_t max, uint32_t *out32,
+                      uint8_t *out8, size_t count)
 {
     st_tr_t r;
     st_tr_init(&r, q, (size_t)(end - q));
@@ -394,7 +360,12 @@ static int st__hybrid(const uint8_t *q, const uint8_t *end, int bw, uint32_t *ou
                 uint32_t x = (uint32_t)(bits & ((1ull << bw) - 1));
                 bits >>= bw;
                 have -= bw;
-                if (i < count) out[i++] = x;
+                if (i == count) continue;
+                if (x > max) return ST_EINVAL;
+                if (out32)
+                    out32[i++] = x;
+                else
+                    out8[i++] = (uint8_t)x;
             }
         } else {
             uint64_t run = h >> 1;
@@ -402,157 +373,204 @@ static int st__hybrid(const uint8_t *q, const uint8_t *end, int bw, uint32_t *ou
             uint32_t x = 0;
             for (size_t b = 0; b < vbytes; b++)
                 x |= (uint32_t)*r.p++ << (8 * b);
-            for (uint64_t k = 0; k < run; k++)
-                out[i++] = x;
+            if (x > max) return ST_EINVAL;
+            if (out32)
+                for (uint64_t k = 0; k < run; k++)
+                    out32[i++] = x;
+            else
+                memset(out8 + i, (int)x, (size_t)run), i += (size_t)run;
         }
     }
     return ST_OK;
 }
 
-/* Decodes the pages of column ci into rows[0..n): an optional dictionary page, then data pages
- * with PLAIN values or dictionary indices. */
-static int st__read_column(const uint8_t *p, size_t len, int ci, st_msgrow_t *rows, size_t n,
-                           ZSTD_DCtx *dz, st_pq_rows_t *out)
+/* Levels of count entries up to max, behind their 4-byte length. */
+static int st__levels(const uint8_t **p, const uint8_t *end, int max, uint8_t *out, size_t count)
+{
+    if (end - *p < 4) return ST_EINVAL;
+    uint32_t len = st__rd32(*p);
+    *p += 4;
+    if (len > (size_t)(end - *p)) return ST_EINVAL;
+    int bw = 0;
+    while ((1 << bw) <= max)
+        bw++;
+    int rc = st__hybrid(*p, *p + len, bw, (uint32_t)max, NULL, out, count);
+    *p += len;
+    return rc;
+}
+
+/* A column being decoded: the leaf, its entries so far, its dictionary. */
+typedef struct {
+    const st_pq_node_t *leaf;
+    st_pq_column_t *col;
+    size_t cap, rows;
+    const char **dv;
+    uint32_t *dl, *idx;
+    size_t nd;
+    bool have_dict;
+} st_dec_t;
+
+static void st__grow(st_dec_t *d, size_t need)
+{
+    if (need <= d->cap) return;
+    size_t cap = d->cap ? d->cap : 64;
+    while (cap < need)
+        cap *= 2;
+    st_pq_column_t *c = d->col;
+    if (d->leaf->repl) c->rep = st_realloc(c->rep, cap);
+    if (d->leaf->def) c->def = st_realloc(c->def, cap);
+    if (d->leaf->type == ST_PQ_BYTE_ARRAY) {
+        c->sv = st_realloc(c->sv, cap * sizeof *c->sv);
+        c->sl = st_realloc(c->sl, cap * sizeof *c->sl);
+    } else {
+        c->iv = st_realloc(c->iv, cap * sizeof *c->iv);
+    }
+    d->cap = cap;
+}
+
+static int st__dict_page(st_dec_t *d, const uint8_t *q, const uint8_t *qend, size_t nd)
+{
+    if (d->have_dict || d->col->n || d->leaf->type != ST_PQ_BYTE_ARRAY ||
+        nd > (size_t)(qend - q) / 4 + 1)
+        return ST_EINVAL;
+    d->dv = st_malloc((nd ? nd : 1) * sizeof *d->dv);
+    d->dl = st_malloc((nd ? nd : 1) * sizeof *d->dl);
+    for (size_t k = 0; k < nd; k++) {
+        if (qend - q < 4 || st__rd32(q) > (size_t)(qend - q - 4)) return ST_EINVAL;
+        d->dl[k] = st__rd32(q);
+        d->dv[k] = (const char *)q + 4;
+        q += 4 + d->dl[k];
+    }
+    d->nd = nd;
+    d->have_dict = true;
+    return ST_OK;
+}
+
+/* Values of the present entries [at, at + count) of a data page, from q. */
+static int st__values(st_dec_t *d, const uint8_t *q, const uint8_t *qend, int encoding, size_t at,
+                      size_t count)
+{
+    st_pq_column_t *c = d->col;
+    const st_pq_node_t *leaf = d->leaf;
+    size_t present = 0;
+    for (size_t k = at; k < at + count; k++)
+        present += !c->def || c->def[k] == leaf->def;
+    if (encoding != 0) { /* dictionary indices */
+        if (!d->have_dict || q >= qend || *q > 32) return ST_EINVAL;
+        int bw = *q++;
+        d->idx = st_realloc(d->idx, (present ? present : 1) * sizeof *d->idx);
+        if (bw == 0 && d->nd != 1 && present) return ST_EINVAL;
+        if (bw == 0) memset(d->idx, 0, present * sizeof *d->idx);
+        if (bw && st__hybrid(q, qend, bw, UINT32_MAX, d->idx, NULL, present) != ST_OK)
+            return ST_EINVAL;
+    }
+    int bit = 0;
+    for (size_t k = at, v = 0; k < at + count; k++) {
+        bool here = !c->def || c->def[k] == leaf->def;
+        if (leaf->type == ST_PQ_BYTE_ARRAY) {
+            c->sv[k] = NULL;
+            c->sl[k] = 0;
+        } else {
+            c->iv[k] = 0;
+        }
+        if (!here) continue;
+        if (encoding != 0) {
+            uint32_t x = d->idx[v++];
+            if (x >= d->nd) return ST_EINVAL;
+            c->sv[k] = d->dv[x];
+            c->sl[k] = d->dl[x];
+            continue;
+        }
+        size_t need = leaf->type == ST_PQ_INT64 ? 8 : leaf->type == ST_PQ_INT32 ? 4 : 0;
+        if (leaf->type == ST_PQ_BOOLEAN) {
+            if (q >= qend) return ST_EINVAL;
+            c->iv[k] = (*q >> bit) & 1;
+            if (++bit == 8) bit = 0, q++;
+        } else if (need) {
+            if ((size_t)(qend - q) < need) return ST_EINVAL;
+            c->iv[k] = need == 8 ? (int64_t)st__rd64(q) : (int64_t)(int32_t)st__rd32(q);
+            q += need;
+        } else {
+            if (qend - q < 4 || st__rd32(q) > (size_t)(qend - q - 4)) return ST_EINVAL;
+            c->sl[k] = st__rd32(q);
+            c->sv[k] = (const char *)q + 4;
+            q += 4 + c->sl[k];
+        }
+    }
+    return ST_OK;
+}
+
+/* Decodes the pages of one column chunk: an optional dictionary page, then data pages with
+ * levels and PLAIN values or dictionary indices, until the chunk's bytes end (a flat column:
+ * until it has its rows). */
+static int st__read_column(st_dec_t *d, const uint8_t *p, size_t len, size_t rows, ZSTD_DCtx *dz,
+                           st_pq_table_t *t)
 {
     const uint8_t *end = p + len;
-    size_t row = 0, nd = 0;
-    bool have_dict = false;
-    uint8_t *defs = ci == 6 ? st_malloc(n ? n : 1) : NULL;
-    const char **dv = NULL;
-    uint32_t *dl = NULL, *idx = NULL;
-    int rc = ST_OK;
-    while (row < n && rc == ST_OK) {
+    st_pq_column_t *c = d->col;
+    size_t cap = d->leaf->repl ? rows + ST__MAX_ENTRIES : rows;
+    while (p < end && (d->leaf->repl || c->n < rows)) {
         st_tr_t r;
         st_page_t pg;
         st_tr_init(&r, p, (size_t)(end - p));
         if (!st__page_header(&r, &pg) || (uint64_t)pg.packed > (uint64_t)(end - r.p) ||
-            (pg.page_type == 0 && (uint64_t)pg.values > n - row)) {
-            rc = ST_EINVAL;
-            break;
-        }
+            (pg.page_type == 0 && (uint64_t)pg.values > cap - c->n))
+            return ST_EINVAL;
         /* a page with a CRC (every page strata writes) must match it: a flipped bit is an error,
          * never a wrong value */
-        if (pg.has_crc && (uint32_t)crc32(0L, r.p, (uInt)pg.packed) != pg.crc) {
-            rc = ST_EINVAL;
-            break;
-        }
-        uint8_t *raw = st__keep(out, st_malloc(pg.raw ? (size_t)pg.raw : 1));
+        if (ST__CRC && pg.has_crc && (uint32_t)crc32(0L, r.p, (uInt)pg.packed) != pg.crc)
+            return ST_EINVAL;
+        uint8_t *raw = st__keep(t, st_malloc(pg.raw ? (size_t)pg.raw : 1));
         size_t z = ZSTD_decompressDCtx(dz, raw, (size_t)pg.raw, r.p, (size_t)pg.packed);
         p = r.p + pg.packed;
-        if (ZSTD_isError(z) || z != (size_t)pg.raw) {
-            rc = ST_EINVAL;
-            break;
-        }
+        if (ZSTD_isError(z) || z != (size_t)pg.raw) return ST_EINVAL;
         const uint8_t *q = raw, *qend = raw + z;
         if (pg.page_type == 2) { /* the dictionary: PLAIN strings, before any data page */
-            if (have_dict || row || st__types[ci] != 6 || (uint64_t)pg.values > z / 4 + 1) {
-                rc = ST_EINVAL;
-                break;
-            }
-            nd = (size_t)pg.values;
-            dv = st_malloc((nd ? nd : 1) * sizeof *dv);
-            dl = st_malloc((nd ? nd : 1) * sizeof *dl);
-            for (size_t k = 0; k < nd && rc == ST_OK; k++) {
-                if (qend - q < 4 || st__rd32(q) > (size_t)(qend - q - 4)) {
-                    rc = ST_EINVAL;
-                    break;
-                }
-                dl[k] = st__rd32(q);
-                dv[k] = (const char *)q + 4;
-                q += 4 + dl[k];
-            }
-            have_dict = true;
+            if (st__dict_page(d, q, qend, (size_t)pg.values) != ST_OK) return ST_EINVAL;
             continue;
         }
-        size_t count = (size_t)pg.values;
-        if (defs && (rc = st__def_levels(&q, qend, defs + row, count)) != ST_OK) break;
-        if (pg.encoding != 0) { /* dictionary indices for the non-null values */
-            size_t present = 0;
-            for (size_t k = 0; k < count; k++)
-                present += !defs || defs[row + k];
-            if (!have_dict || q >= qend || *q > 32) {
-                rc = ST_EINVAL;
-                break;
-            }
-            int bw = *q++;
-            idx = st_realloc(idx, (present ? present : 1) * sizeof *idx);
-            if ((bw == 0 && nd != 1 && present) ||
-                (bw && (rc = st__hybrid(q, qend, bw, idx, present)) != ST_OK)) {
-                rc = ST_EINVAL;
-                break;
-            }
-            if (bw == 0) memset(idx, 0, present * sizeof *idx);
-            for (size_t k = 0, v = 0; k < count; k++, row++) {
-                if (defs && !defs[row]) {
-                    st__set_str(&rows[row], ci, NULL, 0);
-                    continue;
-                }
-                if (idx[v] >= nd) {
-                    rc = ST_EINVAL;
-                    break;
-                }
-                st__set_str(&rows[row], ci, dv[idx[v]], dl[idx[v]]);
-                v++;
-            }
-            continue;
-        }
-        for (size_t k = 0; k < count && rc == ST_OK; k++, row++) {
-            st_msgrow_t *m = &rows[row];
-            if (st__types[ci] == 2) {
-                if (qend - q < 8) {
-                    rc = ST_EINVAL;
-                    break;
-                }
-                uint64_t v = st__rd64(q);
-                q += 8;
-                if (ci == 0)
-                    m->msg_id = v;
-                else if (ci == 3)
-                    m->timestamp = (int64_t)v;
-                else
-                    m->seq = (int64_t)v;
-                continue;
-            }
-            if (defs && !defs[row]) {
-                st__set_str(m, ci, NULL, 0);
-                continue;
-            }
-            if (qend - q < 4 || st__rd32(q) > (size_t)(qend - q - 4)) {
-                rc = ST_EINVAL;
-                break;
-            }
-            uint32_t sl = st__rd32(q);
-            st__set_str(m, ci, (const char *)q + 4, sl);
-            q += 4 + sl;
-        }
+        size_t count = (size_t)pg.values, at = c->n;
+        st__grow(d, at + count);
+        if (d->leaf->repl && st__levels(&q, qend, d->leaf->repl, c->rep + at, count) != ST_OK)
+            return ST_EINVAL;
+        if (d->leaf->def && st__levels(&q, qend, d->leaf->def, c->def + at, count) != ST_OK)
+            return ST_EINVAL;
+        if (st__values(d, q, qend, pg.encoding, at, count) != ST_OK) return ST_EINVAL;
+        c->n += count;
     }
-    free(defs);
-    free(dv);
-    free(dl);
-    free(idx);
-    return rc;
+    /* as many rows as the row group has, the first starting at the first entry */
+    size_t starts = 0;
+    for (size_t k = 0; k < c->n; k++)
+        starts += !c->rep || c->rep[k] == 0;
+    return starts == rows && (!c->rep || c->rep[0] == 0) ? ST_OK : ST_EINVAL;
 }
 
-int st_parquet_read_group(const st_pq_group_t *g, const uint8_t *bytes, size_t len,
-                          st_pq_rows_t *out)
+int st_pq_read_group(const st_pq_schema_t *s, const st_pq_rowgroup_t *g, const uint8_t *bytes,
+                     size_t len, st_pq_table_t *out)
 {
     memset(out, 0, sizeof *out);
     if (len != g->length || g->rows <= 0 || (uint64_t)g->rows > len) return ST_EINVAL;
-    size_t n = (size_t)g->rows;
-    out->rows = st_calloc(n, sizeof *out->rows);
-    out->n = n;
+    if (st__pq_layout(s, &out->lay) != ST_OK) return ST_EINVAL;
+    out->rows = g->rows;
+    out->ncols = (size_t)out->lay->nleaves;
+    out->cols = st_calloc(out->ncols + 1, sizeof *out->cols);
     int rc = ST_OK;
     ZSTD_DCtx *dz = ZSTD_createDCtx();
     if (!dz) st_fatal("out of memory (zstd context)");
-    for (int c = 0; c < ST_PQ_COLUMNS && rc == ST_OK; c++) {
-        uint64_t off = g->col_offset[c] - g->offset;
-        if (g->col_offset[c] < g->offset || off > len || g->col_length[c] > len - off) {
+    for (size_t c = 0; c < out->ncols && rc == ST_OK; c++) {
+        const st_pq_chunk_t *ch = &g->chunks[c];
+        uint64_t off = ch->offset - g->offset;
+        if (ch->offset < g->offset || off > len || ch->length > len - off) {
             rc = ST_EINVAL;
             break;
         }
-        rc = st__read_column(bytes + off, (size_t)g->col_length[c], c, out->rows, n, dz, out);
+        st_dec_t d = {.leaf = &out->lay->nodes[out->lay->leaf_node[c]], .col = &out->cols[c]};
+        rc = st__read_column(&d, bytes + off, (size_t)ch->length, (size_t)g->rows, dz, out);
+        free(d.dv);
+        free(d.dl);
+        free(d.idx);
     }
     ZSTD_freeDCtx(dz);
-    if (rc != ST_OK) st_parquet_rows_free(out);
+    if (rc != ST_OK) st_pq_table_free(out);
     return rc;
 }

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Parquet writer for message rows. Layout: "PAR1", then per row group (one conversation) one
- * column chunk per column, each a series of v1 data pages (PLAIN values, definition levels for
- * the nullable metadata column, ZSTD-compressed, pages cut near 1 MiB, each with its CRC-32),
- * then the footer (FileMetaData in Thrift compact), its length, "PAR1". Column chunks carry min/max
- * statistics with type-defined order, so any reader can prune row groups by msg_id or conversation.
+ * Parquet writer for any schema st_pq_schema_t describes. Layout: "PAR1", then per row group one
+ * column chunk per leaf, each a series of v1 data pages (repetition and definition levels as
+ * RLE runs, then PLAIN values or dictionary indices, ZSTD-compressed, pages cut near 1 MiB at a
+ * row's start, each with its CRC-32), then the footer (FileMetaData in Thrift compact), its
+ * length, "PAR1". Column chunks carry min/max statistics in type-defined order where the schema
+ * asks, so any reader can prune row groups. The kind's values arrive through pq_levels.c.
  */
-#include "strata/cold.h"
-#include "thrift.h"
+#include "pq_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -15,32 +15,10 @@
 #include <zstd.h>
 
 #define ST__PAGE_TARGET (1u << 20)
+#define ST__DICT_MAX    256 /* distinct values beyond which a chunk stays PLAIN */
 
-enum { ST__T_INT64 = 2, ST__T_BYTE_ARRAY = 6 };
 enum { ST__ENC_PLAIN = 0, ST__ENC_RLE = 3, ST__ENC_RLE_DICT = 8 };
-
-#define ST__DICT_MAX 256 /* distinct values beyond which a chunk stays PLAIN */
 enum { ST__CODEC_ZSTD = 6 };
-
-typedef struct {
-    const char *name;
-    int type;
-    bool optional;
-    int converted; /* -1: none */
-    int logical;   /* LogicalType union field: 1 STRING, 8 TIMESTAMP, 12 JSON, 0 none */
-    bool stats;    /* min/max worth keeping (not for content and metadata) */
-    bool dict;     /* few distinct values: try dictionary encoding */
-} st_pqcol_t;
-
-static const st_pqcol_t st__cols[ST_PQ_COLUMNS] = {
-    {"msg_id", ST__T_INT64, false, -1, 0, true, false},
-    {"conversation_id", ST__T_BYTE_ARRAY, false, 0, 1, true, true},
-    {"from", ST__T_BYTE_ARRAY, false, 0, 1, true, true},
-    {"timestamp", ST__T_INT64, false, 10, 8, true, false},
-    {"seq", ST__T_INT64, false, -1, 0, true, false},
-    {"content", ST__T_BYTE_ARRAY, false, 0, 1, false, false},
-    {"metadata", ST__T_BYTE_ARRAY, true, 19, 12, false, false},
-};
 
 /* What the footer needs to know about one column chunk. */
 typedef struct {
@@ -51,13 +29,12 @@ typedef struct {
     st_buf_t min, max;
 } st_chunk_t;
 
-static void st__le64(st_buf_t *b, uint64_t v)
-{
-    uint8_t t[8];
-    for (int i = 0; i < 8; i++)
-        t[i] = (uint8_t)(v >> (8 * i));
-    st_buf_append(b, t, 8);
-}
+/* The entries of one leaf in one row group, and what the leaf is. */
+typedef struct {
+    const st_pq_node_t *leaf;
+    const st_pq_column_t *col;
+    size_t n;
+} st_colview_t;
 
 static void st__le32(uint8_t *p, uint32_t v)
 {
@@ -65,27 +42,12 @@ static void st__le32(uint8_t *p, uint32_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static int64_t st__int_of(const st_msgrow_t *r, int col)
+static void st__le(st_buf_t *b, uint64_t v, int bytes)
 {
-    return col == 0 ? (int64_t)r->msg_id : col == 3 ? r->timestamp : r->seq;
-}
-
-static const char *st__str_of(const st_msgrow_t *r, int col, uint32_t *len)
-{
-    switch (col) {
-    case 1:
-        *len = r->conv_len;
-        return r->conv;
-    case 2:
-        *len = r->from_len;
-        return r->from;
-    case 5:
-        *len = r->content_len;
-        return r->content;
-    default:
-        *len = r->metadata_len;
-        return r->metadata;
-    }
+    uint8_t t[8];
+    for (int i = 0; i < bytes; i++)
+        t[i] = (uint8_t)(v >> (8 * i));
+    st_buf_append(b, t, (size_t)bytes);
 }
 
 /* Byte-wise unsigned order: the type-defined order of UTF8/JSON strings. */
@@ -95,43 +57,43 @@ static int st__bytes_cmp(const void *a, size_t al, const void *b, size_t bl)
     return c ? c : (al > bl) - (al < bl);
 }
 
-static void st__minmax(st_chunk_t *ch, const st_pqcol_t *col, const st_msgrow_t *r, int ci)
+static int64_t st__rdle(const st_buf_t *b)
 {
-    if (!col->stats) return;
-    uint8_t v[8];
+    uint64_t v = 0;
+    for (size_t i = b->len; i-- > 0;)
+        v = v << 8 | (uint8_t)b->data[i];
+    return b->len == 4 ? (int64_t)(int32_t)v : (int64_t)v;
+}
+
+/* Widens the chunk's min/max by entry i (present). */
+static void st__minmax(st_chunk_t *ch, const st_colview_t *v, size_t i)
+{
+    int t = v->leaf->type;
+    if (!(v->leaf->hints & ST_PQ_STATS) || t == ST_PQ_BOOLEAN) return;
+    uint8_t le[8];
     const void *p;
     size_t n;
-    if (col->type == ST__T_INT64) {
-        int64_t x = st__int_of(r, ci);
-        for (int i = 0; i < 8; i++)
-            v[i] = (uint8_t)((uint64_t)x >> (8 * i));
-        p = v;
-        n = 8;
+    int lo = 0, hi = 0;
+    if (t == ST_PQ_BYTE_ARRAY) {
+        p = v->col->sv[i];
+        n = v->col->sl[i];
         if (ch->has_minmax) {
-            int64_t lo = 0, hi = 0;
-            for (int i = 7; i >= 0; i--) {
-                lo = (int64_t)((uint64_t)lo << 8 | (uint8_t)ch->min.data[i]);
-                hi = (int64_t)((uint64_t)hi << 8 | (uint8_t)ch->max.data[i]);
-            }
-            if (x < lo) st_buf_reset(&ch->min), st_buf_append(&ch->min, p, n);
-            if (x > hi) st_buf_reset(&ch->max), st_buf_append(&ch->max, p, n);
-            return;
+            lo = st__bytes_cmp(p, n, ch->min.data, ch->min.len) < 0;
+            hi = st__bytes_cmp(p, n, ch->max.data, ch->max.len) > 0;
         }
     } else {
-        uint32_t len;
-        p = st__str_of(r, ci, &len);
-        n = len;
-        if (!p) return;
+        int64_t x = v->col->iv[i];
+        n = t == ST_PQ_INT32 ? 4 : 8;
+        for (size_t k = 0; k < n; k++)
+            le[k] = (uint8_t)((uint64_t)x >> (8 * k));
+        p = le;
         if (ch->has_minmax) {
-            if (st__bytes_cmp(p, n, ch->min.data, ch->min.len) < 0)
-                st_buf_reset(&ch->min), st_buf_append(&ch->min, p, n);
-            if (st__bytes_cmp(p, n, ch->max.data, ch->max.len) > 0)
-                st_buf_reset(&ch->max), st_buf_append(&ch->max, p, n);
-            return;
+            lo = x < st__rdle(&ch->min);
+            hi = x > st__rdle(&ch->max);
         }
     }
-    st_buf_append(&ch->min, p, n);
-    st_buf_append(&ch->max, p, n);
+    if (!ch->has_minmax || lo) st_buf_reset(&ch->min), st_buf_append(&ch->min, p, n);
+    if (!ch->has_minmax || hi) st_buf_reset(&ch->max), st_buf_append(&ch->max, p, n);
     ch->has_minmax = true;
 }
 
@@ -149,18 +111,20 @@ static void st__rle_run(st_buf_t *page, size_t run, uint32_t value, int vbytes)
         st_buf_appendc(page, (char)(value >> (8 * b)));
 }
 
-/* Definition levels of the nullable column: RLE runs (bit width 1), behind a 4-byte length. */
-static void st__def_levels(st_buf_t *page, const st_msgrow_t *rows, size_t n)
+/* Levels [a, b) up to max: RLE runs of the width max needs, behind a 4-byte length. */
+static void st__levels(st_buf_t *page, const uint8_t *lv, size_t a, size_t b, int max)
 {
+    int bw = 0;
+    while ((1 << bw) <= max)
+        bw++;
     size_t at = page->len;
     uint8_t zero[4] = {0};
     st_buf_append(page, zero, 4);
-    for (size_t i = 0; i < n;) {
-        uint8_t v = rows[i].metadata != NULL;
+    for (size_t i = a; i < b;) {
         size_t run = 1;
-        while (i + run < n && (rows[i + run].metadata != NULL) == v)
+        while (i + run < b && lv[i + run] == lv[i])
             run++;
-        st__rle_run(page, run, v, 1);
+        st__rle_run(page, run, lv[i], (bw + 7) / 8);
         i += run;
     }
     st__le32((uint8_t *)page->data + at, (uint32_t)(page->len - at - 4));
@@ -199,7 +163,7 @@ static int st__emit_page(st_buf_t *out, const st_buf_t *page, st_buf_t *packed, 
     /* one compression context for the whole file: creating one per page costs more than
      * compressing a small page */
     size_t zl = ZSTD_compressCCtx(z, packed->data, cap, page->data, page->len, level);
-    if (ZSTD_isError(zl) || page->len > INT32_MAX) return ST_EINTERNAL;
+    if (ZSTD_isError(zl) || page->len > INT32_MAX || values > INT32_MAX) return ST_EINTERNAL;
     size_t h0 = out->len;
     uint32_t crc = (uint32_t)crc32(0L, (const Bytef *)packed->data, (uInt)zl);
     st__page_header(out, page->len, zl, crc, values, encoding, dict_page);
@@ -210,31 +174,37 @@ static int st__emit_page(st_buf_t *out, const st_buf_t *page, st_buf_t *packed, 
     return ST_OK;
 }
 
-/* Dictionary of a string column chunk: distinct values in first-seen order and each row's
- * index, or false when the chunk has too many distinct values to be worth it. */
-static bool st__dictionary(const st_msgrow_t *rows, size_t n, int ci, st_buf_t *dict_page,
-                           uint16_t *index, size_t *ndict)
+static bool st__present(const st_colview_t *v, size_t i)
+{
+    return v->col->def[i] == v->leaf->def;
+}
+
+/* Dictionary of a string column chunk: distinct values in first-seen order and each present
+ * entry's index, or false when the chunk has too many distinct values to be worth it. */
+static bool st__dictionary(const st_colview_t *v, st_buf_t *dict_page, uint16_t *index,
+                           size_t *ndict)
 {
     const char *vals[ST__DICT_MAX];
     uint32_t lens[ST__DICT_MAX];
-    size_t nd = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t len;
-        const char *v = st__str_of(&rows[i], ci, &len);
+    size_t nd = 0, prev = ST__DICT_MAX;
+    for (size_t i = 0; i < v->n; i++) {
+        if (!st__present(v, i)) continue;
+        uint32_t len = v->col->sl[i];
+        const char *s = v->col->sv[i];
         size_t k = 0;
-        /* rows of a conversation repeat the previous value most of the time: check it first */
-        if (i && index[i - 1] < nd && lens[index[i - 1]] == len &&
-            memcmp(vals[index[i - 1]], v, len) == 0)
-            k = index[i - 1];
+        /* rows of a group repeat the previous value most of the time: check it first */
+        if (prev < nd && lens[prev] == len && memcmp(vals[prev], s, len) == 0)
+            k = prev;
         else
-            for (k = 0; k < nd && !(lens[k] == len && memcmp(vals[k], v, len) == 0); k++)
+            for (k = 0; k < nd && !(lens[k] == len && memcmp(vals[k], s, len) == 0); k++)
                 ;
         if (k == nd) {
             if (nd == ST__DICT_MAX) return false;
-            vals[nd] = v;
+            vals[nd] = s;
             lens[nd++] = len;
         }
         index[i] = (uint16_t)k;
+        prev = k;
     }
     st_buf_reset(dict_page);
     for (size_t k = 0; k < nd; k++) {
@@ -247,73 +217,101 @@ static bool st__dictionary(const st_msgrow_t *rows, size_t n, int ci, st_buf_t *
     return true;
 }
 
-/* Dictionary indices of rows [a, b): bit width byte, then RLE runs of equal indices. */
-static void st__dict_indices(st_buf_t *page, const uint16_t *index, size_t a, size_t b,
-                             size_t ndict)
+/* Dictionary indices of the present entries in [a, b): bit width byte, then RLE runs. */
+static void st__dict_indices(st_buf_t *page, const st_colview_t *v, const uint16_t *index, size_t a,
+                             size_t b, size_t ndict)
 {
     int bw = 1;
     while (bw < 16 && (1u << bw) < ndict)
         bw++;
     st_buf_appendc(page, (char)bw);
     for (size_t i = a; i < b;) {
-        size_t run = 1;
-        while (i + run < b && index[i + run] == index[i])
+        if (!st__present(v, i)) {
+            i++;
+            continue;
+        }
+        size_t run = 1, j = i + 1;
+        for (; j < b; j++) {
+            if (!st__present(v, j)) continue;
+            if (index[j] != index[i]) break;
             run++;
+        }
         st__rle_run(page, run, index[i], bw > 8 ? 2 : 1);
-        i += run;
+        i = j;
     }
 }
 
-/* Writes one column chunk of rows[0..n) to out as pages of about ST__PAGE_TARGET bytes:
- * a dictionary page first when the column has few distinct values here. */
-static int st__write_chunk(st_buf_t *out, const st_msgrow_t *rows, size_t n, int ci, ZSTD_CCtx *z,
-                           int level, st_chunk_t *ch)
+/* PLAIN values of the present entries in [a, b). */
+static void st__plain(st_buf_t *page, const st_colview_t *v, size_t a, size_t b)
 {
-    const st_pqcol_t *col = &st__cols[ci];
+    const st_pq_column_t *col = v->col;
+    uint8_t bits = 0;
+    int nbits = 0;
+    for (size_t i = a; i < b; i++) {
+        if (!st__present(v, i)) continue;
+        switch (v->leaf->type) {
+        case ST_PQ_INT64:
+            st__le(page, (uint64_t)col->iv[i], 8);
+            break;
+        case ST_PQ_INT32:
+            st__le(page, (uint64_t)col->iv[i], 4);
+            break;
+        case ST_PQ_BOOLEAN: /* bit-packed, first value in the lowest bit */
+            bits |= (uint8_t)((col->iv[i] != 0) << nbits);
+            if (++nbits == 8) st_buf_appendc(page, (char)bits), bits = 0, nbits = 0;
+            break;
+        default:
+            st__le(page, col->sl[i], 4);
+            st_buf_append(page, col->sv[i], col->sl[i]);
+        }
+    }
+    if (nbits) st_buf_appendc(page, (char)bits);
+}
+
+/* The bytes entry i adds to a page, roughly: where the page is cut. */
+static size_t st__entry_bytes(const st_colview_t *v, bool dict, size_t i)
+{
+    if (v->leaf->type != ST_PQ_BYTE_ARRAY || dict) return 8;
+    return (st__present(v, i) ? v->col->sl[i] : 0) + 4;
+}
+
+/* Writes one column chunk to out as pages of about ST__PAGE_TARGET bytes, each starting a row:
+ * a dictionary page first when the column has few distinct values here. */
+static int st__write_chunk(st_buf_t *out, const st_colview_t *v, ZSTD_CCtx *z, int level,
+                           st_chunk_t *ch)
+{
+    const st_pq_node_t *leaf = v->leaf;
+    const uint8_t *rep = leaf->repl ? v->col->rep : NULL;
     st_buf_t page = {0}, packed = {0};
     int rc = ST_OK;
     uint16_t *index = NULL;
     size_t ndict = 0;
     ch->offset = ch->data_offset = out->len;
-    if (col->dict) {
-        index = st_malloc(n * sizeof *index);
-        ch->dict = st__dictionary(rows, n, ci, &page, index, &ndict);
+    if ((leaf->hints & ST_PQ_DICT) && leaf->type == ST_PQ_BYTE_ARRAY) {
+        index = st_malloc(v->n * sizeof *index);
+        ch->dict = st__dictionary(v, &page, index, &ndict);
         if (ch->dict) {
             rc = st__emit_page(out, &page, &packed, z, level, ndict, ST__ENC_PLAIN, true, ch);
             ch->data_offset = out->len;
         }
     }
-    for (size_t i = 0; i < n && rc == ST_OK;) {
+    for (size_t i = 0; i < v->n && rc == ST_OK;) {
         size_t start = i, bytes = 0;
-        while (i < n && (i == start || bytes < ST__PAGE_TARGET)) {
-            uint32_t len = 8;
-            if (col->type == ST__T_BYTE_ARRAY && !ch->dict)
-                st__str_of(&rows[i], ci, &len), len += 4;
-            bytes += len;
+        while (i < v->n && (i == start || bytes < ST__PAGE_TARGET || (rep && rep[i]))) {
+            bytes += st__entry_bytes(v, ch->dict, i);
+            if (st__present(v, i))
+                st__minmax(ch, v, i);
+            else
+                ch->nulls++;
             i++;
         }
         st_buf_reset(&page);
-        if (col->optional) st__def_levels(&page, rows + start, i - start);
-        for (size_t k = start; k < i; k++) {
-            const st_msgrow_t *r = &rows[k];
-            st__minmax(ch, col, r, ci);
-            if (ch->dict) continue;
-            if (col->type == ST__T_INT64) {
-                st__le64(&page, (uint64_t)st__int_of(r, ci));
-                continue;
-            }
-            uint32_t len;
-            const char *s = st__str_of(r, ci, &len);
-            if (!s) {
-                ch->nulls++;
-                continue;
-            }
-            uint8_t l4[4];
-            st__le32(l4, len);
-            st_buf_append(&page, l4, 4);
-            st_buf_append(&page, s, len);
-        }
-        if (ch->dict) st__dict_indices(&page, index, start, i, ndict);
+        if (rep) st__levels(&page, rep, start, i, leaf->repl);
+        if (leaf->def) st__levels(&page, v->col->def, start, i, leaf->def);
+        if (ch->dict)
+            st__dict_indices(&page, v, index, start, i, ndict);
+        else
+            st__plain(&page, v, start, i);
         rc = st__emit_page(out, &page, &packed, z, level, i - start,
                            ch->dict ? ST__ENC_RLE_DICT : ST__ENC_PLAIN, false, ch);
         ch->values += (int64_t)(i - start);
@@ -324,50 +322,23 @@ static int st__write_chunk(st_buf_t *out, const st_msgrow_t *rows, size_t n, int
     return rc;
 }
 
-static void st__schema(st_tw_t *w)
+static void st__column_meta(st_tw_t *w, const st_pq_layout_t *l, int c, const st_chunk_t *ch)
 {
-    st_tw_list(w, 2, ST_TC_STRUCT, ST_PQ_COLUMNS + 1);
-    st_tw_elem_begin(w);
-    st_tw_bin(w, 4, "schema", 6);
-    st_tw_i32(w, 5, ST_PQ_COLUMNS);
-    st_tw_struct_end(w);
-    for (int i = 0; i < ST_PQ_COLUMNS; i++) {
-        const st_pqcol_t *c = &st__cols[i];
-        st_tw_elem_begin(w);
-        st_tw_i32(w, 1, c->type);
-        st_tw_i32(w, 3, c->optional ? 1 : 0);
-        st_tw_bin(w, 4, c->name, strlen(c->name));
-        if (c->converted >= 0) st_tw_i32(w, 6, c->converted);
-        if (c->logical) {
-            st_tw_struct_begin(w, 10);
-            st_tw_struct_begin(w, (int16_t)c->logical);
-            if (c->logical == 8) { /* TIMESTAMP(isAdjustedToUTC = true, unit = MICROS) */
-                st_tw_bool(w, 1, true);
-                st_tw_struct_begin(w, 2);
-                st_tw_struct_begin(w, 2);
-                st_tw_struct_end(w);
-                st_tw_struct_end(w);
-            }
-            st_tw_struct_end(w);
-            st_tw_struct_end(w);
-        }
-        st_tw_struct_end(w);
-    }
-}
-
-static void st__column_meta(st_tw_t *w, int ci, const st_chunk_t *ch)
-{
-    const st_pqcol_t *c = &st__cols[ci];
+    const st_pq_node_t *n = &l->nodes[l->leaf_node[c]];
+    bool levels = n->def || n->repl;
+    const char *path[ST_PQ_MAX_DEPTH];
+    int np = st__pq_path(l, c, path);
     st_tw_elem_begin(w); /* ColumnChunk */
     st_tw_i64(w, 2, (int64_t)ch->offset);
     st_tw_struct_begin(w, 3); /* ColumnMetaData */
-    st_tw_i32(w, 1, c->type);
-    st_tw_list(w, 2, ST_TC_I32, 1 + (c->optional || ch->dict) + ch->dict);
+    st_tw_i32(w, 1, n->type);
+    st_tw_list(w, 2, ST_TC_I32, 1 + (levels || ch->dict) + ch->dict);
     st_tw_elem_i32(w, ST__ENC_PLAIN);
-    if (c->optional || ch->dict) st_tw_elem_i32(w, ST__ENC_RLE);
+    if (levels || ch->dict) st_tw_elem_i32(w, ST__ENC_RLE);
     if (ch->dict) st_tw_elem_i32(w, ST__ENC_RLE_DICT);
-    st_tw_list(w, 3, ST_TC_BINARY, 1);
-    st_tw_elem_bin(w, c->name, strlen(c->name));
+    st_tw_list(w, 3, ST_TC_BINARY, (size_t)np);
+    for (int k = 0; k < np; k++)
+        st_tw_elem_bin(w, path[k], strlen(path[k]));
     st_tw_i32(w, 4, ST__CODEC_ZSTD);
     st_tw_i64(w, 5, ch->values);
     st_tw_i64(w, 6, (int64_t)ch->uncompressed);
@@ -385,88 +356,145 @@ static void st__column_meta(st_tw_t *w, int ci, const st_chunk_t *ch)
     st_tw_struct_end(w);
 }
 
-int st_parquet_encode(const st_msgrow_t *rows, size_t n, int zstd_level, st_buf_t *out)
+/* What the file being written has so far. */
+typedef struct {
+    const st_pq_layout_t *lay;
+    ST_VEC(st_chunk_t) chunks; /* nleaves per row group */
+    ST_VEC(size_t) rows;       /* per row group */
+    ZSTD_CCtx *z;
+    int level;
+    size_t base;
+} st_file_t;
+
+/* Writes the first n[c] entries of every column as the next row group of `rows` rows. */
+static int st__row_group(st_file_t *f, st_buf_t *out, const st_pq_rec_t *r, const size_t *n,
+                         size_t rows)
 {
-    size_t ngroups = 0;
-    for (size_t i = 0; i < n; i++)
-        if (i == 0 || st__bytes_cmp(rows[i].conv, rows[i].conv_len, rows[i - 1].conv,
-                                    rows[i - 1].conv_len) != 0)
-            ngroups++;
-    st_chunk_t *chunks = st_calloc(ngroups * ST_PQ_COLUMNS + 1, sizeof *chunks);
-    size_t *starts = st_calloc(ngroups + 1, sizeof *starts);
     int rc = ST_OK;
-    size_t base = out->len;
-    ZSTD_CCtx *z = ZSTD_createCCtx();
-    if (!z) st_fatal("out of memory (zstd context)");
-    st_buf_append(out, "PAR1", 4);
-    for (size_t g = 0, i = 0; g < ngroups && rc == ST_OK; g++) {
-        size_t j = i + 1;
-        while (j < n &&
-               st__bytes_cmp(rows[j].conv, rows[j].conv_len, rows[i].conv, rows[i].conv_len) == 0)
-            j++;
-        starts[g] = i;
-        for (int c = 0; c < ST_PQ_COLUMNS && rc == ST_OK; c++) {
-            st_chunk_t *ch = &chunks[g * ST_PQ_COLUMNS + (size_t)c];
-            rc = st__write_chunk(out, rows + i, j - i, c, z, zstd_level, ch);
-            ch->offset -= base;
-            ch->data_offset -= base;
-        }
-        i = j;
+    size_t nl = (size_t)f->lay->nleaves;
+    st_vec_reserve(&f->chunks, f->chunks.n + nl);
+    st_chunk_t *cs = &f->chunks.v[f->chunks.n];
+    memset(cs, 0, nl * sizeof *cs);
+    f->chunks.n += nl;
+    st_vec_push(&f->rows, rows);
+    for (size_t c = 0; c < nl && rc == ST_OK; c++) {
+        st_colview_t v = {&f->lay->nodes[f->lay->leaf_node[c]], &r->cols[c], n[c]};
+        rc = st__write_chunk(out, &v, f->z, f->level, &cs[c]);
+        cs[c].offset -= f->base;
+        cs[c].data_offset -= f->base;
     }
-    starts[ngroups] = n;
-    if (rc == ST_OK) {
-        size_t foot = out->len;
-        st_tw_t w;
-        st_tw_init(&w, out);
-        st_tw_i32(&w, 1, 1); /* version */
-        st__schema(&w);
-        st_tw_i64(&w, 3, (int64_t)n);
-        st_tw_list(&w, 4, ST_TC_STRUCT, ngroups);
-        for (size_t g = 0; g < ngroups; g++) {
-            st_chunk_t *cs = &chunks[g * ST_PQ_COLUMNS];
-            uint64_t raw = 0, packed = 0;
-            st_tw_elem_begin(&w); /* RowGroup */
-            st_tw_list(&w, 1, ST_TC_STRUCT, ST_PQ_COLUMNS);
-            for (int c = 0; c < ST_PQ_COLUMNS; c++) {
-                st__column_meta(&w, c, &cs[c]);
-                raw += cs[c].uncompressed;
-                packed += cs[c].compressed;
-            }
-            st_tw_i64(&w, 2, (int64_t)raw);
-            st_tw_i64(&w, 3, (int64_t)(starts[g + 1] - starts[g]));
-            st_tw_list(&w, 4, ST_TC_STRUCT, 1); /* sorted by msg_id */
+    return rc;
+}
+
+static void st__footer(const st_file_t *f, st_buf_t *out, size_t nrows)
+{
+    const st_pq_layout_t *l = f->lay;
+    size_t nl = (size_t)l->nleaves, foot = out->len;
+    st_tw_t w;
+    st_tw_init(&w, out);
+    st_tw_i32(&w, 1, 1); /* version */
+    st__pq_schema_write(&w, l);
+    st_tw_i64(&w, 3, (int64_t)nrows);
+    st_tw_list(&w, 4, ST_TC_STRUCT, f->rows.n);
+    for (size_t g = 0; g < f->rows.n; g++) {
+        const st_chunk_t *cs = &f->chunks.v[g * nl];
+        uint64_t raw = 0, packed = 0;
+        st_tw_elem_begin(&w); /* RowGroup */
+        st_tw_list(&w, 1, ST_TC_STRUCT, nl);
+        for (size_t c = 0; c < nl; c++) {
+            st__column_meta(&w, l, (int)c, &cs[c]);
+            raw += cs[c].uncompressed;
+            packed += cs[c].compressed;
+        }
+        st_tw_i64(&w, 2, (int64_t)raw);
+        st_tw_i64(&w, 3, (int64_t)f->rows.v[g]);
+        if (l->sort_leaf >= 0) {
+            st_tw_list(&w, 4, ST_TC_STRUCT, 1);
             st_tw_elem_begin(&w);
-            st_tw_i32(&w, 1, 0);
-            st_tw_bool(&w, 2, false);
+            st_tw_i32(&w, 1, l->sort_leaf);
+            st_tw_bool(&w, 2, false); /* ascending */
             st_tw_bool(&w, 3, false);
             st_tw_struct_end(&w);
-            st_tw_i64(&w, 5, (int64_t)cs[0].offset);
-            st_tw_i64(&w, 6, (int64_t)packed);
-            st_tw_struct_end(&w);
         }
-        static const char by[] = "strata";
-        st_tw_bin(&w, 6, by, sizeof by - 1);
-        st_tw_list(&w, 7, ST_TC_STRUCT, ST_PQ_COLUMNS); /* TypeDefinedOrder for every column */
-        for (int c = 0; c < ST_PQ_COLUMNS; c++) {
-            st_tw_elem_begin(&w);
-            st_tw_struct_begin(&w, 1);
-            st_tw_struct_end(&w);
-            st_tw_struct_end(&w);
-        }
+        st_tw_i64(&w, 5, (int64_t)cs[0].offset);
+        st_tw_i64(&w, 6, (int64_t)packed);
         st_tw_struct_end(&w);
-        uint8_t tail[8];
-        st__le32(tail, (uint32_t)(out->len - foot));
-        memcpy(tail + 4, "PAR1", 4);
-        st_buf_append(out, tail, 8);
-    } else {
-        out->len = base;
     }
-    for (size_t k = 0; k < ngroups * ST_PQ_COLUMNS; k++) {
-        st_buf_free(&chunks[k].min);
-        st_buf_free(&chunks[k].max);
+    static const char by[] = "strata";
+    st_tw_bin(&w, 6, by, sizeof by - 1);
+    st_tw_list(&w, 7, ST_TC_STRUCT, nl); /* TypeDefinedOrder for every column */
+    for (size_t c = 0; c < nl; c++) {
+        st_tw_elem_begin(&w);
+        st_tw_struct_begin(&w, 1);
+        st_tw_struct_end(&w);
+        st_tw_struct_end(&w);
     }
-    ZSTD_freeCCtx(z);
-    free(chunks);
-    free(starts);
+    st_tw_struct_end(&w);
+    uint8_t tail[8];
+    st__le32(tail, (uint32_t)(out->len - foot));
+    memcpy(tail + 4, "PAR1", 4);
+    st_buf_append(out, tail, 8);
+}
+
+/* Whether the key of the row starting at entry `at` differs from the group's (entry 0). */
+static bool st__new_key(const st_pq_rec_t *r, size_t at)
+{
+    const st_pq_layout_t *l = r->lay;
+    if (l->key_leaf < 0 || at == 0) return false;
+    const st_pq_column_t *k = &r->cols[l->key_leaf];
+    if (l->nodes[l->leaf_node[l->key_leaf]].type != ST_PQ_BYTE_ARRAY) return k->iv[at] != k->iv[0];
+    return st__bytes_cmp(k->sv[at], k->sl[at], k->sv[0], k->sl[0]) != 0;
+}
+
+int st_pq_write(const st_pq_write_t *w, st_buf_t *out)
+{
+    st_file_t f = {.level = w->zstd_level, .base = out->len};
+    st_pq_layout_t *lay;
+    if (st__pq_layout(w->schema, &lay) != ST_OK) return ST_EINVAL;
+    f.lay = lay;
+    f.z = ZSTD_createCCtx();
+    if (!f.z) st_fatal("out of memory (zstd context)");
+    st_pq_rec_t r;
+    st__pq_rec_init(&r, lay);
+    size_t *mark = st_calloc((size_t)lay->nleaves, sizeof *mark), rows = 0;
+    int rc = ST_OK;
+    st_buf_append(out, "PAR1", 4);
+    for (size_t i = 0; i < w->nrows && rc == ST_OK; i++) {
+        for (int c = 0; c < lay->nleaves; c++)
+            mark[c] = r.cols[c].n;
+        st__pq_rec_row_begin(&r);
+        w->row(w->arg, i, &r);
+        if (!st__pq_rec_row_end(&r)) {
+            rc = ST_EINVAL;
+            break;
+        }
+        /* the row just given starts the next group: write the group before it */
+        if (rows && ((w->group_rows && rows == w->group_rows) ||
+                     st__new_key(&r, lay->key_leaf >= 0 ? mark[lay->key_leaf] : 0))) {
+            rc = st__row_group(&f, out, &r, mark, rows);
+            st__pq_rec_shift(&r, mark);
+            rows = 0;
+        }
+        rows++;
+    }
+    if (rc == ST_OK && rows) {
+        for (int c = 0; c < lay->nleaves; c++)
+            mark[c] = r.cols[c].n;
+        rc = st__row_group(&f, out, &r, mark, rows);
+    }
+    if (rc == ST_OK)
+        st__footer(&f, out, w->nrows);
+    else
+        out->len = f.base;
+    for (size_t k = 0; k < f.chunks.n; k++) {
+        st_buf_free(&f.chunks.v[k].min);
+        st_buf_free(&f.chunks.v[k].max);
+    }
+    st_vec_free(&f.chunks);
+    st_vec_free(&f.rows);
+    st__pq_rec_free(&r);
+    ZSTD_freeCCtx(f.z);
+    free(mark);
+    free(lay);
     return rc;
 }

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The message files (SPEC §5): chat's seven columns as one instance of the schema-driven codec,
+ * and the row type, footer summary and row-group decoding the tier reads them with. Files are
+ * byte for byte what the message-only writer wrote before (tests/cold pins them).
+ */
+#include "strata/cold.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const st_pq_field_t st__msg_fields[ST_PQ_COLUMNS] = {
+    {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
+    {"conversation_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT,
+     NULL, 0},
+    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0},
+    {"timestamp", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0},
+    {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
+    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0},
+    {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0},
+};
+
+/* Sorted by msg_id; one row group per conversation. */
+const st_pq_schema_t st_pq_msg_schema = {st__msg_fields, ST_PQ_COLUMNS, 0, 1};
+
+static void st__msg_row(void *arg, size_t i, st_pq_rec_t *r)
+{
+    const st_msgrow_t *m = (const st_msgrow_t *)arg + i;
+    st_pq_put_i64(r, (int64_t)m->msg_id);
+    st_pq_put_str(r, m->conv, m->conv_len);
+    st_pq_put_str(r, m->from, m->from_len);
+    st_pq_put_i64(r, m->timestamp);
+    st_pq_put_i64(r, m->seq);
+    st_pq_put_str(r, m->content, m->content_len);
+    if (m->metadata)
+        st_pq_put_str(r, m->metadata, m->metadata_len);
+    else
+        st_pq_put_null(r);
+}
+
+int st_parquet_encode(const st_msgrow_t *rows, size_t n, int zstd_level, st_buf_t *out)
+{
+    st_pq_write_t w = {.schema = &st_pq_msg_schema,
+                       .nrows = n,
+                       .row = st__msg_row,
+                       .arg = (void *)rows,
+                       .zstd_level = zstd_level};
+    return st_pq_write(&w, out);
+}
+
+int st_parquet_footer_len(const uint8_t tail[8], uint64_t file_size, uint32_t *len)
+{
+    return st_pq_footer_len(tail, file_size, len);
+}
+
+static bool st__i64_stat(const st_pq_chunk_t *c, int64_t *lo, int64_t *hi)
+{
+    if (!c->min || !c->max || c->min_len != 8 || c->max_len != 8) return false;
+    uint64_t a = 0, b = 0;
+    for (int i = 7; i >= 0; i--) {
+        a = a << 8 | c->min[i];
+        b = b << 8 | c->max[i];
+    }
+    *lo = (int64_t)a;
+    *hi = (int64_t)b;
+    return true;
+}
+
+/* A row group of a message file: pruning needs exact msg_id bounds and the conversation. */
+static int st__msg_group(const st_pq_rowgroup_t *G, st_pq_group_t *g, st_buf_t *strings)
+{
+    const st_pq_chunk_t *c = G->chunks;
+    int64_t lo, hi;
+    if (!st__i64_stat(&c[0], &lo, &hi) || !c[1].min || !c[1].max || c[1].min_len != c[1].max_len ||
+        memcmp(c[1].min, c[1].max, c[1].min_len) != 0 || c[1].min_len > ST_NAME_MAX)
+        return ST_EINVAL;
+    g->min_id = (uint64_t)lo;
+    g->max_id = (uint64_t)hi;
+    st__i64_stat(&c[3], &g->min_ts, &g->max_ts);
+    st__i64_stat(&c[4], &g->min_seq, &g->max_seq);
+    g->rows = G->rows;
+    g->offset = G->offset;
+    g->length = G->length;
+    for (int k = 0; k < ST_PQ_COLUMNS; k++) {
+        g->col_offset[k] = c[k].offset;
+        g->col_length[k] = c[k].length;
+    }
+    g->conv = (const char *)(uintptr_t)strings->len; /* an offset until strings stops moving */
+    g->conv_len = c[1].min_len;
+    st_buf_append(strings, c[1].min, c[1].min_len);
+    return g->min_id <= g->max_id ? ST_OK : ST_EINVAL;
+}
+
+int st_parquet_parse_footer(const uint8_t *p, size_t len, uint64_t file_size, st_pq_meta_t *out)
+{
+    memset(out, 0, sizeof *out);
+    st_pq_file_t f;
+    if (st_pq_parse_footer(&st_pq_msg_schema, p, len, file_size, &f) != ST_OK) return ST_EINVAL;
+    st_buf_t strings = {0};
+    int rc = ST_OK;
+    out->groups = st_calloc(f.ngroups, sizeof *out->groups);
+    out->ngroups = f.ngroups;
+    out->rows = f.rows;
+    for (size_t i = 0; i < f.ngroups && rc == ST_OK; i++)
+        rc = st__msg_group(&f.groups[i], &out->groups[i], &strings);
+    st_pq_file_free(&f);
+    if (rc != ST_OK) {
+        st_buf_free(&strings);
+        free(out->groups);
+        memset(out, 0, sizeof *out);
+        return ST_EINVAL;
+    }
+    st_buf_appendc(&strings, 0);
+    out->strings = st_buf_steal(&strings, NULL);
+    for (size_t i = 0; i < out->ngroups; i++)
+        out->groups[i].conv = out->strings + (uintptr_t)out->groups[i].conv;
+    return ST_OK;
+}
+
+void st_parquet_meta_free(st_pq_meta_t *m)
+{
+    free(m->groups);
+    free(m->strings);
+    memset(m, 0, sizeof *m);
+}
+
+void st_parquet_rows_free(st_pq_rows_t *r)
+{
+    for (size_t i = 0; i < r->nmem; i++)
+        free(r->mem[i]);
+    free(r->mem);
+    free(r->rows);
+    memset(r, 0, sizeof *r);
+}
+
+static void st__msg_str(st_pq_cur_t *c, const char **p, uint32_t *len)
+{
+    size_t n;
+    st_pq_get_str(c, p, &n);
+    *len = (uint32_t)n;
+}
+
+int st_parquet_read_group(const st_pq_group_t *g, const uint8_t *bytes, size_t len,
+                          st_pq_rows_t *out)
+{
+    memset(out, 0, sizeof *out);
+    st_pq_chunk_t chunks[ST_PQ_COLUMNS];
+    memset(chunks, 0, sizeof chunks);
+    for (int k = 0; k < ST_PQ_COLUMNS; k++) {
+        chunks[k].offset = g->col_offset[k];
+        chunks[k].length = g->col_length[k];
+    }
+    st_pq_rowgroup_t G = {
+        .rows = g->rows, .offset = g->offset, .length = g->length, .chunks = chunks};
+    st_pq_table_t t;
+    if (st_pq_read_group(&st_pq_msg_schema, &G, bytes, len, &t) != ST_OK) return ST_EINVAL;
+    size_t n = (size_t)t.rows;
+    out->rows = st_calloc(n, sizeof *out->rows);
+    out->n = n;
+    st_pq_cur_t c;
+    st_pq_cur_init(&c, &t);
+    for (size_t i = 0; st_pq_cur_next(&c); i++) { /* the cursor stops after t.rows */
+        st_msgrow_t *m = &out->rows[i];
+        int64_t v;
+        st_pq_get_i64(&c, &v);
+        m->msg_id = (uint64_t)v;
+        st__msg_str(&c, &m->conv, &m->conv_len);
+        st__msg_str(&c, &m->from, &m->from_len);
+        st_pq_get_i64(&c, &m->timestamp);
+        st_pq_get_i64(&c, &m->seq);
+        st__msg_str(&c, &m->content, &m->content_len);
+        st__msg_str(&c, &m->metadata, &m->metadata_len);
+    }
+    int rc = st_pq_cur_done(&c);
+    /* the strings point into the table's pages: they move to out */
+    out->mem = t.mem;
+    out->nmem = t.nmem;
+    t.mem = NULL;
+    t.nmem = 0;
+    st_pq_table_free(&t);
+    if (rc != ST_OK) st_parquet_rows_free(out);
+    return rc;
+}

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: MIT
+// Three independent Parquet readers hold strata's files to exact values: DuckDB, hyparquet (pure
+// JS) and arrow-rs (parquet-wasm; it decodes our file into Arrow and writes it back, and that
+// copy is read again). The nested file is a booking-shaped one (SPEC §4.2: items a LIST of
+// structs with seats a LIST of strings) written by the test-only tool strata-pqgen next to the
+// strata binary; the message files are the ones a real server flushes.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { parquetMetadata, parquetReadObjects } from 'hyparquet';
+import { compressors } from 'hyparquet-compressors';
+import * as arrow from 'parquet-wasm';
+import { duckQuery, duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
+import { BIN, startStrata, tempDir } from './lib.mjs';
+
+const PQGEN = path.join(path.dirname(BIN), 'strata-pqgen');
+
+function pqgen(...args) {
+  assert.ok(existsSync(PQGEN), `${PQGEN} is built with strata (tests/CMakeLists.txt)`);
+  const r = spawnSync(PQGEN, args, { encoding: 'utf8', maxBuffer: 1 << 30 });
+  assert.equal(r.status, 0, r.stderr);
+  return r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+}
+
+const decoder = new TextDecoder();
+// µs timestamps as numbers and JSON as its text: exact, like strata's own values
+const parsers = {
+  timestampFromMicroseconds: (us) => Number(us),
+  jsonFromBytes: (b) => b && decoder.decode(b),
+};
+const toNum = (v) => (typeof v === 'bigint' || typeof v === 'string' ? Number(v) : v);
+
+async function hyRows(file) {
+  const buf = readFileSync(file);
+  const ab = buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length);
+  return { rows: await parquetReadObjects({ file: ab, compressors, parsers }), meta: parquetMetadata(ab) };
+}
+
+// arrow-rs reads the file into Arrow and writes that table back as Parquet: the copy holds what
+// arrow-rs decoded, and hyparquet reads it.
+async function arrowRows(file, dir) {
+  const table = arrow.readParquet(new Uint8Array(readFileSync(file)));
+  const copy = path.join(dir, `${path.basename(file)}.arrow-rs.parquet`);
+  writeFileSync(copy, arrow.writeParquet(table));
+  return hyRows(copy);
+}
+
+const bookingOf = (r) => ({
+  booking_id: toNum(r.booking_id), event_id: r.event_id, owner: r.owner, status: r.status,
+  items: r.items === null || r.items === undefined ? null
+    : r.items.map((it) => ({ section: it.section, seats: it.seats, quantity: toNum(it.quantity) })),
+  total_price: toNum(r.total_price), created_at: toNum(r.created_at),
+  expires_at: r.expires_at === null || r.expires_at === undefined ? null : toNum(r.expires_at),
+  finished_at: toNum(r.finished_at),
+});
+
+describe('nested Parquet (booking-shaped) read by DuckDB, hyparquet and arrow-rs', () => {
+  const dir = tempDir('pqreaders');
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  for (const [what, rows, groupRows] of [['small, five row groups', 3000, 1000],
+    ['large, several pages per column', 100000, 0]]) {
+    test(`${what}: every reader sees exactly the rows written`, async () => {
+      const file = path.join(dir, `bookings-${rows}.parquet`);
+      const want = pqgen('write', file, String(rows), '7', String(groupRows));
+      assert.equal(want.length, rows);
+      // the generator covers what must hold: null and empty lists, empty seats, nulls
+      assert.ok(want.some((r) => r.items === null) && want.some((r) => r.items?.length === 0));
+      assert.ok(want.some((r) => r.items?.some((it) => it.seats.length === 0)));
+      assert.ok(want.some((r) => r.items?.length > 1 && r.items[0].seats.length > 1));
+      assert.ok(want.some((r) => r.owner === null) && want.some((r) => r.expires_at === null));
+      assert.deepEqual(pqgen('read', file), want, "strata's reader");
+
+      const types = await duckQuery(`DESCRIBE SELECT * FROM read_parquet('${file}')`);
+      assert.deepEqual(Object.fromEntries(types.map((t) => [t.column_name, t.column_type])), {
+        booking_id: 'BIGINT', event_id: 'VARCHAR', owner: 'VARCHAR', status: 'VARCHAR',
+        items: 'STRUCT(section VARCHAR, seats VARCHAR[], quantity BIGINT)[]', total_price: 'BIGINT',
+        created_at: 'TIMESTAMP WITH TIME ZONE', expires_at: 'TIMESTAMP WITH TIME ZONE',
+        finished_at: 'TIMESTAMP WITH TIME ZONE',
+      });
+      const duck = await duckQuery(
+        `SELECT booking_id, event_id, owner, status, CAST(items AS JSON)::VARCHAR AS items, total_price,
+                epoch_us(created_at) AS created_at, epoch_us(expires_at) AS expires_at,
+                epoch_us(finished_at) AS finished_at
+         FROM read_parquet('${file}') ORDER BY booking_id`);
+      assert.deepEqual(duck.map((r) => bookingOf({ ...r, items: JSON.parse(r.items) })), want, 'DuckDB');
+
+      const hy = await hyRows(file);
+      assert.deepEqual(hy.rows.map(bookingOf), want, 'hyparquet');
+      const groups = hy.meta.row_groups;
+      if (groupRows) assert.equal(groups.length, 5); // 3 events, cut every 1000 rows
+      else {
+        // the seats column of the big event needs more than one 1 MiB page
+        const seats = groups.flatMap((g) => g.columns).filter((c) => c.meta_data.path_in_schema.join('.') === 'items.list.element.seats.list.element');
+        assert.ok(seats.some((c) => Number(c.meta_data.num_values) > 131072), 'several pages');
+      }
+
+      const ar = await arrowRows(file, dir);
+      assert.deepEqual(ar.rows.map(bookingOf), want, 'arrow-rs (parquet-wasm)');
+      // arrow-rs kept items a list of structs and seats a list of strings
+      const names = ar.meta.schema.map((e) => `${e.name}:${e.converted_type ?? e.logical_type?.type ?? ''}`);
+      assert.ok(names.includes('items:LIST') && names.includes('seats:LIST'), names.join(' '));
+    });
+  }
+});
+
+describe('message files a server flushed, read by hyparquet and arrow-rs', () => {
+  let s;
+  before(async () => { s = await startStrata({ args: ['--flush-interval', '3600'] }); });
+  after(async () => { await s.stop(); s.cleanup(); });
+
+  test('every reader sees exactly the rows DuckDB and the API see', async () => {
+    const u = 'readers';
+    for (let i = 0; i < 90; i++) {
+      const body = { conversation_id: `c${i % 3}`, from: i % 2 ? 'alice' : 'bob', content: `m${i} ü "q" \\` };
+      if (i % 3 === 0) body.metadata = { i, tags: ['x', i % 2 === 0] };
+      const r = await s.req('POST', `/v1/users/${u}/messages`, body);
+      assert.equal(r.status, 201, r.text);
+    }
+    assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
+    await waitFor('the flush', async () => (await s.req('GET', `/v1/users/${u}/stats`)).json.hot_messages === 0);
+    const files = parquetFiles(path.join(s.dir, 'cold', u));
+    assert.equal(files.length, 1);
+    const want = await duckRows(files);
+    assert.equal(want.length, 90);
+    const msgOf = (r) => ({
+      msg_id: String(r.msg_id), conversation_id: r.conversation_id, from: r.from, ts: toNum(r.timestamp),
+      seq: toNum(r.seq), content: r.content, metadata: r.metadata ?? null,
+    });
+    const byId = (a, b) => (BigInt(a.msg_id) < BigInt(b.msg_id) ? -1 : 1);
+    const hy = await hyRows(files[0]);
+    assert.deepEqual(hy.rows.map(msgOf).sort(byId), want, 'hyparquet');
+    assert.equal(hy.meta.row_groups.length, 3);
+    const ar = await arrowRows(files[0], s.dir);
+    assert.deepEqual(ar.rows.map(msgOf).sort(byId), want, 'arrow-rs (parquet-wasm)');
+  });
+});
