@@ -342,29 +342,35 @@ bool st_config_auth_on(const st_config_t *cfg)
     return *cfg->jwt_secret || *cfg->jwt_jwks_file || *cfg->jwt_jwks_url;
 }
 
-bool st_config_listen_loopback(const char *listen)
+/* 1: a loopback address, 0: another address, -1: not an address (the server says so). */
+static int st__listen_kind(const char *listen)
 {
     char host[256];
     const char *colon = strrchr(listen, ':');
     size_t n = colon ? (size_t)(colon - listen) : strlen(listen);
-    if (n >= sizeof host) return false;
+    if (n >= sizeof host) return -1;
     memcpy(host, listen, n);
     host[n] = '\0';
     if (host[0] == '[' && n >= 2 && host[n - 1] == ']') { /* [v6]:PORT */
         memmove(host, host + 1, n - 2);
         host[n - 2] = '\0';
     }
-    if (strcasecmp(host, "localhost") == 0) return true;
+    if (strcasecmp(host, "localhost") == 0) return 1;
     unsigned char a[16];
     if (inet_pton(AF_INET, host, a) == 1) return a[0] == 127;
     if (inet_pton(AF_INET6, host, a) == 1) return memcmp(a, &in6addr_loopback, 16) == 0;
-    return false;
+    return -1;
+}
+
+bool st_config_listen_loopback(const char *listen)
+{
+    return st__listen_kind(listen) == 1;
 }
 
 int st_config_check(const st_config_t *cfg)
 {
     bool auth = st_config_auth_on(cfg);
-    if (!auth && !cfg->insecure && !st_config_listen_loopback(cfg->listen)) {
+    if (!auth && !cfg->insecure && st__listen_kind(cfg->listen) == 0) {
         fprintf(stderr,
                 "strata: refusing to serve without auth on %s, which is not a loopback address "
                 "(protected mode). Configure auth (--jwt-secret, --jwt-jwks-file or "

@@ -12,6 +12,7 @@ import { writeFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { freePort } from './cluster-lib.mjs';
 import { sleep, startStrata, tempDir, wsConnect } from './lib.mjs';
 
 const BIN = process.env.STRATA_BIN || path.resolve('../../build/strata');
@@ -321,5 +322,53 @@ describe('--cluster-secret', () => {
       assert401(await s.req('POST', '/v1/counters/c/incr', {}, bearer(member)), 'member token on a client route');
       assert.equal((await s.req('POST', '/v1/counters/c/incr', {}, bearer(clientAdmin))).status, 200);
     } finally { await s.stop(); s.cleanup(); }
+  });
+});
+
+describe('a group with auth on signs its internal calls with --cluster-secret', () => {
+  const SECRET = 'client-secret-0123456789';
+  const hs = (payload) => {
+    const h = b64({ alg: 'HS256', typ: 'JWT' }), p = b64({ exp: now() + 60, ...payload });
+    return `${h}.${p}.${createHmac('sha256', SECRET).update(`${h}.${p}`).digest('base64url')}`;
+  };
+  test('members with the secret announce themselves; one with another secret is refused', async () => {
+    const conf = [];
+    for (let id = 1; id <= 3; id++) conf[id] = { http: await freePort(), raft: await freePort() };
+    const spec = [1, 2, 3].map((id) => `${id}=127.0.0.1:${conf[id].raft}`).join(',');
+    const cold = tempDir('cs-cold');
+    const members = [];
+    try {
+      const start = async (id) => members.push(await startStrata({
+        args: ['--listen', `127.0.0.1:${conf[id].http}`, '--cluster', spec, '--cluster-self', String(id),
+          '--cold-url', `file://${cold}`, '--election-timeout', '1000'],
+        env: { STRATA_JWT_SECRET: SECRET, STRATA_CLUSTER_SECRET: id === 3 ? 'not-the-groups-secret' : 'the-groups-secret' },
+      }));
+      await start(1);
+      await start(2); // a quorum: one of these two leads, member 3 joins later as a follower
+      const admin = bearer(hs({ sub: 'ops', role: 'admin' }));
+      let st = null;
+      const end = Date.now() + 20000;
+      for (;;) {
+        for (const m of members) {
+          const r = await m.req('GET', '/v1/cluster', undefined, admin);
+          if (r.status === 200 && r.json.leader) {
+            const lead = members[r.json.leader - 1];
+            st = (await lead.req('GET', '/v1/cluster', undefined, admin)).json;
+          }
+        }
+        const http1 = st?.members.find((x) => x.id === 1)?.http, http2 = st?.members.find((x) => x.id === 2)?.http;
+        if (http1 && http2) break;
+        if (Date.now() > end) throw new Error(`members 1 and 2 never announced: ${JSON.stringify(st)}`);
+        await sleep(200);
+      }
+      await start(3);
+      await sleep(3000); // member 3 has had time to announce itself
+      const lead = members[st.leader - 1];
+      st = (await lead.req('GET', '/v1/cluster', undefined, admin)).json;
+      assert.equal(st.members.find((x) => x.id === 3).http, null, 'the wrong secret announced nothing');
+      assert.equal((await lead.req('GET', '/v1/cluster')).status, 401, 'GET /v1/cluster needs a token');
+    } finally {
+      for (const m of members) { await m.stop(); m.cleanup(); }
+    }
   });
 });
