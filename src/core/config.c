@@ -195,6 +195,9 @@ static const st_cfg_opt_t st__opts[] = {
             "the store); 0: about every 64 MiB of log, 8192 entries at least"),
 };
 #define ST__NOPTS (sizeof st__opts / sizeof st__opts[0])
+/* getopt_long's value for option i: past every character getopt answers with ('?' is 63) and
+ * past --help/--version's */
+#define ST__OPT_BASE 2000
 
 static int st__cfg_set(st_config_t *cfg, const st_cfg_opt_t *o, const char *val, const char *src)
 {
@@ -282,7 +285,7 @@ int st_config_load(st_config_t *cfg, int argc, char **argv)
     for (size_t i = 0; i < ST__NOPTS; i++)
         longopts[i] = (struct option){
             st__opts[i].flag, st__opts[i].type == ST_CFG_BOOL ? no_argument : required_argument,
-            NULL, (int)i};
+            NULL, ST__OPT_BASE + (int)i};
     longopts[ST__NOPTS] = (struct option){"help", no_argument, NULL, 'h' + 1000};
     longopts[ST__NOPTS + 1] = (struct option){"version", no_argument, NULL, 'v' + 1000};
     longopts[ST__NOPTS + 2] = (struct option){0, 0, 0, 0};
@@ -300,6 +303,7 @@ int st_config_load(st_config_t *cfg, int argc, char **argv)
             printf("strata 0.1.0\n");
             return 1;
         }
+        c -= ST__OPT_BASE; /* getopt's own answers ('?', ':') stay below the base */
         if (c < 0 || (size_t)c >= ST__NOPTS) {
             fprintf(stderr, "strata: unknown or incomplete option '%s' (see --help)\n",
                     argv[optind - 1]);
