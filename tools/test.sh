@@ -39,7 +39,7 @@ fi
 if [ "$fuzz_seconds" -gt 0 ]; then
   echo "== fuzzing ${fuzz_seconds}s per target"
   tools/build.sh fuzz
-  for t in http json_body ws parquet; do
+  for t in http json_body ws parquet jwt; do
     work=$(mktemp -d)
     seeds=fuzz/corpus/${t%_body}
     (cd "$work" && "$OLDPWD/build-fuzz/fuzz/fuzz_$t" -max_total_time="$fuzz_seconds" -max_len=8192 \
