@@ -12,7 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char fz_jwks[] = "{\"keys\":[{\"kty\":\"EC\",\"x\":\"Z1BifH47h-X9ntasV2JQGyAZbd66gnIVO3gbnB558pg\",\"y\":\"LWSM20ce2eqzWCt6yXR74EyKFuHbkxF4Tuyl5jFgESM\",\"crv\":\"P-256\",\"kid\":\"e1\",\"alg\":\"ES256\"},{\"kty\":\"RSA\",\"n\":\"x42opbp-Oxi7_PWoOoqTpnvpBq3DB4jEkvIYVlG4cm29srbflle5TnWkZZzfMUZE0DqvwCgMPw0w0VOAOS8YdvBPakk8CCgOUYWKFvUCqn2k70osidpbPbKlAqrugw_2a6W7lUe2GnjPoZDMzM03_0qSnDr70yH4YGUh0QNChNGUWUM-MUTsMgwEwykB4nZATHC0hsMrirHC5RRsKbgvdPh8i9T0EOUYrhjatB06KxGA_2vDYvyjvdwcHPUlqRLf4-eTTg3B-b45lldx0NLe9yJyXehWiI1S_J-HwnJ6dqC6-c6mE73Pxsl6DaBiq_Iz1duUEMkPM4rhYGWqMGouiQ\",\"e\":\"AQAB\",\"kid\":\"r1\"},{\"crv\":\"Ed25519\",\"x\":\"HFSgbp2mjXYZDMUuFvco7rNr4EqjceB9GF5EeE0Y_4g\",\"kty\":\"OKP\",\"kid\":\"d1\"}]}";
+static const char fz_jwks[] =
+    "{\"keys\":[{\"kty\":\"EC\",\"x\":\"Z1BifH47h-X9ntasV2JQGyAZbd66gnIVO3gbnB558pg\",\"y\":"
+    "\"LWSM20ce2eqzWCt6yXR74EyKFuHbkxF4Tuyl5jFgESM\",\"crv\":\"P-256\",\"kid\":\"e1\",\"alg\":"
+    "\"ES256\"},{\"kty\":\"RSA\",\"n\":\"x42opbp-Oxi7_"
+    "PWoOoqTpnvpBq3DB4jEkvIYVlG4cm29srbflle5TnWkZZzfMUZE0DqvwCgMPw0w0VOAOS8YdvBPakk8CCgOUYWKFvUCqn2"
+    "k70osidpbPbKlAqrugw_2a6W7lUe2GnjPoZDMzM03_0qSnDr70yH4YGUh0QNChNGUWUM-"
+    "MUTsMgwEwykB4nZATHC0hsMrirHC5RRsKbgvdPh8i9T0EOUYrhjatB06KxGA_2vDYvyjvdwcHPUlqRLf4-eTTg3B-"
+    "b45lldx0NLe9yJyXehWiI1S_J-HwnJ6dqC6-c6mE73Pxsl6DaBiq_Iz1duUEMkPM4rhYGWqMGouiQ\",\"e\":"
+    "\"AQAB\",\"kid\":\"r1\"},{\"crv\":\"Ed25519\",\"x\":"
+    "\"HFSgbp2mjXYZDMUuFvco7rNr4EqjceB9GF5EeE0Y_4g\",\"kty\":\"OKP\",\"kid\":\"d1\"}]}";
 static st_jwks_t *fz_keys;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -633,7 +633,7 @@ int main(int argc, char **argv)
     if (app.repl) st_repl_close(app.repl, NULL, NULL); /* pending proposals fail: 503 */
     st_server_close(m.srv);
     st_auth_close(app.auth); /* freed during the run below, once a key fetch is back */
-    st_ws_close(app.ws); /* stops observing chat, seats and counters */
+    st_ws_close(app.ws);     /* stops observing chat, seats and counters */
     st_reconcile_close(app.reconcile);
     st_seats_close(seats);
     st_tier_close(tier); /* flushes in flight come back during the run below */

@@ -14,10 +14,10 @@
 #include <string.h>
 #include <strings.h>
 
-#define ST__TCACHE_SLOTS 2048          /* direct-mapped: a collision replaces the older token */
-#define ST__TCACHE_MAX_US 3600000000LL /* longest a verified token is trusted without a check */
+#define ST__TCACHE_SLOTS    2048         /* direct-mapped: a collision replaces the older token */
+#define ST__TCACHE_MAX_US   3600000000LL /* longest a verified token is trusted without a check */
 #define ST__TCACHE_NOEXP_US 300000000LL
-#define ST__WWW_AUTH "WWW-Authenticate: Bearer realm=\"strata\"\r\n"
+#define ST__WWW_AUTH        "WWW-Authenticate: Bearer realm=\"strata\"\r\n"
 
 struct st_tcache_entry {
     uint8_t hash[32];

@@ -41,7 +41,7 @@ enum {
     ST_ROUTE_USER = 8,       /* params[0] is a user: the token's sub must equal it */
     ST_ROUTE_NOSTAGE = 16,   /* a POST that stages nothing itself (admin flush): served while
                                 writes are refused, since a flush is what frees the hot store */
-    ST_ROUTE_INTERNAL = 32, /* a group's member-to-member call: only --cluster-secret tokens */
+    ST_ROUTE_INTERNAL = 32,  /* a group's member-to-member call: only --cluster-secret tokens */
 };
 
 typedef struct {

@@ -85,7 +85,8 @@ static const char *st__rsa(const cJSON *k, st_jwk_t *out)
     size_t nl = 0, el = 0;
     unsigned char *n = st__member(k, "n", &nl), *e = st__member(k, "e", &el);
     const char *why = NULL;
-    BIGNUM *bn = n ? BN_bin2bn(n, (int)nl, NULL) : NULL, *be = e ? BN_bin2bn(e, (int)el, NULL) : NULL;
+    BIGNUM *bn = n ? BN_bin2bn(n, (int)nl, NULL) : NULL,
+           *be = e ? BN_bin2bn(e, (int)el, NULL) : NULL;
     OSSL_PARAM_BLD *bld = OSSL_PARAM_BLD_new();
     if (!bn || !be)
         why = "an RSA key needs base64url \"n\" and \"e\"";
@@ -138,13 +139,14 @@ static const char *st__ec_okp(const cJSON *k, bool okp, st_jwk_t *out, bool *ski
         plen = 1 + 2 * flen;
     }
     OSSL_PARAM_BLD *bld = why ? NULL : OSSL_PARAM_BLD_new();
-    if (!why && (!bld ||
-                 (group && !OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME, group,
-                                                            0)) ||
-                 !OSSL_PARAM_BLD_push_octet_string(bld, OSSL_PKEY_PARAM_PUB_KEY, pub, plen) ||
-                 !(out->pkey = st__fromdata(okp ? "ED25519" : "EC", bld))))
-        why = okp ? "OpenSSL refused an Ed25519 key" : "OpenSSL refused an EC key (not a point of "
-                                                       "its curve?)";
+    if (!why &&
+        (!bld ||
+         (group && !OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME, group, 0)) ||
+         !OSSL_PARAM_BLD_push_octet_string(bld, OSSL_PKEY_PARAM_PUB_KEY, pub, plen) ||
+         !(out->pkey = st__fromdata(okp ? "ED25519" : "EC", bld))))
+        why = okp ? "OpenSSL refused an Ed25519 key"
+                  : "OpenSSL refused an EC key (not a point of "
+                    "its curve?)";
     OSSL_PARAM_BLD_free(bld);
     free(x);
     free(y);

@@ -28,9 +28,9 @@ typedef struct {
 } st_alg_t;
 
 static const st_alg_t st__algs[] = {
-    {"RS256", ST_JWK_RSA, "SHA256", false, 0}, {"RS384", ST_JWK_RSA, "SHA384", false, 0},
-    {"RS512", ST_JWK_RSA, "SHA512", false, 0}, {"PS256", ST_JWK_RSA, "SHA256", true, 0},
-    {"PS384", ST_JWK_RSA, "SHA384", true, 0},  {"PS512", ST_JWK_RSA, "SHA512", true, 0},
+    {"RS256", ST_JWK_RSA, "SHA256", false, 0},  {"RS384", ST_JWK_RSA, "SHA384", false, 0},
+    {"RS512", ST_JWK_RSA, "SHA512", false, 0},  {"PS256", ST_JWK_RSA, "SHA256", true, 0},
+    {"PS384", ST_JWK_RSA, "SHA384", true, 0},   {"PS512", ST_JWK_RSA, "SHA512", true, 0},
     {"ES256", ST_JWK_EC, "SHA256", false, 256}, {"ES384", ST_JWK_EC, "SHA384", false, 384},
     {"EdDSA", ST_JWK_OKP, NULL, false, 0},
 };
@@ -99,8 +99,8 @@ static const char *st__check_sig(const cJSON *h, const st_jwt_opts_t *o, const c
         if (strcmp(name, "HS256") != 0) return "token algorithm must be HS256 with --jwt-secret";
         unsigned char mac[EVP_MAX_MD_SIZE];
         unsigned int mlen = 0;
-        if (!HMAC(EVP_sha256(), o->hs_secret, (int)strlen(o->hs_secret),
-                  (const unsigned char *)tok, signed_len, mac, &mlen) ||
+        if (!HMAC(EVP_sha256(), o->hs_secret, (int)strlen(o->hs_secret), (const unsigned char *)tok,
+                  signed_len, mac, &mlen) ||
             slen != mlen || CRYPTO_memcmp(mac, sig, mlen) != 0)
             return "bad token signature";
         return NULL;
@@ -162,10 +162,12 @@ static const cJSON *st__path(const cJSON *obj, const char *path)
 static bool st__holds(const cJSON *v, const char *s)
 {
     if (cJSON_IsString(v)) return strcmp(v->valuestring, s) == 0;
+    if (!cJSON_IsArray(v)) return false;
     const cJSON *e;
-    if (cJSON_IsArray(v))
-        cJSON_ArrayForEach(e, v) if (cJSON_IsString(e) && strcmp(e->valuestring, s) == 0) return
-            true;
+    cJSON_ArrayForEach(e, v)
+    {
+        if (cJSON_IsString(e) && strcmp(e->valuestring, s) == 0) return true;
+    }
     return false;
 }
 
@@ -191,10 +193,11 @@ static const char *st__check_claims(const cJSON *p, const st_jwt_opts_t *o, st_j
     out->subject = strdup(sub->valuestring);
     if (!out->subject) return "out of memory";
     out->admin = st__holds(st__path(p, o->roles_claim ? o->roles_claim : "role"), "admin");
-    out->exp_us = !exp                             ? 0
-                  : exp->valuedouble >= 9.2e12     ? INT64_MAX
-                  : exp->valuedouble <= 1.0 / 1e6 ? 1
-                                                   : (int64_t)(exp->valuedouble * 1e6);
+    out->exp_us = 0; /* none */
+    if (exp)         /* 1 µs at least: 0 means "none"; far out saturates */
+        out->exp_us = exp->valuedouble >= 9.2e12 ? INT64_MAX
+                      : exp->valuedouble <= 1e-6 ? 1
+                                                 : (int64_t)(exp->valuedouble * 1e6);
     return NULL;
 }
 

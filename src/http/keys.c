@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ST__KID_MISS_MS 10000     /* the shortest time between two fetches a kid miss starts */
-#define ST__JWKS_MAX (1u << 20)   /* a key set larger than 1 MiB is not one */
-#define ST__FETCH_TIMEOUT_MS 5000 /* also bounds how long a shutdown waits for a fetch */
+#define ST__KID_MISS_MS      10000 /* the shortest time between two fetches a kid miss starts */
+#define ST__JWKS_MAX         (1u << 20) /* a key set larger than 1 MiB is not one */
+#define ST__FETCH_TIMEOUT_MS 5000       /* also bounds how long a shutdown waits for a fetch */
 
 typedef struct {
     st_buf_t body;
