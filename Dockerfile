@@ -2,7 +2,16 @@
 # strata in a container: built from Debian 12 packages only (nothing vendored, nothing downloaded
 # outside apt). Data lives in /data (LMDB hot store; cold tier in /data/cold by default).
 #   docker build -t strata .
-#   docker run -p 8080:8080 -v strata-data:/data strata
+# The image listens on 0.0.0.0:8080 (a container's port is reached from outside), so strata's
+# protected mode makes you choose at `docker run` — it refuses to start open on that address:
+#   with auth (tokens from your identity provider, or an HS256 secret):
+#     docker run -p 8080:8080 -v strata-data:/data \
+#       -e STRATA_JWT_JWKS_URL=https://sso.example.com/realms/shop/protocol/openid-connect/certs \
+#       -e STRATA_JWT_ISSUER=https://sso.example.com/realms/shop strata
+#     docker run -p 8080:8080 -v strata-data:/data -e STRATA_JWT_SECRET=change-me strata
+#   open, knowingly (published on the host's loopback only, or behind a proxy that authenticates):
+#     docker run -p 127.0.0.1:8080:8080 -v strata-data:/data -e STRATA_INSECURE=1 strata
+# STRATA_INSECURE is deliberately not set here.
 FROM debian:12-slim AS build
 WORKDIR /src
 COPY tools/install-deps.sh tools/

@@ -197,7 +197,7 @@ static int st__repl_open(const st_config_t *cfg, st_main_t *m, st_app_t *app)
                          .data_dir = cfg->data_dir,
                          .election_timeout = (unsigned)cfg->election_timeout,
                          .snapshot_threshold = (unsigned)cfg->raft_snapshot_entries,
-                         .jwt_secret = cfg->jwt_secret};
+                         .cluster_secret = cfg->cluster_secret};
     int rc = st_repl_open(&app->repl, m->loop, app->store, &ro);
     if (rc == ST_OK) {
         st_repl_on_lead(app->repl, st__on_lead, app);
@@ -233,6 +233,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (rebuild) return st_cli_rebuild_meta(&cfg);
     if (restore) return st_cli_restore(&cfg);
+    if (st_config_check(&cfg) != ST_OK) return 2;
     /* Cold reads wait for object storage on the worker pool (never on the loop): size it before
      * its first use. An explicit UV_THREADPOOL_SIZE wins. */
     char workers[24];
@@ -290,8 +291,10 @@ int main(int argc, char **argv)
     }
     st_reconcile_open(&app.reconcile, m.loop, store, chat, tier, cfg.reconcile_interval);
     if (st_ws_open(&app.ws, m.loop, &app) != ST_OK) goto fail_ws;
-    if (!*cfg.jwt_secret)
-        st_warn("auth is OFF: no --jwt-secret / STRATA_JWT_SECRET set, every route is open");
+    if (!st_config_auth_on(&cfg))
+        st_warn("auth is OFF: no --jwt-secret, --jwt-jwks-file or --jwt-jwks-url set, every route "
+                "is open");
+    if (st_auth_open(&app.auth, m.loop, &cfg) != ST_OK) goto fail_auth;
     if (st_server_start(&m.srv, m.loop, &app) != ST_OK) goto fail_server;
     st_coldshare_t *share = NULL;
     if (*cfg.cluster && st__repl_open(&cfg, &m, &app) != ST_OK) goto fail_repl;
@@ -318,7 +321,8 @@ int main(int argc, char **argv)
     st_coldshare_close(share);
     if (app.repl) st_repl_close(app.repl, NULL, NULL); /* pending proposals fail: 503 */
     st_server_close(m.srv);
-    st_ws_close(app.ws); /* stops observing chat, seats and counters */
+    st_auth_close(app.auth); /* freed during the run below, once a key fetch is back */
+    st_ws_close(app.ws);     /* stops observing chat, seats and counters */
     st_reconcile_close(app.reconcile);
     st_seats_close(seats);
     st_tier_close(tier); /* flushes in flight come back during the run below */
@@ -343,6 +347,8 @@ fail_share:
 fail_repl:
     st_server_close(m.srv); /* freed once the loop has closed its handles, below */
 fail_server:
+    st_auth_close(app.auth);
+fail_auth:
     st_ws_close(app.ws);
 fail_ws:
     st_reconcile_close(app.reconcile);

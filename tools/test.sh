@@ -41,7 +41,7 @@ if [ "$fuzz_seconds" -gt 0 ]; then
   tools/build.sh fuzz
   # a crash, a leak or undefined behaviour (the fuzz build halts on UBSan) makes the fuzzer exit
   # non-zero: that fails the run and shows the end of its report; a clean run prints two lines
-  for t in http json_body ws parquet; do
+  for t in http json_body ws parquet jwt; do
     work=$(mktemp -d)
     mkdir "$work/corpus"
     rc=0

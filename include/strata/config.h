@@ -6,6 +6,7 @@
 #ifndef STRATA_CONFIG_H
 #define STRATA_CONFIG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -28,6 +29,16 @@ typedef struct {
     uint64_t retention_seconds;
     uint64_t reconcile_interval;
     char jwt_secret[512];
+    char jwt_jwks_file[1024];
+    char jwt_jwks_url[1024];
+    uint64_t jwt_jwks_refresh; /* s */
+    char jwt_issuer[512];
+    char jwt_audience[512];
+    uint64_t jwt_leeway; /* s */
+    char jwt_roles_claim[256];
+    char jwt_subject_claim[128];
+    char cluster_secret[512];
+    uint64_t insecure; /* --insecure: no auth on a non-loopback address is allowed */
     char cors_origins[2048];
     uint64_t node_id;
     uint64_t max_body;
@@ -81,5 +92,16 @@ int st_config_s3_path_style(const st_config_t *cfg, int *out);
 int st_config_load(st_config_t *cfg, int argc, char **argv);
 
 void st_config_usage(FILE *out);
+
+/* True when clients must authenticate: a --jwt-secret or a JWKS (file or URL) is configured. */
+bool st_config_auth_on(const st_config_t *cfg);
+
+/* True when --listen names a loopback address only (127.0.0.0/8, ::1, localhost). */
+bool st_config_listen_loopback(const char *listen);
+
+/* Start-up checks across flags: protected mode (no auth on a non-loopback address needs
+ * --insecure), --cluster-secret in a group with auth on and distinct from --jwt-secret. Prints the
+ * reason on stderr and returns ST_EINVAL when strata must not start. */
+int st_config_check(const st_config_t *cfg);
 
 #endif

@@ -100,6 +100,7 @@ typedef struct st_ws st_ws_t;
 typedef struct st_reconcile st_reconcile_t;
 typedef struct st_repl st_repl_t;
 typedef struct st_backup st_backup_t;
+typedef struct st_auth st_auth_t;
 
 /* Everything a request may touch; borrowed, owned by main. */
 typedef struct {
@@ -112,7 +113,15 @@ typedef struct {
     st_reconcile_t *reconcile; /* may be NULL: nothing is queued for reconciliation */
     st_repl_t *repl;           /* NULL outside a replicated group */
     st_backup_t *backup;       /* may be NULL: no --backup-url */
+    st_auth_t *auth;           /* may be NULL: then only --jwt-secret, without a token cache */
 } st_app_t;
+
+/* Client auth (SPEC §7): loads --jwt-jwks-file now (ST_EINVAL, logged, when it is unusable) and
+ * starts fetching --jwt-jwks-url in the background. *out is NULL when auth is off; otherwise
+ * owned: st_auth_close. */
+int st_auth_open(st_auth_t **out, uv_loop_t *loop, const st_config_t *cfg);
+/* Stops refreshing; the object frees itself once a fetch in flight is back (run the loop). */
+void st_auth_close(st_auth_t *a);
 
 /* Binds and listens per cfg->listen; logs "listening on HOST:PORT". */
 int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app);

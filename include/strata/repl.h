@@ -45,7 +45,7 @@ typedef struct {
     const char *data_dir;        /* Raft's files go to DATA_DIR/raft */
     unsigned election_timeout;   /* ms */
     unsigned snapshot_threshold; /* entries between snapshots (and kept after one); 0: by size */
-    const char *jwt_secret;      /* signs snapshot requests to other members when auth is on */
+    const char *cluster_secret;  /* --cluster-secret: signs internal calls to other members */
 } st_repl_opts_t;
 
 /* Opens the member: starts Raft on the loop and switches the store to group mode (standby

@@ -6,10 +6,13 @@
 #include "strata/config.h"
 #include "strata/core.h"
 
+#include <arpa/inet.h>
 #include <getopt.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ST_CFG_TIME: µs, typed as µs or RFC 3339; ST_CFG_BOOL: a flag without a value (1 when given). */
 typedef enum { ST_CFG_STR, ST_CFG_U64, ST_CFG_SIZE, ST_CFG_TIME, ST_CFG_BOOL } st_cfg_type_t;
@@ -77,6 +80,32 @@ static const st_cfg_opt_t st__opts[] = {
             1, 86400, "seconds between reconciliation passes"),
     ST__STR(jwt_secret, "jwt-secret", "STRATA_JWT_SECRET", "",
             "HS256 secret; when set every /v1 route requires a Bearer token"),
+    ST__STR(jwt_jwks_file, "jwt-jwks-file", "STRATA_JWT_JWKS_FILE", "",
+            "JSON Web Key Set file of an identity provider's public keys (RS256/384/512, PS256, "
+            "ES256/384, EdDSA tokens); when set every /v1 route requires a Bearer token"),
+    ST__STR(jwt_jwks_url, "jwt-jwks-url", "STRATA_JWT_JWKS_URL", "",
+            "URL of an identity provider's JSON Web Key Set, fetched in the background; when set "
+            "every /v1 route requires a Bearer token"),
+    ST__NUM(ST_CFG_U64, jwt_jwks_refresh, "jwt-jwks-refresh", "STRATA_JWT_JWKS_REFRESH", "300", 10,
+            86400,
+            "seconds between fetches of --jwt-jwks-url (a token with an unknown kid fetches it at "
+            "most every 10 s; the last good key set is kept while the URL fails)"),
+    ST__STR(jwt_issuer, "jwt-issuer", "STRATA_JWT_ISSUER", "",
+            "the iss every token must carry (unchecked when unset)"),
+    ST__STR(jwt_audience, "jwt-audience", "STRATA_JWT_AUDIENCE", "",
+            "a value the token's aud (a string or an array) must hold (unchecked when unset)"),
+    ST__NUM(ST_CFG_U64, jwt_leeway, "jwt-leeway", "STRATA_JWT_LEEWAY", "30", 0, 3600,
+            "seconds of clock skew allowed for a token's exp and nbf"),
+    ST__STR(jwt_roles_claim, "jwt-roles-claim", "STRATA_JWT_ROLES_CLAIM", "role",
+            "dotted path of the token's roles (a string or an array of strings, e.g. "
+            "realm_access.roles); \"admin\" among them opens the admin routes"),
+    ST__STR(jwt_subject_claim, "jwt-subject-claim", "STRATA_JWT_SUBJECT_CLAIM", "sub",
+            "the token claim that names the user"),
+    ST__STR(cluster_secret, "cluster-secret", "STRATA_CLUSTER_SECRET", "",
+            "secret a group's members sign their internal calls with (required in a group with "
+            "auth on; must differ from --jwt-secret)"),
+    ST__NUM(ST_CFG_BOOL, insecure, "insecure", "STRATA_INSECURE", "0", 0, 1,
+            "serve without auth on a non-loopback --listen address (refused otherwise)"),
     ST__STR(cors_origins, "cors-origins", "STRATA_CORS_ORIGINS", "",
             "origins browsers may call from (comma list, or *); none when unset"),
     ST__NUM(ST_CFG_U64, node_id, "node-id", "STRATA_NODE_ID", "0", 0, 1023,
@@ -166,6 +195,9 @@ static const st_cfg_opt_t st__opts[] = {
             "the store); 0: about every 64 MiB of log, 8192 entries at least"),
 };
 #define ST__NOPTS (sizeof st__opts / sizeof st__opts[0])
+/* getopt_long's value for option i: past every character getopt answers with ('?' is 63) and
+ * past --help/--version's */
+#define ST__OPT_BASE 2000
 
 static int st__cfg_set(st_config_t *cfg, const st_cfg_opt_t *o, const char *val, const char *src)
 {
@@ -253,7 +285,7 @@ int st_config_load(st_config_t *cfg, int argc, char **argv)
     for (size_t i = 0; i < ST__NOPTS; i++)
         longopts[i] = (struct option){
             st__opts[i].flag, st__opts[i].type == ST_CFG_BOOL ? no_argument : required_argument,
-            NULL, (int)i};
+            NULL, ST__OPT_BASE + (int)i};
     longopts[ST__NOPTS] = (struct option){"help", no_argument, NULL, 'h' + 1000};
     longopts[ST__NOPTS + 1] = (struct option){"version", no_argument, NULL, 'v' + 1000};
     longopts[ST__NOPTS + 2] = (struct option){0, 0, 0, 0};
@@ -271,6 +303,7 @@ int st_config_load(st_config_t *cfg, int argc, char **argv)
             printf("strata 0.1.0\n");
             return 1;
         }
+        c -= ST__OPT_BASE; /* getopt's own answers ('?', ':') stay below the base */
         if (c < 0 || (size_t)c >= ST__NOPTS) {
             fprintf(stderr, "strata: unknown or incomplete option '%s' (see --help)\n",
                     argv[optind - 1]);
@@ -306,4 +339,60 @@ int st_config_s3_path_style(const st_config_t *cfg, int *out)
         }
     }
     return ST_EINVAL;
+}
+
+bool st_config_auth_on(const st_config_t *cfg)
+{
+    return *cfg->jwt_secret || *cfg->jwt_jwks_file || *cfg->jwt_jwks_url;
+}
+
+/* 1: a loopback address, 0: another address, -1: not an address (the server says so). */
+static int st__listen_kind(const char *listen)
+{
+    char host[256];
+    const char *colon = strrchr(listen, ':');
+    size_t n = colon ? (size_t)(colon - listen) : strlen(listen);
+    if (n >= sizeof host) return -1;
+    memcpy(host, listen, n);
+    host[n] = '\0';
+    if (host[0] == '[' && n >= 2 && host[n - 1] == ']') { /* [v6]:PORT */
+        memmove(host, host + 1, n - 2);
+        host[n - 2] = '\0';
+    }
+    if (strcasecmp(host, "localhost") == 0) return 1;
+    unsigned char a[16];
+    if (inet_pton(AF_INET, host, a) == 1) return a[0] == 127;
+    if (inet_pton(AF_INET6, host, a) == 1) return memcmp(a, &in6addr_loopback, 16) == 0;
+    return -1;
+}
+
+bool st_config_listen_loopback(const char *listen)
+{
+    return st__listen_kind(listen) == 1;
+}
+
+int st_config_check(const st_config_t *cfg)
+{
+    bool auth = st_config_auth_on(cfg);
+    if (!auth && !cfg->insecure && st__listen_kind(cfg->listen) == 0) {
+        fprintf(stderr,
+                "strata: refusing to serve without auth on %s, which is not a loopback address "
+                "(protected mode). Configure auth (--jwt-secret, --jwt-jwks-file or "
+                "--jwt-jwks-url), listen on 127.0.0.1, or pass --insecure (STRATA_INSECURE=1) if "
+                "something in front of strata guards it\n",
+                cfg->listen);
+        return ST_EINVAL;
+    }
+    if (*cfg->cluster && auth && !*cfg->cluster_secret) {
+        fprintf(stderr, "strata: a group with auth on needs --cluster-secret "
+                        "(STRATA_CLUSTER_SECRET), the same on every member: members sign their "
+                        "internal calls with it, never with a client's secret or key\n");
+        return ST_EINVAL;
+    }
+    if (*cfg->cluster_secret && strcmp(cfg->cluster_secret, cfg->jwt_secret) == 0) {
+        fprintf(stderr, "strata: --cluster-secret must differ from --jwt-secret (a client holding "
+                        "a token secret must not be able to act as a member)\n");
+        return ST_EINVAL;
+    }
+    return ST_OK;
 }

@@ -284,7 +284,7 @@ static int st__booking_ref(st_ctx_t *c, bool nested, uint64_t *id, st_booking_re
                               .event_len = nested ? c->plens[0] : 0,
                               .subject = c->subject,
                               .subject_len = strlen(c->subject),
-                              .admin = c->admin || !*c->app->cfg->jwt_secret};
+                              .admin = c->admin || !st_config_auth_on(c->app->cfg)};
     return ST_OK;
 }
 

@@ -1,105 +1,151 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Bearer tokens: JWT with HS256 only (SPEC §7). The signature is an HMAC-SHA256 from OpenSSL,
- * compared in constant time; "alg" must be exactly HS256 (so "none" and algorithm confusion are
- * refused), "exp" and "nbf" are enforced when present, "sub" names the principal.
+ * Bearer tokens on requests (SPEC §7): which routes need which credential, and a cache of
+ * verified tokens. Client routes take a token checked against --jwt-secret (HS256) and the
+ * identity provider's keys (jwt.c); a group's internal routes take only a token signed with
+ * --cluster-secret, so no client secret or key can act as a member. A keep-alive client sends
+ * the same token again and again: a verified token is remembered by its SHA-256 until it expires
+ * (or the key sets change), so it pays for the signature once.
  */
 #include "internal.h"
+#include "jwt.h"
 
-#include <math.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-/* base64url without padding -> bytes in the arena; NULL on bad input. */
-static unsigned char *st__b64url(st_arena_t *a, const char *s, size_t n, size_t *out)
+#define ST__TCACHE_SLOTS    2048         /* direct-mapped: a collision replaces the older token */
+#define ST__TCACHE_MAX_US   3600000000LL /* longest a verified token is trusted without a check */
+#define ST__TCACHE_NOEXP_US 300000000LL
+#define ST__WWW_AUTH        "WWW-Authenticate: Bearer realm=\"strata\"\r\n"
+
+struct st_tcache_entry {
+    uint8_t hash[32];
+    uint32_t gen; /* st_auth_t.gen when verified */
+    bool used, admin;
+    int64_t until_us; /* trusted until then (exp + leeway, capped) */
+    int64_t exp_us;
+    char sub[116];
+};
+
+/* The token of "Authorization: Bearer <token>"; false when there is none. */
+static bool st__bearer(const st_http_request_t *r, const char **tok, size_t *n)
 {
-    if (n % 4 == 1) return NULL;
-    size_t padded = (n + 3) / 4 * 4;
-    char *tmp = st_arena_alloc(a, padded + 1);
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '-')
-            c = '+';
-        else if (c == '_')
-            c = '/';
-        else if (c == '+' || c == '/' || c == '=')
-            return NULL;
-        tmp[i] = c;
-    }
-    for (size_t i = n; i < padded; i++)
-        tmp[i] = '=';
-    tmp[padded] = '\0';
-    unsigned char *dec = st_arena_alloc(a, padded / 4 * 3 + 1);
-    int len = EVP_DecodeBlock(dec, (const unsigned char *)tmp, (int)padded);
-    if (len < 0) return NULL;
-    len -= (int)(padded - n); /* EVP_DecodeBlock counts padding as zero bytes */
-    dec[len] = '\0';
-    *out = (size_t)len;
-    return dec;
+    if (!r->auth || r->auth_len < 8 || strncasecmp(r->auth, "Bearer ", 7) != 0) return false;
+    *tok = r->auth + 7;
+    *n = r->auth_len - 7;
+    while (*n && **tok == ' ')
+        (*tok)++, (*n)--;
+    return *n > 0;
+}
+
+static st_jwt_opts_t st__opts(const st_config_t *cfg, const st_auth_t *a)
+{
+    return (st_jwt_opts_t){.hs_secret = cfg->jwt_secret,
+                           .sets = {a ? a->file_keys : NULL, a ? a->url_keys : NULL},
+                           .issuer = cfg->jwt_issuer,
+                           .audience = cfg->jwt_audience,
+                           .roles_claim = cfg->jwt_roles_claim,
+                           .subject_claim = cfg->jwt_subject_claim,
+                           .leeway_s = (int64_t)cfg->jwt_leeway,
+                           .now_s = (double)st_now_us() / 1e6};
+}
+
+static void st__remember(st_auth_t *a, const uint8_t hash[32], const st_jwt_claims_t *cl,
+                         int64_t leeway_us, int64_t now_us)
+{
+    size_t sl = strlen(cl->subject);
+    if (sl >= sizeof a->cache->sub) return; /* a very long subject is checked every time */
+    struct st_tcache_entry *e = &a->cache[(hash[0] | (size_t)hash[1] << 8) % ST__TCACHE_SLOTS];
+    int64_t until = now_us + (cl->exp_us ? ST__TCACHE_MAX_US : ST__TCACHE_NOEXP_US);
+    if (cl->exp_us && cl->exp_us < until - leeway_us) until = cl->exp_us + leeway_us;
+    memcpy(e->hash, hash, 32);
+    e->gen = a->gen;
+    e->used = true;
+    e->admin = cl->admin;
+    e->until_us = until;
+    e->exp_us = cl->exp_us;
+    memcpy(e->sub, cl->subject, sl + 1);
 }
 
 int st_auth_check(st_ctx_t *c, bool need_admin)
 {
-    const st_http_request_t *r = c->req;
-    const char *secret = c->app->cfg->jwt_secret;
-    if (!r->auth || r->auth_len < 8 || strncasecmp(r->auth, "Bearer ", 7) != 0)
+    const char *tok;
+    size_t tlen;
+    if (!st__bearer(c->req, &tok, &tlen))
         return st_ctx_error(c, ST_EUNAUTH, "an Authorization: Bearer token is required");
-    const char *tok = r->auth + 7;
-    size_t tlen = r->auth_len - 7;
-    while (tlen && *tok == ' ')
-        tok++, tlen--;
-    const char *d1 = memchr(tok, '.', tlen);
-    const char *d2 = d1 ? memchr(d1 + 1, '.', tlen - (size_t)(d1 + 1 - tok)) : NULL;
-    if (!d1 || !d2) return st_ctx_error(c, ST_EUNAUTH, "malformed token");
-    size_t hl, pl, sl;
-    unsigned char *hdr = st__b64url(c->arena, tok, (size_t)(d1 - tok), &hl);
-    unsigned char *pay = st__b64url(c->arena, d1 + 1, (size_t)(d2 - d1 - 1), &pl);
-    unsigned char *sig = st__b64url(c->arena, d2 + 1, tlen - (size_t)(d2 + 1 - tok), &sl);
-    if (!hdr || !pay || !sig) return st_ctx_error(c, ST_EUNAUTH, "malformed token");
-    /* strict JSON without U+0000: a "sub" of "alice\u0000bob" must not read as "alice" */
-    st_json_info_t info = {0};
-    if (st_json_check((const char *)hdr, hl, &info) != ST_OK || info.nul ||
-        st_json_check((const char *)pay, pl, &info) != ST_OK || info.nul)
-        return st_ctx_error(c, ST_EUNAUTH, "malformed token");
-    cJSON *h = cJSON_ParseWithLength((const char *)hdr, hl);
-    const cJSON *alg = h ? cJSON_GetObjectItemCaseSensitive(h, "alg") : NULL;
-    bool hs256 = cJSON_IsString(alg) && strcmp(alg->valuestring, "HS256") == 0;
-    cJSON_Delete(h);
-    if (!hs256) return st_ctx_error(c, ST_EUNAUTH, "token algorithm must be HS256");
-    unsigned char mac[EVP_MAX_MD_SIZE];
-    unsigned int mlen = 0;
-    if (!HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)tok,
-              (size_t)(d2 - tok), mac, &mlen) ||
-        sl != mlen || CRYPTO_memcmp(mac, sig, mlen) != 0)
-        return st_ctx_error(c, ST_EUNAUTH, "bad token signature");
-    cJSON *p = cJSON_ParseWithLength((const char *)pay, pl);
-    if (!cJSON_IsObject(p)) {
-        cJSON_Delete(p);
-        return st_ctx_error(c, ST_EUNAUTH, "token payload is not a JSON object");
+    st_auth_t *a = c->app->auth;
+    const st_config_t *cfg = c->app->cfg;
+    int64_t now_us = st_now_us();
+    uint8_t hash[32];
+    struct st_tcache_entry *e = NULL;
+    if (a) {
+        if (!a->cache && !(a->cache = calloc(ST__TCACHE_SLOTS, sizeof *a->cache)))
+            return st_ctx_error(c, ST_ENOMEM, NULL);
+        EVP_Digest(tok, tlen, hash, NULL, EVP_sha256(), NULL);
+        e = &a->cache[(hash[0] | (size_t)hash[1] << 8) % ST__TCACHE_SLOTS];
+        if (!(e->used && e->gen == a->gen && now_us < e->until_us && !memcmp(e->hash, hash, 32)))
+            e = NULL;
     }
-    double now = (double)st_now_us() / 1e6;
-    const cJSON *exp = cJSON_GetObjectItemCaseSensitive(p, "exp");
-    const cJSON *nbf = cJSON_GetObjectItemCaseSensitive(p, "nbf");
-    const cJSON *sub = cJSON_GetObjectItemCaseSensitive(p, "sub");
-    const cJSON *role = cJSON_GetObjectItemCaseSensitive(p, "role");
+    if (e) {
+        c->subject = st_arena_strndup(c->arena, e->sub, strlen(e->sub));
+        c->admin = e->admin;
+        c->token_exp_us = e->exp_us;
+    } else {
+        st_jwt_opts_t o = st__opts(cfg, a);
+        st_jwt_claims_t cl;
+        const char *why;
+        if (st_jwt_verify(tok, tlen, &o, &cl, &why) != ST_OK) {
+            if (cl.unknown_kid) st_auth_kid_miss(a);
+            if (cl.needs_public && a && *cfg->jwt_jwks_url && !a->url_keys && !a->file_keys)
+                return st_ctx_error(c, ST_EUNAVAIL,
+                                    "the identity provider's keys (--jwt-jwks-url) are not "
+                                    "loaded yet");
+            return st_ctx_error(c, ST_EUNAUTH, "%s", why);
+        }
+        c->subject = st_arena_strndup(c->arena, cl.subject, strlen(cl.subject));
+        c->admin = cl.admin;
+        c->token_exp_us = cl.exp_us;
+        if (a) st__remember(a, hash, &cl, (int64_t)cfg->jwt_leeway * 1000000, now_us);
+        free(cl.subject);
+    }
+    if (need_admin && !c->admin)
+        return st_ctx_error(c, ST_EFORBIDDEN, "this route needs role admin");
+    return ST_OK;
+}
+
+/* A group's internal call: a token signed with --cluster-secret and nothing else. */
+static int st__check_member(st_ctx_t *c)
+{
+    const st_config_t *cfg = c->app->cfg;
+    if (!*cfg->cluster_secret) {
+        if (!st_config_auth_on(cfg)) return ST_OK; /* an open group */
+        return st_ctx_error(c, ST_EUNAUTH, "internal routes need --cluster-secret");
+    }
+    const char *tok;
+    size_t tlen;
+    if (!st__bearer(c->req, &tok, &tlen))
+        return st_ctx_error(c, ST_EUNAUTH, "a member's Bearer token is required");
+    st_jwt_opts_t o = {.hs_secret = cfg->cluster_secret,
+                       .leeway_s = (int64_t)cfg->jwt_leeway,
+                       .now_s = (double)st_now_us() / 1e6};
+    st_jwt_claims_t cl;
+    const char *why;
+    if (st_jwt_verify(tok, tlen, &o, &cl, &why) != ST_OK)
+        return st_ctx_error(c, ST_EUNAUTH, "not a member's token: %s", why);
+    c->subject = st_arena_strndup(c->arena, cl.subject, strlen(cl.subject));
+    c->admin = true;
+    free(cl.subject);
+    return ST_OK;
+}
+
+int st_auth_route(st_ctx_t *c, unsigned flags)
+{
     int rc = ST_OK;
-    if (exp && (!cJSON_IsNumber(exp) || now >= exp->valuedouble))
-        rc = st_ctx_error(c, ST_EUNAUTH, "token expired");
-    else if (nbf && (!cJSON_IsNumber(nbf) || now < nbf->valuedouble))
-        rc = st_ctx_error(c, ST_EUNAUTH, "token not yet valid");
-    else if (!cJSON_IsString(sub) || !*sub->valuestring)
-        rc = st_ctx_error(c, ST_EUNAUTH, "token has no subject");
-    else if (need_admin && !(cJSON_IsString(role) && strcmp(role->valuestring, "admin") == 0))
-        rc = st_ctx_error(c, ST_EFORBIDDEN, "this route needs role admin");
-    if (rc == ST_OK) {
-        c->subject = st_arena_strndup(c->arena, sub->valuestring, strlen(sub->valuestring));
-        c->admin = cJSON_IsString(role) && strcmp(role->valuestring, "admin") == 0;
-        c->token_exp_us =
-            exp ? (exp->valuedouble >= 9.2e12 ? INT64_MAX : (int64_t)(exp->valuedouble * 1e6)) : 0;
-    }
-    cJSON_Delete(p);
+    if (flags & ST_ROUTE_INTERNAL)
+        rc = st__check_member(c);
+    else if (st_config_auth_on(c->app->cfg) && !(flags & ST_ROUTE_OPEN))
+        rc = st_auth_check(c, (flags & ST_ROUTE_ADMIN) != 0);
+    if (rc != ST_OK && c->status == 401) c->extra_headers = ST__WWW_AUTH;
     return rc;
 }

@@ -53,11 +53,9 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
         st_ctx_error(&c, rc, "%s is not allowed here", req->method_name);
     } else if (rc == ST_ENOTIMPL) {
         st_ctx_error(&c, rc, "%s is not implemented", req->method_name);
-    } else if (*app->cfg->jwt_secret && !(route->flags & ST_ROUTE_OPEN) &&
-               st_auth_check(&c, (route->flags & ST_ROUTE_ADMIN) != 0) != ST_OK) {
-        /* 401/403 written by st_auth_check */
-        if (c.status == 401) c.extra_headers = "WWW-Authenticate: Bearer realm=\"strata\"\r\n";
-    } else if (*app->cfg->jwt_secret && (route->flags & ST_ROUTE_USER) &&
+    } else if (st_auth_route(&c, route->flags) != ST_OK) {
+        /* 401/403 (503 while the identity provider's keys are not in) written by auth.c */
+    } else if (st_config_auth_on(app->cfg) && (route->flags & ST_ROUTE_USER) &&
                (strlen(c.subject) != c.plens[0] ||
                 memcmp(c.subject, c.params[0], c.plens[0]) != 0)) {
         st_ctx_error(&c, ST_EFORBIDDEN, "the token's subject may only access its own user");

@@ -41,6 +41,7 @@ enum {
     ST_ROUTE_USER = 8,       /* params[0] is a user: the token's sub must equal it */
     ST_ROUTE_NOSTAGE = 16,   /* a POST that stages nothing itself (admin flush): served while
                                 writes are refused, since a flush is what frees the hot store */
+    ST_ROUTE_INTERNAL = 32,  /* a group's member-to-member call: only --cluster-secret tokens */
 };
 
 typedef struct {
@@ -116,9 +117,13 @@ int st_json_int(st_ctx_t *c, const cJSON *obj, const char *field, int64_t lo, in
 /* Field that must be a string that is a valid name. */
 int st_json_name(st_ctx_t *c, const cJSON *obj, const char *field, const char **s, size_t *n);
 
-/* With a JWT secret configured: checks the Bearer token (401), the admin role when asked (403),
- * and sets c->subject. Writes the error itself. */
+/* With client auth configured: checks the Bearer token (401; 503 while the identity provider's
+ * keys have not arrived yet), the admin role when asked (403), and sets c->subject, c->admin and
+ * c->token_exp_us. Writes the error itself. */
 int st_auth_check(st_ctx_t *c, bool need_admin);
+/* The credential a route needs (ST_ROUTE_OPEN none, ST_ROUTE_INTERNAL a --cluster-secret token,
+ * the rest a client's token when auth is on). Writes the error (a 401 with WWW-Authenticate). */
+int st_auth_route(st_ctx_t *c, unsigned flags);
 
 /* Validates a path parameter as a name (400 otherwise). */
 int st_param_name(st_ctx_t *c, int idx, const char *what);

@@ -11,9 +11,9 @@ const st_route_t st_routes[] = {
     {ST_HTTP_GET, "/v1/cluster", st_api_cluster, 0},
     /* a stream without its upgrade: 426 (upgrades are taken before dispatch, conn.c) */
     {ST_HTTP_GET, "/v1/stream", st_api_stream_plain, ST_ROUTE_OPEN},
-    {ST_HTTP_POST, "/v1/cluster/snapshot", st_api_cluster_snapshot, ST_ROUTE_ADMIN},
-    {ST_HTTP_POST, "/v1/cluster/announce", st_api_cluster_announce, ST_ROUTE_ADMIN},
-    {ST_HTTP_POST, "/v1/cluster/read-index", st_api_cluster_read_index, ST_ROUTE_ADMIN},
+    {ST_HTTP_POST, "/v1/cluster/snapshot", st_api_cluster_snapshot, ST_ROUTE_INTERNAL},
+    {ST_HTTP_POST, "/v1/cluster/announce", st_api_cluster_announce, ST_ROUTE_INTERNAL},
+    {ST_HTTP_POST, "/v1/cluster/read-index", st_api_cluster_read_index, ST_ROUTE_INTERNAL},
     {ST_HTTP_POST, "/v1/admin/flush", st_api_admin_flush, ST_ROUTE_ADMIN | ST_ROUTE_NOSTAGE},
     {ST_HTTP_POST, "/v1/admin/compact", st_api_admin_compact, ST_ROUTE_ADMIN},
     {ST_HTTP_POST, "/v1/admin/reconcile", st_api_admin_reconcile, ST_ROUTE_ADMIN},

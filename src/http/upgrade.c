@@ -111,7 +111,7 @@ int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_
         st_http_write_response(out, 403, NULL, NULL, forbidden, sizeof forbidden - 1, true);
         return ST_EFORBIDDEN;
     }
-    if (!*app->cfg->jwt_secret) return ST_OK;
+    if (!st_config_auth_on(app->cfg)) return ST_OK;
     st_buf_reset(&st__body);
     st_http_request_t r = *req;
     size_t n;
@@ -128,7 +128,9 @@ int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_
         .app = app, .req = &r, .arena = arena, .body = &st__body, .status = 200, .subject = ""};
     int rc = st_auth_check(&c, false);
     if (rc) {
-        st_http_write_response(out, c.status, NULL, "WWW-Authenticate: Bearer realm=\"strata\"\r\n",
+        st_http_write_response(out, c.status, NULL,
+                               c.status == 401 ? "WWW-Authenticate: Bearer realm=\"strata\"\r\n"
+                                               : NULL,
                                st__body.data, st__body.len, true);
         return rc;
     }

@@ -38,7 +38,7 @@ struct st_repl {
     struct raft raft;
     uv_timer_t poll, retry;
     char listen_host[256];
-    char secret[512]; /* --jwt-secret: the group's members sign their snapshot requests */
+    char secret[512]; /* --cluster-secret: the group's members sign their internal calls */
     /* snapshot install (snapshot.c): the entries applied while the store is being replaced */
     bool restoring, fetching;
     uint64_t restore_index;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A member's request to another member of its group (the snapshot offer, the announcement of
- * its record): one blocking libcurl POST, for worker threads only. The group shares its
- * --jwt-secret, so with auth on a member signs a short-lived admin token of its own.
+ * its record, the read index): one blocking libcurl POST, for worker threads only. The group
+ * shares its --cluster-secret (never a client's secret), so a member signs a short-lived token
+ * of its own with it; internal routes accept nothing else.
  */
 #include "internal.h"
 

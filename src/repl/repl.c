@@ -524,7 +524,7 @@ int st_repl_open(st_repl_t **out, uv_loop_t *loop, st_store_t *store, const st_r
     r->self = o->self;
     snprintf(r->advertise, sizeof r->advertise, "%s", o->advertise);
     snprintf(r->listen_host, sizeof r->listen_host, "%s", o->listen_host ? o->listen_host : "");
-    snprintf(r->secret, sizeof r->secret, "%s", o->jwt_secret ? o->jwt_secret : "");
+    snprintf(r->secret, sizeof r->secret, "%s", o->cluster_secret ? o->cluster_secret : "");
     snprintf(r->dir, sizeof r->dir, "%s/raft", o->data_dir);
     if (mkdir(r->dir, 0755) != 0 && errno != EEXIST) {
         st_error("repl: cannot create %s: %s", r->dir, strerror(errno));

@@ -276,7 +276,7 @@ static int st__check_subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, cons
             st__ws_send_error(ws, c, id, "invalid_argument", "'after' must be a msg_id string");
             return ST_EINVAL;
         }
-        if (*ws->app->cfg->jwt_secret &&
+        if (st_config_auth_on(ws->app->cfg) &&
             strcmp(c->subject ? c->subject : "", (*name)->valuestring)) {
             st__ws_send_error(ws, c, id, "forbidden",
                               "the token's subject may only stream its own user");

@@ -286,6 +286,33 @@ TEST(config_flags_override_environment_override_defaults)
     CHECK_EQ(st_config_load(&c, 3, bad), ST_EINVAL);
     char *unknown[] = {"strata", "--nope", "1", NULL};
     CHECK_EQ(st_config_load(&c, 3, unknown), ST_EINVAL);
+    /* getopt answers '?' (63) for an unknown flag: never read as the 64th option (a crash once) */
+    char *unknown2[] = {"strata", "--no-such-flag", NULL};
+    CHECK_EQ(st_config_load(&c, 2, unknown2), ST_EINVAL);
+}
+
+TEST(protected_mode_refuses_no_auth_on_a_non_loopback_address)
+{
+    CHECK(st_config_listen_loopback("127.0.0.1:8080"));
+    CHECK(st_config_listen_loopback("127.9.9.9:0"));
+    CHECK(st_config_listen_loopback("[::1]:8080"));
+    CHECK(st_config_listen_loopback("localhost:1"));
+    CHECK(!st_config_listen_loopback("0.0.0.0:8080"));
+    CHECK(!st_config_listen_loopback("[::]:8080"));
+    CHECK(!st_config_listen_loopback("10.0.0.1:8080"));
+    st_config_t c;
+    st_config_defaults(&c);
+    snprintf(c.listen, sizeof c.listen, "0.0.0.0:8080");
+    CHECK_EQ(st_config_check(&c), ST_EINVAL);
+    c.insecure = 1;
+    CHECK_EQ(st_config_check(&c), ST_OK);
+    c.insecure = 0;
+    snprintf(c.jwt_jwks_url, sizeof c.jwt_jwks_url, "https://idp.example/certs");
+    CHECK_EQ(st_config_check(&c), ST_OK);
+    snprintf(c.cluster, sizeof c.cluster, "1=10.0.0.1:9000");
+    CHECK_EQ(st_config_check(&c), ST_EINVAL); /* a group with auth on needs --cluster-secret */
+    snprintf(c.cluster_secret, sizeof c.cluster_secret, "s");
+    CHECK_EQ(st_config_check(&c), ST_OK);
 }
 
 TEST(metrics_render_groups_families)

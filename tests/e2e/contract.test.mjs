@@ -85,11 +85,14 @@ function check(method, template, res) {
 
 const SECRET = 'contract-secret';
 const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
-function jwt(payload) {
+function jwt(payload, secret = SECRET) {
   const h = b64({ alg: 'HS256', typ: 'JWT' });
   const p = b64({ exp: Math.floor(Date.now() / 1000) + 600, ...payload });
-  return `${h}.${p}.${createHmac('sha256', SECRET).update(`${h}.${p}`).digest('base64url')}`;
+  return `${h}.${p}.${createHmac('sha256', secret).update(`${h}.${p}`).digest('base64url')}`;
 }
+// a group's internal routes take only --cluster-secret tokens, never a client's (even an admin's)
+const CLUSTER = 'contract-cluster-secret';
+const MEMBER = { authorization: `Bearer ${jwt({ sub: 'strata-member' }, CLUSTER)}` };
 const ADMIN = { authorization: `Bearer ${jwt({ sub: 'ops', role: 'admin' })}` };
 const ALICE = { authorization: `Bearer ${jwt({ sub: 'alice' })}` };
 const BOB = { authorization: `Bearer ${jwt({ sub: 'bob' })}` };
@@ -129,7 +132,7 @@ describe('the server keeps the contract', () => {
     return r;
   };
   before(async () => {
-    s = await startStrata({ args: ['--jwt-secret', SECRET, '--max-content', '64', '--max-body', '4096', '--test-hooks', '1'] });
+    s = await startStrata({ args: ['--jwt-secret', SECRET, '--cluster-secret', CLUSTER, '--max-content', '64', '--max-body', '4096', '--test-hooks', '1'] });
   });
   after(async () => { if (s) { await s.stop(); s.cleanup(); } });
 
@@ -301,13 +304,13 @@ describe('the server keeps the contract', () => {
     assert.equal((await call('POST', '/v1/admin/test/drift', '/v1/admin/test/drift', { counter: 'd1', by: 1 }, ADMIN)).status, 200);
     await call('POST', '/v1/admin/compact', '/v1/admin/compact', {}, ADMIN);
     await call('GET', '/v1/cluster', '/v1/cluster', undefined, ADMIN);
-    assert.equal((await call('POST', '/v1/cluster/snapshot', '/v1/cluster/snapshot', {}, ADMIN)).status, 404);
-    assert.equal((await call('POST', '/v1/cluster/snapshot', '/v1/cluster/snapshot', {}, ALICE)).status, 403);
+    assert.equal((await call('POST', '/v1/cluster/snapshot', '/v1/cluster/snapshot', {}, MEMBER)).status, 404);
+    assert.equal((await call('POST', '/v1/cluster/snapshot', '/v1/cluster/snapshot', {}, ADMIN)).status, 401);
     const rec = { id: 1, http: 'http://127.0.0.1:1', cold: '' };
-    assert.equal((await call('POST', '/v1/cluster/announce', '/v1/cluster/announce', rec, ADMIN)).status, 404);
-    assert.equal((await call('POST', '/v1/cluster/announce', '/v1/cluster/announce', rec, ALICE)).status, 403);
-    assert.equal((await call('POST', '/v1/cluster/read-index', '/v1/cluster/read-index', {}, ADMIN)).status, 404);
-    assert.equal((await call('POST', '/v1/cluster/read-index', '/v1/cluster/read-index', {}, ALICE)).status, 403);
+    assert.equal((await call('POST', '/v1/cluster/announce', '/v1/cluster/announce', rec, MEMBER)).status, 404);
+    assert.equal((await call('POST', '/v1/cluster/announce', '/v1/cluster/announce', rec, ADMIN)).status, 401);
+    assert.equal((await call('POST', '/v1/cluster/read-index', '/v1/cluster/read-index', {}, MEMBER)).status, 404);
+    assert.equal((await call('POST', '/v1/cluster/read-index', '/v1/cluster/read-index', {}, ADMIN)).status, 401);
     // 431 on any route: a head over --max-header (16 KiB by default).
     const text = await raw(s.port, `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20000)}\r\n\r\n`, { idleMs: 500 });
     const [big] = parseResponses(text);

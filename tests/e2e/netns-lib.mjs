@@ -199,7 +199,9 @@ export class NsGroup {
     // ip netns exec execs the binary, so the PID we hold is strata's own (SIGSTOP/SIGKILL hit it).
     const proc = spawn('ip', ['netns', 'exec', this.net.ns(id), BIN, '--listen', `${addr}:${HTTP_PORT}`,
       '--advertise', this.url(id), '--data-dir', this.dirs[id], '--cluster', this.spec,
-      '--cluster-self', String(id), '--cold-url', `file://${this.cold}`, ...this.extra],
+      '--cluster-self', String(id), '--cold-url', `file://${this.cold}`,
+      '--insecure', // a namespace address is not loopback; these tests run without auth
+      ...this.extra],
     { stdio: ['ignore', 'pipe', 'pipe'] });
     this.all.add(proc);
     let log = '';
