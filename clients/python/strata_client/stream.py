@@ -257,6 +257,9 @@ class _Stream(Generic[Y]):
             if ws is not None:
                 await ws.close()
             return
+        if self._closed:  # closed while we were connecting
+            await ws.close(1000, "bye")
+            return
         self._ws = ws
         self._attempt = 0
         self._set_state("open", StateDetail())
