@@ -105,7 +105,8 @@ def test_streams_survive_a_crash_and_restart(server: Server) -> None:
             await alice.stream_messages("bob").ready()  # another user's messages
         assert e.value.code == "forbidden"
 
-        for s in (st, ct, se):
+        streams: List[_Stream[Any]] = [st, ct, se]
+        for s in streams:
             await s.aclose()
         await asyncio.gather(*tasks)  # iteration ends on aclose
         assert len(got) == 5
@@ -164,7 +165,7 @@ def test_a_stream_whose_token_expires_refreshes_it_and_resumes(server: Server) -
         dave = AsyncStrata(server.url, token=token("dave", ttl=7), refresh_token=refresh,
                            backoff=FAST)
         writer = AsyncStrata(server.url, token=token("dave"))
-        got: List[str] = []
+        got: List[Any] = []
         st = dave.stream_messages("dave", on_state=lambda s, d: closes.append(d)
                                   if s == "reconnecting" and d.code else None)
         await st.ready()
