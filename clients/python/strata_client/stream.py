@@ -221,10 +221,13 @@ class _Stream(Generic[Y]):
             self._set_state("connecting", StateDetail())
         ws: Optional[WebSocketClientProtocol] = None
         try:
-            if self._need_refresh and self._core.refresh_hook is not None:
-                await self._core.refresh()
-            self._need_refresh = False
-            self._token = await self._core.token()
+            try:
+                if self._need_refresh and self._core.refresh_hook is not None:
+                    await self._core.refresh()
+                self._need_refresh = False
+                self._token = await self._core.token()
+            except Exception:  # the token hooks failed (an identity provider down): try later
+                return
             await self._prepare()
             base = self._core.opts.base_url
             url = "ws" + url_of(base, "/v1/stream", {"route": self._route})[4:]
