@@ -34,8 +34,8 @@ def test_pip_install_offline_in_a_venv(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
                    check=True)
     py = str(venv / "bin" / "python")
-    r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index",
-                        str(src)], capture_output=True, text=True)
+    r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-cache-dir", "--no-build-isolation",
+                        "--no-index", str(src)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     work = tmp_path / "app"
     work.mkdir()
