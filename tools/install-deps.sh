@@ -21,6 +21,10 @@ for arg in "$@"; do
             # python3 for the EXT4_IOC_SHUTDOWN ioctl; python3 also checks the README's benchmark
             # table against the recorded runs (bench/table.py)
             pkgs+=(e2fsprogs mount python3)
+            # the Python client (clients/python): its dependencies, pytest, mypy, and what
+            # `pip install` of it in a venv needs
+            pkgs+=(python3-httpx python3-websockets python3-pytest mypy python3-venv
+                   python3-setuptools python3-pip)
             # e2e tests run on Node (node:test) with two npm packages, DuckDB and s3rver:
             # Debian's nodejs (18) and npm are enough; a newer node already here is used as it is.
             command -v node >/dev/null 2>&1 || pkgs+=(nodejs)

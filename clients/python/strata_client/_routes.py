@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: MIT
+"""Every route as a :class:`Call` (path, query, body, answer type), used by both clients."""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Union
+
+from ._core import Call, call, enc
+from .types import (
+    Booking,
+    BookingIn,
+    ClusterState,
+    Conversation,
+    ConversationPage,
+    Counter,
+    DistinctResult,
+    EventIn,
+    EventPage,
+    EventState,
+    Flushing,
+    Health,
+    MessagePage,
+    MessagePosted,
+    Order,
+    ReconcilePass,
+    Reconciled,
+    SeatMapBitmap,
+    SeatMapJson,
+    SeatsChangeIn,
+    Sequence,
+    SequenceRange,
+    UserStats,
+)
+
+
+def _name(kind: str, v: str) -> str:
+    if not isinstance(v, str) or not v:
+        raise ValueError(f"{kind} must be a non-empty string, not {v!r}")
+    return enc(v)
+
+
+# ---- counters and sequences (SPEC §1) ----
+def incr(name: str, by: int) -> Call[Counter]:
+    return call("POST", f"/v1/counters/{_name('name', name)}/incr", body={"by": by})
+
+
+def counter(name: str) -> Call[Counter]:
+    return call("GET", f"/v1/counters/{_name('name', name)}")
+
+
+def distinct(name: str, member: str) -> Call[DistinctResult]:
+    return call("POST", f"/v1/counters/{_name('name', name)}/distinct", body={"member": member})
+
+
+def next_(name: str, count: int) -> Call[SequenceRange]:
+    return call("POST", f"/v1/sequences/{_name('name', name)}/next", body={"count": count})
+
+
+def sequence(name: str) -> Call[Sequence]:
+    return call("GET", f"/v1/sequences/{_name('name', name)}")
+
+
+# ---- messages and conversations (SPEC §2) ----
+def post_message(user: str, conversation_id: str, from_: str, content: str,
+                 metadata: Optional[Dict[str, Any]]) -> Call[MessagePosted]:
+    body: Dict[str, Any] = {"conversation_id": conversation_id, "from": from_, "content": content}
+    if metadata is not None:
+        body["metadata"] = metadata
+    return call("POST", f"/v1/users/{_name('user', user)}/messages", body=body)
+
+
+def messages(user: str, conversation_id: Optional[str], after: Optional[str],
+             before: Optional[str], limit: Optional[int], order: Optional[Order],
+             cursor: Optional[str]) -> Call[MessagePage]:
+    return call("GET", f"/v1/users/{_name('user', user)}/messages",
+                query={"conversation_id": conversation_id, "after": after, "before": before,
+                       "limit": limit, "order": order, "cursor": cursor})
+
+
+def conversations(user: str, limit: Optional[int], cursor: Optional[str]) -> Call[ConversationPage]:
+    return call("GET", f"/v1/users/{_name('user', user)}/conversations",
+                query={"limit": limit, "cursor": cursor})
+
+
+def conversation(user: str, conversation_id: str) -> Call[Conversation]:
+    return call("GET", f"/v1/users/{_name('user', user)}/conversations/"
+                f"{_name('conversation_id', conversation_id)}")
+
+
+def stats(user: str) -> Call[UserStats]:
+    return call("GET", f"/v1/users/{_name('user', user)}/stats")
+
+
+# ---- events, seats, bookings (SPEC §4, §4.1) ----
+def create_event(e: EventIn) -> Call[EventState]:
+    # ?route=event:{id}: a proxy (SPEC §10) creates the event on the group that owns it
+    return call("POST", "/v1/events", body=e, query={"route": f"event:{e['event_id']}"})
+
+
+def events(limit: Optional[int], cursor: Optional[str]) -> Call[EventPage]:
+    return call("GET", "/v1/events", query={"limit": limit, "cursor": cursor})
+
+
+def event(event_id: str) -> Call[EventState]:
+    return call("GET", f"/v1/events/{_name('event_id', event_id)}")
+
+
+def seat_map(event_id: str, section: str,
+             fmt: str) -> Call[Union[SeatMapBitmap, SeatMapJson]]:
+    return call("GET", f"/v1/events/{_name('event_id', event_id)}/sections/"
+                f"{_name('section', section)}/seats", query={"format": fmt})
+
+
+def book(event_id: str, b: BookingIn) -> Call[Booking]:
+    return call("POST", f"/v1/events/{_name('event_id', event_id)}/bookings", body=b)
+
+
+def _booking_path(booking_id: str, event_id: Optional[str]) -> str:
+    bid = _name("booking_id", booking_id)
+    if event_id is not None:
+        return f"/v1/events/{_name('event_id', event_id)}/bookings/{bid}"
+    return f"/v1/bookings/{bid}"
+
+
+def booking(booking_id: str, event_id: Optional[str]) -> Call[Booking]:
+    return call("GET", _booking_path(booking_id, event_id))
+
+
+def confirm(booking_id: str, event_id: Optional[str]) -> Call[Booking]:
+    return call("POST", _booking_path(booking_id, event_id) + "/confirm")
+
+
+def cancel(booking_id: str, event_id: Optional[str]) -> Call[Booking]:
+    return call("POST", _booking_path(booking_id, event_id) + "/cancel")
+
+
+def extend(event_id: str, booking_id: str, seconds: int) -> Call[Booking]:
+    return call("POST", _booking_path(booking_id, event_id) + "/extend",
+                body={"seconds": seconds})
+
+
+def change_seats(event_id: str, booking_id: str, change: SeatsChangeIn) -> Call[Booking]:
+    return call("POST", _booking_path(booking_id, event_id) + "/seats", body=change)
+
+
+# ---- operations (SPEC §5, §7, §8) ----
+def health() -> Call[Health]:
+    return call("GET", "/healthz", accept=(503,))
+
+
+def metrics() -> Call[str]:
+    return call("GET", "/metrics", text=True)
+
+
+def cluster() -> Call[ClusterState]:
+    return call("GET", "/v1/cluster")
+
+
+def flush() -> Call[Flushing]:
+    return call("POST", "/v1/admin/flush")
+
+
+def compact(user: Optional[str]) -> Call[Dict[str, Any]]:
+    return call("POST", "/v1/admin/compact", body={"user": user} if user else None)
+
+
+def reconcile_key(key: Dict[str, str]) -> Call[Reconciled]:
+    return call("POST", "/v1/admin/reconcile", body=key)
+
+
+def reconcile_all() -> Call[ReconcilePass]:
+    return call("POST", "/v1/admin/reconcile")

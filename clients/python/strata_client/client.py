@@ -1,0 +1,431 @@
+# SPDX-License-Identifier: MIT
+"""strata's clients: :class:`Strata` (sync, for scripts, threads and WSGI apps) and
+:class:`AsyncStrata` (asyncio, with live streams). Both cover every route with typed answers and
+raise :class:`~strata_client.StrataError` for every failure.
+"""
+from __future__ import annotations
+
+from typing import (
+    Any,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Dict,
+    Iterator,
+    Literal,
+    Optional,
+    Union,
+    overload,
+)
+
+import httpx
+
+from . import _routes as R
+from ._core import AsyncCore, AsyncTokenSource, Backoff, Call, Options, SyncCore, T, TokenSource
+from .stream import CounterStream, MessageStream, SeatsStream, StateHook
+from .types import (
+    Booking,
+    BookingIn,
+    ClusterState,
+    Conversation,
+    ConversationPage,
+    Counter,
+    DistinctResult,
+    EventIn,
+    EventPage,
+    EventState,
+    Flushing,
+    Health,
+    Message,
+    MessagePage,
+    MessagePosted,
+    Order,
+    ReconcilePass,
+    Reconciled,
+    SeatMapBitmap,
+    SeatMapJson,
+    SeatsChangeIn,
+    Sequence,
+    SequenceRange,
+    UserStats,
+)
+
+
+def _options(base_url: str, retries: int, backoff: Optional[Backoff], max_redirects: int,
+             timeout: float) -> Options:
+    if not base_url.startswith(("http://", "https://")):
+        raise ValueError(f"base_url must start with http:// or https://, not {base_url!r}")
+    return Options(base_url.rstrip("/"), retries, backoff or Backoff(), max_redirects, timeout)
+
+
+def _reconcile_key(user: Optional[str], conversation_id: Optional[str],
+                   counter: Optional[str]) -> Optional[Dict[str, str]]:
+    if counter is not None:
+        return {"counter": counter}
+    if user is not None and conversation_id is not None:
+        return {"user": user, "conversation_id": conversation_id}
+    if user is not None or conversation_id is not None:
+        raise ValueError("reconcile: give user and conversation_id together, or counter")
+    return None
+
+
+class Strata:
+    """The sync client. ``with Strata(...) as db:`` closes its connections at the end.
+
+    ``token`` is a token or a function returning the current one; ``refresh_token`` is called
+    when the token expires within 5 s or the server answers 401, and its token is used from then
+    on. ``retries`` counts retries after the first attempt; ``timeout`` is per attempt (s).
+    ``transport`` is an ``httpx.BaseTransport`` (tests, custom TLS or proxies).
+    """
+
+    def __init__(self, base_url: str, *, token: Optional[TokenSource] = None,
+                 refresh_token: Optional[Callable[[], str]] = None, retries: int = 4,
+                 backoff: Optional[Backoff] = None, max_redirects: int = 5,
+                 timeout: float = 30.0, transport: Optional[httpx.BaseTransport] = None) -> None:
+        opts = _options(base_url, retries, backoff, max_redirects, timeout)
+        self._core = SyncCore(opts, token, refresh_token, transport)
+
+    def __enter__(self) -> "Strata":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._core.close()
+
+    def request(self, c: Call[T], *, idempotency_key: Optional[str] = None) -> T:
+        """Any route (``strata_client.call(...)``): for what this class does not cover yet."""
+        return self._core.request(c, idempotency_key)
+
+    # ---- counters and sequences (SPEC §1) ----
+    def incr(self, name: str, by: int = 1, *, idempotency_key: Optional[str] = None) -> Counter:
+        return self._core.request(R.incr(name, by), idempotency_key)
+
+    def counter(self, name: str) -> Counter:
+        return self._core.request(R.counter(name))
+
+    def distinct(self, name: str, member: str, *,
+                 idempotency_key: Optional[str] = None) -> DistinctResult:
+        return self._core.request(R.distinct(name, member), idempotency_key)
+
+    def next(self, name: str, count: int = 1, *,
+             idempotency_key: Optional[str] = None) -> SequenceRange:
+        return self._core.request(R.next_(name, count), idempotency_key)
+
+    def sequence(self, name: str) -> Sequence:
+        return self._core.request(R.sequence(name))
+
+    # ---- messages and conversations (SPEC §2) ----
+    def post_message(self, user: str, conversation_id: str, content: str, *,
+                     from_: Optional[str] = None, metadata: Optional[Dict[str, Any]] = None,
+                     idempotency_key: Optional[str] = None) -> MessagePosted:
+        """Posts a message to a user's history; ``from_`` defaults to the user."""
+        return self._core.request(
+            R.post_message(user, conversation_id, from_ or user, content, metadata),
+            idempotency_key)
+
+    def messages(self, user: str, *, conversation_id: Optional[str] = None,
+                 after: Optional[str] = None, before: Optional[str] = None,
+                 limit: Optional[int] = None, order: Optional[Order] = None,
+                 cursor: Optional[str] = None) -> MessagePage:
+        return self._core.request(
+            R.messages(user, conversation_id, after, before, limit, order, cursor))
+
+    def iter_messages(self, user: str, *, conversation_id: Optional[str] = None,
+                      after: Optional[str] = None, before: Optional[str] = None,
+                      order: Optional[Order] = None, page_size: int = 1000) -> Iterator[Message]:
+        """Every message that matches, page after page (following ``next``)."""
+        cursor: Optional[str] = None
+        while True:
+            page = self.messages(user, conversation_id=conversation_id, after=after,
+                                 before=before, limit=page_size, order=order, cursor=cursor)
+            yield from page["messages"]
+            cursor = page["next"]
+            if not cursor:
+                return
+
+    def conversations(self, user: str, *, limit: Optional[int] = None,
+                      cursor: Optional[str] = None) -> ConversationPage:
+        return self._core.request(R.conversations(user, limit, cursor))
+
+    def conversation(self, user: str, conversation_id: str) -> Conversation:
+        return self._core.request(R.conversation(user, conversation_id))
+
+    def stats(self, user: str) -> UserStats:
+        return self._core.request(R.stats(user))
+
+    # ---- events, seats, bookings (SPEC §4, §4.1) ----
+    def create_event(self, event: EventIn, *,
+                     idempotency_key: Optional[str] = None) -> EventState:
+        """Carries ``?route=event:{id}`` so a proxy creates it on the event's group."""
+        return self._core.request(R.create_event(event), idempotency_key)
+
+    def events(self, *, limit: Optional[int] = None, cursor: Optional[str] = None) -> EventPage:
+        return self._core.request(R.events(limit, cursor))
+
+    def event(self, event_id: str) -> EventState:
+        return self._core.request(R.event(event_id))
+
+    @overload
+    def seat_map(self, event_id: str, section: str,
+                 format: Literal["bitmap"] = "bitmap") -> SeatMapBitmap: ...
+    @overload
+    def seat_map(self, event_id: str, section: str, format: Literal["json"]) -> SeatMapJson: ...
+    def seat_map(self, event_id: str, section: str,
+                 format: str = "bitmap") -> Union[SeatMapBitmap, SeatMapJson]:
+        return self._core.request(R.seat_map(event_id, section, format))
+
+    def book(self, event_id: str, booking: BookingIn, *,
+             idempotency_key: Optional[str] = None) -> Booking:
+        return self._core.request(R.book(event_id, booking), idempotency_key)
+
+    def booking(self, booking_id: str, event_id: Optional[str] = None) -> Booking:
+        """With ``event_id``, the nested route (routed by event through proxies)."""
+        return self._core.request(R.booking(booking_id, event_id))
+
+    def confirm(self, booking_id: str, event_id: Optional[str] = None, *,
+                idempotency_key: Optional[str] = None) -> Booking:
+        return self._core.request(R.confirm(booking_id, event_id), idempotency_key)
+
+    def cancel(self, booking_id: str, event_id: Optional[str] = None, *,
+               idempotency_key: Optional[str] = None) -> Booking:
+        return self._core.request(R.cancel(booking_id, event_id), idempotency_key)
+
+    def extend(self, event_id: str, booking_id: str, seconds: int, *,
+               idempotency_key: Optional[str] = None) -> Booking:
+        """Moves a reserved booking's ``expires_at`` later (SPEC §4.1)."""
+        return self._core.request(R.extend(event_id, booking_id, seconds), idempotency_key)
+
+    def change_seats(self, event_id: str, booking_id: str, change: SeatsChangeIn, *,
+                     idempotency_key: Optional[str] = None) -> Booking:
+        """Adds and gives back seats of a reserved booking, all or nothing (SPEC §4.1)."""
+        return self._core.request(R.change_seats(event_id, booking_id, change), idempotency_key)
+
+    # ---- operations (SPEC §5, §7, §8) ----
+    def health(self) -> Health:
+        """``{"status":"ok"}``, or ``"degraded"`` with reasons (a 503, not raised)."""
+        return self._core.request(R.health())
+
+    def metrics(self) -> str:
+        return self._core.request(R.metrics())
+
+    def cluster(self) -> ClusterState:
+        return self._core.request(R.cluster())
+
+    def flush(self, *, idempotency_key: Optional[str] = None) -> Flushing:
+        return self._core.request(R.flush(), idempotency_key)
+
+    def compact(self, user: Optional[str] = None, *,
+                idempotency_key: Optional[str] = None) -> Dict[str, Any]:
+        return self._core.request(R.compact(user), idempotency_key)
+
+    @overload
+    def reconcile(self, *, idempotency_key: Optional[str] = None) -> ReconcilePass: ...
+    @overload
+    def reconcile(self, *, user: str, conversation_id: str,
+                  idempotency_key: Optional[str] = None) -> Reconciled: ...
+    @overload
+    def reconcile(self, *, counter: str,
+                  idempotency_key: Optional[str] = None) -> Reconciled: ...
+    def reconcile(self, *, user: Optional[str] = None, conversation_id: Optional[str] = None,
+                  counter: Optional[str] = None,
+                  idempotency_key: Optional[str] = None) -> Union[ReconcilePass, Reconciled]:
+        """One key: recounted now. No key: a pass over every key starts in the background."""
+        key = _reconcile_key(user, conversation_id, counter)
+        if key is None:
+            return self._core.request(R.reconcile_all(), idempotency_key)
+        return self._core.request(R.reconcile_key(key), idempotency_key)
+
+
+class AsyncStrata:
+    """The asyncio client: the same routes as :class:`Strata`, awaited, and live streams.
+
+    ``token`` and ``refresh_token`` may be plain or async functions. ``transport`` is an
+    ``httpx.AsyncBaseTransport``. ``async with AsyncStrata(...) as db:`` closes it at the end.
+    """
+
+    def __init__(self, base_url: str, *, token: Optional[AsyncTokenSource] = None,
+                 refresh_token: Optional[Callable[[], Union[str, Awaitable[str]]]] = None,
+                 retries: int = 4, backoff: Optional[Backoff] = None, max_redirects: int = 5,
+                 timeout: float = 30.0,
+                 transport: Optional[httpx.AsyncBaseTransport] = None) -> None:
+        opts = _options(base_url, retries, backoff, max_redirects, timeout)
+        self._core = AsyncCore(opts, token, refresh_token, transport)
+
+    async def __aenter__(self) -> "AsyncStrata":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._core.aclose()
+
+    async def request(self, c: Call[T], *, idempotency_key: Optional[str] = None) -> T:
+        """Any route (``strata_client.call(...)``): for what this class does not cover yet."""
+        return await self._core.request(c, idempotency_key)
+
+    # ---- counters and sequences (SPEC §1) ----
+    async def incr(self, name: str, by: int = 1, *,
+                   idempotency_key: Optional[str] = None) -> Counter:
+        return await self._core.request(R.incr(name, by), idempotency_key)
+
+    async def counter(self, name: str) -> Counter:
+        return await self._core.request(R.counter(name))
+
+    async def distinct(self, name: str, member: str, *,
+                       idempotency_key: Optional[str] = None) -> DistinctResult:
+        return await self._core.request(R.distinct(name, member), idempotency_key)
+
+    async def next(self, name: str, count: int = 1, *,
+                   idempotency_key: Optional[str] = None) -> SequenceRange:
+        return await self._core.request(R.next_(name, count), idempotency_key)
+
+    async def sequence(self, name: str) -> Sequence:
+        return await self._core.request(R.sequence(name))
+
+    # ---- messages and conversations (SPEC §2) ----
+    async def post_message(self, user: str, conversation_id: str, content: str, *,
+                           from_: Optional[str] = None, metadata: Optional[Dict[str, Any]] = None,
+                           idempotency_key: Optional[str] = None) -> MessagePosted:
+        """Posts a message to a user's history; ``from_`` defaults to the user."""
+        return await self._core.request(
+            R.post_message(user, conversation_id, from_ or user, content, metadata),
+            idempotency_key)
+
+    async def messages(self, user: str, *, conversation_id: Optional[str] = None,
+                       after: Optional[str] = None, before: Optional[str] = None,
+                       limit: Optional[int] = None, order: Optional[Order] = None,
+                       cursor: Optional[str] = None) -> MessagePage:
+        return await self._core.request(
+            R.messages(user, conversation_id, after, before, limit, order, cursor))
+
+    async def iter_messages(self, user: str, *, conversation_id: Optional[str] = None,
+                            after: Optional[str] = None, before: Optional[str] = None,
+                            order: Optional[Order] = None,
+                            page_size: int = 1000) -> AsyncIterator[Message]:
+        """Every message that matches, page after page (following ``next``)."""
+        cursor: Optional[str] = None
+        while True:
+            page = await self.messages(user, conversation_id=conversation_id, after=after,
+                                       before=before, limit=page_size, order=order,
+                                       cursor=cursor)
+            for m in page["messages"]:
+                yield m
+            cursor = page["next"]
+            if not cursor:
+                return
+
+    async def conversations(self, user: str, *, limit: Optional[int] = None,
+                            cursor: Optional[str] = None) -> ConversationPage:
+        return await self._core.request(R.conversations(user, limit, cursor))
+
+    async def conversation(self, user: str, conversation_id: str) -> Conversation:
+        return await self._core.request(R.conversation(user, conversation_id))
+
+    async def stats(self, user: str) -> UserStats:
+        return await self._core.request(R.stats(user))
+
+    # ---- events, seats, bookings (SPEC §4, §4.1) ----
+    async def create_event(self, event: EventIn, *,
+                           idempotency_key: Optional[str] = None) -> EventState:
+        """Carries ``?route=event:{id}`` so a proxy creates it on the event's group."""
+        return await self._core.request(R.create_event(event), idempotency_key)
+
+    async def events(self, *, limit: Optional[int] = None,
+                     cursor: Optional[str] = None) -> EventPage:
+        return await self._core.request(R.events(limit, cursor))
+
+    async def event(self, event_id: str) -> EventState:
+        return await self._core.request(R.event(event_id))
+
+    @overload
+    async def seat_map(self, event_id: str, section: str,
+                       format: Literal["bitmap"] = "bitmap") -> SeatMapBitmap: ...
+    @overload
+    async def seat_map(self, event_id: str, section: str,
+                       format: Literal["json"]) -> SeatMapJson: ...
+    async def seat_map(self, event_id: str, section: str,
+                       format: str = "bitmap") -> Union[SeatMapBitmap, SeatMapJson]:
+        return await self._core.request(R.seat_map(event_id, section, format))
+
+    async def book(self, event_id: str, booking: BookingIn, *,
+                   idempotency_key: Optional[str] = None) -> Booking:
+        return await self._core.request(R.book(event_id, booking), idempotency_key)
+
+    async def booking(self, booking_id: str, event_id: Optional[str] = None) -> Booking:
+        return await self._core.request(R.booking(booking_id, event_id))
+
+    async def confirm(self, booking_id: str, event_id: Optional[str] = None, *,
+                      idempotency_key: Optional[str] = None) -> Booking:
+        return await self._core.request(R.confirm(booking_id, event_id), idempotency_key)
+
+    async def cancel(self, booking_id: str, event_id: Optional[str] = None, *,
+                     idempotency_key: Optional[str] = None) -> Booking:
+        return await self._core.request(R.cancel(booking_id, event_id), idempotency_key)
+
+    async def extend(self, event_id: str, booking_id: str, seconds: int, *,
+                     idempotency_key: Optional[str] = None) -> Booking:
+        return await self._core.request(R.extend(event_id, booking_id, seconds), idempotency_key)
+
+    async def change_seats(self, event_id: str, booking_id: str, change: SeatsChangeIn, *,
+                           idempotency_key: Optional[str] = None) -> Booking:
+        return await self._core.request(R.change_seats(event_id, booking_id, change),
+                                        idempotency_key)
+
+    # ---- operations (SPEC §5, §7, §8) ----
+    async def health(self) -> Health:
+        return await self._core.request(R.health())
+
+    async def metrics(self) -> str:
+        return await self._core.request(R.metrics())
+
+    async def cluster(self) -> ClusterState:
+        return await self._core.request(R.cluster())
+
+    async def flush(self, *, idempotency_key: Optional[str] = None) -> Flushing:
+        return await self._core.request(R.flush(), idempotency_key)
+
+    async def compact(self, user: Optional[str] = None, *,
+                      idempotency_key: Optional[str] = None) -> Dict[str, Any]:
+        return await self._core.request(R.compact(user), idempotency_key)
+
+    @overload
+    async def reconcile(self, *, idempotency_key: Optional[str] = None) -> ReconcilePass: ...
+    @overload
+    async def reconcile(self, *, user: str, conversation_id: str,
+                        idempotency_key: Optional[str] = None) -> Reconciled: ...
+    @overload
+    async def reconcile(self, *, counter: str,
+                        idempotency_key: Optional[str] = None) -> Reconciled: ...
+    async def reconcile(self, *, user: Optional[str] = None,
+                        conversation_id: Optional[str] = None, counter: Optional[str] = None,
+                        idempotency_key: Optional[str] = None
+                        ) -> Union[ReconcilePass, Reconciled]:
+        key = _reconcile_key(user, conversation_id, counter)
+        if key is None:
+            return await self._core.request(R.reconcile_all(), idempotency_key)
+        return await self._core.request(R.reconcile_key(key), idempotency_key)
+
+    # ---- live streams (SPEC §3) ----
+    def stream_messages(self, user: str, *, conversation_id: Optional[str] = None,
+                        after: Optional[str] = None,
+                        on_state: Optional[StateHook] = None) -> MessageStream:
+        """A user's messages as an async iterator: each message once, in msg_id order.
+
+        ``after=None``: only messages posted from now on (the client reads the newest msg_id
+        first and resumes after it, so this holds on every server version); ``after="0"``: the
+        whole history, then live; ``after=ID``: everything after that message. It reconnects by
+        itself and resumes after the last message it yielded.
+        """
+        return MessageStream(self._core, user, conversation_id, after, on_state)
+
+    def stream_seats(self, event_id: str, *, on_state: Optional[StateHook] = None) -> SeatsStream:
+        """An event's seats: a :class:`SeatsSnapshot` on every (re)subscribe, then changes."""
+        return SeatsStream(self._core, event_id, on_state)
+
+    def stream_counter(self, name: str, *, on_state: Optional[StateHook] = None) -> CounterStream:
+        """A counter's value on every (re)subscribe, then every change."""
+        return CounterStream(self._core, name, on_state)
+

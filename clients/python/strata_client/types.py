@@ -1,0 +1,293 @@
+# SPDX-License-Identifier: MIT
+"""The shapes of strata's answers (SPEC v4; docs/openapi.yaml is the reference).
+
+Answers are the JSON the server sent, typed as TypedDicts (so unknown fields the server may add
+later are kept, and nothing is converted on the way). 64-bit ids (``msg_id``, ``booking_id``)
+are strings of decimal digits; timestamps are Unix microseconds.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Literal, Optional, TypedDict, Union
+
+Id64 = str
+"""A 64-bit id as a string of decimal digits."""
+Micros = int
+"""Unix time in microseconds (UTC)."""
+
+
+class Counter(TypedDict):
+    name: str
+    value: int
+
+
+class DistinctResult(TypedDict):
+    name: str
+    value: int
+    added: bool
+
+
+class SequenceRange(TypedDict):
+    name: str
+    first: int
+    last: int
+
+
+class Sequence(TypedDict):
+    name: str
+    last: int
+
+
+class MessagePosted(TypedDict):
+    msg_id: Id64
+    conversation_id: str
+    seq: int
+    timestamp: Micros
+
+
+# Functional form: "from" is a Python keyword (read it as m["from"]).
+Message = TypedDict(
+    "Message",
+    {
+        "msg_id": Id64,
+        "conversation_id": str,
+        "from": str,
+        "timestamp": Micros,
+        "seq": int,
+        "content": str,
+        "metadata": Optional[Dict[str, Any]],
+    },
+)
+
+
+class MessagePage(TypedDict):
+    messages: List[Message]
+    next: Optional[str]
+
+
+class Conversation(TypedDict):
+    conversation_id: str
+    first_msg_id: Id64
+    last_msg_id: Id64
+    created: Micros
+    updated: Micros
+    total_messages: int
+
+
+class ConversationPage(TypedDict):
+    conversations: List[Conversation]
+    next: Optional[str]
+
+
+class UserStats(TypedDict):
+    total_messages: int
+    conversations: int
+    hot_messages: int
+    cold_messages: int
+    cold_bytes: int
+
+
+class SeatStats(TypedDict):
+    available: int
+    reserved: int
+    sold: int
+    total: int
+
+
+class EventStats(SeatStats):
+    updated_at: Micros
+
+
+class _SectionStateBase(TypedDict):
+    price: int
+    stats: SeatStats
+
+
+class SectionState(_SectionStateBase, total=False):
+    """A seated section has rows and cols; a general admission one has capacity."""
+
+    rows: int
+    cols: int
+    capacity: int
+
+
+class Sellout(TypedDict):
+    first_ticket_reserved_at: Optional[Micros]
+    fully_reserved_at: Optional[Micros]
+    duration_seconds: Optional[float]
+
+
+class _EventStateBase(TypedDict):
+    event_id: str
+    name: Optional[str]
+    event_stats: EventStats
+    sections: Dict[str, SectionState]
+    sellout: Sellout
+
+
+class EventState(_EventStateBase, total=False):
+    hold_seconds: int
+    created_at: Micros
+
+
+class EventSummary(TypedDict):
+    event_id: str
+    name: Optional[str]
+    event_stats: EventStats
+
+
+class EventPage(TypedDict):
+    events: List[EventSummary]
+    next: Optional[str]
+
+
+class SeatMapBitmap(TypedDict):
+    rows: int
+    cols: int
+    encoding: Literal["2bit-base64"]
+    seats: str
+
+
+class SeatMapJson(TypedDict):
+    rows: int
+    cols: int
+    seats: List[List[int]]
+    """seats[row-1][col-1]: 0 available, 1 reserved, 2 sold"""
+
+
+class BookingItem(TypedDict):
+    section: str
+    seats: List[str]
+    """empty in a general admission section"""
+    quantity: int
+
+
+BookingStatus = Literal["reserved", "sold", "cancelled", "expired"]
+
+
+class Booking(TypedDict):
+    booking_id: Id64
+    event_id: str
+    section: str
+    """section and seats describe the first of items"""
+    seats: List[str]
+    items: List[BookingItem]
+    status: BookingStatus
+    total_price: int
+    created_at: Micros
+    expires_at: Micros
+
+
+class _HealthBase(TypedDict):
+    status: Literal["ok", "degraded"]
+
+
+class Health(_HealthBase, total=False):
+    reasons: List[str]
+
+
+class ClusterMember(TypedDict):
+    id: int
+    raft: str
+    http: str
+    role: str
+
+
+class ClusterState(TypedDict):
+    self: int
+    leader: Optional[int]
+    term: int
+    commit_index: int
+    applied_index: int
+    members: List[ClusterMember]
+
+
+class Flushing(TypedDict):
+    flushing: int
+
+
+class Reconciled(TypedDict):
+    reconciled: int
+    drift: int
+
+
+# "pass" is a Python keyword: read it as r["pass"]
+ReconcilePass = TypedDict("ReconcilePass", {"pass": int})
+
+
+class _ErrorBodyBase(TypedDict):
+    code: str
+    message: str
+
+
+class SeatsTaken(TypedDict):
+    section: str
+    seats: List[str]
+
+
+class ErrorBody(_ErrorBodyBase, total=False):
+    """The ``error`` object of every error answer (SPEC §0), with the extra fields some carry."""
+
+    seats: List[str]
+    """409 seats_unavailable: the seats that are taken"""
+    items: List[SeatsTaken]
+    """409 seats_unavailable: per section that could not be served, its taken seats"""
+    booking: Booking
+    """409 conflict on confirm/cancel: the booking as it is"""
+
+
+# ---- what callers send ----
+
+class _SectionInBase(TypedDict):
+    name: str
+
+
+class SectionIn(_SectionInBase, total=False):
+    """A seated section (rows and cols) or a general admission one (capacity)."""
+
+    rows: int
+    cols: int
+    capacity: int
+    price: int
+
+
+class _EventInBase(TypedDict):
+    event_id: str
+    sections: List[SectionIn]
+
+
+class EventIn(_EventInBase, total=False):
+    name: Optional[str]
+    hold_seconds: int
+
+
+class BookingItemIn(TypedDict, total=False):
+    """One section's named seats, or a quantity (best available; general admission: places)."""
+
+    section: str
+    seats: List[str]
+    quantity: int
+
+
+class BookingIn(TypedDict, total=False):
+    """One section (section + seats or quantity), or ``items`` over several (all or nothing)."""
+
+    section: str
+    seats: List[str]
+    quantity: int
+    items: List[BookingItemIn]
+    allow_orphans: bool
+
+
+class SeatsChangeIn(TypedDict, total=False):
+    """A change to a reserved booking's seats in one section (default: its first)."""
+
+    section: str
+    add: List[str]
+    remove: List[str]
+    add_quantity: int
+    remove_quantity: int
+    allow_orphans: bool
+
+
+Order = Literal["asc", "desc"]
+JsonValue = Union[None, bool, int, float, str, List[Any], Dict[str, Any]]

@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: MIT
+# Helpers for the Python client's tests: the real strata binary (STRATA_BIN) on loopback ports,
+# temp data dirs, HS256 tokens, and a clean stop checked on teardown (exit 0, no sanitizer report).
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # the package from this checkout
+
+SECRET = "py-client-secret"
+ASAN = "asan" in os.environ.get("STRATA_BIN", "")
+SLOW = 3.0 if ASAN else 1.0  # the sanitizer build is slower to start and to answer
+
+
+def strata_bin() -> str:
+    b = os.environ.get("STRATA_BIN")
+    if not b or not os.access(b, os.X_OK):
+        # not a skip: a suite that cannot run its server has failed
+        pytest.fail("STRATA_BIN must name the strata binary (ctest sets it)", pytrace=False)
+    return b
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def jwt(payload: Dict[str, Any], secret: str = SECRET) -> str:
+    def b64(b: bytes) -> str:
+        return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+    h = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    p = b64(json.dumps(payload).encode())
+    sig = hmac.new(secret.encode(), f"{h}.{p}".encode(), hashlib.sha256).digest()
+    return f"{h}.{p}.{b64(sig)}"
+
+
+def token(sub: str, ttl: float = 600, role: Optional[str] = None, secret: str = SECRET) -> str:
+    claims: Dict[str, Any] = {"sub": sub, "exp": int(time.time() + ttl)}
+    if role:
+        claims["role"] = role
+    return jwt(claims, secret)
+
+
+def admin() -> str:
+    return token("ops", role="admin")
+
+
+class Server:
+    """One strata process; stop() checks it exits cleanly."""
+
+    def __init__(self, data_dir: Optional[str] = None, args: Optional[List[str]] = None,
+                 port: Optional[int] = None) -> None:
+        self.dir = data_dir or tempfile.mkdtemp(prefix="strata-py-")
+        self.args = list(args or [])
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = Path(tempfile.mkstemp(prefix="strata-py-log-")[1])
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+        self.start()
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [strata_bin(), "--listen", f"127.0.0.1:{self.port}", "--data-dir", self.dir,
+                 *self.args], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        until = time.monotonic() + 15 * SLOW
+        while time.monotonic() < until:
+            if re.search(r"listening on [0-9.]+:(\d+)", self.log()):
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"strata exited with {self.proc.returncode}:\n{self.log()}")
+            time.sleep(0.02)
+        raise RuntimeError(f"strata did not start:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+        self.log_path.write_text("")  # the next start's "listening on" is the one that counts
+
+    def restart(self) -> None:
+        self.start()
+
+    def stop(self) -> None:
+        """SIGTERM; the process must exit 0 with no sanitizer report."""
+        p = self.proc
+        if p is None or p.poll() is not None:
+            return
+        p.send_signal(signal.SIGCONT)
+        p.terminate()
+        try:
+            code = p.wait(timeout=30 * SLOW)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            raise AssertionError(f"strata did not stop on SIGTERM:\n{self.log()}")
+        log = self.log()
+        assert code == 0 and not re.search(r"Sanitizer|runtime error", log), \
+            f"unclean stop ({code}):\n{log}"
+
+    def cleanup(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.log_path.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    s = Server(args=["--jwt-secret", SECRET])
+    try:
+        yield s
+        s.stop()
+    finally:
+        s.cleanup()
+
+
+def wait_for(what: str, fn: Any, timeout: float = 15.0) -> None:
+    end = time.monotonic() + timeout * SLOW
+    while not fn():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+# CI (STRATA_NO_SKIP=1) fails a run in which a test was skipped, as tests/e2e/lib.mjs does.
+_skipped: List[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped:
+        _skipped.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _skipped and os.environ.get("STRATA_NO_SKIP") == "1":
+        print(f"\nskipped while STRATA_NO_SKIP=1: {_skipped}")
+        session.exitstatus = 1

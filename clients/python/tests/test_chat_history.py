@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: MIT
+# The chat-history adapter for LLM apps against the real server: LangChain's protocol methods,
+# role and model metadata stored with each turn, LangChain-shaped messages accepted (duck-typed,
+# no LangChain here), clear() starting a new segment, and the async twins.
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Dict
+
+import pytest
+from conftest import Server, token
+
+from strata_client import ChatMessage, Strata, StrataChatMessageHistory
+
+
+@dataclass
+class FakeLangChainAI:  # the attributes langchain_core's AIMessage has
+    content: Any
+    type: str = "ai"
+    response_metadata: Dict[str, Any] = field(default_factory=dict)
+    usage_metadata: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FakeLangChainHuman:
+    content: str
+    type: str = "human"
+
+
+def test_chat_history_in_an_llm_loop(server: Server) -> None:
+    with Strata(server.url, token=token("alice")) as db:
+        h = StrataChatMessageHistory(db, "alice", "trip", model="llama-3-8b")
+        assert h.messages == []
+        h.add_user_message("Where should I go in May?")
+        h.add_ai_message("Lisbon.", metadata={"tokens": 3})
+        h.add_ai_message("Or Porto.", model="other-model")
+        msgs = h.messages
+        assert [(m.role, m.type, m.content) for m in msgs] == [
+            ("user", "human", "Where should I go in May?"), ("assistant", "ai", "Lisbon."),
+            ("assistant", "ai", "Or Porto.")]
+        assert msgs[1].metadata == {"model": "llama-3-8b", "tokens": 3}
+        assert msgs[2].metadata == {"model": "other-model"}
+        assert msgs[0].msg_id and msgs[0].timestamp
+        # what strata stored: role and model in metadata, `from` the user or the assistant
+        raw = db.messages("alice", conversation_id="trip")["messages"]
+        assert [m["from"] for m in raw] == ["alice", "assistant", "assistant"]
+        assert raw[1]["metadata"] == {"role": "assistant", "model": "llama-3-8b", "tokens": 3}
+
+        # LangChain-shaped messages, dicts and ChatMessages in one add_messages
+        h.add_messages([
+            FakeLangChainHuman("and in June?"),
+            FakeLangChainAI("Oslo", response_metadata={"model_name": "gpt-x"},
+                            usage_metadata={"input_tokens": 9, "output_tokens": 1}),
+            FakeLangChainAI([{"type": "text", "text": "parts"}]),
+            FakeLangChainAI(""),
+            {"role": "system", "content": "be brief"},
+            ChatMessage("tool", "42", {"tool_call_id": "t1"}),
+        ])
+        tail = h.messages[3:]
+        assert [(m.role, m.content) for m in tail] == [
+            ("user", "and in June?"), ("assistant", "Oslo"),
+            ("assistant", [{"type": "text", "text": "parts"}]), ("assistant", ""),
+            ("system", "be brief"), ("tool", "42")]
+        assert tail[1].metadata == {"model": "gpt-x",
+                                    "usage": {"input_tokens": 9, "output_tokens": 1}}
+        assert tail[5].metadata == {"tool_call_id": "t1"}
+        # an LLM loop feeds the history back as role/content pairs
+        prompt = [{"role": m.role, "content": m.content} for m in h.messages]
+        assert prompt[0] == {"role": "user", "content": "Where should I go in May?"}
+
+        with pytest.raises(ValueError):
+            h.add_message({"role": "narrator", "content": "x"})
+        with pytest.raises(TypeError):
+            h.add_message("no role")
+
+        # clear(): a new segment; nothing is erased
+        h.clear()
+        assert h.messages == []
+        h.add_user_message("fresh start")
+        assert [m.content for m in h.messages] == ["fresh start"]
+        assert db.conversation("alice", "trip")["total_messages"] == 3 + 6 + 1 + 1
+        # another conversation and another adapter on the same one see the same thing
+        assert StrataChatMessageHistory(db, "alice", "trip").messages[0].content == "fresh start"
+        assert StrataChatMessageHistory(db, "alice", "other").messages == []
+        # a message posted by something else than the adapter gets a role from `from`
+        db.post_message("alice", "trip", "by hand")
+        db.post_message("alice", "trip", "from a bot", from_="bot")
+        assert [m.role for m in h.messages][-2:] == ["user", "assistant"]
+
+        async def twins() -> None:
+            await h.aclear()
+            await h.aadd_messages([FakeLangChainHuman("async hi")])
+            assert [m.content for m in await h.aget_messages()] == ["async hi"]
+
+        asyncio.run(twins())

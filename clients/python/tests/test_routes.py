@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: MIT
+# Every route through the sync and the asyncio client against the real server: typed answers,
+# and every failure as StrataError with the §0 error body (status, code, message, extra fields).
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+import pytest
+from conftest import Server, admin, token
+
+from strata_client import AsyncStrata, Backoff, Strata, StrataError, call
+
+FAST = Backoff(base=0.02, cap=0.3)
+
+
+def raises(fn: Callable[[], Any]) -> StrataError:
+    with pytest.raises(StrataError) as e:
+        fn()
+    return e.value
+
+
+def test_every_route_sync(server: Server) -> None:
+    with Strata(server.url, token=admin, backoff=FAST) as db, \
+            Strata(server.url, token=token("alice")) as alice:
+        assert db.incr("c", 3) == {"name": "c", "value": 3}
+        assert db.incr("c") == {"name": "c", "value": 4}
+        assert db.counter("c") == {"name": "c", "value": 4}
+        assert db.distinct("d", "m") == {"name": "d", "value": 1, "added": True}
+        assert db.distinct("d", "m") == {"name": "d", "value": 1, "added": False}
+        assert db.next("s", 2) == {"name": "s", "first": 1, "last": 2}
+        assert db.sequence("s") == {"name": "s", "last": 2}
+
+        m = alice.post_message("alice", "c1", "hello", metadata={"a": 1})
+        assert m["msg_id"].isdigit() and m["seq"] == 1 and m["conversation_id"] == "c1"
+        m2 = alice.post_message("alice", "c1", "again", from_="bot")
+        page = alice.messages("alice", conversation_id="c1")
+        assert [x["content"] for x in page["messages"]] == ["hello", "again"]
+        assert page["messages"][0]["metadata"] == {"a": 1}
+        assert page["messages"][1]["from"] == "bot" and page["next"] is None
+        assert [x["msg_id"] for x in alice.messages("alice", after=m["msg_id"])["messages"]] \
+            == [m2["msg_id"]]
+        assert alice.messages("alice", before=m2["msg_id"])["messages"][0]["msg_id"] == m["msg_id"]
+        desc = alice.messages("alice", order="desc", limit=1)
+        assert desc["messages"][0]["content"] == "again" and desc["next"]
+        assert alice.messages("alice", order="desc", limit=1,
+                              cursor=desc["next"])["messages"][0]["content"] == "hello"
+        assert [x["seq"] for x in alice.iter_messages("alice", page_size=1)] == [1, 2]
+        assert alice.conversations("alice")["conversations"][0]["conversation_id"] == "c1"
+        conv = alice.conversation("alice", "c1")
+        assert conv["total_messages"] == 2 and conv["last_msg_id"] == m2["msg_id"]
+        assert alice.stats("alice")["total_messages"] == 2
+
+        ev = db.create_event({"event_id": "gig", "sections": [
+            {"name": "A", "rows": 2, "cols": 3, "price": 7}]})
+        assert ev["event_stats"]["total"] == 6
+        assert db.events()["events"][0]["event_id"] == "gig"
+        assert db.event("gig")["sections"]["A"]["price"] == 7
+        assert db.seat_map("gig", "A")["encoding"] == "2bit-base64"
+        assert db.seat_map("gig", "A", "json")["seats"] == [[0, 0, 0], [0, 0, 0]]
+        b = db.book("gig", {"section": "A", "seats": ["1-1"]})
+        assert b["total_price"] == 7 and b["status"] == "reserved"
+        assert db.booking(b["booking_id"])["status"] == "reserved"
+        assert db.booking(b["booking_id"], "gig")["booking_id"] == b["booking_id"]
+        assert db.confirm(b["booking_id"])["status"] == "sold"
+        b2 = db.book("gig", {"section": "A", "quantity": 2})
+        assert db.cancel(b2["booking_id"], "gig")["status"] == "cancelled"
+        b3 = db.book("gig", {"section": "A", "quantity": 1})
+        assert db.confirm(b3["booking_id"], "gig")["status"] == "sold"
+        b4 = db.book("gig", {"section": "A", "quantity": 1})
+        assert db.cancel(b4["booking_id"])["status"] == "cancelled"
+
+        # the cart (SPEC §4.1): items over several sections, general admission, extend, seats
+        db.create_event({"event_id": "cart", "sections": [
+            {"name": "A", "rows": 1, "cols": 4, "price": 1}, {"name": "F", "capacity": 5,
+                                                              "price": 2}]})
+        c = db.book("cart", {"items": [{"section": "A", "quantity": 2},
+                                       {"section": "F", "quantity": 3}]})
+        assert c["items"] == [{"section": "A", "seats": ["1-1", "1-2"], "quantity": 2},
+                              {"section": "F", "seats": [], "quantity": 3}]
+        assert db.extend("cart", c["booking_id"], 60)["expires_at"] == c["expires_at"] + 60_000_000
+        assert db.change_seats("cart", c["booking_id"], {"add": ["1-4"], "remove": ["1-1"]}
+                               )["seats"] == ["1-2", "1-4"]
+        assert db.change_seats("cart", c["booking_id"], {"section": "F", "add_quantity": 2}
+                               )["total_price"] == 2 + 10
+
+        assert db.health()["status"] == "ok"
+        assert "strata_http_requests_total" in db.metrics()
+        assert raises(db.cluster).status == 404  # one node: not a member of a group
+        assert db.flush()["flushing"] >= 0
+        assert isinstance(db.compact(), dict) and isinstance(db.compact("alice"), dict)
+        assert isinstance(db.reconcile()["pass"], int)  # every key, in the background
+        assert db.reconcile(user="alice", conversation_id="c1")["reconciled"] >= 0
+        assert db.reconcile(counter="d")["drift"] == 0
+        assert db.request(call("GET", "/v1/counters/c")) == {"name": "c", "value": 4}
+
+        # Errors: one type, with the status, the code and the body's extra fields.
+        taken = raises(lambda: db.book("gig", {"section": "A", "seats": ["1-1"]}))
+        assert (taken.status, taken.code, taken.body.get("seats")) == \
+            (409, "seats_unavailable", ["1-1"])
+        assert raises(lambda: db.change_seats("cart", c["booking_id"], {"add": ["1-2"]})
+                      ).code == "seats_unavailable"
+        final = raises(lambda: db.confirm(b["booking_id"]))
+        assert final.code == "conflict" and final.body["booking"]["status"] == "sold"
+        nf = raises(lambda: db.counter("never"))
+        assert (nf.status, nf.code) == (404, "not_found") and nf.message
+        assert raises(lambda: db.incr("bad name")).code == "invalid_argument"
+        assert raises(lambda: db.event("nope")).status == 404
+        assert raises(lambda: alice.stats("bob")).status == 403
+        with Strata(server.url) as anon:
+            assert raises(lambda: anon.counter("c")).code == "unauthenticated"
+        with pytest.raises(ValueError):
+            db.counter("")
+
+
+def test_every_route_async(server: Server) -> None:
+    async def main() -> None:
+        async with AsyncStrata(server.url, token=admin, backoff=FAST) as db, \
+                AsyncStrata(server.url, token=lambda: token("alice")) as alice:
+            assert await db.incr("c", 2) == {"name": "c", "value": 2}
+            assert await db.counter("c") == {"name": "c", "value": 2}
+            assert (await db.distinct("d", "m"))["added"] is True
+            assert await db.next("s") == {"name": "s", "first": 1, "last": 1}
+            assert await db.sequence("s") == {"name": "s", "last": 1}
+            m = await alice.post_message("alice", "c1", "hi", metadata={"model": "m1"})
+            assert (await alice.messages("alice"))["messages"][0]["msg_id"] == m["msg_id"]
+            assert [x["content"] async for x in alice.iter_messages("alice", page_size=1)] == ["hi"]
+            assert (await alice.conversations("alice"))["conversations"][0]["total_messages"] == 1
+            assert (await alice.conversation("alice", "c1"))["first_msg_id"] == m["msg_id"]
+            assert (await alice.stats("alice"))["conversations"] == 1
+            await db.create_event({"event_id": "e", "name": "E", "sections": [
+                {"name": "A", "rows": 1, "cols": 4, "price": 5}, {"name": "F", "capacity": 9}]})
+            assert (await db.events(limit=1))["events"][0]["name"] == "E"
+            assert (await db.event("e"))["sections"]["F"]["capacity"] == 9
+            assert (await db.seat_map("e", "A", "json"))["seats"] == [[0, 0, 0, 0]]
+            assert (await db.seat_map("e", "A"))["rows"] == 1
+            b = await db.book("e", {"section": "A", "seats": ["1-1", "1-2"]})
+            assert (await db.booking(b["booking_id"], "e"))["seats"] == ["1-1", "1-2"]
+            b = await db.extend("e", b["booking_id"], 30)
+            b = await db.change_seats("e", b["booking_id"], {"remove": ["1-1"]})
+            assert b["seats"] == ["1-2"]
+            assert (await db.confirm(b["booking_id"], "e"))["status"] == "sold"
+            b2 = await db.book("e", {"section": "F", "quantity": 4})
+            assert (await db.cancel(b2["booking_id"]))["status"] == "cancelled"
+            assert (await db.health())["status"] == "ok"
+            assert "strata_" in await db.metrics()
+            with pytest.raises(StrataError) as e:
+                await db.cluster()
+            assert e.value.status == 404
+            assert (await db.flush())["flushing"] >= 0
+            assert isinstance(await db.compact(), dict)
+            assert isinstance((await db.reconcile())["pass"], int)
+            assert (await db.reconcile(counter="d"))["reconciled"] >= 0
+            with pytest.raises(StrataError) as e:
+                await db.book("e", {"section": "A", "seats": ["1-2"]})
+            assert e.value.code == "seats_unavailable" and e.value.body.get("seats") == ["1-2"]
+            with pytest.raises(StrataError) as e:
+                await alice.messages("bob")
+            assert e.value.status == 403 and e.value.code == "forbidden"
+
+    asyncio.run(main())
