@@ -129,7 +129,7 @@ cpu_run() {
   CPU_TICKS=$(($(srv_ticks $ps) - a))
 }
 # per_op TICKS OPS: µs of server CPU per operation
-per_op() { awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", n > 0 ? t * 1e6 / hz / n : 0}'; }
+per_op() { awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", (n > 0) ? t * 1e6 / hz / n : 0}'; }
 # med "V1 V2 …": the median of the values (the mean of the middle two for an even count)
 med() { tr ' ' '\n' <<<"$*" | grep . | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
@@ -180,7 +180,7 @@ redis_timed() {
   local port=$1 cmd=$2 b f r b2 f2 r2 t0 t1; shift 3
   read -r b f r <<<"$(redis_cmdstat "$port" "$cmd")"
   t0=$(date +%s%N)
-  R_OUT=$(timeout "$DURATION" redis-benchmark -p "$port" -n 1000000000 "$@" 2>&1 | tr '\r' '\n' | grep . | tail -n 3 || true)
+  R_OUT=$(timeout "$DURATION" redis-benchmark -p "$port" -n 1000000000 "$@" 2>&1 | tr '\r' '\n' | grep '[^[:space:]]' | tail -n 3 || true)
   t1=$(date +%s%N)
   read -r b2 f2 r2 <<<"$(redis_cmdstat "$port" "$cmd")"
   [ $((f2 - f + r2 - r)) -eq 0 ] || die "Redis failed $((f2 - f)) and rejected $((r2 - r)) $cmd calls"
