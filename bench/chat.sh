@@ -72,7 +72,7 @@ P="PostgreSQL 15, pgbench -M prepared -c 64"
 I="interleaved"
 pair post
 row 'durable chat post, 1 KiB, 1,000 conversations' "$s_v" "req/s" "p50 / p99 $(med $s_50) / $(med $s_99) ms; $D" \
-  "$P, one statement, \`synchronous_commit=on\` (WAL flush before the answer)" "$p_v" \
+  "$P, one statement, \`synchronous_commit=on\` (WAL flush before the answer); its CPU includes starting the 64 backends pgbench connects" "$p_v" \
   "p50 / p99 $(med $p_50) / $(med $p_99) ms; $I" "committed tx/s" "$s_c" "$p_c" "2xx answer / committed tx"
 # Same data for the reads: top PostgreSQL up to as many messages as strata holds, spread evenly.
 s_total=0

@@ -115,7 +115,8 @@ srv_ticks() {
   for p in "$@"; do
     t=$((t + $(sed 's/.*) //' /proc/"$p"/stat | awk '{print $12 + $13 + $14 + $15}')))
     for c in $(pgrep -P "$p" || true); do
-      t=$((t + $(sed 's/.*) //' /proc/"$c"/stat 2>/dev/null | awk '{print $12 + $13 + 0}')))
+      # (a backend that ended meanwhile reads as 0 here; its time is in the parent's cutime later)
+      t=$((t + $(sed 's/.*) //' /proc/"$c"/stat 2>/dev/null | awk '{s = $12 + $13} END {print s + 0}')))
     done
   done
   echo $t
