@@ -129,8 +129,8 @@ cpu_run() {
   "$@"
   CPU_TICKS=$(($(srv_ticks $ps) - a))
 }
-# per_op TICKS OPS: µs of server CPU per operation
-per_op() { awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", (n > 0) ? t * 1e6 / hz / n : 0}'; }
+# per_op TICKS OPS: µs of server CPU per operation (3 significant digits)
+per_op() { awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.3g", (n > 0) ? t * 1e6 / hz / n : 0}'; }
 # med "V1 V2 …": the median of the values (the mean of the middle two for an even count)
 med() { tr ' ' '\n' <<<"$*" | grep . | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 

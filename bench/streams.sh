@@ -98,7 +98,7 @@ for round in $(seq "$ROUNDS"); do
   for window in 16 64; do
     cpu_run "${gpid[1]} ${gpid[2]} ${gpid[3]}" run_wsload fanout "${http[$follower]}:${http[$leader]}" "$conns" "$DURATION" "$window"
     frames=$(tr ' ' '\n' <<<"$WS_OUT" | awk -F= '$1 == "frames" {print $2}')
-    line="follower-${WS_OUT#fanout } round=$round cpu_us_per_frame=$(per_op "$CPU_TICKS" "$frames")"
+    line="follower-$WS_OUT round=$round cpu_us_per_frame=$(per_op "$CPU_TICKS" "$frames")"
     echo "$line" | tee -a "$work/out.txt"
     raw_keep "$round" strata-group "$line"
     load "$round" redis-group "$rpid" redis-fanout "$rport" "$conns" "$DURATION" "$window"
