@@ -84,7 +84,7 @@ def cpu_txt(row, r):
     c = None if legacy(r) else row.get("cpu_us_per_op")
     if not c:
         return "—"
-    f = lambda s: f"{s['median']:.1f}" if s else "—"
+    f = lambda s: f"{s['median']:.3g}" if s else "—"
     return f"{f(c['strata'])} / {f(c['peer'])} µs per {c['op']}" if c["peer"] else f"{f(c['strata'])} µs per {c['op']}"
 
 
