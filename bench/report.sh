@@ -7,6 +7,8 @@
 # marker comments. Nothing in them is typed by hand.
 #   bench/report.sh                          (DURATION=10 s per side, ROUNDS=3; every script)
 #   DURATION=10 bench/report.sh run chat     (only those; the others keep their last record)
+# A full run (DURATION=10, ROUNDS=3, every script) takes about 25 minutes: run ~3, seats ~3,
+# chat ~5, streams ~9, cluster ~3, plus installing and building once.
 # Run it on a quiet machine: the load generator shares the cores with strata and its peers. It
 # refuses a tree with uncommitted changes to tracked files (ALLOW_DIRTY=1: smoke tests only; the
 # records are marked dirty and `bench/table.py --check` refuses them).
