@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Replicated groups (SPEC §8): durable counter increments and 1 KiB message posts (wrk -t1 -c64)
-# against one strata and against the leader of a group of 3 on loopback, in the same run; then
+# against one strata and against the leader of a group of 3 on loopback, both up for the whole
+# run and measured in turns (one strata, the group, one strata … for ROUNDS rounds); then
 # failover: kill -9 of the leader, time until a write is acknowledged by the new one (RUNS runs).
 # Only 2xx answers count, from strata's own metrics (bench/lib.sh): a 307 or 503 from the member
-# under load fails the run. Records the run in bench/out/cluster.json.
-#   DURATION=10 RUNS=10 bench/cluster.sh
+# under load fails the run. Server CPU per write: the one strata vs the sum of the group's 3
+# members. Records the run in bench/out/cluster.json, wrk's output in bench/out/raw/cluster/.
+#   DURATION=10 ROUNDS=3 RUNS=10 bench/cluster.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 source bench/groupstart.sh
+record_init cluster
 RUNS=${RUNS:-10}
 BIN=${BIN:-build/strata} # another binary to compare, in the same session
 
@@ -18,12 +21,13 @@ metric() { curl -fsS "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 == n {v =
 # 2xx/s and p99 (ms) of wrk -t1 -c64 against one member: sets M_RPS M_P99; on a group's leader
 # also prints how many answers each Raft entry carried, the entries of its own in flight when one
 # was proposed, and the mean time from proposing an entry to applying it (committed)
-measure() { # port script
+measure() { # port script round side "server pids": also sets M_CPU (µs per 2xx)
   local e0 c0 i0 e
   e0=$(metric "$1" strata_commit_batch_writes_count); c0=$(metric "$1" strata_commit_seconds_sum)
   i0=$(metric "$1" strata_repl_entries_in_flight_sum)
-  wrk_strata "$1" "" -- -t1 -c64 -d"${DURATION}s" --latency -s "$2" "http://127.0.0.1:$1"
-  M_RPS=$W_RPS; M_P99=$W_P99
+  cpu_run "$5" wrk_strata "$1" "" -- -t1 -c64 -d"${DURATION}s" --latency -s "$2" "http://127.0.0.1:$1"
+  raw_keep "$3" "$4-$(basename "$2" .lua)" "$W_OUT"
+  M_RPS=$W_RPS; M_P99=$W_P99; M_CPU=$(per_op "$CPU_TICKS" "$W_OK")
   e=$(($(metric "$1" strata_commit_batch_writes_count) - e0))
   if [ "$(metric "$1" strata_repl_leader)" = 1 ] && [ "$e" -gt 0 ]; then
     echo "  $(basename "$2"): $W_OK answers in $e Raft entries ($(ratio "$W_OK" "$e") per entry)," \
@@ -32,23 +36,31 @@ measure() { # port script
   fi
 }
 
-# ---- one strata ----
+# ---- one strata and a group of 3, both up the whole time ----
 p=$(free_port)
 $BIN --listen 127.0.0.1:$p --data-dir "$work/single" --log-level warn &
 single=$!
 pids+=($single)
 wait_port $p
-measure $p bench/incr.lua; s_incr=$M_RPS; s_incr_p99=$M_P99
-measure $p bench/post1.lua; s_post=$M_RPS; s_post_p99=$M_P99
-kill $single
-wait $single 2>/dev/null || true
-
-# ---- a group of 3 ----
 group_start "$BIN" # one cold store for the group (SPEC §8), bench/groupstart.sh
 L=$leader
-measure ${http[$L]} bench/incr.lua; g_incr=$M_RPS; g_incr_p99=$M_P99
-stall=$(curl -s "http://127.0.0.1:${http[$L]}/metrics" | awk '/^strata_loop_stall_max_seconds / {print $2}')
-measure ${http[$L]} bench/post1.lua; g_post=$M_RPS; g_post_p99=$M_P99
+G3="${gpid[1]} ${gpid[2]} ${gpid[3]}"
+s_incr=; s_incr_p99=; s_incr_cpu=; s_post=; s_post_p99=; s_post_cpu=
+g_incr=; g_incr_p99=; g_incr_cpu=; g_post=; g_post_p99=; g_post_cpu=
+for round in $(seq "$ROUNDS"); do
+  measure $p bench/incr.lua "$round" single "$single"
+  s_incr+=" $M_RPS"; s_incr_p99+=" $M_P99"; s_incr_cpu+=" $M_CPU"
+  measure ${http[$L]} bench/incr.lua "$round" group "$G3"
+  g_incr+=" $M_RPS"; g_incr_p99+=" $M_P99"; g_incr_cpu+=" $M_CPU"
+  stall=$(curl -s "http://127.0.0.1:${http[$L]}/metrics" | awk '/^strata_loop_stall_max_seconds / {print $2}')
+  measure $p bench/post1.lua "$round" single "$single"
+  s_post+=" $M_RPS"; s_post_p99+=" $M_P99"; s_post_cpu+=" $M_CPU"
+  measure ${http[$L]} bench/post1.lua "$round" group "$G3"
+  g_post+=" $M_RPS"; g_post_p99+=" $M_P99"; g_post_cpu+=" $M_CPU"
+  echo "round $round: incr one $(awk '{print $NF}' <<<"$s_incr")/s, group $(awk '{print $NF}' <<<"$g_incr")/s; posts one $(awk '{print $NF}' <<<"$s_post")/s, group $(awk '{print $NF}' <<<"$g_post")/s; leader's longest loop stall so far $stall s"
+done
+kill $single
+wait $single 2>/dev/null || true
 
 # ---- failover ----
 times=()
@@ -79,14 +91,12 @@ sorted=$(printf '%s\n' "${times[@]}" | sort -n)
 median=$(awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}' <<<"$sorted")
 max=$(tail -1 <<<"$sorted")
 
-echo "durable incr, -c64:   one strata ${s_incr} req/s (p99 ${s_incr_p99}), group of 3 ${g_incr} req/s (p99 ${g_incr_p99}) = $(ratio "$g_incr" "$s_incr")x"
-echo "1 KiB posts, -c64:    one strata ${s_post} req/s (p99 ${s_post_p99}), group of 3 ${g_post} req/s (p99 ${g_post_p99}) = $(ratio "$g_post" "$s_post")x"
-echo "leader's longest loop stall during the incr run: ${stall} s"
 echo "failover (kill -9 of the leader -> first acknowledged write), $RUNS runs: median ${median} ms, max ${max} ms (all: ${times[*]})"
-G="group of 3 on the same 2 cores: acknowledged once a majority has it on disk"
-row 'durable `POST /v1/counters/x/incr`, group of 3 (leader)' "$g_incr" "req/s" "p99 $g_incr_p99 ms; $G" \
-  'one strata (fsync per group commit before the answer)' "$s_incr" "p99 $s_incr_p99 ms"
-row 'durable 1 KiB message post, group of 3 (leader)' "$g_post" "req/s" "p99 $g_post_p99 ms; $G" \
-  'one strata (fsync per group commit before the answer)' "$s_post" "p99 $s_post_p99 ms"
-row 'failover: `kill -9` of the leader → first acknowledged write' "$median" "ms" "median of $RUNS runs, max $max ms" "" "" ""
-out_write cluster "DURATION=$DURATION RUNS=$RUNS bench/cluster.sh"
+G="group of 3 on the same 2 cores: acknowledged once a majority has it on disk; CPU: all 3 members"
+O='one strata (fsync per group commit before the answer)'
+row 'durable `POST /v1/counters/x/incr`, group of 3 (leader)' "$g_incr" "req/s" "p99 $(med $g_incr_p99) ms; $G" \
+  "$O" "$s_incr" "p99 $(med $s_incr_p99) ms; measured in turns with the group" "" "$g_incr_cpu" "$s_incr_cpu" "2xx answer"
+row 'durable 1 KiB message post, group of 3 (leader)' "$g_post" "req/s" "p99 $(med $g_post_p99) ms; $G" \
+  "$O" "$s_post" "p99 $(med $s_post_p99) ms; measured in turns with the group" "" "$g_post_cpu" "$s_post_cpu" "2xx answer"
+row 'failover: `kill -9` of the leader → first acknowledged write' "${times[*]}" "ms" "$RUNS runs" "" "" ""
+out_write cluster "DURATION=$DURATION ROUNDS=$ROUNDS RUNS=$RUNS bench/cluster.sh"

@@ -8,7 +8,8 @@
 #   e.g. bench/cost.sh /tmp/strata-old bench/chat.lua 8 post
 #   SETUP='PATH BODY': one POST before the run (e.g. the event bench/book2.lua books in);
 #   CONNS=64 (default): wrk's connections
-#   ANSWERS=2xx (default) or "2xx 409": which statuses count as answers (bookings: wins + conflicts)
+#   ANSWERS=2xx (default) or "2xx 409": which statuses count as answers (bookings: wins + conflicts);
+#   any other status, or a wrk socket error, fails the run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$1 LUA=$2 SEC=${3:-8}
@@ -30,10 +31,14 @@ snap() {
 snap >"$work/s0"
 perf stat -e raw_syscalls:sys_enter -p "$pid" -o "$work/perf" -- sleep "$SEC" &
 pp=$!
-wrk -t1 -c"${CONNS:-64}" -d"${SEC}s" --latency -s "$LUA" "http://127.0.0.1:$port" -- "$@" >"$work/wrk"
+# only 2xx and the statuses ANSWERS names count; any other status or a wrk socket error fails the
+# run (bench/lib.sh's wrk_strata)
+wrk_strata "$port" "$(tr ' ' '\n' <<<"$ANSWERS" | grep -vx 2xx | tr '\n' ' ')" -- \
+  -t1 -c"${CONNS:-64}" -d"${SEC}s" --latency -s "$LUA" "http://127.0.0.1:$port" -- "$@"
+echo "$W_OUT" >"$work/wrk"
 wait $pp
 snap >"$work/s1"
-n=$(st_statuses "$port" | awk -v want=" $ANSWERS " '(want ~ / 2xx / && $1 ~ /^2/) || index(want, " " $1 " ") {s += $2} END {print s + 0}')
+n=$((W_OK + W_EXPECTED))
 curl -fsS "127.0.0.1:$port/metrics" | awk '/^strata_commit_batch_writes_sum/ {s = $2} /^strata_commit_batch_writes_count/ {c = $2} /^strata_commit_seconds_sum/ {t = $2} /^strata_commit_seconds_count/ {k = $2} END {if (c && k) printf "commits %d, %.1f writes/commit, %.3f ms/commit\n", k, s / c, 1000 * t / k}'
 grep -E "Requests/sec|^ +99%" "$work/wrk"
 sc=$(awk '/raw_syscalls/ {gsub(",", "", $1); print $1}' "$work/perf")

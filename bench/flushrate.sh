@@ -28,7 +28,7 @@ echo "# flush rate, $(date -u +%F), $(nproc) cores, $STRATA, load $(cut -d' ' -f
 for _ in $(seq "$ROUNDS"); do
   rm -rf "$work/data"
   start
-  wrk -t1 -c32 -d"${LOAD_SECONDS}s" -s bench/cold.lua "$url" -- post >/dev/null
+  wrk_strata "$port" "" -- -t1 -c32 -d"${LOAD_SECONDS}s" -s bench/cold.lua "$url" -- post # 2xx only
   stop; start
   t0=$(date +%s.%N)
   curl -s -o /dev/null -XPOST "$url/v1/admin/flush"

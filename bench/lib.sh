@@ -4,6 +4,7 @@
 # the one way every script counts answers (only 2xx count as throughput, see "Counting" in
 # bench/RESULTS.md) and the one way it records a run in bench/out/NAME.json for bench/table.py.
 DURATION=${DURATION:-10}
+ROUNDS=${ROUNDS:-3} # rounds of each interleaved pair (strata, peer, strata, peer …)
 tools/install-deps.sh --bench
 tools/build.sh release >/dev/null
 work=$(mktemp -d /tmp/strata-bench-XXXXXX)
@@ -47,6 +48,13 @@ wrk_secs() { awk '/requests in/ { t = $4; sub(/,$/, "", t); u = t; gsub(/[0-9.]/
 wrk_pct() { awk -v p="$2" '$1 == p { v = $2; u = v; gsub(/[0-9.]/, "", u); v += 0
   printf "%.2f", (u == "us") ? v / 1000 : (u == "s") ? v * 1000 : (u == "m") ? v * 60000 : v }' <<<"$1"; }
 wrk_errors() { awk '/Socket errors/ { sub(/.*Socket errors: /, ""); print }' <<<"$1"; }
+# wrk's "Socket errors: connect N, read N, write N, timeout N" (printed only when one is > 0):
+# a request never answered is not a slow answer, so any of them fails the run.
+wrk_socket_check() {
+  local e; e=$(wrk_errors "$W_OUT")
+  [ -z "$e" ] || [ "$(tr -cd '0-9\n ' <<<"${e//,/ }" | awk '{for (i = 1; i <= NF; i++) s += $i} END {print s + 0}')" = 0 ] ||
+    die "wrk socket errors ($e) during: wrk $1"
+}
 
 # wrk against strata, counting only 2xx answers from strata's own metrics.
 #   wrk_strata PORT EXPECTED -- WRK-ARGS…
@@ -69,18 +77,16 @@ wrk_strata() {
   W_EXP_RPS=$(awk -v n="$W_EXPECTED" -v s="$W_SECS" 'BEGIN {printf "%.0f", n / s}')
   W_WRK_RPS=$(awk '/Requests\/sec/ {printf "%.0f", $2}' <<<"$W_OUT")
   W_P50=$(wrk_pct "$W_OUT" 50%); W_P99=$(wrk_pct "$W_OUT" 99%)
-  local sock; sock=$(wrk_errors "$W_OUT")
-  [ -z "$sock" ] || echo "note: wrk socket errors (requests never answered, not counted): $sock" >&2
+  wrk_socket_check "$*"
   [ "$W_OK" -gt 0 ] || die "no 2xx answer during: wrk $*"
 }
 
 # Where a run's time goes inside strata, per answered request: CPU (user + system, from
-# /proc/PID/task/*/stat), system calls (perf stat's raw_syscalls:sys_enter tracepoint; "n/a"
-# where perf may not trace) and context switches (voluntary + involuntary, /proc status), in all
+# /proc/PID/task/*/stat) and context switches (voluntary + involuntary, /proc status), in all
 # and per named thread (the loop is "strata", the store's threads "strata-sync" and
-# "strata-apply").
+# "strata-apply"). Reads /proc only: no profiler runs beside a measured run.
 #   cost_begin PID; …the run…; cost_end PID ANSWERS
-# Sets C_CPU_US, C_SYSCALLS, C_CSW (per answer) and C_THREADS ("name cpu_us/csw, …").
+# Sets C_CPU_US, C_CSW (per answer) and C_THREADS ("name cpu_us/csw, …").
 cost_snap() {
   local t
   for t in /proc/"$1"/task/*; do
@@ -89,30 +95,64 @@ cost_snap() {
       END { print c, cpu, v + n }' "$t/stat" "$t/status" 2>/dev/null || true
   done | awk '{ cpu[$1] += $2; cs[$1] += $3 } END { for (c in cpu) print c, cpu[c], cs[c] }' | sort
 }
-cost_begin() {
-  C_SNAP0=$(cost_snap "$1")
-  C_PERF=$work/perf.$1
-  if perf stat -e raw_syscalls:sys_enter -x, -p "$1" -o "$C_PERF" -- true >/dev/null 2>&1; then
-    perf stat -e raw_syscalls:sys_enter -x, -p "$1" -o "$C_PERF" >/dev/null 2>&1 &
-    C_PERF_PID=$!
-  else
-    C_PERF_PID=
-  fi
-}
+cost_begin() { C_SNAP0=$(cost_snap "$1"); }
 cost_end() {
   local n=$2 hz; hz=$(getconf CLK_TCK)
-  if [ -n "$C_PERF_PID" ]; then kill -INT "$C_PERF_PID"; wait "$C_PERF_PID" 2>/dev/null || true; fi
   local snap1; snap1=$(cost_snap "$1")
   local d; d=$(join <(echo "$C_SNAP0") <(echo "$snap1") | awk '{ print $1, $4 - $2, $5 - $3 }')
   C_CPU_US=$(awk -v n="$n" -v hz="$hz" '{ s += $2 } END { printf "%.1f", s * 1e6 / hz / n }' <<<"$d")
   C_CSW=$(awk -v n="$n" '{ s += $3 } END { printf "%.3f", s / n }' <<<"$d")
   C_THREADS=$(awk -v n="$n" -v hz="$hz" '$2 > 0 || $3 > 0 { printf "%s%s %.1f µs/%.3f cs", sep, $1, $2 * 1e6 / hz / n, $3 / n; sep = ", " }' <<<"$d")
-  C_SYSCALLS=n/a
-  if [ -n "$C_PERF_PID" ] && [ -s "$C_PERF" ]; then
-    C_SYSCALLS=$(awk -F, -v n="$n" '/raw_syscalls:sys_enter/ && $1 ~ /^[0-9]+$/ { printf "%.2f", $1 / n }' "$C_PERF")
-    [ -n "$C_SYSCALLS" ] || C_SYSCALLS=n/a
-  fi
 }
+
+# ---- server CPU per operation ----
+# CPU ticks (user + system) a server has used so far: each PID given, the children it reaped
+# (cutime + cstime: PostgreSQL backends that ended, old nginx workers) and its live children
+# (PostgreSQL's backends and helpers, nginx's workers). Threads are in their process's figure.
+# Only server processes are named: the load generator's CPU is never in it.
+srv_ticks() {
+  local p c t=0
+  for p in "$@"; do
+    t=$((t + $(sed 's/.*) //' /proc/"$p"/stat | awk '{print $12 + $13 + $14 + $15}')))
+    for c in $(pgrep -P "$p" || true); do
+      # (a backend that ended meanwhile reads as 0 here; its time is in the parent's cutime later)
+      t=$((t + $(sed 's/.*) //' /proc/"$c"/stat 2>/dev/null | awk '{s = $12 + $13} END {print s + 0}')))
+    done
+  done
+  echo $t
+}
+# cpu_run "PIDS" COMMAND ARGS…: runs COMMAND (a function such as wrk_strata or redis_timed) in
+# this shell and sets CPU_TICKS to what the server processes PIDS used meanwhile.
+cpu_run() {
+  local ps=$1 a; shift
+  a=$(srv_ticks $ps)
+  "$@"
+  CPU_TICKS=$(($(srv_ticks $ps) - a))
+}
+# per_op TICKS OPS: µs of server CPU per operation (3 significant digits)
+per_op() { awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.3g", (n > 0) ? t * 1e6 / hz / n : 0}'; }
+# med "V1 V2 …": the median of the values (the mean of the middle two for an even count)
+med() { tr ' ' '\n' <<<"$*" | grep . | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+
+# ---- a clean tree, raw output ----
+# record_init NAME: refuses a tree with uncommitted changes to tracked files (bench/out aside, which
+# the run itself writes): a record names the commit it measured, so that commit must be the code.
+# ALLOW_DIRTY=1 (smoke tests only) runs anyway and marks the record "dirty"; bench/table.py
+# --check refuses a dirty record. Then empties bench/out/raw/NAME, where raw_keep ROUND SIDE TEXT
+# keeps each run's tool output (wrk, redis-benchmark, pgbench, wsload) as ROUND-SIDE.txt.
+bench_dirty() { [ -n "$(git status --porcelain --untracked-files=no -- . ':!bench/out' 2>/dev/null)" ]; }
+bench_was_dirty=0
+record_init() {
+  if bench_dirty; then
+    bench_was_dirty=1
+    [ "${ALLOW_DIRTY:-}" = 1 ] || die "uncommitted changes to tracked files (git status --porcelain): commit them first, a record names the commit it measured (ALLOW_DIRTY=1 for a smoke test; its record is marked dirty)"
+    echo "bench: ALLOW_DIRTY=1 on a tree with uncommitted changes: the record is marked dirty" >&2
+  fi
+  raw_dir=bench/out/raw/$1
+  rm -rf "$raw_dir"
+  mkdir -p "$raw_dir"
+}
+raw_keep() { printf '%s\n' "$3" >>"$raw_dir/$1-$2.txt"; }
 
 # wrk against a peer without per-status metrics (nginx): wrk's "Non-2xx or 3xx responses" line
 # counts statuses above 399 (wrk 4.1); the peers' configs answer nothing but 200, so any such
@@ -121,6 +161,7 @@ wrk_peer() {
   W_OUT=$(wrk "$@" 2>&1) || die "wrk failed: $W_OUT"
   local bad; bad=$(awk '/Non-2xx or 3xx responses/ {print $NF}' <<<"$W_OUT")
   [ -z "$bad" ] || die "peer answered $bad non-2xx during: wrk $*"
+  wrk_socket_check "$*"
   W_SECS=$(wrk_secs "$W_OUT")
   W_OK=$(awk '/requests in/ {print $1}' <<<"$W_OUT"); W_EXPECTED=0; W_EXP_RPS=0
   W_RPS=$(awk -v n="$W_OK" -v s="$W_SECS" 'BEGIN {printf "%.0f", n / s}')
@@ -133,58 +174,78 @@ wrk_peer() {
 # per-command counter (INFO commandstats: calls less failed_calls and rejected_calls) over the
 # measured wall time. A failed or rejected call fails the bench.
 #   redis_timed PORT COMMAND -- REDIS-BENCHMARK-ARGS…   (COMMAND as in commandstats: incr, evalsha)
-# Sets R_OK (successful calls), R_SECS, R_RPS.
+# Sets R_OK (successful calls), R_SECS, R_RPS, R_OUT (redis-benchmark's last lines and the count).
 redis_cmdstat() { redis-cli -p "$1" INFO commandstats | tr -d '\r' | awk -F'[:,=]' -v c="cmdstat_$2" '
   $1 == c { for (i = 2; i < NF; i += 2) v[$i] = $(i + 1) } END { print v["calls"] + 0, v["failed_calls"] + 0, v["rejected_calls"] + 0 }'; }
 redis_timed() {
   local port=$1 cmd=$2 b f r b2 f2 r2 t0 t1; shift 3
   read -r b f r <<<"$(redis_cmdstat "$port" "$cmd")"
   t0=$(date +%s%N)
-  timeout "$DURATION" redis-benchmark -p "$port" -n 1000000000 "$@" >/dev/null 2>&1 || true
+  R_OUT=$(timeout "$DURATION" redis-benchmark -p "$port" -n 1000000000 "$@" 2>&1 | tr '\r' '\n' | grep '[^[:space:]]' | tail -n 3 || true)
   t1=$(date +%s%N)
   read -r b2 f2 r2 <<<"$(redis_cmdstat "$port" "$cmd")"
   [ $((f2 - f + r2 - r)) -eq 0 ] || die "Redis failed $((f2 - f)) and rejected $((r2 - r)) $cmd calls"
   R_OK=$((b2 - b))
   R_SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b - a) / 1e9}')
   R_RPS=$(awk -v n="$R_OK" -v s="$R_SECS" 'BEGIN {printf "%.0f", n / s}')
+  R_OUT+=$'\n'"commandstats $cmd: $R_OK successful calls in $R_SECS s = $R_RPS/s (redis-benchmark $*)"
   [ "$R_OK" -gt 0 ] || die "no successful $cmd call on Redis"
 }
 
 # ---- recording a run ----
-# row BENCHMARK STRATA_VALUE UNIT STRATA_NOTE PEER PEER_VALUE PEER_NOTE [PEER_UNIT]
-# (PEER/PEER_VALUE empty when there is no peer; PEER_UNIT defaults to UNIT; the ratio
-# strata / peer of a rate is computed by bench/table.py)
+# row BENCHMARK STRATA_VALUES UNIT STRATA_NOTE PEER PEER_VALUES PEER_NOTE [PEER_UNIT]
+#     [STRATA_CPU PEER_CPU OP]
+# VALUES: one figure per round, space-separated, in round order on both sides (the ratio is taken
+# per round, strata's round i over the peer's round i); PEER/PEER_VALUES empty when there is no
+# peer; PEER_UNIT defaults to UNIT. STRATA_CPU/PEER_CPU: µs of server CPU per operation, one per
+# round; OP names the operation ("2xx answer", "committed tx", "frame"). out_write records the
+# values with their median and range (min–max), and the same of the ratio, for bench/table.py.
 rows_file=$work/rows.tsv
 row() { local IFS=$'\t'; echo "$*" >>"$rows_file"; }
-# out_write NAME COMMAND: bench/out/NAME.json with the rows, date, machine, commit and load
+# out_write NAME COMMAND: bench/out/NAME.json with the rows, date, machine, commit, load, rounds,
+# and whether the tree had uncommitted changes (record_init refuses that without ALLOW_DIRTY=1)
 out_write() {
   mkdir -p bench/out
   touch "$rows_file"
-  python3 - "$1" "$2" "$rows_file" "$bench_load_start" "$(load_avg)" >"bench/out/$1.json" <<'PY'
-import datetime, json, os, platform, subprocess, sys
-name, command, rows_path, load0, load1 = sys.argv[1:6]
+  local dirty=$bench_was_dirty
+  ! bench_dirty || dirty=1
+  python3 - "$1" "$2" "$rows_file" "$bench_load_start" "$(load_avg)" "$dirty" >"$work/out.json" <<'PY'
+import datetime, json, os, platform, statistics, subprocess, sys
+name, command, rows_path, load0, load1, dirty = sys.argv[1:7]
 def sh(*a):
     try: return subprocess.run(a, capture_output=True, text=True).stdout.strip()
     except OSError: return ""
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
 mem = next((int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal")), 0)
+def vals(s):
+    return [float(x) for x in s.split() if x not in ("", "n/a")]
+def stats(v):
+    return {"median": statistics.median(v), "min": min(v), "max": max(v), "values": v} if v else None
 rows = []
 for line in open(rows_path):
-    f = line.rstrip("\n").split("\t") + [""] * 8
-    num = lambda s: float(s) if s not in ("", "n/a") else None
-    rows.append({"benchmark": f[0], "strata": num(f[1]), "unit": f[2], "strata_note": f[3],
-                 "peer": f[4], "peer_value": num(f[5]), "peer_note": f[6],
-                 "peer_unit": f[7] or f[2]})
+    f = line.rstrip("\n").split("\t") + [""] * 11
+    sv, pv = vals(f[1]), vals(f[5])
+    unit, punit = f[2], f[7] or f[2]
+    ratio = None
+    if sv and pv and len(sv) == len(pv) and unit.endswith("/s") and punit.endswith("/s") and all(pv):
+        ratio = stats([round(a / b, 4) for a, b in zip(sv, pv)])
+    sc, pc = vals(f[8]), vals(f[9])
+    rows.append({"benchmark": f[0], "unit": unit, "strata": stats(sv), "strata_note": f[3],
+                 "peer": f[4], "peer_value": stats(pv), "peer_note": f[6], "peer_unit": punit,
+                 "ratio": ratio,
+                 "cpu_us_per_op": {"op": f[10], "strata": stats(sc), "peer": stats(pc)} if sc or pc else None})
 print(json.dumps({
-    "name": name, "command": command,
+    "format": 2, "name": name, "command": command,
     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     "machine": {"host": platform.node(), "cores": os.cpu_count(), "cpu": cpu,
                 "mem_gib": round(mem / 1048576), "kernel": platform.release(),
                 "load_start": float(load0), "load_end": float(load1)},
-    "commit": sh("git", "rev-parse", "--short", "HEAD") + ("+changes" if sh("git", "status", "--porcelain", "--", "src", "bench", ":!bench/out") else ""),
+    "commit": sh("git", "rev-parse", "--short", "HEAD"), "dirty": dirty == "1",
     "duration_s": float(os.environ.get("DURATION", "10")),
+    "rounds": int(os.environ.get("ROUNDS", "3")),
     "rows": rows}, indent=1))
 PY
+  mv "$work/out.json" "bench/out/$1.json"
   echo "wrote bench/out/$1.json"
 }
 

@@ -3,7 +3,7 @@
 # Reconciliation benchmarks (issue 7):
 #   throughput  POST /v1/admin/reconcile over every conversation and distinct counter of a
 #               loaded store (100 users x 10 conversations, LOAD_SECONDS of posts): keys/s;
-#   serving     durable posts/s while passes run every INTERVAL seconds (default 1, the
+#   serving     durable posts/s (2xx only) while passes run every INTERVAL seconds (default 1, the
 #               harshest; strata's default is 20) over the keys the posts dirty, vs the same
 #               build with passes once a day: the ratio.
 set -euo pipefail
@@ -21,12 +21,14 @@ run_server() { # interval -> sets port, spid
   pids+=("$spid")
   wait_port "$port"
 }
-posts() { wrk -t1 -c64 -d"$1s" -s bench/cold.lua "http://127.0.0.1:$port" -- post | awk '/Requests\/sec/ {print $2}'; }
+# posts SECONDS: sets W_RPS, 2xx posts per second (bench/lib.sh's wrk_strata: any other status or
+# a wrk socket error fails the run)
+posts() { wrk_strata "$port" "" -- -t1 -c64 -d"$1s" -s bench/cold.lua "http://127.0.0.1:$port" -- post; }
 metric() { curl -s "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 
 echo "# reconciliation, $(date -u +%F), $(nproc) cores"
 run_server 86400
-posts "$LOAD_SECONDS" >/dev/null
+posts "$LOAD_SECONDS"
 for i in $(seq 1 200); do curl -s -XPOST "http://127.0.0.1:$port/v1/counters/d$((i % 20))/distinct" \
   -d "{\"member\":\"m$i\"}" >/dev/null; done
 # the pass answers 202 and runs in slices (a quarter of the loop): time it to its last key
@@ -43,8 +45,9 @@ kill "$spid"; wait "$spid" 2>/dev/null || true
 for round in 1 2 3; do
   for interval in 86400 "${INTERVAL:-1}"; do
     run_server "$interval"
-    posts "$LOAD_SECONDS" >/dev/null
-    echo "$interval $(posts "$DURATION") $(metric strata_reconcile_runs_total) $(metric 'strata_reconcile_keys_total{kind="conversation"}')" >>"$work/serve.txt"
+    posts "$LOAD_SECONDS"
+    posts "$DURATION"
+    echo "$interval $W_RPS $(metric strata_reconcile_runs_total) $(metric 'strata_reconcile_keys_total{kind="conversation"}')" >>"$work/serve.txt"
     kill "$spid"; wait "$spid" 2>/dev/null || true
   done
 done

@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Regenerates the benchmark table of README.md and bench/RESULTS.md: runs each bench script
-# (each records its run in bench/out/NAME.json, with date, machine, commit and load), then
-# bench/table.py writes the table between the marker comments. Nothing in it is typed by hand.
-#   bench/report.sh                          (DURATION=10; every script)
+# Regenerates the benchmark table of README.md and bench/RESULTS.md and the README's figures
+# outside it: runs each bench script (each runs its pairs interleaved for ROUNDS rounds and
+# records them in bench/out/NAME.json with date, machine, commit and load, and its tools' output
+# in bench/out/raw/NAME/), then bench/table.py writes the table and the figures between their
+# marker comments. Nothing in them is typed by hand.
+#   bench/report.sh                          (DURATION=10 s per side, ROUNDS=3; every script)
 #   DURATION=10 bench/report.sh run chat     (only those; the others keep their last record)
-# Run it on a quiet machine: the load generator shares the cores with strata and its peers.
+# A full run (DURATION=10, ROUNDS=3, every script) takes about 25 minutes: run ~3, seats ~3,
+# chat ~5, streams ~9, cluster ~3, plus installing and building once.
+# Run it on a quiet machine: the load generator shares the cores with strata and its peers. It
+# refuses a tree with uncommitted changes to tracked files (ALLOW_DIRTY=1: smoke tests only; the
+# records are marked dirty and `bench/table.py --check` refuses them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export DURATION=${DURATION:-10}
+export DURATION=${DURATION:-10} ROUNDS=${ROUNDS:-3}
+if [ -n "$(git status --porcelain --untracked-files=no -- . ':!bench/out')" ] && [ "${ALLOW_DIRTY:-}" != 1 ]; then
+  git status --short --untracked-files=no -- . ':!bench/out' >&2
+  echo "bench/report.sh: the tree has uncommitted changes: commit them first, a record names the commit it measured (ALLOW_DIRTY=1 for a smoke test only)" >&2
+  exit 1
+fi
+[ "$ROUNDS" -ge 3 ] || echo "bench/report.sh: ROUNDS=$ROUNDS: fewer than 3 rounds is a smoke run (so marked in the table)" >&2
 scripts=("$@")
 [ ${#scripts[@]} -gt 0 ] || scripts=(run seats chat streams cluster)
+t0=$(date +%s)
 for s in "${scripts[@]}"; do
-  echo "== bench/$s.sh (DURATION=$DURATION)"
+  echo "== bench/$s.sh (DURATION=$DURATION ROUNDS=$ROUNDS), $(date -u +%T)"
   bash "bench/$s.sh"
 done
 python3 bench/table.py
-echo "README.md and bench/RESULTS.md: table rewritten from bench/out/*.json"
+echo "README.md and bench/RESULTS.md: table and figures rewritten from bench/out/*.json ($(( $(date +%s) - t0 )) s)"

@@ -1,6 +1,7 @@
 -- SPDX-License-Identifier: MIT
 -- Sellout: each connection books 1-4 seats (half best-available, half random explicit seats in
--- one row) and confirms every booking it wins. Counts outcomes so the driver can check oversell.
+-- one row) and confirms every booking it wins. The event id is the first script argument
+-- (default "sellout"). Counts outcomes so the driver can check oversell.
 local event = "sellout"
 local sections = {"S1", "S2", "S3", "S4"}
 local rows, cols = 100, 250
@@ -13,6 +14,7 @@ setup = function(thread)
 end
 
 init = function(args)
+  if args[1] then event = args[1] end
   math.randomseed(os.time() + math.random(1000))
 end
 
