@@ -175,6 +175,21 @@ static inline void st_list_unlink(st_list_t *n)
     n->prev = n->next = NULL;
 }
 
+/* ---- big-endian u64: keys that sort by number (ids, times, sequence numbers) ---- */
+static inline void st_be64_put(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static inline uint64_t st_be64_get(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
 /* ---- intrusive chained hash map keyed by bytes; the caller owns nodes and key memory ---- */
 typedef struct st_map_node {
     struct st_map_node *next;

@@ -121,22 +121,15 @@ bool st__bk_parse_key(const char *key, st_bk_obj_t *o)
     return true;
 }
 
-typedef struct {
-    st_bk_obj_t *v;
-    size_t n, cap;
-} st_bk_list_t;
+typedef ST_VEC(st_bk_obj_t) st_bk_list_t;
 
 static int st__bk_list_one(void *arg, const char *key, uint64_t size)
 {
     st_bk_list_t *l = arg;
     st_bk_obj_t o;
     if (!st__bk_parse_key(key, &o)) return 0; /* a temp file or a stranger's object */
-    if (l->n == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 64;
-        l->v = st_realloc(l->v, l->cap * sizeof *l->v);
-    }
     o.size = size;
-    l->v[l->n++] = o;
+    st_vec_push(l, o);
     return 0;
 }
 

@@ -32,7 +32,7 @@ int st_chat_message_json(st_chat_t *c, const char *user, size_t ulen, uint64_t m
 {
     uint8_t k[ST__KEY_CAP];
     size_t n = st__chat_ukey(k, 'M', user, ulen);
-    st__chat_be64(k + n, msg_id);
+    st_be64_put(k + n, msg_id);
     const void *v;
     size_t vl;
     uint64_t w = 0;
@@ -139,12 +139,12 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
         st_buf_puts(&rec, "null");
     st_buf_appendc(&rec, '}');
     size_t n = st__chat_ukey(k, 'M', m->user, m->user_len);
-    st__chat_be64(k + n, id);
+    st_be64_put(k + n, id);
     rc = st_store_put(s, k, n + 8, rec.data, rec.len, wait);
     st_buf_free(&rec);
     if (!rc) {
         n = st__chat_nprefix(k, m->user, m->user_len, m->conv, m->conv_len);
-        st__chat_be64(k + n, id);
+        st_be64_put(k + n, id);
         rc = st_store_put(s, k, n + 8, "", 0, wait);
     }
     if (!rc) rc = st_store_put(s, ck, ckl, &cv, sizeof cv, wait);
@@ -163,7 +163,7 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
         const void *v;
         size_t vl;
         size_t kn = st__chat_ukey(k, 'M', m->user, m->user_len);
-        st__chat_be64(k + kn, id);
+        st_be64_put(k + kn, id);
         /* just staged, so there: the overlay holds it until it is applied */
         if (st_store_get(s, k, kn + 8, &v, &vl, &w0) != ST_OK || vl <= 16) vl = 0;
         for (size_t i = 0; vl && i < c->observers.n; i++)
@@ -212,7 +212,7 @@ static int st__walk_msg(void *arg, const void *key, size_t klen, const void *val
         w->more = true;
         return 1;
     }
-    w->last = st__chat_rd64((const uint8_t *)key + klen - 8);
+    w->last = st_be64_get((const uint8_t *)key + klen - 8);
     w->ids[w->n++] = w->last;
     return 0;
 }
@@ -325,7 +325,7 @@ static int st__walk_conv(void *arg, const void *key, size_t klen, const void *va
     if (vlen == 0 || vlen > ST_NAME_MAX) return 0;
     memcpy(w->names[w->n], val, vlen);
     w->lens[w->n] = vlen;
-    w->upds[w->n++] = (int64_t)~st__chat_rd64((const uint8_t *)key + w->pl);
+    w->upds[w->n++] = (int64_t)~st_be64_get((const uint8_t *)key + w->pl);
     return 0;
 }
 
@@ -444,12 +444,12 @@ static int st__hot_each(st_chat_t *c, const char *user, size_t ulen, const st_me
     if (q->after == UINT64_MAX || q->limit == 0) return ST_OK;
     if (q->after) {
         memcpy(lo, pre, pl);
-        st__chat_be64(lo + pl, q->after + 1);
+        st_be64_put(lo + pl, q->after + 1);
         lol = pl + 8;
     }
     if (q->before) {
         memcpy(hi, pre, pl);
-        st__chat_be64(hi + pl, q->before);
+        st_be64_put(hi + pl, q->before);
         hil = pl + 8;
     }
     st_walk_t w = {.limit = q->limit};
@@ -463,7 +463,7 @@ static int st__hot_each(st_chat_t *c, const char *user, size_t ulen, const st_me
     for (size_t i = 0; i < w.n && !rc; i++) {
         const void *v;
         size_t vl;
-        st__chat_be64(lo + n, w.ids[i]);
+        st_be64_put(lo + n, w.ids[i]);
         rc = st_store_get(c->store, lo, n + 8, &v, &vl, wait);
         if (!rc && vl > 16) fn(arg, w.ids[i], (const char *)v + 16, vl - 16);
     }

@@ -99,7 +99,7 @@ static int st__encode(void *arg, void *rows, st_buf_t *file)
     return st_parquet_encode(j->rows, j->n, j->zstd_level, file);
 }
 
-static void st__release(void *arg, void *rows)
+static void st__flush_release(void *arg, void *rows)
 {
     st_chatsnap_t *j = rows;
     (void)arg;
@@ -128,8 +128,8 @@ static int st__move_count(st_store_t *s, const char *u, size_t ul, const st_msgr
 }
 
 /* The hot side of the batch that moves the rows: hot rows out, counts to the cold baselines. */
-static int st__commit(void *arg, const char *u, size_t ul, void *rows, st_tier_file_t *f,
-                      uint64_t *wait)
+static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_tier_file_t *f,
+                            uint64_t *wait)
 {
     st_chatcold_t *cc = arg;
     st_store_t *s = cc->chat->store;
@@ -142,11 +142,11 @@ static int st__commit(void *arg, const char *u, size_t ul, void *rows, st_tier_f
         if (r->msg_id > max_id) max_id = r->msg_id;
         if (r->msg_id < min_id) min_id = r->msg_id;
         size_t n = st__chat_ukey(k, 'M', u, ul);
-        st__chat_be64(k + n, r->msg_id);
+        st_be64_put(k + n, r->msg_id);
         rc = st_store_del(s, k, n + 8, wait);
         if (rc == ST_OK) {
             n = st__chat_nprefix(k, u, ul, r->conv, r->conv_len);
-            st__chat_be64(k + n, r->msg_id);
+            st_be64_put(k + n, r->msg_id);
             rc = st_store_del(s, k, n + 8, wait);
         }
         /* rows are grouped by conversation: settle each group's count once */
@@ -179,7 +179,7 @@ static int st__snap_row(void *arg, const void *key, size_t klen, const void *val
         j->ids = st_realloc(j->ids, j->cap * sizeof *j->ids);
         j->offs = st_realloc(j->offs, j->cap * sizeof *j->offs);
     }
-    j->ids[j->n] = st__chat_rd64((const uint8_t *)key + klen - 8);
+    j->ids[j->n] = st_be64_get((const uint8_t *)key + klen - 8);
     j->offs[j->n++] = j->recs.len;
     st_buf_append(&j->recs, val, vlen);
     return 0;
@@ -218,7 +218,7 @@ static int st__snapshot(void *arg, const char *u, size_t ul, const st_tier_stat_
     uint8_t pre[ST__KEY_CAP], from[ST__KEY_CAP];
     size_t pl = st__chat_ukey(pre, 'M', u, ul);
     memcpy(from, pre, pl);
-    st__chat_be64(from + pl, cs->watermark + 1);
+    st_be64_put(from + pl, cs->watermark + 1);
     int rc = st_store_scan_from(c->store, pre, pl, from, pl + 8, st__snap_row, j, wait);
     if (rc == 1) rc = ST_OK;
     if (rc != ST_OK || j->n == 0) return rc;
@@ -271,8 +271,8 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
     cc->zstd_level = o->zstd_level ? o->zstd_level : 3;
     cc->kind = (st_tier_kind_t){.snapshot = st__snapshot,
                                 .encode = st__encode,
-                                .commit = st__commit,
-                                .release = st__release,
+                                .commit = st__flush_commit,
+                                .release = st__flush_release,
                                 .arg = cc};
     cc->m_hybrid_hot = st_metrics_counter("strata_hybrid_reads_total",
                                           "Conversation hybrid fields served", "source=\"hot\"");

@@ -54,8 +54,6 @@ typedef st_tier_stat_t st_coldstat_t;
 typedef st_tier_file_t st_coldfile_t;
 
 /* keys.c */
-void st__chat_be64(uint8_t *p, uint64_t v);
-uint64_t st__chat_rd64(const uint8_t *p);
 size_t st__chat_ukey(uint8_t *k, char ks, const char *u, size_t ul); /* ks u 0 */
 size_t st__chat_conv_part(uint8_t *k, size_t ul, const char *c, size_t cl);
 size_t st__chat_ckey(uint8_t *k, const char *u, size_t ul, const char *c, size_t cl);

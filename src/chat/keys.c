@@ -5,20 +5,6 @@
 #include <openssl/sha.h>
 #include <string.h>
 
-void st__chat_be64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
-uint64_t st__chat_rd64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
 /* ks u 0 */
 size_t st__chat_ukey(uint8_t *k, char ks, const char *u, size_t ul)
 {
@@ -59,7 +45,7 @@ size_t st__chat_ukey_upd(uint8_t *k, const char *u, size_t ul, int64_t updated, 
                          size_t cl)
 {
     size_t n = st__chat_ukey(k, 'U', u, ul);
-    st__chat_be64(k + n, ~(uint64_t)updated);
+    st_be64_put(k + n, ~(uint64_t)updated);
     n += 8;
     return n + st__chat_conv_part(k + n, ul, c, cl);
 }

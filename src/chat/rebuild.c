@@ -21,10 +21,7 @@ typedef struct {
     char *key;
 } st_obj_t;
 
-typedef struct {
-    st_obj_t *v;
-    size_t n, cap;
-} st_objs_t;
+typedef ST_VEC(st_obj_t) st_objs_t;
 
 /* "{folder}/batch-{ts}-[w{writer}-]{seq}.parquet" (the folder as st__chat_object_key writes it). */
 static int st__on_object(void *arg, const char *key, uint64_t size)
@@ -44,11 +41,7 @@ static int st__on_object(void *arg, const char *key, uint64_t size)
     if (*end == '.' && end[1] >= '0' && end[1] <= '9') ob.gen = strtoull(end + 1, NULL, 10);
     ob.size = size;
     ob.key = st_strndup(key, kl);
-    if (o->n == o->cap) {
-        o->cap = o->cap ? o->cap * 2 : 64;
-        o->v = st_realloc(o->v, o->cap * sizeof *o->v);
-    }
-    o->v[o->n++] = ob;
+    st_vec_push(o, ob);
     return 0;
 }
 
@@ -225,7 +218,7 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
         st_buf_append(&v, &f[i], sizeof f[i]);
         st_buf_puts(&v, o[i].key);
         size_t kn = st__chat_ukey(k, 'F', u, ul);
-        st__chat_be64(k + kn, o[i].seq);
+        st_be64_put(k + kn, o[i].seq);
         rc = st_store_put(c->store, k, kn + 8, v.data, v.len, wait);
         st_buf_free(&v);
         if (f[i].max_id > cs.watermark) cs.watermark = f[i].max_id;

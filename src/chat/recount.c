@@ -14,7 +14,7 @@ static int st__last_key(void *arg, const void *key, size_t klen, const void *val
 {
     (void)val;
     (void)vlen;
-    if (klen >= 8) *(uint64_t *)arg = st__chat_rd64((const uint8_t *)key + klen - 8);
+    if (klen >= 8) *(uint64_t *)arg = st_be64_get((const uint8_t *)key + klen - 8);
     return 1;
 }
 
@@ -28,7 +28,7 @@ static int st__newest_hot_seq(st_chat_t *c, const char *u, size_t ul, const uint
     if (!id) return ST_OK;
     uint8_t k[ST__KEY_CAP];
     size_t n = st__chat_ukey(k, 'M', u, ul);
-    st__chat_be64(k + n, id);
+    st_be64_put(k + n, id);
     const void *v;
     size_t vl;
     if ((rc = st_store_get(c->store, k, n + 8, &v, &vl, wait)) != ST_OK) return rc;

@@ -152,7 +152,7 @@ static void st__entry_free(st_coldcache_t *cc, st_centry_t *e)
 }
 
 /* Least recently used first, never a pinned one; failed entries go as soon as they are free. */
-static void st__trim(st_coldcache_t *cc)
+static void st__cache_trim(st_coldcache_t *cc)
 {
     for (st_centry_t *e = cc->footers.head, *n; e && cc->footers.n > cc->max_footers; e = n) {
         n = e->next;
@@ -354,7 +354,7 @@ static void st__job_done(uv_work_t *req, int status)
         st__maybe_free_cache(cc);
         return;
     }
-    st__trim(cc);
+    st__cache_trim(cc);
 }
 
 static void st__start(st_coldcache_t *cc, st_centry_t *e)
@@ -441,7 +441,7 @@ void st_coldcache_release(st_coldcache_t *cc, st_coldwait_t *w)
     }
     free(w->held);
     free(w);
-    st__trim(cc);
+    st__cache_trim(cc);
 }
 
 /* ---- deletes ---- */

@@ -262,7 +262,7 @@ static int st__kind_side(void *arg, uint64_t *wait)
 }
 
 /* The swap (intent.c): one batch, everything checked before anything is written. */
-static int st__commit(st_tier_compact_t *c, st_cjob_t *j, uint64_t *wait)
+static int st__compact_commit(st_tier_compact_t *c, st_cjob_t *j, uint64_t *wait)
 {
     st_tier_swap_t sw = {.pseq = j->pseq,
                          .fseq = j->fseq,
@@ -358,7 +358,7 @@ static void st__done(uv_work_t *req, int status)
     }
     uint64_t wait = 0;
     int rc = j->rc;
-    if (rc == ST_OK) rc = st__commit(c, j, &wait);
+    if (rc == ST_OK) rc = st__compact_commit(c, j, &wait);
     if (rc != ST_OK) {
         st__failed(c, j, rc, &wait);
     } else {

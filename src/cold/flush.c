@@ -52,7 +52,7 @@ typedef struct st_fjob {
     int rc;
     uint64_t size;
     uint64_t t0;
-    uint64_t t_snap; /* the snapshot taken: from here to st__queue it waits for durability */
+    uint64_t t_snap; /* the snapshot taken: from here to st__flush_queue it waits for durability */
     uint64_t waited; /* ns spent so */
     uint64_t put_ns; /* the worker's wait for object storage (written by the worker) */
 } st_fjob_t;
@@ -74,7 +74,7 @@ struct st_tier_flush {
     st_metric_t *m_ok, *m_err, *m_rows, *m_bytes, *m_running, *m_pending, *m_stuck, *m_seconds;
 };
 
-static uint64_t st__now_ms(st_tier_flush_t *f)
+static uint64_t st__flush_now_ms(st_tier_flush_t *f)
 {
     return uv_now(f->loop);
 }
@@ -130,7 +130,7 @@ static void st__flush_work(uv_work_t *req)
 
 /* ---- loop side ---- */
 
-static void st__job_free(st_fjob_t *j)
+static void st__flush_job_free(st_fjob_t *j)
 {
     const st_tier_kind_t *k = j->f->kind;
     if (j->snap.rows) k->release(k->arg, j->snap.rows);
@@ -138,7 +138,7 @@ static void st__job_free(st_fjob_t *j)
     free(j);
 }
 
-static void st__maybe_free(st_tier_flush_t *f)
+static void st__flush_maybe_free(st_tier_flush_t *f)
 {
     if (!f->timer_closed || f->nrunning) return;
     st_map_t *maps[] = {&f->pending, &f->running, &f->stuck};
@@ -158,7 +158,7 @@ static void st__maybe_free(st_tier_flush_t *f)
 }
 
 /* The kind's side of the swap: hot rows out, counts to the cold baselines (fills j->file). */
-static int st__kind_side(void *arg, uint64_t *wait)
+static int st__flush_kind_side(void *arg, uint64_t *wait)
 {
     st_fjob_t *j = arg;
     const st_tier_kind_t *k = j->f->kind;
@@ -166,7 +166,7 @@ static int st__kind_side(void *arg, uint64_t *wait)
 }
 
 /* The batch that moves the rows (intent.c): 'P' out, the kind's hot side, 'W' and 'F' in. */
-static int st__commit(st_tier_flush_t *f, st_fjob_t *j, uint64_t *wait)
+static int st__cold_flush_commit(st_tier_flush_t *f, st_fjob_t *j, uint64_t *wait)
 {
     j->file = (st_tier_file_t){0, 0, 0, j->size};
     st_tier_swap_t sw = {.pseq = j->seq,
@@ -174,7 +174,7 @@ static int st__commit(st_tier_flush_t *f, st_fjob_t *j, uint64_t *wait)
                          .file = &j->file,
                          .key = j->snap.key.data,
                          .watermark = true,
-                         .kind = st__kind_side,
+                         .kind = st__flush_kind_side,
                          .arg = j};
     int rc = st__tier_swap(f->store, j->o->owner, j->o->olen, &sw, wait);
     return rc == ST_ECONFLICT ? ST_EINTERNAL : rc; /* its intent was swept: an invariant broke */
@@ -186,9 +186,9 @@ static void st__retry_later(st_tier_flush_t *f, st_fowner_t *o, int rc)
     st_metric_add(f->m_err, 1);
     o->failures++;
     uint64_t backoff = 1000ull << (o->failures < 6 ? o->failures : 6);
-    o->not_before_ms = st__now_ms(f) + (backoff > 60000 ? 60000 : backoff);
+    o->not_before_ms = st__flush_now_ms(f) + (backoff > 60000 ? 60000 : backoff);
     st_warn("cold: flush of %.*s failed (%s); retrying in %llu ms", (int)o->olen, o->owner,
-            st_strerror(rc), (unsigned long long)(o->not_before_ms - st__now_ms(f)));
+            st_strerror(rc), (unsigned long long)(o->not_before_ms - st__flush_now_ms(f)));
     st_map_insert(&f->pending, &o->node);
     st_metric_set(f->m_pending, (double)f->pending.count);
 }
@@ -202,7 +202,7 @@ static void st__running_done(st_tier_flush_t *f, st_fowner_t *o)
 
 /* A commit that failed (nothing changed in the hot store: it is rolled back with its batch):
  * what the worker may have written is an orphan now. */
-static void st__failed(st_tier_flush_t *f, st_fjob_t *j, int rc, uint64_t *wait)
+static void st__flush_failed(st_tier_flush_t *f, st_fjob_t *j, int rc, uint64_t *wait)
 {
     st_fowner_t *o = j->o;
     if (rc == ST_EEXIST) /* nothing written: another writer's object is there (SPEC §5) */
@@ -248,15 +248,15 @@ static void st__flush_done(uv_work_t *req, int status)
         /* shutting down: the object, if written, has its 'P' record and no 'F': the next
          * start-up deletes it */
         free(j->o);
-        st__job_free(j);
-        st__maybe_free(f);
+        st__flush_job_free(j);
+        st__flush_maybe_free(f);
         return;
     }
     uint64_t wait = 0;
     int rc = j->rc;
-    if (rc == ST_OK) rc = st__commit(f, j, &wait);
+    if (rc == ST_OK) rc = st__cold_flush_commit(f, j, &wait);
     if (rc != ST_OK)
-        st__failed(f, j, rc, &wait);
+        st__flush_failed(f, j, rc, &wait);
     else
         st__succeeded(f, j);
     /* Pace: the next flush waits twice as long as this one worked, so flushing takes at most
@@ -265,13 +265,13 @@ static void st__flush_done(uv_work_t *req, int status)
      * object storage to take the object (fsyncs, or a round trip to S3): with flushes of a few
      * thousand rows those fixed waits would otherwise set the pace. */
     uint64_t took_ms = (uv_hrtime() - j->t0 - j->waited - j->put_ns) / 1000000;
-    f->resume_ms = f->urgent ? 0 : st__now_ms(f) + 2 * took_ms;
-    st__job_free(j);
+    f->resume_ms = f->urgent ? 0 : st__flush_now_ms(f) + 2 * took_ms;
+    st__flush_job_free(j);
     st_tier_flush_pump(f);
     f->kind->done(f->kind->arg);
 }
 
-static void st__queue(st_tier_flush_t *f, st_fjob_t *j)
+static void st__flush_queue(st_tier_flush_t *f, st_fjob_t *j)
 {
     j->waited = uv_hrtime() - j->t_snap;
     if (uv_queue_work(f->loop, &j->req, st__flush_work, st__flush_done) != 0) {
@@ -282,7 +282,7 @@ static void st__queue(st_tier_flush_t *f, st_fjob_t *j)
 
 /* Takes the owner's oldest hot rows and hands them to a worker once they are durable; false if
  * there was nothing to flush. */
-static bool st__start(st_tier_flush_t *f, st_fowner_t *o)
+static bool st__flush_start(st_tier_flush_t *f, st_fowner_t *o)
 {
     if (st_store_writable(f->store) == ST_ENOLEADER) return false; /* a group's leader flushes */
     if (st_coldshare_held()) return false; /* ... into a store every member reads */
@@ -302,7 +302,7 @@ static bool st__start(st_tier_flush_t *f, st_fowner_t *o)
                                &wait);
     if (rc != ST_OK || j->snap.n == 0 ||
         st__tier_intend(f->store, o->owner, o->olen, j->seq, &j->snap.key, &st, &wait) != ST_OK) {
-        st__job_free(j);
+        st__flush_job_free(j);
         return false;
     }
     j->req.data = j;
@@ -315,7 +315,7 @@ static bool st__start(st_tier_flush_t *f, st_fowner_t *o)
         st_list_insert(&f->held, &j->held);
         return true;
     }
-    st__queue(f, j);
+    st__flush_queue(f, j);
     return true;
 }
 
@@ -327,7 +327,7 @@ void st_tier_flush_durable(st_tier_flush_t *f, uint64_t id)
         next = l->next;
         if (j->wait > id) continue;
         st_list_unlink(l);
-        st__queue(f, j);
+        st__flush_queue(f, j);
     }
 }
 
@@ -341,7 +341,7 @@ void st_tier_flush_failed(st_tier_flush_t *f, uint64_t first, int err)
         st_list_unlink(l);
         st__running_done(f, j->o);
         st__retry_later(f, j->o, err);
-        st__job_free(j);
+        st__flush_job_free(j);
     }
     st_tier_flush_pump(f);
 }
@@ -353,7 +353,7 @@ static void st__on_resume(uv_timer_t *t)
 
 void st_tier_flush_pump(st_tier_flush_t *f)
 {
-    uint64_t now = st__now_ms(f);
+    uint64_t now = st__flush_now_ms(f);
     size_t it;
     if (f->stopping) return;
     if (now < f->resume_ms) {
@@ -370,7 +370,7 @@ void st_tier_flush_pump(st_tier_flush_t *f)
             }
         if (!pick) break;
         st_map_remove(&f->pending, &pick->node);
-        if (!st__start(f, pick)) free(pick);
+        if (!st__flush_start(f, pick)) free(pick);
     }
     st_metric_set(f->m_pending, (double)f->pending.count);
 }
@@ -449,7 +449,7 @@ static void st__resume_closed(uv_handle_t *h)
 {
     st_tier_flush_t *f = h->data;
     f->timer_closed = true;
-    st__maybe_free(f);
+    st__flush_maybe_free(f);
 }
 
 void st_tier_flush_close(st_tier_flush_t *f, void (*closed)(void *arg), void *arg)
@@ -462,7 +462,7 @@ void st_tier_flush_close(st_tier_flush_t *f, void (*closed)(void *arg), void *ar
         st_list_unlink(&j->held);
         st__running_done(f, j->o);
         free(j->o);
-        st__job_free(j);
+        st__flush_job_free(j);
     }
     uv_close((uv_handle_t *)&f->resume, st__resume_closed);
 }

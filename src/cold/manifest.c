@@ -8,14 +8,14 @@
 
 #include <string.h>
 
-static int st__collect(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int st__manifest_collect(void *arg, const void *key, size_t klen, const void *val,
+                                size_t vlen)
 {
     st_tier_manifest_t *m = arg;
     if (klen < 8 || vlen <= sizeof(st_tier_file_t)) return 0;
     st_tier_obj_t ob = {.seq = 0};
     memcpy(&ob.file, val, sizeof ob.file);
-    for (int i = 0; i < 8; i++)
-        ob.seq = ob.seq << 8 | ((const uint8_t *)key)[klen - 8 + i];
+    ob.seq = st_be64_get((const uint8_t *)key + klen - 8);
     ob.key = st_strndup((const char *)val + sizeof ob.file, vlen - sizeof ob.file);
     st_vec_push(m, ob);
     return 0;
@@ -28,7 +28,7 @@ int st_tier_manifest(st_store_t *s, const char *o, size_t ol, bool desc, st_tier
     size_t pl = st_tier_mkey(k, 'F', o, ol, false, 0);
     k[pl++] = 0;
     memset(out, 0, sizeof *out);
-    return st_store_range(s, k, pl, NULL, 0, NULL, 0, desc, st__collect, out, wait);
+    return st_store_range(s, k, pl, NULL, 0, NULL, 0, desc, st__manifest_collect, out, wait);
 }
 
 void st_tier_manifest_free(st_tier_manifest_t *m)
@@ -44,8 +44,7 @@ size_t st_tier_mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq,
     memcpy(k + 1, o, ol);
     if (!has_seq) return 1 + ol;
     k[1 + ol] = 0;
-    for (int i = 0; i < 8; i++)
-        k[2 + ol + i] = (uint8_t)(seq >> (56 - 8 * i));
+    st_be64_put(k + 2 + ol, seq);
     return 2 + ol + 8;
 }
 

@@ -282,7 +282,7 @@ void st_pq_table_free(st_pq_table_t *t)
     memset(t, 0, sizeof *t);
 }
 
-static void *st__keep(st_pq_table_t *t, void *p)
+static void *st__parquet_read_keep(st_pq_table_t *t, void *p)
 {
     t->mem = st_realloc(t->mem, (t->nmem + 1) * sizeof *t->mem);
     t->mem[t->nmem++] = p;
@@ -520,7 +520,7 @@ static int st__read_column(st_dec_t *d, const uint8_t *p, size_t len, size_t row
          * never a wrong value */
         if (ST__CRC && pg.has_crc && (uint32_t)crc32(0L, r.p, (uInt)pg.packed) != pg.crc)
             return ST_EINVAL;
-        uint8_t *raw = st__keep(t, st_malloc(pg.raw ? (size_t)pg.raw : 1));
+        uint8_t *raw = st__parquet_read_keep(t, st_malloc(pg.raw ? (size_t)pg.raw : 1));
         size_t z = ZSTD_decompressDCtx(dz, raw, (size_t)pg.raw, r.p, (size_t)pg.packed);
         p = r.p + pg.packed;
         if (ZSTD_isError(z) || z != (size_t)pg.raw) return ST_EINVAL;

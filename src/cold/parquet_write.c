@@ -112,7 +112,7 @@ static void st__rle_run(st_buf_t *page, size_t run, uint32_t value, int vbytes)
 }
 
 /* Levels [a, b) up to max: RLE runs of the width max needs, behind a 4-byte length. */
-static void st__levels(st_buf_t *page, const uint8_t *lv, size_t a, size_t b, int max)
+static void st__parquet_write_levels(st_buf_t *page, const uint8_t *lv, size_t a, size_t b, int max)
 {
     int bw = 0;
     while ((1 << bw) <= max)
@@ -133,8 +133,8 @@ static void st__levels(st_buf_t *page, const uint8_t *lv, size_t a, size_t b, in
 /* A DATA_PAGE (v1) header, or with dict_page a DICTIONARY_PAGE header. crc: the CRC-32 (zlib's,
  * as Parquet specifies) of the page as stored, after the header: readers detect a damaged page
  * instead of decoding wrong values from it. */
-static void st__page_header(st_buf_t *out, size_t raw, size_t packed, uint32_t crc, size_t values,
-                            int encoding, bool dict_page)
+static void st__parquet_write_page_header(st_buf_t *out, size_t raw, size_t packed, uint32_t crc,
+                                          size_t values, int encoding, bool dict_page)
 {
     st_tw_t w;
     st_tw_init(&w, out);
@@ -166,7 +166,7 @@ static int st__emit_page(st_buf_t *out, const st_buf_t *page, st_buf_t *packed, 
     if (ZSTD_isError(zl) || page->len > INT32_MAX || values > INT32_MAX) return ST_EINTERNAL;
     size_t h0 = out->len;
     uint32_t crc = (uint32_t)crc32(0L, (const Bytef *)packed->data, (uInt)zl);
-    st__page_header(out, page->len, zl, crc, values, encoding, dict_page);
+    st__parquet_write_page_header(out, page->len, zl, crc, values, encoding, dict_page);
     size_t hl = out->len - h0;
     st_buf_append(out, packed->data, zl);
     ch->compressed += hl + zl;
@@ -306,8 +306,8 @@ static int st__write_chunk(st_buf_t *out, const st_colview_t *v, ZSTD_CCtx *z, i
             i++;
         }
         st_buf_reset(&page);
-        if (rep) st__levels(&page, rep, start, i, leaf->repl);
-        if (leaf->def) st__levels(&page, v->col->def, start, i, leaf->def);
+        if (rep) st__parquet_write_levels(&page, rep, start, i, leaf->repl);
+        if (leaf->def) st__parquet_write_levels(&page, v->col->def, start, i, leaf->def);
         if (ch->dict)
             st__dict_indices(&page, v, index, start, i, ndict);
         else
@@ -322,7 +322,8 @@ static int st__write_chunk(st_buf_t *out, const st_colview_t *v, ZSTD_CCtx *z, i
     return rc;
 }
 
-static void st__column_meta(st_tw_t *w, const st_pq_layout_t *l, int c, const st_chunk_t *ch)
+static void st__parquet_write_column_meta(st_tw_t *w, const st_pq_layout_t *l, int c,
+                                          const st_chunk_t *ch)
 {
     const st_pq_node_t *n = &l->nodes[l->leaf_node[c]];
     bool levels = n->def || n->repl;
@@ -367,8 +368,8 @@ typedef struct {
 } st_file_t;
 
 /* Writes the first n[c] entries of every column as the next row group of `rows` rows. */
-static int st__row_group(st_file_t *f, st_buf_t *out, const st_pq_rec_t *r, const size_t *n,
-                         size_t rows)
+static int st__parquet_write_row_group(st_file_t *f, st_buf_t *out, const st_pq_rec_t *r,
+                                       const size_t *n, size_t rows)
 {
     int rc = ST_OK;
     size_t nl = (size_t)f->lay->nleaves;
@@ -402,7 +403,7 @@ static void st__footer(const st_file_t *f, st_buf_t *out, size_t nrows)
         st_tw_elem_begin(&w); /* RowGroup */
         st_tw_list(&w, 1, ST_TC_STRUCT, nl);
         for (size_t c = 0; c < nl; c++) {
-            st__column_meta(&w, l, (int)c, &cs[c]);
+            st__parquet_write_column_meta(&w, l, (int)c, &cs[c]);
             raw += cs[c].uncompressed;
             packed += cs[c].compressed;
         }
@@ -471,7 +472,7 @@ int st_pq_write(const st_pq_write_t *w, st_buf_t *out)
         /* the row just given starts the next group: write the group before it */
         if (rows && ((w->group_rows && rows == w->group_rows) ||
                      st__new_key(&r, lay->key_leaf >= 0 ? mark[lay->key_leaf] : 0))) {
-            rc = st__row_group(&f, out, &r, mark, rows);
+            rc = st__parquet_write_row_group(&f, out, &r, mark, rows);
             st__pq_rec_shift(&r, mark);
             rows = 0;
         }
@@ -480,7 +481,7 @@ int st_pq_write(const st_pq_write_t *w, st_buf_t *out)
     if (rc == ST_OK && rows) {
         for (int c = 0; c < lay->nleaves; c++)
             mark[c] = r.cols[c].n;
-        rc = st__row_group(&f, out, &r, mark, rows);
+        rc = st__parquet_write_row_group(&f, out, &r, mark, rows);
     }
     if (rc == ST_OK)
         st__footer(&f, out, w->nrows);

@@ -168,7 +168,7 @@ bool st_tier_pass_running(const st_tier_pass_t *p)
     return p->cur != NULL;
 }
 
-static void st__closed(uv_handle_t *h)
+static void st__pass_closed(uv_handle_t *h)
 {
     st_tier_pass_t *p = h->data;
     void (*closed)(void *) = p->closed;
@@ -184,5 +184,5 @@ void st_tier_pass_close(st_tier_pass_t *p, void (*closed)(void *arg), void *arg)
     p->closed = closed;
     p->closed_arg = arg;
     uv_idle_stop(&p->idle);
-    uv_close((uv_handle_t *)&p->idle, st__closed);
+    uv_close((uv_handle_t *)&p->idle, st__pass_closed);
 }

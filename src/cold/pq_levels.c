@@ -324,7 +324,7 @@ static bool st__skip(st_pq_cur_t *c, const st_pq_node_t *n, int def)
 
 /* A value of the next node, which must be of kind `kind`: 1 present, 0 null (consumed),
  * -1 error. */
-static int st__present(st_pq_cur_t *c, int kind, int *x)
+static int st__pq_levels_present(st_pq_cur_t *c, int kind, int *x)
 {
     *x = st__next_node(c);
     if (*x < 0) return -1;
@@ -341,7 +341,7 @@ bool st_pq_get_i64(st_pq_cur_t *c, int64_t *v)
 {
     int x;
     *v = 0;
-    if (st__present(c, ST_PQN_LEAF, &x) <= 0) return false;
+    if (st__pq_levels_present(c, ST_PQN_LEAF, &x) <= 0) return false;
     const st_pq_node_t *n = &c->t->lay->nodes[x];
     const st_pq_column_t *col = &c->t->cols[n->leaf];
     if (n->type == ST_PQ_BYTE_ARRAY || st__peek(c, n->leaf) != n->def) return st__fail(c);
@@ -356,7 +356,7 @@ bool st_pq_get_str(st_pq_cur_t *c, const char **p, size_t *len)
     int x;
     *p = NULL;
     *len = 0;
-    if (st__present(c, ST_PQN_LEAF, &x) <= 0) return false;
+    if (st__pq_levels_present(c, ST_PQN_LEAF, &x) <= 0) return false;
     const st_pq_node_t *n = &c->t->lay->nodes[x];
     const st_pq_column_t *col = &c->t->cols[n->leaf];
     if (n->type != ST_PQ_BYTE_ARRAY || st__peek(c, n->leaf) != n->def) return st__fail(c);
@@ -382,7 +382,7 @@ static bool st__cur_open(st_pq_cur_t *c, int x, size_t left)
 bool st_pq_get_struct(st_pq_cur_t *c)
 {
     int x;
-    if (st__present(c, ST_PQN_STRUCT, &x) <= 0) return false;
+    if (st__pq_levels_present(c, ST_PQN_STRUCT, &x) <= 0) return false;
     return st__cur_open(c, x, 0);
 }
 
@@ -390,7 +390,7 @@ bool st_pq_get_list(st_pq_cur_t *c, size_t *len)
 {
     int x;
     *len = 0;
-    if (st__present(c, ST_PQN_LIST, &x) <= 0) return false;
+    if (st__pq_levels_present(c, ST_PQN_LIST, &x) <= 0) return false;
     const st_pq_node_t *n = &c->t->lay->nodes[x], *rep = &c->t->lay->nodes[n->first];
     if (st__peek(c, n->leaf0) == n->def) { /* present and empty */
         if (!st__skip(c, n, n->def)) return false;

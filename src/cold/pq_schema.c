@@ -16,7 +16,7 @@ static const int st__converted[] = {-1, 0 /* UTF8 */, 10 /* TIMESTAMP_MICROS */,
 static const int st__logical[] = {0, 1 /* STRING */, 8 /* TIMESTAMP */, 12 /* JSON */,
                                   3 /* LIST */};
 
-static int st__add(st_pq_layout_t *l, const char *name, int kind, int parent, int rep)
+static int st__pq_schema_add(st_pq_layout_t *l, const char *name, int kind, int parent, int rep)
 {
     if (l->nnodes == ST_PQ_MAX_NODES) return -1;
     int i = l->nnodes++;
@@ -54,8 +54,8 @@ static bool st__field(st_pq_layout_t *l, const st_pq_field_t *f, int parent)
                  (f->type != ST_PQ_BOOLEAN && f->type != ST_PQ_INT32 && f->type != ST_PQ_INT64 &&
                   f->type != ST_PQ_BYTE_ARRAY)))
         return false;
-    int i = st__add(l, f->name, group ? (list ? ST_PQN_LIST : ST_PQN_STRUCT) : ST_PQN_LEAF, parent,
-                    f->rep);
+    int i = st__pq_schema_add(
+        l, f->name, group ? (list ? ST_PQN_LIST : ST_PQN_STRUCT) : ST_PQN_LEAF, parent, f->rep);
     if (i < 0) return false;
     st_pq_node_t *n = &l->nodes[i];
     n->type = f->type;
@@ -66,7 +66,7 @@ static bool st__field(st_pq_layout_t *l, const st_pq_field_t *f, int parent)
         n->leaf = l->nleaves;
         l->leaf_node[l->nleaves++] = i;
     } else if (list) {
-        int r = st__add(l, "list", ST_PQN_LISTREP, i, ST_PQ_REPEATED);
+        int r = st__pq_schema_add(l, "list", ST_PQN_LISTREP, i, ST_PQ_REPEATED);
         if (r < 0 || l->nodes[r].def > ST_PQ_MAX_LEVEL || !st__field(l, &f->children[0], r))
             return false;
         l->nodes[r].nleaf = l->nleaves - l->nodes[r].leaf0;
@@ -82,7 +82,7 @@ int st__pq_layout(const st_pq_schema_t *s, st_pq_layout_t **out)
 {
     st_pq_layout_t *l = st_calloc(1, sizeof *l);
     *out = NULL;
-    st__add(l, "schema", ST_PQN_STRUCT, -1, -1);
+    st__pq_schema_add(l, "schema", ST_PQN_STRUCT, -1, -1);
     bool ok = s->nfields > 0;
     for (size_t i = 0; i < s->nfields && ok; i++)
         ok = st__field(l, &s->fields[i], 0);

@@ -81,7 +81,7 @@ static void st__pump(st_tier_t *t)
 }
 
 /* Queues an owner whose footers are not in memory (once). */
-static void st__queue(st_tier_t *t, const char *o, size_t ol)
+static void st__retention_queue(st_tier_t *t, const char *o, size_t ol)
 {
     st_coldcache_forget(t->cache); /* fetched in the queue's turn, not now */
     if (!t->ret_users.buckets) st_map_init(&t->ret_users);
@@ -151,7 +151,7 @@ size_t st_tier_retain(st_tier_t *t, const char *o, size_t ol)
     if (st_tier_manifest(t->store, o, ol, false, &man, &wait) != ST_OK) return 0;
     /* the footers are fetched off the loop first; then the whole pass runs in one turn */
     if (st_tier_footers_ready(t, &man) == ST_EPARKED) {
-        st__queue(t, o, ol);
+        st__retention_queue(t, o, ol);
         st_tier_manifest_free(&man);
         return 0;
     }

@@ -68,7 +68,7 @@ typedef struct {
     size_t limit;
 } st_sink_t;
 
-static size_t st__on_body(char *p, size_t size, size_t n, void *arg)
+static size_t st__s3wire_on_body(char *p, size_t size, size_t n, void *arg)
 {
     st_sink_t *k = arg;
     size_t len = size * n;
@@ -152,7 +152,7 @@ int st__s3_call(st_s3conn_t *s, const char *method, const char *url, const void 
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, s->timeout_ms < 3000 ? s->timeout_ms : 3000L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, s->timeout_ms);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, st__on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, st__s3wire_on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
     if (body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);

@@ -85,7 +85,7 @@ static void st__work(uv_work_t *w)
 
 static void st__after(uv_work_t *w, int status);
 
-static void st__on_timer(uv_timer_t *t)
+static void st__share_on_timer(uv_timer_t *t)
 {
     st_coldshare_t *s = t->data;
     if (s->checking || s->closing) return;
@@ -106,7 +106,7 @@ static void st__after(uv_work_t *w, int status)
     }
     if (!s->written && s->put_rc == ST_OK) s->written = true;
     if (status != 0 || s->job_failed) { /* ask again soon; the last verdict stands meanwhile */
-        uv_timer_start(&s->timer, st__on_timer, ST__CHECK_MS, 0);
+        uv_timer_start(&s->timer, st__share_on_timer, ST__CHECK_MS, 0);
         return;
     }
     bool ok = s->job_ok;
@@ -122,7 +122,7 @@ static void st__after(uv_work_t *w, int status)
     }
     s->ok = ok;
     st__held = !ok;
-    uv_timer_start(&s->timer, st__on_timer, ok ? ST__RECHECK_MS : ST__CHECK_MS, 0);
+    uv_timer_start(&s->timer, st__share_on_timer, ok ? ST__RECHECK_MS : ST__CHECK_MS, 0);
 }
 
 static double st__g_shared(void *arg)
@@ -153,7 +153,7 @@ int st_coldshare_open(st_coldshare_t **out, uv_loop_t *loop, st_objstore_t *obj,
     uv_timer_init(loop, &s->timer);
     s->timer.data = s;
     uv_unref((uv_handle_t *)&s->timer);
-    uv_timer_start(&s->timer, st__on_timer, 0, 0);
+    uv_timer_start(&s->timer, st__share_on_timer, 0, 0);
     st_metrics_gauge_fn("strata_cold_shared",
                         "1 while every member's marker reads back from this cold store", "",
                         st__g_shared, s);

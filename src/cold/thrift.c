@@ -38,7 +38,7 @@ void st_tw_init(st_tw_t *w, st_buf_t *b)
     w->last[0] = 0;
 }
 
-static void st__field(st_tw_t *w, int16_t id, int type)
+static void st__thrift_field(st_tw_t *w, int16_t id, int type)
 {
     int16_t delta = (int16_t)(id - w->last[w->depth]);
     if (delta > 0 && delta <= 15) {
@@ -52,24 +52,24 @@ static void st__field(st_tw_t *w, int16_t id, int type)
 
 void st_tw_i32(st_tw_t *w, int16_t id, int32_t v)
 {
-    st__field(w, id, ST_TC_I32);
+    st__thrift_field(w, id, ST_TC_I32);
     st__varint(w->b, st__zigzag(v));
 }
 
 void st_tw_i64(st_tw_t *w, int16_t id, int64_t v)
 {
-    st__field(w, id, ST_TC_I64);
+    st__thrift_field(w, id, ST_TC_I64);
     st__varint(w->b, st__zigzag(v));
 }
 
 void st_tw_bool(st_tw_t *w, int16_t id, bool v)
 {
-    st__field(w, id, v ? ST_TC_TRUE : ST_TC_FALSE);
+    st__thrift_field(w, id, v ? ST_TC_TRUE : ST_TC_FALSE);
 }
 
 void st_tw_bin(st_tw_t *w, int16_t id, const void *p, size_t n)
 {
-    st__field(w, id, ST_TC_BINARY);
+    st__thrift_field(w, id, ST_TC_BINARY);
     st_tw_elem_bin(w, p, n);
 }
 
@@ -81,7 +81,7 @@ static void st__push(st_tw_t *w)
 
 void st_tw_struct_begin(st_tw_t *w, int16_t id)
 {
-    st__field(w, id, ST_TC_STRUCT);
+    st__thrift_field(w, id, ST_TC_STRUCT);
     st__push(w);
 }
 
@@ -93,7 +93,7 @@ void st_tw_struct_end(st_tw_t *w)
 
 void st_tw_list(st_tw_t *w, int16_t id, int elem, size_t n)
 {
-    st__field(w, id, ST_TC_LIST);
+    st__thrift_field(w, id, ST_TC_LIST);
     if (n < 15) {
         st_buf_appendc(w->b, (char)(n << 4 | (size_t)elem));
     } else {
@@ -219,7 +219,7 @@ void st_tr_leave(st_tr_t *r)
     r->depth--;
 }
 
-static void st__skip(st_tr_t *r, int type, bool in_list)
+static void st__thrift_skip(st_tr_t *r, int type, bool in_list)
 {
     if (!r->ok) return;
     size_t n;
@@ -251,7 +251,7 @@ static void st__skip(st_tr_t *r, int type, bool in_list)
         if (!st_tr_enter(r)) break;
         if (st_tr_list(r, &elem, &n))
             for (size_t i = 0; i < n && r->ok; i++)
-                st__skip(r, elem, true);
+                st__thrift_skip(r, elem, true);
         st_tr_leave(r);
         break;
     case ST_TC_MAP: {
@@ -263,8 +263,8 @@ static void st__skip(st_tr_t *r, int type, bool in_list)
             break;
         }
         for (uint64_t i = 0; i < size && r->ok; i++) {
-            st__skip(r, kv >> 4, true);
-            st__skip(r, kv & 0x0f, true);
+            st__thrift_skip(r, kv >> 4, true);
+            st__thrift_skip(r, kv & 0x0f, true);
         }
         st_tr_leave(r);
         break;
@@ -275,7 +275,7 @@ static void st__skip(st_tr_t *r, int type, bool in_list)
         int t;
         bool bv;
         while (st_tr_field(r, &last, &id, &t, &bv))
-            st__skip(r, t, false);
+            st__thrift_skip(r, t, false);
         st_tr_leave(r);
         break;
     }
@@ -286,5 +286,5 @@ static void st__skip(st_tr_t *r, int type, bool in_list)
 
 void st_tr_skip(st_tr_t *r, int type)
 {
-    st__skip(r, type, false);
+    st__thrift_skip(r, type, false);
 }

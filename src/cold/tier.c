@@ -31,19 +31,11 @@ typedef struct {
     st_buf_t seqs; /* u64 seq, u16 length, object key */
 } st_pset_t;
 
-static uint64_t st__rd64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
 static int st__collect_p(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_pset_t *p = arg;
     if (klen < 8 || vlen == 0 || vlen > 4096) return 0;
-    uint64_t seq = st__rd64((const uint8_t *)key + klen - 8);
+    uint64_t seq = st_be64_get((const uint8_t *)key + klen - 8);
     uint16_t l = (uint16_t)vlen;
     st_buf_append(&p->seqs, &seq, sizeof seq);
     st_buf_append(&p->seqs, &l, sizeof l);
@@ -135,8 +127,8 @@ static void *st__box(const st_tier_member_t *m, void *p)
     return b;
 }
 
-static int st__snapshot(void *arg, const char *o, size_t ol, const st_tier_stat_t *st, uint64_t seq,
-                        uint64_t writer, st_tier_snap_t *out, uint64_t *wait)
+static int st__tier_snapshot(void *arg, const char *o, size_t ol, const st_tier_stat_t *st,
+                             uint64_t seq, uint64_t writer, st_tier_snap_t *out, uint64_t *wait)
 {
     const st_tier_member_t *m = st__tier_member(arg, o, ol);
     if (!m) return ST_ENOTFOUND; /* an owner of no kind that joined */
@@ -146,22 +138,22 @@ static int st__snapshot(void *arg, const char *o, size_t ol, const st_tier_stat_
     return rc;
 }
 
-static int st__encode(void *arg, void *rows, st_buf_t *object)
+static int st__tier_encode(void *arg, void *rows, st_buf_t *object)
 {
     (void)arg;
     st_box_t *b = rows;
     return b->m->flush->encode(b->m->flush->arg, b->p, object);
 }
 
-static int st__commit(void *arg, const char *o, size_t ol, void *rows, st_tier_file_t *f,
-                      uint64_t *wait)
+static int st__tier_commit(void *arg, const char *o, size_t ol, void *rows, st_tier_file_t *f,
+                           uint64_t *wait)
 {
     (void)arg;
     st_box_t *b = rows;
     return b->m->flush->commit(b->m->flush->arg, o, ol, b->p, f, wait);
 }
 
-static void st__release(void *arg, void *rows)
+static void st__tier_release(void *arg, void *rows)
 {
     (void)arg;
     st_box_t *b = rows;
@@ -186,7 +178,7 @@ static void st__flushed(void *arg, const char *o, size_t ol)
     if (m && m->flush->flushed) m->flush->flushed(m->flush->arg, o, ol);
 }
 
-static void st__flush_done(void *arg)
+static void st__tier_flush_done(void *arg)
 {
     st_tier_t *t = arg;
     st__tier_compact_pump(t->compact, t->urgent);
@@ -196,9 +188,9 @@ static void st__flush_done(void *arg)
     }
 }
 
-static int st__merge(void *arg, const char *o, size_t ol, st_objstore_t *obj,
-                     const st_tier_obj_t *objs, size_t n, int64_t cutoff, const char *key,
-                     st_tier_file_t *out, void **dropped, int64_t *ndropped)
+static int st__tier_merge(void *arg, const char *o, size_t ol, st_objstore_t *obj,
+                          const st_tier_obj_t *objs, size_t n, int64_t cutoff, const char *key,
+                          st_tier_file_t *out, void **dropped, int64_t *ndropped)
 {
     const st_tier_member_t *mb = st__tier_member(arg, o, ol);
     if (!mb) return ST_ENOTFOUND;
@@ -260,7 +252,7 @@ static void st__on_tick(uv_timer_t *h)
 }
 
 /* Held flushes and a compaction whose 'P' record is durable now go to a worker. */
-static void st__on_durable(st_store_listener_t *l, uint64_t id)
+static void st__tier_on_durable(st_store_listener_t *l, uint64_t id)
 {
     st_tier_t *t = (st_tier_t *)((char *)l - offsetof(st_tier_t, listener));
     if (t->stopping) return;
@@ -269,7 +261,7 @@ static void st__on_durable(st_store_listener_t *l, uint64_t id)
 }
 
 /* Held flushes whose snapshot was rolled back are cancelled: those rows never existed. */
-static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
+static void st__tier_on_failed(st_store_listener_t *l, uint64_t first, int err)
 {
     st_tier_t *t = (st_tier_t *)((char *)l - offsetof(st_tier_t, listener));
     if (!t->stopping) st_tier_flush_failed(t->flush, first, err);
@@ -297,9 +289,11 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
     t->flush_rows = o->flush_rows ? o->flush_rows : 10000;
     t->retention_us = o->retention_s * 1000000ull;
     t->interval_ms = (o->flush_interval_s ? o->flush_interval_s : 300) * 1000;
-    t->fkind = (st_tier_kind_t){st__snapshot, st__encode,  st__commit,     st__release,
-                                st__orphans,  st__flushed, st__flush_done, t};
-    t->mkind = (st_tier_merge_t){st__merge, st__merge_commit, st__merge_release, st__merge_name, t};
+    t->fkind =
+        (st_tier_kind_t){st__tier_snapshot, st__tier_encode, st__tier_commit,     st__tier_release,
+                         st__orphans,       st__flushed,     st__tier_flush_done, t};
+    t->mkind =
+        (st_tier_merge_t){st__tier_merge, st__merge_commit, st__merge_release, st__merge_name, t};
     st_tier_flush_open(&t->flush, loop, store, o->obj, &t->fkind);
     st_tier_compact_opts_t co = {o->compact_objects, o->compact_max_bytes, t->retention_us};
     st__tier_compact_open(&t->compact, t, loop, store, o->obj, &t->mkind, &co);
@@ -323,8 +317,8 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
     uv_idle_init(loop, &t->due_h);
     t->due_h.data = t;
     st_list_init(&t->members);
-    t->listener.on_durable = st__on_durable;
-    t->listener.on_failed = st__on_failed;
+    t->listener.on_durable = st__tier_on_durable;
+    t->listener.on_failed = st__tier_on_failed;
     st_store_listen(store, &t->listener);
     *out = t;
     return ST_OK;

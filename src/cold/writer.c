@@ -34,7 +34,7 @@ static uint64_t st__mint(void)
     return v;
 }
 
-static int st__load(st_store_t *s, st_tier_writer_t *w, uint64_t *wait)
+static int st__writer_load(st_store_t *s, st_tier_writer_t *w, uint64_t *wait)
 {
     const void *v;
     size_t vl;
@@ -53,7 +53,7 @@ static int st__load(st_store_t *s, st_tier_writer_t *w, uint64_t *wait)
     return ST_OK;
 }
 
-static int st__save(st_store_t *s, const st_tier_writer_t *w, uint64_t *wait)
+static int st__writer_save(st_store_t *s, const st_tier_writer_t *w, uint64_t *wait)
 {
     uint8_t v[ST__HEAD + ST_TIER_OWNED_MAX * 8];
     uint32_t flags = w->unnamed ? ST__OWNS_UNNAMED : 0, n = (uint32_t)w->n;
@@ -66,20 +66,20 @@ static int st__save(st_store_t *s, const st_tier_writer_t *w, uint64_t *wait)
 
 int st_tier_writer_get(st_store_t *s, st_tier_writer_t *w, uint64_t *wait)
 {
-    return st__load(s, w, wait);
+    return st__writer_load(s, w, wait);
 }
 
 int st_tier_writer(st_store_t *s, uint64_t *inc, uint64_t *wait)
 {
     st_tier_writer_t w;
-    int rc = st__load(s, &w, wait);
+    int rc = st__writer_load(s, &w, wait);
     if (rc == ST_ENOTFOUND) {
         /* the store's first object, or one from before incarnations: the objects it already
          * names (keys without a writer) are its own */
         w.current = st__mint();
         w.unnamed = true;
         w.owned[w.n++] = w.current;
-        rc = st__save(s, &w, wait);
+        rc = st__writer_save(s, &w, wait);
     }
     if (rc == ST_OK) *inc = w.current;
     return rc;
@@ -90,7 +90,7 @@ int st_tier_writer_renew(st_store_t *s, uint64_t *inc, uint64_t *wait)
     st_tier_writer_t w = {.current = st__mint()};
     w.owned[w.n++] = w.current;
     *inc = w.current;
-    return st__save(s, &w, wait);
+    return st__writer_save(s, &w, wait);
 }
 
 int st_tier_writer_adopt(st_store_t *s, uint64_t inc, uint64_t *wait)
@@ -98,7 +98,7 @@ int st_tier_writer_adopt(st_store_t *s, uint64_t inc, uint64_t *wait)
     uint64_t cur;
     int rc = st_tier_writer(s, &cur, wait);
     st_tier_writer_t w;
-    if (rc == ST_OK) rc = st__load(s, &w, wait);
+    if (rc == ST_OK) rc = st__writer_load(s, &w, wait);
     if (rc != ST_OK) return rc;
     if (inc == 0) {
         w.unnamed = true;
@@ -108,7 +108,7 @@ int st_tier_writer_adopt(st_store_t *s, uint64_t inc, uint64_t *wait)
         if (w.n == ST_TIER_OWNED_MAX) return ST_EFULL;
         w.owned[w.n++] = inc;
     }
-    return st__save(s, &w, wait);
+    return st__writer_save(s, &w, wait);
 }
 
 void st_tier_key_writer(st_buf_t *b, uint64_t inc)
@@ -116,7 +116,7 @@ void st_tier_key_writer(st_buf_t *b, uint64_t inc)
     st_buf_printf(b, "w%016llx", (unsigned long long)inc);
 }
 
-static int st__hex(char c)
+static int st__writer_hex(char c)
 {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -130,8 +130,8 @@ uint64_t st_tier_key_incarnation(const char *key)
         if (p[1] != 'w') continue;
         uint64_t v = 0;
         int i = 0;
-        for (; i < 16 && st__hex(p[2 + i]) >= 0; i++)
-            v = v << 4 | (uint64_t)st__hex(p[2 + i]);
+        for (; i < 16 && st__writer_hex(p[2 + i]) >= 0; i++)
+            v = v << 4 | (uint64_t)st__writer_hex(p[2 + i]);
         if (i == 16 && (p[18] == '-' || p[18] == '.') && v) return v;
     }
     return 0;

@@ -43,7 +43,7 @@ typedef struct {
     st_tier_source_t src;
 } st_ctrmember_t;
 
-static void st__closed(void *arg)
+static void st__consolidate_closed(void *arg)
 {
     free(arg);
 }
@@ -52,7 +52,10 @@ st_tier_member_t *st_counters_tier_member(st_store_t *s)
 {
     st_ctrmember_t *m = st_calloc(1, sizeof *m);
     st_counters_tier_source(s, &m->src);
-    m->member = (st_tier_member_t){
-        .name = "counters", .sources = &m->src, .nsources = 1, .closed = st__closed, .arg = m};
+    m->member = (st_tier_member_t){.name = "counters",
+                                   .sources = &m->src,
+                                   .nsources = 1,
+                                   .closed = st__consolidate_closed,
+                                   .arg = m};
     return &m->member;
 }

@@ -13,14 +13,14 @@
 
 #define ST__REC_LEN 17
 
-static size_t st__key(uint8_t *key, char ks, const char *name, size_t nlen)
+static size_t st__counters_key(uint8_t *key, char ks, const char *name, size_t nlen)
 {
     key[0] = (uint8_t)ks;
     memcpy(key + 1, name, nlen);
     return nlen + 1;
 }
 
-static void st__decode(const void *v, st_counter_t *c)
+static void st__counters_decode(const void *v, st_counter_t *c)
 {
     const uint8_t *p = v;
     c->kind = (st_counter_kind_t)p[0];
@@ -38,7 +38,8 @@ static int st__put(st_store_t *s, const uint8_t *key, size_t klen, const st_coun
     return st_store_put(s, key, klen, v, sizeof v, wait);
 }
 
-static int st__load(st_store_t *s, const uint8_t *key, size_t klen, st_counter_t *c, uint64_t *wait)
+static int st__counters_load(st_store_t *s, const uint8_t *key, size_t klen, st_counter_t *c,
+                             uint64_t *wait)
 {
     const void *v;
     size_t vlen;
@@ -49,7 +50,7 @@ static int st__load(st_store_t *s, const uint8_t *key, size_t klen, st_counter_t
                  (const char *)key + 1);
         return ST_EINTERNAL;
     }
-    st__decode(v, c);
+    st__counters_decode(v, c);
     return ST_OK;
 }
 
@@ -75,16 +76,16 @@ static void st__changed(st_store_t *s, const char *name, size_t nlen, const st_c
 int st_counter_get(st_store_t *s, const char *name, size_t nlen, st_counter_t *out, uint64_t *wait)
 {
     uint8_t key[1 + ST_NAME_MAX];
-    return st__load(s, key, st__key(key, ST_KS_COUNTER, name, nlen), out, wait);
+    return st__counters_load(s, key, st__counters_key(key, ST_KS_COUNTER, name, nlen), out, wait);
 }
 
 int st_counter_incr(st_store_t *s, const char *name, size_t nlen, int64_t by, int64_t *value,
                     uint64_t *wait)
 {
     uint8_t key[1 + ST_NAME_MAX];
-    size_t klen = st__key(key, ST_KS_COUNTER, name, nlen);
+    size_t klen = st__counters_key(key, ST_KS_COUNTER, name, nlen);
     st_counter_t c = {ST_COUNTER_PLAIN, 0, 0};
-    int rc = st__load(s, key, klen, &c, wait);
+    int rc = st__counters_load(s, key, klen, &c, wait);
     if (rc != ST_OK && rc != ST_ENOTFOUND) return rc;
     if (c.kind != ST_COUNTER_PLAIN) return ST_ECONFLICT;
     int64_t hot, val;
@@ -104,7 +105,7 @@ static void st__recount_note_add(st_store_t *s, const uint8_t *mkey, size_t mkle
 static size_t st__member_key(uint8_t *key, const char *name, size_t nlen, const char *member,
                              size_t mlen)
 {
-    size_t k = st__key(key, ST_KS_MEMBER, name, nlen);
+    size_t k = st__counters_key(key, ST_KS_MEMBER, name, nlen);
     key[k++] = 0;
     if (k + mlen <= ST_KEY_MAX) {
         memcpy(key + k, member, mlen);
@@ -119,9 +120,9 @@ int st_counter_distinct_add(st_store_t *s, const char *name, size_t nlen, const 
                             size_t mlen, int64_t *value, bool *added, uint64_t *wait)
 {
     uint8_t key[1 + ST_NAME_MAX];
-    size_t klen = st__key(key, ST_KS_COUNTER, name, nlen);
+    size_t klen = st__counters_key(key, ST_KS_COUNTER, name, nlen);
     st_counter_t c = {ST_COUNTER_DISTINCT, 0, 0};
-    int rc = st__load(s, key, klen, &c, wait);
+    int rc = st__counters_load(s, key, klen, &c, wait);
     if (rc != ST_OK && rc != ST_ENOTFOUND) return rc;
     if (c.kind != ST_COUNTER_DISTINCT) return ST_ECONFLICT;
     uint8_t mkey[ST_KEY_MAX + 1];
@@ -149,9 +150,9 @@ int st_counter_distinct_add(st_store_t *s, const char *name, size_t nlen, const 
 int st_counter_consolidate(st_store_t *s, const char *name, size_t nlen, uint64_t *wait)
 {
     uint8_t key[1 + ST_NAME_MAX];
-    size_t klen = st__key(key, ST_KS_COUNTER, name, nlen);
+    size_t klen = st__counters_key(key, ST_KS_COUNTER, name, nlen);
     st_counter_t c;
-    int rc = st__load(s, key, klen, &c, wait);
+    int rc = st__counters_load(s, key, klen, &c, wait);
     if (rc != ST_OK) return rc;
     if (c.hot == 0) return ST_OK;
     c.baseline += c.hot;
@@ -189,7 +190,7 @@ int st_sequence_next(st_store_t *s, const char *name, size_t nlen, int64_t count
 {
     if (count < 1 || count > ST_SEQ_MAX_COUNT) return ST_EINVAL;
     uint8_t key[1 + ST_NAME_MAX];
-    size_t klen = st__key(key, ST_KS_SEQUENCE, name, nlen);
+    size_t klen = st__counters_key(key, ST_KS_SEQUENCE, name, nlen);
     int64_t cur, reserved;
     int rc = st__seq_load(s, key, klen, &cur, &reserved, wait);
     if (rc != ST_OK) return rc;
@@ -214,7 +215,7 @@ int st_sequence_next(st_store_t *s, const char *name, size_t nlen, int64_t count
 int st_sequence_get(st_store_t *s, const char *name, size_t nlen, int64_t *last, uint64_t *wait)
 {
     uint8_t key[1 + ST_NAME_MAX];
-    size_t klen = st__key(key, ST_KS_SEQUENCE, name, nlen);
+    size_t klen = st__counters_key(key, ST_KS_SEQUENCE, name, nlen);
     int64_t reserved;
     return st__seq_load(s, key, klen, last, &reserved, wait);
 }
@@ -280,16 +281,16 @@ int st_counter_recount_start(st_store_t *s, const char *name, size_t nlen,
                              st_distinct_recount_t **out, uint64_t *wait)
 {
     uint8_t key[1 + ST_NAME_MAX];
-    size_t klen = st__key(key, ST_KS_COUNTER, name, nlen);
+    size_t klen = st__counters_key(key, ST_KS_COUNTER, name, nlen);
     st_counter_t c;
-    int rc = st__load(s, key, klen, &c, wait);
+    int rc = st__counters_load(s, key, klen, &c, wait);
     if (rc) return rc;
     if (c.kind != ST_COUNTER_DISTINCT) return ST_ECONFLICT;
     st_distinct_recount_t *j = st_calloc(1, sizeof *j);
     j->store = s;
     memcpy(j->key, key, klen);
     j->klen = klen;
-    j->plen = st__key(j->pre, ST_KS_MEMBER, name, nlen);
+    j->plen = st__counters_key(j->pre, ST_KS_MEMBER, name, nlen);
     j->pre[j->plen++] = 0;
     memcpy(j->cursor, j->pre, j->plen);
     j->clen = j->plen;
@@ -331,7 +332,7 @@ int st_counter_recount_step(st_distinct_recount_t *j, size_t budget, bool *done,
     if (rc == 1) return ST_OK; /* more to count */
     *done = true;
     st_counter_t c;
-    if ((rc = st__load(j->store, j->key, j->klen, &c, wait)) != ST_OK) return rc;
+    if ((rc = st__counters_load(j->store, j->key, j->klen, &c, wait)) != ST_OK) return rc;
     *drift = j->counted + j->behind - st_counter_value(&c);
     if (*drift == 0) return ST_OK;
     c.hot += *drift;
@@ -405,9 +406,9 @@ size_t st_counter_distinct_page(st_store_t *s, uint8_t *cursor, size_t *clen, si
 int st_counter_test_drift(st_store_t *s, const char *name, size_t nlen, int64_t by, uint64_t *wait)
 {
     uint8_t key[1 + ST_NAME_MAX];
-    size_t klen = st__key(key, ST_KS_COUNTER, name, nlen);
+    size_t klen = st__counters_key(key, ST_KS_COUNTER, name, nlen);
     st_counter_t c;
-    int rc = st__load(s, key, klen, &c, wait);
+    int rc = st__counters_load(s, key, klen, &c, wait);
     if (rc) return rc;
     c.hot += by;
     if ((rc = st__put(s, key, klen, &c, wait)) != ST_OK) return rc;

@@ -104,8 +104,7 @@ static void st__rkey(uint8_t key[33], const uint8_t scope[32])
 static void st__xkey(uint8_t *key, int64_t created, const uint8_t *scope)
 {
     key[0] = ST__KS_EXP;
-    for (int i = 0; i < 8; i++)
-        key[1 + i] = (uint8_t)((uint64_t)created >> (56 - 8 * i));
+    st_be64_put(key + 1, (uint64_t)created);
     if (scope) memcpy(key + 9, scope, 32);
 }
 
@@ -212,9 +211,7 @@ static size_t st__expire(st_store_t *s, const uint8_t xkey[41])
     const void *val;
     size_t vlen;
     size_t gone = 0;
-    int64_t created = 0;
-    for (int i = 0; i < 8; i++)
-        created = (int64_t)((uint64_t)created << 8 | xkey[1 + i]);
+    int64_t created = (int64_t)st_be64_get(xkey + 1);
     if (st_store_get(s, key, sizeof key, &val, &vlen, &w) == ST_OK && vlen >= 8) {
         int64_t cur;
         memcpy(&cur, val, 8);

@@ -156,7 +156,7 @@ static const char *st__ec_okp(const cJSON *k, bool okp, st_jwk_t *out, bool *ski
 }
 
 /* One JWK into out (*skip when it is not a signing key strata can use). */
-static const char *st__key(const cJSON *k, st_jwk_t *out, bool *skip)
+static const char *st__jwks_key(const cJSON *k, st_jwk_t *out, bool *skip)
 {
     if (!cJSON_IsObject(k)) return "every member of \"keys\" must be an object";
     const cJSON *kty = cJSON_GetObjectItemCaseSensitive(k, "kty");
@@ -213,7 +213,7 @@ int st_jwks_parse(const char *json, size_t n, st_jwks_t **out, char *err, size_t
     {
         st_jwk_t *jk = &set->keys[set->n];
         bool skip = false;
-        why = st__key(k, jk, &skip);
+        why = st__jwks_key(k, jk, &skip);
         if (why || skip) {
             EVP_PKEY_free(jk->pkey); /* a half-built key */
             memset(jk, 0, sizeof *jk);

@@ -137,7 +137,7 @@ static const char *st__check_sig(const cJSON *h, const st_jwt_opts_t *o, const c
 
 /* The value at a dotted path ("realm_access.roles"). A member whose name holds dots (Auth0's
  * "https://example.com/roles") is found too: the rest of the path is tried whole first. */
-static const cJSON *st__path(const cJSON *obj, const char *path)
+static const cJSON *st__jwt_path(const cJSON *obj, const char *path)
 {
     while (cJSON_IsObject(obj)) {
         const cJSON *whole = cJSON_GetObjectItemCaseSensitive(obj, path);
@@ -188,11 +188,11 @@ static const char *st__check_claims(const cJSON *p, const st_jwt_opts_t *o, st_j
     if (o->audience && *o->audience &&
         !st__holds(cJSON_GetObjectItemCaseSensitive(p, "aud"), o->audience))
         return "the token's audience (aud) does not hold --jwt-audience";
-    const cJSON *sub = st__path(p, o->subject_claim ? o->subject_claim : "sub");
+    const cJSON *sub = st__jwt_path(p, o->subject_claim ? o->subject_claim : "sub");
     if (!cJSON_IsString(sub) || !*sub->valuestring) return "token has no subject";
     out->subject = strdup(sub->valuestring);
     if (!out->subject) return "out of memory";
-    out->admin = st__holds(st__path(p, o->roles_claim ? o->roles_claim : "role"), "admin");
+    out->admin = st__holds(st__jwt_path(p, o->roles_claim ? o->roles_claim : "role"), "admin");
     out->exp_us = 0; /* none */
     if (exp)         /* 1 µs at least: 0 means "none"; far out saturates */
         out->exp_us = exp->valuedouble >= 9.2e12 ? INT64_MAX

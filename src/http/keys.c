@@ -25,7 +25,7 @@ typedef struct {
     bool too_big;
 } st_fetch_t;
 
-static size_t st__collect(char *p, size_t size, size_t n, void *arg)
+static size_t st__keys_collect(char *p, size_t size, size_t n, void *arg)
 {
     st_fetch_t *f = arg;
     if (f->body.len + size * n > ST__JWKS_MAX) {
@@ -51,7 +51,7 @@ static void st__fetch_work(uv_work_t *w)
     curl_easy_setopt(h, CURLOPT_MAXREDIRS, 3L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)ST__FETCH_TIMEOUT_MS);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, st__collect);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, st__keys_collect);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &f);
     CURLcode cc = curl_easy_perform(h);
     long status = 0;
@@ -75,9 +75,9 @@ static void st__fetch_work(uv_work_t *w)
     st_buf_free(&f.body);
 }
 
-static void st__on_timer(uv_timer_t *t);
+static void st__keys_on_timer(uv_timer_t *t);
 
-static void st__maybe_free(st_auth_t *a)
+static void st__keys_maybe_free(st_auth_t *a)
 {
     if (!a->closing || a->fetching || a->timer_open) return;
     st_jwks_free(a->file_keys);
@@ -102,11 +102,11 @@ static void st__fetch_done(uv_work_t *w, int status)
                 a->url_keys ? "keeping the last good key set" : "no key set yet, retrying in 10 s");
         /* without any set, tokens are refused: retry soon rather than at the refresh period */
         if (!a->url_keys && a->timer_open)
-            uv_timer_start(&a->timer, st__on_timer, ST__KID_MISS_MS,
+            uv_timer_start(&a->timer, st__keys_on_timer, ST__KID_MISS_MS,
                            a->cfg->jwt_jwks_refresh * 1000);
     }
     a->fetched = NULL;
-    st__maybe_free(a);
+    st__keys_maybe_free(a);
 }
 
 static void st__fetch(st_auth_t *a)
@@ -119,7 +119,7 @@ static void st__fetch(st_auth_t *a)
     if (uv_queue_work(a->loop, &a->work, st__fetch_work, st__fetch_done) == 0) a->fetching = true;
 }
 
-static void st__on_timer(uv_timer_t *t)
+static void st__keys_on_timer(uv_timer_t *t)
 {
     st__fetch(t->data);
 }
@@ -166,33 +166,33 @@ int st_auth_open(st_auth_t **out, uv_loop_t *loop, const st_config_t *cfg)
     if (!a) return ST_ENOMEM;
     a->loop = loop;
     a->cfg = cfg;
-    a->closing = true; /* until open: a failure frees through st__maybe_free */
+    a->closing = true; /* until open: a failure frees through st__keys_maybe_free */
     if (*cfg->jwt_jwks_file && st__load_file(a) != ST_OK) {
-        st__maybe_free(a);
+        st__keys_maybe_free(a);
         return ST_EINVAL;
     }
     a->closing = false;
     if (*cfg->jwt_jwks_url) {
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
             a->closing = true;
-            st__maybe_free(a);
+            st__keys_maybe_free(a);
             return ST_ENOMEM;
         }
         uv_timer_init(loop, &a->timer);
         a->timer.data = a;
         a->timer_open = true;
         uint64_t every = cfg->jwt_jwks_refresh * 1000;
-        uv_timer_start(&a->timer, st__on_timer, 0, every);
+        uv_timer_start(&a->timer, st__keys_on_timer, 0, every);
     }
     *out = a;
     return ST_OK;
 }
 
-static void st__timer_closed(uv_handle_t *h)
+static void st__keys_timer_closed(uv_handle_t *h)
 {
     st_auth_t *a = h->data;
     a->timer_open = false;
-    st__maybe_free(a);
+    st__keys_maybe_free(a);
 }
 
 void st_auth_close(st_auth_t *a)
@@ -200,7 +200,7 @@ void st_auth_close(st_auth_t *a)
     if (!a) return;
     a->closing = true;
     if (a->timer_open)
-        uv_close((uv_handle_t *)&a->timer, st__timer_closed);
+        uv_close((uv_handle_t *)&a->timer, st__keys_timer_closed);
     else
-        st__maybe_free(a);
+        st__keys_maybe_free(a);
 }

@@ -227,7 +227,8 @@ static bool st__work_queue(st_reconcile_t *r, uint64_t now, uint64_t t0)
     return false;
 }
 
-static void st__page_conv(void *arg, const char *user, size_t ulen, const char *conv, size_t clen)
+static void st__reconcile_page_conv(void *arg, const char *user, size_t ulen, const char *conv,
+                                    size_t clen)
 {
     st_buf_t *b = arg;
     uint8_t h[3] = {ST__CONV, (uint8_t)ulen, (uint8_t)clen};
@@ -245,8 +246,8 @@ static bool st__all_refill(st_reconcile_t *r)
     r->all_off = 0;
     while (r->all_page.len == 0 && r->all_phase) {
         if (r->all_phase == 1 && r->chat) {
-            st_chat_conversations_page(r->chat, &r->all_cursor, ST__PAGE, &done, st__page_conv,
-                                       &r->all_page);
+            st_chat_conversations_page(r->chat, &r->all_cursor, ST__PAGE, &done,
+                                       st__reconcile_page_conv, &r->all_page);
         } else if (r->all_phase == 2) {
             st_buf_t names = {0};
             st_counter_distinct_page(r->store, r->counter_cursor, &r->counter_clen, ST__PAGE,
@@ -413,7 +414,7 @@ int st_reconcile_open(st_reconcile_t **out, uv_loop_t *loop, st_store_t *store, 
     return ST_OK;
 }
 
-static void st__closed(uv_handle_t *h)
+static void st__reconcile_closed(uv_handle_t *h)
 {
     st_reconcile_t *r = h->data;
     st_counter_recount_free(r->job);
@@ -431,5 +432,5 @@ void st_reconcile_close(st_reconcile_t *r)
     if (!r) return;
     if (r->chat) st_chat_unobserve(r->chat, r);
     st_counters_unobserve(r->store, r);
-    uv_close((uv_handle_t *)&r->timer, st__closed);
+    uv_close((uv_handle_t *)&r->timer, st__reconcile_closed);
 }

@@ -23,7 +23,7 @@ static const char st__http_kind[] = "\0repl:http:";
 static const char st__cold_kind[] = "\0repl:cold:";
 #define ST__KIND_LEN (sizeof st__http_kind - 1)
 
-static size_t st__key(char key[64], const char *kind, uint64_t id)
+static size_t st__announce_key(char key[64], const char *kind, uint64_t id)
 {
     memcpy(key, kind, ST__KIND_LEN);
     int n = snprintf(key + ST__KIND_LEN, 64 - ST__KIND_LEN, "%llu", (unsigned long long)id);
@@ -34,7 +34,7 @@ static size_t st__key(char key[64], const char *kind, uint64_t id)
 static bool st__record(st_repl_t *r, const char *kind, uint64_t id, char *buf, size_t cap)
 {
     char key[64];
-    size_t kl = st__key(key, kind, id);
+    size_t kl = st__announce_key(key, kind, id);
     const void *val;
     size_t vlen;
     uint64_t wait = 0;
@@ -51,11 +51,12 @@ static bool st__record_is(st_repl_t *r, const char *kind, uint64_t id, const cha
 }
 
 /* Stages the record unless the group already has it; *wait as for st_store_put. */
-static int st__put(st_repl_t *r, const char *kind, uint64_t id, const char *v, uint64_t *wait)
+static int st__announce_put(st_repl_t *r, const char *kind, uint64_t id, const char *v,
+                            uint64_t *wait)
 {
     if (st__record_is(r, kind, id, v)) return ST_OK;
     char key[64];
-    size_t kl = st__key(key, kind, id);
+    size_t kl = st__announce_key(key, kind, id);
     return st_store_put(r->store, key, kl, v, strlen(v), wait);
 }
 
@@ -71,8 +72,8 @@ bool st__member_url(st_repl_t *r, uint64_t id, char *buf, size_t cap)
 void st__record_self(st_repl_t *r)
 {
     uint64_t wait = 0;
-    st__put(r, st__http_kind, r->self, r->advertise, &wait);
-    if (*r->cold_nonce) st__put(r, st__cold_kind, r->self, r->cold_nonce, &wait);
+    st__announce_put(r, st__http_kind, r->self, r->advertise, &wait);
+    if (*r->cold_nonce) st__announce_put(r, st__cold_kind, r->self, r->cold_nonce, &wait);
 }
 
 static bool st__is_member(const st_repl_t *r, uint64_t id)
@@ -106,8 +107,8 @@ int st_repl_announce(st_repl_t *r, uint64_t id, const char *url, const char *non
     if (!r->serving) return ST_ENOLEADER;
     if (!st__is_member(r, id) || !st__valid_url(url) || (*nonce && !st__valid_nonce(nonce)))
         return ST_EINVAL;
-    int rc = st__put(r, st__http_kind, id, url, wait);
-    if (rc == ST_OK && *nonce) rc = st__put(r, st__cold_kind, id, nonce, wait);
+    int rc = st__announce_put(r, st__http_kind, id, url, wait);
+    if (rc == ST_OK && *nonce) rc = st__announce_put(r, st__cold_kind, id, nonce, wait);
     return rc;
 }
 

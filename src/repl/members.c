@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-static int st__member(const char *p, size_t n, st_repl_member_t *m, const char **why)
+static int st__members_member(const char *p, size_t n, st_repl_member_t *m, const char **why)
 {
     const char *eq = memchr(p, '=', n);
     if (!eq || eq == p) {
@@ -48,7 +48,7 @@ int st_repl_parse_members(const char *spec, st_repl_member_t *out, size_t max, s
             *why = "too many members";
             return ST_EINVAL;
         }
-        if (st__member(p, (size_t)(stop - p), &out[*n], why) != ST_OK) return ST_EINVAL;
+        if (st__members_member(p, (size_t)(stop - p), &out[*n], why) != ST_OK) return ST_EINVAL;
         for (size_t i = 0; i < *n; i++)
             if (out[i].id == out[*n].id || strcmp(out[i].raft, out[*n].raft) == 0) {
                 *why = "member ids and addresses must be unique";

@@ -12,7 +12,7 @@
 #include <openssl/hmac.h>
 #include <stdio.h>
 
-static size_t st__collect(char *p, size_t size, size_t n, void *arg)
+static size_t st__post_collect(char *p, size_t size, size_t n, void *arg)
 {
     st_buf_append(arg, p, size * n);
     return size * n;
@@ -62,7 +62,7 @@ int st__member_post(const char *base, const char *path, const char *body, const 
     curl_easy_setopt(h, CURLOPT_MAXREDIRS, 3L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, st__collect);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, st__post_collect);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
     struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
     st_buf_t auth = {0};

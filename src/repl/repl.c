@@ -237,7 +237,7 @@ static int st__fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
     return 0;
 }
 
-static void st__fetch_work(uv_work_t *w)
+static void st__repl_fetch_work(uv_work_t *w)
 {
     st_repl_t *r = w->data;
     char path[1200];
@@ -252,7 +252,7 @@ static void st__on_retry(uv_timer_t *t)
 }
 
 /* The store holds the copy: apply what Raft applied meanwhile, then go on as usual. */
-static void st__fetch_done(uv_work_t *w, int status)
+static void st__repl_fetch_done(uv_work_t *w, int status)
 {
     st_repl_t *r = w->data;
     r->fetching = false;
@@ -289,7 +289,7 @@ static void st__fetch_done(uv_work_t *w, int status)
 static void st__fetch_start(st_repl_t *r)
 {
     r->fetch.data = r;
-    if (uv_queue_work(r->loop, &r->fetch, st__fetch_work, st__fetch_done) == 0)
+    if (uv_queue_work(r->loop, &r->fetch, st__repl_fetch_work, st__repl_fetch_done) == 0)
         r->fetching = true;
     else
         uv_timer_start(&r->retry, st__on_retry, 1000, 0);
@@ -410,7 +410,7 @@ static double st__g_applied(void *arg)
     return (double)raft_last_applied(&((st_repl_t *)arg)->raft);
 }
 
-static void st__metrics(st_repl_t *r)
+static void st__repl_metrics(st_repl_t *r)
 {
     st_metrics_gauge_fn("strata_repl_leader", "1 while this member serves as the group's leader",
                         "", st__g_serving, r);
@@ -548,7 +548,7 @@ int st_repl_open(st_repl_t **out, uv_loop_t *loop, st_store_t *store, const st_r
     uv_timer_start(&r->poll, st__on_poll, ST__POLL_MS, ST__POLL_MS);
     uv_unref((uv_handle_t *)&r->poll);
     st__announce_start(r);
-    st__metrics(r);
+    st__repl_metrics(r);
     st_info("repl: member %llu of %zu (raft %s, http %s)", (unsigned long long)r->self, r->nmembers,
             self_addr, r->advertise);
     *out = r;

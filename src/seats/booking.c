@@ -45,7 +45,7 @@ static st_hold_t st__hold_pop(st_seats_t *s)
 
 static void st__expire_due(st_seats_t *s);
 
-static void st__on_idle(uv_idle_t *h)
+static void st__booking_on_idle(uv_idle_t *h)
 {
     st__expire_due(h->data);
 }
@@ -54,7 +54,7 @@ static void st__on_idle(uv_idle_t *h)
  * loop turn (a timer re-armed at 0 would run again in the same turn with this libuv). */
 void st__arm_timer(st_seats_t *s)
 {
-    if (s->expire_parked) return; /* resumed by st__on_durable */
+    if (s->expire_parked) return; /* resumed by st__booking_on_durable */
     if (!s->nheap) {
         uv_timer_stop(&s->timer);
         uv_idle_stop(&s->idle);
@@ -63,7 +63,7 @@ void st__arm_timer(st_seats_t *s)
     int64_t delay_ms = (s->heap[0].at - st_now_us() + 999) / 1000;
     if (delay_ms <= 0) {
         uv_timer_stop(&s->timer);
-        uv_idle_start(&s->idle, st__on_idle);
+        uv_idle_start(&s->idle, st__booking_on_idle);
         return;
     }
     uv_idle_stop(&s->idle);
@@ -195,8 +195,8 @@ int st__release(st_seats_t *s, st_booking_t *b, int status, uint64_t *wait)
  * are due, and a slice only once the previous one is durable, so 100k holds running out
  * together neither stall the loop nor pile up changes waiting for a commit (subscribers would
  * be closed as slow consumers). Each slice is published as its batch becomes durable. A
- * booking read in between expires itself if due (st__finish): no answer shows a hold past its
- * time. */
+ * booking read in between expires itself if due (st__booking_finish): no answer shows a hold past
+ * its time. */
 #define ST__EXPIRE_SLICE     128
 #define ST__EXPIRE_BUDGET_NS (500u * 1000)
 
@@ -232,7 +232,7 @@ static void st__expire_due(st_seats_t *s)
     st__arm_timer(s);
 }
 
-static void st__on_durable(st_store_listener_t *l, uint64_t id)
+static void st__booking_on_durable(st_store_listener_t *l, uint64_t id)
 {
     st_seats_t *s = (st_seats_t *)((char *)l - offsetof(st_seats_t, listener));
     if (!s->expire_parked || id < s->expire_batch) return;
@@ -393,8 +393,8 @@ int st__load_live(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, st_bo
     return ST_OK;
 }
 
-static int st__finish(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, int to,
-                      st_buf_t *out, uint64_t *wait)
+static int st__booking_finish(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, int to,
+                              st_buf_t *out, uint64_t *wait)
 {
     st_buf_t keep = {0};
     st_booking_t b;
@@ -432,25 +432,25 @@ static int st__finish(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, i
 int st_seats_booking_json(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, st_buf_t *out,
                           uint64_t *wait)
 {
-    return st__finish(s, id, ref, 0, out, wait);
+    return st__booking_finish(s, id, ref, 0, out, wait);
 }
 
 int st_seats_confirm(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, st_buf_t *out,
                      uint64_t *wait)
 {
-    return st__finish(s, id, ref, ST_BK_SOLD, out, wait);
+    return st__booking_finish(s, id, ref, ST_BK_SOLD, out, wait);
 }
 
 int st_seats_cancel(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, st_buf_t *out,
                     uint64_t *wait)
 {
-    return st__finish(s, id, ref, ST_BK_CANCELLED, out, wait);
+    return st__booking_finish(s, id, ref, ST_BK_CANCELLED, out, wait);
 }
 
 /* ---- lifecycle ---- */
 
 /* A failed commit rolled back staged bookings: rebuild the in-memory view from the store. */
-static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
+static void st__booking_on_failed(st_store_listener_t *l, uint64_t first, int err)
 {
     st_seats_t *s = (st_seats_t *)((char *)l - offsetof(st_seats_t, listener));
     (void)first;
@@ -494,8 +494,8 @@ int st_seats_open(st_seats_t **out, uv_loop_t *loop, st_store_t *store, const st
             "seats: rebuilt %zu event(s) (seats budget used: %llu), %zu pending hold(s) in %.1f ms",
             s->nevents, (unsigned long long)s->total_seats, s->nheap,
             (double)(st_mono_ns() - t0) / 1e6);
-    s->listener.on_failed = st__on_failed;
-    s->listener.on_durable = st__on_durable;
+    s->listener.on_failed = st__booking_on_failed;
+    s->listener.on_durable = st__booking_on_durable;
     st_store_listen(store, &s->listener);
     *out = s;
     return ST_OK;

@@ -61,8 +61,8 @@ done:
 }
 
 /* The seats of item k that stay (not in rm[0..nrm)), the item's others dropped. */
-static size_t st__keep(const st_booking_t *b, size_t k, const uint32_t *rm, size_t nrm,
-                       uint32_t *out)
+static size_t st__cart_keep(const st_booking_t *b, size_t k, const uint32_t *rm, size_t nrm,
+                            uint32_t *out)
 {
     size_t n = 0;
     for (uint32_t i = 0; i < b->items[k].n; i++) {
@@ -131,7 +131,7 @@ static void st__rebuild_items(const st_booking_t *b, size_t k, st_section_t *sec
         if (i == b->nitems && k != b->nitems) break;
         uint32_t n = 0;
         if (i < b->nitems)
-            n = i == k ? (uint32_t)st__keep(b, i, rm, nrm, seats + total)
+            n = i == k ? (uint32_t)st__cart_keep(b, i, rm, nrm, seats + total)
                        : (memcpy(seats + total, b->seats + b->items[i].off, b->items[i].n * 4u),
                           b->items[i].n);
         if (i == k) {
@@ -150,10 +150,10 @@ static void st__rebuild_items(const st_booking_t *b, size_t k, st_section_t *sec
 }
 
 /* Checks and picks a change (nothing changes yet): rm/add and the item index k. */
-static int st__plan(st_seats_t *s, st_event_t *e, const st_booking_t *b,
-                    const st_seats_change_t *ch, st_section_t **psec, size_t *pk, uint32_t *rm,
-                    size_t *nrm, uint32_t *add, size_t *nadd, st_buf_t *taken_json,
-                    const char **why)
+static int st__cart_plan(st_seats_t *s, st_event_t *e, const st_booking_t *b,
+                         const st_seats_change_t *ch, st_section_t **psec, size_t *pk, uint32_t *rm,
+                         size_t *nrm, uint32_t *add, size_t *nadd, st_buf_t *taken_json,
+                         const char **why)
 {
     const char *name = ch->section ? ch->section : b->items[0].section;
     size_t len = ch->section ? ch->section_len : b->items[0].section_len;
@@ -205,9 +205,9 @@ static int st__plan(st_seats_t *s, st_event_t *e, const st_booking_t *b,
 }
 
 /* Stages the changed booking and moves the seats; giving back every seat cancels it. */
-static int st__commit(st_seats_t *s, st_event_t *e, st_booking_t *b, st_section_t *sec, size_t k,
-                      const uint32_t *rm, size_t nrm, const uint32_t *add, size_t nadd,
-                      uint64_t *wait)
+static int st__cart_commit(st_seats_t *s, st_event_t *e, st_booking_t *b, st_section_t *sec,
+                           size_t k, const uint32_t *rm, size_t nrm, const uint32_t *add,
+                           size_t nadd, uint64_t *wait)
 {
     uint32_t seats[ST_SEATS_MAX_PER_BOOKING];
     st_booking_t nb;
@@ -252,11 +252,11 @@ int st_seats_change(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref,
     uint32_t rm[ST_SEATS_MAX_PER_BOOKING], add[ST_SEATS_MAX_PER_BOOKING];
     size_t nrm = 0, nadd = 0, k = 0;
     st_section_t *sec = NULL;
-    rc = st__plan(s, e, &b, ch, &sec, &k, rm, &nrm, add, &nadd, taken_json, why);
+    rc = st__cart_plan(s, e, &b, ch, &sec, &k, rm, &nrm, add, &nadd, taken_json, why);
     if (rc) goto done;
     /* b.seats has room for the new shape: decode allocated nseats, so grow it first */
     b.seats = st_realloc(b.seats, ST_SEATS_MAX_PER_BOOKING * sizeof *b.seats);
-    rc = st__commit(s, e, &b, sec, k, rm, nrm, add, nadd, wait);
+    rc = st__cart_commit(s, e, &b, sec, k, rm, nrm, add, nadd, wait);
     if (!rc) st__booking_json(out, s, &b);
 done:
     free(b.seats);

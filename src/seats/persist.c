@@ -100,9 +100,7 @@ static int st__load_hold(void *arg, const void *key, size_t klen, const void *va
 {
     st_seats_t *s = arg;
     if (klen != 9 || vlen != 8) return 0;
-    uint64_t id = 0;
-    for (int i = 1; i < 9; i++)
-        id = id << 8 | ((const uint8_t *)key)[i];
+    uint64_t id = st_be64_get((const uint8_t *)key + 1);
     int64_t at;
     memcpy(&at, val, 8);
     st__hold_push(s, at, id);
@@ -116,9 +114,7 @@ static int st__last_booking(void *arg, const void *key, size_t klen, const void 
     (void)val;
     (void)vlen;
     if (klen != 9) return 0;
-    uint64_t id = 0;
-    for (int i = 1; i < 9; i++)
-        id = id << 8 | ((const uint8_t *)key)[i];
+    uint64_t id = st_be64_get((const uint8_t *)key + 1);
     st_snowflake_floor(&s->ids, id);
     return 1;
 }

@@ -110,8 +110,7 @@ int st__booking_decode(const void *v, size_t n, st_booking_t *b)
 size_t st__bkey(uint8_t key[9], uint64_t id, char ks)
 {
     key[0] = (uint8_t)ks;
-    for (int i = 0; i < 8; i++) /* big-endian: keys sort by id, i.e. by time */
-        key[1 + i] = (uint8_t)(id >> (56 - 8 * i));
+    st_be64_put(key + 1, id); /* keys sort by id, i.e. by time */
     return 9;
 }
 

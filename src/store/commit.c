@@ -313,7 +313,7 @@ typedef struct {
 } st_replay_t;
 
 /* A log record back into a batch: {u8 del, u32 klen, u32 vlen, key, val}*. */
-static int st__decode(st_store_t *s, st_batch_t *b, const char *p, size_t len)
+static int st__commit_decode(st_store_t *s, st_batch_t *b, const char *p, size_t len)
 {
     const char *end = p + len;
     st_recop_t op;
@@ -332,7 +332,7 @@ static void st__defer(st_replay_t *r, st_batch_t *b, uint64_t seq)
     for (size_t i = 0; i < b->nops; i++)
         st__ov_set(s, b, i);
     st__chain(&s->th.a_head, &s->th.a_tail, b, b);
-    TAILQ_INSERT_TAIL(&s->inflight, b, link);
+    st_list_insert(&s->inflight, &b->link);
     s->submitted++;
     s->th.pending += b->bytes;
     r->deferred++;
@@ -346,7 +346,7 @@ static int st__replay_record(void *arg, uint64_t seq, const char *p, size_t len)
     if (seq <= r->applied) return 0;
     r->last_seq = seq;
     st_batch_t *b = st__batch_new(s);
-    if (st__decode(s, b, p, len) != ST_OK) {
+    if (st__commit_decode(s, b, p, len) != ST_OK) {
         st_error("store: WAL seq %llu is damaged", (unsigned long long)seq);
         st__batch_recycle(s, b);
         return ST_EIO;
@@ -473,7 +473,7 @@ void st__store_submit(st_store_t *s)
     s->th.pending += b->bytes;
     uv_cond_signal(&s->th.cv_sync);
     uv_mutex_unlock(&s->th.mu);
-    TAILQ_INSERT_TAIL(&s->inflight, b, link);
+    st_list_insert(&s->inflight, &b->link);
     s->submitted++;
     s->open = st__batch_new(s);
     /* Pending durable work keeps the loop alive; idle, the store does not. */
@@ -496,9 +496,8 @@ static void st__restore_overlay(st_store_t *s, uint64_t first)
         }
     }
     if (!n) return;
-    st_batch_t *b;
-    TAILQ_FOREACH(b, &s->inflight, link)
-    {
+    for (st_list_t *l = s->inflight.next; l != &s->inflight; l = l->next) {
+        st_batch_t *b = ST_LIST_ITEM(l, st_batch_t, link);
         ST_ASSERT(b->id < first);
         for (size_t i = 0; i < b->nops; i++) {
             const st_op_t *op = &b->ops[i];
@@ -565,7 +564,7 @@ static void st__take_figures(st_store_t *s)
 /* A batch is back from the threads: applied (its overlay entries go) or failed. */
 void st__batch_back(st_store_t *s, st_batch_t *b)
 {
-    TAILQ_REMOVE(&s->inflight, b, link);
+    st_list_unlink(&b->link);
     s->submitted--;
     if (b->rc == 0) {
         /* a foreign batch (group mode) was never in the overlay: nothing to look up */

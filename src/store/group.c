@@ -204,7 +204,7 @@ void st__group_submit(st_store_t *s)
     st_batch_t *b = s->open;
     b->next = NULL;
     s->open = st__batch_new(s);
-    TAILQ_INSERT_TAIL(&s->inflight, b, link);
+    st_list_insert(&s->inflight, &b->link);
     s->submitted++;
     uv_ref((uv_handle_t *)&s->uv.done);
     uv_idle_stop(&s->uv.idle);
@@ -297,7 +297,7 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
             st__batch_recycle(s, b);
             return ST_EIO;
         }
-        TAILQ_INSERT_TAIL(&s->inflight, b, link);
+        st_list_insert(&s->inflight, &b->link);
         s->submitted++;
         uv_ref((uv_handle_t *)&s->uv.done);
     }

@@ -12,7 +12,6 @@
 
 #include <lmdb.h>
 #include <string.h>
-#include <sys/queue.h>
 
 typedef struct {
     size_t koff, klen, voff, vlen;
@@ -25,7 +24,7 @@ typedef struct {
  * back to the loop, which drops its overlay entries and recycles it. */
 typedef struct st_batch {
     struct st_batch *next;
-    TAILQ_ENTRY(st_batch) link; /* the loop's list of submitted batches not yet returned */
+    st_list_t link; /* in the loop's list of submitted batches not yet returned */
     uint64_t id;
     st_buf_t data; /* keys and values of ops */
     st_op_t *ops;
@@ -180,10 +179,10 @@ struct st_store {
 
     /* staging, loop only (store.c stages, commit.c takes batches back; ovidx.c orders) */
     st_map_t overlay;
-    st_ovidx_t ovidx;                /* the overlay in key order */
-    st_batch_t *open;                /* staging */
-    st_batch_t *free_list;           /* recycled batches */
-    TAILQ_HEAD(, st_batch) inflight; /* submitted, not yet back; ascending ids */
+    st_ovidx_t ovidx;      /* the overlay in key order */
+    st_batch_t *open;      /* staging */
+    st_batch_t *free_list; /* recycled batches */
+    st_list_t inflight;    /* st_batch_t by link: submitted, not yet back; ascending ids */
     uint64_t open_id, durable_id;
     size_t submitted; /* sealed batches not yet returned to the loop */
     st__fail_t fail;  /* commit.c */

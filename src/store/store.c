@@ -130,7 +130,7 @@ static double st__gauge_writable(void *arg)
     return st_store_writable(arg) == ST_OK;
 }
 
-static void st__metrics(st_store_t *s)
+static void st__store_metrics(st_store_t *s)
 {
     s->m.batch_ops = st_metrics_histogram("strata_commit_batch_ops",
                                           "LMDB puts/deletes per group commit (one WAL record)", "",
@@ -257,7 +257,7 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     st__space_init(&s->space, opts);
     s->tap = st__tap_new();
     st_map_init(&s->overlay);
-    TAILQ_INIT(&s->inflight);
+    st_list_init(&s->inflight);
     uv_mutex_init(&s->th.mu);
     s->th.apply_lazy = true; /* st_store_apply_lazy */
     uv_cond_init(&s->th.cv_sync);
@@ -300,13 +300,13 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     s->uv.idle.data = s;
     uv_timer_init(loop, &s->uv.pace);
     s->uv.pace.data = s;
-    st__metrics(s);
+    st__store_metrics(s);
     st__store_start_threads(s);
     *out = s;
     return ST_OK;
 }
 
-static void st__on_closed(uv_handle_t *h)
+static void st__store_on_closed(uv_handle_t *h)
 {
     st_store_t *s = h->data;
     if (++s->uv.closed == 4) st__free_struct(s);
@@ -328,10 +328,10 @@ void st_store_close(st_store_t *s)
     mdb_txn_abort(s->db.rtxn);
     mdb_env_close(s->db.env);
     /* The struct is freed once the handles have closed (the loop must run once more). */
-    uv_close((uv_handle_t *)&s->uv.done, st__on_closed);
-    uv_close((uv_handle_t *)&s->uv.check, st__on_closed);
-    uv_close((uv_handle_t *)&s->uv.idle, st__on_closed);
-    uv_close((uv_handle_t *)&s->uv.pace, st__on_closed);
+    uv_close((uv_handle_t *)&s->uv.done, st__store_on_closed);
+    uv_close((uv_handle_t *)&s->uv.check, st__store_on_closed);
+    uv_close((uv_handle_t *)&s->uv.idle, st__store_on_closed);
+    uv_close((uv_handle_t *)&s->uv.pace, st__store_on_closed);
 }
 
 st_observers_t *st_store_observers(st_store_t *s)

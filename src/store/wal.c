@@ -235,7 +235,7 @@ static void st__open_append(st_wal_t *w, const char *path)
 }
 
 /* Appends go to half h from its first record on, under generation gen. */
-static void st__enter(st_wal_t *w, int h, uint64_t gen, uint64_t salt)
+static void st__wal_enter(st_wal_t *w, int h, uint64_t gen, uint64_t salt)
 {
     w->cur = h;
     w->half[h].gen = gen;
@@ -252,7 +252,7 @@ static int st__start_half(st_wal_t *w, int h)
     uint64_t gen = (w->half[0].gen > w->half[1].gen ? w->half[0].gen : w->half[1].gen) + 1;
     uint64_t salt = st__new_salt(w);
     int rc = st__write_header(w, w->half[h].start, ST__MAGIC_HALF, gen, salt);
-    if (rc == ST_OK) st__enter(w, h, gen, salt);
+    if (rc == ST_OK) st__wal_enter(w, h, gen, salt);
     return rc;
 }
 
@@ -265,7 +265,7 @@ uint64_t st__disk_avail(const char *dir)
 
 /* Fresh log: real zeros (not a sparse file), so later in-place writes never have to update
  * block allocation metadata; then an empty generation in each half. */
-static int st__init(st_wal_t *w, const char *dir, const char *path)
+static int st__wal_init(st_wal_t *w, const char *dir, const char *path)
 {
     char *zeros = st_calloc(1, 1 << 20);
     int rc = ST_OK;
@@ -277,7 +277,7 @@ static int st__init(st_wal_t *w, const char *dir, const char *path)
         st__open_append(w, path);
         rc = st__write_header(w, w->half[1].start, ST__MAGIC_HALF, 0, 0);
         if (rc == ST_OK) {
-            st__enter(w, 1, 0, 0);
+            st__wal_enter(w, 1, 0, 0);
             rc = st__start_half(w, 0); /* generation 1 */
         }
     }
@@ -323,7 +323,7 @@ int st_wal_open(const char *dir, uint64_t size, st_wal_t **out)
         }
     }
     if (!valid) {
-        int rc = st__init(w, dir, path);
+        int rc = st__wal_init(w, dir, path);
         if (rc != ST_OK) {
             st_error("wal: cannot initialise %s (%llu bytes, written in full; %llu bytes free): %s",
                      path, (unsigned long long)w->size, (unsigned long long)st__disk_avail(dir),

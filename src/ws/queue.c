@@ -145,7 +145,7 @@ static void st__unwait(st_wsconn_t *c)
  * their batch is durable. They are one release, which no reader could have taken any of before,
  * and the cap bounds a backlog, not a release: the largest release since the backlog was last
  * empty does not count. A stream past its cap is cut off. */
-static void st__count(st_ws_t *ws, st_wsconn_t *c)
+static void st__queue_count(st_ws_t *ws, st_wsconn_t *c)
 {
     uint64_t durable = st_store_durable_id(ws->app->store);
     size_t release = 0;
@@ -180,7 +180,7 @@ static void st__park(st_ws_t *ws, st_wsconn_t *c)
         st_list_push_front(&ws->waiting, &c->wlink);
 }
 
-static void st__on_turn(uv_check_t *h);
+static void st__queue_on_turn(uv_check_t *h);
 
 static void st__on_spin(uv_idle_t *h)
 {
@@ -189,9 +189,9 @@ static void st__on_spin(uv_idle_t *h)
 
 /* Puts c at the end of ws->soon (a no-op if it is there): it is written at the end of this loop
  * turn, or of the next one when this turn's end is past (the poll does not block meanwhile).
- * What c gets from now until its turn is one release with what this turn brought it (st__count);
- * its backlog so far is not: a reader that takes each write but falls behind must still reach
- * the cap (review, session 8). */
+ * What c gets from now until its turn is one release with what this turn brought it
+ * (st__queue_count); its backlog so far is not: a reader that takes each write but falls behind
+ * must still reach the cap (review, session 8). */
 static void st__soon_add(st_ws_t *ws, st_wsconn_t *c)
 {
     if (st_list_linked(&c->slink)) return;
@@ -200,7 +200,7 @@ static void st__soon_add(st_ws_t *ws, st_wsconn_t *c)
         return;
     }
     if (st_list_empty(&ws->soon)) {
-        uv_check_start(&ws->turn, st__on_turn);
+        uv_check_start(&ws->turn, st__queue_on_turn);
         uv_idle_start(&ws->spin, st__on_spin);
     }
     st_list_insert(&ws->soon, &c->slink);
@@ -211,15 +211,15 @@ static void st__soon_add(st_ws_t *ws, st_wsconn_t *c)
 }
 
 /* Counts what may leave now and parks c while something waits for its batch. What may leave goes
- * out at the end of the loop turn with every other stream's (st__on_turn), one send per stream,
- * rather than from a writable callback each (two epoll_ctl calls, a poll event and an lws
+ * out at the end of the loop turn with every other stream's (st__queue_on_turn), one send per
+ * stream, rather than from a writable callback each (two epoll_ctl calls, a poll event and an lws
  * dispatch per stream: on a member publishing what it applies to 10,000 streams that was 3.3
  * epoll_ctl calls per send and half its loop); a stream written up to its budget with more to
  * send comes back at the end of the list. Only a stream whose socket refused part of its last
  * write (lws holds the rest) waits for the writable callback: that reader is behind. */
 static void st__wake(st_ws_t *ws, st_wsconn_t *c)
 {
-    st__count(ws, c);
+    st__queue_count(ws, c);
     if (!c->wsi || c->cut) return;
     if (c->counted) {
         if (lws_partial_buffered(c->wsi))
@@ -248,7 +248,7 @@ static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsb
     if (c->qlen == 1) {
         st__wake(ws, c);
     } else if (c->counted + 1 == c->qlen) {
-        st__count(ws, c); /* the head may leave: a writable callback is asked for already */
+        st__queue_count(ws, c); /* the head may leave: a writable callback is asked for already */
         st__park(ws, c);
     }
 }
@@ -327,8 +327,7 @@ static void st__frame_header(st_buf_t *b, size_t n)
         hl = 4;
     } else {
         h[1] = 127;
-        for (int i = 0; i < 8; i++)
-            h[2 + i] = (unsigned char)((uint64_t)n >> (56 - 8 * i));
+        st_be64_put(h + 2, (uint64_t)n);
         hl = 10;
     }
     st_buf_append(b, h, hl);
@@ -504,7 +503,7 @@ int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c)
     return 0;
 }
 
-/* A stream's turn came (st__on_turn): its frames are written right away rather than after a
+/* A stream's turn came (st__queue_on_turn): its frames are written right away rather than after a
  * writable callback, which would cost two epoll_ctl calls and a poll event per stream (a third
  * of the CPU of a 1,000-subscriber fan-out). A stream with a write still buffered by lws
  * continues from its writable callback; one with more than its budget to send comes back at the
@@ -614,7 +613,7 @@ void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c)
 }
 
 /* Batches from `first` on were rolled back: what they would have shown must never be sent. */
-static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
+static void st__queue_on_failed(st_store_listener_t *l, uint64_t first, int err)
 {
     st_ws_t *ws = (st_ws_t *)((char *)l - offsetof(st_ws_t, listener));
     (void)err;
@@ -694,27 +693,27 @@ static void st__turn(st_ws_t *ws, size_t streams)
     st__send_ready(ws);
 }
 
-static void st__on_turn(uv_check_t *h)
+static void st__queue_on_turn(uv_check_t *h)
 {
     st__turn(h->data, ST__WS_TURN_STREAMS);
 }
 
-static void st__on_prepare(uv_prepare_t *h)
+static void st__queue_on_prepare(uv_prepare_t *h)
 {
     ((st_ws_t *)h->data)->turn_no++;
 }
 
 /* A batch became durable: the frames it released count toward their stream's backlog (which
  * may cut it off), and the streams whose next frame it released are written at the end of the
- * loop turn (st__on_turn). A stream that had frames to send already has a write coming. */
-static void st__on_durable(st_store_listener_t *l, uint64_t id)
+ * loop turn (st__queue_on_turn). A stream that had frames to send already has a write coming. */
+static void st__queue_on_durable(st_store_listener_t *l, uint64_t id)
 {
     st_ws_t *ws = (st_ws_t *)((char *)l - offsetof(st_ws_t, listener));
-    (void)id; /* st__count reads it from the store */
+    (void)id; /* st__queue_count reads it from the store */
     for (ST_LIST_EACH(wl, wn, &ws->waiting)) {
         st_wsconn_t *c = ST_LIST_ITEM(wl, st_wsconn_t, wlink);
         bool idle = c->counted == 0; /* nothing to send: no write is coming */
-        st__count(ws, c);
+        st__queue_count(ws, c);
         if (c->cut) continue;
         if (c->counted == c->qlen) st__unwait(c);
         if (idle && c->counted) st__soon_add(ws, c);
@@ -723,8 +722,8 @@ static void st__on_durable(st_store_listener_t *l, uint64_t id)
 
 void st__ws_listen(st_ws_t *ws)
 {
-    ws->listener.on_durable = st__on_durable;
-    ws->listener.on_failed = st__on_failed;
+    ws->listener.on_durable = st__queue_on_durable;
+    ws->listener.on_failed = st__queue_on_failed;
     st_store_listen(ws->app->store, &ws->listener);
     st_list_init(&ws->soon);
     uv_check_init(ws->loop, &ws->turn);
@@ -732,7 +731,7 @@ void st__ws_listen(st_ws_t *ws)
     uv_idle_init(ws->loop, &ws->spin);
     uv_prepare_init(ws->loop, &ws->turns);
     ws->turns.data = ws;
-    uv_prepare_start(&ws->turns, st__on_prepare);
+    uv_prepare_start(&ws->turns, st__queue_on_prepare);
 }
 
 void st__ws_turn_close(st_ws_t *ws)

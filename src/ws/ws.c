@@ -38,7 +38,7 @@ static st_wsauth_t *st__auth_new(int fd, const char *subject, int64_t exp_us)
 
 /* Only a connection that became a stream was counted (a failed handshake also ends in
  * LWS_CALLBACK_CLOSED, with zeroed user memory): only that one is uncounted. */
-static void st__conn_free(st_ws_t *ws, st_wsconn_t *c)
+static void st__ws_conn_free(st_ws_t *ws, st_wsconn_t *c)
 {
     if (!c || !c->established) return;
     c->established = false;
@@ -74,7 +74,7 @@ static void st__established(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c)
     if (bad) st__ws_fail(ws, c, st__ws_rx_code(bad), bad);
 }
 
-static int st__receive(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c, const void *in, size_t len)
+static int st__ws_receive(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c, const void *in, size_t len)
 {
     if (c->cut) return 0; /* ending: nothing more is served */
     if (lws_frame_is_binary(wsi)) {
@@ -108,11 +108,11 @@ static int st__callback(struct lws *wsi, enum lws_callback_reasons reason, void 
         st__established(st__ws(wsi), wsi, c);
         return 0;
     case LWS_CALLBACK_RECEIVE:
-        return st__receive(st__ws(wsi), wsi, c, in, len);
+        return st__ws_receive(st__ws(wsi), wsi, c, in, len);
     case LWS_CALLBACK_SERVER_WRITEABLE:
         return st__ws_on_writable(st__ws(wsi), c);
     case LWS_CALLBACK_CLOSED:
-        st__conn_free(st__ws(wsi), c);
+        st__ws_conn_free(st__ws(wsi), c);
         return 0;
     case LWS_CALLBACK_WSI_DESTROY: {
         st_wsauth_t *a = lws_get_opaque_user_data(wsi);
@@ -158,7 +158,7 @@ static void st__keepalive(st_ws_t *ws, st_wsconn_t *c, uint64_t now)
  * ends the stream (SPEC §3) with 1008 "token expired", the way a slow consumer is cut off
  * (queue.c): the close frame goes out from the writable callback, ahead of what was still
  * queued. A few loads per stream. */
-static void st__on_tick(uv_timer_t *t)
+static void st__ws_on_tick(uv_timer_t *t)
 {
     st_ws_t *ws = t->data;
     uint64_t now = uv_now(ws->loop);
@@ -174,7 +174,7 @@ static void st__on_tick(uv_timer_t *t)
 }
 
 /* rx_buffer_size is what lws allocates per connection for reading; client frames are small
- * (subscribe requests), larger ones arrive in pieces and are joined in st__receive.
+ * (subscribe requests), larger ones arrive in pieces and are joined in st__ws_receive.
  * tx_packet_size is how much one send() may carry: left at 0 it would be rx_buffer_size, and a
  * flush of several frames (queue.c) would be cut into 1 KiB sends, each a partial write that lws
  * buffers and finishes from a writable callback (two epoll_ctl calls and a loop turn). */
@@ -183,7 +183,7 @@ static const struct lws_protocols st__protocols[] = {
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
-/* lws's own keep-alive ("validity") off: strata's is st__on_tick. Leaving the policy unset would
+/* lws's own keep-alive ("validity") off: strata's is st__ws_on_tick. Leaving the policy unset would
  * not do: lws would use its default one, which pings after 300 s. */
 static const lws_retry_bo_t st__no_validity = {.secs_since_valid_ping = 0,
                                                .secs_since_valid_hangup = 0};
@@ -247,7 +247,7 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
     uint64_t tick = ws->ping_ms / 4 < 1000 ? ws->ping_ms / 4 : 1000;
     uv_timer_init(loop, &ws->tick);
     ws->tick.data = ws;
-    uv_timer_start(&ws->tick, st__on_tick, tick, tick);
+    uv_timer_start(&ws->tick, st__ws_on_tick, tick, tick);
     *out = ws;
     return ST_OK;
 }

@@ -856,8 +856,7 @@ static size_t fk_key(uint8_t *k, const char *o, size_t ol, uint64_t id)
     k[0] = 'h';
     memcpy(k + 1, o, ol);
     k[1 + ol] = 0;
-    for (int i = 0; i < 8; i++)
-        k[2 + ol + i] = (uint8_t)(id >> (56 - 8 * i));
+    st_be64_put(k + 2 + ol, id);
     return 2 + ol + 8;
 }
 
