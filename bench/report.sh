@@ -7,7 +7,7 @@
 # marker comments. Nothing in them is typed by hand.
 #   bench/report.sh                          (DURATION=10 s per side, ROUNDS=3; every script)
 #   DURATION=10 bench/report.sh run chat     (only those; the others keep their last record)
-# A full run (DURATION=10, ROUNDS=3, every script) takes about 25 minutes: run ~3, seats ~3,
+# A full run (DURATION=10, ROUNDS=3, every script) takes about 26 minutes: auth ~1, run ~3, seats ~3,
 # chat ~5, streams ~9, cluster ~3, plus installing and building once.
 # Run it on a quiet machine: the load generator shares the cores with strata and its peers. It
 # refuses a tree with uncommitted changes to tracked files (ALLOW_DIRTY=1: smoke tests only; the
@@ -22,7 +22,7 @@ if [ -n "$(git status --porcelain --untracked-files=no -- . ':!bench/out')" ] &&
 fi
 [ "$ROUNDS" -ge 3 ] || echo "bench/report.sh: ROUNDS=$ROUNDS: fewer than 3 rounds is a smoke run (so marked in the table)" >&2
 scripts=("$@")
-[ ${#scripts[@]} -gt 0 ] || scripts=(run seats chat streams cluster)
+[ ${#scripts[@]} -gt 0 ] || scripts=(run seats chat streams cluster auth)
 t0=$(date +%s)
 for s in "${scripts[@]}"; do
   echo "== bench/$s.sh (DURATION=$DURATION ROUNDS=$ROUNDS), $(date -u +%T)"

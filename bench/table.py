@@ -16,7 +16,7 @@
 import json, os, re, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ORDER = ["run", "seats", "chat", "streams", "cluster"]
+ORDER = ["run", "seats", "chat", "streams", "cluster", "auth"]
 BEGIN = "<!-- bench-table:begin (written by bench/table.py from bench/out/*.json; do not edit by hand) -->"
 END = "<!-- bench-table:end -->"
 FIG = re.compile(r"<!-- fig:([a-z0-9-]+) -->(.*?)<!-- /fig -->", re.S)
