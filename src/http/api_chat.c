@@ -5,12 +5,16 @@
 
 #include <string.h>
 
+/* metadata is free-form: any object, its members unchecked (SPEC §2) */
+static const char *const st__message_fields[] = {"conversation_id", "from", "content", "metadata",
+                                                 NULL};
+
 int st_api_message_post(st_ctx_t *c)
 {
     int rc = st_param_name(c, 0, "user");
     if (rc) return rc;
     cJSON *j;
-    if ((rc = st_json_body(c, &j))) return rc;
+    if ((rc = st_json_body(c, &j, st__message_fields))) return rc;
     if (!j)
         return st_ctx_error(c, ST_EINVAL,
                             "a JSON body with conversation_id, from and content "
@@ -22,23 +26,29 @@ int st_api_message_post(st_ctx_t *c)
         (rc = st_json_name(c, j, "from", &m.from, &m.from_len)))
         goto done;
     if (!cJSON_IsString(content) || !content->valuestring[0]) {
-        rc = st_ctx_error(c, ST_EINVAL, "'content' must be a non-empty string");
+        rc = content ? st_ctx_error_field(c, ST_EINVAL, "content",
+                                          "'content' must be a non-empty string (got %s)",
+                                          cJSON_IsString(content) ? "\"\"" : st_json_kind(content))
+                     : st_ctx_error_field(c, ST_EINVAL, "content", "'content' is required");
         goto done;
     }
     m.content = content->valuestring;
     m.content_len = strlen(content->valuestring);
     if (m.content_len > c->app->cfg->max_content) {
-        rc = st_ctx_error(c, ST_ETOOLARGE, "'content' is larger than %llu bytes",
-                          (unsigned long long)c->app->cfg->max_content);
+        rc = st_ctx_error_field(c, ST_ETOOLARGE, "content",
+                                "'content' is larger than %llu bytes (got %zu)",
+                                (unsigned long long)c->app->cfg->max_content, m.content_len);
         goto done;
     }
     if (!st_utf8_valid(m.content, m.content_len)) {
-        rc = st_ctx_error(c, ST_EINVAL, "'content' must be valid UTF-8");
+        rc = st_ctx_error_field(c, ST_EINVAL, "content", "'content' must be valid UTF-8");
         goto done;
     }
     if (meta && !cJSON_IsNull(meta)) {
         if (!cJSON_IsObject(meta)) {
-            rc = st_ctx_error(c, ST_EINVAL, "'metadata' must be a JSON object");
+            rc =
+                st_ctx_error_field(c, ST_EINVAL, "metadata",
+                                   "'metadata' must be a JSON object (got %s)", st_json_kind(meta));
             goto done;
         }
         /* stored as the client wrote it: cJSON would round numbers past 2^53 and drop 1e400 */

@@ -23,9 +23,11 @@ int st_api_cluster(st_ctx_t *c)
 int st_api_cluster_snapshot(st_ctx_t *c)
 {
     if (!c->app->repl) return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
+    int rc = st_json_no_fields(c);
+    if (rc) return rc;
     int port;
     char token[33];
-    int rc = st_repl_snapshot_offer(c->app->repl, &port, token);
+    rc = st_repl_snapshot_offer(c->app->repl, &port, token);
     if (rc != ST_OK) return st_ctx_error(c, rc, "cannot offer a copy of the store now");
     st_buf_printf(c->body, "{\"port\":%d,\"token\":\"%s\"}", port, token);
     return ST_OK;
@@ -37,6 +39,8 @@ int st_api_cluster_snapshot(st_ctx_t *c)
 int st_api_cluster_read_index(st_ctx_t *c)
 {
     if (!c->app->repl) return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
+    int rc = st_json_no_fields(c);
+    if (rc) return rc;
     st_buf_printf(c->body, "{\"commit_index\":%llu}",
                   (unsigned long long)st_repl_commit_index(c->app->repl));
     return ST_OK;
@@ -48,7 +52,8 @@ int st_api_cluster_announce(st_ctx_t *c)
 {
     if (!c->app->repl) return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
     cJSON *j;
-    int rc = st_json_body(c, &j);
+    static const char *const fields[] = {"id", "http", "cold", NULL};
+    int rc = st_json_body(c, &j, fields);
     if (rc) return rc;
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
     const cJSON *url = cJSON_GetObjectItemCaseSensitive(j, "http");
