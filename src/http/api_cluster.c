@@ -22,9 +22,9 @@ int st_api_cluster(st_ctx_t *c)
 /* A member behind the group's snapshot asks for a copy of the store (src/repl/snapshot.c). */
 int st_api_cluster_snapshot(st_ctx_t *c)
 {
-    if (!c->app->repl) return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
-    int rc = st_json_no_fields(c);
+    int rc = st_json_no_fields(c); /* strict requests: a malformed body is 400 first */
     if (rc) return rc;
+    if (!c->app->repl) return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
     int port;
     char token[33];
     rc = st_repl_snapshot_offer(c->app->repl, &port, token);
@@ -38,9 +38,9 @@ int st_api_cluster_snapshot(st_ctx_t *c)
  * it, and its commit index covers every write acknowledged before the request came. */
 int st_api_cluster_read_index(st_ctx_t *c)
 {
-    if (!c->app->repl) return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
-    int rc = st_json_no_fields(c);
+    int rc = st_json_no_fields(c); /* strict requests: a malformed body is 400 first */
     if (rc) return rc;
+    if (!c->app->repl) return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
     st_buf_printf(c->body, "{\"commit_index\":%llu}",
                   (unsigned long long)st_repl_commit_index(c->app->repl));
     return ST_OK;
@@ -50,11 +50,14 @@ int st_api_cluster_read_index(st_ctx_t *c)
  * once the group holds it. */
 int st_api_cluster_announce(st_ctx_t *c)
 {
-    if (!c->app->repl) return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
     cJSON *j;
     static const char *const fields[] = {"id", "http", "cold", NULL};
-    int rc = st_json_body(c, &j, fields);
+    int rc = st_json_body(c, &j, fields); /* strict requests: a malformed body is 400 first */
     if (rc) return rc;
+    if (!c->app->repl) {
+        cJSON_Delete(j);
+        return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
+    }
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
     const cJSON *url = cJSON_GetObjectItemCaseSensitive(j, "http");
     const cJSON *cold = cJSON_GetObjectItemCaseSensitive(j, "cold");
