@@ -5,6 +5,9 @@
 
 #include <string.h>
 
+/* A value in a message: "%.*s%s" with ST__V(s, n). */
+#define ST__V(s, n) (int)st_clip((s), (n)), (s), (n) > ST_CLIP_MAX ? "..." : ""
+
 /* metadata is free-form: any object, its members unchecked (SPEC §2) */
 static const char *const st__message_fields[] = {"conversation_id", "from", "content", "metadata",
                                                  NULL};
@@ -83,7 +86,8 @@ static int st__id_param(st_ctx_t *c, const char *name, uint64_t *out)
             x = x * 10 + (uint64_t)(v[i] - '0');
     }
     if (!ok || x == 0)
-        return st_ctx_error(c, ST_EINVAL, "'%s' must be a msg_id (decimal digits)", name);
+        return st_ctx_error(c, ST_EINVAL, "'%s' must be a msg_id (decimal digits) (got \"%.*s%s\")",
+                            name, ST__V(v, n));
     *out = x;
     return ST_OK;
 }
@@ -100,20 +104,22 @@ int st_api_message_list(st_ctx_t *c)
         if (!st_name_valid(v, n))
             return st_ctx_error(c, ST_EINVAL,
                                 "conversation_id must be 1-255 characters of "
-                                "[A-Za-z0-9_.:-]");
+                                "[A-Za-z0-9_.:-] (got \"%.*s%s\")",
+                                ST__V(v, n));
         q.conv = v;
         q.conv_len = n;
     }
     int64_t limit;
     if ((v = st_query_get(c->arena, r->query, r->query_len, "limit", &n)) &&
         (st_parse_i64(v, n, &limit) || limit < 1 || limit > 1000))
-        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000");
+        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000 (got \"%.*s%s\")", ST__V(v, n));
     if (v) q.limit = (size_t)limit;
     if ((v = st_query_get(c->arena, r->query, r->query_len, "order", &n))) {
         if (strcmp(v, "desc") == 0)
             q.desc = true;
         else if (strcmp(v, "asc") != 0)
-            return st_ctx_error(c, ST_EINVAL, "order must be asc or desc");
+            return st_ctx_error(c, ST_EINVAL, "order must be asc or desc (got \"%.*s%s\")",
+                                ST__V(v, n));
     }
     uint64_t cursor;
     if ((rc = st__id_param(c, "after", &q.after)) || (rc = st__id_param(c, "before", &q.before)) ||
@@ -139,7 +145,7 @@ int st_api_conversation_list(st_ctx_t *c)
     int64_t limit = 20;
     const char *v = st_query_get(c->arena, r->query, r->query_len, "limit", &n);
     if (v && (st_parse_i64(v, n, &limit) || limit < 1 || limit > 1000))
-        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000");
+        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000 (got \"%.*s%s\")", ST__V(v, n));
     const char *cursor = st_query_get(c->arena, r->query, r->query_len, "cursor", &clen);
     rc = st_chat_conversations(c->app->chat, c->params[0], c->plens[0], cursor, clen, (size_t)limit,
                                c->body, &c->wait);

@@ -63,8 +63,13 @@ int st_api_cluster_announce(st_ctx_t *c)
     const cJSON *cold = cJSON_GetObjectItemCaseSensitive(j, "cold");
     if (!cJSON_IsNumber(id) || id->valuedouble < 1 || id->valuedouble > 1023 ||
         !cJSON_IsString(url) || (cold && !cJSON_IsString(cold))) {
-        cJSON_Delete(j);
-        return st_ctx_error(c, ST_EINVAL, "expected {\"id\",\"http\",\"cold\"}");
+        const char *ik = id ? st_json_kind(id) : "nothing",
+                   *uk = url ? st_json_kind(url) : "nothing";
+        cJSON_Delete(j); /* the kinds are static strings */
+        return st_ctx_error(c, ST_EINVAL,
+                            "expected {\"id\":1..1023,\"http\":string,\"cold\":string} (got "
+                            "id %s, http %s)",
+                            ik, uk);
     }
     rc = st_repl_announce(c->app->repl, (uint64_t)id->valuedouble, url->valuestring,
                           cold ? cold->valuestring : "", &c->wait);

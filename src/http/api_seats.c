@@ -125,10 +125,12 @@ int st_api_event_list(st_ctx_t *c)
     int64_t limit = 20;
     const char *v = st_query_get(c->arena, r->query, r->query_len, "limit", &n);
     if (v && (st_parse_i64(v, n, &limit) || limit < 1 || limit > 1000))
-        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000");
+        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000 (got \"%.*s%s\")", ST__V(v, n));
     size_t clen = 0;
     const char *cursor = st_query_get(c->arena, r->query, r->query_len, "cursor", &clen);
-    if (cursor && !st_name_valid(cursor, clen)) return st_ctx_error(c, ST_EINVAL, "bad cursor");
+    if (cursor && !st_name_valid(cursor, clen))
+        return st_ctx_error(c, ST_EINVAL, "cursor must be an event_id (got \"%.*s%s\")",
+                            ST__V(cursor, clen));
     return st_seats_list_json(c->app->seats, cursor, clen, (size_t)limit, c->body, &c->wait);
 }
 

@@ -63,8 +63,9 @@ int st_json_body(st_ctx_t *c, cJSON **out, const char *const *fields)
     cJSON *j = cJSON_ParseWithLength(r->body, r->body_len);
     if (!j) return st_ctx_error(c, ST_EJSON, "request body is not valid JSON");
     if (!cJSON_IsObject(j)) {
+        const char *kind = st_json_kind(j); /* a static string */
         cJSON_Delete(j);
-        return st_ctx_error(c, ST_EINVAL, "request body must be a JSON object");
+        return st_ctx_error(c, ST_EINVAL, "request body must be a JSON object (got %s)", kind);
     }
     int rc = st_json_fields(c, j, fields, NULL);
     if (rc) {

@@ -173,6 +173,11 @@ describe('strict requests', () => {
       ['POST', '/v1/users/alice/messages', { conversation_id: 'c', from: 'alice', content: 'x', metadata: [1] }, /'metadata'.*got an array/],
       ['GET', '/v1/counters/bad%20name', undefined, /counter name.*got "bad name"/],
       ['GET', '/v1/events/ev/sections/A/seats?format=xml', undefined, /format.*got "xml"/],
+      ['GET', '/v1/users/alice/messages?limit=lots', undefined, /limit.*got "lots"/],
+      ['GET', '/v1/users/alice/messages?order=sideways', undefined, /order.*got "sideways"/],
+      ['GET', '/v1/users/alice/messages?after=12x', undefined, /'after'.*got "12x"/],
+      ['GET', '/v1/events?cursor=a%20b', undefined, /cursor.*got "a b"/],
+      ['POST', '/v1/counters/c/incr', '[1]', /JSON object \(got an array\)/],
     ];
     for (const [m, p, body, re] of cases) {
       const r = await s.req(m, p, body);
