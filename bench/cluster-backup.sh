@@ -36,7 +36,7 @@ leader() {
   for _ in $(seq 400); do
     for id in 1 2 3; do
       [ -n "${pid[$id]:-}" ] || continue
-      code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -XPOST -d '{}' \
+      code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -XPOST --json '{}' \
         "http://127.0.0.1:${http[$id]}/v1/counters/probe/incr" || true)
       if [ "$code" = 200 ]; then echo $id; return; fi
     done
@@ -67,10 +67,10 @@ done
 echo "durable incr on the leader, backup on / off: $(ratio "$sum_on" "$sum_off")"
 
 # failover with the backup on (the last group): the store holds the increments above
-curl -s -o /dev/null -XPOST -d '{}' "http://127.0.0.1:${http[$L]}/v1/sequences/s/next"
+curl -s -o /dev/null -XPOST --json '{}' "http://127.0.0.1:${http[$L]}/v1/sequences/s/next"
 kill -9 ${pid[$L]}; wait ${pid[$L]} 2>/dev/null || true; pid[$L]=""
 t0=$(ms); L2=$(leader); t_write=$(( $(ms) - t0 ))
-until [ "$(curl -s -o /dev/null -w '%{http_code}' -XPOST -d '{}' "http://127.0.0.1:${http[$L2]}/v1/sequences/s/next")" = 200 ]; do sleep 0.002; done
+until [ "$(curl -s -o /dev/null -w '%{http_code}' -XPOST --json '{}' "http://127.0.0.1:${http[$L2]}/v1/sequences/s/next")" = 200 ]; do sleep 0.002; done
 t_seq=$(( $(ms) - t0 ))
 snap=$(ls "$work/bk$ROUNDS/snap" | sort | tail -1)
 size=$(du -sb "$work/bk$ROUNDS/snap/$snap" | cut -f1)

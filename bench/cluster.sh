@@ -75,7 +75,7 @@ for run in $(seq "$RUNS"); do
     ok=""
     for id in 1 2 3; do
       [ -n "${gpid[$id]}" ] || continue
-      code=$(curl -s -L -o /dev/null -w '%{http_code}' --max-time 1 -XPOST -d '{}' \
+      code=$(curl -s -L -o /dev/null -w '%{http_code}' --max-time 1 -XPOST --json '{}' \
         "http://127.0.0.1:${http[$id]}/v1/counters/failover/incr" || true)
       if [ "$code" = 200 ]; then ok=1; break; fi
     done

@@ -20,8 +20,8 @@ port=$(free_port)
 pid=$!
 pids+=("$pid")
 wait_port "$port"
-curl -fsS -XPOST "127.0.0.1:$port/v1/counters/bench/incr" -d '{"by":1}' >/dev/null
-if [ -n "${SETUP:-}" ]; then curl -fsS -XPOST "127.0.0.1:$port${SETUP%% *}" -d "${SETUP#* }" >/dev/null; fi
+curl -fsS -XPOST "127.0.0.1:$port/v1/counters/bench/incr" --json '{"by":1}' >/dev/null
+if [ -n "${SETUP:-}" ]; then curl -fsS -XPOST "127.0.0.1:$port${SETUP%% *}" --json "${SETUP#* }" >/dev/null; fi
 ANSWERS=${ANSWERS:-2xx}
 snap() {
   for t in /proc/"$pid"/task/*; do

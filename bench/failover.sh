@@ -17,7 +17,7 @@ for _ in $(seq "$RUNS"); do
   t0=$(date +%s%N)
   until for id in 1 2 3; do
       [ "$id" != "$leader" ] || continue
-      code=$(curl -s -L -o /dev/null -w '%{http_code}' --max-time 1 -XPOST -d '{}' \
+      code=$(curl -s -L -o /dev/null -w '%{http_code}' --max-time 1 -XPOST --json '{}' \
         "http://127.0.0.1:${http[$id]}/v1/counters/failover/incr" || true)
       [ "$code" = 200 ] && break
     done && [ "${code:-}" = 200 ]; do sleep 0.01; done

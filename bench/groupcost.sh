@@ -44,7 +44,7 @@ for id in $(seq $N); do wait_port ${http[$id]}; done
 L=""
 for _ in $(seq 200); do
   for id in $(seq $N); do
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -XPOST -d '{}' "http://127.0.0.1:${http[$id]}/v1/counters/probe/incr" || true)
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -XPOST --json '{}' "http://127.0.0.1:${http[$id]}/v1/counters/probe/incr" || true)
     if [ "$code" = 200 ]; then L=$id; break 2; fi
   done
   sleep 0.05

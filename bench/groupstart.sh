@@ -30,7 +30,7 @@ group_leader() {
   leader=
   for _ in $(seq 200); do
     for id in 1 2 3; do
-      code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -XPOST -d '{}' \
+      code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -XPOST --json '{}' \
         "http://127.0.0.1:${http[$id]}/v1/counters/probe/incr" || true)
       if [ "$code" = 200 ]; then leader=$id; break 2; fi
     done

@@ -30,7 +30,7 @@ echo "# reconciliation, $(date -u +%F), $(nproc) cores"
 run_server 86400
 posts "$LOAD_SECONDS"
 for i in $(seq 1 200); do curl -s -XPOST "http://127.0.0.1:$port/v1/counters/d$((i % 20))/distinct" \
-  -d "{\"member\":\"m$i\"}" >/dev/null; done
+  --json "{\"member\":\"m$i\"}" >/dev/null; done
 # the pass answers 202 and runs in slices (a quarter of the loop): time it to its last key
 keys() { echo $(( $(metric 'strata_reconcile_keys_total{kind="conversation"}') + $(metric 'strata_reconcile_keys_total{kind="distinct"}') )); }
 k0=$(keys)

@@ -23,7 +23,7 @@ wait_port "$sp"
 # a 10-digit value: every GET answer keeps the length of nginx's fixed body below (the rounds add
 # far fewer than the 8,999,999,999 increments that would make it 11 digits)
 start=1000000000
-curl -fsS -XPOST "http://127.0.0.1:$sp/v1/counters/bench/incr" -d "{\"by\":$start}" >/dev/null
+curl -fsS -XPOST "http://127.0.0.1:$sp/v1/counters/bench/incr" --json "{\"by\":$start}" >/dev/null
 body=$(curl -fsS "http://127.0.0.1:$sp/v1/counters/bench")
 
 # --- redis, fsync always and everysec ---

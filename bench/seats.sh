@@ -30,7 +30,7 @@ field() { sed "s/.* $1=\([0-9]*\).*/\1/" <<<"$res"; }
 so_dur=; so_won=; so_bps=; so_conf=; so_p99=; so_missed=0
 for round in $(seq "$ROUNDS"); do
   ev=sellout$round
-  curl -fsS -XPOST "$B/v1/events" -d '{"event_id":"'$ev'","sections":[
+  curl -fsS -XPOST "$B/v1/events" --json '{"event_id":"'$ev'","sections":[
     {"name":"S1","rows":100,"cols":250,"price":100},{"name":"S2","rows":100,"cols":250,"price":100},
     {"name":"S3","rows":100,"cols":250,"price":100},{"name":"S4","rows":100,"cols":250,"price":100}]}' >/dev/null
   wrk_strata "$sp" "409" -- -t1 -c64 -d"${SELLOUT_SECONDS}s" --latency -s bench/sellout.lua "$B" -- "$ev"
@@ -97,7 +97,7 @@ redis_book() { # PORT PID ROUND -> R_* of redis_timed, r_won r_lost r_cpu; fresh
 }
 s_ans=; s_cpu=; s_won=; s_lost=; s_p99=; a_ans=; a_cpu=; a_won=; a_lost=; e_ans=; e_cpu=; e_won=; e_lost=
 for round in $(seq "$ROUNDS"); do
-  curl -fsS -XPOST "http://127.0.0.1:$bp/v1/events" -d '{"event_id":"book'$round'","sections":[{"name":"F","rows":1000,"cols":1000,"price":1}]}' >/dev/null
+  curl -fsS -XPOST "http://127.0.0.1:$bp/v1/events" --json '{"event_id":"book'$round'","sections":[{"name":"F","rows":1000,"cols":1000,"price":1}]}' >/dev/null
   cpu_run "$bpid" wrk_strata "$bp" "409" -- -t1 -c64 -d"${DURATION}s" --latency -s bench/book2.lua "http://127.0.0.1:$bp" -- "book$round"
   raw_keep "$round" strata-book "$W_OUT"
   s_ans+=" $((W_RPS + W_EXP_RPS))"; s_won+=" $W_OK"; s_lost+=" $W_EXPECTED"; s_p99+=" $W_P99"
@@ -120,7 +120,7 @@ row 'durable booking of 2 random seats, a fresh event each round (answers: wins 
   "median $(med $e_won) won, $(med $e_lost) conflicts; same ${DURATION}s, interleaved" "" "$s_cpu" "$e_cpu" "answer"
 
 # 3. restart time: 1,000,000 seats plus everything above
-curl -fsS -XPOST "http://127.0.0.1:$bp/v1/events" -d '{"event_id":"million","sections":[{"name":"F","rows":1000,"cols":1000,"price":1}]}' >/dev/null
+curl -fsS -XPOST "http://127.0.0.1:$bp/v1/events" --json '{"event_id":"million","sections":[{"name":"F","rows":1000,"cols":1000,"price":1}]}' >/dev/null
 rss=$(awk '/VmHWM/ {print $2 " " $3}' /proc/$bpid/status)
 restart=; rebuilt=
 for round in $(seq "$ROUNDS"); do

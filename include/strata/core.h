@@ -28,6 +28,7 @@
     X(EXIST, 409, "conflict", "the object exists already")                                         \
     X(SEATS, 409, "seats_unavailable", "some seats are not available")                             \
     X(TOOLARGE, 413, "payload_too_large", "request body too large")                                \
+    X(MEDIA, 415, "unsupported_media_type", "a request body must be application/json")             \
     X(IDEMREUSED, 422, "idempotency_key_reused",                                                   \
       "the Idempotency-Key was first used with another request")                                   \
     X(UPGRADE, 426, "upgrade_required", "this route needs a WebSocket upgrade")                    \
@@ -269,6 +270,14 @@ bool st_name_valid(const char *s, size_t n);
 bool st_utf8_valid(const char *s, size_t n);
 /* Length of the longest well-formed UTF-8 prefix of s (n when all of it is). */
 size_t st_utf8_prefix(const char *s, size_t n);
+/* A value quoted in an error message: at most ST_CLIP_MAX bytes, cut on a character boundary.
+ * Use as "%.*s%s", (int)st_clip(v, n), v, n > ST_CLIP_MAX ? "..." : "" (JSON-escape the whole
+ * message when it is written, as st_ctx_error does). */
+#define ST_CLIP_MAX 64
+static inline size_t st_clip(const char *s, size_t n)
+{
+    return st_utf8_prefix(s, n > ST_CLIP_MAX ? ST_CLIP_MAX : n);
+}
 
 /* ---- strict JSON text check (RFC 8259: grammar, UTF-8, nesting up to 512) ---- */
 typedef struct {

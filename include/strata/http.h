@@ -46,6 +46,8 @@ typedef struct {
     size_t ws_protocol_len;
     const char *origin; /* Origin header or NULL (CORS) */
     size_t origin_len;
+    const char *content_type; /* Content-Type header or NULL (strict requests: 415) */
+    size_t content_type_len;
     bool keep_alive;
     bool upgrade; /* Connection: upgrade requested (WebSocket) */
     uint64_t started_ns;

@@ -5,12 +5,19 @@
 
 #include <string.h>
 
+/* A value in a message: "%.*s%s" with ST__V(s, n). */
+#define ST__V(s, n) (int)st_clip((s), (n)), (s), (n) > ST_CLIP_MAX ? "..." : ""
+
+/* metadata is free-form: any object, its members unchecked (SPEC §2) */
+static const char *const st__message_fields[] = {"conversation_id", "from", "content", "metadata",
+                                                 NULL};
+
 int st_api_message_post(st_ctx_t *c)
 {
     int rc = st_param_name(c, 0, "user");
     if (rc) return rc;
     cJSON *j;
-    if ((rc = st_json_body(c, &j))) return rc;
+    if ((rc = st_json_body(c, &j, st__message_fields))) return rc;
     if (!j)
         return st_ctx_error(c, ST_EINVAL,
                             "a JSON body with conversation_id, from and content "
@@ -22,23 +29,29 @@ int st_api_message_post(st_ctx_t *c)
         (rc = st_json_name(c, j, "from", &m.from, &m.from_len)))
         goto done;
     if (!cJSON_IsString(content) || !content->valuestring[0]) {
-        rc = st_ctx_error(c, ST_EINVAL, "'content' must be a non-empty string");
+        rc = content ? st_ctx_error_field(c, ST_EINVAL, "content",
+                                          "'content' must be a non-empty string (got %s)",
+                                          cJSON_IsString(content) ? "\"\"" : st_json_kind(content))
+                     : st_ctx_error_field(c, ST_EINVAL, "content", "'content' is required");
         goto done;
     }
     m.content = content->valuestring;
     m.content_len = strlen(content->valuestring);
     if (m.content_len > c->app->cfg->max_content) {
-        rc = st_ctx_error(c, ST_ETOOLARGE, "'content' is larger than %llu bytes",
-                          (unsigned long long)c->app->cfg->max_content);
+        rc = st_ctx_error_field(c, ST_ETOOLARGE, "content",
+                                "'content' is larger than %llu bytes (got %zu)",
+                                (unsigned long long)c->app->cfg->max_content, m.content_len);
         goto done;
     }
     if (!st_utf8_valid(m.content, m.content_len)) {
-        rc = st_ctx_error(c, ST_EINVAL, "'content' must be valid UTF-8");
+        rc = st_ctx_error_field(c, ST_EINVAL, "content", "'content' must be valid UTF-8");
         goto done;
     }
     if (meta && !cJSON_IsNull(meta)) {
         if (!cJSON_IsObject(meta)) {
-            rc = st_ctx_error(c, ST_EINVAL, "'metadata' must be a JSON object");
+            rc =
+                st_ctx_error_field(c, ST_EINVAL, "metadata",
+                                   "'metadata' must be a JSON object (got %s)", st_json_kind(meta));
             goto done;
         }
         /* stored as the client wrote it: cJSON would round numbers past 2^53 and drop 1e400 */
@@ -73,7 +86,8 @@ static int st__id_param(st_ctx_t *c, const char *name, uint64_t *out)
             x = x * 10 + (uint64_t)(v[i] - '0');
     }
     if (!ok || x == 0)
-        return st_ctx_error(c, ST_EINVAL, "'%s' must be a msg_id (decimal digits)", name);
+        return st_ctx_error(c, ST_EINVAL, "'%s' must be a msg_id (decimal digits) (got \"%.*s%s\")",
+                            name, ST__V(v, n));
     *out = x;
     return ST_OK;
 }
@@ -90,20 +104,22 @@ int st_api_message_list(st_ctx_t *c)
         if (!st_name_valid(v, n))
             return st_ctx_error(c, ST_EINVAL,
                                 "conversation_id must be 1-255 characters of "
-                                "[A-Za-z0-9_.:-]");
+                                "[A-Za-z0-9_.:-] (got \"%.*s%s\")",
+                                ST__V(v, n));
         q.conv = v;
         q.conv_len = n;
     }
     int64_t limit;
     if ((v = st_query_get(c->arena, r->query, r->query_len, "limit", &n)) &&
         (st_parse_i64(v, n, &limit) || limit < 1 || limit > 1000))
-        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000");
+        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000 (got \"%.*s%s\")", ST__V(v, n));
     if (v) q.limit = (size_t)limit;
     if ((v = st_query_get(c->arena, r->query, r->query_len, "order", &n))) {
         if (strcmp(v, "desc") == 0)
             q.desc = true;
         else if (strcmp(v, "asc") != 0)
-            return st_ctx_error(c, ST_EINVAL, "order must be asc or desc");
+            return st_ctx_error(c, ST_EINVAL, "order must be asc or desc (got \"%.*s%s\")",
+                                ST__V(v, n));
     }
     uint64_t cursor;
     if ((rc = st__id_param(c, "after", &q.after)) || (rc = st__id_param(c, "before", &q.before)) ||
@@ -129,7 +145,7 @@ int st_api_conversation_list(st_ctx_t *c)
     int64_t limit = 20;
     const char *v = st_query_get(c->arena, r->query, r->query_len, "limit", &n);
     if (v && (st_parse_i64(v, n, &limit) || limit < 1 || limit > 1000))
-        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000");
+        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000 (got \"%.*s%s\")", ST__V(v, n));
     const char *cursor = st_query_get(c->arena, r->query, r->query_len, "cursor", &clen);
     rc = st_chat_conversations(c->app->chat, c->params[0], c->plens[0], cursor, clen, (size_t)limit,
                                c->body, &c->wait);

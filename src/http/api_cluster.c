@@ -22,10 +22,12 @@ int st_api_cluster(st_ctx_t *c)
 /* A member behind the group's snapshot asks for a copy of the store (src/repl/snapshot.c). */
 int st_api_cluster_snapshot(st_ctx_t *c)
 {
+    int rc = st_json_no_fields(c); /* strict requests: a malformed body is 400 first */
+    if (rc) return rc;
     if (!c->app->repl) return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
     int port;
     char token[33];
-    int rc = st_repl_snapshot_offer(c->app->repl, &port, token);
+    rc = st_repl_snapshot_offer(c->app->repl, &port, token);
     if (rc != ST_OK) return st_ctx_error(c, rc, "cannot offer a copy of the store now");
     st_buf_printf(c->body, "{\"port\":%d,\"token\":\"%s\"}", port, token);
     return ST_OK;
@@ -36,6 +38,8 @@ int st_api_cluster_snapshot(st_ctx_t *c)
  * it, and its commit index covers every write acknowledged before the request came. */
 int st_api_cluster_read_index(st_ctx_t *c)
 {
+    int rc = st_json_no_fields(c); /* strict requests: a malformed body is 400 first */
+    if (rc) return rc;
     if (!c->app->repl) return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
     st_buf_printf(c->body, "{\"commit_index\":%llu}",
                   (unsigned long long)st_repl_commit_index(c->app->repl));
@@ -46,17 +50,26 @@ int st_api_cluster_read_index(st_ctx_t *c)
  * once the group holds it. */
 int st_api_cluster_announce(st_ctx_t *c)
 {
-    if (!c->app->repl) return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
     cJSON *j;
-    int rc = st_json_body(c, &j);
+    static const char *const fields[] = {"id", "http", "cold", NULL};
+    int rc = st_json_body(c, &j, fields); /* strict requests: a malformed body is 400 first */
     if (rc) return rc;
+    if (!c->app->repl) {
+        cJSON_Delete(j);
+        return st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
+    }
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
     const cJSON *url = cJSON_GetObjectItemCaseSensitive(j, "http");
     const cJSON *cold = cJSON_GetObjectItemCaseSensitive(j, "cold");
     if (!cJSON_IsNumber(id) || id->valuedouble < 1 || id->valuedouble > 1023 ||
         !cJSON_IsString(url) || (cold && !cJSON_IsString(cold))) {
-        cJSON_Delete(j);
-        return st_ctx_error(c, ST_EINVAL, "expected {\"id\",\"http\",\"cold\"}");
+        const char *ik = id ? st_json_kind(id) : "nothing",
+                   *uk = url ? st_json_kind(url) : "nothing";
+        cJSON_Delete(j); /* the kinds are static strings */
+        return st_ctx_error(c, ST_EINVAL,
+                            "expected {\"id\":1..1023,\"http\":string,\"cold\":string} (got "
+                            "id %s, http %s)",
+                            ik, uk);
     }
     rc = st_repl_announce(c->app->repl, (uint64_t)id->valuedouble, url->valuestring,
                           cold ? cold->valuestring : "", &c->wait);

@@ -29,12 +29,16 @@ static int st__domain_error(st_ctx_t *c, int rc, const char *what)
     }
 }
 
+static const char *const st__incr_fields[] = {"by", NULL};
+static const char *const st__distinct_fields[] = {"member", NULL};
+static const char *const st__next_fields[] = {"count", NULL};
+
 int st_api_counter_incr(st_ctx_t *c)
 {
     int rc = st_param_name(c, 0, "counter name");
     if (rc) return rc;
     cJSON *j;
-    if ((rc = st_json_body(c, &j))) return rc;
+    if ((rc = st_json_body(c, &j, st__incr_fields))) return rc;
     int64_t by;
     rc = st_json_int(c, j, "by", -9007199254740991LL, 9007199254740991LL, 1, &by);
     cJSON_Delete(j);
@@ -64,7 +68,7 @@ int st_api_counter_distinct(st_ctx_t *c)
     int rc = st_param_name(c, 0, "counter name");
     if (rc) return rc;
     cJSON *j;
-    if ((rc = st_json_body(c, &j))) return rc;
+    if ((rc = st_json_body(c, &j, st__distinct_fields))) return rc;
     const char *member;
     size_t mlen;
     if ((rc = st_json_name(c, j, "member", &member, &mlen))) {
@@ -87,7 +91,7 @@ int st_api_sequence_next(st_ctx_t *c)
     int rc = st_param_name(c, 0, "sequence name");
     if (rc) return rc;
     cJSON *j;
-    if ((rc = st_json_body(c, &j))) return rc;
+    if ((rc = st_json_body(c, &j, st__next_fields))) return rc;
     int64_t count;
     rc = st_json_int(c, j, "count", 1, ST_SEQ_MAX_COUNT, 1, &count);
     cJSON_Delete(j);

@@ -56,6 +56,8 @@ int st_api_metrics(st_ctx_t *c)
  * progress shows in /metrics (strata_flush_*) and in each user's stats. */
 int st_api_admin_flush(st_ctx_t *c)
 {
+    int rc = st_json_no_fields(c);
+    if (rc) return rc;
     size_t n = st_tier_flush_all(c->app->tier);
     c->status = 202;
     st_buf_printf(c->body, "{\"flushing\":%zu}", n);
@@ -67,8 +69,9 @@ int st_api_admin_flush(st_ctx_t *c)
  * (strata_compactions_pending in /metrics is 0 once it is done). */
 int st_api_admin_compact(st_ctx_t *c)
 {
+    static const char *const fields[] = {"user", NULL};
     cJSON *j;
-    int rc = st_json_body(c, &j);
+    int rc = st_json_body(c, &j, fields);
     if (rc) return rc;
     const char *u = NULL;
     size_t ul = 0;
@@ -106,8 +109,9 @@ static int st__admin_key(st_ctx_t *c, const cJSON *j, const char **a, size_t *al
  * strata_reconcile_all_passes_total reaches N). */
 int st_api_admin_reconcile(st_ctx_t *c)
 {
+    static const char *const fields[] = {"user", "conversation_id", "counter", NULL};
     cJSON *j;
-    int rc = st_json_body(c, &j);
+    int rc = st_json_body(c, &j, fields);
     if (rc) return rc;
     const char *a = NULL, *b = NULL;
     size_t al = 0, bl = 0, keys = 0;
@@ -146,8 +150,9 @@ int st_api_admin_reconcile(st_ctx_t *c)
 int st_api_admin_test_drift(st_ctx_t *c)
 {
     if (!c->app->cfg->test_hooks) return st_ctx_error(c, ST_ENOTFOUND, "no such route");
+    static const char *const fields[] = {"user", "conversation_id", "counter", "by", NULL};
     cJSON *j;
-    int rc = st_json_body(c, &j);
+    int rc = st_json_body(c, &j, fields);
     if (rc) return rc;
     const char *a = NULL, *b = NULL;
     size_t al = 0, bl = 0;

@@ -5,6 +5,9 @@
 
 #include <string.h>
 
+/* A value in a message: "%.*s%s" with ST__V(s, n). */
+#define ST__V(s, n) (int)st_clip((s), (n)), (s), (n) > ST_CLIP_MAX ? "..." : ""
+
 /* POST /v1/events?route=event:{id} (SPEC §10): a proxy hashed the request on that key, so an
  * event_id other than the route's would be created on a node that does not own it and never be
  * found again through the proxy. */
@@ -18,10 +21,21 @@ static int st__route_names_event(st_ctx_t *c, const char *id, size_t idl)
                         (int)(n > 300 ? 300 : n), v, (int)idl, id);
 }
 
+/* The fields each body takes (strict requests, SPEC §7; docs/openapi.yaml says the same). */
+static const char *const st__event_fields[] = {"event_id", "name", "hold_seconds", "sections",
+                                               NULL};
+static const char *const st__section_fields[] = {"name", "rows", "cols", "capacity", "price", NULL};
+static const char *const st__book_fields[] = {"section", "seats",         "quantity",
+                                              "items",   "allow_orphans", NULL};
+static const char *const st__item_fields[] = {"section", "seats", "quantity", NULL};
+static const char *const st__extend_fields[] = {"seconds", NULL};
+static const char *const st__change_fields[] = {
+    "section", "add", "remove", "add_quantity", "remove_quantity", "allow_orphans", NULL};
+
 int st_api_event_create(st_ctx_t *c)
 {
     cJSON *j;
-    int rc = st_json_body(c, &j);
+    int rc = st_json_body(c, &j, st__event_fields);
     if (rc) return rc;
     if (!j) return st_ctx_error(c, ST_EINVAL, "a JSON body with event_id and sections is required");
     st_event_spec_t spec = {0};
@@ -32,7 +46,13 @@ int st_api_event_create(st_ctx_t *c)
     if ((rc = st__route_names_event(c, spec.event_id, spec.id_len))) goto done;
     if (name && !cJSON_IsNull(name)) {
         if (!cJSON_IsString(name) || strlen(name->valuestring) > 1024) {
-            rc = st_ctx_error(c, ST_EINVAL, "'name' must be a string of at most 1024 bytes");
+            rc = cJSON_IsString(name)
+                     ? st_ctx_error_field(c, ST_EINVAL, "name",
+                                          "'name' must be a string of at most 1024 bytes (got %zu)",
+                                          strlen(name->valuestring))
+                     : st_ctx_error_field(c, ST_EINVAL, "name",
+                                          "'name' must be a string of at most 1024 bytes (got %s)",
+                                          st_json_kind(name));
             goto done;
         }
         spec.name = name->valuestring;
@@ -41,19 +61,29 @@ int st_api_event_create(st_ctx_t *c)
     if ((rc = st_json_int(c, j, "hold_seconds", 1, 7 * 86400, 900, &spec.hold_seconds))) goto done;
     if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1 ||
         cJSON_GetArraySize(arr) > ST_SEATS_MAX_SECTIONS) {
-        rc = st_ctx_error(c, ST_EINVAL, "'sections' must be an array of 1..%d sections",
-                          ST_SEATS_MAX_SECTIONS);
+        if (cJSON_IsArray(arr))
+            rc = st_ctx_error_field(c, ST_EINVAL, "sections",
+                                    "'sections' must be an array of 1..%d sections (got %d)",
+                                    ST_SEATS_MAX_SECTIONS, cJSON_GetArraySize(arr));
+        else
+            rc = st_ctx_error_field(c, ST_EINVAL, "sections",
+                                    "'sections' must be an array of 1..%d sections (got %s)",
+                                    ST_SEATS_MAX_SECTIONS, arr ? st_json_kind(arr) : "nothing");
         goto done;
     }
     const cJSON *o;
     cJSON_ArrayForEach(o, arr)
     {
+        char where[32];
+        snprintf(where, sizeof where, "sections[%zu]", spec.nsections);
         st_section_spec_t *sp = &secs[spec.nsections++];
         if (!cJSON_IsObject(o)) {
-            rc = st_ctx_error(c, ST_EINVAL, "each section must be an object");
+            rc = st_ctx_error_field(c, ST_EINVAL, where, "%s must be an object (got %s)", where,
+                                    st_json_kind(o));
             goto done;
         }
-        if ((rc = st_json_name(c, o, "name", &sp->name, &sp->name_len)) ||
+        if ((rc = st_json_fields(c, o, st__section_fields, where)) ||
+            (rc = st_json_name(c, o, "name", &sp->name, &sp->name_len)) ||
             (rc = st_json_int(c, o, "rows", 1, ST_SEATS_MAX_ROWS, 0, &sp->rows)) ||
             (rc = st_json_int(c, o, "cols", 1, ST_SEATS_MAX_COLS, 0, &sp->cols)) ||
             (rc = st_json_int(c, o, "capacity", 1, 100000000, 0, &sp->capacity)) ||
@@ -61,12 +91,16 @@ int st_api_event_create(st_ctx_t *c)
             goto done;
         if (sp->capacity && (cJSON_GetObjectItemCaseSensitive(o, "rows") ||
                              cJSON_GetObjectItemCaseSensitive(o, "cols"))) {
-            rc = st_ctx_error(c, ST_EINVAL,
-                              "a general admission section has a capacity and no rows or cols");
+            rc = st_ctx_error_field(c, ST_EINVAL, where,
+                                    "section \"%.*s%s\" has a capacity (general admission), so no "
+                                    "rows or cols",
+                                    ST__V(sp->name, sp->name_len));
             goto done;
         }
         if (!sp->capacity && (!sp->rows || !sp->cols)) {
-            rc = st_ctx_error(c, ST_EINVAL, "each section needs rows and cols, or a capacity");
+            rc = st_ctx_error_field(c, ST_EINVAL, where,
+                                    "section \"%.*s%s\" needs rows and cols, or a capacity",
+                                    ST__V(sp->name, sp->name_len));
             goto done;
         }
     }
@@ -91,10 +125,12 @@ int st_api_event_list(st_ctx_t *c)
     int64_t limit = 20;
     const char *v = st_query_get(c->arena, r->query, r->query_len, "limit", &n);
     if (v && (st_parse_i64(v, n, &limit) || limit < 1 || limit > 1000))
-        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000");
+        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000 (got \"%.*s%s\")", ST__V(v, n));
     size_t clen = 0;
     const char *cursor = st_query_get(c->arena, r->query, r->query_len, "cursor", &clen);
-    if (cursor && !st_name_valid(cursor, clen)) return st_ctx_error(c, ST_EINVAL, "bad cursor");
+    if (cursor && !st_name_valid(cursor, clen))
+        return st_ctx_error(c, ST_EINVAL, "cursor must be an event_id (got \"%.*s%s\")",
+                            ST__V(cursor, clen));
     return st_seats_list_json(c->app->seats, cursor, clen, (size_t)limit, c->body, &c->wait);
 }
 
@@ -117,12 +153,18 @@ int st_api_seat_map(st_ctx_t *c)
     const char *fmt = st_query_get(c->arena, c->req->query, c->req->query_len, "format", &n);
     bool as_json = fmt && strcmp(fmt, "json") == 0;
     if (fmt && !as_json && strcmp(fmt, "bitmap") != 0)
-        return st_ctx_error(c, ST_EINVAL, "format must be bitmap or json");
+        return st_ctx_error(c, ST_EINVAL, "format must be bitmap or json (got \"%.*s%s\")",
+                            ST__V(fmt, n));
     rc = st_seats_map_json(c->app->seats, c->params[0], c->plens[0], c->params[1], c->plens[1],
                            as_json, c->body, &c->wait);
-    if (rc == ST_ENOTFOUND) return st_ctx_error(c, rc, "event or section not found");
+    if (rc == ST_ENOTFOUND)
+        return st_ctx_error(c, rc, "event \"%.*s\" or its section \"%.*s\" not found",
+                            (int)c->plens[0], c->params[0], (int)c->plens[1], c->params[1]);
     if (rc == ST_EINVAL)
-        return st_ctx_error(c, rc, "a general admission section has no seat map (see its stats)");
+        return st_ctx_error(c, rc,
+                            "section \"%.*s\" is general admission: it has no seat map (see its "
+                            "stats)",
+                            (int)c->plens[1], c->params[1]);
     return rc;
 }
 
@@ -132,15 +174,22 @@ static int st__seat_names(st_ctx_t *c, const cJSON *arr, const char *field, cons
 {
     *n = 0;
     if (!arr) return ST_OK;
-    if (!cJSON_IsArray(arr) || (size_t)cJSON_GetArraySize(arr) > room)
-        return st_ctx_error(c, ST_EINVAL, "'%s' must be an array of at most %d \"row-col\" names",
-                            field, ST_SEATS_MAX_PER_BOOKING);
+    if (!cJSON_IsArray(arr))
+        return st_ctx_error_field(c, ST_EINVAL, field,
+                                  "'%s' must be an array of at most %d \"row-col\" names (got %s)",
+                                  field, ST_SEATS_MAX_PER_BOOKING, st_json_kind(arr));
+    if ((size_t)cJSON_GetArraySize(arr) > room)
+        return st_ctx_error_field(c, ST_EINVAL, field,
+                                  "'%s' must be an array of at most %d \"row-col\" names in all "
+                                  "(got %d more)",
+                                  field, ST_SEATS_MAX_PER_BOOKING, cJSON_GetArraySize(arr));
     const cJSON *it;
     cJSON_ArrayForEach(it, arr)
     {
         if (!cJSON_IsString(it))
-            return st_ctx_error(c, ST_EINVAL, "each seat in '%s' must be a \"row-col\" string",
-                                field);
+            return st_ctx_error_field(c, ST_EINVAL, field,
+                                      "each seat in '%s' must be a \"row-col\" string (got %s)",
+                                      field, st_json_kind(it));
         names[*n] = it->valuestring;
         lens[(*n)++] = strlen(it->valuestring);
     }
@@ -152,7 +201,9 @@ static int st__json_bool(st_ctx_t *c, const cJSON *o, const char *field, bool *o
     const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, field) : NULL;
     *out = false;
     if (!v) return ST_OK;
-    if (!cJSON_IsBool(v)) return st_ctx_error(c, ST_EINVAL, "'%s' must be true or false", field);
+    if (!cJSON_IsBool(v))
+        return st_ctx_error_field(c, ST_EINVAL, field, "'%s' must be true or false (got %s)", field,
+                                  st_json_kind(v));
     *out = cJSON_IsTrue(v);
     return ST_OK;
 }
@@ -165,23 +216,30 @@ typedef struct {
 } st__names_t;
 
 /* One item of a booking: {"section","seats":[…]} or {"section","quantity":n}. */
-static int st__item(st_ctx_t *c, const cJSON *o, st_seats_item_t *it, st__names_t *nm)
+static int st__item(st_ctx_t *c, const cJSON *o, const char *where, st_seats_item_t *it,
+                    st__names_t *nm)
 {
-    if (!cJSON_IsObject(o)) return st_ctx_error(c, ST_EINVAL, "each item must be an object");
+    if (!cJSON_IsObject(o))
+        return st_ctx_error_field(c, ST_EINVAL, where, "%s must be an object (got %s)", where,
+                                  st_json_kind(o));
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "seats");
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(o, "quantity");
     int rc = st_json_name(c, o, "section", &it->section, &it->section_len);
     if (rc) return rc;
     if ((arr != NULL) == (q != NULL))
-        return st_ctx_error(c, ST_EINVAL, "give either 'seats' or 'quantity'");
+        return st_ctx_error_field(c, ST_EINVAL, arr ? "quantity" : "seats",
+                                  "section \"%.*s%s\": give either 'seats' or 'quantity'%s",
+                                  ST__V(it->section, it->section_len), arr ? ", not both" : "");
     if (arr) {
         size_t room = ST_SEATS_MAX_PER_BOOKING - nm->used;
         if ((rc = st__seat_names(c, arr, "seats", nm->names + nm->used, nm->lens + nm->used, room,
                                  &it->nseats)))
             return rc;
         if (!it->nseats)
-            return st_ctx_error(c, ST_EINVAL, "'seats' must be an array of 1..%d \"row-col\" names",
-                                ST_SEATS_MAX_PER_BOOKING);
+            return st_ctx_error_field(
+                c, ST_EINVAL, "seats",
+                "'seats' must be an array of 1..%d \"row-col\" names (got [])",
+                ST_SEATS_MAX_PER_BOOKING);
         it->seats = nm->names + nm->used;
         it->seat_lens = nm->lens + nm->used;
         nm->used += it->nseats;
@@ -213,17 +271,28 @@ static int st__book_items(st_ctx_t *c, const cJSON *j, st_seats_item_t *items, s
     if (!arr) {
         if (!j) return st_ctx_error(c, ST_EINVAL, "a JSON body with section or items is required");
         *n = 1;
-        return st__item(c, j, &items[0], nm);
+        return st__item(c, j, "body", &items[0], nm);
     }
-    if (cJSON_GetObjectItemCaseSensitive(j, "section") || !cJSON_IsArray(arr) ||
-        cJSON_GetArraySize(arr) < 1 || cJSON_GetArraySize(arr) > ST_SEATS_MAX_PER_BOOKING)
-        return st_ctx_error(c, ST_EINVAL,
-                            "'items' must be an array of 1..%d items (and no 'section' beside it)",
-                            ST_SEATS_MAX_PER_BOOKING);
+    static const char *const beside[] = {"section", "seats", "quantity"};
+    for (size_t i = 0; i < 3; i++)
+        if (cJSON_GetObjectItemCaseSensitive(j, beside[i]))
+            return st_ctx_error_field(c, ST_EINVAL, beside[i],
+                                      "'%s' goes inside each of 'items', not beside it", beside[i]);
+    if (!cJSON_IsArray(arr))
+        return st_ctx_error_field(c, ST_EINVAL, "items",
+                                  "'items' must be an array of 1..%d items (got %s)",
+                                  ST_SEATS_MAX_PER_BOOKING, st_json_kind(arr));
+    if (cJSON_GetArraySize(arr) < 1 || cJSON_GetArraySize(arr) > ST_SEATS_MAX_PER_BOOKING)
+        return st_ctx_error_field(c, ST_EINVAL, "items",
+                                  "'items' must be an array of 1..%d items (got %d)",
+                                  ST_SEATS_MAX_PER_BOOKING, cJSON_GetArraySize(arr));
     const cJSON *o;
     cJSON_ArrayForEach(o, arr)
     {
-        int rc = st__item(c, o, &items[*n], nm);
+        char where[32];
+        snprintf(where, sizeof where, "items[%zu]", *n);
+        int rc = cJSON_IsObject(o) ? st_json_fields(c, o, st__item_fields, where) : ST_OK;
+        if (!rc) rc = st__item(c, o, where, &items[*n], nm);
         if (rc) return rc;
         (*n)++;
     }
@@ -235,7 +304,7 @@ int st_api_book(st_ctx_t *c)
     int rc = st_param_name(c, 0, "event_id");
     if (rc) return rc;
     cJSON *j;
-    if ((rc = st_json_body(c, &j))) return rc;
+    if ((rc = st_json_body(c, &j, st__book_fields))) return rc;
     st_seats_item_t items[ST_SEATS_MAX_PER_BOOKING];
     st__names_t *nm = st_arena_alloc(c->arena, sizeof *nm);
     nm->used = 0;
@@ -323,6 +392,7 @@ static int st__booking_op(st_ctx_t *c, st__booking_fn op, bool nested)
     uint64_t id = 0;
     st_booking_ref_t ref;
     int rc = st__booking_ref(c, nested, &id, &ref);
+    if (!rc && c->req->method == ST_HTTP_POST) rc = st_json_no_fields(c); /* confirm, cancel */
     if (rc) return rc;
     st_buf_t cur = {0};
     rc = op(c->app->seats, id, &ref, &cur, &c->wait);
@@ -333,10 +403,12 @@ static int st__booking_op(st_ctx_t *c, st__booking_fn op, bool nested)
 
 /* A nested booking route with a JSON body: the booking it names and the body (*j owned:
  * cJSON_Delete; NULL when there was none). */
-static int st__booking_ref_body(st_ctx_t *c, uint64_t *id, st_booking_ref_t *ref, cJSON **j)
+static int st__booking_ref_body(st_ctx_t *c, uint64_t *id, st_booking_ref_t *ref, cJSON **j,
+                                const char *const *fields)
 {
+    *j = NULL;
     int rc = st__booking_ref(c, true, id, ref);
-    return rc ? rc : st_json_body(c, j);
+    return rc ? rc : st_json_body(c, j, fields);
 }
 
 int st_api_event_booking_extend(st_ctx_t *c)
@@ -344,12 +416,12 @@ int st_api_event_booking_extend(st_ctx_t *c)
     uint64_t id = 0;
     st_booking_ref_t ref;
     cJSON *j;
-    int rc = st__booking_ref_body(c, &id, &ref, &j);
+    int rc = st__booking_ref_body(c, &id, &ref, &j, st__extend_fields);
     if (rc) return rc;
     int64_t max = (int64_t)c->app->cfg->max_hold_seconds, secs = 0;
     if (!j || !cJSON_GetObjectItemCaseSensitive(j, "seconds"))
-        rc = st_ctx_error(c, ST_EINVAL, "a JSON body with 'seconds' (1..%lld) is required",
-                          (long long)max);
+        rc = st_ctx_error_field(c, ST_EINVAL, "seconds",
+                                "a JSON body with 'seconds' (1..%lld) is required", (long long)max);
     else
         rc = st_json_int(c, j, "seconds", 1, max, 0, &secs);
     cJSON_Delete(j);
@@ -384,7 +456,9 @@ static int st__change_body(st_ctx_t *c, const cJSON *j, st_seats_change_t *ch, s
                          &ch->remove_quantity);
     if (!rc) rc = st__json_bool(c, j, "allow_orphans", &ch->allow_orphans);
     if (rc) return rc;
-    if (a && aq) return st_ctx_error(c, ST_EINVAL, "give 'add' or 'add_quantity', not both");
+    if (a && aq)
+        return st_ctx_error_field(c, ST_EINVAL, "add_quantity",
+                                  "give 'add' or 'add_quantity', not both");
     if (!ch->nadd && !ch->nremove && !ch->add_quantity && !ch->remove_quantity)
         return st_ctx_error(c, ST_EINVAL, "nothing to change: give add, remove or add_quantity");
     ch->add = add->names;
@@ -399,7 +473,7 @@ int st_api_event_booking_seats(st_ctx_t *c)
     uint64_t id = 0;
     st_booking_ref_t ref;
     cJSON *j;
-    int rc = st__booking_ref_body(c, &id, &ref, &j);
+    int rc = st__booking_ref_body(c, &id, &ref, &j, st__change_fields);
     if (rc) return rc;
     st__names_t *nm = st_arena_alloc(c->arena, 2 * sizeof *nm);
     st_seats_change_t ch = {0};

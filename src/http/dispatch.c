@@ -8,12 +8,40 @@
 #include "internal.h"
 
 #include <string.h>
+#include <strings.h>
 
 static bool st__idem_key_valid(const char *k, size_t n)
 {
     if (n == 0 || n > 255) return false;
     for (size_t i = 0; i < n; i++)
         if (k[i] < 0x21 || k[i] > 0x7e) return false;
+    return true;
+}
+
+/* Strict requests (SPEC §7): a body sent with a Content-Type other than application/json
+ * (parameters such as charset allowed, any case) is 415. A body without the header is taken as
+ * JSON (SPEC names only "other than"), and a request without a body needs none. Browsers send
+ * a cross-site form or text/plain POST without a CORS preflight; refusing those keeps a web
+ * page from writing to an open strata on localhost. Writes the 415; true when it did. */
+static bool st__media_refused(st_ctx_t *c)
+{
+    const st_http_request_t *r = c->req;
+    if (!r->body_len || !r->content_type) return false;
+    const char *v = r->content_type;
+    size_t n = r->content_type_len, i = 0;
+    while (i < n && (v[i] == ' ' || v[i] == '\t'))
+        i++;
+    size_t end = i;
+    while (end < n && v[end] != ';')
+        end++;
+    size_t e = end;
+    while (e > i && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+        e--;
+    static const char json[] = "application/json";
+    if (e - i == sizeof json - 1 && strncasecmp(v + i, json, e - i) == 0) return false;
+    st_ctx_error(c, ST_EMEDIA,
+                 "Content-Type \"%.*s%s\" is not supported: send the body as application/json",
+                 (int)st_clip(v + i, n - i), v + i, n - i > ST_CLIP_MAX ? "..." : "");
     return true;
 }
 
@@ -59,6 +87,8 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
                (strlen(c.subject) != c.plens[0] ||
                 memcmp(c.subject, c.params[0], c.plens[0]) != 0)) {
         st_ctx_error(&c, ST_EFORBIDDEN, "the token's subject may only access its own user");
+    } else if (st__media_refused(&c)) {
+        /* 415, before the Idempotency-Key: a refused request is not remembered (SPEC §0) */
     } else {
         st_cluster_read_fence(&c); /* a group's leader answers only while it leads */
         /* Idempotency-Key (idempotency.c): replay, 422 for another request, or record. */

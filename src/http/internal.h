@@ -67,6 +67,10 @@ int st_router_match(st_ctx_t *c, const st_route_t **route);
 bool st_http_transient(int err);
 /* Writes the error body {"error":{"code","message"}} and sets status; returns err. */
 int st_ctx_error(st_ctx_t *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same with "field": the body field the error is about (a path such as "items[1].seats";
+ * borrowed), so a program can tell which one without parsing the message. */
+int st_ctx_error_field(st_ctx_t *c, int err, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Appends a whole HTTP response (status line, headers, body) to out. */
 void st_http_write_response(st_buf_t *out, int status, const char *content_type,
@@ -107,10 +111,19 @@ char *st_cors_headers_of(const char *resp, size_t len);
 char *st_cors_headers_for(const st_config_t *cfg, const char *origin, size_t n);
 
 /* ---- JSON body helpers (on cJSON); each writes the 400 itself and returns its code ---- */
-/* Parses the body as a JSON object; an empty body gives *out = NULL. Free with cJSON_Delete.
+/* Parses the body as a JSON object whose members are all in fields (NULL-terminated); an empty
+ * body gives *out = NULL. Free with cJSON_Delete.
  * The body must be strict JSON in UTF-8 without U+0000 in strings (except inside "metadata",
  * whose raw text is left in c->json_meta). */
-int st_json_body(st_ctx_t *c, cJSON **out);
+int st_json_body(st_ctx_t *c, cJSON **out, const char *const *fields);
+/* Strict requests (SPEC §7): every member of obj must be one of fields (NULL-terminated), else
+ * 400 `unknown field "x"` (with "field", prefixed by where, e.g. "items[0]"). obj may be NULL.
+ * st_json_body checks the top level with its fields. */
+int st_json_fields(st_ctx_t *c, const cJSON *obj, const char *const *fields, const char *where);
+/* "a string", "a number", … for a message. */
+const char *st_json_kind(const cJSON *v);
+/* For a route that takes no fields: an empty body, or a JSON object with no members ({}). */
+int st_json_no_fields(st_ctx_t *c);
 /* Optional integer field in [lo, hi]; *out = def when absent. */
 int st_json_int(st_ctx_t *c, const cJSON *obj, const char *field, int64_t lo, int64_t hi,
                 int64_t def, int64_t *out);

@@ -7,7 +7,42 @@
 
 #define ST__MAX_SAFE_INT 9007199254740991.0 /* 2^53 - 1: exact in a double and in JavaScript */
 
-int st_json_body(st_ctx_t *c, cJSON **out)
+/* What a JSON value is, for "(got …)" in a message. */
+const char *st_json_kind(const cJSON *v)
+{
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsNull(v)) return "null";
+    if (cJSON_IsArray(v)) return "an array";
+    return "an object";
+}
+
+int st_json_fields(st_ctx_t *c, const cJSON *obj, const char *const *fields, const char *where)
+{
+    if (!obj) return ST_OK;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, obj)
+    {
+        const char *k = m->string ? m->string : "";
+        bool known = false;
+        for (size_t i = 0; fields[i] && !known; i++)
+            known = strcmp(fields[i], k) == 0;
+        if (known) continue;
+        size_t kl = strlen(k), cl = st_clip(k, kl);
+        const char *more = kl > ST_CLIP_MAX ? "..." : "";
+        char path[160];
+        snprintf(path, sizeof path, "%s%s%.*s%s", where ? where : "", where ? "." : "", (int)cl, k,
+                 more);
+        if (where)
+            return st_ctx_error_field(c, ST_EINVAL, path, "unknown field \"%.*s%s\" in %s", (int)cl,
+                                      k, more, where);
+        return st_ctx_error_field(c, ST_EINVAL, path, "unknown field \"%.*s%s\"", (int)cl, k, more);
+    }
+    return ST_OK;
+}
+
+int st_json_body(st_ctx_t *c, cJSON **out, const char *const *fields)
 {
     *out = NULL;
     const st_http_request_t *r = c->req;
@@ -28,13 +63,28 @@ int st_json_body(st_ctx_t *c, cJSON **out)
     cJSON *j = cJSON_ParseWithLength(r->body, r->body_len);
     if (!j) return st_ctx_error(c, ST_EJSON, "request body is not valid JSON");
     if (!cJSON_IsObject(j)) {
+        const char *kind = st_json_kind(j); /* a static string */
         cJSON_Delete(j);
-        return st_ctx_error(c, ST_EINVAL, "request body must be a JSON object");
+        return st_ctx_error(c, ST_EINVAL, "request body must be a JSON object (got %s)", kind);
+    }
+    int rc = st_json_fields(c, j, fields, NULL);
+    if (rc) {
+        cJSON_Delete(j);
+        return rc;
     }
     c->json_meta = info.value;
     c->json_meta_len = info.value_len;
     *out = j;
     return ST_OK;
+}
+
+int st_json_no_fields(st_ctx_t *c)
+{
+    static const char *const none[] = {NULL};
+    cJSON *j;
+    int rc = st_json_body(c, &j, none);
+    cJSON_Delete(j);
+    return rc;
 }
 
 int st_json_int(st_ctx_t *c, const cJSON *obj, const char *field, int64_t lo, int64_t hi,
@@ -45,14 +95,18 @@ int st_json_int(st_ctx_t *c, const cJSON *obj, const char *field, int64_t lo, in
         *out = def;
         return ST_OK;
     }
-    if (!cJSON_IsNumber(v)) return st_ctx_error(c, ST_EINVAL, "'%s' must be an integer", field);
+    if (!cJSON_IsNumber(v))
+        return st_ctx_error_field(c, ST_EINVAL, field, "'%s' must be an integer (got %s)", field,
+                                  st_json_kind(v));
     double d = v->valuedouble;
     if (!isfinite(d) || d != floor(d) || fabs(d) > ST__MAX_SAFE_INT)
-        return st_ctx_error(c, ST_EINVAL, "'%s' must be an integer within +-(2^53-1)", field);
+        return st_ctx_error_field(
+            c, ST_EINVAL, field, "'%s' must be an integer within +-(2^53-1) (got %.15g)", field, d);
     int64_t n = (int64_t)d;
     if (n < lo || n > hi)
-        return st_ctx_error(c, ST_EINVAL, "'%s' must be between %lld and %lld", field,
-                            (long long)lo, (long long)hi);
+        return st_ctx_error_field(c, ST_EINVAL, field,
+                                  "'%s' must be between %lld and %lld (got %lld)", field,
+                                  (long long)lo, (long long)hi, (long long)n);
     *out = n;
     return ST_OK;
 }
@@ -60,12 +114,16 @@ int st_json_int(st_ctx_t *c, const cJSON *obj, const char *field, int64_t lo, in
 int st_json_name(st_ctx_t *c, const cJSON *obj, const char *field, const char **s, size_t *n)
 {
     const cJSON *v = obj ? cJSON_GetObjectItemCaseSensitive(obj, field) : NULL;
-    if (!v) return st_ctx_error(c, ST_EINVAL, "'%s' is required", field);
-    if (!cJSON_IsString(v)) return st_ctx_error(c, ST_EINVAL, "'%s' must be a string", field);
+    if (!v) return st_ctx_error_field(c, ST_EINVAL, field, "'%s' is required", field);
+    if (!cJSON_IsString(v))
+        return st_ctx_error_field(c, ST_EINVAL, field, "'%s' must be a string (got %s)", field,
+                                  st_json_kind(v));
     size_t len = strlen(v->valuestring);
     if (!st_name_valid(v->valuestring, len))
-        return st_ctx_error(c, ST_EINVAL, "'%s' must be 1-255 characters of [A-Za-z0-9_.:-]",
-                            field);
+        return st_ctx_error_field(
+            c, ST_EINVAL, field,
+            "'%s' must be 1-255 characters of [A-Za-z0-9_.:-] (got \"%.*s%s\")", field,
+            (int)st_clip(v->valuestring, len), v->valuestring, len > ST_CLIP_MAX ? "..." : "");
     *s = v->valuestring;
     *n = len;
     return ST_OK;
@@ -74,6 +132,9 @@ int st_json_name(st_ctx_t *c, const cJSON *obj, const char *field, const char **
 int st_param_name(st_ctx_t *c, int idx, const char *what)
 {
     if (!st_name_valid(c->params[idx], c->plens[idx]))
-        return st_ctx_error(c, ST_EINVAL, "%s must be 1-255 characters of [A-Za-z0-9_.:-]", what);
+        return st_ctx_error(c, ST_EINVAL,
+                            "%s must be 1-255 characters of [A-Za-z0-9_.:-] (got \"%.*s%s\")", what,
+                            (int)st_clip(c->params[idx], c->plens[idx]), c->params[idx],
+                            c->plens[idx] > ST_CLIP_MAX ? "..." : "");
     return ST_OK;
 }

@@ -21,6 +21,7 @@ typedef enum {
     ST_HDR_WS_VERSION,
     ST_HDR_WS_PROTOCOL,
     ST_HDR_ORIGIN,
+    ST_HDR_CONTENT_TYPE,
     ST_HDR_NKEPT,
     ST_HDR_OTHER = ST_HDR_NKEPT,
 } st_hdr_t;
@@ -37,6 +38,7 @@ static const struct {
     {"sec-websocket-version", 21},
     {"sec-websocket-protocol", 22},
     {"origin", 6},
+    {"content-type", 12},
 };
 
 struct st_http_parser {
@@ -218,11 +220,12 @@ static int st__on_message_complete(llhttp_t *ll)
     r.query_len = q ? p->url_len - r.path_len - 1 : 0;
     r.body = p->body.data ? p->body.data : "";
     r.body_len = p->body.len;
-    const char **vals[ST_HDR_NKEPT] = {&r.idem_key, &r.auth,       NULL,           &r.upgrade_to,
-                                       &r.ws_key,   &r.ws_version, &r.ws_protocol, &r.origin};
+    const char **vals[ST_HDR_NKEPT] = {&r.idem_key,    &r.auth,   NULL,
+                                       &r.upgrade_to,  &r.ws_key, &r.ws_version,
+                                       &r.ws_protocol, &r.origin, &r.content_type};
     size_t *lens[ST_HDR_NKEPT] = {&r.idem_len,        &r.auth_len,   NULL,
                                   &r.upgrade_to_len,  &r.ws_key_len, &r.ws_version_len,
-                                  &r.ws_protocol_len, &r.origin_len};
+                                  &r.ws_protocol_len, &r.origin_len, &r.content_type_len};
     for (int i = 0; i < ST_HDR_NKEPT; i++)
         if (vals[i] && p->kept[i].have) {
             *vals[i] = url + p->kept[i].off;
@@ -332,11 +335,16 @@ bool st_http_parser_upgraded(const st_http_parser_t *p)
 st_http_request_t *st_http_request_copy(const st_http_request_t *r)
 {
     /* Origin too: the answer to a parked request carries the CORS lines like any other. */
-    const char *src[] = {r->method_name, r->path, r->query, r->body,
-                         r->idem_key,    r->auth, r->origin};
-    size_t len[] = {
-        strlen(r->method_name), r->path_len, r->query_len, r->body_len, r->idem_len, r->auth_len,
-        r->origin_len};
+    const char *src[] = {r->method_name, r->path, r->query,  r->body,
+                         r->idem_key,    r->auth, r->origin, r->content_type};
+    size_t len[] = {strlen(r->method_name),
+                    r->path_len,
+                    r->query_len,
+                    r->body_len,
+                    r->idem_len,
+                    r->auth_len,
+                    r->origin_len,
+                    r->content_type_len};
     enum { N = sizeof src / sizeof src[0] };
     size_t total = sizeof *r;
     for (size_t i = 0; i < N; i++)
@@ -349,10 +357,11 @@ st_http_request_t *st_http_request_copy(const st_http_request_t *r)
                              .idem_len = r->idem_len,
                              .auth_len = r->auth_len,
                              .origin_len = r->origin_len,
+                             .content_type_len = r->content_type_len,
                              .keep_alive = r->keep_alive,
                              .started_ns = r->started_ns};
-    const char **dst[] = {&q->method_name, &q->path, &q->query, &q->body,
-                          &q->idem_key,    &q->auth, &q->origin};
+    const char **dst[] = {&q->method_name, &q->path, &q->query,  &q->body,
+                          &q->idem_key,    &q->auth, &q->origin, &q->content_type};
     char *p = (char *)(q + 1);
     for (size_t i = 0; i < N; i++) {
         if (!src[i]) continue;

@@ -38,6 +38,8 @@ const char *st_http_reason(int status)
         return "Conflict";
     case 413:
         return "Payload Too Large";
+    case 415:
+        return "Unsupported Media Type";
     case 422:
         return "Unprocessable Content";
     case 426:
@@ -82,27 +84,45 @@ void st_http_write_response(st_buf_t *out, int status, const char *content_type,
     st_buf_append(out, body, blen);
 }
 
-int st_ctx_error(st_ctx_t *c, int err, const char *fmt, ...)
+static int st__ctx_verror(st_ctx_t *c, int err, const char *field, const char *fmt, va_list ap)
 {
     char msg[512];
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
+    if (fmt)
         vsnprintf(msg, sizeof msg, fmt, ap);
-        va_end(ap);
-    } else {
+    else
         snprintf(msg, sizeof msg, "%s", st_strerror(err));
-    }
     st_buf_reset(c->body);
     st_buf_puts(c->body, "{\"error\":{\"code\":\"");
     st_buf_puts(c->body, st_err_code(err));
     st_buf_puts(c->body, "\",\"message\":");
     st_buf_append_json_str(c->body, msg, strlen(msg));
+    if (field) {
+        st_buf_puts(c->body, ",\"field\":");
+        st_buf_append_json_str(c->body, field, strlen(field));
+    }
     st_buf_puts(c->body, "}}");
     c->status = st_err_status(err);
     c->err = err;
     c->error_written = true;
     return err;
+}
+
+int st_ctx_error(st_ctx_t *c, int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = st__ctx_verror(c, err, NULL, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int st_ctx_error_field(st_ctx_t *c, int err, const char *field, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = st__ctx_verror(c, err, field, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 bool st_http_transient(int err)

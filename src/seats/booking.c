@@ -264,13 +264,17 @@ static int st__pick_all(st_seats_t *s, st_event_t *e, const st_seats_item_t *ite
         st_section_t *sec = st__section_find(e, it->section, it->section_len);
         size_t want = it->seats ? it->nseats : (size_t)it->quantity, n = 0, nt = 0;
         if (!sec) {
-            *why = "section not found";
+            *why = st__whyf("section \"%.*s%s\" not found in event \"%.*s%s\"",
+                            ST__WV(it->section, it->section_len), ST__WV(e->id, e->id_len));
             rc = ST_ENOTFOUND;
         } else if (st__item_of(b, it->section, it->section_len) >= 0) {
-            *why = "a section is listed twice";
+            *why = st__whyf("section \"%.*s%s\" is listed twice",
+                            ST__WV(it->section, it->section_len));
             rc = ST_EINVAL;
         } else if (want < 1 || total + want > ST_SEATS_MAX_PER_BOOKING) {
-            *why = "a booking holds 1..100 seats";
+            *why = st__whyf("a booking holds 1..100 seats (section \"%.*s%s\" asks for %zu, %zu "
+                            "before it)",
+                            ST__WV(it->section, it->section_len), want, total);
             rc = ST_EINVAL;
         } else {
             st_buf_reset(&one);
@@ -313,18 +317,18 @@ int st_seats_book_items(st_seats_t *s, const char *id, size_t len, const st_seat
     /* an answer about seats (409 seats_unavailable included) reflects the latest staged state */
     st_event_t *e = st__event_find(s, id, len, wait);
     if (!e) {
-        *why = "event not found";
+        *why = st__whyf("event \"%.*s%s\" not found", ST__WV(id, len));
         return ST_ENOTFOUND;
     }
     if (nitems < 1 || nitems > ST_SEATS_MAX_PER_BOOKING) {
-        *why = "a booking holds 1..100 items";
+        *why = st__whyf("a booking holds 1..100 items (got %zu)", nitems);
         return ST_EINVAL;
     }
     size_t want = 0;
     for (size_t i = 0; i < nitems; i++)
         want += items[i].seats ? items[i].nseats : (size_t)items[i].quantity;
     if (want > ST_SEATS_MAX_PER_BOOKING) {
-        *why = "a booking holds 1..100 seats";
+        *why = st__whyf("a booking holds 1..100 seats (got %zu)", want);
         return ST_EINVAL;
     }
     uint32_t idx[ST_SEATS_MAX_PER_BOOKING];

@@ -84,12 +84,17 @@ static int st__removals(const st_section_t *sec, const st_booking_t *b, int k,
     *nrm = 0;
     if (!want) return ST_OK;
     if (!it || want > it->n) {
-        *why = "seats to remove must be seats of this booking";
+        *why = st__whyf("seats to remove must be seats of this booking (it holds %u in section "
+                        "\"%.*s%s\", %zu asked)",
+                        it ? it->n : 0u, ST__WV(sec->name, sec->name_len), want);
         return ST_EINVAL;
     }
     if (ch->remove_quantity) {
         if (ch->nremove || !sec->ga) {
-            *why = "remove_quantity gives back places of a general admission section";
+            *why = st__whyf("remove_quantity gives back places of a general admission section "
+                            "(section \"%.*s%s\" is %s)",
+                            ST__WV(sec->name, sec->name_len),
+                            sec->ga ? "general admission: give remove_quantity alone" : "seated");
             return ST_EINVAL;
         }
         for (size_t i = 0; i < want; i++)
@@ -100,7 +105,10 @@ static int st__removals(const st_section_t *sec, const st_booking_t *b, int k,
         uint32_t seat;
         bool held = false;
         if (sec->ga || st__parse_seat(sec, ch->remove[i], ch->remove_lens[i], &seat)) {
-            *why = "seats to remove must be \"row-col\" seats of this booking";
+            *why = st__whyf("seat \"%.*s%s\" to remove is not a \"row-col\" seat of section "
+                            "\"%.*s%s\"",
+                            ST__WV(ch->remove[i], ch->remove_lens[i]),
+                            ST__WV(sec->name, sec->name_len));
             return ST_EINVAL;
         }
         for (uint32_t j = 0; j < it->n && !held; j++)
@@ -108,7 +116,9 @@ static int st__removals(const st_section_t *sec, const st_booking_t *b, int k,
         for (size_t j = 0; j < *nrm && held; j++)
             held = rm[j] != seat;
         if (!held) {
-            *why = "seats to remove must be seats of this booking, each once";
+            *why = st__whyf("seat \"%.*s%s\" to remove is not held by this booking (or is listed "
+                            "twice)",
+                            ST__WV(ch->remove[i], ch->remove_lens[i]));
             return ST_EINVAL;
         }
         rm[(*nrm)++] = seat;
@@ -159,7 +169,8 @@ static int st__cart_plan(st_seats_t *s, st_event_t *e, const st_booking_t *b,
     size_t len = ch->section ? ch->section_len : b->items[0].section_len;
     st_section_t *sec = st__section_find(e, name, len);
     if (!sec) {
-        *why = "section not found";
+        *why = st__whyf("section \"%.*s%s\" not found in event \"%.*s%s\"", ST__WV(name, len),
+                        ST__WV(e->id, e->id_len));
         return ST_ENOTFOUND;
     }
     int k = st__item_of(b, name, len);
@@ -167,7 +178,8 @@ static int st__cart_plan(st_seats_t *s, st_event_t *e, const st_booking_t *b,
     if (rc) return rc;
     size_t want = ch->nadd + (size_t)ch->add_quantity;
     if (b->nseats - *nrm + want > ST_SEATS_MAX_PER_BOOKING) {
-        *why = "a booking holds at most 100 seats";
+        *why = st__whyf("a booking holds at most 100 seats (it would hold %zu)",
+                        b->nseats - *nrm + want);
         return ST_EINVAL;
     }
     *nadd = 0;
@@ -183,7 +195,9 @@ static int st__cart_plan(st_seats_t *s, st_event_t *e, const st_booking_t *b,
         for (size_t i = 0; i < named; i++)
             for (size_t j = 0; j < *nrm; j++)
                 if (rm[j] == add[i]) {
-                    *why = "a seat is both added and removed";
+                    *why = i < ch->nadd ? st__whyf("seat \"%.*s%s\" is both added and removed",
+                                                   ST__WV(ch->add[i], ch->add_lens[i]))
+                                        : "a seat is both added and removed";
                     rc = ST_EINVAL;
                 }
         if (rc == ST_ESEATS) {

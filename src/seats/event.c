@@ -290,11 +290,14 @@ int st_seats_create(st_seats_t *s, const st_event_spec_t *spec, st_buf_t *out, c
         for (size_t k = 0; k < i; k++)
             if (spec->sections[k].name_len == a->name_len &&
                 memcmp(spec->sections[k].name, a->name, a->name_len) == 0) {
-                *why = "section names must be unique";
+                *why = st__whyf("section names must be unique (\"%.*s%s\" is given twice)",
+                                ST__WV(a->name, a->name_len));
                 return ST_EINVAL;
             }
         if (a->capacity > 0 && (a->rows || a->cols)) {
-            *why = "a general admission section has a capacity and no rows or cols";
+            *why = st__whyf("section \"%.*s%s\" has a capacity (general admission), so no rows or "
+                            "cols",
+                            ST__WV(a->name, a->name_len));
             return ST_EINVAL;
         }
         if (a->capacity > 0) {

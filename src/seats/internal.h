@@ -152,6 +152,12 @@ int st__item_of(const st_booking_t *b, const char *section, size_t len);
 /* Best available q seats of sec into out (false: fewer than q are available). */
 bool st__best(st_section_t *sec, int64_t q, bool allow_orphans, uint32_t *out);
 /* Parses "row-col" into a seat index of sec. */
+/* A *why that names the value at fault (SPEC §7: every 400 names it): formatted into a
+ * per-thread buffer, valid until the next call on this thread (the caller writes it into the
+ * answer at once). Quote values with "%.*s%s", ST__WV(s, n). */
+const char *st__whyf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define ST__WV(s, n) (int)st_clip((s), (n)), (s), (n) > ST_CLIP_MAX ? "..." : ""
+
 int st__parse_seat(const st_section_t *sec, const char *p, size_t n, uint32_t *idx);
 /* Picks the seats of one requested item into out[0..*n): ST_ESEATS (taken names appended to
  * taken, comma-separated, *ntaken counted), ST_EINVAL with *why. */

@@ -7,8 +7,20 @@
  */
 #include "internal.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+const char *st__whyf(const char *fmt, ...)
+{
+    static _Thread_local char buf[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return buf;
+}
 
 int st__parse_seat(const st_section_t *sec, const char *p, size_t n, uint32_t *idx)
 {
@@ -212,17 +224,23 @@ int st__pick(st_section_t *sec, const st_seats_item_t *it, bool allow_orphans, u
         return st__best(sec, it->quantity, allow_orphans, out) ? ST_OK : ST_ESEATS;
     }
     if (sec->ga) {
-        *why = "a general admission section is booked by quantity";
+        *why = st__whyf("section \"%.*s%s\" is general admission: book it by quantity",
+                        ST__WV(sec->name, sec->name_len));
         return ST_EINVAL;
     }
     for (size_t i = 0; i < it->nseats; i++) {
         if (st__parse_seat(sec, it->seats[i], it->seat_lens[i], &out[i]) != ST_OK) {
-            *why = "seats must be \"row-col\" within the section, 1-based";
+            *why =
+                st__whyf("seat \"%.*s%s\" is not a seat of section \"%.*s%s\": seats are "
+                         "\"row-col\", 1-based, rows 1..%lld and cols 1..%lld",
+                         ST__WV(it->seats[i], it->seat_lens[i]), ST__WV(sec->name, sec->name_len),
+                         (long long)sec->rows, (long long)sec->cols);
             return ST_EINVAL;
         }
         for (size_t k = 0; k < i; k++)
             if (out[k] == out[i]) {
-                *why = "a seat is listed twice";
+                *why = st__whyf("seat \"%.*s%s\" is listed twice",
+                                ST__WV(it->seats[i], it->seat_lens[i]));
                 return ST_EINVAL;
             }
     }

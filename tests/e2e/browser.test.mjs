@@ -3,7 +3,9 @@
 // loopback origin: it posts with a bearer token and an Idempotency-Key (a preflighted request),
 // sees the replay header on a retry, reads, and holds a live stream with ?access_token=. A page
 // from an origin --cors-origins does not list gets nothing: its fetches fail in the browser, its
-// POST never reaches strata, and its stream is refused. Skips when chromium is not installed
+// POST never reaches strata, and its stream is refused. An open strata (no auth) is not
+// writable from any page either: the requests a page may send without a CORS preflight (a
+// text/plain fetch, a form post) reach it and are refused 415. Skips when chromium is not installed
 // (tools/install-deps.sh --test installs it).
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
@@ -122,5 +124,51 @@ describe('a browser page on another origin', { skip }, () => {
     const r = await s.req('GET', '/v1/counters/evil', undefined, { authorization: `Bearer ${admin}` });
     assert.equal(r.status, 404);
     await page.close();
+  });
+
+  test('an open strata on localhost takes no write from a cross-site form or text/plain POST', async () => {
+    const open = await startStrata();
+    try {
+      const page = await browser.newPage();
+      await page.goto(`${evilOrigin}/`);
+      const base = `http://127.0.0.1:${open.port}`;
+      await page.evaluate(async (base) => {
+        const url = `${base}/v1/counters/csrf/incr`;
+        // simple requests: no preflight, so the browser sends them; the page cannot read the answer
+        await fetch(url, { method: 'POST', mode: 'no-cors', body: '{"by":5}' }); // text/plain;charset=UTF-8
+        await fetch(url, { method: 'POST', mode: 'no-cors', body: new URLSearchParams({ '{"by":5,"x":"': '"}' }) });
+        const fd = new FormData();
+        fd.append('by', '5');
+        await fetch(url, { method: 'POST', mode: 'no-cors', body: fd }); // multipart/form-data
+        // and a real form, posted into an iframe, with enctype text/plain
+        await new Promise((resolve) => {
+          const frame = document.createElement('iframe');
+          frame.name = 'sink';
+          frame.onload = resolve;
+          document.body.append(frame);
+          const form = document.createElement('form');
+          form.method = 'POST';
+          form.action = url;
+          form.enctype = 'text/plain';
+          form.target = 'sink';
+          const input = document.createElement('input');
+          input.name = '{"by":5,"x":"';
+          input.value = '"}';
+          form.append(input);
+          document.body.append(form);
+          form.submit();
+        });
+      }, base);
+      await page.close();
+      const r = await open.req('GET', '/v1/counters/csrf');
+      assert.equal(r.status, 404, `a cross-site request wrote: ${r.text}`);
+      const m = await open.req('GET', '/metrics');
+      const refused = m.text.match(/strata_http_requests_total\{route="POST \/v1\/counters\/\{name\}\/incr",status="415"\} (\d+)/);
+      assert.ok(refused, 'the requests did not reach strata');
+      assert.equal(Number(refused[1]), 4);
+    } finally {
+      await open.stop();
+      open.cleanup();
+    }
   });
 });

@@ -184,6 +184,8 @@ export type ReconcileKey = { user: string; conversation_id: string } | { counter
 export interface ErrorBody {
   code: string;
   message: string;
+  /** 400: the body field at fault, as a path (`bye`, `items[0].bye`), when one is */
+  field?: string;
   /** 409 seats_unavailable: the seats that are taken */
   seats?: string[];
   /** 409 seats_unavailable: per section that could not be served, its taken seats */

@@ -227,6 +227,8 @@ class SeatsTaken(TypedDict):
 class ErrorBody(_ErrorBodyBase, total=False):
     """The ``error`` object of every error answer (SPEC §0), with the extra fields some carry."""
 
+    field: str
+    """400: the body field at fault, as a path ("bye", "items[0].bye"), when one is"""
     seats: List[str]
     """409 seats_unavailable: the seats that are taken"""
     items: List[SeatsTaken]
