@@ -104,6 +104,9 @@ const char *st_objstore_describe(const st_objstore_t *s);
  * ST_EINVAL when the backend can never store that key (a path or key longer than it allows):
  * retrying is pointless. ST_EIO for what may pass on a retry. */
 int st_objstore_put(st_objstore_t *s, const char *key, const void *data, size_t len);
+/* The same, over whatever is there (temp file + rename, or a plain PUT): only for the store's own
+ * bookkeeping that is rewritten in place (the members' markers under .strata/), never for data. */
+int st_objstore_replace(st_objstore_t *s, const char *key, const void *data, size_t len);
 /* Appends bytes [off, off+len) of key to out; ST_ENOTFOUND if the object is missing, ST_EIO if
  * it is shorter. */
 int st_objstore_get(st_objstore_t *s, const char *key, uint64_t off, size_t len, st_buf_t *out);

@@ -159,7 +159,8 @@ static int st__file_place(const char *tmp, const char *path)
     return st__fsync_dir(path);
 }
 
-static int st__file_put(st_objstore_t *s, const char *key, const void *data, size_t len)
+static int st__file_put(st_objstore_t *s, const char *key, const void *data, size_t len,
+                        bool replace)
 {
     char *path = st__path(s, key);
     st_buf_t tmp = {0};
@@ -183,7 +184,10 @@ static int st__file_put(st_objstore_t *s, const char *key, const void *data, siz
         goto done;
     }
     fd = -1;
-    rc = st__file_place(tmp.data, path);
+    if (!replace)
+        rc = st__file_place(tmp.data, path);
+    else
+        rc = rename(tmp.data, path) == 0 ? st__fsync_dir(path) : ST_EIO;
 done:
     if (rc == ST_EIO && errno == ENAMETOOLONG) rc = ST_EINVAL; /* retrying will not help */
     if (rc == ST_EIO) st_warn("cold: writing %s failed: %s", path, strerror(errno));
@@ -269,7 +273,7 @@ static int st__s3_created(const char *what, const char *key, long status)
     return ST_EIO;
 }
 
-static int st__s3_put(st_objstore_t *s, const char *key, const void *data, size_t len)
+static int st__s3_put(st_objstore_t *s, const char *key, const void *data, size_t len, bool replace)
 {
     long status;
     if (strlen(s->prefix) + 1 + strlen(key) > ST__S3_KEY_MAX) {
@@ -277,9 +281,10 @@ static int st__s3_put(st_objstore_t *s, const char *key, const void *data, size_
                 *s->prefix ? "/" : "", key, ST__S3_KEY_MAX);
         return ST_EINVAL;
     }
-    int rc = st__s3_vacant(s, key);
+    int rc = replace ? ST_OK : st__s3_vacant(s, key);
     if (rc == ST_OK)
-        rc = st__s3(s, "PUT", key, data ? data : "", len, ST__S3_IF_NONE, NULL, 0, &status);
+        rc = st__s3(s, "PUT", key, data ? data : "", len, replace ? NULL : ST__S3_IF_NONE, NULL, 0,
+                    &status);
     if (rc == ST_OK) rc = st__s3_created("PUT", key, status);
     return rc;
 }
@@ -317,7 +322,13 @@ uint64_t st_objstore_requests(int verb)
 int st_objstore_put(st_objstore_t *s, const char *key, const void *data, size_t len)
 {
     st__requests[1]++;
-    return s->s3 ? st__s3_put(s, key, data, len) : st__file_put(s, key, data, len);
+    return s->s3 ? st__s3_put(s, key, data, len, false) : st__file_put(s, key, data, len, false);
+}
+
+int st_objstore_replace(st_objstore_t *s, const char *key, const void *data, size_t len)
+{
+    st__requests[1]++;
+    return s->s3 ? st__s3_put(s, key, data, len, true) : st__file_put(s, key, data, len, true);
 }
 
 int st_objstore_get(st_objstore_t *s, const char *key, uint64_t off, size_t len, st_buf_t *out)

@@ -60,7 +60,7 @@ static void st__work(uv_work_t *w)
         memcpy(body, s->nonce, 32);
         body[32] = '\n';
         st__key(key, sizeof key, s->self);
-        s->put_rc = st_objstore_put(s->obj, key, body, sizeof body);
+        s->put_rc = st_objstore_replace(s->obj, key, body, sizeof body); /* a new nonce a start */
     }
     s->job_failed = !s->written && s->put_rc != ST_OK;
     s->job_ok = !s->job_failed;

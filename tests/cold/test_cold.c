@@ -565,9 +565,15 @@ TEST(local_object_store_puts_atomically_and_reads_ranges)
     CHECK_EQ(st_objstore_upload_begin(s, "u1/batch-1-1.parquet", &up), ST_OK);
     CHECK_EQ(st_objstore_upload_part(up, "YYYYYYYYYY", 10), ST_OK);
     CHECK_EQ(st_objstore_upload_finish(up), ST_EEXIST);
+    /* bookkeeping is rewritten in place (a member's marker, a new nonce each start) */
+    CHECK_EQ(st_objstore_replace(s, ".strata/members/1", "aaaa", 4), ST_OK);
+    CHECK_EQ(st_objstore_replace(s, ".strata/members/1", "bbbb", 4), ST_OK);
     st_buf_t b = {0};
     CHECK_EQ(st_objstore_get(s, "u1/batch-1-1.parquet", 0, 10, &b), ST_OK);
     CHECK(b.len == 10 && memcmp(b.data, "0123456789", 10) == 0);
+    st_buf_reset(&b);
+    CHECK_EQ(st_objstore_get(s, ".strata/members/1", 0, 4, &b), ST_OK);
+    CHECK(b.len == 4 && memcmp(b.data, "bbbb", 4) == 0);
     st_buf_reset(&b);
     CHECK_EQ(st_objstore_get(s, "u1/batch-1-1.parquet", 3, 4, &b), ST_OK);
     CHECK(b.len == 4 && memcmp(b.data, "3456", 4) == 0);
@@ -1264,7 +1270,7 @@ static void two_rows(st_store_t *s, const char *o, const char *tag, uint64_t fro
     uint8_t k[64];
     uint64_t w = 0;
     for (uint64_t id = from; id < from + n; id++) {
-        char v[8];
+        char v[32];
         snprintf(v, sizeof v, "%s%llu", tag, (unsigned long long)id);
         CHECK_EQ(st_store_put(s, k, fk_key(k, o, strlen(o), id), v, strlen(v), &w), ST_OK);
     }

@@ -57,6 +57,31 @@ describe('a group and its cold store', () => {
     await g.stopAll();
   });
 
+  test('a member restarted on the shared store is healthy again and flushes go on (its marker is rewritten)', async () => {
+    const g = new Group(3, ['--flush-interval', '3600']);
+    groups.push(g);
+    await g.init();
+    for (const id of [1, 2, 3]) {
+      await waitFor(`member ${id} to be healthy`, async () => (await call(g.port(id), 'GET', '/healthz')).status === 200);
+    }
+    for (const id of [2, 3]) { // each restarts on the same data dir and store: a new nonce
+      await g.members.get(id).stop();
+      g.members.delete(id);
+      await g.start(id);
+    }
+    for (const id of [1, 2, 3]) {
+      await waitFor(`member ${id} to be healthy after the restarts`, async () => (await call(g.port(id), 'GET', '/healthz')).status === 200);
+    }
+    for (let i = 0; i < 5; i++) {
+      assert.equal((await g.req('POST', '/v1/users/r/messages', { conversation_id: 'c', from: 'r', content: `m${i}` })).status, 201);
+    }
+    await waitFor('the flush', async () => {
+      await g.req('POST', '/v1/admin/flush', {});
+      return (await g.req('GET', '/v1/users/r/stats')).json.cold_messages === 5;
+    });
+    await g.stopAll();
+  });
+
   test('members on different stores hold flushes and say cold_not_shared; one shared store survives a leader kill', async () => {
     const g = new Group(3, ['--flush-interval', '3600']);
     groups.push(g);
