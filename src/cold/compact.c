@@ -334,7 +334,7 @@ static void st__failed(st_tier_compact_t *c, st_cjob_t *j, int rc, uint64_t *wai
     st_cowner_t *o = j->o;
     st_metric_add(c->m_err, 1);
     if (rc == ST_EEXIST) /* nothing written: another writer's object is there (SPEC §5) */
-        st__tier_collided(c->store, o->owner, o->olen, j->pseq, wait);
+        st__tier_collided(c->store, o->owner, o->olen, j->pseq, j->key.data, wait);
     else
         st__tier_abandon(c->store, o->owner, o->olen, j->pseq, j->key.data, wait);
     st__tier_orphans(c->tier, o->owner, o->olen, wait);
@@ -472,7 +472,8 @@ static int st__collect_w(void *arg, const void *key, size_t klen, const void *va
     st_buf_t *b = arg;
     (void)val, (void)vlen;
     if (klen < 2 || klen - 1 >= ST_TIER_OWNER_MAX) return 0;
-    st_buf_appendc(b, (char)(uint8_t)(klen - 1));
+    uint16_t l = (uint16_t)(klen - 1); /* an owner may pass 255 bytes (a tagged one) */
+    st_buf_append(b, &l, sizeof l);
     st_buf_append(b, (const char *)key + 1, klen - 1);
     return 0;
 }
@@ -486,9 +487,10 @@ size_t st__tier_compact_all(st_tier_compact_t *c)
     st_store_scan(c->store, &pre, 1, st__collect_w, &names, &wait);
     size_t n = 0;
     for (size_t i = 0; i < names.len; n++) {
-        size_t ol = (uint8_t)names.data[i];
-        st__add(c, names.data + i + 1, ol, ST_TIER_COMPACT_MAJOR);
-        i += 1 + ol;
+        uint16_t ol;
+        memcpy(&ol, names.data + i, sizeof ol);
+        st__add(c, names.data + i + sizeof ol, ol, ST_TIER_COMPACT_MAJOR);
+        i += sizeof ol + ol;
     }
     st_buf_free(&names);
     return n;

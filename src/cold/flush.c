@@ -206,7 +206,7 @@ static void st__flush_failed(st_tier_flush_t *f, st_fjob_t *j, int rc, uint64_t 
 {
     st_fowner_t *o = j->o;
     if (rc == ST_EEXIST) /* nothing written: another writer's object is there (SPEC §5) */
-        st__tier_collided(f->store, o->owner, o->olen, j->seq, wait);
+        st__tier_collided(f->store, o->owner, o->olen, j->seq, j->snap.key.data, wait);
     else
         st__tier_abandon(f->store, o->owner, o->olen, j->seq, j->snap.key.data, wait);
     f->kind->orphans(f->kind->arg, o->owner, o->olen, wait);
@@ -392,10 +392,11 @@ static int st__collect_owner(void *arg, const void *key, size_t klen, const void
     const char *u = (const char *)key + 1;
     size_t ul = strnlen(u, klen - 1);
     if (ul == 0 || ul >= ST_TIER_OWNER_MAX || ul == klen - 1) return 0;
-    if (b->len && (uint8_t)b->data[us->prev] == ul && memcmp(b->data + us->prev + 1, u, ul) == 0)
-        return 0;
+    uint16_t l = (uint16_t)ul, pl = 0; /* an owner may pass 255 bytes (a tagged one) */
+    if (b->len) memcpy(&pl, b->data + us->prev, sizeof pl);
+    if (b->len && pl == l && memcmp(b->data + us->prev + sizeof pl, u, ul) == 0) return 0;
     us->prev = b->len;
-    st_buf_appendc(b, (char)(uint8_t)ul);
+    st_buf_append(b, &l, sizeof l);
     st_buf_append(b, u, ul);
     return 0;
 }
@@ -408,9 +409,10 @@ void st_tier_flush_recover(st_tier_flush_t *f)
     st_store_scan(f->store, &pre, 1, st__collect_owner, &us, &wait);
     st_buf_t *b = &us.names;
     for (size_t i = 0; i < b->len;) {
-        size_t ul = (uint8_t)b->data[i];
-        f->kind->orphans(f->kind->arg, b->data + i + 1, ul, &wait);
-        i += 1 + ul;
+        uint16_t ul;
+        memcpy(&ul, b->data + i, sizeof ul);
+        f->kind->orphans(f->kind->arg, b->data + i + sizeof ul, ul, &wait);
+        i += sizeof ul + ul;
     }
     st_buf_free(b);
 }

@@ -14,7 +14,9 @@
  *            doomed here; an intent still there is an orphan for the owner's sweep (tier.c),
  *            which the caller runs next. A job whose key existed already (ST_EEXIST: the
  *            store refused to overwrite) wrote nothing: its intent just goes, and the object
- *            that is there, someone else's, stays; the retry takes the owner's next number.
+ *            that is there, someone else's, stays; the retry takes the owner's next number. Unless
+ *            the key names this store's own incarnation: then it is an earlier attempt of its own
+ *            (an S3 PUT whose answer was lost, retried into 412), abandoned like any failure.
  *
  * A crash between the steps leaves a 'P' without its 'F' (an orphan, swept at start-up) or 'D'
  * records (finished by the reaper at start-up).
@@ -104,8 +106,13 @@ int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t 
     return rc;
 }
 
-int st__tier_collided(st_store_t *s, const char *o, size_t ol, uint64_t pseq, uint64_t *wait)
+int st__tier_collided(st_store_t *s, const char *o, size_t ol, uint64_t pseq, const char *key,
+                      uint64_t *wait)
 {
+    st_tier_writer_t w;
+    if (st_tier_writer_get(s, &w, wait) == ST_OK && w.current &&
+        st_tier_key_incarnation(key) == w.current) /* no other writer makes our keys: it is ours, */
+        return st__tier_abandon(s, o, ol, pseq, key, wait); /* an attempt whose answer was lost */
     uint8_t k[ST__MKEY_CAP];
     int rc = st_store_del(s, k, st_tier_mkey(k, 'P', o, ol, true, pseq), wait);
     return rc == ST_ENOTFOUND ? ST_OK : rc;

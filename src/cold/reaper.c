@@ -137,7 +137,11 @@ void st_tier_reap(st_tier_reaper_t *r)
     /* only records whose batch is durable: until then the manifest may still name the object */
     uint64_t durable = st_store_durable_id(r->store);
     st_tier_writer_t wr;
-    if (st_tier_writer_get(r->store, &wr, &wait) != ST_OK) wr.current = 0; /* owns everything */
+    int wrc = st_tier_writer_get(r->store, &wr, &wait);
+    if (wrc != ST_OK && wrc != ST_ENOTFOUND) { /* unreadable: no guess at whose objects these are */
+        st__reap_free(j);
+        return;
+    }
     size_t keep = 0;
     for (size_t i = 0; i < j->n; i++) {
         uint16_t l;
