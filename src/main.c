@@ -234,6 +234,14 @@ int main(int argc, char **argv)
     if (rebuild) return st_cli_rebuild_meta(&cfg);
     if (restore) return st_cli_restore(&cfg);
     if (st_config_check(&cfg) != ST_OK) return 2;
+    char marker[sizeof cfg.data_dir + sizeof ST_RESTORE_MARKER + 2];
+    snprintf(marker, sizeof marker, "%s/%s", cfg.data_dir, ST_RESTORE_MARKER);
+    if (access(marker, F_OK) == 0) { /* a restore that failed or was killed (backup.h) */
+        st_error("%s holds a restore that never finished (%s): restore again into an empty "
+                 "directory",
+                 cfg.data_dir, marker);
+        return 2;
+    }
     /* Cold reads wait for object storage on the worker pool (never on the loop): size it before
      * its first use. An explicit UV_THREADPOOL_SIZE wins. */
     char workers[24];

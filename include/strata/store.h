@@ -54,6 +54,9 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
 /* Stops the commit thread after the in-flight batch; staged-but-unsubmitted writes are dropped,
  * so callers drain first (st_store_idle). Closes its uv handles; run the loop once after. */
 void st_store_close(st_store_t *s);
+/* The same; true when LMDB holds everything, synced, and the redo log was reset (a store that
+ * an offline command moves as one file, data.mdb, must have closed so). */
+bool st_store_close_clean(st_store_t *s);
 void st_store_listen(st_store_t *s, st_store_listener_t *l);
 /* Removes a listener (before freeing it: batches may still settle while the loop runs). */
 void st_store_unlisten(st_store_t *s, st_store_listener_t *l);

@@ -295,12 +295,32 @@ static int st__rs_open(st_objstore_t **os, const st_objstore_opts_t *o)
     return rc == ST_OK ? st_objstore_open(os, o) : rc;
 }
 
+/* Until the caller removes it, the data dir says it is not a store to start on. */
+static int st__rs_mark(const char *dir)
+{
+    size_t n = strlen(dir) + sizeof ST_RESTORE_MARKER + 2;
+    char *p = st_malloc(n);
+    snprintf(p, n, "%s/%s", dir, ST_RESTORE_MARKER);
+    static const char why[] = "strata restore has not finished here: restore again into an "
+                              "empty directory\n";
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int rc =
+        fd >= 0 && write(fd, why, sizeof why - 1) == (ssize_t)(sizeof why - 1) && fsync(fd) == 0
+            ? ST_OK
+            : ST_EIO;
+    if (fd >= 0) close(fd);
+    if (rc != ST_OK) st_error("restore: writing %s failed: %s", p, strerror(errno));
+    free(p);
+    return rc;
+}
+
 int st_backup_restore(const st_restore_opts_t *o, st_restore_result_t *res)
 {
     memset(res, 0, sizeof *res);
     st_objstore_t *os;
     int rc = st__rs_missing(&o->obj); /* before the data dir is made */
     if (rc == ST_OK) rc = st__rs_check_empty(o->data_dir);
+    if (rc == ST_OK) rc = st__rs_mark(o->data_dir);
     if (rc != ST_OK) return rc;
     rc = st__rs_open(&os, &o->obj);
     if (rc != ST_OK) return rc;

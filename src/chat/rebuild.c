@@ -243,6 +243,66 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
     return rc;
 }
 
+/* Whether the manifest of the object's user names it already (an object a restore inherited). */
+static bool st__in_manifest(st_chat_t *c, const st_obj_t *ob, uint64_t *wait)
+{
+    st_tier_manifest_t m;
+    if (st_tier_manifest(c->store, ob->user, ob->ulen, false, &m, wait) != ST_OK) return false;
+    bool in = false;
+    for (size_t i = 0; i < m.n && !in; i++)
+        in = strcmp(m.v[i].key, ob->key) == 0;
+    st_tier_manifest_free(&m);
+    return in;
+}
+
+/* Keeps the listed objects that are this store's (writer.c): of incarnations its writer record
+ * owns, or named by its manifest already (inherited by a restore). With no record (a store lost
+ * without a backup that knew its writer) the one writer the listing holds is taken over; objects
+ * of several writers are refused, since which of them were this store's cannot be told — taking
+ * another node's over would let compaction and retention delete them under that node. */
+static int st__mine(st_chat_t *c, st_objs_t *o, uint64_t *wait)
+{
+    st_tier_writer_t w;
+    int rc = st_tier_writer_get(c->store, &w, wait);
+    if (rc == ST_ENOTFOUND) {
+        uint64_t one = 0, other = 0;
+        for (size_t i = 0; i < o->n && !other; i++) {
+            uint64_t inc = st_tier_key_incarnation(o->v[i].key);
+            if (inc && !one)
+                one = inc;
+            else if (inc && inc != one)
+                other = inc;
+        }
+        if (other) {
+            st_error("rebuild: the cold tier holds objects of several writers (w%016llx, "
+                     "w%016llx…): which were this store's cannot be told; rebuild with "
+                     "--backup-url (its writer record says), or point --cold-url at one writer's "
+                     "objects",
+                     (unsigned long long)one, (unsigned long long)other);
+            return ST_ECONFLICT;
+        }
+        rc = st_tier_writer_adopt(c->store, 0, wait); /* mints one; keys naming none are its */
+        if (rc == ST_OK && one) rc = st_tier_writer_adopt(c->store, one, wait);
+        if (rc == ST_OK) rc = st_tier_writer_get(c->store, &w, wait);
+    }
+    if (rc != ST_OK) return rc;
+    size_t keep = 0, skipped = 0;
+    for (size_t i = 0; i < o->n; i++) {
+        if (st_tier_writer_owns(&w, o->v[i].key) || st__in_manifest(c, &o->v[i], wait)) {
+            o->v[keep++] = o->v[i];
+        } else {
+            free(o->v[i].key);
+            skipped++;
+        }
+    }
+    o->n = keep;
+    if (skipped)
+        st_warn("rebuild: %zu object(s) of other writers (a node this store was restored from, or "
+                "one sharing the bucket) left alone",
+                skipped);
+    return ST_OK;
+}
+
 int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *convs, int64_t *rows,
                     uint64_t *wait)
 {
@@ -251,9 +311,7 @@ int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *con
     *rows = 0;
     int rc = st_objstore_list(obj, "", st__on_object, &o);
     if (o.n) qsort(o.v, o.n, sizeof *o.v, st__cmp_obj);
-    /* the store takes the objects over: compaction and retention may delete them (writer.c) */
-    for (size_t i = 0; i < o.n && rc == ST_OK; i++)
-        rc = st_tier_writer_adopt(c->store, st_tier_key_incarnation(o.v[i].key), wait);
+    if (rc == ST_OK) rc = st__mine(c, &o, wait);
     uint64_t max_id = 0;
     st_rb_progress_t pg = {.total = o.n};
     for (size_t i = 0; i < o.n && rc == ST_OK;) {

@@ -22,11 +22,12 @@ st_objstore_opts_t st_cli_backup_obj(const st_config_t *cfg)
     return st_cli_obj_opts(cfg, cfg->backup_url);
 }
 
-/* After the records are in: every sequence resumes after its reservation, and the cold tier
- * gets a writer incarnation of its own (SPEC §5: the restored node never writes a key of the node
- * it came from, nor deletes that node's objects), through the store (so the change is logged
- * like any write). */
-static int st__restore_resume(const st_config_t *cfg, size_t *moved)
+/* After the records are in: every sequence resumes after its reservation, and (renew: a
+ * restore, a second node beside the one it came from) the cold tier gets a writer incarnation of
+ * its own (SPEC §5: the restored node never writes a key of the node it came from, nor deletes
+ * that node's objects), through the store (so the change is logged like any write). rebuild-meta
+ * keeps the backup's writer: it is the same node, taking its own objects back. */
+static int st__restore_resume(const st_config_t *cfg, size_t *moved, bool renew)
 {
     uv_loop_t *loop = uv_default_loop();
     st_store_t *store;
@@ -39,8 +40,8 @@ static int st__restore_resume(const st_config_t *cfg, size_t *moved)
     int rc = st_sequences_resume(store, moved, &wait);
     if (rc == ST_OK) rc = st_store_resv_resume(store, &resv, &wait); /* conversation seqs */
     uint64_t inc = 0;
-    if (rc == ST_OK) rc = st_tier_writer_renew(store, &inc, &wait);
-    if (rc == ST_OK)
+    if (rc == ST_OK && renew) rc = st_tier_writer_renew(store, &inc, &wait);
+    if (rc == ST_OK && renew)
         st_info("restore: cold objects from here on are named w%016llx", (unsigned long long)inc);
     while (!st_store_idle(store))
         uv_run(loop, UV_RUN_ONCE);
@@ -59,6 +60,14 @@ bool st_cli_backup_url_ok(const char *cmd, const char *url)
         return true;
     st_error("%s: --backup-url must be file://DIR or s3://BUCKET[/PREFIX], not '%s'", cmd, url);
     return false;
+}
+
+/* The restore finished: DIR is a store to start on. */
+static int st__unmark(const char *dir)
+{
+    char p[ST_CLI_COLD_URL_MAX + sizeof ST_RESTORE_MARKER + 2];
+    snprintf(p, sizeof p, "%s/%s", dir, ST_RESTORE_MARKER);
+    return unlink(p) == 0 || errno == ENOENT ? ST_OK : ST_EIO;
 }
 
 /* `strata restore --backup-url URL --data-dir DIR [--to-time TIME]`: builds DIR from the
@@ -81,9 +90,12 @@ int st_cli_restore(const st_config_t *cfg)
     st_restore_result_t r;
     int rc = st_backup_restore(&o, &r);
     size_t moved = 0;
-    if (rc == ST_OK) rc = st__restore_resume(cfg, &moved);
+    if (rc == ST_OK) rc = st__restore_resume(cfg, &moved, true);
+    if (rc == ST_OK) rc = st__unmark(cfg->data_dir);
     if (rc != ST_OK) {
-        st_error("restore failed: %s", st_strerror(rc));
+        st_error("restore failed: %s (%s is not a store to start on: restore again into an empty "
+                 "directory)",
+                 st_strerror(rc), cfg->data_dir);
         return 1;
     }
     char t[40];
@@ -103,7 +115,7 @@ static const char st__cold_lacks[] =
 
 /* Re-seeds the chat metadata of the store in cfg->data_dir from the cold tier at url, merged
  * with what that store holds, and waits until it is durable. */
-static int st__rebuild_into(const st_config_t *cfg, const char *url)
+static int st__rebuild_into(const st_config_t *cfg, const char *url, bool moved_after)
 {
     uv_loop_t *loop = uv_default_loop();
     st_store_t *store;
@@ -130,8 +142,13 @@ static int st__rebuild_into(const st_config_t *cfg, const char *url)
         uv_run(loop, UV_RUN_ONCE);
     if (rc == ST_OK && st_store_durable_id(store) < wait) rc = ST_EIO;
     st_chat_close(chat);
-    st_store_close(store);
+    bool clean = st_store_close_clean(store);
     uv_run(loop, UV_RUN_NOWAIT);
+    if (rc == ST_OK && moved_after && !clean) { /* data.mdb alone would lack what the log holds */
+        st_error("rebuild-meta: the new store did not close cleanly (its last writes are only in "
+                 "its redo log): nothing moved");
+        rc = ST_EIO;
+    }
     if (rc == ST_OK)
         st_info("rebuild-meta: %zu users, %zu conversations, %lld cold messages", users, convs,
                 (long long)rows);
@@ -149,7 +166,7 @@ static bool st__has(const char *dir, const char *name)
 /* Removes the files of a scratch dir this command made, then the dir. */
 static void st__scratch_remove(const char *dir)
 {
-    static const char *const files[] = {"data.mdb", "lock.mdb", "strata.wal"};
+    static const char *const files[] = {"data.mdb", "lock.mdb", "strata.wal", ST_RESTORE_MARKER};
     char p[ST_CLI_COLD_URL_MAX + 32];
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
@@ -218,7 +235,8 @@ static int st__rebuild_build(const st_config_t *cfg, const char *url, const char
         st_restore_result_t r;
         size_t moved = 0;
         rc = st_backup_restore(&o, &r);
-        if (rc == ST_OK) rc = st__restore_resume(&sc, &moved);
+        if (rc == ST_OK) rc = st__restore_resume(&sc, &moved, false);
+        if (rc == ST_OK) rc = st__unmark(tmp);
         if (rc == ST_OK) {
             char t[40];
             st_format_time_us(r.last_time, t, sizeof t);
@@ -230,7 +248,7 @@ static int st__rebuild_build(const st_config_t *cfg, const char *url, const char
         st_warn("rebuild-meta: --accept-loss: not rebuilt, lost: %s", st__cold_lacks);
         rc = st_mkdirs(tmp);
     }
-    if (rc == ST_OK) rc = st__rebuild_into(&sc, url);
+    if (rc == ST_OK) rc = st__rebuild_into(&sc, url, true);
     if (rc == ST_OK) rc = st__rebuild_commit(tmp, cfg->data_dir);
     return rc;
 }
@@ -249,7 +267,7 @@ int st_cli_rebuild_meta(const st_config_t *cfg)
                      cfg->data_dir);
             return 2;
         }
-        int rc = st__rebuild_into(cfg, url);
+        int rc = st__rebuild_into(cfg, url, false);
         if (rc != ST_OK) st_error("rebuild-meta failed: %s", st_strerror(rc));
         return rc == ST_OK ? 0 : 1;
     }

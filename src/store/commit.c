@@ -659,7 +659,7 @@ void st__store_start_threads(st_store_t *s)
         st_fatal("store: cannot start the commit threads");
 }
 
-void st__store_stop_threads(st_store_t *s)
+bool st__store_stop_threads(st_store_t *s)
 {
     /* The sync lanes finish what is queued; the apply thread what is logged. */
     uv_mutex_lock(&s->th.mu);
@@ -678,5 +678,6 @@ void st__store_stop_threads(st_store_t *s)
      * is stuck, or LMDB's syncs failed) the log keeps what the next start must replay. */
     if (s->th.applied_seq >= s->th.logged_seq && !s->th.lmdb_sync_failed &&
         mdb_env_sync(s->db.env, 1) == 0)
-        st_wal_reset(s->wal);
+        return st_wal_reset(s->wal) == ST_OK;
+    return false;
 }

@@ -232,7 +232,8 @@ static inline int st__rec_next(const char **p, const char *end, st_recop_t *op)
 
 int st__store_recover(st_store_t *s);
 void st__store_start_threads(st_store_t *s);
-void st__store_stop_threads(st_store_t *s);
+/* Whether the stop was clean: LMDB holds everything, synced, and the log was reset. */
+bool st__store_stop_threads(st_store_t *s);
 void st__store_on_done(uv_async_t *h);
 void st__store_submit(st_store_t *s);
 st_batch_t *st__batch_new(st_store_t *s);

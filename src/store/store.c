@@ -314,7 +314,12 @@ static void st__store_on_closed(uv_handle_t *h)
 
 void st_store_close(st_store_t *s)
 {
-    st__store_stop_threads(s);
+    st_store_close_clean(s);
+}
+
+bool st_store_close_clean(st_store_t *s)
+{
+    bool clean = st__store_stop_threads(s);
     st__drop_overlay(s);
     s->open->next = NULL;
     st_batch_t *lists[] = {s->free_list, s->th.q_head, s->th.a_head, s->th.d_head, s->open};
@@ -332,6 +337,7 @@ void st_store_close(st_store_t *s)
     uv_close((uv_handle_t *)&s->uv.check, st__store_on_closed);
     uv_close((uv_handle_t *)&s->uv.idle, st__store_on_closed);
     uv_close((uv_handle_t *)&s->uv.pace, st__store_on_closed);
+    return clean;
 }
 
 st_observers_t *st_store_observers(st_store_t *s)

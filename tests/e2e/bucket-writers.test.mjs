@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { ok, restore, s3, shipped, metric } from './backup-lib.mjs';
+import { metric, ok, restore, runAsync, s3, shipped } from './backup-lib.mjs';
 import { parquetFiles, waitFor } from './cold-lib.mjs';
 import { sleep, startStrata, tempDir } from './lib.mjs';
 
@@ -24,6 +24,8 @@ function objects(dir) {
   }
   return out;
 }
+
+const writerOf = (key) => /-(w[0-9a-f]{16})-/.exec(key)?.[1];
 
 // Every object seen before is still there with the same bytes.
 function unchanged(before, after, what) {
@@ -114,6 +116,35 @@ async function scenario({ coldArgs, bucketDir }) {
     const writers = new Set([...after.keys()].map((k) => /-(w[0-9a-f]{16})-/.exec(k)?.[1]));
     assert.equal(writers.size, 4);
     for (const s of started) await s.stop();
+
+    // rebuild-meta never takes another writer's objects over (review: a rebuilt store that
+    // adopted every writer in the bucket would compact and delete them under their node).
+    // A lost store with no backup, over a bucket of four writers: it cannot tell which were its.
+    const lost = tempDir('bw-lost');
+    const refused = await runAsync(['rebuild-meta', '--data-dir', lost, ...common, '--accept-loss']);
+    assert.notEqual(refused.code, 0, refused.err);
+    assert.match(refused.err, /several writers \(w[0-9a-f]{16}, w[0-9a-f]{16}/);
+    // the original, in place: its manifest is rebuilt from its own objects only
+    const rb = await runAsync(['rebuild-meta', '--data-dir', a.dir, ...common]);
+    assert.equal(rb.code, 0, rb.err);
+    assert.match(rb.err, /object\(s\) of other writers .* left alone/);
+    const a2 = await startStrata({ dataDir: a.dir, args: common });
+    started.push(a2);
+    assert.deepEqual(await contents(a2), [...original, 'more 0', 'more 1']);
+    await ok(a2, 'POST', '/v1/admin/compact', { user: 'alice' }, {}, 202);
+    const mine = writerOf([...first.keys()][0]);
+    const own = () => [...objects(bucketDir).keys()].filter((k) => writerOf(k) === mine);
+    // its two objects merged into one, the two deleted by its reaper
+    await waitFor('the original\'s compaction and its reaper', async () => {
+      const o = own();
+      return o.length === 1 && /\.\d+\.parquet$/.test(o[0]);
+    });
+    assert.deepEqual(await contents(a2), [...original, 'more 0', 'more 1']);
+    await a2.stop();
+    const last = objects(bucketDir);
+    for (const [k, h] of after) {
+      if (writerOf(k) !== mine) assert.equal(last.get(k), h, `another writer's ${k} after the original compacted`);
+    }
   } finally {
     for (const s of started) if (s.proc.exitCode === null) s.proc.kill('SIGKILL');
   }

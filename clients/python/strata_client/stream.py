@@ -95,6 +95,8 @@ class CounterValue:
     value: int
     snapshot: bool
     """True for the value sent on (re)subscribe, False for a change"""
+    exists: bool = True
+    """False on a snapshot of a counter never written (value 0; GET answers 404)"""
 
 
 class _Stream(Generic[Y]):
@@ -364,4 +366,5 @@ class CounterStream(_Stream[CounterValue]):
         if f.get("type") != "counter":
             return None
         snap, self._fresh = self._fresh, False
-        return CounterValue(str(f.get("name", self.name)), int(f["value"]), snap)
+        exists = f.get("exists", True) is not False
+        return CounterValue(str(f.get("name", self.name)), int(f["value"]), snap, exists)

@@ -65,6 +65,13 @@ def test_streams_survive_a_crash_and_restart(server: Server) -> None:
         await until("the replay", lambda: len(got) == 3 and len(counters) == 1 and len(seats) == 1)
         await until("replay_done", st.replay_done.is_set)
         assert counters[0] == CounterValue("rc", 3, True)
+        never: List[CounterValue] = []  # a counter never written: 0, and it says so
+        cn = db.stream_counter("rc_never_written")
+        await cn.ready()
+        tasks.append(collect(cn, never))
+        await until("a never-written counter's snapshot", lambda: len(never) == 1)
+        assert never[0] == CounterValue("rc_never_written", 0, True, False)
+        await cn.aclose()
         assert isinstance(seats[0], SeatsSnapshot) and seats[0].state["event_stats"]["total"] == 2
         await db.book("rgig", {"section": "A", "seats": ["1-2"]})
         await until("a seat change", lambda: len(seats) == 2)
