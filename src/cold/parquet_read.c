@@ -15,8 +15,9 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#define ST__MAX_PAGE    (256u << 20)
-#define ST__MAX_ENTRIES (1u << 24) /* per chunk beyond its rows (repeated columns only) */
+#define ST__MAX_PAGE      (256u << 20)
+#define ST__MAX_ENTRIES   (1u << 24) /* per chunk beyond its rows (repeated columns only) */
+#define ST__CHUNK_RAW_MAX ((uint64_t)512 << 20) /* decompressed bytes of one column chunk */
 #ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
 #define ST__CRC 0 /* a fuzzer cannot fix a CRC: let it reach the levels and values behind one */
 #else
@@ -509,12 +510,14 @@ static int st__read_column(st_dec_t *d, const uint8_t *p, size_t len, size_t row
     const uint8_t *end = p + len;
     st_pq_column_t *c = d->col;
     size_t cap = d->leaf->repl ? rows + ST__MAX_ENTRIES : rows;
+    uint64_t raw_total = 0; /* decompressed bytes of the chunk so far (a zstd bomb stops here) */
     while (p < end && (d->leaf->repl || c->n < rows)) {
         st_tr_t r;
         st_page_t pg;
         st_tr_init(&r, p, (size_t)(end - p));
         if (!st__page_header(&r, &pg) || (uint64_t)pg.packed > (uint64_t)(end - r.p) ||
-            (pg.page_type == 0 && (uint64_t)pg.values > cap - c->n))
+            (pg.page_type == 0 && ((uint64_t)pg.values > cap - c->n || pg.values == 0)) ||
+            (raw_total += (uint64_t)pg.raw) > ST__CHUNK_RAW_MAX)
             return ST_EINVAL;
         /* a page with a CRC (every page strata writes) must match it: a flipped bit is an error,
          * never a wrong value */
