@@ -129,6 +129,22 @@ int st_seats_change(st_seats_t *s, uint64_t booking_id, const st_booking_ref_t *
 /* Booking JSON. ST_ENOTFOUND, ST_EFORBIDDEN (see st_booking_ref_t). */
 int st_seats_booking_json(st_seats_t *s, uint64_t booking_id, const st_booking_ref_t *ref,
                           st_buf_t *out, uint64_t *wait);
+/* An event's bookings (SPEC §4.2), newest first. */
+typedef struct {
+    const char *event_id;
+    size_t event_len;
+    int status;        /* 0: any; else st_seats_status */
+    const char *owner; /* NULL: any owner */
+    size_t owner_len;
+    uint64_t cursor; /* 0: from the newest; else the bookings older than this one */
+    size_t limit;
+} st_bookings_query_t;
+/* {"bookings":[…],"next":"<booking_id>"|null}. ST_ENOTFOUND for an unknown event. */
+int st_seats_bookings_json(st_seats_t *s, const st_bookings_query_t *q, st_buf_t *out,
+                           uint64_t *wait);
+/* A booking status by name (reserved, sold, cancelled, expired): 1..4; 0 for anything else. */
+int st_seats_status(const char *name, size_t len);
+
 /* ST_ECONFLICT when the booking is already sold, cancelled or expired (out then holds it). */
 int st_seats_confirm(st_seats_t *s, uint64_t booking_id, const st_booking_ref_t *ref, st_buf_t *out,
                      uint64_t *wait);

@@ -6,7 +6,6 @@
 #include <string.h>
 
 /* A value in a message: "%.*s%s" with ST__V(s, n). */
-#define ST__V(s, n) (int)st_clip((s), (n)), (s), (n) > ST_CLIP_MAX ? "..." : ""
 
 /* metadata is free-form: any object, its members unchecked (SPEC §2) */
 static const char *const st__message_fields[] = {"conversation_id", "from", "content", "metadata",

@@ -6,7 +6,6 @@
 #include <string.h>
 
 /* A value in a message: "%.*s%s" with ST__V(s, n). */
-#define ST__V(s, n) (int)st_clip((s), (n)), (s), (n) > ST_CLIP_MAX ? "..." : ""
 
 /* POST /v1/events?route=event:{id} (SPEC §10): a proxy hashed the request on that key, so an
  * event_id other than the route's would be created on a node that does not own it and never be

@@ -67,6 +67,8 @@ int st_router_match(st_ctx_t *c, const st_route_t **route);
 bool st_http_transient(int err);
 /* Writes the error body {"error":{"code","message"}} and sets status; returns err. */
 int st_ctx_error(st_ctx_t *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A value quoted in an error message: "%.*s%s" with ST__V(s, n) (clipped to ST_CLIP_MAX bytes). */
+#define ST__V(s, n) (int)st_clip((s), (n)), (s), (n) > ST_CLIP_MAX ? "..." : ""
 /* The same with "field": the body field the error is about (a path such as "items[1].seats";
  * borrowed), so a program can tell which one without parsing the message. */
 int st_ctx_error_field(st_ctx_t *c, int err, const char *field, const char *fmt, ...)
@@ -186,6 +188,7 @@ int st_api_booking_get(st_ctx_t *c);
 int st_api_booking_confirm(st_ctx_t *c);
 int st_api_booking_cancel(st_ctx_t *c);
 int st_api_event_booking_get(st_ctx_t *c);
+int st_api_event_bookings(st_ctx_t *c);
 int st_api_event_booking_confirm(st_ctx_t *c);
 int st_api_event_booking_cancel(st_ctx_t *c);
 int st_api_event_booking_extend(st_ctx_t *c);

@@ -38,6 +38,7 @@ const st_route_t st_routes[] = {
     {ST_HTTP_POST, "/v1/bookings/{id}/confirm", st_api_booking_confirm, ST_ROUTE_IDEMPOTENT},
     {ST_HTTP_POST, "/v1/bookings/{id}/cancel", st_api_booking_cancel, ST_ROUTE_IDEMPOTENT},
     /* bookings routed by event (SPEC §4, §10) */
+    {ST_HTTP_GET, "/v1/events/{id}/bookings", st_api_event_bookings, 0},
     {ST_HTTP_GET, "/v1/events/{id}/bookings/{bid}", st_api_event_booking_get, 0},
     {ST_HTTP_POST, "/v1/events/{id}/bookings/{bid}/confirm", st_api_event_booking_confirm,
      ST_ROUTE_IDEMPOTENT},

@@ -144,6 +144,11 @@ size_t st__bkey(uint8_t key[9], uint64_t id, char ks);
 /* Loads a booking; its names point into a copy owned by *keep (free keep and b->seats after). */
 int st__load(st_seats_t *s, uint64_t id, st_booking_t *b, st_buf_t *keep, uint64_t *wait);
 int st__save(st_seats_t *s, const st_booking_t *b, uint64_t *wait);
+
+/* history.c: an event's bookings, indexed as they are written (st__save stages the entry). */
+int st__history_put(st_seats_t *s, const st_booking_t *b, uint64_t *wait);
+/* Indexes the bookings of a data dir from before the index, once (a writable store only). */
+int st__history_migrate(st_seats_t *s);
 void st__booking_json(st_buf_t *out, st_seats_t *s, const st_booking_t *b);
 /* The item of b in section (name), or -1. */
 int st__item_of(const st_booking_t *b, const char *section, size_t len);

@@ -134,6 +134,7 @@ int st__save(st_seats_t *s, const st_booking_t *b, uint64_t *wait)
     int rc =
         st_store_put(s->store, key, st__bkey(key, b->id, ST_KS_BOOKING), rec.data, rec.len, wait);
     st_buf_free(&rec);
+    if (rc == ST_OK) rc = st__history_put(s, b, wait); /* the event's index, same batch */
     return rc;
 }
 
