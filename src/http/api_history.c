@@ -2,6 +2,7 @@
 /* GET /v1/events/{id}/bookings (SPEC §4.2): an event's bookings, newest first, by status and
  * owner, paged; with auth on, a subject other than an admin lists only its own. */
 #include "internal.h"
+#include "strata/seats.h"
 
 #include <string.h>
 

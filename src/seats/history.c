@@ -134,8 +134,8 @@ static int st__page(st_seats_t *s, st_page_t *p, uint64_t below, uint64_t *wait)
     }
     size_t pl = st__ikey(pre, p->ev, p->el, 0);
     size_t hl = below ? st__ikey(hi, p->ev, p->el, below) : 0;
-    int rc = st_store_range(s->store, pre, pl, NULL, 0, below ? hi : NULL, hl, true,
-                            st__from_index, p, wait);
+    int rc = st_store_range(s->store, pre, pl, NULL, 0, below ? hi : NULL, hl, true, st__from_index,
+                            p, wait);
     return rc == 1 ? ST_OK : rc;
 }
 
@@ -150,8 +150,8 @@ int st_seats_bookings_json(st_seats_t *s, const st_bookings_query_t *q, st_buf_t
                    .ev = q->event_id,
                    .el = q->event_len,
                    .s = s,
-                   .slow = st_store_get(s->store, st__marker, sizeof st__marker, &v, &vl, &w) !=
-                           ST_OK};
+                   .slow =
+                       st_store_get(s->store, st__marker, sizeof st__marker, &v, &vl, &w) != ST_OK};
     st_buf_puts(out, "{\"bookings\":[");
     size_t given = 0;
     uint64_t below = q->cursor, last = 0;

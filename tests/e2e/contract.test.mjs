@@ -255,6 +255,12 @@ describe('the server keeps the contract', () => {
     await call('GET', NG, `/v1/events/show2/bookings/${id}`, undefined, ALICE);
     await call('POST', `${NG}/confirm`, `/v1/events/show/bookings/${b3.json.booking_id}/confirm`, undefined, ALICE);
     await call('POST', `${NG}/cancel`, `/v1/events/show/bookings/${b4.json.booking_id}/cancel`, undefined, ALICE);
+    // The event's bookings (SPEC §4.2): ALICE's own, newest first (the shape is checked by call)
+    const L = await call('GET', B, '/v1/events/show/bookings?status=sold&limit=1', undefined, ALICE);
+    assert.equal(L.status, 200);
+    assert.equal(L.json.bookings.length, 1);
+    assert.equal((await call('GET', B, '/v1/events/show/bookings?status=gone', undefined, ALICE)).status, 400);
+    assert.equal((await call('GET', B, '/v1/events/none/bookings', undefined, ALICE)).status, 404);
   });
 
   test('cart: items over several sections, general admission, extend, change seats (SPEC §4.1)', async () => {
