@@ -89,6 +89,11 @@ describe('the client against the real server', () => {
     assert.equal((await db.confirm(b.booking_id)).status, 'sold');
     const b2 = await db.book('gig', { section: 'A', quantity: 2 });
     assert.equal((await db.cancel(b2.booking_id)).status, 'cancelled');
+    // the event's bookings (SPEC §4.2): newest first, by status, paged
+    const page = await db.bookings('gig', { limit: 1 });
+    assert.deepEqual(page.bookings.map((x) => x.booking_id), [b2.booking_id]);
+    assert.deepEqual((await db.bookings('gig', { cursor: page.next })).bookings.map((x) => x.booking_id), [b.booking_id]);
+    assert.deepEqual((await db.bookings('gig', { status: 'sold' })).bookings.map((x) => x.booking_id), [b.booking_id]);
     // the cart (SPEC §4.1): items over several sections, GA, extend, change seats
     await db.createEvent({ event_id: 'cart', sections: [{ name: 'A', rows: 1, cols: 4, price: 1 }, { name: 'F', capacity: 5, price: 2 }] });
     const c = await db.book('cart', { items: [{ section: 'A', quantity: 2 }, { section: 'F', quantity: 3 }] });

@@ -19,6 +19,7 @@ import type {
   DistinctResult,
   EventIn,
   EventPage,
+  BookingPage,
   EventState,
   Health,
   MessageIn,
@@ -52,6 +53,11 @@ export interface ReadOptions {
 export interface PageQuery {
   limit?: number;
   cursor?: string;
+}
+/** GET /v1/events/{id}/bookings: one status, one owner (an admin's query; others see their own). */
+export interface BookingQuery extends PageQuery {
+  status?: 'reserved' | 'sold' | 'cancelled' | 'expired';
+  owner?: string;
 }
 
 export class Strata {
@@ -122,6 +128,10 @@ export class Strata {
   seatMap(eventId: string, section: string, format: 'json', o?: ReadOptions): Promise<SeatMapJson>;
   seatMap(eventId: string, section: string, format: 'bitmap' | 'json' = 'bitmap', o?: ReadOptions): Promise<SeatMapBitmap | SeatMapJson> {
     return this.get(`/v1/events/${enc(eventId)}/sections/${enc(section)}/seats`, { format }, o);
+  }
+  /** An event's bookings, newest first; pass a page's next as cursor for older ones. */
+  bookings(eventId: string, q: BookingQuery = {}, o?: ReadOptions): Promise<BookingPage> {
+    return this.get(`/v1/events/${enc(eventId)}/bookings`, { ...q }, o);
   }
   book(eventId: string, b: BookingIn, o?: WriteOptions): Promise<Booking> {
     return this.post(`/v1/events/${enc(eventId)}/bookings`, b, o);

@@ -120,6 +120,10 @@ export interface EventSummary {
 export interface EventPage extends Page {
   events: EventSummary[];
 }
+/** An event's bookings, newest first (SPEC §4.2). */
+export interface BookingPage extends Page {
+  bookings: Booking[];
+}
 export interface SeatMapBitmap {
   rows: number;
   cols: number;

@@ -8,6 +8,7 @@ from ._core import Call, call, enc
 from .types import (
     Booking,
     BookingIn,
+    BookingPage,
     ClusterState,
     Conversation,
     ConversationPage,
@@ -108,6 +109,12 @@ def seat_map(event_id: str, section: str,
              fmt: str) -> Call[Union[SeatMapBitmap, SeatMapJson]]:
     return call("GET", f"/v1/events/{_name('event_id', event_id)}/sections/"
                 f"{_name('section', section)}/seats", query={"format": fmt})
+
+
+def bookings(event_id: str, status: Optional[str], owner: Optional[str], limit: Optional[int],
+             cursor: Optional[str]) -> Call[BookingPage]:
+    return call("GET", f"/v1/events/{_name('event_id', event_id)}/bookings",
+                query={"status": status, "owner": owner, "limit": limit, "cursor": cursor})
 
 
 def book(event_id: str, b: BookingIn) -> Call[Booking]:

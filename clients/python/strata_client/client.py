@@ -26,6 +26,7 @@ from .stream import CounterStream, MessageStream, SeatsStream, StateHook
 from .types import (
     Booking,
     BookingIn,
+    BookingPage,
     ClusterState,
     Conversation,
     ConversationPage,
@@ -175,6 +176,13 @@ class Strata:
     def seat_map(self, event_id: str, section: str,
                  format: str = "bitmap") -> Union[SeatMapBitmap, SeatMapJson]:
         return self._core.request(R.seat_map(event_id, section, format))
+
+    def bookings(self, event_id: str, *, status: Optional[str] = None,
+                 owner: Optional[str] = None, limit: Optional[int] = None,
+                 cursor: Optional[str] = None) -> BookingPage:
+        """An event's bookings, newest first (one ``status``, one ``owner``); pass a page's
+        ``next`` as ``cursor`` for older ones. With auth on, only an admin sees others'."""
+        return self._core.request(R.bookings(event_id, status, owner, limit, cursor))
 
     def book(self, event_id: str, booking: BookingIn, *,
              idempotency_key: Optional[str] = None) -> Booking:
@@ -349,6 +357,11 @@ class AsyncStrata:
     async def seat_map(self, event_id: str, section: str,
                        format: str = "bitmap") -> Union[SeatMapBitmap, SeatMapJson]:
         return await self._core.request(R.seat_map(event_id, section, format))
+
+    async def bookings(self, event_id: str, *, status: Optional[str] = None,
+                       owner: Optional[str] = None, limit: Optional[int] = None,
+                       cursor: Optional[str] = None) -> BookingPage:
+        return await self._core.request(R.bookings(event_id, status, owner, limit, cursor))
 
     async def book(self, event_id: str, booking: BookingIn, *,
                    idempotency_key: Optional[str] = None) -> Booking:

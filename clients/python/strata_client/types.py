@@ -140,6 +140,12 @@ class EventPage(TypedDict):
     next: Optional[str]
 
 
+class BookingPage(TypedDict):
+    """An event's bookings, newest first (SPEC §4.2)."""
+    bookings: List["Booking"]
+    next: Optional[str]
+
+
 class SeatMapBitmap(TypedDict):
     rows: int
     cols: int
