@@ -71,9 +71,9 @@ def test_every_route_sync(server: Server) -> None:
         assert db.cancel(b4["booking_id"])["status"] == "cancelled"
         # the event's bookings (SPEC §4.2): newest first, by status, paged
         ids = [x["booking_id"] for x in (b4, b3, b2, b)]
-        page = db.bookings("gig", limit=3)
-        assert [x["booking_id"] for x in page["bookings"]] == ids[:3] and page["next"] == ids[2]
-        assert [x["booking_id"] for x in db.bookings("gig", cursor=page["next"])["bookings"]] == \
+        bpage = db.bookings("gig", limit=3)
+        assert [x["booking_id"] for x in bpage["bookings"]] == ids[:3] and bpage["next"] == ids[2]
+        assert [x["booking_id"] for x in db.bookings("gig", cursor=bpage["next"])["bookings"]] == \
             ids[3:]
         assert [x["booking_id"] for x in db.bookings("gig", status="sold")["bookings"]] == \
             [b3["booking_id"], b["booking_id"]]
