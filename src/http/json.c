@@ -22,13 +22,23 @@ int st_json_fields(st_ctx_t *c, const cJSON *obj, const char *const *fields, con
 {
     if (!obj) return ST_OK;
     const cJSON *m;
+    uint64_t seen = 0; /* the fields met so far (a route takes fewer than 64) */
     cJSON_ArrayForEach(m, obj)
     {
         const char *k = m->string ? m->string : "";
-        bool known = false;
-        for (size_t i = 0; fields[i] && !known; i++)
-            known = strcmp(fields[i], k) == 0;
-        if (known) continue;
+        size_t i = 0;
+        while (fields[i] && strcmp(fields[i], k) != 0)
+            i++;
+        if (fields[i] && i < 64 && (seen >> i & 1)) { /* {"by":1,"by":5}: which one is meant? */
+            char path[160];
+            snprintf(path, sizeof path, "%s%s%s", where ? where : "", where ? "." : "", k);
+            return st_ctx_error_field(c, ST_EINVAL, path, "field \"%s\" given twice%s%s", k,
+                                      where ? " in " : "", where ? where : "");
+        }
+        if (fields[i]) {
+            if (i < 64) seen |= (uint64_t)1 << i;
+            continue;
+        }
         size_t kl = strlen(k), cl = st_clip(k, kl);
         const char *more = kl > ST_CLIP_MAX ? "..." : "";
         char path[160];

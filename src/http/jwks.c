@@ -209,19 +209,28 @@ int st_jwks_parse(const char *json, size_t n, st_jwks_t **out, char *err, size_t
         goto fail;
     }
     const cJSON *k;
+    size_t nbad = 0;
     cJSON_ArrayForEach(k, keys)
     {
         st_jwk_t *jk = &set->keys[set->n];
         bool skip = false;
-        why = st__jwks_key(k, jk, &skip);
-        if (why || skip) {
+        const char *bad = st__jwks_key(k, jk, &skip);
+        if (bad || skip) {
             EVP_PKEY_free(jk->pkey); /* a half-built key */
             memset(jk, 0, sizeof *jk);
-            if (why) goto fail;
+            if (bad) { /* RFC 7517 §5: a key that cannot be used is skipped, not the whole set */
+                const cJSON *kid = cJSON_GetObjectItemCaseSensitive(k, "kid");
+                st_warn("jwks: a key (kid \"%.64s\") is skipped: %s",
+                        cJSON_IsString(kid) ? kid->valuestring : "", bad);
+                why = bad;
+                nbad++;
+            }
             continue;
         }
         set->n++;
     }
+    if (!set->n && nbad) goto fail; /* not one usable key: say why */
+    why = NULL;
     cJSON_Delete(doc);
     *out = set;
     return ST_OK;

@@ -19,7 +19,8 @@
 #include <string.h>
 
 #define ST_KS_EVBOOK 'K'
-#define ST__PAGE     256 /* index entries looked at per store range */
+#define ST__PAGE     256  /* ids collected per store range */
+#define ST__BUDGET   2048 /* entries one request looks at: a page within about a millisecond */
 
 static const uint8_t st__marker[] = {ST_KS_SEATS_V, 'e', 'v', 'b', 'o', 'o', 'k'};
 
@@ -97,27 +98,34 @@ typedef struct {
     size_t el;
     bool slow; /* walking 'B' records, not the index */
     st_seats_t *s;
+    size_t visited, budget; /* entries looked at (matching or not), and how many may be */
+    uint64_t last_seen;     /* the oldest entry looked at */
 } st_page_t;
 
 static int st__from_index(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_page_t *p = arg;
     if (klen < 8 || vlen != 1) return 0;
-    if (p->status && ((const uint8_t *)val)[0] != p->status) return 0;
-    p->ids[p->n++] = st_be64_get((const uint8_t *)key + klen - 8);
-    return p->n == ST__PAGE ? 1 : 0;
+    p->last_seen = st_be64_get((const uint8_t *)key + klen - 8);
+    if (!p->status || ((const uint8_t *)val)[0] == p->status) p->ids[p->n++] = p->last_seen;
+    p->visited++;
+    return p->n == ST__PAGE || p->visited >= p->budget ? 1 : 0;
 }
 
 static int st__from_records(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_page_t *p = arg;
     st_booking_t b;
-    if (klen != 9 || st__booking_decode(val, vlen, &b) != ST_OK) return 0;
-    free(b.seats);
-    if (b.event_len != p->el || memcmp(b.event_id, p->ev, p->el) != 0) return 0;
-    if (p->status && b.status != p->status) return 0;
-    p->ids[p->n++] = st_be64_get((const uint8_t *)key + 1);
-    return p->n == ST__PAGE ? 1 : 0;
+    if (klen != 9) return 0;
+    p->last_seen = st_be64_get((const uint8_t *)key + 1);
+    if (st__booking_decode(val, vlen, &b) == ST_OK) {
+        free(b.seats);
+        if (b.event_len == p->el && memcmp(b.event_id, p->ev, p->el) == 0 &&
+            (!p->status || b.status == p->status))
+            p->ids[p->n++] = p->last_seen;
+    }
+    p->visited++;
+    return p->n == ST__PAGE || p->visited >= p->budget ? 1 : 0;
 }
 
 /* The next ids of the event below `below` (0: from the newest), newest first, into p. */
@@ -158,10 +166,20 @@ int st_seats_bookings_json(st_seats_t *s, const st_bookings_query_t *q, st_buf_t
     bool more = false;
     st_buf_t keep = {0};
     int rc = ST_OK;
+    /* A page looks at ST__BUDGET entries at most, so a filter that matches few of many bookings
+     * never holds the loop: then it holds fewer than limit, and next goes on from the oldest
+     * entry it looked at (SPEC §7). An owner's match costs a record read, counted the same. */
+    p.budget = ST__BUDGET;
     while (rc == ST_OK && !more) {
         rc = st__page(s, &p, below, wait);
+        bool spent = p.visited >= p.budget;
         for (size_t i = 0; rc == ST_OK && i < p.n; i++) {
             st_booking_t b;
+            if (q->owner && ++p.visited > p.budget) { /* out of budget: go on from ids[i] */
+                more = true;
+                last = p.ids[i] + 1; /* a cursor: the bookings older than it */
+                break;
+            }
             if (st__load(s, p.ids[i], &b, &keep, wait) != ST_OK) continue;
             bool match = !q->owner || (b.owner_len == q->owner_len &&
                                        memcmp(b.owner, q->owner, q->owner_len) == 0);
@@ -175,7 +193,11 @@ int st_seats_bookings_json(st_seats_t *s, const st_bookings_query_t *q, st_buf_t
             free(b.seats);
             if (more) break;
         }
-        if (p.n < ST__PAGE) break; /* the range is done */
+        if (!more && spent && p.last_seen) { /* the range stopped on the budget, not its end */
+            more = true;
+            last = p.last_seen;
+        }
+        if (more || p.n < ST__PAGE) break; /* the range is done */
         below = p.ids[p.n - 1];
     }
     st_buf_free(&keep);

@@ -372,3 +372,25 @@ describe('a group with auth on signs its internal calls with --cluster-secret', 
     }
   });
 });
+
+// RFC 7517 §5 (hostile test): a key strata cannot use (a 1024-bit RSA modulus, a point off its
+// curve) is skipped with a warning, not the whole set; a set with no usable key is refused.
+test('an unusable key in a JWKS is skipped, not the whole set', async () => {
+  const dir = tempDir('idp-weak');
+  const weak = generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ format: 'jwk' });
+  const good = keyPair('p256', 'good');
+  const off = { ...keyPair('p256', 'off').jwk, y: good.jwk.x }; // not on the curve
+  const file = path.join(dir, 'jwks.json');
+  writeFileSync(file, JSON.stringify({ keys: [{ ...weak, kid: 'legacy', use: 'sig' }, off, good.jwk] }));
+  const s = await startStrata({ args: ['--jwt-jwks-file', file] });
+  try {
+    assert.match(s.log(), /jwks: a key \(kid "legacy"\) is skipped: an RSA key's modulus must have 2048/);
+    const r = await s.req('POST', '/v1/counters/weak/incr', {}, bearer(token('ES256', good, { sub: 'u' })));
+    assert.equal(r.status, 200, r.text);
+  } finally {
+    await s.stop();
+  }
+  const only = path.join(dir, 'only.json');
+  writeFileSync(only, JSON.stringify({ keys: [{ ...weak, kid: 'legacy', use: 'sig' }] }));
+  await assert.rejects(startStrata({ args: ['--jwt-jwks-file', only] }), /modulus must have 2048/);
+});

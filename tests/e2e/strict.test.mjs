@@ -90,6 +90,24 @@ describe('strict requests', () => {
     assert.equal(r.json.error.field, 'role');
   });
 
+  test('a field given twice is 400 naming it, at any level (hostile test: the first one won)', async () => {
+    const json = { 'content-type': 'application/json' };
+    let r = await s.req('POST', '/v1/counters/twice/incr', '{"by":1,"by":5}', json);
+    assert.equal(r.status, 400, r.text);
+    assert.equal(r.json.error.field, 'by');
+    assert.equal(r.json.error.message, 'field "by" given twice');
+    assert.equal((await s.req('GET', '/v1/counters/twice')).status, 404, 'nothing was counted');
+    r = await s.req('POST', '/v1/events/ev/bookings', '{"section":"A","section":"floor","quantity":1}', json);
+    assert.equal(r.status, 400, r.text);
+    assert.equal(r.json.error.field, 'section');
+    r = await s.req('POST', '/v1/events', '{"event_id":"ev9","sections":[{"name":"A","rows":1,"rows":2,"cols":1}]}', json);
+    assert.equal(r.status, 400, r.text);
+    assert.equal(r.json.error.field, 'sections[0].rows');
+    // metadata is the caller's JSON, kept as sent
+    r = await s.req('POST', '/v1/users/alice/messages', '{"conversation_id":"c1","from":"a","content":"x","metadata":{"k":1,"k":2}}', json);
+    assert.equal(r.status, 201, r.text);
+  });
+
   test('routes without body fields take no body, {} or nothing; any field is unknown', async () => {
     const b = await s.req('POST', '/v1/events/ev/bookings', { section: 'floor', quantity: 1 });
     assert.equal(b.status, 201, b.text);
