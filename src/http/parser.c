@@ -153,7 +153,15 @@ static int st__on_header_value(llhttp_t *ll, const char *at, size_t n)
     if (!p->in_value) {
         p->in_value = true;
         p->cur = st__classify(&p->field);
-        /* A repeated header replaces the earlier one's value. */
+        /* A header that holds one value, given twice, is ambiguous: which one a proxy in front
+         * acted on is not known (two Content-Types, two Authorizations): 400. Any other
+         * repeated header replaces the earlier one's value. */
+        if (p->cur != ST_HDR_OTHER && p->kept[p->cur].have &&
+            (p->cur == ST_HDR_IDEM || p->cur == ST_HDR_AUTH || p->cur == ST_HDR_CONTENT_TYPE ||
+             p->cur == ST_HDR_WS_KEY || p->cur == ST_HDR_ORIGIN)) {
+            p->error = ST_EBADREQ;
+            return -1;
+        }
         if (p->cur != ST_HDR_OTHER) {
             p->kept[p->cur].have = true;
             p->kept[p->cur].off = p->head.len;

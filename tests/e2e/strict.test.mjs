@@ -90,6 +90,18 @@ describe('strict requests', () => {
     assert.equal(r.json.error.field, 'role');
   });
 
+  test('a header that holds one value, given twice, is 400 (hostile test: the last one won)', async () => {
+    const body = '{"by":1}';
+    for (const hdrs of ['Content-Type: text/plain\r\nContent-Type: application/json',
+      'Content-Type: application/json\r\nContent-Type: text/plain',
+      'Content-Type: application/json\r\nIdempotency-Key: a\r\nIdempotency-Key: b']) {
+      const out = parseResponses(await raw(s.port, `POST /v1/counters/hh/incr HTTP/1.1\r\nHost: x\r\n${hdrs}\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`));
+      assert.equal(out.length, 1, hdrs);
+      assert.equal(out[0].status, 400, hdrs);
+    }
+    assert.equal((await s.req('GET', '/v1/counters/hh')).status, 404, 'nothing was counted');
+  });
+
   test('a field given twice is 400 naming it, at any level (hostile test: the first one won)', async () => {
     const json = { 'content-type': 'application/json' };
     let r = await s.req('POST', '/v1/counters/twice/incr', '{"by":1,"by":5}', json);
