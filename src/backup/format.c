@@ -117,6 +117,13 @@ bool st__bk_parse_key(const char *key, st_bk_obj_t *o)
         return false;
     }
     if (end == 0 || key[end] != '\0') return false;
+    /* only the exact form this module writes: sscanf alone also takes "snap/1/+2- 3.zst" */
+    char canon[sizeof o->key];
+    if (o->snap)
+        st__bk_snap_key(canon, sizeof canon, o->timeline, o->first, o->time);
+    else
+        st__bk_seg_key(canon, sizeof canon, o->timeline, o->first, o->last, o->time);
+    if (strcmp(canon, key) != 0) return false;
     strcpy(o->key, key);
     return true;
 }

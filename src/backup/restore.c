@@ -120,11 +120,12 @@ static int st__rs_snapshot(st_objstore_t *os, const st_bk_obj_t *obj, const char
  * timeline that has one. Timelines follow each other (a restart, a new leader of a group): a
  * group's deposed leader that has not noticed yet may still put a snapshot in its old timeline,
  * later than the new leader's first one but behind it. */
-static const st_bk_obj_t *st__rs_pick(const st_bk_obj_t *v, size_t n, int64_t to_time)
+static const st_bk_obj_t *st__rs_pick(const st_bk_obj_t *v, size_t n, int64_t to_time,
+                                      const bool *bad)
 {
     const st_bk_obj_t *best = NULL;
     for (size_t i = 0; i < n && v[i].snap; i++)
-        if ((!to_time || v[i].time <= to_time) &&
+        if (!bad[i] && (!to_time || v[i].time <= to_time) &&
             (!best || v[i].timeline > best->timeline ||
              (v[i].timeline == best->timeline && v[i].time > best->time)))
             best = &v[i];
@@ -239,6 +240,38 @@ static void st__rs_none(st_objstore_t *os, const st_bk_obj_t *v, size_t n, int64
              st_objstore_describe(os), t, (long long)to_time, o, (long long)oldest->time);
 }
 
+/* Restores from one snapshot and the segments after it. ST_ECOLD: the snapshot is damaged
+ * (nothing of it is kept: the caller may try an older one). */
+static int st__rs_from(st_objstore_t *os, const st_restore_opts_t *o, const st_bk_obj_t *v,
+                       size_t n, const st_bk_obj_t *snap, st_restore_result_t *res)
+{
+    st_info("restore: from snapshot %s (%.1f MiB)", snap->key, (double)snap->size / 1048576.0);
+    size_t plen = strlen(o->data_dir) + 16;
+    char *path = st_malloc(plen);
+    snprintf(path, plen, "%s/data.mdb", o->data_dir);
+    int rc = st__rs_snapshot(os, snap, path);
+    st_rs_replay_t r = {.to_time = o->to_time, .last_time = snap->time};
+    if (rc == ST_OK && st_store_offline_open(&r.off, o->data_dir, o->map_size, &r.applied) != ST_OK)
+        rc = ST_ECOLD; /* it decompressed, but is no store */
+    if (rc != ST_OK) {
+        unlink(path); /* a damaged one must not be mistaken for a store */
+        snprintf(path, plen, "%s/lock.mdb", o->data_dir);
+        unlink(path);
+        free(path);
+        return rc;
+    }
+    free(path);
+    snprintf(res->snapshot, sizeof res->snapshot, "%s", snap->key);
+    res->snapshot_seq = r.applied;
+    rc = st__rs_segments(os, v, n, snap, &r);
+    int crc = st_store_offline_close(r.off);
+    if (rc == ST_OK) rc = crc;
+    res->records = r.records;
+    res->last_seq = r.applied;
+    res->last_time = r.last_time;
+    return rc;
+}
+
 static int st__rs_run(st_objstore_t *os, const st_restore_opts_t *o, st_restore_result_t *res)
 {
     st_bk_obj_t *v;
@@ -248,31 +281,22 @@ static int st__rs_run(st_objstore_t *os, const st_restore_opts_t *o, st_restore_
         st_error("restore: listing %s failed: %s", st_objstore_describe(os), st_strerror(rc));
         return rc;
     }
-    const st_bk_obj_t *snap = st__rs_pick(v, n, o->to_time);
+    bool *bad = st_calloc(n ? n : 1, sizeof *bad);
+    const st_bk_obj_t *snap = st__rs_pick(v, n, o->to_time, bad);
     if (!snap) {
         st__rs_none(os, v, n, o->to_time);
-        free(v);
-        return ST_ENOTFOUND;
+        rc = ST_ENOTFOUND;
     }
-    st_info("restore: from snapshot %s (%.1f MiB)", snap->key, (double)snap->size / 1048576.0);
-    size_t plen = strlen(o->data_dir) + 16;
-    char *path = st_malloc(plen);
-    snprintf(path, plen, "%s/data.mdb", o->data_dir);
-    rc = st__rs_snapshot(os, snap, path);
-    if (rc == ST_ECOLD) st_error("restore: snapshot %s is damaged", snap->key);
-    free(path);
-    st_rs_replay_t r = {.to_time = o->to_time, .last_time = snap->time};
-    if (rc == ST_OK) rc = st_store_offline_open(&r.off, o->data_dir, o->map_size, &r.applied);
-    if (rc == ST_OK) {
-        snprintf(res->snapshot, sizeof res->snapshot, "%s", snap->key);
-        res->snapshot_seq = r.applied;
-        rc = st__rs_segments(os, v, n, snap, &r);
-        int crc = st_store_offline_close(r.off);
-        if (rc == ST_OK) rc = crc;
-        res->records = r.records;
-        res->last_seq = r.applied;
-        res->last_time = r.last_time;
+    /* A damaged snapshot (cut short, bad bytes, not a store) is skipped for the next older one
+     * it can restore from: the restore then replays more of the log, or ends earlier if the log
+     * does not reach that far back, and says so. */
+    while (snap && (rc = st__rs_from(os, o, v, n, snap, res)) == ST_ECOLD) {
+        st_error("restore: snapshot %s is damaged: trying an older one", snap->key);
+        bad[snap - v] = true;
+        if (!(snap = st__rs_pick(v, n, o->to_time, bad)))
+            st_error("restore: no undamaged snapshot at or before the target time");
     }
+    free(bad);
     free(v);
     return rc;
 }

@@ -2,7 +2,7 @@
 // Driving a restore (SPEC §9 v4, issue 38 item 5): `restore --list` prints the restore points,
 // --to-time takes RFC 3339 as well as µs, and a mistake is named by its flag and value.
 import assert from 'node:assert/strict';
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { BIN, runStrata, sleep, startStrata, tempDir } from './lib.mjs';
@@ -141,4 +141,49 @@ test('strata refuses a data dir whose restore never finished', async () => {
   const r = runStrata(['--data-dir', dir, '--listen', '127.0.0.1:0'], { expect: 2 });
   assert.match(r.stderr, /restore that never finished .*RESTORE-INCOMPLETE.*restore again into an empty directory/);
   rmSync(dir, { recursive: true, force: true });
+});
+
+test('a damaged newest snapshot: the restore falls back to an older one; junk named like one is not listed', async () => {
+  const dir = tempDir('rux');
+  const url = `file://${dir}/b`;
+  const args = ['--backup-url', url, '--backup-interval', '100'];
+  try {
+    let s = await startStrata({ dataDir: path.join(dir, 'd'), args });
+    await shipped(s);
+    await ok(s, 'POST', '/v1/counters/t/incr', { by: 1 });
+    await shipped(s);
+    await s.stop();
+    s = await startStrata({ dataDir: path.join(dir, 'd'), args }); // a restart: a new timeline, a new snapshot
+    await shipped(s);
+    await ok(s, 'POST', '/v1/counters/t/incr', { by: 10 });
+    await shipped(s);
+    await s.stop();
+    const snapRoot = path.join(dir, 'b', 'snap');
+    const snaps = readdirSync(snapRoot).flatMap((tl) => readdirSync(path.join(snapRoot, tl)).map((f) => path.join(snapRoot, tl, f)));
+    assert.ok(snaps.length >= 2, snaps.join());
+    // the newest snapshot (highest timeline is not ordered by name: take the newest time)
+    const newest = snaps.sort((a, b) => Number(BigInt(path.basename(a).split('-')[1].slice(0, -4)) - BigInt(path.basename(b).split('-')[1].slice(0, -4)))).at(-1);
+    const bytes = readFileSync(newest);
+    for (let i = 20; i < bytes.length; i += 7) bytes[i] ^= 0x5a;
+    writeFileSync(newest, bytes);
+    // junk named almost like a snapshot: sscanf-style parsing took these for restore points
+    const tl = path.basename(path.dirname(newest));
+    writeFileSync(path.join(snapRoot, tl, '+1- 2.zst'), 'junk');
+    writeFileSync(path.join(snapRoot, tl, `${'9'.repeat(20)}-${'9'.repeat(19)}.zst`), 'junk');
+    const list = await run(['restore', '--list', '--backup-url', url]);
+    assert.equal(list.code, 0, list.err);
+    assert.doesNotMatch(list.out, /\+1- 2|9{19}/, list.out);
+    const res = await restore(path.join(dir, 'r'), url);
+    assert.equal(res.code, 0, res.err);
+    assert.match(res.err, /is damaged: trying an older one/);
+    const r = await startStrata({ dataDir: path.join(dir, 'r') });
+    try {
+      const v = (await ok(r, 'GET', '/v1/counters/t')).json.value;
+      assert.ok(v === 1 || v === 11, `restored from the older snapshot: ${v}`);
+    } finally {
+      await r.stop();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
