@@ -27,6 +27,7 @@
 typedef struct st_rooms st_rooms_t;
 
 #define ST_ROOMS_USER_MAX 10000 /* rooms one user may be in */
+#define ST_ROOMS_NAME_MAX 1024  /* bytes of a room's display name */
 
 typedef struct {
     const char *s;
