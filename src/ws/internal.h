@@ -77,6 +77,11 @@ typedef struct st_wssub {
     char *id;
     char *name;      /* counter name, event id, or user */
     char *conv;      /* messages: one conversation or NULL */
+    /* a room's (topic "room", SPEC §3): name is the room's virtual user, conv the room; member
+     * is the user it streams for (the token's sub; with auth off the optional "user"), whose
+     * removal from the room ends it, or NULL */
+    bool room;
+    char *member;
     uint64_t cursor; /* messages: the last msg_id replayed or sent */
     /* messages: a cursor no rolled-back batch moved (after a rollback, the cursor goes back to
      * it: in a group, the next leader's ids may be below a deposed leader's failed ones), and
