@@ -75,8 +75,8 @@ typedef struct st_wssub {
     st_wschan_t *chan;
     st_topic_t topic;
     char *id;
-    char *name;      /* counter name, event id, or user */
-    char *conv;      /* messages: one conversation or NULL */
+    char *name; /* counter name, event id, or user */
+    char *conv; /* messages: one conversation or NULL */
     /* a room's (topic "room", SPEC §3): name is the room's virtual user, conv the room; member
      * is the user it streams for (the token's sub; with auth off the optional "user"), whose
      * removal from the room ends it, or NULL */

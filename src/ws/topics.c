@@ -134,8 +134,7 @@ static void st__replay_one(void *arg, uint64_t msg_id, const char *json, size_t 
         r->full = true;
         return;
     }
-    st_wsbody_t *body =
-        r->s->room ? st__room_message_body(json, len) : st__message_body(json, len);
+    st_wsbody_t *body = r->s->room ? st__room_message_body(json, len) : st__message_body(json, len);
     if (!r->pbody) r->pbody = st__ws_body_new(r->prefix.data, r->prefix.len);
     st__ws_queue_replay(r->ws, c, r->pbody, body, r->wait);
     st__ws_body_unref(body);
@@ -435,8 +434,8 @@ static int st__check_room(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
                           "'room_id' must be 1-255 characters of [A-Za-z0-9_.:-]");
         return ST_EINVAL;
     }
-    if (user && !(cJSON_IsString(user) &&
-                  st_name_valid(user->valuestring, strlen(user->valuestring)))) {
+    if (user &&
+        !(cJSON_IsString(user) && st_name_valid(user->valuestring, strlen(user->valuestring)))) {
         st__ws_send_error(ws, c, id, "invalid_argument",
                           "'user' must be 1-255 characters of [A-Za-z0-9_.:-]");
         return ST_EINVAL;
@@ -686,8 +685,7 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
     for (ST_LIST_EACH(l, n, &ch->subs)) {
         st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, clink);
         if (!st__ws_message_taken(s, conv, clen, msg_id)) continue;
-        if (!body)
-            body = s->room ? st__room_message_body(json, len) : st__message_body(json, len);
+        if (!body) body = s->room ? st__room_message_body(json, len) : st__message_body(json, len);
         uint64_t w = st__sub_wait(s, wait);
         st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "message", s->id), body, w);
         s->cursor = msg_id;
@@ -700,8 +698,8 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
 
 /* A membership change of a room: its subscribers get a room_member frame; the streams of a
  * removed member end with error forbidden (SPEC §2.1), once the removal is durable. */
-static void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user,
-                               size_t ul, bool added, uint64_t wait)
+static void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user, size_t ul,
+                               bool added, uint64_t wait)
 {
     st_ws_t *ws = arg;
     char vu[ST_CHAT_USER_MAX];
