@@ -27,6 +27,15 @@ import type {
   MessagePosted,
   MessageQuery,
   ReconcileKey,
+  Room,
+  RoomIn,
+  RoomMemberPage,
+  RoomMessageIn,
+  RoomMessagePage,
+  RoomMessagePosted,
+  RoomMessageQuery,
+  RoomRead,
+  UserRoomPage,
   SeatMapBitmap,
   SeatMapJson,
   SeatsChangeIn,
@@ -111,6 +120,36 @@ export class Strata {
   }
   stats(user: string, o?: ReadOptions): Promise<UserStats> {
     return this.get(`/v1/users/${enc(user)}/stats`, undefined, o);
+  }
+
+  // ---- rooms (SPEC §2.1) ----
+  /** Carries ?route=room:{id} so a proxy (deploy/) creates it on the room's node. */
+  createRoom(r: RoomIn, o?: WriteOptions): Promise<Room> {
+    return this.post('/v1/rooms', r, o, { route: `room:${r.room_id}` });
+  }
+  room(roomId: string, o?: ReadOptions): Promise<Room> {
+    return this.get(`/v1/rooms/${enc(roomId)}`, undefined, o);
+  }
+  /** Returns {room_id, members} (the new count). */
+  changeMembers(roomId: string, change: { add?: string[]; remove?: string[] }, o?: WriteOptions): Promise<{ room_id: string; members: number }> {
+    return this.post(`/v1/rooms/${enc(roomId)}/members`, change, o);
+  }
+  roomMembers(roomId: string, q: PageQuery = {}, o?: ReadOptions): Promise<RoomMemberPage> {
+    return this.get(`/v1/rooms/${enc(roomId)}/members`, { ...q }, o);
+  }
+  postRoomMessage(roomId: string, m: RoomMessageIn, o?: WriteOptions): Promise<RoomMessagePosted> {
+    return this.post(`/v1/rooms/${enc(roomId)}/messages`, m, o);
+  }
+  roomMessages(roomId: string, q: RoomMessageQuery = {}, o?: ReadOptions): Promise<RoomMessagePage> {
+    return this.get(`/v1/rooms/${enc(roomId)}/messages`, { ...q }, o);
+  }
+  /** last_read_seq only moves forward. */
+  markRead(roomId: string, user: string, seq: number, o?: WriteOptions): Promise<RoomRead> {
+    return this.post(`/v1/rooms/${enc(roomId)}/read`, { user, seq }, o);
+  }
+  /** Newest activity first. */
+  userRooms(user: string, q: PageQuery = {}, o?: ReadOptions): Promise<UserRoomPage> {
+    return this.get(`/v1/users/${enc(user)}/rooms`, { ...q }, o);
   }
 
   // ---- events, seats, bookings (SPEC §4) ----

@@ -60,6 +60,72 @@ export interface MessageQuery {
   order?: 'asc' | 'desc';
   cursor?: string;
 }
+// ---- rooms (SPEC §2.1) ----
+export interface RoomIn {
+  room_id: string;
+  name?: string | null;
+  /** with auth off the first is the owner; with auth on the token's sub is */
+  members: string[];
+}
+export interface Room {
+  room_id: string;
+  name: string | null;
+  created: Micros;
+  updated: Micros;
+  first_msg_id: Id64 | null;
+  last_msg_id: Id64 | null;
+  total_messages: number;
+  /** how many members */
+  members: number;
+}
+export interface RoomMember {
+  user: string;
+  role: 'owner' | 'member';
+  joined_at: Micros;
+  last_read_seq: number;
+  unread: number;
+}
+export interface RoomMemberPage extends Page {
+  members: RoomMember[];
+}
+export interface RoomMessageIn {
+  from: string;
+  content: string;
+  metadata?: Record<string, unknown> | null;
+}
+export interface RoomMessagePosted {
+  msg_id: Id64;
+  room_id: string;
+  seq: number;
+  timestamp: Micros;
+}
+/** A message with room_id in place of conversation_id. */
+export interface RoomMessage extends Omit<Message, 'conversation_id'> {
+  room_id: string;
+}
+export interface RoomMessagePage extends Page {
+  messages: RoomMessage[];
+}
+export type RoomMessageQuery = Omit<MessageQuery, 'conversation_id'>;
+export interface RoomRead {
+  room_id: string;
+  user: string;
+  last_read_seq: number;
+  unread: number;
+}
+export interface UserRoom {
+  room_id: string;
+  name: string | null;
+  joined_at: Micros;
+  last_msg_id: Id64 | null;
+  updated: Micros;
+  total_messages: number;
+  unread: number;
+}
+export interface UserRoomPage extends Page {
+  rooms: UserRoom[];
+}
+
 export interface Conversation {
   conversation_id: string;
   first_msg_id: Id64;
