@@ -2,7 +2,7 @@
 """Every route as a :class:`Call` (path, query, body, answer type), used by both clients."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from ._core import Call, call, enc
 from .types import (
@@ -29,6 +29,13 @@ from .types import (
     SeatsChangeIn,
     Sequence,
     SequenceRange,
+    Room,
+    RoomMemberPage,
+    RoomMembers,
+    RoomMessagePage,
+    RoomMessagePosted,
+    RoomRead,
+    UserRoomPage,
     UserStats,
 )
 
@@ -89,6 +96,61 @@ def conversation(user: str, conversation_id: str) -> Call[Conversation]:
 
 def stats(user: str) -> Call[UserStats]:
     return call("GET", f"/v1/users/{_name('user', user)}/stats")
+
+
+# ---- rooms (SPEC §2.1) ----
+def create_room(room_id: str, members: List[str], name: Optional[str]) -> Call[Room]:
+    body: Dict[str, Any] = {"room_id": room_id, "members": members}
+    if name is not None:
+        body["name"] = name
+    # ?route=room:{id}: a proxy (SPEC §10) creates the room on the group that owns it
+    return call("POST", "/v1/rooms", body=body, query={"route": f"room:{room_id}"})
+
+
+def room(room_id: str) -> Call[Room]:
+    return call("GET", f"/v1/rooms/{_name('room_id', room_id)}")
+
+
+def change_members(room_id: str, add: Optional[List[str]],
+                   remove: Optional[List[str]]) -> Call[RoomMembers]:
+    body: Dict[str, Any] = {}
+    if add is not None:
+        body["add"] = add
+    if remove is not None:
+        body["remove"] = remove
+    return call("POST", f"/v1/rooms/{_name('room_id', room_id)}/members", body=body)
+
+
+def room_members(room_id: str, limit: Optional[int],
+                 cursor: Optional[str]) -> Call[RoomMemberPage]:
+    return call("GET", f"/v1/rooms/{_name('room_id', room_id)}/members",
+                query={"limit": limit, "cursor": cursor})
+
+
+def post_room_message(room_id: str, from_: str, content: str,
+                      metadata: Optional[Dict[str, Any]]) -> Call[RoomMessagePosted]:
+    body: Dict[str, Any] = {"from": from_, "content": content}
+    if metadata is not None:
+        body["metadata"] = metadata
+    return call("POST", f"/v1/rooms/{_name('room_id', room_id)}/messages", body=body)
+
+
+def room_messages(room_id: str, after: Optional[str], before: Optional[str],
+                  limit: Optional[int], order: Optional[Order],
+                  cursor: Optional[str]) -> Call[RoomMessagePage]:
+    return call("GET", f"/v1/rooms/{_name('room_id', room_id)}/messages",
+                query={"after": after, "before": before, "limit": limit, "order": order,
+                       "cursor": cursor})
+
+
+def mark_read(room_id: str, user: str, seq: int) -> Call[RoomRead]:
+    return call("POST", f"/v1/rooms/{_name('room_id', room_id)}/read",
+                body={"user": user, "seq": seq})
+
+
+def user_rooms(user: str, limit: Optional[int], cursor: Optional[str]) -> Call[UserRoomPage]:
+    return call("GET", f"/v1/users/{_name('user', user)}/rooms",
+                query={"limit": limit, "cursor": cursor})
 
 
 # ---- events, seats, bookings (SPEC §4, §4.1) ----

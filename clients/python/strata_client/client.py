@@ -12,6 +12,7 @@ from typing import (
     Callable,
     Dict,
     Iterator,
+    List,
     Literal,
     Optional,
     Union,
@@ -48,6 +49,13 @@ from .types import (
     SeatsChangeIn,
     Sequence,
     SequenceRange,
+    Room,
+    RoomMemberPage,
+    RoomMembers,
+    RoomMessagePage,
+    RoomMessagePosted,
+    RoomRead,
+    UserRoomPage,
     UserStats,
 )
 
@@ -155,6 +163,46 @@ class Strata:
 
     def stats(self, user: str) -> UserStats:
         return self._core.request(R.stats(user))
+
+    # ---- rooms (SPEC §2.1) ----
+    def create_room(self, room_id: str, members: List[str], *, name: Optional[str] = None,
+                    idempotency_key: Optional[str] = None) -> Room:
+        """Carries ``?route=room:{id}``; with auth on the token's sub owns it, else members[0]."""
+        return self._core.request(R.create_room(room_id, members, name), idempotency_key)
+
+    def room(self, room_id: str) -> Room:
+        return self._core.request(R.room(room_id))
+
+    def change_members(self, room_id: str, *, add: Optional[List[str]] = None,
+                       remove: Optional[List[str]] = None,
+                       idempotency_key: Optional[str] = None) -> RoomMembers:
+        return self._core.request(R.change_members(room_id, add, remove), idempotency_key)
+
+    def room_members(self, room_id: str, *, limit: Optional[int] = None,
+                     cursor: Optional[str] = None) -> RoomMemberPage:
+        return self._core.request(R.room_members(room_id, limit, cursor))
+
+    def post_room_message(self, room_id: str, from_: str, content: str, *,
+                          metadata: Optional[Dict[str, Any]] = None,
+                          idempotency_key: Optional[str] = None) -> RoomMessagePosted:
+        return self._core.request(R.post_room_message(room_id, from_, content, metadata),
+                                  idempotency_key)
+
+    def room_messages(self, room_id: str, *, after: Optional[str] = None,
+                      before: Optional[str] = None, limit: Optional[int] = None,
+                      order: Optional[Order] = None,
+                      cursor: Optional[str] = None) -> RoomMessagePage:
+        return self._core.request(R.room_messages(room_id, after, before, limit, order, cursor))
+
+    def mark_read(self, room_id: str, user: str, seq: int, *,
+                  idempotency_key: Optional[str] = None) -> RoomRead:
+        """``last_read_seq`` only moves forward."""
+        return self._core.request(R.mark_read(room_id, user, seq), idempotency_key)
+
+    def user_rooms(self, user: str, *, limit: Optional[int] = None,
+                   cursor: Optional[str] = None) -> UserRoomPage:
+        """Newest activity first."""
+        return self._core.request(R.user_rooms(user, limit, cursor))
 
     # ---- events, seats, bookings (SPEC §4, §4.1) ----
     def create_event(self, event: EventIn, *,
@@ -334,6 +382,46 @@ class AsyncStrata:
 
     async def stats(self, user: str) -> UserStats:
         return await self._core.request(R.stats(user))
+
+    # ---- rooms (SPEC §2.1) ----
+    async def create_room(self, room_id: str, members: List[str], *, name: Optional[str] = None,
+                    idempotency_key: Optional[str] = None) -> Room:
+        """Carries ``?route=room:{id}``; with auth on the token's sub owns it, else members[0]."""
+        return await self._core.request(R.create_room(room_id, members, name), idempotency_key)
+
+    async def room(self, room_id: str) -> Room:
+        return await self._core.request(R.room(room_id))
+
+    async def change_members(self, room_id: str, *, add: Optional[List[str]] = None,
+                       remove: Optional[List[str]] = None,
+                       idempotency_key: Optional[str] = None) -> RoomMembers:
+        return await self._core.request(R.change_members(room_id, add, remove), idempotency_key)
+
+    async def room_members(self, room_id: str, *, limit: Optional[int] = None,
+                     cursor: Optional[str] = None) -> RoomMemberPage:
+        return await self._core.request(R.room_members(room_id, limit, cursor))
+
+    async def post_room_message(self, room_id: str, from_: str, content: str, *,
+                          metadata: Optional[Dict[str, Any]] = None,
+                          idempotency_key: Optional[str] = None) -> RoomMessagePosted:
+        return await self._core.request(R.post_room_message(room_id, from_, content, metadata),
+                                  idempotency_key)
+
+    async def room_messages(self, room_id: str, *, after: Optional[str] = None,
+                      before: Optional[str] = None, limit: Optional[int] = None,
+                      order: Optional[Order] = None,
+                      cursor: Optional[str] = None) -> RoomMessagePage:
+        return await self._core.request(R.room_messages(room_id, after, before, limit, order, cursor))
+
+    async def mark_read(self, room_id: str, user: str, seq: int, *,
+                  idempotency_key: Optional[str] = None) -> RoomRead:
+        """``last_read_seq`` only moves forward."""
+        return await self._core.request(R.mark_read(room_id, user, seq), idempotency_key)
+
+    async def user_rooms(self, user: str, *, limit: Optional[int] = None,
+                   cursor: Optional[str] = None) -> UserRoomPage:
+        """Newest activity first."""
+        return await self._core.request(R.user_rooms(user, limit, cursor))
 
     # ---- events, seats, bookings (SPEC §4, §4.1) ----
     async def create_event(self, event: EventIn, *,

@@ -299,3 +299,83 @@ class SeatsChangeIn(TypedDict, total=False):
 
 Order = Literal["asc", "desc"]
 JsonValue = Union[None, bool, int, float, str, List[Any], Dict[str, Any]]
+
+
+# ---- rooms (SPEC §2.1) ----
+class Room(TypedDict):
+    room_id: str
+    name: Optional[str]
+    created: Micros
+    updated: Micros
+    first_msg_id: Optional[Id64]
+    last_msg_id: Optional[Id64]
+    total_messages: int
+    members: int
+    """How many members."""
+
+
+class RoomMembers(TypedDict):
+    room_id: str
+    members: int
+
+
+class RoomMember(TypedDict):
+    user: str
+    role: Literal["owner", "member"]
+    joined_at: Micros
+    last_read_seq: int
+    unread: int
+
+
+class RoomMemberPage(TypedDict):
+    members: List[RoomMember]
+    next: Optional[str]
+
+
+class RoomMessagePosted(TypedDict):
+    msg_id: Id64
+    room_id: str
+    seq: int
+    timestamp: Micros
+
+
+# A Message with room_id in place of conversation_id.
+RoomMessage = TypedDict(
+    "RoomMessage",
+    {
+        "msg_id": Id64,
+        "room_id": str,
+        "from": str,
+        "timestamp": Micros,
+        "seq": int,
+        "content": str,
+        "metadata": Optional[Dict[str, Any]],
+    },
+)
+
+
+class RoomMessagePage(TypedDict):
+    messages: List[RoomMessage]
+    next: Optional[str]
+
+
+class RoomRead(TypedDict):
+    room_id: str
+    user: str
+    last_read_seq: int
+    unread: int
+
+
+class UserRoom(TypedDict):
+    room_id: str
+    name: Optional[str]
+    joined_at: Micros
+    last_msg_id: Optional[Id64]
+    updated: Micros
+    total_messages: int
+    unread: int
+
+
+class UserRoomPage(TypedDict):
+    rooms: List[UserRoom]
+    next: Optional[str]
