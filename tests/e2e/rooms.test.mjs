@@ -141,6 +141,23 @@ describe('rooms (auth off)', () => {
     assert.deepEqual(u.json.conversations, []);
   });
 
+  test('Idempotency-Key: a retried post or create answers the first answer and changes nothing', async () => {
+    await s.req('POST', '/v1/rooms', { room_id: 'idem', members: ['a'] });
+    const k = { 'Idempotency-Key': 'room-post-1' };
+    const one = await s.req('POST', '/v1/rooms/idem/messages', { from: 'a', content: 'once' }, k);
+    const two = await s.req('POST', '/v1/rooms/idem/messages', { from: 'a', content: 'once' }, k);
+    assert.equal(two.status, 201);
+    assert.deepEqual(two.json, one.json);
+    assert.equal(two.headers['idempotent-replayed'], 'true');
+    assert.equal((await s.req('POST', '/v1/rooms/idem/messages', { from: 'a', content: 'other' }, k)).status, 422);
+    assert.equal((await s.req('GET', '/v1/rooms/idem')).json.total_messages, 1);
+    const c = { 'Idempotency-Key': 'room-create-1' };
+    const r1 = await s.req('POST', '/v1/rooms', { room_id: 'idem2', members: ['a'] }, c);
+    const r2 = await s.req('POST', '/v1/rooms', { room_id: 'idem2', members: ['a'] }, c);
+    assert.equal(r2.status, 201, 'the first answer, not 409');
+    assert.deepEqual(r2.json, r1.json);
+  });
+
   test('a 50-member room: one post, read by every member with one seq', async () => {
     const members = Array.from({ length: 50 }, (_, i) => `fifty${i}`);
     assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'big', name: 'Big', members })).status, 201);
