@@ -286,6 +286,11 @@ void st__ws_note_seats(st_ws_t *ws, const char *event_id, size_t elen, const cha
                        size_t tlen);
 void st__ws_note_message(st_ws_t *ws, const char *user, size_t ulen, const char *conv, size_t clen,
                          uint64_t msg_id, const char *json, size_t len);
+/* A room's membership changed (the rooms observer, topics.c); noted for a group's members. */
+void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user, size_t ul,
+                        bool added, uint64_t wait);
+void st__ws_note_room_member(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
+                             bool added);
 /* Handles one complete client text message. */
 void st__ws_on_message(st_ws_t *ws, st_wsconn_t *c, const char *p, size_t n);
 /* Continues paged replays on c while its queue is short. */

@@ -698,10 +698,11 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
 
 /* A membership change of a room: its subscribers get a room_member frame; the streams of a
  * removed member end with error forbidden (SPEC §2.1), once the removal is durable. */
-static void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user, size_t ul,
-                               bool added, uint64_t wait)
+void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user, size_t ul,
+                        bool added, uint64_t wait)
 {
     st_ws_t *ws = arg;
+    st__ws_note_room_member(ws, room, rl, user, ul, added); /* a group's other members too */
     char vu[ST_CHAT_USER_MAX];
     st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, vu, st_chat_room_user(vu, room, rl));
     if (!ch) return;
