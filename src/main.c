@@ -11,6 +11,7 @@
 #include "strata/reconcile.h"
 #include "strata/repl.h"
 #include "strata/chat.h"
+#include "strata/rooms.h"
 #include "strata/cold.h"
 #include "strata/coldshare.h"
 #include "strata/seats.h"
@@ -284,7 +285,9 @@ int main(int argc, char **argv)
                               .flush_max_age_s = cfg.flush_max_age};
     st_tier_join(tier, st_chat_tier_member(chat, tier, &co));
     st_tier_join(tier, st_counters_tier_member(store));
+    st_tier_join(tier, st_chat_room_tier_member(chat)); /* rooms' messages are chat's (§2.1) */
     st_app_t app = {.cfg = &cfg, .store = store, .seats = seats, .chat = chat, .tier = tier};
+    st_rooms_open(&app.rooms, store, chat, cfg.max_room_members);
     if (*cfg.backup_url) {
         st_backup_opts_t bo = {.obj = st_cli_backup_obj(&cfg),
                                .data_dir = cfg.data_dir,
@@ -339,6 +342,7 @@ int main(int argc, char **argv)
     st_ws_free(app.ws);
     st_backup_close(app.backup); /* ships what is left (one try) before the store goes */
     st_objstore_close(cold);
+    st_rooms_close(app.rooms);
     st_chat_close(chat);
     st_store_close(store);
     uv_walk(m.loop, st__close_walk, NULL);
@@ -368,6 +372,7 @@ fail_backup:
     if (app.ws) st_ws_free(app.ws);
     if (m.srv) st_server_free(m.srv);
     st_objstore_close(cold);
+    st_rooms_close(app.rooms);
 fail_cold:
     st_chat_close(chat);
 fail_chat:

@@ -14,6 +14,20 @@
 
 typedef struct st_chat st_chat_t;
 
+/* Rooms (SPEC §2.1, src/rooms) keep their messages here, under a virtual user: "~r" + the room
+ * id, with one conversation whose id is the room id. '~' never occurs in a name (SPEC §0), so no
+ * client route reaches it; its objects go to shared/conversations/{room}/ and its manifest owner
+ * is the tier's owner of tag 'r' (st_chat_room_tier_member). Chat accepts users up to
+ * ST_CHAT_USER_MAX bytes for it. */
+#define ST_CHAT_ROOM_USER "~r"
+#define ST_CHAT_ROOM_TAG  'r'
+#define ST_CHAT_USER_MAX  (ST_NAME_MAX + 2)
+/* The virtual user of room into u (ST_CHAT_USER_MAX bytes); returns its length. */
+size_t st_chat_room_user(char *u, const char *room, size_t rl);
+/* Appends json, a stored message object, with its "conversation_id" member named "room_id"
+ * (a room message, SPEC §2.1). */
+void st_chat_room_json(st_buf_t *out, const char *json, size_t len);
+
 typedef struct {
     const char *user;
     size_t user_len;
@@ -55,6 +69,15 @@ bool st_chat_walks_back(const st_message_query_t *q);
 /* Newest updated first; cursor from a previous page's next (NULL for the first page). */
 int st_chat_conversations(st_chat_t *c, const char *user, size_t ulen, const char *cursor,
                           size_t clen, size_t limit, st_buf_t *out, uint64_t *wait);
+/* A conversation's record as numbers (the hybrid fields exact, as st_chat_conversation shows
+ * them); ST_ENOTFOUND when the user has no such conversation, ST_EPARKED as for reads. */
+typedef struct {
+    uint64_t first_msg_id, last_msg_id;
+    int64_t created, updated, total_messages;
+    int64_t last_seq; /* the highest seq ever issued in it */
+} st_chat_conv_info_t;
+int st_chat_conv_info(st_chat_t *c, const char *user, size_t ulen, const char *conv, size_t clen,
+                      st_chat_conv_info_t *out, uint64_t *wait);
 /* ST_ENOTFOUND when the user has no such conversation. */
 int st_chat_conversation(st_chat_t *c, const char *user, size_t ulen, const char *conv, size_t clen,
                          st_buf_t *out, uint64_t *wait);
@@ -85,6 +108,10 @@ typedef struct {
  * objects from here on. Join it with st_tier_join(t, …); owned by chat, freed once the tier is
  * done with it. Only the chat's fields of o are read. */
 st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_cold_opts_t *o);
+/* The same chat's second member, of tag ST_CHAT_ROOM_TAG: the flush, merge and expired sides of
+ * rooms' virtual users (the tier hands every owner to the member of its tag). Call after
+ * st_chat_tier_member; join it too. NULL if chat has not joined a tier. */
+st_tier_member_t *st_chat_room_tier_member(st_chat_t *c);
 
 /* ---- reconciliation (SPEC §6) ---- */
 /* Recounts a conversation's total_messages from its messages, hot and cold, and repairs the

@@ -44,6 +44,7 @@ typedef struct {
     uint64_t max_body;
     uint64_t max_content;
     uint64_t max_header;
+    uint64_t max_room_members; /* rooms (SPEC §2.1) */
     uint64_t max_connections;
     uint64_t max_pipeline;
     uint64_t idle_timeout;

@@ -291,6 +291,18 @@ static void st__render_conv(st_buf_t *out, const char *conv, size_t cl, const st
                   (long long)(cv->base_total + cv->hot_total));
 }
 
+int st_chat_conv_info(st_chat_t *c, const char *user, size_t ulen, const char *conv, size_t clen,
+                      st_chat_conv_info_t *out, uint64_t *wait)
+{
+    st_conv_t cv;
+    bool cold;
+    int rc = st__chat_conv_load(c, user, ulen, conv, clen, &cv, &cold, wait);
+    if (rc) return rc;
+    *out = (st_chat_conv_info_t){
+        cv.first, cv.last, cv.created, cv.updated, cv.base_total + cv.hot_total, cv.last_seq};
+    return ST_OK;
+}
+
 int st_chat_conversation(st_chat_t *c, const char *user, size_t ulen, const char *conv, size_t clen,
                          st_buf_t *out, uint64_t *wait)
 {

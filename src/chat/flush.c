@@ -258,9 +258,11 @@ static void st__stop(void *arg)
     if (cc->chat->cold == cc) cc->chat->cold = NULL;
 }
 
+/* Once per member (chat's, and rooms' when it joined): the last one frees. */
 static void st__closed(void *arg)
 {
-    free(arg);
+    st_chatcold_t *cc = arg;
+    if (--cc->refs == 0) free(cc);
 }
 
 st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_cold_opts_t *o)
@@ -294,6 +296,22 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
                                     .stop = st__stop,
                                     .closed = st__closed,
                                     .arg = cc};
+    cc->refs = 1;
     c->cold = cc;
     return &cc->member;
+}
+
+st_tier_member_t *st_chat_room_tier_member(st_chat_t *c)
+{
+    st_chatcold_t *cc = c->cold;
+    if (!cc) return NULL;
+    /* the same sides and arg: a room's virtual user is flushed, merged and retained as a user
+     * (chat's pass sources already visit it: its 'T' and 'C' keys are chat's) */
+    cc->room_member = cc->member;
+    cc->room_member.name = "chat rooms";
+    cc->room_member.tag = ST_CHAT_ROOM_TAG;
+    cc->room_member.sources = NULL;
+    cc->room_member.nsources = 0;
+    cc->refs++;
+    return &cc->room_member;
 }

@@ -71,15 +71,20 @@ int st__chat_conv_get(st_store_t *s, const uint8_t *k, size_t kl, st_conv_t *cv,
 int st__chat_refresh_totals(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
 /* The user's cold summary; all zero when nothing of the user is cold. */
 int st__chat_coldstat(st_chat_t *c, const char *u, size_t ul, st_coldstat_t *out, uint64_t *wait);
+/* A room's objects (SPEC §2.1): shared/conversations/{room}/batch-…, for the virtual user
+ * ST_CHAT_ROOM_USER room (strata/chat.h). */
+#define ST__ROOM_FOLDER "shared/conversations/"
 /* The object key of a user's file: {folder}/batch-{ts}-w{writer}-{seq}.parquet (writer: the
  * tier's incarnation in 16 hex digits; 0 leaves it out, as keys were before), where the folder is
  * the user name itself, or for a name starting with '.', that first dot written as '~' (so "." and
  * ".." stay names, not directories; '~' never occurs in a name, so no two names share a folder, and
- * the folder is never longer than the name: it fits every backend). */
+ * the folder is never longer than the name: it fits every backend). A room's virtual user writes
+ * under ST__ROOM_FOLDER {room}. */
 void st__chat_object_key(st_buf_t *b, const char *u, size_t ul, int64_t ts, uint64_t writer,
                          uint64_t seq);
-/* The user of an object key's folder (either encoding, including the older %2E one); false
- * when the folder is no user's. u holds ST_NAME_MAX + 1 bytes. */
+/* The user of an object key's folder (either encoding, including the older %2E one; a room's
+ * folder gives its virtual user); false when the folder is no user's. u holds
+ * ST_CHAT_USER_MAX + 1 bytes. */
 bool st__chat_folder_user(const char *key, size_t flen, char *u, size_t *ul);
 
 /* cold_read.c */
@@ -135,9 +140,11 @@ struct st_chatcold {
     st_tier_t *tier; /* borrowed */
     st_chat_t *chat;
     st_tier_member_t member;
-    st_tier_source_t sources[2]; /* pass.c */
-    st_tier_kind_t kind;         /* flush.c */
-    st_tier_merge_t merge;       /* compact.c */
+    st_tier_member_t room_member; /* the same sides for rooms' owners (tag 'r') */
+    int refs;                     /* members the tier holds: freed at the last one's closed */
+    st_tier_source_t sources[2];  /* pass.c */
+    st_tier_kind_t kind;          /* flush.c */
+    st_tier_merge_t merge;        /* compact.c */
     int zstd_level;
     st_metric_t *m_hybrid_hot, *m_hybrid_cold, *m_evicted;
     uint64_t hot_ttl_us;

@@ -17,7 +17,7 @@
 static bool st__want_user(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     (void)arg, (void)key, (void)val, (void)vlen;
-    return klen >= 2 && klen - 1 <= ST_NAME_MAX; /* 'T' user */
+    return klen >= 2 && klen - 1 <= ST_CHAT_USER_MAX; /* 'T' user (or a room's) */
 }
 
 static void st__begin_users(void *arg, int flags)

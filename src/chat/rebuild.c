@@ -14,7 +14,7 @@
 #include <string.h>
 
 typedef struct {
-    char user[ST_NAME_MAX + 1];
+    char user[ST_CHAT_USER_MAX + 1];
     size_t ulen;
     uint64_t seq, size;
     uint64_t gen; /* a compaction's fresh number ({seq}.{gen}.parquet); 0 for a flush's */
@@ -27,7 +27,7 @@ typedef ST_VEC(st_obj_t) st_objs_t;
 static int st__on_object(void *arg, const char *key, uint64_t size)
 {
     st_objs_t *o = arg;
-    const char *slash = strchr(key, '/');
+    const char *slash = strrchr(key, '/'); /* rooms' folders hold one (keys.c) */
     if (!slash || strncmp(slash + 1, "batch-", 6) != 0) return 0;
     size_t kl = strlen(key);
     if (kl < 8 || strcmp(key + kl - 8, ".parquet") != 0) return 0;

@@ -99,9 +99,9 @@ static int st__collect_conv(void *arg, const void *key, size_t klen, const void 
     st_buf_t *b = arg;
     const char *k = key;
     size_t ul = strnlen(k + 1, klen - 1);
-    if (ul == 0 || ul > ST_NAME_MAX || vlen == 0 || vlen > ST_NAME_MAX) return 0;
-    uint8_t l[2] = {(uint8_t)ul, (uint8_t)vlen};
-    st_buf_append(b, l, 2);
+    if (ul == 0 || ul > ST_CHAT_USER_MAX || vlen == 0 || vlen > ST_NAME_MAX) return 0;
+    uint16_t l[2] = {(uint16_t)ul, (uint16_t)vlen};
+    st_buf_append(b, l, sizeof l);
     st_buf_append(b, k + 1, ul);
     st_buf_append(b, val, vlen);
     return 0;
@@ -114,10 +114,11 @@ size_t st_chat_each_conversation(st_chat_t *c, st_chat_conv_fn fn, void *arg)
     char pre = 'U';
     st_store_scan(c->store, &pre, 1, st__collect_conv, &b, &wait);
     size_t n = 0;
-    for (size_t i = 0; i + 2 <= b.len; n++) {
-        size_t ul = (uint8_t)b.data[i], cl = (uint8_t)b.data[i + 1];
-        fn(arg, b.data + i + 2, ul, b.data + i + 2 + ul, cl);
-        i += 2 + ul + cl;
+    for (size_t i = 0; i + 4 <= b.len; n++) {
+        uint16_t l[2];
+        memcpy(l, b.data + i, sizeof l);
+        fn(arg, b.data + i + 4, l[0], b.data + i + 4 + l[0], l[1]);
+        i += 4 + (size_t)l[0] + l[1];
     }
     st_buf_free(&b);
     return n;
@@ -154,10 +155,11 @@ size_t st_chat_conversations_page(st_chat_t *c, st_buf_t *cursor, size_t max, bo
                                 st__page_conv, &pg, &wait);
     *done = rc != 1;
     size_t n = 0;
-    for (size_t i = 0; i + 2 <= b.len; n++) {
-        size_t ul = (uint8_t)b.data[i], cl = (uint8_t)b.data[i + 1];
-        fn(arg, b.data + i + 2, ul, b.data + i + 2 + ul, cl);
-        i += 2 + ul + cl;
+    for (size_t i = 0; i + 4 <= b.len; n++) {
+        uint16_t l[2];
+        memcpy(l, b.data + i, sizeof l);
+        fn(arg, b.data + i + 4, l[0], b.data + i + 4 + l[0], l[1]);
+        i += 4 + (size_t)l[0] + l[1];
     }
     st_buf_free(&b);
     return n;

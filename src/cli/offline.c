@@ -111,7 +111,8 @@ int st_cli_restore(const st_config_t *cfg)
 /* What the cold tier cannot give back (SPEC §9): a store rebuilt from it alone lacks these. */
 static const char st__cold_lacks[] =
     "sequences (numbers already issued would be issued again), counters and distinct members, "
-    "events and their bookings still hot, idempotency answers and messages not yet flushed";
+    "events and their bookings still hot, rooms and their members, idempotency answers and "
+    "messages not yet flushed";
 
 /* Re-seeds the chat metadata of the store in cfg->data_dir from the cold tier at url, merged
  * with what that store holds, and waits until it is durable. */

@@ -116,6 +116,8 @@ static const st_cfg_opt_t st__opts[] = {
             "largest message content accepted (413 above)"),
     ST__NUM(ST_CFG_SIZE, max_header, "max-header", "STRATA_MAX_HEADER", "16KiB", 1024, 1ULL << 20,
             "largest request line + headers accepted (431 above)"),
+    ST__NUM(ST_CFG_U64, max_room_members, "max-room-members", "STRATA_MAX_ROOM_MEMBERS", "100000",
+            1, 100000000, "members one room may have (SPEC §2.1; an add past it is 409)"),
     ST__NUM(ST_CFG_U64, max_connections, "max-connections", "STRATA_MAX_CONNECTIONS", "10000", 1,
             1000000, "concurrent client connections (503 above)"),
     ST__NUM(ST_CFG_U64, max_pipeline, "max-pipeline", "STRATA_MAX_PIPELINE", "256", 1, 100000,

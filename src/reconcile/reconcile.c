@@ -80,8 +80,8 @@ static void st__mark(st_reconcile_t *r, const char *key, size_t klen)
 void st_reconcile_mark_conversation(st_reconcile_t *r, const char *user, size_t ulen,
                                     const char *conv, size_t clen)
 {
-    char k[2 + 2 * ST_NAME_MAX + 2];
-    if (ulen > ST_NAME_MAX || clen > ST_NAME_MAX) return;
+    char k[2 + 2 * ST_NAME_MAX + 4];
+    if (ulen > ST_CHAT_USER_MAX || clen > ST_NAME_MAX) return; /* a room's user is longer */
     k[0] = ST__CONV;
     memcpy(k + 1, user, ulen);
     k[1 + ulen] = 0;
@@ -116,7 +116,7 @@ int st_reconcile_conversation_now(st_reconcile_t *r, const char *user, size_t ul
     if (!r->chat) return ST_ENOTFOUND;
     int rc = st_chat_recount(r->chat, user, ulen, conv, clen, drift, wait);
     if (rc == ST_OK) {
-        char what[2 * ST_NAME_MAX + 2];
+        char what[2 * ST_NAME_MAX + 8];
         int n = snprintf(what, sizeof what, "%.*s/%.*s", (int)ulen, user, (int)clen, conv);
         st__account(r, ST__CONV, *drift, what, (size_t)n);
     }

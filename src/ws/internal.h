@@ -75,8 +75,13 @@ typedef struct st_wssub {
     st_wschan_t *chan;
     st_topic_t topic;
     char *id;
-    char *name;      /* counter name, event id, or user */
-    char *conv;      /* messages: one conversation or NULL */
+    char *name; /* counter name, event id, or user */
+    char *conv; /* messages: one conversation or NULL */
+    /* a room's (topic "room", SPEC §3): name is the room's virtual user, conv the room; member
+     * is the user it streams for (the token's sub; with auth off the optional "user"), whose
+     * removal from the room ends it, or NULL */
+    bool room;
+    char *member;
     uint64_t cursor; /* messages: the last msg_id replayed or sent */
     /* messages: a cursor no rolled-back batch moved (after a rollback, the cursor goes back to
      * it: in a group, the next leader's ids may be below a deposed leader's failed ones), and
@@ -281,6 +286,11 @@ void st__ws_note_seats(st_ws_t *ws, const char *event_id, size_t elen, const cha
                        size_t tlen);
 void st__ws_note_message(st_ws_t *ws, const char *user, size_t ulen, const char *conv, size_t clen,
                          uint64_t msg_id, const char *json, size_t len);
+/* A room's membership changed (the rooms observer, topics.c); noted for a group's members. */
+void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user, size_t ul,
+                        bool added, uint64_t wait);
+void st__ws_note_room_member(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
+                             bool added);
 /* Handles one complete client text message. */
 void st__ws_on_message(st_ws_t *ws, st_wsconn_t *c, const char *p, size_t n);
 /* Continues paged replays on c while its queue is short. */

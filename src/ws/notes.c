@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ST__NOTE_COUNTER = 'c', ST__NOTE_SEATS = 's', ST__NOTE_MESSAGE = 'm' };
+enum { ST__NOTE_COUNTER = 'c', ST__NOTE_SEATS = 's', ST__NOTE_MESSAGE = 'm', ST__NOTE_ROOM = 'r' };
 
 static bool st__replaying; /* publishing a note: it is not noted again */
 
@@ -78,6 +78,18 @@ void st__ws_note_message(st_ws_t *ws, const char *user, size_t ulen, const char 
     st_buf_free(&b);
 }
 
+void st__ws_note_room_member(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
+                             bool added)
+{
+    if (!ws->app->store || !st_store_grouped(ws->app->store) || st__replaying) return;
+    st_buf_t b = {0};
+    st__put_str(&b, room, rl);
+    st__put_str(&b, user, ul);
+    st_buf_appendc(&b, added ? 1 : 0);
+    st__note(ws, ST__NOTE_ROOM, &b);
+    st_buf_free(&b);
+}
+
 /* A note from an entry another member proposed, now in LMDB: publish it here (durable). */
 static void st__on_note(void *arg, uint8_t kind, const char *p, size_t len)
 {
@@ -106,6 +118,9 @@ static void st__on_note(void *arg, uint8_t kind, const char *p, size_t len)
             st__ws_message_posted(ws, a, al, c, cl, id, own, jl, 0);
             free(own);
         }
+    } else if (kind == ST__NOTE_ROOM && st__get_str(&p, end, &a, &al) &&
+               st__get_str(&p, end, &c, &cl) && end - p == 1) {
+        st__ws_room_member(ws, a, al, c, cl, *p != 0, 0);
     } else {
         st_warn("ws: an unreadable stream note (kind %u, %zu bytes) was skipped", kind, len);
     }

@@ -10,6 +10,7 @@
 #include "strata/tier.h"
 #include "strata/counters.h"
 #include "strata/repl.h"
+#include "strata/rooms.h"
 #include "strata/seats.h"
 #include "strata/store_group.h"
 
@@ -27,8 +28,8 @@ static const char st__topic_char[] = {'c', 's', 'm'};
 
 static st_wschan_t *st__chan_find(st_ws_t *ws, st_topic_t t, const char *name, size_t nlen)
 {
-    char key[1 + 256];
-    if (nlen > 255) return NULL;
+    char key[1 + ST_CHAT_USER_MAX]; /* a room's virtual user is the longest name */
+    if (nlen > ST_CHAT_USER_MAX) return NULL;
     key[0] = st__topic_char[t];
     memcpy(key + 1, name, nlen);
     st_map_node_t *n = st_map_get(&ws->chans, key, nlen + 1);
@@ -67,6 +68,7 @@ static void st__sub_free(st_ws_t *ws, st_wssub_t *s)
     free(s->id);
     free(s->name);
     free(s->conv);
+    free(s->member);
     free(s);
     ws->nsubs--;
     st_metric_add(ws->m_subs, -1);
@@ -105,6 +107,18 @@ static st_wsbody_t *st__message_body(const char *json, size_t len)
     return b;
 }
 
+/* The same for a room's subscribers: the message with room_id (SPEC §2.1). */
+static st_wsbody_t *st__room_message_body(const char *json, size_t len)
+{
+    st_buf_t b = {0};
+    st_buf_puts(&b, "\"message\":");
+    st_chat_room_json(&b, json, len);
+    st_buf_appendc(&b, '}');
+    st_wsbody_t *body = st__ws_body_new(b.data, b.len);
+    st_buf_free(&b);
+    return body;
+}
+
 static void st__replay_one(void *arg, uint64_t msg_id, const char *json, size_t len)
 {
     st_replay_ctx_t *r = arg;
@@ -120,7 +134,7 @@ static void st__replay_one(void *arg, uint64_t msg_id, const char *json, size_t 
         r->full = true;
         return;
     }
-    st_wsbody_t *body = st__message_body(json, len);
+    st_wsbody_t *body = r->s->room ? st__room_message_body(json, len) : st__message_body(json, len);
     if (!r->pbody) r->pbody = st__ws_body_new(r->prefix.data, r->prefix.len);
     st__ws_queue_replay(r->ws, c, r->pbody, body, r->wait);
     st__ws_body_unref(body);
@@ -246,7 +260,7 @@ static int st__check_subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, cons
         *topic = ST_TOPIC_MESSAGES;
     else {
         st__ws_send_error(ws, c, id, "invalid_argument",
-                          "'topic' must be one of counter, messages, seats");
+                          "'topic' must be one of counter, messages, room, seats");
         return ST_EINVAL;
     }
     const char *field = *topic == ST_TOPIC_SEATS      ? "event_id"
@@ -403,18 +417,95 @@ void st__ws_fence_failed(st_ws_t *ws, st_wsconn_t *c, uint64_t first)
     }
 }
 
+/* Checks a room subscription ({"topic":"room","room_id","after"?,"user"?}): the room exists
+ * and, with auth on, the token's sub is a member (with auth off, "user" if given must be one).
+ * On error a frame has been queued. *member: the user it streams for (NULL: none). */
+static int st__check_room(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJSON *j,
+                          const cJSON **room, const char **member, uint64_t *after, bool *replay)
+{
+    *room = cJSON_GetObjectItemCaseSensitive(j, "room_id");
+    const cJSON *user = cJSON_GetObjectItemCaseSensitive(j, "user");
+    if (cJSON_IsNull(user)) user = NULL;
+    uint64_t w = 0;
+    int role;
+    if (!cJSON_IsString(*room) ||
+        !st_name_valid((*room)->valuestring, strlen((*room)->valuestring))) {
+        st__ws_send_error(ws, c, id, "invalid_argument",
+                          "'room_id' must be 1-255 characters of [A-Za-z0-9_.:-]");
+        return ST_EINVAL;
+    }
+    if (user &&
+        !(cJSON_IsString(user) && st_name_valid(user->valuestring, strlen(user->valuestring)))) {
+        st__ws_send_error(ws, c, id, "invalid_argument",
+                          "'user' must be 1-255 characters of [A-Za-z0-9_.:-]");
+        return ST_EINVAL;
+    }
+    if (st__parse_after(cJSON_GetObjectItemCaseSensitive(j, "after"), after, replay) != ST_OK) {
+        st__ws_send_error(ws, c, id, "invalid_argument", "'after' must be a msg_id string");
+        return ST_EINVAL;
+    }
+    st_rooms_t *rooms = ws->app->rooms;
+    if (!rooms || !ws->app->chat) {
+        st__ws_send_error(ws, c, id, "unavailable", "rooms are not served here");
+        return ST_EUNAVAIL;
+    }
+    const char *rm = (*room)->valuestring;
+    *member = user ? user->valuestring : NULL;
+    if (st_config_auth_on(ws->app->cfg)) {
+        const char *sub = c->subject ? c->subject : "";
+        if (*member && strcmp(*member, sub) != 0) {
+            st__ws_send_error(ws, c, id, "forbidden",
+                              "the token's subject may only stream as itself");
+            return ST_EFORBIDDEN;
+        }
+        *member = sub;
+    }
+    if (st_rooms_exists(rooms, rm, strlen(rm), &w) != ST_OK) {
+        st__ws_send_error(ws, c, id, "not_found", "no such room");
+        return ST_ENOTFOUND;
+    }
+    if (*member &&
+        st_rooms_role(rooms, rm, strlen(rm), *member, strlen(*member), &role, &w) != ST_OK) {
+        st__ws_send_error(ws, c, id, "forbidden", "only the room's members stream it");
+        return ST_EFORBIDDEN;
+    }
+    if (st__sub_find(c, id)) {
+        st__ws_send_error(ws, c, id, "conflict", "a subscription with this id exists");
+        return ST_ECONFLICT;
+    }
+    if (c->nsubs >= ST__WS_MAX_SUBS) {
+        st__ws_send_error(ws, c, id, "too_many_requests", "too many subscriptions on this stream");
+        return ST_ERATE;
+    }
+    return ST_OK;
+}
+
 static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJSON *j)
 {
-    st_topic_t topic;
+    st_topic_t topic = ST_TOPIC_MESSAGES;
     const cJSON *name, *conv;
     uint64_t after;
     bool replay;
-    if (st__check_subscribe(ws, c, id, j, &topic, &name, &conv, &after, &replay) != ST_OK) return;
-    const char *nm = name->valuestring;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "topic");
+    const char *member = NULL;
+    char vu[ST_CHAT_USER_MAX + 1];
+    const char *nm;
+    if (cJSON_IsString(t) && strcmp(t->valuestring, "room") == 0) {
+        /* a room is its virtual user's conversation, streamed as messages are (SPEC §3) */
+        if (st__check_room(ws, c, id, j, &conv, &member, &after, &replay) != ST_OK) return;
+        vu[st_chat_room_user(vu, conv->valuestring, strlen(conv->valuestring))] = 0;
+        nm = vu;
+    } else {
+        if (st__check_subscribe(ws, c, id, j, &topic, &name, &conv, &after, &replay) != ST_OK)
+            return;
+        nm = name->valuestring;
+    }
     st_wssub_t *s = st_calloc(1, sizeof *s);
     s->conn = c;
     s->topic = topic;
     s->conv = conv ? st_strndup(conv->valuestring, strlen(conv->valuestring)) : NULL;
+    s->room = nm == vu;
+    s->member = member && *member ? st_strndup(member, strlen(member)) : NULL;
     s->cursor = after;
     s->replaying = replay;
     s->id = st_strndup(id, strlen(id));
@@ -594,7 +685,7 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
     for (ST_LIST_EACH(l, n, &ch->subs)) {
         st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, clink);
         if (!st__ws_message_taken(s, conv, clen, msg_id)) continue;
-        if (!body) body = st__message_body(json, len);
+        if (!body) body = s->room ? st__room_message_body(json, len) : st__message_body(json, len);
         uint64_t w = st__sub_wait(s, wait);
         st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "message", s->id), body, w);
         s->cursor = msg_id;
@@ -605,12 +696,58 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
     st__ws_body_unref(pre);
 }
 
+/* A membership change of a room: its subscribers get a room_member frame; the streams of a
+ * removed member end with error forbidden (SPEC §2.1), once the removal is durable. */
+void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user, size_t ul,
+                        bool added, uint64_t wait)
+{
+    st_ws_t *ws = arg;
+    st__ws_note_room_member(ws, room, rl, user, ul, added); /* a group's other members too */
+    char vu[ST_CHAT_USER_MAX];
+    st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, vu, st_chat_room_user(vu, room, rl));
+    if (!ch) return;
+    st_buf_t b = {0};
+    st_buf_puts(&b, "\"room_id\":");
+    st_buf_append_json_str(&b, room, rl);
+    st_buf_puts(&b, ",\"user\":");
+    st_buf_append_json_str(&b, user, ul);
+    st_buf_puts(&b, added ? ",\"change\":\"added\"}" : ",\"change\":\"removed\"}");
+    st_wsbody_t *body = st__ws_body_new(b.data, b.len);
+    st_wsbody_t *pre = NULL;
+    const char *last = NULL;
+    ST_VEC(st_wssub_t *) ended = {0};
+    for (ST_LIST_EACH(l, n, &ch->subs)) {
+        st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, clink);
+        if (!added && s->member && strlen(s->member) == ul && memcmp(s->member, user, ul) == 0) {
+            st_vec_push(&ended, s); /* taken out after the walk: the channel may go with it */
+            continue;
+        }
+        st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "room_member", s->id), body,
+                     st__sub_wait(s, wait));
+    }
+    for (size_t i = 0; i < ended.n; i++) {
+        st_wssub_t *s = ended.v[i];
+        st_buf_reset(&b);
+        st_buf_puts(&b, "{\"type\":\"error\",\"id\":");
+        st_buf_append_json_str(&b, s->id, strlen(s->id));
+        st_buf_puts(&b, ",\"code\":\"forbidden\",\"message\":\"removed from the room; the "
+                        "subscription ended\"}");
+        st__ws_queue_buf(ws, s->conn, &b, st__sub_wait(s, wait));
+        st__sub_remove(ws, s);
+    }
+    st_vec_free(&ended);
+    st__ws_body_unref(body);
+    st__ws_body_unref(pre);
+    st_buf_free(&b);
+}
+
 void st__ws_topics_init(st_ws_t *ws)
 {
     st_map_init(&ws->chans);
     if (ws->app->seats)
         st_seats_observe(ws->app->seats, st__ws_seats_changed, st__ws_seats_wanted, ws);
     if (ws->app->chat) st_chat_observe(ws->app->chat, st__ws_message_posted, ws);
+    if (ws->app->rooms) st_rooms_observe(ws->app->rooms, st__ws_room_member, ws);
     if (ws->app->store) st_counters_observe(ws->app->store, st__ws_counter_observed, ws);
     st__ws_notes_init(ws);
 }
@@ -619,6 +756,7 @@ void st__ws_topics_detach(st_ws_t *ws)
 {
     if (ws->app->seats) st_seats_unobserve(ws->app->seats, ws);
     if (ws->app->chat) st_chat_unobserve(ws->app->chat, ws);
+    if (ws->app->rooms) st_rooms_unobserve(ws->app->rooms, ws);
     if (ws->app->store) st_counters_unobserve(ws->app->store, ws);
 }
 

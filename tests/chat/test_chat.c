@@ -577,4 +577,46 @@ TEST(compaction_major_plan_fewest_objects_under_the_cap)
     CHECK_EQ(f[1].rows, 10);
 }
 
+TEST(room_folders_never_collide_with_user_folders)
+{
+    char u[ST_CHAT_USER_MAX + 1], ru[ST_CHAT_USER_MAX];
+    size_t ul;
+    st_buf_t b = {0};
+    /* a room's objects: shared/conversations/{room}/…, and back to its virtual user */
+    size_t rl = st_chat_room_user(ru, "lobby", 5);
+    st__chat_object_key(&b, ru, rl, 7, 0, 1);
+    CHECK_STR(b.data, "shared/conversations/lobby/batch-7-1.parquet");
+    CHECK(st__chat_folder_user(b.data, strlen("shared/conversations/lobby"), u, &ul));
+    CHECK(ul == rl && memcmp(u, ru, rl) == 0);
+    /* a user named "shared" keeps objects directly under shared/ */
+    st_buf_reset(&b);
+    st__chat_object_key(&b, "shared", 6, 7, 0, 1);
+    CHECK_STR(b.data, "shared/batch-7-1.parquet");
+    CHECK(st__chat_folder_user(b.data, 6, u, &ul));
+    CHECK(ul == 6 && memcmp(u, "shared", 6) == 0);
+    /* "shared/conversations" alone, or a room folder with a bad room name, is nobody's */
+    CHECK(!st__chat_folder_user("shared/conversations", 20, u, &ul));
+    CHECK(!st__chat_folder_user("shared/conversations/", 21, u, &ul));
+    CHECK(!st__chat_folder_user("shared/conversations/a/b", 24, u, &ul));
+    CHECK(!st__chat_folder_user("shared/x", 8, u, &ul));
+    /* the longest room id: its virtual user is 257 bytes and maps back */
+    char room[ST_NAME_MAX];
+    memset(room, 'r', sizeof room);
+    rl = st_chat_room_user(ru, room, sizeof room);
+    CHECK(rl == ST_CHAT_USER_MAX);
+    st_buf_reset(&b);
+    st__chat_object_key(&b, ru, rl, 7, 0, 1);
+    CHECK(st__chat_folder_user(b.data, strlen(ST__ROOM_FOLDER) + sizeof room, u, &ul));
+    CHECK(ul == rl && memcmp(u, ru, rl) == 0);
+    /* room JSON: only the message's own member is renamed, never one in metadata */
+    const char *m = "{\"msg_id\":\"12\",\"conversation_id\":\"r\",\"metadata\":"
+                    "{\"x\":1,\"conversation_id\":2}}";
+    st_buf_reset(&b);
+    st_chat_room_json(&b, m, strlen(m));
+    st_buf_appendc(&b, 0);
+    CHECK_STR(b.data, "{\"msg_id\":\"12\",\"room_id\":\"r\",\"metadata\":"
+                      "{\"x\":1,\"conversation_id\":2}}");
+    st_buf_free(&b);
+}
+
 RUN_TESTS("chat")

@@ -77,6 +77,17 @@ describe('the client against the real server', () => {
     assert.equal((await alice.conversations('alice')).conversations[0].conversation_id, 'c1');
     assert.equal((await alice.conversation('alice', 'c1')).total_messages, 1);
     assert.equal((await alice.stats('alice')).total_messages, 1);
+    // rooms (SPEC §2.1): alice creates and owns one, bob joins, both read
+    const room = await alice.createRoom({ room_id: 'den', name: 'Den', members: ['bob'] });
+    assert.deepEqual([room.room_id, room.members, room.last_msg_id], ['den', 2, null]);
+    assert.equal((await alice.changeMembers('den', { add: ['carol'] })).members, 3);
+    const rp = await alice.postRoomMessage('den', { from: 'alice', content: 'hi den' });
+    assert.deepEqual([rp.room_id, rp.seq], ['den', 1]);
+    assert.equal((await alice.roomMessages('den', { order: 'desc' })).messages[0].room_id, 'den');
+    assert.equal((await alice.room('den')).last_msg_id, rp.msg_id);
+    assert.deepEqual((await alice.roomMembers('den', { limit: 1 })).members.map((x) => x.role), ['owner']);
+    assert.deepEqual(await alice.markRead('den', 'alice', 1), { room_id: 'den', user: 'alice', last_read_seq: 1, unread: 0 });
+    assert.deepEqual((await alice.userRooms('alice')).rooms.map((x) => [x.room_id, x.unread]), [['den', 0]]);
     const ev = await db.createEvent({ event_id: 'gig', sections: [{ name: 'A', rows: 2, cols: 3, price: 7 }] });
     assert.equal(ev.event_stats.total, 6);
     assert.equal((await db.events()).events[0].event_id, 'gig');

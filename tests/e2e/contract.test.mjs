@@ -205,6 +205,31 @@ describe('the server keeps the contract', () => {
     assert.equal((await call('GET', S, '/v1/users/alice/stats')).status, 401);
   });
 
+  test('rooms', async () => {
+    const R = '/v1/rooms';
+    assert.equal((await call('POST', R, R, { room_id: 'rm', name: 'Room', members: ['bob'] }, ALICE)).status, 201);
+    assert.equal((await call('POST', R, R, { room_id: 'rm', members: [] }, ALICE)).status, 409);
+    assert.equal((await call('POST', R, R, { room_id: 'a b', members: [] }, ALICE)).status, 400);
+    const G = '/v1/rooms/{room}';
+    assert.equal((await call('GET', G, '/v1/rooms/rm', undefined, BOB)).json.members, 2);
+    assert.equal((await call('GET', G, '/v1/rooms/none', undefined, BOB)).status, 404);
+    const M = '/v1/rooms/{room}/members';
+    assert.equal((await call('POST', M, '/v1/rooms/rm/members', { add: ['carol'] }, ALICE)).json.members, 3);
+    assert.equal((await call('POST', M, '/v1/rooms/rm/members', { add: ['dave'] }, BOB)).status, 403);
+    assert.equal((await call('GET', M, '/v1/rooms/rm/members?limit=2', undefined, ALICE)).json.members.length, 2);
+    const P = '/v1/rooms/{room}/messages';
+    assert.equal((await call('POST', P, '/v1/rooms/rm/messages', { from: 'bob', content: 'hi', metadata: { a: 1 } }, BOB)).status, 201);
+    assert.equal((await call('POST', P, '/v1/rooms/rm/messages', { from: 'bob', content: 'hi' }, ALICE)).status, 403);
+    assert.equal((await call('GET', P, '/v1/rooms/rm/messages?order=desc', undefined, ALICE)).json.messages[0].room_id, 'rm');
+    assert.equal((await call('GET', P, '/v1/rooms/rm/messages', undefined, { authorization: `Bearer ${jwt({ sub: 'eve' })}` })).status, 403);
+    const D = '/v1/rooms/{room}/read';
+    assert.equal((await call('POST', D, '/v1/rooms/rm/read', { user: 'alice', seq: 1 }, ALICE)).json.unread, 0);
+    assert.equal((await call('POST', D, '/v1/rooms/rm/read', { user: 'alice' }, ALICE)).status, 400);
+    const U = '/v1/users/{user}/rooms';
+    assert.equal((await call('GET', U, '/v1/users/bob/rooms', undefined, BOB)).json.rooms[0].room_id, 'rm');
+    assert.equal((await call('GET', U, '/v1/users/bob/rooms', undefined, ALICE)).status, 403);
+  });
+
   test('events, seat maps and bookings (flat and nested routes)', async () => {
     const E = '/v1/events';
     const ev = { event_id: 'show', name: 'Show', sections: [{ name: 'A', rows: 2, cols: 4, price: 50 }] };

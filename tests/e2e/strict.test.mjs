@@ -30,8 +30,12 @@ const VALID = {
   adminTestDrift: { counter: 'dc', by: 1 },
   clusterAnnounce: { id: 1, http: 'http://127.0.0.1:1', cold: '' },
   clusterReadIndex: {},
+  createRoom: { room_id: 'rm2', name: 'R', members: ['alice'] },
+  changeRoomMembers: { add: ['bob'], remove: ['nobody'] },
+  postRoomMessage: { from: 'alice', content: 'hi', metadata: { lang: 'en' } },
+  markRoomRead: { user: 'alice', seq: 0 },
 };
-const PARAMS = { name: 'dc', user: 'alice', event_id: 'ev', booking_id: '1' };
+const PARAMS = { name: 'dc', user: 'alice', event_id: 'ev', booking_id: '1', room: 'rm' };
 const fill = (t) => t.replace(/\{([^}]+)\}/g, (_, k) => PARAMS[k]);
 const bodyOps = Object.entries(doc.paths).flatMap(([p, ops]) => Object.entries(ops)
   .filter(([, op]) => op.requestBody).map(([m, op]) => ({ method: m.toUpperCase(), template: p, op })));
@@ -44,6 +48,8 @@ describe('strict requests', () => {
     assert.equal(r.status, 201, r.text);
     r = await s.req('POST', '/v1/counters/dc/distinct', { member: 'x' });
     assert.equal(r.status, 200, r.text);
+    r = await s.req('POST', '/v1/rooms', { room_id: 'rm', members: ['alice'] });
+    assert.equal(r.status, 201, r.text);
   });
   after(async () => { if (s) { await s.stop(); s.cleanup(); } });
 

@@ -7,7 +7,7 @@
 //   const db = new Strata({ baseUrl: 'http://127.0.0.1:8080', token, refreshToken });
 //   await db.postMessage('alice', { conversation_id: 'c1', from: 'alice', content: 'hi' });
 //   const s = db.stream({ topic: 'messages', user: 'alice' }, { onMessage: (m) => show(m) });
-import { HttpCore, enc, type ClientOptions, type Method, type RequestOptions, type WebSocketConstructor } from './http.js';
+import { HttpCore, enc, type ClientOptions, type RequestOptions, type WebSocketConstructor } from './http.js';
 import { Stream, type StreamHandlers, type StreamOptions } from './stream.js';
 import type {
   Booking,
@@ -22,38 +22,32 @@ import type {
   BookingPage,
   EventState,
   Health,
-  Erasure,
-  ErasureStatus,
-  Message,
-  MessageEdit,
   MessageIn,
   MessagePage,
   MessagePosted,
   MessageQuery,
-  ReadMarker,
   ReconcileKey,
   Room,
   RoomIn,
   RoomMemberPage,
-  RoomMembers,
-  RoomMembersChange,
-  RoomMessage,
   RoomMessageIn,
   RoomMessagePage,
   RoomMessagePosted,
+  RoomMessageQuery,
+  RoomRead,
+  UserRoomPage,
   SeatMapBitmap,
   SeatMapJson,
   SeatsChangeIn,
   Sequence,
   SequenceRange,
   StreamTopic,
-  UserRoomPage,
   UserStats,
 } from './types.js';
 
 export * from './types.js';
 export { StrataError, StrataNetworkError, fullJitter, tokenTtl } from './http.js';
-export type { Backoff, ClientOptions, Method, TokenSource, WebSocketConstructor, WebSocketLike } from './http.js';
+export type { Backoff, ClientOptions, TokenSource, WebSocketConstructor, WebSocketLike } from './http.js';
 export { Stream } from './stream.js';
 export type { StreamHandlers, StreamOptions, StreamState } from './stream.js';
 
@@ -69,10 +63,6 @@ export interface PageQuery {
   limit?: number;
   cursor?: string;
 }
-/** Listings of messages may hide tombstones (SPEC §2.2). */
-export interface DeletedQuery {
-  include_deleted?: boolean;
-}
 /** GET /v1/events/{id}/bookings: one status, one owner (an admin's query; others see their own). */
 export interface BookingQuery extends PageQuery {
   status?: 'reserved' | 'sold' | 'cancelled' | 'expired';
@@ -87,7 +77,7 @@ export class Strata {
   }
 
   /** Any route: for what this class does not cover yet. */
-  request<T>(method: Method, path: string, o?: RequestOptions): Promise<T> {
+  request<T>(method: 'GET' | 'POST', path: string, o?: RequestOptions): Promise<T> {
     return this.core.request<T>(method, path, o);
   }
 
@@ -96,9 +86,6 @@ export class Strata {
   }
   private post<T>(path: string, body: unknown, o: WriteOptions = {}, query?: RequestOptions['query']): Promise<T> {
     return this.core.request<T>('POST', path, { body, query, ...o });
-  }
-  private write<T>(method: 'PATCH' | 'DELETE', path: string, body: unknown, o: WriteOptions = {}): Promise<T> {
-    return this.core.request<T>(method, path, { body, ...o });
   }
 
   // ---- counters and sequences (SPEC §1) ----
@@ -122,7 +109,7 @@ export class Strata {
   postMessage(user: string, m: MessageIn, o?: WriteOptions): Promise<MessagePosted> {
     return this.post(`/v1/users/${enc(user)}/messages`, m, o);
   }
-  messages(user: string, q: MessageQuery & DeletedQuery = {}, o?: ReadOptions): Promise<MessagePage> {
+  messages(user: string, q: MessageQuery = {}, o?: ReadOptions): Promise<MessagePage> {
     return this.get(`/v1/users/${enc(user)}/messages`, { ...q }, o);
   }
   conversations(user: string, q: PageQuery = {}, o?: ReadOptions): Promise<ConversationPage> {
@@ -135,57 +122,32 @@ export class Strata {
     return this.get(`/v1/users/${enc(user)}/stats`, undefined, o);
   }
 
-  // ---- edits, deletes and erasure (SPEC §2.2) ----
-  /** New content and/or metadata; earlier versions go to edit_history. A tombstone → 409. */
-  editMessage(user: string, msgId: string, e: MessageEdit, o?: WriteOptions): Promise<Message> {
-    return this.write('PATCH', `/v1/users/${enc(user)}/messages/${enc(msgId)}`, e, o);
-  }
-  /** Leaves a tombstone (seq stays gapless); deleting again answers the same tombstone. */
-  deleteMessage(user: string, msgId: string, o?: WriteOptions): Promise<Message> {
-    return this.write('DELETE', `/v1/users/${enc(user)}/messages/${enc(msgId)}`, undefined, o);
-  }
-  deleteConversation(user: string, conversationId: string, o?: WriteOptions): Promise<{ deleted: number }> {
-    return this.write('DELETE', `/v1/users/${enc(user)}/conversations/${enc(conversationId)}`, undefined, o);
-  }
-  /** Erases a user (GDPR art. 17): gone from answers at once, from storage within --erase-within. */
-  eraseUser(user: string, o?: WriteOptions): Promise<Erasure> {
-    return this.write('DELETE', `/v1/users/${enc(user)}`, undefined, o);
-  }
-  erasure(erasureId: string, o?: ReadOptions): Promise<ErasureStatus> {
-    return this.get(`/v1/admin/erasures/${enc(erasureId)}`, undefined, o);
-  }
-
   // ---- rooms (SPEC §2.1) ----
-  /** Carries ?route=room:{id} so a proxy creates it on the room's group. */
+  /** Carries ?route=room:{id} so a proxy (deploy/) creates it on the room's node. */
   createRoom(r: RoomIn, o?: WriteOptions): Promise<Room> {
     return this.post('/v1/rooms', r, o, { route: `room:${r.room_id}` });
   }
   room(roomId: string, o?: ReadOptions): Promise<Room> {
     return this.get(`/v1/rooms/${enc(roomId)}`, undefined, o);
   }
-  changeMembers(roomId: string, change: RoomMembersChange, o?: WriteOptions): Promise<RoomMembers> {
+  /** Returns {room_id, members} (the new count). */
+  changeMembers(roomId: string, change: { add?: string[]; remove?: string[] }, o?: WriteOptions): Promise<{ room_id: string; members: number }> {
     return this.post(`/v1/rooms/${enc(roomId)}/members`, change, o);
   }
-  members(roomId: string, q: PageQuery = {}, o?: ReadOptions): Promise<RoomMemberPage> {
+  roomMembers(roomId: string, q: PageQuery = {}, o?: ReadOptions): Promise<RoomMemberPage> {
     return this.get(`/v1/rooms/${enc(roomId)}/members`, { ...q }, o);
   }
   postRoomMessage(roomId: string, m: RoomMessageIn, o?: WriteOptions): Promise<RoomMessagePosted> {
     return this.post(`/v1/rooms/${enc(roomId)}/messages`, m, o);
   }
-  roomMessages(roomId: string, q: Omit<MessageQuery, 'conversation_id'> & DeletedQuery = {}, o?: ReadOptions): Promise<RoomMessagePage> {
+  roomMessages(roomId: string, q: RoomMessageQuery = {}, o?: ReadOptions): Promise<RoomMessagePage> {
     return this.get(`/v1/rooms/${enc(roomId)}/messages`, { ...q }, o);
   }
-  editRoomMessage(roomId: string, msgId: string, e: MessageEdit, o?: WriteOptions): Promise<RoomMessage> {
-    return this.write('PATCH', `/v1/rooms/${enc(roomId)}/messages/${enc(msgId)}`, e, o);
-  }
-  deleteRoomMessage(roomId: string, msgId: string, o?: WriteOptions): Promise<RoomMessage> {
-    return this.write('DELETE', `/v1/rooms/${enc(roomId)}/messages/${enc(msgId)}`, undefined, o);
-  }
-  /** Moves the user's read marker forward (a lower seq changes nothing). */
-  markRead(roomId: string, user: string, seq: number, o?: WriteOptions): Promise<ReadMarker> {
+  /** last_read_seq only moves forward. */
+  markRead(roomId: string, user: string, seq: number, o?: WriteOptions): Promise<RoomRead> {
     return this.post(`/v1/rooms/${enc(roomId)}/read`, { user, seq }, o);
   }
-  /** The user's rooms, newest activity first. */
+  /** Newest activity first. */
   userRooms(user: string, q: PageQuery = {}, o?: ReadOptions): Promise<UserRoomPage> {
     return this.get(`/v1/users/${enc(user)}/rooms`, { ...q }, o);
   }

@@ -36,53 +36,35 @@ export interface MessagePosted {
   seq: number;
   timestamp: Micros;
 }
-/** One earlier version of an edited message (SPEC §2.2), oldest first. */
-export interface MessageVersion {
-  content: string;
-  metadata: Record<string, unknown> | null;
-  edited_at: Micros | null;
-}
 export interface Message {
   msg_id: Id64;
   conversation_id: string;
   from: string;
   timestamp: Micros;
   seq: number;
-  /** null once deleted (a tombstone keeps its place so seq stays gapless) */
-  content: string | null;
-  metadata: Record<string, unknown> | null;
-  /** set by an edit (SPEC §2.2) */
-  edited_at?: Micros | null;
-  edit_history?: MessageVersion[];
-  /** set on a tombstone */
-  deleted_at?: Micros | null;
-}
-/** PATCH of a message: new content and/or metadata. */
-export interface MessageEdit {
-  content?: string;
-  metadata?: Record<string, unknown> | null;
-}
-/** A room's message: a §2 message with room_id in place of conversation_id (SPEC §2.1). */
-export interface RoomMessage extends Omit<Message, 'conversation_id'> {
-  room_id: string;
-}
-export interface RoomMessagePage extends Page {
-  messages: RoomMessage[];
-}
-export interface RoomMessageIn {
-  from: string;
   content: string;
-  metadata?: Record<string, unknown> | null;
+  metadata: Record<string, unknown> | null;
 }
-export interface RoomMessagePosted {
-  msg_id: Id64;
-  room_id: string;
-  seq: number;
-  timestamp: Micros;
+export interface Page {
+  /** Pass back as `cursor` for the next page; null on the last page. */
+  next: string | null;
 }
+export interface MessagePage extends Page {
+  messages: Message[];
+}
+export interface MessageQuery {
+  conversation_id?: string;
+  after?: Id64;
+  before?: Id64;
+  limit?: number;
+  order?: 'asc' | 'desc';
+  cursor?: string;
+}
+// ---- rooms (SPEC §2.1) ----
 export interface RoomIn {
   room_id: string;
-  name?: string;
+  name?: string | null;
+  /** with auth off the first is the owner; with auth on the token's sub is */
   members: string[];
 }
 export interface Room {
@@ -106,58 +88,44 @@ export interface RoomMember {
 export interface RoomMemberPage extends Page {
   members: RoomMember[];
 }
-export interface RoomMembersChange {
-  add?: string[];
-  remove?: string[];
+export interface RoomMessageIn {
+  from: string;
+  content: string;
+  metadata?: Record<string, unknown> | null;
 }
-export interface RoomMembers {
+export interface RoomMessagePosted {
+  msg_id: Id64;
   room_id: string;
-  /** how many members now */
-  members: number;
+  seq: number;
+  timestamp: Micros;
 }
-export interface ReadMarker {
+/** A message with room_id in place of conversation_id. */
+export interface RoomMessage extends Omit<Message, 'conversation_id'> {
+  room_id: string;
+}
+export interface RoomMessagePage extends Page {
+  messages: RoomMessage[];
+}
+export type RoomMessageQuery = Omit<MessageQuery, 'conversation_id'>;
+export interface RoomRead {
   room_id: string;
   user: string;
   last_read_seq: number;
   unread: number;
 }
-/** A room in a user's list, newest activity first (remote: the room lives on another group). */
 export interface UserRoom {
   room_id: string;
   name: string | null;
   joined_at: Micros;
-  last_msg_id?: Id64 | null;
-  updated?: Micros;
-  total_messages?: number;
-  unread?: number;
-  remote?: boolean;
+  last_msg_id: Id64 | null;
+  updated: Micros;
+  total_messages: number;
+  unread: number;
 }
 export interface UserRoomPage extends Page {
   rooms: UserRoom[];
 }
-export interface Erasure {
-  erasure_id: string;
-}
-export interface ErasureStatus {
-  erasure_id?: string;
-  status: 'pending' | 'done';
-  [k: string]: unknown;
-}
-export interface Page {
-  /** Pass back as `cursor` for the next page; null on the last page. */
-  next: string | null;
-}
-export interface MessagePage extends Page {
-  messages: Message[];
-}
-export interface MessageQuery {
-  conversation_id?: string;
-  after?: Id64;
-  before?: Id64;
-  limit?: number;
-  order?: 'asc' | 'desc';
-  cursor?: string;
-}
+
 export interface Conversation {
   conversation_id: string;
   first_msg_id: Id64;
@@ -302,7 +270,6 @@ export type StreamTopic =
   /** after: replay every message with a greater msg_id ("0": all of them), then go live;
    * without it the stream is live only */
   | { topic: 'messages'; user: string; conversation_id?: string; after?: Id64 }
-  | { topic: 'room'; room_id: string; after?: Id64 }
   | { topic: 'seats'; event_id: string }
   | { topic: 'counter'; name: string };
 
@@ -322,11 +289,7 @@ export interface StreamErrorFrame {
 }
 export type ServerFrame =
   | { type: 'subscribed' | 'replay_done'; id: string }
-  | { type: 'message'; id: string; message: Message | RoomMessage }
-  /** an edit or a delete of a message (SPEC §2.2): its new state */
-  | { type: 'message_edited' | 'message_deleted'; id: string; message: Message | RoomMessage }
-  /** a room's membership changed (SPEC §3) */
-  | { type: 'room_member'; id: string; room_id: string; user: string; change: string }
+  | { type: 'message'; id: string; message: Message }
   | { type: 'seats'; id: string; event_id: string; snapshot: EventState }
   | ({ type: 'seats'; id: string; snapshot?: undefined } & SeatsChange)
   /** exists: on the first frame of a subscription; false for a counter never written */

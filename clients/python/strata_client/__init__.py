@@ -13,12 +13,9 @@ from .chat_history import ChatMessage, StrataChatMessageHistory
 from .client import AsyncStrata, Strata
 from .errors import StrataError, StrataNetworkError
 from .stream import (
-    ChangeHook,
     CounterStream,
-    MemberHook,
     CounterValue,
     MessageStream,
-    RoomStream,
     SeatChange,
     SeatsEvent,
     SeatsSnapshot,
@@ -34,12 +31,9 @@ __all__ = [
     "Backoff",
     "Call",
     "ChatMessage",
-    "ChangeHook",
     "CounterStream",
     "CounterValue",
-    "MemberHook",
     "MessageStream",
-    "RoomStream",
     "SeatChange",
     "SeatsEvent",
     "SeatsSnapshot",

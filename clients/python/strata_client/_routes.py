@@ -11,36 +11,30 @@ from .types import (
     BookingPage,
     ClusterState,
     Conversation,
-    ConversationDeleted,
     ConversationPage,
     Counter,
     DistinctResult,
     EventIn,
     EventPage,
     EventState,
-    Erasure,
-    ErasureStatus,
     Flushing,
     Health,
-    Message,
     MessagePage,
     MessagePosted,
     Order,
-    ReadMarker,
     ReconcilePass,
     Reconciled,
-    Room,
-    RoomIn,
-    RoomMemberPage,
-    RoomMembers,
-    RoomMessage,
-    RoomMessagePage,
-    RoomMessagePosted,
     SeatMapBitmap,
     SeatMapJson,
     SeatsChangeIn,
     Sequence,
     SequenceRange,
+    Room,
+    RoomMemberPage,
+    RoomMembers,
+    RoomMessagePage,
+    RoomMessagePosted,
+    RoomRead,
     UserRoomPage,
     UserStats,
 )
@@ -82,17 +76,12 @@ def post_message(user: str, conversation_id: str, from_: str, content: str,
     return call("POST", f"/v1/users/{_name('user', user)}/messages", body=body)
 
 
-def _deleted(include_deleted: Optional[bool]) -> Optional[str]:
-    return None if include_deleted is None else ("true" if include_deleted else "false")
-
-
 def messages(user: str, conversation_id: Optional[str], after: Optional[str],
              before: Optional[str], limit: Optional[int], order: Optional[Order],
-             cursor: Optional[str], include_deleted: Optional[bool] = None) -> Call[MessagePage]:
+             cursor: Optional[str]) -> Call[MessagePage]:
     return call("GET", f"/v1/users/{_name('user', user)}/messages",
                 query={"conversation_id": conversation_id, "after": after, "before": before,
-                       "limit": limit, "order": order, "cursor": cursor,
-                       "include_deleted": _deleted(include_deleted)})
+                       "limit": limit, "order": order, "cursor": cursor})
 
 
 def conversations(user: str, limit: Optional[int], cursor: Optional[str]) -> Call[ConversationPage]:
@@ -109,45 +98,13 @@ def stats(user: str) -> Call[UserStats]:
     return call("GET", f"/v1/users/{_name('user', user)}/stats")
 
 
-# ---- edits, deletes and erasure (SPEC §2.2) ----
-def _edit_body(content: Optional[str], metadata: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-    body: Dict[str, Any] = {}
-    if content is not None:
-        body["content"] = content
-    if metadata is not None:
-        body["metadata"] = metadata
-    if not body:
-        raise ValueError("an edit needs content or metadata")
-    return body
-
-
-def edit_message(user: str, msg_id: str, content: Optional[str],
-                 metadata: Optional[Dict[str, Any]]) -> Call[Message]:
-    return call("PATCH", f"/v1/users/{_name('user', user)}/messages/{_name('msg_id', msg_id)}",
-                body=_edit_body(content, metadata))
-
-
-def delete_message(user: str, msg_id: str) -> Call[Message]:
-    return call("DELETE", f"/v1/users/{_name('user', user)}/messages/{_name('msg_id', msg_id)}")
-
-
-def delete_conversation(user: str, conversation_id: str) -> Call[ConversationDeleted]:
-    return call("DELETE", f"/v1/users/{_name('user', user)}/conversations/"
-                f"{_name('conversation_id', conversation_id)}")
-
-
-def erase_user(user: str) -> Call[Erasure]:
-    return call("DELETE", f"/v1/users/{_name('user', user)}")
-
-
-def erasure(erasure_id: str) -> Call[ErasureStatus]:
-    return call("GET", f"/v1/admin/erasures/{_name('erasure_id', erasure_id)}")
-
-
 # ---- rooms (SPEC §2.1) ----
-def create_room(r: RoomIn) -> Call[Room]:
+def create_room(room_id: str, members: List[str], name: Optional[str]) -> Call[Room]:
+    body: Dict[str, Any] = {"room_id": room_id, "members": members}
+    if name is not None:
+        body["name"] = name
     # ?route=room:{id}: a proxy (SPEC §10) creates the room on the group that owns it
-    return call("POST", "/v1/rooms", body=r, query={"route": f"room:{r['room_id']}"})
+    return call("POST", "/v1/rooms", body=body, query={"route": f"room:{room_id}"})
 
 
 def room(room_id: str) -> Call[Room]:
@@ -157,15 +114,15 @@ def room(room_id: str) -> Call[Room]:
 def change_members(room_id: str, add: Optional[List[str]],
                    remove: Optional[List[str]]) -> Call[RoomMembers]:
     body: Dict[str, Any] = {}
-    if add:
+    if add is not None:
         body["add"] = add
-    if remove:
+    if remove is not None:
         body["remove"] = remove
-    return call("POST", f"/v1/rooms/{_name('room_id', room_id)}/members", body=body,
-                has_body=True)
+    return call("POST", f"/v1/rooms/{_name('room_id', room_id)}/members", body=body)
 
 
-def members(room_id: str, limit: Optional[int], cursor: Optional[str]) -> Call[RoomMemberPage]:
+def room_members(room_id: str, limit: Optional[int],
+                 cursor: Optional[str]) -> Call[RoomMemberPage]:
     return call("GET", f"/v1/rooms/{_name('room_id', room_id)}/members",
                 query={"limit": limit, "cursor": cursor})
 
@@ -179,25 +136,14 @@ def post_room_message(room_id: str, from_: str, content: str,
 
 
 def room_messages(room_id: str, after: Optional[str], before: Optional[str],
-                  limit: Optional[int], order: Optional[Order], cursor: Optional[str],
-                  include_deleted: Optional[bool] = None) -> Call[RoomMessagePage]:
+                  limit: Optional[int], order: Optional[Order],
+                  cursor: Optional[str]) -> Call[RoomMessagePage]:
     return call("GET", f"/v1/rooms/{_name('room_id', room_id)}/messages",
                 query={"after": after, "before": before, "limit": limit, "order": order,
-                       "cursor": cursor, "include_deleted": _deleted(include_deleted)})
+                       "cursor": cursor})
 
 
-def edit_room_message(room_id: str, msg_id: str, content: Optional[str],
-                      metadata: Optional[Dict[str, Any]]) -> Call[RoomMessage]:
-    return call("PATCH", f"/v1/rooms/{_name('room_id', room_id)}/messages/"
-                f"{_name('msg_id', msg_id)}", body=_edit_body(content, metadata))
-
-
-def delete_room_message(room_id: str, msg_id: str) -> Call[RoomMessage]:
-    return call("DELETE", f"/v1/rooms/{_name('room_id', room_id)}/messages/"
-                f"{_name('msg_id', msg_id)}")
-
-
-def mark_read(room_id: str, user: str, seq: int) -> Call[ReadMarker]:
+def mark_read(room_id: str, user: str, seq: int) -> Call[RoomRead]:
     return call("POST", f"/v1/rooms/{_name('room_id', room_id)}/read",
                 body={"user": user, "seq": seq})
 

@@ -23,51 +23,38 @@ import httpx
 
 from . import _routes as R
 from ._core import AsyncCore, AsyncTokenSource, Backoff, Call, Options, SyncCore, T, TokenSource
-from .stream import (
-    ChangeHook,
-    CounterStream,
-    MemberHook,
-    MessageStream,
-    RoomStream,
-    SeatsStream,
-    StateHook,
-)
+from .stream import CounterStream, MessageStream, SeatsStream, StateHook
 from .types import (
     Booking,
     BookingIn,
     BookingPage,
     ClusterState,
     Conversation,
-    ConversationDeleted,
     ConversationPage,
     Counter,
     DistinctResult,
     EventIn,
     EventPage,
     EventState,
-    Erasure,
-    ErasureStatus,
     Flushing,
     Health,
     Message,
     MessagePage,
     MessagePosted,
     Order,
-    ReadMarker,
     ReconcilePass,
     Reconciled,
-    Room,
-    RoomIn,
-    RoomMemberPage,
-    RoomMembers,
-    RoomMessage,
-    RoomMessagePage,
-    RoomMessagePosted,
     SeatMapBitmap,
     SeatMapJson,
     SeatsChangeIn,
     Sequence,
     SequenceRange,
+    Room,
+    RoomMemberPage,
+    RoomMembers,
+    RoomMessagePage,
+    RoomMessagePosted,
+    RoomRead,
     UserRoomPage,
     UserStats,
 )
@@ -150,11 +137,9 @@ class Strata:
     def messages(self, user: str, *, conversation_id: Optional[str] = None,
                  after: Optional[str] = None, before: Optional[str] = None,
                  limit: Optional[int] = None, order: Optional[Order] = None,
-                 cursor: Optional[str] = None,
-                 include_deleted: Optional[bool] = None) -> MessagePage:
+                 cursor: Optional[str] = None) -> MessagePage:
         return self._core.request(
-            R.messages(user, conversation_id, after, before, limit, order, cursor,
-                       include_deleted))
+            R.messages(user, conversation_id, after, before, limit, order, cursor))
 
     def iter_messages(self, user: str, *, conversation_id: Optional[str] = None,
                       after: Optional[str] = None, before: Optional[str] = None,
@@ -179,75 +164,44 @@ class Strata:
     def stats(self, user: str) -> UserStats:
         return self._core.request(R.stats(user))
 
-    # ---- edits, deletes and erasure (SPEC §2.2), rooms (SPEC §2.1) ----
-    def edit_message(self, user: str, msg_id: str, *, content: Optional[str] = None,
-                           metadata: Optional[Dict[str, Any]] = None,
-                           idempotency_key: Optional[str] = None) -> Message:
-        """New content and/or metadata (SPEC §2.2); earlier versions go to ``edit_history``."""
-        return self._core.request(R.edit_message(user, msg_id, content, metadata), idempotency_key)
-
-    def delete_message(self, user: str, msg_id: str, *,
-                             idempotency_key: Optional[str] = None) -> Message:
-        """Leaves a tombstone (``seq`` stays gapless); deleting again answers the same one."""
-        return self._core.request(R.delete_message(user, msg_id), idempotency_key)
-
-    def delete_conversation(self, user: str, conversation_id: str, *,
-                                  idempotency_key: Optional[str] = None) -> ConversationDeleted:
-        return self._core.request(R.delete_conversation(user, conversation_id), idempotency_key)
-
-    def erase_user(self, user: str, *, idempotency_key: Optional[str] = None) -> Erasure:
-        """Erases a user (GDPR art. 17): gone from every answer at once, from storage within
-        --erase-within; poll :meth:`erasure` for ``done``."""
-        return self._core.request(R.erase_user(user), idempotency_key)
-
-    def erasure(self, erasure_id: str) -> ErasureStatus:
-        return self._core.request(R.erasure(erasure_id))
-
-    def create_room(self, room: RoomIn, *, idempotency_key: Optional[str] = None) -> Room:
-        """Carries ``?route=room:{id}`` so a proxy creates it on the room's group (SPEC §2.1)."""
-        return self._core.request(R.create_room(room), idempotency_key)
+    # ---- rooms (SPEC §2.1) ----
+    def create_room(self, room_id: str, members: List[str], *, name: Optional[str] = None,
+                    idempotency_key: Optional[str] = None) -> Room:
+        """Carries ``?route=room:{id}``; with auth on the token's sub owns it, else members[0]."""
+        return self._core.request(R.create_room(room_id, members, name), idempotency_key)
 
     def room(self, room_id: str) -> Room:
         return self._core.request(R.room(room_id))
 
     def change_members(self, room_id: str, *, add: Optional[List[str]] = None,
-                             remove: Optional[List[str]] = None,
-                             idempotency_key: Optional[str] = None) -> RoomMembers:
+                       remove: Optional[List[str]] = None,
+                       idempotency_key: Optional[str] = None) -> RoomMembers:
         return self._core.request(R.change_members(room_id, add, remove), idempotency_key)
 
-    def members(self, room_id: str, *, limit: Optional[int] = None,
-                      cursor: Optional[str] = None) -> RoomMemberPage:
-        return self._core.request(R.members(room_id, limit, cursor))
+    def room_members(self, room_id: str, *, limit: Optional[int] = None,
+                     cursor: Optional[str] = None) -> RoomMemberPage:
+        return self._core.request(R.room_members(room_id, limit, cursor))
 
     def post_room_message(self, room_id: str, from_: str, content: str, *,
-                                metadata: Optional[Dict[str, Any]] = None,
-                                idempotency_key: Optional[str] = None) -> RoomMessagePosted:
-        """Posts once for every member; ``from_`` must be a member."""
-        return self._core.request(R.post_room_message(room_id, from_, content, metadata), idempotency_key)
+                          metadata: Optional[Dict[str, Any]] = None,
+                          idempotency_key: Optional[str] = None) -> RoomMessagePosted:
+        return self._core.request(R.post_room_message(room_id, from_, content, metadata),
+                                  idempotency_key)
 
     def room_messages(self, room_id: str, *, after: Optional[str] = None,
-                            before: Optional[str] = None, limit: Optional[int] = None,
-                            order: Optional[Order] = None, cursor: Optional[str] = None,
-                            include_deleted: Optional[bool] = None) -> RoomMessagePage:
-        return self._core.request(R.room_messages(room_id, after, before, limit, order, cursor, include_deleted))
-
-    def edit_room_message(self, room_id: str, msg_id: str, *, content: Optional[str] = None,
-                                metadata: Optional[Dict[str, Any]] = None,
-                                idempotency_key: Optional[str] = None) -> RoomMessage:
-        return self._core.request(R.edit_room_message(room_id, msg_id, content, metadata), idempotency_key)
-
-    def delete_room_message(self, room_id: str, msg_id: str, *,
-                                  idempotency_key: Optional[str] = None) -> RoomMessage:
-        return self._core.request(R.delete_room_message(room_id, msg_id), idempotency_key)
+                      before: Optional[str] = None, limit: Optional[int] = None,
+                      order: Optional[Order] = None,
+                      cursor: Optional[str] = None) -> RoomMessagePage:
+        return self._core.request(R.room_messages(room_id, after, before, limit, order, cursor))
 
     def mark_read(self, room_id: str, user: str, seq: int, *,
-                        idempotency_key: Optional[str] = None) -> ReadMarker:
-        """Moves the user's read marker forward (a lower ``seq`` changes nothing)."""
+                  idempotency_key: Optional[str] = None) -> RoomRead:
+        """``last_read_seq`` only moves forward."""
         return self._core.request(R.mark_read(room_id, user, seq), idempotency_key)
 
     def user_rooms(self, user: str, *, limit: Optional[int] = None,
-                         cursor: Optional[str] = None) -> UserRoomPage:
-        """The user's rooms, newest activity first."""
+                   cursor: Optional[str] = None) -> UserRoomPage:
+        """Newest activity first."""
         return self._core.request(R.user_rooms(user, limit, cursor))
 
     # ---- events, seats, bookings (SPEC §4, §4.1) ----
@@ -399,11 +353,9 @@ class AsyncStrata:
     async def messages(self, user: str, *, conversation_id: Optional[str] = None,
                        after: Optional[str] = None, before: Optional[str] = None,
                        limit: Optional[int] = None, order: Optional[Order] = None,
-                       cursor: Optional[str] = None,
-                       include_deleted: Optional[bool] = None) -> MessagePage:
+                       cursor: Optional[str] = None) -> MessagePage:
         return await self._core.request(
-            R.messages(user, conversation_id, after, before, limit, order, cursor,
-                       include_deleted))
+            R.messages(user, conversation_id, after, before, limit, order, cursor))
 
     async def iter_messages(self, user: str, *, conversation_id: Optional[str] = None,
                             after: Optional[str] = None, before: Optional[str] = None,
@@ -431,75 +383,44 @@ class AsyncStrata:
     async def stats(self, user: str) -> UserStats:
         return await self._core.request(R.stats(user))
 
-    # ---- edits, deletes and erasure (SPEC §2.2), rooms (SPEC §2.1) ----
-    async def edit_message(self, user: str, msg_id: str, *, content: Optional[str] = None,
-                                 metadata: Optional[Dict[str, Any]] = None,
-                                 idempotency_key: Optional[str] = None) -> Message:
-        """New content and/or metadata (SPEC §2.2); earlier versions go to ``edit_history``."""
-        return await self._core.request(R.edit_message(user, msg_id, content, metadata), idempotency_key)
-
-    async def delete_message(self, user: str, msg_id: str, *,
-                                   idempotency_key: Optional[str] = None) -> Message:
-        """Leaves a tombstone (``seq`` stays gapless); deleting again answers the same one."""
-        return await self._core.request(R.delete_message(user, msg_id), idempotency_key)
-
-    async def delete_conversation(self, user: str, conversation_id: str, *,
-                                        idempotency_key: Optional[str] = None) -> ConversationDeleted:
-        return await self._core.request(R.delete_conversation(user, conversation_id), idempotency_key)
-
-    async def erase_user(self, user: str, *, idempotency_key: Optional[str] = None) -> Erasure:
-        """Erases a user (GDPR art. 17): gone from every answer at once, from storage within
-        --erase-within; poll :meth:`erasure` for ``done``."""
-        return await self._core.request(R.erase_user(user), idempotency_key)
-
-    async def erasure(self, erasure_id: str) -> ErasureStatus:
-        return await self._core.request(R.erasure(erasure_id))
-
-    async def create_room(self, room: RoomIn, *, idempotency_key: Optional[str] = None) -> Room:
-        """Carries ``?route=room:{id}`` so a proxy creates it on the room's group (SPEC §2.1)."""
-        return await self._core.request(R.create_room(room), idempotency_key)
+    # ---- rooms (SPEC §2.1) ----
+    async def create_room(self, room_id: str, members: List[str], *, name: Optional[str] = None,
+                    idempotency_key: Optional[str] = None) -> Room:
+        """Carries ``?route=room:{id}``; with auth on the token's sub owns it, else members[0]."""
+        return await self._core.request(R.create_room(room_id, members, name), idempotency_key)
 
     async def room(self, room_id: str) -> Room:
         return await self._core.request(R.room(room_id))
 
     async def change_members(self, room_id: str, *, add: Optional[List[str]] = None,
-                                   remove: Optional[List[str]] = None,
-                                   idempotency_key: Optional[str] = None) -> RoomMembers:
+                       remove: Optional[List[str]] = None,
+                       idempotency_key: Optional[str] = None) -> RoomMembers:
         return await self._core.request(R.change_members(room_id, add, remove), idempotency_key)
 
-    async def members(self, room_id: str, *, limit: Optional[int] = None,
-                            cursor: Optional[str] = None) -> RoomMemberPage:
-        return await self._core.request(R.members(room_id, limit, cursor))
+    async def room_members(self, room_id: str, *, limit: Optional[int] = None,
+                     cursor: Optional[str] = None) -> RoomMemberPage:
+        return await self._core.request(R.room_members(room_id, limit, cursor))
 
     async def post_room_message(self, room_id: str, from_: str, content: str, *,
-                                      metadata: Optional[Dict[str, Any]] = None,
-                                      idempotency_key: Optional[str] = None) -> RoomMessagePosted:
-        """Posts once for every member; ``from_`` must be a member."""
-        return await self._core.request(R.post_room_message(room_id, from_, content, metadata), idempotency_key)
+                          metadata: Optional[Dict[str, Any]] = None,
+                          idempotency_key: Optional[str] = None) -> RoomMessagePosted:
+        return await self._core.request(R.post_room_message(room_id, from_, content, metadata),
+                                  idempotency_key)
 
     async def room_messages(self, room_id: str, *, after: Optional[str] = None,
-                                  before: Optional[str] = None, limit: Optional[int] = None,
-                                  order: Optional[Order] = None, cursor: Optional[str] = None,
-                                  include_deleted: Optional[bool] = None) -> RoomMessagePage:
-        return await self._core.request(R.room_messages(room_id, after, before, limit, order, cursor, include_deleted))
-
-    async def edit_room_message(self, room_id: str, msg_id: str, *, content: Optional[str] = None,
-                                      metadata: Optional[Dict[str, Any]] = None,
-                                      idempotency_key: Optional[str] = None) -> RoomMessage:
-        return await self._core.request(R.edit_room_message(room_id, msg_id, content, metadata), idempotency_key)
-
-    async def delete_room_message(self, room_id: str, msg_id: str, *,
-                                        idempotency_key: Optional[str] = None) -> RoomMessage:
-        return await self._core.request(R.delete_room_message(room_id, msg_id), idempotency_key)
+                      before: Optional[str] = None, limit: Optional[int] = None,
+                      order: Optional[Order] = None,
+                      cursor: Optional[str] = None) -> RoomMessagePage:
+        return await self._core.request(R.room_messages(room_id, after, before, limit, order, cursor))
 
     async def mark_read(self, room_id: str, user: str, seq: int, *,
-                              idempotency_key: Optional[str] = None) -> ReadMarker:
-        """Moves the user's read marker forward (a lower ``seq`` changes nothing)."""
+                  idempotency_key: Optional[str] = None) -> RoomRead:
+        """``last_read_seq`` only moves forward."""
         return await self._core.request(R.mark_read(room_id, user, seq), idempotency_key)
 
     async def user_rooms(self, user: str, *, limit: Optional[int] = None,
-                               cursor: Optional[str] = None) -> UserRoomPage:
-        """The user's rooms, newest activity first."""
+                   cursor: Optional[str] = None) -> UserRoomPage:
+        """Newest activity first."""
         return await self._core.request(R.user_rooms(user, limit, cursor))
 
     # ---- events, seats, bookings (SPEC §4, §4.1) ----
@@ -591,26 +512,15 @@ class AsyncStrata:
     # ---- live streams (SPEC §3) ----
     def stream_messages(self, user: str, *, conversation_id: Optional[str] = None,
                         after: Optional[str] = None,
-                        on_state: Optional[StateHook] = None,
-                        on_change: Optional[ChangeHook] = None) -> MessageStream:
+                        on_state: Optional[StateHook] = None) -> MessageStream:
         """A user's messages as an async iterator: each message once, in msg_id order.
 
         ``after=None``: only messages posted from now on (the client reads the newest msg_id
         first and resumes after it, so this holds on every server version); ``after="0"``: the
         whole history, then live; ``after=ID``: everything after that message. It reconnects by
-        itself and resumes after the last message it yielded. ``on_change`` hears of edits and
-        deletes ("edited"/"deleted", the message's new state).
+        itself and resumes after the last message it yielded.
         """
-        return MessageStream(self._core, user, conversation_id, after, on_state, on_change)
-
-    def stream_room(self, room_id: str, *, after: Optional[str] = None,
-                    on_state: Optional[StateHook] = None,
-                    on_change: Optional[ChangeHook] = None,
-                    on_member: Optional[MemberHook] = None) -> RoomStream:
-        """A room's messages as an async iterator, as :meth:`stream_messages` (``after`` alike);
-        ``on_member(user, change)`` hears of membership changes. It ends with a 403
-        :class:`StrataError` once the reader is removed from the room."""
-        return RoomStream(self._core, room_id, after, on_state, on_change, on_member)
+        return MessageStream(self._core, user, conversation_id, after, on_state)
 
     def stream_seats(self, event_id: str, *, on_state: Optional[StateHook] = None) -> SeatsStream:
         """An event's seats: a :class:`SeatsSnapshot` on every (re)subscribe, then changes."""

@@ -7,7 +7,7 @@ are strings of decimal digits; timestamps are Unix microseconds.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Literal, NotRequired, Optional, Required, TypedDict, Union
+from typing import Any, Dict, List, Literal, Optional, TypedDict, Union
 
 Id64 = str
 """A 64-bit id as a string of decimal digits."""
@@ -44,16 +44,7 @@ class MessagePosted(TypedDict):
     timestamp: Micros
 
 
-class MessageVersion(TypedDict):
-    """One earlier version of an edited message (SPEC §2.2), oldest first."""
-    content: Optional[str]
-    metadata: Optional[Dict[str, Any]]
-    edited_at: Optional[Micros]
-
-
-# Functional form: "from" is a Python keyword (read it as m["from"]). content and metadata are
-# None on a tombstone (deleted_at set); edited_at, edit_history and deleted_at come with edits and
-# deletes (SPEC §2.2).
+# Functional form: "from" is a Python keyword (read it as m["from"]).
 Message = TypedDict(
     "Message",
     {
@@ -62,116 +53,10 @@ Message = TypedDict(
         "from": str,
         "timestamp": Micros,
         "seq": int,
-        "content": Optional[str],
+        "content": str,
         "metadata": Optional[Dict[str, Any]],
-        "edited_at": NotRequired[Optional[Micros]],
-        "edit_history": NotRequired[List[MessageVersion]],
-        "deleted_at": NotRequired[Optional[Micros]],
     },
 )
-
-# A room's message: a §2 message with room_id in place of conversation_id (SPEC §2.1).
-RoomMessage = TypedDict(
-    "RoomMessage",
-    {
-        "msg_id": Id64,
-        "room_id": str,
-        "from": str,
-        "timestamp": Micros,
-        "seq": int,
-        "content": Optional[str],
-        "metadata": Optional[Dict[str, Any]],
-        "edited_at": NotRequired[Optional[Micros]],
-        "edit_history": NotRequired[List[MessageVersion]],
-        "deleted_at": NotRequired[Optional[Micros]],
-    },
-)
-
-
-class RoomMessagePage(TypedDict):
-    messages: List[RoomMessage]
-    next: Optional[str]
-
-
-class RoomMessagePosted(TypedDict):
-    msg_id: Id64
-    room_id: str
-    seq: int
-    timestamp: Micros
-
-
-class RoomIn(TypedDict, total=False):
-    room_id: Required[str]
-    name: str
-    members: Required[List[str]]
-
-
-class Room(TypedDict):
-    room_id: str
-    name: Optional[str]
-    created: Micros
-    updated: Micros
-    first_msg_id: Optional[Id64]
-    last_msg_id: Optional[Id64]
-    total_messages: int
-    members: int
-    """how many members"""
-
-
-class RoomMember(TypedDict):
-    user: str
-    role: Literal["owner", "member"]
-    joined_at: Micros
-    last_read_seq: int
-    unread: int
-
-
-class RoomMemberPage(TypedDict):
-    members: List[RoomMember]
-    next: Optional[str]
-
-
-class RoomMembers(TypedDict):
-    room_id: str
-    members: int
-    """how many members now"""
-
-
-class ReadMarker(TypedDict):
-    room_id: str
-    user: str
-    last_read_seq: int
-    unread: int
-
-
-class UserRoom(TypedDict, total=False):
-    """A room in a user's list, newest activity first (remote: it lives on another group)."""
-    room_id: Required[str]
-    name: Optional[str]
-    joined_at: Micros
-    last_msg_id: Optional[Id64]
-    updated: Micros
-    total_messages: int
-    unread: int
-    remote: bool
-
-
-class UserRoomPage(TypedDict):
-    rooms: List[UserRoom]
-    next: Optional[str]
-
-
-class ConversationDeleted(TypedDict):
-    deleted: int
-
-
-class Erasure(TypedDict):
-    erasure_id: str
-
-
-class ErasureStatus(TypedDict, total=False):
-    erasure_id: str
-    status: Required[Literal["pending", "done"]]
 
 
 class MessagePage(TypedDict):
@@ -414,3 +299,83 @@ class SeatsChangeIn(TypedDict, total=False):
 
 Order = Literal["asc", "desc"]
 JsonValue = Union[None, bool, int, float, str, List[Any], Dict[str, Any]]
+
+
+# ---- rooms (SPEC §2.1) ----
+class Room(TypedDict):
+    room_id: str
+    name: Optional[str]
+    created: Micros
+    updated: Micros
+    first_msg_id: Optional[Id64]
+    last_msg_id: Optional[Id64]
+    total_messages: int
+    members: int
+    """How many members."""
+
+
+class RoomMembers(TypedDict):
+    room_id: str
+    members: int
+
+
+class RoomMember(TypedDict):
+    user: str
+    role: Literal["owner", "member"]
+    joined_at: Micros
+    last_read_seq: int
+    unread: int
+
+
+class RoomMemberPage(TypedDict):
+    members: List[RoomMember]
+    next: Optional[str]
+
+
+class RoomMessagePosted(TypedDict):
+    msg_id: Id64
+    room_id: str
+    seq: int
+    timestamp: Micros
+
+
+# A Message with room_id in place of conversation_id.
+RoomMessage = TypedDict(
+    "RoomMessage",
+    {
+        "msg_id": Id64,
+        "room_id": str,
+        "from": str,
+        "timestamp": Micros,
+        "seq": int,
+        "content": str,
+        "metadata": Optional[Dict[str, Any]],
+    },
+)
+
+
+class RoomMessagePage(TypedDict):
+    messages: List[RoomMessage]
+    next: Optional[str]
+
+
+class RoomRead(TypedDict):
+    room_id: str
+    user: str
+    last_read_seq: int
+    unread: int
+
+
+class UserRoom(TypedDict):
+    room_id: str
+    name: Optional[str]
+    joined_at: Micros
+    last_msg_id: Optional[Id64]
+    updated: Micros
+    total_messages: int
+    unread: int
+
+
+class UserRoomPage(TypedDict):
+    rooms: List[UserRoom]
+    next: Optional[str]

@@ -34,6 +34,18 @@ def test_every_route_sync(server: Server) -> None:
         m = alice.post_message("alice", "c1", "hello", metadata={"a": 1})
         assert m["msg_id"].isdigit() and m["seq"] == 1 and m["conversation_id"] == "c1"
         m2 = alice.post_message("alice", "c1", "again", from_="bot")
+        # rooms (SPEC §2.1): alice creates and owns one, bob is in it
+        r = alice.create_room("den", ["bob"], name="Den")
+        assert (r["room_id"], r["members"], r["last_msg_id"]) == ("den", 2, None)
+        assert alice.change_members("den", add=["carol"]) == {"room_id": "den", "members": 3}
+        rp = alice.post_room_message("den", "alice", "hi den")
+        assert rp["room_id"] == "den" and rp["seq"] == 1
+        assert alice.room_messages("den", order="desc")["messages"][0]["room_id"] == "den"
+        assert alice.room("den")["last_msg_id"] == rp["msg_id"]
+        assert [x["role"] for x in alice.room_members("den", limit=1)["members"]] == ["owner"]
+        assert alice.mark_read("den", "alice", 1)["unread"] == 0
+        assert [x["room_id"] for x in alice.user_rooms("alice")["rooms"]] == ["den"]
+        assert raises(lambda: alice.post_room_message("den", "bob", "x")).status == 403
         page = alice.messages("alice", conversation_id="c1")
         assert [x["content"] for x in page["messages"]] == ["hello", "again"]
         assert page["messages"][0]["metadata"] == {"a": 1}
@@ -134,6 +146,14 @@ def test_every_route_async(server: Server) -> None:
             assert (await alice.messages("alice"))["messages"][0]["msg_id"] == m["msg_id"]
             assert [x["content"] async for x in alice.iter_messages("alice", page_size=1)] == ["hi"]
             assert (await alice.conversations("alice"))["conversations"][0]["total_messages"] == 1
+            await alice.create_room("aden", ["bob"])
+            rp = await alice.post_room_message("aden", "alice", "hi")
+            assert (await alice.room_messages("aden"))["messages"][0]["msg_id"] == rp["msg_id"]
+            assert (await alice.mark_read("aden", "alice", 1))["last_read_seq"] == 1
+            assert (await alice.user_rooms("alice"))["rooms"][0]["room_id"] == "aden"
+            assert (await alice.change_members("aden", remove=["bob"]))["members"] == 1
+            assert (await alice.room("aden"))["total_messages"] == 1
+            assert len((await alice.room_members("aden"))["members"]) == 1
             assert (await alice.conversation("alice", "c1"))["first_msg_id"] == m["msg_id"]
             assert (await alice.stats("alice"))["conversations"] == 1
             await db.create_event({"event_id": "e", "name": "E", "sections": [

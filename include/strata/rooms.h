@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rooms: shared conversations (SPEC §2.1). A room's messages are chat's (strata/chat.h), stored
+ * once under the room's virtual user ST_CHAT_ROOM_USER + room id with one conversation whose id is
+ * the room id: snowflake ids, the gapless never-reissued seq, the hybrid fields, merged hot/cold
+ * reads, flushes to shared/conversations/{room}/, retention, eviction and restore all come from
+ * chat. This module keeps who is in a room:
+ *   'r' room              room record: i64 created | i64 members | u16 creator length | u8 has
+ *                         name | creator | name
+ *   'q' room 0 user'      member: i64 joined_at | i64 last_read_seq | u8 role | user
+ *   'j' user 0 room'      the user's rooms: i64 joined_at | room
+ *   'j' user 0            how many rooms the user is in (i64)
+ * where user' (room') is the name itself, or 0x01 + 20 bytes of its SHA-256 when the pair would
+ * pass LMDB's 511-byte keys (so the value names it). A post writes nothing per member: a room
+ * of 100,000 members posts in O(1); unread is the room's last seq less the member's
+ * last_read_seq, computed when read.
+ *
+ * Limits: --max-room-members (default 100,000) members per room; a user is in at most
+ * ST_ROOMS_USER_MAX rooms (GET /v1/users/{user}/rooms sorts them at read time, so this bounds
+ * that work). Loop thread only; functions raise *wait like the store's; JSON goes to out.
+ */
+#ifndef STRATA_ROOMS_H
+#define STRATA_ROOMS_H
+
+#include "strata/chat.h"
+
+typedef struct st_rooms st_rooms_t;
+
+#define ST_ROOMS_USER_MAX 10000 /* rooms one user may be in */
+#define ST_ROOMS_NAME_MAX 1024  /* bytes of a room's display name */
+
+typedef struct {
+    const char *s;
+    size_t n;
+} st_rooms_name_t;
+
+enum { ST_ROOMS_MEMBER = 0, ST_ROOMS_OWNER = 1 };
+
+/* chat and store are borrowed. max_members 0: 100,000. */
+int st_rooms_open(st_rooms_t **out, st_store_t *store, st_chat_t *chat, size_t max_members);
+void st_rooms_close(st_rooms_t *r);
+size_t st_rooms_max_members(const st_rooms_t *r);
+
+/* Creates a room (name may be NULL) with members (distinct, valid names; checked by the
+ * caller), owner among them or not (it is added with role owner). Appends the room object.
+ * ST_EEXIST: the room exists; ST_EINVAL: more than the room's limit; ST_CONFLICT with *who
+ * (index into members, or -1 for the owner): that user is in ST_ROOMS_USER_MAX rooms already. */
+int st_rooms_create(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
+                    const st_rooms_name_t *members, size_t n, const char *owner, size_t ol,
+                    long *who, st_buf_t *out, uint64_t *wait);
+/* Appends the room object ({"room_id","name","created","updated","first_msg_id","last_msg_id",
+ * "total_messages","members"}). ST_ENOTFOUND; ST_EPARKED as for chat reads. */
+int st_rooms_get(st_rooms_t *r, const char *room, size_t rl, st_buf_t *out, uint64_t *wait);
+/* ST_OK (the room exists) or ST_ENOTFOUND. */
+int st_rooms_exists(st_rooms_t *r, const char *room, size_t rl, uint64_t *wait);
+/* A member's role (ST_ROOMS_*); ST_ENOTFOUND when user is not a member. */
+int st_rooms_role(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                  int *role, uint64_t *wait);
+/* Adds and removes members (distinct names; one in both lists is the caller's 400). Adding a
+ * member or removing a non-member changes nothing. Appends {"room_id","members"}.
+ * ST_ENOTFOUND: no room; ST_CONFLICT: past --max-room-members (*who = -1) or a user in
+ * ST_ROOMS_USER_MAX rooms (*who: its index in add). Nothing is staged on an error. */
+int st_rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_name_t *add,
+                    size_t nadd, const st_rooms_name_t *remove, size_t nremove, long *who,
+                    st_buf_t *out, uint64_t *wait);
+/* {"members":[{"user","role","joined_at","last_read_seq","unread"}],"next"}: limit members
+ * after cursor (a user name, NULL first), in key order. */
+int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cursor, size_t clen,
+                     size_t limit, st_buf_t *out, uint64_t *wait);
+/* Posts m (its user and conv are set here) in the room; appends {"msg_id","room_id","seq",
+ * "timestamp"}. ST_ENOTFOUND: no room; ST_FORBIDDEN: from is not a member. */
+int st_rooms_post(st_rooms_t *r, const char *room, size_t rl, st_message_in_t *m, st_buf_t *out,
+                  uint64_t *wait);
+/* st_chat_messages for the room (q->conv is set here), messages with room_id. */
+int st_rooms_messages(st_rooms_t *r, const char *room, size_t rl, st_message_query_t *q,
+                      st_buf_t *out, uint64_t *wait);
+/* Moves user's last_read_seq forward to seq (at most the room's last seq; a lower one changes
+ * nothing). Appends {"room_id","user","last_read_seq","unread"}. ST_ENOTFOUND: no room;
+ * ST_FORBIDDEN: user is not a member. */
+int st_rooms_read(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                  int64_t seq, st_buf_t *out, uint64_t *wait);
+/* {"rooms":[{"room_id","name","joined_at","last_msg_id","updated","total_messages","unread"}],
+ * "next"}: newest updated first; cursor "<updated>:<room_id>" of the last row seen (ST_EINVAL
+ * when it is not one). */
+int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cursor, size_t clen,
+                     size_t limit, st_buf_t *out, uint64_t *wait);
+
+/* Told about every membership change as it is staged (wait: the batch that makes it durable).
+ * At most ST_OBSERVERS_MAX; arg borrowed until st_rooms_unobserve. */
+typedef void (*st_rooms_observer_fn)(void *arg, const char *room, size_t rl, const char *user,
+                                     size_t ul, bool added, uint64_t wait);
+void st_rooms_observe(st_rooms_t *r, st_rooms_observer_fn fn, void *arg);
+void st_rooms_unobserve(st_rooms_t *r, const void *arg);
+
+#endif

@@ -1,0 +1,437 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * HTTP handlers for rooms (SPEC §2.1). Who may do what:
+ *   auth on:  any principal creates a room and becomes its owner; owners and admins add and
+ *             remove members, a member may remove itself; reads (the room, its members, its
+ *             messages) are for members and admins; `from` and read's `user` are the token's
+ *             sub (admins excepted); /v1/users/{user}/rooms is that user's or an admin's.
+ *   auth off: anyone; POST /v1/rooms makes members[0] the owner.
+ * `from` is a member in both (403 otherwise).
+ */
+#include "internal.h"
+#include "strata/rooms.h"
+
+#include <string.h>
+
+#define ST__ROOMS_LIST_MAX 1000 /* users one request may list (members, add, remove) */
+
+static const char *const st__create_fields[] = {"room_id", "name", "members", NULL};
+static const char *const st__change_fields[] = {"add", "remove", NULL};
+static const char *const st__post_fields[] = {"from", "content", "metadata", NULL};
+static const char *const st__read_fields[] = {"user", "seq", NULL};
+
+static bool st__auth_on(const st_ctx_t *c)
+{
+    return st_config_auth_on(c->app->cfg);
+}
+
+static bool st__is_sub(const st_ctx_t *c, const char *u, size_t ul)
+{
+    return strlen(c->subject) == ul && memcmp(c->subject, u, ul) == 0;
+}
+
+/* The room of the path: a valid name, rooms served here. */
+static int st__room_param(st_ctx_t *c)
+{
+    if (!c->app->rooms) return st_ctx_error(c, ST_EUNAVAIL, "rooms are not served here");
+    return st_param_name(c, 0, "room_id");
+}
+
+static int st__not_found(st_ctx_t *c)
+{
+    return st_ctx_error(c, ST_ENOTFOUND, "room '%.*s%s' not found",
+                        ST__V(c->params[0], c->plens[0]));
+}
+
+/* Reads of a room: it exists (404) and, with auth on, the token's sub is a member or an admin. */
+static int st__reader(st_ctx_t *c)
+{
+    int role;
+    int rc = st_rooms_exists(c->app->rooms, c->params[0], c->plens[0], &c->wait);
+    if (rc == ST_ENOTFOUND) return st__not_found(c);
+    if (rc) return st_ctx_error(c, rc, NULL);
+    if (!st__auth_on(c) || c->admin) return ST_OK;
+    rc = st_rooms_role(c->app->rooms, c->params[0], c->plens[0], c->subject, strlen(c->subject),
+                       &role, &c->wait);
+    if (rc == ST_ENOTFOUND)
+        return st_ctx_error(c, ST_EFORBIDDEN, "only the room's members read it");
+    return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
+}
+
+/* A list of user names in field (absent: *n = 0, unless required): at most
+ * ST__ROOMS_LIST_MAX, each valid, none twice. The array is arena memory. */
+static int st__names(st_ctx_t *c, const cJSON *j, const char *field, bool required,
+                     st_rooms_name_t **out, size_t *n)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, field);
+    *out = NULL;
+    *n = 0;
+    if (!a && !required) return ST_OK;
+    if (!cJSON_IsArray(a))
+        return st_ctx_error_field(c, ST_EINVAL, field, "'%s' must be an array of user names%s",
+                                  field, a ? "" : " (required)");
+    int size = cJSON_GetArraySize(a);
+    if (size > ST__ROOMS_LIST_MAX)
+        return st_ctx_error_field(c, ST_EINVAL, field, "'%s' lists at most %d users (got %d)",
+                                  field, ST__ROOMS_LIST_MAX, size);
+    st_rooms_name_t *v = st_arena_alloc(c->arena, (size_t)(size ? size : 1) * sizeof *v);
+    size_t k = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, a)
+    {
+        char where[64];
+        snprintf(where, sizeof where, "%s[%zu]", field, k);
+        if (!cJSON_IsString(e) || !st_name_valid(e->valuestring, strlen(e->valuestring)))
+            return st_ctx_error_field(c, ST_EINVAL,
+                                      st_arena_strndup(c->arena, where, strlen(where)),
+                                      "%s must be a user name: 1-255 characters of "
+                                      "[A-Za-z0-9_.:-]",
+                                      where);
+        size_t l = strlen(e->valuestring);
+        for (size_t i = 0; i < k; i++)
+            if (v[i].n == l && memcmp(v[i].s, e->valuestring, l) == 0)
+                return st_ctx_error_field(
+                    c, ST_EINVAL, st_arena_strndup(c->arena, where, strlen(where)),
+                    "%s: user \"%.*s%s\" is listed twice", where, ST__V(e->valuestring, l));
+        v[k++] = (st_rooms_name_t){e->valuestring, l};
+    }
+    *out = v;
+    *n = k;
+    return ST_OK;
+}
+
+/* POST /v1/rooms?route=room:{id} (SPEC §10): a route naming another room is refused. */
+static int st__route_names_room(st_ctx_t *c, const char *id, size_t idl)
+{
+    size_t n;
+    const char *v = st_query_get(c->arena, c->req->query, c->req->query_len, "route", &n);
+    if (!v || (n == 5 + idl && memcmp(v, "room:", 5) == 0 && memcmp(v + 5, id, idl) == 0))
+        return ST_OK;
+    return st_ctx_error(c, ST_EINVAL, "route names %.*s, the body's room_id is room:%.*s",
+                        (int)(n > 300 ? 300 : n), v, (int)idl, id);
+}
+
+int st_api_room_create(st_ctx_t *c)
+{
+    if (!c->app->rooms) return st_ctx_error(c, ST_EUNAVAIL, "rooms are not served here");
+    cJSON *j;
+    int rc = st_json_body(c, &j, st__create_fields);
+    if (rc) return rc;
+    if (!j) return st_ctx_error(c, ST_EINVAL, "a JSON body with room_id and members is required");
+    const char *room, *name = NULL, *owner;
+    size_t rl, nl = 0, ol, n;
+    st_rooms_name_t *members;
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(j, "name");
+    if ((rc = st_json_name(c, j, "room_id", &room, &rl)) ||
+        (rc = st__route_names_room(c, room, rl)) ||
+        (rc = st__names(c, j, "members", true, &members, &n)))
+        goto done;
+    if (nm && !cJSON_IsNull(nm)) {
+        if (!cJSON_IsString(nm) || strlen(nm->valuestring) > ST_ROOMS_NAME_MAX) {
+            rc = st_ctx_error_field(c, ST_EINVAL, "name",
+                                    "'name' must be a string of at most %d "
+                                    "bytes",
+                                    ST_ROOMS_NAME_MAX);
+            goto done;
+        }
+        name = nm->valuestring;
+        nl = strlen(name);
+    }
+    if (st__auth_on(c)) { /* the creator owns it */
+        owner = c->subject;
+        ol = strlen(owner);
+        if (!st_name_valid(owner, ol)) {
+            rc = st_ctx_error(c, ST_EFORBIDDEN, "the token's subject is not a valid user name");
+            goto done;
+        }
+    } else if (n) { /* no principal: the first member listed */
+        owner = members[0].s;
+        ol = members[0].n;
+    } else {
+        rc = st_ctx_error_field(c, ST_EINVAL, "members",
+                                "'members' must name at least one user (the first is the owner)");
+        goto done;
+    }
+    long who;
+    rc = st_rooms_create(c->app->rooms, room, rl, name, nl, members, n, owner, ol, &who, c->body,
+                         &c->wait);
+    if (rc == ST_EEXIST)
+        rc = st_ctx_error(c, rc, "room '%.*s' exists already", (int)rl, room);
+    else if (rc == ST_EINVAL)
+        rc = st_ctx_error_field(c, rc, "members", "a room has at most %zu members",
+                                st_rooms_max_members(c->app->rooms));
+    else if (rc == ST_ECONFLICT)
+        rc = st_ctx_error(c, rc, "user '%.*s' is in %d rooms already",
+                          who < 0 ? (int)ol : (int)members[who].n, who < 0 ? owner : members[who].s,
+                          ST_ROOMS_USER_MAX);
+    else if (rc)
+        rc = st_ctx_error(c, rc, NULL);
+    else
+        c->status = 201;
+done:
+    cJSON_Delete(j);
+    return rc;
+}
+
+int st_api_room_get(st_ctx_t *c)
+{
+    int rc = st__room_param(c);
+    if (!rc) rc = st__reader(c);
+    if (rc) return rc;
+    rc = st_rooms_get(c->app->rooms, c->params[0], c->plens[0], c->body, &c->wait);
+    if (rc == ST_ENOTFOUND) return st__not_found(c);
+    return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
+}
+
+int st_api_room_members_change(st_ctx_t *c)
+{
+    int rc = st__room_param(c);
+    if (rc) return rc;
+    cJSON *j;
+    if ((rc = st_json_body(c, &j, st__change_fields))) return rc;
+    st_rooms_name_t *add = NULL, *rm = NULL;
+    size_t nadd = 0, nrm = 0;
+    if ((rc = st__names(c, j, "add", false, &add, &nadd)) ||
+        (rc = st__names(c, j, "remove", false, &rm, &nrm)))
+        goto done;
+    if (!j || (!cJSON_GetObjectItemCaseSensitive(j, "add") &&
+               !cJSON_GetObjectItemCaseSensitive(j, "remove"))) {
+        rc = st_ctx_error(c, ST_EINVAL, "a JSON body with add and/or remove is required");
+        goto done;
+    }
+    for (size_t i = 0; i < nadd; i++)
+        for (size_t k = 0; k < nrm; k++)
+            if (add[i].n == rm[k].n && memcmp(add[i].s, rm[k].s, add[i].n) == 0) {
+                rc = st_ctx_error_field(c, ST_EINVAL, "remove",
+                                        "user \"%.*s%s\" is both added and removed",
+                                        ST__V(add[i].s, add[i].n));
+                goto done;
+            }
+    const char *room = c->params[0];
+    size_t rl = c->plens[0];
+    rc = st_rooms_exists(c->app->rooms, room, rl, &c->wait);
+    if (rc == ST_ENOTFOUND) {
+        rc = st__not_found(c);
+        goto done;
+    }
+    if (rc == ST_OK && st__auth_on(c) && !c->admin) {
+        int role = -1;
+        rc =
+            st_rooms_role(c->app->rooms, room, rl, c->subject, strlen(c->subject), &role, &c->wait);
+        if (rc == ST_ENOTFOUND) rc = ST_OK;
+        bool self = nadd == 0 && nrm == 1 && st__is_sub(c, rm[0].s, rm[0].n) && role >= 0;
+        if (!rc && role != ST_ROOMS_OWNER && !self) {
+            rc = st_ctx_error(c, ST_EFORBIDDEN,
+                              "only the room's owners and admins change its "
+                              "members (a member may remove itself)");
+            goto done;
+        }
+    }
+    long who = -1;
+    if (!rc)
+        rc = st_rooms_change(c->app->rooms, room, rl, add, nadd, rm, nrm, &who, c->body, &c->wait);
+    if (rc == ST_ENOTFOUND)
+        rc = st__not_found(c);
+    else if (rc == ST_ECONFLICT && who >= 0)
+        rc = st_ctx_error_field(c, rc, "add", "user '%.*s' is in %d rooms already", (int)add[who].n,
+                                add[who].s, ST_ROOMS_USER_MAX);
+    else if (rc == ST_ECONFLICT)
+        rc = st_ctx_error_field(c, rc, "add", "a room has at most %zu members (--max-room-members)",
+                                st_rooms_max_members(c->app->rooms));
+    else if (rc)
+        rc = st_ctx_error(c, rc, NULL);
+done:
+    cJSON_Delete(j);
+    return rc;
+}
+
+static int st__limit(st_ctx_t *c, int64_t def, int64_t *out)
+{
+    size_t n;
+    const char *v = st_query_get(c->arena, c->req->query, c->req->query_len, "limit", &n);
+    *out = def;
+    if (v && (st_parse_i64(v, n, out) || *out < 1 || *out > 1000))
+        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000 (got \"%.*s%s\")", ST__V(v, n));
+    return ST_OK;
+}
+
+int st_api_room_members_list(st_ctx_t *c)
+{
+    int rc = st__room_param(c);
+    if (!rc) rc = st__reader(c);
+    if (rc) return rc;
+    int64_t limit;
+    if ((rc = st__limit(c, 100, &limit))) return rc;
+    size_t clen = 0;
+    const char *cursor = st_query_get(c->arena, c->req->query, c->req->query_len, "cursor", &clen);
+    if (cursor && !st_name_valid(cursor, clen))
+        return st_ctx_error(c, ST_EINVAL, "bad cursor (got \"%.*s%s\")", ST__V(cursor, clen));
+    rc = st_rooms_members(c->app->rooms, c->params[0], c->plens[0], cursor, clen, (size_t)limit,
+                          c->body, &c->wait);
+    if (rc == ST_ENOTFOUND) return st__not_found(c);
+    return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
+}
+
+int st_api_room_message_post(st_ctx_t *c)
+{
+    int rc = st__room_param(c);
+    if (rc) return rc;
+    cJSON *j;
+    if ((rc = st_json_body(c, &j, st__post_fields))) return rc;
+    if (!j) return st_ctx_error(c, ST_EINVAL, "a JSON body with from and content is required");
+    st_message_in_t m = {0};
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content");
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(j, "metadata");
+    if ((rc = st_json_name(c, j, "from", &m.from, &m.from_len))) goto done;
+    if (!cJSON_IsString(content) || !content->valuestring[0]) {
+        rc = content ? st_ctx_error_field(c, ST_EINVAL, "content",
+                                          "'content' must be a non-empty string (got %s)",
+                                          cJSON_IsString(content) ? "\"\"" : st_json_kind(content))
+                     : st_ctx_error_field(c, ST_EINVAL, "content", "'content' is required");
+        goto done;
+    }
+    m.content = content->valuestring;
+    m.content_len = strlen(content->valuestring);
+    if (m.content_len > c->app->cfg->max_content) {
+        rc = st_ctx_error_field(c, ST_ETOOLARGE, "content",
+                                "'content' is larger than %llu bytes (got %zu)",
+                                (unsigned long long)c->app->cfg->max_content, m.content_len);
+        goto done;
+    }
+    if (!st_utf8_valid(m.content, m.content_len)) {
+        rc = st_ctx_error_field(c, ST_EINVAL, "content", "'content' must be valid UTF-8");
+        goto done;
+    }
+    if (meta && !cJSON_IsNull(meta)) {
+        if (!cJSON_IsObject(meta)) {
+            rc =
+                st_ctx_error_field(c, ST_EINVAL, "metadata",
+                                   "'metadata' must be a JSON object (got %s)", st_json_kind(meta));
+            goto done;
+        }
+        ST_ASSERT(c->json_meta); /* the client's own text, as chat stores it */
+        m.metadata = c->json_meta;
+        m.metadata_len = c->json_meta_len;
+    }
+    if (st__auth_on(c) && !c->admin && !st__is_sub(c, m.from, m.from_len)) {
+        rc = st_ctx_error(c, ST_EFORBIDDEN, "'from' must be the token's subject");
+        goto done;
+    }
+    rc = st_rooms_post(c->app->rooms, c->params[0], c->plens[0], &m, c->body, &c->wait);
+    if (rc == ST_ENOTFOUND)
+        rc = st__not_found(c);
+    else if (rc == ST_EFORBIDDEN)
+        rc = st_ctx_error(c, rc, "'%.*s' is not a member of the room", (int)m.from_len, m.from);
+    else if (rc)
+        rc = st_ctx_error(c, rc, NULL);
+    else
+        c->status = 201;
+done:
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* A msg_id query value: decimal, 1..2^64-1 (as for a user's messages). */
+static int st__id_param(st_ctx_t *c, const char *name, uint64_t *out)
+{
+    size_t n;
+    const char *v = st_query_get(c->arena, c->req->query, c->req->query_len, name, &n);
+    *out = 0;
+    if (!v) return ST_OK;
+    uint64_t x = 0;
+    bool ok = n > 0 && n <= 20;
+    for (size_t i = 0; ok && i < n; i++) {
+        if (v[i] < '0' || v[i] > '9' || x > (UINT64_MAX - (uint64_t)(v[i] - '0')) / 10)
+            ok = false;
+        else
+            x = x * 10 + (uint64_t)(v[i] - '0');
+    }
+    if (!ok || x == 0)
+        return st_ctx_error(c, ST_EINVAL, "'%s' must be a msg_id (decimal digits) (got \"%.*s%s\")",
+                            name, ST__V(v, n));
+    *out = x;
+    return ST_OK;
+}
+
+int st_api_room_message_list(st_ctx_t *c)
+{
+    int rc = st__room_param(c);
+    if (rc) return rc;
+    const st_http_request_t *r = c->req;
+    st_message_query_t q = {0};
+    int64_t limit;
+    size_t n;
+    const char *v;
+    if ((rc = st__limit(c, 50, &limit))) return rc;
+    q.limit = (size_t)limit;
+    if ((v = st_query_get(c->arena, r->query, r->query_len, "order", &n))) {
+        if (strcmp(v, "desc") == 0)
+            q.desc = true;
+        else if (strcmp(v, "asc") != 0)
+            return st_ctx_error(c, ST_EINVAL, "order must be asc or desc (got \"%.*s%s\")",
+                                ST__V(v, n));
+    }
+    uint64_t cursor;
+    if ((rc = st__id_param(c, "after", &q.after)) || (rc = st__id_param(c, "before", &q.before)) ||
+        (rc = st__id_param(c, "cursor", &cursor)))
+        return rc;
+    if (cursor) {
+        if (st_chat_walks_back(&q))
+            q.before = q.before && q.before < cursor ? q.before : cursor;
+        else
+            q.after = q.after > cursor ? q.after : cursor;
+    }
+    if ((rc = st__reader(c))) return rc;
+    rc = st_rooms_messages(c->app->rooms, c->params[0], c->plens[0], &q, c->body, &c->wait);
+    if (rc == ST_ENOTFOUND) return st__not_found(c);
+    return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
+}
+
+int st_api_room_read(st_ctx_t *c)
+{
+    int rc = st__room_param(c);
+    if (rc) return rc;
+    cJSON *j;
+    if ((rc = st_json_body(c, &j, st__read_fields))) return rc;
+    if (!j) return st_ctx_error(c, ST_EINVAL, "a JSON body with user and seq is required");
+    const char *user;
+    size_t ul;
+    int64_t seq;
+    if ((rc = st_json_name(c, j, "user", &user, &ul))) goto done;
+    if (!cJSON_GetObjectItemCaseSensitive(j, "seq")) {
+        rc = st_ctx_error_field(c, ST_EINVAL, "seq", "'seq' is required");
+        goto done;
+    }
+    if ((rc = st_json_int(c, j, "seq", 0, INT64_MAX, 0, &seq))) goto done;
+    if (st__auth_on(c) && !c->admin && !st__is_sub(c, user, ul)) {
+        rc = st_ctx_error(c, ST_EFORBIDDEN, "'user' must be the token's subject");
+        goto done;
+    }
+    rc = st_rooms_read(c->app->rooms, c->params[0], c->plens[0], user, ul, seq, c->body, &c->wait);
+    if (rc == ST_ENOTFOUND)
+        rc = st__not_found(c);
+    else if (rc == ST_EFORBIDDEN)
+        rc = st_ctx_error(c, rc, "'%.*s' is not a member of the room", (int)ul, user);
+    else if (rc)
+        rc = st_ctx_error(c, rc, NULL);
+done:
+    cJSON_Delete(j);
+    return rc;
+}
+
+int st_api_user_rooms(st_ctx_t *c)
+{
+    int rc = st_param_name(c, 0, "user");
+    if (rc) return rc;
+    if (!c->app->rooms) return st_ctx_error(c, ST_EUNAVAIL, "rooms are not served here");
+    if (st__auth_on(c) && !c->admin && !st__is_sub(c, c->params[0], c->plens[0]))
+        return st_ctx_error(c, ST_EFORBIDDEN, "the token's subject may only list its own rooms");
+    int64_t limit;
+    if ((rc = st__limit(c, 20, &limit))) return rc;
+    size_t clen = 0;
+    const char *cursor = st_query_get(c->arena, c->req->query, c->req->query_len, "cursor", &clen);
+    rc = st_rooms_of_user(c->app->rooms, c->params[0], c->plens[0], cursor, clen, (size_t)limit,
+                          c->body, &c->wait);
+    if (rc == ST_EINVAL) return st_ctx_error(c, rc, "bad cursor");
+    return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
+}

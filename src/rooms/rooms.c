@@ -1,0 +1,707 @@
+/* SPDX-License-Identifier: MIT */
+/* Rooms (SPEC §2.1): records, membership and read markers; messages are chat's (strata/rooms.h
+ * has the key layout). */
+#include "strata/rooms.h"
+
+#include <openssl/sha.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ST__KS_ROOM   'r'
+#define ST__KS_MEMBER 'q'
+#define ST__KS_JOINED 'j'
+#define ST__KEY_CAP   (ST_KEY_MAX + 1)
+
+struct st_rooms {
+    st_store_t *store;
+    st_chat_t *chat;
+    size_t max_members;
+    st_observers_t observers;
+};
+
+typedef struct {
+    int64_t created, members;
+} st_room_t;
+
+typedef struct {
+    int64_t joined_at, last_read;
+    uint8_t role;
+} st_member_t;
+#define ST__MEMBER_SIZE 17
+
+int st_rooms_open(st_rooms_t **out, st_store_t *store, st_chat_t *chat, size_t max_members)
+{
+    st_rooms_t *r = st_calloc(1, sizeof *r);
+    r->store = store;
+    r->chat = chat;
+    r->max_members = max_members ? max_members : 100000;
+    *out = r;
+    return ST_OK;
+}
+
+void st_rooms_close(st_rooms_t *r)
+{
+    free(r);
+}
+
+size_t st_rooms_max_members(const st_rooms_t *r)
+{
+    return r->max_members;
+}
+
+void st_rooms_observe(st_rooms_t *r, st_rooms_observer_fn fn, void *arg)
+{
+    st_observers_add(&r->observers, (st_observer_any_fn)fn, arg);
+}
+
+void st_rooms_unobserve(st_rooms_t *r, const void *arg)
+{
+    st_observers_remove(&r->observers, arg);
+}
+
+static void st__tell(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                     bool added, uint64_t wait)
+{
+    for (size_t i = 0; i < r->observers.n; i++)
+        ((st_rooms_observer_fn)r->observers.fn[i])(r->observers.arg[i], room, rl, user, ul, added,
+                                                   wait);
+}
+
+/* ---- keys ---- */
+
+static size_t st__rkey(uint8_t *k, const char *room, size_t rl)
+{
+    k[0] = ST__KS_ROOM;
+    memcpy(k + 1, room, rl);
+    return rl + 1;
+}
+
+/* ks a 0 b', b' = b or 0x01 + SHA-256(b)[0..20) when the key would be too long. */
+static size_t st__pair(uint8_t *k, char ks, const char *a, size_t al, const char *b, size_t bl)
+{
+    k[0] = (uint8_t)ks;
+    memcpy(k + 1, a, al);
+    k[1 + al] = 0;
+    size_t n = al + 2;
+    if (n + bl <= ST_KEY_MAX) {
+        memcpy(k + n, b, bl);
+        return n + bl;
+    }
+    uint8_t d[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)b, bl, d);
+    k[n] = 1;
+    memcpy(k + n + 1, d, 20);
+    return n + 21;
+}
+
+/* ---- records ---- */
+
+static int st__room_load(st_rooms_t *r, const char *room, size_t rl, st_room_t *rm,
+                         const char **creator, size_t *crl, const char **name, size_t *nl,
+                         uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(r->store, k, st__rkey(k, room, rl), &v, &vl, wait);
+    if (rc) return rc;
+    if (vl < 19) return ST_EINTERNAL;
+    const uint8_t *p = v;
+    memcpy(rm, p, 16);
+    uint16_t cl;
+    memcpy(&cl, p + 16, 2);
+    if ((size_t)cl + 19 > vl) return ST_EINTERNAL;
+    if (creator) {
+        *creator = (const char *)p + 19;
+        *crl = cl;
+    }
+    if (name) {
+        *name = p[18] ? (const char *)p + 19 + cl : NULL;
+        *nl = vl - 19 - cl;
+    }
+    return ST_OK;
+}
+
+/* Rewrites the record with a new member count (the strings kept). */
+static int st__room_count(st_rooms_t *r, const char *room, size_t rl, int64_t members,
+                          uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    size_t kl = st__rkey(k, room, rl);
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(r->store, k, kl, &v, &vl, wait);
+    if (rc) return rc;
+    uint8_t *copy = st_malloc(vl);
+    memcpy(copy, v, vl);
+    memcpy(copy + 8, &members, 8);
+    rc = st_store_put(r->store, k, kl, copy, vl, wait);
+    free(copy);
+    return rc;
+}
+
+static int st__member_get(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                          st_member_t *m, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    const void *v;
+    size_t vl;
+    int rc =
+        st_store_get(r->store, k, st__pair(k, ST__KS_MEMBER, room, rl, user, ul), &v, &vl, wait);
+    if (rc) return rc;
+    if (vl < ST__MEMBER_SIZE) return ST_EINTERNAL;
+    memcpy(&m->joined_at, v, 8);
+    memcpy(&m->last_read, (const uint8_t *)v + 8, 8);
+    m->role = ((const uint8_t *)v)[16];
+    return ST_OK;
+}
+
+static int st__member_put(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                          const st_member_t *m, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP], v[ST__MEMBER_SIZE + ST_NAME_MAX];
+    memcpy(v, &m->joined_at, 8);
+    memcpy(v + 8, &m->last_read, 8);
+    v[16] = m->role;
+    memcpy(v + ST__MEMBER_SIZE, user, ul);
+    return st_store_put(r->store, k, st__pair(k, ST__KS_MEMBER, room, rl, user, ul), v,
+                        ST__MEMBER_SIZE + ul, wait);
+}
+
+/* How many rooms user is in ('j' user 0). */
+static int st__user_count(st_rooms_t *r, const char *user, size_t ul, int64_t *n, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    *n = 0;
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(r->store, k, st__pair(k, ST__KS_JOINED, user, ul, "", 0), &v, &vl, wait);
+    if (rc == ST_ENOTFOUND) return ST_OK;
+    if (rc) return rc;
+    if (vl != 8) return ST_EINTERNAL;
+    memcpy(n, v, 8);
+    return ST_OK;
+}
+
+/* Stages user's membership (role) of room, its index entry and count. */
+static int st__join(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                    uint8_t role, int64_t now, int64_t count, uint64_t *wait)
+{
+    st_member_t m = {now, 0, role};
+    uint8_t k[ST__KEY_CAP], v[8 + ST_NAME_MAX];
+    int rc = st__member_put(r, room, rl, user, ul, &m, wait);
+    memcpy(v, &now, 8);
+    memcpy(v + 8, room, rl);
+    if (!rc)
+        rc = st_store_put(r->store, k, st__pair(k, ST__KS_JOINED, user, ul, room, rl), v, 8 + rl,
+                          wait);
+    count++;
+    if (!rc)
+        rc =
+            st_store_put(r->store, k, st__pair(k, ST__KS_JOINED, user, ul, "", 0), &count, 8, wait);
+    if (!rc) st__tell(r, room, rl, user, ul, true, *wait);
+    return rc;
+}
+
+static int st__leave(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                     uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    int64_t count = 0;
+    int rc = st_store_del(r->store, k, st__pair(k, ST__KS_MEMBER, room, rl, user, ul), wait);
+    if (!rc) rc = st_store_del(r->store, k, st__pair(k, ST__KS_JOINED, user, ul, room, rl), wait);
+    if (!rc) rc = st__user_count(r, user, ul, &count, wait);
+    count = count > 0 ? count - 1 : 0;
+    if (!rc)
+        rc =
+            st_store_put(r->store, k, st__pair(k, ST__KS_JOINED, user, ul, "", 0), &count, 8, wait);
+    if (!rc) st__tell(r, room, rl, user, ul, false, *wait);
+    return rc;
+}
+
+/* The room's conversation as numbers; a room without messages yet reads as empty. */
+static int st__conv(st_rooms_t *r, const char *room, size_t rl, st_chat_conv_info_t *ci, bool *any,
+                    uint64_t *wait)
+{
+    char u[ST_CHAT_USER_MAX];
+    size_t ul = st_chat_room_user(u, room, rl);
+    int rc = st_chat_conv_info(r->chat, u, ul, room, rl, ci, wait);
+    *any = rc == ST_OK;
+    if (rc == ST_ENOTFOUND) {
+        memset(ci, 0, sizeof *ci);
+        rc = ST_OK;
+    }
+    return rc;
+}
+
+static void st__id_or_null(st_buf_t *out, uint64_t id)
+{
+    if (!id) {
+        st_buf_puts(out, "null");
+        return;
+    }
+    st_buf_appendc(out, '"');
+    st_buf_append_u64(out, id);
+    st_buf_appendc(out, '"');
+}
+
+/* ---- the routes' operations ---- */
+
+int st_rooms_exists(st_rooms_t *r, const char *room, size_t rl, uint64_t *wait)
+{
+    st_room_t rm;
+    return st__room_load(r, room, rl, &rm, NULL, NULL, NULL, NULL, wait);
+}
+
+int st_rooms_role(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                  int *role, uint64_t *wait)
+{
+    st_member_t m;
+    int rc = st__member_get(r, room, rl, user, ul, &m, wait);
+    if (!rc) *role = m.role;
+    return rc;
+}
+
+int st_rooms_get(st_rooms_t *r, const char *room, size_t rl, st_buf_t *out, uint64_t *wait)
+{
+    st_room_t rm;
+    const char *name;
+    size_t nl;
+    int rc = st__room_load(r, room, rl, &rm, NULL, NULL, &name, &nl, wait);
+    if (rc) return rc;
+    /* the strings are borrowed from the store until its next call: copy the name first */
+    char nm[ST_ROOMS_NAME_MAX + 1];
+    bool has_name = name != NULL && nl < sizeof nm;
+    if (has_name) memcpy(nm, name, nl);
+    st_chat_conv_info_t ci;
+    bool any;
+    if ((rc = st__conv(r, room, rl, &ci, &any, wait))) return rc;
+    st_buf_puts(out, "{\"room_id\":");
+    st_buf_append_json_str(out, room, rl);
+    st_buf_puts(out, ",\"name\":");
+    if (has_name)
+        st_buf_append_json_str(out, nm, nl);
+    else
+        st_buf_puts(out, "null");
+    st_buf_printf(out,
+                  ",\"created\":%lld,\"updated\":%lld,\"first_msg_id\":", (long long)rm.created,
+                  (long long)(any ? ci.updated : rm.created));
+    st__id_or_null(out, ci.first_msg_id);
+    st_buf_puts(out, ",\"last_msg_id\":");
+    st__id_or_null(out, ci.last_msg_id);
+    st_buf_printf(out, ",\"total_messages\":%lld,\"members\":%lld}", (long long)ci.total_messages,
+                  (long long)rm.members);
+    return ST_OK;
+}
+
+int st_rooms_create(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
+                    const st_rooms_name_t *members, size_t n, const char *owner, size_t ol,
+                    long *who, st_buf_t *out, uint64_t *wait)
+{
+    st_room_t rm;
+    *who = -1;
+    int rc = st__room_load(r, room, rl, &rm, NULL, NULL, NULL, NULL, wait);
+    if (rc == ST_OK) return ST_EEXIST;
+    if (rc != ST_ENOTFOUND) return rc;
+    rc = ST_OK;
+    bool owner_listed = false;
+    for (size_t i = 0; i < n; i++)
+        if (members[i].n == ol && memcmp(members[i].s, owner, ol) == 0) owner_listed = true;
+    size_t total = n + (owner_listed ? 0 : 1);
+    if (total > r->max_members) return ST_EINVAL;
+    /* every user's room count first: nothing is staged when one is full */
+    int64_t *counts = st_malloc((n + 1) * sizeof *counts);
+    for (size_t i = 0; i <= n && !rc; i++) {
+        const char *u = i < n ? members[i].s : owner;
+        size_t ul = i < n ? members[i].n : ol;
+        rc = st__user_count(r, u, ul, &counts[i], wait);
+        if (!rc && counts[i] >= ST_ROOMS_USER_MAX) {
+            *who = i < n ? (long)i : -1;
+            rc = ST_ECONFLICT;
+        }
+    }
+    int64_t now = st_now_us();
+    if (!rc) {
+        /* the record: created, members, creator, name */
+        st_buf_t v = {0};
+        int64_t cnt = (int64_t)total;
+        uint16_t cl = (uint16_t)ol;
+        uint8_t has = name != NULL;
+        st_buf_append(&v, &now, 8);
+        st_buf_append(&v, &cnt, 8);
+        st_buf_append(&v, &cl, 2);
+        st_buf_append(&v, &has, 1);
+        st_buf_append(&v, owner, ol);
+        if (name) st_buf_append(&v, name, nl);
+        uint8_t k[ST__KEY_CAP];
+        rc = st_store_put(r->store, k, st__rkey(k, room, rl), v.data, v.len, wait);
+        st_buf_free(&v);
+    }
+    if (!rc) rc = st__join(r, room, rl, owner, ol, ST_ROOMS_OWNER, now, counts[n], wait);
+    for (size_t i = 0; i < n && !rc; i++)
+        if (!(members[i].n == ol && memcmp(members[i].s, owner, ol) == 0))
+            rc = st__join(r, room, rl, members[i].s, members[i].n, ST_ROOMS_MEMBER, now, counts[i],
+                          wait);
+    free(counts);
+    if (rc) return rc;
+    return st_rooms_get(r, room, rl, out, wait);
+}
+
+int st_rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_name_t *add,
+                    size_t nadd, const st_rooms_name_t *remove, size_t nremove, long *who,
+                    st_buf_t *out, uint64_t *wait)
+{
+    st_room_t rm;
+    *who = -1;
+    int rc = st__room_load(r, room, rl, &rm, NULL, NULL, NULL, NULL, wait);
+    if (rc) return rc;
+    /* what changes, checked before anything is staged */
+    bool *in_add = st_calloc(nadd + 1, sizeof *in_add), *in_rm = st_calloc(nremove + 1, 1);
+    int64_t *counts = st_calloc(nadd + 1, sizeof *counts);
+    int64_t members = rm.members;
+    st_member_t m;
+    for (size_t i = 0; i < nadd && !rc; i++) {
+        rc = st__member_get(r, room, rl, add[i].s, add[i].n, &m, wait);
+        if (rc == ST_OK) continue; /* a member already */
+        if (rc != ST_ENOTFOUND) break;
+        rc = st__user_count(r, add[i].s, add[i].n, &counts[i], wait);
+        if (!rc && counts[i] >= ST_ROOMS_USER_MAX) {
+            *who = (long)i;
+            rc = ST_ECONFLICT;
+        }
+        in_add[i] = true;
+        members++;
+    }
+    for (size_t i = 0; i < nremove && !rc; i++) {
+        rc = st__member_get(r, room, rl, remove[i].s, remove[i].n, &m, wait);
+        if (rc == ST_ENOTFOUND) {
+            rc = ST_OK;
+            continue;
+        }
+        in_rm[i] = true;
+        members--;
+    }
+    if (!rc && members > (int64_t)r->max_members) rc = ST_ECONFLICT;
+    int64_t now = st_now_us();
+    for (size_t i = 0; i < nadd && !rc; i++)
+        if (in_add[i])
+            rc = st__join(r, room, rl, add[i].s, add[i].n, ST_ROOMS_MEMBER, now, counts[i], wait);
+    for (size_t i = 0; i < nremove && !rc; i++)
+        if (in_rm[i]) rc = st__leave(r, room, rl, remove[i].s, remove[i].n, wait);
+    if (!rc && members != rm.members) rc = st__room_count(r, room, rl, members, wait);
+    free(in_add);
+    free(in_rm);
+    free(counts);
+    if (rc) return rc;
+    st_buf_puts(out, "{\"room_id\":");
+    st_buf_append_json_str(out, room, rl);
+    st_buf_printf(out, ",\"members\":%lld}", (long long)members);
+    return ST_OK;
+}
+
+typedef struct {
+    st_buf_t *out;
+    size_t limit, n, pl;
+    bool more;
+    int64_t last_seq;
+    char last[ST_NAME_MAX];
+    size_t last_len;
+} st_mwalk_t;
+
+static int st__walk_member(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_mwalk_t *w = arg;
+    (void)key, (void)klen;
+    if (vlen <= ST__MEMBER_SIZE || vlen > ST__MEMBER_SIZE + ST_NAME_MAX) return 0;
+    if (w->n == w->limit) {
+        w->more = true;
+        return 1;
+    }
+    const uint8_t *p = val;
+    st_member_t m;
+    memcpy(&m.joined_at, p, 8);
+    memcpy(&m.last_read, p + 8, 8);
+    w->last_len = vlen - ST__MEMBER_SIZE;
+    memcpy(w->last, p + ST__MEMBER_SIZE, w->last_len);
+    if (w->n++) st_buf_appendc(w->out, ',');
+    st_buf_puts(w->out, "{\"user\":");
+    st_buf_append_json_str(w->out, w->last, w->last_len);
+    int64_t unread = w->last_seq - m.last_read;
+    st_buf_printf(w->out,
+                  ",\"role\":\"%s\",\"joined_at\":%lld,\"last_read_seq\":%lld,\"unread\":%lld}",
+                  p[16] == ST_ROOMS_OWNER ? "owner" : "member", (long long)m.joined_at,
+                  (long long)m.last_read, (long long)(unread > 0 ? unread : 0));
+    return 0;
+}
+
+int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cursor, size_t clen,
+                     size_t limit, st_buf_t *out, uint64_t *wait)
+{
+    int rc = st_rooms_exists(r, room, rl, wait);
+    st_chat_conv_info_t ci;
+    bool any;
+    if (!rc) rc = st__conv(r, room, rl, &ci, &any, wait);
+    if (rc) return rc;
+    uint8_t pre[ST__KEY_CAP], lo[ST__KEY_CAP + 1];
+    size_t pl = st__pair(pre, ST__KS_MEMBER, room, rl, "", 0), lol = 0;
+    if (cursor) { /* just after the cursor's key */
+        lol = st__pair(lo, ST__KS_MEMBER, room, rl, cursor, clen);
+        lo[lol++] = 0;
+    }
+    st_mwalk_t w = {.out = out, .limit = limit, .pl = pl, .last_seq = ci.last_seq};
+    st_buf_puts(out, "{\"members\":[");
+    rc = st_store_range(r->store, pre, pl, lol ? lo : NULL, lol, NULL, 0, false, st__walk_member,
+                        &w, wait);
+    if (rc < 0) return rc;
+    st_buf_puts(out, "],\"next\":");
+    if (w.more)
+        st_buf_append_json_str(out, w.last, w.last_len);
+    else
+        st_buf_puts(out, "null");
+    st_buf_appendc(out, '}');
+    return ST_OK;
+}
+
+int st_rooms_post(st_rooms_t *r, const char *room, size_t rl, st_message_in_t *m, st_buf_t *out,
+                  uint64_t *wait)
+{
+    int role;
+    int rc = st_rooms_exists(r, room, rl, wait);
+    if (rc) return rc;
+    rc = st_rooms_role(r, room, rl, m->from, m->from_len, &role, wait);
+    if (rc == ST_ENOTFOUND) return ST_EFORBIDDEN; /* from must be a member */
+    if (rc) return rc;
+    char u[ST_CHAT_USER_MAX];
+    m->user = u;
+    m->user_len = st_chat_room_user(u, room, rl);
+    m->conv = room;
+    m->conv_len = rl;
+    st_buf_t tmp = {0};
+    rc = st_chat_post(r->chat, m, &tmp, wait);
+    if (!rc) st_chat_room_json(out, tmp.data, tmp.len);
+    st_buf_free(&tmp);
+    m->user = NULL;
+    return rc;
+}
+
+/* A page of room messages: each renamed on its way into the page (st_chat_messages' walk). */
+typedef struct {
+    st_buf_t *out;
+    size_t n;
+    bool hold;
+    st_buf_t held;
+    ST_VEC(size_t) at;
+} st_rpage_t;
+
+static void st__rpage_add(void *arg, uint64_t msg_id, const char *json, size_t len)
+{
+    st_rpage_t *p = arg;
+    (void)msg_id;
+    if (p->hold) {
+        size_t at = p->held.len;
+        st_chat_room_json(&p->held, json, len);
+        st_vec_push(&p->at, at);
+        st_vec_push(&p->at, p->held.len - at);
+        return;
+    }
+    if (p->n++) st_buf_appendc(p->out, ',');
+    st_chat_room_json(p->out, json, len);
+}
+
+int st_rooms_messages(st_rooms_t *r, const char *room, size_t rl, st_message_query_t *q,
+                      st_buf_t *out, uint64_t *wait)
+{
+    int rc = st_rooms_exists(r, room, rl, wait);
+    if (rc) return rc;
+    char u[ST_CHAT_USER_MAX];
+    size_t ul = st_chat_room_user(u, room, rl);
+    q->conv = room;
+    q->conv_len = rl;
+    st_message_query_t wq = *q;
+    wq.desc = st_chat_walks_back(q);
+    st_rpage_t page = {.out = out, .hold = wq.desc != q->desc};
+    bool more;
+    uint64_t last;
+    st_buf_puts(out, "{\"messages\":[");
+    rc = st_chat_each(r->chat, u, ul, &wq, st__rpage_add, &page, &more, &last, wait);
+    for (size_t i = page.at.n; rc == ST_OK && i > 0; i -= 2) {
+        if (i < page.at.n) st_buf_appendc(out, ',');
+        st_buf_append(out, page.held.data + page.at.v[i - 2], page.at.v[i - 1]);
+    }
+    st_buf_free(&page.held);
+    st_vec_free(&page.at);
+    if (rc) return rc;
+    st_buf_puts(out, "],\"next\":");
+    if (more) {
+        st_buf_appendc(out, '"');
+        st_buf_append_u64(out, last);
+        st_buf_puts(out, "\"}");
+    } else {
+        st_buf_puts(out, "null}");
+    }
+    return ST_OK;
+}
+
+int st_rooms_read(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                  int64_t seq, st_buf_t *out, uint64_t *wait)
+{
+    int rc = st_rooms_exists(r, room, rl, wait);
+    if (rc) return rc;
+    st_member_t m;
+    rc = st__member_get(r, room, rl, user, ul, &m, wait);
+    if (rc == ST_ENOTFOUND) return ST_EFORBIDDEN;
+    st_chat_conv_info_t ci;
+    bool any;
+    if (!rc) rc = st__conv(r, room, rl, &ci, &any, wait);
+    if (rc) return rc;
+    if (seq > ci.last_seq) seq = ci.last_seq; /* nothing past the last message is read */
+    if (seq > m.last_read) {
+        m.last_read = seq;
+        if ((rc = st__member_put(r, room, rl, user, ul, &m, wait))) return rc;
+    }
+    int64_t unread = ci.last_seq - m.last_read;
+    st_buf_puts(out, "{\"room_id\":");
+    st_buf_append_json_str(out, room, rl);
+    st_buf_puts(out, ",\"user\":");
+    st_buf_append_json_str(out, user, ul);
+    st_buf_printf(out, ",\"last_read_seq\":%lld,\"unread\":%lld}", (long long)m.last_read,
+                  (long long)(unread > 0 ? unread : 0));
+    return ST_OK;
+}
+
+/* ---- a user's rooms ---- */
+
+typedef struct {
+    char room[ST_NAME_MAX + 1];
+    size_t rl;
+    int64_t joined_at, updated;
+} st_uroom_t;
+
+typedef ST_VEC(st_uroom_t) st_urooms_t;
+
+static int st__collect_room(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_urooms_t *v = arg;
+    (void)key, (void)klen;
+    if (vlen <= 8 || vlen > 8 + ST_NAME_MAX) return 0; /* the count has 8 bytes */
+    st_uroom_t x = {.rl = vlen - 8};
+    memcpy(&x.joined_at, val, 8);
+    memcpy(x.room, (const uint8_t *)val + 8, x.rl);
+    st_vec_push(v, x);
+    return 0;
+}
+
+static int st__cmp_uroom(const void *a, const void *b)
+{
+    const st_uroom_t *x = a, *y = b;
+    if (x->updated != y->updated) return x->updated > y->updated ? -1 : 1;
+    size_t n = x->rl < y->rl ? x->rl : y->rl;
+    int c = memcmp(x->room, y->room, n);
+    return c ? c : (x->rl > y->rl) - (x->rl < y->rl);
+}
+
+int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cursor, size_t clen,
+                     size_t limit, st_buf_t *out, uint64_t *wait)
+{
+    st_uroom_t cur = {0};
+    if (cursor) {
+        const char *colon = memchr(cursor, ':', clen);
+        if (!colon || st_parse_i64(cursor, (size_t)(colon - cursor), &cur.updated) ||
+            !st_name_valid(colon + 1, clen - (size_t)(colon + 1 - cursor)))
+            return ST_EINVAL;
+        cur.rl = clen - (size_t)(colon + 1 - cursor);
+        memcpy(cur.room, colon + 1, cur.rl);
+    }
+    st_urooms_t v = {0};
+    uint8_t pre[ST__KEY_CAP];
+    size_t pl = st__pair(pre, ST__KS_JOINED, user, ul, "", 0);
+    int rc = st_store_scan(r->store, pre, pl, st__collect_room, &v, wait);
+    /* every room's activity (the hybrid fields); a parked one is waited for after the others
+     * asked for their cold footers too */
+    bool parked = false;
+    for (size_t i = 0; i < v.n && rc >= 0; i++) {
+        st_chat_conv_info_t ci;
+        bool any;
+        st_room_t rm = {0, 0};
+        int rc2 = st__conv(r, v.v[i].room, v.v[i].rl, &ci, &any, wait);
+        if (rc2 == ST_EPARKED) {
+            parked = true;
+            continue;
+        }
+        if (rc2 == ST_OK && !any)
+            rc2 = st__room_load(r, v.v[i].room, v.v[i].rl, &rm, NULL, NULL, NULL, NULL, wait);
+        if (rc2 == ST_ENOTFOUND)
+            rm.created = 0;
+        else if (rc2) {
+            rc = rc2;
+            break;
+        }
+        v.v[i].updated = any ? ci.updated : rm.created;
+    }
+    if (rc >= 0 && parked) rc = ST_EPARKED;
+    if (rc < 0) {
+        st_vec_free(&v);
+        return rc;
+    }
+    if (v.n) qsort(v.v, v.n, sizeof *v.v, st__cmp_uroom);
+    size_t i = 0, shown = 0;
+    if (cursor)
+        while (i < v.n && st__cmp_uroom(&v.v[i], &cur) <= 0)
+            i++;
+    st_buf_puts(out, "{\"rooms\":[");
+    for (; i < v.n && shown < limit && rc >= 0; i++, shown++) {
+        st_uroom_t *x = &v.v[i];
+        st_chat_conv_info_t ci;
+        bool any;
+        st_room_t rm = {0, 0};
+        const char *name = NULL;
+        size_t nl = 0;
+        char nm[ST_ROOMS_NAME_MAX + 1];
+        rc = st__room_load(r, x->room, x->rl, &rm, NULL, NULL, &name, &nl, wait);
+        if (rc == ST_ENOTFOUND) {
+            rc = ST_OK;
+            name = NULL;
+        }
+        bool has_name = name && nl < sizeof nm;
+        if (has_name) memcpy(nm, name, nl);
+        if (rc >= 0) rc = st__conv(r, x->room, x->rl, &ci, &any, wait);
+        if (rc < 0) break;
+        if (shown) st_buf_appendc(out, ',');
+        st_buf_puts(out, "{\"room_id\":");
+        st_buf_append_json_str(out, x->room, x->rl);
+        st_buf_puts(out, ",\"name\":");
+        if (has_name)
+            st_buf_append_json_str(out, nm, nl);
+        else
+            st_buf_puts(out, "null");
+        st_buf_printf(out, ",\"joined_at\":%lld,\"last_msg_id\":", (long long)x->joined_at);
+        st__id_or_null(out, ci.last_msg_id);
+        /* unread from the member's marker */
+        st_member_t m = {0};
+        int rc3 = st__member_get(r, x->room, x->rl, user, ul, &m, wait);
+        if (rc3 && rc3 != ST_ENOTFOUND) {
+            rc = rc3;
+            break;
+        }
+        int64_t unread = ci.last_seq - m.last_read;
+        st_buf_printf(out, ",\"updated\":%lld,\"total_messages\":%lld,\"unread\":%lld}",
+                      (long long)x->updated, (long long)ci.total_messages,
+                      (long long)(unread > 0 ? unread : 0));
+    }
+    if (rc >= 0) {
+        st_buf_puts(out, "],\"next\":");
+        if (i < v.n && shown == limit) {
+            st_buf_t c = {0};
+            st_buf_printf(&c, "%lld:", (long long)v.v[i - 1].updated);
+            st_buf_append(&c, v.v[i - 1].room, v.v[i - 1].rl);
+            st_buf_append_json_str(out, c.data, c.len);
+            st_buf_free(&c);
+        } else {
+            st_buf_puts(out, "null");
+        }
+        st_buf_appendc(out, '}');
+        rc = ST_OK;
+    }
+    st_vec_free(&v);
+    return rc;
+}
