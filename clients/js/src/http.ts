@@ -71,8 +71,11 @@ export class StrataNetworkError extends Error {
   }
 }
 
+/** Every write (POST, PATCH, DELETE) carries an Idempotency-Key its retries reuse. */
+export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
+
 export interface RequestOptions {
-  query?: Record<string, string | number | undefined>;
+  query?: Record<string, string | number | boolean | undefined>;
   body?: unknown;
   /** POST only: defaults to a fresh random key, reused by every retry of this call */
   idempotencyKey?: string;
@@ -165,10 +168,10 @@ export class HttpCore {
     return `${this.base}${path}${q ? `?${q}` : ''}`;
   }
 
-  async request<T>(method: 'GET' | 'POST', path: string, o: RequestOptions = {}): Promise<T> {
+  async request<T>(method: Method, path: string, o: RequestOptions = {}): Promise<T> {
     const doFetch = this.opts.fetch ?? globalThis.fetch.bind(globalThis);
     const retries = this.opts.retries ?? 4;
-    const key = method === 'POST' ? (o.idempotencyKey ?? randomKey()) : undefined;
+    const key = method !== 'GET' ? (o.idempotencyKey ?? randomKey()) : undefined;
     const body = o.body === undefined ? undefined : JSON.stringify(o.body);
     let url = this.url(path, o.query);
     let attempt = 0;

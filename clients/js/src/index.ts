@@ -7,7 +7,7 @@
 //   const db = new Strata({ baseUrl: 'http://127.0.0.1:8080', token, refreshToken });
 //   await db.postMessage('alice', { conversation_id: 'c1', from: 'alice', content: 'hi' });
 //   const s = db.stream({ topic: 'messages', user: 'alice' }, { onMessage: (m) => show(m) });
-import { HttpCore, enc, type ClientOptions, type RequestOptions, type WebSocketConstructor } from './http.js';
+import { HttpCore, enc, type ClientOptions, type Method, type RequestOptions, type WebSocketConstructor } from './http.js';
 import { Stream, type StreamHandlers, type StreamOptions } from './stream.js';
 import type {
   Booking,
@@ -22,6 +22,11 @@ import type {
   BookingPage,
   EventState,
   Health,
+  DeletedQuery,
+  Erasure,
+  ErasureStatus,
+  Message,
+  MessageEdit,
   MessageIn,
   MessagePage,
   MessagePosted,
@@ -30,6 +35,7 @@ import type {
   Room,
   RoomIn,
   RoomMemberPage,
+  RoomMessage,
   RoomMessageIn,
   RoomMessagePage,
   RoomMessagePosted,
@@ -47,7 +53,7 @@ import type {
 
 export * from './types.js';
 export { StrataError, StrataNetworkError, fullJitter, tokenTtl } from './http.js';
-export type { Backoff, ClientOptions, TokenSource, WebSocketConstructor, WebSocketLike } from './http.js';
+export type { Backoff, ClientOptions, Method, TokenSource, WebSocketConstructor, WebSocketLike } from './http.js';
 export { Stream } from './stream.js';
 export type { StreamHandlers, StreamOptions, StreamState } from './stream.js';
 
@@ -77,7 +83,7 @@ export class Strata {
   }
 
   /** Any route: for what this class does not cover yet. */
-  request<T>(method: 'GET' | 'POST', path: string, o?: RequestOptions): Promise<T> {
+  request<T>(method: Method, path: string, o?: RequestOptions): Promise<T> {
     return this.core.request<T>(method, path, o);
   }
 
@@ -86,6 +92,9 @@ export class Strata {
   }
   private post<T>(path: string, body: unknown, o: WriteOptions = {}, query?: RequestOptions['query']): Promise<T> {
     return this.core.request<T>('POST', path, { body, query, ...o });
+  }
+  private write<T>(method: 'PATCH' | 'DELETE', path: string, body: unknown, o: WriteOptions = {}): Promise<T> {
+    return this.core.request<T>(method, path, { body, ...o });
   }
 
   // ---- counters and sequences (SPEC §1) ----
@@ -109,7 +118,7 @@ export class Strata {
   postMessage(user: string, m: MessageIn, o?: WriteOptions): Promise<MessagePosted> {
     return this.post(`/v1/users/${enc(user)}/messages`, m, o);
   }
-  messages(user: string, q: MessageQuery = {}, o?: ReadOptions): Promise<MessagePage> {
+  messages(user: string, q: MessageQuery & DeletedQuery = {}, o?: ReadOptions): Promise<MessagePage> {
     return this.get(`/v1/users/${enc(user)}/messages`, { ...q }, o);
   }
   conversations(user: string, q: PageQuery = {}, o?: ReadOptions): Promise<ConversationPage> {
@@ -120,6 +129,33 @@ export class Strata {
   }
   stats(user: string, o?: ReadOptions): Promise<UserStats> {
     return this.get(`/v1/users/${enc(user)}/stats`, undefined, o);
+  }
+
+  // ---- edits, deletes and erasure (SPEC §2.2) ----
+  /** New content and/or metadata; earlier versions go to edit_history. A tombstone → 409. */
+  editMessage(user: string, msgId: string, e: MessageEdit, o?: WriteOptions): Promise<Message> {
+    return this.write('PATCH', `/v1/users/${enc(user)}/messages/${enc(msgId)}`, e, o);
+  }
+  /** Leaves a tombstone (seq stays gapless); deleting again answers the same tombstone. */
+  deleteMessage(user: string, msgId: string, o?: WriteOptions): Promise<Message> {
+    return this.write('DELETE', `/v1/users/${enc(user)}/messages/${enc(msgId)}`, undefined, o);
+  }
+  deleteConversation(user: string, conversationId: string, o?: WriteOptions): Promise<{ deleted: number }> {
+    return this.write('DELETE', `/v1/users/${enc(user)}/conversations/${enc(conversationId)}`, undefined, o);
+  }
+  /** Erases a user (GDPR art. 17): gone from answers at once, from storage within --erase-within. */
+  eraseUser(user: string, o?: WriteOptions): Promise<Erasure> {
+    return this.write('DELETE', `/v1/users/${enc(user)}`, undefined, o);
+  }
+  erasure(erasureId: string, o?: ReadOptions): Promise<ErasureStatus> {
+    return this.get(`/v1/admin/erasures/${enc(erasureId)}`, undefined, o);
+  }
+  /** A room message's author, a room owner or an admin edits and deletes it. */
+  editRoomMessage(roomId: string, msgId: string, e: MessageEdit, o?: WriteOptions): Promise<RoomMessage> {
+    return this.write('PATCH', `/v1/rooms/${enc(roomId)}/messages/${enc(msgId)}`, e, o);
+  }
+  deleteRoomMessage(roomId: string, msgId: string, o?: WriteOptions): Promise<RoomMessage> {
+    return this.write('DELETE', `/v1/rooms/${enc(roomId)}/messages/${enc(msgId)}`, undefined, o);
   }
 
   // ---- rooms (SPEC §2.1) ----
@@ -140,7 +176,7 @@ export class Strata {
   postRoomMessage(roomId: string, m: RoomMessageIn, o?: WriteOptions): Promise<RoomMessagePosted> {
     return this.post(`/v1/rooms/${enc(roomId)}/messages`, m, o);
   }
-  roomMessages(roomId: string, q: RoomMessageQuery = {}, o?: ReadOptions): Promise<RoomMessagePage> {
+  roomMessages(roomId: string, q: RoomMessageQuery & DeletedQuery = {}, o?: ReadOptions): Promise<RoomMessagePage> {
     return this.get(`/v1/rooms/${enc(roomId)}/messages`, { ...q }, o);
   }
   /** last_read_seq only moves forward. */

@@ -9,14 +9,20 @@
 // SPEC §3); without it, it starts live: the newest msg_id at the start (one GET) is where it
 // resumes from should it drop before its first message.
 import { StrataError, enc, fullJitter, tokenTtl, type Backoff, type HttpCore, type WebSocketConstructor, type WebSocketLike } from './http.js';
-import type { EventState, Id64, Message, MessagePage, SeatsChange, ServerFrame, StreamErrorFrame, StreamTopic } from './types.js';
+import type { EventState, Id64, Message, MessagePage, RoomMessage, SeatsChange, ServerFrame, StreamErrorFrame, StreamTopic } from './types.js';
 
 export type StreamState = 'connecting' | 'open' | 'reconnecting' | 'closed';
 
 export interface StreamHandlers {
   /** messages topic: each message once, in msg_id order (replayed when `after` was given, then live) */
   onMessage?(m: Message): void;
-  /** messages topic: the replay of what was already there is complete */
+  /** room topic: each message once, in msg_id order, as onMessage */
+  onRoomMessage?(m: RoomMessage): void;
+  /** messages and room topics: a message was edited or deleted (its new state; SPEC §2.2) */
+  onEdit?(change: 'edited' | 'deleted', m: Message | RoomMessage): void;
+  /** room topic: a member was added or removed */
+  onMember?(m: { room_id: string; user: string; change: string }): void;
+  /** messages and room topics: the replay of what was already there is complete */
   onReplayDone?(): void;
   /** seats topic: the event's whole state, on every (re)subscribe */
   onSnapshot?(e: EventState): void;
@@ -38,6 +44,7 @@ const FINAL = new Set(['not_found', 'forbidden', 'invalid_argument', 'unauthenti
 
 function routeOf(t: StreamTopic): string {
   if (t.topic === 'messages') return `user:${t.user}`;
+  if (t.topic === 'room') return `room:${t.room_id}`;
   if (t.topic === 'seats') return `event:${t.event_id}`;
   return `counter:${t.name}`;
 }
@@ -66,7 +73,7 @@ export class Stream {
       this.readyReject = reject;
     });
     this.ready.catch(() => undefined); // callers that never await it see onError instead
-    if (topic.topic === 'messages' && topic.after != null) this.last = BigInt(topic.after);
+    if ((topic.topic === 'messages' || topic.topic === 'room') && topic.after != null) this.last = BigInt(topic.after);
     void this.connect();
   }
 
@@ -109,7 +116,7 @@ export class Stream {
     this.ws = ws;
     ws.onopen = () => {
       const sub: Record<string, unknown> = { type: 'subscribe', id: 's', ...this.topic };
-      if (this.topic.topic === 'messages' && this.last !== undefined) sub.after = this.last.toString();
+      if ((this.topic.topic === 'messages' || this.topic.topic === 'room') && this.last !== undefined) sub.after = this.last.toString();
       ws.send(JSON.stringify(sub));
     };
     ws.onmessage = (ev) => this.frame(ev.data);
@@ -130,10 +137,11 @@ export class Stream {
    * it cannot go on now (a retry is scheduled, or the stream was refused and closed). */
   private async startLive(): Promise<boolean> {
     const t = this.topic;
-    if (t.topic !== 'messages' || this.last !== undefined) return true;
+    if ((t.topic !== 'messages' && t.topic !== 'room') || this.last !== undefined) return true;
     try {
-      const q = { order: 'desc', limit: 1, conversation_id: t.conversation_id };
-      const page = await this.core.request<MessagePage>('GET', `/v1/users/${enc(t.user)}/messages`, { query: q });
+      const page = t.topic === 'room'
+        ? await this.core.request<MessagePage>('GET', `/v1/rooms/${enc(t.room_id)}/messages`, { query: { order: 'desc', limit: 1 } })
+        : await this.core.request<MessagePage>('GET', `/v1/users/${enc(t.user)}/messages`, { query: { order: 'desc', limit: 1, conversation_id: t.conversation_id } });
       this.last ??= page.messages[0] ? BigInt(page.messages[0].msg_id) : 0n;
       return !this.stopped;
     } catch (e) {
@@ -170,9 +178,17 @@ export class Stream {
         const id = BigInt(f.message.msg_id);
         if (this.last !== undefined && id <= this.last) return; // already delivered
         this.last = id;
-        this.h.onMessage?.(f.message);
+        if ('room_id' in f.message) this.h.onRoomMessage?.(f.message);
+        else this.h.onMessage?.(f.message);
         break;
       }
+      case 'message_edited':
+      case 'message_deleted':
+        this.h.onEdit?.(f.type === 'message_edited' ? 'edited' : 'deleted', f.message);
+        break;
+      case 'room_member':
+        this.h.onMember?.({ room_id: f.room_id, user: f.user, change: f.change });
+        break;
       case 'replay_done':
         this.h.onReplayDone?.();
         break;

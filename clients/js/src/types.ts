@@ -36,14 +36,43 @@ export interface MessagePosted {
   seq: number;
   timestamp: Micros;
 }
+/** One earlier version of an edited message (SPEC §2.2), oldest first. */
+export interface MessageVersion {
+  content: string | null;
+  metadata: Record<string, unknown> | null;
+  edited_at: Micros | null;
+}
 export interface Message {
   msg_id: Id64;
   conversation_id: string;
   from: string;
   timestamp: Micros;
   seq: number;
-  content: string;
+  /** null once deleted (a tombstone keeps its place so seq stays gapless) */
+  content: string | null;
   metadata: Record<string, unknown> | null;
+  /** set by an edit (SPEC §2.2) */
+  edited_at?: Micros | null;
+  edit_history?: MessageVersion[];
+  /** set on a tombstone */
+  deleted_at?: Micros | null;
+}
+/** PATCH of a message: new content and/or metadata. */
+export interface MessageEdit {
+  content?: string;
+  metadata?: Record<string, unknown> | null;
+}
+/** Listings of messages may hide tombstones (SPEC §2.2). */
+export interface DeletedQuery {
+  include_deleted?: boolean;
+}
+export interface Erasure {
+  erasure_id: string;
+}
+export interface ErasureStatus {
+  erasure_id?: string;
+  status: 'pending' | 'done';
+  [k: string]: unknown;
 }
 export interface Page {
   /** Pass back as `cursor` for the next page; null on the last page. */
@@ -270,6 +299,7 @@ export type StreamTopic =
   /** after: replay every message with a greater msg_id ("0": all of them), then go live;
    * without it the stream is live only */
   | { topic: 'messages'; user: string; conversation_id?: string; after?: Id64 }
+  | { topic: 'room'; room_id: string; after?: Id64 }
   | { topic: 'seats'; event_id: string }
   | { topic: 'counter'; name: string };
 
@@ -289,7 +319,11 @@ export interface StreamErrorFrame {
 }
 export type ServerFrame =
   | { type: 'subscribed' | 'replay_done'; id: string }
-  | { type: 'message'; id: string; message: Message }
+  | { type: 'message'; id: string; message: Message | RoomMessage }
+  /** an edit or a delete of a message (SPEC §2.2): its new state */
+  | { type: 'message_edited' | 'message_deleted'; id: string; message: Message | RoomMessage }
+  /** a room's membership changed (SPEC §3) */
+  | { type: 'room_member'; id: string; room_id: string; user: string; change: string }
   | { type: 'seats'; id: string; event_id: string; snapshot: EventState }
   | ({ type: 'seats'; id: string; snapshot?: undefined } & SeatsChange)
   /** exists: on the first frame of a subscription; false for a counter never written */

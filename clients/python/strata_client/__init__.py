@@ -13,9 +13,12 @@ from .chat_history import ChatMessage, StrataChatMessageHistory
 from .client import AsyncStrata, Strata
 from .errors import StrataError, StrataNetworkError
 from .stream import (
+    ChangeHook,
     CounterStream,
+    MemberHook,
     CounterValue,
     MessageStream,
+    RoomStream,
     SeatChange,
     SeatsEvent,
     SeatsSnapshot,
@@ -31,9 +34,12 @@ __all__ = [
     "Backoff",
     "Call",
     "ChatMessage",
+    "ChangeHook",
     "CounterStream",
     "CounterValue",
+    "MemberHook",
     "MessageStream",
+    "RoomStream",
     "SeatChange",
     "SeatsEvent",
     "SeatsSnapshot",

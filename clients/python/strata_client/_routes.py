@@ -11,30 +11,35 @@ from .types import (
     BookingPage,
     ClusterState,
     Conversation,
+    ConversationDeleted,
     ConversationPage,
     Counter,
     DistinctResult,
+    Erasure,
+    ErasureStatus,
     EventIn,
     EventPage,
     EventState,
     Flushing,
     Health,
+    Message,
     MessagePage,
     MessagePosted,
     Order,
     ReconcilePass,
     Reconciled,
+    Room,
+    RoomMemberPage,
+    RoomMembers,
+    RoomMessage,
+    RoomMessagePage,
+    RoomMessagePosted,
+    RoomRead,
     SeatMapBitmap,
     SeatMapJson,
     SeatsChangeIn,
     Sequence,
     SequenceRange,
-    Room,
-    RoomMemberPage,
-    RoomMembers,
-    RoomMessagePage,
-    RoomMessagePosted,
-    RoomRead,
     UserRoomPage,
     UserStats,
 )
@@ -76,12 +81,52 @@ def post_message(user: str, conversation_id: str, from_: str, content: str,
     return call("POST", f"/v1/users/{_name('user', user)}/messages", body=body)
 
 
+def _deleted(include_deleted: Optional[bool]) -> Optional[str]:
+    return None if include_deleted is None else ("true" if include_deleted else "false")
+
+
 def messages(user: str, conversation_id: Optional[str], after: Optional[str],
              before: Optional[str], limit: Optional[int], order: Optional[Order],
-             cursor: Optional[str]) -> Call[MessagePage]:
+             cursor: Optional[str], include_deleted: Optional[bool] = None) -> Call[MessagePage]:
     return call("GET", f"/v1/users/{_name('user', user)}/messages",
                 query={"conversation_id": conversation_id, "after": after, "before": before,
-                       "limit": limit, "order": order, "cursor": cursor})
+                       "limit": limit, "order": order, "cursor": cursor,
+                       "include_deleted": _deleted(include_deleted)})
+
+
+# ---- edits, deletes and erasure (SPEC §2.2) ----
+def _edit_body(content: Optional[str], metadata: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    body: Dict[str, Any] = {}
+    if content is not None:
+        body["content"] = content
+    if metadata is not None:
+        body["metadata"] = metadata
+    if not body:
+        raise ValueError("an edit needs content or metadata")
+    return body
+
+
+def edit_message(user: str, msg_id: str, content: Optional[str],
+                 metadata: Optional[Dict[str, Any]]) -> Call[Message]:
+    return call("PATCH", f"/v1/users/{_name('user', user)}/messages/{_name('msg_id', msg_id)}",
+                body=_edit_body(content, metadata))
+
+
+def delete_message(user: str, msg_id: str) -> Call[Message]:
+    return call("DELETE", f"/v1/users/{_name('user', user)}/messages/{_name('msg_id', msg_id)}")
+
+
+def delete_conversation(user: str, conversation_id: str) -> Call[ConversationDeleted]:
+    return call("DELETE", f"/v1/users/{_name('user', user)}/conversations/"
+                f"{_name('conversation_id', conversation_id)}")
+
+
+def erase_user(user: str) -> Call[Erasure]:
+    return call("DELETE", f"/v1/users/{_name('user', user)}")
+
+
+def erasure(erasure_id: str) -> Call[ErasureStatus]:
+    return call("GET", f"/v1/admin/erasures/{_name('erasure_id', erasure_id)}")
 
 
 def conversations(user: str, limit: Optional[int], cursor: Optional[str]) -> Call[ConversationPage]:
@@ -137,10 +182,22 @@ def post_room_message(room_id: str, from_: str, content: str,
 
 def room_messages(room_id: str, after: Optional[str], before: Optional[str],
                   limit: Optional[int], order: Optional[Order],
-                  cursor: Optional[str]) -> Call[RoomMessagePage]:
+                  cursor: Optional[str],
+                  include_deleted: Optional[bool] = None) -> Call[RoomMessagePage]:
     return call("GET", f"/v1/rooms/{_name('room_id', room_id)}/messages",
                 query={"after": after, "before": before, "limit": limit, "order": order,
-                       "cursor": cursor})
+                       "cursor": cursor, "include_deleted": _deleted(include_deleted)})
+
+
+def edit_room_message(room_id: str, msg_id: str, content: Optional[str],
+                      metadata: Optional[Dict[str, Any]]) -> Call[RoomMessage]:
+    return call("PATCH", f"/v1/rooms/{_name('room_id', room_id)}/messages/"
+                f"{_name('msg_id', msg_id)}", body=_edit_body(content, metadata))
+
+
+def delete_room_message(room_id: str, msg_id: str) -> Call[RoomMessage]:
+    return call("DELETE", f"/v1/rooms/{_name('room_id', room_id)}/messages/"
+                f"{_name('msg_id', msg_id)}")
 
 
 def mark_read(room_id: str, user: str, seq: int) -> Call[RoomRead]:

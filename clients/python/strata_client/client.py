@@ -23,16 +23,27 @@ import httpx
 
 from . import _routes as R
 from ._core import AsyncCore, AsyncTokenSource, Backoff, Call, Options, SyncCore, T, TokenSource
-from .stream import CounterStream, MessageStream, SeatsStream, StateHook
+from .stream import (
+    ChangeHook,
+    CounterStream,
+    MemberHook,
+    MessageStream,
+    RoomStream,
+    SeatsStream,
+    StateHook,
+)
 from .types import (
     Booking,
     BookingIn,
     BookingPage,
     ClusterState,
     Conversation,
+    ConversationDeleted,
     ConversationPage,
     Counter,
     DistinctResult,
+    Erasure,
+    ErasureStatus,
     EventIn,
     EventPage,
     EventState,
@@ -44,17 +55,18 @@ from .types import (
     Order,
     ReconcilePass,
     Reconciled,
+    Room,
+    RoomMemberPage,
+    RoomMembers,
+    RoomMessage,
+    RoomMessagePage,
+    RoomMessagePosted,
+    RoomRead,
     SeatMapBitmap,
     SeatMapJson,
     SeatsChangeIn,
     Sequence,
     SequenceRange,
-    Room,
-    RoomMemberPage,
-    RoomMembers,
-    RoomMessagePage,
-    RoomMessagePosted,
-    RoomRead,
     UserRoomPage,
     UserStats,
 )
@@ -137,9 +149,11 @@ class Strata:
     def messages(self, user: str, *, conversation_id: Optional[str] = None,
                  after: Optional[str] = None, before: Optional[str] = None,
                  limit: Optional[int] = None, order: Optional[Order] = None,
-                 cursor: Optional[str] = None) -> MessagePage:
+                 cursor: Optional[str] = None,
+                 include_deleted: Optional[bool] = None) -> MessagePage:
         return self._core.request(
-            R.messages(user, conversation_id, after, before, limit, order, cursor))
+            R.messages(user, conversation_id, after, before, limit, order, cursor,
+                       include_deleted))
 
     def iter_messages(self, user: str, *, conversation_id: Optional[str] = None,
                       after: Optional[str] = None, before: Optional[str] = None,
@@ -163,6 +177,40 @@ class Strata:
 
     def stats(self, user: str) -> UserStats:
         return self._core.request(R.stats(user))
+
+    # ---- edits, deletes and erasure (SPEC §2.2) ----
+    def edit_message(self, user: str, msg_id: str, *, content: Optional[str] = None,
+                           metadata: Optional[Dict[str, Any]] = None,
+                           idempotency_key: Optional[str] = None) -> Message:
+        """New content and/or metadata (SPEC §2.2); earlier versions go to ``edit_history``."""
+        return self._core.request(R.edit_message(user, msg_id, content, metadata), idempotency_key)
+
+    def delete_message(self, user: str, msg_id: str, *,
+                             idempotency_key: Optional[str] = None) -> Message:
+        """Leaves a tombstone (``seq`` stays gapless); deleting again answers the same one."""
+        return self._core.request(R.delete_message(user, msg_id), idempotency_key)
+
+    def delete_conversation(self, user: str, conversation_id: str, *,
+                                  idempotency_key: Optional[str] = None) -> ConversationDeleted:
+        return self._core.request(R.delete_conversation(user, conversation_id), idempotency_key)
+
+    def erase_user(self, user: str, *, idempotency_key: Optional[str] = None) -> Erasure:
+        """Erases a user (GDPR art. 17): gone from every answer at once, from storage within
+        --erase-within; poll :meth:`erasure` for ``done``."""
+        return self._core.request(R.erase_user(user), idempotency_key)
+
+    def erasure(self, erasure_id: str) -> ErasureStatus:
+        return self._core.request(R.erasure(erasure_id))
+
+    def edit_room_message(self, room_id: str, msg_id: str, *, content: Optional[str] = None,
+                                metadata: Optional[Dict[str, Any]] = None,
+                                idempotency_key: Optional[str] = None) -> RoomMessage:
+        """The author, a room owner or an admin edits a room's message."""
+        return self._core.request(R.edit_room_message(room_id, msg_id, content, metadata), idempotency_key)
+
+    def delete_room_message(self, room_id: str, msg_id: str, *,
+                                  idempotency_key: Optional[str] = None) -> RoomMessage:
+        return self._core.request(R.delete_room_message(room_id, msg_id), idempotency_key)
 
     # ---- rooms (SPEC §2.1) ----
     def create_room(self, room_id: str, members: List[str], *, name: Optional[str] = None,
@@ -191,8 +239,10 @@ class Strata:
     def room_messages(self, room_id: str, *, after: Optional[str] = None,
                       before: Optional[str] = None, limit: Optional[int] = None,
                       order: Optional[Order] = None,
-                      cursor: Optional[str] = None) -> RoomMessagePage:
-        return self._core.request(R.room_messages(room_id, after, before, limit, order, cursor))
+                      cursor: Optional[str] = None,
+                      include_deleted: Optional[bool] = None) -> RoomMessagePage:
+        return self._core.request(R.room_messages(room_id, after, before, limit, order, cursor,
+                            include_deleted))
 
     def mark_read(self, room_id: str, user: str, seq: int, *,
                   idempotency_key: Optional[str] = None) -> RoomRead:
@@ -353,9 +403,11 @@ class AsyncStrata:
     async def messages(self, user: str, *, conversation_id: Optional[str] = None,
                        after: Optional[str] = None, before: Optional[str] = None,
                        limit: Optional[int] = None, order: Optional[Order] = None,
-                       cursor: Optional[str] = None) -> MessagePage:
+                       cursor: Optional[str] = None,
+                       include_deleted: Optional[bool] = None) -> MessagePage:
         return await self._core.request(
-            R.messages(user, conversation_id, after, before, limit, order, cursor))
+            R.messages(user, conversation_id, after, before, limit, order, cursor,
+                       include_deleted))
 
     async def iter_messages(self, user: str, *, conversation_id: Optional[str] = None,
                             after: Optional[str] = None, before: Optional[str] = None,
@@ -382,6 +434,40 @@ class AsyncStrata:
 
     async def stats(self, user: str) -> UserStats:
         return await self._core.request(R.stats(user))
+
+    # ---- edits, deletes and erasure (SPEC §2.2) ----
+    async def edit_message(self, user: str, msg_id: str, *, content: Optional[str] = None,
+                                 metadata: Optional[Dict[str, Any]] = None,
+                                 idempotency_key: Optional[str] = None) -> Message:
+        """New content and/or metadata (SPEC §2.2); earlier versions go to ``edit_history``."""
+        return await self._core.request(R.edit_message(user, msg_id, content, metadata), idempotency_key)
+
+    async def delete_message(self, user: str, msg_id: str, *,
+                                   idempotency_key: Optional[str] = None) -> Message:
+        """Leaves a tombstone (``seq`` stays gapless); deleting again answers the same one."""
+        return await self._core.request(R.delete_message(user, msg_id), idempotency_key)
+
+    async def delete_conversation(self, user: str, conversation_id: str, *,
+                                        idempotency_key: Optional[str] = None) -> ConversationDeleted:
+        return await self._core.request(R.delete_conversation(user, conversation_id), idempotency_key)
+
+    async def erase_user(self, user: str, *, idempotency_key: Optional[str] = None) -> Erasure:
+        """Erases a user (GDPR art. 17): gone from every answer at once, from storage within
+        --erase-within; poll :meth:`erasure` for ``done``."""
+        return await self._core.request(R.erase_user(user), idempotency_key)
+
+    async def erasure(self, erasure_id: str) -> ErasureStatus:
+        return await self._core.request(R.erasure(erasure_id))
+
+    async def edit_room_message(self, room_id: str, msg_id: str, *, content: Optional[str] = None,
+                                      metadata: Optional[Dict[str, Any]] = None,
+                                      idempotency_key: Optional[str] = None) -> RoomMessage:
+        """The author, a room owner or an admin edits a room's message."""
+        return await self._core.request(R.edit_room_message(room_id, msg_id, content, metadata), idempotency_key)
+
+    async def delete_room_message(self, room_id: str, msg_id: str, *,
+                                        idempotency_key: Optional[str] = None) -> RoomMessage:
+        return await self._core.request(R.delete_room_message(room_id, msg_id), idempotency_key)
 
     # ---- rooms (SPEC §2.1) ----
     async def create_room(self, room_id: str, members: List[str], *, name: Optional[str] = None,
@@ -410,8 +496,10 @@ class AsyncStrata:
     async def room_messages(self, room_id: str, *, after: Optional[str] = None,
                       before: Optional[str] = None, limit: Optional[int] = None,
                       order: Optional[Order] = None,
-                      cursor: Optional[str] = None) -> RoomMessagePage:
-        return await self._core.request(R.room_messages(room_id, after, before, limit, order, cursor))
+                      cursor: Optional[str] = None,
+                            include_deleted: Optional[bool] = None) -> RoomMessagePage:
+        return await self._core.request(R.room_messages(room_id, after, before, limit, order, cursor,
+                            include_deleted))
 
     async def mark_read(self, room_id: str, user: str, seq: int, *,
                   idempotency_key: Optional[str] = None) -> RoomRead:
@@ -512,15 +600,26 @@ class AsyncStrata:
     # ---- live streams (SPEC §3) ----
     def stream_messages(self, user: str, *, conversation_id: Optional[str] = None,
                         after: Optional[str] = None,
-                        on_state: Optional[StateHook] = None) -> MessageStream:
+                        on_state: Optional[StateHook] = None,
+                        on_change: Optional[ChangeHook] = None) -> MessageStream:
         """A user's messages as an async iterator: each message once, in msg_id order.
 
         ``after=None``: only messages posted from now on (the client reads the newest msg_id
         first and resumes after it, so this holds on every server version); ``after="0"``: the
         whole history, then live; ``after=ID``: everything after that message. It reconnects by
-        itself and resumes after the last message it yielded.
+        itself and resumes after the last message it yielded. ``on_change`` hears of edits and
+        deletes ("edited"/"deleted", the message's new state).
         """
-        return MessageStream(self._core, user, conversation_id, after, on_state)
+        return MessageStream(self._core, user, conversation_id, after, on_state, on_change)
+
+    def stream_room(self, room_id: str, *, after: Optional[str] = None,
+                    on_state: Optional[StateHook] = None,
+                    on_change: Optional[ChangeHook] = None,
+                    on_member: Optional[MemberHook] = None) -> RoomStream:
+        """A room's messages as an async iterator, as :meth:`stream_messages` (``after`` alike);
+        ``on_member(user, change)`` hears of membership changes. It ends with a 403
+        :class:`StrataError` once the reader is removed from the room."""
+        return RoomStream(self._core, room_id, after, on_state, on_change, on_member)
 
     def stream_seats(self, event_id: str, *, on_state: Optional[StateHook] = None) -> SeatsStream:
         """An event's seats: a :class:`SeatsSnapshot` on every (re)subscribe, then changes."""

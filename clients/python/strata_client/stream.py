@@ -38,7 +38,7 @@ from websockets.legacy.client import WebSocketClientProtocol, connect
 from . import _routes as R
 from ._core import AsyncCore, full_jitter, token_ttl, url_of
 from .errors import StrataError
-from .types import EventState, Message, SeatStats
+from .types import EventState, Message, RoomMessage, SeatStats
 
 Y = TypeVar("Y")
 
@@ -58,6 +58,13 @@ class StateDetail:
 
 StateHook = Callable[[str, StateDetail], None]
 """Called with "connecting", "open", "reconnecting" or "closed"."""
+
+ChangeHook = Callable[[str, Dict[str, Any]], None]
+"""Called with "edited" or "deleted" and the message's new state (SPEC §2.2): an edit or delete of
+a message the stream may already have yielded (a replay yields each message as it is now)."""
+
+MemberHook = Callable[[str, str], None]
+"""A room's membership changed: called with the user and the change ("added", "removed")."""
 
 
 @dataclass(frozen=True)
@@ -278,15 +285,18 @@ def _parse(raw: Any) -> Optional[Dict[str, Any]]:
     return cast(Dict[str, Any], f) if isinstance(f, dict) else None
 
 
-class MessageStream(_Stream[Message]):
-    """A user's messages (optionally one conversation's), each yielded once in msg_id order."""
+M = TypeVar("M", Message, RoomMessage)
 
-    def __init__(self, core: AsyncCore, user: str, conversation_id: Optional[str],
-                 after: Optional[str], on_state: Optional[StateHook]) -> None:
-        super().__init__(core, f"user:{user}", on_state)
-        self.user = user
-        self.conversation_id = conversation_id
+
+class _Messages(_Stream[M]):
+    """What a user's and a room's message streams share: resume after the last msg_id yielded,
+    edits and deletes to a hook."""
+
+    def __init__(self, core: AsyncCore, route: str, after: Optional[str],
+                 on_state: Optional[StateHook], on_change: Optional[ChangeHook]) -> None:
+        super().__init__(core, route, on_state)
         self._last: Optional[int] = int(after) if after is not None else None
+        self._on_change = on_change
         self.replay_done = asyncio.Event()
         """set once the replay of what was already there is complete (first subscription)"""
 
@@ -294,6 +304,66 @@ class MessageStream(_Stream[Message]):
     def last_msg_id(self) -> Optional[str]:
         """The last msg_id yielded (or where the stream starts)."""
         return None if self._last is None else str(self._last)
+
+    def _frame(self, f: Dict[str, Any]) -> Optional[M]:
+        t = f.get("type")
+        if t == "replay_done":
+            self.replay_done.set()
+            return None
+        if t in ("message_edited", "message_deleted") and isinstance(f.get("message"), dict):
+            if self._on_change is not None:
+                self._on_change("edited" if t == "message_edited" else "deleted", f["message"])
+            return None
+        if t != "message" or not isinstance(f.get("message"), dict):
+            return self._other(f)
+        m = cast(M, f["message"])
+        mid = int(m["msg_id"])
+        if self._last is not None and mid <= self._last:
+            return None  # already yielded
+        self._last = mid
+        return m
+
+    def _other(self, f: Dict[str, Any]) -> Optional[M]:
+        return None
+
+
+class RoomStream(_Messages[RoomMessage]):
+    """A room's messages (SPEC §2.1, §3), each yielded once in msg_id order; membership changes
+    go to ``on_member``. A member removed from the room sees the stream end with 403."""
+
+    def __init__(self, core: AsyncCore, room_id: str, after: Optional[str],
+                 on_state: Optional[StateHook], on_change: Optional[ChangeHook],
+                 on_member: Optional[MemberHook]) -> None:
+        super().__init__(core, f"room:{room_id}", after, on_state, on_change)
+        self.room_id = room_id
+        self._on_member = on_member
+
+    async def _prepare(self) -> None:
+        if self._last is not None:
+            return
+        page = await self._core.request(R.room_messages(self.room_id, None, None, 1, "desc",
+                                                        None))
+        self._last = int(page["messages"][0]["msg_id"]) if page["messages"] else 0
+
+    def _subscribe(self) -> Dict[str, Any]:
+        return {"type": "subscribe", "id": _SUB, "topic": "room", "room_id": self.room_id,
+                "after": str(self._last or 0)}
+
+    def _other(self, f: Dict[str, Any]) -> Optional[RoomMessage]:
+        if f.get("type") == "room_member" and self._on_member is not None:
+            self._on_member(str(f.get("user")), str(f.get("change")))
+        return None
+
+
+class MessageStream(_Messages[Message]):
+    """A user's messages (optionally one conversation's), each yielded once in msg_id order."""
+
+    def __init__(self, core: AsyncCore, user: str, conversation_id: Optional[str],
+                 after: Optional[str], on_state: Optional[StateHook],
+                 on_change: Optional[ChangeHook] = None) -> None:
+        super().__init__(core, f"user:{user}", after, on_state, on_change)
+        self.user = user
+        self.conversation_id = conversation_id
 
     async def _prepare(self) -> None:
         if self._last is not None:
@@ -308,20 +378,6 @@ class MessageStream(_Stream[Message]):
         if self.conversation_id is not None:
             sub["conversation_id"] = self.conversation_id
         return sub
-
-    def _frame(self, f: Dict[str, Any]) -> Optional[Message]:
-        t = f.get("type")
-        if t == "replay_done":
-            self.replay_done.set()
-            return None
-        if t != "message" or not isinstance(f.get("message"), dict):
-            return None
-        m = cast(Message, f["message"])
-        mid = int(m["msg_id"])
-        if self._last is not None and mid <= self._last:
-            return None  # already yielded
-        self._last = mid
-        return m
 
 
 SeatsEvent = Union[SeatsSnapshot, SeatsUpdate]

@@ -7,7 +7,7 @@ are strings of decimal digits; timestamps are Unix microseconds.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Literal, Optional, TypedDict, Union
+from typing import Any, Dict, List, Literal, NotRequired, Optional, Required, TypedDict, Union
 
 Id64 = str
 """A 64-bit id as a string of decimal digits."""
@@ -44,7 +44,16 @@ class MessagePosted(TypedDict):
     timestamp: Micros
 
 
-# Functional form: "from" is a Python keyword (read it as m["from"]).
+class MessageVersion(TypedDict):
+    """One earlier version of an edited message (SPEC §2.2), oldest first."""
+    content: Optional[str]
+    metadata: Optional[Dict[str, Any]]
+    edited_at: Optional[Micros]
+
+
+# Functional form: "from" is a Python keyword (read it as m["from"]). content and metadata are
+# None on a tombstone (deleted_at set); edited_at, edit_history and deleted_at come with edits and
+# deletes (SPEC §2.2).
 Message = TypedDict(
     "Message",
     {
@@ -53,8 +62,11 @@ Message = TypedDict(
         "from": str,
         "timestamp": Micros,
         "seq": int,
-        "content": str,
+        "content": Optional[str],
         "metadata": Optional[Dict[str, Any]],
+        "edited_at": NotRequired[Optional[Micros]],
+        "edit_history": NotRequired[List[MessageVersion]],
+        "deleted_at": NotRequired[Optional[Micros]],
     },
 )
 
@@ -301,6 +313,20 @@ Order = Literal["asc", "desc"]
 JsonValue = Union[None, bool, int, float, str, List[Any], Dict[str, Any]]
 
 
+# ---- deletes and erasure (SPEC §2.2) ----
+class ConversationDeleted(TypedDict):
+    deleted: int
+
+
+class Erasure(TypedDict):
+    erasure_id: str
+
+
+class ErasureStatus(TypedDict, total=False):
+    erasure_id: str
+    status: Required[Literal["pending", "done"]]
+
+
 # ---- rooms (SPEC §2.1) ----
 class Room(TypedDict):
     room_id: str
@@ -348,8 +374,11 @@ RoomMessage = TypedDict(
         "from": str,
         "timestamp": Micros,
         "seq": int,
-        "content": str,
+        "content": Optional[str],
         "metadata": Optional[Dict[str, Any]],
+        "edited_at": NotRequired[Optional[Micros]],
+        "edit_history": NotRequired[List[MessageVersion]],
+        "deleted_at": NotRequired[Optional[Micros]],
     },
 )
 
