@@ -11,6 +11,7 @@
 #include "strata/reconcile.h"
 #include "strata/repl.h"
 #include "strata/chat.h"
+#include "strata/outbox.h"
 #include "strata/rooms.h"
 #include "strata/cold.h"
 #include "strata/coldshare.h"
@@ -288,6 +289,11 @@ int main(int argc, char **argv)
     st_tier_join(tier, st_chat_room_tier_member(chat)); /* rooms' messages are chat's (§2.1) */
     st_app_t app = {.cfg = &cfg, .store = store, .seats = seats, .chat = chat, .tier = tier};
     st_rooms_open(&app.rooms, store, chat, cfg.max_room_members);
+    /* many groups behind a proxy (SPEC §10): rooms tell their members' groups */
+    st_outbox_t *outbox;
+    st_outbox_opts_t oo = {.route_url = cfg.route_url, .secret = cfg.cluster_secret};
+    st_outbox_open(&outbox, m.loop, store, &oo);
+    st_rooms_set_outbox(app.rooms, outbox);
     if (*cfg.backup_url) {
         st_backup_opts_t bo = {.obj = st_cli_backup_obj(&cfg),
                                .data_dir = cfg.data_dir,
@@ -335,6 +341,7 @@ int main(int argc, char **argv)
     st_auth_close(app.auth); /* freed during the run below, once a key fetch is back */
     st_ws_close(app.ws);     /* stops observing chat, seats and counters */
     st_reconcile_close(app.reconcile);
+    st_outbox_close(outbox); /* a POST in flight comes back during the run below */
     st_seats_close(seats);
     st_tier_close(tier); /* flushes in flight come back during the run below */
     uv_run(m.loop, UV_RUN_DEFAULT);
@@ -366,6 +373,7 @@ fail_ws:
     st_reconcile_close(app.reconcile);
     st_backup_close(app.backup);
 fail_backup:
+    st_outbox_close(outbox);
     st_tier_close(tier);
     uv_run(m.loop, UV_RUN_DEFAULT); /* lws and the cold tier close their handles */
     st_tier_free(tier);

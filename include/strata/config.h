@@ -78,6 +78,8 @@ typedef struct {
     char advertise[512];
     uint64_t election_timeout;
     uint64_t raft_snapshot_entries;
+    /* many groups behind a proxy (SPEC §10) */
+    char route_url[1024];
 } st_config_t;
 
 /* Fills cfg with defaults only. */

@@ -19,6 +19,15 @@
 
 #define ST_REPL_MAX_MEMBERS 9
 
+/* A worker thread (blocking, timeout_ms at most): POST body to base + path, following redirects
+ * to a leader; with a secret, carrying a short-lived admin token signed with it (a group's
+ * --cluster-secret, never a client's); header (optional) is one more "Name: value" line. The
+ * answer's body is appended to resp, *status is its HTTP status, ip (optional) gets the address
+ * that answered. ST_EUNAVAIL when no answer came. */
+int st_repl_post(const char *base, const char *path, const char *body, const char *secret,
+                 const char *header, long timeout_ms, st_buf_t *resp, long *status, char *ip,
+                 size_t iplen);
+
 typedef struct {
     uint64_t id;    /* 1..1023 */
     char raft[256]; /* HOST:PORT of its Raft endpoint */

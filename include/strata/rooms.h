@@ -10,6 +10,9 @@
  *   'q' room 0 user'      member: i64 joined_at | i64 last_read_seq | u8 role | user
  *   'j' user 0 room'      the user's rooms: i64 joined_at | room
  *   'j' user 0            how many rooms the user is in (i64)
+ *   'J' user 0 room'      a room of another group the user is in, as that group's outbox said
+ *                         (SPEC §10): i64 joined_at | u8 live | u8 has name | u16 room length |
+ *                         room | name; live 0 is a tombstone (removed)
  * where user' (room') is the name itself, or 0x01 + 20 bytes of its SHA-256 when the pair would
  * pass LMDB's 511-byte keys (so the value names it). A post writes nothing per member: a room
  * of 100,000 members posts in O(1); unread is the room's last seq less the member's
@@ -81,9 +84,22 @@ int st_rooms_read(st_rooms_t *r, const char *room, size_t rl, const char *user, 
                   int64_t seq, st_buf_t *out, uint64_t *wait);
 /* {"rooms":[{"room_id","name","joined_at","last_msg_id","updated","total_messages","unread"}],
  * "next"}: newest updated first; cursor "<updated>:<room_id>" of the last row seen (ST_EINVAL
- * when it is not one). */
+ * when it is not one). Rooms of other groups ('J', not also known here) are rows of their own,
+ * {"room_id","name","joined_at","remote":true}, sorted among the others with joined_at as their
+ * updated. */
 int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cursor, size_t clen,
                      size_t limit, st_buf_t *out, uint64_t *wait);
+
+/* Many groups behind a proxy (SPEC §10): every membership change also stages a record in ob (
+ * borrowed; strata/outbox.h) for the user's group. NULL or an outbox that is off: nothing. */
+struct st_outbox;
+void st_rooms_set_outbox(st_rooms_t *r, struct st_outbox *ob);
+/* The receiving side: the room's group says user was added to (or removed from) room, whose
+ * membership began at joined_at. The newer joined_at wins; at the same one a removal wins, and an
+ * addition again updates the name. Appends {"user","room_id","change","joined_at","applied"}. */
+int st_rooms_remote(st_rooms_t *r, const char *user, size_t ul, const char *room, size_t rl,
+                    const char *name, size_t nl, int64_t joined_at, bool added, st_buf_t *out,
+                    uint64_t *wait);
 
 /* Told about every membership change as it is staged (wait: the batch that makes it durable).
  * At most ST_OBSERVERS_MAX; arg borrowed until st_rooms_unobserve. */

@@ -195,6 +195,9 @@ static const st_cfg_opt_t st__opts[] = {
             "STRATA_RAFT_SNAPSHOT_ENTRIES", "0", 0, 1000000,
             "Raft entries between snapshots, and kept after one (a member further behind copies "
             "the store); 0: about every 64 MiB of log, 8192 entries at least"),
+    ST__STR(route_url, "route-url", "STRATA_ROUTE_URL", "",
+            "many groups behind a proxy (SPEC §10): the proxy's base URL; a room's membership "
+            "changes reach its members' groups through it (a durable outbox); unset: one group"),
 };
 #define ST__NOPTS (sizeof st__opts / sizeof st__opts[0])
 /* getopt_long's value for option i: past every character getopt answers with ('?' is 63) and
@@ -389,6 +392,18 @@ int st_config_check(const st_config_t *cfg)
         fprintf(stderr, "strata: a group with auth on needs --cluster-secret "
                         "(STRATA_CLUSTER_SECRET), the same on every member: members sign their "
                         "internal calls with it, never with a client's secret or key\n");
+        return ST_EINVAL;
+    }
+    if (*cfg->route_url && strncmp(cfg->route_url, "http://", 7) != 0 &&
+        strncmp(cfg->route_url, "https://", 8) != 0) {
+        fprintf(stderr, "strata: --route-url must be an http:// or https:// base URL (the "
+                        "proxy in front of the groups)\n");
+        return ST_EINVAL;
+    }
+    if (*cfg->route_url && auth && !*cfg->cluster_secret) {
+        fprintf(stderr, "strata: --route-url with auth on needs --cluster-secret "
+                        "(STRATA_CLUSTER_SECRET), the same on every group behind the proxy: "
+                        "groups sign the outbox's calls with it\n");
         return ST_EINVAL;
     }
     if (*cfg->cluster_secret && strcmp(cfg->cluster_secret, cfg->jwt_secret) == 0) {

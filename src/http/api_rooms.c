@@ -435,3 +435,60 @@ int st_api_user_rooms(st_ctx_t *c)
     if (rc == ST_EINVAL) return st_ctx_error(c, rc, "bad cursor");
     return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
 }
+
+/* POST /v1/users/{user}/rooms/remote (SPEC §10, internal): a room's group tells the user's
+ * group about a membership change, from its outbox (src/rooms/outbox.c). Signed with the groups'
+ * shared --cluster-secret; its Idempotency-Key makes a resend change nothing. */
+static const char *const st__remote_fields[] = {"room_id", "name", "joined_at", "change", NULL};
+
+int st_api_user_rooms_remote(st_ctx_t *c)
+{
+    int rc = st_param_name(c, 0, "user");
+    if (rc) return rc;
+    if (!c->app->rooms) return st_ctx_error(c, ST_EUNAVAIL, "rooms are not served here");
+    size_t qn, ul = c->plens[0];
+    const char *q = st_query_get(c->arena, c->req->query, c->req->query_len, "route", &qn);
+    if (q && !(qn == 5 + ul && memcmp(q, "user:", 5) == 0 && memcmp(q + 5, c->params[0], ul) == 0))
+        return st_ctx_error(c, ST_EINVAL, "route names %.*s, the path's user is user:%.*s",
+                            (int)(qn > 300 ? 300 : qn), q, (int)ul, c->params[0]);
+    cJSON *j;
+    if ((rc = st_json_body(c, &j, st__remote_fields))) return rc;
+    if (!j)
+        return st_ctx_error(c, ST_EINVAL,
+                            "a JSON body with room_id, joined_at and change is required");
+    const char *room, *name = NULL;
+    size_t rl, nl = 0;
+    int64_t joined_at;
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(j, "name");
+    const cJSON *ch = cJSON_GetObjectItemCaseSensitive(j, "change");
+    bool added = false;
+    if ((rc = st_json_name(c, j, "room_id", &room, &rl))) goto done;
+    if (!cJSON_GetObjectItemCaseSensitive(j, "joined_at")) {
+        rc = st_ctx_error_field(c, ST_EINVAL, "joined_at", "'joined_at' is required");
+        goto done;
+    }
+    if ((rc = st_json_int(c, j, "joined_at", 0, INT64_MAX, 0, &joined_at))) goto done;
+    if (cJSON_IsString(ch) && strcmp(ch->valuestring, "added") == 0)
+        added = true;
+    else if (!cJSON_IsString(ch) || strcmp(ch->valuestring, "removed") != 0) {
+        rc = st_ctx_error_field(c, ST_EINVAL, "change",
+                                "'change' must be \"added\" or \"removed\"");
+        goto done;
+    }
+    if (nm && !cJSON_IsNull(nm)) {
+        if (!cJSON_IsString(nm) || strlen(nm->valuestring) > ST_ROOMS_NAME_MAX) {
+            rc = st_ctx_error_field(c, ST_EINVAL, "name",
+                                    "'name' must be a string of at most %d bytes",
+                                    ST_ROOMS_NAME_MAX);
+            goto done;
+        }
+        name = nm->valuestring;
+        nl = strlen(name);
+    }
+    rc = st_rooms_remote(c->app->rooms, c->params[0], ul, room, rl, name, nl, joined_at, added,
+                         c->body, &c->wait);
+    if (rc) rc = st_ctx_error(c, rc, NULL);
+done:
+    cJSON_Delete(j);
+    return rc;
+}

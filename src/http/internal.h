@@ -206,6 +206,7 @@ int st_api_room_message_post(st_ctx_t *c);
 int st_api_room_message_list(st_ctx_t *c);
 int st_api_room_read(st_ctx_t *c);
 int st_api_user_rooms(st_ctx_t *c);
+int st_api_user_rooms_remote(st_ctx_t *c);
 int st_api_healthz(st_ctx_t *c);
 int st_api_metrics(st_ctx_t *c);
 int st_api_openapi(st_ctx_t *c);

@@ -38,6 +38,9 @@ const st_route_t st_routes[] = {
     {ST_HTTP_GET, "/v1/rooms/{room}/messages", st_api_room_message_list, 0},
     {ST_HTTP_POST, "/v1/rooms/{room}/read", st_api_room_read, ST_ROUTE_IDEMPOTENT},
     {ST_HTTP_GET, "/v1/users/{user}/rooms", st_api_user_rooms, 0},
+    /* a room's group tells a user's group (SPEC §10, the rooms outbox) */
+    {ST_HTTP_POST, "/v1/users/{user}/rooms/remote", st_api_user_rooms_remote,
+     ST_ROUTE_INTERNAL | ST_ROUTE_IDEMPOTENT},
     {ST_HTTP_POST, "/v1/events", st_api_event_create, ST_ROUTE_IDEMPOTENT | ST_ROUTE_ADMIN},
     {ST_HTTP_GET, "/v1/events", st_api_event_list, 0},
     {ST_HTTP_GET, "/v1/events/{id}", st_api_event_get, 0},

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A member's request to another member of its group (the snapshot offer, the announcement of
- * its record, the read index): one blocking libcurl POST, for worker threads only. The group
+ * its record, the read index) or, through the proxy, to another group (the rooms outbox): one
+ * blocking libcurl POST, for worker threads only. The group
  * shares its --cluster-secret (never a client's secret), so a member signs a short-lived token
  * of its own with it; internal routes accept nothing else.
  */
@@ -52,7 +53,14 @@ static void st__admin_token(st_buf_t *out, const char *secret)
 int st__member_post(const char *base, const char *path, const char *body, const char *secret,
                     long timeout_ms, st_buf_t *resp, long *status, char *ip, size_t iplen)
 {
-    char full[700];
+    return st_repl_post(base, path, body, secret, NULL, timeout_ms, resp, status, ip, iplen);
+}
+
+int st_repl_post(const char *base, const char *path, const char *body, const char *secret,
+                 const char *header, long timeout_ms, st_buf_t *resp, long *status, char *ip,
+                 size_t iplen)
+{
+    char full[1800];
     snprintf(full, sizeof full, "%s%s", base, path);
     CURL *h = curl_easy_init();
     if (!h) return ST_ENOMEM;
@@ -71,6 +79,7 @@ int st__member_post(const char *base, const char *path, const char *body, const 
         hdrs = curl_slist_append(hdrs, auth.data);
         curl_easy_setopt(h, CURLOPT_UNRESTRICTED_AUTH, 1L); /* the redirect goes to a member */
     }
+    if (header && *header) hdrs = curl_slist_append(hdrs, header);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     *status = 0;
     char *primary = NULL;

@@ -3,6 +3,8 @@
  * has the key layout). */
 #include "strata/rooms.h"
 
+#include "strata/outbox.h"
+
 #include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@ struct st_rooms {
     st_chat_t *chat;
     size_t max_members;
     st_observers_t observers;
+    st_outbox_t *outbox; /* many groups (SPEC §10): changes for the members' groups, or NULL */
 };
 
 typedef struct {
@@ -47,6 +50,11 @@ void st_rooms_close(st_rooms_t *r)
 size_t st_rooms_max_members(const st_rooms_t *r)
 {
     return r->max_members;
+}
+
+void st_rooms_set_outbox(st_rooms_t *r, struct st_outbox *ob)
+{
+    r->outbox = ob;
 }
 
 void st_rooms_observe(st_rooms_t *r, st_rooms_observer_fn fn, void *arg)
@@ -183,9 +191,18 @@ static int st__user_count(st_rooms_t *r, const char *user, size_t ul, int64_t *n
     return ST_OK;
 }
 
-/* Stages user's membership (role) of room, its index entry and count. */
-static int st__join(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
-                    uint8_t role, int64_t now, int64_t count, uint64_t *wait)
+/* The change for the user's group, in the batch that makes it (SPEC §10); name may be NULL. */
+static int st__outbox(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                      const char *name, size_t nl, int64_t joined_at, bool added, uint64_t *wait)
+{
+    if (!st_outbox_on(r->outbox)) return ST_OK;
+    return st_outbox_stage(r->outbox, user, ul, room, rl, name, nl, joined_at, added, wait);
+}
+
+/* Stages user's membership (role) of room (named name, or NULL), its index entry and count. */
+static int st__join(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
+                    const char *user, size_t ul, uint8_t role, int64_t now, int64_t count,
+                    uint64_t *wait)
 {
     st_member_t m = {now, 0, role};
     uint8_t k[ST__KEY_CAP], v[8 + ST_NAME_MAX];
@@ -199,22 +216,27 @@ static int st__join(st_rooms_t *r, const char *room, size_t rl, const char *user
     if (!rc)
         rc =
             st_store_put(r->store, k, st__pair(k, ST__KS_JOINED, user, ul, "", 0), &count, 8, wait);
+    if (!rc) rc = st__outbox(r, room, rl, user, ul, name, nl, now, true, wait);
     if (!rc) st__tell(r, room, rl, user, ul, true, *wait);
     return rc;
 }
 
-static int st__leave(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
-                     uint64_t *wait)
+static int st__leave(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
+                     const char *user, size_t ul, uint64_t *wait)
 {
     uint8_t k[ST__KEY_CAP];
     int64_t count = 0;
-    int rc = st_store_del(r->store, k, st__pair(k, ST__KS_MEMBER, room, rl, user, ul), wait);
+    st_member_t m = {0};
+    int rc = st__member_get(r, room, rl, user, ul, &m, wait); /* its joined_at, for the outbox */
+    if (rc == ST_ENOTFOUND) rc = ST_OK;
+    if (!rc) rc = st_store_del(r->store, k, st__pair(k, ST__KS_MEMBER, room, rl, user, ul), wait);
     if (!rc) rc = st_store_del(r->store, k, st__pair(k, ST__KS_JOINED, user, ul, room, rl), wait);
     if (!rc) rc = st__user_count(r, user, ul, &count, wait);
     count = count > 0 ? count - 1 : 0;
     if (!rc)
         rc =
             st_store_put(r->store, k, st__pair(k, ST__KS_JOINED, user, ul, "", 0), &count, 8, wait);
+    if (!rc) rc = st__outbox(r, room, rl, user, ul, name, nl, m.joined_at, false, wait);
     if (!rc) st__tell(r, room, rl, user, ul, false, *wait);
     return rc;
 }
@@ -337,11 +359,12 @@ int st_rooms_create(st_rooms_t *r, const char *room, size_t rl, const char *name
         rc = st_store_put(r->store, k, st__rkey(k, room, rl), v.data, v.len, wait);
         st_buf_free(&v);
     }
-    if (!rc) rc = st__join(r, room, rl, owner, ol, ST_ROOMS_OWNER, now, counts[n], wait);
+    if (!rc)
+        rc = st__join(r, room, rl, name, nl, owner, ol, ST_ROOMS_OWNER, now, counts[n], wait);
     for (size_t i = 0; i < n && !rc; i++)
         if (!(members[i].n == ol && memcmp(members[i].s, owner, ol) == 0))
-            rc = st__join(r, room, rl, members[i].s, members[i].n, ST_ROOMS_MEMBER, now, counts[i],
-                          wait);
+            rc = st__join(r, room, rl, name, nl, members[i].s, members[i].n, ST_ROOMS_MEMBER, now,
+                          counts[i], wait);
     free(counts);
     if (rc) return rc;
     return st_rooms_get(r, room, rl, out, wait);
@@ -353,8 +376,14 @@ int st_rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_n
 {
     st_room_t rm;
     *who = -1;
-    int rc = st__room_load(r, room, rl, &rm, NULL, NULL, NULL, NULL, wait);
+    const char *nm0;
+    size_t nl = 0;
+    int rc = st__room_load(r, room, rl, &rm, NULL, NULL, &nm0, &nl, wait);
     if (rc) return rc;
+    /* the name (for the outbox) is borrowed from the store until its next call: a copy */
+    char nm[ST_ROOMS_NAME_MAX + 1];
+    const char *name = nm0 && nl < sizeof nm ? nm : NULL;
+    if (name) memcpy(nm, nm0, nl);
     /* what changes, checked before anything is staged */
     bool *in_add = st_calloc(nadd + 1, sizeof *in_add), *in_rm = st_calloc(nremove + 1, 1);
     int64_t *counts = st_calloc(nadd + 1, sizeof *counts);
@@ -385,9 +414,10 @@ int st_rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_n
     int64_t now = st_now_us();
     for (size_t i = 0; i < nadd && !rc; i++)
         if (in_add[i])
-            rc = st__join(r, room, rl, add[i].s, add[i].n, ST_ROOMS_MEMBER, now, counts[i], wait);
+            rc = st__join(r, room, rl, name, nl, add[i].s, add[i].n, ST_ROOMS_MEMBER, now,
+                          counts[i], wait);
     for (size_t i = 0; i < nremove && !rc; i++)
-        if (in_rm[i]) rc = st__leave(r, room, rl, remove[i].s, remove[i].n, wait);
+        if (in_rm[i]) rc = st__leave(r, room, rl, name, nl, remove[i].s, remove[i].n, wait);
     if (!rc && members != rm.members) rc = st__room_count(r, room, rl, members, wait);
     free(in_add);
     free(in_rm);
@@ -569,25 +599,103 @@ int st_rooms_read(st_rooms_t *r, const char *room, size_t rl, const char *user, 
     return ST_OK;
 }
 
+/* ---- rooms of other groups (SPEC §10) ---- */
+
+/* 'J' user 0 room' -> i64 joined_at | u8 live | u8 has name | u16 room length | room | name:
+ * what the outbox of the room's group said last. "removed" leaves a tombstone (live 0), so a
+ * change that arrives late (an older joined_at) never brings a room back. */
+#define ST__KS_REMOTE 'J'
+#define ST__REMOTE_HDR 12
+
+int st_rooms_remote(st_rooms_t *r, const char *user, size_t ul, const char *room, size_t rl,
+                    const char *name, size_t nl, int64_t joined_at, bool added, st_buf_t *out,
+                    uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    size_t kl = st__pair(k, ST__KS_REMOTE, user, ul, room, rl);
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(r->store, k, kl, &v, &vl, wait);
+    if (rc && rc != ST_ENOTFOUND) return rc;
+    bool exists = rc == ST_OK && vl >= ST__REMOTE_HDR, live = false;
+    int64_t was = 0;
+    if (exists) {
+        memcpy(&was, v, 8);
+        live = ((const uint8_t *)v)[8] != 0;
+    }
+    /* the newer membership wins; at the same joined_at a removal wins over an addition, and an
+     * addition again only renames */
+    bool apply = added ? !exists || was < joined_at || (was == joined_at && live)
+                       : !exists || was <= joined_at;
+    rc = ST_OK;
+    if (apply) {
+        st_buf_t b = {0};
+        uint8_t l = added, has = added && name != NULL;
+        uint16_t r16 = (uint16_t)rl;
+        st_buf_append(&b, &joined_at, 8);
+        st_buf_append(&b, &l, 1);
+        st_buf_append(&b, &has, 1);
+        st_buf_append(&b, &r16, 2);
+        st_buf_append(&b, room, rl);
+        if (has) st_buf_append(&b, name, nl);
+        rc = st_store_put(r->store, k, kl, b.data, b.len, wait);
+        st_buf_free(&b);
+    }
+    if (rc) return rc;
+    st_buf_puts(out, "{\"user\":");
+    st_buf_append_json_str(out, user, ul);
+    st_buf_puts(out, ",\"room_id\":");
+    st_buf_append_json_str(out, room, rl);
+    st_buf_printf(out, ",\"change\":\"%s\",\"joined_at\":%lld,\"applied\":%s}",
+                  added ? "added" : "removed", (long long)joined_at, apply ? "true" : "false");
+    return ST_OK;
+}
+
 /* ---- a user's rooms ---- */
 
 typedef struct {
     char room[ST_NAME_MAX + 1];
     size_t rl;
     int64_t joined_at, updated;
+    bool remote, has_name;
+    size_t name_at, name_len; /* a remote room's name in st_ulist_t.names */
 } st_uroom_t;
 
-typedef ST_VEC(st_uroom_t) st_urooms_t;
+typedef struct {
+    ST_VEC(st_uroom_t) v;
+    st_buf_t names;
+} st_ulist_t;
 
 static int st__collect_room(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
-    st_urooms_t *v = arg;
+    st_ulist_t *l = arg;
     (void)key, (void)klen;
     if (vlen <= 8 || vlen > 8 + ST_NAME_MAX) return 0; /* the count has 8 bytes */
     st_uroom_t x = {.rl = vlen - 8};
     memcpy(&x.joined_at, val, 8);
     memcpy(x.room, (const uint8_t *)val + 8, x.rl);
-    st_vec_push(v, x);
+    st_vec_push(&l->v, x);
+    return 0;
+}
+
+static int st__collect_remote(void *arg, const void *key, size_t klen, const void *val,
+                              size_t vlen)
+{
+    st_ulist_t *l = arg;
+    const uint8_t *p = val;
+    (void)key, (void)klen;
+    if (vlen < ST__REMOTE_HDR || !p[8]) return 0; /* a tombstone */
+    uint16_t rl;
+    memcpy(&rl, p + 10, 2);
+    if (!rl || rl > ST_NAME_MAX || (size_t)rl + ST__REMOTE_HDR > vlen) return 0;
+    st_uroom_t x = {.rl = rl, .remote = true, .has_name = p[9] != 0};
+    memcpy(&x.joined_at, p, 8);
+    x.updated = x.joined_at; /* no activity here: it sorts by when the user joined */
+    memcpy(x.room, p + ST__REMOTE_HDR, rl);
+    x.name_at = l->names.len;
+    x.name_len = vlen - ST__REMOTE_HDR - rl;
+    st_buf_append(&l->names, p + ST__REMOTE_HDR + rl, x.name_len);
+    st_vec_push(&l->v, x);
     return 0;
 }
 
@@ -598,6 +706,41 @@ static int st__cmp_uroom(const void *a, const void *b)
     size_t n = x->rl < y->rl ? x->rl : y->rl;
     int c = memcmp(x->room, y->room, n);
     return c ? c : (x->rl > y->rl) - (x->rl < y->rl);
+}
+
+/* The user's rooms of other groups not also known here (the local entry wins). */
+static int st__add_remote(st_rooms_t *r, const char *user, size_t ul, st_ulist_t *l,
+                          uint64_t *wait)
+{
+    uint8_t pre[ST__KEY_CAP], k[ST__KEY_CAP];
+    size_t pl = st__pair(pre, ST__KS_REMOTE, user, ul, "", 0), local = l->v.n;
+    int rc = st_store_scan(r->store, pre, pl, st__collect_remote, l, wait);
+    if (rc < 0) return rc;
+    size_t keep = local;
+    for (size_t i = local; i < l->v.n; i++) {
+        const void *v;
+        size_t vl;
+        rc = st_store_get(r->store, k, st__pair(k, ST__KS_JOINED, user, ul, l->v.v[i].room,
+                                               l->v.v[i].rl),
+                          &v, &vl, wait);
+        if (rc == ST_OK) continue;
+        if (rc != ST_ENOTFOUND) return rc;
+        l->v.v[keep++] = l->v.v[i];
+    }
+    l->v.n = keep;
+    return ST_OK;
+}
+
+static void st__remote_row(st_buf_t *out, const st_ulist_t *l, const st_uroom_t *x)
+{
+    st_buf_puts(out, "{\"room_id\":");
+    st_buf_append_json_str(out, x->room, x->rl);
+    st_buf_puts(out, ",\"name\":");
+    if (x->has_name)
+        st_buf_append_json_str(out, l->names.data + x->name_at, x->name_len);
+    else
+        st_buf_puts(out, "null");
+    st_buf_printf(out, ",\"joined_at\":%lld,\"remote\":true}", (long long)x->joined_at);
 }
 
 int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cursor, size_t clen,
@@ -612,45 +755,55 @@ int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cur
         cur.rl = clen - (size_t)(colon + 1 - cursor);
         memcpy(cur.room, colon + 1, cur.rl);
     }
-    st_urooms_t v = {0};
+    st_ulist_t l = {0};
     uint8_t pre[ST__KEY_CAP];
     size_t pl = st__pair(pre, ST__KS_JOINED, user, ul, "", 0);
-    int rc = st_store_scan(r->store, pre, pl, st__collect_room, &v, wait);
+    int rc = st_store_scan(r->store, pre, pl, st__collect_room, &l, wait);
+    size_t local = l.v.n;
+    if (rc >= 0) rc = st__add_remote(r, user, ul, &l, wait);
     /* every room's activity (the hybrid fields); a parked one is waited for after the others
      * asked for their cold footers too */
     bool parked = false;
-    for (size_t i = 0; i < v.n && rc >= 0; i++) {
+    for (size_t i = 0; i < local && rc >= 0; i++) {
         st_chat_conv_info_t ci;
         bool any;
         st_room_t rm = {0, 0};
-        int rc2 = st__conv(r, v.v[i].room, v.v[i].rl, &ci, &any, wait);
+        int rc2 = st__conv(r, l.v.v[i].room, l.v.v[i].rl, &ci, &any, wait);
         if (rc2 == ST_EPARKED) {
             parked = true;
             continue;
         }
         if (rc2 == ST_OK && !any)
-            rc2 = st__room_load(r, v.v[i].room, v.v[i].rl, &rm, NULL, NULL, NULL, NULL, wait);
+            rc2 = st__room_load(r, l.v.v[i].room, l.v.v[i].rl, &rm, NULL, NULL, NULL, NULL, wait);
         if (rc2 == ST_ENOTFOUND)
             rm.created = 0;
         else if (rc2) {
             rc = rc2;
             break;
         }
-        v.v[i].updated = any ? ci.updated : rm.created;
+        l.v.v[i].updated = any ? ci.updated : rm.created;
     }
     if (rc >= 0 && parked) rc = ST_EPARKED;
     if (rc < 0) {
-        st_vec_free(&v);
+        st_vec_free(&l.v);
+        st_buf_free(&l.names);
         return rc;
     }
-    if (v.n) qsort(v.v, v.n, sizeof *v.v, st__cmp_uroom);
+    st_uroom_t *v = l.v.v;
+    size_t n = l.v.n;
+    if (n) qsort(v, n, sizeof *v, st__cmp_uroom);
     size_t i = 0, shown = 0;
     if (cursor)
-        while (i < v.n && st__cmp_uroom(&v.v[i], &cur) <= 0)
+        while (i < n && st__cmp_uroom(&v[i], &cur) <= 0)
             i++;
     st_buf_puts(out, "{\"rooms\":[");
-    for (; i < v.n && shown < limit && rc >= 0; i++, shown++) {
-        st_uroom_t *x = &v.v[i];
+    for (; i < n && shown < limit && rc >= 0; i++, shown++) {
+        st_uroom_t *x = &v[i];
+        if (x->remote) { /* its activity is the room's group's (the client reads it there) */
+            if (shown) st_buf_appendc(out, ',');
+            st__remote_row(out, &l, x);
+            continue;
+        }
         st_chat_conv_info_t ci;
         bool any;
         st_room_t rm = {0, 0};
@@ -690,10 +843,10 @@ int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cur
     }
     if (rc >= 0) {
         st_buf_puts(out, "],\"next\":");
-        if (i < v.n && shown == limit) {
+        if (i < n && shown == limit) {
             st_buf_t c = {0};
-            st_buf_printf(&c, "%lld:", (long long)v.v[i - 1].updated);
-            st_buf_append(&c, v.v[i - 1].room, v.v[i - 1].rl);
+            st_buf_printf(&c, "%lld:", (long long)v[i - 1].updated);
+            st_buf_append(&c, v[i - 1].room, v[i - 1].rl);
             st_buf_append_json_str(out, c.data, c.len);
             st_buf_free(&c);
         } else {
@@ -702,6 +855,7 @@ int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cur
         st_buf_appendc(out, '}');
         rc = ST_OK;
     }
-    st_vec_free(&v);
+    st_vec_free(&l.v);
+    st_buf_free(&l.names);
     return rc;
 }

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * outbox: a room's membership changes on their way to the members' groups (SPEC §10). When
+ * strata runs as many groups behind a proxy, a user's room list lives with user:{user}, which may
+ * be another group than the room's. Every membership change stages a record in the same batch as
+ * the change itself:
+ *   'o'             origin (u64, random, made once) | last seq (u64): the outbox's own record
+ *   'o' be64(seq)   u8 added | i64 joined_at | u16 user length | u16 room length | u8 has name |
+ *                   user | room | name
+ * and a sender on this loop POSTs durable records, in order, a few at a time, from a worker
+ * thread to {--route-url}/v1/users/{user}/rooms/remote?route=user:{user} with
+ * Idempotency-Key: outbox-{origin}-{seq} (signed with --cluster-secret when set); a 2xx answer
+ * deletes the record (a store batch), anything else is retried with capped, jittered backoff,
+ * never dropped. Only the serving leader sends (a follower's store is on standby); the origin and
+ * seq are in the store, so a new leader resends what the old one may have sent under the same
+ * keys. /metrics: strata_outbox_pending (records), strata_outbox_sent_total,
+ * strata_outbox_failures_total.
+ *
+ * Loop thread only.
+ */
+#ifndef STRATA_OUTBOX_H
+#define STRATA_OUTBOX_H
+
+#include "strata/store.h"
+
+#include <uv.h>
+
+typedef struct st_outbox st_outbox_t;
+
+typedef struct {
+    const char *route_url; /* the proxy's base URL; "" or NULL: off (nothing is ever staged) */
+    const char *secret;    /* --cluster-secret, or "" */
+} st_outbox_opts_t;
+
+/* store is borrowed. Registers the metrics whether on or off. */
+int st_outbox_open(st_outbox_t **out, uv_loop_t *loop, st_store_t *store,
+                   const st_outbox_opts_t *o);
+bool st_outbox_on(const st_outbox_t *ob);
+/* Stages one change of user's membership of room (name may be NULL) into the open batch; *wait
+ * is raised to it. */
+int st_outbox_stage(st_outbox_t *ob, const char *user, size_t ul, const char *room, size_t rl,
+                    const char *name, size_t nl, int64_t joined_at, bool added, uint64_t *wait);
+/* Stops sending; the object is freed once its timer is closed and a POST in flight is back (run
+ * the loop). NULL is fine. */
+void st_outbox_close(st_outbox_t *ob);
+
+#endif
