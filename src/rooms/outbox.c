@@ -5,6 +5,7 @@
 
 #include "strata/metrics.h"
 #include "strata/repl.h"
+#include "strata/store_group.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -314,13 +315,13 @@ int st_outbox_open(st_outbox_t **out, uv_loop_t *loop, st_store_t *store,
     if (o && o->secret) snprintf(ob->secret, sizeof ob->secret, "%s", o->secret);
     ob->sent = st_metrics_counter("strata_outbox_sent_total",
                                   "room membership changes the outbox delivered to a user's group",
-                                  NULL);
+                                  "");
     ob->failed = st_metrics_counter("strata_outbox_failures_total",
-                                    "outbox sends that failed (retried with backoff)", NULL);
+                                    "outbox sends that failed (retried with backoff)", "");
     st__gauge_ob = ob;
     st_metrics_gauge_fn("strata_outbox_pending",
                         "room membership changes waiting in the outbox for their user's group",
-                        NULL, st__pending, NULL);
+                        "", st__pending, NULL);
     uv_timer_init(loop, &ob->timer);
     ob->timer.data = ob;
     if (st_outbox_on(ob)) {

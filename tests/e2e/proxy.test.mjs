@@ -7,86 +7,25 @@
 // see the live changes of their key. A proxy that is not installed is
 // skipped (tools/install-deps.sh --test installs both).
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
-import path from 'node:path';
+import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { request, skipIf, sleep, startStrata, tempDir, wsConnect } from './lib.mjs';
+import { HAPROXY, NGINX, freePort, haproxyConfig, nginxConfig, startProxy } from './proxy-lib.mjs';
 
-const ROOT = path.resolve('../..');
-const NGINX = '/usr/sbin/nginx';
-const HAPROXY = '/usr/sbin/haproxy';
 const KEYS = 24; // per kind
-
-function freePort() {
-  return new Promise((resolve) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
-  });
-}
-
-// The shipped config with its listen port and three upstream servers replaced; nothing else.
-function nginxConfig(dir, port, nodes) {
-  let conf = readFileSync(path.join(ROOT, 'deploy/nginx/strata.conf'), 'utf8');
-  let i = 0;
-  conf = conf.replace(/server 127\.0\.0\.1:808\d/g, () => `server 127.0.0.1:${nodes[i++]}`);
-  assert.equal(i, 3, 'the shipped upstream lists three servers');
-  conf = conf.replace(/listen 8080;/, `listen 127.0.0.1:${port};`);
-  writeFileSync(path.join(dir, 'strata.conf'), conf);
-  const main = path.join(dir, 'nginx.conf');
-  writeFileSync(main, `${process.getuid?.() === 0 ? 'user root;' : ''}
-daemon off;
-worker_processes 1;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path ${dir}/body;
-  proxy_temp_path ${dir}/proxy;
-  include ${dir}/strata.conf;
-}
-`);
-  return [NGINX, ['-c', main, '-p', dir, '-e', `${dir}/error.log`]];
-}
-
-function haproxyConfig(dir, port, nodes) {
-  let conf = readFileSync(path.join(ROOT, 'deploy/haproxy/haproxy.cfg'), 'utf8');
-  let i = 0;
-  conf = conf.replace(/127\.0\.0\.1:808\d/g, () => `127.0.0.1:${nodes[i++]}`);
-  assert.equal(i, 3, 'the shipped backend lists three servers');
-  conf = conf.replace(/bind :8080/, `bind 127.0.0.1:${port}`);
-  const file = path.join(dir, 'haproxy.cfg');
-  writeFileSync(file, conf);
-  return [HAPROXY, ['-db', '-f', file]];
-}
 
 for (const [name, bin, config] of [['nginx', NGINX, nginxConfig], ['HAProxy', HAPROXY, haproxyConfig]]) {
   describe(`three strata behind ${name}`, { skip: skipIf(!existsSync(bin) && `${bin} not installed (tools/install-deps.sh --test)`) }, () => {
-    let nodes = [], proxy, port, dir, plog = '';
+    let nodes = [], proxy, port, dir;
     const via = (method, p, body, headers) => request(port, method, p, body, headers);
     before(async () => {
       nodes = await Promise.all([1, 2, 3].map((id) => startStrata({ args: ['--node-id', String(id)] })));
       dir = tempDir('proxy');
       port = await freePort();
-      const [exe, args] = config(dir, port, nodes.map((n) => n.port));
-      proxy = spawn(exe, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-      proxy.stdout.on('data', (d) => { plog += d; });
-      proxy.stderr.on('data', (d) => { plog += d; });
-      for (let i = 0; ; i++) {
-        const ok = await via('GET', '/healthz').then((r) => r.status === 200, () => false);
-        if (ok) break;
-        if (i > 100 || proxy.exitCode !== null) throw new Error(`${name} did not start:\n${plog}`);
-        await sleep(50);
-      }
+      proxy = await startProxy(name, config(dir, port, nodes.map((n) => n.port)), port);
     });
     after(async () => {
-      if (proxy && proxy.exitCode === null) {
-        const gone = new Promise((r) => proxy.on('exit', r));
-        proxy.kill('SIGTERM');
-        await gone;
-      }
+      if (proxy) await proxy.stop();
       for (const n of nodes) { await n.stop(); n.cleanup(); }
     });
 

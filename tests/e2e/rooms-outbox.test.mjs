@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: MIT
+// Rooms across groups (SPEC §10): two strata "groups" behind Debian's nginx running the shipped
+// deploy/nginx/strata.conf, each with --route-url = the proxy. A room on one group whose member's
+// key (user:{u}) lives on the other reaches that user's room list through the room group's
+// durable outbox, within seconds, as {room_id, name, joined_at, remote:true}; a removal takes it
+// away; the outbox survives kill -9 of the room's group before delivery and delivers once; a
+// replayed Idempotency-Key changes nothing; without --route-url nothing is written to an outbox.
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import { request, skipIf, sleep, startStrata, tempDir } from './lib.mjs';
+import { NGINX, freePort, nginxConfig, startProxy } from './proxy-lib.mjs';
+
+async function pending(node) {
+  const r = await node.req('GET', '/metrics');
+  const m = /^strata_outbox_pending (\d+)/m.exec(r.text);
+  assert.ok(m, 'strata_outbox_pending is in /metrics');
+  return Number(m[1]);
+}
+
+async function until(what, fn, ms = 10000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+describe('rooms across two groups behind nginx', { skip: skipIf(!existsSync(NGINX) && `${NGINX} not installed (tools/install-deps.sh --test)`) }, () => {
+  let nodes = [], ports = [], proxy, port, dir;
+  const via = (method, p, body, headers) => request(port, method, p, body, headers);
+  const start = (i, dataDir) => startStrata({
+    dataDir,
+    args: ['--listen', `127.0.0.1:${ports[i]}`, '--node-id', String(i + 1),
+      '--route-url', `http://127.0.0.1:${port}`],
+  });
+  const startNginx = async () => { proxy = await startProxy('nginx', nginxConfig(dir, port, ports), port); };
+
+  before(async () => {
+    dir = tempDir('outbox-proxy');
+    port = await freePort();
+    ports = [await freePort(), await freePort()];
+    nodes = [await start(0), await start(1)];
+    await startNginx();
+  });
+  after(async () => {
+    if (proxy) await proxy.stop();
+    for (const n of nodes) { await n.stop(); n.cleanup(); }
+  });
+
+  // Where a key lives, asked of each node directly.
+  async function roomNode(room) {
+    const at = [];
+    for (let i = 0; i < nodes.length; i++) if ((await nodes[i].req('GET', `/v1/rooms/${room}`)).status === 200) at.push(i);
+    assert.equal(at.length, 1, `room ${room} is on nodes ${at}`);
+    return at[0];
+  }
+  async function userNode(user) {
+    assert.equal((await via('POST', `/v1/users/${user}/messages`, { conversation_id: 'c', from: user, content: 'x' })).status, 201);
+    const at = [];
+    for (let i = 0; i < nodes.length; i++) if ((await nodes[i].req('GET', `/v1/users/${user}/stats`)).json.total_messages > 0) at.push(i);
+    assert.equal(at.length, 1);
+    return at[0];
+  }
+  // A new room (through the proxy) on node `want`, created with members.
+  async function roomOn(want, tag, members, name) {
+    for (let i = 0; i < 40; i++) {
+      const id = `${tag}${i}`;
+      const r = await via('POST', `/v1/rooms?route=room:${id}`, { room_id: id, name, members: ['probe'] });
+      assert.equal(r.status, 201);
+      if (await roomNode(id) === want) {
+        if (members.length) assert.equal((await via('POST', `/v1/rooms/${id}/members`, { add: members })).status, 200);
+        return id;
+      }
+    }
+    throw new Error('no room hashed to the node');
+  }
+  async function userOn(want, tag) {
+    for (let i = 0; i < 40; i++) if (await userNode(`${tag}${i}`) === want) return `${tag}${i}`;
+    throw new Error('no user hashed to the node');
+  }
+  const listOf = async (user, q = '') => {
+    const r = await via('GET', `/v1/users/${user}/rooms${q}`);
+    assert.equal(r.status, 200);
+    return r.json;
+  };
+
+  test('a room on one group reaches its member\'s list on the other, and leaves it', async () => {
+    const u = await userOn(1, 'amy');
+    const room = await roomOn(0, 'lobby', [u], 'The Lobby');
+    const row = await until('the remote room in the list', async () => (await listOf(u)).rooms.find((x) => x.room_id === room));
+    const members = (await via('GET', `/v1/rooms/${room}/members`)).json.members;
+    const joined = members.find((m) => m.user === u).joined_at;
+    assert.deepEqual(row, { room_id: room, name: 'The Lobby', joined_at: joined, remote: true });
+    await until('the outbox emptied', async () => (await pending(nodes[0])) === 0);
+    // A local room of the user's group too: one list, paged exactly, each room once.
+    const home = await roomOn(1, 'home', [u], 'Home');
+    const all = (await listOf(u)).rooms;
+    assert.deepEqual(all.map((x) => x.room_id).sort(), [home, room].sort());
+    assert.equal(all.find((x) => x.room_id === home).remote, undefined, 'the local room is exact');
+    assert.equal(typeof all.find((x) => x.room_id === home).total_messages, 'number');
+    const p1 = await listOf(u, '?limit=1');
+    assert.equal(p1.rooms.length, 1);
+    assert.ok(p1.next);
+    const p2 = await listOf(u, `?limit=1&cursor=${encodeURIComponent(p1.next)}`);
+    assert.equal(p2.rooms.length, 1);
+    assert.equal(p2.next, null);
+    assert.deepEqual([p1.rooms[0].room_id, p2.rooms[0].room_id], all.map((x) => x.room_id));
+    // A member whose key is on the room's own group sees it once, as a local room.
+    const v = await userOn(0, 'val');
+    assert.equal((await via('POST', `/v1/rooms/${room}/members`, { add: [v] })).status, 200);
+    await until('the outbox emptied', async () => (await pending(nodes[0])) === 0);
+    const vl = (await listOf(v)).rooms.filter((x) => x.room_id === room);
+    assert.equal(vl.length, 1);
+    assert.equal(vl[0].remote, undefined);
+    // Removing the member takes the room out of its list.
+    assert.equal((await via('POST', `/v1/rooms/${room}/members`, { remove: [u] })).status, 200);
+    await until('the remote room gone', async () => !(await listOf(u)).rooms.some((x) => x.room_id === room));
+    assert.deepEqual((await listOf(u)).rooms.map((x) => x.room_id), [home]);
+  });
+
+  test('the outbox survives kill -9 before delivery and delivers once', async () => {
+    const u = await userOn(1, 'kim');
+    const room = await roomOn(0, 'den', [], 'Den');
+    await proxy.stop(); // the route is down: nothing can be delivered
+    assert.equal((await nodes[0].req('POST', `/v1/rooms/${room}/members`, { add: [u] })).status, 200);
+    assert.equal((await nodes[0].req('POST', `/v1/rooms/${room}/members`, { add: ['kim-friend'] })).status, 200);
+    await sleep(300);
+    assert.ok(await pending(nodes[0]) >= 2, 'the changes wait in the outbox');
+    await nodes[0].kill9();
+    nodes[0] = await start(0, nodes[0].dir);
+    assert.ok(await pending(nodes[0]) >= 2, 'the outbox came back after kill -9');
+    await startNginx();
+    const row = await until('delivered after the restart', async () => (await listOf(u)).rooms.find((x) => x.room_id === room), 20000);
+    assert.equal(row.remote, true);
+    assert.equal(row.name, 'Den');
+    await until('the outbox emptied', async () => (await pending(nodes[0])) === 0, 20000);
+    assert.equal((await listOf(u)).rooms.filter((x) => x.room_id === room).length, 1, 'no duplicate');
+  });
+
+  test('the receiving route: idempotent, ordered by joined_at, strict', async () => {
+    const b = nodes[1];
+    const post = (body, key) => b.req('POST', '/v1/users/zed/rooms/remote', body, key ? { 'Idempotency-Key': key } : {});
+    const add = { room_id: 'far', name: 'Far', joined_at: 1000, change: 'added' };
+    const r1 = await post(add, 'outbox-test-1');
+    assert.equal(r1.status, 200);
+    assert.equal(r1.json.applied, true);
+    const r2 = await post(add, 'outbox-test-1');
+    assert.equal(r2.status, 200);
+    assert.equal(r2.headers['idempotent-replayed'], 'true');
+    assert.equal((await b.req('GET', '/v1/users/zed/rooms')).json.rooms.length, 1);
+    // an older removal does not take a newer membership away
+    const old = await post({ room_id: 'far', joined_at: 999, change: 'removed' });
+    assert.equal(old.json.applied, false);
+    assert.equal((await b.req('GET', '/v1/users/zed/rooms')).json.rooms.length, 1);
+    assert.equal((await post({ room_id: 'far', joined_at: 1000, change: 'removed' })).json.applied, true);
+    assert.equal((await b.req('GET', '/v1/users/zed/rooms')).json.rooms.length, 0);
+    // a late copy of the addition it removed does not bring it back; a newer one does
+    assert.equal((await post(add)).json.applied, false);
+    assert.equal((await b.req('GET', '/v1/users/zed/rooms')).json.rooms.length, 0);
+    assert.equal((await post({ ...add, joined_at: 2000 })).json.applied, true);
+    assert.deepEqual((await b.req('GET', '/v1/users/zed/rooms')).json.rooms,
+      [{ room_id: 'far', name: 'Far', joined_at: 2000, remote: true }]);
+    for (const bad of [{ ...add, change: 'moved' }, { ...add, joined_at: -1 }, { ...add, room_id: 'a b' },
+      { room_id: 'far', change: 'added' }, { ...add, extra: 1 }]) {
+      const r = await post(bad);
+      assert.equal(r.status, 400, JSON.stringify(bad));
+      assert.equal(r.json.error.code, 'invalid_argument');
+    }
+    assert.equal((await b.req('POST', '/v1/users/zed/rooms/remote?route=user:other', add)).status, 400);
+  });
+});
+
+describe('one group (no --route-url)', () => {
+  test('no outbox record is written', async () => {
+    const s = await startStrata();
+    try {
+      assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'solo', name: 'Solo', members: ['a', 'b'] })).status, 201);
+      assert.equal((await s.req('POST', '/v1/rooms/solo/members', { add: ['c'], remove: ['b'] })).status, 200);
+      await sleep(100);
+      assert.equal(await pending(s), 0);
+      const rows = (await s.req('GET', '/v1/users/c/rooms')).json.rooms;
+      assert.equal(rows.length, 1);
+      assert.equal(rows[0].remote, undefined);
+      assert.equal(typeof rows[0].unread, 'number');
+    } finally {
+      await s.stop();
+      s.cleanup();
+    }
+  });
+});
