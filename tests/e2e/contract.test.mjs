@@ -228,6 +228,15 @@ describe('the server keeps the contract', () => {
     const U = '/v1/users/{user}/rooms';
     assert.equal((await call('GET', U, '/v1/users/bob/rooms', undefined, BOB)).json.rooms[0].room_id, 'rm');
     assert.equal((await call('GET', U, '/v1/users/bob/rooms', undefined, ALICE)).status, 403);
+    // SPEC §10: another group's outbox, signed with the groups' --cluster-secret only
+    const X = '/v1/users/{user}/rooms/remote';
+    const far = { room_id: 'far', name: 'Far', joined_at: 5, change: 'added' };
+    assert.equal((await call('POST', X, '/v1/users/bob/rooms/remote', far, ADMIN)).status, 401);
+    assert.equal((await call('POST', X, '/v1/users/bob/rooms/remote', far, BOB)).status, 401);
+    assert.equal((await call('POST', X, '/v1/users/bob/rooms/remote?route=user:bob', far, MEMBER)).json.applied, true);
+    assert.equal((await call('POST', X, '/v1/users/bob/rooms/remote', { ...far, change: 'x' }, MEMBER)).status, 400);
+    const rows = (await call('GET', U, '/v1/users/bob/rooms', undefined, BOB)).json.rooms;
+    assert.deepEqual(rows.find((x) => x.room_id === 'far'), { room_id: 'far', name: 'Far', joined_at: 5, remote: true });
   });
 
   test('events, seat maps and bookings (flat and nested routes)', async () => {

@@ -34,6 +34,7 @@ const VALID = {
   changeRoomMembers: { add: ['bob'], remove: ['nobody'] },
   postRoomMessage: { from: 'alice', content: 'hi', metadata: { lang: 'en' } },
   markRoomRead: { user: 'alice', seq: 0 },
+  userRoomsRemote: { room_id: 'far', name: null, joined_at: 1, change: 'removed' },
 };
 const PARAMS = { name: 'dc', user: 'alice', event_id: 'ev', booking_id: '1', room: 'rm' };
 const fill = (t) => t.replace(/\{([^}]+)\}/g, (_, k) => PARAMS[k]);
