@@ -47,21 +47,26 @@ static const uint8_t st__meta[] = {ST__OB_KS};
 static void st__tick(uv_timer_t *t);
 static st_outbox_t *st__gauge_ob; /* the one outbox /metrics counts (NULL once closed) */
 
-static int st__count_rec(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int st__first_rec(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
-    (void)key, (void)val, (void)vlen;
-    if (klen == 9) ++*(int64_t *)arg;
-    return 0;
+    (void)val, (void)vlen;
+    if (klen != 9) return 0; /* the outbox's own record */
+    *(uint64_t *)arg = st_be64_get((const uint8_t *)key + 1);
+    return 1;
 }
 
+static int st__meta_get(st_outbox_t *ob, uint64_t *origin, uint64_t *last, uint64_t *wait);
+
+/* Records are deleted oldest first, so they are always the seqs first..last: O(1). */
 static double st__pending(void *arg)
 {
     (void)arg;
-    if (!st__gauge_ob || !st_outbox_on(st__gauge_ob)) return 0;
-    int64_t n = 0;
-    uint64_t w = 0;
-    st_store_scan(st__gauge_ob->store, st__meta, 1, st__count_rec, &n, &w);
-    return (double)n;
+    st_outbox_t *ob = st__gauge_ob;
+    if (!ob || !st_outbox_on(ob)) return 0;
+    uint64_t origin, last, first = 0, w = 0;
+    if (st__meta_get(ob, &origin, &last, &w) != ST_OK || !last) return 0;
+    st_store_scan(ob->store, st__meta, 1, st__first_rec, &first, &w);
+    return first && first <= last ? (double)(last - first + 1) : 0;
 }
 
 bool st_outbox_on(const st_outbox_t *ob)
