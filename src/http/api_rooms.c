@@ -471,8 +471,8 @@ int st_api_user_rooms_remote(st_ctx_t *c)
     if (cJSON_IsString(ch) && strcmp(ch->valuestring, "added") == 0)
         added = true;
     else if (!cJSON_IsString(ch) || strcmp(ch->valuestring, "removed") != 0) {
-        rc = st_ctx_error_field(c, ST_EINVAL, "change",
-                                "'change' must be \"added\" or \"removed\"");
+        rc =
+            st_ctx_error_field(c, ST_EINVAL, "change", "'change' must be \"added\" or \"removed\"");
         goto done;
     }
     if (nm && !cJSON_IsNull(nm)) {

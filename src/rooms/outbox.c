@@ -13,10 +13,10 @@
 #include <unistd.h>
 
 #define ST__OB_KS      'o'
-#define ST__OB_BATCH   8     /* records one worker job sends, in order */
-#define ST__OB_IDLE_MS 1000  /* a look now and then: a new leader, records of a past run */
-#define ST__OB_WAIT_MS 10    /* a record whose batch is not durable yet */
-#define ST__OB_BACKOFF 250   /* ms, doubled per failure up to the cap, then jittered */
+#define ST__OB_BATCH   8    /* records one worker job sends, in order */
+#define ST__OB_IDLE_MS 1000 /* a look now and then: a new leader, records of a past run */
+#define ST__OB_WAIT_MS 10   /* a record whose batch is not durable yet */
+#define ST__OB_BACKOFF 250  /* ms, doubled per failure up to the cap, then jittered */
 #define ST__OB_CAP_MS  30000
 #define ST__OB_POST_MS 5000 /* one POST's timeout */
 #define ST__OB_HDR     14   /* the record's fixed part */
@@ -305,8 +305,7 @@ static void st__timer_closed(uv_handle_t *h)
     st__maybe_free(ob);
 }
 
-int st_outbox_open(st_outbox_t **out, uv_loop_t *loop, st_store_t *store,
-                   const st_outbox_opts_t *o)
+int st_outbox_open(st_outbox_t **out, uv_loop_t *loop, st_store_t *store, const st_outbox_opts_t *o)
 {
     st_outbox_t *ob = st_calloc(1, sizeof *ob);
     ob->loop = loop;
@@ -318,15 +317,15 @@ int st_outbox_open(st_outbox_t **out, uv_loop_t *loop, st_store_t *store,
             ob->url[--n] = '\0';
     }
     if (o && o->secret) snprintf(ob->secret, sizeof ob->secret, "%s", o->secret);
-    ob->sent = st_metrics_counter("strata_outbox_sent_total",
-                                  "room membership changes the outbox delivered to a user's group",
-                                  "");
+    ob->sent =
+        st_metrics_counter("strata_outbox_sent_total",
+                           "room membership changes the outbox delivered to a user's group", "");
     ob->failed = st_metrics_counter("strata_outbox_failures_total",
                                     "outbox sends that failed (retried with backoff)", "");
     st__gauge_ob = ob;
     st_metrics_gauge_fn("strata_outbox_pending",
-                        "room membership changes waiting in the outbox for their user's group",
-                        "", st__pending, NULL);
+                        "room membership changes waiting in the outbox for their user's group", "",
+                        st__pending, NULL);
     uv_timer_init(loop, &ob->timer);
     ob->timer.data = ob;
     if (st_outbox_on(ob)) {

@@ -359,8 +359,7 @@ int st_rooms_create(st_rooms_t *r, const char *room, size_t rl, const char *name
         rc = st_store_put(r->store, k, st__rkey(k, room, rl), v.data, v.len, wait);
         st_buf_free(&v);
     }
-    if (!rc)
-        rc = st__join(r, room, rl, name, nl, owner, ol, ST_ROOMS_OWNER, now, counts[n], wait);
+    if (!rc) rc = st__join(r, room, rl, name, nl, owner, ol, ST_ROOMS_OWNER, now, counts[n], wait);
     for (size_t i = 0; i < n && !rc; i++)
         if (!(members[i].n == ol && memcmp(members[i].s, owner, ol) == 0))
             rc = st__join(r, room, rl, name, nl, members[i].s, members[i].n, ST_ROOMS_MEMBER, now,
@@ -604,7 +603,7 @@ int st_rooms_read(st_rooms_t *r, const char *room, size_t rl, const char *user, 
 /* 'J' user 0 room' -> i64 joined_at | u8 live | u8 has name | u16 room length | room | name:
  * what the outbox of the room's group said last. "removed" leaves a tombstone (live 0), so a
  * change that arrives late (an older joined_at) never brings a room back. */
-#define ST__KS_REMOTE 'J'
+#define ST__KS_REMOTE  'J'
 #define ST__REMOTE_HDR 12
 
 int st_rooms_remote(st_rooms_t *r, const char *user, size_t ul, const char *room, size_t rl,
@@ -678,8 +677,7 @@ static int st__collect_room(void *arg, const void *key, size_t klen, const void 
     return 0;
 }
 
-static int st__collect_remote(void *arg, const void *key, size_t klen, const void *val,
-                              size_t vlen)
+static int st__collect_remote(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_ulist_t *l = arg;
     const uint8_t *p = val;
@@ -709,8 +707,7 @@ static int st__cmp_uroom(const void *a, const void *b)
 }
 
 /* The user's rooms of other groups not also known here (the local entry wins). */
-static int st__add_remote(st_rooms_t *r, const char *user, size_t ul, st_ulist_t *l,
-                          uint64_t *wait)
+static int st__add_remote(st_rooms_t *r, const char *user, size_t ul, st_ulist_t *l, uint64_t *wait)
 {
     uint8_t pre[ST__KEY_CAP], k[ST__KEY_CAP];
     size_t pl = st__pair(pre, ST__KS_REMOTE, user, ul, "", 0), local = l->v.n;
@@ -720,9 +717,9 @@ static int st__add_remote(st_rooms_t *r, const char *user, size_t ul, st_ulist_t
     for (size_t i = local; i < l->v.n; i++) {
         const void *v;
         size_t vl;
-        rc = st_store_get(r->store, k, st__pair(k, ST__KS_JOINED, user, ul, l->v.v[i].room,
-                                               l->v.v[i].rl),
-                          &v, &vl, wait);
+        rc = st_store_get(r->store, k,
+                          st__pair(k, ST__KS_JOINED, user, ul, l->v.v[i].room, l->v.v[i].rl), &v,
+                          &vl, wait);
         if (rc == ST_OK) continue;
         if (rc != ST_ENOTFOUND) return rc;
         l->v.v[keep++] = l->v.v[i];
