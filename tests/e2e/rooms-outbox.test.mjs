@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { request, skipIf, sleep, startStrata, tempDir } from './lib.mjs';
+import { request, runStrata, skipIf, sleep, startStrata, tempDir } from './lib.mjs';
 import { NGINX, freePort, nginxConfig, startProxy } from './proxy-lib.mjs';
 
 async function pending(node) {
@@ -174,6 +174,15 @@ describe('rooms across two groups behind nginx', { skip: skipIf(!existsSync(NGIN
 });
 
 describe('one group (no --route-url)', () => {
+  test('a bad --route-url, or one with auth on and no --cluster-secret, is refused at start', () => {
+    const d = tempDir('outbox-flags');
+    const bad = runStrata(['--listen', '127.0.0.1:0', '--data-dir', d, '--route-url', 'ftp://x'], { expect: 2 });
+    assert.match(bad.stderr, /--route-url must be an http/);
+    const noSecret = runStrata(['--listen', '127.0.0.1:0', '--data-dir', d, '--route-url', 'http://127.0.0.1:1',
+      '--jwt-secret', 'a-client-secret'], { expect: 2 });
+    assert.match(noSecret.stderr, /needs --cluster-secret/);
+  });
+
   test('no outbox record is written', async () => {
     const s = await startStrata();
     try {
