@@ -6,18 +6,16 @@
 // a stream survives a server restart and a slow-consumer cut-off with no gap and no duplicate,
 // and seats/counter snapshots come again on reconnect; the same client works in Chromium.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import WebSocket from 'ws';
-import { skipIf, sleep, startStrata, tempDir } from './lib.mjs';
+import { clientCleanup, clientDir, loadClient } from './client-lib.mjs';
+import { skipIf, sleep, startStrata } from './lib.mjs';
 
-const ROOT = path.resolve('../..');
-const TSC = path.resolve('node_modules/.bin/tsc');
 const SECRET = 'client-secret';
 const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
 function jwt(payload, secret = SECRET) {
@@ -40,18 +38,10 @@ async function until(what, fn, ms = 15000) {
   }
 }
 
-let out, lib;
-before(() => {
-  out = tempDir('client-dist');
-  const r = spawnSync(TSC, ['-p', path.join(ROOT, 'clients/js'), '--outDir', out], { encoding: 'utf8' });
-  assert.equal(r.status, 0, `tsc failed:\n${r.stdout}${r.stderr}`);
-  // The compiled files are ES modules, as clients/js/package.json ("type": "module") declares for
-  // its dist/. Node 18 (Debian 12's) does not detect module syntax in a .js file, so the folder
-  // they are loaded from needs the same declaration.
-  writeFileSync(path.join(out, 'package.json'), JSON.stringify({ type: 'module' }));
-});
-after(() => { if (out) rmSync(out, { recursive: true, force: true }); });
-const load = async () => (lib ??= await import(path.join(out, 'index.js')));
+let lib;
+before(async () => { lib = await loadClient(); });
+after(() => clientCleanup());
+const load = loadClient;
 
 describe('the client against the real server', () => {
   let s, port, db;
@@ -283,7 +273,7 @@ const puppeteer = (await import('puppeteer-core')).default;
 describe('the client in a browser', { skip: skipIf(!existsSync(CHROMIUM) && `${CHROMIUM} not installed (tools/install-deps.sh --test)`) }, () => {
   test('posts, reads and streams from a page on another origin (CORS, global fetch and WebSocket)', async () => {
     const pages = http.createServer((req, res) => {
-      const f = req.url === '/' ? null : path.join(out, path.basename(req.url));
+      const f = req.url === '/' ? null : path.join(clientDir(), path.basename(req.url));
       if (f && !existsSync(f)) { res.writeHead(404); res.end(); return; }
       res.writeHead(200, { 'content-type': f ? 'text/javascript' : 'text/html' });
       res.end(f ? readFileSync(f) : '<!doctype html><title>client</title>');

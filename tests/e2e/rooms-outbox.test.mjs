@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { request, runStrata, skipIf, sleep, startStrata, tempDir } from './lib.mjs';
+import { clientCleanup, loadClient } from './client-lib.mjs';
 import { NGINX, freePort, nginxConfig, startProxy } from './proxy-lib.mjs';
 
 async function pending(node) {
@@ -48,6 +49,7 @@ describe('rooms across two groups behind nginx', { skip: skipIf(!existsSync(NGIN
   after(async () => {
     if (proxy) await proxy.stop();
     for (const n of nodes) { await n.stop(); n.cleanup(); }
+    clientCleanup();
   });
 
   // Where a key lives, asked of each node directly.
@@ -94,6 +96,16 @@ describe('rooms across two groups behind nginx', { skip: skipIf(!existsSync(NGIN
     const members = (await via('GET', `/v1/rooms/${room}/members`)).json.members;
     const joined = members.find((m) => m.user === u).joined_at;
     assert.deepEqual(row, { room_id: room, name: 'The Lobby', joined_at: joined, remote: true });
+    // The client library reads a remote room's activity from the room (SPEC §10).
+    assert.equal((await via('POST', `/v1/rooms/${room}/messages`, { from: u, content: 'hello' })).status, 201);
+    const { Strata } = await loadClient();
+    const db = new Strata({ baseUrl: `http://127.0.0.1:${port}` });
+    const seen = (await db.userRooms(u)).rooms.find((x) => x.room_id === room);
+    const truth = (await via('GET', `/v1/rooms/${room}`)).json;
+    assert.equal(seen.remote, true);
+    assert.equal(seen.total_messages, 1);
+    assert.equal(seen.last_msg_id, truth.last_msg_id);
+    assert.equal(seen.updated, truth.updated);
     await until('the outbox emptied', async () => (await pending(nodes[0])) === 0);
     // A local room of the user's group too: one list, paged exactly, each room once.
     const home = await roomOn(1, 'home', [u], 'Home');

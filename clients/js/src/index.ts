@@ -184,8 +184,22 @@ export class Strata {
     return this.post(`/v1/rooms/${enc(roomId)}/read`, { user, seq }, o);
   }
   /** Newest activity first. */
-  userRooms(user: string, q: PageQuery = {}, o?: ReadOptions): Promise<UserRoomPage> {
-    return this.get(`/v1/users/${enc(user)}/rooms`, { ...q }, o);
+  /** Rooms on other groups (`remote`, SPEC §10) get their activity from the room itself (one
+   * GET each, through the same base URL: a proxy routes it to the room's group); a room that
+   * cannot be read now keeps only what the list gave. */
+  async userRooms(user: string, q: PageQuery = {}, o?: ReadOptions): Promise<UserRoomPage> {
+    const page = await this.get<UserRoomPage>(`/v1/users/${enc(user)}/rooms`, { ...q }, o);
+    await Promise.all(page.rooms.filter((r) => r.remote).map(async (r) => {
+      try {
+        const room = await this.room(r.room_id, o);
+        r.last_msg_id = room.last_msg_id;
+        r.updated = room.updated;
+        r.total_messages = room.total_messages;
+      } catch {
+        // the room's group is down, or the user is no longer a member: the list's row as it is
+      }
+    }));
+    return page;
   }
 
   // ---- events, seats, bookings (SPEC §4) ----

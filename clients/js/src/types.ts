@@ -142,14 +142,18 @@ export interface RoomRead {
   last_read_seq: number;
   unread: number;
 }
+/** A room in a user's list. A room on another group (SPEC §10: `remote`) comes with room_id,
+ * name and joined_at only; the client reads its activity (last_msg_id, updated, total_messages)
+ * from the room itself, and has no unread count for it. */
 export interface UserRoom {
   room_id: string;
   name: string | null;
   joined_at: Micros;
-  last_msg_id: Id64 | null;
-  updated: Micros;
-  total_messages: number;
-  unread: number;
+  last_msg_id?: Id64 | null;
+  updated?: Micros;
+  total_messages?: number;
+  unread?: number;
+  remote?: boolean;
 }
 export interface UserRoomPage extends Page {
   rooms: UserRoom[];

@@ -5,6 +5,8 @@ raise :class:`~strata_client.StrataError` for every failure.
 """
 from __future__ import annotations
 
+import asyncio
+
 from typing import (
     Any,
     AsyncIterator,
@@ -23,6 +25,7 @@ import httpx
 
 from . import _routes as R
 from ._core import AsyncCore, AsyncTokenSource, Backoff, Call, Options, SyncCore, T, TokenSource
+from .errors import StrataError
 from .stream import (
     ChangeHook,
     CounterStream,
@@ -67,6 +70,7 @@ from .types import (
     SeatsChangeIn,
     Sequence,
     SequenceRange,
+    UserRoom,
     UserRoomPage,
     UserStats,
 )
@@ -88,6 +92,12 @@ def _reconcile_key(user: Optional[str], conversation_id: Optional[str],
     if user is not None or conversation_id is not None:
         raise ValueError("reconcile: give user and conversation_id together, or counter")
     return None
+
+
+def _activity(r: UserRoom, room: Room) -> None:
+    r["last_msg_id"] = room["last_msg_id"]
+    r["updated"] = room["updated"]
+    r["total_messages"] = room["total_messages"]
 
 
 class Strata:
@@ -251,8 +261,17 @@ class Strata:
 
     def user_rooms(self, user: str, *, limit: Optional[int] = None,
                    cursor: Optional[str] = None) -> UserRoomPage:
-        """Newest activity first."""
-        return self._core.request(R.user_rooms(user, limit, cursor))
+        """Newest activity first. Rooms on other groups (``remote``, SPEC §10) get their
+        activity from the room itself (one GET each through the same base URL, which a proxy
+        routes to the room's group); one that cannot be read now keeps the list's row."""
+        page = self._core.request(R.user_rooms(user, limit, cursor))
+        for r in page["rooms"]:
+            if r.get("remote"):
+                try:
+                    _activity(r, self._core.request(R.room(r["room_id"])))
+                except StrataError:
+                    pass
+        return page
 
     # ---- events, seats, bookings (SPEC §4, §4.1) ----
     def create_event(self, event: EventIn, *,
@@ -508,8 +527,15 @@ class AsyncStrata:
 
     async def user_rooms(self, user: str, *, limit: Optional[int] = None,
                    cursor: Optional[str] = None) -> UserRoomPage:
-        """Newest activity first."""
-        return await self._core.request(R.user_rooms(user, limit, cursor))
+        """Newest activity first; remote rooms as in :meth:`Strata.user_rooms`."""
+        page = await self._core.request(R.user_rooms(user, limit, cursor))
+        remote = [r for r in page["rooms"] if r.get("remote")]
+        rooms = await asyncio.gather(*(self._core.request(R.room(r["room_id"])) for r in remote),
+                                     return_exceptions=True)
+        for r, room in zip(remote, rooms):
+            if not isinstance(room, BaseException):
+                _activity(r, room)
+        return page
 
     # ---- events, seats, bookings (SPEC §4, §4.1) ----
     async def create_event(self, event: EventIn, *,

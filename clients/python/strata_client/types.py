@@ -396,13 +396,17 @@ class RoomRead(TypedDict):
 
 
 class UserRoom(TypedDict):
+    """A room in a user's list. A room on another group (``remote``, SPEC §10) comes with
+    room_id, name and joined_at only; the client reads its activity (last_msg_id, updated,
+    total_messages) from the room itself, and has no unread count for it."""
     room_id: str
     name: Optional[str]
     joined_at: Micros
-    last_msg_id: Optional[Id64]
-    updated: Micros
-    total_messages: int
-    unread: int
+    last_msg_id: NotRequired[Optional[Id64]]
+    updated: NotRequired[Micros]
+    total_messages: NotRequired[int]
+    unread: NotRequired[int]
+    remote: NotRequired[bool]
 
 
 class UserRoomPage(TypedDict):
