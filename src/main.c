@@ -284,6 +284,7 @@ int main(int argc, char **argv)
                               .flush_max_age_s = cfg.flush_max_age};
     st_tier_join(tier, st_chat_tier_member(chat, tier, &co));
     st_tier_join(tier, st_counters_tier_member(store));
+    st_tier_join(tier, st_seats_tier_member(seats, tier, cfg.booking_hot_seconds));
     st_app_t app = {.cfg = &cfg, .store = store, .seats = seats, .chat = chat, .tier = tier};
     if (*cfg.backup_url) {
         st_backup_opts_t bo = {.obj = st_cli_backup_obj(&cfg),

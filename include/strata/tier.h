@@ -424,9 +424,8 @@ uint64_t st_tier_row_id(const st_pq_schema_t *s, const st_pq_table_t *tab, size_
 /* A merge side for any schema (st_tier_merge_t.merge of a kind that keeps no counts): the
  * objects' rows, decoded and written again sorted by id (group_rows rows a row group at most),
  * into key; no row is left out (no retention). */
-int st_tier_pq_merge(const st_pq_schema_t *s, size_t group_rows, int zstd_level,
-                     st_objstore_t *obj, const st_tier_obj_t *objs, size_t nold, const char *key,
-                     st_tier_file_t *out);
+int st_tier_pq_merge(const st_pq_schema_t *s, size_t group_rows, int zstd_level, st_objstore_t *obj,
+                     const st_tier_obj_t *objs, size_t nold, const char *key, st_tier_file_t *out);
 
 /* Every footer of the manifest in memory (ST_OK), or ST_EPARKED with those that are not on the
  * cache's want list; another code when one cannot be read. */

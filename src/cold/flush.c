@@ -230,7 +230,7 @@ static void st__succeeded(st_tier_flush_t *f, st_fjob_t *j)
     st_metric_add(f->m_rows, (double)j->snap.n);
     st_metric_add(f->m_bytes, (double)j->size);
     st_metric_observe(f->m_seconds, (double)(uv_hrtime() - j->t0) / 1e9);
-    st_info("cold: flushed %zu messages of %.*s to %s (%llu bytes)", j->snap.n, (int)o->olen,
+    st_info("cold: flushed %zu rows of %.*s to %s (%llu bytes)", j->snap.n, (int)o->olen,
             o->owner, j->snap.key.data, (unsigned long long)j->size);
     f->kind->flushed(f->kind->arg, o->owner, o->olen);
     if (j->snap.capped)
