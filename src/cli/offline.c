@@ -113,6 +113,26 @@ static const char st__cold_lacks[] =
     "sequences (numbers already issued would be issued again), counters and distinct members, "
     "events and their bookings still hot, idempotency answers and messages not yet flushed";
 
+static int st__count_booking_object(void *arg, const char *key, uint64_t size)
+{
+    (void)size;
+    size_t kl = strlen(key);
+    if (strstr(key, "/bookings-") && kl > 8 && strcmp(key + kl - 8, ".parquet") == 0)
+        ++*(size_t *)arg;
+    return 0;
+}
+
+/* Cold bookings (events/{event}/bookings-….parquet, SPEC §4.2) are not rebuilt: their manifests
+ * come back only from a backup. Says so, with how many objects there are. */
+static void st__report_bookings(st_objstore_t *obj)
+{
+    size_t n = 0;
+    if (st_objstore_list(obj, "events/", st__count_booking_object, &n) == ST_OK && n)
+        st_warn("rebuild-meta: %zu cold booking object(s) under events/ are not rebuilt (their "
+                "manifests come back from a backup only); they stay in the bucket, untouched",
+                n);
+}
+
 /* Re-seeds the chat metadata of the store in cfg->data_dir from the cold tier at url, merged
  * with what that store holds, and waits until it is durable. */
 static int st__rebuild_into(const st_config_t *cfg, const char *url, bool moved_after)
@@ -136,6 +156,7 @@ static int st__rebuild_into(const st_config_t *cfg, const char *url, bool moved_
     uint64_t wait = 0;
     if (rc == ST_OK) {
         rc = st_chat_rebuild(chat, obj, &users, &convs, &rows, &wait);
+        if (rc == ST_OK) st__report_bookings(obj);
         st_objstore_close(obj);
     }
     while (!st_store_idle(store)) /* commit and wait until it is durable */

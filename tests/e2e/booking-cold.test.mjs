@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: MIT
+// Finished bookings go cold (SPEC v4 §4.2, §5 "Kinds"): sold, cancelled and expired bookings
+// leave the hot store --booking-hot-seconds after they finished, into
+// cold/events/{event}/bookings-….parquet (items a LIST of structs, which DuckDB reads as lists);
+// GET by id (with and without the event), the nested routes and the listing answer exactly as
+// they did while the bookings were hot, during a flush too; a change of a cold booking is 409;
+// compaction merges an event's objects; a kill -9 and a restart keep everything and never reissue
+// an id; auth rules hold for cold bookings; the hot store stays flat as bookings finish.
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { duckQuery, parquetFiles, waitFor } from './cold-lib.mjs';
+import { sleep, startStrata, tempDir } from './lib.mjs';
+
+const ok = async (s, method, p, body, headers, status = 200) => {
+  const r = await s.req(method, p, body, headers);
+  assert.equal(r.status, status, `${method} ${p}: ${r.text}`);
+  return r.json;
+};
+
+const metric = async (s, name) => Number((await s.req('GET', '/metrics')).text.match(new RegExp(`^${name} (\\d+)`, 'm'))?.[1] ?? 0);
+
+// Every page of an event's listing (limit per page), each page checked against its next.
+async function all(s, ev, q = '', headers, limit = 2) {
+  const out = [];
+  let cursor = null;
+  for (let pages = 0; pages < 2000; pages++) {
+    const r = await ok(s, 'GET', `/v1/events/${ev}/bookings?limit=${limit}${q}${cursor ? `&cursor=${cursor}` : ''}`, undefined, headers);
+    assert.ok(r.bookings.length <= limit);
+    out.push(...r.bookings);
+    if (!r.next) return out;
+    cursor = r.next;
+  }
+  throw new Error('too many pages');
+}
+
+const bookingFiles = (s, ev) => {
+  const d = path.join(s.dir, 'cold', 'events', ev);
+  return existsSync(d) ? parquetFiles(d) : [];
+};
+
+// Flushes and waits until `rows` more rows went cold.
+async function flush(s, rows, headers) {
+  const before = await metric(s, 'strata_flush_rows_total');
+  assert.equal((await s.req('POST', '/v1/admin/flush', undefined, headers)).status, 202);
+  await waitFor(`${rows} bookings flushed`, async () => (await metric(s, 'strata_flush_rows_total')) >= before + rows);
+}
+
+test('finished bookings go cold: Parquet DuckDB reads as lists, reads and listings exact hot and cold, 409 on change, compaction, kill -9', async () => {
+  const dir = tempDir('bkcold');
+  let s = await startStrata({ dataDir: dir, args: ['--booking-hot-seconds', '0'] });
+  try {
+    await ok(s, 'POST', '/v1/events', { event_id: 'gig', hold_seconds: 1, sections: [{ name: 'A', rows: 5, cols: 20, price: 5 }, { name: 'floor', capacity: 500, price: 2 }] }, {}, 201);
+    await ok(s, 'POST', '/v1/events', { event_id: 'other', sections: [{ name: 'A', rows: 1, cols: 5, price: 1 }] }, {}, 201);
+    const ids = [];
+    const book = async (body, ev = 'gig') => (await ok(s, 'POST', `/v1/events/${ev}/bookings`, body, {}, 201)).booking_id;
+    for (let i = 0; i < 8; i++) ids.push(await book({ section: 'A', seats: [`1-${i + 1}`, `2-${i + 1}`] }));
+    ids.push(await book({ items: [{ section: 'A', seats: ['3-1', '3-2'] }, { section: 'floor', quantity: 3 }] }));
+    ids.push(await book({ section: 'floor', quantity: 2 }));
+    const otherId = await book({ section: 'A', seats: ['1-1'] }, 'other');
+    await ok(s, 'POST', `/v1/bookings/${otherId}/confirm`);
+    for (const i of [0, 2, 4, 8]) await ok(s, 'POST', `/v1/bookings/${ids[i]}/confirm`);
+    for (const i of [1, 5, 9]) await ok(s, 'POST', `/v1/bookings/${ids[i]}/cancel`);
+    await sleep(1300); // the other holds (1 s) run out
+    for (const i of [3, 6, 7]) assert.equal((await ok(s, 'GET', `/v1/bookings/${ids[i]}`)).status, 'expired');
+    const live = await book({ section: 'A', seats: ['5-1'] }); // stays reserved: hot
+    const hot = {};
+    for (const id of [...ids, live]) hot[id] = await ok(s, 'GET', `/v1/bookings/${id}`);
+    const listing = await all(s, 'gig');
+    assert.deepEqual(listing.map((b) => b.booking_id), [live, ...ids].sort((a, b) => (BigInt(b) > BigInt(a) ? 1 : -1)));
+    const sold = await all(s, 'gig', '&status=sold');
+    assert.equal(sold.length, 4);
+
+    // the flush, with listings racing it: each is exact, before, during and after
+    let racing = true;
+    const racer = (async () => {
+      let n = 0;
+      while (racing) {
+        assert.deepEqual(await all(s, 'gig', '', undefined, 3), listing, 'a listing during the flush');
+        n++;
+      }
+      return n;
+    })();
+    await flush(s, 11); // gig's 10 and other's 1
+    racing = false;
+    assert.ok((await racer) >= 1);
+    const files = bookingFiles(s, 'gig');
+    assert.equal(files.length, 1, 'one object for the event');
+    assert.match(path.basename(files[0]), /^bookings-\d+-w[0-9a-f]{16}-\d+\.parquet$/);
+    assert.equal(bookingFiles(s, 'other').length, 1);
+
+    // reads: the same as hot, with and without the event; a wrong event is 404
+    for (const id of [...ids, live]) {
+      assert.deepEqual(await ok(s, 'GET', `/v1/bookings/${id}`), hot[id], `booking ${id} read cold`);
+      assert.deepEqual(await ok(s, 'GET', `/v1/events/gig/bookings/${id}`), hot[id]);
+      assert.equal((await s.req('GET', `/v1/events/other/bookings/${id}`)).status, 404);
+    }
+    assert.equal((await s.req('GET', '/v1/bookings/123')).status, 404);
+    assert.deepEqual(await all(s, 'gig'), listing);
+    assert.deepEqual(await all(s, 'gig', '', undefined, 1000), listing);
+    assert.deepEqual(await all(s, 'gig', '&status=sold'), sold);
+    assert.deepEqual(await all(s, 'gig', '&status=reserved'), [hot[live]]);
+    assert.deepEqual(await all(s, 'gig', '&owner=nobody'), []);
+    // a change of a cold booking: 409 with the booking as it is
+    for (const op of ['confirm', 'cancel']) {
+      const r = await s.req('POST', `/v1/bookings/${ids[0]}/${op}`);
+      assert.equal(r.status, 409);
+      assert.deepEqual(r.json.error.booking, hot[ids[0]]);
+      assert.equal((await s.req('POST', `/v1/events/gig/bookings/${ids[1]}/${op}`)).status, 409);
+    }
+    assert.equal((await s.req('POST', `/v1/events/gig/bookings/${ids[1]}/extend`, { seconds: 10 })).status, 409);
+
+    // DuckDB reads the columns, items as a list of structs, seats as a list of strings
+    const desc = await duckQuery(`DESCRIBE SELECT * FROM read_parquet('${files[0]}')`);
+    const type = Object.fromEntries(desc.map((r) => [r.column_name, r.column_type]));
+    assert.equal(type.booking_id, 'BIGINT');
+    assert.equal(type.items, 'STRUCT(section VARCHAR, seats VARCHAR[], quantity BIGINT)[]');
+    assert.equal(type.finished_at, 'TIMESTAMP WITH TIME ZONE');
+    const rows = await duckQuery(`SELECT booking_id::VARCHAR AS id, event_id, owner, status, items[1].section AS sec, len(items[1].seats) AS nseats,
+      items[1].seats[1] AS seat1, len(items) AS nitems, total_price, epoch_us(created_at) AS created, epoch_us(expires_at) AS expires
+      FROM read_parquet('${files[0]}') ORDER BY booking_id`);
+    assert.deepEqual(rows.map((r) => r.id), ids);
+    for (const r of rows) {
+      const h = hot[r.id];
+      assert.equal(r.event_id, 'gig');
+      assert.equal(r.owner, '');
+      assert.equal(r.status, h.status);
+      assert.equal(r.sec, h.items[0].section);
+      assert.equal(Number(r.nseats), h.items[0].seats.length);
+      assert.equal(r.seat1 ?? undefined, h.items[0].seats[0]);
+      assert.equal(Number(r.nitems), h.items.length);
+      assert.equal(Number(r.total_price), h.total_price);
+      assert.equal(Number(r.created), h.created_at);
+      assert.equal(Number(r.expires), h.expires_at);
+    }
+
+    // more bookings finish: a second object; the listing merges hot and two cold objects
+    const more = [];
+    for (let i = 0; i < 4; i++) more.push(await book({ section: 'A', seats: [`4-${i + 1}`] }));
+    for (const id of more) await ok(s, 'POST', `/v1/bookings/${id}/confirm`);
+    const live2 = await book({ section: 'A', seats: ['4-10'] });
+    for (const id of [...more, live2]) hot[id] = await ok(s, 'GET', `/v1/bookings/${id}`);
+    const listing2 = await all(s, 'gig');
+    await flush(s, 4);
+    assert.equal(bookingFiles(s, 'gig').length, 2);
+    assert.deepEqual(await all(s, 'gig'), listing2);
+    assert.deepEqual(await all(s, 'gig', '&status=sold', undefined, 3), listing2.filter((b) => b.status === 'sold'));
+    assert.equal(listing2.length, 16);
+
+    // a major compaction merges the event's objects into one; reads stay the same
+    assert.equal((await s.req('POST', '/v1/admin/compact')).status, 202);
+    await waitFor('gig compacted', async () => bookingFiles(s, 'gig').length === 1);
+    assert.deepEqual(await all(s, 'gig'), listing2);
+    for (const id of [...ids, ...more]) assert.deepEqual(await ok(s, 'GET', `/v1/bookings/${id}`), hot[id]);
+    const merged = await duckQuery(`SELECT count(*)::INT AS n, count(DISTINCT booking_id)::INT AS d, sum(len(items))::INT AS it FROM read_parquet('${bookingFiles(s, 'gig')[0]}')`);
+    assert.deepEqual(merged[0], { n: 14, d: 14, it: 15 });
+
+    // kill -9 and a restart: the same answers; a new booking's id is above every cold one
+    await s.kill9();
+    s = await startStrata({ dataDir: dir, args: ['--booking-hot-seconds', '0'] });
+    assert.deepEqual(await all(s, 'gig'), listing2);
+    for (const id of [...ids, ...more, live, live2]) assert.deepEqual(await ok(s, 'GET', `/v1/bookings/${id}`), hot[id]);
+    assert.equal((await ok(s, 'GET', `/v1/bookings/${otherId}`)).event_id, 'other');
+    const next = await book({ section: 'A', seats: ['5-5'] });
+    assert.ok(BigInt(next) > BigInt(more.at(-1)));
+  } finally {
+    await s.stop();
+    s.cleanup();
+  }
+});
+
+const SECRET = 'bookcold-secret-bookcold-secret-32';
+function token(sub, role) {
+  const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const input = `${b64({ alg: 'HS256', typ: 'JWT' })}.${b64({ sub, ...(role ? { role } : {}), exp: Math.floor(Date.now() / 1000) + 3600 })}`;
+  return `${input}.${createHmac('sha256', SECRET).update(input).digest('base64url')}`;
+}
+
+test('with auth on, cold bookings: their owner or an admin reads them; a subject lists only its own', async () => {
+  const s = await startStrata({ args: ['--jwt-secret', SECRET, '--booking-hot-seconds', '0'] });
+  const as = (sub, role) => ({ Authorization: `Bearer ${token(sub, role)}` });
+  try {
+    await ok(s, 'POST', '/v1/events', { event_id: 'gig', sections: [{ name: 'A', rows: 1, cols: 10, price: 5 }] }, as('root', 'admin'), 201);
+    const by = { ann: [], bob: [] };
+    for (const [sub, seat] of [['ann', '1-1'], ['bob', '1-2'], ['ann', '1-3'], ['bob', '1-4']]) {
+      const r = await ok(s, 'POST', '/v1/events/gig/bookings', { section: 'A', seats: [seat] }, as(sub), 201);
+      await ok(s, 'POST', `/v1/bookings/${r.booking_id}/confirm`, undefined, as(sub));
+      by[sub].unshift(r.booking_id);
+    }
+    const annLive = (await ok(s, 'POST', '/v1/events/gig/bookings', { section: 'A', seats: ['1-9'] }, as('ann'), 201)).booking_id;
+    await flush(s, 4, as('root', 'admin'));
+    assert.equal(bookingFiles(s, 'gig').length, 1);
+    for (const id of by.bob) {
+      assert.equal((await s.req('GET', `/v1/bookings/${id}`, undefined, as('ann'))).status, 403);
+      assert.equal((await s.req('GET', `/v1/events/gig/bookings/${id}`, undefined, as('ann'))).status, 403);
+      assert.equal((await ok(s, 'GET', `/v1/bookings/${id}`, undefined, as('bob'))).booking_id, id);
+      assert.equal((await ok(s, 'GET', `/v1/bookings/${id}`, undefined, as('root', 'admin'))).booking_id, id);
+    }
+    assert.equal((await s.req('GET', `/v1/bookings/${by.bob[0]}`)).status, 401);
+    assert.deepEqual((await all(s, 'gig', '', as('ann'))).map((b) => b.booking_id), [annLive, ...by.ann]);
+    assert.deepEqual((await all(s, 'gig', '&owner=bob', as('root', 'admin'))).map((b) => b.booking_id), by.bob);
+    assert.equal((await all(s, 'gig', '', as('root', 'admin'))).length, 5);
+    assert.equal((await s.req('GET', '/v1/events/gig/bookings?owner=bob', undefined, as('ann'))).status, 403);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('the hot store stays flat as bookings finish: 20,000 finished bookings hold about the bytes of 1,000', async () => {
+  const s = await startStrata({ args: ['--booking-hot-seconds', '0'] });
+  try {
+    await ok(s, 'POST', '/v1/events', { event_id: 'big', sections: [{ name: 'floor', capacity: 100000, price: 3 }] }, {}, 201);
+    const round = async () => {
+      const q = Array.from({ length: 1000 }, (_, i) => i);
+      const worker = async () => {
+        for (let i = q.pop(); i !== undefined; i = q.pop()) {
+          const b = await ok(s, 'POST', '/v1/events/big/bookings', { section: 'floor', quantity: 1 }, {}, 201);
+          await ok(s, 'POST', `/v1/bookings/${b.booking_id}/${i % 3 ? 'confirm' : 'cancel'}`);
+        }
+      };
+      await Promise.all(Array.from({ length: 32 }, worker));
+      await flush(s, 1000);
+    };
+    await round();
+    await sleep(500);
+    const first = await metric(s, 'strata_hot_bytes');
+    for (let r = 1; r < 20; r++) await round();
+    await sleep(500);
+    const last = await metric(s, 'strata_hot_bytes');
+    assert.ok(first > 0);
+    assert.ok(last <= first * 1.5, `hot bytes: ${first} after 1,000 finished bookings, ${last} after 20,000`);
+    const page = await ok(s, 'GET', '/v1/events/big/bookings?limit=1000');
+    assert.equal(page.bookings.length, 1000);
+    assert.ok(page.next);
+    assert.equal((await ok(s, 'GET', `/v1/bookings/${page.bookings[999].booking_id}`)).booking_id, page.bookings[999].booking_id);
+  } finally {
+    await s.stop();
+    s.cleanup();
+  }
+});
