@@ -225,18 +225,22 @@ static void st__snap_add(st_bksnap_t *j, st_event_t *e, const st_booking_t *b)
     st_vec_push(&j->rows, r);
 }
 
+#define ST__SCAN_PAGE   1024  /* index entries read per range */
+#define ST__SCAN_BUDGET 65536 /* finished entries one snapshot looks at, at most */
+
 typedef struct {
     ST_VEC(uint64_t) ids;
-    bool capped;
+    uint64_t last; /* the last entry seen (finished or not) */
+    size_t seen;
 } st_idscan_t;
 
 static int st__index_entry(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_idscan_t *x = arg;
-    if (klen < 10 || vlen != 1 || !st__finished(((const uint8_t *)val)[0])) return 0;
-    uint64_t id = st_be64_get((const uint8_t *)key + klen - 8);
-    st_vec_push(&x->ids, id);
-    return 0;
+    if (klen < 10 || vlen != 1) return 0;
+    x->last = st_be64_get((const uint8_t *)key + klen - 8);
+    if (st__finished(((const uint8_t *)val)[0])) st_vec_push(&x->ids, x->last);
+    return ++x->seen == ST__SCAN_PAGE ? 1 : 0;
 }
 
 /* 'K' event 0 (history.c's index) */
@@ -261,25 +265,42 @@ static int st__snapshot(void *arg, const char *o, size_t ol, const st_tier_stat_
     memcpy(j->ev, o + 2, j->el);
     st_event_t *e = st__event_find(s, j->ev, j->el, NULL);
     int64_t cutoff = st_now_us() - bc->hot_us;
-    uint8_t pre[ST_NAME_MAX + 16];
+    uint8_t pre[ST_NAME_MAX + 16], from[ST_NAME_MAX + 16];
+    size_t pl = st__index_prefix(pre, j->ev, j->el);
+    memcpy(from, pre, pl);
     st_idscan_t x = {0};
-    int rc = st_store_scan(s->store, pre, st__index_prefix(pre, j->ev, j->el), st__index_entry, &x,
-                           wait);
     st_buf_t keep = {0};
     int64_t oldest = INT64_MAX;
-    for (size_t i = 0; rc == ST_OK && i < x.ids.n; i++) {
-        st_booking_t b;
-        if (st__load(s, x.ids.v[i], &b, &keep, wait) != ST_OK) continue;
-        if (st__finished(b.status) && b.updated_at <= cutoff) {
-            if (j->rows.n == ST_TIER_FLUSH_ROWS || j->str.len >= ST_TIER_FLUSH_BYTES) {
-                out->capped = true;
-                free(b.seats);
-                break;
+    size_t looked = 0;
+    int rc = ST_OK;
+    bool full = false;
+    /* The event's index in pages, oldest id first, for the finished entries (a bounded number
+     * per snapshot: one made of bookings not yet due waits for the next pass), then their
+     * records for the time they finished. */
+    for (bool more = true; rc == ST_OK && more && !full && looked < ST__SCAN_BUDGET;) {
+        x.ids.n = 0;
+        x.seen = 0;
+        rc = st_store_scan_from(s->store, pre, pl, x.last ? from : NULL, x.last ? pl + 8 : 0,
+                                st__index_entry, &x, wait);
+        more = rc == 1;
+        if (rc == 1) rc = ST_OK;
+        st_be64_put(from + pl, x.last + 1);
+        looked += x.ids.n;
+        for (size_t i = 0; rc == ST_OK && i < x.ids.n; i++) {
+            st_booking_t b;
+            if (st__load(s, x.ids.v[i], &b, &keep, wait) != ST_OK) continue;
+            if (st__finished(b.status) && b.updated_at <= cutoff) {
+                if (j->rows.n == ST_TIER_FLUSH_ROWS || j->str.len >= ST_TIER_FLUSH_BYTES) {
+                    out->capped = true; /* more are due: the next flush follows at once */
+                    full = true;
+                    free(b.seats);
+                    break;
+                }
+                st__snap_add(j, e, &b);
+                if (b.updated_at < oldest) oldest = b.updated_at;
             }
-            st__snap_add(j, e, &b);
-            if (b.updated_at < oldest) oldest = b.updated_at;
+            free(b.seats);
         }
-        free(b.seats);
     }
     st_buf_free(&keep);
     st_vec_free(&x.ids);
