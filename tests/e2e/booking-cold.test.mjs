@@ -5,12 +5,14 @@
 // GET by id (with and without the event), the nested routes and the listing answer exactly as
 // they did while the bookings were hot, during a flush too; a change of a cold booking is 409;
 // compaction merges an event's objects; a kill -9 and a restart keep everything and never reissue
-// an id; auth rules hold for cold bookings; the hot store stays flat as bookings finish.
+// an id; auth rules hold for cold bookings; the hot store stays flat as bookings finish; a restore
+// from the backup reads the cold bookings in place, and rebuild-meta names the ones it leaves.
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
+import { restore, runAsync, shipped } from './backup-lib.mjs';
 import { duckQuery, parquetFiles, waitFor } from './cold-lib.mjs';
 import { sleep, startStrata, tempDir } from './lib.mjs';
 
@@ -245,5 +247,48 @@ test('the hot store stays flat as bookings finish: 21,000 finished bookings take
   } finally {
     await s.stop();
     s.cleanup();
+  }
+});
+
+test('a restore from the backup reads the cold bookings where they are, and the flush goes on', async () => {
+  const dir = tempDir('bkcold-restore');
+  const cold = `file://${dir}/cold`, url = `file://${dir}/backup`;
+  const s = await startStrata({ dataDir: path.join(dir, 'data'), args: ['--cold-url', cold, '--backup-url', url, '--backup-interval', '200', '--booking-hot-seconds', '0'] });
+  let r;
+  try {
+    await ok(s, 'POST', '/v1/events', { event_id: 'gig', sections: [{ name: 'A', rows: 2, cols: 10, price: 5 }] }, {}, 201);
+    const ids = [];
+    for (let i = 1; i <= 6; i++) ids.push((await ok(s, 'POST', '/v1/events/gig/bookings', { section: 'A', seats: [`1-${i}`] }, {}, 201)).booking_id);
+    for (const id of ids.slice(0, 4)) await ok(s, 'POST', `/v1/bookings/${id}/${id === ids[1] ? 'cancel' : 'confirm'}`);
+    await flush(s, 4);
+    const want = {};
+    for (const id of ids) want[id] = await ok(s, 'GET', `/v1/bookings/${id}`);
+    const listing = await all(s, 'gig');
+    await shipped(s);
+    await s.kill9();
+    rmSync(path.join(dir, 'data'), { recursive: true, force: true });
+    const res = await restore(path.join(dir, 'restored'), url, ['--cold-url', cold]);
+    assert.equal(res.code, 0, res.err);
+    r = await startStrata({ dataDir: path.join(dir, 'restored'), args: ['--cold-url', cold, '--booking-hot-seconds', '0'] });
+    assert.deepEqual(await all(r, 'gig'), listing);
+    for (const id of ids) assert.deepEqual(await ok(r, 'GET', `/v1/bookings/${id}`), want[id]);
+    // the restored node flushes on under its own writer incarnation, beside the old objects
+    await ok(r, 'POST', `/v1/bookings/${ids[4]}/confirm`);
+    await flush(r, 1);
+    const files = parquetFiles(path.join(dir, 'cold', 'events', 'gig'));
+    assert.equal(files.length, 2);
+    assert.notEqual(path.basename(files[0]).split('-')[2], path.basename(files[1]).split('-')[2], 'two writers');
+    assert.equal((await ok(r, 'GET', `/v1/bookings/${ids[4]}`)).status, 'sold');
+    assert.equal((await all(r, 'gig')).length, 6);
+    // rebuild-meta over the same bucket does not choke on events/: it names what it left
+    await r.stop();
+    const rb = await runAsync(['rebuild-meta', '--data-dir', path.join(dir, 'rb'), '--cold-url', cold, '--accept-loss']);
+    assert.equal(rb.code, 0, rb.err);
+    assert.match(rb.err, /2 cold booking object\(s\) under events\/ are not rebuilt/);
+    assert.equal(parquetFiles(path.join(dir, 'cold', 'events', 'gig')).length, 2, 'left where they are');
+  } finally {
+    await s.kill9();
+    if (r) await r.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
