@@ -93,7 +93,9 @@ int st_tier_scan(st_tier_t *t, const char *o, size_t ol, const st_tier_scanq_t *
             qsort(kept.v, kept.n, sizeof *kept.v, st__u64_desc);
             if (sg->max < kept.v[q->need - 1]) break; /* nothing left can make the page */
         }
-        if (q->budget && looked >= q->budget) break;
+        /* out of budget, unless the frontier would not move below hi: row groups that straddle
+         * hi (their rows under it handed over again) never use up a page, so paging ends */
+        if (q->budget && looked >= q->budget && (!q->hi || sg->max < q->hi - 1)) break;
         const st_pq_table_t *tab;
         int r =
             st_coldcache_table(t->cache, q->schema, sg->obj->key, sg->gi, sg->g, sg->nleaves, &tab);

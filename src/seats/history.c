@@ -169,6 +169,7 @@ static int st__hot_page(st_seats_t *s, const st_bookings_query_t *q, size_t need
                        st_store_get(s->store, st__marker, sizeof st__marker, &v, &vl, &w) != ST_OK};
     uint64_t below = q->cursor;
     bool stop = false;
+    size_t loaded = 0;
     st_buf_t keep = {0};
     int rc = ST_OK;
     *frontier = 0;
@@ -181,7 +182,8 @@ static int st__hot_page(st_seats_t *s, const st_bookings_query_t *q, size_t need
         bool spent = p.visited >= p.budget;
         for (size_t i = 0; rc == ST_OK && i < p.n; i++) {
             st_booking_t b;
-            if (q->owner && ++p.visited > p.budget) { /* out of budget: ids[i] not looked at */
+            /* out of budget: ids[i] not looked at (one record at least, so paging moves on) */
+            if (q->owner && loaded++ && ++p.visited > p.budget) {
                 stop = true;
                 *frontier = p.ids[i] + 1;
                 break;
