@@ -688,7 +688,7 @@ static int st__ev_range(void *arg, const void *key, size_t klen, const void *val
     st_evfind_t *x = arg;
     const uint8_t *k = key;
     st_tier_file_t f;
-    if (klen < 3 + 9 || vlen < sizeof f) return 0;
+    if (klen < 3 + 9 || vlen < sizeof f || k[klen - 9] != 0) return 0;
     memcpy(&f, val, sizeof f);
     if (x->id < f.min_id || x->id > f.max_id) return 0;
     size_t el = klen - 3 - 9;

@@ -14,6 +14,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { restore, runAsync, shipped } from './backup-lib.mjs';
 import { duckQuery, parquetFiles, waitFor } from './cold-lib.mjs';
+import { Group, call } from './cluster-lib.mjs';
 import { sleep, startStrata, tempDir } from './lib.mjs';
 
 const ok = async (s, method, p, body, headers, status = 200) => {
@@ -329,5 +330,49 @@ test('bookings that finish out of order make objects overlapping in ids: listing
     assert.equal(cancelled, 1500);
   } finally {
     await s.stop();
+  }
+});
+
+test('a replicated group: the leader flushes finished bookings, every member and the next leader read them', async () => {
+  const g = new Group(3, ['--booking-hot-seconds', '0', '--flush-interval', '3600']);
+  try {
+    await g.init();
+    for (const id of [1, 2, 3])
+      await waitFor(`member ${id} to be healthy`, async () => (await call(g.port(id), 'GET', '/healthz')).status === 200);
+    const req = async (method, p, body, status = 200) => {
+      const r = await g.req(method, p, body);
+      assert.equal(r.status, status, `${method} ${p}: ${r.text}`);
+      return r.json;
+    };
+    await req('POST', '/v1/events', { event_id: 'gig', sections: [{ name: 'A', rows: 1, cols: 10, price: 5 }] }, 201);
+    const ids = [];
+    for (let i = 1; i <= 5; i++) ids.push((await req('POST', '/v1/events/gig/bookings', { section: 'A', seats: [`1-${i}`] }, 201)).booking_id);
+    for (const id of ids.slice(0, 4)) await req('POST', `/v1/bookings/${id}/${id === ids[0] ? 'cancel' : 'confirm'}`, {});
+    const want = {};
+    for (const id of ids) want[id] = await req('GET', `/v1/bookings/${id}`);
+    const listing = (await req('GET', '/v1/events/gig/bookings?limit=100')).bookings;
+    await waitFor('the flush', async () => {
+      await g.req('POST', '/v1/admin/flush', {});
+      return parquetFiles(g.cold).some((f) => f.includes(`${path.sep}events${path.sep}gig${path.sep}bookings-`));
+    });
+    for (const id of [1, 2, 3]) { // through every member (a follower answers or sends to its leader)
+      for (const bid of ids) assert.deepEqual(await waitFor(`member ${id} reads ${bid}`, async () => {
+        const r = await g.req('GET', `/v1/bookings/${bid}`, undefined, { via: id });
+        return r.status === 200 ? r.json : null;
+      }), want[bid]);
+    }
+    // the leader dies: the next one reads the cold bookings from the shared store
+    const l1 = await g.leader();
+    g.members.get(l1).proc.kill('SIGKILL');
+    await g.members.get(l1).exited;
+    g.members.delete(l1);
+    assert.notEqual(await g.leader(), l1);
+    assert.deepEqual((await req('GET', '/v1/events/gig/bookings?limit=100')).bookings, listing);
+    for (const bid of ids) assert.deepEqual(await req('GET', `/v1/bookings/${bid}`), want[bid]);
+    assert.equal((await g.req('POST', `/v1/bookings/${ids[1]}/cancel`, {})).status, 409);
+    await g.stopAll();
+  } finally {
+    g.kill();
+    g.cleanup();
   }
 });
