@@ -29,6 +29,9 @@
  *      and an expired hook (its counts when retention drops an object);
  *   2. one line in main.c: st_tier_join(tier, st_<kind>_tier_member(...));
  * and its reads call st_tier_rows, returning ST_EPARKED for the caller to park on st_tier_wait.
+ * A kind whose rows are not messages gives its Parquet schema (st_tier_member_t.schema): its
+ * reads are st_tier_scan (decoded row groups, walked with the codec's cursor) and its merge
+ * st_tier_pq_merge; cold/ knows nothing of its columns (src/seats/tier.c: finished bookings).
  * Any number of members flush: each owns the manifest owners of its tag (st_tier_member_t.tag,
  * st_tier_owner), so each kind has its own manifest and its own key prefix in one key space, and
  * the engines (flush, compaction, retention, orphans) hand every owner to its own kind.
@@ -330,6 +333,9 @@ typedef struct st_tier_member {
     size_t nsources;
     const st_tier_kind_t *flush; /* its flush side; orphans/flushed/done may be NULL (the tier's) */
     const st_tier_merge_t *merge; /* its compaction side (with a flush side) */
+    /* The columns of its objects, when the tier reads them for it (st_tier_scan with no schema of
+     * its own); NULL: a kind with its own reads (chat's messages). */
+    const st_pq_schema_t *schema;
     /* Retention: an expired object (m: its footer, borrowed for the call) leaves the manifest;
      * stage its rows out of the kind's counts (NULL: the kind keeps none). */
     int (*expired)(void *arg, const char *o, size_t ol, const st_pq_meta_t *m, uint64_t *wait);
@@ -403,10 +409,10 @@ int st_tier_rows(st_tier_t *t, const char *o, size_t ol, const st_tier_rowq_t *q
  * and merges, knowing nothing of the columns. */
 typedef ST_VEC(uint64_t) st_tier_ids_t;
 typedef struct {
-    const st_pq_schema_t *schema;
-    uint64_t lo, hi; /* the ids wanted: lo < id < hi (0 = open) */
-    size_t need;     /* kept rows wanted, highest ids first */
-    size_t budget;   /* rows looked at, at most, in whole row groups (0: no limit) */
+    const st_pq_schema_t *schema; /* NULL: the owner's member's (st_tier_member_t.schema) */
+    uint64_t lo, hi;              /* the ids wanted: lo < id < hi (0 = open) */
+    size_t need;                  /* kept rows wanted, highest ids first */
+    size_t budget;                /* rows looked at, at most, in whole row groups (0: no limit) */
     /* Each row group read: the kind walks its rows (some may lie outside (lo, hi): it skips
      * them) and pushes onto *kept the id of every row it keeps. Non-zero stops the scan. */
     int (*group)(void *arg, const st_pq_table_t *tab, st_tier_ids_t *kept);

@@ -217,7 +217,7 @@ static void st__flush_failed(st_tier_flush_t *f, st_fjob_t *j, int rc, uint64_t 
     /* it can never succeed (a key or an object the backend refuses): say so once */
     st_metric_add(f->m_err, 1);
     st_error("cold: %.*s can never be flushed (%s: the object store refuses %s); its "
-             "messages stay hot",
+             "rows stay hot",
              (int)o->olen, o->owner, st_strerror(rc), j->snap.key.data);
     st_map_insert(&f->stuck, &o->node);
     st_metric_set(f->m_stuck, (double)f->stuck.count);

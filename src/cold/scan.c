@@ -54,18 +54,20 @@ int st_tier_scan(st_tier_t *t, const char *o, size_t ol, const st_tier_scanq_t *
                  uint64_t *frontier, uint64_t *wait)
 {
     *frontier = 0;
-    if (!t || !t->cache || q->schema->sort_leaf < 0) return ST_OK;
+    const st_tier_member_t *mb = t ? st__tier_member(t, o, ol) : NULL;
+    const st_pq_schema_t *schema = q->schema ? q->schema : mb ? mb->schema : NULL;
+    if (!t || !t->cache || !schema || schema->sort_leaf < 0) return ST_OK;
     st_tier_manifest_t man;
     int rc = st_tier_manifest(t->store, o, ol, false, &man, wait);
     if (rc != ST_OK) return rc;
     ST_VEC(st_sgroup_t) gs = {0};
     bool parked = false;
-    size_t leaf = (size_t)q->schema->sort_leaf;
+    size_t leaf = (size_t)schema->sort_leaf;
     for (size_t i = 0; i < man.n && rc == ST_OK; i++) {
         const st_tier_file_t *f = &man.v[i].file;
         if ((q->lo && f->max_id <= q->lo) || (q->hi && f->min_id >= q->hi)) continue;
         const st_pq_file_t *pf;
-        rc = st_coldcache_pqfile(t->cache, q->schema, man.v[i].key, f->size, &pf);
+        rc = st_coldcache_pqfile(t->cache, schema, man.v[i].key, f->size, &pf);
         if (rc == ST_EPARKED) {
             parked = true;
             rc = ST_OK;
@@ -98,7 +100,7 @@ int st_tier_scan(st_tier_t *t, const char *o, size_t ol, const st_tier_scanq_t *
         if (q->budget && looked >= q->budget && (!q->hi || sg->max < q->hi - 1)) break;
         const st_pq_table_t *tab;
         int r =
-            st_coldcache_table(t->cache, q->schema, sg->obj->key, sg->gi, sg->g, sg->nleaves, &tab);
+            st_coldcache_table(t->cache, schema, sg->obj->key, sg->gi, sg->g, sg->nleaves, &tab);
         if (r == ST_EPARKED) { /* its rows are unknown: the ones after it are fetched too */
             parked = true;
             looked += (size_t)sg->g->rows;

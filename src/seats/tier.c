@@ -482,6 +482,7 @@ st_tier_member_t *st_seats_tier_member(st_seats_t *s, st_tier_t *t, uint64_t hot
                                     .nsources = 1,
                                     .flush = &bc->kind,
                                     .merge = &bc->merge,
+                                    .schema = &st_seats_booking_schema,
                                     .stop = st__bk_stop,
                                     .closed = st__bk_closed,
                                     .arg = bc};
@@ -665,8 +666,7 @@ int st__cold_page(st_seats_t *s, const st_bookings_query_t *q, size_t need, size
                     .owner = q->owner,
                     .owner_len = q->owner_len,
                     .cands = out};
-    st_tier_scanq_t sq = {.schema = &st_seats_booking_schema,
-                          .hi = q->cursor,
+    st_tier_scanq_t sq = {.hi = q->cursor, /* the member's schema */
                           .need = need,
                           .budget = budget,
                           .group = st__scan_group,
@@ -728,12 +728,8 @@ int st__cold_booking(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, st
         size_t ol =
             st_tier_owner(o, ST__TAG, ev.names.data + (uintptr_t)ev.evs.v[i].p, ev.evs.v[i].n);
         st_cscan_t x = {.lo = id - 1, .hi = id + 1, .cands = &cands, .ref = ref};
-        st_tier_scanq_t sq = {.schema = &st_seats_booking_schema,
-                              .lo = id - 1,
-                              .hi = id + 1,
-                              .need = 1,
-                              .group = st__scan_group,
-                              .arg = &x};
+        st_tier_scanq_t sq = {
+            .lo = id - 1, .hi = id + 1, .need = 1, .group = st__scan_group, .arg = &x};
         uint64_t fr;
         int r = st_tier_scan(bc->tier, o, ol, &sq, &fr, wait);
         st_vec_free(&x.row.seats);
