@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "strata/backup.h"
 #include "strata/chat.h"
+#include "strata/seats.h"
 #include "strata/counters.h"
 #include "strata/tier.h"
 
@@ -113,26 +114,6 @@ static const char st__cold_lacks[] =
     "sequences (numbers already issued would be issued again), counters and distinct members, "
     "events and their bookings still hot, idempotency answers and messages not yet flushed";
 
-static int st__count_booking_object(void *arg, const char *key, uint64_t size)
-{
-    (void)size;
-    size_t kl = strlen(key);
-    if (strstr(key, "/bookings-") && kl > 8 && strcmp(key + kl - 8, ".parquet") == 0)
-        ++*(size_t *)arg;
-    return 0;
-}
-
-/* Cold bookings (events/{event}/bookings-….parquet, SPEC §4.2) are not rebuilt: their manifests
- * come back only from a backup. Says so, with how many objects there are. */
-static void st__report_bookings(st_objstore_t *obj)
-{
-    size_t n = 0;
-    if (st_objstore_list(obj, "events/", st__count_booking_object, &n) == ST_OK && n)
-        st_warn("rebuild-meta: %zu cold booking object(s) under events/ are not rebuilt (their "
-                "manifests come back from a backup only); they stay in the bucket, untouched",
-                n);
-}
-
 /* Re-seeds the chat metadata of the store in cfg->data_dir from the cold tier at url, merged
  * with what that store holds, and waits until it is durable. */
 static int st__rebuild_into(const st_config_t *cfg, const char *url, bool moved_after)
@@ -154,9 +135,18 @@ static int st__rebuild_into(const st_config_t *cfg, const char *url, bool moved_
     size_t users = 0, convs = 0;
     int64_t rows = 0;
     uint64_t wait = 0;
+    st_tier_writer_t wr;
+    bool adopt = st_tier_writer_get(store, &wr, &wait) == ST_ENOTFOUND; /* before chat mints */
     if (rc == ST_OK) {
         rc = st_chat_rebuild(chat, obj, &users, &convs, &rows, &wait);
-        if (rc == ST_OK) st__report_bookings(obj);
+        size_t bk = 0, bk_others = 0;
+        int64_t bk_rows = 0;
+        if (rc == ST_OK)
+            rc = st_seats_cold_rebuild(store, obj, adopt, &bk, &bk_rows, &bk_others, &wait);
+        if (rc == ST_OK && (bk || bk_others))
+            st_info("rebuild-meta: %zu cold booking object(s) (%lld bookings) back in their "
+                    "events' manifests; %zu of other writers left alone",
+                    bk, (long long)bk_rows, bk_others);
         st_objstore_close(obj);
     }
     while (!st_store_idle(store)) /* commit and wait until it is durable */
@@ -221,6 +211,15 @@ static int st__rebuild_commit(const char *tmp, const char *dir)
     return ST_OK;
 }
 
+static int st__count_booking_object(void *arg, const char *key, uint64_t size)
+{
+    (void)size;
+    size_t kl = strlen(key);
+    if (strstr(key, "/bookings-") && kl > 8 && strcmp(key + kl - 8, ".parquet") == 0)
+        ++*(size_t *)arg;
+    return 0;
+}
+
 /* Counts what the cold tier holds without creating anything (a file:// dir that is missing
  * holds nothing). */
 static int st__cold_census(const st_config_t *cfg, const char *url, size_t *users, size_t *objects)
@@ -232,6 +231,7 @@ static int st__cold_census(const st_config_t *cfg, const char *url, size_t *user
     int rc = st_objstore_open(&obj, &oo);
     if (rc != ST_OK) return rc;
     rc = st_chat_cold_census(obj, users, objects);
+    if (rc == ST_OK) rc = st_objstore_list(obj, "events/", st__count_booking_object, objects);
     if (rc != ST_OK)
         st_error("rebuild-meta: listing %s failed: %s", st_objstore_describe(obj), st_strerror(rc));
     st_objstore_close(obj);

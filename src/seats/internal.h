@@ -177,6 +177,8 @@ int st__cold_page(st_seats_t *s, const st_bookings_query_t *q, size_t need, size
                   st_cands_t *out, uint64_t *frontier, uint64_t *wait);
 /* Start-up: the id generator stays above every booking id that went cold. */
 int st__cold_floor(st_seats_t *s);
+/* Stages the floor raised to id (when it is higher). */
+int st__cold_floor_raise(st_store_t *store, uint64_t id, uint64_t *wait);
 
 /* pick.c: which seats a booking takes (explicit, best available with no orphans, GA) */
 /* Best available q seats of sec into out (false: fewer than q are available). */

@@ -380,15 +380,7 @@ static int st__snap_commit(void *arg, const char *o, size_t ol, void *rows, st_t
     }
     f->rows = (int64_t)j->rows.n;
     /* the floor of the id generator: the highest id that ever left the hot store */
-    const void *v;
-    size_t vl;
-    uint64_t floor = 0;
-    if (rc == ST_OK &&
-        st_store_get(bc->s->store, st__floor_key, sizeof st__floor_key, &v, &vl, wait) == ST_OK &&
-        vl == 8)
-        memcpy(&floor, v, 8);
-    if (rc == ST_OK && f->max_id > floor)
-        rc = st_store_put(bc->s->store, st__floor_key, sizeof st__floor_key, &f->max_id, 8, wait);
+    if (rc == ST_OK) rc = st__cold_floor_raise(bc->s->store, f->max_id, wait);
     return rc;
 }
 
@@ -488,6 +480,17 @@ st_tier_member_t *st_seats_tier_member(st_seats_t *s, st_tier_t *t, uint64_t hot
                                     .arg = bc};
     s->cold = bc;
     return &bc->member;
+}
+
+int st__cold_floor_raise(st_store_t *store, uint64_t id, uint64_t *wait)
+{
+    const void *v;
+    size_t vl;
+    uint64_t floor = 0;
+    if (st_store_get(store, st__floor_key, sizeof st__floor_key, &v, &vl, wait) == ST_OK && vl == 8)
+        memcpy(&floor, v, 8);
+    return id > floor ? st_store_put(store, st__floor_key, sizeof st__floor_key, &id, 8, wait)
+                      : ST_OK;
 }
 
 int st__cold_floor(st_seats_t *s)
