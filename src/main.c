@@ -287,6 +287,7 @@ int main(int argc, char **argv)
     st_tier_join(tier, st_chat_tier_member(chat, tier, &co));
     st_tier_join(tier, st_counters_tier_member(store));
     st_tier_join(tier, st_chat_room_tier_member(chat)); /* rooms' messages are chat's (§2.1) */
+    st_tier_join(tier, st_seats_tier_member(seats, tier, cfg.booking_hot_seconds));
     st_app_t app = {.cfg = &cfg, .store = store, .seats = seats, .chat = chat, .tier = tier};
     st_rooms_open(&app.rooms, store, chat, cfg.max_room_members);
     /* many groups behind a proxy (SPEC §10): rooms tell their members' groups */
@@ -312,17 +313,19 @@ int main(int argc, char **argv)
         st_warn("auth is OFF: no --jwt-secret, --jwt-jwks-file or --jwt-jwks-url set, every route "
                 "is open");
     if (st_auth_open(&app.auth, m.loop, &cfg) != ST_OK) goto fail_auth;
+    /* before the server says it listens: a SIGTERM sent as soon as it does is a graceful stop
+     * (it runs once the loop does), never the default kill */
+    uv_signal_init(m.loop, &m.sigterm);
+    uv_signal_init(m.loop, &m.sigint);
+    m.sigterm.data = m.sigint.data = &m;
+    uv_signal_start(&m.sigterm, st__on_signal, SIGTERM);
+    uv_signal_start(&m.sigint, st__on_signal, SIGINT);
     if (st_server_start(&m.srv, m.loop, &app) != ST_OK) goto fail_server;
     st_coldshare_t *share = NULL;
     if (*cfg.cluster && st__repl_open(&cfg, &m, &app) != ST_OK) goto fail_repl;
     if (app.repl && st__coldshare_open(&m, &app, cold, &share) != ST_OK) goto fail_share;
     st_info("strata ready: data in %s, node id %llu", cfg.data_dir,
             (unsigned long long)cfg.node_id);
-    uv_signal_init(m.loop, &m.sigterm);
-    uv_signal_init(m.loop, &m.sigint);
-    m.sigterm.data = m.sigint.data = &m;
-    uv_signal_start(&m.sigterm, st__on_signal, SIGTERM);
-    uv_signal_start(&m.sigint, st__on_signal, SIGINT);
     uv_timer_init(m.loop, &m.deadline);
     m.deadline.data = &m;
     st_looplag_open(&m.lag, m.loop);
@@ -366,6 +369,8 @@ fail_share:
 fail_repl:
     st_server_close(m.srv); /* freed once the loop has closed its handles, below */
 fail_server:
+    uv_close((uv_handle_t *)&m.sigterm, NULL);
+    uv_close((uv_handle_t *)&m.sigint, NULL);
     st_auth_close(app.auth);
 fail_auth:
     st_ws_close(app.ws);

@@ -162,6 +162,14 @@ int st_coldcache_footer(st_coldcache_t *cc, const char *key, uint64_t size,
 /* Row group gi of an object whose footer gave g; *out borrowed like a footer. */
 int st_coldcache_group(st_coldcache_t *cc, const char *key, size_t gi, const st_pq_group_t *g,
                        const st_pq_rows_t **out);
+/* Any kind's objects, read through its schema (s, borrowed: it must outlive the cache; one
+ * object is always read with one schema): the parsed footer, and row group gi decoded into a
+ * table (g: the footer's description of it, nleaves chunks), for the kind to walk with a cursor
+ * (st_pq_cur_init). Borrowed like a footer. */
+int st_coldcache_pqfile(st_coldcache_t *cc, const st_pq_schema_t *s, const char *key, uint64_t size,
+                        const st_pq_file_t **out);
+int st_coldcache_table(st_coldcache_t *cc, const st_pq_schema_t *s, const char *key, size_t gi,
+                       const st_pq_rowgroup_t *g, size_t nleaves, const st_pq_table_t **out);
 /* Whether lookups since the last wait reported anything missing. */
 bool st_coldcache_wanting(const st_coldcache_t *cc);
 /* Fetches what is wanted. *w: NULL, or a wait of the same reader still held (it keeps its pins

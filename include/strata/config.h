@@ -26,6 +26,7 @@ typedef struct {
     uint64_t cold_retries;
     uint64_t cold_workers;
     uint64_t hot_ttl;
+    uint64_t booking_hot_seconds;
     uint64_t retention_seconds;
     uint64_t reconcile_interval;
     char jwt_secret[512];

@@ -29,6 +29,9 @@
  *      and an expired hook (its counts when retention drops an object);
  *   2. one line in main.c: st_tier_join(tier, st_<kind>_tier_member(...));
  * and its reads call st_tier_rows, returning ST_EPARKED for the caller to park on st_tier_wait.
+ * A kind whose rows are not messages gives its Parquet schema (st_tier_member_t.schema): its
+ * reads are st_tier_scan (decoded row groups, walked with the codec's cursor) and its merge
+ * st_tier_pq_merge; cold/ knows nothing of its columns (src/seats/tier.c: finished bookings).
  * Any number of members flush: each owns the manifest owners of its tag (st_tier_member_t.tag,
  * st_tier_owner), so each kind has its own manifest and its own key prefix in one key space, and
  * the engines (flush, compaction, retention, orphans) hand every owner to its own kind.
@@ -330,6 +333,9 @@ typedef struct st_tier_member {
     size_t nsources;
     const st_tier_kind_t *flush; /* its flush side; orphans/flushed/done may be NULL (the tier's) */
     const st_tier_merge_t *merge; /* its compaction side (with a flush side) */
+    /* The columns of its objects, when the tier reads them for it (st_tier_scan with no schema of
+     * its own); NULL: a kind with its own reads (chat's messages). */
+    const st_pq_schema_t *schema;
     /* Retention: an expired object (m: its footer, borrowed for the call) leaves the manifest;
      * stage its rows out of the kind's counts (NULL: the kind keeps none). */
     int (*expired)(void *arg, const char *o, size_t ol, const st_pq_meta_t *m, uint64_t *wait);
@@ -396,6 +402,37 @@ typedef void (*st_tier_row_fn)(void *arg, const st_msgrow_t *r);
  * st_tier_wait); fn NULL only checks that. No tier, or a stopping one: nothing. */
 int st_tier_rows(st_tier_t *t, const char *o, size_t ol, const st_tier_rowq_t *q, st_tier_row_fn fn,
                  void *arg, size_t *given, bool *more, uint64_t *last, uint64_t *wait);
+/* ---- any kind's rows, through its schema (scan.c, pq_merge.c) ---- */
+/* A kind whose rows are not messages gives its schema (its sort_leaf: a top-level REQUIRED INT64
+ * leaf, the row's id, with statistics) and reads its cold rows as decoded row groups
+ * (st_pq_table_t, walked with st_pq_cur_*); the tier prunes by the id statistics, caches, parks
+ * and merges, knowing nothing of the columns. */
+typedef ST_VEC(uint64_t) st_tier_ids_t;
+typedef struct {
+    const st_pq_schema_t *schema; /* NULL: the owner's member's (st_tier_member_t.schema) */
+    uint64_t lo, hi;              /* the ids wanted: lo < id < hi (0 = open) */
+    size_t need;                  /* kept rows wanted, highest ids first */
+    size_t budget;                /* rows looked at, at most, in whole row groups (0: no limit) */
+    /* Each row group read: the kind walks its rows (some may lie outside (lo, hi): it skips
+     * them) and pushes onto *kept the id of every row it keeps. Non-zero stops the scan. */
+    int (*group)(void *arg, const st_pq_table_t *tab, st_tier_ids_t *kept);
+    void *arg;
+} st_tier_scanq_t;
+/* Hands the kind the owner's row groups that can hold ids in (lo, hi), highest ids first, until
+ * it kept `need` rows that no row group left could beat, or the budget is spent. *frontier: every
+ * id >= it in (lo, hi) was handed over (0: all of them). ST_EPARKED when some of it is not in
+ * memory (st_tier_wait, then re-run: the kind drops what it was given); ST_ECOLD when an object
+ * cannot be read. */
+int st_tier_scan(st_tier_t *t, const char *o, size_t ol, const st_tier_scanq_t *q,
+                 uint64_t *frontier, uint64_t *wait);
+/* The row id (the sort leaf's value) of row i of a table (0 if the table has no such column). */
+uint64_t st_tier_row_id(const st_pq_schema_t *s, const st_pq_table_t *tab, size_t i);
+/* A merge side for any schema (st_tier_merge_t.merge of a kind that keeps no counts): the
+ * objects' rows, decoded and written again sorted by id (group_rows rows a row group at most),
+ * into key; no row is left out (no retention). */
+int st_tier_pq_merge(const st_pq_schema_t *s, size_t group_rows, int zstd_level, st_objstore_t *obj,
+                     const st_tier_obj_t *objs, size_t nold, const char *key, st_tier_file_t *out);
+
 /* Every footer of the manifest in memory (ST_OK), or ST_EPARKED with those that are not on the
  * cache's want list; another code when one cannot be read. */
 int st_tier_footers_ready(st_tier_t *t, const st_tier_manifest_t *man);

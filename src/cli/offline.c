@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "strata/backup.h"
 #include "strata/chat.h"
+#include "strata/seats.h"
 #include "strata/counters.h"
 #include "strata/tier.h"
 
@@ -135,8 +136,18 @@ static int st__rebuild_into(const st_config_t *cfg, const char *url, bool moved_
     size_t users = 0, convs = 0;
     int64_t rows = 0;
     uint64_t wait = 0;
+    st_tier_writer_t wr;
+    bool adopt = st_tier_writer_get(store, &wr, &wait) == ST_ENOTFOUND; /* before chat mints */
     if (rc == ST_OK) {
         rc = st_chat_rebuild(chat, obj, &users, &convs, &rows, &wait);
+        size_t bk = 0, bk_others = 0;
+        int64_t bk_rows = 0;
+        if (rc == ST_OK)
+            rc = st_seats_cold_rebuild(store, obj, adopt, &bk, &bk_rows, &bk_others, &wait);
+        if (rc == ST_OK && (bk || bk_others))
+            st_info("rebuild-meta: %zu cold booking object(s) (%lld bookings) back in their "
+                    "events' manifests; %zu of other writers left alone",
+                    bk, (long long)bk_rows, bk_others);
         st_objstore_close(obj);
     }
     while (!st_store_idle(store)) /* commit and wait until it is durable */
@@ -201,6 +212,15 @@ static int st__rebuild_commit(const char *tmp, const char *dir)
     return ST_OK;
 }
 
+static int st__count_booking_object(void *arg, const char *key, uint64_t size)
+{
+    (void)size;
+    size_t kl = strlen(key);
+    if (strstr(key, "/bookings-") && kl > 8 && strcmp(key + kl - 8, ".parquet") == 0)
+        ++*(size_t *)arg;
+    return 0;
+}
+
 /* Counts what the cold tier holds without creating anything (a file:// dir that is missing
  * holds nothing). */
 static int st__cold_census(const st_config_t *cfg, const char *url, size_t *users, size_t *objects)
@@ -212,6 +232,7 @@ static int st__cold_census(const st_config_t *cfg, const char *url, size_t *user
     int rc = st_objstore_open(&obj, &oo);
     if (rc != ST_OK) return rc;
     rc = st_chat_cold_census(obj, users, objects);
+    if (rc == ST_OK) rc = st_objstore_list(obj, "events/", st__count_booking_object, objects);
     if (rc != ST_OK)
         st_error("rebuild-meta: listing %s failed: %s", st_objstore_describe(obj), st_strerror(rc));
     st_objstore_close(obj);

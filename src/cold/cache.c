@@ -29,7 +29,9 @@
 #define ST__TAIL_GUESS    (64u << 10) /* footer fetch: one ranged GET of the tail usually holds it */
 #define ST__PREFETCH_JOBS 4           /* a prefetch starts fetches only while fewer are out */
 
-enum { ST__FOOTER = 'f', ST__GROUP = 'g' };
+/* message files (st_pq_meta_t, st_pq_rows_t), and any kind's through its schema (st_pq_file_t,
+ * st_pq_table_t) */
+enum { ST__FOOTER = 'f', ST__GROUP = 'g', ST__PQFILE = 'F', ST__TABLE = 'T' };
 enum { ST__WANTED, ST__LOADING, ST__READY, ST__FAILED };
 
 typedef struct st_centry st_centry_t;
@@ -52,6 +54,10 @@ struct st_centry {
     int rc;
     st_pq_meta_t meta;
     st_pq_rows_t rows;
+    const st_pq_schema_t *schema; /* ST__PQFILE, ST__TABLE */
+    st_pq_file_t file;
+    st_pq_rowgroup_t rg; /* ST__TABLE: where its bytes are (chunks owned) */
+    st_pq_table_t table;
     size_t bytes;
     uv_work_t req;
 };
@@ -135,16 +141,20 @@ static void st__lru_push(st_lru_t *l, st_centry_t *e)
 
 static st_lru_t *st__lru_of(st_coldcache_t *cc, const st_centry_t *e)
 {
-    return e->kind == ST__FOOTER ? &cc->footers : &cc->groups;
+    return e->kind == ST__FOOTER || e->kind == ST__PQFILE ? &cc->footers : &cc->groups;
 }
 
 static void st__entry_free(st_coldcache_t *cc, st_centry_t *e)
 {
     if (e->in_lru) st__lru_unlink(st__lru_of(cc, e), e);
     st_map_remove(&cc->entries, &e->node);
-    if (e->kind == ST__GROUP && e->state == ST__READY) cc->group_bytes -= e->bytes;
+    if ((e->kind == ST__GROUP || e->kind == ST__TABLE) && e->state == ST__READY)
+        cc->group_bytes -= e->bytes;
     st_parquet_meta_free(&e->meta);
     if (e->rows.rows || e->rows.mem) st_parquet_rows_free(&e->rows);
+    if (e->file.mem) st_pq_file_free(&e->file);
+    if (e->table.cols || e->table.mem) st_pq_table_free(&e->table);
+    free(e->rg.chunks);
     free(e->waiters);
     free(e->key);
     free(e->obj);
@@ -177,7 +187,7 @@ static int st__lookup(st_coldcache_t *cc, char kind, const char *obj, uint64_t s
     st_buf_t k = {0};
     st_buf_appendc(&k, kind);
     st_buf_puts(&k, obj);
-    if (kind == ST__GROUP) st_buf_printf(&k, "#%zu", gi);
+    if (kind == ST__GROUP || kind == ST__TABLE) st_buf_printf(&k, "#%zu", gi);
     st_map_node_t *n = st_map_get(&cc->entries, k.data, k.len);
     st_centry_t *e = (st_centry_t *)n;
     if (!e) {
@@ -231,6 +241,33 @@ int st_coldcache_group(st_coldcache_t *cc, const char *key, size_t gi, const st_
     return rc;
 }
 
+int st_coldcache_pqfile(st_coldcache_t *cc, const st_pq_schema_t *s, const char *key, uint64_t size,
+                        const st_pq_file_t **out)
+{
+    st_centry_t *e;
+    int rc = st__lookup(cc, ST__PQFILE, key, size, 0, NULL, &e);
+    if (!e->schema) e->schema = s;
+    if (rc == ST_OK) *out = &e->file;
+    return rc;
+}
+
+int st_coldcache_table(st_coldcache_t *cc, const st_pq_schema_t *s, const char *key, size_t gi,
+                       const st_pq_rowgroup_t *g, size_t nleaves, const st_pq_table_t **out)
+{
+    st_centry_t *e;
+    int rc = st__lookup(cc, ST__TABLE, key, 0, gi, NULL, &e);
+    if (!e->schema) {
+        e->schema = s;
+        e->rg = *g;
+        e->rg.chunks = st_malloc((nleaves ? nleaves : 1) * sizeof *g->chunks);
+        memcpy(e->rg.chunks, g->chunks, nleaves * sizeof *g->chunks);
+        for (size_t i = 0; i < nleaves; i++) /* statistics point into the footer's memory */
+            e->rg.chunks[i].min = e->rg.chunks[i].max = NULL;
+    }
+    if (rc == ST_OK) *out = &e->table;
+    return rc;
+}
+
 bool st_coldcache_wanting(const st_coldcache_t *cc)
 {
     return cc->nwant > 0;
@@ -280,6 +317,40 @@ static int st__fetch_group(st_objstore_t *obj, st_centry_t *e)
     return ST_OK;
 }
 
+static int st__fetch_pqfile(st_objstore_t *obj, st_centry_t *e)
+{
+    if (e->size < 12) return ST_EINVAL;
+    uint64_t t = e->size < ST__TAIL_GUESS ? e->size : ST__TAIL_GUESS;
+    st_buf_t b = {0};
+    uint32_t flen = 0;
+    int rc = st_objstore_get(obj, e->obj, e->size - t, (size_t)t, &b);
+    if (rc == ST_OK) rc = st_pq_footer_len((const uint8_t *)b.data + t - 8, e->size, &flen);
+    if (rc == ST_OK && (uint64_t)flen + 8 > t) {
+        st_buf_reset(&b);
+        rc = st_objstore_get(obj, e->obj, e->size - 8 - flen, flen, &b);
+        t = flen + 8; /* b holds the footer only */
+    }
+    if (rc == ST_OK)
+        rc = st_pq_parse_footer(e->schema, (const uint8_t *)b.data + t - 8 - flen, flen, e->size,
+                                &e->file);
+    st_buf_free(&b);
+    return rc;
+}
+
+static int st__fetch_table(st_objstore_t *obj, st_centry_t *e)
+{
+    st_buf_t b = {0};
+    int rc = st_objstore_get(obj, e->obj, e->rg.offset, e->rg.length, &b);
+    if (rc == ST_OK)
+        rc = st_pq_read_group(e->schema, &e->rg, (const uint8_t *)b.data, b.len, &e->table);
+    st_buf_free(&b);
+    if (rc != ST_OK) return rc;
+    e->bytes = sizeof *e + strlen(e->key) + (size_t)e->rg.length * 3;
+    for (size_t i = 0; i < e->table.ncols; i++)
+        e->bytes += e->table.cols[i].n * 22;
+    return ST_OK;
+}
+
 /* Workers yield to the loop thread: on 2 cores, a row group's zstd decode must not preempt the
  * loop in the middle of answering requests (Linux niceness is per thread). */
 static void st__worker_nice(void)
@@ -295,7 +366,10 @@ static void st__job_work(uv_work_t *req)
     st__worker_nice();
     st_centry_t *e = req->data;
     st_objstore_t *obj = e->cc->obj;
-    e->rc = e->kind == ST__FOOTER ? st__fetch_footer(obj, e) : st__fetch_group(obj, e);
+    e->rc = e->kind == ST__FOOTER   ? st__fetch_footer(obj, e)
+            : e->kind == ST__GROUP  ? st__fetch_group(obj, e)
+            : e->kind == ST__PQFILE ? st__fetch_pqfile(obj, e)
+                                    : st__fetch_table(obj, e);
 }
 
 static void st__maybe_free_cache(st_coldcache_t *cc);
@@ -322,7 +396,7 @@ static void st__job_done(uv_work_t *req, int status)
         e->state = ST__READY;
         e->in_lru = true;
         st__lru_push(st__lru_of(cc, e), e);
-        if (e->kind == ST__GROUP) {
+        if (e->kind == ST__GROUP || e->kind == ST__TABLE) {
             cc->group_bytes += e->bytes;
             if (cc->m_groups) st_metric_add(cc->m_groups, 1);
         }
@@ -334,7 +408,7 @@ static void st__job_done(uv_work_t *req, int status)
             const char *why = e->rc == ST_ENOTFOUND ? "missing"
                               : e->rc == ST_EINVAL  ? "not a valid strata Parquet file"
                                                     : "storage error";
-            if (e->kind == ST__FOOTER)
+            if (e->kind == ST__FOOTER || e->kind == ST__PQFILE)
                 st_error("cold: object %s cannot be read (%s)", e->obj, why);
             else
                 st_error("cold: row group %zu of %s cannot be read (%s)", e->gi, e->obj, why);

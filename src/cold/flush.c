@@ -217,7 +217,7 @@ static void st__flush_failed(st_tier_flush_t *f, st_fjob_t *j, int rc, uint64_t 
     /* it can never succeed (a key or an object the backend refuses): say so once */
     st_metric_add(f->m_err, 1);
     st_error("cold: %.*s can never be flushed (%s: the object store refuses %s); its "
-             "messages stay hot",
+             "rows stay hot",
              (int)o->olen, o->owner, st_strerror(rc), j->snap.key.data);
     st_map_insert(&f->stuck, &o->node);
     st_metric_set(f->m_stuck, (double)f->stuck.count);
@@ -230,8 +230,8 @@ static void st__succeeded(st_tier_flush_t *f, st_fjob_t *j)
     st_metric_add(f->m_rows, (double)j->snap.n);
     st_metric_add(f->m_bytes, (double)j->size);
     st_metric_observe(f->m_seconds, (double)(uv_hrtime() - j->t0) / 1e9);
-    st_info("cold: flushed %zu messages of %.*s to %s (%llu bytes)", j->snap.n, (int)o->olen,
-            o->owner, j->snap.key.data, (unsigned long long)j->size);
+    st_info("cold: flushed %zu rows of %.*s to %s (%llu bytes)", j->snap.n, (int)o->olen, o->owner,
+            j->snap.key.data, (unsigned long long)j->size);
     f->kind->flushed(f->kind->arg, o->owner, o->olen);
     if (j->snap.capped)
         st_map_insert(&f->pending, &o->node);
@@ -431,8 +431,8 @@ int st_tier_flush_open(st_tier_flush_t **out, uv_loop_t *loop, st_store_t *store
     st_map_init(&f->stuck);
     f->m_ok = st_metrics_counter("strata_flush_total", "Cold-tier flushes", "result=\"ok\"");
     f->m_err = st_metrics_counter("strata_flush_total", "Cold-tier flushes", "result=\"error\"");
-    f->m_rows =
-        st_metrics_counter("strata_flush_rows_total", "Messages moved to the cold tier", "");
+    f->m_rows = st_metrics_counter("strata_flush_rows_total",
+                                   "Rows moved to the cold tier (every kind)", "");
     f->m_bytes = st_metrics_counter("strata_flush_bytes_total", "Parquet bytes written", "");
     f->m_running = st_metrics_gauge("strata_flush_running", "Flushes in progress", "");
     f->m_pending = st_metrics_gauge("strata_flush_pending", "Users waiting for a flush", "");

@@ -74,6 +74,10 @@ static const st_cfg_opt_t st__opts[] = {
             "worker threads for flushes and cold reads (object storage is waited for there)"),
     ST__NUM(ST_CFG_U64, hot_ttl, "hot-ttl", "STRATA_HOT_TTL", "86400", 1, 86400 * 3650,
             "seconds a conversation stays hot once idle and fully flushed (then read from cold)"),
+    ST__NUM(ST_CFG_U64, booking_hot_seconds, "booking-hot-seconds", "STRATA_BOOKING_HOT_SECONDS",
+            "86400", 0, 86400ULL * 36500,
+            "seconds a finished booking stays hot after it finished (then cold, in Parquet; 0: at "
+            "the next flush pass)"),
     ST__NUM(ST_CFG_U64, retention_seconds, "retention-seconds", "STRATA_RETENTION_SECONDS", "0", 0,
             86400ULL * 36500, "drop cold messages older than this (0 keeps them forever)"),
     ST__NUM(ST_CFG_U64, reconcile_interval, "reconcile-interval", "STRATA_RECONCILE_INTERVAL", "20",

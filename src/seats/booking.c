@@ -406,7 +406,10 @@ static int st__booking_finish(st_seats_t *s, uint64_t id, const st_booking_ref_t
     if (rc) {
         free(b.seats);
         st_buf_free(&keep);
-        return rc;
+        if (rc != ST_ENOTFOUND) return rc;
+        /* not hot: a finished booking that went cold, final (409 for a change) */
+        rc = st__cold_booking(s, id, ref, out, wait);
+        return rc == ST_OK && to ? ST_ECONFLICT : rc;
     }
     if (to == 0) {
         /* read only */

@@ -23,6 +23,10 @@ static int st__load_reserved(st_seats_t *s, uint64_t id, const st_booking_ref_t 
                              st_booking_t *b, st_buf_t *keep, st_buf_t *out, uint64_t *wait)
 {
     int rc = st__load_live(s, id, ref, b, keep, wait);
+    if (rc == ST_ENOTFOUND) { /* a cold booking is finished: 409 with it as it is */
+        rc = st__cold_booking(s, id, ref, out, wait);
+        return rc == ST_OK ? ST_ECONFLICT : rc;
+    }
     if (rc == ST_OK && b->status != ST_BK_RESERVED) {
         st__booking_json(out, s, b);
         rc = ST_ECONFLICT;

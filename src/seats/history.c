@@ -147,10 +147,17 @@ static int st__page(st_seats_t *s, st_page_t *p, uint64_t below, uint64_t *wait)
     return rc == 1 ? ST_OK : rc;
 }
 
-int st_seats_bookings_json(st_seats_t *s, const st_bookings_query_t *q, st_buf_t *out,
-                           uint64_t *wait)
+static int st__cand_desc(const void *a, const void *b)
 {
-    if (!st__event_find(s, q->event_id, q->event_len, wait)) return ST_ENOTFOUND;
+    uint64_t x = ((const st_cand_t *)a)->id, y = ((const st_cand_t *)b)->id;
+    return x > y ? -1 : x < y;
+}
+
+/* The hot side of a page: up to need matching bookings below q->cursor, newest first, into out;
+ * *frontier: every hot id >= it was looked at (0: all of them). */
+static int st__hot_page(st_seats_t *s, const st_bookings_query_t *q, size_t need, st_cands_t *out,
+                        uint64_t *frontier, uint64_t *wait)
+{
     const void *v;
     size_t vl;
     uint64_t w = 0;
@@ -160,52 +167,89 @@ int st_seats_bookings_json(st_seats_t *s, const st_bookings_query_t *q, st_buf_t
                    .s = s,
                    .slow =
                        st_store_get(s->store, st__marker, sizeof st__marker, &v, &vl, &w) != ST_OK};
-    st_buf_puts(out, "{\"bookings\":[");
-    size_t given = 0;
-    uint64_t below = q->cursor, last = 0;
-    bool more = false;
+    uint64_t below = q->cursor;
+    bool stop = false;
+    size_t loaded = 0;
     st_buf_t keep = {0};
     int rc = ST_OK;
+    *frontier = 0;
     /* A page looks at ST__BUDGET entries at most, so a filter that matches few of many bookings
      * never holds the loop: then it holds fewer than limit, and next goes on from the oldest
      * entry it looked at (SPEC §7). An owner's match costs a record read, counted the same. */
     p.budget = ST__BUDGET;
-    while (rc == ST_OK && !more) {
+    while (rc == ST_OK && !stop) {
         rc = st__page(s, &p, below, wait);
         bool spent = p.visited >= p.budget;
         for (size_t i = 0; rc == ST_OK && i < p.n; i++) {
             st_booking_t b;
-            if (q->owner && ++p.visited > p.budget) { /* out of budget: go on from ids[i] */
-                more = true;
-                last = p.ids[i] + 1; /* a cursor: the bookings older than it */
+            /* out of budget: ids[i] not looked at (one record at least, so paging moves on) */
+            if (q->owner && loaded++ && ++p.visited > p.budget) {
+                stop = true;
+                *frontier = p.ids[i] + 1;
                 break;
             }
             if (st__load(s, p.ids[i], &b, &keep, wait) != ST_OK) continue;
             bool match = !q->owner || (b.owner_len == q->owner_len &&
                                        memcmp(b.owner, q->owner, q->owner_len) == 0);
-            if (match && given == q->limit) {
-                more = true; /* one past the page: there is a next one */
-            } else if (match) {
-                if (given++) st_buf_appendc(out, ',');
-                st__booking_json(out, s, &b);
-                last = b.id;
+            if (match) {
+                st_cand_t cd = {b.id, out->json.len, 0};
+                st__booking_json(&out->json, s, &b);
+                cd.len = out->json.len - cd.off;
+                st_vec_push(&out->v, cd);
             }
             free(b.seats);
-            if (more) break;
+            if (match && out->v.n == need) { /* every id down to this one was looked at */
+                stop = true;
+                *frontier = b.id;
+                break;
+            }
         }
-        if (!more && spent && p.last_seen) { /* the range stopped on the budget, not its end */
-            more = true;
-            last = p.last_seen;
+        if (!stop && spent && p.last_seen) { /* the range stopped on the budget, not its end */
+            stop = true;
+            *frontier = p.last_seen;
         }
-        if (more || p.n < ST__PAGE) break; /* the range is done */
+        if (stop || p.n < ST__PAGE) break; /* the range is done */
         below = p.ids[p.n - 1];
     }
     st_buf_free(&keep);
-    if (rc != ST_OK) return rc;
+    return rc;
+}
+
+/* A page merges the hot bookings and the cold ones (tier.c): a booking is in one or the other,
+ * moved by one batch, and both sides are read in one turn of the loop, so the page is exact. Each
+ * side says down to which id it looked (its frontier); the page holds what lies above both. */
+int st_seats_bookings_json(st_seats_t *s, const st_bookings_query_t *q, st_buf_t *out,
+                           uint64_t *wait)
+{
+    if (!st__event_find(s, q->event_id, q->event_len, wait)) return ST_ENOTFOUND;
+    st_cands_t c = {0};
+    uint64_t fh = 0, fc = 0;
+    int rc = st__hot_page(s, q, q->limit + 1, &c, &fh, wait);
+    if (rc == ST_OK) rc = st__cold_page(s, q, q->limit + 1, ST__BUDGET, &c, &fc, wait);
+    if (rc != ST_OK) {
+        st_vec_free(&c.v);
+        st_buf_free(&c.json);
+        return rc;
+    }
+    uint64_t f = fh > fc ? fh : fc;
+    if (c.v.n > 1) qsort(c.v.v, c.v.n, sizeof *c.v.v, st__cand_desc);
+    size_t n = 0;
+    while (n < c.v.n && c.v.v[n].id >= f)
+        n++;
+    st_buf_puts(out, "{\"bookings\":[");
+    size_t given = n > q->limit ? q->limit : n;
+    for (size_t i = 0; i < given; i++) {
+        if (i) st_buf_appendc(out, ',');
+        st_buf_append(out, c.json.data + c.v.v[i].off, c.v.v[i].len);
+    }
     st_buf_puts(out, "],\"next\":");
-    if (more)
-        st_buf_printf(out, "\"%llu\"}", (unsigned long long)last);
+    if (n > q->limit)
+        st_buf_printf(out, "\"%llu\"}", (unsigned long long)c.v.v[given - 1].id);
+    else if (f > 0)
+        st_buf_printf(out, "\"%llu\"}", (unsigned long long)f);
     else
         st_buf_puts(out, "null}");
+    st_vec_free(&c.v);
+    st_buf_free(&c.json);
     return ST_OK;
 }

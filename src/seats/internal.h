@@ -4,6 +4,7 @@
 #define STRATA_SEATS_INTERNAL_H
 
 #include "strata/metrics.h"
+#include "strata/parquet.h"
 #include "strata/seats.h"
 
 enum { ST_SEAT_AVAILABLE = 0, ST_SEAT_RESERVED = 1, ST_SEAT_SOLD = 2 };
@@ -102,6 +103,7 @@ struct st_seats {
     st_store_listener_t listener;
     st_observers_t observers; /* of seat changes (st_seats_observer_fn) */
     st_metric_t *m_booked, *m_conflicts, *m_expired, *m_confirmed, *m_cancelled;
+    struct st_bkcold *cold; /* the cold tier's booking kind (tier.c); NULL: none, or stopped */
 };
 
 /* event.c */
@@ -152,6 +154,31 @@ int st__history_migrate(st_seats_t *s);
 void st__booking_json(st_buf_t *out, st_seats_t *s, const st_booking_t *b);
 /* The item of b in section (name), or -1. */
 int st__item_of(const st_booking_t *b, const char *section, size_t len);
+
+/* tier.c: finished bookings as a kind of the cold tier */
+typedef struct st_bkcold st_bkcold_t;
+extern const st_pq_schema_t st_seats_booking_schema;
+/* Bookings rendered for a page (id, and their JSON at json[off, off + len)). */
+typedef struct {
+    uint64_t id;
+    size_t off, len;
+} st_cand_t;
+typedef struct {
+    ST_VEC(st_cand_t) v;
+    st_buf_t json;
+} st_cands_t;
+/* The booking id's JSON from cold (ST_ENOTFOUND, ST_EFORBIDDEN, ST_EPARKED: wait and re-run). */
+int st__cold_booking(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, st_buf_t *out,
+                     uint64_t *wait);
+/* The event's cold bookings matching q below q->cursor, highest ids first, into out (unordered;
+ * rows of whole row groups, at least need of them when there are, within budget rows looked
+ * at); *frontier: every cold id >= it was looked at (0: all). ST_EPARKED: wait and re-run. */
+int st__cold_page(st_seats_t *s, const st_bookings_query_t *q, size_t need, size_t budget,
+                  st_cands_t *out, uint64_t *frontier, uint64_t *wait);
+/* Start-up: the id generator stays above every booking id that went cold. */
+int st__cold_floor(st_seats_t *s);
+/* Stages the floor raised to id (when it is higher). */
+int st__cold_floor_raise(st_store_t *store, uint64_t id, uint64_t *wait);
 
 /* pick.c: which seats a booking takes (explicit, best available with no orphans, GA) */
 /* Best available q seats of sec into out (false: fewer than q are available). */

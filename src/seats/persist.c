@@ -202,6 +202,7 @@ int st__rebuild(st_seats_t *s)
         rc = st_store_range(s->store, &ks, 1, NULL, 0, NULL, 0, true, st__last_booking, s, &w);
         if (rc == 1) rc = ST_OK;
     }
+    if (!rc) rc = st__cold_floor(s);
     if (!rc) rc = st__history_migrate(s);
     st__arm_timer(s); /* holds that ran out while we were down expire at once */
     return rc;

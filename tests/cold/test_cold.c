@@ -773,6 +773,134 @@ static void count_slice(void *arg)
     slices++;
 }
 
+/* Any kind's objects through its schema (the booking-shaped one here): the cold cache parses
+ * footers and decodes row groups into tables the kind walks with a cursor, and the tier's
+ * generic merge writes two objects' rows back sorted by id, every value as it was, refusing a
+ * row held twice. */
+static void bk_check_table(const st_pq_table_t *t, const bk_row_t *want, size_t *at, size_t step,
+                           st_arena_t *a)
+{
+    st_pq_cur_t c;
+    st_pq_cur_init(&c, t);
+    bk_row_t got;
+    while (st_pq_cur_next(&c)) {
+        bk_get(&c, &got, a);
+        CHECK(bk_equal(&got, &want[*at]));
+        *at += step;
+    }
+    CHECK_EQ(st_pq_cur_done(&c), ST_OK);
+}
+
+static void bk_put_some(void *arg, size_t i, st_pq_rec_t *rec)
+{
+    bk_put(arg, i * 2, rec); /* every other row, from the array's start */
+}
+
+TEST(any_schema_cached_as_tables_and_merged_by_id)
+{
+    char dir[] = "/tmp/strata-anykind-XXXXXX";
+    CHECK(mkdtemp(dir));
+    char url[80];
+    snprintf(url, sizeof url, "file://%s/cold", dir);
+    st_objstore_opts_t o = {.url = url};
+    st_objstore_t *obj;
+    CHECK_EQ(st_objstore_open(&obj, &o), ST_OK);
+    st_arena_t a = {0};
+    size_t n = 60;
+    bk_row_t *rows = bk_generate(5, n, &a);
+    /* two objects: the even rows and the odd ones (ids interleave, as finished bookings do) */
+    st_buf_t f[2] = {{0}, {0}};
+    const char *keys[2] = {"events/e/a.parquet", "events/e/b.parquet"};
+    for (int k = 0; k < 2; k++) {
+        st_pq_write_t w = {.schema = &bk_schema,
+                           .nrows = n / 2,
+                           .row = bk_put_some,
+                           .arg = rows + k,
+                           .group_rows = 7,
+                           .zstd_level = 3};
+        CHECK_EQ(st_pq_write(&w, &f[k]), ST_OK);
+        CHECK_EQ(st_objstore_put(obj, keys[k], f[k].data, f[k].len), ST_OK);
+    }
+
+    uv_loop_t loop;
+    CHECK_EQ(uv_loop_init(&loop), 0);
+    st_coldcache_t *cc;
+    st_coldcache_opts_t co = {.obj = obj, .budget = 1 << 20};
+    st_coldcache_open(&cc, &loop, &co);
+    const st_pq_file_t *pf;
+    CHECK_EQ(st_coldcache_pqfile(cc, &bk_schema, keys[1], f[1].len, &pf), ST_EPARKED);
+    st_coldwait_t *w = NULL;
+    woken = 0;
+    CHECK(st_coldcache_wait(cc, &w, on_ready, NULL));
+    while (!woken)
+        uv_run(&loop, UV_RUN_ONCE);
+    CHECK_EQ(st_coldcache_pqfile(cc, &bk_schema, keys[1], f[1].len, &pf), ST_OK);
+    CHECK(pf->ngroups >= 5 && pf->nleaves == BK_LEAVES);
+    const st_pq_table_t *t;
+    for (size_t gi = 0; gi < pf->ngroups; gi++)
+        CHECK_EQ(st_coldcache_table(cc, &bk_schema, keys[1], gi, &pf->groups[gi], pf->nleaves, &t),
+                 ST_EPARKED);
+    CHECK(st_coldcache_wait(cc, &w, on_ready, NULL));
+    while (woken < 2)
+        uv_run(&loop, UV_RUN_ONCE);
+    size_t at = 1;
+    for (size_t gi = 0; gi < pf->ngroups; gi++) {
+        CHECK_EQ(st_coldcache_table(cc, &bk_schema, keys[1], gi, &pf->groups[gi], pf->nleaves, &t),
+                 ST_OK);
+        CHECK_EQ(st_tier_row_id(&bk_schema, t, 0), (uint64_t)rows[at].booking_id);
+        bk_check_table(t, rows, &at, 2, &a);
+    }
+    CHECK_EQ(at, n + 1);
+    st_coldcache_release(cc, w);
+    st_coldcache_close(cc);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+
+    /* the merge: every row once, sorted by id, ids and size recorded */
+    st_tier_obj_t objs[2] = {{.file = {.size = f[1].len}, .key = (char *)keys[1]},
+                             {.file = {.size = f[0].len}, .key = (char *)keys[0]}};
+    st_tier_file_t out;
+    CHECK_EQ(st_tier_pq_merge(&bk_schema, 16, 3, obj, objs, 2, "events/e/m.parquet", &out), ST_OK);
+    CHECK(out.rows == (int64_t)n && out.min_id == (uint64_t)rows[0].booking_id &&
+          out.max_id == (uint64_t)rows[n - 1].booking_id && out.size > 0);
+    st_buf_t m = {0};
+    CHECK_EQ(st_objstore_get(obj, "events/e/m.parquet", 0, out.size, &m), ST_OK);
+    uint32_t flen;
+    CHECK_EQ(st_pq_footer_len((const uint8_t *)m.data + m.len - 8, m.len, &flen), ST_OK);
+    st_pq_file_t mf;
+    CHECK_EQ(st_pq_parse_footer(&bk_schema, (const uint8_t *)m.data + m.len - 8 - flen, flen, m.len,
+                                &mf),
+             ST_OK);
+    at = 0;
+    for (size_t gi = 0; gi < mf.ngroups; gi++) {
+        st_pq_table_t mt;
+        const st_pq_rowgroup_t *G = &mf.groups[gi];
+        CHECK(G->rows <= 16);
+        CHECK_EQ(
+            st_pq_read_group(&bk_schema, G, (const uint8_t *)m.data + G->offset, G->length, &mt),
+            ST_OK);
+        bk_check_table(&mt, rows, &at, 1, &a);
+        st_pq_table_free(&mt);
+    }
+    CHECK_EQ(at, n);
+    st_pq_file_free(&mf);
+    /* a row held twice: refused, nothing written */
+    objs[1] = objs[0];
+    CHECK_EQ(st_tier_pq_merge(&bk_schema, 16, 3, obj, objs, 2, "events/e/dup.parquet", &out),
+             ST_EINTERNAL);
+    st_buf_reset(&m);
+    CHECK_EQ(st_objstore_get(obj, "events/e/dup.parquet", 0, 8, &m), ST_ENOTFOUND);
+
+    st_buf_free(&m);
+    st_buf_free(&f[0]);
+    st_buf_free(&f[1]);
+    st_arena_free(&a);
+    st_objstore_close(obj);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK_EQ(system(cmd), 0);
+}
+
 /* The tier's pass (src/cold/pass.c): sources in ascending order whatever the order they were
  * added in, every wanted key once in key order, in slices (a page per source at least), and a
  * pass asked for while one runs follows it once, with the flags of every such request. */
