@@ -125,8 +125,11 @@ void st_arena_free(st_arena_t *a);
         size_t n, cap;                                                                             \
     }
 void *st__vec_grow(void *v, size_t *cap, size_t need, size_t elem);
+/* `need` is evaluated twice; the check is inline so a push that fits costs no call. */
 #define st_vec_reserve(vec, need)                                                                  \
-    ((vec)->v = st__vec_grow((vec)->v, &(vec)->cap, (need), sizeof *(vec)->v))
+    ((need) <= (vec)->cap                                                                          \
+         ? (void)0                                                                                 \
+         : (void)((vec)->v = st__vec_grow((vec)->v, &(vec)->cap, (need), sizeof *(vec)->v)))
 #define st_vec_push(vec, x) (st_vec_reserve((vec), (vec)->n + 1), (vec)->v[(vec)->n++] = (x))
 #define st_vec_free(vec)    (free((vec)->v), (vec)->v = NULL, (vec)->n = (vec)->cap = 0)
 
@@ -189,6 +192,29 @@ static inline uint64_t st_be64_get(const uint8_t *p)
     for (int i = 0; i < 8; i++)
         v = v << 8 | p[i];
     return v;
+}
+
+/* the same for u32 and u16 key parts (seat-map chunk numbers, section indexes) */
+static inline void st_be32_put(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (24 - 8 * i));
+}
+
+static inline uint32_t st_be32_get(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline void st_be16_put(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+static inline uint16_t st_be16_get(const uint8_t *p)
+{
+    return (uint16_t)(p[0] << 8 | p[1]);
 }
 
 /* ---- intrusive chained hash map keyed by bytes; the caller owns nodes and key memory ---- */

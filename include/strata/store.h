@@ -32,9 +32,10 @@ enum {
 };
 #define ST_KEY_MAX 511 /* LMDB's default maximum key size */
 
-/* Told about batches as they settle; embed in your own struct and register with _listen. */
+/* Told about batches as they settle; embed in your own struct (zeroed) and register with
+ * _listen. A callback may unlisten its own listener, not another. */
 typedef struct st_store_listener {
-    struct st_store_listener *next;
+    st_list_t link; /* in the store's listeners, newest first */
     /* Batch `id` (and all before it) is durable. */
     void (*on_durable)(struct st_store_listener *l, uint64_t id);
     /* Batches >= first_id were rolled back with err (ST_EFULL, ST_EIO): everything staged in

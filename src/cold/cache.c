@@ -36,8 +36,8 @@ enum { ST__WANTED, ST__LOADING, ST__READY, ST__FAILED };
 
 typedef struct st_centry st_centry_t;
 struct st_centry {
-    st_map_node_t node;       /* key: kind, object key, then '#' and the group's index for groups */
-    st_centry_t *prev, *next; /* LRU of its kind, ready entries only */
+    st_map_node_t node; /* key: kind, object key, then '#' and the group's index for groups */
+    st_list_t lru;      /* in the LRU of its kind: ready entries only */
     st_coldcache_t *cc;
     char kind;
     int state;
@@ -47,9 +47,8 @@ struct st_centry {
     st_pq_group_t g; /* groups: where its bytes are (conv not used) */
     size_t gi;
     unsigned pins;
-    bool wanted, in_lru;
-    st_coldwait_t **waiters; /* waits to tell when loaded */
-    size_t nwaiters;
+    bool wanted;
+    ST_VEC(st_coldwait_t *) waiters; /* waits to tell when loaded */
     /* results: written by the job, read by the loop only after it came back */
     int rc;
     st_pq_meta_t meta;
@@ -64,16 +63,15 @@ struct st_centry {
 
 struct st_coldwait {
     st_coldcache_t *cc;
-    size_t outstanding; /* entries still loading */
-    st_centry_t **held; /* pinned */
-    size_t nheld;
+    size_t outstanding;         /* entries still loading */
+    ST_VEC(st_centry_t *) held; /* pinned */
     st_coldwait_fn done;
     void *arg;
     bool cancelled;
 };
 
 typedef struct {
-    st_centry_t *head, *tail;
+    st_list_t list; /* st_centry_t by lru, least recently used first */
     size_t n;
 } st_lru_t;
 
@@ -84,8 +82,7 @@ struct st_coldcache {
     st_lru_t footers, groups;
     size_t max_footers;
     uint64_t budget, group_bytes;
-    st_centry_t **want;
-    size_t nwant;
+    ST_VEC(st_centry_t *) want;
     size_t jobs; /* in flight, fetches and deletes */
     bool closing;
     st_metric_t *m_groups, *m_fetch_ok, *m_fetch_err, *m_inflight;
@@ -100,6 +97,8 @@ void st_coldcache_open(st_coldcache_t **out, uv_loop_t *loop, const st_coldcache
     cc->max_footers = o->max_footers ? o->max_footers : 4096;
     cc->m_groups = o->m_groups;
     st_map_init(&cc->entries);
+    st_list_init(&cc->footers.list);
+    st_list_init(&cc->groups.list);
     cc->m_fetch_ok =
         st_metrics_counter("strata_cold_fetches_total",
                            "Cold footers and row groups fetched off the loop", "result=\"ok\"");
@@ -115,27 +114,13 @@ void st_coldcache_open(st_coldcache_t **out, uv_loop_t *loop, const st_coldcache
 
 static void st__lru_unlink(st_lru_t *l, st_centry_t *e)
 {
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        l->head = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        l->tail = e->prev;
-    e->prev = e->next = NULL;
+    st_list_unlink(&e->lru);
     l->n--;
 }
 
 static void st__lru_push(st_lru_t *l, st_centry_t *e)
 {
-    e->prev = l->tail;
-    e->next = NULL;
-    if (l->tail)
-        l->tail->next = e;
-    else
-        l->head = e;
-    l->tail = e;
+    st_list_insert(&l->list, &e->lru);
     l->n++;
 }
 
@@ -146,7 +131,7 @@ static st_lru_t *st__lru_of(st_coldcache_t *cc, const st_centry_t *e)
 
 static void st__entry_free(st_coldcache_t *cc, st_centry_t *e)
 {
-    if (e->in_lru) st__lru_unlink(st__lru_of(cc, e), e);
+    if (st_list_linked(&e->lru)) st__lru_unlink(st__lru_of(cc, e), e);
     st_map_remove(&cc->entries, &e->node);
     if ((e->kind == ST__GROUP || e->kind == ST__TABLE) && e->state == ST__READY)
         cc->group_bytes -= e->bytes;
@@ -155,7 +140,7 @@ static void st__entry_free(st_coldcache_t *cc, st_centry_t *e)
     if (e->file.mem) st_pq_file_free(&e->file);
     if (e->table.cols || e->table.mem) st_pq_table_free(&e->table);
     free(e->rg.chunks);
-    free(e->waiters);
+    st_vec_free(&e->waiters);
     free(e->key);
     free(e->obj);
     free(e);
@@ -164,12 +149,14 @@ static void st__entry_free(st_coldcache_t *cc, st_centry_t *e)
 /* Least recently used first, never a pinned one; failed entries go as soon as they are free. */
 static void st__cache_trim(st_coldcache_t *cc)
 {
-    for (st_centry_t *e = cc->footers.head, *n; e && cc->footers.n > cc->max_footers; e = n) {
-        n = e->next;
+    for (ST_LIST_EACH(l, n, &cc->footers.list)) {
+        if (cc->footers.n <= cc->max_footers) break;
+        st_centry_t *e = ST_LIST_ITEM(l, st_centry_t, lru);
         if (!e->pins) st__entry_free(cc, e);
     }
-    for (st_centry_t *e = cc->groups.head, *n; e && cc->group_bytes > cc->budget; e = n) {
-        n = e->next;
+    for (ST_LIST_EACH(l, n, &cc->groups.list)) {
+        if (cc->group_bytes <= cc->budget) break;
+        st_centry_t *e = ST_LIST_ITEM(l, st_centry_t, lru);
         if (!e->pins) st__entry_free(cc, e);
     }
 }
@@ -217,8 +204,7 @@ static int st__lookup(st_coldcache_t *cc, char kind, const char *obj, uint64_t s
     if (e->state == ST__FAILED) return ST_ECOLD;
     if (!e->wanted) {
         e->wanted = true;
-        cc->want = st_realloc(cc->want, (cc->nwant + 1) * sizeof *cc->want);
-        cc->want[cc->nwant++] = e;
+        st_vec_push(&cc->want, e);
     }
     return ST_EPARKED;
 }
@@ -270,7 +256,7 @@ int st_coldcache_table(st_coldcache_t *cc, const st_pq_schema_t *s, const char *
 
 bool st_coldcache_wanting(const st_coldcache_t *cc)
 {
-    return cc->nwant > 0;
+    return cc->want.n > 0;
 }
 
 /* ---- jobs (worker threads: only the entry's result fields and the object store) ---- */
@@ -378,7 +364,7 @@ static void st__wait_finish(st_coldcache_t *cc, st_coldwait_t *w)
 {
     if (--w->outstanding) return;
     if (w->cancelled) {
-        free(w->held);
+        st_vec_free(&w->held);
         free(w);
     } else if (!cc->closing) {
         w->done(w->arg); /* may release w */
@@ -394,7 +380,6 @@ static void st__job_done(uv_work_t *req, int status)
     if (status != 0 && e->rc == ST_OK) e->rc = ST_EIO;
     if (e->rc == ST_OK) {
         e->state = ST__READY;
-        e->in_lru = true;
         st__lru_push(st__lru_of(cc, e), e);
         if (e->kind == ST__GROUP || e->kind == ST__TABLE) {
             cc->group_bytes += e->bytes;
@@ -415,10 +400,10 @@ static void st__job_done(uv_work_t *req, int status)
         }
     }
     /* the waiters are told after the entry is published; each may re-run its read now */
-    st_coldwait_t **ws = e->waiters;
-    size_t nw = e->nwaiters;
-    e->waiters = NULL;
-    e->nwaiters = 0;
+    st_coldwait_t **ws = e->waiters.v;
+    size_t nw = e->waiters.n;
+    e->waiters.v = NULL;
+    e->waiters.n = e->waiters.cap = 0;
     e->pins++; /* not freed under the callbacks */
     for (size_t i = 0; i < nw; i++)
         st__wait_finish(cc, ws[i]);
@@ -447,14 +432,14 @@ static void st__start(st_coldcache_t *cc, st_centry_t *e)
 static void st__drop_want(st_coldcache_t *cc, st_centry_t *e)
 {
     e->wanted = false;
-    if (e->state == ST__WANTED && !e->pins && !e->nwaiters) st__entry_free(cc, e);
+    if (e->state == ST__WANTED && !e->pins && !e->waiters.n) st__entry_free(cc, e);
 }
 
 void st_coldcache_forget(st_coldcache_t *cc)
 {
-    for (size_t i = 0; i < cc->nwant; i++)
-        st__drop_want(cc, cc->want[i]);
-    cc->nwant = 0;
+    for (size_t i = 0; i < cc->want.n; i++)
+        st__drop_want(cc, cc->want.v[i]);
+    cc->want.n = 0;
 }
 
 bool st_coldcache_wait(st_coldcache_t *cc, st_coldwait_t **wp, st_coldwait_fn done, void *arg)
@@ -468,22 +453,21 @@ bool st_coldcache_wait(st_coldcache_t *cc, st_coldwait_t **wp, st_coldwait_fn do
     if (w) {
         w->done = done;
         w->arg = arg;
-        w->held = st_realloc(w->held, (w->nheld + cc->nwant + 1) * sizeof *w->held);
+        st_vec_reserve(&w->held, w->held.n + cc->want.n + 1);
     }
     /* the list is taken first: a job that fails at once may change it under us */
-    st_centry_t **want = cc->want;
-    size_t n = cc->nwant;
-    cc->want = NULL;
-    cc->nwant = 0;
+    st_centry_t **want = cc->want.v;
+    size_t n = cc->want.n;
+    cc->want.v = NULL;
+    cc->want.n = cc->want.cap = 0;
     for (size_t i = 0; i < n; i++) {
         st_centry_t *e = want[i];
         e->wanted = false;
         if (w) {
             e->pins++;
-            w->held[w->nheld++] = e;
+            w->held.v[w->held.n++] = e;
             if (e->state == ST__WANTED || e->state == ST__LOADING) {
-                e->waiters = st_realloc(e->waiters, (e->nwaiters + 1) * sizeof *e->waiters);
-                e->waiters[e->nwaiters++] = w;
+                st_vec_push(&e->waiters, w);
                 w->outstanding++;
             }
         }
@@ -506,14 +490,14 @@ bool st_coldcache_wait(st_coldcache_t *cc, st_coldwait_t **wp, st_coldwait_fn do
 void st_coldcache_release(st_coldcache_t *cc, st_coldwait_t *w)
 {
     if (!w) return;
-    for (size_t i = 0; i < w->nheld; i++)
-        st__unpin(cc, w->held[i]);
-    w->nheld = 0;
+    for (size_t i = 0; i < w->held.n; i++)
+        st__unpin(cc, w->held.v[i]);
+    w->held.n = 0;
     if (w->outstanding) {
         w->cancelled = true; /* freed when its last entry comes back */
         return;
     }
-    free(w->held);
+    st_vec_free(&w->held);
     free(w);
     st__cache_trim(cc);
 }
@@ -573,7 +557,7 @@ static void st__maybe_free_cache(st_coldcache_t *cc)
     while ((n = st_map_first(&cc->entries, &it)) != NULL)
         st__entry_free(cc, (st_centry_t *)n);
     st_map_free(&cc->entries);
-    free(cc->want);
+    st_vec_free(&cc->want);
     free(cc);
 }
 
@@ -581,8 +565,6 @@ void st_coldcache_close(st_coldcache_t *cc)
 {
     if (!cc) return;
     cc->closing = true;
-    free(cc->want);
-    cc->want = NULL;
-    cc->nwant = 0;
+    st_vec_free(&cc->want);
     st__maybe_free_cache(cc);
 }

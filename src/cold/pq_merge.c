@@ -39,7 +39,7 @@ static void st__tok(st_tape_t *tp, uint8_t op, uint32_t n, int64_t i, const char
     st_vec_push(&tp->toks, t);
 }
 
-static void st__copy(st_tape_t *tp, st_pq_cur_t *c, const st_pq_field_t *f)
+static void st__pqm_copy(st_tape_t *tp, st_pq_cur_t *c, const st_pq_field_t *f)
 {
     if (f->type == ST_PQ_GROUP && f->logical == ST_PQ_LIST) {
         size_t n;
@@ -49,7 +49,7 @@ static void st__copy(st_tape_t *tp, st_pq_cur_t *c, const st_pq_field_t *f)
         }
         st__tok(tp, ST__T_LIST, (uint32_t)n, 0, NULL);
         for (size_t k = 0; k < n; k++)
-            st__copy(tp, c, &f->children[0]);
+            st__pqm_copy(tp, c, &f->children[0]);
     } else if (f->type == ST_PQ_GROUP) {
         if (!st_pq_get_struct(c)) {
             st__tok(tp, ST__T_NULL, 0, 0, NULL);
@@ -57,7 +57,7 @@ static void st__copy(st_tape_t *tp, st_pq_cur_t *c, const st_pq_field_t *f)
         }
         st__tok(tp, ST__T_STRUCT, 0, 0, NULL);
         for (size_t k = 0; k < f->nchildren; k++)
-            st__copy(tp, c, &f->children[k]);
+            st__pqm_copy(tp, c, &f->children[k]);
     } else if (f->type == ST_PQ_BYTE_ARRAY) {
         const char *p;
         size_t n;
@@ -139,7 +139,7 @@ static int st__read(st_tape_t *tp, st_objstore_t *obj, const char *key, uint64_t
         for (size_t i = 0; st_pq_cur_next(&c); i++) {
             st_trow_t row = {st_tier_row_id(tp->s, tab, i), tp->toks.n};
             for (size_t k = 0; k < tp->s->nfields; k++)
-                st__copy(tp, &c, &tp->s->fields[k]);
+                st__pqm_copy(tp, &c, &tp->s->fields[k]);
             st_vec_push(&tp->rows, row);
         }
         rc = st_pq_cur_done(&c);

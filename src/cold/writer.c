@@ -20,7 +20,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-static const uint8_t st__key[] = {ST_KS_WRITER, 'w', 'r', 'i', 't', 'e', 'r'};
+static const uint8_t st__writer_key[] = {ST_KS_WRITER, 'w', 'r', 'i', 't', 'e', 'r'};
 
 enum { ST__OWNS_UNNAMED = 1 };
 
@@ -39,7 +39,7 @@ static int st__writer_load(st_store_t *s, st_tier_writer_t *w, uint64_t *wait)
     const void *v;
     size_t vl;
     memset(w, 0, sizeof *w);
-    int rc = st_store_get(s, st__key, sizeof st__key, &v, &vl, wait);
+    int rc = st_store_get(s, st__writer_key, sizeof st__writer_key, &v, &vl, wait);
     if (rc != ST_OK) return rc;
     uint32_t flags, n;
     if (vl < ST__HEAD) return ST_EINTERNAL;
@@ -61,7 +61,7 @@ static int st__writer_save(st_store_t *s, const st_tier_writer_t *w, uint64_t *w
     memcpy(v + 8, &flags, 4);
     memcpy(v + 12, &n, 4);
     memcpy(v + ST__HEAD, w->owned, w->n * 8);
-    return st_store_put(s, st__key, sizeof st__key, v, ST__HEAD + w->n * 8, wait);
+    return st_store_put(s, st__writer_key, sizeof st__writer_key, v, ST__HEAD + w->n * 8, wait);
 }
 
 int st_tier_writer_get(st_store_t *s, st_tier_writer_t *w, uint64_t *wait)

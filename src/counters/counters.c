@@ -255,7 +255,7 @@ int st_sequences_resume(st_store_t *s, size_t *n, uint64_t *wait)
 /* ---- recounting a distinct counter in slices ---- */
 
 struct st_distinct_recount {
-    struct st_distinct_recount *next; /* the recounts under way (loop thread only) */
+    st_list_t link; /* in the recounts under way (loop thread only) */
     st_store_t *store;
     uint8_t key[1 + ST_NAME_MAX];
     size_t klen;
@@ -264,12 +264,13 @@ struct st_distinct_recount {
     int64_t counted, behind; /* members counted; members added behind the cursor meanwhile */
 };
 
-static st_distinct_recount_t *st__recounts;
+static st_list_t st__recounts = {&st__recounts, &st__recounts};
 
 /* A member just added: if a recount of its counter has passed its key, count it there. */
 static void st__recount_note_add(st_store_t *s, const uint8_t *mkey, size_t mklen)
 {
-    for (st_distinct_recount_t *j = st__recounts; j; j = j->next) {
+    for (ST_LIST_EACH(l, next, &st__recounts)) {
+        st_distinct_recount_t *j = ST_LIST_ITEM(l, st_distinct_recount_t, link);
         if (j->store != s || mklen < j->plen || memcmp(mkey, j->pre, j->plen) != 0) continue;
         size_t n = mklen < j->clen ? mklen : j->clen;
         int c = memcmp(mkey, j->cursor, n);
@@ -294,8 +295,7 @@ int st_counter_recount_start(st_store_t *s, const char *name, size_t nlen,
     j->pre[j->plen++] = 0;
     memcpy(j->cursor, j->pre, j->plen);
     j->clen = j->plen;
-    j->next = st__recounts;
-    st__recounts = j;
+    st_list_push_front(&st__recounts, &j->link);
     *out = j;
     return ST_OK;
 }
@@ -344,11 +344,7 @@ int st_counter_recount_step(st_distinct_recount_t *j, size_t budget, bool *done,
 void st_counter_recount_free(st_distinct_recount_t *j)
 {
     if (!j) return;
-    for (st_distinct_recount_t **p = &st__recounts; *p; p = &(*p)->next)
-        if (*p == j) {
-            *p = j->next;
-            break;
-        }
+    st_list_unlink(&j->link);
     free(j);
 }
 

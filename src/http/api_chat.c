@@ -70,7 +70,7 @@ done:
 }
 
 /* A msg_id query value: decimal, 1..2^64-1. */
-static int st__id_param(st_ctx_t *c, const char *name, uint64_t *out)
+static int st__chat_id_param(st_ctx_t *c, const char *name, uint64_t *out)
 {
     size_t n;
     const char *v = st_query_get(c->arena, c->req->query, c->req->query_len, name, &n);
@@ -121,8 +121,9 @@ int st_api_message_list(st_ctx_t *c)
                                 ST__V(v, n));
     }
     uint64_t cursor;
-    if ((rc = st__id_param(c, "after", &q.after)) || (rc = st__id_param(c, "before", &q.before)) ||
-        (rc = st__id_param(c, "cursor", &cursor)))
+    if ((rc = st__chat_id_param(c, "after", &q.after)) ||
+        (rc = st__chat_id_param(c, "before", &q.before)) ||
+        (rc = st__chat_id_param(c, "cursor", &cursor)))
         return rc;
     if (cursor) {
         /* the next page continues past the last message of the previous one, the same way */

@@ -28,7 +28,7 @@ static const char *const st__book_fields[] = {"section", "seats",         "quant
                                               "items",   "allow_orphans", NULL};
 static const char *const st__item_fields[] = {"section", "seats", "quantity", NULL};
 static const char *const st__extend_fields[] = {"seconds", NULL};
-static const char *const st__change_fields[] = {
+static const char *const st__seats_change_fields[] = {
     "section", "add", "remove", "add_quantity", "remove_quantity", "allow_orphans", NULL};
 
 int st_api_event_create(st_ctx_t *c)
@@ -472,7 +472,7 @@ int st_api_event_booking_seats(st_ctx_t *c)
     uint64_t id = 0;
     st_booking_ref_t ref;
     cJSON *j;
-    int rc = st__booking_ref_body(c, &id, &ref, &j, st__change_fields);
+    int rc = st__booking_ref_body(c, &id, &ref, &j, st__seats_change_fields);
     if (rc) return rc;
     st__names_t *nm = st_arena_alloc(c->arena, 2 * sizeof *nm);
     st_seats_change_t ch = {0};

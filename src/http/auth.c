@@ -39,7 +39,7 @@ static bool st__bearer(const st_http_request_t *r, const char **tok, size_t *n)
     return *n > 0;
 }
 
-static st_jwt_opts_t st__opts(const st_config_t *cfg, const st_auth_t *a)
+static st_jwt_opts_t st__jwt_opts(const st_config_t *cfg, const st_auth_t *a)
 {
     return (st_jwt_opts_t){.hs_secret = cfg->jwt_secret,
                            .sets = {a ? a->file_keys : NULL, a ? a->url_keys : NULL},
@@ -92,7 +92,7 @@ int st_auth_check(st_ctx_t *c, bool need_admin)
         c->admin = e->admin;
         c->token_exp_us = e->exp_us;
     } else {
-        st_jwt_opts_t o = st__opts(cfg, a);
+        st_jwt_opts_t o = st__jwt_opts(cfg, a);
         st_jwt_claims_t cl;
         const char *why;
         if (st_jwt_verify(tok, tlen, &o, &cl, &why) != ST_OK) {

@@ -96,7 +96,7 @@ int st_http_ws_handshake(const st_http_request_t *req, st_buf_t *out, const char
     return ST_OK;
 }
 
-static st_buf_t st__body; /* loop-thread scratch for the 401 body */
+static st_buf_t st__upgrade_body; /* loop-thread scratch for the 401 body */
 
 int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_t *arena,
                           st_buf_t *out, const char **subject, int64_t *exp_us)
@@ -112,7 +112,7 @@ int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_
         return ST_EFORBIDDEN;
     }
     if (!st_config_auth_on(app->cfg)) return ST_OK;
-    st_buf_reset(&st__body);
+    st_buf_reset(&st__upgrade_body);
     st_http_request_t r = *req;
     size_t n;
     const char *tok = st_query_get(arena, req->query, req->query_len, "access_token", &n);
@@ -124,14 +124,18 @@ int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_
         r.auth = h;
         r.auth_len = n + 7;
     }
-    st_ctx_t c = {
-        .app = app, .req = &r, .arena = arena, .body = &st__body, .status = 200, .subject = ""};
+    st_ctx_t c = {.app = app,
+                  .req = &r,
+                  .arena = arena,
+                  .body = &st__upgrade_body,
+                  .status = 200,
+                  .subject = ""};
     int rc = st_auth_check(&c, false);
     if (rc) {
         st_http_write_response(out, c.status, NULL,
                                c.status == 401 ? "WWW-Authenticate: Bearer realm=\"strata\"\r\n"
                                                : NULL,
-                               st__body.data, st__body.len, true);
+                               st__upgrade_body.data, st__upgrade_body.len, true);
         return rc;
     }
     *subject = c.subject;

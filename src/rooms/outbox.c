@@ -140,7 +140,7 @@ static void st__url_part(st_buf_t *b, const char *s, size_t n)
 }
 
 /* One record into ob->recs[ob->n]: its key, request path, header and JSON body. */
-static int st__take(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int st__ob_take(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_obscan_t *sc = arg;
     st_outbox_t *ob = sc->ob;
@@ -191,7 +191,7 @@ static void st__free_job(st_outbox_t *ob)
     ob->n = ob->done = 0;
 }
 
-static void st__maybe_free(st_outbox_t *ob)
+static void st__ob_maybe_free(st_outbox_t *ob)
 {
     if (ob->closing && ob->timer_closed && !ob->busy) free(ob);
 }
@@ -226,7 +226,7 @@ static void st__sent(uv_work_t *w, int status)
     ob->busy = false;
     if (ob->closing) {
         st__free_job(ob);
-        st__maybe_free(ob);
+        st__ob_maybe_free(ob);
         return;
     }
     /* acknowledged: gone (a delete lost to a crash sends again, under the same key) */
@@ -270,7 +270,7 @@ static void st__tick(uv_timer_t *t)
         return;
     }
     st_obscan_t sc = {.ob = ob, .origin = origin};
-    st_store_scan(ob->store, st__meta, 1, st__take, &sc, &wait);
+    st_store_scan(ob->store, st__meta, 1, st__ob_take, &sc, &wait);
     /* only what is durable leaves the process (SPEC §0), in order */
     uint64_t durable = st_store_durable_id(ob->store);
     size_t keep = 0;
@@ -298,11 +298,11 @@ static void st__tick(uv_timer_t *t)
     }
 }
 
-static void st__timer_closed(uv_handle_t *h)
+static void st__ob_timer_closed(uv_handle_t *h)
 {
     st_outbox_t *ob = h->data;
     ob->timer_closed = true;
-    st__maybe_free(ob);
+    st__ob_maybe_free(ob);
 }
 
 int st_outbox_open(st_outbox_t **out, uv_loop_t *loop, st_store_t *store, const st_outbox_opts_t *o)
@@ -342,5 +342,5 @@ void st_outbox_close(st_outbox_t *ob)
     if (st__gauge_ob == ob) st__gauge_ob = NULL;
     ob->closing = true;
     uv_timer_stop(&ob->timer);
-    uv_close((uv_handle_t *)&ob->timer, st__timer_closed);
+    uv_close((uv_handle_t *)&ob->timer, st__ob_timer_closed);
 }

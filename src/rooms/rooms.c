@@ -77,7 +77,7 @@ static void st__tell(st_rooms_t *r, const char *room, size_t rl, const char *use
 
 /* ---- keys ---- */
 
-static size_t st__rkey(uint8_t *k, const char *room, size_t rl)
+static size_t st__room_key(uint8_t *k, const char *room, size_t rl)
 {
     k[0] = ST__KS_ROOM;
     memcpy(k + 1, room, rl);
@@ -111,7 +111,7 @@ static int st__room_load(st_rooms_t *r, const char *room, size_t rl, st_room_t *
     uint8_t k[ST__KEY_CAP];
     const void *v;
     size_t vl;
-    int rc = st_store_get(r->store, k, st__rkey(k, room, rl), &v, &vl, wait);
+    int rc = st_store_get(r->store, k, st__room_key(k, room, rl), &v, &vl, wait);
     if (rc) return rc;
     if (vl < 19) return ST_EINTERNAL;
     const uint8_t *p = v;
@@ -135,7 +135,7 @@ static int st__room_count(st_rooms_t *r, const char *room, size_t rl, int64_t me
                           uint64_t *wait)
 {
     uint8_t k[ST__KEY_CAP];
-    size_t kl = st__rkey(k, room, rl);
+    size_t kl = st__room_key(k, room, rl);
     const void *v;
     size_t vl;
     int rc = st_store_get(r->store, k, kl, &v, &vl, wait);
@@ -356,7 +356,7 @@ int st_rooms_create(st_rooms_t *r, const char *room, size_t rl, const char *name
         st_buf_append(&v, owner, ol);
         if (name) st_buf_append(&v, name, nl);
         uint8_t k[ST__KEY_CAP];
-        rc = st_store_put(r->store, k, st__rkey(k, room, rl), v.data, v.len, wait);
+        rc = st_store_put(r->store, k, st__room_key(k, room, rl), v.data, v.len, wait);
         st_buf_free(&v);
     }
     if (!rc) rc = st__join(r, room, rl, name, nl, owner, ol, ST_ROOMS_OWNER, now, counts[n], wait);

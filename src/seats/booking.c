@@ -15,31 +15,28 @@
 
 void st__hold_push(st_seats_t *s, int64_t at, uint64_t id)
 {
-    if (s->nheap == s->heapcap) {
-        s->heapcap = s->heapcap ? s->heapcap * 2 : 64;
-        s->heap = st_realloc(s->heap, s->heapcap * sizeof *s->heap);
-    }
-    size_t i = s->nheap++;
-    while (i && s->heap[(i - 1) / 2].at > at) {
-        s->heap[i] = s->heap[(i - 1) / 2];
+    st_vec_reserve(&s->heap, s->heap.n + 1);
+    size_t i = s->heap.n++;
+    while (i && s->heap.v[(i - 1) / 2].at > at) {
+        s->heap.v[i] = s->heap.v[(i - 1) / 2];
         i = (i - 1) / 2;
     }
-    s->heap[i] = (st_hold_t){at, id};
+    s->heap.v[i] = (st_hold_t){at, id};
 }
 
 static st_hold_t st__hold_pop(st_seats_t *s)
 {
-    st_hold_t top = s->heap[0], last = s->heap[--s->nheap];
+    st_hold_t top = s->heap.v[0], last = s->heap.v[--s->heap.n];
     size_t i = 0;
     for (;;) {
         size_t c = 2 * i + 1;
-        if (c >= s->nheap) break;
-        if (c + 1 < s->nheap && s->heap[c + 1].at < s->heap[c].at) c++;
-        if (s->heap[c].at >= last.at) break;
-        s->heap[i] = s->heap[c];
+        if (c >= s->heap.n) break;
+        if (c + 1 < s->heap.n && s->heap.v[c + 1].at < s->heap.v[c].at) c++;
+        if (s->heap.v[c].at >= last.at) break;
+        s->heap.v[i] = s->heap.v[c];
         i = c;
     }
-    if (s->nheap) s->heap[i] = last;
+    if (s->heap.n) s->heap.v[i] = last;
     return top;
 }
 
@@ -55,12 +52,12 @@ static void st__booking_on_idle(uv_idle_t *h)
 void st__arm_timer(st_seats_t *s)
 {
     if (s->expire_parked) return; /* resumed by st__booking_on_durable */
-    if (!s->nheap) {
+    if (!s->heap.n) {
         uv_timer_stop(&s->timer);
         uv_idle_stop(&s->idle);
         return;
     }
-    int64_t delay_ms = (s->heap[0].at - st_now_us() + 999) / 1000;
+    int64_t delay_ms = (s->heap.v[0].at - st_now_us() + 999) / 1000;
     if (delay_ms <= 0) {
         uv_timer_stop(&s->timer);
         uv_idle_start(&s->idle, st__booking_on_idle);
@@ -210,7 +207,7 @@ static void st__expire_due(st_seats_t *s)
     int64_t now = st_now_us();
     uint64_t t0 = st_mono_ns();
     st_buf_t keep = {0};
-    for (int n = 0; s->nheap && s->heap[0].at <= now && n < ST__EXPIRE_SLICE; n++) {
+    for (int n = 0; s->heap.n && s->heap.v[0].at <= now && n < ST__EXPIRE_SLICE; n++) {
         if ((n & 15) == 15 && st_mono_ns() - t0 > ST__EXPIRE_BUDGET_NS) break;
         st_hold_t h = st__hold_pop(s);
         st_booking_t b;
@@ -224,7 +221,7 @@ static void st__expire_due(st_seats_t *s)
         free(b.seats);
     }
     st_buf_free(&keep);
-    if (s->nheap && s->heap[0].at <= now && s->expire_batch > st_store_durable_id(s->store)) {
+    if (s->heap.n && s->heap.v[0].at <= now && s->expire_batch > st_store_durable_id(s->store)) {
         uv_idle_stop(&s->idle);
         s->expire_parked = true;
         return;
@@ -354,7 +351,7 @@ int st_seats_book_items(st_seats_t *s, const char *id, size_t len, const st_seat
     st__sellout_mark(s, e, now, &w);
     if (*wait < w) *wait = w;
     st__hold_push(s, b.expires_at, b.id);
-    if (s->heap[0].id == b.id) st__arm_timer(s);
+    if (s->heap.v[0].id == b.id) st__arm_timer(s);
     st_metric_add(s->m_booked, 1);
     st__booking_json(out, s, &b);
     return ST_OK;
@@ -463,7 +460,7 @@ static void st__booking_on_failed(st_store_listener_t *l, uint64_t first, int er
     (void)first;
     (void)err;
     st__free_events(s);
-    s->nheap = 0;
+    s->heap.n = 0;
     s->expire_parked = false;
     st__rebuild(s);
 }
@@ -475,6 +472,8 @@ int st_seats_open(st_seats_t **out, uv_loop_t *loop, st_store_t *store, const st
     s->store = store;
     s->opts = *o;
     st_map_init(&s->events);
+    st_vec_reserve(&s->sorted, 16);
+    st_vec_reserve(&s->heap, 64);
     st_snowflake_init(&s->ids, o->node_id);
     uv_timer_init(loop, &s->timer);
     uv_idle_init(loop, &s->idle);
@@ -496,10 +495,10 @@ int st_seats_open(st_seats_t **out, uv_loop_t *loop, st_store_t *store, const st
         st_seats_close(s);
         return rc;
     }
-    if (s->nevents)
+    if (s->sorted.n)
         st_info(
             "seats: rebuilt %zu event(s) (seats budget used: %llu), %zu pending hold(s) in %.1f ms",
-            s->nevents, (unsigned long long)s->total_seats, s->nheap,
+            s->sorted.n, (unsigned long long)s->total_seats, s->heap.n,
             (double)(st_mono_ns() - t0) / 1e6);
     s->listener.on_failed = st__booking_on_failed;
     s->listener.on_durable = st__booking_on_durable;
@@ -519,8 +518,8 @@ void st_seats_close(st_seats_t *s)
     st_store_unlisten(s->store, &s->listener); /* batches settling during teardown */
     st__free_events(s);
     st_map_free(&s->events);
-    free(s->sorted);
-    free(s->heap);
+    st_vec_free(&s->sorted);
+    st_vec_free(&s->heap);
     uv_timer_stop(&s->timer);
     uv_idle_stop(&s->idle);
     uv_close((uv_handle_t *)&s->timer, st__on_handle_closed);

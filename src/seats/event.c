@@ -134,10 +134,10 @@ void st__seat_name(st_buf_t *out, const st_section_t *sec, uint32_t i)
 /* Index of the first event whose id is >= id (or > id with `after`), in listing order. */
 static size_t st__position(const st_seats_t *s, const char *id, size_t len, bool after)
 {
-    size_t lo = 0, hi = s->nevents;
+    size_t lo = 0, hi = s->sorted.n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        const st_event_t *m = s->sorted[mid];
+        const st_event_t *m = s->sorted.v[mid];
         size_t n = m->id_len < len ? m->id_len : len;
         int c = memcmp(m->id, id, n);
         if (c < 0 || (c == 0 && (after ? m->id_len <= len : m->id_len < len)))
@@ -157,14 +157,11 @@ st_event_t *st__event_new(st_seats_t *s, const char *id, size_t len)
     e->node.klen = len;
     st_map_insert(&s->events, &e->node);
     /* keep the listing order */
-    if (s->nevents == s->cap) {
-        s->cap = s->cap ? s->cap * 2 : 16;
-        s->sorted = st_realloc(s->sorted, s->cap * sizeof *s->sorted);
-    }
+    st_vec_reserve(&s->sorted, s->sorted.n + 1);
     size_t lo = st__position(s, id, len, false);
-    memmove(&s->sorted[lo + 1], &s->sorted[lo], (s->nevents - lo) * sizeof *s->sorted);
-    s->sorted[lo] = e;
-    s->nevents++;
+    memmove(&s->sorted.v[lo + 1], &s->sorted.v[lo], (s->sorted.n - lo) * sizeof *s->sorted.v);
+    s->sorted.v[lo] = e;
+    s->sorted.n++;
     return e;
 }
 
@@ -237,11 +234,11 @@ static void st__event_free(st_event_t *e)
 
 void st__free_events(st_seats_t *s)
 {
-    for (size_t i = 0; i < s->nevents; i++) {
-        st_map_remove(&s->events, &s->sorted[i]->node);
-        st__event_free(s->sorted[i]);
+    for (size_t i = 0; i < s->sorted.n; i++) {
+        st_map_remove(&s->events, &s->sorted.v[i]->node);
+        st__event_free(s->sorted.v[i]);
     }
-    s->nevents = 0;
+    s->sorted.n = 0;
     s->total_seats = 0;
 }
 
@@ -423,14 +420,14 @@ int st_seats_list_json(st_seats_t *s, const char *cursor, size_t clen, size_t li
     }
     st_buf_puts(out, "{\"events\":[");
     size_t i = start;
-    for (; i < s->nevents && i - start < limit; i++) {
+    for (; i < s->sorted.n && i - start < limit; i++) {
         if (i > start) st_buf_appendc(out, ',');
-        st__event_head(out, s->sorted[i]);
-        if (*wait < s->sorted[i]->last_batch) *wait = s->sorted[i]->last_batch;
+        st__event_head(out, s->sorted.v[i]);
+        if (*wait < s->sorted.v[i]->last_batch) *wait = s->sorted.v[i]->last_batch;
     }
     st_buf_puts(out, "],\"next\":");
-    if (i < s->nevents && i > start)
-        st_buf_append_json_str(out, s->sorted[i - 1]->id, s->sorted[i - 1]->id_len);
+    if (i < s->sorted.n && i > start)
+        st_buf_append_json_str(out, s->sorted.v[i - 1]->id, s->sorted.v[i - 1]->id_len);
     else
         st_buf_puts(out, "null");
     st_buf_appendc(out, '}');
@@ -469,8 +466,8 @@ int st_seats_map_json(st_seats_t *s, const char *id, size_t len, const char *sec
 
 bool st_seats_check(st_seats_t *s)
 {
-    for (size_t k = 0; k < s->nevents; k++) {
-        st_event_t *e = s->sorted[k];
+    for (size_t k = 0; k < s->sorted.n; k++) {
+        st_event_t *e = s->sorted.v[k];
         st_counts_t ec = {0, 0, 0};
         for (size_t i = 0; i < e->nsections; i++) {
             st_section_t *sec = &e->sections[i];

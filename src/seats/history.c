@@ -22,7 +22,7 @@
 #define ST__PAGE     256  /* ids collected per store range */
 #define ST__BUDGET   2048 /* entries one request looks at: a page within about a millisecond */
 
-static const uint8_t st__marker[] = {ST_KS_SEATS_V, 'e', 'v', 'b', 'o', 'o', 'k'};
+static const uint8_t st__hist_marker[] = {ST_KS_SEATS_V, 'e', 'v', 'b', 'o', 'o', 'k'};
 
 /* 'K' event 0, then the id when id != 0. */
 static size_t st__ikey(uint8_t *k, const char *ev, size_t el, uint64_t id)
@@ -68,14 +68,16 @@ int st__history_migrate(st_seats_t *s)
     uint64_t w = 0;
     const void *v;
     size_t vl;
-    if (st_store_get(s->store, st__marker, sizeof st__marker, &v, &vl, &w) == ST_OK) return ST_OK;
+    if (st_store_get(s->store, st__hist_marker, sizeof st__hist_marker, &v, &vl, &w) == ST_OK)
+        return ST_OK;
     if (st_store_writable(s->store) != ST_OK) return ST_OK; /* its leader does it */
     st_mig_t m = {.s = s};
     uint8_t ks = ST_KS_BOOKING;
     int rc = st_store_scan(s->store, &ks, 1, st__mig_one, &m, &m.wait);
     if (rc == 1) rc = m.rc;
     uint8_t one = 1;
-    if (rc == ST_OK) rc = st_store_put(s->store, st__marker, sizeof st__marker, &one, 1, &m.wait);
+    if (rc == ST_OK)
+        rc = st_store_put(s->store, st__hist_marker, sizeof st__hist_marker, &one, 1, &m.wait);
     if (rc == ST_OK && m.n) st_info("seats: indexed %zu booking(s) by event (once)", m.n);
     return rc;
 }
@@ -129,7 +131,7 @@ static int st__from_records(void *arg, const void *key, size_t klen, const void 
 }
 
 /* The next ids of the event below `below` (0: from the newest), newest first, into p. */
-static int st__page(st_seats_t *s, st_page_t *p, uint64_t below, uint64_t *wait)
+static int st__hist_page(st_seats_t *s, st_page_t *p, uint64_t below, uint64_t *wait)
 {
     uint8_t pre[ST_NAME_MAX + 16], hi[ST_NAME_MAX + 16];
     p->n = 0;
@@ -165,8 +167,8 @@ static int st__hot_page(st_seats_t *s, const st_bookings_query_t *q, size_t need
                    .ev = q->event_id,
                    .el = q->event_len,
                    .s = s,
-                   .slow =
-                       st_store_get(s->store, st__marker, sizeof st__marker, &v, &vl, &w) != ST_OK};
+                   .slow = st_store_get(s->store, st__hist_marker, sizeof st__hist_marker, &v, &vl,
+                                        &w) != ST_OK};
     uint64_t below = q->cursor;
     bool stop = false;
     size_t loaded = 0;
@@ -178,7 +180,7 @@ static int st__hot_page(st_seats_t *s, const st_bookings_query_t *q, size_t need
      * entry it looked at (SPEC §7). An owner's match costs a record read, counted the same. */
     p.budget = ST__BUDGET;
     while (rc == ST_OK && !stop) {
-        rc = st__page(s, &p, below, wait);
+        rc = st__hist_page(s, &p, below, wait);
         bool spent = p.visited >= p.budget;
         for (size_t i = 0; rc == ST_OK && i < p.n; i++) {
             st_booking_t b;

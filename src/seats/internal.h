@@ -89,17 +89,15 @@ struct st_seats {
     st_store_t *store;
     st_seats_opts_t opts;
     st_map_t events;
-    st_event_t **sorted; /* by id, for listing */
-    size_t nevents, cap;
-    uint64_t total_seats; /* cost of all events against opts.max_total_seats (event.c) */
+    ST_VEC(st_event_t *) sorted; /* by id, for listing */
+    uint64_t total_seats;        /* cost of all events against opts.max_total_seats (event.c) */
     st_snowflake_t ids;
-    st_hold_t *heap; /* min-heap of hold expiries (stale entries are skipped when popped) */
-    size_t nheap, heapcap;
-    uv_timer_t timer;      /* the next hold expiry */
-    uv_idle_t idle;        /* while holds are due: one slice of expiries per loop turn */
-    int open_handles;      /* freed when both have closed */
-    uint64_t expire_batch; /* the batch of the last slice of expiries */
-    bool expire_parked;    /* more are due: the next slice waits for that batch to be durable */
+    ST_VEC(st_hold_t) heap; /* min-heap of hold expiries (stale entries are skipped when popped) */
+    uv_timer_t timer;       /* the next hold expiry */
+    uv_idle_t idle;         /* while holds are due: one slice of expiries per loop turn */
+    int open_handles;       /* freed when both have closed */
+    uint64_t expire_batch;  /* the batch of the last slice of expiries */
+    bool expire_parked;     /* more are due: the next slice waits for that batch to be durable */
     st_store_listener_t listener;
     st_observers_t observers; /* of seat changes (st_seats_observer_fn) */
     st_metric_t *m_booked, *m_conflicts, *m_expired, *m_confirmed, *m_cancelled;

@@ -24,11 +24,9 @@ static size_t st__chunk_key(uint8_t *key, const st_event_t *e, size_t sec, uint3
     memcpy(key + n, e->id, e->id_len);
     n += e->id_len;
     key[n++] = 0;
-    key[n++] = (uint8_t)(sec >> 8);
-    key[n++] = (uint8_t)sec;
-    for (int i = 0; i < 4; i++)
-        key[n++] = (uint8_t)(chunk >> (24 - 8 * i));
-    return n;
+    st_be16_put(key + n, (uint16_t)sec);
+    st_be32_put(key + n + 2, chunk);
+    return n + 6;
 }
 
 static int st__chunk_put(st_seats_t *s, const st_event_t *e, const st_section_t *sec,
@@ -78,8 +76,8 @@ static int st__load_chunk(void *arg, const void *key, size_t klen, const void *v
     const uint8_t *z = klen > 8 ? memchr(k + 1, 0, klen - 1) : NULL;
     if (!z || (size_t)(k + klen - z) != 7 || vlen < 8) goto corrupt;
     st_event_t *e = st__event_find(s, (const char *)k + 1, (size_t)(z - k - 1), NULL);
-    size_t si = (size_t)z[1] << 8 | z[2];
-    uint32_t chunk = (uint32_t)z[3] << 24 | (uint32_t)z[4] << 16 | (uint32_t)z[5] << 8 | z[6];
+    size_t si = st_be16_get(z + 1);
+    uint32_t chunk = st_be32_get(z + 3);
     if (!e || si >= e->nsections) goto corrupt;
     st_section_t *sec = &e->sections[si];
     size_t nbytes = (size_t)((sec->rows * sec->cols + 3) / 4);
@@ -156,8 +154,8 @@ static int st__convert(st_seats_t *s)
     uint8_t ks = ST_KS_BOOKING;
     uint64_t w = 0;
     int rc = st_store_scan(s->store, &ks, 1, st__replay_booking, s, &w);
-    for (size_t k = 0; !rc && k < s->nevents; k++) {
-        st_event_t *e = s->sorted[k];
+    for (size_t k = 0; !rc && k < s->sorted.n; k++) {
+        st_event_t *e = s->sorted.v[k];
         for (size_t i = 0; !rc && i < e->nsections; i++) {
             st_section_t *sec = &e->sections[i];
             size_t nbytes = (size_t)((sec->rows * sec->cols + 3) / 4);
@@ -173,7 +171,7 @@ static int st__convert(st_seats_t *s)
     }
     uint8_t v = ST__LAYOUT;
     if (!rc) rc = st_store_put(s->store, st__vkey, sizeof st__vkey, &v, 1, &w);
-    if (!rc && s->nevents) st_info("seats: converted the seat maps to chunks (once)");
+    if (!rc && s->sorted.n) st_info("seats: converted the seat maps to chunks (once)");
     return rc;
 }
 
@@ -190,10 +188,10 @@ int st__rebuild(st_seats_t *s)
     } else if (!rc) {
         ks = ST_KS_SEATMAP;
         rc = st_store_scan(s->store, &ks, 1, st__load_chunk, s, &w);
-        for (size_t k = 0; !rc && k < s->nevents; k++)
-            for (size_t i = 0; i < s->sorted[k]->nsections; i++)
-                if (s->sorted[k]->sections[i].loaded)
-                    st__section_recount(s->sorted[k], &s->sorted[k]->sections[i]);
+        for (size_t k = 0; !rc && k < s->sorted.n; k++)
+            for (size_t i = 0; i < s->sorted.v[k]->nsections; i++)
+                if (s->sorted.v[k]->sections[i].loaded)
+                    st__section_recount(s->sorted.v[k], &s->sorted.v[k]->sections[i]);
     }
     ks = ST_KS_HOLD;
     if (!rc) rc = st_store_scan(s->store, &ks, 1, st__load_hold, s, &w);

@@ -89,7 +89,7 @@ static int st__read_ids(st_objstore_t *obj, st_bobj_t *b)
     return ST_OK;
 }
 
-static bool st__has(const uint64_t *v, size_t n, uint64_t id)
+static bool st__ids_has(const uint64_t *v, size_t n, uint64_t id)
 {
     return bsearch(&id, v, n, sizeof *v, st__u64_cmp) != NULL;
 }
@@ -131,7 +131,7 @@ static int st__rebuild_event(st_store_t *store, st_bobj_t *o, size_t n, size_t *
         if (kept.n > 1) qsort(kept.v, kept.n, sizeof *kept.v, st__u64_cmp);
         size_t dup = 0;
         for (size_t j = 0; j < o[i].ids.n; j++)
-            dup += st__has(kept.v, kept.n, o[i].ids.v[j]);
+            dup += st__ids_has(kept.v, kept.n, o[i].ids.v[j]);
         uint64_t seq = st.next_seq++;
         if (dup && dup == o[i].ids.n) { /* left behind by a compaction: deleted, never counted */
             st_warn("rebuild: %s repeats bookings of a larger object; it will be deleted",

@@ -49,19 +49,19 @@ static const uint8_t st__floor_key[] = {ST_KS_SEATS_V, 'b', 'k', 'f', 'l', 'o', 
 
 static const st_pq_field_t st__seat = {
     "element", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0};
-static const st_pq_field_t st__item_fields[] = {
+static const st_pq_field_t st__bk_item_fields[] = {
     {"section", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0},
     {"seats", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_LIST, 0, &st__seat, 1},
     {"quantity", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0},
 };
-static const st_pq_field_t st__item = {
-    "element", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, 0, st__item_fields, 3};
+static const st_pq_field_t st__bk_item = {
+    "element", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, 0, st__bk_item_fields, 3};
 static const st_pq_field_t st__fields[] = {
     {"booking_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
     {"event_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0},
     {"owner", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0},
     {"status", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0},
-    {"items", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_LIST, 0, &st__item, 1},
+    {"items", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_LIST, 0, &st__bk_item, 1},
     {"total_price", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0},
     {"created_at", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, 0, NULL, 0},
     {"expires_at", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, 0, NULL, 0},
@@ -117,7 +117,7 @@ static void st__object_key(st_buf_t *b, const char *ev, size_t el, int64_t ts, u
 
 /* ---- the pass: events with bookings due ---- */
 
-static void st__pass_begin(void *arg, int flags)
+static void st__bk_pass_begin(void *arg, int flags)
 {
     st_bkcold_t *bc = arg;
     (void)flags;
@@ -125,7 +125,7 @@ static void st__pass_begin(void *arg, int flags)
     bc->last_len = 0;
 }
 
-static bool st__want(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static bool st__bk_want(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_bkcold_t *bc = arg;
     const uint8_t *p = val;
@@ -136,7 +136,7 @@ static bool st__want(void *arg, const void *key, size_t klen, const void *val, s
     return upd <= bc->cutoff;
 }
 
-static void st__act(void *arg, const void *key, size_t klen)
+static void st__bk_act(void *arg, const void *key, size_t klen)
 {
     st_bkcold_t *bc = arg;
     uint64_t w = 0;
@@ -252,8 +252,8 @@ static size_t st__index_prefix(uint8_t *k, const char *ev, size_t el)
     return 2 + el;
 }
 
-static int st__snapshot(void *arg, const char *o, size_t ol, const st_tier_stat_t *st, uint64_t seq,
-                        uint64_t writer, st_tier_snap_t *out, uint64_t *wait)
+static int st__bk_take_snapshot(void *arg, const char *o, size_t ol, const st_tier_stat_t *st,
+                                uint64_t seq, uint64_t writer, st_tier_snap_t *out, uint64_t *wait)
 {
     st_bkcold_t *bc = arg;
     st_seats_t *s = bc->s;
@@ -342,7 +342,7 @@ static void st__put_row(void *arg, size_t i, st_pq_rec_t *r)
     st_pq_put_i64(r, b->finished);
 }
 
-static int st__encode(void *arg, void *rows, st_buf_t *object)
+static int st__bk_encode(void *arg, void *rows, st_buf_t *object)
 {
     (void)arg;
     st_bksnap_t *j = rows;
@@ -409,21 +409,21 @@ static int st__bk_merge(void *arg, const char *o, size_t ol, st_objstore_t *obj,
                             out);
 }
 
-static int st__merge_commit(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,
-                            uint64_t *wait)
+static int st__bk_merge_commit(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,
+                               uint64_t *wait)
 {
     (void)arg, (void)o, (void)ol, (void)dropped, (void)ndropped, (void)wait;
     return ST_OK;
 }
 
-static void st__merge_release(void *arg, void *dropped)
+static void st__bk_merge_release(void *arg, void *dropped)
 {
     (void)arg, (void)dropped;
 }
 
 /* The merged object keeps the first one's timestamp. */
-static void st__merge_name(void *arg, const char *o, size_t ol, const char *first_key, uint64_t seq,
-                           uint64_t pseq, uint64_t writer, st_buf_t *key)
+static void st__bk_merge_name(void *arg, const char *o, size_t ol, const char *first_key,
+                              uint64_t seq, uint64_t pseq, uint64_t writer, st_buf_t *key)
 {
     (void)arg, (void)seq;
     const char *p = strstr(first_key, "/bookings-");
@@ -450,23 +450,23 @@ st_tier_member_t *st_seats_tier_member(st_seats_t *s, st_tier_t *t, uint64_t hot
     bc->s = s;
     bc->tier = t;
     bc->hot_us = (int64_t)hot_seconds * 1000000;
-    bc->kind = (st_tier_kind_t){.snapshot = st__snapshot,
-                                .encode = st__encode,
+    bc->kind = (st_tier_kind_t){.snapshot = st__bk_take_snapshot,
+                                .encode = st__bk_encode,
                                 .commit = st__snap_commit,
                                 .release = st__snap_release,
                                 .arg = bc};
     bc->merge = (st_tier_merge_t){.merge = st__bk_merge,
-                                  .commit = st__merge_commit,
-                                  .release = st__merge_release,
-                                  .name = st__merge_name,
+                                  .commit = st__bk_merge_commit,
+                                  .release = st__bk_merge_release,
+                                  .name = st__bk_merge_name,
                                   .arg = bc};
     bc->source = (st_tier_source_t){.name = "finished bookings",
                                     .prefix = ST_KS_BOOKING,
                                     .page = 256,
                                     .order = ST_TIER_ORDER_MIDDLE,
-                                    .want = st__want,
-                                    .act = st__act,
-                                    .begin = st__pass_begin,
+                                    .want = st__bk_want,
+                                    .act = st__bk_act,
+                                    .begin = st__bk_pass_begin,
                                     .arg = bc};
     bc->member = (st_tier_member_t){.name = "bookings",
                                     .tag = ST__TAG,
@@ -526,7 +526,7 @@ typedef struct {
     ST_VEC(st_sv_t) seats;
 } st_crow_t;
 
-static void st__get_str(st_pq_cur_t *c, st_sv_t *v)
+static void st__bk_get_str(st_pq_cur_t *c, st_sv_t *v)
 {
     if (!st_pq_get_str(c, &v->p, &v->n)) v->p = "", v->n = 0;
 }
@@ -535,9 +535,9 @@ static void st__row_read(st_pq_cur_t *c, st_crow_t *r)
 {
     r->seats.n = 0;
     st_pq_get_i64(c, &r->id);
-    st__get_str(c, &r->ev);
-    st__get_str(c, &r->owner);
-    st__get_str(c, &r->status);
+    st__bk_get_str(c, &r->ev);
+    st__bk_get_str(c, &r->owner);
+    st__bk_get_str(c, &r->status);
     size_t n = 0;
     st_pq_get_list(c, &n);
     r->nitems = 0;
@@ -546,12 +546,12 @@ static void st__row_read(st_pq_cur_t *c, st_crow_t *r)
         size_t ns = 0;
         int64_t q = 0;
         st_pq_get_struct(c);
-        st__get_str(c, &sec);
+        st__bk_get_str(c, &sec);
         st_pq_get_list(c, &ns);
         size_t first = r->seats.n;
         for (size_t i = 0; i < ns; i++) {
             st_sv_t sv;
-            st__get_str(c, &sv);
+            st__bk_get_str(c, &sv);
             st_vec_push(&r->seats, sv);
         }
         st_pq_get_i64(c, &q);

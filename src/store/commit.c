@@ -58,8 +58,8 @@ void st__rec_encode(st_buf_t *out, const st_batch_t *b, bool chain)
 {
     st_buf_reset(out);
     for (; b; b = chain ? b->next : NULL)
-        for (size_t i = 0; i < b->nops; i++)
-            if (!b->ops[i].note) st__rec_put_op(out, b, &b->ops[i]); /* notes: never in LMDB */
+        for (size_t i = 0; i < b->ops.n; i++)
+            if (!b->ops.v[i].note) st__rec_put_op(out, b, &b->ops.v[i]); /* notes: never in LMDB */
 }
 
 void st__rec_put_op(st_buf_t *out, const st_batch_t *b, const st_op_t *op)
@@ -153,8 +153,8 @@ int st__apply_group(st_store_t *s, st_batch_t *group, uint64_t seq)
     int rc = mdb_txn_begin(s->db.env, NULL, 0, &txn);
     if (rc) return rc;
     for (st_batch_t *b = group; b && !rc; b = b->next)
-        for (size_t i = 0; i < b->nops && !rc; i++) {
-            st_op_t *op = &b->ops[i];
+        for (size_t i = 0; i < b->ops.n && !rc; i++) {
+            st_op_t *op = &b->ops.v[i];
             if (op->note) continue;
             rc = st__apply_op(s, txn, op->del, b->data.data + op->koff, op->klen,
                               b->data.data + op->voff, op->vlen);
@@ -329,7 +329,7 @@ static void st__defer(st_replay_t *r, st_batch_t *b, uint64_t seq)
 {
     st_store_t *s = r->s;
     b->seq = seq;
-    for (size_t i = 0; i < b->nops; i++)
+    for (size_t i = 0; i < b->ops.n; i++)
         st__ov_set(s, b, i);
     st__chain(&s->th.a_head, &s->th.a_tail, b, b);
     st_list_insert(&s->inflight, &b->link);
@@ -429,7 +429,8 @@ st_batch_t *st__batch_new(st_store_t *s)
         b = st_calloc(1, sizeof *b);
     b->next = NULL;
     st_buf_reset(&b->data);
-    b->nops = b->writes = 0;
+    b->ops.n = b->writes = 0;
+    st_vec_reserve(&b->ops, 256); /* a batch's first ops: no regrowth for small ones */
     b->bytes = 0;
     b->rc = 0;
     b->seq = 0;
@@ -446,9 +447,7 @@ void st__batch_recycle(st_store_t *s, st_batch_t *b)
 {
     if (b->data.cap > (8u << 20)) { /* do not keep outsized buffers around */
         st_buf_free(&b->data);
-        free(b->ops);
-        b->ops = NULL;
-        b->cap = 0;
+        st_vec_free(&b->ops);
     }
     b->next = s->free_list;
     s->free_list = b;
@@ -457,7 +456,7 @@ void st__batch_recycle(st_store_t *s, st_batch_t *b)
 void st__batch_free(st_batch_t *b)
 {
     st_buf_free(&b->data);
-    free(b->ops);
+    st_vec_free(&b->ops);
     free(b);
 }
 
@@ -465,7 +464,7 @@ void st__batch_free(st_batch_t *b)
  * writes never straddle two batches. */
 void st__store_submit(st_store_t *s)
 {
-    ST_ASSERT(s->open->nops > 0);
+    ST_ASSERT(s->open->ops.n > 0);
     st_batch_t *b = s->open;
     b->next = NULL;
     uv_mutex_lock(&s->th.mu);
@@ -499,8 +498,8 @@ static void st__restore_overlay(st_store_t *s, uint64_t first)
     for (st_list_t *l = s->inflight.next; l != &s->inflight; l = l->next) {
         st_batch_t *b = ST_LIST_ITEM(l, st_batch_t, link);
         ST_ASSERT(b->id < first);
-        for (size_t i = 0; i < b->nops; i++) {
-            const st_op_t *op = &b->ops[i];
+        for (size_t i = 0; i < b->ops.n; i++) {
+            const st_op_t *op = &b->ops.v[i];
             st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, b->data.data + op->koff, op->klen);
             if (e && e->restoring) {
                 st__ov_set(s, b, i);
@@ -536,8 +535,7 @@ void st__rollback(st_store_t *s)
     s->th.halted = false;
     uv_cond_signal(&s->th.cv_sync);
     uv_mutex_unlock(&s->th.mu);
-    for (st_store_listener_t *l = s->listeners; l; l = l->next)
-        if (l->on_failed) l->on_failed(l, first, err);
+    st__listeners_failed(s, first, err);
 }
 
 /* Figures the threads gathered, into the metrics (loop only). Called with mu held. */
@@ -568,8 +566,8 @@ void st__batch_back(st_store_t *s, st_batch_t *b)
     s->submitted--;
     if (b->rc == 0) {
         /* a foreign batch (group mode) was never in the overlay: nothing to look up */
-        for (size_t i = 0; !b->foreign && i < b->nops; i++) {
-            st_op_t *op = &b->ops[i];
+        for (size_t i = 0; !b->foreign && i < b->ops.n; i++) {
+            st_op_t *op = &b->ops.v[i];
             st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, b->data.data + op->koff, op->klen);
             if (e && e->batch == b->id) st__ov_drop(s, e);
         }
@@ -644,8 +642,7 @@ void st__store_on_done(uv_async_t *h)
     }
     if (acked > s->durable_id) {
         s->durable_id = acked;
-        for (st_store_listener_t *l = s->listeners; l; l = l->next)
-            if (l->on_durable) l->on_durable(l, s->durable_id);
+        st__listeners_durable(s, s->durable_id);
     }
     /* Halted, the sync thread takes nothing more: every batch not acknowledged is back. */
     if (s->fail.first) st__rollback(s);

@@ -46,8 +46,8 @@ static void st__encode_entry(st_buf_t *out, uint64_t token, const st_batch_t *b)
     st_buf_append(out, &len, 4);
     st_buf_append(out, &token, 8);
     st_buf_append(out, &b->id, 8);
-    for (size_t i = 0; i < b->nops; i++) {
-        const st_op_t *op = &b->ops[i];
+    for (size_t i = 0; i < b->ops.n; i++) {
+        const st_op_t *op = &b->ops.v[i];
         uint8_t kind = op->note ? ST__OP_NOTE : op->del ? ST__OP_DEL : ST__OP_PUT;
         uint32_t kl = (uint32_t)op->klen, vl = (uint32_t)op->vlen;
         st_buf_append(out, &kind, 1);
@@ -70,17 +70,14 @@ static int st__decode_entry(st_store_t *s, st_batch_t *b, const char *p, size_t 
     const char *base = b->data.data, *q = base, *end = base + b->data.len;
     while ((rc = st__rec_next(&q, end, &op)) == 1) {
         if (op.kind > ST__OP_NOTE) return ST_EIO;
-        if (b->nops == b->cap) {
-            b->cap = b->cap ? b->cap * 2 : 256;
-            b->ops = st_realloc(b->ops, b->cap * sizeof *b->ops);
-        }
+        st_vec_reserve(&b->ops, b->ops.n + 1);
         bool del = op.kind == ST__OP_DEL;
-        b->ops[b->nops++] = (st_op_t){.koff = (size_t)(op.key - base),
-                                      .klen = op.klen,
-                                      .voff = (size_t)(op.val - base),
-                                      .vlen = del ? 0 : op.vlen,
-                                      .del = del,
-                                      .note = op.kind == ST__OP_NOTE};
+        b->ops.v[b->ops.n++] = (st_op_t){.koff = (size_t)(op.key - base),
+                                         .klen = op.klen,
+                                         .voff = (size_t)(op.val - base),
+                                         .vlen = del ? 0 : op.vlen,
+                                         .del = del,
+                                         .note = op.kind == ST__OP_NOTE};
         b->bytes += st__op_cost(s, op.klen, op.vlen, del);
         b->writes++;
     }
@@ -191,8 +188,7 @@ static void st__maybe_rollback(st_store_t *s)
         st__rollback(s);
         /* What waited behind the dropped batches waits for nothing now; a follower makes no
          * batches of its own, so no later durable batch would wake it. */
-        for (st_store_listener_t *l = s->listeners; l; l = l->next)
-            if (l->on_durable) l->on_durable(l, s->durable_id);
+        st__listeners_durable(s, s->durable_id);
     }
     if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->uv.done);
 }
@@ -209,7 +205,7 @@ void st__group_submit(st_store_t *s)
     uv_ref((uv_handle_t *)&s->uv.done);
     uv_idle_stop(&s->uv.idle);
     st__encode_entry(&g->enc, g->token, b);
-    st_metric_observe(s->m.batch_ops, (double)b->nops);
+    st_metric_observe(s->m.batch_ops, (double)b->ops.n);
     st_metric_observe(s->m.batch_writes, (double)b->writes);
     st_metric_observe(g->m_inflight, (double)g->r_count);
     st_metric_add(s->m.commits, 1);
@@ -266,8 +262,7 @@ static void st__group_committed(st_store_t *s, uint64_t batch_id)
 {
     if (batch_id <= s->durable_id) return;
     s->durable_id = batch_id;
-    for (st_store_listener_t *l = s->listeners; l; l = l->next)
-        if (l->on_durable) l->on_durable(l, s->durable_id);
+    st__listeners_durable(s, s->durable_id);
 }
 
 int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, size_t len)
@@ -286,7 +281,7 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
     st_batch_t *b = token == g->token ? st__take_proposed(s, id) : NULL;
     /* A batch held back behind this entry (st__group_hold) goes at the end of this iteration:
      * the loop must not block in poll before it. */
-    if (b && s->open->nops) uv_idle_start(&s->uv.idle, st__store_on_idle);
+    if (b && s->open->ops.n) uv_idle_start(&s->uv.idle, st__store_on_idle);
     if (!b) {
         b = st__batch_new(s);
         s->open_id--; /* foreign batches take no id: they are never in the overlay */
@@ -361,8 +356,7 @@ static void st__fail_held(st_store_t *s, int err)
      * reservation the backup may not have. Numbers from it wait for the tap to be ready again
      * (st_store_resv_check; the failed tap cleared its confirmation), once the target answers. */
     s->group->hold_to = 0;
-    for (st_store_listener_t *l = s->listeners; l; l = l->next)
-        if (l->on_failed) l->on_failed(l, s->durable_id + 1, err);
+    st__listeners_failed(s, s->durable_id + 1, err);
 }
 
 /* An ack_late batch is back from the apply thread (the tap has taken it): acknowledge it. */
@@ -409,8 +403,7 @@ void st_store_refresh_views(st_store_t *s)
 void st_store_resync(st_store_t *s)
 {
     if (s->group) s->group->views_stale = false;
-    for (st_store_listener_t *l = s->listeners; l; l = l->next)
-        if (l->on_failed) l->on_failed(l, s->open_id + 1, ST_ENOLEADER);
+    st__listeners_failed(s, s->open_id + 1, ST_ENOLEADER);
 }
 
 void st_store_on_note(st_store_t *s, st_store_note_fn fn, void *arg)
@@ -424,9 +417,9 @@ int st_store_note(st_store_t *s, uint8_t kind, const void *data, size_t len, uin
     if (!s->group) return ST_OK;
     if (s->group->standby) return ST_ENOLEADER;
     st_batch_t *b = s->open;
-    if (b->nops == 0) uv_idle_start(&s->uv.idle, st__store_on_idle);
+    if (b->ops.n == 0) uv_idle_start(&s->uv.idle, st__store_on_idle);
     st__batch_add(s, b, &kind, 1, data, len, false);
-    b->ops[b->nops - 1].note = true;
+    b->ops.v[b->ops.n - 1].note = true;
     if (*wait < b->id) *wait = b->id;
     return ST_OK;
 }
@@ -439,11 +432,11 @@ int st_store_fence(st_store_t *s, uint64_t *wait)
     if (!s->group) return ST_OK;
     if (s->group->standby) return ST_ENOLEADER;
     st_batch_t *b = s->open;
-    if (b->nops == 0) { /* otherwise the batch is an entry anyway */
+    if (b->ops.n == 0) { /* otherwise the batch is an entry anyway */
         uint8_t kind = ST__NOTE_FENCE;
         uv_idle_start(&s->uv.idle, st__store_on_idle);
         st__batch_add(s, b, &kind, 1, "", 0, false);
-        b->ops[b->nops - 1].note = true;
+        b->ops.v[b->ops.n - 1].note = true;
     }
     if (*wait < b->id) *wait = b->id;
     return ST_OK;
@@ -454,8 +447,8 @@ static void st__notes(st_store_t *s, const st_batch_t *b)
 {
     s->group->views_stale = true;
     if (!s->note_fn) return;
-    for (size_t i = 0; i < b->nops; i++) {
-        const st_op_t *op = &b->ops[i];
+    for (size_t i = 0; i < b->ops.n; i++) {
+        const st_op_t *op = &b->ops.v[i];
         if (op->note && (uint8_t)b->data.data[op->koff] != ST__NOTE_FENCE) /* fences say nothing */
             s->note_fn(s->note_arg, (uint8_t)b->data.data[op->koff], b->data.data + op->voff,
                        op->vlen);

@@ -27,8 +27,7 @@ typedef struct st_batch {
     st_list_t link; /* in the loop's list of submitted batches not yet returned */
     uint64_t id;
     st_buf_t data; /* keys and values of ops */
-    st_op_t *ops;
-    size_t nops, cap;
+    ST_VEC(st_op_t) ops;
     size_t writes;  /* staged writes, including ones coalesced into an earlier op */
     uint64_t bytes; /* what its ops are estimated to take in LMDB (counted against the quota) */
     /* set by the threads */
@@ -189,7 +188,7 @@ struct st_store {
     st_buf_t scratch; /* st_store_get's copy of an LMDB value */
 
     /* hooks other modules set (loop only) */
-    st_store_listener_t *listeners;
+    st_list_t listeners;      /* st_store_listener_t by link */
     st_observers_t observers; /* of modules that are functions over the store (counters) */
     st_store_note_fn note_fn; /* group mode: a foreign entry's stream frames (group.c) */
     void *note_arg;
@@ -271,6 +270,9 @@ uint64_t st__op_cost(const st_store_t *s, size_t klen, size_t vlen, bool del);
 void st__batch_add(st_store_t *s, st_batch_t *b, const void *key, size_t klen, const void *val,
                    size_t vlen, bool del);
 void st__ov_set(st_store_t *s, st_batch_t *b, size_t op_idx);
+/* tell every listener (a callback may unlisten itself) */
+void st__listeners_durable(st_store_t *s, uint64_t id);
+void st__listeners_failed(st_store_t *s, uint64_t first_id, int err);
 void st__ov_free(st_ov_t *e);
 void st__drop_overlay(st_store_t *s);
 /* LMDB's key order: bytes, then length. */

@@ -49,7 +49,7 @@ void st__store_on_idle(uv_idle_t *h)
  * fail, roll back, retry: then batches go at most every ST__FAIL_PACE_MS. */
 static void st__seal(st_store_t *s)
 {
-    if (s->open->nops == 0) return;
+    if (s->open->ops.n == 0) return;
     if (s->fail.stopped) {
         uint64_t now = uv_now(s->loop);
         if (now < s->fail.next_submit_ms) {
@@ -258,6 +258,7 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     s->tap = st__tap_new();
     st_map_init(&s->overlay);
     st_list_init(&s->inflight);
+    st_list_init(&s->listeners);
     uv_mutex_init(&s->th.mu);
     s->th.apply_lazy = true; /* st_store_apply_lazy */
     uv_cond_init(&s->th.cv_sync);
@@ -347,17 +348,28 @@ st_observers_t *st_store_observers(st_store_t *s)
 
 void st_store_listen(st_store_t *s, st_store_listener_t *l)
 {
-    l->next = s->listeners;
-    s->listeners = l;
+    st_list_push_front(&s->listeners, &l->link);
 }
 
 void st_store_unlisten(st_store_t *s, st_store_listener_t *l)
 {
-    for (st_store_listener_t **p = &s->listeners; *p; p = &(*p)->next)
-        if (*p == l) {
-            *p = l->next;
-            return;
-        }
+    if (st_list_linked(&l->link)) st_list_unlink(&l->link);
+}
+
+void st__listeners_durable(st_store_t *s, uint64_t id)
+{
+    for (ST_LIST_EACH(l, n, &s->listeners)) {
+        st_store_listener_t *x = ST_LIST_ITEM(l, st_store_listener_t, link);
+        if (x->on_durable) x->on_durable(x, id);
+    }
+}
+
+void st__listeners_failed(st_store_t *s, uint64_t first_id, int err)
+{
+    for (ST_LIST_EACH(l, n, &s->listeners)) {
+        st_store_listener_t *x = ST_LIST_ITEM(l, st_store_listener_t, link);
+        if (x->on_failed) x->on_failed(x, first_id, err);
+    }
 }
 
 int st_store_get(st_store_t *s, const void *key, size_t klen, const void **val, size_t *vlen,
@@ -414,11 +426,8 @@ uint64_t st__op_cost(const st_store_t *s, size_t klen, size_t vlen, bool del)
 void st__batch_add(st_store_t *s, st_batch_t *b, const void *key, size_t klen, const void *val,
                    size_t vlen, bool del)
 {
-    if (b->nops == b->cap) {
-        b->cap = b->cap ? b->cap * 2 : 256;
-        b->ops = st_realloc(b->ops, b->cap * sizeof *b->ops);
-    }
-    st_op_t *op = &b->ops[b->nops++];
+    st_vec_reserve(&b->ops, b->ops.n + 1);
+    st_op_t *op = &b->ops.v[b->ops.n++];
     op->koff = b->data.len;
     op->klen = klen;
     st_buf_append(&b->data, key, klen);
@@ -435,7 +444,7 @@ void st__batch_add(st_store_t *s, st_batch_t *b, const void *key, size_t klen, c
 /* Makes the overlay entry of an op's key carry that op's value (creating the entry). */
 void st__ov_set(st_store_t *s, st_batch_t *b, size_t op_idx)
 {
-    const st_op_t *op = &b->ops[op_idx];
+    const st_op_t *op = &b->ops.v[op_idx];
     const char *key = b->data.data + op->koff;
     st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, key, op->klen);
     if (!e) e = st__ov_new(s, key, op->klen);
@@ -466,7 +475,7 @@ static int st__stage(st_store_t *s, const void *key, size_t klen, const void *va
         /* Same key rewritten in this batch with a value of the same size (a hot counter):
          * overwrite in place instead of growing the batch. */
         if (vlen) {
-            memcpy(b->data.data + b->ops[e->op_idx].voff, val, vlen);
+            memcpy(b->data.data + b->ops.v[e->op_idx].voff, val, vlen);
             memcpy(e->val, val, vlen);
         }
         b->writes++;
@@ -475,9 +484,9 @@ static int st__stage(st_store_t *s, const void *key, size_t klen, const void *va
     }
     /* Staged work must not wait for unrelated I/O to wake the loop: the idle handle makes this
      * iteration's poll return at once so the check handle seals the batch. */
-    if (b->nops == 0) uv_idle_start(&s->uv.idle, st__store_on_idle);
+    if (b->ops.n == 0) uv_idle_start(&s->uv.idle, st__store_on_idle);
     st__batch_add(s, b, key, klen, val, vlen, del);
-    st__ov_set(s, b, b->nops - 1);
+    st__ov_set(s, b, b->ops.n - 1);
     if (*wait < b->id) *wait = b->id;
     return ST_OK;
 }
@@ -501,7 +510,7 @@ uint64_t st_store_durable_id(const st_store_t *s)
 bool st_store_express(st_store_t *s, uint64_t wait, st_store_express_t *x)
 {
     /* a group's batches become durable through Raft; a failing store sends nothing */
-    if (s->group || s->fail.first || s->fail.stopped || wait != s->open->id || !s->open->nops)
+    if (s->group || s->fail.first || s->fail.stopped || wait != s->open->id || !s->open->ops.n)
         return false;
     x->next = s->open->express;
     s->open->express = x;
@@ -513,7 +522,7 @@ bool st_store_idle(const st_store_t *s)
     /* fail-stopped, nothing staged can become durable any more: nothing is worth waiting for
      * (and a module retrying a failed write would keep the store busy for ever) */
     if (s->fail.stopped) return true;
-    if (s->open->nops) return false;
+    if (s->open->ops.n) return false;
     if (s->submitted == 0) return true;
     if (s->durable_id + 1 < s->open->id) return false; /* something is not durable yet */
     /* All durable; LMDB is behind. Waiting for it is pointless while it cannot take them. */
@@ -609,8 +618,7 @@ int st_store_range(st_store_t *s, const void *prefix, size_t plen, const void *l
     /* Staged entries in range, in the walk's order, merged with an LMDB cursor walk. They are
      * collected first (fn may stage writes), from the overlay's ordered index: the cost is the
      * entries in range, not everything staged. */
-    st_ov_t **staged = NULL;
-    size_t nstaged = 0, cap = 0;
+    ST_VEC(st_ov_t *) staged = {0};
     ST_ASSERT(!s->db.rtxn_held);
     st_ov_t *n;
     if (!reverse) {
@@ -624,22 +632,19 @@ int st_store_range(st_store_t *s, const void *prefix, size_t plen, const void *l
     }
     for (; n && st__in_range(n->key, n->node.klen, prefix, plen, lo, lolen, hi, hilen);
          n = reverse ? n->prev : n->fwd[0]) {
-        if (nstaged == cap) {
-            cap = cap ? cap * 2 : 16;
-            staged = st_realloc(staged, cap * sizeof *staged);
-        }
-        staged[nstaged++] = n;
+        if (!staged.cap) st_vec_reserve(&staged, 16);
+        st_vec_push(&staged, n);
     }
     int rc = mdb_txn_renew(s->db.rtxn);
     if (rc) {
-        free(staged);
+        st_vec_free(&staged);
         return st__mdb_err(rc);
     }
     MDB_cursor *cur;
     rc = mdb_cursor_open(s->db.rtxn, s->db.dbi, &cur);
     if (rc) {
         mdb_txn_reset(s->db.rtxn);
-        free(staged);
+        st_vec_free(&staged);
         return st__mdb_err(rc);
     }
     MDB_val k, v;
@@ -659,18 +664,18 @@ int st_store_range(st_store_t *s, const void *prefix, size_t plen, const void *l
     for (;;) {
         bool have_db =
             mrc == 0 && st__in_range(k.mv_data, k.mv_size, prefix, plen, lo, lolen, hi, hilen);
-        bool have_ov = si < nstaged;
+        bool have_ov = si < staged.n;
         if (!have_db && !have_ov) break;
         int c = !have_db ? 1
                 : !have_ov
                     ? -1
-                    : st__key_cmp(k.mv_data, k.mv_size, staged[si]->key, staged[si]->node.klen);
+                    : st__key_cmp(k.mv_data, k.mv_size, staged.v[si]->key, staged.v[si]->node.klen);
         if (reverse && have_db && have_ov) c = -c;
         if (c < 0) {
             ret = fn(arg, k.mv_data, k.mv_size, v.mv_data, v.mv_size);
             mrc = mdb_cursor_get(cur, &k, &v, step);
         } else {
-            st_ov_t *e = staged[si++];
+            st_ov_t *e = staged.v[si++];
             if (*wait < e->batch) *wait = e->batch;
             if (!e->del) ret = fn(arg, e->key, e->node.klen, e->val, e->vlen);
             if (c == 0) mrc = mdb_cursor_get(cur, &k, &v, step);
@@ -679,6 +684,6 @@ int st_store_range(st_store_t *s, const void *prefix, size_t plen, const void *l
     }
     mdb_cursor_close(cur);
     mdb_txn_reset(s->db.rtxn);
-    free(staged);
+    st_vec_free(&staged);
     return ret;
 }

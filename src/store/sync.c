@@ -182,8 +182,8 @@ static size_t st__rec_len(const st_batch_t *group)
 {
     size_t n = 0;
     for (const st_batch_t *b = group; b; b = b->next)
-        for (size_t i = 0; i < b->nops; i++)
-            if (!b->ops[i].note) n += 9 + b->ops[i].klen + b->ops[i].vlen;
+        for (size_t i = 0; i < b->ops.n; i++)
+            if (!b->ops.v[i].note) n += 9 + b->ops.v[i].klen + b->ops.v[i].vlen;
     return n;
 }
 
@@ -295,7 +295,7 @@ static void st__lane_log(st_store_t *s, st__lane_t *l, st_batch_t *group, st_bat
 {
     size_t ops = 0, writes = 0, len = st__rec_len(group);
     for (st_batch_t *b = group; b; b = b->next) {
-        ops += b->nops;
+        ops += b->ops.n;
         writes += b->writes;
     }
     uv_mutex_lock(&s->th.mu);

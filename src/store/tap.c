@@ -132,8 +132,8 @@ int st__tap_ahead(st_store_t *s, const st_batch_t *group, uint64_t seq, st_buf_t
     if (!fn) return ST_OK;
     st_buf_reset(rec);
     for (const st_batch_t *b = group; b; b = b->next)
-        for (size_t i = 0; i < b->nops; i++)
-            if (b->ops[i].resv) st__rec_put_op(rec, b, &b->ops[i]); /* a put: del is 0 */
+        for (size_t i = 0; i < b->ops.n; i++)
+            if (b->ops.v[i].resv) st__rec_put_op(rec, b, &b->ops.v[i]); /* a put: del is 0 */
     int rc = rec->len ? fn(arg, seq, rec->data, rec->len) : ST_OK;
     uv_mutex_lock(&s->th.mu);
     s->tap->busy--;
@@ -198,7 +198,7 @@ int st_store_put_resv(st_store_t *s, const void *key, size_t klen, const void *v
     if (rc != ST_OK) return rc;
     st_ov_t *e = (st_ov_t *)st_map_get(&s->overlay, key, klen);
     ST_ASSERT(e && e->batch == s->open->id);
-    s->open->ops[e->op_idx].resv = true;
+    s->open->ops.v[e->op_idx].resv = true;
     return ST_OK;
 }
 

@@ -153,7 +153,7 @@ static st_store_t *group_store(fx_t *fx, fake_group_t *f, watch_t *w)
     memset(f, 0, sizeof *f);
     f->g.propose = fake_propose;
     st_store_group_join(s, &f->g);
-    *w = (watch_t){{NULL, w_durable, w_failed}, 0, 0};
+    *w = (watch_t){{.on_durable = w_durable, .on_failed = w_failed}, 0, 0};
     st_store_listen(s, &w->l);
     return s;
 }

@@ -34,7 +34,7 @@ static void on_failed(st_store_listener_t *l, uint64_t first, int err)
 static st_store_t *open_store(fx_t *f, uint64_t map, watch_t *w)
 {
     st_store_t *s = fx_store(f, map, 256 << 10); /* a small log: checkpoints happen often */
-    *w = (watch_t){{NULL, on_durable, on_failed}, 0, 0, 0};
+    *w = (watch_t){{.on_durable = on_durable, .on_failed = on_failed}, 0, 0, 0};
     st_store_listen(s, &w->l);
     return s;
 }
@@ -531,7 +531,7 @@ TEST(apply_stuck_on_a_full_map_is_visible_refuses_writes_and_never_hangs_the_log
     /* 1 MiB quota: a 33 MiB map; a 128 MiB log (two halves of 64) takes a 40 MiB group that
      * LMDB cannot */
     st_store_t *s = fx_store(&fx, 1 << 20, 128 << 20);
-    w = (watch_t){{NULL, on_durable, on_failed}, 0, 0, 0};
+    w = (watch_t){{.on_durable = on_durable, .on_failed = on_failed}, 0, 0, 0};
     st_store_listen(s, &w.l);
     uint64_t wait = 0;
     CHECK_EQ(st_store_put(s, "k", 1, "v1", 2, &wait), ST_OK);
