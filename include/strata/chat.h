@@ -33,6 +33,7 @@ typedef struct {
     uint64_t after, before; /* exclusive bounds; 0 = none */
     size_t limit;
     bool desc; /* st_chat_each: newest first; st_chat_messages: the page's order */
+    bool hide_deleted; /* st_chat_messages: tombstones left out (include_deleted=false) */
 } st_message_query_t;
 
 int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id);
@@ -124,5 +125,44 @@ void st_chat_unobserve(st_chat_t *c, const void *arg);
  * ST_ENOTFOUND when it is not in the hot store. */
 int st_chat_message_json(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
                          const char **json, size_t *len);
+
+/* ---- edits, deletes and erasure (SPEC §2.2) ---- */
+typedef struct {
+    const char *content; /* NULL: unchanged */
+    size_t content_len;
+    const char *metadata; /* raw JSON (an object, or "null"); NULL: unchanged */
+    size_t metadata_len;
+} st_message_edit_t;
+
+/* The newest earlier versions an edit keeps (--max-edit-history; 0: 20). */
+void st_chat_set_max_history(st_chat_t *c, size_t n);
+/* Edits a message of the user (hot or cold): appends the message as it is now. ST_ENOTFOUND,
+ * ST_ECONFLICT (a tombstone), ST_EPARKED (cold data not in memory: nothing staged, run again). */
+int st_chat_edit(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
+                 const st_message_edit_t *e, st_buf_t *out, uint64_t *wait);
+/* Deletes a message (a tombstone; again: the same tombstone): appends it. As st_chat_edit. */
+int st_chat_delete(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id, st_buf_t *out,
+                   uint64_t *wait);
+/* Deletes a conversation: its hot rows go, its cold rows are masked; *n: its live messages. */
+int st_chat_delete_conversation(st_chat_t *c, const char *user, size_t ulen, const char *conv,
+                                size_t clen, int64_t *n, uint64_t *wait);
+/* Erases a user (durable marker + erasure record; the rows go in st_chat_erase_step slices).
+ * *id: the erasure (the pending one's when the user is being erased already). */
+int st_chat_erase(st_chat_t *c, const char *user, size_t ulen, uint64_t *id, uint64_t *wait);
+/* Appends {"erasure_id","user","status","requested_at","done_at"}; ST_ENOTFOUND. */
+int st_chat_erasure_json(st_chat_t *c, uint64_t id, st_buf_t *out, uint64_t *wait);
+/* One bounded slice of pending erasures (at most max keys deleted); returns whether work
+ * remains. Stages its writes. */
+bool st_chat_erase_step(st_chat_t *c, size_t max);
+/* Whether the user is being erased (every answer about it is 404). */
+bool st_chat_erased(st_chat_t *c, const char *user, size_t ulen);
+
+/* Told about every edit, delete (kind "message_edited" / "message_deleted": json the new state)
+ * and erasure (kind "user_erased", conv and json NULL). */
+typedef void (*st_chat_change_fn)(void *arg, const char *kind, const char *user, size_t ulen,
+                                  const char *conv, size_t clen, uint64_t msg_id, const char *json,
+                                  size_t len, uint64_t wait);
+void st_chat_observe_changes(st_chat_t *c, st_chat_change_fn fn, void *arg);
+void st_chat_unobserve_changes(st_chat_t *c, const void *arg);
 
 #endif

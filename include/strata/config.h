@@ -43,6 +43,7 @@ typedef struct {
     uint64_t node_id;
     uint64_t max_body;
     uint64_t max_content;
+    uint64_t max_edit_history; /* SPEC §2.2: earlier versions an edit keeps */
     uint64_t max_header;
     uint64_t max_connections;
     uint64_t max_pipeline;

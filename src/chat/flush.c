@@ -62,24 +62,21 @@ static int st__decode(st_chatsnap_t *j, size_t i, st_msgrow_t *r)
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(o, "content");
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(o, "metadata");
     int rc = ST_EINTERNAL;
-    if (cJSON_IsString(conv) && cJSON_IsString(from) && cJSON_IsString(content) && meta) {
+    /* a tombstone (SPEC §2.2) has content null: an empty string in its row (the commit keeps
+     * its state as a delta) */
+    if (cJSON_IsString(conv) && cJSON_IsString(from) &&
+        (cJSON_IsString(content) || cJSON_IsNull(content)) && meta) {
         r->conv = st__copy(&j->arena, conv->valuestring, strlen(conv->valuestring), &r->conv_len);
         r->from = st__copy(&j->arena, from->valuestring, strlen(from->valuestring), &r->from_len);
         /* content may hold NUL bytes (\u0000): take its length from cJSON's own copy */
-        r->content = st__copy(&j->arena, content->valuestring, strlen(content->valuestring),
-                              &r->content_len);
+        const char *cs = cJSON_IsString(content) ? content->valuestring : "";
+        r->content = st__copy(&j->arena, cs, strlen(cs), &r->content_len);
         r->metadata = NULL;
         r->metadata_len = 0;
-        if (!cJSON_IsNull(meta)) {
-            static const char tag[] = ",\"metadata\":";
-            const char *c0 = strstr(json, "\"content\":");
-            const char *m0 = c0 ? strstr(c0, tag) : NULL;
-            if (m0 && json[jl - 1] == '}') {
-                m0 += sizeof tag - 1;
-                r->metadata =
-                    st__copy(&j->arena, m0, (size_t)(json + jl - 1 - m0), &r->metadata_len);
-            }
-        }
+        const char *m0;
+        size_t ml;
+        if (!cJSON_IsNull(meta) && st__chat_jmember(json, jl, "metadata", &m0, &ml))
+            r->metadata = st__copy(&j->arena, m0, ml, &r->metadata_len);
         rc = ST_OK;
     }
     cJSON_Delete(o);
@@ -137,13 +134,35 @@ static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_
     uint8_t k[ST__KEY_CAP];
     uint64_t max_id = 0, min_id = UINT64_MAX;
     int rc = ST_OK;
+    int64_t dead = 0, group_dead = 0;
     for (size_t i = 0; i < j->n && rc == ST_OK; i++) {
         const st_msgrow_t *r = &j->rows[i];
         if (r->msg_id > max_id) max_id = r->msg_id;
         if (r->msg_id < min_id) min_id = r->msg_id;
         size_t n = st__chat_ukey(k, 'M', u, ul);
         st_be64_put(k + n, r->msg_id);
-        rc = st_store_del(s, k, n + 8, wait);
+        /* an edited or deleted message (SPEC §2.2), edited even after the snapshot: its state
+         * as it is now goes on as the cold row's delta; a tombstone is no message to count */
+        const void *v;
+        size_t vl;
+        rc = st_store_get(s, k, n + 8, &v, &vl, wait);
+        if (rc == ST_OK && vl > 16) {
+            const char *js = (const char *)v + 16, *x;
+            size_t jl = vl - 16, xl;
+            if (st__chat_jmember(js, jl, "edit_history", &x, &xl)) {
+                bool d = st__chat_json_dead(js, jl);
+                dead += d;
+                group_dead += d;
+                st_buf_t copy = {0};
+                st_buf_append(&copy, js, jl);
+                rc = st__chat_delta_put(cc->chat, u, ul, r->msg_id, r->conv, r->conv_len,
+                                        copy.data, copy.len, wait);
+                st_buf_free(&copy);
+            }
+        } else if (rc == ST_ENOTFOUND) {
+            rc = ST_OK;
+        }
+        if (rc == ST_OK) rc = st_store_del(s, k, n + 8, wait);
         if (rc == ST_OK) {
             n = st__chat_nprefix(k, u, ul, r->conv, r->conv_len);
             st_be64_put(k + n, r->msg_id);
@@ -157,9 +176,11 @@ static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_
             while (from > 0 && j->rows[from - 1].conv_len == r->conv_len &&
                    memcmp(j->rows[from - 1].conv, r->conv, r->conv_len) == 0)
                 from--;
-            rc = st__move_count(s, u, ul, r, (int64_t)(i - from + 1), wait);
+            rc = st__move_count(s, u, ul, r, (int64_t)(i - from + 1) - group_dead, wait);
+            group_dead = 0;
         }
     }
+    if (rc == ST_OK && dead) rc = st__chat_gone_add(cc->chat, u, ul, dead, wait);
     f->min_id = min_id;
     f->max_id = max_id;
     f->rows = (int64_t)j->n;

@@ -10,6 +10,12 @@
  *   'C' u 0 c         conversation record (hybrid: cold baseline + hot increment)
  *   'U' u 0 ~upd c    conversations newest-updated first (value: the conversation id)
  *   'T' u             user totals
+ *   'E' u 0 id        delta of a cold message (edit.c): u16 conv length | conv | its JSON now
+ *   'Y' u 0 id        a tombstone (hot or cold): the conversation id (recounts subtract them)
+ *   'X' u             i64: the user's cold rows that are no live message (tombstones, masked)
+ *   'Q' u 0 c         a deleted conversation: u64 its last msg_id | i64 its last seq (cold rows
+ *                     up to that id are masked; a new one of the name goes on from that seq)
+ *   'G' u             the user is being erased (erase.c): u64 erasure id
  * Cold tier keys ('W', 'F', 'P', 'D', owner = user) are the tier's manifest records: see
  * strata/tier.h, which owns them and the protocol around them.
  * The flush invariant: every cold msg_id of a user is <= its watermark < every hot msg_id, and
@@ -33,6 +39,8 @@ struct st_chat {
     st_snowflake_t ids;
     st_observers_t observers; /* of posted messages (st_chat_observer_fn) */
     st_chatcold_t *cold;      /* NULL until chat joins a tier, and once it stops */
+    st_observers_t changes;   /* of edits, deletes, erasures (st_chat_change_fn) */
+    size_t max_history;       /* --max-edit-history */
 };
 
 typedef struct {
@@ -101,6 +109,32 @@ void st__chat_render_row(st_buf_t *b, const st_msgrow_t *r);
 int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
                        uint64_t lo, uint64_t hi, bool desc, size_t limit, st_chat_msg_fn fn,
                        void *arg, size_t *given, bool *more, uint64_t *last, uint64_t *wait);
+
+/* edit.c: raw JSON of rendered messages (no parse: metadata is kept as the client wrote it). */
+/* The raw value of a top-level member of the object j; false when absent. */
+bool st__chat_jmember(const char *j, size_t n, const char *key, const char **v, size_t *vl);
+/* Whether the message JSON is a tombstone (its deleted_at set). */
+bool st__chat_json_dead(const char *j, size_t n);
+/* A cold message's delta ('E'): its JSON now (borrowed until the next store call). */
+int st__chat_delta_get(st_chat_t *c, const char *u, size_t ul, uint64_t id, const char **json,
+                       size_t *len, uint64_t *wait);
+/* Stages a cold message's delta. */
+int st__chat_delta_put(st_chat_t *c, const char *u, size_t ul, uint64_t id, const char *conv,
+                       size_t cl, const char *json, size_t len, uint64_t *wait);
+/* Whether the user has any deltas or deleted conversations (reads of cold rows then look). */
+bool st__chat_has_prefix(st_chat_t *c, char ks, const char *u, size_t ul);
+/* Tombstones of a conversation ('Y') with id <= wm (cold) and above (hot). */
+int st__chat_dead_count(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                        uint64_t wm, int64_t *cold, int64_t *hot, uint64_t *wait);
+/* The mask of a deleted conversation ('Q'): its last id and seq; ST_ENOTFOUND. */
+int st__chat_mask_get(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                      uint64_t *last_id, int64_t *last_seq, uint64_t *wait);
+/* Adds to the user's count of cold rows that are no live message ('X'). */
+int st__chat_gone_add(st_chat_t *c, const char *u, size_t ul, int64_t by, uint64_t *wait);
+int64_t st__chat_gone(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
+/* Tells the change observers. */
+void st__chat_changed(st_chat_t *c, const char *kind, const char *u, size_t ul, const char *conv,
+                      size_t cl, uint64_t id, const char *json, size_t len, uint64_t wait);
 
 /* recount.c: a conversation's record, from the hot store or, if it was evicted, rebuilt from
  * the cold tier's footers (*from_cold). ST_ENOTFOUND when neither knows it. */
