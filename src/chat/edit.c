@@ -207,6 +207,15 @@ int st__chat_gone_add(st_chat_t *c, const char *u, size_t ul, int64_t by, uint64
     return st_store_put(c->store, k, st__chat_ukey(k, 'X', u, ul) - 1, &g, sizeof g, wait);
 }
 
+int64_t st__chat_hot_rows(st_chat_t *c, const char *u, size_t ul, int64_t total,
+                          const st_coldstat_t *cs)
+{
+    uint64_t w = 0;
+    int64_t hot = total - (cs->rows - st__chat_gone(c, u, ul, &w));
+    if (hot <= 0) hot = st__chat_has_prefix(c, 'M', u, ul) ? 1 : 0;
+    return hot;
+}
+
 void st__chat_changed(st_chat_t *c, const char *kind, const char *u, size_t ul, const char *conv,
                       size_t cl, uint64_t id, const char *json, size_t len, uint64_t wait)
 {

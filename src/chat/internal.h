@@ -132,6 +132,10 @@ int st__chat_mask_get(st_chat_t *c, const char *u, size_t ul, const char *conv, 
 /* Adds to the user's count of cold rows that are no live message ('X'). */
 int st__chat_gone_add(st_chat_t *c, const char *u, size_t ul, int64_t by, uint64_t *wait);
 int64_t st__chat_gone(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
+/* The user's hot rows, about: its live messages less the live cold ones, and at least 1 while
+ * it has hot records (tombstones count no message but are rows to flush). */
+int64_t st__chat_hot_rows(st_chat_t *c, const char *u, size_t ul, int64_t total,
+                          const st_coldstat_t *cs);
 /* Tells the change observers. */
 void st__chat_changed(st_chat_t *c, const char *kind, const char *u, size_t ul, const char *conv,
                       size_t cl, uint64_t id, const char *json, size_t len, uint64_t wait);

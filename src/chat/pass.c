@@ -39,9 +39,10 @@ static void st__act_user(void *arg, const void *key, size_t klen)
     st_tier_retain(cc->tier, name, nl);
     if (st__chat_get_fixed(c->store, k, st__chat_ukey(k, 'T', name, nl) - 1, &tot, sizeof tot,
                            &wait) == ST_OK &&
-        st__chat_coldstat(c, name, nl, &cs, &wait) == ST_OK && tot.total > cs.rows &&
-        (cc->pass_all || st__chat_flush_due(c, name, nl, tot.total - cs.rows))) {
-        st_tier_enqueue(cc->tier, name, nl);
+        st__chat_coldstat(c, name, nl, &cs, &wait) == ST_OK) {
+        int64_t hot = st__chat_hot_rows(c, name, nl, tot.total, &cs);
+        if (hot > 0 && (cc->pass_all || st__chat_flush_due(c, name, nl, hot)))
+            st_tier_enqueue(cc->tier, name, nl);
     }
 }
 
