@@ -295,7 +295,8 @@ int main(int argc, char **argv)
     st_chat_cold_opts_t co = {.zstd_level = 3,
                               .hot_ttl_s = cfg.hot_ttl,
                               .flush_min_rows = cfg.flush_min_rows,
-                              .flush_max_age_s = cfg.flush_max_age};
+                              .flush_max_age_s = cfg.flush_max_age,
+                              .delta_max_age_s = cfg.delta_max_age};
     st_chat_set_max_history(chat, cfg.max_edit_history);
     st_tier_join(tier, st_chat_tier_member(chat, tier, &co));
     st_tier_join(tier, st_counters_tier_member(store));

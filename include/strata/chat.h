@@ -80,6 +80,7 @@ typedef struct {
     uint64_t hot_ttl_s;       /* evict conversations idle this long, all cold */
     uint64_t flush_min_rows;  /* at the interval, flush users with this many hot rows */
     uint64_t flush_max_age_s; /* ... or whose oldest hot row is this old (0 = any age) */
+    uint64_t delta_max_age_s; /* cold edits are folded into their objects within (0: 3600) */
 } st_chat_cold_opts_t;
 
 /* Chat as a member of the tier t (borrowed, it must outlive chat's reads): reads merge cold

@@ -282,6 +282,15 @@ typedef struct {
     void (*name)(void *arg, const char *o, size_t ol, const char *first_key, uint64_t seq,
                  uint64_t pseq, uint64_t writer, st_buf_t *key);
     void *arg;
+    /* Optional, merge-on-read kinds (chat's edits, SPEC §2.2). On the loop as a merge of the
+     * owner's objects holding ids lo..hi begins: the kind's note of the changes to fold into
+     * their rows (owned; merge finds it in *dropped on entry, and what it leaves in *dropped
+     * goes to commit and release as always). */
+    void *(*prepare)(void *arg, const char *o, size_t ol, uint64_t lo, uint64_t hi);
+    /* For ST_TIER_COMPACT_FOLD: which object of f[0..n) (manifest order) to rewrite alone so
+     * that changes are folded in; false when none needs it. On the loop. */
+    bool (*fold_pick)(void *arg, const char *o, size_t ol, const st_tier_file_t *f, size_t n,
+                      size_t *at);
 } st_tier_merge_t;
 
 /* The tier's merge side for Parquet objects (merge.c), for a kind's st_tier_merge_t.merge: the
@@ -290,6 +299,12 @@ typedef struct {
 int st_tier_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
                           size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
                           void **dropped, int64_t *ndropped);
+/* The same, each row given to fix (may be NULL) before it is kept: a kind folding changes in
+ * (fix may point a row's strings at its own memory, live until the merge returns). */
+int st_tier_parquet_merge_fix(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
+                              size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
+                              void **dropped, int64_t *ndropped,
+                              void (*fix)(void *arg, st_msgrow_t *r), void *fix_arg);
 /* The next group key of dropped from *pos (0 first): its rows left out; false at the end. */
 bool st_tier_dropped_next(const void *dropped, size_t *pos, const char **g, size_t *gl,
                           int64_t *rows);
@@ -301,7 +316,12 @@ int st_tier_cmp_rows(const void *a, const void *b);
  * small objects), a major compaction (POST /v1/admin/compact: planned again after each merge, it
  * ends with as few objects as the size cap allows), its oldest object mixing expired and live
  * rows (rewritten alone). */
-enum { ST_TIER_COMPACT_AUTO = 0, ST_TIER_COMPACT_MAJOR = 1, ST_TIER_COMPACT_EXPIRE = 2 };
+enum {
+    ST_TIER_COMPACT_AUTO = 0,
+    ST_TIER_COMPACT_MAJOR = 1,
+    ST_TIER_COMPACT_EXPIRE = 2,
+    ST_TIER_COMPACT_FOLD = 4 /* rewrite the objects the kind's fold_pick names, one at a time */
+};
 
 /* Which neighbours of f[0..n) (manifest order) to merge next: [*from, *to), an object of at most
  * max_bytes (flags: ST_TIER_COMPACT_*). Pure. */

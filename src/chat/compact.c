@@ -12,18 +12,179 @@
  */
 #include "internal.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* On a worker: the tier's merge of Parquet objects, at chat's compression level. */
+/* ---- folding edits in (SPEC §2.2) ----
+ * A cold message's change lives in its delta ('E', applied by every read) and, until an object
+ * holding the row has been rewritten with it, a fold marker ('e' u 0 id -> i64 the change's
+ * time). Every merge of a user's objects folds in the changes of the rows it rewrites (their
+ * content and metadata as they are now: a tombstone's content "" and metadata null), so a reader
+ * of the bucket sees the corrected rows and a deleted message's bytes leave the object store.
+ * The pass asks for a fold (ST_TIER_COMPACT_FOLD: the objects holding marked rows, rewritten
+ * one at a time) once a marker is --delta-max-age old; POST /v1/admin/compact asks at once. The
+ * delta stays: edited_at, deleted_at and edit_history are not among the objects' seven columns
+ * (SPEC §5), and reads take them from it. */
+
+typedef struct {
+    uint64_t id;
+    int64_t changed;
+    char *content, *meta; /* owned; meta NULL: null */
+    size_t cl, ml;
+} st_fold_row_t;
+
+typedef struct {
+    ST_VEC(st_fold_row_t) rows; /* by id */
+    void *inner;                /* the tier's note of rows left out by retention */
+} st_fold_t;
+
+typedef struct {
+    st_chat_t *c;
+    const char *u;
+    size_t ul;
+    st_fold_t *f;
+} st_fold_scan_t;
+
+static int st__fold_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_fold_scan_t *x = arg;
+    if (klen < 8 || vlen != 8) return 0;
+    st_fold_row_t r = {.id = st_be64_get((const uint8_t *)key + klen - 8)};
+    memcpy(&r.changed, val, 8);
+    st_vec_push(&x->f->rows, r);
+    return 0;
+}
+
+/* The content and metadata of row r from its delta (false: no delta). */
+static bool st__fold_state(st_chat_t *c, const char *u, size_t ul, st_fold_row_t *r)
+{
+    const char *j, *v;
+    size_t jl, vl;
+    uint64_t w = 0;
+    if (st__chat_delta_get(c, u, ul, r->id, &j, &jl, &w) != ST_OK) return false;
+    r->content = NULL;
+    r->cl = 0;
+    if (st__chat_jmember(j, jl, "content", &v, &vl) && vl >= 2 && v[0] == '"') {
+        cJSON *s = cJSON_ParseWithLength(v, vl);
+        if (cJSON_IsString(s)) {
+            r->cl = strlen(s->valuestring);
+            r->content = st_strndup(s->valuestring, r->cl);
+        }
+        cJSON_Delete(s);
+    }
+    if (!r->content) r->content = st_strndup("", 0); /* a tombstone */
+    r->meta = NULL;
+    if (st__chat_jmember(j, jl, "metadata", &v, &vl) && !(vl == 4 && memcmp(v, "null", 4) == 0)) {
+        r->meta = st_strndup(v, vl);
+        r->ml = vl;
+    }
+    return true;
+}
+
+static void *st__prepare(void *arg, const char *u, size_t ul, uint64_t lo, uint64_t hi)
+{
+    st_chatcold_t *cc = arg;
+    st_fold_t *f = st_calloc(1, sizeof *f);
+    uint8_t pre[ST__KEY_CAP], a[ST__KEY_CAP], b[ST__KEY_CAP];
+    size_t pl = st__chat_ukey(pre, 'e', u, ul);
+    memcpy(a, pre, pl);
+    st_be64_put(a + pl, lo);
+    memcpy(b, pre, pl);
+    st_be64_put(b + pl, hi == UINT64_MAX ? hi : hi + 1);
+    st_fold_scan_t x = {cc->chat, u, ul, f};
+    uint64_t w = 0;
+    st_store_range(cc->chat->store, pre, pl, a, pl + 8, b, pl + 8, false, st__fold_one, &x, &w);
+    size_t n = 0;
+    for (size_t i = 0; i < f->rows.n; i++)
+        if (st__fold_state(cc->chat, u, ul, &f->rows.v[i])) f->rows.v[n++] = f->rows.v[i];
+    f->rows.n = n;
+    return f;
+}
+
+/* On a worker: a row as its delta says (the notes are read only). */
+static void st__fix(void *arg, st_msgrow_t *r)
+{
+    const st_fold_t *f = arg;
+    size_t lo = 0, hi = f->rows.n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (f->rows.v[mid].id < r->msg_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == f->rows.n || f->rows.v[lo].id != r->msg_id) return;
+    const st_fold_row_t *x = &f->rows.v[lo];
+    r->content = x->content;
+    r->content_len = (uint32_t)x->cl;
+    r->metadata = x->meta;
+    r->metadata_len = x->meta ? (uint32_t)x->ml : 0;
+}
+
+static void st__fold_free(void *arg, void *dropped)
+{
+    st_fold_t *f = dropped;
+    if (!f) return;
+    for (size_t i = 0; i < f->rows.n; i++) {
+        free(f->rows.v[i].content);
+        free(f->rows.v[i].meta);
+    }
+    st_vec_free(&f->rows);
+    if (f->inner) st_tier_dropped_free(arg, f->inner);
+    free(f);
+}
+
+typedef struct {
+    uint64_t *ids;
+    size_t n, cap;
+} st_ids_t;
+
+static int st__id_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_ids_t *x = arg;
+    (void)val, (void)vlen;
+    if (klen < 8) return 0;
+    if (x->n == x->cap) {
+        x->cap = x->cap ? 2 * x->cap : 64;
+        x->ids = st_realloc(x->ids, x->cap * sizeof *x->ids);
+    }
+    x->ids[x->n++] = st_be64_get((const uint8_t *)key + klen - 8);
+    return 0;
+}
+
+/* The first object holding a row with a fold marker. */
+static bool st__fold_pick(void *arg, const char *u, size_t ul, const st_tier_file_t *f, size_t n,
+                          size_t *at)
+{
+    st_chatcold_t *cc = arg;
+    uint8_t pre[ST__KEY_CAP];
+    st_ids_t x = {0};
+    uint64_t w = 0;
+    st_store_scan(cc->chat->store, pre, st__chat_ukey(pre, 'e', u, ul), st__id_one, &x, &w);
+    bool found = false;
+    for (size_t i = 0; i < n && !found; i++)
+        for (size_t k = 0; k < x.n && !found; k++)
+            if (x.ids[k] >= f[i].min_id && x.ids[k] <= f[i].max_id) {
+                *at = i;
+                found = true;
+            }
+    free(x.ids);
+    return found;
+}
+
+/* On a worker: the tier's merge of Parquet objects, at chat's compression level, with the
+ * changes prepared folded in. */
 static int st__merge(void *arg, const char *u, size_t ul, st_objstore_t *obj,
                      const st_tier_obj_t *objs, size_t nold, int64_t cutoff, const char *key,
                      st_tier_file_t *out, void **dropped, int64_t *ndropped)
 {
     st_chatcold_t *cc = arg;
     (void)u, (void)ul;
-    return st_tier_parquet_merge(cc->zstd_level, obj, objs, nold, cutoff, key, out, dropped,
-                                 ndropped);
+    st_fold_t *f = *dropped ? *dropped : st_calloc(1, sizeof *f);
+    *dropped = f;
+    return st_tier_parquet_merge_fix(cc->zstd_level, obj, objs, nold, cutoff, key, out, &f->inner,
+                                     ndropped, f->rows.n ? st__fix : NULL, f);
 }
 
 /* ---- loop side: in the swap batch ---- */
@@ -37,7 +198,18 @@ static int st__commit(void *arg, const char *u, size_t ul, void *dropped, int64_
     st_chat_t *c = cc->chat;
     uint8_t k[ST__KEY_CAP];
     int rc = ST_OK;
-    if (!ndropped) return ST_OK;
+    st_fold_t *f = dropped;
+    /* the changes folded in: their markers go, unless changed again since */
+    for (size_t i = 0; f && i < f->rows.n && rc == ST_OK; i++) {
+        size_t kl = st__chat_ukey(k, 'e', u, ul);
+        st_be64_put(k + kl, f->rows.v[i].id);
+        int64_t now;
+        if (st__chat_get_fixed(c->store, k, kl + 8, &now, sizeof now, wait) == ST_OK &&
+            now == f->rows.v[i].changed)
+            rc = st_store_del(c->store, k, kl + 8, wait);
+    }
+    dropped = f ? f->inner : NULL;
+    if (rc || !ndropped) return rc;
     const char *conv;
     size_t l, p = 0;
     int64_t cnt;
@@ -74,5 +246,6 @@ static void st__name(void *arg, const char *u, size_t ul, const char *first_key,
 
 void st__chat_merge_side(st_chatcold_t *cc)
 {
-    cc->merge = (st_tier_merge_t){st__merge, st__commit, st_tier_dropped_free, st__name, cc};
+    cc->merge = (st_tier_merge_t){st__merge, st__commit,  st__fold_free, st__name,
+                                  cc,        st__prepare, st__fold_pick};
 }

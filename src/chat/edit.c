@@ -216,6 +216,25 @@ int64_t st__chat_hot_rows(st_chat_t *c, const char *u, size_t ul, int64_t total,
     return hot;
 }
 
+static int st__oldest(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    int64_t t, *o = arg;
+    (void)key, (void)klen;
+    if (vlen != 8) return 0;
+    memcpy(&t, val, 8);
+    if (!*o || t < *o) *o = t;
+    return 0;
+}
+
+int64_t st__chat_oldest_fold(st_chat_t *c, const char *u, size_t ul)
+{
+    uint8_t k[ST__KEY_CAP];
+    int64_t o = 0;
+    uint64_t w = 0;
+    st_store_scan(c->store, k, st__chat_ukey(k, 'e', u, ul), st__oldest, &o, &w);
+    return o;
+}
+
 void st__chat_changed(st_chat_t *c, const char *kind, const char *u, size_t ul, const char *conv,
                       size_t cl, uint64_t id, const char *json, size_t len, uint64_t wait)
 {
@@ -433,6 +452,8 @@ static int st__change(st_chat_t *c, const char *u, size_t ul, uint64_t id,
         st_buf_free(&rec);
     } else {
         rc = st__chat_delta_put(c, u, ul, id, conv, cl, next.data, next.len, wait);
+        if (!rc) /* to be folded into its object (compact.c) */
+            rc = st_store_put(c->store, k, st__idkey(k, 'e', u, ul, id), &now, sizeof now, wait);
     }
     if (!rc && del) {
         rc = st_store_put(c->store, k, st__idkey(k, 'Y', u, ul, id), conv, cl, wait);

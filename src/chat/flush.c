@@ -304,6 +304,7 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
     cc->hot_ttl_us = (o->hot_ttl_s ? o->hot_ttl_s : 86400) * 1000000ull;
     cc->flush_min_rows = o->flush_min_rows;
     cc->flush_max_age_us = o->flush_max_age_s * 1000000ull;
+    cc->delta_max_age_us = (o->delta_max_age_s ? o->delta_max_age_s : 3600) * 1000000ull;
     st__chat_sources(cc);
     st__chat_merge_side(cc);
     cc->member = (st_tier_member_t){.name = "chat",

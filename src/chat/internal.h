@@ -11,6 +11,7 @@
  *   'U' u 0 ~upd c    conversations newest-updated first (value: the conversation id)
  *   'T' u             user totals
  *   'E' u 0 id        delta of a cold message (edit.c): u16 conv length | conv | its JSON now
+ *   'e' u 0 id        a cold change not folded into its object yet (compact.c): i64 its time
  *   'Y' u 0 id        a tombstone (hot or cold): the conversation id (recounts subtract them)
  *   'X' u             i64: the user's cold rows that are no live message (tombstones, masked)
  *   'Q' u 0 c         a deleted conversation: u64 its last msg_id | i64 its last seq (cold rows
@@ -136,6 +137,8 @@ int64_t st__chat_gone(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
  * it has hot records (tombstones count no message but are rows to flush). */
 int64_t st__chat_hot_rows(st_chat_t *c, const char *u, size_t ul, int64_t total,
                           const st_coldstat_t *cs);
+/* The time of the user's oldest cold change not folded in yet (0: none). */
+int64_t st__chat_oldest_fold(st_chat_t *c, const char *u, size_t ul);
 /* Tells the change observers. */
 void st__chat_changed(st_chat_t *c, const char *kind, const char *u, size_t ul, const char *conv,
                       size_t cl, uint64_t id, const char *json, size_t len, uint64_t wait);
@@ -181,6 +184,7 @@ struct st_chatcold {
     uint64_t hot_ttl_us;
     /* at the interval, a user is flushed only with this many hot rows, or one this old */
     uint64_t flush_min_rows, flush_max_age_us;
+    uint64_t delta_max_age_us; /* a cold change is folded into its object within this */
     bool pass_all;        /* this pass queues every user with hot rows */
     size_t pass_evicted;  /* by this pass so far */
     int64_t evict_before; /* set when the eviction source starts */

@@ -37,6 +37,10 @@ static void st__act_user(void *arg, const void *key, size_t klen)
     st_totals_t tot;
     st_coldstat_t cs;
     st_tier_retain(cc->tier, name, nl);
+    /* cold changes are folded into their objects within --delta-max-age (SPEC §2.2) */
+    int64_t oldest = st__chat_oldest_fold(c, name, nl);
+    if (oldest && oldest <= st_now_us() - (int64_t)cc->delta_max_age_us)
+        st_tier_compact(cc->tier, name, nl, ST_TIER_COMPACT_FOLD);
     if (st__chat_get_fixed(c->store, k, st__chat_ukey(k, 'T', name, nl) - 1, &tot, sizeof tot,
                            &wait) == ST_OK &&
         st__chat_coldstat(c, name, nl, &cs, &wait) == ST_OK) {

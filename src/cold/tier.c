@@ -195,10 +195,29 @@ static int st__tier_merge(void *arg, const char *o, size_t ol, st_objstore_t *ob
     const st_tier_member_t *mb = st__tier_member(arg, o, ol);
     if (!mb) return ST_ENOTFOUND;
     const st_tier_merge_t *m = mb->merge;
-    void *d = NULL;
+    st_box_t *b = *dropped; /* what the kind's prepare noted, if any */
+    void *d = b ? b->p : NULL;
     int rc = m->merge(m->arg, o, ol, obj, objs, n, cutoff, key, out, &d, ndropped);
-    *dropped = d ? st__box(mb, d) : NULL;
+    if (b)
+        b->p = d;
+    else
+        *dropped = d ? st__box(mb, d) : NULL;
     return rc;
+}
+
+static void *st__merge_prepare(void *arg, const char *o, size_t ol, uint64_t lo, uint64_t hi)
+{
+    const st_tier_member_t *mb = st__tier_member(arg, o, ol);
+    if (!mb || !mb->merge->prepare) return NULL;
+    void *p = mb->merge->prepare(mb->merge->arg, o, ol, lo, hi);
+    return p ? st__box(mb, p) : NULL;
+}
+
+static bool st__merge_fold_pick(void *arg, const char *o, size_t ol, const st_tier_file_t *f,
+                                size_t n, size_t *at)
+{
+    const st_tier_member_t *mb = st__tier_member(arg, o, ol);
+    return mb && mb->merge->fold_pick && mb->merge->fold_pick(mb->merge->arg, o, ol, f, n, at);
 }
 
 static int st__merge_commit(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,
@@ -293,7 +312,8 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
         (st_tier_kind_t){st__tier_snapshot, st__tier_encode, st__tier_commit,     st__tier_release,
                          st__orphans,       st__flushed,     st__tier_flush_done, t};
     t->mkind =
-        (st_tier_merge_t){st__tier_merge, st__merge_commit, st__merge_release, st__merge_name, t};
+        (st_tier_merge_t){st__tier_merge, st__merge_commit,  st__merge_release,  st__merge_name,
+                          t,              st__merge_prepare, st__merge_fold_pick};
     st_tier_flush_open(&t->flush, loop, store, o->obj, &t->fkind);
     st_tier_compact_opts_t co = {o->compact_objects, o->compact_max_bytes, t->retention_us};
     st__tier_compact_open(&t->compact, t, loop, store, o->obj, &t->mkind, &co);

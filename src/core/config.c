@@ -116,6 +116,10 @@ static const st_cfg_opt_t st__opts[] = {
             "largest message content accepted (413 above)"),
     ST__NUM(ST_CFG_U64, max_edit_history, "max-edit-history", "STRATA_MAX_EDIT_HISTORY", "20", 0,
             10000, "earlier versions an edited message keeps in edit_history (the newest)"),
+    ST__NUM(ST_CFG_U64, delta_max_age, "delta-max-age", "STRATA_DELTA_MAX_AGE", "3600", 1,
+            86400 * 365,
+            "seconds within which an edit or delete of a cold message is folded into its "
+            "Parquet object (a compaction rewrites it)"),
     ST__NUM(ST_CFG_SIZE, max_header, "max-header", "STRATA_MAX_HEADER", "16KiB", 1024, 1ULL << 20,
             "largest request line + headers accepted (431 above)"),
     ST__NUM(ST_CFG_U64, max_connections, "max-connections", "STRATA_MAX_CONNECTIONS", "10000", 1,

@@ -37,6 +37,11 @@ async function readAll(s, u, q) {
   throw new Error('too many pages');
 }
 
+// The rows of a user's objects; null while the reaper deletes one between listing and reading.
+async function coldRows(dir, u) {
+  try { return await duckRows(parquetFiles(path.join(dir, 'cold', u))); } catch { return null; }
+}
+
 const stats = async (s, u) => (await s.req('GET', `/v1/users/${u}/stats`)).json;
 const conv = async (s, u, c) => (await s.req('GET', `/v1/users/${u}/conversations/${c}`)).json;
 
@@ -186,6 +191,42 @@ describe('edits and deletes', () => {
     // Parquet holds no deleted content of a hot tombstone
     const rows = await duckRows(parquetFiles(path.join(s.dir, 'cold', 'cal')));
     assert.equal(rows.find((x) => x.msg_id === h3.msg_id).content, '');
+    // a compaction folds the cold changes into the objects: DuckDB sees the corrected rows, and
+    // every read still answers the same
+    const before = await readAll(s, 'cal', {});
+    r = await s.req('POST', '/v1/admin/compact', { user: 'cal' });
+    assert.equal(r.status, 202, r.text);
+    await waitFor('the fold', async () => {
+      const rs = await coldRows(s.dir, 'cal');
+      if (!rs) return false;
+      const byId = new Map(rs.map((x) => [x.msg_id, x]));
+      return rs.length === 33 && byId.get(ids[4]).content === 'edited cold'
+        && [...dead].every((id) => byId.get(id).content === '' && byId.get(id).metadata === null);
+    }, 20000);
+    assert.deepEqual(await readAll(s, 'cal', {}), before);
+    st = await stats(s, 'cal');
+    assert.deepEqual([st.total_messages, st.hot_messages, st.cold_messages], [21, 0, 21]);
+  });
+
+  test('--delta-max-age: a cold delete is folded into its object by itself', async () => {
+    const s2 = await startStrata({ args: ['--flush-interval', '1', '--delta-max-age', '1'] });
+    try {
+      const ms = [];
+      for (let i = 0; i < 5; i++) ms.push(await post(s2, 'ivy', 'c', `secret ${i}`));
+      await flushAll(s2, 'ivy');
+      const r = await s2.req('DELETE', `/v1/users/ivy/messages/${ms[2].msg_id}`);
+      assert.equal(r.status, 200);
+      await waitFor('the fold', async () => {
+        const rs = await coldRows(s2.dir, 'ivy');
+        return rs && rs.length === 5 && rs.find((x) => x.msg_id === ms[2].msg_id).content === '';
+      }, 20000);
+      const all = await readAll(s2, 'ivy', {});
+      assert.equal(all[2].deleted_at, r.json.deleted_at);
+      assert.equal((await stats(s2, 'ivy')).total_messages, 4);
+    } finally {
+      await s2.stop();
+      s2.cleanup();
+    }
   });
 
   test('streams: edited and deleted frames in order; a replay shows messages as they are now', async () => {
