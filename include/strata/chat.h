@@ -155,6 +155,11 @@ int st_chat_erasure_json(st_chat_t *c, uint64_t id, st_buf_t *out, uint64_t *wai
 /* One bounded slice of pending erasures (at most max keys deleted); returns whether work
  * remains. Stages its writes. */
 bool st_chat_erase_step(st_chat_t *c, size_t max);
+/* Restores (SPEC §9): every erasure record of the store into out (opaque), and those of in
+ * the store does not hold staged as pending erasures (their users' data, as restored, is erased
+ * once the server runs). *n: how many were added. */
+int st_chat_erasures_export(st_chat_t *c, st_buf_t *out);
+int st_chat_erasures_import(st_chat_t *c, const st_buf_t *in, size_t *n, uint64_t *wait);
 /* Whether the user is being erased (every answer about it is 404). */
 bool st_chat_erased(st_chat_t *c, const char *user, size_t ulen);
 

@@ -213,3 +213,58 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
         st_info("erasure %llu of a user: done", (unsigned long long)p.id);
     return true;
 }
+
+/* ---- restores (SPEC §9: an erased user never comes back) ---- */
+
+static int st__export_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_buf_t *b = arg;
+    if (klen != ST__ERASE_PL + 8 || vlen < 16 || vlen - 16 > ST_NAME_MAX) return 0;
+    uint32_t l = (uint32_t)vlen;
+    st_buf_append(b, (const char *)key + ST__ERASE_PL, 8);
+    st_buf_append(b, &l, 4);
+    st_buf_append(b, val, vlen);
+    return 0;
+}
+
+int st_chat_erasures_export(st_chat_t *c, st_buf_t *out)
+{
+    uint64_t wait = 0;
+    int rc = st_store_scan(c->store, st__erase_pre, ST__ERASE_PL, st__export_one, out, &wait);
+    return rc < 0 ? rc : ST_OK;
+}
+
+int st_chat_erasures_import(st_chat_t *c, const st_buf_t *in, size_t *n, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    *n = 0;
+    for (size_t p = 0; p + 12 <= in->len;) {
+        uint32_t l;
+        memcpy(&l, in->data + p + 8, 4);
+        if (p + 12 + l > in->len || l < 16) return ST_EINVAL;
+        uint64_t id = st_be64_get((const uint8_t *)in->data + p);
+        const char *val = in->data + p + 12;
+        p += 12 + l;
+        const void *v;
+        size_t vl;
+        size_t kl = st__rec_key(k, id);
+        int rc = st_store_get(c->store, k, kl, &v, &vl, wait);
+        if (rc == ST_OK) continue; /* known here: pending goes on, done was done by then */
+        if (rc != ST_ENOTFOUND) return rc;
+        /* pending again: the user's data as restored goes the way it went before */
+        st_buf_t rec = {0};
+        int64_t t[2];
+        memcpy(t, val, sizeof t);
+        t[1] = 0;
+        st_buf_append(&rec, t, sizeof t);
+        st_buf_append(&rec, val + 16, l - 16);
+        rc = st_store_put(c->store, k, kl, rec.data, rec.len, wait);
+        st_buf_free(&rec);
+        if (rc == ST_OK)
+            rc = st_store_put(c->store, k, st__chat_ukey(k, 'G', val + 16, l - 16) - 1, &id,
+                              sizeof id, wait);
+        if (rc) return rc;
+        (*n)++;
+    }
+    return ST_OK;
+}

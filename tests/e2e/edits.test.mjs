@@ -5,11 +5,12 @@
 // conversation; erasing a user (at once 404, then its hot rows and objects gone, also across a
 // restart mid-erasure).
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
-import { startStrata, wsConnect } from './lib.mjs';
+import { restore, shipped } from './backup-lib.mjs';
+import { sleep, startStrata, tempDir, wsConnect } from './lib.mjs';
 
 async function post(s, u, conv, content, metadata) {
   const r = await s.req('POST', `/v1/users/${u}/messages`, { conversation_id: conv, from: u, content, ...(metadata ? { metadata } : {}) });
@@ -341,5 +342,44 @@ describe('durability and erasure', () => {
     // bytes until reused, so only what a read of the store finds is checked: via the API above)
     assert.ok(readdirSync(dir).length > 0);
     s.cleanup();
+  });
+
+  test('a restore to a time before an erasure does not bring the user back (SPEC §9)', async () => {
+    const dir = tempDir('erase-bk');
+    const url = `file://${dir}/b`;
+    const s = await startStrata({ dataDir: path.join(dir, 'd'), args: ['--backup-url', url, '--backup-interval', '100', '--flush-interval', '3600'] });
+    try {
+      await shipped(s);
+      for (let i = 0; i < 3; i++) await post(s, 'kim', 'c', `kim ${i}`);
+      await post(s, 'lou', 'c', 'lou 0');
+      await sleep(20);
+      const mid = Date.now() * 1000;
+      await sleep(20);
+      const r = await s.req('DELETE', '/v1/users/kim');
+      assert.equal(r.status, 202);
+      await waitFor('the erasure done', async () => (await s.req('GET', `/v1/admin/erasures/${r.json.erasure_id}`)).json.status === 'done', 30000);
+      await post(s, 'lou', 'c', 'lou 1');
+      await shipped(s);
+      await s.kill9();
+      const res = await restore(path.join(dir, 'mid'), url, ['--to-time', String(mid)]);
+      assert.equal(res.code, 0, res.err);
+      assert.ok(!existsSync(path.join(dir, 'mid.erasures')), 'the scratch copy is gone');
+      const m = await startStrata({ dataDir: path.join(dir, 'mid'), args: ['--flush-interval', '3600'] });
+      try {
+        assert.equal((await m.req('GET', '/v1/users/kim/messages')).status, 404);
+        const e = await waitFor('the erasure again', async () => {
+          const x = await m.req('GET', `/v1/admin/erasures/${r.json.erasure_id}`);
+          return x.json?.status === 'done' ? x.json : null;
+        }, 30000);
+        assert.equal(e.user, 'kim');
+        assert.deepEqual((await m.req('GET', '/v1/users/kim/messages')).json.messages, []);
+        assert.equal((await stats(m, 'kim')).total_messages, 0);
+        assert.deepEqual((await readAll(m, 'lou', {})).map((x) => x.content), ['lou 0']);
+      } finally {
+        await m.stop();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
