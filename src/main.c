@@ -298,6 +298,7 @@ int main(int argc, char **argv)
                               .flush_max_age_s = cfg.flush_max_age,
                               .delta_max_age_s = cfg.delta_max_age};
     st_chat_set_max_history(chat, cfg.max_edit_history);
+    st_chat_set_erase_within(chat, cfg.erase_within);
     st_tier_join(tier, st_chat_tier_member(chat, tier, &co));
     st_tier_join(tier, st_counters_tier_member(store));
     st_app_t app = {.cfg = &cfg, .store = store, .seats = seats, .chat = chat, .tier = tier};

@@ -152,6 +152,9 @@ int st_chat_delete_conversation(st_chat_t *c, const char *user, size_t ulen, con
 int st_chat_erase(st_chat_t *c, const char *user, size_t ulen, uint64_t *id, uint64_t *wait);
 /* Appends {"erasure_id","user","status","requested_at","done_at"}; ST_ENOTFOUND. */
 int st_chat_erasure_json(st_chat_t *c, uint64_t id, st_buf_t *out, uint64_t *wait);
+/* An erasure pending longer than this is late (--erase-within; 0: 3600 s): logged, counted in
+ * strata_erasures_late_total. */
+void st_chat_set_erase_within(st_chat_t *c, uint64_t seconds);
 /* One bounded slice of pending erasures (at most max keys deleted); returns whether work
  * remains. Stages its writes. */
 bool st_chat_erase_step(st_chat_t *c, size_t max);

@@ -130,12 +130,28 @@ static void st__erase_rooms(st_chat_t *c, const char *u, size_t ul)
     (void)c, (void)u, (void)ul;
 }
 
+void st_chat_set_erase_within(st_chat_t *c, uint64_t seconds)
+{
+    c->erase_within_us = seconds * 1000000ull;
+}
+
 bool st_chat_erase_step(st_chat_t *c, size_t max)
 {
     st_pending_t p = {0};
     uint64_t wait = 0;
     st_store_scan(c->store, st__erase_pre, ST__ERASE_PL, st__pending_one, &p, &wait);
     if (!p.found) return false;
+    uint64_t within = c->erase_within_us ? c->erase_within_us : 3600000000ull;
+    if (p.id != c->erase_late_id && p.t[0] < st_now_us() - (int64_t)within) {
+        static st_metric_t *late;
+        if (!late)
+            late = st_metrics_counter("strata_erasures_late_total",
+                                      "Erasures still pending after --erase-within", "");
+        st_metric_add(late, 1);
+        st_warn("erasure %llu is still pending after --erase-within (%llu s)",
+                (unsigned long long)p.id, (unsigned long long)(within / 1000000));
+        c->erase_late_id = p.id;
+    }
     const char *u = p.user;
     size_t ul = p.ul;
     uint8_t k[ST__KEY_CAP];

@@ -42,6 +42,8 @@ struct st_chat {
     st_chatcold_t *cold;      /* NULL until chat joins a tier, and once it stops */
     st_observers_t changes;   /* of edits, deletes, erasures (st_chat_change_fn) */
     size_t max_history;       /* --max-edit-history */
+    uint64_t erase_within_us; /* --erase-within */
+    uint64_t erase_late_id;   /* the last erasure reported late */
 };
 
 typedef struct {
