@@ -32,7 +32,7 @@ typedef struct {
     size_t conv_len;
     uint64_t after, before; /* exclusive bounds; 0 = none */
     size_t limit;
-    bool desc; /* st_chat_each: newest first; st_chat_messages: the page's order */
+    bool desc;         /* st_chat_each: newest first; st_chat_messages: the page's order */
     bool hide_deleted; /* st_chat_messages: tombstones left out (include_deleted=false) */
 } st_message_query_t;
 

@@ -46,8 +46,8 @@ static void st__render(void *arg, const st_msgrow_t *r)
     st_render_t *x = arg;
     uint64_t w = 0, mid;
     int64_t mseq;
-    if (x->masks && st__chat_mask_get(x->c, x->u, x->ul, r->conv, r->conv_len, &mid, &mseq, &w) ==
-                        ST_OK &&
+    if (x->masks &&
+        st__chat_mask_get(x->c, x->u, x->ul, r->conv, r->conv_len, &mid, &mseq, &w) == ST_OK &&
         r->msg_id <= mid)
         return;
     const char *dj;

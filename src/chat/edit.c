@@ -512,8 +512,8 @@ static int st__collect_id(void *arg, const void *key, size_t klen, const void *v
     return 0;
 }
 
-int st_chat_delete_conversation(st_chat_t *c, const char *u, size_t ul, const char *conv,
-                                size_t cl, int64_t *n, uint64_t *wait)
+int st_chat_delete_conversation(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                                int64_t *n, uint64_t *wait)
 {
     if (st_chat_erased(c, u, ul)) return ST_ENOTFOUND;
     st_conv_t cv;
@@ -551,8 +551,7 @@ int st_chat_delete_conversation(st_chat_t *c, const char *u, size_t ul, const ch
     size_t ml = st__chat_ukey(k, 'Q', u, ul);
     ml += st__chat_conv_part(k + ml, ul, conv, cl);
     if ((rc = st_store_put(c->store, k, ml, mask, sizeof mask, wait))) goto done;
-    if (cv.base_total + dead_cold > 0 &&
-        (rc = st__chat_gone_add(c, u, ul, cv.base_total, wait)))
+    if (cv.base_total + dead_cold > 0 && (rc = st__chat_gone_add(c, u, ul, cv.base_total, wait)))
         goto done;
     if (!from_cold) {
         rc = st_store_del(c->store, k, st__chat_ckey(k, u, ul, conv, cl), wait);

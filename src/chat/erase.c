@@ -72,8 +72,8 @@ int st_chat_erasure_json(st_chat_t *c, uint64_t id, st_buf_t *out, uint64_t *wai
     st_buf_append_u64(out, id);
     st_buf_puts(out, "\",\"user\":");
     st_buf_append_json_str(out, (const char *)v + 16, vl - 16);
-    st_buf_printf(out, ",\"status\":\"%s\",\"requested_at\":%lld,\"done_at\":", t[1] ? "done" : "pending",
-                  (long long)t[0]);
+    st_buf_printf(out, ",\"status\":\"%s\",\"requested_at\":%lld,\"done_at\":",
+                  t[1] ? "done" : "pending", (long long)t[0]);
     if (t[1])
         st_buf_append_i64(out, t[1]);
     else
@@ -225,8 +225,7 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
     rc = st_store_put(c->store, k, st__rec_key(k, p.id), rec.data, rec.len, &wait);
     st_buf_free(&rec);
     if (rc == ST_OK) rc = st_store_del(c->store, k, st__chat_ukey(k, 'G', u, ul) - 1, &wait);
-    if (rc == ST_OK)
-        st_info("erasure %llu of a user: done", (unsigned long long)p.id);
+    if (rc == ST_OK) st_info("erasure %llu of a user: done", (unsigned long long)p.id);
     return true;
 }
 

@@ -155,8 +155,8 @@ static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_
                 group_dead += d;
                 st_buf_t copy = {0};
                 st_buf_append(&copy, js, jl);
-                rc = st__chat_delta_put(cc->chat, u, ul, r->msg_id, r->conv, r->conv_len,
-                                        copy.data, copy.len, wait);
+                rc = st__chat_delta_put(cc->chat, u, ul, r->msg_id, r->conv, r->conv_len, copy.data,
+                                        copy.len, wait);
                 st_buf_free(&copy);
             }
         } else if (rc == ST_ENOTFOUND) {

@@ -187,9 +187,9 @@ struct st_chatcold {
     /* at the interval, a user is flushed only with this many hot rows, or one this old */
     uint64_t flush_min_rows, flush_max_age_us;
     uint64_t delta_max_age_us; /* a cold change is folded into its object within this */
-    bool pass_all;        /* this pass queues every user with hot rows */
-    size_t pass_evicted;  /* by this pass so far */
-    int64_t evict_before; /* set when the eviction source starts */
+    bool pass_all;             /* this pass queues every user with hot rows */
+    size_t pass_evicted;       /* by this pass so far */
+    int64_t evict_before;      /* set when the eviction source starts */
 };
 
 #endif

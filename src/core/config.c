@@ -120,8 +120,7 @@ static const st_cfg_opt_t st__opts[] = {
             86400 * 365,
             "seconds within which an edit or delete of a cold message is folded into its "
             "Parquet object (a compaction rewrites it)"),
-    ST__NUM(ST_CFG_U64, erase_within, "erase-within", "STRATA_ERASE_WITHIN", "3600", 1,
-            86400 * 30,
+    ST__NUM(ST_CFG_U64, erase_within, "erase-within", "STRATA_ERASE_WITHIN", "3600", 1, 86400 * 30,
             "seconds within which an erasure (DELETE /v1/users/{user}) deletes the user's rows "
             "and objects; one still pending after it is logged as late and counted"),
     ST__NUM(ST_CFG_SIZE, max_header, "max-header", "STRATA_MAX_HEADER", "16KiB", 1024, 1ULL << 20,

@@ -124,7 +124,8 @@ int st_api_message_list(st_ctx_t *c)
         if (strcmp(v, "false") == 0)
             q.hide_deleted = true;
         else if (strcmp(v, "true") != 0)
-            return st_ctx_error(c, ST_EINVAL, "include_deleted must be true or false (got \"%.*s%s\")",
+            return st_ctx_error(c, ST_EINVAL,
+                                "include_deleted must be true or false (got \"%.*s%s\")",
                                 ST__V(v, n));
     }
     uint64_t cursor;

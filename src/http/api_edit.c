@@ -86,9 +86,8 @@ int st_api_message_patch(st_ctx_t *c)
             e.metadata_len = c->json_meta_len;
         }
     }
-    rc = st__answer(c, st_chat_edit(c->app->chat, c->params[0], c->plens[0], id, &e, c->body,
-                                    &c->wait),
-                    id);
+    rc = st__answer(
+        c, st_chat_edit(c->app->chat, c->params[0], c->plens[0], id, &e, c->body, &c->wait), id);
 done:
     cJSON_Delete(j);
     return rc;
@@ -99,9 +98,8 @@ int st_api_message_delete(st_ctx_t *c)
     int rc = st_param_name(c, 0, "user");
     uint64_t id;
     if (rc || (rc = st__msg_id(c, &id)) || (rc = st_json_no_fields(c))) return rc;
-    return st__answer(c, st_chat_delete(c->app->chat, c->params[0], c->plens[0], id, c->body,
-                                        &c->wait),
-                      id);
+    return st__answer(
+        c, st_chat_delete(c->app->chat, c->params[0], c->plens[0], id, c->body, &c->wait), id);
 }
 
 int st_api_conversation_delete(st_ctx_t *c)

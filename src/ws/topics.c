@@ -613,8 +613,8 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
  * to their cursor) get its new state, in order with their other frames; a replay not there yet
  * reads the new state itself. An erased user's subscriptions end. */
 static void st__ws_message_changed(void *arg, const char *kind, const char *user, size_t ulen,
-                                   const char *conv, size_t clen, uint64_t msg_id,
-                                   const char *json, size_t len, uint64_t wait)
+                                   const char *conv, size_t clen, uint64_t msg_id, const char *json,
+                                   size_t len, uint64_t wait)
 {
     st_ws_t *ws = arg;
     st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen);
