@@ -282,15 +282,6 @@ typedef struct {
     void (*name)(void *arg, const char *o, size_t ol, const char *first_key, uint64_t seq,
                  uint64_t pseq, uint64_t writer, st_buf_t *key);
     void *arg;
-    /* Optional, merge-on-read kinds (chat's edits, SPEC §2.2). On the loop as a merge of the
-     * owner's objects holding ids lo..hi begins: the kind's note of the changes to fold into
-     * their rows (owned; merge finds it in *dropped on entry, and what it leaves in *dropped
-     * goes to commit and release as always). */
-    void *(*prepare)(void *arg, const char *o, size_t ol, uint64_t lo, uint64_t hi);
-    /* For ST_TIER_COMPACT_FOLD: which object of f[0..n) (manifest order) to rewrite alone so
-     * that changes are folded in; false when none needs it. On the loop. */
-    bool (*fold_pick)(void *arg, const char *o, size_t ol, const st_tier_file_t *f, size_t n,
-                      size_t *at);
 } st_tier_merge_t;
 
 /* The tier's merge side for Parquet objects (merge.c), for a kind's st_tier_merge_t.merge: the
@@ -353,6 +344,15 @@ typedef struct st_tier_member {
     /* Retention: an expired object (m: its footer, borrowed for the call) leaves the manifest;
      * stage its rows out of the kind's counts (NULL: the kind keeps none). */
     int (*expired)(void *arg, const char *o, size_t ol, const st_pq_meta_t *m, uint64_t *wait);
+    /* Optional, merge-on-read kinds (chat's edits, SPEC §2.2). On the loop as a merge of the
+     * owner's objects holding ids lo..hi begins: the kind's note of the changes to fold into
+     * their rows (owned; its merge finds it in *dropped on entry, and what it leaves in *dropped
+     * goes to commit and release as always). */
+    void *(*fold_prepare)(void *arg, const char *o, size_t ol, uint64_t lo, uint64_t hi);
+    /* For ST_TIER_COMPACT_FOLD: which object of f[0..n) (manifest order) to rewrite alone so
+     * that changes are folded in; false when none needs it. On the loop. */
+    bool (*fold_pick)(void *arg, const char *o, size_t ol, const st_tier_file_t *f, size_t n,
+                      size_t *at);
     /* The tier stops: give up waits on the cache (it closes right after) and stop reading. */
     void (*stop)(void *arg);
     /* The tier is done with the member (every job back): it may be freed. */

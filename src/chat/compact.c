@@ -82,7 +82,7 @@ static bool st__fold_state(st_chat_t *c, const char *u, size_t ul, st_fold_row_t
     return true;
 }
 
-static void *st__prepare(void *arg, const char *u, size_t ul, uint64_t lo, uint64_t hi)
+void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, uint64_t lo, uint64_t hi)
 {
     st_chatcold_t *cc = arg;
     st_fold_t *f = st_calloc(1, sizeof *f);
@@ -154,8 +154,8 @@ static int st__id_one(void *arg, const void *key, size_t klen, const void *val, 
 }
 
 /* The first object holding a row with a fold marker. */
-static bool st__fold_pick(void *arg, const char *u, size_t ul, const st_tier_file_t *f, size_t n,
-                          size_t *at)
+bool st__chat_fold_pick(void *arg, const char *u, size_t ul, const st_tier_file_t *f, size_t n,
+                        size_t *at)
 {
     st_chatcold_t *cc = arg;
     uint8_t pre[ST__KEY_CAP];
@@ -246,6 +246,5 @@ static void st__name(void *arg, const char *u, size_t ul, const char *first_key,
 
 void st__chat_merge_side(st_chatcold_t *cc)
 {
-    cc->merge = (st_tier_merge_t){st__merge, st__commit,  st__fold_free, st__name,
-                                  cc,        st__prepare, st__fold_pick};
+    cc->merge = (st_tier_merge_t){st__merge, st__commit, st__fold_free, st__name, cc};
 }

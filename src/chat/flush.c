@@ -313,6 +313,8 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
                                     .flush = &cc->kind,
                                     .merge = &cc->merge,
                                     .expired = st__chat_expired,
+                                    .fold_prepare = st__chat_fold_prepare,
+                                    .fold_pick = st__chat_fold_pick,
                                     .stop = st__stop,
                                     .closed = st__closed,
                                     .arg = cc};

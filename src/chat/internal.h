@@ -169,6 +169,10 @@ void st__chat_sources(st_chatcold_t *cc);
 /* compact.c: chat's merge side of the tier's compaction (Parquet objects merged, rows left out
  * by retention out of the conversations' baselines). */
 void st__chat_merge_side(st_chatcold_t *cc);
+/* compact.c: the fold hooks of chat's member (strata/tier.h: fold_prepare, fold_pick). */
+void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, uint64_t lo, uint64_t hi);
+bool st__chat_fold_pick(void *arg, const char *u, size_t ul, const st_tier_file_t *f, size_t n,
+                        size_t *at);
 /* Which neighbours to merge next: the tier's plan (kept under chat's name for its tests). */
 #define st__chat_compact_plan st_tier_compact_plan
 

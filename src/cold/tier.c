@@ -208,8 +208,8 @@ static int st__tier_merge(void *arg, const char *o, size_t ol, st_objstore_t *ob
 static void *st__merge_prepare(void *arg, const char *o, size_t ol, uint64_t lo, uint64_t hi)
 {
     const st_tier_member_t *mb = st__tier_member(arg, o, ol);
-    if (!mb || !mb->merge->prepare) return NULL;
-    void *p = mb->merge->prepare(mb->merge->arg, o, ol, lo, hi);
+    if (!mb || !mb->fold_prepare) return NULL;
+    void *p = mb->fold_prepare(mb->arg, o, ol, lo, hi);
     return p ? st__box(mb, p) : NULL;
 }
 
@@ -217,7 +217,7 @@ static bool st__merge_fold_pick(void *arg, const char *o, size_t ol, const st_ti
                                 size_t n, size_t *at)
 {
     const st_tier_member_t *mb = st__tier_member(arg, o, ol);
-    return mb && mb->merge->fold_pick && mb->merge->fold_pick(mb->merge->arg, o, ol, f, n, at);
+    return mb && mb->fold_pick && mb->fold_pick(mb->arg, o, ol, f, n, at);
 }
 
 static int st__merge_commit(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,
@@ -311,11 +311,15 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
     t->fkind =
         (st_tier_kind_t){st__tier_snapshot, st__tier_encode, st__tier_commit,     st__tier_release,
                          st__orphans,       st__flushed,     st__tier_flush_done, t};
-    t->mkind = (st_tier_merge_t){
-        st__tier_merge,    st__merge_commit,   st__merge_release, st__merge_name, t,
-        st__merge_prepare, st__merge_fold_pick};
+    t->mkind =
+        (st_tier_merge_t){st__tier_merge, st__merge_commit, st__merge_release, st__merge_name, t};
     st_tier_flush_open(&t->flush, loop, store, o->obj, &t->fkind);
-    st_tier_compact_opts_t co = {o->compact_objects, o->compact_max_bytes, t->retention_us};
+    st_tier_compact_opts_t co = {.limit = o->compact_objects,
+                                 .max_bytes = o->compact_max_bytes,
+                                 .retention_us = t->retention_us,
+                                 .prepare = st__merge_prepare,
+                                 .fold_pick = st__merge_fold_pick,
+                                 .hook_arg = t};
     st__tier_compact_open(&t->compact, t, loop, store, o->obj, &t->mkind, &co);
     st_metric_t *m_reads = st_metrics_counter("strata_cold_row_groups_read_total",
                                               "Parquet row groups decoded for reads", "");
