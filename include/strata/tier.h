@@ -290,12 +290,13 @@ typedef struct {
 int st_tier_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
                           size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
                           void **dropped, int64_t *ndropped);
-/* The same, each row given to fix (may be NULL) before it is kept: a kind folding changes in
- * (fix may point a row's strings at its own memory, live until the merge returns). */
+/* The same, each row given to fix (may be NULL) first: a kind folding changes in (fix may point
+ * a row's strings at its own memory, live until the merge returns; a row it returns false for
+ * is left out, and is the kind's to account for). */
 int st_tier_parquet_merge_fix(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
                               size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
                               void **dropped, int64_t *ndropped,
-                              void (*fix)(void *arg, st_msgrow_t *r), void *fix_arg);
+                              bool (*fix)(void *arg, st_msgrow_t *r), void *fix_arg);
 /* The next group key of dropped from *pos (0 first): its rows left out; false at the end. */
 bool st_tier_dropped_next(const void *dropped, size_t *pos, const char **g, size_t *gl,
                           int64_t *rows);
@@ -345,13 +346,13 @@ typedef struct st_tier_member {
      * stage its rows out of the kind's counts (NULL: the kind keeps none). */
     int (*expired)(void *arg, const char *o, size_t ol, const st_pq_meta_t *m, uint64_t *wait);
     /* Optional, merge-on-read kinds (chat's edits, SPEC §2.2). On the loop as a merge of the
-     * owner's objects holding ids lo..hi begins: the kind's note of the changes to fold into
-     * their rows (owned; its merge finds it in *dropped on entry, and what it leaves in *dropped
-     * goes to commit and release as always). */
-    void *(*fold_prepare)(void *arg, const char *o, size_t ol, uint64_t lo, uint64_t hi);
-    /* For ST_TIER_COMPACT_FOLD: which object of f[0..n) (manifest order) to rewrite alone so
+     * owner's objects objs[0..n) begins: the kind's note of the changes to fold into their rows
+     * (owned; its merge finds it in *dropped on entry, and what it leaves in *dropped goes to
+     * commit and release as always). */
+    void *(*fold_prepare)(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs, size_t n);
+    /* For ST_TIER_COMPACT_FOLD: which object of objs[0..n) (manifest order) to rewrite alone so
      * that changes are folded in; false when none needs it. On the loop. */
-    bool (*fold_pick)(void *arg, const char *o, size_t ol, const st_tier_file_t *f, size_t n,
+    bool (*fold_pick)(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs, size_t n,
                       size_t *at);
     /* The tier stops: give up waits on the cache (it closes right after) and stop reading. */
     void (*stop)(void *arg);

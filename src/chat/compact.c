@@ -19,13 +19,15 @@
 /* ---- folding edits in (SPEC §2.2) ----
  * A cold message's change lives in its delta ('E', applied by every read) and, until an object
  * holding the row has been rewritten with it, a fold marker ('e' u 0 id -> i64 the change's
- * time). Every merge of a user's objects folds in the changes of the rows it rewrites (their
- * content and metadata as they are now: a tombstone's content "" and metadata null), so a reader
- * of the bucket sees the corrected rows and a deleted message's bytes leave the object store.
- * The pass asks for a fold (ST_TIER_COMPACT_FOLD: the objects holding marked rows, rewritten
- * one at a time) once a marker is --delta-max-age old; POST /v1/admin/compact asks at once. The
- * delta stays: edited_at, deleted_at and edit_history are not among the objects' seven columns
- * (SPEC §5), and reads take them from it. */
+ * time). A deleted conversation's cold rows are masked on read ('Q') and their objects marked
+ * ('q' u 0 seq -> i64 the time). Every merge of a user's objects folds in the changes of the rows
+ * it rewrites (their content and metadata as they are now: a tombstone's content "" and metadata
+ * null) and leaves masked rows out, so a reader of the bucket sees the corrected rows, and a
+ * deleted message's bytes leave the object store. The pass asks for a fold
+ * (ST_TIER_COMPACT_FOLD: the objects holding marked rows, rewritten one at a time) once a marker
+ * is --delta-max-age old; POST /v1/admin/compact asks at once. The delta stays: edited_at,
+ * deleted_at and edit_history are not among the objects' seven columns (SPEC §5), and reads
+ * take them from it. */
 
 typedef struct {
     uint64_t id;
@@ -35,24 +37,42 @@ typedef struct {
 } st_fold_row_t;
 
 typedef struct {
-    ST_VEC(st_fold_row_t) rows; /* by id */
-    void *inner;                /* the tier's note of rows left out by retention */
-} st_fold_t;
+    uint8_t conv[ST__KEY_CAP]; /* its key part (st__chat_conv_part) */
+    size_t cl;
+    uint64_t last; /* rows of the conversation up to this id are a deleted one's */
+} st_fold_mask_t;
 
 typedef struct {
-    st_chat_t *c;
-    const char *u;
-    size_t ul;
-    st_fold_t *f;
-} st_fold_scan_t;
+    ST_VEC(st_fold_row_t) rows;   /* by id */
+    ST_VEC(st_fold_mask_t) masks; /* the user's deleted conversations */
+    ST_VEC(uint64_t) seqs;        /* the objects rewritten (their 'q' markers go) */
+    int64_t at;                   /* when this was prepared */
+    int64_t masked;               /* rows left out as a deleted conversation's (worker) */
+    void *inner;                  /* the tier's note of rows left out by retention */
+} st_fold_t;
 
 static int st__fold_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
-    st_fold_scan_t *x = arg;
+    st_fold_t *f = arg;
     if (klen < 8 || vlen != 8) return 0;
     st_fold_row_t r = {.id = st_be64_get((const uint8_t *)key + klen - 8)};
     memcpy(&r.changed, val, 8);
-    st_vec_push(&x->f->rows, r);
+    st_vec_push(&f->rows, r);
+    return 0;
+}
+
+static int st__mask_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_fold_t *f = arg;
+    (void)key, (void)klen;
+    if (vlen != 16) return 0;
+    /* the key holds the conversation part (maybe hashed): the mask is matched on the part,
+     * made for each row's conversation */
+    st_fold_mask_t m = {.cl = klen};
+    if (klen > ST__KEY_CAP) return 0;
+    memcpy(m.conv, key, klen);
+    memcpy(&m.last, val, 8);
+    st_vec_push(&f->masks, m);
     return 0;
 }
 
@@ -82,30 +102,85 @@ static bool st__fold_state(st_chat_t *c, const char *u, size_t ul, st_fold_row_t
     return true;
 }
 
-void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, uint64_t lo, uint64_t hi)
+static size_t st__qkey(uint8_t *k, const char *u, size_t ul, uint64_t seq)
+{
+    size_t n = st__chat_ukey(k, 'q', u, ul);
+    st_be64_put(k + n, seq);
+    return n + 8;
+}
+
+int st__chat_fold_objects(st_chat_t *c, const char *u, size_t ul, uint64_t lo, uint64_t hi,
+                          uint64_t *wait)
+{
+    st_manifest_t man;
+    uint8_t k[ST__KEY_CAP];
+    int rc = st__chat_manifest(c, u, ul, false, &man, wait);
+    int64_t now = st_now_us();
+    for (size_t i = 0; i < man.n && rc == ST_OK; i++)
+        if (man.v[i].file.max_id >= lo && man.v[i].file.min_id <= hi)
+            rc =
+                st_store_put(c->store, k, st__qkey(k, u, ul, man.v[i].seq), &now, sizeof now, wait);
+    st__chat_manifest_free(&man);
+    return rc;
+}
+
+void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, const st_tier_obj_t *objs,
+                            size_t n)
 {
     st_chatcold_t *cc = arg;
+    st_chat_t *c = cc->chat;
     st_fold_t *f = st_calloc(1, sizeof *f);
+    f->at = st_now_us();
+    uint64_t lo = UINT64_MAX, hi = 0, w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (objs[i].file.min_id < lo) lo = objs[i].file.min_id;
+        if (objs[i].file.max_id > hi) hi = objs[i].file.max_id;
+        st_vec_push(&f->seqs, objs[i].seq);
+    }
     uint8_t pre[ST__KEY_CAP], a[ST__KEY_CAP], b[ST__KEY_CAP];
     size_t pl = st__chat_ukey(pre, 'e', u, ul);
     memcpy(a, pre, pl);
     st_be64_put(a + pl, lo);
     memcpy(b, pre, pl);
     st_be64_put(b + pl, hi == UINT64_MAX ? hi : hi + 1);
-    st_fold_scan_t x = {cc->chat, u, ul, f};
-    uint64_t w = 0;
-    st_store_range(cc->chat->store, pre, pl, a, pl + 8, b, pl + 8, false, st__fold_one, &x, &w);
-    size_t n = 0;
+    if (n) st_store_range(c->store, pre, pl, a, pl + 8, b, pl + 8, false, st__fold_one, f, &w);
+    size_t kept = 0;
     for (size_t i = 0; i < f->rows.n; i++)
-        if (st__fold_state(cc->chat, u, ul, &f->rows.v[i])) f->rows.v[n++] = f->rows.v[i];
-    f->rows.n = n;
+        if (st__fold_state(c, u, ul, &f->rows.v[i])) f->rows.v[kept++] = f->rows.v[i];
+    f->rows.n = kept;
+    /* masks keyed by conversation part, as 'Q' keys hold it after the user */
+    pl = st__chat_ukey(pre, 'Q', u, ul);
+    st_fold_t tmp = {0};
+    st_store_scan(c->store, pre, pl, st__mask_one, &tmp, &w);
+    for (size_t i = 0; i < tmp.masks.n; i++) {
+        st_fold_mask_t m = tmp.masks.v[i];
+        m.cl -= pl; /* the part after the prefix */
+        memmove(m.conv, m.conv + pl, m.cl);
+        st_vec_push(&f->masks, m);
+    }
+    st_vec_free(&tmp.masks);
     return f;
 }
 
-/* On a worker: a row as its delta says (the notes are read only). */
-static void st__fix(void *arg, st_msgrow_t *r)
+typedef struct {
+    st_fold_t *f;
+    size_t ul;
+} st_fixarg_t;
+
+/* On a worker: a row as its delta says, or left out as a deleted conversation's. */
+static bool st__fix(void *arg, st_msgrow_t *r)
 {
-    const st_fold_t *f = arg;
+    st_fixarg_t *x = arg;
+    st_fold_t *f = x->f;
+    for (size_t i = 0; i < f->masks.n; i++) {
+        uint8_t part[ST__KEY_CAP];
+        size_t pl = st__chat_conv_part(part, x->ul, r->conv, r->conv_len);
+        if (pl == f->masks.v[i].cl && memcmp(part, f->masks.v[i].conv, pl) == 0 &&
+            r->msg_id <= f->masks.v[i].last) {
+            f->masked++;
+            return false;
+        }
+    }
     size_t lo = 0, hi = f->rows.n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -114,12 +189,13 @@ static void st__fix(void *arg, st_msgrow_t *r)
         else
             hi = mid;
     }
-    if (lo == f->rows.n || f->rows.v[lo].id != r->msg_id) return;
-    const st_fold_row_t *x = &f->rows.v[lo];
-    r->content = x->content;
-    r->content_len = (uint32_t)x->cl;
-    r->metadata = x->meta;
-    r->metadata_len = x->meta ? (uint32_t)x->ml : 0;
+    if (lo == f->rows.n || f->rows.v[lo].id != r->msg_id) return true;
+    const st_fold_row_t *d = &f->rows.v[lo];
+    r->content = d->content;
+    r->content_len = (uint32_t)d->cl;
+    r->metadata = d->meta;
+    r->metadata_len = d->meta ? (uint32_t)d->ml : 0;
+    return true;
 }
 
 static void st__fold_free(void *arg, void *dropped)
@@ -131,6 +207,8 @@ static void st__fold_free(void *arg, void *dropped)
         free(f->rows.v[i].meta);
     }
     st_vec_free(&f->rows);
+    st_vec_free(&f->masks);
+    st_vec_free(&f->seqs);
     if (f->inner) st_tier_dropped_free(arg, f->inner);
     free(f);
 }
@@ -153,23 +231,26 @@ static int st__id_one(void *arg, const void *key, size_t klen, const void *val, 
     return 0;
 }
 
-/* The first object holding a row with a fold marker. */
-bool st__chat_fold_pick(void *arg, const char *u, size_t ul, const st_tier_file_t *f, size_t n,
+/* The first object holding a row with a fold marker, or marked itself ('q'). */
+bool st__chat_fold_pick(void *arg, const char *u, size_t ul, const st_tier_obj_t *objs, size_t n,
                         size_t *at)
 {
     st_chatcold_t *cc = arg;
     uint8_t pre[ST__KEY_CAP];
-    st_ids_t x = {0};
+    st_ids_t x = {0}, q = {0};
     uint64_t w = 0;
     st_store_scan(cc->chat->store, pre, st__chat_ukey(pre, 'e', u, ul), st__id_one, &x, &w);
+    st_store_scan(cc->chat->store, pre, st__chat_ukey(pre, 'q', u, ul), st__id_one, &q, &w);
     bool found = false;
-    for (size_t i = 0; i < n && !found; i++)
+    for (size_t i = 0; i < n && !found; i++) {
+        for (size_t k = 0; k < q.n && !found; k++)
+            found = q.ids[k] == objs[i].seq;
         for (size_t k = 0; k < x.n && !found; k++)
-            if (x.ids[k] >= f[i].min_id && x.ids[k] <= f[i].max_id) {
-                *at = i;
-                found = true;
-            }
+            found = x.ids[k] >= objs[i].file.min_id && x.ids[k] <= objs[i].file.max_id;
+        if (found) *at = i;
+    }
     free(x.ids);
+    free(q.ids);
     return found;
 }
 
@@ -180,11 +261,12 @@ static int st__merge(void *arg, const char *u, size_t ul, st_objstore_t *obj,
                      st_tier_file_t *out, void **dropped, int64_t *ndropped)
 {
     st_chatcold_t *cc = arg;
-    (void)u, (void)ul;
+    (void)u;
     st_fold_t *f = *dropped ? *dropped : st_calloc(1, sizeof *f);
     *dropped = f;
+    st_fixarg_t x = {f, ul};
     return st_tier_parquet_merge_fix(cc->zstd_level, obj, objs, nold, cutoff, key, out, &f->inner,
-                                     ndropped, f->rows.n ? st__fix : NULL, f);
+                                     ndropped, f->rows.n || f->masks.n ? st__fix : NULL, &x);
 }
 
 /* ---- loop side: in the swap batch ---- */
@@ -208,6 +290,15 @@ static int st__commit(void *arg, const char *u, size_t ul, void *dropped, int64_
             now == f->rows.v[i].changed)
             rc = st_store_del(c->store, k, kl + 8, wait);
     }
+    /* the objects rewritten: no deleted conversation's rows are left in them */
+    for (size_t i = 0; f && i < f->seqs.n && rc == ST_OK; i++) {
+        int64_t t;
+        size_t kl = st__qkey(k, u, ul, f->seqs.v[i]);
+        if (st__chat_get_fixed(c->store, k, kl, &t, sizeof t, wait) == ST_OK && t <= f->at)
+            rc = st_store_del(c->store, k, kl, wait);
+    }
+    /* rows left out as a deleted conversation's were counted as gone ('X'): no longer cold */
+    if (f && f->masked && rc == ST_OK) rc = st__chat_gone_add(c, u, ul, -f->masked, wait);
     dropped = f ? f->inner : NULL;
     if (rc || !ndropped) return rc;
     const char *conv;

@@ -207,6 +207,13 @@ int st__chat_gone_add(st_chat_t *c, const char *u, size_t ul, int64_t by, uint64
     return st_store_put(c->store, k, st__chat_ukey(k, 'X', u, ul) - 1, &g, sizeof g, wait);
 }
 
+int st__chat_fold_mark(st_chat_t *c, const char *u, size_t ul, uint64_t id, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    int64_t now = st_now_us();
+    return st_store_put(c->store, k, st__idkey(k, 'e', u, ul, id), &now, sizeof now, wait);
+}
+
 int64_t st__chat_hot_rows(st_chat_t *c, const char *u, size_t ul, int64_t total,
                           const st_coldstat_t *cs)
 {
@@ -232,6 +239,7 @@ int64_t st__chat_oldest_fold(st_chat_t *c, const char *u, size_t ul)
     int64_t o = 0;
     uint64_t w = 0;
     st_store_scan(c->store, k, st__chat_ukey(k, 'e', u, ul), st__oldest, &o, &w);
+    st_store_scan(c->store, k, st__chat_ukey(k, 'q', u, ul), st__oldest, &o, &w);
     return o;
 }
 
@@ -452,8 +460,7 @@ static int st__change(st_chat_t *c, const char *u, size_t ul, uint64_t id,
         st_buf_free(&rec);
     } else {
         rc = st__chat_delta_put(c, u, ul, id, conv, cl, next.data, next.len, wait);
-        if (!rc) /* to be folded into its object (compact.c) */
-            rc = st_store_put(c->store, k, st__idkey(k, 'e', u, ul, id), &now, sizeof now, wait);
+        if (!rc) rc = st__chat_fold_mark(c, u, ul, id, wait);
     }
     if (!rc && del) {
         rc = st_store_put(c->store, k, st__idkey(k, 'Y', u, ul, id), conv, cl, wait);
@@ -512,6 +519,53 @@ static int st__collect_id(void *arg, const void *key, size_t klen, const void *v
     return 0;
 }
 
+typedef struct {
+    const char *conv;
+    size_t cl;
+    bool delta; /* 'E' values: u16 length | conv | …; 'Y' values: the conv */
+    st_buf_t ids;
+} st_convkeys_t;
+
+static int st__conv_key(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_convkeys_t *x = arg;
+    const uint8_t *v = val;
+    bool match = x->delta ? vlen >= 2 + x->cl && ((size_t)v[0] << 8 | v[1]) == x->cl &&
+                                memcmp(v + 2, x->conv, x->cl) == 0
+                          : vlen == x->cl && memcmp(v, x->conv, x->cl) == 0;
+    if (match && klen >= 8) {
+        uint64_t id = st_be64_get((const uint8_t *)key + klen - 8);
+        st_buf_append(&x->ids, &id, 8);
+    }
+    return 0;
+}
+
+/* The conversation's tombstones ('Y'), deltas ('E') and fold markers ('e') out: its rows are
+ * gone or masked, and a new conversation of the name must not count them. */
+static int st__conv_records_out(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                                uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    int rc = ST_OK;
+    for (int pass = 0; pass < 2 && rc == ST_OK; pass++) {
+        st_convkeys_t x = {conv, cl, pass == 1, {0}};
+        rc = st_store_scan(c->store, k, st__chat_ukey(k, pass ? 'E' : 'Y', u, ul), st__conv_key, &x,
+                           wait);
+        rc = rc < 0 ? rc : ST_OK;
+        for (size_t i = 0; i + 8 <= x.ids.len && rc == ST_OK; i += 8) {
+            uint64_t id;
+            memcpy(&id, x.ids.data + i, 8);
+            rc = st_store_del(c->store, k, st__idkey(k, pass ? 'E' : 'Y', u, ul, id), wait);
+            if (rc == ST_OK && pass) {
+                rc = st_store_del(c->store, k, st__idkey(k, 'e', u, ul, id), wait);
+                if (rc == ST_ENOTFOUND) rc = ST_OK;
+            }
+        }
+        st_buf_free(&x.ids);
+    }
+    return rc;
+}
+
 int st_chat_delete_conversation(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
                                 int64_t *n, uint64_t *wait)
 {
@@ -540,18 +594,17 @@ int st_chat_delete_conversation(st_chat_t *c, const char *u, size_t ul, const ch
         st_be64_put(k + pl, id);
         rc = st_store_del(c->store, k, pl + 8, wait);
         if (!rc) rc = st_store_del(c->store, k, st__idkey(k, 'M', u, ul, id), wait);
-        if (!rc) {
-            rc = st_store_del(c->store, k, st__idkey(k, 'Y', u, ul, id), wait);
-            if (rc == ST_ENOTFOUND) rc = ST_OK;
-        }
     }
+    if (!rc) rc = st__conv_records_out(c, u, ul, conv, cl, wait);
     if (rc) goto done;
     /* cold rows masked (reads skip them, the user's stats count them as gone) */
     uint64_t mask[2] = {cv.last, (uint64_t)cv.last_seq};
     size_t ml = st__chat_ukey(k, 'Q', u, ul);
     ml += st__chat_conv_part(k + ml, ul, conv, cl);
     if ((rc = st_store_put(c->store, k, ml, mask, sizeof mask, wait))) goto done;
-    if (cv.base_total + dead_cold > 0 && (rc = st__chat_gone_add(c, u, ul, cv.base_total, wait)))
+    if (cv.base_total + dead_cold > 0 &&
+        ((rc = st__chat_gone_add(c, u, ul, cv.base_total, wait)) ||
+         (rc = st__chat_fold_objects(c, u, ul, cv.first, cv.last, wait))))
         goto done;
     if (!from_cold) {
         rc = st_store_del(c->store, k, st__chat_ckey(k, u, ul, conv, cl), wait);

@@ -124,6 +124,22 @@ static int st__move_count(st_store_t *s, const char *u, size_t ul, const st_msgr
     return rc;
 }
 
+/* Whether the record of id is now what the snapshot took (ids are ascending, as scanned). */
+static bool st__snap_same(const st_chatsnap_t *j, uint64_t id, const void *v, size_t vl)
+{
+    size_t lo = 0, hi = j->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (j->ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == j->n || j->ids[lo] != id) return false;
+    size_t len = j->offs[lo + 1] - j->offs[lo];
+    return len == vl && memcmp(j->recs.data + j->offs[lo], v, vl) == 0;
+}
+
 /* The hot side of the batch that moves the rows: hot rows out, counts to the cold baselines. */
 static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_tier_file_t *f,
                             uint64_t *wait)
@@ -153,10 +169,13 @@ static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_
                 bool d = st__chat_json_dead(js, jl);
                 dead += d;
                 group_dead += d;
+                bool since =
+                    !st__snap_same(j, r->msg_id, v, vl); /* the object holds an older state */
                 st_buf_t copy = {0};
                 st_buf_append(&copy, js, jl);
                 rc = st__chat_delta_put(cc->chat, u, ul, r->msg_id, r->conv, r->conv_len, copy.data,
                                         copy.len, wait);
+                if (rc == ST_OK && since) rc = st__chat_fold_mark(cc->chat, u, ul, r->msg_id, wait);
                 st_buf_free(&copy);
             }
         } else if (rc == ST_ENOTFOUND) {

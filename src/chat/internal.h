@@ -12,6 +12,7 @@
  *   'T' u             user totals
  *   'E' u 0 id        delta of a cold message (edit.c): u16 conv length | conv | its JSON now
  *   'e' u 0 id        a cold change not folded into its object yet (compact.c): i64 its time
+ *   'q' u 0 seq       an object holding a deleted conversation's rows (compact.c): i64 time
  *   'Y' u 0 id        a tombstone (hot or cold): the conversation id (recounts subtract them)
  *   'X' u             i64: the user's cold rows that are no live message (tombstones, masked)
  *   'Q' u 0 c         a deleted conversation: u64 its last msg_id | i64 its last seq (cold rows
@@ -139,7 +140,10 @@ int64_t st__chat_gone(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
  * it has hot records (tombstones count no message but are rows to flush). */
 int64_t st__chat_hot_rows(st_chat_t *c, const char *u, size_t ul, int64_t total,
                           const st_coldstat_t *cs);
-/* The time of the user's oldest cold change not folded in yet (0: none). */
+/* Marks a cold message's change as not folded into its object yet ('e': now). */
+int st__chat_fold_mark(st_chat_t *c, const char *u, size_t ul, uint64_t id, uint64_t *wait);
+/* The time of the user's oldest cold change not folded in yet, or object marked to be rewritten
+ * (0: none). */
 int64_t st__chat_oldest_fold(st_chat_t *c, const char *u, size_t ul);
 /* Tells the change observers. */
 void st__chat_changed(st_chat_t *c, const char *kind, const char *u, size_t ul, const char *conv,
@@ -170,9 +174,14 @@ void st__chat_sources(st_chatcold_t *cc);
  * by retention out of the conversations' baselines). */
 void st__chat_merge_side(st_chatcold_t *cc);
 /* compact.c: the fold hooks of chat's member (strata/tier.h: fold_prepare, fold_pick). */
-void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, uint64_t lo, uint64_t hi);
-bool st__chat_fold_pick(void *arg, const char *u, size_t ul, const st_tier_file_t *f, size_t n,
+void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, const st_tier_obj_t *objs,
+                            size_t n);
+bool st__chat_fold_pick(void *arg, const char *u, size_t ul, const st_tier_obj_t *objs, size_t n,
                         size_t *at);
+/* Marks the user's objects holding ids lo..hi ('q') to be rewritten (a deleted conversation's
+ * rows left out). */
+int st__chat_fold_objects(st_chat_t *c, const char *u, size_t ul, uint64_t lo, uint64_t hi,
+                          uint64_t *wait);
 /* Which neighbours to merge next: the tier's plan (kept under chat's name for its tests). */
 #define st__chat_compact_plan st_tier_compact_plan
 

@@ -220,8 +220,8 @@ static bool st__plan(st_tier_compact_t *c, const st_cowner_t *o, const st_tier_m
     for (size_t i = 0; i < m->n; i++)
         st_vec_push(&f, m->v[i].file);
     bool due = false;
-    if ((flags & ST_TIER_COMPACT_FOLD) && c->o.fold_pick && f.n &&
-        c->o.fold_pick(c->o.hook_arg, o->owner, o->olen, f.v, f.n, from)) {
+    if ((flags & ST_TIER_COMPACT_FOLD) && c->o.fold_pick && m->n &&
+        c->o.fold_pick(c->o.hook_arg, o->owner, o->olen, m->v, m->n, from)) {
         *to = *from + 1; /* the object holding changes, rewritten alone with them folded in */
         due = true;
     }
@@ -247,14 +247,8 @@ static st_cjob_t *st__begin(st_tier_compact_t *c, st_cowner_t *o)
     }
     st_cjob_t *j = st__job(c, o, &m, from, to);
     st_tier_manifest_free(&m);
-    if (c->o.prepare) { /* the kind's changes to fold in: merge finds them in dropped */
-        uint64_t lo = UINT64_MAX, hi = 0;
-        for (size_t i = 0; i < j->old.n; i++) {
-            if (j->old.v[i].file.min_id < lo) lo = j->old.v[i].file.min_id;
-            if (j->old.v[i].file.max_id > hi) hi = j->old.v[i].file.max_id;
-        }
-        j->dropped = c->o.prepare(c->o.hook_arg, o->owner, o->olen, lo, hi);
-    }
+    if (c->o.prepare) /* the kind's changes to fold in: merge finds them in dropped */
+        j->dropped = c->o.prepare(c->o.hook_arg, o->owner, o->olen, j->old.v, j->old.n);
     j->pseq = st.next_seq ? st.next_seq : 1;
     uint64_t writer = 0;
     if (st_tier_writer(c->store, &writer, &wait) != ST_OK ||

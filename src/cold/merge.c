@@ -122,7 +122,7 @@ int st_tier_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_
 int st_tier_parquet_merge_fix(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
                               size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
                               void **dropped, int64_t *ndropped,
-                              void (*fix)(void *arg, st_msgrow_t *r), void *fix_arg)
+                              bool (*fix)(void *arg, st_msgrow_t *r), void *fix_arg)
 {
     st_groups_t gs = {0};
     int rc = ST_OK;
@@ -135,8 +135,7 @@ int st_tier_parquet_merge_fix(int zstd_level, st_objstore_t *obj, const st_tier_
     for (size_t g = 0; g < gs.n && rc == ST_OK; g++)
         for (size_t i = 0; i < gs.v[g].n; i++) {
             rows[n] = gs.v[g].rows[i];
-            if (fix) fix(fix_arg, &rows[n]);
-            n++;
+            if (!fix || fix(fix_arg, &rows[n])) n++;
         }
     st_buf_t *d = st_calloc(1, sizeof *d);
     *dropped = d;

@@ -205,19 +205,20 @@ static int st__tier_merge(void *arg, const char *o, size_t ol, st_objstore_t *ob
     return rc;
 }
 
-static void *st__merge_prepare(void *arg, const char *o, size_t ol, uint64_t lo, uint64_t hi)
+static void *st__merge_prepare(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs,
+                               size_t n)
 {
     const st_tier_member_t *mb = st__tier_member(arg, o, ol);
     if (!mb || !mb->fold_prepare) return NULL;
-    void *p = mb->fold_prepare(mb->arg, o, ol, lo, hi);
+    void *p = mb->fold_prepare(mb->arg, o, ol, objs, n);
     return p ? st__box(mb, p) : NULL;
 }
 
-static bool st__merge_fold_pick(void *arg, const char *o, size_t ol, const st_tier_file_t *f,
+static bool st__merge_fold_pick(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs,
                                 size_t n, size_t *at)
 {
     const st_tier_member_t *mb = st__tier_member(arg, o, ol);
-    return mb && mb->fold_pick && mb->fold_pick(mb->arg, o, ol, f, n, at);
+    return mb && mb->fold_pick && mb->fold_pick(mb->arg, o, ol, objs, n, at);
 }
 
 static int st__merge_commit(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,

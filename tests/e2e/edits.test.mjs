@@ -275,6 +275,21 @@ describe('edits and deletes', () => {
     // a new conversation of the name goes on from the old seq
     const again = await post(s, 'eve', 'gone', 'new');
     assert.equal(again.seq, 9);
+    assert.equal((await conv(s, 'eve', 'gone')).total_messages, 1);
+    // a compaction rewrites the deleted conversation's rows away from the objects
+    const r2 = await s.req('POST', '/v1/admin/compact', { user: 'eve' });
+    assert.equal(r2.status, 202);
+    await waitFor('the rewrite', async () => {
+      const rs = await coldRows(s.dir, 'eve');
+      return rs && rs.length === 1 && rs[0].content === 'k';
+    }, 20000);
+    const st2 = await stats(s, 'eve');
+    assert.deepEqual([st2.total_messages, st2.conversations, st2.hot_messages, st2.cold_messages], [2, 2, 1, 1]);
+    assert.deepEqual((await readAll(s, 'eve', {})).map((m) => m.content), ['k', 'new']);
+    await s.req('POST', '/v1/admin/reconcile');
+    await new Promise((res) => setTimeout(res, 300));
+    assert.equal((await conv(s, 'eve', 'gone')).total_messages, 1);
+    assert.equal((await conv(s, 'eve', 'kept')).total_messages, 1);
   });
 });
 
