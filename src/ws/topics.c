@@ -612,11 +612,12 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
 /* An edit or delete (SPEC §2.2): subscribers that were shown the message (live, or replayed up
  * to their cursor) get its new state, in order with their other frames; a replay not there yet
  * reads the new state itself. An erased user's subscriptions end. */
-static void st__ws_message_changed(void *arg, const char *kind, const char *user, size_t ulen,
-                                   const char *conv, size_t clen, uint64_t msg_id, const char *json,
-                                   size_t len, uint64_t wait)
+void st__ws_message_changed(void *arg, const char *kind, const char *user, size_t ulen,
+                            const char *conv, size_t clen, uint64_t msg_id, const char *json,
+                            size_t len, uint64_t wait)
 {
     st_ws_t *ws = arg;
+    st__ws_note_change(ws, kind, user, ulen, conv, clen, msg_id, json, len);
     st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen);
     if (!ch) return;
     if (!json) { /* erased */
