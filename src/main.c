@@ -300,6 +300,7 @@ int main(int argc, char **argv)
     st_chat_set_max_history(chat, cfg.max_edit_history);
     st_chat_set_erase_within(chat, cfg.erase_within);
     st_tier_join(tier, st_chat_tier_member(chat, tier, &co));
+    st_tier_join(tier, st_chat_delta_tier_member(chat));
     st_tier_join(tier, st_counters_tier_member(store));
     st_app_t app = {.cfg = &cfg, .store = store, .seats = seats, .chat = chat, .tier = tier};
     if (*cfg.backup_url) {

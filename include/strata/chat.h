@@ -87,6 +87,11 @@ typedef struct {
  * objects from here on. Join it with st_tier_join(t, …); owned by chat, freed once the tier is
  * done with it. Only the chat's fields of o are read. */
 st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_cold_opts_t *o);
+/* The member that writes and merges chat's delta objects (SPEC §2.2: edits and deletes of cold
+ * messages, beside the Parquet objects); after st_chat_tier_member, joined the same way. */
+st_tier_member_t *st_chat_delta_tier_member(st_chat_t *c);
+/* A major compaction of the user's delta objects (POST /v1/admin/compact with a user). */
+void st_chat_compact_deltas(st_chat_t *c, const char *user, size_t ulen);
 
 /* ---- reconciliation (SPEC §6) ---- */
 /* Recounts a conversation's total_messages from its messages, hot and cold, and repairs the

@@ -128,6 +128,8 @@ int st__chat_delta_put(st_chat_t *c, const char *u, size_t ul, uint64_t id, cons
     st_buf_append(&b, json, len);
     int rc = st_store_put(c->store, k, st__idkey(k, 'E', u, ul, id), b.data, b.len, wait);
     st_buf_free(&b);
+    if (rc == ST_OK) /* to be written into a delta object (delta.c) */
+        rc = st_store_put(c->store, k, st__idkey(k, 'f', u, ul, id), "", 0, wait);
     return rc;
 }
 
@@ -556,8 +558,8 @@ static int st__conv_records_out(st_chat_t *c, const char *u, size_t ul, const ch
             uint64_t id;
             memcpy(&id, x.ids.data + i, 8);
             rc = st_store_del(c->store, k, st__idkey(k, pass ? 'E' : 'Y', u, ul, id), wait);
-            if (rc == ST_OK && pass) {
-                rc = st_store_del(c->store, k, st__idkey(k, 'e', u, ul, id), wait);
+            for (const char *m = pass ? "ef" : ""; *m && rc == ST_OK; m++) {
+                rc = st_store_del(c->store, k, st__idkey(k, *m, u, ul, id), wait);
                 if (rc == ST_ENOTFOUND) rc = ST_OK;
             }
         }

@@ -135,6 +135,49 @@ void st_chat_set_erase_within(st_chat_t *c, uint64_t seconds)
     c->erase_within_us = seconds * 1000000ull;
 }
 
+/* Up to max objects of owner o out of its manifest, their deletion recorded; then 'W'. */
+static int st__erase_objects(st_chat_t *c, const char *o, size_t ol, size_t max, bool *busy,
+                             uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    st_tier_manifest_t man;
+    int rc = st_tier_manifest(c->store, o, ol, false, &man, wait);
+    if (rc != ST_OK) return rc;
+    for (size_t i = 0; i < man.n && i < max && rc == ST_OK; i++) {
+        rc = st_tier_doom(c->store, o, ol, man.v[i].seq, man.v[i].key, wait);
+        if (rc == ST_OK)
+            rc = st_store_del(c->store, k, st_tier_mkey(k, 'F', o, ol, true, man.v[i].seq), wait);
+        *busy = true;
+    }
+    st_tier_manifest_free(&man);
+    const void *v;
+    size_t vl;
+    size_t kl = st_tier_mkey(k, 'W', o, ol, false, 0);
+    if (rc == ST_OK && st_store_get(c->store, k, kl, &v, &vl, wait) == ST_OK) {
+        rc = st_store_del(c->store, k, kl, wait);
+        *busy = true;
+    }
+    return rc;
+}
+
+/* Whether the tier still writes ('P') or deletes ('D') an object of owner o. */
+static bool st__tier_busy(st_chat_t *c, const char *o, size_t ol)
+{
+    static const char recs[] = {'P', 'D'};
+    uint8_t k[ST__KEY_CAP];
+    uint64_t wait = 0;
+    for (size_t i = 0; i < sizeof recs; i++) {
+        size_t kl = st_tier_mkey(k, recs[i], o, ol, false, 0);
+        k[kl++] = 0;
+        st_keys_t probe = {{0}, 1};
+        st_store_scan(c->store, k, kl, st__key_one, &probe, &wait);
+        bool any = probe.keys.len > 0;
+        st_buf_free(&probe.keys);
+        if (any) return true;
+    }
+    return false;
+}
+
 bool st_chat_erase_step(st_chat_t *c, size_t max)
 {
     st_pending_t p = {0};
@@ -157,7 +200,7 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
     uint8_t k[ST__KEY_CAP];
     st_keys_t x = {{0}, max};
     /* the hot rows and every chat key of the user */
-    static const char prefixed[] = {'M', 'N', 'E', 'e', 'q', 'Y', 'C', 'U', 'Q'};
+    static const char prefixed[] = {'M', 'N', 'E', 'e', 'f', 'q', 'Y', 'C', 'U', 'Q'};
     for (size_t i = 0; i < sizeof prefixed && x.left; i++)
         st_store_scan(c->store, k, st__chat_ukey(k, prefixed[i], u, ul), st__key_one, &x, &wait);
     static const char exact[] = {'T', 'X'};
@@ -177,27 +220,12 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
     }
     bool busy = x.keys.len > 0;
     st_buf_free(&x.keys);
-    /* its objects: out of the manifest, their deletion recorded (the reaper deletes them) */
-    st_tier_manifest_t man;
-    if (rc == ST_OK && st_tier_manifest(c->store, u, ul, false, &man, &wait) == ST_OK) {
-        for (size_t i = 0; i < man.n && i < max && rc == ST_OK; i++) {
-            rc = st_tier_doom(c->store, u, ul, man.v[i].seq, man.v[i].key, &wait);
-            if (rc == ST_OK)
-                rc = st_store_del(c->store, k, st_tier_mkey(k, 'F', u, ul, true, man.v[i].seq),
-                                  &wait);
-            busy = true;
-        }
-        st_tier_manifest_free(&man);
-    }
-    if (rc == ST_OK) {
-        const void *v;
-        size_t vl;
-        size_t kl = st_tier_mkey(k, 'W', u, ul, false, 0);
-        if (st_store_get(c->store, k, kl, &v, &vl, &wait) == ST_OK) {
-            rc = st_store_del(c->store, k, kl, &wait);
-            busy = true;
-        }
-    }
+    /* its objects, message and delta ones (two manifest owners): out of the manifest, their
+     * deletion recorded (the reaper deletes them) */
+    char owners[2][ST_TIER_OWNER_MAX];
+    size_t ols[2] = {st_tier_owner(owners[0], 0, u, ul), st__chat_delta_owner(owners[1], u, ul)};
+    for (int w = 0; w < 2 && rc == ST_OK; w++)
+        rc = st__erase_objects(c, owners[w], ols[w], max, &busy, &wait);
     if (rc != ST_OK) {
         st_warn("erasure %llu: a slice failed (%s); retried", (unsigned long long)p.id,
                 st_err_code(rc));
@@ -206,17 +234,8 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
     if (busy) return true;
     /* nothing of the user left but what the tier still does: objects being written ('P') or
      * waiting for the reaper ('D') */
-    static const char tier[] = {'P', 'D'};
-    for (size_t i = 0; i < sizeof tier; i++) {
-        bool any = false;
-        size_t kl = st_tier_mkey(k, tier[i], u, ul, false, 0);
-        k[kl++] = 0;
-        st_keys_t probe = {{0}, 1};
-        st_store_scan(c->store, k, kl, st__key_one, &probe, &wait);
-        any = probe.keys.len > 0;
-        st_buf_free(&probe.keys);
-        if (any) return true;
-    }
+    for (int w = 0; w < 2; w++)
+        if (st__tier_busy(c, owners[w], ols[w])) return true;
     st__erase_rooms(c, u, ul);
     p.t[1] = st_now_us();
     st_buf_t rec = {0};

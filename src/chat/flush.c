@@ -289,6 +289,15 @@ bool st__chat_flush_due(st_chat_t *c, const char *u, size_t ul, int64_t hot)
     return ts <= st_now_us() - (int64_t)cc->flush_max_age_us;
 }
 
+/* A flush of edited messages made deltas: their delta object follows (delta.c). */
+static void st__flushed(void *arg, const char *u, size_t ul)
+{
+    st_chatcold_t *cc = arg;
+    if (!st__chat_has_prefix(cc->chat, 'f', u, ul)) return;
+    char o[ST_TIER_OWNER_MAX];
+    st_tier_enqueue(cc->tier, o, st__chat_delta_owner(o, u, ul));
+}
+
 /* ---- chat as a member of the tier ---- */
 
 /* The tier stops: chat's reads answer without it from now on. */
@@ -313,6 +322,7 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
                                 .encode = st__encode,
                                 .commit = st__flush_commit,
                                 .release = st__flush_release,
+                                .flushed = st__flushed,
                                 .arg = cc};
     cc->m_hybrid_hot = st_metrics_counter("strata_hybrid_reads_total",
                                           "Conversation hybrid fields served", "source=\"hot\"");
@@ -339,4 +349,16 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
                                     .arg = cc};
     c->cold = cc;
     return &cc->member;
+}
+
+st_tier_member_t *st_chat_delta_tier_member(st_chat_t *c)
+{
+    return c->cold ? st__chat_delta_member(c->cold) : NULL;
+}
+
+void st_chat_compact_deltas(st_chat_t *c, const char *u, size_t ul)
+{
+    if (!c->cold) return;
+    char o[ST_TIER_OWNER_MAX];
+    st_tier_compact(c->cold->tier, o, st__chat_delta_owner(o, u, ul), ST_TIER_COMPACT_MAJOR);
 }

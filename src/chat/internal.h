@@ -13,6 +13,7 @@
  *   'E' u 0 id        delta of a cold message (edit.c): u16 conv length | conv | its JSON now
  *   'e' u 0 id        a cold change not folded into its object yet (compact.c): i64 its time
  *   'q' u 0 seq       an object holding a deleted conversation's rows (compact.c): i64 time
+ *   'f' u 0 id        a delta not in a delta object yet (delta.c)
  *   'Y' u 0 id        a tombstone (hot or cold): the conversation id (recounts subtract them)
  *   'X' u             i64: the user's cold rows that are no live message (tombstones, masked)
  *   'Q' u 0 c         a deleted conversation: u64 its last msg_id | i64 its last seq (cold rows
@@ -184,6 +185,21 @@ int st__chat_fold_objects(st_chat_t *c, const char *u, size_t ul, uint64_t lo, u
                           uint64_t *wait);
 /* Which neighbours to merge next: the tier's plan (kept under chat's name for its tests). */
 #define st__chat_compact_plan st_tier_compact_plan
+
+/* delta.c: delta objects, a kind of the tier of their own (tag 'e'). */
+typedef struct {
+    st_tier_member_t member;
+    st_tier_kind_t kind;
+    st_tier_merge_t merge;
+} st_chatdelta_t;
+/* The manifest owner of a user's delta objects into o (ST_TIER_OWNER_MAX bytes). */
+size_t st__chat_delta_owner(char *o, const char *u, size_t ul);
+/* The member (owned by the tier until closed); cc borrowed, it must outlive it. */
+st_tier_member_t *st__chat_delta_member(st_chatcold_t *cc);
+/* Each row of a delta object's bytes as the message JSON a delta record holds. */
+typedef void (*st_chat_delta_fn)(void *arg, uint64_t id, const char *conv, size_t cl, bool deleted,
+                                 const char *json, size_t len);
+int st__chat_delta_decode(const void *data, size_t size, st_chat_delta_fn fn, void *arg);
 
 /* Chat's cold state: chat as a member of the tier (strata/tier.h), and what of the cold tier is
  * chat's own. Made by st_chat_tier_member (flush.c); freed when the tier is done with it. */

@@ -37,6 +37,11 @@ static void st__act_user(void *arg, const void *key, size_t klen)
     st_totals_t tot;
     st_coldstat_t cs;
     st_tier_retain(cc->tier, name, nl);
+    /* deltas not in a delta object yet are written into one (delta.c) */
+    if (st__chat_has_prefix(c, 'f', name, nl)) {
+        char o[ST_TIER_OWNER_MAX];
+        st_tier_enqueue(cc->tier, o, st__chat_delta_owner(o, name, nl));
+    }
     /* cold changes are folded into their objects within --delta-max-age (SPEC §2.2) */
     int64_t oldest = st__chat_oldest_fold(c, name, nl);
     if (oldest && oldest <= st_now_us() - (int64_t)cc->delta_max_age_us)

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
+import { duckQuery, duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
 import { restore, shipped } from './backup-lib.mjs';
 import { sleep, startStrata, tempDir, wsConnect } from './lib.mjs';
 
@@ -40,8 +40,10 @@ async function readAll(s, u, q) {
 
 // The rows of a user's objects; null while the reaper deletes one between listing and reading.
 async function coldRows(dir, u) {
-  try { return await duckRows(parquetFiles(path.join(dir, 'cold', u))); } catch { return null; }
+  try { return await duckRows(batchFiles(dir, u)); } catch { return null; }
 }
+const batchFiles = (dir, u) => parquetFiles(path.join(dir, 'cold', u)).filter((f) => path.basename(f).startsWith('batch-'));
+const deltaFiles = (dir, u) => parquetFiles(path.join(dir, 'cold', u)).filter((f) => path.basename(f).startsWith('delta-'));
 
 const stats = async (s, u) => (await s.req('GET', `/v1/users/${u}/stats`)).json;
 const conv = async (s, u, c) => (await s.req('GET', `/v1/users/${u}/conversations/${c}`)).json;
@@ -190,8 +192,29 @@ describe('edits and deletes', () => {
     assert.deepEqual(e2.edit_history.map((h) => h.content), ['to delete then flush']);
     assert.ok(after2.find((m) => m.msg_id === h3.msg_id).deleted_at > 0);
     // Parquet holds no deleted content of a hot tombstone
-    const rows = await duckRows(parquetFiles(path.join(s.dir, 'cold', 'cal')));
+    const rows = await duckRows(batchFiles(s.dir, 'cal'));
     assert.equal(rows.find((x) => x.msg_id === h3.msg_id).content, '');
+    // delta objects beside the Parquet objects hold the changes with their edit fields
+    const deltas = await waitFor('delta objects', async () => {
+      try {
+        const fs = deltaFiles(s.dir, 'cal');
+        if (!fs.length) return null;
+        const rs = await duckQuery(`SELECT msg_id::VARCHAR AS msg_id, content, epoch_us(edited_at) AS e, epoch_us(deleted_at) AS d, edit_history::VARCHAR AS h
+          FROM read_parquet([${fs.map((f) => `'${f}'`).join(',')}])`);
+        return rs.length >= 13 ? rs : null;
+      } catch { return null; }
+    }, 20000);
+    const d4 = deltas.find((x) => x.msg_id === ids[4]);
+    assert.equal(d4.content, 'edited cold');
+    assert.ok(Number(d4.e) > 0);
+    assert.equal(JSON.parse(d4.h)[0].content, 'm4');
+    for (const id of dead) {
+      const x = deltas.find((y) => y.msg_id === id);
+      assert.ok(x, `a delta row for ${id}`);
+      assert.equal(x.content, null);
+      assert.ok(Number(x.d) > 0);
+    }
+    assert.equal(deltas.find((x) => x.msg_id === h2.msg_id).content, 'edited then flushed');
     // a compaction folds the cold changes into the objects: DuckDB sees the corrected rows, and
     // every read still answers the same
     const before = await readAll(s, 'cal', {});
@@ -205,6 +228,13 @@ describe('edits and deletes', () => {
         && [...dead].every((id) => byId.get(id).content === '' && byId.get(id).metadata === null);
     }, 20000);
     assert.deepEqual(await readAll(s, 'cal', {}), before);
+    // the user's delta objects were merged into one, the newest state of each message
+    await waitFor('one delta object', async () => deltaFiles(s.dir, 'cal').length === 1, 20000);
+    const merged = await waitFor('its rows', async () => {
+      try { return await duckQuery(`SELECT msg_id::VARCHAR AS msg_id, content FROM read_parquet('${deltaFiles(s.dir, 'cal')[0]}')`); } catch { return null; }
+    });
+    assert.equal(merged.length, new Set(merged.map((x) => x.msg_id)).size, 'one row per message');
+    assert.equal(merged.find((x) => x.msg_id === ids[4]).content, 'edited cold');
     st = await stats(s, 'cal');
     assert.deepEqual([st.total_messages, st.hot_messages, st.cold_messages], [21, 0, 21]);
   });
@@ -318,6 +348,10 @@ describe('durability and erasure', () => {
     const dir = s.dir;
     for (let i = 0; i < 40; i++) await post(s, 'gus', `c${i % 3}`, `secret-${i}`);
     await flushAll(s, 'gus');
+    const first = (await readAll(s, 'gus', { limit: 1 }))[0];
+    assert.equal((await s.req('PATCH', `/v1/users/gus/messages/${first.msg_id}`, { content: 'edited secret' })).status, 200);
+    await s.req('POST', '/v1/admin/flush');
+    await waitFor('a delta object', async () => deltaFiles(dir, 'gus').length > 0);
     for (let i = 0; i < 5; i++) await post(s, 'gus', 'c0', `hot-secret-${i}`);
     await post(s, 'hal', 'c', 'bystander');
     assert.ok(parquetFiles(path.join(dir, 'cold', 'gus')).length > 0);
