@@ -9,7 +9,7 @@ import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { duckQuery, duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
-import { restore, shipped } from './backup-lib.mjs';
+import { restore, runAsync, shipped } from './backup-lib.mjs';
 import { sleep, startStrata, tempDir, wsConnect } from './lib.mjs';
 
 async function post(s, u, conv, content, metadata) {
@@ -426,6 +426,48 @@ describe('durability and erasure', () => {
         assert.deepEqual((await readAll(m, 'lou', {})).map((x) => x.content), ['lou 0']);
       } finally {
         await m.stop();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('rebuild-meta over a lost data dir takes the edits and deletes back from the delta objects', async () => {
+    const dir = tempDir('edit-rb');
+    const args = ['--cold-url', `file://${dir}/cold`, '--flush-interval', '3600'];
+    const s = await startStrata({ dataDir: path.join(dir, 'data'), args });
+    let ms;
+    try {
+      ms = [];
+      for (let i = 0; i < 5; i++) ms.push(await post(s, 'ray', 'c', `r${i}`));
+      await flushAll(s, 'ray');
+      assert.equal((await s.req('PATCH', `/v1/users/ray/messages/${ms[1].msg_id}`, { content: 'R1' })).status, 200);
+      assert.equal((await s.req('DELETE', `/v1/users/ray/messages/${ms[3].msg_id}`)).status, 200);
+      await s.req('POST', '/v1/admin/flush');
+      await waitFor('a delta object', async () => {
+        const fs = parquetFiles(path.join(dir, 'cold', 'ray')).filter((f) => path.basename(f).startsWith('delta-'));
+        if (!fs.length) return false;
+        try { return (await duckQuery(`SELECT count(*)::INT AS n FROM read_parquet('${fs[0]}')`))[0].n === 2; } catch { return false; }
+      });
+    } finally {
+      await s.kill9();
+      rmSync(path.join(dir, 'data'), { recursive: true, force: true });
+    }
+    try {
+      const r = await runAsync(['rebuild-meta', '--data-dir', path.join(dir, 'data'), ...args, '--accept-loss']);
+      assert.equal(r.code, 0, r.err);
+      assert.match(r.err, /2 edited or deleted cold message\(s\) from delta objects/);
+      const n = await startStrata({ dataDir: path.join(dir, 'data'), args });
+      try {
+        const all = await readAll(n, 'ray', {});
+        assert.deepEqual(all.map((m) => m.content), ['r0', 'R1', 'r2', null, 'r4']);
+        assert.deepEqual(all[1].edit_history.map((h) => h.content), ['r1']);
+        assert.ok(all[3].deleted_at > 0);
+        assert.equal((await conv(n, 'ray', 'c')).total_messages, 4);
+        const st = await stats(n, 'ray');
+        assert.deepEqual([st.total_messages, st.hot_messages, st.cold_messages], [4, 0, 4]);
+      } finally {
+        await n.stop();
       }
     } finally {
       rmSync(dir, { recursive: true, force: true });
