@@ -473,4 +473,29 @@ describe('durability and erasure', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  test('retention of an object holding tombstones keeps the counts exact', async () => {
+    const s = await startStrata({ args: ['--retention-seconds', '3', '--flush-interval', '3600'] });
+    try {
+      const old = [];
+      for (let i = 0; i < 4; i++) old.push(await post(s, 'tom', 'c', `old ${i}`));
+      await flushAll(s, 'tom');
+      assert.equal((await s.req('DELETE', `/v1/users/tom/messages/${old[1].msg_id}`)).status, 200);
+      assert.equal((await conv(s, 'tom', 'c')).total_messages, 3);
+      await new Promise((res) => setTimeout(res, 3200));
+      for (let i = 0; i < 2; i++) await post(s, 'tom', 'c', `new ${i}`);
+      await flushAll(s, 'tom'); // the first object expires whole
+      await waitFor('retention', async () => (await stats(s, 'tom')).cold_messages === 2);
+      const st = await stats(s, 'tom');
+      assert.deepEqual([st.total_messages, st.hot_messages, st.cold_messages], [2, 0, 2]);
+      assert.equal((await conv(s, 'tom', 'c')).total_messages, 2);
+      await s.req('POST', '/v1/admin/reconcile');
+      await new Promise((res) => setTimeout(res, 300));
+      assert.equal((await conv(s, 'tom', 'c')).total_messages, 2);
+      assert.deepEqual((await readAll(s, 'tom', {})).map((m) => m.content), ['new 0', 'new 1']);
+    } finally {
+      await s.stop();
+      s.cleanup();
+    }
+  });
 });
