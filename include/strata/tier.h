@@ -346,10 +346,11 @@ typedef struct st_tier_member {
      * stage its rows out of the kind's counts (NULL: the kind keeps none). */
     int (*expired)(void *arg, const char *o, size_t ol, const st_pq_meta_t *m, uint64_t *wait);
     /* Optional, merge-on-read kinds (chat's edits, SPEC §2.2). On the loop as a merge of the
-     * owner's objects objs[0..n) begins: the kind's note of the changes to fold into their rows
-     * (owned; its merge finds it in *dropped on entry, and what it leaves in *dropped goes to
-     * commit and release as always). */
-    void *(*fold_prepare)(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs, size_t n);
+     * owner's objects objs[0..n) begins (rows older than cutoff, µs, are left out): the kind's note
+     * of the changes to fold into their rows (owned; its merge finds it in *dropped on entry, and
+     * what it leaves in *dropped goes to commit and release as always). */
+    void *(*fold_prepare)(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs, size_t n,
+                          int64_t cutoff);
     /* For ST_TIER_COMPACT_FOLD: which object of objs[0..n) (manifest order) to rewrite alone so
      * that changes are folded in; false when none needs it. On the loop. */
     bool (*fold_pick)(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs, size_t n,

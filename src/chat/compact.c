@@ -43,7 +43,16 @@ typedef struct {
 } st_fold_mask_t;
 
 typedef struct {
+    uint64_t id;
+    char conv[ST_NAME_MAX + 1];
+    size_t cl;
+} st_fold_dead_t;
+
+typedef struct {
     ST_VEC(st_fold_row_t) rows;   /* by id */
+    ST_VEC(st_fold_dead_t) dead;  /* tombstones among the rows, by id */
+    ST_VEC(size_t) dead_dropped;  /* of those, left out by retention (worker) */
+    int64_t cutoff;               /* rows older are left out by retention */
     ST_VEC(st_fold_mask_t) masks; /* the user's deleted conversations */
     ST_VEC(uint64_t) seqs;        /* the objects rewritten (their 'q' markers go) */
     int64_t at;                   /* when this was prepared */
@@ -124,13 +133,24 @@ int st__chat_fold_objects(st_chat_t *c, const char *u, size_t ul, uint64_t lo, u
     return rc;
 }
 
+static int st__dead_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_fold_t *f = arg;
+    if (klen < 8 || vlen > ST_NAME_MAX) return 0;
+    st_fold_dead_t d = {.id = st_be64_get((const uint8_t *)key + klen - 8), .cl = vlen};
+    memcpy(d.conv, val, vlen);
+    st_vec_push(&f->dead, d);
+    return 0;
+}
+
 void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, const st_tier_obj_t *objs,
-                            size_t n)
+                            size_t n, int64_t cutoff)
 {
     st_chatcold_t *cc = arg;
     st_chat_t *c = cc->chat;
     st_fold_t *f = st_calloc(1, sizeof *f);
     f->at = st_now_us();
+    f->cutoff = cutoff;
     uint64_t lo = UINT64_MAX, hi = 0, w = 0;
     for (size_t i = 0; i < n; i++) {
         if (objs[i].file.min_id < lo) lo = objs[i].file.min_id;
@@ -144,6 +164,14 @@ void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, const st_tier_o
     memcpy(b, pre, pl);
     st_be64_put(b + pl, hi == UINT64_MAX ? hi : hi + 1);
     if (n) st_store_range(c->store, pre, pl, a, pl + 8, b, pl + 8, false, st__fold_one, f, &w);
+    if (n && cutoff) { /* tombstones retention may leave out: no messages to count out */
+        pl = st__chat_ukey(pre, 'Y', u, ul);
+        memcpy(a, pre, pl);
+        st_be64_put(a + pl, lo);
+        memcpy(b, pre, pl);
+        st_be64_put(b + pl, hi == UINT64_MAX ? hi : hi + 1);
+        st_store_range(c->store, pre, pl, a, pl + 8, b, pl + 8, false, st__dead_one, f, &w);
+    }
     size_t kept = 0;
     for (size_t i = 0; i < f->rows.n; i++)
         if (st__fold_state(c, u, ul, &f->rows.v[i])) f->rows.v[kept++] = f->rows.v[i];
@@ -181,6 +209,18 @@ static bool st__fix(void *arg, st_msgrow_t *r)
             return false;
         }
     }
+    if (f->cutoff && r->timestamp < f->cutoff && f->dead.n) { /* retention leaves it out */
+        size_t a = 0, b = f->dead.n;
+        while (a < b) {
+            size_t mid = (a + b) / 2;
+            if (f->dead.v[mid].id < r->msg_id)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        if (a < f->dead.n && f->dead.v[a].id == r->msg_id) st_vec_push(&f->dead_dropped, a);
+        return true;
+    }
     size_t lo = 0, hi = f->rows.n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -209,6 +249,8 @@ static void st__fold_free(void *arg, void *dropped)
     st_vec_free(&f->rows);
     st_vec_free(&f->masks);
     st_vec_free(&f->seqs);
+    st_vec_free(&f->dead);
+    st_vec_free(&f->dead_dropped);
     if (f->inner) st_tier_dropped_free(arg, f->inner);
     free(f);
 }
@@ -266,7 +308,8 @@ static int st__merge(void *arg, const char *u, size_t ul, st_objstore_t *obj,
     *dropped = f;
     st_fixarg_t x = {f, ul};
     return st_tier_parquet_merge_fix(cc->zstd_level, obj, objs, nold, cutoff, key, out, &f->inner,
-                                     ndropped, f->rows.n || f->masks.n ? st__fix : NULL, &x);
+                                     ndropped,
+                                     f->rows.n || f->masks.n || f->dead.n ? st__fix : NULL, &x);
 }
 
 /* ---- loop side: in the swap batch ---- */
@@ -307,9 +350,14 @@ static int st__commit(void *arg, const char *u, size_t ul, void *dropped, int64_
     while (rc == ST_OK && st_tier_dropped_next(dropped, &p, &conv, &l, &cnt)) {
         st_conv_t cv;
         bool cold;
+        int64_t dead = 0; /* tombstones among them: no messages, counted as gone */
+        for (size_t i = 0; f && i < f->dead_dropped.n; i++) {
+            const st_fold_dead_t *d = &f->dead.v[f->dead_dropped.v[i]];
+            dead += d->cl == l && memcmp(d->conv, conv, l) == 0;
+        }
         rc = st__chat_conv_load(c, u, ul, conv, l, &cv, &cold, wait);
         if (rc == ST_OK) {
-            cv.base_total -= cnt;
+            cv.base_total -= cnt - dead;
             rc = st_store_put(c->store, k, st__chat_ckey(k, u, ul, conv, l), &cv, sizeof cv, wait);
         } else if (rc == ST_ENOTFOUND || rc == ST_EPARKED) {
             /* evicted, its footers not in memory: it stays evicted, and its count comes from
@@ -317,6 +365,18 @@ static int st__commit(void *arg, const char *u, size_t ul, void *dropped, int64_
             rc = ST_OK;
         }
     }
+    /* the tombstones left out: their records go, and they are no longer cold rows */
+    for (size_t i = 0; f && i < f->dead_dropped.n && rc == ST_OK; i++) {
+        uint64_t id = f->dead.v[f->dead_dropped.v[i]].id;
+        for (const char *ks = "YEef"; *ks && rc == ST_OK; ks++) {
+            size_t kn = st__chat_ukey(k, *ks, u, ul);
+            st_be64_put(k + kn, id);
+            rc = st_store_del(c->store, k, kn + 8, wait);
+            if (rc == ST_ENOTFOUND) rc = ST_OK;
+        }
+    }
+    if (rc == ST_OK && f && f->dead_dropped.n)
+        rc = st__chat_gone_add(c, u, ul, -(int64_t)f->dead_dropped.n, wait);
     if (rc == ST_OK) rc = st__chat_refresh_totals(c, u, ul, wait);
     return rc;
 }

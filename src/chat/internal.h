@@ -176,7 +176,7 @@ void st__chat_sources(st_chatcold_t *cc);
 void st__chat_merge_side(st_chatcold_t *cc);
 /* compact.c: the fold hooks of chat's member (strata/tier.h: fold_prepare, fold_pick). */
 void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, const st_tier_obj_t *objs,
-                            size_t n);
+                            size_t n, int64_t cutoff);
 bool st__chat_fold_pick(void *arg, const char *u, size_t ul, const st_tier_obj_t *objs, size_t n,
                         size_t *at);
 /* Marks the user's objects holding ids lo..hi ('q') to be rewritten (a deleted conversation's

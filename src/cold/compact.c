@@ -248,7 +248,7 @@ static st_cjob_t *st__begin(st_tier_compact_t *c, st_cowner_t *o)
     st_cjob_t *j = st__job(c, o, &m, from, to);
     st_tier_manifest_free(&m);
     if (c->o.prepare) /* the kind's changes to fold in: merge finds them in dropped */
-        j->dropped = c->o.prepare(c->o.hook_arg, o->owner, o->olen, j->old.v, j->old.n);
+        j->dropped = c->o.prepare(c->o.hook_arg, o->owner, o->olen, j->old.v, j->old.n, j->cutoff);
     j->pseq = st.next_seq ? st.next_seq : 1;
     uint64_t writer = 0;
     if (st_tier_writer(c->store, &writer, &wait) != ST_OK ||

@@ -57,7 +57,8 @@ typedef struct {
     uint64_t max_bytes;    /* no merge writes a larger object (0: 256 MiB) */
     uint64_t retention_us; /* rows older are left out of a merged object (0: keep) */
     /* the members' fold hooks (st_tier_member_t.fold_prepare, fold_pick), through the tier */
-    void *(*prepare)(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs, size_t n);
+    void *(*prepare)(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs, size_t n,
+                     int64_t cutoff);
     bool (*fold_pick)(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs, size_t n,
                       size_t *at);
     void *hook_arg;

@@ -206,11 +206,11 @@ static int st__tier_merge(void *arg, const char *o, size_t ol, st_objstore_t *ob
 }
 
 static void *st__merge_prepare(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs,
-                               size_t n)
+                               size_t n, int64_t cutoff)
 {
     const st_tier_member_t *mb = st__tier_member(arg, o, ol);
     if (!mb || !mb->fold_prepare) return NULL;
-    void *p = mb->fold_prepare(mb->arg, o, ol, objs, n);
+    void *p = mb->fold_prepare(mb->arg, o, ol, objs, n, cutoff);
     return p ? st__box(mb, p) : NULL;
 }
 

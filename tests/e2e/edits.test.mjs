@@ -498,4 +498,33 @@ describe('durability and erasure', () => {
       s.cleanup();
     }
   });
+
+  test('retention inside an object (a compaction leaves expired rows out) counts tombstones out', async () => {
+    const s = await startStrata({ args: ['--retention-seconds', '3', '--flush-interval', '3600'] });
+    try {
+      const old = [];
+      for (let i = 0; i < 3; i++) old.push(await post(s, 'uma', 'c', `old ${i}`));
+      await new Promise((res) => setTimeout(res, 1500));
+      for (let i = 0; i < 2; i++) await post(s, 'uma', 'c', `new ${i}`);
+      await flushAll(s, 'uma'); // one object, old and new rows
+      assert.equal((await s.req('DELETE', `/v1/users/uma/messages/${old[0].msg_id}`)).status, 200);
+      assert.equal((await conv(s, 'uma', 'c')).total_messages, 4);
+      await new Promise((res) => setTimeout(res, 2000)); // the old rows expire, the new ones not
+      await s.req('POST', '/v1/admin/flush'); // retention: the object mixing both is rewritten
+      await waitFor('retention', async () => {
+        const rs = await coldRows(s.dir, 'uma');
+        return rs && rs.length === 2;
+      }, 20000);
+      await waitFor('the counts', async () => (await stats(s, 'uma')).cold_messages === 2);
+      const st = await stats(s, 'uma');
+      assert.deepEqual([st.total_messages, st.hot_messages, st.cold_messages], [2, 0, 2]);
+      assert.equal((await conv(s, 'uma', 'c')).total_messages, 2);
+      await s.req('POST', '/v1/admin/reconcile');
+      await new Promise((res) => setTimeout(res, 300));
+      assert.equal((await conv(s, 'uma', 'c')).total_messages, 2);
+    } finally {
+      await s.stop();
+      s.cleanup();
+    }
+  });
 });
