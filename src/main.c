@@ -33,6 +33,8 @@
 typedef struct {
     uv_loop_t *loop;
     st_server_t *srv;
+    uv_timer_t erase; /* erasures' slices (SPEC §2.2) */
+    st_app_t *app;
     uv_signal_t sigterm, sigint;
     uv_timer_t deadline;
     st_looplag_t *lag;
@@ -63,6 +65,18 @@ static void st__on_signal(uv_signal_t *h, int signum)
     st_info("received %s: finishing in-flight requests", signum == SIGTERM ? "SIGTERM" : "SIGINT");
     uv_timer_start(&m->deadline, st__on_deadline, 30000, 0);
     st_server_shutdown(m->srv, st__on_stopped, m);
+}
+
+/* Pending erasures go on in slices of a few hundred keys each, a few slices a tick, while the
+ * loop is otherwise quiet; only the member that serves writes stages them. */
+static void st__on_erase(uv_timer_t *t)
+{
+    st_main_t *m = t->data;
+    st_app_t *app = m->app;
+    if (app->repl && !st_repl_serving(app->repl)) return;
+    if (st_store_writable(app->store) != ST_OK) return;
+    for (int i = 0; i < 4 && st_chat_erase_step(app->chat, 256); i++) {
+    }
 }
 
 static void st__close_walk(uv_handle_t *h, void *arg)
@@ -283,8 +297,12 @@ int main(int argc, char **argv)
     st_chat_cold_opts_t co = {.zstd_level = 3,
                               .hot_ttl_s = cfg.hot_ttl,
                               .flush_min_rows = cfg.flush_min_rows,
-                              .flush_max_age_s = cfg.flush_max_age};
+                              .flush_max_age_s = cfg.flush_max_age,
+                              .delta_max_age_s = cfg.delta_max_age};
+    st_chat_set_max_history(chat, cfg.max_edit_history);
+    st_chat_set_erase_within(chat, cfg.erase_within);
     st_tier_join(tier, st_chat_tier_member(chat, tier, &co));
+    st_tier_join(tier, st_chat_delta_tier_member(chat));
     st_tier_join(tier, st_counters_tier_member(store));
     st_tier_join(tier, st_chat_room_tier_member(chat)); /* rooms' messages are chat's (§2.1) */
     st_tier_join(tier, st_seats_tier_member(seats, tier, cfg.booking_hot_seconds));
@@ -329,6 +347,10 @@ int main(int argc, char **argv)
     uv_timer_init(m.loop, &m.deadline);
     m.deadline.data = &m;
     st_looplag_open(&m.lag, m.loop);
+    m.app = &app;
+    uv_timer_init(m.loop, &m.erase);
+    m.erase.data = &m;
+    uv_timer_start(&m.erase, st__on_erase, 100, 100);
 
     uv_run(m.loop, UV_RUN_DEFAULT);
 
@@ -337,6 +359,7 @@ int main(int argc, char **argv)
     uv_close((uv_handle_t *)&m.sigterm, NULL);
     uv_close((uv_handle_t *)&m.sigint, NULL);
     uv_close((uv_handle_t *)&m.deadline, NULL);
+    uv_close((uv_handle_t *)&m.erase, NULL);
     st_looplag_close(m.lag);
     st_coldshare_close(share);
     if (app.repl) st_repl_close(app.repl, NULL, NULL); /* pending proposals fail: 503 */

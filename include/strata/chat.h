@@ -46,7 +46,8 @@ typedef struct {
     size_t conv_len;
     uint64_t after, before; /* exclusive bounds; 0 = none */
     size_t limit;
-    bool desc; /* st_chat_each: newest first; st_chat_messages: the page's order */
+    bool desc;         /* st_chat_each: newest first; st_chat_messages: the page's order */
+    bool hide_deleted; /* st_chat_messages: tombstones left out (include_deleted=false) */
 } st_message_query_t;
 
 int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id);
@@ -102,6 +103,7 @@ typedef struct {
     uint64_t hot_ttl_s;       /* evict conversations idle this long, all cold */
     uint64_t flush_min_rows;  /* at the interval, flush users with this many hot rows */
     uint64_t flush_max_age_s; /* ... or whose oldest hot row is this old (0 = any age) */
+    uint64_t delta_max_age_s; /* cold edits are folded into their objects within (0: 3600) */
 } st_chat_cold_opts_t;
 
 /* Chat as a member of the tier t (borrowed, it must outlive chat's reads): reads merge cold
@@ -112,6 +114,11 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
  * rooms' virtual users (the tier hands every owner to the member of its tag). Call after
  * st_chat_tier_member; join it too. NULL if chat has not joined a tier. */
 st_tier_member_t *st_chat_room_tier_member(st_chat_t *c);
+/* The member that writes and merges chat's delta objects (SPEC §2.2: edits and deletes of cold
+ * messages, beside the Parquet objects); after st_chat_tier_member, joined the same way. */
+st_tier_member_t *st_chat_delta_tier_member(st_chat_t *c);
+/* A major compaction of the user's delta objects (POST /v1/admin/compact with a user). */
+void st_chat_compact_deltas(st_chat_t *c, const char *user, size_t ulen);
 
 /* ---- reconciliation (SPEC §6) ---- */
 /* Recounts a conversation's total_messages from its messages, hot and cold, and repairs the
@@ -151,5 +158,52 @@ void st_chat_unobserve(st_chat_t *c, const void *arg);
  * ST_ENOTFOUND when it is not in the hot store. */
 int st_chat_message_json(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
                          const char **json, size_t *len);
+
+/* ---- edits, deletes and erasure (SPEC §2.2) ---- */
+typedef struct {
+    const char *content; /* NULL: unchanged */
+    size_t content_len;
+    const char *metadata; /* raw JSON (an object, or "null"); NULL: unchanged */
+    size_t metadata_len;
+} st_message_edit_t;
+
+/* The newest earlier versions an edit keeps (--max-edit-history; 0: 20). */
+void st_chat_set_max_history(st_chat_t *c, size_t n);
+/* Edits a message of the user (hot or cold): appends the message as it is now. ST_ENOTFOUND,
+ * ST_ECONFLICT (a tombstone), ST_EPARKED (cold data not in memory: nothing staged, run again). */
+int st_chat_edit(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
+                 const st_message_edit_t *e, st_buf_t *out, uint64_t *wait);
+/* Deletes a message (a tombstone; again: the same tombstone): appends it. As st_chat_edit. */
+int st_chat_delete(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id, st_buf_t *out,
+                   uint64_t *wait);
+/* Deletes a conversation: its hot rows go, its cold rows are masked; *n: its live messages. */
+int st_chat_delete_conversation(st_chat_t *c, const char *user, size_t ulen, const char *conv,
+                                size_t clen, int64_t *n, uint64_t *wait);
+/* Erases a user (durable marker + erasure record; the rows go in st_chat_erase_step slices).
+ * *id: the erasure (the pending one's when the user is being erased already). */
+int st_chat_erase(st_chat_t *c, const char *user, size_t ulen, uint64_t *id, uint64_t *wait);
+/* Appends {"erasure_id","user","status","requested_at","done_at"}; ST_ENOTFOUND. */
+int st_chat_erasure_json(st_chat_t *c, uint64_t id, st_buf_t *out, uint64_t *wait);
+/* An erasure pending longer than this is late (--erase-within; 0: 3600 s): logged, counted in
+ * strata_erasures_late_total. */
+void st_chat_set_erase_within(st_chat_t *c, uint64_t seconds);
+/* One bounded slice of pending erasures (at most max keys deleted); returns whether work
+ * remains. Stages its writes. */
+bool st_chat_erase_step(st_chat_t *c, size_t max);
+/* Restores (SPEC §9): every erasure record of the store into out (opaque), and those of in
+ * the store does not hold staged as pending erasures (their users' data, as restored, is erased
+ * once the server runs). *n: how many were added. */
+int st_chat_erasures_export(st_chat_t *c, st_buf_t *out);
+int st_chat_erasures_import(st_chat_t *c, const st_buf_t *in, size_t *n, uint64_t *wait);
+/* Whether the user is being erased (every answer about it is 404). */
+bool st_chat_erased(st_chat_t *c, const char *user, size_t ulen);
+
+/* Told about every edit, delete (kind "message_edited" / "message_deleted": json the new state)
+ * and erasure (kind "user_erased", conv and json NULL). */
+typedef void (*st_chat_change_fn)(void *arg, const char *kind, const char *user, size_t ulen,
+                                  const char *conv, size_t clen, uint64_t msg_id, const char *json,
+                                  size_t len, uint64_t wait);
+void st_chat_observe_changes(st_chat_t *c, st_chat_change_fn fn, void *arg);
+void st_chat_unobserve_changes(st_chat_t *c, const void *arg);
 
 #endif

@@ -44,6 +44,9 @@ typedef struct {
     uint64_t node_id;
     uint64_t max_body;
     uint64_t max_content;
+    uint64_t max_edit_history; /* SPEC §2.2: earlier versions an edit keeps */
+    uint64_t delta_max_age;    /* s: cold edits folded into their objects within */
+    uint64_t erase_within;     /* s: an erasure still pending after this is reported late */
     uint64_t max_header;
     uint64_t max_room_members; /* rooms (SPEC §2.1) */
     uint64_t max_connections;

@@ -18,7 +18,8 @@ enum {
     ST_HTTP_HEAD = 2,
     ST_HTTP_POST = 3,
     ST_HTTP_PUT = 4,
-    ST_HTTP_OPTIONS = 6
+    ST_HTTP_OPTIONS = 6,
+    ST_HTTP_PATCH = 28
 };
 
 /* One parsed request; every pointer is borrowed from the parser and valid until it resumes. */

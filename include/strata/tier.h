@@ -237,12 +237,15 @@ void st_tier_flush_close(st_tier_flush_t *f, void (*closed)(void *arg), void *ar
 int st_tier_stat(st_store_t *s, const char *o, size_t ol, st_tier_stat_t *out, uint64_t *wait);
 /* Manifest owners: a kind's names as they are (tag 0: chat's users, as before kinds had tags) or
  * "~" tag name for a kind with a tag (no name holds '~', so no two kinds share an owner). */
-#define ST_TIER_OWNER_MAX (ST_NAME_MAX + 3)
+/* (two tags deep: a rooms' virtual user "~r" room owns deltas as "~e~r" room, 4 + 255 bytes) */
+#define ST_TIER_OWNER_MAX (ST_NAME_MAX + 5)
+/* A manifest record's key (st_tier_mkey): ks, owner, 0, be64 seq. */
+#define ST_TIER_MKEY_MAX (ST_TIER_OWNER_MAX + 10)
 /* The owner of name for the kind with tag into o (ST_TIER_OWNER_MAX bytes); returns its length. */
 size_t st_tier_owner(char *o, char tag, const char *name, size_t nl);
 /* The tag of an owner (0: a name as it is). */
 char st_tier_owner_tag(const char *o, size_t ol);
-/* A manifest record's key into k (ST_NAME_MAX + 16 bytes): ks owner, then (has_seq) 0 seq. */
+/* A manifest record's key into k (ST_TIER_MKEY_MAX bytes): ks owner, then (has_seq) 0 seq. */
 size_t st_tier_mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq, uint64_t seq);
 /* One object of an owner's manifest: 'F' owner 0 seq -> file, key. */
 typedef struct {
@@ -293,6 +296,13 @@ typedef struct {
 int st_tier_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
                           size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
                           void **dropped, int64_t *ndropped);
+/* The same, each row given to fix (may be NULL) first: a kind folding changes in (fix may point
+ * a row's strings at its own memory, live until the merge returns; a row it returns false for
+ * is left out, and is the kind's to account for). */
+int st_tier_parquet_merge_fix(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
+                              size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
+                              void **dropped, int64_t *ndropped,
+                              bool (*fix)(void *arg, st_msgrow_t *r), void *fix_arg);
 /* The next group key of dropped from *pos (0 first): its rows left out; false at the end. */
 bool st_tier_dropped_next(const void *dropped, size_t *pos, const char **g, size_t *gl,
                           int64_t *rows);
@@ -304,7 +314,12 @@ int st_tier_cmp_rows(const void *a, const void *b);
  * small objects), a major compaction (POST /v1/admin/compact: planned again after each merge, it
  * ends with as few objects as the size cap allows), its oldest object mixing expired and live
  * rows (rewritten alone). */
-enum { ST_TIER_COMPACT_AUTO = 0, ST_TIER_COMPACT_MAJOR = 1, ST_TIER_COMPACT_EXPIRE = 2 };
+enum {
+    ST_TIER_COMPACT_AUTO = 0,
+    ST_TIER_COMPACT_MAJOR = 1,
+    ST_TIER_COMPACT_EXPIRE = 2,
+    ST_TIER_COMPACT_FOLD = 4 /* rewrite the objects the kind's fold_pick names, one at a time */
+};
 
 /* Which neighbours of f[0..n) (manifest order) to merge next: [*from, *to), an object of at most
  * max_bytes (flags: ST_TIER_COMPACT_*). Pure. */
@@ -339,6 +354,16 @@ typedef struct st_tier_member {
     /* Retention: an expired object (m: its footer, borrowed for the call) leaves the manifest;
      * stage its rows out of the kind's counts (NULL: the kind keeps none). */
     int (*expired)(void *arg, const char *o, size_t ol, const st_pq_meta_t *m, uint64_t *wait);
+    /* Optional, merge-on-read kinds (chat's edits, SPEC §2.2). On the loop as a merge of the
+     * owner's objects objs[0..n) begins (rows older than cutoff, µs, are left out): the kind's note
+     * of the changes to fold into their rows (owned; its merge finds it in *dropped on entry, and
+     * what it leaves in *dropped goes to commit and release as always). */
+    void *(*fold_prepare)(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs, size_t n,
+                          int64_t cutoff);
+    /* For ST_TIER_COMPACT_FOLD: which object of objs[0..n) (manifest order) to rewrite alone so
+     * that changes are folded in; false when none needs it. On the loop. */
+    bool (*fold_pick)(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs, size_t n,
+                      size_t *at);
     /* The tier stops: give up waits on the cache (it closes right after) and stop reading. */
     void (*stop)(void *arg);
     /* The tier is done with the member (every job back): it may be freed. */

@@ -93,10 +93,17 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
     rc = st__chat_conv_load(c, m->user, m->user_len, m->conv, m->conv_len, &cv, &rewarm, wait);
     if (rc && rc != ST_ENOTFOUND) return rc;
     bool fresh = rc == ST_ENOTFOUND; /* an evicted conversation is re-warmed from cold, not new */
+    if (st_chat_erased(c, m->user, m->user_len)) return ST_ENOTFOUND;
+    if (fresh) { /* a deleted one of the name: its seqs never come again (SPEC §2) */
+        uint64_t mid;
+        if (st__chat_mask_get(c, m->user, m->user_len, m->conv, m->conv_len, &mid, &cv.last_seq,
+                              wait) != ST_OK)
+            cv.last_seq = 0;
+    }
     /* The seq is reserved in the backup before anything is staged; restored from one, it goes
      * past anything the lost interval may have issued (read each time: a reservation rolled
      * back with a failed batch is never trusted). */
-    int64_t next_seq = (fresh ? 0 : cv.last_seq) + 1;
+    int64_t next_seq = cv.last_seq + 1;
     st_store_resv_t resv;
     if ((rc = st_store_resv_load(s, ST__SEQ_RESV, &resv))) return rc;
     if (next_seq <= resv.floor) next_seq = resv.floor + 1;
@@ -105,7 +112,7 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
     int64_t now = st_now_us();
     uint64_t id = st_snowflake_next(&c->ids);
     if (fresh) {
-        cv = (st_conv_t){id, id, now, now, 0, 0, 0};
+        cv = (st_conv_t){id, id, now, now, 0, 0, cv.last_seq};
         tot.conversations++;
     } else {
         /* the old position in the newest-first index goes */
@@ -248,16 +255,37 @@ bool st_chat_walks_back(const st_message_query_t *q)
     return q->desc;                           /* neither or both: from the end the order names */
 }
 
+static void st__page_live(void *arg, uint64_t msg_id, const char *json, size_t len)
+{
+    if (!st__chat_json_dead(json, len)) st__page_add(arg, msg_id, json, len);
+}
+
 int st_chat_messages(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
                      st_buf_t *out, uint64_t *wait)
 {
+    if (st_chat_erased(c, user, ulen)) return ST_ENOTFOUND;
     st_message_query_t wq = *q;
     wq.desc = st_chat_walks_back(q);
     st_page_t page = {.out = out, .hold = wq.desc != q->desc};
     bool more;
     uint64_t last;
     st_buf_puts(out, "{\"messages\":[");
-    int rc = st_chat_each(c, user, ulen, &wq, st__page_add, &page, &more, &last, wait);
+    int rc = st_chat_each(c, user, ulen, &wq, q->hide_deleted ? st__page_live : st__page_add, &page,
+                          &more, &last, wait);
+    /* tombstones left out: the page is filled from further on (a bounded number of walks; the
+     * cursor is where the walk stopped, so a short page still pages on exactly) */
+    for (int walks = 1; q->hide_deleted && rc == ST_OK && more && walks < 64; walks++) {
+        size_t shown = page.hold ? page.at.n / 2 : page.n;
+        if (shown >= q->limit) break;
+        wq.limit = q->limit - shown;
+        if (wq.desc)
+            wq.before = last;
+        else
+            wq.after = last;
+        uint64_t l2 = 0;
+        rc = st_chat_each(c, user, ulen, &wq, st__page_live, &page, &more, &l2, wait);
+        if (l2) last = l2;
+    }
     for (size_t i = page.at.n; rc == ST_OK && i > 0; i -= 2) {
         if (i < page.at.n) st_buf_appendc(out, ',');
         st_buf_append(out, page.held.data + page.at.v[i - 2], page.at.v[i - 1]);
@@ -308,6 +336,7 @@ int st_chat_conversation(st_chat_t *c, const char *user, size_t ulen, const char
 {
     st_conv_t cv;
     bool cold;
+    if (st_chat_erased(c, user, ulen)) return ST_ENOTFOUND;
     int rc = st__chat_conv_load(c, user, ulen, conv, clen, &cv, &cold, wait);
     if (rc) return rc;
     st__render_conv(out, conv, clen, &cv);
@@ -366,6 +395,7 @@ int st_chat_conversations(st_chat_t *c, const char *user, size_t ulen, const cha
 {
     uint8_t pre[ST__KEY_CAP], lo[ST__KEY_CAP + 1];
     size_t pl = st__chat_ukey(pre, 'U', user, ulen), lol = 0;
+    if (st_chat_erased(c, user, ulen)) return ST_ENOTFOUND;
     if (cursor) {
         /* "<updated>:<conversation_id>" of the last row seen: start just after its key */
         const char *colon = memchr(cursor, ':', clen);
@@ -429,11 +459,14 @@ int st_chat_stats(st_chat_t *c, const char *user, size_t ulen, st_buf_t *out, ui
 {
     uint8_t k[ST__KEY_CAP];
     st_totals_t tot = {0, 0};
+    if (st_chat_erased(c, user, ulen)) return ST_ENOTFOUND;
     int rc = st__chat_get_fixed(c->store, k, st__chat_ukey(k, 'T', user, ulen) - 1, &tot,
                                 sizeof tot, wait);
     if (rc && rc != ST_ENOTFOUND) return rc;
     st_coldstat_t cs;
     if ((rc = st__chat_coldstat(c, user, ulen, &cs, wait)) != ST_OK) return rc;
+    cs.rows -= st__chat_gone(c, user, ulen, wait); /* cold rows that are live messages */
+    if (cs.rows < 0) cs.rows = 0;
     st_buf_printf(out,
                   "{\"total_messages\":%lld,\"conversations\":%lld,\"hot_messages\":%lld,"
                   "\"cold_messages\":%lld,\"cold_bytes\":%lld}",

@@ -30,14 +30,34 @@ void st__chat_render_row(st_buf_t *b, const st_msgrow_t *r)
 }
 
 typedef struct {
+    st_chat_t *c;
+    const char *u;
+    size_t ul;
     st_chat_msg_fn fn;
     void *arg;
     st_buf_t json;
+    bool deltas, masks; /* the user has deltas ('E') / deleted conversations ('Q') */
 } st_render_t;
 
+/* Merge-on-read (SPEC §2.2): a row of a deleted conversation is left out, a row with a delta is
+ * shown as the delta says. */
 static void st__render(void *arg, const st_msgrow_t *r)
 {
     st_render_t *x = arg;
+    uint64_t w = 0, mid;
+    int64_t mseq;
+    if (x->masks &&
+        st__chat_mask_get(x->c, x->u, x->ul, r->conv, r->conv_len, &mid, &mseq, &w) == ST_OK &&
+        r->msg_id <= mid)
+        return;
+    const char *dj;
+    size_t dl;
+    if (x->deltas && st__chat_delta_get(x->c, x->u, x->ul, r->msg_id, &dj, &dl, &w) == ST_OK) {
+        st_buf_reset(&x->json);
+        st_buf_append(&x->json, dj, dl); /* copied: fn may use the store */
+        x->fn(x->arg, r->msg_id, x->json.data, x->json.len);
+        return;
+    }
     st_buf_reset(&x->json);
     st__chat_render_row(&x->json, r);
     x->fn(x->arg, r->msg_id, x->json.data, x->json.len);
@@ -50,7 +70,11 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
     *given = 0;
     *more = false;
     if (!c->cold || limit == 0) return ST_OK;
-    st_render_t x = {fn, arg, {0}};
+    st_render_t x = {c, u, ul, fn, arg, {0}, false, false};
+    if (fn) {
+        x.deltas = st__chat_has_prefix(c, 'E', u, ul);
+        x.masks = st__chat_has_prefix(c, 'Q', u, ul);
+    }
     st_tier_rowq_t q = {conv, cl, lo, hi, desc, limit};
     int rc =
         st_tier_rows(c->cold->tier, u, ul, &q, fn ? st__render : NULL, &x, given, more, last, wait);

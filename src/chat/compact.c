@@ -12,18 +12,304 @@
  */
 #include "internal.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* On a worker: the tier's merge of Parquet objects, at chat's compression level. */
+/* ---- folding edits in (SPEC §2.2) ----
+ * A cold message's change lives in its delta ('E', applied by every read) and, until an object
+ * holding the row has been rewritten with it, a fold marker ('e' u 0 id -> i64 the change's
+ * time). A deleted conversation's cold rows are masked on read ('Q') and their objects marked
+ * ('q' u 0 seq -> i64 the time). Every merge of a user's objects folds in the changes of the rows
+ * it rewrites (their content and metadata as they are now: a tombstone's content "" and metadata
+ * null) and leaves masked rows out, so a reader of the bucket sees the corrected rows, and a
+ * deleted message's bytes leave the object store. The pass asks for a fold
+ * (ST_TIER_COMPACT_FOLD: the objects holding marked rows, rewritten one at a time) once a marker
+ * is --delta-max-age old; POST /v1/admin/compact asks at once. The delta stays: edited_at,
+ * deleted_at and edit_history are not among the objects' seven columns (SPEC §5), and reads
+ * take them from it. */
+
+typedef struct {
+    uint64_t id;
+    int64_t changed;
+    char *content, *meta; /* owned; meta NULL: null */
+    size_t cl, ml;
+} st_fold_row_t;
+
+typedef struct {
+    uint8_t conv[ST__KEY_CAP]; /* its key part (st__chat_conv_part) */
+    size_t cl;
+    uint64_t last; /* rows of the conversation up to this id are a deleted one's */
+} st_fold_mask_t;
+
+typedef struct {
+    uint64_t id;
+    char conv[ST_NAME_MAX + 1];
+    size_t cl;
+} st_fold_dead_t;
+
+typedef struct {
+    ST_VEC(st_fold_row_t) rows;   /* by id */
+    ST_VEC(st_fold_dead_t) dead;  /* tombstones among the rows, by id */
+    ST_VEC(size_t) dead_dropped;  /* of those, left out by retention (worker) */
+    int64_t cutoff;               /* rows older are left out by retention */
+    ST_VEC(st_fold_mask_t) masks; /* the user's deleted conversations */
+    ST_VEC(uint64_t) seqs;        /* the objects rewritten (their 'q' markers go) */
+    int64_t at;                   /* when this was prepared */
+    int64_t masked;               /* rows left out as a deleted conversation's (worker) */
+    void *inner;                  /* the tier's note of rows left out by retention */
+} st_fold_t;
+
+static int st__fold_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_fold_t *f = arg;
+    if (klen < 8 || vlen != 8) return 0;
+    st_fold_row_t r = {.id = st_be64_get((const uint8_t *)key + klen - 8)};
+    memcpy(&r.changed, val, 8);
+    st_vec_push(&f->rows, r);
+    return 0;
+}
+
+static int st__mask_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_fold_t *f = arg;
+    (void)key, (void)klen;
+    if (vlen != 16) return 0;
+    /* the key holds the conversation part (maybe hashed): the mask is matched on the part,
+     * made for each row's conversation */
+    st_fold_mask_t m = {.cl = klen};
+    if (klen > ST__KEY_CAP) return 0;
+    memcpy(m.conv, key, klen);
+    memcpy(&m.last, val, 8);
+    st_vec_push(&f->masks, m);
+    return 0;
+}
+
+/* The content and metadata of row r from its delta (false: no delta). */
+static bool st__fold_state(st_chat_t *c, const char *u, size_t ul, st_fold_row_t *r)
+{
+    const char *j, *v;
+    size_t jl, vl;
+    uint64_t w = 0;
+    if (st__chat_delta_get(c, u, ul, r->id, &j, &jl, &w) != ST_OK) return false;
+    r->content = NULL;
+    r->cl = 0;
+    if (st__chat_jmember(j, jl, "content", &v, &vl) && vl >= 2 && v[0] == '"') {
+        cJSON *s = cJSON_ParseWithLength(v, vl);
+        if (cJSON_IsString(s)) {
+            r->cl = strlen(s->valuestring);
+            r->content = st_strndup(s->valuestring, r->cl);
+        }
+        cJSON_Delete(s);
+    }
+    if (!r->content) r->content = st_strndup("", 0); /* a tombstone */
+    r->meta = NULL;
+    if (st__chat_jmember(j, jl, "metadata", &v, &vl) && !(vl == 4 && memcmp(v, "null", 4) == 0)) {
+        r->meta = st_strndup(v, vl);
+        r->ml = vl;
+    }
+    return true;
+}
+
+static size_t st__qkey(uint8_t *k, const char *u, size_t ul, uint64_t seq)
+{
+    size_t n = st__chat_ukey(k, 'q', u, ul);
+    st_be64_put(k + n, seq);
+    return n + 8;
+}
+
+int st__chat_fold_objects(st_chat_t *c, const char *u, size_t ul, uint64_t lo, uint64_t hi,
+                          uint64_t *wait)
+{
+    st_manifest_t man;
+    uint8_t k[ST__KEY_CAP];
+    int rc = st__chat_manifest(c, u, ul, false, &man, wait);
+    int64_t now = st_now_us();
+    for (size_t i = 0; i < man.n && rc == ST_OK; i++)
+        if (man.v[i].file.max_id >= lo && man.v[i].file.min_id <= hi)
+            rc =
+                st_store_put(c->store, k, st__qkey(k, u, ul, man.v[i].seq), &now, sizeof now, wait);
+    st__chat_manifest_free(&man);
+    return rc;
+}
+
+static int st__dead_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_fold_t *f = arg;
+    if (klen < 8 || vlen > ST_NAME_MAX) return 0;
+    st_fold_dead_t d = {.id = st_be64_get((const uint8_t *)key + klen - 8), .cl = vlen};
+    memcpy(d.conv, val, vlen);
+    st_vec_push(&f->dead, d);
+    return 0;
+}
+
+void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, const st_tier_obj_t *objs,
+                            size_t n, int64_t cutoff)
+{
+    st_chatcold_t *cc = arg;
+    st_chat_t *c = cc->chat;
+    st_fold_t *f = st_calloc(1, sizeof *f);
+    f->at = st_now_us();
+    f->cutoff = cutoff;
+    uint64_t lo = UINT64_MAX, hi = 0, w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (objs[i].file.min_id < lo) lo = objs[i].file.min_id;
+        if (objs[i].file.max_id > hi) hi = objs[i].file.max_id;
+        st_vec_push(&f->seqs, objs[i].seq);
+    }
+    uint8_t pre[ST__KEY_CAP], a[ST__KEY_CAP], b[ST__KEY_CAP];
+    size_t pl = st__chat_ukey(pre, 'e', u, ul);
+    memcpy(a, pre, pl);
+    st_be64_put(a + pl, lo);
+    memcpy(b, pre, pl);
+    st_be64_put(b + pl, hi == UINT64_MAX ? hi : hi + 1);
+    if (n) st_store_range(c->store, pre, pl, a, pl + 8, b, pl + 8, false, st__fold_one, f, &w);
+    if (n && cutoff) { /* tombstones retention may leave out: no messages to count out */
+        pl = st__chat_ukey(pre, 'Y', u, ul);
+        memcpy(a, pre, pl);
+        st_be64_put(a + pl, lo);
+        memcpy(b, pre, pl);
+        st_be64_put(b + pl, hi == UINT64_MAX ? hi : hi + 1);
+        st_store_range(c->store, pre, pl, a, pl + 8, b, pl + 8, false, st__dead_one, f, &w);
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < f->rows.n; i++)
+        if (st__fold_state(c, u, ul, &f->rows.v[i])) f->rows.v[kept++] = f->rows.v[i];
+    f->rows.n = kept;
+    /* masks keyed by conversation part, as 'Q' keys hold it after the user */
+    pl = st__chat_ukey(pre, 'Q', u, ul);
+    st_fold_t tmp = {0};
+    st_store_scan(c->store, pre, pl, st__mask_one, &tmp, &w);
+    for (size_t i = 0; i < tmp.masks.n; i++) {
+        st_fold_mask_t m = tmp.masks.v[i];
+        m.cl -= pl; /* the part after the prefix */
+        memmove(m.conv, m.conv + pl, m.cl);
+        st_vec_push(&f->masks, m);
+    }
+    st_vec_free(&tmp.masks);
+    return f;
+}
+
+typedef struct {
+    st_fold_t *f;
+    size_t ul;
+} st_fixarg_t;
+
+/* On a worker: a row as its delta says, or left out as a deleted conversation's. */
+static bool st__fix(void *arg, st_msgrow_t *r)
+{
+    st_fixarg_t *x = arg;
+    st_fold_t *f = x->f;
+    for (size_t i = 0; i < f->masks.n; i++) {
+        uint8_t part[ST__KEY_CAP];
+        size_t pl = st__chat_conv_part(part, x->ul, r->conv, r->conv_len);
+        if (pl == f->masks.v[i].cl && memcmp(part, f->masks.v[i].conv, pl) == 0 &&
+            r->msg_id <= f->masks.v[i].last) {
+            f->masked++;
+            return false;
+        }
+    }
+    if (f->cutoff && r->timestamp < f->cutoff && f->dead.n) { /* retention leaves it out */
+        size_t a = 0, b = f->dead.n;
+        while (a < b) {
+            size_t mid = (a + b) / 2;
+            if (f->dead.v[mid].id < r->msg_id)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        if (a < f->dead.n && f->dead.v[a].id == r->msg_id) st_vec_push(&f->dead_dropped, a);
+        return true;
+    }
+    size_t lo = 0, hi = f->rows.n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (f->rows.v[mid].id < r->msg_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == f->rows.n || f->rows.v[lo].id != r->msg_id) return true;
+    const st_fold_row_t *d = &f->rows.v[lo];
+    r->content = d->content;
+    r->content_len = (uint32_t)d->cl;
+    r->metadata = d->meta;
+    r->metadata_len = d->meta ? (uint32_t)d->ml : 0;
+    return true;
+}
+
+static void st__fold_free(void *arg, void *dropped)
+{
+    st_fold_t *f = dropped;
+    if (!f) return;
+    for (size_t i = 0; i < f->rows.n; i++) {
+        free(f->rows.v[i].content);
+        free(f->rows.v[i].meta);
+    }
+    st_vec_free(&f->rows);
+    st_vec_free(&f->masks);
+    st_vec_free(&f->seqs);
+    st_vec_free(&f->dead);
+    st_vec_free(&f->dead_dropped);
+    if (f->inner) st_tier_dropped_free(arg, f->inner);
+    free(f);
+}
+
+typedef struct {
+    uint64_t *ids;
+    size_t n, cap;
+} st_ids_t;
+
+static int st__id_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_ids_t *x = arg;
+    (void)val, (void)vlen;
+    if (klen < 8) return 0;
+    if (x->n == x->cap) {
+        x->cap = x->cap ? 2 * x->cap : 64;
+        x->ids = st_realloc(x->ids, x->cap * sizeof *x->ids);
+    }
+    x->ids[x->n++] = st_be64_get((const uint8_t *)key + klen - 8);
+    return 0;
+}
+
+/* The first object holding a row with a fold marker, or marked itself ('q'). */
+bool st__chat_fold_pick(void *arg, const char *u, size_t ul, const st_tier_obj_t *objs, size_t n,
+                        size_t *at)
+{
+    st_chatcold_t *cc = arg;
+    uint8_t pre[ST__KEY_CAP];
+    st_ids_t x = {0}, q = {0};
+    uint64_t w = 0;
+    st_store_scan(cc->chat->store, pre, st__chat_ukey(pre, 'e', u, ul), st__id_one, &x, &w);
+    st_store_scan(cc->chat->store, pre, st__chat_ukey(pre, 'q', u, ul), st__id_one, &q, &w);
+    bool found = false;
+    for (size_t i = 0; i < n && !found; i++) {
+        for (size_t k = 0; k < q.n && !found; k++)
+            found = q.ids[k] == objs[i].seq;
+        for (size_t k = 0; k < x.n && !found; k++)
+            found = x.ids[k] >= objs[i].file.min_id && x.ids[k] <= objs[i].file.max_id;
+        if (found) *at = i;
+    }
+    free(x.ids);
+    free(q.ids);
+    return found;
+}
+
+/* On a worker: the tier's merge of Parquet objects, at chat's compression level, with the
+ * changes prepared folded in. */
 static int st__merge(void *arg, const char *u, size_t ul, st_objstore_t *obj,
                      const st_tier_obj_t *objs, size_t nold, int64_t cutoff, const char *key,
                      st_tier_file_t *out, void **dropped, int64_t *ndropped)
 {
     st_chatcold_t *cc = arg;
-    (void)u, (void)ul;
-    return st_tier_parquet_merge(cc->zstd_level, obj, objs, nold, cutoff, key, out, dropped,
-                                 ndropped);
+    (void)u;
+    st_fold_t *f = *dropped ? *dropped : st_calloc(1, sizeof *f);
+    *dropped = f;
+    st_fixarg_t x = {f, ul};
+    return st_tier_parquet_merge_fix(cc->zstd_level, obj, objs, nold, cutoff, key, out, &f->inner,
+                                     ndropped,
+                                     f->rows.n || f->masks.n || f->dead.n ? st__fix : NULL, &x);
 }
 
 /* ---- loop side: in the swap batch ---- */
@@ -37,16 +323,41 @@ static int st__commit(void *arg, const char *u, size_t ul, void *dropped, int64_
     st_chat_t *c = cc->chat;
     uint8_t k[ST__KEY_CAP];
     int rc = ST_OK;
-    if (!ndropped) return ST_OK;
+    st_fold_t *f = dropped;
+    /* the changes folded in: their markers go, unless changed again since */
+    for (size_t i = 0; f && i < f->rows.n && rc == ST_OK; i++) {
+        size_t kl = st__chat_ukey(k, 'e', u, ul);
+        st_be64_put(k + kl, f->rows.v[i].id);
+        int64_t now;
+        if (st__chat_get_fixed(c->store, k, kl + 8, &now, sizeof now, wait) == ST_OK &&
+            now == f->rows.v[i].changed)
+            rc = st_store_del(c->store, k, kl + 8, wait);
+    }
+    /* the objects rewritten: no deleted conversation's rows are left in them */
+    for (size_t i = 0; f && i < f->seqs.n && rc == ST_OK; i++) {
+        int64_t t;
+        size_t kl = st__qkey(k, u, ul, f->seqs.v[i]);
+        if (st__chat_get_fixed(c->store, k, kl, &t, sizeof t, wait) == ST_OK && t <= f->at)
+            rc = st_store_del(c->store, k, kl, wait);
+    }
+    /* rows left out as a deleted conversation's were counted as gone ('X'): no longer cold */
+    if (f && f->masked && rc == ST_OK) rc = st__chat_gone_add(c, u, ul, -f->masked, wait);
+    dropped = f ? f->inner : NULL;
+    if (rc || !ndropped) return rc;
     const char *conv;
     size_t l, p = 0;
     int64_t cnt;
     while (rc == ST_OK && st_tier_dropped_next(dropped, &p, &conv, &l, &cnt)) {
         st_conv_t cv;
         bool cold;
+        int64_t dead = 0; /* tombstones among them: no messages, counted as gone */
+        for (size_t i = 0; f && i < f->dead_dropped.n; i++) {
+            const st_fold_dead_t *d = &f->dead.v[f->dead_dropped.v[i]];
+            dead += d->cl == l && memcmp(d->conv, conv, l) == 0;
+        }
         rc = st__chat_conv_load(c, u, ul, conv, l, &cv, &cold, wait);
         if (rc == ST_OK) {
-            cv.base_total -= cnt;
+            cv.base_total -= cnt - dead;
             rc = st_store_put(c->store, k, st__chat_ckey(k, u, ul, conv, l), &cv, sizeof cv, wait);
         } else if (rc == ST_ENOTFOUND || rc == ST_EPARKED) {
             /* evicted, its footers not in memory: it stays evicted, and its count comes from
@@ -54,6 +365,18 @@ static int st__commit(void *arg, const char *u, size_t ul, void *dropped, int64_
             rc = ST_OK;
         }
     }
+    /* the tombstones left out: their records go, and they are no longer cold rows */
+    for (size_t i = 0; f && i < f->dead_dropped.n && rc == ST_OK; i++) {
+        uint64_t id = f->dead.v[f->dead_dropped.v[i]].id;
+        for (const char *ks = "YEef"; *ks && rc == ST_OK; ks++) {
+            size_t kn = st__chat_ukey(k, *ks, u, ul);
+            st_be64_put(k + kn, id);
+            rc = st_store_del(c->store, k, kn + 8, wait);
+            if (rc == ST_ENOTFOUND) rc = ST_OK;
+        }
+    }
+    if (rc == ST_OK && f && f->dead_dropped.n)
+        rc = st__chat_gone_add(c, u, ul, -(int64_t)f->dead_dropped.n, wait);
     if (rc == ST_OK) rc = st__chat_refresh_totals(c, u, ul, wait);
     return rc;
 }
@@ -74,5 +397,5 @@ static void st__name(void *arg, const char *u, size_t ul, const char *first_key,
 
 void st__chat_merge_side(st_chatcold_t *cc)
 {
-    cc->merge = (st_tier_merge_t){st__merge, st__commit, st_tier_dropped_free, st__name, cc};
+    cc->merge = (st_tier_merge_t){st__merge, st__commit, st__fold_free, st__name, cc};
 }

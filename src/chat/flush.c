@@ -62,24 +62,21 @@ static int st__decode(st_chatsnap_t *j, size_t i, st_msgrow_t *r)
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(o, "content");
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(o, "metadata");
     int rc = ST_EINTERNAL;
-    if (cJSON_IsString(conv) && cJSON_IsString(from) && cJSON_IsString(content) && meta) {
+    /* a tombstone (SPEC §2.2) has content null: an empty string in its row (the commit keeps
+     * its state as a delta) */
+    if (cJSON_IsString(conv) && cJSON_IsString(from) &&
+        (cJSON_IsString(content) || cJSON_IsNull(content)) && meta) {
         r->conv = st__copy(&j->arena, conv->valuestring, strlen(conv->valuestring), &r->conv_len);
         r->from = st__copy(&j->arena, from->valuestring, strlen(from->valuestring), &r->from_len);
         /* content may hold NUL bytes (\u0000): take its length from cJSON's own copy */
-        r->content = st__copy(&j->arena, content->valuestring, strlen(content->valuestring),
-                              &r->content_len);
+        const char *cs = cJSON_IsString(content) ? content->valuestring : "";
+        r->content = st__copy(&j->arena, cs, strlen(cs), &r->content_len);
         r->metadata = NULL;
         r->metadata_len = 0;
-        if (!cJSON_IsNull(meta)) {
-            static const char tag[] = ",\"metadata\":";
-            const char *c0 = strstr(json, "\"content\":");
-            const char *m0 = c0 ? strstr(c0, tag) : NULL;
-            if (m0 && json[jl - 1] == '}') {
-                m0 += sizeof tag - 1;
-                r->metadata =
-                    st__copy(&j->arena, m0, (size_t)(json + jl - 1 - m0), &r->metadata_len);
-            }
-        }
+        const char *m0;
+        size_t ml;
+        if (!cJSON_IsNull(meta) && st__chat_jmember(json, jl, "metadata", &m0, &ml))
+            r->metadata = st__copy(&j->arena, m0, ml, &r->metadata_len);
         rc = ST_OK;
     }
     cJSON_Delete(o);
@@ -127,6 +124,22 @@ static int st__move_count(st_store_t *s, const char *u, size_t ul, const st_msgr
     return rc;
 }
 
+/* Whether the record of id is now what the snapshot took (ids are ascending, as scanned). */
+static bool st__snap_same(const st_chatsnap_t *j, uint64_t id, const void *v, size_t vl)
+{
+    size_t lo = 0, hi = j->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (j->ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == j->n || j->ids[lo] != id) return false;
+    size_t len = j->offs[lo + 1] - j->offs[lo];
+    return len == vl && memcmp(j->recs.data + j->offs[lo], v, vl) == 0;
+}
+
 /* The hot side of the batch that moves the rows: hot rows out, counts to the cold baselines. */
 static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_tier_file_t *f,
                             uint64_t *wait)
@@ -137,13 +150,38 @@ static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_
     uint8_t k[ST__KEY_CAP];
     uint64_t max_id = 0, min_id = UINT64_MAX;
     int rc = ST_OK;
+    int64_t dead = 0, group_dead = 0;
     for (size_t i = 0; i < j->n && rc == ST_OK; i++) {
         const st_msgrow_t *r = &j->rows[i];
         if (r->msg_id > max_id) max_id = r->msg_id;
         if (r->msg_id < min_id) min_id = r->msg_id;
         size_t n = st__chat_ukey(k, 'M', u, ul);
         st_be64_put(k + n, r->msg_id);
-        rc = st_store_del(s, k, n + 8, wait);
+        /* an edited or deleted message (SPEC §2.2), edited even after the snapshot: its state
+         * as it is now goes on as the cold row's delta; a tombstone is no message to count */
+        const void *v;
+        size_t vl;
+        rc = st_store_get(s, k, n + 8, &v, &vl, wait);
+        if (rc == ST_OK && vl > 16) {
+            const char *js = (const char *)v + 16, *x;
+            size_t jl = vl - 16, xl;
+            if (st__chat_jmember(js, jl, "edit_history", &x, &xl)) {
+                bool d = st__chat_json_dead(js, jl);
+                dead += d;
+                group_dead += d;
+                bool since =
+                    !st__snap_same(j, r->msg_id, v, vl); /* the object holds an older state */
+                st_buf_t copy = {0};
+                st_buf_append(&copy, js, jl);
+                rc = st__chat_delta_put(cc->chat, u, ul, r->msg_id, r->conv, r->conv_len, copy.data,
+                                        copy.len, wait);
+                if (rc == ST_OK && since) rc = st__chat_fold_mark(cc->chat, u, ul, r->msg_id, wait);
+                st_buf_free(&copy);
+            }
+        } else if (rc == ST_ENOTFOUND) {
+            rc = ST_OK;
+        }
+        if (rc == ST_OK) rc = st_store_del(s, k, n + 8, wait);
         if (rc == ST_OK) {
             n = st__chat_nprefix(k, u, ul, r->conv, r->conv_len);
             st_be64_put(k + n, r->msg_id);
@@ -157,9 +195,11 @@ static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_
             while (from > 0 && j->rows[from - 1].conv_len == r->conv_len &&
                    memcmp(j->rows[from - 1].conv, r->conv, r->conv_len) == 0)
                 from--;
-            rc = st__move_count(s, u, ul, r, (int64_t)(i - from + 1), wait);
+            rc = st__move_count(s, u, ul, r, (int64_t)(i - from + 1) - group_dead, wait);
+            group_dead = 0;
         }
     }
+    if (rc == ST_OK && dead) rc = st__chat_gone_add(cc->chat, u, ul, dead, wait);
     f->min_id = min_id;
     f->max_id = max_id;
     f->rows = (int64_t)j->n;
@@ -249,6 +289,15 @@ bool st__chat_flush_due(st_chat_t *c, const char *u, size_t ul, int64_t hot)
     return ts <= st_now_us() - (int64_t)cc->flush_max_age_us;
 }
 
+/* A flush of edited messages made deltas: their delta object follows (delta.c). */
+static void st__flushed(void *arg, const char *u, size_t ul)
+{
+    st_chatcold_t *cc = arg;
+    if (!st__chat_has_prefix(cc->chat, 'f', u, ul)) return;
+    char o[ST_TIER_OWNER_MAX];
+    st_tier_enqueue(cc->tier, o, st__chat_delta_owner(o, u, ul));
+}
+
 /* ---- chat as a member of the tier ---- */
 
 /* The tier stops: chat's reads answer without it from now on. */
@@ -258,11 +307,15 @@ static void st__stop(void *arg)
     if (cc->chat->cold == cc) cc->chat->cold = NULL;
 }
 
-/* Once per member (chat's, and rooms' when it joined): the last one frees. */
+/* Once per member (chat's, rooms' and the deltas' when they joined): the last one frees. */
+void st__chat_cold_unref(st_chatcold_t *cc)
+{
+    if (--cc->refs == 0) free(cc);
+}
+
 static void st__closed(void *arg)
 {
-    st_chatcold_t *cc = arg;
-    if (--cc->refs == 0) free(cc);
+    st__chat_cold_unref(arg);
 }
 
 st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_cold_opts_t *o)
@@ -275,6 +328,7 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
                                 .encode = st__encode,
                                 .commit = st__flush_commit,
                                 .release = st__flush_release,
+                                .flushed = st__flushed,
                                 .arg = cc};
     cc->m_hybrid_hot = st_metrics_counter("strata_hybrid_reads_total",
                                           "Conversation hybrid fields served", "source=\"hot\"");
@@ -285,6 +339,7 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
     cc->hot_ttl_us = (o->hot_ttl_s ? o->hot_ttl_s : 86400) * 1000000ull;
     cc->flush_min_rows = o->flush_min_rows;
     cc->flush_max_age_us = o->flush_max_age_s * 1000000ull;
+    cc->delta_max_age_us = (o->delta_max_age_s ? o->delta_max_age_s : 3600) * 1000000ull;
     st__chat_sources(cc);
     st__chat_merge_side(cc);
     cc->member = (st_tier_member_t){.name = "chat",
@@ -293,6 +348,8 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
                                     .flush = &cc->kind,
                                     .merge = &cc->merge,
                                     .expired = st__chat_expired,
+                                    .fold_prepare = st__chat_fold_prepare,
+                                    .fold_pick = st__chat_fold_pick,
                                     .stop = st__stop,
                                     .closed = st__closed,
                                     .arg = cc};
@@ -314,4 +371,16 @@ st_tier_member_t *st_chat_room_tier_member(st_chat_t *c)
     cc->room_member.nsources = 0;
     cc->refs++;
     return &cc->room_member;
+}
+
+st_tier_member_t *st_chat_delta_tier_member(st_chat_t *c)
+{
+    return c->cold ? st__chat_delta_member(c->cold) : NULL;
+}
+
+void st_chat_compact_deltas(st_chat_t *c, const char *u, size_t ul)
+{
+    if (!c->cold) return;
+    char o[ST_TIER_OWNER_MAX];
+    st_tier_compact(c->cold->tier, o, st__chat_delta_owner(o, u, ul), ST_TIER_COMPACT_MAJOR);
 }

@@ -10,6 +10,15 @@
  *   'C' u 0 c         conversation record (hybrid: cold baseline + hot increment)
  *   'U' u 0 ~upd c    conversations newest-updated first (value: the conversation id)
  *   'T' u             user totals
+ *   'E' u 0 id        delta of a cold message (edit.c): u16 conv length | conv | its JSON now
+ *   'e' u 0 id        a cold change not folded into its object yet (compact.c): i64 its time
+ *   'q' u 0 seq       an object holding a deleted conversation's rows (compact.c): i64 time
+ *   'f' u 0 id        a delta not in a delta object yet (delta.c)
+ *   'Y' u 0 id        a tombstone (hot or cold): the conversation id (recounts subtract them)
+ *   'X' u             i64: the user's cold rows that are no live message (tombstones, masked)
+ *   'Q' u 0 c         a deleted conversation: u64 its last msg_id | i64 its last seq (cold rows
+ *                     up to that id are masked; a new one of the name goes on from that seq)
+ *   'G' u             the user is being erased (erase.c): u64 erasure id
  * Cold tier keys ('W', 'F', 'P', 'D', owner = user) are the tier's manifest records: see
  * strata/tier.h, which owns them and the protocol around them.
  * The flush invariant: every cold msg_id of a user is <= its watermark < every hot msg_id, and
@@ -33,6 +42,10 @@ struct st_chat {
     st_snowflake_t ids;
     st_observers_t observers; /* of posted messages (st_chat_observer_fn) */
     st_chatcold_t *cold;      /* NULL until chat joins a tier, and once it stops */
+    st_observers_t changes;   /* of edits, deletes, erasures (st_chat_change_fn) */
+    size_t max_history;       /* --max-edit-history */
+    uint64_t erase_within_us; /* --erase-within */
+    uint64_t erase_late_id;   /* the last erasure reported late */
 };
 
 typedef struct {
@@ -107,6 +120,41 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
                        uint64_t lo, uint64_t hi, bool desc, size_t limit, st_chat_msg_fn fn,
                        void *arg, size_t *given, bool *more, uint64_t *last, uint64_t *wait);
 
+/* edit.c: raw JSON of rendered messages (no parse: metadata is kept as the client wrote it). */
+/* The raw value of a top-level member of the object j; false when absent. */
+bool st__chat_jmember(const char *j, size_t n, const char *key, const char **v, size_t *vl);
+/* Whether the message JSON is a tombstone (its deleted_at set). */
+bool st__chat_json_dead(const char *j, size_t n);
+/* A cold message's delta ('E'): its JSON now (borrowed until the next store call). */
+int st__chat_delta_get(st_chat_t *c, const char *u, size_t ul, uint64_t id, const char **json,
+                       size_t *len, uint64_t *wait);
+/* Stages a cold message's delta. */
+int st__chat_delta_put(st_chat_t *c, const char *u, size_t ul, uint64_t id, const char *conv,
+                       size_t cl, const char *json, size_t len, uint64_t *wait);
+/* Whether the user has any deltas or deleted conversations (reads of cold rows then look). */
+bool st__chat_has_prefix(st_chat_t *c, char ks, const char *u, size_t ul);
+/* Tombstones of a conversation ('Y') with id <= wm (cold) and above (hot). */
+int st__chat_dead_count(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                        uint64_t wm, int64_t *cold, int64_t *hot, uint64_t *wait);
+/* The mask of a deleted conversation ('Q'): its last id and seq; ST_ENOTFOUND. */
+int st__chat_mask_get(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                      uint64_t *last_id, int64_t *last_seq, uint64_t *wait);
+/* Adds to the user's count of cold rows that are no live message ('X'). */
+int st__chat_gone_add(st_chat_t *c, const char *u, size_t ul, int64_t by, uint64_t *wait);
+int64_t st__chat_gone(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
+/* The user's hot rows, about: its live messages less the live cold ones, and at least 1 while
+ * it has hot records (tombstones count no message but are rows to flush). */
+int64_t st__chat_hot_rows(st_chat_t *c, const char *u, size_t ul, int64_t total,
+                          const st_coldstat_t *cs);
+/* Marks a cold message's change as not folded into its object yet ('e': now). */
+int st__chat_fold_mark(st_chat_t *c, const char *u, size_t ul, uint64_t id, uint64_t *wait);
+/* The time of the user's oldest cold change not folded in yet, or object marked to be rewritten
+ * (0: none). */
+int64_t st__chat_oldest_fold(st_chat_t *c, const char *u, size_t ul);
+/* Tells the change observers. */
+void st__chat_changed(st_chat_t *c, const char *kind, const char *u, size_t ul, const char *conv,
+                      size_t cl, uint64_t id, const char *json, size_t len, uint64_t wait);
+
 /* recount.c: a conversation's record, from the hot store or, if it was evicted, rebuilt from
  * the cold tier's footers (*from_cold). ST_ENOTFOUND when neither knows it. */
 int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
@@ -131,8 +179,36 @@ void st__chat_sources(st_chatcold_t *cc);
 /* compact.c: chat's merge side of the tier's compaction (Parquet objects merged, rows left out
  * by retention out of the conversations' baselines). */
 void st__chat_merge_side(st_chatcold_t *cc);
+/* compact.c: the fold hooks of chat's member (strata/tier.h: fold_prepare, fold_pick). */
+void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, const st_tier_obj_t *objs,
+                            size_t n, int64_t cutoff);
+bool st__chat_fold_pick(void *arg, const char *u, size_t ul, const st_tier_obj_t *objs, size_t n,
+                        size_t *at);
+/* Marks the user's objects holding ids lo..hi ('q') to be rewritten (a deleted conversation's
+ * rows left out). */
+int st__chat_fold_objects(st_chat_t *c, const char *u, size_t ul, uint64_t lo, uint64_t hi,
+                          uint64_t *wait);
 /* Which neighbours to merge next: the tier's plan (kept under chat's name for its tests). */
 #define st__chat_compact_plan st_tier_compact_plan
+
+/* delta.c: delta objects, a kind of the tier of their own (tag 'e'). */
+typedef struct {
+    st_tier_member_t member;
+    st_tier_kind_t kind;
+    st_tier_merge_t merge;
+    st_chatcold_t *cc; /* a reference (st__chat_cold_unref when closed) */
+} st_chatdelta_t;
+/* The manifest owner of a user's delta objects into o (ST_TIER_OWNER_MAX bytes). */
+size_t st__chat_delta_owner(char *o, const char *u, size_t ul);
+/* The member (owned by the tier until closed); it holds a reference to cc. */
+
+st_tier_member_t *st__chat_delta_member(st_chatcold_t *cc);
+/* Drops one member's reference to chat's cold state (flush.c); the last frees it. */
+void st__chat_cold_unref(st_chatcold_t *cc);
+/* Each row of a delta object's bytes as the message JSON a delta record holds. */
+typedef void (*st_chat_delta_fn)(void *arg, uint64_t id, const char *conv, size_t cl, bool deleted,
+                                 const char *json, size_t len);
+int st__chat_delta_decode(const void *data, size_t size, st_chat_delta_fn fn, void *arg);
 
 /* Chat's cold state: chat as a member of the tier (strata/tier.h), and what of the cold tier is
  * chat's own. Made by st_chat_tier_member (flush.c); freed when the tier is done with it. */
@@ -150,9 +226,10 @@ struct st_chatcold {
     uint64_t hot_ttl_us;
     /* at the interval, a user is flushed only with this many hot rows, or one this old */
     uint64_t flush_min_rows, flush_max_age_us;
-    bool pass_all;        /* this pass queues every user with hot rows */
-    size_t pass_evicted;  /* by this pass so far */
-    int64_t evict_before; /* set when the eviction source starts */
+    uint64_t delta_max_age_us; /* a cold change is folded into its object within this */
+    bool pass_all;             /* this pass queues every user with hot rows */
+    size_t pass_evicted;       /* by this pass so far */
+    int64_t evict_before;      /* set when the eviction source starts */
 };
 
 #endif

@@ -37,11 +37,21 @@ static void st__act_user(void *arg, const void *key, size_t klen)
     st_totals_t tot;
     st_coldstat_t cs;
     st_tier_retain(cc->tier, name, nl);
+    /* deltas not in a delta object yet are written into one (delta.c) */
+    if (st__chat_has_prefix(c, 'f', name, nl)) {
+        char o[ST_TIER_OWNER_MAX];
+        st_tier_enqueue(cc->tier, o, st__chat_delta_owner(o, name, nl));
+    }
+    /* cold changes are folded into their objects within --delta-max-age (SPEC §2.2) */
+    int64_t oldest = st__chat_oldest_fold(c, name, nl);
+    if (oldest && oldest <= st_now_us() - (int64_t)cc->delta_max_age_us)
+        st_tier_compact(cc->tier, name, nl, ST_TIER_COMPACT_FOLD);
     if (st__chat_get_fixed(c->store, k, st__chat_ukey(k, 'T', name, nl) - 1, &tot, sizeof tot,
                            &wait) == ST_OK &&
-        st__chat_coldstat(c, name, nl, &cs, &wait) == ST_OK && tot.total > cs.rows &&
-        (cc->pass_all || st__chat_flush_due(c, name, nl, tot.total - cs.rows))) {
-        st_tier_enqueue(cc->tier, name, nl);
+        st__chat_coldstat(c, name, nl, &cs, &wait) == ST_OK) {
+        int64_t hot = st__chat_hot_rows(c, name, nl, tot.total, &cs);
+        if (hot > 0 && (cc->pass_all || st__chat_flush_due(c, name, nl, hot)))
+            st_tier_enqueue(cc->tier, name, nl);
     }
 }
 

@@ -45,6 +45,28 @@ static int st__on_object(void *arg, const char *key, uint64_t size)
     return 0;
 }
 
+/* "{folder}/delta-{ts}-[w{writer}-]{seq}[.{gen}].parquet" (delta.c). */
+static int st__on_delta(void *arg, const char *key, uint64_t size)
+{
+    const char *slash = strchr(key, '/');
+    if (!slash || strncmp(slash + 1, "delta-", 6) != 0) return 0;
+    char tmp[ST_TIER_OWNER_MAX + 600];
+    size_t kl = strlen(key);
+    if (kl + 1 > sizeof tmp) return 0;
+    /* parsed as a batch key would be */
+    memcpy(tmp, key, (size_t)(slash - key) + 1);
+    memcpy(tmp + (slash - key) + 1, "batch-", 6);
+    memcpy(tmp + (slash - key) + 7, slash + 7, kl - (size_t)(slash - key) - 7 + 1);
+    st_objs_t *o = arg;
+    size_t before = o->n;
+    st__on_object(arg, tmp, size);
+    if (o->n > before) {
+        free(o->v[o->n - 1].key);
+        o->v[o->n - 1].key = st_strndup(key, kl);
+    }
+    return 0;
+}
+
 static int st__cmp_obj(const void *a, const void *b)
 {
     const st_obj_t *x = a, *y = b;
@@ -303,6 +325,146 @@ static int st__mine(st_chat_t *c, st_objs_t *o, uint64_t *wait)
     return ST_OK;
 }
 
+/* ---- deltas (SPEC §2.2): the delta objects re-seed the delta records ---- */
+
+typedef struct {
+    uint64_t id;
+    bool deleted;
+    char conv[ST_NAME_MAX + 1];
+    size_t cl;
+    char *json;
+    size_t len;
+} st_rbdelta_t;
+
+typedef ST_VEC(st_rbdelta_t) st_rbdeltas_t;
+
+static void st__rb_delta(void *arg, uint64_t id, const char *conv, size_t cl, bool deleted,
+                         const char *json, size_t len)
+{
+    st_rbdeltas_t *d = arg;
+    if (cl > ST_NAME_MAX) return;
+    st_rbdelta_t r = {.id = id, .deleted = deleted, .cl = cl, .len = len};
+    memcpy(r.conv, conv, cl);
+    r.json = st_strndup(json, len);
+    st_vec_push(d, r);
+}
+
+/* Of several states of a message, the one read last (the newest object's) is kept. */
+static int st__cmp_delta(const void *a, const void *b)
+{
+    const st_rbdelta_t *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The version of an object: a merged one's fresh number, else its number. */
+static uint64_t st__version(const st_obj_t *o)
+{
+    return o->gen ? o->gen : o->seq;
+}
+
+static int st__cmp_version(const void *a, const void *b)
+{
+    const st_obj_t *x = a, *y = b;
+    int c = strcmp(x->user, y->user);
+    if (c) return c;
+    return (st__version(x) > st__version(y)) - (st__version(x) < st__version(y));
+}
+
+/* A user's delta objects o[0..n) (oldest first): its delta manifest, and the delta records (and
+ * tombstones, out of the counts) the store does not hold already. */
+static int st__rebuild_deltas(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o, size_t n,
+                              int64_t *deltas, uint64_t *wait)
+{
+    const char *u = o[0].user;
+    size_t ul = o[0].ulen;
+    char ow[ST_TIER_OWNER_MAX];
+    size_t owl = st__chat_delta_owner(ow, u, ul);
+    st_tier_stat_t ds = {0, 0, 0, 0, 1};
+    st_rbdeltas_t d = {0};
+    uint8_t k[ST__KEY_CAP];
+    int rc = ST_OK;
+    for (size_t i = 0; i < n && rc == ST_OK; i++) {
+        st_buf_t b = {0};
+        size_t before = d.n;
+        rc = st_objstore_get(obj, o[i].key, 0, o[i].size, &b);
+        if (rc == ST_OK) rc = st__chat_delta_decode(b.data, b.len, st__rb_delta, &d);
+        st_buf_free(&b);
+        if (rc != ST_OK) {
+            st_error("rebuild: %s cannot be read; stopping", o[i].key);
+            break;
+        }
+        st_tier_file_t f = {UINT64_MAX, 0, (int64_t)(d.n - before), o[i].size};
+        for (size_t r = before; r < d.n; r++) {
+            if (d.v[r].id < f.min_id) f.min_id = d.v[r].id;
+            if (d.v[r].id > f.max_id) f.max_id = d.v[r].id;
+        }
+        st_buf_t v = {0};
+        st_buf_append(&v, &f, sizeof f);
+        st_buf_puts(&v, o[i].key);
+        rc = st_store_put(c->store, k, st_tier_mkey(k, 'F', ow, owl, true, o[i].seq), v.data, v.len,
+                          wait);
+        st_buf_free(&v);
+        if (o[i].seq + 1 > ds.next_seq) ds.next_seq = o[i].seq + 1;
+        if (o[i].gen + 1 > ds.next_seq) ds.next_seq = o[i].gen + 1;
+        ds.rows += f.rows;
+        ds.bytes += (int64_t)f.size;
+        ds.files++;
+        if (f.max_id > ds.watermark && f.rows) ds.watermark = f.max_id;
+    }
+    if (rc == ST_OK)
+        rc = st_store_put(c->store, k, st_tier_mkey(k, 'W', ow, owl, false, 0), &ds, sizeof ds,
+                          wait);
+    /* newest state per message: a stable sort keeps the read order among equal ids */
+    for (size_t i = 1; i < d.n; i++) { /* insertion into id order, stable */
+        st_rbdelta_t x = d.v[i];
+        size_t j = i;
+        while (j > 0 && st__cmp_delta(&d.v[j - 1], &x) > 0) {
+            d.v[j] = d.v[j - 1];
+            j--;
+        }
+        d.v[j] = x;
+    }
+    st_coldstat_t cs;
+    if (rc == ST_OK) rc = st__chat_coldstat(c, u, ul, &cs, wait);
+    int64_t gone = 0;
+    for (size_t i = 0; i < d.n && rc == ST_OK; i++) {
+        if (i + 1 < d.n && d.v[i + 1].id == d.v[i].id) continue;
+        const st_rbdelta_t *r = &d.v[i];
+        const char *js;
+        size_t jl;
+        if (r->id > cs.watermark || st__chat_delta_get(c, u, ul, r->id, &js, &jl, wait) == ST_OK)
+            continue; /* not cold, or the store holds it already */
+        rc = st__chat_delta_put(c, u, ul, r->id, r->conv, r->cl, r->json, r->len, wait);
+        if (rc == ST_OK) { /* delta_put marks it for a delta object: it is in one */
+            size_t kn = st__chat_ukey(k, 'f', u, ul);
+            st_be64_put(k + kn, r->id);
+            rc = st_store_del(c->store, k, kn + 8, wait);
+        }
+        if (rc == ST_OK) rc = st__chat_fold_mark(c, u, ul, r->id, wait);
+        (*deltas)++;
+        if (rc != ST_OK || !r->deleted) continue;
+        size_t kn = st__chat_ukey(k, 'Y', u, ul);
+        st_be64_put(k + kn, r->id);
+        const void *yv;
+        size_t yl;
+        if (st_store_get(c->store, k, kn + 8, &yv, &yl, wait) == ST_OK) continue;
+        rc = st_store_put(c->store, k, kn + 8, r->conv, r->cl, wait);
+        st_conv_t cv;
+        size_t ckl = st__chat_ckey(k, u, ul, r->conv, r->cl);
+        if (rc == ST_OK && st__chat_conv_get(c->store, k, ckl, &cv, wait) == ST_OK) {
+            cv.base_total--; /* a tombstone is no message */
+            rc = st_store_put(c->store, k, ckl, &cv, sizeof cv, wait);
+        }
+        gone++;
+    }
+    if (rc == ST_OK && gone) rc = st__chat_gone_add(c, u, ul, gone, wait);
+    if (rc == ST_OK && gone) rc = st__chat_refresh_totals(c, u, ul, wait);
+    for (size_t i = 0; i < d.n; i++)
+        free(d.v[i].json);
+    st_vec_free(&d);
+    return rc;
+}
+
 int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *convs, int64_t *rows,
                     uint64_t *wait)
 {
@@ -322,6 +484,26 @@ int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *con
         pg.users = ++*users;
         i = j;
     }
+    /* then the delta objects, over what the message objects gave */
+    st_objs_t dl = {0};
+    if (rc == ST_OK) rc = st_objstore_list(obj, "", st__on_delta, &dl);
+    if (rc == ST_ENOTFOUND) rc = ST_OK;
+    if (dl.n) qsort(dl.v, dl.n, sizeof *dl.v, st__cmp_version);
+    if (rc == ST_OK && dl.n) rc = st__mine(c, &dl, wait);
+    int64_t deltas = 0;
+    for (size_t i = 0; i < dl.n && rc == ST_OK;) {
+        size_t j = i + 1;
+        while (j < dl.n && strcmp(dl.v[j].user, dl.v[i].user) == 0)
+            j++;
+        rc = st__rebuild_deltas(c, obj, dl.v + i, j - i, &deltas, wait);
+        i = j;
+    }
+    if (deltas)
+        st_info("rebuild: %lld edited or deleted cold message(s) from delta objects",
+                (long long)deltas);
+    for (size_t i = 0; i < dl.n; i++)
+        free(dl.v[i].key);
+    free(dl.v);
     if (rc == ST_OK && max_id) { /* ids never go back below what the cold tier holds */
         static const char last_key[] = "\0chat_last_id";
         uint64_t last = 0;

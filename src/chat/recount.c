@@ -55,11 +55,16 @@ int st_chat_recount(st_chat_t *c, const char *u, size_t ul, const char *conv, si
         rc = st__chat_manifest(c, u, ul, false, &man, wait);
         if (rc == ST_OK)
             rc = st_tier_footers_ready(c->cold->tier, &man); /* ST_EPARKED: nothing written */
+        uint64_t mask_id = 0;
+        int64_t mask_seq;
+        if (rc == ST_OK && st__chat_mask_get(c, u, ul, conv, cl, &mask_id, &mask_seq, wait))
+            mask_id = 0;
         for (size_t i = 0; i < man.n && rc == ST_OK; i++) {
             const st_pq_meta_t *m;
             rc = st__chat_footer(c->cold, man.v[i].key, man.v[i].file.size, &m);
             for (size_t g = 0; rc == ST_OK && g < m->ngroups; g++)
-                if (m->groups[g].conv_len == cl && memcmp(m->groups[g].conv, conv, cl) == 0) {
+                if (m->groups[g].conv_len == cl && memcmp(m->groups[g].conv, conv, cl) == 0 &&
+                    !(mask_id && m->groups[g].max_id <= mask_id)) {
                     cold += m->groups[g].rows;
                     if (m->groups[g].max_seq > top) top = m->groups[g].max_seq;
                 }
@@ -67,6 +72,15 @@ int st_chat_recount(st_chat_t *c, const char *u, size_t ul, const char *conv, si
         st__chat_manifest_free(&man);
         if (rc) return rc;
     }
+    /* tombstones are no messages (SPEC §2.2): out of both sides */
+    st_coldstat_t cs;
+    int64_t dead_cold = 0, dead_hot = 0;
+    if ((rc = st__chat_coldstat(c, u, ul, &cs, wait)) ||
+        (rc = st__chat_dead_count(c, u, ul, conv, cl, cs.rows ? cs.watermark : 0, &dead_cold,
+                                  &dead_hot, wait)))
+        return rc;
+    hot -= dead_hot;
+    cold -= dead_cold;
     *drift = hot + cold - (cv.base_total + cv.hot_total);
     /* seq is not a count: a repair only ever raises it to the highest one stored */
     bool seq_low = top > cv.last_seq;
@@ -183,12 +197,16 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
     if (rc == ST_OK)
         rc = st_tier_footers_ready(c->cold->tier, &man); /* ST_EPARKED: the caller waits */
     st_conv_t x = {UINT64_MAX, 0, INT64_MAX, INT64_MIN, 0, 0, 0};
+    uint64_t mask_id = 0;
+    int64_t mask_seq = 0;
+    if (st__chat_mask_get(c, u, ul, conv, cl, &mask_id, &mask_seq, wait) != ST_OK) mask_id = 0;
     for (size_t i = 0; i < man.n && rc == ST_OK; i++) {
         const st_pq_meta_t *m;
         rc = st__chat_footer(c->cold, man.v[i].key, man.v[i].file.size, &m);
         for (size_t g = 0; rc == ST_OK && g < m->ngroups; g++) {
             const st_pq_group_t *G = &m->groups[g];
             if (G->conv_len != cl || memcmp(G->conv, conv, cl) != 0) continue;
+            if (mask_id && G->max_id <= mask_id) continue; /* a deleted conversation's rows */
             x.base_total += G->rows;
             if (G->min_id < x.first) x.first = G->min_id;
             if (G->max_id > x.last) x.last = G->max_id;
@@ -200,6 +218,10 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
     st__chat_manifest_free(&man);
     if (rc) return rc;
     if (!x.base_total) return ST_ENOTFOUND;
+    int64_t dead_cold = 0, dead_hot = 0; /* tombstones are no messages (SPEC §2.2) */
+    if ((rc = st__chat_dead_count(c, u, ul, conv, cl, UINT64_MAX, &dead_cold, &dead_hot, wait)))
+        return rc;
+    x.base_total -= dead_cold;
     if (x.last_seq < x.base_total) x.last_seq = x.base_total; /* files without seq statistics */
     st_metric_add(c->cold->m_hybrid_cold, 1);
     *cv = x;

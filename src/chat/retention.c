@@ -12,6 +12,52 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *conv;
+    size_t cl;
+    st_buf_t ids;
+} st_dead_t;
+
+static int st__dead_in(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_dead_t *d = arg;
+    if (klen >= 8 && vlen == d->cl && memcmp(val, d->conv, vlen) == 0) {
+        uint64_t id = st_be64_get((const uint8_t *)key + klen - 8);
+        st_buf_append(&d->ids, &id, 8);
+    }
+    return 0;
+}
+
+/* The tombstones (SPEC §2.2) of a conversation among ids lo..hi leave with their rows: counted
+ * (they were no messages) and their records out. */
+static int st__dead_rows(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                         uint64_t lo, uint64_t hi, int64_t *n, uint64_t *wait)
+{
+    uint8_t pre[ST__KEY_CAP], a[ST__KEY_CAP], b[ST__KEY_CAP], k[ST__KEY_CAP];
+    size_t pl = st__chat_ukey(pre, 'Y', u, ul);
+    memcpy(a, pre, pl);
+    st_be64_put(a + pl, lo);
+    memcpy(b, pre, pl);
+    st_be64_put(b + pl, hi == UINT64_MAX ? hi : hi + 1);
+    st_dead_t d = {conv, cl, {0}};
+    int rc = st_store_range(c->store, pre, pl, a, pl + 8, b, pl + 8, false, st__dead_in, &d, wait);
+    rc = rc < 0 ? rc : ST_OK;
+    *n = (int64_t)(d.ids.len / 8);
+    for (size_t i = 0; i + 8 <= d.ids.len && rc == ST_OK; i += 8) {
+        uint64_t id;
+        memcpy(&id, d.ids.data + i, 8);
+        for (const char *ks = "YEef"; *ks && rc == ST_OK; ks++) {
+            size_t kn = st__chat_ukey(k, *ks, u, ul);
+            st_be64_put(k + kn, id);
+            rc = st_store_del(c->store, k, kn + 8, wait);
+            if (rc == ST_ENOTFOUND) rc = ST_OK;
+        }
+    }
+    st_buf_free(&d.ids);
+    return rc;
+}
 
 int st__chat_expired(void *arg, const char *u, size_t ul, const st_pq_meta_t *m, uint64_t *wait)
 {
@@ -28,13 +74,27 @@ int st__chat_expired(void *arg, const char *u, size_t ul, const st_pq_meta_t *m,
         st_buf_append(&names, m->groups[g].conv, m->groups[g].conv_len);
     }
     /* the manifest still holds the object here (a re-warm counts it) */
+    int64_t gone = 0;
     for (size_t g = 0; rc == ST_OK && g < ng; g++) {
         const char *conv = names.data + (uintptr_t)gs[g].conv;
         st_conv_t cv;
         bool cold;
+        int64_t dead = 0;
+        uint64_t mask_id;
+        int64_t mask_seq;
+        if (st__chat_mask_get(c, u, ul, conv, gs[g].conv_len, &mask_id, &mask_seq, wait) == ST_OK &&
+            gs[g].max_id <= mask_id) { /* a deleted conversation's rows: counted as gone */
+            gone += gs[g].rows;
+            continue;
+        }
+        /* loaded first: one re-warmed from the footers counts these tombstones out already */
         rc = st__chat_conv_load(c, u, ul, conv, gs[g].conv_len, &cv, &cold, wait);
+        int r2 =
+            st__dead_rows(c, u, ul, conv, gs[g].conv_len, gs[g].min_id, gs[g].max_id, &dead, wait);
+        gone += dead;
+        if (r2 != ST_OK) rc = r2;
         if (rc == ST_OK) {
-            cv.base_total -= gs[g].rows;
+            cv.base_total -= gs[g].rows - dead;
             size_t ckl = st__chat_ckey(k, u, ul, conv, gs[g].conv_len);
             rc = st_store_put(c->store, k, ckl, &cv, sizeof cv, wait);
         } else if (rc == ST_ENOTFOUND) {
@@ -43,6 +103,7 @@ int st__chat_expired(void *arg, const char *u, size_t ul, const st_pq_meta_t *m,
     }
     free(gs);
     st_buf_free(&names);
+    if (rc == ST_OK && gone) rc = st__chat_gone_add(c, u, ul, -gone, wait);
     if (rc == ST_OK) rc = st__chat_refresh_totals(c, u, ul, wait);
     return rc;
 }

@@ -3,6 +3,7 @@
  * The offline commands (cli.h): `strata restore` builds a data dir from a backup and
  * `strata rebuild-meta` re-seeds one from the cold tier (SPEC §9); both exit without serving.
  */
+#define _GNU_SOURCE /* nftw */
 #include "cli.h"
 #include "strata/backup.h"
 #include "strata/chat.h"
@@ -12,6 +13,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,86 @@ st_objstore_opts_t st_cli_backup_obj(const st_config_t *cfg)
  * its own (SPEC §5: the restored node never writes a key of the node it came from, nor deletes
  * that node's objects), through the store (so the change is logged like any write). rebuild-meta
  * keeps the backup's writer: it is the same node, taking its own objects back. */
+/* Opens the store of cfg's data dir, runs fn on a chat over it, waits until what fn staged is
+ * durable and closes it. */
+static int st__with_chat(const st_config_t *cfg, int (*fn)(st_chat_t *c, void *arg, uint64_t *wait),
+                         void *arg)
+{
+    uv_loop_t *loop = uv_default_loop();
+    st_store_t *store;
+    char cold_dir[ST_CLI_COLD_URL_MAX];
+    st_store_opts_t so = st_cli_store_opts(cfg, cold_dir, sizeof cold_dir);
+    so.watch_dir = NULL;
+    if (st_store_open(&store, loop, &so) != ST_OK) return ST_EIO;
+    st_chat_t *chat = NULL;
+    uint64_t wait = 0;
+    int rc = st_chat_open(&chat, store, 0);
+    if (rc == ST_OK) rc = fn(chat, arg, &wait);
+    while (!st_store_idle(store))
+        uv_run(loop, UV_RUN_ONCE);
+    if (rc == ST_OK && st_store_durable_id(store) < wait) rc = ST_EIO;
+    if (chat) st_chat_close(chat);
+    st_store_close(store);
+    uv_run(loop, UV_RUN_NOWAIT);
+    return rc;
+}
+
+static int st__export(st_chat_t *c, void *arg, uint64_t *wait)
+{
+    (void)wait;
+    return st_chat_erasures_export(c, arg);
+}
+
+typedef struct {
+    const st_buf_t *in;
+    size_t n;
+} st__import_t;
+
+static int st__import(st_chat_t *c, void *arg, uint64_t *wait)
+{
+    st__import_t *x = arg;
+    return st_chat_erasures_import(c, x->in, &x->n, wait);
+}
+
+static int st__rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+/* Removes a scratch tree this command made (missing is fine). */
+static int st__tree_remove(const char *dir)
+{
+    if (access(dir, F_OK) != 0) return ST_OK;
+    return nftw(dir, st__rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? ST_OK : ST_EIO;
+}
+
+/* SPEC §9: a restore to any time applies every erasure up to the newest backup point. The
+ * newest point is restored beside DIR (DIR.erasures, removed after), its erasure records read,
+ * and those DIR lacks added as pending: the server erases those users' restored data again. */
+static int st__restore_erasures(const st_config_t *cfg, const st_restore_opts_t *o)
+{
+    st_config_t tc = *cfg;
+    if (snprintf(tc.data_dir, sizeof tc.data_dir, "%s.erasures", cfg->data_dir) >=
+        (int)sizeof tc.data_dir)
+        return ST_EINVAL;
+    if (st__tree_remove(tc.data_dir) != ST_OK) return ST_EIO;
+    st_restore_opts_t newest = *o;
+    newest.data_dir = tc.data_dir;
+    newest.to_time = 0;
+    st_restore_result_t r;
+    st_buf_t recs = {0};
+    int rc = st_backup_restore(&newest, &r);
+    if (rc == ST_OK) rc = st__with_chat(&tc, st__export, &recs);
+    if (st__tree_remove(tc.data_dir) != ST_OK && rc == ST_OK) rc = ST_EIO;
+    st__import_t x = {&recs, 0};
+    if (rc == ST_OK && recs.len) rc = st__with_chat(cfg, st__import, &x);
+    if (rc == ST_OK && x.n)
+        st_info("restore: %zu erasure(s) after the restored point apply again", x.n);
+    st_buf_free(&recs);
+    return rc;
+}
+
 static int st__restore_resume(const st_config_t *cfg, size_t *moved, bool renew)
 {
     uv_loop_t *loop = uv_default_loop();
@@ -92,6 +174,7 @@ int st_cli_restore(const st_config_t *cfg)
     int rc = st_backup_restore(&o, &r);
     size_t moved = 0;
     if (rc == ST_OK) rc = st__restore_resume(cfg, &moved, true);
+    if (rc == ST_OK && o.to_time) rc = st__restore_erasures(cfg, &o);
     if (rc == ST_OK) rc = st__unmark(cfg->data_dir);
     if (rc != ST_OK) {
         st_error("restore failed: %s (%s is not a store to start on: restore again into an empty "

@@ -213,13 +213,21 @@ static st_cjob_t *st__job(st_tier_compact_t *c, st_cowner_t *o, st_tier_manifest
 }
 
 /* Which of the manifest m to merge next (the plan works on the files alone). */
-static bool st__plan(st_tier_compact_t *c, const st_tier_manifest_t *m, int flags, size_t *from,
-                     size_t *to)
+static bool st__plan(st_tier_compact_t *c, const st_cowner_t *o, const st_tier_manifest_t *m,
+                     int flags, size_t *from, size_t *to)
 {
     ST_VEC(st_tier_file_t) f = {0};
     for (size_t i = 0; i < m->n; i++)
         st_vec_push(&f, m->v[i].file);
-    bool due = st_tier_compact_plan(f.v, f.n, c->o.limit, c->o.max_bytes, flags, from, to);
+    bool due = false;
+    if ((flags & ST_TIER_COMPACT_FOLD) && c->o.fold_pick && m->n &&
+        c->o.fold_pick(c->o.hook_arg, o->owner, o->olen, m->v, m->n, from)) {
+        *to = *from + 1; /* the object holding changes, rewritten alone with them folded in */
+        due = true;
+    }
+    if (!due)
+        due = st_tier_compact_plan(f.v, f.n, c->o.limit, c->o.max_bytes,
+                                   flags & ~ST_TIER_COMPACT_FOLD, from, to);
     st_vec_free(&f);
     return due;
 }
@@ -232,13 +240,15 @@ static st_cjob_t *st__begin(st_tier_compact_t *c, st_cowner_t *o)
     size_t from, to;
     st_tier_stat_t st;
     int rc = st_tier_manifest(c->store, o->owner, o->olen, false, &m, &wait);
-    if (rc != ST_OK || !st__plan(c, &m, o->flags, &from, &to) ||
+    if (rc != ST_OK || !st__plan(c, o, &m, o->flags, &from, &to) ||
         st_tier_stat(c->store, o->owner, o->olen, &st, &wait) != ST_OK) {
         st_tier_manifest_free(&m);
         return NULL;
     }
     st_cjob_t *j = st__job(c, o, &m, from, to);
     st_tier_manifest_free(&m);
+    if (c->o.prepare) /* the kind's changes to fold in: merge finds them in dropped */
+        j->dropped = c->o.prepare(c->o.hook_arg, o->owner, o->olen, j->old.v, j->old.n, j->cutoff);
     j->pseq = st.next_seq ? st.next_seq : 1;
     uint64_t writer = 0;
     if (st_tier_writer(c->store, &writer, &wait) != ST_OK ||
@@ -308,7 +318,8 @@ static void st__add(st_tier_compact_t *c, const char *o, size_t ol, int flags)
  * merge, until its plan finds nothing; what was asked for meanwhile is added. */
 static int st__again(const st_cowner_t *o)
 {
-    return (o->flags & ST_TIER_COMPACT_MAJOR) | ((o->flags >> 4) & ~ST_TIER_COMPACT_EXPIRE);
+    return (o->flags & (ST_TIER_COMPACT_MAJOR | ST_TIER_COMPACT_FOLD)) |
+           ((o->flags >> 4) & ~ST_TIER_COMPACT_EXPIRE);
 }
 
 static void st__maybe_free(st_tier_compact_t *c)
@@ -489,7 +500,7 @@ size_t st__tier_compact_all(st_tier_compact_t *c)
     for (size_t i = 0; i < names.len; n++) {
         uint16_t ol;
         memcpy(&ol, names.data + i, sizeof ol);
-        st__add(c, names.data + i + sizeof ol, ol, ST_TIER_COMPACT_MAJOR);
+        st__add(c, names.data + i + sizeof ol, ol, ST_TIER_COMPACT_MAJOR | ST_TIER_COMPACT_FOLD);
         i += sizeof ol + ol;
     }
     st_buf_free(&names);

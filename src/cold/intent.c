@@ -25,7 +25,7 @@
 
 #include <string.h>
 
-#define ST__MKEY_CAP (ST_NAME_MAX + 16)
+#define ST__MKEY_CAP ST_TIER_MKEY_MAX
 
 int st__tier_intend(st_store_t *s, const char *o, size_t ol, uint64_t seq, const st_buf_t *key,
                     st_tier_stat_t *st, uint64_t *wait)

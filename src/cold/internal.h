@@ -56,6 +56,12 @@ typedef struct {
     size_t limit;          /* small objects an owner may hold before a merge (0: 8) */
     uint64_t max_bytes;    /* no merge writes a larger object (0: 256 MiB) */
     uint64_t retention_us; /* rows older are left out of a merged object (0: keep) */
+    /* the members' fold hooks (st_tier_member_t.fold_prepare, fold_pick), through the tier */
+    void *(*prepare)(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs, size_t n,
+                     int64_t cutoff);
+    bool (*fold_pick)(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs, size_t n,
+                      size_t *at);
+    void *hook_arg;
 } st_tier_compact_opts_t;
 
 /* t (its orphan sweep), store, obj and merge are borrowed (they must outlive the engine). */

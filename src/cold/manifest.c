@@ -24,7 +24,7 @@ static int st__manifest_collect(void *arg, const void *key, size_t klen, const v
 int st_tier_manifest(st_store_t *s, const char *o, size_t ol, bool desc, st_tier_manifest_t *out,
                      uint64_t *wait)
 {
-    uint8_t k[ST_NAME_MAX + 16];
+    uint8_t k[ST_TIER_MKEY_MAX];
     size_t pl = st_tier_mkey(k, 'F', o, ol, false, 0);
     k[pl++] = 0;
     memset(out, 0, sizeof *out);
@@ -50,7 +50,7 @@ size_t st_tier_mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq,
 
 int st_tier_stat(st_store_t *s, const char *o, size_t ol, st_tier_stat_t *st, uint64_t *wait)
 {
-    uint8_t k[ST_NAME_MAX + 16];
+    uint8_t k[ST_TIER_MKEY_MAX];
     const void *v;
     size_t vl;
     int rc = st_store_get(s, k, st_tier_mkey(k, 'W', o, ol, false, 0), &v, &vl, wait);
@@ -66,6 +66,6 @@ int st_tier_stat(st_store_t *s, const char *o, size_t ol, st_tier_stat_t *st, ui
 int st_tier_doom(st_store_t *s, const char *o, size_t ol, uint64_t seq, const char *key,
                  uint64_t *wait)
 {
-    uint8_t k[ST_NAME_MAX + 16];
+    uint8_t k[ST_TIER_MKEY_MAX];
     return st_store_put(s, k, st_tier_mkey(k, 'D', o, ol, true, seq), key, strlen(key), wait);
 }

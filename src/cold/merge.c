@@ -115,6 +115,15 @@ int st_tier_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_
                           size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
                           void **dropped, int64_t *ndropped)
 {
+    return st_tier_parquet_merge_fix(zstd_level, obj, objs, nold, cutoff, key, out, dropped,
+                                     ndropped, NULL, NULL);
+}
+
+int st_tier_parquet_merge_fix(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
+                              size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
+                              void **dropped, int64_t *ndropped,
+                              bool (*fix)(void *arg, st_msgrow_t *r), void *fix_arg)
+{
     st_groups_t gs = {0};
     int rc = ST_OK;
     for (size_t i = 0; i < nold && rc == ST_OK; i++)
@@ -124,8 +133,10 @@ int st_tier_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_
         total += gs.v[g].n;
     st_msgrow_t *rows = st_malloc((total ? total : 1) * sizeof *rows);
     for (size_t g = 0; g < gs.n && rc == ST_OK; g++)
-        for (size_t i = 0; i < gs.v[g].n; i++)
-            rows[n++] = gs.v[g].rows[i];
+        for (size_t i = 0; i < gs.v[g].n; i++) {
+            rows[n] = gs.v[g].rows[i];
+            if (!fix || fix(fix_arg, &rows[n])) n++;
+        }
     st_buf_t *d = st_calloc(1, sizeof *d);
     *dropped = d;
     if (rc == ST_OK) rc = st__keep(rows, n, cutoff, out, d, ndropped, &keep);

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #define ST__TICK_MS  1000
-#define ST__MKEY_CAP (ST_NAME_MAX + 16)
+#define ST__MKEY_CAP ST_TIER_MKEY_MAX
 
 enum { ST__PARTS = 6 }; /* closed separately: tick, due, pass, flush, reaper, compaction */
 
@@ -195,10 +195,30 @@ static int st__tier_merge(void *arg, const char *o, size_t ol, st_objstore_t *ob
     const st_tier_member_t *mb = st__tier_member(arg, o, ol);
     if (!mb) return ST_ENOTFOUND;
     const st_tier_merge_t *m = mb->merge;
-    void *d = NULL;
+    st_box_t *b = *dropped; /* what the kind's prepare noted, if any */
+    void *d = b ? b->p : NULL;
     int rc = m->merge(m->arg, o, ol, obj, objs, n, cutoff, key, out, &d, ndropped);
-    *dropped = d ? st__box(mb, d) : NULL;
+    if (b)
+        b->p = d;
+    else
+        *dropped = d ? st__box(mb, d) : NULL;
     return rc;
+}
+
+static void *st__merge_prepare(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs,
+                               size_t n, int64_t cutoff)
+{
+    const st_tier_member_t *mb = st__tier_member(arg, o, ol);
+    if (!mb || !mb->fold_prepare) return NULL;
+    void *p = mb->fold_prepare(mb->arg, o, ol, objs, n, cutoff);
+    return p ? st__box(mb, p) : NULL;
+}
+
+static bool st__merge_fold_pick(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs,
+                                size_t n, size_t *at)
+{
+    const st_tier_member_t *mb = st__tier_member(arg, o, ol);
+    return mb && mb->fold_pick && mb->fold_pick(mb->arg, o, ol, objs, n, at);
 }
 
 static int st__merge_commit(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,
@@ -295,7 +315,12 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
     t->mkind =
         (st_tier_merge_t){st__tier_merge, st__merge_commit, st__merge_release, st__merge_name, t};
     st_tier_flush_open(&t->flush, loop, store, o->obj, &t->fkind);
-    st_tier_compact_opts_t co = {o->compact_objects, o->compact_max_bytes, t->retention_us};
+    st_tier_compact_opts_t co = {.limit = o->compact_objects,
+                                 .max_bytes = o->compact_max_bytes,
+                                 .retention_us = t->retention_us,
+                                 .prepare = st__merge_prepare,
+                                 .fold_pick = st__merge_fold_pick,
+                                 .hook_arg = t};
     st__tier_compact_open(&t->compact, t, loop, store, o->obj, &t->mkind, &co);
     st_metric_t *m_reads = st_metrics_counter("strata_cold_row_groups_read_total",
                                               "Parquet row groups decoded for reads", "");

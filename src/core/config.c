@@ -118,6 +118,15 @@ static const st_cfg_opt_t st__opts[] = {
             "largest request body accepted (413 above)"),
     ST__NUM(ST_CFG_SIZE, max_content, "max-content", "STRATA_MAX_CONTENT", "1MiB", 1, 1ULL << 30,
             "largest message content accepted (413 above)"),
+    ST__NUM(ST_CFG_U64, max_edit_history, "max-edit-history", "STRATA_MAX_EDIT_HISTORY", "20", 0,
+            10000, "earlier versions an edited message keeps in edit_history (the newest)"),
+    ST__NUM(ST_CFG_U64, delta_max_age, "delta-max-age", "STRATA_DELTA_MAX_AGE", "3600", 1,
+            86400 * 365,
+            "seconds within which an edit or delete of a cold message is folded into its "
+            "Parquet object (a compaction rewrites it)"),
+    ST__NUM(ST_CFG_U64, erase_within, "erase-within", "STRATA_ERASE_WITHIN", "3600", 1, 86400 * 30,
+            "seconds within which an erasure (DELETE /v1/users/{user}) deletes the user's rows "
+            "and objects; one still pending after it is logged as late and counted"),
     ST__NUM(ST_CFG_SIZE, max_header, "max-header", "STRATA_MAX_HEADER", "16KiB", 1024, 1ULL << 20,
             "largest request line + headers accepted (431 above)"),
     ST__NUM(ST_CFG_U64, max_room_members, "max-room-members", "STRATA_MAX_ROOM_MEMBERS", "100000",

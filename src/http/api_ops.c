@@ -80,7 +80,8 @@ int st_api_admin_compact(st_ctx_t *c)
         cJSON_Delete(j);
         return rc;
     }
-    size_t n = st_tier_compact(c->app->tier, u, ul, ST_TIER_COMPACT_MAJOR);
+    size_t n = st_tier_compact(c->app->tier, u, ul, ST_TIER_COMPACT_MAJOR | ST_TIER_COMPACT_FOLD);
+    if (u && c->app->chat) st_chat_compact_deltas(c->app->chat, u, ul); /* its delta objects */
     cJSON_Delete(j);
     c->status = 202;
     st_buf_printf(c->body, "{\"compacting\":%zu}", n);

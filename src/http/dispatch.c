@@ -84,6 +84,7 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
     } else if (st_auth_route(&c, route->flags) != ST_OK) {
         /* 401/403 (503 while the identity provider's keys are not in) written by auth.c */
     } else if (st_config_auth_on(app->cfg) && (route->flags & ST_ROUTE_USER) &&
+               !(c.admin && (route->flags & ST_ROUTE_USER_ADMIN)) &&
                (strlen(c.subject) != c.plens[0] ||
                 memcmp(c.subject, c.params[0], c.plens[0]) != 0)) {
         st_ctx_error(&c, ST_EFORBIDDEN, "the token's subject may only access its own user");
@@ -114,7 +115,9 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
             st_buf_append(&st__body, stored, slen);
             c.status = st;
             c.extra_headers = "Idempotent-Replayed: true\r\n";
-        } else if (req->method == ST_HTTP_POST && !(route->flags & ST_ROUTE_NOSTAGE) &&
+        } else if ((req->method == ST_HTTP_POST || req->method == ST_HTTP_PATCH ||
+                    req->method == ST_HTTP_DELETE) &&
+                   !(route->flags & ST_ROUTE_NOSTAGE) &&
                    (rc = st_store_writable(app->store)) != ST_OK) {
             /* Full, or the log or LMDB failing: refuse before anything is staged; reads go on. */
             st_ctx_error(&c, rc, "%s; the write was not applied", st_store_refusal(app->store));

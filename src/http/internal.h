@@ -35,13 +35,14 @@ typedef struct {
 typedef int (*st_handler_fn)(st_ctx_t *c);
 
 enum {
-    ST_ROUTE_IDEMPOTENT = 1, /* honours Idempotency-Key */
-    ST_ROUTE_ADMIN = 2,      /* needs role admin when auth is on */
-    ST_ROUTE_OPEN = 4,       /* never needs auth (healthz, metrics) */
-    ST_ROUTE_USER = 8,       /* params[0] is a user: the token's sub must equal it */
-    ST_ROUTE_NOSTAGE = 16,   /* a POST that stages nothing itself (admin flush): served while
-                                writes are refused, since a flush is what frees the hot store */
-    ST_ROUTE_INTERNAL = 32,  /* a group's member-to-member call: only --cluster-secret tokens */
+    ST_ROUTE_IDEMPOTENT = 1,  /* honours Idempotency-Key */
+    ST_ROUTE_ADMIN = 2,       /* needs role admin when auth is on */
+    ST_ROUTE_OPEN = 4,        /* never needs auth (healthz, metrics) */
+    ST_ROUTE_USER = 8,        /* params[0] is a user: the token's sub must equal it */
+    ST_ROUTE_NOSTAGE = 16,    /* a POST that stages nothing itself (admin flush): served while
+                                 writes are refused, since a flush is what frees the hot store */
+    ST_ROUTE_INTERNAL = 32,   /* a group's member-to-member call: only --cluster-secret tokens */
+    ST_ROUTE_USER_ADMIN = 64, /* with ST_ROUTE_USER: an admin token may act for any user too */
 };
 
 typedef struct {
@@ -207,6 +208,12 @@ int st_api_room_message_list(st_ctx_t *c);
 int st_api_room_read(st_ctx_t *c);
 int st_api_user_rooms(st_ctx_t *c);
 int st_api_user_rooms_remote(st_ctx_t *c);
+/* api_edit.c (SPEC §2.2) */
+int st_api_message_patch(st_ctx_t *c);
+int st_api_message_delete(st_ctx_t *c);
+int st_api_conversation_delete(st_ctx_t *c);
+int st_api_user_delete(st_ctx_t *c);
+int st_api_erasure_get(st_ctx_t *c);
 int st_api_healthz(st_ctx_t *c);
 int st_api_metrics(st_ctx_t *c);
 int st_api_openapi(st_ctx_t *c);

@@ -23,9 +23,11 @@ void st__count(st_server_t *srv, int route, int status, uint64_t started_ns, uin
     if (status < 100 || status > 599) status = 500;
     st_metric_t **m = &srv->m_req[r * 600 + (size_t)status];
     const char *label = route < 0 ? "unmatched" : st_routes[route].pattern;
-    const char *method = route < 0                                ? "ANY"
-                         : st_routes[route].method == ST_HTTP_GET ? "GET"
-                                                                  : "POST";
+    const char *method = route < 0                                   ? "ANY"
+                         : st_routes[route].method == ST_HTTP_GET    ? "GET"
+                         : st_routes[route].method == ST_HTTP_PATCH  ? "PATCH"
+                         : st_routes[route].method == ST_HTTP_DELETE ? "DELETE"
+                                                                     : "POST";
     if (!*m) {
         char l[320];
         snprintf(l, sizeof l, "route=\"%s %s\",status=\"%d\"", method, label, status);

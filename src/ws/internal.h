@@ -284,6 +284,14 @@ void st__ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t 
 void st__ws_note_counter(st_ws_t *ws, const char *name, size_t nlen, int64_t value);
 void st__ws_note_seats(st_ws_t *ws, const char *event_id, size_t elen, const char *tail,
                        size_t tlen);
+/* An edit, delete or erasure (st_chat_change_fn) for the streams here; noted for the group's
+ * other members like the rest. */
+void st__ws_message_changed(void *arg, const char *kind, const char *user, size_t ulen,
+                            const char *conv, size_t clen, uint64_t msg_id, const char *json,
+                            size_t len, uint64_t wait);
+void st__ws_note_change(st_ws_t *ws, const char *kind, const char *user, size_t ulen,
+                        const char *conv, size_t clen, uint64_t msg_id, const char *json,
+                        size_t len);
 void st__ws_note_message(st_ws_t *ws, const char *user, size_t ulen, const char *conv, size_t clen,
                          uint64_t msg_id, const char *json, size_t len);
 /* A room's membership changed (the rooms observer, topics.c); noted for a group's members. */

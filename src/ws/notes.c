@@ -13,7 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ST__NOTE_COUNTER = 'c', ST__NOTE_SEATS = 's', ST__NOTE_MESSAGE = 'm', ST__NOTE_ROOM = 'r' };
+enum {
+    ST__NOTE_COUNTER = 'c',
+    ST__NOTE_SEATS = 's',
+    ST__NOTE_MESSAGE = 'm',
+    ST__NOTE_ROOM = 'r',
+    ST__NOTE_CHANGE = 'x' /* an edit, delete or erasure (SPEC §2.2) */
+};
 
 static bool st__replaying; /* publishing a note: it is not noted again */
 
@@ -90,12 +96,27 @@ void st__ws_note_room_member(st_ws_t *ws, const char *room, size_t rl, const cha
     st_buf_free(&b);
 }
 
+void st__ws_note_change(st_ws_t *ws, const char *kind, const char *user, size_t ulen,
+                        const char *conv, size_t clen, uint64_t msg_id, const char *json,
+                        size_t len)
+{
+    if (!ws->app->store || !st_store_grouped(ws->app->store) || st__replaying) return;
+    st_buf_t b = {0};
+    st__put_str(&b, kind, strlen(kind));
+    st__put_str(&b, user, ulen);
+    st__put_str(&b, conv ? conv : "", conv ? clen : 0);
+    st_buf_append(&b, &msg_id, 8);
+    st__put_str(&b, json ? json : "", json ? len : 0); /* a cold message's state is no record */
+    st__note(ws, ST__NOTE_CHANGE, &b);
+    st_buf_free(&b);
+}
+
 /* A note from an entry another member proposed, now in LMDB: publish it here (durable). */
 static void st__on_note(void *arg, uint8_t kind, const char *p, size_t len)
 {
     st_ws_t *ws = arg;
-    const char *end = p + len, *a, *c;
-    size_t al, cl;
+    const char *end = p + len, *a, *c, *k;
+    size_t al, cl, kl;
     st__replaying = true;
     if (kind == ST__NOTE_COUNTER && st__get_str(&p, end, &a, &al) && end - p == 8) {
         int64_t v;
@@ -121,6 +142,19 @@ static void st__on_note(void *arg, uint8_t kind, const char *p, size_t len)
     } else if (kind == ST__NOTE_ROOM && st__get_str(&p, end, &a, &al) &&
                st__get_str(&p, end, &c, &cl) && end - p == 1) {
         st__ws_room_member(ws, a, al, c, cl, *p != 0, 0);
+    } else if (kind == ST__NOTE_CHANGE && st__get_str(&p, end, &k, &kl) && kl < 32 &&
+               st__get_str(&p, end, &a, &al) && st__get_str(&p, end, &c, &cl) && end - p >= 8) {
+        uint64_t id;
+        memcpy(&id, p, 8);
+        p += 8;
+        const char *json;
+        size_t jl;
+        char kind_s[32];
+        memcpy(kind_s, k, kl);
+        kind_s[kl] = 0;
+        if (st__get_str(&p, end, &json, &jl) && p == end)
+            st__ws_message_changed(ws, kind_s, a, al, cl ? c : NULL, cl, id, jl ? json : NULL, jl,
+                                   0);
     } else {
         st_warn("ws: an unreadable stream note (kind %u, %zu bytes) was skipped", kind, len);
     }

@@ -300,6 +300,10 @@ static int st__check_subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, cons
             st__ws_send_error(ws, c, id, "unavailable", "messages are not served here");
             return ST_EUNAVAIL;
         }
+        if (st_chat_erased(ws->app->chat, (*name)->valuestring, strlen((*name)->valuestring))) {
+            st__ws_send_error(ws, c, id, "not_found", "no such user (erased)");
+            return ST_ENOTFOUND;
+        }
     }
     if (st__sub_find(c, id)) {
         st__ws_send_error(ws, c, id, "conflict", "a subscription with this id exists");
@@ -741,6 +745,44 @@ void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user
     st_buf_free(&b);
 }
 
+/* An edit or delete (SPEC §2.2): subscribers that were shown the message (live, or replayed up
+ * to their cursor) get its new state, in order with their other frames; a replay not there yet
+ * reads the new state itself. An erased user's subscriptions end. */
+void st__ws_message_changed(void *arg, const char *kind, const char *user, size_t ulen,
+                            const char *conv, size_t clen, uint64_t msg_id, const char *json,
+                            size_t len, uint64_t wait)
+{
+    st_ws_t *ws = arg;
+    st__ws_note_change(ws, kind, user, ulen, conv, clen, msg_id, json, len);
+    st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen);
+    if (!ch) return;
+    if (!json) { /* erased */
+        /* the channel is freed with its last subscription: take them one at a time */
+        while ((ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen))) {
+            st_wssub_t *s = ST_LIST_ITEM(ch->subs.next, st_wssub_t, clink);
+            st__ws_send_error(ws, s->conn, s->id, "not_found",
+                              "the user was erased; the subscription ended");
+            st__sub_remove(ws, s);
+        }
+        return;
+    }
+    st_wsbody_t *pre = NULL;
+    const char *last = NULL;
+    st_wsbody_t *body = NULL;
+    for (ST_LIST_EACH(l, n, &ch->subs)) {
+        st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, clink);
+        if (msg_id > s->cursor ||
+            (s->conv && (strlen(s->conv) != clen || memcmp(s->conv, conv, clen) != 0)))
+            continue;
+        if (!body) body = st__message_body(json, len);
+        uint64_t w = st__sub_wait(s, wait);
+        st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, kind, s->id), body, w);
+        s->last_wait = w;
+    }
+    st__ws_body_unref(body);
+    st__ws_body_unref(pre);
+}
+
 void st__ws_topics_init(st_ws_t *ws)
 {
     st_map_init(&ws->chans);
@@ -748,6 +790,7 @@ void st__ws_topics_init(st_ws_t *ws)
         st_seats_observe(ws->app->seats, st__ws_seats_changed, st__ws_seats_wanted, ws);
     if (ws->app->chat) st_chat_observe(ws->app->chat, st__ws_message_posted, ws);
     if (ws->app->rooms) st_rooms_observe(ws->app->rooms, st__ws_room_member, ws);
+    if (ws->app->chat) st_chat_observe_changes(ws->app->chat, st__ws_message_changed, ws);
     if (ws->app->store) st_counters_observe(ws->app->store, st__ws_counter_observed, ws);
     st__ws_notes_init(ws);
 }
@@ -757,6 +800,7 @@ void st__ws_topics_detach(st_ws_t *ws)
     if (ws->app->seats) st_seats_unobserve(ws->app->seats, ws);
     if (ws->app->chat) st_chat_unobserve(ws->app->chat, ws);
     if (ws->app->rooms) st_rooms_unobserve(ws->app->rooms, ws);
+    if (ws->app->chat) st_chat_unobserve_changes(ws->app->chat, ws);
     if (ws->app->store) st_counters_unobserve(ws->app->store, ws);
 }
 

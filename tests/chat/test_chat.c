@@ -76,7 +76,7 @@ TEST(paging_respects_bounds_both_ways)
     uint64_t ids[5];
     for (int i = 0; i < 5; i++)
         ids[i] = post("p", "c", "m", &out);
-    st_message_query_t q = {"c", 1, ids[0], ids[4], 2, false};
+    st_message_query_t q = {"c", 1, ids[0], ids[4], 2, false, false};
     uint64_t w = 0;
     st_buf_reset(&out);
     CHECK_EQ(st_chat_messages(chat, "p", 1, &q, &out, &w), ST_OK);
@@ -617,6 +617,62 @@ TEST(room_folders_never_collide_with_user_folders)
     CHECK_STR(b.data, "{\"msg_id\":\"12\",\"room_id\":\"r\",\"metadata\":"
                       "{\"x\":1,\"conversation_id\":2}}");
     st_buf_free(&b);
+}
+
+TEST(raw_json_members_are_found_whatever_their_values_hold)
+{
+    static const char j[] = "{\"msg_id\":\"1\",\"content\":\"a \\\"metadata\\\":{,}\","
+                            "\"metadata\":{\"x\":[1,{\"y\":\"}\"}],\"n\":12345678901234567890},"
+                            "\"deleted_at\":null,\"edit_history\":[]}";
+    const char *v;
+    size_t vl;
+    CHECK(st__chat_jmember(j, strlen(j), "metadata", &v, &vl));
+    CHECK_EQ(vl, strlen("{\"x\":[1,{\"y\":\"}\"}],\"n\":12345678901234567890}"));
+    CHECK(memcmp(v, "{\"x\"", 4) == 0);
+    CHECK(st__chat_jmember(j, strlen(j), "content", &v, &vl));
+    CHECK_EQ(vl, strlen("\"a \\\"metadata\\\":{,}\""));
+    CHECK(st__chat_jmember(j, strlen(j), "edit_history", &v, &vl));
+    CHECK(vl == 2 && memcmp(v, "[]", 2) == 0);
+    CHECK(!st__chat_jmember(j, strlen(j), "edited_at", &v, &vl));
+    CHECK(!st__chat_json_dead(j, strlen(j)));
+    static const char d[] = "{\"content\":null,\"deleted_at\":17}";
+    CHECK(st__chat_json_dead(d, strlen(d)));
+}
+
+TEST(edits_keep_history_and_deletes_count_live_messages)
+{
+    open_all(true);
+    st_buf_t out = {0};
+    st_chat_set_max_history(chat, 2);
+    uint64_t a = post("u", "c", "v0", &out);
+    uint64_t b = post("u", "c", "other", &out);
+    uint64_t w = 0;
+    char t[8];
+    for (int i = 1; i <= 3; i++) {
+        snprintf(t, sizeof t, "v%d", i);
+        st_message_edit_t e = {t, strlen(t), NULL, 0};
+        st_buf_reset(&out);
+        CHECK_EQ(st_chat_edit(chat, "u", 1, a, &e, &out, &w), ST_OK);
+    }
+    st_buf_appendc(&out, 0);
+    CHECK(strstr(out.data, "\"content\":\"v3\""));
+    CHECK(strstr(out.data, "\"edit_history\":[{\"content\":\"v1\""));
+    CHECK(!strstr(out.data, "\"v0\""));
+    st_buf_reset(&out);
+    CHECK_EQ(st_chat_delete(chat, "u", 1, b, &out, &w), ST_OK);
+    st_buf_reset(&out);
+    CHECK_EQ(st_chat_edit(chat, "u", 1, b, &(st_message_edit_t){"x", 1, NULL, 0}, &out, &w),
+             ST_ECONFLICT);
+    CHECK_EQ(st_chat_delete(chat, "u", 1, 12345, &out, &w), ST_ENOTFOUND);
+    st_buf_reset(&out);
+    CHECK_EQ(st_chat_conversation(chat, "u", 1, "c", 1, &out, &w), ST_OK);
+    st_buf_appendc(&out, 0);
+    CHECK(strstr(out.data, "\"total_messages\":1}"));
+    int64_t drift = 0;
+    CHECK_EQ(st_chat_recount(chat, "u", 1, "c", 1, &drift, &w), ST_OK);
+    CHECK_EQ(drift, 0);
+    st_buf_free(&out);
+    close_all(true);
 }
 
 RUN_TESTS("chat")

@@ -203,6 +203,30 @@ describe('the server keeps the contract', () => {
     const S = '/v1/users/{user}/stats';
     assert.equal((await call('GET', S, '/v1/users/alice/stats', undefined, ALICE)).json.total_messages, 2);
     assert.equal((await call('GET', S, '/v1/users/alice/stats')).status, 401);
+    // edits, deletes and erasure (SPEC §2.2)
+    const ME = '/v1/users/{user}/messages/{msg_id}';
+    const id = m1.json.msg_id;
+    const ed = await call('PATCH', ME, `/v1/users/alice/messages/${id}`, { content: 'uno' }, ALICE);
+    assert.equal(ed.json.edit_history[0].content, 'one');
+    assert.equal((await call('PATCH', ME, `/v1/users/alice/messages/${id}`, { metadata: null }, ADMIN)).status, 200);
+    assert.equal((await call('PATCH', ME, `/v1/users/alice/messages/${id}`, {}, ALICE)).status, 400);
+    assert.equal((await call('PATCH', ME, `/v1/users/alice/messages/${id}`, { content: 'x' }, BOB)).status, 403);
+    assert.equal((await call('PATCH', ME, '/v1/users/alice/messages/1', { content: 'x' }, ALICE)).status, 404);
+    assert.equal((await call('DELETE', ME, `/v1/users/alice/messages/${id}`, undefined, ALICE)).json.content, null);
+    assert.equal((await call('PATCH', ME, `/v1/users/alice/messages/${id}`, { content: 'x' }, ALICE)).status, 409);
+    assert.equal((await call('GET', CG, '/v1/users/alice/conversations/c1', undefined, ALICE)).json.total_messages, 1);
+    await call('POST', P, '/v1/users/alice/messages', { conversation_id: 'c2', from: 'alice', content: 'three' }, ALICE);
+    assert.deepEqual((await call('DELETE', CG, '/v1/users/alice/conversations/c2', undefined, ALICE)).json, { deleted: 1 });
+    assert.equal((await call('DELETE', CG, '/v1/users/alice/conversations/c2', undefined, ALICE)).status, 404);
+    await call('POST', P, '/v1/users/zed/messages', { conversation_id: 'c', from: 'zed', content: 'z' }, ADMIN);
+    const U = '/v1/users/{user}';
+    assert.equal((await call('DELETE', U, '/v1/users/zed', undefined, BOB)).status, 403);
+    const er = await call('DELETE', U, '/v1/users/zed', undefined, ADMIN);
+    assert.equal(er.status, 202);
+    const EG2 = '/v1/admin/erasures/{id}';
+    assert.equal((await call('GET', EG2, `/v1/admin/erasures/${er.json.erasure_id}`, undefined, ADMIN)).json.user, 'zed');
+    assert.equal((await call('GET', EG2, `/v1/admin/erasures/${er.json.erasure_id}`, undefined, ALICE)).status, 403);
+    assert.equal((await call('GET', EG2, '/v1/admin/erasures/7', undefined, ADMIN)).status, 404);
   });
 
   test('rooms', async () => {

@@ -21,6 +21,7 @@ const VALID = {
   addDistinct: { member: 'm1' },
   nextSequence: { count: 3 },
   postMessage: { conversation_id: 'c1', from: 'alice', content: 'hi', metadata: { lang: 'en' } },
+  editMessage: { content: 'hi again', metadata: { lang: 'fr' } },
   createEvent: { event_id: 'ev2', name: 'E', hold_seconds: 60, sections: [{ name: 'A', rows: 3, cols: 3, price: 5 }, { name: 'floor', capacity: 10 }] },
   book: { section: 'A', seats: ['1-1'], allow_orphans: false },
   extendEventBooking: { seconds: 30 },
@@ -36,7 +37,7 @@ const VALID = {
   markRoomRead: { user: 'alice', seq: 0 },
   userRoomsRemote: { room_id: 'far', name: null, joined_at: 1, change: 'removed' },
 };
-const PARAMS = { name: 'dc', user: 'alice', event_id: 'ev', booking_id: '1', room: 'rm' };
+const PARAMS = { name: 'dc', user: 'alice', event_id: 'ev', booking_id: '1', room: 'rm', msg_id: '1' };
 const fill = (t) => t.replace(/\{([^}]+)\}/g, (_, k) => PARAMS[k]);
 const bodyOps = Object.entries(doc.paths).flatMap(([p, ops]) => Object.entries(ops)
   .filter(([, op]) => op.requestBody).map(([m, op]) => ({ method: m.toUpperCase(), template: p, op })));

@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Erasure of a user (SPEC §2.2, GDPR art. 17). DELETE /v1/users/{u} stages, in the request's
+ * batch (durable before the 202), the marker 'G' u (every answer about the user is 404 from
+ * then on, st_chat_erased) and the erasure record; the change observers end the user's streams.
+ * Then st_chat_erase_step, called by a timer in small slices (a bounded number of keys per call,
+ * so a user with millions of rows never stalls the loop), deletes the user's hot rows, every key
+ * chat keeps for it, and its objects through the tier's manifest: each 'F' record out, its
+ * object's deletion recorded ('D', done by the tier's reaper once durable) and 'W' out. The
+ * erasure is done once nothing of the user is left (no hot key, no manifest record, no object
+ * being written or waiting for deletion): the marker goes, the record says done. A restart
+ * resumes from the records, which are in the hot store (replicated, backed up).
+ *
+ * Records: "\0chat_erase" 0 id -> i64 requested_at | i64 done_at (0: pending) | the user.
+ * Rooms (later): the room messages an erased user posted become tombstones — the hook is
+ * st__erase_rooms below.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char st__erase_pre[] = "\0chat_erase"; /* with its 0 terminator: 12 bytes */
+#define ST__ERASE_PL sizeof st__erase_pre
+
+static size_t st__rec_key(uint8_t *k, uint64_t id)
+{
+    memcpy(k, st__erase_pre, ST__ERASE_PL);
+    st_be64_put(k + ST__ERASE_PL, id);
+    return ST__ERASE_PL + 8;
+}
+
+bool st_chat_erased(st_chat_t *c, const char *u, size_t ul)
+{
+    uint8_t k[ST__KEY_CAP];
+    const void *v;
+    size_t vl;
+    uint64_t w = 0;
+    return st_store_get(c->store, k, st__chat_ukey(k, 'G', u, ul) - 1, &v, &vl, &w) == ST_OK;
+}
+
+int st_chat_erase(st_chat_t *c, const char *u, size_t ul, uint64_t *id, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    size_t gl = st__chat_ukey(k, 'G', u, ul) - 1;
+    int rc = st__chat_get_fixed(c->store, k, gl, id, sizeof *id, wait);
+    if (rc != ST_ENOTFOUND) return rc; /* being erased: the same erasure */
+    *id = st_snowflake_next(&c->ids);
+    if ((rc = st_store_put(c->store, k, gl, id, sizeof *id, wait))) return rc;
+    st_buf_t rec = {0};
+    int64_t t[2] = {st_now_us(), 0};
+    st_buf_append(&rec, t, sizeof t);
+    st_buf_append(&rec, u, ul);
+    rc = st_store_put(c->store, k, st__rec_key(k, *id), rec.data, rec.len, wait);
+    st_buf_free(&rec);
+    if (rc) return rc;
+    st__chat_changed(c, "user_erased", u, ul, NULL, 0, 0, NULL, 0, *wait);
+    return ST_OK;
+}
+
+int st_chat_erasure_json(st_chat_t *c, uint64_t id, st_buf_t *out, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(c->store, k, st__rec_key(k, id), &v, &vl, wait);
+    if (rc) return rc;
+    if (vl < 16) return ST_EINTERNAL;
+    int64_t t[2];
+    memcpy(t, v, sizeof t);
+    st_buf_puts(out, "{\"erasure_id\":\"");
+    st_buf_append_u64(out, id);
+    st_buf_puts(out, "\",\"user\":");
+    st_buf_append_json_str(out, (const char *)v + 16, vl - 16);
+    st_buf_printf(out, ",\"status\":\"%s\",\"requested_at\":%lld,\"done_at\":",
+                  t[1] ? "done" : "pending", (long long)t[0]);
+    if (t[1])
+        st_buf_append_i64(out, t[1]);
+    else
+        st_buf_puts(out, "null");
+    st_buf_appendc(out, '}');
+    return ST_OK;
+}
+
+/* ---- the slices ---- */
+
+typedef struct {
+    uint64_t id;
+    char user[ST_NAME_MAX + 1];
+    size_t ul;
+    int64_t t[2];
+    bool found;
+} st_pending_t;
+
+static int st__pending_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_pending_t *p = arg;
+    if (klen != ST__ERASE_PL + 8 || vlen < 16 || vlen - 16 > ST_NAME_MAX) return 0;
+    memcpy(p->t, val, sizeof p->t);
+    if (p->t[1]) return 0;
+    p->id = st_be64_get((const uint8_t *)key + ST__ERASE_PL);
+    p->ul = vlen - 16;
+    memcpy(p->user, (const char *)val + 16, p->ul);
+    p->user[p->ul] = 0;
+    p->found = true;
+    return 1;
+}
+
+typedef struct {
+    st_buf_t keys; /* u16 length | key, ... */
+    size_t left;
+} st_keys_t;
+
+static int st__key_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_keys_t *x = arg;
+    (void)val, (void)vlen;
+    if (!x->left) return 1;
+    uint16_t l = (uint16_t)klen;
+    st_buf_append(&x->keys, &l, 2);
+    st_buf_append(&x->keys, key, klen);
+    x->left--;
+    return 0;
+}
+
+/* Room messages the user posted become tombstones: wired when rooms land (a room's messages are
+ * chat's under a virtual user; st_chat_delete on each of them). */
+static void st__erase_rooms(st_chat_t *c, const char *u, size_t ul)
+{
+    (void)c, (void)u, (void)ul;
+}
+
+void st_chat_set_erase_within(st_chat_t *c, uint64_t seconds)
+{
+    c->erase_within_us = seconds * 1000000ull;
+}
+
+/* Up to max objects of owner o out of its manifest, their deletion recorded; then 'W'. */
+static int st__erase_objects(st_chat_t *c, const char *o, size_t ol, size_t max, bool *busy,
+                             uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    st_tier_manifest_t man;
+    int rc = st_tier_manifest(c->store, o, ol, false, &man, wait);
+    if (rc != ST_OK) return rc;
+    for (size_t i = 0; i < man.n && i < max && rc == ST_OK; i++) {
+        rc = st_tier_doom(c->store, o, ol, man.v[i].seq, man.v[i].key, wait);
+        if (rc == ST_OK)
+            rc = st_store_del(c->store, k, st_tier_mkey(k, 'F', o, ol, true, man.v[i].seq), wait);
+        *busy = true;
+    }
+    st_tier_manifest_free(&man);
+    const void *v;
+    size_t vl;
+    size_t kl = st_tier_mkey(k, 'W', o, ol, false, 0);
+    if (rc == ST_OK && st_store_get(c->store, k, kl, &v, &vl, wait) == ST_OK) {
+        rc = st_store_del(c->store, k, kl, wait);
+        *busy = true;
+    }
+    return rc;
+}
+
+/* Whether the tier still writes ('P') or deletes ('D') an object of owner o. */
+static bool st__tier_busy(st_chat_t *c, const char *o, size_t ol)
+{
+    static const char recs[] = {'P', 'D'};
+    uint8_t k[ST__KEY_CAP];
+    uint64_t wait = 0;
+    for (size_t i = 0; i < sizeof recs; i++) {
+        size_t kl = st_tier_mkey(k, recs[i], o, ol, false, 0);
+        k[kl++] = 0;
+        st_keys_t probe = {{0}, 1};
+        st_store_scan(c->store, k, kl, st__key_one, &probe, &wait);
+        bool any = probe.keys.len > 0;
+        st_buf_free(&probe.keys);
+        if (any) return true;
+    }
+    return false;
+}
+
+bool st_chat_erase_step(st_chat_t *c, size_t max)
+{
+    st_pending_t p = {0};
+    uint64_t wait = 0;
+    st_store_scan(c->store, st__erase_pre, ST__ERASE_PL, st__pending_one, &p, &wait);
+    if (!p.found) return false;
+    uint64_t within = c->erase_within_us ? c->erase_within_us : 3600000000ull;
+    if (p.id != c->erase_late_id && p.t[0] < st_now_us() - (int64_t)within) {
+        static st_metric_t *late;
+        if (!late)
+            late = st_metrics_counter("strata_erasures_late_total",
+                                      "Erasures still pending after --erase-within", "");
+        st_metric_add(late, 1);
+        st_warn("erasure %llu is still pending after --erase-within (%llu s)",
+                (unsigned long long)p.id, (unsigned long long)(within / 1000000));
+        c->erase_late_id = p.id;
+    }
+    const char *u = p.user;
+    size_t ul = p.ul;
+    uint8_t k[ST__KEY_CAP];
+    st_keys_t x = {{0}, max};
+    /* the hot rows and every chat key of the user */
+    static const char prefixed[] = {'M', 'N', 'E', 'e', 'f', 'q', 'Y', 'C', 'U', 'Q'};
+    for (size_t i = 0; i < sizeof prefixed && x.left; i++)
+        st_store_scan(c->store, k, st__chat_ukey(k, prefixed[i], u, ul), st__key_one, &x, &wait);
+    static const char exact[] = {'T', 'X'};
+    for (size_t i = 0; i < sizeof exact && x.left; i++) {
+        const void *v;
+        size_t vl;
+        size_t kl = st__chat_ukey(k, exact[i], u, ul) - 1;
+        if (st_store_get(c->store, k, kl, &v, &vl, &wait) == ST_OK) st__key_one(&x, k, kl, v, vl);
+    }
+    int rc = ST_OK;
+    for (size_t off = 0; off + 2 <= x.keys.len && rc == ST_OK;) {
+        uint16_t l;
+        memcpy(&l, x.keys.data + off, 2);
+        rc = st_store_del(c->store, x.keys.data + off + 2, l, &wait);
+        if (rc == ST_ENOTFOUND) rc = ST_OK;
+        off += 2 + (size_t)l;
+    }
+    bool busy = x.keys.len > 0;
+    st_buf_free(&x.keys);
+    /* its objects, message and delta ones (two manifest owners): out of the manifest, their
+     * deletion recorded (the reaper deletes them) */
+    char owners[2][ST_TIER_OWNER_MAX];
+    size_t ols[2] = {st_tier_owner(owners[0], 0, u, ul), st__chat_delta_owner(owners[1], u, ul)};
+    for (int w = 0; w < 2 && rc == ST_OK; w++)
+        rc = st__erase_objects(c, owners[w], ols[w], max, &busy, &wait);
+    if (rc != ST_OK) {
+        st_warn("erasure %llu: a slice failed (%s); retried", (unsigned long long)p.id,
+                st_err_code(rc));
+        return true;
+    }
+    if (busy) return true;
+    /* nothing of the user left but what the tier still does: objects being written ('P') or
+     * waiting for the reaper ('D') */
+    for (int w = 0; w < 2; w++)
+        if (st__tier_busy(c, owners[w], ols[w])) return true;
+    st__erase_rooms(c, u, ul);
+    p.t[1] = st_now_us();
+    st_buf_t rec = {0};
+    st_buf_append(&rec, p.t, sizeof p.t);
+    st_buf_append(&rec, u, ul);
+    rc = st_store_put(c->store, k, st__rec_key(k, p.id), rec.data, rec.len, &wait);
+    st_buf_free(&rec);
+    if (rc == ST_OK) rc = st_store_del(c->store, k, st__chat_ukey(k, 'G', u, ul) - 1, &wait);
+    if (rc == ST_OK) st_info("erasure %llu of a user: done", (unsigned long long)p.id);
+    return true;
+}
+
+/* ---- restores (SPEC §9: an erased user never comes back) ---- */
+
+static int st__export_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_buf_t *b = arg;
+    if (klen != ST__ERASE_PL + 8 || vlen < 16 || vlen - 16 > ST_NAME_MAX) return 0;
+    uint32_t l = (uint32_t)vlen;
+    st_buf_append(b, (const char *)key + ST__ERASE_PL, 8);
+    st_buf_append(b, &l, 4);
+    st_buf_append(b, val, vlen);
+    return 0;
+}
+
+int st_chat_erasures_export(st_chat_t *c, st_buf_t *out)
+{
+    uint64_t wait = 0;
+    int rc = st_store_scan(c->store, st__erase_pre, ST__ERASE_PL, st__export_one, out, &wait);
+    return rc < 0 ? rc : ST_OK;
+}
+
+int st_chat_erasures_import(st_chat_t *c, const st_buf_t *in, size_t *n, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    *n = 0;
+    for (size_t p = 0; p + 12 <= in->len;) {
+        uint32_t l;
+        memcpy(&l, in->data + p + 8, 4);
+        if (p + 12 + l > in->len || l < 16) return ST_EINVAL;
+        uint64_t id = st_be64_get((const uint8_t *)in->data + p);
+        const char *val = in->data + p + 12;
+        p += 12 + l;
+        const void *v;
+        size_t vl;
+        size_t kl = st__rec_key(k, id);
+        int rc = st_store_get(c->store, k, kl, &v, &vl, wait);
+        if (rc == ST_OK) continue; /* known here: pending goes on, done was done by then */
+        if (rc != ST_ENOTFOUND) return rc;
+        /* pending again: the user's data as restored goes the way it went before */
+        st_buf_t rec = {0};
+        int64_t t[2];
+        memcpy(t, val, sizeof t);
+        t[1] = 0;
+        st_buf_append(&rec, t, sizeof t);
+        st_buf_append(&rec, val + 16, l - 16);
+        rc = st_store_put(c->store, k, kl, rec.data, rec.len, wait);
+        st_buf_free(&rec);
+        if (rc == ST_OK)
+            rc = st_store_put(c->store, k, st__chat_ukey(k, 'G', val + 16, l - 16) - 1, &id,
+                              sizeof id, wait);
+        if (rc) return rc;
+        (*n)++;
+    }
+    return ST_OK;
+}

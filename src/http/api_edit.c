@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+/* HTTP handlers for edits, deletes and erasure (SPEC §2.2). */
+#include "internal.h"
+#include "strata/chat.h"
+
+#include <string.h>
+
+/* The {msg_id} path parameter: decimal, 1..2^64-1. */
+static int st__msg_id(st_ctx_t *c, uint64_t *out)
+{
+    const char *v = c->params[1];
+    size_t n = c->plens[1];
+    uint64_t x = 0;
+    bool ok = n > 0 && n <= 20;
+    for (size_t i = 0; ok && i < n; i++) {
+        if (v[i] < '0' || v[i] > '9' || x > (UINT64_MAX - (uint64_t)(v[i] - '0')) / 10)
+            ok = false;
+        else
+            x = x * 10 + (uint64_t)(v[i] - '0');
+    }
+    if (!ok || x == 0)
+        return st_ctx_error(c, ST_EINVAL, "msg_id must be decimal digits (got \"%.*s%s\")",
+                            ST__V(v, n));
+    *out = x;
+    return ST_OK;
+}
+
+static int st__answer(st_ctx_t *c, int rc, uint64_t id)
+{
+    if (rc == ST_EPARKED) return rc;
+    if (rc == ST_ENOTFOUND)
+        return st_ctx_error(c, rc, "message %llu not found", (unsigned long long)id);
+    if (rc == ST_ECONFLICT)
+        return st_ctx_error(c, rc, "message %llu is deleted: a tombstone cannot be edited",
+                            (unsigned long long)id);
+    return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
+}
+
+static const char *const st__edit_fields[] = {"content", "metadata", NULL};
+
+int st_api_message_patch(st_ctx_t *c)
+{
+    int rc = st_param_name(c, 0, "user");
+    uint64_t id;
+    if (rc || (rc = st__msg_id(c, &id))) return rc;
+    cJSON *j;
+    if ((rc = st_json_body(c, &j, st__edit_fields))) return rc;
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content");
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(j, "metadata");
+    st_message_edit_t e = {0};
+    if (!content && !meta) {
+        rc = st_ctx_error(c, ST_EINVAL, "a JSON body with content and/or metadata is required");
+        goto done;
+    }
+    if (content) {
+        if (!cJSON_IsString(content) || !content->valuestring[0]) {
+            rc = st_ctx_error_field(c, ST_EINVAL, "content",
+                                    "'content' must be a non-empty string (got %s)",
+                                    cJSON_IsString(content) ? "\"\"" : st_json_kind(content));
+            goto done;
+        }
+        e.content = content->valuestring;
+        e.content_len = strlen(content->valuestring);
+        if (e.content_len > c->app->cfg->max_content) {
+            rc = st_ctx_error_field(c, ST_ETOOLARGE, "content",
+                                    "'content' is larger than %llu bytes (got %zu)",
+                                    (unsigned long long)c->app->cfg->max_content, e.content_len);
+            goto done;
+        }
+        if (!st_utf8_valid(e.content, e.content_len)) {
+            rc = st_ctx_error_field(c, ST_EINVAL, "content", "'content' must be valid UTF-8");
+            goto done;
+        }
+    }
+    if (meta) {
+        if (cJSON_IsNull(meta)) {
+            e.metadata = "null";
+            e.metadata_len = 4;
+        } else if (!cJSON_IsObject(meta)) {
+            rc =
+                st_ctx_error_field(c, ST_EINVAL, "metadata",
+                                   "'metadata' must be a JSON object (got %s)", st_json_kind(meta));
+            goto done;
+        } else {
+            e.metadata = c->json_meta; /* as the client wrote it */
+            e.metadata_len = c->json_meta_len;
+        }
+    }
+    rc = st__answer(
+        c, st_chat_edit(c->app->chat, c->params[0], c->plens[0], id, &e, c->body, &c->wait), id);
+done:
+    cJSON_Delete(j);
+    return rc;
+}
+
+int st_api_message_delete(st_ctx_t *c)
+{
+    int rc = st_param_name(c, 0, "user");
+    uint64_t id;
+    if (rc || (rc = st__msg_id(c, &id)) || (rc = st_json_no_fields(c))) return rc;
+    return st__answer(
+        c, st_chat_delete(c->app->chat, c->params[0], c->plens[0], id, c->body, &c->wait), id);
+}
+
+int st_api_conversation_delete(st_ctx_t *c)
+{
+    int rc = st_param_name(c, 0, "user");
+    if (!rc) rc = st_param_name(c, 1, "conversation_id");
+    if (rc || (rc = st_json_no_fields(c))) return rc;
+    int64_t n = 0;
+    rc = st_chat_delete_conversation(c->app->chat, c->params[0], c->plens[0], c->params[1],
+                                     c->plens[1], &n, &c->wait);
+    if (rc == ST_EPARKED) return rc;
+    if (rc == ST_ENOTFOUND)
+        return st_ctx_error(c, rc, "conversation '%.*s' not found", (int)c->plens[1], c->params[1]);
+    if (rc) return st_ctx_error(c, rc, NULL);
+    st_buf_printf(c->body, "{\"deleted\":%lld}", (long long)n);
+    return ST_OK;
+}
+
+int st_api_user_delete(st_ctx_t *c)
+{
+    int rc = st_param_name(c, 0, "user");
+    if (rc || (rc = st_json_no_fields(c))) return rc;
+    uint64_t id;
+    rc = st_chat_erase(c->app->chat, c->params[0], c->plens[0], &id, &c->wait);
+    if (rc) return st_ctx_error(c, rc, NULL);
+    c->status = 202;
+    st_buf_puts(c->body, "{\"erasure_id\":\"");
+    st_buf_append_u64(c->body, id);
+    st_buf_puts(c->body, "\"}");
+    return ST_OK;
+}
+
+int st_api_erasure_get(st_ctx_t *c)
+{
+    c->params[1] = c->params[0];
+    c->plens[1] = c->plens[0];
+    uint64_t id;
+    int rc = st__msg_id(c, &id);
+    if (rc) return rc;
+    rc = st_chat_erasure_json(c->app->chat, id, c->body, &c->wait);
+    if (rc == ST_ENOTFOUND)
+        return st_ctx_error(c, rc, "erasure %llu not found", (unsigned long long)id);
+    return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
+}
