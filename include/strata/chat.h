@@ -48,6 +48,7 @@ typedef struct {
     size_t limit;
     bool desc;         /* st_chat_each: newest first; st_chat_messages: the page's order */
     bool hide_deleted; /* st_chat_messages: tombstones left out (include_deleted=false) */
+    bool as_room;      /* st_chat_messages: rendered with room_id (a room's virtual user) */
 } st_message_query_t;
 
 int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id);
@@ -195,6 +196,15 @@ bool st_chat_erase_step(st_chat_t *c, size_t max);
  * once the server runs). *n: how many were added. */
 int st_chat_erasures_export(st_chat_t *c, st_buf_t *out);
 int st_chat_erasures_import(st_chat_t *c, const st_buf_t *in, size_t *n, uint64_t *wait);
+/* What another module keeps of a user goes with its erasure (rooms: the room messages it posted
+ * become tombstones, its memberships go): called by the erasure's slices once the user's own
+ * data is gone, with at most max changes per call, until it returns false (nothing left); only
+ * then is the erasure done. One hook; arg borrowed. */
+typedef bool (*st_chat_erase_hook_fn)(void *arg, const char *user, size_t ulen, size_t max);
+void st_chat_on_erase(st_chat_t *c, st_chat_erase_hook_fn fn, void *arg);
+/* Starts fetching what a read that returned ST_EPARKED wants, with no one waiting (background
+ * work re-runs later and finds it in memory). */
+void st_chat_prefetch(st_chat_t *c);
 /* Whether the user is being erased (every answer about it is 404). */
 bool st_chat_erased(st_chat_t *c, const char *user, size_t ulen);
 

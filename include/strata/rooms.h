@@ -77,6 +77,13 @@ int st_rooms_post(st_rooms_t *r, const char *room, size_t rl, st_message_in_t *m
 /* st_chat_messages for the room (q->conv is set here), messages with room_id. */
 int st_rooms_messages(st_rooms_t *r, const char *room, size_t rl, st_message_query_t *q,
                       st_buf_t *out, uint64_t *wait);
+/* Edits (e non-NULL) or deletes (e NULL) a message of the room (SPEC §2.2) and appends it as
+ * it is now, with room_id. actor NULL: no check (auth off, an admin); else it must be the
+ * message's author or an owner of the room (ST_EFORBIDDEN). ST_ENOTFOUND: no room or no such
+ * message; ST_ECONFLICT: an edit of a tombstone; ST_EPARKED as for reads. */
+int st_rooms_change_message(st_rooms_t *r, const char *room, size_t rl, uint64_t msg_id,
+                            const st_message_edit_t *e, const char *actor, size_t al, st_buf_t *out,
+                            uint64_t *wait);
 /* Moves user's last_read_seq forward to seq (at most the room's last seq; a lower one changes
  * nothing). Appends {"room_id","user","last_read_seq","unread"}. ST_ENOTFOUND: no room;
  * ST_FORBIDDEN: user is not a member. */

@@ -30,6 +30,16 @@ enum {
     ST_KS_IDEM_EXP = 'x', /* be64(created) sha256(scope) -> "" (their expiry index) */
     ST_KS_WRITER = 'w',   /* "writer" -> the cold tier's writer record (cold/writer.c) */
 };
+/* Every module's first bytes, so no two modules share one (each module's header documents its
+ * own layout; keep this list whole when adding one):
+ *   store (above)  c m s i x w
+ *   seats          E B H S V K           (seats/internal.h, seats/history.c)
+ *   chat           M N C U T Y X Q G Z z e f   (chat/internal.h)
+ *   cold tier      W F P D + an owner    (strata/tier.h; owners are user names or "~" tag name)
+ *   rooms          r q j J               (strata/rooms.h)
+ *   outbox         o                     (rooms/outbox.c)
+ *   erasures       0 "chat_erase", 0 "rooms_erase"
+ * (The tier's owners are chat's users as they are, so 'W', 'F', 'P', 'D' are the tier's alone.) */
 #define ST_KEY_MAX 511 /* LMDB's default maximum key size */
 
 /* Told about batches as they settle; embed in your own struct (zeroed) and register with

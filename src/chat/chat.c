@@ -230,22 +230,32 @@ typedef struct {
     /* walked against the page's order: the messages wait here ([offset, length] in held) and
      * are listed in reverse once the walk is done */
     bool hold;
+    bool as_room; /* conversation_id renamed room_id */
     st_buf_t held;
     ST_VEC(size_t) at;
 } st_page_t;
+
+static void st__page_put(const st_page_t *p, st_buf_t *b, const char *json, size_t len)
+{
+    if (p->as_room)
+        st_chat_room_json(b, json, len);
+    else
+        st_buf_append(b, json, len);
+}
 
 static void st__page_add(void *arg, uint64_t msg_id, const char *json, size_t len)
 {
     st_page_t *p = arg;
     (void)msg_id;
     if (p->hold) {
-        st_vec_push(&p->at, p->held.len);
-        st_vec_push(&p->at, len);
-        st_buf_append(&p->held, json, len);
+        size_t at = p->held.len;
+        st__page_put(p, &p->held, json, len);
+        st_vec_push(&p->at, at);
+        st_vec_push(&p->at, p->held.len - at);
         return;
     }
     if (p->n++) st_buf_appendc(p->out, ',');
-    st_buf_append(p->out, json, len);
+    st__page_put(p, p->out, json, len);
 }
 
 bool st_chat_walks_back(const st_message_query_t *q)
@@ -266,7 +276,7 @@ int st_chat_messages(st_chat_t *c, const char *user, size_t ulen, const st_messa
     if (st_chat_erased(c, user, ulen)) return ST_ENOTFOUND;
     st_message_query_t wq = *q;
     wq.desc = st_chat_walks_back(q);
-    st_page_t page = {.out = out, .hold = wq.desc != q->desc};
+    st_page_t page = {.out = out, .hold = wq.desc != q->desc, .as_room = q->as_room};
     bool more;
     uint64_t last;
     st_buf_puts(out, "{\"messages\":[");

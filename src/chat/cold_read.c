@@ -36,7 +36,7 @@ typedef struct {
     st_chat_msg_fn fn;
     void *arg;
     st_buf_t json;
-    bool deltas, masks; /* the user has deltas ('E') / deleted conversations ('Q') */
+    bool deltas, masks; /* the user has deltas ('Z') / deleted conversations ('Q') */
 } st_render_t;
 
 /* Merge-on-read (SPEC §2.2): a row of a deleted conversation is left out, a row with a delta is
@@ -72,7 +72,7 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
     if (!c->cold || limit == 0) return ST_OK;
     st_render_t x = {c, u, ul, fn, arg, {0}, false, false};
     if (fn) {
-        x.deltas = st__chat_has_prefix(c, 'E', u, ul);
+        x.deltas = st__chat_has_prefix(c, 'Z', u, ul);
         x.masks = st__chat_has_prefix(c, 'Q', u, ul);
     }
     st_tier_rowq_t q = {conv, cl, lo, hi, desc, limit};

@@ -17,10 +17,10 @@
 #include <string.h>
 
 /* ---- folding edits in (SPEC §2.2) ----
- * A cold message's change lives in its delta ('E', applied by every read) and, until an object
+ * A cold message's change lives in its delta ('Z', applied by every read) and, until an object
  * holding the row has been rewritten with it, a fold marker ('e' u 0 id -> i64 the change's
  * time). A deleted conversation's cold rows are masked on read ('Q') and their objects marked
- * ('q' u 0 seq -> i64 the time). Every merge of a user's objects folds in the changes of the rows
+ * ('z' u 0 seq -> i64 the time). Every merge of a user's objects folds in the changes of the rows
  * it rewrites (their content and metadata as they are now: a tombstone's content "" and metadata
  * null) and leaves masked rows out, so a reader of the bucket sees the corrected rows, and a
  * deleted message's bytes leave the object store. The pass asks for a fold
@@ -54,7 +54,7 @@ typedef struct {
     ST_VEC(size_t) dead_dropped;  /* of those, left out by retention (worker) */
     int64_t cutoff;               /* rows older are left out by retention */
     ST_VEC(st_fold_mask_t) masks; /* the user's deleted conversations */
-    ST_VEC(uint64_t) seqs;        /* the objects rewritten (their 'q' markers go) */
+    ST_VEC(uint64_t) seqs;        /* the objects rewritten (their 'z' markers go) */
     int64_t at;                   /* when this was prepared */
     int64_t masked;               /* rows left out as a deleted conversation's (worker) */
     void *inner;                  /* the tier's note of rows left out by retention */
@@ -113,7 +113,7 @@ static bool st__fold_state(st_chat_t *c, const char *u, size_t ul, st_fold_row_t
 
 static size_t st__qkey(uint8_t *k, const char *u, size_t ul, uint64_t seq)
 {
-    size_t n = st__chat_ukey(k, 'q', u, ul);
+    size_t n = st__chat_ukey(k, 'z', u, ul);
     st_be64_put(k + n, seq);
     return n + 8;
 }
@@ -273,7 +273,7 @@ static int st__id_one(void *arg, const void *key, size_t klen, const void *val, 
     return 0;
 }
 
-/* The first object holding a row with a fold marker, or marked itself ('q'). */
+/* The first object holding a row with a fold marker, or marked itself ('z'). */
 bool st__chat_fold_pick(void *arg, const char *u, size_t ul, const st_tier_obj_t *objs, size_t n,
                         size_t *at)
 {
@@ -282,7 +282,7 @@ bool st__chat_fold_pick(void *arg, const char *u, size_t ul, const st_tier_obj_t
     st_ids_t x = {0}, q = {0};
     uint64_t w = 0;
     st_store_scan(cc->chat->store, pre, st__chat_ukey(pre, 'e', u, ul), st__id_one, &x, &w);
-    st_store_scan(cc->chat->store, pre, st__chat_ukey(pre, 'q', u, ul), st__id_one, &q, &w);
+    st_store_scan(cc->chat->store, pre, st__chat_ukey(pre, 'z', u, ul), st__id_one, &q, &w);
     bool found = false;
     for (size_t i = 0; i < n && !found; i++) {
         for (size_t k = 0; k < q.n && !found; k++)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Delta objects (SPEC §2.2): the changes of a user's cold messages, beside its Parquet objects in
- * the bucket: {folder}/delta-{ts}-w{writer}-{seq}.parquet. A delta record ('E', edit.c) is what
+ * the bucket: {folder}/delta-{ts}-w{writer}-{seq}.parquet. A delta record ('Z', edit.c) is what
  * every strata read applies; a delta object carries the same state into the object store, so a
  * reader of the bucket (DuckDB) can apply the changes the objects do not hold yet, and the
  * edited_at / deleted_at / edit_history the seven message columns never hold.
@@ -47,7 +47,7 @@ size_t st__chat_delta_owner(char *o, const char *u, size_t ul)
     return st_tier_owner(o, ST__DELTA_TAG, u, ul);
 }
 
-/* ---- a row: a message's state (its JSON, as 'E' holds it) ---- */
+/* ---- a row: a message's state (its JSON, as 'Z' holds it) ---- */
 
 typedef struct {
     uint64_t id;

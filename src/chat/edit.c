@@ -4,7 +4,7 @@
  * changed it carries "edited_at", "deleted_at" and "edit_history" after the seven columns, in
  * that order, "metadata" still the client's raw text. A hot message's record ('M') is rewritten
  * in place (a flush takes the new state: the commit keeps the extra fields as a delta); a cold
- * one, immutable in its Parquet object, gets a delta record ('E' u 0 id: its JSON now) that every
+ * one, immutable in its Parquet object, gets a delta record ('Z' u 0 id: its JSON now) that every
  * read of cold rows applies (merge-on-read, cold_read.c). A delete leaves a tombstone (content and
  * metadata null, history empty) indexed in 'Y' so recounts and cold rebuilds count live messages
  * only; the conversation's hybrid count loses one on the side (hot or cold baseline) the message
@@ -107,7 +107,7 @@ int st__chat_delta_get(st_chat_t *c, const char *u, size_t ul, uint64_t id, cons
     uint8_t k[ST__KEY_CAP];
     const void *v;
     size_t vl;
-    int rc = st_store_get(c->store, k, st__idkey(k, 'E', u, ul, id), &v, &vl, wait);
+    int rc = st_store_get(c->store, k, st__idkey(k, 'Z', u, ul, id), &v, &vl, wait);
     if (rc) return rc;
     if (vl < 2) return ST_EINTERNAL;
     size_t cl = (size_t)((const uint8_t *)v)[0] << 8 | ((const uint8_t *)v)[1];
@@ -126,7 +126,7 @@ int st__chat_delta_put(st_chat_t *c, const char *u, size_t ul, uint64_t id, cons
     st_buf_append(&b, l, 2);
     st_buf_append(&b, conv, cl);
     st_buf_append(&b, json, len);
-    int rc = st_store_put(c->store, k, st__idkey(k, 'E', u, ul, id), b.data, b.len, wait);
+    int rc = st_store_put(c->store, k, st__idkey(k, 'Z', u, ul, id), b.data, b.len, wait);
     st_buf_free(&b);
     if (rc == ST_OK) /* to be written into a delta object (delta.c) */
         rc = st_store_put(c->store, k, st__idkey(k, 'f', u, ul, id), "", 0, wait);
@@ -241,7 +241,7 @@ int64_t st__chat_oldest_fold(st_chat_t *c, const char *u, size_t ul)
     int64_t o = 0;
     uint64_t w = 0;
     st_store_scan(c->store, k, st__chat_ukey(k, 'e', u, ul), st__oldest, &o, &w);
-    st_store_scan(c->store, k, st__chat_ukey(k, 'q', u, ul), st__oldest, &o, &w);
+    st_store_scan(c->store, k, st__chat_ukey(k, 'z', u, ul), st__oldest, &o, &w);
     return o;
 }
 
@@ -524,7 +524,7 @@ static int st__collect_id(void *arg, const void *key, size_t klen, const void *v
 typedef struct {
     const char *conv;
     size_t cl;
-    bool delta; /* 'E' values: u16 length | conv | …; 'Y' values: the conv */
+    bool delta; /* 'Z' values: u16 length | conv | …; 'Y' values: the conv */
     st_buf_t ids;
 } st_convkeys_t;
 
@@ -542,7 +542,7 @@ static int st__conv_key(void *arg, const void *key, size_t klen, const void *val
     return 0;
 }
 
-/* The conversation's tombstones ('Y'), deltas ('E') and fold markers ('e') out: its rows are
+/* The conversation's tombstones ('Y'), deltas ('Z') and fold markers ('e') out: its rows are
  * gone or masked, and a new conversation of the name must not count them. */
 static int st__conv_records_out(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
                                 uint64_t *wait)
@@ -551,13 +551,13 @@ static int st__conv_records_out(st_chat_t *c, const char *u, size_t ul, const ch
     int rc = ST_OK;
     for (int pass = 0; pass < 2 && rc == ST_OK; pass++) {
         st_convkeys_t x = {conv, cl, pass == 1, {0}};
-        rc = st_store_scan(c->store, k, st__chat_ukey(k, pass ? 'E' : 'Y', u, ul), st__conv_key, &x,
+        rc = st_store_scan(c->store, k, st__chat_ukey(k, pass ? 'Z' : 'Y', u, ul), st__conv_key, &x,
                            wait);
         rc = rc < 0 ? rc : ST_OK;
         for (size_t i = 0; i + 8 <= x.ids.len && rc == ST_OK; i += 8) {
             uint64_t id;
             memcpy(&id, x.ids.data + i, 8);
-            rc = st_store_del(c->store, k, st__idkey(k, pass ? 'E' : 'Y', u, ul, id), wait);
+            rc = st_store_del(c->store, k, st__idkey(k, pass ? 'Z' : 'Y', u, ul, id), wait);
             for (const char *m = pass ? "ef" : ""; *m && rc == ST_OK; m++) {
                 rc = st_store_del(c->store, k, st__idkey(k, *m, u, ul, id), wait);
                 if (rc == ST_ENOTFOUND) rc = ST_OK;

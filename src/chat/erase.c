@@ -12,8 +12,8 @@
  * resumes from the records, which are in the hot store (replicated, backed up).
  *
  * Records: "\0chat_erase" 0 id -> i64 requested_at | i64 done_at (0: pending) | the user.
- * Rooms (later): the room messages an erased user posted become tombstones — the hook is
- * st__erase_rooms below.
+ * Other modules' data of the user (rooms: the room messages it posted become tombstones, its
+ * memberships go) is erased through their hook (st_chat_on_erase) before the erasure is done.
  */
 #include "internal.h"
 
@@ -123,11 +123,15 @@ static int st__key_one(void *arg, const void *key, size_t klen, const void *val,
     return 0;
 }
 
-/* Room messages the user posted become tombstones: wired when rooms land (a room's messages are
- * chat's under a virtual user; st_chat_delete on each of them). */
-static void st__erase_rooms(st_chat_t *c, const char *u, size_t ul)
+void st_chat_on_erase(st_chat_t *c, st_chat_erase_hook_fn fn, void *arg)
 {
-    (void)c, (void)u, (void)ul;
+    c->erase_hook = fn;
+    c->erase_hook_arg = arg;
+}
+
+void st_chat_prefetch(st_chat_t *c)
+{
+    if (c->cold) st_tier_wait(c->cold->tier, NULL, NULL, NULL);
 }
 
 void st_chat_set_erase_within(st_chat_t *c, uint64_t seconds)
@@ -200,7 +204,7 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
     uint8_t k[ST__KEY_CAP];
     st_keys_t x = {{0}, max};
     /* the hot rows and every chat key of the user */
-    static const char prefixed[] = {'M', 'N', 'E', 'e', 'f', 'q', 'Y', 'C', 'U', 'Q'};
+    static const char prefixed[] = {'M', 'N', 'Z', 'e', 'f', 'z', 'Y', 'C', 'U', 'Q'};
     for (size_t i = 0; i < sizeof prefixed && x.left; i++)
         st_store_scan(c->store, k, st__chat_ukey(k, prefixed[i], u, ul), st__key_one, &x, &wait);
     static const char exact[] = {'T', 'X'};
@@ -236,7 +240,8 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
      * waiting for the reaper ('D') */
     for (int w = 0; w < 2; w++)
         if (st__tier_busy(c, owners[w], ols[w])) return true;
-    st__erase_rooms(c, u, ul);
+    /* what other modules keep of the user (rooms: the messages it posted, its memberships) */
+    if (c->erase_hook && c->erase_hook(c->erase_hook_arg, u, ul, max)) return true;
     p.t[1] = st_now_us();
     st_buf_t rec = {0};
     st_buf_append(&rec, p.t, sizeof p.t);

@@ -10,9 +10,9 @@
  *   'C' u 0 c         conversation record (hybrid: cold baseline + hot increment)
  *   'U' u 0 ~upd c    conversations newest-updated first (value: the conversation id)
  *   'T' u             user totals
- *   'E' u 0 id        delta of a cold message (edit.c): u16 conv length | conv | its JSON now
+ *   'Z' u 0 id        delta of a cold message (edit.c): u16 conv length | conv | its JSON now
  *   'e' u 0 id        a cold change not folded into its object yet (compact.c): i64 its time
- *   'q' u 0 seq       an object holding a deleted conversation's rows (compact.c): i64 time
+ *   'z' u 0 seq       an object holding a deleted conversation's rows (compact.c): i64 time
  *   'f' u 0 id        a delta not in a delta object yet (delta.c)
  *   'Y' u 0 id        a tombstone (hot or cold): the conversation id (recounts subtract them)
  *   'X' u             i64: the user's cold rows that are no live message (tombstones, masked)
@@ -40,12 +40,14 @@ typedef struct st_chatcold st_chatcold_t;
 struct st_chat {
     st_store_t *store;
     st_snowflake_t ids;
-    st_observers_t observers; /* of posted messages (st_chat_observer_fn) */
-    st_chatcold_t *cold;      /* NULL until chat joins a tier, and once it stops */
-    st_observers_t changes;   /* of edits, deletes, erasures (st_chat_change_fn) */
-    size_t max_history;       /* --max-edit-history */
-    uint64_t erase_within_us; /* --erase-within */
-    uint64_t erase_late_id;   /* the last erasure reported late */
+    st_observers_t observers;         /* of posted messages (st_chat_observer_fn) */
+    st_chatcold_t *cold;              /* NULL until chat joins a tier, and once it stops */
+    st_observers_t changes;           /* of edits, deletes, erasures (st_chat_change_fn) */
+    size_t max_history;               /* --max-edit-history */
+    uint64_t erase_within_us;         /* --erase-within */
+    uint64_t erase_late_id;           /* the last erasure reported late */
+    st_chat_erase_hook_fn erase_hook; /* st_chat_on_erase: what others keep of a user */
+    void *erase_hook_arg;
 };
 
 typedef struct {
@@ -125,7 +127,7 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
 bool st__chat_jmember(const char *j, size_t n, const char *key, const char **v, size_t *vl);
 /* Whether the message JSON is a tombstone (its deleted_at set). */
 bool st__chat_json_dead(const char *j, size_t n);
-/* A cold message's delta ('E'): its JSON now (borrowed until the next store call). */
+/* A cold message's delta ('Z'): its JSON now (borrowed until the next store call). */
 int st__chat_delta_get(st_chat_t *c, const char *u, size_t ul, uint64_t id, const char **json,
                        size_t *len, uint64_t *wait);
 /* Stages a cold message's delta. */
@@ -184,7 +186,7 @@ void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, const st_tier_o
                             size_t n, int64_t cutoff);
 bool st__chat_fold_pick(void *arg, const char *u, size_t ul, const st_tier_obj_t *objs, size_t n,
                         size_t *at);
-/* Marks the user's objects holding ids lo..hi ('q') to be rewritten (a deleted conversation's
+/* Marks the user's objects holding ids lo..hi ('z') to be rewritten (a deleted conversation's
  * rows left out). */
 int st__chat_fold_objects(st_chat_t *c, const char *u, size_t ul, uint64_t lo, uint64_t hi,
                           uint64_t *wait);

@@ -2,6 +2,7 @@
 /* HTTP handlers for edits, deletes and erasure (SPEC §2.2). */
 #include "internal.h"
 #include "strata/chat.h"
+#include "strata/rooms.h"
 
 #include <string.h>
 
@@ -38,59 +39,101 @@ static int st__answer(st_ctx_t *c, int rc, uint64_t id)
 
 static const char *const st__edit_fields[] = {"content", "metadata", NULL};
 
+/* The body of a PATCH into *e (pointing into *j, which the caller deletes; content and metadata
+ * checked as for a post). */
+static int st__edit_parse(st_ctx_t *c, cJSON **j, st_message_edit_t *e)
+{
+    int rc = st_json_body(c, j, st__edit_fields);
+    if (rc) return rc;
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(*j, "content");
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(*j, "metadata");
+    *e = (st_message_edit_t){0};
+    if (!content && !meta)
+        return st_ctx_error(c, ST_EINVAL, "a JSON body with content and/or metadata is required");
+    if (content) {
+        if (!cJSON_IsString(content) || !content->valuestring[0])
+            return st_ctx_error_field(c, ST_EINVAL, "content",
+                                      "'content' must be a non-empty string (got %s)",
+                                      cJSON_IsString(content) ? "\"\"" : st_json_kind(content));
+        e->content = content->valuestring;
+        e->content_len = strlen(content->valuestring);
+        if (e->content_len > c->app->cfg->max_content)
+            return st_ctx_error_field(c, ST_ETOOLARGE, "content",
+                                      "'content' is larger than %llu bytes (got %zu)",
+                                      (unsigned long long)c->app->cfg->max_content, e->content_len);
+        if (!st_utf8_valid(e->content, e->content_len))
+            return st_ctx_error_field(c, ST_EINVAL, "content", "'content' must be valid UTF-8");
+    }
+    if (meta) {
+        if (cJSON_IsNull(meta)) {
+            e->metadata = "null";
+            e->metadata_len = 4;
+        } else if (!cJSON_IsObject(meta)) {
+            return st_ctx_error_field(c, ST_EINVAL, "metadata",
+                                      "'metadata' must be a JSON object (got %s)",
+                                      st_json_kind(meta));
+        } else {
+            e->metadata = c->json_meta; /* as the client wrote it */
+            e->metadata_len = c->json_meta_len;
+        }
+    }
+    return ST_OK;
+}
+
 int st_api_message_patch(st_ctx_t *c)
 {
     int rc = st_param_name(c, 0, "user");
     uint64_t id;
     if (rc || (rc = st__msg_id(c, &id))) return rc;
-    cJSON *j;
-    if ((rc = st_json_body(c, &j, st__edit_fields))) return rc;
-    const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content");
-    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(j, "metadata");
-    st_message_edit_t e = {0};
-    if (!content && !meta) {
-        rc = st_ctx_error(c, ST_EINVAL, "a JSON body with content and/or metadata is required");
-        goto done;
-    }
-    if (content) {
-        if (!cJSON_IsString(content) || !content->valuestring[0]) {
-            rc = st_ctx_error_field(c, ST_EINVAL, "content",
-                                    "'content' must be a non-empty string (got %s)",
-                                    cJSON_IsString(content) ? "\"\"" : st_json_kind(content));
-            goto done;
-        }
-        e.content = content->valuestring;
-        e.content_len = strlen(content->valuestring);
-        if (e.content_len > c->app->cfg->max_content) {
-            rc = st_ctx_error_field(c, ST_ETOOLARGE, "content",
-                                    "'content' is larger than %llu bytes (got %zu)",
-                                    (unsigned long long)c->app->cfg->max_content, e.content_len);
-            goto done;
-        }
-        if (!st_utf8_valid(e.content, e.content_len)) {
-            rc = st_ctx_error_field(c, ST_EINVAL, "content", "'content' must be valid UTF-8");
-            goto done;
-        }
-    }
-    if (meta) {
-        if (cJSON_IsNull(meta)) {
-            e.metadata = "null";
-            e.metadata_len = 4;
-        } else if (!cJSON_IsObject(meta)) {
-            rc =
-                st_ctx_error_field(c, ST_EINVAL, "metadata",
-                                   "'metadata' must be a JSON object (got %s)", st_json_kind(meta));
-            goto done;
-        } else {
-            e.metadata = c->json_meta; /* as the client wrote it */
-            e.metadata_len = c->json_meta_len;
-        }
-    }
-    rc = st__answer(
-        c, st_chat_edit(c->app->chat, c->params[0], c->plens[0], id, &e, c->body, &c->wait), id);
-done:
+    cJSON *j = NULL;
+    st_message_edit_t e;
+    if (!(rc = st__edit_parse(c, &j, &e)))
+        rc = st__answer(
+            c, st_chat_edit(c->app->chat, c->params[0], c->plens[0], id, &e, c->body, &c->wait),
+            id);
     cJSON_Delete(j);
     return rc;
+}
+
+/* ---- a room's messages (SPEC §2.1, §2.2): the author, an owner of the room or an admin ---- */
+
+static int st__room_change(st_ctx_t *c, const st_message_edit_t *e, uint64_t id)
+{
+    st_rooms_t *r = c->app->rooms;
+    int rc = st_rooms_exists(r, c->params[0], c->plens[0], &c->wait);
+    if (rc == ST_ENOTFOUND)
+        return st_ctx_error(c, rc, "room '%.*s%s' not found", ST__V(c->params[0], c->plens[0]));
+    if (rc) return st_ctx_error(c, rc, NULL);
+    bool check = st_config_auth_on(c->app->cfg) && !c->admin;
+    rc = st_rooms_change_message(r, c->params[0], c->plens[0], id, e, check ? c->subject : NULL,
+                                 check ? strlen(c->subject) : 0, c->body, &c->wait);
+    if (rc == ST_EFORBIDDEN)
+        return st_ctx_error(c, rc,
+                            "only the message's author, an owner of the room or an admin "
+                            "edits or deletes it");
+    return st__answer(c, rc, id);
+}
+
+int st_api_room_message_patch(st_ctx_t *c)
+{
+    if (!c->app->rooms) return st_ctx_error(c, ST_EUNAVAIL, "rooms are not served here");
+    int rc = st_param_name(c, 0, "room_id");
+    uint64_t id;
+    if (rc || (rc = st__msg_id(c, &id))) return rc;
+    cJSON *j = NULL;
+    st_message_edit_t e;
+    if (!(rc = st__edit_parse(c, &j, &e))) rc = st__room_change(c, &e, id);
+    cJSON_Delete(j);
+    return rc;
+}
+
+int st_api_room_message_delete(st_ctx_t *c)
+{
+    if (!c->app->rooms) return st_ctx_error(c, ST_EUNAVAIL, "rooms are not served here");
+    int rc = st_param_name(c, 0, "room_id");
+    uint64_t id;
+    if (rc || (rc = st__msg_id(c, &id)) || (rc = st_json_no_fields(c))) return rc;
+    return st__room_change(c, NULL, id);
 }
 
 int st_api_message_delete(st_ctx_t *c)

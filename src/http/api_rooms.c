@@ -371,6 +371,14 @@ int st_api_room_message_list(st_ctx_t *c)
             return st_ctx_error(c, ST_EINVAL, "order must be asc or desc (got \"%.*s%s\")",
                                 ST__V(v, n));
     }
+    if ((v = st_query_get(c->arena, r->query, r->query_len, "include_deleted", &n))) {
+        if (strcmp(v, "false") == 0)
+            q.hide_deleted = true;
+        else if (strcmp(v, "true") != 0)
+            return st_ctx_error(c, ST_EINVAL,
+                                "include_deleted must be true or false (got \"%.*s%s\")",
+                                ST__V(v, n));
+    }
     uint64_t cursor;
     if ((rc = st__id_param(c, "after", &q.after)) || (rc = st__id_param(c, "before", &q.before)) ||
         (rc = st__id_param(c, "cursor", &cursor)))

@@ -211,6 +211,8 @@ int st_api_user_rooms_remote(st_ctx_t *c);
 /* api_edit.c (SPEC §2.2) */
 int st_api_message_patch(st_ctx_t *c);
 int st_api_message_delete(st_ctx_t *c);
+int st_api_room_message_patch(st_ctx_t *c);
+int st_api_room_message_delete(st_ctx_t *c);
 int st_api_conversation_delete(st_ctx_t *c);
 int st_api_user_delete(st_ctx_t *c);
 int st_api_erasure_get(st_ctx_t *c);

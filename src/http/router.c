@@ -36,6 +36,10 @@ const st_route_t st_routes[] = {
     {ST_HTTP_GET, "/v1/rooms/{room}/members", st_api_room_members_list, 0},
     {ST_HTTP_POST, "/v1/rooms/{room}/messages", st_api_room_message_post, ST_ROUTE_IDEMPOTENT},
     {ST_HTTP_GET, "/v1/rooms/{room}/messages", st_api_room_message_list, 0},
+    {ST_HTTP_PATCH, "/v1/rooms/{room}/messages/{msg_id}", st_api_room_message_patch,
+     ST_ROUTE_IDEMPOTENT},
+    {ST_HTTP_DELETE, "/v1/rooms/{room}/messages/{msg_id}", st_api_room_message_delete,
+     ST_ROUTE_IDEMPOTENT},
     {ST_HTTP_POST, "/v1/rooms/{room}/read", st_api_room_read, ST_ROUTE_IDEMPOTENT},
     {ST_HTTP_GET, "/v1/users/{user}/rooms", st_api_user_rooms, 0},
     /* a room's group tells a user's group (SPEC §10, the rooms outbox) */

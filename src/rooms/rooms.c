@@ -5,6 +5,7 @@
 
 #include "strata/outbox.h"
 
+#include <cjson/cJSON.h>
 #include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #define ST__KS_ROOM   'r'
 #define ST__KS_MEMBER 'q'
 #define ST__KS_JOINED 'j'
+#define ST__KS_REMOTE 'J'
 #define ST__KEY_CAP   (ST_KEY_MAX + 1)
 
 struct st_rooms {
@@ -32,12 +34,15 @@ typedef struct {
 } st_member_t;
 #define ST__MEMBER_SIZE 17
 
+static bool st__rooms_erase(void *arg, const char *u, size_t ul, size_t max);
+
 int st_rooms_open(st_rooms_t **out, st_store_t *store, st_chat_t *chat, size_t max_members)
 {
     st_rooms_t *r = st_calloc(1, sizeof *r);
     r->store = store;
     r->chat = chat;
     r->max_members = max_members ? max_members : 100000;
+    st_chat_on_erase(chat, st__rooms_erase, r);
     *out = r;
     return ST_OK;
 }
@@ -514,29 +519,6 @@ int st_rooms_post(st_rooms_t *r, const char *room, size_t rl, st_message_in_t *m
 }
 
 /* A page of room messages: each renamed on its way into the page (st_chat_messages' walk). */
-typedef struct {
-    st_buf_t *out;
-    size_t n;
-    bool hold;
-    st_buf_t held;
-    ST_VEC(size_t) at;
-} st_rpage_t;
-
-static void st__rpage_add(void *arg, uint64_t msg_id, const char *json, size_t len)
-{
-    st_rpage_t *p = arg;
-    (void)msg_id;
-    if (p->hold) {
-        size_t at = p->held.len;
-        st_chat_room_json(&p->held, json, len);
-        st_vec_push(&p->at, at);
-        st_vec_push(&p->at, p->held.len - at);
-        return;
-    }
-    if (p->n++) st_buf_appendc(p->out, ',');
-    st_chat_room_json(p->out, json, len);
-}
-
 int st_rooms_messages(st_rooms_t *r, const char *room, size_t rl, st_message_query_t *q,
                       st_buf_t *out, uint64_t *wait)
 {
@@ -546,29 +528,189 @@ int st_rooms_messages(st_rooms_t *r, const char *room, size_t rl, st_message_que
     size_t ul = st_chat_room_user(u, room, rl);
     q->conv = room;
     q->conv_len = rl;
-    st_message_query_t wq = *q;
-    wq.desc = st_chat_walks_back(q);
-    st_rpage_t page = {.out = out, .hold = wq.desc != q->desc};
-    bool more;
-    uint64_t last;
-    st_buf_puts(out, "{\"messages\":[");
-    rc = st_chat_each(r->chat, u, ul, &wq, st__rpage_add, &page, &more, &last, wait);
-    for (size_t i = page.at.n; rc == ST_OK && i > 0; i -= 2) {
-        if (i < page.at.n) st_buf_appendc(out, ',');
-        st_buf_append(out, page.held.data + page.at.v[i - 2], page.at.v[i - 1]);
+    q->as_room = true;
+    return st_chat_messages(r->chat, u, ul, q, out, wait);
+}
+
+typedef struct {
+    uint64_t id;
+    bool found;
+    st_buf_t from;
+} st_author_t;
+
+static void st__author(void *arg, uint64_t msg_id, const char *json, size_t len)
+{
+    st_author_t *a = arg;
+    cJSON *j = msg_id == a->id ? cJSON_ParseWithLength(json, len) : NULL;
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "from");
+    if (cJSON_IsString(f)) {
+        a->found = true;
+        st_buf_puts(&a->from, f->valuestring);
     }
-    st_buf_free(&page.held);
-    st_vec_free(&page.at);
+    cJSON_Delete(j);
+}
+
+int st_rooms_change_message(st_rooms_t *r, const char *room, size_t rl, uint64_t msg_id,
+                            const st_message_edit_t *e, const char *actor, size_t al, st_buf_t *out,
+                            uint64_t *wait)
+{
+    int rc = st_rooms_exists(r, room, rl, wait);
     if (rc) return rc;
-    st_buf_puts(out, "],\"next\":");
-    if (more) {
-        st_buf_appendc(out, '"');
-        st_buf_append_u64(out, last);
-        st_buf_puts(out, "\"}");
-    } else {
-        st_buf_puts(out, "null}");
+    char u[ST_CHAT_USER_MAX];
+    size_t ul = st_chat_room_user(u, room, rl);
+    int role = ST_ROOMS_MEMBER;
+    if (actor && (rc = st_rooms_role(r, room, rl, actor, al, &role, wait)) != ST_OK &&
+        rc != ST_ENOTFOUND)
+        return rc;
+    if (actor && role != ST_ROOMS_OWNER) { /* the author, then: read the message's from */
+        st_message_query_t q = {.conv = room, .conv_len = rl, .after = msg_id - 1, .limit = 1};
+        st_author_t a = {.id = msg_id};
+        bool more;
+        uint64_t last;
+        rc = st_chat_each(r->chat, u, ul, &q, st__author, &a, &more, &last, wait);
+        bool mine = a.found && a.from.len == al && memcmp(a.from.data, actor, al) == 0;
+        st_buf_free(&a.from);
+        if (rc) return rc;
+        if (!a.found) return ST_ENOTFOUND;
+        if (!mine) return ST_EFORBIDDEN;
     }
-    return ST_OK;
+    st_buf_t tmp = {0};
+    rc = e ? st_chat_edit(r->chat, u, ul, msg_id, e, &tmp, wait)
+           : st_chat_delete(r->chat, u, ul, msg_id, &tmp, wait);
+    if (rc == ST_OK) st_chat_room_json(out, tmp.data, tmp.len);
+    st_buf_free(&tmp);
+    return rc;
+}
+
+/* ---- erasure (SPEC §2.2): an erased user's room messages become tombstones ----
+ * Through chat's erase hook, in slices: the user's first room ('j'), its messages walked from
+ * the state's last id (hot and cold; a cold page not in memory is fetched, the slice tried
+ * again), those the user posted deleted; then the user leaves that room (its 'j' entry goes);
+ * then the next room; last the remote rooms ('J') the user's list held. State:
+ * "\0rooms_erase" user -> be64 last msg_id | room. */
+static const char st__erase_pre[] = "\0rooms_erase"; /* with its 0 terminator: 13 bytes */
+
+typedef struct {
+    const char *u;
+    size_t ul;
+    ST_VEC(uint64_t) ids;
+} st_authored_t;
+
+static void st__authored(void *arg, uint64_t msg_id, const char *json, size_t len)
+{
+    st_authored_t *a = arg;
+    cJSON *j = cJSON_ParseWithLength(json, len);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "from");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "deleted_at");
+    if (cJSON_IsString(f) && strlen(f->valuestring) == a->ul &&
+        memcmp(f->valuestring, a->u, a->ul) == 0 && (!d || cJSON_IsNull(d)))
+        st_vec_push(&a->ids, msg_id);
+    cJSON_Delete(j);
+}
+
+static int st__first_val(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_buf_t *b = arg;
+    (void)key;
+    st_buf_append(b, &klen, sizeof klen);
+    st_buf_append(b, key, klen);
+    st_buf_append(b, val, vlen);
+    return 1;
+}
+
+/* A 'j' entry that names a room (not the user's count, 'j' user 0 itself: 8 bytes). */
+static int st__first_room(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    return vlen > 8 ? st__first_val(arg, key, klen, val, vlen) : 0;
+}
+
+/* The user's first room ('j' user 0 …) into room; false when it is in none. */
+static bool st__erase_next_room(st_rooms_t *r, const char *u, size_t ul, st_buf_t *room)
+{
+    uint8_t k[ST__KEY_CAP];
+    k[0] = ST__KS_JOINED;
+    memcpy(k + 1, u, ul);
+    k[1 + ul] = 0;
+    st_buf_t b = {0};
+    uint64_t w = 0;
+    st_store_scan(r->store, k, ul + 2, st__first_room, &b, &w);
+    size_t kl = 0;
+    if (b.len >= sizeof kl) memcpy(&kl, b.data, sizeof kl);
+    bool found = b.len > sizeof kl + kl + 8;
+    if (found) st_buf_append(room, b.data + sizeof kl + kl + 8, b.len - sizeof kl - kl - 8);
+    st_buf_free(&b);
+    return found;
+}
+
+static bool st__rooms_erase(void *arg, const char *u, size_t ul, size_t max)
+{
+    st_rooms_t *r = arg;
+    uint8_t sk[ST__KEY_CAP], k[ST__KEY_CAP];
+    memcpy(sk, st__erase_pre, sizeof st__erase_pre);
+    memcpy(sk + sizeof st__erase_pre, u, ul);
+    size_t skl = sizeof st__erase_pre + ul;
+    uint64_t w = 0, last = 0;
+    const void *v;
+    size_t vl;
+    st_buf_t room = {0};
+    if (st_store_get(r->store, sk, skl, &v, &vl, &w) == ST_OK && vl > 8) {
+        last = st_be64_get(v);
+        st_buf_append(&room, (const char *)v + 8, vl - 8);
+    } else if (!st__erase_next_room(r, u, ul, &room)) {
+        /* no room left here: its count of rooms goes, and the remote rooms its list held */
+        k[0] = ST__KS_JOINED;
+        memcpy(k + 1, u, ul);
+        k[1 + ul] = 0;
+        st_store_del(r->store, k, ul + 2, &w);
+        k[0] = ST__KS_REMOTE;
+        memcpy(k + 1, u, ul);
+        k[1 + ul] = 0;
+        st_buf_t keys = {0};
+        size_t n = 0;
+        while (n < max && st_store_scan(r->store, k, ul + 2, st__first_val, &keys, &w) > 0) {
+            size_t kl;
+            memcpy(&kl, keys.data, sizeof kl);
+            st_store_del(r->store, keys.data + sizeof kl, kl, &w);
+            st_buf_reset(&keys);
+            n++;
+        }
+        st_buf_free(&keys);
+        return n == max; /* more may be left: the next slice */
+    }
+    char vu[ST_CHAT_USER_MAX];
+    size_t vul = st_chat_room_user(vu, room.data, room.len);
+    st_message_query_t q = {.conv = room.data, .conv_len = room.len, .after = last, .limit = max};
+    st_authored_t a = {.u = u, .ul = ul};
+    bool more = false;
+    uint64_t upto = 0;
+    int rc = st_chat_each(r->chat, vu, vul, &q, st__authored, &a, &more, &upto, &w);
+    st_buf_t tmp = {0};
+    for (size_t i = 0; rc == ST_OK && i < a.ids.n; i++) {
+        st_buf_reset(&tmp);
+        rc = st_chat_delete(r->chat, vu, vul, a.ids.v[i], &tmp, &w);
+        if (rc == ST_ENOTFOUND) rc = ST_OK; /* gone by retention meanwhile */
+    }
+    st_vec_free(&a.ids);
+    if (rc == ST_EPARKED) st_chat_prefetch(r->chat);
+    if (rc == ST_OK && more && upto) { /* this room goes on from upto */
+        st_buf_reset(&tmp);
+        uint8_t be[8];
+        st_be64_put(be, upto);
+        st_buf_append(&tmp, be, 8);
+        st_buf_append(&tmp, room.data, room.len);
+        st_store_put(r->store, sk, skl, tmp.data, tmp.len, &w);
+    } else if (rc == ST_OK) { /* done with this room: the user leaves it */
+        long who;
+        st_rooms_name_t me = {u, ul};
+        st_buf_reset(&tmp);
+        rc = st_rooms_change(r, room.data, room.len, NULL, 0, &me, 1, &who, &tmp, &w);
+        if (rc == ST_ENOTFOUND) /* no such room any more: its entry in the user's list goes */
+            st_store_del(r->store, k, st__pair(k, ST__KS_JOINED, u, ul, room.data, room.len), &w);
+        st_store_del(r->store, sk, skl, &w);
+    }
+    st_buf_free(&tmp);
+    st_buf_free(&room);
+    return true;
 }
 
 int st_rooms_read(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
@@ -603,7 +745,6 @@ int st_rooms_read(st_rooms_t *r, const char *room, size_t rl, const char *user, 
 /* 'J' user 0 room' -> i64 joined_at | u8 live | u8 has name | u16 room length | room | name:
  * what the outbox of the room's group said last. "removed" leaves a tombstone (live 0), so a
  * change that arrives late (an older joined_at) never brings a room back. */
-#define ST__KS_REMOTE  'J'
 #define ST__REMOTE_HDR 12
 
 int st_rooms_remote(st_rooms_t *r, const char *user, size_t ul, const char *room, size_t rl,

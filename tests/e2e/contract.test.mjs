@@ -248,6 +248,13 @@ describe('the server keeps the contract', () => {
     assert.equal((await call('GET', P, '/v1/rooms/rm/messages', undefined, { authorization: `Bearer ${jwt({ sub: 'eve' })}` })).status, 403);
     const D = '/v1/rooms/{room}/read';
     assert.equal((await call('POST', D, '/v1/rooms/rm/read', { user: 'alice', seq: 1 }, ALICE)).json.unread, 0);
+    // edits and deletes of a room's messages: the author, an owner or an admin (SPEC §2.2)
+    const RM = '/v1/rooms/{room}/messages/{msg_id}';
+    const rid = (await call('POST', P, '/v1/rooms/rm/messages', { from: 'bob', content: 'typo' }, BOB)).json.msg_id;
+    assert.equal((await call('PATCH', RM, `/v1/rooms/rm/messages/${rid}`, { content: 'fixed' }, BOB)).json.content, 'fixed');
+    assert.equal((await call('DELETE', RM, `/v1/rooms/rm/messages/${rid}`, undefined, ALICE)).json.content, null);
+    assert.equal((await call('PATCH', RM, `/v1/rooms/rm/messages/${rid}`, { content: 'x' }, BOB)).status, 409);
+    assert.equal((await call('GET', P, '/v1/rooms/rm/messages?include_deleted=false', undefined, ALICE)).json.messages.every((m) => m.content !== null), true);
     assert.equal((await call('POST', D, '/v1/rooms/rm/read', { user: 'alice' }, ALICE)).status, 400);
     const U = '/v1/users/{user}/rooms';
     assert.equal((await call('GET', U, '/v1/users/bob/rooms', undefined, BOB)).json.rooms[0].room_id, 'rm');

@@ -447,3 +447,106 @@ describe('rooms (auth on)', () => {
     ws.close();
   });
 });
+
+describe('rooms: edits, deletes and an erased member (SPEC §2.1, §2.2)', () => {
+  let s;
+  before(async () => { s = await startStrata({ env: { STRATA_JWT_SECRET: SECRET } }); });
+  after(async () => { await s.stop(); s.cleanup(); });
+  const admin = bearer('root', { role: 'admin' });
+
+  test('the author, an owner or an admin edits and deletes; tombstones keep seq; totals count live ones', async () => {
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'e1', members: ['bob', 'carol'] }, bearer('alice'))).status, 201);
+    const post = async (who, content) => {
+      const r = await s.req('POST', '/v1/rooms/e1/messages', { from: who, content }, bearer(who));
+      assert.equal(r.status, 201, r.text);
+      return r.json.msg_id;
+    };
+    const m1 = await post('bob', 'one'), m2 = await post('carol', 'two'), m3 = await post('bob', 'three');
+    // the author edits; another member may not; history kept, room_id in the answer
+    assert.equal((await s.req('PATCH', `/v1/rooms/e1/messages/${m1}`, { content: 'x' }, bearer('carol'))).status, 403);
+    let r = await s.req('PATCH', `/v1/rooms/e1/messages/${m1}`, { content: 'one!' }, bearer('bob'));
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.room_id, 'e1');
+    assert.equal(r.json.conversation_id, undefined);
+    assert.equal(r.json.content, 'one!');
+    assert.equal(r.json.edit_history[0].content, 'one');
+    assert.equal(r.json.seq, 1);
+    // the owner deletes carol's; an admin deletes bob's third; again: the same tombstone
+    r = await s.req('DELETE', `/v1/rooms/e1/messages/${m2}`, undefined, bearer('alice'));
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.content, null);
+    assert.ok(r.json.deleted_at > 0);
+    const again = await s.req('DELETE', `/v1/rooms/e1/messages/${m2}`, undefined, bearer('alice'));
+    assert.deepEqual(again.json, r.json);
+    assert.equal((await s.req('PATCH', `/v1/rooms/e1/messages/${m2}`, { content: 'y' }, bearer('carol'))).status, 409);
+    assert.equal((await s.req('DELETE', `/v1/rooms/e1/messages/${m3}`, undefined, admin)).status, 200);
+    assert.equal((await s.req('DELETE', '/v1/rooms/e1/messages/12345', undefined, admin)).status, 404);
+    assert.equal((await s.req('DELETE', `/v1/rooms/nope/messages/${m3}`, undefined, admin)).status, 404);
+    assert.equal((await s.req('PATCH', `/v1/rooms/e1/messages/${m1}`, { bye: 1 }, bearer('bob'))).status, 400);
+    // listings: tombstones in place (seq gapless) or hidden; the room counts live messages
+    const all = await allMessages(s, 'e1', {}, admin);
+    assert.deepEqual(all.map((m) => [m.seq, m.content]), [[1, 'one!'], [2, null], [3, null]]);
+    const live = await allMessages(s, 'e1', { include_deleted: 'false' }, admin);
+    assert.deepEqual(live.map((m) => m.seq), [1]);
+    assert.equal((await s.req('GET', '/v1/rooms/e1', undefined, admin)).json.total_messages, 1);
+    assert.equal((await s.req('GET', '/v1/rooms/e1/messages?include_deleted=maybe', undefined, admin)).status, 400);
+  });
+
+  test('erasing a member: its room messages become tombstones and it leaves the room', async () => {
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'e2', members: ['zoe', 'yan'] }, admin)).status, 201);
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'e3', members: ['zoe'] }, admin)).status, 201);
+    for (let i = 0; i < 5; i++) {
+      assert.equal((await s.req('POST', '/v1/rooms/e2/messages', { from: i % 2 ? 'yan' : 'zoe', content: `m${i}` }, admin)).status, 201);
+    }
+    assert.equal((await s.req('POST', '/v1/rooms/e3/messages', { from: 'zoe', content: 'solo' }, admin)).status, 201);
+    assert.equal((await s.req('POST', '/v1/admin/flush', undefined, admin)).status, 202); // some of them cold
+    const er = await s.req('DELETE', '/v1/users/zoe', undefined, admin);
+    assert.equal(er.status, 202, er.text);
+    await waitFor('the erasure done', async () => (await s.req('GET', `/v1/admin/erasures/${er.json.erasure_id}`, undefined, admin)).json.status === 'done', 20000);
+    const e2 = await allMessages(s, 'e2', {}, admin);
+    assert.deepEqual(e2.map((m) => [m.from, m.content === null]), [['zoe', true], ['yan', false], ['zoe', true], ['yan', false], ['zoe', true]]);
+    assert.equal((await s.req('GET', '/v1/rooms/e2', undefined, admin)).json.total_messages, 2);
+    assert.equal((await allMessages(s, 'e3', {}, admin))[0].content, null);
+    const members = (await s.req('GET', '/v1/rooms/e2/members', undefined, admin)).json.members.map((m) => m.user);
+    assert.deepEqual(members, ['root', 'yan']);
+    assert.deepEqual((await s.req('GET', '/v1/users/zoe/rooms', undefined, admin)).json.rooms, []);
+  });
+});
+
+describe('key spaces stay apart', () => {
+  test("a user's cold edits and deleted conversations never read as events or room members, across a restart", async () => {
+    const s = await startStrata({ args: ['--flush-interval', '3600'] });
+    try {
+      // a user, a room and an event all named "lobby"
+      assert.equal((await s.req('POST', '/v1/events', { event_id: 'lobby', sections: [{ name: 'A', rows: 1, cols: 2, price: 1 }] })).status, 201);
+      assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'lobby', members: ['ann'] })).status, 201);
+      const ids = [];
+      for (const conv of ['c1', 'c2']) {
+        const r = await s.req('POST', '/v1/users/lobby/messages', { conversation_id: conv, from: 'lobby', content: conv });
+        ids.push(r.json.msg_id);
+      }
+      assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
+      await waitFor('the messages cold', async () => (await s.req('GET', '/v1/users/lobby/stats')).json.cold_messages === 2);
+      assert.equal((await s.req('PATCH', `/v1/users/lobby/messages/${ids[0]}`, { content: 'edited' })).status, 200);
+      assert.equal((await s.req('DELETE', '/v1/users/lobby/conversations/c2')).status, 200);
+      const check = async () => {
+        const ev = (await s.req('GET', '/v1/events')).json.events.map((e) => e.event_id);
+        assert.deepEqual(ev, ['lobby']);
+        const ms = (await s.req('GET', '/v1/rooms/lobby/members')).json.members.map((m) => m.user);
+        assert.deepEqual(ms, ['ann']);
+        assert.equal((await s.req('GET', '/v1/users/lobby/messages')).json.messages[0].content, 'edited');
+      };
+      await check();
+      await s.stop();
+      const again = await startStrata({ dataDir: s.dir, args: ['--flush-interval', '3600'] });
+      try {
+        s.req = again.req;
+        await check();
+      } finally {
+        await again.stop();
+      }
+    } finally {
+      s.cleanup();
+    }
+  });
+});

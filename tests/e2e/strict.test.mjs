@@ -34,6 +34,7 @@ const VALID = {
   createRoom: { room_id: 'rm2', name: 'R', members: ['alice'] },
   changeRoomMembers: { add: ['bob'], remove: ['nobody'] },
   postRoomMessage: { from: 'alice', content: 'hi', metadata: { lang: 'en' } },
+  editRoomMessage: { content: 'hi again', metadata: { lang: 'fr' } },
   markRoomRead: { user: 'alice', seq: 0 },
   userRoomsRemote: { room_id: 'far', name: null, joined_at: 1, change: 'removed' },
 };
