@@ -78,6 +78,21 @@ describe('the client against the real server', () => {
     assert.deepEqual((await alice.roomMembers('den', { limit: 1 })).members.map((x) => x.role), ['owner']);
     assert.deepEqual(await alice.markRead('den', 'alice', 1), { room_id: 'den', user: 'alice', last_read_seq: 1, unread: 0 });
     assert.deepEqual((await alice.userRooms('alice')).rooms.map((x) => [x.room_id, x.unread]), [['den', 0]]);
+    // edits, deletes and erasure (SPEC §2.2): PATCH and DELETE carry idempotency keys like POSTs
+    const ed = await alice.editMessage('alice', m.msg_id, { content: 'hello!' });
+    assert.deepEqual([ed.content, ed.edit_history[0].content], ['hello!', 'hello']);
+    const tomb = await alice.deleteMessage('alice', m.msg_id);
+    assert.equal(tomb.content, null);
+    assert.deepEqual(await alice.deleteMessage('alice', m.msg_id), tomb);
+    await assert.rejects(alice.editMessage('alice', m.msg_id, { content: 'x' }), (e) => e instanceof StrataError && e.status === 409);
+    assert.deepEqual((await alice.messages('alice', { include_deleted: false })).messages, []);
+    const re = await alice.editRoomMessage('den', rp.msg_id, { content: 'hi den!' });
+    assert.deepEqual([re.room_id, re.content], ['den', 'hi den!']);
+    assert.equal((await alice.deleteRoomMessage('den', rp.msg_id)).content, null);
+    assert.equal((await alice.deleteConversation('alice', 'c1')).deleted, 0);
+    const er = await db.eraseUser('zed');
+    assert.match(er.erasure_id, /^\d+$/);
+    assert.ok(['pending', 'done'].includes((await db.erasure(er.erasure_id)).status));
     const ev = await db.createEvent({ event_id: 'gig', sections: [{ name: 'A', rows: 2, cols: 3, price: 7 }] });
     assert.equal(ev.event_stats.total, 6);
     assert.equal((await db.events()).events[0].event_id, 'gig');
@@ -173,6 +188,26 @@ describe('the client against the real server', () => {
     const forged = new lib.Strata({ baseUrl: `http://127.0.0.1:${port}`, token: jwt({ sub: 'ops', role: 'admin' }, 'wrong'), refreshToken });
     assert.equal((await forged.incr('r')).value, 2);
     assert.equal(calls, 2, 'refreshed on the 401');
+  });
+
+  test('a room stream: replay, live messages, edits and membership changes to their handlers', async () => {
+    const kim = new lib.Strata({ baseUrl: `http://127.0.0.1:${port}`, token: jwt({ sub: 'kim', exp: now() + 600 }), WebSocket, retries: 30, backoff: { baseMs: 20, capMs: 200 } });
+    await kim.createRoom({ room_id: 'lounge', members: ['lee'] });
+    const first = await kim.postRoomMessage('lounge', { from: 'kim', content: 'before' });
+    const got = [], edits = [], members = [];
+    const st = kim.stream({ topic: 'room', room_id: 'lounge', after: '0' }, {
+      onRoomMessage: (m) => got.push(m), onEdit: (k, m) => edits.push([k, m.content]), onMember: (x) => members.push([x.user, x.change]),
+    });
+    await st.ready;
+    await until('the replay', () => got.length === 1);
+    await kim.postRoomMessage('lounge', { from: 'kim', content: 'live' });
+    await kim.editRoomMessage('lounge', first.msg_id, { content: 'before!' });
+    await kim.changeMembers('lounge', { add: ['max'] });
+    await until('the message, the edit, the member', () => got.length === 2 && edits.length === 1 && members.length === 1);
+    assert.deepEqual(got.map((m) => [m.room_id, m.content]), [['lounge', 'before'], ['lounge', 'live']]);
+    assert.deepEqual(edits, [['edited', 'before!']]);
+    assert.deepEqual(members, [['max', 'added']]);
+    st.close();
   });
 
   test('a stream survives a server crash and restart: no gap, no duplicate, snapshots again', async () => {

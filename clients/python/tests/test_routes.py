@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, Callable
 
 import pytest
@@ -187,3 +188,40 @@ def test_every_route_async(server: Server) -> None:
             assert e.value.status == 403 and e.value.code == "forbidden"
 
     asyncio.run(main())
+
+
+def test_edits_deletes_and_erasure(server: Server) -> None:
+    with Strata(server.url, token=admin, backoff=FAST) as db, \
+            Strata(server.url, token=token("ivy")) as ivy:
+        m = ivy.post_message("ivy", "e", "helo")
+        ivy.post_message("ivy", "e", "second")
+        ed = ivy.edit_message("ivy", m["msg_id"], content="hello", metadata={"fixed": True})
+        assert ed["content"] == "hello" and ed["metadata"] == {"fixed": True}
+        assert ed.get("edit_history", [])[0]["content"] == "helo"
+        with pytest.raises(ValueError):
+            ivy.edit_message("ivy", m["msg_id"])  # nothing to change: refused before sending
+        t = ivy.delete_message("ivy", m["msg_id"])
+        assert t["content"] is None and t.get("deleted_at")
+        assert ivy.delete_message("ivy", m["msg_id"]) == t
+        assert raises(lambda: ivy.edit_message("ivy", m["msg_id"], content="x")).status == 409
+        assert [x["seq"] for x in ivy.messages("ivy", include_deleted=False)["messages"]] == [2]
+        assert ivy.conversation("ivy", "e")["total_messages"] == 1
+        assert ivy.delete_conversation("ivy", "e") == {"deleted": 1}
+        assert raises(lambda: ivy.conversation("ivy", "e")).status == 404
+        # a room's message: its author edits, the owner deletes
+        db.create_room("ivyroom", ["ivy", "root"])
+        rm = ivy.post_room_message("ivyroom", "ivy", "in the room")
+        assert ivy.edit_room_message("ivyroom", rm["msg_id"], content="edited")["room_id"] \
+            == "ivyroom"
+        assert db.delete_room_message("ivyroom", rm["msg_id"])["content"] is None
+        assert db.room_messages("ivyroom", include_deleted=False)["messages"] == []
+        # erasure: 202 with an id, then done
+        e = db.erase_user("ivy")
+        assert e["erasure_id"].isdigit()
+        for _ in range(200):
+            if db.erasure(e["erasure_id"])["status"] == "done":
+                break
+            time.sleep(0.05)
+        assert db.erasure(e["erasure_id"])["status"] == "done"
+        assert ivy.messages("ivy")["messages"] == []  # gone: as a user never seen
+        assert "ivy" not in [x["user"] for x in db.room_members("ivyroom")["members"]]

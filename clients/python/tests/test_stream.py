@@ -190,3 +190,31 @@ def test_a_stream_whose_token_expires_refreshes_it_and_resumes(server: Server) -
         await writer.aclose()
 
     asyncio.run(main())
+
+
+def test_a_room_stream_hears_messages_edits_and_members(server: Server) -> None:
+    async def main() -> None:
+        async with AsyncStrata(server.url, token=admin, retries=60, backoff=FAST) as db:
+            await db.create_room("lounge", ["root", "kim"])
+            first = await db.post_room_message("lounge", "kim", "before")
+            changes: List[Any] = []
+            members: List[Any] = []
+            got: List[Any] = []
+            s = db.stream_room("lounge", after="0", on_change=lambda k, m: changes.append((k, m)),
+                               on_member=lambda u, c: members.append((u, c)))
+            await s.ready()
+            task = collect(s, got)
+            await until("the replay", lambda: len(got) == 1)
+            await db.post_room_message("lounge", "root", "live")
+            await db.edit_room_message("lounge", first["msg_id"], content="before!")
+            await db.change_members("lounge", add=["lee"])
+            await until("the live message, the edit and the member",
+                        lambda: len(got) == 2 and len(changes) == 1 and len(members) == 1)
+            assert [m["content"] for m in got] == ["before", "live"]
+            assert got[0]["room_id"] == "lounge"
+            assert changes[0][0] == "edited" and changes[0][1]["content"] == "before!"
+            assert members == [("lee", "added")]
+            await s.aclose()
+            await task
+
+    asyncio.run(main())
