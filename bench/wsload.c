@@ -13,6 +13,8 @@
  * on PORT: SUBSCRIBE per connection, PUBLISH from the writer, as the side-by-side peer.
  *
  * usage: strata-wsload [redis-]MODE PORT[:POSTPORT] CONNS SECONDS [RATE|WINDOW]
+ * WSLOAD_ROOM=ID (latency): the conns subscribe to room ID (topic room) and the posts go to
+ * POST /v1/rooms/ID/messages as "bench" (the room must exist with bench among its members).
  * With POSTPORT, the streams are opened on PORT and the writes go to POSTPORT (a follower of a
  * replicated group and its leader: the frames a follower sends for what it applied).
  * The client writes masked frames with a zero mask key (valid per RFC 6455, and cheap).
@@ -61,6 +63,7 @@ static struct {
     uint64_t *lat;    /* latency samples, ns */
     size_t nlat, caplat;
     char name[64];
+    const char *room; /* latency on a room (WSLOAD_ROOM): topic room, posts to the room */
 } g;
 
 static void die(const char *what, int rc)
@@ -144,6 +147,13 @@ static void post_one(void)
                  "POST /v1/counters/%s/incr HTTP/1.1\r\nHost: b\r\nContent-Type: "
                  "application/json\r\nContent-Length: %d\r\n\r\n%s",
                  g.name, bl, body);
+    } else if (g.room) {
+        bl = snprintf(body, sizeof body, "{\"from\":\"bench\",\"content\":\"t%" PRIu64 "\"}",
+                      now_ns());
+        snprintf(req, sizeof req,
+                 "POST /v1/rooms/%s/messages HTTP/1.1\r\nHost: b\r\nContent-Type: "
+                 "application/json\r\nContent-Length: %d\r\n\r\n%s",
+                 g.room, bl, body);
     } else {
         bl = snprintf(body, sizeof body,
                       "{\"conversation_id\":\"room\",\"from\":\"bench\",\"content\":\"t%" PRIu64
@@ -328,10 +338,14 @@ static void on_ws_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
                                 "{\"type\":\"subscribe\",\"id\":\"s\",\"topic\":\"counter\","
                                 "\"name\":\"%s\"}",
                                 g.name)
-                     : snprintf(sub, sizeof sub,
-                                "{\"type\":\"subscribe\",\"id\":\"s\",\"topic\":\"messages\","
-                                "\"user\":\"%s\",\"conversation_id\":\"room\"}",
-                                g.name);
+                 : g.room ? snprintf(sub, sizeof sub,
+                                     "{\"type\":\"subscribe\",\"id\":\"s\",\"topic\":\"room\","
+                                     "\"room_id\":\"%s\"}",
+                                     g.room)
+                          : snprintf(sub, sizeof sub,
+                                     "{\"type\":\"subscribe\",\"id\":\"s\",\"topic\":\"messages\","
+                                     "\"user\":\"%s\",\"conversation_id\":\"room\"}",
+                                     g.name);
         ws_send(c, 1, sub, (size_t)sl);
     }
     for (;;) {
@@ -489,6 +503,7 @@ int main(int argc, char **argv)
     if (g.redis && (g.mode == MODE_IDLE)) die("redis-idle is not a mode", 0);
     if (g.conns <= 0 || g.seconds <= 0) return 2;
     snprintf(g.name, sizeof g.name, "wsload-%s-%u", argv[1], (unsigned)(now_ns() % 1000000));
+    g.room = g.mode == MODE_LATENCY && !g.redis ? getenv("WSLOAD_ROOM") : NULL;
     g.loop = uv_default_loop();
     g.ws = calloc((size_t)g.conns, sizeof *g.ws);
     g.ring = (size_t)g.rate * 4 + 4;
