@@ -3,6 +3,7 @@
 #include "../test.h"
 #include "../fixture.h"
 #include "strata/chat.h"
+#include "strata/chatrows.h"
 #include "strata/cold.h"
 #include "strata/metrics.h"
 #include "../../src/chat/internal.h"

@@ -4,6 +4,7 @@
  * reading our files is tested end to end. */
 #include "../test.h"
 #include "../fixture.h"
+#include "strata/chatrows.h"
 #include "strata/cold.h"
 #include "strata/tier.h"
 #include "../../src/cold/s3wire.h"
@@ -671,7 +672,7 @@ TEST(cold_cache_fetches_off_the_loop_and_pins_until_released)
     st_coldcache_open(&cc, &loop, &co);
 
     const st_pq_meta_t *m;
-    CHECK_EQ(st_coldcache_footer(cc, "u/o.parquet", f.len, &m), ST_EPARKED);
+    CHECK_EQ(st_chat_cold_footer(cc, "u/o.parquet", f.len, &m), ST_EPARKED);
     CHECK(st_coldcache_wanting(cc));
     st_coldwait_t *w = NULL;
     woken = 0;
@@ -680,31 +681,31 @@ TEST(cold_cache_fetches_off_the_loop_and_pins_until_released)
     CHECK_EQ(woken, 0); /* nothing happens on the caller's stack */
     while (!woken)
         uv_run(&loop, UV_RUN_ONCE);
-    CHECK_EQ(st_coldcache_footer(cc, "u/o.parquet", f.len, &m), ST_OK);
+    CHECK_EQ(st_chat_cold_footer(cc, "u/o.parquet", f.len, &m), ST_OK);
     CHECK_EQ(m->ngroups, 2);
     const st_pq_rows_t *r;
-    CHECK_EQ(st_coldcache_group(cc, "u/o.parquet", 1, &m->groups[1], &r), ST_EPARKED);
+    CHECK_EQ(st_chat_cold_group(cc, "u/o.parquet", 1, &m->groups[1], &r), ST_EPARKED);
     CHECK(st_coldcache_wait(cc, &w, on_ready, NULL)); /* the same reader: keeps the footer */
     while (woken < 2)
         uv_run(&loop, UV_RUN_ONCE);
     /* budget 0, yet both stay while the wait holds them */
-    CHECK_EQ(st_coldcache_footer(cc, "u/o.parquet", f.len, &m), ST_OK);
-    CHECK_EQ(st_coldcache_group(cc, "u/o.parquet", 1, &m->groups[1], &r), ST_OK);
+    CHECK_EQ(st_chat_cold_footer(cc, "u/o.parquet", f.len, &m), ST_OK);
+    CHECK_EQ(st_chat_cold_group(cc, "u/o.parquet", 1, &m->groups[1], &r), ST_OK);
     CHECK(r->n == 1 && r->rows[0].msg_id == 3 && memcmp(r->rows[0].content, "three", 5) == 0);
     st_coldcache_release(cc, w);
-    CHECK_EQ(st_coldcache_group(cc, "u/o.parquet", 1, &m->groups[1], &r), ST_EPARKED);
+    CHECK_EQ(st_chat_cold_group(cc, "u/o.parquet", 1, &m->groups[1], &r), ST_EPARKED);
     CHECK(!st_coldcache_wait(cc, NULL, NULL, NULL)); /* a prefetch: nothing to call back */
 
     /* a missing object: ST_ECOLD for the reader that waited, forgotten once released */
-    CHECK_EQ(st_coldcache_footer(cc, "u/gone.parquet", 100, &m), ST_EPARKED);
+    CHECK_EQ(st_chat_cold_footer(cc, "u/gone.parquet", 100, &m), ST_EPARKED);
     w = NULL;
     woken = 0;
     CHECK(st_coldcache_wait(cc, &w, on_ready, NULL));
     while (!woken)
         uv_run(&loop, UV_RUN_ONCE);
-    CHECK_EQ(st_coldcache_footer(cc, "u/gone.parquet", 100, &m), ST_ECOLD);
+    CHECK_EQ(st_chat_cold_footer(cc, "u/gone.parquet", 100, &m), ST_ECOLD);
     st_coldcache_release(cc, w);
-    CHECK_EQ(st_coldcache_footer(cc, "u/gone.parquet", 100, &m), ST_EPARKED);
+    CHECK_EQ(st_chat_cold_footer(cc, "u/gone.parquet", 100, &m), ST_EPARKED);
 
     /* a wait whose reader went away is cancelled: its callback never runs */
     w = NULL;
@@ -1526,14 +1527,17 @@ static int fr_encode(void *arg, void *rows, st_buf_t *object)
     return st_parquet_encode(mr, r->n, 1, object);
 }
 
-static int fr_expired(void *arg, const char *o, size_t ol, const st_pq_meta_t *m, uint64_t *wait)
+static int fr_expired(void *arg, const char *o, size_t ol, const st_pq_file_t *f, uint64_t *wait)
 {
     fr_t *fr = arg;
     (void)o, (void)ol, (void)wait;
+    st_pq_meta_t mm, *m = &mm;
+    CHECK_EQ(st_parquet_meta_of(f, m), ST_OK);
     fr->expired++;
     fr->expired_rows += m->rows;
     for (size_t g = 0; g < m->ngroups; g++)
         if (m->groups[g].max_ts > fr->newest_expired) fr->newest_expired = m->groups[g].max_ts;
+    st_parquet_meta_free(m);
     return ST_OK;
 }
 
@@ -1543,7 +1547,7 @@ static int fr_merge(void *arg, const char *o, size_t ol, st_objstore_t *obj,
 {
     (void)o, (void)ol;
     (void)arg;
-    return st_tier_parquet_merge(1, obj, objs, n, cutoff, key, out, dropped, ndropped);
+    return st_chat_parquet_merge(1, obj, objs, n, cutoff, key, out, dropped, ndropped, NULL, NULL);
 }
 
 static int fr_merge_commit(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,
@@ -1610,7 +1614,7 @@ TEST(tier_retention_drops_expired_objects_whole_through_a_fake_kind)
                            .release = fk_release,
                            .done = fk_done,
                            .arg = &fk};
-    st_tier_merge_t merge = {fr_merge, fr_merge_commit, st_tier_dropped_free, fm_name, &fr};
+    st_tier_merge_t merge = {fr_merge, fr_merge_commit, st_chat_dropped_free, fm_name, &fr};
     st_tier_source_t src = {
         .name = "fake", .prefix = 'h', .page = 16, .want = fm_want, .act = fm_act, .arg = &fm};
     st_tier_member_t m = {.name = "fake",
@@ -1618,6 +1622,7 @@ TEST(tier_retention_drops_expired_objects_whole_through_a_fake_kind)
                           .nsources = 1,
                           .flush = &kind,
                           .merge = &merge,
+                          .schema = &st_pq_msg_schema,
                           .expired = fr_expired,
                           .arg = &fr};
     st_tier_join(t, &m);

@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The tier's merge of Parquet objects, on a compaction's worker (see strata/tier.h): the old
- * objects read whole, their pages verified, their rows merged (one row group per group key, id
+ * Chat's merge of message objects, on a compaction's worker (see strata/chatrows.h): the old
+ * objects read whole, their pages verified, their rows merged (one row group per conversation, id
  * order, statistics, ZSTD, page CRCs) into the new object, rows older than the retention left
- * out and counted per group key for the kind's side of the swap.
+ * out and counted per conversation for chat's side of the swap.
  */
-#include "internal.h"
+#include "strata/chatrows.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-int st_tier_cmp_rows(const void *a, const void *b)
+int st_chat_cmp_rows(const void *a, const void *b)
 {
     const st_msgrow_t *x = a, *y = b;
     size_t n = x->conv_len < y->conv_len ? x->conv_len : y->conv_len;
@@ -90,12 +90,12 @@ static void st__note_dropped(st_buf_t *d, const st_msgrow_t *r)
 static int st__keep(st_msgrow_t *rows, size_t n, int64_t cutoff, st_tier_file_t *out,
                     st_buf_t *dropped, int64_t *ndropped, size_t *kept)
 {
-    qsort(rows, n, sizeof *rows, st_tier_cmp_rows);
+    qsort(rows, n, sizeof *rows, st_chat_cmp_rows);
     size_t keep = 0;
     out->min_id = UINT64_MAX;
     out->max_id = 0;
     for (size_t i = 0; i < n; i++) {
-        if (i && st_tier_cmp_rows(&rows[i], &rows[i - 1]) == 0)
+        if (i && st_chat_cmp_rows(&rows[i], &rows[i - 1]) == 0)
             return ST_EINTERNAL; /* a row held twice: the manifest is not what we think */
         if (cutoff && rows[i].timestamp < cutoff) {
             st__note_dropped(dropped, &rows[i]);
@@ -111,18 +111,10 @@ static int st__keep(st_msgrow_t *rows, size_t n, int64_t cutoff, st_tier_file_t 
     return ST_OK;
 }
 
-int st_tier_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
+int st_chat_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
                           size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
-                          void **dropped, int64_t *ndropped)
-{
-    return st_tier_parquet_merge_fix(zstd_level, obj, objs, nold, cutoff, key, out, dropped,
-                                     ndropped, NULL, NULL);
-}
-
-int st_tier_parquet_merge_fix(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
-                              size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
-                              void **dropped, int64_t *ndropped,
-                              bool (*fix)(void *arg, st_msgrow_t *r), void *fix_arg)
+                          void **dropped, int64_t *ndropped, bool (*fix)(void *arg, st_msgrow_t *r),
+                          void *fix_arg)
 {
     st_groups_t gs = {0};
     int rc = ST_OK;
@@ -154,7 +146,7 @@ int st_tier_parquet_merge_fix(int zstd_level, st_objstore_t *obj, const st_tier_
     return rc;
 }
 
-bool st_tier_dropped_next(const void *dropped, size_t *pos, const char **g, size_t *gl,
+bool st_chat_dropped_next(const void *dropped, size_t *pos, const char **g, size_t *gl,
                           int64_t *rows)
 {
     const st_buf_t *d = dropped;
@@ -168,7 +160,7 @@ bool st_tier_dropped_next(const void *dropped, size_t *pos, const char **g, size
     return true;
 }
 
-void st_tier_dropped_free(void *arg, void *dropped)
+void st_chat_dropped_free(void *arg, void *dropped)
 {
     (void)arg;
     st_buf_free(dropped);
