@@ -426,6 +426,30 @@ uint64_t st_tier_row_id(const st_pq_schema_t *s, const st_pq_table_t *tab, size_
 int st_tier_pq_merge(const st_pq_schema_t *s, size_t group_rows, int zstd_level, st_objstore_t *obj,
                      const st_tier_obj_t *objs, size_t nold, const char *key, st_tier_file_t *out);
 
+/* The same, with a kind's hooks: each row read is handed to row (on the worker, before the sort)
+ * as its values in schema order, depth first (a flat schema: one per top-level field); the kind
+ * may change values in place (a string it points elsewhere must live until the merge returns; the
+ * id and the row's shape must stay) or return false to leave the row out (its to account for).
+ * by_key: rows sorted by the key leaf (a top-level leaf with only leaves before it), then id, so
+ * that each key gets its row groups; otherwise by id alone. */
+enum { ST_TIER_V_NULL, ST_TIER_V_INT, ST_TIER_V_STR, ST_TIER_V_STRUCT, ST_TIER_V_LIST };
+typedef struct {
+    uint8_t op; /* ST_TIER_V_* */
+    uint32_t n; /* a string's length, a list's count */
+    int64_t i;  /* an INT64, INT32 or BOOLEAN value */
+    const char *p;
+} st_tier_val_t;
+typedef struct {
+    size_t group_rows; /* rows a row group at most (0: no limit but the key) */
+    int zstd_level;
+    bool by_key;
+    bool (*row)(void *arg, st_tier_val_t *v, size_t nv);
+    void *arg;
+} st_tier_pqmerge_t;
+int st_tier_pq_merge_with(const st_pq_schema_t *s, const st_tier_pqmerge_t *o, st_objstore_t *obj,
+                          const st_tier_obj_t *objs, size_t nold, const char *key,
+                          st_tier_file_t *out);
+
 /* Every footer of the owner's manifest man in memory (parsed against its member's schema: ST_OK),
  * or ST_EPARKED with those that are not on the cache's want list; another code when one cannot be
  * read. */

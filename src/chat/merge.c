@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Chat's merge of message objects, on a compaction's worker (see strata/chatrows.h): the old
- * objects read whole, their pages verified, their rows merged (one row group per conversation, id
- * order, statistics, ZSTD, page CRCs) into the new object, rows older than the retention left
- * out and counted per conversation for chat's side of the swap.
+ * Chat's merge of message objects, on a compaction's worker (see strata/chatrows.h): the tier's
+ * merge of any schema's objects (st_tier_pq_merge_with: the old objects read whole, their pages
+ * verified, their rows sorted by conversation then id, one row group per conversation), with
+ * chat's row hook: each row shown to the caller's fix as a message row (edits folded in, a
+ * deleted conversation's rows left out), then left out if older than the retention, counted per
+ * conversation for chat's side of the swap.
  */
 #include "strata/chatrows.h"
 
@@ -20,95 +22,80 @@ int st_chat_cmp_rows(const void *a, const void *b)
     return x->msg_id < y->msg_id ? -1 : x->msg_id > y->msg_id;
 }
 
-typedef ST_VEC(st_pq_rows_t) st_groups_t;
+/* Rows left out by the cutoff, per conversation: d holds entries (u32 length, the id, i64 rows
+ * dropped), found again through by (conversation -> entry offset). */
+typedef struct {
+    st_map_node_t node; /* key: the conversation (in the entry's own bytes) */
+    size_t at;
+    char conv[];
+} st_dconv_t;
 
-/* Every row group of one object, decoded (pages verified), appended to gs. */
-static int st__read_object(st_objstore_t *obj, const char *key, uint64_t size, st_groups_t *gs)
-{
-    st_buf_t b = {0};
-    st_pq_meta_t m;
-    uint32_t flen;
-    int rc = size >= 12 ? st_objstore_get(obj, key, 0, size, &b) : ST_EINVAL;
-    if (rc == ST_OK && b.len != size) rc = ST_EIO;
-    if (rc == ST_OK) rc = st_parquet_footer_len((const uint8_t *)b.data + size - 8, size, &flen);
-    if (rc == ST_OK)
-        rc = st_parquet_parse_footer((const uint8_t *)b.data + size - 8 - flen, flen, size, &m);
-    if (rc != ST_OK) {
-        st_buf_free(&b);
-        return rc == ST_ENOTFOUND ? ST_EIO : rc;
-    }
-    for (size_t g = 0; g < m.ngroups && rc == ST_OK; g++) {
-        const st_pq_group_t *G = &m.groups[g];
-        if (G->offset + G->length > size) {
-            rc = ST_EINVAL;
-            break;
-        }
-        st_vec_reserve(gs, gs->n + 1);
-        rc =
-            st_parquet_read_group(G, (const uint8_t *)b.data + G->offset, G->length, &gs->v[gs->n]);
-        if (rc == ST_OK) gs->n++;
-    }
-    st_parquet_meta_free(&m);
-    st_buf_free(&b);
-    return rc;
-}
+typedef struct {
+    st_buf_t *d;
+    st_map_t by;
+    int64_t cutoff, *ndropped;
+    bool (*fix)(void *arg, st_msgrow_t *r);
+    void *fix_arg;
+} st_mhook_t;
 
-/* Counts a row left out in d (per conversation: u32 length, the id, i64 rows dropped). */
-static void st__note_dropped(st_buf_t *d, const st_msgrow_t *r)
+static void st__note_dropped(st_mhook_t *h, const st_msgrow_t *r)
 {
-    /* rows come grouped by conversation: the last entry is the only candidate */
-    size_t at = d->len;
-    if (d->len) {
-        size_t p = 0, last = 0;
-        while (p < d->len) {
-            uint32_t l;
-            memcpy(&l, d->data + p, 4);
-            last = p;
-            p += 4 + l + 8;
-        }
-        uint32_t l;
-        memcpy(&l, d->data + last, 4);
-        if (l == r->conv_len && memcmp(d->data + last + 4, r->conv, l) == 0) at = last;
-    }
-    if (at == d->len) {
+    st_buf_t *d = h->d;
+    st_dconv_t *e = (st_dconv_t *)st_map_get(&h->by, r->conv, r->conv_len);
+    if (!e) {
+        e = st_calloc(1, sizeof *e + r->conv_len + 1);
+        memcpy(e->conv, r->conv, r->conv_len);
+        e->node.key = e->conv;
+        e->node.klen = r->conv_len;
+        e->at = d->len;
+        st_map_insert(&h->by, &e->node);
         uint32_t l = r->conv_len;
         int64_t zero = 0;
         st_buf_append(d, &l, 4);
         st_buf_append(d, r->conv, l);
         st_buf_append(d, &zero, 8);
     }
-    uint32_t l;
-    memcpy(&l, d->data + at, 4);
     int64_t cnt;
-    memcpy(&cnt, d->data + at + 4 + l, 8);
+    memcpy(&cnt, d->data + e->at + 4 + r->conv_len, 8);
     cnt++;
-    memcpy(d->data + at + 4 + l, &cnt, 8);
+    memcpy(d->data + e->at + 4 + r->conv_len, &cnt, 8);
 }
 
-/* Sorts the rows, checks none is held twice, and leaves out those older than cutoff (noted in
- * dropped); the rows kept are compacted at the front. */
-static int st__keep(st_msgrow_t *rows, size_t n, int64_t cutoff, st_tier_file_t *out,
-                    st_buf_t *dropped, int64_t *ndropped, size_t *kept)
+static void st__str(const st_tier_val_t *v, const char **p, uint32_t *n)
 {
-    qsort(rows, n, sizeof *rows, st_chat_cmp_rows);
-    size_t keep = 0;
-    out->min_id = UINT64_MAX;
-    out->max_id = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i && st_chat_cmp_rows(&rows[i], &rows[i - 1]) == 0)
-            return ST_EINTERNAL; /* a row held twice: the manifest is not what we think */
-        if (cutoff && rows[i].timestamp < cutoff) {
-            st__note_dropped(dropped, &rows[i]);
-            (*ndropped)++;
-            continue;
+    *p = v->op == ST_TIER_V_STR ? v->p : NULL;
+    *n = v->op == ST_TIER_V_STR ? v->n : 0;
+}
+
+/* A row of the tape as a message (v: its seven values, in st_pq_msg_schema's order). */
+static bool st__row(void *arg, st_tier_val_t *v, size_t nv)
+{
+    st_mhook_t *h = arg;
+    if (nv != ST_PQ_COLUMNS) return true; /* cannot be: the schema's */
+    st_msgrow_t r = {.msg_id = (uint64_t)v[0].i, .timestamp = v[3].i, .seq = v[4].i};
+    st__str(&v[1], &r.conv, &r.conv_len);
+    st__str(&v[2], &r.from, &r.from_len);
+    st__str(&v[5], &r.content, &r.content_len);
+    st__str(&v[6], &r.metadata, &r.metadata_len);
+    if (h->fix) {
+        const char *content = r.content, *meta = r.metadata;
+        if (!h->fix(h->fix_arg, &r)) return false;
+        if (r.content != content) {
+            v[5].p = r.content;
+            v[5].n = r.content_len;
         }
-        if (rows[i].msg_id < out->min_id) out->min_id = rows[i].msg_id;
-        if (rows[i].msg_id > out->max_id) out->max_id = rows[i].msg_id;
-        rows[keep++] = rows[i];
+        if (r.metadata != meta) {
+            v[6].op = r.metadata ? ST_TIER_V_STR : ST_TIER_V_NULL;
+            v[6].p = r.metadata;
+            v[6].n = r.metadata ? r.metadata_len : 0;
+        }
     }
-    out->rows = (int64_t)keep;
-    *kept = keep;
-    return ST_OK;
+    if (h->cutoff && r.timestamp < h->cutoff) {
+        st__note_dropped(h, &r);
+        (*h->ndropped)++;
+        return false;
+    }
+    return true;
 }
 
 int st_chat_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
@@ -116,33 +103,19 @@ int st_chat_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_
                           void **dropped, int64_t *ndropped, bool (*fix)(void *arg, st_msgrow_t *r),
                           void *fix_arg)
 {
-    st_groups_t gs = {0};
-    int rc = ST_OK;
-    for (size_t i = 0; i < nold && rc == ST_OK; i++)
-        rc = st__read_object(obj, objs[i].key, objs[i].file.size, &gs);
-    size_t total = 0, n = 0, keep = 0;
-    for (size_t g = 0; g < gs.n; g++)
-        total += gs.v[g].n;
-    st_msgrow_t *rows = st_malloc((total ? total : 1) * sizeof *rows);
-    for (size_t g = 0; g < gs.n && rc == ST_OK; g++)
-        for (size_t i = 0; i < gs.v[g].n; i++) {
-            rows[n] = gs.v[g].rows[i];
-            if (!fix || fix(fix_arg, &rows[n])) n++;
-        }
     st_buf_t *d = st_calloc(1, sizeof *d);
     *dropped = d;
-    if (rc == ST_OK) rc = st__keep(rows, n, cutoff, out, d, ndropped, &keep);
-    if (rc == ST_OK && keep) {
-        st_buf_t file = {0};
-        rc = st_parquet_encode(rows, keep, zstd_level, &file);
-        if (rc == ST_OK) rc = st_objstore_put(obj, key, file.data, file.len);
-        out->size = file.len;
-        st_buf_free(&file);
+    st_mhook_t h = {d, {0}, cutoff, ndropped, fix, fix_arg};
+    st_map_init(&h.by);
+    st_tier_pqmerge_t o = {.zstd_level = zstd_level, .by_key = true, .row = st__row, .arg = &h};
+    int rc = st_tier_pq_merge_with(&st_pq_msg_schema, &o, obj, objs, nold, key, out);
+    size_t it;
+    st_map_node_t *n;
+    while ((n = st_map_first(&h.by, &it)) != NULL) {
+        st_map_remove(&h.by, n);
+        free(n);
     }
-    free(rows);
-    for (size_t g = 0; g < gs.n; g++)
-        st_parquet_rows_free(&gs.v[g]);
-    st_vec_free(&gs);
+    st_map_free(&h.by);
     return rc;
 }
 

@@ -887,4 +887,80 @@ TEST(a_flipped_bit_in_any_page_is_an_error_never_a_wrong_value)
     st_buf_free(&f);
 }
 
+/* Chat's merge (src/chat/merge.c) through the tier's merge of any schema: rows of interleaved
+ * conversations come out one row group per conversation in id order, byte for byte what the
+ * message writer makes of the same rows; the fix hook changes a row's content and metadata or
+ * leaves a row out; rows older than the cutoff are left out and counted per conversation. */
+static bool merge_fix(void *arg, st_msgrow_t *r)
+{
+    (void)arg;
+    if (r->msg_id == 3) return false; /* a deleted conversation's, say */
+    if (r->msg_id == 5) {
+        r->content = "edited";
+        r->content_len = 6;
+        r->metadata = "{\"e\":1}";
+        r->metadata_len = 7;
+    }
+    return true;
+}
+
+TEST(merge_groups_by_conversation_folds_changes_and_counts_expired_rows)
+{
+    char dir[] = "/tmp/strata-cmerge-XXXXXX";
+    CHECK(mkdtemp(dir));
+    char url[64];
+    snprintf(url, sizeof url, "file://%s", dir);
+    st_objstore_opts_t oo = {.url = url};
+    st_objstore_t *obj;
+    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
+    /* object 1: a 1, a 3, b 2; object 2: a 5, b 4, c 6 (timestamps 1700000000000000 + id) */
+    st_msgrow_t r1[] = {row(1, "a", "one", NULL), row(3, "a", "three", "{}"),
+                        row(2, "b", "two", NULL)};
+    st_msgrow_t r2[] = {row(5, "a", "five", NULL), row(4, "b", "four", "{\"k\":2}"),
+                        row(6, "c", "six", NULL)};
+    st_buf_t f1 = {0}, f2 = {0}, got = {0}, want = {0};
+    CHECK_EQ(st_parquet_encode(r1, 3, 1, &f1), ST_OK);
+    CHECK_EQ(st_parquet_encode(r2, 3, 1, &f2), ST_OK);
+    CHECK_EQ(st_objstore_put(obj, "u/1.parquet", f1.data, f1.len), ST_OK);
+    CHECK_EQ(st_objstore_put(obj, "u/2.parquet", f2.data, f2.len), ST_OK);
+    st_tier_obj_t objs[2] = {{.file = {.size = f1.len}, .key = (char *)"u/1.parquet"},
+                             {.file = {.size = f2.len}, .key = (char *)"u/2.parquet"}};
+    st_tier_file_t out = {0};
+    void *dropped = NULL;
+    int64_t nd = 0;
+    int64_t cutoff = 1700000000000000 + 2; /* row 1 only (its timestamp is older) */
+    CHECK_EQ(st_chat_parquet_merge(1, obj, objs, 2, cutoff, "u/m.parquet", &out, &dropped, &nd,
+                                   merge_fix, NULL),
+             ST_OK);
+    CHECK_EQ(nd, 1);
+    size_t pos = 0;
+    const char *g;
+    size_t gl;
+    int64_t cnt;
+    CHECK(st_chat_dropped_next(dropped, &pos, &g, &gl, &cnt));
+    CHECK(gl == 1 && g[0] == 'a' && cnt == 1);
+    CHECK(!st_chat_dropped_next(dropped, &pos, &g, &gl, &cnt));
+    st_chat_dropped_free(NULL, dropped);
+    /* kept: a 5 (edited), b 2, b 4, c 6 */
+    CHECK(out.rows == 4 && out.min_id == 2 && out.max_id == 6);
+    st_msgrow_t w[] = {row(5, "a", "edited", "{\"e\":1}"), row(2, "b", "two", NULL),
+                       row(4, "b", "four", "{\"k\":2}"), row(6, "c", "six", NULL)};
+    CHECK_EQ(st_parquet_encode(w, 4, 1, &want), ST_OK);
+    CHECK_EQ(out.size, want.len);
+    CHECK_EQ(st_objstore_get(obj, "u/m.parquet", 0, out.size, &got), ST_OK);
+    CHECK(got.len == want.len && memcmp(got.data, want.data, got.len) == 0);
+    st_pq_meta_t m;
+    CHECK_EQ(parse(&got, &m), ST_OK);
+    CHECK_EQ(m.ngroups, 3);
+    st_parquet_meta_free(&m);
+    st_buf_free(&f1);
+    st_buf_free(&f2);
+    st_buf_free(&got);
+    st_buf_free(&want);
+    st_objstore_close(obj);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK_EQ(system(cmd), 0);
+}
+
 RUN_TESTS("chat")
