@@ -82,8 +82,9 @@ int st_chat_cold_group(st_coldcache_t *cc, const char *key, size_t gi, const st_
                        const st_pq_rows_t **out);
 
 /* ---- chat's merge of message objects (merge.c), on a compaction's worker ---- */
-/* The objects' rows merged into key, those older than cutoff left out; each row given to fix (may
- * be NULL) first: a kind folding changes in (fix may point a row's strings at its own memory,
+/* The tier's merge of any schema (st_tier_pq_merge_with, by conversation then id) with chat's row
+ * hook: the objects' rows merged into key, those older than cutoff left out; each row given to fix
+ * (may be NULL) first: a kind folding changes in (fix may point a row's strings at its own memory,
  * live until the merge returns; a row it returns false for is left out, and is the caller's to
  * account for). *dropped (free with st_chat_dropped_free) counts the rows left out by the cutoff
  * per conversation, read back with st_chat_dropped_next. */
