@@ -7,6 +7,7 @@
  *
  * usage: strata-pqbench ROWS CONVERSATIONS OUT.parquet [ZSTD_LEVEL]
  */
+#include "strata/chatrows.h"
 #include "strata/cold.h"
 
 #include <stdio.h>

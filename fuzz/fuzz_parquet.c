@@ -6,6 +6,7 @@
  * booking-shaped file (optional fields, a LIST of STRUCTs holding a LIST), whose rows are then
  * walked with the cursor. Damaged input must give ST_EINVAL, never a crash or a leak.
  */
+#include "strata/chatrows.h"
 #include "strata/cold.h"
 #include "../tests/cold/pq_booking.h"
 

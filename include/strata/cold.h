@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cold: the columnar tier (SPEC §5). Message files (chat's rows through the schema-driven
- * Parquet codec of strata/parquet.h: one row group per conversation with min/max statistics), and
- * object storage behind one interface: a local directory (file://) or any S3-compatible service
- * (s3://bucket/prefix, signed by libcurl's AWS SigV4).
+ * cold: the columnar tier (SPEC §5). Any kind's Parquet objects (its rows through the
+ * schema-driven codec of strata/parquet.h: chat's messages, finished bookings, …; cold/ knows
+ * their schemas only), and object storage behind one interface: a local directory (file://) or
+ * any S3-compatible service (s3://bucket/prefix, signed by libcurl's AWS SigV4).
  *
  * Codecs and object I/O are plain blocking functions, safe to call from worker threads (one
  * st_objstore_t serves several, reusing its connections). The cold cache (st_coldcache_*) is the
@@ -17,63 +17,6 @@
 #include "strata/parquet.h"
 
 #include <uv.h>
-
-/* One message as a row. Strings are borrowed; metadata NULL means SQL NULL. */
-typedef struct {
-    uint64_t msg_id;
-    int64_t timestamp; /* µs since the epoch, UTC */
-    int64_t seq;
-    const char *conv, *from, *content, *metadata;
-    uint32_t conv_len, from_len, content_len, metadata_len;
-} st_msgrow_t;
-
-#define ST_PQ_COLUMNS 7 /* msg_id, conversation_id, from, timestamp, seq, content, metadata */
-/* The message files' schema (key: conversation_id, sorted by msg_id). */
-extern const st_pq_schema_t st_pq_msg_schema;
-
-/* Encodes rows into a whole Parquet file appended to out. Rows must be grouped by conversation
- * and sorted by msg_id inside each group: each group becomes one row group. */
-int st_parquet_encode(const st_msgrow_t *rows, size_t n, int zstd_level, st_buf_t *out);
-
-/* A row group as the footer describes it: enough to prune by statistics and to fetch only its
- * bytes. conv points into the meta's own memory. */
-typedef struct {
-    uint64_t min_id, max_id;
-    int64_t min_ts, max_ts;   /* the timestamp column's statistics (0 if absent) */
-    int64_t min_seq, max_seq; /* the seq column's statistics (0 if absent) */
-    const char *conv;
-    size_t conv_len;
-    int64_t rows;
-    uint64_t offset, length; /* the byte range of all its column chunks */
-    uint64_t col_offset[ST_PQ_COLUMNS], col_length[ST_PQ_COLUMNS];
-} st_pq_group_t;
-
-typedef struct {
-    st_pq_group_t *groups;
-    size_t ngroups;
-    int64_t rows;
-    char *strings; /* owned */
-} st_pq_meta_t;
-
-/* The last 8 bytes of a file give the footer's length; ST_EINVAL if they are not Parquet's. */
-int st_parquet_footer_len(const uint8_t tail[8], uint64_t file_size, uint32_t *len);
-/* Parses a footer (the len bytes before the tail) of a file strata wrote. Anything else, or a
- * corrupt footer, is ST_EINVAL with nothing allocated. Free with st_parquet_meta_free. */
-int st_parquet_parse_footer(const uint8_t *p, size_t len, uint64_t file_size, st_pq_meta_t *out);
-void st_parquet_meta_free(st_pq_meta_t *m);
-
-/* Decoded rows of one row group; every pointer is into mem, owned, freed by _rows_free. */
-typedef struct {
-    st_msgrow_t *rows;
-    size_t n;
-    void **mem;
-    size_t nmem;
-} st_pq_rows_t;
-
-/* Decodes a row group from the bytes [g->offset, g->offset + g->length) of its file. */
-int st_parquet_read_group(const st_pq_group_t *g, const uint8_t *bytes, size_t len,
-                          st_pq_rows_t *out);
-void st_parquet_rows_free(st_pq_rows_t *r);
 
 /* ---- object storage ---- */
 typedef struct st_objstore st_objstore_t;
@@ -156,12 +99,6 @@ void st_coldcache_open(st_coldcache_t **out, uv_loop_t *loop, const st_coldcache
 /* Waits still open are cancelled (their done never runs); the memory goes once the last job
  * in flight has come back, so run the loop afterwards. */
 void st_coldcache_close(st_coldcache_t *cc);
-/* The footer of an object of `size` bytes; *out is borrowed until the loop runs again. */
-int st_coldcache_footer(st_coldcache_t *cc, const char *key, uint64_t size,
-                        const st_pq_meta_t **out);
-/* Row group gi of an object whose footer gave g; *out borrowed like a footer. */
-int st_coldcache_group(st_coldcache_t *cc, const char *key, size_t gi, const st_pq_group_t *g,
-                       const st_pq_rows_t **out);
 /* Any kind's objects, read through its schema (s, borrowed: it must outlive the cache; one
  * object is always read with one schema): the parsed footer, and row group gi decoded into a
  * table (g: the footer's description of it, nleaves chunks), for the kind to walk with a cursor
@@ -170,6 +107,24 @@ int st_coldcache_pqfile(st_coldcache_t *cc, const st_pq_schema_t *s, const char 
                         const st_pq_file_t **out);
 int st_coldcache_table(st_coldcache_t *cc, const st_pq_schema_t *s, const char *key, size_t gi,
                        const st_pq_rowgroup_t *g, size_t nleaves, const st_pq_table_t **out);
+/* A kind's own form of what the cache holds (its rows as structs, a footer's summary), made once
+ * per entry and kept, and freed, with it. footer: on the loop, the first time the object's footer
+ * is asked for through the view (f borrowed; ST_EINVAL: the object cannot be read). group: on a
+ * worker, right after the row group was decoded: it may take the table's memory (leaving those
+ * fields NULL/0; the rest is freed right after); *bytes: what it holds, for the budget. */
+typedef struct {
+    const st_pq_schema_t *schema;
+    int (*footer)(const st_pq_file_t *f, void **out);
+    void (*free_footer)(void *v);
+    int (*group)(st_pq_table_t *t, void **out, size_t *bytes);
+    void (*free_group)(void *v);
+} st_coldview_t;
+/* The same lookups through a view (v borrowed, must outlive the cache): the footer's and row group
+ * gi's view, borrowed like a footer. The footer is the entry st_coldcache_pqfile gives. */
+int st_coldcache_view_footer(st_coldcache_t *cc, const st_coldview_t *v, const char *key,
+                             uint64_t size, const void **out);
+int st_coldcache_view_group(st_coldcache_t *cc, const st_coldview_t *v, const char *key, size_t gi,
+                            const st_pq_rowgroup_t *g, size_t nleaves, const void **out);
 /* Whether lookups since the last wait reported anything missing. */
 bool st_coldcache_wanting(const st_coldcache_t *cc);
 /* Fetches what is wanted. *w: NULL, or a wait of the same reader still held (it keeps its pins

@@ -18,20 +18,22 @@
  * a merge side (st_tier_merge_t: rewriting objects). The manifest records ('W', 'F', 'P', 'D',
  * below), the intent protocol that keeps a crash from leaving a row twice or an object nobody
  * deletes, the orphan sweep, durability waits and deletions are the tier's, shared by every
- * kind, and so are retention of whole objects (st_tier_retain), paged reads of cold rows
- * (st_tier_rows) and the Parquet merge (st_tier_parquet_merge).
+ * kind, and so are retention of whole objects (st_tier_retain), reads of cold row groups
+ * (st_tier_scan, the cold cache) and the Parquet merge (st_tier_pq_merge). The tier knows a kind's
+ * objects by their schema only (st_tier_member_t.schema); their rows are the kind's.
  *
  * Adding a cold data kind (the way Redis keeps rdb.c/aof.c out of its data-type files):
  *   1. one file in the kind's own module, src/<kind>/tier.c say, with a function that fills and
  *      returns a st_tier_member_t: its sources (want/act per key of its prefix), and if it
  *      moves rows to objects a st_tier_kind_t (snapshot, encode, commit, release), a
- *      st_tier_merge_t (merge: st_tier_parquet_merge for Parquet rows; commit: its counts; name)
- *      and an expired hook (its counts when retention drops an object);
+ *      st_tier_merge_t (merge: st_tier_pq_merge, or the kind's own; commit: its counts; name),
+ *      its Parquet schema, and an expired hook (its counts when retention drops an object);
  *   2. one line in main.c: st_tier_join(tier, st_<kind>_tier_member(...));
- * and its reads call st_tier_rows, returning ST_EPARKED for the caller to park on st_tier_wait.
- * A kind whose rows are not messages gives its Parquet schema (st_tier_member_t.schema): its
- * reads are st_tier_scan (decoded row groups, walked with the codec's cursor) and its merge
- * st_tier_pq_merge; cold/ knows nothing of its columns (src/seats/tier.c: finished bookings).
+ * and its reads are st_tier_scan (decoded row groups, walked with the codec's cursor) or the cold
+ * cache's lookups (st_coldcache_table, or a st_coldview_t turning row groups into the kind's own
+ * rows on the worker: chat's messages), returning ST_EPARKED for the caller to park on
+ * st_tier_wait; cold/ knows nothing of its columns (src/seats/tier.c: finished bookings;
+ * src/chat: messages).
  * Any number of members flush: each owns the manifest owners of its tag (st_tier_member_t.tag,
  * st_tier_owner), so each kind has its own manifest and its own key prefix in one key space, and
  * the engines (flush, compaction, retention, orphans) hand every owner to its own kind.
@@ -290,26 +292,6 @@ typedef struct {
     void *arg;
 } st_tier_merge_t;
 
-/* The tier's merge side for Parquet objects (merge.c), for a kind's st_tier_merge_t.merge: the
- * objects' rows merged into key, those older than cutoff left out; *dropped (free with
- * st_tier_dropped_free) counts them per row group key, read back with st_tier_dropped_next. */
-int st_tier_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
-                          size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
-                          void **dropped, int64_t *ndropped);
-/* The same, each row given to fix (may be NULL) first: a kind folding changes in (fix may point
- * a row's strings at its own memory, live until the merge returns; a row it returns false for
- * is left out, and is the kind's to account for). */
-int st_tier_parquet_merge_fix(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
-                              size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
-                              void **dropped, int64_t *ndropped,
-                              bool (*fix)(void *arg, st_msgrow_t *r), void *fix_arg);
-/* The next group key of dropped from *pos (0 first): its rows left out; false at the end. */
-bool st_tier_dropped_next(const void *dropped, size_t *pos, const char **g, size_t *gl,
-                          int64_t *rows);
-void st_tier_dropped_free(void *arg, void *dropped);
-/* The order of rows in an object: by group key (conversation), then id (qsort). */
-int st_tier_cmp_rows(const void *a, const void *b);
-
 /* Why an owner is queued for compaction: after a flush (merged if it holds more than the limit of
  * small objects), a major compaction (POST /v1/admin/compact: planned again after each merge, it
  * ends with as few objects as the size cap allows), its oldest object mixing expired and live
@@ -348,12 +330,13 @@ typedef struct st_tier_member {
     size_t nsources;
     const st_tier_kind_t *flush; /* its flush side; orphans/flushed/done may be NULL (the tier's) */
     const st_tier_merge_t *merge; /* its compaction side (with a flush side) */
-    /* The columns of its objects, when the tier reads them for it (st_tier_scan with no schema of
-     * its own); NULL: a kind with its own reads (chat's messages). */
+    /* The columns of its objects: the tier reads their footers (retention, st_tier_footers_ready)
+     * and row groups (st_tier_scan with no schema of its own) through it. */
     const st_pq_schema_t *schema;
-    /* Retention: an expired object (m: its footer, borrowed for the call) leaves the manifest;
-     * stage its rows out of the kind's counts (NULL: the kind keeps none). */
-    int (*expired)(void *arg, const char *o, size_t ol, const st_pq_meta_t *m, uint64_t *wait);
+    /* Retention: an expired object (f: its footer, borrowed for the call) leaves the manifest;
+     * stage its rows out of the kind's counts. NULL: the kind's objects are not retained (the
+     * tier dates rows by the schema's first top-level TIMESTAMP_US column with statistics). */
+    int (*expired)(void *arg, const char *o, size_t ol, const st_pq_file_t *f, uint64_t *wait);
     /* Optional, merge-on-read kinds (chat's edits, SPEC §2.2). On the loop as a merge of the
      * owner's objects objs[0..n) begins (rows older than cutoff, µs, are left out): the kind's note
      * of the changes to fold into their rows (owned; its merge finds it in *dropped on entry, and
@@ -412,23 +395,8 @@ void st_tier_release(st_tier_t *t, st_coldwait_t *w);
  * (ST_TIER_COMPACT_EXPIRE). Footers not in memory are fetched first, a few owners at a time, and
  * the owner is retained again once they are in. Returns how many objects were dropped now. */
 size_t st_tier_retain(st_tier_t *t, const char *o, size_t ol);
-/* Reads of cold rows: a page of an owner's rows in one row group key (group NULL: all) with
- * lo < id < hi (0 = open), oldest or newest first, up to limit. */
-typedef struct {
-    const char *group;
-    size_t glen;
-    uint64_t lo, hi;
-    bool desc;
-    size_t limit;
-} st_tier_rowq_t;
-typedef void (*st_tier_row_fn)(void *arg, const st_msgrow_t *r);
-/* Calls fn with each row of the page (borrowed for the call); *more: rows remain past the last
- * one given (*last, its id). ST_EPARKED (nothing given) when some of it is not in memory (then
- * st_tier_wait); fn NULL only checks that. No tier, or a stopping one: nothing. */
-int st_tier_rows(st_tier_t *t, const char *o, size_t ol, const st_tier_rowq_t *q, st_tier_row_fn fn,
-                 void *arg, size_t *given, bool *more, uint64_t *last, uint64_t *wait);
 /* ---- any kind's rows, through its schema (scan.c, pq_merge.c) ---- */
-/* A kind whose rows are not messages gives its schema (its sort_leaf: a top-level REQUIRED INT64
+/* A kind gives its schema (its sort_leaf: a top-level REQUIRED INT64
  * leaf, the row's id, with statistics) and reads its cold rows as decoded row groups
  * (st_pq_table_t, walked with st_pq_cur_*); the tier prunes by the id statistics, caches, parks
  * and merges, knowing nothing of the columns. */
@@ -458,9 +426,34 @@ uint64_t st_tier_row_id(const st_pq_schema_t *s, const st_pq_table_t *tab, size_
 int st_tier_pq_merge(const st_pq_schema_t *s, size_t group_rows, int zstd_level, st_objstore_t *obj,
                      const st_tier_obj_t *objs, size_t nold, const char *key, st_tier_file_t *out);
 
-/* Every footer of the manifest in memory (ST_OK), or ST_EPARKED with those that are not on the
- * cache's want list; another code when one cannot be read. */
-int st_tier_footers_ready(st_tier_t *t, const st_tier_manifest_t *man);
+/* The same, with a kind's hooks: each row read is handed to row (on the worker, before the sort)
+ * as its values in schema order, depth first (a flat schema: one per top-level field); the kind
+ * may change values in place (a string it points elsewhere must live until the merge returns; the
+ * id and the row's shape must stay) or return false to leave the row out (its to account for).
+ * by_key: rows sorted by the key leaf (a top-level leaf with only leaves before it), then id, so
+ * that each key gets its row groups; otherwise by id alone. */
+enum { ST_TIER_V_NULL, ST_TIER_V_INT, ST_TIER_V_STR, ST_TIER_V_STRUCT, ST_TIER_V_LIST };
+typedef struct {
+    uint8_t op; /* ST_TIER_V_* */
+    uint32_t n; /* a string's length, a list's count */
+    int64_t i;  /* an INT64, INT32 or BOOLEAN value */
+    const char *p;
+} st_tier_val_t;
+typedef struct {
+    size_t group_rows; /* rows a row group at most (0: no limit but the key) */
+    int zstd_level;
+    bool by_key;
+    bool (*row)(void *arg, st_tier_val_t *v, size_t nv);
+    void *arg;
+} st_tier_pqmerge_t;
+int st_tier_pq_merge_with(const st_pq_schema_t *s, const st_tier_pqmerge_t *o, st_objstore_t *obj,
+                          const st_tier_obj_t *objs, size_t nold, const char *key,
+                          st_tier_file_t *out);
+
+/* Every footer of the owner's manifest man in memory (parsed against its member's schema: ST_OK),
+ * or ST_EPARKED with those that are not on the cache's want list; another code when one cannot be
+ * read. */
+int st_tier_footers_ready(st_tier_t *t, const char *o, size_t ol, const st_tier_manifest_t *man);
 /* Stops: no more passes, flushes or compactions start; held ones are dropped (their 'P' records
  * wait for start-up), those in flight come back while the loop runs; members are stopped, then
  * told closed. NULL: no-op. */

@@ -75,9 +75,9 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
         x.deltas = st__chat_has_prefix(c, 'Z', u, ul);
         x.masks = st__chat_has_prefix(c, 'Q', u, ul);
     }
-    st_tier_rowq_t q = {conv, cl, lo, hi, desc, limit};
-    int rc =
-        st_tier_rows(c->cold->tier, u, ul, &q, fn ? st__render : NULL, &x, given, more, last, wait);
+    st__chat_rowq_t q = {conv, cl, lo, hi, desc, limit};
+    int rc = st__chat_cold_rows(c->cold->tier, c->store, u, ul, &q, fn ? st__render : NULL, &x,
+                                given, more, last, wait);
     st_buf_free(&x.json);
     return rc;
 }

@@ -251,7 +251,7 @@ static void st__fold_free(void *arg, void *dropped)
     st_vec_free(&f->seqs);
     st_vec_free(&f->dead);
     st_vec_free(&f->dead_dropped);
-    if (f->inner) st_tier_dropped_free(arg, f->inner);
+    if (f->inner) st_chat_dropped_free(arg, f->inner);
     free(f);
 }
 
@@ -307,9 +307,9 @@ static int st__merge(void *arg, const char *u, size_t ul, st_objstore_t *obj,
     st_fold_t *f = *dropped ? *dropped : st_calloc(1, sizeof *f);
     *dropped = f;
     st_fixarg_t x = {f, ul};
-    return st_tier_parquet_merge_fix(cc->zstd_level, obj, objs, nold, cutoff, key, out, &f->inner,
-                                     ndropped,
-                                     f->rows.n || f->masks.n || f->dead.n ? st__fix : NULL, &x);
+    return st_chat_parquet_merge(cc->zstd_level, obj, objs, nold, cutoff, key, out, &f->inner,
+                                 ndropped, f->rows.n || f->masks.n || f->dead.n ? st__fix : NULL,
+                                 &x);
 }
 
 /* ---- loop side: in the swap batch ---- */
@@ -347,7 +347,7 @@ static int st__commit(void *arg, const char *u, size_t ul, void *dropped, int64_
     const char *conv;
     size_t l, p = 0;
     int64_t cnt;
-    while (rc == ST_OK && st_tier_dropped_next(dropped, &p, &conv, &l, &cnt)) {
+    while (rc == ST_OK && st_chat_dropped_next(dropped, &p, &conv, &l, &cnt)) {
         st_conv_t cv;
         bool cold;
         int64_t dead = 0; /* tombstones among them: no messages, counted as gone */

@@ -92,7 +92,7 @@ static int st__encode(void *arg, void *rows, st_buf_t *file)
     for (size_t i = 0; i < j->n && rc == ST_OK; i++)
         rc = st__decode(j, i, &j->rows[i]);
     if (rc != ST_OK) return rc;
-    qsort(j->rows, j->n, sizeof *j->rows, st_tier_cmp_rows);
+    qsort(j->rows, j->n, sizeof *j->rows, st_chat_cmp_rows);
     return st_parquet_encode(j->rows, j->n, j->zstd_level, file);
 }
 
@@ -347,6 +347,7 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
                                     .nsources = 2,
                                     .flush = &cc->kind,
                                     .merge = &cc->merge,
+                                    .schema = &st_pq_msg_schema,
                                     .expired = st__chat_expired,
                                     .fold_prepare = st__chat_fold_prepare,
                                     .fold_pick = st__chat_fold_pick,

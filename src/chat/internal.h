@@ -29,6 +29,7 @@
 #define STRATA_CHAT_INTERNAL_H
 
 #include "strata/chat.h"
+#include "strata/chatrows.h"
 #include "strata/cold.h"
 #include "strata/metrics.h"
 #include "strata/tier.h"
@@ -112,7 +113,23 @@ typedef st_tier_manifest_t st_manifest_t;
  * again); ST_EPARKED when it is not in memory yet (now on the cache's want list), ST_ECOLD if it
  * cannot be read. */
 #define st__chat_footer(cc, key, size, out)                                                        \
-    st_coldcache_footer(st_tier_cache((cc)->tier), (key), (size), (out))
+    st_chat_cold_footer(st_tier_cache((cc)->tier), (key), (size), (out))
+/* cold_rows.c: a page of a user's cold messages in one conversation (conv NULL: all) with
+ * lo < id < hi (0 = open), oldest or newest first, up to limit. */
+typedef struct {
+    const char *conv;
+    size_t cl;
+    uint64_t lo, hi;
+    bool desc;
+    size_t limit;
+} st__chat_rowq_t;
+typedef void (*st__chat_row_fn)(void *arg, const st_msgrow_t *r);
+/* Calls fn with each row of the page (borrowed for the call); *more: rows remain past the last
+ * one given (*last, its id). ST_EPARKED (nothing given) when some of it is not in memory (then
+ * st_tier_wait); fn NULL only checks that. No tier, or a stopping one: nothing. */
+int st__chat_cold_rows(st_tier_t *t, st_store_t *store, const char *o, size_t ol,
+                       const st__chat_rowq_t *q, st__chat_row_fn fn, void *arg, size_t *given,
+                       bool *more, uint64_t *last, uint64_t *wait);
 /* A message row rendered exactly as the hot store renders it at post time. */
 void st__chat_render_row(st_buf_t *b, const st_msgrow_t *r);
 /* Cold messages of a user (one conversation or all) with lo < msg_id < hi (0 = open), oldest or
@@ -163,7 +180,7 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
                        st_conv_t *cv, bool *from_cold, uint64_t *wait);
 /* retention.c: an expired object leaves (the member's expired hook, strata/tier.h): its rows out
  * of the conversations' cold baselines and the totals. */
-int st__chat_expired(void *arg, const char *u, size_t ul, const st_pq_meta_t *m, uint64_t *wait);
+int st__chat_expired(void *arg, const char *u, size_t ul, const st_pq_file_t *f, uint64_t *wait);
 /* evict.c: whether the conversation record (key, val) is to be evicted: idle since before
  * `before` (µs) with all its messages cold. */
 bool st__chat_evictable(const void *key, size_t klen, const void *val, size_t vlen, int64_t before);

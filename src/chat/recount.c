@@ -54,7 +54,8 @@ int st_chat_recount(st_chat_t *c, const char *u, size_t ul, const char *conv, si
         st_manifest_t man;
         rc = st__chat_manifest(c, u, ul, false, &man, wait);
         if (rc == ST_OK)
-            rc = st_tier_footers_ready(c->cold->tier, &man); /* ST_EPARKED: nothing written */
+            rc =
+                st_tier_footers_ready(c->cold->tier, u, ul, &man); /* ST_EPARKED: nothing written */
         uint64_t mask_id = 0;
         int64_t mask_seq;
         if (rc == ST_OK && st__chat_mask_get(c, u, ul, conv, cl, &mask_id, &mask_seq, wait))
@@ -195,7 +196,7 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
     st_manifest_t man;
     rc = st__chat_manifest(c, u, ul, false, &man, wait);
     if (rc == ST_OK)
-        rc = st_tier_footers_ready(c->cold->tier, &man); /* ST_EPARKED: the caller waits */
+        rc = st_tier_footers_ready(c->cold->tier, u, ul, &man); /* ST_EPARKED: the caller waits */
     st_conv_t x = {UINT64_MAX, 0, INT64_MAX, INT64_MIN, 0, 0, 0};
     uint64_t mask_id = 0;
     int64_t mask_seq = 0;

@@ -59,24 +59,21 @@ static int st__dead_rows(st_chat_t *c, const char *u, size_t ul, const char *con
     return rc;
 }
 
-int st__chat_expired(void *arg, const char *u, size_t ul, const st_pq_meta_t *m, uint64_t *wait)
+int st__chat_expired(void *arg, const char *u, size_t ul, const st_pq_file_t *f, uint64_t *wait)
 {
     st_chat_t *c = ((st_chatcold_t *)arg)->chat;
     uint8_t k[ST__KEY_CAP];
-    int rc = ST_OK;
-    /* m is borrowed from the footer cache, which re-warming reads through: copy what we need */
-    size_t ng = m->ngroups;
-    st_pq_group_t *gs = st_malloc(ng * sizeof *gs);
-    st_buf_t names = {0};
-    for (size_t g = 0; g < ng; g++) {
-        gs[g] = m->groups[g];
-        gs[g].conv = (const char *)(uintptr_t)names.len;
-        st_buf_append(&names, m->groups[g].conv, m->groups[g].conv_len);
-    }
+    /* f is borrowed from the footer cache, which re-warming reads through: summarized into our
+     * own memory */
+    st_pq_meta_t m;
+    int rc = st_parquet_meta_of(f, &m);
+    if (rc != ST_OK) return ST_OK; /* not a message file: it holds none of our counts */
+    size_t ng = m.ngroups;
+    st_pq_group_t *gs = m.groups;
     /* the manifest still holds the object here (a re-warm counts it) */
     int64_t gone = 0;
     for (size_t g = 0; rc == ST_OK && g < ng; g++) {
-        const char *conv = names.data + (uintptr_t)gs[g].conv;
+        const char *conv = gs[g].conv;
         st_conv_t cv;
         bool cold;
         int64_t dead = 0;
@@ -101,8 +98,7 @@ int st__chat_expired(void *arg, const char *u, size_t ul, const st_pq_meta_t *m,
             rc = ST_OK;
         }
     }
-    free(gs);
-    st_buf_free(&names);
+    st_parquet_meta_free(&m);
     if (rc == ST_OK && gone) rc = st__chat_gone_add(c, u, ul, -gone, wait);
     if (rc == ST_OK) rc = st__chat_refresh_totals(c, u, ul, wait);
     return rc;

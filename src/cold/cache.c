@@ -20,6 +20,7 @@
  */
 #include "strata/cold.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -29,9 +30,9 @@
 #define ST__TAIL_GUESS    (64u << 10) /* footer fetch: one ranged GET of the tail usually holds it */
 #define ST__PREFETCH_JOBS 4           /* a prefetch starts fetches only while fewer are out */
 
-/* message files (st_pq_meta_t, st_pq_rows_t), and any kind's through its schema (st_pq_file_t,
- * st_pq_table_t) */
-enum { ST__FOOTER = 'f', ST__GROUP = 'g', ST__PQFILE = 'F', ST__TABLE = 'T' };
+/* any kind's objects through its schema: footers (st_pq_file_t, and a view's form of it), row
+ * groups (st_pq_table_t, or a view's form of it) */
+enum { ST__PQFILE = 'F', ST__TABLE = 'T', ST__VGROUP = 'V' };
 enum { ST__WANTED, ST__LOADING, ST__READY, ST__FAILED };
 
 typedef struct st_centry st_centry_t;
@@ -44,19 +45,19 @@ struct st_centry {
     char *key; /* map key (owned) */
     char *obj; /* object key (owned) */
     uint64_t size;
-    st_pq_group_t g; /* groups: where its bytes are (conv not used) */
     size_t gi;
     unsigned pins;
     bool wanted;
     ST_VEC(st_coldwait_t *) waiters; /* waits to tell when loaded */
     /* results: written by the job, read by the loop only after it came back */
     int rc;
-    st_pq_meta_t meta;
-    st_pq_rows_t rows;
-    const st_pq_schema_t *schema; /* ST__PQFILE, ST__TABLE */
+    const st_pq_schema_t *schema; /* every entry's */
+    const st_coldview_t *view;    /* ST__VGROUP's; a footer's once fview is made */
     st_pq_file_t file;
-    st_pq_rowgroup_t rg; /* ST__TABLE: where its bytes are (chunks owned) */
+    void *fview;         /* ST__PQFILE: the view's form of file (made on the loop) */
+    st_pq_rowgroup_t rg; /* ST__TABLE, ST__VGROUP: where its bytes are (chunks owned) */
     st_pq_table_t table;
+    void *gview; /* ST__VGROUP: the view's form of the row group */
     size_t bytes;
     uv_work_t req;
 };
@@ -126,17 +127,16 @@ static void st__lru_push(st_lru_t *l, st_centry_t *e)
 
 static st_lru_t *st__lru_of(st_coldcache_t *cc, const st_centry_t *e)
 {
-    return e->kind == ST__FOOTER || e->kind == ST__PQFILE ? &cc->footers : &cc->groups;
+    return e->kind == ST__PQFILE ? &cc->footers : &cc->groups;
 }
 
 static void st__entry_free(st_coldcache_t *cc, st_centry_t *e)
 {
     if (st_list_linked(&e->lru)) st__lru_unlink(st__lru_of(cc, e), e);
     st_map_remove(&cc->entries, &e->node);
-    if ((e->kind == ST__GROUP || e->kind == ST__TABLE) && e->state == ST__READY)
-        cc->group_bytes -= e->bytes;
-    st_parquet_meta_free(&e->meta);
-    if (e->rows.rows || e->rows.mem) st_parquet_rows_free(&e->rows);
+    if (e->kind != ST__PQFILE && e->state == ST__READY) cc->group_bytes -= e->bytes;
+    if (e->fview) e->view->free_footer(e->fview);
+    if (e->gview) e->view->free_group(e->gview);
     if (e->file.mem) st_pq_file_free(&e->file);
     if (e->table.cols || e->table.mem) st_pq_table_free(&e->table);
     free(e->rg.chunks);
@@ -169,12 +169,12 @@ static void st__unpin(st_coldcache_t *cc, st_centry_t *e)
 
 /* The entry for key (found, or made wanted). Ready ones move to the LRU's end. */
 static int st__lookup(st_coldcache_t *cc, char kind, const char *obj, uint64_t size, size_t gi,
-                      const st_pq_group_t *g, st_centry_t **out)
+                      st_centry_t **out)
 {
     st_buf_t k = {0};
     st_buf_appendc(&k, kind);
     st_buf_puts(&k, obj);
-    if (kind == ST__GROUP || kind == ST__TABLE) st_buf_printf(&k, "#%zu", gi);
+    if (kind != ST__PQFILE) st_buf_printf(&k, "#%zu", gi);
     st_map_node_t *n = st_map_get(&cc->entries, k.data, k.len);
     st_centry_t *e = (st_centry_t *)n;
     if (!e) {
@@ -187,10 +187,6 @@ static int st__lookup(st_coldcache_t *cc, char kind, const char *obj, uint64_t s
         e->obj = st_strndup(obj, strlen(obj));
         e->size = size;
         e->gi = gi;
-        if (g) {
-            e->g = *g;
-            e->g.conv = NULL;
-        }
         st_map_insert(&cc->entries, &e->node);
     }
     st_buf_free(&k);
@@ -209,39 +205,37 @@ static int st__lookup(st_coldcache_t *cc, char kind, const char *obj, uint64_t s
     return ST_EPARKED;
 }
 
-int st_coldcache_footer(st_coldcache_t *cc, const char *key, uint64_t size,
-                        const st_pq_meta_t **out)
-{
-    st_centry_t *e;
-    int rc = st__lookup(cc, ST__FOOTER, key, size, 0, NULL, &e);
-    if (rc == ST_OK) *out = &e->meta;
-    return rc;
-}
-
-int st_coldcache_group(st_coldcache_t *cc, const char *key, size_t gi, const st_pq_group_t *g,
-                       const st_pq_rows_t **out)
-{
-    st_centry_t *e;
-    int rc = st__lookup(cc, ST__GROUP, key, 0, gi, g, &e);
-    if (rc == ST_OK) *out = &e->rows;
-    return rc;
-}
-
 int st_coldcache_pqfile(st_coldcache_t *cc, const st_pq_schema_t *s, const char *key, uint64_t size,
                         const st_pq_file_t **out)
 {
     st_centry_t *e;
-    int rc = st__lookup(cc, ST__PQFILE, key, size, 0, NULL, &e);
+    int rc = st__lookup(cc, ST__PQFILE, key, size, 0, &e);
     if (!e->schema) e->schema = s;
     if (rc == ST_OK) *out = &e->file;
     return rc;
 }
 
-int st_coldcache_table(st_coldcache_t *cc, const st_pq_schema_t *s, const char *key, size_t gi,
-                       const st_pq_rowgroup_t *g, size_t nleaves, const st_pq_table_t **out)
+int st_coldcache_view_footer(st_coldcache_t *cc, const st_coldview_t *v, const char *key,
+                             uint64_t size, const void **out)
 {
-    st_centry_t *e;
-    int rc = st__lookup(cc, ST__TABLE, key, 0, gi, NULL, &e);
+    const st_pq_file_t *f;
+    int rc = st_coldcache_pqfile(cc, v->schema, key, size, &f);
+    if (rc != ST_OK) return rc;
+    st_centry_t *e = (st_centry_t *)(void *)((char *)(uintptr_t)f - offsetof(st_centry_t, file));
+    if (!e->fview) {
+        if (v->footer(f, &e->fview) != ST_OK) {
+            e->fview = NULL;
+            return ST_ECOLD;
+        }
+        e->view = v;
+    }
+    *out = e->fview;
+    return ST_OK;
+}
+
+static void st__set_rg(st_centry_t *e, const st_pq_schema_t *s, const st_pq_rowgroup_t *g,
+                       size_t nleaves)
+{
     if (!e->schema) {
         e->schema = s;
         e->rg = *g;
@@ -250,7 +244,26 @@ int st_coldcache_table(st_coldcache_t *cc, const st_pq_schema_t *s, const char *
         for (size_t i = 0; i < nleaves; i++) /* statistics point into the footer's memory */
             e->rg.chunks[i].min = e->rg.chunks[i].max = NULL;
     }
+}
+
+int st_coldcache_table(st_coldcache_t *cc, const st_pq_schema_t *s, const char *key, size_t gi,
+                       const st_pq_rowgroup_t *g, size_t nleaves, const st_pq_table_t **out)
+{
+    st_centry_t *e;
+    int rc = st__lookup(cc, ST__TABLE, key, 0, gi, &e);
+    st__set_rg(e, s, g, nleaves);
     if (rc == ST_OK) *out = &e->table;
+    return rc;
+}
+
+int st_coldcache_view_group(st_coldcache_t *cc, const st_coldview_t *v, const char *key, size_t gi,
+                            const st_pq_rowgroup_t *g, size_t nleaves, const void **out)
+{
+    st_centry_t *e;
+    int rc = st__lookup(cc, ST__VGROUP, key, 0, gi, &e);
+    e->view = v;
+    st__set_rg(e, v->schema, g, nleaves);
+    if (rc == ST_OK) *out = e->gview;
     return rc;
 }
 
@@ -260,48 +273,6 @@ bool st_coldcache_wanting(const st_coldcache_t *cc)
 }
 
 /* ---- jobs (worker threads: only the entry's result fields and the object store) ---- */
-
-static int st__fetch_footer(st_objstore_t *obj, st_centry_t *e)
-{
-    if (e->size < 12) return ST_EINVAL;
-    uint64_t t = e->size < ST__TAIL_GUESS ? e->size : ST__TAIL_GUESS;
-    st_buf_t b = {0};
-    uint32_t flen = 0;
-    int rc = st_objstore_get(obj, e->obj, e->size - t, (size_t)t, &b);
-    if (rc == ST_OK) rc = st_parquet_footer_len((const uint8_t *)b.data + t - 8, e->size, &flen);
-    if (rc == ST_OK && (uint64_t)flen + 8 <= t) {
-        rc = st_parquet_parse_footer((const uint8_t *)b.data + t - 8 - flen, flen, e->size,
-                                     &e->meta);
-    } else if (rc == ST_OK) {
-        st_buf_reset(&b);
-        rc = st_objstore_get(obj, e->obj, e->size - 8 - flen, flen, &b);
-        if (rc == ST_OK)
-            rc = st_parquet_parse_footer((const uint8_t *)b.data, flen, e->size, &e->meta);
-    }
-    st_buf_free(&b);
-    return rc;
-}
-
-static int st__fetch_group(st_objstore_t *obj, st_centry_t *e)
-{
-    st_buf_t b = {0};
-    int rc = st_objstore_get(obj, e->obj, e->g.offset, e->g.length, &b);
-    if (rc == ST_OK) rc = st_parquet_read_group(&e->g, (const uint8_t *)b.data, b.len, &e->rows);
-    st_buf_free(&b);
-    st_pq_rows_t *r = &e->rows;
-    for (size_t i = 1; rc == ST_OK && i < r->n; i++)
-        if (r->rows[i].msg_id <= r->rows[i - 1].msg_id) {
-            st_parquet_rows_free(r);
-            memset(r, 0, sizeof *r);
-            rc = ST_EINVAL; /* reads binary-search a group: it must be sorted */
-        }
-    if (rc != ST_OK) return rc;
-    e->bytes = sizeof *e + strlen(e->key) + r->n * (sizeof *r->rows + 64);
-    for (size_t i = 0; i < r->n; i++)
-        e->bytes += r->rows[i].conv_len + r->rows[i].from_len + r->rows[i].content_len +
-                    r->rows[i].metadata_len;
-    return ST_OK;
-}
 
 static int st__fetch_pqfile(st_objstore_t *obj, st_centry_t *e)
 {
@@ -334,6 +305,16 @@ static int st__fetch_table(st_objstore_t *obj, st_centry_t *e)
     e->bytes = sizeof *e + strlen(e->key) + (size_t)e->rg.length * 3;
     for (size_t i = 0; i < e->table.ncols; i++)
         e->bytes += e->table.cols[i].n * 22;
+    if (e->kind != ST__VGROUP) return ST_OK;
+    size_t vb = 0;
+    rc = e->view->group(&e->table, &e->gview, &vb);
+    st_pq_table_free(&e->table); /* what the view did not take */
+    memset(&e->table, 0, sizeof e->table);
+    if (rc != ST_OK) {
+        e->gview = NULL;
+        return rc;
+    }
+    e->bytes = sizeof *e + strlen(e->key) + vb;
     return ST_OK;
 }
 
@@ -352,10 +333,7 @@ static void st__job_work(uv_work_t *req)
     st__worker_nice();
     st_centry_t *e = req->data;
     st_objstore_t *obj = e->cc->obj;
-    e->rc = e->kind == ST__FOOTER   ? st__fetch_footer(obj, e)
-            : e->kind == ST__GROUP  ? st__fetch_group(obj, e)
-            : e->kind == ST__PQFILE ? st__fetch_pqfile(obj, e)
-                                    : st__fetch_table(obj, e);
+    e->rc = e->kind == ST__PQFILE ? st__fetch_pqfile(obj, e) : st__fetch_table(obj, e);
 }
 
 static void st__maybe_free_cache(st_coldcache_t *cc);
@@ -381,7 +359,7 @@ static void st__job_done(uv_work_t *req, int status)
     if (e->rc == ST_OK) {
         e->state = ST__READY;
         st__lru_push(st__lru_of(cc, e), e);
-        if (e->kind == ST__GROUP || e->kind == ST__TABLE) {
+        if (e->kind != ST__PQFILE) {
             cc->group_bytes += e->bytes;
             if (cc->m_groups) st_metric_add(cc->m_groups, 1);
         }
@@ -393,7 +371,7 @@ static void st__job_done(uv_work_t *req, int status)
             const char *why = e->rc == ST_ENOTFOUND ? "missing"
                               : e->rc == ST_EINVAL  ? "not a valid strata Parquet file"
                                                     : "storage error";
-            if (e->kind == ST__FOOTER || e->kind == ST__PQFILE)
+            if (e->kind == ST__PQFILE)
                 st_error("cold: object %s cannot be read (%s)", e->obj, why);
             else
                 st_error("cold: row group %zu of %s cannot be read (%s)", e->gi, e->obj, why);

@@ -3,26 +3,31 @@
  * The tier's merge of any kind's Parquet objects, on a compaction's worker (st_tier_pq_merge,
  * see strata/tier.h): each old object read whole against the kind's schema, every row copied
  * through a cursor into a tape of values (the schema says what each value is, so the copy knows
- * nothing of the columns), the rows sorted by their id (the sort leaf), and the tape replayed into
- * the writer. A row held twice is an error: the manifest is not what the tier thinks.
+ * nothing of the columns), each row handed to the kind's hook if it has one (it may change values
+ * or leave the row out), the rows sorted by their id (the sort leaf; by the key leaf first when the
+ * kind asks), and the tape replayed into the writer. A row held twice is an error: the manifest is
+ * not what the tier thinks.
  */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum { ST__T_NULL, ST__T_INT, ST__T_STR, ST__T_STRUCT, ST__T_LIST };
+enum {
+    ST__T_NULL = ST_TIER_V_NULL,
+    ST__T_INT = ST_TIER_V_INT,
+    ST__T_STR = ST_TIER_V_STR,
+    ST__T_STRUCT = ST_TIER_V_STRUCT,
+    ST__T_LIST = ST_TIER_V_LIST
+};
 
-typedef struct {
-    uint8_t op;
-    uint32_t n; /* a string's length, a list's count */
-    int64_t i;
-    const char *p;
-} st_tok_t;
+typedef st_tier_val_t st_tok_t;
 
 typedef struct {
     uint64_t id;
-    size_t first; /* its first token */
+    size_t first;         /* its first token */
+    const st_tok_t *toks; /* the tape's, set for the sort */
+    size_t key;           /* the key's token: first + its offset (by_key) */
 } st_trow_t;
 
 typedef struct {
@@ -30,6 +35,7 @@ typedef struct {
     ST_VEC(st_trow_t) rows;
     ST_VEC(st_pq_table_t) tables;
     const st_pq_schema_t *s;
+    const st_tier_pqmerge_t *o;
     size_t at; /* replay: the next token */
 } st_tape_t;
 
@@ -112,6 +118,29 @@ static int st__by_id(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static int st__by_key(const void *a, const void *b)
+{
+    const st_trow_t *x = a, *y = b;
+    const st_tok_t *p = &x->toks[x->key], *q = &y->toks[y->key];
+    if (p->op == ST__T_STR && q->op == ST__T_STR) {
+        int c = memcmp(p->p, q->p, p->n < q->n ? p->n : q->n);
+        if (c) return c;
+        if (p->n != q->n) return p->n < q->n ? -1 : 1;
+    } else if (p->i != q->i) {
+        return p->i < q->i ? -1 : 1;
+    }
+    return st__by_id(a, b);
+}
+
+/* The top-level field that is leaf, when every field before it is a leaf too (its value is then
+ * the row's token at that index); -1 otherwise. */
+static int st__field_of_leaf(const st_pq_schema_t *s, int leaf)
+{
+    for (size_t i = 0; i < s->nfields && (int)i <= leaf; i++)
+        if (s->fields[i].type == ST_PQ_GROUP) return -1;
+    return leaf >= 0 && (size_t)leaf < s->nfields ? leaf : -1;
+}
+
 /* Every row of one object onto the tape (its tables kept: the strings point into them). */
 static int st__read(st_tape_t *tp, st_objstore_t *obj, const char *key, uint64_t size)
 {
@@ -137,9 +166,14 @@ static int st__read(st_tape_t *tp, st_objstore_t *obj, const char *key, uint64_t
         st_pq_cur_t c;
         st_pq_cur_init(&c, tab);
         for (size_t i = 0; st_pq_cur_next(&c); i++) {
-            st_trow_t row = {st_tier_row_id(tp->s, tab, i), tp->toks.n};
+            st_trow_t row = {st_tier_row_id(tp->s, tab, i), tp->toks.n, NULL, 0};
             for (size_t k = 0; k < tp->s->nfields; k++)
                 st__pqm_copy(tp, &c, &tp->s->fields[k]);
+            if (tp->o && tp->o->row &&
+                !tp->o->row(tp->o->arg, tp->toks.v + row.first, tp->toks.n - row.first)) {
+                tp->toks.n = row.first; /* left out */
+                continue;
+            }
             st_vec_push(&tp->rows, row);
         }
         rc = st_pq_cur_done(&c);
@@ -152,16 +186,39 @@ static int st__read(st_tape_t *tp, st_objstore_t *obj, const char *key, uint64_t
 int st_tier_pq_merge(const st_pq_schema_t *s, size_t group_rows, int zstd_level, st_objstore_t *obj,
                      const st_tier_obj_t *objs, size_t nold, const char *key, st_tier_file_t *out)
 {
-    st_tape_t tp = {.s = s};
-    int rc = s->sort_leaf >= 0 ? ST_OK : ST_EINVAL;
+    st_tier_pqmerge_t o = {.group_rows = group_rows, .zstd_level = zstd_level};
+    return st_tier_pq_merge_with(s, &o, obj, objs, nold, key, out);
+}
+
+int st_tier_pq_merge_with(const st_pq_schema_t *s, const st_tier_pqmerge_t *o, st_objstore_t *obj,
+                          const st_tier_obj_t *objs, size_t nold, const char *key,
+                          st_tier_file_t *out)
+{
+    st_tape_t tp = {.s = s, .o = o};
+    size_t group_rows = o->group_rows;
+    int zstd_level = o->zstd_level;
+    int kf = o->by_key ? st__field_of_leaf(s, s->key_leaf) : -1;
+    int rc = s->sort_leaf >= 0 && (!o->by_key || kf >= 0) ? ST_OK : ST_EINVAL;
     for (size_t i = 0; i < nold && rc == ST_OK; i++)
         rc = st__read(&tp, obj, objs[i].key, objs[i].file.size);
-    if (rc == ST_OK && tp.rows.n > 1) qsort(tp.rows.v, tp.rows.n, sizeof *tp.rows.v, st__by_id);
+    if (rc == ST_OK && kf >= 0) {
+        for (size_t i = 0; i < tp.rows.n; i++) {
+            tp.rows.v[i].toks = tp.toks.v;
+            tp.rows.v[i].key = tp.rows.v[i].first + (size_t)kf;
+        }
+    }
+    if (rc == ST_OK && tp.rows.n > 1)
+        qsort(tp.rows.v, tp.rows.n, sizeof *tp.rows.v, kf >= 0 ? st__by_key : st__by_id);
     for (size_t i = 1; rc == ST_OK && i < tp.rows.n; i++)
         if (tp.rows.v[i].id == tp.rows.v[i - 1].id) rc = ST_EINTERNAL; /* a row held twice */
     out->rows = (int64_t)tp.rows.n;
-    out->min_id = tp.rows.n ? tp.rows.v[0].id : 0;
-    out->max_id = tp.rows.n ? tp.rows.v[tp.rows.n - 1].id : 0;
+    out->min_id = UINT64_MAX;
+    out->max_id = 0;
+    for (size_t i = 0; i < tp.rows.n; i++) {
+        if (tp.rows.v[i].id < out->min_id) out->min_id = tp.rows.v[i].id;
+        if (tp.rows.v[i].id > out->max_id) out->max_id = tp.rows.v[i].id;
+    }
+    if (!tp.rows.n) out->min_id = 0;
     out->size = 0;
     if (rc == ST_OK && tp.rows.n) {
         st_buf_t file = {0};

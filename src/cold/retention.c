@@ -7,7 +7,9 @@
  * an intent. The reaper deletes it from storage only once that batch is durable, so no manifest,
  * before or after a crash, names a deleted object, and a crash never leaves an expired object
  * behind. An object that mixes expired and live rows is queued for compaction, which rewrites it
- * without the expired ones (compact.c), so retention is row-exact within a pass or two.
+ * without the expired ones (compact.c), so retention is row-exact within a pass or two. Rows are
+ * dated by the statistics of the first top-level TIMESTAMP_US column (with statistics) of the
+ * member's schema; kinds without an expired hook, a schema or such a column are never retained.
  *
  * Nothing waits on the loop: an owner's footers are fetched by the cold cache first, and the owner
  * is retained again once they are in memory. Owners whose footers are not in memory wait in a
@@ -63,7 +65,7 @@ static void st__pump(st_tier_t *t)
         st_tier_manifest_t man;
         uint64_t wait = 0;
         bool need = st_tier_manifest(t->store, r->o, r->ol, false, &man, &wait) == ST_OK &&
-                    st_tier_footers_ready(t, &man) == ST_EPARKED;
+                    st_tier_footers_ready(t, r->o, r->ol, &man) == ST_EPARKED;
         st_tier_manifest_free(&man);
         if (need && st_coldcache_wait(t->cache, &r->w, st__resume, r)) {
             t->ret_fetching++;
@@ -115,25 +117,71 @@ typedef struct {
     const st_tier_member_t *m;
     const char *o;
     size_t ol;
-    const st_pq_meta_t *meta;
+    const st_pq_file_t *file;
 } st_expiry_t;
 
 static int st__expired(void *arg, uint64_t *wait)
 {
     st_expiry_t *x = arg;
-    return x->m->expired ? x->m->expired(x->m->arg, x->o, x->ol, x->meta, wait) : ST_OK;
+    return x->m->expired ? x->m->expired(x->m->arg, x->o, x->ol, x->file, wait) : ST_OK;
 }
 
 /* Whether the object (its footer m) is past the cutoff; one mixing expired and live rows is
  * queued for compaction (objects are in time order: the rest are newer). */
-static bool st__past(st_tier_t *t, const char *o, size_t ol, const st_pq_meta_t *m, int64_t cutoff)
+/* Leaves under a field (one for a leaf). */
+static int st__leaves(const st_pq_field_t *f)
 {
-    int64_t newest = INT64_MIN;
-    for (size_t g = 0; g < m->ngroups; g++)
-        if (m->groups[g].max_ts > newest) newest = m->groups[g].max_ts;
+    if (f->type != ST_PQ_GROUP) return 1;
+    int n = 0;
+    for (size_t i = 0; i < f->nchildren; i++)
+        n += st__leaves(&f->children[i]);
+    return n;
+}
+
+/* The leaf whose statistics date a row: the schema's first top-level TIMESTAMP_US column with
+ * statistics; -1: none (its objects are not retained). */
+static int st__time_leaf(const st_pq_schema_t *s)
+{
+    int leaf = 0;
+    for (size_t i = 0; i < s->nfields; i++) {
+        const st_pq_field_t *f = &s->fields[i];
+        if (f->type == ST_PQ_INT64 && f->logical == ST_PQ_TIMESTAMP_US && (f->hints & ST_PQ_STATS))
+            return leaf;
+        leaf += st__leaves(f);
+    }
+    return -1;
+}
+
+static int64_t st__i64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return (int64_t)v;
+}
+
+/* A row group's times by the leaf's statistics; false when it has none. */
+static bool st__times(const st_pq_rowgroup_t *g, int leaf, int64_t *lo, int64_t *hi)
+{
+    const st_pq_chunk_t *c = &g->chunks[leaf];
+    if (!c->min || !c->max || c->min_len != 8 || c->max_len != 8) return false;
+    *lo = st__i64(c->min);
+    *hi = st__i64(c->max);
+    return true;
+}
+
+static bool st__past(st_tier_t *t, const char *o, size_t ol, const st_pq_file_t *f, int leaf,
+                     int64_t cutoff)
+{
+    int64_t newest = INT64_MIN, lo, hi;
+    for (size_t g = 0; g < f->ngroups; g++)
+        if (!st__times(&f->groups[g], leaf, &lo, &hi))
+            return false; /* undated rows are kept */
+        else if (hi > newest)
+            newest = hi;
     if (newest < cutoff) return true;
-    for (size_t g = 0; g < m->ngroups; g++)
-        if (m->groups[g].min_ts < cutoff) {
+    for (size_t g = 0; g < f->ngroups; g++)
+        if (st__times(&f->groups[g], leaf, &lo, &hi) && lo < cutoff) {
             st_tier_compact(t, o, ol, ST_TIER_COMPACT_EXPIRE);
             break;
         }
@@ -144,23 +192,28 @@ size_t st_tier_retain(st_tier_t *t, const char *o, size_t ol)
 {
     int64_t cutoff = st_tier_cutoff(t);
     const st_tier_member_t *mb = st__tier_member(t, o, ol);
-    if (!cutoff || t->stopping || !mb) return 0;
+    /* a kind's objects are retained when it has an expired hook and its rows a time column */
+    if (!cutoff || t->stopping || !mb || !mb->expired || !mb->schema) return 0;
+    int leaf = st__time_leaf(mb->schema);
+    if (leaf < 0) return 0;
     uint64_t wait = 0;
     st_tier_manifest_t man;
     size_t dropped = 0;
     if (st_tier_manifest(t->store, o, ol, false, &man, &wait) != ST_OK) return 0;
     /* the footers are fetched off the loop first; then the whole pass runs in one turn */
-    if (st_tier_footers_ready(t, &man) == ST_EPARKED) {
+    if (st_tier_footers_ready(t, o, ol, &man) == ST_EPARKED) {
         st__retention_queue(t, o, ol);
         st_tier_manifest_free(&man);
         return 0;
     }
     for (size_t i = 0; i < man.n; i++) {
-        const st_pq_meta_t *m;
-        if (st_coldcache_footer(t->cache, man.v[i].key, man.v[i].file.size, &m) != ST_OK) continue;
-        if (!st__past(t, o, ol, m, cutoff)) break;
+        const st_pq_file_t *f;
+        if (st_coldcache_pqfile(t->cache, mb->schema, man.v[i].key, man.v[i].file.size, &f) !=
+            ST_OK)
+            continue;
+        if (!st__past(t, o, ol, f, leaf, cutoff)) break;
         st_tier_file_t none = {0};
-        st_expiry_t x = {mb, o, ol, m};
+        st_expiry_t x = {mb, o, ol, f};
         st_tier_swap_t sw = {
             .old = &man.v[i], .nold = 1, .file = &none, .kind = st__expired, .arg = &x};
         if (st__tier_swap(t->store, o, ol, &sw, &wait) != ST_OK) break;
@@ -169,4 +222,20 @@ size_t st_tier_retain(st_tier_t *t, const char *o, size_t ol)
     }
     st_tier_manifest_free(&man);
     return dropped;
+}
+
+int st_tier_footers_ready(st_tier_t *t, const char *o, size_t ol, const st_tier_manifest_t *man)
+{
+    const st_tier_member_t *mb = st__tier_member(t, o, ol);
+    if (!t->cache || !mb || !mb->schema) return ST_OK;
+    bool parked = false;
+    for (size_t i = 0; i < man->n; i++) {
+        const st_pq_file_t *f;
+        int rc = st_coldcache_pqfile(t->cache, mb->schema, man->v[i].key, man->v[i].file.size, &f);
+        if (rc == ST_EPARKED)
+            parked = true;
+        else if (rc != ST_OK && !parked)
+            return rc;
+    }
+    return parked ? ST_EPARKED : ST_OK;
 }

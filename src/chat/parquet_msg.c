@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The message files (SPEC §5): chat's seven columns as one instance of the schema-driven codec,
- * and the row type, footer summary and row-group decoding the tier reads them with. Files are
- * byte for byte what the message-only writer wrote before (tests/cold pins them).
+ * and the row type, footer summary and row-group decoding chat reads them with, straight or
+ * through the tier's cold cache (st_chat_msg_view). Files are byte for byte what the message-only
+ * writer wrote before (tests/chat pins them).
  */
-#include "strata/cold.h"
+#include "strata/chatrows.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -91,19 +92,16 @@ static int st__msg_group(const st_pq_rowgroup_t *G, st_pq_group_t *g, st_buf_t *
     return g->min_id <= g->max_id ? ST_OK : ST_EINVAL;
 }
 
-int st_parquet_parse_footer(const uint8_t *p, size_t len, uint64_t file_size, st_pq_meta_t *out)
+int st_parquet_meta_of(const st_pq_file_t *f, st_pq_meta_t *out)
 {
     memset(out, 0, sizeof *out);
-    st_pq_file_t f;
-    if (st_pq_parse_footer(&st_pq_msg_schema, p, len, file_size, &f) != ST_OK) return ST_EINVAL;
     st_buf_t strings = {0};
     int rc = ST_OK;
-    out->groups = st_calloc(f.ngroups, sizeof *out->groups);
-    out->ngroups = f.ngroups;
-    out->rows = f.rows;
-    for (size_t i = 0; i < f.ngroups && rc == ST_OK; i++)
-        rc = st__msg_group(&f.groups[i], &out->groups[i], &strings);
-    st_pq_file_free(&f);
+    out->groups = st_calloc(f->ngroups ? f->ngroups : 1, sizeof *out->groups);
+    out->ngroups = f->ngroups;
+    out->rows = f->rows;
+    for (size_t i = 0; i < f->ngroups && rc == ST_OK; i++)
+        rc = st__msg_group(&f->groups[i], &out->groups[i], &strings);
     if (rc != ST_OK) {
         st_buf_free(&strings);
         free(out->groups);
@@ -115,6 +113,16 @@ int st_parquet_parse_footer(const uint8_t *p, size_t len, uint64_t file_size, st
     for (size_t i = 0; i < out->ngroups; i++)
         out->groups[i].conv = out->strings + (uintptr_t)out->groups[i].conv;
     return ST_OK;
+}
+
+int st_parquet_parse_footer(const uint8_t *p, size_t len, uint64_t file_size, st_pq_meta_t *out)
+{
+    memset(out, 0, sizeof *out);
+    st_pq_file_t f;
+    if (st_pq_parse_footer(&st_pq_msg_schema, p, len, file_size, &f) != ST_OK) return ST_EINVAL;
+    int rc = st_parquet_meta_of(&f, out);
+    st_pq_file_free(&f);
+    return rc;
 }
 
 void st_parquet_meta_free(st_pq_meta_t *m)
@@ -140,20 +148,10 @@ static void st__msg_str(st_pq_cur_t *c, const char **p, uint32_t *len)
     *len = (uint32_t)n;
 }
 
-int st_parquet_read_group(const st_pq_group_t *g, const uint8_t *bytes, size_t len,
-                          st_pq_rows_t *out)
+/* The rows of a decoded row group, their strings taken from t (whose memory moves to out). */
+static int st__rows_of(st_pq_table_t *tp, st_pq_rows_t *out)
 {
-    memset(out, 0, sizeof *out);
-    st_pq_chunk_t chunks[ST_PQ_COLUMNS];
-    memset(chunks, 0, sizeof chunks);
-    for (int k = 0; k < ST_PQ_COLUMNS; k++) {
-        chunks[k].offset = g->col_offset[k];
-        chunks[k].length = g->col_length[k];
-    }
-    st_pq_rowgroup_t G = {
-        .rows = g->rows, .offset = g->offset, .length = g->length, .chunks = chunks};
-    st_pq_table_t t;
-    if (st_pq_read_group(&st_pq_msg_schema, &G, bytes, len, &t) != ST_OK) return ST_EINVAL;
+    st_pq_table_t t = *tp;
     size_t n = (size_t)t.rows;
     out->rows = st_calloc(n, sizeof *out->rows);
     out->n = n;
@@ -175,9 +173,103 @@ int st_parquet_read_group(const st_pq_group_t *g, const uint8_t *bytes, size_t l
     /* the strings point into the table's pages: they move to out */
     out->mem = t.mem;
     out->nmem = t.nmem;
-    t.mem = NULL;
-    t.nmem = 0;
-    st_pq_table_free(&t);
+    tp->mem = NULL;
+    tp->nmem = 0;
     if (rc != ST_OK) st_parquet_rows_free(out);
+    return rc;
+}
+
+/* The row group's place in its file, as the codec's reader wants it (chunks: ST_PQ_COLUMNS). */
+static void st__rowgroup(const st_pq_group_t *g, st_pq_chunk_t *chunks, st_pq_rowgroup_t *G)
+{
+    memset(chunks, 0, ST_PQ_COLUMNS * sizeof *chunks);
+    for (int k = 0; k < ST_PQ_COLUMNS; k++) {
+        chunks[k].offset = g->col_offset[k];
+        chunks[k].length = g->col_length[k];
+    }
+    *G = (st_pq_rowgroup_t){
+        .rows = g->rows, .offset = g->offset, .length = g->length, .chunks = chunks};
+}
+
+int st_parquet_read_group(const st_pq_group_t *g, const uint8_t *bytes, size_t len,
+                          st_pq_rows_t *out)
+{
+    memset(out, 0, sizeof *out);
+    st_pq_chunk_t chunks[ST_PQ_COLUMNS];
+    st_pq_rowgroup_t G;
+    st__rowgroup(g, chunks, &G);
+    st_pq_table_t t;
+    if (st_pq_read_group(&st_pq_msg_schema, &G, bytes, len, &t) != ST_OK) return ST_EINVAL;
+    int rc = st__rows_of(&t, out);
+    st_pq_table_free(&t);
+    return rc;
+}
+
+/* ---- the cold cache's view ---- */
+
+static int st__view_footer(const st_pq_file_t *f, void **out)
+{
+    st_pq_meta_t *m = st_malloc(sizeof *m);
+    if (st_parquet_meta_of(f, m) != ST_OK) {
+        free(m);
+        return ST_EINVAL;
+    }
+    *out = m;
+    return ST_OK;
+}
+
+static void st__view_footer_free(void *v)
+{
+    st_parquet_meta_free(v);
+    free(v);
+}
+
+static void st__view_group_free(void *v)
+{
+    st_parquet_rows_free(v);
+    free(v);
+}
+
+static int st__view_group(st_pq_table_t *t, void **out, size_t *bytes)
+{
+    st_pq_rows_t *r = st_calloc(1, sizeof *r);
+    int rc = st__rows_of(t, r);
+    for (size_t i = 1; rc == ST_OK && i < r->n; i++)
+        if (r->rows[i].msg_id <= r->rows[i - 1].msg_id)
+            rc = ST_EINVAL; /* reads binary-search a group: it must be sorted */
+    if (rc != ST_OK) {
+        st__view_group_free(r);
+        return ST_EINVAL;
+    }
+    size_t b = r->n * (sizeof *r->rows + 64);
+    for (size_t i = 0; i < r->n; i++)
+        b += r->rows[i].conv_len + r->rows[i].from_len + r->rows[i].content_len +
+             r->rows[i].metadata_len;
+    *bytes = b;
+    *out = r;
+    return ST_OK;
+}
+
+const st_coldview_t st_chat_msg_view = {&st_pq_msg_schema, st__view_footer, st__view_footer_free,
+                                        st__view_group, st__view_group_free};
+
+int st_chat_cold_footer(st_coldcache_t *cc, const char *key, uint64_t size,
+                        const st_pq_meta_t **out)
+{
+    const void *v;
+    int rc = st_coldcache_view_footer(cc, &st_chat_msg_view, key, size, &v);
+    if (rc == ST_OK) *out = v;
+    return rc;
+}
+
+int st_chat_cold_group(st_coldcache_t *cc, const char *key, size_t gi, const st_pq_group_t *g,
+                       const st_pq_rows_t **out)
+{
+    st_pq_chunk_t chunks[ST_PQ_COLUMNS];
+    st_pq_rowgroup_t G;
+    st__rowgroup(g, chunks, &G);
+    const void *v;
+    int rc = st_coldcache_view_group(cc, &st_chat_msg_view, key, gi, &G, ST_PQ_COLUMNS, &v);
+    if (rc == ST_OK) *out = v;
     return rc;
 }

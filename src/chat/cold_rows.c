@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Reading cold rows (see strata/tier.h), for every kind: an owner's manifest ('F' records) lists
- * its objects with their id ranges; footers are fetched once and kept (parsed, least recently
- * used out); a read fetches only the row groups whose statistics (group key, id range) can match
- * and decodes them. A missing or damaged object fails the reads that need it with ST_ECOLD and a
- * log line; nothing else is affected.
+ * Reading cold messages (chat's st__chat_cold_rows): a user's manifest ('F' records, the tier's)
+ * lists its objects with their id ranges; footers are fetched once and kept (parsed, least
+ * recently used out, summarized by st_chat_msg_view); a read fetches only the row groups whose
+ * statistics (conversation, id range) can match and decodes them. A missing or damaged object fails
+ * the reads that need it with ST_ECOLD and a log line; nothing else is affected.
  *
  * Nothing here waits: footers and row groups come from the cold cache (cache.c). A read first
  * checks that everything its page needs is in memory; if not, it emits nothing and returns
@@ -58,12 +58,12 @@ static bool st__group_matches(const st_pq_group_t *G, const char *conv, size_t c
  * of the order first, as pointers into the cache's row groups. With rows NULL it only checks
  * what is in memory: *missing counts what it put on the want list, *known the rows it can
  * vouch for (whole groups inside the range). */
-static int st__file_rows(st_tier_t *t, const char *key, const st_tier_file_t *f, const char *conv,
-                         size_t cl, uint64_t lo, uint64_t hi, bool desc, size_t need,
-                         st_buf_t *rows, size_t *missing, size_t *known)
+static int st__file_rows(st_coldcache_t *cache, const char *key, const st_tier_file_t *f,
+                         const char *conv, size_t cl, uint64_t lo, uint64_t hi, bool desc,
+                         size_t need, st_buf_t *rows, size_t *missing, size_t *known)
 {
     const st_pq_meta_t *m;
-    int rc = st_coldcache_footer(t->cache, key, f->size, &m);
+    int rc = st_chat_cold_footer(cache, key, f->size, &m);
     if (rc == ST_EPARKED && missing) {
         ++*missing;
         return ST_OK;
@@ -72,7 +72,7 @@ static int st__file_rows(st_tier_t *t, const char *key, const st_tier_file_t *f,
         const st_pq_group_t *G = &m->groups[gi];
         if (!st__group_matches(G, conv, cl, lo, hi)) continue;
         const st_pq_rows_t *g;
-        rc = st_coldcache_group(t->cache, key, gi, G, &g);
+        rc = st_chat_cold_group(cache, key, gi, G, &g);
         if (!rows) {
             if (rc == ST_EPARKED) {
                 ++*missing;
@@ -103,8 +103,8 @@ static int st__file_rows(st_tier_t *t, const char *key, const st_tier_file_t *f,
  * objects in order until the page is surely full, looking past a missing footer (its rows are
  * unknown) at most ST__LOOKAHEAD objects, so one wait usually fetches a whole page. */
 #define ST__LOOKAHEAD 3
-static int st__cold_ready(st_tier_t *t, const st_tier_manifest_t *man, const char *conv, size_t cl,
-                          uint64_t lo, uint64_t hi, bool desc, size_t limit)
+static int st__cold_ready(st_coldcache_t *cache, const st_tier_manifest_t *man, const char *conv,
+                          size_t cl, uint64_t lo, uint64_t hi, bool desc, size_t limit)
 {
     size_t missing = 0, known = 0, missing_files = 0;
     int rc = ST_OK;
@@ -112,27 +112,30 @@ static int st__cold_ready(st_tier_t *t, const st_tier_manifest_t *man, const cha
         const st_tier_file_t *f = &man->v[i].file;
         if ((lo && f->max_id <= lo) || (hi && f->min_id >= hi)) continue;
         size_t before = missing;
-        rc = st__file_rows(t, man->v[i].key, f, conv, cl, lo, hi, desc, 0, NULL, &missing, &known);
+        rc = st__file_rows(cache, man->v[i].key, f, conv, cl, lo, hi, desc, 0, NULL, &missing,
+                           &known);
         if (rc == ST_ECOLD && missing) rc = ST_OK; /* the page may end before it: fetch first */
         if (missing > before && ++missing_files >= ST__LOOKAHEAD) break;
     }
     return rc == ST_OK && missing ? ST_EPARKED : rc;
 }
 
-int st_tier_rows(st_tier_t *t, const char *o, size_t ol, const st_tier_rowq_t *q, st_tier_row_fn fn,
-                 void *arg, size_t *given, bool *more, uint64_t *last, uint64_t *wait)
+int st__chat_cold_rows(st_tier_t *t, st_store_t *store, const char *o, size_t ol,
+                       const st__chat_rowq_t *q, st__chat_row_fn fn, void *arg, size_t *given,
+                       bool *more, uint64_t *last, uint64_t *wait)
 {
-    const char *conv = q->group;
-    size_t cl = q->glen, limit = q->limit;
+    const char *conv = q->conv;
+    size_t cl = q->cl, limit = q->limit;
     uint64_t lo = q->lo, hi = q->hi;
     bool desc = q->desc;
     *given = 0;
     *more = false;
-    if (!t || !t->cache || limit == 0) return ST_OK;
+    st_coldcache_t *cache = t ? st_tier_cache(t) : NULL;
+    if (!cache || limit == 0) return ST_OK;
     st_tier_manifest_t man;
-    int rc = st_tier_manifest(t->store, o, ol, desc, &man, wait);
+    int rc = st_tier_manifest(store, o, ol, desc, &man, wait);
     /* nothing is emitted unless all of it can be: a parked read re-runs from the start */
-    if (rc == ST_OK) rc = st__cold_ready(t, &man, conv, cl, lo, hi, desc, limit + 1);
+    if (rc == ST_OK) rc = st__cold_ready(cache, &man, conv, cl, lo, hi, desc, limit + 1);
     if (!fn) {
         st_tier_manifest_free(&man);
         return rc;
@@ -143,8 +146,8 @@ int st_tier_rows(st_tier_t *t, const char *o, size_t ol, const st_tier_rowq_t *q
         if ((lo && f->max_id <= lo) || (hi && f->min_id >= hi)) continue;
         st_buf_reset(&rows);
         /* one row past the page tells whether there is more */
-        rc = st__file_rows(t, man.v[i].key, f, conv, cl, lo, hi, desc, limit - *given + 1, &rows,
-                           NULL, NULL);
+        rc = st__file_rows(cache, man.v[i].key, f, conv, cl, lo, hi, desc, limit - *given + 1,
+                           &rows, NULL, NULL);
         ST_ASSERT(rc != ST_EPARKED); /* the check above found it all in memory */
         size_t n = rows.len / sizeof(st_crow_t);
         st_crow_t *r = (st_crow_t *)rows.data;
@@ -162,18 +165,4 @@ int st_tier_rows(st_tier_t *t, const char *o, size_t ol, const st_tier_rowq_t *q
     st_tier_manifest_free(&man);
     st_buf_free(&rows);
     return rc;
-}
-
-int st_tier_footers_ready(st_tier_t *t, const st_tier_manifest_t *man)
-{
-    bool parked = false;
-    for (size_t i = 0; i < man->n; i++) {
-        const st_pq_meta_t *m;
-        int rc = st_coldcache_footer(t->cache, man->v[i].key, man->v[i].file.size, &m);
-        if (rc == ST_EPARKED)
-            parked = true;
-        else if (rc != ST_OK && !parked)
-            return rc;
-    }
-    return parked ? ST_EPARKED : ST_OK;
 }

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * chatrows: chat's message files (SPEC §5), chat's own rows in the schema-driven Parquet codec of
+ * strata/parquet.h: seven columns, one row group per conversation with min/max statistics. The
+ * row type, the footer summary and row-group decoding chat reads them with (src/chat/
+ * parquet_msg.c), the cold cache's view of them, and chat's merge of them (src/chat/merge.c).
+ * cold/ knows none of this: it reads and caches these objects through st_pq_msg_schema and
+ * st_chat_msg_view like any kind's. Plain blocking functions, safe on any thread.
+ */
+#ifndef STRATA_CHATROWS_H
+#define STRATA_CHATROWS_H
+
+#include "strata/cold.h"
+#include "strata/tier.h"
+
+/* One message as a row. Strings are borrowed; metadata NULL means SQL NULL. */
+typedef struct {
+    uint64_t msg_id;
+    int64_t timestamp; /* µs since the epoch, UTC */
+    int64_t seq;
+    const char *conv, *from, *content, *metadata;
+    uint32_t conv_len, from_len, content_len, metadata_len;
+} st_msgrow_t;
+
+#define ST_PQ_COLUMNS 7 /* msg_id, conversation_id, from, timestamp, seq, content, metadata */
+/* The message files' schema (key: conversation_id, sorted by msg_id). */
+extern const st_pq_schema_t st_pq_msg_schema;
+
+/* Encodes rows into a whole Parquet file appended to out. Rows must be grouped by conversation
+ * and sorted by msg_id inside each group: each group becomes one row group. */
+int st_parquet_encode(const st_msgrow_t *rows, size_t n, int zstd_level, st_buf_t *out);
+
+/* A row group as the footer describes it: enough to prune by statistics and to fetch only its
+ * bytes. conv points into the meta's own memory. */
+typedef struct {
+    uint64_t min_id, max_id;
+    int64_t min_ts, max_ts;   /* the timestamp column's statistics (0 if absent) */
+    int64_t min_seq, max_seq; /* the seq column's statistics (0 if absent) */
+    const char *conv;
+    size_t conv_len;
+    int64_t rows;
+    uint64_t offset, length; /* the byte range of all its column chunks */
+    uint64_t col_offset[ST_PQ_COLUMNS], col_length[ST_PQ_COLUMNS];
+} st_pq_group_t;
+
+typedef struct {
+    st_pq_group_t *groups;
+    size_t ngroups;
+    int64_t rows;
+    char *strings; /* owned */
+} st_pq_meta_t;
+
+/* The last 8 bytes of a file give the footer's length; ST_EINVAL if they are not Parquet's. */
+int st_parquet_footer_len(const uint8_t tail[8], uint64_t file_size, uint32_t *len);
+/* Parses a footer (the len bytes before the tail) of a file strata wrote. Anything else, or a
+ * corrupt footer, is ST_EINVAL with nothing allocated. Free with st_parquet_meta_free. */
+int st_parquet_parse_footer(const uint8_t *p, size_t len, uint64_t file_size, st_pq_meta_t *out);
+/* The same summary of a footer already parsed against st_pq_msg_schema. */
+int st_parquet_meta_of(const st_pq_file_t *f, st_pq_meta_t *out);
+void st_parquet_meta_free(st_pq_meta_t *m);
+
+/* Decoded rows of one row group; every pointer is into mem, owned, freed by _rows_free. */
+typedef struct {
+    st_msgrow_t *rows;
+    size_t n;
+    void **mem;
+    size_t nmem;
+} st_pq_rows_t;
+
+/* Decodes a row group from the bytes [g->offset, g->offset + g->length) of its file. */
+int st_parquet_read_group(const st_pq_group_t *g, const uint8_t *bytes, size_t len,
+                          st_pq_rows_t *out);
+void st_parquet_rows_free(st_pq_rows_t *r);
+
+/* The cold cache's view of message files: footers as st_pq_meta_t, row groups as st_pq_rows_t
+ * (sorted by msg_id, checked). Through the tier's cache, loop thread only, like
+ * st_coldcache_view_footer/_group: *out borrowed until the loop runs again. */
+extern const st_coldview_t st_chat_msg_view;
+int st_chat_cold_footer(st_coldcache_t *cc, const char *key, uint64_t size,
+                        const st_pq_meta_t **out);
+int st_chat_cold_group(st_coldcache_t *cc, const char *key, size_t gi, const st_pq_group_t *g,
+                       const st_pq_rows_t **out);
+
+/* ---- chat's merge of message objects (merge.c), on a compaction's worker ---- */
+/* The tier's merge of any schema (st_tier_pq_merge_with, by conversation then id) with chat's row
+ * hook: the objects' rows merged into key, those older than cutoff left out; each row given to fix
+ * (may be NULL) first: a kind folding changes in (fix may point a row's strings at its own memory,
+ * live until the merge returns; a row it returns false for is left out, and is the caller's to
+ * account for). *dropped (free with st_chat_dropped_free) counts the rows left out by the cutoff
+ * per conversation, read back with st_chat_dropped_next. */
+int st_chat_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
+                          size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
+                          void **dropped, int64_t *ndropped, bool (*fix)(void *arg, st_msgrow_t *r),
+                          void *fix_arg);
+/* The next conversation of dropped from *pos (0 first): its rows left out; false at the end. */
+bool st_chat_dropped_next(const void *dropped, size_t *pos, const char **g, size_t *gl,
+                          int64_t *rows);
+void st_chat_dropped_free(void *arg, void *dropped);
+/* The order of rows in an object: by conversation, then id (qsort). */
+int st_chat_cmp_rows(const void *a, const void *b);
+
+#endif

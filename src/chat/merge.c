@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Chat's merge of message objects, on a compaction's worker (see strata/chatrows.h): the tier's
+ * merge of any schema's objects (st_tier_pq_merge_with: the old objects read whole, their pages
+ * verified, their rows sorted by conversation then id, one row group per conversation), with
+ * chat's row hook: each row shown to the caller's fix as a message row (edits folded in, a
+ * deleted conversation's rows left out), then left out if older than the retention, counted per
+ * conversation for chat's side of the swap.
+ */
+#include "strata/chatrows.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int st_chat_cmp_rows(const void *a, const void *b)
+{
+    const st_msgrow_t *x = a, *y = b;
+    size_t n = x->conv_len < y->conv_len ? x->conv_len : y->conv_len;
+    int c = memcmp(x->conv, y->conv, n);
+    if (c) return c;
+    if (x->conv_len != y->conv_len) return x->conv_len < y->conv_len ? -1 : 1;
+    return x->msg_id < y->msg_id ? -1 : x->msg_id > y->msg_id;
+}
+
+/* Rows left out by the cutoff, per conversation: d holds entries (u32 length, the id, i64 rows
+ * dropped), found again through by (conversation -> entry offset). */
+typedef struct {
+    st_map_node_t node; /* key: the conversation (in the entry's own bytes) */
+    size_t at;
+    char conv[];
+} st_dconv_t;
+
+typedef struct {
+    st_buf_t *d;
+    st_map_t by;
+    int64_t cutoff, *ndropped;
+    bool (*fix)(void *arg, st_msgrow_t *r);
+    void *fix_arg;
+} st_mhook_t;
+
+static void st__note_dropped(st_mhook_t *h, const st_msgrow_t *r)
+{
+    st_buf_t *d = h->d;
+    st_dconv_t *e = (st_dconv_t *)st_map_get(&h->by, r->conv, r->conv_len);
+    if (!e) {
+        e = st_calloc(1, sizeof *e + r->conv_len + 1);
+        memcpy(e->conv, r->conv, r->conv_len);
+        e->node.key = e->conv;
+        e->node.klen = r->conv_len;
+        e->at = d->len;
+        st_map_insert(&h->by, &e->node);
+        uint32_t l = r->conv_len;
+        int64_t zero = 0;
+        st_buf_append(d, &l, 4);
+        st_buf_append(d, r->conv, l);
+        st_buf_append(d, &zero, 8);
+    }
+    int64_t cnt;
+    memcpy(&cnt, d->data + e->at + 4 + r->conv_len, 8);
+    cnt++;
+    memcpy(d->data + e->at + 4 + r->conv_len, &cnt, 8);
+}
+
+static void st__str(const st_tier_val_t *v, const char **p, uint32_t *n)
+{
+    *p = v->op == ST_TIER_V_STR ? v->p : NULL;
+    *n = v->op == ST_TIER_V_STR ? v->n : 0;
+}
+
+/* A row of the tape as a message (v: its seven values, in st_pq_msg_schema's order). */
+static bool st__row(void *arg, st_tier_val_t *v, size_t nv)
+{
+    st_mhook_t *h = arg;
+    if (nv != ST_PQ_COLUMNS) return true; /* cannot be: the schema's */
+    st_msgrow_t r = {.msg_id = (uint64_t)v[0].i, .timestamp = v[3].i, .seq = v[4].i};
+    st__str(&v[1], &r.conv, &r.conv_len);
+    st__str(&v[2], &r.from, &r.from_len);
+    st__str(&v[5], &r.content, &r.content_len);
+    st__str(&v[6], &r.metadata, &r.metadata_len);
+    if (h->fix) {
+        const char *content = r.content, *meta = r.metadata;
+        if (!h->fix(h->fix_arg, &r)) return false;
+        if (r.content != content) {
+            v[5].p = r.content;
+            v[5].n = r.content_len;
+        }
+        if (r.metadata != meta) {
+            v[6].op = r.metadata ? ST_TIER_V_STR : ST_TIER_V_NULL;
+            v[6].p = r.metadata;
+            v[6].n = r.metadata ? r.metadata_len : 0;
+        }
+    }
+    if (h->cutoff && r.timestamp < h->cutoff) {
+        st__note_dropped(h, &r);
+        (*h->ndropped)++;
+        return false;
+    }
+    return true;
+}
+
+int st_chat_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
+                          size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
+                          void **dropped, int64_t *ndropped, bool (*fix)(void *arg, st_msgrow_t *r),
+                          void *fix_arg)
+{
+    st_buf_t *d = st_calloc(1, sizeof *d);
+    *dropped = d;
+    st_mhook_t h = {d, {0}, cutoff, ndropped, fix, fix_arg};
+    st_map_init(&h.by);
+    st_tier_pqmerge_t o = {.zstd_level = zstd_level, .by_key = true, .row = st__row, .arg = &h};
+    int rc = st_tier_pq_merge_with(&st_pq_msg_schema, &o, obj, objs, nold, key, out);
+    size_t it;
+    st_map_node_t *n;
+    while ((n = st_map_first(&h.by, &it)) != NULL) {
+        st_map_remove(&h.by, n);
+        free(n);
+    }
+    st_map_free(&h.by);
+    return rc;
+}
+
+bool st_chat_dropped_next(const void *dropped, size_t *pos, const char **g, size_t *gl,
+                          int64_t *rows)
+{
+    const st_buf_t *d = dropped;
+    if (!d || *pos >= d->len) return false;
+    uint32_t l;
+    memcpy(&l, d->data + *pos, 4);
+    *g = d->data + *pos + 4;
+    *gl = l;
+    memcpy(rows, *g + l, 8);
+    *pos += 4 + l + 8;
+    return true;
+}
+
+void st_chat_dropped_free(void *arg, void *dropped)
+{
+    (void)arg;
+    st_buf_free(dropped);
+    free(dropped);
+}
