@@ -34,7 +34,7 @@ enum {
  * own layout; keep this list whole when adding one):
  *   store (above)  c m s i x w
  *   seats          E B H S V K           (seats/internal.h, seats/history.c)
- *   chat           M N C U T Y X Q G Z z e f   (chat/internal.h)
+ *   chat           M N C U T Y X Q G Z z e f h   (chat/internal.h)
  *   cold tier      W F P D + an owner    (strata/tier.h; owners are user names or "~" tag name)
  *   rooms          r q j J               (strata/rooms.h)
  *   outbox         o                     (rooms/outbox.c)

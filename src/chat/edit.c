@@ -460,6 +460,8 @@ static int st__change(st_chat_t *c, const char *u, size_t ul, uint64_t id,
         st_buf_append(&rec, next.data, next.len);
         rc = st_store_put(c->store, k, kl, rec.data, rec.len, wait);
         st_buf_free(&rec);
+        /* the flush that takes it keeps its state as a delta: it looks only at marked rows */
+        if (!rc) rc = st_store_put(c->store, k, st__idkey(k, 'h', u, ul, id), "", 0, wait);
     } else {
         rc = st__chat_delta_put(c, u, ul, id, conv, cl, next.data, next.len, wait);
         if (!rc) rc = st__chat_fold_mark(c, u, ul, id, wait);
@@ -596,6 +598,8 @@ int st_chat_delete_conversation(st_chat_t *c, const char *u, size_t ul, const ch
         st_be64_put(k + pl, id);
         rc = st_store_del(c->store, k, pl + 8, wait);
         if (!rc) rc = st_store_del(c->store, k, st__idkey(k, 'M', u, ul, id), wait);
+        if (!rc && st_store_del(c->store, k, st__idkey(k, 'h', u, ul, id), wait) == ST_ENOTFOUND)
+            rc = ST_OK;
     }
     if (!rc) rc = st__conv_records_out(c, u, ul, conv, cl, wait);
     if (rc) goto done;

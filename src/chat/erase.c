@@ -204,7 +204,7 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
     uint8_t k[ST__KEY_CAP];
     st_keys_t x = {{0}, max};
     /* the hot rows and every chat key of the user */
-    static const char prefixed[] = {'M', 'N', 'Z', 'e', 'f', 'z', 'Y', 'C', 'U', 'Q'};
+    static const char prefixed[] = {'M', 'N', 'Z', 'e', 'f', 'z', 'Y', 'C', 'U', 'Q', 'h'};
     for (size_t i = 0; i < sizeof prefixed && x.left; i++)
         st_store_scan(c->store, k, st__chat_ukey(k, prefixed[i], u, ul), st__key_one, &x, &wait);
     static const char exact[] = {'T', 'X'};

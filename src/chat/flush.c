@@ -151,6 +151,8 @@ static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_
     uint64_t max_id = 0, min_id = UINT64_MAX;
     int rc = ST_OK;
     int64_t dead = 0, group_dead = 0;
+    /* rows edited or deleted while hot are marked ('h'): only they are looked at again */
+    bool edited = st__chat_has_prefix(cc->chat, 'h', u, ul);
     for (size_t i = 0; i < j->n && rc == ST_OK; i++) {
         const st_msgrow_t *r = &j->rows[i];
         if (r->msg_id > max_id) max_id = r->msg_id;
@@ -161,7 +163,16 @@ static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_
          * as it is now goes on as the cold row's delta; a tombstone is no message to count */
         const void *v;
         size_t vl;
-        rc = st_store_get(s, k, n + 8, &v, &vl, wait);
+        uint8_t hk[ST__KEY_CAP];
+        size_t hn = 0;
+        if (edited) {
+            hn = st__chat_ukey(hk, 'h', u, ul);
+            st_be64_put(hk + hn, r->msg_id);
+            hn += 8;
+        }
+        rc = hn ? st_store_get(s, hk, hn, &v, &vl, wait) : ST_ENOTFOUND;
+        if (rc == ST_OK) rc = st_store_del(s, hk, hn, wait);
+        if (rc == ST_OK) rc = st_store_get(s, k, n + 8, &v, &vl, wait);
         if (rc == ST_OK && vl > 16) {
             const char *js = (const char *)v + 16, *x;
             size_t jl = vl - 16, xl;

@@ -14,6 +14,7 @@
  *   'e' u 0 id        a cold change not folded into its object yet (compact.c): i64 its time
  *   'z' u 0 seq       an object holding a deleted conversation's rows (compact.c): i64 time
  *   'f' u 0 id        a delta not in a delta object yet (delta.c)
+ *   'h' u 0 id        a hot message edited or deleted (edit.c): its flush keeps a delta
  *   'Y' u 0 id        a tombstone (hot or cold): the conversation id (recounts subtract them)
  *   'X' u             i64: the user's cold rows that are no live message (tombstones, masked)
  *   'Q' u 0 c         a deleted conversation: u64 its last msg_id | i64 its last seq (cold rows

@@ -87,6 +87,30 @@ static double st__gauge_used(void *arg)
     return (double)used;
 }
 
+/* The main tree as LMDB has it applied (not the free list, nor what waits to be applied):
+ * 0 its entries, 1 its pages in bytes. Read on the loop at a scrape (a read transaction). */
+static double st__tree(st_store_t *s, int what)
+{
+    MDB_stat st;
+    bool renewed = !s->db.rtxn_held;
+    if (renewed && mdb_txn_renew(s->db.rtxn) != 0) return 0;
+    int rc = mdb_stat(s->db.rtxn, s->db.dbi, &st);
+    if (renewed) mdb_txn_reset(s->db.rtxn);
+    if (rc) return 0;
+    if (!what) return (double)st.ms_entries;
+    return (double)(st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages) * st.ms_psize;
+}
+
+static double st__gauge_entries(void *arg)
+{
+    return st__tree(arg, 0);
+}
+
+static double st__gauge_tree(void *arg)
+{
+    return st__tree(arg, 1);
+}
+
 static double st__gauge_size(void *arg)
 {
     uint64_t used, size;
@@ -163,6 +187,12 @@ static void st__store_metrics(st_store_t *s)
                         "Bytes counted against the hot store quota: in LMDB, plus acknowledged "
                         "or staged and not applied yet",
                         "", st__gauge_used, s);
+    st_metrics_gauge_fn("strata_hot_entries", "Keys in the hot store (LMDB, as applied)", "",
+                        st__gauge_entries, s);
+    st_metrics_gauge_fn("strata_hot_tree_bytes",
+                        "Bytes of the hot store's B-tree pages as applied (without LMDB's free "
+                        "list, which freed pages leave behind until they are reused)",
+                        "", st__gauge_tree, s);
     st_metrics_gauge_fn("strata_hot_capacity_bytes",
                         "Hot store capacity: --map-size, or less when the disk has less room", "",
                         st__gauge_size, s);
