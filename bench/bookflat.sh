@@ -10,41 +10,42 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
-SMALL=${SMALL:-1000}
-LARGE=${LARGE:-1000000}
-echo "# bookflat, $(date -u +%F), $(nproc) cores, $SMALL vs $LARGE bookings sold, commit $(git rev-parse --short HEAD)"
+LARGE=${LARGE:-1000000} # places of the event, sold out in both cases
+SMALL=${SMALL:-$((LARGE / 100))} # bookings in the small case: 100 places each (the most one takes)
+echo "# bookflat, $(date -u +%F), $(nproc) cores, $LARGE places sold by $SMALL vs $LARGE bookings, commit $(git rev-parse --short HEAD)"
 
 metric() { curl -fsS "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
 
-sell() { # port places: an event of LARGE places (both cases alike: its seat map is the same size),
-  # places sold one booking at a time until `places` are sold (the last holds wrk left unconfirmed,
-  # at most its 32 connections', stay reserved: hot, as they must be, in both cases)
+sell() { # port bookings: an event of LARGE places sold out in both cases (so the seat map, the
+  # event's own state, is the same), by `bookings` bookings: LARGE/100 of 100 places each (one at a
+  # time), or LARGE of one place each (wrk; the last holds wrk left unconfirmed, at most its 32
+  # connections', stay reserved: hot, as they must be)
   local p=$1 n=$2 B="http://127.0.0.1:$1"
   curl -fsS -XPOST "$B/v1/events" --json '{"event_id":"flat","sections":[{"name":"floor","capacity":'"$LARGE"',"price":5}]}' >/dev/null
   local start=$SECONDS sold=0
-  if [ "$n" -le 10000 ]; then # a few thousand: one at a time, exactly n
+  if [ "$n" -lt "$LARGE" ]; then # LARGE/100 bookings of 100 places, one at a time
     python3 - "$B" "$n" <<'PY'
 import json, sys, urllib.request
 base, n = sys.argv[1], int(sys.argv[2])
+QTY = 100
 def post(path, body=None):
     req = urllib.request.Request(base + path, data=json.dumps(body).encode() if body else b"",
                                  headers={"Content-Type": "application/json"}, method="POST")
     return json.load(urllib.request.urlopen(req))
 for _ in range(n):
-    b = post("/v1/events/flat/bookings", {"section": "floor", "quantity": 1})
+    b = post("/v1/events/flat/bookings", {"section": "floor", "quantity": QTY})
     post("/v1/bookings/%s/confirm" % b["booking_id"])
 PY
   fi
-  sold=$(curl -fsS "$B/v1/events/flat" | python3 -c 'import json,sys; print(json.load(sys.stdin)["event_stats"]["sold"])')
-  local avail=1
-  while [ "$sold" -lt "$n" ] && [ "$avail" -gt 0 ]; do
-    local secs=$(( (n - sold) / 4000 + 1 )); [ "$secs" -le 10 ] || secs=10
+  local sold avail
+  read -r sold avail < <(curl -fsS "$B/v1/events/flat" | python3 -c 'import json,sys; s=json.load(sys.stdin)["event_stats"]; print(s["sold"], s["available"])')
+  while [ "$avail" -gt 0 ]; do
+    local secs=$(( avail / 4000 + 1 )); [ "$secs" -le 10 ] || secs=10
     out=$(wrk -t1 -c32 -d"${secs}s" -s bench/booksold.lua "$B" -- flat)
     grep -q 'errors=0' <<<"$out" || die "answers other than 201/200/409: $(grep RESULT <<<"$out")"
     read -r sold avail < <(curl -fsS "$B/v1/events/flat" | python3 -c 'import json,sys; s=json.load(sys.stdin)["event_stats"]; print(s["sold"], s["available"])')
   done
-  SOLD=$sold
-  echo "sold $sold places in $((SECONDS - start)) s"
+  echo "sold $sold places by $n bookings in $((SECONDS - start)) s"
 }
 
 cool() { # port places: flush passes until every finished booking went cold
@@ -66,15 +67,15 @@ for n in "$SMALL" "$LARGE"; do
   pids+=($!)
   wait_port "$p"
   sell "$p" "$n"
-  cool "$p" "$SOLD"
+  cool "$p" "$((n - 64))" # all but the last holds wrk may have left
   sleep 2
   bytes[$n]=$(metric "$p" strata_hot_bytes)
   tree[$n]=$(metric "$p" strata_hot_tree_bytes)
   entries[$n]=$(metric "$p" strata_hot_entries)
   file[$n]=$(stat -c %s "$work/$p/data.mdb")
   rows=$(find "$work/$p/cold/events" -name '*.parquet' | wc -l)
-  echo "$n sold: $SOLD sold, ${entries[$n]} keys, tree ${tree[$n]} bytes, hot bytes ${bytes[$n]} (with LMDB's free list), data.mdb ${file[$n]} bytes, $rows booking objects in the cold tier"
+  echo "$n bookings: ${entries[$n]} keys, tree ${tree[$n]} bytes, hot bytes ${bytes[$n]} (with LMDB's free list), data.mdb ${file[$n]} bytes, $rows booking objects in the cold tier"
 done
 r=$(ratio "${tree[$LARGE]}" "${tree[$SMALL]}")
-echo "RESULT hot tree bytes $LARGE/$SMALL sold: $r (${tree[$LARGE]} / ${tree[$SMALL]}); keys ${entries[$LARGE]} / ${entries[$SMALL]}; with LMDB's free list $(ratio "${bytes[$LARGE]}" "${bytes[$SMALL]}")x"
+echo "RESULT hot tree bytes, $LARGE/$SMALL bookings: $r (${tree[$LARGE]} / ${tree[$SMALL]}); keys ${entries[$LARGE]} / ${entries[$SMALL]}; with LMDB's free list $(ratio "${bytes[$LARGE]}" "${bytes[$SMALL]}")x"
 awk -v r="$r" 'BEGIN { exit !(r <= 1.5) }' || die "the hot store grew ${r}x"
