@@ -69,13 +69,8 @@ done:
     return rc;
 }
 
-/* A msg_id query value: decimal, 1..2^64-1. */
-static int st__chat_id_param(st_ctx_t *c, const char *name, uint64_t *out)
+int st_ctx_msg_id(st_ctx_t *c, const char *name, const char *v, size_t n, uint64_t *out)
 {
-    size_t n;
-    const char *v = st_query_get(c->arena, c->req->query, c->req->query_len, name, &n);
-    *out = 0;
-    if (!v) return ST_OK;
     uint64_t x = 0;
     bool ok = n > 0 && n <= 20;
     for (size_t i = 0; ok && i < n; i++) {
@@ -91,12 +86,62 @@ static int st__chat_id_param(st_ctx_t *c, const char *name, uint64_t *out)
     return ST_OK;
 }
 
+/* A msg_id query value (absent: 0). */
+static int st__id_param(st_ctx_t *c, const char *name, uint64_t *out)
+{
+    size_t n;
+    const char *v = st_query_get(c->arena, c->req->query, c->req->query_len, name, &n);
+    *out = 0;
+    return v ? st_ctx_msg_id(c, name, v, n, out) : ST_OK;
+}
+
+int st_ctx_message_query(st_ctx_t *c, st_message_query_t *q)
+{
+    const st_http_request_t *r = c->req;
+    size_t n;
+    const char *v;
+    int64_t limit;
+    q->limit = 50;
+    if ((v = st_query_get(c->arena, r->query, r->query_len, "limit", &n)) &&
+        (st_parse_i64(v, n, &limit) || limit < 1 || limit > 1000))
+        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000 (got \"%.*s%s\")", ST__V(v, n));
+    if (v) q->limit = (size_t)limit;
+    if ((v = st_query_get(c->arena, r->query, r->query_len, "order", &n))) {
+        if (strcmp(v, "desc") == 0)
+            q->desc = true;
+        else if (strcmp(v, "asc") != 0)
+            return st_ctx_error(c, ST_EINVAL, "order must be asc or desc (got \"%.*s%s\")",
+                                ST__V(v, n));
+    }
+    if ((v = st_query_get(c->arena, r->query, r->query_len, "include_deleted", &n))) {
+        if (strcmp(v, "false") == 0)
+            q->hide_deleted = true;
+        else if (strcmp(v, "true") != 0)
+            return st_ctx_error(c, ST_EINVAL,
+                                "include_deleted must be true or false (got \"%.*s%s\")",
+                                ST__V(v, n));
+    }
+    uint64_t cursor;
+    int rc;
+    if ((rc = st__id_param(c, "after", &q->after)) ||
+        (rc = st__id_param(c, "before", &q->before)) || (rc = st__id_param(c, "cursor", &cursor)))
+        return rc;
+    if (cursor) {
+        /* the next page continues past the last message of the previous one, the same way */
+        if (st_chat_walks_back(q))
+            q->before = q->before && q->before < cursor ? q->before : cursor;
+        else
+            q->after = q->after > cursor ? q->after : cursor;
+    }
+    return ST_OK;
+}
+
 int st_api_message_list(st_ctx_t *c)
 {
     int rc = st_param_name(c, 0, "user");
     if (rc) return rc;
     const st_http_request_t *r = c->req;
-    st_message_query_t q = {.limit = 50};
+    st_message_query_t q = {0};
     size_t n;
     const char *v = st_query_get(c->arena, r->query, r->query_len, "conversation_id", &n);
     if (v) {
@@ -108,38 +153,7 @@ int st_api_message_list(st_ctx_t *c)
         q.conv = v;
         q.conv_len = n;
     }
-    int64_t limit;
-    if ((v = st_query_get(c->arena, r->query, r->query_len, "limit", &n)) &&
-        (st_parse_i64(v, n, &limit) || limit < 1 || limit > 1000))
-        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000 (got \"%.*s%s\")", ST__V(v, n));
-    if (v) q.limit = (size_t)limit;
-    if ((v = st_query_get(c->arena, r->query, r->query_len, "order", &n))) {
-        if (strcmp(v, "desc") == 0)
-            q.desc = true;
-        else if (strcmp(v, "asc") != 0)
-            return st_ctx_error(c, ST_EINVAL, "order must be asc or desc (got \"%.*s%s\")",
-                                ST__V(v, n));
-    }
-    if ((v = st_query_get(c->arena, r->query, r->query_len, "include_deleted", &n))) {
-        if (strcmp(v, "false") == 0)
-            q.hide_deleted = true;
-        else if (strcmp(v, "true") != 0)
-            return st_ctx_error(c, ST_EINVAL,
-                                "include_deleted must be true or false (got \"%.*s%s\")",
-                                ST__V(v, n));
-    }
-    uint64_t cursor;
-    if ((rc = st__chat_id_param(c, "after", &q.after)) ||
-        (rc = st__chat_id_param(c, "before", &q.before)) ||
-        (rc = st__chat_id_param(c, "cursor", &cursor)))
-        return rc;
-    if (cursor) {
-        /* the next page continues past the last message of the previous one, the same way */
-        if (st_chat_walks_back(&q))
-            q.before = q.before && q.before < cursor ? q.before : cursor;
-        else
-            q.after = q.after > cursor ? q.after : cursor;
-    }
+    if ((rc = st_ctx_message_query(c, &q))) return rc;
     rc = st_chat_messages(c->app->chat, c->params[0], c->plens[0], &q, c->body, &c->wait);
     return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
 }

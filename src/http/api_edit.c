@@ -9,21 +9,7 @@
 /* The {msg_id} path parameter: decimal, 1..2^64-1. */
 static int st__msg_id(st_ctx_t *c, uint64_t *out)
 {
-    const char *v = c->params[1];
-    size_t n = c->plens[1];
-    uint64_t x = 0;
-    bool ok = n > 0 && n <= 20;
-    for (size_t i = 0; ok && i < n; i++) {
-        if (v[i] < '0' || v[i] > '9' || x > (UINT64_MAX - (uint64_t)(v[i] - '0')) / 10)
-            ok = false;
-        else
-            x = x * 10 + (uint64_t)(v[i] - '0');
-    }
-    if (!ok || x == 0)
-        return st_ctx_error(c, ST_EINVAL, "msg_id must be decimal digits (got \"%.*s%s\")",
-                            ST__V(v, n));
-    *out = x;
-    return ST_OK;
+    return st_ctx_msg_id(c, "msg_id", c->params[1], c->plens[1], out);
 }
 
 static int st__answer(st_ctx_t *c, int rc, uint64_t id)

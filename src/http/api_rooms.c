@@ -331,65 +331,12 @@ done:
     return rc;
 }
 
-/* A msg_id query value: decimal, 1..2^64-1 (as for a user's messages). */
-static int st__id_param(st_ctx_t *c, const char *name, uint64_t *out)
-{
-    size_t n;
-    const char *v = st_query_get(c->arena, c->req->query, c->req->query_len, name, &n);
-    *out = 0;
-    if (!v) return ST_OK;
-    uint64_t x = 0;
-    bool ok = n > 0 && n <= 20;
-    for (size_t i = 0; ok && i < n; i++) {
-        if (v[i] < '0' || v[i] > '9' || x > (UINT64_MAX - (uint64_t)(v[i] - '0')) / 10)
-            ok = false;
-        else
-            x = x * 10 + (uint64_t)(v[i] - '0');
-    }
-    if (!ok || x == 0)
-        return st_ctx_error(c, ST_EINVAL, "'%s' must be a msg_id (decimal digits) (got \"%.*s%s\")",
-                            name, ST__V(v, n));
-    *out = x;
-    return ST_OK;
-}
-
 int st_api_room_message_list(st_ctx_t *c)
 {
     int rc = st__room_param(c);
     if (rc) return rc;
-    const st_http_request_t *r = c->req;
     st_message_query_t q = {0};
-    int64_t limit;
-    size_t n;
-    const char *v;
-    if ((rc = st__limit(c, 50, &limit))) return rc;
-    q.limit = (size_t)limit;
-    if ((v = st_query_get(c->arena, r->query, r->query_len, "order", &n))) {
-        if (strcmp(v, "desc") == 0)
-            q.desc = true;
-        else if (strcmp(v, "asc") != 0)
-            return st_ctx_error(c, ST_EINVAL, "order must be asc or desc (got \"%.*s%s\")",
-                                ST__V(v, n));
-    }
-    if ((v = st_query_get(c->arena, r->query, r->query_len, "include_deleted", &n))) {
-        if (strcmp(v, "false") == 0)
-            q.hide_deleted = true;
-        else if (strcmp(v, "true") != 0)
-            return st_ctx_error(c, ST_EINVAL,
-                                "include_deleted must be true or false (got \"%.*s%s\")",
-                                ST__V(v, n));
-    }
-    uint64_t cursor;
-    if ((rc = st__id_param(c, "after", &q.after)) || (rc = st__id_param(c, "before", &q.before)) ||
-        (rc = st__id_param(c, "cursor", &cursor)))
-        return rc;
-    if (cursor) {
-        if (st_chat_walks_back(&q))
-            q.before = q.before && q.before < cursor ? q.before : cursor;
-        else
-            q.after = q.after > cursor ? q.after : cursor;
-    }
-    if ((rc = st__reader(c))) return rc;
+    if ((rc = st_ctx_message_query(c, &q)) || (rc = st__reader(c))) return rc;
     rc = st_rooms_messages(c->app->rooms, c->params[0], c->plens[0], &q, c->body, &c->wait);
     if (rc == ST_ENOTFOUND) return st__not_found(c);
     return rc ? st_ctx_error(c, rc, NULL) : ST_OK;

@@ -3,6 +3,7 @@
 #ifndef STRATA_HTTP_INTERNAL_H
 #define STRATA_HTTP_INTERNAL_H
 
+#include "strata/chat.h"
 #include "strata/http.h"
 #include "strata/metrics.h"
 
@@ -196,6 +197,11 @@ int st_api_event_booking_extend(st_ctx_t *c);
 int st_api_event_booking_seats(st_ctx_t *c);
 int st_api_message_post(st_ctx_t *c);
 int st_api_message_list(st_ctx_t *c);
+/* A 64-bit id in decimal (1..2^64-1) into *out; else 400 naming name (api_chat.c). */
+int st_ctx_msg_id(st_ctx_t *c, const char *name, const char *v, size_t n, uint64_t *out);
+/* A message listing's query (limit, order, include_deleted, after, before, cursor: SPEC §2) into
+ * q, the cursor folded into after/before; a bad value is answered 400 (api_chat.c). */
+int st_ctx_message_query(st_ctx_t *c, st_message_query_t *q);
 int st_api_conversation_list(st_ctx_t *c);
 int st_api_conversation_get(st_ctx_t *c);
 int st_api_user_stats(st_ctx_t *c);

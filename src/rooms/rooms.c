@@ -92,6 +92,7 @@ static size_t st__room_key(uint8_t *k, const char *room, size_t rl)
 /* ks a 0 b', b' = b or 0x01 + SHA-256(b)[0..20) when the key would be too long. */
 static size_t st__pair(uint8_t *k, char ks, const char *a, size_t al, const char *b, size_t bl)
 {
+    ST_ASSERT(al <= ST_CHAT_USER_MAX); /* a name (or a room's virtual user): the key fits */
     k[0] = (uint8_t)ks;
     memcpy(k + 1, a, al);
     k[1 + al] = 0;
