@@ -431,7 +431,7 @@ static int st__merge(void *arg, const char *o, size_t ol, st_objstore_t *obj,
             obj_i++;
         ks[i] = (st_dkey_t){m.rows.v[i].id, obj_i, i};
     }
-    qsort(ks, m.rows.n, sizeof *ks, st__cmp_key);
+    if (m.rows.n > 1) qsort(ks, m.rows.n, sizeof *ks, st__cmp_key);
     st_drows_t keep = {0};
     for (size_t i = 0; i < m.rows.n; i++)
         if (i + 1 == m.rows.n || ks[i + 1].id != ks[i].id) { /* the newest of the id */

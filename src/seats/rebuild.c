@@ -91,7 +91,7 @@ static int st__read_ids(st_objstore_t *obj, st_bobj_t *b)
 
 static bool st__ids_has(const uint64_t *v, size_t n, uint64_t id)
 {
-    return bsearch(&id, v, n, sizeof *v, st__u64_cmp) != NULL;
+    return n && bsearch(&id, v, n, sizeof *v, st__u64_cmp) != NULL; /* none: v may be NULL */
 }
 
 static int st__by_event_then_size(const void *a, const void *b)
