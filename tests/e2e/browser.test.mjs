@@ -141,11 +141,12 @@ describe('a browser page on another origin', { skip }, () => {
         fd.append('by', '5');
         await fetch(url, { method: 'POST', mode: 'no-cors', body: fd }); // multipart/form-data
         // and a real form, posted into an iframe, with enctype text/plain
+        const frame = document.createElement('iframe');
+        frame.name = 'sink';
+        // its first load (about:blank) first, so that the one awaited below is the form's answer
+        await new Promise((resolve) => { frame.onload = resolve; document.body.append(frame); setTimeout(resolve, 1000); });
         await new Promise((resolve) => {
-          const frame = document.createElement('iframe');
-          frame.name = 'sink';
           frame.onload = resolve;
-          document.body.append(frame);
           const form = document.createElement('form');
           form.method = 'POST';
           form.action = url;
@@ -157,15 +158,24 @@ describe('a browser page on another origin', { skip }, () => {
           form.append(input);
           document.body.append(form);
           form.submit();
+          setTimeout(resolve, 5000); // the poll below waits for strata's count anyway
         });
       }, base);
       await page.close();
       const r = await open.req('GET', '/v1/counters/csrf');
       assert.equal(r.status, 404, `a cross-site request wrote: ${r.text}`);
-      const m = await open.req('GET', '/metrics');
-      const refused = m.text.match(/strata_http_requests_total\{route="POST \/v1\/counters\/\{name\}\/incr",status="415"\} (\d+)/);
+      // every one of the four reached strata and was refused 415 (a slow build may still be
+      // answering the last when the page closes: wait for it, a few seconds at most)
+      let refused;
+      for (let i = 0; i < 100; i++) {
+        const m = await open.req('GET', '/metrics');
+        refused = m.text.match(/strata_http_requests_total\{route="POST \/v1\/counters\/\{name\}\/incr",status="415"\} (\d+)/);
+        if (refused && Number(refused[1]) >= 4) break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
       assert.ok(refused, 'the requests did not reach strata');
       assert.equal(Number(refused[1]), 4);
+      assert.equal((await open.req('GET', '/v1/counters/csrf')).status, 404, 'nothing was written');
     } finally {
       await open.stop();
       open.cleanup();
