@@ -78,7 +78,8 @@ TEST(paging_respects_bounds_both_ways)
     uint64_t ids[5];
     for (int i = 0; i < 5; i++)
         ids[i] = post("p", "c", "m", &out);
-    st_message_query_t q = {.conv = "c", .conv_len = 1, .after = ids[0], .before = ids[4], .limit = 2};
+    st_message_query_t q = {
+        .conv = "c", .conv_len = 1, .after = ids[0], .before = ids[4], .limit = 2};
     uint64_t w = 0;
     st_buf_reset(&out);
     CHECK_EQ(st_chat_messages(chat, "p", 1, &q, &out, &w), ST_OK);
