@@ -11,6 +11,37 @@
 static const char *const st__message_fields[] = {"conversation_id", "from", "content", "metadata",
                                                  NULL};
 
+int st_ctx_message_body(st_ctx_t *c, const cJSON *j, st_message_in_t *m)
+{
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content");
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(j, "metadata");
+    if (!cJSON_IsString(content) || !content->valuestring[0])
+        return content
+                   ? st_ctx_error_field(c, ST_EINVAL, "content",
+                                        "'content' must be a non-empty string (got %s)",
+                                        cJSON_IsString(content) ? "\"\"" : st_json_kind(content))
+                   : st_ctx_error_field(c, ST_EINVAL, "content", "'content' is required");
+    m->content = content->valuestring;
+    m->content_len = strlen(content->valuestring);
+    if (m->content_len > c->app->cfg->max_content)
+        return st_ctx_error_field(c, ST_ETOOLARGE, "content",
+                                  "'content' is larger than %llu bytes (got %zu)",
+                                  (unsigned long long)c->app->cfg->max_content, m->content_len);
+    if (!st_utf8_valid(m->content, m->content_len))
+        return st_ctx_error_field(c, ST_EINVAL, "content", "'content' must be valid UTF-8");
+    if (meta && !cJSON_IsNull(meta)) {
+        if (!cJSON_IsObject(meta))
+            return st_ctx_error_field(c, ST_EINVAL, "metadata",
+                                      "'metadata' must be a JSON object (got %s)",
+                                      st_json_kind(meta));
+        /* stored as the client wrote it: cJSON would round numbers past 2^53 and drop 1e400 */
+        ST_ASSERT(c->json_meta);
+        m->metadata = c->json_meta;
+        m->metadata_len = c->json_meta_len;
+    }
+    return ST_OK;
+}
+
 int st_api_message_post(st_ctx_t *c)
 {
     int rc = st_param_name(c, 0, "user");
@@ -22,42 +53,10 @@ int st_api_message_post(st_ctx_t *c)
                             "a JSON body with conversation_id, from and content "
                             "is required");
     st_message_in_t m = {.user = c->params[0], .user_len = c->plens[0]};
-    const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content");
-    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(j, "metadata");
     if ((rc = st_json_name(c, j, "conversation_id", &m.conv, &m.conv_len)) ||
         (rc = st_json_name(c, j, "from", &m.from, &m.from_len)))
         goto done;
-    if (!cJSON_IsString(content) || !content->valuestring[0]) {
-        rc = content ? st_ctx_error_field(c, ST_EINVAL, "content",
-                                          "'content' must be a non-empty string (got %s)",
-                                          cJSON_IsString(content) ? "\"\"" : st_json_kind(content))
-                     : st_ctx_error_field(c, ST_EINVAL, "content", "'content' is required");
-        goto done;
-    }
-    m.content = content->valuestring;
-    m.content_len = strlen(content->valuestring);
-    if (m.content_len > c->app->cfg->max_content) {
-        rc = st_ctx_error_field(c, ST_ETOOLARGE, "content",
-                                "'content' is larger than %llu bytes (got %zu)",
-                                (unsigned long long)c->app->cfg->max_content, m.content_len);
-        goto done;
-    }
-    if (!st_utf8_valid(m.content, m.content_len)) {
-        rc = st_ctx_error_field(c, ST_EINVAL, "content", "'content' must be valid UTF-8");
-        goto done;
-    }
-    if (meta && !cJSON_IsNull(meta)) {
-        if (!cJSON_IsObject(meta)) {
-            rc =
-                st_ctx_error_field(c, ST_EINVAL, "metadata",
-                                   "'metadata' must be a JSON object (got %s)", st_json_kind(meta));
-            goto done;
-        }
-        /* stored as the client wrote it: cJSON would round numbers past 2^53 and drop 1e400 */
-        ST_ASSERT(c->json_meta);
-        m.metadata = c->json_meta;
-        m.metadata_len = c->json_meta_len;
-    }
+    if ((rc = st_ctx_message_body(c, j, &m))) goto done;
     rc = st_chat_post(c->app->chat, &m, c->body, &c->wait);
     if (rc) {
         rc = st_ctx_error(c, rc, NULL);

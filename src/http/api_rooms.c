@@ -280,39 +280,9 @@ int st_api_room_message_post(st_ctx_t *c)
     if ((rc = st_json_body(c, &j, st__post_fields))) return rc;
     if (!j) return st_ctx_error(c, ST_EINVAL, "a JSON body with from and content is required");
     st_message_in_t m = {0};
-    const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content");
-    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(j, "metadata");
-    if ((rc = st_json_name(c, j, "from", &m.from, &m.from_len))) goto done;
-    if (!cJSON_IsString(content) || !content->valuestring[0]) {
-        rc = content ? st_ctx_error_field(c, ST_EINVAL, "content",
-                                          "'content' must be a non-empty string (got %s)",
-                                          cJSON_IsString(content) ? "\"\"" : st_json_kind(content))
-                     : st_ctx_error_field(c, ST_EINVAL, "content", "'content' is required");
+    if ((rc = st_json_name(c, j, "from", &m.from, &m.from_len)) ||
+        (rc = st_ctx_message_body(c, j, &m)))
         goto done;
-    }
-    m.content = content->valuestring;
-    m.content_len = strlen(content->valuestring);
-    if (m.content_len > c->app->cfg->max_content) {
-        rc = st_ctx_error_field(c, ST_ETOOLARGE, "content",
-                                "'content' is larger than %llu bytes (got %zu)",
-                                (unsigned long long)c->app->cfg->max_content, m.content_len);
-        goto done;
-    }
-    if (!st_utf8_valid(m.content, m.content_len)) {
-        rc = st_ctx_error_field(c, ST_EINVAL, "content", "'content' must be valid UTF-8");
-        goto done;
-    }
-    if (meta && !cJSON_IsNull(meta)) {
-        if (!cJSON_IsObject(meta)) {
-            rc =
-                st_ctx_error_field(c, ST_EINVAL, "metadata",
-                                   "'metadata' must be a JSON object (got %s)", st_json_kind(meta));
-            goto done;
-        }
-        ST_ASSERT(c->json_meta); /* the client's own text, as chat stores it */
-        m.metadata = c->json_meta;
-        m.metadata_len = c->json_meta_len;
-    }
     if (st__auth_on(c) && !c->admin && !st__is_sub(c, m.from, m.from_len)) {
         rc = st_ctx_error(c, ST_EFORBIDDEN, "'from' must be the token's subject");
         goto done;

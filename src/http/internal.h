@@ -197,6 +197,9 @@ int st_api_event_booking_extend(st_ctx_t *c);
 int st_api_event_booking_seats(st_ctx_t *c);
 int st_api_message_post(st_ctx_t *c);
 int st_api_message_list(st_ctx_t *c);
+/* A posted message's content and metadata from body j into m (SPEC §2's checks: 400/413 naming
+ * the field; metadata kept as the client's text) (api_chat.c). */
+int st_ctx_message_body(st_ctx_t *c, const cJSON *j, st_message_in_t *m);
 /* A 64-bit id in decimal (1..2^64-1) into *out; else 400 naming name (api_chat.c). */
 int st_ctx_msg_id(st_ctx_t *c, const char *name, const char *v, size_t n, uint64_t *out);
 /* A message listing's query (limit, order, include_deleted, after, before, cursor: SPEC §2) into
