@@ -42,8 +42,9 @@ void st_objstore_close(st_objstore_t *s);
 /* A printable description (the URL without credentials). */
 const char *st_objstore_describe(const st_objstore_t *s);
 /* Creates key holding data atomically: readers see all of it or nothing (temp file + fsync +
- * link, or one PUT). Never over an existing object (SPEC §5): ST_EEXIST when key exists (S3: a
- * HEAD first, then the PUT with If-None-Match: *, which AWS, MinIO and Ceph enforce atomically).
+ * link, or one PUT). Never over an existing object (SPEC §5): ST_EEXIST when key holds another
+ * object (S3: a HEAD first, then the PUT with If-None-Match: *, which AWS, MinIO and Ceph enforce
+ * atomically); ST_OK when it holds these very bytes (an earlier attempt whose answer was lost).
  * ST_EINVAL when the backend can never store that key (a path or key longer than it allows):
  * retrying is pointless. ST_EIO for what may pass on a retry. */
 int st_objstore_put(st_objstore_t *s, const char *key, const void *data, size_t len);

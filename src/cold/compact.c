@@ -345,7 +345,7 @@ static void st__failed(st_tier_compact_t *c, st_cjob_t *j, int rc, uint64_t *wai
     st_cowner_t *o = j->o;
     st_metric_add(c->m_err, 1);
     if (rc == ST_EEXIST) /* nothing written: another writer's object is there (SPEC §5) */
-        st__tier_collided(c->store, o->owner, o->olen, j->pseq, j->key.data, wait);
+        st__tier_collided(c->store, o->owner, o->olen, j->pseq, wait);
     else
         st__tier_abandon(c->store, o->owner, o->olen, j->pseq, j->key.data, wait);
     st__tier_orphans(c->tier, o->owner, o->olen, wait);

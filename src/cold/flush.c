@@ -206,7 +206,7 @@ static void st__flush_failed(st_tier_flush_t *f, st_fjob_t *j, int rc, uint64_t 
 {
     st_fowner_t *o = j->o;
     if (rc == ST_EEXIST) /* nothing written: another writer's object is there (SPEC §5) */
-        st__tier_collided(f->store, o->owner, o->olen, j->seq, j->snap.key.data, wait);
+        st__tier_collided(f->store, o->owner, o->olen, j->seq, wait);
     else
         st__tier_abandon(f->store, o->owner, o->olen, j->seq, j->snap.key.data, wait);
     f->kind->orphans(f->kind->arg, o->owner, o->olen, wait);

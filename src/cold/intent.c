@@ -12,11 +12,12 @@
  *            Retention's drop is a swap without an intent (pseq 0) and without a new object.
  *   abandon  a job whose swap did not happen: its object, if its intent is already gone, is
  *            doomed here; an intent still there is an orphan for the owner's sweep (tier.c),
- *            which the caller runs next. A job whose key existed already (ST_EEXIST: the
- *            store refused to overwrite) wrote nothing: its intent just goes, and the object
- *            that is there, someone else's, stays; the retry takes the owner's next number. Unless
- *            the key names this store's own incarnation: then it is an earlier attempt of its own
- *            (an S3 PUT whose answer was lost, retried into 412), abandoned like any failure.
+ *            which the caller runs next. A job whose key held another object already
+ *            (ST_EEXIST: the store refused to overwrite; an earlier attempt of its own, an S3 PUT
+ *            whose answer was lost, holds the same bytes and counts as written, objstore.c) wrote
+ *            nothing: its intent just goes, and the object that is there stays, whoever wrote it
+ *            (even under this store's incarnation: a copy of this data dir); the retry takes the
+ *            owner's next number.
  *
  * A crash between the steps leaves a 'P' without its 'F' (an orphan, swept at start-up) or 'D'
  * records (finished by the reaper at start-up).
@@ -106,13 +107,8 @@ int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t 
     return rc;
 }
 
-int st__tier_collided(st_store_t *s, const char *o, size_t ol, uint64_t pseq, const char *key,
-                      uint64_t *wait)
+int st__tier_collided(st_store_t *s, const char *o, size_t ol, uint64_t pseq, uint64_t *wait)
 {
-    st_tier_writer_t w;
-    if (st_tier_writer_get(s, &w, wait) == ST_OK && w.current &&
-        st_tier_key_incarnation(key) == w.current) /* no other writer makes our keys: it is ours, */
-        return st__tier_abandon(s, o, ol, pseq, key, wait); /* an attempt whose answer was lost */
     uint8_t k[ST__MKEY_CAP];
     int rc = st_store_del(s, k, st_tier_mkey(k, 'P', o, ol, true, pseq), wait);
     return rc == ST_ENOTFOUND ? ST_OK : rc;

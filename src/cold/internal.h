@@ -109,10 +109,9 @@ int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t 
 int st__tier_abandon(st_store_t *s, const char *o, size_t ol, uint64_t pseq, const char *key,
                      uint64_t *wait);
 
-/* A job whose key existed (ST_EEXIST): its intent goes without dooming the object there, unless
- * the key names this store's own incarnation (then: st__tier_abandon). */
-int st__tier_collided(st_store_t *s, const char *o, size_t ol, uint64_t pseq, const char *key,
-                      uint64_t *wait);
+/* A job whose key held another object (ST_EEXIST): its intent goes without dooming the object
+ * there, whoever wrote it. */
+int st__tier_collided(st_store_t *s, const char *o, size_t ol, uint64_t pseq, uint64_t *wait);
 
 /* Stages 'D' for the owner's objects that a flush or compaction began but never recorded ('P'
  * without 'F', none in flight) and drops those 'P' records (tier.c). */

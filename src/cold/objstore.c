@@ -319,10 +319,44 @@ uint64_t st_objstore_requests(int verb)
     return verb >= 0 && verb < 4 ? st__requests[verb] : 0;
 }
 
+/* Whether key holds exactly data: one GET of a byte more than len (a longer object shows it).
+ * Any failure to read counts as "not the same": the object is then left alone. */
+static bool st__same(st_objstore_t *s, const char *key, const void *data, size_t len)
+{
+    if (len == 0) return false; /* strata writes no empty object */
+    st_buf_t b = {0};
+    bool same = false;
+    if (!s->s3) {
+        char *path = st__path(s, key);
+        struct stat st;
+        same = stat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == len &&
+               st__file_get(s, key, 0, len, &b) == ST_OK;
+        free(path);
+    } else {
+        char range[64];
+        snprintf(range, sizeof range, "Range: bytes=0-%llu", (unsigned long long)len);
+        long status;
+        same = st__s3(s, "GET", key, NULL, 0, range, &b, len + 1, &status) == ST_OK &&
+               (status == 200 || status == 206);
+        st__requests[0]++;
+    }
+    same = same && b.len == len && memcmp(b.data, data, len) == 0;
+    st_buf_free(&b);
+    return same;
+}
+
 int st_objstore_put(st_objstore_t *s, const char *key, const void *data, size_t len)
 {
     st__requests[1]++;
-    return s->s3 ? st__s3_put(s, key, data, len, false) : st__file_put(s, key, data, len, false);
+    int rc = s->s3 ? st__s3_put(s, key, data, len, false) : st__file_put(s, key, data, len, false);
+    /* A create is idempotent: the very bytes there already are an earlier attempt of this one
+     * whose answer was lost (an S3 PUT retried into 412). Other bytes are another writer's
+     * object, never overwritten nor taken for ours: ST_EEXIST, and the caller writes elsewhere. */
+    if (rc == ST_EEXIST && st__same(s, key, data, len)) {
+        st_info("cold: %s holds these very bytes already (an earlier attempt): created", key);
+        rc = ST_OK;
+    }
+    return rc;
 }
 
 int st_objstore_replace(st_objstore_t *s, const char *key, const void *data, size_t len)

@@ -164,7 +164,81 @@ test('the same on S3 through the SigV4-checking proxy', async () => {
         '--s3-access-key', 'S3RVER', '--s3-secret-key', 'S3RVER'],
       bucketDir: path.join(dir, 'bk'),
     });
+    // and each of the four nodes created its objects with If-None-Match: * (AWS refuses 412)
+    assert.ok(server.proxy.creates.length >= 6);
+    assert.deepEqual(server.proxy.creates.filter((c) => !c.conditional), [], 'creates without If-None-Match: *');
   } finally {
+    await server.close();
+  }
+});
+
+// SPEC v4 §5 on S3: every kind of object — flushes, deltas, booking objects, compactions, backup
+// segments and snapshots — is created with If-None-Match: * (the proxy refuses 412 over an
+// existing key, as AWS does). A key another writer took between strata's HEAD and its PUT is left
+// alone and the flush goes on under a fresh key; a PUT whose answer was lost is retried into 412
+// and, finding its own bytes there, counts as created (no second object, nothing deleted).
+test('every kind of object is created only where none is (If-None-Match: *): a raced key is left alone, a lost answer is not a second object', async () => {
+  const dir = tempDir('bw-kinds');
+  const { server, port } = await s3(dir);
+  const proxy = server.proxy;
+  const bucket = path.join(dir, 'bk');
+  let s;
+  try {
+    s = await startStrata({
+      args: ['--cold-url', 's3://bk/cold', '--s3-endpoint', `http://127.0.0.1:${port}`, '--s3-access-key', 'S3RVER',
+        '--s3-secret-key', 'S3RVER', '--backup-url', 's3://bk/backup', '--backup-interval', '100',
+        '--flush-interval', '3600', '--booking-hot-seconds', '0'],
+    });
+    await waitFor('the first snapshot', async () => (await metric(s, 'strata_backup_snapshots_total')) >= 1);
+    await post(s, 4, 'm');
+    await flushed(s, 4);
+    const first = (await s.req('GET', '/v1/users/alice/messages?limit=1')).json.messages[0];
+    await ok(s, 'PATCH', `/v1/users/alice/messages/${first.msg_id}`, { content: 'edited' }); // a delta
+    await ok(s, 'POST', '/v1/events', { event_id: 'gig', sections: [{ name: 'A', rows: 1, cols: 4, price: 1 }] }, {}, 201);
+    const b = (await ok(s, 'POST', '/v1/events/gig/bookings', { section: 'A', seats: ['1-1'] }, {}, 201)).json;
+    await ok(s, 'POST', `/v1/bookings/${b.booking_id}/confirm`); // finished: a booking object
+    // another writer takes the next batch key between strata's HEAD and its PUT
+    proxy.race(/alice\/batch-/, 'another writer\'s object');
+    await post(s, 2, 'raced');
+    await flushed(s, 6);
+    assert.equal(proxy.raced.length, 1);
+    const raced = proxy.raced[0];
+    const created = () => proxy.creates.map((c) => c.key);
+    const batchKeys = () => created().filter((k) => /^cold\/alice\/batch-/.test(k));
+    const retried = batchKeys().filter((k) => k !== raced).at(-1);
+    assert.notEqual(retried, raced);
+    const num = (k) => Number(/-(\d+)\.parquet$/.exec(k)[1]);
+    assert.ok(num(retried) > num(raced), `${retried} takes a fresh number after ${raced}`);
+    await waitFor('the delta and booking objects', async () => created().some((k) => /^cold\/alice\/delta-/.test(k))
+      && created().some((k) => /^cold\/events\/gig\/bookings-/.test(k)));
+    // a PUT done by S3 whose answer is lost: the retry's 412 finds its own bytes
+    proxy.lose(/^PUT \S*\/alice\/batch-/);
+    const before = batchKeys().length;
+    await post(s, 1, 'lost');
+    await flushed(s, 7);
+    const lostKeys = batchKeys().slice(before);
+    assert.equal(lostKeys.length, 2, `the PUT and its retry, one key: ${lostKeys.join(' ')}`);
+    assert.equal(lostKeys[0], lostKeys[1]);
+    assert.match(s.log(), /holds these very bytes already/);
+    // a major compaction: one merged object
+    await ok(s, 'POST', '/v1/admin/compact', { user: 'alice' }, {}, 202);
+    await waitFor('a merged object', async () => batchKeys().some((k) => /\.\d+\.parquet$/.test(k)));
+    await shipped(s);
+    const want = ['edited', 'm 1', 'm 2', 'm 3', 'raced 0', 'raced 1', 'lost 0'];
+    await waitFor('every message read', async () => JSON.stringify(await contents(s)) === JSON.stringify(want));
+    assert.equal((await ok(s, 'GET', `/v1/bookings/${b.booking_id}`)).json.status, 'sold');
+    // every create was conditional, of every kind
+    assert.deepEqual(proxy.creates.filter((c) => !c.conditional), [], 'creates without If-None-Match: *');
+    for (const re of [/^cold\/alice\/batch-[^.]*\.parquet$/, /^cold\/alice\/delta-/, /^cold\/events\/gig\/bookings-/,
+      /^cold\/alice\/batch-.*\.\d+\.parquet$/, /^backup\/seg\//, /^backup\/snap\//]) {
+      assert.ok(created().some((k) => re.test(k)), `a create of ${re}`);
+    }
+    // the raced object is the other writer's still
+    assert.equal(readFileSync(path.join(bucket, `${raced}._S3rver_object`), 'utf8'), 'another writer\'s object');
+    await s.stop();
+    s = null;
+  } finally {
+    if (s) await s.kill9();
     await server.close();
   }
 });

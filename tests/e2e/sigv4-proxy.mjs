@@ -6,9 +6,13 @@
 // whose signature differs is answered 403 SignatureDoesNotMatch and never reaches s3rver; a body
 // whose SHA-256 is not its x-amz-content-sha256 gets 400. It also does what real stores do and
 // s3rver does not: a multipart upload whose parts but the last are under 5 MiB is refused
-// (EntityTooSmall), a list holds at most 1,000 keys and goes on with a continuation token, and inject()
-// answers chosen requests 503 SlowDown or 500 first. Virtual-hosted-style requests
-// (Host: BUCKET.localhost) are forwarded to s3rver in path style.
+// (EntityTooSmall), a list holds at most 1,000 keys and goes on with a continuation token, a
+// create (PUT, or completing a multipart upload) carrying If-None-Match: * over an existing key
+// is refused 412 PreconditionFailed as AWS does (every create is logged in .creates with whether
+// it was conditional), race() makes another writer put its bytes at a chosen key just before a
+// conditional create of it, lose() has s3rver do a request whose answer is then lost (500), and
+// inject() answers chosen requests 503 SlowDown or 500 first.
+// Virtual-hosted-style requests (Host: BUCKET.localhost) are forwarded to s3rver in path style.
 //
 // S3rver is a drop-in for s3rver's class: new S3rver(opts).run() starts s3rver on a free port
 // and the proxy on opts.port, and answers { port } of the proxy; .proxy has its counters;
@@ -51,6 +55,18 @@ function parseQuery(raw) {
 function amzDate(s) {
   const m = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(s || '');
   return m ? new Date(Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +m[6])) : null;
+}
+
+// One request to s3rver (which checks no signature): its status.
+function raw(port, method, path, headers, body) {
+  return new Promise((resolve, reject) => {
+    const r = http.request({ host: '127.0.0.1', port, method, path, headers }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode));
+    });
+    r.on('error', reject);
+    r.end(body);
+  });
 }
 
 function get(port, path, headers) {
@@ -165,8 +181,12 @@ export function sigv4Proxy(target, { port = 0, credentials = { S3RVER: 'S3RVER' 
     log: [], // "METHOD url status" of every request
     injected: 0, // requests answered by inject() instead of s3rver
     hosts: new Set(), // Host headers seen
+    creates: [], // { key, conditional } of every object create (a PUT or a completed upload)
+    raced: [], // keys race() wrote before a conditional create of them
   };
   let faults = []; // { re, status, code, left }
+  let races = []; // { re, bytes, left }
+  let losses = []; // { re, left }
   const parts = new Map(); // uploadId -> Map(partNumber -> bytes)
   const tokens = new Map(); // continuation token -> the last key (escaped) of the page before
   const agent = new http.Agent({ keepAlive: true }); // to s3rver (Node 18's default closes)
@@ -215,6 +235,30 @@ export function sigv4Proxy(target, { port = 0, credentials = { S3RVER: 'S3RVER' 
         headers.host = `127.0.0.1:${target}`;
       }
       const bucket = /^\/([^/?]+)\/?(?:\?|$)/.exec(path)?.[1];
+      const objPath = path.split('?')[0];
+      if (!bucket && ((req.method === 'PUT' && !q.partNumber) || (req.method === 'POST' && q.uploadId))) {
+        const key = decode(objPath.replace(/^\/[^/]+\//, ''));
+        const conditional = req.headers['if-none-match'] === '*';
+        state.creates.push({ key, conditional });
+        if (conditional) { // AWS: the object is created only if none is there, atomically
+          const h = { ...headers };
+          for (const x of ['content-length', 'content-type', 'content-md5', 'expect', 'if-none-match', 'transfer-encoding']) delete h[x];
+          try {
+            const race = races.find((r) => r.left > 0 && r.re.test(key));
+            if (race) {
+              race.left--;
+              const st = await raw(target, 'PUT', objPath, { ...h, 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD', 'content-length': race.bytes.length }, race.bytes);
+              if (st !== 200) throw new Error(`race(): s3rver answered ${st}`);
+              state.raced.push(key);
+            }
+            const there = await raw(target, 'HEAD', objPath, h);
+            if (there !== 404 && there !== 200) throw new Error(`HEAD ${objPath}: s3rver answered ${there}`);
+            if (there === 200) return answer(412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold');
+          } catch (e) {
+            return answer(500, 'InternalError', e.message);
+          }
+        }
+      }
       if (req.method === 'GET' && bucket && q['list-type'] === '2') {
         try {
           const xml = await listV2(target, headers, bucket, q, tokens);
@@ -228,7 +272,14 @@ export function sigv4Proxy(target, { port = 0, credentials = { S3RVER: 'S3RVER' 
       }
       delete headers.connection; // hop by hop: each side keeps its own connection alive
       delete headers['keep-alive'];
+      const lost = losses.find((l) => l.left > 0 && l.re.test(line));
+      if (lost) lost.left--;
       const up = http.request({ host: '127.0.0.1', port: target, method: req.method, path, headers, agent }, (r) => {
+        if (lost) { // done by s3rver, but the answer never reaches the client
+          r.resume();
+          state.injected++;
+          return answer(500, 'InternalError', `done, answer lost (s3rver said ${r.statusCode})`);
+        }
         state.log.push(`${line} ${r.statusCode}`);
         const back = { ...r.headers };
         delete back.connection;
@@ -248,6 +299,10 @@ export function sigv4Proxy(target, { port = 0, credentials = { S3RVER: 'S3RVER' 
       port: server.address().port,
       // the next count requests whose "METHOD url" matches re are answered status/code
       inject(re, count, status = 503, code = 'SlowDown') { faults.push({ re, status, code, left: count }); },
+      // the next count conditional creates of a key matching re find bytes put there just before
+      race(re, bytes, count = 1) { races.push({ re, bytes: Buffer.from(bytes), left: count }); },
+      // the next count requests matching re are done by s3rver but answered 500 (answer lost)
+      lose(re, count = 1) { losses.push({ re, left: count }); },
       clearFaults() { faults = []; },
       close: () => new Promise((r) => { server.closeAllConnections?.(); agent.destroy(); server.close(() => r()); }),
     })));
