@@ -4,7 +4,8 @@
 // answer is lost is retried with the same Idempotency-Key and applied once; 503 + Retry-After
 // and 307 to the leader are followed; expired and rejected tokens go through the refresh hook;
 // a stream survives a server restart and a slow-consumer cut-off with no gap and no duplicate,
-// and seats/counter snapshots come again on reconnect; the same client works in Chromium.
+// and seats/counter snapshots come again on reconnect; a messages stream without after is live
+// only ("0": everything), a counter never written says so; the same client works in Chromium.
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
@@ -208,6 +209,28 @@ describe('the client against the real server', () => {
     assert.deepEqual(edits, [['edited', 'before!']]);
     assert.deepEqual(members, [['max', 'added']]);
     st.close();
+  });
+
+  // SPEC v4 §3 (issue 38 items 3 and 6): without after a messages stream is live only, "0"
+  // replays everything; a counter never written says so (value 0, exists false; HTTP: 404).
+  test('a messages stream without after is live only, after "0" replays all; a counter never written is not "exists"', async () => {
+    const lou = new lib.Strata({ baseUrl: `http://127.0.0.1:${port}`, token: jwt({ sub: 'lou', exp: now() + 600 }), WebSocket, retries: 30, backoff: { baseMs: 20, capMs: 200 } });
+    for (let i = 0; i < 3; i++) await lou.postMessage('lou', { conversation_id: 'h', from: 'lou', content: `old ${i}` });
+    const live = [], all = [], counters = [];
+    let done = 0;
+    const a = lou.stream({ topic: 'messages', user: 'lou' }, { onMessage: (m) => live.push(m.content), onReplayDone: () => done++ });
+    const b = lou.stream({ topic: 'messages', user: 'lou', after: '0' }, { onMessage: (m) => all.push(m.content), onReplayDone: () => done++ });
+    const c = db.stream({ topic: 'counter', name: 'never-yet' }, { onCounter: (v, i) => counters.push([v, i.exists]) });
+    await Promise.all([a.ready, b.ready, c.ready]);
+    await until('both replays and the counter', () => done === 2 && all.length === 3 && counters.length === 1);
+    await lou.postMessage('lou', { conversation_id: 'h', from: 'lou', content: 'new' });
+    await db.incr('never-yet', 2);
+    await until('the live message on both, the counter', () => live.length === 1 && all.length === 4 && counters.length === 2);
+    assert.deepEqual(live, ['new'], 'no history without after');
+    assert.deepEqual(all, ['old 0', 'old 1', 'old 2', 'new']);
+    assert.deepEqual(counters, [[0, false], [2, true]]);
+    await assert.rejects(db.counter('still-never'), (e) => e.status === 404 && e.code === 'not_found');
+    a.close(); b.close(); c.close();
   });
 
   test('a stream survives a server crash and restart: no gap, no duplicate, snapshots again', async () => {
