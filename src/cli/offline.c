@@ -99,6 +99,7 @@ static int st__restore_erasures(const st_config_t *cfg, const st_restore_opts_t 
     newest.to_time = 0;
     st_restore_result_t r;
     st_buf_t recs = {0};
+    st_info("restore: now the newest point, beside it, for erasures made after --to-time");
     int rc = st_backup_restore(&newest, &r);
     if (rc == ST_OK) rc = st__with_chat(&tc, st__export, &recs);
     if (st__tree_remove(tc.data_dir) != ST_OK && rc == ST_OK) rc = ST_EIO;
