@@ -56,6 +56,18 @@ wrk_socket_check() {
     die "wrk socket errors ($e) during: wrk $1"
 }
 
+# st_count BEFORE AFTER EXPECTED WHAT: the answers between two st_statuses outputs. Sets W_OK (2xx)
+# and W_EXPECTED (the non-2xx statuses EXPECTED names, space-separated); any other status fails
+# the bench, naming WHAT ran meanwhile.
+st_count() {
+  local delta bad
+  delta=$(st_status_delta "$1" "$2")
+  W_OK=$(awk '$1 ~ /^2/ {s += $2} END {print s + 0}' <<<"$delta")
+  W_EXPECTED=$(awk -v e=" $3 " 'index(e, " " $1 " ") {s += $2} END {print s + 0}' <<<"$delta")
+  bad=$(awk -v e=" $3 " '$1 !~ /^2/ && !index(e, " " $1 " ") {printf "%s%s x%s", sep, $1, $2; sep = ", "}' <<<"$delta")
+  [ -z "$bad" ] || die "strata answered $bad during: $4 (only 2xx${3:+ and $3} may appear)"
+}
+
 # wrk against strata, counting only 2xx answers from strata's own metrics.
 #   wrk_strata PORT EXPECTED -- WRK-ARGS…
 # EXPECTED: space-separated non-2xx statuses the workload expects (e.g. "409" for bookings that
@@ -63,15 +75,11 @@ wrk_socket_check() {
 # Sets W_OK (2xx answers), W_EXPECTED, W_SECS, W_RPS (2xx per second), W_EXP_RPS, W_P50, W_P99
 # (ms, all answers), W_WRK_RPS (wrk's own figure, every answer), W_OUT (wrk's output).
 wrk_strata() {
-  local port=$1 expected=$2 before after delta bad; shift 3
+  local port=$1 expected=$2 before after; shift 3
   before=$(st_statuses "$port")
   W_OUT=$(wrk "$@" 2>&1) || die "wrk failed: $W_OUT"
   after=$(st_statuses "$port")
-  delta=$(st_status_delta "$before" "$after")
-  W_OK=$(awk '$1 ~ /^2/ {s += $2} END {print s + 0}' <<<"$delta")
-  W_EXPECTED=$(awk -v e=" $expected " 'index(e, " " $1 " ") {s += $2} END {print s + 0}' <<<"$delta")
-  bad=$(awk -v e=" $expected " '$1 !~ /^2/ && !index(e, " " $1 " ") {printf "%s%s x%s", sep, $1, $2; sep = ", "}' <<<"$delta")
-  [ -z "$bad" ] || die "strata answered $bad during: wrk $* (only 2xx${expected:+ and $expected} may appear)"
+  st_count "$before" "$after" "$expected" "wrk $*"
   W_SECS=$(wrk_secs "$W_OUT")
   W_RPS=$(awk -v n="$W_OK" -v s="$W_SECS" 'BEGIN {printf "%.0f", n / s}')
   W_EXP_RPS=$(awk -v n="$W_EXPECTED" -v s="$W_SECS" 'BEGIN {printf "%.0f", n / s}')
