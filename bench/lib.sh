@@ -143,17 +143,19 @@ per_op() { awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.
 med() { tr ' ' '\n' <<<"$*" | grep . | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 # ---- a clean tree, raw output ----
-# record_init NAME: refuses a tree with uncommitted changes to tracked files (bench/out aside, which
-# the run itself writes): a record names the commit it measured, so that commit must be the code.
+# record_init NAME: refuses a tree with uncommitted changes or untracked files that .gitignore does
+# not name (bench/out aside, which the run itself writes; CMake globs src/*/*.c, so a new file not
+# yet committed would be built in): a record names the commit it measured, so that commit must be
+# the code.
 # ALLOW_DIRTY=1 (smoke tests only) runs anyway and marks the record "dirty"; bench/table.py
 # --check refuses a dirty record. Then empties bench/out/raw/NAME, where raw_keep ROUND SIDE TEXT
 # keeps each run's tool output (wrk, redis-benchmark, pgbench, wsload) as ROUND-SIDE.txt.
-bench_dirty() { [ -n "$(git status --porcelain --untracked-files=no -- . ':!bench/out' 2>/dev/null)" ]; }
+bench_dirty() { [ -n "$(git status --porcelain -- . ':!bench/out' 2>/dev/null)" ]; }
 bench_was_dirty=0
 record_init() {
   if bench_dirty; then
     bench_was_dirty=1
-    [ "${ALLOW_DIRTY:-}" = 1 ] || die "uncommitted changes to tracked files (git status --porcelain): commit them first, a record names the commit it measured (ALLOW_DIRTY=1 for a smoke test; its record is marked dirty)"
+    [ "${ALLOW_DIRTY:-}" = 1 ] || die "uncommitted changes or untracked files (git status --porcelain): commit them first, a record names the commit it measured (ALLOW_DIRTY=1 for a smoke test; its record is marked dirty)"
     echo "bench: ALLOW_DIRTY=1 on a tree with uncommitted changes: the record is marked dirty" >&2
   fi
   raw_dir=bench/out/raw/$1
