@@ -41,8 +41,9 @@ PY
   read -r sold avail < <(curl -fsS "$B/v1/events/flat" | python3 -c 'import json,sys; s=json.load(sys.stdin)["event_stats"]; print(s["sold"], s["available"])')
   while [ "$avail" -gt 0 ]; do
     local secs=$(( avail / 4000 + 1 )); [ "$secs" -le 10 ] || secs=10
-    out=$(wrk -t1 -c32 -d"${secs}s" -s bench/booksold.lua "$B" -- flat)
-    grep -q 'errors=0' <<<"$out" || die "answers other than 201/200/409: $(grep RESULT <<<"$out")"
+    # strata's own counters: a status other than 2xx and 409, or a wrk socket error, fails the run
+    wrk_strata "$p" "409" -- -t1 -c32 -d"${secs}s" -s bench/booksold.lua "$B" -- flat
+    grep -q 'errors=0' <<<"$W_OUT" || die "answers other than 201/200/409: $(grep RESULT <<<"$W_OUT")"
     read -r sold avail < <(curl -fsS "$B/v1/events/flat" | python3 -c 'import json,sys; s=json.load(sys.stdin)["event_stats"]; print(s["sold"], s["available"])')
   done
   echo "sold $sold places by $n bookings in $((SECONDS - start)) s"

@@ -40,7 +40,7 @@ wait $pp
 snap >"$work/s1"
 n=$((W_OK + W_EXPECTED))
 curl -fsS "127.0.0.1:$port/metrics" | awk '/^strata_commit_batch_writes_sum/ {s = $2} /^strata_commit_batch_writes_count/ {c = $2} /^strata_commit_seconds_sum/ {t = $2} /^strata_commit_seconds_count/ {k = $2} END {if (c && k) printf "commits %d, %.1f writes/commit, %.3f ms/commit\n", k, s / c, 1000 * t / k}'
-grep -E "Requests/sec|^ +99%" "$work/wrk"
+echo "2xx/s $W_RPS, answers ($ANSWERS)/s $(awk -v n="$n" -v s="$W_SECS" 'BEGIN {printf "%.0f", n / s}'), p99 $W_P99 ms (wrk's own rate, every answer: $W_WRK_RPS/s)"
 sc=$(awk '/raw_syscalls/ {gsub(",", "", $1); print $1}' "$work/perf")
 echo "answers ($ANSWERS) $n, syscalls per answer $(awk -v a="$sc" -v b="$n" 'BEGIN {printf "%.2f", a / b}')"
 join "$work/s0" "$work/s1" | awk -v n="$n" -v hz="$(getconf CLK_TCK)" '{cpu += $7 - $3; printf "%-14s cpu %.2f us/answer, cs %.3f/answer\n", $2, ($7 - $3) * 1e6 / hz / n, ($8 - $4 + $9 - $5) / n} END {printf "all threads    cpu %.2f us/answer\n", cpu * 1e6 / hz / n}'

@@ -7,7 +7,8 @@
 # /proc/PID/task/*/stat before and after. Prints µs of CPU per 2xx answer per member and per
 # thread: "loop" (the main thread), "strata-sync"/"strata-apply" (the store's threads), and
 # libuv's pool and C-Raft's workers under the binary's own name. Compare CPU per write, not
-# throughput: the machine is shared. The wrk run holds /tmp/strata-bench.lock.
+# throughput: the machine is shared. The wrk run holds /tmp/strata-bench.lock; only 2xx count,
+# and any other status or a wrk socket error fails the run (bench/lib.sh's wrk_strata).
 #   BIN=build/strata MODE=post DURATION=8 ROUNDS=1 bench/groupcost.sh
 #   SINGLE=1: one strata instead of a group (the same figures, for comparison)
 #   PERF=1: also `perf record $PERF_OPTS` (default -g; e.g. "--call-graph dwarf,8192 -F 1999")
@@ -21,7 +22,6 @@ DURATION=${DURATION:-8}
 ROUNDS=${ROUNDS:-1}
 PERF_OUT=${PERF_OUT:-/tmp/groupcost-perf.data}
 . bench/lib.sh # temp dir $work, $pids stopped on exit, free_port, wait_port
-ok2xx() { curl -fsS "http://127.0.0.1:$1/metrics" | awk '/^strata_http_requests_total\{/ && /status="2/ && !/route="GET \/metrics"/ {s += $NF} END {print s + 0}'; }
 # "tid comm ticks" of every thread of a process (the main thread, libuv's loop, as "loop")
 threads() { for t in /proc/"$1"/task/*; do
   awk -v id="${t##*/}" -v main="$1" '{ split($0, a, ") "); split(a[2], f, " "); c = substr($0, index($0, "(") + 1); sub(/\).*/, "", c); if (id == main) c = "loop"; print id, c, f[12] + f[13] }' "$t/stat" 2>/dev/null || true
@@ -60,16 +60,22 @@ esac
 hz=$(getconf CLK_TCK)
 for r in $(seq "$ROUNDS"); do
   for id in $(seq $N); do threads ${pid[$id]} >"$work/t0.$id"; done
-  n0=$(ok2xx ${http[$L]})
   who=$F; [ "${PERF_WHO:-follower}" = leader ] && who=$L
   ftid=${pid[$who]}
   [ -z "${PERF_THREAD:-}" ] || ftid=$(awk -v c="$PERF_THREAD" '$2 == c {print $1; exit}' "$work/t0.$who")
+  exec 8>/tmp/strata-bench.lock
+  flock 8
+  perf_pid=
   if [ -n "${PERF:-}" ]; then
-    flock /tmp/strata-bench.lock sh -c "perf record ${PERF_OPTS:--g} -o '$PERF_OUT' -t $ftid -- sleep $DURATION >/dev/null 2>&1 & wrk -t1 -c64 -d${DURATION}s ${script[*]} >'$work/wrk'; wait"
-  else
-    flock /tmp/strata-bench.lock wrk -t1 -c64 -d"${DURATION}s" "${script[@]}" >"$work/wrk"
+    perf record ${PERF_OPTS:--g} -o "$PERF_OUT" -t "$ftid" -- sleep "$DURATION" >/dev/null 2>&1 &
+    perf_pid=$!
   fi
-  n=$(( $(ok2xx ${http[$L]}) - n0 ))
+  # the leader's own counters: only its 2xx count; any other status (a 307: it is no longer the
+  # leader) or a wrk socket error fails the run (bench/lib.sh's wrk_strata)
+  wrk_strata "${http[$L]}" "" -- -t1 -c64 -d"${DURATION}s" "${script[@]}"
+  [ -z "$perf_pid" ] || wait "$perf_pid" || true
+  flock -u 8
+  n=$W_OK
   for id in $(seq $N); do threads ${pid[$id]} >"$work/t1.$id"; done
   echo "round $r, $MODE, $BIN: $n 2xx in ${DURATION}s ($(( n / DURATION ))/s), load $(cut -d' ' -f1 /proc/loadavg)"
   tot=0

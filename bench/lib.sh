@@ -56,6 +56,18 @@ wrk_socket_check() {
     die "wrk socket errors ($e) during: wrk $1"
 }
 
+# st_count BEFORE AFTER EXPECTED WHAT: the answers between two st_statuses outputs. Sets W_OK (2xx)
+# and W_EXPECTED (the non-2xx statuses EXPECTED names, space-separated); any other status fails
+# the bench, naming WHAT ran meanwhile.
+st_count() {
+  local delta bad
+  delta=$(st_status_delta "$1" "$2")
+  W_OK=$(awk '$1 ~ /^2/ {s += $2} END {print s + 0}' <<<"$delta")
+  W_EXPECTED=$(awk -v e=" $3 " 'index(e, " " $1 " ") {s += $2} END {print s + 0}' <<<"$delta")
+  bad=$(awk -v e=" $3 " '$1 !~ /^2/ && !index(e, " " $1 " ") {printf "%s%s x%s", sep, $1, $2; sep = ", "}' <<<"$delta")
+  [ -z "$bad" ] || die "strata answered $bad during: $4 (only 2xx${3:+ and $3} may appear)"
+}
+
 # wrk against strata, counting only 2xx answers from strata's own metrics.
 #   wrk_strata PORT EXPECTED -- WRK-ARGS…
 # EXPECTED: space-separated non-2xx statuses the workload expects (e.g. "409" for bookings that
@@ -63,15 +75,11 @@ wrk_socket_check() {
 # Sets W_OK (2xx answers), W_EXPECTED, W_SECS, W_RPS (2xx per second), W_EXP_RPS, W_P50, W_P99
 # (ms, all answers), W_WRK_RPS (wrk's own figure, every answer), W_OUT (wrk's output).
 wrk_strata() {
-  local port=$1 expected=$2 before after delta bad; shift 3
+  local port=$1 expected=$2 before after; shift 3
   before=$(st_statuses "$port")
   W_OUT=$(wrk "$@" 2>&1) || die "wrk failed: $W_OUT"
   after=$(st_statuses "$port")
-  delta=$(st_status_delta "$before" "$after")
-  W_OK=$(awk '$1 ~ /^2/ {s += $2} END {print s + 0}' <<<"$delta")
-  W_EXPECTED=$(awk -v e=" $expected " 'index(e, " " $1 " ") {s += $2} END {print s + 0}' <<<"$delta")
-  bad=$(awk -v e=" $expected " '$1 !~ /^2/ && !index(e, " " $1 " ") {printf "%s%s x%s", sep, $1, $2; sep = ", "}' <<<"$delta")
-  [ -z "$bad" ] || die "strata answered $bad during: wrk $* (only 2xx${expected:+ and $expected} may appear)"
+  st_count "$before" "$after" "$expected" "wrk $*"
   W_SECS=$(wrk_secs "$W_OUT")
   W_RPS=$(awk -v n="$W_OK" -v s="$W_SECS" 'BEGIN {printf "%.0f", n / s}')
   W_EXP_RPS=$(awk -v n="$W_EXPECTED" -v s="$W_SECS" 'BEGIN {printf "%.0f", n / s}')
@@ -135,17 +143,19 @@ per_op() { awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.
 med() { tr ' ' '\n' <<<"$*" | grep . | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 # ---- a clean tree, raw output ----
-# record_init NAME: refuses a tree with uncommitted changes to tracked files (bench/out aside, which
-# the run itself writes): a record names the commit it measured, so that commit must be the code.
+# record_init NAME: refuses a tree with uncommitted changes or untracked files that .gitignore does
+# not name (bench/out aside, which the run itself writes; CMake globs src/*/*.c, so a new file not
+# yet committed would be built in): a record names the commit it measured, so that commit must be
+# the code.
 # ALLOW_DIRTY=1 (smoke tests only) runs anyway and marks the record "dirty"; bench/table.py
 # --check refuses a dirty record. Then empties bench/out/raw/NAME, where raw_keep ROUND SIDE TEXT
 # keeps each run's tool output (wrk, redis-benchmark, pgbench, wsload) as ROUND-SIDE.txt.
-bench_dirty() { [ -n "$(git status --porcelain --untracked-files=no -- . ':!bench/out' 2>/dev/null)" ]; }
+bench_dirty() { [ -n "$(git status --porcelain -- . ':!bench/out' 2>/dev/null)" ]; }
 bench_was_dirty=0
 record_init() {
   if bench_dirty; then
     bench_was_dirty=1
-    [ "${ALLOW_DIRTY:-}" = 1 ] || die "uncommitted changes to tracked files (git status --porcelain): commit them first, a record names the commit it measured (ALLOW_DIRTY=1 for a smoke test; its record is marked dirty)"
+    [ "${ALLOW_DIRTY:-}" = 1 ] || die "uncommitted changes or untracked files (git status --porcelain): commit them first, a record names the commit it measured (ALLOW_DIRTY=1 for a smoke test; its record is marked dirty)"
     echo "bench: ALLOW_DIRTY=1 on a tree with uncommitted changes: the record is marked dirty" >&2
   fi
   raw_dir=bench/out/raw/$1

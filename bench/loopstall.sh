@@ -78,14 +78,14 @@ for row in "${rows[@]}"; do
     ;;
   flush)
     start
-    wrk -t1 -c32 -d"${LOAD_SECONDS}s" -s bench/cold.lua "$url" -- post >/dev/null
+    wrk_strata "$port" "" -- -t1 -c32 -d"${LOAD_SECONDS}s" -s bench/cold.lua "$url" -- post # 2xx only, no socket error
     stop; start
     measure "flush" curl -s -o /dev/null -XPOST "$url/v1/admin/flush"
     echo "<!-- flush: $(metric strata_flush_rows_total) rows flushed by the end of the window -->"
     ;;
   reconcile)
     start
-    wrk -t1 -c32 -d4s -s bench/keys.lua "$url" -- 10000 10 >/dev/null
+    wrk_strata "$port" "" -- -t1 -c32 -d4s -s bench/keys.lua "$url" -- 10000 10 # 2xx only, no socket error
     stop; start
     measure "reconcile-all" curl -s -o /dev/null -XPOST "$url/v1/admin/reconcile"
     echo "<!-- reconcile: $(metric 'strata_reconcile_keys_total{kind="conversation"}') conversations recounted, passes done $(metric strata_reconcile_all_passes_total) -->"
@@ -99,7 +99,7 @@ for row in "${rows[@]}"; do
     ;;
   retention)
     start --retention-seconds 5
-    wrk -t1 -c32 -d2s -s bench/keys.lua "$url" -- 10000 1 >/dev/null
+    wrk_strata "$port" "" -- -t1 -c32 -d2s -s bench/keys.lua "$url" -- 10000 1 # 2xx only, no socket error
     curl -s -XPOST "$url/v1/admin/flush" >/dev/null
     flush_idle
     sleep 6
@@ -120,7 +120,7 @@ for row in "${rows[@]}"; do
     wait_port "$s3p"; wait_port "$pp"
     s3args=(--cold-url s3://cold/bench --s3-access-key S3RVER --s3-secret-key S3RVER)
     start "${s3args[@]}" --s3-endpoint "http://127.0.0.1:$s3p"
-    wrk -t1 -c32 -d3s -s bench/cold.lua "$url" -- post >/dev/null
+    wrk_strata "$port" "" -- -t1 -c32 -d3s -s bench/cold.lua "$url" -- post # 2xx only, no socket error
     curl -s -XPOST "$url/v1/admin/flush" >/dev/null
     flush_idle
     stop; start "${s3args[@]}" --s3-endpoint "http://127.0.0.1:$pp"
@@ -133,7 +133,7 @@ for row in "${rows[@]}"; do
     wl=$!
     for _ in $(seq 600); do [ "$(metric strata_ws_connections)" = 10000 ] && break; sleep 0.05; done
     measure "10,000 streams fed" sleep "$MEASURE"
-    wait "$wl" || true
+    wait "$wl" || die "wsload fanout (the streams fed) failed: $(cat "$work/wsload.txt")"
     echo "<!-- streams: $(cat "$work/wsload.txt") -->"
     ;;
   *) echo "unknown row $row" >&2; exit 2 ;;

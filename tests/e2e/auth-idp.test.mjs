@@ -6,7 +6,6 @@
 // its own case (401 + WWW-Authenticate: Bearer); streams with ?access_token=; protected mode;
 // --cluster-secret for a group's internal calls.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { constants, createHmac, generateKeyPairSync, randomUUID, sign } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -14,9 +13,8 @@ import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { freePort } from './cluster-lib.mjs';
-import { sleep, startStrata, tempDir, wsConnect } from './lib.mjs';
+import { runStrata, sleep, startStrata, tempDir, wsConnect } from './lib.mjs';
 
-const BIN = process.env.STRATA_BIN || path.resolve('../../build/strata');
 const b64 = (o) => Buffer.from(typeof o === 'string' ? o : JSON.stringify(o)).toString('base64url');
 const now = () => Math.floor(Date.now() / 1000);
 const ISS = 'https://idp.example/realms/shop';
@@ -267,7 +265,8 @@ describe('a JWKS URL: rotation, refresh on an unknown kid, the last good set kep
 });
 
 describe('protected mode', () => {
-  const run = (args, env = {}) => spawnSync(BIN, ['--data-dir', tempDir('pm'), ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 1500 });
+  // a start that must fail: exit code `expect` and no sanitizer report (lib.mjs's runStrata)
+  const run = (args, env = {}, expect = 2) => runStrata(['--data-dir', tempDir('pm'), ...args], { expect, env: { ...process.env, ...env }, timeout: 1500 });
 
   test('no auth on a non-loopback address: refused at start, naming --insecure', () => {
     const r = run(['--listen', '0.0.0.0:0']);
@@ -303,7 +302,7 @@ describe('protected mode', () => {
       await s.stop();
       s.cleanup();
     } else {
-      const r = run(['--listen', '127.0.0.2:0']);
+      const r = run(['--listen', '127.0.0.2:0'], {}, 1);
       assert.notEqual(r.status, 0);
       assert.match(r.stderr, /cannot listen on 127\.0\.0\.2:0/);
       assert.doesNotMatch(r.stderr, /protected mode/);
@@ -321,10 +320,10 @@ describe('--cluster-secret', () => {
 
   test('a group with auth on refuses to start without it, or with the client secret', () => {
     const spec = '1=127.0.0.1:1';
-    let r = spawnSync(BIN, ['--data-dir', tempDir('cs'), '--cluster', spec, '--cluster-self', '1', '--jwt-secret', SECRET], { encoding: 'utf8', timeout: 1500 });
+    let r = runStrata(['--data-dir', tempDir('cs'), '--cluster', spec, '--cluster-self', '1', '--jwt-secret', SECRET], { expect: 2, timeout: 1500 });
     assert.equal(r.status, 2);
     assert.match(r.stderr, /needs --cluster-secret/);
-    r = spawnSync(BIN, ['--data-dir', tempDir('cs'), '--jwt-secret', SECRET, '--cluster-secret', SECRET], { encoding: 'utf8', timeout: 1500 });
+    r = runStrata(['--data-dir', tempDir('cs'), '--jwt-secret', SECRET, '--cluster-secret', SECRET], { expect: 2, timeout: 1500 });
     assert.equal(r.status, 2);
     assert.match(r.stderr, /must differ/);
   });

@@ -2,10 +2,9 @@
 // Helpers for the backup tests: figures from /metrics, `strata restore` as a child process, an
 // S3 target (s3rver, in this process), and a TCP proxy in front of it that can stop answering.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { S3rver } from './sigv4-proxy.mjs';
-import { BIN, SANITIZER_REPORT } from './lib.mjs';
+import { runStrataAsync } from './lib.mjs';
 import { waitFor } from './cold-lib.mjs';
 
 export const metric = async (s, name) => Number((await s.req('GET', '/metrics')).text.match(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm'))?.[1] ?? NaN);
@@ -22,18 +21,9 @@ export function restore(dataDir, url, extra = []) {
   return runAsync(['restore', '--backup-url', url, '--data-dir', dataDir, ...extra]);
 }
 
-// Any strata command, asynchronously, likewise: {code, out, err}, rejected on a sanitizer report.
-export function runAsync(args) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(BIN, args);
-    let out = '', err = '';
-    p.stdout.on('data', (d) => { out += d; });
-    p.stderr.on('data', (d) => { err += d; });
-    p.on('close', (code) => (SANITIZER_REPORT.test(out + err)
-      ? reject(new Error(`strata ${args[0]}: sanitizer report:\n${err.slice(-6000)}`))
-      : resolve({ code, out, err })));
-  });
-}
+// Any strata command, asynchronously, likewise: {code, out, err}, rejected on a sanitizer report
+// or a death by signal (lib.mjs's runStrataAsync).
+export const runAsync = (args) => runStrataAsync(args);
 
 export async function ok(s, method, p, body, headers, status = 200) {
   const r = await s.req(method, p, body, headers);

@@ -44,4 +44,5 @@ test('edits, deletes and erasures reach a follower\'s streams', { timeout: 12000
   const end = await until((f) => f.type === 'error');
   assert.equal(end.code, 'not_found');
   ws.close();
+  await g.stopAll(); // each member exits 0 with no sanitizer report (lib.mjs)
 });

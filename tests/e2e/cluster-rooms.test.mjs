@@ -44,4 +44,5 @@ test('a room stream on a follower: messages, membership changes, a removed membe
   const end = await until(ws, (f) => f.type === 'error');
   assert.deepEqual([end.id, end.code], ['b', 'forbidden']);
   ws.close();
+  await g.stopAll(); // each member exits 0 with no sanitizer report (lib.mjs)
 });

@@ -35,8 +35,9 @@ export function tempDir(tag = 'e2e') {
 // What the sanitizer builds print when they find a fault: ASan, LeakSanitizer (a leak at exit:
 // exit 23, or an abort with ASAN_OPTIONS=abort_on_error=1) and UBSan. The asan pass of
 // tools/test.sh runs every e2e file against such a build, so every strata a test ends on purpose
-// is checked here, in one place: stop()/ended() below for servers, runStrata() for commands that
-// run to their end. A kill -9 is exempt (nothing runs at exit).
+// is checked here, in one place: stop()/ended() below for servers, runStrata() and
+// runStrataAsync() for commands that run to their end (cluster-lib and netns-lib groups call
+// these too). A kill -9 is exempt (nothing runs at exit).
 export const SANITIZER_REPORT = /ERROR: AddressSanitizer|LeakSanitizer|runtime error:/;
 
 // Throws unless strata ended with exit code `expect` and printed no sanitizer report.
@@ -58,6 +59,26 @@ export function runStrata(args, { expect = 0, ...opts } = {}) {
   if (r.error) throw r.error;
   checkExit(`strata ${args.join(' ')}`, { code: r.status, sig: r.signal }, `${r.stdout}${r.stderr}`, expect);
   return r;
+}
+
+// The same for a command the test awaits while it serves other processes (a proxy, s3rver) in
+// this one: resolves {code, out, err} for the caller to check the exit code (some commands must
+// fail); rejects on a sanitizer report, or when strata died of a signal (no test sends one to a
+// command: a crash is never the failure a test expects).
+export function runStrataAsync(args, { env = {} } = {}) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(BIN, args, { env: { ...process.env, ...env } });
+    let out = '', err = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.stderr.on('data', (d) => { err += d; });
+    p.on('error', reject);
+    p.on('close', (code, sig) => {
+      const report = SANITIZER_REPORT.exec(out + err);
+      if (report) reject(new Error(`strata ${args.join(' ')}: sanitizer report (${report[0]}):\n${(out + err).slice(-6000)}`));
+      else if (sig) reject(new Error(`strata ${args.join(' ')}: died of ${sig}:\n${(out + err).slice(-6000)}`));
+      else resolve({ code, out, err });
+    });
+  });
 }
 
 // Every strata this file started and that still runs. A test that fails before its own stop()

@@ -7,29 +7,22 @@
 // (retried with backoff), HTTPS with a private CA (--s3-ca-file) and virtual-hosted-style
 // addressing (--s3-path-style off) all pass it.
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { BIN, runStrata, SANITIZER_REPORT, startStrata, tempDir } from './lib.mjs';
+import { runStrata, runStrataAsync, startStrata, tempDir } from './lib.mjs';
 import { waitFor } from './cold-lib.mjs';
 import { metric, ok, restore, shipped } from './backup-lib.mjs';
 import { awsRequest, S3rver } from './sigv4-proxy.mjs';
 
 const creds = ['--s3-access-key', 'S3RVER', '--s3-secret-key', 'S3RVER'];
 
-// strata as a child that does not block this process (the proxy and s3rver run in it)
-function run(args, env = {}) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(BIN, args, { env: { ...process.env, ...env } });
-    let stderr = '';
-    p.stderr.on('data', (d) => { stderr += d; });
-    p.stdout.resume();
-    // whatever status the caller expects, a sanitizer report fails it (lib.mjs)
-    p.on('close', (status) => (SANITIZER_REPORT.test(stderr)
-      ? reject(new Error(`strata ${args[0]}: sanitizer report:\n${stderr.slice(-6000)}`))
-      : resolve({ status, stderr })));
-  });
+// strata as a child that does not block this process (the proxy and s3rver run in it); whatever
+// status the caller expects, a sanitizer report or a death by signal fails it (lib.mjs)
+async function run(args, env = {}) {
+  const r = await runStrataAsync(args, { env });
+  return { status: r.code, stderr: r.err };
 }
 
 async function s3(dir, bucket, extra = {}) {
