@@ -10,6 +10,7 @@ from .types import (
     BookingIn,
     BookingPage,
     ClusterState,
+    Compacting,
     Conversation,
     ConversationDeleted,
     ConversationPage,
@@ -285,7 +286,7 @@ def flush() -> Call[Flushing]:
     return call("POST", "/v1/admin/flush")
 
 
-def compact(user: Optional[str]) -> Call[Dict[str, Any]]:
+def compact(user: Optional[str]) -> Call[Compacting]:
     return call("POST", "/v1/admin/compact", body={"user": user} if user else None)
 
 
@@ -295,3 +296,7 @@ def reconcile_key(key: Dict[str, str]) -> Call[Reconciled]:
 
 def reconcile_all() -> Call[ReconcilePass]:
     return call("POST", "/v1/admin/reconcile")
+
+
+def openapi() -> Call[Dict[str, Any]]:
+    return call("GET", "/v1/openapi.json")

@@ -15,10 +15,9 @@ for the model's turns, ``model`` (and ``usage`` when a LangChain message carries
 whatever metadata the caller adds. Every write carries its own Idempotency-Key, so a retried
 write is stored once.
 
-``clear()`` starts a new segment of the conversation: it appends a marker message, and
-``messages`` returns only what came after the last marker. Nothing is erased — strata keeps the
-earlier messages (they stay readable through the client's ``messages``), because erasure
-(SPEC §2.2) is not in the server yet.
+``clear()`` deletes the conversation (``DELETE /v1/users/{user}/conversations/{id}``, SPEC
+§2.2): its messages are gone from every read; the next turn starts it again (``seq`` goes on
+from where it was). ``messages`` leaves out messages deleted one by one (tombstones).
 """
 from __future__ import annotations
 
@@ -28,12 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from .client import Strata
+from .errors import StrataError
 from .types import Message
 
 _TO_ROLE = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant",
             "system": "system", "tool": "tool", "function": "tool", "developer": "system"}
 _TO_TYPE = {"user": "human", "assistant": "ai", "system": "system", "tool": "tool"}
-_MARK = "strata_history"  # metadata key of the clear() marker
 _FORMAT = "strata_content"  # metadata key: "json" (content was not a string) or "empty"
 
 
@@ -76,16 +75,9 @@ class StrataChatMessageHistory:
     # ---- reading ----
     @property
     def messages(self) -> List[ChatMessage]:
-        """The conversation since the last ``clear()``, oldest first."""
-        newest_first: List[ChatMessage] = []
-        for m in self.client.iter_messages(self.user, conversation_id=self.conversation_id,
-                                           order="desc"):
-            meta = m["metadata"] or {}
-            if meta.get(_MARK) == "cleared":
-                break
-            newest_first.append(_from_stored(m, self.user))
-        newest_first.reverse()
-        return newest_first
+        """The conversation, oldest first (deleted messages left out)."""
+        return [_from_stored(m, self.user) for m in self.client.iter_messages(
+            self.user, conversation_id=self.conversation_id, include_deleted=False)]
 
     def get_messages(self) -> List[ChatMessage]:
         return self.messages
@@ -113,9 +105,12 @@ class StrataChatMessageHistory:
         self._post("assistant", content, {**meta, **(metadata or {})})
 
     def clear(self) -> None:
-        """Starts a new segment: ``messages`` is empty until the next turn. Erases nothing."""
-        self.client.post_message(self.user, self.conversation_id, "[history cleared]",
-                                 from_="system", metadata={"role": "system", _MARK: "cleared"})
+        """Deletes the conversation's messages (none there: nothing to do)."""
+        try:
+            self.client.delete_conversation(self.user, self.conversation_id)
+        except StrataError as e:
+            if e.status != 404:
+                raise
 
     # ---- the async twins (LangChain's aget_messages, aadd_messages, aclear) ----
     async def aget_messages(self) -> List[ChatMessage]:
@@ -157,7 +152,7 @@ class StrataChatMessageHistory:
         return _TO_ROLE[role], content, meta
 
     def _post(self, role: str, content: Any, meta: Dict[str, Any]) -> None:
-        meta = {k: v for k, v in meta.items() if k not in ("role", _MARK, _FORMAT)}
+        meta = {k: v for k, v in meta.items() if k not in ("role", _FORMAT)}
         if role == "assistant" and self.model is not None:
             meta.setdefault("model", self.model)
         if not isinstance(content, str):

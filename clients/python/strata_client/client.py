@@ -40,6 +40,7 @@ from .types import (
     BookingIn,
     BookingPage,
     ClusterState,
+    Compacting,
     Conversation,
     ConversationDeleted,
     ConversationPage,
@@ -167,12 +168,14 @@ class Strata:
 
     def iter_messages(self, user: str, *, conversation_id: Optional[str] = None,
                       after: Optional[str] = None, before: Optional[str] = None,
-                      order: Optional[Order] = None, page_size: int = 1000) -> Iterator[Message]:
+                      order: Optional[Order] = None, include_deleted: Optional[bool] = None,
+                      page_size: int = 1000) -> Iterator[Message]:
         """Every message that matches, page after page (following ``next``)."""
         cursor: Optional[str] = None
         while True:
             page = self.messages(user, conversation_id=conversation_id, after=after,
-                                 before=before, limit=page_size, order=order, cursor=cursor)
+                                 before=before, limit=page_size, order=order, cursor=cursor,
+                                 include_deleted=include_deleted)
             yield from page["messages"]
             cursor = page["next"]
             if not cursor:
@@ -190,18 +193,18 @@ class Strata:
 
     # ---- edits, deletes and erasure (SPEC §2.2) ----
     def edit_message(self, user: str, msg_id: str, *, content: Optional[str] = None,
-                           metadata: Optional[Dict[str, Any]] = None,
-                           idempotency_key: Optional[str] = None) -> Message:
+                     metadata: Optional[Dict[str, Any]] = None,
+                     idempotency_key: Optional[str] = None) -> Message:
         """New content and/or metadata (SPEC §2.2); earlier versions go to ``edit_history``."""
         return self._core.request(R.edit_message(user, msg_id, content, metadata), idempotency_key)
 
     def delete_message(self, user: str, msg_id: str, *,
-                             idempotency_key: Optional[str] = None) -> Message:
+                       idempotency_key: Optional[str] = None) -> Message:
         """Leaves a tombstone (``seq`` stays gapless); deleting again answers the same one."""
         return self._core.request(R.delete_message(user, msg_id), idempotency_key)
 
     def delete_conversation(self, user: str, conversation_id: str, *,
-                                  idempotency_key: Optional[str] = None) -> ConversationDeleted:
+                            idempotency_key: Optional[str] = None) -> ConversationDeleted:
         return self._core.request(R.delete_conversation(user, conversation_id), idempotency_key)
 
     def erase_user(self, user: str, *, idempotency_key: Optional[str] = None) -> Erasure:
@@ -213,13 +216,14 @@ class Strata:
         return self._core.request(R.erasure(erasure_id))
 
     def edit_room_message(self, room_id: str, msg_id: str, *, content: Optional[str] = None,
-                                metadata: Optional[Dict[str, Any]] = None,
-                                idempotency_key: Optional[str] = None) -> RoomMessage:
+                          metadata: Optional[Dict[str, Any]] = None,
+                          idempotency_key: Optional[str] = None) -> RoomMessage:
         """The author, a room owner or an admin edits a room's message."""
-        return self._core.request(R.edit_room_message(room_id, msg_id, content, metadata), idempotency_key)
+        return self._core.request(
+            R.edit_room_message(room_id, msg_id, content, metadata), idempotency_key)
 
     def delete_room_message(self, room_id: str, msg_id: str, *,
-                                  idempotency_key: Optional[str] = None) -> RoomMessage:
+                            idempotency_key: Optional[str] = None) -> RoomMessage:
         return self._core.request(R.delete_room_message(room_id, msg_id), idempotency_key)
 
     # ---- rooms (SPEC §2.1) ----
@@ -251,8 +255,8 @@ class Strata:
                       order: Optional[Order] = None,
                       cursor: Optional[str] = None,
                       include_deleted: Optional[bool] = None) -> RoomMessagePage:
-        return self._core.request(R.room_messages(room_id, after, before, limit, order, cursor,
-                            include_deleted))
+        return self._core.request(
+            R.room_messages(room_id, after, before, limit, order, cursor, include_deleted))
 
     def mark_read(self, room_id: str, user: str, seq: int, *,
                   idempotency_key: Optional[str] = None) -> RoomRead:
@@ -335,6 +339,10 @@ class Strata:
     def metrics(self) -> str:
         return self._core.request(R.metrics())
 
+    def openapi(self) -> Dict[str, Any]:
+        """The server's OpenAPI 3.1 description (``/v1/openapi.json``)."""
+        return self._core.request(R.openapi())
+
     def cluster(self) -> ClusterState:
         return self._core.request(R.cluster())
 
@@ -342,7 +350,7 @@ class Strata:
         return self._core.request(R.flush(), idempotency_key)
 
     def compact(self, user: Optional[str] = None, *,
-                idempotency_key: Optional[str] = None) -> Dict[str, Any]:
+                idempotency_key: Optional[str] = None) -> Compacting:
         return self._core.request(R.compact(user), idempotency_key)
 
     @overload
@@ -431,13 +439,14 @@ class AsyncStrata:
     async def iter_messages(self, user: str, *, conversation_id: Optional[str] = None,
                             after: Optional[str] = None, before: Optional[str] = None,
                             order: Optional[Order] = None,
+                            include_deleted: Optional[bool] = None,
                             page_size: int = 1000) -> AsyncIterator[Message]:
         """Every message that matches, page after page (following ``next``)."""
         cursor: Optional[str] = None
         while True:
             page = await self.messages(user, conversation_id=conversation_id, after=after,
                                        before=before, limit=page_size, order=order,
-                                       cursor=cursor)
+                                       cursor=cursor, include_deleted=include_deleted)
             for m in page["messages"]:
                 yield m
             cursor = page["next"]
@@ -456,19 +465,21 @@ class AsyncStrata:
 
     # ---- edits, deletes and erasure (SPEC §2.2) ----
     async def edit_message(self, user: str, msg_id: str, *, content: Optional[str] = None,
-                                 metadata: Optional[Dict[str, Any]] = None,
-                                 idempotency_key: Optional[str] = None) -> Message:
+                           metadata: Optional[Dict[str, Any]] = None,
+                           idempotency_key: Optional[str] = None) -> Message:
         """New content and/or metadata (SPEC §2.2); earlier versions go to ``edit_history``."""
-        return await self._core.request(R.edit_message(user, msg_id, content, metadata), idempotency_key)
+        return await self._core.request(
+            R.edit_message(user, msg_id, content, metadata), idempotency_key)
 
     async def delete_message(self, user: str, msg_id: str, *,
-                                   idempotency_key: Optional[str] = None) -> Message:
+                             idempotency_key: Optional[str] = None) -> Message:
         """Leaves a tombstone (``seq`` stays gapless); deleting again answers the same one."""
         return await self._core.request(R.delete_message(user, msg_id), idempotency_key)
 
     async def delete_conversation(self, user: str, conversation_id: str, *,
-                                        idempotency_key: Optional[str] = None) -> ConversationDeleted:
-        return await self._core.request(R.delete_conversation(user, conversation_id), idempotency_key)
+                                  idempotency_key: Optional[str] = None) -> ConversationDeleted:
+        return await self._core.request(
+            R.delete_conversation(user, conversation_id), idempotency_key)
 
     async def erase_user(self, user: str, *, idempotency_key: Optional[str] = None) -> Erasure:
         """Erases a user (GDPR art. 17): gone from every answer at once, from storage within
@@ -479,18 +490,19 @@ class AsyncStrata:
         return await self._core.request(R.erasure(erasure_id))
 
     async def edit_room_message(self, room_id: str, msg_id: str, *, content: Optional[str] = None,
-                                      metadata: Optional[Dict[str, Any]] = None,
-                                      idempotency_key: Optional[str] = None) -> RoomMessage:
+                                metadata: Optional[Dict[str, Any]] = None,
+                                idempotency_key: Optional[str] = None) -> RoomMessage:
         """The author, a room owner or an admin edits a room's message."""
-        return await self._core.request(R.edit_room_message(room_id, msg_id, content, metadata), idempotency_key)
+        return await self._core.request(
+            R.edit_room_message(room_id, msg_id, content, metadata), idempotency_key)
 
     async def delete_room_message(self, room_id: str, msg_id: str, *,
-                                        idempotency_key: Optional[str] = None) -> RoomMessage:
+                                  idempotency_key: Optional[str] = None) -> RoomMessage:
         return await self._core.request(R.delete_room_message(room_id, msg_id), idempotency_key)
 
     # ---- rooms (SPEC §2.1) ----
     async def create_room(self, room_id: str, members: List[str], *, name: Optional[str] = None,
-                    idempotency_key: Optional[str] = None) -> Room:
+                          idempotency_key: Optional[str] = None) -> Room:
         """Carries ``?route=room:{id}``; with auth on the token's sub owns it, else members[0]."""
         return await self._core.request(R.create_room(room_id, members, name), idempotency_key)
 
@@ -498,35 +510,35 @@ class AsyncStrata:
         return await self._core.request(R.room(room_id))
 
     async def change_members(self, room_id: str, *, add: Optional[List[str]] = None,
-                       remove: Optional[List[str]] = None,
-                       idempotency_key: Optional[str] = None) -> RoomMembers:
+                             remove: Optional[List[str]] = None,
+                             idempotency_key: Optional[str] = None) -> RoomMembers:
         return await self._core.request(R.change_members(room_id, add, remove), idempotency_key)
 
     async def room_members(self, room_id: str, *, limit: Optional[int] = None,
-                     cursor: Optional[str] = None) -> RoomMemberPage:
+                           cursor: Optional[str] = None) -> RoomMemberPage:
         return await self._core.request(R.room_members(room_id, limit, cursor))
 
     async def post_room_message(self, room_id: str, from_: str, content: str, *,
-                          metadata: Optional[Dict[str, Any]] = None,
-                          idempotency_key: Optional[str] = None) -> RoomMessagePosted:
+                                metadata: Optional[Dict[str, Any]] = None,
+                                idempotency_key: Optional[str] = None) -> RoomMessagePosted:
         return await self._core.request(R.post_room_message(room_id, from_, content, metadata),
-                                  idempotency_key)
+                                        idempotency_key)
 
     async def room_messages(self, room_id: str, *, after: Optional[str] = None,
-                      before: Optional[str] = None, limit: Optional[int] = None,
-                      order: Optional[Order] = None,
-                      cursor: Optional[str] = None,
+                            before: Optional[str] = None, limit: Optional[int] = None,
+                            order: Optional[Order] = None,
+                            cursor: Optional[str] = None,
                             include_deleted: Optional[bool] = None) -> RoomMessagePage:
-        return await self._core.request(R.room_messages(room_id, after, before, limit, order, cursor,
-                            include_deleted))
+        return await self._core.request(
+            R.room_messages(room_id, after, before, limit, order, cursor, include_deleted))
 
     async def mark_read(self, room_id: str, user: str, seq: int, *,
-                  idempotency_key: Optional[str] = None) -> RoomRead:
+                        idempotency_key: Optional[str] = None) -> RoomRead:
         """``last_read_seq`` only moves forward."""
         return await self._core.request(R.mark_read(room_id, user, seq), idempotency_key)
 
     async def user_rooms(self, user: str, *, limit: Optional[int] = None,
-                   cursor: Optional[str] = None) -> UserRoomPage:
+                         cursor: Optional[str] = None) -> UserRoomPage:
         """Newest activity first; remote rooms as in :meth:`Strata.user_rooms`."""
         page = await self._core.request(R.user_rooms(user, limit, cursor))
         remote = [r for r in page["rooms"] if r.get("remote")]
@@ -596,6 +608,9 @@ class AsyncStrata:
     async def metrics(self) -> str:
         return await self._core.request(R.metrics())
 
+    async def openapi(self) -> Dict[str, Any]:
+        return await self._core.request(R.openapi())
+
     async def cluster(self) -> ClusterState:
         return await self._core.request(R.cluster())
 
@@ -603,7 +618,7 @@ class AsyncStrata:
         return await self._core.request(R.flush(), idempotency_key)
 
     async def compact(self, user: Optional[str] = None, *,
-                      idempotency_key: Optional[str] = None) -> Dict[str, Any]:
+                      idempotency_key: Optional[str] = None) -> Compacting:
         return await self._core.request(R.compact(user), idempotency_key)
 
     @overload

@@ -223,6 +223,11 @@ class Flushing(TypedDict):
     flushing: int
 
 
+class Compacting(TypedDict):
+    compacting: int
+    """users queued for a major compaction"""
+
+
 class Reconciled(TypedDict):
     reconciled: int
     drift: int

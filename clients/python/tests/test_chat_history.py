@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # The chat-history adapter for LLM apps against the real server: LangChain's protocol methods,
 # role and model metadata stored with each turn, LangChain-shaped messages accepted (duck-typed,
-# no LangChain here), clear() starting a new segment, and the async twins.
+# no LangChain here), deleted messages left out, clear() deleting the conversation, and the async
+# twins.
 from __future__ import annotations
 
 import asyncio
@@ -74,12 +75,26 @@ def test_chat_history_in_an_llm_loop(server: Server) -> None:
         with pytest.raises(TypeError):
             h.add_message("no role")
 
-        # clear(): a new segment; nothing is erased
+        # a message deleted by hand (a tombstone in strata's listing) is left out
+        gone = h.messages[4]
+        assert gone.msg_id and gone.content == "Oslo"
+        db.delete_message("alice", gone.msg_id)
+        assert [m.content for m in h.messages][3:5] == ["and in June?", [
+            {"type": "text", "text": "parts"}]]
+        assert len(h.messages) == 8
+
+        # clear(): the conversation's messages are deleted in strata, not only hidden
         h.clear()
         assert h.messages == []
+        assert db.messages("alice", conversation_id="trip")["messages"] == []
+        h.clear()  # nothing left: no error
+        StrataChatMessageHistory(db, "alice", "never-written").clear()
         h.add_user_message("fresh start")
         assert [m.content for m in h.messages] == ["fresh start"]
-        assert db.conversation("alice", "trip")["total_messages"] == 3 + 6 + 1 + 1
+        conv = db.conversation("alice", "trip")
+        assert conv["total_messages"] == 1
+        assert db.messages("alice", conversation_id="trip")["messages"][0]["seq"] == 10, \
+            "seq goes on after a clear"
         # another conversation and another adapter on the same one see the same thing
         assert StrataChatMessageHistory(db, "alice", "trip").messages[0].content == "fresh start"
         assert StrataChatMessageHistory(db, "alice", "other").messages == []

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
-# The package installs offline the way the README says (a venv with --system-site-packages, so
-# Debian's httpx, websockets and setuptools are used; pip with --no-build-isolation --no-index),
-# and what is installed is typed: a user's code type-checks with mypy --strict against it.
+# The package installs offline the way the README says: a venv with --system-site-packages (so
+# Debian's httpx and websockets are used) and a plain `pip install ./clients/python` (--no-index
+# here, so that any reach for the network fails; the build backend is in the tree and needs
+# nothing installed, with build isolation or without). What is installed is typed: a user's code
+# type-checks with mypy --strict against it.
 from __future__ import annotations
 
 import shutil
@@ -34,8 +36,17 @@ def test_pip_install_offline_in_a_venv(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
                    check=True)
     py = str(venv / "bin" / "python")
-    r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-cache-dir", "--no-build-isolation",
-                        "--no-index", str(src)], capture_output=True, text=True)
+    r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-cache-dir", "--no-index", str(src)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # and the same without build isolation (what the README said before), and an editable one
+    for how in (["--no-build-isolation"], ["-e"]):
+        r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-cache-dir", "--no-index",
+                            "--force-reinstall", "--no-deps", *how, str(src)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, how + [r.stdout, r.stderr]
+    r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-cache-dir", "--no-index",
+                        "--force-reinstall", "--no-deps", str(src)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     work = tmp_path / "app"
     work.mkdir()

@@ -48,6 +48,12 @@ class FaultProxy:
             def do_POST(self) -> None:
                 self.handle_any()
 
+            def do_PATCH(self) -> None:
+                self.handle_any()
+
+            def do_DELETE(self) -> None:
+                self.handle_any()
+
             def handle_any(self) -> None:
                 n = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(n) if n else b""
@@ -143,6 +149,29 @@ def test_async_post_retried_with_one_key_and_stored_once(server: Server) -> None
         asyncio.run(main())
         posts = [k for (meth, path, k, _) in p.seen if meth == "POST"]
         assert len(posts) == len(ALL_FAULTS) + 1 and len(set(posts)) == 1 and posts[0]
+    finally:
+        p.close()
+
+
+def test_patch_and_delete_retried_with_one_key_and_applied_once(server: Server) -> None:
+    # A lost answer to an edit or a delete: the retry must not edit twice (a second entry in
+    # edit_history) nor find the conversation gone (404): the server replays the first answer.
+    with Strata(server.url, token=token("pat")) as direct:
+        m = direct.post_message("pat", "p", "frist")
+        direct.post_message("pat", "p", "two")
+    p = FaultProxy(server.port, "/users/pat/", ["lost", "503", "drop", "lost"])
+    try:
+        with Strata(p.url, token=token("pat"), retries=10, backoff=FAST) as db:
+            ed = db.edit_message("pat", m["msg_id"], content="first")
+            assert [v["content"] for v in ed.get("edit_history", [])] == ["frist"]
+            patches = [k for (meth, _, k, _) in p.seen if meth == "PATCH"]
+            assert len(patches) == 5 and len(set(patches)) == 1 and patches[0]
+            p.faults.extend(["lost", "502", "lost"])
+            assert db.delete_conversation("pat", "p") == {"deleted": 2}, "not a 404 on the retry"
+            deletes = [k for (meth, _, k, _) in p.seen if meth == "DELETE"]
+            assert len(deletes) == 4 and len(set(deletes)) == 1 and deletes[0]
+            assert deletes[0] != patches[0]
+            assert db.messages("pat")["messages"] == []
     finally:
         p.close()
 

@@ -21,6 +21,7 @@ from strata_client import (
     SeatsUpdate,
     StrataError,
 )
+import strata_client.stream as stream_module
 from strata_client.stream import StateDetail, _Stream
 
 FAST = Backoff(base=0.02, cap=0.2)
@@ -123,6 +124,36 @@ def test_streams_survive_a_crash_and_restart(server: Server) -> None:
     asyncio.run(main())
 
 
+def test_streams_name_their_routing_key_for_proxies(server: Server,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    urls: List[str] = []
+    real = getattr(stream_module, "connect")
+
+    def spy(url: str, **kw: Any) -> Any:
+        urls.append(url)
+        return real(url, **kw)
+
+    monkeypatch.setattr(stream_module, "connect", spy)
+
+    async def main() -> None:
+        async with AsyncStrata(server.url, token=admin) as db:
+            await db.create_room("rt", ["root"])
+            await db.create_event({"event_id": "rt-ev", "sections": [{"name": "A", "rows": 1,
+                                                                      "cols": 1}]})
+            streams: List[_Stream[Any]] = [db.stream_room("rt"), db.stream_seats("rt-ev"),
+                                           db.stream_counter("rt:c")]
+            async with AsyncStrata(server.url, token=token("rt-user")) as u:
+                streams.append(u.stream_messages("rt-user", after="0"))
+                for st in streams:
+                    await st.ready()
+                    await st.aclose()
+
+    asyncio.run(main())
+    assert [u.split("?", 1)[1] for u in urls] == [
+        "route=room:rt", "route=event:rt-ev", "route=counter:rt:c", "route=user:rt-user"]
+    assert all(u.startswith(f"ws://127.0.0.1:{server.port}/v1/stream?") for u in urls)
+
+
 def test_after_names_where_a_stream_starts(server: Server) -> None:
     async def main() -> None:
         async with AsyncStrata(server.url, token=token("carol"), retries=60,
@@ -202,10 +233,17 @@ def test_a_room_stream_hears_messages_edits_and_members(server: Server) -> None:
             got: List[Any] = []
             s = db.stream_room("lounge", after="0", on_change=lambda k, m: changes.append((k, m)),
                                on_member=lambda u, c: members.append((u, c)))
-            await s.ready()
+            live: List[Any] = []
+            s_live = db.stream_room("lounge")  # no after: from now on
+            await asyncio.gather(s.ready(), s_live.ready())
             task = collect(s, got)
+            live_task = collect(s_live, live)
             await until("the replay", lambda: len(got) == 1)
             await db.post_room_message("lounge", "root", "live")
+            await until("the live stream's message", lambda: len(live) == 1)
+            assert live[0]["content"] == "live" and s_live.last_msg_id == live[0]["msg_id"]
+            await s_live.aclose()
+            await live_task
             await db.edit_room_message("lounge", first["msg_id"], content="before!")
             await db.change_members("lounge", add=["lee"])
             await until("the live message, the edit and the member",
