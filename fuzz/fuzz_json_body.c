@@ -53,6 +53,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                .query = "",
                                .body = (const char *)data,
                                .body_len = size,
+                               .content_type = "application/json",
+                               .content_type_len = 16,
                                .idem_key = (size & 1) ? "fuzz-key" : NULL,
                                .idem_len = (size & 1) ? 8 : 0,
                                .keep_alive = true};

@@ -43,6 +43,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
                                .query = "",
                                .body = setup[i][1],
                                .body_len = strlen(setup[i][1]),
+                               .content_type = "application/json",
+                               .content_type_len = 16,
                                .keep_alive = true};
         if (fz_dispatch(&r) >= 300) abort();
     }

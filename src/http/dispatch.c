@@ -19,14 +19,18 @@ static bool st__idem_key_valid(const char *k, size_t n)
 }
 
 /* Strict requests (SPEC §7): a body sent with a Content-Type other than application/json
- * (parameters such as charset allowed, any case) is 415. A body without the header is taken as
- * JSON (SPEC names only "other than"), and a request without a body needs none. Browsers send
- * a cross-site form or text/plain POST without a CORS preflight; refusing those keeps a web
- * page from writing to an open strata on localhost. Writes the 415; true when it did. */
+ * (parameters such as charset allowed, any case), or with none, is 415; a request without a
+ * body needs none. Browsers send a cross-site form, a text/plain POST or a POST of bytes or of a
+ * Blob without a type (no Content-Type at all) without a CORS preflight; refusing those keeps a
+ * web page from writing to an open strata on localhost. Writes the 415; true when it did. */
 static bool st__media_refused(st_ctx_t *c)
 {
     const st_http_request_t *r = c->req;
-    if (!r->body_len || !r->content_type) return false;
+    if (!r->body_len) return false;
+    if (!r->content_type) {
+        st_ctx_error(c, ST_EMEDIA, "a body needs Content-Type: application/json");
+        return true;
+    }
     const char *v = r->content_type;
     size_t n = r->content_type_len, i = 0;
     while (i < n && (v[i] == ' ' || v[i] == '\t'))

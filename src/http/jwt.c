@@ -4,8 +4,9 @@
  * check and is held against the key: HS256 only with --jwt-secret (so a token "signed" with a
  * public key as an HMAC secret — key confusion — finds no secret where only public keys are
  * configured), RS/PS/ES/EdDSA only with a key of the matching type, curve and pinned alg. Then
- * the claims: exp and nbf within the leeway, iss and aud when configured (a token without them
- * is refused), the subject and the roles at configured paths.
+ * the claims: exp and nbf within the leeway (an identity provider's token must have exp), iss and
+ * aud when configured (a token without them is refused), the subject and the roles at configured
+ * paths.
  */
 #include "jwt.h"
 
@@ -171,12 +172,17 @@ static bool st__holds(const cJSON *v, const char *s)
     return false;
 }
 
-static const char *st__check_claims(const cJSON *p, const st_jwt_opts_t *o, st_jwt_claims_t *out)
+/* The claims of a token whose signature held. An identity provider's token (public_key) must
+ * carry exp: every provider sets it, and one without would be good forever. An HS256 token is
+ * minted by the deployment itself with --jwt-secret; exp there is its choice (SPEC §7). */
+static const char *st__check_claims(const cJSON *p, const st_jwt_opts_t *o, bool public_key,
+                                    st_jwt_claims_t *out)
 {
     if (!cJSON_IsObject(p)) return "token payload is not a JSON object";
     const cJSON *exp = cJSON_GetObjectItemCaseSensitive(p, "exp");
     const cJSON *nbf = cJSON_GetObjectItemCaseSensitive(p, "nbf");
     double lee = (double)o->leeway_s;
+    if (!exp && public_key) return "token has no expiry (exp)";
     if (exp && (!cJSON_IsNumber(exp) || o->now_s >= exp->valuedouble + lee)) return "token expired";
     if (nbf && (!cJSON_IsNumber(nbf) || o->now_s + lee < nbf->valuedouble))
         return "token not yet valid";
@@ -199,6 +205,13 @@ static const char *st__check_claims(const cJSON *p, const st_jwt_opts_t *o, st_j
                       : exp->valuedouble <= 1e-6 ? 1
                                                  : (int64_t)(exp->valuedouble * 1e6);
     return NULL;
+}
+
+/* Whether the header (already checked) names an HMAC algorithm. */
+static bool st__is_hmac(const cJSON *h)
+{
+    const cJSON *alg = cJSON_GetObjectItemCaseSensitive(h, "alg");
+    return cJSON_IsString(alg) && strncmp(alg->valuestring, "HS", 2) == 0;
 }
 
 /* Strict JSON without U+0000, as cJSON reads it: a "sub" of "alice\u0000bob" must not read as
@@ -232,7 +245,7 @@ int st_jwt_verify(const char *tok, size_t n, const st_jwt_opts_t *o, st_jwt_clai
              !(p = st__json(pay, pl)))
         w = "malformed token";
     else if (!w)
-        w = st__check_claims(p, o, out);
+        w = st__check_claims(p, o, !st__is_hmac(h), out);
     cJSON_Delete(h);
     cJSON_Delete(p);
     free(hdr);

@@ -69,8 +69,9 @@ typedef struct {
 /*
  * Verifies the compact JWS tok[0..n) against o: the algorithm (never "none"; an HMAC token only
  * with an HS256 secret), the key (kid, kty, alg and curve must fit), the signature, then exp/nbf
- * with the leeway, iss, aud and the subject. ST_OK fills *out (free out->subject); ST_EUNAUTH sets
- * *why to a static reason and leaves only the two flags of *out meaningful.
+ * with the leeway (a public-key token must have exp), iss, aud and the subject. ST_OK fills *out
+ * (free out->subject); ST_EUNAUTH sets *why to a static reason and leaves only the two flags of
+ * *out meaningful.
  */
 int st_jwt_verify(const char *tok, size_t n, const st_jwt_opts_t *o, st_jwt_claims_t *out,
                   const char **why);

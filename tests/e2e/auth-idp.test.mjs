@@ -6,7 +6,8 @@
 // its own case (401 + WWW-Authenticate: Bearer); streams with ?access_token=; protected mode;
 // --cluster-secret for a group's internal calls.
 import assert from 'node:assert/strict';
-import { constants, createHmac, generateKeyPairSync, randomUUID, sign } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
+import { constants, createHmac, createPublicKey, generateKeyPairSync, randomUUID, sign } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -159,6 +160,13 @@ describe('a JWKS file with issuer, audience and a Keycloak-style roles claim', (
   test('refused: no subject', async () => {
     assert401(await incr(token('ES256', p256, { role: 'x' })), 'no sub');
   });
+  test('refused: no exp (an identity provider\'s token that would never expire)', async () => {
+    for (const [alg, key] of [['RS256', rsa], ['ES256', p256], ['EdDSA', ed]]) {
+      const r = await incr(token(alg, key, { sub: 'alice', exp: undefined }));
+      assert401(r, `no exp, ${alg}`);
+      assert.match(r.json.error.message, /no expiry \(exp\)/);
+    }
+  });
 
   test('roles come from realm_access.roles: admin among them opens admin routes', async () => {
     const admin = token('RS256', rsa, { sub: 'ops', realm_access: { roles: ['offline_access', 'admin'] } });
@@ -174,11 +182,19 @@ describe('a JWKS file with issuer, audience and a Keycloak-style roles claim', (
     const good = await wsConnect(s.port, `/v1/stream?access_token=${token('ES256', p256, { sub: 'alice' })}&route=user:alice`);
     assert.equal(good.status, 101);
     good.close();
+    const pem = rsa.pub.export({ format: 'pem', type: 'spki' });
     for (const [name, t] of [['none', token('none', p256, { sub: 'alice' })],
+      ['HMAC key confusion', token('HS256', rsa, { sub: 'alice' }, { signWith: (d) => createHmac('sha256', pem).update(d).digest() })],
+      ['kid of another kty', token('ES256', p256, { sub: 'alice' }, { kid: rsa.kid })],
+      ['key pinned to another alg', token('RS256', ps, { sub: 'alice' })],
+      ['unknown kid', token('ES256', p256, { sub: 'alice' }, { kid: 'nope' })],
       ['forged', token('ES256', stranger, { sub: 'alice' })],
+      ['wrong iss', token('ES256', p256, { sub: 'alice', iss: 'https://evil.example' })],
       ['wrong aud', token('ES256', p256, { sub: 'alice', aud: 'x' })],
-      ['expired', token('ES256', p256, { sub: 'alice', exp: now() - 120 })]]) {
-      const r = await wsConnect(s.port, `/v1/stream?access_token=${t}`);
+      ['expired', token('ES256', p256, { sub: 'alice', exp: now() - 120 })],
+      ['not yet valid', token('ES256', p256, { sub: 'alice', nbf: now() + 120 })],
+      ['no exp', token('ES256', p256, { sub: 'alice', exp: undefined })]]) {
+      const r = await wsConnect(s.port, `/v1/stream?access_token=${t}&route=user:alice`);
       assert.equal(r.status, 401, name);
       assert.match(r.head, /WWW-Authenticate: Bearer/i, name);
     }
@@ -262,6 +278,153 @@ describe('a JWKS URL: rotation, refresh on an unknown kid, the last good set kep
     assert.equal((await get(token('RS256', k2, { uid: 'alice' }))).status, 200, 'k2 (fresh token) kept');
     down = false;
   });
+});
+
+describe('an Auth0-style namespaced roles claim, a string or an array; --jwt-leeway 5; HS256 alongside', () => {
+  const ROLES = 'https://strata.example/roles'; // dots inside the member's name
+  const SECRET = 'hs-secret-for-self-minted-tokens';
+  let s;
+  before(async () => {
+    const file = path.join(tempDir('jwks-auth0'), 'jwks.json');
+    writeFileSync(file, JSON.stringify({ keys: [rsa.jwk, p256.jwk] }));
+    s = await startStrata({ args: ['--jwt-jwks-file', file, '--jwt-audience', AUD, '--jwt-roles-claim', ROLES, '--jwt-leeway', '5', '--jwt-secret', SECRET] });
+  });
+  after(async () => { await s.stop(); s.cleanup(); });
+  const reconcile = (t) => s.req('POST', '/v1/admin/reconcile', {}, bearer(t));
+  const incr = (t) => s.req('POST', '/v1/counters/auth0/incr', {}, bearer(t));
+  const hs = (payload) => {
+    const h = b64({ alg: 'HS256', typ: 'JWT' }), p = b64(payload);
+    return `${h}.${p}.${createHmac('sha256', SECRET).update(`${h}.${p}`).digest('base64url')}`;
+  };
+
+  test('admin as a string or among an array at a claim whose name holds dots', async () => {
+    assert.ok((await reconcile(token('RS256', rsa, { sub: 'ops', [ROLES]: 'admin' }))).status < 300, 'string');
+    assert.ok((await reconcile(token('RS256', rsa, { sub: 'ops', [ROLES]: ['reader', 'admin'] }))).status < 300, 'array');
+    assert.equal((await reconcile(token('RS256', rsa, { sub: 'ops', [ROLES]: 'reader' }))).status, 403, 'another string');
+    assert.equal((await reconcile(token('RS256', rsa, { sub: 'ops', [ROLES]: ['administrator'] }))).status, 403, 'no exact admin');
+    assert.equal((await reconcile(token('RS256', rsa, { sub: 'ops', [ROLES]: { admin: true } }))).status, 403, 'an object');
+    assert.equal((await reconcile(token('RS256', rsa, { sub: 'ops', role: 'admin' }))).status, 403, 'top-level role');
+  });
+
+  test('--jwt-leeway 5: exp and nbf within 5 s accepted, beyond refused', async () => {
+    assert.equal((await incr(token('ES256', p256, { sub: 'alice', exp: now() - 2 }))).status, 200);
+    assert401(await incr(token('ES256', p256, { sub: 'alice', exp: now() - 12 })), 'expired 12 s ago');
+    assert.equal((await incr(token('ES256', p256, { sub: 'alice', nbf: now() + 2 }))).status, 200);
+    assert401(await incr(token('ES256', p256, { sub: 'alice', nbf: now() + 12 })), 'valid in 12 s');
+  });
+
+  test('no --jwt-issuer: iss is not checked', async () => {
+    assert.equal((await incr(token('ES256', p256, { sub: 'alice', iss: 'https://any.example' }))).status, 200);
+    assert.equal((await incr(token('ES256', p256, { sub: 'alice', iss: undefined }))).status, 200);
+  });
+
+  test('a public-key token needs exp; a self-minted HS256 token may go without (SPEC §7: a passed exp is refused)', async () => {
+    assert401(await incr(token('ES256', p256, { sub: 'alice', exp: undefined })), 'ES256 without exp');
+    assert.equal((await incr(hs({ sub: 'alice', aud: AUD }))).status, 200, 'HS256 without exp');
+    assert401(await incr(hs({ sub: 'alice', aud: AUD, exp: now() - 60 })), 'HS256 expired');
+    assert401(await incr(hs({ sub: 'alice', aud: 'other' })), 'HS256 with another aud');
+  });
+});
+
+describe('a JWKS URL: periodic refresh; a flood of unknown kids fetches at most every 10 s', () => {
+  const k1 = keyPair('p256', 'p1'), k2 = keyPair('ed25519', 'p2');
+  let keys = [k1.jwk], idp, s;
+  const fetches = [];
+  before(async () => {
+    idp = http.createServer((req, res) => {
+      fetches.push(Date.now());
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ keys }));
+    });
+    await new Promise((r) => idp.listen(0, '127.0.0.1', r));
+    s = await startStrata({ args: ['--jwt-jwks-url', `http://127.0.0.1:${idp.address().port}/certs`, '--jwt-jwks-refresh', '10'] });
+  });
+  after(async () => { await s.stop(); s.cleanup(); idp.close(); });
+  const get = (t) => s.req('GET', '/v1/users/alice/stats', undefined, bearer(t));
+
+  test('unknown kids right after a fetch fetch nothing; the timer fetches again after 10 s, rotating keys', async () => {
+    const end = Date.now() + 10000;
+    while ((await get(token('ES256', k1, { sub: 'alice' }))).status !== 200) {
+      if (Date.now() > end) throw new Error('the first key set never arrived');
+      await sleep(100);
+    }
+    assert.equal(fetches.length, 1);
+    for (let i = 0; i < 40; i++) assert401(await get(token('ES256', k1, { sub: 'alice' }, { kid: `made-up-${i}` })), 'made-up kid');
+    await sleep(300);
+    assert.equal(fetches.length, 1, 'made-up kids within 10 s of a fetch do not reach the provider');
+    keys = [k2.jwk]; // rotation at the provider: k1 retired, k2 new (no token names k2 yet)
+    const until = Date.now() + 15000;
+    while (fetches.length < 2) {
+      if (Date.now() > until) throw new Error('no periodic fetch within 15 s');
+      await sleep(100);
+    }
+    const gap = fetches[1] - fetches[0];
+    assert.ok(gap >= 9500 && gap < 14000, `periodic refresh after ${gap} ms`);
+    await sleep(300);
+    assert401(await get(token('ES256', k1, { sub: 'alice' })), 'retired key');
+    assert.equal((await get(token('EdDSA', k2, { sub: 'alice' }))).status, 200, 'new key');
+    assert.equal(fetches.length, 2, 'the new key came with the periodic fetch');
+  });
+});
+
+// The issue asks for tokens from a well-kept library: besides node:crypto above, every algorithm
+// signed by the openssl command-line tool, its keys made by `openssl genpkey`.
+describe('tokens signed by the openssl command-line tool', () => {
+  const dir = tempDir('jwks-openssl');
+  const ossl = (...args) => {
+    const r = spawnSync('openssl', args, { cwd: dir, encoding: 'buffer' });
+    if (r.status !== 0) throw new Error(`openssl ${args.join(' ')}: ${r.stderr}`);
+    return r.stdout;
+  };
+  // ECDSA: openssl writes DER (SEQUENCE of INTEGER r, s); JWS wants r || s, each of the curve's size.
+  const p1363 = (der, size) => {
+    let off = 2 + (der[1] & 0x80 ? der[1] & 0x7f : 0);
+    const int = () => {
+      assert.equal(der[off], 0x02);
+      const len = der[off + 1];
+      const v = der.subarray(off + 2, off + 2 + len);
+      off += 2 + len;
+      const t = v.subarray(Math.max(0, v.length - size));
+      return Buffer.concat([Buffer.alloc(size - t.length), t]);
+    };
+    return Buffer.concat([int(), int()]);
+  };
+  const ALGS = {
+    RS256: ['rsa', ['-algorithm', 'RSA', '-pkeyopt', 'rsa_keygen_bits:2048'], (d) => ossl('dgst', '-sha256', '-sign', 'rsa.pem', d)],
+    RS384: ['rsa', null, (d) => ossl('dgst', '-sha384', '-sign', 'rsa.pem', d)],
+    RS512: ['rsa', null, (d) => ossl('dgst', '-sha512', '-sign', 'rsa.pem', d)],
+    PS256: ['rsa', null, (d) => ossl('dgst', '-sha256', '-sign', 'rsa.pem', '-sigopt', 'rsa_padding_mode:pss', '-sigopt', 'rsa_pss_saltlen:digest', d)],
+    ES256: ['p256', ['-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256'], (d) => p1363(ossl('dgst', '-sha256', '-sign', 'p256.pem', d), 32)],
+    ES384: ['p384', ['-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-384'], (d) => p1363(ossl('dgst', '-sha384', '-sign', 'p384.pem', d), 48)],
+    EdDSA: ['ed', ['-algorithm', 'ED25519'], (d) => ossl('pkeyutl', '-sign', '-rawin', '-inkey', 'ed.pem', '-in', d)],
+  };
+  let s;
+  before(async () => {
+    const jwks = [];
+    for (const [, [name, gen]] of Object.entries(ALGS)) {
+      if (!gen) continue;
+      ossl('genpkey', ...gen, '-out', `${name}.pem`);
+      const pub = ossl('pkey', '-in', `${name}.pem`, '-pubout');
+      jwks.push({ ...createPublicKey(pub).export({ format: 'jwk' }), kid: name, use: 'sig' });
+    }
+    writeFileSync(path.join(dir, 'jwks.json'), JSON.stringify({ keys: jwks }));
+    s = await startStrata({ args: ['--jwt-jwks-file', path.join(dir, 'jwks.json'), '--jwt-issuer', ISS, '--jwt-audience', AUD] });
+  });
+  after(async () => { await s.stop(); s.cleanup(); });
+
+  for (const [alg, [name, , signer]] of Object.entries(ALGS)) {
+    test(`${alg} from openssl is accepted; its signature over other claims is not`, async () => {
+      const h = b64({ alg, kid: name, typ: 'JWT' });
+      const p = b64({ iss: ISS, aud: AUD, sub: 'alice', exp: now() + 300 });
+      const data = path.join(dir, `${alg}.in`);
+      writeFileSync(data, `${h}.${p}`);
+      const sig = Buffer.from(signer(data)).toString('base64url');
+      const r = await s.req('POST', '/v1/counters/ossl/incr', {}, bearer(`${h}.${p}.${sig}`));
+      assert.equal(r.status, 200, `${alg}: ${r.text}`);
+      const other = b64({ iss: ISS, aud: AUD, sub: 'mallory', exp: now() + 300 });
+      assert401(await s.req('POST', '/v1/counters/ossl/incr', {}, bearer(`${h}.${other}.${sig}`)), `${alg} moved`);
+    });
+  }
 });
 
 describe('protected mode', () => {

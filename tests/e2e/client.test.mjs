@@ -7,7 +7,7 @@
 // and seats/counter snapshots come again on reconnect; a messages stream without after is live
 // only ("0": everything), a counter never written says so; the same client works in Chromium.
 import assert from 'node:assert/strict';
-import { createHmac } from 'node:crypto';
+import { createHmac, generateKeyPairSync, sign } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -322,6 +322,55 @@ describe('the client against the real server', () => {
     assert.equal(got.length, N);
     assert.deepEqual(got.map((m) => m.seq), Array.from({ length: N }, (_, i) => i + 1), 'in order, no gap, no duplicate');
     assert.equal(new Set(got.map((m) => m.msg_id)).size, N);
+    st.close();
+  });
+});
+
+// README's setup: tokens from an identity provider (RS256, keys at a JWKS URL, roles where
+// Keycloak puts them), the client's refresh hook standing for the provider's SDK. (Key rotation
+// at the provider is auth-idp.test.mjs's.)
+describe('the client with an identity provider\'s RS256 tokens (JWKS URL, realm_access.roles)', () => {
+  const ISS = 'https://sso.example/realms/shop';
+  const pair = (kid) => {
+    const k = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    return { kid, priv: k.privateKey, jwk: { ...k.publicKey.export({ format: 'jwk' }), kid, alg: 'RS256', use: 'sig' } };
+  };
+  const key = pair('kc-1'), keys = [key.jwk];
+  let idp, s, port;
+  // what the provider's SDK hands the app (keycloak-js: kc.token after kc.updateToken())
+  const accessToken = (sub, roles, ttl = 600) => {
+    const h = b64({ alg: 'RS256', typ: 'JWT', kid: key.kid });
+    const p = b64({ iss: ISS, aud: ['account', 'strata'], sub, exp: now() + ttl, realm_access: { roles } });
+    return `${h}.${p}.${sign('sha256', Buffer.from(`${h}.${p}`), key.priv).toString('base64url')}`;
+  };
+  before(async () => {
+    idp = http.createServer((req, res) => { res.writeHead(200, { 'content-type': 'application/json' }); res.end(JSON.stringify({ keys })); });
+    await new Promise((r) => idp.listen(0, '127.0.0.1', r));
+    port = await freePort();
+    s = await startStrata({ args: ['--listen', `127.0.0.1:${port}`, '--jwt-jwks-url', `http://127.0.0.1:${idp.address().port}/realms/shop/protocol/openid-connect/certs`,
+      '--jwt-issuer', ISS, '--jwt-audience', 'strata', '--jwt-roles-claim', 'realm_access.roles'] });
+  });
+  after(async () => { if (s) { await s.stop(); s.cleanup(); } idp?.close(); });
+
+  test('admin and user routes, a stream, refreshes before exp and on a 401', async () => {
+    const { StrataError } = await load();
+    let refreshes = 0;
+    const ops = new lib.Strata({ baseUrl: `http://127.0.0.1:${port}`, token: accessToken('ops', ['offline_access', 'admin']), retries: 30, backoff: { baseMs: 20, capMs: 200 } });
+    await ops.createEvent({ event_id: 'kc', sections: [{ name: 'A', rows: 1, cols: 2 }] }); // the first key set may still be on its way: 503s are retried
+    const ann = new lib.Strata({ baseUrl: `http://127.0.0.1:${port}`, token: accessToken('ann', ['user'], 3), WebSocket,
+      refreshToken: () => { refreshes++; return accessToken('ann', ['user']); } });
+    assert.equal(refreshes, 0);
+    await assert.rejects(ann.createEvent({ event_id: 'kc2', sections: [{ name: 'A', rows: 1, cols: 1 }] }),
+      (e) => e instanceof StrataError && e.status === 403, 'no admin among the realm roles');
+    assert.equal(refreshes, 1, 'a token within 5 s of its exp is refreshed before it is sent');
+    const got = [];
+    const st = ann.stream({ topic: 'messages', user: 'ann', conversation_id: 'kc' }, { onMessage: (m) => got.push(m) });
+    await st.ready;
+    await ann.postMessage('ann', { conversation_id: 'kc', from: 'ann', content: 'hi' });
+    await until('the live message', () => got.length === 1);
+    assert.equal(got[0].content, 'hi');
+    const bob = new lib.Strata({ baseUrl: `http://127.0.0.1:${port}`, token: 'expired-or-garbage', refreshToken: () => accessToken('bob', ['user']) });
+    assert.equal((await bob.postMessage('bob', { conversation_id: 'kc', from: 'bob', content: 'hello' })).seq, 1, 'a 401, then the hook\'s token');
     st.close();
   });
 });

@@ -103,7 +103,7 @@ describe('counters and sequences', () => {
   test('pipelined requests are answered in order on one connection', async () => {
     let bytes = '';
     for (let i = 0; i < 16; i++) {
-      bytes += 'POST /v1/counters/pipe/incr HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\n{"by":1}';
+      bytes += 'POST /v1/counters/pipe/incr HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n{"by":1}';
       bytes += 'GET /v1/counters/pipe HTTP/1.1\r\nHost: x\r\n\r\n';
     }
     const out = parseResponses(await raw(s.port, bytes, { idleMs: 500 }));

@@ -219,12 +219,12 @@ describe('hostile clients', () => {
   test('Expect: 100-continuefoo is not 100-continue', async () => {
     const c = rawConn(s.port);
     await c.connected;
-    c.sock.write('POST /v1/counters/ex/incr HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continuefoo\r\n\r\n');
+    c.sock.write('POST /v1/counters/ex/incr HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: 100-continuefoo\r\n\r\n');
     await sleep(300);
     assert.equal(c.data.length, 0, c.data.toString());
     c.sock.write('{}');
     await sleep(300);
-    c.sock.write('POST /v1/counters/ex/incr HTTP/1.1\r\nContent-Length: 2\r\nExpect:  100-Continue \r\nConnection: close\r\n\r\n');
+    c.sock.write('POST /v1/counters/ex/incr HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect:  100-Continue \r\nConnection: close\r\n\r\n');
     await sleep(300);
     c.sock.write('{}');
     await c.closed;
@@ -238,8 +238,8 @@ describe('hostile clients', () => {
     const c = rawConn(s.port);
     await c.connected;
     // one write: a whole incr (its answer waits for its commit) and the head of a second one
-    c.sock.write('POST /v1/counters/ex2/incr HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}' +
-      'POST /v1/counters/ex2/incr HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n');
+    c.sock.write('POST /v1/counters/ex2/incr HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}' +
+      'POST /v1/counters/ex2/incr HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n');
     for (let i = 0; i < 50 && !c.data.toString('latin1').includes('100 Continue'); i++) await sleep(20);
     const early = c.data.toString('latin1');
     assert.ok(early.includes('100 Continue'), `no 100 Continue while the body is withheld: ${early}`);

@@ -17,6 +17,8 @@ export interface Backoff {
 export interface ClientOptions {
   /** e.g. "http://127.0.0.1:8080" (a proxy, a node, or any member of a group) */
   baseUrl: string;
+  /** The Bearer token: an access token from your identity provider (RS256/ES256 checked against
+   * strata's --jwt-jwks-url), or an HS256 token signed with --jwt-secret. */
   token?: TokenSource;
   /** Called when the token has expired (or is about to) and on a 401; returns a fresh token. */
   refreshToken?: () => string | Promise<string>;

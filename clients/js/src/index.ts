@@ -5,6 +5,13 @@
 // --experimental-websocket: there pass ClientOptions.WebSocket, e.g. the `ws` package's).
 //
 //   const db = new Strata({ baseUrl: 'http://127.0.0.1:8080', token, refreshToken });
+//
+// Tokens usually come from an identity provider: strata checks its RS256/ES256 access tokens
+// against the provider's JWKS (--jwt-jwks-url, --jwt-issuer, --jwt-audience; Keycloak's roles
+// with --jwt-roles-claim realm_access.roles). With keycloak-js, for instance:
+//
+//   const db = new Strata({ baseUrl: 'https://strata.example', token: () => kc.token,
+//     refreshToken: async () => { await kc.updateToken(-1); return kc.token!; } });
 //   await db.postMessage('alice', { conversation_id: 'c1', from: 'alice', content: 'hi' });
 //   const s = db.stream({ topic: 'messages', user: 'alice' }, { onMessage: (m) => show(m) });
 import { HttpCore, enc, type ClientOptions, type Method, type RequestOptions, type WebSocketConstructor } from './http.js';
