@@ -19,16 +19,21 @@ static bool st__idem_key_valid(const char *k, size_t n)
 }
 
 /* Strict requests (SPEC §7): a body sent with a Content-Type other than application/json
- * (parameters such as charset allowed, any case), or with none, is 415; a request without a
- * body needs none. Browsers send a cross-site form, a text/plain POST or a POST of bytes or of a
- * Blob without a type (no Content-Type at all) without a CORS preflight; refusing those keeps a
- * web page from writing to an open strata on localhost. Writes the 415; true when it did. */
+ * (parameters such as charset allowed, any case) is 415; a request without a body needs none.
+ * Browsers send a cross-site form, a text/plain POST or a POST of bytes or of a Blob without a
+ * type (no Content-Type at all) without a CORS preflight; refusing those keeps a web page from
+ * writing to an open strata on localhost. A body with no Content-Type is read as JSON (SPEC
+ * names only "other than": scripts and tools often send none) unless it comes from a browser,
+ * which always sends Origin on a cross-site POST: then it is 415 too. Writes the 415; true when
+ * it did. */
 static bool st__media_refused(st_ctx_t *c)
 {
     const st_http_request_t *r = c->req;
     if (!r->body_len) return false;
     if (!r->content_type) {
-        st_ctx_error(c, ST_EMEDIA, "a body needs Content-Type: application/json");
+        if (!r->origin) return false;
+        st_ctx_error(c, ST_EMEDIA,
+                     "a body from a browser (Origin) needs Content-Type: application/json");
         return true;
     }
     const char *v = r->content_type;

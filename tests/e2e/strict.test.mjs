@@ -157,19 +157,24 @@ describe('strict requests', () => {
     assert.equal(r.json.value, 10, 'a 415 changed the counter');
   });
 
-  test('application/json with parameters, in any case, is accepted; a body without Content-Type is 415', async () => {
+  test('application/json with parameters, in any case, is accepted; a body without Content-Type is JSON, unless a browser (Origin) sent it', async () => {
     for (const ct of ['application/json; charset=utf-8', 'APPLICATION/JSON;charset=UTF-8', ' application/json ']) {
       const r = await s.req('POST', '/v1/counters/cs/incr', '{"by":1}', { 'content-type': ct });
       assert.equal(r.status, 200, `${ct}: ${r.text}`);
     }
-    // what a browser sends for a Blob without a type or for bytes: no Content-Type, no preflight
+    // a script or tool that sends no Content-Type: read as JSON
     const body = '{"by":5}';
-    const out = parseResponses(await raw(s.port, `POST /v1/counters/cs/incr HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`));
+    let out = parseResponses(await raw(s.port, `POST /v1/counters/cs/incr HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`));
+    assert.equal(out.length, 1);
+    assert.equal(out[0].status, 200, out[0].body);
+    assert.equal(JSON.parse(out[0].body).value, 8);
+    // what a browser sends for a Blob without a type or for bytes: Origin, no Content-Type, no preflight
+    out = parseResponses(await raw(s.port, `POST /v1/counters/cs/incr HTTP/1.1\r\nHost: x\r\nOrigin: http://evil.example\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`));
     assert.equal(out.length, 1);
     assert.equal(out[0].status, 415, out[0].body);
     assert.equal(JSON.parse(out[0].body).error.code, 'unsupported_media_type');
     assert.match(JSON.parse(out[0].body).error.message, /Content-Type: application\/json/);
-    assert.equal((await s.req('GET', '/v1/counters/cs')).json.value, 3, 'the 415 changed nothing');
+    assert.equal((await s.req('GET', '/v1/counters/cs')).json.value, 8, 'the 415 changed nothing');
   });
 
   test('a POST without a body needs no Content-Type (any Content-Type is ignored)', async () => {
