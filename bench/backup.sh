@@ -53,7 +53,7 @@ start "$p" "$work/big"  # converts the seatgen layout once
 kill "$last"; wait "$last" 2>/dev/null || true
 start "$p" "$work/big" --backup-url "file://$work/bk" --backup-interval 1000
 acked() { # acked PORT ROUTE STATUS: answers so far
-  curl -s "http://127.0.0.1:$1/metrics" | awk -v k="strata_http_requests_total{route=\"$2\",status=\"$3\"}" '$1 == k {print $2}'
+  curl -s "http://127.0.0.1:$1/metrics" | awk -v k="strata_http_requests_total{route=\"$2\",status=\"$3\"} " 'index($0, k) == 1 {print $NF}' # the route holds a space
 }
 for mode in counters messages; do
   if [ -n "${N:-}" ]; then # until N are acknowledged (wrk stops on SIGINT and reports; a status
