@@ -13,6 +13,8 @@
  *   'J' user 0 room'      a room of another group the user is in, as that group's outbox said
  *                         (SPEC §10): i64 joined_at | u8 live | u8 has name | u16 room length |
  *                         room | name; live 0 is a tombstone (removed)
+ *   'p' user 0 room'      the user has posted in the room (written with its first post there;
+ *                         kept when it leaves): room. An erasure walks these rooms, then 'j'.
  * where user' (room') is the name itself, or 0x01 + 20 bytes of its SHA-256 when the pair would
  * pass LMDB's 511-byte keys (so the value names it). A post writes nothing per member: a room
  * of 100,000 members posts in O(1); unread is the room's last seq less the member's

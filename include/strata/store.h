@@ -36,7 +36,7 @@ enum {
  *   seats          E B H S V K           (seats/internal.h, seats/history.c)
  *   chat           M N C U T Y X Q G Z z e f h   (chat/internal.h)
  *   cold tier      W F P D + an owner    (strata/tier.h; owners are user names or "~" tag name)
- *   rooms          r q j J               (strata/rooms.h)
+ *   rooms          r q j J p             (strata/rooms.h)
  *   outbox         o                     (rooms/outbox.c)
  *   erasures       0 "chat_erase", 0 "rooms_erase"
  * (The tier's owners are chat's users as they are, so 'W', 'F', 'P', 'D' are the tier's alone.) */
