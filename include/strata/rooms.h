@@ -73,7 +73,8 @@ int st_rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_n
 int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cursor, size_t clen,
                      size_t limit, st_buf_t *out, uint64_t *wait);
 /* Posts m (its user and conv are set here) in the room; appends {"msg_id","room_id","seq",
- * "timestamp"}. ST_ENOTFOUND: no room; ST_FORBIDDEN: from is not a member. */
+ * "timestamp"}. ST_ENOTFOUND: no room; ST_FORBIDDEN: from is not a member, or is being erased.
+ * A user's first post in a room also stages its 'p' marker (one get on every later post). */
 int st_rooms_post(st_rooms_t *r, const char *room, size_t rl, st_message_in_t *m, st_buf_t *out,
                   uint64_t *wait);
 /* st_chat_messages for the room (q->conv is set here), messages with room_id. */
