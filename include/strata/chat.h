@@ -199,9 +199,11 @@ int st_chat_erasures_import(st_chat_t *c, const st_buf_t *in, size_t *n, uint64_
 /* What another module keeps of a user goes with its erasure (rooms: the room messages it posted
  * become tombstones, its memberships go): called by the erasure's slices once the user's own
  * data is gone, with at most max changes per call, until it returns false (nothing left); only
- * then is the erasure done. One hook; arg borrowed. */
+ * then is the erasure done. Hooks run in the order registered (the same fn and arg again is
+ * ignored); arg borrowed until st_chat_off_erase(arg). */
 typedef bool (*st_chat_erase_hook_fn)(void *arg, const char *user, size_t ulen, size_t max);
 void st_chat_on_erase(st_chat_t *c, st_chat_erase_hook_fn fn, void *arg);
+void st_chat_off_erase(st_chat_t *c, const void *arg);
 /* Starts fetching what a read that returned ST_EPARKED wants, with no one waiting (background
  * work re-runs later and finds it in memory). */
 void st_chat_prefetch(st_chat_t *c);

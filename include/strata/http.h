@@ -140,4 +140,9 @@ void st_server_free(st_server_t *srv);
 /* The bound port (useful with port 0). */
 int st_server_port(const st_server_t *srv);
 
+/* A chat erase hook (st_chat_on_erase, arg: the st_store_t): deletes up to max Idempotency-Key
+ * answers about the user (those of its /v1/users/{user}/… requests and of the room messages it
+ * posted); true while it found some (call again). */
+bool st_http_idem_erase(void *store, const char *user, size_t ulen, size_t max);
+
 #endif

@@ -13,6 +13,8 @@
  *   'J' user 0 room'      a room of another group the user is in, as that group's outbox said
  *                         (SPEC §10): i64 joined_at | u8 live | u8 has name | u16 room length |
  *                         room | name; live 0 is a tombstone (removed)
+ *   'p' user 0 room'      the user has posted in the room (written with its first post there;
+ *                         kept when it leaves): room. An erasure walks these rooms, then 'j'.
  * where user' (room') is the name itself, or 0x01 + 20 bytes of its SHA-256 when the pair would
  * pass LMDB's 511-byte keys (so the value names it). A post writes nothing per member: a room
  * of 100,000 members posts in O(1); unread is the room's last seq less the member's
@@ -71,7 +73,8 @@ int st_rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_n
 int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cursor, size_t clen,
                      size_t limit, st_buf_t *out, uint64_t *wait);
 /* Posts m (its user and conv are set here) in the room; appends {"msg_id","room_id","seq",
- * "timestamp"}. ST_ENOTFOUND: no room; ST_FORBIDDEN: from is not a member. */
+ * "timestamp"}. ST_ENOTFOUND: no room; ST_FORBIDDEN: from is not a member, or is being erased.
+ * A user's first post in a room also stages its 'p' marker (one get on every later post). */
 int st_rooms_post(st_rooms_t *r, const char *room, size_t rl, st_message_in_t *m, st_buf_t *out,
                   uint64_t *wait);
 /* st_chat_messages for the room (q->conv is set here), messages with room_id. */

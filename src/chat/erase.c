@@ -13,7 +13,8 @@
  *
  * Records: "\0chat_erase" 0 id -> i64 requested_at | i64 done_at (0: pending) | the user.
  * Other modules' data of the user (rooms: the room messages it posted become tombstones, its
- * memberships go) is erased through their hook (st_chat_on_erase) before the erasure is done.
+ * memberships go; http: the Idempotency-Key answers about it) is erased through their hooks
+ * (st_chat_on_erase) before the erasure is done.
  */
 #include "internal.h"
 
@@ -125,8 +126,15 @@ static int st__key_one(void *arg, const void *key, size_t klen, const void *val,
 
 void st_chat_on_erase(st_chat_t *c, st_chat_erase_hook_fn fn, void *arg)
 {
-    c->erase_hook = fn;
-    c->erase_hook_arg = arg;
+    st_observers_t *o = &c->erase_hooks;
+    for (size_t i = 0; i < o->n; i++)
+        if (o->fn[i] == (st_observer_any_fn)fn && o->arg[i] == arg) return; /* there already */
+    st_observers_add(o, (st_observer_any_fn)fn, arg);
+}
+
+void st_chat_off_erase(st_chat_t *c, const void *arg)
+{
+    st_observers_remove(&c->erase_hooks, arg);
 }
 
 void st_chat_prefetch(st_chat_t *c)
@@ -240,8 +248,11 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
      * waiting for the reaper ('D') */
     for (int w = 0; w < 2; w++)
         if (st__tier_busy(c, owners[w], ols[w])) return true;
-    /* what other modules keep of the user (rooms: the messages it posted, its memberships) */
-    if (c->erase_hook && c->erase_hook(c->erase_hook_arg, u, ul, max)) return true;
+    /* what other modules keep of the user (rooms: the messages it posted, its memberships;
+     * http: the Idempotency-Key answers about it), one module at a time */
+    for (size_t i = 0; i < c->erase_hooks.n; i++)
+        if (((st_chat_erase_hook_fn)c->erase_hooks.fn[i])(c->erase_hooks.arg[i], u, ul, max))
+            return true;
     p.t[1] = st_now_us();
     st_buf_t rec = {0};
     st_buf_append(&rec, p.t, sizeof p.t);

@@ -42,14 +42,13 @@ typedef struct st_chatcold st_chatcold_t;
 struct st_chat {
     st_store_t *store;
     st_snowflake_t ids;
-    st_observers_t observers;         /* of posted messages (st_chat_observer_fn) */
-    st_chatcold_t *cold;              /* NULL until chat joins a tier, and once it stops */
-    st_observers_t changes;           /* of edits, deletes, erasures (st_chat_change_fn) */
-    size_t max_history;               /* --max-edit-history */
-    uint64_t erase_within_us;         /* --erase-within */
-    uint64_t erase_late_id;           /* the last erasure reported late */
-    st_chat_erase_hook_fn erase_hook; /* st_chat_on_erase: what others keep of a user */
-    void *erase_hook_arg;
+    st_observers_t observers;   /* of posted messages (st_chat_observer_fn) */
+    st_chatcold_t *cold;        /* NULL until chat joins a tier, and once it stops */
+    st_observers_t changes;     /* of edits, deletes, erasures (st_chat_change_fn) */
+    size_t max_history;         /* --max-edit-history */
+    uint64_t erase_within_us;   /* --erase-within */
+    uint64_t erase_late_id;     /* the last erasure reported late */
+    st_observers_t erase_hooks; /* st_chat_on_erase: what others keep of a user */
 };
 
 typedef struct {

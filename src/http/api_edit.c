@@ -97,6 +97,12 @@ static int st__room_change(st_ctx_t *c, const st_message_edit_t *e, uint64_t id)
         return st_ctx_error(c, rc,
                             "only the message's author, an owner of the room or an admin "
                             "edits or deletes it");
+    if (rc == ST_OK && c->req->idem_key) { /* a keyed answer is about the message's author */
+        cJSON *m = cJSON_ParseWithLength(c->body->data, c->body->len);
+        const cJSON *from = cJSON_GetObjectItemCaseSensitive(m, "from");
+        if (cJSON_IsString(from)) st_ctx_about(c, from->valuestring, strlen(from->valuestring));
+        cJSON_Delete(m);
+    }
     return st__answer(c, rc, id);
 }
 

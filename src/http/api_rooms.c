@@ -288,6 +288,7 @@ int st_api_room_message_post(st_ctx_t *c)
         goto done;
     }
     rc = st_rooms_post(c->app->rooms, c->params[0], c->plens[0], &m, c->body, &c->wait);
+    st_ctx_about(c, m.from, m.from_len);
     if (rc == ST_ENOTFOUND)
         rc = st__not_found(c);
     else if (rc == ST_EFORBIDDEN)

@@ -56,6 +56,28 @@ static bool st__media_refused(st_ctx_t *c)
 
 static st_buf_t st__body; /* loop-thread scratch for response bodies */
 
+/* An Idempotency-Key answer's user is gone while it is being erased (SPEC §2.2). */
+static bool st__user_gone(void *arg, const char *u, size_t ul)
+{
+    return st_chat_erased(arg, u, ul);
+}
+
+/* The user a keyed request's answer is about, as far as its path tells: /v1/users/{user}/…
+ * (not DELETE /v1/users/{user} itself: its answer names only the erasure, and a retry finds
+ * the same one). Room routes name theirs in the handler (c->about). */
+static void st__idem_about(const st_ctx_t *c, const st_route_t *route, st_idem_req_t *d)
+{
+    static const char users[] = "/v1/users/{user}/";
+    if (strncmp(route->pattern, users, sizeof users - 1) == 0) {
+        d->about = c->params[0];
+        d->about_len = c->plens[0];
+    }
+    if (c->app->chat) {
+        d->gone = st__user_gone;
+        d->gone_arg = c->app->chat;
+    }
+}
+
 /* Tells a client refused for a passing reason when to try again. */
 static void st__retry_after(st_ctx_t *c)
 {
@@ -112,6 +134,7 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
             idem = false;
         } else if (idem) {
             st_idem_digest(&c, route, &digest);
+            st__idem_about(&c, route, &digest);
             rc = st_idem_lookup(app->store, &digest, (int64_t)app->cfg->idempotency_ttl * 1000000,
                                 &st, &stored, &slen, &c.wait);
         }
@@ -140,6 +163,10 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
              * connection runs it again once the data is in (whatever it wrote is dropped). */
             if (rc == ST_EPARKED) return ST_EPARKED;
             if (rc && !c.error_written) st_ctx_error(&c, rc, NULL);
+            if (idem && c.about) { /* a room route's: the message's author */
+                digest.about = c.about;
+                digest.about_len = c.about_len;
+            }
             if (idem && st_idem_storable(c.status))
                 st_idem_record(app->store, &digest, (int64_t)app->cfg->idempotency_ttl * 1000000,
                                c.status, st__body.data, st__body.len, &c.wait);

@@ -9,9 +9,15 @@
  *
  * Records live under the store's public API:
  *   'i' scope(32)              -> i64 created_us | u16 status|0x8000 | fingerprint(32) | body
- *   'x' be64(created) scope    -> ""   (the expiry index: oldest first)
+ *   'x' be64(created) scope    -> the user the answer is about, or "" (the expiry index: oldest
+ *                                 first)
+ *   'I' user 0 scope           -> be64(created): the answers about a user (SPEC §2.2: its
+ *                                 erasure deletes them, st_http_idem_erase)
  *   'i' "v2"                   -> ""   (every record of the old format has been indexed)
- * A sweep step walks the expiry index from its oldest entry, so it deletes only expired answers.
+ * A sweep step walks the expiry index from its oldest entry, so it deletes only expired answers
+ * (and their 'I' entries). An answer is about a user when its request's path is
+ * /v1/users/{user}/… or it is about a room message the user posted (the handler says so); one
+ * about a user being erased is never replayed (the request runs afresh: 404 and the like).
  * Steps run on the server's timer (a bounded budget a second, for what is left after a burst)
  * and every 256 records made, deleting up to 512: twice the insert rate, so the sweep keeps up
  * with any sustained keyed write rate, in slices that never stall the loop. Records of the old
@@ -28,6 +34,7 @@
 #define ST__IDEM_HDR 10 /* created + status */
 #define ST__IDEM_FP  (ST__IDEM_HDR + 32)
 #define ST__KS_EXP   ST_KS_IDEM_EXP
+#define ST__KS_ABOUT ST_KS_IDEM_USER
 
 static const uint8_t st__marker[] = {ST_KS_IDEM, 'v', '2'};
 
@@ -76,6 +83,7 @@ static void st__feed(EVP_MD_CTX *h, const void *p, size_t n)
 void st_idem_digest(const st_ctx_t *c, const st_route_t *route, st_idem_req_t *out)
 {
     const st_http_request_t *r = c->req;
+    memset(out, 0, sizeof *out);
     int method = r->method == ST_HTTP_HEAD ? ST_HTTP_GET : r->method;
     EVP_MD_CTX *path = EVP_MD_CTX_new(), *h = EVP_MD_CTX_new();
     if (!path || !h) st_fatal("out of memory");
@@ -106,6 +114,46 @@ static void st__xkey(uint8_t *key, int64_t created, const uint8_t *scope)
     key[0] = ST__KS_EXP;
     st_be64_put(key + 1, (uint64_t)created);
     if (scope) memcpy(key + 9, scope, 32);
+}
+
+#define ST__AKEY_CAP (ST_NAME_MAX + 34)
+
+/* 'I' user 0 scope; with scope NULL only the user's prefix. */
+static size_t st__akey(uint8_t *key, const char *u, size_t ul, const uint8_t *scope)
+{
+    key[0] = ST__KS_ABOUT;
+    memcpy(key + 1, u, ul);
+    key[1 + ul] = 0;
+    if (!scope) return ul + 2;
+    memcpy(key + ul + 2, scope, 32);
+    return ul + 34;
+}
+
+/* Whether a user may name an answer: a name (no 0 byte, fits the key). */
+static bool st__about_ok(const char *u, size_t ul)
+{
+    return u && ul && ul <= ST_NAME_MAX && !memchr(u, 0, ul);
+}
+
+/* Whether the answer recorded at `created` is about a user r->gone() says is gone: the user its
+ * expiry entry names, else (an answer recorded before they named one) r->about. */
+static bool st__about_gone(st_store_t *s, const st_idem_req_t *r, int64_t created)
+{
+    uint8_t xkey[41];
+    st__xkey(xkey, created, r->scope);
+    const void *v;
+    size_t vl;
+    uint64_t w = 0;
+    char u[ST_NAME_MAX];
+    size_t ul = 0;
+    if (st_store_get(s, xkey, sizeof xkey, &v, &vl, &w) == ST_OK && st__about_ok(v, vl)) {
+        memcpy(u, v, vl);
+        ul = vl;
+    } else if (st__about_ok(r->about, r->about_len)) {
+        memcpy(u, r->about, r->about_len);
+        ul = r->about_len;
+    }
+    return ul && r->gone(r->gone_arg, u, ul);
 }
 
 int st_idem_lookup(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int *status,
@@ -139,6 +187,11 @@ int st__idem_lookup_at(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, in
     if (*wait < w) *wait = w;
     if ((st & ST__IDEM_V2) && memcmp((const char *)val + ST__IDEM_HDR, r->fp, 32) != 0)
         return ST_EIDEMREUSED;
+    if (r->gone && st__about_gone(s, r, created)) return ST_ENOTFOUND;
+    if (r->gone) { /* the checks above read the store: the record again (pointers borrowed) */
+        if ((rc = st_store_get(s, key, sizeof key, &val, &vlen, &w)) != ST_OK) return rc;
+        if (vlen < off) return ST_ENOTFOUND;
+    }
     *status = st & ~ST__IDEM_V2;
     *body = (const char *)val + off;
     *blen = vlen - off;
@@ -160,6 +213,11 @@ int st__idem_record_at(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, in
                        const char *body, size_t blen, int64_t now, uint64_t *wait)
 {
     st__sw_bind(s);
+    /* an answer about a user being erased is not kept: a retry runs afresh, and the erasure,
+     * which may have deleted the user's answers already, leaves none behind */
+    if (r->gone && st__about_ok(r->about, r->about_len) &&
+        r->gone(r->gone_arg, r->about, r->about_len))
+        return ST_OK;
     uint8_t key[33], xkey[41];
     st__rkey(key, r->scope);
     st__xkey(xkey, now, r->scope);
@@ -169,8 +227,16 @@ int st__idem_record_at(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, in
     st_buf_append(&v, &st, 2);
     st_buf_append(&v, r->fp, 32);
     st_buf_append(&v, body, blen);
+    bool about = st__about_ok(r->about, r->about_len);
     int rc = st_store_put(s, key, sizeof key, v.data, v.len, wait);
-    if (rc == ST_OK) rc = st_store_put(s, xkey, sizeof xkey, "", 0, wait);
+    if (rc == ST_OK)
+        rc = st_store_put(s, xkey, sizeof xkey, about ? r->about : "", about ? r->about_len : 0,
+                          wait);
+    if (rc == ST_OK && about) { /* the user's index (an older entry of the scope: replaced) */
+        uint8_t akey[ST__AKEY_CAP], be[8];
+        st_be64_put(be, (uint64_t)now);
+        rc = st_store_put(s, akey, st__akey(akey, r->about, r->about_len, r->scope), be, 8, wait);
+    }
     st_buf_free(&v);
     if (rc == ST_OK && ++st__sw.since_step >= ST__STEP_EVERY) {
         st__sw.since_step = 0;
@@ -189,21 +255,25 @@ int st_idem_record(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int st
 
 typedef struct {
     size_t budget, n;
-    uint8_t (*keys)[41];
+    st_buf_t keys; /* per entry: the 41-byte index key | u8 length | the user it names */
 } st_expired_t;
 
 static int st__collect(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_expired_t *x = arg;
-    (void)val;
-    (void)vlen;
     if (x->n == x->budget) return 1;
-    if (klen == 41) memcpy(x->keys[x->n++], key, 41);
+    if (klen != 41) return 0;
+    uint8_t ul = st__about_ok(val, vlen) ? (uint8_t)vlen : 0;
+    st_buf_append(&x->keys, key, 41);
+    st_buf_append(&x->keys, &ul, 1);
+    st_buf_append(&x->keys, val, ul);
+    x->n++;
     return 0;
 }
 
-/* Deletes an expired index entry and its record, unless the key was recorded again since. */
-static size_t st__expire(st_store_t *s, const uint8_t xkey[41])
+/* Deletes an expired index entry and its record, unless the key was recorded again since, and
+ * the user's entry of that record (u: the user the index entry names, or ul 0). */
+static size_t st__expire(st_store_t *s, const uint8_t xkey[41], const char *u, size_t ul)
 {
     uint8_t key[33];
     st__rkey(key, xkey + 9);
@@ -219,6 +289,13 @@ static size_t st__expire(st_store_t *s, const uint8_t xkey[41])
             st_store_del(s, key, sizeof key, &w);
             gone = 1;
         }
+    }
+    if (ul) {
+        uint8_t akey[ST__AKEY_CAP];
+        size_t al = st__akey(akey, u, ul, xkey + 9);
+        if (st_store_get(s, akey, al, &val, &vlen, &w) == ST_OK && vlen == 8 &&
+            (int64_t)st_be64_get(val) == created)
+            st_store_del(s, akey, al, &w);
     }
     st_store_del(s, xkey, 41, &w);
     return gone;
@@ -276,15 +353,18 @@ static size_t st__sweep_step(st_store_t *s, int64_t cutoff, size_t want)
 {
     if (cutoff <= 0 || !want) return 0;
     st_expired_t x = {.budget = want};
-    x.keys = st_malloc(want * sizeof *x.keys);
     uint8_t prefix = ST__KS_EXP, hi[9];
     st__xkey(hi, cutoff, NULL);
     uint64_t w = 0;
     st_store_range(s, &prefix, 1, NULL, 0, hi, sizeof hi, false, st__collect, &x, &w);
     size_t gone = 0;
-    for (size_t i = 0; i < x.n; i++)
-        gone += st__expire(s, x.keys[i]);
-    free(x.keys);
+    const uint8_t *p = (const uint8_t *)x.keys.data;
+    for (size_t i = 0; i < x.n; i++) {
+        size_t ul = p[41];
+        gone += st__expire(s, p, (const char *)p + 42, ul);
+        p += 42 + ul;
+    }
+    st_buf_free(&x.keys);
     return gone;
 }
 
@@ -298,4 +378,61 @@ size_t st__idem_sweep_at(st_store_t *s, int64_t ttl_us, size_t budget, int64_t n
 size_t st_idem_sweep(st_store_t *s, int64_t ttl_us, size_t budget)
 {
     return st__idem_sweep_at(s, ttl_us, budget, st_now_us());
+}
+
+/* ---- erasure (SPEC §2.2): the answers about a user go with it ---- */
+
+typedef struct {
+    size_t left;
+    st_buf_t keys; /* per entry: u16 key length | the 'I' key | be64 created */
+} st_about_t;
+
+static int st__about_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_about_t *a = arg;
+    if (!a->left) return 1;
+    uint16_t kl = (uint16_t)klen;
+    uint8_t be[8] = {0};
+    if (vlen == 8) memcpy(be, val, 8);
+    st_buf_append(&a->keys, &kl, 2);
+    st_buf_append(&a->keys, key, klen);
+    st_buf_append(&a->keys, be, 8);
+    a->left--;
+    return 0;
+}
+
+bool st_http_idem_erase(void *store, const char *u, size_t ul, size_t max)
+{
+    st_store_t *s = store;
+    if (!st__about_ok(u, ul)) return false;
+    uint8_t pre[ST__AKEY_CAP];
+    size_t pl = st__akey(pre, u, ul, NULL);
+    st_about_t a = {.left = max ? max : 1};
+    uint64_t w = 0;
+    st_store_scan(s, pre, pl, st__about_one, &a, &w);
+    size_t n = 0;
+    for (size_t off = 0; off + 2 <= a.keys.len; n++) {
+        uint16_t kl;
+        memcpy(&kl, a.keys.data + off, 2);
+        const uint8_t *k = (const uint8_t *)a.keys.data + off + 2;
+        int64_t created = (int64_t)st_be64_get(k + kl);
+        off += 2 + (size_t)kl + 8;
+        if (kl != pl + 32) { /* not an entry of this layout: it goes alone */
+            st_store_del(s, k, kl, &w);
+            continue;
+        }
+        const uint8_t *scope = k + pl;
+        uint8_t key[33], xkey[41];
+        st__rkey(key, scope);
+        st__xkey(xkey, created, scope);
+        const void *v;
+        size_t vl;
+        int64_t cur = 0;
+        if (st_store_get(s, key, sizeof key, &v, &vl, &w) == ST_OK && vl >= 8) memcpy(&cur, v, 8);
+        if (cur == created) st_store_del(s, key, sizeof key, &w); /* not if recorded again */
+        st_store_del(s, xkey, sizeof xkey, &w);
+        st_store_del(s, k, kl, &w);
+    }
+    st_buf_free(&a.keys);
+    return n > 0;
 }

@@ -31,6 +31,9 @@ typedef struct {
     int64_t token_exp_us;      /* the token's "exp" in Unix microseconds, 0 when it has none */
     const char *json_meta;     /* st_json_body: raw text of the body's "metadata" value, or NULL */
     size_t json_meta_len;
+    const char *about; /* the user a room route's answer is about (its Idempotency-Key answer is
+                          erased with it; arena memory), or NULL */
+    size_t about_len;
 } st_ctx_t;
 
 typedef int (*st_handler_fn)(st_ctx_t *c);
@@ -142,6 +145,10 @@ int st_auth_check(st_ctx_t *c, bool need_admin);
  * the rest a client's token when auth is on). Writes the error (a 401 with WWW-Authenticate). */
 int st_auth_route(st_ctx_t *c, unsigned flags);
 
+/* Names the user the answer is about (copied into the arena): a keyed request's answer is
+ * then erased with that user (SPEC §2.2). */
+void st_ctx_about(st_ctx_t *c, const char *user, size_t ulen);
+
 /* Validates a path parameter as a name (400 otherwise). */
 int st_param_name(st_ctx_t *c, int idx, const char *what);
 
@@ -149,6 +156,15 @@ int st_param_name(st_ctx_t *c, int idx, const char *what);
 typedef struct {
     uint8_t scope[32]; /* principal, method, route, decoded params, key: where the answer lives */
     uint8_t fp[32];    /* method, route, decoded params, body: the request the key is bound to */
+    /* The user the answer is about (NULL: none; borrowed): recorded with it, so that the user's
+     * erasure deletes it (st_http_idem_erase); for a lookup, the user of an answer recorded
+     * before answers named theirs. */
+    const char *about;
+    size_t about_len;
+    /* Lookup: an answer about a user for whom gone() says true (being erased) is not replayed
+     * (ST_ENOTFOUND: the request runs afresh). NULL: no such check. */
+    bool (*gone)(void *arg, const char *user, size_t ulen);
+    void *gone_arg;
 } st_idem_req_t;
 /* Call after st_router_match (uses c->params, c->subject). */
 void st_idem_digest(const st_ctx_t *c, const st_route_t *route, st_idem_req_t *out);

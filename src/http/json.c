@@ -148,3 +148,12 @@ int st_param_name(st_ctx_t *c, int idx, const char *what)
                             c->plens[idx] > ST_CLIP_MAX ? "..." : "");
     return ST_OK;
 }
+
+void st_ctx_about(st_ctx_t *c, const char *user, size_t ulen)
+{
+    if (!c->req->idem_key || !user || !ulen || ulen > ST_NAME_MAX) return; /* only keyed answers */
+    char *u = st_arena_alloc(c->arena, ulen);
+    memcpy(u, user, ulen);
+    c->about = u;
+    c->about_len = ulen;
+}

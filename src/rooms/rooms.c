@@ -14,6 +14,7 @@
 #define ST__KS_MEMBER 'q'
 #define ST__KS_JOINED 'j'
 #define ST__KS_REMOTE 'J'
+#define ST__KS_POSTED 'p'
 #define ST__KEY_CAP   (ST_KEY_MAX + 1)
 
 struct st_rooms {
@@ -497,6 +498,22 @@ int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cur
     return ST_OK;
 }
 
+/* The marker 'p' user 0 room' -> room, staged with the user's first post in the room (one get
+ * on every later post): an erasure finds every room the user posted in through it, rooms it
+ * left or was removed from included. */
+static int st__posted(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                      uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    size_t kl = st__pair(k, ST__KS_POSTED, user, ul, room, rl);
+    const void *v;
+    size_t vl;
+    uint64_t w = 0;
+    int rc = st_store_get(r->store, k, kl, &v, &vl, &w);
+    if (rc != ST_ENOTFOUND) return rc; /* ST_OK: there already (in this batch or an older one) */
+    return st_store_put(r->store, k, kl, room, rl, wait);
+}
+
 int st_rooms_post(st_rooms_t *r, const char *room, size_t rl, st_message_in_t *m, st_buf_t *out,
                   uint64_t *wait)
 {
@@ -511,6 +528,11 @@ int st_rooms_post(st_rooms_t *r, const char *room, size_t rl, st_message_in_t *m
     m->user_len = st_chat_room_user(u, room, rl);
     m->conv = room;
     m->conv_len = rl;
+    /* a user being erased is leaving its rooms: it posts no more (SPEC §2.2) */
+    if (st_chat_erased(r->chat, m->from, m->from_len)) return ST_EFORBIDDEN;
+    /* the marker first: a post that then fails leaves at most a marker (one more room for an
+     * erasure to walk), never a post no marker names */
+    if ((rc = st__posted(r, room, rl, m->from, m->from_len, wait))) return rc;
     st_buf_t tmp = {0};
     rc = st_chat_post(r->chat, m, &tmp, wait);
     if (!rc) st_chat_room_json(out, tmp.data, tmp.len);
@@ -584,10 +606,12 @@ int st_rooms_change_message(st_rooms_t *r, const char *room, size_t rl, uint64_t
 }
 
 /* ---- erasure (SPEC §2.2): an erased user's room messages become tombstones ----
- * Through chat's erase hook, in slices: the user's first room ('j'), its messages walked from
- * the state's last id (hot and cold; a cold page not in memory is fetched, the slice tried
- * again), those the user posted deleted; then the user leaves that room (its 'j' entry goes);
- * then the next room; last the remote rooms ('J') the user's list held. State:
+ * Through chat's erase hook, in slices: the user's next room — first those it posted in ('p',
+ * rooms it left or was removed from too), then those it is in ('j', which also covers posts
+ * made before 'p' markers were written) — its messages walked from the state's last id (hot and
+ * cold; a cold page not in memory is fetched, the slice tried again), those the user posted
+ * deleted; then the user leaves that room if in it (its 'j' entry goes) and its 'p' marker
+ * goes; then the next room; last the remote rooms ('J') the user's list held. State:
  * "\0rooms_erase" user -> be64 last msg_id | room. */
 static const char st__erase_pre[] = "\0rooms_erase"; /* with its 0 terminator: 13 bytes */
 
@@ -625,20 +649,26 @@ static int st__first_room(void *arg, const void *key, size_t klen, const void *v
     return vlen > 8 ? st__first_val(arg, key, klen, val, vlen) : 0;
 }
 
-/* The user's first room ('j' user 0 …) into room; false when it is in none. */
+/* The user's next room into room: the first it posted in ('p' user 0 …, rooms it left too),
+ * else the first it is in ('j' user 0 …); false when there is none. */
 static bool st__erase_next_room(st_rooms_t *r, const char *u, size_t ul, st_buf_t *room)
 {
     uint8_t k[ST__KEY_CAP];
-    k[0] = ST__KS_JOINED;
-    memcpy(k + 1, u, ul);
-    k[1 + ul] = 0;
     st_buf_t b = {0};
     uint64_t w = 0;
-    st_store_scan(r->store, k, ul + 2, st__first_room, &b, &w);
-    size_t kl = 0;
+    size_t kl = 0, skip = 0;
+    k[1 + ul] = 0;
+    memcpy(k + 1, u, ul);
+    k[0] = ST__KS_POSTED;
+    st_store_scan(r->store, k, ul + 2, st__first_val, &b, &w);
+    if (!b.len) {
+        k[0] = ST__KS_JOINED;
+        st_store_scan(r->store, k, ul + 2, st__first_room, &b, &w);
+        skip = 8; /* joined_at | room */
+    }
     if (b.len >= sizeof kl) memcpy(&kl, b.data, sizeof kl);
-    bool found = b.len > sizeof kl + kl + 8;
-    if (found) st_buf_append(room, b.data + sizeof kl + kl + 8, b.len - sizeof kl - kl - 8);
+    bool found = b.len > sizeof kl + kl + skip;
+    if (found) st_buf_append(room, b.data + sizeof kl + kl + skip, b.len - sizeof kl - kl - skip);
     st_buf_free(&b);
     return found;
 }
@@ -700,13 +730,14 @@ static bool st__rooms_erase(void *arg, const char *u, size_t ul, size_t max)
         st_buf_append(&tmp, be, 8);
         st_buf_append(&tmp, room.data, room.len);
         st_store_put(r->store, sk, skl, tmp.data, tmp.len, &w);
-    } else if (rc == ST_OK) { /* done with this room: the user leaves it */
+    } else if (rc == ST_OK) { /* done with this room: the user leaves it (if in it still) */
         long who;
         st_rooms_name_t me = {u, ul};
         st_buf_reset(&tmp);
         rc = st_rooms_change(r, room.data, room.len, NULL, 0, &me, 1, &who, &tmp, &w);
         if (rc == ST_ENOTFOUND) /* no such room any more: its entry in the user's list goes */
             st_store_del(r->store, k, st__pair(k, ST__KS_JOINED, u, ul, room.data, room.len), &w);
+        st_store_del(r->store, k, st__pair(k, ST__KS_POSTED, u, ul, room.data, room.len), &w);
         st_store_del(r->store, sk, skl, &w);
     }
     st_buf_free(&tmp);

@@ -401,6 +401,14 @@ describe('durability and erasure', () => {
       await shipped(s);
       for (let i = 0; i < 3; i++) await post(s, 'kim', 'c', `kim ${i}`);
       await post(s, 'lou', 'c', 'lou 0');
+      // a keyed post (its stored answer) and a room kim posted in and left: both restored, both
+      // erased again
+      const keyed = { conversation_id: 'c', from: 'kim', content: 'kim keyed' };
+      const kp = await s.req('POST', '/v1/users/kim/messages', keyed, { 'idempotency-key': 'kim-k' });
+      assert.equal(kp.status, 201, kp.text);
+      assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'kr', members: ['lou', 'kim'] })).status, 201);
+      assert.equal((await s.req('POST', '/v1/rooms/kr/messages', { from: 'kim', content: 'kim in kr' })).status, 201);
+      assert.equal((await s.req('POST', '/v1/rooms/kr/members', { remove: ['kim'] })).status, 200);
       await sleep(20);
       const mid = Date.now() * 1000;
       await sleep(20);
@@ -424,6 +432,12 @@ describe('durability and erasure', () => {
         assert.deepEqual((await m.req('GET', '/v1/users/kim/messages')).json.messages, []);
         assert.equal((await stats(m, 'kim')).total_messages, 0);
         assert.deepEqual((await readAll(m, 'lou', {})).map((x) => x.content), ['lou 0']);
+        const kr = (await m.req('GET', '/v1/rooms/kr/messages')).json.messages;
+        assert.deepEqual(kr.map((x) => [x.from, x.content]), [['kim', null]]);
+        const retry = await m.req('POST', '/v1/users/kim/messages', keyed, { 'idempotency-key': 'kim-k' });
+        assert.equal(retry.status, 201, retry.text);
+        assert.equal(retry.headers['idempotent-replayed'], undefined, 'the stored answer went with the erasure');
+        assert.notEqual(retry.json.msg_id, kp.json.msg_id);
       } finally {
         await m.stop();
       }

@@ -73,3 +73,73 @@ describe('idempotency keys', () => {
     assert.equal(n2.headers['idempotent-replayed'], 'true');
   });
 });
+
+// SPEC §2.2: an erased user's stored answers (they hold its messages) go with it. A retry with
+// the same key is not a replay — at once (404) nor after the erasure is done (a fresh request).
+describe('idempotency keys and erasure', () => {
+  let s;
+  before(async () => { s = await startStrata(); });
+  after(async () => { await s.stop(); s.cleanup(); });
+  const k = (key) => ({ 'idempotency-key': key });
+  const erasureDone = async (id) => {
+    for (const until = Date.now() + 20000; Date.now() < until;) {
+      if ((await s.req('GET', `/v1/admin/erasures/${id}`)).json.status === 'done') return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error('the erasure did not finish');
+  };
+
+  test("an erased user's answers are not replayed, and a retry after the erasure runs afresh", async () => {
+    const post = { conversation_id: 'c', from: 'ida', content: 'secret one' };
+    const p = await s.req('POST', '/v1/users/ida/messages', post, k('e-post'));
+    assert.equal(p.status, 201, p.text);
+    const patch = await s.req('PATCH', `/v1/users/ida/messages/${p.json.msg_id}`, { content: 'secret two' }, k('e-patch'));
+    assert.equal(patch.status, 200, patch.text);
+    assert.equal(patch.json.content, 'secret two');
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'idem-r', members: ['vic', 'ida'] })).status, 201);
+    const rp = await s.req('POST', '/v1/rooms/idem-r/messages', { from: 'ida', content: 'secret three' }, k('e-room'));
+    assert.equal(rp.status, 201, rp.text);
+    const redit = await s.req('PATCH', `/v1/rooms/idem-r/messages/${rp.json.msg_id}`, { content: 'secret four' }, k('e-redit'));
+    assert.equal(redit.status, 200, redit.text);
+    // before: a retry is a replay
+    const again = await s.req('POST', '/v1/users/ida/messages', post, k('e-post'));
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.equal(again.json.msg_id, p.json.msg_id);
+    // another user's answer is left alone
+    const other = await s.req('POST', '/v1/users/ola/messages', { conversation_id: 'c', from: 'ola', content: 'kept' }, k('e-other'));
+    assert.equal(other.status, 201);
+
+    const er = await s.req('DELETE', '/v1/users/ida', undefined, k('e-erase'));
+    assert.equal(er.status, 202, er.text);
+    // at once: no replay of what the user wrote
+    const now = await s.req('PATCH', `/v1/users/ida/messages/${p.json.msg_id}`, { content: 'secret two' }, k('e-patch'));
+    assert.equal(now.status, 404, now.text);
+    assert.equal(now.headers['idempotent-replayed'], undefined);
+    assert.ok(!now.text.includes('secret'), now.text);
+    await erasureDone(er.json.erasure_id);
+
+    // after: each retry runs as a fresh request
+    const post2 = await s.req('POST', '/v1/users/ida/messages', post, k('e-post'));
+    assert.equal(post2.status, 201, post2.text);
+    assert.equal(post2.headers['idempotent-replayed'], undefined);
+    assert.notEqual(post2.json.msg_id, p.json.msg_id);
+    const patch2 = await s.req('PATCH', `/v1/users/ida/messages/${p.json.msg_id}`, { content: 'secret two' }, k('e-patch'));
+    assert.equal(patch2.status, 404, patch2.text);
+    assert.equal(patch2.headers['idempotent-replayed'], undefined);
+    // the room answers about her messages too: she left the room (403), her message is a
+    // tombstone (409)
+    const rp2 = await s.req('POST', '/v1/rooms/idem-r/messages', { from: 'ida', content: 'secret three' }, k('e-room'));
+    assert.equal(rp2.status, 403, rp2.text);
+    assert.equal(rp2.headers['idempotent-replayed'], undefined);
+    const redit2 = await s.req('PATCH', `/v1/rooms/idem-r/messages/${rp.json.msg_id}`, { content: 'secret four' }, k('e-redit'));
+    assert.equal(redit2.status, 409, redit2.text);
+    assert.equal(redit2.headers['idempotent-replayed'], undefined);
+    // the erasure's own answer stays: a retry finds the same erasure
+    const er2 = await s.req('DELETE', '/v1/users/ida', undefined, k('e-erase'));
+    assert.equal(er2.headers['idempotent-replayed'], 'true');
+    assert.equal(er2.json.erasure_id, er.json.erasure_id);
+    const kept = await s.req('POST', '/v1/users/ola/messages', { conversation_id: 'c', from: 'ola', content: 'kept' }, k('e-other'));
+    assert.equal(kept.headers['idempotent-replayed'], 'true');
+    assert.equal(kept.json.msg_id, other.json.msg_id);
+  });
+});

@@ -511,6 +511,42 @@ describe('rooms: edits, deletes and an erased member (SPEC §2.1, §2.2)', () =>
     assert.deepEqual(members, ['root', 'yan']);
     assert.deepEqual((await s.req('GET', '/v1/users/zoe/rooms', undefined, admin)).json.rooms, []);
   });
+
+  test('erasing a user reaches the rooms it left or was removed from before', async () => {
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'l1', members: ['una', 'vic'] }, admin)).status, 201);
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'l2', members: ['una', 'vic'] }, admin)).status, 201);
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'l3', members: ['una', 'vic'] }, admin)).status, 201);
+    const post = async (room, from, content) => {
+      const r = await s.req('POST', `/v1/rooms/${room}/messages`, { from, content }, admin);
+      assert.equal(r.status, 201, r.text);
+    };
+    await post('l1', 'una', 'cold secret');
+    await post('l1', 'vic', 'keep 1');
+    assert.equal((await s.req('POST', '/v1/admin/flush', undefined, admin)).status, 202);
+    await waitFor('the l1 flush', () => { try { return parquetFiles(path.join(s.dir, 'cold', 'shared', 'conversations', 'l1')).length; } catch { return 0; } });
+    await post('l1', 'una', 'hot secret');
+    await post('l2', 'una', 'l2 secret');
+    await post('l2', 'vic', 'keep 2');
+    await post('l3', 'vic', 'keep 3');
+    // una leaves l1 herself and is removed from l2 by an admin; she stays in l3, where she never
+    // posted
+    assert.equal((await s.req('POST', '/v1/rooms/l1/members', { remove: ['una'] }, bearer('una'))).status, 200);
+    assert.equal((await s.req('POST', '/v1/rooms/l2/members', { remove: ['una'] }, admin)).status, 200);
+    const er = await s.req('DELETE', '/v1/users/una', undefined, admin);
+    assert.equal(er.status, 202, er.text);
+    // at once: an erased user posts no more, not even where it is still a member
+    assert.equal((await s.req('POST', '/v1/rooms/l3/messages', { from: 'una', content: 'late' }, admin)).status, 403);
+    await waitFor('the erasure done', async () => (await s.req('GET', `/v1/admin/erasures/${er.json.erasure_id}`, undefined, admin)).json.status === 'done', 20000);
+    const l1 = await allMessages(s, 'l1', {}, admin);
+    assert.deepEqual(l1.map((m) => [m.from, m.content]), [['una', null], ['vic', 'keep 1'], ['una', null]]);
+    const l2 = await allMessages(s, 'l2', {}, admin);
+    assert.deepEqual(l2.map((m) => [m.from, m.content]), [['una', null], ['vic', 'keep 2']]);
+    assert.deepEqual((await allMessages(s, 'l3', {}, admin)).map((m) => m.content), ['keep 3']);
+    assert.equal((await s.req('GET', '/v1/rooms/l1', undefined, admin)).json.total_messages, 1);
+    const members = (await s.req('GET', '/v1/rooms/l3/members', undefined, admin)).json.members.map((m) => m.user);
+    assert.deepEqual(members, ['root', 'vic']);
+    assert.deepEqual((await s.req('GET', '/v1/users/una/rooms', undefined, admin)).json.rooms, []);
+  });
 });
 
 describe('key spaces stay apart', () => {

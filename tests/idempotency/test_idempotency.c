@@ -170,4 +170,66 @@ TEST(idempotency_answers_of_the_old_format_are_indexed_then_swept)
     fx_end(&fx);
 }
 
+static bool gone_ida(void *arg, const char *u, size_t ul)
+{
+    (void)arg;
+    return ul == 3 && memcmp(u, "ida", 3) == 0;
+}
+
+/* SPEC §2.2: the answers about a user go with its erasure (st_http_idem_erase), in slices; the
+ * sweep takes their index entries with them; an answer about a user being erased is neither
+ * replayed nor recorded. */
+TEST(idempotency_answers_about_a_user_go_with_its_erasure_and_their_index_with_the_sweep)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = open_store(&fx);
+    const int64_t t0 = 1000000000000LL, ttl = 10000000;
+    uint64_t wait = 0;
+    for (int i = 0; i < 10; i++) { /* 0-5 about ida, 6-8 about ola, 9 about no one */
+        st_idem_req_t r = req_of(i, 0);
+        r.about = i < 6 ? "ida" : i < 9 ? "ola" : NULL;
+        r.about_len = r.about ? 3 : 0;
+        CHECK_EQ(st__idem_record_at(s, &r, ttl, 201, "{\"content\":\"x\"}", 15, t0 + i, &wait),
+                 ST_OK);
+    }
+    fx_settle(&fx, s);
+    CHECK_EQ(count(s, ST_KS_IDEM_USER), 9);
+    /* while ida is being erased: her answers are not replayed, a new one not recorded */
+    int status;
+    const char *body;
+    size_t blen;
+    uint64_t w = 0;
+    st_idem_req_t r0 = req_of(0, 0), r6 = req_of(6, 0), r20 = req_of(20, 0);
+    r0.gone = r6.gone = r20.gone = gone_ida;
+    CHECK_EQ(st__idem_lookup_at(s, &r0, ttl, t0 + 100, &status, &body, &blen, &w), ST_ENOTFOUND);
+    CHECK_EQ(st__idem_lookup_at(s, &r6, ttl, t0 + 100, &status, &body, &blen, &w), ST_OK);
+    CHECK(blen == 15 && memcmp(body, "{\"content\":\"x\"}", 15) == 0);
+    r20.about = "ida";
+    r20.about_len = 3;
+    CHECK_EQ(st__idem_record_at(s, &r20, ttl, 404, "{}", 2, t0 + 100, &wait), ST_OK);
+    fx_settle(&fx, s);
+    CHECK_EQ(count(s, ST_KS_IDEM), 10);
+    /* the erasure, 4 at a time */
+    int slices = 0;
+    while (st_http_idem_erase(s, "ida", 3, 4)) {
+        fx_settle(&fx, s);
+        CHECK(++slices <= 3);
+    }
+    fx_settle(&fx, s);
+    CHECK_EQ(slices, 2);
+    CHECK_EQ(count(s, ST_KS_IDEM), 4);
+    CHECK_EQ(count(s, ST_KS_IDEM_EXP), 4);
+    CHECK_EQ(count(s, ST_KS_IDEM_USER), 3);
+    r0.gone = NULL;
+    CHECK_EQ(st__idem_lookup_at(s, &r0, ttl, t0 + 100, &status, &body, &blen, &w), ST_ENOTFOUND);
+    /* the others' answers expire with their index entries */
+    CHECK_EQ(st__idem_sweep_at(s, ttl, 2000, t0 + ttl + 100), 4);
+    fx_settle(&fx, s);
+    CHECK_EQ(count(s, ST_KS_IDEM_USER), 0);
+    CHECK_EQ(count(s, ST_KS_IDEM_EXP), 0);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
 RUN_TESTS("idempotency")
