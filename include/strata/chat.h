@@ -208,6 +208,9 @@ void st_chat_off_erase(st_chat_t *c, const void *arg);
  * work re-runs later and finds it in memory). */
 void st_chat_prefetch(st_chat_t *c);
 /* Whether the user is being erased (every answer about it is 404). */
+/* Whether an erasure of the user was requested at or after since_us (pending or done): walks the
+ * erasure records (few), for answers older than the user's erasure (idempotency.c). */
+bool st_chat_erased_since(st_chat_t *c, const char *user, size_t ulen, int64_t since_us);
 bool st_chat_erased(st_chat_t *c, const char *user, size_t ulen);
 
 /* Told about every edit, delete (kind "message_edited" / "message_deleted": json the new state)

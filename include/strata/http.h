@@ -142,7 +142,7 @@ int st_server_port(const st_server_t *srv);
 
 /* A chat erase hook (st_chat_on_erase, arg: the st_store_t): deletes up to max Idempotency-Key
  * answers about the user (those of its /v1/users/{user}/… requests and of the room messages it
- * posted); true while it found some (call again). */
+ * posted), walking the expiry index a slice per call; true until a call finds the walk done. */
 bool st_http_idem_erase(void *store, const char *user, size_t ulen, size_t max);
 
 #endif

@@ -28,12 +28,11 @@ enum {
     ST_KS_SEQUENCE = 's',  /* name -> u64 last */
     ST_KS_IDEM = 'i',      /* sha256(scope) -> idempotent response (http/idempotency.c) */
     ST_KS_IDEM_EXP = 'x',  /* be64(created) sha256(scope) -> user or "" (their expiry index) */
-    ST_KS_IDEM_USER = 'I', /* user 0 sha256(scope) -> be64(created) (the answers about a user) */
     ST_KS_WRITER = 'w',    /* "writer" -> the cold tier's writer record (cold/writer.c) */
 };
 /* Every module's first bytes, so no two modules share one (each module's header documents its
  * own layout; keep this list whole when adding one):
- *   store (above)  c m s i x I w
+ *   store (above)  c m s i x w
  *   seats          E B H S V K           (seats/internal.h, seats/history.c)
  *   chat           M N C U T Y X Q G Z z e f h   (chat/internal.h)
  *   cold tier      W F P D + an owner    (strata/tier.h; owners are user names or "~" tag name)

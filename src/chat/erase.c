@@ -40,6 +40,32 @@ bool st_chat_erased(st_chat_t *c, const char *u, size_t ul)
     return st_store_get(c->store, k, st__chat_ukey(k, 'G', u, ul) - 1, &v, &vl, &w) == ST_OK;
 }
 
+typedef struct {
+    const char *u;
+    size_t ul;
+    int64_t since;
+    bool found;
+} st_since_t;
+
+static int st__since_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_since_t *x = arg;
+    int64_t t[2];
+    if (klen != ST__ERASE_PL + 8 || vlen != 16 + x->ul) return 0;
+    memcpy(t, val, sizeof t);
+    if (t[0] < x->since || memcmp((const char *)val + 16, x->u, x->ul) != 0) return 0;
+    x->found = true;
+    return 1;
+}
+
+bool st_chat_erased_since(st_chat_t *c, const char *u, size_t ul, int64_t since_us)
+{
+    st_since_t x = {.u = u, .ul = ul, .since = since_us};
+    uint64_t w = 0;
+    st_store_scan(c->store, st__erase_pre, ST__ERASE_PL, st__since_one, &x, &w);
+    return x.found;
+}
+
 int st_chat_erase(st_chat_t *c, const char *u, size_t ul, uint64_t *id, uint64_t *wait)
 {
     uint8_t k[ST__KEY_CAP];

@@ -320,27 +320,32 @@ uint64_t st_objstore_requests(int verb)
 }
 
 /* Whether key holds exactly data: one GET of a byte more than len (a longer object shows it).
- * Any failure to read counts as "not the same": the object is then left alone. */
-static bool st__same(st_objstore_t *s, const char *key, const void *data, size_t len)
+ * 1: the same bytes; 0: other bytes (another writer's object); -1: it could not be read, so
+ * nobody knows (the caller then treats its write as failed, not as a collision: its intent is
+ * swept and the key, which names this store's incarnation, doomed like any failed write's). */
+static int st__same(st_objstore_t *s, const char *key, const void *data, size_t len)
 {
-    if (len == 0) return false; /* strata writes no empty object */
+    if (len == 0) return 0; /* strata writes no empty object */
     st_buf_t b = {0};
-    bool same = false;
+    int same = -1;
     if (!s->s3) {
         char *path = st__path(s, key);
         struct stat st;
-        same = stat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == len &&
-               st__file_get(s, key, 0, len, &b) == ST_OK;
+        if (stat(path, &st) == 0 && (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != len))
+            same = 0;
+        else if (st__file_get(s, key, 0, len, &b) == ST_OK)
+            same = 1;
         free(path);
     } else {
         char range[64];
         snprintf(range, sizeof range, "Range: bytes=0-%llu", (unsigned long long)len);
         long status;
-        same = st__s3(s, "GET", key, NULL, 0, range, &b, len + 1, &status) == ST_OK &&
-               (status == 200 || status == 206);
+        if (st__s3(s, "GET", key, NULL, 0, range, &b, len + 1, &status) == ST_OK &&
+            (status == 200 || status == 206))
+            same = 1;
         st__requests[0]++;
     }
-    same = same && b.len == len && memcmp(b.data, data, len) == 0;
+    if (same == 1 && (b.len != len || memcmp(b.data, data, len) != 0)) same = 0;
     st_buf_free(&b);
     return same;
 }
@@ -351,10 +356,17 @@ int st_objstore_put(st_objstore_t *s, const char *key, const void *data, size_t 
     int rc = s->s3 ? st__s3_put(s, key, data, len, false) : st__file_put(s, key, data, len, false);
     /* A create is idempotent: the very bytes there already are an earlier attempt of this one
      * whose answer was lost (an S3 PUT retried into 412). Other bytes are another writer's
-     * object, never overwritten nor taken for ours: ST_EEXIST, and the caller writes elsewhere. */
-    if (rc == ST_EEXIST && st__same(s, key, data, len)) {
-        st_info("cold: %s holds these very bytes already (an earlier attempt): created", key);
-        rc = ST_OK;
+     * object, never overwritten nor taken for ours: ST_EEXIST, and the caller writes elsewhere.
+     * Unreadable: a failed write (ST_EIO), never an unrecorded object of ours left behind. */
+    if (rc == ST_EEXIST) {
+        int same = st__same(s, key, data, len);
+        if (same == 1) {
+            st_info("cold: %s holds these very bytes already (an earlier attempt): created", key);
+            rc = ST_OK;
+        } else if (same < 0) {
+            st_warn("cold: %s exists and could not be read back: the write counts as failed", key);
+            rc = ST_EIO;
+        }
     }
     return rc;
 }

@@ -56,10 +56,11 @@ static bool st__media_refused(st_ctx_t *c)
 
 static st_buf_t st__body; /* loop-thread scratch for response bodies */
 
-/* An Idempotency-Key answer's user is gone while it is being erased (SPEC §2.2). */
-static bool st__user_gone(void *arg, const char *u, size_t ul)
+/* An Idempotency-Key answer's user is gone while it is being erased (SPEC §2.2), and for an
+ * answer from before answers named their user (since > 0), once its erasure was asked for. */
+static bool st__user_gone(void *arg, const char *u, size_t ul, int64_t since)
 {
-    return st_chat_erased(arg, u, ul);
+    return st_chat_erased(arg, u, ul) || (since > 0 && st_chat_erased_since(arg, u, ul, since));
 }
 
 /* The user a keyed request's answer is about, as far as its path tells: /v1/users/{user}/…

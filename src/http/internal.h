@@ -161,9 +161,10 @@ typedef struct {
      * before answers named theirs. */
     const char *about;
     size_t about_len;
-    /* Lookup: an answer about a user for whom gone() says true (being erased) is not replayed
-     * (ST_ENOTFOUND: the request runs afresh). NULL: no such check. */
-    bool (*gone)(void *arg, const char *user, size_t ulen);
+    /* Lookup: an answer about a user for whom gone() says true (being erased; or, since > 0,
+     * an erasure of it asked for at or after since) is not replayed (ST_ENOTFOUND: the request
+     * runs afresh). NULL: no such check. */
+    bool (*gone)(void *arg, const char *user, size_t ulen, int64_t since);
     void *gone_arg;
 } st_idem_req_t;
 /* Call after st_router_match (uses c->params, c->subject). */

@@ -523,16 +523,16 @@ int st_rooms_post(st_rooms_t *r, const char *room, size_t rl, st_message_in_t *m
     rc = st_rooms_role(r, room, rl, m->from, m->from_len, &role, wait);
     if (rc == ST_ENOTFOUND) return ST_EFORBIDDEN; /* from must be a member */
     if (rc) return rc;
-    char u[ST_CHAT_USER_MAX];
-    m->user = u;
-    m->user_len = st_chat_room_user(u, room, rl);
-    m->conv = room;
-    m->conv_len = rl;
     /* a user being erased is leaving its rooms: it posts no more (SPEC §2.2) */
     if (st_chat_erased(r->chat, m->from, m->from_len)) return ST_EFORBIDDEN;
     /* the marker first: a post that then fails leaves at most a marker (one more room for an
      * erasure to walk), never a post no marker names */
     if ((rc = st__posted(r, room, rl, m->from, m->from_len, wait))) return rc;
+    char u[ST_CHAT_USER_MAX]; /* m->user points here only until this returns */
+    m->user = u;
+    m->user_len = st_chat_room_user(u, room, rl);
+    m->conv = room;
+    m->conv_len = rl;
     st_buf_t tmp = {0};
     rc = st_chat_post(r->chat, m, &tmp, wait);
     if (!rc) st_chat_room_json(out, tmp.data, tmp.len);
