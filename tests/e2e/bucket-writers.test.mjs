@@ -7,7 +7,7 @@
 // alice/batch-{ts}-1.parquet, the original's key, and the original answered 503 cold_unavailable.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { metric, ok, restore, runAsync, s3, shipped } from './backup-lib.mjs';
@@ -235,6 +235,72 @@ test('every kind of object is created only where none is (If-None-Match: *): a r
     }
     // the raced object is the other writer's still
     assert.equal(readFileSync(path.join(bucket, `${raced}._S3rver_object`), 'utf8'), 'another writer\'s object');
+    await s.stop();
+    s = null;
+  } finally {
+    if (s) await s.kill9();
+    await server.close();
+  }
+});
+
+// SPEC v4 §5 on S3: a PUT done by S3 whose answer is lost, retried into 412, and whose object
+// then cannot be read back (every GET answered 5xx or its connection reset, until it is gone) is
+// a failed write, not a collision and not a success: the flush is retried under a fresh number,
+// the object nobody can tell is ours or not (it is: its key names this store's incarnation) is
+// deleted by the reaper, every acknowledged message reads, and every object left under the
+// user's prefix is one the manifest records (their count and bytes are strata's).
+test('a lost PUT whose object cannot be read back is a failed write: flushed again, the object reaped, nothing unrecorded left', async () => {
+  const dir = tempDir('bw-unread');
+  const { server, port } = await s3(dir);
+  const proxy = server.proxy;
+  const bucket = path.join(dir, 'bk');
+  let s;
+  try {
+    s = await startStrata({
+      args: ['--cold-url', 's3://bk/cold', '--s3-endpoint', `http://127.0.0.1:${port}`, '--s3-access-key', 'S3RVER',
+        '--s3-secret-key', 'S3RVER', '--cold-retries', '2', '--flush-interval', '3600'],
+    });
+    await post(s, 2, 'm');
+    await flushed(s, 2);
+    // the next flush's PUT is stored and its answer lost; the retry gets 412 and every GET of
+    // the key fails (1 + 2 retries: --cold-retries) until the key is deleted
+    proxy.lose(/^PUT \S*\/alice\/batch-/, 1, { unreadable: [500, 'reset', 503] });
+    const deletedBefore = await metric(s, 'strata_cold_objects_deleted_total');
+    await post(s, 2, 'lost');
+    await ok(s, 'POST', '/v1/admin/flush', undefined, {}, 202);
+    await waitFor('the flush retried and done', async () => (await s.req('GET', '/v1/users/alice/stats')).json.cold_messages === 4, 30000);
+    assert.equal(proxy.lost.length, 1);
+    const lostPath = proxy.lost[0];
+    const lostKey = lostPath.replace(/^\/bk\//, '');
+    assert.ok(proxy.unread.length >= 3, JSON.stringify(proxy.unread));
+    assert.ok(proxy.unread.every((u) => u.path === lostPath), JSON.stringify(proxy.unread));
+    assert.deepEqual(proxy.unread.slice(0, 3).map((u) => u.how), [500, 'reset', 503]);
+    assert.ok(proxy.log.some((l) => l.startsWith(`PUT ${lostPath}`) && l.endsWith(' 412')), 'the retried PUT was refused 412');
+    assert.match(s.log(), /exists and could not be read back: the write counts as failed/);
+    assert.doesNotMatch(s.log(), /holds these very bytes already/);
+    // the flush went on under a fresh number, with If-None-Match: * as every create
+    const created = proxy.creates.filter((c) => /^cold\/alice\/batch-/.test(c.key));
+    assert.deepEqual(proxy.creates.filter((c) => !c.conditional), [], 'creates without If-None-Match: *');
+    const num = (k) => Number(/-(\d+)\.parquet$/.exec(k)[1]);
+    const retried = created.at(-1).key;
+    assert.ok(num(retried) > num(lostKey), `${retried} takes a fresh number after ${lostKey}`);
+    // every acknowledged message reads, once
+    assert.deepEqual(await contents(s), ['m 0', 'm 1', 'lost 0', 'lost 1']);
+    // the abandoned object is deleted by the reaper (a DELETE through the proxy)
+    await waitFor('the abandoned object reaped', async () => !existsSync(path.join(bucket, `${lostKey}._S3rver_object`)));
+    assert.ok(proxy.log.some((l) => l.startsWith(`DELETE ${lostPath} `)), 'a DELETE of the abandoned key');
+    await waitFor('the deletion counted', async () => (await metric(s, 'strata_cold_objects_deleted_total')) >= deletedBefore + 1);
+    // nothing unrecorded under the user's prefix: the objects there are the manifest's, by
+    // count (strata_cold_objects, counted every 10 s) and by bytes (the user's cold_bytes)
+    const left = parquetFiles(bucket).filter((f) => f.endsWith('.parquet._S3rver_object'))
+      .map((f) => ({ key: path.relative(bucket, f).replace(/\._S3rver_object$/, ''), size: statSync(f).size }));
+    assert.ok(left.every((o) => o.key.startsWith('cold/alice/batch-')), left.map((o) => o.key).join('\n'));
+    assert.equal(left.length, 2, left.map((o) => o.key).join('\n'));
+    assert.ok(left.some((o) => o.key === retried), `${retried} is in the bucket`);
+    const stats = (await s.req('GET', '/v1/users/alice/stats')).json;
+    assert.equal(stats.cold_bytes, left.reduce((n, o) => n + o.size, 0), JSON.stringify({ stats, left }));
+    await waitFor('the objects counted in /metrics', async () => (await metric(s, 'strata_cold_objects\\{tier="small"\\}'))
+      + (await metric(s, 'strata_cold_objects\\{tier="large"\\}')) === left.length, 15000);
     await s.stop();
     s = null;
   } finally {

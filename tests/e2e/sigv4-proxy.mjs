@@ -10,8 +10,10 @@
 // create (PUT, or completing a multipart upload) carrying If-None-Match: * over an existing key
 // is refused 412 PreconditionFailed as AWS does (every create is logged in .creates with whether
 // it was conditional), race() makes another writer put its bytes at a chosen key just before a
-// conditional create of it, lose() has s3rver do a request whose answer is then lost (500), and
-// inject() answers chosen requests 503 SlowDown or 500 first.
+// conditional create of it, lose() has s3rver do a request whose answer is then lost (500) and
+// may make its object unreadable until it is deleted (every GET of it answered 5xx or its
+// connection reset: a read-back that cannot tell whose the object is), and inject() answers
+// chosen requests 503 SlowDown or 500 first.
 // Virtual-hosted-style requests (Host: BUCKET.localhost) are forwarded to s3rver in path style.
 //
 // S3rver is a drop-in for s3rver's class: new S3rver(opts).run() starts s3rver on a free port
@@ -183,10 +185,13 @@ export function sigv4Proxy(target, { port = 0, credentials = { S3RVER: 'S3RVER' 
     hosts: new Set(), // Host headers seen
     creates: [], // { key, conditional } of every object create (a PUT or a completed upload)
     raced: [], // keys race() wrote before a conditional create of them
+    lost: [], // paths ("/bucket/key") of the requests lose() lost the answer of
+    unread: [], // { path, how } of each GET lose({ unreadable }) failed
   };
   let faults = []; // { re, status, code, left }
   let races = []; // { re, bytes, left }
-  let losses = []; // { re, left }
+  let losses = []; // { re, left, unreadable }
+  const unreadable = new Map(); // "/bucket/key" -> { how: [500, 'reset', …], n: GETs failed }
   const parts = new Map(); // uploadId -> Map(partNumber -> bytes)
   const tokens = new Map(); // continuation token -> the last key (escaped) of the page before
   const agent = new http.Agent({ keepAlive: true }); // to s3rver (Node 18's default closes)
@@ -236,6 +241,16 @@ export function sigv4Proxy(target, { port = 0, credentials = { S3RVER: 'S3RVER' 
       }
       const bucket = /^\/([^/?]+)\/?(?:\?|$)/.exec(path)?.[1];
       const objPath = path.split('?')[0];
+      if (req.method === 'DELETE') unreadable.delete(objPath);
+      const fails = req.method === 'GET' && !bucket ? unreadable.get(objPath) : undefined;
+      if (fails) { // a read of a lost request's object fails: 5xx, or the connection goes
+        const how = fails.how[fails.n++ % fails.how.length];
+        state.injected++;
+        state.unread.push({ path: objPath, how });
+        if (how !== 'reset') return answer(how, 'InternalError', 'read-back failure injected by the test');
+        state.log.push(`${line} reset`);
+        return req.socket.destroy();
+      }
       if (!bucket && ((req.method === 'PUT' && !q.partNumber) || (req.method === 'POST' && q.uploadId))) {
         const key = decode(objPath.replace(/^\/[^/]+\//, ''));
         const conditional = req.headers['if-none-match'] === '*';
@@ -273,7 +288,11 @@ export function sigv4Proxy(target, { port = 0, credentials = { S3RVER: 'S3RVER' 
       delete headers.connection; // hop by hop: each side keeps its own connection alive
       delete headers['keep-alive'];
       const lost = losses.find((l) => l.left > 0 && l.re.test(line));
-      if (lost) lost.left--;
+      if (lost) {
+        lost.left--;
+        state.lost.push(objPath);
+        if (lost.unreadable.length) unreadable.set(objPath, { how: lost.unreadable, n: 0 });
+      }
       const up = http.request({ host: '127.0.0.1', port: target, method: req.method, path, headers, agent }, (r) => {
         if (lost) { // done by s3rver, but the answer never reaches the client
           r.resume();
@@ -301,8 +320,12 @@ export function sigv4Proxy(target, { port = 0, credentials = { S3RVER: 'S3RVER' 
       inject(re, count, status = 503, code = 'SlowDown') { faults.push({ re, status, code, left: count }); },
       // the next count conditional creates of a key matching re find bytes put there just before
       race(re, bytes, count = 1) { races.push({ re, bytes: Buffer.from(bytes), left: count }); },
-      // the next count requests matching re are done by s3rver but answered 500 (answer lost)
-      lose(re, count = 1) { losses.push({ re, left: count }); },
+      // the next count requests matching re are done by s3rver but answered 500 (answer lost);
+      // unreadable: how the GETs of such a request's object then fail, in turn, until a DELETE
+      // of it: a status (500, 503, …) or 'reset' (the connection is destroyed unanswered; libcurl
+      // sends a request again by itself when a reused connection dies before any answer, so a
+      // reset alone is not always a failure its caller sees)
+      lose(re, count = 1, { unreadable: how = [] } = {}) { losses.push({ re, left: count, unreadable: how }); },
       clearFaults() { faults = []; },
       close: () => new Promise((r) => { server.closeAllConnections?.(); agent.destroy(); server.close(() => r()); }),
     })));
