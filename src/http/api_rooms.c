@@ -6,7 +6,9 @@
  *             messages) are for members and admins; `from` and read's `user` are the token's
  *             sub (admins excepted); /v1/users/{user}/rooms is that user's or an admin's.
  *   auth off: anyone; POST /v1/rooms makes members[0] the owner.
- * `from` is a member in both (403 otherwise).
+ * `from` is a member in both (403 otherwise). A user being erased (SPEC §2.2) is out of every
+ * room answer at once: its read marker and room list are 404, adding it is 404, its token reads
+ * no room (403); listings and counts leave it out (rooms.c).
  */
 #include "internal.h"
 #include "strata/rooms.h"
