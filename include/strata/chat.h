@@ -207,11 +207,17 @@ void st_chat_off_erase(st_chat_t *c, const void *arg);
 /* Starts fetching what a read that returned ST_EPARKED wants, with no one waiting (background
  * work re-runs later and finds it in memory). */
 void st_chat_prefetch(st_chat_t *c);
-/* Whether the user is being erased (every answer about it is 404). */
 /* Whether an erasure of the user was requested at or after since_us (pending or done): walks the
  * erasure records (few), for answers older than the user's erasure (idempotency.c). */
 bool st_chat_erased_since(st_chat_t *c, const char *user, size_t ulen, int64_t since_us);
+/* Whether the user is being erased (every answer about it is 404). */
 bool st_chat_erased(st_chat_t *c, const char *user, size_t ulen);
+/* The same for an answer that shows it (a 404, a listing that leaves the user out): *wait is
+ * raised to the batch of the erasure's marker while that is not durable yet. */
+bool st_chat_erasing(st_chat_t *c, const char *user, size_t ulen, uint64_t *wait);
+/* The users being erased now (one key each: as many as erasures pending), appended to out as
+ * u8 length | name; *n their number. */
+int st_chat_erasing_users(st_chat_t *c, st_buf_t *out, size_t *n, uint64_t *wait);
 
 /* Told about every edit, delete (kind "message_edited" / "message_deleted": json the new state)
  * and erasure (kind "user_erased", conv and json NULL). */

@@ -49,12 +49,14 @@ size_t st_rooms_max_members(const st_rooms_t *r);
 /* Creates a room (name may be NULL) with members (distinct, valid names; checked by the
  * caller), owner among them or not (it is added with role owner). Appends the room object.
  * ST_EEXIST: the room exists; ST_EINVAL: more than the room's limit; ST_CONFLICT with *who
- * (index into members, or -1 for the owner): that user is in ST_ROOMS_USER_MAX rooms already. */
+ * (index into members, or -1 for the owner): that user is in ST_ROOMS_USER_MAX rooms already;
+ * ST_ENOTFOUND with *who: that user is being erased (SPEC §2.2). */
 int st_rooms_create(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
                     const st_rooms_name_t *members, size_t n, const char *owner, size_t ol,
                     long *who, st_buf_t *out, uint64_t *wait);
 /* Appends the room object ({"room_id","name","created","updated","first_msg_id","last_msg_id",
- * "total_messages","members"}). ST_ENOTFOUND; ST_EPARKED as for chat reads. */
+ * "total_messages","members"}; "members" leaves out members being erased: one get per erasure
+ * pending). ST_ENOTFOUND; ST_EPARKED as for chat reads. */
 int st_rooms_get(st_rooms_t *r, const char *room, size_t rl, st_buf_t *out, uint64_t *wait);
 /* ST_OK (the room exists) or ST_ENOTFOUND. */
 int st_rooms_exists(st_rooms_t *r, const char *room, size_t rl, uint64_t *wait);
@@ -63,13 +65,15 @@ int st_rooms_role(st_rooms_t *r, const char *room, size_t rl, const char *user, 
                   int *role, uint64_t *wait);
 /* Adds and removes members (distinct names; one in both lists is the caller's 400). Adding a
  * member or removing a non-member changes nothing. Appends {"room_id","members"}.
- * ST_ENOTFOUND: no room; ST_CONFLICT: past --max-room-members (*who = -1) or a user in
- * ST_ROOMS_USER_MAX rooms (*who: its index in add). Nothing is staged on an error. */
+ * ST_ENOTFOUND: no room (*who = -1) or a user of add being erased (*who: its index);
+ * ST_CONFLICT: past --max-room-members (*who = -1) or a user in ST_ROOMS_USER_MAX rooms (*who:
+ * its index in add). Nothing is staged on an error. The count leaves out members being erased. */
 int st_rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_name_t *add,
                     size_t nadd, const st_rooms_name_t *remove, size_t nremove, long *who,
                     st_buf_t *out, uint64_t *wait);
 /* {"members":[{"user","role","joined_at","last_read_seq","unread"}],"next"}: limit members
- * after cursor (a user name, NULL first), in key order. */
+ * after cursor (a user name, NULL first), in key order; members being erased left out (SPEC
+ * §2.2: one get per member walked). */
 int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cursor, size_t clen,
                      size_t limit, st_buf_t *out, uint64_t *wait);
 /* Posts m (its user and conv are set here) in the room; appends {"msg_id","room_id","seq",

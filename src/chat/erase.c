@@ -33,11 +33,41 @@ static size_t st__rec_key(uint8_t *k, uint64_t id)
 
 bool st_chat_erased(st_chat_t *c, const char *u, size_t ul)
 {
+    uint64_t w = 0;
+    return st_chat_erasing(c, u, ul, &w);
+}
+
+bool st_chat_erasing(st_chat_t *c, const char *u, size_t ul, uint64_t *wait)
+{
     uint8_t k[ST__KEY_CAP];
     const void *v;
     size_t vl;
-    uint64_t w = 0;
-    return st_store_get(c->store, k, st__chat_ukey(k, 'G', u, ul) - 1, &v, &vl, &w) == ST_OK;
+    return st_store_get(c->store, k, st__chat_ukey(k, 'G', u, ul) - 1, &v, &vl, wait) == ST_OK;
+}
+
+typedef struct {
+    st_buf_t *out;
+    size_t n;
+} st_erasing_t;
+
+static int st__erasing_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_erasing_t *x = arg;
+    (void)val, (void)vlen;
+    if (klen < 2 || klen - 1 > ST_NAME_MAX) return 0;
+    uint8_t l = (uint8_t)(klen - 1);
+    st_buf_append(x->out, &l, 1);
+    st_buf_append(x->out, (const char *)key + 1, l);
+    x->n++;
+    return 0;
+}
+
+int st_chat_erasing_users(st_chat_t *c, st_buf_t *out, size_t *n, uint64_t *wait)
+{
+    st_erasing_t x = {out, 0};
+    int rc = st_store_scan(c->store, "G", 1, st__erasing_one, &x, wait);
+    *n = x.n;
+    return rc < 0 ? rc : ST_OK;
 }
 
 typedef struct {

@@ -6,7 +6,9 @@
  *             messages) are for members and admins; `from` and read's `user` are the token's
  *             sub (admins excepted); /v1/users/{user}/rooms is that user's or an admin's.
  *   auth off: anyone; POST /v1/rooms makes members[0] the owner.
- * `from` is a member in both (403 otherwise).
+ * `from` is a member in both (403 otherwise). A user being erased (SPEC §2.2) is out of every
+ * room answer at once: its read marker and room list are 404, adding it is 404, its token reads
+ * no room (403); listings and counts leave it out (rooms.c).
  */
 #include "internal.h"
 #include "strata/rooms.h"
@@ -43,6 +45,18 @@ static int st__not_found(st_ctx_t *c)
                         ST__V(c->params[0], c->plens[0]));
 }
 
+/* A user being erased (SPEC §2.2): every answer about it is 404, its memberships are gone for
+ * every answer at once (its erasure's slices remove them from the rooms later). */
+static bool st__erasing(st_ctx_t *c, const char *u, size_t ul)
+{
+    return c->app->chat && st_chat_erasing(c->app->chat, u, ul, &c->wait);
+}
+
+static int st__user_gone(st_ctx_t *c, const char *u, size_t ul)
+{
+    return st_ctx_error(c, ST_ENOTFOUND, "user '%.*s%s' not found (erased)", ST__V(u, ul));
+}
+
 /* Reads of a room: it exists (404) and, with auth on, the token's sub is a member or an admin. */
 static int st__reader(st_ctx_t *c)
 {
@@ -53,7 +67,7 @@ static int st__reader(st_ctx_t *c)
     if (!st__auth_on(c) || c->admin) return ST_OK;
     rc = st_rooms_role(c->app->rooms, c->params[0], c->plens[0], c->subject, strlen(c->subject),
                        &role, &c->wait);
-    if (rc == ST_ENOTFOUND)
+    if (rc == ST_ENOTFOUND || (rc == ST_OK && st__erasing(c, c->subject, strlen(c->subject))))
         return st_ctx_error(c, ST_EFORBIDDEN, "only the room's members read it");
     return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
 }
@@ -157,6 +171,8 @@ int st_api_room_create(st_ctx_t *c)
                          &c->wait);
     if (rc == ST_EEXIST)
         rc = st_ctx_error(c, rc, "room '%.*s' exists already", (int)rl, room);
+    else if (rc == ST_ENOTFOUND)
+        rc = st__user_gone(c, who < 0 ? owner : members[who].s, who < 0 ? ol : members[who].n);
     else if (rc == ST_EINVAL)
         rc = st_ctx_error_field(c, rc, "members", "a room has at most %zu members",
                                 st_rooms_max_members(c->app->rooms));
@@ -219,6 +235,8 @@ int st_api_room_members_change(st_ctx_t *c)
         rc =
             st_rooms_role(c->app->rooms, room, rl, c->subject, strlen(c->subject), &role, &c->wait);
         if (rc == ST_ENOTFOUND) rc = ST_OK;
+        if (!rc && role >= 0 && st__erasing(c, c->subject, strlen(c->subject)))
+            role = -1; /* its membership is gone for every answer */
         bool self = nadd == 0 && nrm == 1 && st__is_sub(c, rm[0].s, rm[0].n) && role >= 0;
         if (!rc && role != ST_ROOMS_OWNER && !self) {
             rc = st_ctx_error(c, ST_EFORBIDDEN,
@@ -230,7 +248,9 @@ int st_api_room_members_change(st_ctx_t *c)
     long who = -1;
     if (!rc)
         rc = st_rooms_change(c->app->rooms, room, rl, add, nadd, rm, nrm, &who, c->body, &c->wait);
-    if (rc == ST_ENOTFOUND)
+    if (rc == ST_ENOTFOUND && who >= 0)
+        rc = st__user_gone(c, add[who].s, add[who].n);
+    else if (rc == ST_ENOTFOUND)
         rc = st__not_found(c);
     else if (rc == ST_ECONFLICT && who >= 0)
         rc = st_ctx_error_field(c, rc, "add", "user '%.*s' is in %d rooms already", (int)add[who].n,
@@ -333,6 +353,10 @@ int st_api_room_read(st_ctx_t *c)
         rc = st_ctx_error(c, ST_EFORBIDDEN, "'user' must be the token's subject");
         goto done;
     }
+    if (st__erasing(c, user, ul)) { /* its read marker is an answer about it */
+        rc = st__user_gone(c, user, ul);
+        goto done;
+    }
     rc = st_rooms_read(c->app->rooms, c->params[0], c->plens[0], user, ul, seq, c->body, &c->wait);
     if (rc == ST_ENOTFOUND)
         rc = st__not_found(c);
@@ -352,6 +376,8 @@ int st_api_user_rooms(st_ctx_t *c)
     if (!c->app->rooms) return st_ctx_error(c, ST_EUNAVAIL, "rooms are not served here");
     if (st__auth_on(c) && !c->admin && !st__is_sub(c, c->params[0], c->plens[0]))
         return st_ctx_error(c, ST_EFORBIDDEN, "the token's subject may only list its own rooms");
+    if (st__erasing(c, c->params[0], c->plens[0]))
+        return st__user_gone(c, c->params[0], c->plens[0]);
     int64_t limit;
     if ((rc = st__limit(c, 20, &limit))) return rc;
     size_t clen = 0;

@@ -274,6 +274,30 @@ static void st__id_or_null(st_buf_t *out, uint64_t id)
     st_buf_appendc(out, '"');
 }
 
+/* How many of the room's members are being erased: still in it until their erasure's slice
+ * removes them, left out of its answers from the erasure's 202 on (SPEC §2.2). One get per
+ * erasure pending (the users being erased are a handful at a time). */
+static int st__erasing_members(st_rooms_t *r, const char *room, size_t rl, int64_t *n,
+                               uint64_t *wait)
+{
+    st_buf_t names = {0};
+    size_t cnt;
+    *n = 0;
+    int rc = st_chat_erasing_users(r->chat, &names, &cnt, wait);
+    for (size_t p = 0; rc == ST_OK && p < names.len;) {
+        uint8_t l = (uint8_t)names.data[p];
+        st_member_t m;
+        int rc2 = st__member_get(r, room, rl, names.data + p + 1, l, &m, wait);
+        if (rc2 == ST_OK)
+            (*n)++;
+        else if (rc2 != ST_ENOTFOUND)
+            rc = rc2;
+        p += 1 + (size_t)l;
+    }
+    st_buf_free(&names);
+    return rc;
+}
+
 /* ---- the routes' operations ---- */
 
 int st_rooms_exists(st_rooms_t *r, const char *room, size_t rl, uint64_t *wait)
@@ -304,7 +328,10 @@ int st_rooms_get(st_rooms_t *r, const char *room, size_t rl, st_buf_t *out, uint
     if (has_name) memcpy(nm, name, nl);
     st_chat_conv_info_t ci;
     bool any;
-    if ((rc = st__conv(r, room, rl, &ci, &any, wait))) return rc;
+    int64_t gone;
+    if ((rc = st__conv(r, room, rl, &ci, &any, wait)) ||
+        (rc = st__erasing_members(r, room, rl, &gone, wait)))
+        return rc;
     st_buf_puts(out, "{\"room_id\":");
     st_buf_append_json_str(out, room, rl);
     st_buf_puts(out, ",\"name\":");
@@ -319,7 +346,7 @@ int st_rooms_get(st_rooms_t *r, const char *room, size_t rl, st_buf_t *out, uint
     st_buf_puts(out, ",\"last_msg_id\":");
     st__id_or_null(out, ci.last_msg_id);
     st_buf_printf(out, ",\"total_messages\":%lld,\"members\":%lld}", (long long)ci.total_messages,
-                  (long long)rm.members);
+                  (long long)(rm.members > gone ? rm.members - gone : 0));
     return ST_OK;
 }
 
@@ -343,6 +370,11 @@ int st_rooms_create(st_rooms_t *r, const char *room, size_t rl, const char *name
     for (size_t i = 0; i <= n && !rc; i++) {
         const char *u = i < n ? members[i].s : owner;
         size_t ul = i < n ? members[i].n : ol;
+        if (st_chat_erasing(r->chat, u, ul, wait)) { /* 404 from its erasure on */
+            *who = i < n ? (long)i : -1;
+            rc = ST_ENOTFOUND;
+            break;
+        }
         rc = st__user_count(r, u, ul, &counts[i], wait);
         if (!rc && counts[i] >= ST_ROOMS_USER_MAX) {
             *who = i < n ? (long)i : -1;
@@ -396,6 +428,11 @@ int st_rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_n
     int64_t members = rm.members;
     st_member_t m;
     for (size_t i = 0; i < nadd && !rc; i++) {
+        if (st_chat_erasing(r->chat, add[i].s, add[i].n, wait)) { /* 404 from its erasure on */
+            *who = (long)i;
+            rc = ST_ENOTFOUND;
+            break;
+        }
         rc = st__member_get(r, room, rl, add[i].s, add[i].n, &m, wait);
         if (rc == ST_OK) continue; /* a member already */
         if (rc != ST_ENOTFOUND) break;
@@ -428,20 +465,27 @@ int st_rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_n
     free(in_add);
     free(in_rm);
     free(counts);
+    int64_t gone = 0;
+    if (!rc) rc = st__erasing_members(r, room, rl, &gone, wait);
     if (rc) return rc;
     st_buf_puts(out, "{\"room_id\":");
     st_buf_append_json_str(out, room, rl);
-    st_buf_printf(out, ",\"members\":%lld}", (long long)members);
+    st_buf_printf(out, ",\"members\":%lld}", (long long)(members > gone ? members - gone : 0));
     return ST_OK;
 }
 
+/* A member as the listing walks it (copied out of the store: the erasure check between the
+ * walk's steps is a get of its own). */
 typedef struct {
-    st_buf_t *out;
-    size_t limit, n, pl;
-    bool more;
-    int64_t last_seq;
-    char last[ST_NAME_MAX];
-    size_t last_len;
+    int64_t joined_at, last_read;
+    uint8_t role;
+    uint16_t ul;
+    char user[ST_NAME_MAX];
+} st_mrow_t;
+
+typedef struct {
+    ST_VEC(st_mrow_t) rows;
+    size_t want;
 } st_mwalk_t;
 
 static int st__walk_member(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
@@ -449,27 +493,18 @@ static int st__walk_member(void *arg, const void *key, size_t klen, const void *
     st_mwalk_t *w = arg;
     (void)key, (void)klen;
     if (vlen <= ST__MEMBER_SIZE || vlen > ST__MEMBER_SIZE + ST_NAME_MAX) return 0;
-    if (w->n == w->limit) {
-        w->more = true;
-        return 1;
-    }
+    if (w->rows.n == w->want) return 1;
     const uint8_t *p = val;
-    st_member_t m;
+    st_mrow_t m = {.role = p[16], .ul = (uint16_t)(vlen - ST__MEMBER_SIZE)};
     memcpy(&m.joined_at, p, 8);
     memcpy(&m.last_read, p + 8, 8);
-    w->last_len = vlen - ST__MEMBER_SIZE;
-    memcpy(w->last, p + ST__MEMBER_SIZE, w->last_len);
-    if (w->n++) st_buf_appendc(w->out, ',');
-    st_buf_puts(w->out, "{\"user\":");
-    st_buf_append_json_str(w->out, w->last, w->last_len);
-    int64_t unread = w->last_seq - m.last_read;
-    st_buf_printf(w->out,
-                  ",\"role\":\"%s\",\"joined_at\":%lld,\"last_read_seq\":%lld,\"unread\":%lld}",
-                  p[16] == ST_ROOMS_OWNER ? "owner" : "member", (long long)m.joined_at,
-                  (long long)m.last_read, (long long)(unread > 0 ? unread : 0));
+    memcpy(m.user, p + ST__MEMBER_SIZE, m.ul);
+    st_vec_push(&w->rows, m);
     return 0;
 }
 
+/* A member being erased is left out of every answer about the room at once (SPEC §2.2), though
+ * its erasure's slice removes it from the room only later: one get per member listed. */
 int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cursor, size_t clen,
                      size_t limit, st_buf_t *out, uint64_t *wait)
 {
@@ -479,19 +514,52 @@ int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cur
     if (!rc) rc = st__conv(r, room, rl, &ci, &any, wait);
     if (rc) return rc;
     uint8_t pre[ST__KEY_CAP], lo[ST__KEY_CAP + 1];
-    size_t pl = st__pair(pre, ST__KS_MEMBER, room, rl, "", 0), lol = 0;
+    size_t pl = st__pair(pre, ST__KS_MEMBER, room, rl, "", 0), lol = 0, n = 0;
     if (cursor) { /* just after the cursor's key */
         lol = st__pair(lo, ST__KS_MEMBER, room, rl, cursor, clen);
         lo[lol++] = 0;
     }
-    st_mwalk_t w = {.out = out, .limit = limit, .pl = pl, .last_seq = ci.last_seq};
+    st_mwalk_t w = {0};
+    st_mrow_t last = {0};
+    bool more = false, end = false;
     st_buf_puts(out, "{\"members\":[");
-    rc = st_store_range(r->store, pre, pl, lol ? lo : NULL, lol, NULL, 0, false, st__walk_member,
-                        &w, wait);
+    while (!more && !end) {
+        /* the members still wanted and one more (is there a next page?), from lo on */
+        w.rows.n = 0;
+        w.want = limit - n + 1;
+        rc = st_store_range(r->store, pre, pl, lol ? lo : NULL, lol, NULL, 0, false,
+                            st__walk_member, &w, wait);
+        if (rc < 0) break;
+        rc = ST_OK;
+        end = w.rows.n < w.want;
+        for (size_t i = 0; i < w.rows.n && !more; i++) {
+            st_mrow_t *m = &w.rows.v[i];
+            if (st_chat_erasing(r->chat, m->user, m->ul, wait)) continue;
+            if (n == limit) {
+                more = true;
+                break;
+            }
+            if (n++) st_buf_appendc(out, ',');
+            st_buf_puts(out, "{\"user\":");
+            st_buf_append_json_str(out, m->user, m->ul);
+            int64_t unread = ci.last_seq - m->last_read;
+            st_buf_printf(
+                out, ",\"role\":\"%s\",\"joined_at\":%lld,\"last_read_seq\":%lld,\"unread\":%lld}",
+                m->role == ST_ROOMS_OWNER ? "owner" : "member", (long long)m->joined_at,
+                (long long)m->last_read, (long long)(unread > 0 ? unread : 0));
+            last = *m;
+        }
+        if (!more && !end) { /* members being erased took places: on after the last walked */
+            st_mrow_t *m = &w.rows.v[w.rows.n - 1];
+            lol = st__pair(lo, ST__KS_MEMBER, room, rl, m->user, m->ul);
+            lo[lol++] = 0;
+        }
+    }
+    st_vec_free(&w.rows);
     if (rc < 0) return rc;
     st_buf_puts(out, "],\"next\":");
-    if (w.more)
-        st_buf_append_json_str(out, w.last, w.last_len);
+    if (more)
+        st_buf_append_json_str(out, last.user, last.ul);
     else
         st_buf_puts(out, "null");
     st_buf_appendc(out, '}');

@@ -469,7 +469,9 @@ static int st__check_room(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
         return ST_ENOTFOUND;
     }
     if (*member &&
-        st_rooms_role(rooms, rm, strlen(rm), *member, strlen(*member), &role, &w) != ST_OK) {
+        (st_rooms_role(rooms, rm, strlen(rm), *member, strlen(*member), &role, &w) != ST_OK ||
+         (ws->app->chat && st_chat_erased(ws->app->chat, *member, strlen(*member))))) {
+        /* a member being erased is out of its rooms from the erasure on (SPEC §2.2) */
         st__ws_send_error(ws, c, id, "forbidden", "only the room's members stream it");
         return ST_EFORBIDDEN;
     }

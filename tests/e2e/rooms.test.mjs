@@ -547,6 +547,57 @@ describe('rooms: edits, deletes and an erased member (SPEC §2.1, §2.2)', () =>
     assert.deepEqual(members, ['root', 'vic']);
     assert.deepEqual((await s.req('GET', '/v1/users/una/rooms', undefined, admin)).json.rooms, []);
   });
+
+  test('a member being erased is out of every room answer at once, before the slices remove it', async () => {
+    // gil is in 80 rooms: the slices remove it from one room each (4 a tick, every 100 ms), the
+    // room it posted in first, then by name; pm79 last, about 2 s after the 202
+    const rooms = Array.from({ length: 80 }, (_, i) => `pm${String(i).padStart(2, '0')}`);
+    for (let i = 0; i < rooms.length; i += 20) {
+      const made = await Promise.all(rooms.slice(i, i + 20).map((room_id) => s.req('POST', '/v1/rooms', { room_id, members: ['gil', 'hal'] }, admin)));
+      for (const r of made) assert.equal(r.status, 201, r.text);
+    }
+    assert.equal((await s.req('POST', '/v1/rooms/pm00/messages', { from: 'gil', content: 'bye' }, bearer('gil'))).status, 201);
+    assert.equal((await s.req('POST', '/v1/rooms/pm79/read', { user: 'gil', seq: 0 }, bearer('gil'))).status, 200);
+    const users = async (room, q = '') => (await s.req('GET', `/v1/rooms/${room}/members${q}`, undefined, admin)).json;
+    assert.deepEqual((await users('pm79')).members.map((m) => m.user), ['gil', 'hal', 'root']);
+    assert.equal((await s.req('GET', '/v1/rooms/pm79', undefined, admin)).json.members, 3);
+    const er = await s.req('DELETE', '/v1/users/gil', undefined, bearer('gil'));
+    assert.equal(er.status, 202, er.text);
+    // at once: left out of the listing (and of its pages: gil's key sorts first), the count
+    let m = await users('pm79');
+    assert.deepEqual([m.members.map((x) => x.user), m.next], [['hal', 'root'], null]);
+    m = await users('pm79', '?limit=1');
+    assert.deepEqual([m.members.map((x) => x.user), m.next], [['hal'], 'hal']);
+    m = await users('pm79', '?limit=1&cursor=hal');
+    assert.deepEqual([m.members.map((x) => x.user), m.next], [['root'], null]);
+    m = await users('pm79', '?limit=2');
+    assert.deepEqual([m.members.map((x) => x.user), m.next], [['hal', 'root'], null]);
+    assert.equal((await s.req('GET', '/v1/rooms/pm79', undefined, admin)).json.members, 2);
+    // its read marker and its rooms are answers about it: 404; its token reads no room; it is
+    // added nowhere; a change's answer counts without it
+    let r = await s.req('POST', '/v1/rooms/pm79/read', { user: 'gil', seq: 1 }, admin);
+    assert.equal(r.status, 404, r.text);
+    assert.equal(r.json.error.code, 'not_found');
+    assert.equal((await s.req('GET', '/v1/users/gil/rooms', undefined, admin)).status, 404);
+    assert.equal((await s.req('GET', '/v1/rooms/pm79/members', undefined, bearer('gil'))).status, 403);
+    assert.equal((await s.req('GET', '/v1/rooms/pm79', undefined, bearer('gil'))).status, 403);
+    r = await s.req('POST', '/v1/rooms/pm79/members', { add: ['gil'] }, admin);
+    assert.equal(r.status, 404, r.text);
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'pmx', members: ['gil'] }, admin)).status, 404);
+    r = await s.req('POST', '/v1/rooms/pm79/members', { add: ['ivy'] }, admin);
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.members, 3);
+    // all of that while the erasure was still pending (gil is still in pm79 underneath)
+    const st = await s.req('GET', `/v1/admin/erasures/${er.json.erasure_id}`, undefined, admin);
+    assert.equal(st.json.status, 'pending', 'the erasure finished before the checks: more rooms needed');
+    await waitFor('the erasure done', async () => (await s.req('GET', `/v1/admin/erasures/${er.json.erasure_id}`, undefined, admin)).json.status === 'done', 30000);
+    m = await users('pm79');
+    assert.deepEqual([m.members.map((x) => x.user), m.next], [['hal', 'ivy', 'root'], null]);
+    assert.equal((await s.req('GET', '/v1/rooms/pm79', undefined, admin)).json.members, 3);
+    assert.equal((await s.req('GET', '/v1/rooms/pm00', undefined, admin)).json.members, 2);
+    assert.deepEqual((await allMessages(s, 'pm00', {}, admin)).map((x) => [x.from, x.content]), [['gil', null]]);
+    assert.deepEqual((await s.req('GET', '/v1/users/gil/rooms', undefined, admin)).json.rooms, []);
+  });
 });
 
 describe('key spaces stay apart', () => {
