@@ -747,6 +747,29 @@ void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user
     st_buf_free(&b);
 }
 
+/* An erased user's room streams (the rooms it streams as a member) end at once with forbidden,
+ * as a removed member's do (SPEC §2.2: its streams end); its memberships go later, in the
+ * erasure's slices. One walk over every stream: erasures are rare. */
+static void st__ws_end_member_rooms(st_ws_t *ws, const char *user, size_t ul)
+{
+    ST_VEC(st_wssub_t *) ended = {0};
+    for (ST_LIST_EACH(l, n, &ws->conns)) {
+        st_wsconn_t *c = ST_LIST_ITEM(l, st_wsconn_t, link);
+        for (ST_LIST_EACH(sl, sn, &c->subs)) {
+            st_wssub_t *s = ST_LIST_ITEM(sl, st_wssub_t, link);
+            if (s->room && s->member && strlen(s->member) == ul && memcmp(s->member, user, ul) == 0)
+                st_vec_push(&ended, s); /* taken out after the walk */
+        }
+    }
+    for (size_t i = 0; i < ended.n; i++) {
+        st_wssub_t *s = ended.v[i];
+        st__ws_send_error(ws, s->conn, s->id, "forbidden",
+                          "the user was erased; the subscription ended");
+        st__sub_remove(ws, s);
+    }
+    st_vec_free(&ended);
+}
+
 /* An edit or delete (SPEC §2.2): subscribers that were shown the message (live, or replayed up
  * to their cursor) get its new state, in order with their other frames; a replay not there yet
  * reads the new state itself. An erased user's subscriptions end. */
@@ -756,6 +779,7 @@ void st__ws_message_changed(void *arg, const char *kind, const char *user, size_
 {
     st_ws_t *ws = arg;
     st__ws_note_change(ws, kind, user, ulen, conv, clen, msg_id, json, len);
+    if (!json) st__ws_end_member_rooms(ws, user, ulen); /* erased: out of its rooms at once */
     st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen);
     if (!ch) return;
     if (!json) { /* erased */

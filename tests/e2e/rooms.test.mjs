@@ -561,8 +561,17 @@ describe('rooms: edits, deletes and an erased member (SPEC §2.1, §2.2)', () =>
     const users = async (room, q = '') => (await s.req('GET', `/v1/rooms/${room}/members${q}`, undefined, admin)).json;
     assert.deepEqual((await users('pm79')).members.map((m) => m.user), ['gil', 'hal', 'root']);
     assert.equal((await s.req('GET', '/v1/rooms/pm79', undefined, admin)).json.members, 3);
+    // gil streams pm79 (removed from it last): the stream ends at the 202, not at the slice
+    const gws = await wsConnect(s.port, `/v1/stream?access_token=${jwt({ sub: 'gil' })}`);
+    assert.equal(gws.status, 101);
+    gws.send({ type: 'subscribe', id: 'g', topic: 'room', room_id: 'pm79' });
+    await frames(gws, (f) => f.type === 'replay_done' || f.type === 'subscribed' || f.type === 'error', 3000).catch(() => []);
     const er = await s.req('DELETE', '/v1/users/gil', undefined, bearer('gil'));
     assert.equal(er.status, 202, er.text);
+    const ended = await frames(gws, (f) => f.type === 'error');
+    assert.deepEqual([ended.at(-1).id, ended.at(-1).code], ['g', 'forbidden']);
+    assert.match(ended.at(-1).message, /erased/, 'ended by the erasure, not by the later slice');
+    gws.close();
     // at once: left out of the listing (and of its pages: gil's key sorts first), the count
     let m = await users('pm79');
     assert.deepEqual([m.members.map((x) => x.user), m.next], [['hal', 'root'], null]);
