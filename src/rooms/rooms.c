@@ -780,9 +780,10 @@ static bool st__rooms_erase(void *arg, const char *u, size_t ul, size_t max)
             if (vlen >= ST__REMOTE_HDR) memcpy(&rl, val + 10, 2);
             const char *rm = (const char *)val + ST__REMOTE_HDR;
             /* a room of this group was walked above ('j', 'p'): only the others' are sent */
-            if (rl && (size_t)rl + ST__REMOTE_HDR <= vlen &&
-                st_rooms_exists(r, rm, rl, &w) == ST_ENOTFOUND &&
-                st_outbox_stage_erase(r->outbox, u, ul, rm, rl, &w) != ST_OK) {
+            int rc =
+                rl && (size_t)rl + ST__REMOTE_HDR <= vlen ? st_rooms_exists(r, rm, rl, &w) : ST_OK;
+            if (rc == ST_ENOTFOUND) rc = st_outbox_stage_erase(r->outbox, u, ul, rm, rl, &w);
+            if (rc != ST_OK) {
                 n = max; /* the entry stays: the next slice tries again */
                 break;
             }
