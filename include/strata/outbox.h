@@ -5,10 +5,13 @@
  * be another group than the room's. Every membership change stages a record in the same batch as
  * the change itself:
  *   'o'             origin (u64, random, made once) | last seq (u64): the outbox's own record
- *   'o' be64(seq)   u8 added | i64 joined_at | u16 user length | u16 room length | u8 has name |
+ *   'o' be64(seq)   u8 kind | i64 joined_at | u16 user length | u16 room length | u8 has name |
  *                   user | room | name
- * and a sender on this loop POSTs durable records, in order, a few at a time, from a worker
- * thread to {--route-url}/v1/users/{user}/rooms/remote?route=user:{user} with
+ * (kind 0 removed, 1 added, 2 erased) and a sender on this loop POSTs durable records, in order,
+ * a few at a time, from a worker thread, a membership change to
+ * {--route-url}/v1/users/{user}/rooms/remote?route=user:{user}, an erasure (SPEC §2.2: the
+ * user's group erases a user who is or was in a room of another group) to
+ * {--route-url}/v1/rooms/{room}/erasures?route=room:{room} with {"user"}, each with
  * Idempotency-Key: outbox-{origin}-{seq} (signed with --cluster-secret when set); a 2xx answer
  * deletes the record (a store batch), anything else is retried with capped, jittered backoff,
  * never dropped. Only the serving leader sends (a follower's store is on standby); the origin and
@@ -40,6 +43,10 @@ bool st_outbox_on(const st_outbox_t *ob);
  * is raised to it. */
 int st_outbox_stage(st_outbox_t *ob, const char *user, size_t ul, const char *room, size_t rl,
                     const char *name, size_t nl, int64_t joined_at, bool added, uint64_t *wait);
+/* Stages the erasure of user for room's group (it erases the user there: its messages in that
+ * group's rooms become tombstones, it leaves them) into the open batch; *wait is raised to it. */
+int st_outbox_stage_erase(st_outbox_t *ob, const char *user, size_t ul, const char *room, size_t rl,
+                          uint64_t *wait);
 /* Stops sending; the object is freed once its timer is closed and a POST in flight is back (run
  * the loop). NULL is fine. */
 void st_outbox_close(st_outbox_t *ob);

@@ -110,7 +110,11 @@ struct st_outbox;
 void st_rooms_set_outbox(st_rooms_t *r, struct st_outbox *ob);
 /* The receiving side: the room's group says user was added to (or removed from) room, whose
  * membership began at joined_at. The newer joined_at wins; at the same one a removal wins, and an
- * addition again updates the name. Appends {"user","room_id","change","joined_at","applied"}. */
+ * addition again updates the name. A change for a user being erased, or erased since joined_at
+ * (one scan of the erasure records), is not recorded (applied false); an addition then stages
+ * the erasure for the room's group. Appends {"user","room_id","change","joined_at","applied"}.
+ * An erasure of the user sends every room of its list ('J', tombstones too) the erasure through
+ * the outbox (st_outbox_stage_erase) in the batch that drops the entry. */
 int st_rooms_remote(st_rooms_t *r, const char *user, size_t ul, const char *room, size_t rl,
                     const char *name, size_t nl, int64_t joined_at, bool added, st_buf_t *out,
                     uint64_t *wait);

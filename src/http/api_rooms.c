@@ -444,3 +444,42 @@ done:
     cJSON_Delete(j);
     return rc;
 }
+
+/* POST /v1/rooms/{room}/erasures (SPEC §2.2, §10, internal): a user's group erased a user who
+ * is or was in this room; the room's group erases it too, from the user's group's outbox
+ * (src/rooms/outbox.c). That is an erasure of the user here (st_chat_erase, durable before the
+ * 202): at once it is out of every room answer of this group, then the slices make its
+ * messages in this group's rooms tombstones and take it out of them (the rooms it posted in
+ * and left too). The room need not exist here: the user is erased all the same. Signed with the
+ * groups' shared --cluster-secret; a resend joins the pending erasure (or finds nothing left). */
+static const char *const st__erasure_fields[] = {"user", NULL};
+
+int st_api_room_erasure(st_ctx_t *c)
+{
+    int rc = st__room_param(c);
+    if (rc) return rc;
+    size_t qn, rl = c->plens[0];
+    const char *q = st_query_get(c->arena, c->req->query, c->req->query_len, "route", &qn);
+    if (q && !(qn == 5 + rl && memcmp(q, "room:", 5) == 0 && memcmp(q + 5, c->params[0], rl) == 0))
+        return st_ctx_error(c, ST_EINVAL, "route names %.*s, the path's room is room:%.*s",
+                            (int)(qn > 300 ? 300 : qn), q, (int)rl, c->params[0]);
+    cJSON *j;
+    if ((rc = st_json_body(c, &j, st__erasure_fields))) return rc;
+    if (!j) return st_ctx_error(c, ST_EINVAL, "a JSON body with user is required");
+    const char *user;
+    size_t ul;
+    uint64_t id;
+    if (!(rc = st_json_name(c, j, "user", &user, &ul))) {
+        rc = st_chat_erase(c->app->chat, user, ul, &id, &c->wait);
+        if (rc) {
+            rc = st_ctx_error(c, rc, NULL);
+        } else {
+            c->status = 202;
+            st_buf_puts(c->body, "{\"erasure_id\":\"");
+            st_buf_append_u64(c->body, id);
+            st_buf_puts(c->body, "\"}");
+        }
+    }
+    cJSON_Delete(j);
+    return rc;
+}

@@ -234,6 +234,7 @@ int st_api_room_message_list(st_ctx_t *c);
 int st_api_room_read(st_ctx_t *c);
 int st_api_user_rooms(st_ctx_t *c);
 int st_api_user_rooms_remote(st_ctx_t *c);
+int st_api_room_erasure(st_ctx_t *c);
 /* api_edit.c (SPEC §2.2) */
 int st_api_message_patch(st_ctx_t *c);
 int st_api_message_delete(st_ctx_t *c);

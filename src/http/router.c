@@ -45,6 +45,9 @@ const st_route_t st_routes[] = {
     /* a room's group tells a user's group (SPEC §10, the rooms outbox) */
     {ST_HTTP_POST, "/v1/users/{user}/rooms/remote", st_api_user_rooms_remote,
      ST_ROUTE_INTERNAL | ST_ROUTE_IDEMPOTENT},
+    /* a user's group tells a room's group the user is erased (SPEC §2.2, §10, the outbox) */
+    {ST_HTTP_POST, "/v1/rooms/{room}/erasures", st_api_room_erasure,
+     ST_ROUTE_INTERNAL | ST_ROUTE_IDEMPOTENT},
     {ST_HTTP_PATCH, "/v1/users/{user}/messages/{msg_id}", st_api_message_patch,
      ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER | ST_ROUTE_USER_ADMIN},
     {ST_HTTP_DELETE, "/v1/users/{user}/messages/{msg_id}", st_api_message_delete,

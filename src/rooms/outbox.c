@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The rooms outbox (SPEC §10): records staged with membership changes, sent through the proxy
- * (strata/outbox.h has the records and the contract). */
+/* The rooms outbox (SPEC §10): records staged with membership changes and erasures, sent through
+ * the proxy (strata/outbox.h has the records and the contract). */
 #include "strata/outbox.h"
 
 #include "strata/metrics.h"
@@ -20,6 +20,8 @@
 #define ST__OB_CAP_MS  30000
 #define ST__OB_POST_MS 5000 /* one POST's timeout */
 #define ST__OB_HDR     14   /* the record's fixed part */
+
+enum { ST__OB_REMOVED = 0, ST__OB_ADDED = 1, ST__OB_ERASE = 2 }; /* a record's kind */
 
 typedef struct {
     uint8_t key[9];
@@ -94,8 +96,9 @@ static int st__meta_get(st_outbox_t *ob, uint64_t *origin, uint64_t *last, uint6
     return ST_OK;
 }
 
-int st_outbox_stage(st_outbox_t *ob, const char *user, size_t ul, const char *room, size_t rl,
-                    const char *name, size_t nl, int64_t joined_at, bool added, uint64_t *wait)
+/* kind: ST__OB_REMOVED, ST__OB_ADDED (membership changes) or ST__OB_ERASE. */
+static int st__stage(st_outbox_t *ob, uint8_t kind, const char *user, size_t ul, const char *room,
+                     size_t rl, const char *name, size_t nl, int64_t joined_at, uint64_t *wait)
 {
     if (!st_outbox_on(ob)) return ST_OK;
     uint64_t meta[2];
@@ -104,9 +107,9 @@ int st_outbox_stage(st_outbox_t *ob, const char *user, size_t ul, const char *ro
     meta[1]++;
     if ((rc = st_store_put(ob->store, st__meta, 1, meta, sizeof meta, wait))) return rc;
     st_buf_t v = {0};
-    uint8_t a = added, has = name != NULL;
+    uint8_t has = name != NULL;
     uint16_t u16 = (uint16_t)ul, r16 = (uint16_t)rl;
-    st_buf_append(&v, &a, 1);
+    st_buf_append(&v, &kind, 1);
     st_buf_append(&v, &joined_at, 8);
     st_buf_append(&v, &u16, 2);
     st_buf_append(&v, &r16, 2);
@@ -126,6 +129,19 @@ int st_outbox_stage(st_outbox_t *ob, const char *user, size_t ul, const char *ro
     return rc;
 }
 
+int st_outbox_stage(st_outbox_t *ob, const char *user, size_t ul, const char *room, size_t rl,
+                    const char *name, size_t nl, int64_t joined_at, bool added, uint64_t *wait)
+{
+    return st__stage(ob, added ? ST__OB_ADDED : ST__OB_REMOVED, user, ul, room, rl, name, nl,
+                     joined_at, wait);
+}
+
+int st_outbox_stage_erase(st_outbox_t *ob, const char *user, size_t ul, const char *room, size_t rl,
+                          uint64_t *wait)
+{
+    return st__stage(ob, ST__OB_ERASE, user, ul, room, rl, NULL, 0, 0, wait);
+}
+
 /* ---- the sender ---- */
 
 typedef struct {
@@ -137,6 +153,44 @@ typedef struct {
 static void st__url_part(st_buf_t *b, const char *s, size_t n)
 {
     st_buf_append(b, s, n); /* names are [A-Za-z0-9_.:-]: nothing to escape */
+}
+
+/* A membership change's path into r and body into b (p: the record). */
+static void st__change(st_buf_t *b, st_obrec_t *r, const char *user, size_t ul, const char *room,
+                       size_t rl, const char *name, size_t nl, const uint8_t *p)
+{
+    int64_t joined_at;
+    memcpy(&joined_at, p + 1, 8);
+    st_buf_puts(b, "/v1/users/");
+    st__url_part(b, user, ul);
+    st_buf_puts(b, "/rooms/remote?route=user:");
+    st__url_part(b, user, ul);
+    snprintf(r->path, sizeof r->path, "%.*s", (int)b->len, b->data);
+    st_buf_reset(b);
+    st_buf_puts(b, "{\"room_id\":");
+    st_buf_append_json_str(b, room, rl);
+    st_buf_puts(b, ",\"name\":");
+    if (p[13])
+        st_buf_append_json_str(b, name, nl);
+    else
+        st_buf_puts(b, "null");
+    st_buf_printf(b, ",\"joined_at\":%lld,\"change\":\"%s\"}", (long long)joined_at,
+                  p[0] == ST__OB_ADDED ? "added" : "removed");
+}
+
+/* An erasure's path into r and body into b: to the room's group, which erases the user. */
+static void st__erasure(st_buf_t *b, st_obrec_t *r, const char *user, size_t ul, const char *room,
+                        size_t rl)
+{
+    st_buf_puts(b, "/v1/rooms/");
+    st__url_part(b, room, rl);
+    st_buf_puts(b, "/erasures?route=room:");
+    st__url_part(b, room, rl);
+    snprintf(r->path, sizeof r->path, "%.*s", (int)b->len, b->data);
+    st_buf_reset(b);
+    st_buf_puts(b, "{\"user\":");
+    st_buf_append_json_str(b, user, ul);
+    st_buf_appendc(b, '}');
 }
 
 /* One record into ob->recs[ob->n]: its key, request path, header and JSON body. */
@@ -155,30 +209,17 @@ static int st__ob_take(void *arg, const void *key, size_t klen, const void *val,
     memcpy(&ul, p + 9, 2);
     memcpy(&rl, p + 11, 2);
     if ((size_t)ul + rl + ST__OB_HDR > vlen) return 0;
-    int64_t joined_at;
-    memcpy(&joined_at, p + 1, 8);
     const char *user = (const char *)p + ST__OB_HDR, *room = user + ul, *name = room + rl;
     size_t nl = vlen - ST__OB_HDR - ul - rl;
     st_obrec_t *r = &ob->recs[ob->n++];
     memcpy(r->key, key, 9);
     st_buf_t b = {0};
-    st_buf_puts(&b, "/v1/users/");
-    st__url_part(&b, user, ul);
-    st_buf_puts(&b, "/rooms/remote?route=user:");
-    st__url_part(&b, user, ul);
-    snprintf(r->path, sizeof r->path, "%.*s", (int)b.len, b.data);
+    if (p[0] == ST__OB_ERASE)
+        st__erasure(&b, r, user, ul, room, rl);
+    else
+        st__change(&b, r, user, ul, room, rl, name, nl, p);
     snprintf(r->header, sizeof r->header, "Idempotency-Key: outbox-%016llx-%llu",
              (unsigned long long)sc->origin, (unsigned long long)st_be64_get(r->key + 1));
-    st_buf_reset(&b);
-    st_buf_puts(&b, "{\"room_id\":");
-    st_buf_append_json_str(&b, room, rl);
-    st_buf_puts(&b, ",\"name\":");
-    if (p[13])
-        st_buf_append_json_str(&b, name, nl);
-    else
-        st_buf_puts(&b, "null");
-    st_buf_printf(&b, ",\"joined_at\":%lld,\"change\":\"%s\"}", (long long)joined_at,
-                  p[0] ? "added" : "removed");
     st_buf_appendc(&b, '\0');
     r->body = b.data; /* the job's own */
     return 0;
@@ -239,8 +280,9 @@ static void st__sent(uv_work_t *w, int status)
     if (failed) {
         st_metric_add(ob->failed, 1);
         if (ob->fails++ % 16 == 0)
-            st_warn("outbox: %s answered %ld to a room membership change; retrying", ob->url,
-                    ob->status);
+            st_warn("outbox: %s answered %ld to a record (a room membership change or erasure); "
+                    "retrying",
+                    ob->url, ob->status);
         unsigned shift = ob->fails < 8 ? ob->fails : 8;
         uint64_t ms = (uint64_t)ST__OB_BACKOFF << shift;
         if (ms > ST__OB_CAP_MS) ms = ST__OB_CAP_MS;
@@ -317,20 +359,22 @@ int st_outbox_open(st_outbox_t **out, uv_loop_t *loop, st_store_t *store, const 
             ob->url[--n] = '\0';
     }
     if (o && o->secret) snprintf(ob->secret, sizeof ob->secret, "%s", o->secret);
-    ob->sent =
-        st_metrics_counter("strata_outbox_sent_total",
-                           "room membership changes the outbox delivered to a user's group", "");
+    ob->sent = st_metrics_counter(
+        "strata_outbox_sent_total",
+        "room membership changes and erasures the outbox delivered to another group", "");
     ob->failed = st_metrics_counter("strata_outbox_failures_total",
                                     "outbox sends that failed (retried with backoff)", "");
     st__gauge_ob = ob;
-    st_metrics_gauge_fn("strata_outbox_pending",
-                        "room membership changes waiting in the outbox for their user's group", "",
-                        st__pending, NULL);
+    st_metrics_gauge_fn(
+        "strata_outbox_pending",
+        "room membership changes and erasures waiting in the outbox for another group", "",
+        st__pending, NULL);
     uv_timer_init(loop, &ob->timer);
     ob->timer.data = ob;
     if (st_outbox_on(ob)) {
         st__arm(ob, ST__OB_WAIT_MS); /* records of a past run */
-        st_info("outbox: room membership changes go to other groups through %s", ob->url);
+        st_info("outbox: room membership changes and erasures go to other groups through %s",
+                ob->url);
     }
     *out = ob;
     return ST_OK;

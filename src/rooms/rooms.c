@@ -10,12 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ST__KS_ROOM   'r'
-#define ST__KS_MEMBER 'q'
-#define ST__KS_JOINED 'j'
-#define ST__KS_REMOTE 'J'
-#define ST__KS_POSTED 'p'
-#define ST__KEY_CAP   (ST_KEY_MAX + 1)
+#define ST__KS_ROOM    'r'
+#define ST__KS_MEMBER  'q'
+#define ST__KS_JOINED  'j'
+#define ST__KS_REMOTE  'J'
+#define ST__KS_POSTED  'p'
+#define ST__KEY_CAP    (ST_KEY_MAX + 1)
+#define ST__REMOTE_HDR 12 /* a 'J' value's fixed part */
 
 struct st_rooms {
     st_store_t *store;
@@ -679,7 +680,9 @@ int st_rooms_change_message(st_rooms_t *r, const char *room, size_t rl, uint64_t
  * made before 'p' markers were written) — its messages walked from the state's last id (hot and
  * cold; a cold page not in memory is fetched, the slice tried again), those the user posted
  * deleted; then the user leaves that room if in it (its 'j' entry goes) and its 'p' marker
- * goes; then the next room; last the remote rooms ('J') the user's list held. State:
+ * goes; then the next room; last the remote rooms ('J') the user's list held, each handed to the
+ * outbox as an erasure for the room's group (SPEC §10: that group erases the user the same way,
+ * its rooms' 'p' and 'j' entries included). State:
  * "\0rooms_erase" user -> be64 last msg_id | room. */
 static const char st__erase_pre[] = "\0rooms_erase"; /* with its 0 terminator: 13 bytes */
 
@@ -756,7 +759,9 @@ static bool st__rooms_erase(void *arg, const char *u, size_t ul, size_t max)
         last = st_be64_get(v);
         st_buf_append(&room, (const char *)v + 8, vl - 8);
     } else if (!st__erase_next_room(r, u, ul, &room)) {
-        /* no room left here: its count of rooms goes, and the remote rooms its list held */
+        /* no room left here: its count of rooms goes, and the remote rooms its list held, each
+         * with the erasure staged for the room's group in the same batch (SPEC §10: it erases
+         * the user there; tombstones too: a room the user left may hold its posts) */
         k[0] = ST__KS_JOINED;
         memcpy(k + 1, u, ul);
         k[1 + ul] = 0;
@@ -769,6 +774,19 @@ static bool st__rooms_erase(void *arg, const char *u, size_t ul, size_t max)
         while (n < max && st_store_scan(r->store, k, ul + 2, st__first_val, &keys, &w) > 0) {
             size_t kl;
             memcpy(&kl, keys.data, sizeof kl);
+            const uint8_t *val = (const uint8_t *)keys.data + sizeof kl + kl;
+            size_t vlen = keys.len - sizeof kl - kl;
+            uint16_t rl = 0;
+            if (vlen >= ST__REMOTE_HDR) memcpy(&rl, val + 10, 2);
+            const char *rm = (const char *)val + ST__REMOTE_HDR;
+            /* a room of this group was walked above ('j', 'p'): only the others' are sent */
+            int rc =
+                rl && (size_t)rl + ST__REMOTE_HDR <= vlen ? st_rooms_exists(r, rm, rl, &w) : ST_OK;
+            if (rc == ST_ENOTFOUND) rc = st_outbox_stage_erase(r->outbox, u, ul, rm, rl, &w);
+            if (rc != ST_OK) {
+                n = max; /* the entry stays: the next slice tries again */
+                break;
+            }
             st_store_del(r->store, keys.data + sizeof kl, kl, &w);
             st_buf_reset(&keys);
             n++;
@@ -845,7 +863,17 @@ int st_rooms_read(st_rooms_t *r, const char *room, size_t rl, const char *user, 
 /* 'J' user 0 room' -> i64 joined_at | u8 live | u8 has name | u16 room length | room | name:
  * what the outbox of the room's group said last. "removed" leaves a tombstone (live 0), so a
  * change that arrives late (an older joined_at) never brings a room back. */
-#define ST__REMOTE_HDR 12
+
+static void st__remote_answer(st_buf_t *out, const char *user, size_t ul, const char *room,
+                              size_t rl, int64_t joined_at, bool added, bool applied)
+{
+    st_buf_puts(out, "{\"user\":");
+    st_buf_append_json_str(out, user, ul);
+    st_buf_puts(out, ",\"room_id\":");
+    st_buf_append_json_str(out, room, rl);
+    st_buf_printf(out, ",\"change\":\"%s\",\"joined_at\":%lld,\"applied\":%s}",
+                  added ? "added" : "removed", (long long)joined_at, applied ? "true" : "false");
+}
 
 int st_rooms_remote(st_rooms_t *r, const char *user, size_t ul, const char *room, size_t rl,
                     const char *name, size_t nl, int64_t joined_at, bool added, st_buf_t *out,
@@ -855,7 +883,17 @@ int st_rooms_remote(st_rooms_t *r, const char *user, size_t ul, const char *room
     size_t kl = st__pair(k, ST__KS_REMOTE, user, ul, room, rl);
     const void *v;
     size_t vl;
-    int rc = st_store_get(r->store, k, kl, &v, &vl, wait);
+    int rc;
+    /* a membership of a user erased since it began (being erased, or its erasure asked for
+     * after joined_at: the change was on its way meanwhile) is not listed; an addition sends
+     * the erasure back to the room's group (a removal is that group's own doing already) */
+    if (st_chat_erasing(r->chat, user, ul, wait) ||
+        st_chat_erased_since(r->chat, user, ul, joined_at)) {
+        if (added && (rc = st_outbox_stage_erase(r->outbox, user, ul, room, rl, wait))) return rc;
+        st__remote_answer(out, user, ul, room, rl, joined_at, added, false);
+        return ST_OK;
+    }
+    rc = st_store_get(r->store, k, kl, &v, &vl, wait);
     if (rc && rc != ST_ENOTFOUND) return rc;
     bool exists = rc == ST_OK && vl >= ST__REMOTE_HDR, live = false;
     int64_t was = 0;
@@ -882,12 +920,7 @@ int st_rooms_remote(st_rooms_t *r, const char *user, size_t ul, const char *room
         st_buf_free(&b);
     }
     if (rc) return rc;
-    st_buf_puts(out, "{\"user\":");
-    st_buf_append_json_str(out, user, ul);
-    st_buf_puts(out, ",\"room_id\":");
-    st_buf_append_json_str(out, room, rl);
-    st_buf_printf(out, ",\"change\":\"%s\",\"joined_at\":%lld,\"applied\":%s}",
-                  added ? "added" : "removed", (long long)joined_at, apply ? "true" : "false");
+    st__remote_answer(out, user, ul, room, rl, joined_at, added, apply);
     return ST_OK;
 }
 

@@ -266,6 +266,16 @@ describe('the server keeps the contract', () => {
     assert.equal((await call('POST', X, '/v1/users/bob/rooms/remote', far, BOB)).status, 401);
     assert.equal((await call('POST', X, '/v1/users/bob/rooms/remote?route=user:bob', far, MEMBER)).json.applied, true);
     assert.equal((await call('POST', X, '/v1/users/bob/rooms/remote', { ...far, change: 'x' }, MEMBER)).status, 400);
+    // SPEC §2.2, §10: a user's group erases a user who was in a room of this group (its outbox)
+    const XE = '/v1/rooms/{room}/erasures';
+    const gone = { user: 'gone-user' };
+    assert.equal((await call('POST', XE, '/v1/rooms/rm/erasures', gone, ADMIN)).status, 401);
+    assert.equal((await call('POST', XE, '/v1/rooms/rm/erasures', gone, BOB)).status, 401);
+    const xe = await call('POST', XE, '/v1/rooms/rm/erasures?route=room:rm', gone, MEMBER);
+    assert.equal(xe.status, 202);
+    assert.equal((await call('GET', '/v1/admin/erasures/{id}', `/v1/admin/erasures/${xe.json.erasure_id}`, undefined, ADMIN)).json.user, 'gone-user');
+    assert.equal((await call('POST', XE, '/v1/rooms/rm/erasures?route=room:other', gone, MEMBER)).status, 400);
+    assert.equal((await call('POST', XE, '/v1/rooms/rm/erasures', { user: 'a b' }, MEMBER)).status, 400);
     const rows = (await call('GET', U, '/v1/users/bob/rooms', undefined, BOB)).json.rooms;
     assert.deepEqual(rows.find((x) => x.room_id === 'far'), { room_id: 'far', name: 'Far', joined_at: 5, remote: true });
   });

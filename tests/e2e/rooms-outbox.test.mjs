@@ -5,6 +5,9 @@
 // durable outbox, within seconds, as {room_id, name, joined_at, remote:true}; a removal takes it
 // away; the outbox survives kill -9 of the room's group before delivery and delivers once; a
 // replayed Idempotency-Key changes nothing; without --route-url nothing is written to an outbox.
+// The other way (SPEC §2.2): erasing a user on its group reaches its rooms on the other group
+// through the user's group's outbox (kill -9 before delivery included): its messages there
+// become tombstones (rooms it left too) and it leaves them.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
@@ -150,6 +153,94 @@ describe('rooms across two groups behind nginx', { skip: skipIf(!existsSync(NGIN
     assert.equal(row.name, 'Den');
     await until('the outbox emptied', async () => (await pending(nodes[0])) === 0, 20000);
     assert.equal((await listOf(u)).rooms.filter((x) => x.room_id === room).length, 1, 'no duplicate');
+  });
+
+  // The room's messages as the room's group holds them, by author.
+  const byAuthor = async (node, room) => {
+    const r = await node.req('GET', `/v1/rooms/${room}/messages?limit=100`);
+    assert.equal(r.status, 200, r.text);
+    return (u) => r.json.messages.filter((m) => m.from === u);
+  };
+  const memberOf = async (node, room, u) => (await node.req('GET', `/v1/rooms/${room}/members`)).json.members.some((m) => m.user === u);
+  const say = async (room, from, content) => assert.equal((await via('POST', `/v1/rooms/${room}/messages`, { from, content })).status, 201);
+
+  test('an erasure on the user\'s group reaches its rooms on the other group', async () => {
+    const u = await userOn(0, 'eve');
+    const room = await roomOn(1, 'hall', [u, 'hall-friend'], 'Hall');
+    await say(room, u, 'secret one');
+    await say(room, 'hall-friend', 'kept');
+    await say(room, u, 'secret two');
+    // a room it posted in and then left: its list keeps the room's tombstone ('J'), so the
+    // erasure reaches it too
+    const nook = await roomOn(1, 'nook', [u], 'Nook');
+    await say(nook, u, 'secret three');
+    assert.equal((await via('POST', `/v1/rooms/${nook}/members`, { remove: [u] })).status, 200);
+    await until('both changes delivered', async () => (await pending(nodes[1])) === 0 &&
+      (await listOf(u)).rooms.some((x) => x.room_id === room));
+    const er = await via('DELETE', `/v1/users/${u}`);
+    assert.equal(er.status, 202, er.text);
+    const t0 = Date.now();
+    await until('its messages on the room\'s group are tombstones', async () => {
+      const [a, b] = [(await byAuthor(nodes[1], room))(u), (await byAuthor(nodes[1], nook))(u)];
+      return a.length === 2 && b.length === 1 && [...a, ...b].every((m) => m.deleted_at && m.content === null);
+    });
+    assert.ok(Date.now() - t0 < 10000);
+    const kept = (await byAuthor(nodes[1], room))('hall-friend');
+    assert.equal(kept.length, 1);
+    assert.equal(kept[0].content, 'kept', 'the others\' messages stay');
+    assert.equal(await memberOf(nodes[1], room, u), false, 'it is no longer a member');
+    assert.equal((await via('GET', `/v1/rooms/${room}`)).json.members, 2, 'probe and hall-friend');
+    assert.equal((await via('POST', `/v1/rooms/${room}/messages`, { from: u, content: 'back?' })).status, 403);
+    for (const r of [room, nook]) {
+      const body = (await nodes[1].req('GET', `/v1/rooms/${r}/messages?limit=100`)).text;
+      assert.ok(!body.includes('secret'), 'no content of it is left in the rooms');
+    }
+    // the user's own group finishes its erasure; every outbox empties (the room's group's
+    // removal coming back changes nothing: the user is erased)
+    await until('the erasure done', async () => (await nodes[0].req('GET', `/v1/admin/erasures/${er.json.erasure_id}`)).json.status === 'done');
+    await until('the outboxes emptied', async () => (await pending(nodes[0])) === 0 && (await pending(nodes[1])) === 0);
+    assert.equal((await via('GET', `/v1/users/${u}/rooms`)).json.rooms.length, 0);
+  });
+
+  test('an erasure waits in the outbox across kill -9 of the user\'s group and is delivered', async () => {
+    const u = await userOn(0, 'ivy');
+    const room = await roomOn(1, 'attic', [u], 'Attic');
+    await say(room, u, 'secret four');
+    await until('the room in its list', async () => (await pending(nodes[1])) === 0 &&
+      (await listOf(u)).rooms.some((x) => x.room_id === room));
+    await proxy.stop(); // the route is down: nothing can be delivered
+    assert.equal((await nodes[0].req('DELETE', `/v1/users/${u}`)).status, 202);
+    await until('the erasure staged in the outbox', async () => (await pending(nodes[0])) >= 1);
+    await nodes[0].kill9();
+    nodes[0] = await start(0, nodes[0].dir);
+    assert.ok(await pending(nodes[0]) >= 1, 'the erasure came back after kill -9');
+    const before = (await byAuthor(nodes[1], room))(u);
+    assert.equal(before[0].content, 'secret four', 'the room\'s group has not heard yet');
+    assert.equal(await memberOf(nodes[1], room, u), true);
+    await startNginx();
+    await until('delivered after the restart', async () => {
+      const m = (await byAuthor(nodes[1], room))(u);
+      return m.length === 1 && m[0].deleted_at && m[0].content === null;
+    }, 20000);
+    assert.equal(await memberOf(nodes[1], room, u), false);
+    await until('the outbox emptied', async () => (await pending(nodes[0])) === 0, 20000);
+  });
+
+  test('the erasure route: a resend joins the pending erasure; strict', async () => {
+    const b = nodes[1];
+    const post = (body, key, q = '') => b.req('POST', `/v1/rooms/nowhere/erasures${q}`, body, key ? { 'Idempotency-Key': key } : {});
+    const r1 = await post({ user: 'nobody-else' }, 'outbox-test-e1', '?route=room:nowhere');
+    assert.equal(r1.status, 202, r1.text);
+    assert.match(r1.json.erasure_id, /^\d+$/);
+    const r2 = await post({ user: 'nobody-else' }, 'outbox-test-e1');
+    assert.equal(r2.headers['idempotent-replayed'], 'true');
+    assert.equal(r2.json.erasure_id, r1.json.erasure_id);
+    for (const bad of [{}, { user: 'a b' }, { user: 'x', room_id: 'nowhere' }]) {
+      const r = await post(bad);
+      assert.equal(r.status, 400, JSON.stringify(bad));
+      assert.equal(r.json.error.code, 'invalid_argument');
+    }
+    assert.equal((await post({ user: 'x' }, null, '?route=room:other')).status, 400);
   });
 
   test('the receiving route: idempotent, ordered by joined_at, strict', async () => {

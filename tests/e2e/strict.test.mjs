@@ -37,6 +37,7 @@ const VALID = {
   editRoomMessage: { content: 'hi again', metadata: { lang: 'fr' } },
   markRoomRead: { user: 'alice', seq: 0 },
   userRoomsRemote: { room_id: 'far', name: null, joined_at: 1, change: 'removed' },
+  roomUserErasure: { user: 'gone' },
 };
 const PARAMS = { name: 'dc', user: 'alice', event_id: 'ev', booking_id: '1', room: 'rm', msg_id: '1' };
 const fill = (t) => t.replace(/\{([^}]+)\}/g, (_, k) => PARAMS[k]);
