@@ -208,7 +208,8 @@ void st_chat_off_erase(st_chat_t *c, const void *arg);
  * work re-runs later and finds it in memory). */
 void st_chat_prefetch(st_chat_t *c);
 /* Whether an erasure of the user was requested at or after since_us (pending or done): walks the
- * erasure records (few), for answers older than the user's erasure (idempotency.c). */
+ * erasure records from about since_us on (their ids are snowflakes), for an Idempotency-Key
+ * answer or a remote membership older than the user's erasure (idempotency.c, rooms.c). */
 bool st_chat_erased_since(st_chat_t *c, const char *user, size_t ulen, int64_t since_us);
 /* Whether the user is being erased (every answer about it is 404). */
 bool st_chat_erased(st_chat_t *c, const char *user, size_t ulen);

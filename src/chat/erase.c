@@ -88,11 +88,20 @@ static int st__since_one(void *arg, const void *key, size_t klen, const void *va
     return 1;
 }
 
+/* Erasure ids are snowflakes, so only the records from about since on are walked: those whose
+ * id's millisecond is at most a minute before it (an id's time runs ahead of the clock, never
+ * behind it by more than a clock step back). */
+#define ST__SINCE_SLACK_MS 60000
+
 bool st_chat_erased_since(st_chat_t *c, const char *u, size_t ul, int64_t since_us)
 {
     st_since_t x = {.u = u, .ul = ul, .since = since_us};
     uint64_t w = 0;
-    st_store_scan(c->store, st__erase_pre, ST__ERASE_PL, st__since_one, &x, &w);
+    int64_t ms = since_us / 1000 - ST_SNOWFLAKE_EPOCH_MS - ST__SINCE_SLACK_MS;
+    uint8_t from[ST__ERASE_PL + 8];
+    size_t fl = ms > 0 ? st__rec_key(from, (uint64_t)ms << 22) : 0;
+    st_store_scan_from(c->store, st__erase_pre, ST__ERASE_PL, fl ? from : NULL, fl, st__since_one,
+                       &x, &w);
     return x.found;
 }
 

@@ -885,10 +885,11 @@ int st_rooms_remote(st_rooms_t *r, const char *user, size_t ul, const char *room
     size_t vl;
     int rc;
     /* a membership of a user erased since it began (being erased, or its erasure asked for
-     * after joined_at: the change was on its way meanwhile) is not listed; an addition sends
+     * after joined_at: the change was on its way meanwhile; a walk of the erasures since then,
+     * st_chat_erased_since) is not listed; an addition sends
      * the erasure back to the room's group (a removal is that group's own doing already) */
     if (st_chat_erasing(r->chat, user, ul, wait) ||
-        st_chat_erased_since(r->chat, user, ul, joined_at)) {
+        (added && st_chat_erased_since(r->chat, user, ul, joined_at))) {
         if (added && (rc = st_outbox_stage_erase(r->outbox, user, ul, room, rl, wait))) return rc;
         st__remote_answer(out, user, ul, room, rl, joined_at, added, false);
         return ST_OK;

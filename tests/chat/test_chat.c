@@ -71,6 +71,24 @@ TEST(seq_is_gapless_per_conversation_and_fields_follow)
     close_all(true);
 }
 
+/* st_chat_erased_since: an erasure asked for at or after a time, found by a walk of the erasure
+ * records from about that time on (their ids are snowflakes), pending or not. */
+TEST(erased_since_finds_an_erasure_asked_for_after_a_time)
+{
+    open_all(true);
+    int64_t before = st_now_us() - 2000000;
+    uint64_t id = 0, w = 0;
+    CHECK(!st_chat_erased_since(chat, "eve", 3, before));
+    CHECK_EQ(st_chat_erase(chat, "eve", 3, &id, &w), ST_OK);
+    fx_settle(&fx, store);
+    CHECK(st_chat_erased_since(chat, "eve", 3, before));
+    CHECK(st_chat_erased_since(chat, "eve", 3, 0));                           /* any time */
+    CHECK(!st_chat_erased_since(chat, "eve", 3, st_now_us() + 3600000000LL)); /* not after */
+    CHECK(!st_chat_erased_since(chat, "ev", 2, before));                      /* another user */
+    CHECK(!st_chat_erased_since(chat, "bob", 3, before));
+    close_all(true);
+}
+
 TEST(paging_respects_bounds_both_ways)
 {
     open_all(true);
