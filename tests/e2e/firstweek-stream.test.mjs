@@ -29,12 +29,22 @@ async function flush(user) {
 }
 
 // The frames of subscription `id` up to and including replay_done.
+// Frames of each subscription up to its replay_done. Frames of other subscriptions read
+// meanwhile are kept for their own call (two replays run side by side: the smaller may finish
+// first).
+const held = new WeakMap();
 async function untilReplayDone(ws, id) {
+  if (!held.has(ws)) held.set(ws, []);
+  const early = held.get(ws);
   const frames = [];
   for (;;) {
-    const f = (await ws.next(5000)).json;
+    const i = early.findIndex((x) => x.id === id);
+    const f = i >= 0 ? early.splice(i, 1)[0] : (await ws.next(5000)).json;
     assert.notEqual(f.type, 'error', JSON.stringify(f));
-    if (f.id !== id) continue;
+    if (f.id !== id) {
+      early.push(f);
+      continue;
+    }
     frames.push(f);
     if (f.type === 'replay_done') return frames;
   }
