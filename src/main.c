@@ -307,9 +307,10 @@ int main(int argc, char **argv)
     st_tier_join(tier, st_chat_room_tier_member(chat)); /* rooms' messages are chat's (§2.1) */
     st_tier_join(tier, st_seats_tier_member(seats, tier, cfg.booking_hot_seconds));
     st_app_t app = {.cfg = &cfg, .store = store, .seats = seats, .chat = chat, .tier = tier};
-    /* an erasure's other parts (SPEC §2.2): its Idempotency-Key answers, then its rooms */
-    st_chat_on_erase(chat, st_http_idem_erase, store);
+    /* an erasure's other parts (SPEC §2.2): its rooms, then its Idempotency-Key answers (last:
+     * the rooms' work may record answers about the user until it is done) */
     st_rooms_open(&app.rooms, store, chat, cfg.max_room_members);
+    st_chat_on_erase(chat, st_http_idem_erase, store);
     /* many groups behind a proxy (SPEC §10): rooms tell their members' groups */
     st_outbox_t *outbox;
     st_outbox_opts_t oo = {.route_url = cfg.route_url, .secret = cfg.cluster_secret};

@@ -199,9 +199,11 @@ int st_chat_erasures_import(st_chat_t *c, const st_buf_t *in, size_t *n, uint64_
 /* What another module keeps of a user goes with its erasure (rooms: the room messages it posted
  * become tombstones, its memberships go): called by the erasure's slices once the user's own
  * data is gone, with at most max changes per call, until it returns false (nothing left); only
- * then is the erasure done. Hooks run in the order registered (the same fn and arg again is
- * ignored); arg borrowed until st_chat_off_erase(arg). */
-typedef bool (*st_chat_erase_hook_fn)(void *arg, const char *user, size_t ulen, size_t max);
+ * then is the erasure done. `erasure` is the erasure's id: a hook that keeps state between
+ * calls keys it by that id (the same user may be erased again later). Hooks run in the order
+ * registered (the same fn and arg again is ignored); arg borrowed until st_chat_off_erase(arg). */
+typedef bool (*st_chat_erase_hook_fn)(void *arg, const char *user, size_t ulen, uint64_t erasure,
+                                      size_t max);
 void st_chat_on_erase(st_chat_t *c, st_chat_erase_hook_fn fn, void *arg);
 void st_chat_off_erase(st_chat_t *c, const void *arg);
 /* Starts fetching what a read that returned ST_EPARKED wants, with no one waiting (background
@@ -216,9 +218,9 @@ bool st_chat_erased(st_chat_t *c, const char *user, size_t ulen);
 /* The same for an answer that shows it (a 404, a listing that leaves the user out): *wait is
  * raised to the batch of the erasure's marker while that is not durable yet. */
 bool st_chat_erasing(st_chat_t *c, const char *user, size_t ulen, uint64_t *wait);
-/* The users being erased now (one key each: as many as erasures pending), appended to out as
- * u8 length | name; *n their number. */
-int st_chat_erasing_users(st_chat_t *c, st_buf_t *out, size_t *n, uint64_t *wait);
+/* The users being erased now (one key each: as many as erasures pending), at most max of them
+ * (in name order), appended to out as u8 length | name; *n their number. */
+int st_chat_erasing_users(st_chat_t *c, size_t max, st_buf_t *out, size_t *n, uint64_t *wait);
 
 /* Told about every edit, delete (kind "message_edited" / "message_deleted": json the new state)
  * and erasure (kind "user_erased", conv and json NULL). */

@@ -142,7 +142,9 @@ int st_server_port(const st_server_t *srv);
 
 /* A chat erase hook (st_chat_on_erase, arg: the st_store_t): deletes up to max Idempotency-Key
  * answers about the user (those of its /v1/users/{user}/… requests and of the room messages it
- * posted), walking the expiry index a slice per call; true until a call finds the walk done. */
-bool st_http_idem_erase(void *store, const char *user, size_t ulen, size_t max);
+ * posted), walking the expiry index a slice per call; true until the walk of this erasure is
+ * done, false from then on (for the same erasure id). Register it after the hooks whose work may
+ * still record answers about the user (rooms). */
+bool st_http_idem_erase(void *store, const char *user, size_t ulen, uint64_t erasure, size_t max);
 
 #endif

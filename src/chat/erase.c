@@ -47,13 +47,14 @@ bool st_chat_erasing(st_chat_t *c, const char *u, size_t ul, uint64_t *wait)
 
 typedef struct {
     st_buf_t *out;
-    size_t n;
+    size_t n, max;
 } st_erasing_t;
 
 static int st__erasing_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_erasing_t *x = arg;
     (void)val, (void)vlen;
+    if (x->n == x->max) return 1;
     if (klen < 2 || klen - 1 > ST_NAME_MAX) return 0;
     uint8_t l = (uint8_t)(klen - 1);
     st_buf_append(x->out, &l, 1);
@@ -62,9 +63,9 @@ static int st__erasing_one(void *arg, const void *key, size_t klen, const void *
     return 0;
 }
 
-int st_chat_erasing_users(st_chat_t *c, st_buf_t *out, size_t *n, uint64_t *wait)
+int st_chat_erasing_users(st_chat_t *c, size_t max, st_buf_t *out, size_t *n, uint64_t *wait)
 {
-    st_erasing_t x = {out, 0};
+    st_erasing_t x = {out, 0, max};
     int rc = st_store_scan(c->store, "G", 1, st__erasing_one, &x, wait);
     *n = x.n;
     return rc < 0 ? rc : ST_OK;
@@ -316,7 +317,7 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
     /* what other modules keep of the user (rooms: the messages it posted, its memberships;
      * http: the Idempotency-Key answers about it), one module at a time */
     for (size_t i = 0; i < c->erase_hooks.n; i++)
-        if (((st_chat_erase_hook_fn)c->erase_hooks.fn[i])(c->erase_hooks.arg[i], u, ul, max))
+        if (((st_chat_erase_hook_fn)c->erase_hooks.fn[i])(c->erase_hooks.arg[i], u, ul, p.id, max))
             return true;
     p.t[1] = st_now_us();
     st_buf_t rec = {0};

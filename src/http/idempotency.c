@@ -376,32 +376,30 @@ size_t st_idem_sweep(st_store_t *s, int64_t ttl_us, size_t budget)
 /* ---- erasure (SPEC §2.2): the answers about a user go with it ---- */
 
 /* Where the walk of the expiry index for the erasure under way stands (loop thread; one erasure
- * runs at a time, chat/erase.c). Lost at a restart: the walk then starts over, which only
- * deletes what is still there. */
+ * runs at a time, chat/erase.c), keyed by the erasure's id and the store: a walk that ended
+ * stays ended for that erasure (the hook is called again while later hooks work), another
+ * erasure (of the same user too) walks afresh. Lost at a restart: the walk then starts over,
+ * which only deletes what is still there. */
 static struct {
-    char user[ST_NAME_MAX];
-    size_t ul;
+    const st_store_t *store;
+    uint64_t erasure;
     uint8_t from[41]; /* the last entry looked at (the next walk starts after it) */
     bool started, ended;
 } st__ew;
 
 #define ST__ERASE_SCAN 4096 /* index entries looked at per slice */
 
-bool st_http_idem_erase(void *store, const char *u, size_t ul, size_t max)
+bool st_http_idem_erase(void *store, const char *u, size_t ul, uint64_t erasure, size_t max)
 {
     st_store_t *s = store;
     if (!st__about_ok(u, ul)) return false;
-    if (st__ew.ul != ul || memcmp(st__ew.user, u, ul) != 0) { /* another erasure: from the top */
+    if (st__ew.store != s || st__ew.erasure != erasure) { /* another erasure: from the top */
         memset(&st__ew, 0, sizeof st__ew);
-        memcpy(st__ew.user, u, ul);
-        st__ew.ul = ul;
+        st__ew.store = s;
+        st__ew.erasure = erasure;
     }
-    if (st__ew.ended) { /* the last walk reached the end: done (a later erasure walks again) */
-        memset(&st__ew, 0, sizeof st__ew);
-        return false;
-    }
-    st_expired_t x = {
-        .budget = max ? max : 1, .user = st__ew.user, .ul = ul, .scan = ST__ERASE_SCAN};
+    if (st__ew.ended) return false; /* this erasure's walk is done */
+    st_expired_t x = {.budget = max ? max : 1, .user = u, .ul = ul, .scan = ST__ERASE_SCAN};
     x.keys = st_malloc(x.budget * sizeof *x.keys);
     uint8_t prefix = ST__KS_EXP, from[42];
     if (st__ew.started) { /* just after the last entry looked at */

@@ -702,6 +702,22 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
     st__ws_body_unref(pre);
 }
 
+/* Ends a subscription with an error frame that leaves once the batch of the change that ended
+ * it is durable (SPEC §0: no frame shows what a crash could take back). */
+static void st__ws_end_sub(st_ws_t *ws, st_wssub_t *s, const char *code, const char *msg,
+                           uint64_t wait)
+{
+    st_buf_t b = {0};
+    st_buf_puts(&b, "{\"type\":\"error\",\"id\":");
+    st_buf_append_json_str(&b, s->id, strlen(s->id));
+    st_buf_printf(&b, ",\"code\":\"%s\",\"message\":", code);
+    st_buf_append_json_str(&b, msg, strlen(msg));
+    st_buf_appendc(&b, '}');
+    st__ws_queue_buf(ws, s->conn, &b, st__sub_wait(s, wait));
+    st_buf_free(&b);
+    st__sub_remove(ws, s);
+}
+
 /* A membership change of a room: its subscribers get a room_member frame; the streams of a
  * removed member end with error forbidden (SPEC §2.1), once the removal is durable. */
 void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user, size_t ul,
@@ -731,16 +747,9 @@ void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user
         st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "room_member", s->id), body,
                      st__sub_wait(s, wait));
     }
-    for (size_t i = 0; i < ended.n; i++) {
-        st_wssub_t *s = ended.v[i];
-        st_buf_reset(&b);
-        st_buf_puts(&b, "{\"type\":\"error\",\"id\":");
-        st_buf_append_json_str(&b, s->id, strlen(s->id));
-        st_buf_puts(&b, ",\"code\":\"forbidden\",\"message\":\"removed from the room; the "
-                        "subscription ended\"}");
-        st__ws_queue_buf(ws, s->conn, &b, st__sub_wait(s, wait));
-        st__sub_remove(ws, s);
-    }
+    for (size_t i = 0; i < ended.n; i++)
+        st__ws_end_sub(ws, ended.v[i], "forbidden", "removed from the room; the subscription ended",
+                       wait);
     st_vec_free(&ended);
     st__ws_body_unref(body);
     st__ws_body_unref(pre);
@@ -750,7 +759,7 @@ void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user
 /* An erased user's room streams (the rooms it streams as a member) end at once with forbidden,
  * as a removed member's do (SPEC §2.2: its streams end); its memberships go later, in the
  * erasure's slices. One walk over every stream: erasures are rare. */
-static void st__ws_end_member_rooms(st_ws_t *ws, const char *user, size_t ul)
+static void st__ws_end_member_rooms(st_ws_t *ws, const char *user, size_t ul, uint64_t wait)
 {
     ST_VEC(st_wssub_t *) ended = {0};
     for (ST_LIST_EACH(l, n, &ws->conns)) {
@@ -761,12 +770,9 @@ static void st__ws_end_member_rooms(st_ws_t *ws, const char *user, size_t ul)
                 st_vec_push(&ended, s); /* taken out after the walk */
         }
     }
-    for (size_t i = 0; i < ended.n; i++) {
-        st_wssub_t *s = ended.v[i];
-        st__ws_send_error(ws, s->conn, s->id, "forbidden",
-                          "the user was erased; the subscription ended");
-        st__sub_remove(ws, s);
-    }
+    for (size_t i = 0; i < ended.n; i++)
+        st__ws_end_sub(ws, ended.v[i], "forbidden", "the user was erased; the subscription ended",
+                       wait);
     st_vec_free(&ended);
 }
 
@@ -779,16 +785,14 @@ void st__ws_message_changed(void *arg, const char *kind, const char *user, size_
 {
     st_ws_t *ws = arg;
     st__ws_note_change(ws, kind, user, ulen, conv, clen, msg_id, json, len);
-    if (!json) st__ws_end_member_rooms(ws, user, ulen); /* erased: out of its rooms at once */
+    if (!json) st__ws_end_member_rooms(ws, user, ulen, wait); /* erased: out of its rooms */
     st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen);
     if (!ch) return;
     if (!json) { /* erased */
         /* the channel is freed with its last subscription: take them one at a time */
         while ((ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen))) {
             st_wssub_t *s = ST_LIST_ITEM(ch->subs.next, st_wssub_t, clink);
-            st__ws_send_error(ws, s->conn, s->id, "not_found",
-                              "the user was erased; the subscription ended");
-            st__sub_remove(ws, s);
+            st__ws_end_sub(ws, s, "not_found", "the user was erased; the subscription ended", wait);
         }
         return;
     }

@@ -218,12 +218,13 @@ TEST(idempotency_answers_about_a_user_go_with_its_erasure)
     CHECK_EQ(count(s, ST_KS_IDEM), 11); /* the 404 is kept, naming nobody */
     /* the erasure, 4 at a time */
     int slices = 0;
-    while (st_http_idem_erase(s, "ida", 3, 4)) {
+    while (st_http_idem_erase(s, "ida", 3, 7, 4)) {
         fx_settle(&fx, s);
         CHECK(++slices <= 3);
     }
     fx_settle(&fx, s);
     CHECK_EQ(slices, 2);
+    CHECK(!st_http_idem_erase(s, "ida", 3, 7, 4)); /* the same erasure: its walk stays done */
     CHECK_EQ(count(s, ST_KS_IDEM), 5);
     CHECK_EQ(count(s, ST_KS_IDEM_EXP), 5);
     r0.gone = NULL;
@@ -245,12 +246,56 @@ TEST(idempotency_answers_about_a_user_go_with_its_erasure)
     old.gone = old2.gone = erased_ida_at_50;
     CHECK_EQ(st__idem_lookup_at(s, &old, ttl, t0 + 200, &status, &body, &blen, &w), ST_ENOTFOUND);
     CHECK_EQ(st__idem_lookup_at(s, &old2, ttl, t0 + 200, &status, &body, &blen, &w), ST_OK);
+    /* a later erasure of the same name (another id) walks afresh */
+    st_idem_req_t again = req_of(40, 0);
+    again.about = "ida";
+    again.about_len = 3;
+    CHECK_EQ(st__idem_record_at(s, &again, ttl, 201, "{}", 2, t0 + 150, &wait), ST_OK);
+    fx_settle(&fx, s);
+    CHECK(st_http_idem_erase(s, "ida", 3, 8, 4));
+    fx_settle(&fx, s);
+    while (st_http_idem_erase(s, "ida", 3, 8, 4))
+        fx_settle(&fx, s);
+    fx_settle(&fx, s);
+    again.gone = NULL;
+    CHECK_EQ(st__idem_lookup_at(s, &again, ttl, t0 + 200, &status, &body, &blen, &w), ST_ENOTFOUND);
     /* the others' answers expire with their index entries */
     CHECK_EQ(count(s, ST_KS_IDEM), 7);
     CHECK_EQ(count(s, ST_KS_IDEM_EXP), 7);
     CHECK_EQ(st__idem_sweep_at(s, ttl, 2000, t0 + ttl + 300), 7);
     fx_settle(&fx, s);
     CHECK_EQ(count(s, ST_KS_IDEM_EXP), 0);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+/* The walk goes on across slices of 4,096 index entries and of `max` deletions, from where the
+ * last slice stopped, to the end of the index. */
+TEST(idempotency_erasure_walk_resumes_across_slices)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = open_store(&fx);
+    const int64_t t0 = 1000000000000LL, ttl = 100000000;
+    uint64_t wait = 0;
+    for (int i = 0; i < 9000; i++) {
+        st_idem_req_t r = req_of(1000 + i, 0);
+        r.about = i % 1000 == 999 ? "ida" : "ola";
+        r.about_len = 3;
+        CHECK_EQ(st__idem_record_at(s, &r, ttl, 201, "{}", 2, t0 + i, &wait), ST_OK);
+        if (i % 1000 == 0) fx_settle(&fx, s);
+    }
+    fx_settle(&fx, s);
+    CHECK_EQ(count(s, ST_KS_IDEM), 9000);
+    int slices = 0;
+    while (st_http_idem_erase(s, "ida", 3, 99, 2)) {
+        fx_settle(&fx, s);
+        CHECK(++slices <= 20);
+    }
+    fx_settle(&fx, s);
+    CHECK(slices >= 3); /* 9,000 entries: at least three slices of 4,096 */
+    CHECK_EQ(count(s, ST_KS_IDEM), 8991);
+    CHECK_EQ(count(s, ST_KS_IDEM_EXP), 8991);
     fx_close_store(&fx, s);
     fx_end(&fx);
 }
