@@ -17,7 +17,10 @@
  *            whose answer was lost, holds the same bytes and counts as written, objstore.c) wrote
  *            nothing: its intent just goes, and the object that is there stays, whoever wrote it
  *            (even under this store's incarnation: a copy of this data dir); the retry takes the
- *            owner's next number.
+ *            owner's next number. A key that exists but cannot be read back is a failed write
+ *            (ST_EIO, objstore.c), abandoned as above: its key, which names this store's
+ *            incarnation, is doomed (a copy of this data dir, outside SPEC §5, could lose an
+ *            object that way).
  *
  * A crash between the steps leaves a 'P' without its 'F' (an orphan, swept at start-up) or 'D'
  * records (finished by the reaper at start-up).
