@@ -23,12 +23,12 @@ typedef struct st_store st_store_t;
 
 /* Key spaces: the first byte of every key. */
 enum {
-    ST_KS_COUNTER = 'c',   /* name -> st counter record */
-    ST_KS_MEMBER = 'm',    /* name 0 member -> "" (distinct counter membership) */
-    ST_KS_SEQUENCE = 's',  /* name -> u64 last */
-    ST_KS_IDEM = 'i',      /* sha256(scope) -> idempotent response (http/idempotency.c) */
-    ST_KS_IDEM_EXP = 'x',  /* be64(created) sha256(scope) -> user or "" (their expiry index) */
-    ST_KS_WRITER = 'w',    /* "writer" -> the cold tier's writer record (cold/writer.c) */
+    ST_KS_COUNTER = 'c',  /* name -> st counter record */
+    ST_KS_MEMBER = 'm',   /* name 0 member -> "" (distinct counter membership) */
+    ST_KS_SEQUENCE = 's', /* name -> u64 last */
+    ST_KS_IDEM = 'i',     /* sha256(scope) -> idempotent response (http/idempotency.c) */
+    ST_KS_IDEM_EXP = 'x', /* be64(created) sha256(scope) -> user or "" (their expiry index) */
+    ST_KS_WRITER = 'w',   /* "writer" -> the cold tier's writer record (cold/writer.c) */
 };
 /* Every module's first bytes, so no two modules share one (each module's header documents its
  * own layout; keep this list whole when adding one):
