@@ -155,18 +155,25 @@ static void st__url_part(st_buf_t *b, const char *s, size_t n)
     st_buf_append(b, s, n); /* names are [A-Za-z0-9_.:-]: nothing to escape */
 }
 
+/* r->path = pre key mid key: a route whose routing key is its own name (b: scratch, reset). */
+static void st__route_path(st_buf_t *b, st_obrec_t *r, const char *pre, const char *key, size_t kl,
+                           const char *mid)
+{
+    st_buf_puts(b, pre);
+    st__url_part(b, key, kl);
+    st_buf_puts(b, mid);
+    st__url_part(b, key, kl);
+    snprintf(r->path, sizeof r->path, "%.*s", (int)b->len, b->data);
+    st_buf_reset(b);
+}
+
 /* A membership change's path into r and body into b (p: the record). */
 static void st__change(st_buf_t *b, st_obrec_t *r, const char *user, size_t ul, const char *room,
                        size_t rl, const char *name, size_t nl, const uint8_t *p)
 {
     int64_t joined_at;
     memcpy(&joined_at, p + 1, 8);
-    st_buf_puts(b, "/v1/users/");
-    st__url_part(b, user, ul);
-    st_buf_puts(b, "/rooms/remote?route=user:");
-    st__url_part(b, user, ul);
-    snprintf(r->path, sizeof r->path, "%.*s", (int)b->len, b->data);
-    st_buf_reset(b);
+    st__route_path(b, r, "/v1/users/", user, ul, "/rooms/remote?route=user:");
     st_buf_puts(b, "{\"room_id\":");
     st_buf_append_json_str(b, room, rl);
     st_buf_puts(b, ",\"name\":");
@@ -182,12 +189,7 @@ static void st__change(st_buf_t *b, st_obrec_t *r, const char *user, size_t ul, 
 static void st__erasure(st_buf_t *b, st_obrec_t *r, const char *user, size_t ul, const char *room,
                         size_t rl)
 {
-    st_buf_puts(b, "/v1/rooms/");
-    st__url_part(b, room, rl);
-    st_buf_puts(b, "/erasures?route=room:");
-    st__url_part(b, room, rl);
-    snprintf(r->path, sizeof r->path, "%.*s", (int)b->len, b->data);
-    st_buf_reset(b);
+    st__route_path(b, r, "/v1/rooms/", room, rl, "/erasures?route=room:");
     st_buf_puts(b, "{\"user\":");
     st_buf_append_json_str(b, user, ul);
     st_buf_appendc(b, '}');
