@@ -531,17 +531,18 @@ describe('a group with auth on signs its internal calls with --cluster-secret', 
       const admin = bearer(hs({ sub: 'ops', role: 'admin' }));
       let st = null;
       const end = Date.now() + 20000;
+      // a member's status, or null while it cannot answer (a connection refused is a member
+      // down: its stop() below then reports how it ended)
+      const status = (m) => m.req('GET', '/v1/cluster', undefined, admin)
+        .then((r) => (r.status === 200 ? r.json : null), () => null);
       for (;;) {
         for (const m of members) {
-          const r = await m.req('GET', '/v1/cluster', undefined, admin);
-          if (r.status === 200 && r.json.leader) {
-            const lead = members[r.json.leader - 1];
-            st = (await lead.req('GET', '/v1/cluster', undefined, admin)).json;
-          }
+          const leader = (await status(m))?.leader;
+          if (leader && members[leader - 1]) st = (await status(members[leader - 1])) || st;
         }
-        const http1 = st?.members.find((x) => x.id === 1)?.http, http2 = st?.members.find((x) => x.id === 2)?.http;
+        const http1 = st?.members?.find((x) => x.id === 1)?.http, http2 = st?.members?.find((x) => x.id === 2)?.http;
         if (http1 && http2) break;
-        if (Date.now() > end) throw new Error(`members 1 and 2 never announced: ${JSON.stringify(st)}`);
+        if (Date.now() > end) throw new Error(`members 1 and 2 never announced: ${JSON.stringify(st)}\n${members.map((m) => m.log()).join('\n---\n')}`);
         await sleep(200);
       }
       await start(3);

@@ -10,12 +10,11 @@ import assert from 'node:assert/strict';
 import { createHmac, generateKeyPairSync, sign } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import WebSocket from 'ws';
 import { clientCleanup, clientDir, loadClient } from './client-lib.mjs';
-import { skipIf, sleep, startStrata } from './lib.mjs';
+import { freePort, skipIf, sleep, startStrata } from './lib.mjs';
 
 const SECRET = 'client-secret';
 const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
@@ -26,10 +25,6 @@ function jwt(payload, secret = SECRET) {
 }
 const now = () => Math.floor(Date.now() / 1000);
 const admin = () => jwt({ sub: 'ops', role: 'admin', exp: now() + 600 });
-const freePort = () => new Promise((resolve) => {
-  const srv = net.createServer();
-  srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
-});
 async function until(what, fn, ms = 15000) {
   const end = Date.now() + ms;
   for (;;) {

@@ -4,17 +4,11 @@
 // retry while no leader is known, and cleanup by PID.
 import { cpSync, rmSync } from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
-import { sleep, startStrata, tempDir } from './lib.mjs';
+import { freePort, sleep, startStrata, tempDir } from './lib.mjs';
+
+export { freePort };
 
 export const ELECTION_MS = 1000;
-
-export function freePort() {
-  return new Promise((resolve) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
-  });
-}
 
 // One request with a timeout (a paused member never answers); resolves {status, headers, json}
 // or {status: 0, error} when the connection failed or timed out.

@@ -2,7 +2,7 @@
 // Helpers for end-to-end tests: start the real strata binary on a free port with a temp data
 // dir, talk HTTP over real sockets (keep-alive agent or raw TCP), and stop or kill -9 it.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
@@ -89,6 +89,32 @@ const live = new Set();
 after(() => {
   for (const proc of live) proc.kill('SIGKILL');
 });
+
+// A port for a server the test starts later (a group's members, a proxy). Taken from below the
+// kernel's ephemeral range: a port from bind(0) is in that range, and between this pick and the
+// server's own bind any outgoing connection may be given it as its local port — or a member's
+// retried connect to a peer not yet started may connect to itself (TCP simultaneous open), which
+// makes that peer's start fail with EADDRINUSE. Ports below the range are never handed out that
+// way. Each is bound once to check it is free, and never handed out twice by this process.
+const handedOut = new Set();
+const EPHEMERAL_LOW = (() => {
+  try { return Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32768; }
+  catch { return 32768; }
+})();
+export async function freePort() {
+  const low = Math.max(1024, EPHEMERAL_LOW - 16384), span = EPHEMERAL_LOW - low;
+  for (let tries = 0; tries < 1000; tries++) {
+    const port = low + Math.floor(Math.random() * span);
+    if (handedOut.has(port)) continue;
+    const free = await new Promise((resolve) => {
+      const srv = net.createServer();
+      srv.once('error', () => resolve(false));
+      srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+    });
+    if (free) { handedOut.add(port); return port; }
+  }
+  throw new Error(`no free port in ${low}..${EPHEMERAL_LOW - 1}`);
+}
 
 // Starts strata; resolves once it logged "listening on HOST:PORT".
 export async function startStrata({ dataDir, args = [], env = {} } = {}) {

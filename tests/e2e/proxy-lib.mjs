@@ -4,20 +4,14 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
-import { request, sleep } from './lib.mjs';
+import { freePort, request, sleep } from './lib.mjs';
+
+export { freePort };
 
 export const ROOT = path.resolve('../..');
 export const NGINX = '/usr/sbin/nginx';
 export const HAPROXY = '/usr/sbin/haproxy';
-
-export function freePort() {
-  return new Promise((resolve) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
-  });
-}
 
 // The shipped config with its listen port and upstream servers (the shipped three become the
 // given ports, one line each) replaced; nothing else.

@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -17,7 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Set
 
 import pytest
 
@@ -37,10 +38,35 @@ def strata_bin() -> str:
     return b
 
 
+_HANDED_OUT: Set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port for a server started later, from below the kernel's ephemeral range: a port from
+    bind(0) may meanwhile become an outgoing connection's local port (or a member's retried
+    connect to a peer not yet started may connect to itself), and the server's own bind fails."""
+    high = _ephemeral_low()
+    low = max(1024, high - 16384)
+    for _ in range(1000):
+        port = random.randrange(low, high)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError(f"no free port in {low}..{high - 1}")
 
 
 def jwt(payload: Dict[str, Any], secret: str = SECRET) -> str:
