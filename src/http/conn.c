@@ -226,10 +226,14 @@ void st__conn_error(st_conn_t *c, int err, const char *msg, const char *headers)
 static void st__on_upgrade(st_conn_t *c, const st_http_request_t *req)
 {
     st_server_t *srv = c->srv;
-    bool stream = req->method == ST_HTTP_GET && req->path_len == 10 &&
-                  memcmp(req->path, "/v1/stream", 10) == 0;
+    bool at_stream = req->path_len == 10 && memcmp(req->path, "/v1/stream", 10) == 0;
+    bool stream = at_stream && req->method == ST_HTTP_GET;
     const char *msg = NULL;
     c->close_when_done = true;
+    if (at_stream && !stream && req->method != ST_HTTP_HEAD) { /* 405, as without an Upgrade */
+        st__conn_error(c, ST_EMETHOD, "only GET opens a stream", "Allow: GET, HEAD\r\n");
+        return;
+    }
     if (!stream) {
         st__conn_error(c, ST_ENOTFOUND, "WebSocket streams are served at GET /v1/stream", NULL);
         return;

@@ -9,6 +9,7 @@
 // (The replay that cannot read cold data ending with cold_unavailable is in cold.test.mjs; best
 // available keeping a group in one row before avoiding an orphan is in seats_best.test.mjs.)
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { waitFor } from './cold-lib.mjs';
 import { request, startStrata, wsConnect } from './lib.mjs';
@@ -216,6 +217,18 @@ describe('item 8: GET /v1/stream without an Upgrade', () => {
     // the query a proxy routes on changes nothing; other methods are still 405
     assert.equal((await s.req('GET', '/v1/stream?route=user:alice')).status, 426);
     assert.equal((await s.req('POST', '/v1/stream', {})).status, 405);
+    // with a full handshake too: the path exists, so another method is 405, not 404
+    const raw = await new Promise((resolve, reject) => {
+      const sock = net.connect(s.port, '127.0.0.1', () => sock.write('POST /v1/stream HTTP/1.1\r\nHost: x\r\n' +
+        'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
+        'Sec-WebSocket-Version: 13\r\nContent-Length: 0\r\n\r\n'));
+      let got = '';
+      sock.on('data', (d) => { got += d; });
+      sock.on('end', () => resolve(got));
+      sock.on('error', reject);
+    });
+    assert.match(raw, /^HTTP\/1\.1 405 /, raw);
+    assert.match(raw, /"code":"method_not_allowed"/, raw);
     // and the upgrade itself still works on the same path
     assert.equal((await wsConnect(s.port)).status, 101);
   });
