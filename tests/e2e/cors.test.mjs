@@ -54,6 +54,13 @@ describe('CORS on (--cors-origins with two origins, auth on)', () => {
       for (const h of ['authorization', 'content-type', 'idempotency-key']) assert.ok(allowed.includes(h), allowed);
       assert.ok(Number(r.headers['access-control-max-age']) > 0);
     }
+    // The edit and delete routes (PATCH, DELETE) must pass a browser's preflight too.
+    for (const [method, path] of [['PATCH', '/v1/users/alice/messages/1'], ['DELETE', '/v1/users/alice/conversations/c1'],
+      ['DELETE', '/v1/users/alice']]) {
+      const r = await s.req('OPTIONS', path, undefined, { origin: A, 'access-control-request-method': method });
+      assert.equal(r.status, 204, path);
+      assert.ok(r.headers['access-control-allow-methods'].split(/,\s*/).includes(method), r.headers['access-control-allow-methods']);
+    }
   });
 
   test('a preflight from another origin gets no CORS headers', async () => {
