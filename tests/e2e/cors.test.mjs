@@ -129,6 +129,22 @@ describe('CORS on (--cors-origins with two origins, auth on)', () => {
     assert.match(e.headers.vary, /Origin/);
   });
 
+  test('a 431 (headers over --max-header) after the Origin header carries the CORS headers', async () => {
+    const head = (origin) => `GET /v1/counters/c HTTP/1.1\r\nHost: x\r\nOrigin: ${origin}\r\n` +
+      `X-Big: ${'a'.repeat(20000)}\r\n\r\n`;
+    const [r] = parseResponses(await raw(s.port, head(A), { idleMs: 500 }));
+    assert.equal(r.status, 431);
+    assert.equal(r.json.error.code, 'headers_too_large');
+    assertCors(r, A);
+    const [e] = parseResponses(await raw(s.port, head(EVIL), { idleMs: 500 }));
+    assert.equal(e.status, 431);
+    assertNoCors(e);
+    // an Origin value cut off by the limit is not echoed
+    const [cut] = parseResponses(await raw(s.port, `GET /v1/counters/c HTTP/1.1\r\nHost: x\r\nOrigin: ${A}${'a'.repeat(20000)}\r\n\r\n`, { idleMs: 500 }));
+    assert.equal(cut.status, 431);
+    assertNoCors(cut);
+  });
+
   test('a preflight and the request it announces, pipelined on one connection, are answered in order', async () => {
     const body = '{"by":2}';
     const text = await raw(s.port,
