@@ -79,8 +79,8 @@ bool st_http_parser_upgraded(const st_http_parser_t *p);
  * request that outlives the feed: one parked while it waits for cold data. The WebSocket
  * handshake headers are not copied; Origin is (the answer carries the CORS lines). */
 st_http_request_t *st_http_request_copy(const st_http_request_t *r);
-/* The Origin header of the request being parsed, once its headers are complete (borrowed, valid
- * until the next feed); false if it has none or its headers are not complete. */
+/* The Origin header of the request being parsed, once its value is complete (borrowed, valid
+ * until the next feed); false if it has none (yet) or its value is not complete. */
 bool st_http_parser_origin(const st_http_parser_t *p, const char **origin, size_t *len);
 
 /* ---- query strings ---- */

@@ -188,9 +188,9 @@ static const st_cfg_opt_t st__opts[] = {
     ST__NUM(ST_CFG_TIME, to_time, "to-time", "STRATA_RESTORE_TO_TIME", "0", 0, INT64_MAX,
             "strata restore: the point in time to restore, RFC 3339 (2026-11-27T21:55:00Z, "
             "2026-11-27T23:55:00.5+02:00) or Unix µs; 0 = the newest shipped"),
-    ST__NUM(ST_CFG_BOOL, restore_list, "list", "", "0", 0, 1,
+    ST__NUM(ST_CFG_BOOL, restore_list, "list", "STRATA_RESTORE_LIST", "0", 0, 1,
             "strata restore: print the restore points in --backup-url, then exit"),
-    ST__NUM(ST_CFG_BOOL, accept_loss, "accept-loss", "", "0", 0, 1,
+    ST__NUM(ST_CFG_BOOL, accept_loss, "accept-loss", "STRATA_ACCEPT_LOSS", "0", 0, 1,
             "strata rebuild-meta: build a new store from the cold tier alone although sequences, "
             "counters, events and hot bookings are lost (a sequence would start again at 1)"),
     ST__NUM(ST_CFG_U64, test_hooks, "test-hooks", "STRATA_TEST_HOOKS", "0", 0, 1,

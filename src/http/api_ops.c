@@ -98,7 +98,10 @@ static int st__admin_key(st_ctx_t *c, const cJSON *j, const char **a, size_t *al
         int rc = st_json_name(c, j, "counter", a, al);
         return rc ? rc : 2;
     }
-    if (!cJSON_GetObjectItemCaseSensitive(j, "user")) return 0;
+    /* a conversation_id alone is a key missing its user (400), not a pass over every key */
+    if (!cJSON_GetObjectItemCaseSensitive(j, "user") &&
+        !cJSON_GetObjectItemCaseSensitive(j, "conversation_id"))
+        return 0;
     int rc = st_json_name(c, j, "user", a, al);
     if (!rc) rc = st_json_name(c, j, "conversation_id", b, bl);
     return rc ? rc : 1;

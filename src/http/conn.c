@@ -407,10 +407,11 @@ static void st__conn_feed(st_conn_t *c, const char *data, size_t len, bool from_
                           : rc == ST_ETOOLARGE ? "request body too large"
                           : rc == ST_ENOTIMPL  ? "unknown method"
                                                : "malformed HTTP request";
-        /* A browser must see a 413 as one (SPEC §7), not as a network error. */
+        /* A browser must see a 413 or a 431 as one (SPEC §7), not as a network error. */
         const char *origin = NULL;
         size_t olen = 0;
-        char *cors = rc == ST_ETOOLARGE && st_http_parser_origin(c->parser, &origin, &olen)
+        char *cors = (rc == ST_ETOOLARGE || rc == ST_EHEADERS) &&
+                             st_http_parser_origin(c->parser, &origin, &olen)
                          ? st_cors_headers_for(srv->app->cfg, origin, olen)
                          : NULL;
         st__conn_error(c, rc, msg, cors);

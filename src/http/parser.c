@@ -383,7 +383,9 @@ st_http_request_t *st_http_request_copy(const st_http_request_t *r)
 
 bool st_http_parser_origin(const st_http_parser_t *p, const char **origin, size_t *len)
 {
-    if (!p->headers_done || !p->kept[ST_HDR_ORIGIN].have || !p->head.data) return false;
+    /* complete once its value is: a 431 refused in a later header still knows it */
+    bool partial = !p->headers_done && p->in_value && p->cur == ST_HDR_ORIGIN;
+    if (partial || !p->kept[ST_HDR_ORIGIN].have || !p->head.data) return false;
     *origin = p->head.data + p->kept[ST_HDR_ORIGIN].off;
     *len = p->kept[ST_HDR_ORIGIN].len;
     return true;

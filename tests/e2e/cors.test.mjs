@@ -54,6 +54,13 @@ describe('CORS on (--cors-origins with two origins, auth on)', () => {
       for (const h of ['authorization', 'content-type', 'idempotency-key']) assert.ok(allowed.includes(h), allowed);
       assert.ok(Number(r.headers['access-control-max-age']) > 0);
     }
+    // The edit and delete routes (PATCH, DELETE) must pass a browser's preflight too.
+    for (const [method, path] of [['PATCH', '/v1/users/alice/messages/1'], ['DELETE', '/v1/users/alice/conversations/c1'],
+      ['DELETE', '/v1/users/alice']]) {
+      const r = await s.req('OPTIONS', path, undefined, { origin: A, 'access-control-request-method': method });
+      assert.equal(r.status, 204, path);
+      assert.ok(r.headers['access-control-allow-methods'].split(/,\s*/).includes(method), r.headers['access-control-allow-methods']);
+    }
   });
 
   test('a preflight from another origin gets no CORS headers', async () => {
@@ -120,6 +127,22 @@ describe('CORS on (--cors-origins with two origins, auth on)', () => {
     assert.equal(e.status, 413);
     assertNoCors(e);
     assert.match(e.headers.vary, /Origin/);
+  });
+
+  test('a 431 (headers over --max-header) after the Origin header carries the CORS headers', async () => {
+    const head = (origin) => `GET /v1/counters/c HTTP/1.1\r\nHost: x\r\nOrigin: ${origin}\r\n` +
+      `X-Big: ${'a'.repeat(20000)}\r\n\r\n`;
+    const [r] = parseResponses(await raw(s.port, head(A), { idleMs: 500 }));
+    assert.equal(r.status, 431);
+    assert.equal(r.json.error.code, 'headers_too_large');
+    assertCors(r, A);
+    const [e] = parseResponses(await raw(s.port, head(EVIL), { idleMs: 500 }));
+    assert.equal(e.status, 431);
+    assertNoCors(e);
+    // an Origin value cut off by the limit is not echoed
+    const [cut] = parseResponses(await raw(s.port, `GET /v1/counters/c HTTP/1.1\r\nHost: x\r\nOrigin: ${A}${'a'.repeat(20000)}\r\n\r\n`, { idleMs: 500 }));
+    assert.equal(cut.status, 431);
+    assertNoCors(cut);
   });
 
   test('a preflight and the request it announces, pipelined on one connection, are answered in order', async () => {

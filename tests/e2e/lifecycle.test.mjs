@@ -18,6 +18,12 @@ test('--help lists every flag with its environment twin', () => {
     'STRATA_WS_PING_SECONDS'])
     assert.ok(out.includes(env), env);
   assert.ok(out.includes('--listen'));
+  // Every flag, the subcommands' too, has its twin (only --help and --version have none).
+  for (const line of out.split('\n').filter((l) => /^  --/.test(l))) {
+    const [flag, env] = line.trim().split(/\s+/);
+    if (flag === '--help' || flag === '--version') continue;
+    assert.match(env, /^STRATA_[A-Z0-9_]+$/, `${flag} has no environment twin`);
+  }
   runStrata(['--no-such-flag'], { expect: 2 });
 });
 

@@ -87,6 +87,13 @@ describe('reconciliation', () => {
     assert.ok((await keys()) - k0 >= 8);
     assert.equal((await s.req('POST', '/v1/admin/reconcile', { counter: 'nope' })).status, 404);
     assert.equal((await s.req('POST', '/v1/admin/reconcile', { user: 'bad name', conversation_id: 'c' })).status, 400);
+    // half a key is a 400 naming the missing half, not a pass over everything
+    for (const [body, field] of [[{ conversation_id: 'c' }, 'user'], [{ user: 'r1' }, 'conversation_id']]) {
+      const r = await s.req('POST', '/v1/admin/reconcile', body);
+      assert.equal(r.status, 400, r.text);
+      assert.equal(r.json.error.code, 'invalid_argument');
+      assert.match(r.json.error.message, new RegExp(field));
+    }
   });
 });
 
