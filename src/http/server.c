@@ -204,10 +204,13 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
                 c->xp_busy = false;
             }
             st_buf_t body = {0}, resp = {0};
-            st_buf_printf(&body,
-                          "{\"error\":{\"code\":\"%s\",\"message\":\"%s; the request was not "
-                          "applied\"}}",
-                          st_err_code(err), st_strerror(err));
+            /* In a group a lost term's entry may still commit under the next leader (Raft does
+             * not tell): its outcome is unknown, and the answer must not claim otherwise. */
+            st_buf_printf(&body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s; %s\"}}",
+                          st_err_code(err), st_strerror(err),
+                          err == ST_ENOLEADER ? "the request's outcome is unknown (it may yet be "
+                                                "applied): retry it with the same Idempotency-Key"
+                                              : "the request was not applied");
             char *cors = st_cors_headers_of(s->data, s->len); /* a browser must see it too */
             st_buf_t hdr = {0};
             st_buf_puts(&hdr, cors);

@@ -12,11 +12,11 @@ export const ELECTION_MS = 1000;
 
 // One request with a timeout (a paused member never answers); resolves {status, headers, json}
 // or {status: 0, error} when the connection failed or timed out.
-export function call(port, method, p, body, timeoutMs = 2500) {
+export function call(port, method, p, body, timeoutMs = 2500, headers = {}) {
   return new Promise((resolve) => {
     const data = body === undefined ? undefined : JSON.stringify(body);
     const r = http.request({ host: '127.0.0.1', port, method, path: p, agent: false, timeout: timeoutMs,
-      headers: data ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } : {} },
+      headers: { ...headers, ...(data ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } : {}) } },
     (res) => {
       const chunks = [];
       res.on('data', (c) => chunks.push(c));
@@ -91,11 +91,11 @@ export class Group {
 
   // A request through any member, following 307s; retries 503 no_leader and failed connections
   // (nothing was sent) until the deadline. Other outcomes are returned as they are.
-  async req(method, p, body, { via, deadlineMs = 15000 } = {}) {
+  async req(method, p, body, { via, deadlineMs = 15000, headers } = {}) {
     const until = Date.now() + deadlineMs;
     let port = this.port(via || this.live()[Math.floor(Math.random() * this.live().length)]);
     for (let hops = 0; Date.now() < until;) {
-      const r = await call(port, method, p, body);
+      const r = await call(port, method, p, body, undefined, headers);
       if (r.status === 307 && hops++ < 3) { port = Number(new URL(r.headers.location).port); continue; }
       const refused = r.status === 0 && r.error && r.error.code === 'ECONNREFUSED';
       const noLeader = r.status === 503 && r.json?.error?.code === 'no_leader';

@@ -85,3 +85,35 @@ describe('reads in a group', () => {
     await g.stopAll();
   });
 });
+
+// A write the leader could not get past a majority (both followers paused) fails with 503
+// no_leader, but its entry may still commit under the next leader: the answer must not claim it
+// was not applied, and a retry with the same Idempotency-Key applies it exactly once.
+describe('a write of a lost term', () => {
+  const g = new Group(3);
+  after(() => { g.kill(); g.cleanup(); });
+
+  test('answers 503 no_leader with an unknown outcome; a keyed retry applies it once', async () => {
+    await g.init();
+    const leader = await g.leader();
+    const followers = g.live().filter((id) => id !== leader).map((id) => g.members.get(id));
+    for (const f of followers) f.proc.kill('SIGSTOP');
+    const key = { 'idempotency-key': 'lost-term-1' };
+    const r = await call(g.port(leader), 'POST', '/v1/counters/lost/incr', {}, 8000, key);
+    for (const f of followers) f.proc.kill('SIGCONT');
+    assert.equal(r.status, 503, `a minority leader acknowledged a write: ${r.status}`);
+    assert.equal(r.json.error.code, 'no_leader');
+    assert.equal(r.headers['retry-after'], '1');
+    assert.doesNotMatch(r.json.error.message, /not applied/);
+    assert.match(r.json.error.message, /outcome is unknown/);
+    let retry;
+    for (let i = 0; i < 20 && retry?.status !== 200; i++) {
+      retry = await g.req('POST', '/v1/counters/lost/incr', {}, { headers: key });
+      if (retry.status !== 200) await sleep(200);
+    }
+    assert.equal(retry.status, 200);
+    assert.equal(retry.json.value, 1, 'applied once');
+    assert.equal((await g.req('GET', '/v1/counters/lost')).json.value, 1);
+    await g.stopAll();
+  });
+});
