@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#define ST__CORS_METHODS "GET, HEAD, POST, OPTIONS"
+#define ST__CORS_METHODS "GET, HEAD, POST, PATCH, DELETE, OPTIONS"
 #define ST__CORS_HEADERS "Authorization, Content-Type, Idempotency-Key"
 #define ST__CORS_EXPOSE  "Location, Retry-After, Idempotent-Replayed"
 #define ST__CORS_MAX_AGE "7200" /* Chromium's cap; Firefox allows a day */
