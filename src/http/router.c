@@ -131,7 +131,12 @@ int st_router_match(st_ctx_t *c, const st_route_t **route)
         int method = r->method == ST_HTTP_HEAD ? ST_HTTP_GET : r->method;
         if (st_routes[i].method != method) {
             path_known = true;
-            const char *m = st_routes[i].method == ST_HTTP_GET ? "GET, HEAD" : "POST";
+            int rm = st_routes[i].method;
+            const char *m = rm == ST_HTTP_GET      ? "GET, HEAD"
+                            : rm == ST_HTTP_PATCH  ? "PATCH"
+                            : rm == ST_HTTP_DELETE ? "DELETE"
+                            : rm == ST_HTTP_PUT    ? "PUT"
+                                                   : "POST";
             if (!strstr(allow, m)) {
                 if (*allow) strcat(allow, ", ");
                 strcat(allow, m);

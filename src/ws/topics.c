@@ -776,9 +776,10 @@ static void st__ws_end_member_rooms(st_ws_t *ws, const char *user, size_t ul, ui
     st_vec_free(&ended);
 }
 
-/* An edit or delete (SPEC §2.2): subscribers that were shown the message (live, or replayed up
- * to their cursor) get its new state, in order with their other frames; a replay not there yet
- * reads the new state itself. An erased user's subscriptions end. */
+/* An edit or delete (SPEC §2.2): live subscribers get its new state, in order with their other
+ * frames (a live-only one too, for a message older than its subscription); a replay not there
+ * yet reads the new state itself. A room's subscribers see room_id (SPEC §2.1). An erased
+ * user's subscriptions end. */
 void st__ws_message_changed(void *arg, const char *kind, const char *user, size_t ulen,
                             const char *conv, size_t clen, uint64_t msg_id, const char *json,
                             size_t len, uint64_t wait)
@@ -801,10 +802,10 @@ void st__ws_message_changed(void *arg, const char *kind, const char *user, size_
     st_wsbody_t *body = NULL;
     for (ST_LIST_EACH(l, n, &ch->subs)) {
         st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, clink);
-        if (msg_id > s->cursor ||
+        if ((s->replaying && msg_id > s->cursor) ||
             (s->conv && (strlen(s->conv) != clen || memcmp(s->conv, conv, clen) != 0)))
             continue;
-        if (!body) body = st__message_body(json, len);
+        if (!body) body = s->room ? st__room_message_body(json, len) : st__message_body(json, len);
         uint64_t w = st__sub_wait(s, wait);
         st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, kind, s->id), body, w);
         s->last_wait = w;

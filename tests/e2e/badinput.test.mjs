@@ -42,6 +42,15 @@ describe('bad input', () => {
     assert.equal(r.headers.allow, 'GET, HEAD');
     r = await s.req('PUT', '/v1/counters/x/incr', '{}');
     assert.equal(r.status, 405);
+    // Allow names PATCH and DELETE too, never a method the path does not serve (SPEC §2.2 routes)
+    for (const [m, p, allow] of [['GET', '/v1/users/u/messages/1', 'PATCH, DELETE'],
+      ['POST', '/v1/rooms/r/messages/1', 'PATCH, DELETE'], ['PUT', '/v1/users/u', 'DELETE'],
+      ['POST', '/v1/users/u/conversations/c', 'GET, HEAD, DELETE']]) {
+      r = await s.req(m, p, m === 'GET' ? undefined : '{}');
+      assert.equal(r.status, 405, `${m} ${p}`);
+      assert.equal(r.json.error.code, 'method_not_allowed');
+      assert.deepEqual(r.headers.allow.split(', ').sort(), allow.split(', ').sort(), `${m} ${p}`);
+    }
     r = await s.req('GET', '/v1/nothing/here');
     assert.equal(r.status, 404);
     assert.equal(r.json.error.code, 'not_found');

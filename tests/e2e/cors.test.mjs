@@ -50,6 +50,8 @@ describe('CORS on (--cors-origins with two origins, auth on)', () => {
       assertCors(r, A);
       assert.match(r.headers['access-control-allow-methods'], /POST/);
       assert.match(r.headers['access-control-allow-methods'], /GET/);
+      assert.match(r.headers['access-control-allow-methods'], /PATCH/); // SPEC §2.2 edits
+      assert.match(r.headers['access-control-allow-methods'], /DELETE/); // §2.2 deletes, erasure
       const allowed = r.headers['access-control-allow-headers'].toLowerCase();
       for (const h of ['authorization', 'content-type', 'idempotency-key']) assert.ok(allowed.includes(h), allowed);
       assert.ok(Number(r.headers['access-control-max-age']) > 0);

@@ -287,6 +287,33 @@ describe('edits and deletes', () => {
     ws2.close();
   });
 
+  test('streams: a live-only subscription (no after) gets edits of older messages; a room frame carries room_id', async () => {
+    const m = await post(s, 'liv', 'c', 'before the subscription');
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'edroom', members: ['liv', 'bo'] })).status, 201);
+    const rm = (await s.req('POST', '/v1/rooms/edroom/messages', { from: 'liv', content: 'r0' })).json;
+    const ws = await wsConnect(s.port);
+    ws.send({ type: 'subscribe', id: 'u', topic: 'messages', user: 'liv' });
+    ws.send({ type: 'subscribe', id: 'r', topic: 'room', room_id: 'edroom', user: 'bo' });
+    const frames = [];
+    const until = async (pred) => { for (;;) { const f = (await ws.next(5000)).json; frames.push(f); if (pred(f)) return f; } };
+    await until(() => frames.filter((f) => f.type === 'replay_done').length === 2);
+    assert.equal((await s.req('PATCH', `/v1/users/liv/messages/${m.msg_id}`, { content: 'edited' })).status, 200);
+    const ed = await until((f) => f.type === 'message_edited');
+    assert.equal(ed.id, 'u');
+    assert.equal(ed.message.msg_id, m.msg_id);
+    assert.equal(ed.message.content, 'edited');
+    assert.equal((await s.req('PATCH', `/v1/rooms/edroom/messages/${rm.msg_id}`, { content: 'r1' })).status, 200);
+    const red = await until((f) => f.type === 'message_edited' && f.id === 'r');
+    assert.equal(red.message.room_id, 'edroom');
+    assert.equal(red.message.conversation_id, undefined);
+    assert.equal(red.message.content, 'r1');
+    assert.equal((await s.req('DELETE', `/v1/rooms/edroom/messages/${rm.msg_id}`)).status, 200);
+    const rdel = await until((f) => f.type === 'message_deleted' && f.id === 'r');
+    assert.equal(rdel.message.room_id, 'edroom');
+    assert.equal(rdel.message.content, null);
+    ws.close();
+  });
+
   test('deleting a conversation: {"deleted":n}, then 404, gone from the list, cold rows masked', async () => {
     for (let i = 0; i < 6; i++) await post(s, 'eve', 'gone', `g${i}`);
     await post(s, 'eve', 'kept', 'k');
