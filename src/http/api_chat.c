@@ -85,12 +85,14 @@ int st_ctx_msg_id(st_ctx_t *c, const char *name, const char *v, size_t n, uint64
     return ST_OK;
 }
 
-/* A msg_id query value (absent: 0). */
+/* A msg_id query value (absent: 0). `after=0` is "after nothing", as a stream's "after":"0"
+ * (SPEC §3): the same as no after; 0 is no msg_id for before and cursor. */
 static int st__id_param(st_ctx_t *c, const char *name, uint64_t *out)
 {
     size_t n;
     const char *v = st_query_get(c->arena, c->req->query, c->req->query_len, name, &n);
     *out = 0;
+    if (v && strcmp(name, "after") == 0 && n == 1 && v[0] == '0') return ST_OK;
     return v ? st_ctx_msg_id(c, name, v, n, out) : ST_OK;
 }
 

@@ -150,6 +150,14 @@ describe('chat', () => {
     assert.equal(r.status, 400);
     for (const q of ['limit=0', 'limit=1001', 'limit=x', 'order=up', 'after=abc', 'before=-1', 'cursor=1x', 'conversation_id=a%20b', 'after=99999999999999999999999'])
       assert.equal((await s.req('GET', `/v1/users/bad/messages?${q}`)).status, 400, q);
+    for (const q of ['before=0', 'cursor=0'])
+      assert.equal((await s.req('GET', `/v1/users/bad/messages?${q}`)).status, 400, q);
+    // after=0 is "after nothing" (a stream's "after":"0"): the same page as no after
+    for (const content of ['z1', 'z2', 'z3']) assert.equal((await s.req('POST', '/v1/users/zero/messages', { conversation_id: 'c', from: 'a', content })).status, 201);
+    const all = await s.req('GET', '/v1/users/zero/messages?limit=2'), zero = await s.req('GET', '/v1/users/zero/messages?after=0&limit=2');
+    assert.equal(zero.status, 200);
+    assert.deepEqual(zero.json, all.json);
+    assert.deepEqual(zero.json.messages.map((m) => m.content), ['z1', 'z2']);
     assert.equal((await s.req('GET', '/v1/users/bad/conversations?cursor=zzz')).status, 400);
     assert.equal((await s.req('GET', '/v1/users/a%20b/messages')).status, 400);
     assert.equal((await s.req('GET', '/v1/users/bad/stats')).json.total_messages, 0);
