@@ -45,6 +45,7 @@ typedef struct {
     const char *conv; /* NULL: all conversations */
     size_t conv_len;
     uint64_t after, before; /* exclusive bounds; 0 = none */
+    bool after_given;       /* `after` was named (after=0 too: the page just after nothing) */
     size_t limit;
     bool desc;         /* st_chat_each: newest first; st_chat_messages: the page's order */
     bool hide_deleted; /* st_chat_messages: tombstones left out (include_deleted=false) */

@@ -260,9 +260,10 @@ static void st__page_add(void *arg, uint64_t msg_id, const char *json, size_t le
 
 bool st_chat_walks_back(const st_message_query_t *q)
 {
-    if (q->before && !q->after) return true;  /* "load older": the page just before */
-    if (q->after && !q->before) return false; /* the page just after */
-    return q->desc;                           /* neither or both: from the end the order names */
+    bool after = q->after || q->after_given;
+    if (q->before && !after) return true;  /* "load older": the page just before */
+    if (after && !q->before) return false; /* the page just after */
+    return q->desc;                        /* neither or both: from the end the order names */
 }
 
 static void st__page_live(void *arg, uint64_t msg_id, const char *json, size_t len)

@@ -85,15 +85,16 @@ int st_ctx_msg_id(st_ctx_t *c, const char *name, const char *v, size_t n, uint64
     return ST_OK;
 }
 
-/* A msg_id query value (absent: 0). `after=0` is "after nothing", as a stream's "after":"0"
- * (SPEC §3): the same as no after; 0 is no msg_id for before and cursor. */
-static int st__id_param(st_ctx_t *c, const char *name, uint64_t *out)
+/* A msg_id query value (absent: 0; *given says whether it was named). With zero_ok, "0" is a
+ * bound below every msg_id (`after=0`: the page just after nothing, as a stream's "after":"0"). */
+static int st__id_param(st_ctx_t *c, const char *name, bool zero_ok, uint64_t *out, bool *given)
 {
     size_t n;
     const char *v = st_query_get(c->arena, c->req->query, c->req->query_len, name, &n);
     *out = 0;
-    if (v && strcmp(name, "after") == 0 && n == 1 && v[0] == '0') return ST_OK;
-    return v ? st_ctx_msg_id(c, name, v, n, out) : ST_OK;
+    *given = v != NULL;
+    if (!v || (zero_ok && n == 1 && v[0] == '0')) return ST_OK;
+    return st_ctx_msg_id(c, name, v, n, out);
 }
 
 int st_ctx_message_query(st_ctx_t *c, st_message_query_t *q)
@@ -123,9 +124,11 @@ int st_ctx_message_query(st_ctx_t *c, st_message_query_t *q)
                                 ST__V(v, n));
     }
     uint64_t cursor;
+    bool given;
     int rc;
-    if ((rc = st__id_param(c, "after", &q->after)) ||
-        (rc = st__id_param(c, "before", &q->before)) || (rc = st__id_param(c, "cursor", &cursor)))
+    if ((rc = st__id_param(c, "after", true, &q->after, &q->after_given)) ||
+        (rc = st__id_param(c, "before", false, &q->before, &given)) ||
+        (rc = st__id_param(c, "cursor", false, &cursor, &given)))
         return rc;
     if (cursor) {
         /* the next page continues past the last message of the previous one, the same way */

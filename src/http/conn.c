@@ -223,6 +223,8 @@ void st__conn_error(st_conn_t *c, int err, const char *msg, const char *headers)
 /* A WebSocket upgrade: GET /v1/stream with nothing of ours still owed on the connection, a
  * well-formed handshake (RFC 6455 §4.2.1) and, with auth on, a valid token. Refused ones get
  * their answer here and the connection closes; libwebsockets only ever sees good ones. */
+static bool st__conn_run(st_conn_t *c, const st_http_request_t *req);
+
 static void st__on_upgrade(st_conn_t *c, const st_http_request_t *req)
 {
     st_server_t *srv = c->srv;
@@ -230,8 +232,10 @@ static void st__on_upgrade(st_conn_t *c, const st_http_request_t *req)
     bool stream = at_stream && req->method == ST_HTTP_GET;
     const char *msg = NULL;
     c->close_when_done = true;
-    if (at_stream && !stream && req->method != ST_HTTP_HEAD) { /* 405, as without an Upgrade */
-        st__conn_error(c, ST_EMETHOD, "only GET opens a stream", "Allow: GET, HEAD\r\n");
+    if (at_stream && !stream) { /* as without an Upgrade: 405 with Allow, HEAD 426; CORS too */
+        st_http_request_t plain = *req;
+        plain.keep_alive = false; /* the parser stopped at the handshake: nothing else follows */
+        st__conn_run(c, &plain);
         return;
     }
     if (!stream) {

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
-#define ST__CORS_METHODS                                                                           \
-    "GET, HEAD, POST, PATCH, DELETE, OPTIONS" /* PATCH: edits, DELETE: erasures */
+/* PATCH: edits; DELETE: message and conversation deletes, erasures (SPEC §2.2) */
+#define ST__CORS_METHODS "GET, HEAD, POST, PATCH, DELETE, OPTIONS"
 #define ST__CORS_HEADERS "Authorization, Content-Type, Idempotency-Key"
 #define ST__CORS_EXPOSE  "Location, Retry-After, Idempotent-Replayed"
 #define ST__CORS_MAX_AGE "7200" /* Chromium's cap; Firefox allows a day */

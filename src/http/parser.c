@@ -112,11 +112,11 @@ static int st__on_url(llhttp_t *ll, const char *at, size_t n)
 static int st__on_header_field(llhttp_t *ll, const char *at, size_t n)
 {
     st_http_parser_t *p = st__p(ll);
-    if (st__head_bytes(p, n + 4)) return -1;
-    if (p->in_value) {
+    if (p->in_value) { /* the last value ended (a 431 below still knows that Origin whole) */
         st_buf_reset(&p->field);
         p->in_value = false;
     }
+    if (st__head_bytes(p, n + 4)) return -1;
     st_buf_append(&p->field, at, n);
     return 0;
 }

@@ -208,9 +208,10 @@ static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
              * not tell): its outcome is unknown, and the answer must not claim otherwise. */
             st_buf_printf(&body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s; %s\"}}",
                           st_err_code(err), st_strerror(err),
-                          err == ST_ENOLEADER ? "the request's outcome is unknown (it may yet be "
-                                                "applied): retry it with the same Idempotency-Key"
-                                              : "the request was not applied");
+                          err == ST_ENOLEADER
+                              ? "a write's outcome is unknown (it may yet be applied): "
+                                "retry it, with the same Idempotency-Key if it had one"
+                              : "the request was not applied");
             char *cors = st_cors_headers_of(s->data, s->len); /* a browser must see it too */
             st_buf_t hdr = {0};
             st_buf_puts(&hdr, cors);

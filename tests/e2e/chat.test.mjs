@@ -158,6 +158,12 @@ describe('chat', () => {
     assert.equal(zero.status, 200);
     assert.deepEqual(zero.json, all.json);
     assert.deepEqual(zero.json.messages.map((m) => m.content), ['z1', 'z2']);
+    // …and like any after=X: the page just after it in either order, and with before=X, as after=1
+    const page = async (q) => (await s.req('GET', `/v1/users/zero/messages?${q}`)).json.messages.map((m) => m.content);
+    assert.deepEqual(await page('after=0&order=desc&limit=2'), ['z2', 'z1']);
+    assert.deepEqual(await page('after=1&order=desc&limit=2'), ['z2', 'z1']);
+    const z3 = all.json.next && (await s.req('GET', `/v1/users/zero/messages?cursor=${all.json.next}`)).json.messages[0].msg_id;
+    assert.deepEqual(await page(`after=0&before=${z3}&order=desc&limit=1`), await page(`after=1&before=${z3}&order=desc&limit=1`));
     assert.equal((await s.req('GET', '/v1/users/bad/conversations?cursor=zzz')).status, 400);
     assert.equal((await s.req('GET', '/v1/users/a%20b/messages')).status, 400);
     assert.equal((await s.req('GET', '/v1/users/bad/stats')).json.total_messages, 0);

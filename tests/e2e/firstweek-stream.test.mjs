@@ -217,9 +217,10 @@ describe('item 8: GET /v1/stream without an Upgrade', () => {
     // the query a proxy routes on changes nothing; other methods are still 405
     assert.equal((await s.req('GET', '/v1/stream?route=user:alice')).status, 426);
     assert.equal((await s.req('POST', '/v1/stream', {})).status, 405);
-    // with a full handshake too: the path exists, so another method is 405, not 404
-    const raw = await new Promise((resolve, reject) => {
-      const sock = net.connect(s.port, '127.0.0.1', () => sock.write('POST /v1/stream HTTP/1.1\r\nHost: x\r\n' +
+    // with a full handshake too: the path exists, so another method is 405 (HEAD 426), not 404,
+    // and the connection closes (nothing after a handshake is HTTP)
+    const handshake = (method) => new Promise((resolve, reject) => {
+      const sock = net.connect(s.port, '127.0.0.1', () => sock.write(`${method} /v1/stream HTTP/1.1\r\nHost: x\r\n` +
         'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
         'Sec-WebSocket-Version: 13\r\nContent-Length: 0\r\n\r\n'));
       let got = '';
@@ -227,8 +228,12 @@ describe('item 8: GET /v1/stream without an Upgrade', () => {
       sock.on('end', () => resolve(got));
       sock.on('error', reject);
     });
+    const raw = await handshake('POST');
     assert.match(raw, /^HTTP\/1\.1 405 /, raw);
     assert.match(raw, /"code":"method_not_allowed"/, raw);
+    assert.match(raw, /\r\nAllow: GET, HEAD\r\n/i, raw);
+    assert.match(raw, /\r\nConnection: close\r\n/i, raw);
+    assert.match(await handshake('HEAD'), /^HTTP\/1\.1 426 /);
     // and the upgrade itself still works on the same path
     assert.equal((await wsConnect(s.port)).status, 101);
   });

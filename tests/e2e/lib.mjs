@@ -90,30 +90,36 @@ after(() => {
   for (const proc of live) proc.kill('SIGKILL');
 });
 
-// A port for a server the test starts later (a group's members, a proxy). Taken from below the
+// A port for a server the test starts later (a group's members, a proxy). Taken from outside the
 // kernel's ephemeral range: a port from bind(0) is in that range, and between this pick and the
 // server's own bind any outgoing connection may be given it as its local port — or a member's
 // retried connect to a peer not yet started may connect to itself (TCP simultaneous open), which
-// makes that peer's start fail with EADDRINUSE. Ports below the range are never handed out that
+// makes that peer's start fail with EADDRINUSE. Ports outside the range are never handed out that
 // way. Each is bound once to check it is free, and never handed out twice by this process.
 const handedOut = new Set();
-const EPHEMERAL_LOW = (() => {
-  try { return Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32768; }
-  catch { return 32768; }
+// [low, high) outside /proc/sys/net/ipv4/ip_local_port_range: below it, or above it where a
+// tuned host starts the range low (e.g. 1024 65535 leaves no room: then bind(0), as before)
+const PICK = (() => {
+  let lo = 32768, hi = 60999;
+  try { [lo, hi] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number); }
+  catch { /* the usual range */ }
+  if (lo - 1024 >= 1000) return [Math.max(1024, lo - 16384), lo];
+  if (65535 - hi >= 1000) return [hi + 1, Math.min(65536, hi + 1 + 16384)];
+  return null;
 })();
+const bindable = (port) => new Promise((resolve) => {
+  const srv = net.createServer();
+  srv.once('error', () => resolve(0));
+  srv.listen(port, '127.0.0.1', () => { const p = srv.address().port; srv.close(() => resolve(p)); });
+});
 export async function freePort() {
-  const low = Math.max(1024, EPHEMERAL_LOW - 16384), span = EPHEMERAL_LOW - low;
   for (let tries = 0; tries < 1000; tries++) {
-    const port = low + Math.floor(Math.random() * span);
+    const port = PICK ? PICK[0] + Math.floor(Math.random() * (PICK[1] - PICK[0])) : 0;
     if (handedOut.has(port)) continue;
-    const free = await new Promise((resolve) => {
-      const srv = net.createServer();
-      srv.once('error', () => resolve(false));
-      srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
-    });
-    if (free) { handedOut.add(port); return port; }
+    const got = await bindable(port);
+    if (got) { handedOut.add(got); return got; }
   }
-  throw new Error(`no free port in ${low}..${EPHEMERAL_LOW - 1}`);
+  throw new Error(`no free port in ${PICK}`);
 }
 
 // Starts strata; resolves once it logged "listening on HOST:PORT".

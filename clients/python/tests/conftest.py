@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Set
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
 
@@ -41,22 +41,31 @@ def strata_bin() -> str:
 _HANDED_OUT: Set[int] = set()
 
 
-def _ephemeral_low() -> int:
+def _pick_range() -> Optional[Tuple[int, int]]:
+    """[low, high) outside the kernel's ephemeral range: below it, or above it where a tuned host
+    starts the range low; None when neither has room (then bind(0), as before)."""
+    lo, hi = 32768, 60999
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
+            lo, hi = (int(x) for x in f.read().split()[:2])
+    except (OSError, ValueError):
+        pass
+    if lo - 1024 >= 1000:
+        return max(1024, lo - 16384), lo
+    if 65535 - hi >= 1000:
+        return hi + 1, min(65536, hi + 1 + 16384)
+    return None
+
+
+_PICK = _pick_range()
 
 
 def free_port() -> int:
-    """A port for a server started later, from below the kernel's ephemeral range: a port from
+    """A port for a server started later, from outside the kernel's ephemeral range: a port from
     bind(0) may meanwhile become an outgoing connection's local port (or a member's retried
     connect to a peer not yet started may connect to itself), and the server's own bind fails."""
-    high = _ephemeral_low()
-    low = max(1024, high - 16384)
     for _ in range(1000):
-        port = random.randrange(low, high)
+        port = random.randrange(*_PICK) if _PICK else 0
         if port in _HANDED_OUT:
             continue
         with socket.socket() as s:
@@ -64,9 +73,10 @@ def free_port() -> int:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-        _HANDED_OUT.add(port)
-        return port
-    raise RuntimeError(f"no free port in {low}..{high - 1}")
+            got = int(s.getsockname()[1])
+        _HANDED_OUT.add(got)
+        return got
+    raise RuntimeError(f"no free port in {_PICK}")
 
 
 def jwt(payload: Dict[str, Any], secret: str = SECRET) -> str:
