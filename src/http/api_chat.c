@@ -79,8 +79,9 @@ int st_ctx_msg_id(st_ctx_t *c, const char *name, const char *v, size_t n, uint64
             x = x * 10 + (uint64_t)(v[i] - '0');
     }
     if (!ok || x == 0)
-        return st_ctx_error(c, ST_EINVAL, "'%s' must be a msg_id (decimal digits) (got \"%.*s%s\")",
-                            name, ST__V(v, n));
+        return st_ctx_error(c, ST_EINVAL,
+                            "'%s' must be an id (decimal digits, not 0) (got \"%.*s%s\")", name,
+                            ST__V(v, n));
     *out = x;
     return ST_OK;
 }

@@ -169,10 +169,8 @@ int st_api_user_delete(st_ctx_t *c)
 
 int st_api_erasure_get(st_ctx_t *c)
 {
-    c->params[1] = c->params[0];
-    c->plens[1] = c->plens[0];
     uint64_t id;
-    int rc = st__msg_id(c, &id);
+    int rc = st_ctx_msg_id(c, "erasure_id", c->params[0], c->plens[0], &id);
     if (rc) return rc;
     rc = st_chat_erasure_json(c->app->chat, id, c->body, &c->wait);
     if (rc == ST_ENOTFOUND)

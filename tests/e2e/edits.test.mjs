@@ -413,6 +413,9 @@ describe('durability and erasure', () => {
     assert.deepEqual((await s.req('GET', '/v1/users/gus/messages')).json.messages, []);
     assert.equal((await readAll(s, 'hal', {})).length, 1);
     assert.equal((await s.req('GET', '/v1/admin/erasures/12345')).status, 404);
+    const bad = await s.req('GET', '/v1/admin/erasures/abc');
+    assert.equal(bad.status, 400);
+    assert.match(bad.json.error.message, /'erasure_id' must be an id/);
     await s.stop();
     // hot rows gone: no secret left in the store's files' live data (LMDB pages may keep freed
     // bytes until reused, so only what a read of the store finds is checked: via the API above)
