@@ -578,10 +578,13 @@ void st__batch_back(st_store_t *s, st_batch_t *b)
         /* fail-stopped, every batch fails: one line a minute says how many did */
         uint64_t now = uv_now(s->loop);
         if (!s->fail.stopped || now >= s->fail.logged_ms + 60000) {
-            st_error("store: logging batch %llu failed: %s; rolling back what was not "
-                     "acknowledged%s",
-                     (unsigned long long)b->id, st_strerror(b->rc),
-                     s->fail.unlogged ? " (more failed meanwhile, counted in /metrics)" : "");
+            /* in a group a lost term (or a write before the first leader) is routine: the
+             * answers say so (503 no_leader); a failed disk is not */
+            st_log(b->rc == ST_ENOLEADER ? ST_LOG_WARN : ST_LOG_ERROR,
+                   "store: logging batch %llu failed: %s; rolling back what was not "
+                   "acknowledged%s",
+                   (unsigned long long)b->id, st_strerror(b->rc),
+                   s->fail.unlogged ? " (more failed meanwhile, counted in /metrics)" : "");
             s->fail.logged_ms = now;
             s->fail.unlogged = 0;
         } else {
