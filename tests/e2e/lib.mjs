@@ -28,9 +28,20 @@ export function skipNow(t, reason) {
   t.skip(reason);
 }
 
+// A temp dir, removed when this test file's process ends well (a data dir is tens of MiB: a
+// suite run left gigabytes in /tmp). Kept after a failure, or always with STRATA_KEEP_TMP=1.
+const tempDirs = new Set();
 export function tempDir(tag = 'e2e') {
-  return mkdtempSync(path.join(os.tmpdir(), `strata-${tag}-`));
+  const dir = mkdtempSync(path.join(os.tmpdir(), `strata-${tag}-`));
+  tempDirs.add(dir);
+  return dir;
 }
+process.on('exit', (code) => {
+  if (code !== 0 || process.exitCode > 0 || process.env.STRATA_KEEP_TMP === '1') return;
+  for (const dir of tempDirs) {
+    try { rmSync(dir, { recursive: true, force: true }); } catch { /* a server killed just now may still write */ }
+  }
+});
 
 // What the sanitizer builds print when they find a fault: ASan, LeakSanitizer (a leak at exit:
 // exit 23, or an abort with ASAN_OPTIONS=abort_on_error=1) and UBSan. The asan pass of
