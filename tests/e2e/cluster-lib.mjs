@@ -74,7 +74,7 @@ export class Group {
   }
 
   // The member that serves as leader (answers writes itself), once one does.
-  async leader(deadlineMs = 10000) {
+  async leader(deadlineMs = 30000) {
     const until = Date.now() + deadlineMs;
     while (Date.now() < until) {
       for (const id of this.live()) {
@@ -156,7 +156,7 @@ export async function converge(g) {
     for (let i = 0; ; i++) {
       const s = await g.status(id);
       if (s && s.applied_index >= target) break;
-      if (i > 300) throw new Error(`member ${id} did not catch up to ${target}`);
+      if (i > 600) throw new Error(`member ${id} did not catch up to ${target}`);
       await sleep(50);
     }
   }

@@ -144,7 +144,7 @@ export async function startStrata({ dataDir, args = [], env = {} } = {}) {
   proc.on('exit', () => live.delete(proc));
   let log = '';
   const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`strata did not start:\n${log}`)), 10000);
+    const timer = setTimeout(() => reject(new Error(`strata did not start:\n${log}`)), 30000);
     const onData = (d) => {
       log += d;
       const m = /listening on (?:\[[^\]]+\]|[0-9.]+):(\d+)/.exec(log);
@@ -363,7 +363,7 @@ export function wsConnect(port, path = '/v1/stream', headers = {}, opts = {}) {
         resolve({
           status, sock, send, pings,
           sendBinary: (b) => send(b, 2),
-          next: (ms = 3000) => queue.length ? Promise.resolve(queue.shift()) : new Promise((res, rej) => {
+          next: (ms = 15000) => queue.length ? Promise.resolve(queue.shift()) : new Promise((res, rej) => {
             const t = setTimeout(() => { waiting = null; rej(new Error('no frame in time')); }, ms);
             waiting = (f) => { clearTimeout(t); res(f); };
           }),

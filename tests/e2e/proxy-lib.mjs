@@ -59,10 +59,10 @@ export async function startProxy(name, [exe, args], port) {
   const proc = spawn(exe, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   proc.stdout.on('data', (d) => { plog += d; });
   proc.stderr.on('data', (d) => { plog += d; });
-  for (let i = 0; ; i++) {
+  for (const until = Date.now() + 30000; ;) {
     const ok = await request(port, 'GET', '/healthz').then((r) => r.status === 200, () => false);
     if (ok) break;
-    if (i > 100 || proc.exitCode !== null) throw new Error(`${name} did not start:\n${plog}`);
+    if (Date.now() > until || proc.exitCode !== null) throw new Error(`${name} did not start:\n${plog}`);
     await sleep(50);
   }
   return {
