@@ -208,10 +208,13 @@ describe('a token that expires is not kept alive by the cache', () => {
     writeFileSync(file, JSON.stringify({ keys: [p256.jwk] }));
     const s = await startStrata({ env: { STRATA_JWT_JWKS_FILE: file, STRATA_JWT_LEEWAY: '0' } });
     try {
-      const t = token('ES256', p256, { sub: 'alice', exp: now() + 2, iss: undefined, aud: undefined });
+      // exp a few seconds ahead (now() + 2 left as little as 1 s for two requests on a loaded
+      // machine), then past it by a whole second whatever the time is now
+      const exp = now() + 5;
+      const t = token('ES256', p256, { sub: 'alice', exp, iss: undefined, aud: undefined });
       assert.equal((await s.req('POST', '/v1/counters/e/incr', {}, bearer(t))).status, 200);
       assert.equal((await s.req('POST', '/v1/counters/e/incr', {}, bearer(t))).status, 200);
-      await sleep(3100);
+      await sleep((exp + 1) * 1000 + 100 - Date.now());
       assert401(await s.req('POST', '/v1/counters/e/incr', {}, bearer(t)), 'expired while cached');
     } finally { await s.stop(); s.cleanup(); }
   });
@@ -244,7 +247,8 @@ describe('a JWKS URL: rotation, refresh on an unknown kid, the last good set kep
 
   test('the first key set arrives off the loop; the subject comes from --jwt-subject-claim', async () => {
     await until('k1 accepted', async () => (await get(token('ES256', k1, { sub: 'x', uid: 'alice' }))).status === 200);
-    assert.match(s.log(), /jwks: 1 key\(s\) from http:/);
+    // the log comes through a pipe, not in step with the HTTP answers
+    await until('the key set logged', async () => /jwks: 1 key\(s\) from http:/.test(s.log()));
     // "sub" is not the subject here
     assert.equal((await s.req('GET', '/v1/users/x/stats', undefined, bearer(token('ES256', k1, { sub: 'x', uid: 'alice' })))).status, 403);
     assert401(await get(token('ES256', k1, { sub: 'alice' })), 'no uid');
@@ -272,8 +276,8 @@ describe('a JWKS URL: rotation, refresh on an unknown kid, the last good set kep
       assert401(await get(token('EdDSA', k3, { uid: 'alice' })), 'unknown kid');
       return hits > before;
     });
-    await sleep(300);
-    assert.match(s.log(), /jwks: fetching .* failed: HTTP status 503; keeping the last good key set/);
+    // the provider answered 503: strata logs it when it has read the answer, whenever that is
+    await until('the failure logged', async () => /jwks: fetching .* failed: HTTP status 503; keeping the last good key set/.test(s.log()));
     assert.equal((await get(token('ES256', k1, { uid: 'alice' }))).status, 200, 'k1 (fresh token) kept');
     assert.equal((await get(token('RS256', k2, { uid: 'alice' }))).status, 200, 'k2 (fresh token) kept');
     down = false;
@@ -360,7 +364,12 @@ describe('a JWKS URL: periodic refresh; a flood of unknown kids fetches at most 
     }
     const gap = fetches[1] - fetches[0];
     assert.ok(gap >= 9500 && gap < 14000, `periodic refresh after ${gap} ms`);
-    await sleep(300);
+    // the provider has answered; strata installs the set when it has read it (k2 is not fetched
+    // on demand: the last fetch was just now)
+    while ((await get(token('EdDSA', k2, { sub: 'alice' }))).status !== 200) {
+      if (Date.now() > until + 15000) throw new Error('the rotated key set was never installed');
+      await sleep(100);
+    }
     assert401(await get(token('ES256', k1, { sub: 'alice' })), 'retired key');
     assert.equal((await get(token('EdDSA', k2, { sub: 'alice' }))).status, 200, 'new key');
     assert.equal(fetches.length, 2, 'the new key came with the periodic fetch');
