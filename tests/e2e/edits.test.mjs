@@ -544,16 +544,19 @@ describe('durability and erasure', () => {
   });
 
   test('retention inside an object (a compaction leaves expired rows out) counts tombstones out', async () => {
-    const s = await startStrata({ args: ['--retention-seconds', '3', '--flush-interval', '3600'] });
+    // the old rows expire, the new ones not: the retention pass must fall between the old rows'
+    // expiry and the new ones' (4 s apart; 1.5 s left a loaded machine's flush no room)
+    const s = await startStrata({ args: ['--retention-seconds', '8', '--flush-interval', '3600'] });
     try {
       const old = [];
       for (let i = 0; i < 3; i++) old.push(await post(s, 'uma', 'c', `old ${i}`));
-      await new Promise((res) => setTimeout(res, 1500));
+      const oldEnd = Date.now();
+      await new Promise((res) => setTimeout(res, 4000));
       for (let i = 0; i < 2; i++) await post(s, 'uma', 'c', `new ${i}`);
       await flushAll(s, 'uma'); // one object, old and new rows
       assert.equal((await s.req('DELETE', `/v1/users/uma/messages/${old[0].msg_id}`)).status, 200);
       assert.equal((await conv(s, 'uma', 'c')).total_messages, 4);
-      await new Promise((res) => setTimeout(res, 2000)); // the old rows expire, the new ones not
+      await new Promise((res) => setTimeout(res, oldEnd + 8500 - Date.now()));
       await s.req('POST', '/v1/admin/flush'); // retention: the object mixing both is rewritten
       await waitFor('retention', async () => {
         const rs = await coldRows(s.dir, 'uma');
