@@ -48,11 +48,11 @@ describe('a group and its cold store', () => {
       const st = await waitFor(`member ${id} to know every URL`, async () => {
         const s = await g.status(id);
         return s && s.members.every((m) => m.http) ? s : null;
-      }, 5000);
+      }, 30000);
       for (const m of st.members) assert.equal(m.http, `http://127.0.0.1:${g.port(m.id)}`, `member ${id} on ${m.id}`);
     }
     for (const id of [1, 2, 3]) { // and, a check later, that they share one cold store
-      await waitFor(`member ${id} to be healthy`, async () => (await call(g.port(id), 'GET', '/healthz')).status === 200, 5000);
+      await waitFor(`member ${id} to be healthy`, async () => (await call(g.port(id), 'GET', '/healthz')).status === 200, 30000);
     }
     await g.stopAll();
   });

@@ -387,7 +387,7 @@ describe('cold tier triggers and crashes', () => {
     await sleep(2500);
     for (let i = 10; i < 16; i++) await post(s, 'ret', young, i);
     await flushAll(s, 'ret'); // this pass writes the young object and drops the expired one
-    await waitFor('the expired object deleted', async () => !parquetFiles(path.join(s.dir, 'cold', 'ret')).includes(oldFile), 5000);
+    await waitFor('the expired object deleted', async () => !parquetFiles(path.join(s.dir, 'cold', 'ret')).includes(oldFile), 30000);
     const st = (await s.req('GET', '/v1/users/ret/stats')).json;
     assert.deepEqual([st.total_messages, st.cold_messages, st.hot_messages], [6, 6, 0]);
     assert.deepEqual((await readAll(s, 'ret', { limit: '4' })).map((m) => m.msg_id), young.map((p) => p.msg_id));
@@ -408,7 +408,7 @@ describe('cold tier triggers and crashes', () => {
     const driftOf = (t) => [...t.matchAll(/^strata_reconcile_drift_total\{[^}]*\} (\d+)/gm)].reduce((a, x) => a + Number(x[1]), 0);
     const d0 = driftOf((await s.req('GET', '/metrics')).text);
     const { pass } = (await s.req('POST', '/v1/admin/reconcile')).json;
-    await waitFor('the reconcile pass', async () => Number((await s.req('GET', '/metrics')).text.match(/^strata_reconcile_all_passes_total (\d+)/m)[1]) >= pass, 5000);
+    await waitFor('the reconcile pass', async () => Number((await s.req('GET', '/metrics')).text.match(/^strata_reconcile_all_passes_total (\d+)/m)[1]) >= pass, 30000);
     assert.equal(driftOf((await s.req('GET', '/metrics')).text) - d0, 0);
     await s.stop();
     s.cleanup();

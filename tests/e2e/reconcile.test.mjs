@@ -25,7 +25,7 @@ describe('reconciliation', () => {
     const r = await s.req('POST', '/v1/admin/test/drift', { user: 'r1', conversation_id: 'c', by: 5 });
     assert.equal(r.status, 200, r.text);
     assert.equal((await s.req('GET', '/v1/users/r1/conversations/c')).json.total_messages, 20, 'the drift is visible');
-    await waitFor('the repair', async () => (await s.req('GET', '/v1/users/r1/conversations/c')).json.total_messages === 15, 5000);
+    await waitFor('the repair', async () => (await s.req('GET', '/v1/users/r1/conversations/c')).json.total_messages === 15, 30000);
     assert.equal(await metric(s, drift('conversation')) - before, 5);
     assert.match(s.log(), /reconcile: conversation r1\/c was off by -5; repaired/);
     assert.equal((await s.req('GET', '/v1/users/r1/stats')).json.total_messages, 15);
@@ -41,7 +41,7 @@ describe('reconciliation', () => {
     assert.equal((await ws.next()).json.value, 4);
     await s.req('POST', '/v1/admin/test/drift', { counter: 'people', by: -3 });
     assert.equal((await s.req('GET', '/v1/counters/people')).json.value, 1);
-    await waitFor('the repair', async () => (await s.req('GET', '/v1/counters/people')).json.value === 4, 5000);
+    await waitFor('the repair', async () => (await s.req('GET', '/v1/counters/people')).json.value === 4, 30000);
     // every change is published by the counters module itself (one publish path), the repair too:
     // a subscriber is never left showing the drifted value
     assert.deepEqual((await ws.next()).json, { type: 'counter', id: 'p', name: 'people', value: 1 });
@@ -66,7 +66,7 @@ describe('reconciliation', () => {
       agent.destroy();
     }));
     const runs = await metric(s, 'strata_reconcile_runs_total');
-    await waitFor('two more passes', async () => (await metric(s, 'strata_reconcile_runs_total')) >= runs + 2, 5000);
+    await waitFor('two more passes', async () => (await metric(s, 'strata_reconcile_runs_total')) >= runs + 2, 30000);
     const after = (await metric(s, drift('conversation'))) + (await metric(s, drift('distinct')));
     assert.equal(after - before, 0, 'nothing was repaired: every count was right');
     let total = 0;
@@ -83,7 +83,7 @@ describe('reconciliation', () => {
     const k0 = await keys();
     const all = await s.req('POST', '/v1/admin/reconcile');
     assert.equal(all.status, 202, all.text); // proceeds in slices (reconcile_slices.test.mjs)
-    await waitFor('the pass', async () => (await metric(s, 'strata_reconcile_all_passes_total')) >= all.json.pass, 5000);
+    await waitFor('the pass', async () => (await metric(s, 'strata_reconcile_all_passes_total')) >= all.json.pass, 30000);
     assert.ok((await keys()) - k0 >= 8);
     assert.equal((await s.req('POST', '/v1/admin/reconcile', { counter: 'nope' })).status, 404);
     assert.equal((await s.req('POST', '/v1/admin/reconcile', { user: 'bad name', conversation_id: 'c' })).status, 400);
