@@ -129,7 +129,7 @@ test('regression: a retention delete survives kill -9 between the manifest chang
   for (let i = 0; i < 2000 && (await stats(s, 'rk')).cold_messages !== 0; i++) await sleep(2);
   await s.kill9();
   s = await startStrata({ dataDir: dir, args });
-  await waitFor('the expired object deleted after the restart', async () => !parquetFiles(path.join(dir, 'cold', 'rk')).includes(old), 5000);
+  await waitFor('the expired object deleted after the restart', async () => !parquetFiles(path.join(dir, 'cold', 'rk')).includes(old), 30000);
   const st = await stats(s, 'rk');
   assert.deepEqual([st.total_messages, st.cold_messages, st.hot_messages], [0, 0, 0]);
   assert.equal((await s.stop()).code, 0);
@@ -150,10 +150,12 @@ test('regression: seq continues after retention empties a conversation (it used 
 });
 
 test('regression: seq continues after partial retention, eviction and re-warm (it followed the remaining count)', async () => {
-  const s = await startStrata({ args: ['--retention-seconds', '3', '--hot-ttl', '1', '--flush-interval', '3600'] });
+  // retention 6 s (3 s left the second object ~1.5 s before it expired too, under the eviction
+  // below, on a loaded machine)
+  const s = await startStrata({ args: ['--retention-seconds', '6', '--hot-ttl', '1', '--flush-interval', '3600'] });
   for (let i = 1; i <= 3; i++) assert.equal((await post(s, 're', 'c')).seq, i);
   await flushAll(s, ['re']);
-  await sleep(3200);
+  await sleep(6200);
   for (let i = 4; i <= 5; i++) assert.equal((await post(s, 're', 'c')).seq, i);
   await flushAll(s, ['re']); // drops the first object (expired), writes the second
   await waitFor('retention', async () => (await stats(s, 're')).cold_messages === 2);
@@ -189,13 +191,16 @@ test('regression: a count repair does not move seq (a repeat after reconciliatio
 });
 
 test('regression: listing conversations after retention + idle eviction answers 200 (it was 404), the same everywhere', async () => {
-  const s = await startStrata({ args: ['--retention-seconds', '2', '--hot-ttl', '1', '--flush-interval', '3600'] });
+  // retention 4 s (2 s left the first object, and later the message 'back', under a second of
+  // expiring on a loaded machine before the flushes that must not drop them)
+  const s = await startStrata({ args: ['--retention-seconds', '4', '--hot-ttl', '1', '--flush-interval', '3600'] });
   for (let i = 0; i < 4; i++) await post(s, 'le', `c${1 + (i % 2)}`);
+  const postedAt = Date.now();
   await flushAll(s, ['le']);
   await sleep(1200);
   await s.req('POST', '/v1/admin/flush'); // both conversations are idle and all cold: evicted
   await waitFor('eviction', async () => (await metric(s, 'strata_hot_evictions_total')) >= 2);
-  await sleep(1000);
+  await sleep(postedAt + 4300 - Date.now()); // the first object has expired
   await post(s, 'le', 'c2', 'back'); // c2 is re-warmed; c1 stays evicted
   await s.req('POST', '/v1/admin/flush'); // the first object expires: c1 is emptied
   await waitFor('retention and the flush', async () => {
