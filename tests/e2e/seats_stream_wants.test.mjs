@@ -36,7 +36,8 @@ describe('seats stream: messages only where someone follows', () => {
   };
 
   test('changes made while nobody followed are in the snapshot; the next ones arrive live', async () => {
-    await s.req('POST', '/v1/events', { event_id: 'w1', hold_seconds: 2, sections: [{ name: 'A', rows: 2, cols: 5, price: 1 }, { name: 'B', rows: 1, cols: 4, price: 2 }] });
+    // holds of 4 s: b5's below must not run out before the three requests after it are answered
+    await s.req('POST', '/v1/events', { event_id: 'w1', hold_seconds: 4, sections: [{ name: 'A', rows: 2, cols: 5, price: 1 }, { name: 'B', rows: 1, cols: 4, price: 2 }] });
     // nobody follows w1 yet (a stream is open, following nothing)
     const ws = await wsConnect(s.port);
     const b4 = await book('w1', { section: 'B', seats: ['1-4'] }); // expires with nobody following
@@ -46,7 +47,7 @@ describe('seats stream: messages only where someone follows', () => {
     assert.equal((await s.req('POST', `/v1/events/w1/bookings/${b2.booking_id}/extend`, { seconds: 120 })).status, 200);
     const b3 = await book('w1', { section: 'A', seats: ['2-5'] });
     assert.equal((await s.req('POST', `/v1/bookings/${b3.booking_id}/cancel`)).status, 200);
-    const until = Date.now() + 6000;
+    const until = Date.now() + 15000;
     while ((await s.req('GET', `/v1/bookings/${b4.booking_id}`)).json.status !== 'expired')
       assert.ok(Date.now() < until, 'the hold did not expire');
     await assert.rejects(ws.next(300)); // nothing was sent for any of it
@@ -75,7 +76,7 @@ describe('seats stream: messages only where someone follows', () => {
     assert.deepEqual(sold[1].changes.map((x) => x.state), ['sold', 'sold']);
     assert.deepEqual(sold[1].event_stats, stats(8, 1, 5, 14));
     // the hold of b5 was made while followed: its expiry arrives live
-    f = (await ws.next(6000)).json;
+    f = (await ws.next(15000)).json;
     assert.deepEqual(f.changes, [{ seat: '1-4', state: 'available' }]);
     assert.deepEqual(f.event_stats, stats(9, 0, 5, 14));
     ws.close();
@@ -87,7 +88,7 @@ describe('seats stream: messages only where someone follows', () => {
     const ws = await wsConnect(s.port);
     const snap = await follow(ws, 'x', 'w2');
     assert.deepEqual(counts(snap.snapshot.event_stats), stats(2, 1, 0, 3));
-    const f = (await ws.next(6000)).json;
+    const f = (await ws.next(15000)).json;
     assert.deepEqual(f.changes, [{ seat: '1-2', state: 'available' }]);
     assert.deepEqual(f.stats, stats(3, 0, 0, 3));
     ws.close();
