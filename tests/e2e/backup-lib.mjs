@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { S3rver } from './sigv4-proxy.mjs';
-import { runStrataAsync } from './lib.mjs';
+import { freePort, runStrataAsync } from './lib.mjs';
 import { waitFor } from './cold-lib.mjs';
 
 export const metric = async (s, name) => Number((await s.req('GET', '/metrics')).text.match(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm'))?.[1] ?? NaN);
@@ -31,7 +31,10 @@ export async function ok(s, method, p, body, headers, status = 200) {
   return r;
 }
 
-export async function s3(dir, port = 0) {
+export async function s3(dir, port) {
+  // from freePort, outside the ephemeral range: a test restarts it on this port, and meanwhile
+  // strata's connections to it could be given that port as their own (lib.mjs's freePort)
+  port ??= await freePort();
   const server = new S3rver({ address: '127.0.0.1', port, directory: dir, silent: true, configureBuckets: [{ name: 'bk' }] });
   const addr = await server.run();
   return { server, port: addr.port };

@@ -9,7 +9,7 @@ import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { S3rver } from './sigv4-proxy.mjs';
 import { test } from 'node:test';
-import { sleep, startStrata, tempDir } from './lib.mjs';
+import { freePort, sleep, startStrata, tempDir } from './lib.mjs';
 import { waitFor } from './cold-lib.mjs';
 import { metric, ok, restore, shipped } from './backup-lib.mjs';
 
@@ -184,7 +184,10 @@ test('regression: sequence numbers issued after the last shipped segment are not
   }
 });
 
-async function s3(dir, port = 0) {
+async function s3(dir, port) {
+  // from freePort, outside the ephemeral range: a test restarts it on this port, and meanwhile
+  // strata's connections to it could be given that port as their own (lib.mjs's freePort)
+  port ??= await freePort();
   const server = new S3rver({ address: '127.0.0.1', port, directory: dir, silent: true, configureBuckets: [{ name: 'bk' }] });
   const addr = await server.run();
   return { server, port: addr.port };

@@ -8,10 +8,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { S3rver } from './sigv4-proxy.mjs';
 import { test } from 'node:test';
-import { startStrata } from './lib.mjs';
+import { freePort, startStrata } from './lib.mjs';
 import { duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
 
-async function s3(dir, port = 0) {
+async function s3(dir, port) {
+  // from freePort, outside the ephemeral range: a test restarts it on this port, and meanwhile
+  // strata's connections to it could be given that port as their own (lib.mjs's freePort)
+  port ??= await freePort();
   const server = new S3rver({ address: '127.0.0.1', port, directory: dir, silent: true, configureBuckets: [{ name: 'cold' }] });
   const addr = await server.run();
   return { server, port: addr.port };
