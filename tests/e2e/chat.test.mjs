@@ -229,6 +229,8 @@ describe('chat auth and crash', () => {
     };
     const ws = Promise.allSettled(Array.from({ length: 12 }, (_, w) => worker(w)));
     await sleep(600);
+    // a loaded machine may not have answered a write yet: kill once one was
+    for (const end = Date.now() + 30000; !acked.length && Date.now() < end;) await sleep(20);
     killed = true;
     await s.kill9();
     for (const w of await ws) if (w.status === 'rejected') throw w.reason;

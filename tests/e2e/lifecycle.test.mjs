@@ -88,6 +88,8 @@ test('SIGTERM: in-flight writes are answered and durable, then exit 0', async ()
   };
   const clients = Promise.allSettled(Array.from({ length: CLIENTS }, (_, w) => client(w)));
   await sleep(500);
+  // a loaded machine may not have answered a write yet: SIGTERM once one was
+  for (const end = Date.now() + 30000; !acked && Date.now() < end;) await sleep(20);
   const before = acked;
   s.proc.kill('SIGTERM');
   termSent = true;
