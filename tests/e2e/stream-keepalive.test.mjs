@@ -48,7 +48,7 @@ test('a client that answers pings stays connected and subscribed', async () => {
   await sleep(5500); // 5 ping intervals, past the 3 s a silent peer gets
   assert.ok(ws.pings.length >= 3, `pinged ${ws.pings.length} times in 5.5 s`);
   assert.equal((await s.req('POST', '/v1/counters/kept/incr', { by: 7 })).status, 200);
-  const f = await ws.next(3000);
+  const f = await ws.next(15000);
   assert.equal(f.op, 1, `a live frame, not ${JSON.stringify({ op: f.op, code: f.code, reason: f.reason })}`);
   assert.deepEqual(f.json, { type: 'counter', id: 'k', name: 'kept', value: first.json.value + 7 });
   ws.close();
