@@ -237,14 +237,15 @@ function requestOnce(port, method, p, body, headers, agent) {
 }
 
 // Sends raw bytes on a fresh TCP connection; resolves with everything received until the server
-// closes or `idleMs` passes without data.
-export function raw(port, bytes, { idleMs = 1500, writes } = {}) {
+// closes or `idleMs` passes without data — before the first byte, `firstMs` (at least 15 s: a
+// loaded machine may take longer than idleMs to answer at all).
+export function raw(port, bytes, { idleMs = 1500, firstMs = Math.max(idleMs, 15000), writes } = {}) {
   return new Promise((resolve, reject) => {
     const sock = net.connect(port, '127.0.0.1');
     const chunks = [];
     let timer;
     const finish = () => { clearTimeout(timer); sock.destroy(); resolve(Buffer.concat(chunks).toString('latin1')); };
-    const arm = () => { clearTimeout(timer); timer = setTimeout(finish, idleMs); };
+    const arm = () => { clearTimeout(timer); timer = setTimeout(finish, chunks.length ? idleMs : firstMs); };
     sock.on('connect', async () => {
       if (writes) {
         for (const w of writes) {
