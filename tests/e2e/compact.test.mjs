@@ -277,16 +277,22 @@ test('regression: kill -9 during compactions loses and duplicates nothing (s3rve
 });
 
 test('retention on compacted objects: an object mixing expired and live rows is rewritten without the expired ones', async () => {
-  const s = await startStrata({ args: ['--flush-interval', '3600', '--retention-seconds', '6'] });
+  // retention 10 s, 4 s between the old and the live rows: the merge must end before the old
+  // ones expire (~6 s for the live flushes and the merge), retention runs half a second after
+  // they expired and ~3.5 s before the live ones do (retention 6 s and a fixed 2.5 s sleep after
+  // the merge left a loaded machine 2 s and 1 s)
+  const s = await startStrata({ args: ['--flush-interval', '3600', '--retention-seconds', '10'] });
   try {
     const u = 'ret';
     const old = await flushes(s, u, 2, 3);
+    const oldEnd = Date.now();
     await sleep(4000);
     const live = await flushes(s, u, 2, 3);
     assert.equal((await s.req('POST', '/v1/admin/compact', { user: u })).status, 202);
     const dir = path.join(s.dir, 'cold', u);
     await waitFor('merged', async () => filesOf(dir).length === 1);
-    await sleep(2500); // the first messages expire, the last do not
+    assert.ok(Date.now() < oldEnd + 10000, 'merged before the old rows expired');
+    await sleep(oldEnd + 10500 - Date.now()); // the first messages expire, the last do not
     assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202); // runs retention
     await waitFor('expired rows dropped', async () => (await stats(s, u)).cold_messages === live.length, 10000);
     assert.deepEqual(idsOf(await readAll(s, u)), live, 'message-exact retention');
