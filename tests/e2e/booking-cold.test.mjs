@@ -56,7 +56,7 @@ test('finished bookings go cold: Parquet DuckDB reads as lists, reads and listin
   const dir = tempDir('bkcold');
   let s = await startStrata({ dataDir: dir, args: ['--booking-hot-seconds', '0'] });
   try {
-    await ok(s, 'POST', '/v1/events', { event_id: 'gig', hold_seconds: 1, sections: [{ name: 'A', rows: 5, cols: 20, price: 5 }, { name: 'floor', capacity: 500, price: 2 }] }, {}, 201);
+    await ok(s, 'POST', '/v1/events', { event_id: 'gig', hold_seconds: 3, sections: [{ name: 'A', rows: 5, cols: 20, price: 5 }, { name: 'floor', capacity: 500, price: 2 }] }, {}, 201);
     await ok(s, 'POST', '/v1/events', { event_id: 'other', sections: [{ name: 'A', rows: 1, cols: 5, price: 1 }] }, {}, 201);
     const ids = [];
     const book = async (body, ev = 'gig') => (await ok(s, 'POST', `/v1/events/${ev}/bookings`, body, {}, 201)).booking_id;
@@ -67,9 +67,12 @@ test('finished bookings go cold: Parquet DuckDB reads as lists, reads and listin
     await ok(s, 'POST', `/v1/bookings/${otherId}/confirm`);
     for (const i of [0, 2, 4, 8]) await ok(s, 'POST', `/v1/bookings/${ids[i]}/confirm`);
     for (const i of [1, 5, 9]) await ok(s, 'POST', `/v1/bookings/${ids[i]}/cancel`);
-    await sleep(1300); // the other holds (1 s) run out
+    await sleep(3300); // the other holds (3 s: 1 s left a loaded machine too little for the writes above) run out
     for (const i of [3, 6, 7]) assert.equal((await ok(s, 'GET', `/v1/bookings/${ids[i]}`)).status, 'expired');
     const live = await book({ section: 'A', seats: ['5-1'] }); // stays reserved: hot
+    // held long enough to outlast the flush and the reads below on a loaded machine (its first
+    // hold would run out during them: read then as expired, not as the hot copy kept here)
+    await ok(s, 'POST', `/v1/events/gig/bookings/${live}/extend`, { seconds: 600 });
     const hot = {};
     for (const id of [...ids, live]) hot[id] = await ok(s, 'GET', `/v1/bookings/${id}`);
     const listing = await all(s, 'gig');
@@ -145,6 +148,7 @@ test('finished bookings go cold: Parquet DuckDB reads as lists, reads and listin
     for (let i = 0; i < 4; i++) more.push(await book({ section: 'A', seats: [`4-${i + 1}`] }));
     for (const id of more) await ok(s, 'POST', `/v1/bookings/${id}/confirm`);
     const live2 = await book({ section: 'A', seats: ['4-10'] });
+    await ok(s, 'POST', `/v1/events/gig/bookings/${live2}/extend`, { seconds: 600 }); // as live above
     for (const id of [...more, live2]) hot[id] = await ok(s, 'GET', `/v1/bookings/${id}`);
     const listing2 = await all(s, 'gig');
     await flush(s, 4);
