@@ -63,7 +63,7 @@ describe('streams', () => {
   });
 
   test('seats topic: a snapshot, then every seat change with stats, expiry included', async () => {
-    await s.req('POST', '/v1/events', { event_id: 'live', hold_seconds: 1, sections: [{ name: 'A', rows: 2, cols: 3, price: 5 }] });
+    await s.req('POST', '/v1/events', { event_id: 'live', hold_seconds: 2, sections: [{ name: 'A', rows: 2, cols: 3, price: 5 }] });
     const ws = await wsConnect(s.port);
     ws.send({ type: 'subscribe', id: 's2', topic: 'seats', event_id: 'live' });
     assert.deepEqual((await ws.next()).json, { type: 'subscribed', id: 's2' });
@@ -83,7 +83,7 @@ describe('streams', () => {
     assert.equal(f.event_stats.sold, 2);
     const b2 = (await s.req('POST', '/v1/events/live/bookings', { section: 'A', quantity: 2 })).json;
     assert.deepEqual((await ws.next()).json.changes.map((x) => x.seat), b2.seats);
-    const expired = (await ws.next(4000)).json; // the 1 s hold runs out
+    const expired = (await ws.next(15000)).json; // the 2 s hold runs out (1 s left b1's confirm too little room)
     assert.deepEqual(expired.changes.map((x) => x.state), ['available', 'available']);
     assert.deepEqual(expired.stats, { available: 4, reserved: 0, sold: 2, total: 6 });
     ws.send({ type: 'subscribe', id: 'nope', topic: 'seats', event_id: 'no-such-event' });
