@@ -265,7 +265,7 @@ describe('the client against the real server', () => {
     let refreshed = 0;
     const dave = new lib.Strata({
       baseUrl: `http://127.0.0.1:${port}`, WebSocket, backoff: { baseMs: 20, capMs: 200 },
-      token: jwt({ sub: 'dave', exp: now() + 7 }), // outlives the 5 s early-refresh margin at connect
+      token: jwt({ sub: 'dave', exp: now() + 9 }), // outlives the 5 s early-refresh margin at connect, even a slow one
       refreshToken: () => { refreshed++; return jwt({ sub: 'dave', exp: now() + 600 }); },
     });
     const writer = new lib.Strata({ baseUrl: `http://127.0.0.1:${port}`, token: jwt({ sub: 'dave', exp: now() + 600 }) });
@@ -396,7 +396,7 @@ describe('the client in a browser', { skip: skipIf(!existsSync(CHROMIUM) && `${C
         await st.ready;
         await db.postMessage('carol', { conversation_id: 'web', from: 'carol', content: 'from the page' });
         const page = await db.messages('carol');
-        for (let i = 0; i < 200 && got.length < 1; i++) await new Promise((r) => setTimeout(r, 25));
+        for (let i = 0; i < 1200 && got.length < 1; i++) await new Promise((r) => setTimeout(r, 25)); // up to 30 s
         st.close();
         let code;
         try { await db.counter('never'); } catch (e) { code = `${e.name} ${e.status} ${e.code}`; }
