@@ -31,7 +31,7 @@ test('a soft open files limit far above --max-connections is lowered to fit it',
   let log = '', ex;
   try {
     const port = await new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`strata did not start:\n${log}`)), 10000);
+      const timer = setTimeout(() => reject(new Error(`strata did not start:\n${log}`)), 30000);
       const on = (d) => {
         log += d;
         const m = /listening on [0-9.]+:(\d+)/.exec(log);

@@ -13,7 +13,10 @@ test('a 503 for too many connections carries Retry-After', async () => {
   const first = net.connect(s.port, '127.0.0.1');
   try {
     await new Promise((r) => first.on('connect', r));
-    await new Promise((r) => setTimeout(r, 100)); // the server has accepted it
+    // the server has accepted it once it answered on it (a fixed 100 ms may be too short on a
+    // loaded machine: the next connection would then be taken first)
+    first.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    await new Promise((r) => first.once('data', r));
     const [res] = parseResponses(await raw(s.port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'));
     assert.equal(res.status, 503, JSON.stringify(res));
     assert.equal(res.headers['retry-after'], '1');
