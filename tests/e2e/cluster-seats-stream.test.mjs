@@ -12,7 +12,7 @@ import { wsConnect } from './lib.mjs';
 const stats = (available, reserved, sold, total) => ({ available, reserved, sold, total });
 
 // The next seats frame of subscription id (skips nothing else: the stream carries only it).
-async function nextSeats(ws, id, ms = 10000) {
+async function nextSeats(ws, id, ms = 20000) {
   const f = (await ws.next(ms)).json;
   assert.equal(f.type, 'seats', JSON.stringify(f));
   assert.equal(f.id, id);
@@ -27,8 +27,10 @@ describe('seats streams in a group', () => {
     await g.init();
     const leader = await g.leader();
     const via = { via: leader };
+    // holds of 10 s: the first must not run out before the booking and confirm below are streamed
+    // (5 s was little for a subscribe on a follower and three writes on a loaded machine)
     for (const ev of ['gev', 'other'])
-      assert.equal((await g.req('POST', '/v1/events', { event_id: ev, hold_seconds: 5, sections: [{ name: 'A', rows: 1, cols: 8, price: 1 }] }, via)).status, 201);
+      assert.equal((await g.req('POST', '/v1/events', { event_id: ev, hold_seconds: 10, sections: [{ name: 'A', rows: 1, cols: 8, price: 1 }] }, via)).status, 201);
     // made while nobody anywhere follows gev
     assert.equal((await g.req('POST', '/v1/events/gev/bookings', { section: 'A', seats: ['1-1'] }, via)).status, 201);
     const follower = g.live().find((id) => id !== leader);
