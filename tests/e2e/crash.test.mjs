@@ -111,6 +111,10 @@ test('acknowledged increments and sequence numbers survive kill -9', async () =>
     const stopAt = Date.now() + 5000;
     const workers = Promise.allSettled(Array.from({ length: CLIENTS }, () => hammer(s.port, stopAt, stats)));
     await sleep(700 + round * 300);
+    // kill once this round allocated numbers (a loaded machine may not have yet) and while a
+    // write is in flight: the clients run in step (one group commit answers them together), so
+    // a kill at a fixed time could land while every one of them reads
+    for (const end = Date.now() + 4000; (stats.ranges.length <= rangesBefore || !stats.clients.some((x) => x.inflight)) && Date.now() < end;) await sleep(1);
     stats.killed = true;
     await s.kill9();
     for (const w of await workers) if (w.status === 'rejected') throw w.reason;
