@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from .client import Strata
+from .client import AsyncStrata, Strata
 from .errors import StrataError
 from .types import Message
 
@@ -59,12 +59,14 @@ MessageLike = Union[ChatMessage, Mapping[str, Any], Any]
 
 
 class StrataChatMessageHistory:
-    """The history of ``conversation_id`` in ``user``'s messages, through a sync client.
+    """The history of ``conversation_id`` in ``user``'s messages.
 
-    ``model`` is recorded on the model's turns unless a turn names its own.
+    With a :class:`Strata` client every method works (the ``a``-methods run it in a thread);
+    with an :class:`AsyncStrata` the ``a``-methods are native asyncio and the sync ones raise
+    TypeError. ``model`` is recorded on the model's turns unless a turn names its own.
     """
 
-    def __init__(self, client: Strata, user: str, conversation_id: str, *,
+    def __init__(self, client: Union[Strata, AsyncStrata], user: str, conversation_id: str, *,
                  model: Optional[str] = None, assistant_name: str = "assistant") -> None:
         self.client = client
         self.user = user
@@ -76,7 +78,7 @@ class StrataChatMessageHistory:
     @property
     def messages(self) -> List[ChatMessage]:
         """The conversation, oldest first (deleted messages left out)."""
-        return [_from_stored(m, self.user) for m in self.client.iter_messages(
+        return [_from_stored(m, self.user) for m in self._sync().iter_messages(
             self.user, conversation_id=self.conversation_id, include_deleted=False)]
 
     def get_messages(self) -> List[ChatMessage]:
@@ -107,20 +109,37 @@ class StrataChatMessageHistory:
     def clear(self) -> None:
         """Deletes the conversation's messages (none there: nothing to do)."""
         try:
-            self.client.delete_conversation(self.user, self.conversation_id)
+            self._sync().delete_conversation(self.user, self.conversation_id)
         except StrataError as e:
             if e.status != 404:
                 raise
 
     # ---- the async twins (LangChain's aget_messages, aadd_messages, aclear) ----
     async def aget_messages(self) -> List[ChatMessage]:
-        return await asyncio.to_thread(lambda: self.messages)
+        if not isinstance(self.client, AsyncStrata):
+            return await asyncio.to_thread(lambda: self.messages)
+        return [_from_stored(m, self.user) async for m in self.client.iter_messages(
+            self.user, conversation_id=self.conversation_id, include_deleted=False)]
 
     async def aadd_messages(self, messages: Sequence[MessageLike]) -> None:
-        await asyncio.to_thread(self.add_messages, messages)
+        """As add_messages: each in order, one write each."""
+        if not isinstance(self.client, AsyncStrata):
+            await asyncio.to_thread(self.add_messages, messages)
+            return
+        for m in messages:
+            text, frm, meta = self._stored(*self._turn(m))
+            await self.client.post_message(self.user, self.conversation_id, text, from_=frm,
+                                           metadata=meta)
 
     async def aclear(self) -> None:
-        await asyncio.to_thread(self.clear)
+        if not isinstance(self.client, AsyncStrata):
+            await asyncio.to_thread(self.clear)
+            return
+        try:
+            await self.client.delete_conversation(self.user, self.conversation_id)
+        except StrataError as e:
+            if e.status != 404:
+                raise
 
     # ---- helpers ----
     def _turn(self, message: Union[str, MessageLike],
@@ -151,7 +170,20 @@ class StrataChatMessageHistory:
             raise ValueError(f"unknown role {role!r} (user, assistant, system or tool)")
         return _TO_ROLE[role], content, meta
 
+    def _sync(self) -> Strata:
+        if isinstance(self.client, AsyncStrata):
+            raise TypeError("this history was made with an AsyncStrata: use its a-methods "
+                            "(aget_messages, aadd_messages, aclear)")
+        return self.client
+
     def _post(self, role: str, content: Any, meta: Dict[str, Any]) -> None:
+        text, frm, stored = self._stored(role, content, meta)
+        self._sync().post_message(self.user, self.conversation_id, text, from_=frm,
+                                  metadata=stored)
+
+    def _stored(self, role: str, content: Any,
+                meta: Dict[str, Any]) -> "tuple[str, str, Dict[str, Any]]":
+        """The message's content, ``from`` and metadata as strata stores them."""
         meta = {k: v for k, v in meta.items() if k not in ("role", _FORMAT)}
         if role == "assistant" and self.model is not None:
             meta.setdefault("model", self.model)
@@ -162,8 +194,7 @@ class StrataChatMessageHistory:
         else:
             text = content
         frm = {"user": self.user, "assistant": self.assistant_name}.get(role, role)
-        self.client.post_message(self.user, self.conversation_id, text, from_=frm,
-                                 metadata={"role": role, **meta})
+        return text, frm, {"role": role, **meta}
 
 
 def _from_stored(m: Message, user: str) -> ChatMessage:

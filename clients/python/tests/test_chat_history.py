@@ -12,7 +12,7 @@ from typing import Any, Dict
 import pytest
 from conftest import Server, token
 
-from strata_client import ChatMessage, Strata, StrataChatMessageHistory
+from strata_client import AsyncStrata, ChatMessage, Strata, StrataChatMessageHistory
 
 
 @dataclass
@@ -109,3 +109,27 @@ def test_chat_history_in_an_llm_loop(server: Server) -> None:
             assert [m.content for m in await h.aget_messages()] == ["async hi"]
 
         asyncio.run(twins())
+
+
+def test_chat_history_on_an_async_client(server: Server) -> None:
+    async def run() -> None:
+        async with AsyncStrata(server.url, token=token("ana")) as adb:
+            h = StrataChatMessageHistory(adb, "ana", "chat", model="m-1")
+            assert await h.aget_messages() == []
+            await h.aadd_messages([FakeLangChainHuman("hi"), {"role": "assistant", "content": "hello"},
+                                   FakeLangChainAI([{"type": "text", "text": "parts"}])])
+            got = await h.aget_messages()
+            assert [(m.role, m.content) for m in got] == [
+                ("user", "hi"), ("assistant", "hello"),
+                ("assistant", [{"type": "text", "text": "parts"}])]
+            assert got[1].metadata == {"model": "m-1"}
+            # stored as the sync adapter stores them: the same history through a sync client
+            with Strata(server.url, token=token("ana")) as db:
+                assert StrataChatMessageHistory(db, "ana", "chat").messages == got
+            with pytest.raises(TypeError):  # made with an AsyncStrata: only the a-methods
+                h.add_user_message("sync")
+            await h.aclear()
+            assert await h.aget_messages() == []
+            await h.aclear()  # nothing there: nothing to do
+
+    asyncio.run(run())
