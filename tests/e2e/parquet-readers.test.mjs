@@ -10,6 +10,7 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parquetMetadata, parquetReadObjects } from 'hyparquet';
+import { parquetHeader } from 'hyparquet/src/column.js';
 import { compressors } from 'hyparquet-compressors';
 import * as arrow from 'parquet-wasm';
 import { duckQuery, duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
@@ -36,6 +37,22 @@ async function hyRows(file) {
   const buf = readFileSync(file);
   const ab = buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length);
   return { rows: await parquetReadObjects({ file: ab, compressors, parsers }), meta: parquetMetadata(ab) };
+}
+
+// The data pages of one column chunk, read from their page headers (hyparquet's own reader of
+// them): from the chunk's first page (its dictionary page, if any) to the chunk's end.
+function dataPages(buf, meta) {
+  const start = Number(meta.dictionary_page_offset ?? meta.data_page_offset);
+  const end = start + Number(meta.total_compressed_size);
+  const reader = { view: new DataView(buf.buffer, buf.byteOffset, buf.length), offset: start };
+  const pages = [];
+  while (reader.offset < end) {
+    const h = parquetHeader(reader);
+    reader.offset += h.compressed_page_size;
+    if (h.type === 'DATA_PAGE' || h.type === 'DATA_PAGE_V2') pages.push(h);
+  }
+  assert.equal(reader.offset, end, 'the pages fill the column chunk exactly');
+  return pages;
 }
 
 // arrow-rs reads the file into Arrow and writes that table back as Parquet: the copy holds what
@@ -92,9 +109,17 @@ describe('nested Parquet (booking-shaped) read by DuckDB, hyparquet and arrow-rs
       const groups = hy.meta.row_groups;
       if (groupRows) assert.equal(groups.length, 5); // 3 events, cut every 1000 rows
       else {
-        // the seats column of the big event needs more than one 1 MiB page
+        // the seats column of the big event needs more than one 1 MiB page: its page headers say so,
+        // and their values add up to the chunk's
         const seats = groups.flatMap((g) => g.columns).filter((c) => c.meta_data.path_in_schema.join('.') === 'items.list.element.seats.list.element');
-        assert.ok(seats.some((c) => Number(c.meta_data.num_values) > 131072), 'several pages');
+        const buf = readFileSync(file);
+        const pages = seats.map((c) => {
+          const ps = dataPages(buf, c.meta_data);
+          const values = ps.reduce((n, h) => n + (h.data_page_header ?? h.data_page_header_v2).num_values, 0);
+          assert.equal(values, Number(c.meta_data.num_values), 'the data pages hold the chunk\'s values');
+          return ps.length;
+        });
+        assert.ok(Math.max(...pages) > 1, `several pages in a seats chunk (data pages per chunk: ${pages})`);
       }
 
       const ar = await arrowRows(file, dir);
