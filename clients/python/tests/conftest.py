@@ -28,6 +28,9 @@ sys.path.insert(0, str(HERE.parent))  # the package from this checkout
 SECRET = "py-client-secret"
 ASAN = "asan" in os.environ.get("STRATA_BIN", "")
 SLOW = 3.0 if ASAN else 1.0  # the sanitizer build is slower to start and to answer
+# What the sanitizer builds print when they find a fault: tests/e2e/lib.mjs's SANITIZER_REPORT
+# (ERROR: AddressSanitizer, LeakSanitizer, UBSan's "runtime error:") and any other *Sanitizer line
+SANITIZER_REPORT = re.compile(r"\w*Sanitizer|runtime error")
 
 
 def strata_bin() -> str:
@@ -111,9 +114,11 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(tempfile.mkstemp(prefix="strata-py-log-")[1])
         self.proc: Optional[subprocess.Popen[bytes]] = None
+        self.killed = False
         self.start()
 
     def start(self) -> None:
+        self.killed = False
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [strata_bin(), "--listen", f"127.0.0.1:{self.port}", "--data-dir", self.dir,
@@ -134,27 +139,39 @@ class Server:
         assert self.proc is not None
         self.proc.kill()
         self.proc.wait()
+        self.killed = True  # nothing runs at exit: stop() does not check this one's end
         self.log_path.write_text("")  # the next start's "listening on" is the one that counts
 
     def restart(self) -> None:
         self.start()
 
-    def stop(self) -> None:
-        """SIGTERM; the process must exit 0 with no sanitizer report."""
+    def stop(self, expect: int = 0) -> None:
+        """SIGTERM unless it already ended; either way it must have exited `expect` (0) with no
+        sanitizer report, as tests/e2e/lib.mjs's stop() and ended() check: a crash or a sanitizer
+        abort after the last request fails too. Only a kill -9 the test sent is exempt."""
         p = self.proc
-        if p is None or p.poll() is not None:
+        if p is None:
             return
-        p.send_signal(signal.SIGCONT)
-        p.terminate()
-        try:
-            code = p.wait(timeout=30 * SLOW)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-            raise AssertionError(f"strata did not stop on SIGTERM:\n{self.log()}")
+        if p.poll() is None:
+            p.send_signal(signal.SIGCONT)
+            p.terminate()
+            try:
+                p.wait(timeout=30 * SLOW)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+                raise AssertionError(f"strata did not stop on SIGTERM:\n{self.log()}")
+        code = p.returncode
+        if self.killed and code == -signal.SIGKILL:
+            return
         log = self.log()
-        assert code == 0 and not re.search(r"Sanitizer|runtime error", log), \
-            f"unclean stop ({code}):\n{log}"
+        report = SANITIZER_REPORT.search(log)
+        if report:
+            raise AssertionError(
+                f"strata on port {self.port}: sanitizer report ({report.group(0)}):\n{log[-6000:]}")
+        ended = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
+        assert code == expect, \
+            f"strata on port {self.port} ended with {ended}, expected exit {expect}:\n{log[-6000:]}"
 
     def cleanup(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
