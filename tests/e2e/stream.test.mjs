@@ -58,7 +58,12 @@ describe('streams', () => {
     await s.req('POST', '/v1/counters/people/distinct', { member: 'b' });
     assert.equal((await ws.next()).json.value, 1);
     assert.equal((await ws.next()).json.value, 2);
-    await assert.rejects(ws.next(300));
+    // a member already counted publishes nothing: quiet, and the next frame is the next new member's
+    assert.equal((await s.req('POST', '/v1/counters/people/distinct', { member: 'b' })).status, 200);
+    await assert.rejects(ws.next(300), /no frame in time/);
+    assert.equal((await s.req('POST', '/v1/counters/people/distinct', { member: 'c' })).status, 200);
+    const f = (await ws.next()).json;
+    assert.deepEqual([f.type, f.id, f.name, f.value], ['counter', 'd', 'people', 3], JSON.stringify(f));
     ws.close();
   });
 
