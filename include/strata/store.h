@@ -48,7 +48,10 @@ typedef struct {
     const char *p;
     size_t n;
 } st_claim_t;
-#define ST_CLAIM(lit) {lit, sizeof lit - 1}
+#define ST_CLAIM(lit)                                                                              \
+    {                                                                                              \
+        lit, sizeof lit - 1                                                                        \
+    }
 /* Claims every prefix of the table for who; the first refusal is returned. */
 int st_store_claims(st_store_t *s, const char *who, const st_claim_t *c, size_t n);
 void st_store_claims_seal(st_store_t *s);

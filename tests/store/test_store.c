@@ -603,11 +603,11 @@ TEST(a_second_claim_of_a_key_prefix_is_refused_whoever_makes_it)
     watch_t w;
     st_store_t *s = open_store(&fx, 16 << 20, &w);
     CHECK_EQ(st_store_claim(s, "M", 1, "chat"), ST_OK);
-    CHECK_EQ(st_store_claim(s, "M", 1, "rooms"), ST_EEXIST);   /* the same byte */
-    CHECK_EQ(st_store_claim(s, "Mx", 2, "rooms"), ST_EEXIST);  /* inside chat's space */
-    CHECK_EQ(st_store_claim(s, "M", 1, "chat"), ST_OK);        /* chat reopened on the store */
+    CHECK_EQ(st_store_claim(s, "M", 1, "rooms"), ST_EEXIST);  /* the same byte */
+    CHECK_EQ(st_store_claim(s, "Mx", 2, "rooms"), ST_EEXIST); /* inside chat's space */
+    CHECK_EQ(st_store_claim(s, "M", 1, "chat"), ST_OK);       /* chat reopened on the store */
     CHECK_EQ(st_store_claim(s, "\0chat_erase", 11, "chat"), ST_OK);
-    CHECK_EQ(st_store_claim(s, "\0chat", 5, "rooms"), ST_EEXIST);         /* a prefix of it */
+    CHECK_EQ(st_store_claim(s, "\0chat", 5, "rooms"), ST_EEXIST);          /* a prefix of it */
     CHECK_EQ(st_store_claim(s, "\0chat_erase/x", 13, "rooms"), ST_EEXIST); /* under it */
     CHECK_EQ(st_store_claim(s, "\0rooms_erase", 12, "rooms"), ST_OK);
     CHECK_EQ(st_store_claim(s, "\0wal_applied", 12, "rooms"), ST_EEXIST); /* the store's own */
