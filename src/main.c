@@ -272,6 +272,7 @@ int main(int argc, char **argv)
     char cold_dir[ST_CLI_COLD_URL_MAX];
     st_store_opts_t so = st_cli_store_opts(&cfg, cold_dir, sizeof cold_dir);
     if (st_store_open(&store, m.loop, &so) != ST_OK) return 1;
+    if (st_counters_open(store) != ST_OK) goto fail_seats;
     st_seats_t *seats;
     st_seats_opts_t seo = {cfg.max_seats, cfg.node_id, cfg.max_total_seats,
                            (int64_t)cfg.max_hold_seconds};
@@ -293,7 +294,10 @@ int main(int argc, char **argv)
                          .compact_objects = cfg.compact_objects,
                          .compact_max_bytes = cfg.compact_max_mb << 20};
     st_tier_t *tier;
-    st_tier_open(&tier, m.loop, store, &to);
+    if (st_tier_open(&tier, m.loop, store, &to) != ST_OK) {
+        st_objstore_close(cold);
+        goto fail_cold;
+    }
     st_chat_cold_opts_t co = {.zstd_level = 3,
                               .hot_ttl_s = cfg.hot_ttl,
                               .flush_min_rows = cfg.flush_min_rows,
@@ -309,12 +313,12 @@ int main(int argc, char **argv)
     st_app_t app = {.cfg = &cfg, .store = store, .seats = seats, .chat = chat, .tier = tier};
     /* an erasure's other parts (SPEC §2.2): its rooms, then its Idempotency-Key answers (last:
      * the rooms' work may record answers about the user until it is done) */
-    st_rooms_open(&app.rooms, store, chat, cfg.max_room_members);
+    st_outbox_t *outbox = NULL;
+    if (st_rooms_open(&app.rooms, store, chat, cfg.max_room_members) != ST_OK) goto fail_backup;
     st_chat_on_erase(chat, st_http_idem_erase, store);
     /* many groups behind a proxy (SPEC §10): rooms tell their members' groups */
-    st_outbox_t *outbox;
     st_outbox_opts_t oo = {.route_url = cfg.route_url, .secret = cfg.cluster_secret};
-    st_outbox_open(&outbox, m.loop, store, &oo);
+    if (st_outbox_open(&outbox, m.loop, store, &oo) != ST_OK) goto fail_backup;
     st_rooms_set_outbox(app.rooms, outbox);
     if (*cfg.backup_url) {
         st_backup_opts_t bo = {.obj = st_cli_backup_obj(&cfg),
@@ -345,6 +349,8 @@ int main(int argc, char **argv)
     st_coldshare_t *share = NULL;
     if (*cfg.cluster && st__repl_open(&cfg, &m, &app) != ST_OK) goto fail_repl;
     if (app.repl && st__coldshare_open(&m, &app, cold, &share) != ST_OK) goto fail_share;
+    /* every module is open: from now on a debug build refuses a write no module claimed */
+    st_store_claims_seal(store);
     st_info("strata ready: data in %s, node id %llu", cfg.data_dir,
             (unsigned long long)cfg.node_id);
     uv_timer_init(m.loop, &m.deadline);

@@ -29,6 +29,9 @@ typedef struct {
  * st_counters_unobserve. */
 typedef void (*st_counter_observer_fn)(void *arg, const char *name, size_t nlen, int64_t value,
                                        bool distinct, bool repair, uint64_t wait);
+/* Counters are functions over the store and keep no state: opening them claims their key
+ * spaces (ST_KS_COUNTER, ST_KS_MEMBER, ST_KS_SEQUENCE). */
+int st_counters_open(st_store_t *s);
 void st_counters_observe(st_store_t *s, st_counter_observer_fn fn, void *arg);
 void st_counters_unobserve(st_store_t *s, const void *arg);
 

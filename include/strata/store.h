@@ -21,7 +21,8 @@
 
 typedef struct st_store st_store_t;
 
-/* Key spaces: the first byte of every key. */
+/* Key spaces of the functions that live with the store (counters, idempotency, the writer
+ * record); each is claimed by the module that writes it (st_store_claim). */
 enum {
     ST_KS_COUNTER = 'c',  /* name -> st counter record */
     ST_KS_MEMBER = 'm',   /* name 0 member -> "" (distinct counter membership) */
@@ -30,17 +31,36 @@ enum {
     ST_KS_IDEM_EXP = 'x', /* be64(created) sha256(scope) -> user or "" (their expiry index) */
     ST_KS_WRITER = 'w',   /* "writer" -> the cold tier's writer record (cold/writer.c) */
 };
-/* Every module's first bytes, so no two modules share one (each module's header documents its
- * own layout; keep this list whole when adding one):
- *   store (above)  c m s i x w
- *   seats          E B H S V K           (seats/internal.h, seats/history.c)
- *   chat           M N C U T Y X Q G Z z e f h   (chat/internal.h)
- *   cold tier      W F P D + an owner    (strata/tier.h; owners are user names or "~" tag name)
- *   rooms          r q j J p             (strata/rooms.h)
- *   outbox         o                     (rooms/outbox.c)
- *   erasures       0 "chat_erase", 0 "rooms_erase"
- * (The tier's owners are chat's users as they are, so 'W', 'F', 'P', 'D' are the tier's alone.) */
 #define ST_KEY_MAX 511 /* LMDB's default maximum key size */
+
+/*
+ * Registration, not convention: every module claims the first bytes of every key it writes when
+ * it opens (one call per prefix, naming itself; `who` must outlive the store). A claim equal to,
+ * or a prefix of, another's — or the other's a prefix of it — is refused with ST_EEXIST and
+ * logged naming both, and strata does not start. main seals the claims once every module is
+ * open; from then on a debug build aborts on a write (put or del) no claim covers.
+ * Each module's header documents its own layout.
+ */
+#define ST_CLAIM_MAX 16 /* the longest claimable prefix */
+int st_store_claim(st_store_t *s, const void *prefix, size_t plen, const char *who);
+/* A module's prefixes, as a table: ST_CLAIM("M"), ST_CLAIM("\0chat_erase"), ... */
+typedef struct {
+    const char *p;
+    size_t n;
+} st_claim_t;
+#define ST_CLAIM(lit)                                                                              \
+    {                                                                                              \
+        lit, sizeof lit - 1                                                                        \
+    }
+/* Claims every prefix of the table for who; the first refusal is returned. */
+int st_store_claims(st_store_t *s, const char *who, const st_claim_t *c, size_t n);
+void st_store_claims_seal(st_store_t *s);
+/* The module whose claim covers key, or NULL. */
+const char *st_store_claim_of(const st_store_t *s, const void *key, size_t klen);
+/* Visits every claim in the order made (fn's prefix is borrowed). */
+void st_store_claims_each(const st_store_t *s,
+                          void (*fn)(void *arg, const void *prefix, size_t plen, const char *who),
+                          void *arg);
 
 /* Told about batches as they settle; embed in your own struct (zeroed) and register with
  * _listen. A callback may unlisten its own listener, not another. */

@@ -50,13 +50,32 @@ int st_chat_message_json(st_chat_t *c, const char *user, size_t ulen, uint64_t m
 
 int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id)
 {
+    /* internal.h's layout (erase.c's records, this file's last id) */
+    static const st_claim_t keys[] = {ST_CLAIM("M"),
+                                      ST_CLAIM("N"),
+                                      ST_CLAIM("C"),
+                                      ST_CLAIM("U"),
+                                      ST_CLAIM("T"),
+                                      ST_CLAIM("Y"),
+                                      ST_CLAIM("X"),
+                                      ST_CLAIM("Q"),
+                                      ST_CLAIM("G"),
+                                      ST_CLAIM("Z"),
+                                      ST_CLAIM("z"),
+                                      ST_CLAIM("e"),
+                                      ST_CLAIM("f"),
+                                      ST_CLAIM("h"),
+                                      ST_CLAIM("\0chat_erase"),
+                                      ST_CLAIM("\0chat_last_id")};
+    int rc = st_store_claims(store, "chat", keys, sizeof keys / sizeof *keys);
+    if (rc != ST_OK) return rc;
     st_chat_t *c = st_calloc(1, sizeof *c);
     c->store = store;
     st_snowflake_init(&c->ids, node_id);
     /* Never reissue: start above the newest id ever issued, whatever the clock says now. */
     uint64_t last = 0, wait = 0;
-    int rc = st__chat_get_fixed(store, (const uint8_t *)st__last_id_key, sizeof st__last_id_key - 1,
-                                &last, sizeof last, &wait);
+    rc = st__chat_get_fixed(store, (const uint8_t *)st__last_id_key, sizeof st__last_id_key - 1,
+                            &last, sizeof last, &wait);
     if (rc && rc != ST_ENOTFOUND) {
         free(c);
         return rc;

@@ -302,6 +302,11 @@ static void st__after_slice(void *arg)
 
 int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_tier_opts_t *o)
 {
+    /* the manifest records (strata/tier.h) and the writer record (writer.c) */
+    static const st_claim_t keys[] = {ST_CLAIM("W"), ST_CLAIM("F"), ST_CLAIM("P"), ST_CLAIM("D"),
+                                      ST_CLAIM("w")};
+    int rc = st_store_claims(store, "cold tier", keys, sizeof keys / sizeof *keys);
+    if (rc != ST_OK) return rc;
     st_tier_t *t = st_calloc(1, sizeof *t);
     t->loop = loop;
     t->store = store;

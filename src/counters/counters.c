@@ -54,6 +54,13 @@ static int st__counters_load(st_store_t *s, const uint8_t *key, size_t klen, st_
     return ST_OK;
 }
 
+int st_counters_open(st_store_t *s)
+{
+    static const char ks[] = {ST_KS_COUNTER, ST_KS_MEMBER, ST_KS_SEQUENCE};
+    static const st_claim_t keys[] = {{ks, 1}, {ks + 1, 1}, {ks + 2, 1}};
+    return st_store_claims(s, "counters", keys, sizeof keys / sizeof *keys);
+}
+
 void st_counters_observe(st_store_t *s, st_counter_observer_fn fn, void *arg)
 {
     st_observers_add(st_store_observers(s), (st_observer_any_fn)fn, arg);

@@ -283,6 +283,10 @@ static void st__on_sweep(uv_timer_t *t)
 
 int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app)
 {
+    /* idempotency.c's answers and their expiry index */
+    static const st_claim_t keys[] = {ST_CLAIM("i"), ST_CLAIM("x")};
+    int rc = st_store_claims(app->store, "idempotency", keys, sizeof keys / sizeof *keys);
+    if (rc != ST_OK) return rc;
     const char *listen = app->cfg->listen;
     const char *colon = strrchr(listen, ':');
     if (!colon || colon == listen) {
@@ -330,7 +334,7 @@ int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app)
         "Durable answers a commit thread wrote whole the moment their batch was durable", "");
     uv_tcp_init(loop, &srv->listener);
     srv->listener.data = srv;
-    int rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&addr, 0);
+    rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&addr, 0);
     if (!rc) rc = uv_listen((uv_stream_t *)&srv->listener, ST__LISTEN_BACKLOG, st__on_connection);
     if (rc) {
         st_error("http: cannot listen on %s: %s", listen, uv_strerror(rc));

@@ -502,6 +502,9 @@ static int st__raft_setup(st_repl_t *r, const st_repl_opts_t *o, const char *sel
 
 int st_repl_open(st_repl_t **out, uv_loop_t *loop, st_store_t *store, const st_repl_opts_t *o)
 {
+    /* announce.c's records of the members (never restored: store/tap.c) */
+    int rc = st_store_claim(store, "\0repl:", 6, "repl");
+    if (rc != ST_OK) return rc;
     st_repl_t *r = st_calloc(1, sizeof *r);
     const char *why;
     if (st_repl_parse_members(o->cluster, r->members, ST_REPL_MAX_MEMBERS, &r->nmembers, &why) !=
@@ -533,7 +536,7 @@ int st_repl_open(st_repl_t **out, uv_loop_t *loop, st_store_t *store, const st_r
     }
     r->group.propose = st__propose;
     st_store_group_join(store, &r->group);
-    int rc = st__raft_setup(r, o, self_addr);
+    rc = st__raft_setup(r, o, self_addr);
     if (rc) {
         /* C-Raft's own cleanup needs the loop; a failed start ends the process anyway */
         st_error("repl: cannot start Raft in %s: %s (%s)", r->dir, raft_strerror(rc),

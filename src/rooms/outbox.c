@@ -351,6 +351,8 @@ static void st__ob_timer_closed(uv_handle_t *h)
 
 int st_outbox_open(st_outbox_t **out, uv_loop_t *loop, st_store_t *store, const st_outbox_opts_t *o)
 {
+    int rc = st_store_claim(store, "o", 1, "outbox");
+    if (rc != ST_OK) return rc;
     st_outbox_t *ob = st_calloc(1, sizeof *ob);
     ob->loop = loop;
     ob->store = store;

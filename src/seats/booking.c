@@ -467,6 +467,11 @@ static void st__booking_on_failed(st_store_listener_t *l, uint64_t first, int er
 
 int st_seats_open(st_seats_t **out, uv_loop_t *loop, st_store_t *store, const st_seats_opts_t *o)
 {
+    /* internal.h's layout and history.c's event index */
+    static const st_claim_t keys[] = {ST_CLAIM("E"), ST_CLAIM("B"), ST_CLAIM("H"),
+                                      ST_CLAIM("S"), ST_CLAIM("V"), ST_CLAIM("K")};
+    int rc = st_store_claims(store, "seats", keys, sizeof keys / sizeof *keys);
+    if (rc != ST_OK) return rc;
     st_seats_t *s = st_calloc(1, sizeof *s);
     s->loop = loop;
     s->store = store;
@@ -490,7 +495,7 @@ int st_seats_open(st_seats_t **out, uv_loop_t *loop, st_store_t *store, const st
     s->m_expired =
         st_metrics_counter("strata_bookings_total", "Bookings by outcome", "result=\"expired\"");
     uint64_t t0 = st_mono_ns();
-    int rc = st__rebuild(s);
+    rc = st__rebuild(s);
     if (rc) {
         st_seats_close(s);
         return rc;

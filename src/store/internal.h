@@ -161,6 +161,16 @@ typedef struct {
 } st__store_metrics_t;
 
 /* Owned by tap.c (the backup's tap; allocated at open) and group.c (group mode). */
+/* claims.c: one module's key prefix */
+#define ST__CLAIM_MAX ST_CLAIM_MAX
+typedef struct {
+    uint8_t prefix[ST__CLAIM_MAX];
+    size_t len;
+    const char *who; /* static: the module's name */
+} st__claim_t;
+void st__claims_check(const st_store_t *s, const void *key, size_t klen);
+void st__claims_free(st_store_t *s);
+
 typedef struct st__tap st__tap_t;
 typedef struct st__group st__group_t;
 
@@ -195,6 +205,9 @@ struct st_store {
 
     st__tap_t *tap;     /* tap.c: the backup's hooks on the commit path */
     st__group_t *group; /* group.c: group mode; NULL on a single node */
+
+    ST_VEC(st__claim_t) claims; /* claims.c: who owns which key prefixes */
+    bool claims_sealed;
 };
 
 /* ---- commit.c: the commit threads, recovery, and the loop's side of batches coming back ---- */

@@ -262,6 +262,7 @@ static void st__free_struct(st_store_t *s)
     st__space_free(&s->space);
     st__tap_free(s->tap);
     st__group_free(s);
+    st__claims_free(s);
     free(s);
 }
 
@@ -332,6 +333,10 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     uv_timer_init(loop, &s->uv.pace);
     s->uv.pace.data = s;
     st__store_metrics(s);
+    /* the store's own records (commit.c, tap.c) */
+    static const st_claim_t own[] = {ST_CLAIM("\0wal_applied"), ST_CLAIM("\0raft_applied"),
+                                     ST_CLAIM("\0resv/")};
+    ST_ASSERT(st_store_claims(s, "store", own, sizeof own / sizeof *own) == ST_OK);
     st__store_start_threads(s);
     *out = s;
     return ST_OK;
@@ -524,11 +529,13 @@ static int st__stage(st_store_t *s, const void *key, size_t klen, const void *va
 int st_store_put(st_store_t *s, const void *key, size_t klen, const void *val, size_t vlen,
                  uint64_t *wait)
 {
+    st__claims_check(s, key, klen);
     return st__stage(s, key, klen, val, vlen, false, wait);
 }
 
 int st_store_del(st_store_t *s, const void *key, size_t klen, uint64_t *wait)
 {
+    st__claims_check(s, key, klen);
     return st__stage(s, key, klen, NULL, 0, true, wait);
 }
 

@@ -9,6 +9,8 @@
 #include "strata/store.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -592,6 +594,62 @@ TEST(apply_stuck_on_a_full_map_is_visible_refuses_writes_and_never_hangs_the_log
     CHECK_EQ(st_store_get(s, "c024", 4, &v, &vl, &rw), ST_OK); /* from the log's second half */
     fx_close_store(&fx, s);
     fx_end(&fx);
+}
+
+TEST(a_second_claim_of_a_key_prefix_is_refused_whoever_makes_it)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    watch_t w;
+    st_store_t *s = open_store(&fx, 16 << 20, &w);
+    CHECK_EQ(st_store_claim(s, "M", 1, "chat"), ST_OK);
+    CHECK_EQ(st_store_claim(s, "M", 1, "rooms"), ST_EEXIST);  /* the same byte */
+    CHECK_EQ(st_store_claim(s, "Mx", 2, "rooms"), ST_EEXIST); /* inside chat's space */
+    CHECK_EQ(st_store_claim(s, "M", 1, "chat"), ST_OK);       /* chat reopened on the store */
+    CHECK_EQ(st_store_claim(s, "\0chat_erase", 11, "chat"), ST_OK);
+    CHECK_EQ(st_store_claim(s, "\0chat", 5, "rooms"), ST_EEXIST);          /* a prefix of it */
+    CHECK_EQ(st_store_claim(s, "\0chat_erase/x", 13, "rooms"), ST_EEXIST); /* under it */
+    CHECK_EQ(st_store_claim(s, "\0rooms_erase", 12, "rooms"), ST_OK);
+    CHECK_EQ(st_store_claim(s, "\0wal_applied", 12, "rooms"), ST_EEXIST); /* the store's own */
+    static const st_claim_t two[] = {ST_CLAIM("q"), ST_CLAIM("M")};
+    CHECK_EQ(st_store_claims(s, "outbox", two, 2), ST_EEXIST);
+    CHECK(strcmp(st_store_claim_of(s, "Mbob", 4), "chat") == 0);
+    CHECK(strcmp(st_store_claim_of(s, "q", 1), "outbox") == 0);
+    CHECK(strcmp(st_store_claim_of(s, "\0rooms_erase\0bob", 16), "rooms") == 0);
+    CHECK(st_store_claim_of(s, "\0rooms", 6) == NULL);
+    CHECK(st_store_claim_of(s, "Z", 1) == NULL);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+TEST(once_sealed_a_debug_build_refuses_a_write_no_module_claimed)
+{
+#ifdef NDEBUG
+    return; /* release builds do not check each write (the debug and sanitizer builds do) */
+#else
+    fx_t fx;
+    fx_begin(&fx);
+    watch_t w;
+    st_store_t *s = open_store(&fx, 16 << 20, &w);
+    CHECK_EQ(st_store_claim(s, "a", 1, "test"), ST_OK);
+    uint64_t wait = 0;
+    CHECK_EQ(st_store_put(s, "b1", 2, "v", 1, &wait), ST_OK); /* not sealed yet: allowed */
+    st_store_claims_seal(s);
+    CHECK_EQ(st_store_put(s, "a1", 2, "v", 1, &wait), ST_OK);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        uint64_t w2 = 0;
+        st_store_put(s, "b2", 2, "v", 1, &w2); /* aborts */
+        _exit(0);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+    fx_settle(&fx, s);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+#endif
 }
 
 RUN_TESTS("store")
