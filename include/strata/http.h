@@ -84,12 +84,32 @@ st_http_request_t *st_http_request_copy(const st_http_request_t *r);
 bool st_http_parser_origin(const st_http_parser_t *p, const char **origin, size_t *len);
 
 /* ---- query strings ---- */
-/* Finds `name` in a raw query and percent-decodes its value into the arena. NULL if absent. */
+/* Finds `name` in a raw query (names compare percent-decoded) and percent-decodes its value into
+ * the arena. NULL if absent. */
 const char *st_query_get(st_arena_t *a, const char *query, size_t qlen, const char *name,
                          size_t *vlen);
-/* False if a percent-escape in the query is malformed (the router answers 400 for it, so a
- * value that does not decode is never mistaken for an absent one). */
-bool st_query_valid(const char *query, size_t qlen);
+/* Strict requests (SPEC §7) for a query string. */
+typedef enum {
+    ST_QUERY_UNKNOWN = 1, /* a parameter the route does not take */
+    ST_QUERY_TWICE,       /* a parameter given twice (?limit=1&limit=2) */
+    ST_QUERY_BAD_NAME,    /* a malformed percent-escape, or %00, in a parameter's name */
+    ST_QUERY_BAD_VALUE,   /* the same in its value (a value that does not decode is never
+                             mistaken for an absent one) */
+} st_query_fault_kind_t;
+typedef struct {
+    st_query_fault_kind_t fault;
+    const char *name; /* the parameter at fault, raw as sent (borrowed from the query) */
+    size_t name_len;
+} st_query_fault_t;
+/* Checks that every parameter of a raw query is one of known (NULL-terminated; NULL: the route
+ * takes none), given once, with well-formed escapes that decode to no NUL. Names compare
+ * decoded; empty pieces ("a=1&&b=2") are skipped. ST_OK, or ST_EINVAL with *f set. Allocates
+ * nothing: it runs on every request. */
+int st_query_check(const char *query, size_t qlen, const char *const *known, st_query_fault_t *f);
+/* The faulty parameter's name for a message, decoded, with bytes that are not printable ASCII
+ * as %XX and "..." when cut: written into out (cap bytes, at least 8, NUL-terminated). Returns
+ * its length. */
+size_t st_query_fault_name(const st_query_fault_t *f, char *out, size_t cap);
 /* Percent-decodes into the arena; NULL on a malformed escape. */
 char *st_url_decode(st_arena_t *a, const char *s, size_t n, size_t *outlen);
 

@@ -79,9 +79,9 @@ int st_ctx_msg_id(st_ctx_t *c, const char *name, const char *v, size_t n, uint64
             x = x * 10 + (uint64_t)(v[i] - '0');
     }
     if (!ok || x == 0)
-        return st_ctx_error(c, ST_EINVAL,
-                            "'%s' must be an id (decimal digits, not 0) (got \"%.*s%s\")", name,
-                            ST__V(v, n));
+        return st_ctx_error_field(c, ST_EINVAL, name,
+                                  "'%s' must be an id (decimal digits, not 0) (got \"%.*s%s\")",
+                                  name, ST__V(v, n));
     *out = x;
     return ST_OK;
 }
@@ -107,22 +107,23 @@ int st_ctx_message_query(st_ctx_t *c, st_message_query_t *q)
     q->limit = 50;
     if ((v = st_query_get(c->arena, r->query, r->query_len, "limit", &n)) &&
         (st_parse_i64(v, n, &limit) || limit < 1 || limit > 1000))
-        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000 (got \"%.*s%s\")", ST__V(v, n));
+        return st_ctx_error_field(c, ST_EINVAL, "limit", "limit must be 1..1000 (got \"%.*s%s\")",
+                                  ST__V(v, n));
     if (v) q->limit = (size_t)limit;
     if ((v = st_query_get(c->arena, r->query, r->query_len, "order", &n))) {
         if (strcmp(v, "desc") == 0)
             q->desc = true;
         else if (strcmp(v, "asc") != 0)
-            return st_ctx_error(c, ST_EINVAL, "order must be asc or desc (got \"%.*s%s\")",
-                                ST__V(v, n));
+            return st_ctx_error_field(c, ST_EINVAL, "order",
+                                      "order must be asc or desc (got \"%.*s%s\")", ST__V(v, n));
     }
     if ((v = st_query_get(c->arena, r->query, r->query_len, "include_deleted", &n))) {
         if (strcmp(v, "false") == 0)
             q->hide_deleted = true;
         else if (strcmp(v, "true") != 0)
-            return st_ctx_error(c, ST_EINVAL,
-                                "include_deleted must be true or false (got \"%.*s%s\")",
-                                ST__V(v, n));
+            return st_ctx_error_field(c, ST_EINVAL, "include_deleted",
+                                      "include_deleted must be true or false (got \"%.*s%s\")",
+                                      ST__V(v, n));
     }
     uint64_t cursor;
     bool given;
@@ -151,10 +152,10 @@ int st_api_message_list(st_ctx_t *c)
     const char *v = st_query_get(c->arena, r->query, r->query_len, "conversation_id", &n);
     if (v) {
         if (!st_name_valid(v, n))
-            return st_ctx_error(c, ST_EINVAL,
-                                "conversation_id must be 1-255 characters of "
-                                "[A-Za-z0-9_.:-] (got \"%.*s%s\")",
-                                ST__V(v, n));
+            return st_ctx_error_field(c, ST_EINVAL, "conversation_id",
+                                      "conversation_id must be 1-255 characters of "
+                                      "[A-Za-z0-9_.:-] (got \"%.*s%s\")",
+                                      ST__V(v, n));
         q.conv = v;
         q.conv_len = n;
     }
@@ -172,11 +173,12 @@ int st_api_conversation_list(st_ctx_t *c)
     int64_t limit = 20;
     const char *v = st_query_get(c->arena, r->query, r->query_len, "limit", &n);
     if (v && (st_parse_i64(v, n, &limit) || limit < 1 || limit > 1000))
-        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000 (got \"%.*s%s\")", ST__V(v, n));
+        return st_ctx_error_field(c, ST_EINVAL, "limit", "limit must be 1..1000 (got \"%.*s%s\")",
+                                  ST__V(v, n));
     const char *cursor = st_query_get(c->arena, r->query, r->query_len, "cursor", &clen);
     rc = st_chat_conversations(c->app->chat, c->params[0], c->plens[0], cursor, clen, (size_t)limit,
                                c->body, &c->wait);
-    if (rc == ST_EINVAL) return st_ctx_error(c, rc, "bad cursor");
+    if (rc == ST_EINVAL) return st_ctx_error_field(c, rc, "cursor", "bad cursor");
     return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
 }
 

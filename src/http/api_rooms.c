@@ -121,8 +121,9 @@ static int st__route_names_room(st_ctx_t *c, const char *id, size_t idl)
     const char *v = st_query_get(c->arena, c->req->query, c->req->query_len, "route", &n);
     if (!v || (n == 5 + idl && memcmp(v, "room:", 5) == 0 && memcmp(v + 5, id, idl) == 0))
         return ST_OK;
-    return st_ctx_error(c, ST_EINVAL, "route names %.*s, the body's room_id is room:%.*s",
-                        (int)(n > 300 ? 300 : n), v, (int)idl, id);
+    return st_ctx_error_field(c, ST_EINVAL, "route",
+                              "route names %.*s, the body's room_id is room:%.*s",
+                              (int)(n > 300 ? 300 : n), v, (int)idl, id);
 }
 
 int st_api_room_create(st_ctx_t *c)
@@ -271,7 +272,8 @@ static int st__limit(st_ctx_t *c, int64_t def, int64_t *out)
     const char *v = st_query_get(c->arena, c->req->query, c->req->query_len, "limit", &n);
     *out = def;
     if (v && (st_parse_i64(v, n, out) || *out < 1 || *out > 1000))
-        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000 (got \"%.*s%s\")", ST__V(v, n));
+        return st_ctx_error_field(c, ST_EINVAL, "limit", "limit must be 1..1000 (got \"%.*s%s\")",
+                                  ST__V(v, n));
     return ST_OK;
 }
 
@@ -285,7 +287,8 @@ int st_api_room_members_list(st_ctx_t *c)
     size_t clen = 0;
     const char *cursor = st_query_get(c->arena, c->req->query, c->req->query_len, "cursor", &clen);
     if (cursor && !st_name_valid(cursor, clen))
-        return st_ctx_error(c, ST_EINVAL, "bad cursor (got \"%.*s%s\")", ST__V(cursor, clen));
+        return st_ctx_error_field(c, ST_EINVAL, "cursor", "bad cursor (got \"%.*s%s\")",
+                                  ST__V(cursor, clen));
     rc = st_rooms_members(c->app->rooms, c->params[0], c->plens[0], cursor, clen, (size_t)limit,
                           c->body, &c->wait);
     if (rc == ST_ENOTFOUND) return st__not_found(c);
@@ -384,7 +387,7 @@ int st_api_user_rooms(st_ctx_t *c)
     const char *cursor = st_query_get(c->arena, c->req->query, c->req->query_len, "cursor", &clen);
     rc = st_rooms_of_user(c->app->rooms, c->params[0], c->plens[0], cursor, clen, (size_t)limit,
                           c->body, &c->wait);
-    if (rc == ST_EINVAL) return st_ctx_error(c, rc, "bad cursor");
+    if (rc == ST_EINVAL) return st_ctx_error_field(c, rc, "cursor", "bad cursor");
     return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
 }
 
@@ -401,8 +404,9 @@ int st_api_user_rooms_remote(st_ctx_t *c)
     size_t qn, ul = c->plens[0];
     const char *q = st_query_get(c->arena, c->req->query, c->req->query_len, "route", &qn);
     if (q && !(qn == 5 + ul && memcmp(q, "user:", 5) == 0 && memcmp(q + 5, c->params[0], ul) == 0))
-        return st_ctx_error(c, ST_EINVAL, "route names %.*s, the path's user is user:%.*s",
-                            (int)(qn > 300 ? 300 : qn), q, (int)ul, c->params[0]);
+        return st_ctx_error_field(c, ST_EINVAL, "route",
+                                  "route names %.*s, the path's user is user:%.*s",
+                                  (int)(qn > 300 ? 300 : qn), q, (int)ul, c->params[0]);
     cJSON *j;
     if ((rc = st_json_body(c, &j, st__remote_fields))) return rc;
     if (!j)
@@ -461,8 +465,9 @@ int st_api_room_erasure(st_ctx_t *c)
     size_t qn, rl = c->plens[0];
     const char *q = st_query_get(c->arena, c->req->query, c->req->query_len, "route", &qn);
     if (q && !(qn == 5 + rl && memcmp(q, "room:", 5) == 0 && memcmp(q + 5, c->params[0], rl) == 0))
-        return st_ctx_error(c, ST_EINVAL, "route names %.*s, the path's room is room:%.*s",
-                            (int)(qn > 300 ? 300 : qn), q, (int)rl, c->params[0]);
+        return st_ctx_error_field(c, ST_EINVAL, "route",
+                                  "route names %.*s, the path's room is room:%.*s",
+                                  (int)(qn > 300 ? 300 : qn), q, (int)rl, c->params[0]);
     cJSON *j;
     if ((rc = st_json_body(c, &j, st__erasure_fields))) return rc;
     if (!j) return st_ctx_error(c, ST_EINVAL, "a JSON body with user is required");

@@ -16,8 +16,9 @@ static int st__route_names_event(st_ctx_t *c, const char *id, size_t idl)
     const char *v = st_query_get(c->arena, c->req->query, c->req->query_len, "route", &n);
     if (!v || (n == 6 + idl && memcmp(v, "event:", 6) == 0 && memcmp(v + 6, id, idl) == 0))
         return ST_OK;
-    return st_ctx_error(c, ST_EINVAL, "route names %.*s, the body's event_id is event:%.*s",
-                        (int)(n > 300 ? 300 : n), v, (int)idl, id);
+    return st_ctx_error_field(c, ST_EINVAL, "route",
+                              "route names %.*s, the body's event_id is event:%.*s",
+                              (int)(n > 300 ? 300 : n), v, (int)idl, id);
 }
 
 /* The fields each body takes (strict requests, SPEC §7; docs/openapi.yaml says the same). */
@@ -124,12 +125,14 @@ int st_api_event_list(st_ctx_t *c)
     int64_t limit = 20;
     const char *v = st_query_get(c->arena, r->query, r->query_len, "limit", &n);
     if (v && (st_parse_i64(v, n, &limit) || limit < 1 || limit > 1000))
-        return st_ctx_error(c, ST_EINVAL, "limit must be 1..1000 (got \"%.*s%s\")", ST__V(v, n));
+        return st_ctx_error_field(c, ST_EINVAL, "limit", "limit must be 1..1000 (got \"%.*s%s\")",
+                                  ST__V(v, n));
     size_t clen = 0;
     const char *cursor = st_query_get(c->arena, r->query, r->query_len, "cursor", &clen);
     if (cursor && !st_name_valid(cursor, clen))
-        return st_ctx_error(c, ST_EINVAL, "cursor must be an event_id (got \"%.*s%s\")",
-                            ST__V(cursor, clen));
+        return st_ctx_error_field(c, ST_EINVAL, "cursor",
+                                  "cursor must be an event_id (got \"%.*s%s\")",
+                                  ST__V(cursor, clen));
     return st_seats_list_json(c->app->seats, cursor, clen, (size_t)limit, c->body, &c->wait);
 }
 
@@ -152,8 +155,8 @@ int st_api_seat_map(st_ctx_t *c)
     const char *fmt = st_query_get(c->arena, c->req->query, c->req->query_len, "format", &n);
     bool as_json = fmt && strcmp(fmt, "json") == 0;
     if (fmt && !as_json && strcmp(fmt, "bitmap") != 0)
-        return st_ctx_error(c, ST_EINVAL, "format must be bitmap or json (got \"%.*s%s\")",
-                            ST__V(fmt, n));
+        return st_ctx_error_field(c, ST_EINVAL, "format",
+                                  "format must be bitmap or json (got \"%.*s%s\")", ST__V(fmt, n));
     rc = st_seats_map_json(c->app->seats, c->params[0], c->plens[0], c->params[1], c->plens[1],
                            as_json, c->body, &c->wait);
     if (rc == ST_ENOTFOUND)

@@ -257,7 +257,8 @@ static void st__on_upgrade(st_conn_t *c, const st_http_request_t *req)
     st_buf_t resp = {0};
     int rc = st_http_upgrade_check(srv->app, req, &c->arena, &resp, &c->ws_subject, &c->ws_exp_us);
     if (rc != ST_OK) {
-        /* 401, or 403 for an Origin --cors-origins does not allow */
+        /* 401, 403 for an Origin --cors-origins does not allow, 400 for a query parameter a
+         * stream does not take */
         st__conn_respond(c, resp.data, resp.len, 0, st_err_status(rc), -1, true, req->started_ns);
         st_buf_free(&resp);
         return;

@@ -105,7 +105,7 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
     } else if (st_cluster_gate(&c)) {
         /* a follower in a group: 307 to the leader, or 503 no_leader (SPEC §8) */
     } else if (rc == ST_EINVAL) {
-        st_ctx_error(&c, rc, "malformed percent-escape in the path or query");
+        st_ctx_error(&c, rc, "malformed percent-escape in the path");
     } else if (rc == ST_ENOTFOUND) {
         st_ctx_error(&c, rc, "no route for %s %.*s", req->method_name,
                      (int)(req->path_len > 200 ? 200 : req->path_len), req->path);
@@ -120,6 +120,9 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
                (strlen(c.subject) != c.plens[0] ||
                 memcmp(c.subject, c.params[0], c.plens[0]) != 0)) {
         st_ctx_error(&c, ST_EFORBIDDEN, "the token's subject may only access its own user");
+    } else if (st_ctx_query_check(&c, route->query) != ST_OK) {
+        /* 400 naming the query parameter the route does not take (SPEC §7), before anything is
+         * staged or remembered: ?by=100 on an incr adds nothing */
     } else if (st__media_refused(&c)) {
         /* 415, before the Idempotency-Key: a refused request is not remembered (SPEC §0) */
     } else {

@@ -54,14 +54,25 @@ typedef struct {
     const char *pattern; /* "/v1/counters/{name}/incr" */
     st_handler_fn fn;
     unsigned flags;
+    /* The query parameters the route takes (NULL-terminated; NULL: none). Any other is 400
+     * before the handler runs (SPEC §7, st_query_check); the handler reads these. */
+    const char *const *query;
 } st_route_t;
 
 extern const st_route_t st_routes[];
 extern const size_t st_nroutes;
+/* The query parameters of GET /v1/stream, upgraded or not (SPEC §3, §10): route, access_token. */
+extern const char *const st_stream_query[];
+
+/* Strict requests (SPEC §7) for c->req's query against known (a route's query): writes the 400
+ * naming the parameter (`unknown query parameter "by"`, with "field") and returns ST_EINVAL, or
+ * ST_OK. Allocates nothing unless it refuses. */
+int st_ctx_query_check(st_ctx_t *c, const char *const *known);
 
 /* Matches path + method. On success *route is set and params decoded into c. ST_ENOTFOUND,
  * ST_EMETHOD (c->extra_headers gets an Allow line), ST_ENOTIMPL for a method strata serves
- * nowhere, or ST_EINVAL for a bad escape in the path or query. */
+ * nowhere, or ST_EINVAL for a bad escape in the path. The query is not looked at: the route's
+ * check (st_ctx_query_check) runs once the request is let in (a follower redirects it as is). */
 int st_router_match(st_ctx_t *c, const st_route_t **route);
 
 /* A 503 that passes by itself (no leader yet, a deposed leader, a reservation the backup target
@@ -90,8 +101,9 @@ const char *st_http_reason(int status);
 int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *arena, st_buf_t *out,
                      uint64_t *wait, int *status, int *route_idx);
 
-/* With auth on, checks the token of a WebSocket upgrade (header or ?access_token=); on failure
- * writes the whole 401 response into out. *subject is arena memory; *exp_us is the token's
+/* With auth on, checks the token of a WebSocket upgrade (header or ?access_token=), then the
+ * query (st_stream_query: 400 naming another parameter); on failure writes the whole 401/400
+ * response into out. *subject is arena memory; *exp_us is the token's
  * expiry (0: none), after which the stream ends. */
 int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_t *arena,
                           st_buf_t *out, const char **subject, int64_t *exp_us);

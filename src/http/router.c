@@ -4,78 +4,96 @@
 
 #include <string.h>
 
+/* The query parameters each route takes (SPEC §2, §2.1, §4, §4.2, §10; docs/openapi.yaml says
+ * the same); a route with NULL takes none. The handlers read them (api_*.c). */
+const char *const st_stream_query[] = {"route", "access_token", NULL};
+static const char *const st__q_route[] = {"route", NULL}; /* a key the path does not name */
+static const char *const st__q_page[] = {"limit", "cursor", NULL};
+static const char *const st__q_messages[] = {
+    "conversation_id", "after", "before", "limit", "order", "include_deleted", "cursor", NULL};
+static const char *const st__q_room_messages[] = {"after",           "before", "limit", "order",
+                                                  "include_deleted", "cursor", NULL};
+static const char *const st__q_seat_map[] = {"format", NULL};
+static const char *const st__q_bookings[] = {"status", "owner", "limit", "cursor", NULL};
+
 const st_route_t st_routes[] = {
-    {ST_HTTP_GET, "/healthz", st_api_healthz, ST_ROUTE_OPEN},
-    {ST_HTTP_GET, "/metrics", st_api_metrics, ST_ROUTE_OPEN},
-    {ST_HTTP_GET, "/v1/openapi.json", st_api_openapi, ST_ROUTE_OPEN},
-    {ST_HTTP_GET, "/v1/cluster", st_api_cluster, 0},
+    {ST_HTTP_GET, "/healthz", st_api_healthz, ST_ROUTE_OPEN, NULL},
+    {ST_HTTP_GET, "/metrics", st_api_metrics, ST_ROUTE_OPEN, NULL},
+    {ST_HTTP_GET, "/v1/openapi.json", st_api_openapi, ST_ROUTE_OPEN, NULL},
+    {ST_HTTP_GET, "/v1/cluster", st_api_cluster, 0, NULL},
     /* a stream without its upgrade: 426 (upgrades are taken before dispatch, conn.c) */
-    {ST_HTTP_GET, "/v1/stream", st_api_stream_plain, ST_ROUTE_OPEN},
-    {ST_HTTP_POST, "/v1/cluster/snapshot", st_api_cluster_snapshot, ST_ROUTE_INTERNAL},
-    {ST_HTTP_POST, "/v1/cluster/announce", st_api_cluster_announce, ST_ROUTE_INTERNAL},
-    {ST_HTTP_POST, "/v1/cluster/read-index", st_api_cluster_read_index, ST_ROUTE_INTERNAL},
-    {ST_HTTP_POST, "/v1/admin/flush", st_api_admin_flush, ST_ROUTE_ADMIN | ST_ROUTE_NOSTAGE},
-    {ST_HTTP_POST, "/v1/admin/compact", st_api_admin_compact, ST_ROUTE_ADMIN},
-    {ST_HTTP_POST, "/v1/admin/reconcile", st_api_admin_reconcile, ST_ROUTE_ADMIN},
-    {ST_HTTP_POST, "/v1/admin/test/drift", st_api_admin_test_drift, ST_ROUTE_ADMIN},
-    {ST_HTTP_POST, "/v1/counters/{name}/incr", st_api_counter_incr, ST_ROUTE_IDEMPOTENT},
-    {ST_HTTP_POST, "/v1/counters/{name}/distinct", st_api_counter_distinct, ST_ROUTE_IDEMPOTENT},
-    {ST_HTTP_GET, "/v1/counters/{name}", st_api_counter_get, 0},
-    {ST_HTTP_POST, "/v1/sequences/{name}/next", st_api_sequence_next, ST_ROUTE_IDEMPOTENT},
-    {ST_HTTP_GET, "/v1/sequences/{name}", st_api_sequence_get, 0},
+    {ST_HTTP_GET, "/v1/stream", st_api_stream_plain, ST_ROUTE_OPEN, st_stream_query},
+    {ST_HTTP_POST, "/v1/cluster/snapshot", st_api_cluster_snapshot, ST_ROUTE_INTERNAL, NULL},
+    {ST_HTTP_POST, "/v1/cluster/announce", st_api_cluster_announce, ST_ROUTE_INTERNAL, NULL},
+    {ST_HTTP_POST, "/v1/cluster/read-index", st_api_cluster_read_index, ST_ROUTE_INTERNAL, NULL},
+    {ST_HTTP_POST, "/v1/admin/flush", st_api_admin_flush, ST_ROUTE_ADMIN | ST_ROUTE_NOSTAGE, NULL},
+    {ST_HTTP_POST, "/v1/admin/compact", st_api_admin_compact, ST_ROUTE_ADMIN, NULL},
+    {ST_HTTP_POST, "/v1/admin/reconcile", st_api_admin_reconcile, ST_ROUTE_ADMIN, NULL},
+    {ST_HTTP_POST, "/v1/admin/test/drift", st_api_admin_test_drift, ST_ROUTE_ADMIN, NULL},
+    {ST_HTTP_POST, "/v1/counters/{name}/incr", st_api_counter_incr, ST_ROUTE_IDEMPOTENT, NULL},
+    {ST_HTTP_POST, "/v1/counters/{name}/distinct", st_api_counter_distinct, ST_ROUTE_IDEMPOTENT,
+     NULL},
+    {ST_HTTP_GET, "/v1/counters/{name}", st_api_counter_get, 0, NULL},
+    {ST_HTTP_POST, "/v1/sequences/{name}/next", st_api_sequence_next, ST_ROUTE_IDEMPOTENT, NULL},
+    {ST_HTTP_GET, "/v1/sequences/{name}", st_api_sequence_get, 0, NULL},
     {ST_HTTP_POST, "/v1/users/{user}/messages", st_api_message_post,
-     ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER},
-    {ST_HTTP_GET, "/v1/users/{user}/messages", st_api_message_list, ST_ROUTE_USER},
-    {ST_HTTP_GET, "/v1/users/{user}/conversations", st_api_conversation_list, ST_ROUTE_USER},
-    {ST_HTTP_GET, "/v1/users/{user}/conversations/{cid}", st_api_conversation_get, ST_ROUTE_USER},
-    {ST_HTTP_GET, "/v1/users/{user}/stats", st_api_user_stats, ST_ROUTE_USER},
+     ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER, NULL},
+    {ST_HTTP_GET, "/v1/users/{user}/messages", st_api_message_list, ST_ROUTE_USER, st__q_messages},
+    {ST_HTTP_GET, "/v1/users/{user}/conversations", st_api_conversation_list, ST_ROUTE_USER,
+     st__q_page},
+    {ST_HTTP_GET, "/v1/users/{user}/conversations/{cid}", st_api_conversation_get, ST_ROUTE_USER,
+     NULL},
+    {ST_HTTP_GET, "/v1/users/{user}/stats", st_api_user_stats, ST_ROUTE_USER, NULL},
     /* rooms (SPEC §2.1): who may do what is the handlers' (api_rooms.c) */
-    {ST_HTTP_POST, "/v1/rooms", st_api_room_create, ST_ROUTE_IDEMPOTENT},
-    {ST_HTTP_GET, "/v1/rooms/{room}", st_api_room_get, 0},
-    {ST_HTTP_POST, "/v1/rooms/{room}/members", st_api_room_members_change, ST_ROUTE_IDEMPOTENT},
-    {ST_HTTP_GET, "/v1/rooms/{room}/members", st_api_room_members_list, 0},
-    {ST_HTTP_POST, "/v1/rooms/{room}/messages", st_api_room_message_post, ST_ROUTE_IDEMPOTENT},
-    {ST_HTTP_GET, "/v1/rooms/{room}/messages", st_api_room_message_list, 0},
+    {ST_HTTP_POST, "/v1/rooms", st_api_room_create, ST_ROUTE_IDEMPOTENT, st__q_route},
+    {ST_HTTP_GET, "/v1/rooms/{room}", st_api_room_get, 0, NULL},
+    {ST_HTTP_POST, "/v1/rooms/{room}/members", st_api_room_members_change, ST_ROUTE_IDEMPOTENT,
+     NULL},
+    {ST_HTTP_GET, "/v1/rooms/{room}/members", st_api_room_members_list, 0, st__q_page},
+    {ST_HTTP_POST, "/v1/rooms/{room}/messages", st_api_room_message_post, ST_ROUTE_IDEMPOTENT,
+     NULL},
+    {ST_HTTP_GET, "/v1/rooms/{room}/messages", st_api_room_message_list, 0, st__q_room_messages},
     {ST_HTTP_PATCH, "/v1/rooms/{room}/messages/{msg_id}", st_api_room_message_patch,
-     ST_ROUTE_IDEMPOTENT},
+     ST_ROUTE_IDEMPOTENT, NULL},
     {ST_HTTP_DELETE, "/v1/rooms/{room}/messages/{msg_id}", st_api_room_message_delete,
-     ST_ROUTE_IDEMPOTENT},
-    {ST_HTTP_POST, "/v1/rooms/{room}/read", st_api_room_read, ST_ROUTE_IDEMPOTENT},
-    {ST_HTTP_GET, "/v1/users/{user}/rooms", st_api_user_rooms, 0},
+     ST_ROUTE_IDEMPOTENT, NULL},
+    {ST_HTTP_POST, "/v1/rooms/{room}/read", st_api_room_read, ST_ROUTE_IDEMPOTENT, NULL},
+    {ST_HTTP_GET, "/v1/users/{user}/rooms", st_api_user_rooms, 0, st__q_page},
     /* a room's group tells a user's group (SPEC §10, the rooms outbox) */
     {ST_HTTP_POST, "/v1/users/{user}/rooms/remote", st_api_user_rooms_remote,
-     ST_ROUTE_INTERNAL | ST_ROUTE_IDEMPOTENT},
+     ST_ROUTE_INTERNAL | ST_ROUTE_IDEMPOTENT, st__q_route},
     /* a user's group tells a room's group the user is erased (SPEC §2.2, §10, the outbox) */
     {ST_HTTP_POST, "/v1/rooms/{room}/erasures", st_api_room_erasure,
-     ST_ROUTE_INTERNAL | ST_ROUTE_IDEMPOTENT},
+     ST_ROUTE_INTERNAL | ST_ROUTE_IDEMPOTENT, st__q_route},
     {ST_HTTP_PATCH, "/v1/users/{user}/messages/{msg_id}", st_api_message_patch,
-     ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER | ST_ROUTE_USER_ADMIN},
+     ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER | ST_ROUTE_USER_ADMIN, NULL},
     {ST_HTTP_DELETE, "/v1/users/{user}/messages/{msg_id}", st_api_message_delete,
-     ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER | ST_ROUTE_USER_ADMIN},
+     ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER | ST_ROUTE_USER_ADMIN, NULL},
     {ST_HTTP_DELETE, "/v1/users/{user}/conversations/{cid}", st_api_conversation_delete,
-     ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER | ST_ROUTE_USER_ADMIN},
+     ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER | ST_ROUTE_USER_ADMIN, NULL},
     {ST_HTTP_DELETE, "/v1/users/{user}", st_api_user_delete,
-     ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER | ST_ROUTE_USER_ADMIN},
-    {ST_HTTP_GET, "/v1/admin/erasures/{id}", st_api_erasure_get, ST_ROUTE_ADMIN},
-    {ST_HTTP_POST, "/v1/events", st_api_event_create, ST_ROUTE_IDEMPOTENT | ST_ROUTE_ADMIN},
-    {ST_HTTP_GET, "/v1/events", st_api_event_list, 0},
-    {ST_HTTP_GET, "/v1/events/{id}", st_api_event_get, 0},
-    {ST_HTTP_GET, "/v1/events/{id}/sections/{section}/seats", st_api_seat_map, 0},
-    {ST_HTTP_POST, "/v1/events/{id}/bookings", st_api_book, ST_ROUTE_IDEMPOTENT},
-    {ST_HTTP_GET, "/v1/bookings/{id}", st_api_booking_get, 0},
-    {ST_HTTP_POST, "/v1/bookings/{id}/confirm", st_api_booking_confirm, ST_ROUTE_IDEMPOTENT},
-    {ST_HTTP_POST, "/v1/bookings/{id}/cancel", st_api_booking_cancel, ST_ROUTE_IDEMPOTENT},
+     ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER | ST_ROUTE_USER_ADMIN, NULL},
+    {ST_HTTP_GET, "/v1/admin/erasures/{id}", st_api_erasure_get, ST_ROUTE_ADMIN, NULL},
+    {ST_HTTP_POST, "/v1/events", st_api_event_create, ST_ROUTE_IDEMPOTENT | ST_ROUTE_ADMIN,
+     st__q_route},
+    {ST_HTTP_GET, "/v1/events", st_api_event_list, 0, st__q_page},
+    {ST_HTTP_GET, "/v1/events/{id}", st_api_event_get, 0, NULL},
+    {ST_HTTP_GET, "/v1/events/{id}/sections/{section}/seats", st_api_seat_map, 0, st__q_seat_map},
+    {ST_HTTP_POST, "/v1/events/{id}/bookings", st_api_book, ST_ROUTE_IDEMPOTENT, NULL},
+    {ST_HTTP_GET, "/v1/bookings/{id}", st_api_booking_get, 0, NULL},
+    {ST_HTTP_POST, "/v1/bookings/{id}/confirm", st_api_booking_confirm, ST_ROUTE_IDEMPOTENT, NULL},
+    {ST_HTTP_POST, "/v1/bookings/{id}/cancel", st_api_booking_cancel, ST_ROUTE_IDEMPOTENT, NULL},
     /* bookings routed by event (SPEC §4, §10) */
-    {ST_HTTP_GET, "/v1/events/{id}/bookings", st_api_event_bookings, 0},
-    {ST_HTTP_GET, "/v1/events/{id}/bookings/{bid}", st_api_event_booking_get, 0},
+    {ST_HTTP_GET, "/v1/events/{id}/bookings", st_api_event_bookings, 0, st__q_bookings},
+    {ST_HTTP_GET, "/v1/events/{id}/bookings/{bid}", st_api_event_booking_get, 0, NULL},
     {ST_HTTP_POST, "/v1/events/{id}/bookings/{bid}/confirm", st_api_event_booking_confirm,
-     ST_ROUTE_IDEMPOTENT},
+     ST_ROUTE_IDEMPOTENT, NULL},
     {ST_HTTP_POST, "/v1/events/{id}/bookings/{bid}/cancel", st_api_event_booking_cancel,
-     ST_ROUTE_IDEMPOTENT},
+     ST_ROUTE_IDEMPOTENT, NULL},
     {ST_HTTP_POST, "/v1/events/{id}/bookings/{bid}/extend", st_api_event_booking_extend,
-     ST_ROUTE_IDEMPOTENT},
+     ST_ROUTE_IDEMPOTENT, NULL},
     {ST_HTTP_POST, "/v1/events/{id}/bookings/{bid}/seats", st_api_event_booking_seats,
-     ST_ROUTE_IDEMPOTENT},
+     ST_ROUTE_IDEMPOTENT, NULL},
 };
 const size_t st_nroutes = sizeof st_routes / sizeof st_routes[0];
 
@@ -147,7 +165,6 @@ int st_router_match(st_ctx_t *c, const st_route_t **route)
             c->params[k] = st_url_decode(c->arena, raw[k], rlen[k], &c->plens[k]);
             if (!c->params[k]) return ST_EINVAL;
         }
-        if (!st_query_valid(r->query, r->query_len)) return ST_EINVAL;
         *route = &st_routes[i];
         return ST_OK;
     }
@@ -160,4 +177,38 @@ int st_router_match(st_ctx_t *c, const st_route_t **route)
         return ST_EMETHOD;
     }
     return ST_ENOTFOUND;
+}
+
+int st_ctx_query_check(st_ctx_t *c, const char *const *known)
+{
+    const st_http_request_t *r = c->req;
+    st_query_fault_t f;
+    if (!r->query_len || st_query_check(r->query, r->query_len, known, &f) == ST_OK) return ST_OK;
+    char name[ST_CLIP_MAX + 16];
+    st_query_fault_name(&f, name, sizeof name);
+    switch (f.fault) {
+    case ST_QUERY_UNKNOWN: {
+        /* the names this route takes, so a typo (?limt=) shows its fix */
+        char takes[200] = "none";
+        size_t n = 0;
+        for (size_t i = 0; known && known[i] && n < sizeof takes; i++)
+            n += (size_t)snprintf(takes + n, sizeof takes - n, "%s%s", i ? ", " : "", known[i]);
+        return st_ctx_error_field(c, ST_EINVAL, name,
+                                  "unknown query parameter \"%s\" (this route takes %s)", name,
+                                  takes);
+    }
+    case ST_QUERY_TWICE:
+        return st_ctx_error_field(c, ST_EINVAL, name, "query parameter \"%s\" given twice", name);
+    case ST_QUERY_BAD_NAME:
+        return st_ctx_error_field(c, ST_EINVAL, name,
+                                  "query parameter \"%s\": malformed percent-escape or %%00 in "
+                                  "its name",
+                                  name);
+    case ST_QUERY_BAD_VALUE:
+    default:
+        return st_ctx_error_field(c, ST_EINVAL, name,
+                                  "query parameter \"%s\": malformed percent-escape or %%00 in "
+                                  "its value",
+                                  name);
+    }
 }

@@ -96,7 +96,7 @@ int st_http_ws_handshake(const st_http_request_t *req, st_buf_t *out, const char
     return ST_OK;
 }
 
-static st_buf_t st__upgrade_body; /* loop-thread scratch for the 401 body */
+static st_buf_t st__upgrade_body; /* loop-thread scratch for a 401 or 400 body */
 
 int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_t *arena,
                           st_buf_t *out, const char **subject, int64_t *exp_us)
@@ -111,26 +111,30 @@ int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_
         st_http_write_response(out, 403, NULL, NULL, forbidden, sizeof forbidden - 1, true);
         return ST_EFORBIDDEN;
     }
-    if (!st_config_auth_on(app->cfg)) return ST_OK;
     st_buf_reset(&st__upgrade_body);
     st_http_request_t r = *req;
-    size_t n;
-    const char *tok = st_query_get(arena, req->query, req->query_len, "access_token", &n);
-    if (!r.auth && tok) {
-        /* browsers cannot set headers on a WebSocket: the token may come as a query value */
-        char *h = st_arena_alloc(arena, n + 8);
-        memcpy(h, "Bearer ", 7);
-        memcpy(h + 7, tok, n + 1);
-        r.auth = h;
-        r.auth_len = n + 7;
-    }
     st_ctx_t c = {.app = app,
                   .req = &r,
                   .arena = arena,
                   .body = &st__upgrade_body,
                   .status = 200,
                   .subject = ""};
-    int rc = st_auth_check(&c, false);
+    int rc = ST_OK;
+    if (st_config_auth_on(app->cfg)) {
+        size_t n;
+        const char *tok = st_query_get(arena, req->query, req->query_len, "access_token", &n);
+        if (!r.auth && tok) {
+            /* browsers cannot set headers on a WebSocket: the token may come as a query value */
+            char *h = st_arena_alloc(arena, n + 8);
+            memcpy(h, "Bearer ", 7);
+            memcpy(h + 7, tok, n + 1);
+            r.auth = h;
+            r.auth_len = n + 7;
+        }
+        rc = st_auth_check(&c, false);
+    }
+    /* strict requests (SPEC §7), as for any route once let in: ?route= and ?access_token= */
+    if (rc == ST_OK) rc = st_ctx_query_check(&c, st_stream_query);
     if (rc) {
         st_http_write_response(out, c.status, NULL,
                                c.status == 401 ? "WWW-Authenticate: Bearer realm=\"strata\"\r\n"

@@ -94,7 +94,7 @@ describe('hostile clients', () => {
   });
 
   test('an upgrade with more than 2 KiB of headers (cookies, a long access_token) gets its stream', { timeout: 30000 }, async () => {
-    const ws = await wsConnect(s.port, `/v1/stream?route=counter:big&pad=${'p'.repeat(3000)}`, {
+    const ws = await wsConnect(s.port, `/v1/stream?route=counter:big&access_token=${'p'.repeat(3000)}`, {
       Cookie: 'session=' + 'c'.repeat(20000),
       'Sec-WebSocket-Protocol': 'strata',
     });

@@ -125,10 +125,51 @@ TEST(query_values_are_found_and_percent_decoded)
     CHECK_STR(st_query_get(&a, q, strlen(q), "empty", &n), "");
     CHECK_STR(st_query_get(&a, q, strlen(q), "flag", &n), "");
     CHECK(st_query_get(&a, q, strlen(q), "lim", &n) == NULL);
+    CHECK_STR(st_query_get(&a, "li%6Dit=7", 9, "limit", &n), "7");
     CHECK(st_url_decode(&a, "%4", 2, &n) == NULL);
     CHECK(st_url_decode(&a, "%zz", 3, &n) == NULL);
     CHECK_STR(st_url_decode(&a, "a%2Fb", 5, &n), "a/b");
     st_arena_free(&a);
+}
+
+TEST(query_check_refuses_unknown_repeated_and_malformed_parameters)
+{
+    static const char *const known[] = {"limit", "cursor", NULL};
+    st_query_fault_t f;
+    char name[80];
+#define QC(q, k) st_query_check((q), strlen(q), (k), &f)
+    CHECK_EQ(QC("", known), ST_OK);
+    CHECK_EQ(QC("limit=1&cursor=a%3Ab", known), ST_OK);
+    CHECK_EQ(QC("&limit=1&&cursor&", known), ST_OK); /* empty pieces name nothing */
+    CHECK_EQ(QC("li%6Dit=1", known), ST_OK);         /* names compare decoded */
+    CHECK_EQ(QC("limit=1&by=100", known), ST_EINVAL);
+    CHECK_EQ(f.fault, ST_QUERY_UNKNOWN);
+    CHECK_EQ(f.name_len, 2);
+    CHECK(memcmp(f.name, "by", 2) == 0);
+    CHECK_EQ(QC("limit=1", NULL), ST_EINVAL); /* a route that takes none */
+    CHECK_EQ(f.fault, ST_QUERY_UNKNOWN);
+    CHECK_EQ(QC("limit=1&li%6dit=2", known), ST_EINVAL);
+    CHECK_EQ(f.fault, ST_QUERY_TWICE);
+    CHECK_EQ(QC("limit=%zz", known), ST_EINVAL);
+    CHECK_EQ(f.fault, ST_QUERY_BAD_VALUE);
+    CHECK_EQ(QC("limit=1%", known), ST_EINVAL);
+    CHECK_EQ(f.fault, ST_QUERY_BAD_VALUE);
+    CHECK_EQ(QC("cursor=a%00b", known), ST_EINVAL);
+    CHECK_EQ(f.fault, ST_QUERY_BAD_VALUE);
+    CHECK_EQ(QC("li%zzmit=1", known), ST_EINVAL);
+    CHECK_EQ(f.fault, ST_QUERY_BAD_NAME);
+    st_query_fault_name(&f, name, sizeof name);
+    CHECK_STR(name, "li%zzmit");
+    CHECK_EQ(QC("%C3%A9%01+x=1", known), ST_EINVAL);
+    st_query_fault_name(&f, name, sizeof name);
+    CHECK_STR(name, "%C3%A9%01 x");
+    char big[300];
+    memset(big, 'y', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    CHECK_EQ(QC(big, known), ST_EINVAL);
+    CHECK(st_query_fault_name(&f, name, 20) < 20);
+    CHECK(strstr(name, "..."));
+#undef QC
 }
 
 static int route_of(const char *method, int m, const char *path, st_ctx_t *c, st_arena_t *a)
