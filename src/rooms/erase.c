@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: MIT */
+/* An erased user in rooms (SPEC §2.2). */
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- erasure (SPEC §2.2): an erased user's room messages become tombstones ----
+ * Through chat's erase hook, in slices: the user's next room — first those it posted in ('p',
+ * rooms it left or was removed from too), then those it is in ('j', which also covers posts
+ * made before 'p' markers were written) — its messages walked from the state's last id (hot and
+ * cold; a cold page not in memory is fetched, the slice tried again), those the user posted
+ * deleted; then the user leaves that room if in it (its 'j' entry goes) and its 'p' marker
+ * goes; then the next room; last the remote rooms ('J') the user's list held, each handed to the
+ * outbox as an erasure for the room's group (SPEC §10: that group erases the user the same way,
+ * its rooms' 'p' and 'j' entries included). State:
+ * "\0rooms_erase" user -> be64 last msg_id | room. */
+static const char st__erase_pre[] = "\0rooms_erase"; /* with its 0 terminator: 13 bytes */
+
+typedef struct {
+    const char *u;
+    size_t ul;
+    ST_VEC(uint64_t) ids;
+} st_authored_t;
+
+static void st__authored(void *arg, uint64_t msg_id, const char *json, size_t len)
+{
+    st_authored_t *a = arg;
+    cJSON *j = cJSON_ParseWithLength(json, len);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "from");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "deleted_at");
+    if (cJSON_IsString(f) && strlen(f->valuestring) == a->ul &&
+        memcmp(f->valuestring, a->u, a->ul) == 0 && (!d || cJSON_IsNull(d)))
+        st_vec_push(&a->ids, msg_id);
+    cJSON_Delete(j);
+}
+
+static int st__first_val(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_buf_t *b = arg;
+    (void)key;
+    st_buf_append(b, &klen, sizeof klen);
+    st_buf_append(b, key, klen);
+    st_buf_append(b, val, vlen);
+    return 1;
+}
+
+/* A 'j' entry that names a room (not the user's count, 'j' user 0 itself: 8 bytes). */
+static int st__first_room(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    return vlen > 8 ? st__first_val(arg, key, klen, val, vlen) : 0;
+}
+
+/* The user's next room into room: the first it posted in ('p' user 0 …, rooms it left too),
+ * else the first it is in ('j' user 0 …); false when there is none. */
+static bool st__erase_next_room(st_rooms_t *r, const char *u, size_t ul, st_buf_t *room)
+{
+    uint8_t k[ST__KEY_CAP];
+    st_buf_t b = {0};
+    uint64_t w = 0;
+    size_t kl = 0, skip = 0;
+    k[1 + ul] = 0;
+    memcpy(k + 1, u, ul);
+    k[0] = ST__KS_POSTED;
+    st_store_scan(r->store, k, ul + 2, st__first_val, &b, &w);
+    if (!b.len) {
+        k[0] = ST__KS_JOINED;
+        st_store_scan(r->store, k, ul + 2, st__first_room, &b, &w);
+        skip = 8; /* joined_at | room */
+    }
+    if (b.len >= sizeof kl) memcpy(&kl, b.data, sizeof kl);
+    bool found = b.len > sizeof kl + kl + skip;
+    if (found) st_buf_append(room, b.data + sizeof kl + kl + skip, b.len - sizeof kl - kl - skip);
+    st_buf_free(&b);
+    return found;
+}
+
+bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size_t max)
+{
+    (void)erasure; /* its state is in the store, keyed by the user */
+    st_rooms_t *r = arg;
+    uint8_t sk[ST__KEY_CAP], k[ST__KEY_CAP];
+    memcpy(sk, st__erase_pre, sizeof st__erase_pre);
+    memcpy(sk + sizeof st__erase_pre, u, ul);
+    size_t skl = sizeof st__erase_pre + ul;
+    uint64_t w = 0, last = 0;
+    const void *v;
+    size_t vl;
+    st_buf_t room = {0};
+    if (st_store_get(r->store, sk, skl, &v, &vl, &w) == ST_OK && vl > 8) {
+        last = st_be64_get(v);
+        st_buf_append(&room, (const char *)v + 8, vl - 8);
+    } else if (!st__erase_next_room(r, u, ul, &room)) {
+        /* no room left here: its count of rooms goes, and the remote rooms its list held, each
+         * with the erasure staged for the room's group in the same batch (SPEC §10: it erases
+         * the user there; tombstones too: a room the user left may hold its posts) */
+        k[0] = ST__KS_JOINED;
+        memcpy(k + 1, u, ul);
+        k[1 + ul] = 0;
+        st_store_del(r->store, k, ul + 2, &w);
+        k[0] = ST__KS_REMOTE;
+        memcpy(k + 1, u, ul);
+        k[1 + ul] = 0;
+        st_buf_t keys = {0};
+        size_t n = 0;
+        while (n < max && st_store_scan(r->store, k, ul + 2, st__first_val, &keys, &w) > 0) {
+            size_t kl;
+            memcpy(&kl, keys.data, sizeof kl);
+            const uint8_t *val = (const uint8_t *)keys.data + sizeof kl + kl;
+            size_t vlen = keys.len - sizeof kl - kl;
+            uint16_t rl = 0;
+            if (vlen >= ST__REMOTE_HDR) memcpy(&rl, val + 10, 2);
+            const char *rm = (const char *)val + ST__REMOTE_HDR;
+            /* a room of this group was walked above ('j', 'p'): only the others' are sent */
+            int rc =
+                rl && (size_t)rl + ST__REMOTE_HDR <= vlen ? st_rooms_exists(r, rm, rl, &w) : ST_OK;
+            if (rc == ST_ENOTFOUND) rc = st_outbox_stage_erase(r->outbox, u, ul, rm, rl, &w);
+            if (rc != ST_OK) {
+                n = max; /* the entry stays: the next slice tries again */
+                break;
+            }
+            st_store_del(r->store, keys.data + sizeof kl, kl, &w);
+            st_buf_reset(&keys);
+            n++;
+        }
+        st_buf_free(&keys);
+        return n == max; /* more may be left: the next slice */
+    }
+    char vu[ST_CHAT_USER_MAX];
+    size_t vul = st_chat_room_user(vu, room.data, room.len);
+    st_message_query_t q = {.conv = room.data, .conv_len = room.len, .after = last, .limit = max};
+    st_authored_t a = {.u = u, .ul = ul};
+    bool more = false;
+    uint64_t upto = 0;
+    int rc = st_chat_each(r->chat, vu, vul, &q, st__authored, &a, &more, &upto, &w);
+    st_buf_t tmp = {0};
+    for (size_t i = 0; rc == ST_OK && i < a.ids.n; i++) {
+        st_buf_reset(&tmp);
+        rc = st_chat_delete(r->chat, vu, vul, a.ids.v[i], &tmp, &w);
+        if (rc == ST_ENOTFOUND) rc = ST_OK; /* gone by retention meanwhile */
+    }
+    st_vec_free(&a.ids);
+    if (rc == ST_EPARKED) st_chat_prefetch(r->chat);
+    if (rc == ST_OK && more && upto) { /* this room goes on from upto */
+        st_buf_reset(&tmp);
+        uint8_t be[8];
+        st_be64_put(be, upto);
+        st_buf_append(&tmp, be, 8);
+        st_buf_append(&tmp, room.data, room.len);
+        st_store_put(r->store, sk, skl, tmp.data, tmp.len, &w);
+    } else if (rc == ST_OK) { /* done with this room: the user leaves it (if in it still) */
+        long who;
+        st_rooms_name_t me = {u, ul};
+        st_buf_reset(&tmp);
+        rc = st_rooms_change(r, room.data, room.len, NULL, 0, &me, 1, &who, &tmp, &w);
+        if (rc == ST_ENOTFOUND) /* no such room any more: its entry in the user's list goes */
+            st_store_del(r->store, k, st__rooms_pair(k, ST__KS_JOINED, u, ul, room.data, room.len),
+                         &w);
+        st_store_del(r->store, k, st__rooms_pair(k, ST__KS_POSTED, u, ul, room.data, room.len), &w);
+        st_store_del(r->store, sk, skl, &w);
+    }
+    st_buf_free(&tmp);
+    st_buf_free(&room);
+    return true;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the files of the rooms module share (strata/rooms.h has the key layout):
+ *   rooms.c    the module, room records: create, read, exists, roles
+ *   records.c  keys, room and member records, counts, joining and leaving (staged)
+ *   members.c  membership changes, the member listing, read markers
+ *   posts.c    a room's messages (stored by chat)
+ *   erase.c    an erased user in rooms
+ *   remote.c   rooms of other groups and a user's room list
+ */
+#ifndef STRATA_ROOMS_INTERNAL_H
+#define STRATA_ROOMS_INTERNAL_H
+
+#include "strata/outbox.h"
+#include "strata/rooms.h"
+
+#define ST__KS_ROOM    'r'
+#define ST__KS_MEMBER  'q'
+#define ST__KS_JOINED  'j'
+#define ST__KS_REMOTE  'J'
+#define ST__KS_POSTED  'p'
+#define ST__KEY_CAP    (ST_KEY_MAX + 1)
+#define ST__REMOTE_HDR 12 /* a 'J' value's fixed part */
+
+struct st_rooms {
+    st_store_t *store;
+    st_chat_t *chat;
+    size_t max_members;
+    st_observers_t observers;
+    st_outbox_t *outbox; /* many groups (SPEC §10): changes for the members' groups, or NULL */
+};
+
+typedef struct {
+    int64_t created, members;
+} st_room_t;
+
+typedef struct {
+    int64_t joined_at, last_read;
+    uint8_t role;
+} st_member_t;
+#define ST__MEMBER_SIZE 17
+
+/* records.c */
+void st__rooms_tell(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                    bool added, uint64_t wait);
+size_t st__rooms_key(uint8_t *k, const char *room, size_t rl);
+size_t st__rooms_pair(uint8_t *k, char ks, const char *a, size_t al, const char *b, size_t bl);
+int st__rooms_load(st_rooms_t *r, const char *room, size_t rl, st_room_t *rm, const char **creator,
+                   size_t *crl, const char **name, size_t *nl, uint64_t *wait);
+int st__rooms_set_count(st_rooms_t *r, const char *room, size_t rl, int64_t members,
+                        uint64_t *wait);
+int st__rooms_member_get(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                         st_member_t *m, uint64_t *wait);
+int st__rooms_member_put(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                         const st_member_t *m, uint64_t *wait);
+int st__rooms_user_count(st_rooms_t *r, const char *user, size_t ul, int64_t *n, uint64_t *wait);
+int st__rooms_outbox(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                     const char *name, size_t nl, int64_t joined_at, bool added, uint64_t *wait);
+int st__rooms_join(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
+                   const char *user, size_t ul, uint8_t role, int64_t now, int64_t count,
+                   uint64_t *wait);
+int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
+                    const char *user, size_t ul, uint64_t *wait);
+int st__rooms_conv(st_rooms_t *r, const char *room, size_t rl, st_chat_conv_info_t *ci, bool *any,
+                   uint64_t *wait);
+void st__rooms_id_or_null(st_buf_t *out, uint64_t id);
+int st__rooms_erasing_members(st_rooms_t *r, const char *room, size_t rl, int64_t *n,
+                              uint64_t *wait);
+
+/* erase.c: chat's erase hook (st_chat_on_erase) */
+bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size_t max);
+
+#endif

@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+/* Rooms' records as every file of the module reads and stages them: keys, room and member
+ * records, the counts, joining and leaving, and what a room's answer shows. */
+#include "internal.h"
+
+#include <openssl/sha.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+void st__rooms_tell(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                    bool added, uint64_t wait)
+{
+    for (size_t i = 0; i < r->observers.n; i++)
+        ((st_rooms_observer_fn)r->observers.fn[i])(r->observers.arg[i], room, rl, user, ul, added,
+                                                   wait);
+}
+
+/* ---- keys ---- */
+
+size_t st__rooms_key(uint8_t *k, const char *room, size_t rl)
+{
+    k[0] = ST__KS_ROOM;
+    memcpy(k + 1, room, rl);
+    return rl + 1;
+}
+
+/* ks a 0 b', b' = b or 0x01 + SHA-256(b)[0..20) when the key would be too long. */
+size_t st__rooms_pair(uint8_t *k, char ks, const char *a, size_t al, const char *b, size_t bl)
+{
+    ST_ASSERT(al <= ST_CHAT_USER_MAX); /* a name (or a room's virtual user): the key fits */
+    k[0] = (uint8_t)ks;
+    memcpy(k + 1, a, al);
+    k[1 + al] = 0;
+    size_t n = al + 2;
+    if (n + bl <= ST_KEY_MAX) {
+        memcpy(k + n, b, bl);
+        return n + bl;
+    }
+    uint8_t d[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)b, bl, d);
+    k[n] = 1;
+    memcpy(k + n + 1, d, 20);
+    return n + 21;
+}
+
+/* ---- records ---- */
+
+int st__rooms_load(st_rooms_t *r, const char *room, size_t rl, st_room_t *rm, const char **creator,
+                   size_t *crl, const char **name, size_t *nl, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(r->store, k, st__rooms_key(k, room, rl), &v, &vl, wait);
+    if (rc) return rc;
+    if (vl < 19) return ST_EINTERNAL;
+    const uint8_t *p = v;
+    memcpy(rm, p, 16);
+    uint16_t cl;
+    memcpy(&cl, p + 16, 2);
+    if ((size_t)cl + 19 > vl) return ST_EINTERNAL;
+    if (creator) {
+        *creator = (const char *)p + 19;
+        *crl = cl;
+    }
+    if (name) {
+        *name = p[18] ? (const char *)p + 19 + cl : NULL;
+        *nl = vl - 19 - cl;
+    }
+    return ST_OK;
+}
+
+/* Rewrites the record with a new member count (the strings kept). */
+int st__rooms_set_count(st_rooms_t *r, const char *room, size_t rl, int64_t members, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    size_t kl = st__rooms_key(k, room, rl);
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(r->store, k, kl, &v, &vl, wait);
+    if (rc) return rc;
+    uint8_t *copy = st_malloc(vl);
+    memcpy(copy, v, vl);
+    memcpy(copy + 8, &members, 8);
+    rc = st_store_put(r->store, k, kl, copy, vl, wait);
+    free(copy);
+    return rc;
+}
+
+int st__rooms_member_get(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                         st_member_t *m, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(r->store, k, st__rooms_pair(k, ST__KS_MEMBER, room, rl, user, ul), &v,
+                          &vl, wait);
+    if (rc) return rc;
+    if (vl < ST__MEMBER_SIZE) return ST_EINTERNAL;
+    memcpy(&m->joined_at, v, 8);
+    memcpy(&m->last_read, (const uint8_t *)v + 8, 8);
+    m->role = ((const uint8_t *)v)[16];
+    return ST_OK;
+}
+
+int st__rooms_member_put(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                         const st_member_t *m, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP], v[ST__MEMBER_SIZE + ST_NAME_MAX];
+    memcpy(v, &m->joined_at, 8);
+    memcpy(v + 8, &m->last_read, 8);
+    v[16] = m->role;
+    memcpy(v + ST__MEMBER_SIZE, user, ul);
+    return st_store_put(r->store, k, st__rooms_pair(k, ST__KS_MEMBER, room, rl, user, ul), v,
+                        ST__MEMBER_SIZE + ul, wait);
+}
+
+/* How many rooms user is in ('j' user 0). */
+int st__rooms_user_count(st_rooms_t *r, const char *user, size_t ul, int64_t *n, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    *n = 0;
+    const void *v;
+    size_t vl;
+    int rc =
+        st_store_get(r->store, k, st__rooms_pair(k, ST__KS_JOINED, user, ul, "", 0), &v, &vl, wait);
+    if (rc == ST_ENOTFOUND) return ST_OK;
+    if (rc) return rc;
+    if (vl != 8) return ST_EINTERNAL;
+    memcpy(n, v, 8);
+    return ST_OK;
+}
+
+/* The change for the user's group, in the batch that makes it (SPEC §10); name may be NULL. */
+int st__rooms_outbox(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                     const char *name, size_t nl, int64_t joined_at, bool added, uint64_t *wait)
+{
+    if (!st_outbox_on(r->outbox)) return ST_OK;
+    return st_outbox_stage(r->outbox, user, ul, room, rl, name, nl, joined_at, added, wait);
+}
+
+/* Stages user's membership (role) of room (named name, or NULL), its index entry and count. */
+int st__rooms_join(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
+                   const char *user, size_t ul, uint8_t role, int64_t now, int64_t count,
+                   uint64_t *wait)
+{
+    st_member_t m = {now, 0, role};
+    uint8_t k[ST__KEY_CAP], v[8 + ST_NAME_MAX];
+    int rc = st__rooms_member_put(r, room, rl, user, ul, &m, wait);
+    memcpy(v, &now, 8);
+    memcpy(v + 8, room, rl);
+    if (!rc)
+        rc = st_store_put(r->store, k, st__rooms_pair(k, ST__KS_JOINED, user, ul, room, rl), v,
+                          8 + rl, wait);
+    count++;
+    if (!rc)
+        rc = st_store_put(r->store, k, st__rooms_pair(k, ST__KS_JOINED, user, ul, "", 0), &count, 8,
+                          wait);
+    if (!rc) rc = st__rooms_outbox(r, room, rl, user, ul, name, nl, now, true, wait);
+    if (!rc) st__rooms_tell(r, room, rl, user, ul, true, *wait);
+    return rc;
+}
+
+int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
+                    const char *user, size_t ul, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    int64_t count = 0;
+    st_member_t m = {0};
+    int rc =
+        st__rooms_member_get(r, room, rl, user, ul, &m, wait); /* its joined_at, for the outbox */
+    if (rc == ST_ENOTFOUND) rc = ST_OK;
+    if (!rc)
+        rc = st_store_del(r->store, k, st__rooms_pair(k, ST__KS_MEMBER, room, rl, user, ul), wait);
+    if (!rc)
+        rc = st_store_del(r->store, k, st__rooms_pair(k, ST__KS_JOINED, user, ul, room, rl), wait);
+    if (!rc) rc = st__rooms_user_count(r, user, ul, &count, wait);
+    count = count > 0 ? count - 1 : 0;
+    if (!rc)
+        rc = st_store_put(r->store, k, st__rooms_pair(k, ST__KS_JOINED, user, ul, "", 0), &count, 8,
+                          wait);
+    if (!rc) rc = st__rooms_outbox(r, room, rl, user, ul, name, nl, m.joined_at, false, wait);
+    if (!rc) st__rooms_tell(r, room, rl, user, ul, false, *wait);
+    return rc;
+}
+
+/* The room's conversation as numbers; a room without messages yet reads as empty. */
+int st__rooms_conv(st_rooms_t *r, const char *room, size_t rl, st_chat_conv_info_t *ci, bool *any,
+                   uint64_t *wait)
+{
+    char u[ST_CHAT_USER_MAX];
+    size_t ul = st_chat_room_user(u, room, rl);
+    int rc = st_chat_conv_info(r->chat, u, ul, room, rl, ci, wait);
+    *any = rc == ST_OK;
+    if (rc == ST_ENOTFOUND) {
+        memset(ci, 0, sizeof *ci);
+        rc = ST_OK;
+    }
+    return rc;
+}
+
+void st__rooms_id_or_null(st_buf_t *out, uint64_t id)
+{
+    if (!id) {
+        st_buf_puts(out, "null");
+        return;
+    }
+    st_buf_appendc(out, '"');
+    st_buf_append_u64(out, id);
+    st_buf_appendc(out, '"');
+}
+
+#define ST__ERASING_MAX 256 /* pending erasures a room's member count looks at */
+
+/* How many of the room's members are being erased: still in it until their erasure's slice
+ * removes them, left out of its answers from the erasure's 202 on (SPEC §2.2). One get per
+ * erasure pending (the users being erased are a handful at a time), ST__ERASING_MAX at most. */
+int st__rooms_erasing_members(st_rooms_t *r, const char *room, size_t rl, int64_t *n,
+                              uint64_t *wait)
+{
+    st_buf_t names = {0};
+    size_t cnt;
+    *n = 0;
+    /* bounded: with more erasures pending at once (a bulk job), the count may still include
+     * some of them until the slices take them out */
+    int rc = st_chat_erasing_users(r->chat, ST__ERASING_MAX, &names, &cnt, wait);
+    for (size_t p = 0; rc == ST_OK && p < names.len;) {
+        uint8_t l = (uint8_t)names.data[p];
+        st_member_t m;
+        int rc2 = st__rooms_member_get(r, room, rl, names.data + p + 1, l, &m, wait);
+        if (rc2 == ST_OK)
+            (*n)++;
+        else if (rc2 != ST_ENOTFOUND)
+            rc = rc2;
+        p += 1 + (size_t)l;
+    }
+    st_buf_free(&names);
+    return rc;
+}
