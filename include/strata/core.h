@@ -27,6 +27,8 @@
     X(CONFLICT, 409, "conflict", "conflict with the current state")                                \
     X(EXIST, 409, "conflict", "the object exists already")                                         \
     X(SEATS, 409, "seats_unavailable", "some seats are not available")                             \
+    X(LASTOWNER, 409, "last_owner",                                                                \
+      "the room's last owner cannot leave or be demoted: make another member owner first")         \
     X(TOOLARGE, 413, "payload_too_large", "request body too large")                                \
     X(MEDIA, 415, "unsupported_media_type", "a request body must be application/json")             \
     X(IDEMREUSED, 422, "idempotency_key_reused",                                                   \

@@ -15,6 +15,9 @@
  *                         room | name; live 0 is a tombstone (removed)
  *   'p' user 0 room'      the user has posted in the room (written with its first post there;
  *                         kept when it leaves): room. An erasure walks these rooms, then 'j'.
+ *   'O' room              i64: how many owners the room has (v5 roles: the last owner cannot
+ *                         leave or be demoted); absent for a room from before, counted once
+ *                         from its members when a change needs it
  * where user' (room') is the name itself, or 0x01 + 20 bytes of its SHA-256 when the pair would
  * pass LMDB's 511-byte keys (so the value names it). A post writes nothing per member: a room
  * of 100,000 members posts in O(1); unread is the room's last seq less the member's
@@ -34,12 +37,20 @@ typedef struct st_rooms st_rooms_t;
 #define ST_ROOMS_USER_MAX 10000 /* rooms one user may be in */
 #define ST_ROOMS_NAME_MAX 1024  /* bytes of a room's display name */
 
+/* Roles (SPEC §2.1 v5), as stored in a member record: owners manage everything and change
+ * roles; admins add and remove members (not owners) and edit or delete any message; members
+ * post, read and leave. */
+enum { ST_ROOMS_MEMBER = 0, ST_ROOMS_OWNER = 1, ST_ROOMS_ADMIN = 2 };
+/* "owner", "admin", "member". */
+const char *st_rooms_role_name(int role);
+/* The role named n bytes at s, or -1. */
+int st_rooms_role_parse(const char *s, size_t n);
+
 typedef struct {
     const char *s;
     size_t n;
+    uint8_t role; /* for an added member: ST_ROOMS_* (0: member) */
 } st_rooms_name_t;
-
-enum { ST_ROOMS_MEMBER = 0, ST_ROOMS_OWNER = 1 };
 
 /* chat and store are borrowed. max_members 0: 100,000. */
 int st_rooms_open(st_rooms_t **out, st_store_t *store, st_chat_t *chat, size_t max_members);
@@ -63,14 +74,21 @@ int st_rooms_exists(st_rooms_t *r, const char *room, size_t rl, uint64_t *wait);
 /* A member's role (ST_ROOMS_*); ST_ENOTFOUND when user is not a member. */
 int st_rooms_role(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
                   int *role, uint64_t *wait);
-/* Adds and removes members (distinct names; one in both lists is the caller's 400). Adding a
- * member or removing a non-member changes nothing. Appends {"room_id","members"}.
+/* Adds (each with its role) and removes members (distinct names; one in both lists is the
+ * caller's 400). Adding a member or removing a non-member changes nothing (a member's role
+ * changes through st_rooms_set_role). Appends {"room_id","members"}. ST_ELASTOWNER: the change
+ * would leave a room that has owners with none.
  * ST_ENOTFOUND: no room (*who = -1) or a user of add being erased (*who: its index);
  * ST_CONFLICT: past --max-room-members (*who = -1) or a user in ST_ROOMS_USER_MAX rooms (*who:
  * its index in add). Nothing is staged on an error. The count leaves out members being erased. */
 int st_rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_name_t *add,
                     size_t nadd, const st_rooms_name_t *remove, size_t nremove, long *who,
                     st_buf_t *out, uint64_t *wait);
+/* Sets a member's role and appends the member ({"user","role","joined_at","last_read_seq",
+ * "unread"}). ST_ENOTFOUND: no room or user is not a member (*not_member); ST_ELASTOWNER: user
+ * is the room's last owner and role is not owner. Who may is the caller's check. */
+int st_rooms_set_role(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                      int role, bool *not_member, st_buf_t *out, uint64_t *wait);
 /* {"members":[{"user","role","joined_at","last_read_seq","unread"}],"next"}: limit members
  * after cursor (a user name, NULL first), in key order; members being erased left out (SPEC
  * §2.2: one get per member walked). */
@@ -86,8 +104,8 @@ int st_rooms_messages(st_rooms_t *r, const char *room, size_t rl, st_message_que
                       st_buf_t *out, uint64_t *wait);
 /* Edits (e non-NULL) or deletes (e NULL) a message of the room (SPEC §2.2) and appends it as
  * it is now, with room_id. actor NULL: no check (auth off, an admin); else it must be the
- * message's author or an owner of the room (ST_EFORBIDDEN). ST_ENOTFOUND: no room or no such
- * message; ST_ECONFLICT: an edit of a tombstone; ST_EPARKED as for reads. */
+ * message's author or an owner or admin of the room (ST_EFORBIDDEN). ST_ENOTFOUND: no room or no
+ * such message; ST_ECONFLICT: an edit of a tombstone; ST_EPARKED as for reads. */
 int st_rooms_change_message(st_rooms_t *r, const char *room, size_t rl, uint64_t msg_id,
                             const st_message_edit_t *e, const char *actor, size_t al, st_buf_t *out,
                             uint64_t *wait);

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * HTTP handlers for rooms (SPEC §2.1). Who may do what:
- *   auth on:  any principal creates a room and becomes its owner; owners and admins add and
- *             remove members, a member may remove itself; reads (the room, its members, its
- *             messages) are for members and admins; `from` and read's `user` are the token's
+ *   auth on:  any principal creates a room and becomes its owner; owners add and remove
+ *             anyone and change roles; the room's admins add members and admins and remove
+ *             those (not owners); a member may remove itself (the last owner may not: 409
+ *             last_owner); reads (the room, its members, its messages) are for members and
+ *             global admins; `from` and read's `user` are the token's
  *             sub (admins excepted); /v1/users/{user}/rooms is that user's or an admin's.
  *   auth off: anyone; POST /v1/rooms makes members[0] the owner.
  * `from` is a member in both (403 otherwise). A user being erased (SPEC §2.2) is out of every
@@ -21,6 +23,8 @@ static const char *const st__create_fields[] = {"room_id", "name", "members", NU
 static const char *const st__change_fields[] = {"add", "remove", NULL};
 static const char *const st__post_fields[] = {"from", "content", "metadata", NULL};
 static const char *const st__read_fields[] = {"user", "seq", NULL};
+static const char *const st__role_fields[] = {"role", NULL};
+static const char *const st__add_item_fields[] = {"user", "role", NULL};
 
 static bool st__auth_on(const st_ctx_t *c)
 {
@@ -74,9 +78,35 @@ static int st__reader(st_ctx_t *c)
 
 /* A list of user names in field (absent: *n = 0, unless required): at most
  * ST__ROOMS_LIST_MAX, each valid, none twice. The array is arena memory. */
+/* An add item's {"user","role"}: its user into *e (a string node), its role into *role. */
+static int st__add_item(st_ctx_t *c, const cJSON **e, const char *where, uint8_t *role)
+{
+    const cJSON *o = *e, *f;
+    cJSON_ArrayForEach(f, o)
+    {
+        bool known = false;
+        for (size_t i = 0; st__add_item_fields[i]; i++)
+            known |= f->string && strcmp(f->string, st__add_item_fields[i]) == 0;
+        if (!known)
+            return st_ctx_error_field(
+                c, ST_EINVAL, st_arena_strndup(c->arena, where, strlen(where)),
+                "%s: unknown field \"%.*s%s\"", where, ST__V(f->string, strlen(f->string)));
+    }
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "role");
+    int ro = ST_ROOMS_MEMBER;
+    if (r && (!cJSON_IsString(r) ||
+              (ro = st_rooms_role_parse(r->valuestring, strlen(r->valuestring))) < 0))
+        return st_ctx_error_field(c, ST_EINVAL, st_arena_strndup(c->arena, where, strlen(where)),
+                                  "%s.role must be \"owner\", \"admin\" or \"member\"", where);
+    *role = (uint8_t)ro;
+    *e = cJSON_GetObjectItemCaseSensitive(o, "user");
+    return ST_OK;
+}
+
 static int st__names(st_ctx_t *c, const cJSON *j, const char *field, bool required,
                      st_rooms_name_t **out, size_t *n)
 {
+    bool roles = strcmp(field, "add") == 0; /* add items may be {"user","role"} (SPEC §2.1 v5) */
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, field);
     *out = NULL;
     *n = 0;
@@ -90,11 +120,17 @@ static int st__names(st_ctx_t *c, const cJSON *j, const char *field, bool requir
                                   field, ST__ROOMS_LIST_MAX, size);
     st_rooms_name_t *v = st_arena_alloc(c->arena, (size_t)(size ? size : 1) * sizeof *v);
     size_t k = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, a)
+    const cJSON *item;
+    cJSON_ArrayForEach(item, a)
     {
+        const cJSON *e = item; /* the name: the item, or an add item's user */
         char where[64];
         snprintf(where, sizeof where, "%s[%zu]", field, k);
+        uint8_t role = ST_ROOMS_MEMBER;
+        if (roles && cJSON_IsObject(e)) {
+            int rc = st__add_item(c, &e, where, &role);
+            if (rc) return rc;
+        }
         if (!cJSON_IsString(e) || !st_name_valid(e->valuestring, strlen(e->valuestring)))
             return st_ctx_error_field(c, ST_EINVAL,
                                       st_arena_strndup(c->arena, where, strlen(where)),
@@ -107,7 +143,7 @@ static int st__names(st_ctx_t *c, const cJSON *j, const char *field, bool requir
                 return st_ctx_error_field(
                     c, ST_EINVAL, st_arena_strndup(c->arena, where, strlen(where)),
                     "%s: user \"%.*s%s\" is listed twice", where, ST__V(e->valuestring, l));
-        v[k++] = (st_rooms_name_t){e->valuestring, l};
+        v[k++] = (st_rooms_name_t){e->valuestring, l, role};
     }
     *out = v;
     *n = k;
@@ -200,6 +236,27 @@ int st_api_room_get(st_ctx_t *c)
     return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
 }
 
+/* What a room admin (not an owner) may change: add members and admins, remove those. */
+static int st__admin_may(st_ctx_t *c, const char *room, size_t rl, const st_rooms_name_t *add,
+                         size_t nadd, const st_rooms_name_t *rm, size_t nrm)
+{
+    for (size_t i = 0; i < nadd; i++)
+        if (add[i].role == ST_ROOMS_OWNER)
+            return st_ctx_error_field(c, ST_EFORBIDDEN, "add",
+                                      "only an owner makes owners (user \"%.*s%s\")",
+                                      ST__V(add[i].s, add[i].n));
+    for (size_t i = 0; i < nrm; i++) {
+        int role = -1;
+        int rc = st_rooms_role(c->app->rooms, room, rl, rm[i].s, rm[i].n, &role, &c->wait);
+        if (rc && rc != ST_ENOTFOUND) return st_ctx_error(c, rc, NULL);
+        if (role == ST_ROOMS_OWNER)
+            return st_ctx_error_field(c, ST_EFORBIDDEN, "remove",
+                                      "only an owner removes an owner (user \"%.*s%s\")",
+                                      ST__V(rm[i].s, rm[i].n));
+    }
+    return ST_OK;
+}
+
 int st_api_room_members_change(st_ctx_t *c)
 {
     int rc = st__room_param(c);
@@ -239,12 +296,15 @@ int st_api_room_members_change(st_ctx_t *c)
         if (!rc && role >= 0 && st__erasing(c, c->subject, strlen(c->subject)))
             role = -1; /* its membership is gone for every answer */
         bool self = nadd == 0 && nrm == 1 && st__is_sub(c, rm[0].s, rm[0].n) && role >= 0;
-        if (!rc && role != ST_ROOMS_OWNER && !self) {
+        if (!rc && role != ST_ROOMS_OWNER && role != ST_ROOMS_ADMIN && !self) {
             rc = st_ctx_error(c, ST_EFORBIDDEN,
                               "only the room's owners and admins change its "
                               "members (a member may remove itself)");
             goto done;
         }
+        if (!rc && role == ST_ROOMS_ADMIN && !self) /* admins: members and admins, not owners */
+            rc = st__admin_may(c, room, rl, add, nadd, rm, nrm);
+        if (rc) goto done;
     }
     long who = -1;
     if (!rc)
@@ -253,6 +313,8 @@ int st_api_room_members_change(st_ctx_t *c)
         rc = st__user_gone(c, add[who].s, add[who].n);
     else if (rc == ST_ENOTFOUND)
         rc = st__not_found(c);
+    else if (rc == ST_ELASTOWNER)
+        rc = st_ctx_error(c, rc, NULL);
     else if (rc == ST_ECONFLICT && who >= 0)
         rc = st_ctx_error_field(c, rc, "add", "user '%.*s' is in %d rooms already", (int)add[who].n,
                                 add[who].s, ST_ROOMS_USER_MAX);
@@ -264,6 +326,47 @@ int st_api_room_members_change(st_ctx_t *c)
 done:
     cJSON_Delete(j);
     return rc;
+}
+
+/* PATCH /v1/rooms/{room}/members/{user} {"role"}: owners (and global admins) change roles. */
+int st_api_room_member_patch(st_ctx_t *c)
+{
+    int rc = st__room_param(c);
+    if (!rc) rc = st_param_name(c, 1, "user");
+    if (rc) return rc;
+    cJSON *j;
+    if ((rc = st_json_body(c, &j, st__role_fields))) return rc;
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "role");
+    int role = -1;
+    if (!cJSON_IsString(r) ||
+        (role = st_rooms_role_parse(r->valuestring, strlen(r->valuestring))) < 0) {
+        cJSON_Delete(j);
+        return st_ctx_error_field(
+            c, ST_EINVAL, "role",
+            "a JSON body with role \"owner\", \"admin\" or \"member\" is required");
+    }
+    cJSON_Delete(j);
+    const char *room = c->params[0], *user = c->params[1];
+    size_t rl = c->plens[0], ul = c->plens[1];
+    rc = st_rooms_exists(c->app->rooms, room, rl, &c->wait);
+    if (rc == ST_ENOTFOUND) return st__not_found(c);
+    if (rc) return st_ctx_error(c, rc, NULL);
+    if (st__auth_on(c) && !c->admin) {
+        int mine = -1;
+        rc =
+            st_rooms_role(c->app->rooms, room, rl, c->subject, strlen(c->subject), &mine, &c->wait);
+        if (rc && rc != ST_ENOTFOUND) return st_ctx_error(c, rc, NULL);
+        if (mine >= 0 && st__erasing(c, c->subject, strlen(c->subject))) mine = -1;
+        if (mine != ST_ROOMS_OWNER)
+            return st_ctx_error(c, ST_EFORBIDDEN, "only the room's owners change roles");
+    }
+    bool not_member;
+    rc = st_rooms_set_role(c->app->rooms, room, rl, user, ul, role, &not_member, c->body, &c->wait);
+    if (rc == ST_ENOTFOUND && not_member)
+        return st_ctx_error(c, rc, "user '%.*s%s' is not a member of room '%.*s%s'",
+                            ST__V(user, ul), ST__V(room, rl));
+    if (rc == ST_ENOTFOUND) return st__not_found(c);
+    return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
 }
 
 static int st__limit(st_ctx_t *c, int64_t def, int64_t *out)

@@ -50,6 +50,8 @@ const st_route_t st_routes[] = {
     {ST_HTTP_POST, "/v1/rooms/{room}/members", st_api_room_members_change, ST_ROUTE_IDEMPOTENT,
      NULL},
     {ST_HTTP_GET, "/v1/rooms/{room}/members", st_api_room_members_list, 0, st__q_page},
+    {ST_HTTP_PATCH, "/v1/rooms/{room}/members/{user}", st_api_room_member_patch,
+     ST_ROUTE_IDEMPOTENT, NULL},
     {ST_HTTP_POST, "/v1/rooms/{room}/messages", st_api_room_message_post, ST_ROUTE_IDEMPOTENT,
      NULL},
     {ST_HTTP_GET, "/v1/rooms/{room}/messages", st_api_room_message_list, 0, st__q_room_messages},

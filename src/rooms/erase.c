@@ -152,9 +152,11 @@ bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size
         st_store_put(r->store, sk, skl, tmp.data, tmp.len, &w);
     } else if (rc == ST_OK) { /* done with this room: the user leaves it (if in it still) */
         long who;
-        st_rooms_name_t me = {u, ul};
+        st_rooms_name_t me = {u, ul, ST_ROOMS_MEMBER};
         st_buf_reset(&tmp);
-        rc = st_rooms_change(r, room.data, room.len, NULL, 0, &me, 1, &who, &tmp, &w);
+        /* the erasure wins over the last-owner rule: the room may be left with no owner (a
+         * global admin then manages it, or makes a member owner) */
+        rc = st__rooms_change(r, room.data, room.len, NULL, 0, &me, 1, false, &who, &tmp, &w);
         if (rc == ST_ENOTFOUND) /* no such room any more: its entry in the user's list goes */
             st_store_del(r->store, k, st__rooms_pair(k, ST__KS_JOINED, u, ul, room.data, room.len),
                          &w);

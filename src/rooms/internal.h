@@ -19,6 +19,7 @@
 #define ST__KS_JOINED  'j'
 #define ST__KS_REMOTE  'J'
 #define ST__KS_POSTED  'p'
+#define ST__KS_OWNERS  'O'
 #define ST__KEY_CAP    (ST_KEY_MAX + 1)
 #define ST__REMOTE_HDR 12 /* a 'J' value's fixed part */
 
@@ -66,6 +67,16 @@ int st__rooms_conv(st_rooms_t *r, const char *room, size_t rl, st_chat_conv_info
 void st__rooms_id_or_null(st_buf_t *out, uint64_t id);
 int st__rooms_erasing_members(st_rooms_t *r, const char *room, size_t rl, int64_t *n,
                               uint64_t *wait);
+
+/* How many owners the room has ('O'; counted from the members once for a room from before). */
+int st__rooms_owners(st_rooms_t *r, const char *room, size_t rl, int64_t *n, uint64_t *wait);
+/* Stages the room's owner count moved by delta. */
+int st__rooms_owners_add(st_rooms_t *r, const char *room, size_t rl, int64_t delta, uint64_t *wait);
+
+/* st_rooms_change; keep_owner false lets the last owner go (an erasure: it always wins). */
+int st__rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_name_t *add,
+                     size_t nadd, const st_rooms_name_t *remove, size_t nremove, bool keep_owner,
+                     long *who, st_buf_t *out, uint64_t *wait);
 
 /* erase.c: chat's erase hook (st_chat_on_erase) */
 bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size_t max);

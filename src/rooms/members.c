@@ -9,6 +9,13 @@ int st_rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_n
                     size_t nadd, const st_rooms_name_t *remove, size_t nremove, long *who,
                     st_buf_t *out, uint64_t *wait)
 {
+    return st__rooms_change(r, room, rl, add, nadd, remove, nremove, true, who, out, wait);
+}
+
+int st__rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_name_t *add,
+                     size_t nadd, const st_rooms_name_t *remove, size_t nremove, bool keep_owner,
+                     long *who, st_buf_t *out, uint64_t *wait)
+{
     st_room_t rm;
     *who = -1;
     const char *nm0;
@@ -22,7 +29,7 @@ int st_rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_n
     /* what changes, checked before anything is staged */
     bool *in_add = st_calloc(nadd + 1, sizeof *in_add), *in_rm = st_calloc(nremove + 1, 1);
     int64_t *counts = st_calloc(nadd + 1, sizeof *counts);
-    int64_t members = rm.members;
+    int64_t members = rm.members, owners = 0, owners_after = 0;
     st_member_t m;
     for (size_t i = 0; i < nadd && !rc; i++) {
         if (st_chat_erasing(r->chat, add[i].s, add[i].n, wait)) { /* 404 from its erasure on */
@@ -40,7 +47,9 @@ int st_rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_n
         }
         in_add[i] = true;
         members++;
+        if (add[i].role == ST_ROOMS_OWNER) owners_after++;
     }
+    bool owner_leaves = false;
     for (size_t i = 0; i < nremove && !rc; i++) {
         rc = st__rooms_member_get(r, room, rl, remove[i].s, remove[i].n, &m, wait);
         if (rc == ST_ENOTFOUND) {
@@ -49,12 +58,19 @@ int st_rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_n
         }
         in_rm[i] = true;
         members--;
+        if (m.role == ST_ROOMS_OWNER) {
+            owners_after--;
+            owner_leaves = true;
+        }
     }
+    /* the last owner cannot leave (SPEC §2.1 v5): ownership passes by a role change first */
+    if (!rc && owner_leaves && keep_owner) rc = st__rooms_owners(r, room, rl, &owners, wait);
+    if (!rc && owner_leaves && owners > 0 && owners + owners_after <= 0) rc = ST_ELASTOWNER;
     if (!rc && members > (int64_t)r->max_members) rc = ST_ECONFLICT;
     int64_t now = st_now_us();
     for (size_t i = 0; i < nadd && !rc; i++)
         if (in_add[i])
-            rc = st__rooms_join(r, room, rl, name, nl, add[i].s, add[i].n, ST_ROOMS_MEMBER, now,
+            rc = st__rooms_join(r, room, rl, name, nl, add[i].s, add[i].n, add[i].role, now,
                                 counts[i], wait);
     for (size_t i = 0; i < nremove && !rc; i++)
         if (in_rm[i]) rc = st__rooms_leave(r, room, rl, name, nl, remove[i].s, remove[i].n, wait);
@@ -142,8 +158,8 @@ int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cur
             int64_t unread = ci.last_seq - m->last_read;
             st_buf_printf(
                 out, ",\"role\":\"%s\",\"joined_at\":%lld,\"last_read_seq\":%lld,\"unread\":%lld}",
-                m->role == ST_ROOMS_OWNER ? "owner" : "member", (long long)m->joined_at,
-                (long long)m->last_read, (long long)(unread > 0 ? unread : 0));
+                st_rooms_role_name(m->role), (long long)m->joined_at, (long long)m->last_read,
+                (long long)(unread > 0 ? unread : 0));
             last = *m;
         }
         if (!more && !end) { /* members being erased took places: on after the last walked */
@@ -160,6 +176,44 @@ int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cur
     else
         st_buf_puts(out, "null");
     st_buf_appendc(out, '}');
+    return ST_OK;
+}
+
+int st_rooms_set_role(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                      int role, bool *not_member, st_buf_t *out, uint64_t *wait)
+{
+    *not_member = false;
+    int rc = st_rooms_exists(r, room, rl, wait);
+    if (rc) return rc;
+    st_member_t m;
+    rc = st__rooms_member_get(r, room, rl, user, ul, &m, wait);
+    /* a member being erased is gone for every answer (SPEC §2.2) */
+    if (rc == ST_ENOTFOUND || (!rc && st_chat_erasing(r->chat, user, ul, wait))) {
+        *not_member = true;
+        return ST_ENOTFOUND;
+    }
+    if (rc) return rc;
+    if (m.role != role) {
+        int64_t owners = 0;
+        if (m.role == ST_ROOMS_OWNER) {
+            if ((rc = st__rooms_owners(r, room, rl, &owners, wait))) return rc;
+            if (owners <= 1) return ST_ELASTOWNER;
+        }
+        int64_t delta = role == ST_ROOMS_OWNER ? 1 : m.role == ST_ROOMS_OWNER ? -1 : 0;
+        if (delta && (rc = st__rooms_owners_add(r, room, rl, delta, wait))) return rc;
+        m.role = (uint8_t)role;
+        if ((rc = st__rooms_member_put(r, room, rl, user, ul, &m, wait))) return rc;
+    }
+    st_chat_conv_info_t ci;
+    bool any;
+    if ((rc = st__rooms_conv(r, room, rl, &ci, &any, wait))) return rc;
+    int64_t unread = ci.last_seq - m.last_read;
+    st_buf_puts(out, "{\"user\":");
+    st_buf_append_json_str(out, user, ul);
+    st_buf_printf(out,
+                  ",\"role\":\"%s\",\"joined_at\":%lld,\"last_read_seq\":%lld,\"unread\":%lld}",
+                  st_rooms_role_name(m.role), (long long)m.joined_at, (long long)m.last_read,
+                  (long long)(unread > 0 ? unread : 0));
     return ST_OK;
 }
 

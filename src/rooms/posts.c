@@ -94,7 +94,8 @@ int st_rooms_change_message(st_rooms_t *r, const char *room, size_t rl, uint64_t
     if (actor && (rc = st_rooms_role(r, room, rl, actor, al, &role, wait)) != ST_OK &&
         rc != ST_ENOTFOUND)
         return rc;
-    if (actor && role != ST_ROOMS_OWNER) { /* the author, then: read the message's from */
+    if (actor && role != ST_ROOMS_OWNER &&
+        role != ST_ROOMS_ADMIN) { /* the author, then: read the message's from */
         st_message_query_t q = {.conv = room, .conv_len = rl, .after = msg_id - 1, .limit = 1};
         st_author_t a = {.id = msg_id};
         bool more;

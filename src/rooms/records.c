@@ -140,6 +140,48 @@ int st__rooms_outbox(st_rooms_t *r, const char *room, size_t rl, const char *use
     return st_outbox_stage(r->outbox, user, ul, room, rl, name, nl, joined_at, added, wait);
 }
 
+static int st__count_owner(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)key, (void)klen;
+    if (vlen >= ST__MEMBER_SIZE && ((const uint8_t *)val)[16] == ST_ROOMS_OWNER)
+        (*(int64_t *)arg)++;
+    return 0;
+}
+
+int st__rooms_owners(st_rooms_t *r, const char *room, size_t rl, int64_t *n, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    size_t kl = st__rooms_key(k, room, rl);
+    k[0] = ST__KS_OWNERS;
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(r->store, k, kl, &v, &vl, wait);
+    if (rc == ST_OK) {
+        if (vl != 8) return ST_EINTERNAL;
+        memcpy(n, v, 8);
+        return ST_OK;
+    }
+    if (rc != ST_ENOTFOUND) return rc;
+    /* a room from before roles were counted: once, from its members (--max-room-members) */
+    *n = 0;
+    size_t pl = st__rooms_pair(k, ST__KS_MEMBER, room, rl, "", 0);
+    rc = st_store_scan(r->store, k, pl, st__count_owner, n, wait);
+    return rc < 0 ? rc : ST_OK;
+}
+
+int st__rooms_owners_add(st_rooms_t *r, const char *room, size_t rl, int64_t delta, uint64_t *wait)
+{
+    int64_t n;
+    int rc = st__rooms_owners(r, room, rl, &n, wait);
+    if (rc) return rc;
+    n += delta;
+    if (n < 0) n = 0;
+    uint8_t k[ST__KEY_CAP];
+    size_t kl = st__rooms_key(k, room, rl);
+    k[0] = ST__KS_OWNERS;
+    return st_store_put(r->store, k, kl, &n, 8, wait);
+}
+
 /* Stages user's membership (role) of room (named name, or NULL), its index entry and count. */
 int st__rooms_join(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
                    const char *user, size_t ul, uint8_t role, int64_t now, int64_t count,
@@ -147,7 +189,9 @@ int st__rooms_join(st_rooms_t *r, const char *room, size_t rl, const char *name,
 {
     st_member_t m = {now, 0, role};
     uint8_t k[ST__KEY_CAP], v[8 + ST_NAME_MAX];
-    int rc = st__rooms_member_put(r, room, rl, user, ul, &m, wait);
+    /* the count first: a room from before counts its owners from the members staged so far */
+    int rc = role == ST_ROOMS_OWNER ? st__rooms_owners_add(r, room, rl, 1, wait) : ST_OK;
+    if (!rc) rc = st__rooms_member_put(r, room, rl, user, ul, &m, wait);
     memcpy(v, &now, 8);
     memcpy(v + 8, room, rl);
     if (!rc)
@@ -170,7 +214,9 @@ int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, const char *name
     st_member_t m = {0};
     int rc =
         st__rooms_member_get(r, room, rl, user, ul, &m, wait); /* its joined_at, for the outbox */
+    bool member = rc == ST_OK;
     if (rc == ST_ENOTFOUND) rc = ST_OK;
+    if (!rc && member && m.role == ST_ROOMS_OWNER) rc = st__rooms_owners_add(r, room, rl, -1, wait);
     if (!rc)
         rc = st_store_del(r->store, k, st__rooms_pair(k, ST__KS_MEMBER, room, rl, user, ul), wait);
     if (!rc)

@@ -9,8 +9,13 @@
 int st_rooms_open(st_rooms_t **out, st_store_t *store, st_chat_t *chat, size_t max_members)
 {
     /* strata/rooms.h's layout, and the erasure records below */
-    static const st_claim_t keys[] = {ST_CLAIM("r"), ST_CLAIM("q"), ST_CLAIM("j"),
-                                      ST_CLAIM("J"), ST_CLAIM("p"), ST_CLAIM("\0rooms_erase")};
+    static const st_claim_t keys[] = {ST_CLAIM("r"),
+                                      ST_CLAIM("q"),
+                                      ST_CLAIM("j"),
+                                      ST_CLAIM("J"),
+                                      ST_CLAIM("p"),
+                                      ST_CLAIM("O"),
+                                      ST_CLAIM("\0rooms_erase")};
     int rc = st_store_claims(store, "rooms", keys, sizeof keys / sizeof *keys);
     if (rc != ST_OK) return rc;
     st_rooms_t *r = st_calloc(1, sizeof *r);
@@ -53,6 +58,21 @@ int st_rooms_exists(st_rooms_t *r, const char *room, size_t rl, uint64_t *wait)
 {
     st_room_t rm;
     return st__rooms_load(r, room, rl, &rm, NULL, NULL, NULL, NULL, wait);
+}
+
+const char *st_rooms_role_name(int role)
+{
+    return role == ST_ROOMS_OWNER ? "owner" : role == ST_ROOMS_ADMIN ? "admin" : "member";
+}
+
+int st_rooms_role_parse(const char *s, size_t n)
+{
+    static const int roles[] = {ST_ROOMS_MEMBER, ST_ROOMS_ADMIN, ST_ROOMS_OWNER};
+    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++) {
+        const char *name = st_rooms_role_name(roles[i]);
+        if (strlen(name) == n && memcmp(name, s, n) == 0) return roles[i];
+    }
+    return -1;
 }
 
 int st_rooms_role(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,

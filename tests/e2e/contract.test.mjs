@@ -241,6 +241,11 @@ describe('the server keeps the contract', () => {
     assert.equal((await call('POST', M, '/v1/rooms/rm/members', { add: ['carol'] }, ALICE)).json.members, 3);
     assert.equal((await call('POST', M, '/v1/rooms/rm/members', { add: ['dave'] }, BOB)).status, 403);
     assert.equal((await call('GET', M, '/v1/rooms/rm/members?limit=2', undefined, ALICE)).json.members.length, 2);
+    const MR = '/v1/rooms/{room}/members/{user}';
+    assert.equal((await call('PATCH', MR, '/v1/rooms/rm/members/carol', { role: 'admin' }, ALICE)).json.role, 'admin');
+    assert.equal((await call('PATCH', MR, '/v1/rooms/rm/members/carol', { role: 'owner' }, BOB)).status, 403);
+    assert.equal((await call('PATCH', MR, '/v1/rooms/rm/members/alice', { role: 'member' }, ALICE)).status, 409);
+    assert.equal((await call('PATCH', MR, '/v1/rooms/rm/members/zed', { role: 'member' }, ALICE)).status, 404);
     const P = '/v1/rooms/{room}/messages';
     assert.equal((await call('POST', P, '/v1/rooms/rm/messages', { from: 'bob', content: 'hi', metadata: { a: 1 } }, BOB)).status, 201);
     assert.equal((await call('POST', P, '/v1/rooms/rm/messages', { from: 'bob', content: 'hi' }, ALICE)).status, 403);

@@ -32,7 +32,8 @@ const VALID = {
   clusterAnnounce: { id: 1, http: 'http://127.0.0.1:1', cold: '' },
   clusterReadIndex: {},
   createRoom: { room_id: 'rm2', name: 'R', members: ['alice'] },
-  changeRoomMembers: { add: ['bob'], remove: ['nobody'] },
+  changeRoomMembers: { add: ['bob', { user: 'cy', role: 'admin' }], remove: ['nobody'] },
+  setRoomMemberRole: { role: 'owner' },
   postRoomMessage: { from: 'alice', content: 'hi', metadata: { lang: 'en' } },
   editRoomMessage: { content: 'hi again', metadata: { lang: 'fr' } },
   markRoomRead: { user: 'alice', seq: 0 },
@@ -67,7 +68,8 @@ describe('strict requests', () => {
   // body was taken (counter dc is a distinct one, there is no message or booking 1, one node)
   const ACCEPTED = {
     incrCounter: [409, 'conflict'], addDistinct: 200, nextSequence: 200, postMessage: 201,
-    editMessage: [404, 'not_found'], createRoom: 201, changeRoomMembers: 200, postRoomMessage: 201,
+    editMessage: [404, 'not_found'], createRoom: 201, changeRoomMembers: 200, setRoomMemberRole: 200,
+    postRoomMessage: 201,
     editRoomMessage: [404, 'not_found'], markRoomRead: 200, roomUserErasure: 202, userRoomsRemote: 200,
     createEvent: 201, book: 201, extendEventBooking: [404, 'not_found'],
     changeEventBookingSeats: [404, 'not_found'], adminCompact: 202, adminReconcile: 200,
