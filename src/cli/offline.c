@@ -178,8 +178,8 @@ int st_cli_restore(const st_config_t *cfg)
     if (rc == ST_OK && o.to_time) rc = st__restore_erasures(cfg, &o);
     if (rc == ST_OK) rc = st__unmark(cfg->data_dir);
     if (rc != ST_OK) {
-        st_error("restore failed: %s (%s is not a store to start on: restore again into an empty "
-                 "directory)",
+        st_error("restore failed: %s (%s is not a store to start on: run the restore again, "
+                 "which removes what this one wrote there, or restore into an empty directory)",
                  st_strerror(rc), cfg->data_dir);
         return 1;
     }
