@@ -18,6 +18,9 @@ const st_route_t st_routes[] = {
     {ST_HTTP_POST, "/v1/admin/compact", st_api_admin_compact, ST_ROUTE_ADMIN},
     {ST_HTTP_POST, "/v1/admin/reconcile", st_api_admin_reconcile, ST_ROUTE_ADMIN},
     {ST_HTTP_POST, "/v1/admin/test/drift", st_api_admin_test_drift, ST_ROUTE_ADMIN},
+    /* the rooms outbox's pending records and dead letters (SPEC §10) */
+    {ST_HTTP_GET, "/v1/admin/outbox", st_api_admin_outbox, ST_ROUTE_ADMIN},
+    {ST_HTTP_POST, "/v1/admin/outbox/{id}/retry", st_api_admin_outbox_retry, ST_ROUTE_ADMIN},
     {ST_HTTP_POST, "/v1/counters/{name}/incr", st_api_counter_incr, ST_ROUTE_IDEMPOTENT},
     {ST_HTTP_POST, "/v1/counters/{name}/distinct", st_api_counter_distinct, ST_ROUTE_IDEMPOTENT},
     {ST_HTTP_GET, "/v1/counters/{name}", st_api_counter_get, 0},
