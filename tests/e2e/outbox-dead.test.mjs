@@ -12,7 +12,9 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
+import { readFileSync } from 'node:fs';
 import { after, test } from 'node:test';
+import Ajv2020 from 'ajv/dist/2020.js';
 import { freePort, Group } from './cluster-lib.mjs';
 import { sleep, startStrata } from './lib.mjs';
 
@@ -63,6 +65,16 @@ function relay(target) {
     r.srv.close(resolve);
   });
   return r;
+}
+
+// Answers checked against the OpenAPI document (docs/openapi.json, as contract.test.mjs does).
+const doc = JSON.parse(readFileSync('../../docs/openapi.json', 'utf8'));
+const ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true });
+ajv.addSchema(doc, 'https://strata.invalid/openapi.json');
+function documented(template, method, json) {
+  const p = `#/paths/${template.replace(/~/g, '~0').replace(/\//g, '~1')}/${method}/responses/200/content/application~1json/schema`;
+  const v = ajv.compile({ $ref: `https://strata.invalid/openapi.json${p}` });
+  assert.ok(v(json), `${method} ${template}: ${ajv.errorsText(v.errors)}\n${JSON.stringify(json)}`);
 }
 
 async function metric(port, name) {
@@ -117,6 +129,7 @@ test('a record refused for good goes to the dead letters, the rest flow; both su
   const outbox = async (via) => {
     const r = await g.req('GET', '/v1/admin/outbox', undefined, { via });
     assert.equal(r.status, 200, `GET /v1/admin/outbox: ${r.status} ${JSON.stringify(r.json)}`);
+    documented('/v1/admin/outbox', 'get', r.json);
     return r.json;
   };
 
@@ -189,6 +202,7 @@ test('a record refused for good goes to the dead letters, the rest flow; both su
   route.refuse = null;
   r = await g.req('POST', `/v1/admin/outbox/${dead.id}/retry`, undefined, { via: next });
   assert.equal(r.status, 200, JSON.stringify(r.json));
+  documented('/v1/admin/outbox/{id}/retry', 'post', r.json);
   assert.equal(r.json.retried, dead.id);
   assert.equal(r.json.user, 'poison');
   assert.ok(BigInt(r.json.id) > BigInt(dead.id), 'staged again as the newest record');
