@@ -142,8 +142,7 @@ test('a record refused for good goes to the dead letters, the rest flow; both su
   await add('busy', first);
   await until('a 503 seen', async () => route.log.some((e) => e.status === 503));
   await sleep(600);
-  assert.equal(await metric(g.port(first), 'strata_outbox_dead'), 0, 'a 503 is retried, not dead');
-  route.mode = 'open';
+  route.mode = 'open'; // (it stays out of the dead letters: exactly one is there below)
   await until('the 503 record delivered once the route answers', async () => (await rooms('busy')).includes('hall'));
 
   // One record refused for good: it goes dead, the ones behind it flow
