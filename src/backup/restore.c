@@ -28,8 +28,23 @@ static const char st__rs_marker_text[] =
     ST__RS_HEAD "run the same restore again (it removes what it wrote here) or restore into an "
                 "empty directory\nwrote: " ST__RS_WROTE "\n";
 
+/* Whether name is one of the space-separated names. */
+static bool st__rs_named(const char *names, const char *name)
+{
+    size_t nl = strlen(name);
+    for (const char *p = names; *p;) {
+        size_t l = strcspn(p, " ");
+        if (l == nl && memcmp(p, name, l) == 0) return true;
+        p += l;
+        while (*p == ' ')
+            p++;
+    }
+    return false;
+}
+
 /* The names the marker at path says its restore wrote, space-separated, into names; false when
- * it is not a marker a restore wrote (then nothing of the directory may go). */
+ * it is not a marker a restore wrote, or names a file no restore writes (then nothing of the
+ * directory may go). */
 static bool st__rs_marker_names(const char *path, char *names, size_t cap)
 {
     char buf[1024];
@@ -51,21 +66,18 @@ static bool st__rs_marker_names(const char *path, char *names, size_t cap)
     if (w[len] != '\n' || len >= cap) return false;
     memcpy(names, w, len);
     names[len] = '\0';
-    return true;
-}
-
-/* Whether name is one of the space-separated names. */
-static bool st__rs_named(const char *names, const char *name)
-{
-    size_t nl = strlen(name);
-    for (const char *p = names; *p;) {
+    for (const char *p = names; *p;) { /* only names a restore writes (never a path) */
         size_t l = strcspn(p, " ");
-        if (l == nl && memcmp(p, name, l) == 0) return true;
+        char one[32];
+        if (l == 0 || l >= sizeof one) return false;
+        memcpy(one, p, l);
+        one[l] = '\0';
+        if (!st__rs_named(ST__RS_WROTE, one)) return false;
         p += l;
         while (*p == ' ')
             p++;
     }
-    return false;
+    return true;
 }
 
 /* A data dir that holds only an unfinished restore (its marker and files the marker names, each

@@ -93,11 +93,14 @@ test('a dir holding anything an unfinished restore did not write is still refuse
     const target = path.join(dir, 'r');
     assert.notEqual((await restore(target, url, ['--to-time', '2001-01-01T00:00:00Z'])).code, 0);
     const marker = readFileSync(path.join(target, MARKER), 'utf8');
+    assert.match(marker, /^wrote: data\.mdb lock\.mdb strata\.wal$/m, 'the marker names the files a restore writes');
+    writeFileSync(path.join(dir, 'keep.txt'), 'outside');
     const cases = {
       'a foreign file beside the marker': { [MARKER]: marker, 'data.mdb': 'mine', 'notes.txt': 'keep me' },
       'a directory named like a restore file': { [MARKER]: marker, 'strata.wal/': null },
       'a foreign directory': { [MARKER]: marker, 'cold/': null },
       'a marker no restore wrote': { [MARKER]: 'x\n', 'data.mdb': 'mine' },
+      'a marker naming a file no restore writes': { [MARKER]: marker.replace('wrote: ', 'wrote: ../keep.txt '), 'data.mdb': 'mine' },
       'a real data dir, no marker': { 'data.mdb': 'mine', 'lock.mdb': 'l', 'strata.wal': 'w' },
     };
     for (const [what, files] of Object.entries(cases)) {
@@ -115,6 +118,7 @@ test('a dir holding anything an unfinished restore did not write is still refuse
       for (const [name, body] of Object.entries(files))
         if (body !== null) assert.equal(readFileSync(path.join(d, name), 'utf8'), body, `${what}: ${name} untouched`);
     }
+    assert.equal(readFileSync(path.join(dir, 'keep.txt'), 'utf8'), 'outside', 'nothing outside the dir is touched');
     // the failed restore's own dir, untouched by anyone, restores
     const again = await restore(target, url);
     assert.equal(again.code, 0, again.err);
@@ -124,6 +128,40 @@ test('a dir holding anything an unfinished restore did not write is still refuse
     assert.notEqual(own.code, 0);
     assert.match(own.err, /not empty/);
     await check(path.join(dir, 'd'), { a: 3 });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// A restore to a time restores the newest point beside the dir (DIR.erasures) for the erasures
+// made after it: a leftover of a killed run there is cleared like the dir's own; anything else
+// there is refused and kept (it used to be removed whatever it held).
+test('--to-time: a DIR.erasures holding what no restore wrote is refused, untouched; the retry after clearing it succeeds', async () => {
+  const dir = tempDir('rx-erasures');
+  const url = `file://${dir}/b`;
+  try {
+    const s = await startStrata({ dataDir: path.join(dir, 'd'), args: ['--backup-url', url, '--backup-interval', '100'] });
+    await ok(s, 'POST', '/v1/counters/a/incr', { by: 5 });
+    await shipped(s);
+    await s.stop();
+    const at = String(Date.now() * 1000);
+    const target = path.join(dir, 'r');
+    mkdirSync(`${target}.erasures`);
+    writeFileSync(`${target}.erasures/notes.txt`, 'keep me');
+    const bad = await restore(target, url, ['--to-time', at]);
+    assert.notEqual(bad.code, 0, bad.err);
+    assert.match(bad.err, /erasures is in the way of the erasures pass/);
+    assert.equal(readFileSync(`${target}.erasures/notes.txt`, 'utf8'), 'keep me');
+    assert.ok(existsSync(path.join(target, MARKER)), 'the restore into the dir itself is unfinished');
+    // the user moves it away; a killed run's leftovers there (a marker and its files) are fine
+    rmSync(`${target}.erasures`, { recursive: true });
+    mkdirSync(`${target}.erasures`);
+    writeFileSync(`${target}.erasures/${MARKER}`, readFileSync(path.join(target, MARKER)));
+    writeFileSync(`${target}.erasures/data.mdb`, 'half a snapshot');
+    const again = await restore(target, url, ['--to-time', at]);
+    assert.equal(again.code, 0, again.err);
+    assert.ok(!existsSync(`${target}.erasures`), 'the scratch dir is gone');
+    await check(target, { a: 5 });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
