@@ -320,6 +320,7 @@ int main(int argc, char **argv)
     st_outbox_opts_t oo = {.route_url = cfg.route_url, .secret = cfg.cluster_secret};
     if (st_outbox_open(&outbox, m.loop, store, &oo) != ST_OK) goto fail_backup;
     st_rooms_set_outbox(app.rooms, outbox);
+    app.outbox = outbox;
     if (*cfg.backup_url) {
         st_backup_opts_t bo = {.obj = st_cli_backup_obj(&cfg),
                                .data_dir = cfg.data_dir,

@@ -73,11 +73,16 @@ typedef struct {
 } st_restore_result_t;
 
 /* The file a restore leaves in its data dir until its caller finished (sequences resumed, the
- * writer renewed) and removed it: strata refuses to start on a data dir that holds it. */
+ * writer renewed) and removed it: strata refuses to start on a data dir that holds it. It names
+ * the files the restore writes there; a restore into a data dir that holds only it and those
+ * files removes them first (the restore they came from failed or was killed), and refuses a
+ * data dir holding anything else, or whose restore still runs (it keeps the marker locked until
+ * the process exits). */
 #define ST_RESTORE_MARKER "RESTORE-INCOMPLETE"
 /* Builds a data dir (LMDB only; the redo log starts fresh) from the newest snapshot at or
  * before to_time plus the records up to to_time, and leaves ST_RESTORE_MARKER in it. ST_EINVAL:
- * dir not empty; ST_ENOTFOUND: no snapshot at or before to_time. */
+ * dir not empty (beyond an unfinished restore's files); ST_ENOTFOUND: no snapshot at or before
+ * to_time. */
 int st_backup_restore(const st_restore_opts_t *o, st_restore_result_t *res);
 
 /* `strata restore --list`: prints the restore points under o's URL to out — per timeline its

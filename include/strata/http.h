@@ -125,6 +125,7 @@ typedef struct st_reconcile st_reconcile_t;
 typedef struct st_repl st_repl_t;
 typedef struct st_backup st_backup_t;
 typedef struct st_auth st_auth_t;
+typedef struct st_outbox st_outbox_t;
 
 /* Everything a request may touch; borrowed, owned by main. */
 typedef struct {
@@ -139,6 +140,7 @@ typedef struct {
     st_repl_t *repl;           /* NULL outside a replicated group */
     st_backup_t *backup;       /* may be NULL: no --backup-url */
     st_auth_t *auth;           /* may be NULL: then only --jwt-secret, without a token cache */
+    st_outbox_t *outbox;       /* may be NULL; off without --route-url (admin routes 404) */
 } st_app_t;
 
 /* Client auth (SPEC §7): loads --jwt-jwks-file now (ST_EINVAL, logged, when it is unusable) and

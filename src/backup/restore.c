@@ -13,20 +13,150 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
+/* What a restore writes in its data dir besides the marker: the snapshot's LMDB file and lock,
+ * then (st_cli_restore's resume) the redo log. The marker names them, so a retry removes only
+ * what the restore it follows wrote. */
+#define ST__RS_WROTE  "data.mdb lock.mdb strata.wal"
+#define ST__RS_HEAD   "strata restore has not finished here: "
+#define ST__RS_LEGACY ST__RS_HEAD "restore again into an empty directory\n" /* before "wrote:" */
+static const char st__rs_marker_text[] =
+    ST__RS_HEAD "run the same restore again (it removes what it wrote here) or restore into an "
+                "empty directory\nwrote: " ST__RS_WROTE "\n";
+
+/* Whether name is one of the space-separated names. */
+static bool st__rs_named(const char *names, const char *name)
+{
+    size_t nl = strlen(name);
+    for (const char *p = names; *p;) {
+        size_t l = strcspn(p, " ");
+        if (l == nl && memcmp(p, name, l) == 0) return true;
+        p += l;
+        while (*p == ' ')
+            p++;
+    }
+    return false;
+}
+
+/* The names the marker at path says its restore wrote, space-separated, into names; false when
+ * it is not a marker a restore wrote, or names a file no restore writes (then nothing of the
+ * directory may go). */
+static bool st__rs_marker_names(const char *path, char *names, size_t cap)
+{
+    char buf[1024];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return false;
+    buf[n] = '\0';
+    if (strcmp(buf, ST__RS_LEGACY) == 0) { /* an older restore's: it wrote the same files */
+        snprintf(names, cap, "%s", ST__RS_WROTE);
+        return true;
+    }
+    if (strncmp(buf, ST__RS_HEAD, sizeof ST__RS_HEAD - 1) != 0) return false;
+    const char *w = strstr(buf, "\nwrote: ");
+    if (!w) return false;
+    w += 8;
+    size_t len = strcspn(w, "\n");
+    if (w[len] != '\n' || len >= cap) return false;
+    memcpy(names, w, len);
+    names[len] = '\0';
+    for (const char *p = names; *p;) { /* only names a restore writes (never a path) */
+        size_t l = strcspn(p, " ");
+        char one[32];
+        if (l == 0 || l >= sizeof one) return false;
+        memcpy(one, p, l);
+        one[l] = '\0';
+        if (!st__rs_named(ST__RS_WROTE, one)) return false;
+        p += l;
+        while (*p == ' ')
+            p++;
+    }
+    return true;
+}
+
+/* A data dir that holds only an unfinished restore (its marker and files the marker names, each
+ * a regular file) is emptied: the restore that wrote them failed or was killed, and nothing
+ * else was ever there (the marker is written first, into an empty directory). Anything else
+ * there, or a restore still running in it (it holds a lock on its marker), and the directory is
+ * refused, untouched. ST_EINVAL: refused (with a message). */
+static int st__rs_clear(const char *dir, DIR *d)
+{
+    size_t dl = strlen(dir);
+    char *path = st_malloc(dl + 512);
+    char names[256];
+    snprintf(path, dl + 512, "%s/%s", dir, ST_RESTORE_MARKER);
+    int rc = ST_OK;
+    if (!st__rs_marker_names(path, names, sizeof names)) {
+        st_error("restore: %s is not empty: restore into a new directory", dir);
+        rc = ST_EINVAL;
+    }
+    struct dirent *e;
+    rewinddir(d);
+    while (rc == ST_OK && (e = readdir(d))) {
+        struct stat st;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            !strcmp(e->d_name, ST_RESTORE_MARKER))
+            continue;
+        snprintf(path, dl + 512, "%s/%s", dir, e->d_name);
+        if (!st__rs_named(names, e->d_name) || lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+            st_error("restore: %s holds an unfinished restore but also %s, which no restore wrote: "
+                     "nothing removed; restore into a new directory",
+                     dir, e->d_name);
+            rc = ST_EINVAL;
+        }
+    }
+    int fd = -1;
+    if (rc == ST_OK) {
+        snprintf(path, dl + 512, "%s/%s", dir, ST_RESTORE_MARKER);
+        fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            st_error("restore: %s: %s", dir,
+                     fd >= 0 && errno == EWOULDBLOCK ? "another restore is running into it"
+                                                     : "its restore marker changed meanwhile");
+            rc = ST_EINVAL;
+        }
+    }
+    for (const char *p = names; rc == ST_OK && *p;) { /* the files, then the marker */
+        size_t l = strcspn(p, " ");
+        snprintf(path, dl + 512, "%s/%.*s", dir, (int)l, p);
+        if (unlink(path) != 0 && errno != ENOENT) {
+            st_error("restore: removing %s failed: %s", path, strerror(errno));
+            rc = ST_EIO;
+        }
+        p += l;
+        while (*p == ' ')
+            p++;
+    }
+    if (rc == ST_OK) {
+        snprintf(path, dl + 512, "%s/%s", dir, ST_RESTORE_MARKER);
+        if (unlink(path) != 0) rc = ST_EIO;
+        if (rc == ST_OK)
+            st_info("restore: %s held an unfinished restore: removed what it wrote (%s, %s); "
+                    "restoring again",
+                    dir, names, ST_RESTORE_MARKER);
+    }
+    if (fd >= 0) close(fd);
+    free(path);
+    return rc;
+}
+
+/* The data dir: made when missing; empty; or holding only an unfinished restore (cleared). */
 static int st__rs_check_empty(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d) return errno == ENOENT ? st_mkdirs(dir) : ST_EIO;
     struct dirent *e;
-    int rc = ST_OK;
+    bool empty = true;
     while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) rc = ST_EINVAL;
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) empty = false;
+    int rc = empty ? ST_OK : st__rs_clear(dir, d);
     closedir(d);
-    if (rc) st_error("restore: %s is not empty: restore into a new directory", dir);
     return rc;
 }
 
@@ -319,23 +449,32 @@ static int st__rs_open(st_objstore_t **os, const st_objstore_opts_t *o)
     return rc == ST_OK ? st_objstore_open(os, o) : rc;
 }
 
-/* Until the caller removes it, the data dir says it is not a store to start on. */
+/* Until the caller removes it, the data dir says it is not a store to start on, and which files
+ * the restore writes there. The marker is created new (a second restore into the directory at
+ * once fails here) and its descriptor stays open, locked, until the process exits: a retry
+ * meanwhile finds the lock and leaves the files alone (the offline commands exit once done). */
 static int st__rs_mark(const char *dir)
 {
     size_t n = strlen(dir) + sizeof ST_RESTORE_MARKER + 2;
     char *p = st_malloc(n);
     snprintf(p, n, "%s/%s", dir, ST_RESTORE_MARKER);
-    static const char why[] = "strata restore has not finished here: restore again into an "
-                              "empty directory\n";
-    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int rc =
-        fd >= 0 && write(fd, why, sizeof why - 1) == (ssize_t)(sizeof why - 1) && fsync(fd) == 0
-            ? ST_OK
-            : ST_EIO;
-    if (fd >= 0) close(fd);
-    if (rc != ST_OK) st_error("restore: writing %s failed: %s", p, strerror(errno));
+    const size_t len = sizeof st__rs_marker_text - 1;
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int rc = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+                     write(fd, st__rs_marker_text, len) == (ssize_t)len && fsync(fd) == 0
+                 ? ST_OK
+                 : ST_EIO;
+    if (rc != ST_OK) {
+        st_error("restore: writing %s failed: %s", p, strerror(errno));
+        if (fd >= 0) close(fd);
+    }
+    int dfd = rc == ST_OK ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (dfd >= 0) { /* the marker outlives a crash before the files it names */
+        if (fsync(dfd) != 0) rc = ST_EIO;
+        close(dfd);
+    }
     free(p);
-    return rc;
+    return rc; /* fd: held until exit (above) */
 }
 
 int st_backup_restore(const st_restore_opts_t *o, st_restore_result_t *res)

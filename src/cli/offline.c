@@ -84,16 +84,30 @@ static int st__tree_remove(const char *dir)
     return nftw(dir, st__rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? ST_OK : ST_EIO;
 }
 
+/* Removes the files of a scratch dir this command made, then the dir. */
+static void st__scratch_remove(const char *dir)
+{
+    static const char *const files[] = {"data.mdb", "lock.mdb", "strata.wal", ST_RESTORE_MARKER};
+    char p[ST_CLI_COLD_URL_MAX + 32];
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
 /* SPEC §9: a restore to any time applies every erasure up to the newest backup point. The
  * newest point is restored beside DIR (DIR.erasures, removed after), its erasure records read,
- * and those DIR lacks added as pending: the server erases those users' restored data again. */
+ * and those DIR lacks added as pending: the server erases those users' restored data again.
+ * DIR.erasures must be missing or empty, or hold what a killed run of this left there (a
+ * restore's marker and the files it names: st_backup_restore removes them); anything else there
+ * is refused, never removed. */
 static int st__restore_erasures(const st_config_t *cfg, const st_restore_opts_t *o)
 {
     st_config_t tc = *cfg;
     if (snprintf(tc.data_dir, sizeof tc.data_dir, "%s.erasures", cfg->data_dir) >=
         (int)sizeof tc.data_dir)
         return ST_EINVAL;
-    if (st__tree_remove(tc.data_dir) != ST_OK) return ST_EIO;
     st_restore_opts_t newest = *o;
     newest.data_dir = tc.data_dir;
     newest.to_time = 0;
@@ -101,7 +115,16 @@ static int st__restore_erasures(const st_config_t *cfg, const st_restore_opts_t 
     st_buf_t recs = {0};
     st_info("restore: now the newest point, beside it, for erasures made after --to-time");
     int rc = st_backup_restore(&newest, &r);
+    if (rc == ST_EINVAL) {
+        st_error("restore: %s is in the way of the erasures pass (it holds what no restore "
+                 "wrote): move it away and restore again",
+                 tc.data_dir);
+        return rc;
+    }
     if (rc == ST_OK) rc = st__with_chat(&tc, st__export, &recs);
+    /* the dir was empty (or cleared of a killed run's files) when the restore began: all ours;
+     * its marker goes last, so a kill meanwhile leaves a dir the next run clears */
+    st__scratch_remove(tc.data_dir);
     if (st__tree_remove(tc.data_dir) != ST_OK && rc == ST_OK) rc = ST_EIO;
     st__import_t x = {&recs, 0};
     if (rc == ST_OK && recs.len) rc = st__with_chat(cfg, st__import, &x);
@@ -178,8 +201,8 @@ int st_cli_restore(const st_config_t *cfg)
     if (rc == ST_OK && o.to_time) rc = st__restore_erasures(cfg, &o);
     if (rc == ST_OK) rc = st__unmark(cfg->data_dir);
     if (rc != ST_OK) {
-        st_error("restore failed: %s (%s is not a store to start on: restore again into an empty "
-                 "directory)",
+        st_error("restore failed: %s (%s is not a store to start on: run the restore again, "
+                 "which removes what this one wrote there, or restore into an empty directory)",
                  st_strerror(rc), cfg->data_dir);
         return 1;
     }
@@ -257,18 +280,6 @@ static bool st__has(const char *dir, const char *name)
     char p[ST_CLI_COLD_URL_MAX + 32];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     return access(p, F_OK) == 0;
-}
-
-/* Removes the files of a scratch dir this command made, then the dir. */
-static void st__scratch_remove(const char *dir)
-{
-    static const char *const files[] = {"data.mdb", "lock.mdb", "strata.wal", ST_RESTORE_MARKER};
-    char p[ST_CLI_COLD_URL_MAX + 32];
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-        unlink(p);
-    }
-    rmdir(dir);
 }
 
 /* The new store becomes the data dir's in one rename: its LMDB file, whole and synced (a clean

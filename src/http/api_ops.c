@@ -6,6 +6,7 @@
 #include "strata/chat.h"
 #include "strata/tier.h"
 #include "strata/counters.h"
+#include "strata/outbox.h"
 #include "strata/reconcile.h"
 #include "strata/repl.h"
 
@@ -180,4 +181,32 @@ int st_api_admin_test_drift(st_ctx_t *c)
     if (rc) return rc;
     st_buf_puts(c->body, "{\"ok\":true}");
     return ST_OK;
+}
+
+/* GET /v1/admin/outbox (SPEC §10): the rooms outbox's pending records and dead letters. */
+int st_api_admin_outbox(st_ctx_t *c)
+{
+    size_t n;
+    const char *v = st_query_get(c->arena, c->req->query, c->req->query_len, "limit", &n);
+    int64_t limit = 100;
+    if (v && (st_parse_i64(v, n, &limit) || limit < 1 || limit > 1000))
+        return st_ctx_error_field(c, ST_EINVAL, "limit", "limit must be 1..1000 (got \"%.*s%s\")",
+                                  ST__V(v, n));
+    int rc = st_outbox_json(c->app->outbox, (size_t)limit, c->body, &c->wait);
+    if (rc == ST_ENOTFOUND)
+        return st_ctx_error(c, rc, "no outbox here: strata runs without --route-url");
+    return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
+}
+
+/* POST /v1/admin/outbox/{id}/retry: a dead letter goes back to the pending records. */
+int st_api_admin_outbox_retry(st_ctx_t *c)
+{
+    int rc = st_json_no_fields(c);
+    if (rc) return rc;
+    uint64_t id;
+    if ((rc = st_ctx_msg_id(c, "id", c->params[0], c->plens[0], &id))) return rc;
+    rc = st_outbox_retry(c->app->outbox, id, c->body, &c->wait);
+    if (rc == ST_ENOTFOUND)
+        return st_ctx_error(c, rc, "no dead letter %llu in the outbox", (unsigned long long)id);
+    return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
 }

@@ -263,6 +263,8 @@ int st_api_stream_plain(st_ctx_t *c);
 int st_api_admin_flush(st_ctx_t *c);
 int st_api_admin_compact(st_ctx_t *c);
 int st_api_admin_reconcile(st_ctx_t *c);
+int st_api_admin_outbox(st_ctx_t *c);
+int st_api_admin_outbox_retry(st_ctx_t *c);
 int st_api_admin_test_drift(st_ctx_t *c);
 int st_api_cluster(st_ctx_t *c);
 int st_api_cluster_snapshot(st_ctx_t *c);

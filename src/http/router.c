@@ -9,6 +9,7 @@
 const char *const st_stream_query[] = {"route", "access_token", NULL};
 static const char *const st__q_route[] = {"route", NULL}; /* a key the path does not name */
 static const char *const st__q_page[] = {"limit", "cursor", NULL};
+static const char *const st__q_limit[] = {"limit", NULL};
 static const char *const st__q_messages[] = {
     "conversation_id", "after", "before", "limit", "order", "include_deleted", "cursor", NULL};
 static const char *const st__q_room_messages[] = {"after",           "before", "limit", "order",
@@ -30,6 +31,9 @@ const st_route_t st_routes[] = {
     {ST_HTTP_POST, "/v1/admin/compact", st_api_admin_compact, ST_ROUTE_ADMIN, NULL},
     {ST_HTTP_POST, "/v1/admin/reconcile", st_api_admin_reconcile, ST_ROUTE_ADMIN, NULL},
     {ST_HTTP_POST, "/v1/admin/test/drift", st_api_admin_test_drift, ST_ROUTE_ADMIN, NULL},
+    /* the rooms outbox's pending records and dead letters (SPEC §10) */
+    {ST_HTTP_GET, "/v1/admin/outbox", st_api_admin_outbox, ST_ROUTE_ADMIN, st__q_limit},
+    {ST_HTTP_POST, "/v1/admin/outbox/{id}/retry", st_api_admin_outbox_retry, ST_ROUTE_ADMIN, NULL},
     {ST_HTTP_POST, "/v1/counters/{name}/incr", st_api_counter_incr, ST_ROUTE_IDEMPOTENT, NULL},
     {ST_HTTP_POST, "/v1/counters/{name}/distinct", st_api_counter_distinct, ST_ROUTE_IDEMPOTENT,
      NULL},

@@ -184,7 +184,16 @@ void st__booking_json(st_buf_t *out, st_seats_t *s, const st_booking_t *b)
     }
     st_buf_printf(out,
                   "],\"status\":\"%s\",\"total_price\":%lld,\"created_at\":%lld,"
-                  "\"expires_at\":%lld}",
+                  "\"expires_at\":%lld",
                   b->status >= 1 && b->status <= 4 ? names[b->status] : "unknown",
                   (long long)b->total_price, (long long)b->created_at, (long long)b->expires_at);
+    /* owner and finished_at as the cold tier stores them (tier.c): the subject that booked it
+     * ("" when auth was off), and the record's updated_at once it is sold, cancelled or expired
+     * (a finished booking never changes again); null while reserved. */
+    st_buf_puts(out, ",\"owner\":");
+    st_buf_append_json_str(out, b->owner ? b->owner : "", b->owner ? b->owner_len : 0);
+    if (b->status == ST_BK_RESERVED)
+        st_buf_puts(out, ",\"finished_at\":null}");
+    else
+        st_buf_printf(out, ",\"finished_at\":%lld}", (long long)b->updated_at);
 }

@@ -607,8 +607,11 @@ static void st__row_json(st_buf_t *out, const st_crow_t *r)
     }
     st_buf_puts(out, "],\"status\":");
     st_buf_append_json_str(out, r->status.p, r->status.n);
-    st_buf_printf(out, ",\"total_price\":%lld,\"created_at\":%lld,\"expires_at\":%lld}",
+    st_buf_printf(out, ",\"total_price\":%lld,\"created_at\":%lld,\"expires_at\":%lld",
                   (long long)r->price, (long long)r->created, (long long)r->expires);
+    st_buf_puts(out, ",\"owner\":");
+    st_buf_append_json_str(out, r->owner.p, r->owner.n);
+    st_buf_printf(out, ",\"finished_at\":%lld}", (long long)r->finished); /* cold: finished */
 }
 
 /* What a scan of cold rows keeps: the rows that match, rendered. */

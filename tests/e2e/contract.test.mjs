@@ -382,6 +382,15 @@ describe('the server keeps the contract', () => {
     assert.match((await call('GET', '/metrics', '/metrics')).text, /strata_http_requests_total/);
     assert.equal((await call('POST', '/v1/admin/flush', '/v1/admin/flush', undefined, ADMIN)).status, 202);
     assert.equal((await call('POST', '/v1/admin/flush', '/v1/admin/flush', undefined, ALICE)).status, 403);
+    // the rooms outbox's admin routes (this server has no --route-url: 404; outbox-dead.test.mjs has one)
+    const OB = '/v1/admin/outbox', OR = '/v1/admin/outbox/{id}/retry';
+    assert.equal((await call('GET', OB, OB, undefined, ADMIN)).status, 404);
+    assert.equal((await call('GET', OB, OB, undefined, ALICE)).status, 403);
+    assert.equal((await call('GET', OB, OB)).status, 401);
+    assert.equal((await call('GET', OB, `${OB}?limit=0`, undefined, ADMIN)).status, 400);
+    assert.equal((await call('POST', OR, `${OB}/5/retry`, undefined, ADMIN)).status, 404);
+    assert.equal((await call('POST', OR, `${OB}/x/retry`, undefined, ADMIN)).status, 400);
+    assert.equal((await call('POST', OR, `${OB}/5/retry`, undefined, ALICE)).status, 403);
     assert.equal((await call('POST', '/v1/admin/reconcile', '/v1/admin/reconcile', undefined, ADMIN)).status, 202);
     await call('POST', '/v1/admin/reconcile', '/v1/admin/reconcile', { counter: 'd1' }, ADMIN);
     const plain = await call('POST', '/v1/admin/reconcile', '/v1/admin/reconcile', { counter: 'c1' }, ADMIN);

@@ -266,6 +266,10 @@ export interface Booking {
   total_price: number;
   created_at: Micros;
   expires_at: Micros;
+  /** the token subject that made the booking ("" when auth was off) */
+  owner: string;
+  /** when it was sold, cancelled or expired; null while reserved */
+  finished_at: Micros | null;
 }
 
 export interface Health {

@@ -193,6 +193,10 @@ class Booking(TypedDict):
     total_price: int
     created_at: Micros
     expires_at: Micros
+    owner: str
+    """the token subject that made the booking ("" when auth was off)"""
+    finished_at: Optional[Micros]
+    """when it was sold, cancelled or expired; None while reserved"""
 
 
 class _HealthBase(TypedDict):
