@@ -18,10 +18,12 @@
  *   'O' room              i64: how many owners the room has (v5 roles: the last owner cannot
  *                         leave or be demoted); absent for a room from before, counted once
  *                         from its members when a change needs it
+ *   'd' room 0 seq        a deleted message of the room (be64 seq): unread skips it
  * where user' (room') is the name itself, or 0x01 + 20 bytes of its SHA-256 when the pair would
- * pass LMDB's 511-byte keys (so the value names it). A post writes nothing per member: a room
- * of 100,000 members posts in O(1); unread is the room's last seq less the member's
- * last_read_seq, computed when read.
+ * pass LMDB's 511-byte keys (so the value names it). A post writes nothing per member but its
+ * author's marker (moved to the post: own posts are never unread): a room of 100,000 members
+ * posts in O(1); unread (SPEC §2.1 v5: others' live messages after the marker) is the room's
+ * last seq less the marker less the room's 'd' records after it, computed when read.
  *
  * Limits: --max-room-members (default 100,000) members per room; a user is in at most
  * ST_ROOMS_USER_MAX rooms (GET /v1/users/{user}/rooms sorts them at read time, so this bounds

@@ -139,6 +139,8 @@ bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size
     for (size_t i = 0; rc == ST_OK && i < a.ids.n; i++) {
         st_buf_reset(&tmp);
         rc = st_chat_delete(r->chat, vu, vul, a.ids.v[i], &tmp, &w);
+        if (rc == ST_OK)
+            rc = st__rooms_gone(r, room.data, room.len, st__rooms_json_seq(tmp.data, tmp.len), &w);
         if (rc == ST_ENOTFOUND) rc = ST_OK; /* gone by retention meanwhile */
     }
     st_vec_free(&a.ids);

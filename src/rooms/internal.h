@@ -20,6 +20,7 @@
 #define ST__KS_REMOTE  'J'
 #define ST__KS_POSTED  'p'
 #define ST__KS_OWNERS  'O'
+#define ST__KS_GONE    'd' /* room 0 be64(seq) -> "": a deleted message (unread skips it) */
 #define ST__KEY_CAP    (ST_KEY_MAX + 1)
 #define ST__REMOTE_HDR 12 /* a 'J' value's fixed part */
 
@@ -72,6 +73,19 @@ int st__rooms_erasing_members(st_rooms_t *r, const char *room, size_t rl, int64_
 int st__rooms_owners(st_rooms_t *r, const char *room, size_t rl, int64_t *n, uint64_t *wait);
 /* Stages the room's owner count moved by delta. */
 int st__rooms_owners_add(st_rooms_t *r, const char *room, size_t rl, int64_t delta, uint64_t *wait);
+
+/* Unread as people count it (SPEC §2.1 v5): the room's messages after last_read that are not
+ * deleted (others' only: a member's own post moves its marker past it). One range walk over the
+ * room's deleted seqs after the marker ('d'): no per-member work on a post. */
+int st__rooms_unread(st_rooms_t *r, const char *room, size_t rl, int64_t last_read,
+                     int64_t last_seq, int64_t *n, uint64_t *wait);
+/* Moves user's read marker forward to seq (not a member, or already there: nothing). */
+int st__rooms_read_to(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                      int64_t seq, uint64_t *wait);
+/* Notes that the room's message seq is deleted (a tombstone): idempotent. */
+int st__rooms_gone(st_rooms_t *r, const char *room, size_t rl, int64_t seq, uint64_t *wait);
+/* The "seq" of a message's JSON (chat's answer), or 0. */
+int64_t st__rooms_json_seq(const char *json, size_t len);
 
 /* st_rooms_change; keep_owner false lets the last owner go (an erasure: it always wins). */
 int st__rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_name_t *add,

@@ -155,13 +155,16 @@ int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cur
             if (n++) st_buf_appendc(out, ',');
             st_buf_puts(out, "{\"user\":");
             st_buf_append_json_str(out, m->user, m->ul);
-            int64_t unread = ci.last_seq - m->last_read;
+            int64_t unread;
+            if ((rc = st__rooms_unread(r, room, rl, m->last_read, ci.last_seq, &unread, wait)))
+                break;
             st_buf_printf(
                 out, ",\"role\":\"%s\",\"joined_at\":%lld,\"last_read_seq\":%lld,\"unread\":%lld}",
                 st_rooms_role_name(m->role), (long long)m->joined_at, (long long)m->last_read,
                 (long long)(unread > 0 ? unread : 0));
             last = *m;
         }
+        if (rc < 0) break;
         if (!more && !end) { /* members being erased took places: on after the last walked */
             st_mrow_t *m = &w.rows.v[w.rows.n - 1];
             lol = st__rooms_pair(lo, ST__KS_MEMBER, room, rl, m->user, m->ul);
@@ -207,7 +210,8 @@ int st_rooms_set_role(st_rooms_t *r, const char *room, size_t rl, const char *us
     st_chat_conv_info_t ci;
     bool any;
     if ((rc = st__rooms_conv(r, room, rl, &ci, &any, wait))) return rc;
-    int64_t unread = ci.last_seq - m.last_read;
+    int64_t unread;
+    if ((rc = st__rooms_unread(r, room, rl, m.last_read, ci.last_seq, &unread, wait))) return rc;
     st_buf_puts(out, "{\"user\":");
     st_buf_append_json_str(out, user, ul);
     st_buf_printf(out,
@@ -215,6 +219,17 @@ int st_rooms_set_role(st_rooms_t *r, const char *room, size_t rl, const char *us
                   st_rooms_role_name(m.role), (long long)m.joined_at, (long long)m.last_read,
                   (long long)(unread > 0 ? unread : 0));
     return ST_OK;
+}
+
+int st__rooms_read_to(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
+                      int64_t seq, uint64_t *wait)
+{
+    st_member_t m;
+    int rc = st__rooms_member_get(r, room, rl, user, ul, &m, wait);
+    if (rc == ST_ENOTFOUND) return ST_OK;
+    if (rc || seq <= m.last_read) return rc;
+    m.last_read = seq;
+    return st__rooms_member_put(r, room, rl, user, ul, &m, wait);
 }
 
 int st_rooms_read(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
@@ -234,7 +249,8 @@ int st_rooms_read(st_rooms_t *r, const char *room, size_t rl, const char *user, 
         m.last_read = seq;
         if ((rc = st__rooms_member_put(r, room, rl, user, ul, &m, wait))) return rc;
     }
-    int64_t unread = ci.last_seq - m.last_read;
+    int64_t unread;
+    if ((rc = st__rooms_unread(r, room, rl, m.last_read, ci.last_seq, &unread, wait))) return rc;
     st_buf_puts(out, "{\"room_id\":");
     st_buf_append_json_str(out, room, rl);
     st_buf_puts(out, ",\"user\":");

@@ -44,6 +44,11 @@ int st_rooms_post(st_rooms_t *r, const char *room, size_t rl, st_message_in_t *m
     m->conv_len = rl;
     st_buf_t tmp = {0};
     rc = st_chat_post(r->chat, m, &tmp, wait);
+    /* the author has read the room up to its own post (SPEC §2.1 v5: unread counts others'
+     * messages): its marker moves there, the only member record a post writes */
+    if (!rc)
+        rc = st__rooms_read_to(r, room, rl, m->from, m->from_len,
+                               st__rooms_json_seq(tmp.data, tmp.len), wait);
     if (!rc) st_chat_room_json(out, tmp.data, tmp.len);
     st_buf_free(&tmp);
     m->user = NULL;
@@ -110,6 +115,8 @@ int st_rooms_change_message(st_rooms_t *r, const char *room, size_t rl, uint64_t
     st_buf_t tmp = {0};
     rc = e ? st_chat_edit(r->chat, u, ul, msg_id, e, &tmp, wait)
            : st_chat_delete(r->chat, u, ul, msg_id, &tmp, wait);
+    if (rc == ST_OK && !e)
+        rc = st__rooms_gone(r, room, rl, st__rooms_json_seq(tmp.data, tmp.len), wait);
     if (rc == ST_OK) st_chat_room_json(out, tmp.data, tmp.len);
     st_buf_free(&tmp);
     return rc;

@@ -3,6 +3,7 @@
  * records, the counts, joining and leaving, and what a room's answer shows. */
 #include "internal.h"
 
+#include <cjson/cJSON.h>
 #include <openssl/sha.h>
 
 #include <stdlib.h>
@@ -180,6 +181,52 @@ int st__rooms_owners_add(st_rooms_t *r, const char *room, size_t rl, int64_t del
     size_t kl = st__rooms_key(k, room, rl);
     k[0] = ST__KS_OWNERS;
     return st_store_put(r->store, k, kl, &n, 8, wait);
+}
+
+static size_t st__gone_key(uint8_t *k, const char *room, size_t rl, int64_t seq)
+{
+    size_t n = st__rooms_pair(k, ST__KS_GONE, room, rl, "", 0);
+    st_be64_put(k + n, (uint64_t)seq);
+    return n + 8;
+}
+
+int st__rooms_gone(st_rooms_t *r, const char *room, size_t rl, int64_t seq, uint64_t *wait)
+{
+    if (seq <= 0) return ST_OK;
+    uint8_t k[ST__KEY_CAP];
+    return st_store_put(r->store, k, st__gone_key(k, room, rl, seq), "", 0, wait);
+}
+
+static int st__count_key(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)key, (void)klen, (void)val, (void)vlen;
+    (*(int64_t *)arg)++;
+    return 0;
+}
+
+int st__rooms_unread(st_rooms_t *r, const char *room, size_t rl, int64_t last_read,
+                     int64_t last_seq, int64_t *n, uint64_t *wait)
+{
+    *n = 0;
+    if (last_seq <= last_read) return ST_OK;
+    uint8_t pre[ST__KEY_CAP], lo[ST__KEY_CAP];
+    size_t pl = st__rooms_pair(pre, ST__KS_GONE, room, rl, "", 0);
+    size_t ll = st__gone_key(lo, room, rl, last_read + 1);
+    int64_t gone = 0;
+    int rc = st_store_range(r->store, pre, pl, lo, ll, NULL, 0, false, st__count_key, &gone, wait);
+    if (rc < 0) return rc;
+    *n = last_seq - last_read - gone;
+    if (*n < 0) *n = 0;
+    return ST_OK;
+}
+
+int64_t st__rooms_json_seq(const char *json, size_t len)
+{
+    cJSON *j = cJSON_ParseWithLength(json, len);
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "seq");
+    int64_t seq = cJSON_IsNumber(s) ? (int64_t)s->valuedouble : 0;
+    cJSON_Delete(j);
+    return seq;
 }
 
 /* Stages user's membership (role) of room (named name, or NULL), its index entry and count. */

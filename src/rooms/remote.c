@@ -262,7 +262,11 @@ int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cur
             rc = rc3;
             break;
         }
-        int64_t unread = ci.last_seq - m.last_read;
+        int64_t unread;
+        if ((rc3 = st__rooms_unread(r, x->room, x->rl, m.last_read, ci.last_seq, &unread, wait))) {
+            rc = rc3;
+            break;
+        }
         st_buf_printf(out, ",\"updated\":%lld,\"total_messages\":%lld,\"unread\":%lld}",
                       (long long)x->updated, (long long)ci.total_messages,
                       (long long)(unread > 0 ? unread : 0));

@@ -9,13 +9,9 @@
 int st_rooms_open(st_rooms_t **out, st_store_t *store, st_chat_t *chat, size_t max_members)
 {
     /* strata/rooms.h's layout, and the erasure records below */
-    static const st_claim_t keys[] = {ST_CLAIM("r"),
-                                      ST_CLAIM("q"),
-                                      ST_CLAIM("j"),
-                                      ST_CLAIM("J"),
-                                      ST_CLAIM("p"),
-                                      ST_CLAIM("O"),
-                                      ST_CLAIM("\0rooms_erase")};
+    static const st_claim_t keys[] = {
+        ST_CLAIM("r"), ST_CLAIM("q"), ST_CLAIM("j"), ST_CLAIM("J"),
+        ST_CLAIM("p"), ST_CLAIM("O"), ST_CLAIM("d"), ST_CLAIM("\0rooms_erase")};
     int rc = st_store_claims(store, "rooms", keys, sizeof keys / sizeof *keys);
     if (rc != ST_OK) return rc;
     st_rooms_t *r = st_calloc(1, sizeof *r);

@@ -165,14 +165,15 @@ describe('rooms (auth off)', () => {
     assert.equal(p.status, 201);
     const ms = (await s.req('GET', '/v1/rooms/big/members?limit=1000')).json.members;
     assert.equal(ms.length, 50);
-    for (const m of ms) assert.equal(m.unread, 1);
+    // unread counts others' messages (SPEC §2.1 v5): the author's own post moved its marker
+    for (const m of ms) assert.equal(m.unread, m.user === 'fifty7' ? 0 : 1, m.user);
     await Promise.all(members.map(async (u) => {
       const r = await s.req('GET', `/v1/users/${u}/rooms`);
       assert.equal(r.status, 200, r.text);
       const row = r.json.rooms.find((x) => x.room_id === 'big');
       assert.equal(row.last_msg_id, p.json.msg_id);
       assert.equal(row.total_messages, 1);
-      assert.equal(row.unread, 1);
+      assert.equal(row.unread, u === 'fifty7' ? 0 : 1, u);
       assert.equal(row.name, 'Big');
     }));
     const msgs = await allMessages(s, 'big');
@@ -180,7 +181,7 @@ describe('rooms (auth off)', () => {
     assert.equal(msgs[0].seq, p.json.seq);
   });
 
-  test('read markers only move forward; unread = last seq - last_read_seq', async () => {
+  test('read markers only move forward; unread counts the others\' messages after the marker', async () => {
     await s.req('POST', '/v1/rooms', { room_id: 'rd', members: ['a', 'b'] });
     for (let i = 0; i < 5; i++) await s.req('POST', '/v1/rooms/rd/messages', { from: 'a', content: `m${i}` });
     let r = await s.req('POST', '/v1/rooms/rd/read', { user: 'b', seq: 3 });
@@ -195,7 +196,8 @@ describe('rooms (auth off)', () => {
     assert.equal((await s.req('POST', '/v1/rooms/rd/read', { user: 'b', seq: -1 })).status, 400);
     await s.req('POST', '/v1/rooms/rd/messages', { from: 'a', content: 'new' });
     const m = (await s.req('GET', '/v1/rooms/rd/members')).json.members;
-    assert.deepEqual(m.map((x) => [x.user, x.last_read_seq, x.unread]), [['a', 0, 6], ['b', 5, 1]]);
+    // a's own posts moved its marker: it has nothing unread
+    assert.deepEqual(m.map((x) => [x.user, x.last_read_seq, x.unread]), [['a', 6, 0], ['b', 5, 1]]);
   });
 
   test("a user's rooms: newest updated first, paged", async () => {
@@ -398,8 +400,10 @@ describe('rooms survive restart and kill -9', () => {
     assert.equal(room.total_messages, msgs.length);
     assert.equal(room.members, 2);
     const b = (await s.req('GET', '/v1/rooms/k/members')).json.members.find((m) => m.user === 'b');
-    assert.equal(b.last_read_seq, 7);
-    assert.equal(b.unread, msgs.length - 7);
+    // b's marker: where its newest durable post moved it (in the post's own batch)
+    const bLast = Math.max(...msgs.filter((m) => m.from === 'b').map((m) => m.seq));
+    assert.equal(b.last_read_seq, bLast);
+    assert.equal(b.unread, msgs.filter((m) => m.seq > bLast && m.from !== 'b').length);
     const next = await s.req('POST', '/v1/rooms/k/messages', { from: 'a', content: 'after' });
     assert.equal(next.json.seq, msgs.length + 1, 'seq goes on, never reissued');
     await s.stop();
