@@ -46,13 +46,18 @@ curl -fsS -XPOST -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$ap/v1/coun
 W="-t1 -c$CONNS -d${DURATION}s --latency"
 echo "# no auth vs ES256 tokens, $(date -u +%F), $(nproc) cores, ${DURATION}s per side, $CONNS connections, $ROUNDS rounds"
 o_get=; o_cpu=; o_p99=; a_get=; a_cpu=; a_p99=
-for round in $(seq "$ROUNDS"); do
+side_open() {
   cpu_run "$opid" wrk_strata "$op" "" -- $W -s bench/get.lua "http://127.0.0.1:$op"
-  raw_keep "$round" open-get "$W_OUT"
+  raw_keep "$1" open-get "$W_OUT"
   o_get+=" $W_RPS"; o_p99+=" $W_P99"; o_cpu+=" $(per_op "$CPU_TICKS" "$W_OK")"
+}
+side_es256() {
   cpu_run "$apid" wrk_strata "$ap" "" -- $W -s bench/auth.lua "http://127.0.0.1:$ap"
-  raw_keep "$round" es256-get "$W_OUT"
+  raw_keep "$1" es256-get "$W_OUT"
   a_get+=" $W_RPS"; a_p99+=" $W_P99"; a_cpu+=" $(per_op "$CPU_TICKS" "$W_OK")"
+}
+for round in $(seq "$ROUNDS"); do
+  turns "$round" side_open side_es256 # the first side changes every round (bench/lib.sh)
   echo "round $round: GET no auth $(awk '{print $NF}' <<<"$o_get")/s, ES256 $(awk '{print $NF}' <<<"$a_get")/s"
 done
 row '`GET /v1/counters/x` with an ES256 token (JWKS) on every request' "$a_get" "req/s" \

@@ -56,14 +56,16 @@ pg_run() {
     printf "%s %.2fms %.2fms %s\n", t, a[int(NR*0.5)]/1000, a[int(NR*0.99)]/1000, c }')
   rm -rf "$d"
 }
-# pair WORKLOAD: ROUNDS rounds of strata then PostgreSQL; sets s_v s_50 s_99 s_c p_v p_50 p_99 p_c
+# pair WORKLOAD: ROUNDS rounds of strata and PostgreSQL in turns, the first side changing every
+# round (bench/lib.sh's turns); sets s_v s_50 s_99 s_c p_v p_50 p_99 p_c
+side_strata() { local a b c d; wrk_run "$pair_w" "$1"; read -r a b c d <<<"$RES"; s_v+=" $a"; s_50+=" ${b%ms}"; s_99+=" ${c%ms}"; s_c+=" $d"; }
+side_pg() { local a b c d; pg_run "$pair_w" "$1"; read -r a b c d <<<"$RES"; p_v+=" $a"; p_50+=" ${b%ms}"; p_99+=" ${c%ms}"; p_c+=" $d"; }
 pair() {
-  s_v=; s_50=; s_99=; s_c=; p_v=; p_50=; p_99=; p_c=
-  local round a b c d
+  s_v=; s_50=; s_99=; s_c=; p_v=; p_50=; p_99=; p_c=; pair_w=$1
+  local round
   for round in $(seq "$ROUNDS"); do
-    wrk_run "$1" "$round"; read -r a b c d <<<"$RES"; s_v+=" $a"; s_50+=" ${b%ms}"; s_99+=" ${c%ms}"; s_c+=" $d"
-    pg_run "$1" "$round"; read -r a b c d <<<"$RES"; p_v+=" $a"; p_50+=" ${b%ms}"; p_99+=" ${c%ms}"; p_c+=" $d"
-    echo "round $round, $1: strata $(awk '{print $NF}' <<<"$s_v") 2xx/s, PostgreSQL $a tx/s"
+    turns "$round" side_strata side_pg
+    echo "round $round, $1: strata $(awk '{print $NF}' <<<"$s_v") 2xx/s, PostgreSQL $(awk '{print $NF}' <<<"$p_v") tx/s"
   done
 }
 echo "# chat, $(date -u +%F), $(nproc) cores, 64 connections, ${DURATION}s each, $ROUNDS rounds"
