@@ -9,7 +9,7 @@
 # transactions count (bench/lib.sh); any other status or a failed transaction fails the run.
 # Server CPU per operation: strata's process vs every process of the PostgreSQL cluster (the
 # postmaster, its backends and helpers, and the backends it reaped). Prints throughput, p50/p99
-# and ratios; records the run in bench/out/chat.json, the tools' output in bench/out/raw/chat/.
+# and ratios; records the run in bench/out/chat/DATE.json, the tools' output in bench/out/raw/chat/DATE/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh

@@ -6,7 +6,7 @@
 # failover: kill -9 of the leader, time until a write is acknowledged by the new one (RUNS runs).
 # Only 2xx answers count, from strata's own metrics (bench/lib.sh): a 307 or 503 from the member
 # under load fails the run. Server CPU per write: the one strata vs the sum of the group's 3
-# members. Records the run in bench/out/cluster.json, wrk's output in bench/out/raw/cluster/.
+# members. Records the run in bench/out/cluster/DATE.json, wrk's output in bench/out/raw/cluster/DATE/.
 #   DURATION=10 ROUNDS=3 RUNS=10 bench/cluster.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

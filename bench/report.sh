@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Regenerates the benchmark table of README.md and bench/RESULTS.md and the README's figures
 # outside it: runs each bench script (each runs its pairs interleaved for ROUNDS rounds and
-# records them in bench/out/NAME.json with date, machine, commit and load, and its tools' output
+# records them in bench/out/NAME/DATE.json (records accumulate) with date, machine, commit and load, and its tools' output
 # in bench/out/raw/NAME/), then bench/table.py writes the table and the figures between their
 # marker comments. Nothing in them is typed by hand.
 #   bench/report.sh                          (DURATION=10 s per side, ROUNDS=3; every script)

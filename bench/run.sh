@@ -6,7 +6,7 @@
 # nginx-light, wrk), starts each with a config of its own in a temp dir, and stops them by PID.
 # Not part of the test suite. Only 2xx answers count (bench/lib.sh); server CPU per operation
 # comes from /proc of the server processes only (strata, redis-server, nginx master + worker),
-# no profiler runs. The run is recorded in bench/out/run.json for bench/table.py, the tools'
+# no profiler runs. The run is recorded in bench/out/run/DATE.json for bench/table.py, the tools'
 # output in bench/out/raw/run/.
 #   bench/run.sh            (DURATION=10 seconds per run, ROUNDS=3, CONNS=64)
 set -euo pipefail

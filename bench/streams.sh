@@ -14,7 +14,7 @@
 # without writing anything to disk; strata sends only what is fsync'd, so its figures include a
 # durable commit per change. Both sides run for the same DURATION; wsload exits non-zero on any
 # answer to a post other than 2xx. Server CPU per frame: strata's process (for the follower rows
-# the sum of the group's 3 members) vs redis-server. Records the run in bench/out/streams.json,
+# the sum of the group's 3 members) vs redis-server. Records the run in bench/out/streams/DATE.json,
 # wsload's output in bench/out/raw/streams/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
