@@ -52,6 +52,7 @@ pg_run() {
   [ "${failed:-0}" = 0 ] || die "pgbench $1: $failed failed transactions"
   local tps n; tps=$(awk '/^tps/ {printf "%.0f", $3; exit}' <<<"$PG_OUT")
   n=$(awk '/number of transactions actually processed/ {split($6, a, "/"); print a[1]}' <<<"$PG_OUT")
+  [ "${n:-0}" -gt 0 ] || die "pgbench $1: no transaction committed in ${DURATION}s (its 64 backends still connecting: a loaded machine, or DURATION too short)"
   RES=$(cat "$d"/pgbench_log.* | awk '{print $3}' | sort -n | awk -v t="$tps" -v c="$(per_op "$CPU_TICKS" "$n")" '{a[NR]=$1} END {
     printf "%s %.2fms %.2fms %s\n", t, a[int(NR*0.5)]/1000, a[int(NR*0.99)]/1000, c }')
   rm -rf "$d"
