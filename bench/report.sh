@@ -9,6 +9,9 @@
 #   DURATION=10 bench/report.sh run chat     (only those; the others keep their last record)
 # A full run (DURATION=10, ROUNDS=3, every script) takes about 26 minutes: auth ~1, run ~3, seats ~3,
 # chat ~5, streams ~9, cluster ~3, plus installing and building once.
+# Each script first waits (up to LOAD_WAIT=300 s) for the 1-minute load average to fall to
+# LOAD_MAX (0.5 per core), the previous script's own load included, and refuses to record a run
+# during which the machine spent above FOREIGN_MAX (10) % of its CPU outside the bench (bench/lib.sh).
 # Run it on a quiet machine: the load generator shares the cores with strata and its peers. It
 # refuses a tree with uncommitted changes or untracked files (ALLOW_DIRTY=1: smoke tests only; the
 # records are marked dirty and `bench/table.py --check` refuses them).
