@@ -19,7 +19,7 @@
 # and the row says "stale: src changed since commit X" (X the newest run's commit) until a run on
 # the current code replaces it. Staleness never fails --check: a commit to src/ must not turn CI
 # red. Records of format 2 (before the load gate) are shown, with their load, as not gated.
-import json, os, re, statistics, subprocess, sys
+import glob, json, os, re, statistics, subprocess, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORDER = ["run", "seats", "chat", "streams", "cluster", "auth"]
@@ -442,6 +442,15 @@ DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
 COMMAND = re.compile(r"`[^`]*\b(?:bench|tools|build)/[\w./-]+[^`]*`|^    .*\b(?:bench|tools|build)/", re.M)
 
 
+def other_commits():
+    """the commits of the records outside the table (bench/out/bookflat …): RESULTS.md quotes them too"""
+    out = set()
+    for f in glob.glob(os.path.join(ROOT, "bench", "out", "*", "*.json")):
+        if os.path.basename(os.path.dirname(f)) not in ORDER:
+            out.add(json.load(open(f))["commit"].split("+")[0])
+    return out
+
+
 def record_numbers():
     """every number in every record under bench/out (values, medians, notes, raw-derived rows)"""
     nums = set()
@@ -579,7 +588,7 @@ def main():
         for k in ("strata", "peer", "ratio"):
             if c[k]:
                 amended |= {float(x) for x in [c[k]["median"], c[k]["min"], c[k]["max"]] + c[k]["values"]}
-    commits = sorted({r["commit"].split("+")[0] for rs in runs.values() for r in rs})
+    commits = sorted({r["commit"].split("+")[0] for rs in runs.values() for r in rs} | other_commits())
     errors += stray_results(open(os.path.join(ROOT, "bench", "RESULTS.md")).read(), record_numbers(), amended, commits)
     stale, marks = [], []
     for f in ("README.md", "bench/RESULTS.md"):
