@@ -273,6 +273,14 @@ class Bookflat(unittest.TestCase):
         self.assertIn(r["command"], res, "RESULTS.md gives the exact command")
 
 
+class Records(unittest.TestCase):
+    def test_new_records_are_not_ignored_by_git(self):
+        for f in ("bench/out/seats/2030-01-01T000000Z.json", "bench/out/raw/seats/2030-01-01T000000Z/1-strata-book.txt",
+                  "bench/out/bookflat/2030-01-01T000000Z.json"):
+            r = subprocess.run(["git", "-C", ROOT, "check-ignore", "-q", f])
+            self.assertEqual(r.returncode, 1, f"{f} is ignored by .gitignore: a run's record would not be committed")
+
+
 class Claims(unittest.TestCase):
     def test_readme_claims_the_issue_found_false_are_gone(self):
         t = read(os.path.join(ROOT, "README.md"))
