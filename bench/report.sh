@@ -33,4 +33,4 @@ for s in "${scripts[@]}"; do
   bash "bench/$s.sh"
 done
 python3 bench/table.py
-echo "README.md and bench/RESULTS.md: table and figures rewritten from bench/out/*.json ($(( $(date +%s) - t0 )) s)"
+echo "README.md and bench/RESULTS.md: table and figures rewritten from bench/out/NAME/*.json ($(( $(date +%s) - t0 )) s)"
