@@ -99,9 +99,12 @@ def amend_seats_v2(r):
         row["strata"], row["peer_value"] = stats(sw), stats(pw)
         row["ratio"] = stats([round(a / b, 4) for a, b in zip(sw, pw)])
         row["conflicts_per_s"] = {"strata": stats(sc), "peer": stats(pc)}
+        own = re.search(r"median (\d+) won", row["strata_note"])
+        wrk = statistics.median([w for w, _, _ in s])
         row["strata_note"] = (row["strata_note"] + "; wins per round recomputed from the raw wrk output "
-                              "(requests less Non-2xx: wrk's count, which this record's strata median matches "
-                              "within 5 of its own 201s)")
+                              "(requests less Non-2xx: wrk's count" + (
+                                  f", median {wrk:.0f} against strata's own {own[1]}, the only per-run count of its "
+                                  "201s this record kept)" if own else ")"))
         row["peer_note"] = row["peer_note"].replace("interleaved", "interleaved, strata always first")
 
 
