@@ -9,7 +9,7 @@
 # transactions count (bench/lib.sh); any other status or a failed transaction fails the run.
 # Server CPU per operation: strata's process vs every process of the PostgreSQL cluster (the
 # postmaster, its backends and helpers, and the backends it reaped). Prints throughput, p50/p99
-# and ratios; records the run in bench/out/chat.json, the tools' output in bench/out/raw/chat/.
+# and ratios; records the run in bench/out/chat/DATE.json, the tools' output in bench/out/raw/chat/DATE/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -52,18 +52,21 @@ pg_run() {
   [ "${failed:-0}" = 0 ] || die "pgbench $1: $failed failed transactions"
   local tps n; tps=$(awk '/^tps/ {printf "%.0f", $3; exit}' <<<"$PG_OUT")
   n=$(awk '/number of transactions actually processed/ {split($6, a, "/"); print a[1]}' <<<"$PG_OUT")
+  [ "${n:-0}" -gt 0 ] || die "pgbench $1: no transaction committed in ${DURATION}s (its 64 backends still connecting: a loaded machine, or DURATION too short)"
   RES=$(cat "$d"/pgbench_log.* | awk '{print $3}' | sort -n | awk -v t="$tps" -v c="$(per_op "$CPU_TICKS" "$n")" '{a[NR]=$1} END {
     printf "%s %.2fms %.2fms %s\n", t, a[int(NR*0.5)]/1000, a[int(NR*0.99)]/1000, c }')
   rm -rf "$d"
 }
-# pair WORKLOAD: ROUNDS rounds of strata then PostgreSQL; sets s_v s_50 s_99 s_c p_v p_50 p_99 p_c
+# pair WORKLOAD: ROUNDS rounds of strata and PostgreSQL in turns, the first side changing every
+# round (bench/lib.sh's turns); sets s_v s_50 s_99 s_c p_v p_50 p_99 p_c
+side_strata() { local a b c d; wrk_run "$pair_w" "$1"; read -r a b c d <<<"$RES"; s_v+=" $a"; s_50+=" ${b%ms}"; s_99+=" ${c%ms}"; s_c+=" $d"; }
+side_pg() { local a b c d; pg_run "$pair_w" "$1"; read -r a b c d <<<"$RES"; p_v+=" $a"; p_50+=" ${b%ms}"; p_99+=" ${c%ms}"; p_c+=" $d"; }
 pair() {
-  s_v=; s_50=; s_99=; s_c=; p_v=; p_50=; p_99=; p_c=
-  local round a b c d
+  s_v=; s_50=; s_99=; s_c=; p_v=; p_50=; p_99=; p_c=; pair_w=$1
+  local round
   for round in $(seq "$ROUNDS"); do
-    wrk_run "$1" "$round"; read -r a b c d <<<"$RES"; s_v+=" $a"; s_50+=" ${b%ms}"; s_99+=" ${c%ms}"; s_c+=" $d"
-    pg_run "$1" "$round"; read -r a b c d <<<"$RES"; p_v+=" $a"; p_50+=" ${b%ms}"; p_99+=" ${c%ms}"; p_c+=" $d"
-    echo "round $round, $1: strata $(awk '{print $NF}' <<<"$s_v") 2xx/s, PostgreSQL $a tx/s"
+    turns "$round" side_strata side_pg
+    echo "round $round, $1: strata $(awk '{print $NF}' <<<"$s_v") 2xx/s, PostgreSQL $(awk '{print $NF}' <<<"$p_v") tx/s"
   done
 }
 echo "# chat, $(date -u +%F), $(nproc) cores, 64 connections, ${DURATION}s each, $ROUNDS rounds"

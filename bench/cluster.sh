@@ -6,7 +6,7 @@
 # failover: kill -9 of the leader, time until a write is acknowledged by the new one (RUNS runs).
 # Only 2xx answers count, from strata's own metrics (bench/lib.sh): a 307 or 503 from the member
 # under load fails the run. Server CPU per write: the one strata vs the sum of the group's 3
-# members. Records the run in bench/out/cluster.json, wrk's output in bench/out/raw/cluster/.
+# members. Records the run in bench/out/cluster/DATE.json, wrk's output in bench/out/raw/cluster/DATE/.
 #   DURATION=10 ROUNDS=3 RUNS=10 bench/cluster.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,16 +47,14 @@ L=$leader
 G3="${gpid[1]} ${gpid[2]} ${gpid[3]}"
 s_incr=; s_incr_p99=; s_incr_cpu=; s_post=; s_post_p99=; s_post_cpu=
 g_incr=; g_incr_p99=; g_incr_cpu=; g_post=; g_post_p99=; g_post_cpu=
+incr_single() { measure $p bench/incr.lua "$1" single "$single"; s_incr+=" $M_RPS"; s_incr_p99+=" $M_P99"; s_incr_cpu+=" $M_CPU"; }
+incr_group() { measure ${http[$L]} bench/incr.lua "$1" group "$G3"; g_incr+=" $M_RPS"; g_incr_p99+=" $M_P99"; g_incr_cpu+=" $M_CPU"; }
+post_single() { measure $p bench/post1.lua "$1" single "$single"; s_post+=" $M_RPS"; s_post_p99+=" $M_P99"; s_post_cpu+=" $M_CPU"; }
+post_group() { measure ${http[$L]} bench/post1.lua "$1" group "$G3"; g_post+=" $M_RPS"; g_post_p99+=" $M_P99"; g_post_cpu+=" $M_CPU"; }
 for round in $(seq "$ROUNDS"); do
-  measure $p bench/incr.lua "$round" single "$single"
-  s_incr+=" $M_RPS"; s_incr_p99+=" $M_P99"; s_incr_cpu+=" $M_CPU"
-  measure ${http[$L]} bench/incr.lua "$round" group "$G3"
-  g_incr+=" $M_RPS"; g_incr_p99+=" $M_P99"; g_incr_cpu+=" $M_CPU"
+  turns "$round" incr_single incr_group # the first side changes every round (bench/lib.sh)
   stall=$(curl -s "http://127.0.0.1:${http[$L]}/metrics" | awk '/^strata_loop_stall_max_seconds / {print $2}')
-  measure $p bench/post1.lua "$round" single "$single"
-  s_post+=" $M_RPS"; s_post_p99+=" $M_P99"; s_post_cpu+=" $M_CPU"
-  measure ${http[$L]} bench/post1.lua "$round" group "$G3"
-  g_post+=" $M_RPS"; g_post_p99+=" $M_P99"; g_post_cpu+=" $M_CPU"
+  turns "$round" post_single post_group
   echo "round $round: incr one $(awk '{print $NF}' <<<"$s_incr")/s, group $(awk '{print $NF}' <<<"$g_incr")/s; posts one $(awk '{print $NF}' <<<"$s_post")/s, group $(awk '{print $NF}' <<<"$g_post")/s; leader's longest loop stall so far $stall s"
 done
 kill $single

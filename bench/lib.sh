@@ -2,7 +2,9 @@
 # Shared by the bench scripts (sourced from the repo root): installs the peers, builds strata,
 # and gives a temp dir, processes stopped by PID on exit, free ports and a wait for a port;
 # the one way every script counts answers (only 2xx count as throughput, see "Counting" in
-# bench/RESULTS.md) and the one way it records a run in bench/out/NAME.json for bench/table.py.
+# bench/RESULTS.md) and the one way it records a run in bench/out/NAME/DATE.json for bench/table.py
+# (records accumulate: the table's ranges span the runs), with the load gate (record_init, out_write)
+# and the alternating order of the sides in each round (turns).
 DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-3} # rounds of each interleaved pair (strata, peer, strata, peer …)
 tools/install-deps.sh --bench
@@ -27,7 +29,7 @@ wait_port() { for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/n
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 die() { echo "BENCH FAILED: $*" >&2; exit 1; }
 load_avg() { cut -d' ' -f1 /proc/loadavg; }
-bench_load_start=$(load_avg)
+bench_load_start=$(load_avg) # again in record_init, once the load gate let the run start
 
 # ---- counting answers ----
 # strata: its own per-route, per-status counter (strata_http_requests_total{route,status}),
@@ -148,18 +150,80 @@ med() { tr ' ' '\n' <<<"$*" | grep . | sort -g | awk '{a[NR] = $1} END {print (N
 # yet committed would be built in): a record names the commit it measured, so that commit must be
 # the code.
 # ALLOW_DIRTY=1 (smoke tests only) runs anyway and marks the record "dirty"; bench/table.py
-# --check refuses a dirty record. Then empties bench/out/raw/NAME, where raw_keep ROUND SIDE TEXT
-# keeps each run's tool output (wrk, redis-benchmark, pgbench, wsload) as ROUND-SIDE.txt.
+# --check refuses a dirty record. Then the load gate's first half (below), and a new
+# bench/out/raw/NAME/DATE/, where raw_keep ROUND SIDE TEXT keeps each run's tool output (wrk,
+# redis-benchmark, pgbench, wsload) as ROUND-SIDE.txt; the record is bench/out/NAME/DATE.json.
+#
+# The load gate (the thresholds are stated in README's Benchmarks section and read by
+# bench/table.py --check from the record):
+# - before: the 1-minute load average must be at most LOAD_MAX (default 0.5 per core); record_init
+#   waits up to LOAD_WAIT seconds (default 300: the previous script's or the build's own load
+#   decays) and refuses to start past that.
+# - during, judged at the end: the CPU time the machine spent outside this bench's own process
+#   tree (the script, its servers, its load generators and everything they reaped), from
+#   /proc/stat's user + nice + system less the tree's utime + stime (+ reaped children's) and the
+#   kernel threads' (softirq, journal and writeback work mostly done for the bench), as a
+#   share of all cores over the run, must be at most FOREIGN_MAX percent (default 10). The 1-minute
+#   load average at the end is recorded but not gated: it counts the run's own processes (chat's
+#   64 PostgreSQL backends alone make it 10).
+# A run past either is not recorded (out_write dies; ALLOW_DIRTY=1 smoke runs record it marked
+# "loaded", refused by bench/table.py --check like a dirty one).
 bench_dirty() { [ -n "$(git status --porcelain -- . ':!bench/out' 2>/dev/null)" ]; }
 bench_was_dirty=0
+bench_root=$$
+LOAD_MAX=${LOAD_MAX:-$(awk -v n="$(nproc)" 'BEGIN {print n * 0.5}')}
+LOAD_WAIT=${LOAD_WAIT:-300}
+FOREIGN_MAX=${FOREIGN_MAX:-10}
+# "OWN TOTAL STEAL": CPU ticks of this bench's process tree (every descendant of $bench_root, with
+# the children each reaped) and of the kernel's threads, the machine's user + nice + system ticks,
+# and its steal ticks
+cpu_split() {
+  python3 - "$bench_root" <<'PY'
+import os, sys
+root = int(sys.argv[1]); kids = {}; t = {}
+for d in os.listdir("/proc"):
+    if not d.isdigit():
+        continue
+    try:
+        f = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue
+    kids.setdefault(int(f[1]), []).append(int(d))
+    t[int(d)] = sum(int(x) for x in f[11:15])  # utime stime cutime cstime
+def tree(r):
+    n, todo = 0, [r]
+    while todo:
+        p = todo.pop(); n += t.get(p, 0); todo += kids.get(p, [])
+    return n
+c = open("/proc/stat").readline().split()[1:]
+# the kernel's threads (kthreadd's children: softirq, journal, writeback) count as the bench's
+# own: on a quiet machine they serve its loopback traffic and fsyncs
+print(tree(root) + tree(2), int(c[0]) + int(c[1]) + int(c[2]), int(c[7]) if len(c) > 7 else 0)
+PY
+}
 record_init() {
   if bench_dirty; then
     bench_was_dirty=1
     [ "${ALLOW_DIRTY:-}" = 1 ] || die "uncommitted changes or untracked files (git status --porcelain): commit them first, a record names the commit it measured (ALLOW_DIRTY=1 for a smoke test; its record is marked dirty)"
     echo "bench: ALLOW_DIRTY=1 on a tree with uncommitted changes: the record is marked dirty" >&2
   fi
-  raw_dir=bench/out/raw/$1
-  rm -rf "$raw_dir"
+  local waited=0
+  # BENCH_MEASURES=bytes (bench/bookflat.sh): sizes, not rates; no load gate
+  [ "${BENCH_MEASURES:-}" != bytes ] || waited=-1
+  while [ "$waited" -ge 0 ] && awk -v l="$(load_avg)" -v m="$LOAD_MAX" 'BEGIN { exit !(l > m) }'; do
+    if [ "$waited" -ge "$LOAD_WAIT" ]; then
+      [ "${ALLOW_DIRTY:-}" = 1 ] || die "the machine is loaded: 1-minute load average $(load_avg) > LOAD_MAX=$LOAD_MAX after waiting ${LOAD_WAIT}s (its figures would not be fair; run on a quiet machine)"
+      echo "bench: ALLOW_DIRTY=1 on a loaded machine (load $(load_avg) > $LOAD_MAX): the record is marked loaded" >&2
+      break
+    fi
+    [ "$waited" -gt 0 ] || echo "bench: waiting up to ${LOAD_WAIT}s for the 1-minute load average ($(load_avg)) to fall to LOAD_MAX=$LOAD_MAX" >&2
+    sleep 5; waited=$((waited + 5))
+  done
+  bench_load_start=$(load_avg)
+  bench_stamp=$(date -u +%Y-%m-%dT%H%M%SZ)
+  bench_t0=$(date +%s.%N)
+  read -r bench_own0 bench_busy0 bench_steal0 <<<"$(cpu_split)"
+  raw_dir=bench/out/raw/$1/$bench_stamp
   mkdir -p "$raw_dir"
 }
 raw_keep() { printf '%s\n' "$3" >>"$raw_dir/$1-$2.txt"; }
@@ -204,24 +268,40 @@ redis_timed() {
 
 # ---- recording a run ----
 # row BENCHMARK STRATA_VALUES UNIT STRATA_NOTE PEER PEER_VALUES PEER_NOTE [PEER_UNIT]
-#     [STRATA_CPU PEER_CPU OP]
+#     [STRATA_CPU PEER_CPU OP [STRATA_CONFLICTS PEER_CONFLICTS]]
 # VALUES: one figure per round, space-separated, in round order on both sides (the ratio is taken
 # per round, strata's round i over the peer's round i); PEER/PEER_VALUES empty when there is no
 # peer; PEER_UNIT defaults to UNIT. STRATA_CPU/PEER_CPU: µs of server CPU per operation, one per
-# round; OP names the operation ("2xx answer", "committed tx", "frame"). out_write records the
+# round; OP names the operation ("2xx answer", "committed tx", "frame"). *_CONFLICTS: answers the
+# workload expects to lose (bookings' 409s) per second, one per round: their own column, never in
+# the throughput or the ratio. out_write records the
 # values with their median and range (min–max), and the same of the ratio, for bench/table.py.
 rows_file=$work/rows.tsv
 row() { local IFS=$'\t'; echo "$*" >>"$rows_file"; }
-# out_write NAME COMMAND: bench/out/NAME.json with the rows, date, machine, commit, load, rounds,
-# and whether the tree had uncommitted changes (record_init refuses that without ALLOW_DIRTY=1)
+# out_write NAME COMMAND [EXTRA.json]: bench/out/NAME/DATE.json with the rows, date, machine,
+# commit, load and the load gate's figures, rounds, and whether the tree had uncommitted changes
+# (record_init refuses that without ALLOW_DIRTY=1); EXTRA's keys are added to the record (a script
+# whose figures are not table rows, such as bench/bookflat.sh).
 out_write() {
-  mkdir -p bench/out
   touch "$rows_file"
-  local dirty=$bench_was_dirty
+  local dirty=$bench_was_dirty own1 busy1 steal1 t1 foreign steal loaded=0
   ! bench_dirty || dirty=1
-  python3 - "$1" "$2" "$rows_file" "$bench_load_start" "$(load_avg)" "$dirty" >"$work/out.json" <<'PY'
+  read -r own1 busy1 steal1 <<<"$(cpu_split)"
+  t1=$(date +%s.%N)
+  read -r foreign steal <<<"$(awk -v o0="$bench_own0" -v o1="$own1" -v b0="$bench_busy0" -v b1="$busy1" \
+    -v s0="$bench_steal0" -v s1="$steal1" -v t0="$bench_t0" -v t1="$t1" -v n="$(nproc)" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN { all = (t1 - t0) * n * hz; f = (b1 - b0) - (o1 - o0); if (f < 0) f = 0
+             printf "%.1f %.1f", 100 * f / all, 100 * (s1 - s0) / all }')"
+  if [ "${BENCH_MEASURES:-}" != bytes ] &&
+    awk -v l="$bench_load_start" -v m="$LOAD_MAX" -v f="$foreign" -v fm="$FOREIGN_MAX" 'BEGIN { exit !(l > m || f > fm) }'; then
+    loaded=1
+    [ "${ALLOW_DIRTY:-}" = 1 ] || die "not recorded: the machine was loaded (load before $bench_load_start, LOAD_MAX $LOAD_MAX; CPU outside this bench ${foreign}% of the machine, FOREIGN_MAX $FOREIGN_MAX%); the tools' output is in $raw_dir"
+  fi
+  mkdir -p "bench/out/$1"
+  python3 - "$1" "$2" "$rows_file" "$bench_load_start" "$(load_avg)" "$dirty" \
+    "$LOAD_MAX" "$foreign" "$FOREIGN_MAX" "$steal" "$loaded" "$raw_dir" "${3:-}" >"$work/out.json" <<'PY'
 import datetime, json, os, platform, statistics, subprocess, sys
-name, command, rows_path, load0, load1, dirty = sys.argv[1:7]
+name, command, rows_path, load0, load1, dirty, load_max, foreign, foreign_max, steal, loaded, raw, extra = sys.argv[1:14]
 def sh(*a):
     try: return subprocess.run(a, capture_output=True, text=True).stdout.strip()
     except OSError: return ""
@@ -233,7 +313,7 @@ def stats(v):
     return {"median": statistics.median(v), "min": min(v), "max": max(v), "values": v} if v else None
 rows = []
 for line in open(rows_path):
-    f = line.rstrip("\n").split("\t") + [""] * 11
+    f = line.rstrip("\n").split("\t") + [""] * 13
     sv, pv = vals(f[1]), vals(f[5])
     unit, punit = f[2], f[7] or f[2]
     ratio = None
@@ -243,20 +323,41 @@ for line in open(rows_path):
     rows.append({"benchmark": f[0], "unit": unit, "strata": stats(sv), "strata_note": f[3],
                  "peer": f[4], "peer_value": stats(pv), "peer_note": f[6], "peer_unit": punit,
                  "ratio": ratio,
-                 "cpu_us_per_op": {"op": f[10], "strata": stats(sc), "peer": stats(pc)} if sc or pc else None})
-print(json.dumps({
-    "format": 2, "name": name, "command": command,
+                 "cpu_us_per_op": {"op": f[10], "strata": stats(sc), "peer": stats(pc)} if sc or pc else None,
+                 "conflicts_per_s": {"strata": stats(vals(f[11])), "peer": stats(vals(f[12]))} if f[11] else None})
+rec = {
+    "format": 3, "name": name, "command": command,
     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     "machine": {"host": platform.node(), "cores": os.cpu_count(), "cpu": cpu,
                 "mem_gib": round(mem / 1048576), "kernel": platform.release(),
                 "load_start": float(load0), "load_end": float(load1)},
+    "measures": os.environ.get("BENCH_MEASURES") or "rates",
+    "gate": {"load_max": float(load_max), "load_start": float(load0), "foreign_cpu_pct": float(foreign),
+             "foreign_max_pct": float(foreign_max), "steal_pct": float(steal)},
+    "loaded": loaded == "1",
     "commit": sh("git", "rev-parse", "--short", "HEAD"), "dirty": dirty == "1",
     "duration_s": float(os.environ.get("DURATION", "10")),
     "rounds": int(os.environ.get("ROUNDS", "3")),
-    "rows": rows}, indent=1))
+    "order": "alternating",
+    "raw": raw,
+    "rows": rows}
+if extra:
+    rec.update(json.load(open(extra)))
+print(json.dumps(rec, indent=1))
 PY
-  mv "$work/out.json" "bench/out/$1.json"
-  echo "wrote bench/out/$1.json"
+  mv "$work/out.json" "bench/out/$1/$bench_stamp.json"
+  echo "wrote bench/out/$1/$bench_stamp.json (load before $bench_load_start, CPU outside this bench ${foreign}% of the machine)"
+}
+
+# turns ROUND FN…: runs the sides of one round in turns, the first side changing every round
+# (round 1: A B C, round 2: B C A, round 3: C A B …), so neither side always runs first (after
+# the other's writes, caches or heat). Each FN appends its own round's figures, so the recorded
+# values stay in round order whatever ran first.
+turns() {
+  local r=$1 n i; shift
+  n=$#
+  local fns=("$@")
+  for ((i = 0; i < n; i++)); do "${fns[$(((r - 1 + i) % n))]}" "$r"; done
 }
 
 # CPU ticks (user + system) process $1 has used so far.

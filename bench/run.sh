@@ -6,7 +6,7 @@
 # nginx-light, wrk), starts each with a config of its own in a temp dir, and stops them by PID.
 # Not part of the test suite. Only 2xx answers count (bench/lib.sh); server CPU per operation
 # comes from /proc of the server processes only (strata, redis-server, nginx master + worker),
-# no profiler runs. The run is recorded in bench/out/run.json for bench/table.py, the tools'
+# no profiler runs. The run is recorded in bench/out/run/DATE.json for bench/table.py, the tools'
 # output in bench/out/raw/run/.
 #   bench/run.sh            (DURATION=10 seconds per run, ROUNDS=3, CONNS=64)
 set -euo pipefail
@@ -61,29 +61,41 @@ W="-t1 -c$CONNS -d${DURATION}s --latency"
 echo "# strata vs peers, $(date -u +%F), $(nproc) cores, ${DURATION}s per side, $CONNS connections, $ROUNDS rounds"
 s_incr=; s_incr_cpu=; s_incr_p99=; s_get=; s_get_cpu=; s_get_p99=; s_pipe=; s_pipe_cpu=
 r_always=; r_always_cpu=; r_every=; r_every_cpu=; n_get=; n_get_cpu=; n_get_p99=; acked=0
-for round in $(seq "$ROUNDS"); do
+incr_strata() {
   cost_begin "$spid"
   cpu_run "$spid" wrk_strata "$sp" "" -- $W -s bench/incr.lua "http://127.0.0.1:$sp"
   cost_end "$spid" "$W_OK"
-  raw_keep "$round" strata-incr "$W_OUT"
+  raw_keep "$1" strata-incr "$W_OUT"
   s_incr+=" $W_RPS"; s_incr_p99+=" $W_P99"; s_incr_cpu+=" $(per_op "$CPU_TICKS" "$W_OK")"; acked=$((acked + W_OK))
-  echo "round $round: strata incr $W_RPS 2xx/s; $C_CPU_US µs CPU, $C_CSW context switches per durable write ($C_THREADS)"
+  echo "round $1: strata incr $W_RPS 2xx/s; $C_CPU_US µs CPU, $C_CSW context switches per durable write ($C_THREADS)"
+}
+incr_always() {
   cpu_run "$rapid" redis_timed "$ra" incr -- -c "$CONNS" -t incr
-  raw_keep "$round" redis-always-incr "$R_OUT"
+  raw_keep "$1" redis-always-incr "$R_OUT"
   r_always+=" $R_RPS"; r_always_cpu+=" $(per_op "$CPU_TICKS" "$R_OK")"
+}
+incr_everysec() {
   cpu_run "$repid" redis_timed "$re" incr -- -c "$CONNS" -t incr
-  raw_keep "$round" redis-everysec-incr "$R_OUT"
+  raw_keep "$1" redis-everysec-incr "$R_OUT"
   r_every+=" $R_RPS"; r_every_cpu+=" $(per_op "$CPU_TICKS" "$R_OK")"
-  echo "round $round: Redis INCR always $(awk '{print $NF}' <<<"$r_always")/s, everysec $(awk '{print $NF}' <<<"$r_every")/s"
-
+}
+get_strata() {
   got=$(curl -fsS "http://127.0.0.1:$sp/v1/counters/bench")
   [ ${#got} = ${#body} ] || die "strata's GET answer ($got) is no longer as long as nginx's body ($body)"
   cpu_run "$spid" wrk_strata "$sp" "" -- $W -s bench/get.lua "http://127.0.0.1:$sp"
-  raw_keep "$round" strata-get "$W_OUT"
+  raw_keep "$1" strata-get "$W_OUT"
   s_get+=" $W_RPS"; s_get_p99+=" $W_P99"; s_get_cpu+=" $(per_op "$CPU_TICKS" "$W_OK")"
+}
+get_nginx() {
   cpu_run "$npid" wrk_peer $W -s bench/get.lua "http://127.0.0.1:$np" -- /
-  raw_keep "$round" nginx-get "$W_OUT"
+  raw_keep "$1" nginx-get "$W_OUT"
   n_get+=" $W_RPS"; n_get_p99+=" $W_P99"; n_get_cpu+=" $(per_op "$CPU_TICKS" "$W_OK")"
+}
+# each pair in turns, the first side changing every round (bench/lib.sh's turns)
+for round in $(seq "$ROUNDS"); do
+  turns "$round" incr_strata incr_always incr_everysec
+  echo "round $round: Redis INCR always $(awk '{print $NF}' <<<"$r_always")/s, everysec $(awk '{print $NF}' <<<"$r_every")/s"
+  turns "$round" get_strata get_nginx
   cpu_run "$spid" wrk_strata "$sp" "" -- $W -s bench/pipeline.lua "http://127.0.0.1:$sp" -- /v1/counters/bench 16
   raw_keep "$round" strata-get-pipelined "$W_OUT"
   s_pipe+=" $W_RPS"; s_pipe_cpu+=" $(per_op "$CPU_TICKS" "$W_OK")"

@@ -7,12 +7,15 @@
 #  2. durable bookings of 2 random seats, interleaved: strata, then the same logic as a Redis 7 Lua
 #     script with appendfsync always and with everysec, each for the same DURATION, each side on a
 #     fresh 1,000,000-seat event (a new event in strata, new keys in Redis) every round, on a server
-#     that holds only the earlier rounds' bookings (the sellouts run on another strata): answers
-#     per second, wins (201 / a booking id) and conflicts (409 / 0) apart, server CPU per answer;
+#     that holds only the earlier rounds' bookings (the sellouts run on another strata), the
+#     sides in turns with a different one first each round (lib.sh's turns): bookings WON per
+#     second (strata's 201s from its own counters; Redis: the script's booking:seq, as since the
+#     first version of bench/book.redis.lua) — the throughput and the ratio; conflicts (409 / a 0
+#     from the script) per second in their own column, never added to it; server CPU per answer;
 #  3. restart time with a 1,000,000-seat event and the bookings of 2., once per round: from the
 #     spawn to the time stamp of strata's own "listening on" log line.
 # Only 2xx and the expected 409 count; any other status fails the run (bench/lib.sh). Records
-# the run in bench/out/seats.json, the tools' output in bench/out/raw/seats/.
+# the run in bench/out/seats/DATE.json, the tools' output in bench/out/raw/seats/DATE/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -87,37 +90,51 @@ redis_start everysec; re=$rport; repid=$rpid
 wait_port "$bp"
 sha=$(redis-cli -p "$ra" SCRIPT LOAD "$(cat bench/book.redis.lua)")
 [ "$(redis-cli -p "$re" SCRIPT LOAD "$(cat bench/book.redis.lua)")" = "$sha" ] || die "SCRIPT LOAD differs"
-redis_book() { # PORT PID ROUND -> R_* of redis_timed, r_won r_lost r_cpu; fresh keys each round
+redis_book() { # PORT PID ROUND -> R_* of redis_timed, r_won r_lost r_cpu r_won_rps r_lost_rps; fresh keys each round
   local w0 w1
   redis-cli -p "$1" HSET "stats:$3" available 1000000 reserved 0 >/dev/null
   w0=$(redis-cli -p "$1" GET booking:seq); w0=${w0:-0}
   cpu_run "$2" redis_timed "$1" evalsha -- -c 64 -r 999999 EVALSHA "$sha" 2 "seats:$3" "stats:$3" __rand_int__ 2
   w1=$(redis-cli -p "$1" GET booking:seq); w1=${w1:-0}
   r_won=$((w1 - w0)); r_lost=$((R_OK - r_won)); r_cpu=$(per_op "$CPU_TICKS" "$R_OK")
+  r_won_rps=$(awk -v n="$r_won" -v s="$R_SECS" 'BEGIN {printf "%.0f", n / s}')
+  r_lost_rps=$(awk -v n="$r_lost" -v s="$R_SECS" 'BEGIN {printf "%.0f", n / s}')
 }
-s_ans=; s_cpu=; s_won=; s_lost=; s_p99=; a_ans=; a_cpu=; a_won=; a_lost=; e_ans=; e_cpu=; e_won=; e_lost=
+# per round: s_* strata, a_* Redis always, e_* Redis everysec; *_wps bookings won per second (the
+# throughput), *_cps conflicts per second (their own column), *_won / *_lost the counts
+s_wps=; s_cps=; s_cpu=; s_won=; s_lost=; s_p99=; a_wps=; a_cps=; a_cpu=; a_won=; a_lost=; e_wps=; e_cps=; e_cpu=; e_won=; e_lost=
+book_strata() {
+  cpu_run "$bpid" wrk_strata "$bp" "409" -- -t1 -c64 -d"${DURATION}s" --latency -s bench/book2.lua "http://127.0.0.1:$bp" -- "book$1"
+  raw_keep "$1" strata-book "$W_OUT"$'\n'"strata's counters: won (201) $W_OK, conflicts (409) $W_EXPECTED in $W_SECS s"
+  s_wps+=" $W_RPS"; s_cps+=" $W_EXP_RPS"; s_won+=" $W_OK"; s_lost+=" $W_EXPECTED"; s_p99+=" $W_P99"
+  s_cpu+=" $(per_op "$CPU_TICKS" $((W_OK + W_EXPECTED)))"
+}
+book_always() {
+  redis_book "$ra" "$rapid" "$1"
+  raw_keep "$1" redis-always-book "$R_OUT"$'\n'"won $r_won, conflicts $r_lost"
+  a_wps+=" $r_won_rps"; a_cps+=" $r_lost_rps"; a_won+=" $r_won"; a_lost+=" $r_lost"; a_cpu+=" $r_cpu"
+}
+book_everysec() {
+  redis_book "$re" "$repid" "$1"
+  raw_keep "$1" redis-everysec-book "$R_OUT"$'\n'"won $r_won, conflicts $r_lost"
+  e_wps+=" $r_won_rps"; e_cps+=" $r_lost_rps"; e_won+=" $r_won"; e_lost+=" $r_lost"; e_cpu+=" $r_cpu"
+}
 for round in $(seq "$ROUNDS"); do
   curl -fsS -XPOST "http://127.0.0.1:$bp/v1/events" --json '{"event_id":"book'$round'","sections":[{"name":"F","rows":1000,"cols":1000,"price":1}]}' >/dev/null
-  cpu_run "$bpid" wrk_strata "$bp" "409" -- -t1 -c64 -d"${DURATION}s" --latency -s bench/book2.lua "http://127.0.0.1:$bp" -- "book$round"
-  raw_keep "$round" strata-book "$W_OUT"
-  s_ans+=" $((W_RPS + W_EXP_RPS))"; s_won+=" $W_OK"; s_lost+=" $W_EXPECTED"; s_p99+=" $W_P99"
-  s_cpu+=" $(per_op "$CPU_TICKS" $((W_OK + W_EXPECTED)))"
-  redis_book "$ra" "$rapid" "$round"
-  raw_keep "$round" redis-always-book "$R_OUT"$'\n'"won $r_won, conflicts $r_lost"
-  a_ans+=" $R_RPS"; a_won+=" $r_won"; a_lost+=" $r_lost"; a_cpu+=" $r_cpu"
-  redis_book "$re" "$repid" "$round"
-  raw_keep "$round" redis-everysec-book "$R_OUT"$'\n'"won $r_won, conflicts $r_lost"
-  e_ans+=" $R_RPS"; e_won+=" $r_won"; e_lost+=" $r_lost"; e_cpu+=" $r_cpu"
-  echo "round $round: answers/s strata $(awk '{print $NF}' <<<"$s_ans"), Redis Lua always $(awk '{print $NF}' <<<"$a_ans"), everysec $(awk '{print $NF}' <<<"$e_ans")"
+  turns "$round" book_strata book_always book_everysec
+  echo "round $round: bookings won/s strata $(awk '{print $NF}' <<<"$s_wps"), Redis Lua always $(awk '{print $NF}' <<<"$a_wps"), everysec $(awk '{print $NF}' <<<"$e_wps"); conflicts/s $(awk '{print $NF}' <<<"$s_cps"), $(awk '{print $NF}' <<<"$a_cps"), $(awk '{print $NF}' <<<"$e_cps")"
 done
 D="strata: fsync per group commit before the answer"
-SN="median $(med $s_won) won (201), $(med $s_lost) conflicts (409); p99 $(med $s_p99) ms; $D"
-row 'durable booking of 2 random seats, a fresh event each round (answers: wins + conflicts)' "$s_ans" "req/s" "$SN" \
-  'Redis 7 Lua script (BITFIELD + HINCRBY + HSET), `appendfsync always` (fsync before the answer)' "$a_ans" \
-  "median $(med $a_won) won, $(med $a_lost) conflicts; same ${DURATION}s, interleaved" "" "$s_cpu" "$a_cpu" "answer"
-row 'durable booking of 2 random seats, a fresh event each round (answers: wins + conflicts)' "$s_ans" "req/s" "$SN" \
-  'Redis 7 Lua script, `appendfsync everysec` (answers before the fsync)' "$e_ans" \
-  "median $(med $e_won) won, $(med $e_lost) conflicts; same ${DURATION}s, interleaved" "" "$s_cpu" "$e_cpu" "answer"
+SN="median $(med $s_won) won (201), $(med $s_lost) conflicts (409); p99 $(med $s_p99) ms (all answers); $D"
+BK='durable booking of 2 random seats, a fresh event each round (bookings won; conflicts apart)'
+row "$BK" "$s_wps" "bookings won/s" "$SN" \
+  'Redis 7 Lua script (BITFIELD + HINCRBY + HSET), `appendfsync always` (fsync before the answer)' "$a_wps" \
+  "median $(med $a_won) won, $(med $a_lost) conflicts; same ${DURATION}s, in turns" "" "$s_cpu" "$a_cpu" "answer (won or conflict)" \
+  "$s_cps" "$a_cps"
+row "$BK" "$s_wps" "bookings won/s" "$SN" \
+  'Redis 7 Lua script, `appendfsync everysec` (answers before the fsync)' "$e_wps" \
+  "median $(med $e_won) won, $(med $e_lost) conflicts; same ${DURATION}s, in turns" "" "$s_cpu" "$e_cpu" "answer (won or conflict)" \
+  "$s_cps" "$e_cps"
 
 # 3. restart time: 1,000,000 seats plus everything above
 curl -fsS -XPOST "http://127.0.0.1:$bp/v1/events" --json '{"event_id":"million","sections":[{"name":"F","rows":1000,"cols":1000,"price":1}]}' >/dev/null

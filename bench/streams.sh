@@ -14,7 +14,7 @@
 # without writing anything to disk; strata sends only what is fsync'd, so its figures include a
 # durable commit per change. Both sides run for the same DURATION; wsload exits non-zero on any
 # answer to a post other than 2xx. Server CPU per frame: strata's process (for the follower rows
-# the sum of the group's 3 members) vs redis-server. Records the run in bench/out/streams.json,
+# the sum of the group's 3 members) vs redis-server. Records the run in bench/out/streams/DATE.json,
 # wsload's output in bench/out/raw/streams/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,22 +58,23 @@ run_wsload() { WS_OUT=$("$LOAD" "$@") || die "wsload $* failed"; }
 
 echo "# streams, $(date -u +%F), $(nproc) cores, ${DURATION}s per run, $ROUNDS rounds"
 start
+# each pair in turns, the first side changing every round (bench/lib.sh's turns); kv below picks
+# the values by mode and round, whatever ran first
+lat_strata() { load "$1" strata "$spid" latency "$port" "$lat_subs" "$DURATION" "$lat_rate"; }
+lat_redis() { load "$1" redis "$rpid" redis-latency "$rport" "$lat_subs" "$DURATION" "$lat_rate"; }
+fan_strata() { load "$1" strata "$spid" fanout "$port" "$conns" "$DURATION" "$window"; }
+fan_redis() { load "$1" redis "$rpid" redis-fanout "$rport" "$conns" "$DURATION" "$window"; }
 for round in $(seq "$ROUNDS"); do
-  for rate in 20 100; do
-    load "$round" strata "$spid" latency "$port" 1000 "$DURATION" "$rate"
-    load "$round" redis "$rpid" redis-latency "$rport" 1000 "$DURATION" "$rate"
-  done
-  load "$round" strata "$spid" latency "$port" 1 "$DURATION" 20
-  load "$round" redis "$rpid" redis-latency "$rport" 1 "$DURATION" 20
+  lat_subs=1000
+  for lat_rate in 20 100; do turns "$round" lat_strata lat_redis; done
+  lat_subs=1 lat_rate=20
+  turns "$round" lat_strata lat_redis
 done
 stop
 
 start
 for round in $(seq "$ROUNDS"); do
-  for window in 16 64; do
-    load "$round" strata "$spid" fanout "$port" "$conns" "$DURATION" "$window"
-    load "$round" redis "$rpid" redis-fanout "$rport" "$conns" "$DURATION" "$window"
-  done
+  for window in 16 64; do turns "$round" fan_strata fan_redis; done
 done
 stop
 
@@ -94,16 +95,19 @@ done
 
 # ---- a group of 3: the streams on a follower, the writes to the leader; Redis in turns ----
 group_start build/strata --max-connections $((conns + 1000)) # bench/groupstart.sh
+gfan_strata() {
+  cpu_run "${gpid[1]} ${gpid[2]} ${gpid[3]}" run_wsload fanout "${http[$follower]}:${http[$leader]}" "$conns" "$DURATION" "$window"
+  frames=$(tr ' ' '\n' <<<"$WS_OUT" | awk -F= '$1 == "frames" {print $2}')
+  line="follower-$WS_OUT round=$1 cpu_us_per_frame=$(per_op "$CPU_TICKS" "$frames")"
+  echo "$line" | tee -a "$work/out.txt"
+  raw_keep "$1" strata-group "$line"
+}
+gfan_redis() {
+  load "$1" redis-group "$rpid" redis-fanout "$rport" "$conns" "$DURATION" "$window"
+  sed -i '$ s/^redis-fanout /redis-follower-fanout /' "$work/out.txt"
+}
 for round in $(seq "$ROUNDS"); do
-  for window in 16 64; do
-    cpu_run "${gpid[1]} ${gpid[2]} ${gpid[3]}" run_wsload fanout "${http[$follower]}:${http[$leader]}" "$conns" "$DURATION" "$window"
-    frames=$(tr ' ' '\n' <<<"$WS_OUT" | awk -F= '$1 == "frames" {print $2}')
-    line="follower-$WS_OUT round=$round cpu_us_per_frame=$(per_op "$CPU_TICKS" "$frames")"
-    echo "$line" | tee -a "$work/out.txt"
-    raw_keep "$round" strata-group "$line"
-    load "$round" redis-group "$rpid" redis-fanout "$rport" "$conns" "$DURATION" "$window"
-    sed -i '$ s/^redis-fanout /redis-follower-fanout /' "$work/out.txt"
-  done
+  for window in 16 64; do turns "$round" gfan_strata gfan_redis; done
 done
 for id in 1 2 3; do kill ${gpid[$id]}; done
 for id in 1 2 3; do wait ${gpid[$id]} 2>/dev/null || true; done

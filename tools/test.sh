@@ -22,8 +22,10 @@ if [ "${CI:-}" = true ]; then
   tools/build.sh flavours
 fi
 
-echo "== the README's benchmark table matches the recorded runs (bench/out/*.json)"
+echo "== the README's benchmark table matches the recorded runs (bench/out/NAME/*.json), figures in prose too"
 python3 bench/table.py --check
+echo "== what the benchmark figures rest on: table rules, wins, turns, the bookflat record (bench/test_bench.py)"
+python3 bench/test_bench.py
 
 echo "== release build: unit + e2e on Node 18"
 STRATA_TEST_NODE=$(tools/node18.sh) tools/build.sh release
