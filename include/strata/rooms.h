@@ -61,12 +61,20 @@ size_t st_rooms_max_members(const st_rooms_t *r);
 
 /* Creates a room (name may be NULL) with members (distinct, valid names; checked by the
  * caller), owner among them or not (it is added with role owner). Appends the room object.
- * ST_EEXIST: the room exists; ST_EINVAL: more than the room's limit; ST_CONFLICT with *who
+ * ST_EEXIST: the room exists, or one of that id is still being deleted (st_rooms_deleting);
+ * ST_EINVAL: more than the room's limit; ST_CONFLICT with *who
  * (index into members, or -1 for the owner): that user is in ST_ROOMS_USER_MAX rooms already;
  * ST_ENOTFOUND with *who: that user is being erased (SPEC §2.2). */
 int st_rooms_create(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
                     const st_rooms_name_t *members, size_t n, const char *owner, size_t ol,
                     long *who, st_buf_t *out, uint64_t *wait);
+/* Deletes a room (SPEC §2.1 v5): at once it is 404 to everyone, its streams end and it leaves
+ * every member's list; its messages are then erased as a user's are (st_chat_erase under the
+ * room's name, *erasure its id) and the erasure's slices take its members out. The id may be
+ * taken again once that is done (ST_ECONFLICT from st_rooms_create until then). ST_ENOTFOUND. */
+int st_rooms_delete(st_rooms_t *r, const char *room, size_t rl, uint64_t *erasure, uint64_t *wait);
+/* Whether a room of that id is being deleted (one get). */
+bool st_rooms_deleting(st_rooms_t *r, const char *room, size_t rl, uint64_t *wait);
 /* Appends the room object ({"room_id","name","created","updated","first_msg_id","last_msg_id",
  * "total_messages","members"}; "members" leaves out members being erased: one get per erasure
  * pending). ST_ENOTFOUND; ST_EPARKED as for chat reads. */

@@ -137,8 +137,16 @@ int st_chat_erasure_json(st_chat_t *c, uint64_t id, st_buf_t *out, uint64_t *wai
     memcpy(t, v, sizeof t);
     st_buf_puts(out, "{\"erasure_id\":\"");
     st_buf_append_u64(out, id);
-    st_buf_puts(out, "\",\"user\":");
-    st_buf_append_json_str(out, (const char *)v + 16, vl - 16);
+    const char *u = (const char *)v + 16;
+    size_t ul = vl - 16, pl = sizeof ST_CHAT_ROOM_USER - 1;
+    if (ul > pl && memcmp(u, ST_CHAT_ROOM_USER, pl) == 0) { /* a deleted room's (no user name
+                                                                  holds '~') */
+        st_buf_puts(out, "\",\"room_id\":");
+        st_buf_append_json_str(out, u + pl, ul - pl);
+    } else {
+        st_buf_puts(out, "\",\"user\":");
+        st_buf_append_json_str(out, u, ul);
+    }
     st_buf_printf(out, ",\"status\":\"%s\",\"requested_at\":%lld,\"done_at\":",
                   t[1] ? "done" : "pending", (long long)t[0]);
     if (t[1])

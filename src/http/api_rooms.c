@@ -206,7 +206,10 @@ int st_api_room_create(st_ctx_t *c)
     long who;
     rc = st_rooms_create(c->app->rooms, room, rl, name, nl, members, n, owner, ol, &who, c->body,
                          &c->wait);
-    if (rc == ST_EEXIST)
+    if (rc == ST_EEXIST && st_rooms_deleting(c->app->rooms, room, rl, &c->wait))
+        rc = st_ctx_error(c, rc, "room '%.*s' is being deleted: its id is free once that is done",
+                          (int)rl, room);
+    else if (rc == ST_EEXIST)
         rc = st_ctx_error(c, rc, "room '%.*s' exists already", (int)rl, room);
     else if (rc == ST_ENOTFOUND)
         rc = st__user_gone(c, who < 0 ? owner : members[who].s, who < 0 ? ol : members[who].n);
@@ -326,6 +329,36 @@ int st_api_room_members_change(st_ctx_t *c)
 done:
     cJSON_Delete(j);
     return rc;
+}
+
+/* DELETE /v1/rooms/{room} (SPEC §2.1 v5): an owner or a global admin; 202 {"erasure_id"}. */
+int st_api_room_delete(st_ctx_t *c)
+{
+    int rc = st__room_param(c);
+    if (rc || (rc = st_json_no_fields(c))) return rc;
+    const char *room = c->params[0];
+    size_t rl = c->plens[0];
+    rc = st_rooms_exists(c->app->rooms, room, rl, &c->wait);
+    if (rc == ST_ENOTFOUND) return st__not_found(c);
+    if (rc) return st_ctx_error(c, rc, NULL);
+    if (st__auth_on(c) && !c->admin) {
+        int mine = -1;
+        rc =
+            st_rooms_role(c->app->rooms, room, rl, c->subject, strlen(c->subject), &mine, &c->wait);
+        if (rc && rc != ST_ENOTFOUND) return st_ctx_error(c, rc, NULL);
+        if (mine >= 0 && st__erasing(c, c->subject, strlen(c->subject))) mine = -1;
+        if (mine != ST_ROOMS_OWNER)
+            return st_ctx_error(c, ST_EFORBIDDEN, "only the room's owners delete it");
+    }
+    uint64_t id;
+    rc = st_rooms_delete(c->app->rooms, room, rl, &id, &c->wait);
+    if (rc == ST_ENOTFOUND) return st__not_found(c);
+    if (rc) return st_ctx_error(c, rc, NULL);
+    c->status = 202;
+    st_buf_puts(c->body, "{\"erasure_id\":\"");
+    st_buf_append_u64(c->body, id);
+    st_buf_puts(c->body, "\"}");
+    return ST_OK;
 }
 
 /* PATCH /v1/rooms/{room}/members/{user} {"role"}: owners (and global admins) change roles. */

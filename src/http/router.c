@@ -51,6 +51,7 @@ const st_route_t st_routes[] = {
     /* rooms (SPEC §2.1): who may do what is the handlers' (api_rooms.c) */
     {ST_HTTP_POST, "/v1/rooms", st_api_room_create, ST_ROUTE_IDEMPOTENT, st__q_route},
     {ST_HTTP_GET, "/v1/rooms/{room}", st_api_room_get, 0, NULL},
+    {ST_HTTP_DELETE, "/v1/rooms/{room}", st_api_room_delete, ST_ROUTE_IDEMPOTENT, NULL},
     {ST_HTTP_POST, "/v1/rooms/{room}/members", st_api_room_members_change, ST_ROUTE_IDEMPOTENT,
      NULL},
     {ST_HTTP_GET, "/v1/rooms/{room}/members", st_api_room_members_list, 0, st__q_page},

@@ -77,10 +77,68 @@ static bool st__erase_next_room(st_rooms_t *r, const char *u, size_t ul, st_buf_
     return found;
 }
 
+/* ---- a deleted room (SPEC §2.1 v5): its messages were erased as its own name's; then, in
+ * slices of at most max, its members leave (each one's list entry and count go, and the outbox
+ * tells a member's other group), last its owner count and its deleted-message records ---- */
+
+typedef struct {
+    st_buf_t keys;       /* (size_t length, bytes) each */
+    size_t n, max, skip; /* skip: bytes of a value before what is kept (a member's user) */
+    bool values;         /* keep the value's bytes after skip, not the key */
+} st_collect_t;
+
+static int st__collect(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_collect_t *c = arg;
+    const void *p = c->values ? (const uint8_t *)val + c->skip : key;
+    size_t n = c->values ? (vlen > c->skip ? vlen - c->skip : 0) : klen;
+    st_buf_append(&c->keys, &n, sizeof n);
+    st_buf_append(&c->keys, p, n);
+    return ++c->n >= c->max;
+}
+
+static bool st__room_deleted_slice(st_rooms_t *r, const char *room, size_t rl, size_t max)
+{
+    uint8_t k[ST__KEY_CAP];
+    uint64_t w = 0;
+    st_collect_t c = {.max = max ? max : 1, .skip = ST__MEMBER_SIZE, .values = true};
+    st_store_scan(r->store, k, st__rooms_pair(k, ST__KS_MEMBER, room, rl, "", 0), st__collect, &c,
+                  &w);
+    for (size_t off = 0; off < c.keys.len;) {
+        size_t n;
+        memcpy(&n, c.keys.data + off, sizeof n);
+        st__rooms_leave(r, room, rl, NULL, 0, c.keys.data + off + sizeof n, n, &w);
+        off += sizeof n + n;
+    }
+    bool more = c.n >= c.max;
+    if (!more) { /* no member left: the deleted messages' records, then the owner count */
+        st_buf_reset(&c.keys);
+        c.n = 0;
+        c.values = false;
+        st_store_scan(r->store, k, st__rooms_pair(k, ST__KS_GONE, room, rl, "", 0), st__collect, &c,
+                      &w);
+        for (size_t off = 0; off < c.keys.len;) {
+            size_t n;
+            memcpy(&n, c.keys.data + off, sizeof n);
+            st_store_del(r->store, c.keys.data + off + sizeof n, n, &w);
+            off += sizeof n + n;
+        }
+        more = c.n >= c.max;
+        size_t kl = st__rooms_key(k, room, rl);
+        k[0] = ST__KS_OWNERS;
+        if (!more) st_store_del(r->store, k, kl, &w);
+    }
+    st_buf_free(&c.keys);
+    return more;
+}
+
 bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size_t max)
 {
     (void)erasure; /* its state is in the store, keyed by the user */
     st_rooms_t *r = arg;
+    size_t pl = sizeof ST_CHAT_ROOM_USER - 1;
+    if (ul > pl && memcmp(u, ST_CHAT_ROOM_USER, pl) == 0) /* a room's own name: it was deleted */
+        return st__room_deleted_slice(r, u + pl, ul - pl, max);
     uint8_t sk[ST__KEY_CAP], k[ST__KEY_CAP];
     memcpy(sk, st__erase_pre, sizeof st__erase_pre);
     memcpy(sk + sizeof st__erase_pre, u, ul);

@@ -185,6 +185,12 @@ int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cur
     uint8_t pre[ST__KEY_CAP];
     size_t pl = st__rooms_pair(pre, ST__KS_JOINED, user, ul, "", 0);
     int rc = st_store_scan(r->store, pre, pl, st__collect_room, &l, wait);
+    /* a room being deleted left every list at once (SPEC §2.1 v5); its entries go in the
+     * deletion's slices */
+    size_t kept = 0;
+    for (size_t i = 0; rc >= 0 && i < l.v.n; i++)
+        if (!st_rooms_deleting(r, l.v.v[i].room, l.v.v[i].rl, wait)) l.v.v[kept++] = l.v.v[i];
+    l.v.n = kept;
     size_t local = l.v.n;
     if (rc >= 0) rc = st__add_remote(r, user, ul, &l, wait);
     /* every room's activity (the hybrid fields); a parked one is waited for after the others

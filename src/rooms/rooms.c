@@ -115,6 +115,27 @@ int st_rooms_get(st_rooms_t *r, const char *room, size_t rl, st_buf_t *out, uint
     return ST_OK;
 }
 
+bool st_rooms_deleting(st_rooms_t *r, const char *room, size_t rl, uint64_t *wait)
+{
+    char vu[ST_CHAT_USER_MAX];
+    return st_chat_erasing(r->chat, vu, st_chat_room_user(vu, room, rl), wait);
+}
+
+int st_rooms_delete(st_rooms_t *r, const char *room, size_t rl, uint64_t *erasure, uint64_t *wait)
+{
+    int rc = st_rooms_exists(r, room, rl, wait);
+    if (rc) return rc;
+    /* the room's messages are chat's, under its own name: their erasure (hot and cold, every
+     * kept object) is a user's (SPEC §2.2); it ends the room's streams with not_found, and its
+     * slices take the members out (erase.c) */
+    char vu[ST_CHAT_USER_MAX];
+    size_t vul = st_chat_room_user(vu, room, rl);
+    if ((rc = st_chat_erase(r->chat, vu, vul, erasure, wait))) return rc;
+    /* at once: 404 to everyone */
+    uint8_t k[ST__KEY_CAP];
+    return st_store_del(r->store, k, st__rooms_key(k, room, rl), wait);
+}
+
 int st_rooms_create(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
                     const st_rooms_name_t *members, size_t n, const char *owner, size_t ol,
                     long *who, st_buf_t *out, uint64_t *wait)
@@ -124,6 +145,8 @@ int st_rooms_create(st_rooms_t *r, const char *room, size_t rl, const char *name
     int rc = st__rooms_load(r, room, rl, &rm, NULL, NULL, NULL, NULL, wait);
     if (rc == ST_OK) return ST_EEXIST;
     if (rc != ST_ENOTFOUND) return rc;
+    /* the id is free again once the deletion of the room that had it is done */
+    if (st_rooms_deleting(r, room, rl, wait)) return ST_EEXIST;
     rc = ST_OK;
     bool owner_listed = false;
     for (size_t i = 0; i < n; i++)

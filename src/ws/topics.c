@@ -793,7 +793,10 @@ void st__ws_message_changed(void *arg, const char *kind, const char *user, size_
         /* the channel is freed with its last subscription: take them one at a time */
         while ((ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen))) {
             st_wssub_t *s = ST_LIST_ITEM(ch->subs.next, st_wssub_t, clink);
-            st__ws_end_sub(ws, s, "not_found", "the user was erased; the subscription ended", wait);
+            st__ws_end_sub(ws, s, "not_found",
+                           s->room ? "the room was deleted; the subscription ended"
+                                   : "the user was erased; the subscription ended",
+                           wait);
         }
         return;
     }

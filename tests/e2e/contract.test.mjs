@@ -241,6 +241,10 @@ describe('the server keeps the contract', () => {
     assert.equal((await call('POST', M, '/v1/rooms/rm/members', { add: ['carol'] }, ALICE)).json.members, 3);
     assert.equal((await call('POST', M, '/v1/rooms/rm/members', { add: ['dave'] }, BOB)).status, 403);
     assert.equal((await call('GET', M, '/v1/rooms/rm/members?limit=2', undefined, ALICE)).json.members.length, 2);
+    assert.equal((await call('POST', '/v1/rooms', '/v1/rooms', { room_id: 'doomed', members: [] }, ALICE)).status, 201);
+    assert.equal((await call('DELETE', G, '/v1/rooms/doomed', undefined, BOB)).status, 403);
+    assert.equal((await call('DELETE', G, '/v1/rooms/doomed', undefined, ALICE)).status, 202);
+    assert.equal((await call('DELETE', G, '/v1/rooms/doomed', undefined, ALICE)).status, 404);
     const MR = '/v1/rooms/{room}/members/{user}';
     assert.equal((await call('PATCH', MR, '/v1/rooms/rm/members/carol', { role: 'admin' }, ALICE)).json.role, 'admin');
     assert.equal((await call('PATCH', MR, '/v1/rooms/rm/members/carol', { role: 'owner' }, BOB)).status, 403);
