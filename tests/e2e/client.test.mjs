@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The TypeScript client (clients/js): compiled here with the pinned tsc (strict), then driven
-// against the real server — every route with typed results and StrataError codes; a POST whose
+// against the real server — every route with typed results and StrataError codes (room roles and
+// last_owner, bookings' owner and finished_at, the outbox's admin routes with and without
+// --route-url: a dead letter and its retry); a POST whose
 // answer is lost is retried with the same Idempotency-Key and applied once; 503 + Retry-After
 // and 307 to the leader are followed; expired and rejected tokens go through the refresh hook;
 // a stream survives a server restart and a slow-consumer cut-off with no gap and no duplicate,
@@ -131,6 +133,129 @@ describe('the client against the real server', () => {
     assert.equal((await err(alice.stats('bob'))).status, 403);
     const anon = new lib.Strata({ baseUrl: `http://127.0.0.1:${port}` });
     assert.equal((await err(anon.counter('c'))).code, 'unauthenticated');
+  });
+
+  // SPEC §2.1 v5: add items with a role, setRoomMemberRole answering the member, `admin` in the
+  // listing, and 409 last_owner as StrataError's code.
+  test('room roles: add with a role, setRoomMemberRole, the listing, last_owner', async () => {
+    const { StrataError } = await load();
+    const as = (sub) => new lib.Strata({ baseUrl: `http://127.0.0.1:${port}`, token: jwt({ sub, exp: now() + 600 }) });
+    const ann = as('ann'), cal = as('cal');
+    const err = (p) => p.then(() => assert.fail('no error'), (e) => e);
+    await ann.createRoom({ room_id: 'roles', members: ['bob'] });
+    assert.deepEqual(await ann.changeMembers('roles', { add: [{ user: 'cal', role: 'admin' }, 'dee', { user: 'eve' }] }), { room_id: 'roles', members: 5 });
+    const roles = async () => Object.fromEntries((await ann.roomMembers('roles')).members.map((m) => [m.user, m.role]));
+    assert.deepEqual(await roles(), { ann: 'owner', bob: 'member', cal: 'admin', dee: 'member', eve: 'member' });
+    const bob = await ann.setRoomMemberRole('roles', 'bob', 'admin');
+    assert.deepEqual(Object.keys(bob).sort(), ['joined_at', 'last_read_seq', 'role', 'unread', 'user']);
+    assert.deepEqual([bob.user, bob.role, bob.last_read_seq, bob.unread], ['bob', 'admin', 0, 0]);
+    assert.equal(typeof bob.joined_at, 'number');
+    assert.equal((await ann.setRoomMemberRole('roles', 'dee', 'owner')).role, 'owner');
+    assert.equal((await ann.setRoomMemberRole('roles', 'dee', 'member')).role, 'member');
+    assert.deepEqual(await roles(), { ann: 'owner', bob: 'admin', cal: 'admin', dee: 'member', eve: 'member' });
+    // an admin of the room adds and removes members but changes no role
+    assert.equal((await cal.changeMembers('roles', { remove: ['eve'] })).members, 4);
+    const denied = await err(cal.setRoomMemberRole('roles', 'dee', 'admin'));
+    assert.ok(denied instanceof StrataError);
+    assert.deepEqual([denied.status, denied.code], [403, 'forbidden']);
+    assert.equal((await err(ann.setRoomMemberRole('roles', 'zoe', 'admin'))).status, 404, 'not a member');
+    // the last owner neither leaves nor is demoted: 409 last_owner, and nothing changed
+    for (const p of [ann.changeMembers('roles', { remove: ['ann'] }), ann.setRoomMemberRole('roles', 'ann', 'admin')]) {
+      const e = await err(p);
+      assert.ok(e instanceof StrataError);
+      assert.deepEqual([e.status, e.code, e.body.code], [409, 'last_owner', 'last_owner']);
+    }
+    assert.equal((await roles()).ann, 'owner');
+    // ownership passes by a role change first, then the old owner may step down and leave
+    await ann.setRoomMemberRole('roles', 'bob', 'owner');
+    assert.equal((await ann.setRoomMemberRole('roles', 'ann', 'member')).role, 'member');
+    assert.equal((await ann.changeMembers('roles', { remove: ['ann'] })).members, 3);
+    assert.equal((await err(ann.roomMembers('roles'))).status, 403, 'ann is out');
+    const bobc = as('bob');
+    assert.equal((await err(bobc.setRoomMemberRole('roles', 'bob', 'member'))).code, 'last_owner');
+  });
+
+  // SPEC §4.2: a booking carries the token's sub as owner, and finished_at once sold or cancelled.
+  test('bookings carry owner (the token\'s sub) and finished_at (null while reserved)', async () => {
+    const kay = new lib.Strata({ baseUrl: `http://127.0.0.1:${port}`, token: jwt({ sub: 'kay', exp: now() + 600 }) });
+    await db.createEvent({ event_id: 'owned', sections: [{ name: 'A', rows: 1, cols: 4, price: 3 }] });
+    const b = await kay.book('owned', { section: 'A', seats: ['1-1'] });
+    assert.deepEqual([b.owner, b.finished_at, b.status], ['kay', null, 'reserved']);
+    assert.deepEqual([(await kay.booking(b.booking_id)).owner, (await kay.booking(b.booking_id, 'owned')).finished_at], ['kay', null]);
+    const sold = await kay.confirm(b.booking_id);
+    assert.equal(sold.owner, 'kay');
+    assert.equal(typeof sold.finished_at, 'number');
+    assert.ok(sold.finished_at >= b.created_at && sold.finished_at <= Date.now() * 1000 + 1e6, `finished_at ${sold.finished_at}`);
+    assert.equal((await kay.booking(b.booking_id)).finished_at, sold.finished_at);
+    const mine = await db.book('owned', { section: 'A', quantity: 1 });
+    assert.deepEqual([mine.owner, mine.finished_at], ['ops', null]);
+    const gone = await db.cancel(mine.booking_id, 'owned');
+    assert.deepEqual([gone.status, typeof gone.finished_at], ['cancelled', 'number']);
+    assert.deepEqual((await db.bookings('owned', { owner: 'kay' })).bookings.map((x) => [x.owner, x.finished_at]), [['kay', sold.finished_at]]);
+  });
+
+  // SPEC §10: the outbox's admin routes. Here (no --route-url) both are 404 StrataErrors; a second
+  // strata with --route-url at a stand-in receiving group (it refuses one user's records with a
+  // 400, then accepts) lists its outbox, holds the refused record as a dead letter, and sends it
+  // again on retry.
+  test('the outbox admin routes: 404 without --route-url; list, dead letter and retry with it', async () => {
+    const { StrataError } = await load();
+    const err = (p) => p.then(() => assert.fail('no error'), (e) => e);
+    for (const p of [db.outbox(), db.outbox({ limit: 5 }), db.retryOutbox('7')]) {
+      const e = await err(p);
+      assert.ok(e instanceof StrataError);
+      assert.deepEqual([e.status, e.code], [404, 'not_found']);
+    }
+    let refuse = true;
+    const got = [];
+    const receiver = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        const no = refuse && req.url.startsWith('/v1/users/guest/');
+        got.push([req.url, no ? 400 : 200]);
+        res.writeHead(no ? 400 : 200, { 'content-type': 'application/json' });
+        res.end(no ? '{"error":{"code":"invalid_argument","message":"test: refused"}}' : '{}');
+      });
+    });
+    await new Promise((r) => receiver.listen(0, '127.0.0.1', r));
+    const routeUrl = `http://127.0.0.1:${receiver.address().port}`;
+    const b = await startStrata({ args: ['--jwt-secret', SECRET, '--cluster-secret', 'client-test-cluster-secret-of-32-bytes', '--route-url', routeUrl] });
+    try {
+      const bdb = new lib.Strata({ baseUrl: `http://127.0.0.1:${b.port}`, token: admin, retries: 30, backoff: { baseMs: 20, capMs: 300 } });
+      assert.deepEqual(await bdb.outbox(), { route_url: routeUrl, pending: [], dead: [], pending_count: 0, dead_count: 0 });
+      await bdb.createRoom({ room_id: 'hall', name: 'Hall', members: ['guest'] });
+      let ob;
+      for (const end = Date.now() + 20000; ;) {
+        ob = await bdb.outbox({ limit: 10 });
+        if (ob.dead.length === 1 && ob.pending.length === 0) break;
+        if (Date.now() > end) assert.fail(`no dead letter: ${JSON.stringify(ob)}`);
+        await sleep(50);
+      }
+      const dead = ob.dead[0];
+      assert.deepEqual([dead.kind, dead.user, dead.room_id, dead.name, dead.status, ob.dead_count, ob.pending_count], ['added', 'guest', 'hall', 'Hall', 400, 1, 0]);
+      assert.match(dead.id, /^\d+$/);
+      assert.match(dead.answer, /test: refused/);
+      assert.equal(typeof dead.joined_at, 'number');
+      assert.equal(typeof dead.dead_at, 'number');
+      refuse = false;
+      const again = await bdb.retryOutbox(dead.id);
+      assert.deepEqual([again.retried, again.kind, again.user, again.room_id], [dead.id, 'added', 'guest', 'hall']);
+      assert.ok(BigInt(again.id) > BigInt(dead.id), 'pending again under a new id');
+      for (const end = Date.now() + 20000; ;) {
+        ob = await bdb.outbox();
+        if (ob.dead.length === 0 && ob.pending.length === 0) break;
+        if (Date.now() > end) assert.fail(`not delivered: ${JSON.stringify(ob)}`);
+        await sleep(50);
+      }
+      const sent = got.filter(([u]) => u.startsWith('/v1/users/guest/')).map(([, st]) => st);
+      assert.ok(sent[0] === 400 && sent.filter((st) => st === 400).length === 1 && sent.includes(200), `refused once (not sent again while dead), then delivered: ${sent}`);
+      const twice = await err(bdb.retryOutbox(dead.id));
+      assert.deepEqual([twice.status, twice.code], [404, 'not_found'], 'a dead letter is retried once');
+    } finally {
+      await b.stop();
+      b.cleanup();
+      receiver.close();
+    }
   });
 
   test('a POST whose answer is lost is retried with the same Idempotency-Key and applied once', async () => {

@@ -46,7 +46,8 @@ export interface WebSocketLike {
 }
 export type WebSocketConstructor = new (url: string) => WebSocketLike;
 
-/** An answer that is not 2xx: `status`, the error `code` (e.g. "not_found") and its body. */
+/** An answer that is not 2xx: `status`, the error `code` (e.g. "not_found"; "last_owner", 409,
+ * when a room's last owner would leave or be demoted) and its body. */
 export class StrataError extends Error {
   readonly status: number;
   readonly code: string;

@@ -38,10 +38,16 @@ import type {
   MessagePage,
   MessagePosted,
   MessageQuery,
+  Outbox,
+  OutboxRetried,
   ReconcileKey,
   Room,
   RoomIn,
+  RoomMember,
   RoomMemberPage,
+  RoomMembersChange,
+  RoomMembersChanged,
+  RoomRole,
   RoomMessage,
   RoomMessageIn,
   RoomMessagePage,
@@ -173,9 +179,15 @@ export class Strata {
   room(roomId: string, o?: ReadOptions): Promise<Room> {
     return this.get(`/v1/rooms/${enc(roomId)}`, undefined, o);
   }
-  /** Returns {room_id, members} (the new count). */
-  changeMembers(roomId: string, change: { add?: string[]; remove?: string[] }, o?: WriteOptions): Promise<{ room_id: string; members: number }> {
+  /** Adds (names, or {user, role}) and removes members; returns {room_id, members} (the new
+   * count). Removing the last owner is 409 `last_owner`. */
+  changeMembers(roomId: string, change: RoomMembersChange, o?: WriteOptions): Promise<RoomMembersChanged> {
     return this.post(`/v1/rooms/${enc(roomId)}/members`, change, o);
+  }
+  /** An owner (or a global admin) changes a member's role; answers the member. Demoting the
+   * last owner is 409 `last_owner`; a user not in the room is 404. */
+  setRoomMemberRole(roomId: string, user: string, role: RoomRole, o?: WriteOptions): Promise<RoomMember> {
+    return this.write('PATCH', `/v1/rooms/${enc(roomId)}/members/${enc(user)}`, { role }, o);
   }
   roomMembers(roomId: string, q: PageQuery = {}, o?: ReadOptions): Promise<RoomMemberPage> {
     return this.get(`/v1/rooms/${enc(roomId)}/members`, { ...q }, o);
@@ -277,6 +289,17 @@ export class Strata {
   reconcile(key?: undefined, o?: WriteOptions): Promise<{ pass: number }>;
   reconcile(key?: ReconcileKey, o?: WriteOptions): Promise<{ reconciled: number; drift: number } | { pass: number }> {
     return this.post('/v1/admin/reconcile', key, o);
+  }
+
+  /** The rooms outbox (SPEC §10, strata with --route-url; 404 without): pending records and
+   * dead letters, at most `limit` (1..1000, default 100) of each. */
+  outbox(q: { limit?: number } = {}, o?: ReadOptions): Promise<Outbox> {
+    return this.get('/v1/admin/outbox', { ...q }, o);
+  }
+  /** Sends a dead letter again (once its cause is fixed): it is pending again under a new id.
+   * 404 when there is no such dead letter (one retried already included) or no outbox. */
+  retryOutbox(id: string, o?: WriteOptions): Promise<OutboxRetried> {
+    return this.post(`/v1/admin/outbox/${enc(id)}/retry`, undefined, o);
   }
 
   // ---- live streams (SPEC §3) ----

@@ -107,9 +107,28 @@ export interface Room {
   /** how many members */
   members: number;
 }
+/** A member's role in a room (SPEC §2.1 v5): owners manage everything and change roles; admins
+ * add and remove members (not owners) and edit or delete any message; members post, read and
+ * leave. */
+export type RoomRole = 'owner' | 'admin' | 'member';
+/** An `add` item: a user name (role `member`), or a user with its role (`owner` only when an
+ * owner adds). Adding someone already in the room changes nothing: roles change by
+ * setRoomMemberRole. */
+export type RoomMemberAdd = string | { user: string; role?: RoomRole };
+/** POST /v1/rooms/{room}/members: at least one of the two; a user in both is 400. */
+export interface RoomMembersChange {
+  add?: RoomMemberAdd[];
+  remove?: string[];
+}
+export interface RoomMembersChanged {
+  room_id: string;
+  /** the new count */
+  members: number;
+}
+/** A room's member; also the answer of setRoomMemberRole (PATCH /v1/rooms/{room}/members/{user}). */
 export interface RoomMember {
   user: string;
-  role: 'owner' | 'member';
+  role: RoomRole;
   joined_at: Micros;
   last_read_seq: number;
   unread: number;
@@ -285,10 +304,43 @@ export interface ClusterState {
   applied_index: number;
   members: { id: number; raft: string; http: string; role: string }[];
 }
+/** A record of the rooms outbox (SPEC §10): a membership change (`added`, `removed`: with
+ * `name` and `joined_at`) or an erasure (`erased`) on its way to another group. */
+export interface OutboxRecord {
+  id: Id64;
+  kind: 'added' | 'removed' | 'erased';
+  user: string;
+  room_id: string;
+  name?: string | null;
+  joined_at?: Micros;
+}
+/** A record the receiving group refused for good: its answer's status (a 4xx), body (the first
+ * 512 bytes) and when. Kept until retried. */
+export interface OutboxDeadLetter extends OutboxRecord {
+  status: number;
+  answer: string;
+  dead_at: Micros;
+}
+/** GET /v1/admin/outbox: pending records in the order they are sent, dead letters oldest first
+ * (at most `limit` of each), and how many of each there are. */
+export interface Outbox {
+  route_url: string;
+  pending: OutboxRecord[];
+  dead: OutboxDeadLetter[];
+  pending_count: number;
+  dead_count: number;
+}
+/** POST /v1/admin/outbox/{id}/retry: the dead letter, pending again under a new `id`; `retried`
+ * is the dead letter's id. */
+export interface OutboxRetried extends OutboxRecord {
+  retried: Id64;
+}
 export type ReconcileKey = { user: string; conversation_id: string } | { counter: string };
 
 /** The `error` object of every error body, with the extra fields some carry. */
 export interface ErrorBody {
+  /** e.g. not_found, forbidden, conflict, seats_unavailable, last_owner (409: a room's last
+   * owner would leave or be demoted) */
   code: string;
   message: string;
   /** 400: the body field at fault, as a path (`bye`, `items[0].bye`), when one is */

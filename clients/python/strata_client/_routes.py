@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Union
+from typing import Sequence as Seq
 
 from ._core import Call, call, enc
 from .types import (
@@ -27,15 +28,20 @@ from .types import (
     MessagePage,
     MessagePosted,
     Order,
+    Outbox,
+    OutboxRetried,
     ReconcilePass,
     Reconciled,
     Room,
+    RoomMember,
+    RoomMemberAdd,
     RoomMemberPage,
     RoomMembers,
     RoomMessage,
     RoomMessagePage,
     RoomMessagePosted,
     RoomRead,
+    RoomRole,
     SeatMapBitmap,
     SeatMapJson,
     SeatsChangeIn,
@@ -157,14 +163,26 @@ def room(room_id: str) -> Call[Room]:
     return call("GET", f"/v1/rooms/{_name('room_id', room_id)}")
 
 
-def change_members(room_id: str, add: Optional[List[str]],
-                   remove: Optional[List[str]]) -> Call[RoomMembers]:
+def _names(what: str, v: Optional[Seq[Any]]) -> Optional[List[Any]]:
+    # a str is a Sequence too: "bob" would go out as ["b", "o", "b"]
+    if isinstance(v, str):
+        raise ValueError(f"{what} must be a list, not the string {v!r}")
+    return None if v is None else list(v)
+
+
+def change_members(room_id: str, add: Optional[Seq[RoomMemberAdd]],
+                   remove: Optional[Seq[str]]) -> Call[RoomMembers]:
     body: Dict[str, Any] = {}
     if add is not None:
-        body["add"] = add
+        body["add"] = _names("add", add)
     if remove is not None:
-        body["remove"] = remove
+        body["remove"] = _names("remove", remove)
     return call("POST", f"/v1/rooms/{_name('room_id', room_id)}/members", body=body)
+
+
+def set_room_member_role(room_id: str, user: str, role: RoomRole) -> Call[RoomMember]:
+    return call("PATCH", f"/v1/rooms/{_name('room_id', room_id)}/members/{_name('user', user)}",
+                body={"role": role})
 
 
 def room_members(room_id: str, limit: Optional[int],
@@ -296,6 +314,14 @@ def reconcile_key(key: Dict[str, str]) -> Call[Reconciled]:
 
 def reconcile_all() -> Call[ReconcilePass]:
     return call("POST", "/v1/admin/reconcile")
+
+
+def outbox(limit: Optional[int]) -> Call[Outbox]:
+    return call("GET", "/v1/admin/outbox", query={"limit": limit})
+
+
+def retry_outbox(record_id: str) -> Call[OutboxRetried]:
+    return call("POST", f"/v1/admin/outbox/{_name('id', record_id)}/retry")
 
 
 def openapi() -> Call[Dict[str, Any]]:

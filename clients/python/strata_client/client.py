@@ -20,6 +20,7 @@ from typing import (
     Union,
     overload,
 )
+from typing import Sequence as Seq
 
 import httpx
 
@@ -57,15 +58,20 @@ from .types import (
     MessagePage,
     MessagePosted,
     Order,
+    Outbox,
+    OutboxRetried,
     ReconcilePass,
     Reconciled,
     Room,
+    RoomMember,
+    RoomMemberAdd,
     RoomMemberPage,
     RoomMembers,
     RoomMessage,
     RoomMessagePage,
     RoomMessagePosted,
     RoomRead,
+    RoomRole,
     SeatMapBitmap,
     SeatMapJson,
     SeatsChangeIn,
@@ -235,10 +241,19 @@ class Strata:
     def room(self, room_id: str) -> Room:
         return self._core.request(R.room(room_id))
 
-    def change_members(self, room_id: str, *, add: Optional[List[str]] = None,
-                       remove: Optional[List[str]] = None,
+    def change_members(self, room_id: str, *, add: Optional[Seq[RoomMemberAdd]] = None,
+                       remove: Optional[Seq[str]] = None,
                        idempotency_key: Optional[str] = None) -> RoomMembers:
+        """``add`` items are names (role ``member``) or ``{"user", "role"}``; answers the new
+        count. Removing the last owner raises :class:`StrataError` 409 ``last_owner``."""
         return self._core.request(R.change_members(room_id, add, remove), idempotency_key)
+
+    def set_room_member_role(self, room_id: str, user: str, role: RoomRole, *,
+                             idempotency_key: Optional[str] = None) -> RoomMember:
+        """An owner (or a global admin) makes a member ``owner``, ``admin`` or ``member``;
+        answers the member. Demoting the last owner raises 409 ``last_owner``; a user not in
+        the room, 404."""
+        return self._core.request(R.set_room_member_role(room_id, user, role), idempotency_key)
 
     def room_members(self, room_id: str, *, limit: Optional[int] = None,
                      cursor: Optional[str] = None) -> RoomMemberPage:
@@ -352,6 +367,17 @@ class Strata:
     def compact(self, user: Optional[str] = None, *,
                 idempotency_key: Optional[str] = None) -> Compacting:
         return self._core.request(R.compact(user), idempotency_key)
+
+    def outbox(self, *, limit: Optional[int] = None) -> Outbox:
+        """The rooms outbox (SPEC §10; 404 without ``--route-url``): pending records and dead
+        letters, at most ``limit`` (1..1000, default 100) of each."""
+        return self._core.request(R.outbox(limit))
+
+    def retry_outbox(self, record_id: str, *,
+                     idempotency_key: Optional[str] = None) -> OutboxRetried:
+        """Sends a dead letter again (once its cause is fixed): pending again under a new id.
+        404 when there is no such dead letter (one retried already included) or no outbox."""
+        return self._core.request(R.retry_outbox(record_id), idempotency_key)
 
     @overload
     def reconcile(self, *, idempotency_key: Optional[str] = None) -> ReconcilePass: ...
@@ -509,10 +535,17 @@ class AsyncStrata:
     async def room(self, room_id: str) -> Room:
         return await self._core.request(R.room(room_id))
 
-    async def change_members(self, room_id: str, *, add: Optional[List[str]] = None,
-                             remove: Optional[List[str]] = None,
+    async def change_members(self, room_id: str, *, add: Optional[Seq[RoomMemberAdd]] = None,
+                             remove: Optional[Seq[str]] = None,
                              idempotency_key: Optional[str] = None) -> RoomMembers:
+        """As :meth:`Strata.change_members`."""
         return await self._core.request(R.change_members(room_id, add, remove), idempotency_key)
+
+    async def set_room_member_role(self, room_id: str, user: str, role: RoomRole, *,
+                                   idempotency_key: Optional[str] = None) -> RoomMember:
+        """As :meth:`Strata.set_room_member_role`."""
+        return await self._core.request(R.set_room_member_role(room_id, user, role),
+                                        idempotency_key)
 
     async def room_members(self, room_id: str, *, limit: Optional[int] = None,
                            cursor: Optional[str] = None) -> RoomMemberPage:
@@ -620,6 +653,15 @@ class AsyncStrata:
     async def compact(self, user: Optional[str] = None, *,
                       idempotency_key: Optional[str] = None) -> Compacting:
         return await self._core.request(R.compact(user), idempotency_key)
+
+    async def outbox(self, *, limit: Optional[int] = None) -> Outbox:
+        """As :meth:`Strata.outbox`."""
+        return await self._core.request(R.outbox(limit))
+
+    async def retry_outbox(self, record_id: str, *,
+                           idempotency_key: Optional[str] = None) -> OutboxRetried:
+        """As :meth:`Strata.retry_outbox`."""
+        return await self._core.request(R.retry_outbox(record_id), idempotency_key)
 
     @overload
     async def reconcile(self, *, idempotency_key: Optional[str] = None) -> ReconcilePass: ...

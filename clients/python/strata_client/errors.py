@@ -12,7 +12,9 @@ class StrataError(Exception):
 
     ``status`` is the HTTP status, ``code`` the error code (e.g. ``"not_found"``), ``message``
     the server's text and ``body`` the whole ``error`` object, with the extra fields some errors
-    carry (``seats`` of a 409 seats_unavailable, ``booking`` of a 409 conflict).
+    carry (``seats`` of a 409 seats_unavailable, ``booking`` of a 409 conflict). Tell errors
+    apart by ``code``: e.g. ``e.code == "last_owner"`` (409) when a room's last owner would
+    leave or be demoted.
     """
 
     status: int

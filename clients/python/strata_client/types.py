@@ -243,6 +243,8 @@ ReconcilePass = TypedDict("ReconcilePass", {"pass": int})
 
 class _ErrorBodyBase(TypedDict):
     code: str
+    """e.g. not_found, forbidden, conflict, seats_unavailable, last_owner (409: a room's last
+    owner would leave or be demoted)"""
     message: str
 
 
@@ -354,9 +356,28 @@ class RoomMembers(TypedDict):
     members: int
 
 
-class RoomMember(TypedDict):
+RoomRole = Literal["owner", "admin", "member"]
+"""A member's role in a room (SPEC §2.1 v5): owners manage everything and change roles; admins
+add and remove members (not owners) and edit or delete any message; members post, read and
+leave."""
+
+
+class RoomMemberIn(TypedDict):
+    """An ``add`` item with a role (``owner`` only when an owner adds); a plain name is a
+    ``member``."""
     user: str
-    role: Literal["owner", "member"]
+    role: NotRequired[RoomRole]
+
+
+RoomMemberAdd = Union[str, RoomMemberIn]
+"""An ``add`` item of :meth:`~strata_client.Strata.change_members`: a name, or a name and a role.
+Adding someone already in the room changes nothing (roles change by ``set_room_member_role``)."""
+
+
+class RoomMember(TypedDict):
+    """A room's member; also the answer of ``set_room_member_role``."""
+    user: str
+    role: RoomRole
     joined_at: Micros
     last_read_seq: int
     unread: int
@@ -421,3 +442,40 @@ class UserRoom(TypedDict):
 class UserRoomPage(TypedDict):
     rooms: List[UserRoom]
     next: Optional[str]
+
+
+# ---- the rooms outbox (SPEC §10; strata with --route-url) ----
+class OutboxRecord(TypedDict):
+    """A record of the rooms outbox: a membership change (``added``, ``removed``: with ``name``
+    and ``joined_at``) or an erasure (``erased``) on its way to another group."""
+    id: Id64
+    kind: Literal["added", "removed", "erased"]
+    user: str
+    room_id: str
+    name: NotRequired[Optional[str]]
+    joined_at: NotRequired[Micros]
+
+
+class OutboxDeadLetter(OutboxRecord):
+    """A record the receiving group refused for good, kept until retried."""
+    status: int
+    """the receiving group's answer (a 4xx)"""
+    answer: str
+    """its body (the first 512 bytes)"""
+    dead_at: Micros
+
+
+class Outbox(TypedDict):
+    """``GET /v1/admin/outbox``: pending records in the order they are sent, dead letters oldest
+    first (at most ``limit`` of each), and how many of each there are."""
+    route_url: str
+    pending: List[OutboxRecord]
+    dead: List[OutboxDeadLetter]
+    pending_count: int
+    dead_count: int
+
+
+class OutboxRetried(OutboxRecord):
+    """``POST /v1/admin/outbox/{id}/retry``: the dead letter, pending again under a new ``id``."""
+    retried: Id64
+    """the dead letter's id"""

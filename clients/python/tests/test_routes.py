@@ -103,6 +103,7 @@ def test_every_route_sync(server: Server) -> None:
         assert alice.mark_read("den", "alice", 1)["unread"] == 0
         assert [x["room_id"] for x in alice.user_rooms("alice")["rooms"]] == ["den"]
         assert raises(lambda: alice.post_room_message("den", "bob", "x")).status == 403
+        room_roles(alice, ivy)
         page = alice.messages("alice", conversation_id="c1")
         assert [x["content"] for x in page["messages"]] == ["hello", "again"]
         assert page["messages"][0]["metadata"] == {"a": 1}
@@ -129,9 +130,15 @@ def test_every_route_sync(server: Server) -> None:
         assert db.seat_map("gig", "A", "json")["seats"] == [[0, 0, 0], [0, 0, 0]]
         b = db.book("gig", {"section": "A", "seats": ["1-1"]})
         assert b["total_price"] == 7 and b["status"] == "reserved"
+        # owner: the token's sub; finished_at: None while reserved, set once sold or cancelled
+        assert (b["owner"], b["finished_at"]) == ("ops", None)
         assert db.booking(b["booking_id"])["status"] == "reserved"
         assert db.booking(b["booking_id"], "gig")["booking_id"] == b["booking_id"]
-        assert db.confirm(b["booking_id"])["status"] == "sold"
+        sold = db.confirm(b["booking_id"])
+        assert sold["status"] == "sold" and sold["owner"] == "ops"
+        assert isinstance(sold["finished_at"], int)
+        assert b["created_at"] <= sold["finished_at"] <= time.time() * 1e6 + 1e6
+        assert db.booking(b["booking_id"])["finished_at"] == sold["finished_at"]
         b2 = db.book("gig", {"section": "A", "quantity": 2})
         assert db.cancel(b2["booking_id"], "gig")["status"] == "cancelled"
         b3 = db.book("gig", {"section": "A", "quantity": 1})
@@ -146,6 +153,12 @@ def test_every_route_sync(server: Server) -> None:
             ids[3:]
         assert [x["booking_id"] for x in db.bookings("gig", status="sold")["bookings"]] == \
             [b3["booking_id"], b["booking_id"]]
+        ab = alice.book("gig", {"section": "A", "seats": ["2-3"]})
+        assert (ab["owner"], ab["finished_at"]) == ("alice", None)
+        gone = alice.cancel(ab["booking_id"], "gig")
+        assert gone["owner"] == "alice" and isinstance(gone["finished_at"], int)
+        assert [(x["owner"], x["status"]) for x in db.bookings("gig", owner="alice")["bookings"]] \
+            == [("alice", "cancelled")]
 
         # the cart (SPEC §4.1): items over several sections, general admission, extend, seats
         db.create_event({"event_id": "cart", "sections": [
@@ -170,6 +183,12 @@ def test_every_route_sync(server: Server) -> None:
         assert db.reconcile(user="alice", conversation_id="c1")["reconciled"] >= 0
         assert db.reconcile(counter="d")["drift"] == 0
         assert db.request(call("GET", "/v1/counters/c")) == {"name": "c", "value": 4}
+        # the outbox's admin routes (SPEC §10): 404 without --route-url (test_outbox has one)
+        calls: List[Callable[[], Any]] = [db.outbox, lambda: db.outbox(limit=5),
+                                          lambda: db.retry_outbox("7")]
+        for f in calls:
+            nf = raises(f)
+            assert (nf.status, nf.code) == (404, "not_found")
 
         # Errors: one type, with the status, the code and the body's extra fields.
         taken = raises(lambda: db.book("gig", {"section": "A", "seats": ["1-1"]}))
@@ -219,7 +238,19 @@ def test_every_route_async(server: Server) -> None:
             assert (await alice.room_messages("aden"))["messages"][0]["msg_id"] == rp["msg_id"]
             assert (await alice.mark_read("aden", "alice", 1))["last_read_seq"] == 1
             assert (await alice.user_rooms("alice"))["rooms"][0]["room_id"] == "aden"
-            assert (await alice.change_members("aden", remove=["bob"]))["members"] == 1
+            assert (await alice.change_members(
+                "aden", add=[{"user": "cy", "role": "admin"}]))["members"] == 3
+            me = await alice.set_room_member_role("aden", "bob", "admin")
+            assert (me["user"], me["role"], me["last_read_seq"]) == ("bob", "admin", 0)
+            assert {x["user"]: x["role"] for x in (await alice.room_members("aden"))["members"]} \
+                == {"alice": "owner", "bob": "admin", "cy": "admin"}
+            with pytest.raises(StrataError) as e:
+                await alice.set_room_member_role("aden", "alice", "member")
+            assert (e.value.status, e.value.code) == (409, "last_owner")
+            with pytest.raises(StrataError) as e:
+                await alice.change_members("aden", remove=["alice"])
+            assert (e.value.status, e.value.code) == (409, "last_owner")
+            assert (await alice.change_members("aden", remove=["bob", "cy"]))["members"] == 1
             assert (await alice.room("aden"))["total_messages"] == 1
             assert len((await alice.room_members("aden"))["members"]) == 1
             assert (await alice.conversation("alice", "c1"))["first_msg_id"] == m["msg_id"]
@@ -259,6 +290,10 @@ def test_every_route_async(server: Server) -> None:
             assert (await db.compact("alice"))["compacting"] >= 0
             assert isinstance((await db.reconcile())["pass"], int)
             assert (await db.reconcile(counter="d"))["reconciled"] >= 0
+            for aw in (db.outbox(), db.retry_outbox("7")):
+                with pytest.raises(StrataError) as e:
+                    await aw
+                assert (e.value.status, e.value.code) == (404, "not_found")
             with pytest.raises(StrataError) as e:
                 await db.book("e", {"section": "A", "seats": ["1-2"]})
             assert e.value.code == "seats_unavailable" and e.value.body.get("seats") == ["1-2"]
@@ -293,6 +328,46 @@ def test_every_route_async(server: Server) -> None:
             assert sent.uncalled(spec) == [], "routes the async client was not tested on"
 
     asyncio.run(main())
+
+
+def room_roles(alice: Strata, ivy: Strata) -> None:
+    """SPEC §2.1 v5: add items with a role, set_room_member_role answering the member, admin in
+    the listing, 409 last_owner as StrataError's code."""
+    alice.create_room("crew", ["bob"])
+    assert alice.change_members("crew", add=[{"user": "ivy", "role": "admin"}, "dee",
+                                             {"user": "eve"}]) == {"room_id": "crew", "members": 5}
+
+    def roles() -> Dict[str, str]:
+        return {x["user"]: x["role"] for x in alice.room_members("crew")["members"]}
+
+    assert roles() == {"alice": "owner", "bob": "member", "ivy": "admin", "dee": "member",
+                       "eve": "member"}
+    bob = alice.set_room_member_role("crew", "bob", "admin")
+    assert sorted(bob) == ["joined_at", "last_read_seq", "role", "unread", "user"]
+    assert (bob["user"], bob["role"], bob["last_read_seq"], bob["unread"]) == \
+        ("bob", "admin", 0, 0) and bob["joined_at"] > 0
+    assert alice.set_room_member_role("crew", "dee", "owner")["role"] == "owner"
+    assert alice.set_room_member_role("crew", "dee", "member")["role"] == "member"
+    assert roles() == {"alice": "owner", "bob": "admin", "ivy": "admin", "dee": "member",
+                       "eve": "member"}
+    # a room admin adds and removes members but changes no role; a non-member has none
+    assert ivy.change_members("crew", remove=["eve"])["members"] == 4
+    assert (lambda e: (e.status, e.code))(
+        raises(lambda: ivy.set_room_member_role("crew", "dee", "admin"))) == (403, "forbidden")
+    assert raises(lambda: alice.set_room_member_role("crew", "zoe", "admin")).status == 404
+    with pytest.raises(ValueError):
+        alice.change_members("crew", add="zoe")  # a str is a Sequence too: refused
+    # the last owner neither leaves nor is demoted: 409 last_owner, and nothing changes
+    for f in (lambda: alice.change_members("crew", remove=["alice"]),
+              lambda: alice.set_room_member_role("crew", "alice", "admin")):
+        e = raises(f)
+        assert (e.status, e.code, e.body["code"]) == (409, "last_owner", "last_owner")
+    assert roles()["alice"] == "owner"
+    # ownership passes by a role change first; then the old owner steps down and leaves
+    alice.set_room_member_role("crew", "bob", "owner")
+    assert alice.set_room_member_role("crew", "alice", "member")["role"] == "member"
+    assert alice.change_members("crew", remove=("alice",))["members"] == 3
+    assert raises(roles).status == 403
 
 
 def edits_deletes_and_erasure(db: Strata, ivy: Strata) -> None:
