@@ -173,6 +173,15 @@ describe('the client against the real server', () => {
     assert.equal((await err(ann.roomMembers('roles'))).status, 403, 'ann is out');
     const bobc = as('bob');
     assert.equal((await err(bobc.setRoomMemberRole('roles', 'bob', 'member'))).code, 'last_owner');
+    // SPEC §2.1 v5: an owner deletes the room: 404 at once, the erasure names the room
+    assert.equal((await err(cal.deleteRoom('roles'))).status, 403, 'an admin of the room may not');
+    const gone = await bobc.deleteRoom('roles');
+    assert.match(gone.erasure_id, /^\d+$/);
+    assert.equal((await err(bobc.roomMembers('roles'))).status, 404);
+    const adminc = new lib.Strata({ baseUrl: `http://127.0.0.1:${port}`, token: jwt({ sub: 'ops', role: 'admin', exp: now() + 600 }) });
+    const st = await adminc.erasure(gone.erasure_id);
+    assert.equal(st.room_id, 'roles');
+    assert.equal(st.user, undefined);
   });
 
   // SPEC §4.2: a booking carries the token's sub as owner, and finished_at once sold or cancelled.

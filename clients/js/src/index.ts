@@ -189,6 +189,11 @@ export class Strata {
   setRoomMemberRole(roomId: string, user: string, role: RoomRole, o?: WriteOptions): Promise<RoomMember> {
     return this.write('PATCH', `/v1/rooms/${enc(roomId)}/members/${enc(user)}`, { role }, o);
   }
+  /** An owner (or a global admin) deletes the room and everything in it: 404 at once, its
+   * messages erased hot and cold in the background (poll erasure(id) for `done`). */
+  deleteRoom(roomId: string, o?: WriteOptions): Promise<Erasure> {
+    return this.write('DELETE', `/v1/rooms/${enc(roomId)}`, undefined, o);
+  }
   roomMembers(roomId: string, q: PageQuery = {}, o?: ReadOptions): Promise<RoomMemberPage> {
     return this.get(`/v1/rooms/${enc(roomId)}/members`, { ...q }, o);
   }

@@ -71,6 +71,9 @@ export interface Erasure {
 }
 export interface ErasureStatus {
   erasure_id?: string;
+  /** A user's erasure names the user; a deleted room's names the room. */
+  user?: string;
+  room_id?: string;
   status: 'pending' | 'done';
   [k: string]: unknown;
 }

@@ -180,6 +180,10 @@ def change_members(room_id: str, add: Optional[Seq[RoomMemberAdd]],
     return call("POST", f"/v1/rooms/{_name('room_id', room_id)}/members", body=body)
 
 
+def delete_room(room_id: str) -> Call[Erasure]:
+    return call("DELETE", f"/v1/rooms/{_name('room_id', room_id)}")
+
+
 def set_room_member_role(room_id: str, user: str, role: RoomRole) -> Call[RoomMember]:
     return call("PATCH", f"/v1/rooms/{_name('room_id', room_id)}/members/{_name('user', user)}",
                 body={"role": role})

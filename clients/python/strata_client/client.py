@@ -248,6 +248,11 @@ class Strata:
         count. Removing the last owner raises :class:`StrataError` 409 ``last_owner``."""
         return self._core.request(R.change_members(room_id, add, remove), idempotency_key)
 
+    def delete_room(self, room_id: str, *, idempotency_key: Optional[str] = None) -> Erasure:
+        """An owner (or a global admin) deletes the room and everything in it: 404 at once, its
+        messages erased hot and cold in the background; poll :meth:`erasure` for ``done``."""
+        return self._core.request(R.delete_room(room_id), idempotency_key)
+
     def set_room_member_role(self, room_id: str, user: str, role: RoomRole, *,
                              idempotency_key: Optional[str] = None) -> RoomMember:
         """An owner (or a global admin) makes a member ``owner``, ``admin`` or ``member``;
@@ -540,6 +545,11 @@ class AsyncStrata:
                              idempotency_key: Optional[str] = None) -> RoomMembers:
         """As :meth:`Strata.change_members`."""
         return await self._core.request(R.change_members(room_id, add, remove), idempotency_key)
+
+    async def delete_room(self, room_id: str, *,
+                          idempotency_key: Optional[str] = None) -> Erasure:
+        """As :meth:`Strata.delete_room`."""
+        return await self._core.request(R.delete_room(room_id), idempotency_key)
 
     async def set_room_member_role(self, room_id: str, user: str, role: RoomRole, *,
                                    idempotency_key: Optional[str] = None) -> RoomMember:

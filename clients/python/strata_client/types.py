@@ -335,6 +335,8 @@ class Erasure(TypedDict):
 
 class ErasureStatus(TypedDict, total=False):
     erasure_id: str
+    user: str  # a user's erasure
+    room_id: str  # a deleted room's
     status: Required[Literal["pending", "done"]]
 
 

@@ -103,7 +103,7 @@ def test_every_route_sync(server: Server) -> None:
         assert alice.mark_read("den", "alice", 1)["unread"] == 0
         assert [x["room_id"] for x in alice.user_rooms("alice")["rooms"]] == ["den"]
         assert raises(lambda: alice.post_room_message("den", "bob", "x")).status == 403
-        room_roles(alice, ivy)
+        room_roles(alice, ivy, db)
         page = alice.messages("alice", conversation_id="c1")
         assert [x["content"] for x in page["messages"]] == ["hello", "again"]
         assert page["messages"][0]["metadata"] == {"a": 1}
@@ -253,6 +253,12 @@ def test_every_route_async(server: Server) -> None:
             assert (await alice.change_members("aden", remove=["bob", "cy"]))["members"] == 1
             assert (await alice.room("aden"))["total_messages"] == 1
             assert len((await alice.room_members("aden"))["members"]) == 1
+            await alice.create_room("gone", [])
+            gone = await alice.delete_room("gone")
+            assert (await db.erasure(gone["erasure_id"]))["room_id"] == "gone"
+            with pytest.raises(StrataError) as e:
+                await alice.room("gone")
+            assert e.value.status == 404
             assert (await alice.conversation("alice", "c1"))["first_msg_id"] == m["msg_id"]
             assert (await alice.stats("alice"))["conversations"] == 1
             await db.create_event({"event_id": "e", "name": "E", "sections": [
@@ -330,7 +336,7 @@ def test_every_route_async(server: Server) -> None:
     asyncio.run(main())
 
 
-def room_roles(alice: Strata, ivy: Strata) -> None:
+def room_roles(alice: Strata, ivy: Strata, db: Strata) -> None:
     """SPEC §2.1 v5: add items with a role, set_room_member_role answering the member, admin in
     the listing, 409 last_owner as StrataError's code."""
     alice.create_room("crew", ["bob"])
@@ -368,6 +374,13 @@ def room_roles(alice: Strata, ivy: Strata) -> None:
     assert alice.set_room_member_role("crew", "alice", "member")["role"] == "member"
     assert alice.change_members("crew", remove=("alice",))["members"] == 3
     assert raises(roles).status == 403
+    # SPEC §2.1 v5: an owner deletes the room; 404 at once, the erasure names the room
+    assert raises(lambda: ivy.delete_room("crew")).status == 403  # a room admin may not
+    gone = db.delete_room("crew")  # a global admin may
+    assert gone["erasure_id"].isdigit()
+    assert raises(lambda: db.room("crew")).status == 404
+    st = db.erasure(gone["erasure_id"])
+    assert st["room_id"] == "crew" and "user" not in st
 
 
 def edits_deletes_and_erasure(db: Strata, ivy: Strata) -> None:
