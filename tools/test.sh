@@ -11,6 +11,9 @@ fuzz_seconds=${FUZZ_SECONDS:-20}
 # CI runs every test: there a skipped e2e test fails instead (tests/e2e/lib.mjs, skipIf/skipNow)
 if [ "${CI:-}" = true ]; then export STRATA_NO_SKIP=1; fi
 
+echo "== every internal (st__) name is defined in one file only"
+tools/check-names.sh
+
 tools/install-deps.sh --test
 # the e2e tests' npm packages (DuckDB to read our Parquet files, s3rver as the S3 service),
 # pinned by tests/e2e/package-lock.json

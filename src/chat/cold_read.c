@@ -41,7 +41,7 @@ typedef struct {
 
 /* Merge-on-read (SPEC §2.2): a row of a deleted conversation is left out, a row with a delta is
  * shown as the delta says. */
-static void st__render(void *arg, const st_msgrow_t *r)
+static void st__cold_read_render_row(void *arg, const st_msgrow_t *r)
 {
     st_render_t *x = arg;
     uint64_t w = 0, mid;
@@ -76,8 +76,8 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
         x.masks = st__chat_has_prefix(c, 'Q', u, ul);
     }
     st__chat_rowq_t q = {conv, cl, lo, hi, desc, limit};
-    int rc = st__chat_cold_rows(c->cold->tier, c->store, u, ul, &q, fn ? st__render : NULL, &x,
-                                given, more, last, wait);
+    int rc = st__chat_cold_rows(c->cold->tier, c->store, u, ul, &q,
+                                fn ? st__cold_read_render_row : NULL, &x, given, more, last, wait);
     st_buf_free(&x.json);
     return rc;
 }

@@ -133,7 +133,8 @@ int st__chat_fold_objects(st_chat_t *c, const char *u, size_t ul, uint64_t lo, u
     return rc;
 }
 
-static int st__dead_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int st__chat_compact_note_dead(void *arg, const void *key, size_t klen, const void *val,
+                                      size_t vlen)
 {
     st_fold_t *f = arg;
     if (klen < 8 || vlen > ST_NAME_MAX) return 0;
@@ -170,7 +171,8 @@ void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, const st_tier_o
         st_be64_put(a + pl, lo);
         memcpy(b, pre, pl);
         st_be64_put(b + pl, hi == UINT64_MAX ? hi : hi + 1);
-        st_store_range(c->store, pre, pl, a, pl + 8, b, pl + 8, false, st__dead_one, f, &w);
+        st_store_range(c->store, pre, pl, a, pl + 8, b, pl + 8, false, st__chat_compact_note_dead,
+                       f, &w);
     }
     size_t kept = 0;
     for (size_t i = 0; i < f->rows.n; i++)
@@ -298,9 +300,10 @@ bool st__chat_fold_pick(void *arg, const char *u, size_t ul, const st_tier_obj_t
 
 /* On a worker: the tier's merge of Parquet objects, at chat's compression level, with the
  * changes prepared folded in. */
-static int st__merge(void *arg, const char *u, size_t ul, st_objstore_t *obj,
-                     const st_tier_obj_t *objs, size_t nold, int64_t cutoff, const char *key,
-                     st_tier_file_t *out, void **dropped, int64_t *ndropped)
+static int st__chat_compact_merge(void *arg, const char *u, size_t ul, st_objstore_t *obj,
+                                  const st_tier_obj_t *objs, size_t nold, int64_t cutoff,
+                                  const char *key, st_tier_file_t *out, void **dropped,
+                                  int64_t *ndropped)
 {
     st_chatcold_t *cc = arg;
     (void)u;
@@ -316,8 +319,8 @@ static int st__merge(void *arg, const char *u, size_t ul, st_objstore_t *obj,
 
 /* Rows left out by retention leave the conversations first, while the manifest still holds them
  * (a conversation re-warmed from the cold tier counts them). */
-static int st__commit(void *arg, const char *u, size_t ul, void *dropped, int64_t ndropped,
-                      uint64_t *wait)
+static int st__chat_compact_commit(void *arg, const char *u, size_t ul, void *dropped,
+                                   int64_t ndropped, uint64_t *wait)
 {
     st_chatcold_t *cc = arg;
     st_chat_t *c = cc->chat;
@@ -382,8 +385,8 @@ static int st__commit(void *arg, const char *u, size_t ul, void *dropped, int64_
 }
 
 /* The new key: the first object's time, its manifest number, then the fresh number. */
-static void st__name(void *arg, const char *u, size_t ul, const char *first_key, uint64_t seq,
-                     uint64_t pseq, uint64_t writer, st_buf_t *key)
+static void st__chat_compact_name(void *arg, const char *u, size_t ul, const char *first_key,
+                                  uint64_t seq, uint64_t pseq, uint64_t writer, st_buf_t *key)
 {
     (void)arg;
     const char *b = strstr(first_key, "/batch-");
@@ -397,5 +400,6 @@ static void st__name(void *arg, const char *u, size_t ul, const char *first_key,
 
 void st__chat_merge_side(st_chatcold_t *cc)
 {
-    cc->merge = (st_tier_merge_t){st__merge, st__commit, st__fold_free, st__name, cc};
+    cc->merge = (st_tier_merge_t){st__chat_compact_merge, st__chat_compact_commit, st__fold_free,
+                                  st__chat_compact_name, cc};
 }

@@ -269,8 +269,8 @@ static int st__mark_one(void *arg, const void *key, size_t klen, const void *val
     return 0;
 }
 
-static int st__snapshot(void *arg, const char *o, size_t ol, const st_tier_stat_t *st, uint64_t seq,
-                        uint64_t writer, st_tier_snap_t *out, uint64_t *wait)
+static int st__delta_snapshot(void *arg, const char *o, size_t ol, const st_tier_stat_t *st,
+                              uint64_t seq, uint64_t writer, st_tier_snap_t *out, uint64_t *wait)
 {
     st_chatcold_t *cc = arg;
     st_chat_t *c = cc->chat;
@@ -314,14 +314,14 @@ static int st__snapshot(void *arg, const char *o, size_t ol, const st_tier_stat_
     return ST_OK;
 }
 
-static int st__encode(void *arg, void *rows, st_buf_t *file)
+static int st__delta_encode(void *arg, void *rows, st_buf_t *file)
 {
     (void)arg;
     st_dsnap_t *j = rows;
     return st__encode_rows(&j->rows, j->zstd_level, file);
 }
 
-static void st__release(void *arg, void *rows)
+static void st__delta_release(void *arg, void *rows)
 {
     (void)arg;
     st_dsnap_t *j = rows;
@@ -331,8 +331,8 @@ static void st__release(void *arg, void *rows)
 }
 
 /* The marks of the rows written go, unless their delta changed since (written again next). */
-static int st__commit(void *arg, const char *o, size_t ol, void *rows, st_tier_file_t *f,
-                      uint64_t *wait)
+static int st__delta_commit(void *arg, const char *o, size_t ol, void *rows, st_tier_file_t *f,
+                            uint64_t *wait)
 {
     st_chatcold_t *cc = arg;
     st_chat_t *c = cc->chat;
@@ -370,7 +370,7 @@ static int st__commit(void *arg, const char *o, size_t ol, void *rows, st_tier_f
 }
 
 /* Deltas marked meanwhile (a flush of edited hot messages while this one ran): another. */
-static void st__flushed(void *arg, const char *o, size_t ol)
+static void st__delta_flush_again(void *arg, const char *o, size_t ol)
 {
     st_chatcold_t *cc = arg;
     if (ol > 2 && st__chat_has_prefix(cc->chat, 'f', o + 2, ol - 2))
@@ -388,8 +388,8 @@ typedef struct {
     size_t order, at;
 } st_dkey_t;
 
-static void st__collect(void *arg, uint64_t id, const char *conv, size_t cl, bool deleted,
-                        const char *json, size_t len)
+static void st__delta_collect(void *arg, uint64_t id, const char *conv, size_t cl, bool deleted,
+                              const char *json, size_t len)
 {
     st_dmerge_t *m = arg;
     (void)conv, (void)cl, (void)deleted;
@@ -404,9 +404,9 @@ static int st__cmp_key(const void *a, const void *b)
     return (x->order > y->order) - (x->order < y->order);
 }
 
-static int st__merge(void *arg, const char *o, size_t ol, st_objstore_t *obj,
-                     const st_tier_obj_t *objs, size_t n, int64_t cutoff, const char *key,
-                     st_tier_file_t *out, void **dropped, int64_t *ndropped)
+static int st__delta_merge(void *arg, const char *o, size_t ol, st_objstore_t *obj,
+                           const st_tier_obj_t *objs, size_t n, int64_t cutoff, const char *key,
+                           st_tier_file_t *out, void **dropped, int64_t *ndropped)
 {
     st_chatcold_t *cc = arg;
     (void)o, (void)ol, (void)cutoff;
@@ -419,7 +419,7 @@ static int st__merge(void *arg, const char *o, size_t ol, st_objstore_t *obj,
         st_buf_t b = {0};
         rc = st_objstore_get(obj, objs[i].key, 0, objs[i].file.size, &b);
         if (rc == ST_OK && b.len != objs[i].file.size) rc = ST_EIO;
-        if (rc == ST_OK) rc = st__chat_delta_decode(b.data, b.len, st__collect, &m);
+        if (rc == ST_OK) rc = st__chat_delta_decode(b.data, b.len, st__delta_collect, &m);
         if (rc == ST_ENOTFOUND) rc = ST_EIO;
         st_buf_free(&b);
         st_vec_push(&ends, m.rows.n);
@@ -455,21 +455,21 @@ static int st__merge(void *arg, const char *o, size_t ol, st_objstore_t *obj,
     return rc;
 }
 
-static int st__merge_commit(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,
-                            uint64_t *wait)
+static int st__delta_merge_commit(void *arg, const char *o, size_t ol, void *dropped,
+                                  int64_t ndropped, uint64_t *wait)
 {
     (void)arg, (void)o, (void)ol, (void)dropped, (void)ndropped, (void)wait;
     return ST_OK;
 }
 
-static void st__merge_release(void *arg, void *dropped)
+static void st__delta_merge_release(void *arg, void *dropped)
 {
     (void)arg, (void)dropped;
 }
 
 /* {folder}/delta-{ts}-w{writer}-{seq}.{pseq}.parquet, the first object's time. */
-static void st__name(void *arg, const char *o, size_t ol, const char *first_key, uint64_t seq,
-                     uint64_t pseq, uint64_t writer, st_buf_t *key)
+static void st__delta_name(void *arg, const char *o, size_t ol, const char *first_key, uint64_t seq,
+                           uint64_t pseq, uint64_t writer, st_buf_t *key)
 {
     (void)arg;
     const char *b = strstr(first_key, "/delta-");
@@ -489,7 +489,7 @@ static void st__name(void *arg, const char *o, size_t ol, const char *first_key,
 
 /* ---- the member ---- */
 
-static void st__closed(void *arg)
+static void st__delta_closed(void *arg)
 {
     st_chatdelta_t *d = arg;
     st__chat_cold_unref(d->cc);
@@ -501,18 +501,19 @@ st_tier_member_t *st__chat_delta_member(st_chatcold_t *cc)
     st_chatdelta_t *d = st_calloc(1, sizeof *d);
     d->cc = cc; /* its kind's arg: held until the tier is done with this member */
     cc->refs++;
-    d->kind = (st_tier_kind_t){.snapshot = st__snapshot,
-                               .encode = st__encode,
-                               .commit = st__commit,
-                               .release = st__release,
-                               .flushed = st__flushed,
+    d->kind = (st_tier_kind_t){.snapshot = st__delta_snapshot,
+                               .encode = st__delta_encode,
+                               .commit = st__delta_commit,
+                               .release = st__delta_release,
+                               .flushed = st__delta_flush_again,
                                .arg = cc};
-    d->merge = (st_tier_merge_t){st__merge, st__merge_commit, st__merge_release, st__name, cc};
+    d->merge = (st_tier_merge_t){st__delta_merge, st__delta_merge_commit, st__delta_merge_release,
+                                 st__delta_name, cc};
     d->member = (st_tier_member_t){.name = "chat-deltas",
                                    .tag = ST__DELTA_TAG,
                                    .flush = &d->kind,
                                    .merge = &d->merge,
-                                   .closed = st__closed,
+                                   .closed = st__delta_closed,
                                    .arg = d};
     return &d->member;
 }

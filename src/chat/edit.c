@@ -17,7 +17,7 @@
 
 /* ---- raw JSON (valid JSON rendered by strata) ---- */
 
-static const char *st__ws(const char *p, const char *e)
+static const char *st__edit_skip_ws(const char *p, const char *e)
 {
     while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
         p++;
@@ -57,24 +57,24 @@ static const char *st__vend(const char *p, const char *e)
 
 bool st__chat_jmember(const char *j, size_t n, const char *key, const char **v, size_t *vl)
 {
-    const char *p = st__ws(j, j + n), *e = j + n;
+    const char *p = st__edit_skip_ws(j, j + n), *e = j + n;
     size_t kl = strlen(key);
     if (p == e || *p != '{') return false;
     p++;
     for (;;) {
-        p = st__ws(p, e);
+        p = st__edit_skip_ws(p, e);
         if (p >= e || *p != '"') return false;
         const char *k0 = p + 1, *k1 = st__vend(p, e) - 1;
-        p = st__ws(k1 + 1, e);
+        p = st__edit_skip_ws(k1 + 1, e);
         if (p >= e || *p != ':') return false;
-        p = st__ws(p + 1, e);
+        p = st__edit_skip_ws(p + 1, e);
         const char *ve = st__vend(p, e);
         if ((size_t)(k1 - k0) == kl && memcmp(k0, key, kl) == 0) {
             *v = p;
             *vl = (size_t)(ve - p);
             return true;
         }
-        p = st__ws(ve, e);
+        p = st__edit_skip_ws(ve, e);
         if (p >= e || *p != ',') return false;
         p++;
     }
@@ -133,7 +133,7 @@ int st__chat_delta_put(st_chat_t *c, const char *u, size_t ul, uint64_t id, cons
     return rc;
 }
 
-static int st__first(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int st__edit_found_any(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     (void)key, (void)klen, (void)val, (void)vlen;
     *(bool *)arg = true;
@@ -145,7 +145,7 @@ bool st__chat_has_prefix(st_chat_t *c, char ks, const char *u, size_t ul)
     uint8_t k[ST__KEY_CAP];
     bool any = false;
     uint64_t w = 0;
-    st_store_scan(c->store, k, st__chat_ukey(k, ks, u, ul), st__first, &any, &w);
+    st_store_scan(c->store, k, st__chat_ukey(k, ks, u, ul), st__edit_found_any, &any, &w);
     return any;
 }
 
@@ -156,7 +156,8 @@ typedef struct {
     int64_t cold, hot;
 } st_deadcount_t;
 
-static int st__dead_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int st__edit_count_dead(void *arg, const void *key, size_t klen, const void *val,
+                               size_t vlen)
 {
     st_deadcount_t *d = arg;
     if (klen < 8 || vlen != d->cl || memcmp(val, d->conv, vlen) != 0) return 0;
@@ -172,7 +173,8 @@ int st__chat_dead_count(st_chat_t *c, const char *u, size_t ul, const char *conv
 {
     uint8_t k[ST__KEY_CAP];
     st_deadcount_t d = {conv, cl, wm, 0, 0};
-    int rc = st_store_scan(c->store, k, st__chat_ukey(k, 'Y', u, ul), st__dead_one, &d, wait);
+    int rc =
+        st_store_scan(c->store, k, st__chat_ukey(k, 'Y', u, ul), st__edit_count_dead, &d, wait);
     *cold = d.cold;
     *hot = d.hot;
     return rc < 0 ? rc : ST_OK;
@@ -316,7 +318,7 @@ static int st__find(st_chat_t *c, const char *u, size_t ul, uint64_t id, st_buf_
 
 /* ---- the new state ---- */
 
-static void st__member(st_buf_t *b, const char *cur, size_t n, const char *key)
+static void st__edit_copy_member(st_buf_t *b, const char *cur, size_t n, const char *key)
 {
     const char *v;
     size_t vl;
@@ -328,20 +330,20 @@ static void st__member(st_buf_t *b, const char *cur, size_t n, const char *key)
 }
 
 /* cur with content/metadata replaced (NULL: kept), edited_at, deleted_at and history set. */
-static void st__render(st_buf_t *b, const char *cur, size_t n, const char *content, size_t cl,
-                       const char *meta, size_t ml, int64_t edited_at, int64_t deleted_at,
-                       const st_buf_t *hist)
+static void st__edit_render_state(st_buf_t *b, const char *cur, size_t n, const char *content,
+                                  size_t cl, const char *meta, size_t ml, int64_t edited_at,
+                                  int64_t deleted_at, const st_buf_t *hist)
 {
     st_buf_appendc(b, '{');
-    st__member(b, cur, n, "msg_id");
+    st__edit_copy_member(b, cur, n, "msg_id");
     st_buf_appendc(b, ',');
-    st__member(b, cur, n, "conversation_id");
+    st__edit_copy_member(b, cur, n, "conversation_id");
     st_buf_appendc(b, ',');
-    st__member(b, cur, n, "from");
+    st__edit_copy_member(b, cur, n, "from");
     st_buf_appendc(b, ',');
-    st__member(b, cur, n, "timestamp");
+    st__edit_copy_member(b, cur, n, "timestamp");
     st_buf_appendc(b, ',');
-    st__member(b, cur, n, "seq");
+    st__edit_copy_member(b, cur, n, "seq");
     st_buf_puts(b, ",\"content\":");
     st_buf_append(b, content, cl);
     st_buf_puts(b, ",\"metadata\":");
@@ -365,17 +367,17 @@ static void st__render(st_buf_t *b, const char *cur, size_t n, const char *conte
  * (after one more is added: keep - 1 of the old ones). */
 static void st__history(const char *arr, size_t n, size_t keep, st_buf_t *out)
 {
-    const char *e = arr + n, *p = st__ws(arr, e);
+    const char *e = arr + n, *p = st__edit_skip_ws(arr, e);
     ST_VEC(const char *) at = {0};
     ST_VEC(size_t) len = {0};
     if (p < e && *p == '[') {
-        p = st__ws(p + 1, e);
+        p = st__edit_skip_ws(p + 1, e);
         while (p < e && *p != ']') {
             const char *ve = st__vend(p, e);
             st_vec_push(&at, p);
             st_vec_push(&len, (size_t)(ve - p));
-            p = st__ws(ve, e);
-            if (p < e && *p == ',') p = st__ws(p + 1, e);
+            p = st__edit_skip_ws(ve, e);
+            if (p < e && *p == ',') p = st__edit_skip_ws(p + 1, e);
         }
     }
     size_t from = at.n + 1 > keep ? at.n + 1 - keep : 0;
@@ -387,8 +389,8 @@ static void st__history(const char *arr, size_t n, size_t keep, st_buf_t *out)
     st_vec_free(&len);
 }
 
-static int st__change(st_chat_t *c, const char *u, size_t ul, uint64_t id,
-                      const st_message_edit_t *e, bool del, st_buf_t *out, uint64_t *wait)
+static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
+                          const st_message_edit_t *e, bool del, st_buf_t *out, uint64_t *wait)
 {
     if (st_chat_erased(c, u, ul)) return ST_ENOTFOUND;
     st_buf_t cur = {0}, next = {0}, hist = {0};
@@ -418,7 +420,7 @@ static int st__change(st_chat_t *c, const char *u, size_t ul, uint64_t id,
         st_parse_i64(ev, evl, &edited);
     if (edited && now <= edited) now = edited + 1; /* edits stay in order whatever the clock */
     if (del) {
-        st__render(&next, cur.data, cur.len, "null", 4, "null", 4, edited, now, &hist);
+        st__edit_render_state(&next, cur.data, cur.len, "null", 4, "null", 4, edited, now, &hist);
     } else {
         size_t keep = c->max_history ? c->max_history : 20;
         if (st__chat_jmember(cur.data, cur.len, "edit_history", &tv, &tvl))
@@ -444,9 +446,9 @@ static int st__change(st_chat_t *c, const char *u, size_t ul, uint64_t id,
         }
         st_buf_t content = {0};
         if (e->content) st_buf_append_json_str(&content, e->content, e->content_len);
-        st__render(&next, cur.data, cur.len, e->content ? content.data : cv_,
-                   e->content ? content.len : cvl, e->metadata ? e->metadata : mv,
-                   e->metadata ? e->metadata_len : mvl, now, 0, &hist);
+        st__edit_render_state(&next, cur.data, cur.len, e->content ? content.data : cv_,
+                              e->content ? content.len : cvl, e->metadata ? e->metadata : mv,
+                              e->metadata ? e->metadata_len : mvl, now, 0, &hist);
         st_buf_free(&content);
     }
     uint8_t k[ST__KEY_CAP];
@@ -502,13 +504,13 @@ done:
 int st_chat_edit(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
                  const st_message_edit_t *e, st_buf_t *out, uint64_t *wait)
 {
-    return st__change(c, user, ulen, msg_id, e, false, out, wait);
+    return st__edit_apply(c, user, ulen, msg_id, e, false, out, wait);
 }
 
 int st_chat_delete(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id, st_buf_t *out,
                    uint64_t *wait)
 {
-    return st__change(c, user, ulen, msg_id, NULL, true, out, wait);
+    return st__edit_apply(c, user, ulen, msg_id, NULL, true, out, wait);
 }
 
 /* ---- deleting a conversation ---- */

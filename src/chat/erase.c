@@ -21,12 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char st__erase_pre[] = "\0chat_erase"; /* with its 0 terminator: 12 bytes */
-#define ST__ERASE_PL sizeof st__erase_pre
+static const char st__chat_erase_pre[] = "\0chat_erase"; /* with its 0 terminator: 12 bytes */
+#define ST__ERASE_PL sizeof st__chat_erase_pre
 
 static size_t st__rec_key(uint8_t *k, uint64_t id)
 {
-    memcpy(k, st__erase_pre, ST__ERASE_PL);
+    memcpy(k, st__chat_erase_pre, ST__ERASE_PL);
     st_be64_put(k + ST__ERASE_PL, id);
     return ST__ERASE_PL + 8;
 }
@@ -101,8 +101,8 @@ bool st_chat_erased_since(st_chat_t *c, const char *u, size_t ul, int64_t since_
     int64_t ms = since_us / 1000 - ST_SNOWFLAKE_EPOCH_MS - ST__SINCE_SLACK_MS;
     uint8_t from[ST__ERASE_PL + 8];
     size_t fl = ms > 0 ? st__rec_key(from, (uint64_t)ms << 22) : 0;
-    st_store_scan_from(c->store, st__erase_pre, ST__ERASE_PL, fl ? from : NULL, fl, st__since_one,
-                       &x, &w);
+    st_store_scan_from(c->store, st__chat_erase_pre, ST__ERASE_PL, fl ? from : NULL, fl,
+                       st__since_one, &x, &w);
     return x.found;
 }
 
@@ -268,7 +268,7 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
 {
     st_pending_t p = {0};
     uint64_t wait = 0;
-    st_store_scan(c->store, st__erase_pre, ST__ERASE_PL, st__pending_one, &p, &wait);
+    st_store_scan(c->store, st__chat_erase_pre, ST__ERASE_PL, st__pending_one, &p, &wait);
     if (!p.found) return false;
     uint64_t within = c->erase_within_us ? c->erase_within_us : 3600000000ull;
     if (p.id != c->erase_late_id && p.t[0] < st_now_us() - (int64_t)within) {
@@ -354,7 +354,7 @@ static int st__export_one(void *arg, const void *key, size_t klen, const void *v
 int st_chat_erasures_export(st_chat_t *c, st_buf_t *out)
 {
     uint64_t wait = 0;
-    int rc = st_store_scan(c->store, st__erase_pre, ST__ERASE_PL, st__export_one, out, &wait);
+    int rc = st_store_scan(c->store, st__chat_erase_pre, ST__ERASE_PL, st__export_one, out, &wait);
     return rc < 0 ? rc : ST_OK;
 }
 

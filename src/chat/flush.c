@@ -83,7 +83,7 @@ static int st__decode(st_chatsnap_t *j, size_t i, st_msgrow_t *r)
     return rc;
 }
 
-static int st__encode(void *arg, void *rows, st_buf_t *file)
+static int st__flush_encode(void *arg, void *rows, st_buf_t *file)
 {
     st_chatsnap_t *j = rows;
     (void)arg;
@@ -240,8 +240,8 @@ static int st__snap_row(void *arg, const void *key, size_t klen, const void *val
  * even share of them (10,000 hot rows go in three objects of 3,334, 3,333 and 3,333, not two
  * full ones and a sliver). The count is the user's totals less its cold rows; the share is never
  * below half the cap, so a count that is off never makes a run of tiny objects. */
-static size_t st__limit(st_chat_t *c, const char *u, size_t ul, const st_coldstat_t *cs,
-                        uint64_t *wait)
+static size_t st__flush_limit(st_chat_t *c, const char *u, size_t ul, const st_coldstat_t *cs,
+                              uint64_t *wait)
 {
     uint8_t k[ST__KEY_CAP];
     st_totals_t tot;
@@ -257,15 +257,15 @@ static size_t st__limit(st_chat_t *c, const char *u, size_t ul, const st_coldsta
 /* The user's oldest hot rows, from past the watermark: every hot id is above it, and the rows
  * of the user's last flush may still be in LMDB, deleted only in the overlay (not applied
  * yet). The oldest row's timestamp names the object. */
-static int st__snapshot(void *arg, const char *u, size_t ul, const st_tier_stat_t *cs, uint64_t seq,
-                        uint64_t writer, st_tier_snap_t *out, uint64_t *wait)
+static int st__flush_snapshot(void *arg, const char *u, size_t ul, const st_tier_stat_t *cs,
+                              uint64_t seq, uint64_t writer, st_tier_snap_t *out, uint64_t *wait)
 {
     st_chatcold_t *cc = arg;
     st_chat_t *c = cc->chat;
     st_chatsnap_t *j = st_calloc(1, sizeof *j);
     j->zstd_level = cc->zstd_level;
     out->rows = j;
-    j->limit = st__limit(c, u, ul, cs, wait);
+    j->limit = st__flush_limit(c, u, ul, cs, wait);
     uint8_t pre[ST__KEY_CAP], from[ST__KEY_CAP];
     size_t pl = st__chat_ukey(pre, 'M', u, ul);
     memcpy(from, pre, pl);
@@ -301,7 +301,7 @@ bool st__chat_flush_due(st_chat_t *c, const char *u, size_t ul, int64_t hot)
 }
 
 /* A flush of edited messages made deltas: their delta object follows (delta.c). */
-static void st__flushed(void *arg, const char *u, size_t ul)
+static void st__flush_enqueue_deltas(void *arg, const char *u, size_t ul)
 {
     st_chatcold_t *cc = arg;
     if (!st__chat_has_prefix(cc->chat, 'f', u, ul)) return;
@@ -324,7 +324,7 @@ void st__chat_cold_unref(st_chatcold_t *cc)
     if (--cc->refs == 0) free(cc);
 }
 
-static void st__closed(void *arg)
+static void st__flush_closed(void *arg)
 {
     st__chat_cold_unref(arg);
 }
@@ -335,11 +335,11 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
     cc->tier = t;
     cc->chat = c;
     cc->zstd_level = o->zstd_level ? o->zstd_level : 3;
-    cc->kind = (st_tier_kind_t){.snapshot = st__snapshot,
-                                .encode = st__encode,
+    cc->kind = (st_tier_kind_t){.snapshot = st__flush_snapshot,
+                                .encode = st__flush_encode,
                                 .commit = st__flush_commit,
                                 .release = st__flush_release,
-                                .flushed = st__flushed,
+                                .flushed = st__flush_enqueue_deltas,
                                 .arg = cc};
     cc->m_hybrid_hot = st_metrics_counter("strata_hybrid_reads_total",
                                           "Conversation hybrid fields served", "source=\"hot\"");
@@ -363,7 +363,7 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
                                     .fold_prepare = st__chat_fold_prepare,
                                     .fold_pick = st__chat_fold_pick,
                                     .stop = st__stop,
-                                    .closed = st__closed,
+                                    .closed = st__flush_closed,
                                     .arg = cc};
     cc->refs = 1;
     c->cold = cc;

@@ -61,22 +61,22 @@ static void st__note_dropped(st_mhook_t *h, const st_msgrow_t *r)
     memcpy(d->data + e->at + 4 + r->conv_len, &cnt, 8);
 }
 
-static void st__str(const st_tier_val_t *v, const char **p, uint32_t *n)
+static void st__merge_tape_str(const st_tier_val_t *v, const char **p, uint32_t *n)
 {
     *p = v->op == ST_TIER_V_STR ? v->p : NULL;
     *n = v->op == ST_TIER_V_STR ? v->n : 0;
 }
 
 /* A row of the tape as a message (v: its seven values, in st_pq_msg_schema's order). */
-static bool st__row(void *arg, st_tier_val_t *v, size_t nv)
+static bool st__merge_tape_row(void *arg, st_tier_val_t *v, size_t nv)
 {
     st_mhook_t *h = arg;
     if (nv != ST_PQ_COLUMNS) return true; /* cannot be: the schema's */
     st_msgrow_t r = {.msg_id = (uint64_t)v[0].i, .timestamp = v[3].i, .seq = v[4].i};
-    st__str(&v[1], &r.conv, &r.conv_len);
-    st__str(&v[2], &r.from, &r.from_len);
-    st__str(&v[5], &r.content, &r.content_len);
-    st__str(&v[6], &r.metadata, &r.metadata_len);
+    st__merge_tape_str(&v[1], &r.conv, &r.conv_len);
+    st__merge_tape_str(&v[2], &r.from, &r.from_len);
+    st__merge_tape_str(&v[5], &r.content, &r.content_len);
+    st__merge_tape_str(&v[6], &r.metadata, &r.metadata_len);
     if (h->fix) {
         const char *content = r.content, *meta = r.metadata;
         if (!h->fix(h->fix_arg, &r)) return false;
@@ -107,7 +107,8 @@ int st_chat_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_
     *dropped = d;
     st_mhook_t h = {d, {0}, cutoff, ndropped, fix, fix_arg};
     st_map_init(&h.by);
-    st_tier_pqmerge_t o = {.zstd_level = zstd_level, .by_key = true, .row = st__row, .arg = &h};
+    st_tier_pqmerge_t o = {
+        .zstd_level = zstd_level, .by_key = true, .row = st__merge_tape_row, .arg = &h};
     int rc = st_tier_pq_merge_with(&st_pq_msg_schema, &o, obj, objs, nold, key, out);
     size_t it;
     st_map_node_t *n;

@@ -104,7 +104,7 @@ static void st__replay(st_tape_t *tp, st_pq_rec_t *r, const st_pq_field_t *f)
     }
 }
 
-static void st__row(void *arg, size_t i, st_pq_rec_t *r)
+static void st__pq_merge_row(void *arg, size_t i, st_pq_rec_t *r)
 {
     st_tape_t *tp = arg;
     tp->at = tp->rows.v[i].first;
@@ -224,7 +224,7 @@ int st_tier_pq_merge_with(const st_pq_schema_t *s, const st_tier_pqmerge_t *o, s
         st_buf_t file = {0};
         st_pq_write_t w = {.schema = s,
                            .nrows = tp.rows.n,
-                           .row = st__row,
+                           .row = st__pq_merge_row,
                            .arg = &tp,
                            .group_rows = group_rows,
                            .zstd_level = zstd_level};

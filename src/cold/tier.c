@@ -169,7 +169,7 @@ static int st__orphans(void *arg, const char *o, size_t ol, uint64_t *wait)
     return k && k->orphans ? k->orphans(k->arg, o, ol, wait) : st__tier_orphans(t, o, ol, wait);
 }
 
-static void st__flushed(void *arg, const char *o, size_t ol)
+static void st__tier_owner_flushed(void *arg, const char *o, size_t ol)
 {
     st_tier_t *t = arg;
     const st_tier_member_t *m = st__tier_member(t, o, ol);
@@ -221,8 +221,8 @@ static bool st__merge_fold_pick(void *arg, const char *o, size_t ol, const st_ti
     return mb && mb->fold_pick && mb->fold_pick(mb->arg, o, ol, objs, n, at);
 }
 
-static int st__merge_commit(void *arg, const char *o, size_t ol, void *dropped, int64_t ndropped,
-                            uint64_t *wait)
+static int st__tier_merge_commit(void *arg, const char *o, size_t ol, void *dropped,
+                                 int64_t ndropped, uint64_t *wait)
 {
     const st_tier_member_t *mb = st__tier_member(arg, o, ol);
     if (!mb) return ST_ENOTFOUND;
@@ -230,7 +230,7 @@ static int st__merge_commit(void *arg, const char *o, size_t ol, void *dropped, 
     return mb->merge->commit(mb->merge->arg, o, ol, b ? b->p : NULL, ndropped, wait);
 }
 
-static void st__merge_release(void *arg, void *dropped)
+static void st__tier_merge_release(void *arg, void *dropped)
 {
     (void)arg;
     st_box_t *b = dropped;
@@ -314,11 +314,11 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
     t->flush_rows = o->flush_rows ? o->flush_rows : 10000;
     t->retention_us = o->retention_s * 1000000ull;
     t->interval_ms = (o->flush_interval_s ? o->flush_interval_s : 300) * 1000;
-    t->fkind =
-        (st_tier_kind_t){st__tier_snapshot, st__tier_encode, st__tier_commit,     st__tier_release,
-                         st__orphans,       st__flushed,     st__tier_flush_done, t};
-    t->mkind =
-        (st_tier_merge_t){st__tier_merge, st__merge_commit, st__merge_release, st__merge_name, t};
+    t->fkind = (st_tier_kind_t){
+        st__tier_snapshot, st__tier_encode,        st__tier_commit,     st__tier_release,
+        st__orphans,       st__tier_owner_flushed, st__tier_flush_done, t};
+    t->mkind = (st_tier_merge_t){st__tier_merge, st__tier_merge_commit, st__tier_merge_release,
+                                 st__merge_name, t};
     st_tier_flush_open(&t->flush, loop, store, o->obj, &t->fkind);
     st_tier_compact_opts_t co = {.limit = o->compact_objects,
                                  .max_bytes = o->compact_max_bytes,

@@ -58,7 +58,7 @@ static st_buf_t st__body; /* loop-thread scratch for response bodies */
 
 /* An Idempotency-Key answer's user is gone while it is being erased (SPEC §2.2), and for an
  * answer from before answers named their user (since > 0), once its erasure was asked for. */
-static bool st__user_gone(void *arg, const char *u, size_t ul, int64_t since)
+static bool st__idem_user_gone(void *arg, const char *u, size_t ul, int64_t since)
 {
     return st_chat_erased(arg, u, ul) || (since > 0 && st_chat_erased_since(arg, u, ul, since));
 }
@@ -74,7 +74,7 @@ static void st__idem_about(const st_ctx_t *c, const st_route_t *route, st_idem_r
         d->about_len = c->plens[0];
     }
     if (c->app->chat) {
-        d->gone = st__user_gone;
+        d->gone = st__idem_user_gone;
         d->gone_arg = c->app->chat;
     }
 }

@@ -17,7 +17,7 @@
  * outbox as an erasure for the room's group (SPEC §10: that group erases the user the same way,
  * its rooms' 'p' and 'j' entries included). State:
  * "\0rooms_erase" user -> be64 last msg_id | room. */
-static const char st__erase_pre[] = "\0rooms_erase"; /* with its 0 terminator: 13 bytes */
+static const char st__rooms_erase_pre[] = "\0rooms_erase"; /* with its 0 terminator: 13 bytes */
 
 typedef struct {
     const char *u;
@@ -87,7 +87,8 @@ typedef struct {
     bool values;         /* keep the value's bytes after skip, not the key */
 } st_collect_t;
 
-static int st__collect(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int st__erase_collect_key(void *arg, const void *key, size_t klen, const void *val,
+                                 size_t vlen)
 {
     st_collect_t *c = arg;
     const void *p = c->values ? (const uint8_t *)val + c->skip : key;
@@ -102,8 +103,8 @@ static bool st__room_deleted_slice(st_rooms_t *r, const char *room, size_t rl, s
     uint8_t k[ST__KEY_CAP];
     uint64_t w = 0;
     st_collect_t c = {.max = max ? max : 1, .skip = ST__MEMBER_SIZE, .values = true};
-    st_store_scan(r->store, k, st__rooms_pair(k, ST__KS_MEMBER, room, rl, "", 0), st__collect, &c,
-                  &w);
+    st_store_scan(r->store, k, st__rooms_pair(k, ST__KS_MEMBER, room, rl, "", 0),
+                  st__erase_collect_key, &c, &w);
     for (size_t off = 0; off < c.keys.len;) {
         size_t n;
         memcpy(&n, c.keys.data + off, sizeof n);
@@ -115,8 +116,8 @@ static bool st__room_deleted_slice(st_rooms_t *r, const char *room, size_t rl, s
         st_buf_reset(&c.keys);
         c.n = 0;
         c.values = false;
-        st_store_scan(r->store, k, st__rooms_pair(k, ST__KS_GONE, room, rl, "", 0), st__collect, &c,
-                      &w);
+        st_store_scan(r->store, k, st__rooms_pair(k, ST__KS_GONE, room, rl, "", 0),
+                      st__erase_collect_key, &c, &w);
         for (size_t off = 0; off < c.keys.len;) {
             size_t n;
             memcpy(&n, c.keys.data + off, sizeof n);
@@ -140,9 +141,9 @@ bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size
     if (ul > pl && memcmp(u, ST_CHAT_ROOM_USER, pl) == 0) /* a room's own name: it was deleted */
         return st__room_deleted_slice(r, u + pl, ul - pl, max);
     uint8_t sk[ST__KEY_CAP], k[ST__KEY_CAP];
-    memcpy(sk, st__erase_pre, sizeof st__erase_pre);
-    memcpy(sk + sizeof st__erase_pre, u, ul);
-    size_t skl = sizeof st__erase_pre + ul;
+    memcpy(sk, st__rooms_erase_pre, sizeof st__rooms_erase_pre);
+    memcpy(sk + sizeof st__rooms_erase_pre, u, ul);
+    size_t skl = sizeof st__rooms_erase_pre + ul;
     uint64_t w = 0, last = 0;
     const void *v;
     size_t vl;

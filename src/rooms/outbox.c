@@ -64,7 +64,8 @@ static int st__first_rec(void *arg, const void *key, size_t klen, const void *va
     return 1;
 }
 
-static int st__count(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int st__outbox_count_one(void *arg, const void *key, size_t klen, const void *val,
+                                size_t vlen)
 {
     (void)key, (void)klen, (void)val, (void)vlen;
     ++*(size_t *)arg;
@@ -79,7 +80,7 @@ static double st__dead_now(void *arg)
     if (!ob || !st_outbox_on(ob)) return 0;
     size_t n = 0;
     uint64_t w = 0;
-    st_store_scan(ob->store, st__dead_ks, 2, st__count, &n, &w);
+    st_store_scan(ob->store, st__dead_ks, 2, st__outbox_count_one, &n, &w);
     return (double)n;
 }
 
@@ -149,8 +150,9 @@ static int st__stage_raw(st_outbox_t *ob, const void *v, size_t vl, uint64_t *se
 }
 
 /* kind: ST__OB_REMOVED, ST__OB_ADDED (membership changes) or ST__OB_ERASE. */
-static int st__stage(st_outbox_t *ob, uint8_t kind, const char *user, size_t ul, const char *room,
-                     size_t rl, const char *name, size_t nl, int64_t joined_at, uint64_t *wait)
+static int st__outbox_stage(st_outbox_t *ob, uint8_t kind, const char *user, size_t ul,
+                            const char *room, size_t rl, const char *name, size_t nl,
+                            int64_t joined_at, uint64_t *wait)
 {
     if (!st_outbox_on(ob)) return ST_OK;
     st_buf_t v = {0};
@@ -172,14 +174,14 @@ static int st__stage(st_outbox_t *ob, uint8_t kind, const char *user, size_t ul,
 int st_outbox_stage(st_outbox_t *ob, const char *user, size_t ul, const char *room, size_t rl,
                     const char *name, size_t nl, int64_t joined_at, bool added, uint64_t *wait)
 {
-    return st__stage(ob, added ? ST__OB_ADDED : ST__OB_REMOVED, user, ul, room, rl, name, nl,
-                     joined_at, wait);
+    return st__outbox_stage(ob, added ? ST__OB_ADDED : ST__OB_REMOVED, user, ul, room, rl, name, nl,
+                            joined_at, wait);
 }
 
 int st_outbox_stage_erase(st_outbox_t *ob, const char *user, size_t ul, const char *room, size_t rl,
                           uint64_t *wait)
 {
-    return st__stage(ob, ST__OB_ERASE, user, ul, room, rl, NULL, 0, 0, wait);
+    return st__outbox_stage(ob, ST__OB_ERASE, user, ul, room, rl, NULL, 0, 0, wait);
 }
 
 /* ---- the sender ---- */
@@ -208,8 +210,9 @@ static void st__route_path(st_buf_t *b, st_obrec_t *r, const char *pre, const ch
 }
 
 /* A membership change's path into r and body into b (p: the record). */
-static void st__change(st_buf_t *b, st_obrec_t *r, const char *user, size_t ul, const char *room,
-                       size_t rl, const char *name, size_t nl, const uint8_t *p)
+static void st__outbox_render_change(st_buf_t *b, st_obrec_t *r, const char *user, size_t ul,
+                                     const char *room, size_t rl, const char *name, size_t nl,
+                                     const uint8_t *p)
 {
     int64_t joined_at;
     memcpy(&joined_at, p + 1, 8);
@@ -260,7 +263,7 @@ static int st__ob_take(void *arg, const void *key, size_t klen, const void *val,
     if (p[0] == ST__OB_ERASE)
         st__erasure(&b, r, user, ul, room, rl);
     else
-        st__change(&b, r, user, ul, room, rl, name, nl, p);
+        st__outbox_render_change(&b, r, user, ul, room, rl, name, nl, p);
     snprintf(r->header, sizeof r->header, "Idempotency-Key: outbox-%016llx-%llu",
              (unsigned long long)sc->origin, (unsigned long long)st_be64_get(r->key + 1));
     st_buf_appendc(&b, '\0');

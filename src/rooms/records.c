@@ -197,7 +197,8 @@ int st__rooms_gone(st_rooms_t *r, const char *room, size_t rl, int64_t seq, uint
     return st_store_put(r->store, k, st__gone_key(k, room, rl, seq), "", 0, wait);
 }
 
-static int st__count_key(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int st__records_count_key(void *arg, const void *key, size_t klen, const void *val,
+                                 size_t vlen)
 {
     (void)key, (void)klen, (void)val, (void)vlen;
     (*(int64_t *)arg)++;
@@ -213,7 +214,8 @@ int st__rooms_unread(st_rooms_t *r, const char *room, size_t rl, int64_t last_re
     size_t pl = st__rooms_pair(pre, ST__KS_GONE, room, rl, "", 0);
     size_t ll = st__gone_key(lo, room, rl, last_read + 1);
     int64_t gone = 0;
-    int rc = st_store_range(r->store, pre, pl, lo, ll, NULL, 0, false, st__count_key, &gone, wait);
+    int rc = st_store_range(r->store, pre, pl, lo, ll, NULL, 0, false, st__records_count_key, &gone,
+                            wait);
     if (rc < 0) return rc;
     *n = last_seq - last_read - gone;
     if (*n < 0) *n = 0;

@@ -185,7 +185,7 @@ typedef struct {
     size_t el;
 } st_bksnap_t;
 
-static st_span_t st__str(st_bksnap_t *j, const char *p, size_t n)
+static st_span_t st__bksnap_str(st_bksnap_t *j, const char *p, size_t n)
 {
     st_span_t sp = {(uint32_t)j->str.len, (uint32_t)n};
     st_buf_append(&j->str, p, n);
@@ -201,21 +201,21 @@ static void st__snap_add(st_bksnap_t *j, st_event_t *e, const st_booking_t *b)
                     .created = b->created_at,
                     .expires = b->expires_at,
                     .finished = b->updated_at,
-                    .owner = st__str(j, b->owner, b->owner_len),
+                    .owner = st__bksnap_str(j, b->owner, b->owner_len),
                     .item0 = (uint32_t)j->items.n,
                     .nitems = (uint32_t)b->nitems};
     st_buf_t nm = {0};
     for (size_t k = 0; k < b->nitems; k++) {
         const st_bitem_t *it = &b->items[k];
         const st_section_t *sec = e ? st__section_find(e, it->section, it->section_len) : NULL;
-        st_bkitem_t bi = {.section = st__str(j, it->section, it->section_len),
+        st_bkitem_t bi = {.section = st__bksnap_str(j, it->section, it->section_len),
                           .name0 = (uint32_t)j->names.n,
                           .quantity = it->n};
         for (uint32_t i = 0; sec && !sec->ga && i < it->n; i++) {
             st_buf_reset(&nm);
             st__seat_name(&nm, sec, b->seats[it->off + i]); /* a JSON string: "row-col" */
             bool q = nm.len >= 2 && nm.data[0] == '"';
-            st_span_t sp = st__str(j, nm.data + q, nm.len - 2 * q);
+            st_span_t sp = st__bksnap_str(j, nm.data + q, nm.len - 2 * q);
             st_vec_push(&j->names, sp);
             bi.nnames++;
         }

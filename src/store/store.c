@@ -496,8 +496,8 @@ void st__ov_set(st_store_t *s, st_batch_t *b, size_t op_idx)
     e->vlen = op->vlen;
 }
 
-static int st__stage(st_store_t *s, const void *key, size_t klen, const void *val, size_t vlen,
-                     bool del, uint64_t *wait)
+static int st__store_stage(st_store_t *s, const void *key, size_t klen, const void *val,
+                           size_t vlen, bool del, uint64_t *wait)
 {
     if (klen == 0 || klen > ST_KEY_MAX) return ST_EINVAL;
     if (s->group) {
@@ -530,13 +530,13 @@ int st_store_put(st_store_t *s, const void *key, size_t klen, const void *val, s
                  uint64_t *wait)
 {
     st__claims_check(s, key, klen);
-    return st__stage(s, key, klen, val, vlen, false, wait);
+    return st__store_stage(s, key, klen, val, vlen, false, wait);
 }
 
 int st_store_del(st_store_t *s, const void *key, size_t klen, uint64_t *wait)
 {
     st__claims_check(s, key, klen);
-    return st__stage(s, key, klen, NULL, 0, true, wait);
+    return st__store_stage(s, key, klen, NULL, 0, true, wait);
 }
 
 uint64_t st_store_durable_id(const st_store_t *s)
@@ -584,7 +584,8 @@ int st_store_scan(st_store_t *s, const void *prefix, size_t plen, st_store_scan_
     return st_store_scan_from(s, prefix, plen, NULL, 0, fn, arg, wait);
 }
 
-static int st__count_key(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int st__store_count_key(void *arg, const void *key, size_t klen, const void *val,
+                               size_t vlen)
 {
     (void)key;
     (void)klen;
@@ -597,7 +598,7 @@ static int st__count_key(void *arg, const void *key, size_t klen, const void *va
 int st_store_count(st_store_t *s, const void *prefix, size_t plen, int64_t *n, uint64_t *wait)
 {
     *n = 0;
-    return st_store_scan(s, prefix, plen, st__count_key, n, wait);
+    return st_store_scan(s, prefix, plen, st__store_count_key, n, wait);
 }
 
 int st_store_scan_from(st_store_t *s, const void *prefix, size_t plen, const void *from,
