@@ -257,21 +257,14 @@ static void st__fold_free(void *arg, void *dropped)
     free(f);
 }
 
-typedef struct {
-    uint64_t *ids;
-    size_t n, cap;
-} st_ids_t;
+typedef ST_VEC(uint64_t) st_ids_t;
 
 static int st__id_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_ids_t *x = arg;
     (void)val, (void)vlen;
     if (klen < 8) return 0;
-    if (x->n == x->cap) {
-        x->cap = x->cap ? 2 * x->cap : 64;
-        x->ids = st_realloc(x->ids, x->cap * sizeof *x->ids);
-    }
-    x->ids[x->n++] = st_be64_get((const uint8_t *)key + klen - 8);
+    st_vec_push(x, st_be64_get((const uint8_t *)key + klen - 8));
     return 0;
 }
 
@@ -288,13 +281,13 @@ bool st__chat_fold_pick(void *arg, const char *u, size_t ul, const st_tier_obj_t
     bool found = false;
     for (size_t i = 0; i < n && !found; i++) {
         for (size_t k = 0; k < q.n && !found; k++)
-            found = q.ids[k] == objs[i].seq;
+            found = q.v[k] == objs[i].seq;
         for (size_t k = 0; k < x.n && !found; k++)
-            found = x.ids[k] >= objs[i].file.min_id && x.ids[k] <= objs[i].file.max_id;
+            found = x.v[k] >= objs[i].file.min_id && x.v[k] <= objs[i].file.max_id;
         if (found) *at = i;
     }
-    free(x.ids);
-    free(q.ids);
+    st_vec_free(&x);
+    st_vec_free(&q);
     return found;
 }
 

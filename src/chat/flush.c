@@ -24,10 +24,10 @@
 
 /* A flush's rows: taken on the loop, decoded on the worker, committed on the loop. */
 typedef struct {
-    /* the snapshot: records as stored, concatenated */
-    size_t n, cap, limit;
-    uint64_t *ids;
-    size_t *offs;
+    /* the snapshot: records as stored, concatenated; ids.n rows, offs has one more (the end) */
+    size_t limit;
+    ST_VEC(uint64_t) ids;
+    ST_VEC(size_t) offs;
     st_buf_t recs;
     bool capped; /* more hot rows than one flush takes */
     /* the worker's: sorted by conversation, then msg_id; strings in arena */
@@ -48,12 +48,12 @@ static const char *st__copy(st_arena_t *a, const char *s, size_t n, uint32_t *le
  * metadata is kept as the raw JSON text it was stored as. */
 static int st__decode(st_chatsnap_t *j, size_t i, st_msgrow_t *r)
 {
-    const char *rec = j->recs.data + j->offs[i];
-    size_t len = j->offs[i + 1] - j->offs[i];
+    const char *rec = j->recs.data + j->offs.v[i];
+    size_t len = j->offs.v[i + 1] - j->offs.v[i];
     if (len <= 16) return ST_EINTERNAL;
     memcpy(&r->timestamp, rec, 8);
     memcpy(&r->seq, rec + 8, 8);
-    r->msg_id = j->ids[i];
+    r->msg_id = j->ids.v[i];
     const char *json = rec + 16;
     size_t jl = len - 16;
     cJSON *o = cJSON_ParseWithLength(json, jl);
@@ -87,21 +87,21 @@ static int st__flush_encode(void *arg, void *rows, st_buf_t *file)
 {
     st_chatsnap_t *j = rows;
     (void)arg;
-    j->rows = st_calloc(j->n, sizeof *j->rows);
+    j->rows = st_calloc(j->ids.n, sizeof *j->rows);
     int rc = ST_OK;
-    for (size_t i = 0; i < j->n && rc == ST_OK; i++)
+    for (size_t i = 0; i < j->ids.n && rc == ST_OK; i++)
         rc = st__decode(j, i, &j->rows[i]);
     if (rc != ST_OK) return rc;
-    qsort(j->rows, j->n, sizeof *j->rows, st_chat_cmp_rows);
-    return st_parquet_encode(j->rows, j->n, j->zstd_level, file);
+    qsort(j->rows, j->ids.n, sizeof *j->rows, st_chat_cmp_rows);
+    return st_parquet_encode(j->rows, j->ids.n, j->zstd_level, file);
 }
 
 static void st__flush_release(void *arg, void *rows)
 {
     st_chatsnap_t *j = rows;
     (void)arg;
-    free(j->ids);
-    free(j->offs);
+    st_vec_free(&j->ids);
+    st_vec_free(&j->offs);
     free(j->rows);
     st_buf_free(&j->recs);
     st_arena_free(&j->arena);
@@ -127,17 +127,17 @@ static int st__move_count(st_store_t *s, const char *u, size_t ul, const st_msgr
 /* Whether the record of id is now what the snapshot took (ids are ascending, as scanned). */
 static bool st__snap_same(const st_chatsnap_t *j, uint64_t id, const void *v, size_t vl)
 {
-    size_t lo = 0, hi = j->n;
+    size_t lo = 0, hi = j->ids.n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (j->ids[mid] < id)
+        if (j->ids.v[mid] < id)
             lo = mid + 1;
         else
             hi = mid;
     }
-    if (lo == j->n || j->ids[lo] != id) return false;
-    size_t len = j->offs[lo + 1] - j->offs[lo];
-    return len == vl && memcmp(j->recs.data + j->offs[lo], v, vl) == 0;
+    if (lo == j->ids.n || j->ids.v[lo] != id) return false;
+    size_t len = j->offs.v[lo + 1] - j->offs.v[lo];
+    return len == vl && memcmp(j->recs.data + j->offs.v[lo], v, vl) == 0;
 }
 
 /* The hot side of the batch that moves the rows: hot rows out, counts to the cold baselines. */
@@ -153,7 +153,7 @@ static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_
     int64_t dead = 0, group_dead = 0;
     /* rows edited or deleted while hot are marked ('h'): only they are looked at again */
     bool edited = st__chat_has_prefix(cc->chat, 'h', u, ul);
-    for (size_t i = 0; i < j->n && rc == ST_OK; i++) {
+    for (size_t i = 0; i < j->ids.n && rc == ST_OK; i++) {
         const st_msgrow_t *r = &j->rows[i];
         if (r->msg_id > max_id) max_id = r->msg_id;
         if (r->msg_id < min_id) min_id = r->msg_id;
@@ -199,7 +199,7 @@ static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_
             rc = st_store_del(s, k, n + 8, wait);
         }
         /* rows are grouped by conversation: settle each group's count once */
-        bool last = i + 1 == j->n || j->rows[i + 1].conv_len != r->conv_len ||
+        bool last = i + 1 == j->ids.n || j->rows[i + 1].conv_len != r->conv_len ||
                     memcmp(j->rows[i + 1].conv, r->conv, r->conv_len) != 0;
         if (rc == ST_OK && last) {
             size_t from = i;
@@ -213,7 +213,7 @@ static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_
     if (rc == ST_OK && dead) rc = st__chat_gone_add(cc->chat, u, ul, dead, wait);
     f->min_id = min_id;
     f->max_id = max_id;
-    f->rows = (int64_t)j->n;
+    f->rows = (int64_t)j->ids.n;
     return rc;
 }
 
@@ -221,17 +221,12 @@ static int st__snap_row(void *arg, const void *key, size_t klen, const void *val
 {
     st_chatsnap_t *j = arg;
     if (klen < 8 || vlen < 16) return 0;
-    if (j->n == j->limit || (j->n && j->recs.len + vlen > ST_TIER_FLUSH_BYTES)) {
+    if (j->ids.n == j->limit || (j->ids.n && j->recs.len + vlen > ST_TIER_FLUSH_BYTES)) {
         j->capped = true;
         return 1;
     }
-    if (j->n + 2 > j->cap) {
-        j->cap = j->cap ? j->cap * 2 : 1024;
-        j->ids = st_realloc(j->ids, j->cap * sizeof *j->ids);
-        j->offs = st_realloc(j->offs, j->cap * sizeof *j->offs);
-    }
-    j->ids[j->n] = st_be64_get((const uint8_t *)key + klen - 8);
-    j->offs[j->n++] = j->recs.len;
+    st_vec_push(&j->ids, st_be64_get((const uint8_t *)key + klen - 8));
+    st_vec_push(&j->offs, j->recs.len);
     st_buf_append(&j->recs, val, vlen);
     return 0;
 }
@@ -272,9 +267,9 @@ static int st__flush_snapshot(void *arg, const char *u, size_t ul, const st_tier
     st_be64_put(from + pl, cs->watermark + 1);
     int rc = st_store_scan_from(c->store, pre, pl, from, pl + 8, st__snap_row, j, wait);
     if (rc == 1) rc = ST_OK;
-    if (rc != ST_OK || j->n == 0) return rc;
-    j->offs[j->n] = j->recs.len;
-    out->n = j->n;
+    if (rc != ST_OK || j->ids.n == 0) return rc;
+    st_vec_push(&j->offs, j->recs.len);
+    out->n = j->ids.n;
     out->capped = j->capped;
     int64_t first_ts;
     memcpy(&first_ts, j->recs.data, 8);

@@ -99,6 +99,7 @@ typedef struct {
     int64_t created, updated;
     int64_t last_seq;
 } st_cagg_t;
+typedef ST_VEC(st_cagg_t) st_caggs_t;
 
 /* Folds one conversation's cold aggregate into its record (created if the store has none). */
 static int st__fold_conv(st_chat_t *c, const char *u, size_t ul, const st_cagg_t *a, uint64_t *wait)
@@ -152,26 +153,23 @@ static bool st__merged(const st_coldfile_t *f, const st_obj_t *o, size_t n, size
 }
 
 /* Folds one object's row groups into the per-conversation aggregates. */
-static void st__aggregate(const st_pq_meta_t *m, st_cagg_t **agg, size_t *nagg)
+static void st__aggregate(const st_pq_meta_t *m, st_caggs_t *agg)
 {
     for (size_t g = 0; g < m->ngroups; g++) {
         const st_pq_group_t *G = &m->groups[g];
         size_t a = 0;
-        while (a < *nagg && !((*agg)[a].clen == G->conv_len &&
-                              memcmp((*agg)[a].conv, G->conv, G->conv_len) == 0))
+        while (a < agg->n && !(agg->v[a].clen == G->conv_len &&
+                               memcmp(agg->v[a].conv, G->conv, G->conv_len) == 0))
             a++;
-        if (a == *nagg) {
-            *agg = st_realloc(*agg, (*nagg + 1) * sizeof **agg);
-            st_cagg_t *x = &(*agg)[a];
-            memset(x, 0, sizeof *x);
-            memcpy(x->conv, G->conv, G->conv_len);
-            x->clen = G->conv_len;
-            x->first = UINT64_MAX;
-            x->created = INT64_MAX;
-            x->updated = INT64_MIN;
-            ++*nagg;
+        if (a == agg->n) {
+            st_cagg_t n = {.clen = G->conv_len,
+                           .first = UINT64_MAX,
+                           .created = INT64_MAX,
+                           .updated = INT64_MIN};
+            memcpy(n.conv, G->conv, G->conv_len);
+            st_vec_push(agg, n);
         }
-        st_cagg_t *x = &(*agg)[a];
+        st_cagg_t *x = &agg->v[a];
         x->rows += G->rows;
         if (G->min_id < x->first) x->first = G->min_id;
         if (G->max_id > x->last) x->last = G->max_id;
@@ -204,8 +202,7 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
     const char *u = o[0].user;
     size_t ul = o[0].ulen;
     st_coldstat_t cs = {0, 0, 0, 0, 1};
-    st_cagg_t *agg = NULL;
-    size_t nagg = 0;
+    st_caggs_t agg = {0};
     uint8_t k[ST__KEY_CAP];
     int rc = ST_OK;
     st_pq_meta_t *m = st_calloc(n, sizeof *m);
@@ -235,7 +232,7 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
             rc = st_tier_doom(c->store, u, ul, o[i].seq, o[i].key, wait);
             continue;
         }
-        st__aggregate(&m[i], &agg, &nagg);
+        st__aggregate(&m[i], &agg);
         st_buf_t v = {0};
         st_buf_append(&v, &f[i], sizeof f[i]);
         st_buf_puts(&v, o[i].key);
@@ -253,15 +250,15 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
     free(m);
     free(f);
     free(skip);
-    for (size_t a = 0; a < nagg && rc == ST_OK; a++)
-        rc = st__fold_conv(c, u, ul, &agg[a], wait);
+    for (size_t a = 0; a < agg.n && rc == ST_OK; a++)
+        rc = st__fold_conv(c, u, ul, &agg.v[a], wait);
     if (rc == ST_OK)
         rc = st_store_put(c->store, k, st__chat_ukey(k, 'W', u, ul) - 1, &cs, sizeof cs, wait);
     if (rc == ST_OK) rc = st__chat_refresh_totals(c, u, ul, wait);
-    *convs += nagg;
+    *convs += agg.n;
     *rows += cs.rows;
     if (cs.watermark > *max_id) *max_id = cs.watermark;
-    free(agg);
+    st_vec_free(&agg);
     return rc;
 }
 
