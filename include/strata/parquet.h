@@ -136,8 +136,7 @@ typedef struct {
     st_pq_column_t *cols;
     size_t ncols;
     st_pq_layout_t *lay; /* owned */
-    void **mem;          /* owned pages that sv points into; st_pq_table_free */
-    size_t nmem;
+    ST_VEC(void *) mem;  /* owned pages that sv points into; st_pq_table_free */
 } st_pq_table_t;
 
 /* Decodes row group g from its bytes [g->offset, g->offset + g->length); pages' CRCs are

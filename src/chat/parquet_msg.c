@@ -171,10 +171,10 @@ static int st__rows_of(st_pq_table_t *tp, st_pq_rows_t *out)
     }
     int rc = st_pq_cur_done(&c);
     /* the strings point into the table's pages: they move to out */
-    out->mem = t.mem;
-    out->nmem = t.nmem;
-    tp->mem = NULL;
-    tp->nmem = 0;
+    out->mem = t.mem.v;
+    out->nmem = t.mem.n;
+    tp->mem.v = NULL;
+    tp->mem.n = tp->mem.cap = 0;
     if (rc != ST_OK) st_parquet_rows_free(out);
     return rc;
 }

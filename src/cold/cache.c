@@ -138,7 +138,7 @@ static void st__entry_free(st_coldcache_t *cc, st_centry_t *e)
     if (e->fview) e->view->free_footer(e->fview);
     if (e->gview) e->view->free_group(e->gview);
     if (e->file.mem) st_pq_file_free(&e->file);
-    if (e->table.cols || e->table.mem) st_pq_table_free(&e->table);
+    if (e->table.cols || e->table.mem.v) st_pq_table_free(&e->table);
     free(e->rg.chunks);
     st_vec_free(&e->waiters);
     free(e->key);

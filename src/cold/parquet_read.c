@@ -275,9 +275,9 @@ void st_pq_table_free(st_pq_table_t *t)
         st_pq_column_t *col = &t->cols[c];
         free(col->rep), free(col->def), free(col->iv), free(col->sv), free(col->sl);
     }
-    for (size_t i = 0; i < t->nmem; i++)
-        free(t->mem[i]);
-    free(t->mem);
+    for (size_t i = 0; i < t->mem.n; i++)
+        free(t->mem.v[i]);
+    st_vec_free(&t->mem);
     free(t->cols);
     free(t->lay);
     memset(t, 0, sizeof *t);
@@ -285,8 +285,7 @@ void st_pq_table_free(st_pq_table_t *t)
 
 static void *st__parquet_read_keep(st_pq_table_t *t, void *p)
 {
-    t->mem = st_realloc(t->mem, (t->nmem + 1) * sizeof *t->mem);
-    t->mem[t->nmem++] = p;
+    st_vec_push(&t->mem, p);
     return p;
 }
 
@@ -406,7 +405,8 @@ typedef struct {
     st_pq_column_t *col;
     size_t cap, rows;
     const char **dv;
-    uint32_t *dl, *idx;
+    uint32_t *dl;
+    ST_VEC(uint32_t) idx; /* a data page's dictionary indices */
     size_t nd;
     bool have_dict;
 } st_dec_t;
@@ -459,10 +459,10 @@ static int st__values(st_dec_t *d, const uint8_t *q, const uint8_t *qend, int en
     if (encoding != 0) { /* dictionary indices */
         if (!d->have_dict || q >= qend || *q > 32) return ST_EINVAL;
         int bw = *q++;
-        d->idx = st_realloc(d->idx, (present ? present : 1) * sizeof *d->idx);
+        st_vec_reserve(&d->idx, present ? present : 1);
         if (bw == 0 && d->nd != 1 && present) return ST_EINVAL;
-        if (bw == 0) memset(d->idx, 0, present * sizeof *d->idx);
-        if (bw && st__hybrid(q, qend, bw, UINT32_MAX, d->idx, NULL, present) != ST_OK)
+        if (bw == 0) memset(d->idx.v, 0, present * sizeof *d->idx.v);
+        if (bw && st__hybrid(q, qend, bw, UINT32_MAX, d->idx.v, NULL, present) != ST_OK)
             return ST_EINVAL;
     }
     int bit = 0;
@@ -476,7 +476,7 @@ static int st__values(st_dec_t *d, const uint8_t *q, const uint8_t *qend, int en
         }
         if (!here) continue;
         if (encoding != 0) {
-            uint32_t x = d->idx[v++];
+            uint32_t x = d->idx.v[v++];
             if (x >= d->nd) return ST_EINVAL;
             c->sv[k] = d->dv[x];
             c->sl[k] = d->dl[x];
@@ -571,7 +571,7 @@ int st_pq_read_group(const st_pq_schema_t *s, const st_pq_rowgroup_t *g, const u
         rc = st__read_column(&d, bytes + off, (size_t)ch->length, (size_t)g->rows, dz, out);
         free(d.dv);
         free(d.dl);
-        free(d.idx);
+        st_vec_free(&d.idx);
     }
     ZSTD_freeDCtx(dz);
     if (rc != ST_OK) st_pq_table_free(out);
