@@ -180,10 +180,8 @@ struct st_ws {
     st_buf_t out; /* LWS_PRE headroom + the frames being written */
     /* a parallel send (queue.c, fan.c), loop only: the streams a turn made ready, the
      * round's items and the arena their bytes are framed into, kept between batches */
-    st_wsconn_t **ready;
-    size_t nready, ready_cap;
-    st_wsfan_item_t *items;
-    size_t items_cap;
+    ST_VEC(st_wsconn_t *) ready;
+    ST_VEC(st_wsfan_item_t) items;
     st_buf_t arena;
     st_wsfan_t *fan; /* the sender thread; NULL if it could not start */
     st_store_listener_t listener;

@@ -569,7 +569,7 @@ static void st__fan_out(st_ws_t *ws, st_wsconn_t **cs, size_t n)
     size_t i = 0;
     while (i < n) {
         st_buf_reset(&ws->arena);
-        size_t k = 0;
+        ws->items.n = 0;
         for (; i < n && ws->arena.len < ST__WS_FAN_ARENA; i++) {
             st_wsconn_t *c = cs[i];
             if (!st__direct_ok(c)) {
@@ -583,19 +583,17 @@ static void st__fan_out(st_ws_t *ws, st_wsconn_t **cs, size_t n)
                 st__wake(ws, c);
                 continue;
             }
-            if (k == ws->items_cap) {
-                ws->items_cap = ws->items_cap ? ws->items_cap * 2 : 256;
-                ws->items = st_realloc(ws->items, ws->items_cap * sizeof *ws->items);
-            }
-            ws->items[k++] = (st_wsfan_item_t){.conn = c,
-                                               .frames = frames,
-                                               .fd = lws_get_socket_fd(c->wsi),
-                                               .off = off,
-                                               .len = ws->arena.len - off};
+            st_wsfan_item_t it = {.conn = c,
+                                  .frames = frames,
+                                  .fd = lws_get_socket_fd(c->wsi),
+                                  .off = off,
+                                  .len = ws->arena.len - off};
+            st_vec_push(&ws->items, it);
         }
-        if (k) st__ws_fan_send(ws->fan, ws->items, k, ws->arena.data);
+        size_t k = ws->items.n;
+        if (k) st__ws_fan_send(ws->fan, ws->items.v, k, ws->arena.data);
         for (size_t j = 0; j < k; j++)
-            st__fan_done(ws, &ws->items[j]);
+            st__fan_done(ws, &ws->items.v[j]);
     }
 }
 
@@ -652,22 +650,13 @@ static void st__queue_on_failed(st_store_listener_t *l, uint64_t first, int err)
  * (st__send_now); more, and their sends are shared with the sender thread (st__fan_out). */
 static void st__send_ready(st_ws_t *ws)
 {
-    if (ws->nready >= ST__WS_FAN_MIN) {
-        st__fan_out(ws, ws->ready, ws->nready);
+    if (ws->ready.n >= ST__WS_FAN_MIN) {
+        st__fan_out(ws, ws->ready.v, ws->ready.n);
     } else {
-        for (size_t i = 0; i < ws->nready; i++)
-            st__send_now(ws, ws->ready[i]);
+        for (size_t i = 0; i < ws->ready.n; i++)
+            st__send_now(ws, ws->ready.v[i]);
     }
-    ws->nready = 0;
-}
-
-static void st__ready_add(st_ws_t *ws, st_wsconn_t *c)
-{
-    if (ws->nready == ws->ready_cap) {
-        ws->ready_cap = ws->ready_cap ? ws->ready_cap * 2 : 256;
-        ws->ready = st_realloc(ws->ready, ws->ready_cap * sizeof *ws->ready);
-    }
-    ws->ready[ws->nready++] = c;
+    ws->ready.n = 0;
 }
 
 /* The end of a loop turn (after the poll): the first ST__WS_TURN_STREAMS streams of ws->soon are
@@ -679,12 +668,12 @@ static void st__ready_add(st_ws_t *ws, st_wsconn_t *c)
  * ~10 this way (bench/followerfan.sh, RESULTS "Session 8"). */
 static void st__turn(st_ws_t *ws, size_t streams)
 {
-    ws->nready = 0;
+    ws->ready.n = 0;
     for (ST_LIST_EACH(l, n, &ws->soon)) {
-        if (ws->nready == streams) break;
+        if (ws->ready.n == streams) break;
         st_wsconn_t *c = ST_LIST_ITEM(l, st_wsconn_t, slink);
         st_list_unlink(l);
-        st__ready_add(ws, c);
+        st_vec_push(&ws->ready, c);
     }
     if (st_list_empty(&ws->soon)) {
         uv_check_stop(&ws->turn);

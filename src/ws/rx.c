@@ -52,8 +52,7 @@ typedef struct {
     st_wsconn_t *conn;  /* the stream once established (NULL before, and after it closed) */
 } st__rx_t;
 
-static st__rx_t *st__rx; /* indexed by fd */
-static size_t st__rx_cap;
+static ST_VEC(st__rx_t) st__rx; /* indexed by fd: n slots, each zeroed when it came */
 static pthread_t st__rx_thread; /* the loop's */
 static st_ws_t *st__rx_ws;
 
@@ -66,16 +65,14 @@ void st__ws_rx_init(st_ws_t *ws)
 void st__ws_rx_free(void)
 {
     st__rx_ws = NULL;
-    free(st__rx);
-    st__rx = NULL;
-    st__rx_cap = 0;
+    st_vec_free(&st__rx);
 }
 
 static st__rx_t *st__rx_slot(int fd)
 {
-    if (!st__rx_ws || fd < 0 || (size_t)fd >= st__rx_cap) return NULL;
+    if (!st__rx_ws || fd < 0 || (size_t)fd >= st__rx.n) return NULL;
     if (!pthread_equal(pthread_self(), st__rx_thread)) return NULL;
-    return st__rx[fd].on ? &st__rx[fd] : NULL;
+    return st__rx.v[fd].on ? &st__rx.v[fd] : NULL;
 }
 
 /* A close code a client may send (RFC 6455 §7.4.1, and 1012-1014 registered since): 1004-1006
@@ -193,15 +190,12 @@ static void st__rx_failed(st__rx_t *r)
 int st__ws_rx_adopt(int fd, const char *buf, size_t *len)
 {
     if (fd < 0) return ST_EINVAL;
-    if ((size_t)fd >= st__rx_cap) {
-        size_t cap = st__rx_cap ? st__rx_cap : 64;
-        while (cap <= (size_t)fd)
-            cap *= 2;
-        st__rx = st_realloc(st__rx, cap * sizeof *st__rx);
-        memset(st__rx + st__rx_cap, 0, (cap - st__rx_cap) * sizeof *st__rx);
-        st__rx_cap = cap;
+    if ((size_t)fd >= st__rx.n) { /* every slot up to the capacity, zeroed */
+        st_vec_reserve(&st__rx, (size_t)fd + 1);
+        memset(st__rx.v + st__rx.n, 0, (st__rx.cap - st__rx.n) * sizeof *st__rx.v);
+        st__rx.n = st__rx.cap;
     }
-    st__rx_t *r = &st__rx[fd];
+    st__rx_t *r = &st__rx.v[fd];
     memset(r, 0, sizeof *r);
     r->on = true;
     /* what the client sent behind its upgrade request is read by lws from buf, not recv() */

@@ -272,8 +272,8 @@ void st_ws_free(st_ws_t *ws)
     st__ws_rx_free();
     st_buf_free(&ws->out);
     st_buf_free(&ws->arena);
-    free(ws->ready);
-    free(ws->items);
+    st_vec_free(&ws->ready);
+    st_vec_free(&ws->items);
     free(ws);
 }
 
