@@ -124,7 +124,8 @@ struct st_wsconn {
     size_t replayed; /* bytes of the queued replayed messages */
     size_t live;     /* bytes of the counted frames that are not replayed: the backlog cap's part */
     size_t biggest;  /* the largest release counted since live was last 0 (see queue.c) */
-    /* The release being counted (queue.c st__count): its bytes, and the loop turn it began in. */
+    /* The release being counted (queue.c st__queue_count): its bytes, and the loop turn it began
+     * in. */
     size_t rel_bytes;
     uint64_t rel_turn;
     /* Why the stream is being ended with 1008 ("slow consumer", "token expired"), NULL while it
