@@ -38,7 +38,7 @@ enum {
  *   cold tier      W F P D + an owner    (strata/tier.h; owners are user names or "~" tag name)
  *   rooms          r q j J p             (strata/rooms.h)
  *   outbox         o                     (rooms/outbox.c)
- *   erasures       0 "chat_erase", 0 "rooms_erase"
+ *   erasures       0 "chat_erase", 0 "chat_revoke", 0 "rooms_erase"
  * (The tier's owners are chat's users as they are, so 'W', 'F', 'P', 'D' are the tier's alone.) */
 #define ST_KEY_MAX 511 /* LMDB's default maximum key size */
 

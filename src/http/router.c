@@ -56,7 +56,9 @@ const st_route_t st_routes[] = {
      ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER | ST_ROUTE_USER_ADMIN},
     {ST_HTTP_DELETE, "/v1/users/{user}", st_api_user_delete,
      ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER | ST_ROUTE_USER_ADMIN},
-    {ST_HTTP_GET, "/v1/admin/erasures/{id}", st_api_erasure_get, ST_ROUTE_ADMIN},
+    /* an admin's, or the erased user's own (its token revoked by that erasure too): the
+     * handler's (api_edit.c) */
+    {ST_HTTP_GET, "/v1/admin/erasures/{id}", st_api_erasure_get, ST_ROUTE_REVOKED_OK},
     {ST_HTTP_POST, "/v1/events", st_api_event_create, ST_ROUTE_IDEMPOTENT | ST_ROUTE_ADMIN},
     {ST_HTTP_GET, "/v1/events", st_api_event_list, 0},
     {ST_HTTP_GET, "/v1/events/{id}", st_api_event_get, 0},

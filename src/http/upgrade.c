@@ -99,10 +99,12 @@ int st_http_ws_handshake(const st_http_request_t *req, st_buf_t *out, const char
 static st_buf_t st__upgrade_body; /* loop-thread scratch for the 401 body */
 
 int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_t *arena,
-                          st_buf_t *out, const char **subject, int64_t *exp_us)
+                          st_buf_t *out, const char **subject, st_http_token_times_t *times,
+                          uint64_t *wait)
 {
     *subject = "";
-    *exp_us = 0;
+    *times = (st_http_token_times_t){0};
+    *wait = 0;
     if (*app->cfg->cors_origins && req->origin &&
         !st_cors_allowed(app->cfg, req->origin, req->origin_len)) {
         /* A browser page from an origin CORS does not allow gets no stream either. */
@@ -130,7 +132,8 @@ int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_
                   .body = &st__upgrade_body,
                   .status = 200,
                   .subject = ""};
-    int rc = st_auth_check(&c, false);
+    int rc = st_auth_check(&c, 0);
+    *wait = c.wait;
     if (rc) {
         st_http_write_response(out, c.status, NULL,
                                c.status == 401 ? "WWW-Authenticate: Bearer realm=\"strata\"\r\n"
@@ -139,7 +142,7 @@ int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_
         return rc;
     }
     *subject = c.subject;
-    *exp_us = c.token_exp_us;
+    *times = c.token;
     return ST_OK;
 }
 

@@ -141,9 +141,9 @@ struct st_wsconn {
      * ping waits for the writable callback */
     uint64_t rx_ms, ping_ms;
     bool ping_due;
-    char *subject;  /* authenticated principal ("" when auth is off) */
-    int64_t exp_us; /* the token's expiry, 0 when none */
-    st_buf_t in;    /* a message arriving in fragments */
+    char *subject;               /* authenticated principal ("" when auth is off) */
+    st_http_token_times_t token; /* the token's times (all 0 with auth off) */
+    st_buf_t in;                 /* a message arriving in fragments */
 };
 
 typedef struct st_wsfan st_wsfan_t;
@@ -189,7 +189,7 @@ struct st_ws {
     st_store_listener_t listener;
     const void *adopting; /* token of the connection being adopted, during st_ws_adopt */
     /* Once a tick: pings streams silent for ping_ms, closes those silent for 3 x ping_ms, and ends
-     * streams whose token expired (ws.c st__on_tick). */
+     * streams whose token expired (ws.c st__on_tick, by st_http_token_check). */
     uv_timer_t tick;
     uint64_t ping_ms; /* --ws-ping-seconds, in ms */
     st_metric_t *m_subs, *m_conns, *m_slow, *m_sent;

@@ -20,16 +20,16 @@ static st_ws_t *st__ws(struct lws *wsi)
  * rx.c), kept on the wsi for its lifetime: lws has closed the socket by LWS_CALLBACK_WSI_DESTROY,
  * which must still stop the check of a connection that never became a stream. */
 typedef struct {
-    int64_t exp_us;
+    st_http_token_times_t token;
     int fd;
     char subject[];
 } st_wsauth_t;
 
-static st_wsauth_t *st__auth_new(int fd, const char *subject, int64_t exp_us)
+static st_wsauth_t *st__auth_new(int fd, const char *subject, const st_http_token_times_t *t)
 {
     size_t n = subject ? strlen(subject) : 0;
     st_wsauth_t *a = st_malloc(sizeof *a + n + 1);
-    a->exp_us = exp_us;
+    a->token = t ? *t : (st_http_token_times_t){0};
     a->fd = fd;
     if (n) memcpy(a->subject, subject, n);
     a->subject[n] = '\0';
@@ -62,7 +62,7 @@ static void st__established(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c)
     const st_wsauth_t *a = lws_get_opaque_user_data(wsi);
     const st_wsauth_t *from = a ? a : ws->adopting;
     c->subject = st_strndup(from ? from->subject : "", from ? strlen(from->subject) : 0);
-    c->exp_us = from ? from->exp_us : 0;
+    c->token = from ? from->token : (st_http_token_times_t){0};
     c->fd = from ? from->fd : -1;
     c->rx_ms = uv_now(ws->loop); /* the handshake was the last thing heard */
     st_list_init(&c->subs);
@@ -157,16 +157,20 @@ static void st__keepalive(st_ws_t *ws, st_wsconn_t *c, uint64_t now)
 /* Every tick: the keep-alive of every stream, and a token that expired while its stream was open
  * ends the stream (SPEC §3) with 1008 "token expired", the way a slow consumer is cut off
  * (queue.c): the close frame goes out from the writable callback, ahead of what was still
- * queued. A few loads per stream. */
+ * queued. Expired means what it means for a request (st_http_token_check, with --jwt-leeway):
+ * a token the handshake took within the leeway keeps its stream until exp + leeway, not
+ * beyond, and is cut within a tick of it. A few loads per stream. */
 static void st__ws_on_tick(uv_timer_t *t)
 {
     st_ws_t *ws = t->data;
     uint64_t now = uv_now(ws->loop);
     int64_t now_us = st_now_us();
+    int64_t leeway_us = (int64_t)ws->app->cfg->jwt_leeway * 1000000;
     for (ST_LIST_EACH(l, n, &ws->conns)) {
         st_wsconn_t *c = ST_LIST_ITEM(l, st_wsconn_t, link);
+        const char *why;
         if (c->cut) continue; /* ending already */
-        if (c->exp_us && now_us >= c->exp_us)
+        if (c->token.exp_us && st_http_token_check(&c->token, now_us, leeway_us, &why) != ST_OK)
             st__ws_cut(ws, c, "token expired");
         else
             st__keepalive(ws, c, now);
@@ -278,13 +282,13 @@ void st_ws_free(st_ws_t *ws)
 }
 
 int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *subject,
-                int64_t exp_us)
+                const st_http_token_times_t *times)
 {
     if (len > ST_WS_MAX_HANDOFF) {
         close(fd);
         return ST_EHEADERS;
     }
-    st_wsauth_t *a = st__auth_new(fd, subject, exp_us);
+    st_wsauth_t *a = st__auth_new(fd, subject, times);
     st__ws_rx_adopt(fd, buf, &len); /* lws is not given a bad frame that came behind the head */
     ws->adopting = a;
     struct lws *wsi = lws_adopt_socket_vhost_readbuf(ws->vh, fd, buf, len);
