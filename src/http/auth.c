@@ -99,6 +99,7 @@ static int st__revocation(st_ctx_t *c, unsigned need)
 int st_auth_refuse_revoked(st_ctx_t *c)
 {
     size_t sl = strlen(c->subject);
+    c->extra_headers = ST__WWW_AUTH; /* a handler's refusal too (api_edit.c) */
     if (!c->token.iat_us)
         return st_ctx_error(c, ST_EREVOKED,
                             "the token has no iat and its subject '%.*s%s' was erased: only a "
