@@ -172,8 +172,30 @@ static void st__ws_on_tick(uv_timer_t *t)
         if (c->cut) continue; /* ending already */
         if (c->token.exp_us && st_http_token_check(&c->token, now_us, leeway_us, &why) != ST_OK)
             st__ws_cut(ws, c, "token expired");
+        else if (c->revoked && !c->qlen && /* its subscriptions' last frames are out */
+                 c->revoke_wait <= st_store_durable_id(ws->app->store))
+            st__ws_cut(ws, c, "token revoked");
         else
             st__keepalive(ws, c, now);
+    }
+}
+
+/* A user's erasure revokes the tokens issued to it before (http/auth.c refuses them 401
+ * token_revoked): a stream opened with one ends too, the same rule applied to what the handshake
+ * kept (iat before the erasure, or none). Not at once: the erasure ended the stream's
+ * subscriptions about the user with error frames (topics.c), and a cut drops what is queued, so
+ * the tick cuts it once its queue is out and the erasure durable (within a tick of that; a close
+ * reports state like an answer does). One walk over every stream: erasures are rare. Only with
+ * auth on (a subject; "" is nobody's). */
+void st__ws_revoke(st_ws_t *ws, const char *user, size_t ul, int64_t erased_us, uint64_t wait)
+{
+    for (ST_LIST_EACH(l, n, &ws->conns)) {
+        st_wsconn_t *c = ST_LIST_ITEM(l, st_wsconn_t, link);
+        if (ul && c->subject && strlen(c->subject) == ul && memcmp(c->subject, user, ul) == 0 &&
+            !(c->token.iat_us && c->token.iat_us >= erased_us)) {
+            c->revoked = true;
+            if (wait > c->revoke_wait) c->revoke_wait = wait;
+        }
     }
 }
 

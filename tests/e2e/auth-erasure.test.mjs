@@ -115,6 +115,40 @@ describe('tokens of an erased user', () => {
     assert.deepEqual(list.json.messages, [], `nothing re-created: ${list.text}`);
   });
 
+  test("an open stream on a pre-erasure token ends: its subscriptions' error frames, then 1008 token revoked", async () => {
+    const old = jwt({ sub: 'fay', iat: nowS() - 5 });
+    assert.equal((await post(s, 'fay', old)).status, 201);
+    const ws = await wsConnect(s.port, `/v1/stream?access_token=${old}`);
+    assert.equal(ws.status, 101);
+    ws.send({ type: 'subscribe', id: 'm', topic: 'messages', user: 'fay' });
+    ws.send({ type: 'subscribe', id: 'k', topic: 'counter', name: 'fay-likes' });
+    const seen = new Set();
+    while (seen.size < 2) {
+      const f = (await ws.next()).json;
+      if (f.type === 'replay_done' || f.type === 'counter') seen.add(f.id);
+    }
+    // an admin's stream on the same counter stays
+    const other = await wsConnect(s.port, `/v1/stream?access_token=${ADMIN}`);
+    other.send({ type: 'subscribe', id: 'k', topic: 'counter', name: 'fay-likes' });
+    assert.equal((await other.next()).json.type, 'subscribed');
+    assert.equal((await other.next()).json.type, 'counter');
+    assert.equal((await s.req('DELETE', '/v1/users/fay', undefined, hdr(ADMIN))).status, 202);
+    const frames = [];
+    for (;;) {
+      const f = await ws.next(10000);
+      frames.push(f);
+      if (f.op === 8 || f.op === -1) break;
+    }
+    const end = frames.at(-1);
+    assert.deepEqual([end.op, end.code, end.reason], [8, 1008, 'token revoked']);
+    assert.deepEqual(frames.slice(0, -1).map((f) => [f.json.type, f.json.id, f.json.code]), [['error', 'm', 'not_found']],
+      "the erasure's error frame came out ahead of the close");
+    assert.equal((await s.req('POST', '/v1/counters/fay-likes/incr', {}, hdr(ADMIN))).status, 200);
+    assert.equal((await other.next()).json.value, 1, "another principal's stream goes on");
+    other.close();
+    ws.close();
+  });
+
   test('a user polls only its own erasure', async () => {
     const bo = jwt({ sub: 'bo', iat: nowS() - 5 });
     const cy = jwt({ sub: 'cy', iat: nowS() - 5 });
