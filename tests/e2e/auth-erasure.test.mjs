@@ -8,8 +8,11 @@
 // from 1), and the user could not read its own erasure's status (admin only).
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { startStrata, wsConnect } from './lib.mjs';
+import { restore, shipped } from './backup-lib.mjs';
+import { sleep, startStrata, tempDir, wsConnect } from './lib.mjs';
 
 const SECRET = 'erasure-auth-secret';
 const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
@@ -169,4 +172,40 @@ describe('tokens of an erased user', () => {
     assert.equal((await s.req('GET', `/v1/admin/erasures/${ecy}`, undefined, hdr(ADMIN))).json.user, 'cy');
     assert.equal((await s.req('GET', '/v1/admin/erasures/7', undefined, hdr(ADMIN))).status, 404);
   });
+});
+
+// SPEC §9: a restore to a time before the erasure applies the erasure again (its record ships
+// with the backup); the erasure's time for the user comes back with it, so the old token stays
+// refused on the restored server.
+test('a restore to before the erasure keeps the old token refused', async () => {
+  const dir = tempDir('auth-erase-bk');
+  const url = `file://${dir}/b`;
+  const env = { STRATA_JWT_SECRET: SECRET };
+  const s = await startStrata({ dataDir: path.join(dir, 'd'), args: ['--backup-url', url, '--backup-interval', '100'], env });
+  try {
+    await shipped(s);
+    const old = jwt({ sub: 'kit', iat: nowS() - 5 });
+    assert.equal((await post(s, 'kit', old, 'kept?')).status, 201);
+    await sleep(20);
+    const mid = Date.now() * 1000;
+    await sleep(20);
+    const id = (await s.req('DELETE', '/v1/users/kit', undefined, hdr(ADMIN))).json.erasure_id;
+    await until('the erasure done', async () => (await s.req('GET', `/v1/admin/erasures/${id}`, undefined, hdr(ADMIN))).json.status === 'done');
+    await shipped(s);
+    await s.kill9();
+    const res = await restore(path.join(dir, 'mid'), url, ['--to-time', String(mid)]);
+    assert.equal(res.code, 0, res.err);
+    const m = await startStrata({ dataDir: path.join(dir, 'mid'), env });
+    try {
+      assertRevoked(await post(m, 'kit', old), 'on the restored server');
+      await until('the erasure again', async () => (await m.req('GET', `/v1/admin/erasures/${id}`, undefined, hdr(old))).json?.status === 'done');
+      assertRevoked(await post(m, 'kit', old), 'once the erasure is done again');
+      const fresh = jwt({ sub: 'kit', iat: Math.ceil(Date.now() / 1000) });
+      assert.equal((await post(m, 'kit', fresh, 'back')).status, 201);
+    } finally {
+      await m.stop();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
