@@ -303,10 +303,34 @@ static bool st__tier_busy(st_chat_t *c, const char *o, size_t ol)
     return false;
 }
 
+/* A store written by a version before the revocation record holds erasures without it: their
+ * users' older tokens would still be taken. Once per process, the member that serves writes
+ * (st_chat_erase_step's caller) gives every erasure record its user's record (the newest
+ * erasure's time wins; one that is there already is left), staged and replicated like the
+ * erasure's slices. Erasure records are few (one per erasure ever) and read in one scan. */
+static void st__revoke_check(st_chat_t *c)
+{
+    st_buf_t recs = {0};
+    uint64_t wait = 0;
+    c->revoke_checked = true;
+    if (st_chat_erasures_export(c, &recs) != ST_OK) c->revoke_checked = false; /* next time */
+    for (size_t p = 0; c->revoke_checked && p + 12 <= recs.len;) {
+        uint32_t l;
+        int64_t t;
+        memcpy(&l, recs.data + p + 8, 4);
+        memcpy(&t, recs.data + p + 12, sizeof t);
+        if (st__revoke(c, recs.data + p + 12 + 16, l - 16, t, &wait) != ST_OK)
+            c->revoke_checked = false;
+        p += 12 + (size_t)l;
+    }
+    st_buf_free(&recs);
+}
+
 bool st_chat_erase_step(st_chat_t *c, size_t max)
 {
     st_pending_t p = {0};
     uint64_t wait = 0;
+    if (!c->revoke_checked) st__revoke_check(c);
     st_store_scan(c->store, st__erase_pre, ST__ERASE_PL, st__pending_one, &p, &wait);
     if (!p.found) return false;
     uint64_t within = c->erase_within_us ? c->erase_within_us : 3600000000ull;
