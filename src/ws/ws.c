@@ -11,6 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The longest a stream on a revoked token waits for its queue to empty (st__ws_revoke). */
+#define ST__WS_REVOKE_GRACE_MS 2000
+
 static st_ws_t *st__ws(struct lws *wsi)
 {
     return lws_context_user(lws_get_context(wsi));
@@ -172,8 +175,8 @@ static void st__ws_on_tick(uv_timer_t *t)
         if (c->cut) continue; /* ending already */
         if (c->token.exp_us && st_http_token_check(&c->token, now_us, leeway_us, &why) != ST_OK)
             st__ws_cut(ws, c, "token expired");
-        else if (c->revoked && !c->qlen && /* its subscriptions' last frames are out */
-                 c->revoke_wait <= st_store_durable_id(ws->app->store))
+        else if (c->revoked && c->revoke_wait <= st_store_durable_id(ws->app->store) &&
+                 (!c->qlen || now - c->revoke_ms >= ST__WS_REVOKE_GRACE_MS))
             st__ws_cut(ws, c, "token revoked");
         else
             st__keepalive(ws, c, now);
@@ -184,15 +187,17 @@ static void st__ws_on_tick(uv_timer_t *t)
  * token_revoked): a stream opened with one ends too, the same rule applied to what the handshake
  * kept (iat before the erasure, or none). Not at once: the erasure ended the stream's
  * subscriptions about the user with error frames (topics.c), and a cut drops what is queued, so
- * the tick cuts it once its queue is out and the erasure durable (within a tick of that; a close
- * reports state like an answer does). One walk over every stream: erasures are rare. Only with
- * auth on (a subject; "" is nobody's). */
+ * the tick cuts it once the erasure is durable (a close reports state like an answer does) and
+ * its queue is out, or ST__WS_REVOKE_GRACE_MS after the erasure if it never empties (a stream
+ * with a busy subscription always has a frame waiting for the next batch). One walk over every
+ * stream: erasures are rare. Only with auth on (a subject; "" is nobody's). */
 void st__ws_revoke(st_ws_t *ws, const char *user, size_t ul, int64_t erased_us, uint64_t wait)
 {
     for (ST_LIST_EACH(l, n, &ws->conns)) {
         st_wsconn_t *c = ST_LIST_ITEM(l, st_wsconn_t, link);
         if (ul && c->subject && strlen(c->subject) == ul && memcmp(c->subject, user, ul) == 0 &&
             !(c->token.iat_us && c->token.iat_us >= erased_us)) {
+            if (!c->revoked) c->revoke_ms = uv_now(ws->loop);
             c->revoked = true;
             if (wait > c->revoke_wait) c->revoke_wait = wait;
         }
