@@ -23,10 +23,12 @@ void st_ws_free(st_ws_t *ws);
 #define ST_WS_MAX_HANDOFF 2048
 
 /* Takes over `fd` (owned by ws from here on, also on failure) whose upgrade request is the
- * start of buf. subject: the authenticated principal ("" when auth is off); exp_us: when its
- * token expires (Unix µs, 0 for never) — the stream is closed 1008 "token expired" then. */
+ * start of buf. subject: the authenticated principal ("" when auth is off); times: its token's
+ * (borrowed; all 0 with auth off) — the stream is closed 1008 "token expired" once
+ * st_http_token_check with --jwt-leeway fails for them, the moment a request with that token
+ * would be refused (exp + leeway). */
 int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *subject,
-                int64_t exp_us);
+                const st_http_token_times_t *times);
 
 /* Open streams; they count against --max-connections with the HTTP connections. */
 size_t st_ws_connections(const st_ws_t *ws);

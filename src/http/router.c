@@ -80,7 +80,9 @@ const st_route_t st_routes[] = {
      ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER | ST_ROUTE_USER_ADMIN, NULL},
     {ST_HTTP_DELETE, "/v1/users/{user}", st_api_user_delete,
      ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER | ST_ROUTE_USER_ADMIN, NULL},
-    {ST_HTTP_GET, "/v1/admin/erasures/{id}", st_api_erasure_get, ST_ROUTE_ADMIN, NULL},
+    /* an admin's, or the erased user's own (its token revoked by that erasure too): the
+     * handler's (api_edit.c) */
+    {ST_HTTP_GET, "/v1/admin/erasures/{id}", st_api_erasure_get, ST_ROUTE_REVOKED_OK, NULL},
     {ST_HTTP_POST, "/v1/events", st_api_event_create, ST_ROUTE_IDEMPOTENT | ST_ROUTE_ADMIN,
      st__q_route},
     {ST_HTTP_GET, "/v1/events", st_api_event_list, 0, st__q_page},

@@ -786,7 +786,13 @@ void st__ws_message_changed(void *arg, const char *kind, const char *user, size_
 {
     st_ws_t *ws = arg;
     st__ws_note_change(ws, kind, user, ulen, conv, clen, msg_id, json, len);
-    if (!json) st__ws_end_member_rooms(ws, user, ulen, wait); /* erased: out of its rooms */
+    if (!json) { /* erased: out of its rooms; streams on its tokens from before end */
+        int64_t at;
+        uint64_t w = 0;
+        st__ws_end_member_rooms(ws, user, ulen, wait);
+        if (ws->app->chat && st_chat_erased_at(ws->app->chat, user, ulen, &at, &w) == ST_OK)
+            st__ws_revoke(ws, user, ulen, at, wait > w ? wait : w);
+    }
     st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen);
     if (!ch) return;
     if (!json) { /* erased */

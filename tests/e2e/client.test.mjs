@@ -46,7 +46,9 @@ describe('the client against the real server', () => {
   before(async () => {
     const { Strata } = await load();
     port = await freePort();
-    s = await startStrata({ args: ['--listen', `127.0.0.1:${port}`, '--jwt-secret', SECRET] });
+    // --jwt-leeway 1: a stream ends at exp + leeway (SPEC §7), and the expiring stream's test
+    // below would wait the default 30 s more for it
+    s = await startStrata({ args: ['--listen', `127.0.0.1:${port}`, '--jwt-secret', SECRET, '--jwt-leeway', '1'] });
     db = new Strata({ baseUrl: `http://127.0.0.1:${port}`, token: admin, WebSocket, retries: 30, backoff: { baseMs: 20, capMs: 300 } });
   });
   after(async () => { if (s) { await s.stop(); s.cleanup(); } });
@@ -380,7 +382,7 @@ describe('the client against the real server', () => {
       await db.incr('rc', 10);
     })();
     await sleep(150);
-    s = await startStrata({ dataDir: s.dir, args: ['--listen', `127.0.0.1:${port}`, '--jwt-secret', SECRET] });
+    s = await startStrata({ dataDir: s.dir, args: ['--listen', `127.0.0.1:${port}`, '--jwt-secret', SECRET, '--jwt-leeway', '1'] });
     await writes;
     await until('the messages written across the restart', () => got.length >= 5);
     await until('the counter after the restart', () => counters.at(-1) === 13);

@@ -183,7 +183,9 @@ class Server:
 
 @pytest.fixture
 def server() -> Iterator[Server]:
-    s = Server(args=["--jwt-secret", SECRET])
+    # --jwt-leeway 1: a stream ends at exp + leeway (SPEC §7); the expiring stream's test would
+    # wait the default 30 s more for it
+    s = Server(args=["--jwt-secret", SECRET, "--jwt-leeway", "1"])
     try:
         yield s
         s.stop()
