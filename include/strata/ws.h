@@ -30,6 +30,12 @@ void st_ws_free(st_ws_t *ws);
 int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *subject,
                 const st_http_token_times_t *times);
 
+/* A typing signal (SPEC §2.1 v5): the room's subscribers here get a typing frame, at most one per
+ * user per room per second (more are coalesced); forward: hand it to the group's other members
+ * too (the leader that took the request; a member that got it handed does not). Never stored. */
+int st_ws_typing(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
+                 int64_t until, bool forward);
+
 /* Open streams; they count against --max-connections with the HTTP connections. */
 size_t st_ws_connections(const st_ws_t *ws);
 /* Subscriptions over every open stream. */

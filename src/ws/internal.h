@@ -164,6 +164,15 @@ typedef struct {
     bool by_sender;    /* set with sent: the sender thread sent them, not the loop */
 } st_wsfan_item_t;
 
+/* typing.c */
+#define ST__TYPING_SLOTS 4096 /* recent (room, user) typing signals remembered for coalescing */
+typedef struct st_wstyping st_wstyping_t;
+void st__ws_typing_open(st_ws_t *ws);
+void st__ws_typing_close(st_ws_t *ws);
+/* topics.c: the frame {"type":"typing","id","room_id","user","until"} to the room's subscribers */
+void st__ws_typing_deliver(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
+                           int64_t until);
+
 struct st_ws {
     uv_loop_t *loop;
     st_app_t *app;
@@ -201,6 +210,7 @@ struct st_ws {
     st_metric_t *m_subs, *m_conns, *m_slow, *m_sent;
     st_metric_t *m_fan_loop, *m_fan_sender; /* writes of parallel sends, by thread */
     st_metric_t *m_fan_short;               /* parallel sends the socket took only part of */
+    st_wstyping_t *typing;                  /* typing.c */
 };
 
 /* ---- queue.c ---- */

@@ -326,9 +326,10 @@ describe('the client against the real server', () => {
     const kim = new lib.Strata({ baseUrl: `http://127.0.0.1:${port}`, token: jwt({ sub: 'kim', exp: now() + 600 }), WebSocket, retries: 30, backoff: { baseMs: 20, capMs: 200 } });
     await kim.createRoom({ room_id: 'lounge', members: ['lee'] });
     const first = await kim.postRoomMessage('lounge', { from: 'kim', content: 'before' });
-    const got = [], edits = [], members = [];
+    const got = [], edits = [], members = [], typing = [];
     const st = kim.stream({ topic: 'room', room_id: 'lounge', after: '0' }, {
       onRoomMessage: (m) => got.push(m), onEdit: (k, m) => edits.push([k, m.content]), onMember: (x) => members.push([x.user, x.change]),
+      onTyping: (t) => typing.push(t),
     });
     await st.ready;
     await until('the replay', () => got.length === 1);
@@ -339,6 +340,11 @@ describe('the client against the real server', () => {
     assert.deepEqual(got.map((m) => [m.room_id, m.content]), [['lounge', 'before'], ['lounge', 'live']]);
     assert.deepEqual(edits, [['edited', 'before!']]);
     assert.deepEqual(members, [['max', 'added']]);
+    // SPEC §2.1 v5: typing, ephemeral, to onTyping
+    assert.equal(await kim.typing('lounge', 'kim'), undefined);
+    await until('the typing frame', () => typing.length === 1);
+    assert.deepEqual([typing[0].room_id, typing[0].user], ['lounge', 'kim']);
+    assert.ok(typing[0].until > Date.now() * 1000, 'until is ahead');
     st.close();
   });
 
