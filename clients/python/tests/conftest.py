@@ -92,8 +92,11 @@ def jwt(payload: Dict[str, Any], secret: str = SECRET) -> str:
     return f"{h}.{p}.{b64(sig)}"
 
 
-def token(sub: str, ttl: float = 600, role: Optional[str] = None, secret: str = SECRET) -> str:
+def token(sub: str, ttl: float = 600, role: Optional[str] = None, secret: str = SECRET,
+          iat: Optional[int] = None) -> str:
     claims: Dict[str, Any] = {"sub": sub, "exp": int(time.time() + ttl)}
+    if iat is not None:  # when it was issued (a token from before a user's erasure is refused)
+        claims["iat"] = iat
     if role:
         claims["role"] = role
     return jwt(claims, secret)

@@ -209,7 +209,7 @@ def test_every_route_sync(server: Server) -> None:
         with pytest.raises(ValueError):
             db.counter("")
 
-        edits_deletes_and_erasure(db, ivy)
+        edits_deletes_and_erasure(db, ivy, server.url)
         # the two creates whose key is in the body name it for proxies (SPEC §10)
         assert ("POST", "/v1/events", "route=event:gig") in sent.queries
         assert ("POST", "/v1/rooms", "route=room:den") in sent.queries
@@ -330,7 +330,12 @@ def test_every_route_async(server: Server) -> None:
                     break
                 await asyncio.sleep(0.05)
             assert (await db.erasure(er["erasure_id"]))["status"] == "done"
-            assert (await alice.messages("alice"))["messages"] == []
+            with pytest.raises(StrataError) as e:  # its old token: issued before the erasure
+                await alice.messages("alice")
+            assert e.value.code == "token_revoked"
+            async with AsyncStrata(server.url,
+                                   token=token("alice", iat=int(time.time()) + 1)) as again:
+                assert (await again.messages("alice"))["messages"] == []
 
             spec = await db.openapi()
             assert sent.uncalled(spec) == [], "routes the async client was not tested on"
@@ -385,7 +390,7 @@ def room_roles(alice: Strata, ivy: Strata, db: Strata) -> None:
     assert st["room_id"] == "crew" and "user" not in st
 
 
-def edits_deletes_and_erasure(db: Strata, ivy: Strata) -> None:
+def edits_deletes_and_erasure(db: Strata, ivy: Strata, url: str) -> None:
     if True:
         m = ivy.post_message("ivy", "e", "helo")
         ivy.post_message("ivy", "e", "second")
@@ -417,5 +422,8 @@ def edits_deletes_and_erasure(db: Strata, ivy: Strata) -> None:
                 break
             time.sleep(0.05)
         assert db.erasure(e["erasure_id"])["status"] == "done"
-        assert ivy.messages("ivy")["messages"] == []  # gone: as a user never seen
+        # its old token is refused (issued before the erasure); a new one sees a user never seen
+        assert raises(lambda: ivy.messages("ivy")).code == "token_revoked"
+        with Strata(url, token=token("ivy", iat=int(time.time()) + 1)) as again:
+            assert again.messages("ivy")["messages"] == []
         assert "ivy" not in [x["user"] for x in db.room_members("ivyroom")["members"]]
