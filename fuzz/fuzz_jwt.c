@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                        .roles_claim = "realm_access.roles",
                        .subject_claim = "sub",
                        .leeway_s = 30,
-                       .now_s = 1.8e9};
+                       .now_us = 1800000000000000LL};
     st_jwt_claims_t cl;
     const char *why = NULL;
     if (st_jwt_verify(s, n, &o, &cl, &why) == ST_OK) {

@@ -184,6 +184,16 @@ int st_chat_delete_conversation(st_chat_t *c, const char *user, size_t ulen, con
 /* Erases a user (durable marker + erasure record; the rows go in st_chat_erase_step slices).
  * *id: the erasure (the pending one's when the user is being erased already). */
 int st_chat_erase(st_chat_t *c, const char *user, size_t ulen, uint64_t *id, uint64_t *wait);
+/* When the user was last erased: the request time (Unix µs, strata's clock) of its latest
+ * erasure, recorded in the erasure's batch and kept after it is done, so that tokens issued to
+ * the user before it stay refused (http/auth.c). Kept for good, like the erasure's record: a
+ * token issued before may be valid for ever (an HS256 token needs no exp, and no bound on a
+ * token's lifetime is known), so no time comes when it could be dropped; it is one small key
+ * per erased user, rewritten when the same user is erased again. ST_ENOTFOUND: never erased. */
+int st_chat_erased_at(st_chat_t *c, const char *user, size_t ulen, int64_t *at_us, uint64_t *wait);
+/* The user erasure `id` is of: *user borrowed until the next store call; ST_ENOTFOUND. */
+int st_chat_erasure_user(st_chat_t *c, uint64_t id, const char **user, size_t *ulen,
+                         uint64_t *wait);
 /* Appends {"erasure_id","user","status","requested_at","done_at"}; ST_ENOTFOUND. */
 int st_chat_erasure_json(st_chat_t *c, uint64_t id, st_buf_t *out, uint64_t *wait);
 /* An erasure pending longer than this is late (--erase-within; 0: 3600 s): logged, counted in

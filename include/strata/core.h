@@ -44,6 +44,7 @@
     X(NOLEADER, 503, "no_leader", "no leader is known in the group; retry")                        \
     X(COLD, 503, "cold_unavailable", "a cold-tier object is missing or damaged")                   \
     X(FULL, 507, "storage_full", "storage is full")                                                \
+    X(REVOKED, 401, "token_revoked", "the token was issued before its user's erasure")             \
     /* never answered: a read waits for cold data (the cold cache's want list says which) */       \
     X(PARKED, 503, "unavailable", "waiting for cold data")
 

@@ -169,4 +169,24 @@ int st_server_port(const st_server_t *srv);
  * still record answers about the user (rooms). */
 bool st_http_idem_erase(void *store, const char *user, size_t ulen, uint64_t erasure, size_t max);
 
+/* ---- when a token may be used (SPEC §7, §3) ---- */
+
+/* A token's time claims in Unix microseconds; 0 when the token has no such claim (a claim of
+ * 0 or less is kept as 1: present, at the epoch). exp saturates at INT64_MAX far out. */
+typedef struct {
+    int64_t exp_us;
+    int64_t nbf_us;
+    int64_t iat_us;
+} st_http_token_times_t;
+
+/* The one clock rule of tokens: whether a token is valid at at_us, allowing leeway_us of clock
+ * skew (--jwt-leeway) both ways: it is valid while at_us < exp + leeway and from nbf - leeway
+ * on; iat only dates the token (st_auth's revocation after an erasure), it does not limit
+ * validity. HTTP requests (auth.c, a cached token too), the stream's handshake (upgrade.c) and
+ * an open stream's expiry (ws.c, closed 1008 "token expired" once this fails) all ask here, so
+ * a token a request may use opens and keeps a stream for exactly as long. ST_OK, or
+ * ST_EUNAUTH with *why a static reason ("token expired", "token not yet valid"). */
+int st_http_token_check(const st_http_token_times_t *t, int64_t at_us, int64_t leeway_us,
+                        const char **why);
+
 #endif

@@ -116,6 +116,9 @@ bool st_repl_member_nonce(st_repl_t *r, uint64_t id, char nonce[33]);
 void st_repl_set_cold_nonce(st_repl_t *r, const char *nonce);
 /* The group's member ids (up to max) into ids; returns how many. */
 size_t st_repl_member_ids(const st_repl_t *r, uint64_t *ids, size_t max);
+/* Another member's HTTP base URL, as it announced it: ST_OK; ST_ENOTFOUND for this member itself
+ * or one not announced yet. */
+int st_repl_member_url(st_repl_t *r, uint64_t id, char *buf, size_t cap);
 /* Appends the body of GET /v1/cluster. */
 void st_repl_status_json(st_repl_t *r, st_buf_t *out);
 

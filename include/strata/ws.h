@@ -23,10 +23,18 @@ void st_ws_free(st_ws_t *ws);
 #define ST_WS_MAX_HANDOFF 2048
 
 /* Takes over `fd` (owned by ws from here on, also on failure) whose upgrade request is the
- * start of buf. subject: the authenticated principal ("" when auth is off); exp_us: when its
- * token expires (Unix µs, 0 for never) — the stream is closed 1008 "token expired" then. */
+ * start of buf. subject: the authenticated principal ("" when auth is off); times: its token's
+ * (borrowed; all 0 with auth off) — the stream is closed 1008 "token expired" once
+ * st_http_token_check with --jwt-leeway fails for them, the moment a request with that token
+ * would be refused (exp + leeway). */
 int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *subject,
-                int64_t exp_us);
+                const st_http_token_times_t *times);
+
+/* A typing signal (SPEC §2.1 v5): the room's subscribers here get a typing frame, at most one per
+ * user per room per second (more are coalesced); forward: hand it to the group's other members
+ * too (the leader that took the request; a member that got it handed does not). Never stored. */
+int st_ws_typing(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
+                 int64_t until, bool forward);
 
 /* Open streams; they count against --max-connections with the HTTP connections. */
 size_t st_ws_connections(const st_ws_t *ws);

@@ -66,6 +66,7 @@ int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id)
                                       ST_CLAIM("f"),
                                       ST_CLAIM("h"),
                                       ST_CLAIM("\0chat_erase"),
+                                      ST_CLAIM("\0chat_revoke"),
                                       ST_CLAIM("\0chat_last_id")};
     int rc = st_store_claims(store, "chat", keys, sizeof keys / sizeof *keys);
     if (rc != ST_OK) return rc;

@@ -12,6 +12,11 @@
  * resumes from the records, which are in the hot store (replicated, backed up).
  *
  * Records: "\0chat_erase" 0 id -> i64 requested_at | i64 done_at (0: pending) | the user.
+ *          "\0chat_revoke" 0 user -> i64 requested_at of the user's latest erasure: tokens
+ *          issued to the user before it are refused (st_chat_erased_at, http/auth.c). Staged in
+ *          the erasure's batch, so it is durable before the 202 and reaches every member of a
+ *          group the way the erasure does; kept for good (see chat.h), and set again by a
+ *          restore that brings back an erasure the store did not hold.
  * Other modules' data of the user (rooms: the room messages it posted become tombstones, its
  * memberships go; http: the Idempotency-Key answers about it) is erased through their hooks
  * (st_chat_on_erase) before the erasure is done.
@@ -29,6 +34,34 @@ static size_t st__rec_key(uint8_t *k, uint64_t id)
     memcpy(k, st__chat_erase_pre, ST__ERASE_PL);
     st_be64_put(k + ST__ERASE_PL, id);
     return ST__ERASE_PL + 8;
+}
+
+static const char st__revoke_pre[] = "\0chat_revoke"; /* with its 0 terminator: 13 bytes */
+
+static size_t st__revoke_key(uint8_t *k, const char *u, size_t ul)
+{
+    memcpy(k, st__revoke_pre, sizeof st__revoke_pre);
+    memcpy(k + sizeof st__revoke_pre, u, ul);
+    return sizeof st__revoke_pre + ul;
+}
+
+int st_chat_erased_at(st_chat_t *c, const char *u, size_t ul, int64_t *at_us, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    if (ul > ST_NAME_MAX) return ST_ENOTFOUND;
+    return st__chat_get_fixed(c->store, k, st__revoke_key(k, u, ul), at_us, sizeof *at_us, wait);
+}
+
+/* Records erasure time `at` for the user unless a later one is recorded already. */
+static int st__revoke(st_chat_t *c, const char *u, size_t ul, int64_t at, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    int64_t was;
+    size_t kl = st__revoke_key(k, u, ul);
+    int rc = st__chat_get_fixed(c->store, k, kl, &was, sizeof was, wait);
+    if (rc == ST_OK && was >= at) return ST_OK;
+    if (rc != ST_OK && rc != ST_ENOTFOUND) return rc;
+    return st_store_put(c->store, k, kl, &at, sizeof at, wait);
 }
 
 bool st_chat_erased(st_chat_t *c, const char *u, size_t ul)
@@ -120,8 +153,22 @@ int st_chat_erase(st_chat_t *c, const char *u, size_t ul, uint64_t *id, uint64_t
     st_buf_append(&rec, u, ul);
     rc = st_store_put(c->store, k, st__rec_key(k, *id), rec.data, rec.len, wait);
     st_buf_free(&rec);
+    if (rc == ST_OK) rc = st__revoke(c, u, ul, t[0], wait);
     if (rc) return rc;
     st__chat_changed(c, "user_erased", u, ul, NULL, 0, 0, NULL, 0, *wait);
+    return ST_OK;
+}
+
+int st_chat_erasure_user(st_chat_t *c, uint64_t id, const char **user, size_t *ulen, uint64_t *wait)
+{
+    uint8_t k[ST__ERASE_PL + 8];
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(c->store, k, st__rec_key(k, id), &v, &vl, wait);
+    if (rc) return rc;
+    if (vl < 16) return ST_EINTERNAL;
+    *user = (const char *)v + 16;
+    *ulen = vl - 16;
     return ST_OK;
 }
 
@@ -264,10 +311,34 @@ static bool st__tier_busy(st_chat_t *c, const char *o, size_t ol)
     return false;
 }
 
+/* A store written by a version before the revocation record holds erasures without it: their
+ * users' older tokens would still be taken. Once per process, the member that serves writes
+ * (st_chat_erase_step's caller) gives every erasure record its user's record (the newest
+ * erasure's time wins; one that is there already is left), staged and replicated like the
+ * erasure's slices. Erasure records are few (one per erasure ever) and read in one scan. */
+static void st__revoke_check(st_chat_t *c)
+{
+    st_buf_t recs = {0};
+    uint64_t wait = 0;
+    c->revoke_checked = true;
+    if (st_chat_erasures_export(c, &recs) != ST_OK) c->revoke_checked = false; /* next time */
+    for (size_t p = 0; c->revoke_checked && p + 12 <= recs.len;) {
+        uint32_t l;
+        int64_t t;
+        memcpy(&l, recs.data + p + 8, 4);
+        memcpy(&t, recs.data + p + 12, sizeof t);
+        if (st__revoke(c, recs.data + p + 12 + 16, l - 16, t, &wait) != ST_OK)
+            c->revoke_checked = false;
+        p += 12 + (size_t)l;
+    }
+    st_buf_free(&recs);
+}
+
 bool st_chat_erase_step(st_chat_t *c, size_t max)
 {
     st_pending_t p = {0};
     uint64_t wait = 0;
+    if (!c->revoke_checked) st__revoke_check(c);
     st_store_scan(c->store, st__chat_erase_pre, ST__ERASE_PL, st__pending_one, &p, &wait);
     if (!p.found) return false;
     uint64_t within = c->erase_within_us ? c->erase_within_us : 3600000000ull;
@@ -387,6 +458,7 @@ int st_chat_erasures_import(st_chat_t *c, const st_buf_t *in, size_t *n, uint64_
         if (rc == ST_OK)
             rc = st_store_put(c->store, k, st__chat_ukey(k, 'G', val + 16, l - 16) - 1, &id,
                               sizeof id, wait);
+        if (rc == ST_OK) rc = st__revoke(c, val + 16, l - 16, t[0], wait);
         if (rc) return rc;
         (*n)++;
     }

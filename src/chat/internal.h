@@ -48,6 +48,7 @@ struct st_chat {
     size_t max_history;         /* --max-edit-history */
     uint64_t erase_within_us;   /* --erase-within */
     uint64_t erase_late_id;     /* the last erasure reported late */
+    bool revoke_checked;        /* erase.c: every erasure record has its revocation record */
     st_observers_t erase_hooks; /* st_chat_on_erase: what others keep of a user */
 };
 

@@ -99,7 +99,7 @@ static const st_cfg_opt_t st__opts[] = {
     ST__STR(jwt_audience, "jwt-audience", "STRATA_JWT_AUDIENCE", "",
             "a value the token's aud (a string or an array) must hold (unchecked when unset)"),
     ST__NUM(ST_CFG_U64, jwt_leeway, "jwt-leeway", "STRATA_JWT_LEEWAY", "30", 0, 3600,
-            "seconds of clock skew allowed for a token's exp and nbf"),
+            "seconds of clock skew allowed for a token's exp and nbf (requests and streams)"),
     ST__STR(jwt_roles_claim, "jwt-roles-claim", "STRATA_JWT_ROLES_CLAIM", "role",
             "dotted path of the token's roles (a string or an array of strings, e.g. "
             "realm_access.roles); \"admin\" among them opens the admin routes"),

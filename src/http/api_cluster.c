@@ -7,6 +7,7 @@
  */
 #include "internal.h"
 #include "strata/repl.h"
+#include "strata/ws.h"
 
 #include <cjson/cJSON.h>
 #include <string.h>
@@ -85,9 +86,11 @@ int st_api_cluster_announce(st_ctx_t *c)
  * answers one sent without its upgrade itself). */
 static bool st__gated(const st_http_request_t *r)
 {
-    static const char cluster[] = "/v1/cluster", stream[] = "/v1/stream";
+    static const char cluster[] = "/v1/cluster", stream[] = "/v1/stream",
+                      typing[] = "/v1/cluster/typing"; /* any member's subscribers */
     if (r->path_len < 4 || memcmp(r->path, "/v1/", 4) != 0) return false;
     if (r->path_len == sizeof stream - 1 && memcmp(r->path, stream, r->path_len) == 0) return false;
+    if (r->path_len == sizeof typing - 1 && memcmp(r->path, typing, r->path_len) == 0) return false;
     return !(r->path_len == sizeof cluster - 1 && memcmp(r->path, cluster, r->path_len) == 0);
 }
 
@@ -96,6 +99,29 @@ void st_cluster_read_fence(st_ctx_t *c)
     st_repl_t *repl = c->app->repl;
     if (!repl || !st__gated(c->req)) return;
     st_repl_read_fence(repl, &c->wait);
+}
+
+/* POST /v1/cluster/typing (internal, any member): the leader hands a typing signal to the other
+ * members for their subscribers (ws/typing.c). 204. */
+int st_api_cluster_typing(st_ctx_t *c)
+{
+    cJSON *j;
+    static const char *const fields[] = {"room_id", "user", "until", NULL};
+    int rc = st_json_body(c, &j, fields);
+    if (rc) return rc;
+    const char *room, *user;
+    size_t rl, ul;
+    int64_t until = 0;
+    if (!j)
+        return st_ctx_error(c, ST_EINVAL, "a JSON body with room_id, user and until is required");
+    if (!(rc = st_json_name(c, j, "room_id", &room, &rl)) &&
+        !(rc = st_json_name(c, j, "user", &user, &ul)) &&
+        !(rc = st_json_int(c, j, "until", 1, INT64_MAX, 0, &until))) {
+        if (c->app->ws) st_ws_typing(c->app->ws, room, rl, user, ul, until, false);
+        c->status = 204;
+    }
+    cJSON_Delete(j);
+    return rc;
 }
 
 bool st_cluster_gate(st_ctx_t *c)

@@ -167,11 +167,31 @@ int st_api_user_delete(st_ctx_t *c)
     return ST_OK;
 }
 
+/* Whether the erasure is of the token's subject. */
+static bool st__own_erasure(st_ctx_t *c, uint64_t id)
+{
+    const char *u;
+    size_t ul;
+    return st_chat_erasure_user(c->app->chat, id, &u, &ul, &c->wait) == ST_OK &&
+           ul == strlen(c->subject) && memcmp(u, c->subject, ul) == 0;
+}
+
+/* GET /v1/admin/erasures/{id} (SPEC §2.2): an admin reads any erasure; a user that erased itself
+ * (DELETE /v1/users/{user} with its own token) polls its own, with that very token although the
+ * erasure revoked it for everything else (auth.c): the one thing such a token still reads. A
+ * token revoked by its subject's erasure gets 401 token_revoked for any other erasure, admin or
+ * not; another user's token 403 (for an id that is no erasure too, so it learns nothing). */
 int st_api_erasure_get(st_ctx_t *c)
 {
     uint64_t id;
     int rc = st_ctx_msg_id(c, "erasure_id", c->params[0], c->plens[0], &id);
     if (rc) return rc;
+    if (st_config_auth_on(c->app->cfg) && (!c->admin || c->revoked_at_us) &&
+        !st__own_erasure(c, id)) {
+        if (c->revoked_at_us) return st_auth_refuse_revoked(c);
+        return st_ctx_error(c, ST_EFORBIDDEN,
+                            "this route needs role admin, or the token of the user erased");
+    }
     rc = st_chat_erasure_json(c->app->chat, id, c->body, &c->wait);
     if (rc == ST_ENOTFOUND)
         return st_ctx_error(c, rc, "erasure %llu not found", (unsigned long long)id);

@@ -14,6 +14,7 @@
  */
 #include "internal.h"
 #include "strata/rooms.h"
+#include "strata/ws.h"
 
 #include <string.h>
 
@@ -24,6 +25,8 @@ static const char *const st__change_fields[] = {"add", "remove", NULL};
 static const char *const st__post_fields[] = {"from", "content", "metadata", NULL};
 static const char *const st__read_fields[] = {"user", "seq", NULL};
 static const char *const st__role_fields[] = {"role", NULL};
+static const char *const st__typing_fields[] = {"user", NULL};
+#define ST__TYPING_US 5000000 /* a typing frame says: typing for 5 s from now */
 static const char *const st__add_item_fields[] = {"user", "role", NULL};
 
 static bool st__auth_on(const st_ctx_t *c)
@@ -470,6 +473,46 @@ int st_api_room_message_list(st_ctx_t *c)
     rc = st_rooms_messages(c->app->rooms, c->params[0], c->plens[0], &q, c->body, &c->wait);
     if (rc == ST_ENOTFOUND) return st__not_found(c);
     return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
+}
+
+/* POST /v1/rooms/{room}/typing {"user"} (SPEC §2.1 v5): 204; a member's typing frame to the
+ * room's subscribers (coalesced to one per user per room per second), never stored. */
+int st_api_room_typing(st_ctx_t *c)
+{
+    int rc = st__room_param(c);
+    if (rc) return rc;
+    cJSON *j;
+    if ((rc = st_json_body(c, &j, st__typing_fields))) return rc;
+    if (!j) return st_ctx_error(c, ST_EINVAL, "a JSON body with user is required");
+    const char *user;
+    size_t ul;
+    int role;
+    const char *room = c->params[0];
+    size_t rl = c->plens[0];
+    if ((rc = st_json_name(c, j, "user", &user, &ul))) goto done;
+    if (st__auth_on(c) && !c->admin && !st__is_sub(c, user, ul)) {
+        rc = st_ctx_error(c, ST_EFORBIDDEN, "'user' must be the token's subject");
+        goto done;
+    }
+    rc = st_rooms_exists(c->app->rooms, room, rl, &c->wait);
+    if (rc == ST_ENOTFOUND) {
+        rc = st__not_found(c);
+        goto done;
+    }
+    if (!rc) rc = st_rooms_role(c->app->rooms, room, rl, user, ul, &role, &c->wait);
+    if (rc == ST_ENOTFOUND || (!rc && st__erasing(c, user, ul))) {
+        rc = st_ctx_error(c, ST_EFORBIDDEN, "'%.*s' is not a member of the room", (int)ul, user);
+        goto done;
+    }
+    if (rc) {
+        rc = st_ctx_error(c, rc, NULL);
+        goto done;
+    }
+    if (c->app->ws) st_ws_typing(c->app->ws, room, rl, user, ul, st_now_us() + ST__TYPING_US, true);
+    c->status = 204;
+done:
+    cJSON_Delete(j);
+    return rc;
 }
 
 int st_api_room_read(st_ctx_t *c)

@@ -255,11 +255,14 @@ static void st__on_upgrade(st_conn_t *c, const st_http_request_t *req)
         return;
     }
     st_buf_t resp = {0};
-    int rc = st_http_upgrade_check(srv->app, req, &c->arena, &resp, &c->ws_subject, &c->ws_exp_us);
+    uint64_t wait;
+    int rc =
+        st_http_upgrade_check(srv->app, req, &c->arena, &resp, &c->ws_subject, &c->ws_times, &wait);
     if (rc != ST_OK) {
-        /* 401, 403 for an Origin --cors-origins does not allow, 400 for a query parameter a
-         * stream does not take */
-        st__conn_respond(c, resp.data, resp.len, 0, st_err_status(rc), -1, true, req->started_ns);
+        /* 401 (once batch wait is durable: a refusal that reports an erasure), 403 for an Origin
+         * --cors-origins does not allow, 400 for a query parameter a stream does not take */
+        st__conn_respond(c, resp.data, resp.len, wait, st_err_status(rc), -1, true,
+                         req->started_ns);
         st_buf_free(&resp);
         return;
     }
@@ -389,7 +392,7 @@ static void st__conn_handoff(st_conn_t *c, const char *rest, size_t rlen)
     uv_os_fd_t fd;
     int dupfd = uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 ? dup(fd) : -1;
     if (dupfd < 0 || st_ws_adopt(srv->app->ws, dupfd, c->handoff.data, c->handoff.len,
-                                 c->ws_subject, c->ws_exp_us) != ST_OK)
+                                 c->ws_subject, &c->ws_times) != ST_OK)
         st_warn("ws: could not hand over a stream connection");
     st__conn_close(c);
 }

@@ -56,15 +56,15 @@ struct st_conn {
     bool close_when_done; /* parse nothing more; close once everything queued is written */
     bool eof;             /* the peer half-closed: answer what was received, then close */
     uint64_t last_active_ms, req_started_ms, write_progress_ms;
-    int feed_requests;         /* requests parsed from the current feed */
-    bool upgrade;              /* hand the socket to the stream module after this feed */
-    st_buf_t handoff;          /* the upgrade request as libwebsockets will see it */
-    const char *ws_subject;    /* arena memory, valid until the hand-off */
-    int64_t ws_exp_us;         /* the token's expiry (0: none) */
-    st_list_t link;            /* in srv->conns */
-    st_list_t plink;           /* in srv->pending while responses wait for a durable batch */
-    st_http_request_t *parked; /* owned copy of a request waiting for cold data */
-    st_coldwait_t *cold_wait;  /* what it waits for (pins the data until it has run) */
+    int feed_requests;              /* requests parsed from the current feed */
+    bool upgrade;                   /* hand the socket to the stream module after this feed */
+    st_buf_t handoff;               /* the upgrade request as libwebsockets will see it */
+    const char *ws_subject;         /* arena memory, valid until the hand-off */
+    st_http_token_times_t ws_times; /* the token's times (st_http_token_check) */
+    st_list_t link;                 /* in srv->conns */
+    st_list_t plink;                /* in srv->pending while responses wait for a durable batch */
+    st_http_request_t *parked;      /* owned copy of a request waiting for cold data */
+    st_coldwait_t *cold_wait;       /* what it waits for (pins the data until it has run) */
     /* The head answer, attached to its batch for a commit thread to write once durable. While
      * xp_busy nothing else is written and the fd stays open: a closed connection waits in
      * srv->xp_closing until its batch settles (still counted in nconns: it holds its fd). */

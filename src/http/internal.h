@@ -23,13 +23,15 @@ typedef struct {
     int status;
     st_buf_t *body;
     bool error_written;
-    int err;                   /* st_ctx_error's code (0: none) */
-    const char *extra_headers; /* e.g. "Allow: GET\r\n" */
-    const char *content_type;  /* default application/json */
-    const char *subject;       /* authenticated principal ("" when auth is off) */
-    bool admin;                /* the token has role admin */
-    int64_t token_exp_us;      /* the token's "exp" in Unix microseconds, 0 when it has none */
-    const char *json_meta;     /* st_json_body: raw text of the body's "metadata" value, or NULL */
+    int err;                     /* st_ctx_error's code (0: none) */
+    const char *extra_headers;   /* e.g. "Allow: GET\r\n" */
+    const char *content_type;    /* default application/json */
+    const char *subject;         /* authenticated principal ("" when auth is off) */
+    bool admin;                  /* the token has role admin */
+    st_http_token_times_t token; /* the token's exp, nbf, iat (Unix µs, 0 when absent) */
+    int64_t revoked_at_us; /* with ST_ROUTE_REVOKED_OK: the erasure time of the token's subject
+                              when the token predates it (st_auth_check), else 0 */
+    const char *json_meta; /* st_json_body: raw text of the body's "metadata" value, or NULL */
     size_t json_meta_len;
     const char *about; /* the user a room route's answer is about (its Idempotency-Key answer is
                           erased with it; arena memory), or NULL */
@@ -39,14 +41,17 @@ typedef struct {
 typedef int (*st_handler_fn)(st_ctx_t *c);
 
 enum {
-    ST_ROUTE_IDEMPOTENT = 1,  /* honours Idempotency-Key */
-    ST_ROUTE_ADMIN = 2,       /* needs role admin when auth is on */
-    ST_ROUTE_OPEN = 4,        /* never needs auth (healthz, metrics) */
-    ST_ROUTE_USER = 8,        /* params[0] is a user: the token's sub must equal it */
-    ST_ROUTE_NOSTAGE = 16,    /* a POST that stages nothing itself (admin flush): served while
-                                 writes are refused, since a flush is what frees the hot store */
-    ST_ROUTE_INTERNAL = 32,   /* a group's member-to-member call: only --cluster-secret tokens */
-    ST_ROUTE_USER_ADMIN = 64, /* with ST_ROUTE_USER: an admin token may act for any user too */
+    ST_ROUTE_IDEMPOTENT = 1,   /* honours Idempotency-Key */
+    ST_ROUTE_ADMIN = 2,        /* needs role admin when auth is on */
+    ST_ROUTE_OPEN = 4,         /* never needs auth (healthz, metrics) */
+    ST_ROUTE_USER = 8,         /* params[0] is a user: the token's sub must equal it */
+    ST_ROUTE_NOSTAGE = 16,     /* a POST that stages nothing itself (admin flush): served while
+                                  writes are refused, since a flush is what frees the hot store */
+    ST_ROUTE_INTERNAL = 32,    /* a group's member-to-member call: only --cluster-secret tokens */
+    ST_ROUTE_USER_ADMIN = 64,  /* with ST_ROUTE_USER: an admin token may act for any user too */
+    ST_ROUTE_REVOKED_OK = 128, /* a token revoked by its subject's erasure passes auth (with
+                                  c->revoked_at_us set): the handler decides (SPEC §2.2: a user
+                                  polls its own erasure) */
 };
 
 typedef struct {
@@ -101,12 +106,15 @@ const char *st_http_reason(int status);
 int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *arena, st_buf_t *out,
                      uint64_t *wait, int *status, int *route_idx);
 
-/* With auth on, checks the token of a WebSocket upgrade (header or ?access_token=), then the
- * query (st_stream_query: 400 naming another parameter); on failure writes the whole 401/400
- * response into out. *subject is arena memory; *exp_us is the token's
- * expiry (0: none), after which the stream ends. */
+/* With auth on, checks the token of a WebSocket upgrade (header or ?access_token=) as a request's
+ * (st_auth_check: the same clock rule, a revoked token refused), then the query (st_stream_query:
+ * 400 naming another parameter); on failure writes the whole 401/400 response into out, to leave
+ * once batch *wait is durable (a refusal that reports an erasure). *subject is arena memory;
+ * *times are the token's (all 0 with auth off), which the stream keeps: it ends once
+ * st_http_token_check fails. */
 int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_t *arena,
-                          st_buf_t *out, const char **subject, int64_t *exp_us);
+                          st_buf_t *out, const char **subject, st_http_token_times_t *times,
+                          uint64_t *wait);
 
 /* Checks the WebSocket handshake headers of an upgrade request (RFC 6455 §4.2.1). On success
  * out holds the request libwebsockets is handed (only what its handshake needs); otherwise
@@ -149,10 +157,19 @@ int st_json_int(st_ctx_t *c, const cJSON *obj, const char *field, int64_t lo, in
 /* Field that must be a string that is a valid name. */
 int st_json_name(st_ctx_t *c, const cJSON *obj, const char *field, const char **s, size_t *n);
 
+/* What st_auth_check asks of a token beyond being valid now. */
+enum {
+    ST_AUTH_ADMIN = 1,      /* role admin (403 otherwise) */
+    ST_AUTH_REVOKED_OK = 2, /* a token revoked by its subject's erasure passes, c->revoked_at_us
+                               set (otherwise 401 token_revoked) */
+};
 /* With client auth configured: checks the Bearer token (401; 503 while the identity provider's
- * keys have not arrived yet), the admin role when asked (403), and sets c->subject, c->admin and
- * c->token_exp_us. Writes the error itself. */
-int st_auth_check(st_ctx_t *c, bool need_admin);
+ * keys have not arrived yet) at this time (st_http_token_check), that its subject was not erased
+ * after it was issued (401 token_revoked, SPEC §2.2), what `need` asks (ST_AUTH_*), and sets
+ * c->subject, c->admin and c->token. Writes the error itself. */
+int st_auth_check(st_ctx_t *c, unsigned need);
+/* 401 token_revoked for c's token (its subject was erased after it was issued). */
+int st_auth_refuse_revoked(st_ctx_t *c);
 /* The credential a route needs (ST_ROUTE_OPEN none, ST_ROUTE_INTERNAL a --cluster-secret token,
  * the rest a client's token when auth is on). Writes the error (a 401 with WWW-Authenticate). */
 int st_auth_route(st_ctx_t *c, unsigned flags);
@@ -243,6 +260,8 @@ int st_api_room_members_change(st_ctx_t *c);
 int st_api_room_members_list(st_ctx_t *c);
 int st_api_room_member_patch(st_ctx_t *c);
 int st_api_room_delete(st_ctx_t *c);
+int st_api_room_typing(st_ctx_t *c);
+int st_api_cluster_typing(st_ctx_t *c);
 int st_api_room_message_post(st_ctx_t *c);
 int st_api_room_message_list(st_ctx_t *c);
 int st_api_room_read(st_ctx_t *c);

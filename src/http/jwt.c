@@ -172,6 +172,46 @@ static bool st__holds(const cJSON *v, const char *s)
     return false;
 }
 
+/* A NumericDate (RFC 7519 §2: seconds, maybe fractional) in Unix µs: 1 at least (0 means
+ * "absent"), saturating far out. */
+static int64_t st__date_us(double s)
+{
+    return s >= 9.2e12 ? INT64_MAX : s <= 1e-6 ? 1 : (int64_t)(s * 1e6);
+}
+
+int st_http_token_check(const st_http_token_times_t *t, int64_t at_us, int64_t leeway_us,
+                        const char **why)
+{
+    /* at - leeway, not exp + leeway: exp may be INT64_MAX */
+    if (t->exp_us && at_us - leeway_us >= t->exp_us) {
+        *why = "token expired";
+        return ST_EUNAUTH;
+    }
+    if (t->nbf_us && at_us + leeway_us < t->nbf_us) {
+        *why = "token not yet valid";
+        return ST_EUNAUTH;
+    }
+    return ST_OK;
+}
+
+/* The time claims: numbers when present; *t gets them in µs. */
+static const char *st__times(const cJSON *p, st_http_token_times_t *t)
+{
+    static const char *const names[] = {"exp", "nbf", "iat"};
+    int64_t *dst[] = {&t->exp_us, &t->nbf_us, &t->iat_us};
+    for (size_t i = 0; i < 3; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, names[i]);
+        *dst[i] = 0;
+        if (!v) continue;
+        if (!cJSON_IsNumber(v))
+            return i == 0   ? "token expired" /* as before: an exp that is no date never holds */
+                   : i == 1 ? "token not yet valid"
+                            : "the token's iat is not a number";
+        *dst[i] = st__date_us(v->valuedouble);
+    }
+    return NULL;
+}
+
 /* The claims of a token whose signature held. An identity provider's token (public_key) must
  * carry exp: every provider sets it, and one without would be good forever. An HS256 token is
  * minted by the deployment itself with --jwt-secret; exp there is its choice (SPEC §7). */
@@ -179,13 +219,10 @@ static const char *st__check_claims(const cJSON *p, const st_jwt_opts_t *o, bool
                                     st_jwt_claims_t *out)
 {
     if (!cJSON_IsObject(p)) return "token payload is not a JSON object";
-    const cJSON *exp = cJSON_GetObjectItemCaseSensitive(p, "exp");
-    const cJSON *nbf = cJSON_GetObjectItemCaseSensitive(p, "nbf");
-    double lee = (double)o->leeway_s;
-    if (!exp && public_key) return "token has no expiry (exp)";
-    if (exp && (!cJSON_IsNumber(exp) || o->now_s >= exp->valuedouble + lee)) return "token expired";
-    if (nbf && (!cJSON_IsNumber(nbf) || o->now_s + lee < nbf->valuedouble))
-        return "token not yet valid";
+    const char *w = st__times(p, &out->times);
+    if (w) return w;
+    if (!out->times.exp_us && public_key) return "token has no expiry (exp)";
+    if (st_http_token_check(&out->times, o->now_us, o->leeway_s * 1000000, &w) != ST_OK) return w;
     if (o->issuer && *o->issuer) {
         const cJSON *iss = cJSON_GetObjectItemCaseSensitive(p, "iss");
         if (!cJSON_IsString(iss) || strcmp(iss->valuestring, o->issuer) != 0)
@@ -199,11 +236,6 @@ static const char *st__check_claims(const cJSON *p, const st_jwt_opts_t *o, bool
     out->subject = strdup(sub->valuestring);
     if (!out->subject) return "out of memory";
     out->admin = st__holds(st__jwt_path(p, o->roles_claim ? o->roles_claim : "role"), "admin");
-    out->exp_us = 0; /* none */
-    if (exp)         /* 1 µs at least: 0 means "none"; far out saturates */
-        out->exp_us = exp->valuedouble >= 9.2e12 ? INT64_MAX
-                      : exp->valuedouble <= 1e-6 ? 1
-                                                 : (int64_t)(exp->valuedouble * 1e6);
     return NULL;
 }
 

@@ -2,15 +2,17 @@
 /*
  * JSON Web Tokens (RFC 7519) and Key Sets (RFC 7517, 7518, 8037), verified with OpenSSL 3's EVP
  * API; no cryptography of our own. jwks.c turns a key set into EVP_PKEYs, jwt.c checks one
- * token's signature and claims, keys.c keeps the identity provider's keys fresh and auth.c wires
- * all of it to requests, with a cache of verified tokens. Nothing here touches the loop but
- * keys.c; the parsers are pure functions (the fuzzer drives them).
+ * token's signature and claims (its times by st_http_token_check, the one clock rule), keys.c keeps
+ * the identity provider's keys fresh and auth.c wires all of it to requests, with a cache of
+ * verified tokens. Nothing here touches the loop but keys.c; the parsers are pure functions (the
+ * fuzzer drives them).
  */
 #ifndef STRATA_HTTP_JWT_H
 #define STRATA_HTTP_JWT_H
 
 #include "strata/config.h"
 #include "strata/core.h"
+#include "strata/http.h"
 
 #include <openssl/evp.h>
 #include <stdbool.h>
@@ -55,21 +57,22 @@ typedef struct {
     const char *roles_claim;   /* dotted path; NULL: "role" */
     const char *subject_claim; /* NULL: "sub" */
     int64_t leeway_s;
-    double now_s;
+    int64_t now_us; /* the time the token is checked at (st_http_token_check) */
 } st_jwt_opts_t;
 
 typedef struct {
-    char *subject;     /* owned: free() */
-    bool admin;        /* "admin" among the roles */
-    int64_t exp_us;    /* the token's exp in Unix µs (INT64_MAX far out), 0 when it has none */
-    bool unknown_kid;  /* refused for a kid no key set holds: worth a refresh */
-    bool needs_public; /* an asymmetric token no configured key could check */
+    char *subject;               /* owned: free() */
+    bool admin;                  /* "admin" among the roles */
+    st_http_token_times_t times; /* exp, nbf, iat (0 each when absent) */
+    bool unknown_kid;            /* refused for a kid no key set holds: worth a refresh */
+    bool needs_public;           /* an asymmetric token no configured key could check */
 } st_jwt_claims_t;
 
 /*
  * Verifies the compact JWS tok[0..n) against o: the algorithm (never "none"; an HMAC token only
  * with an HS256 secret), the key (kid, kty, alg and curve must fit), the signature, then exp/nbf
- * with the leeway (a public-key token must have exp), iss, aud and the subject. ST_OK fills *out
+ * with the leeway (st_http_token_check; a public-key token must have exp; exp, nbf and iat must be
+ * numbers when present), iss, aud and the subject. ST_OK fills *out
  * (free out->subject); ST_EUNAUTH sets *why to a static reason and leaves only the two flags of
  * *out meaningful.
  */

@@ -27,6 +27,8 @@ const st_route_t st_routes[] = {
     {ST_HTTP_POST, "/v1/cluster/snapshot", st_api_cluster_snapshot, ST_ROUTE_INTERNAL, NULL},
     {ST_HTTP_POST, "/v1/cluster/announce", st_api_cluster_announce, ST_ROUTE_INTERNAL, NULL},
     {ST_HTTP_POST, "/v1/cluster/read-index", st_api_cluster_read_index, ST_ROUTE_INTERNAL, NULL},
+    {ST_HTTP_POST, "/v1/cluster/typing", st_api_cluster_typing,
+     ST_ROUTE_INTERNAL | ST_ROUTE_NOSTAGE, NULL},
     {ST_HTTP_POST, "/v1/admin/flush", st_api_admin_flush, ST_ROUTE_ADMIN | ST_ROUTE_NOSTAGE, NULL},
     {ST_HTTP_POST, "/v1/admin/compact", st_api_admin_compact, ST_ROUTE_ADMIN, NULL},
     {ST_HTTP_POST, "/v1/admin/reconcile", st_api_admin_reconcile, ST_ROUTE_ADMIN, NULL},
@@ -65,6 +67,7 @@ const st_route_t st_routes[] = {
     {ST_HTTP_DELETE, "/v1/rooms/{room}/messages/{msg_id}", st_api_room_message_delete,
      ST_ROUTE_IDEMPOTENT, NULL},
     {ST_HTTP_POST, "/v1/rooms/{room}/read", st_api_room_read, ST_ROUTE_IDEMPOTENT, NULL},
+    {ST_HTTP_POST, "/v1/rooms/{room}/typing", st_api_room_typing, ST_ROUTE_NOSTAGE, NULL},
     {ST_HTTP_GET, "/v1/users/{user}/rooms", st_api_user_rooms, 0, st__q_page},
     /* a room's group tells a user's group (SPEC §10, the rooms outbox) */
     {ST_HTTP_POST, "/v1/users/{user}/rooms/remote", st_api_user_rooms_remote,
@@ -80,7 +83,9 @@ const st_route_t st_routes[] = {
      ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER | ST_ROUTE_USER_ADMIN, NULL},
     {ST_HTTP_DELETE, "/v1/users/{user}", st_api_user_delete,
      ST_ROUTE_IDEMPOTENT | ST_ROUTE_USER | ST_ROUTE_USER_ADMIN, NULL},
-    {ST_HTTP_GET, "/v1/admin/erasures/{id}", st_api_erasure_get, ST_ROUTE_ADMIN, NULL},
+    /* an admin's, or the erased user's own (its token revoked by that erasure too): the
+     * handler's (api_edit.c) */
+    {ST_HTTP_GET, "/v1/admin/erasures/{id}", st_api_erasure_get, ST_ROUTE_REVOKED_OK, NULL},
     {ST_HTTP_POST, "/v1/events", st_api_event_create, ST_ROUTE_IDEMPOTENT | ST_ROUTE_ADMIN,
      st__q_route},
     {ST_HTTP_GET, "/v1/events", st_api_event_list, 0, st__q_page},

@@ -99,10 +99,12 @@ int st_http_ws_handshake(const st_http_request_t *req, st_buf_t *out, const char
 static st_buf_t st__upgrade_body; /* loop-thread scratch for a 401 or 400 body */
 
 int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_t *arena,
-                          st_buf_t *out, const char **subject, int64_t *exp_us)
+                          st_buf_t *out, const char **subject, st_http_token_times_t *times,
+                          uint64_t *wait)
 {
     *subject = "";
-    *exp_us = 0;
+    *times = (st_http_token_times_t){0};
+    *wait = 0;
     if (*app->cfg->cors_origins && req->origin &&
         !st_cors_allowed(app->cfg, req->origin, req->origin_len)) {
         /* A browser page from an origin CORS does not allow gets no stream either. */
@@ -131,7 +133,8 @@ int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_
             r.auth = h;
             r.auth_len = n + 7;
         }
-        rc = st_auth_check(&c, false);
+        rc = st_auth_check(&c, 0);
+        *wait = c.wait;
     }
     /* strict requests (SPEC §7), as for any route once let in: ?route= and ?access_token= */
     if (rc == ST_OK) rc = st_ctx_query_check(&c, st_stream_query);
@@ -143,7 +146,7 @@ int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_
         return rc;
     }
     *subject = c.subject;
-    *exp_us = c.token_exp_us;
+    *times = c.token;
     return ST_OK;
 }
 

@@ -634,6 +634,12 @@ bool st_repl_has_leader(st_repl_t *r)
     return id != 0;
 }
 
+int st_repl_member_url(st_repl_t *r, uint64_t id, char *buf, size_t cap)
+{
+    if (id == r->self) return ST_ENOTFOUND;
+    return st__member_url(r, id, buf, cap) ? ST_OK : ST_ENOTFOUND;
+}
+
 int st_repl_leader_url(st_repl_t *r, char *buf, size_t cap)
 {
     raft_id id;

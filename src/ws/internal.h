@@ -142,9 +142,15 @@ struct st_wsconn {
      * ping waits for the writable callback */
     uint64_t rx_ms, ping_ms;
     bool ping_due;
-    char *subject;  /* authenticated principal ("" when auth is off) */
-    int64_t exp_us; /* the token's expiry, 0 when none */
-    st_buf_t in;    /* a message arriving in fragments */
+    /* The token's subject was erased after the token was issued (SPEC §2.2): the stream is cut
+     * 1008 "token revoked" once the frames that erasure ended its subscriptions with are out
+     * (ws.c st__ws_on_tick), as a request with the token is refused 401 token_revoked. */
+    bool revoked;
+    uint64_t revoke_wait;        /* the erasure's batch: the cut waits for it to be durable */
+    uint64_t revoke_ms;          /* loop time of the revocation: the cut waits at most 2 s more */
+    char *subject;               /* authenticated principal ("" when auth is off) */
+    st_http_token_times_t token; /* the token's times (all 0 with auth off) */
+    st_buf_t in;                 /* a message arriving in fragments */
 };
 
 typedef struct st_wsfan st_wsfan_t;
@@ -158,6 +164,15 @@ typedef struct {
     ssize_t sent;      /* set by the thread that sent them: bytes the socket took, or -errno */
     bool by_sender;    /* set with sent: the sender thread sent them, not the loop */
 } st_wsfan_item_t;
+
+/* typing.c */
+#define ST__TYPING_SLOTS 4096 /* recent (room, user) typing signals remembered for coalescing */
+typedef struct st_wstyping st_wstyping_t;
+void st__ws_typing_open(st_ws_t *ws);
+void st__ws_typing_close(st_ws_t *ws);
+/* topics.c: the frame {"type":"typing","id","room_id","user","until"} to the room's subscribers */
+void st__ws_typing_deliver(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
+                           int64_t until);
 
 struct st_ws {
     uv_loop_t *loop;
@@ -188,12 +203,13 @@ struct st_ws {
     st_store_listener_t listener;
     const void *adopting; /* token of the connection being adopted, during st_ws_adopt */
     /* Once a tick: pings streams silent for ping_ms, closes those silent for 3 x ping_ms, and ends
-     * streams whose token expired (ws.c st__on_tick). */
+     * streams whose token expired (ws.c st__on_tick, by st_http_token_check). */
     uv_timer_t tick;
     uint64_t ping_ms; /* --ws-ping-seconds, in ms */
     st_metric_t *m_subs, *m_conns, *m_slow, *m_sent;
     st_metric_t *m_fan_loop, *m_fan_sender; /* writes of parallel sends, by thread */
     st_metric_t *m_fan_short;               /* parallel sends the socket took only part of */
+    st_wstyping_t *typing;                  /* typing.c */
 };
 
 /* ---- queue.c ---- */
@@ -283,6 +299,9 @@ void st__ws_counter_changed(st_ws_t *ws, const char *name, size_t nlen, int64_t 
 void st__ws_note_counter(st_ws_t *ws, const char *name, size_t nlen, int64_t value);
 void st__ws_note_seats(st_ws_t *ws, const char *event_id, size_t elen, const char *tail,
                        size_t tlen);
+/* ws.c: the streams whose token was issued to `user` before its erasure at erased_us (Unix µs)
+ * are cut ("token revoked") once batch `wait` is durable and their queue is out. */
+void st__ws_revoke(st_ws_t *ws, const char *user, size_t ulen, int64_t erased_us, uint64_t wait);
 /* An edit, delete or erasure (st_chat_change_fn) for the streams here; noted for the group's
  * other members like the rest. */
 void st__ws_message_changed(void *arg, const char *kind, const char *user, size_t ulen,

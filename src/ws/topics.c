@@ -756,6 +756,33 @@ void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user
     st_buf_free(&b);
 }
 
+/* A typing signal's frame to the room's subscribers here (typing.c decides when). */
+void st__ws_typing_deliver(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
+                           int64_t until)
+{
+    char vu[ST_CHAT_USER_MAX];
+    st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, vu, st_chat_room_user(vu, room, rl));
+    if (!ch) return;
+    st_buf_t b = {0};
+    st_buf_puts(&b, "\"room_id\":");
+    st_buf_append_json_str(&b, room, rl);
+    st_buf_puts(&b, ",\"user\":");
+    st_buf_append_json_str(&b, user, ul);
+    st_buf_printf(&b, ",\"until\":%lld}", (long long)until);
+    st_wsbody_t *body = st__ws_body_new(b.data, b.len);
+    st_wsbody_t *pre = NULL;
+    const char *last = NULL;
+    for (ST_LIST_EACH(l, n, &ch->subs)) {
+        st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, clink);
+        if (!s->room) continue; /* a room's own channel: its subscriptions are the room's */
+        st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "typing", s->id), body,
+                     st__sub_wait(s, 0));
+    }
+    st__ws_body_unref(body);
+    st__ws_body_unref(pre);
+    st_buf_free(&b);
+}
+
 /* An erased user's room streams (the rooms it streams as a member) end at once with forbidden,
  * as a removed member's do (SPEC §2.2: its streams end); its memberships go later, in the
  * erasure's slices. One walk over every stream: erasures are rare. */
@@ -786,7 +813,13 @@ void st__ws_message_changed(void *arg, const char *kind, const char *user, size_
 {
     st_ws_t *ws = arg;
     st__ws_note_change(ws, kind, user, ulen, conv, clen, msg_id, json, len);
-    if (!json) st__ws_end_member_rooms(ws, user, ulen, wait); /* erased: out of its rooms */
+    if (!json) { /* erased: out of its rooms; streams on its tokens from before end */
+        int64_t at;
+        uint64_t w = 0;
+        st__ws_end_member_rooms(ws, user, ulen, wait);
+        if (ws->app->chat && st_chat_erased_at(ws->app->chat, user, ulen, &at, &w) == ST_OK)
+            st__ws_revoke(ws, user, ulen, at, wait > w ? wait : w);
+    }
     st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen);
     if (!ch) return;
     if (!json) { /* erased */

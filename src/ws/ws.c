@@ -11,6 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The longest a stream on a revoked token waits for its queue to empty (st__ws_revoke). */
+#define ST__WS_REVOKE_GRACE_MS 2000
+
 static st_ws_t *st__ws(struct lws *wsi)
 {
     return lws_context_user(lws_get_context(wsi));
@@ -20,16 +23,16 @@ static st_ws_t *st__ws(struct lws *wsi)
  * rx.c), kept on the wsi for its lifetime: lws has closed the socket by LWS_CALLBACK_WSI_DESTROY,
  * which must still stop the check of a connection that never became a stream. */
 typedef struct {
-    int64_t exp_us;
+    st_http_token_times_t token;
     int fd;
     char subject[];
 } st_wsauth_t;
 
-static st_wsauth_t *st__auth_new(int fd, const char *subject, int64_t exp_us)
+static st_wsauth_t *st__auth_new(int fd, const char *subject, const st_http_token_times_t *t)
 {
     size_t n = subject ? strlen(subject) : 0;
     st_wsauth_t *a = st_malloc(sizeof *a + n + 1);
-    a->exp_us = exp_us;
+    a->token = t ? *t : (st_http_token_times_t){0};
     a->fd = fd;
     if (n) memcpy(a->subject, subject, n);
     a->subject[n] = '\0';
@@ -62,7 +65,7 @@ static void st__established(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c)
     const st_wsauth_t *a = lws_get_opaque_user_data(wsi);
     const st_wsauth_t *from = a ? a : ws->adopting;
     c->subject = st_strndup(from ? from->subject : "", from ? strlen(from->subject) : 0);
-    c->exp_us = from ? from->exp_us : 0;
+    c->token = from ? from->token : (st_http_token_times_t){0};
     c->fd = from ? from->fd : -1;
     c->rx_ms = uv_now(ws->loop); /* the handshake was the last thing heard */
     st_list_init(&c->subs);
@@ -157,19 +160,47 @@ static void st__keepalive(st_ws_t *ws, st_wsconn_t *c, uint64_t now)
 /* Every tick: the keep-alive of every stream, and a token that expired while its stream was open
  * ends the stream (SPEC §3) with 1008 "token expired", the way a slow consumer is cut off
  * (queue.c): the close frame goes out from the writable callback, ahead of what was still
- * queued. A few loads per stream. */
+ * queued. Expired means what it means for a request (st_http_token_check, with --jwt-leeway):
+ * a token the handshake took within the leeway keeps its stream until exp + leeway, not
+ * beyond, and is cut within a tick of it. A few loads per stream. */
 static void st__ws_on_tick(uv_timer_t *t)
 {
     st_ws_t *ws = t->data;
     uint64_t now = uv_now(ws->loop);
     int64_t now_us = st_now_us();
+    int64_t leeway_us = (int64_t)ws->app->cfg->jwt_leeway * 1000000;
     for (ST_LIST_EACH(l, n, &ws->conns)) {
         st_wsconn_t *c = ST_LIST_ITEM(l, st_wsconn_t, link);
+        const char *why;
         if (c->cut) continue; /* ending already */
-        if (c->exp_us && now_us >= c->exp_us)
+        if (c->token.exp_us && st_http_token_check(&c->token, now_us, leeway_us, &why) != ST_OK)
             st__ws_cut(ws, c, "token expired");
+        else if (c->revoked && c->revoke_wait <= st_store_durable_id(ws->app->store) &&
+                 (!c->qlen || now - c->revoke_ms >= ST__WS_REVOKE_GRACE_MS))
+            st__ws_cut(ws, c, "token revoked");
         else
             st__keepalive(ws, c, now);
+    }
+}
+
+/* A user's erasure revokes the tokens issued to it before (http/auth.c refuses them 401
+ * token_revoked): a stream opened with one ends too, the same rule applied to what the handshake
+ * kept (iat before the erasure, or none). Not at once: the erasure ended the stream's
+ * subscriptions about the user with error frames (topics.c), and a cut drops what is queued, so
+ * the tick cuts it once the erasure is durable (a close reports state like an answer does) and
+ * its queue is out, or ST__WS_REVOKE_GRACE_MS after the erasure if it never empties (a stream
+ * with a busy subscription always has a frame waiting for the next batch). One walk over every
+ * stream: erasures are rare. Only with auth on (a subject; "" is nobody's). */
+void st__ws_revoke(st_ws_t *ws, const char *user, size_t ul, int64_t erased_us, uint64_t wait)
+{
+    for (ST_LIST_EACH(l, n, &ws->conns)) {
+        st_wsconn_t *c = ST_LIST_ITEM(l, st_wsconn_t, link);
+        if (ul && c->subject && strlen(c->subject) == ul && memcmp(c->subject, user, ul) == 0 &&
+            !(c->token.iat_us && c->token.iat_us >= erased_us)) {
+            if (!c->revoked) c->revoke_ms = uv_now(ws->loop);
+            c->revoked = true;
+            if (wait > c->revoke_wait) c->revoke_wait = wait;
+        }
     }
 }
 
@@ -238,6 +269,7 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
         "strata_ws_fanout_short_writes_total",
         "Fan-out writes a socket took only part of; libwebsockets sends the rest", "");
     st__ws_topics_init(ws);
+    st__ws_typing_open(ws);
     st__ws_listen(ws);
     st__ws_rx_init(ws);
     ws->fan = st__ws_fan_start();
@@ -255,6 +287,7 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
 void st_ws_close(st_ws_t *ws)
 {
     st__ws_topics_detach(ws); /* before the modules it observes close */
+    st__ws_typing_close(ws);
     st__ws_fan_stop(ws->fan); /* a fan-out from now on is sent from the loop alone */
     ws->fan = NULL;
     uv_close((uv_handle_t *)&ws->tick, NULL);
@@ -278,13 +311,13 @@ void st_ws_free(st_ws_t *ws)
 }
 
 int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *subject,
-                int64_t exp_us)
+                const st_http_token_times_t *times)
 {
     if (len > ST_WS_MAX_HANDOFF) {
         close(fd);
         return ST_EHEADERS;
     }
-    st_wsauth_t *a = st__auth_new(fd, subject, exp_us);
+    st_wsauth_t *a = st__auth_new(fd, subject, times);
     st__ws_rx_adopt(fd, buf, &len); /* lws is not given a bad frame that came behind the head */
     ws->adopting = a;
     struct lws *wsi = lws_adopt_socket_vhost_readbuf(ws->vh, fd, buf, len);

@@ -46,7 +46,9 @@ describe('the client against the real server', () => {
   before(async () => {
     const { Strata } = await load();
     port = await freePort();
-    s = await startStrata({ args: ['--listen', `127.0.0.1:${port}`, '--jwt-secret', SECRET] });
+    // --jwt-leeway 1: a stream ends at exp + leeway (SPEC §7), and the expiring stream's test
+    // below would wait the default 30 s more for it
+    s = await startStrata({ args: ['--listen', `127.0.0.1:${port}`, '--jwt-secret', SECRET, '--jwt-leeway', '1'] });
     db = new Strata({ baseUrl: `http://127.0.0.1:${port}`, token: admin, WebSocket, retries: 30, backoff: { baseMs: 20, capMs: 300 } });
   });
   after(async () => { if (s) { await s.stop(); s.cleanup(); } });
@@ -324,9 +326,10 @@ describe('the client against the real server', () => {
     const kim = new lib.Strata({ baseUrl: `http://127.0.0.1:${port}`, token: jwt({ sub: 'kim', exp: now() + 600 }), WebSocket, retries: 30, backoff: { baseMs: 20, capMs: 200 } });
     await kim.createRoom({ room_id: 'lounge', members: ['lee'] });
     const first = await kim.postRoomMessage('lounge', { from: 'kim', content: 'before' });
-    const got = [], edits = [], members = [];
+    const got = [], edits = [], members = [], typing = [];
     const st = kim.stream({ topic: 'room', room_id: 'lounge', after: '0' }, {
       onRoomMessage: (m) => got.push(m), onEdit: (k, m) => edits.push([k, m.content]), onMember: (x) => members.push([x.user, x.change]),
+      onTyping: (t) => typing.push(t),
     });
     await st.ready;
     await until('the replay', () => got.length === 1);
@@ -337,6 +340,11 @@ describe('the client against the real server', () => {
     assert.deepEqual(got.map((m) => [m.room_id, m.content]), [['lounge', 'before'], ['lounge', 'live']]);
     assert.deepEqual(edits, [['edited', 'before!']]);
     assert.deepEqual(members, [['max', 'added']]);
+    // SPEC §2.1 v5: typing, ephemeral, to onTyping
+    assert.equal(await kim.typing('lounge', 'kim'), undefined);
+    await until('the typing frame', () => typing.length === 1);
+    assert.deepEqual([typing[0].room_id, typing[0].user], ['lounge', 'kim']);
+    assert.ok(typing[0].until > Date.now() * 1000, 'until is ahead');
     st.close();
   });
 
@@ -380,7 +388,7 @@ describe('the client against the real server', () => {
       await db.incr('rc', 10);
     })();
     await sleep(150);
-    s = await startStrata({ dataDir: s.dir, args: ['--listen', `127.0.0.1:${port}`, '--jwt-secret', SECRET] });
+    s = await startStrata({ dataDir: s.dir, args: ['--listen', `127.0.0.1:${port}`, '--jwt-secret', SECRET, '--jwt-leeway', '1'] });
     await writes;
     await until('the messages written across the restart', () => got.length >= 5);
     await until('the counter after the restart', () => counters.at(-1) === 13);

@@ -245,6 +245,9 @@ describe('the server keeps the contract', () => {
     assert.equal((await call('DELETE', G, '/v1/rooms/doomed', undefined, BOB)).status, 403);
     assert.equal((await call('DELETE', G, '/v1/rooms/doomed', undefined, ALICE)).status, 202);
     assert.equal((await call('DELETE', G, '/v1/rooms/doomed', undefined, ALICE)).status, 404);
+    const TY = '/v1/rooms/{room}/typing';
+    assert.equal((await call('POST', TY, '/v1/rooms/rm/typing', { user: 'alice' }, ALICE)).status, 204);
+    assert.equal((await call('POST', TY, '/v1/rooms/rm/typing', { user: 'alice' }, BOB)).status, 403);
     const MR = '/v1/rooms/{room}/members/{user}';
     assert.equal((await call('PATCH', MR, '/v1/rooms/rm/members/carol', { role: 'admin' }, ALICE)).json.role, 'admin');
     assert.equal((await call('PATCH', MR, '/v1/rooms/rm/members/carol', { role: 'owner' }, BOB)).status, 403);
@@ -410,6 +413,9 @@ describe('the server keeps the contract', () => {
     assert.equal((await call('POST', '/v1/cluster/announce', '/v1/cluster/announce', rec, ADMIN)).status, 401);
     assert.equal((await call('POST', '/v1/cluster/read-index', '/v1/cluster/read-index', {}, MEMBER)).status, 404);
     assert.equal((await call('POST', '/v1/cluster/read-index', '/v1/cluster/read-index', {}, ADMIN)).status, 401);
+    const tsig = { room_id: 'rm', user: 'alice', until: 1 };
+    assert.equal((await call('POST', '/v1/cluster/typing', '/v1/cluster/typing', tsig, MEMBER)).status, 204);
+    assert.equal((await call('POST', '/v1/cluster/typing', '/v1/cluster/typing', tsig, ADMIN)).status, 401);
     // 431 on any route: a head over --max-header (16 KiB by default).
     const text = await raw(s.port, `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20000)}\r\n\r\n`, { idleMs: 500 });
     const [big] = parseResponses(text);

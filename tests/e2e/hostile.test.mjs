@@ -331,7 +331,9 @@ describe('hostile clients, auth on', () => {
   });
 
   test('a token that expires while its stream is open ends the stream with 1008 token expired', async () => {
-    const tok = jwt({ sub: 'u', exp: nowS() + 4 }); // + 2 left as little as 1 s to get the first frames
+    // valid 4 s more: exp 26 s ago, within the default 30 s --jwt-leeway (a stream ends at
+    // exp + leeway, as a request is refused then); 2 s left as little as 1 s for the first frames
+    const tok = jwt({ sub: 'u', exp: nowS() - 26 });
     const ws = await wsConnect(s.port, `/v1/stream?access_token=${tok}`);
     assert.equal(ws.status, 101);
     ws.send({ type: 'subscribe', id: 'e', topic: 'counter', name: 'exp' });

@@ -34,6 +34,8 @@ const VALID = {
   createRoom: { room_id: 'rm2', name: 'R', members: ['alice'] },
   changeRoomMembers: { add: ['bob', { user: 'cy', role: 'admin' }], remove: ['nobody'] },
   setRoomMemberRole: { role: 'owner' },
+  roomTyping: { user: 'alice' },
+  clusterTyping: { room_id: 'rm', user: 'alice', until: 1 },
   postRoomMessage: { from: 'alice', content: 'hi', metadata: { lang: 'en' } },
   editRoomMessage: { content: 'hi again', metadata: { lang: 'fr' } },
   markRoomRead: { user: 'alice', seq: 0 },
@@ -68,7 +70,7 @@ describe('strict requests', () => {
   // body was taken (counter dc is a distinct one, there is no message or booking 1, one node)
   const ACCEPTED = {
     incrCounter: [409, 'conflict'], addDistinct: 200, nextSequence: 200, postMessage: 201,
-    editMessage: [404, 'not_found'], createRoom: 201, changeRoomMembers: 200, setRoomMemberRole: 200,
+    editMessage: [404, 'not_found'], createRoom: 201, changeRoomMembers: 200, setRoomMemberRole: 200, roomTyping: 204, clusterTyping: 204,
     postRoomMessage: 201,
     editRoomMessage: [404, 'not_found'], markRoomRead: 200, roomUserErasure: 202, userRoomsRemote: 200,
     createEvent: 201, book: 201, extendEventBooking: [404, 'not_found'],

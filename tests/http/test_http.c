@@ -373,4 +373,26 @@ TEST(cors_lines_of_a_written_response_are_kept)
     free(h);
 }
 
+/* The one clock rule (SPEC §7): valid while t < exp + leeway and from nbf - leeway on, exactly
+ * at the microsecond; iat does not limit validity; exp far out does not overflow. */
+TEST(token_times_hold_with_the_leeway_to_the_microsecond)
+{
+    const int64_t s = 1000000, exp = 1800000000 * s, lee = 30 * s;
+    const char *why = NULL;
+    st_http_token_times_t t = {.exp_us = exp};
+    CHECK_EQ(st_http_token_check(&t, exp - 1, 0, &why), ST_OK);
+    CHECK_EQ(st_http_token_check(&t, exp, 0, &why), ST_EUNAUTH);
+    CHECK_STR(why, "token expired");
+    CHECK_EQ(st_http_token_check(&t, exp + lee - 1, lee, &why), ST_OK);
+    CHECK_EQ(st_http_token_check(&t, exp + lee, lee, &why), ST_EUNAUTH);
+    t = (st_http_token_times_t){.nbf_us = exp, .iat_us = exp + 3600 * s};
+    CHECK_EQ(st_http_token_check(&t, exp - lee, lee, &why), ST_OK);
+    CHECK_EQ(st_http_token_check(&t, exp - lee - 1, lee, &why), ST_EUNAUTH);
+    CHECK_STR(why, "token not yet valid");
+    t = (st_http_token_times_t){.exp_us = INT64_MAX};
+    CHECK_EQ(st_http_token_check(&t, exp, lee, &why), ST_OK);
+    t = (st_http_token_times_t){0}; /* no claims: always */
+    CHECK_EQ(st_http_token_check(&t, exp, lee, &why), ST_OK);
+}
+
 RUN_TESTS("http")

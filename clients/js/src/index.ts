@@ -203,6 +203,12 @@ export class Strata {
   roomMessages(roomId: string, q: RoomMessageQuery & DeletedQuery = {}, o?: ReadOptions): Promise<RoomMessagePage> {
     return this.get(`/v1/rooms/${enc(roomId)}/messages`, { ...q }, o);
   }
+  /** Says `user` is typing (SPEC §2.1 v5): the room's subscribers get a `typing` frame; never
+   * stored, at most one frame per user per room per second (call it as often as keys are
+   * pressed). Resolves with nothing (204). */
+  async typing(roomId: string, user: string, o?: WriteOptions): Promise<void> {
+    await this.post(`/v1/rooms/${enc(roomId)}/typing`, { user }, o);
+  }
   /** last_read_seq only moves forward. */
   markRead(roomId: string, user: string, seq: number, o?: WriteOptions): Promise<RoomRead> {
     return this.post(`/v1/rooms/${enc(roomId)}/read`, { user, seq }, o);

@@ -22,6 +22,8 @@ export interface StreamHandlers {
   onEdit?(change: 'edited' | 'deleted', m: Message | RoomMessage): void;
   /** room topic: a member was added or removed */
   onMember?(m: { room_id: string; user: string; change: string }): void;
+  /** a member is typing until `until` (Unix µs): ephemeral (SPEC §2.1 v5) */
+  onTyping?(t: { room_id: string; user: string; until: number }): void;
   /** messages and room topics: the replay of what was already there is complete */
   onReplayDone?(): void;
   /** seats topic: the event's whole state, on every (re)subscribe */
@@ -188,6 +190,9 @@ export class Stream {
         break;
       case 'room_member':
         this.h.onMember?.({ room_id: f.room_id, user: f.user, change: f.change });
+        break;
+      case 'typing':
+        this.h.onTyping?.({ room_id: f.room_id, user: f.user, until: f.until });
         break;
       case 'replay_done':
         this.h.onReplayDone?.();

@@ -387,6 +387,8 @@ export type ServerFrame =
   | { type: 'message_edited' | 'message_deleted'; id: string; message: Message | RoomMessage }
   /** a room's membership changed (SPEC §3) */
   | { type: 'room_member'; id: string; room_id: string; user: string; change: string }
+  /** a member is typing until `until` (Unix µs); ephemeral, never replayed (SPEC §2.1 v5) */
+  | { type: 'typing'; id: string; room_id: string; user: string; until: number }
   | { type: 'seats'; id: string; event_id: string; snapshot: EventState }
   | ({ type: 'seats'; id: string; snapshot?: undefined } & SeatsChange)
   /** exists: on the first frame of a subscription; false for a counter never written */

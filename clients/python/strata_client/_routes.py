@@ -223,6 +223,10 @@ def delete_room_message(room_id: str, msg_id: str) -> Call[RoomMessage]:
                 f"{_name('msg_id', msg_id)}")
 
 
+def typing(room_id: str, user: str) -> Call[None]:
+    return call("POST", f"/v1/rooms/{_name('room_id', room_id)}/typing", body={"user": user})
+
+
 def mark_read(room_id: str, user: str, seq: int) -> Call[RoomRead]:
     return call("POST", f"/v1/rooms/{_name('room_id', room_id)}/read",
                 body={"user": user, "seq": seq})

@@ -32,6 +32,7 @@ from .stream import (
     CounterStream,
     MemberHook,
     MessageStream,
+    TypingHook,
     RoomStream,
     SeatsStream,
     StateHook,
@@ -277,6 +278,11 @@ class Strata:
                       include_deleted: Optional[bool] = None) -> RoomMessagePage:
         return self._core.request(
             R.room_messages(room_id, after, before, limit, order, cursor, include_deleted))
+
+    def typing(self, room_id: str, user: str) -> None:
+        """Says ``user`` is typing (SPEC §2.1 v5): the room's subscribers get a ``typing`` frame;
+        never stored, at most one frame per user per room per second (call it on every key)."""
+        self._core.request(R.typing(room_id, user))
 
     def mark_read(self, room_id: str, user: str, seq: int, *,
                   idempotency_key: Optional[str] = None) -> RoomRead:
@@ -575,6 +581,10 @@ class AsyncStrata:
         return await self._core.request(
             R.room_messages(room_id, after, before, limit, order, cursor, include_deleted))
 
+    async def typing(self, room_id: str, user: str) -> None:
+        """As :meth:`Strata.typing`."""
+        await self._core.request(R.typing(room_id, user))
+
     async def mark_read(self, room_id: str, user: str, seq: int, *,
                         idempotency_key: Optional[str] = None) -> RoomRead:
         """``last_read_seq`` only moves forward."""
@@ -708,11 +718,13 @@ class AsyncStrata:
     def stream_room(self, room_id: str, *, after: Optional[str] = None,
                     on_state: Optional[StateHook] = None,
                     on_change: Optional[ChangeHook] = None,
-                    on_member: Optional[MemberHook] = None) -> RoomStream:
+                    on_member: Optional[MemberHook] = None,
+                    on_typing: Optional[TypingHook] = None) -> RoomStream:
         """A room's messages as an async iterator, as :meth:`stream_messages` (``after`` alike);
-        ``on_member(user, change)`` hears of membership changes. It ends with a 403
-        :class:`StrataError` once the reader is removed from the room."""
-        return RoomStream(self._core, room_id, after, on_state, on_change, on_member)
+        ``on_member(user, change)`` hears of membership changes and ``on_typing(user, until)`` of
+        members typing (ephemeral). It ends with a 403 :class:`StrataError` once the reader is
+        removed from the room."""
+        return RoomStream(self._core, room_id, after, on_state, on_change, on_member, on_typing)
 
     def stream_seats(self, event_id: str, *, on_state: Optional[StateHook] = None) -> SeatsStream:
         """An event's seats: a :class:`SeatsSnapshot` on every (re)subscribe, then changes."""

@@ -64,6 +64,8 @@ ChangeHook = Callable[[str, Dict[str, Any]], None]
 a message the stream may already have yielded (a replay yields each message as it is now)."""
 
 MemberHook = Callable[[str, str], None]
+# on_typing(user, until): a member is typing until `until` (Unix µs); ephemeral (SPEC §2.1 v5)
+TypingHook = Callable[[str, int], None]
 """A room's membership changed: called with the user and the change ("added", "removed")."""
 
 
@@ -333,10 +335,12 @@ class RoomStream(_Messages[RoomMessage]):
 
     def __init__(self, core: AsyncCore, room_id: str, after: Optional[str],
                  on_state: Optional[StateHook], on_change: Optional[ChangeHook],
-                 on_member: Optional[MemberHook]) -> None:
+                 on_member: Optional[MemberHook],
+                 on_typing: Optional[TypingHook] = None) -> None:
         super().__init__(core, f"room:{room_id}", after, on_state, on_change)
         self.room_id = room_id
         self._on_member = on_member
+        self._on_typing = on_typing
 
     async def _prepare(self) -> None:
         if self._last is not None:
@@ -352,6 +356,8 @@ class RoomStream(_Messages[RoomMessage]):
     def _other(self, f: Dict[str, Any]) -> Optional[RoomMessage]:
         if f.get("type") == "room_member" and self._on_member is not None:
             self._on_member(str(f.get("user")), str(f.get("change")))
+        if f.get("type") == "typing" and self._on_typing is not None:
+            self._on_typing(str(f.get("user")), int(f.get("until") or 0))
         return None
 
 

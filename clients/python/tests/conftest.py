@@ -92,8 +92,11 @@ def jwt(payload: Dict[str, Any], secret: str = SECRET) -> str:
     return f"{h}.{p}.{b64(sig)}"
 
 
-def token(sub: str, ttl: float = 600, role: Optional[str] = None, secret: str = SECRET) -> str:
+def token(sub: str, ttl: float = 600, role: Optional[str] = None, secret: str = SECRET,
+          iat: Optional[int] = None) -> str:
     claims: Dict[str, Any] = {"sub": sub, "exp": int(time.time() + ttl)}
+    if iat is not None:  # when it was issued (a token from before a user's erasure is refused)
+        claims["iat"] = iat
     if role:
         claims["role"] = role
     return jwt(claims, secret)
@@ -183,7 +186,9 @@ class Server:
 
 @pytest.fixture
 def server() -> Iterator[Server]:
-    s = Server(args=["--jwt-secret", SECRET])
+    # --jwt-leeway 1: a stream ends at exp + leeway (SPEC §7); the expiring stream's test would
+    # wait the default 30 s more for it
+    s = Server(args=["--jwt-secret", SECRET, "--jwt-leeway", "1"])
     try:
         yield s
         s.stop()

@@ -22,7 +22,7 @@ FAST = Backoff(base=0.02, cap=0.3)
 # a group's internal routes (cluster-secret only: the outbox between groups, Raft members) and
 # the stream upgrade (covered by the streams)
 NOT_FOR_CLIENTS = {"openStream", "adminTestDrift", "clusterSnapshot", "clusterAnnounce",
-                   "clusterReadIndex", "userRoomsRemote", "roomUserErasure"}
+                   "clusterReadIndex", "clusterTyping", "userRoomsRemote", "roomUserErasure"}
 
 
 class Sent:
@@ -101,6 +101,7 @@ def test_every_route_sync(server: Server) -> None:
         assert alice.room("den")["last_msg_id"] == rp["msg_id"]
         assert [x["role"] for x in alice.room_members("den", limit=1)["members"]] == ["owner"]
         assert alice.mark_read("den", "alice", 1)["unread"] == 0
+        alice.typing("den", "alice")  # 204, nothing to answer
         assert [x["room_id"] for x in alice.user_rooms("alice")["rooms"]] == ["den"]
         assert raises(lambda: alice.post_room_message("den", "bob", "x")).status == 403
         room_roles(alice, ivy, db)
@@ -208,7 +209,7 @@ def test_every_route_sync(server: Server) -> None:
         with pytest.raises(ValueError):
             db.counter("")
 
-        edits_deletes_and_erasure(db, ivy)
+        edits_deletes_and_erasure(db, ivy, server.url)
         # the two creates whose key is in the body name it for proxies (SPEC §10)
         assert ("POST", "/v1/events", "route=event:gig") in sent.queries
         assert ("POST", "/v1/rooms", "route=room:den") in sent.queries
@@ -237,6 +238,7 @@ def test_every_route_async(server: Server) -> None:
             rp = await alice.post_room_message("aden", "alice", "hi")
             assert (await alice.room_messages("aden"))["messages"][0]["msg_id"] == rp["msg_id"]
             assert (await alice.mark_read("aden", "alice", 1))["last_read_seq"] == 1
+            await alice.typing("aden", "alice")
             assert (await alice.user_rooms("alice"))["rooms"][0]["room_id"] == "aden"
             assert (await alice.change_members(
                 "aden", add=[{"user": "cy", "role": "admin"}]))["members"] == 3
@@ -328,7 +330,12 @@ def test_every_route_async(server: Server) -> None:
                     break
                 await asyncio.sleep(0.05)
             assert (await db.erasure(er["erasure_id"]))["status"] == "done"
-            assert (await alice.messages("alice"))["messages"] == []
+            with pytest.raises(StrataError) as e:  # its old token: issued before the erasure
+                await alice.messages("alice")
+            assert e.value.code == "token_revoked"
+            async with AsyncStrata(server.url,
+                                   token=token("alice", iat=int(time.time()) + 1)) as again:
+                assert (await again.messages("alice"))["messages"] == []
 
             spec = await db.openapi()
             assert sent.uncalled(spec) == [], "routes the async client was not tested on"
@@ -383,7 +390,7 @@ def room_roles(alice: Strata, ivy: Strata, db: Strata) -> None:
     assert st["room_id"] == "crew" and "user" not in st
 
 
-def edits_deletes_and_erasure(db: Strata, ivy: Strata) -> None:
+def edits_deletes_and_erasure(db: Strata, ivy: Strata, url: str) -> None:
     if True:
         m = ivy.post_message("ivy", "e", "helo")
         ivy.post_message("ivy", "e", "second")
@@ -415,5 +422,8 @@ def edits_deletes_and_erasure(db: Strata, ivy: Strata) -> None:
                 break
             time.sleep(0.05)
         assert db.erasure(e["erasure_id"])["status"] == "done"
-        assert ivy.messages("ivy")["messages"] == []  # gone: as a user never seen
+        # its old token is refused (issued before the erasure); a new one sees a user never seen
+        assert raises(lambda: ivy.messages("ivy")).code == "token_revoked"
+        with Strata(url, token=token("ivy", iat=int(time.time()) + 1)) as again:
+            assert again.messages("ivy")["messages"] == []
         assert "ivy" not in [x["user"] for x in db.room_members("ivyroom")["members"]]

@@ -230,9 +230,11 @@ def test_a_room_stream_hears_messages_edits_and_members(server: Server) -> None:
             first = await db.post_room_message("lounge", "kim", "before")
             changes: List[Any] = []
             members: List[Any] = []
+            typing: List[Any] = []
             got: List[Any] = []
             s = db.stream_room("lounge", after="0", on_change=lambda k, m: changes.append((k, m)),
-                               on_member=lambda u, c: members.append((u, c)))
+                               on_member=lambda u, c: members.append((u, c)),
+                               on_typing=lambda u, t: typing.append((u, t)))
             live: List[Any] = []
             s_live = db.stream_room("lounge")  # no after: from now on
             await asyncio.gather(s.ready(), s_live.ready())
@@ -252,6 +254,9 @@ def test_a_room_stream_hears_messages_edits_and_members(server: Server) -> None:
             assert got[0]["room_id"] == "lounge"
             assert changes[0][0] == "edited" and changes[0][1]["content"] == "before!"
             assert members == [("lee", "added")]
+            await db.typing("lounge", "kim")  # SPEC §2.1 v5: ephemeral, to on_typing
+            await until("the typing frame", lambda: len(typing) == 1)
+            assert typing[0][0] == "kim" and typing[0][1] > 0
             await s.aclose()
             await task
 
