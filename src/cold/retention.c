@@ -161,7 +161,7 @@ static int64_t st__i64(const uint8_t *p)
 }
 
 /* A row group's times by the leaf's statistics; false when it has none. */
-static bool st__times(const st_pq_rowgroup_t *g, int leaf, int64_t *lo, int64_t *hi)
+static bool st__rowgroup_times(const st_pq_rowgroup_t *g, int leaf, int64_t *lo, int64_t *hi)
 {
     const st_pq_chunk_t *c = &g->chunks[leaf];
     if (!c->min || !c->max || c->min_len != 8 || c->max_len != 8) return false;
@@ -175,13 +175,13 @@ static bool st__past(st_tier_t *t, const char *o, size_t ol, const st_pq_file_t 
 {
     int64_t newest = INT64_MIN, lo, hi;
     for (size_t g = 0; g < f->ngroups; g++)
-        if (!st__times(&f->groups[g], leaf, &lo, &hi))
+        if (!st__rowgroup_times(&f->groups[g], leaf, &lo, &hi))
             return false; /* undated rows are kept */
         else if (hi > newest)
             newest = hi;
     if (newest < cutoff) return true;
     for (size_t g = 0; g < f->ngroups; g++)
-        if (st__times(&f->groups[g], leaf, &lo, &hi) && lo < cutoff) {
+        if (st__rowgroup_times(&f->groups[g], leaf, &lo, &hi) && lo < cutoff) {
             st_tier_compact(t, o, ol, ST_TIER_COMPACT_EXPIRE);
             break;
         }
