@@ -35,7 +35,15 @@ test('a thousand HTTP connections opened at once are all accepted and answered',
   const s = await startStrata();
   let conns = [];
   try {
-    conns = await Promise.all(Array.from({ length: 1000 }, () => rawConn(s.port)));
+    // the storm arrives at once: the thousand connect while the server is stopped (the kernel
+    // completes them into the listen backlog), so the first iteration after SIGCONT finds them
+    // all waiting — however slowly this process opened them on a loaded machine
+    s.proc.kill('SIGSTOP');
+    try {
+      conns = await Promise.all(Array.from({ length: 1000 }, () => rawConn(s.port)));
+    } finally {
+      s.proc.kill('SIGCONT');
+    }
     const rs = await Promise.all(conns.map((c, i) => c.get(i % 2 ? '/healthz' : `/v1/counters/storm${i % 10}`)));
     assert.ok(rs.every((st, i) => st === (i % 2 ? 200 : 404)), `statuses: ${[...new Set(rs)]}`);
     const m = (await s.req('GET', '/metrics')).text;
