@@ -133,7 +133,7 @@ describe('typing (one node, auth off)', () => {
     const typing = [...got, ...rest].filter((f) => f.type === 'typing');
     assert.ok(sent > 100, `the flood sent ${sent}`);
     assert.ok(typing.length <= 4, `${typing.length} typing frames for ${sent} signals in 2 s`);
-    assert.ok(lag < 2000, `the message arrived ${lag} ms after its post, during the flood`);
+    assert.ok(lag < 5000, `the message arrived ${lag} ms after its post, during the flood`);
     ws.close();
   });
 });
