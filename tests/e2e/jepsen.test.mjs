@@ -258,7 +258,15 @@ async function phase(g, name, nemesis) {
     for (const [, p] of g.procs) p.kill('SIGCONT');
     for (let id = 1; id <= g.n; id++) if (!g.procs.has(id)) await g.start(id);
   }
-  const sts = await g.converged();
+  // a restarted member catches up first (a sanitizer build on a loaded machine: seen past 20 s
+  // in 2 of 6 runs); its log is printed if it never does
+  let sts;
+  try {
+    sts = await g.converged(60000);
+  } catch (e) {
+    for (const [id, p] of g.procs) console.log(`# member ${id}'s log (end):\n${p.log().slice(-4000)}`);
+    throw e;
+  }
   const final = await finalState(g, r);
   const { violations, stats } = check(r.ops, final);
   console.log(`# ${name}: ${stats.ops} ops, ${stats.incr} incr (${stats.acked} acked, ${stats.unknown} unknown), ` +
