@@ -153,6 +153,14 @@ int st_api_conversation_delete(st_ctx_t *c)
     return ST_OK;
 }
 
+void st_ctx_erasure_accepted(st_ctx_t *c, uint64_t id)
+{
+    c->status = 202;
+    st_buf_puts(c->body, "{\"erasure_id\":\"");
+    st_buf_append_u64(c->body, id);
+    st_buf_puts(c->body, "\"}");
+}
+
 int st_api_user_delete(st_ctx_t *c)
 {
     int rc = st_param_name(c, 0, "user");
@@ -160,10 +168,7 @@ int st_api_user_delete(st_ctx_t *c)
     uint64_t id;
     rc = st_chat_erase(c->app->chat, c->params[0], c->plens[0], &id, &c->wait);
     if (rc) return st_ctx_error(c, rc, NULL);
-    c->status = 202;
-    st_buf_puts(c->body, "{\"erasure_id\":\"");
-    st_buf_append_u64(c->body, id);
-    st_buf_puts(c->body, "\"}");
+    st_ctx_erasure_accepted(c, id);
     return ST_OK;
 }
 

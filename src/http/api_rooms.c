@@ -334,6 +334,23 @@ done:
     return rc;
 }
 
+/* The room exists (404) and, with auth on, the token's sub is one of its owners (a member being
+ * erased is none) or a global admin (403 "only the room's owners <what>"). */
+static int st__owner_only(st_ctx_t *c, const char *room, size_t rl, const char *what)
+{
+    int rc = st_rooms_exists(c->app->rooms, room, rl, &c->wait);
+    if (rc == ST_ENOTFOUND) return st__not_found(c);
+    if (rc) return st_ctx_error(c, rc, NULL);
+    if (!st__auth_on(c) || c->admin) return ST_OK;
+    int mine = -1;
+    rc = st_rooms_role(c->app->rooms, room, rl, c->subject, strlen(c->subject), &mine, &c->wait);
+    if (rc && rc != ST_ENOTFOUND) return st_ctx_error(c, rc, NULL);
+    if (mine >= 0 && st__erasing(c, c->subject, strlen(c->subject))) mine = -1;
+    if (mine != ST_ROOMS_OWNER)
+        return st_ctx_error(c, ST_EFORBIDDEN, "only the room's owners %s", what);
+    return ST_OK;
+}
+
 /* DELETE /v1/rooms/{room} (SPEC §2.1 v5): an owner or a global admin; 202 {"erasure_id"}. */
 int st_api_room_delete(st_ctx_t *c)
 {
@@ -341,26 +358,12 @@ int st_api_room_delete(st_ctx_t *c)
     if (rc || (rc = st_json_no_fields(c))) return rc;
     const char *room = c->params[0];
     size_t rl = c->plens[0];
-    rc = st_rooms_exists(c->app->rooms, room, rl, &c->wait);
-    if (rc == ST_ENOTFOUND) return st__not_found(c);
-    if (rc) return st_ctx_error(c, rc, NULL);
-    if (st__auth_on(c) && !c->admin) {
-        int mine = -1;
-        rc =
-            st_rooms_role(c->app->rooms, room, rl, c->subject, strlen(c->subject), &mine, &c->wait);
-        if (rc && rc != ST_ENOTFOUND) return st_ctx_error(c, rc, NULL);
-        if (mine >= 0 && st__erasing(c, c->subject, strlen(c->subject))) mine = -1;
-        if (mine != ST_ROOMS_OWNER)
-            return st_ctx_error(c, ST_EFORBIDDEN, "only the room's owners delete it");
-    }
+    if ((rc = st__owner_only(c, room, rl, "delete it"))) return rc;
     uint64_t id;
     rc = st_rooms_delete(c->app->rooms, room, rl, &id, &c->wait);
     if (rc == ST_ENOTFOUND) return st__not_found(c);
     if (rc) return st_ctx_error(c, rc, NULL);
-    c->status = 202;
-    st_buf_puts(c->body, "{\"erasure_id\":\"");
-    st_buf_append_u64(c->body, id);
-    st_buf_puts(c->body, "\"}");
+    st_ctx_erasure_accepted(c, id);
     return ST_OK;
 }
 
@@ -384,18 +387,7 @@ int st_api_room_member_patch(st_ctx_t *c)
     cJSON_Delete(j);
     const char *room = c->params[0], *user = c->params[1];
     size_t rl = c->plens[0], ul = c->plens[1];
-    rc = st_rooms_exists(c->app->rooms, room, rl, &c->wait);
-    if (rc == ST_ENOTFOUND) return st__not_found(c);
-    if (rc) return st_ctx_error(c, rc, NULL);
-    if (st__auth_on(c) && !c->admin) {
-        int mine = -1;
-        rc =
-            st_rooms_role(c->app->rooms, room, rl, c->subject, strlen(c->subject), &mine, &c->wait);
-        if (rc && rc != ST_ENOTFOUND) return st_ctx_error(c, rc, NULL);
-        if (mine >= 0 && st__erasing(c, c->subject, strlen(c->subject))) mine = -1;
-        if (mine != ST_ROOMS_OWNER)
-            return st_ctx_error(c, ST_EFORBIDDEN, "only the room's owners change roles");
-    }
+    if ((rc = st__owner_only(c, room, rl, "change roles"))) return rc;
     bool not_member;
     rc = st_rooms_set_role(c->app->rooms, room, rl, user, ul, role, &not_member, c->body, &c->wait);
     if (rc == ST_ENOTFOUND && not_member)
@@ -658,10 +650,7 @@ int st_api_room_erasure(st_ctx_t *c)
         if (rc) {
             rc = st_ctx_error(c, rc, NULL);
         } else {
-            c->status = 202;
-            st_buf_puts(c->body, "{\"erasure_id\":\"");
-            st_buf_append_u64(c->body, id);
-            st_buf_puts(c->body, "\"}");
+            st_ctx_erasure_accepted(c, id);
         }
     }
     cJSON_Delete(j);

@@ -274,6 +274,8 @@ int st_api_message_delete(st_ctx_t *c);
 int st_api_room_message_patch(st_ctx_t *c);
 int st_api_room_message_delete(st_ctx_t *c);
 int st_api_conversation_delete(st_ctx_t *c);
+/* 202 {"erasure_id"}: an erasure was asked for (a user's or a deleted room's). */
+void st_ctx_erasure_accepted(st_ctx_t *c, uint64_t id);
 int st_api_user_delete(st_ctx_t *c);
 int st_api_erasure_get(st_ctx_t *c);
 int st_api_healthz(st_ctx_t *c);

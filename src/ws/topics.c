@@ -718,6 +718,21 @@ static void st__ws_end_sub(st_ws_t *ws, st_wssub_t *s, const char *code, const c
     st__sub_remove(ws, s);
 }
 
+/* A room's channel here (NULL: no subscriber) and, when there is one, the start of a frame about
+ * one of its users into b: "room_id":…,"user":… */
+static st_wschan_t *st__room_user_frame(st_ws_t *ws, const char *room, size_t rl, const char *user,
+                                        size_t ul, st_buf_t *b)
+{
+    char vu[ST_CHAT_USER_MAX];
+    st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, vu, st_chat_room_user(vu, room, rl));
+    if (!ch) return NULL;
+    st_buf_puts(b, "\"room_id\":");
+    st_buf_append_json_str(b, room, rl);
+    st_buf_puts(b, ",\"user\":");
+    st_buf_append_json_str(b, user, ul);
+    return ch;
+}
+
 /* A membership change of a room: its subscribers get a room_member frame; the streams of a
  * removed member end with error forbidden (SPEC §2.1), once the removal is durable. */
 void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user, size_t ul,
@@ -725,14 +740,9 @@ void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user
 {
     st_ws_t *ws = arg;
     st__ws_note_room_member(ws, room, rl, user, ul, added); /* a group's other members too */
-    char vu[ST_CHAT_USER_MAX];
-    st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, vu, st_chat_room_user(vu, room, rl));
-    if (!ch) return;
     st_buf_t b = {0};
-    st_buf_puts(&b, "\"room_id\":");
-    st_buf_append_json_str(&b, room, rl);
-    st_buf_puts(&b, ",\"user\":");
-    st_buf_append_json_str(&b, user, ul);
+    st_wschan_t *ch = st__room_user_frame(ws, room, rl, user, ul, &b);
+    if (!ch) return;
     st_buf_puts(&b, added ? ",\"change\":\"added\"}" : ",\"change\":\"removed\"}");
     st_wsbody_t *body = st__ws_body_new(b.data, b.len);
     st_wsbody_t *pre = NULL;
@@ -760,14 +770,9 @@ void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user
 void st__ws_typing_deliver(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
                            int64_t until)
 {
-    char vu[ST_CHAT_USER_MAX];
-    st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, vu, st_chat_room_user(vu, room, rl));
-    if (!ch) return;
     st_buf_t b = {0};
-    st_buf_puts(&b, "\"room_id\":");
-    st_buf_append_json_str(&b, room, rl);
-    st_buf_puts(&b, ",\"user\":");
-    st_buf_append_json_str(&b, user, ul);
+    st_wschan_t *ch = st__room_user_frame(ws, room, rl, user, ul, &b);
+    if (!ch) return;
     st_buf_printf(&b, ",\"until\":%lld}", (long long)until);
     st_wsbody_t *body = st__ws_body_new(b.data, b.len);
     st_wsbody_t *pre = NULL;
