@@ -29,7 +29,9 @@ function filesUnder(dir) {
     try { names = readdirSync(d); } catch { return; }
     for (const n of names) {
       const p = path.join(d, n);
-      if (statSync(p).isDirectory()) walk(p); else out.push(p);
+      let st;
+      try { st = statSync(p); } catch { continue; } // renamed or removed while we walk
+      if (st.isDirectory()) walk(p); else out.push(p);
     }
   };
   walk(dir);
@@ -37,7 +39,10 @@ function filesUnder(dir) {
 }
 // Which files under dir hold the text (as bytes: Parquet pages are zstd-compressed, so the test
 // also reads every Parquet file's rows below).
-const holding = (dir, text) => filesUnder(dir).filter((f) => readFileSync(f).includes(text));
+// A file the flush renames (its .tmp-N) or compaction removes between the walk and the read is
+// skipped: what it held is in the file it became, which a later walk reads.
+const readOrEmpty = (f) => { try { return readFileSync(f); } catch { return Buffer.alloc(0); } };
+const holding = (dir, text) => filesUnder(dir).filter((f) => readOrEmpty(f).includes(text));
 
 async function frames(ws, pred, ms = 15000) {
   const got = [];
