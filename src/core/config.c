@@ -127,6 +127,16 @@ static const st_cfg_opt_t st__opts[] = {
     ST__NUM(ST_CFG_U64, erase_within, "erase-within", "STRATA_ERASE_WITHIN", "3600", 1, 86400 * 30,
             "seconds within which an erasure (DELETE /v1/users/{user}) deletes the user's rows "
             "and objects; one still pending after it is logged as late and counted"),
+    ST__STR(tables_url, "tables-url", "STRATA_TABLES_URL", "",
+            "where the cold tier's Apache Iceberg tables keep their metadata: file://DIR or "
+            "s3://BUCKET/PREFIX, shared by many groups (empty: the cold tier's _tables folder)"),
+    ST__NUM(ST_CFG_U64, table_commit_interval, "table-commit-interval",
+            "STRATA_TABLE_COMMIT_INTERVAL", "10", 1, 3600,
+            "seconds within which written cold objects, edits and deletes are in a committed "
+            "Iceberg snapshot"),
+    ST__NUM(ST_CFG_U64, table_keep, "table-keep", "STRATA_TABLE_KEEP", "86400", 0, 86400 * 365,
+            "seconds an Iceberg snapshot is kept for time travel before it is expired (an "
+            "erasure expires earlier ones at once)"),
     ST__NUM(ST_CFG_SIZE, max_header, "max-header", "STRATA_MAX_HEADER", "16KiB", 1024, 1ULL << 20,
             "largest request line + headers accepted (431 above)"),
     ST__NUM(ST_CFG_U64, max_room_members, "max-room-members", "STRATA_MAX_ROOM_MEMBERS", "100000",
