@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iceberg: the cold tier as Apache Iceberg tables, format version 2 (SPEC v5 §5.1).
+ *
+ * Three layers, each its own file under src/tables/:
+ *   avro.c      an Avro object container writer (Iceberg's manifests and manifest lists are Avro
+ *               files; Debian's libavro drops the field ids Iceberg needs, NOTES.md);
+ *   manifest.c  Iceberg's manifest and manifest-list files, with Iceberg's own Avro schemas
+ *               (field ids included), from plain arrays;
+ *   tables.c …  the tables themselves: which objects of the tier are in which table, snapshots,
+ *               metadata files committed by a create-exclusive, expiry (st_tables_*).
+ * Plain functions of avro.c and manifest.c are pure and safe on any thread.
+ */
+#ifndef STRATA_ICEBERG_H
+#define STRATA_ICEBERG_H
+
+#include "strata/core.h"
+
+/* ---- Avro object container files (avro.c) ---- */
+/* A writer appends one whole container file to a caller's buffer: the header (magic "Obj\1", a
+ * metadata map holding avro.schema — the caller's JSON text, byte for byte — avro.codec and the
+ * caller's extra pairs, a 16-byte random sync marker), then blocks of records (count, size,
+ * data, sync), each block "null" or raw-"deflate" coded (zlib). The caller writes each record's
+ * values in the schema's order with the st_avro_put_* calls (the writer does not check them
+ * against the schema) and ends it with st_avro_record_end. */
+typedef struct st_avro_w st_avro_w_t;
+
+typedef struct {
+    const char *key, *value; /* a header metadata pair (Iceberg's "schema", "partition-spec", …) */
+} st_avro_meta_t;
+
+/* *out is owned: st_avro_finish (or st_avro_abort). out is borrowed until then; what the writer
+ * appends to it is complete only after st_avro_finish returns ST_OK. */
+int st_avro_begin(st_avro_w_t **out, st_buf_t *buf, const char *schema_json, bool deflate,
+                  const st_avro_meta_t *meta, size_t nmeta);
+void st_avro_put_long(st_avro_w_t *w, int64_t v); /* Avro int and long: zigzag varint */
+void st_avro_put_bool(st_avro_w_t *w, bool v);
+void st_avro_put_string(st_avro_w_t *w, const void *p, size_t n); /* also Avro bytes */
+void st_avro_put_fixed(st_avro_w_t *w, const void *p, size_t n);  /* no length prefix */
+/* A union's branch index (then the branch's value; nothing for null). */
+void st_avro_put_union(st_avro_w_t *w, int branch);
+/* An array's or map's items: st_avro_put_block(w, n) then n items (a map item: its key string,
+ * then its value); st_avro_put_block(w, 0) ends the array or map (an empty one is just that). */
+void st_avro_put_block(st_avro_w_t *w, size_t n);
+/* One record is complete: counted into the current block (a block is closed at about 64 KiB). */
+void st_avro_record_end(st_avro_w_t *w);
+/* Closes the last block and frees w. ST_ENOMEM or ST_EIO (deflate) leave buf's new bytes
+ * incomplete: drop them. */
+int st_avro_finish(st_avro_w_t *w);
+void st_avro_abort(st_avro_w_t *w);
+
+/* ---- Iceberg's manifests and manifest lists (manifest.c) ---- */
+/* A table as its manifests need it: the partition spec is one identity field. */
+typedef struct {
+    const char *name;        /* "messages", "room_messages", "bookings" */
+    const char *schema_json; /* the table's schema, Iceberg JSON ({"type":"struct",…,"fields"}) */
+    int schema_id;           /* 0 */
+    const char *part_name;   /* the partition field's name ("user", "room_id", "event_id") */
+    int part_source_id;      /* the schema field it is the identity of (1) */
+    int part_field_id;       /* 1000 */
+} st_ice_table_t;
+
+enum { ST_ICE_EXISTING = 0, ST_ICE_ADDED = 1, ST_ICE_DELETED = 2 };
+enum { ST_ICE_DATA = 0, ST_ICE_POS_DELETES = 1 };
+
+/* One manifest entry: a data or delete file. */
+typedef struct {
+    int status;          /* ST_ICE_* (strata writes no DELETED entries: SPEC v5 §5.1 erasure) */
+    int64_t snapshot_id; /* the snapshot that added the file */
+    int64_t data_seq;    /* the data sequence number it was added with */
+    int64_t file_seq;    /* its file sequence number */
+    int content;         /* ST_ICE_DATA or ST_ICE_POS_DELETES (the manifest's content decides) */
+    const char *path;    /* absolute URI (file:///…, s3://bucket/…), borrowed */
+    const char *part;    /* the partition value, borrowed */
+    size_t part_len;
+    int64_t records;
+    int64_t size; /* bytes of the file */
+} st_ice_file_t;
+
+/* A manifest file (Avro) of n entries, all data or all position deletes (content), into out.
+ * Iceberg's manifest_entry schema with field ids; header metadata "schema", "schema-id",
+ * "partition-spec", "partition-spec-id", "format-version" "2", "content" "data"/"deletes". No
+ * column bounds are written (text would be copied into metadata, SPEC v5 §5.1). */
+int st_ice_manifest(st_buf_t *out, const st_ice_table_t *t, int content, const st_ice_file_t *f,
+                    size_t n, bool deflate);
+
+/* One manifest as a manifest list names it. */
+typedef struct {
+    const char *path; /* absolute URI, borrowed */
+    int64_t length;   /* bytes */
+    int content;      /* ST_ICE_DATA or ST_ICE_POS_DELETES */
+    int64_t seq, min_seq;
+    int64_t added_snapshot_id;
+    int32_t added_files, existing_files, deleted_files;
+    int64_t added_rows, existing_rows, deleted_rows;
+    /* the partition field's summary: lowest and highest value (binary, as Iceberg's
+     * single-value serialization of a string: its UTF-8 bytes); borrowed */
+    const char *lower, *upper;
+    size_t lower_len, upper_len;
+} st_ice_mfile_t;
+
+/* A manifest list (Avro) of n manifests for snapshot snapshot_id (parent: -1 for none) at
+ * sequence number seq, into out. Header metadata "snapshot-id", "parent-snapshot-id",
+ * "sequence-number", "format-version" "2". */
+int st_ice_manifest_list(st_buf_t *out, int64_t snapshot_id, int64_t parent, int64_t seq,
+                         const st_ice_mfile_t *m, size_t n, bool deflate);
+
+#endif
