@@ -161,6 +161,18 @@ static int st__cold_open(const st_config_t *cfg, st_objstore_t **out)
     return rc;
 }
 
+/* The Iceberg tables' metadata store (SPEC v5 §5.1): the cold tier's _tables folder, or
+ * --tables-url with the cold tier's endpoint and credentials. */
+static int st__tables_open(const st_config_t *cfg, st_objstore_t **out)
+{
+    char url[ST_CLI_COLD_URL_MAX + 16];
+    st_cli_tables_url(cfg, url, sizeof url);
+    st_objstore_opts_t o = st_cli_obj_opts(cfg, url);
+    int rc = st_objstore_open(out, &o);
+    if (rc == ST_OK) st_info("tables: %s", st_objstore_describe(*out));
+    return rc;
+}
+
 /* This member leads now: in-memory state the store's listeners do not rebuild follows the store
  * (seat maps and hold timers are rebuilt by the store's resync). */
 static void st__on_lead(void *arg)
@@ -281,7 +293,13 @@ int main(int argc, char **argv)
     if (st_chat_open(&chat, store, cfg.node_id) != ST_OK) goto fail_chat;
     st_objstore_t *cold = NULL;
     if (st__cold_open(&cfg, &cold) != ST_OK) goto fail_cold;
+    st_objstore_t *tables = NULL;
+    if (st__tables_open(&cfg, &tables) != ST_OK) {
+        st_objstore_close(cold);
+        goto fail_cold;
+    }
     if (*cfg.cluster && st__cluster_cold_check(&cfg) != ST_OK) {
+        st_objstore_close(tables);
         st_objstore_close(cold);
         goto fail_cold;
     }
@@ -295,6 +313,7 @@ int main(int argc, char **argv)
                          .compact_max_bytes = cfg.compact_max_mb << 20};
     st_tier_t *tier;
     if (st_tier_open(&tier, m.loop, store, &to) != ST_OK) {
+        st_objstore_close(tables);
         st_objstore_close(cold);
         goto fail_cold;
     }
@@ -310,7 +329,8 @@ int main(int argc, char **argv)
     st_tier_join(tier, st_counters_tier_member(store));
     st_tier_join(tier, st_chat_room_tier_member(chat)); /* rooms' messages are chat's (§2.1) */
     st_tier_join(tier, st_seats_tier_member(seats, tier, cfg.booking_hot_seconds));
-    st_app_t app = {.cfg = &cfg, .store = store, .seats = seats, .chat = chat, .tier = tier};
+    st_app_t app = {
+        .cfg = &cfg, .store = store, .seats = seats, .chat = chat, .tier = tier, .tables = tables};
     /* an erasure's other parts (SPEC §2.2): its rooms, then its Idempotency-Key answers (last:
      * the rooms' work may record answers about the user until it is done) */
     st_outbox_t *outbox = NULL;
@@ -384,6 +404,7 @@ int main(int argc, char **argv)
     st_tier_free(tier);
     st_ws_free(app.ws);
     st_backup_close(app.backup); /* ships what is left (one try) before the store goes */
+    st_objstore_close(tables);
     st_objstore_close(cold);
     st_rooms_close(app.rooms);
     st_chat_close(chat);
@@ -417,6 +438,7 @@ fail_backup:
     st_tier_free(tier);
     if (app.ws) st_ws_free(app.ws);
     if (m.srv) st_server_free(m.srv);
+    st_objstore_close(tables);
     st_objstore_close(cold);
     st_rooms_close(app.rooms);
 fail_cold:

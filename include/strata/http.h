@@ -120,6 +120,7 @@ typedef struct st_seats st_seats_t;
 typedef struct st_chat st_chat_t;
 typedef struct st_rooms st_rooms_t;
 typedef struct st_tier st_tier_t;
+typedef struct st_objstore st_objstore_t;
 typedef struct st_ws st_ws_t;
 typedef struct st_reconcile st_reconcile_t;
 typedef struct st_repl st_repl_t;
@@ -135,6 +136,7 @@ typedef struct {
     st_chat_t *chat;
     st_rooms_t *rooms;         /* may be NULL: rooms are not served (503) */
     st_tier_t *tier;           /* may be NULL: no cold tier (nothing to wait for or flush) */
+    st_objstore_t *tables;     /* may be NULL: the Iceberg tables' metadata (SPEC v5 §5.1) */
     st_ws_t *ws;               /* may be NULL (tools, fuzzers): nothing is streamed */
     st_reconcile_t *reconcile; /* may be NULL: nothing is queued for reconciliation */
     st_repl_t *repl;           /* NULL outside a replicated group */

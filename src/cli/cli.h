@@ -20,6 +20,9 @@
 st_objstore_opts_t st_cli_obj_opts(const st_config_t *cfg, const char *url);
 /* The cold tier's URL into url (n bytes, ST_CLI_COLD_URL_MAX): the default follows --data-dir. */
 void st_cli_cold_url(const st_config_t *cfg, char *url, size_t n);
+/* The Iceberg tables' metadata URL (SPEC v5 §5.1): --tables-url, or the cold tier's _tables
+ * folder. */
+void st_cli_tables_url(const st_config_t *cfg, char *url, size_t n);
 /* The hot store's options; cold_dir (n bytes) holds the directory a local cold tier writes to,
  * which the store watches for a full disk. */
 st_store_opts_t st_cli_store_opts(const st_config_t *cfg, char *cold_dir, size_t n);

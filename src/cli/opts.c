@@ -31,6 +31,20 @@ void st_cli_cold_url(const st_config_t *cfg, char *url, size_t n)
         snprintf(url, n, "%s", cfg->cold_url);
 }
 
+void st_cli_tables_url(const st_config_t *cfg, char *url, size_t n)
+{
+    if (*cfg->tables_url) {
+        snprintf(url, n, "%s", cfg->tables_url);
+        return;
+    }
+    char cold[ST_CLI_COLD_URL_MAX];
+    st_cli_cold_url(cfg, cold, sizeof cold);
+    size_t cl = strlen(cold);
+    while (cl > 0 && cold[cl - 1] == '/')
+        cl--;
+    snprintf(url, n, "%.*s/_tables", (int)cl, cold);
+}
+
 /* The store keeps writes out while the disk a local cold tier writes to is full. */
 st_store_opts_t st_cli_store_opts(const st_config_t *cfg, char *cold_dir, size_t n)
 {
