@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Fails when one internal name is defined in more than one file (STYLE.md, "one definition per
 # name"): `st__` functions (static or not), static variables, types and struct/union/enum tags,
-# across src/ and include/ (`ST__` macros are not checked yet: ST__KEY_CAP is in two headers).
+# and `ST__` macros, across src/ and include/.
 # Two files with their own `st__flushed` link fine, but read as one symbol to grep and to a
 # debugger.  A file's prototype and its
 # definition count once; a header's function prototypes are not definitions and are skipped.
@@ -12,6 +12,8 @@ cd "$(dirname "$0")/.."
 dups=$(find src include -name '*.[ch]' -print0 | sort -z | xargs -0 awk '
 function add(name) { if (!((name, FILENAME) in seen)) { seen[name, FILENAME] = 1; files[name] = files[name] " " FILENAME; count[name]++ } }
 function all(s, re) { while (match(s, re)) { add(substr(s, RSTART, RLENGTH)); s = substr(s, RSTART + RLENGTH) } }
+# macros: "#define ST__X" (an #if/#else pair of one macro in one file counts once)
+/^#[ \t]*define[ \t]+ST__[A-Z0-9_]+/ { match($0, /ST__[A-Z0-9_]+/); add(substr($0, RSTART, RLENGTH)); next }
 /^[#\/ \t*]/ { next }                              # preprocessor, comments, indented lines
 # types: "} st__x_t;", "typedef ... st__x_t;", "struct st__x {"
 /^}[ \t]*st__[a-z0-9_]+[ \t]*;/ { all($0, "st__[a-z0-9_]+"); next }

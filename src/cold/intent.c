@@ -29,12 +29,10 @@
 
 #include <string.h>
 
-#define ST__MKEY_CAP ST_TIER_MKEY_MAX
-
 int st__tier_intend(st_store_t *s, const char *o, size_t ol, uint64_t seq, const st_buf_t *key,
                     st_tier_stat_t *st, uint64_t *wait)
 {
-    uint8_t k[ST__MKEY_CAP];
+    uint8_t k[ST_TIER_MKEY_MAX];
     int rc = st_store_put(s, k, st_tier_mkey(k, 'P', o, ol, true, seq), key->data, key->len, wait);
     st->next_seq = seq + 1;
     if (rc == ST_OK)
@@ -47,7 +45,7 @@ int st__tier_intend(st_store_t *s, const char *o, size_t ol, uint64_t seq, const
 static int st__check(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t *sw,
                      uint64_t *wait)
 {
-    uint8_t k[ST__MKEY_CAP];
+    uint8_t k[ST_TIER_MKEY_MAX];
     const void *v;
     size_t vl;
     int rc = ST_OK;
@@ -72,7 +70,7 @@ static int st__restat(st_store_t *s, const char *o, size_t ol, const st_tier_swa
         old_rows += sw->old[i].file.rows;
         old_bytes += (int64_t)sw->old[i].file.size;
     }
-    uint8_t k[ST__MKEY_CAP];
+    uint8_t k[ST_TIER_MKEY_MAX];
     st_tier_stat_t st;
     int rc = st_tier_stat(s, o, ol, &st, wait);
     if (rc != ST_OK) return rc;
@@ -86,7 +84,7 @@ static int st__restat(st_store_t *s, const char *o, size_t ol, const st_tier_swa
 
 int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t *sw, uint64_t *wait)
 {
-    uint8_t k[ST__MKEY_CAP];
+    uint8_t k[ST_TIER_MKEY_MAX];
     int rc = st__check(s, o, ol, sw, wait); /* everything checked before anything is written */
     /* the kind's side first, while the manifest still holds the old objects */
     if (rc == ST_OK && sw->kind) rc = sw->kind(sw->arg, wait);
@@ -112,7 +110,7 @@ int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t 
 
 int st__tier_collided(st_store_t *s, const char *o, size_t ol, uint64_t pseq, uint64_t *wait)
 {
-    uint8_t k[ST__MKEY_CAP];
+    uint8_t k[ST_TIER_MKEY_MAX];
     int rc = st_store_del(s, k, st_tier_mkey(k, 'P', o, ol, true, pseq), wait);
     return rc == ST_ENOTFOUND ? ST_OK : rc;
 }
@@ -120,7 +118,7 @@ int st__tier_collided(st_store_t *s, const char *o, size_t ol, uint64_t pseq, ui
 int st__tier_abandon(st_store_t *s, const char *o, size_t ol, uint64_t pseq, const char *key,
                      uint64_t *wait)
 {
-    uint8_t k[ST__MKEY_CAP];
+    uint8_t k[ST_TIER_MKEY_MAX];
     const void *v;
     size_t vl;
     int rc = st_store_get(s, k, st_tier_mkey(k, 'P', o, ol, true, pseq), &v, &vl, wait);

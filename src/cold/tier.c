@@ -12,8 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ST__TICK_MS  1000
-#define ST__MKEY_CAP ST_TIER_MKEY_MAX
+#define ST__TICK_MS 1000
 
 enum { ST__PARTS = 6 }; /* closed separately: tick, due, pass, flush, reaper, compaction */
 
@@ -47,7 +46,7 @@ static int st__collect_p(void *arg, const void *key, size_t klen, const void *va
 static int st__orphan(st_tier_t *t, const char *o, size_t ol, uint64_t seq, const char *key,
                       uint64_t *wait)
 {
-    uint8_t k[ST__MKEY_CAP];
+    uint8_t k[ST_TIER_MKEY_MAX];
     const void *v;
     size_t vl;
     int rc = st_store_get(t->store, k, st_tier_mkey(k, 'F', o, ol, true, seq), &v, &vl, wait);
@@ -63,7 +62,7 @@ static int st__orphan(st_tier_t *t, const char *o, size_t ol, uint64_t seq, cons
 
 int st__tier_orphans(st_tier_t *t, const char *o, size_t ol, uint64_t *wait)
 {
-    uint8_t k[ST__MKEY_CAP];
+    uint8_t k[ST_TIER_MKEY_MAX];
     size_t pl = st_tier_mkey(k, 'P', o, ol, false, 0);
     k[pl++] = 0;
     st_pset_t ps = {{0}};

@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ST__BUDGET_NS (1500u * 1000) /* of loop time per step */
-#define ST__MEMBERS   1024           /* members counted between two looks at the clock */
-#define ST__PAGE      64             /* keys of a pass fetched at a time */
+#define ST__BUDGET_NS  (1500u * 1000) /* of loop time per step */
+#define ST__MEMBERS    1024           /* members counted between two looks at the clock */
+#define ST__RECON_PAGE 64             /* keys of a pass fetched at a time */
 
 enum { ST__CONV = 'C', ST__DISTINCT = 'D' };
 
@@ -246,11 +246,11 @@ static bool st__all_refill(st_reconcile_t *r)
     r->all_off = 0;
     while (r->all_page.len == 0 && r->all_phase) {
         if (r->all_phase == 1 && r->chat) {
-            st_chat_conversations_page(r->chat, &r->all_cursor, ST__PAGE, &done,
+            st_chat_conversations_page(r->chat, &r->all_cursor, ST__RECON_PAGE, &done,
                                        st__reconcile_page_conv, &r->all_page);
         } else if (r->all_phase == 2) {
             st_buf_t names = {0};
-            st_counter_distinct_page(r->store, r->counter_cursor, &r->counter_clen, ST__PAGE,
+            st_counter_distinct_page(r->store, r->counter_cursor, &r->counter_clen, ST__RECON_PAGE,
                                      &names, &done, &wait);
             for (size_t i = 0; i < names.len; i += 1 + (uint8_t)names.data[i]) {
                 st_buf_appendc(&r->all_page, ST__DISTINCT);

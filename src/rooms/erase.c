@@ -57,7 +57,7 @@ static int st__first_room(void *arg, const void *key, size_t klen, const void *v
  * else the first it is in ('j' user 0 …); false when there is none. */
 static bool st__erase_next_room(st_rooms_t *r, const char *u, size_t ul, st_buf_t *room)
 {
-    uint8_t k[ST__KEY_CAP];
+    uint8_t k[ST__ROOMS_KEY_CAP];
     st_buf_t b = {0};
     uint64_t w = 0;
     size_t kl = 0, skip = 0;
@@ -100,7 +100,7 @@ static int st__erase_collect_key(void *arg, const void *key, size_t klen, const 
 
 static bool st__room_deleted_slice(st_rooms_t *r, const char *room, size_t rl, size_t max)
 {
-    uint8_t k[ST__KEY_CAP];
+    uint8_t k[ST__ROOMS_KEY_CAP];
     uint64_t w = 0;
     st_collect_t c = {.max = max ? max : 1, .skip = ST__MEMBER_SIZE, .values = true};
     st_store_scan(r->store, k, st__rooms_pair(k, ST__KS_MEMBER, room, rl, "", 0),
@@ -140,7 +140,7 @@ bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size
     size_t pl = sizeof ST_CHAT_ROOM_USER - 1;
     if (ul > pl && memcmp(u, ST_CHAT_ROOM_USER, pl) == 0) /* a room's own name: it was deleted */
         return st__room_deleted_slice(r, u + pl, ul - pl, max);
-    uint8_t sk[ST__KEY_CAP], k[ST__KEY_CAP];
+    uint8_t sk[ST__ROOMS_KEY_CAP], k[ST__ROOMS_KEY_CAP];
     memcpy(sk, st__rooms_erase_pre, sizeof st__rooms_erase_pre);
     memcpy(sk + sizeof st__rooms_erase_pre, u, ul);
     size_t skl = sizeof st__rooms_erase_pre + ul;

@@ -14,15 +14,15 @@
 #include "strata/outbox.h"
 #include "strata/rooms.h"
 
-#define ST__KS_ROOM    'r'
-#define ST__KS_MEMBER  'q'
-#define ST__KS_JOINED  'j'
-#define ST__KS_REMOTE  'J'
-#define ST__KS_POSTED  'p'
-#define ST__KS_OWNERS  'O'
-#define ST__KS_GONE    'd' /* room 0 be64(seq) -> "": a deleted message (unread skips it) */
-#define ST__KEY_CAP    (ST_KEY_MAX + 1)
-#define ST__REMOTE_HDR 12 /* a 'J' value's fixed part */
+#define ST__KS_ROOM       'r'
+#define ST__KS_MEMBER     'q'
+#define ST__KS_JOINED     'j'
+#define ST__KS_REMOTE     'J'
+#define ST__KS_POSTED     'p'
+#define ST__KS_OWNERS     'O'
+#define ST__KS_GONE       'd' /* room 0 be64(seq) -> "": a deleted message (unread skips it) */
+#define ST__ROOMS_KEY_CAP (ST_KEY_MAX + 1)
+#define ST__REMOTE_HDR    12 /* a 'J' value's fixed part */
 
 struct st_rooms {
     st_store_t *store;

@@ -126,7 +126,7 @@ int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cur
     bool any;
     if (!rc) rc = st__rooms_conv(r, room, rl, &ci, &any, wait);
     if (rc) return rc;
-    uint8_t pre[ST__KEY_CAP], lo[ST__KEY_CAP + 1];
+    uint8_t pre[ST__ROOMS_KEY_CAP], lo[ST__ROOMS_KEY_CAP + 1];
     size_t pl = st__rooms_pair(pre, ST__KS_MEMBER, room, rl, "", 0), lol = 0, n = 0;
     if (cursor) { /* just after the cursor's key */
         lol = st__rooms_pair(lo, ST__KS_MEMBER, room, rl, cursor, clen);

@@ -13,7 +13,7 @@
 static int st__posted(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
                       uint64_t *wait)
 {
-    uint8_t k[ST__KEY_CAP];
+    uint8_t k[ST__ROOMS_KEY_CAP];
     size_t kl = st__rooms_pair(k, ST__KS_POSTED, user, ul, room, rl);
     const void *v;
     size_t vl;

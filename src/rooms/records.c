@@ -50,7 +50,7 @@ size_t st__rooms_pair(uint8_t *k, char ks, const char *a, size_t al, const char 
 int st__rooms_load(st_rooms_t *r, const char *room, size_t rl, st_room_t *rm, const char **creator,
                    size_t *crl, const char **name, size_t *nl, uint64_t *wait)
 {
-    uint8_t k[ST__KEY_CAP];
+    uint8_t k[ST__ROOMS_KEY_CAP];
     const void *v;
     size_t vl;
     int rc = st_store_get(r->store, k, st__rooms_key(k, room, rl), &v, &vl, wait);
@@ -75,7 +75,7 @@ int st__rooms_load(st_rooms_t *r, const char *room, size_t rl, st_room_t *rm, co
 /* Rewrites the record with a new member count (the strings kept). */
 int st__rooms_set_count(st_rooms_t *r, const char *room, size_t rl, int64_t members, uint64_t *wait)
 {
-    uint8_t k[ST__KEY_CAP];
+    uint8_t k[ST__ROOMS_KEY_CAP];
     size_t kl = st__rooms_key(k, room, rl);
     const void *v;
     size_t vl;
@@ -92,7 +92,7 @@ int st__rooms_set_count(st_rooms_t *r, const char *room, size_t rl, int64_t memb
 int st__rooms_member_get(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
                          st_member_t *m, uint64_t *wait)
 {
-    uint8_t k[ST__KEY_CAP];
+    uint8_t k[ST__ROOMS_KEY_CAP];
     const void *v;
     size_t vl;
     int rc = st_store_get(r->store, k, st__rooms_pair(k, ST__KS_MEMBER, room, rl, user, ul), &v,
@@ -108,7 +108,7 @@ int st__rooms_member_get(st_rooms_t *r, const char *room, size_t rl, const char 
 int st__rooms_member_put(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
                          const st_member_t *m, uint64_t *wait)
 {
-    uint8_t k[ST__KEY_CAP], v[ST__MEMBER_SIZE + ST_NAME_MAX];
+    uint8_t k[ST__ROOMS_KEY_CAP], v[ST__MEMBER_SIZE + ST_NAME_MAX];
     memcpy(v, &m->joined_at, 8);
     memcpy(v + 8, &m->last_read, 8);
     v[16] = m->role;
@@ -120,7 +120,7 @@ int st__rooms_member_put(st_rooms_t *r, const char *room, size_t rl, const char 
 /* How many rooms user is in ('j' user 0). */
 int st__rooms_user_count(st_rooms_t *r, const char *user, size_t ul, int64_t *n, uint64_t *wait)
 {
-    uint8_t k[ST__KEY_CAP];
+    uint8_t k[ST__ROOMS_KEY_CAP];
     *n = 0;
     const void *v;
     size_t vl;
@@ -151,7 +151,7 @@ static int st__count_owner(void *arg, const void *key, size_t klen, const void *
 
 int st__rooms_owners(st_rooms_t *r, const char *room, size_t rl, int64_t *n, uint64_t *wait)
 {
-    uint8_t k[ST__KEY_CAP];
+    uint8_t k[ST__ROOMS_KEY_CAP];
     size_t kl = st__rooms_key(k, room, rl);
     k[0] = ST__KS_OWNERS;
     const void *v;
@@ -177,7 +177,7 @@ int st__rooms_owners_add(st_rooms_t *r, const char *room, size_t rl, int64_t del
     if (rc) return rc;
     n += delta;
     if (n < 0) n = 0;
-    uint8_t k[ST__KEY_CAP];
+    uint8_t k[ST__ROOMS_KEY_CAP];
     size_t kl = st__rooms_key(k, room, rl);
     k[0] = ST__KS_OWNERS;
     return st_store_put(r->store, k, kl, &n, 8, wait);
@@ -193,7 +193,7 @@ static size_t st__gone_key(uint8_t *k, const char *room, size_t rl, int64_t seq)
 int st__rooms_gone(st_rooms_t *r, const char *room, size_t rl, int64_t seq, uint64_t *wait)
 {
     if (seq <= 0) return ST_OK;
-    uint8_t k[ST__KEY_CAP];
+    uint8_t k[ST__ROOMS_KEY_CAP];
     return st_store_put(r->store, k, st__gone_key(k, room, rl, seq), "", 0, wait);
 }
 
@@ -210,7 +210,7 @@ int st__rooms_unread(st_rooms_t *r, const char *room, size_t rl, int64_t last_re
 {
     *n = 0;
     if (last_seq <= last_read) return ST_OK;
-    uint8_t pre[ST__KEY_CAP], lo[ST__KEY_CAP];
+    uint8_t pre[ST__ROOMS_KEY_CAP], lo[ST__ROOMS_KEY_CAP];
     size_t pl = st__rooms_pair(pre, ST__KS_GONE, room, rl, "", 0);
     size_t ll = st__gone_key(lo, room, rl, last_read + 1);
     int64_t gone = 0;
@@ -237,7 +237,7 @@ int st__rooms_join(st_rooms_t *r, const char *room, size_t rl, const char *name,
                    uint64_t *wait)
 {
     st_member_t m = {now, 0, role};
-    uint8_t k[ST__KEY_CAP], v[8 + ST_NAME_MAX];
+    uint8_t k[ST__ROOMS_KEY_CAP], v[8 + ST_NAME_MAX];
     /* the count first: a room from before counts its owners from the members staged so far */
     int rc = role == ST_ROOMS_OWNER ? st__rooms_owners_add(r, room, rl, 1, wait) : ST_OK;
     if (!rc) rc = st__rooms_member_put(r, room, rl, user, ul, &m, wait);
@@ -258,7 +258,7 @@ int st__rooms_join(st_rooms_t *r, const char *room, size_t rl, const char *name,
 int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
                     const char *user, size_t ul, uint64_t *wait)
 {
-    uint8_t k[ST__KEY_CAP];
+    uint8_t k[ST__ROOMS_KEY_CAP];
     int64_t count = 0;
     st_member_t m = {0};
     int rc =

@@ -26,7 +26,7 @@ int st_rooms_remote(st_rooms_t *r, const char *user, size_t ul, const char *room
                     const char *name, size_t nl, int64_t joined_at, bool added, st_buf_t *out,
                     uint64_t *wait)
 {
-    uint8_t k[ST__KEY_CAP];
+    uint8_t k[ST__ROOMS_KEY_CAP];
     size_t kl = st__rooms_pair(k, ST__KS_REMOTE, user, ul, room, rl);
     const void *v;
     size_t vl;
@@ -138,7 +138,7 @@ static int st__cmp_uroom(const void *a, const void *b)
 /* The user's rooms of other groups not also known here (the local entry wins). */
 static int st__add_remote(st_rooms_t *r, const char *user, size_t ul, st_ulist_t *l, uint64_t *wait)
 {
-    uint8_t pre[ST__KEY_CAP], k[ST__KEY_CAP];
+    uint8_t pre[ST__ROOMS_KEY_CAP], k[ST__ROOMS_KEY_CAP];
     size_t pl = st__rooms_pair(pre, ST__KS_REMOTE, user, ul, "", 0), local = l->v.n;
     int rc = st_store_scan(r->store, pre, pl, st__collect_remote, l, wait);
     if (rc < 0) return rc;
@@ -182,7 +182,7 @@ int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cur
         memcpy(cur.room, colon + 1, cur.rl);
     }
     st_ulist_t l = {0};
-    uint8_t pre[ST__KEY_CAP];
+    uint8_t pre[ST__ROOMS_KEY_CAP];
     size_t pl = st__rooms_pair(pre, ST__KS_JOINED, user, ul, "", 0);
     int rc = st_store_scan(r->store, pre, pl, st__collect_room, &l, wait);
     /* a room being deleted left every list at once (SPEC §2.1 v5); its entries go in the

@@ -132,7 +132,7 @@ int st_rooms_delete(st_rooms_t *r, const char *room, size_t rl, uint64_t *erasur
     size_t vul = st_chat_room_user(vu, room, rl);
     if ((rc = st_chat_erase(r->chat, vu, vul, erasure, wait))) return rc;
     /* at once: 404 to everyone */
-    uint8_t k[ST__KEY_CAP];
+    uint8_t k[ST__ROOMS_KEY_CAP];
     return st_store_del(r->store, k, st__rooms_key(k, room, rl), wait);
 }
 
@@ -182,7 +182,7 @@ int st_rooms_create(st_rooms_t *r, const char *room, size_t rl, const char *name
         st_buf_append(&v, &has, 1);
         st_buf_append(&v, owner, ol);
         if (name) st_buf_append(&v, name, nl);
-        uint8_t k[ST__KEY_CAP];
+        uint8_t k[ST__ROOMS_KEY_CAP];
         rc = st_store_put(r->store, k, st__rooms_key(k, room, rl), v.data, v.len, wait);
         st_buf_free(&v);
     }

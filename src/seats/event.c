@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ST__XSTR(x) #x
-#define ST__STR(x)  ST__XSTR(x)
+#define ST__EV_XSTR(x) #x
+#define ST__EV_STR(x)  ST__EV_XSTR(x)
 
 st_event_t *st__event_find(st_seats_t *s, const char *id, size_t len, uint64_t *wait)
 {
@@ -308,7 +308,7 @@ int st_seats_create(st_seats_t *s, const st_event_spec_t *spec, st_buf_t *out, c
         }
         if (a->rows < 1 || a->rows > ST_SEATS_MAX_ROWS || a->cols < 1 ||
             a->cols > ST_SEATS_MAX_COLS) {
-            *why = "a section has 1.." ST__STR(ST_SEATS_MAX_ROWS) " rows and 1.." ST__STR(
+            *why = "a section has 1.." ST__EV_STR(ST_SEATS_MAX_ROWS) " rows and 1.." ST__EV_STR(
                 ST_SEATS_MAX_COLS) " cols";
             return ST_EINVAL;
         }

@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ST_KS_EVBOOK 'K'
-#define ST__PAGE     256  /* ids collected per store range */
-#define ST__BUDGET   2048 /* entries one request looks at: a page within about a millisecond */
+#define ST_KS_EVBOOK  'K'
+#define ST__HIST_PAGE 256  /* ids collected per store range */
+#define ST__BUDGET    2048 /* entries one request looks at: a page within about a millisecond */
 
 static const uint8_t st__hist_marker[] = {ST_KS_SEATS_V, 'e', 'v', 'b', 'o', 'o', 'k'};
 
@@ -93,7 +93,7 @@ int st_seats_status(const char *name, size_t len)
 }
 
 typedef struct {
-    uint64_t ids[ST__PAGE];
+    uint64_t ids[ST__HIST_PAGE];
     size_t n;
     int status; /* 0: any */
     const char *ev;
@@ -111,7 +111,7 @@ static int st__from_index(void *arg, const void *key, size_t klen, const void *v
     p->last_seen = st_be64_get((const uint8_t *)key + klen - 8);
     if (!p->status || ((const uint8_t *)val)[0] == p->status) p->ids[p->n++] = p->last_seen;
     p->visited++;
-    return p->n == ST__PAGE || p->visited >= p->budget ? 1 : 0;
+    return p->n == ST__HIST_PAGE || p->visited >= p->budget ? 1 : 0;
 }
 
 static int st__from_records(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
@@ -127,7 +127,7 @@ static int st__from_records(void *arg, const void *key, size_t klen, const void 
             p->ids[p->n++] = p->last_seen;
     }
     p->visited++;
-    return p->n == ST__PAGE || p->visited >= p->budget ? 1 : 0;
+    return p->n == ST__HIST_PAGE || p->visited >= p->budget ? 1 : 0;
 }
 
 /* The next ids of the event below `below` (0: from the newest), newest first, into p. */
@@ -210,7 +210,7 @@ static int st__hot_page(st_seats_t *s, const st_bookings_query_t *q, size_t need
             stop = true;
             *frontier = p.last_seen;
         }
-        if (stop || p.n < ST__PAGE) break; /* the range is done */
+        if (stop || p.n < ST__HIST_PAGE) break; /* the range is done */
         below = p.ids[p.n - 1];
     }
     st_buf_free(&keep);
