@@ -347,6 +347,11 @@ typedef struct st_tier_member {
      * that changes are folded in; false when none needs it. On the loop. */
     bool (*fold_pick)(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs, size_t n,
                       size_t *at);
+    /* Optional: every tick of the tier (about once a second, on the loop, only where the tier
+     * flushes: a group's leader) — a member's own deadlines that must hold whatever
+     * --flush-interval is (chat: cold changes folded within --delta-max-age). Keep it to a page
+     * of keys: it runs inside the tick. */
+    void (*tick)(void *arg);
     /* The tier stops: give up waits on the cache (it closes right after) and stop reading. */
     void (*stop)(void *arg);
     /* The tier is done with the member (every job back): it may be freed. */

@@ -227,26 +227,6 @@ int64_t st__chat_hot_rows(st_chat_t *c, const char *u, size_t ul, int64_t total,
     return hot;
 }
 
-static int st__oldest(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    int64_t t, *o = arg;
-    (void)key, (void)klen;
-    if (vlen != 8) return 0;
-    memcpy(&t, val, 8);
-    if (!*o || t < *o) *o = t;
-    return 0;
-}
-
-int64_t st__chat_oldest_fold(st_chat_t *c, const char *u, size_t ul)
-{
-    uint8_t k[ST__KEY_CAP];
-    int64_t o = 0;
-    uint64_t w = 0;
-    st_store_scan(c->store, k, st__chat_ukey(k, 'e', u, ul), st__oldest, &o, &w);
-    st_store_scan(c->store, k, st__chat_ukey(k, 'z', u, ul), st__oldest, &o, &w);
-    return o;
-}
-
 void st__chat_changed(st_chat_t *c, const char *kind, const char *u, size_t ul, const char *conv,
                       size_t cl, uint64_t id, const char *json, size_t len, uint64_t wait)
 {

@@ -168,9 +168,6 @@ int64_t st__chat_hot_rows(st_chat_t *c, const char *u, size_t ul, int64_t total,
                           const st_coldstat_t *cs);
 /* Marks a cold message's change as not folded into its object yet ('e': now). */
 int st__chat_fold_mark(st_chat_t *c, const char *u, size_t ul, uint64_t id, uint64_t *wait);
-/* The time of the user's oldest cold change not folded in yet, or object marked to be rewritten
- * (0: none). */
-int64_t st__chat_oldest_fold(st_chat_t *c, const char *u, size_t ul);
 /* Tells the change observers. */
 void st__chat_changed(st_chat_t *c, const char *kind, const char *u, size_t ul, const char *conv,
                       size_t cl, uint64_t id, const char *json, size_t len, uint64_t wait);
@@ -196,6 +193,9 @@ bool st__chat_flush_due(st_chat_t *c, const char *u, size_t ul, int64_t hot);
 /* pass.c: chat's sources for the tier's pass (users: retention and flushes; idle conversations:
  * eviction), into cc->sources. */
 void st__chat_sources(st_chatcold_t *cc);
+/* pass.c: the tier's tick (st_tier_member_t.tick): the fold markers swept a page a tick, so
+ * cold changes are folded within --delta-max-age whatever --flush-interval is. */
+void st__chat_fold_tick(void *arg);
 /* compact.c: chat's merge side of the tier's compaction (Parquet objects merged, rows left out
  * by retention out of the conversations' baselines). */
 void st__chat_merge_side(st_chatcold_t *cc);
@@ -250,6 +250,12 @@ struct st_chatcold {
     bool pass_all;             /* this pass queues every user with hot rows */
     size_t pass_evicted;       /* by this pass so far */
     int64_t evict_before;      /* set when the eviction source starts */
+    /* pass.c's fold sweep: the marker prefix being swept ('e', then 'z'; 0 between sweeps),
+     * the key it resumes at, and when the next sweep starts */
+    char fold_ks;
+    uint8_t fold_from[ST__KEY_CAP];
+    size_t fold_from_len;
+    int64_t fold_next_us;
 };
 
 #endif

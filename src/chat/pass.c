@@ -6,6 +6,13 @@
  * (evicted, evict.c). Other members of the tier add theirs (counters: consolidation). The pass
  * runs in slices (src/cold/pass.c); flushes a slice queues start at once. A flush is queued once
  * (the engine's pending and running maps); a post that makes a user's flush due tells the tier.
+ *
+ * Folds keep their own clock: the tier's tick sweeps the fold markers ('e' u 0 id: a cold row
+ * changed; 'z' u 0 seq: an object to rewrite, both -> i64 when), a page a tick, and queues a
+ * fold compaction of every owner (a user, or a room's "~r" owner) with a marker older than
+ * --delta-max-age. A sweep starts every quarter of --delta-max-age (1 s to 60 s), so a cold
+ * change is in its object within about 1.25 × --delta-max-age plus the compaction's own time,
+ * whatever --flush-interval is (SPEC §2.2, v5 §5.1).
  */
 #include "internal.h"
 
@@ -42,10 +49,7 @@ static void st__act_user(void *arg, const void *key, size_t klen)
         char o[ST_TIER_OWNER_MAX];
         st_tier_enqueue(cc->tier, o, st__chat_delta_owner(o, name, nl));
     }
-    /* cold changes are folded into their objects within --delta-max-age (SPEC §2.2) */
-    int64_t oldest = st__chat_oldest_fold(c, name, nl);
-    if (oldest && oldest <= st_now_us() - (int64_t)cc->delta_max_age_us)
-        st_tier_compact(cc->tier, name, nl, ST_TIER_COMPACT_FOLD);
+    /* cold changes are folded by the sweep below, on the tier's tick */
     if (st__chat_get_fixed(c->store, k, st__chat_ukey(k, 'T', name, nl) - 1, &tot, sizeof tot,
                            &wait) == ST_OK &&
         st__chat_coldstat(c, name, nl, &cs, &wait) == ST_OK) {
@@ -104,4 +108,72 @@ void st__chat_sources(st_chatcold_t *cc)
                                         .begin = st__begin_evict,
                                         .end = st__end_evict,
                                         .arg = cc};
+}
+
+/* ---- the fold sweep ---- */
+
+#define ST__FOLD_PAGE   256 /* marker keys looked at per tick */
+#define ST__FOLD_OWNERS 16  /* owners queued per tick, at most */
+
+typedef struct {
+    int64_t due; /* markers at or before this are late */
+    size_t seen;
+    bool stopped; /* the page ended before the prefix did: resume at from */
+    uint8_t from[ST__KEY_CAP];
+    size_t from_len;
+    char owners[ST__FOLD_OWNERS][ST_CHAT_USER_MAX];
+    size_t olen[ST__FOLD_OWNERS], n;
+} st__fold_page_t;
+
+static int st__fold_marker(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st__fold_page_t *p = arg;
+    const uint8_t *k = key;
+    const uint8_t *z = klen > 1 ? memchr(k + 1, 0, klen - 1) : NULL;
+    size_t ol = z ? (size_t)(z - (k + 1)) : 0;
+    int64_t t;
+    bool late = vlen == 8 && ol && ol <= ST_CHAT_USER_MAX && (memcpy(&t, val, 8), t <= p->due);
+    bool known = p->n && p->olen[p->n - 1] == ol && !memcmp(p->owners[p->n - 1], k + 1, ol);
+    if (p->seen == ST__FOLD_PAGE || (late && !known && p->n == ST__FOLD_OWNERS)) {
+        if (klen > sizeof p->from) return 1; /* cannot be: keys are built within the cap */
+        memcpy(p->from, key, klen);
+        p->from_len = klen;
+        p->stopped = true;
+        return 1;
+    }
+    p->seen++;
+    if (late && !known) {
+        memcpy(p->owners[p->n], k + 1, ol);
+        p->olen[p->n++] = ol;
+    }
+    return 0;
+}
+
+void st__chat_fold_tick(void *arg)
+{
+    st_chatcold_t *cc = arg;
+    int64_t now = st_now_us();
+    if (!cc->fold_ks) {
+        if (now < cc->fold_next_us) return;
+        int64_t every = (int64_t)cc->delta_max_age_us / 4;
+        if (every < 1000000) every = 1000000;
+        if (every > 60000000) every = 60000000;
+        cc->fold_next_us = now + every;
+        cc->fold_ks = 'e';
+        cc->fold_from_len = 0;
+    }
+    st__fold_page_t p = {.due = now - (int64_t)cc->delta_max_age_us};
+    uint8_t pre = (uint8_t)cc->fold_ks;
+    uint64_t wait = 0;
+    st_store_scan_from(cc->chat->store, &pre, 1, cc->fold_from_len ? cc->fold_from : NULL,
+                       cc->fold_from_len, st__fold_marker, &p, &wait);
+    for (size_t i = 0; i < p.n; i++)
+        st_tier_compact(cc->tier, p.owners[i], p.olen[i], ST_TIER_COMPACT_FOLD);
+    if (p.stopped) {
+        memcpy(cc->fold_from, p.from, p.from_len);
+        cc->fold_from_len = p.from_len;
+        return;
+    }
+    cc->fold_ks = cc->fold_ks == 'e' ? 'z' : 0; /* this prefix is done: the next, or rest */
+    cc->fold_from_len = 0;
 }

@@ -266,6 +266,10 @@ static void st__on_tick(uv_timer_t *h)
         t->next_interval_ms = now + t->interval_ms;
         st_tier_pass_start(t->pass, full ? ST_TIER_PASS_ALL : 0);
     }
+    for (st_list_t *l = t->members.next; l != &t->members; l = l->next) {
+        st_tier_member_t *m = ST_LIST_ITEM(l, st_tier_member_t, link);
+        if (m->tick) m->tick(m->arg);
+    }
     st_tier_flush_pump(t->flush);
     st__tier_compact_pump(t->compact, t->urgent);
 }

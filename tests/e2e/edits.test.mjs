@@ -260,6 +260,36 @@ describe('edits and deletes', () => {
     }
   });
 
+  test('--delta-max-age holds whatever --flush-interval is: a cold edit of a user and of a room folded with no pass', async () => {
+    // the flush interval is an hour: only the tier's tick can fold these within the bound
+    const s2 = await startStrata({ args: ['--flush-interval', '3600', '--delta-max-age', '2'] });
+    try {
+      const ms = [];
+      for (let i = 0; i < 4; i++) ms.push(await post(s2, 'ula', 'c', `draft ${i}`));
+      assert.equal((await s2.req('POST', '/v1/rooms', { room_id: 'foldroom', members: ['ula'] })).status, 201);
+      const rm = (await s2.req('POST', '/v1/rooms/foldroom/messages', { from: 'ula', content: 'room draft' })).json;
+      await flushAll(s2, 'ula');
+      const roomDir = path.join('shared', 'conversations', 'foldroom');
+      await waitFor('the room cooled', async () => (await coldRows(s2.dir, roomDir))?.length === 1, 20000);
+      let r = await s2.req('PATCH', `/v1/users/ula/messages/${ms[1].msg_id}`, { content: 'final 1' });
+      assert.equal(r.status, 200, r.text);
+      r = await s2.req('PATCH', `/v1/rooms/foldroom/messages/${rm.msg_id}`, { content: 'room final' });
+      assert.equal(r.status, 200, r.text);
+      const t0 = Date.now();
+      await waitFor('the user\'s fold', async () => {
+        const rs = await coldRows(s2.dir, 'ula');
+        return rs && rs.length === 4 && rs.find((x) => x.msg_id === ms[1].msg_id).content === 'final 1';
+      }, 30000);
+      await waitFor('the room\'s fold', async () => (await coldRows(s2.dir, roomDir))?.[0]?.content === 'room final', 30000);
+      assert.ok(Date.now() - t0 < 30000);
+      const all = await readAll(s2, 'ula', {});
+      assert.deepEqual(all.map((m) => m.content), ['draft 0', 'final 1', 'draft 2', 'draft 3']);
+    } finally {
+      await s2.stop();
+      s2.cleanup();
+    }
+  });
+
   test('streams: edited and deleted frames in order; a replay shows messages as they are now', async () => {
     const m1 = await post(s, 'dan', 'c', 'one');
     const ws = await wsConnect(s.port);
