@@ -126,6 +126,10 @@ int st_coldcache_view_footer(st_coldcache_t *cc, const st_coldview_t *v, const c
                              uint64_t size, const void **out);
 int st_coldcache_view_group(st_coldcache_t *cc, const st_coldview_t *v, const char *key, size_t gi,
                             const st_pq_rowgroup_t *g, size_t nleaves, const void **out);
+/* The last object a fetch found missing (NOT_FOUND in storage) if that was within the last
+ * within_ms and it has not been read since; NULL otherwise. Borrowed until the next loop turn.
+ * (A missing object that a manifest references is a lost object: /healthz names it.) */
+const char *st_coldcache_missing(const st_coldcache_t *cc, uint64_t within_ms);
 /* Whether lookups since the last wait reported anything missing. */
 bool st_coldcache_wanting(const st_coldcache_t *cc);
 /* Fetches what is wanted. *w: NULL, or a wait of the same reader still held (it keeps its pins

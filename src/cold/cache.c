@@ -87,6 +87,10 @@ struct st_coldcache {
     size_t jobs; /* in flight, fetches and deletes */
     bool closing;
     st_metric_t *m_groups, *m_fetch_ok, *m_fetch_err, *m_inflight;
+    /* the last object found missing (owned; NULL: none), when that was last seen and logged:
+     * /healthz names it, and a reader retrying it logs once a minute, not at every retry */
+    char *missing;
+    uint64_t missing_seen_ms, missing_logged_ms;
 };
 
 void st_coldcache_open(st_coldcache_t **out, uv_loop_t *loop, const st_coldcache_opts_t *o)
@@ -349,6 +353,29 @@ static void st__wait_finish(st_coldcache_t *cc, st_coldwait_t *w)
     }
 }
 
+/* A missing object is remembered (the newest one) for /healthz; whether this failure goes
+ * unlogged: the same object, missing again within a minute of its last log line. */
+static bool st__missing_quiet(st_coldcache_t *cc, const st_centry_t *e)
+{
+    if (e->rc != ST_ENOTFOUND) return false;
+    uint64_t now = uv_now(cc->loop);
+    cc->missing_seen_ms = now;
+    if (cc->missing && strcmp(cc->missing, e->obj) == 0) {
+        if (now - cc->missing_logged_ms < 60000) return true;
+    } else {
+        free(cc->missing);
+        cc->missing = st_strndup(e->obj, strlen(e->obj));
+    }
+    cc->missing_logged_ms = now;
+    return false;
+}
+
+const char *st_coldcache_missing(const st_coldcache_t *cc, uint64_t within_ms)
+{
+    if (!cc || !cc->missing) return NULL;
+    return uv_now(cc->loop) - cc->missing_seen_ms <= within_ms ? cc->missing : NULL;
+}
+
 static void st__job_done(uv_work_t *req, int status)
 {
     st_centry_t *e = req->data;
@@ -357,6 +384,10 @@ static void st__job_done(uv_work_t *req, int status)
     st_metric_set(cc->m_inflight, (double)cc->jobs);
     if (status != 0 && e->rc == ST_OK) e->rc = ST_EIO;
     if (e->rc == ST_OK) {
+        if (cc->missing && strcmp(cc->missing, e->obj) == 0) { /* back (restored, re-linked) */
+            free(cc->missing);
+            cc->missing = NULL;
+        }
         e->state = ST__READY;
         st__lru_push(st__lru_of(cc, e), e);
         if (e->kind != ST__PQFILE) {
@@ -367,7 +398,7 @@ static void st__job_done(uv_work_t *req, int status)
     } else {
         e->state = ST__FAILED;
         st_metric_add(cc->m_fetch_err, 1);
-        if (!cc->closing) {
+        if (!cc->closing && !st__missing_quiet(cc, e)) {
             const char *why = e->rc == ST_ENOTFOUND ? "missing"
                               : e->rc == ST_EINVAL  ? "not a valid strata Parquet file"
                                                     : "storage error";
@@ -536,6 +567,7 @@ static void st__maybe_free_cache(st_coldcache_t *cc)
         st__entry_free(cc, (st_centry_t *)n);
     st_map_free(&cc->entries);
     st_vec_free(&cc->want);
+    free(cc->missing);
     free(cc);
 }
 

@@ -11,6 +11,7 @@
 #include "strata/repl.h"
 
 #include <cjson/cJSON.h>
+#include <string.h>
 
 /* 200 {"status":"ok",...} while the node takes writes; 503 {"status":"degraded","reasons":[...]}
  * while it cannot (SPEC §7), with the figures that say why. */
@@ -20,7 +21,10 @@ int st_api_healthz(st_ctx_t *c)
     st_store_health(c->app->store, &h);
     bool no_leader = c->app->repl && !st_repl_has_leader(c->app->repl);
     bool unshared = st_coldshare_held(); /* a group whose members do not share one cold store */
-    bool degraded = h.flags || no_leader || unshared;
+    /* an object the manifest names was missing in the last minute (SPEC v5 §5.1) */
+    const char *lost =
+        c->app->tier ? st_coldcache_missing(st_tier_cache(c->app->tier), 60000) : NULL;
+    bool degraded = h.flags || no_leader || unshared || lost;
     if (degraded) c->status = 503;
     st_buf_printf(c->body, "{\"status\":\"%s\",\"reasons\":[", degraded ? "degraded" : "ok");
     unsigned n = 0;
@@ -28,6 +32,7 @@ int st_api_healthz(st_ctx_t *c)
         if (h.flags & f) st_buf_printf(c->body, "%s\"%s\"", n++ ? "," : "", st_store_reason(f));
     if (no_leader) st_buf_printf(c->body, "%s\"no_leader\"", n++ ? "," : "");
     if (unshared) st_buf_printf(c->body, "%s\"cold_not_shared\"", n++ ? "," : "");
+    if (lost) st_buf_printf(c->body, "%s\"cold_object_missing\"", n++ ? "," : "");
     /* a lagging backup is worth an alert, not a reason to refuse writes: the status stays */
     if (c->app->backup && st_backup_lagging(c->app->backup))
         st_buf_printf(c->body, "%s\"backup_lagging\"", n++ ? "," : "");
@@ -37,6 +42,10 @@ int st_api_healthz(st_ctx_t *c)
     if (c->app->backup)
         st_buf_printf(c->body, ",\"backup_lag_seconds\":%.6f", st_backup_lag(c->app->backup));
     if (h.flags) st_buf_printf(c->body, ",\"message\":\"%s\"", st_store_refusal(c->app->store));
+    if (lost) {
+        st_buf_puts(c->body, ",\"missing_object\":");
+        st_buf_append_json_str(c->body, lost, strlen(lost));
+    }
     st_buf_printf(c->body,
                   ",\"hot_bytes\":%llu,\"hot_capacity_bytes\":%llu,\"quota_bytes\":%llu,"
                   "\"backlog_bytes\":%llu,\"disk_free_bytes\":%llu}",
