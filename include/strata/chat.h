@@ -202,6 +202,13 @@ void st_chat_set_erase_within(st_chat_t *c, uint64_t seconds);
 /* One bounded slice of pending erasures (at most max keys deleted); returns whether work
  * remains. Stages its writes. */
 bool st_chat_erase_step(st_chat_t *c, size_t max);
+/* Whether u's cold objects hold its changes: no cold change waiting to be folded into an object
+ * or written into a delta object, its delta objects merged into one, no object being written or
+ * waiting for deletion. When not, the tier is asked for that work now (a fold, a delta flush, a
+ * major compaction of the deltas), not within --delta-max-age: an erasure waits on this for the
+ * owners whose messages it turned into tombstones (SPEC §2.2, v5 §5.1: done means no object
+ * holds the text). */
+bool st_chat_cold_settled(st_chat_t *c, const char *u, size_t ul);
 /* Restores (SPEC §9): every erasure record of the store into out (opaque), and those of in
  * the store does not hold staged as pending erasures (their users' data, as restored, is erased
  * once the server runs). *n: how many were added. */

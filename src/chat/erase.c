@@ -311,6 +311,26 @@ static bool st__tier_busy(st_chat_t *c, const char *o, size_t ol)
     return false;
 }
 
+bool st_chat_cold_settled(st_chat_t *c, const char *u, size_t ul)
+{
+    st_chatcold_t *cc = c->cold;
+    if (!cc) return true; /* no tier: nothing is cold */
+    char d[ST_TIER_OWNER_MAX];
+    size_t dl = st__chat_delta_owner(d, u, ul);
+    uint64_t wait = 0;
+    st_tier_stat_t ds;
+    if (st_tier_stat(c->store, d, dl, &ds, &wait) != ST_OK) return false;
+    bool fold = st__chat_has_prefix(c, 'e', u, ul) || st__chat_has_prefix(c, 'z', u, ul);
+    bool unwritten = st__chat_has_prefix(c, 'f', u, ul);
+    if (fold) st_tier_compact(cc->tier, u, ul, ST_TIER_COMPACT_FOLD);
+    if (unwritten)
+        st_tier_enqueue(cc->tier, d, dl);
+    else if (ds.files > 1)
+        st_tier_compact(cc->tier, d, dl, ST_TIER_COMPACT_MAJOR);
+    return !fold && !unwritten && ds.files <= 1 && !st__tier_busy(c, u, ul) &&
+           !st__tier_busy(c, d, dl);
+}
+
 /* A store written by a version before the revocation record holds erasures without it: their
  * users' older tokens would still be taken. Once per process, the member that serves writes
  * (st_chat_erase_step's caller) gives every erasure record its user's record (the newest

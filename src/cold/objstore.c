@@ -159,6 +159,37 @@ static int st__file_place(const char *tmp, const char *path)
     return st__fsync_dir(path);
 }
 
+/* Opens the temporary file tmp beside path, making path's folders first. A delete may take an
+ * emptied folder away between the two (st__rmdirs): then the folders are made again. -1 and
+ * errno on failure. */
+static int st__open_tmp(char *path, const char *tmp)
+{
+    char *slash = strrchr(path, '/');
+    for (int tries = 0;; tries++) {
+        *slash = 0;
+        int rc = st_mkdirs(path);
+        *slash = '/';
+        if (rc != ST_OK) return -1;
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd >= 0 || errno != ENOENT || tries == 3) return fd;
+    }
+}
+
+/* After a delete: the key's folders that are empty now go, deepest first, never the store's root
+ * (an erased user's folder goes with its objects, SPEC v5 §5.1). The first that is not empty
+ * (or cannot go) stops it. */
+static void st__rmdirs(const st_objstore_t *s, const char *key)
+{
+    char *path = st__path(s, key);
+    size_t root = strlen(s->dir);
+    for (char *slash = strrchr(path, '/'); slash && (size_t)(slash - path) > root;
+         slash = strrchr(path, '/')) {
+        *slash = 0;
+        if (rmdir(path) != 0) break;
+    }
+    free(path);
+}
+
 static int st__file_put(st_objstore_t *s, const char *key, const void *data, size_t len,
                         bool replace)
 {
@@ -166,12 +197,7 @@ static int st__file_put(st_objstore_t *s, const char *key, const void *data, siz
     st_buf_t tmp = {0};
     st_buf_printf(&tmp, "%s.tmp-%d", path, (int)getpid());
     st_buf_appendc(&tmp, 0);
-    int rc = ST_EIO, fd = -1;
-    char *slash = strrchr(path, '/');
-    *slash = 0;
-    if (st_mkdirs(path) != ST_OK) goto done;
-    *slash = '/';
-    fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int rc = ST_EIO, fd = st__open_tmp(path, tmp.data);
     if (fd < 0) goto done;
     for (size_t off = 0; off < len;) {
         ssize_t n = write(fd, (const char *)data + off, len - off);
@@ -392,6 +418,7 @@ int st_objstore_delete(st_objstore_t *s, const char *key)
         /* a path too long to exist was never stored: deleting it is done */
         int rc = unlink(path) == 0 || errno == ENOENT || errno == ENAMETOOLONG ? ST_OK : ST_EIO;
         free(path);
+        if (rc == ST_OK) st__rmdirs(s, key);
         return rc;
     }
     if (strlen(s->prefix) + 1 + strlen(key) > ST__S3_KEY_MAX) return ST_OK; /* likewise */
@@ -574,12 +601,8 @@ int st_objstore_upload_begin(st_objstore_t *s, const char *key, st_objstore_uplo
         st_buf_printf(&tmp, "%s.tmp-%d", u->path, (int)getpid());
         st_buf_appendc(&tmp, 0);
         u->tmp = st_buf_steal(&tmp, NULL);
-        char *slash = strrchr(u->path, '/');
-        *slash = 0;
-        rc = st_mkdirs(u->path);
-        *slash = '/';
-        if (rc == ST_OK) u->fd = open(u->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (rc == ST_OK && u->fd < 0) rc = ST_EIO;
+        u->fd = st__open_tmp(u->path, u->tmp);
+        rc = u->fd < 0 ? ST_EIO : ST_OK;
         if (rc != ST_OK) st_warn("cold: writing %s failed: %s", u->tmp, strerror(errno));
     }
     if (rc != ST_OK) {

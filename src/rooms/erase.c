@@ -133,6 +133,36 @@ static bool st__room_deleted_slice(st_rooms_t *r, const char *room, size_t rl, s
     return more;
 }
 
+/* The erasure's last step: every room whose messages it turned into tombstones ("\0rooms_erase"
+ * user 0 room, recorded as each room was done) has them in its objects too — folded in, the
+ * deltas merged, no object holding the text left (chat asks the tier for that work at once).
+ * Entries of settled rooms go; true once none is left. */
+static bool st__erase_settled(st_rooms_t *r, const uint8_t *sk, size_t skl, size_t max)
+{
+    uint8_t pre[ST__ROOMS_KEY_CAP];
+    memcpy(pre, sk, skl);
+    pre[skl] = 0;
+    uint64_t w = 0;
+    st_collect_t c = {.max = max ? max : 1};
+    st_store_scan(r->store, pre, skl + 1, st__erase_collect_key, &c, &w);
+    size_t left = 0;
+    for (size_t off = 0; off < c.keys.len;) {
+        size_t n;
+        memcpy(&n, c.keys.data + off, sizeof n);
+        const uint8_t *key = (const uint8_t *)c.keys.data + off + sizeof n;
+        char vu[ST_CHAT_USER_MAX];
+        size_t vul = st_chat_room_user(vu, (const char *)key + skl + 1, n - skl - 1);
+        if (st_chat_cold_settled(r->chat, vu, vul))
+            st_store_del(r->store, key, n, &w);
+        else
+            left++;
+        off += sizeof n + n;
+    }
+    bool done = !left && c.n < c.max;
+    st_buf_free(&c.keys);
+    return done;
+}
+
 bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size_t max)
 {
     (void)erasure; /* its state is in the store, keyed by the user */
@@ -185,7 +215,8 @@ bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size
             n++;
         }
         st_buf_free(&keys);
-        return n == max; /* more may be left: the next slice */
+        if (n == max) return true; /* more may be left: the next slice */
+        return !st__erase_settled(r, sk, skl, max);
     }
     char vu[ST_CHAT_USER_MAX];
     size_t vul = st_chat_room_user(vu, room.data, room.len);
@@ -223,6 +254,11 @@ bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size
                          &w);
         st_store_del(r->store, k, st__rooms_pair(k, ST__KS_POSTED, u, ul, room.data, room.len), &w);
         st_store_del(r->store, sk, skl, &w);
+        /* the room's objects must lose the text too: waited for at the end */
+        memcpy(k, sk, skl);
+        k[skl] = 0;
+        memcpy(k + skl + 1, room.data, room.len);
+        st_store_put(r->store, k, skl + 1 + room.len, "", 0, &w);
     }
     st_buf_free(&tmp);
     st_buf_free(&room);
