@@ -377,6 +377,102 @@ static void st__delta_flush_again(void *arg, const char *o, size_t ol)
         st_tier_enqueue(cc->tier, o, ol);
 }
 
+/* ---- folding dead rows out of delta objects ----
+ * A message whose delta record ('Z') went — its conversation deleted, or its owner erased — has
+ * no state to keep, but its earlier states stay in the delta objects that hold them. Every merge
+ * of an owner's delta objects keeps only rows of messages with a delta record (fold_prepare
+ * collects them on the loop as the merge begins). Deleting a conversation marks the owner's
+ * delta objects ('z' "~e" u 0 seq -> i64 when, st__chat_delta_mark): chat's fold sweep
+ * (pass.c) asks for a fold of the delta owner once a mark is --delta-max-age old, and fold_pick
+ * names a marked object to rewrite alone; the swap drops its mark (SPEC §2.2: a deleted
+ * conversation's text leaves the object store). */
+typedef ST_VEC(uint64_t) st__dids_t;
+typedef struct {
+    st__dids_t live; /* ids with a delta record, ascending (key order) */
+    st__dids_t seqs; /* the objects merged */
+    int64_t at;      /* when the merge read the records */
+} st_dfold_t;
+
+static size_t st__delta_qkey(uint8_t *k, const char *o, size_t ol, uint64_t seq)
+{
+    size_t n = st__chat_ukey(k, 'z', o, ol);
+    st_be64_put(k + n, seq);
+    return n + 8;
+}
+
+static int st__delta_id(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)val, (void)vlen;
+    if (klen >= 8) st_vec_push((st__dids_t *)arg, st_be64_get((const uint8_t *)key + klen - 8));
+    return 0;
+}
+
+static bool st__delta_live(const st_dfold_t *f, uint64_t id)
+{
+    if (!f) return true;
+    size_t lo = 0, hi = f->live.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (f->live.v[mid] == id) return true;
+        if (f->live.v[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+static void *st__delta_fold_prepare(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs,
+                                    size_t n, int64_t cutoff)
+{
+    st_chatdelta_t *d = arg;
+    (void)cutoff;
+    if (ol < 2) return NULL;
+    st_dfold_t *f = st_calloc(1, sizeof *f);
+    f->at = st_now_us();
+    uint8_t pre[ST__KEY_CAP];
+    uint64_t w = 0;
+    st_store_scan(d->cc->chat->store, pre, st__chat_ukey(pre, 'Z', o + 2, ol - 2), st__delta_id,
+                  &f->live, &w);
+    for (size_t i = 0; i < n; i++)
+        st_vec_push(&f->seqs, objs[i].seq);
+    return f;
+}
+
+static bool st__delta_fold_pick(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs,
+                                size_t n, size_t *at)
+{
+    st_chatdelta_t *d = arg;
+    uint8_t pre[ST__KEY_CAP];
+    st__dids_t q = {0};
+    uint64_t w = 0;
+    st_store_scan(d->cc->chat->store, pre, st__chat_ukey(pre, 'z', o, ol), st__delta_id, &q, &w);
+    bool found = false;
+    for (size_t i = 0; i < n && !found; i++)
+        for (size_t k = 0; k < q.n && !found; k++)
+            if (q.v[k] == objs[i].seq) {
+                found = true;
+                *at = i;
+            }
+    st_vec_free(&q);
+    return found;
+}
+
+int st__chat_delta_mark(st_chat_t *c, const char *u, size_t ul, uint64_t *wait)
+{
+    char o[ST_TIER_OWNER_MAX];
+    size_t ol = st__chat_delta_owner(o, u, ul);
+    st_tier_manifest_t man;
+    int rc = st_tier_manifest(c->store, o, ol, false, &man, wait);
+    uint8_t k[ST__KEY_CAP];
+    int64_t now = st_now_us();
+    for (size_t i = 0; i < man.n && rc == ST_OK; i++)
+        rc = st_store_put(c->store, k, st__delta_qkey(k, o, ol, man.v[i].seq), &now, sizeof now,
+                          wait);
+    st_tier_manifest_free(&man);
+    return rc;
+}
+
 /* ---- the merge side: a user's delta objects into one, the newest state of each message ---- */
 
 typedef struct {
@@ -410,7 +506,7 @@ static int st__delta_merge(void *arg, const char *o, size_t ol, st_objstore_t *o
 {
     st_chatcold_t *cc = arg;
     (void)o, (void)ol, (void)cutoff;
-    *dropped = NULL;
+    const st_dfold_t *live = *dropped; /* fold_prepare's note: it goes on to commit */
     *ndropped = 0;
     st_dmerge_t m = {0};
     ST_VEC(size_t) ends = {0}; /* rows of objects [0, i] */
@@ -434,7 +530,8 @@ static int st__delta_merge(void *arg, const char *o, size_t ol, st_objstore_t *o
     if (m.rows.n > 1) qsort(ks, m.rows.n, sizeof *ks, st__cmp_key);
     st_drows_t keep = {0};
     for (size_t i = 0; i < m.rows.n; i++)
-        if (i + 1 == m.rows.n || ks[i + 1].id != ks[i].id) { /* the newest of the id */
+        if ((i + 1 == m.rows.n || ks[i + 1].id != ks[i].id) && /* the newest of the id */
+            st__delta_live(live, ks[i].id)) {
             st_vec_push(&keep, m.rows.v[ks[i].at]);
             m.rows.v[ks[i].at].json = NULL; /* keep's now */
         }
@@ -455,16 +552,39 @@ static int st__delta_merge(void *arg, const char *o, size_t ol, st_objstore_t *o
     return rc;
 }
 
+/* In the swap batch: the rewritten objects' markers go, but one set after the merge read its
+ * input (a conversation deleted meanwhile) stays, on the new object (it takes the first old
+ * one's number), so the delete is folded in by the next rewrite. */
 static int st__delta_merge_commit(void *arg, const char *o, size_t ol, void *dropped,
                                   int64_t ndropped, uint64_t *wait)
 {
-    (void)arg, (void)o, (void)ol, (void)dropped, (void)ndropped, (void)wait;
-    return ST_OK;
+    st_chatcold_t *cc = arg;
+    const st_dfold_t *f = dropped;
+    (void)ndropped;
+    if (!f) return ST_OK;
+    uint8_t k[ST__KEY_CAP];
+    int64_t later = 0, t;
+    int rc = ST_OK;
+    for (size_t i = 0; i < f->seqs.n && rc == ST_OK; i++) {
+        size_t kl = st__delta_qkey(k, o, ol, f->seqs.v[i]);
+        if (st__chat_get_fixed(cc->chat->store, k, kl, &t, sizeof t, wait) != ST_OK) continue;
+        if (t > f->at && t > later) later = t;
+        rc = st_store_del(cc->chat->store, k, kl, wait);
+    }
+    if (rc == ST_OK && later && f->seqs.n)
+        rc = st_store_put(cc->chat->store, k, st__delta_qkey(k, o, ol, f->seqs.v[0]), &later,
+                          sizeof later, wait);
+    return rc == ST_ENOTFOUND ? ST_OK : rc;
 }
 
 static void st__delta_merge_release(void *arg, void *dropped)
 {
-    (void)arg, (void)dropped;
+    (void)arg;
+    st_dfold_t *f = dropped;
+    if (!f) return;
+    st_vec_free(&f->live);
+    st_vec_free(&f->seqs);
+    free(f);
 }
 
 /* {folder}/delta-{ts}-w{writer}-{seq}.{pseq}.parquet, the first object's time. */
@@ -513,6 +633,8 @@ st_tier_member_t *st__chat_delta_member(st_chatcold_t *cc)
                                    .tag = ST__DELTA_TAG,
                                    .flush = &d->kind,
                                    .merge = &d->merge,
+                                   .fold_prepare = st__delta_fold_prepare,
+                                   .fold_pick = st__delta_fold_pick,
                                    .closed = st__delta_closed,
                                    .arg = d};
     return &d->member;

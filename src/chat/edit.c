@@ -584,6 +584,7 @@ int st_chat_delete_conversation(st_chat_t *c, const char *u, size_t ul, const ch
             rc = ST_OK;
     }
     if (!rc) rc = st__conv_records_out(c, u, ul, conv, cl, wait);
+    if (!rc) rc = st__chat_delta_mark(c, u, ul, wait); /* their states leave the delta objects */
     if (rc) goto done;
     /* cold rows masked (reads skip them, the user's stats count them as gone) */
     uint64_t mask[2] = {cv.last, (uint64_t)cv.last_seq};

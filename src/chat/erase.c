@@ -380,6 +380,10 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
     static const char prefixed[] = {'M', 'N', 'Z', 'e', 'f', 'z', 'Y', 'C', 'U', 'Q', 'h'};
     for (size_t i = 0; i < sizeof prefixed && x.left; i++)
         st_store_scan(c->store, k, st__chat_ukey(k, prefixed[i], u, ul), st__key_one, &x, &wait);
+    /* the delta objects' fold marks ('z' "~e" u 0 seq, delta.c) */
+    char dm[ST_TIER_OWNER_MAX];
+    size_t dml = st__chat_delta_owner(dm, u, ul);
+    if (x.left) st_store_scan(c->store, k, st__chat_ukey(k, 'z', dm, dml), st__key_one, &x, &wait);
     static const char exact[] = {'T', 'X'};
     for (size_t i = 0; i < sizeof exact && x.left; i++) {
         const void *v;

@@ -220,6 +220,9 @@ typedef struct {
 } st_chatdelta_t;
 /* The manifest owner of a user's delta objects into o (ST_TIER_OWNER_MAX bytes). */
 size_t st__chat_delta_owner(char *o, const char *u, size_t ul);
+/* Marks every delta object of u to be rewritten without the rows whose delta record went (a
+ * deleted conversation's): 'z' "~e" u 0 seq -> now. */
+int st__chat_delta_mark(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
 /* The member (owned by the tier until closed); it holds a reference to cc. */
 
 st_tier_member_t *st__chat_delta_member(st_chatcold_t *cc);

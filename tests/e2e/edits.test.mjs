@@ -290,6 +290,35 @@ describe('edits and deletes', () => {
     }
   });
 
+  test('a deleted conversation leaves the delta objects too, within --delta-max-age, with no pass', async () => {
+    const s2 = await startStrata({ args: ['--flush-interval', '3600', '--delta-max-age', '2'] });
+    try {
+      const ids = [];
+      for (let i = 0; i < 4; i++) ids.push((await post(s2, 'dee', 'diary', `diary ${i}`)).msg_id);
+      for (let i = 0; i < 2; i++) await post(s2, 'dee', 'keep', `keep ${i}`);
+      await flushAll(s2, 'dee');
+      assert.equal((await s2.req('PATCH', `/v1/users/dee/messages/${ids[1]}`, { content: 'diary edited' })).status, 200);
+      assert.equal((await s2.req('POST', '/v1/admin/flush')).status, 202);
+      await waitFor('the delta object', async () => (await duckRows(deltaFiles(s2.dir, 'dee')).catch(() => [])).length === 1);
+      const r = await s2.req('DELETE', '/v1/users/dee/conversations/diary');
+      assert.equal(r.status, 200, r.text);
+      const all = () => parquetFiles(path.join(s2.dir, 'cold', 'dee'));
+      await waitFor('no object holds the diary', async () => {
+        for (const f of all()) {
+          const rows = await duckRows([f]).catch(() => null);
+          if (!rows || rows.some((x) => x.conversation_id === 'diary')) return false;
+        }
+        return true;
+      }, 30000);
+      const rows = await duckRows(batchFiles(s2.dir, 'dee'));
+      assert.deepEqual(rows.map((x) => x.content).sort(), ['keep 0', 'keep 1']);
+      assert.deepEqual((await readAll(s2, 'dee', {})).map((m) => m.content), ['keep 0', 'keep 1']);
+    } finally {
+      await s2.stop();
+      s2.cleanup();
+    }
+  });
+
   test('streams: edited and deleted frames in order; a replay shows messages as they are now', async () => {
     const m1 = await post(s, 'dan', 'c', 'one');
     const ws = await wsConnect(s.port);
