@@ -162,6 +162,8 @@ static void st__ice_mfile(st_avro_w_t *w, const st_ice_mfile_t *m)
 int st_ice_manifest_list(st_buf_t *out, int64_t snapshot_id, int64_t parent, int64_t seq,
                          const st_ice_mfile_t *m, size_t n, bool deflate)
 {
+    for (size_t i = 0; i < n; i++)
+        if (m[i].content != ST_ICE_DATA && m[i].content != ST_ICE_POS_DELETES) return ST_EINVAL;
     char sid[24], pid[24], sq[24];
     snprintf(sid, sizeof sid, "%lld", (long long)snapshot_id);
     if (parent < 0)

@@ -52,7 +52,7 @@ static int st__gen_codec(const char *dir, bool deflate)
         {ST_ICE_EXISTING, 1234567890123456789LL, 2, 2, ST_ICE_DATA,
          "file:///tables/messages/data/user=bob/00002.parquet", "bob", 3, 3, 999},
         {ST_ICE_ADDED, -1, -1, -1, ST_ICE_DATA,
-         "file:///tables/messages/data/user=zo%C3%AB/00003.parquet", "zo\xc3\xab", 3, 1, 100},
+         "file:///tables/messages/data/user=zo%C3%AB/00003.parquet", "zo\xc3\xab", 4, 1, 100},
     };
     const st_ice_file_t dels[] = {
         {ST_ICE_ADDED, ST__GEN_SNAP, 5, 5, ST_ICE_POS_DELETES,
@@ -80,7 +80,7 @@ static int st__gen_codec(const char *dir, bool deflate)
          .lower = "alice",
          .lower_len = 5,
          .upper = "zo\xc3\xab",
-         .upper_len = 3},
+         .upper_len = 4},
         {.path = path[1],
          .length = (int64_t)x.len,
          .content = ST_ICE_POS_DELETES,
