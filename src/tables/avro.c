@@ -123,6 +123,7 @@ void st_avro_put_block(st_avro_w_t *w, size_t n)
 /* Raw deflate of w->blk into w->z, in one call (the block is at most ~64 KiB plus a record). */
 static int st__avro_deflate(st_avro_w_t *w)
 {
+    if (w->blk.len > UINT32_MAX / 2) return ST_EIO; /* one record past zlib's uInt lengths */
     z_stream zs = {0};
     int zrc = deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY);
     if (zrc != Z_OK) return zrc == Z_MEM_ERROR ? ST_ENOMEM : ST_EIO;
