@@ -45,7 +45,8 @@ void st_avro_put_block(st_avro_w_t *w, size_t n);
 /* One record is complete: counted into the current block (a block is closed at about 64 KiB). */
 void st_avro_record_end(st_avro_w_t *w);
 /* Closes the last block and frees w. ST_ENOMEM or ST_EIO (deflate) leave buf's new bytes
- * incomplete: drop them. */
+ * incomplete: drop them. (st_avro_begin fails only with ST_EINVAL, for a caller's "avro." key,
+ * before it appends anything.) */
 int st_avro_finish(st_avro_w_t *w);
 void st_avro_abort(st_avro_w_t *w);
 
@@ -63,24 +64,29 @@ typedef struct {
 enum { ST_ICE_EXISTING = 0, ST_ICE_ADDED = 1, ST_ICE_DELETED = 2 };
 enum { ST_ICE_DATA = 0, ST_ICE_POS_DELETES = 1 };
 
-/* One manifest entry: a data or delete file. */
+/* One manifest entry: a data or delete file. snapshot_id, data_seq and file_seq < 0 are written
+ * as null: an ADDED entry inherits them from the manifest list's entry (Iceberg's
+ * "sequence number inheritance"), so a manifest may be written before its snapshot's sequence
+ * number is known; EXISTING and DELETED entries must carry them. */
 typedef struct {
     int status;          /* ST_ICE_* (strata writes no DELETED entries: SPEC v5 §5.1 erasure) */
     int64_t snapshot_id; /* the snapshot that added the file */
     int64_t data_seq;    /* the data sequence number it was added with */
     int64_t file_seq;    /* its file sequence number */
-    int content;         /* ST_ICE_DATA or ST_ICE_POS_DELETES (the manifest's content decides) */
+    int content;         /* ST_ICE_DATA or ST_ICE_POS_DELETES (the manifest's content decides:
+                          * st_ice_manifest writes its own content argument, not this) */
     const char *path;    /* absolute URI (file:///…, s3://bucket/…), borrowed */
-    const char *part;    /* the partition value, borrowed */
+    const char *part;    /* the partition value (NULL: null), borrowed; UTF-8 */
     size_t part_len;
     int64_t records;
     int64_t size; /* bytes of the file */
 } st_ice_file_t;
 
-/* A manifest file (Avro) of n entries, all data or all position deletes (content), into out.
- * Iceberg's manifest_entry schema with field ids; header metadata "schema", "schema-id",
+/* A manifest file (Avro) of n entries, all data or all position deletes (content), appended to
+ * out. Iceberg's manifest_entry schema with field ids; header metadata "schema", "schema-id",
  * "partition-spec", "partition-spec-id", "format-version" "2", "content" "data"/"deletes". No
- * column bounds are written (text would be copied into metadata, SPEC v5 §5.1). */
+ * column bounds are written (text would be copied into metadata, SPEC v5 §5.1). ST_EINVAL for
+ * another content (out untouched); ST_ENOMEM/ST_EIO as st_avro_finish (drop out's new bytes). */
 int st_ice_manifest(st_buf_t *out, const st_ice_table_t *t, int content, const st_ice_file_t *f,
                     size_t n, bool deflate);
 
@@ -100,8 +106,11 @@ typedef struct {
 } st_ice_mfile_t;
 
 /* A manifest list (Avro) of n manifests for snapshot snapshot_id (parent: -1 for none) at
- * sequence number seq, into out. Header metadata "snapshot-id", "parent-snapshot-id",
- * "sequence-number", "format-version" "2". */
+ * sequence number seq, appended to out. Header metadata "snapshot-id", "parent-snapshot-id"
+ * ("null" for none), "sequence-number", "format-version" "2". Every manifest gets one partition
+ * summary (contains_null false, contains_nan null, the bounds given, NULL ones null) and
+ * partition_spec_id 0. ST_EINVAL for a manifest's content neither ST_ICE_DATA nor
+ * ST_ICE_POS_DELETES (out untouched); ST_ENOMEM/ST_EIO as st_avro_finish. */
 int st_ice_manifest_list(st_buf_t *out, int64_t snapshot_id, int64_t parent, int64_t seq,
                          const st_ice_mfile_t *m, size_t n, bool deflate);
 
