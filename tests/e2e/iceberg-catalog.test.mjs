@@ -9,12 +9,15 @@
 // names the endpoint and region, never strata's keys.
 import assert from 'node:assert/strict';
 import { createHash, createHmac } from 'node:crypto';
-import { mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { Hash } from '@smithy/hash-node';
 import { SignatureV4 } from '@smithy/signature-v4';
+import { ByteWriter, parquetWriteBuffer } from 'hyparquet-writer';
+import { avroWrite, icebergRead } from 'icebird';
 import { S3rver } from './sigv4-proxy.mjs';
 import { freePort, parseResponses, raw, sleep, startStrata, tempDir } from './lib.mjs';
 
@@ -38,6 +41,77 @@ function metadataText(table, n, location) {
     + `"properties":{"strata.table":"${table}","strata.version":"${n}"},"current-snapshot-id":${current},`
     + `"refs":{${n > 1 ? `"main":{"snapshot-id":${current},"type":"branch"}` : ''}},`
     + `"snapshots":[${snaps.join(',')}],"snapshot-log":[],"metadata-log":[]}`;
+}
+
+// A tiny Iceberg v2 table made by hand under dir (a table location): one Parquet data file of
+// rows, a manifest and a manifest list (Avro, codec null), and v1 metadata naming them.
+// Returns the metadata file's text.
+function tinyTable(dir, rows) {
+  const loc = `file://${dir}`;
+  mkdirSync(path.join(dir, 'data'), { recursive: true });
+  mkdirSync(path.join(dir, 'metadata'), { recursive: true });
+  const data = Buffer.from(parquetWriteBuffer({ columnData: [
+    { name: 'user', data: rows.map((r) => r.user), type: 'STRING' },
+    { name: 'msg_id', data: rows.map((r) => BigInt(r.msg_id)), type: 'INT64' },
+  ] }));
+  writeFileSync(path.join(dir, 'data', 'f1.parquet'), data);
+  const avro = (file, schema, records) => {
+    const w = new ByteWriter();
+    avroWrite({ writer: w, schema, records });
+    writeFileSync(path.join(dir, 'metadata', file), Buffer.from(w.getBuffer()));
+  };
+  avro('m1.avro', { type: 'record', name: 'manifest_entry', fields: [
+    { name: 'status', type: 'int', 'field-id': 0 },
+    { name: 'snapshot_id', type: ['null', 'long'], 'field-id': 1 },
+    { name: 'sequence_number', type: ['null', 'long'], 'field-id': 3 },
+    { name: 'file_sequence_number', type: ['null', 'long'], 'field-id': 4 },
+    { name: 'data_file', 'field-id': 2, type: { type: 'record', name: 'r2', fields: [
+      { name: 'content', type: 'int', 'field-id': 134 },
+      { name: 'file_path', type: 'string', 'field-id': 100 },
+      { name: 'file_format', type: 'string', 'field-id': 101 },
+      { name: 'record_count', type: 'long', 'field-id': 103 },
+      { name: 'file_size_in_bytes', type: 'long', 'field-id': 104 },
+    ] } },
+  ] }, [{ status: 1, snapshot_id: 7n, sequence_number: 1n, file_sequence_number: 1n,
+    data_file: { content: 0, file_path: `${loc}/data/f1.parquet`, file_format: 'PARQUET', record_count: BigInt(rows.length), file_size_in_bytes: BigInt(data.length) } }]);
+  const mlen = statSync(path.join(dir, 'metadata', 'm1.avro')).size;
+  avro('snap-7.avro', { type: 'record', name: 'manifest_file', fields: [
+    { name: 'manifest_path', type: 'string', 'field-id': 500 },
+    { name: 'manifest_length', type: 'long', 'field-id': 501 },
+    { name: 'partition_spec_id', type: 'int', 'field-id': 502 },
+    { name: 'content', type: 'int', 'field-id': 517 },
+    { name: 'sequence_number', type: 'long', 'field-id': 515 },
+    { name: 'min_sequence_number', type: 'long', 'field-id': 516 },
+    { name: 'added_snapshot_id', type: 'long', 'field-id': 503 },
+  ] }, [{ manifest_path: `${loc}/metadata/m1.avro`, manifest_length: BigInt(mlen), partition_spec_id: 0, content: 0,
+    sequence_number: 1n, min_sequence_number: 1n, added_snapshot_id: 7n }]);
+  return JSON.stringify({
+    'format-version': 2, 'table-uuid': '5b1f4a1e-7d0c-4c55-8a43-0a9d2b6f1c01', location: loc,
+    'last-sequence-number': 1, 'last-updated-ms': 1700000000000, 'last-column-id': 2, 'current-schema-id': 0,
+    schemas: [{ type: 'struct', 'schema-id': 0, fields: [{ id: 1, name: 'user', required: true, type: 'string' }, { id: 2, name: 'msg_id', required: true, type: 'long' }] }],
+    'default-spec-id': 0, 'partition-specs': [{ 'spec-id': 0, fields: [] }], 'last-partition-id': 999,
+    'default-sort-order-id': 0, 'sort-orders': [{ 'order-id': 0, fields: [] }], properties: {},
+    'current-snapshot-id': 7, refs: { main: { 'snapshot-id': 7, type: 'branch' } },
+    snapshots: [{ 'snapshot-id': 7, 'sequence-number': 1, 'timestamp-ms': 1700000000000, 'manifest-list': `${loc}/metadata/snap-7.avro`, summary: { operation: 'append' }, 'schema-id': 0 }],
+    'snapshot-log': [], 'metadata-log': [],
+  });
+}
+
+// icebird reads with fetch: serve file:// URLs (GET, with Range) while fn runs.
+async function withFileFetch(fn) {
+  const real = globalThis.fetch;
+  globalThis.fetch = async (url, init = {}) => {
+    const u = String(url);
+    if (!u.startsWith('file://')) return real(url, init);
+    const buf = readFileSync(fileURLToPath(u));
+    const range = new Headers(init.headers).get('range');
+    if (init.method === 'HEAD') return new Response(null, { status: 200, headers: { 'content-length': String(buf.length) } });
+    if (!range) return new Response(buf, { status: 200, headers: { 'content-length': String(buf.length) } });
+    const m = /bytes=(\d+)-(\d*)/.exec(range);
+    const part = buf.subarray(Number(m[1]), m[2] ? Number(m[2]) + 1 : buf.length);
+    return new Response(part, { status: 206, headers: { 'content-length': String(part.length) } });
+  };
+  try { return await fn(); } finally { globalThis.fetch = real; }
 }
 
 const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
@@ -314,6 +388,22 @@ describe('the Iceberg REST catalog with auth on', () => {
     const tok = await s.req('POST', '/iceberg/v1/oauth/tokens', 'grant_type=client_credentials', { 'content-type': 'application/x-www-form-urlencoded' });
     assert.equal(tok.status, 400);
     assert.equal(tok.json.error, 'unsupported_grant_type');
+  });
+
+  test('a reader of Iceberg tables (icebird) reads a table from what the catalog answers', async () => {
+    const dir = path.join(realpathSync(s.dir), 'cold', '_tables', 'room_messages');
+    const rows = [{ user: 'alice', msg_id: 1 }, { user: 'bob', msg_id: 2 }, { user: 'alice', msg_id: 3 }];
+    const text = tinyTable(dir, rows);
+    writeFileSync(path.join(dir, 'metadata', '.tmp-v1'), text);
+    renameSync(path.join(dir, 'metadata', '.tmp-v1'), path.join(dir, 'metadata', 'v1.metadata.json'));
+    await until('room_messages v1', async () => (await s.req('GET', T('room_messages'), undefined, ADMIN)).status === 200);
+    const r = await s.req('GET', `${T('room_messages')}?snapshots=refs`, undefined, ADMIN);
+    assert.equal(r.json['metadata-location'], `file://${dir}/metadata/v1.metadata.json`);
+    const got = await withFileFetch(() => icebergRead({ tableUrl: r.json.metadata.location, metadata: r.json.metadata }));
+    assert.deepEqual(got.map((x) => [x.user, Number(x.msg_id)]), rows.map((x) => [x.user, x.msg_id]));
+    // and from the metadata file the location names, as an engine given only the location would
+    const again = await withFileFetch(() => icebergRead({ tableUrl: r.json.metadata.location, metadataFileName: path.basename(r.json['metadata-location']) }));
+    assert.equal(again.length, 3);
   });
 });
 
