@@ -3,12 +3,13 @@
  * The catalog's cache (SPEC v5 §5.1): each table's newest metadata, found in the tables'
  * metadata store the way Iceberg's readers of a "Hadoop" layout find it. A refresh reads
  * `metadata/version-hint.text` (bare digits: a hint, never the truth), then probes
- * `v{N+1}.metadata.json`, `v{N+2}`, … upward from the newest version known until one is missing;
- * only when nothing is known yet and the hint is missing, unreadable or names a missing file
- * does it list `metadata/` for the highest v{N}. A version whose text is not a JSON object is
- * skipped (the one before it stays served). The committer writes v{N} by a create that refuses
- * to overwrite, so a version once read never changes: the steady state costs one GET of the hint
- * and one GET of a missing v{N+1} per table and refresh.
+ * `v{N+1}.metadata.json`, `v{N+2}`, … upward from the newest version known (from v1 when none is)
+ * until one is missing; only when nothing is known yet and the hint is missing, unreadable or
+ * names a missing file does it list `metadata/` for the highest v{N} — at start-up, then every
+ * tenth refresh (an idle S3 tier pays no LIST a second per table). A version whose text is not a
+ * JSON object is skipped (the one before it stays served). The committer writes v{N} by a create
+ * that refuses to overwrite, so a version once read never changes: the steady state costs one GET
+ * of the hint and one GET of a missing v{N+1} per table and refresh.
  *
  * Threads: the store is read on the worker pool only (uv_queue_work, one refresh at a time); the
  * job carries its own copy of what it needs (the versions known) and hands back what it found,
@@ -24,6 +25,7 @@
 #define ST__CAT_N          3
 #define ST__CAT_META_MAX   ((size_t)64 << 20) /* a metadata file larger than this is skipped */
 #define ST__CAT_PROBES_MAX 10000              /* versions probed by one refresh, at most */
+#define ST__CAT_LIST_EVERY 10                 /* refreshes per listing of a table not found */
 
 const char *const st_catalog_tables[] = {"messages", "room_messages", "bookings", NULL};
 
@@ -40,6 +42,7 @@ typedef struct {
     uv_work_t work;
     st_catalog_t *cat;
     uint64_t known[ST__CAT_N];
+    bool may_list;                  /* a table with nothing known may be listed this time */
     st__cat_ent_t found[ST__CAT_N]; /* version 0: nothing newer */
     bool failed[ST__CAT_N];         /* the store could not be read */
 } st__cat_job_t;
@@ -52,6 +55,7 @@ struct st_catalog {
     bool busy;    /* a refresh is on the worker pool */
     bool closing; /* st_catalog_close was called */
     bool timer_closed;
+    unsigned refreshes;     /* started so far (listing is rationed by it) */
     bool warned[ST__CAT_N]; /* a read error was logged (once until it passes) */
 };
 
@@ -141,15 +145,16 @@ static int st__cat_list_fn(void *arg, const char *key, uint64_t size)
 }
 
 /* The newest version of table from known on into *e (version 0 when none newer was found). */
-static int st__cat_refresh_one(st_objstore_t *obj, const char *table, uint64_t known,
+static int st__cat_refresh_one(st_objstore_t *obj, const char *table, uint64_t known, bool may_list,
                                st__cat_ent_t *e)
 {
     uint64_t base = known;
     int rc = ST_OK;
     uint64_t hint = st__cat_hint(obj, table);
     if (hint > base && st__cat_read(obj, table, hint, e) == ST_OK) base = hint;
-    if (base == 0) {
-        /* nothing known and no usable hint: the highest version listed */
+    if (base == 0 && may_list) {
+        /* nothing known and no usable hint: the highest version listed (v1 itself is probed
+         * below every time; a listing finds a table whose first versions were expired) */
         char prefix[128];
         snprintf(prefix, sizeof prefix, "%s/metadata/v", table);
         uint64_t max = 0;
@@ -173,7 +178,8 @@ static void st__cat_work(uv_work_t *w)
 {
     st__cat_job_t *j = w->data;
     for (int i = 0; i < ST__CAT_N; i++) {
-        int rc = st__cat_refresh_one(j->cat->obj, st_catalog_tables[i], j->known[i], &j->found[i]);
+        int rc = st__cat_refresh_one(j->cat->obj, st_catalog_tables[i], j->known[i], j->may_list,
+                                     &j->found[i]);
         j->failed[i] = rc != ST_OK && !j->found[i].version;
     }
 }
@@ -230,6 +236,8 @@ static void st__cat_tick(uv_timer_t *t)
     j->work.data = j;
     for (int i = 0; i < ST__CAT_N; i++)
         j->known[i] = c->ent[i].version;
+    /* a listing (an S3 LIST per table) at start-up, then one refresh in ST__CAT_LIST_EVERY */
+    j->may_list = c->refreshes++ % ST__CAT_LIST_EVERY == 0;
     if (uv_queue_work(c->loop, &j->work, st__cat_work, st__cat_done) != 0) {
         free(j);
         return;

@@ -362,12 +362,21 @@ describe('the Iceberg REST catalog with auth on', () => {
     mkdirSync(md, { recursive: true });
     writeFileSync(path.join(md, 'v1.metadata.json'), metadataText('bookings', 1, 'file:///x'));
     writeFileSync(path.join(md, 'version-hint.text'), '1');
+    // messages: its first versions expired, and no hint: found by listing metadata/
+    const mm = path.join(dir, 'cold', '_tables', 'messages', 'metadata');
+    mkdirSync(mm, { recursive: true });
+    for (const n of [4, 5]) writeFileSync(path.join(mm, `v${n}.metadata.json`), metadataText('messages', n, 'file:///x'));
+    writeFileSync(path.join(mm, 'v6.metadata.json.tmp-1'), 'half a file');
     s = await startStrata({ dataDir: dir, args: ['--jwt-secret', SECRET] });
   });
   after(async () => { if (s) { await s.stop(); s.cleanup(); } });
 
   test('an admin token reads; none is 401 NotAuthorizedException; a user\'s is 403 ForbiddenException', async () => {
     await until('bookings v1', async () => (await s.req('GET', T('bookings'), undefined, ADMIN)).status === 200);
+    const m = await s.req('GET', T('messages'), undefined, ADMIN);
+    assert.equal(m.status, 200, m.text);
+    assert.equal(m.json.metadata.properties['strata.version'], '5');
+    assert.match(m.json['metadata-location'], /\/messages\/metadata\/v5\.metadata\.json$/);
     for (const p of ['/iceberg/v1/config', '/iceberg/v1/namespaces', NS, `${NS}/tables`, T('bookings')]) {
       assert.equal((await s.req('GET', p, undefined, ADMIN)).status, 200, p);
       const none = await s.req('GET', p);
