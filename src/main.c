@@ -13,6 +13,7 @@
 #include "strata/chat.h"
 #include "strata/outbox.h"
 #include "strata/rooms.h"
+#include "strata/catalog.h"
 #include "strata/cold.h"
 #include "strata/coldshare.h"
 #include "strata/seats.h"
@@ -331,6 +332,8 @@ int main(int argc, char **argv)
     st_tier_join(tier, st_seats_tier_member(seats, tier, cfg.booking_hot_seconds));
     st_app_t app = {
         .cfg = &cfg, .store = store, .seats = seats, .chat = chat, .tier = tier, .tables = tables};
+    /* the read-only Iceberg REST catalog's view of the tables (SPEC v5 §5.1) */
+    st_catalog_open(&app.catalog, m.loop, tables, 0);
     /* an erasure's other parts (SPEC §2.2): its rooms, then its Idempotency-Key answers (last:
      * the rooms' work may record answers about the user until it is done) */
     st_outbox_t *outbox = NULL;
@@ -394,8 +397,9 @@ int main(int argc, char **argv)
     st_coldshare_close(share);
     if (app.repl) st_repl_close(app.repl, NULL, NULL); /* pending proposals fail: 503 */
     st_server_close(m.srv);
-    st_auth_close(app.auth); /* freed during the run below, once a key fetch is back */
-    st_ws_close(app.ws);     /* stops observing chat, seats and counters */
+    st_auth_close(app.auth);       /* freed during the run below, once a key fetch is back */
+    st_catalog_close(app.catalog); /* likewise, once a refresh is back (before tables closes) */
+    st_ws_close(app.ws);           /* stops observing chat, seats and counters */
     st_reconcile_close(app.reconcile);
     st_outbox_close(outbox); /* a POST in flight comes back during the run below */
     st_seats_close(seats);
@@ -434,6 +438,7 @@ fail_ws:
 fail_backup:
     st_outbox_close(outbox);
     st_tier_close(tier);
+    st_catalog_close(app.catalog);
     uv_run(m.loop, UV_RUN_DEFAULT); /* lws and the cold tier close their handles */
     st_tier_free(tier);
     if (app.ws) st_ws_free(app.ws);

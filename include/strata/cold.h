@@ -55,6 +55,14 @@ int st_objstore_replace(st_objstore_t *s, const char *key, const void *data, siz
  * it is shorter. */
 int st_objstore_get(st_objstore_t *s, const char *key, uint64_t off, size_t len, st_buf_t *out);
 int st_objstore_delete(st_objstore_t *s, const char *key);
+/* Appends the whole object key to out when it holds at most max bytes: ST_ENOTFOUND if it is
+ * missing, ST_ETOOLARGE if it is longer (out unchanged then), ST_EIO. For small objects whose
+ * size nobody recorded (an Iceberg table's metadata files). */
+int st_objstore_read(st_objstore_t *s, const char *key, size_t max, st_buf_t *out);
+/* Appends the absolute URI of key to out (NUL-terminated, the NUL not counted in out->len), as
+ * other engines name the object (SPEC v5 §5.1): file:// + the directory's real path + "/" + key,
+ * or s3://bucket[/prefix]/key. ST_EIO when the directory's real path cannot be resolved. */
+int st_objstore_uri(st_objstore_t *s, const char *key, st_buf_t *out);
 /* Calls fn for every object whose key starts with prefix (key relative to the store's root,
  * borrowed for the call); stops early when fn returns non-zero. */
 typedef int (*st_objstore_list_fn)(void *arg, const char *key, uint64_t size);

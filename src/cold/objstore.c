@@ -410,6 +410,61 @@ int st_objstore_get(st_objstore_t *s, const char *key, uint64_t off, size_t len,
     return s->s3 ? st__s3_get(s, key, off, len, out) : st__file_get(s, key, off, len, out);
 }
 
+int st_objstore_read(st_objstore_t *s, const char *key, size_t max, st_buf_t *out)
+{
+    st__requests[0]++;
+    if (!s->s3) {
+        char *path = st__path(s, key);
+        struct stat st = {0};
+        int rc = stat(path, &st) != 0
+                     ? (errno == ENOENT || errno == ENOTDIR ? ST_ENOTFOUND : ST_EIO)
+                 : !S_ISREG(st.st_mode)       ? ST_ENOTFOUND
+                 : (uint64_t)st.st_size > max ? ST_ETOOLARGE
+                                              : ST_OK;
+        free(path);
+        if (rc != ST_OK || st.st_size == 0) return rc;
+        return st__file_get(s, key, 0, (size_t)st.st_size, out);
+    }
+    /* one byte more than max shows a longer object */
+    char range[64];
+    snprintf(range, sizeof range, "Range: bytes=0-%llu", (unsigned long long)max);
+    long status;
+    size_t before = out->len;
+    int rc = st__s3(s, "GET", key, NULL, 0, range, out, max + 1, &status);
+    if (rc == ST_OK && status == 404)
+        rc = ST_ENOTFOUND;
+    else if (rc == ST_OK && status == 416)
+        rc = ST_OK; /* an empty object: no byte 0 to range over */
+    else if (rc == ST_OK && status != 200 && status != 206)
+        rc = ST_EIO;
+    else if (rc == ST_OK && out->len - before > max)
+        rc = ST_ETOOLARGE;
+    if (rc != ST_OK) out->len = before;
+    return rc;
+}
+
+int st_objstore_uri(st_objstore_t *s, const char *key, st_buf_t *out)
+{
+    if (s->s3) {
+        const char *u = s->describe; /* s3://bucket[/prefix][/] as configured */
+        size_t n = strlen(u);
+        while (n > 5 && u[n - 1] == '/')
+            n--;
+        st_buf_append(out, u, n);
+    } else {
+        char *real = realpath(s->dir, NULL);
+        if (!real) return ST_EIO;
+        st_buf_puts(out, "file://");
+        st_buf_puts(out, strcmp(real, "/") == 0 ? "" : real);
+        free(real);
+    }
+    st_buf_appendc(out, '/');
+    st_buf_puts(out, key);
+    st_buf_appendc(out, 0);
+    out->len--;
+    return ST_OK;
+}
+
 int st_objstore_delete(st_objstore_t *s, const char *key)
 {
     st__requests[2]++;

@@ -100,7 +100,9 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
     const st_route_t *route = NULL;
     int rc = st_router_match(&c, &route);
     *route_idx = route ? (int)(route - st_routes) : -1;
-    if (st_cors_preflight(&c)) {
+    if (rc != ST_OK && st_iceberg_refuse(&c, rc)) {
+        /* the Iceberg catalog is read-only: a change is 403 ForbiddenException (SPEC v5 §5.1) */
+    } else if (st_cors_preflight(&c)) {
         /* a browser's preflight: 204, no auth (SPEC §7) */
     } else if (st_cluster_gate(&c)) {
         /* a follower in a group: 307 to the leader, or 503 no_leader (SPEC §8) */
@@ -123,7 +125,7 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
     } else if (st_ctx_query_check(&c, route->query) != ST_OK) {
         /* 400 naming the query parameter the route does not take (SPEC §7), before anything is
          * staged or remembered: ?by=100 on an incr adds nothing */
-    } else if (st__media_refused(&c)) {
+    } else if (!(route->flags & ST_ROUTE_ANY_BODY) && st__media_refused(&c)) {
         /* 415, before the Idempotency-Key: a refused request is not remembered (SPEC §0) */
     } else {
         st_cluster_read_fence(&c); /* a group's leader answers only while it leads */

@@ -33,6 +33,8 @@ typedef struct {
                               when the token predates it (st_auth_check), else 0 */
     const char *json_meta; /* st_json_body: raw text of the body's "metadata" value, or NULL */
     size_t json_meta_len;
+    const char *error_type; /* under /iceberg: Iceberg's exception type of the next st_ctx_error
+                               (NULL: the one its status implies) */
     const char *about; /* the user a room route's answer is about (its Idempotency-Key answer is
                           erased with it; arena memory), or NULL */
     size_t about_len;
@@ -52,6 +54,8 @@ enum {
     ST_ROUTE_REVOKED_OK = 128, /* a token revoked by its subject's erasure passes auth (with
                                   c->revoked_at_us set): the handler decides (SPEC §2.2: a user
                                   polls its own erasure) */
+    ST_ROUTE_ANY_BODY = 256,   /* the body is never read, whatever its Content-Type (OAuth's
+                                  form posts to the Iceberg catalog's token endpoint) */
 };
 
 typedef struct {
@@ -289,6 +293,25 @@ int st_api_admin_outbox(st_ctx_t *c);
 int st_api_admin_outbox_retry(st_ctx_t *c);
 int st_api_admin_test_drift(st_ctx_t *c);
 int st_api_cluster(st_ctx_t *c);
+/* iceberg.c: the read-only Iceberg REST catalog (SPEC v5 §5.1) */
+int st_api_ice_config(st_ctx_t *c);
+int st_api_ice_namespaces(st_ctx_t *c);
+int st_api_ice_namespace(st_ctx_t *c);
+int st_api_ice_tables(st_ctx_t *c);
+int st_api_ice_table(st_ctx_t *c);
+int st_api_ice_metrics(st_ctx_t *c);
+int st_api_ice_oauth(st_ctx_t *c);
+/* Whether the request is the catalog's (its path is /iceberg or under it): its errors then take
+ * Iceberg's shape (st_iceberg_error_body). */
+bool st_iceberg_path(const st_http_request_t *r);
+/* Iceberg's error model: {"error":{"message","type","code"}} appended to b; type NULL: the one
+ * the status implies (BadRequestException, NotAuthorizedException, …). */
+void st_iceberg_error_body(st_buf_t *b, int status, const char *type, const char *msg);
+/* For a catalog request the router did not match (rc: ST_EMETHOD, ST_ENOTIMPL, or ST_ENOTFOUND
+ * for a method other than GET and HEAD): writes 403 ForbiddenException — the catalog is
+ * read-only, so any change (a create, a commit, a rename, a drop) is refused — and returns
+ * true. False, writing nothing, otherwise. */
+bool st_iceberg_refuse(st_ctx_t *c, int rc);
 int st_api_cluster_snapshot(st_ctx_t *c);
 int st_api_cluster_announce(st_ctx_t *c);
 int st_api_cluster_read_index(st_ctx_t *c);

@@ -92,6 +92,14 @@ static int st__ctx_verror(st_ctx_t *c, int err, const char *field, const char *f
     else
         snprintf(msg, sizeof msg, "%s", st_strerror(err));
     st_buf_reset(c->body);
+    c->status = st_err_status(err);
+    c->err = err;
+    c->error_written = true;
+    if (st_iceberg_path(c->req)) { /* the catalog's clients read Iceberg's error model */
+        st_iceberg_error_body(c->body, c->status, c->error_type, msg);
+        c->error_type = NULL;
+        return err;
+    }
     st_buf_puts(c->body, "{\"error\":{\"code\":\"");
     st_buf_puts(c->body, st_err_code(err));
     st_buf_puts(c->body, "\",\"message\":");
@@ -101,9 +109,6 @@ static int st__ctx_verror(st_ctx_t *c, int err, const char *field, const char *f
         st_buf_append_json_str(c->body, field, strlen(field));
     }
     st_buf_puts(c->body, "}}");
-    c->status = st_err_status(err);
-    c->err = err;
-    c->error_written = true;
     return err;
 }
 

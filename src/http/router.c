@@ -16,6 +16,11 @@ static const char *const st__q_room_messages[] = {"after",           "before", "
                                                   "include_deleted", "cursor", NULL};
 static const char *const st__q_seat_map[] = {"format", NULL};
 static const char *const st__q_bookings[] = {"status", "owner", "limit", "cursor", NULL};
+/* the Iceberg REST catalog's (SPEC v5 §5.1): taken as Iceberg's clients send them, one page */
+static const char *const st__q_ice_config[] = {"warehouse", NULL};
+static const char *const st__q_ice_namespaces[] = {"parent", "pageToken", "pageSize", NULL};
+static const char *const st__q_ice_tables[] = {"pageToken", "pageSize", NULL};
+static const char *const st__q_ice_table[] = {"snapshots", NULL};
 
 const st_route_t st_routes[] = {
     {ST_HTTP_GET, "/healthz", st_api_healthz, ST_ROUTE_OPEN, NULL},
@@ -106,6 +111,20 @@ const st_route_t st_routes[] = {
      ST_ROUTE_IDEMPOTENT, NULL},
     {ST_HTTP_POST, "/v1/events/{id}/bookings/{bid}/seats", st_api_event_booking_seats,
      ST_ROUTE_IDEMPOTENT, NULL},
+    /* the read-only Iceberg REST catalog (SPEC v5 §5.1, iceberg.c): an admin's; errors in
+     * Iceberg's shape, and anything else under /iceberg that is not a read is 403 */
+    {ST_HTTP_GET, "/iceberg/v1/config", st_api_ice_config, ST_ROUTE_ADMIN, st__q_ice_config},
+    {ST_HTTP_GET, "/iceberg/v1/namespaces", st_api_ice_namespaces, ST_ROUTE_ADMIN,
+     st__q_ice_namespaces},
+    {ST_HTTP_GET, "/iceberg/v1/namespaces/{namespace}", st_api_ice_namespace, ST_ROUTE_ADMIN, NULL},
+    {ST_HTTP_GET, "/iceberg/v1/namespaces/{namespace}/tables", st_api_ice_tables, ST_ROUTE_ADMIN,
+     st__q_ice_tables},
+    {ST_HTTP_GET, "/iceberg/v1/namespaces/{namespace}/tables/{table}", st_api_ice_table,
+     ST_ROUTE_ADMIN, st__q_ice_table},
+    {ST_HTTP_POST, "/iceberg/v1/namespaces/{namespace}/tables/{table}/metrics", st_api_ice_metrics,
+     ST_ROUTE_ADMIN | ST_ROUTE_NOSTAGE, NULL},
+    {ST_HTTP_POST, "/iceberg/v1/oauth/tokens", st_api_ice_oauth,
+     ST_ROUTE_OPEN | ST_ROUTE_NOSTAGE | ST_ROUTE_ANY_BODY, NULL},
 };
 const size_t st_nroutes = sizeof st_routes / sizeof st_routes[0];
 

@@ -7,12 +7,12 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Ajv2020 from 'ajv/dist/2020.js';
-import { raw, parseResponses, startStrata, wsConnect } from './lib.mjs';
+import { raw, parseResponses, sleep, startStrata, wsConnect } from './lib.mjs';
 
 const ROOT = path.resolve('../..');
 const YAML = path.join(ROOT, 'docs/openapi.yaml');
@@ -421,6 +421,59 @@ describe('the server keeps the contract', () => {
     const [big] = parseResponses(text);
     check('GET', '/healthz', { status: big.status, headers: big.headers, text: big.body, json: big.json });
     assert.equal(big.status, 431);
+  });
+
+  test('the Iceberg REST catalog (SPEC v5 §5.1): answers and Iceberg errors', async () => {
+    // a table's metadata, as the committer leaves it in the tables' metadata store
+    const md = path.join(s.dir, 'cold', '_tables', 'messages', 'metadata');
+    mkdirSync(md, { recursive: true });
+    const meta = { 'format-version': 2, 'table-uuid': '0f6a3f52-7f0e-4f7c-9a53-3b1b5a0f0c11', location: `file://${path.dirname(md)}`,
+      'last-sequence-number': 0, 'last-updated-ms': 1700000000000, 'last-column-id': 1, 'current-schema-id': 0,
+      schemas: [{ type: 'struct', 'schema-id': 0, fields: [{ id: 1, name: 'user', required: true, type: 'string' }] }],
+      'default-spec-id': 0, 'partition-specs': [{ 'spec-id': 0, fields: [] }], 'last-partition-id': 999,
+      'default-sort-order-id': 0, 'sort-orders': [{ 'order-id': 0, fields: [] }], properties: {}, 'current-snapshot-id': -1,
+      refs: {}, snapshots: [], 'snapshot-log': [], 'metadata-log': [] };
+    writeFileSync(path.join(md, '.tmp-v1'), JSON.stringify(meta));
+    renameSync(path.join(md, '.tmp-v1'), path.join(md, 'v1.metadata.json'));
+    const C = '/iceberg/v1/config';
+    assert.equal((await call('GET', C, `${C}?warehouse=w`, undefined, ADMIN)).status, 200);
+    assert.equal((await call('GET', C, C)).status, 401);
+    assert.equal((await call('GET', C, C, undefined, ALICE)).status, 403);
+    assert.equal((await call('GET', C, `${C}?bye=1`, undefined, ADMIN)).status, 400);
+    const N = '/iceberg/v1/namespaces';
+    assert.deepEqual((await call('GET', N, N, undefined, ADMIN)).json.namespaces, [['strata']]);
+    assert.equal((await call('GET', N, `${N}?parent=nope`, undefined, ADMIN)).status, 404);
+    const NS = '/iceberg/v1/namespaces/{namespace}';
+    assert.equal((await call('GET', NS, `${N}/strata`, undefined, ADMIN)).status, 200);
+    assert.equal((await call('GET', NS, `${N}/other`, undefined, ADMIN)).status, 404);
+    const TL = '/iceberg/v1/namespaces/{namespace}/tables';
+    assert.equal((await call('GET', TL, `${N}/strata/tables?pageToken=`, undefined, ADMIN)).status, 200);
+    const T = '/iceberg/v1/namespaces/{namespace}/tables/{table}';
+    let r;
+    for (let i = 0; i < 100; i++) {
+      r = await call('GET', T, `${N}/strata/tables/messages?snapshots=refs`, undefined, ADMIN);
+      if (r.status === 200) break;
+      await sleep(50);
+    }
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(r.json.metadata, meta);
+    assert.equal((await call('GET', T, `${N}/strata/tables/bookings`, undefined, ADMIN)).status, 404);
+    assert.equal((await call('GET', T, `${N}/strata/tables/messages?snapshots=x`, undefined, ADMIN)).status, 400);
+    assert.equal((await call('GET', T, `${N}/strata/tables/messages`, undefined, BOB)).status, 403);
+    const M = '/iceberg/v1/namespaces/{namespace}/tables/{table}/metrics';
+    assert.equal((await call('POST', M, `${N}/strata/tables/messages/metrics`, { 'report-type': 'scan-report' }, ADMIN)).status, 204);
+    assert.equal((await call('POST', M, `${N}/strata/tables/nope/metrics`, {}, ADMIN)).status, 404);
+    assert.equal((await call('POST', M, `${N}/strata/tables/messages/metrics`, 'x', { ...ADMIN, 'content-type': 'text/plain' })).status, 415);
+    assert.equal((await call('POST', M, `${N}/strata/tables/messages/metrics`, { pad: 'x'.repeat(5000) }, ADMIN)).status, 413);
+    const O = '/iceberg/v1/oauth/tokens';
+    assert.equal((await call('POST', O, O, 'grant_type=client_credentials', { 'content-type': 'application/x-www-form-urlencoded' })).json.error, 'unsupported_grant_type');
+    assert.equal((await call('POST', O, `${O}?bye=1`)).status, 400);
+    // a change is 403 ForbiddenException, in Iceberg's error model
+    for (const [m, p] of [['POST', N], ['DELETE', `${N}/strata/tables/messages`], ['POST', '/iceberg/v1/tables/rename']]) {
+      const w = await s.req(m, p, m === 'POST' ? {} : undefined, ADMIN);
+      assert.equal(w.status, 403, `${m} ${p}`);
+      validate(ptr(['components', 'schemas', 'IcebergError']), w.json, `${m} ${p}`);
+    }
   });
 
   test('a live stream: the upgrade and every frame', async () => {

@@ -22,7 +22,11 @@ FAST = Backoff(base=0.02, cap=0.3)
 # a group's internal routes (cluster-secret only: the outbox between groups, Raft members) and
 # the stream upgrade (covered by the streams)
 NOT_FOR_CLIENTS = {"openStream", "adminTestDrift", "clusterSnapshot", "clusterAnnounce",
-                   "clusterReadIndex", "clusterTyping", "userRoomsRemote", "roomUserErasure"}
+                   "clusterReadIndex", "clusterTyping", "userRoomsRemote", "roomUserErasure",
+                   # the Iceberg REST catalog is for query engines (DuckDB, Spark, PyIceberg)
+                   "icebergConfig", "icebergListNamespaces", "icebergLoadNamespace",
+                   "icebergListTables", "icebergLoadTable", "icebergReportMetrics",
+                   "icebergOauthTokens"}
 
 
 class Sent:

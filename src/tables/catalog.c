@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The catalog's cache (SPEC v5 §5.1): each table's newest metadata, found in the tables'
+ * metadata store the way Iceberg's readers of a "Hadoop" layout find it. A refresh reads
+ * `metadata/version-hint.text` (bare digits: a hint, never the truth), then probes
+ * `v{N+1}.metadata.json`, `v{N+2}`, … upward from the newest version known (from v1 when none is)
+ * until one is missing; only when nothing is known yet and the hint is missing, unreadable or
+ * names a missing file does it list `metadata/` for the highest v{N} — at start-up, then every
+ * tenth refresh (an idle S3 tier pays no LIST a second per table). A version whose text is not a
+ * JSON object is skipped (the one before it stays served). The committer writes v{N} by a create
+ * that refuses to overwrite, so a version once read never changes: the steady state costs one GET
+ * of the hint and one GET of a missing v{N+1} per table and refresh.
+ *
+ * Threads: the store is read on the worker pool only (uv_queue_work, one refresh at a time); the
+ * job carries its own copy of what it needs (the versions known) and hands back what it found,
+ * which the loop swaps in. The loop owns the cache; requests read it without waiting.
+ */
+#include "strata/catalog.h"
+#include "strata/cold.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ST__CAT_N          3
+#define ST__CAT_META_MAX   ((size_t)64 << 20) /* a metadata file larger than this is skipped */
+#define ST__CAT_PROBES_MAX 10000              /* versions probed by one refresh, at most */
+#define ST__CAT_LIST_EVERY 10                 /* refreshes per listing of a table not found */
+
+const char *const st_catalog_tables[] = {"messages", "room_messages", "bookings", NULL};
+
+typedef struct {
+    uint64_t version; /* 0: none found */
+    char *location;   /* owned */
+    char *json;       /* owned */
+    size_t json_len;
+} st__cat_ent_t;
+
+/* One refresh: the versions known going in, what was found coming back (owned by the job until
+ * the loop takes it). */
+typedef struct {
+    uv_work_t work;
+    st_catalog_t *cat;
+    uint64_t known[ST__CAT_N];
+    bool may_list;                  /* a table with nothing known may be listed this time */
+    st__cat_ent_t found[ST__CAT_N]; /* version 0: nothing newer */
+    bool failed[ST__CAT_N];         /* the store could not be read */
+} st__cat_job_t;
+
+struct st_catalog {
+    uv_loop_t *loop;
+    st_objstore_t *obj; /* borrowed */
+    uv_timer_t timer;
+    st__cat_ent_t ent[ST__CAT_N];
+    bool busy;    /* a refresh is on the worker pool */
+    bool closing; /* st_catalog_close was called */
+    bool timer_closed;
+    unsigned refreshes;     /* started so far (listing is rationed by it) */
+    bool warned[ST__CAT_N]; /* a read error was logged (once until it passes) */
+};
+
+bool st_catalog_is_table(const char *name, size_t n)
+{
+    for (int i = 0; st_catalog_tables[i]; i++)
+        if (strlen(st_catalog_tables[i]) == n && memcmp(st_catalog_tables[i], name, n) == 0)
+            return true;
+    return false;
+}
+
+/* ---- the refresh, on a worker ---- */
+
+/* The hint's version: bare digits (whitespace around them forgiven); 0 when it is missing or
+ * not a version. */
+static uint64_t st__cat_hint(st_objstore_t *obj, const char *table)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s/metadata/version-hint.text", table);
+    st_buf_t b = {0};
+    uint64_t v = 0;
+    if (st_objstore_read(obj, key, 64, &b) == ST_OK) {
+        size_t i = 0, n = b.len;
+        while (i < n && (b.data[i] == ' ' || b.data[i] == '\n' || b.data[i] == '\r'))
+            i++;
+        while (n > i && (b.data[n - 1] == ' ' || b.data[n - 1] == '\n' || b.data[n - 1] == '\r'))
+            n--;
+        for (; i < n && v < ((uint64_t)1 << 53); i++) {
+            if (b.data[i] < '0' || b.data[i] > '9') {
+                v = 0;
+                break;
+            }
+            v = v * 10 + (uint64_t)(b.data[i] - '0');
+        }
+        if (i < n) v = 0; /* too long, or not digits */
+    }
+    st_buf_free(&b);
+    return v;
+}
+
+/* Reads v{n}: ST_OK with *e filled (a JSON object), ST_EINVAL for a version that is not one
+ * (skipped), ST_ENOTFOUND, ST_EIO. */
+static int st__cat_read(st_objstore_t *obj, const char *table, uint64_t n, st__cat_ent_t *e)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s/metadata/v%llu.metadata.json", table, (unsigned long long)n);
+    st_buf_t b = {0};
+    int rc = st_objstore_read(obj, key, ST__CAT_META_MAX, &b);
+    if (rc == ST_ETOOLARGE) rc = ST_EINVAL;
+    if (rc == ST_OK) {
+        const char *end = NULL;
+        cJSON *j = cJSON_ParseWithLengthOpts(b.data ? b.data : "", b.len, &end, false);
+        bool ok = j && cJSON_IsObject(j) && end == b.data + b.len &&
+                  cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "format-version")) &&
+                  !memchr(b.data, 0, b.len);
+        cJSON_Delete(j);
+        if (!ok) rc = ST_EINVAL;
+    }
+    st_buf_t loc = {0};
+    if (rc == ST_OK) rc = st_objstore_uri(obj, key, &loc);
+    if (rc == ST_OK) {
+        free(e->json);
+        free(e->location);
+        st_buf_appendc(&b, 0);
+        e->json = st_buf_steal(&b, &e->json_len);
+        e->json_len--;
+        e->location = st_buf_steal(&loc, NULL);
+        e->version = n;
+    }
+    st_buf_free(&b);
+    st_buf_free(&loc);
+    return rc;
+}
+
+static int st__cat_list_fn(void *arg, const char *key, uint64_t size)
+{
+    (void)size;
+    uint64_t *max = arg;
+    const char *v = strrchr(key, '/');
+    v = v ? v + 1 : key;
+    if (*v++ != 'v' || *v < '1' || *v > '9') return 0;
+    uint64_t n = 0;
+    for (; *v >= '0' && *v <= '9' && n < ((uint64_t)1 << 53); v++)
+        n = n * 10 + (uint64_t)(*v - '0');
+    if (strcmp(v, ".metadata.json") == 0 && n > *max) *max = n;
+    return 0;
+}
+
+/* The newest version of table from known on into *e (version 0 when none newer was found). */
+static int st__cat_refresh_one(st_objstore_t *obj, const char *table, uint64_t known, bool may_list,
+                               st__cat_ent_t *e)
+{
+    uint64_t base = known;
+    int rc = ST_OK;
+    uint64_t hint = st__cat_hint(obj, table);
+    if (hint > base && st__cat_read(obj, table, hint, e) == ST_OK) base = hint;
+    if (base == 0 && may_list) {
+        /* nothing known and no usable hint: the highest version listed (v1 itself is probed
+         * below every time; a listing finds a table whose first versions were expired) */
+        char prefix[128];
+        snprintf(prefix, sizeof prefix, "%s/metadata/v", table);
+        uint64_t max = 0;
+        rc = st_objstore_list(obj, prefix, st__cat_list_fn, &max);
+        if (rc == ST_OK && max && st__cat_read(obj, table, max, e) == ST_OK) base = max;
+    }
+    /* upward from the newest found until a version is missing (one that is not a JSON object is
+     * passed over, not served) */
+    for (uint64_t n = base + 1, probes = 0; rc == ST_OK && probes < ST__CAT_PROBES_MAX;
+         n++, probes++) {
+        int r = st__cat_read(obj, table, n, e);
+        if (r == ST_OK) base = n;
+        if (r == ST_ENOTFOUND) break;
+        if (r != ST_OK && r != ST_EINVAL) rc = r;
+    }
+    if (base == known) e->version = 0;
+    return rc;
+}
+
+static void st__cat_work(uv_work_t *w)
+{
+    st__cat_job_t *j = w->data;
+    for (int i = 0; i < ST__CAT_N; i++) {
+        int rc = st__cat_refresh_one(j->cat->obj, st_catalog_tables[i], j->known[i], j->may_list,
+                                     &j->found[i]);
+        j->failed[i] = rc != ST_OK && !j->found[i].version;
+    }
+}
+
+/* ---- on the loop ---- */
+
+static void st__cat_ent_free(st__cat_ent_t *e)
+{
+    free(e->location);
+    free(e->json);
+    memset(e, 0, sizeof *e);
+}
+
+static void st__cat_maybe_free(st_catalog_t *c)
+{
+    if (!c->closing || c->busy || !c->timer_closed) return;
+    for (int i = 0; i < ST__CAT_N; i++)
+        st__cat_ent_free(&c->ent[i]);
+    free(c);
+}
+
+static void st__cat_done(uv_work_t *w, int status)
+{
+    st__cat_job_t *j = w->data;
+    st_catalog_t *c = j->cat;
+    c->busy = false;
+    for (int i = 0; i < ST__CAT_N; i++) {
+        st__cat_ent_t *f = &j->found[i];
+        bool failed = j->failed[i];
+        if (failed && !c->warned[i])
+            st_warn("catalog: could not read table %s's metadata; serving v%llu",
+                    st_catalog_tables[i], (unsigned long long)c->ent[i].version);
+        c->warned[i] = failed;
+        if (status == 0 && f->version > c->ent[i].version) {
+            st__cat_ent_free(&c->ent[i]);
+            c->ent[i] = *f;
+            memset(f, 0, sizeof *f);
+            st_info("catalog: table %s at v%llu", st_catalog_tables[i],
+                    (unsigned long long)c->ent[i].version);
+        }
+        free(f->location);
+        free(f->json);
+    }
+    free(j);
+    st__cat_maybe_free(c);
+}
+
+static void st__cat_tick(uv_timer_t *t)
+{
+    st_catalog_t *c = t->data;
+    if (c->busy || c->closing || !c->obj) return;
+    st__cat_job_t *j = st_calloc(1, sizeof *j);
+    j->cat = c;
+    j->work.data = j;
+    for (int i = 0; i < ST__CAT_N; i++)
+        j->known[i] = c->ent[i].version;
+    /* a listing (an S3 LIST per table) at start-up, then one refresh in ST__CAT_LIST_EVERY */
+    j->may_list = c->refreshes++ % ST__CAT_LIST_EVERY == 0;
+    if (uv_queue_work(c->loop, &j->work, st__cat_work, st__cat_done) != 0) {
+        free(j);
+        return;
+    }
+    c->busy = true;
+}
+
+int st_catalog_open(st_catalog_t **out, uv_loop_t *loop, st_objstore_t *obj, unsigned refresh_ms)
+{
+    st_catalog_t *c = st_calloc(1, sizeof *c);
+    c->loop = loop;
+    c->obj = obj;
+    uv_timer_init(loop, &c->timer);
+    c->timer.data = c;
+    uv_timer_start(&c->timer, st__cat_tick, 0, refresh_ms ? refresh_ms : 1000);
+    uv_unref((uv_handle_t *)&c->timer); /* the loop's lifetime is the server's, not ours */
+    *out = c;
+    return ST_OK;
+}
+
+static void st__cat_timer_closed(uv_handle_t *h)
+{
+    st_catalog_t *c = h->data;
+    c->timer_closed = true;
+    st__cat_maybe_free(c);
+}
+
+void st_catalog_close(st_catalog_t *c)
+{
+    if (!c) return;
+    c->closing = true;
+    uv_close((uv_handle_t *)&c->timer, st__cat_timer_closed);
+}
+
+int st_catalog_get(const st_catalog_t *c, const char *name, size_t n, st_catalog_entry_t *e)
+{
+    if (!c) return ST_ENOTFOUND;
+    for (int i = 0; i < ST__CAT_N; i++) {
+        if (strlen(st_catalog_tables[i]) != n || memcmp(st_catalog_tables[i], name, n) != 0)
+            continue;
+        const st__cat_ent_t *x = &c->ent[i];
+        if (!x->version) return ST_ENOTFOUND;
+        *e = (st_catalog_entry_t){x->version, x->location, x->json, x->json_len};
+        return ST_OK;
+    }
+    return ST_ENOTFOUND;
+}
