@@ -270,6 +270,7 @@ static void st__pres_on_tick(uv_timer_t *t)
 {
     st_wspres_t *p = t->data;
     uint64_t now = uv_now(p->ws->loop);
+    if (!p->ws->app->repl) return; /* one node: nothing to tell, nobody else's to expire */
     st_buf_t b = {0};
     size_t items = 0;
     st__pres_begin(p, &b);
@@ -394,8 +395,8 @@ void st__ws_presence_open(st_ws_t *ws)
     uv_timer_init(ws->loop, &p->tick);
     p->flush.data = p->tick.data = p;
     p->handles = 2;
-    if (ws->app->repl)
-        uv_timer_start(&p->tick, st__pres_on_tick, ST__PRES_EVERY_MS, ST__PRES_EVERY_MS);
+    /* always: the group (app->repl) opens after the streams do */
+    uv_timer_start(&p->tick, st__pres_on_tick, ST__PRES_EVERY_MS, ST__PRES_EVERY_MS);
     ws->presence = p;
 }
 
