@@ -350,7 +350,8 @@ int st_ws_presence_peer(st_ws_t *ws, uint64_t member, const char *nonce,
                         const st_ws_presence_t *items, size_t n)
 {
     st_wspres_t *p = ws ? ws->presence : NULL;
-    if (!p || member == ws->app->cfg->cluster_self) return ST_OK;
+    /* one node has no other members (and would never expire what one said) */
+    if (!p || !ws->app->repl || member == ws->app->cfg->cluster_self) return ST_OK;
     size_t slot = SIZE_MAX;
     for (size_t i = 0; i < ST_REPL_MAX_MEMBERS && slot == SIZE_MAX; i++)
         if (p->peers[i].id == member) slot = i;
