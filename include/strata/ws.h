@@ -36,6 +36,22 @@ int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *su
 int st_ws_typing(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
                  int64_t until, bool forward);
 
+/* Presence (SPEC §2.1 v5). The body of GET /v1/rooms/{room}/presence into out:
+ * {"room_id","online":[user…]}, sorted, the union of every member's word (ws may be NULL). */
+void st_ws_presence_json(st_ws_t *ws, const char *room, size_t rl, st_buf_t *out);
+/* One (room, user) of another member's announcement (POST /v1/cluster/presence); strings
+ * borrowed for the call. */
+typedef struct {
+    const char *room, *user;
+    size_t rl, ul;
+    bool online;
+} st_ws_presence_t;
+/* Member `member` (its boot nonce: a new one voids what it said before) says these of its own
+ * streams; entries it does not say again within a few seconds go. ST_ERATE when the group has
+ * more members than one has slots. */
+int st_ws_presence_peer(st_ws_t *ws, uint64_t member, const char *nonce,
+                        const st_ws_presence_t *items, size_t n);
+
 /* Open streams; they count against --max-connections with the HTTP connections. */
 size_t st_ws_connections(const st_ws_t *ws);
 /* Subscriptions over every open stream. */

@@ -10,6 +10,7 @@
 #include "strata/ws.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <string.h>
 
 int st_api_cluster(st_ctx_t *c)
@@ -87,10 +88,13 @@ int st_api_cluster_announce(st_ctx_t *c)
 static bool st__gated(const st_http_request_t *r)
 {
     static const char cluster[] = "/v1/cluster", stream[] = "/v1/stream",
-                      typing[] = "/v1/cluster/typing"; /* any member's subscribers */
+                      typing[] = "/v1/cluster/typing", /* any member's subscribers */
+        presence[] = "/v1/cluster/presence";           /* any member's word to any other */
     if (r->path_len < 4 || memcmp(r->path, "/v1/", 4) != 0) return false;
     if (r->path_len == sizeof stream - 1 && memcmp(r->path, stream, r->path_len) == 0) return false;
     if (r->path_len == sizeof typing - 1 && memcmp(r->path, typing, r->path_len) == 0) return false;
+    if (r->path_len == sizeof presence - 1 && memcmp(r->path, presence, r->path_len) == 0)
+        return false;
     return !(r->path_len == sizeof cluster - 1 && memcmp(r->path, cluster, r->path_len) == 0);
 }
 
@@ -120,6 +124,59 @@ int st_api_cluster_typing(st_ctx_t *c)
         if (c->app->ws) st_ws_typing(c->app->ws, room, rl, user, ul, until, false);
         c->status = 204;
     }
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* One entry of a presence announcement: {"room_id","user","online"}. */
+static int st__presence_item(st_ctx_t *c, const cJSON *e, size_t i, st_ws_presence_t *out)
+{
+    static const char *const fields[] = {"room_id", "user", "online", NULL};
+    char where[32];
+    snprintf(where, sizeof where, "entries[%zu]", i);
+    if (!cJSON_IsObject(e))
+        return st_ctx_error_field(c, ST_EINVAL, "entries", "%s must be an object", where);
+    int rc = st_json_fields(c, e, fields, st_arena_strndup(c->arena, where, strlen(where)));
+    if (rc) return rc;
+    const cJSON *on = cJSON_GetObjectItemCaseSensitive(e, "online");
+    if (!cJSON_IsBool(on))
+        return st_ctx_error_field(c, ST_EINVAL, "entries", "%s.online must be a boolean", where);
+    out->online = cJSON_IsTrue(on);
+    if ((rc = st_json_name(c, e, "room_id", &out->room, &out->rl))) return rc;
+    return st_json_name(c, e, "user", &out->user, &out->ul);
+}
+
+/* POST /v1/cluster/presence (internal, any member) {"member","nonce","entries":[{"room_id",
+ * "user","online"}]}: another member's word on its own streams (ws/presence.c). 204. */
+int st_api_cluster_presence(st_ctx_t *c)
+{
+    cJSON *j;
+    static const char *const fields[] = {"member", "nonce", "entries", NULL};
+    int rc = st_json_body(c, &j, fields);
+    if (rc) return rc;
+    if (!j)
+        return st_ctx_error(c, ST_EINVAL, "a JSON body with member, nonce and entries is required");
+    int64_t member = 0;
+    const cJSON *nonce = cJSON_GetObjectItemCaseSensitive(j, "nonce");
+    const cJSON *entries = cJSON_GetObjectItemCaseSensitive(j, "entries");
+    if ((rc = st_json_int(c, j, "member", 1, 1023, 0, &member))) goto done;
+    if (!member || !cJSON_IsString(nonce) || strlen(nonce->valuestring) != 32 ||
+        strspn(nonce->valuestring, "0123456789abcdef") != 32 || !cJSON_IsArray(entries)) {
+        rc = st_ctx_error(c, ST_EINVAL,
+                          "expected {\"member\":1..1023,\"nonce\":32 hex digits,\"entries\":[…]}");
+        goto done;
+    }
+    size_t n = (size_t)cJSON_GetArraySize(entries), i = 0;
+    st_ws_presence_t *items = st_arena_alloc(c->arena, (n ? n : 1) * sizeof *items);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, entries)
+    {
+        if ((rc = st__presence_item(c, e, i, &items[i]))) goto done;
+        i++;
+    }
+    if (c->app->ws) st_ws_presence_peer(c->app->ws, (uint64_t)member, nonce->valuestring, items, n);
+    c->status = 204;
+done:
     cJSON_Delete(j);
     return rc;
 }

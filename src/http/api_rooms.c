@@ -507,6 +507,17 @@ done:
     return rc;
 }
 
+/* GET /v1/rooms/{room}/presence (SPEC §2.1 v5): {"room_id","online":[user…]}, the members
+ * streaming the room on any member of the group (ws/presence.c), for the room's readers. */
+int st_api_room_presence(st_ctx_t *c)
+{
+    int rc = st__room_param(c);
+    if (!rc) rc = st__reader(c);
+    if (rc) return rc;
+    st_ws_presence_json(c->app->ws, c->params[0], c->plens[0], c->body);
+    return ST_OK;
+}
+
 int st_api_room_read(st_ctx_t *c)
 {
     int rc = st__room_param(c);

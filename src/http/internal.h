@@ -266,6 +266,8 @@ int st_api_room_member_patch(st_ctx_t *c);
 int st_api_room_delete(st_ctx_t *c);
 int st_api_room_typing(st_ctx_t *c);
 int st_api_cluster_typing(st_ctx_t *c);
+int st_api_room_presence(st_ctx_t *c);
+int st_api_cluster_presence(st_ctx_t *c);
 int st_api_room_message_post(st_ctx_t *c);
 int st_api_room_message_list(st_ctx_t *c);
 int st_api_room_read(st_ctx_t *c);

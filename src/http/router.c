@@ -34,6 +34,8 @@ const st_route_t st_routes[] = {
     {ST_HTTP_POST, "/v1/cluster/read-index", st_api_cluster_read_index, ST_ROUTE_INTERNAL, NULL},
     {ST_HTTP_POST, "/v1/cluster/typing", st_api_cluster_typing,
      ST_ROUTE_INTERNAL | ST_ROUTE_NOSTAGE, NULL},
+    {ST_HTTP_POST, "/v1/cluster/presence", st_api_cluster_presence,
+     ST_ROUTE_INTERNAL | ST_ROUTE_NOSTAGE, NULL},
     {ST_HTTP_POST, "/v1/admin/flush", st_api_admin_flush, ST_ROUTE_ADMIN | ST_ROUTE_NOSTAGE, NULL},
     {ST_HTTP_POST, "/v1/admin/compact", st_api_admin_compact, ST_ROUTE_ADMIN, NULL},
     {ST_HTTP_POST, "/v1/admin/reconcile", st_api_admin_reconcile, ST_ROUTE_ADMIN, NULL},
@@ -73,6 +75,7 @@ const st_route_t st_routes[] = {
      ST_ROUTE_IDEMPOTENT, NULL},
     {ST_HTTP_POST, "/v1/rooms/{room}/read", st_api_room_read, ST_ROUTE_IDEMPOTENT, NULL},
     {ST_HTTP_POST, "/v1/rooms/{room}/typing", st_api_room_typing, ST_ROUTE_NOSTAGE, NULL},
+    {ST_HTTP_GET, "/v1/rooms/{room}/presence", st_api_room_presence, 0, NULL},
     {ST_HTTP_GET, "/v1/users/{user}/rooms", st_api_user_rooms, 0, st__q_page},
     /* a room's group tells a user's group (SPEC §10, the rooms outbox) */
     {ST_HTTP_POST, "/v1/users/{user}/rooms/remote", st_api_user_rooms_remote,

@@ -82,6 +82,7 @@ typedef struct st_wssub {
      * removal from the room ends it, or NULL */
     bool room;
     char *member;
+    bool present;    /* a room's: counted by presence.c while in its channel */
     uint64_t cursor; /* messages: the last msg_id replayed or sent */
     /* messages: a cursor no rolled-back batch moved (after a rollback, the cursor goes back to
      * it: in a group, the next leader's ids may be below a deposed leader's failed ones), and
@@ -173,6 +174,25 @@ void st__ws_typing_close(st_ws_t *ws);
 /* topics.c: the frame {"type":"typing","id","room_id","user","until"} to the room's subscribers */
 void st__ws_typing_deliver(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
                            int64_t until);
+/* typing.c: a POST of path with body (borrowed, copied) to every other member of the group whose
+ * URL is known, from a worker thread, in order; dropped when the bounded queue is full. Returns
+ * how many were queued (0 outside a group). */
+size_t st__ws_peers_post(st_ws_t *ws, const char *path, const char *body, size_t len);
+
+/* presence.c (SPEC §2.1 v5) */
+typedef struct st_wspres st_wspres_t;
+void st__ws_presence_open(st_ws_t *ws); /* after st__ws_typing_open: it posts through typing.c */
+void st__ws_presence_close(st_ws_t *ws);
+/* A room subscription of user (room and user borrowed) joined its channel: true if it was
+ * counted (the table had room), and then st__ws_presence_drop must follow when it leaves. */
+bool st__ws_presence_add(st_ws_t *ws, const char *room, const char *user);
+void st__ws_presence_drop(st_ws_t *ws, const char *room, const char *user);
+/* A deleted room: its entries go at once (no frame: its streams have ended). */
+void st__ws_presence_forget(st_ws_t *ws, const char *room, size_t rl);
+/* topics.c: the frame {"type":"presence","id","room_id","user","online"} to the room's
+ * subscribers here */
+void st__ws_presence_deliver(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
+                             bool online);
 
 struct st_ws {
     uv_loop_t *loop;
@@ -210,6 +230,7 @@ struct st_ws {
     st_metric_t *m_fan_loop, *m_fan_sender; /* writes of parallel sends, by thread */
     st_metric_t *m_fan_short;               /* parallel sends the socket took only part of */
     st_wstyping_t *typing;                  /* typing.c */
+    st_wspres_t *presence;                  /* presence.c; NULL once closing */
 };
 
 /* ---- queue.c ---- */

@@ -52,12 +52,14 @@ static void st__chan_add(st_ws_t *ws, st_wssub_t *s)
     }
     s->chan = ch;
     st_list_push_front(&ch->subs, &s->clink);
+    if (s->room && s->member) s->present = st__ws_presence_add(ws, s->conv, s->member);
 }
 
 static void st__sub_free(st_ws_t *ws, st_wssub_t *s)
 {
     if (s->cold_wait) st_tier_release(ws->app->tier, s->cold_wait); /* cancels it */
     st_wschan_t *ch = s->chan;                                      /* NULL while pending */
+    if (s->present) st__ws_presence_drop(ws, s->conv, s->member);
     if (ch) {
         st_list_unlink(&s->clink);
         if (st_list_empty(&ch->subs)) {
@@ -766,26 +768,47 @@ void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user
     st_buf_free(&b);
 }
 
-/* A typing signal's frame to the room's subscribers here (typing.c decides when). */
-void st__ws_typing_deliver(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
-                           int64_t until)
+/* A frame of `type` about one of a room's users to the room's subscribers here: "room_id",
+ * "user", then tail (which closes the object). */
+static void st__room_user_send(st_ws_t *ws, const char *room, size_t rl, const char *user,
+                               size_t ul, const char *type, const st_buf_t *tail)
 {
     st_buf_t b = {0};
     st_wschan_t *ch = st__room_user_frame(ws, room, rl, user, ul, &b);
     if (!ch) return;
-    st_buf_printf(&b, ",\"until\":%lld}", (long long)until);
+    st_buf_append(&b, tail->data, tail->len);
     st_wsbody_t *body = st__ws_body_new(b.data, b.len);
     st_wsbody_t *pre = NULL;
     const char *last = NULL;
     for (ST_LIST_EACH(l, n, &ch->subs)) {
         st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, clink);
         if (!s->room) continue; /* a room's own channel: its subscriptions are the room's */
-        st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "typing", s->id), body,
+        st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, type, s->id), body,
                      st__sub_wait(s, 0));
     }
     st__ws_body_unref(body);
     st__ws_body_unref(pre);
     st_buf_free(&b);
+}
+
+/* A typing signal's frame to the room's subscribers here (typing.c decides when). */
+void st__ws_typing_deliver(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
+                           int64_t until)
+{
+    st_buf_t t = {0};
+    st_buf_printf(&t, ",\"until\":%lld}", (long long)until);
+    st__room_user_send(ws, room, rl, user, ul, "typing", &t);
+    st_buf_free(&t);
+}
+
+/* A presence change's frame to the room's subscribers here (presence.c decides when). */
+void st__ws_presence_deliver(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
+                             bool online)
+{
+    st_buf_t t = {0};
+    st_buf_puts(&t, online ? ",\"online\":true}" : ",\"online\":false}");
+    st__room_user_send(ws, room, rl, user, ul, "presence", &t);
+    st_buf_free(&t);
 }
 
 /* An erased user's room streams (the rooms it streams as a member) end at once with forbidden,
@@ -829,6 +852,8 @@ void st__ws_message_changed(void *arg, const char *kind, const char *user, size_
     if (!ch) return;
     if (!json) { /* erased */
         /* the channel is freed with its last subscription: take them one at a time */
+        if (ulen > 2 && memcmp(user, ST_CHAT_ROOM_USER, 2) == 0) /* a deleted room */
+            st__ws_presence_forget(ws, user + 2, ulen - 2);
         while ((ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen))) {
             st_wssub_t *s = ST_LIST_ITEM(ch->subs.next, st_wssub_t, clink);
             st__ws_end_sub(ws, s, "not_found",

@@ -6,7 +6,8 @@
  * already says typing until `until`, 5 s on). In a group the leader takes the signal (a /v1
  * route) and hands it to the other members (POST /v1/cluster/typing with the group's secret)
  * for their subscribers: one worker thread sends a bounded queue of them, dropping what does
- * not fit (a signal that is late is worth nothing).
+ * not fit (a signal that is late is worth nothing). Presence (presence.c) hands its
+ * announcements to the other members through the same queue (st__ws_peers_post).
  *
  * Cost of a client that never stops: one slot check per signal (a fixed table of
  * ST__TYPING_SLOTS recent (room, user) pairs by hash; a collision at worst lets one more frame
@@ -26,7 +27,7 @@ struct st_wstyping {
     uint64_t hash[ST__TYPING_SLOTS];
     uint64_t last_ms[ST__TYPING_SLOTS];
     /* the hand-over to the other members: jobs wait in q; the worker takes them all at once */
-    ST_VEC(st_buf_t) q, sending; /* each: url \0 body \0 */
+    ST_VEC(st_buf_t) q, sending; /* each: url \0 path \0 body \0 */
     uv_loop_t *loop;
     uv_work_t work;
     bool busy, closing;
@@ -48,12 +49,12 @@ static void st__typing_send(uv_work_t *w)
 {
     st_wstyping_t *t = w->data;
     for (size_t i = 0; i < t->sending.n; i++) {
-        const char *url = t->sending.v[i].data, *body = url + strlen(url) + 1;
+        const char *url = t->sending.v[i].data, *path = url + strlen(url) + 1,
+                   *body = path + strlen(path) + 1;
         st_buf_t resp = {0};
         long status = 0;
         /* 2 s at most: a member that does not answer misses the signal, nothing more */
-        st_repl_post(url, "/v1/cluster/typing", body, t->secret, NULL, 2000, &resp, &status, NULL,
-                     0);
+        st_repl_post(url, path, body, t->secret, NULL, 2000, &resp, &status, NULL, 0);
         st_buf_free(&resp);
     }
 }
@@ -93,28 +94,41 @@ static void st__typing_start(st_wstyping_t *t)
         st__typing_sent(&t->work, 0);
 }
 
-/* Hands the signal to every other member of the group (bounded; dropped when full). */
-static void st__typing_forward(st_ws_t *ws, const char *room, size_t rl, const char *user,
-                               size_t ul, int64_t until)
+size_t st__ws_peers_post(st_ws_t *ws, const char *path, const char *body, size_t len)
 {
     st_repl_t *repl = ws->app->repl;
     st_wstyping_t *t = ws->typing;
     uint64_t ids[ST_REPL_MAX_MEMBERS];
+    size_t queued = 0;
+    if (!repl || !t) return 0;
     size_t n = st_repl_member_ids(repl, ids, ST_REPL_MAX_MEMBERS);
     for (size_t i = 0; i < n && t->q.n < ST__TYPING_QUEUE; i++) {
         char url[512];
         if (st_repl_member_url(repl, ids[i], url, sizeof url)) continue; /* itself, or unknown */
         st_buf_t b = {0};
         st_buf_append(&b, url, strlen(url) + 1);
-        st_buf_puts(&b, "{\"room_id\":");
-        st_buf_append_json_str(&b, room, rl);
-        st_buf_puts(&b, ",\"user\":");
-        st_buf_append_json_str(&b, user, ul);
-        st_buf_printf(&b, ",\"until\":%lld}", (long long)until);
+        st_buf_append(&b, path, strlen(path) + 1);
+        st_buf_append(&b, body, len);
         st_buf_appendc(&b, 0);
         st_vec_push(&t->q, b);
+        queued++;
     }
     st__typing_start(t);
+    return queued;
+}
+
+/* Hands the signal to every other member of the group (bounded; dropped when full). */
+static void st__typing_forward(st_ws_t *ws, const char *room, size_t rl, const char *user,
+                               size_t ul, int64_t until)
+{
+    st_buf_t b = {0};
+    st_buf_puts(&b, "{\"room_id\":");
+    st_buf_append_json_str(&b, room, rl);
+    st_buf_puts(&b, ",\"user\":");
+    st_buf_append_json_str(&b, user, ul);
+    st_buf_printf(&b, ",\"until\":%lld}", (long long)until);
+    st__ws_peers_post(ws, "/v1/cluster/typing", b.data, b.len);
+    st_buf_free(&b);
 }
 
 int st_ws_typing(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,

@@ -270,6 +270,7 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
         "Fan-out writes a socket took only part of; libwebsockets sends the rest", "");
     st__ws_topics_init(ws);
     st__ws_typing_open(ws);
+    st__ws_presence_open(ws);
     st__ws_listen(ws);
     st__ws_rx_init(ws);
     ws->fan = st__ws_fan_start();
@@ -287,6 +288,7 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
 void st_ws_close(st_ws_t *ws)
 {
     st__ws_topics_detach(ws); /* before the modules it observes close */
+    st__ws_presence_close(ws);
     st__ws_typing_close(ws);
     st__ws_fan_stop(ws->fan); /* a fan-out from now on is sent from the loop alone */
     ws->fan = NULL;

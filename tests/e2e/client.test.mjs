@@ -326,10 +326,10 @@ describe('the client against the real server', () => {
     const kim = new lib.Strata({ baseUrl: `http://127.0.0.1:${port}`, token: jwt({ sub: 'kim', exp: now() + 600 }), WebSocket, retries: 30, backoff: { baseMs: 20, capMs: 200 } });
     await kim.createRoom({ room_id: 'lounge', members: ['lee'] });
     const first = await kim.postRoomMessage('lounge', { from: 'kim', content: 'before' });
-    const got = [], edits = [], members = [], typing = [];
+    const got = [], edits = [], members = [], typing = [], presence = [];
     const st = kim.stream({ topic: 'room', room_id: 'lounge', after: '0' }, {
       onRoomMessage: (m) => got.push(m), onEdit: (k, m) => edits.push([k, m.content]), onMember: (x) => members.push([x.user, x.change]),
-      onTyping: (t) => typing.push(t),
+      onTyping: (t) => typing.push(t), onPresence: (p) => presence.push([p.room_id, p.user, p.online]),
     });
     await st.ready;
     await until('the replay', () => got.length === 1);
@@ -345,6 +345,10 @@ describe('the client against the real server', () => {
     await until('the typing frame', () => typing.length === 1);
     assert.deepEqual([typing[0].room_id, typing[0].user], ['lounge', 'kim']);
     assert.ok(typing[0].until > Date.now() * 1000, 'until is ahead');
+    // SPEC §2.1 v5: presence — kim's own stream makes it online, to onPresence and roomPresence
+    await until('the presence frame', () => presence.length === 1);
+    assert.deepEqual(presence, [['lounge', 'kim', true]]);
+    assert.deepEqual(await kim.roomPresence('lounge'), { room_id: 'lounge', online: ['kim'] });
     st.close();
   });
 

@@ -248,6 +248,11 @@ describe('the server keeps the contract', () => {
     const TY = '/v1/rooms/{room}/typing';
     assert.equal((await call('POST', TY, '/v1/rooms/rm/typing', { user: 'alice' }, ALICE)).status, 204);
     assert.equal((await call('POST', TY, '/v1/rooms/rm/typing', { user: 'alice' }, BOB)).status, 403);
+    const PR = '/v1/rooms/{room}/presence';
+    assert.deepEqual((await call('GET', PR, '/v1/rooms/rm/presence', undefined, ALICE)).json, { room_id: 'rm', online: [] });
+    assert.equal((await call('GET', PR, '/v1/rooms/rm/presence', undefined, { authorization: `Bearer ${jwt({ sub: 'eve' })}` })).status, 403);
+    assert.equal((await call('GET', PR, '/v1/rooms/none/presence', undefined, ALICE)).status, 404);
+    assert.equal((await call('GET', PR, '/v1/rooms/rm/presence')).status, 401);
     const MR = '/v1/rooms/{room}/members/{user}';
     assert.equal((await call('PATCH', MR, '/v1/rooms/rm/members/carol', { role: 'admin' }, ALICE)).json.role, 'admin');
     assert.equal((await call('PATCH', MR, '/v1/rooms/rm/members/carol', { role: 'owner' }, BOB)).status, 403);
@@ -416,6 +421,11 @@ describe('the server keeps the contract', () => {
     const tsig = { room_id: 'rm', user: 'alice', until: 1 };
     assert.equal((await call('POST', '/v1/cluster/typing', '/v1/cluster/typing', tsig, MEMBER)).status, 204);
     assert.equal((await call('POST', '/v1/cluster/typing', '/v1/cluster/typing', tsig, ADMIN)).status, 401);
+    const CP = '/v1/cluster/presence';
+    const pres = { member: 2, nonce: 'ab'.repeat(16), entries: [{ room_id: 'rm', user: 'alice', online: false }] };
+    assert.equal((await call('POST', CP, CP, pres, MEMBER)).status, 204);
+    assert.equal((await call('POST', CP, CP, { ...pres, nonce: 'x' }, MEMBER)).status, 400);
+    assert.equal((await call('POST', CP, CP, pres, ADMIN)).status, 401);
     // 431 on any route: a head over --max-header (16 KiB by default).
     const text = await raw(s.port, `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20000)}\r\n\r\n`, { idleMs: 500 });
     const [big] = parseResponses(text);

@@ -36,6 +36,7 @@ const VALID = {
   setRoomMemberRole: { role: 'owner' },
   roomTyping: { user: 'alice' },
   clusterTyping: { room_id: 'rm', user: 'alice', until: 1 },
+  clusterPresence: { member: 2, nonce: '0'.repeat(32), entries: [{ room_id: 'rm', user: 'alice', online: false }] },
   postRoomMessage: { from: 'alice', content: 'hi', metadata: { lang: 'en' } },
   editRoomMessage: { content: 'hi again', metadata: { lang: 'fr' } },
   markRoomRead: { user: 'alice', seq: 0 },
@@ -70,7 +71,7 @@ describe('strict requests', () => {
   // body was taken (counter dc is a distinct one, there is no message or booking 1, one node)
   const ACCEPTED = {
     incrCounter: [409, 'conflict'], addDistinct: 200, nextSequence: 200, postMessage: 201,
-    editMessage: [404, 'not_found'], createRoom: 201, changeRoomMembers: 200, setRoomMemberRole: 200, roomTyping: 204, clusterTyping: 204,
+    editMessage: [404, 'not_found'], createRoom: 201, changeRoomMembers: 200, setRoomMemberRole: 200, roomTyping: 204, clusterTyping: 204, clusterPresence: 204,
     postRoomMessage: 201,
     editRoomMessage: [404, 'not_found'], markRoomRead: 200, roomUserErasure: 202, userRoomsRemote: 200,
     createEvent: 201, book: 201, extendEventBooking: [404, 'not_found'],

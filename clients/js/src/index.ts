@@ -53,6 +53,7 @@ import type {
   RoomMessagePage,
   RoomMessagePosted,
   RoomMessageQuery,
+  RoomPresence,
   RoomRead,
   UserRoomPage,
   SeatMapBitmap,
@@ -208,6 +209,11 @@ export class Strata {
    * pressed). Resolves with nothing (204). */
   async typing(roomId: string, user: string, o?: WriteOptions): Promise<void> {
     await this.post(`/v1/rooms/${enc(roomId)}/typing`, { user }, o);
+  }
+  /** Who is online in the room (SPEC §2.1 v5): the members holding a stream of it on any member
+   * of the group, sorted; a stream's `onPresence` hears each change. */
+  roomPresence(roomId: string, o?: ReadOptions): Promise<RoomPresence> {
+    return this.get(`/v1/rooms/${enc(roomId)}/presence`, undefined, o);
   }
   /** last_read_seq only moves forward. */
   markRead(roomId: string, user: string, seq: number, o?: WriteOptions): Promise<RoomRead> {

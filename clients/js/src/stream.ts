@@ -24,6 +24,8 @@ export interface StreamHandlers {
   onMember?(m: { room_id: string; user: string; change: string }): void;
   /** a member is typing until `until` (Unix µs): ephemeral (SPEC §2.1 v5) */
   onTyping?(t: { room_id: string; user: string; until: number }): void;
+  /** a member came online or went offline in the room: ephemeral (SPEC §2.1 v5) */
+  onPresence?(p: { room_id: string; user: string; online: boolean }): void;
   /** messages and room topics: the replay of what was already there is complete */
   onReplayDone?(): void;
   /** seats topic: the event's whole state, on every (re)subscribe */
@@ -193,6 +195,9 @@ export class Stream {
         break;
       case 'typing':
         this.h.onTyping?.({ room_id: f.room_id, user: f.user, until: f.until });
+        break;
+      case 'presence':
+        this.h.onPresence?.({ room_id: f.room_id, user: f.user, online: f.online });
         break;
       case 'replay_done':
         this.h.onReplayDone?.();

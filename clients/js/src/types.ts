@@ -158,6 +158,12 @@ export interface RoomMessagePage extends Page {
   messages: RoomMessage[];
 }
 export type RoomMessageQuery = Omit<MessageQuery, 'conversation_id'>;
+/** Who is online in a room (SPEC §2.1 v5): the members streaming it on any member of the group,
+ * sorted. Ephemeral: kept in memory, never stored. */
+export interface RoomPresence {
+  room_id: string;
+  online: string[];
+}
 export interface RoomRead {
   room_id: string;
   user: string;
@@ -389,6 +395,9 @@ export type ServerFrame =
   | { type: 'room_member'; id: string; room_id: string; user: string; change: string }
   /** a member is typing until `until` (Unix µs); ephemeral, never replayed (SPEC §2.1 v5) */
   | { type: 'typing'; id: string; room_id: string; user: string; until: number }
+  /** a member came online (its first stream of the room on any member of the group) or went
+   * offline (its last one closed); ephemeral, never replayed (SPEC §2.1 v5) */
+  | { type: 'presence'; id: string; room_id: string; user: string; online: boolean }
   | { type: 'seats'; id: string; event_id: string; snapshot: EventState }
   | ({ type: 'seats'; id: string; snapshot?: undefined } & SeatsChange)
   /** exists: on the first frame of a subscription; false for a counter never written */

@@ -40,6 +40,7 @@ from .types import (
     RoomMessage,
     RoomMessagePage,
     RoomMessagePosted,
+    RoomPresence,
     RoomRead,
     RoomRole,
     SeatMapBitmap,
@@ -225,6 +226,10 @@ def delete_room_message(room_id: str, msg_id: str) -> Call[RoomMessage]:
 
 def typing(room_id: str, user: str) -> Call[None]:
     return call("POST", f"/v1/rooms/{_name('room_id', room_id)}/typing", body={"user": user})
+
+
+def room_presence(room_id: str) -> Call[RoomPresence]:
+    return call("GET", f"/v1/rooms/{_name('room_id', room_id)}/presence")
 
 
 def mark_read(room_id: str, user: str, seq: int) -> Call[RoomRead]:

@@ -33,6 +33,7 @@ from .stream import (
     MemberHook,
     MessageStream,
     TypingHook,
+    PresenceHook,
     RoomStream,
     SeatsStream,
     StateHook,
@@ -71,6 +72,7 @@ from .types import (
     RoomMessage,
     RoomMessagePage,
     RoomMessagePosted,
+    RoomPresence,
     RoomRead,
     RoomRole,
     SeatMapBitmap,
@@ -283,6 +285,11 @@ class Strata:
         """Says ``user`` is typing (SPEC §2.1 v5): the room's subscribers get a ``typing`` frame;
         never stored, at most one frame per user per room per second (call it on every key)."""
         self._core.request(R.typing(room_id, user))
+
+    def room_presence(self, room_id: str) -> RoomPresence:
+        """Who is online in the room (SPEC §2.1 v5): the members holding a stream of it on any
+        member of the group, sorted; a room stream's ``on_presence`` hears each change."""
+        return self._core.request(R.room_presence(room_id))
 
     def mark_read(self, room_id: str, user: str, seq: int, *,
                   idempotency_key: Optional[str] = None) -> RoomRead:
@@ -585,6 +592,10 @@ class AsyncStrata:
         """As :meth:`Strata.typing`."""
         await self._core.request(R.typing(room_id, user))
 
+    async def room_presence(self, room_id: str) -> RoomPresence:
+        """As :meth:`Strata.room_presence`."""
+        return await self._core.request(R.room_presence(room_id))
+
     async def mark_read(self, room_id: str, user: str, seq: int, *,
                         idempotency_key: Optional[str] = None) -> RoomRead:
         """``last_read_seq`` only moves forward."""
@@ -719,12 +730,15 @@ class AsyncStrata:
                     on_state: Optional[StateHook] = None,
                     on_change: Optional[ChangeHook] = None,
                     on_member: Optional[MemberHook] = None,
-                    on_typing: Optional[TypingHook] = None) -> RoomStream:
+                    on_typing: Optional[TypingHook] = None,
+                    on_presence: Optional[PresenceHook] = None) -> RoomStream:
         """A room's messages as an async iterator, as :meth:`stream_messages` (``after`` alike);
-        ``on_member(user, change)`` hears of membership changes and ``on_typing(user, until)`` of
-        members typing (ephemeral). It ends with a 403 :class:`StrataError` once the reader is
+        ``on_member(user, change)`` hears of membership changes, ``on_typing(user, until)`` of
+        members typing and ``on_presence(user, online)`` of members coming online or going
+        offline (both ephemeral). It ends with a 403 :class:`StrataError` once the reader is
         removed from the room."""
-        return RoomStream(self._core, room_id, after, on_state, on_change, on_member, on_typing)
+        return RoomStream(self._core, room_id, after, on_state, on_change, on_member, on_typing,
+                          on_presence)
 
     def stream_seats(self, event_id: str, *, on_state: Optional[StateHook] = None) -> SeatsStream:
         """An event's seats: a :class:`SeatsSnapshot` on every (re)subscribe, then changes."""

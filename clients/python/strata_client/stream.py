@@ -64,9 +64,14 @@ ChangeHook = Callable[[str, Dict[str, Any]], None]
 a message the stream may already have yielded (a replay yields each message as it is now)."""
 
 MemberHook = Callable[[str, str], None]
-# on_typing(user, until): a member is typing until `until` (Unix µs); ephemeral (SPEC §2.1 v5)
-TypingHook = Callable[[str, int], None]
 """A room's membership changed: called with the user and the change ("added", "removed")."""
+
+TypingHook = Callable[[str, int], None]
+"""A member is typing until ``until`` (Unix µs); ephemeral (SPEC §2.1 v5)."""
+
+PresenceHook = Callable[[str, bool], None]
+"""A member came online (its first stream of the room on any member of the group) or went offline
+(its last one closed); called with the user and ``online``. Ephemeral (SPEC §2.1 v5)."""
 
 
 @dataclass(frozen=True)
@@ -336,11 +341,13 @@ class RoomStream(_Messages[RoomMessage]):
     def __init__(self, core: AsyncCore, room_id: str, after: Optional[str],
                  on_state: Optional[StateHook], on_change: Optional[ChangeHook],
                  on_member: Optional[MemberHook],
-                 on_typing: Optional[TypingHook] = None) -> None:
+                 on_typing: Optional[TypingHook] = None,
+                 on_presence: Optional[PresenceHook] = None) -> None:
         super().__init__(core, f"room:{room_id}", after, on_state, on_change)
         self.room_id = room_id
         self._on_member = on_member
         self._on_typing = on_typing
+        self._on_presence = on_presence
 
     async def _prepare(self) -> None:
         if self._last is not None:
@@ -358,6 +365,8 @@ class RoomStream(_Messages[RoomMessage]):
             self._on_member(str(f.get("user")), str(f.get("change")))
         if f.get("type") == "typing" and self._on_typing is not None:
             self._on_typing(str(f.get("user")), int(f.get("until") or 0))
+        if f.get("type") == "presence" and self._on_presence is not None:
+            self._on_presence(str(f.get("user")), f.get("online") is True)
         return None
 
 

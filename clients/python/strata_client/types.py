@@ -420,6 +420,13 @@ class RoomMessagePage(TypedDict):
     next: Optional[str]
 
 
+class RoomPresence(TypedDict):
+    """Who is online in a room (SPEC §2.1 v5): the members holding a stream of it on any member
+    of the group, sorted. Ephemeral: kept in memory, never stored."""
+    room_id: str
+    online: List[str]
+
+
 class RoomRead(TypedDict):
     room_id: str
     user: str

@@ -22,7 +22,8 @@ FAST = Backoff(base=0.02, cap=0.3)
 # a group's internal routes (cluster-secret only: the outbox between groups, Raft members) and
 # the stream upgrade (covered by the streams)
 NOT_FOR_CLIENTS = {"openStream", "adminTestDrift", "clusterSnapshot", "clusterAnnounce",
-                   "clusterReadIndex", "clusterTyping", "userRoomsRemote", "roomUserErasure",
+                   "clusterReadIndex", "clusterTyping", "clusterPresence",
+                   "userRoomsRemote", "roomUserErasure",
                    # the Iceberg REST catalog is for query engines (DuckDB, Spark, PyIceberg)
                    "icebergConfig", "icebergListNamespaces", "icebergLoadNamespace",
                    "icebergListTables", "icebergLoadTable", "icebergReportMetrics",
@@ -106,6 +107,7 @@ def test_every_route_sync(server: Server) -> None:
         assert [x["role"] for x in alice.room_members("den", limit=1)["members"]] == ["owner"]
         assert alice.mark_read("den", "alice", 1)["unread"] == 0
         alice.typing("den", "alice")  # 204, nothing to answer
+        assert alice.room_presence("den") == {"room_id": "den", "online": []}
         assert [x["room_id"] for x in alice.user_rooms("alice")["rooms"]] == ["den"]
         assert raises(lambda: alice.post_room_message("den", "bob", "x")).status == 403
         room_roles(alice, ivy, db)
@@ -243,6 +245,7 @@ def test_every_route_async(server: Server) -> None:
             assert (await alice.room_messages("aden"))["messages"][0]["msg_id"] == rp["msg_id"]
             assert (await alice.mark_read("aden", "alice", 1))["last_read_seq"] == 1
             await alice.typing("aden", "alice")
+            assert (await alice.room_presence("aden"))["online"] == []
             assert (await alice.user_rooms("alice"))["rooms"][0]["room_id"] == "aden"
             assert (await alice.change_members(
                 "aden", add=[{"user": "cy", "role": "admin"}]))["members"] == 3

@@ -231,10 +231,12 @@ def test_a_room_stream_hears_messages_edits_and_members(server: Server) -> None:
             changes: List[Any] = []
             members: List[Any] = []
             typing: List[Any] = []
+            presence: List[Any] = []
             got: List[Any] = []
             s = db.stream_room("lounge", after="0", on_change=lambda k, m: changes.append((k, m)),
                                on_member=lambda u, c: members.append((u, c)),
-                               on_typing=lambda u, t: typing.append((u, t)))
+                               on_typing=lambda u, t: typing.append((u, t)),
+                               on_presence=lambda u, o: presence.append((u, o)))
             live: List[Any] = []
             s_live = db.stream_room("lounge")  # no after: from now on
             await asyncio.gather(s.ready(), s_live.ready())
@@ -257,6 +259,11 @@ def test_a_room_stream_hears_messages_edits_and_members(server: Server) -> None:
             await db.typing("lounge", "kim")  # SPEC §2.1 v5: ephemeral, to on_typing
             await until("the typing frame", lambda: len(typing) == 1)
             assert typing[0][0] == "kim" and typing[0][1] > 0
+            # SPEC §2.1 v5: the stream's member (its token's sub) is online, to on_presence and
+            # room_presence
+            await until("the presence frame", lambda: len(presence) >= 1)
+            assert presence[0][1] is True
+            assert (await db.room_presence("lounge"))["online"] == [presence[0][0]]
             await s.aclose()
             await task
 

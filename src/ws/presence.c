@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Room presence (SPEC §2.1 v5): a member of a room is online while it holds a stream subscribed
+ * to the room (topic "room") on any member of the group. Ephemeral: memory only, nothing stored
+ * per connect or disconnect, nothing replayed.
+ *
+ * Each member counts its own subscriptions per (room, user) (topics.c calls st__ws_presence_add
+ * when a room subscription joins its channel and st__ws_presence_drop when it leaves it, however
+ * it ends: unsubscribe, close, ping timeout, removal, erasure, a deleted room). In a group it
+ * tells the other members its part: the changes as they happen (POST /v1/cluster/presence, the
+ * changes of one moment in one body) and every ST__PRES_EVERY_MS all of it again; a member's
+ * entries that are not said again within ST__PRES_EXPIRE_MS go (a member that crashed), and a
+ * member that comes back with another boot nonce replaces what it said before. A user is online
+ * when any member has it; that is what GET …/presence lists and what the frames say.
+ *
+ * Frames: {"type":"presence","id","room_id","user","online"} to the room's subscribers here when
+ * the group-wide state changes, at most one per user per room per second (a user that comes and
+ * goes faster is coalesced: the next frame says the state it is in by then, and none leaves when
+ * it is back where the last frame said).
+ *
+ * Bounds: at most `cap` (room, user) entries (4 x --max-connections, at least 1024); a
+ * subscription that finds the table full is not counted (it streams as usual). Announcements
+ * go through typing.c's bounded queue (st__ws_peers_post); one that is dropped is repaired by the
+ * next full announcement.
+ */
+#include "internal.h"
+
+#include "strata/chat.h"
+#include "strata/config.h"
+#include "strata/repl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define ST__PRES_EVERY_MS  2000                    /* a full announcement to the other members */
+#define ST__PRES_EXPIRE_MS (3 * ST__PRES_EVERY_MS) /* a member's entries not said again go */
+#define ST__PRES_FRAME_MS  1000                    /* one frame per user per room per second */
+#define ST__PRES_BATCH_MS  10                      /* the changes of one moment leave together */
+#define ST__PRES_CHUNK     (256u * 1024)           /* bytes of entries in one announcement */
+#define ST__PRES_PATH      "/v1/cluster/presence"
+
+typedef struct st_wspres_room st_wspres_room_t;
+
+/* One (room, user): this member's count and the other members' word on it. */
+typedef struct {
+    st_map_node_t node; /* in its room's users, by name */
+    st_list_t dlink;    /* in p->dirty while a frame or an announcement may be owed */
+    st_wspres_room_t *room;
+    uint32_t local;                     /* this member's subscriptions */
+    uint64_t seen[ST_REPL_MAX_MEMBERS]; /* per peer slot: loop ms it last said online, 0: not */
+    uint64_t frame_ms;                  /* loop ms of the last frame about it (0: none) */
+    bool shown;                         /* what the last frame said */
+    bool announced;                     /* what the other members were last told (local > 0) */
+    size_t ul;
+    char user[];
+} st_wspres_user_t;
+
+struct st_wspres_room {
+    st_map_node_t node; /* in p->rooms */
+    st_map_t users;     /* st_wspres_user_t */
+    size_t rl;
+    char room[];
+};
+
+typedef struct {
+    uint64_t id; /* 0: a free slot */
+    char nonce[33];
+} st_wspres_peer_t;
+
+typedef ST_VEC(st_wspres_user_t *) st_wspres_vec_t;
+
+struct st_wspres {
+    st_ws_t *ws;
+    st_map_t rooms; /* st_wspres_room_t */
+    size_t n, cap;  /* entries, and the most kept */
+    st_list_t dirty;
+    uv_timer_t flush, tick;
+    int handles; /* timers not closed yet: p is freed with the last */
+    st_wspres_peer_t peers[ST_REPL_MAX_MEMBERS];
+    char nonce[33]; /* this boot's */
+};
+
+static bool st__pres_peer_any(const st_wspres_user_t *u)
+{
+    for (size_t i = 0; i < ST_REPL_MAX_MEMBERS; i++)
+        if (u->seen[i]) return true;
+    return false;
+}
+
+static bool st__pres_online(const st_wspres_user_t *u)
+{
+    return u->local > 0 || st__pres_peer_any(u);
+}
+
+static st_wspres_user_t *st__pres_find(st_wspres_t *p, const char *room, size_t rl,
+                                       const char *user, size_t ul, bool create)
+{
+    st_wspres_room_t *r = (st_wspres_room_t *)st_map_get(&p->rooms, room, rl);
+    if (r) {
+        st_map_node_t *n = st_map_get(&r->users, user, ul);
+        if (n) return (st_wspres_user_t *)n;
+    }
+    if (!create || p->n >= p->cap) return NULL;
+    if (!r) {
+        r = st_calloc(1, sizeof *r + rl + 1);
+        memcpy(r->room, room, rl);
+        r->rl = rl;
+        r->node.key = r->room;
+        r->node.klen = rl;
+        st_map_init(&r->users);
+        st_map_insert(&p->rooms, &r->node);
+    }
+    st_wspres_user_t *u = st_calloc(1, sizeof *u + ul + 1);
+    memcpy(u->user, user, ul);
+    u->ul = ul;
+    u->room = r;
+    u->node.key = u->user;
+    u->node.klen = ul;
+    st_map_insert(&r->users, &u->node);
+    p->n++;
+    return u;
+}
+
+static void st__pres_free_user(st_wspres_t *p, st_wspres_user_t *u)
+{
+    st_wspres_room_t *r = u->room;
+    if (st_list_linked(&u->dlink)) st_list_unlink(&u->dlink);
+    st_map_remove(&r->users, &u->node);
+    free(u);
+    p->n--;
+    if (r->users.count == 0) {
+        st_map_remove(&p->rooms, &r->node);
+        st_map_free(&r->users);
+        free(r);
+    }
+}
+
+/* Frees u once nothing is left of it and nothing is owed about it. */
+static void st__pres_gc(st_wspres_t *p, st_wspres_user_t *u)
+{
+    if (!u->local && !u->shown && !u->announced && !st_list_linked(&u->dlink) &&
+        !st__pres_peer_any(u))
+        st__pres_free_user(p, u);
+}
+
+static void st__pres_on_flush(uv_timer_t *t);
+
+/* u changed: a frame or an announcement may be owed (st__pres_on_flush sends them). */
+static void st__pres_touch(st_wspres_t *p, st_wspres_user_t *u)
+{
+    bool owed =
+        st__pres_online(u) != u->shown || (p->ws->app->repl && (u->local > 0) != u->announced);
+    if (!st_list_linked(&u->dlink)) {
+        if (!owed) {
+            st__pres_gc(p, u);
+            return;
+        }
+        st_list_insert(&p->dirty, &u->dlink);
+    }
+    if (!uv_is_active((uv_handle_t *)&p->flush))
+        uv_timer_start(&p->flush, st__pres_on_flush, ST__PRES_BATCH_MS, 0);
+}
+
+/* ---- announcements to the other members ---- */
+
+static void st__pres_begin(const st_wspres_t *p, st_buf_t *b)
+{
+    st_buf_reset(b);
+    st_buf_printf(b, "{\"member\":%llu,\"nonce\":\"%s\",\"entries\":[",
+                  (unsigned long long)p->ws->app->cfg->cluster_self, p->nonce);
+}
+
+static void st__pres_post(st_wspres_t *p, st_buf_t *b, size_t *items)
+{
+    if (!*items) return;
+    st_buf_puts(b, "]}");
+    st__ws_peers_post(p->ws, ST__PRES_PATH, b->data, b->len);
+    *items = 0;
+    st__pres_begin(p, b);
+}
+
+static void st__pres_entry(st_wspres_t *p, st_buf_t *b, size_t *items, const st_wspres_user_t *u,
+                           bool online)
+{
+    if (*items) st_buf_appendc(b, ',');
+    st_buf_puts(b, "{\"room_id\":");
+    st_buf_append_json_str(b, u->room->room, u->room->rl);
+    st_buf_puts(b, ",\"user\":");
+    st_buf_append_json_str(b, u->user, u->ul);
+    st_buf_puts(b, online ? ",\"online\":true}" : ",\"online\":false}");
+    if (++*items && b->len >= ST__PRES_CHUNK) st__pres_post(p, b, items);
+}
+
+/* ---- the flush: frames and announcements owed ---- */
+
+static void st__pres_on_flush(uv_timer_t *t)
+{
+    st_wspres_t *p = t->data;
+    st_ws_t *ws = p->ws;
+    uint64_t now = uv_now(ws->loop), next = 0;
+    bool group = ws->app->repl != NULL;
+    st_buf_t b = {0};
+    size_t items = 0;
+    st__pres_begin(p, &b);
+    for (ST_LIST_EACH(l, n, &p->dirty)) {
+        st_wspres_user_t *u = ST_LIST_ITEM(l, st_wspres_user_t, dlink);
+        if (group && (u->local > 0) != u->announced) {
+            u->announced = u->local > 0;
+            st__pres_entry(p, &b, &items, u, u->announced);
+        }
+        bool on = st__pres_online(u);
+        if (on != u->shown) {
+            uint64_t since = now - u->frame_ms;
+            if (u->frame_ms && since < ST__PRES_FRAME_MS) { /* coalesced: it waits its turn */
+                uint64_t wait = ST__PRES_FRAME_MS - since;
+                if (!next || wait < next) next = wait;
+                continue;
+            }
+            u->shown = on;
+            u->frame_ms = now ? now : 1;
+            st__ws_presence_deliver(ws, u->room->room, u->room->rl, u->user, u->ul, on);
+        }
+        st_list_unlink(&u->dlink);
+        st__pres_gc(p, u);
+    }
+    st__pres_post(p, &b, &items);
+    st_buf_free(&b);
+    if (next && !uv_is_active((uv_handle_t *)&p->flush))
+        uv_timer_start(&p->flush, st__pres_on_flush, next, 0);
+}
+
+/* Every entry of one room, or of every room (room NULL), into out. */
+static void st__pres_collect(st_wspres_t *p, const st_wspres_room_t *only, st_wspres_vec_t *out)
+{
+    size_t i, j;
+    for (st_map_node_t *rn = st_map_first(&p->rooms, &i); rn; rn = st_map_next(&p->rooms, &i, rn)) {
+        st_wspres_room_t *r = (st_wspres_room_t *)rn;
+        if (only && r != only) continue;
+        for (st_map_node_t *un = st_map_first(&r->users, &j); un;
+             un = st_map_next(&r->users, &j, un))
+            st_vec_push(out, (st_wspres_user_t *)un);
+    }
+}
+
+/* Drops what peer slot `slot` said (its member is gone or came back with another nonce), or
+ * only what it has not said again since `before` (0: all of it). */
+static void st__pres_expire(st_wspres_t *p, size_t slot, uint64_t before)
+{
+    st_wspres_vec_t all = {0};
+    st__pres_collect(p, NULL, &all);
+    for (size_t i = 0; i < all.n; i++) {
+        st_wspres_user_t *u = all.v[i];
+        bool changed = false;
+        for (size_t s = 0; s < ST_REPL_MAX_MEMBERS; s++) {
+            if (!u->seen[s] || (slot != SIZE_MAX && s != slot) || (before && u->seen[s] >= before))
+                continue;
+            u->seen[s] = 0;
+            changed = true;
+        }
+        if (changed) st__pres_touch(p, u); /* frees at most u itself */
+    }
+    st_vec_free(&all);
+}
+
+/* Every ST__PRES_EVERY_MS in a group: all of this member's part again, and the others' entries
+ * that were not said again in time go. */
+static void st__pres_on_tick(uv_timer_t *t)
+{
+    st_wspres_t *p = t->data;
+    uint64_t now = uv_now(p->ws->loop);
+    if (!p->ws->app->repl) return; /* one node: nothing to tell, nobody else's to expire */
+    st_buf_t b = {0};
+    size_t items = 0;
+    st__pres_begin(p, &b);
+    st_wspres_vec_t all = {0};
+    st__pres_collect(p, NULL, &all);
+    for (size_t i = 0; i < all.n; i++)
+        if (all.v[i]->local && all.v[i]->announced) st__pres_entry(p, &b, &items, all.v[i], true);
+    st__pres_post(p, &b, &items);
+    st_buf_free(&b);
+    st_vec_free(&all);
+    if (now > ST__PRES_EXPIRE_MS) st__pres_expire(p, SIZE_MAX, now - ST__PRES_EXPIRE_MS);
+}
+
+/* ---- what topics.c and the routes call ---- */
+
+bool st__ws_presence_add(st_ws_t *ws, const char *room, const char *user)
+{
+    st_wspres_t *p = ws->presence;
+    if (!p) return false;
+    st_wspres_user_t *u = st__pres_find(p, room, strlen(room), user, strlen(user), true);
+    if (!u) return false; /* the table is full: not counted */
+    if (u->local++ == 0) st__pres_touch(p, u);
+    return true;
+}
+
+void st__ws_presence_drop(st_ws_t *ws, const char *room, const char *user)
+{
+    st_wspres_t *p = ws->presence;
+    if (!p) return;
+    st_wspres_user_t *u = st__pres_find(p, room, strlen(room), user, strlen(user), false);
+    if (!u || !u->local) return; /* its room was deleted since (st__ws_presence_forget) */
+    if (--u->local == 0) st__pres_touch(p, u);
+}
+
+void st__ws_presence_forget(st_ws_t *ws, const char *room, size_t rl)
+{
+    st_wspres_t *p = ws->presence;
+    st_wspres_room_t *r = p ? (st_wspres_room_t *)st_map_get(&p->rooms, room, rl) : NULL;
+    if (!r) return;
+    st_wspres_vec_t all = {0};
+    st__pres_collect(p, r, &all);
+    for (size_t i = 0; i < all.n; i++) /* no subscriber is left to be told: no frame */
+        st__pres_free_user(p, all.v[i]);
+    st_vec_free(&all);
+}
+
+static int st__pres_cmp(const void *a, const void *b)
+{
+    const st_wspres_user_t *x = *(st_wspres_user_t *const *)a, *y = *(st_wspres_user_t *const *)b;
+    size_t n = x->ul < y->ul ? x->ul : y->ul;
+    int c = memcmp(x->user, y->user, n);
+    return c ? c : (x->ul > y->ul) - (x->ul < y->ul);
+}
+
+void st_ws_presence_json(st_ws_t *ws, const char *room, size_t rl, st_buf_t *out)
+{
+    st_wspres_t *p = ws ? ws->presence : NULL;
+    st_wspres_room_t *r = p ? (st_wspres_room_t *)st_map_get(&p->rooms, room, rl) : NULL;
+    st_wspres_vec_t all = {0};
+    if (r) st__pres_collect(p, r, &all);
+    size_t n = 0;
+    for (size_t i = 0; i < all.n; i++)
+        if (st__pres_online(all.v[i])) all.v[n++] = all.v[i];
+    if (n) qsort(all.v, n, sizeof *all.v, st__pres_cmp);
+    st_buf_puts(out, "{\"room_id\":");
+    st_buf_append_json_str(out, room, rl);
+    st_buf_puts(out, ",\"online\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (i) st_buf_appendc(out, ',');
+        st_buf_append_json_str(out, all.v[i]->user, all.v[i]->ul);
+    }
+    st_buf_puts(out, "]}");
+    st_vec_free(&all);
+}
+
+int st_ws_presence_peer(st_ws_t *ws, uint64_t member, const char *nonce,
+                        const st_ws_presence_t *items, size_t n)
+{
+    st_wspres_t *p = ws ? ws->presence : NULL;
+    /* one node has no other members (and would never expire what one said) */
+    if (!p || !ws->app->repl || member == ws->app->cfg->cluster_self) return ST_OK;
+    size_t slot = SIZE_MAX;
+    for (size_t i = 0; i < ST_REPL_MAX_MEMBERS && slot == SIZE_MAX; i++)
+        if (p->peers[i].id == member) slot = i;
+    for (size_t i = 0; i < ST_REPL_MAX_MEMBERS && slot == SIZE_MAX; i++)
+        if (!p->peers[i].id) slot = i;
+    if (slot == SIZE_MAX) return ST_ERATE; /* more members than a group has */
+    st_wspres_peer_t *peer = &p->peers[slot];
+    if (peer->id == member && strcmp(peer->nonce, nonce) != 0)
+        st__pres_expire(p, slot, 0); /* it restarted: what it said before is void */
+    peer->id = member;
+    snprintf(peer->nonce, sizeof peer->nonce, "%s", nonce);
+    uint64_t now = uv_now(ws->loop);
+    for (size_t i = 0; i < n; i++) {
+        const st_ws_presence_t *e = &items[i];
+        st_wspres_user_t *u = st__pres_find(p, e->room, e->rl, e->user, e->ul, e->online);
+        if (!u) continue;
+        u->seen[slot] = e->online ? (now ? now : 1) : 0;
+        st__pres_touch(p, u);
+    }
+    return ST_OK;
+}
+
+/* ---- lifetime ---- */
+
+void st__ws_presence_open(st_ws_t *ws)
+{
+    st_wspres_t *p = st_calloc(1, sizeof *p);
+    p->ws = ws;
+    st_map_init(&p->rooms);
+    st_list_init(&p->dirty);
+    uint64_t max = ws->app->cfg->max_connections;
+    p->cap = max > 256 ? 4 * max : 1024;
+    uint8_t rnd[16];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        uint64_t t = st_now_us();
+        memcpy(rnd, &t, sizeof t);
+        memcpy(rnd + 8, &ws, sizeof ws < 8 ? sizeof ws : 8);
+    }
+    for (size_t i = 0; i < sizeof rnd; i++)
+        snprintf(p->nonce + 2 * i, 3, "%02x", rnd[i]);
+    uv_timer_init(ws->loop, &p->flush);
+    uv_timer_init(ws->loop, &p->tick);
+    p->flush.data = p->tick.data = p;
+    p->handles = 2;
+    /* always: the group (app->repl) opens after the streams do */
+    uv_timer_start(&p->tick, st__pres_on_tick, ST__PRES_EVERY_MS, ST__PRES_EVERY_MS);
+    ws->presence = p;
+}
+
+static void st__pres_closed(uv_handle_t *h)
+{
+    st_wspres_t *p = h->data;
+    if (--p->handles == 0) free(p);
+}
+
+void st__ws_presence_close(st_ws_t *ws)
+{
+    st_wspres_t *p = ws->presence;
+    ws->presence = NULL; /* subscriptions that end from now on are not counted */
+    if (!p) return;
+    st_wspres_vec_t all = {0};
+    st__pres_collect(p, NULL, &all);
+    for (size_t i = 0; i < all.n; i++)
+        st__pres_free_user(p, all.v[i]);
+    st_vec_free(&all);
+    st_map_free(&p->rooms);
+    uv_close((uv_handle_t *)&p->flush, st__pres_closed);
+    uv_close((uv_handle_t *)&p->tick, st__pres_closed);
+}
