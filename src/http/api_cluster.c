@@ -95,6 +95,13 @@ static bool st__gated(const st_http_request_t *r)
     if (r->path_len == sizeof typing - 1 && memcmp(r->path, typing, r->path_len) == 0) return false;
     if (r->path_len == sizeof presence - 1 && memcmp(r->path, presence, r->path_len) == 0)
         return false;
+    /* GET /v1/rooms/{room}/presence: every member knows the group's presence and answers it
+     * itself (SPEC §2.1 v5: the same answer from every member within 1 s of a change) */
+    static const char rooms[] = "/v1/rooms/", tail[] = "/presence";
+    if (r->method == ST_HTTP_GET && r->path_len > sizeof rooms - 1 + sizeof tail - 1 &&
+        memcmp(r->path, rooms, sizeof rooms - 1) == 0 &&
+        memcmp(r->path + r->path_len - (sizeof tail - 1), tail, sizeof tail - 1) == 0)
+        return false;
     return !(r->path_len == sizeof cluster - 1 && memcmp(r->path, cluster, r->path_len) == 0);
 }
 

@@ -12,7 +12,7 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { Group } from './cluster-lib.mjs';
+import { Group, call } from './cluster-lib.mjs';
 import { sleep, startStrata, wsConnect } from './lib.mjs';
 
 // Frames until pred holds (the ones seen are returned), or a timeout.
@@ -281,9 +281,12 @@ describe('presence in a replicated group', () => {
     const seen = Date.now() - t0;
     console.log(`listed by the others ${listed} ms, frames on the others ${seen} ms after the subscribe`);
     assert.ok(seen < 2000, `the other members' subscribers saw it ${seen} ms later`);
-    // a direct GET on a follower answers 307 to the leader (SPEC §8), which has the union
-    const direct = await g.req('GET', '/v1/rooms/gp/presence', undefined, { via: a });
-    assert.deepEqual(direct.json, { room_id: 'gp', online: ['ann', 'cy'] });
+    // every member answers presence itself (no 307 to the leader): each knows the group's union
+    for (const via of [a, b, leader]) {
+      const direct = await call(g.port(via), 'GET', '/v1/rooms/gp/presence');
+      assert.equal(direct.status, 200, `member ${via}: ${direct.status} ${direct.text}`);
+      assert.deepEqual(direct.json, { room_id: 'gp', online: ['ann', 'cy'] });
+    }
 
     // one of the two leaves: the others see that too
     cy.close();
