@@ -41,6 +41,9 @@ int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o);
 void st_objstore_close(st_objstore_t *s);
 /* A printable description (the URL without credentials). */
 const char *st_objstore_describe(const st_objstore_t *s);
+/* Appends key as an absolute URI (Iceberg's manifests name files so, SPEC v5 §5.1):
+ * "file://" + the directory's real path + "/" + key, or "s3://bucket[/prefix]/key". No I/O. */
+void st_objstore_uri(const st_objstore_t *s, const char *key, st_buf_t *out);
 /* Creates key holding data atomically: readers see all of it or nothing (temp file + fsync +
  * link, or one PUT). Never over an existing object (SPEC §5): ST_EEXIST when key holds another
  * object (S3: a HEAD first, then the PUT with If-None-Match: *, which AWS, MinIO and Ceph enforce
@@ -54,6 +57,8 @@ int st_objstore_replace(st_objstore_t *s, const char *key, const void *data, siz
 /* Appends bytes [off, off+len) of key to out; ST_ENOTFOUND if the object is missing, ST_EIO if
  * it is shorter. */
 int st_objstore_get(st_objstore_t *s, const char *key, uint64_t off, size_t len, st_buf_t *out);
+/* Appends the whole object (at most max bytes: ST_EINVAL when larger; ST_ENOTFOUND). */
+int st_objstore_read(st_objstore_t *s, const char *key, size_t max, st_buf_t *out);
 int st_objstore_delete(st_objstore_t *s, const char *key);
 /* Calls fn for every object whose key starts with prefix (key relative to the store's root,
  * borrowed for the call); stops early when fn returns non-zero. */
