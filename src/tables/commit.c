@@ -13,7 +13,7 @@
 
 #define ST__TRIES 8 /* races lost in a row before a commit gives up until the next tick */
 
-static void st__vkey(st_buf_t *b, const st_table_def_t *d, int64_t v)
+static void st__meta_vkey(st_buf_t *b, const st_table_def_t *d, int64_t v)
 {
     b->len = 0;
     st_buf_printf(b, "%s/metadata/v%lld.metadata.json", d->ice.name, (long long)v);
@@ -23,7 +23,7 @@ static void st__vkey(st_buf_t *b, const st_table_def_t *d, int64_t v)
 static int st__read_version(st_objstore_t *ms, const st_table_def_t *d, int64_t v, cJSON **out)
 {
     st_buf_t k = {0}, b = {0};
-    st__vkey(&k, d, v);
+    st__meta_vkey(&k, d, v);
     int rc = st_objstore_read(ms, k.data, ST_TABLES_META_MAX, &b);
     if (rc == ST_OK && (rc = st_tables_meta_parse(b.data, b.len, out)) != ST_OK)
         st_error("tables: %s is not a metadata file strata can read", k.data);
@@ -105,7 +105,7 @@ int st_table_load(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, boo
         st_buf_appendc(&loc, 0);
         doc = st_tmeta_v1(d, loc.data, st_now_us() / 1000);
         char *text = cJSON_PrintUnformatted(doc);
-        st__vkey(&k, d, 1);
+        st__meta_vkey(&k, d, 1);
         rc = text ? st_objstore_put(ms, k.data, text, strlen(text)) : ST_ENOMEM;
         free(text);
         st_buf_free(&loc);
@@ -242,7 +242,7 @@ static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m
     st_buf_appendc(&muri, 0);
     st_objstore_uri(ms, lkey.data, &luri);
     st_buf_appendc(&luri, 0);
-    st__vkey(&vk, d, m->version);
+    st__meta_vkey(&vk, d, m->version);
     st_objstore_uri(ms, vk.data, &puri);
     st_buf_appendc(&puri, 0);
     st_tstrs_t expired = {0}, dropped = {0};
@@ -275,7 +275,7 @@ static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m
     if (rc == ST_OK && !(next = st_tmeta_next(m->doc, &s, &expired, &dropped))) rc = ST_ENOMEM;
     if (rc == ST_OK && !(text = cJSON_PrintUnformatted(next))) rc = ST_ENOMEM;
     if (rc == ST_OK) {
-        st__vkey(&vk, d, m->version + 1);
+        st__meta_vkey(&vk, d, m->version + 1);
         rc = st_objstore_put(ms, vk.data, text, strlen(text));
     }
     if (rc == ST_OK) {

@@ -56,7 +56,7 @@ static bool st__int_member(const cJSON *o, const char *name, bool need)
     return v ? st__is_int(v) : !need;
 }
 
-static bool st__str_member(const cJSON *o, const char *name)
+static bool st__meta_str(const cJSON *o, const char *name)
 {
     return cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, name));
 }
@@ -80,9 +80,9 @@ static bool st__snapshot_ok(const cJSON *s)
     const cJSON *sum = cJSON_GetObjectItemCaseSensitive(s, "summary");
     const cJSON *par = cJSON_GetObjectItemCaseSensitive(s, "parent-snapshot-id");
     return st__int_member(s, "snapshot-id", true) && st__int_member(s, "sequence-number", true) &&
-           st__int_member(s, "timestamp-ms", true) && st__str_member(s, "manifest-list") &&
+           st__int_member(s, "timestamp-ms", true) && st__meta_str(s, "manifest-list") &&
            (!par || cJSON_IsNull(par) || st__is_int(par)) && cJSON_IsObject(sum) &&
-           st__str_member(sum, "operation") && st__int_member(s, "schema-id", false);
+           st__meta_str(sum, "operation") && st__int_member(s, "schema-id", false);
 }
 
 static bool st__snaplog_ok(const cJSON *e)
@@ -92,7 +92,7 @@ static bool st__snaplog_ok(const cJSON *e)
 
 static bool st__metalog_ok(const cJSON *e)
 {
-    return st__int_member(e, "timestamp-ms", true) && st__str_member(e, "metadata-file");
+    return st__int_member(e, "timestamp-ms", true) && st__meta_str(e, "metadata-file");
 }
 
 static bool st__doc_ok(const cJSON *d)
@@ -104,7 +104,7 @@ static bool st__doc_ok(const cJSON *d)
     const cJSON *uuid = cJSON_GetObjectItemCaseSensitive(d, "table-uuid");
     if (!cJSON_IsObject(d) || !st__is_int(fv) || fv->valuedouble != 2) return false;
     if (!cJSON_IsString(uuid) || strlen(uuid->valuestring) != 36) return false;
-    if (!st__str_member(d, "location") || !st__int_member(d, "last-sequence-number", true) ||
+    if (!st__meta_str(d, "location") || !st__int_member(d, "last-sequence-number", true) ||
         !st__int_member(d, "last-updated-ms", true) || !st__int_member(d, "last-column-id", true) ||
         !st__int_member(d, "current-schema-id", true) ||
         !st__int_member(d, "default-spec-id", true) ||
@@ -255,7 +255,7 @@ static cJSON *st__summary(const st_tsnap_t *s)
 }
 
 /* Drops expired snapshots (their manifest lists to *expired) and their snapshot-log entries. */
-static void st__expire(cJSON *d, const st_tsnap_t *s, st_tstrs_t *expired)
+static void st__expire_snapshots(cJSON *d, const st_tsnap_t *s, st_tstrs_t *expired)
 {
     cJSON *snaps = st__array(d, "snapshots"), *log = st__array(d, "snapshot-log");
     cJSON *it = snaps->child;
@@ -322,6 +322,6 @@ cJSON *st_tmeta_next(const cJSON *doc, const st_tsnap_t *s, st_tstrs_t *expired,
             cJSON_Delete(old);
         }
     }
-    st__expire(d, s, expired);
+    st__expire_snapshots(d, s, expired);
     return d;
 }

@@ -48,20 +48,20 @@ struct st_tables {
 };
 
 /* ---- live files ---- */
-static int st__cmp(const void *a, const void *b)
+static int st__tfile_cmp(const void *a, const void *b)
 {
     return strcmp(((const st_tfile_t *)a)->key, ((const st_tfile_t *)b)->key);
 }
 
 void st_tfiles_sort(st_tfiles_t *v)
 {
-    if (v->n > 1) qsort(v->v, v->n, sizeof *v->v, st__cmp);
+    if (v->n > 1) qsort(v->v, v->n, sizeof *v->v, st__tfile_cmp);
 }
 
 st_tfile_t *st_tfiles_find(const st_tfiles_t *v, const char *key)
 {
     st_tfile_t k = {.key = (char *)key};
-    return v->n ? bsearch(&k, v->v, v->n, sizeof *v->v, st__cmp) : NULL;
+    return v->n ? bsearch(&k, v->v, v->n, sizeof *v->v, st__tfile_cmp) : NULL;
 }
 
 void st_tfiles_free(st_tfiles_t *v)
@@ -165,7 +165,7 @@ static int st__load_prov(void *arg, const void *key, size_t klen, const void *va
 }
 
 /* The files of table ti's new snapshot replace its committed set, in memory and in the store. */
-static void st__record(st_tables_t *t, int ti, st_tfiles_t *live)
+static void st__record_prov(st_tables_t *t, int ti, st_tfiles_t *live)
 {
     st__table_t *tb = &t->t[ti];
     uint8_t k[ST_KEY_MAX + 1], v[32];
@@ -190,7 +190,7 @@ static void st__record(st_tables_t *t, int ti, st_tfiles_t *live)
 }
 
 /* ---- the commit job ---- */
-static void st__work(uv_work_t *req)
+static void st__commit_work(uv_work_t *req)
 {
     st_tables_t *t = req->data;
     st_tier_background(true);
@@ -225,9 +225,9 @@ static void st__status(st__table_t *tb)
     }
 }
 
-static void st__free(st_tables_t *t);
+static void st__tables_free(st_tables_t *t);
 
-static void st__done(uv_work_t *req, int status)
+static void st__commit_done(uv_work_t *req, int status)
 {
     (void)status;
     st_tables_t *t = req->data;
@@ -237,7 +237,7 @@ static void st__done(uv_work_t *req, int status)
         st__jtable_t *j = &t->job[i];
         if (!t->closing) {
             if (j->res.done) {
-                st__record(t, i, &j->live);
+                st__record_prov(t, i, &j->live);
                 st_metric_add(t->commits, 1);
             }
             if (t->t[i].meta.doc) st__status(&t->t[i]);
@@ -247,10 +247,10 @@ static void st__done(uv_work_t *req, int status)
         memset(j, 0, sizeof *j);
     }
     if (all) t->lag_since_us = 0;
-    if (t->closing) st__free(t);
+    if (t->closing) st__tables_free(t);
 }
 
-static void st__tick(uv_timer_t *h)
+static void st__commit_tick(uv_timer_t *h)
 {
     st_tables_t *t = h->data;
     if (t->busy || t->closing) return;
@@ -279,7 +279,7 @@ static void st__tick(uv_timer_t *h)
     t->job_create = true;
     t->busy = true;
     t->work.data = t;
-    if (uv_queue_work(t->loop, &t->work, st__work, st__done) != 0) {
+    if (uv_queue_work(t->loop, &t->work, st__commit_work, st__commit_done) != 0) {
         t->busy = false;
         for (int i = 0; i < ST_TABLES_N; i++)
             st_tfiles_free(&t->job[i].live);
@@ -321,13 +321,13 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
                         st__lag, NULL);
     uv_timer_init(loop, &t->timer);
     t->timer.data = t;
-    uv_timer_start(&t->timer, st__tick, 200, t->interval_ms);
+    uv_timer_start(&t->timer, st__commit_tick, 200, t->interval_ms);
     st__live = t;
     *out = t;
     return ST_OK;
 }
 
-static void st__free(st_tables_t *t)
+static void st__tables_free(st_tables_t *t)
 {
     for (int i = 0; i < ST_TABLES_N; i++) {
         cJSON_Delete(t->t[i].meta.doc);
@@ -336,10 +336,10 @@ static void st__free(st_tables_t *t)
     free(t);
 }
 
-static void st__timer_closed(uv_handle_t *h)
+static void st__tables_timer_closed(uv_handle_t *h)
 {
     st_tables_t *t = h->data;
-    if (!t->busy) st__free(t);
+    if (!t->busy) st__tables_free(t);
 }
 
 void st_tables_close(st_tables_t *t)
@@ -347,7 +347,7 @@ void st_tables_close(st_tables_t *t)
     if (!t) return;
     st__live = NULL;
     t->closing = true;
-    uv_close((uv_handle_t *)&t->timer, st__timer_closed);
+    uv_close((uv_handle_t *)&t->timer, st__tables_timer_closed);
 }
 
 int st_tables_json(st_tables_t *t, st_buf_t *out)
