@@ -129,7 +129,9 @@ static bool st__doc_ok(const cJSON *d)
 int st_tables_meta_parse(const void *data, size_t len, cJSON **out)
 {
     *out = NULL;
-    if (len == 0 || len > ST_TABLES_META_MAX || st_json_check(data, len, NULL) != ST_OK)
+    st_json_info_t info = {0};
+    if (len == 0 || len > ST_TABLES_META_MAX || st_json_check(data, len, &info) != ST_OK ||
+        info.nul)
         return ST_EINVAL;
     cJSON *d = cJSON_ParseWithLength(data, len);
     if (!d) return ST_EINVAL;
