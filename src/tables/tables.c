@@ -369,13 +369,10 @@ int st_tables_json(st_tables_t *t, st_buf_t *out)
         else
             st_buf_printf(out, "%lld", (long long)tb->snap);
         st_buf_printf(out, ",\"sequence_number\":%lld,\"committed_at\":", (long long)tb->seq);
-        if (tb->committed_us) {
-            char ts[40];
-            st_format_time_us(tb->committed_us, ts, sizeof ts);
-            st_buf_printf(out, "\"%s\"", ts);
-        } else {
+        if (tb->committed_us)
+            st_buf_printf(out, "%lld", (long long)tb->committed_us);
+        else
             st_buf_append(out, "null", 4);
-        }
         st_buf_printf(out, ",\"pending\":%lld}", (long long)p);
         st_tfiles_free(&live[i]);
     }
