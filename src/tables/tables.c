@@ -42,6 +42,7 @@ struct st_tables {
     st__table_t t[ST_TABLES_N];
     st__jtable_t job[ST_TABLES_N];
     bool job_create;
+    bool leading;         /* this member committed at its last tick */
     int64_t lag_since_us; /* when the tier first differed from the committed tables (0: it does
                              not) */
     st_metric_t *commits;
@@ -189,6 +190,23 @@ static void st__record_prov(st_tables_t *t, int ti, st_tfiles_t *live)
     memset(live, 0, sizeof *live);
 }
 
+/* This member starts committing (start-up, or a follower that now leads): the provenance as the
+ * store holds it (the last leader's commits, replicated), and the newest metadata, read again. */
+static void st__lead(st_tables_t *t)
+{
+    for (int i = 0; i < ST_TABLES_N; i++) {
+        st_tfiles_free(&t->t[i].committed);
+        cJSON_Delete(t->t[i].meta.doc);
+        t->t[i].meta.doc = NULL;
+        t->t[i].meta.version = 0;
+    }
+    uint64_t wait = 0;
+    st_store_scan(t->store, st__pfx, ST__PFX_LEN, st__load_prov, t, &wait);
+    for (int i = 0; i < ST_TABLES_N; i++)
+        st_tfiles_sort(&t->t[i].committed);
+    t->leading = true;
+}
+
 /* ---- the commit job ---- */
 static void st__commit_work(uv_work_t *req)
 {
@@ -255,7 +273,11 @@ static void st__commit_tick(uv_timer_t *h)
     st_tables_t *t = h->data;
     if (t->busy || t->closing) return;
     /* a group's leader commits, as it flushes (followers commit nothing) */
-    if (st_store_writable(t->store) == ST_ENOLEADER) return;
+    if (st_store_writable(t->store) == ST_ENOLEADER) {
+        t->leading = false;
+        return;
+    }
+    if (!t->leading) st__lead(t);
     st_tfiles_t live[ST_TABLES_N];
     bool changed[ST_TABLES_N], any = false;
     int64_t pending;
@@ -310,10 +332,8 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
     t->keep_ms = (int64_t)cfg->table_keep * 1000;
     for (int i = 0; i < ST_TABLES_N; i++)
         t->t[i].snap = -1;
-    uint64_t wait = 0;
-    st_store_scan(store, st__pfx, ST__PFX_LEN, st__load_prov, t, &wait);
-    for (int i = 0; i < ST_TABLES_N; i++)
-        st_tfiles_sort(&t->t[i].committed);
+    st__lead(t); /* what the admin route shows before the first tick */
+    t->leading = false;
     t->commits = st_metrics_counter("strata_table_commits_total",
                                     "Snapshots committed to the Iceberg tables", "");
     st_metrics_gauge_fn("strata_table_commit_lag_seconds",
