@@ -41,7 +41,8 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
 /* Stops the timer; freed now, or once a commit in flight is back (run the loop). NULL: no-op. */
 void st_tables_close(st_tables_t *t);
 /* GET /v1/admin/tables: {"tables":[{"table","snapshot_id","sequence_number","committed_at",
- * "pending"}]} into out (committed_at: µs since the epoch like the other admin routes' times; it and snapshot_id null before the first snapshot). */
+ * "pending"}]} into out (committed_at: µs since the epoch like the other admin routes' times; it
+ * and snapshot_id null before the first snapshot). */
 int st_tables_json(st_tables_t *t, st_buf_t *out);
 
 /* ---- metadata documents (meta.c): pure ---- */
