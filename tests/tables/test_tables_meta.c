@@ -1,10 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for the Iceberg metadata documents (src/tables/meta.c): version 1 reads back through
+/* Unit tests for the Iceberg metadata documents (src/tables/meta.c) and st_objstore_uri: version
+ * 1 reads back through
  * the strict reader; a commit adds its snapshot, snapshot-log entry, main ref and metadata-log
  * entry; snapshots older than the keep window expire (never the new one), a delete expires every
  * earlier one; metadata-log keeps 100 entries; the reader refuses what strata cannot commit on. */
 #include "../test.h"
 #include "../../src/tables/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 static cJSON *reparse(const cJSON *d)
 {
@@ -123,6 +128,36 @@ TEST(reader_refuses)
         cJSON *d = NULL;
         CHECK_EQ(st_tables_meta_parse(bad[i], strlen(bad[i]), &d), ST_EINVAL);
         CHECK(d == NULL);
+    }
+}
+
+/* Manifests name data files by absolute URI (st_objstore_uri, src/cold/objstore.c). */
+TEST(objstore_uri)
+{
+    st_objstore_t *s;
+    st_objstore_opts_t o = {.url = "s3://bkt/pre/fix/", .endpoint = "http://127.0.0.1:9"};
+    CHECK_EQ(st_objstore_open(&s, &o), ST_OK);
+    st_buf_t b = {0};
+    st_objstore_uri(s, "alice/batch-1.parquet", &b);
+    st_buf_appendc(&b, 0);
+    CHECK_STR(b.data, "s3://bkt/pre/fix/alice/batch-1.parquet");
+    st_objstore_close(s);
+    char dir[] = "/tmp/st-uri-XXXXXX", url[64], want[128];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(url, sizeof url, "file://%s/./x/../y", dir);
+    o = (st_objstore_opts_t){.url = url};
+    CHECK_EQ(st_objstore_open(&s, &o), ST_OK);
+    b.len = 0;
+    st_objstore_uri(s, "k", &b);
+    st_buf_appendc(&b, 0);
+    snprintf(want, sizeof want, "file://%s/y/k", dir);
+    CHECK_STR(b.data, want);
+    st_objstore_close(s);
+    st_buf_free(&b);
+    const char *sub[] = {"y", "x", ""};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(want, sizeof want, "%s/%s", dir, sub[i]);
+        rmdir(want);
     }
 }
 
