@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for the Iceberg metadata documents (src/tables/meta.c) and st_objstore_uri: version
- * 1 reads back through
- * the strict reader; a commit adds its snapshot, snapshot-log entry, main ref and metadata-log
- * entry; snapshots older than the keep window expire (never the new one), a delete expires every
- * earlier one; metadata-log keeps 100 entries; the reader refuses what strata cannot commit on. */
+ * 1 reads back through the strict reader; a commit adds its snapshot, snapshot-log entry, main ref
+ * and metadata-log entry; snapshots older than the keep window expire (never the new one), a delete
+ * expires every earlier one; metadata-log keeps 100 entries; the reader refuses what strata cannot
+ * commit on. */
 #include "../test.h"
 #include "../../src/tables/internal.h"
 
