@@ -18,6 +18,7 @@
 #include "strata/coldshare.h"
 #include "strata/seats.h"
 #include "strata/store.h"
+#include "strata/tables.h"
 #include "strata/tier.h"
 #include "strata/ws.h"
 
@@ -357,6 +358,7 @@ int main(int argc, char **argv)
         if (st_backup_open(&app.backup, m.loop, store, &bo) != ST_OK) goto fail_backup;
     }
     st_reconcile_open(&app.reconcile, m.loop, store, chat, tier, cfg.reconcile_interval);
+    if (st_tables_open(&app.iceberg, m.loop, store, cold, tables, &cfg) != ST_OK) goto fail_ws;
     if (st_ws_open(&app.ws, m.loop, &app) != ST_OK) goto fail_ws;
     if (!st_config_auth_on(&cfg))
         st_warn("auth is OFF: no --jwt-secret, --jwt-jwks-file or --jwt-jwks-url set, every route "
@@ -401,7 +403,8 @@ int main(int argc, char **argv)
     st_catalog_close(app.catalog); /* likewise, once a refresh is back (before tables closes) */
     st_ws_close(app.ws);           /* stops observing chat, seats and counters */
     st_reconcile_close(app.reconcile);
-    st_outbox_close(outbox); /* a POST in flight comes back during the run below */
+    st_tables_close(app.iceberg); /* a commit in flight comes back during the run below */
+    st_outbox_close(outbox);      /* a POST in flight comes back during the run below */
     st_seats_close(seats);
     st_tier_close(tier); /* flushes in flight come back during the run below */
     uv_run(m.loop, UV_RUN_DEFAULT);
@@ -433,6 +436,7 @@ fail_server:
 fail_auth:
     st_ws_close(app.ws);
 fail_ws:
+    st_tables_close(app.iceberg);
     st_reconcile_close(app.reconcile);
     st_backup_close(app.backup);
 fail_backup:

@@ -41,6 +41,10 @@ int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o);
 void st_objstore_close(st_objstore_t *s);
 /* A printable description (the URL without credentials). */
 const char *st_objstore_describe(const st_objstore_t *s);
+/* Appends key as an absolute URI (Iceberg's manifests name files so, SPEC v5 §5.1):
+ * "file://" + the directory's real path + "/" + key, or "s3://bucket[/prefix]/key". No I/O.
+ * out stays NUL-terminated (the NUL not counted in out->len). */
+void st_objstore_uri(const st_objstore_t *s, const char *key, st_buf_t *out);
 /* Creates key holding data atomically: readers see all of it or nothing (temp file + fsync +
  * link, or one PUT). Never over an existing object (SPEC §5): ST_EEXIST when key holds another
  * object (S3: a HEAD first, then the PUT with If-None-Match: *, which AWS, MinIO and Ceph enforce
@@ -59,10 +63,6 @@ int st_objstore_delete(st_objstore_t *s, const char *key);
  * missing, ST_ETOOLARGE if it is longer (out unchanged then), ST_EIO. For small objects whose
  * size nobody recorded (an Iceberg table's metadata files). */
 int st_objstore_read(st_objstore_t *s, const char *key, size_t max, st_buf_t *out);
-/* Appends the absolute URI of key to out (NUL-terminated, the NUL not counted in out->len), as
- * other engines name the object (SPEC v5 §5.1): file:// + the directory's real path + "/" + key,
- * or s3://bucket[/prefix]/key. ST_EIO when the directory's real path cannot be resolved. */
-int st_objstore_uri(st_objstore_t *s, const char *key, st_buf_t *out);
 /* Calls fn for every object whose key starts with prefix (key relative to the store's root,
  * borrowed for the call); stops early when fn returns non-zero. */
 typedef int (*st_objstore_list_fn)(void *arg, const char *key, uint64_t size);

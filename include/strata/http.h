@@ -128,6 +128,7 @@ typedef struct st_backup st_backup_t;
 typedef struct st_auth st_auth_t;
 typedef struct st_outbox st_outbox_t;
 typedef struct st_catalog st_catalog_t;
+typedef struct st_tables st_tables_t;
 
 /* Everything a request may touch; borrowed, owned by main. */
 typedef struct {
@@ -139,6 +140,7 @@ typedef struct {
     st_tier_t *tier;           /* may be NULL: no cold tier (nothing to wait for or flush) */
     st_objstore_t *tables;     /* may be NULL: the Iceberg tables' metadata (SPEC v5 §5.1) */
     st_catalog_t *catalog;     /* may be NULL: the REST catalog then knows no table */
+    st_tables_t *iceberg;      /* may be NULL: the tables' commits (GET /v1/admin/tables 404) */
     st_ws_t *ws;               /* may be NULL (tools, fuzzers): nothing is streamed */
     st_reconcile_t *reconcile; /* may be NULL: nothing is queued for reconciliation */
     st_repl_t *repl;           /* NULL outside a replicated group */

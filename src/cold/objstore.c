@@ -34,6 +34,7 @@ struct st_objstore {
     char *bucket; /* s3: the bucket's URL: endpoint/bucket or scheme://bucket.host */
     bool vhost;   /* s3: virtual-hosted style (the bucket's root is "/") */
     char *prefix; /* s3: "prefix" (no trailing '/') or "" */
+    char *uri;    /* the root as an absolute URI: file:///real/path or s3://bucket[/prefix] */
     char *describe;
     st_s3conn_t conn; /* s3: credentials, TLS trust, limits and the handle pool */
 };
@@ -57,6 +58,15 @@ int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o)
             goto fail;
         }
         s->describe = st__strdup(o->url);
+        char *real = realpath(s->dir, NULL);
+        if (!real) {
+            st_error("cold: cannot resolve %s: %s", s->dir, strerror(errno));
+            goto fail;
+        }
+        st_buf_printf(&b, "file://%s", real);
+        st_buf_appendc(&b, 0);
+        s->uri = st_buf_steal(&b, NULL);
+        free(real);
     } else if (strncmp(o->url, "s3://", 5) == 0) {
         const char *bucket = o->url + 5;
         size_t bl = strcspn(bucket, "/");
@@ -89,6 +99,9 @@ int st_objstore_open(st_objstore_t **out, const st_objstore_opts_t *o)
         s->conn.userpwd = st_buf_steal(&b, NULL);
         if (o->ca_file && *o->ca_file) s->conn.ca_file = st__strdup(o->ca_file);
         s->describe = st__strdup(o->url);
+        st_buf_printf(&b, "s3://%.*s%s%.*s", (int)bl, bucket, pl ? "/" : "", (int)pl, prefix);
+        st_buf_appendc(&b, 0);
+        s->uri = st_buf_steal(&b, NULL);
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) goto fail;
     } else {
         goto bad;
@@ -115,6 +128,7 @@ void st_objstore_close(st_objstore_t *s)
     free(s->base);
     free(s->bucket);
     free(s->prefix);
+    free(s->uri);
     free(s->describe);
     free(s);
 }
@@ -122,6 +136,13 @@ void st_objstore_close(st_objstore_t *s)
 const char *st_objstore_describe(const st_objstore_t *s)
 {
     return s->describe;
+}
+
+void st_objstore_uri(const st_objstore_t *s, const char *key, st_buf_t *out)
+{
+    st_buf_printf(out, "%s/%s", s->uri, key);
+    st_buf_appendc(out, 0); /* a C string too: the NUL is not counted */
+    out->len--;
 }
 
 /* ---- local directory ---- */
@@ -441,28 +462,6 @@ int st_objstore_read(st_objstore_t *s, const char *key, size_t max, st_buf_t *ou
         rc = ST_ETOOLARGE;
     if (rc != ST_OK) out->len = before;
     return rc;
-}
-
-int st_objstore_uri(st_objstore_t *s, const char *key, st_buf_t *out)
-{
-    if (s->s3) {
-        const char *u = s->describe; /* s3://bucket[/prefix][/] as configured */
-        size_t n = strlen(u);
-        while (n > 5 && u[n - 1] == '/')
-            n--;
-        st_buf_append(out, u, n);
-    } else {
-        char *real = realpath(s->dir, NULL);
-        if (!real) return ST_EIO;
-        st_buf_puts(out, "file://");
-        st_buf_puts(out, strcmp(real, "/") == 0 ? "" : real);
-        free(real);
-    }
-    st_buf_appendc(out, '/');
-    st_buf_puts(out, key);
-    st_buf_appendc(out, 0);
-    out->len--;
-    return ST_OK;
 }
 
 int st_objstore_delete(st_objstore_t *s, const char *key)

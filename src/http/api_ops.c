@@ -2,6 +2,7 @@
 /* Operational endpoints: health and Prometheus metrics (SPEC §7). */
 #include "strata/coldshare.h"
 #include "internal.h"
+#include "strata/tables.h"
 #include "strata/backup.h"
 #include "strata/chat.h"
 #include "strata/tier.h"
@@ -204,6 +205,15 @@ int st_api_admin_outbox(st_ctx_t *c)
     int rc = st_outbox_json(c->app->outbox, (size_t)limit, c->body, &c->wait);
     if (rc == ST_ENOTFOUND)
         return st_ctx_error(c, rc, "no outbox here: strata runs without --route-url");
+    return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
+}
+
+/* GET /v1/admin/tables: each Iceberg table's current snapshot and what is not in it yet (SPEC
+ * v5 §5.1). */
+int st_api_admin_tables(st_ctx_t *c)
+{
+    if (!c->app->iceberg) return st_ctx_error(c, ST_ENOTFOUND, "no Iceberg tables here");
+    int rc = st_tables_json(c->app->iceberg, c->body);
     return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
 }
 

@@ -292,6 +292,7 @@ int st_api_admin_flush(st_ctx_t *c);
 int st_api_admin_compact(st_ctx_t *c);
 int st_api_admin_reconcile(st_ctx_t *c);
 int st_api_admin_outbox(st_ctx_t *c);
+int st_api_admin_tables(st_ctx_t *c);
 int st_api_admin_outbox_retry(st_ctx_t *c);
 int st_api_admin_test_drift(st_ctx_t *c);
 int st_api_cluster(st_ctx_t *c);

@@ -39,6 +39,7 @@ const st_route_t st_routes[] = {
     {ST_HTTP_POST, "/v1/admin/flush", st_api_admin_flush, ST_ROUTE_ADMIN | ST_ROUTE_NOSTAGE, NULL},
     {ST_HTTP_POST, "/v1/admin/compact", st_api_admin_compact, ST_ROUTE_ADMIN, NULL},
     {ST_HTTP_POST, "/v1/admin/reconcile", st_api_admin_reconcile, ST_ROUTE_ADMIN, NULL},
+    {ST_HTTP_GET, "/v1/admin/tables", st_api_admin_tables, ST_ROUTE_ADMIN, NULL},
     {ST_HTTP_POST, "/v1/admin/test/drift", st_api_admin_test_drift, ST_ROUTE_ADMIN, NULL},
     /* the rooms outbox's pending records and dead letters (SPEC §10) */
     {ST_HTTP_GET, "/v1/admin/outbox", st_api_admin_outbox, ST_ROUTE_ADMIN, st__q_limit},

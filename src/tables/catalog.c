@@ -115,7 +115,9 @@ static int st__cat_read(st_objstore_t *obj, const char *table, uint64_t n, st__c
         if (!ok) rc = ST_EINVAL;
     }
     st_buf_t loc = {0};
-    if (rc == ST_OK) rc = st_objstore_uri(obj, key, &loc);
+    if (rc == ST_OK) {
+        st_objstore_uri(obj, key, &loc);
+    }
     if (rc == ST_OK) {
         free(e->json);
         free(e->location);

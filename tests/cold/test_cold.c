@@ -417,7 +417,7 @@ TEST(whole_object_reads_and_absolute_uris)
     CHECK_EQ(st_objstore_read(s, "m/metadata/v1.metadata.json/x", 100, &b), ST_ENOTFOUND);
     CHECK_EQ(st_objstore_read(s, "m/metadata", 100, &b), ST_ENOTFOUND); /* a folder */
     st_buf_reset(&b);
-    CHECK_EQ(st_objstore_uri(s, "m/metadata/v1.metadata.json", &b), ST_OK);
+    st_objstore_uri(s, "m/metadata/v1.metadata.json", &b);
     char want[PATH_MAX + 64], real[PATH_MAX];
     CHECK(realpath(dir, real));
     snprintf(want, sizeof want, "file://%s/t/m/metadata/v1.metadata.json", real);
@@ -427,13 +427,13 @@ TEST(whole_object_reads_and_absolute_uris)
     st_objstore_opts_t s3 = {.url = "s3://bk/pre/fix/", .endpoint = "http://127.0.0.1:1"};
     CHECK_EQ(st_objstore_open(&s, &s3), ST_OK);
     st_buf_reset(&b);
-    CHECK_EQ(st_objstore_uri(s, "m/v1.metadata.json", &b), ST_OK);
+    st_objstore_uri(s, "m/v1.metadata.json", &b);
     CHECK_STR(b.data, "s3://bk/pre/fix/m/v1.metadata.json");
     st_objstore_close(s);
     st_objstore_opts_t root = {.url = "s3://bk", .endpoint = "http://127.0.0.1:1"};
     CHECK_EQ(st_objstore_open(&s, &root), ST_OK);
     st_buf_reset(&b);
-    CHECK_EQ(st_objstore_uri(s, "m/v1.metadata.json", &b), ST_OK);
+    st_objstore_uri(s, "m/v1.metadata.json", &b);
     CHECK_STR(b.data, "s3://bk/m/v1.metadata.json");
     st_objstore_close(s);
     st_buf_free(&b);

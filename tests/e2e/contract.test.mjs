@@ -394,6 +394,13 @@ describe('the server keeps the contract', () => {
     assert.match((await call('GET', '/metrics', '/metrics')).text, /strata_http_requests_total/);
     assert.equal((await call('POST', '/v1/admin/flush', '/v1/admin/flush', undefined, ADMIN)).status, 202);
     assert.equal((await call('POST', '/v1/admin/flush', '/v1/admin/flush', undefined, ALICE)).status, 403);
+    // the Iceberg tables' commits (SPEC v5 §5.1; tables.test.mjs reads the tables)
+    const TB = '/v1/admin/tables';
+    const tables = await call('GET', TB, TB, undefined, ADMIN);
+    assert.equal(tables.status, 200);
+    assert.deepEqual(tables.json.tables.map((t) => t.table), ['messages', 'room_messages', 'bookings']);
+    assert.equal((await call('GET', TB, TB, undefined, ALICE)).status, 403);
+    assert.equal((await call('GET', TB, TB)).status, 401);
     // the rooms outbox's admin routes (this server has no --route-url: 404; outbox-dead.test.mjs has one)
     const OB = '/v1/admin/outbox', OR = '/v1/admin/outbox/{id}/retry';
     assert.equal((await call('GET', OB, OB, undefined, ADMIN)).status, 404);

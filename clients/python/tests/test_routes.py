@@ -20,14 +20,15 @@ from strata_client import AsyncStrata, Backoff, Strata, StrataError, call
 
 FAST = Backoff(base=0.02, cap=0.3)
 # a group's internal routes (cluster-secret only: the outbox between groups, Raft members) and
-# the stream upgrade (covered by the streams)
+# the stream upgrade (covered by the streams); the Iceberg tables' commit status (operators'
+# scripts poll it with curl; engines read the tables themselves)
 NOT_FOR_CLIENTS = {"openStream", "adminTestDrift", "clusterSnapshot", "clusterAnnounce",
                    "clusterReadIndex", "clusterTyping", "clusterPresence",
                    "userRoomsRemote", "roomUserErasure",
                    # the Iceberg REST catalog is for query engines (DuckDB, Spark, PyIceberg)
                    "icebergConfig", "icebergListNamespaces", "icebergLoadNamespace",
                    "icebergListTables", "icebergLoadTable", "icebergReportMetrics",
-                   "icebergOauthTokens"}
+                   "icebergOauthTokens", "adminTables"}
 
 
 class Sent:

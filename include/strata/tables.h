@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tables: the cold tier's Apache Iceberg tables, the writer side (SPEC v5 §5.1).
+ *
+ * Which objects are in which table: the tier's manifest ('F' records, strata/tier.h) holds every
+ * live object; an owner's tag names its table (0: `messages`, a user's; 'r': `room_messages`;
+ * 'b': `bookings`; chat's delta objects, 'e', are no table's). Every --table-commit-interval the
+ * loop reads all 'F' records in one scan (one consistent view: a compaction's swap is one batch);
+ * when a table's set of objects differs from its last snapshot, a worker writes a manifest of all
+ * its live objects, a manifest list and metadata/v{N}.metadata.json (create-exclusive: losing the
+ * race re-reads the winner and commits on top of it as v{N+1}), then version-hint.text.
+ * Each object's provenance (the snapshot and sequence number that added it) is kept in the hot
+ * store under "\0tables" (replicated and backed up with it), written once its commit is done.
+ * Only the member that flushes commits (a group's leader); followers commit nothing.
+ *
+ * Expiry: snapshots older than --table-keep go at each commit, with their manifest lists and
+ * manifests; a `delete` commit (objects gone without replacement: erasure, retention) expires
+ * every earlier snapshot, so no manifest the table still holds names what went.
+ * Not yet done (SPEC wants it): objects a compaction replaced are deleted by the tier's reaper at
+ * once, so an older kept snapshot may name an object that is gone; the reaper should keep them
+ * while a kept snapshot references them.
+ *
+ * Loop thread only, but for st_tables_meta_* (pure, any thread).
+ */
+#ifndef STRATA_TABLES_H
+#define STRATA_TABLES_H
+
+#include "strata/cold.h"
+#include "strata/config.h"
+#include "strata/store.h"
+
+#include <uv.h>
+
+typedef struct st_tables st_tables_t;
+
+/* Opens the module and starts its commit timer. loop, store, cold (the tier's object store) and
+ * meta (the tables' metadata store) are borrowed and must outlive it. *out is owned:
+ * st_tables_close. Claims the "\0tables" key prefix. */
+int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_objstore_t *cold,
+                   st_objstore_t *meta, const st_config_t *cfg);
+/* Stops the timer; freed now, or once a commit in flight is back (run the loop). NULL: no-op. */
+void st_tables_close(st_tables_t *t);
+/* GET /v1/admin/tables: {"tables":[{"table","snapshot_id","sequence_number","committed_at",
+ * "pending"}]} into out (committed_at: µs since the epoch like the other admin routes' times; it
+ * and snapshot_id null before the first snapshot). */
+int st_tables_json(st_tables_t *t, st_buf_t *out);
+
+/* ---- metadata documents (meta.c): pure ---- */
+/* Parses and checks one metadata file (format version 2, the members strata reads, their types).
+ * *out is owned (cJSON_Delete). ST_EINVAL for anything else. */
+struct cJSON;
+int st_tables_meta_parse(const void *data, size_t len, struct cJSON **out);
+
+#endif

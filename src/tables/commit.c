@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One table's commit, on a worker (object storage blocks): a manifest of every live file, a
+ * manifest list, metadata/v{N+1}.metadata.json created exclusively (the atomic swap; a lost race
+ * re-reads the winner and commits on top of it), then version-hint.text; then what expired goes.
+ * Names never repeat: a commit's manifest list is snap-{id}-{uuid}.avro and its one manifest
+ * {uuid}-m0.avro (the same random uuid), so expiring a snapshot deletes both by name.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define ST__TRIES 8 /* races lost in a row before a commit gives up until the next tick */
+
+static void st__meta_vkey(st_buf_t *b, const st_table_def_t *d, int64_t v)
+{
+    b->len = 0;
+    st_buf_printf(b, "%s/metadata/v%lld.metadata.json", d->ice.name, (long long)v);
+    st_buf_appendc(b, 0);
+}
+
+static int st__read_version(st_objstore_t *ms, const st_table_def_t *d, int64_t v, cJSON **out)
+{
+    st_buf_t k = {0}, b = {0};
+    st__meta_vkey(&k, d, v);
+    int rc = st_objstore_read(ms, k.data, ST_TABLES_META_MAX, &b);
+    if (rc == ST_OK && (rc = st_tables_meta_parse(b.data, b.len, out)) != ST_OK)
+        st_error("tables: %s is not a metadata file strata can read", k.data);
+    st_buf_free(&k);
+    st_buf_free(&b);
+    return rc;
+}
+
+static int st__max_version(void *arg, const char *key, uint64_t size)
+{
+    (void)size;
+    int64_t *max = arg, v;
+    const char *p = strrchr(key, '/');
+    p = p ? p + 1 : key;
+    const char *e = strstr(p, ".metadata.json");
+    if (p[0] == 'v' && e && e[14] == '\0' &&
+        st_parse_i64(p + 1, (size_t)(e - p - 1), &v) == ST_OK && v > *max)
+        *max = v;
+    return 0;
+}
+
+/* The version to probe upward from: version-hint.text, or (none, or junk) the highest listed. */
+static int64_t st__hint(st_objstore_t *ms, const st_table_def_t *d)
+{
+    st_buf_t k = {0}, b = {0};
+    st_buf_printf(&k, "%s/metadata/version-hint.text", d->ice.name);
+    st_buf_appendc(&k, 0);
+    int64_t v = 0;
+    if (st_objstore_read(ms, k.data, 32, &b) != ST_OK || st_parse_i64(b.data, b.len, &v) != ST_OK ||
+        v < 1) {
+        v = 0;
+        k.len = 0;
+        st_buf_printf(&k, "%s/metadata/v", d->ice.name);
+        st_buf_appendc(&k, 0);
+        st_objstore_list(ms, k.data, st__max_version, &v);
+    }
+    st_buf_free(&k);
+    st_buf_free(&b);
+    return v;
+}
+
+static int st__write_hint(st_objstore_t *ms, const st_table_def_t *d, int64_t v)
+{
+    char k[128], digits[24];
+    snprintf(k, sizeof k, "%s/metadata/version-hint.text", d->ice.name);
+    int n = snprintf(digits, sizeof digits, "%lld", (long long)v);
+    return st_objstore_replace(ms, k, digits, (size_t)n);
+}
+
+int st_table_load(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, bool create)
+{
+    for (int tries = 0; tries < ST__TRIES; tries++) {
+        int64_t v = st__hint(ms, d), have = 0;
+        cJSON *doc = NULL;
+        int rc = v > 0 ? st__read_version(ms, d, v, &doc) : ST_ENOTFOUND;
+        if (rc == ST_OK) have = v;
+        if (rc != ST_OK && rc != ST_ENOTFOUND) return rc;
+        for (int64_t n = have + 1;; n++) { /* readers probe upward from the hint */
+            cJSON *next;
+            rc = st__read_version(ms, d, n, &next);
+            if (rc == ST_ENOTFOUND) break;
+            if (rc != ST_OK) {
+                cJSON_Delete(doc);
+                return rc;
+            }
+            cJSON_Delete(doc);
+            doc = next;
+            have = n;
+        }
+        if (doc) {
+            cJSON_Delete(m->doc);
+            m->doc = doc;
+            m->version = have;
+            return ST_OK;
+        }
+        if (!create) return ST_ENOTFOUND;
+        st_buf_t loc = {0}, k = {0};
+        st_objstore_uri(ms, d->ice.name, &loc);
+        st_buf_appendc(&loc, 0);
+        doc = st_tmeta_v1(d, loc.data, st_now_us() / 1000);
+        char *text = cJSON_PrintUnformatted(doc);
+        st__meta_vkey(&k, d, 1);
+        rc = text ? st_objstore_put(ms, k.data, text, strlen(text)) : ST_ENOMEM;
+        free(text);
+        st_buf_free(&loc);
+        st_buf_free(&k);
+        if (rc == ST_OK) {
+            cJSON_Delete(m->doc);
+            m->doc = doc;
+            m->version = 1;
+            st__write_hint(ms, d, 1);
+            st_info("tables: %s created (v1)", d->ice.name);
+            return ST_OK;
+        }
+        cJSON_Delete(doc);
+        if (rc != ST_EEXIST) return rc; /* EEXIST: another writer made v1: adopt it */
+    }
+    return ST_ECONFLICT;
+}
+
+/* The key of uri in the tables' store, or NULL when it is not in it (another store's). */
+static const char *st__key_of(const char *uri, const st_buf_t *root)
+{
+    return strncmp(uri, root->data, root->len) == 0 ? uri + root->len : NULL;
+}
+
+/* Deletes what expired: manifest lists (and the manifest each of strata's names) and metadata
+ * files out of metadata-log. Failures are logged and left (orphans, named nowhere). */
+static void st__sweep(st_objstore_t *ms, const st_tstrs_t *expired, const st_tstrs_t *dropped)
+{
+    st_buf_t root = {0}, k = {0};
+    st_objstore_uri(ms, "", &root);
+    for (size_t i = 0; i < expired->n + dropped->n; i++) {
+        bool list = i < expired->n;
+        const char *key = st__key_of(list ? expired->v[i] : dropped->v[i - expired->n], &root);
+        if (!key) continue;
+        if (st_objstore_delete(ms, key) != ST_OK) st_warn("tables: cannot delete %s", key);
+        const char *base = strrchr(key, '/');
+        const char *uuid = base ? strchr(base + 6, '-') : NULL;
+        if (!list || !base || strncmp(base, "/snap-", 6) != 0 || !uuid) continue;
+        k.len = 0;
+        st_buf_printf(&k, "%.*s/%.*s-m0.avro", (int)(base - key), key, (int)strcspn(uuid + 1, "."),
+                      uuid + 1);
+        st_buf_appendc(&k, 0);
+        if (st_objstore_delete(ms, k.data) != ST_OK) st_warn("tables: cannot delete %s", k.data);
+    }
+    st_buf_free(&root);
+    st_buf_free(&k);
+}
+
+typedef struct {
+    int64_t added_files, added_rows, deleted_files, deleted_rows, total_rows;
+} st__diff_t;
+
+static st__diff_t st__diff(const st_tfiles_t *live, const st_tfiles_t *prev)
+{
+    st__diff_t x = {0};
+    for (size_t i = 0; i < live->n; i++) {
+        x.total_rows += live->v[i].rows;
+        if (live->v[i].snap == 0) {
+            x.added_files++;
+            x.added_rows += live->v[i].rows;
+        }
+    }
+    for (size_t i = 0; i < prev->n; i++)
+        if (!st_tfiles_find(live, prev->v[i].key)) {
+            x.deleted_files++;
+            x.deleted_rows += prev->v[i].rows;
+        }
+    return x;
+}
+
+/* The manifest of every live file into mb, and its line in the manifest list (*mf; its partition
+ * bounds borrowed from live). */
+static int st__manifest(const st_table_def_t *d, const st_tfiles_t *live, int64_t id, int64_t seq,
+                        st_buf_t *mb, st_ice_mfile_t *mf)
+{
+    st_ice_file_t *f = st_calloc(live->n, sizeof *f);
+    mf->min_seq = seq;
+    for (size_t i = 0; i < live->n; i++) {
+        const st_tfile_t *t = &live->v[i];
+        bool old = t->snap != 0;
+        f[i] = (st_ice_file_t){.status = old ? ST_ICE_EXISTING : ST_ICE_ADDED,
+                               .snapshot_id = old ? t->snap : id,
+                               .data_seq = old ? t->seq : seq,
+                               .file_seq = old ? t->seq : seq,
+                               .content = ST_ICE_DATA,
+                               .path = t->uri,
+                               .part = t->part,
+                               .part_len = strlen(t->part),
+                               .records = t->rows,
+                               .size = t->size};
+        if (f[i].data_seq < mf->min_seq) mf->min_seq = f[i].data_seq;
+        if (old) {
+            mf->existing_files++;
+            mf->existing_rows += t->rows;
+        } else {
+            mf->added_files++;
+            mf->added_rows += t->rows;
+        }
+        if (!mf->lower || strcmp(t->part, mf->lower) < 0) mf->lower = t->part;
+        if (!mf->upper || strcmp(t->part, mf->upper) > 0) mf->upper = t->part;
+    }
+    mf->lower_len = mf->lower ? strlen(mf->lower) : 0;
+    mf->upper_len = mf->upper ? strlen(mf->upper) : 0;
+    int rc = st_ice_manifest(mb, &d->ice, ST_ICE_DATA, f, live->n, true);
+    free(f);
+    return rc;
+}
+
+static int64_t st__snapshot_id(void)
+{
+    uint64_t r;
+    st_tables_random(&r, sizeof r);
+    r &= (1ull << 52) - 1; /* positive, exact in every JSON reader */
+    return r ? (int64_t)r : 1;
+}
+
+/* One attempt at v{version+1}: ST_EEXIST when another writer made it first. */
+static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, st_tfiles_t *live,
+                       const st__diff_t *x, const char *op, int64_t keep_ms, st_tcommit_t *res)
+{
+    int64_t parent = st_tmeta_i64(m->doc, "current-snapshot-id", -1);
+    int64_t seq = st_tmeta_i64(m->doc, "last-sequence-number", 0) + 1;
+    int64_t id = st__snapshot_id(), ts = st_now_us() / 1000;
+    char uuid[37];
+    st_tables_uuid(uuid);
+    st_buf_t mkey = {0}, lkey = {0}, muri = {0}, luri = {0}, puri = {0}, mb = {0}, lb = {0},
+             vk = {0};
+    st_ice_mfile_t mf = {.content = ST_ICE_DATA, .seq = seq, .added_snapshot_id = id};
+    st_buf_printf(&mkey, "%s/metadata/%s-m0.avro", d->ice.name, uuid);
+    st_buf_appendc(&mkey, 0);
+    st_buf_printf(&lkey, "%s/metadata/snap-%lld-%s.avro", d->ice.name, (long long)id, uuid);
+    st_buf_appendc(&lkey, 0);
+    st_objstore_uri(ms, mkey.data, &muri);
+    st_buf_appendc(&muri, 0);
+    st_objstore_uri(ms, lkey.data, &luri);
+    st_buf_appendc(&luri, 0);
+    st__meta_vkey(&vk, d, m->version);
+    st_objstore_uri(ms, vk.data, &puri);
+    st_buf_appendc(&puri, 0);
+    st_tstrs_t expired = {0}, dropped = {0};
+    cJSON *next = NULL;
+    char *text = NULL;
+    int rc = ST_OK;
+    if (live->n) {
+        rc = st__manifest(d, live, id, seq, &mb, &mf);
+        mf.path = muri.data;
+        mf.length = (int64_t)mb.len;
+        if (rc == ST_OK) rc = st_objstore_put(ms, mkey.data, mb.data, mb.len);
+    }
+    if (rc == ST_OK) rc = st_ice_manifest_list(&lb, id, parent, seq, &mf, live->n ? 1 : 0, true);
+    if (rc == ST_OK) rc = st_objstore_put(ms, lkey.data, lb.data, lb.len);
+    st_tsnap_t s = {.id = id,
+                    .parent = parent,
+                    .seq = seq,
+                    .ts_ms = ts,
+                    .op = op,
+                    .list_uri = luri.data,
+                    .prev_uri = m->version > 0 ? puri.data : NULL,
+                    .added_files = x->added_files,
+                    .deleted_files = x->deleted_files,
+                    .added_rows = x->added_rows,
+                    .deleted_rows = x->deleted_rows,
+                    .total_rows = x->total_rows,
+                    .total_files = (int64_t)live->n,
+                    .keep_ms = keep_ms,
+                    .expire_all = strcmp(op, "delete") == 0};
+    if (rc == ST_OK && !(next = st_tmeta_next(m->doc, &s, &expired, &dropped))) rc = ST_ENOMEM;
+    if (rc == ST_OK && !(text = cJSON_PrintUnformatted(next))) rc = ST_ENOMEM;
+    if (rc == ST_OK) {
+        st__meta_vkey(&vk, d, m->version + 1);
+        rc = st_objstore_put(ms, vk.data, text, strlen(text));
+    }
+    if (rc == ST_OK) {
+        cJSON_Delete(m->doc);
+        m->doc = next;
+        next = NULL;
+        m->version++;
+        if (st__write_hint(ms, d, m->version) != ST_OK)
+            st_warn("tables: %s: version-hint.text not updated (readers probe upward)",
+                    d->ice.name);
+        for (size_t i = 0; i < live->n; i++)
+            if (live->v[i].snap == 0) {
+                live->v[i].snap = id;
+                live->v[i].seq = seq;
+            }
+        *res = (st_tcommit_t){.done = true, .snap = id, .seq = seq, .ts_ms = ts};
+        st_info("tables: %s v%lld: snapshot %lld (%s, %zu files)", d->ice.name,
+                (long long)m->version, (long long)id, op, live->n);
+        st__sweep(ms, &expired, &dropped);
+    } else { /* nothing names them: out (a lost race, or a failure) */
+        st_objstore_delete(ms, mkey.data);
+        st_objstore_delete(ms, lkey.data);
+    }
+    cJSON_Delete(next);
+    free(text);
+    st_tstrs_free(&expired);
+    st_tstrs_free(&dropped);
+    st_buf_t *bufs[] = {&mkey, &lkey, &muri, &luri, &puri, &mb, &lb, &vk};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        st_buf_free(bufs[i]);
+    return rc;
+}
+
+int st_table_commit(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, st_tfiles_t *live,
+                    const st_tfiles_t *prev, int64_t keep_ms, st_tcommit_t *res)
+{
+    memset(res, 0, sizeof *res);
+    st__diff_t x = st__diff(live, prev);
+    if (x.added_files == 0 && x.deleted_files == 0) return ST_OK;
+    const char *op = x.deleted_files == 0             ? "append"
+                     : x.added_files == 0             ? "delete"
+                     : x.added_rows == x.deleted_rows ? "replace"
+                                                      : "overwrite";
+    for (int tries = 0; tries < ST__TRIES; tries++) {
+        int rc = st__attempt(ms, d, m, live, &x, op, keep_ms, res);
+        if (rc != ST_EEXIST) return rc;
+        /* another writer committed v{N+1}: on top of theirs (their snapshot stays in history) */
+        st_info("tables: %s: v%lld was taken by another writer; reading it", d->ice.name,
+                (long long)m->version + 1);
+        if ((rc = st_table_load(ms, d, m, false)) != ST_OK) return rc;
+    }
+    return ST_ECONFLICT;
+}

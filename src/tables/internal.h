@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/* tables' own parts (strata/tables.h): the tables' definitions, live files, metadata documents
+ * and the worker's commit. */
+#ifndef STRATA_TABLES_INTERNAL_H
+#define STRATA_TABLES_INTERNAL_H
+
+#include "strata/iceberg.h"
+#include "strata/tables.h"
+
+#include <cjson/cJSON.h>
+
+#define ST_TABLES_N        3
+#define ST_TABLES_META_MAX (64u << 20) /* the largest metadata file strata reads */
+#define ST_TABLES_LOG_MAX  100         /* write.metadata.previous-versions-max */
+
+typedef struct {
+    st_ice_table_t ice;
+    char tag;                 /* the tier's owner tag of its objects (st_tier_owner) */
+    int last_column_id;       /* the schema's highest field id */
+    const char *name_mapping; /* schema.name-mapping.default (JSON text) */
+    bool messages;            /* text columns keep no bounds (metrics "none") */
+} st_table_def_t;
+extern const st_table_def_t st_table_defs[ST_TABLES_N];
+/* The table of an owner tag, or -1 (not table data). */
+int st_table_of_tag(char tag);
+
+/* One data file of a table. */
+typedef struct {
+    char *key;  /* the object's key in the cold store (owned) */
+    char *uri;  /* its absolute URI (owned; NULL in a committed set read back from the store) */
+    char *part; /* the partition value (owned; NULL likewise) */
+    int64_t rows, size;
+    int64_t snap, seq; /* the snapshot that added it, its sequence number; 0: in none yet */
+} st_tfile_t;
+typedef ST_VEC(st_tfile_t) st_tfiles_t;
+void st_tfiles_free(st_tfiles_t *v);
+void st_tfiles_sort(st_tfiles_t *v); /* by key */
+/* The file of key in a sorted set, or NULL. */
+st_tfile_t *st_tfiles_find(const st_tfiles_t *v, const char *key);
+
+/* A table's newest metadata, the worker's while a commit runs. */
+typedef struct {
+    cJSON *doc;      /* NULL: not read yet (or no table and not ours to create) */
+    int64_t version; /* its N in v{N}.metadata.json */
+} st_tmeta_t;
+
+/* ---- meta.c: metadata documents ---- */
+void st_tables_random(void *p, size_t n);
+void st_tables_uuid(char out[37]); /* a random (v4) UUID */
+/* Version 1 of a table: no snapshot. Owned. */
+cJSON *st_tmeta_v1(const st_table_def_t *d, const char *location, int64_t now_ms);
+/* A member as int64 (dflt when absent, null or not a number). */
+int64_t st_tmeta_i64(const cJSON *o, const char *name, int64_t dflt);
+
+typedef ST_VEC(char *) st_tstrs_t;
+void st_tstrs_free(st_tstrs_t *v);
+
+/* What a commit adds. */
+typedef struct {
+    int64_t id, parent, seq, ts_ms; /* parent -1: none */
+    const char *op;                 /* append, replace, delete, overwrite */
+    const char *list_uri;           /* its manifest list */
+    const char *prev_uri;           /* the metadata file it replaces (for metadata-log) */
+    int64_t added_files, deleted_files, added_rows, deleted_rows, total_rows, total_files;
+    int64_t keep_ms; /* snapshots older expire */
+    bool expire_all; /* every earlier snapshot expires (a delete) */
+} st_tsnap_t;
+/* The next version of doc with snapshot s; the manifest lists of expired snapshots and the
+ * metadata files dropped from metadata-log are appended to expired and dropped (URIs, owned). */
+cJSON *st_tmeta_next(const cJSON *doc, const st_tsnap_t *s, st_tstrs_t *expired,
+                     st_tstrs_t *dropped);
+
+/* ---- commit.c: on a worker ---- */
+/* Reads the newest version (version-hint, then probing upward); none and create: commits v1. */
+int st_table_load(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, bool create);
+typedef struct {
+    bool done;                /* a snapshot was committed */
+    int64_t snap, seq, ts_ms; /* it */
+} st_tcommit_t;
+/* Commits the table's live files (sorted; new ones have snap 0 and get the new snapshot's) against
+ * prev, the files of the last commit. */
+int st_table_commit(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, st_tfiles_t *live,
+                    const st_tfiles_t *prev, int64_t keep_ms, st_tcommit_t *res);
+
+#endif

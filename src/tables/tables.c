@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tables module (strata/tables.h): the commit timer, the view of the tier's manifest, the
+ * files' provenance in the hot store, GET /v1/admin/tables and the metrics.
+ */
+#include "internal.h"
+#include "strata/metrics.h"
+#include "strata/tier.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* "\0tables" key of an object's provenance: "\0tables" table-index key ->
+ * be64 snapshot, be64 sequence number, be64 rows, be64 size. */
+static const char st__pfx[] = "\0tables";
+#define ST__PFX_LEN (sizeof st__pfx - 1)
+
+typedef struct {
+    st_tmeta_t meta;       /* the worker's while a job runs */
+    st_tfiles_t committed; /* the files of the last snapshot strata committed (sorted) */
+    bool loaded;           /* meta.doc read (or created) */
+    int64_t snap, seq;     /* the current snapshot (snap -1: none), for the admin route */
+    int64_t committed_us;
+} st__table_t;
+
+typedef struct {
+    st_tfiles_t live;
+    bool changed;
+    int rc;
+    st_tcommit_t res;
+} st__jtable_t;
+
+struct st_tables {
+    uv_loop_t *loop;
+    st_store_t *store;
+    st_objstore_t *cold, *meta;
+    uint64_t interval_ms;
+    int64_t keep_ms;
+    uv_timer_t timer;
+    uv_work_t work;
+    bool busy, closing;
+    st__table_t t[ST_TABLES_N];
+    st__jtable_t job[ST_TABLES_N];
+    bool job_create;
+    bool leading;         /* this member committed at its last tick */
+    int64_t lag_since_us; /* when the tier first differed from the committed tables (0: it does
+                             not) */
+    st_metric_t *commits;
+};
+
+/* ---- live files ---- */
+static int st__tfile_cmp(const void *a, const void *b)
+{
+    return strcmp(((const st_tfile_t *)a)->key, ((const st_tfile_t *)b)->key);
+}
+
+void st_tfiles_sort(st_tfiles_t *v)
+{
+    if (v->n > 1) qsort(v->v, v->n, sizeof *v->v, st__tfile_cmp);
+}
+
+st_tfile_t *st_tfiles_find(const st_tfiles_t *v, const char *key)
+{
+    st_tfile_t k = {.key = (char *)key};
+    return v->n ? bsearch(&k, v->v, v->n, sizeof *v->v, st__tfile_cmp) : NULL;
+}
+
+void st_tfiles_free(st_tfiles_t *v)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        free(v->v[i].key);
+        free(v->v[i].uri);
+        free(v->v[i].part);
+    }
+    st_vec_free(v);
+}
+
+typedef struct {
+    st_tables_t *t;
+    st_tfiles_t *live; /* [ST_TABLES_N] */
+} st__scan_t;
+
+/* 'F' owner 0 be64(seq) -> st_tier_file_t, key */
+static int st__scan_f(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st__scan_t *s = arg;
+    const char *o = (const char *)key + 1;
+    if (klen < 1 + 9 || vlen <= sizeof(st_tier_file_t)) return 0;
+    size_t ol = klen - 10;
+    if (memchr(o, 0, ol)) return 0; /* not an 'F' record of the manifest's shape */
+    char tag = st_tier_owner_tag(o, ol);
+    int ti = st_table_of_tag(tag);
+    if (ti < 0) return 0;
+    st_tier_file_t f;
+    memcpy(&f, val, sizeof f);
+    const char *k = (const char *)val + sizeof f;
+    size_t kl = vlen - sizeof f;
+    size_t skip = tag ? 2 : 0; /* "~r" room, "~b" event */
+    st_buf_t uri = {0};
+    char *okey = st_strndup(k, kl);
+    st_objstore_uri(s->t->cold, okey, &uri);
+    st_buf_appendc(&uri, 0);
+    st_tfile_t tf = {.key = okey,
+                     .uri = st_buf_steal(&uri, NULL),
+                     .part = st_strndup(o + skip, ol - skip),
+                     .rows = f.rows,
+                     .size = (int64_t)f.size};
+    st_vec_push(&s->live[ti], tf);
+    return 0;
+}
+
+/* The tier's objects now, per table, sorted, with the provenance of those already committed;
+ * *pending: how many are in no committed snapshot, *changed[i]: whether table i differs. Loop
+ * only: one scan is one consistent view. ST_EPARKED when some record is not durable yet. */
+static int st__view(st_tables_t *t, st_tfiles_t live[ST_TABLES_N], bool changed[ST_TABLES_N],
+                    int64_t *pending)
+{
+    st__scan_t s = {t, live};
+    uint64_t wait = 0;
+    memset(live, 0, sizeof(st_tfiles_t) * ST_TABLES_N);
+    int rc = st_store_scan(t->store, "F", 1, st__scan_f, &s, &wait);
+    *pending = 0;
+    for (int i = 0; i < ST_TABLES_N; i++) {
+        st_tfiles_sort(&live[i]);
+        size_t known = 0;
+        for (size_t j = 0; j < live[i].n; j++) {
+            const st_tfile_t *c = st_tfiles_find(&t->t[i].committed, live[i].v[j].key);
+            if (c) {
+                live[i].v[j].snap = c->snap;
+                live[i].v[j].seq = c->seq;
+                known++;
+            } else {
+                (*pending)++;
+            }
+        }
+        changed[i] = known != live[i].n || known != t->t[i].committed.n;
+    }
+    if (rc == ST_OK && wait > st_store_durable_id(t->store)) rc = ST_EPARKED;
+    return rc;
+}
+
+/* ---- provenance in the hot store ---- */
+static size_t st__pkey(uint8_t *k, int ti, const char *key)
+{
+    size_t kl = strlen(key);
+    if (ST__PFX_LEN + 1 + kl > ST_KEY_MAX) return 0;
+    memcpy(k, st__pfx, ST__PFX_LEN);
+    k[ST__PFX_LEN] = (uint8_t)('0' + ti);
+    memcpy(k + ST__PFX_LEN + 1, key, kl);
+    return ST__PFX_LEN + 1 + kl;
+}
+
+static int st__load_prov(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_tables_t *t = arg;
+    const uint8_t *k = key, *v = val;
+    int ti = klen > ST__PFX_LEN + 1 ? k[ST__PFX_LEN] - '0' : -1;
+    if (ti < 0 || ti >= ST_TABLES_N || vlen != 32) return 0;
+    st_tfile_t f = {.key = st_strndup((const char *)k + ST__PFX_LEN + 1, klen - ST__PFX_LEN - 1),
+                    .snap = (int64_t)st_be64_get(v),
+                    .seq = (int64_t)st_be64_get(v + 8),
+                    .rows = (int64_t)st_be64_get(v + 16),
+                    .size = (int64_t)st_be64_get(v + 24)};
+    st_vec_push(&t->t[ti].committed, f);
+    return 0;
+}
+
+/* The files of table ti's new snapshot replace its committed set, in memory and in the store. */
+static void st__record_prov(st_tables_t *t, int ti, st_tfiles_t *live)
+{
+    st__table_t *tb = &t->t[ti];
+    uint8_t k[ST_KEY_MAX + 1], v[32];
+    uint64_t wait = 0;
+    size_t kl;
+    for (size_t i = 0; i < tb->committed.n; i++)
+        if (!st_tfiles_find(live, tb->committed.v[i].key) &&
+            (kl = st__pkey(k, ti, tb->committed.v[i].key)))
+            st_store_del(t->store, k, kl, &wait);
+    for (size_t i = 0; i < live->n; i++) {
+        const st_tfile_t *f = &live->v[i];
+        if (st_tfiles_find(&tb->committed, f->key) || !(kl = st__pkey(k, ti, f->key))) continue;
+        st_be64_put(v, (uint64_t)f->snap);
+        st_be64_put(v + 8, (uint64_t)f->seq);
+        st_be64_put(v + 16, (uint64_t)f->rows);
+        st_be64_put(v + 24, (uint64_t)f->size);
+        st_store_put(t->store, k, kl, v, sizeof v, &wait);
+    }
+    st_tfiles_free(&tb->committed);
+    tb->committed = *live;
+    memset(live, 0, sizeof *live);
+}
+
+/* This member starts committing (start-up, or a follower that now leads): the provenance as the
+ * store holds it (the last leader's commits, replicated), and the newest metadata, read again. */
+static void st__lead(st_tables_t *t)
+{
+    for (int i = 0; i < ST_TABLES_N; i++) {
+        st_tfiles_free(&t->t[i].committed);
+        cJSON_Delete(t->t[i].meta.doc);
+        t->t[i].meta.doc = NULL;
+        t->t[i].meta.version = 0;
+    }
+    uint64_t wait = 0;
+    st_store_scan(t->store, st__pfx, ST__PFX_LEN, st__load_prov, t, &wait);
+    for (int i = 0; i < ST_TABLES_N; i++)
+        st_tfiles_sort(&t->t[i].committed);
+    t->leading = true;
+}
+
+/* ---- the commit job ---- */
+static void st__commit_work(uv_work_t *req)
+{
+    st_tables_t *t = req->data;
+    st_tier_background(true);
+    for (int i = 0; i < ST_TABLES_N; i++) {
+        st__table_t *tb = &t->t[i];
+        st__jtable_t *j = &t->job[i];
+        const st_table_def_t *d = &st_table_defs[i];
+        j->rc = ST_OK;
+        if (!tb->meta.doc) j->rc = st_table_load(t->meta, d, &tb->meta, t->job_create);
+        if (j->rc == ST_OK && j->changed)
+            j->rc = st_table_commit(t->meta, d, &tb->meta, &j->live, &tb->committed, t->keep_ms,
+                                    &j->res);
+        if (j->rc != ST_OK && j->rc != ST_ENOTFOUND)
+            st_warn("tables: %s: commit failed (%s); retried at the next tick", d->ice.name,
+                    st_strerror(j->rc));
+    }
+    st_tier_background(false);
+}
+
+/* The current snapshot of a loaded table, for the admin route. */
+static void st__status(st__table_t *tb)
+{
+    const cJSON *doc = tb->meta.doc;
+    tb->snap = st_tmeta_i64(doc, "current-snapshot-id", -1);
+    tb->seq = st_tmeta_i64(doc, "last-sequence-number", 0);
+    tb->committed_us = 0;
+    const cJSON *s;
+    cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(doc, "snapshots"))
+    {
+        if (st_tmeta_i64(s, "snapshot-id", 0) == tb->snap)
+            tb->committed_us = st_tmeta_i64(s, "timestamp-ms", 0) * 1000;
+    }
+}
+
+static void st__tables_free(st_tables_t *t);
+
+static void st__commit_done(uv_work_t *req, int status)
+{
+    (void)status;
+    st_tables_t *t = req->data;
+    t->busy = false;
+    bool all = true;
+    for (int i = 0; i < ST_TABLES_N; i++) {
+        st__jtable_t *j = &t->job[i];
+        if (!t->closing) {
+            if (j->res.done) {
+                st__record_prov(t, i, &j->live);
+                st_metric_add(t->commits, 1);
+            }
+            if (t->t[i].meta.doc) st__status(&t->t[i]);
+        }
+        if (j->changed && !j->res.done) all = false;
+        st_tfiles_free(&j->live);
+        memset(j, 0, sizeof *j);
+    }
+    if (all) t->lag_since_us = 0;
+    if (t->closing) st__tables_free(t);
+}
+
+static void st__commit_tick(uv_timer_t *h)
+{
+    st_tables_t *t = h->data;
+    if (t->busy || t->closing) return;
+    /* a group's leader commits, as it flushes (followers commit nothing) */
+    if (st_store_writable(t->store) == ST_ENOLEADER) {
+        t->leading = false;
+        return;
+    }
+    if (!t->leading) st__lead(t);
+    st_tfiles_t live[ST_TABLES_N];
+    bool changed[ST_TABLES_N], any = false;
+    int64_t pending;
+    int rc = st__view(t, live, changed, &pending);
+    for (int i = 0; i < ST_TABLES_N; i++) {
+        any |= changed[i];
+        t->job[i].changed = changed[i] && rc == ST_OK;
+        t->job[i].live = live[i];
+        any |= !t->t[i].meta.doc;
+    }
+    bool dirty = false;
+    for (int i = 0; i < ST_TABLES_N; i++)
+        dirty |= changed[i];
+    if (dirty && !t->lag_since_us) t->lag_since_us = st_now_us();
+    if (!dirty) t->lag_since_us = 0;
+    if (!any || (rc != ST_OK && rc != ST_EPARKED)) {
+        for (int i = 0; i < ST_TABLES_N; i++)
+            st_tfiles_free(&t->job[i].live);
+        return;
+    }
+    t->job_create = true;
+    t->busy = true;
+    t->work.data = t;
+    if (uv_queue_work(t->loop, &t->work, st__commit_work, st__commit_done) != 0) {
+        t->busy = false;
+        for (int i = 0; i < ST_TABLES_N; i++)
+            st_tfiles_free(&t->job[i].live);
+    }
+}
+
+/* ---- the module ---- */
+static st_tables_t *st__live; /* the open module, for the lag gauge */
+
+static double st__lag(void *arg)
+{
+    (void)arg;
+    st_tables_t *t = st__live;
+    return t && t->lag_since_us ? (double)(st_now_us() - t->lag_since_us) / 1e6 : 0;
+}
+
+int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_objstore_t *cold,
+                   st_objstore_t *meta, const st_config_t *cfg)
+{
+    int rc = st_store_claim(store, st__pfx, ST__PFX_LEN, "tables");
+    if (rc != ST_OK) return rc;
+    st_tables_t *t = st_calloc(1, sizeof *t);
+    t->loop = loop;
+    t->store = store;
+    t->cold = cold;
+    t->meta = meta;
+    t->interval_ms = (cfg->table_commit_interval ? cfg->table_commit_interval : 10) * 1000;
+    t->keep_ms = (int64_t)cfg->table_keep * 1000;
+    for (int i = 0; i < ST_TABLES_N; i++)
+        t->t[i].snap = -1;
+    st__lead(t); /* what the admin route shows before the first tick */
+    t->leading = false;
+    t->commits = st_metrics_counter("strata_table_commits_total",
+                                    "Snapshots committed to the Iceberg tables", "");
+    st_metrics_gauge_fn("strata_table_commit_lag_seconds",
+                        "Age of the oldest change of the cold tier not in a committed snapshot", "",
+                        st__lag, NULL);
+    uv_timer_init(loop, &t->timer);
+    t->timer.data = t;
+    uv_timer_start(&t->timer, st__commit_tick, 200, t->interval_ms);
+    st__live = t;
+    *out = t;
+    return ST_OK;
+}
+
+static void st__tables_free(st_tables_t *t)
+{
+    for (int i = 0; i < ST_TABLES_N; i++) {
+        cJSON_Delete(t->t[i].meta.doc);
+        st_tfiles_free(&t->t[i].committed);
+    }
+    free(t);
+}
+
+static void st__tables_timer_closed(uv_handle_t *h)
+{
+    st_tables_t *t = h->data;
+    if (!t->busy) st__tables_free(t);
+}
+
+void st_tables_close(st_tables_t *t)
+{
+    if (!t) return;
+    st__live = NULL;
+    t->closing = true;
+    uv_close((uv_handle_t *)&t->timer, st__tables_timer_closed);
+}
+
+int st_tables_json(st_tables_t *t, st_buf_t *out)
+{
+    st_tfiles_t live[ST_TABLES_N];
+    bool changed[ST_TABLES_N];
+    int64_t pending;
+    st__view(t, live, changed, &pending);
+    st_buf_append(out, "{\"tables\":[", 11);
+    for (int i = 0; i < ST_TABLES_N; i++) {
+        const st__table_t *tb = &t->t[i];
+        int64_t p = 0;
+        for (size_t j = 0; j < live[i].n; j++)
+            p += live[i].v[j].snap == 0;
+        st_buf_printf(out, "%s{\"table\":\"%s\",\"snapshot_id\":", i ? "," : "",
+                      st_table_defs[i].ice.name);
+        if (tb->snap < 0)
+            st_buf_append(out, "null", 4);
+        else
+            st_buf_printf(out, "%lld", (long long)tb->snap);
+        st_buf_printf(out, ",\"sequence_number\":%lld,\"committed_at\":", (long long)tb->seq);
+        if (tb->committed_us)
+            st_buf_printf(out, "%lld", (long long)tb->committed_us);
+        else
+            st_buf_append(out, "null", 4);
+        st_buf_printf(out, ",\"pending\":%lld}", (long long)p);
+        st_tfiles_free(&live[i]);
+    }
+    st_buf_append(out, "]}", 2);
+    return ST_OK;
+}

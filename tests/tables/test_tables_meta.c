@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for the Iceberg metadata documents (src/tables/meta.c) and st_objstore_uri: version
+ * 1 reads back through the strict reader; a commit adds its snapshot, snapshot-log entry, main ref
+ * and metadata-log entry; snapshots older than the keep window expire (never the new one), a delete
+ * expires every earlier one; metadata-log keeps 100 entries; the reader refuses what strata cannot
+ * commit on. */
+#include "../test.h"
+#include "../../src/tables/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static cJSON *reparse(const cJSON *d)
+{
+    char *text = cJSON_PrintUnformatted(d);
+    cJSON *out = NULL;
+    CHECK_EQ(st_tables_meta_parse(text, strlen(text), &out), ST_OK);
+    free(text);
+    return out;
+}
+
+static cJSON *commit(cJSON *d, int64_t id, int64_t ts, const char *op, int64_t keep,
+                     st_tstrs_t *expired, st_tstrs_t *dropped)
+{
+    char list[64];
+    snprintf(list, sizeof list, "file:///t/metadata/snap-%lld-u.avro", (long long)id);
+    st_tsnap_t s = {.id = id,
+                    .parent = st_tmeta_i64(d, "current-snapshot-id", -1),
+                    .seq = st_tmeta_i64(d, "last-sequence-number", 0) + 1,
+                    .ts_ms = ts,
+                    .op = op,
+                    .list_uri = list,
+                    .prev_uri = "file:///t/metadata/vN.metadata.json",
+                    .keep_ms = keep,
+                    .expire_all = strcmp(op, "delete") == 0};
+    cJSON *n = st_tmeta_next(d, &s, expired, dropped);
+    CHECK(n != NULL);
+    cJSON *r = reparse(n);
+    cJSON_Delete(n);
+    cJSON_Delete(d);
+    return r;
+}
+
+TEST(v1_reads_back)
+{
+    cJSON *d = st_tmeta_v1(&st_table_defs[1], "file:///t/room_messages", 1000);
+    cJSON *r = reparse(d);
+    CHECK(cJSON_IsNull(cJSON_GetObjectItem(r, "current-snapshot-id")));
+    CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(r, "snapshots")), 0);
+    const cJSON *p = cJSON_GetObjectItem(r, "properties");
+    CHECK(strstr(cJSON_GetObjectItem(p, "schema.name-mapping.default")->valuestring,
+                 "\"room_id\",\"conversation_id\"") != NULL);
+    CHECK_STR(cJSON_GetObjectItem(p, "write.metadata.metrics.column.content")->valuestring, "none");
+    CHECK_EQ(st_tmeta_i64(r, "last-partition-id", 0), 1000);
+    cJSON_Delete(d);
+    cJSON_Delete(r);
+}
+
+TEST(commits_expire_and_delete_expires_all)
+{
+    st_tstrs_t expired = {0}, dropped = {0};
+    cJSON *d = st_tmeta_v1(&st_table_defs[0], "file:///t/messages", 1000);
+    d = commit(d, 11, 2000, "append", 5000, &expired, &dropped);
+    d = commit(d, 12, 3000, "append", 5000, &expired, &dropped);
+    CHECK_EQ(expired.n, 0u);
+    d = commit(d, 13, 8500, "replace", 5000, &expired, &dropped); /* 11 and 12: older than 3500 */
+    CHECK_EQ(expired.n, 2u);
+    CHECK_STR(expired.v[0], "file:///t/metadata/snap-11-u.avro");
+    CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(d, "snapshots")), 1);
+    CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(d, "snapshot-log")), 1);
+    d = commit(d, 14, 8600, "append", 5000, &expired, &dropped);
+    CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(d, "snapshots")), 2);
+    d = commit(d, 15, 8700, "delete", 5000, &expired, &dropped); /* within the window: still out */
+    CHECK_EQ(expired.n, 4u);
+    const cJSON *snaps = cJSON_GetObjectItem(d, "snapshots");
+    CHECK_EQ(cJSON_GetArraySize(snaps), 1);
+    CHECK_EQ(st_tmeta_i64(snaps->child, "snapshot-id", 0), 15);
+    CHECK_EQ(st_tmeta_i64(snaps->child, "parent-snapshot-id", 0), 14);
+    CHECK_EQ(st_tmeta_i64(snaps->child, "sequence-number", 0), 5);
+    CHECK_EQ(st_tmeta_i64(d, "current-snapshot-id", 0), 15);
+    CHECK_EQ(
+        st_tmeta_i64(cJSON_GetObjectItem(cJSON_GetObjectItem(d, "refs"), "main"), "snapshot-id", 0),
+        15);
+    CHECK_STR(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(snaps->child, "summary"), "operation")->valuestring,
+        "delete");
+    CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(d, "metadata-log")), 5);
+    CHECK_EQ(dropped.n, 0u);
+    cJSON_Delete(d);
+    st_tstrs_free(&expired);
+    st_tstrs_free(&dropped);
+}
+
+TEST(metadata_log_keeps_100)
+{
+    st_tstrs_t expired = {0}, dropped = {0};
+    cJSON *d = st_tmeta_v1(&st_table_defs[2], "file:///t/bookings", 1000);
+    for (int i = 1; i <= 103; i++)
+        d = commit(d, i, 1000 + i, "append", 1000000, &expired, &dropped);
+    CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(d, "metadata-log")), 100);
+    CHECK_EQ(dropped.n, 3u);
+    cJSON_Delete(d);
+    st_tstrs_free(&expired);
+    st_tstrs_free(&dropped);
+}
+
+TEST(reader_refuses)
+{
+    static const char *const bad[] = {
+        "",
+        "[]",
+        "{\"format-version\":1}",
+        "{\"format-version\":2,\"table-uuid\":\"x\"}",
+        /* a snapshot without its manifest list */
+        "{\"format-version\":2,\"table-uuid\":\"0b8e4c0e-1111-4a4a-8a8a-0123456789ab\","
+        "\"location\":\"l\",\"last-sequence-number\":1,\"last-updated-ms\":1,\"last-column-id\":1,"
+        "\"current-schema-id\":0,\"default-spec-id\":0,\"last-partition-id\":1000,\"schemas\":[],"
+        "\"partition-specs\":[],\"snapshots\":[{\"snapshot-id\":1,\"sequence-number\":1,"
+        "\"timestamp-ms\":1,\"summary\":{\"operation\":\"append\"}}]}",
+        /* an id JSON cannot hold exactly */
+        "{\"format-version\":2,\"table-uuid\":\"0b8e4c0e-1111-4a4a-8a8a-0123456789ab\","
+        "\"location\":\"l\",\"last-sequence-number\":1,\"last-updated-ms\":1,\"last-column-id\":1,"
+        "\"current-schema-id\":0,\"default-spec-id\":0,\"last-partition-id\":1000,\"schemas\":[],"
+        "\"partition-specs\":[],\"current-snapshot-id\":9007199254740993}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cJSON *d = NULL;
+        CHECK_EQ(st_tables_meta_parse(bad[i], strlen(bad[i]), &d), ST_EINVAL);
+        CHECK(d == NULL);
+    }
+}
+
+/* Manifests name data files by absolute URI (st_objstore_uri, src/cold/objstore.c). */
+TEST(objstore_uri)
+{
+    st_objstore_t *s;
+    st_objstore_opts_t o = {.url = "s3://bkt/pre/fix/", .endpoint = "http://127.0.0.1:9"};
+    CHECK_EQ(st_objstore_open(&s, &o), ST_OK);
+    st_buf_t b = {0};
+    st_objstore_uri(s, "alice/batch-1.parquet", &b);
+    st_buf_appendc(&b, 0);
+    CHECK_STR(b.data, "s3://bkt/pre/fix/alice/batch-1.parquet");
+    st_objstore_close(s);
+    char dir[] = "/tmp/st-uri-XXXXXX", url[64], want[128];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(url, sizeof url, "file://%s/./x/../y", dir);
+    o = (st_objstore_opts_t){.url = url};
+    CHECK_EQ(st_objstore_open(&s, &o), ST_OK);
+    b.len = 0;
+    st_objstore_uri(s, "k", &b);
+    st_buf_appendc(&b, 0);
+    snprintf(want, sizeof want, "file://%s/y/k", dir);
+    CHECK_STR(b.data, want);
+    st_objstore_close(s);
+    st_buf_free(&b);
+    const char *sub[] = {"y", "x", ""};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(want, sizeof want, "%s/%s", dir, sub[i]);
+        rmdir(want);
+    }
+}
+
+RUN_TESTS("tables_meta")
