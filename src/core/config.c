@@ -131,9 +131,9 @@ static const st_cfg_opt_t st__opts[] = {
             "where the cold tier's Apache Iceberg tables keep their metadata: file://DIR or "
             "s3://BUCKET/PREFIX, shared by many groups (empty: the cold tier's _tables folder)"),
     ST__NUM(ST_CFG_U64, table_commit_interval, "table-commit-interval",
-            "STRATA_TABLE_COMMIT_INTERVAL", "10", 1, 3600,
+            "STRATA_TABLE_COMMIT_INTERVAL", "10", 0, 3600,
             "seconds within which written cold objects, edits and deletes are in a committed "
-            "Iceberg snapshot"),
+            "Iceberg snapshot (0: no commits; the catalog serves what the tables' store holds)"),
     ST__NUM(ST_CFG_U64, table_keep, "table-keep", "STRATA_TABLE_KEEP", "86400", 0, 86400 * 365,
             "seconds an Iceberg snapshot is kept for time travel before it is expired (an "
             "erasure expires earlier ones at once)"),

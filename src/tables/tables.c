@@ -328,7 +328,7 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
     t->store = store;
     t->cold = cold;
     t->meta = meta;
-    t->interval_ms = (cfg->table_commit_interval ? cfg->table_commit_interval : 10) * 1000;
+    t->interval_ms = cfg->table_commit_interval * 1000; /* 0: no commits at all */
     t->keep_ms = (int64_t)cfg->table_keep * 1000;
     for (int i = 0; i < ST_TABLES_N; i++)
         t->t[i].snap = -1;
@@ -341,7 +341,7 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
                         st__lag, NULL);
     uv_timer_init(loop, &t->timer);
     t->timer.data = t;
-    uv_timer_start(&t->timer, st__commit_tick, 200, t->interval_ms);
+    if (t->interval_ms) uv_timer_start(&t->timer, st__commit_tick, 200, t->interval_ms);
     st__live = t;
     *out = t;
     return ST_OK;

@@ -5,7 +5,9 @@
 // cache that follows the tables' metadata store: the test writes Iceberg v2 metadata files into
 // {cold}/_tables/{table}/metadata/ itself (the committer is not what is tested here) — a hint
 // that lags behind, a missing hint, a hint that is garbage, a version that is not JSON — and
-// strata serves the newest version within about a second. For an S3 cold tier the table config
+// strata serves the newest version within about a second (strata runs with
+// --table-commit-interval 0, so its own committer writes nothing beside them; tables.test.mjs reads
+// the catalog's answers about strata's own commits). For an S3 cold tier the table config
 // names the endpoint and region, never strata's keys.
 import assert from 'node:assert/strict';
 import { createHash, createHmac } from 'node:crypto';
@@ -160,7 +162,7 @@ describe('the Iceberg REST catalog on a local cold tier, auth off', () => {
 
   before(async () => {
     const dir = tempDir('iceberg');
-    s = await startStrata({ dataDir: dir, args: ['--max-body', '4096'] });
+    s = await startStrata({ dataDir: dir, args: ['--max-body', '4096', '--table-commit-interval', '0'] });
     meta = path.join(realpathSync(dir), 'cold', '_tables');
   });
   after(async () => { if (s) { await s.stop(); s.cleanup(); } });
@@ -367,7 +369,7 @@ describe('the Iceberg REST catalog with auth on', () => {
     mkdirSync(mm, { recursive: true });
     for (const n of [4, 5]) writeFileSync(path.join(mm, `v${n}.metadata.json`), metadataText('messages', n, 'file:///x'));
     writeFileSync(path.join(mm, 'v6.metadata.json.tmp-1'), 'half a file');
-    s = await startStrata({ dataDir: dir, args: ['--jwt-secret', SECRET] });
+    s = await startStrata({ dataDir: dir, args: ['--jwt-secret', SECRET, '--table-commit-interval', '0'] });
   });
   after(async () => { if (s) { await s.stop(); s.cleanup(); } });
 
@@ -439,7 +441,7 @@ describe('the Iceberg REST catalog on an S3 cold tier', () => {
     assert.equal(put.status, 200, await put.text());
     s = await startStrata({
       args: ['--cold-url', 's3://cold/strata/prefix/', '--s3-endpoint', `http://127.0.0.1:${port}`, '--s3-region', 'eu-west-3',
-        '--s3-access-key', 'S3RVER', '--s3-secret-key', SECRET_KEY, '--flush-interval', '3600'],
+        '--s3-access-key', 'S3RVER', '--s3-secret-key', SECRET_KEY, '--flush-interval', '3600', '--table-commit-interval', '0'],
     });
   });
   after(async () => {
