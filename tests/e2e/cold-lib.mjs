@@ -13,7 +13,7 @@ export function parquetFiles(dir) {
     for (const e of readdirSync(d, { withFileTypes: true })) {
       const p = path.join(d, e.name);
       if (e.isDirectory()) walk(p);
-      else if (e.name.endsWith('.parquet') || e.name.endsWith('._S3rver_object')) out.push(p);
+      else if (e.name.endsWith('.parquet') || e.name.endsWith('.parquet._S3rver_object')) out.push(p);
     }
   };
   walk(dir);
