@@ -324,6 +324,10 @@ int main(int argc, char **argv)
                               .flush_min_rows = cfg.flush_min_rows,
                               .flush_max_age_s = cfg.flush_max_age,
                               .delta_max_age_s = cfg.delta_max_age};
+    /* A cold edit or delete reaches the tables' current snapshot within --table-commit-interval
+     * (SPEC v5 §5.1) as a rewritten data file (copy-on-write): the fold is due by then. */
+    if (cfg.table_commit_interval && cfg.table_commit_interval < co.delta_max_age_s)
+        co.delta_max_age_s = cfg.table_commit_interval;
     st_chat_set_max_history(chat, cfg.max_edit_history);
     st_chat_set_erase_within(chat, cfg.erase_within);
     st_tier_join(tier, st_chat_tier_member(chat, tier, &co));
