@@ -47,6 +47,7 @@ struct st_pq_field {
     unsigned hints;
     const st_pq_field_t *children; /* a GROUP's fields (a LIST: exactly one, its element) */
     size_t nchildren;
+    int id; /* the Iceberg field id, written as the element's field_id (0: none) */
 };
 
 /* A file's schema. Leaves (column chunks) are numbered in schema order, depth first. */
@@ -115,8 +116,9 @@ typedef struct {
 /* The last 8 bytes of a file give the footer's length; ST_EINVAL if they are not Parquet's. */
 int st_pq_footer_len(const uint8_t tail[8], uint64_t file_size, uint32_t *len);
 /* Parses a footer (the len bytes before the tail) of a file of file_size bytes written with
- * schema s. Another schema, or a corrupt footer, is ST_EINVAL with nothing allocated. Free with
- * st_pq_file_free. */
+ * schema s. Another schema, or a corrupt footer, is ST_EINVAL with nothing allocated. Field ids
+ * need not be there (files written before them): an element's field_id only has to agree with
+ * the field's id when both are set. Free with st_pq_file_free. */
 int st_pq_parse_footer(const st_pq_schema_t *s, const uint8_t *p, size_t len, uint64_t file_size,
                        st_pq_file_t *out);
 void st_pq_file_free(st_pq_file_t *f);

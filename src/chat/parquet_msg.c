@@ -11,14 +11,14 @@
 #include <string.h>
 
 static const st_pq_field_t st__msg_fields[ST_PQ_COLUMNS] = {
-    {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
+    {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 2},
     {"conversation_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT,
-     NULL, 0},
-    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0},
-    {"timestamp", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0},
-    {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
-    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0},
-    {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0},
+     NULL, 0, 3},
+    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0, 4},
+    {"timestamp", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0, 5},
+    {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 6},
+    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0, 7},
+    {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 8},
 };
 
 /* Sorted by msg_id; one row group per conversation. */

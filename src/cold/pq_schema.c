@@ -2,8 +2,9 @@
 /*
  * A kind's schema (a tree of st_pq_field_t) flattened into Parquet's schema elements, each with
  * the definition and repetition levels its values are written with: an OPTIONAL field adds a
- * definition level, a LIST's repeated group adds one of each. The writer emits these elements;
- * the reader checks a footer's against them before it trusts any column chunk.
+ * definition level, a LIST's repeated group adds one of each. The writer emits these elements
+ * (with the field's Iceberg field id, when it has one); the reader checks a footer's against them
+ * before it trusts any column chunk.
  */
 #include "pq_internal.h"
 
@@ -61,6 +62,8 @@ static bool st__field(st_pq_layout_t *l, const st_pq_field_t *f, int parent)
     n->type = f->type;
     n->logical = f->logical;
     n->hints = f->hints;
+    n->id = f->id;
+    if (f->id < 0) return false;
     if (n->def > ST_PQ_MAX_LEVEL || n->depth > ST_PQ_MAX_DEPTH - 1) return false;
     if (!group) {
         n->leaf = l->nleaves;
@@ -150,6 +153,7 @@ void st__pq_schema_write(st_tw_t *w, const st_pq_layout_t *l)
         if (n->kind != ST_PQN_LEAF) st_tw_i32(w, 5, n->nchildren);
         if (n->logical && st__converted[n->logical] >= 0)
             st_tw_i32(w, 6, st__converted[n->logical]);
+        if (n->id > 0) st_tw_i32(w, 9, n->id);
         if (n->logical) st__logical_type(w, n->logical);
         st_tw_struct_end(w);
     }
@@ -167,7 +171,7 @@ bool st__pq_schema_check(st_tr_t *r, const st_pq_layout_t *l)
         bool bv;
         const uint8_t *name = NULL;
         size_t nl = 0;
-        int64_t type = -1, rep = -1, children = 0;
+        int64_t type = -1, rep = -1, children = 0, fid = 0;
         if (!st_tr_enter(r)) return false;
         while (st_tr_field(r, &last, &id, &t, &bv))
             if (id == 1 && t == ST_TC_I32)
@@ -178,6 +182,8 @@ bool st__pq_schema_check(st_tr_t *r, const st_pq_layout_t *l)
                 name = st_tr_bin(r, &nl);
             else if (id == 5 && t == ST_TC_I32)
                 children = st_tr_int(r);
+            else if (id == 9 && t == ST_TC_I32)
+                fid = st_tr_int(r);
             else
                 st_tr_skip(r, t);
         st_tr_leave(r);
@@ -188,7 +194,8 @@ bool st__pq_schema_check(st_tr_t *r, const st_pq_layout_t *l)
         }
         if (!name || nl != strlen(want->name) || memcmp(name, want->name, nl) != 0 ||
             rep != want->rep || type != (leaf ? want->type : -1) ||
-            children != (leaf ? 0 : want->nchildren))
+            children != (leaf ? 0 : want->nchildren) ||
+            (fid > 0 && want->id > 0 && fid != want->id))
             return false;
     }
     return r->ok;
