@@ -299,13 +299,12 @@ static int st__chat_compact_merge(void *arg, const char *u, size_t ul, st_objsto
                                   int64_t *ndropped)
 {
     st_chatcold_t *cc = arg;
-    (void)u;
     st_fold_t *f = *dropped ? *dropped : st_calloc(1, sizeof *f);
     *dropped = f;
     st_fixarg_t x = {f, ul};
-    return st_chat_parquet_merge(cc->zstd_level, obj, objs, nold, cutoff, key, out, &f->inner,
-                                 ndropped, f->rows.n || f->masks.n || f->dead.n ? st__fix : NULL,
-                                 &x);
+    return st_chat_parquet_merge(cc->zstd_level, u, ul, obj, objs, nold, cutoff, key, out,
+                                 &f->inner, ndropped,
+                                 f->rows.n || f->masks.n || f->dead.n ? st__fix : NULL, &x);
 }
 
 /* ---- loop side: in the swap batch ---- */
