@@ -151,6 +151,21 @@ TEST(rows_that_break_the_schema_and_unsupported_schemas_are_errors)
     CHECK_EQ(st_pq_schema_leaves(&s1), -1);
     CHECK_EQ(st_pq_schema_leaves(&s2), -1);
     CHECK_EQ(st_pq_schema_leaves(&s3), -1);
+    /* a field files may lack (ST_PQ_ADDED) is a top-level leaf, never the sort or key leaf */
+    static const st_pq_field_t added_in[] = {
+        {"x", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_ADDED, NULL, 0, 0},
+    };
+    static const st_pq_field_t added[] = {
+        {"a", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_ADDED, NULL, 0, 0},
+        {"b", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0, 0},
+        {"s", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_NONE, 0, added_in, 1, 0},
+    };
+    st_pq_schema_t a1 = {added, 2, 1, 0}, a2 = {added, 2, 0, -1}, a3 = {added, 3, 1, -1};
+    CHECK_EQ(st_pq_schema_leaves(&a1), -1);
+    CHECK_EQ(st_pq_schema_leaves(&a2), -1);
+    CHECK_EQ(st_pq_schema_leaves(&a3), -1);
+    a1.key_leaf = -1;
+    CHECK_EQ(st_pq_schema_leaves(&a1), 2);
     /* a file of one schema is not one of another, either way round */
     st_buf_t f = {0};
     int64_t one = 1;
