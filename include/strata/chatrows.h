@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * chatrows: chat's message files (SPEC §5), chat's own rows in the schema-driven Parquet codec of
- * strata/parquet.h: seven columns, one row group per conversation with min/max statistics. The
- * row type, the footer summary and row-group decoding chat reads them with (src/chat/
- * parquet_msg.c), the cold cache's view of them, and chat's merge of them (src/chat/merge.c).
+ * strata/parquet.h: the owner column and seven more, one row group per conversation with min/max
+ * statistics. The row type, the footer summary and row-group decoding chat reads them with
+ * (src/chat/parquet_msg.c), the cold cache's view of them, and chat's merge of them
+ * (src/chat/merge.c).
  * cold/ knows none of this: it reads and caches these objects through st_pq_msg_schema and
  * st_chat_msg_view like any kind's. Plain blocking functions, safe on any thread.
  */

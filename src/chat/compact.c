@@ -26,7 +26,7 @@
  * deleted message's bytes leave the object store. The pass asks for a fold
  * (ST_TIER_COMPACT_FOLD: the objects holding marked rows, rewritten one at a time) once a marker
  * is --delta-max-age old; POST /v1/admin/compact asks at once. The delta stays: edited_at,
- * deleted_at and edit_history are not among the objects' seven columns (SPEC §5), and reads
+ * deleted_at and edit_history are not among the objects' columns (SPEC §5), and reads
  * take them from it. */
 
 typedef struct {

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The message files (SPEC §5): chat's seven columns as one instance of the schema-driven codec,
+ * The message files (SPEC §5): the owner column and chat's seven as one instance of the codec,
  * and the row type, footer summary and row-group decoding chat reads them with, straight or
- * through the tier's cold cache (st_chat_msg_view). Files are byte for byte what the message-only
- * writer wrote before (tests/chat pins them).
+ * through the tier's cold cache (st_chat_msg_view). Files written before the owner column and
+ * the field ids (SPEC v5 §5.1) read alike (tests/chat pins the files' bytes).
  */
 #include "strata/chatrows.h"
 #include "strata/chat.h"
@@ -11,34 +11,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The owner column (SPEC v5 §5.1): a user's name or a room's id, the same in every row; files
- * written before it lack it (ST_PQ_ADDED). */
-#define ST__OWNER(name)                                                                            \
-    {                                                                                              \
-        name, ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING,                                      \
-            ST_PQ_STATS | ST_PQ_DICT | ST_PQ_ADDED, NULL, 0, 1                                     \
-    }
-#define ST__MSG_FIELDS                                                                              \
-    {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 2},                   \
-        {"conversation_id",                                                                         \
-         ST_PQ_BYTE_ARRAY,                                                                          \
-         ST_PQ_REQUIRED,                                                                            \
-         ST_PQ_STRING,                                                                              \
-         ST_PQ_STATS | ST_PQ_DICT,                                                                  \
-         NULL,                                                                                      \
-         0,                                                                                         \
-         3},                                                                                        \
-        {"from", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0, \
-         4},                                                                                        \
-        {"timestamp", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0, 5},    \
-        {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 6},                  \
-        {"content", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0, 7},                 \
-    {                                                                                               \
-        "metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 8                     \
-    }
-
-static const st_pq_field_t st__msg_fields[ST_PQ_COLUMNS] = {ST__OWNER("user"), ST__MSG_FIELDS};
-static const st_pq_field_t st__room_fields[ST_PQ_COLUMNS] = {ST__OWNER("room_id"), ST__MSG_FIELDS};
+/* The owner column first (SPEC v5 §5.1): a user's name or a room's id, the same in every row;
+ * files written before it lack it (ST_PQ_ADDED). A user's and a room's files differ only in its
+ * name. */
+static const st_pq_field_t st__msg_fields[ST_PQ_COLUMNS] = {
+    {"user", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT | ST_PQ_ADDED,
+     NULL, 0, 1},
+    {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 2},
+    {"conversation_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT,
+     NULL, 0, 3},
+    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0, 4},
+    {"timestamp", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0, 5},
+    {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 6},
+    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0, 7},
+    {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 8},
+};
+static const st_pq_field_t st__room_fields[ST_PQ_COLUMNS] = {
+    {"room_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING,
+     ST_PQ_STATS | ST_PQ_DICT | ST_PQ_ADDED, NULL, 0, 1},
+    {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 2},
+    {"conversation_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT,
+     NULL, 0, 3},
+    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0, 4},
+    {"timestamp", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0, 5},
+    {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 6},
+    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0, 7},
+    {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 8},
+};
 
 /* Sorted by msg_id; one row group per conversation. */
 const st_pq_schema_t st_pq_msg_schema = {st__msg_fields, ST_PQ_COLUMNS, 1, 2};
