@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * chatrows: chat's message files (SPEC §5), chat's own rows in the schema-driven Parquet codec of
- * strata/parquet.h: seven columns, one row group per conversation with min/max statistics. The
- * row type, the footer summary and row-group decoding chat reads them with (src/chat/
- * parquet_msg.c), the cold cache's view of them, and chat's merge of them (src/chat/merge.c).
+ * strata/parquet.h: the owner column and seven more, one row group per conversation with min/max
+ * statistics. The row type, the footer summary and row-group decoding chat reads them with
+ * (src/chat/parquet_msg.c), the cold cache's view of them, and chat's merge of them
+ * (src/chat/merge.c).
  * cold/ knows none of this: it reads and caches these objects through st_pq_msg_schema and
  * st_chat_msg_view like any kind's. Plain blocking functions, safe on any thread.
  */
@@ -22,13 +23,23 @@ typedef struct {
     uint32_t conv_len, from_len, content_len, metadata_len;
 } st_msgrow_t;
 
-#define ST_PQ_COLUMNS 7 /* msg_id, conversation_id, from, timestamp, seq, content, metadata */
-/* The message files' schema (key: conversation_id, sorted by msg_id). */
-extern const st_pq_schema_t st_pq_msg_schema;
+/* The owner column (a user's: user; a room's: room_id; field id 1, SPEC v5 §5.1), then msg_id,
+ * conversation_id, from, timestamp, seq, content, metadata. */
+#define ST_PQ_COLUMNS 8
+/* The message files' schemas (key: conversation_id, sorted by msg_id): a user's and a room's,
+ * which differ only in the owner column's name. Either reads every message file, a user's or a
+ * room's (the owner column matches by its field id), and those written before the owner column
+ * (it then reads as null). */
+extern const st_pq_schema_t st_pq_msg_schema, st_pq_room_schema;
+/* The schema chat's user (a room's virtual user, ST_CHAT_ROOM_USER room, is the room's) writes
+ * with, and the owner column's value (borrowed from user). */
+const st_pq_schema_t *st_pq_msg_schema_of(const char *user, size_t ul, const char **owner,
+                                          size_t *ol);
 
-/* Encodes rows into a whole Parquet file appended to out. Rows must be grouped by conversation
- * and sorted by msg_id inside each group: each group becomes one row group. */
-int st_parquet_encode(const st_msgrow_t *rows, size_t n, int zstd_level, st_buf_t *out);
+/* Encodes rows of chat's user into a whole Parquet file appended to out. Rows must be grouped by
+ * conversation and sorted by msg_id inside each group: each group becomes one row group. */
+int st_parquet_encode(const st_msgrow_t *rows, size_t n, const char *user, size_t ul,
+                      int zstd_level, st_buf_t *out);
 
 /* A row group as the footer describes it: enough to prune by statistics and to fetch only its
  * bytes. conv points into the meta's own memory. */
@@ -83,15 +94,17 @@ int st_chat_cold_group(st_coldcache_t *cc, const char *key, size_t gi, const st_
 
 /* ---- chat's merge of message objects (merge.c), on a compaction's worker ---- */
 /* The tier's merge of any schema (st_tier_pq_merge_with, by conversation then id) with chat's row
- * hook: the objects' rows merged into key, those older than cutoff left out; each row given to fix
+ * hook: the objects' rows (of chat's user user) merged into key in the shape
+ * st_pq_msg_schema_of gives (an older object's rows get the owner column), those older than
+ * cutoff left out; each row given to fix
  * (may be NULL) first: a kind folding changes in (fix may point a row's strings at its own memory,
  * live until the merge returns; a row it returns false for is left out, and is the caller's to
  * account for). *dropped (free with st_chat_dropped_free) counts the rows left out by the cutoff
  * per conversation, read back with st_chat_dropped_next. */
-int st_chat_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
-                          size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
-                          void **dropped, int64_t *ndropped, bool (*fix)(void *arg, st_msgrow_t *r),
-                          void *fix_arg);
+int st_chat_parquet_merge(int zstd_level, const char *user, size_t ul, st_objstore_t *obj,
+                          const st_tier_obj_t *objs, size_t nold, int64_t cutoff, const char *key,
+                          st_tier_file_t *out, void **dropped, int64_t *ndropped,
+                          bool (*fix)(void *arg, st_msgrow_t *r), void *fix_arg);
 /* The next conversation of dropped from *pos (0 first): its rows left out; false at the end. */
 bool st_chat_dropped_next(const void *dropped, size_t *pos, const char **g, size_t *gl,
                           int64_t *rows);

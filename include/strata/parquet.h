@@ -31,8 +31,10 @@ enum { ST_PQ_REQUIRED = 0, ST_PQ_OPTIONAL = 1 };
  * a STRUCT (ST_PQ_NONE) of its children or a LIST (ST_PQ_LIST) of its one child, the element. */
 enum { ST_PQ_NONE = 0, ST_PQ_STRING, ST_PQ_TIMESTAMP_US, ST_PQ_JSON, ST_PQ_LIST };
 /* Per-leaf hints: keep min/max statistics; try a dictionary (BYTE_ARRAY with few distinct
- * values per row group). */
-enum { ST_PQ_STATS = 1, ST_PQ_DICT = 2 };
+ * values per row group); ADDED: a top-level leaf that files written before it lack (such a
+ * file's footer still matches the schema; the leaf's chunks then have length 0 and its values
+ * read as null, whatever its repetition). */
+enum { ST_PQ_STATS = 1, ST_PQ_DICT = 2, ST_PQ_ADDED = 4 };
 
 #define ST_PQ_MAX_LEVEL 15  /* deepest repetition or definition level */
 #define ST_PQ_MAX_DEPTH 32  /* nested groups */
@@ -47,6 +49,7 @@ struct st_pq_field {
     unsigned hints;
     const st_pq_field_t *children; /* a GROUP's fields (a LIST: exactly one, its element) */
     size_t nchildren;
+    int id; /* the Iceberg field id, written as the element's field_id (0: none) */
 };
 
 /* A file's schema. Leaves (column chunks) are numbered in schema order, depth first. */
@@ -115,8 +118,11 @@ typedef struct {
 /* The last 8 bytes of a file give the footer's length; ST_EINVAL if they are not Parquet's. */
 int st_pq_footer_len(const uint8_t tail[8], uint64_t file_size, uint32_t *len);
 /* Parses a footer (the len bytes before the tail) of a file of file_size bytes written with
- * schema s. Another schema, or a corrupt footer, is ST_EINVAL with nothing allocated. Free with
- * st_pq_file_free. */
+ * schema s. Another schema, or a corrupt footer, is ST_EINVAL with nothing allocated. Field ids
+ * need not be there (files written before them): an element's field_id only has to agree with
+ * the field's id when both are set, and when they do, the names may differ (Iceberg matches
+ * columns by id). A file may lack s's ST_PQ_ADDED leaves. Chunks are per leaf of s, a missing
+ * leaf's all zero. Free with st_pq_file_free. */
 int st_pq_parse_footer(const st_pq_schema_t *s, const uint8_t *p, size_t len, uint64_t file_size,
                        st_pq_file_t *out);
 void st_pq_file_free(st_pq_file_t *f);
@@ -128,6 +134,7 @@ typedef struct {
     int64_t *iv;        /* INT64 / INT32 / BOOLEAN value per entry (0 when null) */
     const char **sv;    /* BYTE_ARRAY value per entry (NULL when null), into the table's memory */
     uint32_t *sl;
+    bool absent; /* an ST_PQ_ADDED leaf the file lacks: one null per row, no arrays */
 } st_pq_column_t;
 
 typedef struct st_pq_layout st_pq_layout_t;

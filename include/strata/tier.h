@@ -435,8 +435,10 @@ int st_tier_pq_merge(const st_pq_schema_t *s, size_t group_rows, int zstd_level,
  * as its values in schema order, depth first (a flat schema: one per top-level field); the kind
  * may change values in place (a string it points elsewhere must live until the merge returns; the
  * id and the row's shape must stay) or return false to leave the row out (its to account for).
- * by_key: rows sorted by the key leaf (a top-level leaf with only leaves before it), then id, so
- * that each key gets its row groups; otherwise by id alone. */
+ * An ST_PQ_ADDED leaf an older object lacks comes as a null the kind may fill in (it must, for
+ * a REQUIRED one). by_key: rows sorted by the key leaf (a top-level leaf with only leaves before
+ * it), then id, so that each key gets its row groups; otherwise by id alone. out: the schema the
+ * merged object is written with (NULL: s), of s's shape (only names and field ids may differ). */
 enum { ST_TIER_V_NULL, ST_TIER_V_INT, ST_TIER_V_STR, ST_TIER_V_STRUCT, ST_TIER_V_LIST };
 typedef struct {
     uint8_t op; /* ST_TIER_V_* */
@@ -450,6 +452,7 @@ typedef struct {
     bool by_key;
     bool (*row)(void *arg, st_tier_val_t *v, size_t nv);
     void *arg;
+    const st_pq_schema_t *out;
 } st_tier_pqmerge_t;
 int st_tier_pq_merge_with(const st_pq_schema_t *s, const st_tier_pqmerge_t *o, st_objstore_t *obj,
                           const st_tier_obj_t *objs, size_t nold, const char *key,

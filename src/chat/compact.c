@@ -26,7 +26,7 @@
  * deleted message's bytes leave the object store. The pass asks for a fold
  * (ST_TIER_COMPACT_FOLD: the objects holding marked rows, rewritten one at a time) once a marker
  * is --delta-max-age old; POST /v1/admin/compact asks at once. The delta stays: edited_at,
- * deleted_at and edit_history are not among the objects' seven columns (SPEC §5), and reads
+ * deleted_at and edit_history are not among the objects' columns (SPEC §5), and reads
  * take them from it. */
 
 typedef struct {
@@ -299,13 +299,12 @@ static int st__chat_compact_merge(void *arg, const char *u, size_t ul, st_objsto
                                   int64_t *ndropped)
 {
     st_chatcold_t *cc = arg;
-    (void)u;
     st_fold_t *f = *dropped ? *dropped : st_calloc(1, sizeof *f);
     *dropped = f;
     st_fixarg_t x = {f, ul};
-    return st_chat_parquet_merge(cc->zstd_level, obj, objs, nold, cutoff, key, out, &f->inner,
-                                 ndropped, f->rows.n || f->masks.n || f->dead.n ? st__fix : NULL,
-                                 &x);
+    return st_chat_parquet_merge(cc->zstd_level, u, ul, obj, objs, nold, cutoff, key, out,
+                                 &f->inner, ndropped,
+                                 f->rows.n || f->masks.n || f->dead.n ? st__fix : NULL, &x);
 }
 
 /* ---- loop side: in the swap batch ---- */

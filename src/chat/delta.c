@@ -27,16 +27,16 @@
 #define ST__DELTA_COLS 10
 
 static const st_pq_field_t st__delta_fields[ST__DELTA_COLS] = {
-    {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
-    {"conversation_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0},
-    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0},
-    {"timestamp", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, 0, NULL, 0},
-    {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0},
-    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0},
-    {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0},
-    {"edited_at", ST_PQ_INT64, ST_PQ_OPTIONAL, ST_PQ_TIMESTAMP_US, 0, NULL, 0},
-    {"deleted_at", ST_PQ_INT64, ST_PQ_OPTIONAL, ST_PQ_TIMESTAMP_US, 0, NULL, 0},
-    {"edit_history", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0},
+    {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 0},
+    {"conversation_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0, 0},
+    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0, 0},
+    {"timestamp", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, 0, NULL, 0, 0},
+    {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0, 0},
+    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0, 0},
+    {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 0},
+    {"edited_at", ST_PQ_INT64, ST_PQ_OPTIONAL, ST_PQ_TIMESTAMP_US, 0, NULL, 0, 0},
+    {"deleted_at", ST_PQ_INT64, ST_PQ_OPTIONAL, ST_PQ_TIMESTAMP_US, 0, NULL, 0, 0},
+    {"edit_history", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 0},
 };
 
 /* Sorted by msg_id; row groups cut by count only. */

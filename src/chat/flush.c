@@ -34,6 +34,8 @@ typedef struct {
     st_msgrow_t *rows;
     st_arena_t arena;
     int zstd_level;
+    char user[ST_CHAT_USER_MAX + 1]; /* whose rows (a room's virtual user): the owner column */
+    size_t user_len;
 } st_chatsnap_t;
 
 /* ---- worker side ---- */
@@ -93,7 +95,7 @@ static int st__flush_encode(void *arg, void *rows, st_buf_t *file)
         rc = st__decode(j, i, &j->rows[i]);
     if (rc != ST_OK) return rc;
     qsort(j->rows, j->ids.n, sizeof *j->rows, st_chat_cmp_rows);
-    return st_parquet_encode(j->rows, j->ids.n, j->zstd_level, file);
+    return st_parquet_encode(j->rows, j->ids.n, j->user, j->user_len, j->zstd_level, file);
 }
 
 static void st__flush_release(void *arg, void *rows)
@@ -257,8 +259,11 @@ static int st__flush_snapshot(void *arg, const char *u, size_t ul, const st_tier
 {
     st_chatcold_t *cc = arg;
     st_chat_t *c = cc->chat;
+    if (ul > ST_CHAT_USER_MAX) return ST_EINTERNAL; /* chat's users fit */
     st_chatsnap_t *j = st_calloc(1, sizeof *j);
     j->zstd_level = cc->zstd_level;
+    memcpy(j->user, u, ul);
+    j->user_len = ul;
     out->rows = j;
     j->limit = st__flush_limit(c, u, ul, cs, wait);
     uint8_t pre[ST__KEY_CAP], from[ST__KEY_CAP];

@@ -5,7 +5,8 @@
  * verified, their rows sorted by conversation then id, one row group per conversation), with
  * chat's row hook: each row shown to the caller's fix as a message row (edits folded in, a
  * deleted conversation's rows left out), then left out if older than the retention, counted per
- * conversation for chat's side of the swap.
+ * conversation for chat's side of the swap. Every row gets the owner column (an older object's
+ * had none): the merged object has the shape of a new one.
  */
 #include "strata/chatrows.h"
 
@@ -36,6 +37,8 @@ typedef struct {
     int64_t cutoff, *ndropped;
     bool (*fix)(void *arg, st_msgrow_t *r);
     void *fix_arg;
+    const char *owner;
+    size_t ol;
 } st_mhook_t;
 
 static void st__note_dropped(st_mhook_t *h, const st_msgrow_t *r)
@@ -67,27 +70,29 @@ static void st__merge_tape_str(const st_tier_val_t *v, const char **p, uint32_t 
     *n = v->op == ST_TIER_V_STR ? v->n : 0;
 }
 
-/* A row of the tape as a message (v: its seven values, in st_pq_msg_schema's order). */
+/* A row of the tape as a message (v: its eight values, in st_pq_msg_schema's order); the owner
+ * column set (an older object's rows have it null). */
 static bool st__merge_tape_row(void *arg, st_tier_val_t *v, size_t nv)
 {
     st_mhook_t *h = arg;
     if (nv != ST_PQ_COLUMNS) return true; /* cannot be: the schema's */
-    st_msgrow_t r = {.msg_id = (uint64_t)v[0].i, .timestamp = v[3].i, .seq = v[4].i};
-    st__merge_tape_str(&v[1], &r.conv, &r.conv_len);
-    st__merge_tape_str(&v[2], &r.from, &r.from_len);
-    st__merge_tape_str(&v[5], &r.content, &r.content_len);
-    st__merge_tape_str(&v[6], &r.metadata, &r.metadata_len);
+    v[0] = (st_tier_val_t){ST_TIER_V_STR, (uint32_t)h->ol, 0, h->owner};
+    st_msgrow_t r = {.msg_id = (uint64_t)v[1].i, .timestamp = v[4].i, .seq = v[5].i};
+    st__merge_tape_str(&v[2], &r.conv, &r.conv_len);
+    st__merge_tape_str(&v[3], &r.from, &r.from_len);
+    st__merge_tape_str(&v[6], &r.content, &r.content_len);
+    st__merge_tape_str(&v[7], &r.metadata, &r.metadata_len);
     if (h->fix) {
         const char *content = r.content, *meta = r.metadata;
         if (!h->fix(h->fix_arg, &r)) return false;
         if (r.content != content) {
-            v[5].p = r.content;
-            v[5].n = r.content_len;
+            v[6].p = r.content;
+            v[6].n = r.content_len;
         }
         if (r.metadata != meta) {
-            v[6].op = r.metadata ? ST_TIER_V_STR : ST_TIER_V_NULL;
-            v[6].p = r.metadata;
-            v[6].n = r.metadata ? r.metadata_len : 0;
+            v[7].op = r.metadata ? ST_TIER_V_STR : ST_TIER_V_NULL;
+            v[7].p = r.metadata;
+            v[7].n = r.metadata ? r.metadata_len : 0;
         }
     }
     if (h->cutoff && r.timestamp < h->cutoff) {
@@ -98,17 +103,20 @@ static bool st__merge_tape_row(void *arg, st_tier_val_t *v, size_t nv)
     return true;
 }
 
-int st_chat_parquet_merge(int zstd_level, st_objstore_t *obj, const st_tier_obj_t *objs,
-                          size_t nold, int64_t cutoff, const char *key, st_tier_file_t *out,
-                          void **dropped, int64_t *ndropped, bool (*fix)(void *arg, st_msgrow_t *r),
-                          void *fix_arg)
+int st_chat_parquet_merge(int zstd_level, const char *user, size_t ul, st_objstore_t *obj,
+                          const st_tier_obj_t *objs, size_t nold, int64_t cutoff, const char *key,
+                          st_tier_file_t *out, void **dropped, int64_t *ndropped,
+                          bool (*fix)(void *arg, st_msgrow_t *r), void *fix_arg)
 {
     st_buf_t *d = st_calloc(1, sizeof *d);
     *dropped = d;
-    st_mhook_t h = {d, {0}, cutoff, ndropped, fix, fix_arg};
+    st_mhook_t h = {d, {0}, cutoff, ndropped, fix, fix_arg, NULL, 0};
     st_map_init(&h.by);
-    st_tier_pqmerge_t o = {
-        .zstd_level = zstd_level, .by_key = true, .row = st__merge_tape_row, .arg = &h};
+    st_tier_pqmerge_t o = {.zstd_level = zstd_level,
+                           .by_key = true,
+                           .row = st__merge_tape_row,
+                           .arg = &h,
+                           .out = st_pq_msg_schema_of(user, ul, &h.owner, &h.ol)};
     int rc = st_tier_pq_merge_with(&st_pq_msg_schema, &o, obj, objs, nold, key, out);
     size_t it;
     st_map_node_t *n;

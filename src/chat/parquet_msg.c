@@ -1,32 +1,69 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The message files (SPEC §5): chat's seven columns as one instance of the schema-driven codec,
+ * The message files (SPEC §5): the owner column and chat's seven as one instance of the codec,
  * and the row type, footer summary and row-group decoding chat reads them with, straight or
- * through the tier's cold cache (st_chat_msg_view). Files are byte for byte what the message-only
- * writer wrote before (tests/chat pins them).
+ * through the tier's cold cache (st_chat_msg_view). Files written before the owner column and
+ * the field ids (SPEC v5 §5.1) read alike (tests/chat pins the files' bytes).
  */
 #include "strata/chatrows.h"
+#include "strata/chat.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* The owner column first (SPEC v5 §5.1): a user's name or a room's id, the same in every row;
+ * files written before it lack it (ST_PQ_ADDED). A user's and a room's files differ only in its
+ * name. */
 static const st_pq_field_t st__msg_fields[ST_PQ_COLUMNS] = {
-    {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
+    {"user", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT | ST_PQ_ADDED,
+     NULL, 0, 1},
+    {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 2},
     {"conversation_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT,
-     NULL, 0},
-    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0},
-    {"timestamp", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0},
-    {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
-    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0},
-    {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0},
+     NULL, 0, 3},
+    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0, 4},
+    {"timestamp", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0, 5},
+    {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 6},
+    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0, 7},
+    {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 8},
+};
+static const st_pq_field_t st__room_fields[ST_PQ_COLUMNS] = {
+    {"room_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING,
+     ST_PQ_STATS | ST_PQ_DICT | ST_PQ_ADDED, NULL, 0, 1},
+    {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 2},
+    {"conversation_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT,
+     NULL, 0, 3},
+    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0, 4},
+    {"timestamp", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0, 5},
+    {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 6},
+    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0, 7},
+    {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 8},
 };
 
 /* Sorted by msg_id; one row group per conversation. */
-const st_pq_schema_t st_pq_msg_schema = {st__msg_fields, ST_PQ_COLUMNS, 0, 1};
+const st_pq_schema_t st_pq_msg_schema = {st__msg_fields, ST_PQ_COLUMNS, 1, 2};
+const st_pq_schema_t st_pq_room_schema = {st__room_fields, ST_PQ_COLUMNS, 1, 2};
+
+const st_pq_schema_t *st_pq_msg_schema_of(const char *user, size_t ul, const char **owner,
+                                          size_t *ol)
+{
+    size_t pl = sizeof ST_CHAT_ROOM_USER - 1;
+    bool room = ul > pl && memcmp(user, ST_CHAT_ROOM_USER, pl) == 0;
+    *owner = room ? user + pl : user;
+    *ol = room ? ul - pl : ul;
+    return room ? &st_pq_room_schema : &st_pq_msg_schema;
+}
+
+typedef struct {
+    const st_msgrow_t *rows;
+    const char *owner;
+    size_t ol;
+} st_msgenc_t;
 
 static void st__msg_row(void *arg, size_t i, st_pq_rec_t *r)
 {
-    const st_msgrow_t *m = (const st_msgrow_t *)arg + i;
+    const st_msgenc_t *e = arg;
+    const st_msgrow_t *m = e->rows + i;
+    st_pq_put_str(r, e->owner, e->ol);
     st_pq_put_i64(r, (int64_t)m->msg_id);
     st_pq_put_str(r, m->conv, m->conv_len);
     st_pq_put_str(r, m->from, m->from_len);
@@ -39,12 +76,14 @@ static void st__msg_row(void *arg, size_t i, st_pq_rec_t *r)
         st_pq_put_null(r);
 }
 
-int st_parquet_encode(const st_msgrow_t *rows, size_t n, int zstd_level, st_buf_t *out)
+int st_parquet_encode(const st_msgrow_t *rows, size_t n, const char *user, size_t ul,
+                      int zstd_level, st_buf_t *out)
 {
-    st_pq_write_t w = {.schema = &st_pq_msg_schema,
+    st_msgenc_t e = {rows, NULL, 0};
+    st_pq_write_t w = {.schema = st_pq_msg_schema_of(user, ul, &e.owner, &e.ol),
                        .nrows = n,
                        .row = st__msg_row,
-                       .arg = (void *)rows,
+                       .arg = &e,
                        .zstd_level = zstd_level};
     return st_pq_write(&w, out);
 }
@@ -72,13 +111,13 @@ static int st__msg_group(const st_pq_rowgroup_t *G, st_pq_group_t *g, st_buf_t *
 {
     const st_pq_chunk_t *c = G->chunks;
     int64_t lo, hi;
-    if (!st__i64_stat(&c[0], &lo, &hi) || !c[1].min || !c[1].max || c[1].min_len != c[1].max_len ||
-        memcmp(c[1].min, c[1].max, c[1].min_len) != 0 || c[1].min_len > ST_NAME_MAX)
+    if (!st__i64_stat(&c[1], &lo, &hi) || !c[2].min || !c[2].max || c[2].min_len != c[2].max_len ||
+        memcmp(c[2].min, c[2].max, c[2].min_len) != 0 || c[2].min_len > ST_NAME_MAX)
         return ST_EINVAL;
     g->min_id = (uint64_t)lo;
     g->max_id = (uint64_t)hi;
-    st__i64_stat(&c[3], &g->min_ts, &g->max_ts);
-    st__i64_stat(&c[4], &g->min_seq, &g->max_seq);
+    st__i64_stat(&c[4], &g->min_ts, &g->max_ts);
+    st__i64_stat(&c[5], &g->min_seq, &g->max_seq);
     g->rows = G->rows;
     g->offset = G->offset;
     g->length = G->length;
@@ -87,8 +126,8 @@ static int st__msg_group(const st_pq_rowgroup_t *G, st_pq_group_t *g, st_buf_t *
         g->col_length[k] = c[k].length;
     }
     g->conv = (const char *)(uintptr_t)strings->len; /* an offset until strings stops moving */
-    g->conv_len = c[1].min_len;
-    st_buf_append(strings, c[1].min, c[1].min_len);
+    g->conv_len = c[2].min_len;
+    st_buf_append(strings, c[2].min, c[2].min_len);
     return g->min_id <= g->max_id ? ST_OK : ST_EINVAL;
 }
 
@@ -160,6 +199,9 @@ static int st__rows_of(st_pq_table_t *tp, st_pq_rows_t *out)
     for (size_t i = 0; st_pq_cur_next(&c); i++) { /* the cursor stops after t.rows */
         st_msgrow_t *m = &out->rows[i];
         int64_t v;
+        const char *owner; /* the object's owner (null in files written before it): not a row's */
+        size_t ol;
+        st_pq_get_str(&c, &owner, &ol);
         st_pq_get_i64(&c, &v);
         m->msg_id = (uint64_t)v;
         st__msg_str(&c, &m->conv, &m->conv_len);

@@ -115,7 +115,7 @@ static void st__column_chunk(st_tr_t *r, st_colmeta_t *c)
 
 /* What parsing the footer collects: row groups, their chunks, statistics bytes. */
 typedef struct {
-    const st_pq_layout_t *lay;
+    st_pq_layout_t *lay;
     uint64_t data_end;
     st_buf_t groups, chunks, strings; /* chunks' min/max: offsets into strings until the end */
 } st_parse_t;
@@ -147,7 +147,7 @@ static int st__row_group(st_tr_t *r, st_parse_t *ps)
             size_t n;
             /* exactly one list of exactly our columns (a repeated field would overflow) */
             if (ncols || !st_tr_list(r, &elem, &n) || elem != ST_TC_STRUCT ||
-                n != (size_t)l->nleaves) {
+                n != (size_t)(l->nleaves - l->nmissing)) {
                 r->ok = false;
                 break;
             }
@@ -160,11 +160,18 @@ static int st__row_group(st_tr_t *r, st_parse_t *ps)
         }
     }
     st_tr_leave(r);
-    if (!r->ok || ncols != (size_t)l->nleaves || g.rows <= 0) return ST_EINVAL;
+    if (!r->ok || ncols == 0 || ncols != (size_t)(l->nleaves - l->nmissing) || g.rows <= 0)
+        return ST_EINVAL;
     uint64_t lo = UINT64_MAX, hi = 0;
-    for (int i = 0; i < l->nleaves; i++) {
-        st_colmeta_t *c = &cols[i];
+    size_t first = ps->chunks.len;
+    for (int i = 0, fc = 0; i < l->nleaves; i++) {
         const st_pq_node_t *leaf = &l->nodes[l->leaf_node[i]];
+        if (leaf->missing) { /* its chunk all zero (placed at the group's start below) */
+            st_pq_chunk_t none = {0};
+            st_buf_append(&ps->chunks, &none, sizeof none);
+            continue;
+        }
+        st_colmeta_t *c = &cols[fc++];
         /* a dictionary page, when there is one, starts the chunk (only strings have them) */
         if (c->dict) {
             if (leaf->type != ST_PQ_BYTE_ARRAY || c->dict_offset >= c->offset) return ST_EINVAL;
@@ -189,6 +196,9 @@ static int st__row_group(st_tr_t *r, st_parse_t *ps)
     }
     g.offset = lo;
     g.length = hi - lo;
+    for (int i = 0; i < l->nleaves; i++) /* a missing leaf's chunk: empty, inside the group */
+        if (l->nodes[l->leaf_node[i]].missing)
+            ((st_pq_chunk_t *)(void *)(ps->chunks.data + first))[i].offset = lo;
     st_buf_append(&ps->groups, &g, sizeof g);
     return ST_OK;
 }
@@ -567,7 +577,13 @@ int st_pq_read_group(const st_pq_schema_t *s, const st_pq_rowgroup_t *g, const u
             rc = ST_EINVAL;
             break;
         }
-        st_dec_t d = {.leaf = &out->lay->nodes[out->lay->leaf_node[c]], .col = &out->cols[c]};
+        const st_pq_node_t *leaf = &out->lay->nodes[out->lay->leaf_node[c]];
+        if (ch->length == 0 && (leaf->hints & ST_PQ_ADDED)) { /* the file lacks it: nulls */
+            out->cols[c].n = (size_t)g->rows;
+            out->cols[c].absent = true;
+            continue;
+        }
+        st_dec_t d = {.leaf = leaf, .col = &out->cols[c]};
         rc = st__read_column(&d, bytes + off, (size_t)ch->length, (size_t)g->rows, dz, out);
         free(d.dv);
         free(d.dl);

@@ -330,6 +330,12 @@ static int st__pq_levels_present(st_pq_cur_t *c, int kind, int *x)
     if (*x < 0) return -1;
     const st_pq_node_t *n = &c->t->lay->nodes[*x];
     if (n->kind != kind) return st__fail(c), -1;
+    if (n->kind == ST_PQN_LEAF && c->t->cols[n->leaf].absent) { /* a leaf the file lacks */
+        if (c->pos[n->leaf] >= c->t->cols[n->leaf].n) return st__fail(c), -1;
+        c->pos[n->leaf]++;
+        st__cur_settle(c);
+        return 0;
+    }
     int d = st__peek(c, n->leaf0);
     if (d >= n->def) return 1;
     if (n->rep != ST_PQ_OPTIONAL || d != n->def - 1 || !st__skip(c, n, d)) return st__fail(c), -1;

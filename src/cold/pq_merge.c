@@ -222,7 +222,7 @@ int st_tier_pq_merge_with(const st_pq_schema_t *s, const st_tier_pqmerge_t *o, s
     out->size = 0;
     if (rc == ST_OK && tp.rows.n) {
         st_buf_t file = {0};
-        st_pq_write_t w = {.schema = s,
+        st_pq_write_t w = {.schema = o->out ? o->out : s,
                            .nrows = tp.rows.n,
                            .row = st__pq_merge_row,
                            .arg = &tp,

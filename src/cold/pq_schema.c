@@ -2,8 +2,9 @@
 /*
  * A kind's schema (a tree of st_pq_field_t) flattened into Parquet's schema elements, each with
  * the definition and repetition levels its values are written with: an OPTIONAL field adds a
- * definition level, a LIST's repeated group adds one of each. The writer emits these elements;
- * the reader checks a footer's against them before it trusts any column chunk.
+ * definition level, a LIST's repeated group adds one of each. The writer emits these elements
+ * (with the field's Iceberg field id, when it has one); the reader checks a footer's against them
+ * before it trusts any column chunk.
  */
 #include "pq_internal.h"
 
@@ -61,6 +62,8 @@ static bool st__field(st_pq_layout_t *l, const st_pq_field_t *f, int parent)
     n->type = f->type;
     n->logical = f->logical;
     n->hints = f->hints;
+    n->id = f->id;
+    if (f->id < 0 || ((f->hints & ST_PQ_ADDED) && (group || parent != 0))) return false;
     if (n->def > ST_PQ_MAX_LEVEL || n->depth > ST_PQ_MAX_DEPTH - 1) return false;
     if (!group) {
         n->leaf = l->nleaves;
@@ -93,8 +96,11 @@ int st__pq_layout(const st_pq_schema_t *s, st_pq_layout_t **out)
     if (ok && s->key_leaf != -1) {
         const st_pq_node_t *k =
             s->key_leaf >= 0 && s->key_leaf < l->nleaves ? &l->nodes[l->leaf_node[s->key_leaf]] : 0;
-        ok = k && k->parent == 0 && k->rep == ST_PQ_REQUIRED && k->type != ST_PQ_BOOLEAN;
+        ok = k && k->parent == 0 && k->rep == ST_PQ_REQUIRED && k->type != ST_PQ_BOOLEAN &&
+             !(k->hints & ST_PQ_ADDED);
     }
+    if (ok && s->sort_leaf >= 0 && (l->nodes[l->leaf_node[s->sort_leaf]].hints & ST_PQ_ADDED))
+        ok = false; /* an older file would have none */
     if (!ok) {
         free(l);
         return ST_EINVAL;
@@ -150,24 +156,45 @@ void st__pq_schema_write(st_tw_t *w, const st_pq_layout_t *l)
         if (n->kind != ST_PQN_LEAF) st_tw_i32(w, 5, n->nchildren);
         if (n->logical && st__converted[n->logical] >= 0)
             st_tw_i32(w, 6, st__converted[n->logical]);
+        if (n->id > 0) st_tw_i32(w, 9, n->id);
         if (n->logical) st__logical_type(w, n->logical);
         st_tw_struct_end(w);
     }
 }
 
-bool st__pq_schema_check(st_tr_t *r, const st_pq_layout_t *l)
+/* Whether element e (its fields as read) is node want. */
+static bool st__pq_schema_same(const st_pq_node_t *want, const uint8_t *name, size_t nl,
+                               int64_t type, int64_t rep, int64_t children, int64_t fid)
+{
+    bool leaf = want->kind == ST_PQN_LEAF, by_id = fid > 0 && fid == want->id;
+    if (fid > 0 && want->id > 0 && fid != want->id) return false;
+    if (!by_id && (!name || nl != strlen(want->name) || memcmp(name, want->name, nl) != 0))
+        return false;
+    return rep == want->rep && type == (leaf ? want->type : -1) &&
+           children == (leaf ? 0 : want->nchildren);
+}
+
+/* Whether node i is an ST_PQ_ADDED leaf, which a file may lack. */
+static bool st__pq_schema_added(const st_pq_layout_t *l, int i)
+{
+    return l->nodes[i].kind == ST_PQN_LEAF && (l->nodes[i].hints & ST_PQ_ADDED);
+}
+
+bool st__pq_schema_check(st_tr_t *r, st_pq_layout_t *l)
 {
     int elem;
     size_t n;
-    if (!st_tr_list(r, &elem, &n) || elem != ST_TC_STRUCT || n != (size_t)l->nnodes) return false;
+    int64_t root_children = -1;
+    if (!st_tr_list(r, &elem, &n) || elem != ST_TC_STRUCT || n == 0 || n > (size_t)l->nnodes)
+        return false;
+    int w = 0; /* the node the next element must be (after the ADDED leaves it lacks) */
     for (size_t i = 0; i < n && r->ok; i++) {
-        const st_pq_node_t *want = &l->nodes[i];
         int16_t last = 0, id;
         int t;
         bool bv;
         const uint8_t *name = NULL;
         size_t nl = 0;
-        int64_t type = -1, rep = -1, children = 0;
+        int64_t type = -1, rep = -1, children = 0, fid = 0;
         if (!st_tr_enter(r)) return false;
         while (st_tr_field(r, &last, &id, &t, &bv))
             if (id == 1 && t == ST_TC_I32)
@@ -178,18 +205,28 @@ bool st__pq_schema_check(st_tr_t *r, const st_pq_layout_t *l)
                 name = st_tr_bin(r, &nl);
             else if (id == 5 && t == ST_TC_I32)
                 children = st_tr_int(r);
+            else if (id == 9 && t == ST_TC_I32)
+                fid = st_tr_int(r);
             else
                 st_tr_skip(r, t);
         st_tr_leave(r);
-        bool leaf = want->kind == ST_PQN_LEAF;
-        if (i == 0) { /* the root's name is free */
-            if (children != want->nchildren) return false;
+        if (i == 0) { /* the root's name is free; its children are counted at the end */
+            root_children = children;
+            w = 1;
             continue;
         }
-        if (!name || nl != strlen(want->name) || memcmp(name, want->name, nl) != 0 ||
-            rep != want->rep || type != (leaf ? want->type : -1) ||
-            children != (leaf ? 0 : want->nchildren))
+        while (w < l->nnodes && st__pq_schema_added(l, w) &&
+               !st__pq_schema_same(&l->nodes[w], name, nl, type, rep, children, fid)) {
+            l->nodes[w++].missing = true;
+            l->nmissing++;
+        }
+        if (w == l->nnodes || !st__pq_schema_same(&l->nodes[w], name, nl, type, rep, children, fid))
             return false;
+        w++;
     }
-    return r->ok;
+    for (; w < l->nnodes && st__pq_schema_added(l, w); w++) {
+        l->nodes[w].missing = true;
+        l->nmissing++;
+    }
+    return r->ok && w == l->nnodes && root_children == l->nodes[0].nchildren - l->nmissing;
 }

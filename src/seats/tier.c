@@ -48,24 +48,24 @@ static const uint8_t st__floor_key[] = {ST_KS_SEATS_V, 'b', 'k', 'f', 'l', 'o', 
 /* ---- the columns ---- */
 
 static const st_pq_field_t st__seat = {
-    "element", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0};
+    "element", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0, 9};
 static const st_pq_field_t st__bk_item_fields[] = {
-    {"section", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0},
-    {"seats", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_LIST, 0, &st__seat, 1},
-    {"quantity", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0},
+    {"section", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0, 7},
+    {"seats", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_LIST, 0, &st__seat, 1, 8},
+    {"quantity", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0, 10},
 };
 static const st_pq_field_t st__bk_item = {
-    "element", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, 0, st__bk_item_fields, 3};
+    "element", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, 0, st__bk_item_fields, 3, 6};
 static const st_pq_field_t st__fields[] = {
-    {"booking_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
-    {"event_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0},
-    {"owner", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0},
-    {"status", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0},
-    {"items", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_LIST, 0, &st__bk_item, 1},
-    {"total_price", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0},
-    {"created_at", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, 0, NULL, 0},
-    {"expires_at", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, 0, NULL, 0},
-    {"finished_at", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0},
+    {"booking_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 1},
+    {"event_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0, 2},
+    {"owner", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0, 3},
+    {"status", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0, 4},
+    {"items", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_LIST, 0, &st__bk_item, 1, 5},
+    {"total_price", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0, 11},
+    {"created_at", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, 0, NULL, 0, 12},
+    {"expires_at", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, 0, NULL, 0, 13},
+    {"finished_at", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0, 14},
 };
 /* sorted by booking_id (leaf 0); row groups cut by count */
 const st_pq_schema_t st_seats_booking_schema = {st__fields, 9, 0, -1};

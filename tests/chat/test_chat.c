@@ -401,6 +401,42 @@ TEST(pool_threads_are_back_at_normal_priority_after_a_flush)
     close_all(true);
 }
 
+/* Message files as strata wrote them before SPEC v5 §5.1: seven columns (no owner column), no
+ * field ids. */
+static const st_pq_field_t v4_fields[] = {
+    {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 0},
+    {"conversation_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT,
+     NULL, 0, 0},
+    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0, 0},
+    {"timestamp", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0, 0},
+    {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 0},
+    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0, 0},
+    {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 0},
+};
+static const st_pq_schema_t v4_schema = {v4_fields, 7, 0, 1};
+
+static void v4_row(void *arg, size_t i, st_pq_rec_t *r)
+{
+    const st_msgrow_t *m = (const st_msgrow_t *)arg + i;
+    st_pq_put_i64(r, (int64_t)m->msg_id);
+    st_pq_put_str(r, m->conv, m->conv_len);
+    st_pq_put_str(r, m->from, m->from_len);
+    st_pq_put_i64(r, m->timestamp);
+    st_pq_put_i64(r, m->seq);
+    st_pq_put_str(r, m->content, m->content_len);
+    if (m->metadata)
+        st_pq_put_str(r, m->metadata, m->metadata_len);
+    else
+        st_pq_put_null(r);
+}
+
+static int encode_v4(const st_msgrow_t *rows, size_t n, st_buf_t *out)
+{
+    st_pq_write_t w = {
+        .schema = &v4_schema, .nrows = n, .row = v4_row, .arg = (void *)rows, .zstd_level = 1};
+    return st_pq_write(&w, out);
+}
+
 /* Regression (issue 11.1): rebuild-meta imported every object in the bucket, so an orphan of a
  * crashed flush (its rows flushed again into a later object) was counted twice. */
 TEST(rebuild_skips_an_orphan_whose_rows_a_later_object_holds)
@@ -423,8 +459,9 @@ TEST(rebuild_skips_an_orphan_whose_rows_a_later_object_holds)
                                 .content = "x",
                                 .content_len = 1};
     st_buf_t a = {0}, b = {0};
-    CHECK_EQ(st_parquet_encode(rows, 3, 1, &a), ST_OK); /* the crashed attempt: rows 1-3 */
-    CHECK_EQ(st_parquet_encode(rows, 5, 1, &b), ST_OK); /* the retry that was recorded: 1-5 */
+    CHECK_EQ(st_parquet_encode(rows, 3, "u", 1, 1, &a), ST_OK); /* the crashed attempt: rows 1-3 */
+    CHECK_EQ(st_parquet_encode(rows, 5, "u", 1, 1, &b),
+             ST_OK); /* the retry that was recorded: 1-5 */
     CHECK_EQ(st_objstore_put(obj, "u/batch-1000-1.parquet", a.data, a.len), ST_OK);
     CHECK_EQ(st_objstore_put(obj, "u/batch-1000-2.parquet", b.data, b.len), ST_OK);
     size_t users, convs;
@@ -448,7 +485,8 @@ TEST(rebuild_skips_an_orphan_whose_rows_a_later_object_holds)
 
 /* rebuild-meta over a bucket a crash left mid-compaction: the merged object (…-1.5.parquet)
  * and some of the objects it replaced are all there; each row is counted once, the merged
- * object is kept, the replaced ones are deleted, and numbers go on past the merge's. */
+ * object is kept, the replaced ones are deleted, and numbers go on past the merge's. Object 1 is
+ * one written before the owner column (SPEC v5 §5.1): read alike. */
 TEST(rebuild_counts_a_merged_object_once_with_what_it_replaced)
 {
     open_all(true);
@@ -469,10 +507,10 @@ TEST(rebuild_counts_a_merged_object_once_with_what_it_replaced)
                                 .content = "x",
                                 .content_len = 1};
     st_buf_t a = {0}, b = {0}, m = {0}, d = {0};
-    CHECK_EQ(st_parquet_encode(rows, 2, 1, &a), ST_OK);     /* object 1: rows 1-2 */
-    CHECK_EQ(st_parquet_encode(rows + 2, 2, 1, &b), ST_OK); /* object 2: rows 3-4 */
-    CHECK_EQ(st_parquet_encode(rows, 4, 1, &m), ST_OK);     /* their merge: 1-4 */
-    CHECK_EQ(st_parquet_encode(rows + 4, 2, 1, &d), ST_OK); /* a later flush: 5-6 */
+    CHECK_EQ(encode_v4(rows, 2, &a), ST_OK);                        /* object 1: rows 1-2 */
+    CHECK_EQ(st_parquet_encode(rows + 2, 2, "u", 1, 1, &b), ST_OK); /* object 2: rows 3-4 */
+    CHECK_EQ(st_parquet_encode(rows, 4, "u", 1, 1, &m), ST_OK);     /* their merge: 1-4 */
+    CHECK_EQ(st_parquet_encode(rows + 4, 2, "u", 1, 1, &d), ST_OK); /* a later flush: 5-6 */
     CHECK_EQ(st_objstore_put(obj, "u/batch-1000-1.parquet", a.data, a.len), ST_OK);
     CHECK_EQ(st_objstore_put(obj, "u/batch-1000-2.parquet", b.data, b.len), ST_OK);
     CHECK_EQ(st_objstore_put(obj, "u/batch-1000-1.5.parquet", m.data, m.len), ST_OK);
@@ -744,7 +782,7 @@ TEST(round_trip_keeps_every_field_and_groups_by_conversation)
     for (size_t i = 3; i < n; i++)
         rows[i] = row(100 + i, "b", big, i % 3 ? NULL : "{\"i\":true}");
     st_buf_t f = {0};
-    CHECK_EQ(st_parquet_encode(rows, n, 3, &f), ST_OK);
+    CHECK_EQ(st_parquet_encode(rows, n, "u", 1, 3, &f), ST_OK);
     CHECK(memcmp(f.data, "PAR1", 4) == 0);
     st_pq_meta_t m;
     CHECK_EQ(parse(&f, &m), ST_OK);
@@ -784,7 +822,8 @@ TEST(round_trip_keeps_every_field_and_groups_by_conversation)
 
 /* The message files' bytes are fixed: a change of the writer that alters them (a new encoding,
  * another page cut) must be deliberate, since readers in the field and the bucket's older files
- * meet the new ones. The figures are those of the writer before it became schema-driven. */
+ * meet the new ones. The figures were those of the writer before it became schema-driven, until
+ * SPEC v5 §5.1 added field ids and the owner column (user "u", a chunk per row group). */
 TEST(message_files_keep_their_exact_bytes)
 {
     size_t n = 4000;
@@ -805,9 +844,9 @@ TEST(message_files_keep_their_exact_bytes)
         rows[i].from_len = (uint32_t)strlen(from[i]);
     }
     st_buf_t f = {0};
-    CHECK_EQ(st_parquet_encode(rows, n, 3, &f), ST_OK);
-    CHECK_EQ(f.len, 89384);
-    CHECK_EQ(crc32(0L, (const Bytef *)f.data, (uInt)f.len), 1886657379ul);
+    CHECK_EQ(st_parquet_encode(rows, n, "u", 1, 3, &f), ST_OK);
+    CHECK_EQ(f.len, 89767);
+    CHECK_EQ(crc32(0L, (const Bytef *)f.data, (uInt)f.len), 1977754802ul);
     st_buf_free(&f);
     free(rows);
     free(from);
@@ -819,7 +858,7 @@ TEST(truncated_or_damaged_files_are_errors_never_crashes)
     st_msgrow_t rows[4] = {row(1, "c", "one", NULL), row(2, "c", "two", "{}"),
                            row(3, "d", "three", NULL), row(4, "d", "four", "{\"x\":[1]}")};
     st_buf_t f = {0};
-    CHECK_EQ(st_parquet_encode(rows, 4, 1, &f), ST_OK);
+    CHECK_EQ(st_parquet_encode(rows, 4, "u", 1, 1, &f), ST_OK);
     st_pq_meta_t m;
     /* every truncation */
     for (size_t cut = 0; cut < f.len; cut++) {
@@ -864,7 +903,7 @@ TEST(a_flipped_bit_in_any_page_is_an_error_never_a_wrong_value)
         rows[i] = row(1000 + (uint64_t)i, i < 20 ? "c" : "d", text[i], i % 4 ? NULL : "{\"k\":1}");
     }
     st_buf_t f = {0};
-    CHECK_EQ(st_parquet_encode(rows, 40, 3, &f), ST_OK);
+    CHECK_EQ(st_parquet_encode(rows, 40, "u", 1, 3, &f), ST_OK);
     st_pq_meta_t m;
     CHECK_EQ(parse(&f, &m), ST_OK);
     size_t wrong = 0, errors = 0, flips = 0;
@@ -938,8 +977,8 @@ TEST(merge_groups_by_conversation_folds_changes_and_counts_expired_rows)
     st_msgrow_t r2[] = {row(5, "a", "five", NULL), row(4, "b", "four", "{\"k\":2}"),
                         row(6, "c", "six", NULL)};
     st_buf_t f1 = {0}, f2 = {0}, got = {0}, want = {0};
-    CHECK_EQ(st_parquet_encode(r1, 3, 1, &f1), ST_OK);
-    CHECK_EQ(st_parquet_encode(r2, 3, 1, &f2), ST_OK);
+    CHECK_EQ(st_parquet_encode(r1, 3, "u", 1, 1, &f1), ST_OK);
+    CHECK_EQ(st_parquet_encode(r2, 3, "u", 1, 1, &f2), ST_OK);
     CHECK_EQ(st_objstore_put(obj, "u/1.parquet", f1.data, f1.len), ST_OK);
     CHECK_EQ(st_objstore_put(obj, "u/2.parquet", f2.data, f2.len), ST_OK);
     st_tier_obj_t objs[2] = {{.file = {.size = f1.len}, .key = (char *)"u/1.parquet"},
@@ -948,8 +987,8 @@ TEST(merge_groups_by_conversation_folds_changes_and_counts_expired_rows)
     void *dropped = NULL;
     int64_t nd = 0;
     int64_t cutoff = 1700000000000000 + 2; /* row 1 only (its timestamp is older) */
-    CHECK_EQ(st_chat_parquet_merge(1, obj, objs, 2, cutoff, "u/m.parquet", &out, &dropped, &nd,
-                                   merge_fix, NULL),
+    CHECK_EQ(st_chat_parquet_merge(1, "u", 1, obj, objs, 2, cutoff, "u/m.parquet", &out, &dropped,
+                                   &nd, merge_fix, NULL),
              ST_OK);
     CHECK_EQ(nd, 1);
     size_t pos = 0;
@@ -964,7 +1003,7 @@ TEST(merge_groups_by_conversation_folds_changes_and_counts_expired_rows)
     CHECK(out.rows == 4 && out.min_id == 2 && out.max_id == 6);
     st_msgrow_t w[] = {row(5, "a", "edited", "{\"e\":1}"), row(2, "b", "two", NULL),
                        row(4, "b", "four", "{\"k\":2}"), row(6, "c", "six", NULL)};
-    CHECK_EQ(st_parquet_encode(w, 4, 1, &want), ST_OK);
+    CHECK_EQ(st_parquet_encode(w, 4, "u", 1, 1, &want), ST_OK);
     CHECK_EQ(out.size, want.len);
     CHECK_EQ(st_objstore_get(obj, "u/m.parquet", 0, out.size, &got), ST_OK);
     CHECK(got.len == want.len && memcmp(got.data, want.data, got.len) == 0);
@@ -980,6 +1019,153 @@ TEST(merge_groups_by_conversation_folds_changes_and_counts_expired_rows)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK_EQ(system(cmd), 0);
+}
+
+/* SPEC v5 §5.1: a user's objects carry the owner column user, a room's room_id (field id 1);
+ * files written before it (no owner column, no field ids) read exactly as new ones, through
+ * either schema, and a merge of old and new objects writes the new shape. */
+static int read_rows(const st_buf_t *f, st_msgrow_t *out, size_t max, st_pq_rows_t *keep)
+{
+    st_pq_meta_t m;
+    if (parse(f, &m) != ST_OK) return -1;
+    size_t at = 0;
+    for (size_t g = 0; g < m.ngroups; g++) {
+        const st_pq_group_t *G = &m.groups[g];
+        if (st_parquet_read_group(G, (const uint8_t *)f->data + G->offset, (size_t)G->length,
+                                  &keep[g]) != ST_OK)
+            return -1;
+        for (size_t i = 0; i < keep[g].n && at < max; i++)
+            out[at++] = keep[g].rows[i];
+    }
+    st_parquet_meta_free(&m);
+    return (int)at;
+}
+
+/* The owner column's values of a file read against schema s: all equal to want (NULL: null). */
+static bool owner_is(const st_buf_t *f, const st_pq_schema_t *s, const char *want)
+{
+    uint32_t fl;
+    st_pq_file_t pf;
+    if (st_pq_footer_len((const uint8_t *)f->data + f->len - 8, f->len, &fl) != ST_OK ||
+        st_pq_parse_footer(s, (const uint8_t *)f->data + f->len - 8 - fl, fl, f->len, &pf) != ST_OK)
+        return false;
+    bool ok = true;
+    for (size_t g = 0; g < pf.ngroups && ok; g++) {
+        const st_pq_rowgroup_t *G = &pf.groups[g];
+        st_pq_table_t t;
+        if (st_pq_read_group(s, G, (const uint8_t *)f->data + G->offset, G->length, &t) != ST_OK) {
+            ok = false;
+            break;
+        }
+        st_pq_cur_t c;
+        st_pq_cur_init(&c, &t);
+        while (st_pq_cur_next(&c)) {
+            const char *p;
+            size_t n;
+            bool there = st_pq_get_str(&c, &p, &n);
+            ok = ok && (want ? there && same(p, n, want, strlen(want)) : !there);
+            int64_t v;
+            st_pq_get_i64(&c, &v);
+            for (int k = 0; k < 2; k++)
+                st_pq_get_str(&c, &p, &n);
+            st_pq_get_i64(&c, &v);
+            st_pq_get_i64(&c, &v);
+            st_pq_get_str(&c, &p, &n);
+            st_pq_get_str(&c, &p, &n);
+        }
+        ok = st_pq_cur_done(&c) == ST_OK && ok;
+        st_pq_table_free(&t);
+    }
+    st_pq_file_free(&pf);
+    return ok;
+}
+
+TEST(owner_column_in_new_files_old_files_read_alike_and_merge_into_the_new_shape)
+{
+    st_msgrow_t rows[] = {row(1, "a", "one", NULL), row(3, "a", "three", "{}"),
+                          row(2, "b", "two", NULL), row(4, "b", "four", "{\"k\":2}")};
+    st_buf_t old = {0}, user = {0}, room = {0};
+    CHECK_EQ(encode_v4(rows, 4, &old), ST_OK);
+    CHECK_EQ(st_parquet_encode(rows, 4, "u", 1, 1, &user), ST_OK);
+    CHECK_EQ(st_parquet_encode(rows, 4, ST_CHAT_ROOM_USER "r1", 4, 1, &room), ST_OK);
+    CHECK(owner_is(&user, &st_pq_msg_schema, "u"));
+    CHECK(owner_is(&room, &st_pq_room_schema, "r1"));
+    /* the owner column matches by its field id whatever its name; an old file's reads as null */
+    CHECK(owner_is(&room, &st_pq_msg_schema, "r1"));
+    CHECK(owner_is(&user, &st_pq_room_schema, "u"));
+    CHECK(owner_is(&old, &st_pq_msg_schema, NULL));
+    CHECK(owner_is(&old, &st_pq_room_schema, NULL));
+    /* every file's rows read alike (footer summaries included) */
+    const st_buf_t *files[] = {&old, &user, &room};
+    for (int fi = 0; fi < 3; fi++) {
+        st_msgrow_t got[8];
+        st_pq_rows_t keep[4] = {0};
+        CHECK_EQ(read_rows(files[fi], got, 8, keep), 4);
+        for (int i = 0; i < 4; i++) {
+            CHECK_EQ(got[i].msg_id, rows[i].msg_id);
+            CHECK_EQ(got[i].timestamp, rows[i].timestamp);
+            CHECK_EQ(got[i].seq, rows[i].seq);
+            CHECK(same(got[i].conv, got[i].conv_len, rows[i].conv, rows[i].conv_len));
+            CHECK(same(got[i].from, got[i].from_len, rows[i].from, rows[i].from_len));
+            CHECK(same(got[i].content, got[i].content_len, rows[i].content, rows[i].content_len));
+            CHECK(
+                same(got[i].metadata, got[i].metadata_len, rows[i].metadata, rows[i].metadata_len));
+        }
+        for (int g = 0; g < 4; g++)
+            st_parquet_rows_free(&keep[g]);
+        st_pq_meta_t m;
+        CHECK_EQ(parse(files[fi], &m), ST_OK);
+        CHECK(m.ngroups == 2 && m.groups[0].min_id == 1 && m.groups[0].max_id == 3 &&
+              m.groups[1].min_ts == rows[2].timestamp && m.groups[1].max_seq == rows[3].seq);
+        CHECK(same(m.groups[1].conv, m.groups[1].conv_len, "b", 1));
+        st_parquet_meta_free(&m);
+    }
+    /* an old object merged with a new one: the new shape, byte for byte what the writer makes */
+    char dir[] = "/tmp/strata-cowner-XXXXXX";
+    CHECK(mkdtemp(dir));
+    char url[64];
+    snprintf(url, sizeof url, "file://%s", dir);
+    st_objstore_opts_t oo = {.url = url};
+    st_objstore_t *obj;
+    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
+    st_msgrow_t later[] = {row(5, "a", "five", NULL), row(6, "c", "six", NULL)};
+    st_msgrow_t all[] = {rows[0], rows[1], later[0], rows[2], rows[3], later[1]};
+    for (int k = 0; k < 2; k++) { /* a user's, then a room's */
+        const char *u = k ? ST_CHAT_ROOM_USER "r1" : "u";
+        st_buf_t o = {0}, n = {0}, got = {0}, want = {0};
+        CHECK_EQ(encode_v4(rows, 4, &o), ST_OK);
+        CHECK_EQ(st_parquet_encode(later, 2, u, strlen(u), 1, &n), ST_OK);
+        const char *k1 = k ? "o/r1.parquet" : "o/u1.parquet",
+                   *k2 = k ? "o/r2.parquet" : "o/u2.parquet";
+        CHECK_EQ(st_objstore_put(obj, k1, o.data, o.len), ST_OK);
+        CHECK_EQ(st_objstore_put(obj, k2, n.data, n.len), ST_OK);
+        st_tier_obj_t objs[2] = {{.file = {.size = o.len}, .key = (char *)k1},
+                                 {.file = {.size = n.len}, .key = (char *)k2}};
+        st_tier_file_t out = {0};
+        void *dropped = NULL;
+        int64_t nd = 0;
+        const char *key = k ? "o/m1.parquet" : "o/m0.parquet";
+        CHECK_EQ(st_chat_parquet_merge(1, u, strlen(u), obj, objs, 2, 0, key, &out, &dropped, &nd,
+                                       NULL, NULL),
+                 ST_OK);
+        st_chat_dropped_free(NULL, dropped);
+        CHECK(out.rows == 6 && nd == 0);
+        CHECK_EQ(st_parquet_encode(all, 6, u, strlen(u), 1, &want), ST_OK);
+        CHECK_EQ(st_objstore_get(obj, key, 0, out.size, &got), ST_OK);
+        CHECK(got.len == want.len && memcmp(got.data, want.data, got.len) == 0);
+        CHECK(owner_is(&got, k ? &st_pq_room_schema : &st_pq_msg_schema, k ? "r1" : "u"));
+        st_buf_free(&o);
+        st_buf_free(&n);
+        st_buf_free(&got);
+        st_buf_free(&want);
+    }
+    st_objstore_close(obj);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK_EQ(system(cmd), 0);
+    st_buf_free(&old);
+    st_buf_free(&user);
+    st_buf_free(&room);
 }
 
 RUN_TESTS("chat")

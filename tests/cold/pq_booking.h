@@ -31,24 +31,25 @@ typedef struct {
 } bk_row_t;
 
 static const st_pq_field_t bk_seat = {
-    "element", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0};
+    "element", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0, 9};
 static const st_pq_field_t bk_item_fields[] = {
-    {"section", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0},
-    {"seats", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_LIST, 0, &bk_seat, 1},
-    {"quantity", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
+    {"section", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0, 7},
+    {"seats", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_LIST, 0, &bk_seat, 1, 8},
+    {"quantity", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 10},
 };
 static const st_pq_field_t bk_item = {
-    "element", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, 0, bk_item_fields, 3};
+    "element", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, 0, bk_item_fields, 3, 6};
 static const st_pq_field_t bk_fields[] = {
-    {"booking_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
-    {"event_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0},
-    {"owner", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0},
-    {"status", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0},
-    {"items", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_LIST, 0, &bk_item, 1},
-    {"total_price", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
-    {"created_at", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0},
-    {"expires_at", ST_PQ_INT64, ST_PQ_OPTIONAL, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0},
-    {"finished_at", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0},
+    {"booking_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 1},
+    {"event_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0,
+     2},
+    {"owner", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0, 3},
+    {"status", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0, 4},
+    {"items", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_LIST, 0, &bk_item, 1, 5},
+    {"total_price", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 11},
+    {"created_at", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0, 12},
+    {"expires_at", ST_PQ_INT64, ST_PQ_OPTIONAL, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0, 13},
+    {"finished_at", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0, 14},
 };
 /* Sorted by booking_id, a row group per event. Leaves: booking_id 0, event_id 1, owner 2,
  * status 3, items.section 4, items.seats 5, items.quantity 6, total_price 7, … */

@@ -8,6 +8,7 @@
 #include "strata/cold.h"
 #include "strata/tier.h"
 #include "../../src/cold/s3wire.h"
+#include "../../src/cold/thrift.h"
 #include "pq_booking.h"
 
 #include <limits.h>
@@ -25,19 +26,20 @@ static int pq_parse(const st_pq_schema_t *sc, const st_buf_t *f, st_pq_file_t *m
     return st_pq_parse_footer(sc, (const uint8_t *)f->data + f->len - 8 - fl, fl, f->len, m);
 }
 
-/* Reads every row of a booking-shaped file into rows (n of them at most); how many, or -1. */
-static long bk_read_all(const st_buf_t *f, bk_row_t *rows, size_t n, st_arena_t *a)
+/* Reads every row of a booking-shaped file (schema sc) into rows (n of them at most); how many,
+ * or -1. */
+static long bk_read_as(const st_pq_schema_t *sc, const st_buf_t *f, bk_row_t *rows, size_t n,
+                       st_arena_t *a)
 {
     st_pq_file_t m;
-    if (pq_parse(&bk_schema, f, &m) != ST_OK) return -1;
+    if (pq_parse(sc, f, &m) != ST_OK) return -1;
     size_t at = 0;
     bool ok = true;
     for (size_t g = 0; g < m.ngroups && ok; g++) {
         const st_pq_rowgroup_t *G = &m.groups[g];
         st_pq_table_t t;
         if (G->offset > f->len || G->length > f->len - G->offset ||
-            st_pq_read_group(&bk_schema, G, (const uint8_t *)f->data + G->offset, G->length, &t) !=
-                ST_OK) {
+            st_pq_read_group(sc, G, (const uint8_t *)f->data + G->offset, G->length, &t) != ST_OK) {
             ok = false;
             break;
         }
@@ -54,6 +56,11 @@ static long bk_read_all(const st_buf_t *f, bk_row_t *rows, size_t n, st_arena_t 
     }
     st_pq_file_free(&m);
     return ok ? (long)at : -1;
+}
+
+static long bk_read_all(const st_buf_t *f, bk_row_t *rows, size_t n, st_arena_t *a)
+{
+    return bk_read_as(&bk_schema, f, rows, n, a);
 }
 
 TEST(nested_lists_of_structs_of_lists_round_trip_across_pages_and_row_groups)
@@ -134,17 +141,32 @@ TEST(rows_that_break_the_schema_and_unsupported_schemas_are_errors)
         st_buf_free(&f);
     }
     static const st_pq_field_t two[] = {
-        {"a", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0},
-        {"b", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0},
+        {"a", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0, 0},
+        {"b", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0, 0},
     };
     static const st_pq_field_t bad[] = {
-        {"l", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_LIST, 0, two, 2}, /* a list of two elements */
+        {"l", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_LIST, 0, two, 2, 0}, /* a list of two elements */
     };
     st_pq_schema_t s1 = {bad, 1, -1, -1}, s2 = {bk_fields, 9, 0, BK_LEAF_SEATS}; /* nested key */
     st_pq_schema_t s3 = {two, 2, 2, -1};                                         /* no leaf 2 */
     CHECK_EQ(st_pq_schema_leaves(&s1), -1);
     CHECK_EQ(st_pq_schema_leaves(&s2), -1);
     CHECK_EQ(st_pq_schema_leaves(&s3), -1);
+    /* a field files may lack (ST_PQ_ADDED) is a top-level leaf, never the sort or key leaf */
+    static const st_pq_field_t added_in[] = {
+        {"x", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_ADDED, NULL, 0, 0},
+    };
+    static const st_pq_field_t added[] = {
+        {"a", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_ADDED, NULL, 0, 0},
+        {"b", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0, 0},
+        {"s", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_NONE, 0, added_in, 1, 0},
+    };
+    st_pq_schema_t a1 = {added, 2, 1, 0}, a2 = {added, 2, 0, -1}, a3 = {added, 3, 1, -1};
+    CHECK_EQ(st_pq_schema_leaves(&a1), -1);
+    CHECK_EQ(st_pq_schema_leaves(&a2), -1);
+    CHECK_EQ(st_pq_schema_leaves(&a3), -1);
+    a1.key_leaf = -1;
+    CHECK_EQ(st_pq_schema_leaves(&a1), 2);
     /* a file of one schema is not one of another, either way round */
     st_buf_t f = {0};
     int64_t one = 1;
@@ -163,20 +185,142 @@ TEST(rows_that_break_the_schema_and_unsupported_schemas_are_errors)
     st_arena_free(&a);
 }
 
+/* bk_schema as files were written before field ids: the same fields, every id 0. */
+static const st_pq_field_t bk0_seat = {
+    "element", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0, 0};
+static const st_pq_field_t bk0_item_fields[] = {
+    {"section", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0, 0},
+    {"seats", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_LIST, 0, &bk0_seat, 1, 0},
+    {"quantity", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 0},
+};
+static const st_pq_field_t bk0_item = {
+    "element", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, 0, bk0_item_fields, 3, 0};
+static st_pq_field_t bk0_fields[9];
+static st_pq_schema_t bk0_schema = {bk0_fields, 9, 0, 1};
+
+static void bk0_init(void)
+{
+    memcpy(bk0_fields, bk_fields, sizeof bk0_fields);
+    for (size_t i = 0; i < 9; i++)
+        bk0_fields[i].id = 0;
+    bk0_fields[4].children = &bk0_item;
+}
+
+/* The schema elements of a file: name and field_id (-1: none) of each, in order; how many. */
+static size_t pq_field_ids(const st_buf_t *f, char names[][32], int64_t *ids, size_t max)
+{
+    uint32_t fl;
+    if (st_pq_footer_len((const uint8_t *)f->data + f->len - 8, f->len, &fl) != ST_OK) return 0;
+    st_tr_t r;
+    st_tr_init(&r, f->data + f->len - 8 - fl, fl);
+    int16_t last = 0, id;
+    int t;
+    bool bv;
+    size_t got = 0;
+    while (st_tr_field(&r, &last, &id, &t, &bv)) {
+        int elem;
+        size_t n;
+        if (id != 2 || t != ST_TC_LIST) {
+            st_tr_skip(&r, t);
+            continue;
+        }
+        if (!st_tr_list(&r, &elem, &n) || elem != ST_TC_STRUCT) return 0;
+        for (size_t i = 0; i < n && r.ok; i++) {
+            int16_t el = 0, eid;
+            if (!st_tr_enter(&r)) return 0;
+            if (got < max) {
+                ids[got] = -1;
+                names[got][0] = 0;
+            }
+            while (st_tr_field(&r, &el, &eid, &t, &bv)) {
+                if (got < max && eid == 4 && t == ST_TC_BINARY) {
+                    size_t nl;
+                    const uint8_t *nm = st_tr_bin(&r, &nl);
+                    snprintf(names[got], 32, "%.*s", (int)nl, nm ? (const char *)nm : "");
+                } else if (got < max && eid == 9 && t == ST_TC_I32) {
+                    ids[got] = st_tr_int(&r);
+                } else {
+                    st_tr_skip(&r, t);
+                }
+            }
+            st_tr_leave(&r);
+            got++;
+        }
+    }
+    return r.ok ? got : 0;
+}
+
+TEST(field_ids_are_written_and_files_with_or_without_them_read_either_way)
+{
+    bk0_init();
+    st_arena_t a = {0};
+    bk_row_t *rows = bk_generate(11, 300, &a), back[300];
+    st_buf_t with = {0}, without = {0};
+    st_pq_write_t w = {.schema = &bk_schema, .nrows = 300, .row = bk_put, .arg = rows};
+    CHECK_EQ(st_pq_write(&w, &with), ST_OK);
+    w.schema = &bk0_schema;
+    CHECK_EQ(st_pq_write(&w, &without), ST_OK);
+    CHECK(with.len > without.len);
+    /* every field's id, the root and the LISTs' "list" groups none */
+    static const struct {
+        const char *name;
+        int64_t id;
+    } want[] = {{"schema", -1},     {"booking_id", 1},   {"event_id", 2},    {"owner", 3},
+                {"status", 4},      {"items", 5},        {"list", -1},       {"element", 6},
+                {"section", 7},     {"seats", 8},        {"list", -1},       {"element", 9},
+                {"quantity", 10},   {"total_price", 11}, {"created_at", 12}, {"expires_at", 13},
+                {"finished_at", 14}};
+    size_t nw = sizeof want / sizeof want[0];
+    char names[32][32];
+    int64_t ids[32];
+    CHECK_EQ(pq_field_ids(&with, names, ids, 32), nw);
+    for (size_t i = 0; i < nw; i++) {
+        CHECK(strcmp(names[i], want[i].name) == 0);
+        CHECK_EQ(ids[i], want[i].id);
+    }
+    CHECK_EQ(pq_field_ids(&without, names, ids, 32), nw);
+    for (size_t i = 0; i < nw; i++)
+        CHECK_EQ(ids[i], -1);
+    /* each file reads whole against either schema */
+    const st_buf_t *files[] = {&with, &without};
+    const st_pq_schema_t *schemas[] = {&bk_schema, &bk0_schema};
+    for (int fi = 0; fi < 2; fi++)
+        for (int si = 0; si < 2; si++) {
+            memset(back, 0, sizeof back);
+            CHECK_EQ(bk_read_as(schemas[si], files[fi], back, 300, &a), 300);
+            size_t diff = 0;
+            for (size_t i = 0; i < 300; i++)
+                diff += !bk_equal(&rows[i], &back[i]);
+            CHECK_EQ(diff, 0);
+        }
+    /* ids that disagree make it another schema */
+    bk0_fields[2].id = 7;
+    st_pq_file_t m;
+    CHECK_EQ(pq_parse(&bk0_schema, &with, &m), ST_EINVAL);
+    CHECK_EQ(pq_parse(&bk0_schema, &without, &m), ST_OK);
+    st_pq_file_free(&m);
+    bk0_fields[2].id = -1; /* not a field id */
+    CHECK_EQ(st_pq_schema_leaves(&bk0_schema), -1);
+    bk0_init();
+    st_buf_free(&with);
+    st_buf_free(&without);
+    st_arena_free(&a);
+}
+
 /* Optional structs, optional list elements, lists of lists, INT32 and BOOLEAN. */
 static const st_pq_field_t mx_i32 = {
-    "element", ST_PQ_INT32, ST_PQ_OPTIONAL, ST_PQ_NONE, ST_PQ_STATS, NULL, 0};
+    "element", ST_PQ_INT32, ST_PQ_OPTIONAL, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 0};
 static const st_pq_field_t mx_inner = {
-    "element", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_LIST, 0, &mx_i32, 1};
+    "element", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_LIST, 0, &mx_i32, 1, 0};
 static const st_pq_field_t mx_sfields[] = {
-    {"flag", ST_PQ_BOOLEAN, ST_PQ_OPTIONAL, ST_PQ_NONE, 0, NULL, 0},
-    {"note", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, ST_PQ_STATS, NULL, 0},
+    {"flag", ST_PQ_BOOLEAN, ST_PQ_OPTIONAL, ST_PQ_NONE, 0, NULL, 0, 0},
+    {"note", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, ST_PQ_STATS, NULL, 0, 0},
 };
 static const st_pq_field_t mx_fields[] = {
-    {"id", ST_PQ_INT32, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
-    {"grid", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_LIST, 0, &mx_inner, 1},
-    {"s", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_NONE, 0, mx_sfields, 2},
-    {"on", ST_PQ_BOOLEAN, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0},
+    {"id", ST_PQ_INT32, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 0},
+    {"grid", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_LIST, 0, &mx_inner, 1, 0},
+    {"s", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_NONE, 0, mx_sfields, 2, 0},
+    {"on", ST_PQ_BOOLEAN, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0, 0},
 };
 static const st_pq_schema_t mx_schema = {mx_fields, 4, 0, -1};
 
@@ -505,9 +649,9 @@ static void on_ready(void *arg)
 /* A kind's rows in the cache: its schema (id, a group key, a text), and a view that keeps a row
  * group as the kind's own structs (the ids and the first text), and a footer as its row count. */
 static const st_pq_field_t cv_fields[] = {
-    {"id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
-    {"g", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0},
-    {"text", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0},
+    {"id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 0},
+    {"g", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0, 0},
+    {"text", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0, 0},
 };
 static const st_pq_schema_t cv_schema = {cv_fields, 3, 0, 1};
 
@@ -1425,8 +1569,8 @@ typedef struct {
 } fr_t;
 
 static const st_pq_field_t fr_fields[] = {
-    {"id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0},
-    {"ts", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0},
+    {"id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 0},
+    {"ts", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0, 0},
 };
 static const st_pq_schema_t fr_schema = {fr_fields, 2, 0, -1};
 

@@ -162,3 +162,55 @@ describe('message files a server flushed, read by hyparquet and arrow-rs', () =>
     assert.deepEqual(ar.rows.map(msgOf).sort(byId), want, 'arrow-rs (parquet-wasm)');
   });
 });
+
+// SPEC v5 §5.1: the Parquet schema carries the Iceberg tables' field ids (a LIST's "list" group
+// and the root none), in every kind of object a server flushes, and every object its owner
+// column (bookings: event_id).
+describe('field ids in the objects a server flushes', () => {
+  let s;
+  before(async () => { s = await startStrata({ args: ['--flush-interval', '3600', '--booking-hot-seconds', '0'] }); });
+  after(async () => { await s.stop(); s.cleanup(); });
+
+  const ids = async (file) => (await duckQuery(`SELECT name, field_id FROM parquet_schema('${file}')`))
+    .map((r) => [r.name, r.field_id === null ? null : Number(r.field_id)]);
+  // the owner column first (a user's: user, a room's: room_id; SPEC v5 §5.1)
+  const message = (owner) => [['schema', null], [owner, 1], ['msg_id', 2], ['conversation_id', 3], ['from', 4],
+    ['timestamp', 5], ['seq', 6], ['content', 7], ['metadata', 8]];
+
+  test("a user's, a room's and an event's bookings object", async () => {
+    for (let i = 0; i < 3; i++) {
+      const r = await s.req('POST', '/v1/users/fid/messages', { conversation_id: 'c', from: 'a', content: `m${i}` });
+      assert.equal(r.status, 201, r.text);
+    }
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'fidroom', members: ['alice', 'bob'] })).status, 201);
+    for (let i = 0; i < 3; i++) {
+      const r = await s.req('POST', '/v1/rooms/fidroom/messages', { from: 'alice', content: `r${i}`, metadata: { i } });
+      assert.equal(r.status, 201, r.text);
+    }
+    let r = await s.req('POST', '/v1/events', { event_id: 'fidev', sections: [{ name: 'A', rows: 1, cols: 5, price: 1 }, { name: 'floor', capacity: 10, price: 2 }] });
+    assert.equal(r.status, 201, r.text);
+    r = await s.req('POST', '/v1/events/fidev/bookings', { items: [{ section: 'A', seats: ['1-1', '1-2'] }, { section: 'floor', quantity: 2 }] });
+    assert.equal(r.status, 201, r.text);
+    assert.equal((await s.req('POST', `/v1/bookings/${r.json.booking_id}/confirm`)).status, 200);
+
+    const dirs = { user: path.join(s.dir, 'cold', 'fid'), room: path.join(s.dir, 'cold', 'shared', 'conversations', 'fidroom'),
+      bookings: path.join(s.dir, 'cold', 'events', 'fidev') };
+    const files = (d) => (existsSync(d) ? parquetFiles(d) : []);
+    assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
+    await waitFor('the flush of all three', async () => {
+      if (Object.values(dirs).every((d) => files(d).length > 0)) return true;
+      await s.req('POST', '/v1/admin/flush'); // a kind the last flush found nothing of yet
+      return false;
+    });
+    assert.deepEqual(await ids(files(dirs.user)[0]), message('user'), "a user's messages");
+    assert.deepEqual(await ids(files(dirs.room)[0]), message('room_id'), "a room's messages");
+    assert.deepEqual(await duckQuery(`SELECT DISTINCT "user" AS o, count(*)::INT AS n FROM '${files(dirs.user)[0]}' GROUP BY 1`),
+      [{ o: 'fid', n: 3 }]);
+    assert.deepEqual(await duckQuery(`SELECT DISTINCT room_id AS o, count(*)::INT AS n FROM '${files(dirs.room)[0]}' GROUP BY 1`),
+      [{ o: 'fidroom', n: 3 }]);
+    assert.deepEqual(await ids(files(dirs.bookings)[0]), [['schema', null], ['booking_id', 1], ['event_id', 2],
+      ['owner', 3], ['status', 4], ['items', 5], ['list', null], ['element', 6], ['section', 7], ['seats', 8],
+      ['list', null], ['element', 9], ['quantity', 10], ['total_price', 11], ['created_at', 12], ['expires_at', 13],
+      ['finished_at', 14]], 'bookings');
+  });
+});
