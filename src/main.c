@@ -175,6 +175,12 @@ static int st__tables_open(const st_config_t *cfg, st_objstore_t **out)
     return rc;
 }
 
+/* The tables committed here: the catalog serves it at once (st_catalog_nudge). */
+static void st__catalog_nudge(void *arg)
+{
+    st_catalog_nudge(arg);
+}
+
 /* This member leads now: in-memory state the store's listeners do not rebuild follows the store
  * (seat maps and hold timers are rebuilt by the store's resync). */
 static void st__on_lead(void *arg)
@@ -363,6 +369,7 @@ int main(int argc, char **argv)
     }
     st_reconcile_open(&app.reconcile, m.loop, store, chat, tier, cfg.reconcile_interval);
     if (st_tables_open(&app.iceberg, m.loop, store, cold, tables, &cfg) != ST_OK) goto fail_ws;
+    st_tables_on_commit(app.iceberg, st__catalog_nudge, app.catalog);
     if (st_ws_open(&app.ws, m.loop, &app) != ST_OK) goto fail_ws;
     if (!st_config_auth_on(&cfg))
         st_warn("auth is OFF: no --jwt-secret, --jwt-jwks-file or --jwt-jwks-url set, every route "

@@ -4,8 +4,10 @@
  * metadata of each table as the tables' metadata store holds it, read back from that store (the
  * objects `{table}/metadata/v{N}.metadata.json` and the hint `{table}/metadata/version-hint.text`)
  * and never from a committer's memory, so any member of a group serves the newest version it can
- * see. A refresh runs on the worker pool at start-up and then about every second; the loop reads
- * only the cache. Loop-thread only, except what the refresh does on its worker.
+ * see. A refresh runs on the worker pool at start-up and then about every second while engines
+ * ask (every 30 s once nobody asked for a minute: an idle node does not read an S3 tier's hints
+ * every second); the loop reads only the cache. Loop-thread only, except what the refresh does on
+ * its worker.
  */
 #ifndef STRATA_CATALOG_H
 #define STRATA_CATALOG_H
@@ -37,9 +39,13 @@ int st_catalog_open(st_catalog_t **out, uv_loop_t *loop, st_objstore_t *obj, uns
  * NULL is a no-op. */
 void st_catalog_close(st_catalog_t *c);
 /* The newest metadata of table name (n bytes, any bytes): ST_OK with *e (borrowed, see above),
+ * counting as a question (the catalog refreshes every second again),
  * or ST_ENOTFOUND when it is not a table of the namespace or none of its versions was found yet.
  * c may be NULL (no table). */
-int st_catalog_get(const st_catalog_t *c, const char *name, size_t n, st_catalog_entry_t *e);
+int st_catalog_get(st_catalog_t *c, const char *name, size_t n, st_catalog_entry_t *e);
+/* This node committed to the tables: refresh now, and every second for a minute (so what the
+ * committer wrote is served at once even after an idle spell). NULL is a no-op. */
+void st_catalog_nudge(st_catalog_t *c);
 /* Whether name is one of st_catalog_tables. */
 bool st_catalog_is_table(const char *name, size_t n);
 

@@ -38,6 +38,9 @@ typedef struct st_tables st_tables_t;
  * st_tables_close. Claims the "\0tables" key prefix. */
 int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_objstore_t *cold,
                    st_objstore_t *meta, const st_config_t *cfg);
+/* fn(arg) runs on the loop after every commit that wrote a snapshot (the catalog refreshes: see
+ * st_catalog_nudge). One at a time; NULL clears it. */
+void st_tables_on_commit(st_tables_t *t, void (*fn)(void *arg), void *arg);
 /* Stops the timer; freed now, or once a commit in flight is back (run the loop). NULL: no-op. */
 void st_tables_close(st_tables_t *t);
 /* GET /v1/admin/tables: {"tables":[{"table","snapshot_id","sequence_number","committed_at",

@@ -26,6 +26,8 @@
 #define ST__CAT_META_MAX   ((size_t)64 << 20) /* a metadata file larger than this is skipped */
 #define ST__CAT_PROBES_MAX 10000              /* versions probed by one refresh, at most */
 #define ST__CAT_LIST_EVERY 10                 /* refreshes per listing of a table not found */
+#define ST__CAT_IDLE_MS    60000              /* no question for this long: idle */
+#define ST__CAT_IDLE_TICKS 30                 /* idle: a refresh every this many ticks */
 
 const char *const st_catalog_tables[] = {"messages", "room_messages", "bookings", NULL};
 
@@ -56,6 +58,8 @@ struct st_catalog {
     bool closing; /* st_catalog_close was called */
     bool timer_closed;
     unsigned refreshes;     /* started so far (listing is rationed by it) */
+    uint64_t used_ms;       /* the last st_catalog_get (loop time) */
+    unsigned idle_ticks;    /* ticks skipped since the last refresh, while nobody asks */
     bool warned[ST__CAT_N]; /* a read error was logged (once until it passes) */
 };
 
@@ -233,6 +237,13 @@ static void st__cat_tick(uv_timer_t *t)
 {
     st_catalog_t *c = t->data;
     if (c->busy || c->closing || !c->obj) return;
+    /* nobody asked for a minute: a refresh every ST__CAT_IDLE_TICKS ticks only, so an idle node
+     * does not read each table's hint from S3 every second; the first question after that is
+     * answered from what is known (at most that old) and refreshes every second again */
+    if (c->refreshes && uv_now(c->loop) - c->used_ms > ST__CAT_IDLE_MS &&
+        ++c->idle_ticks < ST__CAT_IDLE_TICKS)
+        return;
+    c->idle_ticks = 0;
     st__cat_job_t *j = st_calloc(1, sizeof *j);
     j->cat = c;
     j->work.data = j;
@@ -252,12 +263,20 @@ int st_catalog_open(st_catalog_t **out, uv_loop_t *loop, st_objstore_t *obj, uns
     st_catalog_t *c = st_calloc(1, sizeof *c);
     c->loop = loop;
     c->obj = obj;
+    c->used_ms = uv_now(loop); /* active for a minute from the start */
     uv_timer_init(loop, &c->timer);
     c->timer.data = c;
     uv_timer_start(&c->timer, st__cat_tick, 0, refresh_ms ? refresh_ms : 1000);
     uv_unref((uv_handle_t *)&c->timer); /* the loop's lifetime is the server's, not ours */
     *out = c;
     return ST_OK;
+}
+
+void st_catalog_nudge(st_catalog_t *c)
+{
+    if (!c || c->closing) return;
+    c->used_ms = uv_now(c->loop);
+    st__cat_tick(&c->timer); /* a refresh now, unless one is out (then the next tick) */
 }
 
 static void st__cat_timer_closed(uv_handle_t *h)
@@ -274,9 +293,10 @@ void st_catalog_close(st_catalog_t *c)
     uv_close((uv_handle_t *)&c->timer, st__cat_timer_closed);
 }
 
-int st_catalog_get(const st_catalog_t *c, const char *name, size_t n, st_catalog_entry_t *e)
+int st_catalog_get(st_catalog_t *c, const char *name, size_t n, st_catalog_entry_t *e)
 {
     if (!c) return ST_ENOTFOUND;
+    c->used_ms = uv_now(c->loop);
     for (int i = 0; i < ST__CAT_N; i++) {
         if (strlen(st_catalog_tables[i]) != n || memcmp(st_catalog_tables[i], name, n) != 0)
             continue;

@@ -46,6 +46,8 @@ struct st_tables {
     int64_t lag_since_us; /* when the tier first differed from the committed tables (0: it does
                              not) */
     st_metric_t *commits;
+    void (*on_commit)(void *arg); /* st_tables_on_commit */
+    void *on_commit_arg;
 };
 
 /* ---- live files ---- */
@@ -250,11 +252,12 @@ static void st__commit_done(uv_work_t *req, int status)
     (void)status;
     st_tables_t *t = req->data;
     t->busy = false;
-    bool all = true;
+    bool all = true, wrote = false;
     for (int i = 0; i < ST_TABLES_N; i++) {
         st__jtable_t *j = &t->job[i];
         if (!t->closing) {
             if (j->res.done) {
+                wrote = true;
                 st__record_prov(t, i, &j->live);
                 st_metric_add(t->commits, 1);
             }
@@ -265,7 +268,18 @@ static void st__commit_done(uv_work_t *req, int status)
         memset(j, 0, sizeof *j);
     }
     if (all) t->lag_since_us = 0;
-    if (t->closing) st__tables_free(t);
+    if (t->closing) {
+        st__tables_free(t);
+        return;
+    }
+    if (wrote && t->on_commit) t->on_commit(t->on_commit_arg);
+}
+
+void st_tables_on_commit(st_tables_t *t, void (*fn)(void *arg), void *arg)
+{
+    if (!t) return;
+    t->on_commit = fn;
+    t->on_commit_arg = arg;
 }
 
 static void st__commit_tick(uv_timer_t *h)

@@ -221,7 +221,8 @@ test('parked requests: pipelined answers stay in order, streams replay cold page
     const hole = net.createServer((sock) => { tries++; sock.on('error', () => {}); });
     await new Promise((r) => hole.listen(0, '127.0.0.1', r));
     const holeArgs = args.map((a) => (a === `http://127.0.0.1:${proxy.port}` ? `http://127.0.0.1:${hole.address().port}` : a));
-    s = await startStrata({ dataDir, args: [...holeArgs, '--cold-timeout-ms', '300', '--cold-retries', '1'] });
+    // the tables' metadata elsewhere: only the cold read's footer GETs reach the hole
+    s = await startStrata({ dataDir, args: [...holeArgs, '--cold-timeout-ms', '300', '--cold-retries', '1', '--tables-url', `file://${dataDir}/tables`] });
     try {
       const pending = s.req('GET', '/v1/users/pb/messages?limit=5');
       let hotDone = 0;

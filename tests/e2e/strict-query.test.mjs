@@ -221,9 +221,9 @@ describe('strict query strings', () => {
       const r = await s.req(o.method, p, BODIES[o.op.operationId]);
       // a plain GET of the stream is 426; the outbox's admin route is 404 without --route-url
       // (both past the query check, which runs before the handler)
-      // (and the catalog has no table's metadata here: 404 NoSuchTableException)
-      const want = { openStream: 426, adminOutbox: 404, icebergLoadTable: 404 }[o.op.operationId];
-      if (want) assert.equal(r.status, want, `${o.method} ${p}: ${r.text}`);
+      // (and the catalog may not have read the table's first metadata yet: 404 NoSuchTableException)
+      const want = { openStream: [426], adminOutbox: [404], icebergLoadTable: [200, 404] }[o.op.operationId];
+      if (want) assert.ok(want.includes(r.status), `${o.method} ${p}: ${r.status} ${r.text}`);
       else assert.ok(r.status >= 200 && r.status < 300, `${o.method} ${p}: ${r.status} ${r.text}`);
     }
     // and they do what they say
