@@ -44,6 +44,9 @@ typedef struct {
     int64_t version; /* its N in v{N}.metadata.json */
 } st_tmeta_t;
 
+/* ---- manifest.c: the Avro schemas strata writes (and manifest_read.c checks) ---- */
+extern const char st_ice_entry_head[], st_ice_entry_tail[], st_ice_mfile_schema[];
+
 /* ---- meta.c: metadata documents ---- */
 void st_tables_random(void *p, size_t n);
 void st_tables_uuid(char out[37]); /* a random (v4) UUID */
