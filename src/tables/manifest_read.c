@@ -44,8 +44,7 @@ static int st__mr_open(st_avro_r_t **r, const void *data, size_t len, bool list)
     const char *s = st_avro_r_meta(*r, "avro.schema", &n);
     bool ours = list ? n == strlen(st_ice_mfile_schema) && memcmp(s, st_ice_mfile_schema, n) == 0
                      : n > hn + tn && memcmp(s, st_ice_entry_head, hn) == 0 &&
-                           memcmp(s + n - tn, st_ice_entry_tail, tn) == 0 &&
-                           !memchr(s + hn, ']', n - hn - tn);
+                           memcmp(s + n - tn, st_ice_entry_tail, tn) == 0;
     if (ours) return ST_OK;
     st_avro_r_close(*r);
     *r = NULL;
