@@ -3,6 +3,7 @@
  * (src/tables/manifest_read.c): round trips with the writer (avro.c, manifest.c), null and deflate
  * blocks, files of several blocks, every truncation, hostile counts and lengths. */
 #include "../test.h"
+#include "../../src/tables/internal.h"
 #include "strata/iceberg.h"
 
 #include <stdint.h>
@@ -329,6 +330,83 @@ TEST(manifest_round_trip)
     CHECK(e.v[1].part == NULL);
     st_ice_entries_free(&e);
     st_buf_free(&b);
+}
+
+/* ---- shared tables (src/tables/shared.c): which manifests carry over ---- */
+#define U1 "0e1c6f2a-8a5b-4c3d-9e7f-112233445566"
+#define U2 "7f00aa11-2b3c-4d5e-8f90-a1b2c3d4e5f6"
+#define U3 "c0ffee00-1111-4222-8333-444455556666"
+
+static st_ice_mfile_t mfile(const char *path, int content, int64_t snap, int32_t af, int32_t ef,
+                            int64_t ar, int64_t er)
+{
+    return (st_ice_mfile_t){.path = path,
+                            .length = 100,
+                            .content = content,
+                            .seq = 3,
+                            .min_seq = 1,
+                            .added_snapshot_id = snap,
+                            .added_files = af,
+                            .existing_files = ef,
+                            .added_rows = ar,
+                            .existing_rows = er,
+                            .lower = "a",
+                            .lower_len = 1,
+                            .upper = "z",
+                            .upper_len = 1};
+}
+
+TEST(carry_over_keeps_other_writers_manifests)
+{
+    st_tier_writer_t w = {.current = 0xaa, .n = 2, .owned = {0xaa, 0x99}};
+    const char *list = "file:///t/messages/metadata/snap-5-" U1 "-w00000000000000aa.avro";
+    st_ice_mfile_t m[] = {
+        mfile("file:///t/messages/metadata/" U2 "-w00000000000000aa-m0.avro", ST_ICE_DATA, 5, 1, 4,
+              10, 40),
+        mfile("file:///t/messages/metadata/" U3 "-w00000000000000bb-m0.avro", ST_ICE_DATA, 4, 2, 1,
+              20, 7),
+        mfile("file:///t/messages/metadata/" U3 "-w0000000000000099-m0.avro", ST_ICE_DATA, 2, 1, 0,
+              1, 0),
+        mfile("file:///t/messages/metadata/" U1 "-m0.avro", ST_ICE_DATA, 3, 0, 3, 0, 9),
+        mfile("s3://other/warehouse/x-m0.avro", ST_ICE_POS_DELETES, 3, 1, 0, 2, 0),
+    };
+    st_buf_t b = {0};
+    CHECK_EQ(st_ice_manifest_list(&b, 5, 4, 3, m, 5, true), ST_OK);
+    st_ice_mlist_t out;
+    int64_t rows, files;
+    CHECK_EQ(st_tables_carry(b.data, b.len, list, &w, &out, &rows, &files), ST_OK);
+    /* ours (current and an older incarnation of ours) go; another writer's, an untokened one that
+     * is not this list's pre-token manifest, and another engine's delete manifest stay */
+    CHECK_EQ(out.n, 3);
+    CHECK_STR(out.v[0].path, m[1].path);
+    CHECK(out.v[0].added_snapshot_id == 4 && out.v[0].seq == 3 && out.v[0].min_seq == 1);
+    CHECK(out.v[0].added_rows == 20 && out.v[0].existing_rows == 7 && out.v[0].length == 100);
+    CHECK_STR(out.v[0].lower, "a");
+    CHECK_STR(out.v[1].path, m[3].path);
+    CHECK_STR(out.v[2].path, m[4].path);
+    CHECK_EQ(out.v[2].content, ST_ICE_POS_DELETES);
+    CHECK_EQ(rows, 20 + 7 + 9); /* data manifests only */
+    CHECK_EQ(files, 2 + 1 + 3);
+    st_ice_mlist_free(&out);
+
+    /* a pre-token list of strata's: its own {uuid}-m0.avro is the committer's (replaced) */
+    const char *legacy = "file:///t/messages/metadata/snap-5-" U1 ".avro";
+    CHECK_EQ(st_tables_carry(b.data, b.len, legacy, &w, &out, &rows, &files), ST_OK);
+    CHECK_EQ(out.n, 2);
+    CHECK_STR(out.v[0].path, m[1].path);
+    CHECK_STR(out.v[1].path, m[4].path);
+    st_ice_mlist_free(&out);
+    st_buf_free(&b);
+
+    CHECK(st_tables_list_mine(&w, list));
+    CHECK(st_tables_list_mine(&w, legacy));
+    CHECK(!st_tables_list_mine(&w, "file:///t/m/snap-5-" U1 "-w00000000000000bb.avro"));
+    CHECK(!st_tables_list_mine(&w, "file:///t/m/snap-5-1-" U1 ".avro")); /* Java's name */
+    CHECK(!st_tables_list_mine(&w, "file:///t/m/snap-5-" U1 "x.avro"));
+
+    /* not a list strata can read: refused, nothing kept */
+    CHECK_EQ(st_tables_carry("Obj\x01", 4, list, &w, &out, &rows, &files), ST_EINVAL);
+    CHECK_EQ(out.n, 0);
 }
 
 RUN_TESTS("avro_read")
