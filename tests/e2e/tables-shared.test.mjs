@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+// Several groups sharing one --tables-url (SPEC v5 §5.1: "no group's files are ever dropped by
+// another's commit"): two strata nodes, each its own data dir and cold tier (two groups), commit
+// to the same `messages` table. Each commit carries the other writer's manifests over unchanged,
+// so icebird reading the shared table sees both nodes' rows exactly once at every version the
+// test samples while both keep committing; an erasure on one node takes its user's rows out and
+// leaves the other node's. Each group's manifests and lists are named by its writer token.
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { icebergRead } from 'icebird';
+import { waitFor } from './cold-lib.mjs';
+import { avroRecords, serveFiles } from './iceberg-lib.mjs';
+import { startStrata, tempDir } from './lib.mjs';
+
+const SECRET = 'shared-secret';
+const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
+function jwt(payload) {
+  const h = b64({ alg: 'HS256', typ: 'JWT' });
+  const p = b64({ exp: Math.floor(Date.now() / 1000) + 3600, ...payload });
+  return `${h}.${p}.${createHmac('sha256', SECRET).update(`${h}.${p}`).digest('base64url')}`;
+}
+const as = (sub, extra = {}) => ({ Authorization: `Bearer ${jwt({ sub, ...extra })}` });
+const ADMIN = as('ops', { role: 'admin' });
+
+const ok = async (s, method, p, body, headers = ADMIN, status = 200) => {
+  const r = await s.req(method, p, body, headers);
+  assert.equal(r.status, status, `${method} ${p}: ${r.text}`);
+  return r.json;
+};
+
+async function post(s, u, n) {
+  const ids = [];
+  for (let i = 0; i < n; i++)
+    ids.push(String((await ok(s, 'POST', `/v1/users/${u}/messages`, { conversation_id: 'c', from: 'x', content: `m ${i}` }, as(u), 201)).msg_id));
+  return ids;
+}
+const flush = async (s) => assert.equal((await s.req('POST', '/v1/admin/flush', undefined, ADMIN)).status, 202);
+const pending0 = async (s) => (await ok(s, 'GET', '/v1/admin/tables')).tables.find((t) => t.table === 'messages').pending === 0;
+
+test('tables: two groups share one --tables-url; each commit keeps the other group\'s files', async () => {
+  const shared = tempDir('shared-tables');
+  const meta = path.join(shared, 'messages', 'metadata');
+  const args = ['--jwt-secret', SECRET, '--table-commit-interval', '1', '--tables-url', `file://${shared}`];
+  const a = await startStrata({ args });
+  const b = await startStrata({ args });
+  const versions = () => readdirSync(meta).map((n) => /^v(\d+)\.metadata\.json$/.exec(n)).filter(Boolean).map((m) => Number(m[1])).sort((x, y) => x - y);
+  const doc = (v) => JSON.parse(readFileSync(path.join(meta, `v${v}.metadata.json`), 'utf8'));
+  async function read(v) {
+    const restore = serveFiles();
+    try {
+      return await icebergRead({ tableUrl: doc(v).location, metadataFileName: `v${v}.metadata.json` });
+    } finally {
+      restore();
+    }
+  }
+  // every row of want once in version v, nothing twice
+  async function holds(v, want, why) {
+    const got = (await read(v)).map((r) => String(r.msg_id));
+    const seen = new Map();
+    for (const id of got) seen.set(id, (seen.get(id) || 0) + 1);
+    for (const [id, n] of seen) assert.equal(n, 1, `v${v}: row ${id} read ${n} times (${why})`);
+    for (const id of want) assert.equal(seen.get(id), 1, `v${v}: row ${id} missing (${why})`);
+    return seen;
+  }
+  const latest = () => { try { return versions().at(-1) || 0; } catch { return 0; } };
+  // waits until the newest version holds every row of want (each once)
+  const landed = (want, why) => waitFor(why, async () => {
+    const v = latest();
+    if (!v) return false;
+    try { await holds(v, want, why); return true; } catch { return false; }
+  }, 30000);
+  try {
+    const A = { shaalice: await post(a, 'shaalice', 3), shaerase: await post(a, 'shaerase', 2) };
+    const B = { shbbobby: await post(b, 'shbbobby', 4) };
+    await flush(a);
+    await flush(b);
+    const base = [...A.shaalice, ...A.shaerase, ...B.shbbobby];
+    await landed(base, 'both groups committed');
+    const first = versions().at(-1);
+    await holds(first, base, 'both groups committed');
+
+    // both keep committing; sample the newest version as they go
+    const more = [];
+    for (let round = 0; round < 4; round++) {
+      more.push(...(await post(a, 'shaalice', 1)), ...(await post(b, 'shbbobby', 1)));
+      await flush(a);
+      await flush(b);
+      await holds(versions().at(-1), base, `sample ${round}`);
+      await new Promise((r) => setTimeout(r, 400));
+    }
+    await landed([...base, ...more], 'both committed again');
+    await waitFor('nothing pending', async () => (await pending0(a)) && (await pending0(b)), 30000);
+    const last = versions().at(-1);
+    await holds(last, [...base, ...more], 'the end');
+    // every version since both committed: both groups' rows, each once
+    for (const v of versions().filter((x) => x >= first)) await holds(v, base, 'history');
+
+    // the manifests of the current snapshot: one per group, named by its writer token
+    const d = doc(last);
+    const snap = d.snapshots.find((s) => s['snapshot-id'] === d['current-snapshot-id']);
+    const list = avroRecords(readFileSync(new URL(snap['manifest-list'])));
+    const tokens = list.records.map((m) => /-(w[0-9a-f]{16})-m0\.avro$/.exec(m.manifest_path)?.[1]);
+    assert.equal(tokens.length, 2, JSON.stringify(list.records.map((m) => m.manifest_path)));
+    assert.notEqual(tokens[0], tokens[1]);
+    assert.ok(tokens.every(Boolean));
+    assert.ok(new RegExp(`-${tokens[0]}\\.avro$|-${tokens[1]}\\.avro$`).test(snap['manifest-list']));
+    assert.equal(Number(snap.summary['total-records']), base.length + more.length);
+
+    // an erasure on a: its user's rows go, b's stay
+    const eid = (await ok(a, 'DELETE', '/v1/users/shaerase', undefined, ADMIN, 202)).erasure_id;
+    await waitFor('the erasure done', async () => (await ok(a, 'GET', `/v1/admin/erasures/${eid}`)).status === 'done', 30000);
+    await waitFor('a delete commit', async () => {
+      const dd = doc(versions().at(-1));
+      return dd.snapshots.find((s) => s['snapshot-id'] === dd['current-snapshot-id']).summary.operation === 'delete' && (await pending0(a));
+    }, 30000);
+    const after = await holds(versions().at(-1), [...A.shaalice, ...B.shbbobby, ...more], 'after the erasure');
+    for (const id of A.shaerase) assert.ok(!after.has(id), `erased row ${id} still read`);
+    // b commits again on top: a's erasure stays, b's rows stay
+    const bmore = await post(b, 'shbbobby', 1);
+    await flush(b);
+    await landed(bmore, 'b committed');
+    const again = await holds(versions().at(-1), [...A.shaalice, ...B.shbbobby, ...more, ...bmore], 'b after the erasure');
+    for (const id of A.shaerase) assert.ok(!again.has(id), `erased row ${id} back`);
+    await a.stop();
+    await b.stop();
+  } catch (e) {
+    console.error(a.log().slice(-4000));
+    console.error(b.log().slice(-4000));
+    throw e;
+  } finally {
+    for (const s of [a, b]) if (s.proc.exitCode === null) await s.kill9();
+    a.cleanup();
+    b.cleanup();
+  }
+});
