@@ -418,6 +418,15 @@ static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m
                 live->v[i].seq = seq;
             }
         *res = (st_tcommit_t){.done = true, .snap = id, .seq = seq, .ts_ms = ts};
+        /* leftovers of a commit killed mid-way: at the first commit since this member led, and
+         * at a delete (an erasure: lists of ours another writer's delete expired go too) */
+        size_t orphans;
+        if (!m->swept || s.expire_all) {
+            if (st_table_orphans(ms, d, m->doc, w, &orphans) == ST_OK)
+                m->swept = true;
+            else
+                st_warn("tables: %s: orphans not swept (a manifest list unreadable)", d->ice.name);
+        }
         st_info("tables: %s v%lld: snapshot %lld (%s, %zu files; %zu manifests of other writers "
                 "kept)",
                 d->ice.name, (long long)m->version, (long long)id, op, live->n, carried.n);

@@ -43,6 +43,7 @@ st_tfile_t *st_tfiles_find(const st_tfiles_t *v, const char *key);
 typedef struct {
     cJSON *doc;      /* NULL: not read yet (or no table and not ours to create) */
     int64_t version; /* its N in v{N}.metadata.json */
+    bool swept;      /* orphans swept since it was loaded (orphans.c) */
 } st_tmeta_t;
 
 /* ---- manifest.c: the Avro schemas strata writes (and manifest_read.c checks) ---- */
@@ -87,6 +88,16 @@ bool st_tables_manifest_mine(const st_tier_writer_t *w, const char *path, const 
  * The readers' errors (ST_EINVAL, ST_ENOTIMPL for another engine's schema). */
 int st_tables_carry(const void *list, size_t len, const char *list_uri, const st_tier_writer_t *w,
                     st_ice_mlist_t *out, int64_t *rows, int64_t *files);
+
+/* ---- orphans.c: on a worker ---- */
+/* Deletes the manifests and manifest lists under {table}/metadata/ named with an incarnation w
+ * owns that no snapshot of doc names, directly or through a kept manifest list (read back, so an
+ * other writer's list carrying one of ours keeps it); *deleted counts them. Run right after a
+ * commit of w's (nothing of w's is in flight then; a member of the same group still committing
+ * after losing its lead could lose its uncommitted files). Any list that cannot be read (an
+ * error, another engine's schema) stops it before it deletes anything: that error. */
+int st_table_orphans(st_objstore_t *ms, const st_table_def_t *d, const cJSON *doc,
+                     const st_tier_writer_t *w, size_t *deleted);
 
 /* ---- commit.c: on a worker ---- */
 /* Reads the newest version (version-hint, then probing upward); none and create: commits v1. */

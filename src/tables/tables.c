@@ -200,6 +200,7 @@ static void st__lead(st_tables_t *t)
         cJSON_Delete(t->t[i].meta.doc);
         t->t[i].meta.doc = NULL;
         t->t[i].meta.version = 0;
+        t->t[i].meta.swept = false;
     }
     uint64_t wait = 0;
     st_store_scan(t->store, st__pfx, ST__PFX_LEN, st__load_prov, t, &wait);

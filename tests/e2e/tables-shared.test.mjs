@@ -7,7 +7,7 @@
 // leaves the other node's. Each group's manifests and lists are named by its writer token.
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { icebergRead } from 'icebird';
@@ -109,6 +109,18 @@ test('tables: two groups share one --tables-url; each commit keeps the other gro
     assert.ok(new RegExp(`-${tokens[0]}\\.avro$|-${tokens[1]}\\.avro$`).test(snap['manifest-list']));
     assert.equal(Number(snap.summary['total-records']), base.length + more.length);
 
+    // orphans (a commit killed before its create of v{N}): a's own go at a's next sweep (a
+    // delete commit sweeps), b's are not a's to delete
+    const tokenOf = (s) => {
+      const walk = (d) => readdirSync(d, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(path.join(d, e.name)) : [e.name]));
+      return walk(path.join(s.dir, 'cold')).map((n) => /-(w[0-9a-f]{16})[-.]/.exec(n)?.[1]).find(Boolean);
+    };
+    const ta = tokenOf(a), tb = tokenOf(b);
+    assert.ok(ta && tb && ta !== tb);
+    const someManifest = readFileSync(new URL(list.records[0].manifest_path));
+    const orphan = (tok, kind) => path.join(meta, kind === 'list' ? `snap-12345-0e1c6f2a-8a5b-4c3d-9e7f-112233445566-${tok}.avro` : `7f00aa11-2b3c-4d5e-8f90-a1b2c3d4e5f6-${tok}-m0.avro`);
+    for (const [tok, kind] of [[ta, 'list'], [ta, 'manifest'], [tb, 'list'], [tb, 'manifest']]) writeFileSync(orphan(tok, kind), someManifest);
+
     // an erasure on a: its user's rows go, b's stay
     const eid = (await ok(a, 'DELETE', '/v1/users/shaerase', undefined, ADMIN, 202)).erasure_id;
     await waitFor('the erasure done', async () => (await ok(a, 'GET', `/v1/admin/erasures/${eid}`)).status === 'done', 30000);
@@ -118,6 +130,8 @@ test('tables: two groups share one --tables-url; each commit keeps the other gro
     }, 30000);
     const after = await holds(versions().at(-1), [...A.shaalice, ...B.shbbobby, ...more], 'after the erasure');
     for (const id of A.shaerase) assert.ok(!after.has(id), `erased row ${id} still read`);
+    assert.ok(!existsSync(orphan(ta, 'list')) && !existsSync(orphan(ta, 'manifest')), 'a\'s orphans swept');
+    assert.ok(existsSync(orphan(tb, 'list')) && existsSync(orphan(tb, 'manifest')), 'b\'s files are not a\'s to delete');
     // b commits again on top: a's erasure stays, b's rows stay
     const bmore = await post(b, 'shbbobby', 1);
     await flush(b);
