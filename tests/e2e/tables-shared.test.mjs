@@ -11,6 +11,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { icebergRead } from 'icebird';
+import { s3 } from './backup-lib.mjs';
 import { waitFor } from './cold-lib.mjs';
 import { avroRecords, serveFiles } from './iceberg-lib.mjs';
 import { startStrata, tempDir } from './lib.mjs';
@@ -149,5 +150,48 @@ test('tables: two groups share one --tables-url; each commit keeps the other gro
     for (const s of [a, b]) if (s.proc.exitCode === null) await s.kill9();
     a.cleanup();
     b.cleanup();
+  }
+});
+
+// SPEC v5 §5.1: "after a timeout re-reads v{N} to learn whether its own commit won". On S3 the
+// create of v2 is done but its answer is lost, and the read-back of the retry's 412 fails too
+// (ST_EIO): strata reads v2 again, finds its own snapshot there and takes the commit as won (its
+// manifest and list kept, no v3 for the same change).
+test('tables on S3: a create of v{N} that got no answer is settled by reading v{N} back', async () => {
+  const dir = tempDir('tables-lost');
+  const { server, port } = await s3(dir);
+  const proxy = server.proxy;
+  const bucket = path.join(dir, 'bk');
+  const s = await startStrata({
+    args: ['--jwt-secret', SECRET, '--table-commit-interval', '1', '--cold-url', 's3://bk/cold', '--s3-endpoint', `http://127.0.0.1:${port}`,
+      '--s3-access-key', 'S3RVER', '--s3-secret-key', 'S3RVER', '--cold-retries', '2'],
+  });
+  const obj = (k) => path.join(bucket, `cold/_tables/messages/metadata/${k}._S3rver_object`);
+  try {
+    await waitFor('v1 of messages', () => existsSync(obj('v1.metadata.json')), 30000);
+    proxy.lose(/^PUT \S*\/_tables\/messages\/metadata\/v2\.metadata\.json/, 1, { unreadable: [500, 500, 500], reads: 3 });
+    const ids = await post(s, 'shlost', 2);
+    await flush(s);
+    await waitFor('committed', async () => {
+      const t = (await ok(s, 'GET', '/v1/admin/tables')).tables.find((x) => x.table === 'messages');
+      return t.snapshot_id !== null && t.pending === 0;
+    }, 30000);
+    assert.equal(proxy.lost.length, 1);
+    assert.match(s.log(), /exists and could not be read back/);
+    assert.match(s.log(), /messages: v2 was ours after all/);
+    assert.ok(!existsSync(obj('v3.metadata.json')), 'no second commit of the same change');
+    const v2 = JSON.parse(readFileSync(obj('v2.metadata.json'), 'utf8'));
+    const snap = v2.snapshots.find((x) => x['snapshot-id'] === v2['current-snapshot-id']);
+    const listKey = new URL(snap['manifest-list']).pathname.replace(/^\/cold\//, '');
+    assert.ok(existsSync(path.join(bucket, 'cold', `${listKey}._S3rver_object`)), `${listKey} kept`);
+    assert.equal(Number(snap.summary['total-records']), ids.length);
+    await s.stop();
+  } catch (e) {
+    console.error(s.log().slice(-4000));
+    throw e;
+  } finally {
+    if (s.proc.exitCode === null) await s.kill9();
+    s.cleanup();
+    await server.close();
   }
 });
