@@ -25,7 +25,7 @@ case "$flavour" in
            cmake --build build-asan -j"$jobs" ;;
   fuzz)    CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DST_FUZZ=ON \
                "${werror[@]}" >/dev/null
-           cmake --build build-fuzz -j"$jobs" --target fuzz_http fuzz_json_body fuzz_ws fuzz_parquet fuzz_jwt fuzz_tables_meta ;;
+           cmake --build build-fuzz -j"$jobs" --target fuzz_http fuzz_json_body fuzz_ws fuzz_parquet fuzz_jwt fuzz_tables_meta fuzz_avro_read ;;
   flavours)
     for f in gcc:Release clang:Release clang:Debug; do
       cc=${f%%:*} type=${f#*:} dir=build-check-$cc-${f#*:}

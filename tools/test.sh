@@ -46,7 +46,7 @@ if [ "$fuzz_seconds" -gt 0 ]; then
   tools/build.sh fuzz
   # a crash, a leak or undefined behaviour (the fuzz build halts on UBSan) makes the fuzzer exit
   # non-zero: that fails the run and shows the end of its report; a clean run prints two lines
-  for t in http json_body ws parquet jwt tables_meta; do
+  for t in http json_body ws parquet jwt tables_meta avro_read; do
     work=$(mktemp -d)
     mkdir "$work/corpus"
     rc=0

@@ -50,6 +50,41 @@ void st_avro_record_end(st_avro_w_t *w);
 int st_avro_finish(st_avro_w_t *w);
 void st_avro_abort(st_avro_w_t *w);
 
+/* A reader (avro_read.c) of one whole container file held by the caller: strict, bounded by the
+ * buffer (every length and count is checked against the bytes left; a deflated block inflates to
+ * at most ST_AVRO_R_BLOCK_MAX bytes), no recursion. The header is checked at open (magic, the
+ * metadata map, avro.schema present, avro.codec "null", "deflate" or absent, the sync marker);
+ * then the caller walks records with st_avro_r_next and reads each one's values in its schema's
+ * order with the st_avro_r_* calls that mirror st_avro_put_*. A malformed input makes the call
+ * that meets it, and every later one, return ST_EINVAL (the error is sticky: a caller may read a
+ * whole record and check once). Strings, bytes and fixed values are borrowed: valid until the next
+ * st_avro_r_next (the block they are in may be replaced) or st_avro_r_close. */
+#define ST_AVRO_R_BLOCK_MAX (64u << 20)
+typedef struct st_avro_r st_avro_r_t;
+/* data is borrowed and must outlive *out (owned: st_avro_r_close). ST_EINVAL: not a container
+ * file this reader accepts (nothing allocated); ST_ENOMEM. */
+int st_avro_r_open(st_avro_r_t **out, const void *data, size_t len);
+void st_avro_r_close(st_avro_r_t *r);
+/* A header metadata value (avro.schema, the writer's pairs), borrowed from data; NULL if absent. */
+const char *st_avro_r_meta(const st_avro_r_t *r, const char *key, size_t *len);
+/* Starts the next record: ST_OK, ST_ENOTFOUND after the last one (the file ended cleanly, each
+ * block's data consumed whole and followed by the sync marker), ST_EINVAL, ST_ENOMEM. */
+int st_avro_r_next(st_avro_r_t *r);
+int st_avro_r_long(st_avro_r_t *r, int64_t *v); /* int or long (an int checked to 32 bits:
+                                                   st_avro_r_int) */
+int st_avro_r_int(st_avro_r_t *r, int32_t *v);
+int st_avro_r_bool(st_avro_r_t *r, bool *v);                     /* the byte 0 or 1, nothing else */
+int st_avro_r_string(st_avro_r_t *r, const char **p, size_t *n); /* also bytes; not terminated */
+int st_avro_r_fixed(st_avro_r_t *r, size_t n, const void **p);
+/* A union's branch index, checked below nbranch. */
+int st_avro_r_union(st_avro_r_t *r, int nbranch, int *branch);
+/* An array's or map's next block: *n items follow (0: the array or map ended). A negative count
+ * (a block with its byte size) is read as its absolute value; a count larger than the bytes left
+ * in the block is refused (strata's items are never empty). */
+int st_avro_r_block(st_avro_r_t *r, int64_t *n);
+/* Whether the reader has met malformed input (ST_EINVAL) or not (ST_OK). */
+int st_avro_r_status(const st_avro_r_t *r);
+
 /* ---- Iceberg's manifests and manifest lists (manifest.c) ---- */
 /* A table as its manifests need it: the partition spec is one identity field. */
 typedef struct {
@@ -113,5 +148,25 @@ typedef struct {
  * ST_ICE_POS_DELETES (out untouched); ST_ENOMEM/ST_EIO as st_avro_finish. */
 int st_ice_manifest_list(st_buf_t *out, int64_t snapshot_id, int64_t parent, int64_t seq,
                          const st_ice_mfile_t *m, size_t n, bool deflate);
+
+/* ---- reading them back (manifest_read.c) ---- */
+/* Files written with strata's own schemas (the header's avro.schema is checked: ST_ENOTIMPL for
+ * another writer's schema), through the strict reader above (ST_EINVAL for anything malformed). */
+typedef struct {
+    st_ice_mfile_t *v; /* path, lower and upper: NUL-terminated copies owned by the list */
+    size_t n;
+} st_ice_mlist_t;
+/* *out is owned (st_ice_mlist_free) on ST_OK; empty on failure. */
+int st_ice_manifest_list_read(st_ice_mlist_t *out, const void *data, size_t len);
+void st_ice_mlist_free(st_ice_mlist_t *l);
+
+typedef struct {
+    st_ice_file_t *v; /* path and part: NUL-terminated copies owned by the set (part NULL: null;
+                       * snapshot_id and sequence numbers -1: null, inherited) */
+    size_t n;
+    int content; /* the header's "content": ST_ICE_DATA or ST_ICE_POS_DELETES */
+} st_ice_entries_t;
+int st_ice_manifest_read(st_ice_entries_t *out, const void *data, size_t len);
+void st_ice_entries_free(st_ice_entries_t *e);
 
 #endif

@@ -12,6 +12,9 @@
  * Each object's provenance (the snapshot and sequence number that added it) is kept in the hot
  * store under "\0tables" (replicated and backed up with it), written once its commit is done.
  * Only the member that flushes commits (a group's leader); followers commit nothing.
+ * Several groups may share one --tables-url: a group's manifests and lists carry its writer token
+ * (strata/tier.h), its commit carries every other writer's manifest of the current snapshot over
+ * unchanged, and it deletes only its own (src/tables/shared.c, orphans.c).
  *
  * Expiry: snapshots older than --table-keep go at each commit, with their manifest lists and
  * manifests; a `delete` commit (objects gone without replacement: erasure, retention) expires

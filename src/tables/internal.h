@@ -6,6 +6,7 @@
 
 #include "strata/iceberg.h"
 #include "strata/tables.h"
+#include "strata/tier.h"
 
 #include <cjson/cJSON.h>
 
@@ -42,7 +43,11 @@ st_tfile_t *st_tfiles_find(const st_tfiles_t *v, const char *key);
 typedef struct {
     cJSON *doc;      /* NULL: not read yet (or no table and not ours to create) */
     int64_t version; /* its N in v{N}.metadata.json */
+    bool swept;      /* orphans swept since it was loaded (orphans.c) */
 } st_tmeta_t;
+
+/* ---- manifest.c: the Avro schemas strata writes (and manifest_read.c checks) ---- */
+extern const char st_ice_entry_head[], st_ice_entry_tail[], st_ice_mfile_schema[];
 
 /* ---- meta.c: metadata documents ---- */
 void st_tables_random(void *p, size_t n);
@@ -70,6 +75,30 @@ typedef struct {
 cJSON *st_tmeta_next(const cJSON *doc, const st_tsnap_t *s, st_tstrs_t *expired,
                      st_tstrs_t *dropped);
 
+/* ---- shared.c: several groups on one --tables-url (pure) ---- */
+/* Whether a manifest list (its URI) is this writer's: its name's incarnation token is one w owns
+ * (current or owned), or it is a pre-token strata name (snap-{id}-{uuid}.avro). */
+bool st_tables_list_mine(const st_tier_writer_t *w, const char *list_uri);
+/* Whether a manifest named in the list list_uri is this writer's: its token is one w owns, or
+ * (no token) it is the pre-token manifest of a pre-token list ({uuid}-m0.avro, the list's uuid). */
+bool st_tables_manifest_mine(const st_tier_writer_t *w, const char *path, const char *list_uri);
+/* Reads the parent snapshot's manifest list (list: its bytes; list_uri: its URI) and keeps in
+ * *out (owned: st_ice_mlist_free) the manifests that carry over to a commit of w's: every one not
+ * w's, unchanged. *rows and *files: the live data rows and files those hold (added + existing).
+ * The readers' errors (ST_EINVAL, ST_ENOTIMPL for another engine's schema). */
+int st_tables_carry(const void *list, size_t len, const char *list_uri, const st_tier_writer_t *w,
+                    st_ice_mlist_t *out, int64_t *rows, int64_t *files);
+
+/* ---- orphans.c: on a worker ---- */
+/* Deletes the manifests and manifest lists under {table}/metadata/ named with an incarnation w
+ * owns that no snapshot of doc names, directly or through a kept manifest list (read back, so an
+ * other writer's list carrying one of ours keeps it); *deleted counts them. Run right after a
+ * commit of w's (nothing of w's is in flight then; a member of the same group still committing
+ * after losing its lead could lose its uncommitted files). Any list that cannot be read (an
+ * error, another engine's schema) stops it before it deletes anything: that error. */
+int st_table_orphans(st_objstore_t *ms, const st_table_def_t *d, const cJSON *doc,
+                     const st_tier_writer_t *w, size_t *deleted);
+
 /* ---- commit.c: on a worker ---- */
 /* Reads the newest version (version-hint, then probing upward); none and create: commits v1. */
 int st_table_load(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, bool create);
@@ -78,8 +107,11 @@ typedef struct {
     int64_t snap, seq, ts_ms; /* it */
 } st_tcommit_t;
 /* Commits the table's live files (sorted; new ones have snap 0 and get the new snapshot's) against
- * prev, the files of the last commit. */
+ * prev, the files of the last commit, as writer w (its current incarnation names the manifest and
+ * the list; every manifest of the parent snapshot that is not w's carries over, shared.c; expiry
+ * deletes only w's lists and manifests). */
 int st_table_commit(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, st_tfiles_t *live,
-                    const st_tfiles_t *prev, int64_t keep_ms, st_tcommit_t *res);
+                    const st_tfiles_t *prev, int64_t keep_ms, const st_tier_writer_t *w,
+                    st_tcommit_t *res);
 
 #endif

@@ -15,13 +15,13 @@
  * The partition struct r102 holds the table's one identity field: field id part_field_id (1000),
  * named part_name, a union null/string.
  */
-#include "strata/iceberg.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
 /* manifest_entry up to r102's one field, then the rest (Iceberg spec, "Manifests"). */
-static const char st__ice_entry_head[] =
+const char st_ice_entry_head[] =
     "{\"type\":\"record\",\"name\":\"manifest_entry\",\"fields\":["
     "{\"name\":\"status\",\"type\":\"int\",\"field-id\":0},"
     "{\"name\":\"snapshot_id\",\"type\":[\"null\",\"long\"],\"default\":null,\"field-id\":1},"
@@ -33,14 +33,14 @@ static const char st__ice_entry_head[] =
     "{\"name\":\"file_path\",\"type\":\"string\",\"field-id\":100},"
     "{\"name\":\"file_format\",\"type\":\"string\",\"field-id\":101},"
     "{\"name\":\"partition\",\"type\":{\"type\":\"record\",\"name\":\"r102\",\"fields\":[";
-static const char st__ice_entry_tail[] =
+const char st_ice_entry_tail[] =
     "]},\"field-id\":102},"
     "{\"name\":\"record_count\",\"type\":\"long\",\"field-id\":103},"
     "{\"name\":\"file_size_in_bytes\",\"type\":\"long\",\"field-id\":104}"
     "]},\"field-id\":2}]}";
 
 /* manifest_file (Iceberg spec, "Manifest Lists"), the v2 fields in the Java writer's order. */
-static const char st__ice_mfile_schema[] =
+const char st_ice_mfile_schema[] =
     "{\"type\":\"record\",\"name\":\"manifest_file\",\"fields\":["
     "{\"name\":\"manifest_path\",\"type\":\"string\",\"field-id\":500},"
     "{\"name\":\"manifest_length\",\"type\":\"long\",\"field-id\":501},"
@@ -75,12 +75,12 @@ static void st__ice_opt_long(st_avro_w_t *w, int64_t v)
 /* The manifest_entry schema with t's partition field in r102, into s. */
 static void st__ice_entry_schema(st_buf_t *s, const st_ice_table_t *t)
 {
-    st_buf_puts(s, st__ice_entry_head);
+    st_buf_puts(s, st_ice_entry_head);
     st_buf_puts(s, "{\"name\":");
     st_buf_append_json_str(s, t->part_name, strlen(t->part_name));
     st_buf_printf(s, ",\"type\":[\"null\",\"string\"],\"default\":null,\"field-id\":%d}",
                   t->part_field_id);
-    st_buf_puts(s, st__ice_entry_tail);
+    st_buf_puts(s, st_ice_entry_tail);
 }
 
 static void st__ice_entry(st_avro_w_t *w, int content, const st_ice_file_t *f)
@@ -179,7 +179,7 @@ int st_ice_manifest_list(st_buf_t *out, int64_t snapshot_id, int64_t parent, int
     };
     st_avro_w_t *w;
     int rc =
-        st_avro_begin(&w, out, st__ice_mfile_schema, deflate, meta, sizeof meta / sizeof meta[0]);
+        st_avro_begin(&w, out, st_ice_mfile_schema, deflate, meta, sizeof meta / sizeof meta[0]);
     if (rc != ST_OK) return rc;
     for (size_t i = 0; i < n; i++)
         st__ice_mfile(w, &m[i]);

@@ -42,9 +42,10 @@ struct st_tables {
     st__table_t t[ST_TABLES_N];
     st__jtable_t job[ST_TABLES_N];
     bool job_create;
-    bool leading;         /* this member committed at its last tick */
-    int64_t lag_since_us; /* when the tier first differed from the committed tables (0: it does
-                             not) */
+    st_tier_writer_t writer; /* the store's writer record, read at the tick (the job's) */
+    bool leading;            /* this member committed at its last tick */
+    int64_t lag_since_us;    /* when the tier first differed from the committed tables (0: it does
+                                not) */
     st_metric_t *commits;
     void (*on_commit)(void *arg); /* st_tables_on_commit */
     void *on_commit_arg;
@@ -201,6 +202,7 @@ static void st__lead(st_tables_t *t)
         cJSON_Delete(t->t[i].meta.doc);
         t->t[i].meta.doc = NULL;
         t->t[i].meta.version = 0;
+        t->t[i].meta.swept = false;
     }
     uint64_t wait = 0;
     st_store_scan(t->store, st__pfx, ST__PFX_LEN, st__load_prov, t, &wait);
@@ -222,7 +224,7 @@ static void st__commit_work(uv_work_t *req)
         if (!tb->meta.doc) j->rc = st_table_load(t->meta, d, &tb->meta, t->job_create);
         if (j->rc == ST_OK && j->changed)
             j->rc = st_table_commit(t->meta, d, &tb->meta, &j->live, &tb->committed, t->keep_ms,
-                                    &j->res);
+                                    &t->writer, &j->res);
         if (j->rc != ST_OK && j->rc != ST_ENOTFOUND)
             st_warn("tables: %s: commit failed (%s); retried at the next tick", d->ice.name,
                     st_strerror(j->rc));
@@ -296,6 +298,12 @@ static void st__commit_tick(uv_timer_t *h)
     bool changed[ST_TABLES_N], any = false;
     int64_t pending;
     int rc = st__view(t, live, changed, &pending);
+    /* whose manifests are whose (shared tables): no writer record, no object, nothing to commit */
+    uint64_t wait = 0;
+    if (rc == ST_OK &&
+        (st_tier_writer_get(t->store, &t->writer, &wait) != ST_OK || !t->writer.current))
+        for (int i = 0; i < ST_TABLES_N; i++)
+            changed[i] = false;
     for (int i = 0; i < ST_TABLES_N; i++) {
         any |= changed[i];
         t->job[i].changed = changed[i] && rc == ST_OK;

@@ -243,7 +243,7 @@ export function sigv4Proxy(target, { port = 0, credentials = { S3RVER: 'S3RVER' 
       const objPath = path.split('?')[0];
       if (req.method === 'DELETE') unreadable.delete(objPath);
       const fails = req.method === 'GET' && !bucket ? unreadable.get(objPath) : undefined;
-      if (fails) { // a read of a lost request's object fails: 5xx, or the connection goes
+      if (fails && (!fails.range || fails.range.test(req.headers.range || ''))) { // a read of a lost request's object fails: 5xx, or the connection goes
         const how = fails.how[fails.n++ % fails.how.length];
         state.injected++;
         state.unread.push({ path: objPath, how });
@@ -291,7 +291,7 @@ export function sigv4Proxy(target, { port = 0, credentials = { S3RVER: 'S3RVER' 
       if (lost) {
         lost.left--;
         state.lost.push(objPath);
-        if (lost.unreadable.length) unreadable.set(objPath, { how: lost.unreadable, n: 0 });
+        if (lost.unreadable.length) unreadable.set(objPath, { how: lost.unreadable, n: 0, range: lost.range });
       }
       const up = http.request({ host: '127.0.0.1', port: target, method: req.method, path, headers, agent }, (r) => {
         if (lost) { // done by s3rver, but the answer never reaches the client
@@ -324,8 +324,9 @@ export function sigv4Proxy(target, { port = 0, credentials = { S3RVER: 'S3RVER' 
       // unreadable: how the GETs of such a request's object then fail, in turn, until a DELETE
       // of it: a status (500, 503, …) or 'reset' (the connection is destroyed unanswered; libcurl
       // sends a request again by itself when a reused connection dies before any answer, so a
-      // reset alone is not always a failure its caller sees)
-      lose(re, count = 1, { unreadable: how = [] } = {}) { losses.push({ re, left: count, unreadable: how }); },
+      // reset alone is not always a failure its caller sees); range: only the GETs whose Range
+      // header matches it fail (the others read the object)
+      lose(re, count = 1, { unreadable: how = [], range } = {}) { losses.push({ re, left: count, unreadable: how, range }); },
       clearFaults() { faults = []; },
       close: () => new Promise((r) => { server.closeAllConnections?.(); agent.destroy(); server.close(() => r()); }),
     })));
