@@ -47,7 +47,7 @@ typedef struct {
     uint64_t max_edit_history; /* SPEC §2.2: earlier versions an edit keeps */
     uint64_t delta_max_age;    /* s: cold edits folded into their objects within */
     uint64_t erase_within;     /* s: an erasure still pending after this is reported late */
-    char tables_url[1024];          /* SPEC v5 §5.1: the Iceberg tables' metadata ("": {cold}/_tables) */
+    char tables_url[1024]; /* SPEC v5 §5.1: the Iceberg tables' metadata ("": {cold}/_tables) */
     uint64_t table_commit_interval; /* s: written objects are in a committed snapshot within */
     uint64_t table_keep;            /* s: snapshots older are expired (time travel window) */
     uint64_t max_header;

@@ -1,0 +1,25 @@
+import WebSocket from 'ws';
+import { execSync } from 'child_process';
+const port = process.argv[2]; const base = `http://127.0.0.1:${port}`;
+const tok = (s, a, e) => execSync(`python3 /tmp/jwt.py ${s} ${a ? 1 : 0} ${e ?? ''}`).toString().trim();
+const ALI = tok('alice'), BOB = tok('bob'), MAL = tok('mallory'), ADM = tok('root', 1);
+const req = async (m, p, t, b) => { const r = await fetch(base + p, { method: m, headers: { 'content-type': 'application/json', ...(t ? { authorization: 'Bearer ' + t } : {}) }, body: b ? JSON.stringify(b) : undefined }); return [r.status, (await r.text()).slice(0, 140)]; };
+const sleep = ms => new Promise(r => setTimeout(r, ms));
+const open = (t, hdr) => new Promise((res) => { const w = new WebSocket(`ws://127.0.0.1:${port}/v1/stream` + (t ? `?access_token=${t}` : '')); w.frames = []; w.on('message', d => w.frames.push(JSON.parse(d))); w.on('open', () => res(w)); w.on('error', e => { w.err = e.message; res(w); }); w.on('close', (c, r) => w.closeInfo = [c, r.toString()]); });
+console.log(await req('POST', '/v1/rooms', ALI, { room_id: 'p1', members: ['alice', 'bob'] }));
+for (const [n, t] of [['none', null], ['user', MAL], ['bob', BOB], ['admin', ADM]]) console.log('presence', n, await req('GET', '/v1/rooms/p1/presence', t));
+for (const [n, t] of [['none', null], ['mallory', MAL], ['bob', BOB], ['alice', ALI], ['admin', ADM]]) console.log('typing as bob by', n, await req('POST', '/v1/rooms/p1/typing', t, { user: 'bob' }));
+const a = await open(ALI); a.send(JSON.stringify({ type: 'subscribe', id: 's', topic: 'room', room_id: 'p1', user: 'bob' }));
+a.send(JSON.stringify({ type: 'subscribe', id: 't', topic: 'room', room_id: 'p1' }));
+const m = await open(MAL); m.send(JSON.stringify({ type: 'subscribe', id: 's', topic: 'room', room_id: 'p1', user: 'alice' }));
+m.send(JSON.stringify({ type: 'subscribe', id: 'u', topic: 'room', room_id: 'p1', user: 'mallory' }));
+const ad = await open(ADM); ad.send(JSON.stringify({ type: 'subscribe', id: 's', topic: 'room', room_id: 'p1', user: 'bob' }));
+await sleep(500);
+console.log('alice ws', JSON.stringify(a.frames)); console.log('mallory ws', JSON.stringify(m.frames)); console.log('admin ws', JSON.stringify(ad.frames));
+console.log('presence', await req('GET', '/v1/rooms/p1/presence', ALI));
+// expiring token
+const exp = tok('bob', 0, Math.floor(Date.now() / 1000) + 3);
+const b = await open(exp); b.send(JSON.stringify({ type: 'subscribe', id: 's', topic: 'room', room_id: 'p1', user: 'bob' }));
+await sleep(500); console.log('presence w/ bob', await req('GET', '/v1/rooms/p1/presence', ALI));
+await sleep(4000); console.log('bob after exp', b.closeInfo, await req('GET', '/v1/rooms/p1/presence', ALI));
+a.close(); m.close(); ad.close(); await sleep(300);
