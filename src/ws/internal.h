@@ -186,6 +186,9 @@ void st__ws_presence_close(st_ws_t *ws);
 /* A room subscription of user (room and user borrowed) joined its channel: true if it was
  * counted (the table had room), and then st__ws_presence_drop must follow when it leaves. */
 bool st__ws_presence_add(st_ws_t *ws, const char *room, const char *user);
+/* Whether a room subscription of user would be counted (the table and the user's share of it
+ * have room, or it is counted already); the subscribe is refused otherwise. */
+bool st__ws_presence_room_for(st_ws_t *ws, const char *room, const char *user);
 void st__ws_presence_drop(st_ws_t *ws, const char *room, const char *user);
 /* A deleted room: its entries go at once (no frame: its streams have ended). */
 void st__ws_presence_forget(st_ws_t *ws, const char *room, size_t rl);

@@ -18,8 +18,10 @@
  * goes faster is coalesced: the next frame says the state it is in by then, and none leaves when
  * it is back where the last frame said).
  *
- * Bounds: at most `cap` (room, user) entries (4 x --max-connections, at least 1024); a
- * subscription that finds the table full is not counted (it streams as usual). Announcements
+ * Bounds: at most `cap` (room, user) entries (4 x --max-connections, at least 1024), and one
+ * user counted online in at most ST__PRES_USER_MAX rooms of this node; a room subscription that
+ * would pass either is refused (too_many_requests, st__ws_presence_room_for), so no principal
+ * fills the table and hides the others. Announcements
  * go through typing.c's bounded queue (st__ws_peers_post); one that is dropped is repaired by the
  * next full announcement.
  */
@@ -34,7 +36,8 @@
 #include <string.h>
 #include <sys/random.h>
 
-#define ST__PRES_EVERY_MS  2000                    /* a full announcement to the other members */
+#define ST__PRES_EVERY_MS  2000 /* a full announcement to the other members */
+#define ST__PRES_USER_MAX  1024 /* rooms one user may be counted online in on this node */
 #define ST__PRES_EXPIRE_MS (3 * ST__PRES_EVERY_MS) /* a member's entries not said again go */
 #define ST__PRES_FRAME_MS  1000                    /* one frame per user per room per second */
 #define ST__PRES_BATCH_MS  10                      /* the changes of one moment leave together */
@@ -71,10 +74,19 @@ typedef struct {
 
 typedef ST_VEC(st_wspres_user_t *) st_wspres_vec_t;
 
+/* How many rooms this node counts a user online in (its local entries): one principal may not
+ * fill the table and hide everyone else (ST__PRES_USER_MAX). */
+typedef struct {
+    st_map_node_t node; /* in p->locals */
+    size_t n;
+    char user[];
+} st__pres_local_t;
+
 struct st_wspres {
     st_ws_t *ws;
-    st_map_t rooms; /* st_wspres_room_t */
-    size_t n, cap;  /* entries, and the most kept */
+    st_map_t rooms;  /* st_wspres_room_t */
+    st_map_t locals; /* st__pres_local_t */
+    size_t n, cap;   /* entries, and the most kept */
     st_list_t dirty;
     uv_timer_t flush, tick;
     int handles; /* timers not closed yet: p is freed with the last */
@@ -92,6 +104,32 @@ static bool st__pres_peer_any(const st_wspres_user_t *u)
 static bool st__pres_online(const st_wspres_user_t *u)
 {
     return u->local > 0 || st__pres_peer_any(u);
+}
+
+static size_t st__pres_locals(st_wspres_t *p, const char *user, size_t ul)
+{
+    st__pres_local_t *l = (st__pres_local_t *)st_map_get(&p->locals, user, ul);
+    return l ? l->n : 0;
+}
+
+/* A user's local entries move by d (+1 or -1). */
+static void st__pres_local(st_wspres_t *p, const char *user, size_t ul, int d)
+{
+    st__pres_local_t *l = (st__pres_local_t *)st_map_get(&p->locals, user, ul);
+    if (!l) {
+        if (d < 0) return;
+        l = st_calloc(1, sizeof *l + ul + 1);
+        memcpy(l->user, user, ul);
+        l->node.key = l->user;
+        l->node.klen = ul;
+        st_map_insert(&p->locals, &l->node);
+    }
+    if (d < 0 && --l->n == 0) {
+        st_map_remove(&p->locals, &l->node);
+        free(l);
+    } else if (d > 0) {
+        l->n++;
+    }
 }
 
 static st_wspres_user_t *st__pres_find(st_wspres_t *p, const char *room, size_t rl,
@@ -291,9 +329,22 @@ bool st__ws_presence_add(st_ws_t *ws, const char *room, const char *user)
     st_wspres_t *p = ws->presence;
     if (!p) return false;
     st_wspres_user_t *u = st__pres_find(p, room, strlen(room), user, strlen(user), true);
-    if (!u) return false; /* the table is full: not counted */
-    if (u->local++ == 0) st__pres_touch(p, u);
+    if (!u) return false; /* the table is full: not counted (st__ws_presence_room_for) */
+    if (u->local++ == 0) {
+        st__pres_local(p, user, strlen(user), +1);
+        st__pres_touch(p, u);
+    }
     return true;
+}
+
+bool st__ws_presence_room_for(st_ws_t *ws, const char *room, const char *user)
+{
+    st_wspres_t *p = ws->presence;
+    if (!p) return true;
+    size_t ul = strlen(user);
+    st_wspres_user_t *u = st__pres_find(p, room, strlen(room), user, ul, false);
+    if (u && u->local) return true; /* counted already: another stream of the user */
+    return (u || p->n < p->cap) && st__pres_locals(p, user, ul) < ST__PRES_USER_MAX;
 }
 
 void st__ws_presence_drop(st_ws_t *ws, const char *room, const char *user)
@@ -302,7 +353,10 @@ void st__ws_presence_drop(st_ws_t *ws, const char *room, const char *user)
     if (!p) return;
     st_wspres_user_t *u = st__pres_find(p, room, strlen(room), user, strlen(user), false);
     if (!u || !u->local) return; /* its room was deleted since (st__ws_presence_forget) */
-    if (--u->local == 0) st__pres_touch(p, u);
+    if (--u->local == 0) {
+        st__pres_local(p, user, strlen(user), -1);
+        st__pres_touch(p, u);
+    }
 }
 
 void st__ws_presence_forget(st_ws_t *ws, const char *room, size_t rl)
@@ -312,8 +366,10 @@ void st__ws_presence_forget(st_ws_t *ws, const char *room, size_t rl)
     if (!r) return;
     st_wspres_vec_t all = {0};
     st__pres_collect(p, r, &all);
-    for (size_t i = 0; i < all.n; i++) /* no subscriber is left to be told: no frame */
+    for (size_t i = 0; i < all.n; i++) { /* no subscriber is left to be told: no frame */
+        if (all.v[i]->local) st__pres_local(p, all.v[i]->user, all.v[i]->ul, -1);
         st__pres_free_user(p, all.v[i]);
+    }
     st_vec_free(&all);
 }
 
@@ -381,6 +437,7 @@ void st__ws_presence_open(st_ws_t *ws)
     st_wspres_t *p = st_calloc(1, sizeof *p);
     p->ws = ws;
     st_map_init(&p->rooms);
+    st_map_init(&p->locals);
     st_list_init(&p->dirty);
     uint64_t max = ws->app->cfg->max_connections;
     p->cap = max > 256 ? 4 * max : 1024;
@@ -414,10 +471,13 @@ void st__ws_presence_close(st_ws_t *ws)
     if (!p) return;
     st_wspres_vec_t all = {0};
     st__pres_collect(p, NULL, &all);
-    for (size_t i = 0; i < all.n; i++)
+    for (size_t i = 0; i < all.n; i++) {
+        if (all.v[i]->local) st__pres_local(p, all.v[i]->user, all.v[i]->ul, -1);
         st__pres_free_user(p, all.v[i]);
+    }
     st_vec_free(&all);
     st_map_free(&p->rooms);
+    st_map_free(&p->locals);
     uv_close((uv_handle_t *)&p->flush, st__pres_closed);
     uv_close((uv_handle_t *)&p->tick, st__pres_closed);
 }

@@ -485,6 +485,12 @@ static int st__check_room(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
         st__ws_send_error(ws, c, id, "too_many_requests", "too many subscriptions on this stream");
         return ST_ERATE;
     }
+    if (*member && **member && !st__ws_presence_room_for(ws, rm, *member)) {
+        /* never streamed uncounted: presence would say offline (SPEC §2.1 v5) */
+        st__ws_send_error(ws, c, id, "too_many_requests",
+                          "presence is tracked for too many rooms of this user or of this node");
+        return ST_ERATE;
+    }
     return ST_OK;
 }
 

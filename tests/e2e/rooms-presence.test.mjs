@@ -203,6 +203,44 @@ describe('presence (one node, auth off)', () => {
   });
 });
 
+describe('presence: one principal cannot fill the table', () => {
+  let s;
+  before(async () => { s = await startStrata({ args: ['--max-connections', '300'] }); });
+  after(async () => { await s.stop(); s.cleanup(); });
+
+  test('a user is counted in at most 1,024 rooms: the next subscribe is refused, others are still counted', { timeout: 120000 }, async () => {
+    const N = 1030;
+    for (let i = 0; i < N; i++) {
+      const r = await s.req('POST', '/v1/rooms', { room_id: `f${i}`, members: ['bob', 'amy'] });
+      assert.equal(r.status, 201, r.text);
+    }
+    const streams = [];
+    let refused = null, counted = 0;
+    for (let k = 0; k * 64 < N && !refused; k++) {
+      const ws = await wsConnect(s.port, '/v1/stream');
+      streams.push(ws);
+      for (let i = k * 64; i < Math.min(N, (k + 1) * 64); i++) ws.send({ type: 'subscribe', id: `s${i}`, topic: 'room', room_id: `f${i}`, user: 'bob' });
+      const want = Math.min(N, (k + 1) * 64) - k * 64;
+      for (let got = 0; got < want;) {
+        const f = (await ws.next(10000)).json;
+        if (!f) continue;
+        if (f.type === 'replay_done') { counted++; got++; }
+        if (f.type === 'error') { refused ??= f; got++; }
+      }
+    }
+    assert.equal(counted, 1024, 'bob counted in 1,024 rooms');
+    assert.ok(refused, 'the 1,025th subscribe is refused');
+    assert.equal(refused.code, 'too_many_requests', JSON.stringify(refused));
+    assert.deepEqual(await online(s, 'f1029'), []);
+    // another member is still counted in a room bob filled his share with
+    const amy = await subscribe(s.port, 'f5', 'amy');
+    assert.deepEqual(await online(s, 'f5'), ['amy', 'bob']);
+    amy.close();
+    for (const ws of streams) ws.close();
+    await eventually(() => online(s, 'f5'), [], 5000);
+  });
+});
+
 describe('presence (auth on)', () => {
   const SECRET = 'presence-secret';
   const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
