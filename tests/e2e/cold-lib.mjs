@@ -6,11 +6,17 @@ import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { sleep } from './lib.mjs';
 
-// Every Parquet file under dir (recursively).
+// Every Parquet file under dir (recursively). A folder that is not there (a local cold tier's
+// folder goes with its last object) or goes while it is walked holds none.
 export function parquetFiles(dir) {
   const out = [];
   const walk = (d) => {
-    for (const e of readdirSync(d, { withFileTypes: true })) {
+    let entries;
+    try { entries = readdirSync(d, { withFileTypes: true }); } catch (e) {
+      if (e.code === 'ENOENT' || e.code === 'ENOTDIR') return;
+      throw e;
+    }
+    for (const e of entries) {
       const p = path.join(d, e.name);
       if (e.isDirectory()) walk(p);
       else if (e.name.endsWith('.parquet') || e.name.endsWith('.parquet._S3rver_object')) out.push(p);
