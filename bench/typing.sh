@@ -16,6 +16,8 @@
 # Records bench/out/typing/DATE.json (not a README table row: bench/RESULTS.md quotes it), the
 # tools' output in bench/out/raw/typing/.
 #   DURATION=10 ROUNDS=3 bench/typing.sh
+# PERF=SIDE (none, typing100, typing0): a profiling run, not recorded — `perf record -g` of the
+# server during each run of SIDE, `perf report --no-children` (top 40 symbols by self time) printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -44,7 +46,17 @@ run() {
     wp=$!
     sleep 1 # the burst is on before the subscribers connect
   fi
+  local pp=
+  if [ "${PERF:-}" = "$side" ]; then
+    perf record -F 999 -g -p "$spid" -o "$work/perf.data" -- sleep $((DURATION + 2)) >/dev/null 2>&1 &
+    pp=$!
+  fi
   cpu_run "$spid" eval 'WS_OUT=$(WSLOAD_ROOM=lat "$LOAD" latency "$port" "$SUBS" "$DURATION" "$RATE")' || die "wsload failed"
+  if [ -n "$pp" ]; then
+    wait "$pp" || true
+    perf report -i "$work/perf.data" --no-children -g none --sort symbol --stdio 2>/dev/null |
+      awk '/%/ && !/^#/ && n++ < 40' | tee "$work/perf-$side-$round.txt"
+  fi
   if [ -n "$wp" ]; then
     kill -INT "$wp"
     wait "$wp" || true
@@ -89,4 +101,5 @@ for d in $DELAYS; do
     "$(kv "$s" cpu_us_per_frame)" "$(kv none cpu_us_per_frame)" "delivered frame (post or typing)"
   row "notify p99 with typing ÷ without, per round (typing burst: $what)" "$(per_round "$s" none p99_ms)" "×" "bar: at most 1.10" "" "" ""
 done
+[ -z "${PERF:-}" ] || { echo "PERF=$PERF: a profiling run, not recorded"; exit 0; }
 out_write typing "DURATION=$DURATION ROUNDS=$ROUNDS SUBS=$SUBS RATE=$RATE TYPERS=$TYPERS DELAYS=\"$DELAYS\" bench/typing.sh"
