@@ -17,6 +17,8 @@
 # in bench/out/raw/roomlist/. A binary built from another commit: a detached worktree at that
 # commit, `cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build build --target
 # strata` (what tools/build.sh release builds, the strata target only).
+# PERF=LABEL: a profiling run, not recorded — `perf record -g` of that binary's strata during each
+# of its runs, the top symbols by self and by inclusive time printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -74,8 +76,20 @@ done
 measure() {
   local round=$1 l=$2 page=$3 q=
   [ "$page" = 20 ] || q="?limit=$page"
+  local pp=
+  if [ "${PERF:-}" = "$l" ]; then
+    perf record -F 999 -g -p "${spid[$l]}" -o "$work/perf.data" -- sleep "$DURATION" >/dev/null 2>&1 &
+    pp=$!
+  fi
   cpu_run "${spid[$l]}" wrk_strata "${port[$l]}" "" -- -t1 -c"$CONNS" -d"${DURATION}s" --latency \
     "http://127.0.0.1:${port[$l]}/v1/users/bench/rooms$q"
+  if [ -n "$pp" ]; then
+    wait "$pp" || true
+    for how in --no-children --children; do
+      echo "perf report $how, $l, page of $page (top 30 symbols):"
+      perf report -i "$work/perf.data" "$how" -g none --sort symbol --stdio 2>/dev/null | awk '/%/ && !/^#/ && n++ < 30'
+    done
+  fi
   local line="$l page=$page round=$round rps=$W_RPS p50=$W_P50 p99=$W_P99 cpu=$(per_op "$CPU_TICKS" "$W_OK")"
   echo "$line" | tee -a "$work/out.txt"
   raw_keep "$round" "$l-page$page" "$line"$'\n'"$W_OUT"
@@ -112,4 +126,5 @@ for l in "${labels[@]:1}"; do
       "binary $base, alternated" "$(kv "$base" "$page" rps)" "" ""
   done
 done
+[ -z "${PERF:-}" ] || { echo "PERF=$PERF: a profiling run, not recorded"; exit 0; }
 out_write roomlist "BINS=\"$BINS\" DURATION=$DURATION ROUNDS=$ROUNDS bench/roomlist.sh"
