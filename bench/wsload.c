@@ -6,7 +6,8 @@
  *   fanout  N conns, one counter subscription each; increments are posted keeping WINDOW
  *           (default 16) changes not yet seen by every subscriber; reports frames received/s.
  *   latency N conns on one conversation; messages are posted at a steady rate, each carrying
- *           its send time; reports insert -> notification latency p50/p99/max over all frames.
+ *           its send time; reports insert -> notification latency p50/p99/max over all frames
+ *           (and typing_frames: the room's typing frames received meanwhile, bench/typing.sh).
  *   idle    N conns with one subscription each, then holds them for --seconds and exits.
  *
  * With a "redis-" prefix (redis-fanout, redis-latency) the same work runs against Redis pub/sub
@@ -56,8 +57,9 @@ static struct {
     uv_timer_t tick, stop;
     bool measuring;
     uint64_t t0, frames;
-    int64_t base;   /* fanout: counter value when measuring began */
-    uint64_t *seen; /* fanout: subscribers that saw base + i, a ring of window * 4 */
+    uint64_t typing; /* latency: typing frames received while measuring (bench/typing.sh) */
+    int64_t base;    /* fanout: counter value when measuring began */
+    uint64_t *seen;  /* fanout: subscribers that saw base + i, a ring of window * 4 */
     size_t ring;
     int64_t complete; /* fanout: values seen by every subscriber */
     uint64_t *lat;    /* latency samples, ns */
@@ -268,7 +270,10 @@ static void on_frame(wsconn_t *c, int op, const char *p, size_t n)
         if (v) on_value(c, strtoll(v + 8, NULL, 10));
     } else if (g.mode == MODE_LATENCY) {
         const char *t = memmem(p, n, "\"content\":\"t", 12);
-        if (t) on_sample(strtoull(t + 12, NULL, 10));
+        if (t)
+            on_sample(strtoull(t + 12, NULL, 10));
+        else if (memmem(p, n, "\"type\":\"typing\"", 15))
+            g.typing++;
     }
 }
 
@@ -437,10 +442,10 @@ static void report(void)
         if (!g.nlat) die("no latency samples", 0);
         qsort(g.lat, g.nlat, sizeof *g.lat, cmp_u64);
         printf("%slatency conns=%d rate=%.0f posts=%" PRIu64 " samples=%zu p50_ms=%.3f "
-               "p99_ms=%.3f max_ms=%.3f\n",
+               "p99_ms=%.3f max_ms=%.3f typing_frames=%" PRIu64 "\n",
                g.redis ? "redis-" : "", g.conns, g.rate, g.post.sent, g.nlat,
                (double)g.lat[g.nlat / 2] / 1e6, (double)g.lat[g.nlat * 99 / 100] / 1e6,
-               (double)g.lat[g.nlat - 1] / 1e6);
+               (double)g.lat[g.nlat - 1] / 1e6, g.typing);
     } else {
         printf("idle conns=%d ready=%d\n", g.conns, g.ready);
     }
