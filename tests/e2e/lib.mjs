@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Helpers for end-to-end tests: start the real strata binary on a free port with a temp data
 // dir, talk HTTP over real sockets (keep-alive agent or raw TCP), and stop or kill -9 it.
+import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
@@ -376,4 +377,29 @@ export function wsConnect(port, path = '/v1/stream', headers = {}, opts = {}) {
     sock.on('close', () => push({ op: -1 }));
     sock.on('error', (e) => (upgraded ? push({ op: -1, error: e }) : reject(e)));
   });
+}
+
+// A WebSocket's frames until pred holds (the ones seen are returned), or a timeout.
+export async function wsUntil(ws, pred, ms = 10000) {
+  const got = [];
+  const end = Date.now() + ms;
+  for (;;) {
+    const f = await ws.next(Math.max(1, end - Date.now()));
+    assert.notEqual(f.op, -1, `the stream stayed open; got ${JSON.stringify(got)}`);
+    if (f.json) got.push(f.json);
+    if (f.json && pred(f.json)) return got;
+  }
+}
+// Every frame of a WebSocket that arrives within ms.
+export async function wsDrain(ws, ms) {
+  const got = [];
+  const end = Date.now() + ms;
+  for (;;) {
+    const left = end - Date.now();
+    if (left <= 0) return got;
+    let f;
+    try { f = await ws.next(left); } catch { return got; }
+    if (f.op === -1) return got;
+    if (f.json) got.push(f.json);
+  }
 }

@@ -9,32 +9,7 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { Group } from './cluster-lib.mjs';
-import { sleep, startStrata, wsConnect } from './lib.mjs';
-
-// Frames until pred holds (the ones seen are returned), or a timeout.
-async function until(ws, pred, ms = 10000) {
-  const got = [];
-  const end = Date.now() + ms;
-  for (;;) {
-    const f = await ws.next(Math.max(1, end - Date.now()));
-    assert.notEqual(f.op, -1, `the stream stayed open; got ${JSON.stringify(got)}`);
-    if (f.json) got.push(f.json);
-    if (f.json && pred(f.json)) return got;
-  }
-}
-// Every frame that arrives within ms.
-async function drain(ws, ms) {
-  const got = [];
-  const end = Date.now() + ms;
-  for (;;) {
-    const left = end - Date.now();
-    if (left <= 0) return got;
-    let f;
-    try { f = await ws.next(left); } catch { return got; }
-    if (f.op === -1) return got;
-    if (f.json) got.push(f.json);
-  }
-}
+import { sleep, startStrata, wsConnect, wsDrain as drain, wsUntil as until } from './lib.mjs';
 
 async function subscribe(port, room, user, path = '/v1/stream') {
   const ws = await wsConnect(port, path);
