@@ -6,6 +6,13 @@
  * user's cold summary, every conversation's cold baseline and first/last ids and times, the
  * newest-first index and the user totals are written — merged with whatever hot data the store
  * still holds. No message data is read, only footers.
+ *
+ * The tables are the truth (SPEC v5 §5.1): of the listed message objects only those the current
+ * snapshot of the user's table (messages, a room's: room_messages) names are taken, and those
+ * flushed after it was committed (st_tier_rebuild_pick, src/cold/rebuild.c): a conversation
+ * deleted and folded away, or an object replaced and not yet reaped, does not come back. With no
+ * table (never committed, --table-commit-interval 0) every listed object is, as before tables.
+ * Delta objects are no table's: they are listed.
  */
 #define _GNU_SOURCE /* memrchr */
 #include "internal.h"
@@ -462,14 +469,53 @@ static int st__rebuild_deltas(st_chat_t *c, st_objstore_t *obj, const st_obj_t *
     return rc;
 }
 
-int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *convs, int64_t *rows,
-                    uint64_t *wait)
+/* Keeps of the listed objects (sorted by user) those the tables name or that were flushed after
+ * their snapshot (st_tier_rebuild_pick), per user, a user's table by its kind. */
+static void st__rb_pick(st_tier_rebuild_t *rb, st_objs_t *o)
 {
+    size_t keep = 0, left = 0;
+    for (size_t i = 0; i < o->n;) {
+        size_t j = i + 1;
+        while (j < o->n && strcmp(o->v[j].user, o->v[i].user) == 0)
+            j++;
+        bool room = o->v[i].ulen > 2 && memcmp(o->v[i].user, ST_CHAT_ROOM_USER, 2) == 0;
+        const st_tier_named_t *nm = rb->named ? rb->named(rb->arg, room ? ST_CHAT_ROOM_TAG : 0) : NULL;
+        const char **keys = st_calloc(j - i, sizeof *keys);
+        bool *k = st_calloc(j - i, sizeof *k);
+        for (size_t x = i; x < j; x++)
+            keys[x - i] = o->v[x].key;
+        st_tier_rebuild_pick(nm, keys, j - i, k);
+        for (size_t x = i; x < j; x++) {
+            if (k[x - i]) {
+                o->v[keep++] = o->v[x];
+            } else {
+                free(o->v[x].key);
+                left++;
+            }
+        }
+        free(keys);
+        free(k);
+        i = j;
+    }
+    o->n = keep;
+    if (left)
+        st_info("rebuild: %zu message object(s) no table snapshot names, replaced or deleted "
+                "before it was committed, not taken",
+                left);
+}
+
+/* Chat's objects, users' and rooms' (those rb's tables name, st__rb_pick), then the delta objects
+ * (no table's: listed). */
+static int st__rebuild(st_chat_t *c, st_tier_rebuild_t *rb, size_t *pusers, size_t *pconvs,
+                       int64_t *prows, uint64_t *wait)
+{
+    st_objstore_t *obj = rb->obj;
     st_objs_t o = {0};
-    *users = *convs = 0;
-    *rows = 0;
+    size_t users = 0, convs = 0;
+    int64_t rows = 0;
     int rc = st_objstore_list(obj, "", st__on_object, &o);
     if (o.n) qsort(o.v, o.n, sizeof *o.v, st__cmp_obj);
+    if (rc == ST_OK) st__rb_pick(rb, &o);
     if (rc == ST_OK) rc = st__mine(c, &o, wait);
     uint64_t max_id = 0;
     st_rb_progress_t pg = {.total = o.n};
@@ -477,8 +523,8 @@ int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *con
         size_t j = i + 1;
         while (j < o.n && strcmp(o.v[j].user, o.v[i].user) == 0)
             j++;
-        rc = st__rebuild_user(c, obj, o.v + i, j - i, convs, rows, &max_id, wait, &pg);
-        pg.users = ++*users;
+        rc = st__rebuild_user(c, obj, o.v + i, j - i, &convs, &rows, &max_id, wait, &pg);
+        pg.users = ++users;
         i = j;
     }
     /* then the delta objects, over what the message objects gave */
@@ -514,7 +560,28 @@ int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *con
     for (size_t i = 0; i < o.n; i++)
         free(o.v[i].key);
     free(o.v);
+    *pusers = users;
+    *pconvs = convs;
+    *prows = rows;
     return rc;
+}
+
+int st__chat_rebuild(void *arg, st_tier_rebuild_t *rb, uint64_t *wait)
+{
+    size_t users, convs;
+    int64_t rows;
+    int rc = st__rebuild(((st_chatcold_t *)arg)->chat, rb, &users, &convs, &rows, wait);
+    if (rc == ST_OK)
+        snprintf(rb->line, sizeof rb->line, "%zu users, %zu conversations, %lld cold messages",
+                 users, convs, (long long)rows);
+    return rc;
+}
+
+int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *convs, int64_t *rows,
+                    uint64_t *wait)
+{
+    st_tier_rebuild_t rb = {.store = c->store, .obj = obj};
+    return st__rebuild(c, &rb, users, convs, rows, wait);
 }
 
 int st_chat_cold_census(st_objstore_t *obj, size_t *users, size_t *objects)

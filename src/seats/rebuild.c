@@ -197,16 +197,60 @@ static int st__adopt(st_store_t *store, const st_bobjs_t *o, st_tier_writer_t *w
     return rc == ST_OK ? st_tier_writer_get(store, w, wait) : rc;
 }
 
-int st_seats_cold_rebuild(st_store_t *store, st_objstore_t *obj, bool adopt, size_t *objects,
-                          int64_t *rows, size_t *others, uint64_t *wait)
+static int st__by_key(const void *a, const void *b)
 {
-    *objects = *others = 0;
-    *rows = 0;
+    return strcmp(((const st_bobj_t *)a)->key, ((const st_bobj_t *)b)->key);
+}
+
+/* Keeps of the listed objects those the bookings table names or that were flushed after its
+ * snapshot (st_tier_rebuild_pick), an event at a time. */
+static void st__rb_pick(st_tier_rebuild_t *rb, st_bobjs_t *o)
+{
+    const st_tier_named_t *nm = rb->named ? rb->named(rb->arg, 'b') : NULL;
+    if (o->n > 1) qsort(o->v, o->n, sizeof *o->v, st__by_key); /* an event's objects together */
+    size_t keep = 0, left = 0;
+    for (size_t i = 0; i < o->n;) {
+        size_t j = i + 1;
+        while (j < o->n && o->v[j].el == o->v[i].el && memcmp(o->v[j].ev, o->v[i].ev, o->v[i].el) == 0)
+            j++;
+        const char **keys = st_calloc(j - i, sizeof *keys);
+        bool *k = st_calloc(j - i, sizeof *k);
+        for (size_t x = i; x < j; x++)
+            keys[x - i] = o->v[x].key;
+        st_tier_rebuild_pick(nm, keys, j - i, k);
+        for (size_t x = i; x < j; x++) {
+            if (k[x - i]) {
+                o->v[keep++] = o->v[x];
+            } else {
+                free(o->v[x].key);
+                left++;
+            }
+        }
+        free(keys);
+        free(k);
+        i = j;
+    }
+    o->n = keep;
+    if (left)
+        st_info("rebuild: %zu booking object(s) no table snapshot names, replaced before it was "
+                "committed, not taken",
+                left);
+}
+
+int st__bk_rebuild(void *arg, st_tier_rebuild_t *rb, uint64_t *wait)
+{
+    (void)arg;
+    st_store_t *store = rb->store;
+    st_objstore_t *obj = rb->obj;
+    size_t objects = 0, others = 0;
+    int64_t rows = 0;
     st_bobjs_t o = {0};
     st_tier_writer_t w;
     int rc = st_objstore_list(obj, "events/", st__on_booking_object, &o);
+    if (rc == ST_ENOTFOUND) rc = ST_OK;
+    if (rc == ST_OK) st__rb_pick(rb, &o);
     if (rc == ST_OK && o.n) rc = st_tier_writer_get(store, &w, wait);
-    if (rc == ST_OK && o.n && adopt) rc = st__adopt(store, &o, &w, wait);
+    if (rc == ST_OK && o.n && rb->adopt) rc = st__adopt(store, &o, &w, wait);
     size_t keep = 0;
     for (size_t i = 0; i < o.n && rc == ST_OK; i++) {
         char ow[ST_TIER_OWNER_MAX];
@@ -220,7 +264,7 @@ int st_seats_cold_rebuild(st_store_t *store, st_objstore_t *obj, bool adopt, siz
         }
         if (!mine) { /* another writer's (a node sharing the bucket): left alone */
             free(o.v[i].key);
-            ++*others;
+            others++;
             continue;
         }
         if ((rc = st__read_ids(obj, &o.v[i])) != ST_OK)
@@ -234,7 +278,7 @@ int st_seats_cold_rebuild(st_store_t *store, st_objstore_t *obj, bool adopt, siz
         size_t j = i + 1;
         while (j < o.n && o.v[j].el == o.v[i].el && memcmp(o.v[j].ev, o.v[i].ev, o.v[i].el) == 0)
             j++;
-        rc = st__rebuild_event(store, o.v + i, j - i, objects, rows, &max_id, wait);
+        rc = st__rebuild_event(store, o.v + i, j - i, &objects, &rows, &max_id, wait);
         i = j;
     }
     if (rc == ST_OK && max_id) rc = st__cold_floor_raise(store, max_id, wait);
@@ -243,5 +287,9 @@ int st_seats_cold_rebuild(st_store_t *store, st_objstore_t *obj, bool adopt, siz
         st_vec_free(&o.v[i].ids);
     }
     st_vec_free(&o);
+    if (rc == ST_OK && (objects || others))
+        st_info("rebuild-meta: %zu cold booking object(s) (%lld bookings) back in their events' "
+                "manifests; %zu of other writers left alone",
+                objects, (long long)rows, others);
     return rc;
 }
