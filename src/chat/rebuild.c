@@ -128,7 +128,12 @@ static int st__fold_conv(st_chat_t *c, const char *u, size_t ul, const st_cagg_t
     } else {
         return rc;
     }
-    cv.base_total = a->rows;
+    /* the rows less the tombstones among them the store holds already (a backup's: the delta
+     * pass below counts only those it adds) */
+    int64_t dead = 0, hot_dead;
+    rc = st__chat_dead_count(c, u, ul, a->conv, a->clen, a->last, &dead, &hot_dead, wait);
+    if (rc != ST_OK) return rc;
+    cv.base_total = a->rows - dead;
     /* seq goes on from the highest one either side holds */
     if (a->last_seq > cv.last_seq) cv.last_seq = a->last_seq;
     if (cv.last_seq < cv.base_total + cv.hot_total) cv.last_seq = cv.base_total + cv.hot_total;
