@@ -356,6 +356,12 @@ typedef struct {
     void *arg;
     char line[256]; /* the member's summary for the user ("" none): printed once durable */
 } st_tier_rebuild_t;
+/* Keeps of a kind's listed objects v[0..n) (elements of size bytes, each with its owned key, a
+ * char *, at key_off; an owner's objects contiguous, in one folder) those st_tier_rebuild_pick
+ * keeps, each owner against the table rb->named gives for tag_of(its key), in order; the others'
+ * keys are freed. Logs how many were left out; returns how many are kept (the new count). */
+size_t st_tier_rebuild_filter(st_tier_rebuild_t *rb, char (*tag_of)(const char *key), void *v,
+                              size_t n, size_t size, size_t key_off);
 
 /* A data kind (or any module with background work on the hot store) as the tier sees it. Filled
  * and owned by its module; borrowed by the tier until closed(arg). Any part may be NULL/0. */

@@ -17,6 +17,7 @@
 #define _GNU_SOURCE /* memrchr */
 #include "internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -474,45 +475,16 @@ static int st__rebuild_deltas(st_chat_t *c, st_objstore_t *obj, const st_obj_t *
     return rc;
 }
 
-/* Keeps of the listed objects (sorted by user) those the tables name or that were flushed after
- * their snapshot (st_tier_rebuild_pick), per user, a user's table by its kind. */
-static void st__rb_pick(st_tier_rebuild_t *rb, st_objs_t *o)
+/* A key's table: a room's folder, room_messages; a user's, messages. */
+static char st__chat_key_tag(const char *key)
 {
-    size_t keep = 0, left = 0;
-    for (size_t i = 0; i < o->n;) {
-        size_t j = i + 1;
-        while (j < o->n && strcmp(o->v[j].user, o->v[i].user) == 0)
-            j++;
-        bool room = o->v[i].ulen > 2 && memcmp(o->v[i].user, ST_CHAT_ROOM_USER, 2) == 0;
-        const st_tier_named_t *nm = rb->named ? rb->named(rb->arg, room ? ST_CHAT_ROOM_TAG : 0) : NULL;
-        const char **keys = st_calloc(j - i, sizeof *keys);
-        bool *k = st_calloc(j - i, sizeof *k);
-        for (size_t x = i; x < j; x++)
-            keys[x - i] = o->v[x].key;
-        st_tier_rebuild_pick(nm, keys, j - i, k);
-        for (size_t x = i; x < j; x++) {
-            if (k[x - i]) {
-                o->v[keep++] = o->v[x];
-            } else {
-                free(o->v[x].key);
-                left++;
-            }
-        }
-        free(keys);
-        free(k);
-        i = j;
-    }
-    o->n = keep;
-    if (left)
-        st_info("rebuild: %zu message object(s) no table snapshot names, replaced or deleted "
-                "before it was committed, not taken",
-                left);
+    return strncmp(key, ST__ROOM_FOLDER, sizeof ST__ROOM_FOLDER - 1) == 0 ? ST_CHAT_ROOM_TAG : 0;
 }
 
-/* Chat's objects, users' and rooms' (those rb's tables name, st__rb_pick), then the delta objects
+/* Chat's objects, users' and rooms' (those rb's tables name), then the delta objects
  * (no table's: listed). */
-static int st__rebuild(st_chat_t *c, st_tier_rebuild_t *rb, size_t *pusers, size_t *pconvs,
-                       int64_t *prows, uint64_t *wait)
+static int st__chat_rebuild_all(st_chat_t *c, st_tier_rebuild_t *rb, size_t *pusers, size_t *pconvs,
+                                int64_t *prows, uint64_t *wait)
 {
     st_objstore_t *obj = rb->obj;
     st_objs_t o = {0};
@@ -520,7 +492,9 @@ static int st__rebuild(st_chat_t *c, st_tier_rebuild_t *rb, size_t *pusers, size
     int64_t rows = 0;
     int rc = st_objstore_list(obj, "", st__on_object, &o);
     if (o.n) qsort(o.v, o.n, sizeof *o.v, st__cmp_obj);
-    if (rc == ST_OK) st__rb_pick(rb, &o);
+    if (rc == ST_OK) /* those the tables name, or flushed after their snapshot */
+        o.n = st_tier_rebuild_filter(rb, st__chat_key_tag, o.v, o.n, sizeof *o.v,
+                                     offsetof(st_obj_t, key));
     if (rc == ST_OK) rc = st__mine(c, &o, wait);
     uint64_t max_id = 0;
     st_rb_progress_t pg = {.total = o.n};
@@ -575,7 +549,7 @@ int st__chat_rebuild(void *arg, st_tier_rebuild_t *rb, uint64_t *wait)
 {
     size_t users, convs;
     int64_t rows;
-    int rc = st__rebuild(((st_chatcold_t *)arg)->chat, rb, &users, &convs, &rows, wait);
+    int rc = st__chat_rebuild_all(((st_chatcold_t *)arg)->chat, rb, &users, &convs, &rows, wait);
     if (rc == ST_OK)
         snprintf(rb->line, sizeof rb->line, "%zu users, %zu conversations, %lld cold messages",
                  users, convs, (long long)rows);
@@ -586,7 +560,7 @@ int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *con
                     uint64_t *wait)
 {
     st_tier_rebuild_t rb = {.store = c->store, .obj = obj};
-    return st__rebuild(c, &rb, users, convs, rows, wait);
+    return st__chat_rebuild_all(c, &rb, users, convs, rows, wait);
 }
 
 int st_chat_cold_census(st_objstore_t *obj, size_t *users, size_t *objects)

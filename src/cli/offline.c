@@ -232,7 +232,7 @@ typedef struct {
     int rc; /* the first failure to read a table (the rebuild then fails) */
 } st__truth_t;
 
-static const st_tier_named_t *st__named(void *arg, char tag)
+static const st_tier_named_t *st__truth_named(void *arg, char tag)
 {
     st__truth_t *t = arg;
     for (size_t i = 0; i < t->n; i++)
@@ -261,8 +261,8 @@ static int st__rebuild_members(const st_config_t *cfg, st_store_t *store, st_cha
     st_cli_kinds_t kinds = {.store = store, .chat = chat, .chat_opts = &co};
     st_tier_member_t *m[ST_CLI_MEMBERS_MAX];
     size_t n = st_cli_members(&kinds, m);
-    st_tier_rebuild_t rb = {.store = store, .obj = obj, .adopt = adopt, .named = st__named,
-                            .arg = &truth};
+    st_tier_rebuild_t rb = {
+        .store = store, .obj = obj, .adopt = adopt, .named = st__truth_named, .arg = &truth};
     for (size_t i = 0; i < n && rc == ST_OK; i++) {
         if (!m[i] || !m[i]->rebuild) continue;
         rb.line[0] = 0;

@@ -47,14 +47,21 @@ uint64_t st_tier_key_version(const char *key)
     return n;
 }
 
-static int st__cmp_key(const void *a, const void *b)
+/* The folder of key, with its '/' (its length). */
+static size_t st__folder_len(const char *key)
+{
+    const char *slash = strrchr(key, '/');
+    return slash ? (size_t)(slash - key) + 1 : 0;
+}
+
+static int st__pick_key_cmp(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static bool st__named(const st_tier_named_t *nm, const char *key)
+static bool st__pick_named(const st_tier_named_t *nm, const char *key)
 {
-    return nm->n && bsearch(&key, nm->keys, nm->n, sizeof *nm->keys, st__cmp_key) != NULL;
+    return nm->n && bsearch(&key, nm->keys, nm->n, sizeof *nm->keys, st__pick_key_cmp) != NULL;
 }
 
 size_t st_tier_rebuild_pick(const st_tier_named_t *nm, const char *const *keys, size_t n,
@@ -63,8 +70,7 @@ size_t st_tier_rebuild_pick(const st_tier_named_t *nm, const char *const *keys, 
     for (size_t i = 0; i < n; i++)
         keep[i] = true;
     if (!nm || !nm->known || n == 0) return n;
-    const char *slash = strrchr(keys[0], '/');
-    size_t fl = slash ? (size_t)(slash - keys[0]) + 1 : 0; /* the folder, with its '/' */
+    size_t fl = st__folder_len(keys[0]);
     /* the owner's named objects: a run of the sorted keys */
     size_t lo = 0, hi = nm->n;
     while (lo < hi) {
@@ -89,8 +95,48 @@ size_t st_tier_rebuild_pick(const st_tier_named_t *nm, const char *const *keys, 
     if (named == 0 || missing) return n;
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
-        keep[i] = st__named(nm, keys[i]) || st_tier_key_version(keys[i]) > top;
+        keep[i] = st__pick_named(nm, keys[i]) || st_tier_key_version(keys[i]) > top;
         kept += keep[i];
     }
+    return kept;
+}
+
+static char *st__key_at(void *v, size_t i, size_t size, size_t key_off)
+{
+    char *k;
+    memcpy(&k, (char *)v + i * size + key_off, sizeof k);
+    return k;
+}
+
+size_t st_tier_rebuild_filter(st_tier_rebuild_t *rb, char (*tag_of)(const char *key), void *v,
+                              size_t n, size_t size, size_t key_off)
+{
+    const char **keys = st_calloc(n + 1, sizeof *keys);
+    bool *keep = st_calloc(n + 1, sizeof *keep);
+    for (size_t i = 0; i < n; i++)
+        keys[i] = st__key_at(v, i, size, key_off);
+    for (size_t i = 0; i < n;) {
+        size_t fl = st__folder_len(keys[i]), j = i + 1;
+        while (j < n && st__folder_len(keys[j]) == fl && strncmp(keys[j], keys[i], fl) == 0)
+            j++;
+        const st_tier_named_t *nm = rb->named ? rb->named(rb->arg, tag_of(keys[i])) : NULL;
+        st_tier_rebuild_pick(nm, keys + i, j - i, keep + i);
+        i = j;
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!keep[i]) {
+            free(st__key_at(v, i, size, key_off));
+            continue;
+        }
+        if (kept != i) memmove((char *)v + kept * size, (char *)v + i * size, size);
+        kept++;
+    }
+    if (kept < n)
+        st_info("rebuild: %zu object(s) no table snapshot names (replaced or deleted before it was "
+                "committed) not taken",
+                n - kept);
+    free(keys);
+    free(keep);
     return kept;
 }

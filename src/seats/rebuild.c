@@ -14,6 +14,7 @@
 #include "strata/cold.h"
 #include "strata/tier.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,44 +198,15 @@ static int st__adopt(st_store_t *store, const st_bobjs_t *o, st_tier_writer_t *w
     return rc == ST_OK ? st_tier_writer_get(store, w, wait) : rc;
 }
 
-static int st__by_key(const void *a, const void *b)
+static int st__bk_by_key(const void *a, const void *b)
 {
     return strcmp(((const st_bobj_t *)a)->key, ((const st_bobj_t *)b)->key);
 }
 
-/* Keeps of the listed objects those the bookings table names or that were flushed after its
- * snapshot (st_tier_rebuild_pick), an event at a time. */
-static void st__rb_pick(st_tier_rebuild_t *rb, st_bobjs_t *o)
+static char st__bk_key_tag(const char *key)
 {
-    const st_tier_named_t *nm = rb->named ? rb->named(rb->arg, 'b') : NULL;
-    if (o->n > 1) qsort(o->v, o->n, sizeof *o->v, st__by_key); /* an event's objects together */
-    size_t keep = 0, left = 0;
-    for (size_t i = 0; i < o->n;) {
-        size_t j = i + 1;
-        while (j < o->n && o->v[j].el == o->v[i].el && memcmp(o->v[j].ev, o->v[i].ev, o->v[i].el) == 0)
-            j++;
-        const char **keys = st_calloc(j - i, sizeof *keys);
-        bool *k = st_calloc(j - i, sizeof *k);
-        for (size_t x = i; x < j; x++)
-            keys[x - i] = o->v[x].key;
-        st_tier_rebuild_pick(nm, keys, j - i, k);
-        for (size_t x = i; x < j; x++) {
-            if (k[x - i]) {
-                o->v[keep++] = o->v[x];
-            } else {
-                free(o->v[x].key);
-                left++;
-            }
-        }
-        free(keys);
-        free(k);
-        i = j;
-    }
-    o->n = keep;
-    if (left)
-        st_info("rebuild: %zu booking object(s) no table snapshot names, replaced before it was "
-                "committed, not taken",
-                left);
+    (void)key;
+    return 'b';
 }
 
 int st__bk_rebuild(void *arg, st_tier_rebuild_t *rb, uint64_t *wait)
@@ -248,7 +220,10 @@ int st__bk_rebuild(void *arg, st_tier_rebuild_t *rb, uint64_t *wait)
     st_tier_writer_t w;
     int rc = st_objstore_list(obj, "events/", st__on_booking_object, &o);
     if (rc == ST_ENOTFOUND) rc = ST_OK;
-    if (rc == ST_OK) st__rb_pick(rb, &o);
+    if (rc == ST_OK && o.n > 1) qsort(o.v, o.n, sizeof *o.v, st__bk_by_key); /* by event */
+    if (rc == ST_OK) /* those the bookings table names, or flushed after its snapshot */
+        o.n = st_tier_rebuild_filter(rb, st__bk_key_tag, o.v, o.n, sizeof *o.v,
+                                     offsetof(st_bobj_t, key));
     if (rc == ST_OK && o.n) rc = st_tier_writer_get(store, &w, wait);
     if (rc == ST_OK && o.n && rb->adopt) rc = st__adopt(store, &o, &w, wait);
     size_t keep = 0;

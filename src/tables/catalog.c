@@ -25,9 +25,9 @@
 #include <string.h>
 
 #define ST__CAT_N          3
-#define ST__CAT_LIST_EVERY 10                 /* refreshes per listing of a table not found */
-#define ST__CAT_IDLE_MS    60000              /* no question for this long: idle */
-#define ST__CAT_IDLE_TICKS 30                 /* idle: a refresh every this many ticks */
+#define ST__CAT_LIST_EVERY 10    /* refreshes per listing of a table not found */
+#define ST__CAT_IDLE_MS    60000 /* no question for this long: idle */
+#define ST__CAT_IDLE_TICKS 30    /* idle: a refresh every this many ticks */
 
 const char *const st_catalog_tables[] = {"messages", "room_messages", "bookings", NULL};
 

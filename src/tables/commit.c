@@ -45,7 +45,7 @@ static int st__write_hint(st_objstore_t *ms, const st_table_def_t *d, int64_t v)
 }
 
 /* The committer's take (newest.c): a version strata cannot read stops the load (strict). */
-static int st__take(void *arg, int64_t v, const char *key, st_buf_t *text)
+static int st__load_take(void *arg, int64_t v, const char *key, st_buf_t *text)
 {
     (void)v;
     cJSON **doc = arg, *next;
@@ -63,7 +63,7 @@ int st_table_load(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, boo
     for (int tries = 0; tries < ST__TRIES; tries++) {
         int64_t have = 0;
         cJSON *doc = NULL;
-        st_tables_take_t take = {st__take, &doc, true};
+        st_tables_take_t take = {st__load_take, &doc, true};
         int rc = st_tables_newest(ms, d->ice.name, 0, true, &take, &have);
         if (rc != ST_OK) {
             cJSON_Delete(doc);

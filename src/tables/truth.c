@@ -42,18 +42,20 @@ static int st__manifest_files(st_objstore_t *meta, const char *key, const st_buf
     int rc = st_objstore_read(meta, key, ST_TABLES_META_MAX, &b);
     if (rc == ST_OK) rc = st_ice_manifest_read(&e, b.data, b.len);
     for (size_t i = 0; rc == ST_OK && e.content == ST_ICE_DATA && i < e.n; i++) {
-        const char *k = e.v[i].status == ST_ICE_DELETED ? NULL : st_tables_key_of(e.v[i].path, croot);
+        const char *k =
+            e.v[i].status == ST_ICE_DELETED ? NULL : st_tables_key_of(e.v[i].path, croot);
         if (!k) continue;
         out->keys = st_realloc(out->keys, (out->n + 1) * sizeof *out->keys);
         out->keys[out->n++] = st_strndup(k, strlen(k));
     }
-    if (rc != ST_OK) st_error("rebuild-meta: the manifest %s cannot be read: %s", key, st_strerror(rc));
+    if (rc != ST_OK)
+        st_error("rebuild-meta: the manifest %s cannot be read: %s", key, st_strerror(rc));
     st_ice_entries_free(&e);
     st_buf_free(&b);
     return rc;
 }
 
-static int st__cmp_key(const void *a, const void *b)
+static int st__truth_key_cmp(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
@@ -78,7 +80,7 @@ static int st__snapshot_files(st_objstore_t *meta, st_objstore_t *cold, const ch
         rc = mk ? st__manifest_files(meta, mk, &croot, out) : ST_EINVAL;
         if (!mk) st_error("rebuild-meta: the manifest %s is not in the tables' store", l.v[i].path);
     }
-    if (out->n) qsort(out->keys, out->n, sizeof *out->keys, st__cmp_key);
+    if (out->n) qsort(out->keys, out->n, sizeof *out->keys, st__truth_key_cmp);
     st_ice_mlist_free(&l);
     st_buf_free(&b);
     st_buf_free(&mroot);

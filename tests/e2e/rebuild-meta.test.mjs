@@ -252,7 +252,7 @@ test('rebuild-meta takes the tables\' current snapshot as the truth: a deleted c
     assert.deepEqual(now.bookings, live.bookings);
     assert.equal(now.bookings.length, 2);
     assert.match(r.err, /rebuild-meta: table messages v\d+, snapshot -?\d+: 1 data file\(s\)/);
-    assert.match(r.err, /rebuild: 2 message object\(s\) no table snapshot names, replaced or deleted before it was committed, not taken/);
+    assert.match(r.err, /rebuild: 2 object\(s\) no table snapshot names \(replaced or deleted before it was committed\) not taken/);
   } finally {
     if (s) await s.stop();
     rmSync(dir, { recursive: true, force: true });
