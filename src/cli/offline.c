@@ -226,8 +226,8 @@ static const char st__cold_lacks[] =
  * snapshot, read once, the first time a member asks for its tag. */
 typedef struct {
     st_objstore_t *meta, *cold;
-    char tags[4];
-    st_tier_named_t named[4];
+    char tags[8];
+    st_tier_named_t named[8];
     size_t n;
     int rc; /* the first failure to read a table (the rebuild then fails) */
 } st__truth_t;
@@ -247,8 +247,12 @@ static const st_tier_named_t *st__truth_named(void *arg, char tag)
     return &t->named[t->n++];
 }
 
-/* Runs every kind's rebuild hook (kinds.c's order) over obj, the tables at tables_url the
- * truth; *line gets the members' summaries. */
+/* Runs every kind's rebuild hook (kinds.c's order: no kind is named here) over obj; lines gets
+ * their summaries. The tables at --tables-url are the truth: each hook takes the objects the
+ * current snapshot of its table names, and those flushed after that snapshot was committed (an
+ * owner's number above every named one: written, acknowledged, in no snapshot yet), never one a
+ * fold or compaction replaced or a delete took out (src/cold/rebuild.c says why no row is lost
+ * or doubled); a table never committed: every listed object, as the log says. */
 static int st__rebuild_members(const st_config_t *cfg, st_store_t *store, st_chat_t *chat,
                                st_objstore_t *obj, bool adopt, st_buf_t *lines, uint64_t *wait)
 {
@@ -263,6 +267,10 @@ static int st__rebuild_members(const st_config_t *cfg, st_store_t *store, st_cha
     size_t n = st_cli_members(&kinds, m);
     st_tier_rebuild_t rb = {
         .store = store, .obj = obj, .adopt = adopt, .named = st__truth_named, .arg = &truth};
+    /* every table first: one that cannot be read fails the rebuild before anything is staged */
+    for (size_t i = 0; i < n && rc == ST_OK; i++)
+        if (m[i] && m[i]->flush) st__truth_named(&truth, m[i]->tag);
+    if (rc == ST_OK) rc = truth.rc;
     for (size_t i = 0; i < n && rc == ST_OK; i++) {
         if (!m[i] || !m[i]->rebuild) continue;
         rb.line[0] = 0;
