@@ -137,7 +137,8 @@ size_t st_chat_each_conversation(st_chat_t *c, st_chat_conv_fn fn, void *arg);
  * visited twice or not at all (a post marks it for reconciliation anyway). */
 size_t st_chat_conversations_page(st_chat_t *c, st_buf_t *cursor, size_t max, bool *done,
                                   st_chat_conv_fn fn, void *arg);
-/* Re-seeds cold metadata from object storage alone (`strata rebuild-meta`): the manifest, each
+/* Re-seeds cold metadata from object storage alone, every listed object (no tables: rebuild-meta
+ * runs chat's member's rebuild hook, which takes the objects the tables name): the manifest, each
  * user's cold summary, conversations' baselines and first/last ids and times, the user totals,
  * merged with what the store holds hot. Counts are returned; everything is staged in one batch. */
 int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *convs, int64_t *rows,
