@@ -85,6 +85,22 @@ describe('typing (one node, auth off)', () => {
     assert.equal((await s.req('GET', '/v1/rooms/tm/typing')).status, 405);
   });
 
+  test('the group\'s internal routes are 404 on a node outside a group, whoever sends them (issue 47)', async () => {
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'ti', members: ['ann', 'bob'] })).status, 201);
+    const ws = await subscribe(s.port, 'ti', 'bob');
+    let r = await s.req('POST', '/v1/cluster/typing', { room_id: 'ti', user: 'ann', until: Date.now() * 1000 + 5e6 });
+    assert.equal(r.status, 404, r.text);
+    assert.equal(r.json.error.code, 'not_found');
+    const entries = [{ room_id: 'ti', user: 'zed', online: true }];
+    r = await s.req('POST', '/v1/cluster/presence', { member: 2, nonce: 'ab'.repeat(16), entries });
+    assert.equal(r.status, 404, r.text);
+    assert.equal(r.json.error.code, 'not_found');
+    const got = await drain(ws, 400);
+    assert.deepEqual(got.filter((f) => f.type === 'typing' || (f.type === 'presence' && f.user === 'zed')), [], 'nothing reached the subscribers');
+    assert.deepEqual((await s.req('GET', '/v1/rooms/ti/presence')).json.online, ['bob'], 'no one made online from outside');
+    ws.close();
+  });
+
   test('a client typing as fast as it can costs the others nothing', async () => {
     assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'th', members: ['mal', 'bob', 'cy'] })).status, 201);
     const ws = await subscribe(s.port, 'th', 'bob');
