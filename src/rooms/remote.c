@@ -89,8 +89,8 @@ typedef struct {
     size_t room_at, rl;
     int64_t joined_at, updated;
     bool remote, has_name;
-    size_t name_at, name_len;  /* a remote room's name in st_ulist_t.names */
-    st_chat_conv_info_t ci;    /* a local room's activity (zero when it has no message yet) */
+    size_t name_at, name_len; /* a remote room's name in st_ulist_t.names */
+    st_chat_conv_info_t ci;   /* a local room's activity (zero when it has no message yet) */
 } st_uroom_t;
 
 typedef struct {
