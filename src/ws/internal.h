@@ -83,8 +83,6 @@ typedef struct st_wssub {
     bool room;
     char *member;
     bool present;    /* a room's: counted by presence.c while in its channel */
-    /* a room's: its typing frames' prefix (one reference, made at the first one; topics.c) */
-    st_wsbody_t *typing_prefix;
     uint64_t cursor; /* messages: the last msg_id replayed or sent */
     /* messages: a cursor no rolled-back batch moved (after a rollback, the cursor goes back to
      * it: in a group, the next leader's ids may be below a deposed leader's failed ones), and
@@ -99,6 +97,8 @@ typedef struct st_wssub {
     bool pending;
     struct st_ws *ws;
     struct st_coldwait *cold_wait; /* a replay page parked for cold data (NULL otherwise) */
+    /* a room's: its typing frames' prefix (one reference, made at the first one; topics.c) */
+    st_wsbody_t *typing_prefix;
 } st_wssub_t;
 
 /* Every subscription to one counter, event or user. Owned by the ws map, freed when empty. */
