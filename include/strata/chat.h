@@ -240,6 +240,11 @@ bool st_chat_erasing(st_chat_t *c, const char *user, size_t ulen, uint64_t *wait
 /* The users being erased now (one key each: as many as erasures pending), at most max of them
  * (in name order), appended to out as u8 length | name; *n their number. */
 int st_chat_erasing_users(st_chat_t *c, size_t max, st_buf_t *out, size_t *n, uint64_t *wait);
+/* The same for the users whose name starts with prefix (borrowed, plen bytes), each listed
+ * without the prefix: one range read, so "none of them" costs one seek (rooms: the rooms being
+ * deleted, under ST_CHAT_ROOM_USER). */
+int st_chat_erasing_users_with(st_chat_t *c, const char *prefix, size_t plen, size_t max,
+                               st_buf_t *out, size_t *n, uint64_t *wait);
 
 /* Told about every edit, delete (kind "message_edited" / "message_deleted": json the new state)
  * and erasure (kind "user_erased", conv and json NULL). */
