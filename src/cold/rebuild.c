@@ -59,6 +59,17 @@ static int st__pick_key_cmp(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* A merge's or a fold's output ("…-{seq}.{n}.parquet"): its fresh number n was taken when the
+ * merge started, so a flush of the owner that started later may be numbered above it and be
+ * named by a snapshot committed before the merge swapped in. */
+static bool st__pick_merged(const char *key)
+{
+    const char *slash = strrchr(key, '/');
+    const char *dash = strrchr(slash ? slash + 1 : key, '-');
+    const char *dot = dash ? strchr(dash, '.') : NULL;
+    return dot && strcmp(dot, ".parquet") != 0;
+}
+
 static bool st__pick_named(const st_tier_named_t *nm, const char *key)
 {
     return nm->n && bsearch(&key, nm->keys, nm->n, sizeof *nm->keys, st__pick_key_cmp) != NULL;
@@ -80,12 +91,10 @@ size_t st_tier_rebuild_pick(const st_tier_named_t *nm, const char *const *keys, 
         else
             hi = mid;
     }
-    uint64_t top = 0;
-    size_t named = 0, missing = 0;
-    for (size_t j = lo; j < nm->n && strncmp(nm->keys[j], keys[0], fl) == 0; j++) {
+    size_t end = lo, named = 0, missing = 0;
+    for (; end < nm->n && strncmp(nm->keys[end], keys[0], fl) == 0; end++) {
+        size_t j = end;
         if (strchr(nm->keys[j] + fl, '/')) continue; /* a deeper folder's */
-        uint64_t v = st_tier_key_version(nm->keys[j]);
-        if (v > top) top = v;
         named++;
         bool listed = false;
         for (size_t i = 0; i < n && !listed; i++)
@@ -95,7 +104,25 @@ size_t st_tier_rebuild_pick(const st_tier_named_t *nm, const char *const *keys, 
     if (named == 0 || missing) return n;
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
-        keep[i] = st__pick_named(nm, keys[i]) || st_tier_key_version(keys[i]) > top;
+        if (st__pick_named(nm, keys[i]) || st__pick_merged(keys[i])) {
+            /* named, or a merge's output: the kind's own checks (a replaced object whose rows a
+             * later one repeats is dropped) decide, as a rebuild without tables does */
+            kept++;
+            continue;
+        }
+        /* numbers are per writer (an owner's folder may hold several writers' objects: a node
+         * restored from another that both flush, a shared bucket): compare with the named
+         * objects of the same writer; none named, nothing tells: taken */
+        uint64_t inc = st_tier_key_incarnation(keys[i]), top = 0;
+        bool any = false;
+        for (size_t j = lo; j < end; j++) {
+            if (strchr(nm->keys[j] + fl, '/') || st_tier_key_incarnation(nm->keys[j]) != inc)
+                continue;
+            uint64_t v = st_tier_key_version(nm->keys[j]);
+            if (v > top) top = v;
+            any = true;
+        }
+        keep[i] = !any || st_tier_key_version(keys[i]) > top;
         kept += keep[i];
     }
     return kept;

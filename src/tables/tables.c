@@ -319,10 +319,13 @@ static void st__commit_tick(uv_timer_t *h)
     int rc = st__view(t, live, changed, &pending);
     /* whose manifests are whose (shared tables): no writer record, no object, nothing to commit */
     uint64_t wait = 0;
+    bool writer_ok = true; /* else nothing is "seen": the record is no 'F' write to wake a tick */
     if (rc == ST_OK &&
-        (st_tier_writer_get(t->store, &t->writer, &wait) != ST_OK || !t->writer.current))
+        (st_tier_writer_get(t->store, &t->writer, &wait) != ST_OK || !t->writer.current)) {
+        writer_ok = false;
         for (int i = 0; i < ST_TABLES_N; i++)
             changed[i] = false;
+    }
     for (int i = 0; i < ST_TABLES_N; i++) {
         any |= changed[i];
         t->job[i].changed = changed[i] && rc == ST_OK;
@@ -337,14 +340,14 @@ static void st__commit_tick(uv_timer_t *h)
     if (!any || (rc != ST_OK && rc != ST_EPARKED)) {
         for (int i = 0; i < ST_TABLES_N; i++)
             st_tfiles_free(&t->job[i].live);
-        if (!any && rc == ST_OK) {
+        if (!any && rc == ST_OK && writer_ok) {
             t->seen = true;
             t->seen_f = gen;
         }
         return;
     }
     t->job_f = gen;
-    t->job_view_ok = rc == ST_OK;
+    t->job_view_ok = rc == ST_OK && writer_ok;
     t->job_create = true;
     t->busy = true;
     t->work.data = t;

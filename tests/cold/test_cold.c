@@ -1875,6 +1875,32 @@ TEST(rebuild_pick_takes_the_named_objects_and_later_flushes_never_a_replaced_one
     CHECK_EQ(st_tier_rebuild_pick(&nm, uu, 1, keep), 1u);
     free(named[0]);
     free(named[1]);
+
+    /* a fold that took number 6 when it started, swapped in after flush 7 was named: its output
+     * is taken (the kind's checks retire 3 and 4, whose rows it repeats), never dropped as
+     * "below the newest named" */
+    char *named2[] = {strdup("f/batch-1-w00000000000000ab-3.parquet"),
+                      strdup("f/batch-1-w00000000000000ab-4.parquet"),
+                      strdup("f/batch-1-w00000000000000ab-7.parquet"),
+                      strdup("g/batch-1-w00000000000000ab-150.parquet"),
+                      strdup("g/batch-1-w00000000000000cd-105.parquet")};
+    st_tier_named_t nm2 = {true, named2, 5};
+    const char *f[] = {
+        "f/batch-1-w00000000000000ab-3.6.parquet", "f/batch-1-w00000000000000ab-3.parquet",
+        "f/batch-1-w00000000000000ab-4.parquet", "f/batch-1-w00000000000000ab-7.parquet"};
+    CHECK_EQ(st_tier_rebuild_pick(&nm2, f, 4, keep), 4u);
+    /* numbers are per writer: cd's 106 came after the snapshot though ab's 150 is named; cd's
+     * 104 was replaced before it (below cd's named 105); ef names nothing: taken */
+    const char *g[] = {"g/batch-1-w00000000000000ab-150.parquet",
+                       "g/batch-1-w00000000000000cd-104.parquet",
+                       "g/batch-1-w00000000000000cd-105.parquet",
+                       "g/batch-1-w00000000000000cd-106.parquet",
+                       "g/batch-1-w00000000000000ef-2.parquet"};
+    bool keep5[5];
+    CHECK_EQ(st_tier_rebuild_pick(&nm2, g, 5, keep5), 4u);
+    CHECK(keep5[0] && !keep5[1] && keep5[2] && keep5[3] && keep5[4]);
+    for (size_t i = 0; i < 5; i++)
+        free(named2[i]);
 }
 
 RUN_TESTS("cold")
