@@ -76,3 +76,29 @@ test('a restore to a point before a compaction reads every message of the object
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('with the default --table-keep and no backup, replaced objects stay in storage; an erasure takes them at once', async () => {
+  const s = await startStrata({ args: ['--flush-interval', '3600', '--compact-objects', '1000'] });
+  const udir = path.join(s.dir, 'cold', 'hal');
+  try {
+    await flushes(s, 'hal', 3, 2);
+    const before = filesOf(udir);
+    assert.equal(before.length, 3);
+    assert.equal((await s.req('POST', '/v1/admin/compact', { user: 'hal' })).status, 202);
+    await waitFor('compacted', async () => /^strata_compactions_total\{result="ok"\} [1-9]/m.test((await s.req('GET', '/metrics')).text)
+      && filesOf(udir).some((f) => !before.includes(f)));
+    await sleep(3000); // several reaper passes (one a second)
+    for (const f of before) assert.ok(existsSync(f), `${path.basename(f)}: a kept snapshot (--table-keep) may name it`);
+    assert.equal(filesOf(udir).length, 4);
+    assert.equal(await metric(s, 'strata_cold_objects_held'), 3);
+    const r = await s.req('DELETE', '/v1/users/hal');
+    assert.equal(r.status, 202, r.text);
+    await waitFor('the erasure done', async () => (await s.req('GET', `/v1/admin/erasures/${r.json.erasure_id}`)).json.status === 'done', 60000);
+    // the moment it says done, no object of the user is left, held or not
+    assert.deepEqual(filesOf(udir), []);
+    assert.equal(await metric(s, 'strata_cold_objects_held'), 0);
+  } finally {
+    await s.stop();
+    s.cleanup();
+  }
+});
