@@ -125,7 +125,7 @@ bool st_tier_holding(st_store_t *s, const char *o, size_t ol)
     return h.n > 0;
 }
 
-static int st__count(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int st__count_held(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     (void)key, (void)klen, (void)val, (void)vlen;
     (*(size_t *)arg)++;
@@ -136,6 +136,6 @@ size_t st_tier_held_count(st_store_t *s)
 {
     size_t n = 0;
     uint64_t wait = 0;
-    st_store_scan(s, st_tier_held_pre, ST_TIER_HOLD_PL, st__count, &n, &wait);
+    st_store_scan(s, st_tier_held_pre, ST_TIER_HOLD_PL, st__count_held, &n, &wait);
     return n;
 }

@@ -148,7 +148,7 @@ static void st__reap_done(uv_work_t *req, int status)
 
 static st_store_t *st__held_store; /* the open reaper's, for the gauge (NULL: none) */
 
-static double st__held(void *arg)
+static double st__held_gauge(void *arg)
 {
     (void)arg;
     return st__held_store ? (double)st_tier_held_count(st__held_store) : 0;
@@ -171,7 +171,7 @@ int st_tier_reaper_open(st_tier_reaper_t **out, uv_loop_t *loop, st_store_t *sto
     st_metrics_gauge_fn("strata_cold_objects_held",
                         "Objects out of the manifest kept in storage while a kept Iceberg snapshot "
                         "or backup point may name them",
-                        "", st__held, NULL);
+                        "", st__held_gauge, NULL);
     *out = r;
     return ST_OK;
 }
