@@ -133,13 +133,15 @@ bool st_tier_writer_owns(const st_tier_writer_t *w, const char *key);
 /* ---- the reaper: objects out of storage once their deletion is durable ---- */
 /* A batch that takes an object out of a manifest (or finds it orphaned) records its deletion:
  * 'D' owner 0 seq -> the object key. The reaper deletes the objects of durable 'D' records on a
- * worker, then drops the records; a failed delete is retried after 30 s. */
+ * worker, then drops the records; a failed delete is retried after 30 s. Held deletions (below:
+ * objects a swap replaced) join each pass once replaced before the hold's cutoff, oldest first. */
 typedef struct st_tier_reaper st_tier_reaper_t;
 typedef struct st_objstore st_objstore_t;
 /* store and obj are borrowed (they must outlive the reaper). */
 int st_tier_reaper_open(st_tier_reaper_t **out, uv_loop_t *loop, st_store_t *store,
                         st_objstore_t *obj);
-/* A pass over up to 256 durable 'D' records, unless one is out or it backs off. NULL: no-op. */
+/* A pass over up to 256 durable 'D' and due held records, unless one is out or it backs off.
+ * NULL: no-op. */
 void st_tier_reap(st_tier_reaper_t *r);
 /* The hold's cutoff (st_tier_hold_cutoff), read at each pass: held deletions of objects replaced
  * before it go. None set yet (start-up, before the tables and the backup are open): every held
@@ -155,7 +157,8 @@ void st_tier_reaper_close(st_tier_reaper_t *r, void (*closed)(void *arg), void *
  *   'P' owner 0 seq   an object being written (value: its key); durable before the write
  *                     starts, deleted by the batch that records 'F' — one left without its 'F'
  *                     names an object no manifest will ever hold (an orphan)
- *   'D' owner 0 seq   an object to delete (the reaper, above)
+ *   'D' owner 0 seq   an object to delete (the reaper, above); an object a swap replaced
+ *                     is recorded held instead ("\0cold_hold", "\0cold_held": hold.c)
  * The flush invariant: every cold id of an owner is <= its watermark < every hot id, and a flush
  * moves rows by one atomic batch (manifest record in, hot rows out, counts moved from hot to the
  * cold baseline), so a read sees each row exactly once, before or after.
