@@ -243,6 +243,19 @@ static int st__repl_open(const st_config_t *cfg, st_main_t *m, st_app_t *app)
     return rc;
 }
 
+/* The tier's hold on replaced objects (SPEC v5 §5.1, §9): while the oldest snapshot the tables
+ * keep (or --table-keep) or the oldest backup point may still name them. */
+static int64_t st__hold_cutoff(void *arg)
+{
+    const st_app_t *app = arg;
+    st_tier_hold_t h = {.now_us = st_now_us(),
+                        .keep_us = (int64_t)app->cfg->table_keep * 1000000,
+                        .tables_oldest_us = st_tables_oldest_us(app->iceberg),
+                        .backup = app->backup != NULL,
+                        .backup_oldest_us = st_backup_oldest_us(app->backup)};
+    return st_tier_hold_cutoff(&h);
+}
+
 int main(int argc, char **argv)
 {
     st_config_t cfg;
@@ -369,6 +382,7 @@ int main(int argc, char **argv)
     st_reconcile_open(&app.reconcile, m.loop, store, chat, tier, cfg.reconcile_interval);
     if (st_tables_open(&app.iceberg, m.loop, store, cold, tables, &cfg) != ST_OK) goto fail_ws;
     st_tables_on_commit(app.iceberg, st__catalog_nudge, app.catalog);
+    st_tier_set_hold(tier, st__hold_cutoff, &app);
     if (st_ws_open(&app.ws, m.loop, &app) != ST_OK) goto fail_ws;
     if (!st_config_auth_on(&cfg))
         st_warn("auth is OFF: no --jwt-secret, --jwt-jwks-file or --jwt-jwks-url set, every route "

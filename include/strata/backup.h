@@ -51,6 +51,10 @@ void st_backup_close(st_backup_t *b);
  * the loss window if the machine went now. It counts writes of a dropped backlog (and of a
  * group committed straight to LMDB) until the snapshot that holds them is shipped. Any thread. */
 double st_backup_lag(st_backup_t *b);
+/* The time (µs) of the oldest store snapshot the backup keeps (the oldest restore point), as the
+ * worker's last prune listed it; 0 until it has (the tier then holds every replaced object).
+ * Any thread. NULL: 0. */
+int64_t st_backup_oldest_us(st_backup_t *b);
 /* True from a backlog dropped past max_backlog until the snapshot that holds it is shipped (a
  * /healthz reason: points in that stretch cannot be restored, and the loss window is its age). */
 bool st_backup_dropped(st_backup_t *b);

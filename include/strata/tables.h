@@ -19,9 +19,9 @@
  * Expiry: snapshots older than --table-keep go at each commit, with their manifest lists and
  * manifests; a `delete` commit (objects gone without replacement: erasure, retention) expires
  * every earlier snapshot, so no manifest the table still holds names what went.
- * Not yet done (SPEC wants it): objects a compaction replaced are deleted by the tier's reaper at
- * once, so an older kept snapshot may name an object that is gone; the reaper should keep them
- * while a kept snapshot references them.
+ * Objects a compaction replaced stay in storage while a kept snapshot may name them: the tier's
+ * reaper holds their deletion until the oldest kept snapshot is newer (st_tables_oldest_us,
+ * src/cold/hold.c).
  *
  * Loop thread only, but for st_tables_meta_* (pure, any thread).
  */
@@ -51,6 +51,11 @@ void st_tables_close(st_tables_t *t);
  * "pending"}]} into out (committed_at: µs since the epoch like the other admin routes' times; it
  * and snapshot_id null before the first snapshot). */
 int st_tables_json(st_tables_t *t, st_buf_t *out);
+
+/* The time (µs) of the oldest snapshot any table keeps, for the tier's hold on replaced objects
+ * (st_tier_hold_t.tables_oldest_us): 0 when none is kept (or commits are off), -1 until every
+ * table's document has been read since this member began to commit. NULL: 0. */
+int64_t st_tables_oldest_us(const st_tables_t *t);
 
 /* ---- rebuild-meta (truth.c): offline, blocking ---- */
 /* The data files the current snapshot of the table of owners tagged tag names, as keys of cold

@@ -133,14 +133,20 @@ bool st_tier_writer_owns(const st_tier_writer_t *w, const char *key);
 /* ---- the reaper: objects out of storage once their deletion is durable ---- */
 /* A batch that takes an object out of a manifest (or finds it orphaned) records its deletion:
  * 'D' owner 0 seq -> the object key. The reaper deletes the objects of durable 'D' records on a
- * worker, then drops the records; a failed delete is retried after 30 s. */
+ * worker, then drops the records; a failed delete is retried after 30 s. Held deletions (below:
+ * objects a swap replaced) join each pass once replaced before the hold's cutoff, oldest first. */
 typedef struct st_tier_reaper st_tier_reaper_t;
 typedef struct st_objstore st_objstore_t;
 /* store and obj are borrowed (they must outlive the reaper). */
 int st_tier_reaper_open(st_tier_reaper_t **out, uv_loop_t *loop, st_store_t *store,
                         st_objstore_t *obj);
-/* A pass over up to 256 durable 'D' records, unless one is out or it backs off. NULL: no-op. */
+/* A pass over up to 256 durable 'D' and due held records, unless one is out or it backs off.
+ * NULL: no-op. */
 void st_tier_reap(st_tier_reaper_t *r);
+/* The hold's cutoff (st_tier_hold_cutoff), read at each pass: held deletions of objects replaced
+ * before it go. None set yet (start-up, before the tables and the backup are open): every held
+ * deletion waits. */
+void st_tier_reaper_hold(st_tier_reaper_t *r, int64_t (*cutoff)(void *arg), void *arg);
 /* Closes: freed now, or once its pass in flight is back; then closed(arg). */
 void st_tier_reaper_close(st_tier_reaper_t *r, void (*closed)(void *arg), void *arg);
 
@@ -151,7 +157,8 @@ void st_tier_reaper_close(st_tier_reaper_t *r, void (*closed)(void *arg), void *
  *   'P' owner 0 seq   an object being written (value: its key); durable before the write
  *                     starts, deleted by the batch that records 'F' — one left without its 'F'
  *                     names an object no manifest will ever hold (an orphan)
- *   'D' owner 0 seq   an object to delete (the reaper, above)
+ *   'D' owner 0 seq   an object to delete (the reaper, above); an object a swap replaced
+ *                     is recorded held instead ("\0cold_hold", "\0cold_held": hold.c)
  * The flush invariant: every cold id of an owner is <= its watermark < every hot id, and a flush
  * moves rows by one atomic batch (manifest record in, hot rows out, counts moved from hot to the
  * cold baseline), so a read sees each row exactly once, before or after.
@@ -249,6 +256,40 @@ size_t st_tier_owner(char *o, char tag, const char *name, size_t nl);
 char st_tier_owner_tag(const char *o, size_t ol);
 /* A manifest record's key into k (ST_TIER_MKEY_MAX bytes): ks owner, then (has_seq) 0 seq. */
 size_t st_tier_mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq, uint64_t seq);
+
+/* ---- held deletions (hold.c): objects a kept snapshot or backup point may still name ----
+ * A swap (compaction, fold, retention) records a replaced object held, with the time it was
+ * replaced, rather than 'D'; the reaper deletes it once that time is before the hold's cutoff.
+ * An erasure lets its owners' held objects go at once (st_tier_unhold). */
+#define ST_TIER_HOLD_PL       11 /* "\0cold_hold" with its 0 terminator */
+#define ST_TIER_HOLD_KEY_MAX  (ST_TIER_HOLD_PL + 17 + ST_TIER_OWNER_MAX)
+#define ST_TIER_HOLD_SLACK_US 60000000 /* a snapshot's time may trail the view it names */
+extern const char st_tier_hold_pre[ST_TIER_HOLD_PL]; /* by time (the reaper's cursor) */
+extern const char st_tier_held_pre[ST_TIER_HOLD_PL]; /* by owner (an erasure's) */
+typedef struct {
+    int64_t now_us;
+    int64_t keep_us;          /* --table-keep (0: the tables hold nothing) */
+    int64_t tables_oldest_us; /* the oldest snapshot the tables keep; 0: none (now - keep
+                                 holds); < 0: not read yet (everything holds) */
+    bool backup;              /* --backup-url set */
+    int64_t backup_oldest_us; /* the oldest kept backup snapshot's time; 0: not known yet */
+} st_tier_hold_t;
+/* Pure: objects replaced before the returned time (µs) may go; INT64_MAX: nothing is held. */
+int64_t st_tier_hold_cutoff(const st_tier_hold_t *h);
+/* Keys into k (ST_TIER_HOLD_KEY_MAX bytes): the time index's, and the owner index's (has_seq
+ * false: the owner's prefix). */
+size_t st_tier_hold_key(uint8_t *k, int64_t at, const char *o, size_t ol, uint64_t seq);
+size_t st_tier_held_key(uint8_t *k, const char *o, size_t ol, bool has_seq, uint64_t seq);
+/* Stages the held deletion of object key (owner o, 'D' number seq), replaced at `at` (µs). */
+int st_tier_defer(st_store_t *s, const char *o, size_t ol, uint64_t seq, const char *key,
+                  int64_t at, uint64_t *wait);
+/* An erasure: up to max of o's held deletions become 'D' records (the reaper deletes them at
+ * once); *any set when one was found. */
+int st_tier_unhold(st_store_t *s, const char *o, size_t ol, size_t max, bool *any, uint64_t *wait);
+/* Whether o has a held deletion. */
+bool st_tier_holding(st_store_t *s, const char *o, size_t ol);
+/* How many deletions are held (one scan of the owner index). */
+size_t st_tier_held_count(st_store_t *s);
 /* One object of an owner's manifest: 'F' owner 0 seq -> file, key. */
 typedef struct {
     st_tier_file_t file;
@@ -415,6 +456,9 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
 void st_tier_join(st_tier_t *t, st_tier_member_t *m);
 /* The tier's cold cache, for a kind's reads (NULL once the tier stops). */
 st_coldcache_t *st_tier_cache(st_tier_t *t);
+/* The hold on deletions of replaced objects (SPEC v5 §5.1, §9): cutoff(arg) as in
+ * st_tier_reaper_hold. */
+void st_tier_set_hold(st_tier_t *t, int64_t (*cutoff)(void *arg), void *arg);
 /* Whether the tier is stopping (a kind's background work gives up). */
 bool st_tier_stopping(const st_tier_t *t);
 /* Rows older than this (µs since the epoch) are expired: now - retention, or 0 (none). */

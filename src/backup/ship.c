@@ -65,6 +65,7 @@ struct st_backup {
         owed_since; /* µs: the oldest write only a snapshot not yet shipped will hold (0: none) */
     bool dropped;   /* the backlog went past max_backlog and that snapshot is not shipped yet */
     bool ready;     /* told to the store: barriers are taken */
+    int64_t oldest; /* µs: the oldest kept snapshot's time, as the last prune listed (0: none) */
     uint64_t bytes_total, failures, snapshots;
 
     st_metric_t *m_lag, *m_bytes, *m_failures, *m_snapshots;
@@ -295,9 +296,15 @@ static void st__bk_prune(st_backup_t *b)
     if (st__bk_list(b->obj, &v, &n) != ST_OK) return;
     while (nsnap < n && v[nsnap].snap)
         nsnap++;
-    if (nsnap > b->keep) {
+    size_t drop = nsnap > b->keep ? nsnap - b->keep : 0;
+    int64_t first_t = 0; /* of those kept: the oldest point a restore can reach */
+    for (size_t i = drop; i < nsnap; i++)
+        if (v[i].time > 0 && (!first_t || v[i].time < first_t)) first_t = v[i].time;
+    uv_mutex_lock(&b->mu);
+    b->oldest = first_t;
+    uv_mutex_unlock(&b->mu);
+    if (drop) {
         /* snapshots sort by (timeline, applied): the first ones are the oldest */
-        size_t drop = nsnap - b->keep;
         const st_bk_obj_t *oldest = &v[drop];
         for (size_t i = 0; i < drop; i++)
             st_objstore_delete(b->obj, v[i].key);
@@ -585,6 +592,15 @@ double st_backup_lag(st_backup_t *b)
     if (!oldest) return 0;
     int64_t d = st_now_us() - oldest;
     return d > 0 ? (double)d / 1e6 : 1e-6; /* something is owed: never 0 */
+}
+
+int64_t st_backup_oldest_us(st_backup_t *b)
+{
+    if (!b) return 0;
+    uv_mutex_lock(&b->mu);
+    int64_t t = b->oldest;
+    uv_mutex_unlock(&b->mu);
+    return t;
 }
 
 bool st_backup_dropped(st_backup_t *b)

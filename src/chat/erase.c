@@ -280,13 +280,16 @@ void st_chat_set_erase_within(st_chat_t *c, uint64_t seconds)
     c->erase_within_us = seconds * 1000000ull;
 }
 
-/* Up to max objects of owner o out of its manifest, their deletion recorded; then 'W'. */
+/* Up to max objects of owner o out of its manifest, their deletion recorded; then 'W'. The
+ * owner's objects a swap replaced and the tier holds for kept snapshots and backup points go at
+ * once too: an erasure overrides --table-keep and backup points (SPEC v5 §5.1, §9). */
 static int st__erase_objects(st_chat_t *c, const char *o, size_t ol, size_t max, bool *busy,
                              uint64_t *wait)
 {
     uint8_t k[ST__KEY_CAP];
     st_tier_manifest_t man;
-    int rc = st_tier_manifest(c->store, o, ol, false, &man, wait);
+    int rc = st_tier_unhold(c->store, o, ol, max, busy, wait);
+    if (rc == ST_OK) rc = st_tier_manifest(c->store, o, ol, false, &man, wait);
     if (rc != ST_OK) return rc;
     for (size_t i = 0; i < man.n && i < max && rc == ST_OK; i++) {
         rc = st_tier_doom(c->store, o, ol, man.v[i].seq, man.v[i].key, wait);
@@ -305,9 +308,10 @@ static int st__erase_objects(st_chat_t *c, const char *o, size_t ol, size_t max,
     return rc;
 }
 
-/* Whether the tier still writes ('P') or deletes ('D') an object of owner o. */
+/* Whether the tier still writes ('P'), deletes ('D') or holds an object of owner o. */
 static bool st__tier_busy(st_chat_t *c, const char *o, size_t ol)
 {
+    if (st_tier_holding(c->store, o, ol)) return true;
     static const char recs[] = {'P', 'D'};
     uint8_t k[ST__KEY_CAP];
     uint64_t wait = 0;
@@ -332,6 +336,11 @@ bool st_chat_cold_settled(st_chat_t *c, const char *u, size_t ul)
     uint64_t wait = 0;
     st_tier_stat_t ds;
     if (st_tier_stat(c->store, d, dl, &ds, &wait) != ST_OK) return false;
+    /* objects of the owner a fold replaced hold the erased text: no hold keeps them */
+    bool held = false;
+    if (st_tier_unhold(c->store, u, ul, 64, &held, &wait) != ST_OK ||
+        st_tier_unhold(c->store, d, dl, 64, &held, &wait) != ST_OK)
+        return false;
     bool fold = st__chat_has_prefix(c, 'e', u, ul) || st__chat_has_prefix(c, 'z', u, ul);
     bool unwritten = st__chat_has_prefix(c, 'f', u, ul);
     if (fold) st_tier_compact(cc->tier, u, ul, ST_TIER_COMPACT_FOLD);

@@ -6,7 +6,8 @@
  *   intend   'P' owner 0 seq -> key, and the owner's next number past seq (so no number, and no
  *            key, is used twice); the job's worker starts only once this batch is durable.
  *   swap     the intent still stands (and the objects replaced are still in the manifest), the
- *            kind's side, 'P' out, the replaced objects out with their deletion recorded ('D'),
+ *            kind's side, 'P' out, the replaced objects out with their deletion recorded (held,
+ *            hold.c: deleted once no kept snapshot or backup point may name them),
  *            the new object in ('F'), the owner's cold summary ('W') moved: readers see the old
  *            rows or the new object, never both, never neither.
  *            Retention's drop is a swap without an intent (pseq 0) and without a new object.
@@ -86,6 +87,7 @@ int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t 
 {
     uint8_t k[ST_TIER_MKEY_MAX];
     int rc = st__check(s, o, ol, sw, wait); /* everything checked before anything is written */
+    int64_t now = st_now_us();
     /* the kind's side first, while the manifest still holds the old objects */
     if (rc == ST_OK && sw->kind) rc = sw->kind(sw->arg, wait);
     if (rc == ST_OK && sw->pseq)
@@ -95,7 +97,8 @@ int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t 
         /* 'D' numbers stay unique: the first old object's number goes on with the new one, so
          * its deletion is recorded under the intent's (no 'F' ever has it) */
         uint64_t dseq = i || !sw->pseq ? sw->old[i].seq : sw->pseq;
-        if (rc == ST_OK) rc = st_tier_doom(s, o, ol, dseq, sw->old[i].key, wait);
+        /* held while a kept snapshot or backup point may name it (hold.c) */
+        if (rc == ST_OK) rc = st_tier_defer(s, o, ol, dseq, sw->old[i].key, now, wait);
     }
     if (rc == ST_OK && sw->file->rows) {
         st_buf_t v = {0};

@@ -3,13 +3,17 @@
  * Retention (SPEC §6, off by default), the tier's for every kind: an owner's objects whose newest
  * row is older than --retention-seconds are dropped, whole. One batch takes the object out of the
  * manifest and its rows out of the counts (the owner's cold summary here, the kind's own counts
- * through its member's expired hook) and records its deletion ('D'): the swap of intent.c, without
+ * through its member's expired hook) and records its deletion: the swap of intent.c, without
  * an intent. The reaper deletes it from storage only once that batch is durable, so no manifest,
  * before or after a crash, names a deleted object, and a crash never leaves an expired object
- * behind. An object that mixes expired and live rows is queued for compaction, which rewrites it
- * without the expired ones (compact.c), so retention is row-exact within a pass or two. Rows are
- * dated by the statistics of the first top-level TIMESTAMP_US column (with statistics) of the
- * member's schema; kinds without an expired hook, a schema or such a column are never retained.
+ * behind. Like a compaction's, the deletion is held (hold.c) while a kept Iceberg snapshot or
+ * backup point may name the object: retention is data policy, not privacy (an erasure is what
+ * overrides the hold), and a restore to a point before the drop should read what that point
+ * held (the restored node drops it again by its own retention). An object that mixes expired and
+ * live rows is queued for compaction, which rewrites it without the expired ones (compact.c), so
+ * retention is row-exact within a pass or two. Rows are dated by the statistics of the first
+ * top-level TIMESTAMP_US column (with statistics) of the member's schema; kinds without an expired
+ * hook, a schema or such a column are never retained.
  *
  * Nothing waits on the loop: an owner's footers are fetched by the cold cache first, and the owner
  * is retained again once they are in memory. Owners whose footers are not in memory wait in a

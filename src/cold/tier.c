@@ -305,9 +305,11 @@ static void st__after_slice(void *arg)
 
 int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_tier_opts_t *o)
 {
-    /* the manifest records (strata/tier.h) and the writer record (writer.c) */
-    static const st_claim_t keys[] = {ST_CLAIM("W"), ST_CLAIM("F"), ST_CLAIM("P"), ST_CLAIM("D"),
-                                      ST_CLAIM("w")};
+    /* the manifest records (strata/tier.h), the writer record (writer.c), held deletions
+     * (hold.c) */
+    static const st_claim_t keys[] = {
+        ST_CLAIM("W"), ST_CLAIM("F"),           ST_CLAIM("P"),          ST_CLAIM("D"),
+        ST_CLAIM("w"), ST_CLAIM("\0cold_hold"), ST_CLAIM("\0cold_held")};
     int rc = st_store_claims(store, "cold tier", keys, sizeof keys / sizeof *keys);
     if (rc != ST_OK) return rc;
     st_tier_t *t = st_calloc(1, sizeof *t);
@@ -355,6 +357,11 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
     st_store_listen(store, &t->listener);
     *out = t;
     return ST_OK;
+}
+
+void st_tier_set_hold(st_tier_t *t, int64_t (*cutoff)(void *arg), void *arg)
+{
+    if (t) st_tier_reaper_hold(t->reaper, cutoff, arg);
 }
 
 void st_tier_join(st_tier_t *t, st_tier_member_t *m)

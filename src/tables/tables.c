@@ -21,6 +21,7 @@ typedef struct {
     bool loaded;           /* meta.doc read (or created) */
     int64_t snap, seq;     /* the current snapshot (snap -1: none), for the admin route */
     int64_t committed_us;
+    int64_t oldest_us; /* the oldest snapshot the loaded document keeps (0: none) */
 } st__table_t;
 
 typedef struct {
@@ -46,13 +47,14 @@ struct st_tables {
     bool job_create;
     st_tier_writer_t writer; /* the store's writer record, read at the tick (the job's) */
     bool leading;            /* this member committed at its last tick */
+    bool read;               /* every table's document loaded since it began to lead */
     /* The tier's 'F' records as of st_store_writes_of(store, 'F') == seen_f are all committed
      * (seen): a tick finding the same number skips the scan (an idle node's tick is O(1), not
      * O(objects)). job_f: the number when the running job's view was taken. */
     bool seen, job_view_ok;
     uint64_t seen_f, job_f;
-    int64_t lag_since_us;    /* when the tier first differed from the committed tables (0: it does
-                                not) */
+    int64_t lag_since_us; /* when the tier first differed from the committed tables (0: it does
+                             not) */
     st_metric_t *commits;
     void (*on_commit)(void *arg); /* st_tables_on_commit */
     void *on_commit_arg;
@@ -211,6 +213,7 @@ static void st__lead(st_tables_t *t)
         t->t[i].meta.version = 0;
         t->t[i].meta.swept = false;
     }
+    t->read = false; /* what a document keeps is known again once loaded */
     uint64_t wait = 0;
     st_store_scan(t->store, st__pfx, ST__PFX_LEN, st__load_prov, t, &wait);
     for (int i = 0; i < ST_TABLES_N; i++)
@@ -247,11 +250,13 @@ static void st__status(st__table_t *tb)
     tb->snap = st_tmeta_i64(doc, "current-snapshot-id", -1);
     tb->seq = st_tmeta_i64(doc, "last-sequence-number", 0);
     tb->committed_us = 0;
+    tb->oldest_us = 0;
     const cJSON *s;
     cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(doc, "snapshots"))
     {
-        if (st_tmeta_i64(s, "snapshot-id", 0) == tb->snap)
-            tb->committed_us = st_tmeta_i64(s, "timestamp-ms", 0) * 1000;
+        int64_t at = st_tmeta_i64(s, "timestamp-ms", 0) * 1000;
+        if (st_tmeta_i64(s, "snapshot-id", 0) == tb->snap) tb->committed_us = at;
+        if (at > 0 && (!tb->oldest_us || at < tb->oldest_us)) tb->oldest_us = at;
     }
 }
 
@@ -281,6 +286,7 @@ static void st__commit_done(uv_work_t *req, int status)
     bool loaded = true;
     for (int i = 0; i < ST_TABLES_N; i++)
         loaded &= t->t[i].meta.doc != NULL;
+    t->read = loaded;
     if (all && loaded && t->job_view_ok && !t->closing) {
         t->seen = true;
         t->seen_f = t->job_f;
@@ -356,6 +362,17 @@ static void st__commit_tick(uv_timer_t *h)
         for (int i = 0; i < ST_TABLES_N; i++)
             st_tfiles_free(&t->job[i].live);
     }
+}
+
+int64_t st_tables_oldest_us(const st_tables_t *t)
+{
+    if (!t || !t->interval_ms) return 0; /* no commits at all: no snapshot to keep */
+    if (!t->read) return -1;
+    int64_t oldest = 0;
+    for (int i = 0; i < ST_TABLES_N; i++)
+        if (t->t[i].oldest_us && (!oldest || t->t[i].oldest_us < oldest))
+            oldest = t->t[i].oldest_us;
+    return oldest;
 }
 
 /* ---- the module ---- */

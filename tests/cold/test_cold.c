@@ -1340,6 +1340,39 @@ static bool obj_gone(st_objstore_t *obj, const char *key)
  * the pass's sources queue flushes and say how many; a compaction records its object, merges on
  * a worker and swaps the manifest in one batch; the reaper deletes what left the manifest; the
  * members are stopped and told closed. Nothing here is chat's. */
+/* The hold on replaced objects (hold.c): the cutoff a test sets (INT64_MAX: nothing held). */
+static int64_t fx_cutoff = INT64_MAX;
+static int64_t fx_hold(void *arg)
+{
+    (void)arg;
+    return fx_cutoff;
+}
+
+/* The hold's cutoff (issue 45): the tables' oldest kept snapshot (or now - --table-keep), the
+ * oldest kept backup point, whichever is older; --table-keep 0 and no backup hold nothing; a
+ * figure not known yet holds everything. */
+TEST(tier_hold_cutoff_is_the_older_of_the_tables_and_backup_points)
+{
+    const int64_t now = 1000000000000, slack = ST_TIER_HOLD_SLACK_US;
+    st_tier_hold_t h = {.now_us = now};
+    CHECK(st_tier_hold_cutoff(&h) == INT64_MAX); /* --table-keep 0, no backup */
+    h.keep_us = 3600000000;
+    CHECK(st_tier_hold_cutoff(&h) == now - 3600000000); /* no snapshot kept: the window */
+    h.tables_oldest_us = now - 100000000;
+    CHECK(st_tier_hold_cutoff(&h) == now - 100000000 - slack); /* the oldest kept snapshot */
+    h.tables_oldest_us = -1;
+    CHECK(st_tier_hold_cutoff(&h) == INT64_MIN); /* not read yet */
+    h.tables_oldest_us = now - 100000000;
+    h.backup = true;
+    CHECK(st_tier_hold_cutoff(&h) == INT64_MIN); /* no backup point listed yet */
+    h.backup_oldest_us = now - 500000000;
+    CHECK(st_tier_hold_cutoff(&h) == now - 500000000 - slack); /* the older: the backup's */
+    h.backup_oldest_us = now - 10000000;
+    CHECK(st_tier_hold_cutoff(&h) == now - 100000000 - slack); /* the older: the tables' */
+    h.keep_us = 0;
+    CHECK(st_tier_hold_cutoff(&h) == now - 10000000 - slack); /* tables hold nothing */
+}
+
 TEST(tier_drives_a_fake_kind_through_flush_pass_compaction_orphans_and_close)
 {
     fx_t fx;
@@ -1362,6 +1395,8 @@ TEST(tier_drives_a_fake_kind_through_flush_pass_compaction_orphans_and_close)
     st_tier_opts_t to = {.obj = obj, .flush_interval_s = 3600, .flush_rows = 3};
     st_tier_t *t;
     CHECK_EQ(st_tier_open(&t, &fx.loop, s, &to), ST_OK);
+    fx_cutoff = 0; /* objects replaced from now on are held; orphans are not */
+    st_tier_set_hold(t, fx_hold, NULL);
     fk_t fk = {.store = s, .limit = 2};
     fk_cur = &fk;
     fm_t fm = {.tier = t};
@@ -1429,9 +1464,22 @@ TEST(tier_drives_a_fake_kind_through_flush_pass_compaction_orphans_and_close)
     CHECK(got.len == 20 && memcmp(got.data, "row1row2row3row4row5", 20) == 0);
     st_buf_free(&got);
 
-    /* the reaper (on the tier's tick) deletes what left the manifest, and the orphan */
-    for (int i = 0; i < 20 && !(obj_gone(obj, "o/obj-3") && obj_gone(obj, "q/obj-7")); i++)
+    /* held: the orphan goes, the replaced objects stay while the cutoff is before them */
+    for (int i = 0; i < 20 && !obj_gone(obj, "q/obj-7"); i++)
         uv_run(&fx.loop, UV_RUN_ONCE);
+    for (int i = 0; i < 3; i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK(obj_gone(obj, "q/obj-7"));
+    CHECK(!obj_gone(obj, "o/obj-1") && !obj_gone(obj, "o/obj-2") && !obj_gone(obj, "o/obj-3"));
+    CHECK_EQ(st_tier_held_count(s), 3);
+    CHECK(st_tier_holding(s, "o", 1) && !st_tier_holding(s, "p", 1));
+
+    /* the reaper (on the tier's tick) deletes what left the manifest once the hold has passed */
+    fx_cutoff = INT64_MAX;
+    for (int i = 0; i < 20 && !obj_gone(obj, "o/obj-3"); i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    fx_settle(&fx, s);
+    CHECK_EQ(st_tier_held_count(s), 0);
     CHECK(obj_gone(obj, "o/obj-1") && obj_gone(obj, "o/obj-2") && obj_gone(obj, "o/obj-3"));
     CHECK(obj_gone(obj, "q/obj-7") && !obj_gone(obj, "o/merged-1-4"));
 
@@ -1496,6 +1544,8 @@ TEST(tier_serves_two_kinds_each_with_its_own_owners_and_manifest)
     st_tier_opts_t to = {.obj = obj, .flush_interval_s = 3600, .flush_rows = 1};
     st_tier_t *t;
     CHECK_EQ(st_tier_open(&t, &fx.loop, s, &to), ST_OK);
+    fx_cutoff = INT64_MAX;
+    st_tier_set_hold(t, fx_hold, NULL);
     fk_t a = {.store = s, .limit = 8}, b = {.store = s, .limit = 8};
     fk_cur = &a; /* the limit both share */
     fm_t fa = {.tier = t}, fb = {.tier = t};
@@ -1752,6 +1802,8 @@ TEST(tier_retention_drops_expired_objects_whole_through_a_fake_kind)
                          .retention_s = 3600};
     st_tier_t *t;
     CHECK_EQ(st_tier_open(&t, &fx.loop, s, &to), ST_OK);
+    fx_cutoff = INT64_MAX; /* nothing held: the dropped objects go at once */
+    st_tier_set_hold(t, fx_hold, NULL);
     fk_t fk = {.store = s, .limit = 2};
     fk_cur = &fk;
     fm_t fm = {.tier = t};

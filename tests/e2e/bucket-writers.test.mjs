@@ -56,7 +56,8 @@ async function contents(s) {
 
 async function scenario({ coldArgs, bucketDir }) {
   const bk = tempDir('bw-bk');
-  const common = [...coldArgs, '--flush-interval', '3600'];
+  // --table-keep 0: objects a compaction replaced go at once (no kept snapshot holds them)
+  const common = [...coldArgs, '--flush-interval', '3600', '--table-keep', '0'];
   const a = await startStrata({ args: [...common, '--backup-url', `file://${bk}`, '--backup-interval', '100'] });
   const started = [a];
   try {

@@ -257,7 +257,8 @@ test('retention reads its footers off the loop too: expired objects of many user
   const proxy = await delayProxy(s3port);
   const dataDir = tempDir('coldret');
   const args = ['--cold-url', 's3://cold/ret', '--s3-endpoint', `http://127.0.0.1:${proxy.port}`,
-    '--s3-access-key', 'S3RVER', '--s3-secret-key', 'S3RVER', '--flush-interval', '3600'];
+    '--s3-access-key', 'S3RVER', '--s3-secret-key', 'S3RVER', '--flush-interval', '3600',
+    '--table-keep', '0']; // nothing holds the dropped objects (restore-cold.test.mjs: the hold)
   let s = await startStrata({ dataDir, args });
   const users = Array.from({ length: 10 }, (_, i) => `ru${i}`);
   try {

@@ -117,7 +117,8 @@ test('regression: kill -9 during flushes under concurrent posts: DuckDB finds no
 
 test('regression: a retention delete survives kill -9 between the manifest change and the delete; start-up finishes it', async () => {
   const dir = tempDir('retcrash');
-  const args = ['--retention-seconds', '1', '--flush-interval', '3600'];
+  // --table-keep 0, no backup: nothing holds the dropped object (restore-cold.test.mjs: the hold)
+  const args = ['--retention-seconds', '1', '--flush-interval', '3600', '--table-keep', '0'];
   let s = await startStrata({ dataDir: dir, args });
   for (let i = 0; i < 10; i++) await post(s, 'rk', `c${i % 2}`);
   await flushAll(s, ['rk']);

@@ -379,7 +379,8 @@ describe('cold tier triggers and crashes', () => {
   });
 
   test('retention drops expired objects and the counts follow', async () => {
-    const s = await startStrata({ args: ['--retention-seconds', '2', '--flush-interval', '3600'] });
+    // --table-keep 0: nothing holds the dropped objects (restore-cold.test.mjs: the hold)
+    const s = await startStrata({ args: ['--retention-seconds', '2', '--flush-interval', '3600', '--table-keep', '0'] });
     const old = [], young = [];
     for (let i = 0; i < 10; i++) await post(s, 'ret', old, i);
     await flushAll(s, 'ret');

@@ -29,6 +29,9 @@ async function readAll(s, u) {
   throw new Error('too many pages');
 }
 
+// Objects a compaction replaced are deleted at once only when nothing may still name them: no
+// kept Iceberg snapshot (--table-keep 0), no backup (restore-cold.test.mjs checks the hold).
+const NOHOLD = ['--table-keep', '0'];
 const filesOf = (d) => (existsSync(d) ? parquetFiles(d) : []);
 const stats = async (s, u) => (await s.req('GET', `/v1/users/${encodeURIComponent(u)}/stats`)).json;
 const metric = async (s, name) => Number((await s.req('GET', '/metrics')).text.match(new RegExp(`^${name} (\\d+)`, 'm'))?.[1] ?? 0);
@@ -76,7 +79,7 @@ async function settledFiles(s, dir) {
 }
 
 test('200 flushes of 5 messages: compaction keeps ≤ 8 objects, reads racing it are exact, DuckDB reads each message once', async () => {
-  const s = await startStrata({ args: ['--flush-interval', '3600'] });
+  const s = await startStrata({ args: [...NOHOLD, '--flush-interval', '3600'] });
   try {
     const u = 'busy';
     const ids = [];
@@ -115,7 +118,7 @@ test('200 flushes of 5 messages: compaction keeps ≤ 8 objects, reads racing it
 });
 
 test('POST /v1/admin/compact merges a user\'s small objects at once (202); a body that is not JSON is 400', async () => {
-  const s = await startStrata({ args: ['--flush-interval', '3600', '--compact-objects', '1000'] });
+  const s = await startStrata({ args: [...NOHOLD, '--flush-interval', '3600', '--compact-objects', '1000'] });
   try {
     const ids = await flushes(s, 'few', 6, 3);
     const dir = path.join(s.dir, 'cold', 'few');
@@ -144,7 +147,7 @@ async function compacted(s, dir) {
 }
 
 test('POST /v1/admin/compact is a major compaction: 12 small objects become one, about the bytes of one flush of the same rows; each message read once (API, DuckDB)', async () => {
-  const s = await startStrata({ args: ['--flush-interval', '3600', '--compact-objects', '1000'] });
+  const s = await startStrata({ args: [...NOHOLD, '--flush-interval', '3600', '--compact-objects', '1000'] });
   try {
     const k = 50, n = 12;
     const content = (f, i) => `flush ${f} message ${i}: the quick brown fox ${(f * k + i) % 17}`;
@@ -189,7 +192,7 @@ test('POST /v1/admin/compact is a major compaction: 12 small objects become one,
 
 test('a major compaction (no body: every user) stays under --compact-max-mb: several objects, each under the cap, as few as it allows', async () => {
   const cap = 1 << 20;
-  const s = await startStrata({ args: ['--flush-interval', '3600', '--compact-objects', '1000', '--compact-max-mb', '1'] });
+  const s = await startStrata({ args: [...NOHOLD, '--flush-interval', '3600', '--compact-objects', '1000', '--compact-max-mb', '1'] });
   try {
     // ~2.5 MB of barely compressible content in 10 objects of ~250 KB
     const ids = [];
@@ -225,7 +228,7 @@ test('a major compaction (no body: every user) stays under --compact-max-mb: sev
 });
 
 async function killDuringCompaction(t, { args, dirOf }) {
-  let s = await startStrata({ args: [...args, '--compact-objects', '1000'] });
+  let s = await startStrata({ args: [...NOHOLD, ...args, '--compact-objects', '1000'] });
   const dataDir = s.dir;
   const u = 'crash';
   const ids = await flushes(s, u, 24, 4);
@@ -235,7 +238,7 @@ async function killDuringCompaction(t, { args, dirOf }) {
     await sleep(delay);
     await s.kill9();
     const prevLog = s.log();
-    s = await startStrata({ dataDir, args: [...args, '--compact-objects', '1000'] });
+    s = await startStrata({ dataDir, args: [...NOHOLD, ...args, '--compact-objects', '1000'] });
     hits.orphans += await metric(s, "strata_flush_orphans_total");
     hits.compacted += /compacted \d+ objects/.test(prevLog) ? 1 : 0;
     assert.deepEqual(idsOf(await readAll(s, u)), ids, `after kill -9 ${delay} ms into a compaction`);
@@ -281,7 +284,7 @@ test('retention on compacted objects: an object mixing expired and live rows is 
   // ones expire (~6 s for the live flushes and the merge), retention runs half a second after
   // they expired and ~3.5 s before the live ones do (retention 6 s and a fixed 2.5 s sleep after
   // the merge left a loaded machine 2 s and 1 s)
-  const s = await startStrata({ args: ['--flush-interval', '3600', '--retention-seconds', '10'] });
+  const s = await startStrata({ args: [...NOHOLD, '--flush-interval', '3600', '--retention-seconds', '10'] });
   try {
     const u = 'ret';
     const old = await flushes(s, u, 2, 3);
@@ -309,7 +312,7 @@ test('retention on compacted objects: an object mixing expired and live rows is 
 });
 
 test('quiet users are not flushed at every interval (--flush-min-rows, --flush-max-age); /v1/admin/flush still flushes them', async () => {
-  const s = await startStrata({ args: ['--flush-interval', '1', '--flush-min-rows', '10', '--flush-max-age', '3600'] });
+  const s = await startStrata({ args: [...NOHOLD, '--flush-interval', '1', '--flush-min-rows', '10', '--flush-max-age', '3600'] });
   try {
     for (let i = 0; i < 3; i++) await post(s, 'quiet', 'c');
     for (let i = 0; i < 12; i++) await post(s, 'loud', 'c');

@@ -42,6 +42,9 @@ async function readAll(s, u, q) {
 async function coldRows(dir, u) {
   try { return await duckRows(batchFiles(dir, u)); } catch { return null; }
 }
+// Objects a fold or compaction replaced are deleted at once only when no kept Iceberg snapshot
+// (--table-keep 0) nor backup point may name them (restore-cold.test.mjs checks the hold).
+const NOHOLD = ['--table-keep', '0'];
 const batchFiles = (dir, u) => parquetFiles(path.join(dir, 'cold', u)).filter((f) => path.basename(f).startsWith('batch-'));
 const deltaFiles = (dir, u) => parquetFiles(path.join(dir, 'cold', u)).filter((f) => path.basename(f).startsWith('delta-'));
 
@@ -50,7 +53,8 @@ const conv = async (s, u, c) => (await s.req('GET', `/v1/users/${u}/conversation
 
 describe('edits and deletes', () => {
   let s;
-  before(async () => { s = await startStrata({ args: ['--flush-interval', '3600', '--max-edit-history', '3'] }); });
+  // --table-keep 0 (no backup): the objects a fold replaced go at once, as these tests check
+  before(async () => { s = await startStrata({ args: ['--flush-interval', '3600', '--max-edit-history', '3', ...NOHOLD] }); });
   after(async () => { await s.stop(); s.cleanup(); });
 
   test('hot edit keeps history (capped), delete leaves a tombstone, counts are live', async () => {
@@ -240,7 +244,7 @@ describe('edits and deletes', () => {
   });
 
   test('--delta-max-age: a cold delete is folded into its object by itself', async () => {
-    const s2 = await startStrata({ args: ['--flush-interval', '1', '--delta-max-age', '1'] });
+    const s2 = await startStrata({ args: ['--flush-interval', '1', '--delta-max-age', '1', ...NOHOLD] });
     try {
       const ms = [];
       for (let i = 0; i < 5; i++) ms.push(await post(s2, 'ivy', 'c', `secret ${i}`));
@@ -262,7 +266,7 @@ describe('edits and deletes', () => {
 
   test('--delta-max-age holds whatever --flush-interval is: a cold edit of a user and of a room folded with no pass', async () => {
     // the flush interval is an hour: only the tier's tick can fold these within the bound
-    const s2 = await startStrata({ args: ['--flush-interval', '3600', '--delta-max-age', '2'] });
+    const s2 = await startStrata({ args: ['--flush-interval', '3600', '--delta-max-age', '2', ...NOHOLD] });
     try {
       const ms = [];
       for (let i = 0; i < 4; i++) ms.push(await post(s2, 'ula', 'c', `draft ${i}`));
@@ -291,7 +295,7 @@ describe('edits and deletes', () => {
   });
 
   test('a deleted conversation leaves the delta objects too, within --delta-max-age, with no pass', async () => {
-    const s2 = await startStrata({ args: ['--flush-interval', '3600', '--delta-max-age', '2'] });
+    const s2 = await startStrata({ args: ['--flush-interval', '3600', '--delta-max-age', '2', ...NOHOLD] });
     try {
       const ids = [];
       for (let i = 0; i < 4; i++) ids.push((await post(s2, 'dee', 'diary', `diary ${i}`)).msg_id);
@@ -605,7 +609,7 @@ describe('durability and erasure', () => {
   test('retention inside an object (a compaction leaves expired rows out) counts tombstones out', async () => {
     // the old rows expire, the new ones not: the retention pass must fall between the old rows'
     // expiry and the new ones' (4 s apart; 1.5 s left a loaded machine's flush no room)
-    const s = await startStrata({ args: ['--retention-seconds', '8', '--flush-interval', '3600'] });
+    const s = await startStrata({ args: ['--retention-seconds', '8', '--flush-interval', '3600', ...NOHOLD] });
     try {
       const old = [];
       for (let i = 0; i < 3; i++) old.push(await post(s, 'uma', 'c', `old ${i}`));
