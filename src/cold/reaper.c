@@ -148,10 +148,22 @@ static void st__reap_done(uv_work_t *req, int status)
 
 static st_store_t *st__held_store; /* the open reaper's, for the gauge (NULL: none) */
 
+/* The count is a walk of the held records: a scrape walks them again only when some key of the
+ * held records' first byte was written since (an idle node's scrape walks nothing). */
 static double st__held_gauge(void *arg)
 {
     (void)arg;
-    return st__held_store ? (double)st_tier_held_count(st__held_store) : 0;
+    static const st_store_t *of;
+    static uint64_t gen;
+    static size_t n;
+    if (!st__held_store) return 0;
+    uint64_t g = st_store_writes_of(st__held_store, (uint8_t)st_tier_held_pre[0]);
+    if (g != gen || of != st__held_store) {
+        n = st_tier_held_count(st__held_store);
+        gen = g;
+        of = st__held_store;
+    }
+    return (double)n;
 }
 
 int st_tier_reaper_open(st_tier_reaper_t **out, uv_loop_t *loop, st_store_t *store,
