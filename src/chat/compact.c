@@ -21,8 +21,8 @@
  * holding the row has been rewritten with it, a fold marker ('e' u 0 id -> i64 the change's
  * time). A deleted conversation's cold rows are masked on read ('Q') and their objects marked
  * ('z' u 0 seq -> i64 the time). Every merge of a user's objects folds in the changes of the rows
- * it rewrites (their content and metadata as they are now: a tombstone's content "" and metadata
- * null) and leaves masked rows out, so a reader of the bucket sees the corrected rows, and a
+ * it rewrites (their content and metadata as they are now: a tombstone's content and metadata
+ * null, and its from null too when its author was erased) and leaves masked rows out, so a reader of the bucket sees the corrected rows, and a
  * deleted message's bytes leave the object store. The pass asks for a fold
  * (ST_TIER_COMPACT_FOLD: the objects holding marked rows, rewritten one at a time) once a marker
  * is --delta-max-age old; POST /v1/admin/compact asks at once. The delta stays: edited_at,
@@ -32,8 +32,9 @@
 typedef struct {
     uint64_t id;
     int64_t changed;
-    char *content, *meta; /* owned; meta NULL: null */
+    char *content, *meta; /* owned; NULL: null (content: a tombstone's) */
     size_t cl, ml;
+    bool anon; /* from null: an erased author's room tombstone (SPEC §2.2) */
 } st_fold_row_t;
 
 typedef struct {
@@ -102,7 +103,8 @@ static bool st__fold_state(st_chat_t *c, const char *u, size_t ul, st_fold_row_t
         }
         cJSON_Delete(s);
     }
-    if (!r->content) r->content = st_strndup("", 0); /* a tombstone */
+    /* a tombstone's content stays NULL: null in the row, never "" (SPEC v5 §5.1) */
+    r->anon = st__chat_jmember(j, jl, "from", &v, &vl) && vl == 4 && memcmp(v, "null", 4) == 0;
     r->meta = NULL;
     if (st__chat_jmember(j, jl, "metadata", &v, &vl) && !(vl == 4 && memcmp(v, "null", 4) == 0)) {
         r->meta = st_strndup(v, vl);
@@ -234,7 +236,11 @@ static bool st__fix(void *arg, st_msgrow_t *r)
     if (lo == f->rows.n || f->rows.v[lo].id != r->msg_id) return true;
     const st_fold_row_t *d = &f->rows.v[lo];
     r->content = d->content;
-    r->content_len = (uint32_t)d->cl;
+    r->content_len = d->content ? (uint32_t)d->cl : 0;
+    if (d->anon) {
+        r->from = NULL;
+        r->from_len = 0;
+    }
     r->metadata = d->meta;
     r->metadata_len = d->meta ? (uint32_t)d->ml : 0;
     return true;

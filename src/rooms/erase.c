@@ -12,7 +12,7 @@
  * rooms it left or was removed from too), then those it is in ('j', which also covers posts
  * made before 'p' markers were written) — its messages walked from the state's last id (hot and
  * cold; a cold page not in memory is fetched, the slice tried again), those the user posted
- * deleted; then the user leaves that room if in it (its 'j' entry goes) and its 'p' marker
+ * deleted, their from null (v5: no row names the user); then the user leaves that room if in it (its 'j' entry goes) and its 'p' marker
  * goes; then the next room; last the remote rooms ('J') the user's list held, each handed to the
  * outbox as an erasure for the room's group (SPEC §10: that group erases the user the same way,
  * its rooms' 'p' and 'j' entries included). State:
@@ -228,7 +228,7 @@ bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size
     st_buf_t tmp = {0};
     for (size_t i = 0; rc == ST_OK && i < a.ids.n; i++) {
         st_buf_reset(&tmp);
-        rc = st_chat_delete(r->chat, vu, vul, a.ids.v[i], &tmp, &w);
+        rc = st_chat_delete_unnamed(r->chat, vu, vul, a.ids.v[i], &tmp, &w); /* from null */
         if (rc == ST_OK)
             rc = st__rooms_gone(r, room.data, room.len, st__rooms_json_seq(tmp.data, tmp.len), &w);
         if (rc == ST_ENOTFOUND) rc = ST_OK; /* gone by retention meanwhile */
