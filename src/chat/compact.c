@@ -167,7 +167,9 @@ void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, const st_tier_o
     memcpy(b, pre, pl);
     st_be64_put(b + pl, hi == UINT64_MAX ? hi : hi + 1);
     if (n) st_store_range(c->store, pre, pl, a, pl + 8, b, pl + 8, false, st__fold_one, f, &w);
-    if (n && cutoff) { /* tombstones retention may leave out: no messages to count out */
+    /* the tombstones among the rows: retention may leave them out (no messages to count out),
+     * and an older object's tombstone ("" content) is rewritten with null (SPEC v5 §5.1) */
+    if (n) {
         pl = st__chat_ukey(pre, 'Y', u, ul);
         memcpy(a, pre, pl);
         st_be64_put(a + pl, lo);
@@ -199,6 +201,20 @@ typedef struct {
     size_t ul;
 } st_fixarg_t;
 
+/* The index of id among the tombstones of the rows; f->dead.n if it is none. */
+static size_t st__fold_dead_at(const st_fold_t *f, uint64_t id)
+{
+    size_t a = 0, b = f->dead.n;
+    while (a < b) {
+        size_t mid = (a + b) / 2;
+        if (f->dead.v[mid].id < id)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a < f->dead.n && f->dead.v[a].id == id ? a : f->dead.n;
+}
+
 /* On a worker: a row as its delta says, or left out as a deleted conversation's. */
 static bool st__fix(void *arg, st_msgrow_t *r)
 {
@@ -213,17 +229,14 @@ static bool st__fix(void *arg, st_msgrow_t *r)
             return false;
         }
     }
-    if (f->cutoff && r->timestamp < f->cutoff && f->dead.n) { /* retention leaves it out */
-        size_t a = 0, b = f->dead.n;
-        while (a < b) {
-            size_t mid = (a + b) / 2;
-            if (f->dead.v[mid].id < r->msg_id)
-                a = mid + 1;
-            else
-                b = mid;
-        }
-        if (a < f->dead.n && f->dead.v[a].id == r->msg_id) st_vec_push(&f->dead_dropped, a);
+    size_t dead = st__fold_dead_at(f, r->msg_id);
+    if (f->cutoff && r->timestamp < f->cutoff) { /* retention leaves it out */
+        if (dead < f->dead.n) st_vec_push(&f->dead_dropped, dead);
         return true;
+    }
+    if (dead < f->dead.n) { /* written before, its content "": null now */
+        r->content = r->metadata = NULL;
+        r->content_len = r->metadata_len = 0;
     }
     size_t lo = 0, hi = f->rows.n;
     while (lo < hi) {
