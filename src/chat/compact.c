@@ -58,6 +58,7 @@ typedef struct {
     ST_VEC(uint64_t) seqs;        /* the objects rewritten (their 'z' markers go) */
     int64_t at;                   /* when this was prepared */
     int64_t masked;               /* rows left out as a deleted conversation's (worker) */
+    int64_t changed;              /* rows whose values the fold changed (worker) */
     void *inner;                  /* the tier's note of rows left out by retention */
 } st_fold_t;
 
@@ -216,9 +217,8 @@ static size_t st__fold_dead_at(const st_fold_t *f, uint64_t id)
 }
 
 /* On a worker: a row as its delta says, or left out as a deleted conversation's. */
-static bool st__fix(void *arg, st_msgrow_t *r)
+static bool st__fix_row(st_fixarg_t *x, st_msgrow_t *r)
 {
-    st_fixarg_t *x = arg;
     st_fold_t *f = x->f;
     for (size_t i = 0; i < f->masks.n; i++) {
         uint8_t part[ST__KEY_CAP];
@@ -257,6 +257,32 @@ static bool st__fix(void *arg, st_msgrow_t *r)
     r->metadata = d->meta;
     r->metadata_len = d->meta ? (uint32_t)d->ml : 0;
     return true;
+}
+
+/* Whether two nullable strings are equal (NULL: null). */
+static bool st__same(const char *a, uint32_t al, const char *b, uint32_t bl)
+{
+    return (!a && !b) || (a && b && al == bl && memcmp(a, b, al) == 0);
+}
+
+/* st__fix_row, counting the rows whose values it changed. */
+static bool st__fix(void *arg, st_msgrow_t *r)
+{
+    st_fixarg_t *x = arg;
+    st_msgrow_t was = *r;
+    if (!st__fix_row(x, r)) return false;
+    x->f->changed += !st__same(was.from, was.from_len, r->from, r->from_len) ||
+                     !st__same(was.content, was.content_len, r->content, r->content_len) ||
+                     !st__same(was.metadata, was.metadata_len, r->metadata, r->metadata_len);
+    return true;
+}
+
+/* On the loop, in the swap: whether the merge changed a row (its snapshot an overwrite). */
+static bool st__chat_compact_changed(void *arg, const void *dropped)
+{
+    const st_fold_t *f = dropped;
+    (void)arg;
+    return f && (f->changed || f->masked);
 }
 
 static void st__fold_free(void *arg, void *dropped)
@@ -411,6 +437,10 @@ static void st__chat_compact_name(void *arg, const char *u, size_t ul, const cha
 
 void st__chat_merge_side(st_chatcold_t *cc)
 {
-    cc->merge = (st_tier_merge_t){st__chat_compact_merge, st__chat_compact_commit, st__fold_free,
-                                  st__chat_compact_name, cc};
+    cc->merge = (st_tier_merge_t){.merge = st__chat_compact_merge,
+                                  .commit = st__chat_compact_commit,
+                                  .release = st__fold_free,
+                                  .name = st__chat_compact_name,
+                                  .arg = cc,
+                                  .changed = st__chat_compact_changed};
 }

@@ -635,7 +635,7 @@ st_tier_member_t *st__chat_delta_member(st_chatcold_t *cc)
                                .flushed = st__delta_flush_again,
                                .arg = cc};
     d->merge = (st_tier_merge_t){st__delta_merge, st__delta_merge_commit, st__delta_merge_release,
-                                 st__delta_name, cc};
+                                 st__delta_name, cc, NULL};
     d->member = (st_tier_member_t){.name = "chat-deltas",
                                    .tag = ST__DELTA_TAG,
                                    .flush = &d->kind,

@@ -55,8 +55,11 @@ async function readAll(s, p) {
 
 const tableDir = (s, t) => path.join(s.dir, 'cold', '_tables', t, 'metadata');
 const hint = (s, t) => Number(readFileSync(path.join(tableDir(s, t), 'version-hint.text'), 'utf8'));
+const tableMeta = (s, t) => JSON.parse(readFileSync(path.join(tableDir(s, t), `v${hint(s, t)}.metadata.json`), 'utf8'));
+// Waits until no table has a change pending.
+const committed = (s) => waitFor('the tables committed', async () => (await ok(s, 'GET', '/v1/admin/tables')).tables.every((t) => t.pending === 0), 30000);
 async function iceRows(s, t) {
-  const m = JSON.parse(readFileSync(path.join(tableDir(s, t), `v${hint(s, t)}.metadata.json`), 'utf8'));
+  const m = tableMeta(s, t);
   const restore = serveFiles();
   try { return await icebergRead({ tableUrl: m.location, metadataFileName: `v${hint(s, t)}.metadata.json` }); } finally { restore(); }
 }
@@ -70,6 +73,7 @@ test('a deleted message folded into its object: content and metadata null in Par
     // a hot tombstone flushed, then a cold one folded in
     const hot = await ok(s, 'DELETE', `/v1/users/nia/messages/${ms[1].msg_id}`);
     await flushed(s, 'nia');
+    await committed(s);
     const cold = await ok(s, 'DELETE', `/v1/users/nia/messages/${ms[2].msg_id}`);
     assert.equal((await s.req('POST', '/v1/admin/compact', { user: 'nia' })).status, 202);
     const rows = await waitFor('the fold', async () => {
@@ -99,6 +103,10 @@ test('a deleted message folded into its object: content and metadata null in Par
       assert.equal(x.metadata === null, dead);
       assert.equal(x.from, 'nia');
     }
+    // the fold changed rows: its snapshot is an overwrite, never a replace (SPEC v5 §5.1)
+    await committed(s);
+    const ops = tableMeta(s, 'messages').snapshots.map((x) => x.summary.operation);
+    assert.deepEqual(ops, ['append', 'overwrite']);
   } finally {
     await s.stop();
     s.cleanup();
