@@ -22,11 +22,11 @@
  * time). A deleted conversation's cold rows are masked on read ('Q') and their objects marked
  * ('z' u 0 seq -> i64 the time). Every merge of a user's objects folds in the changes of the rows
  * it rewrites (their content and metadata as they are now: a tombstone's content and metadata
- * null, and its from null too when its author was erased) and leaves masked rows out, so a reader of the bucket sees the corrected rows, and a
- * deleted message's bytes leave the object store. The pass asks for a fold
- * (ST_TIER_COMPACT_FOLD: the objects holding marked rows, rewritten one at a time) once a marker
- * is --delta-max-age old; POST /v1/admin/compact asks at once. The delta stays: edited_at,
- * deleted_at and edit_history are not among the objects' columns (SPEC §5), and reads
+ * null, and its from null too when its author was erased) and leaves masked rows out, so a reader
+ * of the bucket sees the corrected rows, and a deleted message's bytes leave the object store. The
+ * pass asks for a fold (ST_TIER_COMPACT_FOLD: the objects holding marked rows, rewritten one at a
+ * time) once a marker is --delta-max-age old; POST /v1/admin/compact asks at once. The delta stays:
+ * edited_at, deleted_at and edit_history are not among the objects' columns (SPEC §5), and reads
  * take them from it. */
 
 typedef struct {
@@ -260,7 +260,7 @@ static bool st__fix_row(st_fixarg_t *x, st_msgrow_t *r)
 }
 
 /* Whether two nullable strings are equal (NULL: null). */
-static bool st__same(const char *a, uint32_t al, const char *b, uint32_t bl)
+static bool st__fold_same(const char *a, uint32_t al, const char *b, uint32_t bl)
 {
     return (!a && !b) || (a && b && al == bl && memcmp(a, b, al) == 0);
 }
@@ -271,9 +271,9 @@ static bool st__fix(void *arg, st_msgrow_t *r)
     st_fixarg_t *x = arg;
     st_msgrow_t was = *r;
     if (!st__fix_row(x, r)) return false;
-    x->f->changed += !st__same(was.from, was.from_len, r->from, r->from_len) ||
-                     !st__same(was.content, was.content_len, r->content, r->content_len) ||
-                     !st__same(was.metadata, was.metadata_len, r->metadata, r->metadata_len);
+    x->f->changed += !st__fold_same(was.from, was.from_len, r->from, r->from_len) ||
+                     !st__fold_same(was.content, was.content_len, r->content, r->content_len) ||
+                     !st__fold_same(was.metadata, was.metadata_len, r->metadata, r->metadata_len);
     return true;
 }
 

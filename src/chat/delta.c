@@ -7,10 +7,10 @@
  * edited_at / deleted_at / edit_history the seven message columns never hold.
  *
  * Columns: the message's seven (content null in a tombstone, from null in an erased author's
- * room tombstone; objects written before from was OPTIONAL read alike) plus edited_at and deleted_at
- * (TIMESTAMP µs, nullable) and edit_history (JSON text: [{"content","metadata","edited_at"}]),
- * one row per message, its state as of the object; of several objects the one with the highest
- * number in its key is the newest.
+ * room tombstone; objects written before from was OPTIONAL read alike) plus edited_at and
+ * deleted_at (TIMESTAMP µs, nullable) and edit_history (JSON text:
+ * [{"content","metadata","edited_at"}]), one row per message, its state as of the object; of
+ * several objects the one with the highest number in its key is the newest.
  *
  * They are a data kind of the tier of their own (tag 'e': the manifest owner "~e" + user), so
  * the tier's flush engine writes them (intent, never-overwrite keys naming the writer, orphans,
@@ -634,8 +634,8 @@ st_tier_member_t *st__chat_delta_member(st_chatcold_t *cc)
                                .release = st__delta_release,
                                .flushed = st__delta_flush_again,
                                .arg = cc};
-    d->merge = (st_tier_merge_t){st__delta_merge, st__delta_merge_commit, st__delta_merge_release,
-                                 st__delta_name, cc, NULL};
+    d->merge = (st_tier_merge_t){
+        st__delta_merge, st__delta_merge_commit, st__delta_merge_release, st__delta_name, cc, NULL};
     d->member = (st_tier_member_t){.name = "chat-deltas",
                                    .tag = ST__DELTA_TAG,
                                    .flush = &d->kind,

@@ -271,7 +271,8 @@ static int st__kind_side(void *arg, uint64_t *wait)
     const st_tier_merge_t *m = j->c->merge;
     const st_tier_t *t = j->c->tier;
     int rc = m->commit(m->arg, j->o->owner, j->o->olen, j->dropped, j->ndropped, wait);
-    if (rc == ST_OK && j->out.rows && t->rows_changed && m->changed && m->changed(m->arg, j->dropped))
+    if (rc == ST_OK && j->out.rows && t->rows_changed && m->changed &&
+        m->changed(m->arg, j->dropped))
         t->rows_changed(t->rows_changed_arg, j->key.data, wait);
     return rc;
 }

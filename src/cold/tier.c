@@ -335,9 +335,9 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
     t->fkind = (st_tier_kind_t){
         st__tier_snapshot, st__tier_encode,        st__tier_commit,     st__tier_release,
         st__orphans,       st__tier_owner_flushed, st__tier_flush_done, t};
-    t->mkind = (st_tier_merge_t){st__tier_merge,         st__tier_merge_commit,
-                                 st__tier_merge_release, st__merge_name,
-                                 t,                      st__tier_merge_changed};
+    t->mkind = (st_tier_merge_t){
+        st__tier_merge,        st__tier_merge_commit, st__tier_merge_release, st__merge_name, t,
+        st__tier_merge_changed};
     st_tier_flush_open(&t->flush, loop, store, o->obj, &t->fkind);
     st_tier_compact_opts_t co = {.limit = o->compact_objects,
                                  .max_bytes = o->compact_max_bytes,

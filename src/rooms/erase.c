@@ -12,10 +12,10 @@
  * rooms it left or was removed from too), then those it is in ('j', which also covers posts
  * made before 'p' markers were written) — its messages walked from the state's last id (hot and
  * cold; a cold page not in memory is fetched, the slice tried again), those the user posted
- * deleted, their from null (v5: no row names the user); then the user leaves that room if in it (its 'j' entry goes) and its 'p' marker
- * goes; then the next room; last the remote rooms ('J') the user's list held, each handed to the
- * outbox as an erasure for the room's group (SPEC §10: that group erases the user the same way,
- * its rooms' 'p' and 'j' entries included). State:
+ * deleted, their from null (v5: no row names the user); then the user leaves that room if in it
+ * (its 'j' entry goes) and its 'p' marker goes; then the next room; last the remote rooms ('J') the
+ * user's list held, each handed to the outbox as an erasure for the room's group (SPEC §10: that
+ * group erases the user the same way, its rooms' 'p' and 'j' entries included). State:
  * "\0rooms_erase" user -> be64 last msg_id | room. */
 static const char st__rooms_erase_pre[] = "\0rooms_erase"; /* with its 0 terminator: 13 bytes */
 

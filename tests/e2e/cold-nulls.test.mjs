@@ -6,11 +6,11 @@
 // editable and compactable: set STRATA_OLD_BIN to a build of main before the change to run that
 // part (skipped otherwise).
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { icebergRead } from 'icebird';
-import { duckQuery, duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
+import { duckQuery, duckRows, filesUnder, parquetFiles, waitFor } from './cold-lib.mjs';
 import { serveFiles } from './iceberg-lib.mjs';
 import { startStrata } from './lib.mjs';
 
@@ -22,17 +22,6 @@ const ok = async (s, method, p, body, status = 200) => {
 const batchFiles = (dir, sub) => parquetFiles(path.join(dir, 'cold', sub)).filter((f) => path.basename(f).startsWith('batch-'));
 const list = (fs) => `[${fs.map((f) => `'${f}'`).join(',')}]`;
 
-function filesUnder(dir) {
-  const out = [];
-  const walk = (d) => {
-    for (const n of readdirSync(d)) {
-      const p = path.join(d, n);
-      if (statSync(p).isDirectory()) walk(p); else out.push(p);
-    }
-  };
-  walk(dir);
-  return out;
-}
 
 async function flushed(s, u) {
   assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
