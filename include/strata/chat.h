@@ -179,7 +179,8 @@ int st_chat_edit(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
 int st_chat_delete(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id, st_buf_t *out,
                    uint64_t *wait);
 /* The same for a message whose author is erased (a room's, SPEC §2.2): the tombstone's from is
- * null too, so no row names the author. */
+ * null too, so no row names the author; a tombstone that still names it loses its from (nothing
+ * else of it changes, nor any count). */
 int st_chat_delete_unnamed(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
                            st_buf_t *out, uint64_t *wait);
 /* Deletes a conversation: its hot rows go, its cold rows are masked; *n: its live messages. */

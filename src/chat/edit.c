@@ -392,7 +392,12 @@ static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
     }
     conv++; /* the conversation id is a name: its JSON string has no escapes */
     cl -= 2;
-    if (st__chat_json_dead(cur.data, cur.len)) {
+    bool dead = st__chat_json_dead(cur.data, cur.len), named = false;
+    const char *fv;
+    size_t fvl;
+    if (dead && unnamed && st__chat_jmember(cur.data, cur.len, "from", &fv, &fvl))
+        named = !st__is_null(fv, fvl); /* deleted before its author was erased */
+    if (dead && !named) {
         if (!del) {
             rc = ST_ECONFLICT;
             goto done;
@@ -400,11 +405,16 @@ static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
         st_buf_append(out, cur.data, cur.len); /* deleted again: the same tombstone */
         goto done;
     }
-    int64_t now = st_now_us(), edited = 0;
+    int64_t now = st_now_us(), edited = 0, deleted = 0;
     if (st__chat_jmember(cur.data, cur.len, "edited_at", &ev, &evl) && !st__is_null(ev, evl))
         st_parse_i64(ev, evl, &edited);
     if (edited && now <= edited) now = edited + 1; /* edits stay in order whatever the clock */
-    if (del) {
+    if (dead) { /* the tombstone as it was, its from null: nothing else changes, nor any count */
+        if (st__chat_jmember(cur.data, cur.len, "deleted_at", &ev, &evl))
+            st_parse_i64(ev, evl, &deleted);
+        st__edit_render_state(&next, cur.data, cur.len, "null", 4, "null", 4, edited, deleted, true,
+                              &hist);
+    } else if (del) {
         st__edit_render_state(&next, cur.data, cur.len, "null", 4, "null", 4, edited, now, unnamed,
                               &hist);
     } else {
@@ -454,7 +464,7 @@ static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
         rc = st__chat_delta_put(c, u, ul, id, conv, cl, next.data, next.len, wait);
         if (!rc) rc = st__chat_fold_mark(c, u, ul, id, wait);
     }
-    if (!rc && del) {
+    if (!rc && del && !dead) {
         rc = st_store_put(c->store, k, st__idkey(k, 'Y', u, ul, id), conv, cl, wait);
         st_conv_t cv;
         size_t ckl = st__chat_ckey(k, u, ul, conv, cl);

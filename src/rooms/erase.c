@@ -22,7 +22,8 @@ static const char st__rooms_erase_pre[] = "\0rooms_erase"; /* with its 0 termina
 typedef struct {
     const char *u;
     size_t ul;
-    ST_VEC(uint64_t) ids;
+    ST_VEC(uint64_t) ids;  /* its live messages */
+    ST_VEC(uint64_t) dead; /* its tombstones (deleted before the erasure): from still names it */
 } st_authored_t;
 
 static void st__authored(void *arg, uint64_t msg_id, const char *json, size_t len)
@@ -32,8 +33,12 @@ static void st__authored(void *arg, uint64_t msg_id, const char *json, size_t le
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "from");
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "deleted_at");
     if (cJSON_IsString(f) && strlen(f->valuestring) == a->ul &&
-        memcmp(f->valuestring, a->u, a->ul) == 0 && (!d || cJSON_IsNull(d)))
-        st_vec_push(&a->ids, msg_id);
+        memcmp(f->valuestring, a->u, a->ul) == 0) {
+        if (!d || cJSON_IsNull(d))
+            st_vec_push(&a->ids, msg_id);
+        else
+            st_vec_push(&a->dead, msg_id);
+    }
     cJSON_Delete(j);
 }
 
@@ -233,7 +238,13 @@ bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size
             rc = st__rooms_gone(r, room.data, room.len, st__rooms_json_seq(tmp.data, tmp.len), &w);
         if (rc == ST_ENOTFOUND) rc = ST_OK; /* gone by retention meanwhile */
     }
+    for (size_t i = 0; rc == ST_OK && i < a.dead.n; i++) { /* no longer named: no count moves */
+        st_buf_reset(&tmp);
+        rc = st_chat_delete_unnamed(r->chat, vu, vul, a.dead.v[i], &tmp, &w);
+        if (rc == ST_ENOTFOUND) rc = ST_OK;
+    }
     st_vec_free(&a.ids);
+    st_vec_free(&a.dead);
     if (rc == ST_EPARKED) st_chat_prefetch(r->chat);
     if (rc == ST_OK && more && upto) { /* this room goes on from upto */
         st_buf_reset(&tmp);

@@ -107,16 +107,21 @@ test('an erased user\'s room tombstones: from null in the API and in Parquet, th
   try {
     await ok(s, 'POST', '/v1/rooms', { room_id: 'nullroom', members: ['zelda', 'yuri'] }, 201);
     const post = (from, content) => ok(s, 'POST', '/v1/rooms/nullroom/messages', { from, content }, 201);
-    await post('zelda', 'cold by zelda');
+    const early = await post('zelda', 'cold by zelda');
     await post('yuri', 'cold by yuri');
     assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
     const roomDir = path.join('shared', 'conversations', 'nullroom');
     await waitFor('the room flushed', async () => ((await nullness(batchFiles(s.dir, roomDir))) || []).length === 2);
     await post('zelda', 'hot by zelda');
+    // a tombstone made before the erasure (a cold one: its delta names the author) loses its from too
+    const t0 = await ok(s, 'DELETE', `/v1/rooms/nullroom/messages/${early.msg_id}`);
+    assert.equal(t0.from, 'zelda');
     const e = await ok(s, 'DELETE', '/v1/users/zelda', undefined, 202);
     await waitFor('the erasure', async () => (await ok(s, 'GET', `/v1/admin/erasures/${e.erasure_id}`)).status === 'done', 60000);
     const got = await readAll(s, '/v1/rooms/nullroom/messages');
     assert.deepEqual(got.map((m) => [m.from, m.content]), [[null, null], ['yuri', 'cold by yuri'], [null, null]]);
+    assert.equal(got[0].deleted_at, t0.deleted_at, 'the earlier tombstone keeps its time');
+    assert.equal((await ok(s, 'GET', '/v1/rooms/nullroom')).total_messages, 1);
     // the hot tombstone flushed too: every row of the room in Parquet, zelda's with from null
     assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
     const rows = await waitFor('the room\'s objects', async () => {
