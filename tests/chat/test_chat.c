@@ -963,15 +963,31 @@ static bool merge_fix(void *arg, st_msgrow_t *r)
     return true;
 }
 
-TEST(merge_groups_by_conversation_folds_changes_and_counts_expired_rows)
+/* A file:// object store in a fresh directory made from the template dir (rewritten in place). */
+static st_objstore_t *tmp_store(char *dir)
 {
-    char dir[] = "/tmp/strata-cmerge-XXXXXX";
     CHECK(mkdtemp(dir));
     char url[64];
     snprintf(url, sizeof url, "file://%s", dir);
     st_objstore_opts_t oo = {.url = url};
-    st_objstore_t *obj;
+    st_objstore_t *obj = NULL;
     CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
+    return obj;
+}
+
+/* Closes a tmp_store and removes its directory. */
+static void tmp_store_close(st_objstore_t *obj, const char *dir)
+{
+    st_objstore_close(obj);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK_EQ(system(cmd), 0);
+}
+
+TEST(merge_groups_by_conversation_folds_changes_and_counts_expired_rows)
+{
+    char dir[] = "/tmp/strata-cmerge-XXXXXX";
+    st_objstore_t *obj = tmp_store(dir);
     /* object 1: a 1, a 3, b 2; object 2: a 5, b 4, c 6 (timestamps 1700000000000000 + id) */
     st_msgrow_t r1[] = {row(1, "a", "one", NULL), row(3, "a", "three", "{}"),
                         row(2, "b", "two", NULL)};
@@ -1016,10 +1032,7 @@ TEST(merge_groups_by_conversation_folds_changes_and_counts_expired_rows)
     st_buf_free(&f2);
     st_buf_free(&got);
     st_buf_free(&want);
-    st_objstore_close(obj);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK_EQ(system(cmd), 0);
+    tmp_store_close(obj, dir);
 }
 
 /* SPEC v5 §5.1: a user's objects carry the owner column user, a room's room_id (field id 1);
@@ -1123,12 +1136,7 @@ TEST(owner_column_in_new_files_old_files_read_alike_and_merge_into_the_new_shape
     }
     /* an old object merged with a new one: the new shape, byte for byte what the writer makes */
     char dir[] = "/tmp/strata-cowner-XXXXXX";
-    CHECK(mkdtemp(dir));
-    char url[64];
-    snprintf(url, sizeof url, "file://%s", dir);
-    st_objstore_opts_t oo = {.url = url};
-    st_objstore_t *obj;
-    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
+    st_objstore_t *obj = tmp_store(dir);
     st_msgrow_t later[] = {row(5, "a", "five", NULL), row(6, "c", "six", NULL)};
     st_msgrow_t all[] = {rows[0], rows[1], later[0], rows[2], rows[3], later[1]};
     for (int k = 0; k < 2; k++) { /* a user's, then a room's */
@@ -1160,30 +1168,25 @@ TEST(owner_column_in_new_files_old_files_read_alike_and_merge_into_the_new_shape
         st_buf_free(&got);
         st_buf_free(&want);
     }
-    st_objstore_close(obj);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK_EQ(system(cmd), 0);
+    tmp_store_close(obj, dir);
     st_buf_free(&old);
     st_buf_free(&user);
     st_buf_free(&room);
 }
 
-/* Message files as strata wrote them from SPEC v5 §5.1 until issue 45: the owner column and
- * field ids, but from and content REQUIRED (a tombstone's content was ""). */
-static const st_pq_field_t v5r_fields[] = {
-    {"user", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT | ST_PQ_ADDED,
-     NULL, 0, 1},
-    {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 2},
-    {"conversation_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT,
-     NULL, 0, 3},
-    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0, 4},
-    {"timestamp", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0, 5},
-    {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 6},
-    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0, 7},
-    {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 8},
-};
+/* Message files as strata wrote them from SPEC v5 §5.1 until issue 45: the owner column, then
+ * v4's seven columns with field ids (from and content REQUIRED: a tombstone's content was ""). */
+static st_pq_field_t v5r_fields[8];
 static const st_pq_schema_t v5r_schema = {v5r_fields, 8, 1, 2};
+
+static void v5r_init(void)
+{
+    v5r_fields[0] = st_pq_msg_schema.fields[0];
+    for (int i = 0; i < 7; i++) {
+        v5r_fields[i + 1] = v4_fields[i];
+        v5r_fields[i + 1].id = i + 2;
+    }
+}
 
 static void v5r_row(void *arg, size_t i, st_pq_rec_t *r)
 {
@@ -1202,6 +1205,7 @@ TEST(nullable_from_and_content_old_required_files_read_and_merge)
     later[0].from = NULL; /* an erased author's tombstone */
     later[0].from_len = 0;
     st_buf_t old = {0}, neu = {0};
+    v5r_init();
     st_pq_write_t w = {
         .schema = &v5r_schema, .nrows = 3, .row = v5r_row, .arg = rows, .zstd_level = 1};
     CHECK_EQ(st_pq_write(&w, &old), ST_OK);
@@ -1231,12 +1235,7 @@ TEST(nullable_from_and_content_old_required_files_read_and_merge)
         st_parquet_rows_free(&keep[g]);
     /* the two layouts merged: the new shape, byte for byte what the writer makes */
     char dir[] = "/tmp/strata-cnull-XXXXXX";
-    CHECK(mkdtemp(dir));
-    char url[64];
-    snprintf(url, sizeof url, "file://%s", dir);
-    st_objstore_opts_t oo = {.url = url};
-    st_objstore_t *obj;
-    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
+    st_objstore_t *obj = tmp_store(dir);
     CHECK_EQ(st_objstore_put(obj, "o/1.parquet", old.data, old.len), ST_OK);
     CHECK_EQ(st_objstore_put(obj, "o/2.parquet", neu.data, neu.len), ST_OK);
     st_tier_obj_t objs[2] = {{.file = {.size = old.len}, .key = "o/1.parquet"},
@@ -1253,10 +1252,7 @@ TEST(nullable_from_and_content_old_required_files_read_and_merge)
     CHECK_EQ(st_parquet_encode(all, 5, "u", 1, 1, &want), ST_OK);
     CHECK_EQ(st_objstore_get(obj, "o/m.parquet", 0, out.size, &got_f), ST_OK);
     CHECK(out.rows == 5 && got_f.len == want.len && memcmp(got_f.data, want.data, want.len) == 0);
-    st_objstore_close(obj);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK_EQ(system(cmd), 0);
+    tmp_store_close(obj, dir);
     st_buf_free(&got_f);
     st_buf_free(&want);
     st_buf_free(&old);
