@@ -336,11 +336,10 @@ int main(int argc, char **argv)
         co.delta_max_age_s = cfg.table_commit_interval;
     st_chat_set_max_history(chat, cfg.max_edit_history);
     st_chat_set_erase_within(chat, cfg.erase_within);
-    st_tier_join(tier, st_chat_tier_member(chat, tier, &co));
-    st_tier_join(tier, st_chat_delta_tier_member(chat));
-    st_tier_join(tier, st_counters_tier_member(store));
-    st_tier_join(tier, st_chat_room_tier_member(chat)); /* rooms' messages are chat's (§2.1) */
-    st_tier_join(tier, st_seats_tier_member(seats, tier, cfg.booking_hot_seconds));
+    st_cli_kinds_t kinds = {store, chat, seats, tier, &co, cfg.booking_hot_seconds};
+    st_tier_member_t *members[ST_CLI_MEMBERS_MAX];
+    for (size_t i = 0, n = st_cli_members(&kinds, members); i < n; i++)
+        st_tier_join(tier, members[i]); /* the kinds: one line each, src/cli/kinds.c */
     st_app_t app = {
         .cfg = &cfg, .store = store, .seats = seats, .chat = chat, .tier = tier, .tables = tables};
     /* the read-only Iceberg REST catalog's view of the tables (SPEC v5 §5.1) */

@@ -137,7 +137,8 @@ size_t st_chat_each_conversation(st_chat_t *c, st_chat_conv_fn fn, void *arg);
  * visited twice or not at all (a post marks it for reconciliation anyway). */
 size_t st_chat_conversations_page(st_chat_t *c, st_buf_t *cursor, size_t max, bool *done,
                                   st_chat_conv_fn fn, void *arg);
-/* Re-seeds cold metadata from object storage alone (`strata rebuild-meta`): the manifest, each
+/* Re-seeds cold metadata from object storage alone, every listed object (no tables: rebuild-meta
+ * runs chat's member's rebuild hook, which takes the objects the tables name): the manifest, each
  * user's cold summary, conversations' baselines and first/last ids and times, the user totals,
  * merged with what the store holds hot. Counts are returned; everything is staged in one batch. */
 int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *convs, int64_t *rows,
@@ -244,6 +245,11 @@ bool st_chat_erasing(st_chat_t *c, const char *user, size_t ulen, uint64_t *wait
 /* The users being erased now (one key each: as many as erasures pending), at most max of them
  * (in name order), appended to out as u8 length | name; *n their number. */
 int st_chat_erasing_users(st_chat_t *c, size_t max, st_buf_t *out, size_t *n, uint64_t *wait);
+/* The same for the users whose name starts with prefix (borrowed, plen bytes), each listed
+ * without the prefix: one range read, so "none of them" costs one seek (rooms: the rooms being
+ * deleted, under ST_CHAT_ROOM_USER). */
+int st_chat_erasing_users_with(st_chat_t *c, const char *prefix, size_t plen, size_t max,
+                               st_buf_t *out, size_t *n, uint64_t *wait);
 
 /* Told about every edit, delete (kind "message_edited" / "message_deleted": json the new state)
  * and erasure (kind "user_erased", conv and json NULL). */

@@ -82,6 +82,10 @@ st_http_request_t *st_http_request_copy(const st_http_request_t *r);
 /* The Origin header of the request being parsed, once its value is complete (borrowed, valid
  * until the next feed); false if it has none (yet) or its value is not complete. */
 bool st_http_parser_origin(const st_http_parser_t *p, const char **origin, size_t *len);
+/* After a feed returned an error: whether the refused request's target is under /iceberg as far
+ * as it is known (the part of it that came; an unknown method's from the bytes behind it), so
+ * its answer takes the Iceberg REST catalog's error shape (SPEC v5 §5.1). */
+bool st_http_parser_iceberg(const st_http_parser_t *p);
 
 /* ---- query strings ---- */
 /* Finds `name` in a raw query (names compare percent-decoded) and percent-decodes its value into

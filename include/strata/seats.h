@@ -147,18 +147,15 @@ int st_seats_status(const char *name, size_t len);
 
 /* Finished bookings as a kind of the cold tier (SPEC §4.2): the member to join (st_tier_join);
  * bookings cool hot_seconds after they finished. Reads of cold bookings may then return
- * ST_EPARKED (the caller parks on st_tier_wait and re-runs). */
+ * ST_EPARKED (the caller parks on st_tier_wait and re-runs). s and t NULL: a member for
+ * `strata rebuild-meta` only (its rebuild hook, which needs the store alone), never joined.
+ * Its rebuild (after chat's settled the writer record): the cold bookings' manifests made again
+ * from this store's objects under events/ that the bookings table names (objects repeating
+ * another's bookings recorded for deletion), and the id floor; other writers' objects are left
+ * alone; with no writer record before the rebuild the one writer the objects name is adopted. */
 typedef struct st_tier st_tier_t;
 typedef struct st_tier_member st_tier_member_t;
 st_tier_member_t *st_seats_tier_member(st_seats_t *s, st_tier_t *t, uint64_t hot_seconds);
-/* rebuild-meta (offline, after the chat rebuild settled the writer record): the cold bookings'
- * manifests made again from this store's objects under events/ in obj (objects repeating
- * another's bookings recorded for deletion), and the id floor; *others: objects of other
- * writers, left alone. adopt: the store had no writer record before the rebuild (the one writer
- * the booking objects name becomes its own). Writes are staged in store. */
-typedef struct st_objstore st_objstore_t;
-int st_seats_cold_rebuild(st_store_t *store, st_objstore_t *obj, bool adopt, size_t *objects,
-                          int64_t *rows, size_t *others, uint64_t *wait);
 
 /* ST_ECONFLICT when the booking is already sold, cancelled or expired (out then holds it). */
 int st_seats_confirm(st_seats_t *s, uint64_t booking_id, const st_booking_ref_t *ref, st_buf_t *out,

@@ -57,6 +57,11 @@ int st_store_claims(st_store_t *s, const char *who, const st_claim_t *c, size_t 
 void st_store_claims_seal(st_store_t *s);
 /* The module whose claim covers key, or NULL. */
 const char *st_store_claim_of(const st_store_t *s, const void *key, size_t klen);
+/* A number that grows with every put or del staged of a key whose first byte is `first`, and
+ * with every batch of another member applied (group mode; its keys are not looked at): equal
+ * numbers at two moments mean no such write was made between them, so a module that derives
+ * something from a whole key range can skip work that would find nothing new. Loop only. */
+uint64_t st_store_writes_of(const st_store_t *s, uint8_t first);
 /* Visits every claim in the order made (fn's prefix is borrowed). */
 void st_store_claims_each(const st_store_t *s,
                           void (*fn)(void *arg, const void *prefix, size_t plen, const char *who),

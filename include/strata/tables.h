@@ -31,6 +31,7 @@
 #include "strata/cold.h"
 #include "strata/config.h"
 #include "strata/store.h"
+#include "strata/tier.h"
 
 #include <uv.h>
 
@@ -54,6 +55,15 @@ void st_tables_close(st_tables_t *t);
  * "pending"}]} into out (committed_at: µs since the epoch like the other admin routes' times; it
  * and snapshot_id null before the first snapshot). */
 int st_tables_json(st_tables_t *t, st_buf_t *out);
+
+/* ---- rebuild-meta (truth.c): offline, blocking ---- */
+/* The data files the current snapshot of the table of owners tagged tag names, as keys of cold
+ * (files under another store's root are left out), sorted, into *out (owned: st_tier_named_free),
+ * read from the tables' metadata store meta through the catalog's and committer's loader.
+ * No table, or none with a snapshot yet: ST_OK with out->known false (said in the log: the
+ * bucket's listing stands in). ST_ENOTFOUND: tag is no table's. A file that cannot be read:
+ * its error (logged). */
+int st_tables_named(st_objstore_t *meta, st_objstore_t *cold, char tag, st_tier_named_t *out);
 
 /* ---- metadata documents (meta.c): pure ---- */
 /* Parses and checks one metadata file (format version 2, the members strata reads, their types).

@@ -326,6 +326,48 @@ typedef struct {
     uint64_t compact_max_bytes; /* no merge writes a larger object; 0 = 256 MiB */
 } st_tier_opts_t;
 
+/* ---- rebuild-meta: a kind's records made again from the cold tier (offline, no tier open) ----
+ * The truth of what is live is the current snapshot of the kind's Iceberg table (SPEC v5 §5.1):
+ * its data files, as keys of the cold store (src/tables/truth.c reads them). */
+typedef struct {
+    bool known;  /* a snapshot was read: keys is the truth; false: no table (list the bucket) */
+    char **keys; /* the cold store's keys, sorted by strcmp; owned */
+    size_t n;
+} st_tier_named_t;
+void st_tier_named_free(st_tier_named_t *nm);
+
+/* Which of one owner's objects in the bucket a rebuild takes: keys[0..n), all in the owner's
+ * folder (the key up to its last '/'), into keep[i]; returns how many. With no table (nm NULL or
+ * not known) every one. Otherwise each object the snapshot names, and, of the others, those
+ * flushed after that snapshot was committed: a number (st_tier_key_version) above every object
+ * of the owner the snapshot names. Never one below: a compaction or fold replaced it, or a
+ * delete took it out (the kind's own checks still drop a replaced object a later one repeats).
+ * An owner the snapshot names nothing of keeps every object (a first flush after the commit);
+ * one whose named objects are missing from the bucket (replaced after the commit and deleted
+ * already) keeps every object too, for the kind's checks to sort out. Pure. */
+size_t st_tier_rebuild_pick(const st_tier_named_t *nm, const char *const *keys, size_t n,
+                            bool *keep);
+/* The manifest number an object key ends with: "-{n}.parquet", or "-{seq}.{n}.parquet" (a
+ * compaction's or fold's fresh number n); 0 when it has none. An owner's numbers only grow. */
+uint64_t st_tier_key_version(const char *key);
+
+typedef struct {
+    st_store_t *store;  /* the store being rebuilt (borrowed) */
+    st_objstore_t *obj; /* the cold tier (borrowed) */
+    bool adopt;         /* the store had no writer record when the rebuild began */
+    /* The data files the current snapshot of the table of owners tagged tag names; NULL when
+     * the tag is no table's (its objects are listed, as they are without a table). */
+    const st_tier_named_t *(*named)(void *arg, char tag);
+    void *arg;
+    char line[256]; /* the member's summary for the user ("" none): printed once durable */
+} st_tier_rebuild_t;
+/* Keeps of a kind's listed objects v[0..n) (elements of size bytes, each with its owned key, a
+ * char *, at key_off; an owner's objects contiguous, in one folder) those st_tier_rebuild_pick
+ * keeps, each owner against the table rb->named gives for tag_of(its key), in order; the others'
+ * keys are freed. Logs how many were left out; returns how many are kept (the new count). */
+size_t st_tier_rebuild_filter(st_tier_rebuild_t *rb, char (*tag_of)(const char *key), void *v,
+                              size_t n, size_t size, size_t key_off);
+
 /* A data kind (or any module with background work on the hot store) as the tier sees it. Filled
  * and owned by its module; borrowed by the tier until closed(arg). Any part may be NULL/0. */
 typedef struct st_tier_member {
@@ -357,6 +399,11 @@ typedef struct st_tier_member {
      * --flush-interval is (chat: cold changes folded within --delta-max-age). Keep it to a page
      * of keys: it runs inside the tick. */
     void (*tick)(void *arg);
+    /* Optional: `strata rebuild-meta` (offline: no tier runs, the member was made without one):
+     * stages the kind's records in rb->store from the objects in rb->obj that the tables name
+     * (st_tier_rebuild_pick), merged with what the store holds. Members are called in the order
+     * they are listed (src/cli/kinds.c); a kind whose rebuild another's covers leaves it NULL. */
+    int (*rebuild)(void *arg, st_tier_rebuild_t *rb, uint64_t *wait);
     /* The tier stops: give up waits on the cache (it closes right after) and stop reading. */
     void (*stop)(void *arg);
     /* The tier is done with the member (every job back): it may be freed. */

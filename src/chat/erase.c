@@ -81,6 +81,7 @@ bool st_chat_erasing(st_chat_t *c, const char *u, size_t ul, uint64_t *wait)
 typedef struct {
     st_buf_t *out;
     size_t n, max;
+    size_t skip; /* 'G' and the prefix: the name listed is what follows */
 } st_erasing_t;
 
 static int st__erasing_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
@@ -88,20 +89,31 @@ static int st__erasing_one(void *arg, const void *key, size_t klen, const void *
     st_erasing_t *x = arg;
     (void)val, (void)vlen;
     if (x->n == x->max) return 1;
-    if (klen < 2 || klen - 1 > ST_NAME_MAX) return 0;
-    uint8_t l = (uint8_t)(klen - 1);
+    if (klen <= x->skip || klen - x->skip > ST_NAME_MAX) return 0;
+    uint8_t l = (uint8_t)(klen - x->skip);
     st_buf_append(x->out, &l, 1);
-    st_buf_append(x->out, (const char *)key + 1, l);
+    st_buf_append(x->out, (const char *)key + x->skip, l);
     x->n++;
     return 0;
 }
 
-int st_chat_erasing_users(st_chat_t *c, size_t max, st_buf_t *out, size_t *n, uint64_t *wait)
+int st_chat_erasing_users_with(st_chat_t *c, const char *prefix, size_t plen, size_t max,
+                               st_buf_t *out, size_t *n, uint64_t *wait)
 {
-    st_erasing_t x = {out, 0, max};
-    int rc = st_store_scan(c->store, "G", 1, st__erasing_one, &x, wait);
+    uint8_t k[1 + ST_NAME_MAX];
+    st_erasing_t x = {out, 0, max, 1 + plen};
+    *n = 0;
+    if (plen > ST_NAME_MAX) return ST_OK;
+    k[0] = 'G';
+    memcpy(k + 1, prefix, plen);
+    int rc = st_store_scan(c->store, k, 1 + plen, st__erasing_one, &x, wait);
     *n = x.n;
     return rc < 0 ? rc : ST_OK;
+}
+
+int st_chat_erasing_users(st_chat_t *c, size_t max, st_buf_t *out, size_t *n, uint64_t *wait)
+{
+    return st_chat_erasing_users_with(c, "", 0, max, out, n, wait);
 }
 
 typedef struct {

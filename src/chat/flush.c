@@ -370,6 +370,7 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
                                     .fold_prepare = st__chat_fold_prepare,
                                     .fold_pick = st__chat_fold_pick,
                                     .tick = st__chat_fold_tick,
+                                    .rebuild = st__chat_rebuild,
                                     .stop = st__stop,
                                     .closed = st__flush_closed,
                                     .arg = cc};
@@ -389,7 +390,8 @@ st_tier_member_t *st_chat_room_tier_member(st_chat_t *c)
     cc->room_member.tag = ST_CHAT_ROOM_TAG;
     cc->room_member.sources = NULL;
     cc->room_member.nsources = 0;
-    cc->room_member.tick = NULL; /* chat's sweep covers rooms' markers too */
+    cc->room_member.tick = NULL;    /* chat's sweep covers rooms' markers too */
+    cc->room_member.rebuild = NULL; /* and chat's rebuild rooms' objects */
     cc->refs++;
     return &cc->room_member;
 }

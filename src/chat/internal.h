@@ -226,6 +226,9 @@ int st__chat_delta_mark(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
 /* The member (owned by the tier until closed); it holds a reference to cc. */
 
 st_tier_member_t *st__chat_delta_member(st_chatcold_t *cc);
+/* rebuild.c: chat's rebuild hook (st_tier_member_t.rebuild; arg: the st_chatcold_t), rooms' and
+ * deltas' objects included. */
+int st__chat_rebuild(void *arg, st_tier_rebuild_t *rb, uint64_t *wait);
 /* Drops one member's reference to chat's cold state (flush.c); the last frees it. */
 void st__chat_cold_unref(st_chatcold_t *cc);
 /* Each row of a delta object's bytes as the message JSON a delta record holds. */

@@ -6,10 +6,18 @@
  * user's cold summary, every conversation's cold baseline and first/last ids and times, the
  * newest-first index and the user totals are written — merged with whatever hot data the store
  * still holds. No message data is read, only footers.
+ *
+ * The tables are the truth (SPEC v5 §5.1): of the listed message objects only those the current
+ * snapshot of the user's table (messages, a room's: room_messages) names are taken, and those
+ * flushed after it was committed (st_tier_rebuild_pick, src/cold/rebuild.c): a conversation
+ * deleted and folded away, or an object replaced and not yet reaped, does not come back. With no
+ * table (never committed, --table-commit-interval 0) every listed object is, as before tables.
+ * Delta objects are no table's: they are listed.
  */
 #define _GNU_SOURCE /* memrchr */
 #include "internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,7 +129,12 @@ static int st__fold_conv(st_chat_t *c, const char *u, size_t ul, const st_cagg_t
     } else {
         return rc;
     }
-    cv.base_total = a->rows;
+    /* the rows less the tombstones among them the store holds already (a backup's: the delta
+     * pass below counts only those it adds) */
+    int64_t dead = 0, hot_dead;
+    rc = st__chat_dead_count(c, u, ul, a->conv, a->clen, a->last, &dead, &hot_dead, wait);
+    if (rc != ST_OK) return rc;
+    cv.base_total = a->rows - dead;
     /* seq goes on from the highest one either side holds */
     if (a->last_seq > cv.last_seq) cv.last_seq = a->last_seq;
     if (cv.last_seq < cv.base_total + cv.hot_total) cv.last_seq = cv.base_total + cv.hot_total;
@@ -462,14 +475,26 @@ static int st__rebuild_deltas(st_chat_t *c, st_objstore_t *obj, const st_obj_t *
     return rc;
 }
 
-int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *convs, int64_t *rows,
-                    uint64_t *wait)
+/* A key's table: a room's folder, room_messages; a user's, messages. */
+static char st__chat_key_tag(const char *key)
 {
+    return strncmp(key, ST__ROOM_FOLDER, sizeof ST__ROOM_FOLDER - 1) == 0 ? ST_CHAT_ROOM_TAG : 0;
+}
+
+/* Chat's objects, users' and rooms' (those rb's tables name), then the delta objects
+ * (no table's: listed). */
+static int st__chat_rebuild_all(st_chat_t *c, st_tier_rebuild_t *rb, size_t *pusers, size_t *pconvs,
+                                int64_t *prows, uint64_t *wait)
+{
+    st_objstore_t *obj = rb->obj;
     st_objs_t o = {0};
-    *users = *convs = 0;
-    *rows = 0;
+    size_t users = 0, convs = 0;
+    int64_t rows = 0;
     int rc = st_objstore_list(obj, "", st__on_object, &o);
     if (o.n) qsort(o.v, o.n, sizeof *o.v, st__cmp_obj);
+    if (rc == ST_OK) /* those the tables name, or flushed after their snapshot */
+        o.n = st_tier_rebuild_filter(rb, st__chat_key_tag, o.v, o.n, sizeof *o.v,
+                                     offsetof(st_obj_t, key));
     if (rc == ST_OK) rc = st__mine(c, &o, wait);
     uint64_t max_id = 0;
     st_rb_progress_t pg = {.total = o.n};
@@ -477,8 +502,8 @@ int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *con
         size_t j = i + 1;
         while (j < o.n && strcmp(o.v[j].user, o.v[i].user) == 0)
             j++;
-        rc = st__rebuild_user(c, obj, o.v + i, j - i, convs, rows, &max_id, wait, &pg);
-        pg.users = ++*users;
+        rc = st__rebuild_user(c, obj, o.v + i, j - i, &convs, &rows, &max_id, wait, &pg);
+        pg.users = ++users;
         i = j;
     }
     /* then the delta objects, over what the message objects gave */
@@ -514,7 +539,28 @@ int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *con
     for (size_t i = 0; i < o.n; i++)
         free(o.v[i].key);
     free(o.v);
+    *pusers = users;
+    *pconvs = convs;
+    *prows = rows;
     return rc;
+}
+
+int st__chat_rebuild(void *arg, st_tier_rebuild_t *rb, uint64_t *wait)
+{
+    size_t users, convs;
+    int64_t rows;
+    int rc = st__chat_rebuild_all(((st_chatcold_t *)arg)->chat, rb, &users, &convs, &rows, wait);
+    if (rc == ST_OK)
+        snprintf(rb->line, sizeof rb->line, "%zu users, %zu conversations, %lld cold messages",
+                 users, convs, (long long)rows);
+    return rc;
+}
+
+int st_chat_rebuild(st_chat_t *c, st_objstore_t *obj, size_t *users, size_t *convs, int64_t *rows,
+                    uint64_t *wait)
+{
+    st_tier_rebuild_t rb = {.store = c->store, .obj = obj};
+    return st__chat_rebuild_all(c, &rb, users, convs, rows, wait);
 }
 
 int st_chat_cold_census(st_objstore_t *obj, size_t *users, size_t *objects)

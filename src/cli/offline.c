@@ -7,8 +7,8 @@
 #include "cli.h"
 #include "strata/backup.h"
 #include "strata/chat.h"
-#include "strata/seats.h"
 #include "strata/counters.h"
+#include "strata/tables.h"
 #include "strata/tier.h"
 
 #include <dirent.h>
@@ -222,8 +222,75 @@ static const char st__cold_lacks[] =
     "events and their bookings still hot, rooms and their members, idempotency answers and "
     "messages not yet flushed";
 
-/* Re-seeds the chat metadata of the store in cfg->data_dir from the cold tier at url, merged
- * with what that store holds, and waits until it is durable. */
+/* The tables' truth for rebuild-meta's members (st_tier_rebuild_t.named): each table's current
+ * snapshot, read once, the first time a member asks for its tag. */
+typedef struct {
+    st_objstore_t *meta, *cold;
+    char tags[8];
+    st_tier_named_t named[8];
+    size_t n;
+    int rc; /* the first failure to read a table (the rebuild then fails) */
+} st__truth_t;
+
+static const st_tier_named_t *st__truth_named(void *arg, char tag)
+{
+    st__truth_t *t = arg;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->tags[i] == tag) return &t->named[i];
+    if (t->n == sizeof t->tags) return NULL;
+    st_tier_named_t nm;
+    int rc = st_tables_named(t->meta, t->cold, tag, &nm);
+    if (rc == ST_ENOTFOUND) return NULL; /* no table's tag: its objects are listed */
+    if (rc != ST_OK && t->rc == ST_OK) t->rc = rc;
+    t->tags[t->n] = tag;
+    t->named[t->n] = nm;
+    return &t->named[t->n++];
+}
+
+/* Runs every kind's rebuild hook (kinds.c's order: no kind is named here) over obj; lines gets
+ * their summaries. The tables at --tables-url are the truth: each hook takes the objects the
+ * current snapshot of its table names, and those flushed after that snapshot was committed (an
+ * owner's number above every named one: written, acknowledged, in no snapshot yet), never one a
+ * fold or compaction replaced or a delete took out (src/cold/rebuild.c says why no row is lost
+ * or doubled); a table never committed: every listed object, as the log says. */
+static int st__rebuild_members(const st_config_t *cfg, st_store_t *store, st_chat_t *chat,
+                               st_objstore_t *obj, bool adopt, st_buf_t *lines, uint64_t *wait)
+{
+    char turl[ST_CLI_COLD_URL_MAX + 16];
+    st_cli_tables_url(cfg, turl, sizeof turl);
+    st_objstore_opts_t to = st_cli_obj_opts(cfg, turl);
+    st__truth_t truth = {.cold = obj};
+    int rc = st_objstore_open(&truth.meta, &to);
+    st_chat_cold_opts_t co = {0};
+    st_cli_kinds_t kinds = {.store = store, .chat = chat, .chat_opts = &co};
+    st_tier_member_t *m[ST_CLI_MEMBERS_MAX];
+    size_t n = st_cli_members(&kinds, m);
+    st_tier_rebuild_t rb = {
+        .store = store, .obj = obj, .adopt = adopt, .named = st__truth_named, .arg = &truth};
+    /* every table first: one that cannot be read fails the rebuild before anything is staged */
+    for (size_t i = 0; i < n && rc == ST_OK; i++)
+        if (m[i] && m[i]->flush) st__truth_named(&truth, m[i]->tag);
+    if (rc == ST_OK) rc = truth.rc;
+    for (size_t i = 0; i < n && rc == ST_OK; i++) {
+        if (!m[i] || !m[i]->rebuild) continue;
+        rb.line[0] = 0;
+        rc = m[i]->rebuild(m[i]->arg, &rb, wait);
+        if (rc == ST_OK) rc = truth.rc;
+        if (rc == ST_OK && rb.line[0]) st_buf_printf(lines, "%s\n", rb.line);
+    }
+    for (size_t i = 0; i < n; i++) { /* never joined: stopped and closed here */
+        if (m[i] && m[i]->stop) m[i]->stop(m[i]->arg);
+        if (m[i] && m[i]->closed) m[i]->closed(m[i]->arg);
+    }
+    for (size_t i = 0; i < truth.n; i++)
+        st_tier_named_free(&truth.named[i]);
+    st_objstore_close(truth.meta);
+    return rc;
+}
+
+/* Re-seeds the cold metadata of the store in cfg->data_dir from the cold tier at url (each
+ * kind's, through its member's rebuild hook), merged with what that store holds, and waits until
+ * it is durable. */
 static int st__rebuild_into(const st_config_t *cfg, const char *url, bool moved_after)
 {
     uv_loop_t *loop = uv_default_loop();
@@ -240,21 +307,12 @@ static int st__rebuild_into(const st_config_t *cfg, const char *url, bool moved_
         return ST_EIO;
     }
     int rc = st_objstore_open(&obj, &oo);
-    size_t users = 0, convs = 0;
-    int64_t rows = 0;
     uint64_t wait = 0;
+    st_buf_t lines = {0};
     st_tier_writer_t wr;
     bool adopt = st_tier_writer_get(store, &wr, &wait) == ST_ENOTFOUND; /* before chat mints */
     if (rc == ST_OK) {
-        rc = st_chat_rebuild(chat, obj, &users, &convs, &rows, &wait);
-        size_t bk = 0, bk_others = 0;
-        int64_t bk_rows = 0;
-        if (rc == ST_OK)
-            rc = st_seats_cold_rebuild(store, obj, adopt, &bk, &bk_rows, &bk_others, &wait);
-        if (rc == ST_OK && (bk || bk_others))
-            st_info("rebuild-meta: %zu cold booking object(s) (%lld bookings) back in their "
-                    "events' manifests; %zu of other writers left alone",
-                    bk, (long long)bk_rows, bk_others);
+        rc = st__rebuild_members(cfg, store, chat, obj, adopt, &lines, &wait);
         st_objstore_close(obj);
     }
     while (!st_store_idle(store)) /* commit and wait until it is durable */
@@ -268,9 +326,11 @@ static int st__rebuild_into(const st_config_t *cfg, const char *url, bool moved_
                  "its redo log): nothing moved");
         rc = ST_EIO;
     }
-    if (rc == ST_OK)
-        st_info("rebuild-meta: %zu users, %zu conversations, %lld cold messages", users, convs,
-                (long long)rows);
+    for (char *p = lines.data, *nl; rc == ST_OK && p && p < lines.data + lines.len; p = nl + 1) {
+        nl = memchr(p, '\n', (size_t)(lines.data + lines.len - p));
+        st_info("rebuild-meta: %.*s", (int)(nl - p), p);
+    }
+    st_buf_free(&lines);
     return rc;
 }
 

@@ -113,7 +113,8 @@ void st_cluster_read_fence(st_ctx_t *c)
 }
 
 /* POST /v1/cluster/typing (internal, any member): the leader hands a typing signal to the other
- * members for their subscribers (ws/typing.c). 204. */
+ * members for their subscribers (ws/typing.c). 204; 404 outside a group (as the other
+ * /v1/cluster routes: a single node takes no member's word, whoever sends it). */
 int st_api_cluster_typing(st_ctx_t *c)
 {
     cJSON *j;
@@ -128,8 +129,13 @@ int st_api_cluster_typing(st_ctx_t *c)
     if (!(rc = st_json_name(c, j, "room_id", &room, &rl)) &&
         !(rc = st_json_name(c, j, "user", &user, &ul)) &&
         !(rc = st_json_int(c, j, "until", 1, INT64_MAX, 0, &until))) {
-        if (c->app->ws) st_ws_typing(c->app->ws, room, rl, user, ul, until, false);
-        c->status = 204;
+        /* a group's member-to-member call (a malformed body is 400 first, as for the others) */
+        if (!c->app->repl) {
+            rc = st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
+        } else {
+            if (c->app->ws) st_ws_typing(c->app->ws, room, rl, user, ul, until, false);
+            c->status = 204;
+        }
     }
     cJSON_Delete(j);
     return rc;
@@ -154,7 +160,8 @@ static int st__presence_item(st_ctx_t *c, const cJSON *e, size_t i, st_ws_presen
 }
 
 /* POST /v1/cluster/presence (internal, any member) {"member","nonce","entries":[{"room_id",
- * "user","online"}]}: another member's word on its own streams (ws/presence.c). 204. */
+ * "user","online"}]}: another member's word on its own streams (ws/presence.c). 204; 404
+ * outside a group. */
 int st_api_cluster_presence(st_ctx_t *c)
 {
     cJSON *j;
@@ -180,6 +187,10 @@ int st_api_cluster_presence(st_ctx_t *c)
     {
         if ((rc = st__presence_item(c, e, i, &items[i]))) goto done;
         i++;
+    }
+    if (!c->app->repl) { /* a group's member-to-member call: none outside a group */
+        rc = st_ctx_error(c, ST_ENOTFOUND, "not a member of a group");
+        goto done;
     }
     if (c->app->ws) st_ws_presence_peer(c->app->ws, (uint64_t)member, nonce->valuestring, items, n);
     c->status = 204;

@@ -205,17 +205,30 @@ static void st__conn_respond(st_conn_t *c, const char *data, size_t len, uint64_
 }
 
 /* Answers with an error and closes after it: nothing after it is parsed. */
-void st__conn_error(st_conn_t *c, int err, const char *msg, const char *headers)
+/* An answer of the connection's own, in strata's error shape or (iceberg) the Iceberg REST
+ * catalog's (SPEC v5 §5.1); the connection closes after it. */
+static void st__conn_refuse(st_conn_t *c, int err, const char *msg, const char *headers,
+                            bool iceberg)
 {
     st_buf_t body = {0}, resp = {0};
-    st_buf_printf(&body, "{\"error\":{\"code\":\"%s\",\"message\":", st_err_code(err));
-    st_buf_append_json_str(&body, msg, strlen(msg));
-    st_buf_puts(&body, "}}");
+    if (iceberg) {
+        st_iceberg_error_body(&body, st_err_status(err),
+                              err == ST_ENOTIMPL ? "UnsupportedOperationException" : NULL, msg);
+    } else {
+        st_buf_printf(&body, "{\"error\":{\"code\":\"%s\",\"message\":", st_err_code(err));
+        st_buf_append_json_str(&body, msg, strlen(msg));
+        st_buf_puts(&body, "}}");
+    }
     st_http_write_response(&resp, st_err_status(err), NULL, headers, body.data, body.len, true);
     st__conn_respond(c, resp.data, resp.len, 0, st_err_status(err), -1, true, st_mono_ns());
     c->close_when_done = true;
     st_buf_free(&body);
     st_buf_free(&resp);
+}
+
+void st__conn_error(st_conn_t *c, int err, const char *msg, const char *headers)
+{
+    st__conn_refuse(c, err, msg, headers, false);
 }
 
 /* ---- reading ---- */
@@ -422,7 +435,7 @@ static void st__conn_feed(st_conn_t *c, const char *data, size_t len, bool from_
                              st_http_parser_origin(c->parser, &origin, &olen)
                          ? st_cors_headers_for(srv->app->cfg, origin, olen)
                          : NULL;
-        st__conn_error(c, rc, msg, cors);
+        st__conn_refuse(c, rc, msg, cors, st_http_parser_iceberg(c->parser));
         free(cors);
     } else if (st_http_parser_upgraded(c->parser)) {
         c->close_when_done = true;

@@ -58,6 +58,9 @@ struct st_http_parser {
     st_hdr_t cur;
     bool in_value;
     size_t url_len;
+    bool url_done; /* the request target is whole (url_len bytes at the head of `head`) */
+    /* a refused request's target is under /iceberg (SPEC v5 §5.1): the answer is Iceberg's */
+    bool iceberg;
     struct {
         size_t off, len;
         bool have;
@@ -93,6 +96,7 @@ static int st__on_message_begin(llhttp_t *ll)
     st_buf_reset(&p->body);
     st_buf_reset(&p->field);
     p->url_len = 0;
+    p->url_done = p->iceberg = false;
     memset(p->kept, 0, sizeof p->kept);
     p->headers_done = false;
     p->cur = ST_HDR_OTHER;
@@ -103,10 +107,31 @@ static int st__on_message_begin(llhttp_t *ll)
 static int st__on_url(llhttp_t *ll, const char *at, size_t n)
 {
     st_http_parser_t *p = st__p(ll);
-    if (st__head_bytes(p, n)) return -1;
+    if (st__head_bytes(p, n)) {
+        /* too long: its first bytes still tell whether the 431 is the Iceberg catalog's */
+        size_t k = p->url_len < 9 ? 9 - p->url_len : 0;
+        st_buf_append(&p->head, at, n < k ? n : k);
+        p->url_len += n < k ? n : k;
+        return -1;
+    }
     st_buf_append(&p->head, at, n);
     p->url_len += n;
     return 0;
+}
+
+static int st__on_url_complete(llhttp_t *ll)
+{
+    st__p(ll)->url_done = true;
+    return 0;
+}
+
+/* Is a request target (n bytes of it known; whole or its beginning) under /iceberg? */
+static bool st__ice_target(const char *u, size_t n, bool whole)
+{
+    static const char pre[] = "/iceberg";
+    size_t pl = sizeof pre - 1;
+    if (n < pl || memcmp(u, pre, pl) != 0) return false;
+    return n == pl ? whole : u[pl] == '/' || u[pl] == '?';
 }
 
 static int st__on_header_field(llhttp_t *ll, const char *at, size_t n)
@@ -257,6 +282,7 @@ st_http_parser_t *st_http_parser_new(const st_http_parser_cb_t *cb, void *arg, s
     llhttp_settings_init(&p->settings);
     p->settings.on_message_begin = st__on_message_begin;
     p->settings.on_url = st__on_url;
+    p->settings.on_url_complete = st__on_url_complete;
     p->settings.on_header_field = st__on_header_field;
     p->settings.on_header_value = st__on_header_value;
     p->settings.on_headers_complete = st__on_headers_complete;
@@ -292,7 +318,7 @@ static void st__note_tail(st_http_parser_t *p, const char *data, size_t len)
 
 /* llhttp stops inside a method it does not know: if the rest is a token followed by a space,
  * the request line is well formed and only the method is unknown (501, not 400). */
-static bool st__unknown_method(const char *stop, const char *end)
+static bool st__unknown_method(st_http_parser_t *p, const char *stop, const char *end)
 {
     static const char tchar[] = "!#$%&'*+-.^_`|~";
     if (!stop) return false;
@@ -300,7 +326,11 @@ static bool st__unknown_method(const char *stop, const char *end)
     while (q < end && ((*q >= 'A' && *q <= 'Z') || (*q >= 'a' && *q <= 'z') ||
                        (*q >= '0' && *q <= '9') || (*q && strchr(tchar, *q))))
         q++;
-    return q > stop && q < end && *q == ' ';
+    if (!(q > stop && q < end && *q == ' ')) return false;
+    /* the target, as far as this buffer holds it */
+    const char *t = q + 1, *sp = memchr(t, ' ', (size_t)(end - t));
+    p->iceberg = st__ice_target(t, (size_t)((sp ? sp : end) - t), sp != NULL);
+    return true;
 }
 
 int st_http_parser_feed(st_http_parser_t *p, const char *data, size_t len, size_t *consumed)
@@ -325,14 +355,21 @@ int st_http_parser_feed(st_http_parser_t *p, const char *data, size_t len, size_
         return ST_OK;
     }
     if (!p->error)
-        p->error = e == HPE_INVALID_METHOD && st__unknown_method(stop, data + len) ? ST_ENOTIMPL
-                                                                                   : ST_EBADREQ;
+        p->error = e == HPE_INVALID_METHOD && st__unknown_method(p, stop, data + len) ? ST_ENOTIMPL
+                                                                                      : ST_EBADREQ;
+    if (!p->iceberg && p->head.data) /* the target, whole or the part that came */
+        p->iceberg = st__ice_target(p->head.data, p->url_len, p->url_done);
     return p->error;
 }
 
 bool st_http_parser_mid_request(const st_http_parser_t *p)
 {
     return p->mid;
+}
+
+bool st_http_parser_iceberg(const st_http_parser_t *p)
+{
+    return p->iceberg;
 }
 
 bool st_http_parser_upgraded(const st_http_parser_t *p)

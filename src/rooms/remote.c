@@ -81,12 +81,16 @@ int st_rooms_remote(st_rooms_t *r, const char *user, size_t ul, const char *room
 
 /* ---- a user's rooms ---- */
 
+/* One room of the list: small, so that sorting 500 of them moves little; the names are in
+ * st_ulist_t.names (room at room_at, then a remote room's name), room set once every room is
+ * collected (the buffer no longer moves). */
 typedef struct {
-    char room[ST_NAME_MAX + 1];
-    size_t rl;
+    const char *room;
+    size_t room_at, rl;
     int64_t joined_at, updated;
     bool remote, has_name;
     size_t name_at, name_len; /* a remote room's name in st_ulist_t.names */
+    st_chat_conv_info_t ci;   /* a local room's activity (zero when it has no message yet) */
 } st_uroom_t;
 
 typedef struct {
@@ -99,9 +103,9 @@ static int st__collect_room(void *arg, const void *key, size_t klen, const void 
     st_ulist_t *l = arg;
     (void)key, (void)klen;
     if (vlen <= 8 || vlen > 8 + ST_NAME_MAX) return 0; /* the count has 8 bytes */
-    st_uroom_t x = {.rl = vlen - 8};
+    st_uroom_t x = {.rl = vlen - 8, .room_at = l->names.len};
     memcpy(&x.joined_at, val, 8);
-    memcpy(x.room, (const uint8_t *)val + 8, x.rl);
+    st_buf_append(&l->names, (const uint8_t *)val + 8, x.rl);
     st_vec_push(&l->v, x);
     return 0;
 }
@@ -118,12 +122,55 @@ static int st__collect_remote(void *arg, const void *key, size_t klen, const voi
     st_uroom_t x = {.rl = rl, .remote = true, .has_name = p[9] != 0};
     memcpy(&x.joined_at, p, 8);
     x.updated = x.joined_at; /* no activity here: it sorts by when the user joined */
-    memcpy(x.room, p + ST__REMOTE_HDR, rl);
+    x.room_at = l->names.len;
+    st_buf_append(&l->names, p + ST__REMOTE_HDR, rl);
     x.name_at = l->names.len;
     x.name_len = vlen - ST__REMOTE_HDR - rl;
     st_buf_append(&l->names, p + ST__REMOTE_HDR + rl, x.name_len);
     st_vec_push(&l->v, x);
     return 0;
+}
+
+/* Points every room at its name, once the names buffer no longer moves (after a collection). */
+static void st__ulist_names(st_ulist_t *l)
+{
+    for (size_t i = 0; i < l->v.n; i++)
+        l->v.v[i].room = l->names.data + l->v.v[i].room_at;
+}
+
+#define ST__DELETING_MAX 64 /* rooms being deleted the list compares with by name */
+
+static bool st__listed(const st_buf_t *names, const char *room, size_t rl)
+{
+    for (size_t p = 0; p < names->len; p += 1 + (uint8_t)names->data[p])
+        if ((uint8_t)names->data[p] == rl && memcmp(names->data + p + 1, room, rl) == 0)
+            return true;
+    return false;
+}
+
+/* Takes the rooms being deleted out of the list: a room being deleted left every list at once
+ * (SPEC §2.1 v5); its entries go in the deletion's slices. One range read of the deletions
+ * pending (their markers are in the store, so this holds on every member of a group and after a
+ * restart); none is the usual case and costs nothing more. With more than ST__DELETING_MAX
+ * pending, each room is looked up. */
+static int st__drop_deleting(st_rooms_t *r, st_ulist_t *l, uint64_t *wait)
+{
+    st_buf_t names = {0};
+    size_t cnt;
+    int rc = st_chat_erasing_users_with(r->chat, ST_CHAT_ROOM_USER, sizeof ST_CHAT_ROOM_USER - 1,
+                                        ST__DELETING_MAX + 1, &names, &cnt, wait);
+    if (rc == ST_OK && cnt) {
+        size_t kept = 0;
+        for (size_t i = 0; i < l->v.n; i++) {
+            const st_uroom_t *x = &l->v.v[i];
+            bool gone = cnt > ST__DELETING_MAX ? st_rooms_deleting(r, x->room, x->rl, wait)
+                                               : st__listed(&names, x->room, x->rl);
+            if (!gone) l->v.v[kept++] = *x;
+        }
+        l->v.n = kept;
+    }
+    st_buf_free(&names);
+    return rc;
 }
 
 static int st__cmp_uroom(const void *a, const void *b)
@@ -142,6 +189,7 @@ static int st__add_remote(st_rooms_t *r, const char *user, size_t ul, st_ulist_t
     size_t pl = st__rooms_pair(pre, ST__KS_REMOTE, user, ul, "", 0), local = l->v.n;
     int rc = st_store_scan(r->store, pre, pl, st__collect_remote, l, wait);
     if (rc < 0) return rc;
+    st__ulist_names(l);
     size_t keep = local;
     for (size_t i = local; i < l->v.n; i++) {
         const void *v;
@@ -179,41 +227,37 @@ int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cur
             !st_name_valid(colon + 1, clen - (size_t)(colon + 1 - cursor)))
             return ST_EINVAL;
         cur.rl = clen - (size_t)(colon + 1 - cursor);
-        memcpy(cur.room, colon + 1, cur.rl);
+        cur.room = colon + 1;
     }
     st_ulist_t l = {0};
     uint8_t pre[ST__ROOMS_KEY_CAP];
     size_t pl = st__rooms_pair(pre, ST__KS_JOINED, user, ul, "", 0);
     int rc = st_store_scan(r->store, pre, pl, st__collect_room, &l, wait);
-    /* a room being deleted left every list at once (SPEC §2.1 v5); its entries go in the
-     * deletion's slices */
-    size_t kept = 0;
-    for (size_t i = 0; rc >= 0 && i < l.v.n; i++)
-        if (!st_rooms_deleting(r, l.v.v[i].room, l.v.v[i].rl, wait)) l.v.v[kept++] = l.v.v[i];
-    l.v.n = kept;
+    st__ulist_names(&l);
+    if (rc >= 0) rc = st__drop_deleting(r, &l, wait);
     size_t local = l.v.n;
     if (rc >= 0) rc = st__add_remote(r, user, ul, &l, wait);
-    /* every room's activity (the hybrid fields); a parked one is waited for after the others
-     * asked for their cold footers too */
+    /* every room's activity (the hybrid fields, kept for the rows shown); a parked one is waited
+     * for after the others asked for their cold footers too */
     bool parked = false;
     for (size_t i = 0; i < local && rc >= 0; i++) {
-        st_chat_conv_info_t ci;
+        st_uroom_t *x = &l.v.v[i];
         bool any;
         st_room_t rm = {0, 0};
-        int rc2 = st__rooms_conv(r, l.v.v[i].room, l.v.v[i].rl, &ci, &any, wait);
+        int rc2 = st__rooms_conv(r, x->room, x->rl, &x->ci, &any, wait);
         if (rc2 == ST_EPARKED) {
             parked = true;
             continue;
         }
         if (rc2 == ST_OK && !any)
-            rc2 = st__rooms_load(r, l.v.v[i].room, l.v.v[i].rl, &rm, NULL, NULL, NULL, NULL, wait);
+            rc2 = st__rooms_load(r, x->room, x->rl, &rm, NULL, NULL, NULL, NULL, wait);
         if (rc2 == ST_ENOTFOUND)
             rm.created = 0;
         else if (rc2) {
             rc = rc2;
             break;
         }
-        l.v.v[i].updated = any ? ci.updated : rm.created;
+        x->updated = any ? x->ci.updated : rm.created;
     }
     if (rc >= 0 && parked) rc = ST_EPARKED;
     if (rc < 0) {
@@ -236,8 +280,7 @@ int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cur
             st__remote_row(out, &l, x);
             continue;
         }
-        st_chat_conv_info_t ci;
-        bool any;
+        const st_chat_conv_info_t ci = x->ci;
         st_room_t rm = {0, 0};
         const char *name = NULL;
         size_t nl = 0;
@@ -249,7 +292,6 @@ int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cur
         }
         bool has_name = name && nl < sizeof nm;
         if (has_name) memcpy(nm, name, nl);
-        if (rc >= 0) rc = st__rooms_conv(r, x->room, x->rl, &ci, &any, wait);
         if (rc < 0) break;
         if (shown) st_buf_appendc(out, ',');
         st_buf_puts(out, "{\"room_id\":");

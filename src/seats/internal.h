@@ -6,6 +6,7 @@
 #include "strata/metrics.h"
 #include "strata/parquet.h"
 #include "strata/seats.h"
+#include "strata/tier.h"
 
 enum { ST_SEAT_AVAILABLE = 0, ST_SEAT_RESERVED = 1, ST_SEAT_SOLD = 2 };
 enum { ST_BK_RESERVED = 1, ST_BK_SOLD = 2, ST_BK_CANCELLED = 3, ST_BK_EXPIRED = 4 };
@@ -177,6 +178,8 @@ int st__cold_page(st_seats_t *s, const st_bookings_query_t *q, size_t need, size
 int st__cold_floor(st_seats_t *s);
 /* Stages the floor raised to id (when it is higher). */
 int st__cold_floor_raise(st_store_t *store, uint64_t id, uint64_t *wait);
+/* rebuild.c: the member's rebuild hook (st_tier_member_t.rebuild; strata/seats.h says what). */
+int st__bk_rebuild(void *arg, st_tier_rebuild_t *rb, uint64_t *wait);
 
 /* pick.c: which seats a booking takes (explicit, best available with no orphans, GA) */
 /* Best available q seats of sec into out (false: fewer than q are available). */

@@ -14,6 +14,7 @@
 #include "strata/cold.h"
 #include "strata/tier.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,16 +198,34 @@ static int st__adopt(st_store_t *store, const st_bobjs_t *o, st_tier_writer_t *w
     return rc == ST_OK ? st_tier_writer_get(store, w, wait) : rc;
 }
 
-int st_seats_cold_rebuild(st_store_t *store, st_objstore_t *obj, bool adopt, size_t *objects,
-                          int64_t *rows, size_t *others, uint64_t *wait)
+static int st__bk_by_key(const void *a, const void *b)
 {
-    *objects = *others = 0;
-    *rows = 0;
+    return strcmp(((const st_bobj_t *)a)->key, ((const st_bobj_t *)b)->key);
+}
+
+static char st__bk_key_tag(const char *key)
+{
+    (void)key;
+    return 'b';
+}
+
+int st__bk_rebuild(void *arg, st_tier_rebuild_t *rb, uint64_t *wait)
+{
+    (void)arg;
+    st_store_t *store = rb->store;
+    st_objstore_t *obj = rb->obj;
+    size_t objects = 0, others = 0;
+    int64_t rows = 0;
     st_bobjs_t o = {0};
     st_tier_writer_t w;
     int rc = st_objstore_list(obj, "events/", st__on_booking_object, &o);
+    if (rc == ST_ENOTFOUND) rc = ST_OK;
+    if (rc == ST_OK && o.n > 1) qsort(o.v, o.n, sizeof *o.v, st__bk_by_key); /* by event */
+    if (rc == ST_OK) /* those the bookings table names, or flushed after its snapshot */
+        o.n = st_tier_rebuild_filter(rb, st__bk_key_tag, o.v, o.n, sizeof *o.v,
+                                     offsetof(st_bobj_t, key));
     if (rc == ST_OK && o.n) rc = st_tier_writer_get(store, &w, wait);
-    if (rc == ST_OK && o.n && adopt) rc = st__adopt(store, &o, &w, wait);
+    if (rc == ST_OK && o.n && rb->adopt) rc = st__adopt(store, &o, &w, wait);
     size_t keep = 0;
     for (size_t i = 0; i < o.n && rc == ST_OK; i++) {
         char ow[ST_TIER_OWNER_MAX];
@@ -220,7 +239,7 @@ int st_seats_cold_rebuild(st_store_t *store, st_objstore_t *obj, bool adopt, siz
         }
         if (!mine) { /* another writer's (a node sharing the bucket): left alone */
             free(o.v[i].key);
-            ++*others;
+            others++;
             continue;
         }
         if ((rc = st__read_ids(obj, &o.v[i])) != ST_OK)
@@ -234,7 +253,7 @@ int st_seats_cold_rebuild(st_store_t *store, st_objstore_t *obj, bool adopt, siz
         size_t j = i + 1;
         while (j < o.n && o.v[j].el == o.v[i].el && memcmp(o.v[j].ev, o.v[i].ev, o.v[i].el) == 0)
             j++;
-        rc = st__rebuild_event(store, o.v + i, j - i, objects, rows, &max_id, wait);
+        rc = st__rebuild_event(store, o.v + i, j - i, &objects, &rows, &max_id, wait);
         i = j;
     }
     if (rc == ST_OK && max_id) rc = st__cold_floor_raise(store, max_id, wait);
@@ -243,5 +262,9 @@ int st_seats_cold_rebuild(st_store_t *store, st_objstore_t *obj, bool adopt, siz
         st_vec_free(&o.v[i].ids);
     }
     st_vec_free(&o);
+    if (rc == ST_OK && (objects || others))
+        st_info("rebuild-meta: %zu cold booking object(s) (%lld bookings) back in their events' "
+                "manifests; %zu of other writers left alone",
+                objects, (long long)rows, others);
     return rc;
 }

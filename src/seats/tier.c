@@ -436,7 +436,7 @@ static void st__bk_merge_name(void *arg, const char *o, size_t ol, const char *f
 static void st__bk_stop(void *arg)
 {
     st_bkcold_t *bc = arg;
-    if (bc->s->cold == bc) bc->s->cold = NULL;
+    if (bc->s && bc->s->cold == bc) bc->s->cold = NULL;
 }
 
 static void st__bk_closed(void *arg)
@@ -475,10 +475,11 @@ st_tier_member_t *st_seats_tier_member(st_seats_t *s, st_tier_t *t, uint64_t hot
                                     .flush = &bc->kind,
                                     .merge = &bc->merge,
                                     .schema = &st_seats_booking_schema,
+                                    .rebuild = st__bk_rebuild,
                                     .stop = st__bk_stop,
                                     .closed = st__bk_closed,
                                     .arg = bc};
-    s->cold = bc;
+    if (s) s->cold = bc;
     return &bc->member;
 }
 

@@ -565,6 +565,8 @@ void st__batch_back(st_store_t *s, st_batch_t *b)
     st_list_unlink(&b->link);
     s->submitted--;
     if (b->rc == 0) {
+        /* its keys are in LMDB now: whoever watches st_store_writes_of looks again */
+        if (b->foreign) s->foreign_back++;
         /* a foreign batch (group mode) was never in the overlay: nothing to look up */
         for (size_t i = 0; !b->foreign && i < b->ops.n; i++) {
             st_op_t *op = &b->ops.v[i];

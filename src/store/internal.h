@@ -207,6 +207,8 @@ struct st_store {
     st__group_t *group; /* group.c: group mode; NULL on a single node */
 
     ST_VEC(st__claim_t) claims; /* claims.c: who owns which key prefixes */
+    /* st_store_writes_of: writes staged per first key byte, and foreign batches applied (loop) */
+    uint64_t writes_by_first[256], foreign_back;
     bool claims_sealed;
 };
 

@@ -530,13 +530,20 @@ int st_store_put(st_store_t *s, const void *key, size_t klen, const void *val, s
                  uint64_t *wait)
 {
     st__claims_check(s, key, klen);
+    if (klen) s->writes_by_first[*(const uint8_t *)key]++;
     return st__store_stage(s, key, klen, val, vlen, false, wait);
 }
 
 int st_store_del(st_store_t *s, const void *key, size_t klen, uint64_t *wait)
 {
     st__claims_check(s, key, klen);
+    if (klen) s->writes_by_first[*(const uint8_t *)key]++;
     return st__store_stage(s, key, klen, NULL, 0, true, wait);
+}
+
+uint64_t st_store_writes_of(const st_store_t *s, uint8_t first)
+{
+    return s->writes_by_first[first] + s->foreign_back;
 }
 
 uint64_t st_store_durable_id(const st_store_t *s)

@@ -9,12 +9,14 @@
  * tenth refresh (an idle S3 tier pays no LIST a second per table). A version whose text is not a
  * JSON object is skipped (the one before it stays served). The committer writes v{N} by a create
  * that refuses to overwrite, so a version once read never changes: the steady state costs one GET
- * of the hint and one GET of a missing v{N+1} per table and refresh.
+ * of the hint and one GET of a missing v{N+1} per table and refresh. The loader is newest.c's,
+ * shared with the committer and rebuild-meta.
  *
  * Threads: the store is read on the worker pool only (uv_queue_work, one refresh at a time); the
  * job carries its own copy of what it needs (the versions known) and hands back what it found,
  * which the loop swaps in. The loop owns the cache; requests read it without waiting.
  */
+#include "internal.h"
 #include "strata/catalog.h"
 #include "strata/cold.h"
 
@@ -23,11 +25,9 @@
 #include <string.h>
 
 #define ST__CAT_N          3
-#define ST__CAT_META_MAX   ((size_t)64 << 20) /* a metadata file larger than this is skipped */
-#define ST__CAT_PROBES_MAX 10000              /* versions probed by one refresh, at most */
-#define ST__CAT_LIST_EVERY 10                 /* refreshes per listing of a table not found */
-#define ST__CAT_IDLE_MS    60000              /* no question for this long: idle */
-#define ST__CAT_IDLE_TICKS 30                 /* idle: a refresh every this many ticks */
+#define ST__CAT_LIST_EVERY 10    /* refreshes per listing of a table not found */
+#define ST__CAT_IDLE_MS    60000 /* no question for this long: idle */
+#define ST__CAT_IDLE_TICKS 30    /* idle: a refresh every this many ticks */
 
 const char *const st_catalog_tables[] = {"messages", "room_messages", "bookings", NULL};
 
@@ -73,110 +73,44 @@ bool st_catalog_is_table(const char *name, size_t n)
 
 /* ---- the refresh, on a worker ---- */
 
-/* The hint's version: bare digits (whitespace around them forgiven); 0 when it is missing or
- * not a version. */
-static uint64_t st__cat_hint(st_objstore_t *obj, const char *table)
-{
-    char key[128];
-    snprintf(key, sizeof key, "%s/metadata/version-hint.text", table);
-    st_buf_t b = {0};
-    uint64_t v = 0;
-    if (st_objstore_read(obj, key, 64, &b) == ST_OK) {
-        size_t i = 0, n = b.len;
-        while (i < n && (b.data[i] == ' ' || b.data[i] == '\n' || b.data[i] == '\r'))
-            i++;
-        while (n > i && (b.data[n - 1] == ' ' || b.data[n - 1] == '\n' || b.data[n - 1] == '\r'))
-            n--;
-        for (; i < n && v < ((uint64_t)1 << 53); i++) {
-            if (b.data[i] < '0' || b.data[i] > '9') {
-                v = 0;
-                break;
-            }
-            v = v * 10 + (uint64_t)(b.data[i] - '0');
-        }
-        if (i < n) v = 0; /* too long, or not digits */
-    }
-    st_buf_free(&b);
-    return v;
-}
+typedef struct {
+    st_objstore_t *obj;
+    st__cat_ent_t *e;
+} st__cat_take_t;
 
-/* Reads v{n}: ST_OK with *e filled (a JSON object), ST_EINVAL for a version that is not one
- * (skipped), ST_ENOTFOUND, ST_EIO. */
-static int st__cat_read(st_objstore_t *obj, const char *table, uint64_t n, st__cat_ent_t *e)
+/* The catalog's take (newest.c): a version whose text is not a JSON object is passed over. */
+static int st__cat_take(void *arg, int64_t v, const char *key, st_buf_t *b)
 {
-    char key[128];
-    snprintf(key, sizeof key, "%s/metadata/v%llu.metadata.json", table, (unsigned long long)n);
-    st_buf_t b = {0};
-    int rc = st_objstore_read(obj, key, ST__CAT_META_MAX, &b);
-    if (rc == ST_ETOOLARGE) rc = ST_EINVAL;
-    if (rc == ST_OK) {
-        const char *end = NULL;
-        cJSON *j = cJSON_ParseWithLengthOpts(b.data ? b.data : "", b.len, &end, false);
-        bool ok = j && cJSON_IsObject(j) && end == b.data + b.len &&
-                  cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "format-version")) &&
-                  !memchr(b.data, 0, b.len);
-        cJSON_Delete(j);
-        if (!ok) rc = ST_EINVAL;
-    }
+    st__cat_take_t *t = arg;
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(b->data ? b->data : "", b->len, &end, false);
+    bool ok = j && cJSON_IsObject(j) && end == b->data + b->len &&
+              cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "format-version")) &&
+              !memchr(b->data, 0, b->len);
+    cJSON_Delete(j);
+    if (!ok) return ST_EINVAL;
+    st__cat_ent_t *e = t->e;
     st_buf_t loc = {0};
-    if (rc == ST_OK) {
-        st_objstore_uri(obj, key, &loc);
-    }
-    if (rc == ST_OK) {
-        free(e->json);
-        free(e->location);
-        st_buf_appendc(&b, 0);
-        e->json = st_buf_steal(&b, &e->json_len);
-        e->json_len--;
-        e->location = st_buf_steal(&loc, NULL);
-        e->version = n;
-    }
-    st_buf_free(&b);
-    st_buf_free(&loc);
-    return rc;
-}
-
-static int st__cat_list_fn(void *arg, const char *key, uint64_t size)
-{
-    (void)size;
-    uint64_t *max = arg;
-    const char *v = strrchr(key, '/');
-    v = v ? v + 1 : key;
-    if (*v++ != 'v' || *v < '1' || *v > '9') return 0;
-    uint64_t n = 0;
-    for (; *v >= '0' && *v <= '9' && n < ((uint64_t)1 << 53); v++)
-        n = n * 10 + (uint64_t)(*v - '0');
-    if (strcmp(v, ".metadata.json") == 0 && n > *max) *max = n;
-    return 0;
+    st_objstore_uri(t->obj, key, &loc);
+    free(e->json);
+    free(e->location);
+    st_buf_appendc(b, 0);
+    e->json = st_buf_steal(b, &e->json_len);
+    e->json_len--;
+    e->location = st_buf_steal(&loc, NULL);
+    e->version = (uint64_t)v;
+    return ST_OK;
 }
 
 /* The newest version of table from known on into *e (version 0 when none newer was found). */
 static int st__cat_refresh_one(st_objstore_t *obj, const char *table, uint64_t known, bool may_list,
                                st__cat_ent_t *e)
 {
-    uint64_t base = known;
-    int rc = ST_OK;
-    uint64_t hint = st__cat_hint(obj, table);
-    if (hint > base && st__cat_read(obj, table, hint, e) == ST_OK) base = hint;
-    if (base == 0 && may_list) {
-        /* nothing known and no usable hint: the highest version listed (v1 itself is probed
-         * below every time; a listing finds a table whose first versions were expired) */
-        char prefix[128];
-        snprintf(prefix, sizeof prefix, "%s/metadata/v", table);
-        uint64_t max = 0;
-        rc = st_objstore_list(obj, prefix, st__cat_list_fn, &max);
-        if (rc == ST_OK && max && st__cat_read(obj, table, max, e) == ST_OK) base = max;
-    }
-    /* upward from the newest found until a version is missing (one that is not a JSON object is
-     * passed over, not served) */
-    for (uint64_t n = base + 1, probes = 0; rc == ST_OK && probes < ST__CAT_PROBES_MAX;
-         n++, probes++) {
-        int r = st__cat_read(obj, table, n, e);
-        if (r == ST_OK) base = n;
-        if (r == ST_ENOTFOUND) break;
-        if (r != ST_OK && r != ST_EINVAL) rc = r;
-    }
-    if (base == known) e->version = 0;
+    st__cat_take_t t = {obj, e};
+    st_tables_take_t take = {st__cat_take, &t, false};
+    int64_t found;
+    int rc = st_tables_newest(obj, table, (int64_t)known, may_list, &take, &found);
+    if ((uint64_t)found == known) e->version = 0;
     return rc;
 }
 

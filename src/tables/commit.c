@@ -36,39 +36,6 @@ static int st__read_version(st_objstore_t *ms, const st_table_def_t *d, int64_t 
     return rc;
 }
 
-static int st__max_version(void *arg, const char *key, uint64_t size)
-{
-    (void)size;
-    int64_t *max = arg, v;
-    const char *p = strrchr(key, '/');
-    p = p ? p + 1 : key;
-    const char *e = strstr(p, ".metadata.json");
-    if (p[0] == 'v' && e && e[14] == '\0' &&
-        st_parse_i64(p + 1, (size_t)(e - p - 1), &v) == ST_OK && v > *max)
-        *max = v;
-    return 0;
-}
-
-/* The version to probe upward from: version-hint.text, or (none, or junk) the highest listed. */
-static int64_t st__hint(st_objstore_t *ms, const st_table_def_t *d)
-{
-    st_buf_t k = {0}, b = {0};
-    st_buf_printf(&k, "%s/metadata/version-hint.text", d->ice.name);
-    st_buf_appendc(&k, 0);
-    int64_t v = 0;
-    if (st_objstore_read(ms, k.data, 32, &b) != ST_OK || st_parse_i64(b.data, b.len, &v) != ST_OK ||
-        v < 1) {
-        v = 0;
-        k.len = 0;
-        st_buf_printf(&k, "%s/metadata/v", d->ice.name);
-        st_buf_appendc(&k, 0);
-        st_objstore_list(ms, k.data, st__max_version, &v);
-    }
-    st_buf_free(&k);
-    st_buf_free(&b);
-    return v;
-}
-
 static int st__write_hint(st_objstore_t *ms, const st_table_def_t *d, int64_t v)
 {
     char k[128], digits[24];
@@ -77,25 +44,30 @@ static int st__write_hint(st_objstore_t *ms, const st_table_def_t *d, int64_t v)
     return st_objstore_replace(ms, k, digits, (size_t)n);
 }
 
+/* The committer's take (newest.c): a version strata cannot read stops the load (strict). */
+static int st__load_take(void *arg, int64_t v, const char *key, st_buf_t *text)
+{
+    (void)v;
+    cJSON **doc = arg, *next;
+    if (st_tables_meta_parse(text->data, text->len, &next) != ST_OK) {
+        st_error("tables: %s is not a metadata file strata can read", key);
+        return ST_EINVAL;
+    }
+    cJSON_Delete(*doc);
+    *doc = next;
+    return ST_OK;
+}
+
 int st_table_load(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, bool create)
 {
     for (int tries = 0; tries < ST__TRIES; tries++) {
-        int64_t v = st__hint(ms, d), have = 0;
+        int64_t have = 0;
         cJSON *doc = NULL;
-        int rc = v > 0 ? st__read_version(ms, d, v, &doc) : ST_ENOTFOUND;
-        if (rc == ST_OK) have = v;
-        if (rc != ST_OK && rc != ST_ENOTFOUND) return rc;
-        for (int64_t n = have + 1;; n++) { /* readers probe upward from the hint */
-            cJSON *next;
-            rc = st__read_version(ms, d, n, &next);
-            if (rc == ST_ENOTFOUND) break;
-            if (rc != ST_OK) {
-                cJSON_Delete(doc);
-                return rc;
-            }
+        st_tables_take_t take = {st__load_take, &doc, true};
+        int rc = st_tables_newest(ms, d->ice.name, 0, true, &take, &have);
+        if (rc != ST_OK) {
             cJSON_Delete(doc);
-            doc = next;
-            have = n;
+            return rc;
         }
         if (doc) {
             cJSON_Delete(m->doc);
@@ -126,12 +98,6 @@ int st_table_load(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, boo
         if (rc != ST_EEXIST) return rc; /* EEXIST: another writer made v1: adopt it */
     }
     return ST_ECONFLICT;
-}
-
-/* The key of uri in the tables' store, or NULL when it is not in it (another store's). */
-static const char *st__key_of(const char *uri, const st_buf_t *root)
-{
-    return strncmp(uri, root->data, root->len) == 0 ? uri + root->len : NULL;
 }
 
 /* The sequence number of the snapshot of old whose manifest list is uri (-1: none). */
@@ -179,7 +145,7 @@ static void st__sweep(st_objstore_t *ms, const st_tstrs_t *expired, const st_tst
     for (size_t i = 0; i < expired->n + dropped->n; i++) {
         bool list = i < expired->n;
         const char *uri = list ? expired->v[i] : dropped->v[i - expired->n];
-        const char *key = st__key_of(uri, &root);
+        const char *key = st_tables_key_of(uri, &root);
         if (!key || (list && !st_tables_list_mine(w, uri))) continue; /* another writer's */
         if (st_objstore_delete(ms, key) != ST_OK) st_warn("tables: cannot delete %s", key);
         const char *base = strrchr(key, '/');
@@ -285,7 +251,7 @@ static int st__carry(st_objstore_t *ms, const st_table_def_t *d, const cJSON *do
     if (!uri) return ST_OK; /* the parent expired from the document: nothing to carry */
     st_buf_t root = {0}, b = {0};
     st_objstore_uri(ms, "", &root);
-    const char *key = st__key_of(uri, &root);
+    const char *key = st_tables_key_of(uri, &root);
     int rc = key ? st_objstore_read(ms, key, ST_TABLES_META_MAX, &b) : ST_ENOTIMPL;
     if (rc == ST_OK) rc = st_tables_carry(b.data, b.len, uri, w, out, rows, files);
     if (rc != ST_OK)

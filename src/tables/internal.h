@@ -101,6 +101,26 @@ int st_tables_carry(const void *list, size_t len, const char *list_uri, const st
 int st_table_orphans(st_objstore_t *ms, const st_table_def_t *d, const cJSON *doc,
                      const st_tier_writer_t *w, size_t *deleted);
 
+/* ---- newest.c: a table's newest metadata version, on a worker ---- */
+/* Each version read is offered to take(arg, v, key, text): ST_OK takes it (the newest so far),
+ * ST_EINVAL refuses it (passed over, the one before stays; strict: the load stops with it),
+ * another code stops the load. text is borrowed for the call (the callee may steal its bytes). */
+typedef struct {
+    int (*take)(void *arg, int64_t v, const char *key, st_buf_t *text);
+    void *arg;
+    bool strict;
+} st_tables_take_t;
+/* The newest version of table (its folder in ms) from known on: the hint (when newer than known),
+ * a listing of metadata/ (may_list, when nothing is known and no hinted version was taken), then
+ * probing upward until a version is missing. *found: the newest taken (known when none newer). */
+int st_tables_newest(st_objstore_t *ms, const char *table, int64_t known, bool may_list,
+                     const st_tables_take_t *t, int64_t *found);
+
+/* ---- truth.c ---- */
+/* The key of uri in the store whose root URI is root (st_objstore_uri(s, "")), or NULL when it is
+ * not in it (another store's). */
+const char *st_tables_key_of(const char *uri, const st_buf_t *root);
+
 /* ---- commit.c: on a worker ---- */
 /* Reads the newest version (version-hint, then probing upward); none and create: commits v1. */
 int st_table_load(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, bool create);

@@ -41,11 +41,18 @@ struct st_tables {
     uv_timer_t timer;
     uv_work_t work;
     bool busy, closing;
+    bool timer_closed; /* st_tables_close's uv_close is done: whichever of it and the job ends
+                          last frees the module */
     st__table_t t[ST_TABLES_N];
     st__jtable_t job[ST_TABLES_N];
     bool job_create;
     st_tier_writer_t writer; /* the store's writer record, read at the tick (the job's) */
     bool leading;            /* this member committed at its last tick */
+    /* The tier's 'F' records as of st_store_writes_of(store, 'F') == seen_f are all committed
+     * (seen): a tick finding the same number skips the scan (an idle node's tick is O(1), not
+     * O(objects)). job_f: the number when the running job's view was taken. */
+    bool seen, job_view_ok;
+    uint64_t seen_f, job_f;
     int64_t lag_since_us;    /* when the tier first differed from the committed tables (0: it does
                                 not) */
     st_metric_t *commits;
@@ -270,6 +277,7 @@ static void st__lead(st_tables_t *t)
     for (int i = 0; i < ST_TABLES_N; i++)
         st_tfiles_sort(&t->t[i].committed);
     t->leading = true;
+    t->seen = false;
 }
 
 /* ---- the commit job ---- */
@@ -331,8 +339,17 @@ static void st__commit_done(uv_work_t *req, int status)
         memset(j, 0, sizeof *j);
     }
     if (all) t->lag_since_us = 0;
+    bool loaded = true;
+    for (int i = 0; i < ST_TABLES_N; i++)
+        loaded &= t->t[i].meta.doc != NULL;
+    if (all && loaded && t->job_view_ok && !t->closing) {
+        t->seen = true;
+        t->seen_f = t->job_f;
+    }
     if (t->closing) {
-        st__tables_free(t);
+        /* the timer's close callback may still be due (both can end in one loop turn): it
+         * frees the module then, seeing the job back */
+        if (t->timer_closed) st__tables_free(t);
         return;
     }
     if (wrote && t->on_commit) t->on_commit(t->on_commit_arg);
@@ -355,6 +372,8 @@ static void st__commit_tick(uv_timer_t *h)
         return;
     }
     if (!t->leading) st__lead(t);
+    uint64_t gen = st_store_writes_of(t->store, 'F');
+    if (t->seen && gen == t->seen_f) return;
     st_tfiles_t live[ST_TABLES_N];
     bool changed[ST_TABLES_N], any = false;
     int64_t pending;
@@ -379,8 +398,14 @@ static void st__commit_tick(uv_timer_t *h)
     if (!any || (rc != ST_OK && rc != ST_EPARKED)) {
         for (int i = 0; i < ST_TABLES_N; i++)
             st_tfiles_free(&t->job[i].live);
+        if (!any && rc == ST_OK) {
+            t->seen = true;
+            t->seen_f = gen;
+        }
         return;
     }
+    t->job_f = gen;
+    t->job_view_ok = rc == ST_OK;
     t->job_create = true;
     t->busy = true;
     t->work.data = t;
@@ -442,6 +467,7 @@ static void st__tables_free(st_tables_t *t)
 static void st__tables_timer_closed(uv_handle_t *h)
 {
     st_tables_t *t = h->data;
+    t->timer_closed = true;
     if (!t->busy) st__tables_free(t);
 }
 

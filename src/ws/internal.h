@@ -97,6 +97,8 @@ typedef struct st_wssub {
     bool pending;
     struct st_ws *ws;
     struct st_coldwait *cold_wait; /* a replay page parked for cold data (NULL otherwise) */
+    /* a room's: its typing frames' prefix (one reference, made at the first one; topics.c) */
+    st_wsbody_t *typing_prefix;
 } st_wssub_t;
 
 /* Every subscription to one counter, event or user. Owned by the ws map, freed when empty. */
@@ -254,6 +256,11 @@ void st__ws_cut(st_ws_t *ws, st_wsconn_t *c, const char *reason);
  * callback, a close frame is written and the socket closed at once (no wait for the client's
  * close frame). A socket that never becomes writable is closed after ST__WS_CLOSE_GRACE s. */
 void st__ws_fail(st_ws_t *ws, st_wsconn_t *c, uint16_t code, const char *reason);
+/* Whether c's output is backed up: lws holds part of a write the socket refused, or half the
+ * backlog cap of frames that may leave is queued (one flush of typing frames to a stream of many
+ * subscriptions stops there), or c is being ended. An ephemeral frame (typing) is not queued on
+ * such a stream. */
+bool st__ws_backed_up(const st_wsconn_t *c);
 /* Queues a one-off frame built in b (copied). */
 void st__ws_queue_buf(st_ws_t *ws, st_wsconn_t *c, const st_buf_t *b, uint64_t wait);
 void st__ws_send_error(st_ws_t *ws, st_wsconn_t *c, const char *id, const char *code,

@@ -286,6 +286,12 @@ static void st__unqueue(st_wsconn_t *c, uint32_t i)
     }
 }
 
+bool st__ws_backed_up(const st_wsconn_t *c)
+{
+    if (c->cut || c->broken || c->live >= ST__WS_MAX_QUEUED / 2) return true;
+    return c->wsi && lws_partial_buffered(c->wsi);
+}
+
 void st__ws_queue_buf(st_ws_t *ws, st_wsconn_t *c, const st_buf_t *b, uint64_t wait)
 {
     st_wsbody_t *body = st__ws_body_new(b->data, b->len);

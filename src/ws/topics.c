@@ -71,6 +71,7 @@ static void st__sub_free(st_ws_t *ws, st_wssub_t *s)
     free(s->name);
     free(s->conv);
     free(s->member);
+    st__ws_body_unref(s->typing_prefix);
     free(s);
     ws->nsubs--;
     st_metric_add(ws->m_subs, -1);
@@ -797,14 +798,29 @@ static void st__room_user_send(st_ws_t *ws, const char *room, size_t rl, const c
     st_buf_free(&b);
 }
 
-/* A typing signal's frame to the room's subscribers here (typing.c decides when). */
+/* A typing signal's frame to the room's subscribers here (typing.c decides when). It is
+ * ephemeral: a subscriber whose output is backed up gets none (it would only wait there, ahead
+ * of or behind data; the next signal says the same with a later `until`). Each subscription
+ * keeps its typing prefix, so a frame costs a queue entry per subscriber and no allocation. */
 void st__ws_typing_deliver(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
                            int64_t until)
 {
-    st_buf_t t = {0};
-    st_buf_printf(&t, ",\"until\":%lld}", (long long)until);
-    st__room_user_send(ws, room, rl, user, ul, "typing", &t);
-    st_buf_free(&t);
+    st_buf_t b = {0};
+    st_wschan_t *ch = st__room_user_frame(ws, room, rl, user, ul, &b);
+    if (!ch) return;
+    st_buf_printf(&b, ",\"until\":%lld}", (long long)until);
+    st_wsbody_t *body = st__ws_body_new(b.data, b.len);
+    for (ST_LIST_EACH(l, n, &ch->subs)) {
+        st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, clink);
+        if (!s->room || st__ws_backed_up(s->conn)) continue;
+        if (!s->typing_prefix) {
+            st__ws_prefix(&b, "typing", s->id);
+            s->typing_prefix = st__ws_body_new(b.data, b.len);
+        }
+        st__ws_queue(ws, s->conn, s->typing_prefix, body, st__sub_wait(s, 0));
+    }
+    st__ws_body_unref(body);
+    st_buf_free(&b);
 }
 
 /* A presence change's frame to the room's subscribers here (presence.c decides when). */

@@ -1840,4 +1840,41 @@ TEST(tier_retention_drops_expired_objects_whole_through_a_fake_kind)
     fx_end(&fx);
 }
 
+/* rebuild-meta's choice (st_tier_rebuild_pick): the snapshot's objects, those flushed after it,
+ * never one a fold or compaction replaced; with no table, or named objects gone, every one. */
+TEST(rebuild_pick_takes_the_named_objects_and_later_flushes_never_a_replaced_one)
+{
+    CHECK_EQ(st_tier_key_version("u/batch-100-w00000000000000ab-7.parquet"), 7u);
+    CHECK_EQ(st_tier_key_version("u/batch-100-w00000000000000ab-3.12.parquet"), 12u);
+    CHECK_EQ(st_tier_key_version("events/e/bookings-5-w00000000000000ab-9.parquet"), 9u);
+    CHECK_EQ(st_tier_key_version("u/batch-100-w00000000000000ab-x.parquet"), 0u);
+    CHECK_EQ(st_tier_key_version("u/batch-100-1.json"), 0u);
+    char *named[] = {strdup("u/batch-1-w00000000000000ab-2.9.parquet"),
+                     strdup("v/batch-1-w00000000000000ab-4.parquet")};
+    st_tier_named_t nm = {true, named, 2};
+    /* u: 1 and 2 were replaced by 2.9 (named); 10 was flushed after the snapshot */
+    const char *u[] = {
+        "u/batch-1-w00000000000000ab-1.parquet", "u/batch-1-w00000000000000ab-2.parquet",
+        "u/batch-1-w00000000000000ab-2.9.parquet", "u/batch-1-w00000000000000ab-10.parquet"};
+    bool keep[4];
+    CHECK_EQ(st_tier_rebuild_pick(&nm, u, 4, keep), 2u);
+    CHECK(!keep[0] && !keep[1] && keep[2] && keep[3]);
+    /* no table: every one */
+    st_tier_named_t none = {0};
+    CHECK_EQ(st_tier_rebuild_pick(&none, u, 4, keep), 4u);
+    CHECK_EQ(st_tier_rebuild_pick(NULL, u, 4, keep), 4u);
+    /* an owner the snapshot names nothing of (a first flush after it): every one */
+    const char *w[] = {"w/batch-1-w00000000000000ab-1.parquet"};
+    CHECK_EQ(st_tier_rebuild_pick(&nm, w, 1, keep), 1u);
+    /* v's named object is gone from the bucket (replaced after the commit): every one */
+    const char *v[] = {"v/batch-1-w00000000000000ab-3.parquet",
+                       "v/batch-1-w00000000000000ab-4.5.parquet"};
+    CHECK_EQ(st_tier_rebuild_pick(&nm, v, 2, keep), 2u);
+    /* a folder that only starts like a named one's is another owner */
+    const char *uu[] = {"uu/batch-1-w00000000000000ab-1.parquet"};
+    CHECK_EQ(st_tier_rebuild_pick(&nm, uu, 1, keep), 1u);
+    free(named[0]);
+    free(named[1]);
+}
+
 RUN_TESTS("cold")

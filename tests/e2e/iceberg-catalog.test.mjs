@@ -351,6 +351,33 @@ describe('the Iceberg REST catalog on a local cold tier, auth off', () => {
     const out = parseResponses(await raw(s.port, `GET ${NS} HTTP/1.1\r\nHost: x\r\n\r\nHEAD ${T('messages')} HTTP/1.1\r\nHost: x\r\n\r\nGET ${T('nosuch')} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`));
     assert.deepEqual(out.map((r) => r.status), [200, 204, 404]);
   });
+
+  test('what the HTTP layer refuses before routing is in Iceberg\'s shape under /iceberg/, strata\'s elsewhere (issue 47)', async () => {
+    const one = async (bytes) => {
+      const [r] = parseResponses(await raw(s.port, bytes, { idleMs: 500 }));
+      assert.ok(r, `no answer to ${JSON.stringify(bytes.slice(0, 80))}`);
+      return { status: r.status, text: r.body, json: r.json };
+    };
+    const body = 'x'.repeat(5000); // --max-body 4096
+    const cases = [
+      // 413: the body is over --max-body (known from Content-Length, and from a chunked body)
+      [(p) => `POST ${p} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`, 413, 'BadRequestException'],
+      [(p) => `POST ${p} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`, 413, 'BadRequestException'],
+      // 431: a header over --max-header (16 KiB), and a request target over it
+      [(p) => `GET ${p} HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20000)}\r\n\r\n`, 431, 'BadRequestException'],
+      [(p) => `GET ${p}/${'a'.repeat(20000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, 'BadRequestException'],
+      // 501: a method no one knows; 400: a Content-Length that is not a number
+      [(p) => `BREW ${p} HTTP/1.1\r\nHost: x\r\n\r\n`, 501, 'UnsupportedOperationException'],
+      [(p) => `POST ${p} HTTP/1.1\r\nHost: x\r\nContent-Length: zz\r\n\r\n`, 400, 'BadRequestException'],
+    ];
+    for (const [req, status, type] of cases) {
+      for (const p of [`${T('messages')}/metrics`, '/iceberg/v1/config'])
+        iceError(await one(req(p)), status, type);
+      const v1 = await one(req('/v1/counters/c/incr'));
+      assert.equal(v1.status, status, v1.text);
+      assert.equal(typeof v1.json.error.code, 'string', `strata's own shape outside /iceberg: ${v1.text}`);
+    }
+  });
 });
 
 describe('the Iceberg REST catalog with auth on', () => {

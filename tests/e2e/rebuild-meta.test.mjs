@@ -3,12 +3,15 @@
 // messages only, so a rebuild from it alone would restart every sequence at 1 and lose counters,
 // events and hot bookings. It refuses (non-zero, naming what is lost, writing nothing) unless
 // --backup-url supplies them or --accept-loss is given; an empty cold tier is refused too.
+// The Iceberg tables are the truth of the cold tier (SPEC v5 §5.1, issue 45): objects of the
+// bucket that the current snapshot does not name (a deleted conversation folded away, an object a
+// fold replaced) are not taken back.
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { BIN, startStrata, tempDir } from './lib.mjs';
-import { waitFor } from './cold-lib.mjs';
+import { duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
 import { metric, ok, runAsync, shipped } from './backup-lib.mjs';
 
 const run = runAsync; // a sanitizer report fails the test (backup-lib.mjs)
@@ -143,6 +146,115 @@ test('rebuild-meta over an empty or missing cold dir says nothing was found and 
     assert.match(r.err, /no cold objects found/);
     assert.ok(existsSync(path.join(dir, 'd', 'data.mdb')));
   } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// Every file under dir (relative paths), but the tables' metadata.
+function objectsUnder(dir, rel = '') {
+  const out = [];
+  for (const e of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+    const r = path.join(rel, e.name);
+    if (e.isDirectory()) { if (r !== '_tables') out.push(...objectsUnder(dir, r)); } else out.push(r);
+  }
+  return out;
+}
+
+test('rebuild-meta takes the tables\' current snapshot as the truth: a deleted conversation, a deleted and an edited cold message stay as the live node showed them (issue 45)', async () => {
+  const dir = tempDir('rbm');
+  const bk = `file://${dir}/bk`;
+  const cold = path.join(dir, 'cold');
+  const args = ['--cold-url', `file://${cold}`, '--flush-interval', '3600', '--table-commit-interval', '1',
+    '--delta-max-age', '1', '--booking-hot-seconds', '0'];
+  const post = async (s, conv, content) => (await ok(s, 'POST', '/v1/users/alice/messages', { conversation_id: conv, from: 'a', content }, {}, 201)).json;
+  const flushed = async (s, cold) => {
+    await ok(s, 'POST', '/v1/admin/flush', undefined, {}, 202);
+    await waitFor('the flush', async () => (await s.req('GET', '/v1/users/alice/stats')).json.cold_messages === cold);
+  };
+  const tables = async (s) => Object.fromEntries((await ok(s, 'GET', '/v1/admin/tables')).json.tables.map((t) => [t.table, t]));
+  const committed = (s, after = -1) => waitFor('the tables committed', async () => {
+    const t = await tables(s);
+    const all = Object.values(t).every((x) => x.pending === 0 && x.snapshot_id !== null);
+    return all && t.messages.sequence_number > after ? t : null;
+  }, 30000);
+  const answers = async (s) => ({
+    messages: (await ok(s, 'GET', '/v1/users/alice/messages?limit=100')).json.messages,
+    convs: (await ok(s, 'GET', '/v1/users/alice/conversations')).json.conversations.map((c) => [c.conversation_id, c.total_messages]),
+    kept: (await ok(s, 'GET', '/v1/users/alice/conversations/kept')).json.total_messages,
+    stats: (({ total_messages, cold_messages, hot_messages }) => ({ total_messages, cold_messages, hot_messages }))((await ok(s, 'GET', '/v1/users/alice/stats')).json),
+    room: (await ok(s, 'GET', '/v1/rooms/rbroom/messages?limit=100')).json.messages,
+    bookings: (await ok(s, 'GET', '/v1/events/gig/bookings?limit=100')).json.bookings,
+  });
+  let s = await startStrata({ dataDir: path.join(dir, 'data'), args: [...args, '--backup-url', bk, '--backup-interval', '100'] });
+  let live;
+  try {
+    await waitFor('the first snapshot', async () => (await metric(s, 'strata_backup_snapshots_total')) >= 1);
+    // 'gone' in an object of its own, then 'kept' (and a room's messages, finished bookings)
+    for (let i = 0; i < 4; i++) await post(s, 'gone', `gone ${i}`);
+    await flushed(s, 4);
+    const kept = [];
+    for (let i = 0; i < 3; i++) kept.push(await post(s, 'kept', `kept ${i}`));
+    await ok(s, 'POST', '/v1/rooms', { room_id: 'rbroom', members: ['bob'] }, {}, 201);
+    for (let i = 0; i < 2; i++) await ok(s, 'POST', '/v1/rooms/rbroom/messages', { from: 'bob', content: `room ${i}` }, {}, 201);
+    await ok(s, 'POST', '/v1/events', { event_id: 'gig', sections: [{ name: 'A', rows: 1, cols: 5, price: 10 }] }, {}, 201);
+    for (let i = 1; i <= 2; i++) {
+      const b = (await ok(s, 'POST', '/v1/events/gig/bookings', { section: 'A', seats: [`1-${i}`] }, {}, 201)).json;
+      await ok(s, 'POST', `/v1/bookings/${b.booking_id}/confirm`);
+    }
+    await flushed(s, 7);
+    const before = (await committed(s)).messages.sequence_number;
+    // a copy of the bucket as it is now: synced back below by a copy that deletes nothing, so the
+    // objects the changes replace are still in the bucket rebuild-meta reads
+    cpSync(cold, path.join(dir, 'stale'), { recursive: true, filter: (src) => path.basename(src) !== '_tables' });
+    assert.deepEqual((await ok(s, 'DELETE', '/v1/users/alice/conversations/gone')).json, { deleted: 4 });
+    await ok(s, 'DELETE', `/v1/users/alice/messages/${kept[1].msg_id}`);
+    await ok(s, 'PATCH', `/v1/users/alice/messages/${kept[2].msg_id}`, { content: 'kept 2 edited' });
+    await ok(s, 'POST', '/v1/admin/compact', {}, {}, 202);
+    await waitFor('the fold', async () => {
+      const files = parquetFiles(path.join(cold, 'alice')).filter((f) => path.basename(f).startsWith('batch-'));
+      const rows = await duckRows(files).catch(() => null);
+      return rows && rows.length === 3 && rows.every((r) => r.conversation_id === 'kept') &&
+        rows.some((r) => r.content === 'kept 2 edited');
+    }, 30000);
+    await committed(s, before);
+    live = await answers(s);
+    assert.deepEqual(live.convs, [['kept', 2]], 'the live node shows the deletes');
+    assert.equal(live.stats.total_messages, 2);
+    await shipped(s);
+  } finally {
+    await s.kill9();
+    rmSync(path.join(dir, 'data'), { recursive: true, force: true });
+  }
+  try {
+    let back = 0;
+    for (const f of objectsUnder(path.join(dir, 'stale'))) {
+      if (existsSync(path.join(cold, f))) continue;
+      mkdirSync(path.dirname(path.join(cold, f)), { recursive: true });
+      copyFileSync(path.join(dir, 'stale', f), path.join(cold, f));
+      back++;
+    }
+    assert.ok(back >= 2, `the replaced objects are in the bucket again (${back})`);
+    const r = await run(['rebuild-meta', '--data-dir', path.join(dir, 'data'), '--backup-url', bk, ...args]);
+    assert.equal(r.code, 0, r.err);
+    s = await startStrata({ dataDir: path.join(dir, 'data'), args });
+    assert.equal((await s.req('GET', '/v1/users/alice/conversations/gone')).status, 404, 'the deleted conversation stays gone');
+    const now = await answers(s);
+    assert.deepEqual(now.convs, live.convs);
+    assert.equal(now.kept, live.kept);
+    assert.deepEqual(now.stats, live.stats);
+    assert.deepEqual(now.messages, live.messages);
+    const [m0, m1, m2] = now.messages.slice().sort((a, b) => (BigInt(a.msg_id) < BigInt(b.msg_id) ? -1 : 1));
+    assert.equal(m0.content, 'kept 0');
+    assert.equal(m1.content, null, 'the deleted message stays deleted');
+    assert.equal(m2.content, 'kept 2 edited');
+    assert.deepEqual(now.room, live.room);
+    assert.equal(now.room.length, 2);
+    assert.deepEqual(now.bookings, live.bookings);
+    assert.equal(now.bookings.length, 2);
+    assert.match(r.err, /rebuild-meta: table messages v\d+, snapshot -?\d+: 1 data file\(s\)/);
+    assert.match(r.err, /rebuild: 2 object\(s\) no table snapshot names \(replaced or deleted before it was committed\) not taken/);
+  } finally {
+    if (s) await s.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -7,6 +7,7 @@
 // replicated group a subscriber on a follower gets the frame too.
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { Group } from './cluster-lib.mjs';
 import { sleep, startStrata, wsConnect, wsDrain as drain, wsUntil as until } from './lib.mjs';
@@ -85,6 +86,22 @@ describe('typing (one node, auth off)', () => {
     assert.equal((await s.req('GET', '/v1/rooms/tm/typing')).status, 405);
   });
 
+  test('the group\'s internal routes are 404 on a node outside a group, whoever sends them (issue 47)', async () => {
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'ti', members: ['ann', 'bob'] })).status, 201);
+    const ws = await subscribe(s.port, 'ti', 'bob');
+    let r = await s.req('POST', '/v1/cluster/typing', { room_id: 'ti', user: 'ann', until: Date.now() * 1000 + 5e6 });
+    assert.equal(r.status, 404, r.text);
+    assert.equal(r.json.error.code, 'not_found');
+    const entries = [{ room_id: 'ti', user: 'zed', online: true }];
+    r = await s.req('POST', '/v1/cluster/presence', { member: 2, nonce: 'ab'.repeat(16), entries });
+    assert.equal(r.status, 404, r.text);
+    assert.equal(r.json.error.code, 'not_found');
+    const got = await drain(ws, 400);
+    assert.deepEqual(got.filter((f) => f.type === 'typing' || (f.type === 'presence' && f.user === 'zed')), [], 'nothing reached the subscribers');
+    assert.deepEqual((await s.req('GET', '/v1/rooms/ti/presence')).json.online, ['bob'], 'no one made online from outside');
+    ws.close();
+  });
+
   test('a client typing as fast as it can costs the others nothing', async () => {
     assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'th', members: ['mal', 'bob', 'cy'] })).status, 201);
     const ws = await subscribe(s.port, 'th', 'bob');
@@ -110,6 +127,89 @@ describe('typing (one node, auth off)', () => {
     assert.ok(typing.length <= 4, `${typing.length} typing frames for ${sent} signals in 2 s`);
     assert.ok(lag < 5000, `the message arrived ${lag} ms after its post, during the flood`);
     ws.close();
+  });
+});
+
+describe('typing beside a subscriber that does not read (issue 47)', () => {
+  let s;
+  before(async () => { s = await startStrata(); });
+  after(async () => { await s.stop(); s.cleanup(); });
+  const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${s.proc.pid}/status`, 'utf8'))[1]) * 1024;
+
+  test('typing frames are dropped, not queued, for a stream that does not read: it is not cut, the server holds little, its post frames arrive; a reading one gets them coalesced', async () => {
+    // 400 typers with long names, and a stream holding 60 subscriptions of the room: one round
+    // of signals is 24,000 typing frames (about 7 MB) for a stream that does not read
+    const typers = Array.from({ length: 400 }, (_, i) => `t${i}-${'x'.repeat(200)}`);
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'tq', members: ['bob', 'cy', ...typers] })).status, 201);
+    const idle = await wsConnect(s.port);
+    assert.equal(idle.status, 101);
+    const ids = Array.from({ length: 60 }, (_, i) => `s${i}`);
+    for (const id of ids) {
+      idle.send({ type: 'subscribe', id, topic: 'room', room_id: 'tq', user: 'bob', after: '0' });
+      await until(idle, (f) => f.type === 'replay_done' && f.id === id);
+    }
+    const reader = await subscribe(s.port, 'tq', 'cy');
+    const seen = [];
+    let reading = true;
+    const readLoop = (async () => {
+      while (reading) {
+        let f;
+        try { f = await reader.next(500); } catch { continue; }
+        assert.notEqual(f.op, -1, 'the reading stream stayed open');
+        if (f.json) seen.push(f.json);
+      }
+    })();
+    idle.sock.pause(); // reads nothing from here on
+    const rss0 = rss();
+    const t0 = Date.now();
+    let sent = 0, first;
+    for (let round = 0; round < 4; round++) {
+      const start = Date.now();
+      for (let i = 0; i < typers.length; i += 32)
+        await Promise.all(typers.slice(i, i + 32).map(async (u) => {
+          assert.equal((await s.req('POST', '/v1/rooms/tq/typing', { user: u })).status, 204);
+          sent++;
+        }));
+      if (round === 1) { // a post while the stream does not read
+        const r = await s.req('POST', '/v1/rooms/tq/messages', { from: 'cy', content: 'during' });
+        assert.equal(r.status, 201, r.text);
+        first = r.json.msg_id;
+      }
+      await sleep(Math.max(0, 1050 - (Date.now() - start))); // the next signal of each is a new frame
+    }
+    const elapsed = Date.now() - t0;
+    const grew = rss() - rss0;
+    assert.ok(grew < 48 << 20, `the server grew ${grew >> 20} MiB while one stream did not read`);
+    idle.sock.resume();
+    const later = await s.req('POST', '/v1/rooms/tq/messages', { from: 'cy', content: 'after' });
+    assert.equal(later.status, 201, later.text);
+    const want = new Set([first, later.json.msg_id]);
+    const end = Date.now() + 20000;
+    let typingFrames = 0;
+    const tally = {};
+    while (want.size && Date.now() < end) {
+      let f;
+      try { f = await idle.next(Math.max(1, end - Date.now())); } catch { break; }
+      const k = `${f.op}:${f.json?.type}:${f.json?.type === 'message' ? f.json.id : ''}`;
+      tally[k] = (tally[k] ?? 0) + 1;
+      assert.notEqual(f.op, 8, `the stream was cut: ${f.code} ${f.reason}`);
+      assert.notEqual(f.op, -1, 'the stream stayed open');
+      if (f.json?.type === 'message' && f.json.id === 's0') want.delete(f.json.message.msg_id);
+      if (f.json?.type === 'typing') typingFrames++;
+    }
+    assert.equal(want.size, 0, `both posts reached the stream that did not read: ${JSON.stringify(tally)} ${[...want]}`);
+    assert.ok(typingFrames < sent * ids.length, `${typingFrames} typing frames of ${sent * ids.length}: some were dropped`);
+    reading = false;
+    await readLoop;
+    // the reading stream: every typer's frames, at most one per user per second
+    const per = new Map();
+    for (const f of seen.filter((x) => x.type === 'typing')) per.set(f.user, (per.get(f.user) ?? 0) + 1);
+    assert.equal(per.size, typers.length, `typing frames of ${per.size} of ${typers.length} typers reached the reader`);
+    const most = Math.max(...per.values());
+    assert.ok(most <= Math.ceil(elapsed / 1000) + 1, `${most} frames of one user in ${elapsed} ms`);
+    assert.ok(seen.some((f) => f.type === 'message' && f.message.msg_id === first), 'the reader got the post');
+    idle.close();
+    reader.close();
   });
 });
 

@@ -652,4 +652,30 @@ TEST(once_sealed_a_debug_build_refuses_a_write_no_module_claimed)
 #endif
 }
 
+TEST(writes_of_a_first_byte_grow_with_its_puts_and_dels_only)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    watch_t w;
+    st_store_t *s = open_store(&fx, 16 << 20, &w);
+    uint64_t f0 = st_store_writes_of(s, 'F'), g0 = st_store_writes_of(s, 'G');
+    uint64_t wait = 0;
+    CHECK_EQ(st_store_put(s, "Fa", 2, "v", 1, &wait), ST_OK);
+    CHECK_EQ(st_store_put(s, "Gb", 2, "v", 1, &wait), ST_OK);
+    CHECK_EQ(st_store_del(s, "Fa", 2, &wait), ST_OK);
+    CHECK_EQ(st_store_put(s, "F", 1, "v", 1, &wait), ST_OK);
+    CHECK_EQ(st_store_writes_of(s, 'F'), f0 + 3);
+    CHECK_EQ(st_store_writes_of(s, 'G'), g0 + 1);
+    fx_settle(&fx, s);
+    /* reads change nothing, and durability does not either: equal means no write between */
+    const void *v;
+    size_t vl;
+    uint64_t rw = 0;
+    CHECK_EQ(st_store_get(s, "F", 1, &v, &vl, &rw), ST_OK);
+    CHECK_EQ(st_store_writes_of(s, 'F'), f0 + 3);
+    CHECK_EQ(st_store_writes_of(s, 'H'), st_store_writes_of(s, 'H'));
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
 RUN_TESTS("store")
