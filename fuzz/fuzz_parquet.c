@@ -22,10 +22,15 @@ static void st__messages(const uint8_t *data, size_t size, uint32_t flen)
         if (G->offset > size || G->length > size - G->offset) abort(); /* the parser checks this */
         st_pq_rows_t r;
         if (st_parquet_read_group(G, data + G->offset, (size_t)G->length, &r) != ST_OK) continue;
-        for (size_t i = 0; i < r.n; i++) /* touch every value the decoder produced */
-            if (r.rows[i].content_len && r.rows[i].content[r.rows[i].content_len - 1] == 0x7f &&
-                r.rows[i].msg_id == 0x7f)
+        /* touch every value the decoder produced (from, content, metadata: NULL when null) */
+        for (size_t i = 0; i < r.n; i++) {
+            const st_msgrow_t *x = &r.rows[i];
+            if (x->content_len && x->content[x->content_len - 1] == 0x7f && x->msg_id == 0x7f)
                 abort();
+            if ((x->from_len && !x->from) || (x->content_len && !x->content) ||
+                (x->metadata_len && !x->metadata))
+                abort();
+        }
         st_parquet_rows_free(&r);
     }
     st_parquet_meta_free(&m);

@@ -179,6 +179,11 @@ int st_chat_edit(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
 /* Deletes a message (a tombstone; again: the same tombstone): appends it. As st_chat_edit. */
 int st_chat_delete(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id, st_buf_t *out,
                    uint64_t *wait);
+/* The same for a message whose author is erased (a room's, SPEC §2.2): the tombstone's from is
+ * null too, so no row names the author; a tombstone that still names it loses its from (nothing
+ * else of it changes, nor any count). */
+int st_chat_delete_unnamed(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
+                           st_buf_t *out, uint64_t *wait);
 /* Deletes a conversation: its hot rows go, its cold rows are masked; *n: its live messages. */
 int st_chat_delete_conversation(st_chat_t *c, const char *user, size_t ulen, const char *conv,
                                 size_t clen, int64_t *n, uint64_t *wait);

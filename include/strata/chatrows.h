@@ -14,7 +14,8 @@
 #include "strata/cold.h"
 #include "strata/tier.h"
 
-/* One message as a row. Strings are borrowed; metadata NULL means SQL NULL. */
+/* One message as a row. Strings are borrowed; from, content and metadata NULL mean SQL NULL (a
+ * tombstone's content and metadata, an erased author's from, SPEC v5 §5.1). */
 typedef struct {
     uint64_t msg_id;
     int64_t timestamp; /* µs since the epoch, UTC */
@@ -52,6 +53,7 @@ typedef struct {
     int64_t rows;
     uint64_t offset, length; /* the byte range of all its column chunks */
     uint64_t col_offset[ST_PQ_COLUMNS], col_length[ST_PQ_COLUMNS];
+    bool col_required[ST_PQ_COLUMNS]; /* the chunk's st_pq_chunk_t.required (an older file) */
 } st_pq_group_t;
 
 typedef struct {

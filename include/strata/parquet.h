@@ -100,6 +100,8 @@ typedef struct {
     int64_t values, nulls;
     const uint8_t *min, *max;
     size_t min_len, max_len;
+    bool required; /* the file declares this OPTIONAL leaf REQUIRED (written before the schema
+                      made it OPTIONAL): its entries carry one definition level less */
 } st_pq_chunk_t;
 
 typedef struct {
@@ -121,7 +123,9 @@ int st_pq_footer_len(const uint8_t tail[8], uint64_t file_size, uint32_t *len);
  * schema s. Another schema, or a corrupt footer, is ST_EINVAL with nothing allocated. Field ids
  * need not be there (files written before them): an element's field_id only has to agree with
  * the field's id when both are set, and when they do, the names may differ (Iceberg matches
- * columns by id). A file may lack s's ST_PQ_ADDED leaves. Chunks are per leaf of s, a missing
+ * columns by id). A file may lack s's ST_PQ_ADDED leaves, and may declare an OPTIONAL leaf of s
+ * REQUIRED (a file written before it became OPTIONAL: its chunk's required is set, and its
+ * values read as always present). Chunks are per leaf of s, a missing
  * leaf's all zero. Free with st_pq_file_free. */
 int st_pq_parse_footer(const st_pq_schema_t *s, const uint8_t *p, size_t len, uint64_t file_size,
                        st_pq_file_t *out);

@@ -45,6 +45,10 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
 /* fn(arg) runs on the loop after every commit that wrote a snapshot (the catalog refreshes: see
  * st_catalog_nudge). One at a time; NULL clears it. */
 void st_tables_on_commit(st_tables_t *t, void (*fn)(void *arg), void *arg);
+/* The tier's observer of merges that changed rows (st_tier_on_rows_changed; arg: the module):
+ * the object of key is marked in the same batch, and the snapshot that adds it is an overwrite,
+ * not a replace (SPEC v5 §5.1). */
+void st_tables_rows_changed(void *arg, const char *key, uint64_t *wait);
 /* Stops the timer; freed now, or once a commit in flight is back (run the loop). NULL: no-op. */
 void st_tables_close(st_tables_t *t);
 /* GET /v1/admin/tables: {"tables":[{"table","snapshot_id","sequence_number","committed_at",

@@ -331,6 +331,11 @@ typedef struct {
     void (*name)(void *arg, const char *o, size_t ol, const char *first_key, uint64_t seq,
                  uint64_t pseq, uint64_t writer, st_buf_t *key);
     void *arg;
+    /* Optional, on the loop in the swap batch: whether the merge changed a row's values (a fold
+     * of edits or deletes, SPEC §2.2) or left a row out for a reason other than retention; the
+     * tier then tells st_tier_on_rows_changed's observer (a table commit is then an overwrite,
+     * not a replace, SPEC v5 §5.1). NULL: never. */
+    bool (*changed)(void *arg, const void *dropped);
 } st_tier_merge_t;
 
 /* Why an owner is queued for compaction: after a flush (merged if it holds more than the limit of
@@ -451,6 +456,11 @@ typedef struct st_tier_member {
 /* Opens the tier on store (borrowed, must outlive it) and starts its tick. *out is owned:
  * st_tier_close, run the loop, st_tier_free. */
 int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_tier_opts_t *o);
+/* The observer of compactions whose merge changed rows (st_tier_merge_t.changed): fn gets the new
+ * object's key on the loop, in the swap batch (its writes land with the new manifest). One
+ * observer; NULL: none. */
+void st_tier_on_rows_changed(st_tier_t *t, void (*fn)(void *arg, const char *key, uint64_t *wait),
+                             void *arg);
 /* Adds a member (borrowed until its closed callback); then finishes what a crash left (orphans
  * of interrupted flushes and compactions, deletions recorded but not done). NULL: no-op. */
 void st_tier_join(st_tier_t *t, st_tier_member_t *m);

@@ -10,6 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A nullable string as JSON (NULL: null, SPEC §2.2's tombstone). */
+static void st__render_str(st_buf_t *b, const char *p, size_t n)
+{
+    if (p)
+        st_buf_append_json_str(b, p, n);
+    else
+        st_buf_puts(b, "null");
+}
+
 void st__chat_render_row(st_buf_t *b, const st_msgrow_t *r)
 {
     st_buf_puts(b, "{\"msg_id\":\"");
@@ -17,10 +26,10 @@ void st__chat_render_row(st_buf_t *b, const st_msgrow_t *r)
     st_buf_puts(b, "\",\"conversation_id\":");
     st_buf_append_json_str(b, r->conv, r->conv_len);
     st_buf_puts(b, ",\"from\":");
-    st_buf_append_json_str(b, r->from, r->from_len);
+    st__render_str(b, r->from, r->from_len);
     st_buf_printf(b, ",\"timestamp\":%lld,\"seq\":%lld,\"content\":", (long long)r->timestamp,
                   (long long)r->seq);
-    st_buf_append_json_str(b, r->content, r->content_len);
+    st__render_str(b, r->content, r->content_len);
     st_buf_puts(b, ",\"metadata\":");
     if (r->metadata)
         st_buf_append(b, r->metadata, r->metadata_len);

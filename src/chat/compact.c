@@ -21,19 +21,20 @@
  * holding the row has been rewritten with it, a fold marker ('e' u 0 id -> i64 the change's
  * time). A deleted conversation's cold rows are masked on read ('Q') and their objects marked
  * ('z' u 0 seq -> i64 the time). Every merge of a user's objects folds in the changes of the rows
- * it rewrites (their content and metadata as they are now: a tombstone's content "" and metadata
- * null) and leaves masked rows out, so a reader of the bucket sees the corrected rows, and a
- * deleted message's bytes leave the object store. The pass asks for a fold
- * (ST_TIER_COMPACT_FOLD: the objects holding marked rows, rewritten one at a time) once a marker
- * is --delta-max-age old; POST /v1/admin/compact asks at once. The delta stays: edited_at,
- * deleted_at and edit_history are not among the objects' columns (SPEC §5), and reads
+ * it rewrites (their content and metadata as they are now: a tombstone's content and metadata
+ * null, and its from null too when its author was erased) and leaves masked rows out, so a reader
+ * of the bucket sees the corrected rows, and a deleted message's bytes leave the object store. The
+ * pass asks for a fold (ST_TIER_COMPACT_FOLD: the objects holding marked rows, rewritten one at a
+ * time) once a marker is --delta-max-age old; POST /v1/admin/compact asks at once. The delta stays:
+ * edited_at, deleted_at and edit_history are not among the objects' columns (SPEC §5), and reads
  * take them from it. */
 
 typedef struct {
     uint64_t id;
     int64_t changed;
-    char *content, *meta; /* owned; meta NULL: null */
+    char *content, *meta; /* owned; NULL: null (content: a tombstone's) */
     size_t cl, ml;
+    bool anon; /* from null: an erased author's room tombstone (SPEC §2.2) */
 } st_fold_row_t;
 
 typedef struct {
@@ -57,6 +58,7 @@ typedef struct {
     ST_VEC(uint64_t) seqs;        /* the objects rewritten (their 'z' markers go) */
     int64_t at;                   /* when this was prepared */
     int64_t masked;               /* rows left out as a deleted conversation's (worker) */
+    int64_t changed;              /* rows whose values the fold changed (worker) */
     void *inner;                  /* the tier's note of rows left out by retention */
 } st_fold_t;
 
@@ -102,7 +104,8 @@ static bool st__fold_state(st_chat_t *c, const char *u, size_t ul, st_fold_row_t
         }
         cJSON_Delete(s);
     }
-    if (!r->content) r->content = st_strndup("", 0); /* a tombstone */
+    /* a tombstone's content stays NULL: null in the row, never "" (SPEC v5 §5.1) */
+    r->anon = st__chat_jmember(j, jl, "from", &v, &vl) && vl == 4 && memcmp(v, "null", 4) == 0;
     r->meta = NULL;
     if (st__chat_jmember(j, jl, "metadata", &v, &vl) && !(vl == 4 && memcmp(v, "null", 4) == 0)) {
         r->meta = st_strndup(v, vl);
@@ -165,7 +168,9 @@ void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, const st_tier_o
     memcpy(b, pre, pl);
     st_be64_put(b + pl, hi == UINT64_MAX ? hi : hi + 1);
     if (n) st_store_range(c->store, pre, pl, a, pl + 8, b, pl + 8, false, st__fold_one, f, &w);
-    if (n && cutoff) { /* tombstones retention may leave out: no messages to count out */
+    /* the tombstones among the rows: retention may leave them out (no messages to count out),
+     * and an older object's tombstone ("" content) is rewritten with null (SPEC v5 §5.1) */
+    if (n) {
         pl = st__chat_ukey(pre, 'Y', u, ul);
         memcpy(a, pre, pl);
         st_be64_put(a + pl, lo);
@@ -197,10 +202,23 @@ typedef struct {
     size_t ul;
 } st_fixarg_t;
 
-/* On a worker: a row as its delta says, or left out as a deleted conversation's. */
-static bool st__fix(void *arg, st_msgrow_t *r)
+/* The index of id among the tombstones of the rows; f->dead.n if it is none. */
+static size_t st__fold_dead_at(const st_fold_t *f, uint64_t id)
 {
-    st_fixarg_t *x = arg;
+    size_t a = 0, b = f->dead.n;
+    while (a < b) {
+        size_t mid = (a + b) / 2;
+        if (f->dead.v[mid].id < id)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a < f->dead.n && f->dead.v[a].id == id ? a : f->dead.n;
+}
+
+/* On a worker: a row as its delta says, or left out as a deleted conversation's. */
+static bool st__fix_row(st_fixarg_t *x, st_msgrow_t *r)
+{
     st_fold_t *f = x->f;
     for (size_t i = 0; i < f->masks.n; i++) {
         uint8_t part[ST__KEY_CAP];
@@ -211,17 +229,14 @@ static bool st__fix(void *arg, st_msgrow_t *r)
             return false;
         }
     }
-    if (f->cutoff && r->timestamp < f->cutoff && f->dead.n) { /* retention leaves it out */
-        size_t a = 0, b = f->dead.n;
-        while (a < b) {
-            size_t mid = (a + b) / 2;
-            if (f->dead.v[mid].id < r->msg_id)
-                a = mid + 1;
-            else
-                b = mid;
-        }
-        if (a < f->dead.n && f->dead.v[a].id == r->msg_id) st_vec_push(&f->dead_dropped, a);
+    size_t dead = st__fold_dead_at(f, r->msg_id);
+    if (f->cutoff && r->timestamp < f->cutoff) { /* retention leaves it out */
+        if (dead < f->dead.n) st_vec_push(&f->dead_dropped, dead);
         return true;
+    }
+    if (dead < f->dead.n) { /* written before, its content "": null now */
+        r->content = r->metadata = NULL;
+        r->content_len = r->metadata_len = 0;
     }
     size_t lo = 0, hi = f->rows.n;
     while (lo < hi) {
@@ -234,10 +249,40 @@ static bool st__fix(void *arg, st_msgrow_t *r)
     if (lo == f->rows.n || f->rows.v[lo].id != r->msg_id) return true;
     const st_fold_row_t *d = &f->rows.v[lo];
     r->content = d->content;
-    r->content_len = (uint32_t)d->cl;
+    r->content_len = d->content ? (uint32_t)d->cl : 0;
+    if (d->anon) {
+        r->from = NULL;
+        r->from_len = 0;
+    }
     r->metadata = d->meta;
     r->metadata_len = d->meta ? (uint32_t)d->ml : 0;
     return true;
+}
+
+/* Whether two nullable strings are equal (NULL: null). */
+static bool st__fold_same(const char *a, uint32_t al, const char *b, uint32_t bl)
+{
+    return (!a && !b) || (a && b && al == bl && memcmp(a, b, al) == 0);
+}
+
+/* st__fix_row, counting the rows whose values it changed. */
+static bool st__fix(void *arg, st_msgrow_t *r)
+{
+    st_fixarg_t *x = arg;
+    st_msgrow_t was = *r;
+    if (!st__fix_row(x, r)) return false;
+    x->f->changed += !st__fold_same(was.from, was.from_len, r->from, r->from_len) ||
+                     !st__fold_same(was.content, was.content_len, r->content, r->content_len) ||
+                     !st__fold_same(was.metadata, was.metadata_len, r->metadata, r->metadata_len);
+    return true;
+}
+
+/* On the loop, in the swap: whether the merge changed a row (its snapshot an overwrite). */
+static bool st__chat_compact_changed(void *arg, const void *dropped)
+{
+    const st_fold_t *f = dropped;
+    (void)arg;
+    return f && (f->changed || f->masked);
 }
 
 static void st__fold_free(void *arg, void *dropped)
@@ -392,6 +437,10 @@ static void st__chat_compact_name(void *arg, const char *u, size_t ul, const cha
 
 void st__chat_merge_side(st_chatcold_t *cc)
 {
-    cc->merge = (st_tier_merge_t){st__chat_compact_merge, st__chat_compact_commit, st__fold_free,
-                                  st__chat_compact_name, cc};
+    cc->merge = (st_tier_merge_t){.merge = st__chat_compact_merge,
+                                  .commit = st__chat_compact_commit,
+                                  .release = st__fold_free,
+                                  .name = st__chat_compact_name,
+                                  .arg = cc,
+                                  .changed = st__chat_compact_changed};
 }

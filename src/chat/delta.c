@@ -6,10 +6,11 @@
  * reader of the bucket (DuckDB) can apply the changes the objects do not hold yet, and the
  * edited_at / deleted_at / edit_history the seven message columns never hold.
  *
- * Columns: the message's seven (content null in a tombstone) plus edited_at and deleted_at
- * (TIMESTAMP µs, nullable) and edit_history (JSON text: [{"content","metadata","edited_at"}]),
- * one row per message, its state as of the object; of several objects the one with the highest
- * number in its key is the newest.
+ * Columns: the message's seven (content null in a tombstone, from null in an erased author's
+ * room tombstone; objects written before from was OPTIONAL read alike) plus edited_at and
+ * deleted_at (TIMESTAMP µs, nullable) and edit_history (JSON text:
+ * [{"content","metadata","edited_at"}]), one row per message, its state as of the object; of
+ * several objects the one with the highest number in its key is the newest.
  *
  * They are a data kind of the tier of their own (tag 'e': the manifest owner "~e" + user), so
  * the tier's flush engine writes them (intent, never-overwrite keys naming the writer, orphans,
@@ -29,7 +30,7 @@
 static const st_pq_field_t st__delta_fields[ST__DELTA_COLS] = {
     {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 0},
     {"conversation_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0, 0},
-    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_DICT, NULL, 0, 0},
+    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, ST_PQ_DICT, NULL, 0, 0},
     {"timestamp", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, 0, NULL, 0, 0},
     {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0, 0},
     {"content", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0, 0},
@@ -55,7 +56,7 @@ typedef struct {
     size_t len;
     /* decoded for a write (the writer borrows strings until the file is done): owned */
     st_buf_t conv, from, content;
-    bool has_content;
+    bool has_from, has_content; /* false: null (an erased author's; a tombstone's) */
 } st_drow_t;
 
 typedef ST_VEC(st_drow_t) st_drows_t;
@@ -106,7 +107,10 @@ static void st__delta_row(void *arg, size_t i, st_pq_rec_t *r)
     int64_t x = 0;
     st_pq_put_i64(r, (int64_t)d->id);
     st_pq_put_str(r, d->conv.data ? d->conv.data : "", d->conv.len);
-    st_pq_put_str(r, d->from.data ? d->from.data : "", d->from.len);
+    if (d->has_from)
+        st_pq_put_str(r, d->from.data ? d->from.data : "", d->from.len);
+    else
+        st_pq_put_null(r);
     st_pq_put_i64(r, st__i64_member(j, n, "timestamp", &x) ? x : 0);
     st_pq_put_i64(r, st__i64_member(j, n, "seq", &x) ? x : 0);
     if (d->has_content)
@@ -139,7 +143,7 @@ static int st__encode_rows(st_drows_t *rows, int zstd_level, st_buf_t *out)
         st_buf_reset(&d->from);
         st_buf_reset(&d->content);
         st__str_member(d->json, d->len, "conversation_id", &d->conv);
-        st__str_member(d->json, d->len, "from", &d->from);
+        d->has_from = st__str_member(d->json, d->len, "from", &d->from);
         d->has_content = st__str_member(d->json, d->len, "content", &d->content);
     }
     st_pq_write_t w = {.schema = &st__delta_schema,
@@ -163,7 +167,10 @@ static void st__render_back(st_buf_t *b, int64_t id, const char *conv, size_t cl
     st_buf_puts(b, "\",\"conversation_id\":");
     st_buf_append_json_str(b, conv, cl);
     st_buf_puts(b, ",\"from\":");
-    st_buf_append_json_str(b, from, fl);
+    if (from) /* NULL: an erased author's room tombstone */
+        st_buf_append_json_str(b, from, fl);
+    else
+        st_buf_puts(b, "null");
     st_buf_printf(b, ",\"timestamp\":%lld,\"seq\":%lld,\"content\":", (long long)ts,
                   (long long)seq);
     if (has_content)
@@ -627,8 +634,8 @@ st_tier_member_t *st__chat_delta_member(st_chatcold_t *cc)
                                .release = st__delta_release,
                                .flushed = st__delta_flush_again,
                                .arg = cc};
-    d->merge = (st_tier_merge_t){st__delta_merge, st__delta_merge_commit, st__delta_merge_release,
-                                 st__delta_name, cc};
+    d->merge = (st_tier_merge_t){
+        st__delta_merge, st__delta_merge_commit, st__delta_merge_release, st__delta_name, cc, NULL};
     d->member = (st_tier_member_t){.name = "chat-deltas",
                                    .tag = ST__DELTA_TAG,
                                    .flush = &d->kind,

@@ -309,17 +309,21 @@ static void st__edit_copy_member(st_buf_t *b, const char *cur, size_t n, const c
         st_buf_puts(b, "null");
 }
 
-/* cur with content/metadata replaced (NULL: kept), edited_at, deleted_at and history set. */
+/* cur with content/metadata replaced, edited_at, deleted_at and history set; from null when
+ * unnamed (an erased author's tombstone). */
 static void st__edit_render_state(st_buf_t *b, const char *cur, size_t n, const char *content,
                                   size_t cl, const char *meta, size_t ml, int64_t edited_at,
-                                  int64_t deleted_at, const st_buf_t *hist)
+                                  int64_t deleted_at, bool unnamed, const st_buf_t *hist)
 {
     st_buf_appendc(b, '{');
     st__edit_copy_member(b, cur, n, "msg_id");
     st_buf_appendc(b, ',');
     st__edit_copy_member(b, cur, n, "conversation_id");
     st_buf_appendc(b, ',');
-    st__edit_copy_member(b, cur, n, "from");
+    if (unnamed)
+        st_buf_puts(b, "\"from\":null");
+    else
+        st__edit_copy_member(b, cur, n, "from");
     st_buf_appendc(b, ',');
     st__edit_copy_member(b, cur, n, "timestamp");
     st_buf_appendc(b, ',');
@@ -370,7 +374,8 @@ static void st__history(const char *arr, size_t n, size_t keep, st_buf_t *out)
 }
 
 static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
-                          const st_message_edit_t *e, bool del, st_buf_t *out, uint64_t *wait)
+                          const st_message_edit_t *e, bool del, bool unnamed, st_buf_t *out,
+                          uint64_t *wait)
 {
     if (st_chat_erased(c, u, ul)) return ST_ENOTFOUND;
     st_buf_t cur = {0}, next = {0}, hist = {0};
@@ -387,7 +392,12 @@ static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
     }
     conv++; /* the conversation id is a name: its JSON string has no escapes */
     cl -= 2;
-    if (st__chat_json_dead(cur.data, cur.len)) {
+    bool dead = st__chat_json_dead(cur.data, cur.len), named = false;
+    const char *fv;
+    size_t fvl;
+    if (dead && unnamed && st__chat_jmember(cur.data, cur.len, "from", &fv, &fvl))
+        named = !st__is_null(fv, fvl); /* deleted before its author was erased */
+    if (dead && !named) {
         if (!del) {
             rc = ST_ECONFLICT;
             goto done;
@@ -395,12 +405,18 @@ static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
         st_buf_append(out, cur.data, cur.len); /* deleted again: the same tombstone */
         goto done;
     }
-    int64_t now = st_now_us(), edited = 0;
+    int64_t now = st_now_us(), edited = 0, deleted = 0;
     if (st__chat_jmember(cur.data, cur.len, "edited_at", &ev, &evl) && !st__is_null(ev, evl))
         st_parse_i64(ev, evl, &edited);
     if (edited && now <= edited) now = edited + 1; /* edits stay in order whatever the clock */
-    if (del) {
-        st__edit_render_state(&next, cur.data, cur.len, "null", 4, "null", 4, edited, now, &hist);
+    if (dead) { /* the tombstone as it was, its from null: nothing else changes, nor any count */
+        if (st__chat_jmember(cur.data, cur.len, "deleted_at", &ev, &evl))
+            st_parse_i64(ev, evl, &deleted);
+        st__edit_render_state(&next, cur.data, cur.len, "null", 4, "null", 4, edited, deleted, true,
+                              &hist);
+    } else if (del) {
+        st__edit_render_state(&next, cur.data, cur.len, "null", 4, "null", 4, edited, now, unnamed,
+                              &hist);
     } else {
         size_t keep = c->max_history ? c->max_history : 20;
         if (st__chat_jmember(cur.data, cur.len, "edit_history", &tv, &tvl))
@@ -428,7 +444,7 @@ static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
         if (e->content) st_buf_append_json_str(&content, e->content, e->content_len);
         st__edit_render_state(&next, cur.data, cur.len, e->content ? content.data : cv_,
                               e->content ? content.len : cvl, e->metadata ? e->metadata : mv,
-                              e->metadata ? e->metadata_len : mvl, now, 0, &hist);
+                              e->metadata ? e->metadata_len : mvl, now, 0, false, &hist);
         st_buf_free(&content);
     }
     uint8_t k[ST__KEY_CAP];
@@ -448,7 +464,7 @@ static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
         rc = st__chat_delta_put(c, u, ul, id, conv, cl, next.data, next.len, wait);
         if (!rc) rc = st__chat_fold_mark(c, u, ul, id, wait);
     }
-    if (!rc && del) {
+    if (!rc && del && !dead) {
         rc = st_store_put(c->store, k, st__idkey(k, 'Y', u, ul, id), conv, cl, wait);
         st_conv_t cv;
         size_t ckl = st__chat_ckey(k, u, ul, conv, cl);
@@ -484,13 +500,19 @@ done:
 int st_chat_edit(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
                  const st_message_edit_t *e, st_buf_t *out, uint64_t *wait)
 {
-    return st__edit_apply(c, user, ulen, msg_id, e, false, out, wait);
+    return st__edit_apply(c, user, ulen, msg_id, e, false, false, out, wait);
 }
 
 int st_chat_delete(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id, st_buf_t *out,
                    uint64_t *wait)
 {
-    return st__edit_apply(c, user, ulen, msg_id, NULL, true, out, wait);
+    return st__edit_apply(c, user, ulen, msg_id, NULL, true, false, out, wait);
+}
+
+int st_chat_delete_unnamed(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
+                           st_buf_t *out, uint64_t *wait)
+{
+    return st__edit_apply(c, user, ulen, msg_id, NULL, true, true, out, wait);
 }
 
 /* ---- deleting a conversation ---- */

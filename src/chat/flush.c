@@ -64,15 +64,22 @@ static int st__decode(st_chatsnap_t *j, size_t i, st_msgrow_t *r)
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(o, "content");
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(o, "metadata");
     int rc = ST_EINTERNAL;
-    /* a tombstone (SPEC §2.2) has content null: an empty string in its row (the commit keeps
-     * its state as a delta) */
-    if (cJSON_IsString(conv) && cJSON_IsString(from) &&
+    /* a tombstone (SPEC §2.2) has content null, and an erased author's from null: null in its
+     * row too (SPEC v5 §5.1; the commit keeps its state as a delta) */
+    if (cJSON_IsString(conv) && (cJSON_IsString(from) || cJSON_IsNull(from)) &&
         (cJSON_IsString(content) || cJSON_IsNull(content)) && meta) {
         r->conv = st__copy(&j->arena, conv->valuestring, strlen(conv->valuestring), &r->conv_len);
-        r->from = st__copy(&j->arena, from->valuestring, strlen(from->valuestring), &r->from_len);
+        r->from = NULL;
+        r->from_len = 0;
+        if (cJSON_IsString(from))
+            r->from =
+                st__copy(&j->arena, from->valuestring, strlen(from->valuestring), &r->from_len);
         /* content may hold NUL bytes (\u0000): take its length from cJSON's own copy */
-        const char *cs = cJSON_IsString(content) ? content->valuestring : "";
-        r->content = st__copy(&j->arena, cs, strlen(cs), &r->content_len);
+        r->content = NULL;
+        r->content_len = 0;
+        if (cJSON_IsString(content))
+            r->content = st__copy(&j->arena, content->valuestring, strlen(content->valuestring),
+                                  &r->content_len);
         r->metadata = NULL;
         r->metadata_len = 0;
         const char *m0;

@@ -70,6 +70,14 @@ static void st__merge_tape_str(const st_tier_val_t *v, const char **p, uint32_t 
     *n = v->op == ST_TIER_V_STR ? v->n : 0;
 }
 
+/* A nullable string value of the tape (NULL: null). */
+static void st__merge_tape_set(st_tier_val_t *v, const char *p, uint32_t n)
+{
+    v->op = p ? ST_TIER_V_STR : ST_TIER_V_NULL;
+    v->p = p;
+    v->n = p ? n : 0;
+}
+
 /* A row of the tape as a message (v: its eight values, in st_pq_msg_schema's order); the owner
  * column set (an older object's rows have it null). */
 static bool st__merge_tape_row(void *arg, st_tier_val_t *v, size_t nv)
@@ -83,17 +91,11 @@ static bool st__merge_tape_row(void *arg, st_tier_val_t *v, size_t nv)
     st__merge_tape_str(&v[6], &r.content, &r.content_len);
     st__merge_tape_str(&v[7], &r.metadata, &r.metadata_len);
     if (h->fix) {
-        const char *content = r.content, *meta = r.metadata;
+        const char *from = r.from, *content = r.content, *meta = r.metadata;
         if (!h->fix(h->fix_arg, &r)) return false;
-        if (r.content != content) {
-            v[6].p = r.content;
-            v[6].n = r.content_len;
-        }
-        if (r.metadata != meta) {
-            v[7].op = r.metadata ? ST_TIER_V_STR : ST_TIER_V_NULL;
-            v[7].p = r.metadata;
-            v[7].n = r.metadata ? r.metadata_len : 0;
-        }
+        if (r.from != from) st__merge_tape_set(&v[3], r.from, r.from_len);
+        if (r.content != content) st__merge_tape_set(&v[6], r.content, r.content_len);
+        if (r.metadata != meta) st__merge_tape_set(&v[7], r.metadata, r.metadata_len);
     }
     if (h->cutoff && r.timestamp < h->cutoff) {
         st__note_dropped(h, &r);

@@ -3,7 +3,9 @@
  * The message files (SPEC §5): the owner column and chat's seven as one instance of the codec,
  * and the row type, footer summary and row-group decoding chat reads them with, straight or
  * through the tier's cold cache (st_chat_msg_view). Files written before the owner column and
- * the field ids (SPEC v5 §5.1) read alike (tests/chat pins the files' bytes).
+ * the field ids (SPEC v5 §5.1) read alike (tests/chat pins the files' bytes), and so do those
+ * written while `from` and `content` were REQUIRED (they are OPTIONAL since: a tombstone's
+ * content and metadata and an erased author's from are null, never "").
  */
 #include "strata/chatrows.h"
 #include "strata/chat.h"
@@ -20,10 +22,10 @@ static const st_pq_field_t st__msg_fields[ST_PQ_COLUMNS] = {
     {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 2},
     {"conversation_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT,
      NULL, 0, 3},
-    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0, 4},
+    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0, 4},
     {"timestamp", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0, 5},
     {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 6},
-    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0, 7},
+    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0, 7},
     {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 8},
 };
 static const st_pq_field_t st__room_fields[ST_PQ_COLUMNS] = {
@@ -32,10 +34,10 @@ static const st_pq_field_t st__room_fields[ST_PQ_COLUMNS] = {
     {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 2},
     {"conversation_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT,
      NULL, 0, 3},
-    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0, 4},
+    {"from", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT, NULL, 0, 4},
     {"timestamp", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, ST_PQ_STATS, NULL, 0, 5},
     {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 6},
-    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, 0, NULL, 0, 7},
+    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0, 7},
     {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 8},
 };
 
@@ -59,6 +61,15 @@ typedef struct {
     size_t ol;
 } st_msgenc_t;
 
+/* A nullable string column's value (NULL: null). */
+static void st__msg_put(st_pq_rec_t *r, const char *p, uint32_t n)
+{
+    if (p)
+        st_pq_put_str(r, p, n);
+    else
+        st_pq_put_null(r);
+}
+
 static void st__msg_row(void *arg, size_t i, st_pq_rec_t *r)
 {
     const st_msgenc_t *e = arg;
@@ -66,14 +77,11 @@ static void st__msg_row(void *arg, size_t i, st_pq_rec_t *r)
     st_pq_put_str(r, e->owner, e->ol);
     st_pq_put_i64(r, (int64_t)m->msg_id);
     st_pq_put_str(r, m->conv, m->conv_len);
-    st_pq_put_str(r, m->from, m->from_len);
+    st__msg_put(r, m->from, m->from_len);
     st_pq_put_i64(r, m->timestamp);
     st_pq_put_i64(r, m->seq);
-    st_pq_put_str(r, m->content, m->content_len);
-    if (m->metadata)
-        st_pq_put_str(r, m->metadata, m->metadata_len);
-    else
-        st_pq_put_null(r);
+    st__msg_put(r, m->content, m->content_len);
+    st__msg_put(r, m->metadata, m->metadata_len);
 }
 
 int st_parquet_encode(const st_msgrow_t *rows, size_t n, const char *user, size_t ul,
@@ -124,6 +132,7 @@ static int st__msg_group(const st_pq_rowgroup_t *G, st_pq_group_t *g, st_buf_t *
     for (int k = 0; k < ST_PQ_COLUMNS; k++) {
         g->col_offset[k] = c[k].offset;
         g->col_length[k] = c[k].length;
+        g->col_required[k] = c[k].required;
     }
     g->conv = (const char *)(uintptr_t)strings->len; /* an offset until strings stops moving */
     g->conv_len = c[2].min_len;
@@ -228,6 +237,7 @@ static void st__rowgroup(const st_pq_group_t *g, st_pq_chunk_t *chunks, st_pq_ro
     for (int k = 0; k < ST_PQ_COLUMNS; k++) {
         chunks[k].offset = g->col_offset[k];
         chunks[k].length = g->col_length[k];
+        chunks[k].required = g->col_required[k];
     }
     *G = (st_pq_rowgroup_t){
         .rows = g->rows, .offset = g->offset, .length = g->length, .chunks = chunks};

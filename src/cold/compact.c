@@ -263,12 +263,18 @@ static st_cjob_t *st__begin(st_tier_compact_t *c, st_cowner_t *o)
     return j;
 }
 
-/* The kind's side of the swap: rows left out by retention leave its counts. */
+/* The kind's side of the swap: rows left out by retention leave its counts; a merge that changed
+ * rows is told to the tier's observer (the new object's key). */
 static int st__kind_side(void *arg, uint64_t *wait)
 {
     st_cjob_t *j = arg;
     const st_tier_merge_t *m = j->c->merge;
-    return m->commit(m->arg, j->o->owner, j->o->olen, j->dropped, j->ndropped, wait);
+    const st_tier_t *t = j->c->tier;
+    int rc = m->commit(m->arg, j->o->owner, j->o->olen, j->dropped, j->ndropped, wait);
+    if (rc == ST_OK && j->out.rows && t->rows_changed && m->changed &&
+        m->changed(m->arg, j->dropped))
+        t->rows_changed(t->rows_changed_arg, j->key.data, wait);
+    return rc;
 }
 
 /* The swap (intent.c): one batch, everything checked before anything is written. */

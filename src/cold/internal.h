@@ -37,7 +37,9 @@ struct st_tier {
     size_t nflushers;
     st_tier_kind_t fkind;  /* the flush engine's kind: the tier's, handing each owner to its own */
     st_tier_merge_t mkind; /* the compaction engine's, likewise */
-    size_t pass_queued;    /* flushes queued by this pass so far */
+    void (*rows_changed)(void *arg, const char *key, uint64_t *wait); /* st_tier_on_rows_changed */
+    void *rows_changed_arg;
+    size_t pass_queued; /* flushes queued by this pass so far */
     st_metric_t *m_orphans, *m_retained;
     /* retention: owners waiting for their footers (retention.c), queued first */
     st_list_t ret_queue; /* st_tier_retry_t, in order */

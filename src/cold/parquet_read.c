@@ -187,7 +187,8 @@ static int st__row_group(st_tr_t *r, st_parse_t *ps)
                             .values = c->values,
                             .nulls = c->nulls,
                             .min_len = c->min_len,
-                            .max_len = c->max_len};
+                            .max_len = c->max_len,
+                            .required = leaf->narrowed};
         ch.min = st__keep_stat(ps, c->min, c->min_len);
         ch.max = st__keep_stat(ps, c->max, c->max_len);
         st_buf_append(&ps->chunks, &ch, sizeof ch);
@@ -558,6 +559,16 @@ static int st__read_column(st_dec_t *d, const uint8_t *p, size_t len, size_t row
     return starts == rows && (!c->rep || c->rep[0] == 0) ? ST_OK : ST_EINVAL;
 }
 
+/* The definition levels of a column read with one level less than the schema's leaf (fdef: the
+ * file's): an entry present in the file (fdef) is present at the schema's level; one whose
+ * enclosing group is null keeps its level. cap: the entries' capacity (at least c->n). */
+static void st__lift_def(st_pq_column_t *c, uint8_t fdef, size_t cap)
+{
+    if (!c->def) c->def = st_calloc(cap ? cap : 1, 1); /* fdef 0: every entry at level 0 */
+    for (size_t k = 0; k < c->n; k++)
+        if (c->def[k] == fdef) c->def[k]++;
+}
+
 int st_pq_read_group(const st_pq_schema_t *s, const st_pq_rowgroup_t *g, const uint8_t *bytes,
                      size_t len, st_pq_table_t *out)
 {
@@ -583,8 +594,17 @@ int st_pq_read_group(const st_pq_schema_t *s, const st_pq_rowgroup_t *g, const u
             out->cols[c].absent = true;
             continue;
         }
-        st_dec_t d = {.leaf = leaf, .col = &out->cols[c]};
+        /* a file's REQUIRED leaf the schema has OPTIONAL: decoded with the file's levels, then
+         * lifted to the schema's (its values are all present) */
+        st_pq_node_t file_leaf = *leaf;
+        if (ch->required && (leaf->kind != ST_PQN_LEAF || leaf->rep != ST_PQ_OPTIONAL)) {
+            rc = ST_EINVAL;
+            break;
+        }
+        if (ch->required) file_leaf.def--;
+        st_dec_t d = {.leaf = &file_leaf, .col = &out->cols[c]};
         rc = st__read_column(&d, bytes + off, (size_t)ch->length, (size_t)g->rows, dz, out);
+        if (rc == ST_OK && ch->required) st__lift_def(&out->cols[c], file_leaf.def, d.cap);
         free(d.dv);
         free(d.dl);
         st_vec_free(&d.idx);

@@ -20,6 +20,7 @@ typedef struct {
     int kind, type, rep, logical; /* rep: -1 for the root */
     int id;                       /* field_id, 0: none (the root, a LIST's "list" group) */
     bool missing;                 /* an ST_PQ_ADDED leaf the file being parsed lacks */
+    bool narrowed; /* an OPTIONAL leaf the file being parsed declares REQUIRED (written before) */
     unsigned hints;
     int parent, first, next, nchildren; /* node indices, -1: none */
     uint8_t def;                        /* definition level when this node is present */
@@ -44,7 +45,8 @@ int st__pq_layout(const st_pq_schema_t *s, st_pq_layout_t **out);
 void st__pq_schema_write(st_tw_t *w, const st_pq_layout_t *l);
 /* Reads field 2's list and checks it describes l (names, types, repetition, children, and
  * field ids where both the file and l have one; the names where the ids do not match), marking
- * the ST_PQ_ADDED leaves the file lacks missing. */
+ * the ST_PQ_ADDED leaves the file lacks missing and the OPTIONAL leaves it declares REQUIRED
+ * narrowed. */
 bool st__pq_schema_check(st_tr_t *r, st_pq_layout_t *l);
 /* Leaf's path in the schema (names borrowed from l) into names[ST_PQ_MAX_DEPTH]; its length. */
 int st__pq_path(const st_pq_layout_t *l, int leaf, const char **names);

@@ -170,7 +170,9 @@ static bool st__pq_schema_same(const st_pq_node_t *want, const uint8_t *name, si
     if (fid > 0 && want->id > 0 && fid != want->id) return false;
     if (!by_id && (!name || nl != strlen(want->name) || memcmp(name, want->name, nl) != 0))
         return false;
-    return rep == want->rep && type == (leaf ? want->type : -1) &&
+    /* an OPTIONAL leaf may be REQUIRED in a file written before it became OPTIONAL */
+    bool narrowed = leaf && want->rep == ST_PQ_OPTIONAL && rep == ST_PQ_REQUIRED;
+    return (rep == want->rep || narrowed) && type == (leaf ? want->type : -1) &&
            children == (leaf ? 0 : want->nchildren);
 }
 
@@ -222,6 +224,7 @@ bool st__pq_schema_check(st_tr_t *r, st_pq_layout_t *l)
         }
         if (w == l->nnodes || !st__pq_schema_same(&l->nodes[w], name, nl, type, rep, children, fid))
             return false;
+        l->nodes[w].narrowed = rep != l->nodes[w].rep;
         w++;
     }
     for (; w < l->nnodes && st__pq_schema_added(l, w); w++) {

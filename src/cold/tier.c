@@ -229,6 +229,21 @@ static int st__tier_merge_commit(void *arg, const char *o, size_t ol, void *drop
     return mb->merge->commit(mb->merge->arg, o, ol, b ? b->p : NULL, ndropped, wait);
 }
 
+static bool st__tier_merge_changed(void *arg, const void *dropped)
+{
+    (void)arg;
+    const st_box_t *b = dropped;
+    return b && b->m->merge->changed && b->m->merge->changed(b->m->merge->arg, b->p);
+}
+
+void st_tier_on_rows_changed(st_tier_t *t, void (*fn)(void *arg, const char *key, uint64_t *wait),
+                             void *arg)
+{
+    if (!t) return;
+    t->rows_changed = fn;
+    t->rows_changed_arg = arg;
+}
+
 static void st__tier_merge_release(void *arg, void *dropped)
 {
     (void)arg;
@@ -322,8 +337,9 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
     t->fkind = (st_tier_kind_t){
         st__tier_snapshot, st__tier_encode,        st__tier_commit,     st__tier_release,
         st__orphans,       st__tier_owner_flushed, st__tier_flush_done, t};
-    t->mkind = (st_tier_merge_t){st__tier_merge, st__tier_merge_commit, st__tier_merge_release,
-                                 st__merge_name, t};
+    t->mkind = (st_tier_merge_t){
+        st__tier_merge,        st__tier_merge_commit, st__tier_merge_release, st__merge_name, t,
+        st__tier_merge_changed};
     st_tier_flush_open(&t->flush, loop, store, o->obj, &t->fkind);
     st_tier_compact_opts_t co = {.limit = o->compact_objects,
                                  .max_bytes = o->compact_max_bytes,

@@ -12,17 +12,18 @@
  * rooms it left or was removed from too), then those it is in ('j', which also covers posts
  * made before 'p' markers were written) — its messages walked from the state's last id (hot and
  * cold; a cold page not in memory is fetched, the slice tried again), those the user posted
- * deleted; then the user leaves that room if in it (its 'j' entry goes) and its 'p' marker
- * goes; then the next room; last the remote rooms ('J') the user's list held, each handed to the
- * outbox as an erasure for the room's group (SPEC §10: that group erases the user the same way,
- * its rooms' 'p' and 'j' entries included). State:
+ * deleted, their from null (v5: no row names the user); then the user leaves that room if in it
+ * (its 'j' entry goes) and its 'p' marker goes; then the next room; last the remote rooms ('J') the
+ * user's list held, each handed to the outbox as an erasure for the room's group (SPEC §10: that
+ * group erases the user the same way, its rooms' 'p' and 'j' entries included). State:
  * "\0rooms_erase" user -> be64 last msg_id | room. */
 static const char st__rooms_erase_pre[] = "\0rooms_erase"; /* with its 0 terminator: 13 bytes */
 
 typedef struct {
     const char *u;
     size_t ul;
-    ST_VEC(uint64_t) ids;
+    ST_VEC(uint64_t) ids;  /* its live messages */
+    ST_VEC(uint64_t) dead; /* its tombstones (deleted before the erasure): from still names it */
 } st_authored_t;
 
 static void st__authored(void *arg, uint64_t msg_id, const char *json, size_t len)
@@ -32,8 +33,12 @@ static void st__authored(void *arg, uint64_t msg_id, const char *json, size_t le
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "from");
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "deleted_at");
     if (cJSON_IsString(f) && strlen(f->valuestring) == a->ul &&
-        memcmp(f->valuestring, a->u, a->ul) == 0 && (!d || cJSON_IsNull(d)))
-        st_vec_push(&a->ids, msg_id);
+        memcmp(f->valuestring, a->u, a->ul) == 0) {
+        if (!d || cJSON_IsNull(d))
+            st_vec_push(&a->ids, msg_id);
+        else
+            st_vec_push(&a->dead, msg_id);
+    }
     cJSON_Delete(j);
 }
 
@@ -228,12 +233,18 @@ bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size
     st_buf_t tmp = {0};
     for (size_t i = 0; rc == ST_OK && i < a.ids.n; i++) {
         st_buf_reset(&tmp);
-        rc = st_chat_delete(r->chat, vu, vul, a.ids.v[i], &tmp, &w);
+        rc = st_chat_delete_unnamed(r->chat, vu, vul, a.ids.v[i], &tmp, &w); /* from null */
         if (rc == ST_OK)
             rc = st__rooms_gone(r, room.data, room.len, st__rooms_json_seq(tmp.data, tmp.len), &w);
         if (rc == ST_ENOTFOUND) rc = ST_OK; /* gone by retention meanwhile */
     }
+    for (size_t i = 0; rc == ST_OK && i < a.dead.n; i++) { /* no longer named: no count moves */
+        st_buf_reset(&tmp);
+        rc = st_chat_delete_unnamed(r->chat, vu, vul, a.dead.v[i], &tmp, &w);
+        if (rc == ST_ENOTFOUND) rc = ST_OK;
+    }
     st_vec_free(&a.ids);
+    st_vec_free(&a.dead);
     if (rc == ST_EPARKED) st_chat_prefetch(r->chat);
     if (rc == ST_OK && more && upto) { /* this room goes on from upto */
         st_buf_reset(&tmp);

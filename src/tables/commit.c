@@ -164,6 +164,7 @@ static void st__sweep(st_objstore_t *ms, const st_tstrs_t *expired, const st_tst
 
 typedef struct {
     int64_t added_files, added_rows, deleted_files, deleted_rows, total_rows;
+    bool changed; /* an added file changed rows (st_tfile_t.changed) */
 } st__diff_t;
 
 static st__diff_t st__diff(const st_tfiles_t *live, const st_tfiles_t *prev)
@@ -174,6 +175,7 @@ static st__diff_t st__diff(const st_tfiles_t *live, const st_tfiles_t *prev)
         if (live->v[i].snap == 0) {
             x.added_files++;
             x.added_rows += live->v[i].rows;
+            x.changed |= live->v[i].changed;
         }
     }
     for (size_t i = 0; i < prev->n; i++)
@@ -419,10 +421,11 @@ int st_table_commit(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, s
     memset(res, 0, sizeof *res);
     st__diff_t x = st__diff(live, prev);
     if (x.added_files == 0 && x.deleted_files == 0) return ST_OK;
-    const char *op = x.deleted_files == 0             ? "append"
-                     : x.added_files == 0             ? "delete"
-                     : x.added_rows == x.deleted_rows ? "replace"
-                                                      : "overwrite";
+    /* replace only for a compaction that changes no row (SPEC v5 §5.1): a fold is an overwrite */
+    const char *op = x.deleted_files == 0                           ? "append"
+                     : x.added_files == 0                           ? "delete"
+                     : x.added_rows == x.deleted_rows && !x.changed ? "replace"
+                                                                    : "overwrite";
     for (int tries = 0; tries < ST__TRIES; tries++) {
         int rc = st__attempt(ms, d, m, live, &x, op, keep_ms, w, res);
         if (rc != ST_EEXIST) return rc;

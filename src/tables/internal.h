@@ -32,6 +32,8 @@ typedef struct {
     char *part; /* the partition value (owned; NULL likewise) */
     int64_t rows, size;
     int64_t snap, seq; /* the snapshot that added it, its sequence number; 0: in none yet */
+    bool changed;      /* written by a merge that changed rows (a fold): an overwrite, not a
+                          replace (SPEC v5 §5.1); only while in no snapshot */
 } st_tfile_t;
 typedef ST_VEC(st_tfile_t) st_tfiles_t;
 void st_tfiles_free(st_tfiles_t *v);

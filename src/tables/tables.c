@@ -11,9 +11,11 @@
 #include <string.h>
 
 /* "\0tables" key of an object's provenance: "\0tables" table-index key ->
- * be64 snapshot, be64 sequence number, be64 rows, be64 size. */
+ * be64 snapshot, be64 sequence number, be64 rows, be64 size. An object written by a merge that
+ * changed rows (st_tier_on_rows_changed), until a snapshot has it: "\0tables" 'c' key -> "". */
 static const char st__pfx[] = "\0tables";
 #define ST__PFX_LEN (sizeof st__pfx - 1)
+#define ST__CHANGED 'c'
 
 typedef struct {
     st_tmeta_t meta;       /* the worker's while a job runs */
@@ -87,6 +89,17 @@ void st_tfiles_free(st_tfiles_t *v)
     st_vec_free(v);
 }
 
+/* tag: '0' + the table's index (provenance), or ST__CHANGED. */
+static size_t st__pkey(uint8_t *k, char tag, const char *key)
+{
+    size_t kl = strlen(key);
+    if (ST__PFX_LEN + 1 + kl > ST_KEY_MAX) return 0;
+    memcpy(k, st__pfx, ST__PFX_LEN);
+    k[ST__PFX_LEN] = (uint8_t)tag;
+    memcpy(k + ST__PFX_LEN + 1, key, kl);
+    return ST__PFX_LEN + 1 + kl;
+}
+
 typedef struct {
     st_tables_t *t;
     st_tfiles_t *live; /* [ST_TABLES_N] */
@@ -121,6 +134,58 @@ static int st__scan_f(void *arg, const void *key, size_t klen, const void *val, 
     return 0;
 }
 
+/* Whether the object of key was written by a merge that changed rows. */
+static bool st__rows_changed(st_tables_t *t, const char *key)
+{
+    uint8_t k[ST_KEY_MAX + 1];
+    size_t kl = st__pkey(k, ST__CHANGED, key);
+    const void *v;
+    size_t vl;
+    uint64_t wait = 0;
+    return kl && st_store_get(t->store, k, kl, &v, &vl, &wait) == ST_OK;
+}
+
+void st_tables_rows_changed(void *arg, const char *key, uint64_t *wait)
+{
+    st_tables_t *t = arg;
+    uint8_t k[ST_KEY_MAX + 1];
+    size_t kl = st__pkey(k, ST__CHANGED, key);
+    if (kl) st_store_put(t->store, k, kl, "", 0, wait);
+}
+
+static int st__changed_key(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)val, (void)vlen;
+    st_buf_append(arg, &klen, sizeof klen);
+    st_buf_append(arg, key, klen);
+    return 0;
+}
+
+/* The marks of objects no table holds any more (merged away before a snapshot had them) go. One
+ * loop turn with the scan of the manifest: a mark is written in the batch that adds its object. */
+static void st__changed_sweep(st_tables_t *t, const st_tfiles_t live[ST_TABLES_N])
+{
+    uint8_t pre[ST__PFX_LEN + 1];
+    memcpy(pre, st__pfx, ST__PFX_LEN);
+    pre[ST__PFX_LEN] = ST__CHANGED;
+    st_buf_t keys = {0};
+    uint64_t wait = 0;
+    st_store_scan(t->store, pre, sizeof pre, st__changed_key, &keys, &wait);
+    for (size_t off = 0; off + sizeof(size_t) <= keys.len;) {
+        size_t n;
+        memcpy(&n, keys.data + off, sizeof n);
+        const char *k = keys.data + off + sizeof n;
+        char *key = st_strndup(k + sizeof pre, n - sizeof pre);
+        bool held = false;
+        for (int i = 0; i < ST_TABLES_N && !held; i++)
+            held = st_tfiles_find(&live[i], key) != NULL;
+        if (!held) st_store_del(t->store, k, n, &wait);
+        free(key);
+        off += sizeof n + n;
+    }
+    st_buf_free(&keys);
+}
+
 /* The tier's objects now, per table, sorted, with the provenance of those already committed;
  * *pending: how many are in no committed snapshot, *changed[i]: whether table i differs. Loop
  * only: one scan is one consistent view. ST_EPARKED when some record is not durable yet. */
@@ -143,24 +208,17 @@ static int st__view(st_tables_t *t, st_tfiles_t live[ST_TABLES_N], bool changed[
                 known++;
             } else {
                 (*pending)++;
+                live[i].v[j].changed = st__rows_changed(t, live[i].v[j].key);
             }
         }
         changed[i] = known != live[i].n || known != t->t[i].committed.n;
     }
+    st__changed_sweep(t, live);
     if (rc == ST_OK && wait > st_store_durable_id(t->store)) rc = ST_EPARKED;
     return rc;
 }
 
 /* ---- provenance in the hot store ---- */
-static size_t st__pkey(uint8_t *k, int ti, const char *key)
-{
-    size_t kl = strlen(key);
-    if (ST__PFX_LEN + 1 + kl > ST_KEY_MAX) return 0;
-    memcpy(k, st__pfx, ST__PFX_LEN);
-    k[ST__PFX_LEN] = (uint8_t)('0' + ti);
-    memcpy(k + ST__PFX_LEN + 1, key, kl);
-    return ST__PFX_LEN + 1 + kl;
-}
 
 static int st__load_prov(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
@@ -186,11 +244,14 @@ static void st__record_prov(st_tables_t *t, int ti, st_tfiles_t *live)
     size_t kl;
     for (size_t i = 0; i < tb->committed.n; i++)
         if (!st_tfiles_find(live, tb->committed.v[i].key) &&
-            (kl = st__pkey(k, ti, tb->committed.v[i].key)))
+            (kl = st__pkey(k, (char)('0' + ti), tb->committed.v[i].key)))
             st_store_del(t->store, k, kl, &wait);
     for (size_t i = 0; i < live->n; i++) {
         const st_tfile_t *f = &live->v[i];
-        if (st_tfiles_find(&tb->committed, f->key) || !(kl = st__pkey(k, ti, f->key))) continue;
+        if (f->changed && (kl = st__pkey(k, ST__CHANGED, f->key))) /* in a snapshot now */
+            st_store_del(t->store, k, kl, &wait);
+        if (st_tfiles_find(&tb->committed, f->key) || !(kl = st__pkey(k, (char)('0' + ti), f->key)))
+            continue;
         st_be64_put(v, (uint64_t)f->snap);
         st_be64_put(v + 8, (uint64_t)f->seq);
         st_be64_put(v + 16, (uint64_t)f->rows);

@@ -747,7 +747,7 @@ static st_msgrow_t row(uint64_t id, const char *conv, const char *content, const
                      .metadata = meta};
     r.conv_len = (uint32_t)strlen(conv);
     r.from_len = (uint32_t)strlen(r.from);
-    r.content_len = (uint32_t)strlen(content);
+    r.content_len = content ? (uint32_t)strlen(content) : 0;
     r.metadata_len = meta ? (uint32_t)strlen(meta) : 0;
     return r;
 }
@@ -823,7 +823,8 @@ TEST(round_trip_keeps_every_field_and_groups_by_conversation)
 /* The message files' bytes are fixed: a change of the writer that alters them (a new encoding,
  * another page cut) must be deliberate, since readers in the field and the bucket's older files
  * meet the new ones. The figures were those of the writer before it became schema-driven, until
- * SPEC v5 §5.1 added field ids and the owner column (user "u", a chunk per row group). */
+ * SPEC v5 §5.1 added field ids and the owner column (user "u", a chunk per row group), and until
+ * from and content became OPTIONAL (issue 45: their definition levels). */
 TEST(message_files_keep_their_exact_bytes)
 {
     size_t n = 4000;
@@ -845,8 +846,8 @@ TEST(message_files_keep_their_exact_bytes)
     }
     st_buf_t f = {0};
     CHECK_EQ(st_parquet_encode(rows, n, "u", 1, 3, &f), ST_OK);
-    CHECK_EQ(f.len, 89767);
-    CHECK_EQ(crc32(0L, (const Bytef *)f.data, (uInt)f.len), 1977754802ul);
+    CHECK_EQ(f.len, 89817);
+    CHECK_EQ(crc32(0L, (const Bytef *)f.data, (uInt)f.len), 2318553855ul);
     st_buf_free(&f);
     free(rows);
     free(from);
@@ -962,15 +963,31 @@ static bool merge_fix(void *arg, st_msgrow_t *r)
     return true;
 }
 
-TEST(merge_groups_by_conversation_folds_changes_and_counts_expired_rows)
+/* A file:// object store in a fresh directory made from the template dir (rewritten in place). */
+static st_objstore_t *tmp_store(char *dir)
 {
-    char dir[] = "/tmp/strata-cmerge-XXXXXX";
     CHECK(mkdtemp(dir));
     char url[64];
     snprintf(url, sizeof url, "file://%s", dir);
     st_objstore_opts_t oo = {.url = url};
-    st_objstore_t *obj;
+    st_objstore_t *obj = NULL;
     CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
+    return obj;
+}
+
+/* Closes a tmp_store and removes its directory. */
+static void tmp_store_close(st_objstore_t *obj, const char *dir)
+{
+    st_objstore_close(obj);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK_EQ(system(cmd), 0);
+}
+
+TEST(merge_groups_by_conversation_folds_changes_and_counts_expired_rows)
+{
+    char dir[] = "/tmp/strata-cmerge-XXXXXX";
+    st_objstore_t *obj = tmp_store(dir);
     /* object 1: a 1, a 3, b 2; object 2: a 5, b 4, c 6 (timestamps 1700000000000000 + id) */
     st_msgrow_t r1[] = {row(1, "a", "one", NULL), row(3, "a", "three", "{}"),
                         row(2, "b", "two", NULL)};
@@ -1015,10 +1032,7 @@ TEST(merge_groups_by_conversation_folds_changes_and_counts_expired_rows)
     st_buf_free(&f2);
     st_buf_free(&got);
     st_buf_free(&want);
-    st_objstore_close(obj);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK_EQ(system(cmd), 0);
+    tmp_store_close(obj, dir);
 }
 
 /* SPEC v5 §5.1: a user's objects carry the owner column user, a room's room_id (field id 1);
@@ -1122,12 +1136,7 @@ TEST(owner_column_in_new_files_old_files_read_alike_and_merge_into_the_new_shape
     }
     /* an old object merged with a new one: the new shape, byte for byte what the writer makes */
     char dir[] = "/tmp/strata-cowner-XXXXXX";
-    CHECK(mkdtemp(dir));
-    char url[64];
-    snprintf(url, sizeof url, "file://%s", dir);
-    st_objstore_opts_t oo = {.url = url};
-    st_objstore_t *obj;
-    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
+    st_objstore_t *obj = tmp_store(dir);
     st_msgrow_t later[] = {row(5, "a", "five", NULL), row(6, "c", "six", NULL)};
     st_msgrow_t all[] = {rows[0], rows[1], later[0], rows[2], rows[3], later[1]};
     for (int k = 0; k < 2; k++) { /* a user's, then a room's */
@@ -1159,13 +1168,95 @@ TEST(owner_column_in_new_files_old_files_read_alike_and_merge_into_the_new_shape
         st_buf_free(&got);
         st_buf_free(&want);
     }
-    st_objstore_close(obj);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK_EQ(system(cmd), 0);
+    tmp_store_close(obj, dir);
     st_buf_free(&old);
     st_buf_free(&user);
     st_buf_free(&room);
+}
+
+/* Message files as strata wrote them from SPEC v5 §5.1 until issue 45: the owner column, then
+ * v4's seven columns with field ids (from and content REQUIRED: a tombstone's content was ""). */
+static st_pq_field_t v5r_fields[8];
+static const st_pq_schema_t v5r_schema = {v5r_fields, 8, 1, 2};
+
+static void v5r_init(void)
+{
+    v5r_fields[0] = st_pq_msg_schema.fields[0];
+    for (int i = 0; i < 7; i++) {
+        v5r_fields[i + 1] = v4_fields[i];
+        v5r_fields[i + 1].id = i + 2;
+    }
+}
+
+static void v5r_row(void *arg, size_t i, st_pq_rec_t *r)
+{
+    st_pq_put_str(r, "u", 1);
+    v4_row(arg, i, r);
+}
+
+/* SPEC v5 §5.1 (issue 45): a tombstone's content and metadata and an erased author's from are
+ * null in the files; files written while from and content were REQUIRED read alike (their
+ * chunks flagged), and a merge of both layouts writes the new one, nulls kept. */
+TEST(nullable_from_and_content_old_required_files_read_and_merge)
+{
+    st_msgrow_t rows[] = {row(1, "a", "one", NULL), row(2, "a", "two", "{}"),
+                          row(3, "b", "three", NULL)};
+    st_msgrow_t later[] = {row(4, "a", NULL, NULL), row(5, "b", "five", NULL)};
+    later[0].from = NULL; /* an erased author's tombstone */
+    later[0].from_len = 0;
+    st_buf_t old = {0}, neu = {0};
+    v5r_init();
+    st_pq_write_t w = {
+        .schema = &v5r_schema, .nrows = 3, .row = v5r_row, .arg = rows, .zstd_level = 1};
+    CHECK_EQ(st_pq_write(&w, &old), ST_OK);
+    CHECK_EQ(st_parquet_encode(later, 2, "u", 1, 1, &neu), ST_OK);
+    st_pq_meta_t m;
+    CHECK_EQ(parse(&old, &m), ST_OK);
+    CHECK(m.groups[0].col_required[3] && m.groups[0].col_required[6] &&
+          !m.groups[0].col_required[7] && !m.groups[0].col_required[2]);
+    st_parquet_meta_free(&m);
+    CHECK_EQ(parse(&neu, &m), ST_OK);
+    CHECK(!m.groups[0].col_required[3] && !m.groups[0].col_required[6]);
+    st_parquet_meta_free(&m);
+    st_msgrow_t got[8];
+    st_pq_rows_t keep[4] = {0};
+    CHECK_EQ(read_rows(&old, got, 8, keep), 3);
+    for (int i = 0; i < 3; i++) {
+        CHECK(same(got[i].from, got[i].from_len, rows[i].from, rows[i].from_len));
+        CHECK(same(got[i].content, got[i].content_len, rows[i].content, rows[i].content_len));
+    }
+    for (int g = 0; g < 4; g++)
+        st_parquet_rows_free(&keep[g]);
+    memset(keep, 0, sizeof keep);
+    CHECK_EQ(read_rows(&neu, got, 8, keep), 2);
+    CHECK(got[0].msg_id == 4 && !got[0].from && !got[0].content && !got[0].metadata);
+    CHECK(same(got[1].from, got[1].from_len, "alice", 5) && same(got[1].content, 4, "five", 4));
+    for (int g = 0; g < 4; g++)
+        st_parquet_rows_free(&keep[g]);
+    /* the two layouts merged: the new shape, byte for byte what the writer makes */
+    char dir[] = "/tmp/strata-cnull-XXXXXX";
+    st_objstore_t *obj = tmp_store(dir);
+    CHECK_EQ(st_objstore_put(obj, "o/1.parquet", old.data, old.len), ST_OK);
+    CHECK_EQ(st_objstore_put(obj, "o/2.parquet", neu.data, neu.len), ST_OK);
+    st_tier_obj_t objs[2] = {{.file = {.size = old.len}, .key = "o/1.parquet"},
+                             {.file = {.size = neu.len}, .key = "o/2.parquet"}};
+    st_tier_file_t out = {0};
+    void *dropped = NULL;
+    int64_t nd = 0;
+    CHECK_EQ(st_chat_parquet_merge(1, "u", 1, obj, objs, 2, 0, "o/m.parquet", &out, &dropped, &nd,
+                                   NULL, NULL),
+             ST_OK);
+    st_chat_dropped_free(NULL, dropped);
+    st_msgrow_t all[] = {rows[0], rows[1], later[0], rows[2], later[1]};
+    st_buf_t got_f = {0}, want = {0};
+    CHECK_EQ(st_parquet_encode(all, 5, "u", 1, 1, &want), ST_OK);
+    CHECK_EQ(st_objstore_get(obj, "o/m.parquet", 0, out.size, &got_f), ST_OK);
+    CHECK(out.rows == 5 && got_f.len == want.len && memcmp(got_f.data, want.data, want.len) == 0);
+    tmp_store_close(obj, dir);
+    st_buf_free(&got_f);
+    st_buf_free(&want);
+    st_buf_free(&old);
+    st_buf_free(&neu);
 }
 
 RUN_TESTS("chat")

@@ -1407,7 +1407,7 @@ TEST(tier_drives_a_fake_kind_through_flush_pass_compaction_orphans_and_close)
                            .flushed = fk_flushed,
                            .done = fk_done,
                            .arg = &fk}; /* no orphans: the tier's own sweep */
-    st_tier_merge_t merge = {fm_merge, fm_commit, fm_release, fm_name, &fm};
+    st_tier_merge_t merge = {fm_merge, fm_commit, fm_release, fm_name, &fm, NULL};
     st_tier_source_t src = {
         .name = "fake", .prefix = 'h', .page = 16, .want = fm_want, .act = fm_act, .arg = &fm};
     st_tier_member_t m = {.name = "fake",
@@ -1557,8 +1557,8 @@ TEST(tier_serves_two_kinds_each_with_its_own_owners_and_manifest)
                          .arg = &a};
     st_tier_kind_t kb = ka;
     kb.arg = &b;
-    st_tier_merge_t ma = {fm_merge, fm_commit, fm_release, fm_name, &fa};
-    st_tier_merge_t mb = {fm_merge, fm_commit, fm_release, fm_name, &fb};
+    st_tier_merge_t ma = {fm_merge, fm_commit, fm_release, fm_name, &fa, NULL};
+    st_tier_merge_t mb = {fm_merge, fm_commit, fm_release, fm_name, &fb, NULL};
     st_tier_member_t m_a = {.name = "a", .flush = &ka, .merge = &ma, .arg = &fa};
     st_tier_member_t m_b = {.name = "b", .tag = 'x', .flush = &kb, .merge = &mb, .arg = &fb};
     st_tier_join(t, &m_a);
@@ -1814,7 +1814,7 @@ TEST(tier_retention_drops_expired_objects_whole_through_a_fake_kind)
                            .release = fk_release,
                            .done = fk_done,
                            .arg = &fk};
-    st_tier_merge_t merge = {fr_merge, fr_merge_commit, fr_release, fm_name, &fr};
+    st_tier_merge_t merge = {fr_merge, fr_merge_commit, fr_release, fm_name, &fr, NULL};
     st_tier_source_t src = {
         .name = "fake", .prefix = 'h', .page = 16, .want = fm_want, .act = fm_act, .arg = &fm};
     st_tier_member_t m = {.name = "fake",

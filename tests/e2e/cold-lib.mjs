@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Helpers for the cold-tier tests: find the Parquet objects strata wrote (local directory or
 // s3rver's store) and read them with DuckDB.
-import { readdirSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { sleep } from './lib.mjs';
@@ -24,6 +24,24 @@ export function parquetFiles(dir) {
   };
   walk(dir);
   return out.sort();
+}
+
+// Every file under dir (recursively); a folder or file renamed or removed while it is walked is
+// left out.
+export function filesUnder(dir) {
+  const out = [];
+  const walk = (d) => {
+    let names;
+    try { names = readdirSync(d); } catch { return; }
+    for (const n of names) {
+      const p = path.join(d, n);
+      let st;
+      try { st = statSync(p); } catch { continue; } // renamed or removed while we walk
+      if (st.isDirectory()) walk(p); else out.push(p);
+    }
+  };
+  walk(dir);
+  return out;
 }
 
 let duck;

@@ -135,9 +135,9 @@ export async function freePort() {
 }
 
 // Starts strata; resolves once it logged "listening on HOST:PORT".
-export async function startStrata({ dataDir, args = [], env = {} } = {}) {
+export async function startStrata({ dataDir, args = [], env = {}, bin = BIN } = {}) {
   const dir = dataDir || tempDir();
-  const proc = spawn(BIN, ['--listen', '127.0.0.1:0', '--data-dir', dir, ...args], {
+  const proc = spawn(bin, ['--listen', '127.0.0.1:0', '--data-dir', dir, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -6,10 +6,10 @@
 // then be taken again and starts at seq 1 with no history. Survives kill -9 mid-way.
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { waitFor } from './cold-lib.mjs';
+import { filesUnder, waitFor } from './cold-lib.mjs';
 import { startStrata, wsConnect } from './lib.mjs';
 
 const SECRET = 'rooms-delete-secret';
@@ -22,21 +22,6 @@ function jwt(payload) {
 const as = (sub, extra = {}) => ({ Authorization: `Bearer ${jwt({ sub, ...extra })}` });
 const ADMIN = as('ops', { role: 'admin' });
 
-function filesUnder(dir) {
-  const out = [];
-  const walk = (d) => {
-    let names;
-    try { names = readdirSync(d); } catch { return; }
-    for (const n of names) {
-      const p = path.join(d, n);
-      let st;
-      try { st = statSync(p); } catch { continue; } // renamed or removed while we walk
-      if (st.isDirectory()) walk(p); else out.push(p);
-    }
-  };
-  walk(dir);
-  return out;
-}
 // Which files under dir hold the text (as bytes: Parquet pages are zstd-compressed, so the test
 // also reads every Parquet file's rows below).
 // A file the flush renames (its .tmp-N) or compaction removes between the walk and the read is

@@ -9,11 +9,11 @@
 // writer's snapshot; kill -9 between a flush and its commit loses nothing.
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
-import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { icebergRead } from 'icebird';
-import { waitFor } from './cold-lib.mjs';
+import { filesUnder, waitFor } from './cold-lib.mjs';
 import { avroRecords, serveFiles } from './iceberg-lib.mjs';
 import { startStrata, tempDir } from './lib.mjs';
 
@@ -34,17 +34,6 @@ const ok = async (s, method, p, body, headers = ADMIN, status = 200) => {
   return r.json;
 };
 
-function filesUnder(dir) {
-  const out = [];
-  const walk = (d) => {
-    for (const n of readdirSync(d)) {
-      const p = path.join(d, n);
-      if (statSync(p).isDirectory()) walk(p); else out.push(p);
-    }
-  };
-  walk(dir);
-  return out;
-}
 
 const tablesDir = (s) => path.join(s.dir, 'cold', '_tables');
 const metaDir = (s, t) => path.join(tablesDir(s), t, 'metadata');

@@ -3,9 +3,11 @@
  * 1 reads back through the strict reader; a commit adds its snapshot, snapshot-log entry, main ref
  * and metadata-log entry; snapshots older than the keep window expire (never the new one), a delete
  * expires every earlier one; metadata-log keeps 100 entries; the reader refuses what strata cannot
- * commit on. */
+ * commit on; the message tables' fields are required exactly where the files' columns are (SPEC v5
+ * §5.1). */
 #include "../test.h"
 #include "../../src/tables/internal.h"
+#include "strata/chatrows.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +92,38 @@ TEST(commits_expire_and_delete_expires_all)
     cJSON_Delete(d);
     st_tstrs_free(&expired);
     st_tstrs_free(&dropped);
+}
+
+/* SPEC v5 §5.1 (issue 45): a message table's field is required exactly where the files' column of
+ * the same field id is REQUIRED (from, content and metadata are null in tombstones). */
+TEST(message_tables_required_as_the_files)
+{
+    const st_pq_schema_t *pq[] = {&st_pq_msg_schema, &st_pq_room_schema};
+    for (int t = 0; t < 2; t++) {
+        cJSON *sch = cJSON_Parse(st_table_defs[t].ice.schema_json);
+        CHECK(sch != NULL);
+        size_t seen = 0;
+        const cJSON *f;
+        cJSON_ArrayForEach(f, cJSON_GetObjectItem(sch, "fields"))
+        {
+            int id = (int)st_tmeta_i64(f, "id", 0);
+            for (size_t i = 0; i < pq[t]->nfields; i++) {
+                const st_pq_field_t *c = &pq[t]->fields[i];
+                if (c->id != id) continue;
+                seen++;
+                CHECK_STR(cJSON_GetObjectItem(f, "name")->valuestring, c->name);
+                CHECK_EQ(cJSON_IsTrue(cJSON_GetObjectItem(f, "required")),
+                         c->rep == ST_PQ_REQUIRED);
+            }
+        }
+        /* a room's files also carry conversation_id (id 3, the room's one conversation), which
+         * room_messages leaves out */
+        CHECK_EQ(seen, pq[t]->nfields - (size_t)t);
+        cJSON_Delete(sch);
+    }
+    const st_pq_field_t *from = &st_pq_room_schema.fields[3],
+                        *content = &st_pq_msg_schema.fields[6];
+    CHECK(from->rep == ST_PQ_OPTIONAL && content->rep == ST_PQ_OPTIONAL);
 }
 
 TEST(metadata_log_keeps_100)

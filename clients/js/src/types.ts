@@ -151,8 +151,10 @@ export interface RoomMessagePosted {
   timestamp: Micros;
 }
 /** A message with room_id in place of conversation_id. */
-export interface RoomMessage extends Omit<Message, 'conversation_id'> {
+export interface RoomMessage extends Omit<Message, 'conversation_id' | 'from'> {
   room_id: string;
+  /** null in the tombstone of an erased author's message (SPEC §2.2 v5) */
+  from: string | null;
 }
 export interface RoomMessagePage extends Page {
   messages: RoomMessage[];

@@ -403,7 +403,7 @@ RoomMessage = TypedDict(
     {
         "msg_id": Id64,
         "room_id": str,
-        "from": str,
+        "from": Optional[str],  # null in an erased author's tombstone (SPEC §2.2 v5)
         "timestamp": Micros,
         "seq": int,
         "content": Optional[str],
