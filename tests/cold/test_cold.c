@@ -1943,11 +1943,10 @@ TEST(rebuild_pick_takes_the_named_objects_and_later_flushes_never_a_replaced_one
     CHECK_EQ(st_tier_rebuild_pick(&nm2, f, 4, keep), 4u);
     /* numbers are per writer: cd's 106 came after the snapshot though ab's 150 is named; cd's
      * 104 was replaced before it (below cd's named 105); ef names nothing: taken */
-    const char *g[] = {"g/batch-1-w00000000000000ab-150.parquet",
-                       "g/batch-1-w00000000000000cd-104.parquet",
-                       "g/batch-1-w00000000000000cd-105.parquet",
-                       "g/batch-1-w00000000000000cd-106.parquet",
-                       "g/batch-1-w00000000000000ef-2.parquet"};
+    const char *g[] = {
+        "g/batch-1-w00000000000000ab-150.parquet", "g/batch-1-w00000000000000cd-104.parquet",
+        "g/batch-1-w00000000000000cd-105.parquet", "g/batch-1-w00000000000000cd-106.parquet",
+        "g/batch-1-w00000000000000ef-2.parquet"};
     bool keep5[5];
     CHECK_EQ(st_tier_rebuild_pick(&nm2, g, 5, keep5), 4u);
     CHECK(keep5[0] && !keep5[1] && keep5[2] && keep5[3] && keep5[4]);
