@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * chatrows: chat's message files (SPEC §5), chat's own rows in the schema-driven Parquet codec of
- * strata/parquet.h: the owner column and seven more, one row group per conversation with min/max
+ * strata/parquet.h: the owner column and nine more, one row group per conversation with min/max
  * statistics. The row type, the footer summary and row-group decoding chat reads them with
  * (src/chat/parquet_msg.c), the cold cache's view of them, and chat's merge of them
  * (src/chat/merge.c).
@@ -22,11 +22,14 @@ typedef struct {
     int64_t seq;
     const char *conv, *from, *content, *metadata;
     uint32_t conv_len, from_len, content_len, metadata_len;
+    int64_t edited_at,
+        deleted_at; /* µs since the epoch, UTC; 0: null (never edited, not deleted) */
 } st_msgrow_t;
 
 /* The owner column (a user's: user; a room's: room_id; field id 1, SPEC v5 §5.1), then msg_id,
- * conversation_id, from, timestamp, seq, content, metadata. */
-#define ST_PQ_COLUMNS 8
+ * conversation_id, from, timestamp, seq, content, metadata, edited_at, deleted_at (field ids 2 to
+ * 10; the last two null in files written before them). */
+#define ST_PQ_COLUMNS 10
 /* The message files' schemas (key: conversation_id, sorted by msg_id): a user's and a room's,
  * which differ only in the owner column's name. Either reads every message file, a user's or a
  * room's (the owner column matches by its field id), and those written before the owner column

@@ -25,14 +25,16 @@
  * null, and its from null too when its author was erased) and leaves masked rows out, so a reader
  * of the bucket sees the corrected rows, and a deleted message's bytes leave the object store. The
  * pass asks for a fold (ST_TIER_COMPACT_FOLD: the objects holding marked rows, rewritten one at a
- * time) once a marker is --delta-max-age old; POST /v1/admin/compact asks at once. The delta stays:
- * edited_at, deleted_at and edit_history are not among the objects' columns (SPEC §5), and reads
- * take them from it. */
+ * time) once a marker is --delta-max-age old; POST /v1/admin/compact asks at once. Every row with
+ * a delta gets its edited_at and deleted_at too (SPEC v5 §5.1; an older object's lack them, even
+ * for a change folded in before). The delta stays: edit_history is not among the objects' columns
+ * (SPEC §5), and reads take the changed fields from it. */
 
 typedef struct {
     uint64_t id;
-    int64_t changed;
-    char *content, *meta; /* owned; NULL: null (content: a tombstone's) */
+    int64_t changed;         /* its fold marker's time (0: none, only a delta) */
+    int64_t edited, deleted; /* its edited_at and deleted_at (0: null) */
+    char *content, *meta;    /* owned; NULL: null (content: a tombstone's) */
     size_t cl, ml;
     bool anon; /* from null: an erased author's room tombstone (SPEC §2.2) */
 } st_fold_row_t;
@@ -62,13 +64,38 @@ typedef struct {
     void *inner;                  /* the tier's note of rows left out by retention */
 } st_fold_t;
 
+/* The index of id among the rows; f->rows.n if it is none. */
+static size_t st__fold_row_at(const st_fold_t *f, uint64_t id)
+{
+    size_t lo = 0, hi = f->rows.n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (f->rows.v[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < f->rows.n && f->rows.v[lo].id == id ? lo : f->rows.n;
+}
+
+/* A delta ('Z', in id order): a row to fold. */
+static int st__fold_delta(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_fold_t *f = arg;
+    (void)val, (void)vlen;
+    if (klen < 8) return 0;
+    st_fold_row_t r = {.id = st_be64_get((const uint8_t *)key + klen - 8)};
+    st_vec_push(&f->rows, r);
+    return 0;
+}
+
+/* A fold marker: its row's time (a marker without a delta has nothing to fold). */
 static int st__fold_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_fold_t *f = arg;
     if (klen < 8 || vlen != 8) return 0;
-    st_fold_row_t r = {.id = st_be64_get((const uint8_t *)key + klen - 8)};
-    memcpy(&r.changed, val, 8);
-    st_vec_push(&f->rows, r);
+    size_t i = st__fold_row_at(f, st_be64_get((const uint8_t *)key + klen - 8));
+    if (i < f->rows.n) memcpy(&f->rows.v[i].changed, val, 8);
     return 0;
 }
 
@@ -111,6 +138,8 @@ static bool st__fold_state(st_chat_t *c, const char *u, size_t ul, st_fold_row_t
         r->meta = st_strndup(v, vl);
         r->ml = vl;
     }
+    r->edited = st__chat_json_time(j, jl, "edited_at");
+    r->deleted = st__chat_json_time(j, jl, "deleted_at");
     return true;
 }
 
@@ -162,12 +191,18 @@ void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, const st_tier_o
         st_vec_push(&f->seqs, objs[i].seq);
     }
     uint8_t pre[ST__KEY_CAP], a[ST__KEY_CAP], b[ST__KEY_CAP];
-    size_t pl = st__chat_ukey(pre, 'e', u, ul);
-    memcpy(a, pre, pl);
-    st_be64_put(a + pl, lo);
-    memcpy(b, pre, pl);
-    st_be64_put(b + pl, hi == UINT64_MAX ? hi : hi + 1);
-    if (n) st_store_range(c->store, pre, pl, a, pl + 8, b, pl + 8, false, st__fold_one, f, &w);
+    size_t pl;
+    /* every row with a delta, then the markers' times of those changed since their object */
+    const char kinds[2] = {'Z', 'e'};
+    st_store_scan_fn fns[2] = {st__fold_delta, st__fold_one};
+    for (int k = 0; k < 2 && n; k++) {
+        pl = st__chat_ukey(pre, kinds[k], u, ul);
+        memcpy(a, pre, pl);
+        st_be64_put(a + pl, lo);
+        memcpy(b, pre, pl);
+        st_be64_put(b + pl, hi == UINT64_MAX ? hi : hi + 1);
+        st_store_range(c->store, pre, pl, a, pl + 8, b, pl + 8, false, fns[k], f, &w);
+    }
     /* the tombstones among the rows: retention may leave them out (no messages to count out),
      * and an older object's tombstone ("" content) is rewritten with null (SPEC v5 §5.1) */
     if (n) {
@@ -238,16 +273,9 @@ static bool st__fix_row(st_fixarg_t *x, st_msgrow_t *r)
         r->content = r->metadata = NULL;
         r->content_len = r->metadata_len = 0;
     }
-    size_t lo = 0, hi = f->rows.n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (f->rows.v[mid].id < r->msg_id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == f->rows.n || f->rows.v[lo].id != r->msg_id) return true;
-    const st_fold_row_t *d = &f->rows.v[lo];
+    size_t at = st__fold_row_at(f, r->msg_id);
+    if (at == f->rows.n) return true;
+    const st_fold_row_t *d = &f->rows.v[at];
     r->content = d->content;
     r->content_len = d->content ? (uint32_t)d->cl : 0;
     if (d->anon) {
@@ -256,6 +284,8 @@ static bool st__fix_row(st_fixarg_t *x, st_msgrow_t *r)
     }
     r->metadata = d->meta;
     r->metadata_len = d->meta ? (uint32_t)d->ml : 0;
+    r->edited_at = d->edited;
+    r->deleted_at = d->deleted;
     return true;
 }
 
@@ -273,7 +303,8 @@ static bool st__fix(void *arg, st_msgrow_t *r)
     if (!st__fix_row(x, r)) return false;
     x->f->changed += !st__fold_same(was.from, was.from_len, r->from, r->from_len) ||
                      !st__fold_same(was.content, was.content_len, r->content, r->content_len) ||
-                     !st__fold_same(was.metadata, was.metadata_len, r->metadata, r->metadata_len);
+                     !st__fold_same(was.metadata, was.metadata_len, r->metadata, r->metadata_len) ||
+                     was.edited_at != r->edited_at || was.deleted_at != r->deleted_at;
     return true;
 }
 

@@ -92,6 +92,17 @@ bool st__chat_json_dead(const char *j, size_t n)
     return st__chat_jmember(j, n, "deleted_at", &v, &vl) && !st__is_null(v, vl);
 }
 
+int64_t st__chat_json_time(const char *j, size_t n, const char *key)
+{
+    const char *v;
+    size_t vl;
+    int64_t t;
+    if (!st__chat_jmember(j, n, key, &v, &vl) || st__is_null(v, vl) ||
+        st_parse_i64(v, vl, &t) != ST_OK)
+        return 0;
+    return t;
+}
+
 /* ---- records ---- */
 
 static size_t st__idkey(uint8_t *k, char ks, const char *u, size_t ul, uint64_t id)

@@ -86,6 +86,9 @@ static int st__decode(st_chatsnap_t *j, size_t i, st_msgrow_t *r)
         size_t ml;
         if (!cJSON_IsNull(meta) && st__chat_jmember(json, jl, "metadata", &m0, &ml))
             r->metadata = st__copy(&j->arena, m0, ml, &r->metadata_len);
+        /* edited or deleted while hot: the row says when (SPEC v5 §5.1) */
+        r->edited_at = st__chat_json_time(json, jl, "edited_at");
+        r->deleted_at = st__chat_json_time(json, jl, "deleted_at");
         rc = ST_OK;
     }
     cJSON_Delete(o);

@@ -145,6 +145,8 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
 bool st__chat_jmember(const char *j, size_t n, const char *key, const char **v, size_t *vl);
 /* Whether the message JSON is a tombstone (its deleted_at set). */
 bool st__chat_json_dead(const char *j, size_t n);
+/* The message JSON's edited_at or deleted_at (key), µs; 0 when null or absent. */
+int64_t st__chat_json_time(const char *j, size_t n, const char *key);
 /* A cold message's delta ('Z'): its JSON now (borrowed until the next store call). */
 int st__chat_delta_get(st_chat_t *c, const char *u, size_t ul, uint64_t id, const char **json,
                        size_t *len, uint64_t *wait);

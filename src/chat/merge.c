@@ -78,7 +78,14 @@ static void st__merge_tape_set(st_tier_val_t *v, const char *p, uint32_t n)
     v->n = p ? n : 0;
 }
 
-/* A row of the tape as a message (v: its eight values, in st_pq_msg_schema's order); the owner
+/* A nullable time value of the tape (0: null). */
+static void st__merge_tape_time(st_tier_val_t *v, int64_t t)
+{
+    v->op = t ? ST_TIER_V_INT : ST_TIER_V_NULL;
+    v->i = t;
+}
+
+/* A row of the tape as a message (v: its ten values, in st_pq_msg_schema's order); the owner
  * column set (an older object's rows have it null). */
 static bool st__merge_tape_row(void *arg, st_tier_val_t *v, size_t nv)
 {
@@ -90,12 +97,16 @@ static bool st__merge_tape_row(void *arg, st_tier_val_t *v, size_t nv)
     st__merge_tape_str(&v[3], &r.from, &r.from_len);
     st__merge_tape_str(&v[6], &r.content, &r.content_len);
     st__merge_tape_str(&v[7], &r.metadata, &r.metadata_len);
+    r.edited_at = v[8].op == ST_TIER_V_INT ? v[8].i : 0; /* null in an older object's rows */
+    r.deleted_at = v[9].op == ST_TIER_V_INT ? v[9].i : 0;
     if (h->fix) {
         const char *from = r.from, *content = r.content, *meta = r.metadata;
         if (!h->fix(h->fix_arg, &r)) return false;
         if (r.from != from) st__merge_tape_set(&v[3], r.from, r.from_len);
         if (r.content != content) st__merge_tape_set(&v[6], r.content, r.content_len);
         if (r.metadata != meta) st__merge_tape_set(&v[7], r.metadata, r.metadata_len);
+        st__merge_tape_time(&v[8], r.edited_at);
+        st__merge_tape_time(&v[9], r.deleted_at);
     }
     if (h->cutoff && r.timestamp < h->cutoff) {
         st__note_dropped(h, &r);

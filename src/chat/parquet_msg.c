@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The message files (SPEC §5): the owner column and chat's seven as one instance of the codec,
+ * The message files (SPEC §5): the owner column and chat's nine as one instance of the codec,
  * and the row type, footer summary and row-group decoding chat reads them with, straight or
- * through the tier's cold cache (st_chat_msg_view). Files written before the owner column and
- * the field ids (SPEC v5 §5.1) read alike (tests/chat pins the files' bytes), and so do those
- * written while `from` and `content` were REQUIRED (they are OPTIONAL since: a tombstone's
- * content and metadata and an erased author's from are null, never "").
+ * through the tier's cold cache (st_chat_msg_view). Files written before the owner column, the
+ * field ids or edited_at and deleted_at (SPEC v5 §5.1) read alike (tests/chat pins the files'
+ * bytes), and so do those written while `from` and `content` were REQUIRED (they are OPTIONAL
+ * since: a tombstone's content and metadata and an erased author's from are null, never "").
  */
 #include "strata/chatrows.h"
 #include "strata/chat.h"
@@ -13,6 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* edited_at and deleted_at (SPEC v5 §5.1): null unless the message was edited / is a tombstone;
+ * files written before them lack them (ST_PQ_ADDED) and read as null. */
+#define ST__MSG_TIMES                                                                              \
+    {"edited_at", ST_PQ_INT64, ST_PQ_OPTIONAL, ST_PQ_TIMESTAMP_US, ST_PQ_ADDED, NULL, 0, 9},       \
+    {                                                                                              \
+        "deleted_at", ST_PQ_INT64, ST_PQ_OPTIONAL, ST_PQ_TIMESTAMP_US, ST_PQ_ADDED, NULL, 0, 10    \
+    }
 /* The owner column first (SPEC v5 §5.1): a user's name or a room's id, the same in every row;
  * files written before it lack it (ST_PQ_ADDED). A user's and a room's files differ only in its
  * name. */
@@ -27,6 +34,7 @@ static const st_pq_field_t st__msg_fields[ST_PQ_COLUMNS] = {
     {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 6},
     {"content", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0, 7},
     {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 8},
+    ST__MSG_TIMES,
 };
 static const st_pq_field_t st__room_fields[ST_PQ_COLUMNS] = {
     {"room_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING,
@@ -39,6 +47,7 @@ static const st_pq_field_t st__room_fields[ST_PQ_COLUMNS] = {
     {"seq", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 6},
     {"content", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0, 7},
     {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 8},
+    ST__MSG_TIMES,
 };
 
 /* Sorted by msg_id; one row group per conversation. */
@@ -70,6 +79,15 @@ static void st__msg_put(st_pq_rec_t *r, const char *p, uint32_t n)
         st_pq_put_null(r);
 }
 
+/* A nullable time column's value (0: null). */
+static void st__msg_time(st_pq_rec_t *r, int64_t t)
+{
+    if (t)
+        st_pq_put_i64(r, t);
+    else
+        st_pq_put_null(r);
+}
+
 static void st__msg_row(void *arg, size_t i, st_pq_rec_t *r)
 {
     const st_msgenc_t *e = arg;
@@ -82,6 +100,8 @@ static void st__msg_row(void *arg, size_t i, st_pq_rec_t *r)
     st_pq_put_i64(r, m->seq);
     st__msg_put(r, m->content, m->content_len);
     st__msg_put(r, m->metadata, m->metadata_len);
+    st__msg_time(r, m->edited_at);
+    st__msg_time(r, m->deleted_at);
 }
 
 int st_parquet_encode(const st_msgrow_t *rows, size_t n, const char *user, size_t ul,
@@ -219,6 +239,8 @@ static int st__rows_of(st_pq_table_t *tp, st_pq_rows_t *out)
         st_pq_get_i64(&c, &m->seq);
         st__msg_str(&c, &m->content, &m->content_len);
         st__msg_str(&c, &m->metadata, &m->metadata_len);
+        if (!st_pq_get_i64(&c, &m->edited_at)) m->edited_at = 0; /* null */
+        if (!st_pq_get_i64(&c, &m->deleted_at)) m->deleted_at = 0;
     }
     int rc = st_pq_cur_done(&c);
     /* the strings point into the table's pages: they move to out */

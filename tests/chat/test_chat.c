@@ -781,6 +781,11 @@ TEST(round_trip_keeps_every_field_and_groups_by_conversation)
     rows[2] = row(12, "a", "", "{}");
     for (size_t i = 3; i < n; i++)
         rows[i] = row(100 + i, "b", big, i % 3 ? NULL : "{\"i\":true}");
+    rows[1].edited_at = 1700000000123456;
+    for (size_t i = 3; i < n; i += 7) { /* some edited, some deleted, some both */
+        rows[i].edited_at = i % 2 ? rows[i].timestamp + 5 : 0;
+        rows[i].deleted_at = i % 3 ? rows[i].timestamp + 9 : 0;
+    }
     st_buf_t f = {0};
     CHECK_EQ(st_parquet_encode(rows, n, "u", 1, 3, &f), ST_OK);
     CHECK(memcmp(f.data, "PAR1", 4) == 0);
@@ -810,6 +815,8 @@ TEST(round_trip_keeps_every_field_and_groups_by_conversation)
             CHECK(same(a->from, a->from_len, b->from, b->from_len));
             CHECK(same(a->content, a->content_len, b->content, b->content_len));
             CHECK(same(a->metadata, a->metadata_len, b->metadata, b->metadata_len));
+            CHECK_EQ(a->edited_at, b->edited_at);
+            CHECK_EQ(a->deleted_at, b->deleted_at);
         }
         st_parquet_rows_free(&r);
     }
@@ -823,8 +830,9 @@ TEST(round_trip_keeps_every_field_and_groups_by_conversation)
 /* The message files' bytes are fixed: a change of the writer that alters them (a new encoding,
  * another page cut) must be deliberate, since readers in the field and the bucket's older files
  * meet the new ones. The figures were those of the writer before it became schema-driven, until
- * SPEC v5 §5.1 added field ids and the owner column (user "u", a chunk per row group), and until
- * from and content became OPTIONAL (issue 45: their definition levels). */
+ * SPEC v5 §5.1 added field ids and the owner column (user "u", a chunk per row group), until
+ * from and content became OPTIONAL (issue 45: their definition levels), and until edited_at and
+ * deleted_at became columns (issue 45: two OPTIONAL INT64 chunks per row group, some values). */
 TEST(message_files_keep_their_exact_bytes)
 {
     size_t n = 4000;
@@ -843,11 +851,13 @@ TEST(message_files_keep_their_exact_bytes)
         rows[i] = row(1000 + i, convs[c], text[i], (x >> 5) % 3 ? NULL : "{\"k\":[1,2]}");
         rows[i].from = from[i];
         rows[i].from_len = (uint32_t)strlen(from[i]);
+        if ((x >> 3) % 5 == 0) rows[i].edited_at = rows[i].timestamp + (x >> 12) % 100000;
+        if ((x >> 9) % 7 == 0) rows[i].deleted_at = rows[i].timestamp + (x >> 14) % 100000;
     }
     st_buf_t f = {0};
     CHECK_EQ(st_parquet_encode(rows, n, "u", 1, 3, &f), ST_OK);
-    CHECK_EQ(f.len, 89817);
-    CHECK_EQ(crc32(0L, (const Bytef *)f.data, (uInt)f.len), 2318553855ul);
+    CHECK_EQ(f.len, 96229);
+    CHECK_EQ(crc32(0L, (const Bytef *)f.data, (uInt)f.len), 3433615115ul);
     st_buf_free(&f);
     free(rows);
     free(from);
@@ -1086,6 +1096,8 @@ static bool owner_is(const st_buf_t *f, const st_pq_schema_t *s, const char *wan
             st_pq_get_i64(&c, &v);
             st_pq_get_str(&c, &p, &n);
             st_pq_get_str(&c, &p, &n);
+            st_pq_get_i64(&c, &v); /* edited_at */
+            st_pq_get_i64(&c, &v); /* deleted_at */
         }
         ok = st_pq_cur_done(&c) == ST_OK && ok;
         st_pq_table_free(&t);
@@ -1255,6 +1267,122 @@ TEST(nullable_from_and_content_old_required_files_read_and_merge)
     tmp_store_close(obj, dir);
     st_buf_free(&got_f);
     st_buf_free(&want);
+    st_buf_free(&old);
+    st_buf_free(&neu);
+}
+
+/* The message files as strata wrote them from issue 45's nullable from and content until edited_at
+ * and deleted_at became columns: the new layout's first eight columns. */
+static const st_pq_schema_t v5n_schema = {NULL, 8, 1, 2};
+
+static void v5n_row(void *arg, size_t i, st_pq_rec_t *r)
+{
+    const st_msgrow_t *m = (const st_msgrow_t *)arg + i;
+    st_pq_put_str(r, "u", 1);
+    st_pq_put_i64(r, (int64_t)m->msg_id);
+    st_pq_put_str(r, m->conv, m->conv_len);
+    st_pq_put_str(r, m->from, m->from_len);
+    st_pq_put_i64(r, m->timestamp);
+    st_pq_put_i64(r, m->seq);
+    st_pq_put_str(r, m->content, m->content_len);
+    if (m->metadata)
+        st_pq_put_str(r, m->metadata, m->metadata_len);
+    else
+        st_pq_put_null(r);
+}
+
+/* The fold's fix: row 2 deleted, row 5 edited (their times as a delta would give them). */
+static bool times_fix(void *arg, st_msgrow_t *r)
+{
+    (void)arg;
+    if (r->msg_id == 2) {
+        r->content = r->metadata = NULL;
+        r->content_len = r->metadata_len = 0;
+        r->deleted_at = 1700000000999999;
+    }
+    if (r->msg_id == 5) {
+        r->content = "edited";
+        r->content_len = 6;
+        r->edited_at = 1700000000888888;
+    }
+    return true;
+}
+
+/* SPEC v5 §5.1 (issue 45): edited_at and deleted_at (field ids 9, 10) are columns of the message
+ * files, null unless set; a file written before them reads them as null, and merges with a new
+ * one (a fold setting some) into the new layout, byte for byte what the writer makes. */
+TEST(edited_and_deleted_at_columns_old_files_read_null_and_merge)
+{
+    st_pq_field_t fields[8];
+    memcpy(fields, st_pq_msg_schema.fields, sizeof fields);
+    st_pq_schema_t old_schema = v5n_schema;
+    old_schema.fields = fields;
+    st_msgrow_t rows[] = {row(1, "a", "one", NULL), row(2, "a", "two", "{}"),
+                          row(3, "b", "three", NULL)};
+    st_msgrow_t later[] = {row(4, "a", NULL, NULL), row(5, "b", "five", NULL),
+                           row(6, "b", "six", NULL)};
+    later[0].deleted_at = 1700000000777777; /* a tombstone */
+    later[2].edited_at = 1700000000666666;
+    st_buf_t old = {0}, neu = {0};
+    st_pq_write_t w = {
+        .schema = &old_schema, .nrows = 3, .row = v5n_row, .arg = rows, .zstd_level = 1};
+    CHECK_EQ(st_pq_write(&w, &old), ST_OK);
+    CHECK_EQ(st_parquet_encode(later, 3, "u", 1, 1, &neu), ST_OK);
+    CHECK(old.len < neu.len);
+    st_msgrow_t got[8];
+    st_pq_rows_t keep[4] = {0};
+    CHECK_EQ(read_rows(&old, got, 8, keep), 3);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(got[i].msg_id, rows[i].msg_id);
+        CHECK(same(got[i].content, got[i].content_len, rows[i].content, rows[i].content_len));
+        CHECK(got[i].edited_at == 0 && got[i].deleted_at == 0);
+    }
+    for (int g = 0; g < 4; g++)
+        st_parquet_rows_free(&keep[g]);
+    memset(keep, 0, sizeof keep);
+    CHECK_EQ(read_rows(&neu, got, 8, keep), 3);
+    CHECK(got[0].msg_id == 4 && got[0].deleted_at == 1700000000777777 && got[0].edited_at == 0);
+    CHECK(got[1].msg_id == 5 && got[1].deleted_at == 0 && got[1].edited_at == 0);
+    CHECK(got[2].msg_id == 6 && got[2].edited_at == 1700000000666666 && got[2].deleted_at == 0);
+    for (int g = 0; g < 4; g++)
+        st_parquet_rows_free(&keep[g]);
+    CHECK(owner_is(&old, &st_pq_msg_schema, "u"));
+    char dir[] = "/tmp/strata-ctimes-XXXXXX";
+    st_objstore_t *obj = tmp_store(dir);
+    CHECK_EQ(st_objstore_put(obj, "o/1.parquet", old.data, old.len), ST_OK);
+    CHECK_EQ(st_objstore_put(obj, "o/2.parquet", neu.data, neu.len), ST_OK);
+    st_tier_obj_t objs[2] = {{.file = {.size = old.len}, .key = "o/1.parquet"},
+                             {.file = {.size = neu.len}, .key = "o/2.parquet"}};
+    for (int k = 0; k < 2; k++) { /* a plain merge, then a fold */
+        st_tier_file_t out = {0};
+        void *dropped = NULL;
+        int64_t nd = 0;
+        const char *key = k ? "o/f.parquet" : "o/m.parquet";
+        CHECK_EQ(st_chat_parquet_merge(1, "u", 1, obj, objs, 2, 0, key, &out, &dropped, &nd,
+                                       k ? times_fix : NULL, NULL),
+                 ST_OK);
+        st_chat_dropped_free(NULL, dropped);
+        st_msgrow_t all[] = {rows[0], rows[1], later[0], rows[2], later[1], later[2]};
+        if (k) {
+            CHECK(times_fix(NULL, &all[1]) && times_fix(NULL, &all[4]));
+            CHECK(all[1].deleted_at && all[4].edited_at);
+        }
+        st_buf_t got_f = {0}, want = {0};
+        CHECK_EQ(st_parquet_encode(all, 6, "u", 1, 1, &want), ST_OK);
+        CHECK_EQ(st_objstore_get(obj, key, 0, out.size, &got_f), ST_OK);
+        CHECK(out.rows == 6 && got_f.len == want.len &&
+              memcmp(got_f.data, want.data, want.len) == 0);
+        memset(keep, 0, sizeof keep);
+        CHECK_EQ(read_rows(&got_f, got, 8, keep), 6);
+        for (int i = 0; i < 6; i++)
+            CHECK(got[i].msg_id == all[i].msg_id && got[i].edited_at == all[i].edited_at &&
+                  got[i].deleted_at == all[i].deleted_at);
+        for (int g = 0; g < 4; g++)
+            st_parquet_rows_free(&keep[g]);
+        st_buf_free(&got_f);
+        st_buf_free(&want);
+    }
+    tmp_store_close(obj, dir);
     st_buf_free(&old);
     st_buf_free(&neu);
 }
