@@ -4,7 +4,8 @@
 // `from` null (no file under the cold folder names the user); reads answer as SPEC §2.2 says, hot
 // and cold alike. Files written by an older strata (from and content REQUIRED) stay readable,
 // editable and compactable: set STRATA_OLD_BIN to a build of main before the change to run that
-// part (skipped otherwise).
+// part (skipped otherwise). edited_at and deleted_at are columns of the objects and the tables
+// too, the flush's and the fold's (issue 45).
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -98,6 +99,71 @@ test('a deleted message folded into its object: content and metadata null in Par
     await committed(s);
     const ops = tableMeta(s, 'messages').snapshots.map((x) => x.summary.operation);
     assert.deepEqual(ops, ['append', 'overwrite']);
+  } finally {
+    await s.stop();
+    s.cleanup();
+  }
+});
+
+// The edit and delete times of the message objects (µs as text; null: null), DuckDB's answer.
+async function times(files) {
+  try {
+    return await duckQuery(`SELECT msg_id::VARCHAR AS msg_id, epoch_us(edited_at)::VARCHAR AS e, epoch_us(deleted_at)::VARCHAR AS d
+      FROM read_parquet(${list(files)}) ORDER BY msg_id::BIGINT`);
+  } catch { return null; }
+}
+const us = (v) => (v === null || v === undefined ? null : String(v));
+// icebird's timestamptz value as µs (a Date holds ms only: compared at that precision by the caller)
+const iceUs = (v) => (v === null || v === undefined ? null : v instanceof Date ? v.getTime() * 1000 : Number(v));
+
+test('edited_at and deleted_at are columns of the objects and the table: the flush\'s and the fold\'s', async () => {
+  const s = await startStrata({ args: ['--flush-interval', '3600', '--table-commit-interval', '1'] });
+  try {
+    const ms = [];
+    for (let i = 0; i < 5; i++)
+      ms.push(await ok(s, 'POST', '/v1/users/tia/messages', { conversation_id: 'c', from: 'tia', content: `m ${i}` }, 201));
+    // edited while hot, then flushed: the flush's object says when
+    const hotEdit = await ok(s, 'PATCH', `/v1/users/tia/messages/${ms[0].msg_id}`, { content: 'hot edit' });
+    assert.equal(typeof hotEdit.edited_at, 'number');
+    await flushed(s, 'tia');
+    const flushT = await times(batchFiles(s.dir, 'tia'));
+    assert.deepEqual(flushT.map((r) => [r.msg_id, r.e, r.d]),
+      ms.map((m, i) => [m.msg_id, i === 0 ? us(hotEdit.edited_at) : null, null]));
+    await committed(s);
+    // a cold edit and a cold delete, folded in
+    const coldEdit = await ok(s, 'PATCH', `/v1/users/tia/messages/${ms[2].msg_id}`, { content: 'cold edit' });
+    const del = await ok(s, 'DELETE', `/v1/users/tia/messages/${ms[3].msg_id}`);
+    assert.equal((await s.req('POST', '/v1/admin/compact', { user: 'tia' })).status, 202);
+    const rows = await waitFor('the fold', async () => {
+      const rs = await times(batchFiles(s.dir, 'tia').filter((f) => /-\d+\.\d+\.parquet$/.test(f)));
+      return rs && rs.length === 5 && rs[3].d ? rs : null;
+    }, 30000);
+    // the API answers as before the fold; the fold's object holds the same times
+    const got = await readAll(s, '/v1/users/tia/messages');
+    assert.equal(got.length, 5);
+    assert.equal(got[0].edited_at, hotEdit.edited_at);
+    assert.equal(got[2].edited_at, coldEdit.edited_at);
+    assert.equal(got[3].deleted_at, del.deleted_at);
+    const want = got.map((m) => [m.msg_id, us(m.edited_at), us(m.deleted_at)]);
+    assert.deepEqual(rows.map((r) => [r.msg_id, r.e, r.d]), want);
+    assert.deepEqual(want.map(([, e, d]) => [e !== null, d !== null]),
+      [[true, false], [false, false], [true, false], [del.edited_at != null, true], [false, false]]);
+    // icebird reads the table: the same times
+    const ice = await waitFor('the table', async () => {
+      try {
+        const r = await iceRows(s, 'messages');
+        return r.length === 5 && r.some((x) => x.deleted_at != null) ? r : null;
+      } catch { return null; }
+    }, 30000);
+    for (const m of got) {
+      const x = ice.find((y) => String(y.msg_id) === m.msg_id);
+      for (const k of ['edited_at', 'deleted_at']) {
+        const v = iceUs(x[k]);
+        if (m[k] == null) assert.equal(v, null, `${m.msg_id} ${k}`);
+        else if (x[k] instanceof Date) assert.equal(v, Math.floor(m[k] / 1000) * 1000, `${m.msg_id} ${k}`);
+        else assert.equal(v, m[k], `${m.msg_id} ${k}`);
+      }
+    }
   } finally {
     await s.stop();
     s.cleanup();
