@@ -64,18 +64,27 @@ typedef struct {
     void *inner;                  /* the tier's note of rows left out by retention */
 } st_fold_t;
 
-/* The index of id among the rows; f->rows.n if it is none. */
-static size_t st__fold_row_at(const st_fold_t *f, uint64_t id)
+/* The index of id among n entries of size bytes sorted by id, their first member; n if none. */
+static size_t st__fold_find(const void *v, size_t n, size_t size, uint64_t id)
 {
-    size_t lo = 0, hi = f->rows.n;
+    size_t lo = 0, hi = n;
+    uint64_t x;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (f->rows.v[mid].id < id)
+        memcpy(&x, (const char *)v + mid * size, sizeof x);
+        if (x < id)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo < f->rows.n && f->rows.v[lo].id == id ? lo : f->rows.n;
+    if (lo < n) memcpy(&x, (const char *)v + lo * size, sizeof x);
+    return lo < n && x == id ? lo : n;
+}
+
+/* The index of id among the rows; f->rows.n if it is none. */
+static size_t st__fold_row_at(const st_fold_t *f, uint64_t id)
+{
+    return st__fold_find(f->rows.v, f->rows.n, sizeof *f->rows.v, id);
 }
 
 /* A delta ('Z', in id order): a row to fold. */
@@ -240,15 +249,7 @@ typedef struct {
 /* The index of id among the tombstones of the rows; f->dead.n if it is none. */
 static size_t st__fold_dead_at(const st_fold_t *f, uint64_t id)
 {
-    size_t a = 0, b = f->dead.n;
-    while (a < b) {
-        size_t mid = (a + b) / 2;
-        if (f->dead.v[mid].id < id)
-            a = mid + 1;
-        else
-            b = mid;
-    }
-    return a < f->dead.n && f->dead.v[a].id == id ? a : f->dead.n;
+    return st__fold_find(f->dead.v, f->dead.n, sizeof *f->dead.v, id);
 }
 
 /* On a worker: a row as its delta says, or left out as a deleted conversation's. */

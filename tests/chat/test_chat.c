@@ -1273,23 +1273,7 @@ TEST(nullable_from_and_content_old_required_files_read_and_merge)
 
 /* The message files as strata wrote them from issue 45's nullable from and content until edited_at
  * and deleted_at became columns: the new layout's first eight columns. */
-static const st_pq_schema_t v5n_schema = {NULL, 8, 1, 2};
-
-static void v5n_row(void *arg, size_t i, st_pq_rec_t *r)
-{
-    const st_msgrow_t *m = (const st_msgrow_t *)arg + i;
-    st_pq_put_str(r, "u", 1);
-    st_pq_put_i64(r, (int64_t)m->msg_id);
-    st_pq_put_str(r, m->conv, m->conv_len);
-    st_pq_put_str(r, m->from, m->from_len);
-    st_pq_put_i64(r, m->timestamp);
-    st_pq_put_i64(r, m->seq);
-    st_pq_put_str(r, m->content, m->content_len);
-    if (m->metadata)
-        st_pq_put_str(r, m->metadata, m->metadata_len);
-    else
-        st_pq_put_null(r);
-}
+static const st_pq_schema_t v5n_schema = {NULL, 8, 1, 2}; /* rows written by v5r_row */
 
 /* The fold's fix: row 2 deleted, row 5 edited (their times as a delta would give them). */
 static bool times_fix(void *arg, st_msgrow_t *r)
@@ -1325,7 +1309,7 @@ TEST(edited_and_deleted_at_columns_old_files_read_null_and_merge)
     later[2].edited_at = 1700000000666666;
     st_buf_t old = {0}, neu = {0};
     st_pq_write_t w = {
-        .schema = &old_schema, .nrows = 3, .row = v5n_row, .arg = rows, .zstd_level = 1};
+        .schema = &old_schema, .nrows = 3, .row = v5r_row, .arg = rows, .zstd_level = 1};
     CHECK_EQ(st_pq_write(&w, &old), ST_OK);
     CHECK_EQ(st_parquet_encode(later, 3, "u", 1, 1, &neu), ST_OK);
     CHECK(old.len < neu.len);

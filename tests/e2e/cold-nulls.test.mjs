@@ -127,6 +127,7 @@ test('edited_at and deleted_at are columns of the objects and the table: the flu
     assert.equal(typeof hotEdit.edited_at, 'number');
     await flushed(s, 'tia');
     const flushT = await times(batchFiles(s.dir, 'tia'));
+    assert.ok(flushT, 'DuckDB reads edited_at and deleted_at of the flush\'s object');
     assert.deepEqual(flushT.map((r) => [r.msg_id, r.e, r.d]),
       ms.map((m, i) => [m.msg_id, i === 0 ? us(hotEdit.edited_at) : null, null]));
     await committed(s);
