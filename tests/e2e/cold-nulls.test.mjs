@@ -4,7 +4,7 @@
 // `from` null (no file under the cold folder names the user); reads answer as SPEC §2.2 says, hot
 // and cold alike. Files written by an older strata (from and content REQUIRED) stay readable,
 // editable and compactable: set STRATA_OLD_BIN to a build of main before the change to run that
-// part (skipped otherwise). edited_at and deleted_at are columns of the objects and the tables
+// part (not registered otherwise). edited_at and deleted_at are columns of the objects and the tables
 // too, the flush's and the fold's (issue 45).
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -207,7 +207,10 @@ test('an erased user\'s room tombstones: from null in the API and in Parquet, th
   }
 });
 
-test('cold files of an older strata (from and content REQUIRED) read, change and compact after the upgrade', { skip: !process.env.STRATA_OLD_BIN && 'STRATA_OLD_BIN not set' }, async () => {
+// A manual upgrade check, registered only with STRATA_OLD_BIN set (a build of 887ca6c or older):
+// building an old binary is not part of the suite. CI covers the old layouts through unit_chat
+// (old-layout files read and merge byte-exact with new ones), not through a skipped case.
+if (process.env.STRATA_OLD_BIN) test('cold files of an older strata (from and content REQUIRED) read, change and compact after the upgrade', async () => {
   const args = ['--flush-interval', '3600'];
   const old = await startStrata({ args, bin: process.env.STRATA_OLD_BIN });
   const dir = old.dir;
