@@ -71,7 +71,7 @@ describe('strict requests', () => {
   // body was taken (counter dc is a distinct one, there is no message or booking 1, one node)
   const ACCEPTED = {
     incrCounter: [409, 'conflict'], addDistinct: 200, nextSequence: 200, postMessage: 201,
-    editMessage: [404, 'not_found'], createRoom: 201, changeRoomMembers: 200, setRoomMemberRole: 200, roomTyping: 204, clusterTyping: 204, clusterPresence: 204,
+    editMessage: [404, 'not_found'], createRoom: 201, changeRoomMembers: 200, setRoomMemberRole: 200, roomTyping: 204, clusterTyping: [404, 'not_found'], clusterPresence: [404, 'not_found'],
     postRoomMessage: 201,
     editRoomMessage: [404, 'not_found'], markRoomRead: 200, roomUserErasure: 202, userRoomsRemote: 200,
     createEvent: 201, book: 201, extendEventBooking: [404, 'not_found'],
