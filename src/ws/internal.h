@@ -32,6 +32,7 @@ struct lws_vhost;
 #define ST__WS_FAN_MIN      64           /* streams ready at once for a parallel send (fan.c) */
 #define ST__WS_FAN_ARENA    (4u << 20)   /* bytes framed per round of a parallel send */
 #define ST__WS_TURN_STREAMS 256          /* streams written per loop turn (queue.c st__on_turn) */
+#define ST__WS_LAZY_MS      100          /* how long a lazy frame waits for a write (queue.c) */
 
 /* close codes (RFC 6455 §7.4.1) */
 #define ST__WS_CLOSE_GOING_AWAY 1001
@@ -113,6 +114,7 @@ struct st_wsconn {
     st_list_t link;  /* in ws->conns while established */
     st_list_t wlink; /* in ws->waiting while a frame of it waits for its batch (not counted) */
     st_list_t slink; /* in ws->soon: frames that may leave wait for the end of the loop turn */
+    st_list_t llink; /* in ws->lazy: frames that may leave wait for the next write (queue.c) */
     struct lws *wsi; /* NULL in the fuzz driver: frames are queued, never written */
     st_list_t subs;  /* st_wssub_t, by link, newest first */
     size_t nsubs;
@@ -213,6 +215,10 @@ struct st_ws {
      * or more than one write's budget); `turn` writes 256 of them after each poll, one send
      * each for all their frames (queue.c) */
     st_list_t soon;
+    /* st_wsconn_t, by llink: streams whose frames that may leave are all lazy ones (typing) and
+     * no write is coming; they ride in the stream's next write, or `lazy_timer` writes them */
+    st_list_t lazy;
+    uv_timer_t lazy_timer;
     uv_check_t turn;
     uv_idle_t spin;     /* keeps the poll from blocking while ws->soon is not empty */
     uv_prepare_t turns; /* counts loop turns into turn_no (a release is what one turn brings) */
@@ -244,6 +250,10 @@ struct st_ws {
  * slow consumer. */
 void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
                   uint64_t wait);
+/* The same for a lazy frame (typing): it asks for no write of its own but rides in the stream's
+ * next one (a post's), or leaves within ST__WS_LAZY_MS of being able to when none comes. */
+void st__ws_queue_lazy(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
+                       uint64_t wait);
 /* The same for a replayed message: never cuts c off (the replay bounds its own pages). */
 void st__ws_queue_replay(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
                          uint64_t wait);

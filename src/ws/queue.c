@@ -33,6 +33,9 @@
  *  - what lws holds of a write the socket did not take: one write is at most
  *    ST__WS_WRITE_BUDGET bytes plus one frame, and nothing more is written while lws holds some;
  *  - after a cut-off, nothing but that part of one write and the close frame.
+ * Lazy frames (typing, st__ws_queue_lazy) count like live ones but ask for no write: a stream
+ * whose frames that may leave are all lazy waits on ws->lazy for its next write (a post's frame,
+ * an answer) to carry them, or for ST__WS_LAZY_MS, whichever comes first.
  * Because a replay is paced by the reader and never cuts it off, a stream resuming with `after`
  * gets its replay page by page as fast as it reads, whatever the size of its messages (live ones
  * of a replaying subscription come through the replay); only falling behind live traffic after
@@ -194,6 +197,7 @@ static void st__on_spin(uv_idle_t *h)
  * must still reach the cap (review, session 8). */
 static void st__soon_add(st_ws_t *ws, st_wsconn_t *c)
 {
+    if (st_list_linked(&c->llink)) st_list_unlink(&c->llink); /* its write comes now */
     if (st_list_linked(&c->slink)) return;
     if (uv_is_closing((uv_handle_t *)&ws->turn)) { /* shutting down: lws's way */
         lws_callback_on_writable(c->wsi);
@@ -222,22 +226,50 @@ static void st__wake(st_ws_t *ws, st_wsconn_t *c)
     st__queue_count(ws, c);
     if (!c->wsi || c->cut) return;
     if (c->counted) {
-        if (lws_partial_buffered(c->wsi))
+        if (lws_partial_buffered(c->wsi)) {
+            if (st_list_linked(&c->llink)) st_list_unlink(&c->llink);
             lws_callback_on_writable(c->wsi);
-        else
+        } else {
             st__soon_add(ws, c);
+        }
     }
     st__park(ws, c);
 }
 
+/* The lazy frames' wait is over: every stream still holding only lazy frames is written. */
+static void st__lazy_on_timer(uv_timer_t *h)
+{
+    st_ws_t *ws = h->data;
+    for (ST_LIST_EACH(l, n, &ws->lazy)) {
+        st_wsconn_t *c = ST_LIST_ITEM(l, st_wsconn_t, llink);
+        st_list_unlink(l);
+        st__wake(ws, c);
+    }
+}
+
+/* c's frames that may leave are lazy ones and no write is coming: the next one takes them, or
+ * the timer (armed by the first stream of the list) within ST__WS_LAZY_MS. */
+static void st__lazy_add(st_ws_t *ws, st_wsconn_t *c)
+{
+    if (st_list_linked(&c->llink) || st_list_linked(&c->slink)) return;
+    if (uv_is_closing((uv_handle_t *)&ws->lazy_timer)) { /* shutting down: no waiting */
+        st__wake(ws, c);
+        return;
+    }
+    if (st_list_empty(&ws->lazy))
+        uv_timer_start(&ws->lazy_timer, st__lazy_on_timer, ST__WS_LAZY_MS, 0);
+    st_list_insert(&ws->lazy, &c->llink);
+}
+
 static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
-                        uint64_t wait, bool replay)
+                        uint64_t wait, bool replay, bool lazy)
 {
     if (c->cut) return;
     st_wsent_t e = {prefix, body, wait, replay, false};
     const st_wsent_t *prev = c->qlen ? st__q_at(c, c->qlen - 1) : NULL;
     e.shared = prev && prev->body == body && prev->replay == replay;
     size_t n = st__ent_cost(&e);
+    bool coming = c->counted > 0; /* a write is asked for what may leave (or it is lazy) */
     if (prefix) prefix->refs++;
     body->refs++;
     st__q_push(c, &e);
@@ -245,24 +277,37 @@ static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsb
     if (replay) c->replayed += n;
     /* It counts now if its batch is durable and every frame ahead counts; behind a frame that
      * waits for its batch, it waits too and counts with it (on_durable). */
-    if (c->qlen == 1) {
+    if (lazy) {
+        if (c->counted + 1 == c->qlen) st__queue_count(ws, c);
+        if (!coming && c->counted && !c->cut && c->wsi) st__lazy_add(ws, c);
+        st__park(ws, c);
+    } else if (c->qlen == 1) {
         st__wake(ws, c);
     } else if (c->counted + 1 == c->qlen) {
-        st__queue_count(ws, c); /* the head may leave: a writable callback is asked for already */
-        st__park(ws, c);
+        st__queue_count(ws, c); /* the head may leave: a write is asked for already, */
+        if (c->counted == c->qlen && st_list_linked(&c->llink))
+            st__wake(ws, c); /* unless what was ahead of it was lazy: it leaves now */
+        else
+            st__park(ws, c);
     }
 }
 
 void st__ws_queue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
                   uint64_t wait)
 {
-    st__enqueue(ws, c, prefix, body, wait, false);
+    st__enqueue(ws, c, prefix, body, wait, false, false);
+}
+
+void st__ws_queue_lazy(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
+                       uint64_t wait)
+{
+    st__enqueue(ws, c, prefix, body, wait, false, true);
 }
 
 void st__ws_queue_replay(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
                          uint64_t wait)
 {
-    st__enqueue(ws, c, prefix, body, wait, true);
+    st__enqueue(ws, c, prefix, body, wait, true, false);
 }
 
 /* Takes the bytes of entry i off c's counts, as it leaves the queue; the caller moves the queue
@@ -607,6 +652,7 @@ void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c)
 {
     st__unwait(c);
     if (st_list_linked(&c->slink)) st_list_unlink(&c->slink);
+    if (st_list_linked(&c->llink)) st_list_unlink(&c->llink);
     c->rel_bytes = 0;
     for (uint32_t i = 0; i < c->qlen; i++)
         st__ent_free(st__q_at(c, i));
@@ -707,11 +753,13 @@ static void st__queue_on_durable(st_store_listener_t *l, uint64_t id)
     (void)id; /* st__queue_count reads it from the store */
     for (ST_LIST_EACH(wl, wn, &ws->waiting)) {
         st_wsconn_t *c = ST_LIST_ITEM(wl, st_wsconn_t, wlink);
-        bool idle = c->counted == 0; /* nothing to send: no write is coming */
+        /* nothing to send, or only lazy frames: no write is coming */
+        uint32_t was = c->counted;
+        bool idle = was == 0 || st_list_linked(&c->llink);
         st__queue_count(ws, c);
         if (c->cut) continue;
         if (c->counted == c->qlen) st__unwait(c);
-        if (idle && c->counted) st__soon_add(ws, c);
+        if (idle && c->counted > was) st__soon_add(ws, c);
     }
 }
 
@@ -721,6 +769,9 @@ void st__ws_listen(st_ws_t *ws)
     ws->listener.on_failed = st__queue_on_failed;
     st_store_listen(ws->app->store, &ws->listener);
     st_list_init(&ws->soon);
+    st_list_init(&ws->lazy);
+    uv_timer_init(ws->loop, &ws->lazy_timer);
+    ws->lazy_timer.data = ws;
     uv_check_init(ws->loop, &ws->turn);
     ws->turn.data = ws;
     uv_idle_init(ws->loop, &ws->spin);
@@ -734,7 +785,9 @@ void st__ws_turn_close(st_ws_t *ws)
     uv_close((uv_handle_t *)&ws->turn, NULL);
     uv_close((uv_handle_t *)&ws->spin, NULL);
     uv_close((uv_handle_t *)&ws->turns, NULL);
-    /* what may leave leaves before the streams close; anything it brings (a replay page) asks lws
-     * for a writable callback instead (st__soon_add), so this is one round */
+    uv_close((uv_handle_t *)&ws->lazy_timer, NULL);
+    /* what may leave leaves before the streams close, lazy frames too; anything it brings (a
+     * replay page) asks lws for a writable callback instead (st__soon_add), so this is one round */
+    st__lazy_on_timer(&ws->lazy_timer);
     st__turn(ws, SIZE_MAX);
 }

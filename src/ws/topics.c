@@ -817,7 +817,7 @@ void st__ws_typing_deliver(st_ws_t *ws, const char *room, size_t rl, const char 
             st__ws_prefix(&b, "typing", s->id);
             s->typing_prefix = st__ws_body_new(b.data, b.len);
         }
-        st__ws_queue(ws, s->conn, s->typing_prefix, body, st__sub_wait(s, 0));
+        st__ws_queue_lazy(ws, s->conn, s->typing_prefix, body, st__sub_wait(s, 0));
     }
     st__ws_body_unref(body);
     st_buf_free(&b);

@@ -13,13 +13,14 @@
  * ST__TYPING_SLOTS recent (room, user) pairs by hash; a collision at worst lets one more frame
  * through), no allocation; frames at most one per second per (room, user).
  *
- * Typing yields to durable frames (issue 47): a signal that passes the coalescing waits in a
- * pending list (bounded, ST__TYPING_PENDING; a signal that does not fit is dropped: it is
- * ephemeral) and the list goes out every ST__TYPING_FLUSH_MS, all of it in one loop turn. So a
- * subscriber gets the typing frames of many users in one write instead of one write each
- * beside the posts' own (with 100 typers that was as many writes again as the posts made), and
- * a subscriber whose output is backed up gets none (topics.c st__ws_typing_deliver): a typing
- * frame never waits in a queue, and the next one says the same with a later `until`.
+ * Typing yields to durable frames (issue 47): a typing frame asks for no write of its own. It is
+ * queued lazily (queue.c st__ws_queue_lazy) and rides in the stream's next write, a post's, or
+ * goes out within ST__WS_LAZY_MS when no write comes. With 100 typers in a room of 1,000
+ * subscribers that is 100,000 typing frames a second and no send() for them beside the posts'
+ * (each of their own had been a send per subscriber, the kernel's TCP path ~12 µs apiece, on
+ * the loop that also writes the posts). A subscriber whose output is backed up gets none
+ * (topics.c st__ws_typing_deliver): a typing frame never waits behind a backlog, and the next
+ * one says the same with a later `until`.
  */
 #include "internal.h"
 
@@ -29,26 +30,11 @@
 #include <string.h>
 
 #define ST__TYPING_EVERY_MS 1000
-#define ST__TYPING_QUEUE    256  /* signals waiting to be handed to the other members */
-#define ST__TYPING_FLUSH_MS 100  /* how long a typing frame may wait for the others */
-#define ST__TYPING_PENDING  4096 /* typing frames waiting for the flush */
-
-/* A typing frame waiting for the flush: room and user in st_wstyping_t.names at `at`. */
-typedef struct {
-    size_t at;
-    uint16_t rl, ul;
-    int64_t until;
-} st_typing_pend_t;
+#define ST__TYPING_QUEUE    256 /* signals waiting to be handed to the other members */
 
 struct st_wstyping {
     uint64_t hash[ST__TYPING_SLOTS];
     uint64_t last_ms[ST__TYPING_SLOTS];
-    /* the frames waiting for the flush (their memory is kept between flushes) */
-    ST_VEC(st_typing_pend_t) pend;
-    st_buf_t names;
-    uv_timer_t flush; /* armed while pend is not empty */
-    st_ws_t *ws;
-    bool flush_closed;
     /* the hand-over to the other members: jobs wait in q; the worker takes them all at once */
     ST_VEC(st_buf_t) q, sending; /* each: url \0 path \0 body \0 */
     uv_loop_t *loop;
@@ -84,50 +70,15 @@ static void st__typing_send(uv_work_t *w)
 
 static void st__typing_start(st_wstyping_t *t);
 
-/* Frees t once closing, with no hand-over under way and its timer closed. */
+/* Frees t once closing, with no hand-over under way. */
 static void st__typing_free(st_wstyping_t *t)
 {
-    if (!t->closing || t->busy || !t->flush_closed) return;
+    if (!t->closing || t->busy) return;
     for (size_t i = 0; i < t->q.n; i++)
         st_buf_free(&t->q.v[i]);
     st_vec_free(&t->q);
     st_vec_free(&t->sending);
-    st_vec_free(&t->pend);
-    st_buf_free(&t->names);
     free(t);
-}
-
-static void st__typing_timer_closed(uv_handle_t *h)
-{
-    st_wstyping_t *t = h->data;
-    t->flush_closed = true;
-    st__typing_free(t);
-}
-
-/* The pending typing frames to the subscribers here, all in this loop turn. */
-static void st__typing_flush(uv_timer_t *h)
-{
-    st_wstyping_t *t = h->data;
-    for (size_t i = 0; i < t->pend.n; i++) {
-        const st_typing_pend_t *p = &t->pend.v[i];
-        const char *room = t->names.data + p->at;
-        st__ws_typing_deliver(t->ws, room, p->rl, room + p->rl, p->ul, p->until);
-    }
-    t->pend.n = 0;
-    st_buf_reset(&t->names);
-}
-
-/* Keeps a signal for the next flush (dropped when the list is full: it is ephemeral). */
-static void st__typing_defer(st_wstyping_t *t, const char *room, size_t rl, const char *user,
-                             size_t ul, int64_t until)
-{
-    if (t->pend.n >= ST__TYPING_PENDING || t->closing) return;
-    st_typing_pend_t p = {t->names.len, (uint16_t)rl, (uint16_t)ul, until};
-    st_buf_append(&t->names, room, rl);
-    st_buf_append(&t->names, user, ul);
-    st_vec_push(&t->pend, p);
-    if (!uv_is_active((uv_handle_t *)&t->flush))
-        uv_timer_start(&t->flush, st__typing_flush, ST__TYPING_FLUSH_MS, 0);
 }
 
 static void st__typing_sent(uv_work_t *w, int status)
@@ -206,7 +157,7 @@ int st_ws_typing(st_ws_t *ws, const char *room, size_t rl, const char *user, siz
     if (t->hash[slot] == h && now - t->last_ms[slot] < ST__TYPING_EVERY_MS) return ST_OK;
     t->hash[slot] = h;
     t->last_ms[slot] = now;
-    st__typing_defer(t, room, rl, user, ul, until);
+    st__ws_typing_deliver(ws, room, rl, user, ul, until);
     if (forward && ws->app->repl) st__typing_forward(ws, room, rl, user, ul, until);
     return ST_OK;
 }
@@ -216,9 +167,6 @@ void st__ws_typing_open(st_ws_t *ws)
     st_wstyping_t *t = st_calloc(1, sizeof *t);
     t->loop = ws->loop;
     t->work.data = t;
-    t->ws = ws;
-    uv_timer_init(ws->loop, &t->flush);
-    t->flush.data = t;
     snprintf(t->secret, sizeof t->secret, "%s", ws->app->cfg->cluster_secret);
     ws->typing = t;
 }
@@ -228,6 +176,6 @@ void st__ws_typing_close(st_ws_t *ws)
     st_wstyping_t *t = ws->typing;
     ws->typing = NULL;
     if (!t) return;
-    t->closing = true; /* what waits for the flush is dropped: the streams are ending */
-    uv_close((uv_handle_t *)&t->flush, st__typing_timer_closed); /* then frees it */
+    t->closing = true;
+    st__typing_free(t); /* or once the hand-over under way ends */
 }
