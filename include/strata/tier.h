@@ -374,12 +374,19 @@ typedef struct {
     bool known;  /* a snapshot was read: keys is the truth; false: no table (list the bucket) */
     char **keys; /* the cold store's keys, sorted by strcmp; owned */
     size_t n;
+    /* The keys an older snapshot the table keeps names and the current one does not (replaced
+     * by a compaction or fold, taken out by a delete or retention), sorted; owned. Names never
+     * repeat, so none of them is live again: a rebuild never takes one back. */
+    char **dropped;
+    size_t ndropped;
 } st_tier_named_t;
 void st_tier_named_free(st_tier_named_t *nm);
 
 /* Which of one owner's objects in the bucket a rebuild takes: keys[0..n), all in the owner's
  * folder (the key up to its last '/'), into keep[i]; returns how many. With no table (nm NULL or
- * not known) every one. Otherwise each object the snapshot names, and, of the others, those
+ * not known) every one. Otherwise never one nm->dropped holds (an older kept snapshot named it,
+ * the current one does not: an owner a delete emptied stays empty), each the snapshot names,
+ * and, of the others, those
  * flushed after that snapshot was committed: a number (st_tier_key_version) above every object
  * of the owner the snapshot names. Never one below: a compaction or fold replaced it, or a
  * delete took it out (the kind's own checks still drop a replaced object a later one repeats).

@@ -24,6 +24,9 @@ void st_tier_named_free(st_tier_named_t *nm)
     for (size_t i = 0; i < nm->n; i++)
         free(nm->keys[i]);
     free(nm->keys);
+    for (size_t i = 0; i < nm->ndropped; i++)
+        free(nm->dropped[i]);
+    free(nm->dropped);
     memset(nm, 0, sizeof *nm);
 }
 
@@ -70,9 +73,27 @@ static bool st__pick_merged(const char *key)
     return dot && strcmp(dot, ".parquet") != 0;
 }
 
+static bool st__pick_in(char *const *v, size_t n, const char *key)
+{
+    return n && bsearch(&key, v, n, sizeof *v, st__pick_key_cmp) != NULL;
+}
+
 static bool st__pick_named(const st_tier_named_t *nm, const char *key)
 {
-    return nm->n && bsearch(&key, nm->keys, nm->n, sizeof *nm->keys, st__pick_key_cmp) != NULL;
+    return st__pick_in(nm->keys, nm->n, key);
+}
+
+/* Leaves out what an older kept snapshot named and the current one does not; returns how many
+ * are still kept. */
+static size_t st__pick_undropped(const st_tier_named_t *nm, const char *const *keys, size_t n,
+                                 bool *keep)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        keep[i] = keep[i] && !st__pick_in(nm->dropped, nm->ndropped, keys[i]);
+        kept += keep[i];
+    }
+    return kept;
 }
 
 size_t st_tier_rebuild_pick(const st_tier_named_t *nm, const char *const *keys, size_t n,
@@ -81,6 +102,22 @@ size_t st_tier_rebuild_pick(const st_tier_named_t *nm, const char *const *keys, 
     for (size_t i = 0; i < n; i++)
         keep[i] = true;
     if (!nm || !nm->known || n == 0) return n;
+    if (nm->ndropped && st__pick_undropped(nm, keys, n, keep) < n) {
+        /* the owner's objects but those: picked among the rest as below */
+        const char **rest = st_malloc(n * sizeof *rest);
+        bool *rk = st_malloc(n * sizeof *rk);
+        size_t m = 0, kept = 0;
+        for (size_t i = 0; i < n; i++)
+            if (keep[i]) rest[m++] = keys[i];
+        st_tier_named_t cur = *nm;
+        cur.ndropped = 0;
+        if (m) st_tier_rebuild_pick(&cur, rest, m, rk);
+        for (size_t i = 0, j = 0; i < n; i++)
+            if (keep[i]) kept += keep[i] = rk[j++];
+        free(rest);
+        free(rk);
+        return kept;
+    }
     size_t fl = st__folder_len(keys[0]);
     /* the owner's named objects: a run of the sorted keys */
     size_t lo = 0, hi = nm->n;

@@ -6,6 +6,8 @@
  * data manifest's entries. Only files under the cold store's own root are kept (on a shared
  * --tables-url another group's files live under its own cold URL); the kinds then keep only the
  * objects of this store's writer incarnations, by the token in each key, as a listing would.
+ * The files older snapshots the table keeps name and the current one does not are read too: they
+ * were replaced or deleted, and a rebuild never takes them back (st_tier_rebuild_pick).
  *
  * Offline (blocking reads), any thread.
  */
@@ -88,6 +90,50 @@ static int st__snapshot_files(st_objstore_t *meta, st_objstore_t *cold, const ch
     return rc;
 }
 
+/* Adds to out->dropped the files of every other snapshot doc keeps that out->keys (the current
+ * one's) does not name, sorted, once each. An older snapshot that cannot be read (expired
+ * meanwhile) only tells nothing: logged, skipped. */
+static void st__dropped(st_objstore_t *meta, st_objstore_t *cold, const cJSON *doc, int64_t current,
+                        st_tier_named_t *out)
+{
+    const cJSON *sn;
+    size_t snaps = 0;
+    cJSON_ArrayForEach(sn, cJSON_GetObjectItemCaseSensitive(doc, "snapshots"))
+    {
+        const cJSON *ml = cJSON_GetObjectItemCaseSensitive(sn, "manifest-list");
+        if (st_tmeta_i64(sn, "snapshot-id", -1) == current || !cJSON_IsString(ml)) continue;
+        st_tier_named_t old = {0};
+        if (st__snapshot_files(meta, cold, ml->valuestring, &old) != ST_OK) {
+            st_warn("rebuild-meta: an older snapshot's files cannot be read; what it alone named "
+                    "is judged by its number");
+            st_tier_named_free(&old);
+            continue;
+        }
+        snaps++;
+        for (size_t i = 0; i < old.n; i++) {
+            const char *k = old.keys[i];
+            if (bsearch(&k, out->keys, out->n, sizeof *out->keys, st__truth_key_cmp)) continue;
+            out->dropped = st_realloc(out->dropped, (out->ndropped + 1) * sizeof *out->dropped);
+            out->dropped[out->ndropped++] = old.keys[i];
+            old.keys[i] = NULL;
+        }
+        st_tier_named_free(&old);
+    }
+    if (!out->ndropped) return;
+    qsort(out->dropped, out->ndropped, sizeof *out->dropped, st__truth_key_cmp);
+    size_t m = 1;
+    for (size_t i = 1; i < out->ndropped; i++) {
+        if (strcmp(out->dropped[i], out->dropped[m - 1]) == 0)
+            free(out->dropped[i]);
+        else
+            out->dropped[m++] = out->dropped[i];
+    }
+    out->ndropped = m;
+    st_info("rebuild-meta: %zu older snapshot(s) kept name %zu file(s) the current one does not "
+            "(replaced or deleted): never taken back",
+            snaps, m);
+}
+
 int st_tables_named(st_objstore_t *meta, st_objstore_t *cold, char tag, st_tier_named_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -106,6 +152,7 @@ int st_tables_named(st_objstore_t *meta, st_objstore_t *cold, char tag, st_tier_
         return ST_OK;
     }
     if (rc == ST_OK) rc = st__snapshot_files(meta, cold, list, out);
+    if (rc == ST_OK) st__dropped(meta, cold, m.doc, id, out);
     if (rc == ST_OK) {
         out->known = true;
         st_info("rebuild-meta: table %s v%lld, snapshot %lld: %zu data file(s) of this cold tier; "

@@ -1903,7 +1903,7 @@ TEST(rebuild_pick_takes_the_named_objects_and_later_flushes_never_a_replaced_one
     CHECK_EQ(st_tier_key_version("u/batch-100-1.json"), 0u);
     char *named[] = {strdup("u/batch-1-w00000000000000ab-2.9.parquet"),
                      strdup("v/batch-1-w00000000000000ab-4.parquet")};
-    st_tier_named_t nm = {true, named, 2};
+    st_tier_named_t nm = {.known = true, .keys = named, .n = 2};
     /* u: 1 and 2 were replaced by 2.9 (named); 10 was flushed after the snapshot */
     const char *u[] = {
         "u/batch-1-w00000000000000ab-1.parquet", "u/batch-1-w00000000000000ab-2.parquet",
@@ -1936,7 +1936,7 @@ TEST(rebuild_pick_takes_the_named_objects_and_later_flushes_never_a_replaced_one
                       strdup("f/batch-1-w00000000000000ab-7.parquet"),
                       strdup("g/batch-1-w00000000000000ab-150.parquet"),
                       strdup("g/batch-1-w00000000000000cd-105.parquet")};
-    st_tier_named_t nm2 = {true, named2, 5};
+    st_tier_named_t nm2 = {.known = true, .keys = named2, .n = 5};
     const char *f[] = {
         "f/batch-1-w00000000000000ab-3.6.parquet", "f/batch-1-w00000000000000ab-3.parquet",
         "f/batch-1-w00000000000000ab-4.parquet", "f/batch-1-w00000000000000ab-7.parquet"};
@@ -1952,6 +1952,38 @@ TEST(rebuild_pick_takes_the_named_objects_and_later_flushes_never_a_replaced_one
     CHECK(keep5[0] && !keep5[1] && keep5[2] && keep5[3] && keep5[4]);
     for (size_t i = 0; i < 5; i++)
         free(named2[i]);
+}
+
+/* What an older kept snapshot named and the current one does not is never taken back: an owner
+ * a delete emptied (the current snapshot names nothing of it), a merge's output a later merge
+ * replaced; the rest is picked as without that list. */
+TEST(rebuild_pick_never_takes_what_an_older_snapshot_dropped)
+{
+    char *named[] = {strdup("k/batch-1-w00000000000000ab-2.parquet")};
+    char *dropped[] = {strdup("d/batch-1-w00000000000000ab-1.parquet"),
+                       strdup("d/batch-1-w00000000000000ab-2.parquet"),
+                       strdup("k/batch-1-w00000000000000ab-1.3.parquet")};
+    st_tier_named_t nm = {.known = true, .keys = named, .n = 1, .dropped = dropped, .ndropped = 3};
+    /* d: both objects dropped by a delete (named nothing now); 5 was flushed after the commit */
+    const char *d[] = {"d/batch-1-w00000000000000ab-1.parquet",
+                       "d/batch-1-w00000000000000ab-2.parquet",
+                       "d/batch-1-w00000000000000ab-5.parquet"};
+    bool keep[3];
+    CHECK_EQ(st_tier_rebuild_pick(&nm, d, 3, keep), 1u);
+    CHECK(!keep[0] && !keep[1] && keep[2]);
+    CHECK_EQ(st_tier_rebuild_pick(&nm, d, 2, keep), 0u);
+    /* k: a merge output (1.3) that a later snapshot dropped, the named 2, a flush 4 after it */
+    const char *k[] = {"k/batch-1-w00000000000000ab-1.3.parquet",
+                       "k/batch-1-w00000000000000ab-2.parquet",
+                       "k/batch-1-w00000000000000ab-4.parquet"};
+    CHECK_EQ(st_tier_rebuild_pick(&nm, k, 3, keep), 2u);
+    CHECK(!keep[0] && keep[1] && keep[2]);
+    /* nothing dropped of an owner: as before (every one of an owner named nothing) */
+    const char *w[] = {"w/batch-1-w00000000000000ab-1.parquet"};
+    CHECK_EQ(st_tier_rebuild_pick(&nm, w, 1, keep), 1u);
+    free(named[0]);
+    for (size_t i = 0; i < 3; i++)
+        free(dropped[i]);
 }
 
 RUN_TESTS("cold")

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { BIN, startStrata, tempDir } from './lib.mjs';
+import { BIN, sleep, startStrata, tempDir } from './lib.mjs';
 import { duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
 import { metric, ok, runAsync, shipped } from './backup-lib.mjs';
 
@@ -260,6 +260,55 @@ test('rebuild-meta takes the tables\' current snapshot as the truth: a deleted c
     assert.equal(now.bookings.length, 2);
     assert.match(r.err, /rebuild-meta: table messages v\d+, snapshot -?\d+: 1 data file\(s\)/);
     assert.match(r.err, /rebuild: 2 object\(s\) no table snapshot names \(replaced or deleted before it was committed\) not taken/);
+  } finally {
+    if (s) await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('rebuild-meta: a user whose every object retention dropped stays empty, though the dropped objects are still in the bucket (held for the kept snapshot that names them; issue 45)', async () => {
+  const dir = tempDir('rbm-solo');
+  const cold = path.join(dir, 'cold');
+  const args = ['--cold-url', `file://${cold}`, '--flush-interval', '3600', '--table-commit-interval', '1', '--retention-seconds', '2'];
+  const tables = async (s) => (await ok(s, 'GET', '/v1/admin/tables')).json.tables.find((t) => t.table === 'messages');
+  const committed = (s, after = -1) => waitFor('the tables committed', async () => {
+    const t = await tables(s);
+    return t.pending === 0 && t.snapshot_id !== null && t.sequence_number > after ? t : null;
+  }, 30000);
+  const stats = async (s) => (({ total_messages, cold_messages }) => [total_messages, cold_messages])((await ok(s, 'GET', '/v1/users/solo/stats')).json);
+  let s = await startStrata({ dataDir: path.join(dir, 'data'), args });
+  let held;
+  try {
+    for (let i = 0; i < 3; i++) await ok(s, 'POST', '/v1/users/solo/messages', { conversation_id: 'only', from: 'a', content: `only ${i}` }, {}, 201);
+    await ok(s, 'POST', '/v1/admin/flush', undefined, {}, 202);
+    await waitFor('the flush', async () => (await stats(s))[1] === 3);
+    const before = (await committed(s)).sequence_number;
+    held = parquetFiles(path.join(cold, 'solo'));
+    assert.equal(held.length, 1, 'solo has one object');
+    await sleep(2500);
+    // the pass drops the expired object and flushes another user's message: one commit that
+    // adds and deletes (an overwrite; a commit that only deletes expires the older snapshots)
+    await ok(s, 'POST', '/v1/users/other/messages', { conversation_id: 'c', from: 'o', content: 'young' }, {}, 201);
+    await ok(s, 'POST', '/v1/admin/flush', undefined, {}, 202);
+    await waitFor('retention', async () => (await stats(s))[0] === 0, 30000);
+    await committed(s, before);
+    // the snapshot before names it and is kept (--table-keep, a day): the object is held
+    assert.ok(existsSync(held[0]), `${held[0]} is held`);
+    assert.deepEqual((await ok(s, 'GET', '/v1/users/solo/messages?limit=100')).json.messages, []);
+  } finally {
+    await s.kill9();
+    rmSync(path.join(dir, 'data'), { recursive: true, force: true });
+  }
+  try {
+    const r = await run(['rebuild-meta', '--data-dir', path.join(dir, 'data'), '--accept-loss', ...args]);
+    assert.equal(r.code, 0, r.err);
+    assert.ok(existsSync(held[0]), 'the object is still in the bucket');
+    s = await startStrata({ dataDir: path.join(dir, 'data'), args });
+    assert.deepEqual((await ok(s, 'GET', '/v1/users/solo/messages?limit=100')).json.messages, [], 'the dropped messages stay gone');
+    const c = await s.req('GET', '/v1/users/solo/conversations/only');
+    assert.ok(c.status === 404 || c.json.total_messages === 0, c.text);
+    assert.deepEqual(await stats(s), [0, 0]);
+    assert.match(r.err, /rebuild-meta: 1 older snapshot\(s\) kept name 1 file\(s\) the current one does not/);
   } finally {
     if (s) await s.stop();
     rmSync(dir, { recursive: true, force: true });
