@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rooms: shared conversations (SPEC §2.1). A room's messages are chat's (strata/chat.h), stored
- * once under the room's virtual user ST_CHAT_ROOM_USER + room id with one conversation whose id is
- * the room id: snowflake ids, the gapless never-reissued seq, the hybrid fields, merged hot/cold
+ * once under the room as their owner (ST_OWNER_ROOM, strata/owner.h) in one conversation whose id
+ * is the room id: snowflake ids, the gapless never-reissued seq, the hybrid fields, merged hot/cold
  * reads, flushes to shared/conversations/{room}/, retention, eviction and restore all come from
  * chat. This module keeps who is in a room:
  *   'r' room              room record: i64 created | i64 members | u16 creator length | u8 has

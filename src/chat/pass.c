@@ -24,7 +24,7 @@
 static bool st__want_user(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     (void)arg, (void)key, (void)val, (void)vlen;
-    return klen >= 2 && klen - 1 <= ST_CHAT_USER_MAX; /* 'T' user (or a room's) */
+    return klen >= 2 && klen - 1 <= ST_CHAT_OWNER_MAX; /* 'T' user (or a room's) */
 }
 
 static void st__begin_users(void *arg, int flags)
@@ -121,7 +121,7 @@ typedef struct {
     bool stopped; /* the page ended before the prefix did: resume at from */
     uint8_t from[ST__KEY_CAP];
     size_t from_len;
-    char owners[ST__FOLD_OWNERS][ST_CHAT_USER_MAX];
+    char owners[ST__FOLD_OWNERS][ST_CHAT_OWNER_MAX];
     size_t olen[ST__FOLD_OWNERS], n;
 } st__fold_page_t;
 
@@ -132,7 +132,7 @@ static int st__fold_marker(void *arg, const void *key, size_t klen, const void *
     const uint8_t *z = klen > 1 ? memchr(k + 1, 0, klen - 1) : NULL;
     size_t ol = z ? (size_t)(z - (k + 1)) : 0;
     int64_t t;
-    bool late = vlen == 8 && ol && ol <= ST_CHAT_USER_MAX && (memcpy(&t, val, 8), t <= p->due);
+    bool late = vlen == 8 && ol && ol <= ST_CHAT_OWNER_MAX && (memcpy(&t, val, 8), t <= p->due);
     bool known = p->n && p->olen[p->n - 1] == ol && !memcmp(p->owners[p->n - 1], k + 1, ol);
     if (p->seen == ST__FOLD_PAGE || (late && !known && p->n == ST__FOLD_OWNERS)) {
         if (klen > sizeof p->from) return 1; /* cannot be: keys are built within the cap */

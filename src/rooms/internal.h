@@ -93,6 +93,6 @@ int st__rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_
                      long *who, st_buf_t *out, uint64_t *wait);
 
 /* erase.c: chat's erase hook (st_chat_on_erase) */
-bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size_t max);
+bool st__rooms_erase(void *arg, const st_owner_t *o, uint64_t erasure, size_t max);
 
 #endif
