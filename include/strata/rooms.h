@@ -13,8 +13,11 @@
  *   'J' user 0 room'      a room of another group the user is in, as that group's outbox said
  *                         (SPEC §10): i64 joined_at | u8 live | u8 has name | u16 room length |
  *                         room | name; live 0 is a tombstone (removed)
- *   'p' user 0 room'      the user has posted in the room (written with its first post there;
- *                         kept when it leaves): room. An erasure walks these rooms, then 'j'.
+ *   'p' user 0 room'      the user may have posted in the room it left: written when a member
+ *                         whose read marker is past 0 leaves (a post moves the author's marker
+ *                         to it, so every author's is; a post writes no marker of its own), and
+ *                         by versions before that with a user's first post: room. An erasure
+ *                         walks these rooms, then 'j'.
  *   'O' room              i64: how many owners the room has (v5 roles: the last owner cannot
  *                         leave or be demoted); absent for a room from before, counted once
  *                         from its members when a change needs it

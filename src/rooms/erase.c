@@ -113,7 +113,7 @@ static bool st__room_deleted_slice(st_rooms_t *r, const char *room, size_t rl, s
     for (size_t off = 0; off < c.keys.len;) {
         size_t n;
         memcpy(&n, c.keys.data + off, sizeof n);
-        st__rooms_leave(r, room, rl, NULL, 0, c.keys.data + off + sizeof n, n, &w);
+        st__rooms_leave(r, room, rl, NULL, 0, c.keys.data + off + sizeof n, n, false, &w);
         off += sizeof n + n;
     }
     bool more = c.n >= c.max;

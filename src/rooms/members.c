@@ -74,7 +74,8 @@ int st__rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_
             rc = st__rooms_join(r, room, rl, name, nl, add[i].s, add[i].n, add[i].role, now,
                                 counts[i], wait);
     for (size_t i = 0; i < nremove && !rc; i++)
-        if (in_rm[i]) rc = st__rooms_leave(r, room, rl, name, nl, remove[i].s, remove[i].n, wait);
+        if (in_rm[i])
+            rc = st__rooms_leave(r, room, rl, name, nl, remove[i].s, remove[i].n, true, wait);
     if (!rc && members != rm.members) rc = st__rooms_set_count(r, room, rl, members, wait);
     free(in_add);
     free(in_rm);

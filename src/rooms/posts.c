@@ -7,22 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The marker 'p' user 0 room' -> room, staged with the user's first post in the room (one get
- * on every later post): an erasure finds every room the user posted in through it, rooms it
- * left or was removed from included. */
-static int st__posted(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
-                      uint64_t *wait)
-{
-    uint8_t k[ST__ROOMS_KEY_CAP];
-    size_t kl = st__rooms_pair(k, ST__KS_POSTED, user, ul, room, rl);
-    const void *v;
-    size_t vl;
-    uint64_t w = 0;
-    int rc = st_store_get(r->store, k, kl, &v, &vl, &w);
-    if (rc != ST_ENOTFOUND) return rc; /* ST_OK: there already (in this batch or an older one) */
-    return st_store_put(r->store, k, kl, room, rl, wait);
-}
-
 int st_rooms_post(st_rooms_t *r, const char *room, size_t rl, st_message_in_t *m, st_buf_t *out,
                   uint64_t *wait)
 {
@@ -34,19 +18,18 @@ int st_rooms_post(st_rooms_t *r, const char *room, size_t rl, st_message_in_t *m
     if (rc) return rc;
     /* a user being erased is leaving its rooms: it posts no more (SPEC §2.2) */
     if (st_chat_erased(r->chat, ST_USER(m->from, m->from_len))) return ST_EFORBIDDEN;
-    /* the marker first: a post that then fails leaves at most a marker (one more room for an
-     * erasure to walk), never a post no marker names */
-    if ((rc = st__posted(r, room, rl, m->from, m->from_len, wait))) return rc;
     m->owner = (st_owner_t){ST_OWNER_ROOM, room, rl}; /* borrowed: only until this returns */
     m->conv = room;
     m->conv_len = rl;
     size_t at = out->len;
     rc = st_chat_post(r->chat, m, out, wait);
     /* the author has read the room up to its own post (SPEC §2.1 v5: unread counts others'
-     * messages): its marker moves there, the only member record a post writes */
+     * messages): its marker moves there, the only member record a post writes; it also tells
+     * an erasure that the author may have posted here once it left (st__rooms_leave) */
     if (!rc)
         rc = st__rooms_read_to(r, room, rl, m->from, m->from_len,
                                st__rooms_json_seq(out->data + at, out->len - at), wait);
+    if (rc) out->len = at; /* no answer but the error's */
     m->owner = (st_owner_t){0};
     return rc;
 }

@@ -256,7 +256,7 @@ int st__rooms_join(st_rooms_t *r, const char *room, size_t rl, const char *name,
 }
 
 int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
-                    const char *user, size_t ul, uint64_t *wait)
+                    const char *user, size_t ul, bool mark, uint64_t *wait)
 {
     uint8_t k[ST__ROOMS_KEY_CAP];
     int64_t count = 0;
@@ -266,6 +266,10 @@ int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, const char *name
     bool member = rc == ST_OK;
     if (rc == ST_ENOTFOUND) rc = ST_OK;
     if (!rc && member && m.role == ST_ROOMS_OWNER) rc = st__rooms_owners_add(r, room, rl, -1, wait);
+    /* it may have posted (its marker moved to its post): an erasure of it must find the room */
+    if (!rc && member && mark && m.last_read > 0)
+        rc = st_store_put(r->store, k, st__rooms_pair(k, ST__KS_POSTED, user, ul, room, rl), room,
+                          rl, wait);
     if (!rc)
         rc = st_store_del(r->store, k, st__rooms_pair(k, ST__KS_MEMBER, room, rl, user, ul), wait);
     if (!rc)

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT
+// SPEC §2.1, §2.2 over real sockets: a room owns its messages in chat as a user owns its own
+// (issue 46). A room and a user of the same id are two owners (answers name room_id or
+// conversation_id, each has its own folder); a room id of the longest length (255) is deleted
+// and erased to done like any other; a member that posted and was removed is still found by its
+// erasure (posts write no marker of their own: the removal keeps the room for the erasure).
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { filesUnder, waitFor } from './cold-lib.mjs';
+import { startStrata } from './lib.mjs';
+
+const SECRET = 'rooms-owner-secret';
+const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
+function jwt(payload) {
+  const h = b64({ alg: 'HS256', typ: 'JWT' });
+  const p = b64({ exp: Math.floor(Date.now() / 1000) + 3600, ...payload });
+  return `${h}.${p}.${createHmac('sha256', SECRET).update(`${h}.${p}`).digest('base64url')}`;
+}
+const as = (sub, extra = {}) => ({ Authorization: `Bearer ${jwt({ sub, ...extra })}` });
+const ADMIN = as('ops', { role: 'admin' });
+
+describe('rooms as owners of their messages', () => {
+  let s;
+  before(async () => { s = await startStrata({ args: ['--jwt-secret', SECRET, '--flush-interval', '3600'] }); });
+  after(async () => { await s.stop(); s.cleanup(); });
+
+  test('a room and a user of the same id are two owners', async () => {
+    let r = await s.req('POST', '/v1/rooms', { room_id: 'twin', members: ['twin'] }, as('ada'));
+    assert.equal(r.status, 201, r.text);
+    r = await s.req('POST', '/v1/rooms/twin/messages', { from: 'ada', content: 'in-the-room' }, as('ada'));
+    assert.equal(r.status, 201, r.text);
+    assert.equal(r.json.room_id, 'twin');
+    assert.equal(r.json.conversation_id, undefined);
+    r = await s.req('POST', '/v1/users/twin/messages', { conversation_id: 'twin', from: 'ada', content: 'the-users' }, as('twin'));
+    assert.equal(r.status, 201, r.text);
+    assert.equal(r.json.conversation_id, 'twin');
+    assert.equal(r.json.room_id, undefined);
+    const room = (await s.req('GET', '/v1/rooms/twin/messages', undefined, as('ada'))).json.messages;
+    assert.deepEqual(room.map((m) => [m.room_id, m.conversation_id, m.content, m.seq]), [['twin', undefined, 'in-the-room', 1]]);
+    const mine = (await s.req('GET', '/v1/users/twin/messages?conversation_id=twin', undefined, as('twin'))).json.messages;
+    assert.deepEqual(mine.map((m) => [m.conversation_id, m.room_id, m.content, m.seq]), [['twin', undefined, 'the-users', 1]]);
+    // an edit of the room's message is the room's too
+    r = await s.req('PATCH', `/v1/rooms/twin/messages/${room[0].msg_id}`, { content: 'edited' }, as('ada'));
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.room_id, 'twin');
+    assert.equal(r.json.conversation_id, undefined);
+    // cold: each owner's folder, and reads of cold rows name each owner's member
+    assert.equal((await s.req('POST', '/v1/admin/flush', undefined, ADMIN)).status, 202);
+    const cold = path.join(s.dir, 'cold');
+    await waitFor('both cooled', () => filesUnder(path.join(cold, 'shared', 'conversations', 'twin')).length > 0 &&
+      filesUnder(path.join(cold, 'twin')).some((f) => f.endsWith('.parquet')));
+    const rc = (await s.req('GET', '/v1/rooms/twin/messages', undefined, as('ada'))).json.messages;
+    assert.deepEqual(rc.map((m) => [m.room_id, m.conversation_id, m.content]), [['twin', undefined, 'edited']]);
+    const uc = (await s.req('GET', '/v1/users/twin/messages', undefined, as('twin'))).json.messages;
+    assert.deepEqual(uc.map((m) => [m.conversation_id, m.room_id, m.content]), [['twin', undefined, 'the-users']]);
+  });
+
+  test('a room of the longest id is deleted and its erasure is done', async () => {
+    const id = `L${'r'.repeat(254)}`;
+    let r = await s.req('POST', '/v1/rooms', { room_id: id, members: ['bo'] }, as('bo'));
+    assert.equal(r.status, 201, r.text);
+    r = await s.req('POST', `/v1/rooms/${id}/messages`, { from: 'bo', content: 'long-room-text' }, as('bo'));
+    assert.equal(r.status, 201, r.text);
+    assert.equal(r.json.room_id, id);
+    r = await s.req('DELETE', `/v1/rooms/${id}`, undefined, as('bo'));
+    assert.equal(r.status, 202, r.text);
+    const eid = r.json.erasure_id;
+    assert.equal((await s.req('GET', `/v1/rooms/${id}/messages`, undefined, as('bo'))).status, 404);
+    await waitFor('the long room\'s erasure done', async () => {
+      const st = await s.req('GET', `/v1/admin/erasures/${eid}`, undefined, ADMIN);
+      assert.equal(st.status, 200, st.text);
+      assert.equal(st.json.room_id, id);
+      return st.json.status === 'done';
+    }, 20000);
+    // the id is free again, with no history
+    r = await s.req('POST', '/v1/rooms', { room_id: id, members: ['cy'] }, as('cy'));
+    assert.equal(r.status, 201, r.text);
+    assert.deepEqual((await s.req('GET', `/v1/rooms/${id}/messages`, undefined, as('cy'))).json.messages, []);
+  });
+
+  test('an author removed from a room is still found by its erasure', async () => {
+    let r = await s.req('POST', '/v1/rooms', { room_id: 'gone', members: ['dee', 'eli'] }, as('dee'));
+    assert.equal(r.status, 201, r.text);
+    for (const from of ['eli', 'dee', 'eli'])
+      assert.equal((await s.req('POST', '/v1/rooms/gone/messages', { from, content: `by-${from}` }, as(from))).status, 201);
+    r = await s.req('POST', '/v1/rooms/gone/members', { remove: ['eli'] }, as('dee'));
+    assert.equal(r.status, 200, r.text);
+    r = await s.req('DELETE', '/v1/users/eli', undefined, ADMIN);
+    assert.equal(r.status, 202, r.text);
+    const eid = r.json.erasure_id;
+    await waitFor('eli\'s erasure done', async () =>
+      (await s.req('GET', `/v1/admin/erasures/${eid}`, undefined, ADMIN)).json.status === 'done', 20000);
+    const msgs = (await s.req('GET', '/v1/rooms/gone/messages?include_deleted=true', undefined, as('dee'))).json.messages;
+    assert.deepEqual(msgs.map((m) => [m.from, m.content, m.deleted_at != null]),
+      [[null, null, true], ['dee', 'by-dee', false], [null, null, true]]);
+  });
+});
