@@ -8,19 +8,13 @@
 // an older strata stored (hot, edited hot and cold, deleted) read, stream, change and flush with
 // room_id after the upgrade.
 import assert from 'node:assert/strict';
-import { createHmac } from 'node:crypto';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { filesUnder, waitFor } from './cold-lib.mjs';
-import { startStrata, wsConnect } from './lib.mjs';
+import { hs256, startStrata, wsConnect, wsUntil } from './lib.mjs';
 
 const SECRET = 'rooms-owner-secret';
-const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
-function jwt(payload) {
-  const h = b64({ alg: 'HS256', typ: 'JWT' });
-  const p = b64({ exp: Math.floor(Date.now() / 1000) + 3600, ...payload });
-  return `${h}.${p}.${createHmac('sha256', SECRET).update(`${h}.${p}`).digest('base64url')}`;
-}
+const jwt = (payload) => hs256(SECRET, payload);
 const as = (sub, extra = {}) => ({ Authorization: `Bearer ${jwt({ sub, ...extra })}` });
 const ADMIN = as('ops', { role: 'admin' });
 
@@ -101,17 +95,6 @@ describe('rooms as owners of their messages', () => {
   });
 });
 
-async function frames(ws, pred, ms = 15000) {
-  const got = [];
-  const end = Date.now() + ms;
-  for (;;) {
-    const f = await ws.next(Math.max(1, end - Date.now()));
-    if (f.op === -1) throw new Error(`stream closed; got ${JSON.stringify(got)}`);
-    if (f.json) got.push(f.json);
-    if (f.json && pred(f.json, got)) return got;
-  }
-}
-
 // A manual upgrade check, registered only with STRATA_OLD_BIN set (building an old binary is not
 // part of the suite); unit_chat covers rendering records of the old shape.
 if (process.env.STRATA_OLD_BIN) test('a room\'s messages stored by an older strata read with room_id after the upgrade', async () => {
@@ -145,13 +128,13 @@ if (process.env.STRATA_OLD_BIN) test('a room\'s messages stored by an older stra
     assert.deepEqual(shape(await read()), want);
     const ws = await wsConnect(s.port, `/v1/stream?access_token=${jwt({ sub: 'gus' })}`);
     ws.send({ type: 'subscribe', id: 'u', topic: 'room', room_id: 'up', after: '0', user: 'gus' });
-    const got = await frames(ws, (f) => f.type === 'replay_done');
+    const got = await wsUntil(ws, (f) => f.type === 'replay_done');
     assert.deepEqual(shape(got.filter((f) => f.type === 'message').map((f) => f.message)), want);
     // changes of old records, a post, a flush of the old hot records: all the room's
     let r = await s.req('PATCH', `/v1/rooms/up/messages/${ids[4]}`, { content: 'new-edit' }, as('fay'));
     assert.equal(r.json.room_id, 'up');
     assert.equal(r.json.conversation_id, undefined);
-    const ch = await frames(ws, (f) => f.type === 'message_edited');
+    const ch = await wsUntil(ws, (f) => f.type === 'message_edited');
     assert.equal(ch.at(-1).message.room_id, 'up');
     assert.equal(ch.at(-1).message.conversation_id, undefined);
     await post(s, 'new-5');
