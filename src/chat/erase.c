@@ -80,6 +80,7 @@ bool st_chat_erased(st_chat_t *c, const st_owner_t *o)
 
 bool st_chat_erasing(st_chat_t *c, const st_owner_t *o, uint64_t *wait)
 {
+    if (o->len > ST_NAME_MAX) return false; /* no owner's id (a token's sub is not checked) */
     char u[ST_CHAT_OWNER_MAX];
     return st__chat_erasing(c, u, st_chat_owner_bytes(u, o), wait);
 }

@@ -9,7 +9,7 @@
  *
  * Folds keep their own clock: the tier's tick sweeps the fold markers ('e' u 0 id: a cold row
  * changed; 'z' u 0 seq: an object to rewrite, both -> i64 when), a page a tick, and queues a
- * fold compaction of every owner (a user, or a room's "~r" owner) with a marker older than
+ * fold compaction of every owner (a user, or a room: its bytes, keys.c) with a marker older than
  * --delta-max-age. A sweep starts every quarter of --delta-max-age (1 s to 60 s), so a cold
  * change is in its object within about 1.25 × --delta-max-age plus the compaction's own time,
  * whatever --flush-interval is (SPEC §2.2, v5 §5.1).
@@ -24,7 +24,7 @@
 static bool st__want_user(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     (void)arg, (void)key, (void)val, (void)vlen;
-    return klen >= 2 && klen - 1 <= ST_CHAT_OWNER_MAX; /* 'T' user (or a room's) */
+    return klen >= 2 && klen - 1 <= ST_CHAT_OWNER_MAX; /* 'T' owner (any kind's bytes) */
 }
 
 static void st__begin_users(void *arg, int flags)

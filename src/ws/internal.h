@@ -78,9 +78,9 @@ typedef struct st_wssub {
     char *id;
     char *name; /* counter name, event id, or user */
     char *conv; /* messages: one conversation or NULL */
-    /* a room's (topic "room", SPEC §3): name is the room's virtual user, conv the room; member
-     * is the user it streams for (the token's sub; with auth off the optional "user"), whose
-     * removal from the room ends it, or NULL */
+    /* a room's (topic "room", SPEC §3): name is the room's channel (its owner's bytes,
+     * st_chat_owner_bytes), conv the room; member is the user it streams for (the token's sub; with
+     * auth off the optional "user"), whose removal from the room ends it, or NULL */
     bool room;
     char *member;
     bool present;    /* a room's: counted by presence.c while in its channel */
