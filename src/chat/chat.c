@@ -155,7 +155,7 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
     st_buf_append(&rec, &seq, 8);
     st_buf_puts(&rec, "{\"msg_id\":\"");
     st_buf_append_u64(&rec, id);
-    st_buf_printf(&rec, "\",\"%s\":", field); /* the owner kind's (strata/owner.h) */
+    st__chat_put_member(&rec, field); /* the owner kind's (strata/owner.h) */
     st_buf_append_json_str(&rec, m->conv, m->conv_len);
     st_buf_puts(&rec, ",\"from\":");
     st_buf_append_json_str(&rec, m->from, m->from_len);
@@ -206,7 +206,7 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
     }
     st_buf_puts(out, "{\"msg_id\":\"");
     st_buf_append_u64(out, id);
-    st_buf_printf(out, "\",\"%s\":", field);
+    st__chat_put_member(out, field);
     st_buf_append_json_str(out, m->conv, m->conv_len);
     st_buf_printf(out, ",\"seq\":%lld,\"timestamp\":%lld}", (long long)seq, (long long)now);
     return ST_OK;

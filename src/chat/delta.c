@@ -166,7 +166,7 @@ static void st__render_back(st_buf_t *b, const char *field, int64_t id, const ch
 {
     st_buf_puts(b, "{\"msg_id\":\"");
     st_buf_append_u64(b, (uint64_t)id);
-    st_buf_printf(b, "\",\"%s\":", field);
+    st__chat_put_member(b, field);
     st_buf_append_json_str(b, conv, cl);
     st_buf_puts(b, ",\"from\":");
     if (from) /* NULL: an erased author's room tombstone */

@@ -201,7 +201,7 @@ int st_chat_erasure_json(st_chat_t *c, uint64_t id, st_buf_t *out, uint64_t *wai
     st_buf_puts(out, "{\"erasure_id\":\"");
     st_buf_append_u64(out, id);
     st_owner_t o = st_chat_owner_from((const char *)v + 16, vl - 16);
-    st_buf_printf(out, "\",\"%s\":", o.kind == ST_OWNER_USER ? "user" : st_owner_id_field(o.kind));
+    st__chat_put_member(out, o.kind == ST_OWNER_USER ? "user" : st_owner_id_field(o.kind));
     st_buf_append_json_str(out, o.id, o.len);
     st_buf_printf(out, ",\"status\":\"%s\",\"requested_at\":%lld,\"done_at\":",
                   t[1] ? "done" : "pending", (long long)t[0]);

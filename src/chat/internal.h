@@ -119,6 +119,8 @@ int st__chat_each(st_chat_t *c, const char *u, size_t ul, const st_message_query
 /* render.c: messages as JSON, their id member named for their owner's kind */
 /* The id member's name of the owner u's messages (st_owner_id_field). */
 const char *st__chat_id_field(const char *u, size_t ul);
+/* Appends `","name":` (the member after a string one). */
+void st__chat_put_member(st_buf_t *b, const char *name);
 /* A message row rendered as the hot store renders it at post time, for the owner u. */
 void st__chat_render_row(st_buf_t *b, const char *u, size_t ul, const st_msgrow_t *r);
 /* Appends a stored message object of the owner u: as it is, or, a record of an owner of another

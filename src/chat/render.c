@@ -16,6 +16,13 @@ const char *st__chat_id_field(const char *u, size_t ul)
     return st_owner_id_field(st_chat_owner_from(u, ul).kind);
 }
 
+void st__chat_put_member(st_buf_t *b, const char *name)
+{
+    st_buf_puts(b, "\",\"");
+    st_buf_puts(b, name);
+    st_buf_puts(b, "\":");
+}
+
 /* A nullable string as JSON (NULL: null, SPEC §2.2's tombstone). */
 static void st__render_str(st_buf_t *b, const char *p, size_t n)
 {
@@ -29,7 +36,7 @@ void st__chat_render_row(st_buf_t *b, const char *u, size_t ul, const st_msgrow_
 {
     st_buf_puts(b, "{\"msg_id\":\"");
     st_buf_append_u64(b, r->msg_id);
-    st_buf_printf(b, "\",\"%s\":", st__chat_id_field(u, ul));
+    st__chat_put_member(b, st__chat_id_field(u, ul));
     st_buf_append_json_str(b, r->conv, r->conv_len);
     st_buf_puts(b, ",\"from\":");
     st__render_str(b, r->from, r->from_len);
