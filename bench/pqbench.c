@@ -98,7 +98,7 @@ int main(int argc, char **argv)
         sorted[count[strtoul(rows[i].conv + 5, NULL, 10)]++] = rows[i];
     st_buf_t out = {0};
     double t0 = now_s();
-    int rc = st_parquet_encode(sorted, n, "bench", 5, level, &out);
+    int rc = st_parquet_encode(sorted, n, ST_USER("bench", 5), level, &out);
     double secs = now_s() - t0;
     if (rc) {
         fprintf(stderr, "encode failed: %d\n", rc);

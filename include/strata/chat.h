@@ -2,35 +2,33 @@
 /*
  * chat: per-user message history and conversation metadata (SPEC §2). Messages get server-made
  * snowflake ids and a gapless per-conversation seq; a conversation's last_msg_id, updated and
- * total_messages are hybrid fields (a cold baseline plus a hot increment, always exact). Every
- * key starts with the user, so nothing of one user is ever reachable under another.
+ * total_messages are hybrid fields (a cold baseline plus a hot increment, always exact). Messages
+ * belong to an owner (strata/owner.h): a user, or another kind of owner with its own messages;
+ * the owner's kind names the id member of its messages (st_owner_id_field), its object folder
+ * and its table. Every key starts with the owner, so nothing of one owner is ever reachable under
+ * another. Functions taking a user name are about users only (conversation lists, totals,
+ * erasure records of users).
  *
  * Loop-thread only; functions raise *wait like the store's. JSON goes to the caller's buffer.
  */
 #ifndef STRATA_CHAT_H
 #define STRATA_CHAT_H
 
+#include "strata/owner.h"
 #include "strata/store.h"
 
 typedef struct st_chat st_chat_t;
 
-/* Rooms (SPEC §2.1, src/rooms) keep their messages here, under a virtual user: "~r" + the room
- * id, with one conversation whose id is the room id. '~' never occurs in a name (SPEC §0), so no
- * client route reaches it; its objects go to shared/conversations/{room}/ and its manifest owner
- * is the tier's owner of tag 'r' (st_chat_room_tier_member). Chat accepts users up to
- * ST_CHAT_USER_MAX bytes for it. */
-#define ST_CHAT_ROOM_USER "~r"
-#define ST_CHAT_ROOM_TAG  'r'
-#define ST_CHAT_USER_MAX  (ST_NAME_MAX + 2)
-/* The virtual user of room into u (ST_CHAT_USER_MAX bytes); returns its length. */
-size_t st_chat_room_user(char *u, const char *room, size_t rl);
-/* Appends json, a stored message object, with its "conversation_id" member named "room_id"
- * (a room message, SPEC §2.1). */
-void st_chat_room_json(st_buf_t *out, const char *json, size_t len);
+/* An owner as bytes, and back: opaque, the same bytes for the same owner in every version (what
+ * chat's keys start with), for what other modules keep or send per owner (a stream's channel, a
+ * group's stream notes). o holds ST_CHAT_OWNER_MAX bytes; the id st_chat_owner_from gives is
+ * borrowed from o. */
+#define ST_CHAT_OWNER_MAX (ST_NAME_MAX + 2)
+size_t st_chat_owner_bytes(char *o, const st_owner_t *w);
+st_owner_t st_chat_owner_from(const char *o, size_t ol);
 
 typedef struct {
-    const char *user;
-    size_t user_len;
+    st_owner_t owner; /* whose message (its id borrowed for the call) */
     const char *conv;
     size_t conv_len;
     const char *from;
@@ -49,7 +47,6 @@ typedef struct {
     size_t limit;
     bool desc;         /* st_chat_each: newest first; st_chat_messages: the page's order */
     bool hide_deleted; /* st_chat_messages: tombstones left out (include_deleted=false) */
-    bool as_room;      /* st_chat_messages: rendered with room_id (a room's virtual user) */
 } st_message_query_t;
 
 int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id);
@@ -58,14 +55,14 @@ void st_chat_close(st_chat_t *c);
  * last leader issued ids this process never saw). */
 void st_chat_resync(st_chat_t *c);
 
-/* Appends {"msg_id","conversation_id","seq","timestamp"}. */
+/* Appends {"msg_id",id member (st_owner_id_field of m->owner),"seq","timestamp"}. */
 int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t *wait);
 /* Appends {"messages":[…],"next":cursor|null} (SPEC §2): the q->limit messages next to the
  * anchor — just before `before` when only it is given, just after `after` when only it is,
  * otherwise from the end q->desc starts at — listed in q->desc's order. The cursor is the last
  * msg_id walked from the anchor: the next page goes on the same way (st_chat_walks_back). */
-int st_chat_messages(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
-                     st_buf_t *out, uint64_t *wait);
+int st_chat_messages(st_chat_t *c, const st_owner_t *o, const st_message_query_t *q, st_buf_t *out,
+                     uint64_t *wait);
 /* Whether st_chat_messages walks q from the newest end down (a next page's cursor then bounds
  * `before`, else `after`). */
 bool st_chat_walks_back(const st_message_query_t *q);
@@ -73,24 +70,25 @@ bool st_chat_walks_back(const st_message_query_t *q);
 int st_chat_conversations(st_chat_t *c, const char *user, size_t ulen, const char *cursor,
                           size_t clen, size_t limit, st_buf_t *out, uint64_t *wait);
 /* A conversation's record as numbers (the hybrid fields exact, as st_chat_conversation shows
- * them); ST_ENOTFOUND when the user has no such conversation, ST_EPARKED as for reads. */
+ * them); ST_ENOTFOUND when the owner has no such conversation, ST_EPARKED as for reads. */
 typedef struct {
     uint64_t first_msg_id, last_msg_id;
     int64_t created, updated, total_messages;
     int64_t last_seq; /* the highest seq ever issued in it */
 } st_chat_conv_info_t;
-int st_chat_conv_info(st_chat_t *c, const char *user, size_t ulen, const char *conv, size_t clen,
+int st_chat_conv_info(st_chat_t *c, const st_owner_t *o, const char *conv, size_t clen,
                       st_chat_conv_info_t *out, uint64_t *wait);
 /* ST_ENOTFOUND when the user has no such conversation. */
 int st_chat_conversation(st_chat_t *c, const char *user, size_t ulen, const char *conv, size_t clen,
                          st_buf_t *out, uint64_t *wait);
 int st_chat_stats(st_chat_t *c, const char *user, size_t ulen, st_buf_t *out, uint64_t *wait);
 
-/* Calls fn with each message's JSON object (borrowed for the call), up to q->limit, in order.
- * *more: whether messages remain past *last (the last id given to fn). */
+/* Calls fn with each message's JSON object (borrowed for the call; its id member the owner
+ * kind's), up to q->limit, in order. *more: whether messages remain past *last (the last id
+ * given to fn). */
 typedef void (*st_chat_msg_fn)(void *arg, uint64_t msg_id, const char *json, size_t len);
-int st_chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
-                 st_chat_msg_fn fn, void *arg, bool *more, uint64_t *last, uint64_t *wait);
+int st_chat_each(st_chat_t *c, const st_owner_t *o, const st_message_query_t *q, st_chat_msg_fn fn,
+                 void *arg, bool *more, uint64_t *last, uint64_t *wait);
 
 /* ---- the cold tier (SPEC §5) ----
  * Chat is one data kind of the tier (strata/tier.h): its member brings the pass's sources (users:
@@ -112,10 +110,11 @@ typedef struct {
  * objects from here on. Join it with st_tier_join(t, …); owned by chat, freed once the tier is
  * done with it. Only the chat's fields of o are read. */
 st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_cold_opts_t *o);
-/* The same chat's second member, of tag ST_CHAT_ROOM_TAG: the flush, merge and expired sides of
- * rooms' virtual users (the tier hands every owner to the member of its tag). Call after
- * st_chat_tier_member; join it too. NULL if chat has not joined a tier. */
-st_tier_member_t *st_chat_room_tier_member(st_chat_t *c);
+/* The same chat's member for the owners of another kind than users (the tier hands every owner
+ * to the member of its kind's tag): the flush, merge and expired sides. Call after
+ * st_chat_tier_member; join it too. NULL if chat has not joined a tier, or for ST_OWNER_USER
+ * (st_chat_tier_member's). */
+st_tier_member_t *st_chat_kind_tier_member(st_chat_t *c, st_owner_kind_t kind);
 /* The member that writes and merges chat's delta objects (SPEC §2.2: edits and deletes of cold
  * messages, beside the Parquet objects); after st_chat_tier_member, joined the same way. */
 st_tier_member_t *st_chat_delta_tier_member(st_chat_t *c);
@@ -124,12 +123,11 @@ void st_chat_compact_deltas(st_chat_t *c, const char *user, size_t ulen);
 
 /* ---- reconciliation (SPEC §6) ---- */
 /* Recounts a conversation's total_messages from its messages, hot and cold, and repairs the
- * record (and the user's total) if they differ; *drift = truth - what was recorded. */
-int st_chat_recount(st_chat_t *c, const char *user, size_t ulen, const char *conv, size_t clen,
+ * record (and the owner's total) if they differ; *drift = truth - what was recorded. */
+int st_chat_recount(st_chat_t *c, const st_owner_t *o, const char *conv, size_t clen,
                     int64_t *drift, uint64_t *wait);
-/* Calls fn for every conversation of every user (names borrowed for the call). */
-typedef void (*st_chat_conv_fn)(void *arg, const char *user, size_t ulen, const char *conv,
-                                size_t clen);
+/* Calls fn for every conversation of every owner (o and conv borrowed for the call). */
+typedef void (*st_chat_conv_fn)(void *arg, const st_owner_t *o, const char *conv, size_t clen);
 size_t st_chat_each_conversation(st_chat_t *c, st_chat_conv_fn fn, void *arg);
 /* The same a page at a time (bounded work per call, for background passes): up to max
  * conversations from *cursor on (an empty buffer starts at the first); the cursor moves past
@@ -150,17 +148,16 @@ int st_chat_test_drift(st_chat_t *c, const char *user, size_t ulen, const char *
                        int64_t by, uint64_t *wait);
 
 /* Told about every posted message as it is staged (wait: the batch that makes it durable); json
- * is the stored message object. Observers are called in the order they registered (at most
- * ST_OBSERVERS_MAX); arg is borrowed until st_chat_unobserve. */
-typedef void (*st_chat_observer_fn)(void *arg, const char *user, size_t ulen, const char *conv,
-                                    size_t clen, uint64_t msg_id, const char *json, size_t len,
-                                    uint64_t wait);
+ * is the stored message object (its id member the owner kind's). Observers are called in the
+ * order they registered (at most ST_OBSERVERS_MAX); o and arg are borrowed (o for the call, arg
+ * until st_chat_unobserve). */
+typedef void (*st_chat_observer_fn)(void *arg, const st_owner_t *o, const char *conv, size_t clen,
+                                    uint64_t msg_id, const char *json, size_t len, uint64_t wait);
 void st_chat_observe(st_chat_t *c, st_chat_observer_fn fn, void *arg);
 void st_chat_unobserve(st_chat_t *c, const void *arg);
-/* A hot message's JSON object, as the observer got it (borrowed until the next store call);
- * ST_ENOTFOUND when it is not in the hot store. */
-int st_chat_message_json(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
-                         const char **json, size_t *len);
+/* Appends a hot message's JSON object, as the observer got it; ST_ENOTFOUND when it is not in
+ * the hot store. */
+int st_chat_message_json(st_chat_t *c, const st_owner_t *o, uint64_t msg_id, st_buf_t *out);
 
 /* ---- edits, deletes and erasure (SPEC §2.2) ---- */
 typedef struct {
@@ -172,24 +169,24 @@ typedef struct {
 
 /* The newest earlier versions an edit keeps (--max-edit-history; 0: 20). */
 void st_chat_set_max_history(st_chat_t *c, size_t n);
-/* Edits a message of the user (hot or cold): appends the message as it is now. ST_ENOTFOUND,
+/* Edits a message of the owner (hot or cold): appends the message as it is now. ST_ENOTFOUND,
  * ST_ECONFLICT (a tombstone), ST_EPARKED (cold data not in memory: nothing staged, run again). */
-int st_chat_edit(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
-                 const st_message_edit_t *e, st_buf_t *out, uint64_t *wait);
+int st_chat_edit(st_chat_t *c, const st_owner_t *o, uint64_t msg_id, const st_message_edit_t *e,
+                 st_buf_t *out, uint64_t *wait);
 /* Deletes a message (a tombstone; again: the same tombstone): appends it. As st_chat_edit. */
-int st_chat_delete(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id, st_buf_t *out,
+int st_chat_delete(st_chat_t *c, const st_owner_t *o, uint64_t msg_id, st_buf_t *out,
                    uint64_t *wait);
-/* The same for a message whose author is erased (a room's, SPEC §2.2): the tombstone's from is
- * null too, so no row names the author; a tombstone that still names it loses its from (nothing
- * else of it changes, nor any count). */
-int st_chat_delete_unnamed(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
-                           st_buf_t *out, uint64_t *wait);
+/* The same for a message whose author is erased (one in an owner other than the author, SPEC
+ * §2.2): the tombstone's from is null too, so no row names the author; a tombstone that still
+ * names it loses its from (nothing else of it changes, nor any count). */
+int st_chat_delete_unnamed(st_chat_t *c, const st_owner_t *o, uint64_t msg_id, st_buf_t *out,
+                           uint64_t *wait);
 /* Deletes a conversation: its hot rows go, its cold rows are masked; *n: its live messages. */
 int st_chat_delete_conversation(st_chat_t *c, const char *user, size_t ulen, const char *conv,
                                 size_t clen, int64_t *n, uint64_t *wait);
-/* Erases a user (durable marker + erasure record; the rows go in st_chat_erase_step slices).
- * *id: the erasure (the pending one's when the user is being erased already). */
-int st_chat_erase(st_chat_t *c, const char *user, size_t ulen, uint64_t *id, uint64_t *wait);
+/* Erases an owner (durable marker + erasure record; the rows go in st_chat_erase_step slices).
+ * *id: the erasure (the pending one's when the owner is being erased already). */
+int st_chat_erase(st_chat_t *c, const st_owner_t *o, uint64_t *id, uint64_t *wait);
 /* When the user was last erased: the request time (Unix µs, strata's clock) of its latest
  * erasure, recorded in the erasure's batch and kept after it is done, so that tokens issued to
  * the user before it stay refused (http/auth.c). Kept for good, like the erasure's record: a
@@ -197,10 +194,10 @@ int st_chat_erase(st_chat_t *c, const char *user, size_t ulen, uint64_t *id, uin
  * token's lifetime is known), so no time comes when it could be dropped; it is one small key
  * per erased user, rewritten when the same user is erased again. ST_ENOTFOUND: never erased. */
 int st_chat_erased_at(st_chat_t *c, const char *user, size_t ulen, int64_t *at_us, uint64_t *wait);
-/* The user erasure `id` is of: *user borrowed until the next store call; ST_ENOTFOUND. */
-int st_chat_erasure_user(st_chat_t *c, uint64_t id, const char **user, size_t *ulen,
-                         uint64_t *wait);
-/* Appends {"erasure_id","user","status","requested_at","done_at"}; ST_ENOTFOUND. */
+/* The owner erasure `id` is of: o->id borrowed until the next store call; ST_ENOTFOUND. */
+int st_chat_erasure_owner(st_chat_t *c, uint64_t id, st_owner_t *o, uint64_t *wait);
+/* Appends {"erasure_id","user","status","requested_at","done_at"} (an owner of another kind:
+ * its id member, st_owner_id_field, for "user"); ST_ENOTFOUND. */
 int st_chat_erasure_json(st_chat_t *c, uint64_t id, st_buf_t *out, uint64_t *wait);
 /* An erasure pending longer than this is late (--erase-within; 0: 3600 s): logged, counted in
  * strata_erasures_late_total. */
@@ -208,26 +205,26 @@ void st_chat_set_erase_within(st_chat_t *c, uint64_t seconds);
 /* One bounded slice of pending erasures (at most max keys deleted); returns whether work
  * remains. Stages its writes. */
 bool st_chat_erase_step(st_chat_t *c, size_t max);
-/* Whether u's cold objects hold its changes: no cold change waiting to be folded into an object
- * or written into a delta object, its delta objects merged into one, no object being written or
- * waiting for deletion. When not, the tier is asked for that work now (a fold, a delta flush, a
+/* Whether the owner's cold objects hold its changes: no cold change waiting to be folded into an
+ * object or written into a delta object, its delta objects merged into one, no object being written
+ * or waiting for deletion. When not, the tier is asked for that work now (a fold, a delta flush, a
  * major compaction of the deltas), not within --delta-max-age: an erasure waits on this for the
  * owners whose messages it turned into tombstones (SPEC §2.2, v5 §5.1: done means no object
  * holds the text). */
-bool st_chat_cold_settled(st_chat_t *c, const char *u, size_t ul);
+bool st_chat_cold_settled(st_chat_t *c, const st_owner_t *o);
 /* Restores (SPEC §9): every erasure record of the store into out (opaque), and those of in
  * the store does not hold staged as pending erasures (their users' data, as restored, is erased
  * once the server runs). *n: how many were added. */
 int st_chat_erasures_export(st_chat_t *c, st_buf_t *out);
 int st_chat_erasures_import(st_chat_t *c, const st_buf_t *in, size_t *n, uint64_t *wait);
-/* What another module keeps of a user goes with its erasure (rooms: the room messages it posted
- * become tombstones, its memberships go): called by the erasure's slices once the user's own
- * data is gone, with at most max changes per call, until it returns false (nothing left); only
- * then is the erasure done. `erasure` is the erasure's id: a hook that keeps state between
- * calls keys it by that id (the same user may be erased again later). Hooks run in the order
- * registered (the same fn and arg again is ignored); arg borrowed until st_chat_off_erase(arg). */
-typedef bool (*st_chat_erase_hook_fn)(void *arg, const char *user, size_t ulen, uint64_t erasure,
-                                      size_t max);
+/* What another module keeps of an owner goes with its erasure (rooms: the room messages a user
+ * posted become tombstones, its memberships go): called by the erasure's slices once the owner's
+ * own data is gone, with at most max changes per call, until it returns false (nothing left);
+ * only then is the erasure done. `erasure` is the erasure's id: a hook that keeps state between
+ * calls keys it by that id (the same owner may be erased again later). Hooks run in the order
+ * registered (the same fn and arg again is ignored); arg borrowed until st_chat_off_erase(arg),
+ * o for the call. */
+typedef bool (*st_chat_erase_hook_fn)(void *arg, const st_owner_t *o, uint64_t erasure, size_t max);
 void st_chat_on_erase(st_chat_t *c, st_chat_erase_hook_fn fn, void *arg);
 void st_chat_off_erase(st_chat_t *c, const void *arg);
 /* Starts fetching what a read that returned ST_EPARKED wants, with no one waiting (background
@@ -237,23 +234,21 @@ void st_chat_prefetch(st_chat_t *c);
  * erasure records from about since_us on (their ids are snowflakes), for an Idempotency-Key
  * answer or a remote membership older than the user's erasure (idempotency.c, rooms.c). */
 bool st_chat_erased_since(st_chat_t *c, const char *user, size_t ulen, int64_t since_us);
-/* Whether the user is being erased (every answer about it is 404). */
-bool st_chat_erased(st_chat_t *c, const char *user, size_t ulen);
-/* The same for an answer that shows it (a 404, a listing that leaves the user out): *wait is
+/* Whether the owner is being erased (every answer about it is 404). */
+bool st_chat_erased(st_chat_t *c, const st_owner_t *o);
+/* The same for an answer that shows it (a 404, a listing that leaves the owner out): *wait is
  * raised to the batch of the erasure's marker while that is not durable yet. */
-bool st_chat_erasing(st_chat_t *c, const char *user, size_t ulen, uint64_t *wait);
-/* The users being erased now (one key each: as many as erasures pending), at most max of them
- * (in name order), appended to out as u8 length | name; *n their number. */
-int st_chat_erasing_users(st_chat_t *c, size_t max, st_buf_t *out, size_t *n, uint64_t *wait);
-/* The same for the users whose name starts with prefix (borrowed, plen bytes), each listed
- * without the prefix: one range read, so "none of them" costs one seek (rooms: the rooms being
- * deleted, under ST_CHAT_ROOM_USER). */
-int st_chat_erasing_users_with(st_chat_t *c, const char *prefix, size_t plen, size_t max,
-                               st_buf_t *out, size_t *n, uint64_t *wait);
+bool st_chat_erasing(st_chat_t *c, const st_owner_t *o, uint64_t *wait);
+/* The owners of the kind being erased now (one key each: as many as erasures pending), at most
+ * max of them (in id order), their ids appended to out as u8 length | id; *n their number. One
+ * range read for a kind other than users, so "none of them" costs one seek. */
+int st_chat_erasing_owners(st_chat_t *c, st_owner_kind_t kind, size_t max, st_buf_t *out, size_t *n,
+                           uint64_t *wait);
 
 /* Told about every edit, delete (kind "message_edited" / "message_deleted": json the new state)
- * and erasure (kind "user_erased", conv and json NULL). */
-typedef void (*st_chat_change_fn)(void *arg, const char *kind, const char *user, size_t ulen,
+ * and erasure (kind "user_erased", of an owner of any kind; conv and json NULL). o is borrowed
+ * for the call. */
+typedef void (*st_chat_change_fn)(void *arg, const char *kind, const st_owner_t *o,
                                   const char *conv, size_t clen, uint64_t msg_id, const char *json,
                                   size_t len, uint64_t wait);
 void st_chat_observe_changes(st_chat_t *c, st_chat_change_fn fn, void *arg);

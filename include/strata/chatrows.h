@@ -12,6 +12,7 @@
 #define STRATA_CHATROWS_H
 
 #include "strata/cold.h"
+#include "strata/owner.h"
 #include "strata/tier.h"
 
 /* One message as a row. Strings are borrowed; from, content and metadata NULL mean SQL NULL (a
@@ -35,15 +36,13 @@ typedef struct {
  * room's (the owner column matches by its field id), and those written before the owner column
  * (it then reads as null). */
 extern const st_pq_schema_t st_pq_msg_schema, st_pq_room_schema;
-/* The schema chat's user (a room's virtual user, ST_CHAT_ROOM_USER room, is the room's) writes
- * with, and the owner column's value (borrowed from user). */
-const st_pq_schema_t *st_pq_msg_schema_of(const char *user, size_t ul, const char **owner,
-                                          size_t *ol);
+/* The schema an owner's files are written with (its kind's; the owner column's value is o->id). */
+const st_pq_schema_t *st_pq_msg_schema_of(const st_owner_t *o);
 
-/* Encodes rows of chat's user into a whole Parquet file appended to out. Rows must be grouped by
+/* Encodes rows of the owner o into a whole Parquet file appended to out. Rows must be grouped by
  * conversation and sorted by msg_id inside each group: each group becomes one row group. */
-int st_parquet_encode(const st_msgrow_t *rows, size_t n, const char *user, size_t ul,
-                      int zstd_level, st_buf_t *out);
+int st_parquet_encode(const st_msgrow_t *rows, size_t n, const st_owner_t *o, int zstd_level,
+                      st_buf_t *out);
 
 /* A row group as the footer describes it: enough to prune by statistics and to fetch only its
  * bytes. conv points into the meta's own memory. */
@@ -99,14 +98,14 @@ int st_chat_cold_group(st_coldcache_t *cc, const char *key, size_t gi, const st_
 
 /* ---- chat's merge of message objects (merge.c), on a compaction's worker ---- */
 /* The tier's merge of any schema (st_tier_pq_merge_with, by conversation then id) with chat's row
- * hook: the objects' rows (of chat's user user) merged into key in the shape
+ * hook: the objects' rows (of the owner o) merged into key in the shape
  * st_pq_msg_schema_of gives (an older object's rows get the owner column), those older than
  * cutoff left out; each row given to fix
  * (may be NULL) first: a kind folding changes in (fix may point a row's strings at its own memory,
  * live until the merge returns; a row it returns false for is left out, and is the caller's to
  * account for). *dropped (free with st_chat_dropped_free) counts the rows left out by the cutoff
  * per conversation, read back with st_chat_dropped_next. */
-int st_chat_parquet_merge(int zstd_level, const char *user, size_t ul, st_objstore_t *obj,
+int st_chat_parquet_merge(int zstd_level, const st_owner_t *o, st_objstore_t *obj,
                           const st_tier_obj_t *objs, size_t nold, int64_t cutoff, const char *key,
                           st_tier_file_t *out, void **dropped, int64_t *ndropped,
                           bool (*fix)(void *arg, st_msgrow_t *r), void *fix_arg);

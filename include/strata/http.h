@@ -9,6 +9,7 @@
 #include "strata/config.h"
 #include "strata/core.h"
 #include "strata/store.h"
+#include "strata/owner.h"
 
 #include <uv.h>
 
@@ -172,12 +173,12 @@ void st_server_free(st_server_t *srv);
 /* The bound port (useful with port 0). */
 int st_server_port(const st_server_t *srv);
 
-/* A chat erase hook (st_chat_on_erase, arg: the st_store_t): deletes up to max Idempotency-Key
- * answers about the user (those of its /v1/users/{user}/… requests and of the room messages it
- * posted), walking the expiry index a slice per call; true until the walk of this erasure is
- * done, false from then on (for the same erasure id). Register it after the hooks whose work may
- * still record answers about the user (rooms). */
-bool st_http_idem_erase(void *store, const char *user, size_t ulen, uint64_t erasure, size_t max);
+/* A chat erase hook (st_chat_on_erase, arg: the st_store_t): for a user, deletes up to max
+ * Idempotency-Key answers about the user (those of its /v1/users/{user}/… requests and of the room
+ * messages it posted), walking the expiry index a slice per call; true until the walk of this
+ * erasure is done, false from then on (for the same erasure id). Register it after the hooks whose
+ * work may still record answers about the user (rooms). */
+bool st_http_idem_erase(void *store, const st_owner_t *o, uint64_t erasure, size_t max);
 
 /* ---- when a token may be used (SPEC §7, §3) ---- */
 

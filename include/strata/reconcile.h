@@ -23,13 +23,14 @@ int st_reconcile_open(st_reconcile_t **out, uv_loop_t *loop, st_store_t *store, 
 /* Stops the timer; the state is freed once its handle has closed (run the loop). */
 void st_reconcile_close(st_reconcile_t *r);
 
-void st_reconcile_mark_conversation(st_reconcile_t *r, const char *user, size_t ulen,
-                                    const char *conv, size_t clen);
+/* A conversation of the owner o (borrowed for the call). */
+void st_reconcile_mark_conversation(st_reconcile_t *r, const st_owner_t *o, const char *conv,
+                                    size_t clen);
 void st_reconcile_mark_distinct(st_reconcile_t *r, const char *name, size_t nlen);
 
 /* Recounts one key now, whatever its spacing; *drift = truth - recorded (repaired). */
-int st_reconcile_conversation_now(st_reconcile_t *r, const char *user, size_t ulen,
-                                  const char *conv, size_t clen, int64_t *drift, uint64_t *wait);
+int st_reconcile_conversation_now(st_reconcile_t *r, const st_owner_t *o, const char *conv,
+                                  size_t clen, int64_t *drift, uint64_t *wait);
 int st_reconcile_distinct_now(st_reconcile_t *r, const char *name, size_t nlen, int64_t *drift,
                               uint64_t *wait);
 /* Starts a pass that recounts every conversation and distinct counter in the background, a

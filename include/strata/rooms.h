@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rooms: shared conversations (SPEC §2.1). A room's messages are chat's (strata/chat.h), stored
- * once under the room's virtual user ST_CHAT_ROOM_USER + room id with one conversation whose id is
- * the room id: snowflake ids, the gapless never-reissued seq, the hybrid fields, merged hot/cold
+ * once under the room as their owner (ST_OWNER_ROOM, strata/owner.h) in one conversation whose id
+ * is the room id: snowflake ids, the gapless never-reissued seq, the hybrid fields, merged hot/cold
  * reads, flushes to shared/conversations/{room}/, retention, eviction and restore all come from
  * chat. This module keeps who is in a room:
  *   'r' room              room record: i64 created | i64 members | u16 creator length | u8 has
@@ -13,8 +13,11 @@
  *   'J' user 0 room'      a room of another group the user is in, as that group's outbox said
  *                         (SPEC §10): i64 joined_at | u8 live | u8 has name | u16 room length |
  *                         room | name; live 0 is a tombstone (removed)
- *   'p' user 0 room'      the user has posted in the room (written with its first post there;
- *                         kept when it leaves): room. An erasure walks these rooms, then 'j'.
+ *   'p' user 0 room'      the user may have posted in the room it left: written when a member
+ *                         whose read marker is past 0 leaves (a post moves the author's marker
+ *                         to it, so every author's is; a post writes no marker of its own), and
+ *                         by versions before that with a user's first post: room. An erasure
+ *                         walks these rooms, then 'j'.
  *   'O' room              i64: how many owners the room has (v5 roles: the last owner cannot
  *                         leave or be demoted); absent for a room from before, counted once
  *                         from its members when a change needs it

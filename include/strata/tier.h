@@ -246,7 +246,8 @@ void st_tier_flush_close(st_tier_flush_t *f, void (*closed)(void *arg), void *ar
 int st_tier_stat(st_store_t *s, const char *o, size_t ol, st_tier_stat_t *out, uint64_t *wait);
 /* Manifest owners: a kind's names as they are (tag 0: chat's users, as before kinds had tags) or
  * "~" tag name for a kind with a tag (no name holds '~', so no two kinds share an owner). */
-/* (two tags deep: a rooms' virtual user "~r" room owns deltas as "~e~r" room, 4 + 255 bytes) */
+/* (two tags deep: a room's messages, owner "~r" room (chat's bytes of a room), own deltas as
+ * "~e~r" room, 4 + 255 bytes) */
 #define ST_TIER_OWNER_MAX (ST_NAME_MAX + 5)
 /* A manifest record's key (st_tier_mkey): ks, owner, 0, be64 seq. */
 #define ST_TIER_MKEY_MAX (ST_TIER_OWNER_MAX + 10)

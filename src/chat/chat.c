@@ -27,11 +27,12 @@ void st_chat_unobserve(st_chat_t *c, const void *arg)
     st_observers_remove(&c->observers, arg);
 }
 
-int st_chat_message_json(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
-                         const char **json, size_t *len)
+int st_chat_message_json(st_chat_t *c, const st_owner_t *o, uint64_t msg_id, st_buf_t *out)
 {
+    char u[ST_CHAT_OWNER_MAX];
+    size_t ul = st_chat_owner_bytes(u, o);
     uint8_t k[ST__KEY_CAP];
-    size_t n = st__chat_ukey(k, 'M', user, ulen);
+    size_t n = st__chat_ukey(k, 'M', u, ul);
     st_be64_put(k + n, msg_id);
     const void *v;
     size_t vl;
@@ -39,8 +40,8 @@ int st_chat_message_json(st_chat_t *c, const char *user, size_t ulen, uint64_t m
     int rc = st_store_get(c->store, k, n + 8, &v, &vl, &w);
     if (rc != ST_OK) return rc;
     if (vl <= 16) return ST_ENOTFOUND;
-    *json = (const char *)v + 16; /* after the record's fixed header, as st_chat_post shows it */
-    *len = vl - 16;
+    /* after the record's fixed header, as st_chat_post shows it */
+    st__chat_put_json(out, u, ul, (const char *)v + 16, vl - 16);
     return ST_OK;
 }
 /* A conversation's seq is reserved in the backup (st_store_resv_*) as the max over all
@@ -102,22 +103,24 @@ void st_chat_close(st_chat_t *c)
 int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t *wait)
 {
     st_store_t *s = c->store;
+    char u[ST_CHAT_OWNER_MAX];
+    size_t ul = st_chat_owner_bytes(u, &m->owner);
+    const char *field = st_owner_id_field(m->owner.kind);
     uint8_t ck[ST__KEY_CAP], tk[ST__KEY_CAP], k[ST__KEY_CAP];
-    size_t ckl = st__chat_ckey(ck, m->user, m->user_len, m->conv, m->conv_len);
-    size_t tkl = st__chat_ukey(tk, 'T', m->user, m->user_len) - 1;
+    size_t ckl = st__chat_ckey(ck, u, ul, m->conv, m->conv_len);
+    size_t tkl = st__chat_ukey(tk, 'T', u, ul) - 1;
     st_conv_t cv;
     st_totals_t tot = {0, 0};
     int rc = st__chat_get_fixed(s, tk, tkl, &tot, sizeof tot, wait);
     if (rc && rc != ST_ENOTFOUND) return rc;
     bool rewarm;
-    rc = st__chat_conv_load(c, m->user, m->user_len, m->conv, m->conv_len, &cv, &rewarm, wait);
+    rc = st__chat_conv_load(c, u, ul, m->conv, m->conv_len, &cv, &rewarm, wait);
     if (rc && rc != ST_ENOTFOUND) return rc;
     bool fresh = rc == ST_ENOTFOUND; /* an evicted conversation is re-warmed from cold, not new */
-    if (st_chat_erased(c, m->user, m->user_len)) return ST_ENOTFOUND;
+    if (st__chat_erased(c, u, ul)) return ST_ENOTFOUND;
     if (fresh) { /* a deleted one of the name: its seqs never come again (SPEC §2) */
         uint64_t mid;
-        if (st__chat_mask_get(c, m->user, m->user_len, m->conv, m->conv_len, &mid, &cv.last_seq,
-                              wait) != ST_OK)
+        if (st__chat_mask_get(c, u, ul, m->conv, m->conv_len, &mid, &cv.last_seq, wait) != ST_OK)
             cv.last_seq = 0;
     }
     /* The seq is reserved in the backup before anything is staged; restored from one, it goes
@@ -136,7 +139,7 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
         tot.conversations++;
     } else {
         /* the old position in the newest-first index goes */
-        size_t n = st__chat_ukey_upd(k, m->user, m->user_len, cv.updated, m->conv, m->conv_len);
+        size_t n = st__chat_ukey_upd(k, u, ul, cv.updated, m->conv, m->conv_len);
         if ((rc = st_store_del(s, k, n, wait))) return rc;
     }
     if (now < cv.updated) now = cv.updated; /* updated never goes back, even if the clock does */
@@ -152,7 +155,7 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
     st_buf_append(&rec, &seq, 8);
     st_buf_puts(&rec, "{\"msg_id\":\"");
     st_buf_append_u64(&rec, id);
-    st_buf_puts(&rec, "\",\"conversation_id\":");
+    st__chat_put_member(&rec, field); /* the owner kind's (strata/owner.h) */
     st_buf_append_json_str(&rec, m->conv, m->conv_len);
     st_buf_puts(&rec, ",\"from\":");
     st_buf_append_json_str(&rec, m->from, m->from_len);
@@ -165,45 +168,45 @@ int st_chat_post(st_chat_t *c, const st_message_in_t *m, st_buf_t *out, uint64_t
     else
         st_buf_puts(&rec, "null");
     st_buf_appendc(&rec, '}');
-    size_t n = st__chat_ukey(k, 'M', m->user, m->user_len);
+    size_t n = st__chat_ukey(k, 'M', u, ul);
     st_be64_put(k + n, id);
     rc = st_store_put(s, k, n + 8, rec.data, rec.len, wait);
     st_buf_free(&rec);
     if (!rc) {
-        n = st__chat_nprefix(k, m->user, m->user_len, m->conv, m->conv_len);
+        n = st__chat_nprefix(k, u, ul, m->conv, m->conv_len);
         st_be64_put(k + n, id);
         rc = st_store_put(s, k, n + 8, "", 0, wait);
     }
     if (!rc) rc = st_store_put(s, ck, ckl, &cv, sizeof cv, wait);
     if (!rc) {
-        n = st__chat_ukey_upd(k, m->user, m->user_len, cv.updated, m->conv, m->conv_len);
+        n = st__chat_ukey_upd(k, u, ul, cv.updated, m->conv, m->conv_len);
         rc = st_store_put(s, k, n, m->conv, m->conv_len, wait);
     }
     if (!rc) rc = st_store_put(s, tk, tkl, &tot, sizeof tot, wait);
     if (!rc)
         rc = st_store_put(s, st__last_id_key, sizeof st__last_id_key - 1, &id, sizeof id, wait);
     if (rc) return rc;
-    if (c->cold) st_tier_posted(c->cold->tier, m->user, m->user_len, tot.total); /* the signal */
+    if (c->cold) st_tier_posted(c->cold->tier, u, ul, tot.total); /* the signal */
     if (c->observers.n) {
         /* observers get the stored JSON (read back from the overlay: no second render) */
         uint64_t w0 = 0;
         const void *v;
         size_t vl;
-        size_t kn = st__chat_ukey(k, 'M', m->user, m->user_len);
+        size_t kn = st__chat_ukey(k, 'M', u, ul);
         st_be64_put(k + kn, id);
         /* just staged, so there: the overlay holds it until it is applied */
         if (st_store_get(s, k, kn + 8, &v, &vl, &w0) != ST_OK || vl <= 16) vl = 0;
         for (size_t i = 0; vl && i < c->observers.n; i++)
-            ((st_chat_observer_fn)c->observers.fn[i])(c->observers.arg[i], m->user, m->user_len,
-                                                      m->conv, m->conv_len, id,
-                                                      (const char *)v + 16, vl - 16, *wait);
+            ((st_chat_observer_fn)c->observers.fn[i])(c->observers.arg[i], &m->owner, m->conv,
+                                                      m->conv_len, id, (const char *)v + 16,
+                                                      vl - 16, *wait);
         if (!vl)
             st_warn("chat: message %llu could not be read back for its observers",
                     (unsigned long long)id);
     }
     st_buf_puts(out, "{\"msg_id\":\"");
     st_buf_append_u64(out, id);
-    st_buf_puts(out, "\",\"conversation_id\":");
+    st__chat_put_member(out, field);
     st_buf_append_json_str(out, m->conv, m->conv_len);
     st_buf_printf(out, ",\"seq\":%lld,\"timestamp\":%lld}", (long long)seq, (long long)now);
     return ST_OK;
@@ -250,18 +253,9 @@ typedef struct {
     /* walked against the page's order: the messages wait here ([offset, length] in held) and
      * are listed in reverse once the walk is done */
     bool hold;
-    bool as_room; /* conversation_id renamed room_id */
     st_buf_t held;
     ST_VEC(size_t) at;
 } st_page_t;
-
-static void st__page_put(const st_page_t *p, st_buf_t *b, const char *json, size_t len)
-{
-    if (p->as_room)
-        st_chat_room_json(b, json, len);
-    else
-        st_buf_append(b, json, len);
-}
 
 static void st__page_add(void *arg, uint64_t msg_id, const char *json, size_t len)
 {
@@ -269,13 +263,13 @@ static void st__page_add(void *arg, uint64_t msg_id, const char *json, size_t le
     (void)msg_id;
     if (p->hold) {
         size_t at = p->held.len;
-        st__page_put(p, &p->held, json, len);
+        st_buf_append(&p->held, json, len);
         st_vec_push(&p->at, at);
         st_vec_push(&p->at, p->held.len - at);
         return;
     }
     if (p->n++) st_buf_appendc(p->out, ',');
-    st__page_put(p, p->out, json, len);
+    st_buf_append(p->out, json, len);
 }
 
 bool st_chat_walks_back(const st_message_query_t *q)
@@ -291,18 +285,20 @@ static void st__page_live(void *arg, uint64_t msg_id, const char *json, size_t l
     if (!st__chat_json_dead(json, len)) st__page_add(arg, msg_id, json, len);
 }
 
-int st_chat_messages(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
-                     st_buf_t *out, uint64_t *wait)
+int st_chat_messages(st_chat_t *c, const st_owner_t *o, const st_message_query_t *q, st_buf_t *out,
+                     uint64_t *wait)
 {
-    if (st_chat_erased(c, user, ulen)) return ST_ENOTFOUND;
+    char user[ST_CHAT_OWNER_MAX];
+    size_t ulen = st_chat_owner_bytes(user, o);
+    if (st__chat_erased(c, user, ulen)) return ST_ENOTFOUND;
     st_message_query_t wq = *q;
     wq.desc = st_chat_walks_back(q);
-    st_page_t page = {.out = out, .hold = wq.desc != q->desc, .as_room = q->as_room};
+    st_page_t page = {.out = out, .hold = wq.desc != q->desc};
     bool more;
     uint64_t last;
     st_buf_puts(out, "{\"messages\":[");
-    int rc = st_chat_each(c, user, ulen, &wq, q->hide_deleted ? st__page_live : st__page_add, &page,
-                          &more, &last, wait);
+    int rc = st__chat_each(c, user, ulen, &wq, q->hide_deleted ? st__page_live : st__page_add,
+                           &page, &more, &last, wait);
     /* tombstones left out: the page is filled from further on (a bounded number of walks; the
      * cursor is where the walk stopped, so a short page still pages on exactly) */
     for (int walks = 1; q->hide_deleted && rc == ST_OK && more && walks < 64; walks++) {
@@ -314,7 +310,7 @@ int st_chat_messages(st_chat_t *c, const char *user, size_t ulen, const st_messa
         else
             wq.after = last;
         uint64_t l2 = 0;
-        rc = st_chat_each(c, user, ulen, &wq, st__page_live, &page, &more, &l2, wait);
+        rc = st__chat_each(c, user, ulen, &wq, st__page_live, &page, &more, &l2, wait);
         if (l2) last = l2;
     }
     for (size_t i = page.at.n; rc == ST_OK && i > 0; i -= 2) {
@@ -350,9 +346,11 @@ static void st__render_conv(st_buf_t *out, const char *conv, size_t cl, const st
                   (long long)(cv->base_total + cv->hot_total));
 }
 
-int st_chat_conv_info(st_chat_t *c, const char *user, size_t ulen, const char *conv, size_t clen,
+int st_chat_conv_info(st_chat_t *c, const st_owner_t *o, const char *conv, size_t clen,
                       st_chat_conv_info_t *out, uint64_t *wait)
 {
+    char user[ST_CHAT_OWNER_MAX];
+    size_t ulen = st_chat_owner_bytes(user, o);
     st_conv_t cv;
     bool cold;
     int rc = st__chat_conv_load(c, user, ulen, conv, clen, &cv, &cold, wait);
@@ -367,7 +365,7 @@ int st_chat_conversation(st_chat_t *c, const char *user, size_t ulen, const char
 {
     st_conv_t cv;
     bool cold;
-    if (st_chat_erased(c, user, ulen)) return ST_ENOTFOUND;
+    if (st__chat_erased(c, user, ulen)) return ST_ENOTFOUND;
     int rc = st__chat_conv_load(c, user, ulen, conv, clen, &cv, &cold, wait);
     if (rc) return rc;
     st__render_conv(out, conv, clen, &cv);
@@ -426,7 +424,7 @@ int st_chat_conversations(st_chat_t *c, const char *user, size_t ulen, const cha
 {
     uint8_t pre[ST__KEY_CAP], lo[ST__KEY_CAP + 1];
     size_t pl = st__chat_ukey(pre, 'U', user, ulen), lol = 0;
-    if (st_chat_erased(c, user, ulen)) return ST_ENOTFOUND;
+    if (st__chat_erased(c, user, ulen)) return ST_ENOTFOUND;
     if (cursor) {
         /* "<updated>:<conversation_id>" of the last row seen: start just after its key */
         const char *colon = memchr(cursor, ':', clen);
@@ -490,7 +488,7 @@ int st_chat_stats(st_chat_t *c, const char *user, size_t ulen, st_buf_t *out, ui
 {
     uint8_t k[ST__KEY_CAP];
     st_totals_t tot = {0, 0};
-    if (st_chat_erased(c, user, ulen)) return ST_ENOTFOUND;
+    if (st__chat_erased(c, user, ulen)) return ST_ENOTFOUND;
     int rc = st__chat_get_fixed(c->store, k, st__chat_ukey(k, 'T', user, ulen) - 1, &tot,
                                 sizeof tot, wait);
     if (rc && rc != ST_ENOTFOUND) return rc;
@@ -535,15 +533,25 @@ static int st__hot_each(st_chat_t *c, const char *user, size_t ulen, const st_me
     if (rc == 1) rc = 0;
     /* the walk gave ids; the messages live under 'M' (one read snapshot for all of them) */
     size_t n = st__chat_ukey(lo, 'M', user, ulen);
+    st_buf_t old = {0};
     st_store_read_hold(c->store);
     for (size_t i = 0; i < w.n && !rc; i++) {
         const void *v;
         size_t vl;
         st_be64_put(lo + n, w.ids[i]);
         rc = st_store_get(c->store, lo, n + 8, &v, &vl, wait);
-        if (!rc && vl > 16) fn(arg, w.ids[i], (const char *)v + 16, vl - 16);
+        if (rc || vl <= 16) continue;
+        const char *j = (const char *)v + 16;
+        if (st__chat_json_legacy(user, ulen, j, vl - 16)) { /* a record from before kinds */
+            st_buf_reset(&old);
+            st__chat_put_json(&old, user, ulen, j, vl - 16);
+            fn(arg, w.ids[i], old.data, old.len);
+        } else {
+            fn(arg, w.ids[i], j, vl - 16);
+        }
     }
     st_store_read_release(c->store);
+    st_buf_free(&old);
     *given = w.n;
     *more = w.more;
     if (w.n) *last = w.last;
@@ -554,8 +562,15 @@ static int st__hot_each(st_chat_t *c, const char *user, size_t ulen, const st_me
 /* Hot and cold merged: cold ids are all <= the user's watermark < every hot id, so oldest-first
  * reads cold then hot and newest-first hot then cold; each side is asked only for what the
  * page still needs, and `more` looks past the boundary when a side ends exactly at the limit. */
-int st_chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
-                 st_chat_msg_fn fn, void *arg, bool *more, uint64_t *last, uint64_t *wait)
+int st_chat_each(st_chat_t *c, const st_owner_t *o, const st_message_query_t *q, st_chat_msg_fn fn,
+                 void *arg, bool *more, uint64_t *last, uint64_t *wait)
+{
+    char u[ST_CHAT_OWNER_MAX];
+    return st__chat_each(c, u, st_chat_owner_bytes(u, o), q, fn, arg, more, last, wait);
+}
+
+int st__chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
+                  st_chat_msg_fn fn, void *arg, bool *more, uint64_t *last, uint64_t *wait)
 {
     st_coldstat_t cs;
     *more = false;

@@ -10,34 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A nullable string as JSON (NULL: null, SPEC §2.2's tombstone). */
-static void st__render_str(st_buf_t *b, const char *p, size_t n)
-{
-    if (p)
-        st_buf_append_json_str(b, p, n);
-    else
-        st_buf_puts(b, "null");
-}
-
-void st__chat_render_row(st_buf_t *b, const st_msgrow_t *r)
-{
-    st_buf_puts(b, "{\"msg_id\":\"");
-    st_buf_append_u64(b, r->msg_id);
-    st_buf_puts(b, "\",\"conversation_id\":");
-    st_buf_append_json_str(b, r->conv, r->conv_len);
-    st_buf_puts(b, ",\"from\":");
-    st__render_str(b, r->from, r->from_len);
-    st_buf_printf(b, ",\"timestamp\":%lld,\"seq\":%lld,\"content\":", (long long)r->timestamp,
-                  (long long)r->seq);
-    st__render_str(b, r->content, r->content_len);
-    st_buf_puts(b, ",\"metadata\":");
-    if (r->metadata)
-        st_buf_append(b, r->metadata, r->metadata_len);
-    else
-        st_buf_puts(b, "null");
-    st_buf_appendc(b, '}');
-}
-
 typedef struct {
     st_chat_t *c;
     const char *u;
@@ -63,12 +35,12 @@ static void st__cold_read_render_row(void *arg, const st_msgrow_t *r)
     size_t dl;
     if (x->deltas && st__chat_delta_get(x->c, x->u, x->ul, r->msg_id, &dj, &dl, &w) == ST_OK) {
         st_buf_reset(&x->json);
-        st_buf_append(&x->json, dj, dl); /* copied: fn may use the store */
+        st__chat_put_json(&x->json, x->u, x->ul, dj, dl); /* copied: fn may use the store */
         x->fn(x->arg, r->msg_id, x->json.data, x->json.len);
         return;
     }
     st_buf_reset(&x->json);
-    st__chat_render_row(&x->json, r);
+    st__chat_render_row(&x->json, x->u, x->ul, r);
     x->fn(x->arg, r->msg_id, x->json.data, x->json.len);
 }
 

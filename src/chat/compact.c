@@ -379,9 +379,10 @@ static int st__chat_compact_merge(void *arg, const char *u, size_t ul, st_objsto
     st_fold_t *f = *dropped ? *dropped : st_calloc(1, sizeof *f);
     *dropped = f;
     st_fixarg_t x = {f, ul};
-    return st_chat_parquet_merge(cc->zstd_level, u, ul, obj, objs, nold, cutoff, key, out,
-                                 &f->inner, ndropped,
-                                 f->rows.n || f->masks.n || f->dead.n ? st__fix : NULL, &x);
+    st_owner_t who = st_chat_owner_from(u, ul);
+    return st_chat_parquet_merge(cc->zstd_level, &who, obj, objs, nold, cutoff, key, out, &f->inner,
+                                 ndropped, f->rows.n || f->masks.n || f->dead.n ? st__fix : NULL,
+                                 &x);
 }
 
 /* ---- loop side: in the swap batch ---- */

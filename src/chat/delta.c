@@ -142,7 +142,8 @@ static int st__encode_rows(st_drows_t *rows, int zstd_level, st_buf_t *out)
         st_buf_reset(&d->conv);
         st_buf_reset(&d->from);
         st_buf_reset(&d->content);
-        st__str_member(d->json, d->len, "conversation_id", &d->conv);
+        if (!st__str_member(d->json, d->len, "conversation_id", &d->conv))
+            st__str_member(d->json, d->len, "room_id", &d->conv); /* a room's (render.c) */
         d->has_from = st__str_member(d->json, d->len, "from", &d->from);
         d->has_content = st__str_member(d->json, d->len, "content", &d->content);
     }
@@ -156,15 +157,16 @@ static int st__encode_rows(st_drows_t *rows, int zstd_level, st_buf_t *out)
 }
 
 /* A row read back as the message JSON edit.c renders (for merges and rebuilds). */
-static void st__render_back(st_buf_t *b, int64_t id, const char *conv, size_t cl, const char *from,
-                            size_t fl, int64_t ts, int64_t seq, const char *content, size_t col,
-                            bool has_content, const char *meta, size_t ml, bool has_meta,
-                            int64_t edited, bool has_edited, int64_t deleted, bool has_deleted,
-                            const char *hist, size_t hl, bool has_hist)
+static void st__render_back(st_buf_t *b, const char *field, int64_t id, const char *conv, size_t cl,
+                            const char *from, size_t fl, int64_t ts, int64_t seq,
+                            const char *content, size_t col, bool has_content, const char *meta,
+                            size_t ml, bool has_meta, int64_t edited, bool has_edited,
+                            int64_t deleted, bool has_deleted, const char *hist, size_t hl,
+                            bool has_hist)
 {
     st_buf_puts(b, "{\"msg_id\":\"");
     st_buf_append_u64(b, (uint64_t)id);
-    st_buf_puts(b, "\",\"conversation_id\":");
+    st__chat_put_member(b, field);
     st_buf_append_json_str(b, conv, cl);
     st_buf_puts(b, ",\"from\":");
     if (from) /* NULL: an erased author's room tombstone */
@@ -200,7 +202,8 @@ static void st__render_back(st_buf_t *b, int64_t id, const char *conv, size_t cl
     st_buf_appendc(b, '}');
 }
 
-int st__chat_delta_decode(const void *data, size_t size, st_chat_delta_fn fn, void *arg)
+int st__chat_delta_decode(const void *data, size_t size, const char *field, st_chat_delta_fn fn,
+                          void *arg)
 {
     const uint8_t *p = data;
     uint32_t flen;
@@ -235,8 +238,8 @@ int st__chat_delta_decode(const void *data, size_t size, st_chat_delta_fn fn, vo
             bool hd = st_pq_get_i64(&c, &del);
             bool hh = st_pq_get_str(&c, &hist, &hl);
             st_buf_reset(&b);
-            st__render_back(&b, id, conv, cl, from, fl, ts, seq, content, col, hc, meta, ml, hm, ed,
-                            he, del, hd, hist, hl, hh);
+            st__render_back(&b, field, id, conv, cl, from, fl, ts, seq, content, col, hc, meta, ml,
+                            hm, ed, he, del, hd, hist, hl, hh);
             fn(arg, (uint64_t)id, conv, cl, hd, b.data, b.len);
         }
         rc = st_pq_cur_done(&c);
@@ -512,7 +515,7 @@ static int st__delta_merge(void *arg, const char *o, size_t ol, st_objstore_t *o
                            st_tier_file_t *out, void **dropped, int64_t *ndropped)
 {
     st_chatcold_t *cc = arg;
-    (void)o, (void)ol, (void)cutoff;
+    (void)cutoff;
     const st_dfold_t *live = *dropped; /* fold_prepare's note: it goes on to commit */
     *ndropped = 0;
     st_dmerge_t m = {0};
@@ -522,7 +525,9 @@ static int st__delta_merge(void *arg, const char *o, size_t ol, st_objstore_t *o
         st_buf_t b = {0};
         rc = st_objstore_get(obj, objs[i].key, 0, objs[i].file.size, &b);
         if (rc == ST_OK && b.len != objs[i].file.size) rc = ST_EIO;
-        if (rc == ST_OK) rc = st__chat_delta_decode(b.data, b.len, st__delta_collect, &m);
+        if (rc == ST_OK) /* o: the delta owner of an owner's bytes (st__chat_delta_owner) */
+            rc = st__chat_delta_decode(b.data, b.len, st__chat_id_field(o + 2, ol - 2),
+                                       st__delta_collect, &m);
         if (rc == ST_ENOTFOUND) rc = ST_EIO;
         st_buf_free(&b);
         st_vec_push(&ends, m.rows.n);

@@ -241,9 +241,10 @@ int64_t st__chat_hot_rows(st_chat_t *c, const char *u, size_t ul, int64_t total,
 void st__chat_changed(st_chat_t *c, const char *kind, const char *u, size_t ul, const char *conv,
                       size_t cl, uint64_t id, const char *json, size_t len, uint64_t wait)
 {
+    st_owner_t o = st_chat_owner_from(u, ul);
     for (size_t i = 0; i < c->changes.n; i++)
-        ((st_chat_change_fn)c->changes.fn[i])(c->changes.arg[i], kind, u, ul, conv, cl, id, json,
-                                              len, wait);
+        ((st_chat_change_fn)c->changes.fn[i])(c->changes.arg[i], kind, &o, conv, cl, id, json, len,
+                                              wait);
 }
 
 void st_chat_observe_changes(st_chat_t *c, st_chat_change_fn fn, void *arg)
@@ -322,14 +323,20 @@ static void st__edit_copy_member(st_buf_t *b, const char *cur, size_t n, const c
 
 /* cur with content/metadata replaced, edited_at, deleted_at and history set; from null when
  * unnamed (an erased author's tombstone). */
-static void st__edit_render_state(st_buf_t *b, const char *cur, size_t n, const char *content,
-                                  size_t cl, const char *meta, size_t ml, int64_t edited_at,
-                                  int64_t deleted_at, bool unnamed, const st_buf_t *hist)
+static void st__edit_render_state(st_buf_t *b, const char *field, const char *cur, size_t n,
+                                  const char *content, size_t cl, const char *meta, size_t ml,
+                                  int64_t edited_at, int64_t deleted_at, bool unnamed,
+                                  const st_buf_t *hist)
 {
+    const char *v;
+    size_t vl;
     st_buf_appendc(b, '{');
     st__edit_copy_member(b, cur, n, "msg_id");
-    st_buf_appendc(b, ',');
-    st__edit_copy_member(b, cur, n, "conversation_id");
+    st_buf_printf(b, ",\"%s\":", field); /* the owner kind's, whatever cur named it */
+    if (st__chat_json_conv(cur, n, &v, &vl))
+        st_buf_append(b, v, vl);
+    else
+        st_buf_puts(b, "null");
     st_buf_appendc(b, ',');
     if (unnamed)
         st_buf_puts(b, "\"from\":null");
@@ -388,7 +395,7 @@ static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
                           const st_message_edit_t *e, bool del, bool unnamed, st_buf_t *out,
                           uint64_t *wait)
 {
-    if (st_chat_erased(c, u, ul)) return ST_ENOTFOUND;
+    if (st__chat_erased(c, u, ul)) return ST_ENOTFOUND;
     st_buf_t cur = {0}, next = {0}, hist = {0};
     bool hot;
     int rc = st__find(c, u, ul, id, &cur, &hot, wait);
@@ -397,7 +404,7 @@ static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
     if (rc) goto done;
     if (!st__chat_jmember(cur.data, cur.len, "content", &cv_, &cvl) ||
         !st__chat_jmember(cur.data, cur.len, "metadata", &mv, &mvl) ||
-        !st__chat_jmember(cur.data, cur.len, "conversation_id", &conv, &cl) || cl < 2) {
+        !st__chat_json_conv(cur.data, cur.len, &conv, &cl) || cl < 2) {
         rc = ST_EINTERNAL;
         goto done;
     }
@@ -413,7 +420,7 @@ static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
             rc = ST_ECONFLICT;
             goto done;
         }
-        st_buf_append(out, cur.data, cur.len); /* deleted again: the same tombstone */
+        st__chat_put_json(out, u, ul, cur.data, cur.len); /* deleted again: the same tombstone */
         goto done;
     }
     int64_t now = st_now_us(), edited = 0, deleted = 0;
@@ -423,11 +430,11 @@ static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
     if (dead) { /* the tombstone as it was, its from null: nothing else changes, nor any count */
         if (st__chat_jmember(cur.data, cur.len, "deleted_at", &ev, &evl))
             st_parse_i64(ev, evl, &deleted);
-        st__edit_render_state(&next, cur.data, cur.len, "null", 4, "null", 4, edited, deleted, true,
-                              &hist);
+        st__edit_render_state(&next, st__chat_id_field(u, ul), cur.data, cur.len, "null", 4, "null",
+                              4, edited, deleted, true, &hist);
     } else if (del) {
-        st__edit_render_state(&next, cur.data, cur.len, "null", 4, "null", 4, edited, now, unnamed,
-                              &hist);
+        st__edit_render_state(&next, st__chat_id_field(u, ul), cur.data, cur.len, "null", 4, "null",
+                              4, edited, now, unnamed, &hist);
     } else {
         size_t keep = c->max_history ? c->max_history : 20;
         if (st__chat_jmember(cur.data, cur.len, "edit_history", &tv, &tvl))
@@ -453,9 +460,10 @@ static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
         }
         st_buf_t content = {0};
         if (e->content) st_buf_append_json_str(&content, e->content, e->content_len);
-        st__edit_render_state(&next, cur.data, cur.len, e->content ? content.data : cv_,
-                              e->content ? content.len : cvl, e->metadata ? e->metadata : mv,
-                              e->metadata ? e->metadata_len : mvl, now, 0, false, &hist);
+        st__edit_render_state(&next, st__chat_id_field(u, ul), cur.data, cur.len,
+                              e->content ? content.data : cv_, e->content ? content.len : cvl,
+                              e->metadata ? e->metadata : mv, e->metadata ? e->metadata_len : mvl,
+                              now, 0, false, &hist);
         st_buf_free(&content);
     }
     uint8_t k[ST__KEY_CAP];
@@ -508,22 +516,25 @@ done:
     return rc;
 }
 
-int st_chat_edit(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
-                 const st_message_edit_t *e, st_buf_t *out, uint64_t *wait)
+int st_chat_edit(st_chat_t *c, const st_owner_t *o, uint64_t msg_id, const st_message_edit_t *e,
+                 st_buf_t *out, uint64_t *wait)
 {
-    return st__edit_apply(c, user, ulen, msg_id, e, false, false, out, wait);
+    char u[ST_CHAT_OWNER_MAX];
+    return st__edit_apply(c, u, st_chat_owner_bytes(u, o), msg_id, e, false, false, out, wait);
 }
 
-int st_chat_delete(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id, st_buf_t *out,
+int st_chat_delete(st_chat_t *c, const st_owner_t *o, uint64_t msg_id, st_buf_t *out,
                    uint64_t *wait)
 {
-    return st__edit_apply(c, user, ulen, msg_id, NULL, true, false, out, wait);
+    char u[ST_CHAT_OWNER_MAX];
+    return st__edit_apply(c, u, st_chat_owner_bytes(u, o), msg_id, NULL, true, false, out, wait);
 }
 
-int st_chat_delete_unnamed(st_chat_t *c, const char *user, size_t ulen, uint64_t msg_id,
-                           st_buf_t *out, uint64_t *wait)
+int st_chat_delete_unnamed(st_chat_t *c, const st_owner_t *o, uint64_t msg_id, st_buf_t *out,
+                           uint64_t *wait)
 {
-    return st__edit_apply(c, user, ulen, msg_id, NULL, true, true, out, wait);
+    char u[ST_CHAT_OWNER_MAX];
+    return st__edit_apply(c, u, st_chat_owner_bytes(u, o), msg_id, NULL, true, true, out, wait);
 }
 
 /* ---- deleting a conversation ---- */
@@ -588,7 +599,7 @@ static int st__conv_records_out(st_chat_t *c, const char *u, size_t ul, const ch
 int st_chat_delete_conversation(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
                                 int64_t *n, uint64_t *wait)
 {
-    if (st_chat_erased(c, u, ul)) return ST_ENOTFOUND;
+    if (st__chat_erased(c, u, ul)) return ST_ENOTFOUND;
     st_conv_t cv;
     bool from_cold;
     int rc = st__chat_conv_load(c, u, ul, conv, cl, &cv, &from_cold, wait);

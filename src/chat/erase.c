@@ -64,13 +64,7 @@ static int st__revoke(st_chat_t *c, const char *u, size_t ul, int64_t at, uint64
     return st_store_put(c->store, k, kl, &at, sizeof at, wait);
 }
 
-bool st_chat_erased(st_chat_t *c, const char *u, size_t ul)
-{
-    uint64_t w = 0;
-    return st_chat_erasing(c, u, ul, &w);
-}
-
-bool st_chat_erasing(st_chat_t *c, const char *u, size_t ul, uint64_t *wait)
+bool st__chat_erasing(st_chat_t *c, const char *u, size_t ul, uint64_t *wait)
 {
     uint8_t k[ST__KEY_CAP];
     const void *v;
@@ -78,10 +72,23 @@ bool st_chat_erasing(st_chat_t *c, const char *u, size_t ul, uint64_t *wait)
     return st_store_get(c->store, k, st__chat_ukey(k, 'G', u, ul) - 1, &v, &vl, wait) == ST_OK;
 }
 
+bool st_chat_erased(st_chat_t *c, const st_owner_t *o)
+{
+    uint64_t w = 0;
+    return st_chat_erasing(c, o, &w);
+}
+
+bool st_chat_erasing(st_chat_t *c, const st_owner_t *o, uint64_t *wait)
+{
+    if (o->len > ST_NAME_MAX) return false; /* no owner's id (a token's sub is not checked) */
+    char u[ST_CHAT_OWNER_MAX];
+    return st__chat_erasing(c, u, st_chat_owner_bytes(u, o), wait);
+}
+
 typedef struct {
     st_buf_t *out;
     size_t n, max;
-    size_t skip; /* 'G' and the prefix: the name listed is what follows */
+    st_owner_kind_t kind;
 } st_erasing_t;
 
 static int st__erasing_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
@@ -89,31 +96,27 @@ static int st__erasing_one(void *arg, const void *key, size_t klen, const void *
     st_erasing_t *x = arg;
     (void)val, (void)vlen;
     if (x->n == x->max) return 1;
-    if (klen <= x->skip || klen - x->skip > ST_NAME_MAX) return 0;
-    uint8_t l = (uint8_t)(klen - x->skip);
+    if (klen < 2 || klen - 1 > ST_CHAT_OWNER_MAX) return 0;
+    st_owner_t o = st_chat_owner_from((const char *)key + 1, klen - 1);
+    if (o.kind != x->kind || o.len == 0 || o.len > ST_NAME_MAX) return 0;
+    uint8_t l = (uint8_t)o.len;
     st_buf_append(x->out, &l, 1);
-    st_buf_append(x->out, (const char *)key + x->skip, l);
+    st_buf_append(x->out, o.id, l);
     x->n++;
     return 0;
 }
 
-int st_chat_erasing_users_with(st_chat_t *c, const char *prefix, size_t plen, size_t max,
-                               st_buf_t *out, size_t *n, uint64_t *wait)
+int st_chat_erasing_owners(st_chat_t *c, st_owner_kind_t kind, size_t max, st_buf_t *out, size_t *n,
+                           uint64_t *wait)
 {
-    uint8_t k[1 + ST_NAME_MAX];
-    st_erasing_t x = {out, 0, max, 1 + plen};
-    *n = 0;
-    if (plen > ST_NAME_MAX) return ST_OK;
-    k[0] = 'G';
-    memcpy(k + 1, prefix, plen);
-    int rc = st_store_scan(c->store, k, 1 + plen, st__erasing_one, &x, wait);
+    /* the kind's owners share their bytes' start (a user's none): one range of the markers */
+    uint8_t k[ST__KEY_CAP];
+    char o[ST_CHAT_OWNER_MAX];
+    st_erasing_t x = {out, 0, max, kind};
+    size_t kl = st__chat_ukey(k, 'G', o, st_chat_owner_bytes(o, &(st_owner_t){kind, "", 0})) - 1;
+    int rc = st_store_scan(c->store, k, kl, st__erasing_one, &x, wait);
     *n = x.n;
     return rc < 0 ? rc : ST_OK;
-}
-
-int st_chat_erasing_users(st_chat_t *c, size_t max, st_buf_t *out, size_t *n, uint64_t *wait)
-{
-    return st_chat_erasing_users_with(c, "", 0, max, out, n, wait);
 }
 
 typedef struct {
@@ -151,8 +154,10 @@ bool st_chat_erased_since(st_chat_t *c, const char *u, size_t ul, int64_t since_
     return x.found;
 }
 
-int st_chat_erase(st_chat_t *c, const char *u, size_t ul, uint64_t *id, uint64_t *wait)
+int st_chat_erase(st_chat_t *c, const st_owner_t *o, uint64_t *id, uint64_t *wait)
 {
+    char u[ST_CHAT_OWNER_MAX];
+    size_t ul = st_chat_owner_bytes(u, o);
     uint8_t k[ST__KEY_CAP];
     size_t gl = st__chat_ukey(k, 'G', u, ul) - 1;
     int rc = st__chat_get_fixed(c->store, k, gl, id, sizeof *id, wait);
@@ -171,7 +176,7 @@ int st_chat_erase(st_chat_t *c, const char *u, size_t ul, uint64_t *id, uint64_t
     return ST_OK;
 }
 
-int st_chat_erasure_user(st_chat_t *c, uint64_t id, const char **user, size_t *ulen, uint64_t *wait)
+int st_chat_erasure_owner(st_chat_t *c, uint64_t id, st_owner_t *o, uint64_t *wait)
 {
     uint8_t k[ST__ERASE_PL + 8];
     const void *v;
@@ -179,8 +184,7 @@ int st_chat_erasure_user(st_chat_t *c, uint64_t id, const char **user, size_t *u
     int rc = st_store_get(c->store, k, st__rec_key(k, id), &v, &vl, wait);
     if (rc) return rc;
     if (vl < 16) return ST_EINTERNAL;
-    *user = (const char *)v + 16;
-    *ulen = vl - 16;
+    *o = st_chat_owner_from((const char *)v + 16, vl - 16);
     return ST_OK;
 }
 
@@ -196,16 +200,9 @@ int st_chat_erasure_json(st_chat_t *c, uint64_t id, st_buf_t *out, uint64_t *wai
     memcpy(t, v, sizeof t);
     st_buf_puts(out, "{\"erasure_id\":\"");
     st_buf_append_u64(out, id);
-    const char *u = (const char *)v + 16;
-    size_t ul = vl - 16, pl = sizeof ST_CHAT_ROOM_USER - 1;
-    if (ul > pl && memcmp(u, ST_CHAT_ROOM_USER, pl) == 0) { /* a deleted room's (no user name
-                                                                  holds '~') */
-        st_buf_puts(out, "\",\"room_id\":");
-        st_buf_append_json_str(out, u + pl, ul - pl);
-    } else {
-        st_buf_puts(out, "\",\"user\":");
-        st_buf_append_json_str(out, u, ul);
-    }
+    st_owner_t o = st_chat_owner_from((const char *)v + 16, vl - 16);
+    st__chat_put_member(out, o.kind == ST_OWNER_USER ? "user" : st_owner_id_field(o.kind));
+    st_buf_append_json_str(out, o.id, o.len);
     st_buf_printf(out, ",\"status\":\"%s\",\"requested_at\":%lld,\"done_at\":",
                   t[1] ? "done" : "pending", (long long)t[0]);
     if (t[1])
@@ -220,7 +217,7 @@ int st_chat_erasure_json(st_chat_t *c, uint64_t id, st_buf_t *out, uint64_t *wai
 
 typedef struct {
     uint64_t id;
-    char user[ST_NAME_MAX + 1];
+    char user[ST_CHAT_OWNER_MAX + 1]; /* the owner's bytes */
     size_t ul;
     int64_t t[2];
     bool found;
@@ -229,7 +226,7 @@ typedef struct {
 static int st__pending_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_pending_t *p = arg;
-    if (klen != ST__ERASE_PL + 8 || vlen < 16 || vlen - 16 > ST_NAME_MAX) return 0;
+    if (klen != ST__ERASE_PL + 8 || vlen < 16 || vlen - 16 > ST_CHAT_OWNER_MAX) return 0;
     memcpy(p->t, val, sizeof p->t);
     if (p->t[1]) return 0;
     p->id = st_be64_get((const uint8_t *)key + ST__ERASE_PL);
@@ -327,8 +324,10 @@ static bool st__tier_busy(st_chat_t *c, const char *o, size_t ol)
     return false;
 }
 
-bool st_chat_cold_settled(st_chat_t *c, const char *u, size_t ul)
+bool st_chat_cold_settled(st_chat_t *c, const st_owner_t *o)
 {
+    char u[ST_CHAT_OWNER_MAX];
+    size_t ul = st_chat_owner_bytes(u, o);
     st_chatcold_t *cc = c->cold;
     if (!cc) return true; /* no tier: nothing is cold */
     char d[ST_TIER_OWNER_MAX];
@@ -440,8 +439,9 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
         if (st__tier_busy(c, owners[w], ols[w])) return true;
     /* what other modules keep of the user (rooms: the messages it posted, its memberships;
      * http: the Idempotency-Key answers about it), one module at a time */
+    st_owner_t o = st_chat_owner_from(u, ul);
     for (size_t i = 0; i < c->erase_hooks.n; i++)
-        if (((st_chat_erase_hook_fn)c->erase_hooks.fn[i])(c->erase_hooks.arg[i], u, ul, p.id, max))
+        if (((st_chat_erase_hook_fn)c->erase_hooks.fn[i])(c->erase_hooks.arg[i], &o, p.id, max))
             return true;
     p.t[1] = st_now_us();
     st_buf_t rec = {0};

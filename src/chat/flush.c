@@ -34,7 +34,7 @@ typedef struct {
     st_msgrow_t *rows;
     st_arena_t arena;
     int zstd_level;
-    char user[ST_CHAT_USER_MAX + 1]; /* whose rows (a room's virtual user): the owner column */
+    char user[ST_CHAT_OWNER_MAX + 1]; /* whose rows (the owner's bytes): the owner column */
     size_t user_len;
 } st_chatsnap_t;
 
@@ -59,7 +59,9 @@ static int st__decode(st_chatsnap_t *j, size_t i, st_msgrow_t *r)
     const char *json = rec + 16;
     size_t jl = len - 16;
     cJSON *o = cJSON_ParseWithLength(json, jl);
-    const cJSON *conv = cJSON_GetObjectItemCaseSensitive(o, "conversation_id");
+    const cJSON *conv =
+        cJSON_GetObjectItemCaseSensitive(o, st__chat_id_field(j->user, j->user_len));
+    if (!conv) conv = cJSON_GetObjectItemCaseSensitive(o, "conversation_id"); /* from before */
     const cJSON *from = cJSON_GetObjectItemCaseSensitive(o, "from");
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(o, "content");
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(o, "metadata");
@@ -105,7 +107,8 @@ static int st__flush_encode(void *arg, void *rows, st_buf_t *file)
         rc = st__decode(j, i, &j->rows[i]);
     if (rc != ST_OK) return rc;
     qsort(j->rows, j->ids.n, sizeof *j->rows, st_chat_cmp_rows);
-    return st_parquet_encode(j->rows, j->ids.n, j->user, j->user_len, j->zstd_level, file);
+    st_owner_t who = st_chat_owner_from(j->user, j->user_len);
+    return st_parquet_encode(j->rows, j->ids.n, &who, j->zstd_level, file);
 }
 
 static void st__flush_release(void *arg, void *rows)
@@ -269,7 +272,7 @@ static int st__flush_snapshot(void *arg, const char *u, size_t ul, const st_tier
 {
     st_chatcold_t *cc = arg;
     st_chat_t *c = cc->chat;
-    if (ul > ST_CHAT_USER_MAX) return ST_EINTERNAL; /* chat's users fit */
+    if (ul > ST_CHAT_OWNER_MAX) return ST_EINTERNAL; /* chat's owners fit */
     st_chatsnap_t *j = st_calloc(1, sizeof *j);
     j->zstd_level = cc->zstd_level;
     memcpy(j->user, u, ul);
@@ -382,15 +385,15 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
     return &cc->member;
 }
 
-st_tier_member_t *st_chat_room_tier_member(st_chat_t *c)
+st_tier_member_t *st_chat_kind_tier_member(st_chat_t *c, st_owner_kind_t kind)
 {
     st_chatcold_t *cc = c->cold;
-    if (!cc) return NULL;
-    /* the same sides and arg: a room's virtual user is flushed, merged and retained as a user
+    if (!cc || kind != ST_OWNER_ROOM) return NULL;
+    /* the same sides and arg: a room's messages are flushed, merged and retained as a user's
      * (chat's pass sources already visit it: its 'T' and 'C' keys are chat's) */
     cc->room_member = cc->member;
     cc->room_member.name = "chat rooms";
-    cc->room_member.tag = ST_CHAT_ROOM_TAG;
+    cc->room_member.tag = ST__ROOM_TAG;
     cc->room_member.sources = NULL;
     cc->room_member.nsources = 0;
     cc->room_member.tick = NULL;    /* chat's sweep covers rooms' markers too */

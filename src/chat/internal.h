@@ -71,6 +71,12 @@ typedef st_tier_stat_t st_coldstat_t;
 typedef st_tier_file_t st_coldfile_t;
 
 /* keys.c */
+/* An owner's bytes (st_chat_owner_bytes, the `u` of chat's keys and the tier's manifest owner):
+ * a user is its name as it is; a room the tier's owner of tag ST__ROOM_TAG, "~r" room (no name
+ * holds '~', so no owner of one kind is one of another: the encoding data dirs and buckets have
+ * always had). */
+#define ST__ROOM_TAG 'r'
+/* A user's bytes are its name: chat.h's functions that take a user name use it as they are. */
 size_t st__chat_ukey(uint8_t *k, char ks, const char *u, size_t ul); /* ks u 0 */
 size_t st__chat_conv_part(uint8_t *k, size_t ul, const char *c, size_t cl);
 size_t st__chat_ckey(uint8_t *k, const char *u, size_t ul, const char *c, size_t cl);
@@ -88,21 +94,43 @@ int st__chat_conv_get(st_store_t *s, const uint8_t *k, size_t kl, st_conv_t *cv,
 int st__chat_refresh_totals(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
 /* The user's cold summary; all zero when nothing of the user is cold. */
 int st__chat_coldstat(st_chat_t *c, const char *u, size_t ul, st_coldstat_t *out, uint64_t *wait);
-/* A room's objects (SPEC §2.1): shared/conversations/{room}/batch-…, for the virtual user
- * ST_CHAT_ROOM_USER room (strata/chat.h). */
+/* A room's objects (SPEC §2.1): shared/conversations/{room}/batch-…. */
 #define ST__ROOM_FOLDER "shared/conversations/"
 /* The object key of a user's file: {folder}/batch-{ts}-w{writer}-{seq}.parquet (writer: the
  * tier's incarnation in 16 hex digits; 0 leaves it out, as keys were before), where the folder is
  * the user name itself, or for a name starting with '.', that first dot written as '~' (so "." and
  * ".." stay names, not directories; '~' never occurs in a name, so no two names share a folder, and
- * the folder is never longer than the name: it fits every backend). A room's virtual user writes
- * under ST__ROOM_FOLDER {room}. */
-void st__chat_object_key(st_buf_t *b, const char *u, size_t ul, int64_t ts, uint64_t writer,
+ * the folder is never longer than the name: it fits every backend). A room writes under
+ * ST__ROOM_FOLDER {room}. o: the owner's bytes (st_chat_owner_bytes). */
+void st__chat_object_key(st_buf_t *b, const char *o, size_t ol, int64_t ts, uint64_t writer,
                          uint64_t seq);
-/* The user of an object key's folder (either encoding, including the older %2E one; a room's
- * folder gives its virtual user); false when the folder is no user's. u holds
- * ST_CHAT_USER_MAX + 1 bytes. */
+/* The owner's bytes of an object key's folder (either encoding, including the older %2E one; a
+ * room's folder gives the room's); false when the folder is no owner's. u holds
+ * ST_CHAT_OWNER_MAX + 1 bytes. */
 bool st__chat_folder_user(const char *key, size_t flen, char *u, size_t *ul);
+
+/* erase.c: whether the owner u is being erased (*wait as st_chat_erasing's). */
+bool st__chat_erasing(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
+#define st__chat_erased(c, u, ul) st__chat_erasing((c), (u), (ul), &(uint64_t){0})
+/* chat.c: st_chat_each of the owner u. */
+int st__chat_each(st_chat_t *c, const char *u, size_t ul, const st_message_query_t *q,
+                  st_chat_msg_fn fn, void *arg, bool *more, uint64_t *last, uint64_t *wait);
+
+/* render.c: messages as JSON, their id member named for their owner's kind */
+/* The id member's name of the owner u's messages (st_owner_id_field). */
+const char *st__chat_id_field(const char *u, size_t ul);
+/* Appends `","name":` (the member after a string one). */
+void st__chat_put_member(st_buf_t *b, const char *name);
+/* A message row rendered as the hot store renders it at post time, for the owner u. */
+void st__chat_render_row(st_buf_t *b, const char *u, size_t ul, const st_msgrow_t *r);
+/* Appends a stored message object of the owner u: as it is, or, a record of an owner of another
+ * kind than users written before owners had kinds (its id member was "conversation_id"),
+ * rendered again member by member with the kind's id member. */
+void st__chat_put_json(st_buf_t *b, const char *u, size_t ul, const char *j, size_t n);
+/* Whether a stored record is one st__chat_put_json renders again (not as it is). */
+bool st__chat_json_legacy(const char *u, size_t ul, const char *j, size_t n);
+/* The raw value (a JSON string) of a stored message's id member, under either name. */
+bool st__chat_json_conv(const char *j, size_t n, const char **v, size_t *vl);
 
 /* cold_read.c */
 /* A user's manifest: its cold objects in file order (or reversed); the tier's. */
@@ -131,8 +159,6 @@ typedef void (*st__chat_row_fn)(void *arg, const st_msgrow_t *r);
 int st__chat_cold_rows(st_tier_t *t, st_store_t *store, const char *o, size_t ol,
                        const st__chat_rowq_t *q, st__chat_row_fn fn, void *arg, size_t *given,
                        bool *more, uint64_t *last, uint64_t *wait);
-/* A message row rendered exactly as the hot store renders it at post time. */
-void st__chat_render_row(st_buf_t *b, const st_msgrow_t *r);
 /* Cold messages of a user (one conversation or all) with lo < msg_id < hi (0 = open), oldest or
  * newest first, up to limit, through fn. *more: rows remain past the last one given.
  * ST_EPARKED (nothing given) when some of it is not in memory; fn NULL only checks that. */
@@ -236,7 +262,9 @@ void st__chat_cold_unref(st_chatcold_t *cc);
 /* Each row of a delta object's bytes as the message JSON a delta record holds. */
 typedef void (*st_chat_delta_fn)(void *arg, uint64_t id, const char *conv, size_t cl, bool deleted,
                                  const char *json, size_t len);
-int st__chat_delta_decode(const void *data, size_t size, st_chat_delta_fn fn, void *arg);
+/* field: the id member's name (st__chat_id_field of the delta objects' owner). */
+int st__chat_delta_decode(const void *data, size_t size, const char *field, st_chat_delta_fn fn,
+                          void *arg);
 
 /* Chat's cold state: chat as a member of the tier (strata/tier.h), and what of the cold tier is
  * chat's own. Made by st_chat_tier_member (flush.c); freed when the tier is done with it. */
@@ -244,7 +272,7 @@ struct st_chatcold {
     st_tier_t *tier; /* borrowed */
     st_chat_t *chat;
     st_tier_member_t member;
-    st_tier_member_t room_member; /* the same sides for rooms' owners (tag 'r') */
+    st_tier_member_t room_member; /* the same sides for rooms (tag ST__ROOM_TAG) */
     int refs;                     /* members the tier holds: freed at the last one's closed */
     st_tier_source_t sources[2];  /* pass.c */
     st_tier_kind_t kind;          /* flush.c */

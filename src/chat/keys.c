@@ -95,13 +95,14 @@ int st__chat_conv_get(st_store_t *s, const uint8_t *k, size_t kl, st_conv_t *cv,
     return st__chat_conv_decode(v, vl, cv) ? ST_OK : ST_EINTERNAL;
 }
 
-void st__chat_object_key(st_buf_t *b, const char *u, size_t ul, int64_t ts, uint64_t writer,
+void st__chat_object_key(st_buf_t *b, const char *o, size_t ol, int64_t ts, uint64_t writer,
                          uint64_t seq)
 {
-    if (ul > 2 && memcmp(u, ST_CHAT_ROOM_USER, 2) == 0) { /* a room's (SPEC §2.1) */
+    st_owner_t w = st_chat_owner_from(o, ol);
+    const char *u = w.id;
+    size_t ul = w.len;
+    if (w.kind == ST_OWNER_ROOM) { /* a room's (SPEC §2.1) */
         st_buf_puts(b, ST__ROOM_FOLDER);
-        u += 2;
-        ul -= 2;
     } else if (ul && u[0] == '.') {
         st_buf_appendc(b, '~');
         u++;
@@ -124,12 +125,10 @@ bool st__chat_folder_user(const char *key, size_t flen, char *u, size_t *ul)
     const char *p = key, *end = key + flen;
     size_t rl = sizeof ST__ROOM_FOLDER - 1;
     if (flen > rl && memcmp(key, ST__ROOM_FOLDER, rl) == 0) {
-        /* shared/conversations/{room}: the room's virtual user; a user's folder never holds a
-         * '/', so a user named "shared" (folder "shared") is never taken for a room */
+        /* shared/conversations/{room}: a room's; a user's folder never holds a '/', so a user
+         * named "shared" (folder "shared") is never taken for a room */
         if (!st_name_valid(key + rl, flen - rl)) return false;
-        memcpy(u, ST_CHAT_ROOM_USER, 2);
-        memcpy(u + 2, key + rl, flen - rl);
-        *ul = 2 + flen - rl;
+        *ul = st_chat_owner_bytes(u, ST_ROOM(key + rl, flen - rl));
         return true;
     }
     if (p < end && *p == '~') {
@@ -171,30 +170,16 @@ int st__chat_refresh_totals(st_chat_t *c, const char *u, size_t ul, uint64_t *wa
     return st_store_put(c->store, k, st__chat_ukey(k, 'T', u, ul) - 1, &tot, sizeof tot, wait);
 }
 
-/* ---- rooms' virtual users (strata/chat.h) ---- */
+/* ---- owners as bytes (strata/chat.h; the encoding: internal.h) ---- */
 
-size_t st_chat_room_user(char *u, const char *room, size_t rl)
+size_t st_chat_owner_bytes(char *o, const st_owner_t *w)
 {
-    memcpy(u, ST_CHAT_ROOM_USER, 2);
-    memcpy(u + 2, room, rl);
-    return rl + 2;
+    ST_ASSERT(w->len <= ST_NAME_MAX);
+    return st_tier_owner(o, w->kind == ST_OWNER_ROOM ? ST__ROOM_TAG : 0, w->id, w->len);
 }
 
-void st_chat_room_json(st_buf_t *out, const char *json, size_t len)
+st_owner_t st_chat_owner_from(const char *o, size_t ol)
 {
-    /* every stored message starts {"msg_id":"<digits>","conversation_id": (st_chat_post and
-     * st__chat_render_row): only that member is renamed, never one inside metadata */
-    static const char head[] = "{\"msg_id\":\"", conv[] = "\",\"conversation_id\":";
-    size_t hl = sizeof head - 1, cl = sizeof conv - 1, i = hl;
-    if (len > hl && memcmp(json, head, hl) == 0) {
-        while (i < len && json[i] >= '0' && json[i] <= '9')
-            i++;
-        if (len - i > cl && memcmp(json + i, conv, cl) == 0) {
-            st_buf_append(out, json, i);
-            st_buf_puts(out, "\",\"room_id\":");
-            st_buf_append(out, json + i + cl, len - i - cl);
-            return;
-        }
-    }
-    st_buf_append(out, json, len);
+    if (st_tier_owner_tag(o, ol) == ST__ROOM_TAG) return (st_owner_t){ST_OWNER_ROOM, o + 2, ol - 2};
+    return (st_owner_t){ST_OWNER_USER, o, ol};
 }

@@ -116,20 +116,20 @@ static bool st__merge_tape_row(void *arg, st_tier_val_t *v, size_t nv)
     return true;
 }
 
-int st_chat_parquet_merge(int zstd_level, const char *user, size_t ul, st_objstore_t *obj,
+int st_chat_parquet_merge(int zstd_level, const st_owner_t *who, st_objstore_t *obj,
                           const st_tier_obj_t *objs, size_t nold, int64_t cutoff, const char *key,
                           st_tier_file_t *out, void **dropped, int64_t *ndropped,
                           bool (*fix)(void *arg, st_msgrow_t *r), void *fix_arg)
 {
     st_buf_t *d = st_calloc(1, sizeof *d);
     *dropped = d;
-    st_mhook_t h = {d, {0}, cutoff, ndropped, fix, fix_arg, NULL, 0};
+    st_mhook_t h = {d, {0}, cutoff, ndropped, fix, fix_arg, who->id, who->len};
     st_map_init(&h.by);
     st_tier_pqmerge_t o = {.zstd_level = zstd_level,
                            .by_key = true,
                            .row = st__merge_tape_row,
                            .arg = &h,
-                           .out = st_pq_msg_schema_of(user, ul, &h.owner, &h.ol)};
+                           .out = st_pq_msg_schema_of(who)};
     int rc = st_tier_pq_merge_with(&st_pq_msg_schema, &o, obj, objs, nold, key, out);
     size_t it;
     st_map_node_t *n;

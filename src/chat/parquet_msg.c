@@ -54,14 +54,9 @@ static const st_pq_field_t st__room_fields[ST_PQ_COLUMNS] = {
 const st_pq_schema_t st_pq_msg_schema = {st__msg_fields, ST_PQ_COLUMNS, 1, 2};
 const st_pq_schema_t st_pq_room_schema = {st__room_fields, ST_PQ_COLUMNS, 1, 2};
 
-const st_pq_schema_t *st_pq_msg_schema_of(const char *user, size_t ul, const char **owner,
-                                          size_t *ol)
+const st_pq_schema_t *st_pq_msg_schema_of(const st_owner_t *o)
 {
-    size_t pl = sizeof ST_CHAT_ROOM_USER - 1;
-    bool room = ul > pl && memcmp(user, ST_CHAT_ROOM_USER, pl) == 0;
-    *owner = room ? user + pl : user;
-    *ol = room ? ul - pl : ul;
-    return room ? &st_pq_room_schema : &st_pq_msg_schema;
+    return o->kind == ST_OWNER_ROOM ? &st_pq_room_schema : &st_pq_msg_schema;
 }
 
 typedef struct {
@@ -104,11 +99,11 @@ static void st__msg_row(void *arg, size_t i, st_pq_rec_t *r)
     st__msg_time(r, m->deleted_at);
 }
 
-int st_parquet_encode(const st_msgrow_t *rows, size_t n, const char *user, size_t ul,
-                      int zstd_level, st_buf_t *out)
+int st_parquet_encode(const st_msgrow_t *rows, size_t n, const st_owner_t *o, int zstd_level,
+                      st_buf_t *out)
 {
-    st_msgenc_t e = {rows, NULL, 0};
-    st_pq_write_t w = {.schema = st_pq_msg_schema_of(user, ul, &e.owner, &e.ol),
+    st_msgenc_t e = {rows, o->id, o->len};
+    st_pq_write_t w = {.schema = st_pq_msg_schema_of(o),
                        .nrows = n,
                        .row = st__msg_row,
                        .arg = &e,

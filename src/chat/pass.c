@@ -9,7 +9,7 @@
  *
  * Folds keep their own clock: the tier's tick sweeps the fold markers ('e' u 0 id: a cold row
  * changed; 'z' u 0 seq: an object to rewrite, both -> i64 when), a page a tick, and queues a
- * fold compaction of every owner (a user, or a room's "~r" owner) with a marker older than
+ * fold compaction of every owner (a user, or a room: its bytes, keys.c) with a marker older than
  * --delta-max-age. A sweep starts every quarter of --delta-max-age (1 s to 60 s), so a cold
  * change is in its object within about 1.25 × --delta-max-age plus the compaction's own time,
  * whatever --flush-interval is (SPEC §2.2, v5 §5.1).
@@ -24,7 +24,7 @@
 static bool st__want_user(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     (void)arg, (void)key, (void)val, (void)vlen;
-    return klen >= 2 && klen - 1 <= ST_CHAT_USER_MAX; /* 'T' user (or a room's) */
+    return klen >= 2 && klen - 1 <= ST_CHAT_OWNER_MAX; /* 'T' owner (any kind's bytes) */
 }
 
 static void st__begin_users(void *arg, int flags)
@@ -121,7 +121,7 @@ typedef struct {
     bool stopped; /* the page ended before the prefix did: resume at from */
     uint8_t from[ST__KEY_CAP];
     size_t from_len;
-    char owners[ST__FOLD_OWNERS][ST_CHAT_USER_MAX];
+    char owners[ST__FOLD_OWNERS][ST_CHAT_OWNER_MAX];
     size_t olen[ST__FOLD_OWNERS], n;
 } st__fold_page_t;
 
@@ -132,7 +132,7 @@ static int st__fold_marker(void *arg, const void *key, size_t klen, const void *
     const uint8_t *z = klen > 1 ? memchr(k + 1, 0, klen - 1) : NULL;
     size_t ol = z ? (size_t)(z - (k + 1)) : 0;
     int64_t t;
-    bool late = vlen == 8 && ol && ol <= ST_CHAT_USER_MAX && (memcpy(&t, val, 8), t <= p->due);
+    bool late = vlen == 8 && ol && ol <= ST_CHAT_OWNER_MAX && (memcpy(&t, val, 8), t <= p->due);
     bool known = p->n && p->olen[p->n - 1] == ol && !memcmp(p->owners[p->n - 1], k + 1, ol);
     if (p->seen == ST__FOLD_PAGE || (late && !known && p->n == ST__FOLD_OWNERS)) {
         if (klen > sizeof p->from) return 1; /* cannot be: keys are built within the cap */

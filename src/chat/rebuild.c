@@ -22,7 +22,7 @@
 #include <string.h>
 
 typedef struct {
-    char user[ST_CHAT_USER_MAX + 1];
+    char user[ST_CHAT_OWNER_MAX + 1];
     size_t ulen;
     uint64_t seq, size;
     uint64_t gen; /* a compaction's fresh number ({seq}.{gen}.parquet); 0 for a flush's */
@@ -397,7 +397,8 @@ static int st__rebuild_deltas(st_chat_t *c, st_objstore_t *obj, const st_obj_t *
         st_buf_t b = {0};
         size_t before = d.n;
         rc = st_objstore_get(obj, o[i].key, 0, o[i].size, &b);
-        if (rc == ST_OK) rc = st__chat_delta_decode(b.data, b.len, st__rb_delta, &d);
+        if (rc == ST_OK)
+            rc = st__chat_delta_decode(b.data, b.len, st__chat_id_field(u, ul), st__rb_delta, &d);
         st_buf_free(&b);
         if (rc != ST_OK) {
             st_error("rebuild: %s cannot be read; stopping", o[i].key);
@@ -478,7 +479,7 @@ static int st__rebuild_deltas(st_chat_t *c, st_objstore_t *obj, const st_obj_t *
 /* A key's table: a room's folder, room_messages; a user's, messages. */
 static char st__chat_key_tag(const char *key)
 {
-    return strncmp(key, ST__ROOM_FOLDER, sizeof ST__ROOM_FOLDER - 1) == 0 ? ST_CHAT_ROOM_TAG : 0;
+    return strncmp(key, ST__ROOM_FOLDER, sizeof ST__ROOM_FOLDER - 1) == 0 ? ST__ROOM_TAG : 0;
 }
 
 /* Chat's objects, users' and rooms' (those rb's tables name), then the delta objects

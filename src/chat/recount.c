@@ -36,9 +36,11 @@ static int st__newest_hot_seq(st_chat_t *c, const char *u, size_t ul, const uint
     return ST_OK;
 }
 
-int st_chat_recount(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
-                    int64_t *drift, uint64_t *wait)
+int st_chat_recount(st_chat_t *c, const st_owner_t *o, const char *conv, size_t cl, int64_t *drift,
+                    uint64_t *wait)
 {
+    char u[ST_CHAT_OWNER_MAX];
+    size_t ul = st_chat_owner_bytes(u, o);
     uint8_t k[ST__KEY_CAP];
     st_conv_t cv;
     size_t ckl = st__chat_ckey(k, u, ul, conv, cl);
@@ -114,7 +116,7 @@ static int st__collect_conv(void *arg, const void *key, size_t klen, const void 
     st_buf_t *b = arg;
     const char *k = key;
     size_t ul = strnlen(k + 1, klen - 1);
-    if (ul == 0 || ul > ST_CHAT_USER_MAX || vlen == 0 || vlen > ST_NAME_MAX) return 0;
+    if (ul == 0 || ul > ST_CHAT_OWNER_MAX || vlen == 0 || vlen > ST_NAME_MAX) return 0;
     uint16_t l[2] = {(uint16_t)ul, (uint16_t)vlen};
     st_buf_append(b, l, sizeof l);
     st_buf_append(b, k + 1, ul);
@@ -132,7 +134,8 @@ size_t st_chat_each_conversation(st_chat_t *c, st_chat_conv_fn fn, void *arg)
     for (size_t i = 0; i + 4 <= b.len; n++) {
         uint16_t l[2];
         memcpy(l, b.data + i, sizeof l);
-        fn(arg, b.data + i + 4, l[0], b.data + i + 4 + l[0], l[1]);
+        st_owner_t o = st_chat_owner_from(b.data + i + 4, l[0]);
+        fn(arg, &o, b.data + i + 4 + l[0], l[1]);
         i += 4 + (size_t)l[0] + l[1];
     }
     st_buf_free(&b);
@@ -173,7 +176,8 @@ size_t st_chat_conversations_page(st_chat_t *c, st_buf_t *cursor, size_t max, bo
     for (size_t i = 0; i + 4 <= b.len; n++) {
         uint16_t l[2];
         memcpy(l, b.data + i, sizeof l);
-        fn(arg, b.data + i + 4, l[0], b.data + i + 4 + l[0], l[1]);
+        st_owner_t o = st_chat_owner_from(b.data + i + 4, l[0]);
+        fn(arg, &o, b.data + i + 4 + l[0], l[1]);
         i += 4 + (size_t)l[0] + l[1];
     }
     st_buf_free(&b);

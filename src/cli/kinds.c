@@ -15,7 +15,7 @@ size_t st_cli_members(const st_cli_kinds_t *k, st_tier_member_t *out[ST_CLI_MEMB
     out[n++] = st_chat_tier_member(k->chat, k->tier, k->chat_opts); /* first: settles the writer */
     out[n++] = st_chat_delta_tier_member(k->chat);
     out[n++] = st_counters_tier_member(k->store);
-    out[n++] = st_chat_room_tier_member(k->chat); /* rooms' messages are chat's (§2.1) */
+    out[n++] = st_chat_kind_tier_member(k->chat, ST_OWNER_ROOM); /* rooms own chat messages */
     out[n++] = st_seats_tier_member(k->seats, k->tier, k->booking_hot_seconds);
     return n;
 }

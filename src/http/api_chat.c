@@ -52,7 +52,7 @@ int st_api_message_post(st_ctx_t *c)
         return st_ctx_error(c, ST_EINVAL,
                             "a JSON body with conversation_id, from and content "
                             "is required");
-    st_message_in_t m = {.user = c->params[0], .user_len = c->plens[0]};
+    st_message_in_t m = {.owner = {ST_OWNER_USER, c->params[0], c->plens[0]}};
     if ((rc = st_json_name(c, j, "conversation_id", &m.conv, &m.conv_len)) ||
         (rc = st_json_name(c, j, "from", &m.from, &m.from_len)))
         goto done;
@@ -160,7 +160,7 @@ int st_api_message_list(st_ctx_t *c)
         q.conv_len = n;
     }
     if ((rc = st_ctx_message_query(c, &q))) return rc;
-    rc = st_chat_messages(c->app->chat, c->params[0], c->plens[0], &q, c->body, &c->wait);
+    rc = st_chat_messages(c->app->chat, ST_USER(c->params[0], c->plens[0]), &q, c->body, &c->wait);
     return rc ? st_ctx_error(c, rc, NULL) : ST_OK;
 }
 

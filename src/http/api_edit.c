@@ -74,9 +74,10 @@ int st_api_message_patch(st_ctx_t *c)
     cJSON *j = NULL;
     st_message_edit_t e;
     if (!(rc = st__edit_parse(c, &j, &e)))
-        rc = st__answer(
-            c, st_chat_edit(c->app->chat, c->params[0], c->plens[0], id, &e, c->body, &c->wait),
-            id);
+        rc = st__answer(c,
+                        st_chat_edit(c->app->chat, ST_USER(c->params[0], c->plens[0]), id, &e,
+                                     c->body, &c->wait),
+                        id);
     cJSON_Delete(j);
     return rc;
 }
@@ -134,7 +135,8 @@ int st_api_message_delete(st_ctx_t *c)
     uint64_t id;
     if (rc || (rc = st__msg_id(c, &id)) || (rc = st_json_no_fields(c))) return rc;
     return st__answer(
-        c, st_chat_delete(c->app->chat, c->params[0], c->plens[0], id, c->body, &c->wait), id);
+        c, st_chat_delete(c->app->chat, ST_USER(c->params[0], c->plens[0]), id, c->body, &c->wait),
+        id);
 }
 
 int st_api_conversation_delete(st_ctx_t *c)
@@ -166,7 +168,7 @@ int st_api_user_delete(st_ctx_t *c)
     int rc = st_param_name(c, 0, "user");
     if (rc || (rc = st_json_no_fields(c))) return rc;
     uint64_t id;
-    rc = st_chat_erase(c->app->chat, c->params[0], c->plens[0], &id, &c->wait);
+    rc = st_chat_erase(c->app->chat, ST_USER(c->params[0], c->plens[0]), &id, &c->wait);
     if (rc) return st_ctx_error(c, rc, NULL);
     st_ctx_erasure_accepted(c, id);
     return ST_OK;
@@ -175,10 +177,10 @@ int st_api_user_delete(st_ctx_t *c)
 /* Whether the erasure is of the token's subject. */
 static bool st__own_erasure(st_ctx_t *c, uint64_t id)
 {
-    const char *u;
-    size_t ul;
-    return st_chat_erasure_user(c->app->chat, id, &u, &ul, &c->wait) == ST_OK &&
-           ul == strlen(c->subject) && memcmp(u, c->subject, ul) == 0;
+    st_owner_t o;
+    return st_chat_erasure_owner(c->app->chat, id, &o, &c->wait) == ST_OK &&
+           o.kind == ST_OWNER_USER && o.len == strlen(c->subject) &&
+           memcmp(o.id, c->subject, o.len) == 0;
 }
 
 /* GET /v1/admin/erasures/{id} (SPEC §2.2): an admin reads any erasure; a user that erased itself

@@ -145,9 +145,9 @@ int st_api_admin_reconcile(st_ctx_t *c)
         st_buf_printf(c->body, "{\"pass\":%llu}", (unsigned long long)pass);
         return ST_OK;
     } else {
-        rc = which == 1
-                 ? st_reconcile_conversation_now(c->app->reconcile, a, al, b, bl, &drift, &c->wait)
-                 : st_reconcile_distinct_now(c->app->reconcile, a, al, &drift, &c->wait);
+        rc = which == 1 ? st_reconcile_conversation_now(c->app->reconcile, ST_USER(a, al), b, bl,
+                                                        &drift, &c->wait)
+                        : st_reconcile_distinct_now(c->app->reconcile, a, al, &drift, &c->wait);
         if (rc == ST_ECONFLICT)
             rc = st_ctx_error(c, rc, "'%.*s' is not a distinct counter", (int)al, a);
         else if (rc)
@@ -177,7 +177,7 @@ int st_api_admin_test_drift(st_ctx_t *c)
         /* the drift stands for a write gone wrong, so its key is marked like a write's */
         if (which == 1) {
             rc = st_chat_test_drift(c->app->chat, a, al, b, bl, by, &c->wait);
-            st_reconcile_mark_conversation(c->app->reconcile, a, al, b, bl);
+            st_reconcile_mark_conversation(c->app->reconcile, ST_USER(a, al), b, bl);
         } else if (which == 2) {
             rc = st_counter_test_drift(c->app->store, a, al, by, &c->wait); /* observers mark */
         } else {

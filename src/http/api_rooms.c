@@ -56,7 +56,7 @@ static int st__not_found(st_ctx_t *c)
  * every answer at once (its erasure's slices remove them from the rooms later). */
 static bool st__erasing(st_ctx_t *c, const char *u, size_t ul)
 {
-    return c->app->chat && st_chat_erasing(c->app->chat, u, ul, &c->wait);
+    return c->app->chat && st_chat_erasing(c->app->chat, ST_USER(u, ul), &c->wait);
 }
 
 static int st__user_gone(st_ctx_t *c, const char *u, size_t ul)
@@ -657,7 +657,7 @@ int st_api_room_erasure(st_ctx_t *c)
     size_t ul;
     uint64_t id;
     if (!(rc = st_json_name(c, j, "user", &user, &ul))) {
-        rc = st_chat_erase(c->app->chat, user, ul, &id, &c->wait);
+        rc = st_chat_erase(c->app->chat, ST_USER(user, ul), &id, &c->wait);
         if (rc) {
             rc = st_ctx_error(c, rc, NULL);
         } else {

@@ -60,7 +60,8 @@ static st_buf_t st__body; /* loop-thread scratch for response bodies */
  * answer from before answers named their user (since > 0), once its erasure was asked for. */
 static bool st__idem_user_gone(void *arg, const char *u, size_t ul, int64_t since)
 {
-    return st_chat_erased(arg, u, ul) || (since > 0 && st_chat_erased_since(arg, u, ul, since));
+    return st_chat_erased(arg, ST_USER(u, ul)) ||
+           (since > 0 && st_chat_erased_since(arg, u, ul, since));
 }
 
 /* The user a keyed request's answer is about, as far as its path tells: /v1/users/{user}/…

@@ -389,10 +389,13 @@ static struct {
 
 #define ST__ERASE_SCAN 4096 /* index entries looked at per slice */
 
-bool st_http_idem_erase(void *store, const char *u, size_t ul, uint64_t erasure, size_t max)
+bool st_http_idem_erase(void *store, const st_owner_t *o, uint64_t erasure, size_t max)
 {
     st_store_t *s = store;
-    if (!st__about_ok(u, ul)) return false;
+    const char *u = o->id;
+    size_t ul = o->len;
+    /* answers are about users: another kind's erasure has none */
+    if (o->kind != ST_OWNER_USER || !st__about_ok(u, ul)) return false;
     if (st__ew.store != s || st__ew.erasure != erasure) { /* another erasure: from the top */
         memset(&st__ew, 0, sizeof st__ew);
         st__ew.store = s;

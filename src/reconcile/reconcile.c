@@ -77,13 +77,13 @@ static void st__mark(st_reconcile_t *r, const char *key, size_t klen)
     e->dirty_gen++;
 }
 
-void st_reconcile_mark_conversation(st_reconcile_t *r, const char *user, size_t ulen,
-                                    const char *conv, size_t clen)
+void st_reconcile_mark_conversation(st_reconcile_t *r, const st_owner_t *o, const char *conv,
+                                    size_t clen)
 {
-    char k[2 + 2 * ST_NAME_MAX + 4];
-    if (ulen > ST_CHAT_USER_MAX || clen > ST_NAME_MAX) return; /* a room's user is longer */
-    k[0] = ST__CONV;
-    memcpy(k + 1, user, ulen);
+    char k[2 + ST_CHAT_OWNER_MAX + ST_NAME_MAX];
+    if (o->len > ST_NAME_MAX || clen > ST_NAME_MAX) return;
+    k[0] = ST__CONV; /* the owner by its bytes (no 0 in them) */
+    size_t ulen = st_chat_owner_bytes(k + 1, o);
     k[1 + ulen] = 0;
     memcpy(k + 2 + ulen, conv, clen);
     st__mark(r, k, 2 + ulen + clen);
@@ -109,15 +109,16 @@ static void st__account(st_reconcile_t *r, int kind, int64_t drift, const char *
             (long long)drift);
 }
 
-int st_reconcile_conversation_now(st_reconcile_t *r, const char *user, size_t ulen,
-                                  const char *conv, size_t clen, int64_t *drift, uint64_t *wait)
+int st_reconcile_conversation_now(st_reconcile_t *r, const st_owner_t *o, const char *conv,
+                                  size_t clen, int64_t *drift, uint64_t *wait)
 {
     *drift = 0;
     if (!r->chat) return ST_ENOTFOUND;
-    int rc = st_chat_recount(r->chat, user, ulen, conv, clen, drift, wait);
+    int rc = st_chat_recount(r->chat, o, conv, clen, drift, wait);
     if (rc == ST_OK) {
-        char what[2 * ST_NAME_MAX + 8];
-        int n = snprintf(what, sizeof what, "%.*s/%.*s", (int)ulen, user, (int)clen, conv);
+        char what[2 * ST_NAME_MAX + 16];
+        int n = snprintf(what, sizeof what, "%s%.*s/%.*s", o->kind == ST_OWNER_ROOM ? "room " : "",
+                         (int)o->len, o->id, (int)clen, conv);
         st__account(r, ST__CONV, *drift, what, (size_t)n);
     }
     return rc;
@@ -193,8 +194,8 @@ static int st__recount(st_reconcile_t *r, st_rentry_t *e)
     int64_t drift;
     uint64_t wait = 0;
     size_t ul = strnlen(e->key + 1, e->klen - 1);
-    int rc = st_reconcile_conversation_now(r, e->key + 1, ul, e->key + 2 + ul, e->klen - 2 - ul,
-                                           &drift, &wait);
+    st_owner_t o = st_chat_owner_from(e->key + 1, ul);
+    int rc = st_reconcile_conversation_now(r, &o, e->key + 2 + ul, e->klen - 2 - ul, &drift, &wait);
     if (rc == ST_EPARKED) st_tier_wait(r->tier, NULL, NULL, NULL); /* prefetch */
     st__log_rc(e->key + 1, e->klen - 1, rc);
     return rc;
@@ -227,13 +228,14 @@ static bool st__work_queue(st_reconcile_t *r, uint64_t now, uint64_t t0)
     return false;
 }
 
-static void st__reconcile_page_conv(void *arg, const char *user, size_t ulen, const char *conv,
-                                    size_t clen)
+/* A page entry: ST__CONV | u8 kind | u8 id length | u8 conv length | id | conv. */
+static void st__reconcile_page_conv(void *arg, const st_owner_t *o, const char *conv, size_t clen)
 {
     st_buf_t *b = arg;
-    uint8_t h[3] = {ST__CONV, (uint8_t)ulen, (uint8_t)clen};
-    st_buf_append(b, h, 3);
-    st_buf_append(b, user, ulen);
+    if (o->len > ST_NAME_MAX || clen > ST_NAME_MAX) return;
+    uint8_t h[4] = {ST__CONV, (uint8_t)o->kind, (uint8_t)o->len, (uint8_t)clen};
+    st_buf_append(b, h, 4);
+    st_buf_append(b, o->id, o->len);
     st_buf_append(b, conv, clen);
 }
 
@@ -293,16 +295,17 @@ static bool st__work_all(st_reconcile_t *r, uint64_t t0)
             st__job_start(r, p + 2, nl, NULL);
             if (r->job && !st__job_run(r, t0)) return true;
         } else {
-            size_t ul = (uint8_t)p[1], cl = (uint8_t)p[2];
+            size_t ul = (uint8_t)p[2], cl = (uint8_t)p[3];
             int64_t d = 0;
             uint64_t wait = 0;
-            r->all_off += 3 + ul + cl;
-            int rc = st_reconcile_conversation_now(r, p + 3, ul, p + 3 + ul, cl, &d, &wait);
+            r->all_off += 4 + ul + cl;
+            st_owner_t o = {(st_owner_kind_t)(uint8_t)p[1], p + 4, ul};
+            int rc = st_reconcile_conversation_now(r, &o, p + 4 + ul, cl, &d, &wait);
             if (rc == ST_EPARKED) { /* its footers are being fetched: the queue retries it */
                 st_tier_wait(r->tier, NULL, NULL, NULL);
-                st_reconcile_mark_conversation(r, p + 3, ul, p + 3 + ul, cl);
+                st_reconcile_mark_conversation(r, &o, p + 4 + ul, cl);
             }
-            st__log_rc(p + 3, ul, rc);
+            st__log_rc(p + 4, ul, rc);
             r->all_keys += rc == ST_OK;
             r->all_drift += d < 0 ? -d : d;
         }
@@ -362,14 +365,14 @@ uint64_t st_reconcile_all(st_reconcile_t *r)
 
 /* Writes mark what they touch: a posted message its conversation, a distinct member its counter
  * (a repair is the recount's own write and marks nothing). */
-static void st__on_posted(void *arg, const char *user, size_t ulen, const char *conv, size_t clen,
+static void st__on_posted(void *arg, const st_owner_t *o, const char *conv, size_t clen,
                           uint64_t msg_id, const char *json, size_t len, uint64_t wait)
 {
     (void)msg_id;
     (void)json;
     (void)len;
     (void)wait;
-    st_reconcile_mark_conversation(arg, user, ulen, conv, clen);
+    st_reconcile_mark_conversation(arg, o, conv, clen);
 }
 
 static void st__on_counter(void *arg, const char *name, size_t nlen, int64_t value, bool distinct,

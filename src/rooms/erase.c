@@ -113,7 +113,7 @@ static bool st__room_deleted_slice(st_rooms_t *r, const char *room, size_t rl, s
     for (size_t off = 0; off < c.keys.len;) {
         size_t n;
         memcpy(&n, c.keys.data + off, sizeof n);
-        st__rooms_leave(r, room, rl, NULL, 0, c.keys.data + off + sizeof n, n, &w);
+        st__rooms_leave(r, room, rl, NULL, 0, c.keys.data + off + sizeof n, n, false, &w);
         off += sizeof n + n;
     }
     bool more = c.n >= c.max;
@@ -155,9 +155,7 @@ static bool st__erase_settled(st_rooms_t *r, const uint8_t *sk, size_t skl, size
         size_t n;
         memcpy(&n, c.keys.data + off, sizeof n);
         const uint8_t *key = (const uint8_t *)c.keys.data + off + sizeof n;
-        char vu[ST_CHAT_USER_MAX];
-        size_t vul = st_chat_room_user(vu, (const char *)key + skl + 1, n - skl - 1);
-        if (st_chat_cold_settled(r->chat, vu, vul))
+        if (st_chat_cold_settled(r->chat, ST_ROOM((const char *)key + skl + 1, n - skl - 1)))
             st_store_del(r->store, key, n, &w);
         else
             left++;
@@ -168,13 +166,14 @@ static bool st__erase_settled(st_rooms_t *r, const uint8_t *sk, size_t skl, size
     return done;
 }
 
-bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size_t max)
+bool st__rooms_erase(void *arg, const st_owner_t *o, uint64_t erasure, size_t max)
 {
     (void)erasure; /* its state is in the store, keyed by the user */
     st_rooms_t *r = arg;
-    size_t pl = sizeof ST_CHAT_ROOM_USER - 1;
-    if (ul > pl && memcmp(u, ST_CHAT_ROOM_USER, pl) == 0) /* a room's own name: it was deleted */
-        return st__room_deleted_slice(r, u + pl, ul - pl, max);
+    if (o->kind == ST_OWNER_ROOM) /* a room's own erasure: it was deleted */
+        return st__room_deleted_slice(r, o->id, o->len, max);
+    const char *u = o->id;
+    size_t ul = o->len;
     uint8_t sk[ST__ROOMS_KEY_CAP], k[ST__ROOMS_KEY_CAP];
     memcpy(sk, st__rooms_erase_pre, sizeof st__rooms_erase_pre);
     memcpy(sk + sizeof st__rooms_erase_pre, u, ul);
@@ -223,24 +222,23 @@ bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size
         if (n == max) return true; /* more may be left: the next slice */
         return !st__erase_settled(r, sk, skl, max);
     }
-    char vu[ST_CHAT_USER_MAX];
-    size_t vul = st_chat_room_user(vu, room.data, room.len);
+    const st_owner_t *ro = ST_ROOM(room.data, room.len);
     st_message_query_t q = {.conv = room.data, .conv_len = room.len, .after = last, .limit = max};
     st_authored_t a = {.u = u, .ul = ul};
     bool more = false;
     uint64_t upto = 0;
-    int rc = st_chat_each(r->chat, vu, vul, &q, st__authored, &a, &more, &upto, &w);
+    int rc = st_chat_each(r->chat, ro, &q, st__authored, &a, &more, &upto, &w);
     st_buf_t tmp = {0};
     for (size_t i = 0; rc == ST_OK && i < a.ids.n; i++) {
         st_buf_reset(&tmp);
-        rc = st_chat_delete_unnamed(r->chat, vu, vul, a.ids.v[i], &tmp, &w); /* from null */
+        rc = st_chat_delete_unnamed(r->chat, ro, a.ids.v[i], &tmp, &w); /* from null */
         if (rc == ST_OK)
             rc = st__rooms_gone(r, room.data, room.len, st__rooms_json_seq(tmp.data, tmp.len), &w);
         if (rc == ST_ENOTFOUND) rc = ST_OK; /* gone by retention meanwhile */
     }
     for (size_t i = 0; rc == ST_OK && i < a.dead.n; i++) { /* no longer named: no count moves */
         st_buf_reset(&tmp);
-        rc = st_chat_delete_unnamed(r->chat, vu, vul, a.dead.v[i], &tmp, &w);
+        rc = st_chat_delete_unnamed(r->chat, ro, a.dead.v[i], &tmp, &w);
         if (rc == ST_ENOTFOUND) rc = ST_OK;
     }
     st_vec_free(&a.ids);

@@ -61,8 +61,9 @@ int st__rooms_outbox(st_rooms_t *r, const char *room, size_t rl, const char *use
 int st__rooms_join(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
                    const char *user, size_t ul, uint8_t role, int64_t now, int64_t count,
                    uint64_t *wait);
+/* mark: the room stays (not deleted): a member that may have posted there gets its 'p' marker. */
 int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
-                    const char *user, size_t ul, uint64_t *wait);
+                    const char *user, size_t ul, bool mark, uint64_t *wait);
 int st__rooms_conv(st_rooms_t *r, const char *room, size_t rl, st_chat_conv_info_t *ci, bool *any,
                    uint64_t *wait);
 void st__rooms_id_or_null(st_buf_t *out, uint64_t id);
@@ -93,6 +94,6 @@ int st__rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_
                      long *who, st_buf_t *out, uint64_t *wait);
 
 /* erase.c: chat's erase hook (st_chat_on_erase) */
-bool st__rooms_erase(void *arg, const char *u, size_t ul, uint64_t erasure, size_t max);
+bool st__rooms_erase(void *arg, const st_owner_t *o, uint64_t erasure, size_t max);
 
 #endif

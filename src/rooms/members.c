@@ -32,7 +32,8 @@ int st__rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_
     int64_t members = rm.members, owners = 0, owners_after = 0;
     st_member_t m;
     for (size_t i = 0; i < nadd && !rc; i++) {
-        if (st_chat_erasing(r->chat, add[i].s, add[i].n, wait)) { /* 404 from its erasure on */
+        if (st_chat_erasing(r->chat, ST_USER(add[i].s, add[i].n),
+                            wait)) { /* 404 from its erasure on */
             *who = (long)i;
             rc = ST_ENOTFOUND;
             break;
@@ -73,7 +74,8 @@ int st__rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_
             rc = st__rooms_join(r, room, rl, name, nl, add[i].s, add[i].n, add[i].role, now,
                                 counts[i], wait);
     for (size_t i = 0; i < nremove && !rc; i++)
-        if (in_rm[i]) rc = st__rooms_leave(r, room, rl, name, nl, remove[i].s, remove[i].n, wait);
+        if (in_rm[i])
+            rc = st__rooms_leave(r, room, rl, name, nl, remove[i].s, remove[i].n, true, wait);
     if (!rc && members != rm.members) rc = st__rooms_set_count(r, room, rl, members, wait);
     free(in_add);
     free(in_rm);
@@ -147,7 +149,7 @@ int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cur
         end = w.rows.n < w.want;
         for (size_t i = 0; i < w.rows.n && !more; i++) {
             st_mrow_t *m = &w.rows.v[i];
-            if (st_chat_erasing(r->chat, m->user, m->ul, wait)) continue;
+            if (st_chat_erasing(r->chat, ST_USER(m->user, m->ul), wait)) continue;
             if (n == limit) {
                 more = true;
                 break;
@@ -191,7 +193,7 @@ int st_rooms_set_role(st_rooms_t *r, const char *room, size_t rl, const char *us
     st_member_t m;
     rc = st__rooms_member_get(r, room, rl, user, ul, &m, wait);
     /* a member being erased is gone for every answer (SPEC §2.2) */
-    if (rc == ST_ENOTFOUND || (!rc && st_chat_erasing(r->chat, user, ul, wait))) {
+    if (rc == ST_ENOTFOUND || (!rc && st_chat_erasing(r->chat, ST_USER(user, ul), wait))) {
         *not_member = true;
         return ST_ENOTFOUND;
     }

@@ -29,7 +29,7 @@ size_t st__rooms_key(uint8_t *k, const char *room, size_t rl)
 /* ks a 0 b', b' = b or 0x01 + SHA-256(b)[0..20) when the key would be too long. */
 size_t st__rooms_pair(uint8_t *k, char ks, const char *a, size_t al, const char *b, size_t bl)
 {
-    ST_ASSERT(al <= ST_CHAT_USER_MAX); /* a name (or a room's virtual user): the key fits */
+    ST_ASSERT(al <= ST_NAME_MAX); /* a name: the key fits */
     k[0] = (uint8_t)ks;
     memcpy(k + 1, a, al);
     k[1 + al] = 0;
@@ -256,7 +256,7 @@ int st__rooms_join(st_rooms_t *r, const char *room, size_t rl, const char *name,
 }
 
 int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
-                    const char *user, size_t ul, uint64_t *wait)
+                    const char *user, size_t ul, bool mark, uint64_t *wait)
 {
     uint8_t k[ST__ROOMS_KEY_CAP];
     int64_t count = 0;
@@ -266,6 +266,10 @@ int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, const char *name
     bool member = rc == ST_OK;
     if (rc == ST_ENOTFOUND) rc = ST_OK;
     if (!rc && member && m.role == ST_ROOMS_OWNER) rc = st__rooms_owners_add(r, room, rl, -1, wait);
+    /* it may have posted (its marker moved to its post): an erasure of it must find the room */
+    if (!rc && member && mark && m.last_read > 0)
+        rc = st_store_put(r->store, k, st__rooms_pair(k, ST__KS_POSTED, user, ul, room, rl), room,
+                          rl, wait);
     if (!rc)
         rc = st_store_del(r->store, k, st__rooms_pair(k, ST__KS_MEMBER, room, rl, user, ul), wait);
     if (!rc)
@@ -284,9 +288,7 @@ int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, const char *name
 int st__rooms_conv(st_rooms_t *r, const char *room, size_t rl, st_chat_conv_info_t *ci, bool *any,
                    uint64_t *wait)
 {
-    char u[ST_CHAT_USER_MAX];
-    size_t ul = st_chat_room_user(u, room, rl);
-    int rc = st_chat_conv_info(r->chat, u, ul, room, rl, ci, wait);
+    int rc = st_chat_conv_info(r->chat, ST_ROOM(room, rl), room, rl, ci, wait);
     *any = rc == ST_OK;
     if (rc == ST_ENOTFOUND) {
         memset(ci, 0, sizeof *ci);
@@ -319,7 +321,7 @@ int st__rooms_erasing_members(st_rooms_t *r, const char *room, size_t rl, int64_
     *n = 0;
     /* bounded: with more erasures pending at once (a bulk job), the count may still include
      * some of them until the slices take them out */
-    int rc = st_chat_erasing_users(r->chat, ST__ERASING_MAX, &names, &cnt, wait);
+    int rc = st_chat_erasing_owners(r->chat, ST_OWNER_USER, ST__ERASING_MAX, &names, &cnt, wait);
     for (size_t p = 0; rc == ST_OK && p < names.len;) {
         uint8_t l = (uint8_t)names.data[p];
         st_member_t m;

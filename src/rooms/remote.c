@@ -35,7 +35,7 @@ int st_rooms_remote(st_rooms_t *r, const char *user, size_t ul, const char *room
      * after joined_at: the change was on its way meanwhile; a walk of the erasures since then,
      * st_chat_erased_since) is not listed; an addition sends
      * the erasure back to the room's group (a removal is that group's own doing already) */
-    if (st_chat_erasing(r->chat, user, ul, wait) ||
+    if (st_chat_erasing(r->chat, ST_USER(user, ul), wait) ||
         (added && st_chat_erased_since(r->chat, user, ul, joined_at))) {
         if (added && (rc = st_outbox_stage_erase(r->outbox, user, ul, room, rl, wait))) return rc;
         st__remote_answer(out, user, ul, room, rl, joined_at, added, false);
@@ -157,8 +157,8 @@ static int st__drop_deleting(st_rooms_t *r, st_ulist_t *l, uint64_t *wait)
 {
     st_buf_t names = {0};
     size_t cnt;
-    int rc = st_chat_erasing_users_with(r->chat, ST_CHAT_ROOM_USER, sizeof ST_CHAT_ROOM_USER - 1,
-                                        ST__DELETING_MAX + 1, &names, &cnt, wait);
+    int rc =
+        st_chat_erasing_owners(r->chat, ST_OWNER_ROOM, ST__DELETING_MAX + 1, &names, &cnt, wait);
     if (rc == ST_OK && cnt) {
         size_t kept = 0;
         for (size_t i = 0; i < l->v.n; i++) {

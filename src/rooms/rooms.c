@@ -117,20 +117,17 @@ int st_rooms_get(st_rooms_t *r, const char *room, size_t rl, st_buf_t *out, uint
 
 bool st_rooms_deleting(st_rooms_t *r, const char *room, size_t rl, uint64_t *wait)
 {
-    char vu[ST_CHAT_USER_MAX];
-    return st_chat_erasing(r->chat, vu, st_chat_room_user(vu, room, rl), wait);
+    return st_chat_erasing(r->chat, ST_ROOM(room, rl), wait);
 }
 
 int st_rooms_delete(st_rooms_t *r, const char *room, size_t rl, uint64_t *erasure, uint64_t *wait)
 {
     int rc = st_rooms_exists(r, room, rl, wait);
     if (rc) return rc;
-    /* the room's messages are chat's, under its own name: their erasure (hot and cold, every
-     * kept object) is a user's (SPEC §2.2); it ends the room's streams with not_found, and its
-     * slices take the members out (erase.c) */
-    char vu[ST_CHAT_USER_MAX];
-    size_t vul = st_chat_room_user(vu, room, rl);
-    if ((rc = st_chat_erase(r->chat, vu, vul, erasure, wait))) return rc;
+    /* the room owns its messages in chat: their erasure (hot and cold, every kept object) is
+     * an owner's (SPEC §2.2); it ends the room's streams with not_found, and its slices take
+     * the members out (erase.c) */
+    if ((rc = st_chat_erase(r->chat, ST_ROOM(room, rl), erasure, wait))) return rc;
     /* at once: 404 to everyone */
     uint8_t k[ST__ROOMS_KEY_CAP];
     return st_store_del(r->store, k, st__rooms_key(k, room, rl), wait);
@@ -158,7 +155,7 @@ int st_rooms_create(st_rooms_t *r, const char *room, size_t rl, const char *name
     for (size_t i = 0; i <= n && !rc; i++) {
         const char *u = i < n ? members[i].s : owner;
         size_t ul = i < n ? members[i].n : ol;
-        if (st_chat_erasing(r->chat, u, ul, wait)) { /* 404 from its erasure on */
+        if (st_chat_erasing(r->chat, ST_USER(u, ul), wait)) { /* 404 from its erasure on */
             *who = i < n ? (long)i : -1;
             rc = ST_ENOTFOUND;
             break;

@@ -14,6 +14,7 @@
 
 #include "strata/ws.h"
 #include "strata/metrics.h"
+#include "strata/owner.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -78,9 +79,9 @@ typedef struct st_wssub {
     char *id;
     char *name; /* counter name, event id, or user */
     char *conv; /* messages: one conversation or NULL */
-    /* a room's (topic "room", SPEC §3): name is the room's virtual user, conv the room; member
-     * is the user it streams for (the token's sub; with auth off the optional "user"), whose
-     * removal from the room ends it, or NULL */
+    /* a room's (topic "room", SPEC §3): name is the room's channel (its owner's bytes,
+     * st_chat_owner_bytes), conv the room; member is the user it streams for (the token's sub; with
+     * auth off the optional "user"), whose removal from the room ends it, or NULL */
     bool room;
     char *member;
     bool present;    /* a room's: counted by presence.c while in its channel */
@@ -314,7 +315,9 @@ bool st__ws_seats_wanted(void *arg, const char *event_id, size_t elen);
 /* Would a message posted now reach any stream on this member? */
 bool st__ws_message_wanted(st_ws_t *ws, const char *user, size_t ulen, const char *conv,
                            size_t clen, uint64_t msg_id);
-void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char *conv, size_t clen,
+/* A posted message (st_chat_observer_fn) for the streams here; noted for the group's other
+ * members (the note names the owner by its bytes, st_chat_owner_bytes). */
+void st__ws_message_posted(void *arg, const st_owner_t *o, const char *conv, size_t clen,
                            uint64_t msg_id, const char *json, size_t len, uint64_t wait);
 
 /* ---- rx.c: RFC 6455 checks on client frames, ahead of libwebsockets ---- */
@@ -345,9 +348,9 @@ void st__ws_note_seats(st_ws_t *ws, const char *event_id, size_t elen, const cha
 void st__ws_revoke(st_ws_t *ws, const char *user, size_t ulen, int64_t erased_us, uint64_t wait);
 /* An edit, delete or erasure (st_chat_change_fn) for the streams here; noted for the group's
  * other members like the rest. */
-void st__ws_message_changed(void *arg, const char *kind, const char *user, size_t ulen,
-                            const char *conv, size_t clen, uint64_t msg_id, const char *json,
-                            size_t len, uint64_t wait);
+void st__ws_message_changed(void *arg, const char *kind, const st_owner_t *o, const char *conv,
+                            size_t clen, uint64_t msg_id, const char *json, size_t len,
+                            uint64_t wait);
 void st__ws_note_change(st_ws_t *ws, const char *kind, const char *user, size_t ulen,
                         const char *conv, size_t clen, uint64_t msg_id, const char *json,
                         size_t len);

@@ -127,18 +127,16 @@ static void st__on_note(void *arg, uint8_t kind, const char *p, size_t len)
     } else if (kind == ST__NOTE_MESSAGE && st__get_str(&p, end, &a, &al) &&
                st__get_str(&p, end, &c, &cl) && end - p == 8) {
         uint64_t id;
-        const char *json;
-        size_t jl;
         memcpy(&id, p, 8);
         /* Read back only if a stream here takes it (most posts have no subscriber on a member:
          * the read and the copy were a tenth of a follower's loop per post, issue 24). Copied:
          * the store's buffer is reused by the next read. */
+        st_buf_t json = {0};
+        st_owner_t o = st_chat_owner_from(a, al); /* as st__ws_message_posted noted it */
         if (ws->app->chat && st__ws_message_wanted(ws, a, al, c, cl, id) &&
-            st_chat_message_json(ws->app->chat, a, al, id, &json, &jl) == ST_OK) {
-            char *own = st_strndup(json, jl);
-            st__ws_message_posted(ws, a, al, c, cl, id, own, jl, 0);
-            free(own);
-        }
+            st_chat_message_json(ws->app->chat, &o, id, &json) == ST_OK)
+            st__ws_message_posted(ws, &o, c, cl, id, json.data, json.len, 0);
+        st_buf_free(&json);
     } else if (kind == ST__NOTE_ROOM && st__get_str(&p, end, &a, &al) &&
                st__get_str(&p, end, &c, &cl) && end - p == 1) {
         st__ws_room_member(ws, a, al, c, cl, *p != 0, 0);
@@ -152,9 +150,9 @@ static void st__on_note(void *arg, uint8_t kind, const char *p, size_t len)
         char kind_s[32];
         memcpy(kind_s, k, kl);
         kind_s[kl] = 0;
+        st_owner_t o = st_chat_owner_from(a, al);
         if (st__get_str(&p, end, &json, &jl) && p == end)
-            st__ws_message_changed(ws, kind_s, a, al, cl ? c : NULL, cl, id, jl ? json : NULL, jl,
-                                   0);
+            st__ws_message_changed(ws, kind_s, &o, cl ? c : NULL, cl, id, jl ? json : NULL, jl, 0);
     } else {
         st_warn("ws: an unreadable stream note (kind %u, %zu bytes) was skipped", kind, len);
     }

@@ -28,8 +28,8 @@ static const char st__topic_char[] = {'c', 's', 'm'};
 
 static st_wschan_t *st__chan_find(st_ws_t *ws, st_topic_t t, const char *name, size_t nlen)
 {
-    char key[1 + ST_CHAT_USER_MAX]; /* a room's virtual user is the longest name */
-    if (nlen > ST_CHAT_USER_MAX) return NULL;
+    char key[1 + ST_CHAT_OWNER_MAX]; /* messages' channels: their owner's bytes */
+    if (nlen > ST_CHAT_OWNER_MAX) return NULL;
     key[0] = st__topic_char[t];
     memcpy(key + 1, name, nlen);
     st_map_node_t *n = st_map_get(&ws->chans, key, nlen + 1);
@@ -110,18 +110,6 @@ static st_wsbody_t *st__message_body(const char *json, size_t len)
     return b;
 }
 
-/* The same for a room's subscribers: the message with room_id (SPEC §2.1). */
-static st_wsbody_t *st__room_message_body(const char *json, size_t len)
-{
-    st_buf_t b = {0};
-    st_buf_puts(&b, "\"message\":");
-    st_chat_room_json(&b, json, len);
-    st_buf_appendc(&b, '}');
-    st_wsbody_t *body = st__ws_body_new(b.data, b.len);
-    st_buf_free(&b);
-    return body;
-}
-
 static void st__replay_one(void *arg, uint64_t msg_id, const char *json, size_t len)
 {
     st_replay_ctx_t *r = arg;
@@ -137,7 +125,7 @@ static void st__replay_one(void *arg, uint64_t msg_id, const char *json, size_t 
         r->full = true;
         return;
     }
-    st_wsbody_t *body = r->s->room ? st__room_message_body(json, len) : st__message_body(json, len);
+    st_wsbody_t *body = st__message_body(json, len);
     if (!r->pbody) r->pbody = st__ws_body_new(r->prefix.data, r->prefix.len);
     st__ws_queue_replay(r->ws, c, r->pbody, body, r->wait);
     st__ws_body_unref(body);
@@ -175,8 +163,10 @@ static bool st__replay_step(st_ws_t *ws, st_wssub_t *s)
     st__ws_prefix(&r.prefix, "message", s->id);
     bool more = false;
     uint64_t last = 0;
-    int rc = st_chat_each(ws->app->chat, s->name, strlen(s->name), &q, st__replay_one, &r, &more,
-                          &last, &r.wait);
+    /* a room's stream is of the room's messages (SPEC §2.1), a messages stream of the user's */
+    st_owner_t o = s->room ? (st_owner_t){ST_OWNER_ROOM, s->conv, q.conv_len}
+                           : (st_owner_t){ST_OWNER_USER, s->name, strlen(s->name)};
+    int rc = st_chat_each(ws->app->chat, &o, &q, st__replay_one, &r, &more, &last, &r.wait);
     for (int tries = 0; rc == ST_EPARKED && tries < 3; tries++) {
         if (st_tier_wait(ws->app->tier, &s->cold_wait, st__replay_unparked, s)) {
             s->ws = ws;
@@ -184,8 +174,7 @@ static bool st__replay_step(st_ws_t *ws, st_wssub_t *s)
             st__ws_body_unref(r.pbody);
             return true; /* parked: nothing was sent */
         }
-        rc = st_chat_each(ws->app->chat, s->name, strlen(s->name), &q, st__replay_one, &r, &more,
-                          &last, &r.wait);
+        rc = st_chat_each(ws->app->chat, &o, &q, st__replay_one, &r, &more, &last, &r.wait);
     }
     more |= r.full;
     st_tier_release(ws->app->tier, s->cold_wait);
@@ -303,7 +292,8 @@ static int st__check_subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, cons
             st__ws_send_error(ws, c, id, "unavailable", "messages are not served here");
             return ST_EUNAVAIL;
         }
-        if (st_chat_erased(ws->app->chat, (*name)->valuestring, strlen((*name)->valuestring))) {
+        if (st_chat_erased(ws->app->chat,
+                           ST_USER((*name)->valuestring, strlen((*name)->valuestring)))) {
             st__ws_send_error(ws, c, id, "not_found", "no such user (erased)");
             return ST_ENOTFOUND;
         }
@@ -473,7 +463,7 @@ static int st__check_room(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
     }
     if (*member &&
         (st_rooms_role(rooms, rm, strlen(rm), *member, strlen(*member), &role, &w) != ST_OK ||
-         (ws->app->chat && st_chat_erased(ws->app->chat, *member, strlen(*member))))) {
+         (ws->app->chat && st_chat_erased(ws->app->chat, ST_USER(*member, strlen(*member)))))) {
         /* a member being erased is out of its rooms from the erasure on (SPEC §2.2) */
         st__ws_send_error(ws, c, id, "forbidden", "only the room's members stream it");
         return ST_EFORBIDDEN;
@@ -503,12 +493,13 @@ static void st__subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
     bool replay;
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "topic");
     const char *member = NULL;
-    char vu[ST_CHAT_USER_MAX + 1];
+    char vu[ST_CHAT_OWNER_MAX + 1];
     const char *nm;
     if (cJSON_IsString(t) && strcmp(t->valuestring, "room") == 0) {
-        /* a room is its virtual user's conversation, streamed as messages are (SPEC §3) */
+        /* a room owns its one conversation, streamed as messages are (SPEC §3): its channel is
+         * the room's (its owner's bytes) */
         if (st__check_room(ws, c, id, j, &conv, &member, &after, &replay) != ST_OK) return;
-        vu[st_chat_room_user(vu, conv->valuestring, strlen(conv->valuestring))] = 0;
+        vu[st_chat_owner_bytes(vu, ST_ROOM(conv->valuestring, strlen(conv->valuestring)))] = 0;
         nm = vu;
     } else {
         if (st__check_subscribe(ws, c, id, j, &topic, &name, &conv, &after, &replay) != ST_OK)
@@ -687,12 +678,14 @@ bool st__ws_message_wanted(st_ws_t *ws, const char *user, size_t ulen, const cha
     return false;
 }
 
-void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char *conv, size_t clen,
+void st__ws_message_posted(void *arg, const st_owner_t *o, const char *conv, size_t clen,
                            uint64_t msg_id, const char *json, size_t len, uint64_t wait)
 {
     st_ws_t *ws = arg;
-    st__ws_note_message(ws, user, ulen, conv, clen, msg_id, json, len);
-    st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen);
+    char ob[ST_CHAT_OWNER_MAX];
+    size_t obl = st_chat_owner_bytes(ob, o);
+    st__ws_note_message(ws, ob, obl, conv, clen, msg_id, json, len);
+    st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, ob, obl);
     if (!ch) return;
     st_wsbody_t *pre = NULL; /* the prefix for the id in last */
     const char *last = NULL;
@@ -700,7 +693,7 @@ void st__ws_message_posted(void *arg, const char *user, size_t ulen, const char 
     for (ST_LIST_EACH(l, n, &ch->subs)) {
         st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, clink);
         if (!st__ws_message_taken(s, conv, clen, msg_id)) continue;
-        if (!body) body = s->room ? st__room_message_body(json, len) : st__message_body(json, len);
+        if (!body) body = st__message_body(json, len);
         uint64_t w = st__sub_wait(s, wait);
         st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, "message", s->id), body, w);
         s->cursor = msg_id;
@@ -732,8 +725,9 @@ static void st__ws_end_sub(st_ws_t *ws, st_wssub_t *s, const char *code, const c
 static st_wschan_t *st__room_user_frame(st_ws_t *ws, const char *room, size_t rl, const char *user,
                                         size_t ul, st_buf_t *b)
 {
-    char vu[ST_CHAT_USER_MAX];
-    st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, vu, st_chat_room_user(vu, room, rl));
+    char vu[ST_CHAT_OWNER_MAX];
+    st_wschan_t *ch =
+        st__chan_find(ws, ST_TOPIC_MESSAGES, vu, st_chat_owner_bytes(vu, ST_ROOM(room, rl)));
     if (!ch) return NULL;
     st_buf_puts(b, "\"room_id\":");
     st_buf_append_json_str(b, room, rl);
@@ -855,28 +849,29 @@ static void st__ws_end_member_rooms(st_ws_t *ws, const char *user, size_t ul, ui
 
 /* An edit or delete (SPEC §2.2): live subscribers get its new state, in order with their other
  * frames (a live-only one too, for a message older than its subscription); a replay not there
- * yet reads the new state itself. A room's subscribers see room_id (SPEC §2.1). An erased
- * user's subscriptions end. */
-void st__ws_message_changed(void *arg, const char *kind, const char *user, size_t ulen,
-                            const char *conv, size_t clen, uint64_t msg_id, const char *json,
-                            size_t len, uint64_t wait)
+ * yet reads the new state itself (a room's messages name room_id: chat renders them so). An
+ * erased user's subscriptions end, and a deleted room's. */
+void st__ws_message_changed(void *arg, const char *kind, const st_owner_t *o, const char *conv,
+                            size_t clen, uint64_t msg_id, const char *json, size_t len,
+                            uint64_t wait)
 {
     st_ws_t *ws = arg;
-    st__ws_note_change(ws, kind, user, ulen, conv, clen, msg_id, json, len);
-    if (!json) { /* erased: out of its rooms; streams on its tokens from before end */
+    char ob[ST_CHAT_OWNER_MAX];
+    size_t obl = st_chat_owner_bytes(ob, o);
+    st__ws_note_change(ws, kind, ob, obl, conv, clen, msg_id, json, len);
+    if (!json && o->kind == ST_OWNER_USER) { /* erased: out of its rooms; older tokens' end */
         int64_t at;
         uint64_t w = 0;
-        st__ws_end_member_rooms(ws, user, ulen, wait);
-        if (ws->app->chat && st_chat_erased_at(ws->app->chat, user, ulen, &at, &w) == ST_OK)
-            st__ws_revoke(ws, user, ulen, at, wait > w ? wait : w);
+        st__ws_end_member_rooms(ws, o->id, o->len, wait);
+        if (ws->app->chat && st_chat_erased_at(ws->app->chat, o->id, o->len, &at, &w) == ST_OK)
+            st__ws_revoke(ws, o->id, o->len, at, wait > w ? wait : w);
     }
-    st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen);
+    st_wschan_t *ch = st__chan_find(ws, ST_TOPIC_MESSAGES, ob, obl);
     if (!ch) return;
     if (!json) { /* erased */
         /* the channel is freed with its last subscription: take them one at a time */
-        if (ulen > 2 && memcmp(user, ST_CHAT_ROOM_USER, 2) == 0) /* a deleted room */
-            st__ws_presence_forget(ws, user + 2, ulen - 2);
-        while ((ch = st__chan_find(ws, ST_TOPIC_MESSAGES, user, ulen))) {
+        if (o->kind == ST_OWNER_ROOM) st__ws_presence_forget(ws, o->id, o->len); /* deleted */
+        while ((ch = st__chan_find(ws, ST_TOPIC_MESSAGES, ob, obl))) {
             st_wssub_t *s = ST_LIST_ITEM(ch->subs.next, st_wssub_t, clink);
             st__ws_end_sub(ws, s, "not_found",
                            s->room ? "the room was deleted; the subscription ended"
@@ -893,7 +888,7 @@ void st__ws_message_changed(void *arg, const char *kind, const char *user, size_
         if ((s->replaying && msg_id > s->cursor) ||
             (s->conv && (strlen(s->conv) != clen || memcmp(s->conv, conv, clen) != 0)))
             continue;
-        if (!body) body = s->room ? st__room_message_body(json, len) : st__message_body(json, len);
+        if (!body) body = st__message_body(json, len);
         uint64_t w = st__sub_wait(s, wait);
         st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, kind, s->id), body, w);
         s->last_wait = w;

@@ -40,8 +40,15 @@ static void close_all(bool remove)
 
 static uint64_t post(const char *user, const char *conv, const char *text, st_buf_t *out)
 {
-    st_message_in_t m = {user, strlen(user), conv,         strlen(conv), "me",
-                         2,    text,         strlen(text), NULL,         0};
+    st_message_in_t m = {{ST_OWNER_USER, user, strlen(user)},
+                         conv,
+                         strlen(conv),
+                         "me",
+                         2,
+                         text,
+                         strlen(text),
+                         NULL,
+                         0};
     uint64_t w = 0;
     st_buf_reset(out);
     CHECK_EQ(st_chat_post(chat, &m, out, &w), ST_OK);
@@ -79,7 +86,7 @@ TEST(erased_since_finds_an_erasure_asked_for_after_a_time)
     int64_t before = st_now_us() - 2000000;
     uint64_t id = 0, w = 0;
     CHECK(!st_chat_erased_since(chat, "eve", 3, before));
-    CHECK_EQ(st_chat_erase(chat, "eve", 3, &id, &w), ST_OK);
+    CHECK_EQ(st_chat_erase(chat, ST_USER("eve", 3), &id, &w), ST_OK);
     fx_settle(&fx, store);
     CHECK(st_chat_erased_since(chat, "eve", 3, before));
     CHECK(st_chat_erased_since(chat, "eve", 3, 0));                           /* any time */
@@ -100,7 +107,7 @@ TEST(paging_respects_bounds_both_ways)
         .conv = "c", .conv_len = 1, .after = ids[0], .before = ids[4], .limit = 2};
     uint64_t w = 0;
     st_buf_reset(&out);
-    CHECK_EQ(st_chat_messages(chat, "p", 1, &q, &out, &w), ST_OK);
+    CHECK_EQ(st_chat_messages(chat, ST_USER("p", 1), &q, &out, &w), ST_OK);
     char id1[32], next[48];
     snprintf(id1, sizeof id1, "%llu", (unsigned long long)ids[1]);
     snprintf(next, sizeof next, "\"next\":\"%llu\"", (unsigned long long)ids[2]);
@@ -109,7 +116,7 @@ TEST(paging_respects_bounds_both_ways)
     q.desc = true;
     q.limit = 10;
     st_buf_reset(&out);
-    CHECK_EQ(st_chat_messages(chat, "p", 1, &q, &out, &w), ST_OK);
+    CHECK_EQ(st_chat_messages(chat, ST_USER("p", 1), &q, &out, &w), ST_OK);
     CHECK(strstr(out.data, "\"next\":null"));
     char *first = strstr(out.data, "\"msg_id\":\"") + 10;
     CHECK_EQ(strtoull(first, NULL, 10), ids[3]);
@@ -459,8 +466,9 @@ TEST(rebuild_skips_an_orphan_whose_rows_a_later_object_holds)
                                 .content = "x",
                                 .content_len = 1};
     st_buf_t a = {0}, b = {0};
-    CHECK_EQ(st_parquet_encode(rows, 3, "u", 1, 1, &a), ST_OK); /* the crashed attempt: rows 1-3 */
-    CHECK_EQ(st_parquet_encode(rows, 5, "u", 1, 1, &b),
+    CHECK_EQ(st_parquet_encode(rows, 3, ST_USER("u", 1), 1, &a),
+             ST_OK); /* the crashed attempt: rows 1-3 */
+    CHECK_EQ(st_parquet_encode(rows, 5, ST_USER("u", 1), 1, &b),
              ST_OK); /* the retry that was recorded: 1-5 */
     CHECK_EQ(st_objstore_put(obj, "u/batch-1000-1.parquet", a.data, a.len), ST_OK);
     CHECK_EQ(st_objstore_put(obj, "u/batch-1000-2.parquet", b.data, b.len), ST_OK);
@@ -507,10 +515,12 @@ TEST(rebuild_counts_a_merged_object_once_with_what_it_replaced)
                                 .content = "x",
                                 .content_len = 1};
     st_buf_t a = {0}, b = {0}, m = {0}, d = {0};
-    CHECK_EQ(encode_v4(rows, 2, &a), ST_OK);                        /* object 1: rows 1-2 */
-    CHECK_EQ(st_parquet_encode(rows + 2, 2, "u", 1, 1, &b), ST_OK); /* object 2: rows 3-4 */
-    CHECK_EQ(st_parquet_encode(rows, 4, "u", 1, 1, &m), ST_OK);     /* their merge: 1-4 */
-    CHECK_EQ(st_parquet_encode(rows + 4, 2, "u", 1, 1, &d), ST_OK); /* a later flush: 5-6 */
+    CHECK_EQ(encode_v4(rows, 2, &a), ST_OK); /* object 1: rows 1-2 */
+    CHECK_EQ(st_parquet_encode(rows + 2, 2, ST_USER("u", 1), 1, &b),
+             ST_OK);                                                     /* object 2: rows 3-4 */
+    CHECK_EQ(st_parquet_encode(rows, 4, ST_USER("u", 1), 1, &m), ST_OK); /* their merge: 1-4 */
+    CHECK_EQ(st_parquet_encode(rows + 4, 2, ST_USER("u", 1), 1, &d),
+             ST_OK); /* a later flush: 5-6 */
     CHECK_EQ(st_objstore_put(obj, "u/batch-1000-1.parquet", a.data, a.len), ST_OK);
     CHECK_EQ(st_objstore_put(obj, "u/batch-1000-2.parquet", b.data, b.len), ST_OK);
     CHECK_EQ(st_objstore_put(obj, "u/batch-1000-1.5.parquet", m.data, m.len), ST_OK);
@@ -638,15 +648,24 @@ TEST(compaction_major_plan_fewest_objects_under_the_cap)
 
 TEST(room_folders_never_collide_with_user_folders)
 {
-    char u[ST_CHAT_USER_MAX + 1], ru[ST_CHAT_USER_MAX];
+    char u[ST_CHAT_OWNER_MAX + 1], ru[ST_CHAT_OWNER_MAX];
     size_t ul;
     st_buf_t b = {0};
-    /* a room's objects: shared/conversations/{room}/…, and back to its virtual user */
-    size_t rl = st_chat_room_user(ru, "lobby", 5);
+    /* a room's objects: shared/conversations/{room}/…, and back to the room */
+    size_t rl = st_chat_owner_bytes(ru, ST_ROOM("lobby", 5));
     st__chat_object_key(&b, ru, rl, 7, 0, 1);
     CHECK_STR(b.data, "shared/conversations/lobby/batch-7-1.parquet");
     CHECK(st__chat_folder_user(b.data, strlen("shared/conversations/lobby"), u, &ul));
-    CHECK(ul == rl && memcmp(u, ru, rl) == 0);
+    st_owner_t o = st_chat_owner_from(u, ul);
+    CHECK(o.kind == ST_OWNER_ROOM && o.len == 5 && memcmp(o.id, "lobby", 5) == 0);
+    /* a user of the same name is another owner: other bytes, its own folder */
+    size_t l2 = st_chat_owner_bytes(u, ST_USER("lobby", 5));
+    CHECK(l2 == 5 && !(l2 == rl && memcmp(u, ru, rl) == 0));
+    o = st_chat_owner_from(u, l2);
+    CHECK(o.kind == ST_OWNER_USER && o.len == 5);
+    st_buf_reset(&b);
+    st__chat_object_key(&b, u, l2, 7, 0, 1);
+    CHECK_STR(b.data, "lobby/batch-7-1.parquet");
     /* a user named "shared" keeps objects directly under shared/ */
     st_buf_reset(&b);
     st__chat_object_key(&b, "shared", 6, 7, 0, 1);
@@ -658,23 +677,49 @@ TEST(room_folders_never_collide_with_user_folders)
     CHECK(!st__chat_folder_user("shared/conversations/", 21, u, &ul));
     CHECK(!st__chat_folder_user("shared/conversations/a/b", 24, u, &ul));
     CHECK(!st__chat_folder_user("shared/x", 8, u, &ul));
-    /* the longest room id: its virtual user is 257 bytes and maps back */
+    /* the longest room id: its bytes are ST_CHAT_OWNER_MAX and map back */
     char room[ST_NAME_MAX];
     memset(room, 'r', sizeof room);
-    rl = st_chat_room_user(ru, room, sizeof room);
-    CHECK(rl == ST_CHAT_USER_MAX);
+    rl = st_chat_owner_bytes(ru, ST_ROOM(room, sizeof room));
+    CHECK(rl == ST_CHAT_OWNER_MAX);
     st_buf_reset(&b);
     st__chat_object_key(&b, ru, rl, 7, 0, 1);
     CHECK(st__chat_folder_user(b.data, strlen(ST__ROOM_FOLDER) + sizeof room, u, &ul));
     CHECK(ul == rl && memcmp(u, ru, rl) == 0);
-    /* room JSON: only the message's own member is renamed, never one in metadata */
-    const char *m = "{\"msg_id\":\"12\",\"conversation_id\":\"r\",\"metadata\":"
-                    "{\"x\":1,\"conversation_id\":2}}";
-    st_buf_reset(&b);
-    st_chat_room_json(&b, m, strlen(m));
+    st_buf_free(&b);
+}
+
+TEST(a_messages_id_member_is_named_by_its_owners_kind)
+{
+    char ru[ST_CHAT_OWNER_MAX];
+    size_t rl = st_chat_owner_bytes(ru, ST_ROOM("r", 1));
+    st_buf_t b = {0};
+    /* a room's record from before owners had kinds: rendered again from its members, only the
+     * message's own member named room_id, never one in metadata */
+    const char *old = "{\"msg_id\":\"12\",\"conversation_id\":\"r\",\"from\":\"a\","
+                      "\"metadata\":{\"x\":1,\"conversation_id\":2}}";
+    CHECK(st__chat_json_legacy(ru, rl, old, strlen(old)));
+    st__chat_put_json(&b, ru, rl, old, strlen(old));
     st_buf_appendc(&b, 0);
-    CHECK_STR(b.data, "{\"msg_id\":\"12\",\"room_id\":\"r\",\"metadata\":"
+    CHECK_STR(b.data, "{\"msg_id\":\"12\",\"room_id\":\"r\",\"from\":\"a\",\"metadata\":"
                       "{\"x\":1,\"conversation_id\":2}}");
+    /* a user's record, and a room's written now, go as they are */
+    CHECK(!st__chat_json_legacy("u", 1, old, strlen(old)));
+    const char *now = "{\"msg_id\":\"13\",\"room_id\":\"r\",\"from\":null}";
+    CHECK(!st__chat_json_legacy(ru, rl, now, strlen(now)));
+    st_buf_reset(&b);
+    st__chat_put_json(&b, ru, rl, now, strlen(now));
+    CHECK(b.len == strlen(now) && memcmp(b.data, now, b.len) == 0);
+    /* a cold row is rendered with its owner kind's member */
+    st_msgrow_t r = {.msg_id = 14, .conv = "r", .conv_len = 1, .from = "a", .from_len = 1};
+    st_buf_reset(&b);
+    st__chat_render_row(&b, ru, rl, &r);
+    st_buf_appendc(&b, 0);
+    CHECK(strstr(b.data, "\"room_id\":\"r\"") && !strstr(b.data, "conversation_id"));
+    st_buf_reset(&b);
+    st__chat_render_row(&b, "u", 1, &r);
+    st_buf_appendc(&b, 0);
+    CHECK(strstr(b.data, "\"conversation_id\":\"r\"") && !strstr(b.data, "room_id"));
     st_buf_free(&b);
 }
 
@@ -711,24 +756,25 @@ TEST(edits_keep_history_and_deletes_count_live_messages)
         snprintf(t, sizeof t, "v%d", i);
         st_message_edit_t e = {t, strlen(t), NULL, 0};
         st_buf_reset(&out);
-        CHECK_EQ(st_chat_edit(chat, "u", 1, a, &e, &out, &w), ST_OK);
+        CHECK_EQ(st_chat_edit(chat, ST_USER("u", 1), a, &e, &out, &w), ST_OK);
     }
     st_buf_appendc(&out, 0);
     CHECK(strstr(out.data, "\"content\":\"v3\""));
     CHECK(strstr(out.data, "\"edit_history\":[{\"content\":\"v1\""));
     CHECK(!strstr(out.data, "\"v0\""));
     st_buf_reset(&out);
-    CHECK_EQ(st_chat_delete(chat, "u", 1, b, &out, &w), ST_OK);
+    CHECK_EQ(st_chat_delete(chat, ST_USER("u", 1), b, &out, &w), ST_OK);
     st_buf_reset(&out);
-    CHECK_EQ(st_chat_edit(chat, "u", 1, b, &(st_message_edit_t){"x", 1, NULL, 0}, &out, &w),
-             ST_ECONFLICT);
-    CHECK_EQ(st_chat_delete(chat, "u", 1, 12345, &out, &w), ST_ENOTFOUND);
+    CHECK_EQ(
+        st_chat_edit(chat, ST_USER("u", 1), b, &(st_message_edit_t){"x", 1, NULL, 0}, &out, &w),
+        ST_ECONFLICT);
+    CHECK_EQ(st_chat_delete(chat, ST_USER("u", 1), 12345, &out, &w), ST_ENOTFOUND);
     st_buf_reset(&out);
     CHECK_EQ(st_chat_conversation(chat, "u", 1, "c", 1, &out, &w), ST_OK);
     st_buf_appendc(&out, 0);
     CHECK(strstr(out.data, "\"total_messages\":1}"));
     int64_t drift = 0;
-    CHECK_EQ(st_chat_recount(chat, "u", 1, "c", 1, &drift, &w), ST_OK);
+    CHECK_EQ(st_chat_recount(chat, ST_USER("u", 1), "c", 1, &drift, &w), ST_OK);
     CHECK_EQ(drift, 0);
     st_buf_free(&out);
     close_all(true);
@@ -787,7 +833,7 @@ TEST(round_trip_keeps_every_field_and_groups_by_conversation)
         rows[i].deleted_at = i % 3 ? rows[i].timestamp + 9 : 0;
     }
     st_buf_t f = {0};
-    CHECK_EQ(st_parquet_encode(rows, n, "u", 1, 3, &f), ST_OK);
+    CHECK_EQ(st_parquet_encode(rows, n, ST_USER("u", 1), 3, &f), ST_OK);
     CHECK(memcmp(f.data, "PAR1", 4) == 0);
     st_pq_meta_t m;
     CHECK_EQ(parse(&f, &m), ST_OK);
@@ -855,7 +901,7 @@ TEST(message_files_keep_their_exact_bytes)
         if ((x >> 9) % 7 == 0) rows[i].deleted_at = rows[i].timestamp + (x >> 14) % 100000;
     }
     st_buf_t f = {0};
-    CHECK_EQ(st_parquet_encode(rows, n, "u", 1, 3, &f), ST_OK);
+    CHECK_EQ(st_parquet_encode(rows, n, ST_USER("u", 1), 3, &f), ST_OK);
     CHECK_EQ(f.len, 96229);
     CHECK_EQ(crc32(0L, (const Bytef *)f.data, (uInt)f.len), 3433615115ul);
     st_buf_free(&f);
@@ -869,7 +915,7 @@ TEST(truncated_or_damaged_files_are_errors_never_crashes)
     st_msgrow_t rows[4] = {row(1, "c", "one", NULL), row(2, "c", "two", "{}"),
                            row(3, "d", "three", NULL), row(4, "d", "four", "{\"x\":[1]}")};
     st_buf_t f = {0};
-    CHECK_EQ(st_parquet_encode(rows, 4, "u", 1, 1, &f), ST_OK);
+    CHECK_EQ(st_parquet_encode(rows, 4, ST_USER("u", 1), 1, &f), ST_OK);
     st_pq_meta_t m;
     /* every truncation */
     for (size_t cut = 0; cut < f.len; cut++) {
@@ -914,7 +960,7 @@ TEST(a_flipped_bit_in_any_page_is_an_error_never_a_wrong_value)
         rows[i] = row(1000 + (uint64_t)i, i < 20 ? "c" : "d", text[i], i % 4 ? NULL : "{\"k\":1}");
     }
     st_buf_t f = {0};
-    CHECK_EQ(st_parquet_encode(rows, 40, "u", 1, 3, &f), ST_OK);
+    CHECK_EQ(st_parquet_encode(rows, 40, ST_USER("u", 1), 3, &f), ST_OK);
     st_pq_meta_t m;
     CHECK_EQ(parse(&f, &m), ST_OK);
     size_t wrong = 0, errors = 0, flips = 0;
@@ -1004,8 +1050,8 @@ TEST(merge_groups_by_conversation_folds_changes_and_counts_expired_rows)
     st_msgrow_t r2[] = {row(5, "a", "five", NULL), row(4, "b", "four", "{\"k\":2}"),
                         row(6, "c", "six", NULL)};
     st_buf_t f1 = {0}, f2 = {0}, got = {0}, want = {0};
-    CHECK_EQ(st_parquet_encode(r1, 3, "u", 1, 1, &f1), ST_OK);
-    CHECK_EQ(st_parquet_encode(r2, 3, "u", 1, 1, &f2), ST_OK);
+    CHECK_EQ(st_parquet_encode(r1, 3, ST_USER("u", 1), 1, &f1), ST_OK);
+    CHECK_EQ(st_parquet_encode(r2, 3, ST_USER("u", 1), 1, &f2), ST_OK);
     CHECK_EQ(st_objstore_put(obj, "u/1.parquet", f1.data, f1.len), ST_OK);
     CHECK_EQ(st_objstore_put(obj, "u/2.parquet", f2.data, f2.len), ST_OK);
     st_tier_obj_t objs[2] = {{.file = {.size = f1.len}, .key = (char *)"u/1.parquet"},
@@ -1014,8 +1060,8 @@ TEST(merge_groups_by_conversation_folds_changes_and_counts_expired_rows)
     void *dropped = NULL;
     int64_t nd = 0;
     int64_t cutoff = 1700000000000000 + 2; /* row 1 only (its timestamp is older) */
-    CHECK_EQ(st_chat_parquet_merge(1, "u", 1, obj, objs, 2, cutoff, "u/m.parquet", &out, &dropped,
-                                   &nd, merge_fix, NULL),
+    CHECK_EQ(st_chat_parquet_merge(1, ST_USER("u", 1), obj, objs, 2, cutoff, "u/m.parquet", &out,
+                                   &dropped, &nd, merge_fix, NULL),
              ST_OK);
     CHECK_EQ(nd, 1);
     size_t pos = 0;
@@ -1030,7 +1076,7 @@ TEST(merge_groups_by_conversation_folds_changes_and_counts_expired_rows)
     CHECK(out.rows == 4 && out.min_id == 2 && out.max_id == 6);
     st_msgrow_t w[] = {row(5, "a", "edited", "{\"e\":1}"), row(2, "b", "two", NULL),
                        row(4, "b", "four", "{\"k\":2}"), row(6, "c", "six", NULL)};
-    CHECK_EQ(st_parquet_encode(w, 4, "u", 1, 1, &want), ST_OK);
+    CHECK_EQ(st_parquet_encode(w, 4, ST_USER("u", 1), 1, &want), ST_OK);
     CHECK_EQ(out.size, want.len);
     CHECK_EQ(st_objstore_get(obj, "u/m.parquet", 0, out.size, &got), ST_OK);
     CHECK(got.len == want.len && memcmp(got.data, want.data, got.len) == 0);
@@ -1112,8 +1158,8 @@ TEST(owner_column_in_new_files_old_files_read_alike_and_merge_into_the_new_shape
                           row(2, "b", "two", NULL), row(4, "b", "four", "{\"k\":2}")};
     st_buf_t old = {0}, user = {0}, room = {0};
     CHECK_EQ(encode_v4(rows, 4, &old), ST_OK);
-    CHECK_EQ(st_parquet_encode(rows, 4, "u", 1, 1, &user), ST_OK);
-    CHECK_EQ(st_parquet_encode(rows, 4, ST_CHAT_ROOM_USER "r1", 4, 1, &room), ST_OK);
+    CHECK_EQ(st_parquet_encode(rows, 4, ST_USER("u", 1), 1, &user), ST_OK);
+    CHECK_EQ(st_parquet_encode(rows, 4, ST_ROOM("r1", 2), 1, &room), ST_OK);
     CHECK(owner_is(&user, &st_pq_msg_schema, "u"));
     CHECK(owner_is(&room, &st_pq_room_schema, "r1"));
     /* the owner column matches by its field id whatever its name; an old file's reads as null */
@@ -1152,10 +1198,10 @@ TEST(owner_column_in_new_files_old_files_read_alike_and_merge_into_the_new_shape
     st_msgrow_t later[] = {row(5, "a", "five", NULL), row(6, "c", "six", NULL)};
     st_msgrow_t all[] = {rows[0], rows[1], later[0], rows[2], rows[3], later[1]};
     for (int k = 0; k < 2; k++) { /* a user's, then a room's */
-        const char *u = k ? ST_CHAT_ROOM_USER "r1" : "u";
+        const st_owner_t *u = k ? ST_ROOM("r1", 2) : ST_USER("u", 1);
         st_buf_t o = {0}, n = {0}, got = {0}, want = {0};
         CHECK_EQ(encode_v4(rows, 4, &o), ST_OK);
-        CHECK_EQ(st_parquet_encode(later, 2, u, strlen(u), 1, &n), ST_OK);
+        CHECK_EQ(st_parquet_encode(later, 2, u, 1, &n), ST_OK);
         const char *k1 = k ? "o/r1.parquet" : "o/u1.parquet",
                    *k2 = k ? "o/r2.parquet" : "o/u2.parquet";
         CHECK_EQ(st_objstore_put(obj, k1, o.data, o.len), ST_OK);
@@ -1166,12 +1212,11 @@ TEST(owner_column_in_new_files_old_files_read_alike_and_merge_into_the_new_shape
         void *dropped = NULL;
         int64_t nd = 0;
         const char *key = k ? "o/m1.parquet" : "o/m0.parquet";
-        CHECK_EQ(st_chat_parquet_merge(1, u, strlen(u), obj, objs, 2, 0, key, &out, &dropped, &nd,
-                                       NULL, NULL),
+        CHECK_EQ(st_chat_parquet_merge(1, u, obj, objs, 2, 0, key, &out, &dropped, &nd, NULL, NULL),
                  ST_OK);
         st_chat_dropped_free(NULL, dropped);
         CHECK(out.rows == 6 && nd == 0);
-        CHECK_EQ(st_parquet_encode(all, 6, u, strlen(u), 1, &want), ST_OK);
+        CHECK_EQ(st_parquet_encode(all, 6, u, 1, &want), ST_OK);
         CHECK_EQ(st_objstore_get(obj, key, 0, out.size, &got), ST_OK);
         CHECK(got.len == want.len && memcmp(got.data, want.data, got.len) == 0);
         CHECK(owner_is(&got, k ? &st_pq_room_schema : &st_pq_msg_schema, k ? "r1" : "u"));
@@ -1221,7 +1266,7 @@ TEST(nullable_from_and_content_old_required_files_read_and_merge)
     st_pq_write_t w = {
         .schema = &v5r_schema, .nrows = 3, .row = v5r_row, .arg = rows, .zstd_level = 1};
     CHECK_EQ(st_pq_write(&w, &old), ST_OK);
-    CHECK_EQ(st_parquet_encode(later, 2, "u", 1, 1, &neu), ST_OK);
+    CHECK_EQ(st_parquet_encode(later, 2, ST_USER("u", 1), 1, &neu), ST_OK);
     st_pq_meta_t m;
     CHECK_EQ(parse(&old, &m), ST_OK);
     CHECK(m.groups[0].col_required[3] && m.groups[0].col_required[6] &&
@@ -1255,13 +1300,13 @@ TEST(nullable_from_and_content_old_required_files_read_and_merge)
     st_tier_file_t out = {0};
     void *dropped = NULL;
     int64_t nd = 0;
-    CHECK_EQ(st_chat_parquet_merge(1, "u", 1, obj, objs, 2, 0, "o/m.parquet", &out, &dropped, &nd,
-                                   NULL, NULL),
+    CHECK_EQ(st_chat_parquet_merge(1, ST_USER("u", 1), obj, objs, 2, 0, "o/m.parquet", &out,
+                                   &dropped, &nd, NULL, NULL),
              ST_OK);
     st_chat_dropped_free(NULL, dropped);
     st_msgrow_t all[] = {rows[0], rows[1], later[0], rows[2], later[1]};
     st_buf_t got_f = {0}, want = {0};
-    CHECK_EQ(st_parquet_encode(all, 5, "u", 1, 1, &want), ST_OK);
+    CHECK_EQ(st_parquet_encode(all, 5, ST_USER("u", 1), 1, &want), ST_OK);
     CHECK_EQ(st_objstore_get(obj, "o/m.parquet", 0, out.size, &got_f), ST_OK);
     CHECK(out.rows == 5 && got_f.len == want.len && memcmp(got_f.data, want.data, want.len) == 0);
     tmp_store_close(obj, dir);
@@ -1311,7 +1356,7 @@ TEST(edited_and_deleted_at_columns_old_files_read_null_and_merge)
     st_pq_write_t w = {
         .schema = &old_schema, .nrows = 3, .row = v5r_row, .arg = rows, .zstd_level = 1};
     CHECK_EQ(st_pq_write(&w, &old), ST_OK);
-    CHECK_EQ(st_parquet_encode(later, 3, "u", 1, 1, &neu), ST_OK);
+    CHECK_EQ(st_parquet_encode(later, 3, ST_USER("u", 1), 1, &neu), ST_OK);
     CHECK(old.len < neu.len);
     st_msgrow_t got[8];
     st_pq_rows_t keep[4] = {0};
@@ -1342,8 +1387,8 @@ TEST(edited_and_deleted_at_columns_old_files_read_null_and_merge)
         void *dropped = NULL;
         int64_t nd = 0;
         const char *key = k ? "o/f.parquet" : "o/m.parquet";
-        CHECK_EQ(st_chat_parquet_merge(1, "u", 1, obj, objs, 2, 0, key, &out, &dropped, &nd,
-                                       k ? times_fix : NULL, NULL),
+        CHECK_EQ(st_chat_parquet_merge(1, ST_USER("u", 1), obj, objs, 2, 0, key, &out, &dropped,
+                                       &nd, k ? times_fix : NULL, NULL),
                  ST_OK);
         st_chat_dropped_free(NULL, dropped);
         st_msgrow_t all[] = {rows[0], rows[1], later[0], rows[2], later[1], later[2]};
@@ -1352,7 +1397,7 @@ TEST(edited_and_deleted_at_columns_old_files_read_null_and_merge)
             CHECK(all[1].deleted_at && all[4].edited_at);
         }
         st_buf_t got_f = {0}, want = {0};
-        CHECK_EQ(st_parquet_encode(all, 6, "u", 1, 1, &want), ST_OK);
+        CHECK_EQ(st_parquet_encode(all, 6, ST_USER("u", 1), 1, &want), ST_OK);
         CHECK_EQ(st_objstore_get(obj, key, 0, out.size, &got_f), ST_OK);
         CHECK(out.rows == 6 && got_f.len == want.len &&
               memcmp(got_f.data, want.data, want.len) == 0);

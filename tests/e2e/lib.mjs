@@ -3,6 +3,7 @@
 // dir, talk HTTP over real sockets (keep-alive agent or raw TCP), and stop or kill -9 it.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import { createHmac } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -377,6 +378,14 @@ export function wsConnect(port, path = '/v1/stream', headers = {}, opts = {}) {
     sock.on('close', () => push({ op: -1 }));
     sock.on('error', (e) => (upgraded ? push({ op: -1, error: e }) : reject(e)));
   });
+}
+
+// An HS256 token signed with secret for payload (exp an hour from now unless payload says).
+export function hs256(secret, payload) {
+  const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const h = b64({ alg: 'HS256', typ: 'JWT' });
+  const p = b64({ exp: Math.floor(Date.now() / 1000) + 3600, ...payload });
+  return `${h}.${p}.${createHmac('sha256', secret).update(`${h}.${p}`).digest('base64url')}`;
 }
 
 // A WebSocket's frames until pred holds (the ones seen are returned), or a timeout.

@@ -218,13 +218,14 @@ TEST(idempotency_answers_about_a_user_go_with_its_erasure)
     CHECK_EQ(count(s, ST_KS_IDEM), 11); /* the 404 is kept, naming nobody */
     /* the erasure, 4 at a time */
     int slices = 0;
-    while (st_http_idem_erase(s, "ida", 3, 7, 4)) {
+    while (st_http_idem_erase(s, ST_USER("ida", 3), 7, 4)) {
         fx_settle(&fx, s);
         CHECK(++slices <= 3);
     }
     fx_settle(&fx, s);
     CHECK_EQ(slices, 2);
-    CHECK(!st_http_idem_erase(s, "ida", 3, 7, 4)); /* the same erasure: its walk stays done */
+    CHECK(!st_http_idem_erase(s, ST_USER("ida", 3), 7,
+                              4)); /* the same erasure: its walk stays done */
     CHECK_EQ(count(s, ST_KS_IDEM), 5);
     CHECK_EQ(count(s, ST_KS_IDEM_EXP), 5);
     r0.gone = NULL;
@@ -252,9 +253,9 @@ TEST(idempotency_answers_about_a_user_go_with_its_erasure)
     again.about_len = 3;
     CHECK_EQ(st__idem_record_at(s, &again, ttl, 201, "{}", 2, t0 + 150, &wait), ST_OK);
     fx_settle(&fx, s);
-    CHECK(st_http_idem_erase(s, "ida", 3, 8, 4));
+    CHECK(st_http_idem_erase(s, ST_USER("ida", 3), 8, 4));
     fx_settle(&fx, s);
-    while (st_http_idem_erase(s, "ida", 3, 8, 4))
+    while (st_http_idem_erase(s, ST_USER("ida", 3), 8, 4))
         fx_settle(&fx, s);
     fx_settle(&fx, s);
     again.gone = NULL;
@@ -288,7 +289,7 @@ TEST(idempotency_erasure_walk_resumes_across_slices)
     fx_settle(&fx, s);
     CHECK_EQ(count(s, ST_KS_IDEM), 9000);
     int slices = 0;
-    while (st_http_idem_erase(s, "ida", 3, 99, 2)) {
+    while (st_http_idem_erase(s, ST_USER("ida", 3), 99, 2)) {
         fx_settle(&fx, s);
         CHECK(++slices <= 20);
     }
