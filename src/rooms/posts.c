@@ -8,8 +8,8 @@
 #include <string.h>
 
 /* The marker 'p' user 0 room' -> room, staged with the user's first post in the room (one get
- * on every later post): an erasure finds every room the user posted in through it, rooms it
- * left or was removed from included. */
+ * on every later post; leaving puts its read marker ahead of the room, internal.h): an erasure
+ * finds every room the user posted in through it, rooms it left or was removed from included. */
 static int st__posted(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
                       uint64_t *wait)
 {
