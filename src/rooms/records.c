@@ -240,9 +240,10 @@ static int st__rooms_left_marker(st_rooms_t *r, const char *room, size_t rl, int
     size_t vl;
     int64_t c;
     *last_read = 0;
+    if (created <= 0) return ST_OK; /* a room being made: nobody left it */
     int rc = st_store_get(r->store, k, st__rooms_pair(k, ST__KS_POSTED, user, ul, room, rl),
                           (const void **)&v, &vl, wait);
-    if (rc == ST_ENOTFOUND || created <= 0) return ST_OK;
+    if (rc == ST_ENOTFOUND) return ST_OK;
     if (rc || vl <= ST__LEFT_SIZE || v[0] != ST__LEFT_TAG) return rc;
     memcpy(&c, v + 1, 8);
     if (c == created) memcpy(last_read, v + 9, 8);
@@ -280,11 +281,12 @@ static int st__rooms_keep_marker(st_rooms_t *r, const char *room, size_t rl, int
                                  const char *user, size_t ul, int64_t last_read, uint64_t *wait)
 {
     uint8_t k[ST__ROOMS_KEY_CAP], v[ST__LEFT_SIZE + ST_NAME_MAX] = {ST__LEFT_TAG};
+    if (created <= 0) return ST_OK; /* the room is being deleted: nothing to come back to */
     size_t kl = st__rooms_pair(k, ST__KS_POSTED, user, ul, room, rl);
     const void *old;
     size_t ol;
     int rc = st_store_get(r->store, k, kl, &old, &ol, wait);
-    if (rc == ST_ENOTFOUND || created <= 0) return ST_OK; /* never posted: nothing to keep */
+    if (rc == ST_ENOTFOUND) return ST_OK; /* never posted: nothing to keep */
     if (rc) return rc;
     memcpy(v + 1, &created, 8);
     memcpy(v + 9, &last_read, 8);
