@@ -180,6 +180,7 @@ int st_api_room_create(st_ctx_t *c)
         (rc = st__route_names_room(c, room, rl)) ||
         (rc = st__names(c, j, "members", true, &members, &n)))
         goto done;
+    st_ctx_about_room(c, room, rl); /* its answer (the name) goes with the room */
     if (nm && !cJSON_IsNull(nm)) {
         if (!cJSON_IsString(nm) || strlen(nm->valuestring) > ST_ROOMS_NAME_MAX) {
             rc = st_ctx_error_field(c, ST_EINVAL, "name",

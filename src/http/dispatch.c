@@ -64,6 +64,8 @@ static bool st__idem_user_gone(void *arg, const char *u, size_t ul, int64_t sinc
            (since > 0 && st_chat_erased_since(arg, u, ul, since));
 }
 
+static const char st__rooms[] = "/v1/rooms/{room}/";
+
 /* The user a keyed request's answer is about, as far as its path tells: /v1/users/{user}/…
  * (not DELETE /v1/users/{user} itself: its answer names only the erasure, and a retry finds
  * the same one). Room routes name theirs in the handler (c->about). */
@@ -173,6 +175,16 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
             if (idem && c.about) { /* a room route's: the message's author */
                 digest.about = c.about;
                 digest.about_len = c.about_len;
+            }
+            /* and the room of a room route's answer (POST /v1/rooms names it from its body):
+             * deleted with the room; DELETE /v1/rooms/{room}'s own answer stays (a retry finds
+             * the same erasure), as DELETE /v1/users/{user}'s does */
+            if (idem && !c.about_room &&
+                strncmp(route->pattern, st__rooms, sizeof st__rooms - 1) == 0)
+                st_ctx_about_room(&c, c.params[0], c.plens[0]);
+            if (idem && c.about_room) {
+                digest.room = c.about_room;
+                digest.room_len = c.about_room_len;
             }
             if (idem && st_idem_storable(c.status))
                 st_idem_record(app->store, &digest, (int64_t)app->cfg->idempotency_ttl * 1000000,

@@ -9,7 +9,8 @@
  *
  * Records live under the store's public API:
  *   'i' scope(32)              -> i64 created_us | u16 status|0x8000 | fingerprint(32) | body
- *   'x' be64(created) scope    -> the user the answer is about, or "" (the expiry index: oldest
+ *   'x' be64(created) scope    -> the user the answer is about, or "", then for a room route's
+ *                                 answer 0 and the room's virtual user (the expiry index: oldest
  *                                 first)
  *   'i' "v2"                   -> ""   (every record of the old format has been indexed)
  * A sweep step walks the expiry index from its oldest entry, so it deletes only expired answers.
@@ -18,7 +19,9 @@
  * per-user index (one more random B-tree insert: ~5 µs of CPU and 7-12 % of keyed posts/s,
  * bench/RESULTS.md session 11). An answer is about a user when its request's path is
  * /v1/users/{user}/… or it is about a room message the user posted (the handler says so); one
- * about a user being erased is never replayed (the request runs afresh: 404 and the like).
+ * about a user being erased is never replayed (the request runs afresh: 404 and the like). A
+ * room route's answer is also about the room (its virtual user, "~r" room, which a deleted
+ * room's erasure runs as): deleted with the room, never replayed while it is being deleted.
  * Steps run on the server's timer (a bounded budget a second, for what is left after a burst)
  * and every 256 records made, deleting up to 512: twice the insert rate, so the sweep keeps up
  * with any sustained keyed write rate, in slices that never stall the loop. Records of the old
@@ -116,10 +119,29 @@ static void st__xkey(uint8_t *key, int64_t created, const uint8_t *scope)
     if (scope) memcpy(key + 9, scope, 32);
 }
 
-/* Whether a user may name an answer: a name (no 0 byte, fits the key). */
+/* Whether a user may name an answer: a name or a room's virtual user (no 0 byte). */
 static bool st__about_ok(const char *u, size_t ul)
 {
-    return u && ul && ul <= ST_NAME_MAX && !memchr(u, 0, ul);
+    return u && ul && ul <= ST_CHAT_USER_MAX && !memchr(u, 0, ul);
+}
+
+/* The names an expiry entry's value holds: the user (or none), then after a 0 the room's virtual
+ * user (or none). */
+static void st__about_split(const char *v, size_t vl, size_t *ul, const char **room, size_t *rl)
+{
+    const char *z = vl ? memchr(v, 0, vl) : NULL;
+    *ul = z ? (size_t)(z - v) : vl;
+    *room = z ? z + 1 : NULL;
+    *rl = z ? vl - *ul - 1 : 0;
+}
+
+/* Whether an expiry entry's value names u (its user or its room). */
+static bool st__about_names(const char *v, size_t vl, const char *u, size_t ul)
+{
+    size_t al, rl;
+    const char *room;
+    st__about_split(v, vl, &al, &room, &rl);
+    return (al == ul && memcmp(v, u, ul) == 0) || (rl == ul && rl && memcmp(room, u, ul) == 0);
 }
 
 /* The expiry entry's value of an answer about nobody that names no user on purpose: about a
@@ -139,11 +161,15 @@ static bool st__about_gone(st_store_t *s, const st_idem_req_t *r, int64_t create
     size_t vl;
     uint64_t w = 0;
     if (st_store_get(s, xkey, sizeof xkey, &v, &vl, &w) != ST_OK) return false;
-    if (st__about_ok(v, vl)) {
-        char u[ST_NAME_MAX];
-        memcpy(u, v, vl);
-        return r->gone(r->gone_arg, u, vl, 0);
-    }
+    size_t al, rl;
+    const char *room;
+    st__about_split(v, vl, &al, &room, &rl);
+    char u[ST_CHAT_USER_MAX], rm[ST_CHAT_USER_MAX]; /* copied: gone() reads the store */
+    bool has_u = st__about_ok(v, al), has_r = st__about_ok(room, rl);
+    if (has_u) memcpy(u, v, al);
+    if (has_r) memcpy(rm, room, rl);
+    if (has_r && r->gone(r->gone_arg, rm, rl, 0)) return true; /* a room being deleted */
+    if (has_u) return r->gone(r->gone_arg, u, al, 0);
     if (vl == 0 && st__about_ok(r->about, r->about_len)) /* from before answers named theirs */
         return r->gone(r->gone_arg, r->about, r->about_len, created);
     return false;
@@ -225,15 +251,16 @@ int st__idem_record_at(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, in
     st_buf_append(&v, r->fp, 32);
     st_buf_append(&v, body, blen);
     int rc = st_store_put(s, key, sizeof key, v.data, v.len, wait);
-    if (rc == ST_OK)
-        rc = st_store_put(s, xkey, sizeof xkey,
-                          about    ? r->about
-                          : nobody ? st__nobody
-                                   : "",
-                          about    ? r->about_len
-                          : nobody ? 1
-                                   : 0,
-                          wait);
+    st_buf_reset(&v); /* the expiry entry's value: the user, then 0 and the room */
+    if (nobody)
+        st_buf_append(&v, st__nobody, 1);
+    else if (about)
+        st_buf_append(&v, r->about, r->about_len);
+    if (!nobody && st__about_ok(r->room, r->room_len)) {
+        st_buf_append(&v, "", 1);
+        st_buf_append(&v, r->room, r->room_len);
+    }
+    if (rc == ST_OK) rc = st_store_put(s, xkey, sizeof xkey, v.data ? v.data : "", v.len, wait);
     st_buf_free(&v);
     if (rc == ST_OK && ++st__sw.since_step >= ST__STEP_EVERY) {
         st__sw.since_step = 0;
@@ -269,7 +296,7 @@ static int st__collect(void *arg, const void *key, size_t klen, const void *val,
         if (x->seen == x->scan) return 1;
         x->seen++;
         memcpy(x->last, key, 41);
-        if (vlen != x->ul || memcmp(val, x->user, vlen) != 0) return 0;
+        if (!st__about_names(val, vlen, x->user, x->ul)) return 0;
     }
     if (klen == 41) memcpy(x->keys[x->n++], key, 41);
     return 0;

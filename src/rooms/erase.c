@@ -76,6 +76,9 @@ static bool st__erase_next_room(st_rooms_t *r, const char *u, size_t ul, st_buf_
         skip = 8; /* joined_at | room */
     }
     if (b.len >= sizeof kl) memcpy(&kl, b.data, sizeof kl);
+    /* a 'p' value is the room, after the marker it left with (ST__LEFT_TAG) if it left */
+    if (!skip && b.len > sizeof kl + kl && (uint8_t)b.data[sizeof kl + kl] == ST__LEFT_TAG)
+        skip = ST__LEFT_SIZE;
     bool found = b.len > sizeof kl + kl + skip;
     if (found) st_buf_append(room, b.data + sizeof kl + kl + skip, b.len - sizeof kl - kl - skip);
     st_buf_free(&b);
@@ -113,7 +116,7 @@ static bool st__room_deleted_slice(st_rooms_t *r, const char *room, size_t rl, s
     for (size_t off = 0; off < c.keys.len;) {
         size_t n;
         memcpy(&n, c.keys.data + off, sizeof n);
-        st__rooms_leave(r, room, rl, NULL, 0, c.keys.data + off + sizeof n, n, false, &w);
+        st__rooms_leave(r, room, rl, 0, NULL, 0, c.keys.data + off + sizeof n, n, &w);
         off += sizeof n + n;
     }
     bool more = c.n >= c.max;

@@ -18,11 +18,15 @@
 #define ST__KS_MEMBER     'q'
 #define ST__KS_JOINED     'j'
 #define ST__KS_REMOTE     'J'
-#define ST__KS_POSTED     'p'
+#define ST__KS_POSTED     'p' /* user 0 room -> [the marker it left with] room */
 #define ST__KS_OWNERS     'O'
 #define ST__KS_GONE       'd' /* room 0 be64(seq) -> "": a deleted message (unread skips it) */
 #define ST__ROOMS_KEY_CAP (ST_KEY_MAX + 1)
-#define ST__REMOTE_HDR    12 /* a 'J' value's fixed part */
+/* a 'p' value of a poster that left: tag | room created | its read marker then | room (a room
+ * name never starts with the tag) */
+#define ST__LEFT_TAG   1
+#define ST__LEFT_SIZE  17
+#define ST__REMOTE_HDR 12 /* a 'J' value's fixed part */
 
 struct st_rooms {
     st_store_t *store;
@@ -58,12 +62,17 @@ int st__rooms_member_put(st_rooms_t *r, const char *room, size_t rl, const char 
 int st__rooms_user_count(st_rooms_t *r, const char *user, size_t ul, int64_t *n, uint64_t *wait);
 int st__rooms_outbox(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
                      const char *name, size_t nl, int64_t joined_at, bool added, uint64_t *wait);
-int st__rooms_join(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
-                   const char *user, size_t ul, uint8_t role, int64_t now, int64_t count,
+/* created: the room's (its incarnation; 0 for a room being deleted). A member that posted in
+ * the room leaves its read marker in its 'p' entry and takes it back when it joins the same
+ * incarnation again: every own post is at or below it, so unread stays others' messages. */
+int st__rooms_join(st_rooms_t *r, const char *room, size_t rl, int64_t created, const char *name,
+                   size_t nl, const char *user, size_t ul, uint8_t role, int64_t now, int64_t count,
                    uint64_t *wait);
-/* mark: the room stays (not deleted): a member that may have posted there gets its 'p' marker. */
-int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
-                    const char *user, size_t ul, bool mark, uint64_t *wait);
+/* created <= 0: the room is being deleted (no marker kept). A member whose marker moved past 0
+ * (it may have posted: a post moves its author's marker) keeps it in its 'p' entry, where an
+ * erasure of it finds the room and a later return to the same incarnation takes it back. */
+int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, int64_t created, const char *name,
+                    size_t nl, const char *user, size_t ul, uint64_t *wait);
 int st__rooms_conv(st_rooms_t *r, const char *room, size_t rl, st_chat_conv_info_t *ci, bool *any,
                    uint64_t *wait);
 void st__rooms_id_or_null(st_buf_t *out, uint64_t id);

@@ -71,11 +71,11 @@ int st__rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_
     int64_t now = st_now_us();
     for (size_t i = 0; i < nadd && !rc; i++)
         if (in_add[i])
-            rc = st__rooms_join(r, room, rl, name, nl, add[i].s, add[i].n, add[i].role, now,
-                                counts[i], wait);
+            rc = st__rooms_join(r, room, rl, rm.created, name, nl, add[i].s, add[i].n, add[i].role,
+                                now, counts[i], wait);
     for (size_t i = 0; i < nremove && !rc; i++)
         if (in_rm[i])
-            rc = st__rooms_leave(r, room, rl, name, nl, remove[i].s, remove[i].n, true, wait);
+            rc = st__rooms_leave(r, room, rl, rm.created, name, nl, remove[i].s, remove[i].n, wait);
     if (!rc && members != rm.members) rc = st__rooms_set_count(r, room, rl, members, wait);
     free(in_add);
     free(in_rm);

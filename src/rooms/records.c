@@ -231,15 +231,36 @@ int64_t st__rooms_json_seq(const char *json, size_t len)
     return seq;
 }
 
+/* The read marker a poster left this incarnation of the room with ('p'), else 0. */
+static int st__rooms_left_marker(st_rooms_t *r, const char *room, size_t rl, int64_t created,
+                                 const char *user, size_t ul, int64_t *last_read, uint64_t *wait)
+{
+    uint8_t k[ST__ROOMS_KEY_CAP];
+    const uint8_t *v;
+    size_t vl;
+    int64_t c;
+    *last_read = 0;
+    if (created <= 0) return ST_OK; /* a room being made: nobody left it */
+    int rc = st_store_get(r->store, k, st__rooms_pair(k, ST__KS_POSTED, user, ul, room, rl),
+                          (const void **)&v, &vl, wait);
+    if (rc == ST_ENOTFOUND) return ST_OK;
+    if (rc || vl <= ST__LEFT_SIZE || v[0] != ST__LEFT_TAG) return rc;
+    memcpy(&c, v + 1, 8);
+    if (c == created) memcpy(last_read, v + 9, 8);
+    return ST_OK;
+}
+
 /* Stages user's membership (role) of room (named name, or NULL), its index entry and count. */
-int st__rooms_join(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
-                   const char *user, size_t ul, uint8_t role, int64_t now, int64_t count,
+int st__rooms_join(st_rooms_t *r, const char *room, size_t rl, int64_t created, const char *name,
+                   size_t nl, const char *user, size_t ul, uint8_t role, int64_t now, int64_t count,
                    uint64_t *wait)
 {
     st_member_t m = {now, 0, role};
     uint8_t k[ST__ROOMS_KEY_CAP], v[8 + ST_NAME_MAX];
+    /* back in a room it posted in: its marker is where it was (its own posts are not unread) */
+    int rc = st__rooms_left_marker(r, room, rl, created, user, ul, &m.last_read, wait);
     /* the count first: a room from before counts its owners from the members staged so far */
-    int rc = role == ST_ROOMS_OWNER ? st__rooms_owners_add(r, room, rl, 1, wait) : ST_OK;
+    if (!rc && role == ST_ROOMS_OWNER) rc = st__rooms_owners_add(r, room, rl, 1, wait);
     if (!rc) rc = st__rooms_member_put(r, room, rl, user, ul, &m, wait);
     memcpy(v, &now, 8);
     memcpy(v + 8, room, rl);
@@ -255,8 +276,22 @@ int st__rooms_join(st_rooms_t *r, const char *room, size_t rl, const char *name,
     return rc;
 }
 
-int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, const char *name, size_t nl,
-                    const char *user, size_t ul, bool mark, uint64_t *wait)
+/* A member whose marker moved (it may have posted here) keeps it in its 'p' entry: its erasure
+ * finds the room through it, and a later return takes the marker back. */
+static int st__rooms_keep_marker(st_rooms_t *r, const char *room, size_t rl, int64_t created,
+                                 const char *user, size_t ul, int64_t last_read, uint64_t *wait)
+{
+    uint8_t k[ST__ROOMS_KEY_CAP], v[ST__LEFT_SIZE + ST_NAME_MAX] = {ST__LEFT_TAG};
+    if (created <= 0) return ST_OK; /* the room is being deleted: nothing to come back to */
+    size_t kl = st__rooms_pair(k, ST__KS_POSTED, user, ul, room, rl);
+    memcpy(v + 1, &created, 8);
+    memcpy(v + 9, &last_read, 8);
+    memcpy(v + ST__LEFT_SIZE, room, rl);
+    return st_store_put(r->store, k, kl, v, ST__LEFT_SIZE + rl, wait);
+}
+
+int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, int64_t created, const char *name,
+                    size_t nl, const char *user, size_t ul, uint64_t *wait)
 {
     uint8_t k[ST__ROOMS_KEY_CAP];
     int64_t count = 0;
@@ -266,10 +301,8 @@ int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, const char *name
     bool member = rc == ST_OK;
     if (rc == ST_ENOTFOUND) rc = ST_OK;
     if (!rc && member && m.role == ST_ROOMS_OWNER) rc = st__rooms_owners_add(r, room, rl, -1, wait);
-    /* it may have posted (its marker moved to its post): an erasure of it must find the room */
-    if (!rc && member && mark && m.last_read > 0)
-        rc = st_store_put(r->store, k, st__rooms_pair(k, ST__KS_POSTED, user, ul, room, rl), room,
-                          rl, wait);
+    if (!rc && member && m.last_read > 0)
+        rc = st__rooms_keep_marker(r, room, rl, created, user, ul, m.last_read, wait);
     if (!rc)
         rc = st_store_del(r->store, k, st__rooms_pair(k, ST__KS_MEMBER, room, rl, user, ul), wait);
     if (!rc)

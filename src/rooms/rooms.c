@@ -184,11 +184,12 @@ int st_rooms_create(st_rooms_t *r, const char *room, size_t rl, const char *name
         st_buf_free(&v);
     }
     if (!rc)
-        rc = st__rooms_join(r, room, rl, name, nl, owner, ol, ST_ROOMS_OWNER, now, counts[n], wait);
+        rc = st__rooms_join(r, room, rl, 0, name, nl, owner, ol, ST_ROOMS_OWNER, now, counts[n],
+                            wait);
     for (size_t i = 0; i < n && !rc; i++)
         if (!(members[i].n == ol && memcmp(members[i].s, owner, ol) == 0))
-            rc = st__rooms_join(r, room, rl, name, nl, members[i].s, members[i].n, ST_ROOMS_MEMBER,
-                                now, counts[i], wait);
+            rc = st__rooms_join(r, room, rl, 0, name, nl, members[i].s, members[i].n,
+                                ST_ROOMS_MEMBER, now, counts[i], wait);
     free(counts);
     if (rc) return rc;
     return st_rooms_get(r, room, rl, out, wait);

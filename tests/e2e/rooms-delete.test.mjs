@@ -3,7 +3,8 @@
 // at once the room is 404 to everyone, its streams end with not_found and it leaves every
 // member's list; then its messages are erased hot and cold exactly as a user's (no cold object,
 // read with DuckDB or as bytes, holds any of its text) and the erasure reports done; the id may
-// then be taken again and starts at seq 1 with no history. Survives kill -9 mid-way.
+// then be taken again and starts at seq 1 with no history; its Idempotency-Key answers go with it
+// (a retry never replays its text). Survives kill -9 mid-way.
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -149,6 +150,40 @@ describe('deleting a room', () => {
     assert.deepEqual(msgs.map((x) => x.content), ['new']);
     assert.equal((await s.req('GET', '/v1/rooms/reuse', undefined, as('hal'))).status, 403, 'an old member is no member');
     assert.ok(!(await s.req('GET', '/v1/users/hal/rooms', undefined, as('hal'))).json.rooms.some((x) => x.room_id === 'reuse'));
+  });
+
+  test('its Idempotency-Key answers go with it: a retry never replays its text, at once or after', async () => {
+    const key = (k) => ({ 'Idempotency-Key': `keyed-${k}` });
+    let r = await s.req('POST', '/v1/rooms', { room_id: 'keyed', name: 'keyed-room-name', members: ['lu'] }, { ...as('lu'), ...key('make') });
+    assert.equal(r.status, 201, r.text);
+    const post = { from: 'lu', content: 'keyed-secret-post' };
+    r = await s.req('POST', '/v1/rooms/keyed/messages', post, { ...as('lu'), ...key('post') });
+    assert.equal(r.status, 201, r.text);
+    const patch = ['PATCH', `/v1/rooms/keyed/messages/${r.json.msg_id}`, { content: 'keyed-secret-edit' }];
+    r = await s.req(...patch, { ...as('lu'), ...key('edit') });
+    assert.equal(r.status, 200, r.text);
+    r = await s.req(...patch, { ...as('lu'), ...key('edit') }); // a retry before: the first answer
+    assert.equal(r.headers['idempotent-replayed'], 'true');
+    const del = await s.req('DELETE', '/v1/rooms/keyed', undefined, { ...as('lu'), ...key('delete') });
+    assert.equal(del.status, 202, del.text);
+    // at once: the requests run afresh (the room is not there), nothing of it answered
+    for (const [what, req] of [['edit', patch], ['post', ['POST', '/v1/rooms/keyed/messages', post]]]) {
+      r = await s.req(...req, { ...as('lu'), ...key(what) });
+      assert.equal(r.status, 404, `${what} retried at once: ${r.text}`);
+      assert.ok(!/keyed-secret/.test(r.text), r.text);
+    }
+    await waitFor('done', async () => (await s.req('GET', `/v1/admin/erasures/${del.json.erasure_id}`, undefined, ADMIN)).json.status === 'done', 30000);
+    // DELETE's own answer stays: a retry finds the same erasure
+    r = await s.req('DELETE', '/v1/rooms/keyed', undefined, { ...as('lu'), ...key('delete') });
+    assert.deepEqual([r.status, r.json], [202, del.json]);
+    // after: the stored answers are gone (the creation's too: a retry makes a new room)
+    r = await s.req(...patch, { ...as('lu'), ...key('edit') });
+    assert.equal(r.status, 404, r.text);
+    assert.ok(!/keyed-secret/.test(r.text), r.text);
+    r = await s.req('POST', '/v1/rooms', { room_id: 'keyed', name: 'keyed-room-name', members: ['lu'] }, { ...as('lu'), ...key('make') });
+    assert.equal(r.status, 201, r.text);
+    assert.equal(r.headers['idempotent-replayed'], undefined, 'a new room, not the old answer');
+    assert.equal((await s.req('GET', '/v1/rooms/keyed', undefined, as('lu'))).json.created, r.json.created);
   });
 
   test('a kill -9 right after the 202 loses nothing: still 404, the erasure finishes', async () => {

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // SPEC §2.1 (v5) over real sockets: unread as people count it — messages after a member's
 // last_read_seq that others posted and that are not deleted, exact at every moment, hot and cold,
-// through deletes, erasures, restarts and kill -9. The listing, the read answer, PATCH's member,
-// and the user's room list all agree with a count taken from the messages themselves.
+// through deletes, erasures, a poster leaving and coming back, restarts and kill -9. The listing,
+// the read answer, PATCH's member, and the user's room list all agree with a count taken from
+// the messages themselves.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { waitFor } from './cold-lib.mjs';
@@ -105,9 +106,43 @@ describe('unread as people count it', () => {
     assert.equal(members.find((m) => m.user === 'ivy').unread, 3, 'kim\'s three messages');
   });
 
+  test('a poster that leaves and comes back: its own posts are still not unread', async () => {
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'back', members: ['nia', 'lou', 'mo'] })).status, 201);
+    const post = (from) => s.req('POST', '/v1/rooms/back/messages', { from, content: `${from} says hi` });
+    for (const from of ['lou', 'lou', 'mo']) assert.equal((await post(from)).status, 201); // seqs 1-3
+    // lou leaves, mo is removed by the owner; the room goes on; both come back
+    assert.equal((await s.req('POST', '/v1/rooms/back/members', { remove: ['lou', 'mo'] })).status, 200);
+    for (const from of ['nia', 'nia']) assert.equal((await post(from)).status, 201); // seqs 4-5
+    assert.equal((await s.req('POST', '/v1/rooms/back/members', { add: ['lou', 'mo'] })).status, 200);
+    const by = Object.fromEntries((await checkRoom(s, 'back')).members.map((m) => [m.user, m]));
+    assert.deepEqual([by.lou.last_read_seq, by.lou.unread], [2, 3], 'lou is back where it left (its own seqs 1-2 read): mo\'s and nia\'s');
+    assert.deepEqual([by.mo.last_read_seq, by.mo.unread], [3, 2], 'mo is back where it was removed: nia\'s two');
+
+    // a new room of the same id keeps nothing of the old one's markers
+    const del = await s.req('DELETE', '/v1/rooms/back');
+    assert.equal(del.status, 202, del.text);
+    await waitFor('the room deleted', async () => (await s.req('GET', `/v1/admin/erasures/${del.json.erasure_id}`)).json.status === 'done', 20000);
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'back', members: ['nia', 'mo'] })).status, 201);
+    for (const from of ['nia', 'nia', 'nia']) assert.equal((await post(from)).status, 201);
+    assert.equal((await s.req('POST', '/v1/rooms/back/members', { add: ['lou'] })).status, 200);
+    const again = Object.fromEntries((await checkRoom(s, 'back')).members.map((m) => [m.user, m]));
+    assert.deepEqual([again.lou.last_read_seq, again.lou.unread], [0, 3], 'the new room: lou has all of it to read');
+    assert.deepEqual([again.mo.last_read_seq, again.mo.unread], [0, 3]);
+
+    // an erasure still finds a room its user posted in and left (the marker kept there)
+    assert.equal((await post('lou')).status, 201);
+    assert.equal((await s.req('POST', '/v1/rooms/back/members', { remove: ['lou'] })).status, 200);
+    const er = await s.req('DELETE', '/v1/users/lou');
+    assert.equal(er.status, 202, er.text);
+    await waitFor('lou erased', async () => (await s.req('GET', `/v1/admin/erasures/${er.json.erasure_id}`)).json.status === 'done', 20000);
+    const msgs = await allMessages(s, 'back');
+    assert.deepEqual(msgs.map((m) => [m.seq, m.from, m.content === null]), [[1, 'nia', false], [2, 'nia', false], [3, 'nia', false], [4, null, true]]);
+    await checkRoom(s, 'back');
+  });
+
   test('exact after a kill -9', async () => {
     const want = {};
-    for (const room of ['own', 'tomb', 'chill', 'gone']) want[room] = (await checkRoom(s, room)).members;
+    for (const room of ['own', 'tomb', 'chill', 'gone', 'back']) want[room] = (await checkRoom(s, room)).members;
     await s.kill9();
     s = await startStrata({ dataDir: s.dir, args: ['--flush-interval', '3600'] });
     for (const room of Object.keys(want)) assert.deepEqual((await checkRoom(s, room)).members, want[room], room);

@@ -183,6 +183,19 @@ static bool erased_ida_at_50(void *arg, const char *u, size_t ul, int64_t since)
     return since > 0 && since <= 1000000000050LL && ul == 3 && memcmp(u, "ida", 3) == 0;
 }
 
+/* Records answer i (a 201 {"content":"x"}, ttl 10 s) about a user and a room's virtual user
+ * (NULL: none). */
+static void record_about(st_store_t *s, int i, const char *about, const char *room, int64_t at)
+{
+    uint64_t wait = 0;
+    st_idem_req_t r = req_of(i, 0);
+    r.about = about;
+    r.about_len = about ? strlen(about) : 0;
+    r.room = room;
+    r.room_len = room ? strlen(room) : 0;
+    CHECK_EQ(st__idem_record_at(s, &r, 10000000, 201, "{\"content\":\"x\"}", 15, at, &wait), ST_OK);
+}
+
 /* SPEC §2.2: the answers about a user go with its erasure (st_http_idem_erase: a walk of the
  * expiry index in slices); the others expire as before; an answer about a user being erased is
  * neither replayed nor recorded. */
@@ -193,13 +206,8 @@ TEST(idempotency_answers_about_a_user_go_with_its_erasure)
     st_store_t *s = open_store(&fx);
     const int64_t t0 = 1000000000000LL, ttl = 10000000;
     uint64_t wait = 0;
-    for (int i = 0; i < 10; i++) { /* 0-5 about ida, 6-8 about ola, 9 about no one */
-        st_idem_req_t r = req_of(i, 0);
-        r.about = i < 6 ? "ida" : i < 9 ? "ola" : NULL;
-        r.about_len = r.about ? 3 : 0;
-        CHECK_EQ(st__idem_record_at(s, &r, ttl, 201, "{\"content\":\"x\"}", 15, t0 + i, &wait),
-                 ST_OK);
-    }
+    for (int i = 0; i < 10; i++) /* 0-5 about ida, 6-8 about ola, 9 about no one */
+        record_about(s, i, i < 6 ? "ida" : i < 9 ? "ola" : NULL, NULL, t0 + i);
     fx_settle(&fx, s);
     /* while ida is being erased: her answers are not replayed, a new one not recorded */
     int status;
@@ -272,6 +280,53 @@ TEST(idempotency_answers_about_a_user_go_with_its_erasure)
 
 /* The walk goes on across slices of 4,096 index entries and of `max` deletions, from where the
  * last slice stopped, to the end of the index. */
+static bool gone_room(void *arg, const char *u, size_t ul, int64_t since)
+{
+    (void)arg, (void)since;
+    return ul == 4 && memcmp(u, "~rrm", 4) == 0;
+}
+
+/* SPEC §2.1 v5: a room route's answer names its author and its room ("~r" room, the virtual
+ * user a deleted room's erasure runs as): the room's deletion deletes it and stops its replay
+ * at once; the author's erasure deletes it too; other answers stay. */
+TEST(idempotency_answers_about_a_room_go_with_its_deletion)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = open_store(&fx);
+    const int64_t t0 = 1000000000000LL, ttl = 10000000;
+    for (int i = 0; i < 6; i++) /* 0-1 ida's posts in rm, 2-3 rm's members (no author), 4-5 ola */
+        record_about(s, i, i < 2 ? "ida" : i >= 4 ? "ola" : NULL, i < 4 ? "~rrm" : NULL, t0 + i);
+    fx_settle(&fx, s);
+    int status;
+    const char *body;
+    size_t blen;
+    uint64_t w = 0;
+    st_idem_req_t rq[6];
+    for (int i = 0; i < 6; i++) {
+        rq[i] = req_of(i, 0);
+        rq[i].gone = gone_room; /* rm is being deleted: its answers are not replayed */
+        CHECK_EQ(st__idem_lookup_at(s, &rq[i], ttl, t0 + 100, &status, &body, &blen, &w),
+                 i < 4 ? ST_ENOTFOUND : ST_OK);
+        rq[i].gone = NULL;
+    }
+    /* ida's erasure takes her answers, the room's deletion every other answer about the room */
+    const char *erased[] = {"ida", "~rrm"};
+    const size_t left[] = {4, 2};
+    for (int e = 0; e < 2; e++) {
+        while (st_http_idem_erase(s, erased[e], strlen(erased[e]), 7 + (uint64_t)e, 4))
+            fx_settle(&fx, s);
+        fx_settle(&fx, s);
+        CHECK_EQ(count(s, ST_KS_IDEM), left[e]);
+        CHECK_EQ(count(s, ST_KS_IDEM_EXP), left[e]);
+    }
+    for (int i = 0; i < 6; i++)
+        CHECK_EQ(st__idem_lookup_at(s, &rq[i], ttl, t0 + 100, &status, &body, &blen, &w),
+                 i < 4 ? ST_ENOTFOUND : ST_OK);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
 TEST(idempotency_erasure_walk_resumes_across_slices)
 {
     fx_t fx;
