@@ -60,8 +60,11 @@ static st_buf_t st__body; /* loop-thread scratch for response bodies */
  * answer from before answers named their user (since > 0), once its erasure was asked for. */
 static bool st__idem_user_gone(void *arg, const char *u, size_t ul, int64_t since)
 {
-    return st_chat_erased(arg, ST_USER(u, ul)) ||
-           (since > 0 && st_chat_erased_since(arg, u, ul, since));
+    if (ul <= ST_NAME_MAX && st_name_valid(u, ul))
+        return st_chat_erased(arg, ST_USER(u, ul)) ||
+               (since > 0 && st_chat_erased_since(arg, u, ul, since));
+    st_owner_t o = st_chat_owner_from(u, ul); /* a room's owner bytes (a room route's answer) */
+    return o.kind == ST_OWNER_ROOM && st_chat_erased(arg, &o);
 }
 
 static const char st__rooms[] = "/v1/rooms/{room}/";

@@ -10,7 +10,7 @@
  * Records live under the store's public API:
  *   'i' scope(32)              -> i64 created_us | u16 status|0x8000 | fingerprint(32) | body
  *   'x' be64(created) scope    -> the user the answer is about, or "", then for a room route's
- *                                 answer 0 and the room's virtual user (the expiry index: oldest
+ *                                 answer 0 and the room's owner bytes (the expiry index: oldest
  *                                 first)
  *   'i' "v2"                   -> ""   (every record of the old format has been indexed)
  * A sweep step walks the expiry index from its oldest entry, so it deletes only expired answers.
@@ -20,8 +20,8 @@
  * bench/RESULTS.md session 11). An answer is about a user when its request's path is
  * /v1/users/{user}/… or it is about a room message the user posted (the handler says so); one
  * about a user being erased is never replayed (the request runs afresh: 404 and the like). A
- * room route's answer is also about the room (its virtual user, "~r" room, which a deleted
- * room's erasure runs as): deleted with the room, never replayed while it is being deleted.
+ * room route's answer is also about the room (recorded as its owner bytes, st_chat_owner_bytes):
+ * deleted with the room's erasure, never replayed while the room is being deleted.
  * Steps run on the server's timer (a bounded budget a second, for what is left after a burst)
  * and every 256 records made, deleting up to 512: twice the insert rate, so the sweep keeps up
  * with any sustained keyed write rate, in slices that never stall the loop. Records of the old
@@ -119,14 +119,14 @@ static void st__xkey(uint8_t *key, int64_t created, const uint8_t *scope)
     if (scope) memcpy(key + 9, scope, 32);
 }
 
-/* Whether a user may name an answer: a name or a room's virtual user (no 0 byte). */
+/* Whether a user may name an answer: a name or a room's owner bytes (no 0 byte). */
 static bool st__about_ok(const char *u, size_t ul)
 {
-    return u && ul && ul <= ST_CHAT_USER_MAX && !memchr(u, 0, ul);
+    return u && ul && ul <= ST_CHAT_OWNER_MAX && !memchr(u, 0, ul);
 }
 
-/* The names an expiry entry's value holds: the user (or none), then after a 0 the room's virtual
- * user (or none). */
+/* The names an expiry entry's value holds: the user (or none), then after a 0 the room's owner
+ * bytes (st_chat_owner_bytes, or none). */
 static void st__about_split(const char *v, size_t vl, size_t *ul, const char **room, size_t *rl)
 {
     const char *z = vl ? memchr(v, 0, vl) : NULL;
@@ -164,7 +164,7 @@ static bool st__about_gone(st_store_t *s, const st_idem_req_t *r, int64_t create
     size_t al, rl;
     const char *room;
     st__about_split(v, vl, &al, &room, &rl);
-    char u[ST_CHAT_USER_MAX], rm[ST_CHAT_USER_MAX]; /* copied: gone() reads the store */
+    char u[ST_CHAT_OWNER_MAX], rm[ST_CHAT_OWNER_MAX]; /* copied: gone() reads the store */
     bool has_u = st__about_ok(v, al), has_r = st__about_ok(room, rl);
     if (has_u) memcpy(u, v, al);
     if (has_r) memcpy(rm, room, rl);
@@ -421,8 +421,13 @@ bool st_http_idem_erase(void *store, const st_owner_t *o, uint64_t erasure, size
     st_store_t *s = store;
     const char *u = o->id;
     size_t ul = o->len;
-    /* answers are about users: another kind's erasure has none */
-    if (o->kind != ST_OWNER_USER || !st__about_ok(u, ul)) return false;
+    /* answers are about users, and a room route's about its room too (its owner bytes) */
+    char ob[ST_CHAT_OWNER_MAX];
+    if (o->kind != ST_OWNER_USER) {
+        ul = st_chat_owner_bytes(ob, o);
+        u = ob;
+    }
+    if (!st__about_ok(u, ul)) return false;
     if (st__ew.store != s || st__ew.erasure != erasure) { /* another erasure: from the top */
         memset(&st__ew, 0, sizeof st__ew);
         st__ew.store = s;

@@ -38,7 +38,7 @@ typedef struct {
     const char *about; /* the user a room route's answer is about (its Idempotency-Key answer is
                           erased with it; arena memory), or NULL */
     size_t about_len;
-    const char *about_room; /* the room's virtual user ("~r" room) a room route's answer is about
+    const char *about_room; /* the room's owner bytes (st_chat_owner_bytes) a room route's answer is about
                                (erased with the room when it is deleted; arena memory), or NULL */
     size_t about_room_len;
 } st_ctx_t;
@@ -184,7 +184,7 @@ int st_auth_route(st_ctx_t *c, unsigned flags);
 /* Names the user the answer is about (copied into the arena): a keyed request's answer is
  * then erased with that user (SPEC §2.2). */
 void st_ctx_about(st_ctx_t *c, const char *user, size_t ulen);
-/* Names the room the answer is about (as its virtual user, in the arena): a keyed request's
+/* Names the room the answer is about (as its owner bytes, in the arena): a keyed request's
  * answer is then erased with the room when it is deleted (SPEC §2.1 v5). */
 void st_ctx_about_room(st_ctx_t *c, const char *room, size_t rl);
 
@@ -200,7 +200,7 @@ typedef struct {
      * before answers named theirs. */
     const char *about;
     size_t about_len;
-    /* The room's virtual user the answer is also about (NULL: none; borrowed): recorded after
+    /* The room's owner bytes the answer is also about (NULL: none; borrowed): recorded after
      * the user (0-separated), so that the room's deletion deletes it too. */
     const char *room;
     size_t room_len;

@@ -161,7 +161,7 @@ void st_ctx_about(st_ctx_t *c, const char *user, size_t ulen)
 void st_ctx_about_room(st_ctx_t *c, const char *room, size_t rl)
 {
     if (!c->req->idem_key || !room || !rl || rl > ST_NAME_MAX) return; /* only keyed answers */
-    char *u = st_arena_alloc(c->arena, ST_CHAT_USER_MAX);
-    c->about_room_len = st_chat_room_user(u, room, rl);
+    char *u = st_arena_alloc(c->arena, ST_CHAT_OWNER_MAX);
+    c->about_room_len = st_chat_owner_bytes(u, ST_ROOM(room, rl));
     c->about_room = u;
 }

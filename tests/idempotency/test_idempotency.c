@@ -286,8 +286,8 @@ static bool gone_room(void *arg, const char *u, size_t ul, int64_t since)
     return ul == 4 && memcmp(u, "~rrm", 4) == 0;
 }
 
-/* SPEC §2.1 v5: a room route's answer names its author and its room ("~r" room, the virtual
- * user a deleted room's erasure runs as): the room's deletion deletes it and stops its replay
+/* SPEC §2.1 v5: a room route's answer names its author and its room (the room's owner bytes,
+ * st_chat_owner_bytes: "~rrm" for room rm): the room's deletion deletes it and stops its replay
  * at once; the author's erasure deletes it too; other answers stay. */
 TEST(idempotency_answers_about_a_room_go_with_its_deletion)
 {
@@ -311,10 +311,10 @@ TEST(idempotency_answers_about_a_room_go_with_its_deletion)
         rq[i].gone = NULL;
     }
     /* ida's erasure takes her answers, the room's deletion every other answer about the room */
-    const char *erased[] = {"ida", "~rrm"};
+    const st_owner_t erased[] = {{ST_OWNER_USER, "ida", 3}, {ST_OWNER_ROOM, "rm", 2}};
     const size_t left[] = {4, 2};
     for (int e = 0; e < 2; e++) {
-        while (st_http_idem_erase(s, erased[e], strlen(erased[e]), 7 + (uint64_t)e, 4))
+        while (st_http_idem_erase(s, &erased[e], 7 + (uint64_t)e, 4))
             fx_settle(&fx, s);
         fx_settle(&fx, s);
         CHECK_EQ(count(s, ST_KS_IDEM), left[e]);
