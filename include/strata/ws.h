@@ -26,9 +26,9 @@ void st_ws_free(st_ws_t *ws);
  * start of buf. subject: the authenticated principal ("" when auth is off); times: its token's
  * (borrowed; all 0 with auth off) — the stream is closed 1008 "token expired" once
  * st_http_token_check with --jwt-leeway fails for them, the moment a request with that token
- * would be refused (exp + leeway). */
+ * would be refused (exp + leeway). admin: the token has role admin (it streams any room). */
 int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *subject,
-                const st_http_token_times_t *times);
+                const st_http_token_times_t *times, bool admin);
 
 /* A typing signal (SPEC §2.1 v5): the room's subscribers here get a typing frame, at most one per
  * user per room per second (more are coalesced); forward: hand it to the group's other members

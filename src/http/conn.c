@@ -269,8 +269,8 @@ static void st__on_upgrade(st_conn_t *c, const st_http_request_t *req)
     }
     st_buf_t resp = {0};
     uint64_t wait;
-    int rc =
-        st_http_upgrade_check(srv->app, req, &c->arena, &resp, &c->ws_subject, &c->ws_times, &wait);
+    int rc = st_http_upgrade_check(srv->app, req, &c->arena, &resp, &c->ws_subject, &c->ws_times,
+                                   &c->ws_admin, &wait);
     if (rc != ST_OK) {
         /* 401 (once batch wait is durable: a refusal that reports an erasure), 403 for an Origin
          * --cors-origins does not allow, 400 for a query parameter a stream does not take */
@@ -405,7 +405,7 @@ static void st__conn_handoff(st_conn_t *c, const char *rest, size_t rlen)
     uv_os_fd_t fd;
     int dupfd = uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 ? dup(fd) : -1;
     if (dupfd < 0 || st_ws_adopt(srv->app->ws, dupfd, c->handoff.data, c->handoff.len,
-                                 c->ws_subject, &c->ws_times) != ST_OK)
+                                 c->ws_subject, &c->ws_times, c->ws_admin) != ST_OK)
         st_warn("ws: could not hand over a stream connection");
     st__conn_close(c);
 }

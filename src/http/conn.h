@@ -61,6 +61,7 @@ struct st_conn {
     st_buf_t handoff;               /* the upgrade request as libwebsockets will see it */
     const char *ws_subject;         /* arena memory, valid until the hand-off */
     st_http_token_times_t ws_times; /* the token's times (st_http_token_check) */
+    bool ws_admin;                  /* the token has role admin */
     st_list_t link;                 /* in srv->conns */
     st_list_t plink;                /* in srv->pending while responses wait for a durable batch */
     st_http_request_t *parked;      /* owned copy of a request waiting for cold data */

@@ -38,8 +38,9 @@ typedef struct {
     const char *about; /* the user a room route's answer is about (its Idempotency-Key answer is
                           erased with it; arena memory), or NULL */
     size_t about_len;
-    const char *about_room; /* the room's owner bytes (st_chat_owner_bytes) a room route's answer is about
-                               (erased with the room when it is deleted; arena memory), or NULL */
+    const char
+        *about_room; /* the room's owner bytes (st_chat_owner_bytes) a room route's answer is about
+                        (erased with the room when it is deleted; arena memory), or NULL */
     size_t about_room_len;
 } st_ctx_t;
 
@@ -118,10 +119,11 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
  * 400 naming another parameter); on failure writes the whole 401/400 response into out, to leave
  * once batch *wait is durable (a refusal that reports an erasure). *subject is arena memory;
  * *times are the token's (all 0 with auth off), which the stream keeps: it ends once
- * st_http_token_check fails. */
+ * st_http_token_check fails; *admin: the token has role admin (a global admin streams any room,
+ * SPEC §2.1 v5). */
 int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_t *arena,
                           st_buf_t *out, const char **subject, st_http_token_times_t *times,
-                          uint64_t *wait);
+                          bool *admin, uint64_t *wait);
 
 /* Checks the WebSocket handshake headers of an upgrade request (RFC 6455 §4.2.1). On success
  * out holds the request libwebsockets is handed (only what its handshake needs); otherwise

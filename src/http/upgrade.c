@@ -100,10 +100,11 @@ static st_buf_t st__upgrade_body; /* loop-thread scratch for a 401 or 400 body *
 
 int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_t *arena,
                           st_buf_t *out, const char **subject, st_http_token_times_t *times,
-                          uint64_t *wait)
+                          bool *admin, uint64_t *wait)
 {
     *subject = "";
     *times = (st_http_token_times_t){0};
+    *admin = false;
     *wait = 0;
     if (*app->cfg->cors_origins && req->origin &&
         !st_cors_allowed(app->cfg, req->origin, req->origin_len)) {
@@ -147,6 +148,7 @@ int st_http_upgrade_check(st_app_t *app, const st_http_request_t *req, st_arena_
     }
     *subject = c.subject;
     *times = c.token;
+    *admin = st_config_auth_on(app->cfg) && c.admin;
     return ST_OK;
 }
 

@@ -155,6 +155,7 @@ struct st_wsconn {
     uint64_t revoke_wait;        /* the erasure's batch: the cut waits for it to be durable */
     uint64_t revoke_ms;          /* loop time of the revocation: the cut waits at most 2 s more */
     char *subject;               /* authenticated principal ("" when auth is off) */
+    bool admin;                  /* its token has role admin (auth on): it streams any room */
     st_http_token_times_t token; /* the token's times (all 0 with auth off) */
     st_buf_t in;                 /* a message arriving in fragments */
 };

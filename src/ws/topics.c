@@ -464,9 +464,14 @@ static int st__check_room(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
     if (*member &&
         (st_rooms_role(rooms, rm, strlen(rm), *member, strlen(*member), &role, &w) != ST_OK ||
          (ws->app->chat && st_chat_erased(ws->app->chat, ST_USER(*member, strlen(*member)))))) {
-        /* a member being erased is out of its rooms from the erasure on (SPEC §2.2) */
-        st__ws_send_error(ws, c, id, "forbidden", "only the room's members stream it");
-        return ST_EFORBIDDEN;
+        /* a member being erased is out of its rooms from the erasure on (SPEC §2.2); a global
+         * admin that is no member streams the room as a reader, as it reads it over HTTP (SPEC
+         * §2.1 v5: it may do anything), not online in it (presence counts members) */
+        if (!c->admin) {
+            st__ws_send_error(ws, c, id, "forbidden", "only the room's members stream it");
+            return ST_EFORBIDDEN;
+        }
+        *member = NULL;
     }
     if (st__sub_find(c, id)) {
         st__ws_send_error(ws, c, id, "conflict", "a subscription with this id exists");

@@ -25,15 +25,18 @@ static st_ws_t *st__ws(struct lws *wsi)
 typedef struct {
     st_http_token_times_t token;
     int fd;
+    bool admin;
     char subject[];
 } st_wsauth_t;
 
-static st_wsauth_t *st__auth_new(int fd, const char *subject, const st_http_token_times_t *t)
+static st_wsauth_t *st__auth_new(int fd, const char *subject, const st_http_token_times_t *t,
+                                 bool admin)
 {
     size_t n = subject ? strlen(subject) : 0;
     st_wsauth_t *a = st_malloc(sizeof *a + n + 1);
     a->token = t ? *t : (st_http_token_times_t){0};
     a->fd = fd;
+    a->admin = admin;
     if (n) memcpy(a->subject, subject, n);
     a->subject[n] = '\0';
     return a;
@@ -66,6 +69,7 @@ static void st__established(st_ws_t *ws, struct lws *wsi, st_wsconn_t *c)
     const st_wsauth_t *from = a ? a : ws->adopting;
     c->subject = st_strndup(from ? from->subject : "", from ? strlen(from->subject) : 0);
     c->token = from ? from->token : (st_http_token_times_t){0};
+    c->admin = from && from->admin;
     c->fd = from ? from->fd : -1;
     c->rx_ms = uv_now(ws->loop); /* the handshake was the last thing heard */
     st_list_init(&c->subs);
@@ -313,13 +317,13 @@ void st_ws_free(st_ws_t *ws)
 }
 
 int st_ws_adopt(st_ws_t *ws, int fd, const char *buf, size_t len, const char *subject,
-                const st_http_token_times_t *times)
+                const st_http_token_times_t *times, bool admin)
 {
     if (len > ST_WS_MAX_HANDOFF) {
         close(fd);
         return ST_EHEADERS;
     }
-    st_wsauth_t *a = st__auth_new(fd, subject, times);
+    st_wsauth_t *a = st__auth_new(fd, subject, times, admin);
     st__ws_rx_adopt(fd, buf, &len); /* lws is not given a bad frame that came behind the head */
     ws->adopting = a;
     struct lws *wsi = lws_adopt_socket_vhost_readbuf(ws->vh, fd, buf, len);

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { startStrata } from './lib.mjs';
+import { startStrata, wsConnect, wsUntil } from './lib.mjs';
 
 const SECRET = 'roles-test-secret';
 const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
@@ -154,6 +154,34 @@ describe('room roles (auth on)', () => {
     const r = await s.req('PATCH', '/v1/rooms/team/members/ivy', '{"role":', as('olga'));
     assert.equal(r.status, 400, r.text);
     assert.deepEqual(await roles(s, 'team'), before);
+  });
+
+  test('a global admin that is no member streams the room as a reader, not online in it; a non-member without the role is refused', async () => {
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'watch', members: ['bob'] }, as('alice'))).status, 201);
+    const sub = async (headers, user) => {
+      const ws = await wsConnect(s.port, '/v1/stream', headers);
+      assert.equal(ws.status, 101);
+      ws.send({ type: 'subscribe', id: 'w', topic: 'room', room_id: 'watch', after: '0', ...(user ? { user } : {}) });
+      return ws;
+    };
+    const ops = await sub(ADMIN);
+    const first = (await wsUntil(ops, (f) => f.type === 'replay_done' || f.type === 'error')).at(-1);
+    assert.equal(first.type, 'replay_done', JSON.stringify(first));
+    const r = await s.req('POST', '/v1/rooms/watch/messages', { from: 'bob', content: 'hello ops' }, as('bob'));
+    assert.equal(r.status, 201, r.text);
+    const got = (await wsUntil(ops, (f) => f.type === 'message')).at(-1).message;
+    assert.deepEqual([got.room_id, got.content, got.from], ['watch', 'hello ops', 'bob']);
+    // a reader, not a member: presence does not count it
+    assert.deepEqual((await s.req('GET', '/v1/rooms/watch/presence', undefined, ADMIN)).json.online, []);
+    ops.close();
+    // without the admin role a non-member is still refused, and an admin streams as itself only
+    const eve = await sub(as('eve'));
+    const e = (await wsUntil(eve, (f) => f.type === 'error')).at(-1);
+    assert.equal(e.code, 'forbidden', JSON.stringify(e));
+    eve.close();
+    const other = await sub(ADMIN, 'bob');
+    assert.equal((await wsUntil(other, (f) => f.type === 'error')).at(-1).code, 'forbidden');
+    other.close();
   });
 
   test('roles and the owner count survive kill -9', async () => {
