@@ -11,24 +11,15 @@ cd "$(dirname "$0")/.."
 STRATA=${STRATA:-build/strata}
 LOAD_SECONDS=${LOAD_SECONDS:-20}
 ROUNDS=${ROUNDS:-1}
-spid=
-start() {
-  port=$(free_port)
-  "$STRATA" --listen 127.0.0.1:"$port" --data-dir "$work/data" --map-size 8GiB \
-    --flush-interval 86400 --flush-rows 100000000 --reconcile-interval 86400 --log-level warn \
-    2>>"$work/strata.log" &
-  spid=$!
-  pids+=("$spid")
-  wait_port "$port"
-  url="http://127.0.0.1:$port"
-}
-stop() { kill "$spid"; wait "$spid" 2>/dev/null || true; }
-metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+spid= url=
+start() { flush_server_start "$STRATA"; }
+stop() { flush_server_stop; }
+metric() { flush_metric "$1"; }
 echo "# flush rate, $(date -u +%F), $(nproc) cores, $STRATA, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for _ in $(seq "$ROUNDS"); do
   rm -rf "$work/data"
   start
-  wrk_strata "$port" "" -- -t1 -c32 -d"${LOAD_SECONDS}s" -s bench/cold.lua "$url" -- post # 2xx only
+  wrk_strata "${url##*:}" "" -- -t1 -c32 -d"${LOAD_SECONDS}s" -s bench/cold.lua "$url" -- post # 2xx only
   stop; start
   t0=$(date +%s.%N)
   curl -s -o /dev/null -XPOST "$url/v1/admin/flush"

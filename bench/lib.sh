@@ -377,3 +377,21 @@ streams_server_start() {
   exec 9>/tmp/strata-bench.lock
   flock 9
 }
+
+# A strata for a timed flush (bench/flushrate.sh, bench/tablecost.sh): only POST /v1/admin/flush
+# flushes (no interval pass, no row threshold, no reconciliation), data in $work/data.
+#   flush_server_start BIN [ARGS…]   sets spid (also in pids) and url; flush_server_stop ends it;
+#   flush_metric NAME                 the value of one /metrics line
+flush_server_start() {
+  local bin=$1 port
+  shift
+  port=$(free_port)
+  "$bin" --listen 127.0.0.1:"$port" --data-dir "$work/data" --map-size 8GiB --flush-interval 86400 \
+    --flush-rows 100000000 --reconcile-interval 86400 --log-level warn "$@" 2>>"$work/strata.log" &
+  spid=$!
+  pids+=("$spid")
+  wait_port "$port"
+  url="http://127.0.0.1:$port"
+}
+flush_server_stop() { kill "$spid"; wait "$spid" 2>/dev/null || true; }
+flush_metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m {print $2}'; }

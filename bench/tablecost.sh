@@ -24,19 +24,9 @@ LOAD_SECONDS=${LOAD_SECONDS:-10} COMMIT=${COMMIT:-10}
 [ -x "$REL" ] || die "$REL: no such binary"
 echo "# tablecost, $(date -u +%F), $(nproc) cores, ${LOAD_SECONDS}s of posts per run, $ROUNDS rounds, commit $(git rev-parse --short HEAD), rel $REL"
 spid= url=
-start() { # BIN ARGS…
-  local bin=$1 port
-  shift
-  port=$(free_port)
-  "$bin" --listen 127.0.0.1:"$port" --data-dir "$work/data" --map-size 8GiB --flush-interval 86400 \
-    --flush-rows 100000000 --reconcile-interval 86400 --log-level warn "$@" 2>>"$work/strata.log" &
-  spid=$!
-  pids+=("$spid")
-  wait_port "$port"
-  url="http://127.0.0.1:$port"
-}
-stop() { kill "$spid"; wait "$spid" 2>/dev/null || true; }
-metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+start() { flush_server_start "$@"; }
+stop() { flush_server_stop; }
+metric() { flush_metric "$1"; }
 # one run: ROUND SIDE; appends "SIDE round=R rows= rows_per_s= stall_ms= cpu_us_per_row= commit_s=" to
 # $work/out.txt
 run() {
