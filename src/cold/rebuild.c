@@ -96,28 +96,11 @@ static size_t st__pick_undropped(const st_tier_named_t *nm, const char *const *k
     return kept;
 }
 
-size_t st_tier_rebuild_pick(const st_tier_named_t *nm, const char *const *keys, size_t n,
-                            bool *keep)
+/* The rule by numbers (st_tier_rebuild_pick), keep[] all true on entry; nm is known. Objects a
+ * snapshot dropped are never named, so leaving them in changes nothing here. */
+static void st__pick_by_number(const st_tier_named_t *nm, const char *const *keys, size_t n,
+                               bool *keep)
 {
-    for (size_t i = 0; i < n; i++)
-        keep[i] = true;
-    if (!nm || !nm->known || n == 0) return n;
-    if (nm->ndropped && st__pick_undropped(nm, keys, n, keep) < n) {
-        /* the owner's objects but those: picked among the rest as below */
-        const char **rest = st_malloc(n * sizeof *rest);
-        bool *rk = st_malloc(n * sizeof *rk);
-        size_t m = 0, kept = 0;
-        for (size_t i = 0; i < n; i++)
-            if (keep[i]) rest[m++] = keys[i];
-        st_tier_named_t cur = *nm;
-        cur.ndropped = 0;
-        if (m) st_tier_rebuild_pick(&cur, rest, m, rk);
-        for (size_t i = 0, j = 0; i < n; i++)
-            if (keep[i]) kept += keep[i] = rk[j++];
-        free(rest);
-        free(rk);
-        return kept;
-    }
     size_t fl = st__folder_len(keys[0]);
     /* the owner's named objects: a run of the sorted keys */
     size_t lo = 0, hi = nm->n;
@@ -138,13 +121,11 @@ size_t st_tier_rebuild_pick(const st_tier_named_t *nm, const char *const *keys, 
             listed = strcmp(keys[i], nm->keys[j]) == 0;
         missing += !listed;
     }
-    if (named == 0 || missing) return n;
-    size_t kept = 0;
+    if (named == 0 || missing) return;
     for (size_t i = 0; i < n; i++) {
         if (st__pick_named(nm, keys[i]) || st__pick_merged(keys[i])) {
             /* named, or a merge's output: the kind's own checks (a replaced object whose rows a
              * later one repeats is dropped) decide, as a rebuild without tables does */
-            kept++;
             continue;
         }
         /* numbers are per writer (an owner's folder may hold several writers' objects: a node
@@ -160,9 +141,17 @@ size_t st_tier_rebuild_pick(const st_tier_named_t *nm, const char *const *keys, 
             any = true;
         }
         keep[i] = !any || st_tier_key_version(keys[i]) > top;
-        kept += keep[i];
     }
-    return kept;
+}
+
+size_t st_tier_rebuild_pick(const st_tier_named_t *nm, const char *const *keys, size_t n,
+                            bool *keep)
+{
+    for (size_t i = 0; i < n; i++)
+        keep[i] = true;
+    if (!nm || !nm->known || n == 0) return n;
+    st__pick_by_number(nm, keys, n, keep);
+    return st__pick_undropped(nm, keys, n, keep);
 }
 
 static char *st__key_at(void *v, size_t i, size_t size, size_t key_off)

@@ -62,9 +62,22 @@ static int st__truth_key_cmp(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* The files of the snapshot whose manifest list is list_uri. */
+/* Manifest keys already read (a manifest never changes: snapshots that carry it over name the
+ * same files); owned strings. */
+typedef ST_VEC(char *) st_seen_t;
+
+static bool st__seen_add(st_seen_t *seen, const char *key)
+{
+    for (size_t i = 0; i < seen->n; i++)
+        if (strcmp(seen->v[i], key) == 0) return false;
+    st_vec_push(seen, st_strndup(key, strlen(key)));
+    return true;
+}
+
+/* The files of the snapshot whose manifest list is list_uri, of the manifests not in *seen
+ * (added to it). */
 static int st__snapshot_files(st_objstore_t *meta, st_objstore_t *cold, const char *list_uri,
-                              st_tier_named_t *out)
+                              st_seen_t *seen, st_tier_named_t *out)
 {
     st_buf_t mroot = {0}, croot = {0}, b = {0};
     st_objstore_uri(meta, "", &mroot);
@@ -79,6 +92,7 @@ static int st__snapshot_files(st_objstore_t *meta, st_objstore_t *cold, const ch
     for (size_t i = 0; rc == ST_OK && i < l.n; i++) {
         if (l.v[i].content != ST_ICE_DATA) continue;
         const char *mk = st_tables_key_of(l.v[i].path, &mroot);
+        if (mk && !st__seen_add(seen, mk)) continue; /* its files are counted already */
         rc = mk ? st__manifest_files(meta, mk, &croot, out) : ST_EINVAL;
         if (!mk) st_error("rebuild-meta: the manifest %s is not in the tables' store", l.v[i].path);
     }
@@ -94,7 +108,7 @@ static int st__snapshot_files(st_objstore_t *meta, st_objstore_t *cold, const ch
  * one's) does not name, sorted, once each. An older snapshot that cannot be read (expired
  * meanwhile) only tells nothing: logged, skipped. */
 static void st__dropped(st_objstore_t *meta, st_objstore_t *cold, const cJSON *doc, int64_t current,
-                        st_tier_named_t *out)
+                        st_seen_t *seen, st_tier_named_t *out)
 {
     const cJSON *sn;
     size_t snaps = 0;
@@ -103,7 +117,7 @@ static void st__dropped(st_objstore_t *meta, st_objstore_t *cold, const cJSON *d
         const cJSON *ml = cJSON_GetObjectItemCaseSensitive(sn, "manifest-list");
         if (st_tmeta_i64(sn, "snapshot-id", -1) == current || !cJSON_IsString(ml)) continue;
         st_tier_named_t old = {0};
-        if (st__snapshot_files(meta, cold, ml->valuestring, &old) != ST_OK) {
+        if (st__snapshot_files(meta, cold, ml->valuestring, seen, &old) != ST_OK) {
             st_warn("rebuild-meta: an older snapshot's files cannot be read; what it alone named "
                     "is judged by its number");
             st_tier_named_free(&old);
@@ -151,8 +165,12 @@ int st_tables_named(st_objstore_t *meta, st_objstore_t *cold, char tag, st_tier_
         cJSON_Delete(m.doc);
         return ST_OK;
     }
-    if (rc == ST_OK) rc = st__snapshot_files(meta, cold, list, out);
-    if (rc == ST_OK) st__dropped(meta, cold, m.doc, id, out);
+    st_seen_t seen = {0};
+    if (rc == ST_OK) rc = st__snapshot_files(meta, cold, list, &seen, out);
+    if (rc == ST_OK) st__dropped(meta, cold, m.doc, id, &seen, out);
+    for (size_t i = 0; i < seen.n; i++)
+        free(seen.v[i]);
+    st_vec_free(&seen);
     if (rc == ST_OK) {
         out->known = true;
         st_info("rebuild-meta: table %s v%lld, snapshot %lld: %zu data file(s) of this cold tier; "

@@ -226,12 +226,11 @@ static void st__wake(st_ws_t *ws, st_wsconn_t *c)
     st__queue_count(ws, c);
     if (!c->wsi || c->cut) return;
     if (c->counted) {
-        if (lws_partial_buffered(c->wsi)) {
-            if (st_list_linked(&c->llink)) st_list_unlink(&c->llink);
+        if (st_list_linked(&c->llink)) st_list_unlink(&c->llink); /* a write is asked for now */
+        if (lws_partial_buffered(c->wsi))
             lws_callback_on_writable(c->wsi);
-        } else {
+        else
             st__soon_add(ws, c);
-        }
     }
     st__park(ws, c);
 }
