@@ -235,10 +235,12 @@ struct st_ws {
     st_wsfan_t *fan; /* the sender thread; NULL if it could not start */
     st_store_listener_t listener;
     const void *adopting; /* token of the connection being adopted, during st_ws_adopt */
-    /* Once a tick: pings streams silent for ping_ms, closes those silent for 3 x ping_ms, and ends
+    /* Once a tick: pings streams silent for ping_ms, closes those that would be silent for
+     * 3 x ping_ms before the next tick (so none is kept past it), and ends
      * streams whose token expired (ws.c st__on_tick, by st_http_token_check). */
     uv_timer_t tick;
     uint64_t ping_ms; /* --ws-ping-seconds, in ms */
+    uint64_t tick_ms; /* the tick's period: a quarter of ping_ms, at most 1 s */
     st_metric_t *m_subs, *m_conns, *m_slow, *m_sent;
     st_metric_t *m_fan_loop, *m_fan_sender; /* writes of parallel sends, by thread */
     st_metric_t *m_fan_short;               /* parallel sends the socket took only part of */

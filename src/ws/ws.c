@@ -140,17 +140,18 @@ static int st__callback(struct lws *wsi, enum lws_callback_reasons reason, void 
  * the loop's cached time on every read of the stream's socket (a pong, a ping, a frame: anything
  * heard), and this tick walks the streams once: silent for ping_ms since the last read and the
  * last ping, a stream gets a ping (sent from its writable callback, between whole frames,
- * st__ws_on_writable); silent for 3 x ping_ms, it is closed with 1001 "going away": the server
- * ends a stream that is not broken (1002) nor against a policy (1008, which clients here read as
- * "slow consumer" or "token expired"), and a client reconnects (with `after`) as it does when a
- * server goes away. The close frame is written and the socket closed at once (st__ws_fail: a
+ * st__ws_on_writable); silent for 3 x ping_ms by the next tick, it is closed now with 1001
+ * "going away", so a vanished peer is closed, and leaves presence, within the 90 s rather than a
+ * tick after them: the server ends a stream that is not broken (1002) nor against a policy (1008,
+ * which clients here read as "slow consumer" or "token expired"), and a client reconnects (with
+ * `after`) as it does when a server goes away. The close frame is written and the socket closed at once (st__ws_fail: a
  * peer silent that long is not waited on for its own close frame); should it not even take the
  * close frame, the socket is closed after ST__WS_CLOSE_GRACE seconds. */
 static void st__keepalive(st_ws_t *ws, st_wsconn_t *c, uint64_t now)
 {
     /* rx_ms is never ahead of the tick's time (the loop's clock is monotonic and a read is
      * stamped after it); should it ever be, the stream counts as just heard from, not closed */
-    if (now > c->rx_ms && now - c->rx_ms >= 3 * ws->ping_ms) {
+    if (now > c->rx_ms && now - c->rx_ms + ws->tick_ms >= 3 * ws->ping_ms) {
         st__ws_fail(ws, c, ST__WS_CLOSE_GOING_AWAY, "ping timeout");
         return;
     }
@@ -279,12 +280,13 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
     st__ws_rx_init(ws);
     ws->fan = st__ws_fan_start();
     /* a tick of a quarter of the ping interval, at most 1 s: a ping leaves within 1.25 x the
-     * interval of silence, a silent stream is closed within 3 x the interval and a tick */
+     * interval of silence, a silent stream is closed after between 3 x the interval less a tick
+     * and 3 x the interval (a healthy peer answers the ping within the first interval) */
     ws->ping_ms = app->cfg->ws_ping_seconds * 1000;
-    uint64_t tick = ws->ping_ms / 4 < 1000 ? ws->ping_ms / 4 : 1000;
+    ws->tick_ms = ws->ping_ms / 4 < 1000 ? ws->ping_ms / 4 : 1000;
     uv_timer_init(loop, &ws->tick);
     ws->tick.data = ws;
-    uv_timer_start(&ws->tick, st__ws_on_tick, tick, tick);
+    uv_timer_start(&ws->tick, st__ws_on_tick, ws->tick_ms, ws->tick_ms);
     *out = ws;
     return ST_OK;
 }
