@@ -144,9 +144,9 @@ static int st__callback(struct lws *wsi, enum lws_callback_reasons reason, void 
  * "going away", so a vanished peer is closed, and leaves presence, within the 90 s rather than a
  * tick after them: the server ends a stream that is not broken (1002) nor against a policy (1008,
  * which clients here read as "slow consumer" or "token expired"), and a client reconnects (with
- * `after`) as it does when a server goes away. The close frame is written and the socket closed at once (st__ws_fail: a
- * peer silent that long is not waited on for its own close frame); should it not even take the
- * close frame, the socket is closed after ST__WS_CLOSE_GRACE seconds. */
+ * `after`) as it does when a server goes away. The close frame is written and the socket closed at
+ * once (st__ws_fail: a peer silent that long is not waited on for its own close frame); should it
+ * not even take the close frame, the socket is closed after ST__WS_CLOSE_GRACE seconds. */
 static void st__keepalive(st_ws_t *ws, st_wsconn_t *c, uint64_t now)
 {
     /* rx_ms is never ahead of the tick's time (the loop's clock is monotonic and a read is
