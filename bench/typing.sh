@@ -16,6 +16,9 @@
 # Records bench/out/typing/DATE.json (not a README table row: bench/RESULTS.md quotes it), the
 # tools' output in bench/out/raw/typing/.
 #   DURATION=10 ROUNDS=3 bench/typing.sh
+# PIN=1: the server on CPU 0, the load tools (wsload, wrk) on CPU 1 (taskset), so the tools' CPU
+# (the subscribers read twice the frames with typing on) does not queue the server's loop behind
+# it on a 2-core machine, as clients on other machines would not; both sides run pinned alike.
 # PERF=SIDE (none, typing100, typing0): a profiling run, not recorded — `perf record -g` of the
 # server during each run of SIDE, `perf report --no-children` (top 40 symbols by self time) printed.
 set -euo pipefail
@@ -26,8 +29,10 @@ ulimit -n "$(ulimit -Hn)"
 LOAD=build/strata-wsload
 SUBS=${SUBS:-1000} RATE=${RATE:-100} TYPERS=${TYPERS:-100} DELAYS=${DELAYS:-"100 0"} MEMBERS=${MEMBERS:-1000}
 echo "# typing, $(date -u +%F), $(nproc) cores, ${DURATION}s per run, $ROUNDS rounds, commit $(git rev-parse --short HEAD)"
+srv_pin=() tool_pin=()
+[ -z "${PIN:-}" ] || { srv_pin=(taskset -c 0); tool_pin=(taskset -c 1); }
 port=$(free_port)
-build/strata --listen 127.0.0.1:"$port" --data-dir "$work/data" --max-connections $((SUBS + TYPERS + 1000)) \
+"${srv_pin[@]}" build/strata --listen 127.0.0.1:"$port" --data-dir "$work/data" --max-connections $((SUBS + TYPERS + 1000)) \
   --log-level warn 2>"$work/strata.log" &
 spid=$!
 pids+=("$spid")
@@ -42,7 +47,7 @@ field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k {print $2}'; }
 run() {
   local round=$1 side=$2 delay=${3:-} wp= wout= sig=0 secs=0 line frames
   if [ -n "$delay" ]; then
-    wrk -t1 -c"$TYPERS" -d$((DURATION + 30))s -s bench/typing.lua "$B" -- lat "$TYPERS" "$delay" >"$work/wrk.txt" 2>&1 &
+    "${tool_pin[@]}" wrk -t1 -c"$TYPERS" -d$((DURATION + 30))s -s bench/typing.lua "$B" -- lat "$TYPERS" "$delay" >"$work/wrk.txt" 2>&1 &
     wp=$!
     sleep 1 # the burst is on before the subscribers connect
   fi
@@ -51,7 +56,7 @@ run() {
     perf record -F 999 -g -p "$spid" -o "$work/perf.data" -- sleep $((DURATION + 2)) >/dev/null 2>&1 &
     pp=$!
   fi
-  cpu_run "$spid" eval 'WS_OUT=$(WSLOAD_ROOM=lat "$LOAD" latency "$port" "$SUBS" "$DURATION" "$RATE")' || die "wsload failed"
+  cpu_run "$spid" eval 'WS_OUT=$(WSLOAD_ROOM=lat "${tool_pin[@]}" "$LOAD" latency "$port" "$SUBS" "$DURATION" "$RATE")' || die "wsload failed"
   if [ -n "$pp" ]; then
     wait "$pp" || true
     perf report -i "$work/perf.data" --no-children -g none --sort symbol --stdio 2>/dev/null |
@@ -102,4 +107,4 @@ for d in $DELAYS; do
   row "notify p99 with typing ÷ without, per round (typing burst: $what)" "$(per_round "$s" none p99_ms)" "×" "bar: at most 1.10" "" "" ""
 done
 [ -z "${PERF:-}" ] || { echo "PERF=$PERF: a profiling run, not recorded"; exit 0; }
-out_write typing "DURATION=$DURATION ROUNDS=$ROUNDS SUBS=$SUBS RATE=$RATE TYPERS=$TYPERS DELAYS=\"$DELAYS\" bench/typing.sh"
+out_write typing "${PIN:+PIN=$PIN }DURATION=$DURATION ROUNDS=$ROUNDS SUBS=$SUBS RATE=$RATE TYPERS=$TYPERS DELAYS=\"$DELAYS\" bench/typing.sh"
