@@ -112,12 +112,13 @@ struct st_wschan {
 };
 
 struct st_wsconn {
-    st_list_t link;  /* in ws->conns while established */
-    st_list_t wlink; /* in ws->waiting while a frame of it waits for its batch (not counted) */
-    st_list_t slink; /* in ws->soon: frames that may leave wait for the end of the loop turn */
-    st_list_t llink; /* in ws->lazy: frames that may leave wait for the next write (queue.c) */
-    struct lws *wsi; /* NULL in the fuzz driver: frames are queued, never written */
-    st_list_t subs;  /* st_wssub_t, by link, newest first */
+    st_list_t link;   /* in ws->conns while established */
+    st_list_t wlink;  /* in ws->waiting while a frame of it waits for its batch (not counted) */
+    st_list_t slink;  /* in ws->soon: frames that may leave wait for the end of the loop turn */
+    st_list_t llink;  /* in ws->lazy: frames that may leave wait for the next write (queue.c) */
+    uint64_t lazy_ms; /* loop time it joined ws->lazy (its frames leave ST__WS_LAZY_MS later) */
+    struct lws *wsi;  /* NULL in the fuzz driver: frames are queued, never written */
+    st_list_t subs;   /* st_wssub_t, by link, newest first */
     size_t nsubs;
     /* The queue: a ring of qlen entries from qhead in an array of qcap (a power of two); one
      * array per stream rather than a node per frame, so a fan-out allocates nothing per frame. */
@@ -218,7 +219,8 @@ struct st_ws {
      * each for all their frames (queue.c) */
     st_list_t soon;
     /* st_wsconn_t, by llink: streams whose frames that may leave are all lazy ones (typing) and
-     * no write is coming; they ride in the stream's next write, or `lazy_timer` writes them */
+     * no write is coming, oldest first; they ride in the stream's next write, or `lazy_timer`
+     * writes those that waited ST__WS_LAZY_MS */
     st_list_t lazy;
     uv_timer_t lazy_timer;
     uv_check_t turn;

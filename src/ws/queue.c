@@ -235,19 +235,36 @@ static void st__wake(st_ws_t *ws, st_wsconn_t *c)
     st__park(ws, c);
 }
 
-/* The lazy frames' wait is over: every stream still holding only lazy frames is written. */
-static void st__lazy_on_timer(uv_timer_t *h)
+/* Writes the streams of ws->lazy that waited ST__WS_LAZY_MS for a write (all of them: every
+ * one, at shutdown), oldest first, and arms the timer for the next one due. Only those: the list
+ * empties and fills again as posts' writes take the frames, so a timer armed for one stream long
+ * gone must not write the streams that joined since (with typing into a room of 1,000 streams
+ * and a post every 10 ms that was an extra write to each of them, ~6 ms of the loop, ten times a
+ * second, the posts' fan-out waiting behind it: bench/typing.sh). */
+static void st__lazy_on_timer(uv_timer_t *h);
+static void st__lazy_flush(st_ws_t *ws, bool all)
 {
-    st_ws_t *ws = h->data;
+    uint64_t now = uv_now(ws->loop);
     for (ST_LIST_EACH(l, n, &ws->lazy)) {
         st_wsconn_t *c = ST_LIST_ITEM(l, st_wsconn_t, llink);
+        if (!all && now - c->lazy_ms < ST__WS_LAZY_MS) {
+            uv_timer_start(&ws->lazy_timer, st__lazy_on_timer, c->lazy_ms + ST__WS_LAZY_MS - now,
+                           0);
+            return;
+        }
         st_list_unlink(l);
         st__wake(ws, c);
     }
 }
 
+static void st__lazy_on_timer(uv_timer_t *h)
+{
+    st__lazy_flush(h->data, false);
+}
+
 /* c's frames that may leave are lazy ones and no write is coming: the next one takes them, or
- * the timer (armed by the first stream of the list) within ST__WS_LAZY_MS. */
+ * the timer within ST__WS_LAZY_MS (armed here when none is: one armed already is due no later
+ * than this stream, the list being oldest first). */
 static void st__lazy_add(st_ws_t *ws, st_wsconn_t *c)
 {
     if (st_list_linked(&c->llink) || st_list_linked(&c->slink)) return;
@@ -255,7 +272,8 @@ static void st__lazy_add(st_ws_t *ws, st_wsconn_t *c)
         st__wake(ws, c);
         return;
     }
-    if (st_list_empty(&ws->lazy))
+    c->lazy_ms = uv_now(ws->loop);
+    if (!uv_is_active((uv_handle_t *)&ws->lazy_timer))
         uv_timer_start(&ws->lazy_timer, st__lazy_on_timer, ST__WS_LAZY_MS, 0);
     st_list_insert(&ws->lazy, &c->llink);
 }
@@ -787,6 +805,6 @@ void st__ws_turn_close(st_ws_t *ws)
     uv_close((uv_handle_t *)&ws->lazy_timer, NULL);
     /* what may leave leaves before the streams close, lazy frames too; anything it brings (a
      * replay page) asks lws for a writable callback instead (st__soon_add), so this is one round */
-    st__lazy_on_timer(&ws->lazy_timer);
+    st__lazy_flush(ws, true);
     st__turn(ws, SIZE_MAX);
 }
