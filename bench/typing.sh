@@ -16,6 +16,10 @@
 # Records bench/out/typing/DATE.json (not a README table row: bench/RESULTS.md quotes it), the
 # tools' output in bench/out/raw/typing/.
 #   DURATION=10 ROUNDS=3 bench/typing.sh
+# WARMUP=MS (1000): the first MS ms of posts after the streams are ready give no sample (the
+# streams' opening — 1,000 presence changes to up to 1,000 streams each, the subscriptions' replay
+# — is still draining then, in every run alike; strata-wsload's WSLOAD_WARMUP_MS); 0 measures
+# from the first post, as the records before this option did.
 # PIN=1: the server on CPU 0, the load tools (wsload, wrk) on CPU 1 (taskset), so the tools' CPU
 # (the subscribers read twice the frames with typing on) does not queue the server's loop behind
 # it on a 2-core machine, as clients on other machines would not; both sides run pinned alike.
@@ -27,7 +31,7 @@ cd "$(dirname "$0")/.."
 record_init typing
 ulimit -n "$(ulimit -Hn)"
 LOAD=build/strata-wsload
-SUBS=${SUBS:-1000} RATE=${RATE:-100} TYPERS=${TYPERS:-100} DELAYS=${DELAYS:-"100 0"} MEMBERS=${MEMBERS:-1000}
+WARMUP=${WARMUP:-1000} SUBS=${SUBS:-1000} RATE=${RATE:-100} TYPERS=${TYPERS:-100} DELAYS=${DELAYS:-"100 0"} MEMBERS=${MEMBERS:-1000}
 echo "# typing, $(date -u +%F), $(nproc) cores, ${DURATION}s per run, $ROUNDS rounds, commit $(git rev-parse --short HEAD)"
 srv_pin=() tool_pin=()
 [ -z "${PIN:-}" ] || { srv_pin=(taskset -c 0); tool_pin=(taskset -c 1); }
@@ -56,7 +60,7 @@ run() {
     perf record -F 999 -g -p "$spid" -o "$work/perf.data" -- sleep $((DURATION + 2)) >/dev/null 2>&1 &
     pp=$!
   fi
-  cpu_run "$spid" eval 'WS_OUT=$(WSLOAD_ROOM=lat "${tool_pin[@]}" "$LOAD" latency "$port" "$SUBS" "$DURATION" "$RATE")' || die "wsload failed"
+  cpu_run "$spid" eval 'WS_OUT=$(WSLOAD_ROOM=lat WSLOAD_WARMUP_MS=$WARMUP "${tool_pin[@]}" "$LOAD" latency "$port" "$SUBS" "$DURATION" "$RATE")' || die "wsload failed"
   if [ -n "$pp" ]; then
     wait "$pp" || true
     perf report -i "$work/perf.data" --no-children -g none --sort symbol --stdio 2>/dev/null |
@@ -107,4 +111,4 @@ for d in $DELAYS; do
   row "notify p99 with typing ÷ without, per round (typing burst: $what)" "$(per_round "$s" none p99_ms)" "×" "bar: at most 1.10" "" "" ""
 done
 [ -z "${PERF:-}" ] || { echo "PERF=$PERF: a profiling run, not recorded"; exit 0; }
-out_write typing "${PIN:+PIN=$PIN }DURATION=$DURATION ROUNDS=$ROUNDS SUBS=$SUBS RATE=$RATE TYPERS=$TYPERS DELAYS=\"$DELAYS\" bench/typing.sh"
+out_write typing "${PIN:+PIN=$PIN }WARMUP=$WARMUP DURATION=$DURATION ROUNDS=$ROUNDS SUBS=$SUBS RATE=$RATE TYPERS=$TYPERS DELAYS=\"$DELAYS\" bench/typing.sh"

@@ -16,6 +16,10 @@
  * usage: strata-wsload [redis-]MODE PORT[:POSTPORT] CONNS SECONDS [RATE|WINDOW]
  * WSLOAD_ROOM=ID (latency): the conns subscribe to room ID (topic room) and the posts go to
  * POST /v1/rooms/ID/messages as "bench" (the room must exist with bench among its members).
+ * WSLOAD_WARMUP_MS=MS (latency): posting starts when every stream is ready, as always, but the
+ * frames of posts sent in the first MS ms are not samples (nor are typing frames then): what the
+ * streams' opening left queued (presence and replay frames, a backlog the server is still
+ * writing) drains before the measure; the run is MS ms longer. Default 0.
  * With POSTPORT, the streams are opened on PORT and the writes go to POSTPORT (a follower of a
  * replicated group and its leader: the frames a follower sends for what it applied).
  * The client writes masked frames with a zero mask key (valid per RFC 6455, and cheap).
@@ -57,9 +61,10 @@ static struct {
     uv_timer_t tick, stop;
     bool measuring;
     uint64_t t0, frames;
-    uint64_t typing; /* latency: typing frames received while measuring (bench/typing.sh) */
-    int64_t base;    /* fanout: counter value when measuring began */
-    uint64_t *seen;  /* fanout: subscribers that saw base + i, a ring of window * 4 */
+    uint64_t warmup_ns; /* latency: posts sent before t0 + warmup_ns give no sample */
+    uint64_t typing;    /* latency: typing frames received while measuring (bench/typing.sh) */
+    int64_t base;       /* fanout: counter value when measuring began */
+    uint64_t *seen;     /* fanout: subscribers that saw base + i, a ring of window * 4 */
     size_t ring;
     int64_t complete; /* fanout: values seen by every subscriber */
     uint64_t *lat;    /* latency samples, ns */
@@ -239,6 +244,7 @@ static void on_value(wsconn_t *c, int64_t val)
 /* latency: the frame carries the time its write was sent */
 static void on_sample(uint64_t sent)
 {
+    if (sent < g.t0 + g.warmup_ns) return;
     g.frames++;
     if (g.nlat == g.caplat) {
         g.caplat = g.caplat ? g.caplat * 2 : 1 << 16;
@@ -272,7 +278,7 @@ static void on_frame(wsconn_t *c, int op, const char *p, size_t n)
         const char *t = memmem(p, n, "\"content\":\"t", 12);
         if (t)
             on_sample(strtoull(t + 12, NULL, 10));
-        else if (memmem(p, n, "\"type\":\"typing\"", 15))
+        else if (memmem(p, n, "\"type\":\"typing\"", 15) && now_ns() >= g.t0 + g.warmup_ns)
             g.typing++;
     }
 }
@@ -471,7 +477,7 @@ static void on_tick(uv_timer_t *t)
         g.measuring = true;
         g.t0 = now_ns();
         g.base = g.ws[0].last_value;
-        uv_timer_start(&g.stop, on_stop, (uint64_t)g.seconds * 1000, 0);
+        uv_timer_start(&g.stop, on_stop, (uint64_t)g.seconds * 1000 + g.warmup_ns / 1000000, 0);
         if (g.mode == MODE_FANOUT) fanout_pump();
         if (g.mode == MODE_LATENCY)
             uv_timer_start(&g.tick, on_tick, 0, 1); /* 1 ms ticks pace the posts */
@@ -509,6 +515,8 @@ int main(int argc, char **argv)
     if (g.conns <= 0 || g.seconds <= 0) return 2;
     snprintf(g.name, sizeof g.name, "wsload-%s-%u", argv[1], (unsigned)(now_ns() % 1000000));
     g.room = g.mode == MODE_LATENCY && !g.redis ? getenv("WSLOAD_ROOM") : NULL;
+    const char *warm = getenv("WSLOAD_WARMUP_MS");
+    g.warmup_ns = g.mode == MODE_LATENCY && warm ? strtoull(warm, NULL, 10) * 1000000 : 0;
     g.loop = uv_default_loop();
     g.ws = calloc((size_t)g.conns, sizeof *g.ws);
     g.ring = (size_t)g.rate * 4 + 4;
