@@ -275,7 +275,7 @@ static void st__erasures_done(st_tables_t *t, const st_buf_t *marks)
     }
 }
 
-static void st__job_free(st__jtable_t *j)
+static void st__jtable_free(st__jtable_t *j)
 {
     st_tfiles_free(&j->live);
     st_buf_free(&j->marks);
@@ -405,7 +405,7 @@ static void st__commit_done(uv_work_t *req, int status)
             if (t->t[i].meta.doc) st__status(&t->t[i]);
         }
         if (j->changed && !j->res.done) all = false;
-        st__job_free(j);
+        st__jtable_free(j);
     }
     if (all) t->lag_since_us = 0;
     bool loaded = true;
@@ -474,7 +474,7 @@ static void st__commit_tick(uv_timer_t *h)
     if (!dirty) t->lag_since_us = 0;
     if (!any || (rc != ST_OK && rc != ST_EPARKED)) {
         for (int i = 0; i < ST_TABLES_N; i++)
-            st__job_free(&t->job[i]);
+            st__jtable_free(&t->job[i]);
         if (!any && rc == ST_OK && writer_ok) {
             t->seen = true;
             t->seen_f = gen;
@@ -489,7 +489,7 @@ static void st__commit_tick(uv_timer_t *h)
     if (uv_queue_work(t->loop, &t->work, st__commit_work, st__commit_done) != 0) {
         t->busy = false;
         for (int i = 0; i < ST_TABLES_N; i++)
-            st__job_free(&t->job[i]);
+            st__jtable_free(&t->job[i]);
     }
 }
 
