@@ -384,6 +384,7 @@ int main(int argc, char **argv)
     st_tables_on_commit(app.iceberg, st__catalog_nudge, app.catalog);
     st_tier_set_hold(tier, st__hold_cutoff, &app);
     if (app.iceberg) st_tier_on_rows_changed(tier, st_tables_rows_changed, app.iceberg);
+    if (app.iceberg) st_tier_on_erased(tier, st_tables_erased, app.iceberg);
     if (st_ws_open(&app.ws, m.loop, &app) != ST_OK) goto fail_ws;
     if (!st_config_auth_on(&cfg))
         st_warn("auth is OFF: no --jwt-secret, --jwt-jwks-file or --jwt-jwks-url set, every route "
@@ -429,6 +430,7 @@ int main(int argc, char **argv)
     st_ws_close(app.ws);           /* stops observing chat, seats and counters */
     st_reconcile_close(app.reconcile);
     st_tier_on_rows_changed(tier, NULL, NULL); /* the tables go first */
+    st_tier_on_erased(tier, NULL, NULL);
     st_tables_close(app.iceberg); /* a commit in flight comes back during the run below */
     st_outbox_close(outbox);      /* a POST in flight comes back during the run below */
     st_seats_close(seats);
@@ -463,6 +465,7 @@ fail_auth:
     st_ws_close(app.ws);
 fail_ws:
     st_tier_on_rows_changed(tier, NULL, NULL); /* the tables go first */
+    st_tier_on_erased(tier, NULL, NULL);
     st_tables_close(app.iceberg);
     st_reconcile_close(app.reconcile);
     st_backup_close(app.backup);

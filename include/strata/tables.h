@@ -17,8 +17,11 @@
  * unchanged, and it deletes only its own (src/tables/shared.c, orphans.c).
  *
  * Expiry: snapshots older than --table-keep go at each commit, with their manifest lists and
- * manifests; a `delete` commit (objects gone without replacement: erasure, retention) expires
- * every earlier snapshot, so no manifest the table still holds names what went.
+ * manifests. A commit that carries an erasure (the tier told st_tables_erased of objects an
+ * erasure deleted: the user's, a deleted room's, those a hold let go) expires every earlier
+ * snapshot, so no manifest the table still holds names what went; any other commit (retention,
+ * a deleted conversation, a compaction) is an ordinary snapshot, and time travel works within
+ * --table-keep.
  * Objects a compaction replaced stay in storage while a kept snapshot may name them: the tier's
  * reaper holds their deletion until the oldest kept snapshot is newer (st_tables_oldest_us,
  * src/cold/hold.c).
@@ -49,6 +52,10 @@ void st_tables_on_commit(st_tables_t *t, void (*fn)(void *arg), void *arg);
  * the object of key is marked in the same batch, and the snapshot that adds it is an overwrite,
  * not a replace (SPEC v5 §5.1). */
 void st_tables_rows_changed(void *arg, const char *key, uint64_t *wait);
+/* The tier's observer of an erasure's objects (st_tier_on_erased; arg: the module): the object
+ * of key is marked in the same batch, and the next commit of its table expires every earlier
+ * snapshot (SPEC v5 §5.1: an erasure overrides --table-keep), whatever else it holds. */
+void st_tables_erased(void *arg, const char *o, size_t ol, const char *key, uint64_t *wait);
 /* Stops the timer; freed now, or once a commit in flight is back (run the loop). NULL: no-op. */
 void st_tables_close(st_tables_t *t);
 /* GET /v1/admin/tables: {"tables":[{"table","snapshot_id","sequence_number","committed_at",

@@ -136,6 +136,7 @@ bool st_tier_writer_owns(const st_tier_writer_t *w, const char *key);
  * worker, then drops the records; a failed delete is retried after 30 s. Held deletions (below:
  * objects a swap replaced) join each pass once replaced before the hold's cutoff, oldest first. */
 typedef struct st_tier_reaper st_tier_reaper_t;
+typedef struct st_tier st_tier_t;
 typedef struct st_objstore st_objstore_t;
 /* store and obj are borrowed (they must outlive the reaper). */
 int st_tier_reaper_open(st_tier_reaper_t **out, uv_loop_t *loop, st_store_t *store,
@@ -285,8 +286,10 @@ size_t st_tier_held_key(uint8_t *k, const char *o, size_t ol, bool has_seq, uint
 int st_tier_defer(st_store_t *s, const char *o, size_t ol, uint64_t seq, const char *key,
                   int64_t at, uint64_t *wait);
 /* An erasure: up to max of o's held deletions become 'D' records (the reaper deletes them at
- * once); *any set when one was found. */
-int st_tier_unhold(st_store_t *s, const char *o, size_t ol, size_t max, bool *any, uint64_t *wait);
+ * once), each told to t's erasure observer (st_tier_erased; t NULL: none); *any set when one was
+ * found. */
+int st_tier_unhold(st_tier_t *t, st_store_t *s, const char *o, size_t ol, size_t max, bool *any,
+                   uint64_t *wait);
 /* Whether o has a held deletion. */
 bool st_tier_holding(st_store_t *s, const char *o, size_t ol);
 /* How many deletions are held (one scan of the owner index). */
@@ -356,7 +359,6 @@ bool st_tier_compact_plan(const st_tier_file_t *f, size_t n, size_t limit, uint6
                           int flags, size_t *from, size_t *to);
 
 /* ---- the tier ---- */
-typedef struct st_tier st_tier_t;
 
 typedef struct {
     st_objstore_t *obj;         /* borrowed; must outlive the tier */
@@ -469,6 +471,16 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
  * observer; NULL: none. */
 void st_tier_on_rows_changed(st_tier_t *t, void (*fn)(void *arg, const char *key, uint64_t *wait),
                              void *arg);
+/* The observer of an erasure's objects: fn gets owner o's object key on the loop, in the batch
+ * that records its deletion at once — out of the manifest (the kind calls st_tier_erased) or let
+ * go from a hold (st_tier_unhold) — so the tables expire every snapshot that may name it with the
+ * next commit (SPEC v5 §5.1; other deletions wait for --table-keep). One observer; NULL: none. */
+typedef void (*st_tier_erased_fn)(void *arg, const char *o, size_t ol, const char *key,
+                                  uint64_t *wait);
+void st_tier_on_erased(st_tier_t *t, st_tier_erased_fn fn, void *arg);
+/* Tells t's erasure observer (t NULL, or none: nothing) that an erasure deletes owner o's object
+ * key: call it in the batch that records the deletion. */
+void st_tier_erased(st_tier_t *t, const char *o, size_t ol, const char *key, uint64_t *wait);
 /* Adds a member (borrowed until its closed callback); then finishes what a crash left (orphans
  * of interrupted flushes and compactions, deletions recorded but not done). NULL: no-op. */
 void st_tier_join(st_tier_t *t, st_tier_member_t *m);

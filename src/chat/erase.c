@@ -279,19 +279,22 @@ void st_chat_set_erase_within(st_chat_t *c, uint64_t seconds)
 
 /* Up to max objects of owner o out of its manifest, their deletion recorded; then 'W'. The
  * owner's objects a swap replaced and the tier holds for kept snapshots and backup points go at
- * once too: an erasure overrides --table-keep and backup points (SPEC v5 §5.1, §9). */
+ * once too: an erasure overrides --table-keep and backup points (SPEC v5 §5.1, §9). Each is told
+ * to the tier's erasure observer: the tables' next commit expires every earlier snapshot. */
 static int st__erase_objects(st_chat_t *c, const char *o, size_t ol, size_t max, bool *busy,
                              uint64_t *wait)
 {
     uint8_t k[ST__KEY_CAP];
     st_tier_manifest_t man;
-    int rc = st_tier_unhold(c->store, o, ol, max, busy, wait);
+    st_tier_t *tier = c->cold ? c->cold->tier : NULL;
+    int rc = st_tier_unhold(tier, c->store, o, ol, max, busy, wait);
     if (rc == ST_OK) rc = st_tier_manifest(c->store, o, ol, false, &man, wait);
     if (rc != ST_OK) return rc;
     for (size_t i = 0; i < man.n && i < max && rc == ST_OK; i++) {
         rc = st_tier_doom(c->store, o, ol, man.v[i].seq, man.v[i].key, wait);
         if (rc == ST_OK)
             rc = st_store_del(c->store, k, st_tier_mkey(k, 'F', o, ol, true, man.v[i].seq), wait);
+        if (rc == ST_OK) st_tier_erased(tier, o, ol, man.v[i].key, wait); /* the tables expire */
         *busy = true;
     }
     st_tier_manifest_free(&man);
@@ -337,8 +340,8 @@ bool st_chat_cold_settled(st_chat_t *c, const st_owner_t *o)
     if (st_tier_stat(c->store, d, dl, &ds, &wait) != ST_OK) return false;
     /* objects of the owner a fold replaced hold the erased text: no hold keeps them */
     bool held = false;
-    if (st_tier_unhold(c->store, u, ul, 64, &held, &wait) != ST_OK ||
-        st_tier_unhold(c->store, d, dl, 64, &held, &wait) != ST_OK)
+    if (st_tier_unhold(cc->tier, c->store, u, ul, 64, &held, &wait) != ST_OK ||
+        st_tier_unhold(cc->tier, c->store, d, dl, 64, &held, &wait) != ST_OK)
         return false;
     bool fold = st__chat_has_prefix(c, 'e', u, ul) || st__chat_has_prefix(c, 'z', u, ul);
     bool unwritten = st__chat_has_prefix(c, 'f', u, ul);

@@ -6,7 +6,8 @@
  * replaced, instead of 'D' (intent.c); the reaper (reaper.c) walks the held records from the
  * oldest and deletes those replaced before the hold's cutoff (st_tier_hold_cutoff), stopping at
  * the first still held — it never reads the others. An erasure (SPEC §2.2) lets its users' held
- * objects go at once (st_tier_unhold: they become 'D' records). Records, in the hot store
+ * objects go at once (st_tier_unhold: they become 'D' records, each told to the erasure observer,
+ * so the tables expire the snapshots that name them). Records, in the hot store
  * (replicated, backed up, kept across a restart):
  *   "\0cold_hold" 0 be64 replaced_us owner 0 be64 seq -> object key   (by time: the reaper)
  *   "\0cold_held" 0 owner 0 be64 seq -> be64 replaced_us               (by owner: an erasure)
@@ -85,7 +86,8 @@ static int st__held_one(void *arg, const void *key, size_t klen, const void *val
     return 0;
 }
 
-int st_tier_unhold(st_store_t *s, const char *o, size_t ol, size_t max, bool *any, uint64_t *wait)
+int st_tier_unhold(st_tier_t *tier, st_store_t *s, const char *o, size_t ol, size_t max, bool *any,
+                   uint64_t *wait)
 {
     uint8_t k[ST_TIER_HOLD_KEY_MAX];
     st__held_t h = {.max = max ? max : 1};
@@ -105,6 +107,7 @@ int st_tier_unhold(st_store_t *s, const char *o, size_t ol, size_t max, bool *an
         char *okey = rc == ST_OK ? st_strndup(v, vl) : NULL;
         if (rc == ST_OK) rc = st_store_del(s, k, kl, wait);
         if (rc == ST_OK) rc = st_tier_doom(s, o, ol, seq, okey, wait);
+        if (rc == ST_OK) st_tier_erased(tier, o, ol, okey, wait);
         free(okey);
         if (rc == ST_ENOTFOUND) rc = ST_OK; /* the reaper took it meanwhile */
         if (rc == ST_OK) rc = st_store_del(s, ik, l, wait);

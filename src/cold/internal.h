@@ -39,6 +39,8 @@ struct st_tier {
     st_tier_merge_t mkind; /* the compaction engine's, likewise */
     void (*rows_changed)(void *arg, const char *key, uint64_t *wait); /* st_tier_on_rows_changed */
     void *rows_changed_arg;
+    st_tier_erased_fn erased; /* st_tier_on_erased */
+    void *erased_arg;
     size_t pass_queued; /* flushes queued by this pass so far */
     st_metric_t *m_orphans, *m_retained;
     /* retention: owners waiting for their footers (retention.c), queued first */

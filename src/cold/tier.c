@@ -244,6 +244,18 @@ void st_tier_on_rows_changed(st_tier_t *t, void (*fn)(void *arg, const char *key
     t->rows_changed_arg = arg;
 }
 
+void st_tier_on_erased(st_tier_t *t, st_tier_erased_fn fn, void *arg)
+{
+    if (!t) return;
+    t->erased = fn;
+    t->erased_arg = arg;
+}
+
+void st_tier_erased(st_tier_t *t, const char *o, size_t ol, const char *key, uint64_t *wait)
+{
+    if (t && t->erased) t->erased(t->erased_arg, o, ol, key, wait);
+}
+
 static void st__tier_merge_release(void *arg, void *dropped)
 {
     (void)arg;

@@ -9,6 +9,12 @@
  * tables may be shared by several groups; the parent's manifests of other writers carry over).
  * A create of v{N+1} that fails without an answer (ST_EIO, a timeout) is settled by reading
  * v{N+1} back: this writer's snapshot there is a commit won.
+ * Snapshots older than --table-keep expire at each commit. A commit that carries an erasure (the
+ * tier told the module that an erasure deleted objects of the table: tables.c) expires every
+ * earlier snapshot, whatever else it holds; when the table's files did not change (the erased
+ * objects were in no current snapshot, only in older ones) it is a version with no new snapshot
+ * that only expires them (Iceberg's expire-snapshots). Retention's and a deleted conversation's
+ * commits are ordinary snapshots: time travel keeps working within --table-keep (SPEC v5 §5.1).
  */
 #include "internal.h"
 
@@ -285,9 +291,78 @@ static int st__commit_settle(st_objstore_t *ms, const st_table_def_t *d, int64_t
     return ST_EEXIST;
 }
 
+/* v{version+1} (*next, taken) was created: what expired goes, m moves on to it, the hint follows.
+ * Orphans (leftovers of a commit killed mid-way) are swept at the first commit since this member
+ * led, and at an erasure's (lists of ours another writer's erasure expired go too). */
+static void st__advance(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, cJSON **next,
+                        const st_tstrs_t *expired, const st_tstrs_t *dropped, bool erase,
+                        const st_tier_writer_t *w)
+{
+    st__sweep(ms, expired, dropped, w, m->doc, *next);
+    cJSON_Delete(m->doc);
+    m->doc = *next;
+    *next = NULL;
+    m->version++;
+    if (st__write_hint(ms, d, m->version) != ST_OK)
+        st_warn("tables: %s: version-hint.text not updated (readers probe upward)", d->ice.name);
+    size_t orphans;
+    if (!m->swept || erase) {
+        if (st_table_orphans(ms, d, m->doc, w, &orphans) == ST_OK)
+            m->swept = true;
+        else
+            st_warn("tables: %s: orphans not swept (a manifest list unreadable)", d->ice.name);
+    }
+}
+
+/* One attempt at a version that only expires every snapshot but the current one (an erasure's
+ * objects the current snapshot does not name: the snapshots before it may): ST_EEXIST when
+ * another writer made v{version+1} first. Nothing to expire: nothing written. */
+static int st__expire_attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m,
+                              const st_tier_writer_t *w, st_tcommit_t *res)
+{
+    int64_t cur = st_tmeta_i64(m->doc, "current-snapshot-id", -1), ts = st_now_us() / 1000;
+    int n = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m->doc, "snapshots"));
+    if (cur < 0 || n <= 1) {
+        size_t orphans; /* a list of ours an earlier expiry could not delete goes now */
+        if (st_table_orphans(ms, d, m->doc, w, &orphans) != ST_OK)
+            st_warn("tables: %s: orphans not swept (a manifest list unreadable)", d->ice.name);
+        return ST_OK;
+    }
+    st_buf_t vk = {0}, puri = {0};
+    st__meta_vkey(&vk, d, m->version);
+    st_objstore_uri(ms, vk.data, &puri);
+    st_buf_appendc(&puri, 0);
+    st_tstrs_t expired = {0}, dropped = {0};
+    cJSON *next = st_tmeta_expire(m->doc, ts, puri.data, &expired, &dropped);
+    char *text = next ? cJSON_PrintUnformatted(next) : NULL;
+    int rc = text ? ST_OK : ST_ENOMEM;
+    if (rc == ST_OK) {
+        st__meta_vkey(&vk, d, m->version + 1);
+        /* no answer (a timeout): not settled here; the next try finds v{N+1} taken, re-reads it
+         * and expires what is left */
+        rc = st_objstore_put(ms, vk.data, text, strlen(text));
+    }
+    if (rc == ST_OK) {
+        st__advance(ms, d, m, &next, &expired, &dropped, true, w);
+        *res = (st_tcommit_t){.done = true,
+                              .snap = cur,
+                              .seq = st_tmeta_i64(m->doc, "last-sequence-number", 0),
+                              .ts_ms = ts};
+        st_info("tables: %s v%lld: an erasure expired %zu earlier snapshot(s)", d->ice.name,
+                (long long)m->version, expired.n);
+    }
+    cJSON_Delete(next);
+    free(text);
+    st_tstrs_free(&expired);
+    st_tstrs_free(&dropped);
+    st_buf_free(&vk);
+    st_buf_free(&puri);
+    return rc;
+}
+
 /* One attempt at v{version+1}: ST_EEXIST when another writer made it first. */
 static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, st_tfiles_t *live,
-                       const st__diff_t *x, const char *op, int64_t keep_ms,
+                       const st__diff_t *x, const char *op, int64_t keep_ms, bool erase,
                        const st_tier_writer_t *w, st_tcommit_t *res)
 {
     int64_t parent = st_tmeta_i64(m->doc, "current-snapshot-id", -1);
@@ -349,7 +424,7 @@ static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m
                     .total_rows = x->total_rows + crows,
                     .total_files = (int64_t)live->n + cfiles,
                     .keep_ms = keep_ms,
-                    .expire_all = strcmp(op, "delete") == 0};
+                    .expire_all = erase};
     if (rc == ST_OK && !(next = st_tmeta_next(m->doc, &s, &expired, &dropped))) rc = ST_ENOMEM;
     if (rc == ST_OK && !(text = cJSON_PrintUnformatted(next))) rc = ST_ENOMEM;
     if (rc == ST_OK) {
@@ -372,29 +447,13 @@ static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m
         }
     }
     if (rc == ST_OK) {
-        st__sweep(ms, &expired, &dropped, w, m->doc, next);
-        cJSON_Delete(m->doc);
-        m->doc = next;
-        next = NULL;
-        m->version++;
-        if (st__write_hint(ms, d, m->version) != ST_OK)
-            st_warn("tables: %s: version-hint.text not updated (readers probe upward)",
-                    d->ice.name);
+        st__advance(ms, d, m, &next, &expired, &dropped, erase, w);
         for (size_t i = 0; i < live->n; i++)
             if (live->v[i].snap == 0) {
                 live->v[i].snap = id;
                 live->v[i].seq = seq;
             }
         *res = (st_tcommit_t){.done = true, .snap = id, .seq = seq, .ts_ms = ts};
-        /* leftovers of a commit killed mid-way: at the first commit since this member led, and
-         * at a delete (an erasure: lists of ours another writer's delete expired go too) */
-        size_t orphans;
-        if (!m->swept || s.expire_all) {
-            if (st_table_orphans(ms, d, m->doc, w, &orphans) == ST_OK)
-                m->swept = true;
-            else
-                st_warn("tables: %s: orphans not swept (a manifest list unreadable)", d->ice.name);
-        }
         st_info("tables: %s v%lld: snapshot %lld (%s, %zu files; %zu manifests of other writers "
                 "kept)",
                 d->ice.name, (long long)m->version, (long long)id, op, live->n, carried.n);
@@ -415,19 +474,21 @@ static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m
 }
 
 int st_table_commit(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, st_tfiles_t *live,
-                    const st_tfiles_t *prev, int64_t keep_ms, const st_tier_writer_t *w,
+                    const st_tfiles_t *prev, int64_t keep_ms, bool erase, const st_tier_writer_t *w,
                     st_tcommit_t *res)
 {
     memset(res, 0, sizeof *res);
     st__diff_t x = st__diff(live, prev);
-    if (x.added_files == 0 && x.deleted_files == 0) return ST_OK;
+    bool same = x.added_files == 0 && x.deleted_files == 0;
+    if (same && !erase) return ST_OK;
     /* replace only for a compaction that changes no row (SPEC v5 §5.1): a fold is an overwrite */
     const char *op = x.deleted_files == 0                           ? "append"
                      : x.added_files == 0                           ? "delete"
                      : x.added_rows == x.deleted_rows && !x.changed ? "replace"
                                                                     : "overwrite";
     for (int tries = 0; tries < ST__TRIES; tries++) {
-        int rc = st__attempt(ms, d, m, live, &x, op, keep_ms, w, res);
+        int rc = same ? st__expire_attempt(ms, d, m, w, res)
+                      : st__attempt(ms, d, m, live, &x, op, keep_ms, erase, w, res);
         if (rc != ST_EEXIST) return rc;
         /* another writer committed v{N+1}: on top of theirs (their snapshot stays in history, their
          * manifests in ours) */

@@ -70,12 +70,17 @@ typedef struct {
     const char *prev_uri;           /* the metadata file it replaces (for metadata-log) */
     int64_t added_files, deleted_files, added_rows, deleted_rows, total_rows, total_files;
     int64_t keep_ms; /* snapshots older expire */
-    bool expire_all; /* every earlier snapshot expires (a delete) */
+    bool expire_all; /* every earlier snapshot expires (an erasure's commit, SPEC v5 §5.1) */
 } st_tsnap_t;
 /* The next version of doc with snapshot s; the manifest lists of expired snapshots and the
  * metadata files dropped from metadata-log are appended to expired and dropped (URIs, owned). */
 cJSON *st_tmeta_next(const cJSON *doc, const st_tsnap_t *s, st_tstrs_t *expired,
                      st_tstrs_t *dropped);
+/* The next version of doc with no new snapshot, every snapshot but the current one expired
+ * (Iceberg's expire-snapshots; an erasure whose objects the current snapshot no longer names),
+ * at ts_ms; prev_uri is doc's own file (metadata-log). expired and dropped as above. */
+cJSON *st_tmeta_expire(const cJSON *doc, int64_t ts_ms, const char *prev_uri, st_tstrs_t *expired,
+                       st_tstrs_t *dropped);
 
 /* ---- shared.c: several groups on one --tables-url (pure) ---- */
 /* Whether a manifest list (its URI) is this writer's: its name's incarnation token is one w owns
@@ -125,15 +130,17 @@ const char *st_tables_key_of(const char *uri, const st_buf_t *root);
 /* Reads the newest version (version-hint, then probing upward); none and create: commits v1. */
 int st_table_load(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, bool create);
 typedef struct {
-    bool done;                /* a snapshot was committed */
-    int64_t snap, seq, ts_ms; /* it */
+    bool done;                /* a version was committed: a snapshot, or an erasure's expiry */
+    int64_t snap, seq, ts_ms; /* its current snapshot */
 } st_tcommit_t;
 /* Commits the table's live files (sorted; new ones have snap 0 and get the new snapshot's) against
  * prev, the files of the last commit, as writer w (its current incarnation names the manifest and
  * the list; every manifest of the parent snapshot that is not w's carries over, shared.c; expiry
- * deletes only w's lists and manifests). */
+ * deletes only w's lists and manifests). Snapshots older than keep_ms expire; erase (an erasure
+ * deleted objects of the table since the last commit): every earlier one does, with a version
+ * that only expires them when the files did not change (SPEC v5 §5.1). */
 int st_table_commit(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, st_tfiles_t *live,
-                    const st_tfiles_t *prev, int64_t keep_ms, const st_tier_writer_t *w,
+                    const st_tfiles_t *prev, int64_t keep_ms, bool erase, const st_tier_writer_t *w,
                     st_tcommit_t *res);
 
 #endif

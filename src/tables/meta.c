@@ -280,6 +280,24 @@ static void st__expire_snapshots(cJSON *d, const st_tsnap_t *s, st_tstrs_t *expi
     }
 }
 
+/* The metadata file prev_uri (NULL: none, a first version) into metadata-log, as of prev_ms; the
+ * oldest beyond ST_TABLES_LOG_MAX out, into *dropped. */
+static void st__metalog(cJSON *d, const char *prev_uri, int64_t prev_ms, st_tstrs_t *dropped)
+{
+    if (!prev_uri) return;
+    cJSON *ml = st__array(d, "metadata-log"), *me = cJSON_CreateObject();
+    cJSON_AddItemToObject(me, "timestamp-ms", st__int(prev_ms));
+    cJSON_AddStringToObject(me, "metadata-file", prev_uri);
+    cJSON_AddItemToArray(ml, me);
+    while (cJSON_GetArraySize(ml) > ST_TABLES_LOG_MAX) {
+        cJSON *old = cJSON_DetachItemFromArray(ml, 0);
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(old, "metadata-file");
+        if (cJSON_IsString(f))
+            st_vec_push(dropped, st_strndup(f->valuestring, strlen(f->valuestring)));
+        cJSON_Delete(old);
+    }
+}
+
 cJSON *st_tmeta_next(const cJSON *doc, const st_tsnap_t *s, st_tstrs_t *expired,
                      st_tstrs_t *dropped)
 {
@@ -311,19 +329,20 @@ cJSON *st_tmeta_next(const cJSON *doc, const st_tsnap_t *s, st_tstrs_t *expired,
     cJSON_AddItemToObject(main, "snapshot-id", st__int(s->id));
     cJSON_AddStringToObject(main, "type", "branch");
     st__set(refs, "main", main);
-    if (s->prev_uri) {
-        cJSON *ml = st__array(d, "metadata-log"), *me = cJSON_CreateObject();
-        cJSON_AddItemToObject(me, "timestamp-ms", st__int(prev_ms));
-        cJSON_AddStringToObject(me, "metadata-file", s->prev_uri);
-        cJSON_AddItemToArray(ml, me);
-        while (cJSON_GetArraySize(ml) > ST_TABLES_LOG_MAX) {
-            cJSON *old = cJSON_DetachItemFromArray(ml, 0);
-            const cJSON *f = cJSON_GetObjectItemCaseSensitive(old, "metadata-file");
-            if (cJSON_IsString(f))
-                st_vec_push(dropped, st_strndup(f->valuestring, strlen(f->valuestring)));
-            cJSON_Delete(old);
-        }
-    }
+    st__metalog(d, s->prev_uri, prev_ms, dropped);
     st__expire_snapshots(d, s, expired);
+    return d;
+}
+
+cJSON *st_tmeta_expire(const cJSON *doc, int64_t ts_ms, const char *prev_uri, st_tstrs_t *expired,
+                       st_tstrs_t *dropped)
+{
+    cJSON *d = cJSON_Duplicate(doc, 1);
+    if (!d) return NULL;
+    int64_t prev_ms = st_tmeta_i64(d, "last-updated-ms", ts_ms);
+    st__set(d, "last-updated-ms", st__int(ts_ms));
+    st__metalog(d, prev_uri, prev_ms, dropped);
+    st_tsnap_t s = {.id = st_tmeta_i64(d, "current-snapshot-id", -1), .expire_all = true};
+    st__expire_snapshots(d, &s, expired);
     return d;
 }

@@ -12,10 +12,13 @@
 
 /* "\0tables" key of an object's provenance: "\0tables" table-index key ->
  * be64 snapshot, be64 sequence number, be64 rows, be64 size. An object written by a merge that
- * changed rows (st_tier_on_rows_changed), until a snapshot has it: "\0tables" 'c' key -> "". */
+ * changed rows (st_tier_on_rows_changed), until a snapshot has it: "\0tables" 'c' key -> "".
+ * An object an erasure deleted (st_tier_on_erased), until a commit of its table has expired
+ * every snapshot before it: "\0tables" 'x' key -> the table's index ('0' + i). */
 static const char st__pfx[] = "\0tables";
 #define ST__PFX_LEN (sizeof st__pfx - 1)
 #define ST__CHANGED 'c'
+#define ST__ERASED  'x'
 
 typedef struct {
     st_tmeta_t meta;       /* the worker's while a job runs */
@@ -29,6 +32,8 @@ typedef struct {
 typedef struct {
     st_tfiles_t live;
     bool changed;
+    bool erase;     /* an erasure deleted objects of the table: every earlier snapshot expires */
+    st_buf_t marks; /* their 'x' marks as the view saw them (size_t length, key; each) */
     int rc;
     st_tcommit_t res;
 } st__jtable_t;
@@ -50,11 +55,12 @@ struct st_tables {
     st_tier_writer_t writer; /* the store's writer record, read at the tick (the job's) */
     bool leading;            /* this member committed at its last tick */
     bool read;               /* every table's document loaded since it began to lead */
-    /* The tier's 'F' records as of st_store_writes_of(store, 'F') == seen_f are all committed
-     * (seen): a tick finding the same number skips the scan (an idle node's tick is O(1), not
-     * O(objects)). job_f: the number when the running job's view was taken. */
+    /* The tier's 'F' records and the erasures' marks as of st_store_writes_of(store, 'F') +
+     * erased_n == seen_f are all committed (seen): a tick finding the same number skips the scan
+     * (an idle node's tick is O(1), not O(objects)). job_f: the number when the running job's
+     * view was taken. erased_n: marks st_tables_erased wrote (a hold let go writes no 'F'). */
     bool seen, job_view_ok;
-    uint64_t seen_f, job_f;
+    uint64_t seen_f, job_f, erased_n;
     int64_t lag_since_us; /* when the tier first differed from the committed tables (0: it does
                              not) */
     st_metric_t *commits;
@@ -218,6 +224,64 @@ static int st__view(st_tables_t *t, st_tfiles_t live[ST_TABLES_N], bool changed[
     return rc;
 }
 
+/* ---- an erasure's objects ---- */
+void st_tables_erased(void *arg, const char *o, size_t ol, const char *key, uint64_t *wait)
+{
+    st_tables_t *t = arg;
+    if (!t->interval_ms) return; /* no commits: no snapshot to expire */
+    int ti = st_table_of_tag(st_tier_owner_tag(o, ol));
+    uint8_t k[ST_KEY_MAX + 1];
+    size_t kl = ti < 0 ? 0 : st__pkey(k, ST__ERASED, key);
+    if (!kl) return; /* no table's (a delta object) */
+    char v = (char)('0' + ti);
+    st_store_put(t->store, k, kl, &v, 1, wait);
+    t->erased_n++; /* no 'F' write may come with it (an object a hold let go) */
+}
+
+static int st__erased_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st__jtable_t *job = arg;
+    int ti = vlen == 1 ? *(const char *)val - '0' : -1;
+    if (ti < 0 || ti >= ST_TABLES_N) return 0;
+    job[ti].erase = true;
+    st_buf_append(&job[ti].marks, &klen, sizeof klen);
+    st_buf_append(&job[ti].marks, key, klen);
+    return 0;
+}
+
+/* The erasures' marks into the job, per table (the same loop turn as the view: a mark is written
+ * in the batch that takes its object out of the manifest). ST_EPARKED when one is not durable. */
+static int st__erasures(st_tables_t *t, st__jtable_t job[ST_TABLES_N])
+{
+    uint8_t pre[ST__PFX_LEN + 1];
+    memcpy(pre, st__pfx, ST__PFX_LEN);
+    pre[ST__PFX_LEN] = ST__ERASED;
+    uint64_t wait = 0;
+    int rc = st_store_scan(t->store, pre, sizeof pre, st__erased_one, job, &wait);
+    if (rc > 0) rc = ST_OK;
+    if (rc == ST_OK && wait > st_store_durable_id(t->store)) rc = ST_EPARKED;
+    return rc;
+}
+
+/* A job's table committed with its erasures: their marks go (a mark written since stays). */
+static void st__erasures_done(st_tables_t *t, const st_buf_t *marks)
+{
+    uint64_t wait = 0;
+    for (size_t off = 0; off + sizeof(size_t) <= marks->len;) {
+        size_t n;
+        memcpy(&n, marks->data + off, sizeof n);
+        st_store_del(t->store, marks->data + off + sizeof n, n, &wait);
+        off += sizeof n + n;
+    }
+}
+
+static void st__jtable_free(st__jtable_t *j)
+{
+    st_tfiles_free(&j->live);
+    st_buf_free(&j->marks);
+    memset(j, 0, sizeof *j);
+}
+
 /* ---- provenance in the hot store ---- */
 
 static int st__load_prov(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
@@ -296,7 +360,7 @@ static void st__commit_work(uv_work_t *req)
         if (!tb->meta.doc) j->rc = st_table_load(t->meta, d, &tb->meta, t->job_create);
         if (j->rc == ST_OK && j->changed)
             j->rc = st_table_commit(t->meta, d, &tb->meta, &j->live, &tb->committed, t->keep_ms,
-                                    &t->writer, &j->res);
+                                    j->erase, &t->writer, &j->res);
         if (j->rc != ST_OK && j->rc != ST_ENOTFOUND)
             st_warn("tables: %s: commit failed (%s); retried at the next tick", d->ice.name,
                     st_strerror(j->rc));
@@ -337,11 +401,11 @@ static void st__commit_done(uv_work_t *req, int status)
                 st__record_prov(t, i, &j->live);
                 st_metric_add(t->commits, 1);
             }
+            if (j->changed && j->rc == ST_OK) st__erasures_done(t, &j->marks);
             if (t->t[i].meta.doc) st__status(&t->t[i]);
         }
         if (j->changed && !j->res.done) all = false;
-        st_tfiles_free(&j->live);
-        memset(j, 0, sizeof *j);
+        st__jtable_free(j);
     }
     if (all) t->lag_since_us = 0;
     bool loaded = true;
@@ -378,12 +442,16 @@ static void st__commit_tick(uv_timer_t *h)
         return;
     }
     if (!t->leading) st__lead(t);
-    uint64_t gen = st_store_writes_of(t->store, 'F');
+    uint64_t gen = st_store_writes_of(t->store, 'F') + t->erased_n;
     if (t->seen && gen == t->seen_f) return;
     st_tfiles_t live[ST_TABLES_N];
     bool changed[ST_TABLES_N], any = false;
     int64_t pending;
     int rc = st__view(t, live, changed, &pending);
+    int erc = st__erasures(t, t->job);
+    if (rc == ST_OK) rc = erc;
+    for (int i = 0; i < ST_TABLES_N; i++)
+        changed[i] |= t->job[i].erase;
     /* whose manifests are whose (shared tables): no writer record, no object, nothing to commit */
     uint64_t wait = 0;
     bool writer_ok = true; /* else nothing is "seen": the record is no 'F' write to wake a tick */
@@ -406,7 +474,7 @@ static void st__commit_tick(uv_timer_t *h)
     if (!dirty) t->lag_since_us = 0;
     if (!any || (rc != ST_OK && rc != ST_EPARKED)) {
         for (int i = 0; i < ST_TABLES_N; i++)
-            st_tfiles_free(&t->job[i].live);
+            st__jtable_free(&t->job[i]);
         if (!any && rc == ST_OK && writer_ok) {
             t->seen = true;
             t->seen_f = gen;
@@ -421,7 +489,7 @@ static void st__commit_tick(uv_timer_t *h)
     if (uv_queue_work(t->loop, &t->work, st__commit_work, st__commit_done) != 0) {
         t->busy = false;
         for (int i = 0; i < ST_TABLES_N; i++)
-            st_tfiles_free(&t->job[i].live);
+            st__jtable_free(&t->job[i]);
     }
 }
 

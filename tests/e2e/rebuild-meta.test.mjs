@@ -287,7 +287,8 @@ test('rebuild-meta: a user whose every object retention dropped stays empty, tho
     assert.equal(held.length, 1, 'solo has one object');
     await sleep(2500);
     // the pass drops the expired object and flushes another user's message: one commit that
-    // adds and deletes (an overwrite; a commit that only deletes expires the older snapshots)
+    // adds and deletes (an overwrite; a commit that only deletes keeps them too:
+    // tables-expire.test.mjs)
     await ok(s, 'POST', '/v1/users/other/messages', { conversation_id: 'c', from: 'o', content: 'young' }, {}, 201);
     await ok(s, 'POST', '/v1/admin/flush', undefined, {}, 202);
     await waitFor('retention', async () => (await stats(s))[0] === 0, 30000);

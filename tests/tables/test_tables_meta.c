@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for the Iceberg metadata documents (src/tables/meta.c) and st_objstore_uri: version
  * 1 reads back through the strict reader; a commit adds its snapshot, snapshot-log entry, main ref
- * and metadata-log entry; snapshots older than the keep window expire (never the new one), a delete
- * expires every earlier one; metadata-log keeps 100 entries; the reader refuses what strata cannot
+ * and metadata-log entry; snapshots older than the keep window expire (never the new one), an
+ * erasure's commit expires every earlier one (an ordinary delete does not), and so does a version
+ * that only expires; metadata-log keeps 100 entries; the reader refuses what strata cannot
  * commit on; the message tables' fields are required exactly where the files' columns are (SPEC v5
  * §5.1). */
 #include "../test.h"
@@ -22,7 +23,7 @@ static cJSON *reparse(const cJSON *d)
     return out;
 }
 
-static cJSON *commit(cJSON *d, int64_t id, int64_t ts, const char *op, int64_t keep,
+static cJSON *commit(cJSON *d, int64_t id, int64_t ts, const char *op, int64_t keep, bool erase,
                      st_tstrs_t *expired, st_tstrs_t *dropped)
 {
     char list[64];
@@ -35,7 +36,7 @@ static cJSON *commit(cJSON *d, int64_t id, int64_t ts, const char *op, int64_t k
                     .list_uri = list,
                     .prev_uri = "file:///t/metadata/vN.metadata.json",
                     .keep_ms = keep,
-                    .expire_all = strcmp(op, "delete") == 0};
+                    .expire_all = erase};
     cJSON *n = st_tmeta_next(d, &s, expired, dropped);
     CHECK(n != NULL);
     cJSON *r = reparse(n);
@@ -59,37 +60,81 @@ TEST(v1_reads_back)
     cJSON_Delete(r);
 }
 
-TEST(commits_expire_and_delete_expires_all)
+TEST(commits_expire_and_an_erasure_expires_all)
 {
     st_tstrs_t expired = {0}, dropped = {0};
     cJSON *d = st_tmeta_v1(&st_table_defs[0], "file:///t/messages", 1000);
-    d = commit(d, 11, 2000, "append", 5000, &expired, &dropped);
-    d = commit(d, 12, 3000, "append", 5000, &expired, &dropped);
+    d = commit(d, 11, 2000, "append", 5000, false, &expired, &dropped);
+    d = commit(d, 12, 3000, "append", 5000, false, &expired, &dropped);
     CHECK_EQ(expired.n, 0u);
-    d = commit(d, 13, 8500, "replace", 5000, &expired, &dropped); /* 11 and 12: older than 3500 */
+    d = commit(d, 13, 8500, "replace", 5000, false, &expired, &dropped); /* 11, 12: before 3500 */
     CHECK_EQ(expired.n, 2u);
     CHECK_STR(expired.v[0], "file:///t/metadata/snap-11-u.avro");
     CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(d, "snapshots")), 1);
     CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(d, "snapshot-log")), 1);
-    d = commit(d, 14, 8600, "append", 5000, &expired, &dropped);
+    d = commit(d, 14, 8600, "append", 5000, false, &expired, &dropped);
     CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(d, "snapshots")), 2);
-    d = commit(d, 15, 8700, "delete", 5000, &expired, &dropped); /* within the window: still out */
-    CHECK_EQ(expired.n, 4u);
+    /* retention's or a deleted conversation's delete: an ordinary snapshot, 13 and 14 kept */
+    d = commit(d, 15, 8650, "delete", 5000, false, &expired, &dropped);
+    CHECK_EQ(expired.n, 2u);
+    CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(d, "snapshots")), 3);
+    /* an erasure's (with a flush's files: an overwrite): every earlier one, within the window */
+    d = commit(d, 16, 8700, "overwrite", 5000, true, &expired, &dropped);
+    CHECK_EQ(expired.n, 5u);
     const cJSON *snaps = cJSON_GetObjectItem(d, "snapshots");
     CHECK_EQ(cJSON_GetArraySize(snaps), 1);
-    CHECK_EQ(st_tmeta_i64(snaps->child, "snapshot-id", 0), 15);
-    CHECK_EQ(st_tmeta_i64(snaps->child, "parent-snapshot-id", 0), 14);
-    CHECK_EQ(st_tmeta_i64(snaps->child, "sequence-number", 0), 5);
-    CHECK_EQ(st_tmeta_i64(d, "current-snapshot-id", 0), 15);
+    CHECK_EQ(st_tmeta_i64(snaps->child, "snapshot-id", 0), 16);
+    CHECK_EQ(st_tmeta_i64(snaps->child, "parent-snapshot-id", 0), 15);
+    CHECK_EQ(st_tmeta_i64(snaps->child, "sequence-number", 0), 6);
+    CHECK_EQ(st_tmeta_i64(d, "current-snapshot-id", 0), 16);
     CHECK_EQ(
         st_tmeta_i64(cJSON_GetObjectItem(cJSON_GetObjectItem(d, "refs"), "main"), "snapshot-id", 0),
-        15);
+        16);
     CHECK_STR(
         cJSON_GetObjectItem(cJSON_GetObjectItem(snaps->child, "summary"), "operation")->valuestring,
-        "delete");
-    CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(d, "metadata-log")), 5);
+        "overwrite");
+    CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(d, "metadata-log")), 6);
     CHECK_EQ(dropped.n, 0u);
     cJSON_Delete(d);
+    st_tstrs_free(&expired);
+    st_tstrs_free(&dropped);
+}
+
+/* An erasure whose objects the current snapshot no longer names: a version with no new snapshot,
+ * every snapshot but the current one expired (and out of snapshot-log), the current one and its
+ * ref unchanged, the version before in metadata-log. */
+TEST(expire_only_keeps_the_current_snapshot)
+{
+    st_tstrs_t expired = {0}, dropped = {0};
+    cJSON *d = st_tmeta_v1(&st_table_defs[1], "file:///t/room_messages", 1000);
+    d = commit(d, 21, 2000, "append", 100000, false, &expired, &dropped);
+    d = commit(d, 22, 3000, "overwrite", 100000, false, &expired, &dropped);
+    d = commit(d, 23, 4000, "delete", 100000, false, &expired, &dropped);
+    CHECK_EQ(expired.n, 0u);
+    cJSON *n = st_tmeta_expire(d, 5000, "file:///t/metadata/v4.metadata.json", &expired, &dropped);
+    CHECK(n != NULL);
+    cJSON *r = reparse(n);
+    cJSON_Delete(n);
+    CHECK_EQ(expired.n, 2u);
+    CHECK_STR(expired.v[0], "file:///t/metadata/snap-21-u.avro");
+    CHECK_STR(expired.v[1], "file:///t/metadata/snap-22-u.avro");
+    const cJSON *snaps = cJSON_GetObjectItem(r, "snapshots");
+    CHECK_EQ(cJSON_GetArraySize(snaps), 1);
+    CHECK_EQ(st_tmeta_i64(snaps->child, "snapshot-id", 0), 23);
+    CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(r, "snapshot-log")), 1);
+    CHECK_EQ(st_tmeta_i64(r, "current-snapshot-id", 0), 23);
+    CHECK_EQ(st_tmeta_i64(r, "last-sequence-number", 0), 3);
+    CHECK_EQ(st_tmeta_i64(r, "last-updated-ms", 0), 5000);
+    CHECK_EQ(
+        st_tmeta_i64(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "refs"), "main"), "snapshot-id", 0),
+        23);
+    const cJSON *log = cJSON_GetObjectItem(r, "metadata-log");
+    CHECK_EQ(cJSON_GetArraySize(log), 4);
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetArrayItem(log, 3), "metadata-file")->valuestring,
+              "file:///t/metadata/v4.metadata.json");
+    CHECK_EQ(st_tmeta_i64(cJSON_GetArrayItem(log, 3), "timestamp-ms", 0), 4000);
+    cJSON_Delete(d);
+    cJSON_Delete(r);
     st_tstrs_free(&expired);
     st_tstrs_free(&dropped);
 }
@@ -131,7 +176,7 @@ TEST(metadata_log_keeps_100)
     st_tstrs_t expired = {0}, dropped = {0};
     cJSON *d = st_tmeta_v1(&st_table_defs[2], "file:///t/bookings", 1000);
     for (int i = 1; i <= 103; i++)
-        d = commit(d, i, 1000 + i, "append", 1000000, &expired, &dropped);
+        d = commit(d, i, 1000 + i, "append", 1000000, false, &expired, &dropped);
     CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(d, "metadata-log")), 100);
     CHECK_EQ(dropped.n, 3u);
     cJSON_Delete(d);
