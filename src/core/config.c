@@ -235,8 +235,8 @@ const void *st_config_kind(const st_config_t *cfg, const st_kind_t *k)
     st_fatal("kind %s is not in the kinds' list (kinds.h)", k->name);
 }
 
-/* What the kinds registered fits st_config_t, and no flag is claimed twice: a kind's flag that
- * another option has would never be parsed (getopt takes the first). */
+/* What the kinds registered fits st_config_t, and no flag or environment variable is claimed
+ * twice: a kind's flag that another option has would never be parsed (getopt takes the first). */
 static void st__kinds_check(void)
 {
     size_t room = 0, n = st__nopts_all(), base;
@@ -250,10 +250,14 @@ static void st__kinds_check(void)
     }
     if (room > sizeof((st_config_t *)0)->kinds)
         st_fatal("the kinds' options take %zu bytes: raise ST_CONFIG_KIND_WORDS", room);
-    for (size_t i = ST__NOPTS; i < n; i++)
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(st__opt_at(i, &base)->flag, st__opt_at(j, &base)->flag) == 0)
-                st_fatal("--%s is registered twice", st__opt_at(i, &base)->flag);
+    for (size_t i = ST__NOPTS; i < n; i++) {
+        const st_cfg_opt_t *a = st__opt_at(i, &base);
+        for (size_t j = 0; j < i; j++) {
+            const st_cfg_opt_t *b = st__opt_at(j, &base);
+            if (strcmp(a->flag, b->flag) == 0 || (*a->env && strcmp(a->env, b->env) == 0))
+                st_fatal("--%s (%s) is registered twice", a->flag, a->env);
+        }
+    }
 }
 
 static int st__cfg_set(st_config_t *cfg, const st_cfg_opt_t *o, size_t base, const char *val,
