@@ -28,7 +28,8 @@
     X(chat_delta)                                                                                  \
     X(counters)                                                                                    \
     X(rooms) /* rooms own chat messages */                                                         \
-    X(seats)
+    X(seats)                                                                                       \
+    /* a new kind: one line above this one */
 
 typedef struct st_chat st_chat_t;
 typedef struct st_seats st_seats_t;
