@@ -338,21 +338,11 @@ int main(int argc, char **argv)
         st_objstore_close(cold);
         goto fail_cold;
     }
-    st_chat_cold_opts_t co = {.zstd_level = 3,
-                              .hot_ttl_s = cfg.hot_ttl,
-                              .flush_min_rows = cfg.flush_min_rows,
-                              .flush_max_age_s = cfg.flush_max_age,
-                              .delta_max_age_s = cfg.delta_max_age};
-    /* A cold edit or delete reaches the tables' current snapshot within --table-commit-interval
-     * (SPEC v5 §5.1) as a rewritten data file (copy-on-write): the fold is due by then. */
-    if (cfg.table_commit_interval && cfg.table_commit_interval < co.delta_max_age_s)
-        co.delta_max_age_s = cfg.table_commit_interval;
-    st_chat_set_max_history(chat, cfg.max_edit_history);
     st_chat_set_erase_within(chat, cfg.erase_within);
-    st_cli_kinds_t kinds = {store, chat, seats, tier, &co, cfg.booking_hot_seconds};
+    st_kind_env_t kinds = {.cfg = &cfg, .store = store, .tier = tier, .chat = chat, .seats = seats};
     st_tier_member_t *members[ST_CLI_MEMBERS_MAX];
     for (size_t i = 0, n = st_cli_members(&kinds, members); i < n; i++)
-        st_tier_join(tier, members[i]); /* the kinds: one line each, src/cli/kinds.c */
+        st_tier_join(tier, members[i]); /* the kinds, with their options: kinds.h's list */
     st_app_t app = {
         .cfg = &cfg, .store = store, .seats = seats, .chat = chat, .tier = tier, .tables = tables};
     /* the read-only Iceberg REST catalog's view of the tables (SPEC v5 §5.1) */

@@ -2,13 +2,48 @@
 /*
  * config: every tunable of strata, each with a --flag and a STRATA_* environment twin. Flags win
  * over the environment, the environment over built-in defaults. `strata --help` prints the table.
+ * One table holds the options of the process and the tier (config.c); each data kind declares
+ * its own in its own folder (st_kind_t.opts, kinds.h), and the table takes them from the kinds'
+ * list: parsing, the environment and --help loop over both.
  */
 #ifndef STRATA_CONFIG_H
 #define STRATA_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+/* An option's type. ST_CFG_TIME: µs, typed as µs or RFC 3339; ST_CFG_BOOL: a flag without a value
+ * (1 when given). Numbers are stored as uint64_t, strings as char[size]. */
+typedef enum { ST_CFG_STR, ST_CFG_U64, ST_CFG_SIZE, ST_CFG_TIME, ST_CFG_BOOL } st_cfg_type_t;
+
+/* One option: its --flag, its environment twin, where its value lives (off: in st_config_t for
+ * the table's own, in the kind's options struct for a kind's), its default and bounds (numbers)
+ * and its --help line. */
+typedef struct {
+    const char *flag;
+    const char *env;
+    st_cfg_type_t type;
+    size_t off;
+    size_t size; /* capacity for strings */
+    const char *def;
+    uint64_t min, max;
+    const char *help;
+} st_cfg_opt_t;
+
+/* Entries of an option table whose values are the fields of struct type T. */
+#define ST_CFG_STR(T, field, flag, env, def, help)                                                 \
+    {                                                                                              \
+        flag, env, ST_CFG_STR, offsetof(T, field), sizeof(((T *)0)->field), def, 0, 0, help        \
+    }
+#define ST_CFG_NUM(T, type, field, flag, env, def, lo, hi, help)                                   \
+    {                                                                                              \
+        flag, env, type, offsetof(T, field), 0, def, lo, hi, help                                  \
+    }
+
+/* Room for the registered kinds' options (st_config_kind), in 8-byte words. */
+#define ST_CONFIG_KIND_WORDS 32
 
 typedef struct {
     char listen[256];
@@ -17,16 +52,12 @@ typedef struct {
     uint64_t map_size;
     uint64_t flush_interval;
     uint64_t flush_rows;
-    uint64_t flush_min_rows;
-    uint64_t flush_max_age;
     uint64_t compact_objects;
     uint64_t compact_max_mb;
     uint64_t cold_cache;
     uint64_t cold_timeout_ms;
     uint64_t cold_retries;
     uint64_t cold_workers;
-    uint64_t hot_ttl;
-    uint64_t booking_hot_seconds;
     uint64_t retention_seconds;
     uint64_t reconcile_interval;
     char jwt_secret[512];
@@ -44,9 +75,7 @@ typedef struct {
     uint64_t node_id;
     uint64_t max_body;
     uint64_t max_content;
-    uint64_t max_edit_history; /* SPEC §2.2: earlier versions an edit keeps */
-    uint64_t delta_max_age;    /* s: cold edits folded into their objects within */
-    uint64_t erase_within;     /* s: an erasure still pending after this is reported late */
+    uint64_t erase_within; /* s: an erasure still pending after this is reported late */
     char tables_url[1024]; /* SPEC v5 §5.1: the Iceberg tables' metadata ("": {cold}/_tables) */
     uint64_t table_commit_interval; /* s: written objects are in a committed snapshot within */
     uint64_t table_keep;            /* s: snapshots older are expired (time travel window) */
@@ -87,7 +116,14 @@ typedef struct {
     uint64_t raft_snapshot_entries;
     /* many groups behind a proxy (SPEC §10) */
     char route_url[1024];
+    /* the registered kinds' options, each kind's struct in the list's order: st_config_kind */
+    uint64_t kinds[ST_CONFIG_KIND_WORDS];
 } st_config_t;
+
+typedef struct st_kind st_kind_t;
+/* Where kind k's options are in cfg (borrowed from cfg): its options struct, as its table
+ * (k->opts) describes it. k must be one of the kinds' list (kinds.h). */
+const void *st_config_kind(const st_config_t *cfg, const st_kind_t *k);
 
 /* Fills cfg with defaults only. */
 void st_config_defaults(st_config_t *cfg);

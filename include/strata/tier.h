@@ -7,10 +7,10 @@
  * the reaper, the hot store's fill level, the interval pass, pacing), the pass over the hot store,
  * the flush engine, the compaction engine, the reaper, the cold cache and the object store handle
  * (borrowed), and its stop state. Data kinds know nothing of these; each is a member
- * (st_tier_member_t) made by its own module, joined to the tier with one line in main.c:
+ * (st_tier_member_t) made by its own module and registered as a kind with one line in the kinds'
+ * list (kinds.h), which main.c joins to the tier in order:
  *
- *     st_tier_join(tier, st_chat_tier_member(chat, tier, &opts));
- *     st_tier_join(tier, st_counters_tier_member(store));
+ *     X(seats) (finished bookings: st_seats_kind, src/seats/tier.c)
  *
  * A member brings what it has: pass sources (a key prefix and what to do with each key: chat's
  * users and idle conversations, the counters' hot increments), a flush side (st_tier_kind_t: a
@@ -28,7 +28,13 @@
  *      moves rows to objects a st_tier_kind_t (snapshot, encode, commit, release), a
  *      st_tier_merge_t (merge: st_tier_pq_merge, or the kind's own; commit: its counts; name),
  *      its Parquet schema, and an expired hook (its counts when retention drops an object);
- *   2. one line in main.c: st_tier_join(tier, st_<kind>_tier_member(...));
+ *   2. in the same folder, its registration (kinds.h): `const st_kind_t st_<kind>_kind` with its
+ *      options (flags, environment twins, defaults, bounds, help: an st_cfg_opt_t table over a
+ *      struct of its own, which config's table, the environment and --help take from the list)
+ *      and a member hook that makes the member of step 1 from the modules main opened
+ *      (st_kind_env_t) and its parsed options;
+ *   3. one line outside its folder: X(<kind>) in ST_KINDS (kinds.h). main.c joins it, and
+ *      `strata rebuild-meta` runs its rebuild hook, from that list;
  * and its reads are st_tier_scan (decoded row groups, walked with the codec's cursor) or the cold
  * cache's lookups (st_coldcache_table, or a st_coldview_t turning row groups into the kind's own
  * rows on the worker: chat's messages), returning ST_EPARKED for the caller to park on
@@ -453,7 +459,7 @@ typedef struct st_tier_member {
     /* Optional: `strata rebuild-meta` (offline: no tier runs, the member was made without one):
      * stages the kind's records in rb->store from the objects in rb->obj that the tables name
      * (st_tier_rebuild_pick), merged with what the store holds. Members are called in the order
-     * they are listed (src/cli/kinds.c); a kind whose rebuild another's covers leaves it NULL. */
+     * they are listed (kinds.h); a kind whose rebuild another's covers leaves it NULL. */
     int (*rebuild)(void *arg, st_tier_rebuild_t *rb, uint64_t *wait);
     /* The tier stops: give up waits on the cache (it closes right after) and stop reading. */
     void (*stop)(void *arg);

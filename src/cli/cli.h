@@ -8,10 +8,9 @@
 #ifndef STRATA_CLI_H
 #define STRATA_CLI_H
 
-#include "strata/chat.h"
 #include "strata/cold.h"
 #include "strata/config.h"
-#include "strata/seats.h"
+#include "strata/kinds.h"
 #include "strata/store.h"
 #include "strata/tier.h"
 
@@ -34,18 +33,11 @@ st_objstore_opts_t st_cli_backup_obj(const st_config_t *cfg);
 /* Whether --backup-url names a store (else says so, naming the flag, for cmd). */
 bool st_cli_backup_url_ok(const char *cmd, const char *url);
 
-/* The data kinds' members of the tier (kinds.c), in the order they join and rebuild. */
+/* The data kinds' members of the tier (kinds.h's list, kinds.c), in the order they join and
+ * rebuild: each kind's member hook with its options from env->cfg. Returns how many are in out
+ * (a NULL one: a kind that has none here). */
 #define ST_CLI_MEMBERS_MAX 8
-typedef struct {
-    st_store_t *store;
-    st_chat_t *chat;
-    st_seats_t *seats; /* NULL offline: its member only rebuilds */
-    st_tier_t *tier;   /* NULL offline (rebuild-meta: no tier runs) */
-    const st_chat_cold_opts_t *chat_opts;
-    uint64_t booking_hot_seconds;
-} st_cli_kinds_t;
-/* Makes every kind's member into out; returns how many (a NULL one: a kind that has none). */
-size_t st_cli_members(const st_cli_kinds_t *k, st_tier_member_t *out[ST_CLI_MEMBERS_MAX]);
+size_t st_cli_members(const st_kind_env_t *env, st_tier_member_t *out[ST_CLI_MEMBERS_MAX]);
 
 /* `strata restore` (SPEC §9): 0 on success, else the process's exit code. */
 int st_cli_restore(const st_config_t *cfg);

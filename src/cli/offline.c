@@ -247,7 +247,7 @@ static const st_tier_named_t *st__truth_named(void *arg, char tag)
     return &t->named[t->n++];
 }
 
-/* Runs every kind's rebuild hook (kinds.c's order: no kind is named here) over obj; lines gets
+/* Runs every kind's rebuild hook (kinds.h's order: no kind is named here) over obj; lines gets
  * their summaries. The tables at --tables-url are the truth: each hook takes the objects the
  * current snapshot of its table names, and those flushed after that snapshot was committed (an
  * owner's number above every named one: written, acknowledged, in no snapshot yet), never one a
@@ -261,8 +261,7 @@ static int st__rebuild_members(const st_config_t *cfg, st_store_t *store, st_cha
     st_objstore_opts_t to = st_cli_obj_opts(cfg, turl);
     st__truth_t truth = {.cold = obj};
     int rc = st_objstore_open(&truth.meta, &to);
-    st_chat_cold_opts_t co = {0};
-    st_cli_kinds_t kinds = {.store = store, .chat = chat, .chat_opts = &co};
+    st_kind_env_t kinds = {.cfg = cfg, .store = store, .chat = chat};
     st_tier_member_t *m[ST_CLI_MEMBERS_MAX];
     size_t n = st_cli_members(&kinds, m);
     st_tier_rebuild_t rb = {

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Flags and their environment twins, from one table, so --help, the environment and parsing can
- * never disagree.
+ * Flags and their environment twins, from one table and the kinds' own (kinds.h), so --help,
+ * the environment and parsing can never disagree.
  */
 #include "strata/config.h"
 #include "strata/core.h"
+#include "strata/kinds.h"
 
 #include <arpa/inet.h>
 #include <getopt.h>
@@ -14,30 +15,11 @@
 #include <string.h>
 #include <strings.h>
 
-/* ST_CFG_TIME: µs, typed as µs or RFC 3339; ST_CFG_BOOL: a flag without a value (1 when given). */
-typedef enum { ST_CFG_STR, ST_CFG_U64, ST_CFG_SIZE, ST_CFG_TIME, ST_CFG_BOOL } st_cfg_type_t;
-
-typedef struct {
-    const char *flag;
-    const char *env;
-    st_cfg_type_t type;
-    size_t off;
-    size_t size; /* capacity for strings */
-    const char *def;
-    uint64_t min, max;
-    const char *help;
-} st_cfg_opt_t;
-
-#define ST__STR(field, flag, env, def, help)                                                       \
-    {                                                                                              \
-        flag, env, ST_CFG_STR, offsetof(st_config_t, field), sizeof(((st_config_t *)0)->field),    \
-            def, 0, 0, help                                                                        \
-    }
+#define ST__STR(field, flag, env, def, help) ST_CFG_STR(st_config_t, field, flag, env, def, help)
 #define ST__NUM(type, field, flag, env, def, lo, hi, help)                                         \
-    {                                                                                              \
-        flag, env, type, offsetof(st_config_t, field), 0, def, lo, hi, help                        \
-    }
+    ST_CFG_NUM(st_config_t, type, field, flag, env, def, lo, hi, help)
 
+/* The process's and the tier's options; each kind's are in its own folder (kinds.h). */
 static const st_cfg_opt_t st__opts[] = {
     ST__STR(listen, "listen", "STRATA_LISTEN", "127.0.0.1:8080",
             "HOST:PORT to serve HTTP and WebSocket on (port 0 picks a free port)"),
@@ -50,12 +32,6 @@ static const st_cfg_opt_t st__opts[] = {
             86400 * 7, "seconds between cold-tier flushes"),
     ST__NUM(ST_CFG_U64, flush_rows, "flush-rows", "STRATA_FLUSH_ROWS", "10000", 1, 100000000,
             "hot rows per user that trigger a flush"),
-    ST__NUM(ST_CFG_U64, flush_min_rows, "flush-min-rows", "STRATA_FLUSH_MIN_ROWS", "100", 1,
-            100000000,
-            "at the interval, flush a user only with this many hot rows or --flush-max-age"),
-    ST__NUM(ST_CFG_U64, flush_max_age, "flush-max-age", "STRATA_FLUSH_MAX_AGE", "3600", 0,
-            86400 * 365,
-            "seconds: at the interval, flush a user whose oldest hot row is this old (0: any)"),
     ST__NUM(ST_CFG_U64, compact_objects, "compact-objects", "STRATA_COMPACT_OBJECTS", "8", 1,
             1000000, "merge a user's small cold objects once it has more than this many"),
     ST__NUM(ST_CFG_U64, compact_max_mb, "compact-max-mb", "STRATA_COMPACT_MAX_MB", "256", 1,
@@ -72,12 +48,6 @@ static const st_cfg_opt_t st__opts[] = {
         "start and part) that failed in transport or with a 5xx, with jittered backoff"),
     ST__NUM(ST_CFG_U64, cold_workers, "cold-workers", "STRATA_COLD_WORKERS", "16", 1, 128,
             "worker threads for flushes and cold reads (object storage is waited for there)"),
-    ST__NUM(ST_CFG_U64, hot_ttl, "hot-ttl", "STRATA_HOT_TTL", "86400", 1, 86400 * 3650,
-            "seconds a conversation stays hot once idle and fully flushed (then read from cold)"),
-    ST__NUM(ST_CFG_U64, booking_hot_seconds, "booking-hot-seconds", "STRATA_BOOKING_HOT_SECONDS",
-            "86400", 0, 86400ULL * 36500,
-            "seconds a finished booking stays hot after it finished (then cold, in Parquet; 0: at "
-            "the next flush pass)"),
     ST__NUM(ST_CFG_U64, retention_seconds, "retention-seconds", "STRATA_RETENTION_SECONDS", "0", 0,
             86400ULL * 36500, "drop cold messages older than this (0 keeps them forever)"),
     ST__NUM(ST_CFG_U64, reconcile_interval, "reconcile-interval", "STRATA_RECONCILE_INTERVAL", "20",
@@ -118,12 +88,6 @@ static const st_cfg_opt_t st__opts[] = {
             "largest request body accepted (413 above)"),
     ST__NUM(ST_CFG_SIZE, max_content, "max-content", "STRATA_MAX_CONTENT", "1MiB", 1, 1ULL << 30,
             "largest message content accepted (413 above)"),
-    ST__NUM(ST_CFG_U64, max_edit_history, "max-edit-history", "STRATA_MAX_EDIT_HISTORY", "20", 0,
-            10000, "earlier versions an edited message keeps in edit_history (the newest)"),
-    ST__NUM(ST_CFG_U64, delta_max_age, "delta-max-age", "STRATA_DELTA_MAX_AGE", "3600", 1,
-            86400 * 365,
-            "seconds within which an edit or delete of a cold message is folded into its "
-            "Parquet object (a compaction rewrites it)"),
     ST__NUM(ST_CFG_U64, erase_within, "erase-within", "STRATA_ERASE_WITHIN", "3600", 1, 86400 * 30,
             "seconds within which an erasure (DELETE /v1/users/{user}) deletes the user's rows "
             "and objects; one still pending after it is logged as late and counted"),
@@ -227,9 +191,79 @@ static const st_cfg_opt_t st__opts[] = {
  * past --help/--version's */
 #define ST__OPT_BASE 2000
 
-static int st__cfg_set(st_config_t *cfg, const st_cfg_opt_t *o, const char *val, const char *src)
+/* Bytes a kind's options take in st_config_t.kinds: its struct, 8-byte aligned. */
+static size_t st__kind_room(const st_kind_t *k)
 {
-    char *dst = (char *)cfg + o->off;
+    return (k->opts_size + 7) & ~(size_t)7;
+}
+
+/* Every option: the table's, then each kind's in the kinds' list order (kinds.h). */
+static size_t st__nopts_all(void)
+{
+    size_t n = ST__NOPTS;
+    for (size_t k = 0; k < st_kinds_n; k++)
+        n += st_kinds[k]->nopts;
+    return n;
+}
+
+/* Option i of every option (st__nopts_all); *base is the offset in st_config_t of the struct its
+ * off is into: 0 for the table's, the kind's place in st_config_t.kinds for a kind's. */
+static const st_cfg_opt_t *st__opt_at(size_t i, size_t *base)
+{
+    *base = 0;
+    if (i < ST__NOPTS) return &st__opts[i];
+    i -= ST__NOPTS;
+    size_t at = offsetof(st_config_t, kinds);
+    for (size_t k = 0; k < st_kinds_n; k++) {
+        if (i < st_kinds[k]->nopts) {
+            *base = at;
+            return &st_kinds[k]->opts[i];
+        }
+        i -= st_kinds[k]->nopts;
+        at += st__kind_room(st_kinds[k]);
+    }
+    return NULL;
+}
+
+const void *st_config_kind(const st_config_t *cfg, const st_kind_t *k)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < st_kinds_n; i++) {
+        if (st_kinds[i] == k) return (const char *)cfg->kinds + at;
+        at += st__kind_room(st_kinds[i]);
+    }
+    st_fatal("kind %s is not in the kinds' list (kinds.h)", k->name);
+}
+
+/* What the kinds registered fits st_config_t, and no flag or environment variable is claimed
+ * twice: a kind's flag that another option has would never be parsed (getopt takes the first). */
+static void st__kinds_check(void)
+{
+    size_t room = 0, n = st__nopts_all(), base;
+    for (size_t k = 0; k < st_kinds_n; k++) {
+        for (size_t i = 0; i < st_kinds[k]->nopts; i++) {
+            const st_cfg_opt_t *o = &st_kinds[k]->opts[i];
+            if (o->off + (o->type == ST_CFG_STR ? o->size : 8) > st_kinds[k]->opts_size)
+                st_fatal("--%s lies past kind %s's options struct", o->flag, st_kinds[k]->name);
+        }
+        room += st__kind_room(st_kinds[k]);
+    }
+    if (room > sizeof((st_config_t *)0)->kinds)
+        st_fatal("the kinds' options take %zu bytes: raise ST_CONFIG_KIND_WORDS", room);
+    for (size_t i = ST__NOPTS; i < n; i++) {
+        const st_cfg_opt_t *a = st__opt_at(i, &base);
+        for (size_t j = 0; j < i; j++) {
+            const st_cfg_opt_t *b = st__opt_at(j, &base);
+            if (strcmp(a->flag, b->flag) == 0 || (*a->env && strcmp(a->env, b->env) == 0))
+                st_fatal("--%s (%s) is registered twice", a->flag, a->env);
+        }
+    }
+}
+
+static int st__cfg_set(st_config_t *cfg, const st_cfg_opt_t *o, size_t base, const char *val,
+                       const char *src)
+{
+    char *dst = (char *)cfg + base + o->off;
     if (o->type == ST_CFG_STR) {
         size_t n = strlen(val);
         if (n >= o->size) {
@@ -271,10 +305,14 @@ static int st__cfg_set(st_config_t *cfg, const st_cfg_opt_t *o, const char *val,
 
 void st_config_defaults(st_config_t *cfg)
 {
+    st__kinds_check();
     memset(cfg, 0, sizeof *cfg);
-    for (size_t i = 0; i < ST__NOPTS; i++)
-        if (st__cfg_set(cfg, &st__opts[i], st__opts[i].def, "default") != ST_OK)
-            st_fatal("bad built-in default for --%s", st__opts[i].flag);
+    size_t base;
+    for (size_t i = 0, n = st__nopts_all(); i < n; i++) {
+        const st_cfg_opt_t *o = st__opt_at(i, &base);
+        if (st__cfg_set(cfg, o, base, o->def, "default") != ST_OK)
+            st_fatal("bad built-in default for --%s", o->flag);
+    }
 }
 
 void st_config_usage(FILE *out)
@@ -290,8 +328,9 @@ void st_config_usage(FILE *out)
                  "                                       print the restore points, then exit\n\n"
                  "strata: durable hot state for chat, ticketing and counting over HTTP and "
                  "WebSocket.\nEvery option can also be set by its environment variable.\n\n");
-    for (size_t i = 0; i < ST__NOPTS; i++) {
-        const st_cfg_opt_t *o = &st__opts[i];
+    size_t base;
+    for (size_t i = 0, n = st__nopts_all(); i < n; i++) {
+        const st_cfg_opt_t *o = st__opt_at(i, &base);
         if (o->type == ST_CFG_BOOL)
             fprintf(out, "  --%-20s %-26s %s\n", o->flag, o->env, o->help);
         else
@@ -305,18 +344,22 @@ void st_config_usage(FILE *out)
 int st_config_load(st_config_t *cfg, int argc, char **argv)
 {
     st_config_defaults(cfg);
-    for (size_t i = 0; i < ST__NOPTS; i++) {
-        const char *v = *st__opts[i].env ? getenv(st__opts[i].env) : NULL;
-        if (v && st__cfg_set(cfg, &st__opts[i], v, st__opts[i].env) != ST_OK) return ST_EINVAL;
+    size_t n = st__nopts_all(), base;
+    for (size_t i = 0; i < n; i++) {
+        const st_cfg_opt_t *o = st__opt_at(i, &base);
+        const char *v = *o->env ? getenv(o->env) : NULL;
+        if (v && st__cfg_set(cfg, o, base, v, o->env) != ST_OK) return ST_EINVAL;
     }
-    struct option longopts[ST__NOPTS + 3];
-    for (size_t i = 0; i < ST__NOPTS; i++)
-        longopts[i] = (struct option){
-            st__opts[i].flag, st__opts[i].type == ST_CFG_BOOL ? no_argument : required_argument,
-            NULL, ST__OPT_BASE + (int)i};
-    longopts[ST__NOPTS] = (struct option){"help", no_argument, NULL, 'h' + 1000};
-    longopts[ST__NOPTS + 1] = (struct option){"version", no_argument, NULL, 'v' + 1000};
-    longopts[ST__NOPTS + 2] = (struct option){0, 0, 0, 0};
+    struct option longopts[n + 3];
+    for (size_t i = 0; i < n; i++) {
+        const st_cfg_opt_t *o = st__opt_at(i, &base);
+        longopts[i] =
+            (struct option){o->flag, o->type == ST_CFG_BOOL ? no_argument : required_argument, NULL,
+                            ST__OPT_BASE + (int)i};
+    }
+    longopts[n] = (struct option){"help", no_argument, NULL, 'h' + 1000};
+    longopts[n + 1] = (struct option){"version", no_argument, NULL, 'v' + 1000};
+    longopts[n + 2] = (struct option){0, 0, 0, 0};
     optind = 1;
     opterr = 0;
     for (;;) {
@@ -332,13 +375,14 @@ int st_config_load(st_config_t *cfg, int argc, char **argv)
             return 1;
         }
         c -= ST__OPT_BASE; /* getopt's own answers ('?', ':') stay below the base */
-        if (c < 0 || (size_t)c >= ST__NOPTS) {
+        if (c < 0 || (size_t)c >= n) {
             fprintf(stderr, "strata: unknown or incomplete option '%s' (see --help)\n",
                     argv[optind - 1]);
             return ST_EINVAL;
         }
-        const char *val = st__opts[c].type == ST_CFG_BOOL ? "1" : optarg;
-        if (st__cfg_set(cfg, &st__opts[c], val, "the command line") != ST_OK) return ST_EINVAL;
+        const st_cfg_opt_t *o = st__opt_at((size_t)c, &base);
+        const char *val = o->type == ST_CFG_BOOL ? "1" : optarg;
+        if (st__cfg_set(cfg, o, base, val, "the command line") != ST_OK) return ST_EINVAL;
     }
     if (optind < argc) {
         fprintf(stderr, "strata: unexpected argument '%s' (see --help)\n", argv[optind]);

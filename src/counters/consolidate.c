@@ -2,9 +2,11 @@
 /*
  * The counters' source for the cold tier's pass (strata/tier.h): at every flush pass, each
  * counter's hot increment moves into its baseline (values never change; the tier knows nothing
- * of counters, and chat nothing of them either).
+ * of counters, and chat nothing of them either); the counters' member, registered as a kind
+ * (kinds.h) with nothing to flush.
  */
 #include "strata/counters.h"
+#include "strata/kinds.h"
 #include "strata/tier.h"
 
 #include <stdlib.h>
@@ -59,3 +61,10 @@ st_tier_member_t *st_counters_tier_member(st_store_t *s)
                                    .arg = m};
     return &m->member;
 }
+
+static st_tier_member_t *st__counters_kind_member(const st_kind_env_t *env, const void *opts)
+{
+    return st_counters_tier_member(env->store);
+}
+
+const st_kind_t st_counters_kind = {.name = "counters", .member = st__counters_kind_member};

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* A room's messages: posting, reading, editing and deleting them (chat stores them). */
+/* A room's messages: posting, reading, editing and deleting them (chat stores them), and their
+ * kind of the cold tier (kinds.h): chat's member for room owners. */
 #include "internal.h"
+#include "strata/kinds.h"
 
 #include <cjson/cJSON.h>
 
@@ -94,3 +96,11 @@ int st_rooms_change_message(st_rooms_t *r, const char *room, size_t rl, uint64_t
         rc = st__rooms_gone(r, room, rl, st__rooms_json_seq(out->data + at, out->len - at), wait);
     return rc;
 }
+
+/* Rooms own chat messages: their objects and manifests are chat's member's, for room owners. */
+static st_tier_member_t *st__rooms_kind_member(const st_kind_env_t *env, const void *opts)
+{
+    return st_chat_kind_tier_member(env->chat, ST_OWNER_ROOM);
+}
+
+const st_kind_t st_rooms_kind = {.name = "chat rooms", .member = st__rooms_kind_member};

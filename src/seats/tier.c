@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Finished bookings as a kind of the cold tier (SPEC v4 §4.2, §5 "Kinds"): the seats module's
- * member of the tier (st_seats_tier_member), joined with one line in main.c.
+ * member of the tier (st_seats_tier_member), registered with its option --booking-hot-seconds
+ * as st_seats_kind, one line in the kinds' list (kinds.h).
  *
  * Owners are events: "~b" event_id (tag 'b'), so each event has its own manifest, and its
  * objects live under events/{event}/bookings-{ts}-w{writer}-{n}.parquet ({ts}: the oldest
@@ -34,6 +35,7 @@
  */
 #include "internal.h"
 #include "strata/cold.h"
+#include "strata/kinds.h"
 #include "strata/tier.h"
 
 #include <stdlib.h>
@@ -482,6 +484,29 @@ st_tier_member_t *st_seats_tier_member(st_seats_t *s, st_tier_t *t, uint64_t hot
     if (s) s->cold = bc;
     return &bc->member;
 }
+
+typedef struct {
+    uint64_t hot_seconds; /* --booking-hot-seconds */
+} st__bk_kind_opts_t;
+
+static const st_cfg_opt_t st__bk_kind_opts[] = {
+    ST_CFG_NUM(st__bk_kind_opts_t, ST_CFG_U64, hot_seconds, "booking-hot-seconds",
+               "STRATA_BOOKING_HOT_SECONDS", "86400", 0, 86400ULL * 36500,
+               "seconds a finished booking stays hot after it finished (then cold, in Parquet; 0: "
+               "at the next flush pass)"),
+};
+
+static st_tier_member_t *st__bk_kind_member(const st_kind_env_t *env, const void *opts)
+{
+    const st__bk_kind_opts_t *o = opts;
+    return st_seats_tier_member(env->seats, env->tier, o->hot_seconds);
+}
+
+const st_kind_t st_seats_kind = {.name = "bookings",
+                                 .opts = st__bk_kind_opts,
+                                 .nopts = sizeof st__bk_kind_opts / sizeof st__bk_kind_opts[0],
+                                 .opts_size = sizeof(st__bk_kind_opts_t),
+                                 .member = st__bk_kind_member};
 
 int st__cold_floor_raise(st_store_t *store, uint64_t id, uint64_t *wait)
 {

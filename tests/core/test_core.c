@@ -3,7 +3,10 @@
 #include "../test.h"
 #include "strata/config.h"
 #include "strata/core.h"
+#include "strata/kinds.h"
 #include "strata/metrics.h"
+
+#include <stdio.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -289,6 +292,75 @@ TEST(config_flags_override_environment_override_defaults)
     /* getopt answers '?' (63) for an unknown flag: never read as the 64th option (a crash once) */
     char *unknown2[] = {"strata", "--no-such-flag", NULL};
     CHECK_EQ(st_config_load(&c, 2, unknown2), ST_EINVAL);
+}
+
+/* A kind's number option as parsed into cfg (the kind's struct, through the registry). */
+static uint64_t kind_u64(const st_config_t *cfg, const st_kind_t *k, const st_cfg_opt_t *o)
+{
+    uint64_t v;
+    memcpy(&v, (const char *)st_config_kind(cfg, k) + o->off, sizeof v);
+    return v;
+}
+
+TEST(config_takes_each_kinds_options_from_the_kinds_list)
+{
+    /* --booking-hot-seconds is the bookings kind's, registered in its own folder */
+    const st_kind_t *bk = NULL;
+    const st_cfg_opt_t *hot = NULL;
+    for (size_t k = 0; k < st_kinds_n; k++)
+        for (size_t i = 0; i < st_kinds[k]->nopts; i++)
+            if (strcmp(st_kinds[k]->opts[i].flag, "booking-hot-seconds") == 0) {
+                bk = st_kinds[k];
+                hot = &st_kinds[k]->opts[i];
+            }
+    CHECK(bk == &st_seats_kind);
+    CHECK_STR(hot->env, "STRATA_BOOKING_HOT_SECONDS");
+    char *help = NULL;
+    size_t hl = 0;
+    FILE *f = open_memstream(&help, &hl);
+    st_config_usage(f);
+    fclose(f);
+    st_config_t c;
+    char line[1024], val[32];
+    for (size_t k = 0; k < st_kinds_n; k++) {
+        for (size_t i = 0; i < st_kinds[k]->nopts; i++) {
+            const st_cfg_opt_t *o = &st_kinds[k]->opts[i];
+            /* --help lists it with its twin, help and default */
+            snprintf(line, sizeof line, "  --%-20s %-26s %s (default: %s)\n", o->flag, o->env,
+                     o->help, o->def);
+            CHECK(strstr(help, line) != NULL);
+            if (o->type != ST_CFG_U64) continue;
+            /* the default, then the environment, then the flag over the environment */
+            char *none[] = {"strata", NULL};
+            CHECK_EQ(st_config_load(&c, 1, none), ST_OK);
+            CHECK_EQ(kind_u64(&c, st_kinds[k], o), strtoull(o->def, NULL, 10));
+            snprintf(val, sizeof val, "%llu", (unsigned long long)o->min);
+            setenv(o->env, val, 1);
+            CHECK_EQ(st_config_load(&c, 1, none), ST_OK);
+            CHECK_EQ(kind_u64(&c, st_kinds[k], o), o->min);
+            char flag[64];
+            snprintf(flag, sizeof flag, "--%s", o->flag);
+            snprintf(val, sizeof val, "%llu", (unsigned long long)o->max);
+            char *argv[] = {"strata", flag, val, NULL};
+            CHECK_EQ(st_config_load(&c, 3, argv), ST_OK);
+            CHECK_EQ(kind_u64(&c, st_kinds[k], o), o->max);
+            /* its bounds hold */
+            snprintf(val, sizeof val, "%llu", (unsigned long long)o->max + 1);
+            CHECK_EQ(st_config_load(&c, 3, argv), ST_EINVAL);
+            unsetenv(o->env);
+        }
+    }
+    free(help);
+    /* the bookings kind's value as its member hook gets it */
+    setenv("STRATA_BOOKING_HOT_SECONDS", "600", 1);
+    char *argv[] = {"strata", "--flush-rows", "5", NULL};
+    CHECK_EQ(st_config_load(&c, 3, argv), ST_OK);
+    CHECK_EQ(kind_u64(&c, bk, hot), 600);
+    CHECK_EQ(c.flush_rows, 5);
+    char *flag[] = {"strata", "--booking-hot-seconds=7", NULL};
+    CHECK_EQ(st_config_load(&c, 2, flag), ST_OK);
+    CHECK_EQ(kind_u64(&c, bk, hot), 7);
+    unsetenv("STRATA_BOOKING_HOT_SECONDS");
 }
 
 TEST(protected_mode_refuses_no_auth_on_a_non_loopback_address)
