@@ -256,14 +256,10 @@ int st_tier_stat(st_store_t *s, const char *o, size_t ol, st_tier_stat_t *out, u
 /* (two tags deep: a room's messages, owner "~r" room (chat's bytes of a room), own deltas as
  * "~e~r" room, 4 + 255 bytes) */
 #define ST_TIER_OWNER_MAX (ST_NAME_MAX + 5)
-/* A manifest record's key (st_tier_mkey): ks, owner, 0, be64 seq. */
-#define ST_TIER_MKEY_MAX (ST_TIER_OWNER_MAX + 10)
 /* The owner of name for the kind with tag into o (ST_TIER_OWNER_MAX bytes); returns its length. */
 size_t st_tier_owner(char *o, char tag, const char *name, size_t nl);
 /* The tag of an owner (0: a name as it is). */
 char st_tier_owner_tag(const char *o, size_t ol);
-/* A manifest record's key into k (ST_TIER_MKEY_MAX bytes): ks owner, then (has_seq) 0 seq. */
-size_t st_tier_mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq, uint64_t seq);
 
 /* ---- held deletions (hold.c): objects a kept snapshot or backup point may still name ----
  * A swap (compaction, fold, retention) records a replaced object held, with the time it was
@@ -314,6 +310,43 @@ void st_tier_manifest_free(st_tier_manifest_t *m);
 /* Stages the deletion of one object of the owner (its 'D' record; key borrowed). */
 int st_tier_doom(st_store_t *s, const char *o, size_t ol, uint64_t seq, const char *key,
                  uint64_t *wait);
+
+/* ---- an owner's manifest as a whole (manifest.c): the tier's services to a kind ----
+ * The manifest's keys are the tier's alone: a kind reads and changes an owner's records through
+ * these (and st_tier_stat, st_tier_manifest, st_tier_doom), never by hand. Loop thread, or
+ * offline (rebuild-meta); writes are staged (*wait raised as by st_store_put). */
+/* Forgets an owner (an erasure, SPEC §2.2; an erasure overrides --table-keep and backup points,
+ * SPEC v5 §5.1, §9): up to max of its held deletions become 'D' records (st_tier_unhold), up to
+ * max of its objects leave the manifest with their deletion recorded ('D': the reaper deletes
+ * them once durable), each told to t's erasure observer (st_tier_erased; t NULL: none), then its
+ * summary ('W') goes. *busy is set when anything was found: call again until a call finds
+ * nothing, then wait for st_tier_owner_busy to turn false. */
+int st_tier_forget(st_tier_t *t, st_store_t *s, const char *o, size_t ol, size_t max, bool *busy,
+                   uint64_t *wait);
+/* Whether the tier still writes an object of the owner (an intent, 'P'), has one to delete ('D')
+ * or holds one (st_tier_holding). */
+bool st_tier_owner_busy(st_store_t *s, const char *o, size_t ol);
+/* Whether the owner's manifest names key (an object a restore inherited; key borrowed). */
+bool st_tier_manifest_names(st_store_t *s, const char *o, size_t ol, const char *key,
+                            uint64_t *wait);
+/* One file record of a manifest: its owner o (ol bytes), its number, its file and its object's
+ * key (kl bytes, not 0-terminated); all borrowed for the call. Non-zero stops the walk. */
+typedef int (*st_tier_file_fn)(void *arg, const char *o, size_t ol, uint64_t seq,
+                               const st_tier_file_t *f, const char *key, size_t kl);
+/* Walks the file records of every owner of tag (st_tier_owner; 0: the untagged owners;
+ * ST_TIER_TAG_ANY: every owner), by owner then number. Returns the store's code, or fn's non-zero
+ * value that stopped the walk. */
+enum { ST_TIER_TAG_ANY = -1 };
+int st_tier_each_file(st_store_t *s, int tag, st_tier_file_fn fn, void *arg, uint64_t *wait);
+/* A number that changes whenever a batch that wrote a file record commits (st_store_writes_of):
+ * a watcher of every manifest (the tables' commit) that sees it unchanged may skip its walk. */
+uint64_t st_tier_manifest_writes(const st_store_t *s);
+/* rebuild-meta (offline): puts objs[0..n) (borrowed) into the owner's manifest, each under its
+ * seq, adds them to *st (files, rows and bytes; watermark raised to each max_id, next_seq past
+ * each seq; what *st held already stays: the store's, or the kind's own numbers), then writes
+ * *st as the owner's summary. */
+int st_tier_rebuild_owner(st_store_t *s, const char *o, size_t ol, const st_tier_obj_t *objs,
+                          size_t n, st_tier_stat_t *st, uint64_t *wait);
 
 /* ---- the compaction engine: an owner's small objects merged into larger ones ---- */
 /* The tier plans which neighbours to merge, records the new object ('P', with a fresh number),
@@ -424,6 +457,12 @@ typedef struct {
  * keys are freed. Logs how many were left out; returns how many are kept (the new count). */
 size_t st_tier_rebuild_filter(st_tier_rebuild_t *rb, char (*tag_of)(const char *key), void *v,
                               size_t n, size_t size, size_t key_off);
+/* The writers of a kind's listed objects v[0..n) (as above): *one the incarnation the first key
+ * naming one names (st_tier_key_incarnation), *other the first that names another (the walk
+ * stops there); 0 when none. A store lost without a backup that knew its writer adopts *one
+ * (st_tier_writer_adopt) when *other is 0; with several, which were its own cannot be told. */
+void st_tier_rebuild_writers(const void *v, size_t n, size_t size, size_t key_off, uint64_t *one,
+                             uint64_t *other);
 
 /* A data kind (or any module with background work on the hot store) as the tier sees it. Filled
  * and owned by its module; borrowed by the tier until closed(arg). Any part may be NULL/0. */

@@ -493,7 +493,7 @@ int st_chat_stats(st_chat_t *c, const char *user, size_t ulen, st_buf_t *out, ui
                                 sizeof tot, wait);
     if (rc && rc != ST_ENOTFOUND) return rc;
     st_coldstat_t cs;
-    if ((rc = st__chat_coldstat(c, user, ulen, &cs, wait)) != ST_OK) return rc;
+    if ((rc = st_tier_stat(c->store, user, ulen, &cs, wait)) != ST_OK) return rc;
     cs.rows -= st__chat_gone(c, user, ulen, wait); /* cold rows that are live messages */
     if (cs.rows < 0) cs.rows = 0;
     st_buf_printf(out,
@@ -575,7 +575,7 @@ int st__chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_
     st_coldstat_t cs;
     *more = false;
     *last = 0;
-    int rc = st__chat_coldstat(c, user, ulen, &cs, wait);
+    int rc = st_tier_stat(c->store, user, ulen, &cs, wait);
     if (rc) return rc;
     uint64_t wm = cs.rows ? cs.watermark : 0;
     bool cold_in = wm && q->after < wm; /* the range reaches into the cold part */

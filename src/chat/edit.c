@@ -295,7 +295,7 @@ static int st__find(st_chat_t *c, const char *u, size_t ul, uint64_t id, st_buf_
     }
     if (rc != ST_ENOTFOUND) return rc;
     st_coldstat_t cs;
-    if ((rc = st__chat_coldstat(c, u, ul, &cs, wait))) return rc;
+    if ((rc = st_tier_stat(c->store, u, ul, &cs, wait))) return rc;
     if (!cs.rows || id > cs.watermark || !c->cold) return ST_ENOTFOUND;
     /* the cold read applies deltas and masks (cold_read.c) */
     st_find_t f = {cur, id, false};
@@ -606,7 +606,7 @@ int st_chat_delete_conversation(st_chat_t *c, const char *u, size_t ul, const ch
     if (rc) return rc;
     *n = cv.base_total + cv.hot_total;
     st_coldstat_t cs;
-    if ((rc = st__chat_coldstat(c, u, ul, &cs, wait))) return rc;
+    if ((rc = st_tier_stat(c->store, u, ul, &cs, wait))) return rc;
     int64_t dead_cold, dead_hot;
     if ((rc = st__chat_dead_count(c, u, ul, conv, cl, cs.watermark, &dead_cold, &dead_hot, wait)))
         return rc;

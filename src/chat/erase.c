@@ -5,8 +5,8 @@
  * then on, st_chat_erased) and the erasure record; the change observers end the user's streams.
  * Then st_chat_erase_step, called by a timer in small slices (a bounded number of keys per call,
  * so a user with millions of rows never stalls the loop), deletes the user's hot rows, every key
- * chat keeps for it, and its objects through the tier's manifest: each 'F' record out, its
- * object's deletion recorded ('D', done by the tier's reaper once durable) and 'W' out. The
+ * chat keeps for it, and has the tier forget its objects (st_tier_forget: out of the manifest,
+ * each deletion recorded and done by the tier's reaper once durable, then the summary). The
  * erasure is done once nothing of the user is left (no hot key, no manifest record, no object
  * being written or waiting for deletion): the marker goes, the record says done. A restart
  * resumes from the records, which are in the hot store (replicated, backed up).
@@ -277,56 +277,6 @@ void st_chat_set_erase_within(st_chat_t *c, uint64_t seconds)
     c->erase_within_us = seconds * 1000000ull;
 }
 
-/* Up to max objects of owner o out of its manifest, their deletion recorded; then 'W'. The
- * owner's objects a swap replaced and the tier holds for kept snapshots and backup points go at
- * once too: an erasure overrides --table-keep and backup points (SPEC v5 §5.1, §9). Each is told
- * to the tier's erasure observer: the tables' next commit expires every earlier snapshot. */
-static int st__erase_objects(st_chat_t *c, const char *o, size_t ol, size_t max, bool *busy,
-                             uint64_t *wait)
-{
-    uint8_t k[ST__KEY_CAP];
-    st_tier_manifest_t man;
-    st_tier_t *tier = c->cold ? c->cold->tier : NULL;
-    int rc = st_tier_unhold(tier, c->store, o, ol, max, busy, wait);
-    if (rc == ST_OK) rc = st_tier_manifest(c->store, o, ol, false, &man, wait);
-    if (rc != ST_OK) return rc;
-    for (size_t i = 0; i < man.n && i < max && rc == ST_OK; i++) {
-        rc = st_tier_doom(c->store, o, ol, man.v[i].seq, man.v[i].key, wait);
-        if (rc == ST_OK)
-            rc = st_store_del(c->store, k, st_tier_mkey(k, 'F', o, ol, true, man.v[i].seq), wait);
-        if (rc == ST_OK) st_tier_erased(tier, o, ol, man.v[i].key, wait); /* the tables expire */
-        *busy = true;
-    }
-    st_tier_manifest_free(&man);
-    const void *v;
-    size_t vl;
-    size_t kl = st_tier_mkey(k, 'W', o, ol, false, 0);
-    if (rc == ST_OK && st_store_get(c->store, k, kl, &v, &vl, wait) == ST_OK) {
-        rc = st_store_del(c->store, k, kl, wait);
-        *busy = true;
-    }
-    return rc;
-}
-
-/* Whether the tier still writes ('P'), deletes ('D') or holds an object of owner o. */
-static bool st__tier_busy(st_chat_t *c, const char *o, size_t ol)
-{
-    if (st_tier_holding(c->store, o, ol)) return true;
-    static const char recs[] = {'P', 'D'};
-    uint8_t k[ST__KEY_CAP];
-    uint64_t wait = 0;
-    for (size_t i = 0; i < sizeof recs; i++) {
-        size_t kl = st_tier_mkey(k, recs[i], o, ol, false, 0);
-        k[kl++] = 0;
-        st_keys_t probe = {{0}, 1};
-        st_store_scan(c->store, k, kl, st__key_one, &probe, &wait);
-        bool any = probe.keys.len > 0;
-        st_buf_free(&probe.keys);
-        if (any) return true;
-    }
-    return false;
-}
-
 bool st_chat_cold_settled(st_chat_t *c, const st_owner_t *o)
 {
     char u[ST_CHAT_OWNER_MAX];
@@ -350,8 +300,8 @@ bool st_chat_cold_settled(st_chat_t *c, const st_owner_t *o)
         st_tier_enqueue(cc->tier, d, dl);
     else if (ds.files > 1)
         st_tier_compact(cc->tier, d, dl, ST_TIER_COMPACT_MAJOR);
-    return !fold && !unwritten && ds.files <= 1 && !st__tier_busy(c, u, ul) &&
-           !st__tier_busy(c, d, dl);
+    return !fold && !unwritten && ds.files <= 1 && !st_tier_owner_busy(c->store, u, ul) &&
+           !st_tier_owner_busy(c->store, d, dl);
 }
 
 /* A store written by a version before the revocation record holds erasures without it: their
@@ -424,12 +374,13 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
     }
     bool busy = x.keys.len > 0;
     st_buf_free(&x.keys);
-    /* its objects, message and delta ones (two manifest owners): out of the manifest, their
-     * deletion recorded (the reaper deletes them) */
+    /* its objects, message and delta ones (two manifest owners): forgotten by the tier (out of
+     * the manifest, their deletion recorded: the reaper deletes them; held ones let go) */
     char owners[2][ST_TIER_OWNER_MAX];
     size_t ols[2] = {st_tier_owner(owners[0], 0, u, ul), st__chat_delta_owner(owners[1], u, ul)};
+    st_tier_t *tier = c->cold ? c->cold->tier : NULL;
     for (int w = 0; w < 2 && rc == ST_OK; w++)
-        rc = st__erase_objects(c, owners[w], ols[w], max, &busy, &wait);
+        rc = st_tier_forget(tier, c->store, owners[w], ols[w], max, &busy, &wait);
     if (rc != ST_OK) {
         st_warn("erasure %llu: a slice failed (%s); retried", (unsigned long long)p.id,
                 st_err_code(rc));
@@ -439,7 +390,7 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
     /* nothing of the user left but what the tier still does: objects being written ('P') or
      * waiting for the reaper ('D') */
     for (int w = 0; w < 2; w++)
-        if (st__tier_busy(c, owners[w], ols[w])) return true;
+        if (st_tier_owner_busy(c->store, owners[w], ols[w])) return true;
     /* what other modules keep of the user (rooms: the messages it posted, its memberships;
      * http: the Idempotency-Key answers about it), one module at a time */
     st_owner_t o = st_chat_owner_from(u, ul);

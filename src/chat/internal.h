@@ -21,7 +21,8 @@
  *                     up to that id are masked; a new one of the name goes on from that seq)
  *   'G' u             the user is being erased (erase.c): u64 erasure id
  * Cold tier keys ('W', 'F', 'P', 'D', owner = user) are the tier's manifest records: see
- * strata/tier.h, which owns them and the protocol around them.
+ * strata/tier.h, which owns them and the protocol around them; chat reads and changes them only
+ * through the tier's services (st_tier_stat, st_tier_manifest, st_tier_forget, ...).
  * The flush invariant: every cold msg_id of a user is <= its watermark < every hot msg_id, and
  * a flush moves rows by one atomic batch (manifest record in, hot rows out, counts moved from
  * hot to the cold baseline), so a read sees each message exactly once, before or after.
@@ -92,8 +93,6 @@ int st__chat_conv_get(st_store_t *s, const uint8_t *k, size_t kl, st_conv_t *cv,
 /* Rewrites the user's totals ('T') as the sum of their conversation records: after a repair,
  * a rebuild or a retention pass changed counts other than by a post. */
 int st__chat_refresh_totals(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
-/* The user's cold summary; all zero when nothing of the user is cold. */
-int st__chat_coldstat(st_chat_t *c, const char *u, size_t ul, st_coldstat_t *out, uint64_t *wait);
 /* A room's objects (SPEC §2.1): shared/conversations/{room}/batch-…. */
 #define ST__ROOM_FOLDER "shared/conversations/"
 /* The object key of a user's file: {folder}/batch-{ts}-w{writer}-{seq}.parquet (writer: the

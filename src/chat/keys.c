@@ -62,18 +62,6 @@ int st__chat_get_fixed(st_store_t *s, const uint8_t *k, size_t kl, void *dst, si
     return ST_OK;
 }
 
-int st__chat_coldstat(st_chat_t *c, const char *u, size_t ul, st_coldstat_t *out, uint64_t *wait)
-{
-    uint8_t k[ST__KEY_CAP];
-    int rc =
-        st__chat_get_fixed(c->store, k, st__chat_ukey(k, 'W', u, ul) - 1, out, sizeof *out, wait);
-    if (rc == ST_ENOTFOUND) {
-        memset(out, 0, sizeof *out);
-        rc = ST_OK;
-    }
-    return rc;
-}
-
 bool st__chat_conv_decode(const void *val, size_t vlen, st_conv_t *cv)
 {
     if (vlen == sizeof *cv) {

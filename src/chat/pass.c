@@ -52,7 +52,7 @@ static void st__act_user(void *arg, const void *key, size_t klen)
     /* cold changes are folded by the sweep below, on the tier's tick */
     if (st__chat_get_fixed(c->store, k, st__chat_ukey(k, 'T', name, nl) - 1, &tot, sizeof tot,
                            &wait) == ST_OK &&
-        st__chat_coldstat(c, name, nl, &cs, &wait) == ST_OK) {
+        st_tier_stat(c->store, name, nl, &cs, &wait) == ST_OK) {
         int64_t hot = st__chat_hot_rows(c, name, nl, tot.total, &cs);
         if (hot > 0 && (cc->pass_all || st__chat_flush_due(c, name, nl, hot)))
             st_tier_enqueue(cc->tier, name, nl);

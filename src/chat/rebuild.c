@@ -216,11 +216,12 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
     size_t ul = o[0].ulen;
     st_coldstat_t cs = {0, 0, 0, 0, 1};
     st_caggs_t agg = {0};
-    uint8_t k[ST__KEY_CAP];
     int rc = ST_OK;
     st_pq_meta_t *m = st_calloc(n, sizeof *m);
     st_coldfile_t *f = st_calloc(n, sizeof *f);
     bool *skip = st_calloc(n, sizeof *skip);
+    st_tier_obj_t *kept = st_calloc(n, sizeof *kept); /* keys borrowed from o */
+    size_t nkept = 0;
     for (size_t i = 0; i < n && rc == ST_OK; i++, pg->done++) {
         st__progress(pg);
         if ((rc = st__footer_of(obj, &o[i], &m[i])) != ST_OK) {
@@ -246,17 +247,7 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
             continue;
         }
         st__aggregate(&m[i], &agg);
-        st_buf_t v = {0};
-        st_buf_append(&v, &f[i], sizeof f[i]);
-        st_buf_puts(&v, o[i].key);
-        size_t kn = st__chat_ukey(k, 'F', u, ul);
-        st_be64_put(k + kn, o[i].seq);
-        rc = st_store_put(c->store, k, kn + 8, v.data, v.len, wait);
-        st_buf_free(&v);
-        if (f[i].max_id > cs.watermark) cs.watermark = f[i].max_id;
-        cs.rows += f[i].rows;
-        cs.bytes += (int64_t)f[i].size;
-        cs.files++;
+        kept[nkept++] = (st_tier_obj_t){f[i], o[i].seq, o[i].key};
     }
     for (size_t i = 0; i < n; i++)
         st_parquet_meta_free(&m[i]);
@@ -265,26 +256,15 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
     free(skip);
     for (size_t a = 0; a < agg.n && rc == ST_OK; a++)
         rc = st__fold_conv(c, u, ul, &agg.v[a], wait);
-    if (rc == ST_OK)
-        rc = st_store_put(c->store, k, st__chat_ukey(k, 'W', u, ul) - 1, &cs, sizeof cs, wait);
+    /* the manifest and the summary: the tier's */
+    if (rc == ST_OK) rc = st_tier_rebuild_owner(c->store, u, ul, kept, nkept, &cs, wait);
+    free(kept);
     if (rc == ST_OK) rc = st__chat_refresh_totals(c, u, ul, wait);
     *convs += agg.n;
     *rows += cs.rows;
     if (cs.watermark > *max_id) *max_id = cs.watermark;
     st_vec_free(&agg);
     return rc;
-}
-
-/* Whether the manifest of the object's user names it already (an object a restore inherited). */
-static bool st__in_manifest(st_chat_t *c, const st_obj_t *ob, uint64_t *wait)
-{
-    st_tier_manifest_t m;
-    if (st_tier_manifest(c->store, ob->user, ob->ulen, false, &m, wait) != ST_OK) return false;
-    bool in = false;
-    for (size_t i = 0; i < m.n && !in; i++)
-        in = strcmp(m.v[i].key, ob->key) == 0;
-    st_tier_manifest_free(&m);
-    return in;
 }
 
 /* Keeps the listed objects that are this store's (writer.c): of incarnations its writer record
@@ -297,14 +277,8 @@ static int st__mine(st_chat_t *c, st_objs_t *o, uint64_t *wait)
     st_tier_writer_t w;
     int rc = st_tier_writer_get(c->store, &w, wait);
     if (rc == ST_ENOTFOUND) {
-        uint64_t one = 0, other = 0;
-        for (size_t i = 0; i < o->n && !other; i++) {
-            uint64_t inc = st_tier_key_incarnation(o->v[i].key);
-            if (inc && !one)
-                one = inc;
-            else if (inc && inc != one)
-                other = inc;
-        }
+        uint64_t one, other;
+        st_tier_rebuild_writers(o->v, o->n, sizeof *o->v, offsetof(st_obj_t, key), &one, &other);
         if (other) {
             st_error("rebuild: the cold tier holds objects of several writers (w%016llx, "
                      "w%016llx…): which were this store's cannot be told; rebuild with "
@@ -320,7 +294,8 @@ static int st__mine(st_chat_t *c, st_objs_t *o, uint64_t *wait)
     if (rc != ST_OK) return rc;
     size_t keep = 0, skipped = 0;
     for (size_t i = 0; i < o->n; i++) {
-        if (st_tier_writer_owns(&w, o->v[i].key) || st__in_manifest(c, &o->v[i], wait)) {
+        if (st_tier_writer_owns(&w, o->v[i].key) || /* or inherited by a restore */
+            st_tier_manifest_names(c->store, o->v[i].user, o->v[i].ulen, o->v[i].key, wait)) {
             o->v[keep++] = o->v[i];
         } else {
             free(o->v[i].key);
@@ -393,6 +368,7 @@ static int st__rebuild_deltas(st_chat_t *c, st_objstore_t *obj, const st_obj_t *
     st_rbdeltas_t d = {0};
     uint8_t k[ST__KEY_CAP];
     int rc = ST_OK;
+    st_tier_obj_t *objs = st_calloc(n, sizeof *objs); /* keys borrowed from o */
     for (size_t i = 0; i < n && rc == ST_OK; i++) {
         st_buf_t b = {0};
         size_t before = d.n;
@@ -409,22 +385,11 @@ static int st__rebuild_deltas(st_chat_t *c, st_objstore_t *obj, const st_obj_t *
             if (d.v[r].id < f.min_id) f.min_id = d.v[r].id;
             if (d.v[r].id > f.max_id) f.max_id = d.v[r].id;
         }
-        st_buf_t v = {0};
-        st_buf_append(&v, &f, sizeof f);
-        st_buf_puts(&v, o[i].key);
-        rc = st_store_put(c->store, k, st_tier_mkey(k, 'F', ow, owl, true, o[i].seq), v.data, v.len,
-                          wait);
-        st_buf_free(&v);
-        if (o[i].seq + 1 > ds.next_seq) ds.next_seq = o[i].seq + 1;
+        objs[i] = (st_tier_obj_t){f, o[i].seq, o[i].key};
         if (o[i].gen + 1 > ds.next_seq) ds.next_seq = o[i].gen + 1;
-        ds.rows += f.rows;
-        ds.bytes += (int64_t)f.size;
-        ds.files++;
-        if (f.max_id > ds.watermark && f.rows) ds.watermark = f.max_id;
     }
-    if (rc == ST_OK)
-        rc = st_store_put(c->store, k, st_tier_mkey(k, 'W', ow, owl, false, 0), &ds, sizeof ds,
-                          wait);
+    if (rc == ST_OK) rc = st_tier_rebuild_owner(c->store, ow, owl, objs, n, &ds, wait);
+    free(objs);
     /* newest state per message: a stable sort keeps the read order among equal ids */
     for (size_t i = 1; i < d.n; i++) { /* insertion into id order, stable */
         st_rbdelta_t x = d.v[i];
@@ -436,7 +401,7 @@ static int st__rebuild_deltas(st_chat_t *c, st_objstore_t *obj, const st_obj_t *
         d.v[j] = x;
     }
     st_coldstat_t cs;
-    if (rc == ST_OK) rc = st__chat_coldstat(c, u, ul, &cs, wait);
+    if (rc == ST_OK) rc = st_tier_stat(c->store, u, ul, &cs, wait);
     int64_t gone = 0;
     for (size_t i = 0; i < d.n && rc == ST_OK; i++) {
         if (i + 1 < d.n && d.v[i + 1].id == d.v[i].id) continue;

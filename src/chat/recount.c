@@ -78,7 +78,7 @@ int st_chat_recount(st_chat_t *c, const st_owner_t *o, const char *conv, size_t 
     /* tombstones are no messages (SPEC §2.2): out of both sides */
     st_coldstat_t cs;
     int64_t dead_cold = 0, dead_hot = 0;
-    if ((rc = st__chat_coldstat(c, u, ul, &cs, wait)) ||
+    if ((rc = st_tier_stat(c->store, u, ul, &cs, wait)) ||
         (rc = st__chat_dead_count(c, u, ul, conv, cl, cs.rows ? cs.watermark : 0, &dead_cold,
                                   &dead_hot, wait)))
         return rc;

@@ -33,11 +33,11 @@
 int st__tier_intend(st_store_t *s, const char *o, size_t ol, uint64_t seq, const st_buf_t *key,
                     st_tier_stat_t *st, uint64_t *wait)
 {
-    uint8_t k[ST_TIER_MKEY_MAX];
-    int rc = st_store_put(s, k, st_tier_mkey(k, 'P', o, ol, true, seq), key->data, key->len, wait);
+    uint8_t k[ST__TIER_MKEY_MAX];
+    int rc = st_store_put(s, k, st__tier_mkey(k, 'P', o, ol, true, seq), key->data, key->len, wait);
     st->next_seq = seq + 1;
     if (rc == ST_OK)
-        rc = st_store_put(s, k, st_tier_mkey(k, 'W', o, ol, false, 0), st, sizeof *st, wait);
+        rc = st_store_put(s, k, st__tier_mkey(k, 'W', o, ol, false, 0), st, sizeof *st, wait);
     return rc;
 }
 
@@ -46,14 +46,14 @@ int st__tier_intend(st_store_t *s, const char *o, size_t ol, uint64_t seq, const
 static int st__check(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t *sw,
                      uint64_t *wait)
 {
-    uint8_t k[ST_TIER_MKEY_MAX];
+    uint8_t k[ST__TIER_MKEY_MAX];
     const void *v;
     size_t vl;
     int rc = ST_OK;
     if (sw->pseq)
-        rc = st_store_get(s, k, st_tier_mkey(k, 'P', o, ol, true, sw->pseq), &v, &vl, wait);
+        rc = st_store_get(s, k, st__tier_mkey(k, 'P', o, ol, true, sw->pseq), &v, &vl, wait);
     for (size_t i = 0; rc == ST_OK && i < sw->nold; i++) {
-        rc = st_store_get(s, k, st_tier_mkey(k, 'F', o, ol, true, sw->old[i].seq), &v, &vl, wait);
+        rc = st_store_get(s, k, st__tier_mkey(k, 'F', o, ol, true, sw->old[i].seq), &v, &vl, wait);
         size_t kl = strlen(sw->old[i].key);
         if (rc == ST_OK && (vl != sizeof(st_tier_file_t) + kl ||
                             memcmp((const char *)v + sizeof(st_tier_file_t), sw->old[i].key, kl)))
@@ -71,7 +71,7 @@ static int st__restat(st_store_t *s, const char *o, size_t ol, const st_tier_swa
         old_rows += sw->old[i].file.rows;
         old_bytes += (int64_t)sw->old[i].file.size;
     }
-    uint8_t k[ST_TIER_MKEY_MAX];
+    uint8_t k[ST__TIER_MKEY_MAX];
     st_tier_stat_t st;
     int rc = st_tier_stat(s, o, ol, &st, wait);
     if (rc != ST_OK) return rc;
@@ -80,20 +80,20 @@ static int st__restat(st_store_t *s, const char *o, size_t ol, const st_tier_swa
     st.bytes += (int64_t)sw->file->size - old_bytes;
     st.files += (sw->file->rows ? 1 : 0) - (int64_t)sw->nold;
     if (sw->pseq && st.next_seq < sw->pseq + 1) st.next_seq = sw->pseq + 1;
-    return st_store_put(s, k, st_tier_mkey(k, 'W', o, ol, false, 0), &st, sizeof st, wait);
+    return st_store_put(s, k, st__tier_mkey(k, 'W', o, ol, false, 0), &st, sizeof st, wait);
 }
 
 int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t *sw, uint64_t *wait)
 {
-    uint8_t k[ST_TIER_MKEY_MAX];
+    uint8_t k[ST__TIER_MKEY_MAX];
     int rc = st__check(s, o, ol, sw, wait); /* everything checked before anything is written */
     int64_t now = st_now_us();
     /* the kind's side first, while the manifest still holds the old objects */
     if (rc == ST_OK && sw->kind) rc = sw->kind(sw->arg, wait);
     if (rc == ST_OK && sw->pseq)
-        rc = st_store_del(s, k, st_tier_mkey(k, 'P', o, ol, true, sw->pseq), wait);
+        rc = st_store_del(s, k, st__tier_mkey(k, 'P', o, ol, true, sw->pseq), wait);
     for (size_t i = 0; rc == ST_OK && i < sw->nold; i++) {
-        rc = st_store_del(s, k, st_tier_mkey(k, 'F', o, ol, true, sw->old[i].seq), wait);
+        rc = st_store_del(s, k, st__tier_mkey(k, 'F', o, ol, true, sw->old[i].seq), wait);
         /* 'D' numbers stay unique: the first old object's number goes on with the new one, so
          * its deletion is recorded under the intent's (no 'F' ever has it) */
         uint64_t dseq = i || !sw->pseq ? sw->old[i].seq : sw->pseq;
@@ -104,7 +104,7 @@ int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t 
         st_buf_t v = {0};
         st_buf_append(&v, sw->file, sizeof *sw->file);
         st_buf_append(&v, sw->key, strlen(sw->key));
-        rc = st_store_put(s, k, st_tier_mkey(k, 'F', o, ol, true, sw->fseq), v.data, v.len, wait);
+        rc = st_store_put(s, k, st__tier_mkey(k, 'F', o, ol, true, sw->fseq), v.data, v.len, wait);
         st_buf_free(&v);
     }
     if (rc == ST_OK) rc = st__restat(s, o, ol, sw, wait);
@@ -113,18 +113,18 @@ int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t 
 
 int st__tier_collided(st_store_t *s, const char *o, size_t ol, uint64_t pseq, uint64_t *wait)
 {
-    uint8_t k[ST_TIER_MKEY_MAX];
-    int rc = st_store_del(s, k, st_tier_mkey(k, 'P', o, ol, true, pseq), wait);
+    uint8_t k[ST__TIER_MKEY_MAX];
+    int rc = st_store_del(s, k, st__tier_mkey(k, 'P', o, ol, true, pseq), wait);
     return rc == ST_ENOTFOUND ? ST_OK : rc;
 }
 
 int st__tier_abandon(st_store_t *s, const char *o, size_t ol, uint64_t pseq, const char *key,
                      uint64_t *wait)
 {
-    uint8_t k[ST_TIER_MKEY_MAX];
+    uint8_t k[ST__TIER_MKEY_MAX];
     const void *v;
     size_t vl;
-    int rc = st_store_get(s, k, st_tier_mkey(k, 'P', o, ol, true, pseq), &v, &vl, wait);
+    int rc = st_store_get(s, k, st__tier_mkey(k, 'P', o, ol, true, pseq), &v, &vl, wait);
     if (rc == ST_ENOTFOUND) rc = st_tier_doom(s, o, ol, pseq, key, wait);
     return rc;
 }

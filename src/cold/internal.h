@@ -49,6 +49,11 @@ struct st_tier {
     size_t ret_fetching;
 };
 
+/* A manifest record's key into k (ST__TIER_MKEY_MAX bytes): ks owner, then (has_seq) 0 be64 seq
+ * (manifest.c). Only the tier builds these keys: kinds go through the services in strata/tier.h. */
+#define ST__TIER_MKEY_MAX (ST_TIER_OWNER_MAX + 10)
+size_t st__tier_mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq, uint64_t seq);
+
 /* The member whose flush side owns the owner o (its tag), or NULL (no such kind joined). */
 const st_tier_member_t *st__tier_member(const st_tier_t *t, const char *o, size_t ol);
 

@@ -2,9 +2,11 @@
 /*
  * The manifest's records (see strata/tier.h), shared by the flush engine, the compaction engine,
  * the reaper and every kind: their keys, an owner's cold summary ('W'), and the deletion of an
- * object recorded in the batch that takes it out of the manifest ('D').
+ * object recorded in the batch that takes it out of the manifest ('D'). Their keys are built here
+ * and in the tier's engines only: a kind changes an owner's records through the services below
+ * (forget an owner, rebuild one, walk a tag's file records), never by hand.
  */
-#include "strata/tier.h"
+#include "internal.h"
 
 #include <string.h>
 
@@ -24,8 +26,8 @@ static int st__manifest_collect(void *arg, const void *key, size_t klen, const v
 int st_tier_manifest(st_store_t *s, const char *o, size_t ol, bool desc, st_tier_manifest_t *out,
                      uint64_t *wait)
 {
-    uint8_t k[ST_TIER_MKEY_MAX];
-    size_t pl = st_tier_mkey(k, 'F', o, ol, false, 0);
+    uint8_t k[ST__TIER_MKEY_MAX];
+    size_t pl = st__tier_mkey(k, 'F', o, ol, false, 0);
     k[pl++] = 0;
     memset(out, 0, sizeof *out);
     return st_store_range(s, k, pl, NULL, 0, NULL, 0, desc, st__manifest_collect, out, wait);
@@ -38,7 +40,7 @@ void st_tier_manifest_free(st_tier_manifest_t *m)
     st_vec_free(m);
 }
 
-size_t st_tier_mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq, uint64_t seq)
+size_t st__tier_mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq, uint64_t seq)
 {
     k[0] = (uint8_t)ks;
     memcpy(k + 1, o, ol);
@@ -50,10 +52,10 @@ size_t st_tier_mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq,
 
 int st_tier_stat(st_store_t *s, const char *o, size_t ol, st_tier_stat_t *st, uint64_t *wait)
 {
-    uint8_t k[ST_TIER_MKEY_MAX];
+    uint8_t k[ST__TIER_MKEY_MAX];
     const void *v;
     size_t vl;
-    int rc = st_store_get(s, k, st_tier_mkey(k, 'W', o, ol, false, 0), &v, &vl, wait);
+    int rc = st_store_get(s, k, st__tier_mkey(k, 'W', o, ol, false, 0), &v, &vl, wait);
     if (rc == ST_ENOTFOUND) {
         memset(st, 0, sizeof *st);
         return ST_OK;
@@ -66,6 +68,126 @@ int st_tier_stat(st_store_t *s, const char *o, size_t ol, st_tier_stat_t *st, ui
 int st_tier_doom(st_store_t *s, const char *o, size_t ol, uint64_t seq, const char *key,
                  uint64_t *wait)
 {
-    uint8_t k[ST_TIER_MKEY_MAX];
-    return st_store_put(s, k, st_tier_mkey(k, 'D', o, ol, true, seq), key, strlen(key), wait);
+    uint8_t k[ST__TIER_MKEY_MAX];
+    return st_store_put(s, k, st__tier_mkey(k, 'D', o, ol, true, seq), key, strlen(key), wait);
+}
+
+/* ---- an owner's manifest as a whole: the services a kind calls ---- */
+
+int st_tier_forget(st_tier_t *t, st_store_t *s, const char *o, size_t ol, size_t max, bool *busy,
+                   uint64_t *wait)
+{
+    uint8_t k[ST__TIER_MKEY_MAX];
+    st_tier_manifest_t man;
+    int rc = st_tier_unhold(t, s, o, ol, max, busy, wait);
+    if (rc == ST_OK) rc = st_tier_manifest(s, o, ol, false, &man, wait);
+    if (rc != ST_OK) return rc;
+    for (size_t i = 0; i < man.n && i < max && rc == ST_OK; i++) {
+        rc = st_tier_doom(s, o, ol, man.v[i].seq, man.v[i].key, wait);
+        if (rc == ST_OK)
+            rc = st_store_del(s, k, st__tier_mkey(k, 'F', o, ol, true, man.v[i].seq), wait);
+        if (rc == ST_OK) st_tier_erased(t, o, ol, man.v[i].key, wait); /* the tables expire */
+        *busy = true;
+    }
+    st_tier_manifest_free(&man);
+    const void *v;
+    size_t vl;
+    size_t kl = st__tier_mkey(k, 'W', o, ol, false, 0);
+    if (rc == ST_OK && st_store_get(s, k, kl, &v, &vl, wait) == ST_OK) {
+        rc = st_store_del(s, k, kl, wait);
+        *busy = true;
+    }
+    return rc;
+}
+
+static int st__manifest_any(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)key, (void)klen, (void)val, (void)vlen;
+    *(bool *)arg = true;
+    return 1;
+}
+
+bool st_tier_owner_busy(st_store_t *s, const char *o, size_t ol)
+{
+    if (st_tier_holding(s, o, ol)) return true;
+    static const char recs[] = {'P', 'D'};
+    uint8_t k[ST__TIER_MKEY_MAX];
+    uint64_t wait = 0;
+    bool any = false;
+    for (size_t i = 0; i < sizeof recs && !any; i++) {
+        size_t kl = st__tier_mkey(k, recs[i], o, ol, false, 0);
+        k[kl++] = 0;
+        st_store_scan(s, k, kl, st__manifest_any, &any, &wait);
+    }
+    return any;
+}
+
+bool st_tier_manifest_names(st_store_t *s, const char *o, size_t ol, const char *key,
+                            uint64_t *wait)
+{
+    st_tier_manifest_t m;
+    if (st_tier_manifest(s, o, ol, false, &m, wait) != ST_OK) return false;
+    bool in = false;
+    for (size_t i = 0; i < m.n && !in; i++)
+        in = strcmp(m.v[i].key, key) == 0;
+    st_tier_manifest_free(&m);
+    return in;
+}
+
+typedef struct {
+    int tag;
+    st_tier_file_fn fn;
+    void *arg;
+} st__each_file_t;
+
+static int st__each_file_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st__each_file_t *x = arg;
+    const uint8_t *k = key;
+    st_tier_file_t f;
+    if (klen < 1 + 9 || vlen <= sizeof f || k[klen - 9] != 0) return 0; /* 'F' owner 0 seq */
+    const char *o = (const char *)k + 1;
+    size_t ol = klen - 10;
+    if (memchr(o, 0, ol)) return 0; /* not of the manifest's shape */
+    if (x->tag != ST_TIER_TAG_ANY && st_tier_owner_tag(o, ol) != x->tag) return 0;
+    memcpy(&f, val, sizeof f);
+    return x->fn(x->arg, o, ol, st_be64_get(k + klen - 8), &f, (const char *)val + sizeof f,
+                 vlen - sizeof f);
+}
+
+int st_tier_each_file(st_store_t *s, int tag, st_tier_file_fn fn, void *arg, uint64_t *wait)
+{
+    /* a tag's owners share a prefix (st_tier_owner's "~" tag name); the untagged ones do not */
+    const uint8_t pre[3] = {'F', '~', (uint8_t)tag};
+    size_t pl = tag == ST_TIER_TAG_ANY || tag == 0 ? 1 : sizeof pre;
+    st__each_file_t x = {tag, fn, arg};
+    return st_store_scan(s, pre, pl, st__each_file_one, &x, wait);
+}
+
+uint64_t st_tier_manifest_writes(const st_store_t *s)
+{
+    return st_store_writes_of(s, 'F');
+}
+
+int st_tier_rebuild_owner(st_store_t *s, const char *o, size_t ol, const st_tier_obj_t *objs,
+                          size_t n, st_tier_stat_t *st, uint64_t *wait)
+{
+    uint8_t k[ST__TIER_MKEY_MAX];
+    int rc = ST_OK;
+    for (size_t i = 0; i < n && rc == ST_OK; i++) {
+        const st_tier_obj_t *ob = &objs[i];
+        st_buf_t v = {0};
+        st_buf_append(&v, &ob->file, sizeof ob->file);
+        st_buf_puts(&v, ob->key);
+        rc = st_store_put(s, k, st__tier_mkey(k, 'F', o, ol, true, ob->seq), v.data, v.len, wait);
+        st_buf_free(&v);
+        if (ob->seq + 1 > st->next_seq) st->next_seq = ob->seq + 1;
+        if (ob->file.max_id > st->watermark) st->watermark = ob->file.max_id;
+        st->rows += ob->file.rows;
+        st->bytes += (int64_t)ob->file.size;
+        st->files++;
+    }
+    if (rc == ST_OK)
+        rc = st_store_put(s, k, st__tier_mkey(k, 'W', o, ol, false, 0), st, sizeof *st, wait);
+    return rc;
 }

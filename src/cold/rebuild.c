@@ -154,10 +154,10 @@ size_t st_tier_rebuild_pick(const st_tier_named_t *nm, const char *const *keys, 
     return st__pick_undropped(nm, keys, n, keep);
 }
 
-static char *st__key_at(void *v, size_t i, size_t size, size_t key_off)
+static char *st__key_at(const void *v, size_t i, size_t size, size_t key_off)
 {
     char *k;
-    memcpy(&k, (char *)v + i * size + key_off, sizeof k);
+    memcpy(&k, (const char *)v + i * size + key_off, sizeof k);
     return k;
 }
 
@@ -192,4 +192,17 @@ size_t st_tier_rebuild_filter(st_tier_rebuild_t *rb, char (*tag_of)(const char *
     free(keys);
     free(keep);
     return kept;
+}
+
+void st_tier_rebuild_writers(const void *v, size_t n, size_t size, size_t key_off, uint64_t *one,
+                             uint64_t *other)
+{
+    *one = *other = 0;
+    for (size_t i = 0; i < n && !*other; i++) {
+        uint64_t inc = st_tier_key_incarnation(st__key_at(v, i, size, key_off));
+        if (inc && !*one)
+            *one = inc;
+        else if (inc && inc != *one)
+            *other = inc;
+    }
 }

@@ -46,24 +46,24 @@ static int st__collect_p(void *arg, const void *key, size_t klen, const void *va
 static int st__orphan(st_tier_t *t, const char *o, size_t ol, uint64_t seq, const char *key,
                       uint64_t *wait)
 {
-    uint8_t k[ST_TIER_MKEY_MAX];
+    uint8_t k[ST__TIER_MKEY_MAX];
     const void *v;
     size_t vl;
-    int rc = st_store_get(t->store, k, st_tier_mkey(k, 'F', o, ol, true, seq), &v, &vl, wait);
+    int rc = st_store_get(t->store, k, st__tier_mkey(k, 'F', o, ol, true, seq), &v, &vl, wait);
     if (rc == ST_ENOTFOUND) { /* written (maybe) but never recorded: it goes */
         rc = st_tier_doom(t->store, o, ol, seq, key, wait);
         if (rc == ST_OK) st_metric_add(t->m_orphans, 1);
         if (rc == ST_OK)
             st_warn("cold: %s was written by a flush that never completed; deleting it", key);
     }
-    if (rc == ST_OK) rc = st_store_del(t->store, k, st_tier_mkey(k, 'P', o, ol, true, seq), wait);
+    if (rc == ST_OK) rc = st_store_del(t->store, k, st__tier_mkey(k, 'P', o, ol, true, seq), wait);
     return rc;
 }
 
 int st__tier_orphans(st_tier_t *t, const char *o, size_t ol, uint64_t *wait)
 {
-    uint8_t k[ST_TIER_MKEY_MAX];
-    size_t pl = st_tier_mkey(k, 'P', o, ol, false, 0);
+    uint8_t k[ST__TIER_MKEY_MAX];
+    size_t pl = st__tier_mkey(k, 'P', o, ol, false, 0);
     k[pl++] = 0;
     st_pset_t ps = {{0}};
     int rc = st_store_scan(t->store, k, pl, st__collect_p, &ps, wait);

@@ -119,6 +119,8 @@ static int st__rebuild_event(st_store_t *store, st_bobj_t *o, size_t n, size_t *
     if (rc != ST_OK) return rc;
     if (!st.next_seq) st.next_seq = 1;
     ST_VEC(uint64_t) kept = {0};
+    st_tier_obj_t *put = st_calloc(n, sizeof *put); /* keys borrowed from o */
+    size_t nput = 0;
     for (size_t i = 0; i < man.n; i++) /* what the manifest holds already stays */
         for (size_t k = 0; k < n; k++)
             if (strcmp(o[k].key, man.v[i].key) == 0)
@@ -144,25 +146,16 @@ static int st__rebuild_event(st_store_t *store, st_bobj_t *o, size_t n, size_t *
             st_warn("rebuild: %s shares %zu booking(s) with another object; kept (reads show "
                     "them once, a compaction of the event refuses)",
                     o[i].key, dup);
-        uint8_t k[ST_NAME_MAX + 16];
-        st_buf_t v = {0};
-        st_buf_append(&v, &o[i].file, sizeof o[i].file);
-        st_buf_puts(&v, o[i].key);
-        rc = st_store_put(store, k, st_tier_mkey(k, 'F', ow, ol, true, seq), v.data, v.len, wait);
-        st_buf_free(&v);
+        put[nput++] = (st_tier_obj_t){o[i].file, seq, o[i].key};
         for (size_t j = 0; j < o[i].ids.n; j++)
             st_vec_push(&kept, o[i].ids.v[j]);
-        if (o[i].file.max_id > st.watermark) st.watermark = o[i].file.max_id;
         if (o[i].file.max_id > *max_id) *max_id = o[i].file.max_id;
-        st.rows += o[i].file.rows;
-        st.bytes += (int64_t)o[i].file.size;
-        st.files++;
         *rows += o[i].file.rows;
         ++*objects;
     }
-    uint8_t k[ST_NAME_MAX + 16];
-    if (rc == ST_OK)
-        rc = st_store_put(store, k, st_tier_mkey(k, 'W', ow, ol, false, 0), &st, sizeof st, wait);
+    /* into the event's manifest, and its summary: the tier's */
+    if (rc == ST_OK) rc = st_tier_rebuild_owner(store, ow, ol, put, nput, &st, wait);
+    free(put);
     st_vec_free(&kept);
     st_tier_manifest_free(&man);
     return rc;
@@ -173,14 +166,8 @@ static int st__rebuild_event(st_store_t *store, st_bobj_t *o, size_t n, size_t *
  * writers are left alone (which were this store's cannot be told). */
 static int st__adopt(st_store_t *store, const st_bobjs_t *o, st_tier_writer_t *w, uint64_t *wait)
 {
-    uint64_t one = 0, other = 0;
-    for (size_t i = 0; i < o->n && !other; i++) {
-        uint64_t inc = st_tier_key_incarnation(o->v[i].key);
-        if (inc && !one)
-            one = inc;
-        else if (inc && inc != one)
-            other = inc;
-    }
+    uint64_t one, other;
+    st_tier_rebuild_writers(o->v, o->n, sizeof *o->v, offsetof(st_bobj_t, key), &one, &other);
     if (one && w->n > 1 && !st_tier_writer_owns(w, o->v[0].key)) {
         st_warn("rebuild: the cold bookings' writer (w%016llx) is not the one the messages' "
                 "objects name: they are left alone",
@@ -230,13 +217,8 @@ int st__bk_rebuild(void *arg, st_tier_rebuild_t *rb, uint64_t *wait)
     for (size_t i = 0; i < o.n && rc == ST_OK; i++) {
         char ow[ST_TIER_OWNER_MAX];
         size_t ol = st_tier_owner(ow, 'b', o.v[i].ev, o.v[i].el);
-        st_tier_manifest_t man;
-        bool mine = st_tier_writer_owns(&w, o.v[i].key);
-        if (!mine && st_tier_manifest(store, ow, ol, false, &man, wait) == ST_OK) {
-            for (size_t m = 0; m < man.n && !mine; m++)
-                mine = strcmp(man.v[m].key, o.v[i].key) == 0;
-            st_tier_manifest_free(&man);
-        }
+        bool mine = st_tier_writer_owns(&w, o.v[i].key) ||
+                    st_tier_manifest_names(store, ow, ol, o.v[i].key, wait);
         if (!mine) { /* another writer's (a node sharing the bucket): left alone */
             free(o.v[i].key);
             others++;

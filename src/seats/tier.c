@@ -28,7 +28,8 @@
  *
  * Reads (hot first, then cold; a cold read that needs an object not in memory returns
  * ST_EPARKED, and the request parks on st_tier_wait): a booking by id in its event's manifest, or,
- * without an event, in the manifests whose id ranges ('F' records' min_id..max_id) hold the id;
+ * without an event, in the manifests whose id ranges (file records' min_id..max_id, walked with
+ * st_tier_each_file) hold the id;
  * and pages of an event's cold bookings for the listing (history.c merges them with the hot ones).
  *
  * Loop thread only, but encode (a worker).
@@ -708,27 +709,26 @@ int st__cold_page(st_seats_t *s, const st_bookings_query_t *q, size_t need, size
     return rc;
 }
 
-/* The events whose manifests' id ranges hold id ('F' "~b" event 0 seq -> file, key). */
+/* The events whose manifests' id ranges hold id (the tier's file records of the kind's owners). */
 typedef struct {
     uint64_t id;
     ST_VEC(st_sv_t) evs;
     st_buf_t names;
 } st_evfind_t;
 
-static int st__ev_range(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int st__ev_range(void *arg, const char *o, size_t ol, uint64_t seq, const st_tier_file_t *f,
+                        const char *key, size_t kl)
 {
     st_evfind_t *x = arg;
-    const uint8_t *k = key;
-    st_tier_file_t f;
-    if (klen < 3 + 9 || vlen < sizeof f || k[klen - 9] != 0) return 0;
-    memcpy(&f, val, sizeof f);
-    if (x->id < f.min_id || x->id > f.max_id) return 0;
-    size_t el = klen - 3 - 9;
+    (void)seq, (void)key, (void)kl;
+    if (x->id < f->min_id || x->id > f->max_id) return 0;
+    const char *ev = o + 2; /* the owner: "~" ST__TAG event */
+    size_t el = ol - 2;
     for (size_t i = 0; i < x->evs.n; i++)
-        if (x->evs.v[i].n == el && memcmp(x->names.data + (uintptr_t)x->evs.v[i].p, k + 3, el) == 0)
+        if (x->evs.v[i].n == el && memcmp(x->names.data + (uintptr_t)x->evs.v[i].p, ev, el) == 0)
             return 0;
     st_sv_t sv = {(const char *)(uintptr_t)x->names.len, el};
-    st_buf_append(&x->names, k + 3, el);
+    st_buf_append(&x->names, ev, el);
     st_vec_push(&x->evs, sv);
     return 0;
 }
@@ -744,8 +744,7 @@ int st__cold_booking(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, st
         st_buf_append(&ev.names, ref->event_id, ref->event_len);
         st_vec_push(&ev.evs, sv);
     } else {
-        uint8_t pre[3] = {'F', '~', ST__TAG};
-        int rc = st_store_scan(s->store, pre, sizeof pre, st__ev_range, &ev, wait);
+        int rc = st_tier_each_file(s->store, ST__TAG, st__ev_range, &ev, wait);
         if (rc != ST_OK) {
             st_vec_free(&ev.evs);
             st_buf_free(&ev.names);

@@ -55,7 +55,7 @@ struct st_tables {
     st_tier_writer_t writer; /* the store's writer record, read at the tick (the job's) */
     bool leading;            /* this member committed at its last tick */
     bool read;               /* every table's document loaded since it began to lead */
-    /* The tier's 'F' records and the erasures' marks as of st_store_writes_of(store, 'F') +
+    /* The tier's file records and the erasures' marks as of st_tier_manifest_writes(store) +
      * erased_n == seen_f are all committed (seen): a tick finding the same number skips the scan
      * (an idle node's tick is O(1), not O(objects)). job_f: the number when the running job's
      * view was taken. erased_n: marks st_tables_erased wrote (a hold let go writes no 'F'). */
@@ -111,21 +111,15 @@ typedef struct {
     st_tfiles_t *live; /* [ST_TABLES_N] */
 } st__scan_t;
 
-/* 'F' owner 0 be64(seq) -> st_tier_file_t, key */
-static int st__scan_f(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+/* One file record of the tier's manifests (st_tier_each_file). */
+static int st__scan_f(void *arg, const char *o, size_t ol, uint64_t seq, const st_tier_file_t *f,
+                      const char *k, size_t kl)
 {
     st__scan_t *s = arg;
-    const char *o = (const char *)key + 1;
-    if (klen < 1 + 9 || vlen <= sizeof(st_tier_file_t)) return 0;
-    size_t ol = klen - 10;
-    if (memchr(o, 0, ol)) return 0; /* not an 'F' record of the manifest's shape */
+    (void)seq;
     char tag = st_tier_owner_tag(o, ol);
     int ti = st_table_of_tag(tag);
     if (ti < 0) return 0;
-    st_tier_file_t f;
-    memcpy(&f, val, sizeof f);
-    const char *k = (const char *)val + sizeof f;
-    size_t kl = vlen - sizeof f;
     size_t skip = tag ? 2 : 0; /* "~r" room, "~b" event */
     st_buf_t uri = {0};
     char *okey = st_strndup(k, kl);
@@ -134,8 +128,8 @@ static int st__scan_f(void *arg, const void *key, size_t klen, const void *val, 
     st_tfile_t tf = {.key = okey,
                      .uri = st_buf_steal(&uri, NULL),
                      .part = st_strndup(o + skip, ol - skip),
-                     .rows = f.rows,
-                     .size = (int64_t)f.size};
+                     .rows = f->rows,
+                     .size = (int64_t)f->size};
     st_vec_push(&s->live[ti], tf);
     return 0;
 }
@@ -201,7 +195,7 @@ static int st__view(st_tables_t *t, st_tfiles_t live[ST_TABLES_N], bool changed[
     st__scan_t s = {t, live};
     uint64_t wait = 0;
     memset(live, 0, sizeof(st_tfiles_t) * ST_TABLES_N);
-    int rc = st_store_scan(t->store, "F", 1, st__scan_f, &s, &wait);
+    int rc = st_tier_each_file(t->store, ST_TIER_TAG_ANY, st__scan_f, &s, &wait);
     *pending = 0;
     for (int i = 0; i < ST_TABLES_N; i++) {
         st_tfiles_sort(&live[i]);
@@ -442,7 +436,7 @@ static void st__commit_tick(uv_timer_t *h)
         return;
     }
     if (!t->leading) st__lead(t);
-    uint64_t gen = st_store_writes_of(t->store, 'F') + t->erased_n;
+    uint64_t gen = st_tier_manifest_writes(t->store) + t->erased_n;
     if (t->seen && gen == t->seen_f) return;
     st_tfiles_t live[ST_TABLES_N];
     bool changed[ST_TABLES_N], any = false;

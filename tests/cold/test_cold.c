@@ -12,6 +12,7 @@
 #include "pq_booking.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -1984,6 +1985,188 @@ TEST(rebuild_pick_never_takes_what_an_older_snapshot_dropped)
     free(named[0]);
     for (size_t i = 0; i < 3; i++)
         free(dropped[i]);
+}
+
+/* The tier's services to a kind (issue 45: nothing outside src/cold builds a manifest key):
+ * rebuild-meta puts an owner's records back (st_tier_rebuild_owner), read back as the tier reads
+ * them; a tag's file records are walked; an owner is forgotten (st_tier_forget): no 'F' and no
+ * 'W' of it left, a deletion recorded ('D') for each object and for each held one, the tier busy
+ * with it until the reaper is done; other owners untouched. */
+typedef struct {
+    size_t n;
+    int64_t rows;
+    char owners[8][16];
+} svc_walk_t;
+
+static int svc_walk(void *arg, const char *o, size_t ol, uint64_t seq, const st_tier_file_t *f,
+                    const char *key, size_t kl)
+{
+    svc_walk_t *x = arg;
+    (void)seq, (void)key, (void)kl;
+    if (x->n < 8 && ol < 16) memcpy(x->owners[x->n], o, ol);
+    x->n++;
+    x->rows += f->rows;
+    return 0;
+}
+
+static void svc_erased(void *arg, const char *o, size_t ol, const char *key, uint64_t *wait)
+{
+    (void)key, (void)wait;
+    st_tier_file_t none = {0};
+    svc_walk(arg, o, ol, 0, &none, NULL, 0);
+}
+
+/* A local object store in the fixture's directory (owned: st_objstore_close). */
+static st_objstore_t *svc_objstore(fx_t *fx)
+{
+    char url[96];
+    snprintf(url, sizeof url, "file://%s/cold", fx->dir);
+    st_objstore_opts_t oo = {.url = url};
+    st_objstore_t *obj = NULL;
+    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
+    return obj;
+}
+
+static bool svc_doomed(st_store_t *s, const char *o, uint64_t seq, const char *key)
+{
+    uint8_t k[64];
+    size_t n = fk_key(k, o, strlen(o), seq);
+    k[0] = 'D';
+    const void *v;
+    size_t vl;
+    uint64_t w = 0;
+    return st_store_get(s, k, n, &v, &vl, &w) == ST_OK && vl == strlen(key) &&
+           memcmp(v, key, vl) == 0;
+}
+
+TEST(tier_services_rebuild_walk_and_forget_an_owner_without_a_kind_building_keys)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    uint64_t w = 0;
+    /* rebuild-meta: three objects of "o" (numbers 1, 2, 5), one of the tagged owner "~bev" */
+    st_tier_obj_t objs[3] = {{{10, 19, 10, 100}, 1, "o/batch-1-1.parquet"},
+                             {{20, 29, 10, 200}, 2, "o/batch-2-2.parquet"},
+                             {{30, 31, 2, 50}, 5, "o/batch-3-5.3.parquet"}};
+    st_tier_stat_t st = {0, 0, 0, 0, 1};
+    CHECK_EQ(st_tier_rebuild_owner(s, "o", 1, objs, 3, &st, &w), ST_OK);
+    char ev[ST_TIER_OWNER_MAX];
+    size_t evl = st_tier_owner(ev, 'b', "ev", 2);
+    st_tier_obj_t bobj = {{7, 8, 2, 30}, 1, "events/ev/bookings-1-1.parquet"};
+    st_tier_stat_t bst = {5, 1, 10, 1, 3}; /* what the store held: kept, added to */
+    CHECK_EQ(st_tier_rebuild_owner(s, ev, evl, &bobj, 1, &bst, &w), ST_OK);
+    fx_settle(&fx, s);
+    st_tier_stat_t got;
+    CHECK_EQ(st_tier_stat(s, "o", 1, &got, &w), ST_OK);
+    CHECK(got.files == 3 && got.rows == 22 && got.bytes == 350 && got.watermark == 31 &&
+          got.next_seq == 6);
+    CHECK_EQ(st_tier_stat(s, ev, evl, &got, &w), ST_OK);
+    CHECK(got.files == 2 && got.rows == 3 && got.bytes == 40 && got.watermark == 8 &&
+          got.next_seq == 3);
+    st_tier_manifest_t man;
+    CHECK_EQ(st_tier_manifest(s, "o", 1, false, &man, &w), ST_OK);
+    CHECK_EQ(man.n, 3u);
+    for (size_t i = 0; i < man.n && i < 3; i++)
+        CHECK(man.v[i].seq == objs[i].seq && strcmp(man.v[i].key, objs[i].key) == 0 &&
+              man.v[i].file.min_id == objs[i].file.min_id &&
+              man.v[i].file.max_id == objs[i].file.max_id &&
+              man.v[i].file.rows == objs[i].file.rows && man.v[i].file.size == objs[i].file.size);
+    st_tier_manifest_free(&man);
+    CHECK(st_tier_manifest_names(s, "o", 1, "o/batch-2-2.parquet", &w));
+    CHECK(!st_tier_manifest_names(s, "o", 1, "o/batch-9-9.parquet", &w));
+    CHECK(!st_tier_manifest_names(s, ev, evl, "o/batch-2-2.parquet", &w));
+
+    /* walks: a tag's owners, the untagged ones, every one */
+    svc_walk_t x = {0};
+    CHECK_EQ(st_tier_each_file(s, 'b', svc_walk, &x, &w), ST_OK);
+    CHECK(x.n == 1 && x.rows == 2 && memcmp(x.owners[0], "~bev", 4) == 0);
+    x = (svc_walk_t){0};
+    CHECK_EQ(st_tier_each_file(s, 0, svc_walk, &x, &w), ST_OK);
+    CHECK(x.n == 3 && x.rows == 22 && strcmp(x.owners[2], "o") == 0);
+    x = (svc_walk_t){0};
+    CHECK_EQ(st_tier_each_file(s, ST_TIER_TAG_ANY, svc_walk, &x, &w), ST_OK);
+    CHECK(x.n == 4 && x.rows == 24);
+    uint64_t writes = st_tier_manifest_writes(s);
+
+    /* forget "o": an object replaced earlier and held goes too */
+    CHECK(!st_tier_owner_busy(s, "o", 1));
+    CHECK_EQ(st_tier_defer(s, "o", 1, 4, "o/batch-0-4.parquet", st_now_us(), &w), ST_OK);
+    fx_settle(&fx, s);
+    CHECK(st_tier_owner_busy(s, "o", 1)); /* held */
+    bool busy = false;
+    CHECK_EQ(st_tier_forget(NULL, s, "o", 1, 64, &busy, &w), ST_OK);
+    CHECK(busy);
+    fx_settle(&fx, s);
+    CHECK(st_tier_manifest_writes(s) != writes);
+    CHECK(!fk_has(s, 'F', "o", 1) && !fk_has(s, 'F', "o", 2) && !fk_has(s, 'F', "o", 5));
+    const void *v;
+    size_t vl;
+    CHECK_EQ(st_store_get(s, "Wo", 2, &v, &vl, &w), ST_ENOTFOUND);
+    CHECK_EQ(st_tier_stat(s, "o", 1, &got, &w), ST_OK);
+    CHECK(got.files == 0 && got.rows == 0 && got.next_seq == 0);
+    for (size_t i = 0; i < 3; i++)
+        CHECK(svc_doomed(s, "o", objs[i].seq, objs[i].key));
+    CHECK(svc_doomed(s, "o", 4, "o/batch-0-4.parquet"));
+    CHECK(!st_tier_holding(s, "o", 1));
+    CHECK(st_tier_owner_busy(s, "o", 1)); /* the reaper has deletions to do */
+    busy = false;
+    CHECK_EQ(st_tier_forget(NULL, s, "o", 1, 64, &busy, &w), ST_OK);
+    CHECK(!busy); /* nothing left to forget */
+    x = (svc_walk_t){0};
+    CHECK_EQ(st_tier_each_file(s, ST_TIER_TAG_ANY, svc_walk, &x, &w), ST_OK);
+    CHECK(x.n == 1 && memcmp(x.owners[0], "~bev", 4) == 0); /* the other owner untouched */
+    CHECK(!st_tier_owner_busy(s, ev, evl));
+
+    /* forget in slices: max objects a call, until a call finds nothing */
+    CHECK_EQ(st_tier_rebuild_owner(s, "p", 1, objs, 3, &(st_tier_stat_t){0}, &w), ST_OK);
+    fx_settle(&fx, s);
+    int calls = 0;
+    do {
+        busy = false;
+        CHECK_EQ(st_tier_forget(NULL, s, "p", 1, 1, &busy, &w), ST_OK);
+        fx_settle(&fx, s);
+        calls++;
+    } while (busy && calls < 10);
+    CHECK_EQ(calls, 4);
+    CHECK(!fk_has(s, 'F', "p", 1) && !fk_has(s, 'F', "p", 2) && !fk_has(s, 'F', "p", 5));
+    CHECK(svc_doomed(s, "p", 5, objs[2].key));
+
+    /* with a tier: each object forgotten, held or not, is told to the erasure observer */
+    st_objstore_t *obj = svc_objstore(&fx);
+    st_tier_opts_t to = {.obj = obj, .flush_interval_s = 3600};
+    st_tier_t *t;
+    CHECK_EQ(st_tier_open(&t, &fx.loop, s, &to), ST_OK);
+    svc_walk_t told = {0};
+    st_tier_on_erased(t, svc_erased, &told);
+    CHECK_EQ(st_tier_rebuild_owner(s, "q", 1, objs, 2, &(st_tier_stat_t){0}, &w), ST_OK);
+    CHECK_EQ(st_tier_defer(s, "q", 1, 4, "q/batch-0-4.parquet", st_now_us(), &w), ST_OK);
+    busy = false;
+    CHECK_EQ(st_tier_forget(t, s, "q", 1, 64, &busy, &w), ST_OK);
+    CHECK(busy && told.n == 3 && strcmp(told.owners[2], "q") == 0);
+    st_tier_close(t);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    st_tier_free(t);
+    st_objstore_close(obj);
+
+    /* the writers a rebuild's listing names: one, or the first two that differ */
+    typedef struct {
+        int pad;
+        char *key;
+    } svc_obj_t;
+    svc_obj_t one[] = {{0, "u/batch-1-1.parquet"},
+                       {0, "u/batch-1-w00000000000000ab-2.parquet"},
+                       {0, "v/batch-1-w00000000000000ab-3.parquet"}};
+    uint64_t a, b;
+    st_tier_rebuild_writers(one, 3, sizeof *one, offsetof(svc_obj_t, key), &a, &b);
+    CHECK(a == 0xab && b == 0);
+    one[2].key = "v/batch-1-w00000000000000cd-3.parquet";
+    st_tier_rebuild_writers(one, 3, sizeof *one, offsetof(svc_obj_t, key), &a, &b);
+    CHECK(a == 0xab && b == 0xcd);
+    st_tier_rebuild_writers(one, 1, sizeof *one, offsetof(svc_obj_t, key), &a, &b);
+    CHECK(a == 0 && b == 0);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
 }
 
 RUN_TESTS("cold")
