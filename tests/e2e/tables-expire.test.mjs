@@ -151,7 +151,8 @@ test('an erasure whose removal shares a commit with another user\'s flush still 
     await s.stop();
     // commits an hour apart (after the first tick): the erasure and a flush land in one commit
     s = await startStrata({ dataDir: path.join(dir, 'data'), args: [...base, '--table-commit-interval', '3600'] });
-    await sleep(1000);
+    await committed(s, 'messages'); // the first tick (200 ms after the start) read the tables: the next is an hour on
+    await sleep(500);
     const eid = (await ok(s, 'DELETE', '/v1/users/zqgoneuserzq', undefined, {}, 202)).json.erasure_id;
     await waitFor('the erasure done', async () => (await ok(s, 'GET', `/v1/admin/erasures/${eid}`)).json.status === 'done', 30000);
     await post(s, 'xdora', 'c', 'dora 0');
