@@ -157,7 +157,7 @@ static size_t st__entry_heap(const st_centry_t *e)
 }
 
 /* A ready entry joins the LRU (as its most recent) and its part's count. */
-static void st__publish(st_coldcache_t *cc, st_centry_t *e)
+static void st__entry_ready(st_coldcache_t *cc, st_centry_t *e)
 {
     e->bytes += st__entry_heap(e);
     st_list_insert(&cc->lru, &e->lru);
@@ -428,7 +428,7 @@ static void st__job_done(uv_work_t *req, int status)
             cc->missing = NULL;
         }
         e->state = ST__READY;
-        st__publish(cc, e);
+        st__entry_ready(cc, e);
         if (e->kind != ST__PQFILE && cc->m_groups) st_metric_add(cc->m_groups, 1);
         st_metric_add(cc->m_fetch_ok, 1);
     } else {

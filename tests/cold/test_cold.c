@@ -834,10 +834,11 @@ static double cb_gauge(const char *name, const char *labels)
 
 TEST(cold_cache_counts_footers_and_groups_in_one_byte_budget)
 {
-    char dir[] = "/tmp/strata-cachebytes-XXXXXX";
-    CHECK(mkdtemp(dir));
-    char url[80];
-    snprintf(url, sizeof url, "file://%s/cold", dir);
+    fx_t fx;
+    fx_begin(&fx);
+    uv_loop_t *loop = &fx.loop;
+    char url[96];
+    snprintf(url, sizeof url, "file://%s/cold", fx.dir);
     st_objstore_opts_t o = {.url = url};
     st_objstore_t *obj;
     CHECK_EQ(st_objstore_open(&obj, &o), ST_OK);
@@ -862,15 +863,13 @@ TEST(cold_cache_counts_footers_and_groups_in_one_byte_budget)
         CHECK_EQ(st_objstore_put(obj, key, f.data, f.len), ST_OK);
         st_buf_free(&f);
     }
-    uv_loop_t loop;
-    CHECK_EQ(uv_loop_init(&loop), 0);
 
     /* no limit: what one footer and one row group cost */
     st_coldcache_t *cc;
     st_coldcache_opts_t co = {.obj = obj, .budget = 1 << 30};
-    st_coldcache_open(&cc, &loop, &co);
+    st_coldcache_open(&cc, loop, &co);
     st_coldwait_t *w = NULL;
-    const st_pq_file_t *pf = cb_footer(&loop, cc, &w, 0, size);
+    const st_pq_file_t *pf = cb_footer(loop, cc, &w, 0, size);
     CHECK_EQ(pf->ngroups, CB_GROUPS);
     st_coldcache_usage_t u;
     st_coldcache_usage(cc, &u);
@@ -898,7 +897,7 @@ TEST(cold_cache_counts_footers_and_groups_in_one_byte_budget)
     const st_pq_table_t *t;
     CHECK_EQ(st_coldcache_table(cc, &cv_schema, "u/00.parquet", 0, &pf->groups[0], 3, &t),
              ST_EPARKED);
-    cb_fetch(&loop, cc, &w);
+    cb_fetch(loop, cc, &w);
     CHECK_EQ(st_coldcache_table(cc, &cv_schema, "u/00.parquet", 0, &pf->groups[0], 3, &t), ST_OK);
     st_coldcache_usage(cc, &u);
     CHECK(u.groups == 1 && u.footer_bytes == u2.footer_bytes);
@@ -908,7 +907,7 @@ TEST(cold_cache_counts_footers_and_groups_in_one_byte_budget)
     st_coldcache_release(cc, w);
     w = NULL;
     st_coldcache_close(cc);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(loop, UV_RUN_DEFAULT);
     CHECK_EQ(cb_gauge("strata_cold_cache_bytes", "part=\"footers\""), 0.0); /* all freed */
 
     /* a budget of 4 footers and the row group: reading every footer keeps the most recent ones
@@ -916,10 +915,10 @@ TEST(cold_cache_counts_footers_and_groups_in_one_byte_budget)
     uint64_t budget = 4 * footer + group + footer / 2;
     CHECK(budget / footer < CB_OBJECTS);
     co.budget = budget;
-    st_coldcache_open(&cc, &loop, &co);
+    st_coldcache_open(&cc, loop, &co);
     CHECK_EQ(cb_gauge("strata_cold_cache_capacity_bytes", ""), (double)budget);
     for (int i = 0; i < CB_OBJECTS; i++) {
-        cb_footer(&loop, cc, &w, i, size);
+        cb_footer(loop, cc, &w, i, size);
         st_coldcache_release(cc, w);
         w = NULL;
         st_coldcache_usage(cc, &u);
@@ -930,11 +929,11 @@ TEST(cold_cache_counts_footers_and_groups_in_one_byte_budget)
     for (int i = 0; i < CB_OBJECTS; i++) /* the most recent ones, in order */
         CHECK_EQ(cb_cached(cc, i, size), i >= CB_OBJECTS - (int)u.footers);
     /* a row group of the last object: the oldest footers make room for it */
-    pf = cb_footer(&loop, cc, &w, CB_OBJECTS - 1, size);
+    pf = cb_footer(loop, cc, &w, CB_OBJECTS - 1, size);
     char last[32];
     snprintf(last, sizeof last, "u/%02d.parquet", CB_OBJECTS - 1);
     CHECK_EQ(st_coldcache_table(cc, &cv_schema, last, 0, &pf->groups[0], 3, &t), ST_EPARKED);
-    cb_fetch(&loop, cc, &w);
+    cb_fetch(loop, cc, &w);
     CHECK_EQ(st_coldcache_table(cc, &cv_schema, last, 0, &pf->groups[0], 3, &t), ST_OK);
     st_coldcache_release(cc, w);
     w = NULL;
@@ -945,12 +944,9 @@ TEST(cold_cache_counts_footers_and_groups_in_one_byte_budget)
     for (int i = 0; i < CB_OBJECTS; i++)
         CHECK_EQ(cb_cached(cc, i, size), i >= CB_OBJECTS - (int)after.footers);
     st_coldcache_close(cc);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    CHECK_EQ(uv_loop_close(&loop), 0);
+    uv_run(loop, UV_RUN_DEFAULT);
     st_objstore_close(obj);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK_EQ(system(cmd), 0);
+    fx_end(&fx);
 }
 
 /* A source for the pass tests: records each key it acts on, in order, and when it begins/ends. */
