@@ -86,12 +86,15 @@ void st_objstore_upload_abort(st_objstore_upload_t *u);
 uint64_t st_objstore_requests(int verb);
 
 /* ---- the cold cache: asynchronous reads for the loop ----
- * Parsed footers and decoded row groups of cold objects, kept in memory (least recently used
- * out, row groups within a byte budget). A lookup never blocks: it answers from memory, or
- * ST_ECOLD for an object that failed, or ST_EPARKED after noting what is missing in the cache's
- * want list. st_coldcache_wait then fetches and decodes everything wanted on the worker pool
- * and calls done on the loop once it is all in memory, where it stays (pinned by the wait)
- * until st_coldcache_release: the caller re-runs its read, which now finds everything.
+ * Parsed footers and decoded row groups of cold objects, kept in memory within one byte budget
+ * (--cold-cache) for both: each entry counts its real heap (the entry, its keys, the parsed
+ * footer's groups, chunks and statistics or the decoded group, and a view's form of either), and
+ * the least recently used entry goes first, footer or row group (so what a lookup gives is
+ * borrowed only until the loop runs again or its wait is released). A lookup never blocks: it
+ * answers from memory, or ST_ECOLD for an object that failed, or ST_EPARKED after noting what is
+ * missing in the cache's want list. st_coldcache_wait then fetches and decodes everything wanted on
+ * the worker pool and calls done on the loop once it is all in memory, where it stays (pinned by
+ * the wait) until st_coldcache_release: the caller re-runs its read, which now finds everything.
  * Loop-thread only. */
 typedef struct st_coldcache st_coldcache_t;
 typedef struct st_coldwait st_coldwait_t;
@@ -99,12 +102,20 @@ typedef void (*st_coldwait_fn)(void *arg);
 
 typedef struct {
     st_objstore_t *obj;    /* borrowed; must outlive the cache */
-    uint64_t budget;       /* bytes of decoded row groups kept (pinned ones may exceed it) */
-    size_t max_footers;    /* parsed footers kept (0: 4096) */
+    uint64_t budget;       /* bytes of footers and row groups kept (pinned ones may exceed it) */
     st_metric_t *m_groups; /* counts row groups decoded (may be NULL) */
 } st_coldcache_opts_t;
 
+/* What a cache holds now (ready entries): per part, entries and the bytes counted for them. */
+typedef struct {
+    size_t footers, groups;
+    uint64_t footer_bytes, group_bytes;
+} st_coldcache_usage_t;
+
+/* The cache's /metrics gauges: strata_cold_cache_bytes and strata_cold_cache_entries, each with
+ * part="footers" and part="row_groups", and strata_cold_cache_capacity_bytes (the budget). */
 void st_coldcache_open(st_coldcache_t **out, uv_loop_t *loop, const st_coldcache_opts_t *o);
+void st_coldcache_usage(const st_coldcache_t *cc, st_coldcache_usage_t *out);
 /* Waits still open are cancelled (their done never runs); the memory goes once the last job
  * in flight has come back, so run the loop afterwards. */
 void st_coldcache_close(st_coldcache_t *cc);
@@ -120,10 +131,10 @@ int st_coldcache_table(st_coldcache_t *cc, const st_pq_schema_t *s, const char *
  * per entry and kept, and freed, with it. footer: on the loop, the first time the object's footer
  * is asked for through the view (f borrowed; ST_EINVAL: the object cannot be read). group: on a
  * worker, right after the row group was decoded: it may take the table's memory (leaving those
- * fields NULL/0; the rest is freed right after); *bytes: what it holds, for the budget. */
+ * fields NULL/0; the rest is freed right after). *bytes (both): what it holds, for the budget. */
 typedef struct {
     const st_pq_schema_t *schema;
-    int (*footer)(const st_pq_file_t *f, void **out);
+    int (*footer)(const st_pq_file_t *f, void **out, size_t *bytes);
     void (*free_footer)(void *v);
     int (*group)(st_pq_table_t *t, void **out, size_t *bytes);
     void (*free_group)(void *v);

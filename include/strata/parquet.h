@@ -114,7 +114,8 @@ typedef struct {
     st_pq_rowgroup_t *groups;
     size_t ngroups, nleaves;
     int64_t rows;
-    void *mem; /* owned: chunks and statistics */
+    void *mem;    /* owned: chunks and statistics */
+    size_t bytes; /* what mem holds (one allocation), for a cache's byte budget */
 } st_pq_file_t;
 
 /* The last 8 bytes of a file give the footer's length; ST_EINVAL if they are not Parquet's. */
@@ -148,6 +149,8 @@ typedef struct {
     size_t ncols;
     st_pq_layout_t *lay; /* owned */
     ST_VEC(void *) mem;  /* owned pages that sv points into; st_pq_table_free */
+    size_t page_bytes;   /* the pages in mem (what a reader taking mem takes) */
+    size_t bytes;        /* all its heap: pages, level and value arrays, layout (for a cache) */
 } st_pq_table_t;
 
 /* Decodes row group g from its bytes [g->offset, g->offset + g->length); pages' CRCs are

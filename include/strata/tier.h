@@ -403,7 +403,7 @@ typedef struct {
     st_objstore_t *obj;         /* borrowed; must outlive the tier */
     uint64_t flush_interval_s;  /* a pass this often (0: 300) */
     uint64_t flush_rows;        /* an owner is flushed once it has this many hot rows (0: 10000) */
-    uint64_t cache_bytes;       /* decoded cold row groups kept for reads */
+    uint64_t cache_bytes;       /* cold footers and decoded row groups kept for reads */
     uint64_t retention_s;       /* rows older are dropped (compaction leaves them out); 0: keep */
     uint64_t compact_objects;   /* merge an owner's small objects once it has more; 0 = 8 */
     uint64_t compact_max_bytes; /* no merge writes a larger object; 0 = 256 MiB */

@@ -276,13 +276,18 @@ int st_parquet_read_group(const st_pq_group_t *g, const uint8_t *bytes, size_t l
 
 /* ---- the cold cache's view ---- */
 
-static int st__view_footer(const st_pq_file_t *f, void **out)
+static int st__view_footer(const st_pq_file_t *f, void **out, size_t *bytes)
 {
     st_pq_meta_t *m = st_malloc(sizeof *m);
     if (st_parquet_meta_of(f, m) != ST_OK) {
         free(m);
         return ST_EINVAL;
     }
+    /* the struct, its groups and its strings (each group's conversation, then a 0) */
+    size_t b = sizeof *m + (m->ngroups ? m->ngroups : 1) * sizeof *m->groups + 1;
+    for (size_t i = 0; i < m->ngroups; i++)
+        b += m->groups[i].conv_len;
+    *bytes = b;
     *out = m;
     return ST_OK;
 }
@@ -310,11 +315,9 @@ static int st__view_group(st_pq_table_t *t, void **out, size_t *bytes)
         st__view_group_free(r);
         return ST_EINVAL;
     }
-    size_t b = r->n * (sizeof *r->rows + 64);
-    for (size_t i = 0; i < r->n; i++)
-        b += r->rows[i].conv_len + r->rows[i].from_len + r->rows[i].content_len +
-             r->rows[i].metadata_len;
-    *bytes = b;
+    /* the rows, and the pages their strings point into (taken from t), a heap block each */
+    *bytes = sizeof *r + r->n * sizeof *r->rows + t->page_bytes + r->nmem * sizeof *r->mem +
+             (r->nmem + 3) * 16;
     *out = r;
     return ST_OK;
 }

@@ -29,6 +29,7 @@
 
 #define ST__TAIL_GUESS    (64u << 10) /* footer fetch: one ranged GET of the tail usually holds it */
 #define ST__PREFETCH_JOBS 4           /* a prefetch starts fetches only while fewer are out */
+#define ST__HEAP_EXTRA    16 /* what malloc adds to each block (glibc: a header, rounding) */
 
 /* any kind's objects through its schema: footers (st_pq_file_t, and a view's form of it), row
  * groups (st_pq_table_t, or a view's form of it) */
@@ -38,14 +39,14 @@ enum { ST__WANTED, ST__LOADING, ST__READY, ST__FAILED };
 typedef struct st_centry st_centry_t;
 struct st_centry {
     st_map_node_t node; /* key: kind, object key, then '#' and the group's index for groups */
-    st_list_t lru;      /* in the LRU of its kind: ready entries only */
+    st_list_t lru;      /* in the cache's LRU (both kinds): ready entries only */
     st_coldcache_t *cc;
     char kind;
     int state;
     char *key; /* map key (owned) */
     char *obj; /* object key (owned) */
     uint64_t size;
-    size_t gi;
+    size_t gi, nleaves;
     unsigned pins;
     bool wanted;
     ST_VEC(st_coldwait_t *) waiters; /* waits to tell when loaded */
@@ -57,8 +58,9 @@ struct st_centry {
     void *fview;         /* ST__PQFILE: the view's form of file (made on the loop) */
     st_pq_rowgroup_t rg; /* ST__TABLE, ST__VGROUP: where its bytes are (chunks owned) */
     st_pq_table_t table;
-    void *gview; /* ST__VGROUP: the view's form of the row group */
-    size_t bytes;
+    void *gview;  /* ST__VGROUP: the view's form of the row group */
+    size_t bytes; /* counted against the budget: the entry's whole heap once ready (the job
+                     sets what it decoded; the loop adds the rest when it publishes) */
     uv_work_t req;
 };
 
@@ -71,18 +73,20 @@ struct st_coldwait {
     bool cancelled;
 };
 
+/* Footers or row groups: a kind's ready entries, their bytes, and the gauges that show them. */
 typedef struct {
-    st_list_t list; /* st_centry_t by lru, least recently used first */
     size_t n;
-} st_lru_t;
+    uint64_t bytes;
+    st_metric_t *m_n, *m_bytes;
+} st_part_t;
 
 struct st_coldcache {
     uv_loop_t *loop;
     st_objstore_t *obj;
     st_map_t entries;
-    st_lru_t footers, groups;
-    size_t max_footers;
-    uint64_t budget, group_bytes;
+    st_list_t lru;      /* ready entries of both kinds by lru, least recently used first */
+    st_part_t parts[2]; /* [0] footers, [1] row groups */
+    uint64_t budget;    /* for both parts together */
     ST_VEC(st_centry_t *) want;
     size_t jobs; /* in flight, fetches and deletes */
     bool closing;
@@ -99,11 +103,23 @@ void st_coldcache_open(st_coldcache_t **out, uv_loop_t *loop, const st_coldcache
     cc->loop = loop;
     cc->obj = o->obj;
     cc->budget = o->budget;
-    cc->max_footers = o->max_footers ? o->max_footers : 4096;
     cc->m_groups = o->m_groups;
     st_map_init(&cc->entries);
-    st_list_init(&cc->footers.list);
-    st_list_init(&cc->groups.list);
+    st_list_init(&cc->lru);
+    static const char *const part[2] = {"part=\"footers\"", "part=\"row_groups\""};
+    for (int i = 0; i < 2; i++) {
+        cc->parts[i].m_bytes = st_metrics_gauge(
+            "strata_cold_cache_bytes",
+            "Heap held by the cold cache's parsed footers and decoded row groups (--cold-cache "
+            "bounds their sum, less what reads in progress pin)",
+            part[i]);
+        cc->parts[i].m_n =
+            st_metrics_gauge("strata_cold_cache_entries",
+                             "Parsed footers and decoded row groups in the cold cache", part[i]);
+    }
+    st_metric_set(st_metrics_gauge("strata_cold_cache_capacity_bytes",
+                                   "The cold cache's byte budget (--cold-cache)", ""),
+                  (double)cc->budget);
     cc->m_fetch_ok =
         st_metrics_counter("strata_cold_fetches_total",
                            "Cold footers and row groups fetched off the loop", "result=\"ok\"");
@@ -117,28 +133,44 @@ void st_coldcache_open(st_coldcache_t **out, uv_loop_t *loop, const st_coldcache
 
 /* ---- entries ---- */
 
-static void st__lru_unlink(st_lru_t *l, st_centry_t *e)
+static st_part_t *st__part_of(st_coldcache_t *cc, const st_centry_t *e)
 {
-    st_list_unlink(&e->lru);
-    l->n--;
+    return &cc->parts[e->kind != ST__PQFILE];
 }
 
-static void st__lru_push(st_lru_t *l, st_centry_t *e)
+/* Adds delta entries and bytes to e's part (bytes as a signed change). */
+static void st__part_add(st_coldcache_t *cc, const st_centry_t *e, int delta, int64_t bytes)
 {
-    st_list_insert(&l->list, &e->lru);
-    l->n++;
+    st_part_t *p = st__part_of(cc, e);
+    p->n = (size_t)((int64_t)p->n + delta);
+    p->bytes = (uint64_t)((int64_t)p->bytes + bytes);
+    st_metric_set(p->m_n, (double)p->n);
+    st_metric_set(p->m_bytes, (double)p->bytes);
 }
 
-static st_lru_t *st__lru_of(st_coldcache_t *cc, const st_centry_t *e)
+/* What a ready entry holds besides what its job decoded: itself, its keys, its chunks' copy. */
+static size_t st__entry_heap(const st_centry_t *e)
 {
-    return e->kind == ST__PQFILE ? &cc->footers : &cc->groups;
+    size_t b = sizeof *e + e->node.klen + 1 + strlen(e->obj) + 1 + 3 * ST__HEAP_EXTRA;
+    if (e->rg.chunks) b += (e->nleaves ? e->nleaves : 1) * sizeof *e->rg.chunks + ST__HEAP_EXTRA;
+    return b;
+}
+
+/* A ready entry joins the LRU (as its most recent) and its part's count. */
+static void st__entry_ready(st_coldcache_t *cc, st_centry_t *e)
+{
+    e->bytes += st__entry_heap(e);
+    st_list_insert(&cc->lru, &e->lru);
+    st__part_add(cc, e, 1, (int64_t)e->bytes);
 }
 
 static void st__entry_free(st_coldcache_t *cc, st_centry_t *e)
 {
-    if (st_list_linked(&e->lru)) st__lru_unlink(st__lru_of(cc, e), e);
+    if (st_list_linked(&e->lru)) {
+        st_list_unlink(&e->lru);
+        st__part_add(cc, e, -1, -(int64_t)e->bytes);
+    }
     st_map_remove(&cc->entries, &e->node);
-    if (e->kind != ST__PQFILE && e->state == ST__READY) cc->group_bytes -= e->bytes;
     if (e->fview) e->view->free_footer(e->fview);
     if (e->gview) e->view->free_group(e->gview);
     if (e->file.mem) st_pq_file_free(&e->file);
@@ -150,16 +182,18 @@ static void st__entry_free(st_coldcache_t *cc, st_centry_t *e)
     free(e);
 }
 
-/* Least recently used first, never a pinned one; failed entries go as soon as they are free. */
+void st_coldcache_usage(const st_coldcache_t *cc, st_coldcache_usage_t *out)
+{
+    *out = (st_coldcache_usage_t){cc->parts[0].n, cc->parts[1].n, cc->parts[0].bytes,
+                                  cc->parts[1].bytes};
+}
+
+/* Least recently used first, footer or row group alike, never a pinned one, until both parts
+ * together fit the budget; failed entries go as soon as they are free. */
 static void st__cache_trim(st_coldcache_t *cc)
 {
-    for (ST_LIST_EACH(l, n, &cc->footers.list)) {
-        if (cc->footers.n <= cc->max_footers) break;
-        st_centry_t *e = ST_LIST_ITEM(l, st_centry_t, lru);
-        if (!e->pins) st__entry_free(cc, e);
-    }
-    for (ST_LIST_EACH(l, n, &cc->groups.list)) {
-        if (cc->group_bytes <= cc->budget) break;
+    for (ST_LIST_EACH(l, n, &cc->lru)) {
+        if (cc->parts[0].bytes + cc->parts[1].bytes <= cc->budget) break;
         st_centry_t *e = ST_LIST_ITEM(l, st_centry_t, lru);
         if (!e->pins) st__entry_free(cc, e);
     }
@@ -195,10 +229,9 @@ static int st__lookup(st_coldcache_t *cc, char kind, const char *obj, uint64_t s
     }
     st_buf_free(&k);
     *out = e;
-    if (e->state == ST__READY) {
-        st_lru_t *l = st__lru_of(cc, e);
-        st__lru_unlink(l, e);
-        st__lru_push(l, e);
+    if (e->state == ST__READY) { /* now the most recently used */
+        st_list_unlink(&e->lru);
+        st_list_insert(&cc->lru, &e->lru);
         return ST_OK;
     }
     if (e->state == ST__FAILED) return ST_ECOLD;
@@ -227,11 +260,16 @@ int st_coldcache_view_footer(st_coldcache_t *cc, const st_coldview_t *v, const c
     if (rc != ST_OK) return rc;
     st_centry_t *e = (st_centry_t *)(void *)((char *)(uintptr_t)f - offsetof(st_centry_t, file));
     if (!e->fview) {
-        if (v->footer(f, &e->fview) != ST_OK) {
+        size_t vb = 0;
+        if (v->footer(f, &e->fview, &vb) != ST_OK) {
             e->fview = NULL;
             return ST_ECOLD;
         }
         e->view = v;
+        /* counted now; the budget is kept at the next trim (what a reader holds stays until the
+         * loop runs again) */
+        e->bytes += vb + ST__HEAP_EXTRA;
+        st__part_add(cc, e, 0, (int64_t)(vb + ST__HEAP_EXTRA));
     }
     *out = e->fview;
     return ST_OK;
@@ -242,6 +280,7 @@ static void st__set_rg(st_centry_t *e, const st_pq_schema_t *s, const st_pq_rowg
 {
     if (!e->schema) {
         e->schema = s;
+        e->nleaves = nleaves;
         e->rg = *g;
         e->rg.chunks = st_malloc((nleaves ? nleaves : 1) * sizeof *g->chunks);
         memcpy(e->rg.chunks, g->chunks, nleaves * sizeof *g->chunks);
@@ -294,6 +333,7 @@ static int st__fetch_pqfile(st_objstore_t *obj, st_centry_t *e)
     if (rc == ST_OK)
         rc = st_pq_parse_footer(e->schema, (const uint8_t *)b.data + t - 8 - flen, flen, e->size,
                                 &e->file);
+    if (rc == ST_OK) e->bytes = e->file.bytes + ST__HEAP_EXTRA;
     st_buf_free(&b);
     return rc;
 }
@@ -306,9 +346,8 @@ static int st__fetch_table(st_objstore_t *obj, st_centry_t *e)
         rc = st_pq_read_group(e->schema, &e->rg, (const uint8_t *)b.data, b.len, &e->table);
     st_buf_free(&b);
     if (rc != ST_OK) return rc;
-    e->bytes = sizeof *e + strlen(e->key) + (size_t)e->rg.length * 3;
-    for (size_t i = 0; i < e->table.ncols; i++)
-        e->bytes += e->table.cols[i].n * 22;
+    /* a block per page and per column array, and the layout and columns */
+    e->bytes = e->table.bytes + (e->table.mem.n + 5 * e->table.ncols + 3) * ST__HEAP_EXTRA;
     if (e->kind != ST__VGROUP) return ST_OK;
     size_t vb = 0;
     rc = e->view->group(&e->table, &e->gview, &vb);
@@ -318,7 +357,7 @@ static int st__fetch_table(st_objstore_t *obj, st_centry_t *e)
         e->gview = NULL;
         return rc;
     }
-    e->bytes = sizeof *e + strlen(e->key) + vb;
+    e->bytes = vb;
     return ST_OK;
 }
 
@@ -389,11 +428,8 @@ static void st__job_done(uv_work_t *req, int status)
             cc->missing = NULL;
         }
         e->state = ST__READY;
-        st__lru_push(st__lru_of(cc, e), e);
-        if (e->kind != ST__PQFILE) {
-            cc->group_bytes += e->bytes;
-            if (cc->m_groups) st_metric_add(cc->m_groups, 1);
-        }
+        st__entry_ready(cc, e);
+        if (e->kind != ST__PQFILE && cc->m_groups) st_metric_add(cc->m_groups, 1);
         st_metric_add(cc->m_fetch_ok, 1);
     } else {
         e->state = ST__FAILED;

@@ -41,11 +41,12 @@
 #define ST__MERGE_OBJECTS 256            /* nor replaces more objects */
 #define ST__RUN_MIN       4              /* objects of one class merged together */
 
+/* A user queued for compaction (compacting every user queues them all), its key at its length. */
 typedef struct {
     st_map_node_t node;
-    char owner[ST_TIER_OWNER_MAX];
     size_t olen;
-    int flags; /* ST_TIER_COMPACT_*; asked for while merging: << 4 */
+    int flags;    /* ST_TIER_COMPACT_*; asked for while merging: << 4 */
+    char owner[]; /* olen bytes */
 } st_cowner_t;
 
 typedef struct {
@@ -310,7 +311,7 @@ static void st__add(st_tier_compact_t *c, const char *o, size_t ol, int flags)
         c->job->o->flags |= flags << 4; /* noted for when it comes back */
         return;
     }
-    q = st_calloc(1, sizeof *q);
+    q = st_calloc(1, sizeof *q + ol);
     memcpy(q->owner, o, ol);
     q->olen = ol;
     q->flags = flags;

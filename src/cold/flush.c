@@ -31,12 +31,13 @@
 
 #define ST__FLUSH_PARALLEL 1 /* the loop keeps a core to itself on small machines */
 
+/* A user with rows to flush (a flush of every user queues them all), its key at its own length. */
 typedef struct {
     st_map_node_t node;
-    char owner[ST_TIER_OWNER_MAX];
     size_t olen;
     uint64_t not_before_ms;
     uint32_t failures;
+    char owner[]; /* olen bytes */
 } st_fowner_t;
 
 typedef struct st_fjob {
@@ -86,7 +87,7 @@ void st_tier_flush_enqueue(st_tier_flush_t *f, const char *o, size_t ol)
     if (f->stopping || st_map_get(&f->pending, o, ol) || st_map_get(&f->running, o, ol) ||
         st_map_get(&f->stuck, o, ol))
         return;
-    st_fowner_t *w = st_calloc(1, sizeof *w);
+    st_fowner_t *w = st_calloc(1, sizeof *w + ol);
     memcpy(w->owner, o, ol);
     w->olen = ol;
     w->node.key = w->owner;

@@ -208,7 +208,8 @@ static int st__row_group(st_tr_t *r, st_parse_t *ps)
 static void st__finish(st_parse_t *ps, st_pq_file_t *out)
 {
     size_t gl = ps->groups.len, cl = ps->chunks.len;
-    char *mem = st_malloc(gl + cl + ps->strings.len + 1);
+    out->bytes = gl + cl + ps->strings.len + 1;
+    char *mem = st_malloc(out->bytes);
     memcpy(mem, ps->groups.data, gl);
     memcpy(mem + gl, ps->chunks.data, cl);
     memcpy(mem + gl + cl, ps->strings.data, ps->strings.len);
@@ -535,6 +536,7 @@ static int st__read_column(st_dec_t *d, const uint8_t *p, size_t len, size_t row
         if (ST__CRC && pg.has_crc && (uint32_t)crc32(0L, r.p, (uInt)pg.packed) != pg.crc)
             return ST_EINVAL;
         uint8_t *raw = st__parquet_read_keep(t, st_malloc(pg.raw ? (size_t)pg.raw : 1));
+        t->page_bytes += pg.raw ? (size_t)pg.raw : 1;
         size_t z = ZSTD_decompressDCtx(dz, raw, (size_t)pg.raw, r.p, (size_t)pg.packed);
         p = r.p + pg.packed;
         if (ZSTD_isError(z) || z != (size_t)pg.raw) return ST_EINVAL;
@@ -605,11 +607,15 @@ int st_pq_read_group(const st_pq_schema_t *s, const st_pq_rowgroup_t *g, const u
         st_dec_t d = {.leaf = &file_leaf, .col = &out->cols[c]};
         rc = st__read_column(&d, bytes + off, (size_t)ch->length, (size_t)g->rows, dz, out);
         if (rc == ST_OK && ch->required) st__lift_def(&out->cols[c], file_leaf.def, d.cap);
+        /* rep, def (a byte each), then an int64 or a pointer and a length per entry at most */
+        out->bytes += d.cap * (2 + sizeof(int64_t) + sizeof(char *) + sizeof(uint32_t));
         free(d.dv);
         free(d.dl);
         st_vec_free(&d.idx);
     }
     ZSTD_freeDCtx(dz);
+    out->bytes += out->page_bytes + sizeof *out->lay + (out->ncols + 1) * sizeof *out->cols +
+                  out->mem.cap * sizeof *out->mem.v;
     if (rc != ST_OK) st_pq_table_free(out);
     return rc;
 }

@@ -362,7 +362,7 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
     st__tier_compact_open(&t->compact, t, loop, store, o->obj, &t->mkind, &co);
     st_metric_t *m_reads = st_metrics_counter("strata_cold_row_groups_read_total",
                                               "Parquet row groups decoded for reads", "");
-    st_coldcache_opts_t cco = {o->obj, o->cache_bytes, 0, m_reads};
+    st_coldcache_opts_t cco = {o->obj, o->cache_bytes, m_reads};
     st_coldcache_open(&t->cache, loop, &cco);
     st_tier_reaper_open(&t->reaper, loop, store, o->obj);
     t->m_orphans = st_metrics_counter("strata_flush_orphans_total",

@@ -39,7 +39,8 @@ static const st_cfg_opt_t st__opts[] = {
             "MiB: no compaction writes a larger object (POST /v1/admin/compact merges a user's "
             "objects down to as few as this allows)"),
     ST__NUM(ST_CFG_SIZE, cold_cache, "cold-cache", "STRATA_COLD_CACHE", "256MiB", 0, 1ULL << 40,
-            "memory for decoded cold row groups (reads of recent cold data skip decompression)"),
+            "memory for cold reads: parsed Parquet footers and decoded row groups together, least "
+            "recently used out (strata_cold_cache_bytes in /metrics)"),
     ST__NUM(ST_CFG_U64, cold_timeout_ms, "cold-timeout-ms", "STRATA_COLD_TIMEOUT_MS", "30000", 100,
             3600000, "time limit of one object-storage request, in ms (connecting: at most 3 s)"),
     ST__NUM(

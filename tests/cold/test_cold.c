@@ -675,11 +675,12 @@ typedef struct {
     char first[16];
 } cv_group_t;
 
-static int cv_footer(const st_pq_file_t *f, void **out)
+static int cv_footer(const st_pq_file_t *f, void **out, size_t *bytes)
 {
     int64_t *rows = malloc(sizeof *rows);
     *rows = f->rows;
     *out = rows;
+    *bytes = sizeof *rows;
     return ST_OK;
 }
 
@@ -752,9 +753,13 @@ TEST(cold_cache_fetches_off_the_loop_and_pins_until_released)
     CHECK_EQ(st_coldcache_view_group(cc, &cv_view, "u/o.parquet", 1, &pf->groups[1], 3, &v), ST_OK);
     const cv_group_t *g = v;
     CHECK(g->n == 1 && g->ids[0] == 3 && strcmp(g->first, "three") == 0);
+    st_pq_rowgroup_t g1 = pf->groups[1]; /* the footer goes with the release too */
+    st_pq_chunk_t ch1[3];
+    memcpy(ch1, g1.chunks, sizeof ch1);
+    g1.chunks = ch1;
     st_coldcache_release(cc, w);
-    CHECK_EQ(st_coldcache_view_group(cc, &cv_view, "u/o.parquet", 1, &pf->groups[1], 3, &v),
-             ST_EPARKED);
+    CHECK_EQ(st_coldcache_pqfile(cc, &cv_schema, "u/o.parquet", f.len, &pf), ST_EPARKED);
+    CHECK_EQ(st_coldcache_view_group(cc, &cv_view, "u/o.parquet", 1, &g1, 3, &v), ST_EPARKED);
     CHECK(!st_coldcache_wait(cc, NULL, NULL, NULL)); /* a prefetch: nothing to call back */
 
     /* a missing object: ST_ECOLD for the reader that waited, forgotten once released */
@@ -782,6 +787,167 @@ TEST(cold_cache_fetches_off_the_loop_and_pins_until_released)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK_EQ(system(cmd), 0);
+}
+
+/* Footers and row groups share one byte budget (issue 48: footers were kept by count, up to 4,096,
+ * outside --cold-cache). Each entry counts its real heap: a footer at least its parsed groups,
+ * chunks and statistics plus its view's form; the least recently used entry of either kind goes
+ * first, and /metrics shows both parts. */
+#define CB_OBJECTS 24
+#define CB_GROUPS  12
+
+static void cb_fetch(uv_loop_t *loop, st_coldcache_t *cc, st_coldwait_t **w)
+{
+    woken = 0;
+    if (st_coldcache_wait(cc, w, on_ready, NULL))
+        while (!woken)
+            uv_run(loop, UV_RUN_ONCE);
+}
+
+/* Object i's footer, fetched if it has to be; *w holds it until released. */
+static const st_pq_file_t *cb_footer(uv_loop_t *loop, st_coldcache_t *cc, st_coldwait_t **w, int i,
+                                     uint64_t size)
+{
+    char key[32];
+    snprintf(key, sizeof key, "u/%02d.parquet", i);
+    const st_pq_file_t *pf = NULL;
+    if (st_coldcache_pqfile(cc, &cv_schema, key, size, &pf) == ST_EPARKED) {
+        cb_fetch(loop, cc, w);
+        CHECK_EQ(st_coldcache_pqfile(cc, &cv_schema, key, size, &pf), ST_OK);
+    }
+    return pf;
+}
+
+static bool cb_cached(st_coldcache_t *cc, int i, uint64_t size)
+{
+    char key[32];
+    snprintf(key, sizeof key, "u/%02d.parquet", i);
+    const st_pq_file_t *pf;
+    int rc = st_coldcache_pqfile(cc, &cv_schema, key, size, &pf);
+    st_coldcache_forget(cc); /* a miss is not fetched */
+    return rc == ST_OK;
+}
+
+static double cb_gauge(const char *name, const char *labels)
+{
+    return st_metric_value(st_metrics_gauge(name, "", labels));
+}
+
+TEST(cold_cache_counts_footers_and_groups_in_one_byte_budget)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    uv_loop_t *loop = &fx.loop;
+    char url[96];
+    snprintf(url, sizeof url, "file://%s/cold", fx.dir);
+    st_objstore_opts_t o = {.url = url};
+    st_objstore_t *obj;
+    CHECK_EQ(st_objstore_open(&obj, &o), ST_OK);
+    /* objects alike: CB_GROUPS row groups (one per group key), 3 rows each */
+    cv_row_t rows[CB_GROUPS * 3];
+    char gs[CB_GROUPS][16], texts[CB_GROUPS * 3][16];
+    uint64_t size = 0;
+    for (int i = 0; i < CB_OBJECTS; i++) {
+        for (int r = 0; r < CB_GROUPS * 3; r++) {
+            snprintf(gs[r / 3], sizeof gs[0], "group-%05d", r / 3); /* every object alike */
+            snprintf(texts[r], sizeof texts[0], "text-%03d", r);
+            rows[r] = (cv_row_t){r + 1, gs[r / 3], texts[r]};
+        }
+        st_buf_t f = {0};
+        st_pq_write_t pw = {
+            .schema = &cv_schema, .nrows = CB_GROUPS * 3, .row = cv_put, .arg = rows};
+        CHECK_EQ(st_pq_write(&pw, &f), ST_OK);
+        CHECK(!size || size == f.len);
+        size = f.len;
+        char key[32];
+        snprintf(key, sizeof key, "u/%02d.parquet", i);
+        CHECK_EQ(st_objstore_put(obj, key, f.data, f.len), ST_OK);
+        st_buf_free(&f);
+    }
+
+    /* no limit: what one footer and one row group cost */
+    st_coldcache_t *cc;
+    st_coldcache_opts_t co = {.obj = obj, .budget = 1 << 30};
+    st_coldcache_open(&cc, loop, &co);
+    st_coldwait_t *w = NULL;
+    const st_pq_file_t *pf = cb_footer(loop, cc, &w, 0, size);
+    CHECK_EQ(pf->ngroups, CB_GROUPS);
+    st_coldcache_usage_t u;
+    st_coldcache_usage(cc, &u);
+    CHECK(u.footers == 1 && u.groups == 0 && u.group_bytes == 0);
+    uint64_t footer = u.footer_bytes;
+    /* at least the parsed groups, their chunks and the statistics (min and max of two leaves
+     * per group), and the parse's one block; at most a few KiB more (the entry, its keys) */
+    size_t stats = 0;
+    for (size_t g = 0; g < pf->ngroups; g++)
+        for (size_t l = 0; l < pf->nleaves; l++)
+            stats += pf->groups[g].chunks[l].min_len + pf->groups[g].chunks[l].max_len;
+    CHECK(stats >= CB_GROUPS * 2 * strlen("group-00000"));
+    size_t parsed = CB_GROUPS * (sizeof(st_pq_rowgroup_t) + 3 * sizeof(st_pq_chunk_t)) + stats;
+    CHECK(pf->bytes >= parsed);
+    CHECK(u.footer_bytes >= pf->bytes && u.footer_bytes <= pf->bytes + 4096);
+    CHECK_EQ(cb_gauge("strata_cold_cache_bytes", "part=\"footers\""), (double)u.footer_bytes);
+    CHECK_EQ(cb_gauge("strata_cold_cache_entries", "part=\"footers\""), 1.0);
+    /* the view's form of the footer is counted with it */
+    const void *v;
+    CHECK_EQ(st_coldcache_view_footer(cc, &cv_view, "u/00.parquet", size, &v), ST_OK);
+    st_coldcache_usage_t u2;
+    st_coldcache_usage(cc, &u2);
+    CHECK(u2.footer_bytes >= footer + sizeof(int64_t));
+    /* a row group: its decoded table (pages, arrays, the schema's layout) */
+    const st_pq_table_t *t;
+    CHECK_EQ(st_coldcache_table(cc, &cv_schema, "u/00.parquet", 0, &pf->groups[0], 3, &t),
+             ST_EPARKED);
+    cb_fetch(loop, cc, &w);
+    CHECK_EQ(st_coldcache_table(cc, &cv_schema, "u/00.parquet", 0, &pf->groups[0], 3, &t), ST_OK);
+    st_coldcache_usage(cc, &u);
+    CHECK(u.groups == 1 && u.footer_bytes == u2.footer_bytes);
+    CHECK(t->bytes >= t->page_bytes && t->page_bytes > 0 && u.group_bytes >= t->bytes);
+    uint64_t group = u.group_bytes;
+    CHECK_EQ(cb_gauge("strata_cold_cache_bytes", "part=\"row_groups\""), (double)group);
+    st_coldcache_release(cc, w);
+    w = NULL;
+    st_coldcache_close(cc);
+    uv_run(loop, UV_RUN_DEFAULT);
+    CHECK_EQ(cb_gauge("strata_cold_cache_bytes", "part=\"footers\""), 0.0); /* all freed */
+
+    /* a budget of 4 footers and the row group: reading every footer keeps the most recent ones
+     * that fit (the bytes decide how many), never over the budget once released */
+    uint64_t budget = 4 * footer + group + footer / 2;
+    CHECK(budget / footer < CB_OBJECTS);
+    co.budget = budget;
+    st_coldcache_open(&cc, loop, &co);
+    CHECK_EQ(cb_gauge("strata_cold_cache_capacity_bytes", ""), (double)budget);
+    for (int i = 0; i < CB_OBJECTS; i++) {
+        cb_footer(loop, cc, &w, i, size);
+        st_coldcache_release(cc, w);
+        w = NULL;
+        st_coldcache_usage(cc, &u);
+        CHECK(u.footer_bytes <= budget && u.footer_bytes == u.footers * footer);
+    }
+    CHECK_EQ(u.footers, budget / footer);
+    CHECK_EQ(cb_gauge("strata_cold_cache_entries", "part=\"footers\""), (double)u.footers);
+    for (int i = 0; i < CB_OBJECTS; i++) /* the most recent ones, in order */
+        CHECK_EQ(cb_cached(cc, i, size), i >= CB_OBJECTS - (int)u.footers);
+    /* a row group of the last object: the oldest footers make room for it */
+    pf = cb_footer(loop, cc, &w, CB_OBJECTS - 1, size);
+    char last[32];
+    snprintf(last, sizeof last, "u/%02d.parquet", CB_OBJECTS - 1);
+    CHECK_EQ(st_coldcache_table(cc, &cv_schema, last, 0, &pf->groups[0], 3, &t), ST_EPARKED);
+    cb_fetch(loop, cc, &w);
+    CHECK_EQ(st_coldcache_table(cc, &cv_schema, last, 0, &pf->groups[0], 3, &t), ST_OK);
+    st_coldcache_release(cc, w);
+    w = NULL;
+    st_coldcache_usage_t after;
+    st_coldcache_usage(cc, &after);
+    CHECK(after.groups == 1 && after.group_bytes == group && after.footers == 4);
+    CHECK(after.footer_bytes + after.group_bytes <= budget);
+    for (int i = 0; i < CB_OBJECTS; i++)
+        CHECK_EQ(cb_cached(cc, i, size), i >= CB_OBJECTS - (int)after.footers);
+    st_coldcache_close(cc);
+    uv_run(loop, UV_RUN_DEFAULT);
+    st_objstore_close(obj);
+    fx_end(&fx);
 }
 
 /* A source for the pass tests: records each key it acts on, in order, and when it begins/ends. */
