@@ -173,23 +173,24 @@ static int st__str_cmp(const void *a, const void *b)
  * A manifest is carried from snapshot to snapshot until a commit rewrites or merges it, never
  * named again after (names do not repeat), and snapshots are one line: the kept snapshots that
  * could still list one an expired list named are the two nearest that list's, so those are all
- * a sweep reads. Anything unreadable: nothing deleted here (orphans.c sweeps later). */
+ * a sweep reads. A kept list unreadable: nothing deleted here (orphans.c sweeps later). */
 static void st__sweep_manifests(st_objstore_t *ms, const st_buf_t *root, const st_tstrs_t *expired,
                                 const st_tier_writer_t *w, const cJSON *old, const cJSON *next)
 {
     st_tstrs_t cand = {0}, named = {0}, near = {0}, names = {0};
     int rc = ST_OK;
-    for (size_t i = 0; rc == ST_OK && i < expired->n; i++) {
+    for (size_t i = 0; i < expired->n; i++) {
+        /* a list not read (another writer's already deleted, another engine's) offers nothing */
         int64_t q = st__list_seq(old, expired->v[i]);
-        rc = q < 0 ? ST_ENOTFOUND : st__list_names(ms, root, expired->v[i], &names);
+        int lrc = q < 0 ? ST_ENOTFOUND : st__list_names(ms, root, expired->v[i], &names);
         for (size_t j = 0; j < names.n; j++) {
-            if (rc == ST_OK && st_tables_manifest_mine(w, names.v[j], expired->v[i]))
+            if (lrc == ST_OK && st_tables_manifest_mine(w, names.v[j], expired->v[i]))
                 st_vec_push(&cand, names.v[j]);
             else
                 free(names.v[j]);
         }
         names.n = 0;
-        if (rc == ST_OK) st__neighbours(next, q, &near);
+        if (lrc == ST_OK) st__neighbours(next, q, &near);
     }
     for (size_t i = 0; rc == ST_OK && i < near.n; i++)
         rc = st__list_names(ms, root, near.v[i], &named);

@@ -248,6 +248,14 @@ static int st__fa_parent(st__plan_t *p)
             st_vec_push(&hit, in->prev_mans->v[f->man - 1]);
     }
     if (hit.n > 1) qsort(hit.v, hit.n, sizeof *hit.v, st__fa_name_cmp);
+    size_t listed = 0; /* the remembered manifests the parent lists: all, or read them all */
+    for (size_t i = 0; !locate && i < in->mine->n; i++) {
+        const char *b = st__fa_base(in->mine->v[i].path);
+        listed += hit.n && bsearch(&b, hit.v, hit.n, sizeof *hit.v, st__fa_name_cmp) != NULL;
+    }
+    for (size_t i = 1; i < hit.n; i++) /* distinct names */
+        listed += strcmp(hit.v[i], hit.v[i - 1]) == 0;
+    locate |= listed != hit.n;
     size_t first = p->out->n;
     int rc = ST_OK;
     for (size_t i = 0; rc == ST_OK && i < in->mine->n; i++) {
@@ -360,6 +368,20 @@ int st_tables_plan(const st_tplan_in_t *in, st_tmans_t *out, st_tstrs_t *names, 
     int rc = whole ? ST_OK : st__fa_parent(&p);
     size_t n = rc == ST_OK ? st__fa_from_live(in, whole, f) : 0;
     if (n) rc = st__fa_write(&p, f, n);
+    int64_t named = 0;
+    for (size_t i = 0; i < out->n; i++)
+        named += (int64_t)out->v[i].mf.added_files + out->v[i].mf.existing_files;
+    if (rc == ST_OK && !whole && named != (int64_t)in->live->n) {
+        /* a remembered manifest was wrong (a removed file still named): heal */
+        st_warn("tables: %s: this writer's manifests would name %lld files, %zu are live: one "
+                "manifest of every live file replaces them",
+                in->d->ice.name, (long long)named, in->live->n);
+        st_tmans_free(out);
+        memset(man, 0, in->live->n * sizeof *man);
+        p.k = 0;
+        n = st__fa_from_live(in, true, f);
+        if (n) rc = st__fa_write(&p, f, n);
+    }
     free(f);
     if (rc == ST_OK) rc = st__fa_merge(&p);
     for (size_t i = 0; rc == ST_OK && i < out->n; i++) {

@@ -244,4 +244,23 @@ TEST(manifests_merge_past_the_bound)
     fx_close(&f);
 }
 
+TEST(a_wrongly_remembered_manifest_heals)
+{
+    fx_t f;
+    fx_open(&f);
+    st_ice_mlist_t l;
+    fx_add(&f, "amy", 1);
+    fx_commit(&f, INT64_MAX / 4, false);
+    fx_add(&f, "bob", 1);
+    fx_commit(&f, INT64_MAX / 4, false);
+    CHECK_EQ(f.committed.n, 2);
+    f.committed.v[0].man = f.committed.v[1].man; /* amy's said to be in bob's manifest */
+    fx_remove(&f, "amy", 1);
+    fx_commit(&f, INT64_MAX / 4, true);
+    fx_current(&f, &l); /* names bob's file only */
+    CHECK_EQ(l.n, 1);
+    st_ice_mlist_free(&l);
+    fx_close(&f);
+}
+
 RUN_TESTS("tables_commit")
