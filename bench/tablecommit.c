@@ -96,8 +96,8 @@ static double commit(bench_t *b, st_tfiles_t *live, long long *avro, long long *
     int rc = st_table_commit(b->ms, d, &b->m, live, &b->committed, &b->mans, INT64_MAX / 4, false,
                              &b->w, &res);
 #else
-    int rc = st_table_commit(b->ms, d, &b->m, live, &b->committed, INT64_MAX / 4, false, &b->w,
-                             &res);
+    int rc =
+        st_table_commit(b->ms, d, &b->m, live, &b->committed, INT64_MAX / 4, false, &b->w, &res);
 #endif
     int64_t t1 = st_now_us();
     if (rc != ST_OK || !res.done) {

@@ -149,8 +149,7 @@ static void st__neighbours(const cJSON *next, int64_t q, st_tstrs_t *near)
 
 /* The manifests a manifest list (uri) names, appended to *out (owned URIs): ST_OK, or the read's
  * error. */
-static int st__list_names(st_objstore_t *ms, const st_buf_t *root, const char *uri,
-                          st_tstrs_t *out)
+static int st__list_names(st_objstore_t *ms, const st_buf_t *root, const char *uri, st_tstrs_t *out)
 {
     const char *key = st_tables_key_of(uri, root);
     st_buf_t b = {0};

@@ -161,8 +161,9 @@ static int st__fa_entries(const st__plan_t *p, const st_ice_mfile_t *mf, const s
     const char *key = st__fa_key(p->in, mf->path);
     st_buf_t b = {0};
     st_ice_entries_t got = {0};
-    int rc = bytes->len ? ST_OK : key ? st_objstore_read(p->in->ms, key, ST_TABLES_META_MAX, &b)
-                                      : ST_EINVAL;
+    int rc = bytes->len ? ST_OK
+             : key      ? st_objstore_read(p->in->ms, key, ST_TABLES_META_MAX, &b)
+                        : ST_EINVAL;
     if (rc == ST_OK)
         rc = bytes->len ? st_ice_manifest_read(&got, bytes->data, bytes->len)
                         : st_ice_manifest_read(&got, b.data, b.len);

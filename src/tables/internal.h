@@ -153,9 +153,10 @@ void st_tmans_free(st_tmans_t *v);
 typedef struct {
     st_objstore_t *ms;
     const st_table_def_t *d;
-    int64_t id, seq;   /* the new snapshot */
-    const char *mpfx;  /* its manifests' keys: mpfx + "{k}.avro" ("{table}/metadata/{uuid}-{tok}-m") */
-    const char *upfx;  /* the tables' store root URI + "/" (a key's URI: upfx + key) */
+    int64_t id, seq; /* the new snapshot */
+    /* its manifests' keys: mpfx + "{k}.avro" ("{table}/metadata/{uuid}-{tok}-m") */
+    const char *mpfx;
+    const char *upfx;           /* the tables' store root URI + "/" (a key's URI: upfx + key) */
     const st_ice_mlist_t *mine; /* the parent's manifests of this writer's */
     const st_tfiles_t *live, *prev;
     const st_tstrs_t *prev_mans; /* the names prev's and live's man index */

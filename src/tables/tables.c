@@ -13,10 +13,10 @@
 /* "\0tables" key of an object's provenance: "\0tables" table-index key ->
  * be64 snapshot, be64 sequence number, be64 rows, be64 size, then the name of the manifest of
  * this writer's that names it (fastappend.c; absent in records from before manifests were
- * remembered: a commit removing such a file reads the parent's manifests to find it). An object written by a merge that
- * changed rows (st_tier_on_rows_changed), until a snapshot has it: "\0tables" 'c' key -> "".
- * An object an erasure deleted (st_tier_on_erased), until a commit of its table has expired
- * every snapshot before it: "\0tables" 'x' key -> the table's index ('0' + i). */
+ * remembered: a commit removing such a file reads the parent's manifests to find it). An object
+ * written by a merge that changed rows (st_tier_on_rows_changed), until a snapshot has it:
+ * "\0tables" 'c' key -> "". An object an erasure deleted (st_tier_on_erased), until a commit of its
+ * table has expired every snapshot before it: "\0tables" 'x' key -> the table's index ('0' + i). */
 static const char st__pfx[] = "\0tables";
 #define ST__PFX_LEN (sizeof st__pfx - 1)
 #define ST__CHANGED 'c'
@@ -321,7 +321,8 @@ static void st__intern(st__table_t *tb)
     if (m->n > 1) qsort(m->v, m->n, sizeof *m->v, st__name_cmp);
     size_t n = 0;
     for (size_t i = 0; i < m->n; i++)
-        if (!n || strcmp(m->v[i], m->v[n - 1]) != 0) m->v[n++] = st_strndup(m->v[i], strlen(m->v[i]));
+        if (!n || strcmp(m->v[i], m->v[n - 1]) != 0)
+            m->v[n++] = st_strndup(m->v[i], strlen(m->v[i]));
     m->n = n;
     for (size_t i = 0; i < tb->committed.n; i++) {
         st_tfile_t *f = &tb->committed.v[i];
