@@ -205,8 +205,8 @@ static int st__fa_reread(st__plan_t *p, const st_ice_mfile_t *mf)
 {
     st_ice_entries_t e = {0};
     int rc = st__fa_entries(p, mf, &(st_buf_t){0}, &e);
-    size_t keep = 0;
-    for (size_t i = 0; rc == ST_OK && i < e.n; i++) {
+    size_t keep = 0, all = e.n;
+    for (size_t i = 0; rc == ST_OK && i < all; i++) {
         if (e.v[i].status == ST_ICE_DELETED || !st__fa_live(p->in->live, e.v[i].path)) {
             free((char *)e.v[i].path);
             free((char *)e.v[i].part);
@@ -214,7 +214,8 @@ static int st__fa_reread(st__plan_t *p, const st_ice_mfile_t *mf)
         }
         e.v[keep++] = e.v[i];
     }
-    if (rc == ST_OK && keep == e.n && keep > 0) {
+    if (rc == ST_OK) e.n = keep; /* the rest freed or moved */
+    if (rc == ST_OK && keep == all && keep > 0) {
         for (size_t i = 0; i < keep; i++) {
             const st_tfile_t *lf = st__fa_live(p->in->live, e.v[i].path);
             p->man[lf - p->in->live->v] = (uint32_t)p->out->n + 1;
@@ -223,7 +224,6 @@ static int st__fa_reread(st__plan_t *p, const st_ice_mfile_t *mf)
     } else if (rc == ST_OK && keep > 0) {
         rc = st__fa_write(p, e.v, keep);
     }
-    e.n = rc == ST_OK ? keep : e.n;
     st_ice_entries_free(&e);
     return rc;
 }
