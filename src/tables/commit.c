@@ -246,11 +246,15 @@ static st__diff_t st__diff(const st_tfiles_t *live, const st_tfiles_t *prev)
             x.changed |= live->v[i].changed;
         }
     }
-    for (size_t i = 0; i < prev->n; i++)
-        if (!st_tfiles_find(live, prev->v[i].key)) {
+    for (size_t i = 0, j = 0; i < prev->n; i++) { /* both sorted by key: one walk */
+        int c = 1;
+        while (j < live->n && (c = strcmp(live->v[j].key, prev->v[i].key)) < 0)
+            j++;
+        if (c != 0) {
             x.deleted_files++;
             x.deleted_rows += prev->v[i].rows;
         }
+    }
     return x;
 }
 

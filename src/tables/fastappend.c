@@ -26,10 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A manifest this large (bytes) is never merged again: Iceberg's commit.manifest.target-size-bytes
- * default. Merging only smaller ones keeps a merge's cost bounded whatever the table's size; the
- * big ones stay as they are until a remove rewrites them. */
-#define ST__MERGE_TARGET ((int64_t)8 << 20)
+/* A manifest this large (bytes) is never merged again. Iceberg's commit.manifest.target-size-bytes
+ * is 8 MiB, but its writers' entries carry column statistics (about a KiB each); strata's carry
+ * none (SPEC v5 §5.1) and deflate to about 8 bytes, so 8 MiB would be a million entries, all
+ * rewritten by any remove that touches the manifest. 1 MiB (about 120,000 entries) keeps such a
+ * rewrite to tens of milliseconds while ST_TABLES_MANS_MAX manifests still cover ten million
+ * files; merging only smaller ones keeps a merge's cost bounded whatever the table's size. */
+#define ST__MERGE_TARGET ((int64_t)1 << 20)
 
 static void st__fa_man_free(st_tman_t *m)
 {
@@ -240,9 +243,12 @@ static int st__fa_parent(st__plan_t *p)
     const st_tplan_in_t *in = p->in;
     st_tstrs_t hit = {0}; /* names of manifests naming a removed file (borrowed), sorted */
     bool locate = false;
-    for (size_t i = 0; i < in->prev->n; i++) {
+    for (size_t i = 0, j = 0; i < in->prev->n; i++) { /* both sorted by key: one walk */
         const st_tfile_t *f = &in->prev->v[i];
-        if (st_tfiles_find(in->live, f->key)) continue;
+        int c = 1;
+        while (j < in->live->n && (c = strcmp(in->live->v[j].key, f->key)) < 0)
+            j++;
+        if (c == 0) continue; /* still live */
         if (f->man == 0 || f->man > in->prev_mans->n)
             locate = true;
         else
@@ -268,7 +274,8 @@ static int st__fa_parent(st__plan_t *p)
             st__fa_carry(p, mf);
     }
     st_vec_free(&hit);
-    /* the files of manifests carried without reading: by the name prev knew them under */
+    /* the files of manifests carried without reading: by the name prev knew them under, each
+     * name looked up once */
     typedef struct {
         const char *name;
         uint32_t at;
@@ -278,13 +285,17 @@ static int st__fa_parent(st__plan_t *p)
         if (!p->out->v[j].bytes.len)
             st_vec_push(&by, ((st__named_t){st__fa_base(p->out->v[j].mf.path), (uint32_t)j + 1}));
     if (by.n > 1) qsort(by.v, by.n, sizeof *by.v, st__fa_name_cmp);
+    uint32_t *to = st_calloc(in->prev_mans->n + 1, sizeof *to); /* prev's man -> out's */
+    for (size_t j = 0; by.n && j < in->prev_mans->n; j++) {
+        const st__named_t *at =
+            bsearch(&in->prev_mans->v[j], by.v, by.n, sizeof *by.v, st__fa_name_cmp);
+        to[j + 1] = at ? at->at : 0;
+    }
     for (size_t i = 0; rc == ST_OK && by.n && i < in->live->n; i++) {
         const st_tfile_t *f = &in->live->v[i];
-        if (p->man[i] || f->snap == 0 || f->man == 0 || f->man > in->prev_mans->n) continue;
-        const char *name = in->prev_mans->v[f->man - 1];
-        const st__named_t *at = bsearch(&name, by.v, by.n, sizeof *by.v, st__fa_name_cmp);
-        if (at) p->man[i] = at->at;
+        if (!p->man[i] && f->snap != 0 && f->man <= in->prev_mans->n) p->man[i] = to[f->man];
     }
+    free(to);
     st_vec_free(&by);
     return rc;
 }
