@@ -68,10 +68,16 @@ static int st__fa_uri_cmp(const void *uri, const void *f)
     return strcmp(uri, ((const st_tfile_t *)f)->uri);
 }
 
-/* The live file of uri: live is sorted by key, and every URI is one root + its key. */
-static const st_tfile_t *st__fa_live(const st_tfiles_t *live, const char *uri)
+/* The live file of uri: live is sorted by key, and every URI is one root + its key. A manifest
+ * lists its files in that order (each run of a merged one too), so the one after the last found
+ * (*hint) is tried first. */
+static const st_tfile_t *st__fa_live(const st_tfiles_t *live, const char *uri, size_t *hint)
 {
-    return live->n ? bsearch(uri, live->v, live->n, sizeof *live->v, st__fa_uri_cmp) : NULL;
+    if (*hint < live->n && strcmp(live->v[*hint].uri, uri) == 0) return &live->v[(*hint)++];
+    const st_tfile_t *f =
+        live->n ? bsearch(uri, live->v, live->n, sizeof *live->v, st__fa_uri_cmp) : NULL;
+    if (f) *hint = (size_t)(f - live->v) + 1;
+    return f;
 }
 
 static int st__fa_bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
@@ -105,7 +111,7 @@ static int st__fa_write(st__plan_t *p, st_ice_file_t *f, size_t n)
                             .min_seq = in->seq,
                             .added_snapshot_id = in->id};
     const char *lo = NULL, *hi = NULL;
-    size_t lol = 0, hil = 0;
+    size_t lol = 0, hil = 0, hint = 0;
     for (size_t i = 0; i < n; i++) {
         bool added = f[i].snapshot_id == in->id;
         f[i].status = added ? ST_ICE_ADDED : ST_ICE_EXISTING;
@@ -122,7 +128,7 @@ static int st__fa_write(st__plan_t *p, st_ice_file_t *f, size_t n)
             lo = f[i].part, lol = f[i].part_len;
         if (f[i].part && (!hi || st__fa_bytes_cmp(f[i].part, f[i].part_len, hi, hil) > 0))
             hi = f[i].part, hil = f[i].part_len;
-        const st_tfile_t *lf = st__fa_live(in->live, f[i].path);
+        const st_tfile_t *lf = st__fa_live(in->live, f[i].path, &hint);
         if (lf) p->man[lf - in->live->v] = (uint32_t)p->out->n + 1;
     }
     m.mf.lower = lo ? st_strndup(lo, lol) : NULL;
@@ -174,12 +180,12 @@ static int st__fa_entries(const st__plan_t *p, const st_ice_mfile_t *mf, const s
     if (rc != ST_OK)
         st_error("tables: %s: the manifest %s cannot be read (%s)", p->in->d->ice.name, mf->path,
                  st_strerror(rc));
+    if (rc == ST_OK && got.n) e->v = st_realloc(e->v, (e->n + got.n) * sizeof *e->v);
     for (size_t i = 0; rc == ST_OK && i < got.n; i++) {
         st_ice_file_t *f = &got.v[i];
         if (f->snapshot_id < 0) f->snapshot_id = mf->added_snapshot_id;
         if (f->data_seq < 0) f->data_seq = mf->seq;
         if (f->file_seq < 0) f->file_seq = mf->seq;
-        e->v = st_realloc(e->v, (e->n + 1) * sizeof *e->v);
         e->v[e->n++] = *f;
         f->path = NULL;
         f->part = NULL;
@@ -208,9 +214,9 @@ static int st__fa_reread(st__plan_t *p, const st_ice_mfile_t *mf)
 {
     st_ice_entries_t e = {0};
     int rc = st__fa_entries(p, mf, &(st_buf_t){0}, &e);
-    size_t keep = 0, all = e.n;
+    size_t keep = 0, all = e.n, hint = 0;
     for (size_t i = 0; rc == ST_OK && i < all; i++) {
-        if (e.v[i].status == ST_ICE_DELETED || !st__fa_live(p->in->live, e.v[i].path)) {
+        if (e.v[i].status == ST_ICE_DELETED || !st__fa_live(p->in->live, e.v[i].path, &hint)) {
             free((char *)e.v[i].path);
             free((char *)e.v[i].part);
             continue;
@@ -219,8 +225,9 @@ static int st__fa_reread(st__plan_t *p, const st_ice_mfile_t *mf)
     }
     if (rc == ST_OK) e.n = keep; /* the rest freed or moved */
     if (rc == ST_OK && keep == all && keep > 0) {
+        hint = 0;
         for (size_t i = 0; i < keep; i++) {
-            const st_tfile_t *lf = st__fa_live(p->in->live, e.v[i].path);
+            const st_tfile_t *lf = st__fa_live(p->in->live, e.v[i].path, &hint);
             p->man[lf - p->in->live->v] = (uint32_t)p->out->n + 1;
         }
         st__fa_carry(p, mf);
