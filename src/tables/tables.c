@@ -340,9 +340,21 @@ static const char *st__man_name(const st_tfile_t *f, const st_tstrs_t *names)
     return f && f->man && f->man <= names->n ? names->v[f->man - 1] : NULL;
 }
 
+/* Whether f, in the committed set as c (NULL: not), is named by the same manifest as then. */
+static bool st__man_same(const st_tfile_t *f, const st_tfile_t *c, const st_tstrs_t *names,
+                         const st_tstrs_t *was_names)
+{
+    const char *was = st__man_name(c, was_names), *now = st__man_name(f, names);
+    return c && (was == now || (was && now && strcmp(was, now) == 0));
+}
+
 /* The files of table ti's new snapshot replace its committed set, in memory and in the store: a
  * record for each new file, and for each one a commit moved to another manifest of ours (res:
- * the commit's; its names taken). */
+ * the commit's; its names taken) — unless more than ST__MOVED_MAX moved (a big manifest rewritten
+ * or merged): each record is a put on the loop, so those keep the name they had, which the
+ * parent no longer lists; a commit after a restart that removes such a file reads this writer's
+ * manifests once to find it (fastappend.c), as one before the names were remembered does. */
+#define ST__MOVED_MAX 4096
 static void st__record_prov(st_tables_t *t, int ti, st_tfiles_t *live, st_tcommit_t *res)
 {
     st__table_t *tb = &t->t[ti];
@@ -350,7 +362,11 @@ static void st__record_prov(st_tables_t *t, int ti, st_tfiles_t *live, st_tcommi
     st_buf_t v = {0};
     uint8_t k[ST_KEY_MAX + 1];
     uint64_t wait = 0;
-    size_t kl;
+    size_t kl, moved = 0;
+    for (size_t i = 0; i < live->n; i++) {
+        const st_tfile_t *c = st_tfiles_find(&tb->committed, live->v[i].key);
+        moved += c && !st__man_same(&live->v[i], c, names, &tb->mans);
+    }
     for (size_t i = 0; i < tb->committed.n; i++)
         if (!st_tfiles_find(live, tb->committed.v[i].key) &&
             (kl = st__pkey(k, (char)('0' + ti), tb->committed.v[i].key)))
@@ -359,11 +375,11 @@ static void st__record_prov(st_tables_t *t, int ti, st_tfiles_t *live, st_tcommi
         const st_tfile_t *f = &live->v[i];
         if (f->changed && (kl = st__pkey(k, ST__CHANGED, f->key))) /* in a snapshot now */
             st_store_del(t->store, k, kl, &wait);
-        const char *was = st__man_name(st_tfiles_find(&tb->committed, f->key), &tb->mans);
+        const st_tfile_t *c = st_tfiles_find(&tb->committed, f->key);
+        if ((c && (moved > ST__MOVED_MAX || st__man_same(f, c, names, &tb->mans))) ||
+            !(kl = st__pkey(k, (char)('0' + ti), f->key)))
+            continue;
         const char *now = st__man_name(f, names);
-        bool same = st_tfiles_find(&tb->committed, f->key) &&
-                    (was == now || (was && now && strcmp(was, now) == 0));
-        if (same || !(kl = st__pkey(k, (char)('0' + ti), f->key))) continue;
         v.len = 0;
         st_buf_reserve(&v, 32);
         st_be64_put((uint8_t *)v.data, (uint64_t)f->snap);
