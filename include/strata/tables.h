@@ -20,11 +20,11 @@
  * unchanged, and it deletes only its own (src/tables/shared.c, orphans.c).
  *
  * Expiry: snapshots older than --table-keep go at each commit, with their manifest lists and the
- * manifests no kept snapshot lists any more. A commit that carries an erasure (the tier told st_tables_erased of objects an
- * erasure deleted: the user's, a deleted room's, those a hold let go) expires every earlier
- * snapshot, so no manifest the table still holds names what went; any other commit (retention,
- * a deleted conversation, a compaction) is an ordinary snapshot, and time travel works within
- * --table-keep.
+ * manifests no kept snapshot lists any more. A commit that carries an erasure (the tier told
+ * st_tables_erased of objects an erasure deleted: the user's, a deleted room's, those a hold let
+ * go) expires every earlier snapshot, so no manifest the table still holds names what went; any
+ * other commit (retention, a deleted conversation, a compaction) is an ordinary snapshot, and time
+ * travel works within --table-keep.
  * Objects a compaction replaced stay in storage while a kept snapshot may name them: the tier's
  * reaper holds their deletion until the oldest kept snapshot is newer (st_tables_oldest_us,
  * src/cold/hold.c).
