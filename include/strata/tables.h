@@ -6,22 +6,25 @@
  * live object; an owner's tag names its table (0: `messages`, a user's; 'r': `room_messages`;
  * 'b': `bookings`; chat's delta objects, 'e', are no table's). Every --table-commit-interval the
  * loop reads all 'F' records in one scan (one consistent view: a compaction's swap is one batch);
- * when a table's set of objects differs from its last snapshot, a worker writes a manifest of all
- * its live objects, a manifest list and metadata/v{N}.metadata.json (create-exclusive: losing the
- * race re-reads the winner and commits on top of it as v{N+1}), then version-hint.text.
- * Each object's provenance (the snapshot and sequence number that added it) is kept in the hot
- * store under "\0tables" (replicated and backed up with it), written once its commit is done.
+ * when a table's set of objects differs from its last snapshot, a worker writes a manifest of the
+ * objects it adds, rewrites only the manifests naming objects it removes (Iceberg's fast append;
+ * past 100 manifests of this writer the small ones merge: src/tables/fastappend.c), a manifest
+ * list and metadata/v{N}.metadata.json (create-exclusive: losing the race re-reads the winner and
+ * commits on top of it as v{N+1}), then version-hint.text.
+ * Each object's provenance (the snapshot and sequence number that added it, the manifest naming
+ * it) is kept in the hot store under "\0tables" (replicated and backed up with it), written once
+ * its commit is done.
  * Only the member that flushes commits (a group's leader); followers commit nothing.
  * Several groups may share one --tables-url: a group's manifests and lists carry its writer token
  * (strata/tier.h), its commit carries every other writer's manifest of the current snapshot over
  * unchanged, and it deletes only its own (src/tables/shared.c, orphans.c).
  *
- * Expiry: snapshots older than --table-keep go at each commit, with their manifest lists and
- * manifests. A commit that carries an erasure (the tier told st_tables_erased of objects an
- * erasure deleted: the user's, a deleted room's, those a hold let go) expires every earlier
- * snapshot, so no manifest the table still holds names what went; any other commit (retention,
- * a deleted conversation, a compaction) is an ordinary snapshot, and time travel works within
- * --table-keep.
+ * Expiry: snapshots older than --table-keep go at each commit, with their manifest lists and the
+ * manifests no kept snapshot lists any more. A commit that carries an erasure (the tier told
+ * st_tables_erased of objects an erasure deleted: the user's, a deleted room's, those a hold let
+ * go) expires every earlier snapshot, so no manifest the table still holds names what went; any
+ * other commit (retention, a deleted conversation, a compaction) is an ordinary snapshot, and time
+ * travel works within --table-keep.
  * Objects a compaction replaced stay in storage while a kept snapshot may name them: the tier's
  * reaper holds their deletion until the oldest kept snapshot is newer (st_tables_oldest_us,
  * src/cold/hold.c).

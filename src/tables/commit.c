@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One table's commit, on a worker (object storage blocks): a manifest of every live file, a
- * manifest list, metadata/v{N+1}.metadata.json created exclusively (the atomic swap; a lost race
- * re-reads the winner and commits on top of it), then version-hint.text; then what expired goes.
- * Names never repeat: a commit's manifest list is snap-{id}-{uuid}-w{inc}.avro and its own
- * manifest {uuid}-w{inc}-m0.avro (the same random uuid; inc the writer's incarnation), so
- * expiring a snapshot deletes both by name, and only when they are this writer's (shared.c: the
- * tables may be shared by several groups; the parent's manifests of other writers carry over).
+ * One table's commit, on a worker (object storage blocks): the manifests of what it changes
+ * (fastappend.c: the parent's manifests carried over, those naming a removed file rewritten, one
+ * of the added files), a manifest list, metadata/v{N+1}.metadata.json created exclusively (the
+ * atomic swap; a lost race re-reads the winner and commits on top of it), then
+ * version-hint.text; then what expired goes.
+ * Names never repeat: a commit's manifest list is snap-{id}-{uuid}-w{inc}.avro and the manifests
+ * it writes {uuid}-w{inc}-m{k}.avro (the same random uuid; inc the writer's incarnation). A
+ * manifest is listed by every snapshot from the one that wrote it to the last one that carried
+ * it over, so expiry deletes an expired list of this writer's by name and a manifest of this
+ * writer's only once no kept snapshot lists it (st__sweep_manifests; shared.c: the tables may be
+ * shared by several groups; the parent's manifests of other writers carry over).
  * A create of v{N+1} that fails without an answer (ST_EIO, a timeout) is settled by reading
  * v{N+1} back: this writer's snapshot there is a commit won.
  * Snapshots older than --table-keep expire at each commit. A commit that carries an erasure (the
@@ -119,53 +123,111 @@ static int64_t st__list_seq(const cJSON *doc, const char *uri)
     return -1;
 }
 
-/* Whether a snapshot kept in next may still list the manifest an expired list of ours (uri, in
- * old) added: snapshots are linear, so the other writers' snapshots committed after it and before
- * our next own one carried it over. Such a manifest is left (an orphan once they expire too). */
-static bool st__manifest_named(const cJSON *old, const cJSON *next, const char *uri,
-                               const st_tier_writer_t *w)
+/* The manifest lists of next's snapshots nearest to sequence number q below and above it, into
+ * *near (borrowed from next). */
+static void st__neighbours(const cJSON *next, int64_t q, st_tstrs_t *near)
 {
-    int64_t q = st__list_seq(old, uri), own = INT64_MAX;
-    if (q < 0) return false;
-    const cJSON *snaps = cJSON_GetObjectItemCaseSensitive(next, "snapshots"), *s;
-    for (int pass = 0; pass < 2; pass++)
-        cJSON_ArrayForEach(s, snaps)
-        {
-            int64_t sq = st_tmeta_i64(s, "sequence-number", -1);
-            const cJSON *ml = cJSON_GetObjectItemCaseSensitive(s, "manifest-list");
-            if (sq <= q || sq >= own || !cJSON_IsString(ml)) continue;
-            bool mine = st_tables_list_mine(w, ml->valuestring);
-            if (pass == 0 && mine) own = sq; /* our next own snapshot */
-            if (pass == 1 && !mine) return true;
-        }
-    return false;
+    const char *lo = NULL, *hi = NULL;
+    int64_t lq = -1, hq = INT64_MAX;
+    const cJSON *s;
+    cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(next, "snapshots"))
+    {
+        int64_t sq = st_tmeta_i64(s, "sequence-number", -1);
+        const cJSON *ml = cJSON_GetObjectItemCaseSensitive(s, "manifest-list");
+        if (!cJSON_IsString(ml)) continue;
+        if (sq < q && sq > lq) lq = sq, lo = ml->valuestring;
+        if (sq > q && sq < hq) hq = sq, hi = ml->valuestring;
+    }
+    const char *both[] = {lo, hi};
+    for (int i = 0; i < 2; i++) {
+        bool have = !both[i];
+        for (size_t j = 0; !have && j < near->n; j++)
+            have = strcmp(near->v[j], both[i]) == 0;
+        if (!have) st_vec_push(near, (char *)both[i]);
+    }
 }
 
-/* Deletes what expired: manifest lists (and the manifest each of strata's names) and metadata
- * files out of metadata-log. Failures are logged and left (orphans, named nowhere). */
+/* The manifests a manifest list (uri) names, appended to *out (owned URIs): ST_OK, or the read's
+ * error. */
+static int st__list_names(st_objstore_t *ms, const st_buf_t *root, const char *uri, st_tstrs_t *out)
+{
+    const char *key = st_tables_key_of(uri, root);
+    st_buf_t b = {0};
+    st_ice_mlist_t l = {0};
+    int rc = key ? st_objstore_read(ms, key, ST_TABLES_META_MAX, &b) : ST_ENOTIMPL;
+    if (rc == ST_OK) rc = st_ice_manifest_list_read(&l, b.data, b.len);
+    for (size_t i = 0; rc == ST_OK && i < l.n; i++)
+        st_vec_push(out, st_strndup(l.v[i].path, strlen(l.v[i].path)));
+    st_ice_mlist_free(&l);
+    st_buf_free(&b);
+    return rc;
+}
+
+static int st__str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* This writer's manifests the expired lists named that no kept snapshot of next lists, deleted.
+ * A manifest is carried from snapshot to snapshot until a commit rewrites or merges it, never
+ * named again after (names do not repeat), and snapshots are one line: the kept snapshots that
+ * could still list one an expired list named are the two nearest that list's, so those are all
+ * a sweep reads. A kept list unreadable: nothing deleted here (orphans.c sweeps later). */
+static void st__sweep_manifests(st_objstore_t *ms, const st_buf_t *root, const st_tstrs_t *expired,
+                                const st_tier_writer_t *w, const cJSON *old, const cJSON *next)
+{
+    st_tstrs_t cand = {0}, named = {0}, near = {0}, names = {0};
+    int rc = ST_OK;
+    for (size_t i = 0; i < expired->n; i++) {
+        /* a list not read (another writer's already deleted, another engine's) offers nothing */
+        int64_t q = st__list_seq(old, expired->v[i]);
+        int lrc = q < 0 ? ST_ENOTFOUND : st__list_names(ms, root, expired->v[i], &names);
+        for (size_t j = 0; j < names.n; j++) {
+            if (lrc == ST_OK && st_tables_manifest_mine(w, names.v[j], expired->v[i]))
+                st_vec_push(&cand, names.v[j]);
+            else
+                free(names.v[j]);
+        }
+        names.n = 0;
+        if (lrc == ST_OK) st__neighbours(next, q, &near);
+    }
+    for (size_t i = 0; rc == ST_OK && i < near.n; i++)
+        rc = st__list_names(ms, root, near.v[i], &named);
+    if (named.n > 1) qsort(named.v, named.n, sizeof *named.v, st__str_cmp);
+    if (cand.n > 1) qsort(cand.v, cand.n, sizeof *cand.v, st__str_cmp);
+    for (size_t i = 0; rc == ST_OK && i < cand.n; i++) {
+        const char *key = st_tables_key_of(cand.v[i], root);
+        if (!key || (i && strcmp(cand.v[i], cand.v[i - 1]) == 0) ||
+            (named.n && bsearch(&cand.v[i], named.v, named.n, sizeof *named.v, st__str_cmp)))
+            continue;
+        if (st_objstore_delete(ms, key) != ST_OK) st_warn("tables: cannot delete %s", key);
+    }
+    if (rc != ST_OK)
+        st_warn("tables: expired manifests not swept (%s): left to the orphans' sweep",
+                st_strerror(rc));
+    st_tstrs_free(&cand);
+    st_tstrs_free(&named);
+    st_tstrs_free(&names);
+    st_vec_free(&near);
+}
+
+/* Deletes what expired: this writer's manifest lists and the manifests no kept snapshot lists
+ * any more, and the metadata files out of metadata-log. Failures are logged and left (orphans,
+ * named nowhere). */
 static void st__sweep(st_objstore_t *ms, const st_tstrs_t *expired, const st_tstrs_t *dropped,
                       const st_tier_writer_t *w, const cJSON *old, const cJSON *next)
 {
-    st_buf_t root = {0}, k = {0};
+    st_buf_t root = {0};
     st_objstore_uri(ms, "", &root);
+    st__sweep_manifests(ms, &root, expired, w, old, next);
     for (size_t i = 0; i < expired->n + dropped->n; i++) {
         bool list = i < expired->n;
         const char *uri = list ? expired->v[i] : dropped->v[i - expired->n];
         const char *key = st_tables_key_of(uri, &root);
         if (!key || (list && !st_tables_list_mine(w, uri))) continue; /* another writer's */
         if (st_objstore_delete(ms, key) != ST_OK) st_warn("tables: cannot delete %s", key);
-        const char *base = strrchr(key, '/');
-        const char *uuid = base ? strchr(base + 6, '-') : NULL;
-        if (!list || !base || strncmp(base, "/snap-", 6) != 0 || !uuid) continue;
-        if (st__manifest_named(old, next, uri, w)) continue; /* a kept snapshot lists it */
-        k.len = 0;
-        st_buf_printf(&k, "%.*s/%.*s-m0.avro", (int)(base - key), key, (int)strcspn(uuid + 1, "."),
-                      uuid + 1);
-        st_buf_appendc(&k, 0);
-        if (st_objstore_delete(ms, k.data) != ST_OK) st_warn("tables: cannot delete %s", k.data);
     }
     st_buf_free(&root);
-    st_buf_free(&k);
 }
 
 typedef struct {
@@ -184,50 +246,16 @@ static st__diff_t st__diff(const st_tfiles_t *live, const st_tfiles_t *prev)
             x.changed |= live->v[i].changed;
         }
     }
-    for (size_t i = 0; i < prev->n; i++)
-        if (!st_tfiles_find(live, prev->v[i].key)) {
+    for (size_t i = 0, j = 0; i < prev->n; i++) { /* both sorted by key: one walk */
+        int c = 1;
+        while (j < live->n && (c = strcmp(live->v[j].key, prev->v[i].key)) < 0)
+            j++;
+        if (c != 0) {
             x.deleted_files++;
             x.deleted_rows += prev->v[i].rows;
         }
-    return x;
-}
-
-/* The manifest of every live file into mb, and its line in the manifest list (*mf; its partition
- * bounds borrowed from live). */
-static int st__manifest(const st_table_def_t *d, const st_tfiles_t *live, int64_t id, int64_t seq,
-                        st_buf_t *mb, st_ice_mfile_t *mf)
-{
-    st_ice_file_t *f = st_calloc(live->n, sizeof *f);
-    mf->min_seq = seq;
-    for (size_t i = 0; i < live->n; i++) {
-        const st_tfile_t *t = &live->v[i];
-        bool old = t->snap != 0;
-        f[i] = (st_ice_file_t){.status = old ? ST_ICE_EXISTING : ST_ICE_ADDED,
-                               .snapshot_id = old ? t->snap : id,
-                               .data_seq = old ? t->seq : seq,
-                               .file_seq = old ? t->seq : seq,
-                               .content = ST_ICE_DATA,
-                               .path = t->uri,
-                               .part = t->part,
-                               .part_len = strlen(t->part),
-                               .records = t->rows,
-                               .size = t->size};
-        if (f[i].data_seq < mf->min_seq) mf->min_seq = f[i].data_seq;
-        if (old) {
-            mf->existing_files++;
-            mf->existing_rows += t->rows;
-        } else {
-            mf->added_files++;
-            mf->added_rows += t->rows;
-        }
-        if (!mf->lower || strcmp(t->part, mf->lower) < 0) mf->lower = t->part;
-        if (!mf->upper || strcmp(t->part, mf->upper) > 0) mf->upper = t->part;
     }
-    mf->lower_len = mf->lower ? strlen(mf->lower) : 0;
-    mf->upper_len = mf->upper ? strlen(mf->upper) : 0;
-    int rc = st_ice_manifest(mb, &d->ice, ST_ICE_DATA, f, live->n, true);
-    free(f);
-    return rc;
+    return x;
 }
 
 static int64_t st__snapshot_id(void)
@@ -238,12 +266,14 @@ static int64_t st__snapshot_id(void)
     return r ? (int64_t)r : 1;
 }
 
-/* The manifests of the current snapshot (parent) of doc that carry over (shared.c), read from
- * its manifest list in the tables' store. */
+/* The manifests of the current snapshot (parent) of doc that carry over (shared.c) into *out,
+ * this writer's into *mine, read from its manifest list in the tables' store. */
 static int st__carry(st_objstore_t *ms, const st_table_def_t *d, const cJSON *doc, int64_t parent,
-                     const st_tier_writer_t *w, st_ice_mlist_t *out, int64_t *rows, int64_t *files)
+                     const st_tier_writer_t *w, st_ice_mlist_t *out, st_ice_mlist_t *mine,
+                     int64_t *rows, int64_t *files)
 {
     memset(out, 0, sizeof *out);
+    memset(mine, 0, sizeof *mine);
     *rows = *files = 0;
     if (parent < 0) return ST_OK;
     const char *uri = NULL;
@@ -259,7 +289,7 @@ static int st__carry(st_objstore_t *ms, const st_table_def_t *d, const cJSON *do
     st_objstore_uri(ms, "", &root);
     const char *key = st_tables_key_of(uri, &root);
     int rc = key ? st_objstore_read(ms, key, ST_TABLES_META_MAX, &b) : ST_ENOTIMPL;
-    if (rc == ST_OK) rc = st_tables_carry(b.data, b.len, uri, w, out, rows, files);
+    if (rc == ST_OK) rc = st_tables_carry_mine(b.data, b.len, uri, w, out, mine, rows, files);
     if (rc != ST_OK)
         st_error("tables: %s: the current snapshot's manifest list %s cannot be carried over (%s)",
                  d->ice.name, uri, st_strerror(rc));
@@ -360,122 +390,172 @@ static int st__expire_attempt(st_objstore_t *ms, const st_table_def_t *d, st_tme
     return rc;
 }
 
+/* What one commit is given. */
+typedef struct {
+    st_tfiles_t *live;
+    const st_tfiles_t *prev;
+    const st_tstrs_t *prev_mans;
+    const st__diff_t *x;
+    const char *op;
+    int64_t keep_ms;
+    bool erase;
+    const st_tier_writer_t *w;
+} st__cin_t;
+
+/* Puts the manifests this commit writes (plan), then the manifest list of the others' (carried)
+ * and ours into lb and at lkey. */
+static int st__put_lists(st_objstore_t *ms, const st_ice_mlist_t *carried, const st_tmans_t *plan,
+                         int64_t id, int64_t parent, int64_t seq, const char *lkey, st_buf_t *lb)
+{
+    int rc = ST_OK;
+    for (size_t i = 0; rc == ST_OK && i < plan->n; i++)
+        if (plan->v[i].bytes.len)
+            rc = st_objstore_put(ms, plan->v[i].key, plan->v[i].bytes.data, plan->v[i].bytes.len);
+    if (rc != ST_OK) return rc;
+    st_ice_mfile_t *mfs = st_calloc(carried->n + plan->n + 1, sizeof *mfs);
+    size_t n = 0;
+    for (size_t i = 0; i < carried->n; i++) /* the others' manifests as they were, then ours */
+        mfs[n++] = carried->v[i];
+    for (size_t i = 0; i < plan->n; i++)
+        mfs[n++] = plan->v[i].mf;
+    rc = st_ice_manifest_list(lb, id, parent, seq, mfs, n, true);
+    free(mfs);
+    if (rc == ST_OK) rc = st_objstore_put(ms, lkey, lb->data, lb->len);
+    return rc;
+}
+
+/* A create of v{version+1} that failed without an answer (was): did it land? ST_OK (ours after
+ * all), ST_EEXIST, or was; *unknown when v{N+1} cannot be read (it may name our files). */
+static int st__create_settle(st_objstore_t *ms, const st_table_def_t *d, const st_tmeta_t *m,
+                             int64_t id, const char *luri, int was, bool *unknown)
+{
+    cJSON *got;
+    int rc = st__commit_settle(ms, d, m->version + 1, id, luri, &got);
+    if (rc == ST_OK) {
+        st_info("tables: %s: v%lld was ours after all (%s on its create)", d->ice.name,
+                (long long)m->version + 1, st_strerror(was));
+        cJSON_Delete(got);
+    } else if (rc == ST_ENOTFOUND) {
+        rc = was; /* not made: retried at the next tick */
+    } else if (rc != ST_EEXIST) {
+        *unknown = true; /* v{N+1} unreadable: it may name ours, keep them */
+        rc = was;
+    }
+    return rc;
+}
+
 /* One attempt at v{version+1}: ST_EEXIST when another writer made it first. */
-static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, st_tfiles_t *live,
-                       const st__diff_t *x, const char *op, int64_t keep_ms, bool erase,
-                       const st_tier_writer_t *w, st_tcommit_t *res)
+static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m,
+                       const st__cin_t *in, st_tcommit_t *res)
 {
     int64_t parent = st_tmeta_i64(m->doc, "current-snapshot-id", -1);
     int64_t seq = st_tmeta_i64(m->doc, "last-sequence-number", 0) + 1;
     int64_t id = st__snapshot_id(), ts = st_now_us() / 1000;
     char uuid[37];
     st_tables_uuid(uuid);
-    st_buf_t mkey = {0}, lkey = {0}, muri = {0}, luri = {0}, puri = {0}, mb = {0}, lb = {0},
-             vk = {0}, tok = {0};
-    st_tier_key_writer(&tok, w->current);
+    st_buf_t lkey = {0}, mpfx = {0}, upfx = {0}, luri = {0}, puri = {0}, lb = {0}, vk = {0},
+             tok = {0};
+    st_tier_key_writer(&tok, in->w->current);
     st_buf_appendc(&tok, 0);
-    st_ice_mfile_t mf = {.content = ST_ICE_DATA, .seq = seq, .added_snapshot_id = id};
-    st_buf_printf(&mkey, "%s/metadata/%s-%s-m0.avro", d->ice.name, uuid, tok.data);
-    st_buf_appendc(&mkey, 0);
+    st_buf_printf(&mpfx, "%s/metadata/%s-%s-m", d->ice.name, uuid, tok.data);
+    st_buf_appendc(&mpfx, 0);
+    st_objstore_uri(ms, "", &upfx);
+    st_buf_appendc(&upfx, 0);
     st_buf_printf(&lkey, "%s/metadata/snap-%lld-%s-%s.avro", d->ice.name, (long long)id, uuid,
                   tok.data);
     st_buf_appendc(&lkey, 0);
-    st_objstore_uri(ms, mkey.data, &muri);
-    st_buf_appendc(&muri, 0);
     st_objstore_uri(ms, lkey.data, &luri);
     st_buf_appendc(&luri, 0);
     st__meta_vkey(&vk, d, m->version);
     st_objstore_uri(ms, vk.data, &puri);
     st_buf_appendc(&puri, 0);
-    st_tstrs_t expired = {0}, dropped = {0};
-    st_ice_mlist_t carried = {0};
-    st_ice_mfile_t *mfs = NULL;
-    size_t nmf = 0;
+    st_tstrs_t expired = {0}, dropped = {0}, names = {0};
+    st_ice_mlist_t carried = {0}, mine = {0};
+    st_tmans_t plan = {0};
+    uint32_t *man = st_calloc(in->live->n + 1, sizeof *man);
     int64_t crows = 0, cfiles = 0;
     cJSON *next = NULL;
     char *text = NULL;
-    bool unknown = false; /* whether v{N+1} may name our manifest and list */
-    int rc = st__carry(ms, d, m->doc, parent, w, &carried, &crows, &cfiles);
-    if (rc == ST_OK && live->n) {
-        rc = st__manifest(d, live, id, seq, &mb, &mf);
-        mf.path = muri.data;
-        mf.length = (int64_t)mb.len;
-        if (rc == ST_OK) rc = st_objstore_put(ms, mkey.data, mb.data, mb.len);
-    }
-    if (rc == ST_OK) { /* the others' manifests as they were, then ours */
-        mfs = st_calloc(carried.n + 1, sizeof *mfs);
-        for (size_t i = 0; i < carried.n; i++)
-            mfs[nmf++] = carried.v[i];
-        if (live->n) mfs[nmf++] = mf;
-        rc = st_ice_manifest_list(&lb, id, parent, seq, mfs, nmf, true);
-    }
-    if (rc == ST_OK) rc = st_objstore_put(ms, lkey.data, lb.data, lb.len);
+    bool unknown = false; /* whether v{N+1} may name our manifests and list */
+    int rc = st__carry(ms, d, m->doc, parent, in->w, &carried, &mine, &crows, &cfiles);
+    st_tplan_in_t pin = {.ms = ms,
+                         .d = d,
+                         .id = id,
+                         .seq = seq,
+                         .mpfx = mpfx.data,
+                         .upfx = upfx.data,
+                         .mine = &mine,
+                         .live = in->live,
+                         .prev = in->prev,
+                         .prev_mans = in->prev_mans};
+    if (rc == ST_OK) rc = st_tables_plan(&pin, &plan, &names, man);
+    if (rc == ST_OK) rc = st__put_lists(ms, &carried, &plan, id, parent, seq, lkey.data, &lb);
     st_tsnap_t s = {.id = id,
                     .parent = parent,
                     .seq = seq,
                     .ts_ms = ts,
-                    .op = op,
+                    .op = in->op,
                     .list_uri = luri.data,
                     .prev_uri = m->version > 0 ? puri.data : NULL,
-                    .added_files = x->added_files,
-                    .deleted_files = x->deleted_files,
-                    .added_rows = x->added_rows,
-                    .deleted_rows = x->deleted_rows,
-                    .total_rows = x->total_rows + crows,
-                    .total_files = (int64_t)live->n + cfiles,
-                    .keep_ms = keep_ms,
-                    .expire_all = erase};
+                    .added_files = in->x->added_files,
+                    .deleted_files = in->x->deleted_files,
+                    .added_rows = in->x->added_rows,
+                    .deleted_rows = in->x->deleted_rows,
+                    .total_rows = in->x->total_rows + crows,
+                    .total_files = (int64_t)in->live->n + cfiles,
+                    .keep_ms = in->keep_ms,
+                    .expire_all = in->erase};
     if (rc == ST_OK && !(next = st_tmeta_next(m->doc, &s, &expired, &dropped))) rc = ST_ENOMEM;
     if (rc == ST_OK && !(text = cJSON_PrintUnformatted(next))) rc = ST_ENOMEM;
     if (rc == ST_OK) {
         st__meta_vkey(&vk, d, m->version + 1);
         rc = st_objstore_put(ms, vk.data, text, strlen(text));
-        if (rc != ST_OK && rc != ST_EEXIST) { /* no answer (a timeout): did it land? */
-            cJSON *got;
-            int was = rc;
-            rc = st__commit_settle(ms, d, m->version + 1, id, luri.data, &got);
-            if (rc == ST_OK) {
-                st_info("tables: %s: v%lld was ours after all (%s on its create)", d->ice.name,
-                        (long long)m->version + 1, st_strerror(was));
-                cJSON_Delete(got);
-            } else if (rc == ST_ENOTFOUND) {
-                rc = was; /* not made: retried at the next tick */
-            } else if (rc != ST_EEXIST) {
-                unknown = true; /* v{N+1} unreadable: it may name ours, keep them */
-                rc = was;
-            }
-        }
+        if (rc != ST_OK && rc != ST_EEXIST) /* no answer (a timeout) */
+            rc = st__create_settle(ms, d, m, id, luri.data, rc, &unknown);
     }
     if (rc == ST_OK) {
-        st__advance(ms, d, m, &next, &expired, &dropped, erase, w);
-        for (size_t i = 0; i < live->n; i++)
-            if (live->v[i].snap == 0) {
-                live->v[i].snap = id;
-                live->v[i].seq = seq;
+        st__advance(ms, d, m, &next, &expired, &dropped, in->erase, in->w);
+        for (size_t i = 0; i < in->live->n; i++) {
+            st_tfile_t *f = &in->live->v[i];
+            if (f->snap == 0) {
+                f->snap = id;
+                f->seq = seq;
             }
-        *res = (st_tcommit_t){.done = true, .snap = id, .seq = seq, .ts_ms = ts};
-        st_info("tables: %s v%lld: snapshot %lld (%s, %zu files; %zu manifests of other writers "
-                "kept)",
-                d->ice.name, (long long)m->version, (long long)id, op, live->n, carried.n);
+            f->man = man[i];
+        }
+        *res = (st_tcommit_t){
+            .done = true, .snap = id, .seq = seq, .ts_ms = ts, .mans_set = true, .mans = names};
+        names = (st_tstrs_t){0};
+        size_t wrote = 0;
+        for (size_t i = 0; i < plan.n; i++)
+            wrote += plan.v[i].bytes.len != 0;
+        st_info("tables: %s v%lld: snapshot %lld (%s, %zu files; %zu manifests of ours, %zu "
+                "written; %zu of other writers kept)",
+                d->ice.name, (long long)m->version, (long long)id, in->op, in->live->n, plan.n,
+                wrote, carried.n);
     } else if (!unknown) { /* nothing names them: out (a lost race, or a failure) */
-        st_objstore_delete(ms, mkey.data);
+        for (size_t i = 0; i < plan.n; i++)
+            if (plan.v[i].bytes.len) st_objstore_delete(ms, plan.v[i].key);
         st_objstore_delete(ms, lkey.data);
     }
     cJSON_Delete(next);
     free(text);
-    free(mfs);
+    free(man);
+    st_tmans_free(&plan);
     st_ice_mlist_free(&carried);
+    st_ice_mlist_free(&mine);
     st_tstrs_free(&expired);
     st_tstrs_free(&dropped);
-    st_buf_t *bufs[] = {&mkey, &lkey, &muri, &luri, &puri, &mb, &lb, &vk, &tok};
+    st_tstrs_free(&names);
+    st_buf_t *bufs[] = {&lkey, &mpfx, &upfx, &luri, &puri, &lb, &vk, &tok};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         st_buf_free(bufs[i]);
     return rc;
 }
 
 int st_table_commit(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, st_tfiles_t *live,
-                    const st_tfiles_t *prev, int64_t keep_ms, bool erase, const st_tier_writer_t *w,
-                    st_tcommit_t *res)
+                    const st_tfiles_t *prev, const st_tstrs_t *prev_mans, int64_t keep_ms,
+                    bool erase, const st_tier_writer_t *w, st_tcommit_t *res)
 {
     memset(res, 0, sizeof *res);
     st__diff_t x = st__diff(live, prev);
@@ -486,9 +566,9 @@ int st_table_commit(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, s
                      : x.added_files == 0                           ? "delete"
                      : x.added_rows == x.deleted_rows && !x.changed ? "replace"
                                                                     : "overwrite";
+    st__cin_t in = {live, prev, prev_mans, &x, op, keep_ms, erase, w};
     for (int tries = 0; tries < ST__TRIES; tries++) {
-        int rc = same ? st__expire_attempt(ms, d, m, w, res)
-                      : st__attempt(ms, d, m, live, &x, op, keep_ms, erase, w, res);
+        int rc = same ? st__expire_attempt(ms, d, m, w, res) : st__attempt(ms, d, m, &in, res);
         if (rc != ST_EEXIST) return rc;
         /* another writer committed v{N+1}: on top of theirs (their snapshot stays in history, their
          * manifests in ours) */

@@ -13,6 +13,11 @@
 #define ST_TABLES_N        3
 #define ST_TABLES_META_MAX (64u << 20) /* the largest metadata file strata reads */
 #define ST_TABLES_LOG_MAX  100         /* write.metadata.previous-versions-max */
+/* More of this writer's manifests than this in a snapshot and a commit merges its small ones
+ * (fastappend.c): Iceberg's commit.manifest.min-count-to-merge default. A reader plans a scan by
+ * reading every manifest the list names, so their number bounds a scan's requests and a list's
+ * size; merging only past it makes the merge's cost one commit's in about a hundred. */
+#define ST_TABLES_MANS_MAX 100
 
 typedef struct {
     st_ice_table_t ice;
@@ -32,6 +37,9 @@ typedef struct {
     char *part; /* the partition value (owned; NULL likewise) */
     int64_t rows, size;
     int64_t snap, seq; /* the snapshot that added it, its sequence number; 0: in none yet */
+    uint32_t man;      /* 1 + the index of the manifest of this writer's that names it in the set's
+                          manifest names (st_tstrs_t beside the set); 0: not known (a file in no
+                          snapshot yet, or recorded before manifests were remembered) */
     bool changed;      /* written by a merge that changed rows (a fold): an overwrite, not a
                           replace (SPEC v5 §5.1); only while in no snapshot */
 } st_tfile_t;
@@ -95,6 +103,11 @@ bool st_tables_manifest_mine(const st_tier_writer_t *w, const char *path, const 
  * The readers' errors (ST_EINVAL, ST_ENOTIMPL for another engine's schema). */
 int st_tables_carry(const void *list, size_t len, const char *list_uri, const st_tier_writer_t *w,
                     st_ice_mlist_t *out, int64_t *rows, int64_t *files);
+/* The same, and w's own manifests of that list into *mine (owned: st_ice_mlist_free; NULL: they
+ * are dropped), in the list's order. */
+int st_tables_carry_mine(const void *list, size_t len, const char *list_uri,
+                         const st_tier_writer_t *w, st_ice_mlist_t *out, st_ice_mlist_t *mine,
+                         int64_t *rows, int64_t *files);
 
 /* ---- orphans.c: on a worker ---- */
 /* Deletes the manifests and manifest lists under {table}/metadata/ named with an incarnation w
@@ -126,21 +139,57 @@ int st_tables_newest(st_objstore_t *ms, const char *table, int64_t known, bool m
  * not in it (another store's). */
 const char *st_tables_key_of(const char *uri, const st_buf_t *root);
 
+/* ---- fastappend.c: this writer's manifests of one commit, on a worker ---- */
+/* One manifest of this writer's in a new snapshot: carried over from the parent, or written by
+ * the commit (bytes). */
+typedef struct {
+    st_ice_mfile_t mf; /* its line in the manifest list (path, lower, upper owned) */
+    char *key;         /* its key in the tables' store (owned) */
+    st_buf_t bytes;    /* the Avro file when this commit writes it; empty: carried over */
+} st_tman_t;
+typedef ST_VEC(st_tman_t) st_tmans_t;
+void st_tmans_free(st_tmans_t *v);
+
+typedef struct {
+    st_objstore_t *ms;
+    const st_table_def_t *d;
+    int64_t id, seq; /* the new snapshot */
+    /* its manifests' keys: mpfx + "{k}.avro" ("{table}/metadata/{uuid}-{tok}-m") */
+    const char *mpfx;
+    const char *upfx;           /* the tables' store root URI + "/" (a key's URI: upfx + key) */
+    const st_ice_mlist_t *mine; /* the parent's manifests of this writer's */
+    const st_tfiles_t *live, *prev;
+    const st_tstrs_t *prev_mans; /* the names prev's and live's man index */
+} st_tplan_in_t;
+/* This writer's manifests of the new snapshot (Iceberg's fast append and manifest merge): the
+ * parent's carried over unchanged, but each one naming a file no longer live, rewritten with its
+ * surviving entries only (EXISTING: no DELETED entry names what went, SPEC v5 §5.1 erasure); one
+ * new manifest of the files the commit adds (ADDED); when that makes more than ST_TABLES_MANS_MAX,
+ * the small ones merged into one. Their names into *names and, per live file, 1 + the index of
+ * its manifest into man[live->n] (0: not known). A manifest that cannot be read: its error. */
+int st_tables_plan(const st_tplan_in_t *in, st_tmans_t *out, st_tstrs_t *names, uint32_t *man);
+
 /* ---- commit.c: on a worker ---- */
 /* Reads the newest version (version-hint, then probing upward); none and create: commits v1. */
 int st_table_load(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, bool create);
 typedef struct {
     bool done;                /* a version was committed: a snapshot, or an erasure's expiry */
     int64_t snap, seq, ts_ms; /* its current snapshot */
+    bool mans_set;            /* a snapshot: mans holds the names of this writer's manifests in it,
+                                 and the live files' man index them */
+    st_tstrs_t mans;          /* owned by the caller (st_tstrs_free) */
 } st_tcommit_t;
-/* Commits the table's live files (sorted; new ones have snap 0 and get the new snapshot's) against
- * prev, the files of the last commit, as writer w (its current incarnation names the manifest and
- * the list; every manifest of the parent snapshot that is not w's carries over, shared.c; expiry
- * deletes only w's lists and manifests). Snapshots older than keep_ms expire; erase (an erasure
- * deleted objects of the table since the last commit): every earlier one does, with a version
- * that only expires them when the files did not change (SPEC v5 §5.1). */
+/* Commits the table's live files (sorted; new ones have snap 0 and get the new snapshot's)
+ * against prev, the files of the last commit, whose man (and the committed live files') index
+ * prev_mans, as writer w (its current incarnation names the manifests and the list; every
+ * manifest of the parent snapshot that is not w's carries over, shared.c; w's are carried or
+ * rewritten, fastappend.c; expiry deletes only w's lists and manifests). On a snapshot, res->mans
+ * names w's manifests in it and every live file's man indexes them. Snapshots older than keep_ms
+ * expire; erase (an erasure deleted objects of the table since the last commit): every earlier
+ * one does, with a version that only expires them when the files did not change (SPEC v5
+ * §5.1). */
 int st_table_commit(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, st_tfiles_t *live,
-                    const st_tfiles_t *prev, int64_t keep_ms, bool erase, const st_tier_writer_t *w,
-                    st_tcommit_t *res);
+                    const st_tfiles_t *prev, const st_tstrs_t *prev_mans, int64_t keep_ms,
+                    bool erase, const st_tier_writer_t *w, st_tcommit_t *res);
 
 #endif

@@ -5,10 +5,11 @@
  * are this writer's, and which manifests of a parent snapshot carry over to a new commit.
  *
  * Each group names its manifest lists snap-{id}-{uuid}-w{inc}.avro and its manifests
- * {uuid}-w{inc}-m0.avro, inc its writer incarnation (the token of its cold objects' keys,
- * st_tier_key_writer). A commit lists its own one merged manifest (all its live files) and, copied
- * unchanged (same path, counts, sequence numbers, so ADDED entries keep inheriting the same
- * snapshot and sequence), every manifest of the parent's list that is not its own. Names from
+ * {uuid}-w{inc}-m{k}.avro, inc its writer incarnation (the token of its cold objects' keys,
+ * st_tier_key_writer). A commit lists its own manifests (fastappend.c: the parent's carried over
+ * or rewritten, one of the files it adds) and, copied unchanged (same path, counts, sequence
+ * numbers, so ADDED entries keep inheriting the same snapshot and sequence), every manifest of
+ * the parent's list that is not its own. Names from
  * before writer tokens (snap-{id}-{uuid}.avro naming {uuid}-m0.avro) are strata's from the time a
  * --tables-url had one writer: taken as the committer's own (replaced). Any other name is another
  * engine's or another group's: carried over, never deleted.
@@ -73,13 +74,26 @@ bool st_tables_manifest_mine(const st_tier_writer_t *w, const char *path, const 
 int st_tables_carry(const void *list, size_t len, const char *list_uri, const st_tier_writer_t *w,
                     st_ice_mlist_t *out, int64_t *rows, int64_t *files)
 {
+    return st_tables_carry_mine(list, len, list_uri, w, out, NULL, rows, files);
+}
+
+int st_tables_carry_mine(const void *list, size_t len, const char *list_uri,
+                         const st_tier_writer_t *w, st_ice_mlist_t *out, st_ice_mlist_t *mine,
+                         int64_t *rows, int64_t *files)
+{
     *rows = *files = 0;
+    if (mine) memset(mine, 0, sizeof *mine);
     int rc = st_ice_manifest_list_read(out, list, len);
     if (rc != ST_OK) return rc;
     size_t k = 0;
     for (size_t i = 0; i < out->n; i++) {
         st_ice_mfile_t *m = &out->v[i];
         if (st_tables_manifest_mine(w, m->path, list_uri)) {
+            if (mine && m->content == ST_ICE_DATA) {
+                mine->v = st_realloc(mine->v, (mine->n + 1) * sizeof *mine->v);
+                mine->v[mine->n++] = *m;
+                continue;
+            }
             free((char *)m->path);
             free((char *)m->lower);
             free((char *)m->upper);

@@ -11,10 +11,12 @@
 #include <string.h>
 
 /* "\0tables" key of an object's provenance: "\0tables" table-index key ->
- * be64 snapshot, be64 sequence number, be64 rows, be64 size. An object written by a merge that
- * changed rows (st_tier_on_rows_changed), until a snapshot has it: "\0tables" 'c' key -> "".
- * An object an erasure deleted (st_tier_on_erased), until a commit of its table has expired
- * every snapshot before it: "\0tables" 'x' key -> the table's index ('0' + i). */
+ * be64 snapshot, be64 sequence number, be64 rows, be64 size, then the name of the manifest of
+ * this writer's that names it (fastappend.c; absent in records from before manifests were
+ * remembered: a commit removing such a file reads the parent's manifests to find it). An object
+ * written by a merge that changed rows (st_tier_on_rows_changed), until a snapshot has it:
+ * "\0tables" 'c' key -> "". An object an erasure deleted (st_tier_on_erased), until a commit of its
+ * table has expired every snapshot before it: "\0tables" 'x' key -> the table's index ('0' + i). */
 static const char st__pfx[] = "\0tables";
 #define ST__PFX_LEN (sizeof st__pfx - 1)
 #define ST__CHANGED 'c'
@@ -23,6 +25,7 @@ static const char st__pfx[] = "\0tables";
 typedef struct {
     st_tmeta_t meta;       /* the worker's while a job runs */
     st_tfiles_t committed; /* the files of the last snapshot strata committed (sorted) */
+    st_tstrs_t mans;       /* the names of this writer's manifests committed's man index */
     bool loaded;           /* meta.doc read (or created) */
     int64_t snap, seq;     /* the current snapshot (snap -1: none), for the admin route */
     int64_t committed_us;
@@ -205,6 +208,7 @@ static int st__view(st_tables_t *t, st_tfiles_t live[ST_TABLES_N], bool changed[
             if (c) {
                 live[i].v[j].snap = c->snap;
                 live[i].v[j].seq = c->seq;
+                live[i].v[j].man = c->man;
                 known++;
             } else {
                 (*pending)++;
@@ -272,6 +276,7 @@ static void st__erasures_done(st_tables_t *t, const st_buf_t *marks)
 static void st__jtable_free(st__jtable_t *j)
 {
     st_tfiles_free(&j->live);
+    st_tstrs_free(&j->res.mans);
     st_buf_free(&j->marks);
     memset(j, 0, sizeof *j);
 }
@@ -283,8 +288,10 @@ static int st__load_prov(void *arg, const void *key, size_t klen, const void *va
     st_tables_t *t = arg;
     const uint8_t *k = key, *v = val;
     int ti = klen > ST__PFX_LEN + 1 ? k[ST__PFX_LEN] - '0' : -1;
-    if (ti < 0 || ti >= ST_TABLES_N || vlen != 32) return 0;
+    if (ti < 0 || ti >= ST_TABLES_N || vlen < 32) return 0;
+    /* the manifest's name waits in uri (NULL in a committed set) until st__intern */
     st_tfile_t f = {.key = st_strndup((const char *)k + ST__PFX_LEN + 1, klen - ST__PFX_LEN - 1),
+                    .uri = vlen > 32 ? st_strndup((const char *)v + 32, vlen - 32) : NULL,
                     .snap = (int64_t)st_be64_get(v),
                     .seq = (int64_t)st_be64_get(v + 8),
                     .rows = (int64_t)st_be64_get(v + 16),
@@ -293,13 +300,67 @@ static int st__load_prov(void *arg, const void *key, size_t klen, const void *va
     return 0;
 }
 
-/* The files of table ti's new snapshot replace its committed set, in memory and in the store. */
-static void st__record_prov(st_tables_t *t, int ti, st_tfiles_t *live)
+static int st__name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The manifests' names st__load_prov left in the files' uri become one sorted set of names and
+ * each file's man index. */
+static void st__intern(st__table_t *tb)
+{
+    st_tstrs_t *m = &tb->mans;
+    for (size_t i = 0; i < tb->committed.n; i++)
+        if (tb->committed.v[i].uri) st_vec_push(m, tb->committed.v[i].uri);
+    if (m->n > 1) qsort(m->v, m->n, sizeof *m->v, st__name_cmp);
+    size_t n = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (!n || strcmp(m->v[i], m->v[n - 1]) != 0)
+            m->v[n++] = st_strndup(m->v[i], strlen(m->v[i]));
+    m->n = n;
+    for (size_t i = 0; i < tb->committed.n; i++) {
+        st_tfile_t *f = &tb->committed.v[i];
+        if (!f->uri) continue;
+        char **hit = bsearch(&f->uri, m->v, m->n, sizeof *m->v, st__name_cmp);
+        f->man = (uint32_t)(hit - m->v) + 1;
+        free(f->uri);
+        f->uri = NULL;
+    }
+}
+
+/* The name of the manifest of f's man in names, or NULL (not known). */
+static const char *st__man_name(const st_tfile_t *f, const st_tstrs_t *names)
+{
+    return f && f->man && f->man <= names->n ? names->v[f->man - 1] : NULL;
+}
+
+/* Whether f, in the committed set as c (NULL: not), is named by the same manifest as then. */
+static bool st__man_same(const st_tfile_t *f, const st_tfile_t *c, const st_tstrs_t *names,
+                         const st_tstrs_t *was_names)
+{
+    const char *was = st__man_name(c, was_names), *now = st__man_name(f, names);
+    return c && (was == now || (was && now && strcmp(was, now) == 0));
+}
+
+/* The files of table ti's new snapshot replace its committed set, in memory and in the store: a
+ * record for each new file, and for each one a commit moved to another manifest of ours (res:
+ * the commit's; its names taken) — unless more than ST__MOVED_MAX moved (a big manifest rewritten
+ * or merged): each record is a put on the loop, so those keep the name they had, which the
+ * parent no longer lists; a commit after a restart that removes such a file reads this writer's
+ * manifests once to find it (fastappend.c), as one before the names were remembered does. */
+#define ST__MOVED_MAX 4096
+static void st__record_prov(st_tables_t *t, int ti, st_tfiles_t *live, st_tcommit_t *res)
 {
     st__table_t *tb = &t->t[ti];
-    uint8_t k[ST_KEY_MAX + 1], v[32];
+    const st_tstrs_t *names = res->mans_set ? &res->mans : &tb->mans;
+    st_buf_t v = {0};
+    uint8_t k[ST_KEY_MAX + 1];
     uint64_t wait = 0;
-    size_t kl;
+    size_t kl, moved = 0;
+    for (size_t i = 0; i < live->n; i++) {
+        const st_tfile_t *c = st_tfiles_find(&tb->committed, live->v[i].key);
+        moved += c && !st__man_same(&live->v[i], c, names, &tb->mans);
+    }
     for (size_t i = 0; i < tb->committed.n; i++)
         if (!st_tfiles_find(live, tb->committed.v[i].key) &&
             (kl = st__pkey(k, (char)('0' + ti), tb->committed.v[i].key)))
@@ -308,17 +369,30 @@ static void st__record_prov(st_tables_t *t, int ti, st_tfiles_t *live)
         const st_tfile_t *f = &live->v[i];
         if (f->changed && (kl = st__pkey(k, ST__CHANGED, f->key))) /* in a snapshot now */
             st_store_del(t->store, k, kl, &wait);
-        if (st_tfiles_find(&tb->committed, f->key) || !(kl = st__pkey(k, (char)('0' + ti), f->key)))
+        const st_tfile_t *c = st_tfiles_find(&tb->committed, f->key);
+        if ((c && (moved > ST__MOVED_MAX || st__man_same(f, c, names, &tb->mans))) ||
+            !(kl = st__pkey(k, (char)('0' + ti), f->key)))
             continue;
-        st_be64_put(v, (uint64_t)f->snap);
-        st_be64_put(v + 8, (uint64_t)f->seq);
-        st_be64_put(v + 16, (uint64_t)f->rows);
-        st_be64_put(v + 24, (uint64_t)f->size);
-        st_store_put(t->store, k, kl, v, sizeof v, &wait);
+        const char *now = st__man_name(f, names);
+        v.len = 0;
+        st_buf_reserve(&v, 32);
+        st_be64_put((uint8_t *)v.data, (uint64_t)f->snap);
+        st_be64_put((uint8_t *)v.data + 8, (uint64_t)f->seq);
+        st_be64_put((uint8_t *)v.data + 16, (uint64_t)f->rows);
+        st_be64_put((uint8_t *)v.data + 24, (uint64_t)f->size);
+        v.len = 32;
+        if (now) st_buf_puts(&v, now);
+        st_store_put(t->store, k, kl, v.data, v.len, &wait);
     }
+    st_buf_free(&v);
     st_tfiles_free(&tb->committed);
     tb->committed = *live;
     memset(live, 0, sizeof *live);
+    if (res->mans_set) {
+        st_tstrs_free(&tb->mans);
+        tb->mans = res->mans;
+        memset(&res->mans, 0, sizeof res->mans);
+    }
 }
 
 /* This member starts committing (start-up, or a follower that now leads): the provenance as the
@@ -327,6 +401,7 @@ static void st__lead(st_tables_t *t)
 {
     for (int i = 0; i < ST_TABLES_N; i++) {
         st_tfiles_free(&t->t[i].committed);
+        st_tstrs_free(&t->t[i].mans);
         cJSON_Delete(t->t[i].meta.doc);
         t->t[i].meta.doc = NULL;
         t->t[i].meta.version = 0;
@@ -335,8 +410,10 @@ static void st__lead(st_tables_t *t)
     t->read = false; /* what a document keeps is known again once loaded */
     uint64_t wait = 0;
     st_store_scan(t->store, st__pfx, ST__PFX_LEN, st__load_prov, t, &wait);
-    for (int i = 0; i < ST_TABLES_N; i++)
+    for (int i = 0; i < ST_TABLES_N; i++) {
+        st__intern(&t->t[i]);
         st_tfiles_sort(&t->t[i].committed);
+    }
     t->leading = true;
     t->seen = false;
 }
@@ -353,8 +430,8 @@ static void st__commit_work(uv_work_t *req)
         j->rc = ST_OK;
         if (!tb->meta.doc) j->rc = st_table_load(t->meta, d, &tb->meta, t->job_create);
         if (j->rc == ST_OK && j->changed)
-            j->rc = st_table_commit(t->meta, d, &tb->meta, &j->live, &tb->committed, t->keep_ms,
-                                    j->erase, &t->writer, &j->res);
+            j->rc = st_table_commit(t->meta, d, &tb->meta, &j->live, &tb->committed, &tb->mans,
+                                    t->keep_ms, j->erase, &t->writer, &j->res);
         if (j->rc != ST_OK && j->rc != ST_ENOTFOUND)
             st_warn("tables: %s: commit failed (%s); retried at the next tick", d->ice.name,
                     st_strerror(j->rc));
@@ -392,7 +469,7 @@ static void st__commit_done(uv_work_t *req, int status)
         if (!t->closing) {
             if (j->res.done) {
                 wrote = true;
-                st__record_prov(t, i, &j->live);
+                st__record_prov(t, i, &j->live, &j->res);
                 st_metric_add(t->commits, 1);
             }
             if (j->changed && j->rc == ST_OK) st__erasures_done(t, &j->marks);
@@ -542,6 +619,7 @@ static void st__tables_free(st_tables_t *t)
     for (int i = 0; i < ST_TABLES_N; i++) {
         cJSON_Delete(t->t[i].meta.doc);
         st_tfiles_free(&t->t[i].committed);
+        st_tstrs_free(&t->t[i].mans);
     }
     free(t);
 }

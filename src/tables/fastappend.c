@@ -1,0 +1,415 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fastappend: which of this writer's manifests a commit's manifest list names — Iceberg's fast
+ * append and manifest merge, so that a commit's cost and bytes grow with its change, not with
+ * the table (issues 45, 48). A commit carries the parent snapshot's manifests over unchanged,
+ * writes one manifest of the files it adds, and rewrites only the manifests naming a file it
+ * removes (compaction, fold, retention, a deleted conversation, an erasure), with their surviving
+ * entries as EXISTING: no commit writes a DELETED entry, so no manifest still names what went
+ * (SPEC v5 §5.1 asks it of an erasure; one way for every remove keeps the rule simple), and the
+ * rewritten ones' counts, sequence numbers and partition summaries are computed afresh.
+ *
+ * Which manifest names a file is remembered beside its provenance (tables.c: the file's man);
+ * a removed file whose manifest is not known (provenance from before manifests were remembered)
+ * makes the commit read all of this writer's manifests once, and learn. When the parent's
+ * manifests of ours do not hold exactly the files strata last committed (their counts in the
+ * list differ, or one has a name from before writer tokens), the commit writes one manifest of
+ * every live file instead, as strata did before: the table is healed, not patched.
+ *
+ * Merging: past ST_TABLES_MANS_MAX manifests of ours, the smallest ones (below ST__MERGE_TARGET
+ * bytes, as many as fit in it together) become one.
+ *
+ * On a worker (object storage blocks).
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A manifest this large (bytes) is never merged again. Iceberg's commit.manifest.target-size-bytes
+ * is 8 MiB, but its writers' entries carry column statistics (about a KiB each); strata's carry
+ * none (SPEC v5 §5.1) and deflate to about 8 bytes, so 8 MiB would be a million entries, all
+ * rewritten by any remove that touches the manifest. 1 MiB (about 120,000 entries) keeps such a
+ * rewrite to tens of milliseconds while ST_TABLES_MANS_MAX manifests still cover ten million
+ * files; merging only smaller ones keeps a merge's cost bounded whatever the table's size. */
+#define ST__MERGE_TARGET ((int64_t)1 << 20)
+
+static void st__fa_man_free(st_tman_t *m)
+{
+    free((char *)m->mf.path);
+    free((char *)m->mf.lower);
+    free((char *)m->mf.upper);
+    free(m->key);
+    st_buf_free(&m->bytes);
+}
+
+void st_tmans_free(st_tmans_t *v)
+{
+    for (size_t i = 0; i < v->n; i++)
+        st__fa_man_free(&v->v[i]);
+    st_vec_free(v);
+}
+
+typedef struct {
+    const st_tplan_in_t *in;
+    st_tmans_t *out;
+    uint32_t *man; /* [live->n]: 1 + the index in out of the manifest naming the file */
+    int k;         /* the next manifest's number */
+} st__plan_t;
+
+static const char *st__fa_base(const char *p)
+{
+    const char *b = strrchr(p, '/');
+    return b ? b + 1 : p;
+}
+
+static int st__fa_uri_cmp(const void *uri, const void *f)
+{
+    return strcmp(uri, ((const st_tfile_t *)f)->uri);
+}
+
+/* The live file of uri: live is sorted by key, and every URI is one root + its key. A manifest
+ * lists its files in that order (each run of a merged one too), so the one after the last found
+ * (*hint) is tried first. */
+static const st_tfile_t *st__fa_live(const st_tfiles_t *live, const char *uri, size_t *hint)
+{
+    if (*hint < live->n && strcmp(live->v[*hint].uri, uri) == 0) return &live->v[(*hint)++];
+    const st_tfile_t *f =
+        live->n ? bsearch(uri, live->v, live->n, sizeof *live->v, st__fa_uri_cmp) : NULL;
+    if (f) *hint = (size_t)(f - live->v) + 1;
+    return f;
+}
+
+static int st__fa_bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+    int c = memcmp(a, b, al < bl ? al : bl);
+    return c ? c : (al > bl) - (al < bl);
+}
+
+/* The key of a manifest in the tables' store, or NULL (another store's). */
+static const char *st__fa_key(const st_tplan_in_t *in, const char *uri)
+{
+    size_t n = strlen(in->upfx);
+    return strncmp(uri, in->upfx, n) == 0 ? uri + n : NULL;
+}
+
+/* Writes f[0..n) (n > 0) as this commit's next manifest (an entry of the new snapshot ADDED, any
+ * other EXISTING), its line's counts, sequence numbers and partition summary computed from them,
+ * and points each live file it names at it. */
+static int st__fa_write(st__plan_t *p, st_ice_file_t *f, size_t n)
+{
+    const st_tplan_in_t *in = p->in;
+    st_buf_t k = {0}, u = {0};
+    st_buf_printf(&k, "%s%d.avro", in->mpfx, p->k++);
+    st_buf_appendc(&k, 0);
+    st_buf_printf(&u, "%s%s", in->upfx, k.data);
+    st_buf_appendc(&u, 0);
+    st_tman_t m = {.key = st_buf_steal(&k, NULL)};
+    m.mf = (st_ice_mfile_t){.path = st_buf_steal(&u, NULL),
+                            .content = ST_ICE_DATA,
+                            .seq = in->seq,
+                            .min_seq = in->seq,
+                            .added_snapshot_id = in->id};
+    const char *lo = NULL, *hi = NULL;
+    size_t lol = 0, hil = 0, hint = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool added = f[i].snapshot_id == in->id;
+        f[i].status = added ? ST_ICE_ADDED : ST_ICE_EXISTING;
+        f[i].content = ST_ICE_DATA;
+        if (f[i].data_seq < m.mf.min_seq) m.mf.min_seq = f[i].data_seq;
+        if (added) {
+            m.mf.added_files++;
+            m.mf.added_rows += f[i].records;
+        } else {
+            m.mf.existing_files++;
+            m.mf.existing_rows += f[i].records;
+        }
+        if (f[i].part && (!lo || st__fa_bytes_cmp(f[i].part, f[i].part_len, lo, lol) < 0))
+            lo = f[i].part, lol = f[i].part_len;
+        if (f[i].part && (!hi || st__fa_bytes_cmp(f[i].part, f[i].part_len, hi, hil) > 0))
+            hi = f[i].part, hil = f[i].part_len;
+        const st_tfile_t *lf = st__fa_live(in->live, f[i].path, &hint);
+        if (lf) p->man[lf - in->live->v] = (uint32_t)p->out->n + 1;
+    }
+    m.mf.lower = lo ? st_strndup(lo, lol) : NULL;
+    m.mf.lower_len = lol;
+    m.mf.upper = hi ? st_strndup(hi, hil) : NULL;
+    m.mf.upper_len = hil;
+    int rc = st_ice_manifest(&m.bytes, &in->d->ice, ST_ICE_DATA, f, n, true);
+    m.mf.length = (int64_t)m.bytes.len;
+    st_vec_push(p->out, m);
+    return rc;
+}
+
+/* The live files new (snap 0) or all as entries, into f (borrowing their strings). */
+static size_t st__fa_from_live(const st_tplan_in_t *in, bool all, st_ice_file_t *f)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < in->live->n; i++) {
+        const st_tfile_t *t = &in->live->v[i];
+        bool old = t->snap != 0;
+        if (old && !all) continue;
+        f[n++] = (st_ice_file_t){.snapshot_id = old ? t->snap : in->id,
+                                 .data_seq = old ? t->seq : in->seq,
+                                 .file_seq = old ? t->seq : in->seq,
+                                 .path = t->uri,
+                                 .part = t->part,
+                                 .part_len = strlen(t->part),
+                                 .records = t->rows,
+                                 .size = t->size};
+    }
+    return n;
+}
+
+/* The entries of a manifest of ours (its line mf; bytes when this commit wrote it, else read),
+ * their inherited snapshot ids and sequence numbers filled in from mf (Iceberg's inheritance),
+ * appended to *e (owned strings). */
+static int st__fa_entries(const st__plan_t *p, const st_ice_mfile_t *mf, const st_buf_t *bytes,
+                          st_ice_entries_t *e)
+{
+    const char *key = st__fa_key(p->in, mf->path);
+    st_buf_t b = {0};
+    st_ice_entries_t got = {0};
+    int rc = bytes->len ? ST_OK
+             : key      ? st_objstore_read(p->in->ms, key, ST_TABLES_META_MAX, &b)
+                        : ST_EINVAL;
+    if (rc == ST_OK)
+        rc = bytes->len ? st_ice_manifest_read(&got, bytes->data, bytes->len)
+                        : st_ice_manifest_read(&got, b.data, b.len);
+    if (rc == ST_OK && got.content != ST_ICE_DATA) rc = ST_EINVAL;
+    if (rc != ST_OK)
+        st_error("tables: %s: the manifest %s cannot be read (%s)", p->in->d->ice.name, mf->path,
+                 st_strerror(rc));
+    if (rc == ST_OK && got.n) e->v = st_realloc(e->v, (e->n + got.n) * sizeof *e->v);
+    for (size_t i = 0; rc == ST_OK && i < got.n; i++) {
+        st_ice_file_t *f = &got.v[i];
+        if (f->snapshot_id < 0) f->snapshot_id = mf->added_snapshot_id;
+        if (f->data_seq < 0) f->data_seq = mf->seq;
+        if (f->file_seq < 0) f->file_seq = mf->seq;
+        e->v[e->n++] = *f;
+        f->path = NULL;
+        f->part = NULL;
+    }
+    st_ice_entries_free(&got);
+    st_buf_free(&b);
+    return rc;
+}
+
+/* Carries the parent's manifest mf over unchanged. */
+static void st__fa_carry(st__plan_t *p, const st_ice_mfile_t *mf)
+{
+    st_tman_t m = {.mf = *mf};
+    const char *key = st__fa_key(p->in, mf->path);
+    m.mf.path = st_strndup(mf->path, strlen(mf->path));
+    m.mf.lower = mf->lower ? st_strndup(mf->lower, mf->lower_len) : NULL;
+    m.mf.upper = mf->upper ? st_strndup(mf->upper, mf->upper_len) : NULL;
+    m.key = key ? st_strndup(key, strlen(key)) : NULL;
+    st_vec_push(p->out, m);
+}
+
+/* One of the parent's manifests of ours, read (it names a removed file, or which does is not
+ * known): carried over when every entry is still live (its files learn their manifest), else
+ * rewritten with the live ones (none: dropped). */
+static int st__fa_reread(st__plan_t *p, const st_ice_mfile_t *mf)
+{
+    st_ice_entries_t e = {0};
+    int rc = st__fa_entries(p, mf, &(st_buf_t){0}, &e);
+    size_t keep = 0, all = e.n, hint = 0;
+    for (size_t i = 0; rc == ST_OK && i < all; i++) {
+        if (e.v[i].status == ST_ICE_DELETED || !st__fa_live(p->in->live, e.v[i].path, &hint)) {
+            free((char *)e.v[i].path);
+            free((char *)e.v[i].part);
+            continue;
+        }
+        e.v[keep++] = e.v[i];
+    }
+    if (rc == ST_OK) e.n = keep; /* the rest freed or moved */
+    if (rc == ST_OK && keep == all && keep > 0) {
+        hint = 0;
+        for (size_t i = 0; i < keep; i++) {
+            const st_tfile_t *lf = st__fa_live(p->in->live, e.v[i].path, &hint);
+            p->man[lf - p->in->live->v] = (uint32_t)p->out->n + 1;
+        }
+        st__fa_carry(p, mf);
+    } else if (rc == ST_OK && keep > 0) {
+        rc = st__fa_write(p, e.v, keep);
+    }
+    st_ice_entries_free(&e);
+    return rc;
+}
+
+static int st__fa_name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The parent's manifests of ours, carried over or rewritten: those naming a removed file are
+ * read (all of them when one such file's manifest is not known). */
+static int st__fa_parent(st__plan_t *p)
+{
+    const st_tplan_in_t *in = p->in;
+    st_tstrs_t hit = {0}; /* names of manifests naming a removed file (borrowed), sorted */
+    bool locate = false;
+    for (size_t i = 0, j = 0; i < in->prev->n; i++) { /* both sorted by key: one walk */
+        const st_tfile_t *f = &in->prev->v[i];
+        int c = 1;
+        while (j < in->live->n && (c = strcmp(in->live->v[j].key, f->key)) < 0)
+            j++;
+        if (c == 0) continue; /* still live */
+        if (f->man == 0 || f->man > in->prev_mans->n)
+            locate = true;
+        else
+            st_vec_push(&hit, in->prev_mans->v[f->man - 1]);
+    }
+    if (hit.n > 1) qsort(hit.v, hit.n, sizeof *hit.v, st__fa_name_cmp);
+    size_t listed = 0; /* the remembered manifests the parent lists: all, or read them all */
+    for (size_t i = 0; !locate && i < in->mine->n; i++) {
+        const char *b = st__fa_base(in->mine->v[i].path);
+        listed += hit.n && bsearch(&b, hit.v, hit.n, sizeof *hit.v, st__fa_name_cmp) != NULL;
+    }
+    for (size_t i = 1; i < hit.n; i++) /* distinct names */
+        listed += strcmp(hit.v[i], hit.v[i - 1]) == 0;
+    locate |= listed != hit.n;
+    size_t first = p->out->n;
+    int rc = ST_OK;
+    for (size_t i = 0; rc == ST_OK && i < in->mine->n; i++) {
+        const st_ice_mfile_t *mf = &in->mine->v[i];
+        const char *b = st__fa_base(mf->path);
+        if (locate || (hit.n && bsearch(&b, hit.v, hit.n, sizeof *hit.v, st__fa_name_cmp)))
+            rc = st__fa_reread(p, mf);
+        else
+            st__fa_carry(p, mf);
+    }
+    st_vec_free(&hit);
+    /* the files of manifests carried without reading: by the name prev knew them under, each
+     * name looked up once */
+    typedef struct {
+        const char *name;
+        uint32_t at;
+    } st__named_t;
+    ST_VEC(st__named_t) by = {0};
+    for (size_t j = first; j < p->out->n; j++)
+        if (!p->out->v[j].bytes.len)
+            st_vec_push(&by, ((st__named_t){st__fa_base(p->out->v[j].mf.path), (uint32_t)j + 1}));
+    if (by.n > 1) qsort(by.v, by.n, sizeof *by.v, st__fa_name_cmp);
+    uint32_t *to = st_calloc(in->prev_mans->n + 1, sizeof *to); /* prev's man -> out's */
+    for (size_t j = 0; by.n && j < in->prev_mans->n; j++) {
+        const st__named_t *at =
+            bsearch(&in->prev_mans->v[j], by.v, by.n, sizeof *by.v, st__fa_name_cmp);
+        to[j + 1] = at ? at->at : 0;
+    }
+    for (size_t i = 0; rc == ST_OK && by.n && i < in->live->n; i++) {
+        const st_tfile_t *f = &in->live->v[i];
+        if (!p->man[i] && f->snap != 0 && f->man <= in->prev_mans->n) p->man[i] = to[f->man];
+    }
+    free(to);
+    st_vec_free(&by);
+    return rc;
+}
+
+static int st__fa_len_cmp(const void *a, const void *b)
+{
+    int64_t x = (*(st_tman_t *const *)a)->mf.length, y = (*(st_tman_t *const *)b)->mf.length;
+    return (x > y) - (x < y);
+}
+
+/* Past ST_TABLES_MANS_MAX manifests: the smallest ones, as many as fit in ST__MERGE_TARGET
+ * together (at least two), become one (Iceberg's manifest merge). */
+static int st__fa_merge(st__plan_t *p)
+{
+    st_tmans_t *out = p->out;
+    if (out->n <= ST_TABLES_MANS_MAX) return ST_OK;
+    st_tman_t **small = st_calloc(out->n, sizeof *small);
+    size_t ns = 0, take = 0;
+    for (size_t i = 0; i < out->n; i++)
+        if (out->v[i].mf.length < ST__MERGE_TARGET && (out->v[i].bytes.len || out->v[i].key))
+            small[ns++] = &out->v[i];
+    qsort(small, ns, sizeof *small, st__fa_len_cmp);
+    for (int64_t sum = 0; take < ns && sum + small[take]->mf.length <= ST__MERGE_TARGET; take++)
+        sum += small[take]->mf.length;
+    st_ice_entries_t e = {0};
+    int rc = ST_OK;
+    bool *gone = st_calloc(out->n, sizeof *gone);
+    for (size_t i = 0; take >= 2 && rc == ST_OK && i < take; i++) {
+        rc = st__fa_entries(p, &small[i]->mf, &small[i]->bytes, &e);
+        gone[small[i] - out->v] = true;
+    }
+    free(small);
+    if (take < 2 || rc != ST_OK) {
+        st_ice_entries_free(&e);
+        free(gone);
+        return rc;
+    }
+    /* the manifests left keep their order; the merged one comes last */
+    uint32_t *at = st_calloc(out->n + 1, sizeof *at);
+    size_t n = 0;
+    for (size_t i = 0; i < out->n; i++) {
+        if (gone[i]) {
+            st__fa_man_free(&out->v[i]);
+            continue;
+        }
+        at[i + 1] = (uint32_t)n + 1;
+        out->v[n++] = out->v[i];
+    }
+    out->n = n;
+    for (size_t i = 0; i < p->in->live->n; i++)
+        p->man[i] = p->man[i] ? at[p->man[i]] : 0; /* a merged one's files: set by the write */
+    rc = st__fa_write(p, e.v, e.n);
+    st_info("tables: %s: %zu manifests merged into one (%zu entries)", p->in->d->ice.name, take,
+            e.n);
+    st_ice_entries_free(&e);
+    free(gone);
+    free(at);
+    return rc;
+}
+
+int st_tables_plan(const st_tplan_in_t *in, st_tmans_t *out, st_tstrs_t *names, uint32_t *man)
+{
+    memset(out, 0, sizeof *out);
+    memset(names, 0, sizeof *names);
+    memset(man, 0, in->live->n * sizeof *man);
+    st__plan_t p = {.in = in, .out = out, .man = man};
+    /* heal: the parent's manifests of ours hold exactly the files last committed, or are replaced
+     * by one of every live file */
+    int64_t held = 0;
+    bool whole = false;
+    for (size_t i = 0; i < in->mine->n; i++) {
+        const st_ice_mfile_t *mf = &in->mine->v[i];
+        held += (int64_t)mf->added_files + mf->existing_files;
+        whole |= !st_tier_key_incarnation(st__fa_base(mf->path)) || !st__fa_key(in, mf->path);
+    }
+    whole |= held != (int64_t)in->prev->n;
+    if (whole && in->prev->n)
+        st_warn("tables: %s: the parent's manifests of this writer hold %lld files, %zu were "
+                "committed: one manifest of every live file replaces them",
+                in->d->ice.name, (long long)held, in->prev->n);
+    st_ice_file_t *f = st_calloc(in->live->n + 1, sizeof *f);
+    int rc = whole ? ST_OK : st__fa_parent(&p);
+    size_t n = rc == ST_OK ? st__fa_from_live(in, whole, f) : 0;
+    if (n) rc = st__fa_write(&p, f, n);
+    int64_t named = 0;
+    for (size_t i = 0; i < out->n; i++)
+        named += (int64_t)out->v[i].mf.added_files + out->v[i].mf.existing_files;
+    if (rc == ST_OK && !whole && named != (int64_t)in->live->n) {
+        /* a remembered manifest was wrong (a removed file still named): heal */
+        st_warn("tables: %s: this writer's manifests would name %lld files, %zu are live: one "
+                "manifest of every live file replaces them",
+                in->d->ice.name, (long long)named, in->live->n);
+        st_tmans_free(out);
+        memset(man, 0, in->live->n * sizeof *man);
+        p.k = 0;
+        n = st__fa_from_live(in, true, f);
+        if (n) rc = st__fa_write(&p, f, n);
+    }
+    free(f);
+    if (rc == ST_OK) rc = st__fa_merge(&p);
+    for (size_t i = 0; rc == ST_OK && i < out->n; i++) {
+        const char *b = st__fa_base(out->v[i].mf.path);
+        st_vec_push(names, st_strndup(b, strlen(b)));
+    }
+    if (rc != ST_OK) {
+        st_tmans_free(out);
+        st_tstrs_free(names);
+    }
+    return rc;
+}

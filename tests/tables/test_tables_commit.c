@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for one table's commits in a file:// store (src/tables/commit.c, fastappend.c):
+ * a commit writes a manifest of what it adds and carries the parent's manifests over; a remove
+ * rewrites only the manifest naming the file; expiry deletes a manifest only once no kept
+ * snapshot lists it (a carried-over manifest outlives the list that added it); past
+ * ST_TABLES_MANS_MAX manifests the small ones merge; a parent whose manifests do not hold what was
+ * committed is healed with one manifest of every live file; at every step the current snapshot
+ * names exactly the live files, once each. */
+#include "../test.h"
+#include "../../src/tables/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef struct {
+    st_objstore_t *ms;
+    st_buf_t root;
+    st_tmeta_t m;
+    st_tfiles_t live, committed;
+    st_tstrs_t mans;
+    st_tier_writer_t w;
+    char dir[64];
+} fx_t;
+
+static void fx_open(fx_t *f)
+{
+    memset(f, 0, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/st-tcommit-XXXXXX");
+    CHECK(mkdtemp(f->dir) != NULL);
+    char url[96];
+    snprintf(url, sizeof url, "file://%s", f->dir);
+    st_objstore_opts_t o = {.url = url};
+    CHECK_EQ(st_objstore_open(&f->ms, &o), ST_OK);
+    st_objstore_uri(f->ms, "", &f->root);
+    f->w.current = 0xabc;
+    CHECK_EQ(st_table_load(f->ms, &st_table_defs[0], &f->m, true), ST_OK);
+}
+
+static void fx_close(fx_t *f)
+{
+    st_tfiles_free(&f->live);
+    st_tfiles_free(&f->committed);
+    st_tstrs_free(&f->mans);
+    cJSON_Delete(f->m.doc);
+    st_objstore_close(f->ms);
+    st_buf_free(&f->root);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
+    CHECK_EQ(system(cmd), 0);
+}
+
+static void fx_add(fx_t *f, const char *user, int n)
+{
+    char key[96];
+    st_buf_t tok = {0}, uri = {0};
+    st_tier_key_writer(&tok, f->w.current);
+    st_buf_appendc(&tok, 0);
+    snprintf(key, sizeof key, "%s/batch-%d-%s.parquet", user, n, tok.data);
+    st_objstore_uri(f->ms, key, &uri);
+    st_buf_appendc(&uri, 0);
+    st_tfile_t t = {.key = st_strndup(key, strlen(key)),
+                    .uri = st_buf_steal(&uri, NULL),
+                    .part = st_strndup(user, strlen(user)),
+                    .rows = 3,
+                    .size = 100};
+    st_vec_push(&f->live, t);
+    st_tfiles_sort(&f->live);
+    st_buf_free(&tok);
+}
+
+static void fx_remove(fx_t *f, const char *user, int n)
+{
+    char key[96];
+    st_buf_t tok = {0};
+    st_tier_key_writer(&tok, f->w.current);
+    st_buf_appendc(&tok, 0);
+    snprintf(key, sizeof key, "%s/batch-%d-%s.parquet", user, n, tok.data);
+    st_tfile_t *t = st_tfiles_find(&f->live, key);
+    CHECK(t != NULL);
+    free(t->key);
+    free(t->uri);
+    free(t->part);
+    memmove(t, t + 1, (size_t)(f->live.v + f->live.n - (t + 1)) * sizeof *t);
+    f->live.n--;
+    st_buf_free(&tok);
+}
+
+/* Commits live; the committed set follows (as tables.c keeps it). */
+static void fx_commit(fx_t *f, int64_t keep_ms, bool erase)
+{
+    st_tcommit_t res;
+    usleep(3000); /* timestamps in ms: an older snapshot is older */
+    CHECK_EQ(st_table_commit(f->ms, &st_table_defs[0], &f->m, &f->live, &f->committed, &f->mans,
+                             keep_ms, erase, &f->w, &res),
+             ST_OK);
+    CHECK(res.done);
+    CHECK(res.mans_set);
+    st_tstrs_free(&f->mans);
+    f->mans = res.mans;
+    st_tfiles_free(&f->committed);
+    for (size_t i = 0; i < f->live.n; i++) {
+        st_tfile_t t = f->live.v[i];
+        CHECK(t.man > 0 && t.man <= f->mans.n);
+        t.key = st_strndup(t.key, strlen(t.key));
+        t.uri = t.part = NULL; /* as read back from the store */
+        st_vec_push(&f->committed, t);
+    }
+}
+
+static void fx_read(fx_t *f, const char *uri, st_buf_t *b)
+{
+    b->len = 0;
+    CHECK(strncmp(uri, f->root.data, f->root.len) == 0);
+    CHECK_EQ(st_objstore_read(f->ms, uri + f->root.len, ST_TABLES_META_MAX, b), ST_OK);
+}
+
+static bool fx_exists(fx_t *f, const char *uri)
+{
+    st_buf_t b = {0};
+    bool there = st_objstore_read(f->ms, uri + f->root.len, ST_TABLES_META_MAX, &b) == ST_OK;
+    st_buf_free(&b);
+    return there;
+}
+
+/* The current snapshot's manifest list into *l; checks that its manifests name exactly the live
+ * files, once each, and that every line's counts agree with its entries. */
+static void fx_current(fx_t *f, st_ice_mlist_t *l)
+{
+    int64_t cur = st_tmeta_i64(f->m.doc, "current-snapshot-id", -1);
+    const cJSON *s;
+    const char *list = NULL;
+    cJSON_ArrayForEach(s, cJSON_GetObjectItem(f->m.doc, "snapshots"))
+    {
+        if (st_tmeta_i64(s, "snapshot-id", -1) == cur)
+            list = cJSON_GetObjectItem(s, "manifest-list")->valuestring;
+    }
+    CHECK(list != NULL);
+    st_buf_t b = {0};
+    fx_read(f, list, &b);
+    CHECK_EQ(st_ice_manifest_list_read(l, b.data, b.len), ST_OK);
+    size_t named = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        st_ice_entries_t e = {0};
+        fx_read(f, l->v[i].path, &b);
+        CHECK_EQ(st_ice_manifest_read(&e, b.data, b.len), ST_OK);
+        int32_t added = 0, existing = 0;
+        for (size_t j = 0; j < e.n; j++) {
+            CHECK(e.v[j].status != ST_ICE_DELETED);
+            added += e.v[j].status == ST_ICE_ADDED;
+            existing += e.v[j].status == ST_ICE_EXISTING;
+            const st_tfile_t *t = st_tfiles_find(&f->live, e.v[j].path + f->root.len);
+            CHECK(t != NULL);
+            named++;
+        }
+        CHECK_EQ(l->v[i].added_files, added);
+        CHECK_EQ(l->v[i].existing_files, existing);
+        st_ice_entries_free(&e);
+    }
+    CHECK_EQ(named, f->live.n);
+    st_buf_free(&b);
+}
+
+TEST(fast_append_rewrite_expire)
+{
+    fx_t f;
+    fx_open(&f);
+    fx_add(&f, "amy", 1);
+    fx_add(&f, "bob", 1);
+    fx_commit(&f, INT64_MAX / 4, false);
+    st_ice_mlist_t l1, l2, l3, l4;
+    fx_current(&f, &l1);
+    CHECK_EQ(l1.n, 1);
+    fx_add(&f, "cat", 1);
+    fx_commit(&f, INT64_MAX / 4, false);
+    fx_current(&f, &l2);
+    CHECK_EQ(l2.n, 2);
+    CHECK_STR(l2.v[0].path, l1.v[0].path); /* carried over */
+    CHECK_EQ(l2.v[1].added_files, 1);
+    CHECK_EQ(l2.v[1].existing_files, 0);
+
+    /* every earlier snapshot expires: their lists go, the manifests the new one lists stay */
+    fx_add(&f, "dan", 1);
+    fx_commit(&f, 0, false);
+    CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(f.m.doc, "snapshots")), 1);
+    fx_current(&f, &l3);
+    CHECK_EQ(l3.n, 3);
+    CHECK(fx_exists(&f, l1.v[0].path));
+    CHECK(fx_exists(&f, l2.v[1].path));
+
+    /* amy's file goes: only the first manifest is rewritten (bob's entry EXISTING); once the
+     * snapshot listing it expires, it is deleted */
+    fx_remove(&f, "amy", 1);
+    fx_commit(&f, 0, true);
+    fx_current(&f, &l4);
+    CHECK_EQ(l4.n, 3); /* the rewritten one in the first one's place */
+    CHECK(strcmp(l4.v[0].path, l3.v[0].path) != 0);
+    CHECK_STR(l4.v[1].path, l3.v[1].path);
+    CHECK_STR(l4.v[2].path, l3.v[2].path);
+    CHECK_EQ(l4.v[0].existing_files, 1);
+    CHECK_EQ(l4.v[0].added_files, 0);
+    CHECK_EQ(l4.v[0].lower_len, 3);
+    CHECK(memcmp(l4.v[0].lower, "bob", 3) == 0 && memcmp(l4.v[0].upper, "bob", 3) == 0);
+    CHECK(!fx_exists(&f, l1.v[0].path));
+    CHECK(fx_exists(&f, l3.v[1].path));
+    st_ice_mlist_free(&l1);
+    st_ice_mlist_free(&l2);
+    st_ice_mlist_free(&l3);
+    st_ice_mlist_free(&l4);
+    fx_close(&f);
+}
+
+TEST(manifests_merge_past_the_bound)
+{
+    fx_t f;
+    fx_open(&f);
+    st_ice_mlist_t l;
+    for (int i = 0; i < ST_TABLES_MANS_MAX + 5; i++) {
+        fx_add(&f, "eve", i);
+        fx_commit(&f, INT64_MAX / 4, false);
+    }
+    fx_current(&f, &l);
+    CHECK(l.n <= ST_TABLES_MANS_MAX);
+    CHECK(l.n < 10);
+    st_ice_mlist_free(&l);
+    /* provenance from before manifests were remembered: a remove reads them all and learns */
+    for (size_t i = 0; i < f.committed.n; i++)
+        f.committed.v[i].man = 0;
+    fx_remove(&f, "eve", 7);
+    fx_commit(&f, INT64_MAX / 4, false);
+    fx_current(&f, &l);
+    st_ice_mlist_free(&l);
+    /* the parent's manifests hold fewer files than were committed: healed with one manifest */
+    fx_add(&f, "fay", 1);
+    st_tfile_t extra = {.key = st_strndup("zed/never", 9)};
+    st_vec_push(&f.committed, extra);
+    st_tfiles_sort(&f.committed);
+    fx_commit(&f, INT64_MAX / 4, false);
+    fx_current(&f, &l);
+    CHECK_EQ(l.n, 1);
+    CHECK_EQ(l.v[0].added_files, 1);
+    CHECK_EQ((size_t)l.v[0].existing_files, f.live.n - 1);
+    st_ice_mlist_free(&l);
+    fx_close(&f);
+}
+
+TEST(a_wrongly_remembered_manifest_heals)
+{
+    fx_t f;
+    fx_open(&f);
+    st_ice_mlist_t l;
+    fx_add(&f, "amy", 1);
+    fx_commit(&f, INT64_MAX / 4, false);
+    fx_add(&f, "bob", 1);
+    fx_commit(&f, INT64_MAX / 4, false);
+    CHECK_EQ(f.committed.n, 2);
+    f.committed.v[0].man = f.committed.v[1].man; /* amy's said to be in bob's manifest */
+    fx_remove(&f, "amy", 1);
+    fx_commit(&f, INT64_MAX / 4, true);
+    fx_current(&f, &l); /* names bob's file only */
+    CHECK_EQ(l.n, 1);
+    st_ice_mlist_free(&l);
+    fx_close(&f);
+}
+
+RUN_TESTS("tables_commit")
