@@ -11,7 +11,7 @@
 #   post      POST /v1/users/u{1..100}/messages, 1 KiB, 10 conversations each (bench/chat.lua post)
 #   roompost  POST /v1/rooms/r10/messages, 1 KiB (bench/roompost.lua)
 #   read      GET the newest 50 of a random conversation of those (bench/chat.lua messages)
-#   roomread  GET /v1/rooms/r10/messages?limit=50 (the newest 50)
+#   roomread  GET /v1/rooms/r10/messages?limit=50&order=desc (the newest 50)
 # Reads come after the posts of the same round, so each binary reads what it wrote alike.
 # p50/p99 (wrk), 2xx answers/s (strata's own counter; any other status fails the run) and server
 # CPU per answer (utime + stime of the strata process over the run). Records
@@ -42,7 +42,7 @@ done
 
 roomread_lua=$work/roomread.lua
 cat >"$roomread_lua" <<'LUA'
-wrk.path = "/v1/rooms/r10/messages?limit=50"
+wrk.path = "/v1/rooms/r10/messages?limit=50&order=desc"
 LUA
 # one run: ROUND LABEL WORKLOAD; appends "LABEL work=W round=R rps= p50= p99= cpu=" to $work/out.txt
 measure() {
