@@ -12,7 +12,11 @@
 #   roompost  POST /v1/rooms/r10/messages, 1 KiB (bench/roompost.lua)
 #   read      GET the newest 50 of a random conversation of those (bench/chat.lua messages)
 #   roomread  GET /v1/rooms/r10/messages?limit=50&order=desc (the newest 50)
-# Reads come after the posts of the same round, so each binary reads what it wrote alike.
+# Reads come after the posts of the same round, so each binary reads what it wrote alike. The
+# servers never flush (--flush-rows 100000000, --flush-interval 604800, --map-size 16GiB): every
+# message stays hot, so no flush or compaction of the room (10,000 hot rows trigger one by
+# default) runs beside a later measure and counts in its CPU (an earlier run of this script did,
+# and a read's CPU per answer ranged 40-136 µs by what the tier was doing meanwhile).
 # p50/p99 (wrk), 2xx answers/s (strata's own counter; any other status fails the run) and server
 # CPU per answer (utime + stime of the strata process over the run). Records
 # bench/out/ownerab/DATE.json (not a README table row: bench/RESULTS.md quotes it), wrk's output in
@@ -33,7 +37,8 @@ for b in "${bins[@]}"; do
   [[ $l =~ ^[A-Za-z0-9_]+$ ]] || die "label $l: letters, digits and _ only"
   labels+=("$l")
   port[$l]=$(free_port)
-  "$bin" --listen 127.0.0.1:"${port[$l]}" --data-dir "$work/data-$l" --log-level warn 2>"$work/strata-$l.log" &
+  "$bin" --listen 127.0.0.1:"${port[$l]}" --data-dir "$work/data-$l" --flush-rows 100000000 \
+    --flush-interval 604800 --map-size 16GiB --log-level warn 2>"$work/strata-$l.log" &
   spid[$l]=$!
   pids+=("${spid[$l]}")
   wait_port "${port[$l]}"
