@@ -309,9 +309,15 @@ void st__ws_fan_stop(st_wsfan_t *f);
  * item's `sent` is then set. Loop only. items and arena are borrowed for the call. */
 void st__ws_fan_send(st_wsfan_t *f, st_wsfan_item_t *items, size_t n, const char *arena);
 
-/* ---- topics.c ---- */
+/* ---- topics.c: channels, subscriptions' end, fan-out ---- */
 void st__ws_topics_init(st_ws_t *ws);
 void st__ws_topics_free(st_ws_t *ws);
+/* Puts s (started: subscribe.c) in the channel of its topic and name, made if it is the first. */
+void st__ws_chan_add(st_ws_t *ws, st_wssub_t *s);
+/* Takes s out of its connection and its channel and frees it. */
+void st__ws_sub_remove(st_ws_t *ws, st_wssub_t *s);
+/* Returns an owned body (one reference) of a message frame: "message":<json>} */
+st_wsbody_t *st__ws_message_body(const char *json, size_t len);
 /* fan-out of seat changes and new messages (the chat and seats observers) */
 void st__ws_seats_changed(void *arg, const char *event_id, size_t elen, const char *tail,
                           size_t tlen, uint64_t wait);
@@ -366,8 +372,11 @@ void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user
                         bool added, uint64_t wait);
 void st__ws_note_room_member(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
                              bool added);
-/* Handles one complete client text message. */
+/* subscribe.c: handles one complete client text message. */
 void st__ws_on_message(st_ws_t *ws, st_wsconn_t *c, const char *p, size_t n);
+/* ---- replay.c ---- */
+/* One page of s's replay (see replay.c); false when the replay failed and s must be removed. */
+bool st__ws_replay_step(st_ws_t *ws, st_wssub_t *s);
 /* Continues paged replays on c while its queue is short. */
 void st__ws_replay_more(st_ws_t *ws, st_wsconn_t *c);
 /* Batches from `first` on were rolled back: subscriptions whose snapshot waited for a fence

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libwebsockets on strata's libuv loop: the context, connection lifecycle and adoption of
- * sockets upgraded by the HTTP side. What streams carry lives in topics.c, how frames wait for
- * durability and leave in queue.c. Only this module includes libwebsockets.h.
+ * sockets upgraded by the HTTP side. What streams ask for lives in subscribe.c and replay.c, what
+ * they carry in topics.c, how frames wait for durability and leave in queue.c. Only this module
+ * includes libwebsockets.h.
  */
 #include "internal.h"
 
