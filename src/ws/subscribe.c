@@ -48,6 +48,47 @@ static st_wssub_t *st__sub_find(st_wsconn_t *c, const char *id)
     return NULL;
 }
 
+/* Whether c can take a subscription with this id: none of its subscriptions has it, and it has
+ * fewer than ST__WS_MAX_SUBS. On error a frame has been queued. */
+static int st__check_free_slot(st_ws_t *ws, st_wsconn_t *c, const char *id)
+{
+    if (st__sub_find(c, id)) {
+        st__ws_send_error(ws, c, id, "conflict", "a subscription with this id exists");
+        return ST_ECONFLICT;
+    }
+    if (c->nsubs >= ST__WS_MAX_SUBS) {
+        st__ws_send_error(ws, c, id, "too_many_requests", "too many subscriptions on this stream");
+        return ST_ERATE;
+    }
+    return ST_OK;
+}
+
+/* The name in j's `field` (*out; absent or null is NULL when `optional`): 1-255 characters of
+ * [A-Za-z0-9_.:-]. On error a frame has been queued. */
+static int st__check_name(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJSON *j,
+                          const char *field, bool optional, const cJSON **out)
+{
+    *out = cJSON_GetObjectItemCaseSensitive(j, field);
+    if (optional && cJSON_IsNull(*out)) *out = NULL; /* null is absent (SPEC §3, v4) */
+    if ((optional && !*out) ||
+        (cJSON_IsString(*out) && st_name_valid((*out)->valuestring, strlen((*out)->valuestring))))
+        return ST_OK;
+    char msg[96];
+    snprintf(msg, sizeof msg, "'%s' must be 1-255 characters of [A-Za-z0-9_.:-]", field);
+    st__ws_send_error(ws, c, id, "invalid_argument", msg);
+    return ST_EINVAL;
+}
+
+/* j's `after` (st__parse_after). On error a frame has been queued. */
+static int st__check_after(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJSON *j,
+                           uint64_t *after, bool *replay)
+{
+    if (st__parse_after(cJSON_GetObjectItemCaseSensitive(j, "after"), after, replay) == ST_OK)
+        return ST_OK;
+    st__ws_send_error(ws, c, id, "invalid_argument", "'after' must be a msg_id string");
+    return ST_EINVAL;
+}
+
 /* Checks a subscribe request; on error a frame has been queued and the result is not ST_OK. */
 static int st__check_subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJSON *j,
                                st_topic_t *topic, const cJSON **name, const cJSON **conv,
@@ -69,30 +110,14 @@ static int st__check_subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, cons
     const char *field = *topic == ST_TOPIC_SEATS      ? "event_id"
                         : *topic == ST_TOPIC_MESSAGES ? "user"
                                                       : "name";
-    *name = cJSON_GetObjectItemCaseSensitive(j, field);
-    if (!cJSON_IsString(*name) ||
-        !st_name_valid((*name)->valuestring, strlen((*name)->valuestring))) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "'%s' must be 1-255 characters of [A-Za-z0-9_.:-]", field);
-        st__ws_send_error(ws, c, id, "invalid_argument", msg);
-        return ST_EINVAL;
-    }
+    if (st__check_name(ws, c, id, j, field, false, name) != ST_OK) return ST_EINVAL;
     *conv = NULL;
     *after = 0;
     *replay = false;
     if (*topic == ST_TOPIC_MESSAGES) {
-        *conv = cJSON_GetObjectItemCaseSensitive(j, "conversation_id");
-        if (cJSON_IsNull(*conv)) *conv = NULL; /* null is absent (SPEC §3, v4) */
-        if (*conv && !(cJSON_IsString(*conv) &&
-                       st_name_valid((*conv)->valuestring, strlen((*conv)->valuestring)))) {
-            st__ws_send_error(ws, c, id, "invalid_argument",
-                              "'conversation_id' must be 1-255 characters of [A-Za-z0-9_.:-]");
+        if (st__check_name(ws, c, id, j, "conversation_id", true, conv) != ST_OK ||
+            st__check_after(ws, c, id, j, after, replay) != ST_OK)
             return ST_EINVAL;
-        }
-        if (st__parse_after(cJSON_GetObjectItemCaseSensitive(j, "after"), after, replay) != ST_OK) {
-            st__ws_send_error(ws, c, id, "invalid_argument", "'after' must be a msg_id string");
-            return ST_EINVAL;
-        }
         if (st_config_auth_on(ws->app->cfg) &&
             strcmp(c->subject ? c->subject : "", (*name)->valuestring)) {
             st__ws_send_error(ws, c, id, "forbidden",
@@ -109,15 +134,7 @@ static int st__check_subscribe(st_ws_t *ws, st_wsconn_t *c, const char *id, cons
             return ST_ENOTFOUND;
         }
     }
-    if (st__sub_find(c, id)) {
-        st__ws_send_error(ws, c, id, "conflict", "a subscription with this id exists");
-        return ST_ECONFLICT;
-    }
-    if (c->nsubs >= ST__WS_MAX_SUBS) {
-        st__ws_send_error(ws, c, id, "too_many_requests", "too many subscriptions on this stream");
-        return ST_ERATE;
-    }
-    return ST_OK;
+    return st__check_free_slot(ws, c, id);
 }
 
 /* Shows a subscription what this member holds now: "subscribed", then its snapshot (current
@@ -223,27 +240,13 @@ void st__ws_fence_failed(st_ws_t *ws, st_wsconn_t *c, uint64_t first)
 static int st__check_room(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJSON *j,
                           const cJSON **room, const char **member, uint64_t *after, bool *replay)
 {
-    *room = cJSON_GetObjectItemCaseSensitive(j, "room_id");
-    const cJSON *user = cJSON_GetObjectItemCaseSensitive(j, "user");
-    if (cJSON_IsNull(user)) user = NULL;
+    const cJSON *user;
     uint64_t w = 0;
     int role;
-    if (!cJSON_IsString(*room) ||
-        !st_name_valid((*room)->valuestring, strlen((*room)->valuestring))) {
-        st__ws_send_error(ws, c, id, "invalid_argument",
-                          "'room_id' must be 1-255 characters of [A-Za-z0-9_.:-]");
+    if (st__check_name(ws, c, id, j, "room_id", false, room) != ST_OK ||
+        st__check_name(ws, c, id, j, "user", true, &user) != ST_OK ||
+        st__check_after(ws, c, id, j, after, replay) != ST_OK)
         return ST_EINVAL;
-    }
-    if (user &&
-        !(cJSON_IsString(user) && st_name_valid(user->valuestring, strlen(user->valuestring)))) {
-        st__ws_send_error(ws, c, id, "invalid_argument",
-                          "'user' must be 1-255 characters of [A-Za-z0-9_.:-]");
-        return ST_EINVAL;
-    }
-    if (st__parse_after(cJSON_GetObjectItemCaseSensitive(j, "after"), after, replay) != ST_OK) {
-        st__ws_send_error(ws, c, id, "invalid_argument", "'after' must be a msg_id string");
-        return ST_EINVAL;
-    }
     st_rooms_t *rooms = ws->app->rooms;
     if (!rooms || !ws->app->chat) {
         st__ws_send_error(ws, c, id, "unavailable", "rooms are not served here");
@@ -276,14 +279,8 @@ static int st__check_room(st_ws_t *ws, st_wsconn_t *c, const char *id, const cJS
         }
         *member = NULL;
     }
-    if (st__sub_find(c, id)) {
-        st__ws_send_error(ws, c, id, "conflict", "a subscription with this id exists");
-        return ST_ECONFLICT;
-    }
-    if (c->nsubs >= ST__WS_MAX_SUBS) {
-        st__ws_send_error(ws, c, id, "too_many_requests", "too many subscriptions on this stream");
-        return ST_ERATE;
-    }
+    int rc = st__check_free_slot(ws, c, id);
+    if (rc != ST_OK) return rc;
     if (*member && **member && !st__ws_presence_room_for(ws, rm, *member)) {
         /* never streamed uncounted: presence would say offline (SPEC §2.1 v5) */
         st__ws_send_error(ws, c, id, "too_many_requests",
