@@ -108,14 +108,11 @@ int st_ice_manifest_list_read(st_ice_mlist_t *out, const void *data, size_t len)
     st_avro_r_t *r;
     int rc = st__mr_open(&r, data, len, true);
     if (rc != ST_OK) return rc;
-    ST_VEC(st_ice_mfile_t) files = {0};
     while ((rc = st_avro_r_next(r)) == ST_OK) {
-        st_vec_push(&files, (st_ice_mfile_t){0});
-        st__mr_mfile(r, &files.v[files.n - 1]);
+        st_vec_push(out, (st_ice_mfile_t){0});
+        st__mr_mfile(r, &out->v[out->n - 1]);
         if ((rc = st_avro_r_status(r)) != ST_OK) break;
     }
-    out->v = files.v; /* taken: the list owns the array */
-    out->n = files.n;
     st_avro_r_close(r);
     if (rc == ST_ENOTFOUND) return ST_OK;
     st_ice_mlist_free(out);
@@ -164,17 +161,14 @@ int st_ice_manifest_read(st_ice_entries_t *out, const void *data, size_t len)
         out->content = ST_ICE_POS_DELETES;
     else if (!c || n != 4 || memcmp(c, "data", 4) != 0)
         rc = ST_EINVAL;
-    ST_VEC(st_ice_file_t) files = {0};
     while (rc == ST_OK && (rc = st_avro_r_next(r)) == ST_OK) {
-        st_vec_push(&files, (st_ice_file_t){0});
-        st_ice_file_t *f = &files.v[files.n - 1];
+        st_vec_push(out, (st_ice_file_t){0});
+        st_ice_file_t *f = &out->v[out->n - 1];
         st__mr_entry(r, f);
         rc = st_avro_r_status(r);
         if (rc == ST_OK && (f->status < ST_ICE_EXISTING || f->status > ST_ICE_DELETED))
             rc = ST_EINVAL;
     }
-    out->v = files.v; /* taken: the set owns the array */
-    out->n = files.n;
     st_avro_r_close(r);
     if (rc == ST_ENOTFOUND) return ST_OK;
     st_ice_entries_free(out);
