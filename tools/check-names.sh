@@ -6,9 +6,17 @@
 # Two files with their own `st__flushed` link fine, but read as one symbol to grep and to a
 # debugger.  A file's prototype and its
 # definition count once; a header's function prototypes are not definitions and are skipped.
-# Prints each duplicated name with its files; exit 1 if there is one.  Takes well under a second.
+# It also keeps the code's shape (STYLE.md, issue 46): no file of src/ or include/ over
+# ST_MAX_FILE_LINES (800) lines, and no function of src/ over ST_MAX_FN_LINES (150) lines but
+# main (a function runs from a "{" in column 0 to the next "}" in column 0, as clang-format lays
+# them out).
+# Prints each duplicated name with its files, each long file and function; exit 1 if there is
+# one.  Takes well under a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+max_file=${ST_MAX_FILE_LINES:-800}
+max_fn=${ST_MAX_FN_LINES:-150}
+status=0
 dups=$(find src include -name '*.[ch]' -print0 | sort -z | xargs -0 awk '
 function add(name) { if (!((name, FILENAME) in seen)) { seen[name, FILENAME] = 1; files[name] = files[name] " " FILENAME; count[name]++ } }
 function all(s, re) { while (match(s, re)) { add(substr(s, RSTART, RLENGTH)); s = substr(s, RSTART + RLENGTH) } }
@@ -37,5 +45,31 @@ END {
 if [ -n "$dups" ]; then
   echo "tools/check-names.sh: internal names defined in more than one file (rename each for what it does in its file):" >&2
   echo "$dups" >&2
-  exit 1
+  status=1
 fi
+
+long_files=$(find src include -name '*.[ch]' -print0 | sort -z | xargs -0 awk -v max="$max_file" '
+FNR == 1 && NR > 1 && n > max { print prev_file ": " n " lines" }
+FNR == 1 { n = 0 }
+{ n = FNR; prev_file = FILENAME }
+END { if (n > max) print prev_file ": " n " lines" }')
+if [ -n "$long_files" ]; then
+  echo "tools/check-names.sh: files over $max_file lines (split each by concern, STYLE.md):" >&2
+  echo "$long_files" >&2
+  status=1
+fi
+
+long_fns=$(find src -name '*.c' -print0 | sort -z | xargs -0 awk -v max="$max_fn" '
+FNR == 1 { start = 0 }
+/^\{/ { start = FNR; head = prev }
+/^\}/ && start {
+    if (FNR - start + 1 > max && head !~ /(^|[ *])main\(/) print FILENAME ":" start ": " FNR - start + 1 " lines: " head
+    start = 0
+}
+{ prev = $0 }')
+if [ -n "$long_fns" ]; then
+  echo "tools/check-names.sh: functions over $max_fn lines (split each by step, STYLE.md):" >&2
+  echo "$long_fns" >&2
+  status=1
+fi
+exit $status

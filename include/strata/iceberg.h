@@ -152,10 +152,8 @@ int st_ice_manifest_list(st_buf_t *out, int64_t snapshot_id, int64_t parent, int
 /* ---- reading them back (manifest_read.c) ---- */
 /* Files written with strata's own schemas (the header's avro.schema is checked: ST_ENOTIMPL for
  * another writer's schema), through the strict reader above (ST_EINVAL for anything malformed). */
-typedef struct {
-    st_ice_mfile_t *v; /* path, lower and upper: NUL-terminated copies owned by the list */
-    size_t n;
-} st_ice_mlist_t;
+/* path, lower and upper: NUL-terminated copies owned by the list */
+typedef ST_VEC(st_ice_mfile_t) st_ice_mlist_t;
 /* *out is owned (st_ice_mlist_free) on ST_OK; empty on failure. */
 int st_ice_manifest_list_read(st_ice_mlist_t *out, const void *data, size_t len);
 void st_ice_mlist_free(st_ice_mlist_t *l);
@@ -163,8 +161,8 @@ void st_ice_mlist_free(st_ice_mlist_t *l);
 typedef struct {
     st_ice_file_t *v; /* path and part: NUL-terminated copies owned by the set (part NULL: null;
                        * snapshot_id and sequence numbers -1: null, inherited) */
-    size_t n;
-    int content; /* the header's "content": ST_ICE_DATA or ST_ICE_POS_DELETES */
+    size_t n, cap;    /* v, n, cap: an ST_VEC's (st_vec_push grows it) */
+    int content;      /* the header's "content": ST_ICE_DATA or ST_ICE_POS_DELETES */
 } st_ice_entries_t;
 int st_ice_manifest_read(st_ice_entries_t *out, const void *data, size_t len);
 void st_ice_entries_free(st_ice_entries_t *e);

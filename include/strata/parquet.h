@@ -132,13 +132,16 @@ int st_pq_parse_footer(const st_pq_schema_t *s, const uint8_t *p, size_t len, ui
                        st_pq_file_t *out);
 void st_pq_file_free(st_pq_file_t *f);
 
-/* A decoded row group: per leaf, one entry per repetition/definition level slot. */
+/* A decoded row group: per leaf, one entry per repetition/definition level slot. The entries'
+ * parallel arrays are ST_VECs of n items each, or empty (v NULL) where the leaf has no such
+ * levels or values of another type. */
 typedef struct {
     size_t n;
-    uint8_t *rep, *def; /* n each */
-    int64_t *iv;        /* INT64 / INT32 / BOOLEAN value per entry (0 when null) */
-    const char **sv;    /* BYTE_ARRAY value per entry (NULL when null), into the table's memory */
-    uint32_t *sl;
+    ST_VEC(uint8_t) rep, def;
+    ST_VEC(int64_t) iv; /* INT64 / INT32 / BOOLEAN value per entry (0 when null) */
+    /* BYTE_ARRAY value per entry (NULL when null), into the table's memory */
+    ST_VEC(const char *) sv;
+    ST_VEC(uint32_t) sl;
     bool absent; /* an ST_PQ_ADDED leaf the file lacks: one null per row, no arrays */
 } st_pq_column_t;
 

@@ -17,6 +17,7 @@
 
 #define ST__MAX_PAGE      (256u << 20)
 #define ST__MAX_ENTRIES   (1u << 24) /* per chunk beyond its rows (repeated columns only) */
+#define ST__MIN_ENTRIES   64         /* a decoded column's first arrays (st__grow) */
 #define ST__CHUNK_RAW_MAX ((uint64_t)512 << 20) /* decompressed bytes of one column chunk */
 #ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
 #define ST__CRC 0 /* a fuzzer cannot fix a CRC: let it reach the levels and values behind one */
@@ -285,7 +286,8 @@ void st_pq_table_free(st_pq_table_t *t)
 {
     for (size_t c = 0; c < t->ncols; c++) {
         st_pq_column_t *col = &t->cols[c];
-        free(col->rep), free(col->def), free(col->iv), free(col->sv), free(col->sl);
+        st_vec_free(&col->rep), st_vec_free(&col->def), st_vec_free(&col->iv);
+        st_vec_free(&col->sv), st_vec_free(&col->sl);
     }
     for (size_t i = 0; i < t->mem.n; i++)
         free(t->mem.v[i]);
@@ -415,7 +417,7 @@ static int st__levels(const uint8_t **p, const uint8_t *end, int max, uint8_t *o
 typedef struct {
     const st_pq_node_t *leaf;
     st_pq_column_t *col;
-    size_t cap, rows;
+    size_t rows;
     const char **dv;
     uint32_t *dl;
     ST_VEC(uint32_t) idx; /* a data page's dictionary indices */
@@ -423,22 +425,22 @@ typedef struct {
     bool have_dict;
 } st_dec_t;
 
-static void st__grow(st_dec_t *d, size_t need)
+/* The arrays of the column's leaf take n entries; those past the column's n are decoded next
+ * (a page that fails leaves them unset, and the table is freed). Room for at least
+ * ST__MIN_ENTRIES is made at once, so capacities run 64, 128, ... (the cache counts a row
+ * group's bytes by them, st_pq_read_group). */
+static void st__grow(st_dec_t *d, size_t n)
 {
-    if (need <= d->cap) return;
-    size_t cap = d->cap ? d->cap : 64;
-    while (cap < need)
-        cap *= 2;
     st_pq_column_t *c = d->col;
-    if (d->leaf->repl) c->rep = st_realloc(c->rep, cap);
-    if (d->leaf->def) c->def = st_realloc(c->def, cap);
+    size_t room = n > ST__MIN_ENTRIES ? n : ST__MIN_ENTRIES;
+    if (d->leaf->repl) st_vec_reserve(&c->rep, room), c->rep.n = n;
+    if (d->leaf->def) st_vec_reserve(&c->def, room), c->def.n = n;
     if (d->leaf->type == ST_PQ_BYTE_ARRAY) {
-        c->sv = st_realloc(c->sv, cap * sizeof *c->sv);
-        c->sl = st_realloc(c->sl, cap * sizeof *c->sl);
+        st_vec_reserve(&c->sv, room), c->sv.n = n;
+        st_vec_reserve(&c->sl, room), c->sl.n = n;
     } else {
-        c->iv = st_realloc(c->iv, cap * sizeof *c->iv);
+        st_vec_reserve(&c->iv, room), c->iv.n = n;
     }
-    d->cap = cap;
 }
 
 static int st__dict_page(st_dec_t *d, const uint8_t *q, const uint8_t *qend, size_t nd)
@@ -467,7 +469,7 @@ static int st__values(st_dec_t *d, const uint8_t *q, const uint8_t *qend, int en
     const st_pq_node_t *leaf = d->leaf;
     size_t present = 0;
     for (size_t k = at; k < at + count; k++)
-        present += !c->def || c->def[k] == leaf->def;
+        present += !c->def.v || c->def.v[k] == leaf->def;
     if (encoding != 0) { /* dictionary indices */
         if (!d->have_dict || q >= qend || *q > 32) return ST_EINVAL;
         int bw = *q++;
@@ -479,35 +481,35 @@ static int st__values(st_dec_t *d, const uint8_t *q, const uint8_t *qend, int en
     }
     int bit = 0;
     for (size_t k = at, v = 0; k < at + count; k++) {
-        bool here = !c->def || c->def[k] == leaf->def;
+        bool here = !c->def.v || c->def.v[k] == leaf->def;
         if (leaf->type == ST_PQ_BYTE_ARRAY) {
-            c->sv[k] = NULL;
-            c->sl[k] = 0;
+            c->sv.v[k] = NULL;
+            c->sl.v[k] = 0;
         } else {
-            c->iv[k] = 0;
+            c->iv.v[k] = 0;
         }
         if (!here) continue;
         if (encoding != 0) {
             uint32_t x = d->idx.v[v++];
             if (x >= d->nd) return ST_EINVAL;
-            c->sv[k] = d->dv[x];
-            c->sl[k] = d->dl[x];
+            c->sv.v[k] = d->dv[x];
+            c->sl.v[k] = d->dl[x];
             continue;
         }
         size_t need = leaf->type == ST_PQ_INT64 ? 8 : leaf->type == ST_PQ_INT32 ? 4 : 0;
         if (leaf->type == ST_PQ_BOOLEAN) {
             if (q >= qend) return ST_EINVAL;
-            c->iv[k] = (*q >> bit) & 1;
+            c->iv.v[k] = (*q >> bit) & 1;
             if (++bit == 8) bit = 0, q++;
         } else if (need) {
             if ((size_t)(qend - q) < need) return ST_EINVAL;
-            c->iv[k] = need == 8 ? (int64_t)st__rd64(q) : (int64_t)(int32_t)st__rd32(q);
+            c->iv.v[k] = need == 8 ? (int64_t)st__rd64(q) : (int64_t)(int32_t)st__rd32(q);
             q += need;
         } else {
             if (qend - q < 4 || st__rd32(q) > (size_t)(qend - q - 4)) return ST_EINVAL;
-            c->sl[k] = st__rd32(q);
-            c->sv[k] = (const char *)q + 4;
-            q += 4 + c->sl[k];
+            c->sl.v[k] = st__rd32(q);
+            c->sv.v[k] = (const char *)q + 4;
+            q += 4 + c->sl.v[k];
         }
     }
     return ST_OK;
@@ -547,9 +549,9 @@ static int st__read_column(st_dec_t *d, const uint8_t *p, size_t len, size_t row
         }
         size_t count = (size_t)pg.values, at = c->n;
         st__grow(d, at + count);
-        if (d->leaf->repl && st__levels(&q, qend, d->leaf->repl, c->rep + at, count) != ST_OK)
+        if (d->leaf->repl && st__levels(&q, qend, d->leaf->repl, c->rep.v + at, count) != ST_OK)
             return ST_EINVAL;
-        if (d->leaf->def && st__levels(&q, qend, d->leaf->def, c->def + at, count) != ST_OK)
+        if (d->leaf->def && st__levels(&q, qend, d->leaf->def, c->def.v + at, count) != ST_OK)
             return ST_EINVAL;
         if (st__values(d, q, qend, pg.encoding, at, count) != ST_OK) return ST_EINVAL;
         c->n += count;
@@ -557,18 +559,22 @@ static int st__read_column(st_dec_t *d, const uint8_t *p, size_t len, size_t row
     /* as many rows as the row group has, the first starting at the first entry */
     size_t starts = 0;
     for (size_t k = 0; k < c->n; k++)
-        starts += !c->rep || c->rep[k] == 0;
-    return starts == rows && (!c->rep || c->rep[0] == 0) ? ST_OK : ST_EINVAL;
+        starts += !c->rep.v || c->rep.v[k] == 0;
+    return starts == rows && (!c->rep.v || c->rep.v[0] == 0) ? ST_OK : ST_EINVAL;
 }
 
 /* The definition levels of a column read with one level less than the schema's leaf (fdef: the
  * file's): an entry present in the file (fdef) is present at the schema's level; one whose
- * enclosing group is null keeps its level. cap: the entries' capacity (at least c->n). */
-static void st__lift_def(st_pq_column_t *c, uint8_t fdef, size_t cap)
+ * enclosing group is null keeps its level. */
+static void st__lift_def(st_pq_column_t *c, uint8_t fdef)
 {
-    if (!c->def) c->def = st_calloc(cap ? cap : 1, 1); /* fdef 0: every entry at level 0 */
+    if (!c->def.v) { /* fdef 0: every entry at level 0 */
+        st_vec_reserve(&c->def, c->n ? c->n : 1);
+        memset(c->def.v, 0, c->n);
+        c->def.n = c->n;
+    }
     for (size_t k = 0; k < c->n; k++)
-        if (c->def[k] == fdef) c->def[k]++;
+        if (c->def.v[k] == fdef) c->def.v[k]++;
 }
 
 int st_pq_read_group(const st_pq_schema_t *s, const st_pq_rowgroup_t *g, const uint8_t *bytes,
@@ -606,9 +612,12 @@ int st_pq_read_group(const st_pq_schema_t *s, const st_pq_rowgroup_t *g, const u
         if (ch->required) file_leaf.def--;
         st_dec_t d = {.leaf = &file_leaf, .col = &out->cols[c]};
         rc = st__read_column(&d, bytes + off, (size_t)ch->length, (size_t)g->rows, dz, out);
-        if (rc == ST_OK && ch->required) st__lift_def(&out->cols[c], file_leaf.def, d.cap);
-        /* rep, def (a byte each), then an int64 or a pointer and a length per entry at most */
-        out->bytes += d.cap * (2 + sizeof(int64_t) + sizeof(char *) + sizeof(uint32_t));
+        if (rc == ST_OK && ch->required) st__lift_def(&out->cols[c], file_leaf.def);
+        /* rep, def (a byte each), then an int64 or a pointer and a length per entry at most, for
+         * every entry the arrays have room for (the value array's capacity: every decoded leaf
+         * has one, of either kind) */
+        size_t cap = out->cols[c].iv.cap + out->cols[c].sv.cap;
+        out->bytes += cap * (2 + sizeof(int64_t) + sizeof(char *) + sizeof(uint32_t));
         free(d.dv);
         free(d.dl);
         st_vec_free(&d.idx);

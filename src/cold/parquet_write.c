@@ -75,14 +75,14 @@ static void st__minmax(st_chunk_t *ch, const st_colview_t *v, size_t i)
     size_t n;
     int lo = 0, hi = 0;
     if (t == ST_PQ_BYTE_ARRAY) {
-        p = v->col->sv[i];
-        n = v->col->sl[i];
+        p = v->col->sv.v[i];
+        n = v->col->sl.v[i];
         if (ch->has_minmax) {
             lo = st__bytes_cmp(p, n, ch->min.data, ch->min.len) < 0;
             hi = st__bytes_cmp(p, n, ch->max.data, ch->max.len) > 0;
         }
     } else {
-        int64_t x = v->col->iv[i];
+        int64_t x = v->col->iv.v[i];
         n = t == ST_PQ_INT32 ? 4 : 8;
         for (size_t k = 0; k < n; k++)
             le[k] = (uint8_t)((uint64_t)x >> (8 * k));
@@ -176,7 +176,7 @@ static int st__emit_page(st_buf_t *out, const st_buf_t *page, st_buf_t *packed, 
 
 static bool st__present(const st_colview_t *v, size_t i)
 {
-    return v->col->def[i] == v->leaf->def;
+    return v->col->def.v[i] == v->leaf->def;
 }
 
 /* Dictionary of a string column chunk: distinct values in first-seen order and each present
@@ -189,8 +189,8 @@ static bool st__dictionary(const st_colview_t *v, st_buf_t *dict_page, uint16_t 
     size_t nd = 0, prev = ST__DICT_MAX;
     for (size_t i = 0; i < v->n; i++) {
         if (!st__present(v, i)) continue;
-        uint32_t len = v->col->sl[i];
-        const char *s = v->col->sv[i];
+        uint32_t len = v->col->sl.v[i];
+        const char *s = v->col->sv.v[i];
         size_t k = 0;
         /* rows of a group repeat the previous value most of the time: check it first */
         if (prev < nd && lens[prev] == len && memcmp(vals[prev], s, len) == 0)
@@ -251,18 +251,18 @@ static void st__plain(st_buf_t *page, const st_colview_t *v, size_t a, size_t b)
         if (!st__present(v, i)) continue;
         switch (v->leaf->type) {
         case ST_PQ_INT64:
-            st__le(page, (uint64_t)col->iv[i], 8);
+            st__le(page, (uint64_t)col->iv.v[i], 8);
             break;
         case ST_PQ_INT32:
-            st__le(page, (uint64_t)col->iv[i], 4);
+            st__le(page, (uint64_t)col->iv.v[i], 4);
             break;
         case ST_PQ_BOOLEAN: /* bit-packed, first value in the lowest bit */
-            bits |= (uint8_t)((col->iv[i] != 0) << nbits);
+            bits |= (uint8_t)((col->iv.v[i] != 0) << nbits);
             if (++nbits == 8) st_buf_appendc(page, (char)bits), bits = 0, nbits = 0;
             break;
         default:
-            st__le(page, col->sl[i], 4);
-            st_buf_append(page, col->sv[i], col->sl[i]);
+            st__le(page, col->sl.v[i], 4);
+            st_buf_append(page, col->sv.v[i], col->sl.v[i]);
         }
     }
     if (nbits) st_buf_appendc(page, (char)bits);
@@ -272,7 +272,7 @@ static void st__plain(st_buf_t *page, const st_colview_t *v, size_t a, size_t b)
 static size_t st__entry_bytes(const st_colview_t *v, bool dict, size_t i)
 {
     if (v->leaf->type != ST_PQ_BYTE_ARRAY || dict) return 8;
-    return (st__present(v, i) ? v->col->sl[i] : 0) + 4;
+    return (st__present(v, i) ? v->col->sl.v[i] : 0) + 4;
 }
 
 /* Writes one column chunk to out as pages of about ST__PAGE_TARGET bytes, each starting a row:
@@ -281,7 +281,7 @@ static int st__write_chunk(st_buf_t *out, const st_colview_t *v, ZSTD_CCtx *z, i
                            st_chunk_t *ch)
 {
     const st_pq_node_t *leaf = v->leaf;
-    const uint8_t *rep = leaf->repl ? v->col->rep : NULL;
+    const uint8_t *rep = leaf->repl ? v->col->rep.v : NULL;
     st_buf_t page = {0}, packed = {0};
     int rc = ST_OK;
     uint16_t *index = NULL;
@@ -307,7 +307,7 @@ static int st__write_chunk(st_buf_t *out, const st_colview_t *v, ZSTD_CCtx *z, i
         }
         st_buf_reset(&page);
         if (rep) st__parquet_write_levels(&page, rep, start, i, leaf->repl);
-        if (leaf->def) st__parquet_write_levels(&page, v->col->def, start, i, leaf->def);
+        if (leaf->def) st__parquet_write_levels(&page, v->col->def.v, start, i, leaf->def);
         if (ch->dict)
             st__dict_indices(&page, v, index, start, i, ndict);
         else
@@ -443,8 +443,9 @@ static bool st__new_key(const st_pq_rec_t *r, size_t at)
     const st_pq_layout_t *l = r->lay;
     if (l->key_leaf < 0 || at == 0) return false;
     const st_pq_column_t *k = &r->cols[l->key_leaf];
-    if (l->nodes[l->leaf_node[l->key_leaf]].type != ST_PQ_BYTE_ARRAY) return k->iv[at] != k->iv[0];
-    return st__bytes_cmp(k->sv[at], k->sl[at], k->sv[0], k->sl[0]) != 0;
+    if (l->nodes[l->leaf_node[l->key_leaf]].type != ST_PQ_BYTE_ARRAY)
+        return k->iv.v[at] != k->iv.v[0];
+    return st__bytes_cmp(k->sv.v[at], k->sl.v[at], k->sv.v[0], k->sl.v[0]) != 0;
 }
 
 int st_pq_write(const st_pq_write_t *w, st_buf_t *out)

@@ -55,8 +55,7 @@ int st__pq_path(const st_pq_layout_t *l, int leaf, const char **names);
 struct st_pq_rec {
     const st_pq_layout_t *lay;
     st_pq_column_t *cols; /* per leaf: the row group's entries so far */
-    size_t *cap;
-    uint8_t *next_rep; /* per leaf: the repetition level of its next entry */
+    uint8_t *next_rep;    /* per leaf: the repetition level of its next entry */
     int node[ST_PQ_MAX_DEPTH + 1], child[ST_PQ_MAX_DEPTH + 1];
     size_t left[ST_PQ_MAX_DEPTH + 1], k[ST_PQ_MAX_DEPTH + 1];
     int top;

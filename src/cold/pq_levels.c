@@ -23,7 +23,6 @@ void st__pq_rec_init(st_pq_rec_t *r, const st_pq_layout_t *l)
     memset(r, 0, sizeof *r);
     r->lay = l;
     r->cols = st_calloc((size_t)l->nleaves + 1, sizeof *r->cols);
-    r->cap = st_calloc((size_t)l->nleaves + 1, sizeof *r->cap);
     r->next_rep = st_calloc((size_t)l->nleaves + 1, 1);
 }
 
@@ -31,10 +30,10 @@ void st__pq_rec_free(st_pq_rec_t *r)
 {
     for (int c = 0; c < r->lay->nleaves; c++) {
         st_pq_column_t *col = &r->cols[c];
-        free(col->rep), free(col->def), free(col->iv), free(col->sv), free(col->sl);
+        st_vec_free(&col->rep), st_vec_free(&col->def), st_vec_free(&col->iv);
+        st_vec_free(&col->sv), st_vec_free(&col->sl);
     }
     free(r->cols);
-    free(r->cap);
     free(r->next_rep);
 }
 
@@ -55,18 +54,18 @@ void st__pq_rec_shift(st_pq_rec_t *r, const size_t *from)
     for (int c = 0; c < r->lay->nleaves; c++) {
         st_pq_column_t *col = &r->cols[c];
         size_t keep = col->n - from[c];
-        if (keep == 0 || from[c] == 0) {
-            col->n = keep;
-            continue;
+        if (keep && from[c]) {
+            memmove(col->rep.v, col->rep.v + from[c], keep);
+            memmove(col->def.v, col->def.v + from[c], keep);
+            if (col->iv.v) memmove(col->iv.v, col->iv.v + from[c], keep * sizeof *col->iv.v);
+            if (col->sv.v) {
+                memmove(col->sv.v, col->sv.v + from[c], keep * sizeof *col->sv.v);
+                memmove(col->sl.v, col->sl.v + from[c], keep * sizeof *col->sl.v);
+            }
         }
-        memmove(col->rep, col->rep + from[c], keep);
-        memmove(col->def, col->def + from[c], keep);
-        if (col->iv) memmove(col->iv, col->iv + from[c], keep * sizeof *col->iv);
-        if (col->sv) {
-            memmove(col->sv, col->sv + from[c], keep * sizeof *col->sv);
-            memmove(col->sl, col->sl + from[c], keep * sizeof *col->sl);
-        }
-        col->n = keep;
+        col->n = col->rep.n = col->def.n = keep;
+        if (col->iv.v) col->iv.n = keep;
+        if (col->sv.v) col->sv.n = col->sl.n = keep;
     }
 }
 
@@ -76,26 +75,14 @@ static void st__entry(st_pq_rec_t *r, int c, uint8_t def, int64_t iv, const char
     st_pq_column_t *col = &r->cols[c];
     const st_pq_node_t *leaf = &r->lay->nodes[r->lay->leaf_node[c]];
     bool str = leaf->type == ST_PQ_BYTE_ARRAY;
-    if (col->n == r->cap[c]) {
-        size_t cap = r->cap[c] ? r->cap[c] * 2 : 64;
-        col->rep = st_realloc(col->rep, cap);
-        col->def = st_realloc(col->def, cap);
-        if (str) {
-            col->sv = st_realloc(col->sv, cap * sizeof *col->sv);
-            col->sl = st_realloc(col->sl, cap * sizeof *col->sl);
-        } else {
-            col->iv = st_realloc(col->iv, cap * sizeof *col->iv);
-        }
-        r->cap[c] = cap;
-    }
     if (sl > UINT32_MAX) r->bad = true;
-    col->rep[col->n] = r->next_rep[c];
-    col->def[col->n] = def;
+    st_vec_push(&col->rep, r->next_rep[c]);
+    st_vec_push(&col->def, def);
     if (str) {
-        col->sv[col->n] = sv;
-        col->sl[col->n] = (uint32_t)sl;
+        st_vec_push(&col->sv, sv);
+        st_vec_push(&col->sl, (uint32_t)sl);
     } else {
-        col->iv[col->n] = iv;
+        st_vec_push(&col->iv, iv);
     }
     col->n++;
     r->next_rep[c] = 0;
@@ -263,7 +250,8 @@ bool st_pq_cur_next(st_pq_cur_t *c)
     for (int k = 0; k < l->nleaves; k++) {
         const st_pq_column_t *col = &c->t->cols[k];
         /* every column starts the row here, or every one has ended */
-        if (end ? c->pos[k] != col->n : c->pos[k] >= col->n || (col->rep && col->rep[c->pos[k]]))
+        if (end ? c->pos[k] != col->n
+                : c->pos[k] >= col->n || (col->rep.v && col->rep.v[c->pos[k]]))
             return st__fail(c);
     }
     if (end) return false;
@@ -307,8 +295,8 @@ static int st__peek(st_pq_cur_t *c, int k)
 {
     const st_pq_column_t *col = &c->t->cols[k];
     size_t p = c->pos[k];
-    if (p >= col->n || (col->rep ? col->rep[p] : 0) != c->expect[k]) return -1;
-    return col->def ? col->def[p] : 0;
+    if (p >= col->n || (col->rep.v ? col->rep.v[p] : 0) != c->expect[k]) return -1;
+    return col->def.v ? col->def.v[p] : 0;
 }
 
 /* Consumes one entry of every leaf under n, each of which must be at level def. */
@@ -351,7 +339,7 @@ bool st_pq_get_i64(st_pq_cur_t *c, int64_t *v)
     const st_pq_node_t *n = &c->t->lay->nodes[x];
     const st_pq_column_t *col = &c->t->cols[n->leaf];
     if (n->type == ST_PQ_BYTE_ARRAY || st__peek(c, n->leaf) != n->def) return st__fail(c);
-    *v = col->iv[c->pos[n->leaf]++];
+    *v = col->iv.v[c->pos[n->leaf]++];
     c->expect[n->leaf] = 0;
     st__cur_settle(c);
     return true;
@@ -367,8 +355,8 @@ bool st_pq_get_str(st_pq_cur_t *c, const char **p, size_t *len)
     const st_pq_column_t *col = &c->t->cols[n->leaf];
     if (n->type != ST_PQ_BYTE_ARRAY || st__peek(c, n->leaf) != n->def) return st__fail(c);
     size_t at = c->pos[n->leaf]++;
-    *p = col->sv[at];
-    *len = col->sl[at];
+    *p = col->sv.v[at];
+    *len = col->sl.v[at];
     c->expect[n->leaf] = 0;
     st__cur_settle(c);
     return true;
@@ -406,8 +394,8 @@ bool st_pq_get_list(st_pq_cur_t *c, size_t *len)
     /* elements: this entry and every later one of the first leaf that repeats this list */
     const st_pq_column_t *col = &c->t->cols[n->leaf0];
     size_t k = 1;
-    for (size_t p = c->pos[n->leaf0] + 1; p < col->n && col->rep[p] >= rep->repl; p++)
-        k += col->rep[p] == rep->repl;
+    for (size_t p = c->pos[n->leaf0] + 1; p < col->n && col->rep.v[p] >= rep->repl; p++)
+        k += col->rep.v[p] == rep->repl;
     *len = k;
     return st__cur_open(c, x, k);
 }

@@ -47,7 +47,7 @@ uint64_t st_tier_row_id(const st_pq_schema_t *s, const st_pq_table_t *tab, size_
 {
     if (s->sort_leaf < 0 || (size_t)s->sort_leaf >= tab->ncols) return 0;
     const st_pq_column_t *c = &tab->cols[s->sort_leaf];
-    return i < c->n && c->n == (size_t)tab->rows ? (uint64_t)c->iv[i] : 0;
+    return i < c->n && c->n == (size_t)tab->rows ? (uint64_t)c->iv.v[i] : 0;
 }
 
 int st_tier_scan(st_tier_t *t, const char *o, size_t ol, const st_tier_scanq_t *q,

@@ -180,7 +180,7 @@ static int st__fa_entries(const st__plan_t *p, const st_ice_mfile_t *mf, const s
     if (rc != ST_OK)
         st_error("tables: %s: the manifest %s cannot be read (%s)", p->in->d->ice.name, mf->path,
                  st_strerror(rc));
-    if (rc == ST_OK && got.n) e->v = st_realloc(e->v, (e->n + got.n) * sizeof *e->v);
+    if (rc == ST_OK) st_vec_reserve(e, e->n + got.n);
     for (size_t i = 0; rc == ST_OK && i < got.n; i++) {
         st_ice_file_t *f = &got.v[i];
         if (f->snapshot_id < 0) f->snapshot_id = mf->added_snapshot_id;

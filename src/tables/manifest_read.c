@@ -108,15 +108,9 @@ int st_ice_manifest_list_read(st_ice_mlist_t *out, const void *data, size_t len)
     st_avro_r_t *r;
     int rc = st__mr_open(&r, data, len, true);
     if (rc != ST_OK) return rc;
-    size_t cap = 0;
     while ((rc = st_avro_r_next(r)) == ST_OK) {
-        if (out->n == cap) {
-            cap = cap ? cap * 2 : 8;
-            out->v = st_realloc(out->v, cap * sizeof *out->v);
-        }
-        st_ice_mfile_t *m = &out->v[out->n++];
-        memset(m, 0, sizeof *m);
-        st__mr_mfile(r, m);
+        st_vec_push(out, (st_ice_mfile_t){0});
+        st__mr_mfile(r, &out->v[out->n - 1]);
         if ((rc = st_avro_r_status(r)) != ST_OK) break;
     }
     st_avro_r_close(r);
@@ -161,19 +155,15 @@ int st_ice_manifest_read(st_ice_entries_t *out, const void *data, size_t len)
     st_avro_r_t *r;
     int rc = st__mr_open(&r, data, len, false);
     if (rc != ST_OK) return rc;
-    size_t n, cap = 0;
+    size_t n;
     const char *c = st_avro_r_meta(r, "content", &n);
     if (c && n == 7 && memcmp(c, "deletes", 7) == 0)
         out->content = ST_ICE_POS_DELETES;
     else if (!c || n != 4 || memcmp(c, "data", 4) != 0)
         rc = ST_EINVAL;
     while (rc == ST_OK && (rc = st_avro_r_next(r)) == ST_OK) {
-        if (out->n == cap) {
-            cap = cap ? cap * 2 : 8;
-            out->v = st_realloc(out->v, cap * sizeof *out->v);
-        }
-        st_ice_file_t *f = &out->v[out->n++];
-        memset(f, 0, sizeof *f);
+        st_vec_push(out, (st_ice_file_t){0});
+        st_ice_file_t *f = &out->v[out->n - 1];
         st__mr_entry(r, f);
         rc = st_avro_r_status(r);
         if (rc == ST_OK && (f->status < ST_ICE_EXISTING || f->status > ST_ICE_DELETED))

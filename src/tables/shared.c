@@ -90,8 +90,7 @@ int st_tables_carry_mine(const void *list, size_t len, const char *list_uri,
         st_ice_mfile_t *m = &out->v[i];
         if (st_tables_manifest_mine(w, m->path, list_uri)) {
             if (mine && m->content == ST_ICE_DATA) {
-                mine->v = st_realloc(mine->v, (mine->n + 1) * sizeof *mine->v);
-                mine->v[mine->n++] = *m;
+                st_vec_push(mine, *m);
                 continue;
             }
             free((char *)m->path);

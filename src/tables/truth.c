@@ -35,9 +35,10 @@ static const char *st__current_list(const cJSON *doc, int64_t *id)
     return NULL;
 }
 
-/* The data files of one manifest (key in the tables' store) that are the cold store's. */
+/* Adds to out the data files of one manifest (key in the tables' store) that are the cold
+ * store's (owned copies). */
 static int st__manifest_files(st_objstore_t *meta, const char *key, const st_buf_t *croot,
-                              st_tier_named_t *out)
+                              st_tstrs_t *out)
 {
     st_buf_t b = {0};
     st_ice_entries_t e = {0};
@@ -47,8 +48,7 @@ static int st__manifest_files(st_objstore_t *meta, const char *key, const st_buf
         const char *k =
             e.v[i].status == ST_ICE_DELETED ? NULL : st_tables_key_of(e.v[i].path, croot);
         if (!k) continue;
-        out->keys = st_realloc(out->keys, (out->n + 1) * sizeof *out->keys);
-        out->keys[out->n++] = st_strndup(k, strlen(k));
+        st_vec_push(out, st_strndup(k, strlen(k)));
     }
     if (rc != ST_OK)
         st_error("rebuild-meta: the manifest %s cannot be read: %s", key, st_strerror(rc));
@@ -74,10 +74,10 @@ static bool st__seen_add(st_seen_t *seen, const char *key)
     return true;
 }
 
-/* The files of the snapshot whose manifest list is list_uri, of the manifests not in *seen
- * (added to it). */
+/* Adds to out (sorted at the end) the files of the snapshot whose manifest list is list_uri, of
+ * the manifests not in *seen (added to it). */
 static int st__snapshot_files(st_objstore_t *meta, st_objstore_t *cold, const char *list_uri,
-                              st_seen_t *seen, st_tier_named_t *out)
+                              st_seen_t *seen, st_tstrs_t *out)
 {
     st_buf_t mroot = {0}, croot = {0}, b = {0};
     st_objstore_uri(meta, "", &mroot);
@@ -96,7 +96,7 @@ static int st__snapshot_files(st_objstore_t *meta, st_objstore_t *cold, const ch
         rc = mk ? st__manifest_files(meta, mk, &croot, out) : ST_EINVAL;
         if (!mk) st_error("rebuild-meta: the manifest %s is not in the tables' store", l.v[i].path);
     }
-    if (out->n) qsort(out->keys, out->n, sizeof *out->keys, st__truth_key_cmp);
+    if (out->n) qsort(out->v, out->n, sizeof *out->v, st__truth_key_cmp);
     st_ice_mlist_free(&l);
     st_buf_free(&b);
     st_buf_free(&mroot);
@@ -112,36 +112,37 @@ static void st__dropped(st_objstore_t *meta, st_objstore_t *cold, const cJSON *d
 {
     const cJSON *sn;
     size_t snaps = 0;
+    st_tstrs_t dropped = {0};
     cJSON_ArrayForEach(sn, cJSON_GetObjectItemCaseSensitive(doc, "snapshots"))
     {
         const cJSON *ml = cJSON_GetObjectItemCaseSensitive(sn, "manifest-list");
         if (st_tmeta_i64(sn, "snapshot-id", -1) == current || !cJSON_IsString(ml)) continue;
-        st_tier_named_t old = {0};
+        st_tstrs_t old = {0};
         if (st__snapshot_files(meta, cold, ml->valuestring, seen, &old) != ST_OK) {
             st_warn("rebuild-meta: an older snapshot's files cannot be read; what it alone named "
                     "is judged by its number");
-            st_tier_named_free(&old);
+            st_tstrs_free(&old);
             continue;
         }
         snaps++;
         for (size_t i = 0; i < old.n; i++) {
-            const char *k = old.keys[i];
+            const char *k = old.v[i];
             if (bsearch(&k, out->keys, out->n, sizeof *out->keys, st__truth_key_cmp)) continue;
-            out->dropped = st_realloc(out->dropped, (out->ndropped + 1) * sizeof *out->dropped);
-            out->dropped[out->ndropped++] = old.keys[i];
-            old.keys[i] = NULL;
+            st_vec_push(&dropped, old.v[i]);
+            old.v[i] = NULL;
         }
-        st_tier_named_free(&old);
+        st_tstrs_free(&old);
     }
-    if (!out->ndropped) return;
-    qsort(out->dropped, out->ndropped, sizeof *out->dropped, st__truth_key_cmp);
+    if (!dropped.n) return;
+    qsort(dropped.v, dropped.n, sizeof *dropped.v, st__truth_key_cmp);
     size_t m = 1;
-    for (size_t i = 1; i < out->ndropped; i++) {
-        if (strcmp(out->dropped[i], out->dropped[m - 1]) == 0)
-            free(out->dropped[i]);
+    for (size_t i = 1; i < dropped.n; i++) {
+        if (strcmp(dropped.v[i], dropped.v[m - 1]) == 0)
+            free(dropped.v[i]);
         else
-            out->dropped[m++] = out->dropped[i];
+            dropped.v[m++] = dropped.v[i];
     }
+    out->dropped = dropped.v; /* taken: out owns the array and its strings */
     out->ndropped = m;
     st_info("rebuild-meta: %zu older snapshot(s) kept name %zu file(s) the current one does not "
             "(replaced or deleted): never taken back",
@@ -166,7 +167,10 @@ int st_tables_named(st_objstore_t *meta, st_objstore_t *cold, char tag, st_tier_
         return ST_OK;
     }
     st_seen_t seen = {0};
-    if (rc == ST_OK) rc = st__snapshot_files(meta, cold, list, &seen, out);
+    st_tstrs_t keys = {0};
+    if (rc == ST_OK) rc = st__snapshot_files(meta, cold, list, &seen, &keys);
+    out->keys = keys.v; /* taken: out owns the array and its strings (st_tier_named_free) */
+    out->n = keys.n;
     if (rc == ST_OK) st__dropped(meta, cold, m.doc, id, &seen, out);
     for (size_t i = 0; i < seen.n; i++)
         free(seen.v[i]);

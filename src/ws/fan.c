@@ -13,7 +13,7 @@
  * of the items it claimed) and the framed bytes, read-only. Nothing from libwebsockets, no
  * stream, no queue, no metric: all of that stays on the loop, before and after the parallel
  * phase. lws cannot write on those sockets meanwhile, since the loop is inside one of its own
- * calls (the end-of-turn write, queue.c) and does not return to lws until the job is joined.
+ * calls (the end-of-turn write, write.c) and does not return to lws until the job is joined.
  *
  * The hand-off: the loop publishes a job (items, n, arena) and opens it; the sender thread
  * announces itself in `active` and only then looks whether a job is open. The loop, done

@@ -229,7 +229,7 @@ struct st_ws {
     uint64_t turn_no;
     st_map_t chans;
     st_buf_t out; /* LWS_PRE headroom + the frames being written */
-    /* a parallel send (queue.c, fan.c), loop only: the streams a turn made ready, the
+    /* a parallel send (write.c, fan.c), loop only: the streams a turn made ready, the
      * round's items and the arena their bytes are framed into, kept between batches */
     ST_VEC(st_wsconn_t *) ready;
     ST_VEC(st_wsfan_item_t) items;
@@ -263,15 +263,6 @@ void st__ws_queue_lazy(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbo
 /* The same for a replayed message: never cuts c off (the replay bounds its own pages). */
 void st__ws_queue_replay(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsbody_t *body,
                          uint64_t wait);
-/* Ends c's stream with 1008 and `reason` (a literal): its queue is dropped, the close frame
- * leaves once lws has written what it holds, and the socket is closed anyway after
- * ST__WS_CLOSE_GRACE seconds. */
-void st__ws_cut(st_ws_t *ws, st_wsconn_t *c, const char *reason);
-/* Fails c's stream (RFC 6455 §7.1.7) for what its client sent (or for its silence, ws.c):
- * `code` and `reason` (a literal), its queue dropped, nothing more served; from the writable
- * callback, a close frame is written and the socket closed at once (no wait for the client's
- * close frame). A socket that never becomes writable is closed after ST__WS_CLOSE_GRACE s. */
-void st__ws_fail(st_ws_t *ws, st_wsconn_t *c, uint16_t code, const char *reason);
 /* Whether c's output is backed up: lws holds part of a write the socket refused, or half the
  * backlog cap of frames that may leave is queued (one flush of typing frames to a stream of many
  * subscriptions stops there), or c is being ended. An ephemeral frame (typing) is not queued on
@@ -281,9 +272,14 @@ bool st__ws_backed_up(const st_wsconn_t *c);
 void st__ws_queue_buf(st_ws_t *ws, st_wsconn_t *c, const st_buf_t *b, uint64_t wait);
 void st__ws_send_error(st_ws_t *ws, st_wsconn_t *c, const char *id, const char *code,
                        const char *msg);
-/* Writes a ping that is due, or else the next frames that may leave; returns -1 when the
- * connection must close. */
-int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c);
+/* Frames every frame of c that may leave (its batch is durable), up to ST__WS_WRITE_BUDGET,
+ * onto the end of out (RFC 6455 header, prefix, body), taking them off c's queue; returns how
+ * many. Loop only. */
+size_t st__ws_frame(st_ws_t *ws, st_wsconn_t *c, st_buf_t *out);
+/* Counts what of c may leave now and has it written at the end of the loop turn (or from the
+ * writable callback while lws holds part of a write); parks c while a frame waits for its
+ * batch. */
+void st__ws_wake(st_ws_t *ws, st_wsconn_t *c);
 /* Frees c's queued frames and takes it off the waiting and soon lists. */
 void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c);
 void st__ws_listen(st_ws_t *ws);
@@ -298,6 +294,23 @@ void st__ws_prefix(st_buf_t *b, const char *type, const char *sid);
 st_wsbody_t *st__ws_prefix_of(st_wsbody_t **pre, const char **last, const char *type,
                               const char *sid);
 
+/* ---- write.c: how frames that may leave are written ---- */
+/* Ends c's stream with 1008 and `reason` (a literal): its queue is dropped, the close frame
+ * leaves once lws has written what it holds, and the socket is closed anyway after
+ * ST__WS_CLOSE_GRACE seconds. */
+void st__ws_cut(st_ws_t *ws, st_wsconn_t *c, const char *reason);
+/* Fails c's stream (RFC 6455 §7.1.7) for what its client sent (or for its silence, ws.c):
+ * `code` and `reason` (a literal), its queue dropped, nothing more served; from the writable
+ * callback, a close frame is written and the socket closed at once (no wait for the client's
+ * close frame). A socket that never becomes writable is closed after ST__WS_CLOSE_GRACE s. */
+void st__ws_fail(st_ws_t *ws, st_wsconn_t *c, uint16_t code, const char *reason);
+/* Writes a ping that is due, or else the next frames that may leave; returns -1 when the
+ * connection must close. */
+int st__ws_on_writable(st_ws_t *ws, st_wsconn_t *c);
+/* Writes the streams in ws->ready (a loop turn's, queue.c), one by one or, from ST__WS_FAN_MIN
+ * of them, sharing the sends with the sender thread (fan.c); empties ws->ready. */
+void st__ws_send_ready(st_ws_t *ws);
+
 /* ---- fan.c: a large fan-out's sends, on the loop and one sender thread ---- */
 /* Starts the sender thread; returns an owned handle (st__ws_fan_stop frees it), or NULL if the
  * thread could not start (fan-outs are then sent from the loop alone). */
@@ -309,9 +322,15 @@ void st__ws_fan_stop(st_wsfan_t *f);
  * item's `sent` is then set. Loop only. items and arena are borrowed for the call. */
 void st__ws_fan_send(st_wsfan_t *f, st_wsfan_item_t *items, size_t n, const char *arena);
 
-/* ---- topics.c ---- */
+/* ---- topics.c: channels, subscriptions' end, fan-out ---- */
 void st__ws_topics_init(st_ws_t *ws);
 void st__ws_topics_free(st_ws_t *ws);
+/* Puts s (started: subscribe.c) in the channel of its topic and name, made if it is the first. */
+void st__ws_chan_add(st_ws_t *ws, st_wssub_t *s);
+/* Takes s out of its connection and its channel and frees it. */
+void st__ws_sub_remove(st_ws_t *ws, st_wssub_t *s);
+/* Returns an owned body (one reference) of a message frame: "message":<json>} */
+st_wsbody_t *st__ws_message_body(const char *json, size_t len);
 /* fan-out of seat changes and new messages (the chat and seats observers) */
 void st__ws_seats_changed(void *arg, const char *event_id, size_t elen, const char *tail,
                           size_t tlen, uint64_t wait);
@@ -366,8 +385,11 @@ void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user
                         bool added, uint64_t wait);
 void st__ws_note_room_member(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
                              bool added);
-/* Handles one complete client text message. */
+/* subscribe.c: handles one complete client text message. */
 void st__ws_on_message(st_ws_t *ws, st_wsconn_t *c, const char *p, size_t n);
+/* ---- replay.c ---- */
+/* One page of s's replay (see replay.c); false when the replay failed and s must be removed. */
+bool st__ws_replay_step(st_ws_t *ws, st_wssub_t *s);
 /* Continues paged replays on c while its queue is short. */
 void st__ws_replay_more(st_ws_t *ws, st_wsconn_t *c);
 /* Batches from `first` on were rolled back: subscriptions whose snapshot waited for a fence

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libwebsockets on strata's libuv loop: the context, connection lifecycle and adoption of
- * sockets upgraded by the HTTP side. What streams carry lives in topics.c, how frames wait for
- * durability and leave in queue.c. Only this module includes libwebsockets.h.
+ * sockets upgraded by the HTTP side. What streams ask for lives in subscribe.c and replay.c, what
+ * they carry in topics.c, how frames wait for durability in queue.c and how they leave in
+ * write.c. Only this module includes libwebsockets.h.
  */
 #include "internal.h"
 
@@ -164,7 +165,7 @@ static void st__keepalive(st_ws_t *ws, st_wsconn_t *c, uint64_t now)
 
 /* Every tick: the keep-alive of every stream, and a token that expired while its stream was open
  * ends the stream (SPEC §3) with 1008 "token expired", the way a slow consumer is cut off
- * (queue.c): the close frame goes out from the writable callback, ahead of what was still
+ * (write.c): the close frame goes out from the writable callback, ahead of what was still
  * queued. Expired means what it means for a request (st_http_token_check, with --jwt-leeway):
  * a token the handshake took within the leeway keeps its stream until exp + leeway, not
  * beyond, and is cut within a tick of it. A few loads per stream. */
@@ -212,7 +213,7 @@ void st__ws_revoke(st_ws_t *ws, const char *user, size_t ul, int64_t erased_us, 
 /* rx_buffer_size is what lws allocates per connection for reading; client frames are small
  * (subscribe requests), larger ones arrive in pieces and are joined in st__ws_receive.
  * tx_packet_size is how much one send() may carry: left at 0 it would be rx_buffer_size, and a
- * flush of several frames (queue.c) would be cut into 1 KiB sends, each a partial write that lws
+ * flush of several frames (write.c) would be cut into 1 KiB sends, each a partial write that lws
  * buffers and finishes from a writable callback (two epoll_ctl calls and a loop turn). */
 static const struct lws_protocols st__protocols[] = {
     {"strata", st__callback, sizeof(st_wsconn_t), 256, 0, NULL, ST__WS_MAX_QUEUED},
