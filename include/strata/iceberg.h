@@ -110,7 +110,7 @@ typedef struct st_table_def {
     const char *name_mapping; /* schema.name-mapping.default (JSON text) */
     bool messages;            /* text columns keep no bounds (metrics "none") */
 } st_table_def_t;
-/* The registered tables (src/tables/schemas.c): how many, and the i-th (NULL: i >= that). Derived
+/* The registered tables (src/tables/registry.c): how many, and the i-th (NULL: i >= that). Derived
  * from the kinds' list, nothing stored: any thread. */
 size_t st_tables_n(void);
 const st_table_def_t *st_table_def(size_t i);

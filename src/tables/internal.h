@@ -18,7 +18,7 @@
  * size; merging only past it makes the merge's cost one commit's in about a hundred. */
 #define ST_TABLES_MANS_MAX 100
 
-/* The tables are the kinds' (schemas.c; st_tables_n, st_table_def: strata/iceberg.h). The index
+/* The tables are the kinds' (registry.c; st_tables_n, st_table_def: strata/iceberg.h). The index
  * of an owner tag's table, or -1 (not table data). */
 int st_table_of_tag(char tag);
 

@@ -52,7 +52,7 @@ struct st_tables {
     bool busy, closing;
     bool timer_closed; /* st_tables_close's uv_close is done: whichever of it and the job ends
                           last frees the module */
-    int n;             /* the tables: the kinds' (st_tables_n, schemas.c), as at open */
+    int n;             /* the tables: the kinds' (st_tables_n, registry.c), as at open */
     st__table_t t[ST_TABLES_MAX];
     st__jtable_t job[ST_TABLES_MAX];
     bool job_create;
