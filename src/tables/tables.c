@@ -21,6 +21,8 @@ static const char st__pfx[] = "\0tables";
 #define ST__PFX_LEN (sizeof st__pfx - 1)
 #define ST__CHANGED 'c'
 #define ST__ERASED  'x'
+/* a table's index in its keys and marks is one digit, never ST__CHANGED or ST__ERASED */
+_Static_assert(ST_TABLES_MAX <= 10, "a table's index is one digit");
 
 typedef struct {
     st_tmeta_t meta;       /* the worker's while a job runs */

@@ -274,6 +274,9 @@ TEST(tables_come_from_the_kinds)
     for (size_t k = 0; k < st_kinds_n; k++)
         if (st_kinds[k]->table) CHECK(st_kinds[k]->table == st_table_def(n++));
     CHECK_EQ(n, st_tables_n());
+    for (size_t i = 0; i < n; i++) /* a tag names one table */
+        for (size_t j = i + 1; j < n; j++)
+            CHECK(st_table_def(i)->tag != st_table_def(j)->tag);
     CHECK(st_chat_delta_kind.table == NULL && st_counters_kind.table == NULL);
 }
 
