@@ -86,7 +86,7 @@ typedef struct {
 /* Commits live (sorted) against the committed set: ms and bytes written. */
 static double commit(bench_t *b, st_tfiles_t *live, long long *avro, long long *meta)
 {
-    const st_table_def_t *d = &st_table_defs[0];
+    const st_table_def_t *d = st_table_def(0);
     long long a0, o0, a1, o1;
     long n0, n1;
     sizes(b->dir, &a0, &o0, &n0);
@@ -154,7 +154,7 @@ int main(int argc, char **argv)
     st_objstore_opts_t o = {.url = url};
     if (st_objstore_open(&b.ms, &o) != ST_OK) return 1;
     snprintf(b.dir, sizeof b.dir, "%s/messages/metadata", root);
-    if (st_table_load(b.ms, &st_table_defs[0], &b.m, true) != ST_OK) return 1;
+    if (st_table_load(b.ms, st_table_def(0), &b.m, true) != ST_OK) return 1;
     st_tfiles_t live = {0};
     for (long i = 0; i < n; i++)
         add_file(b.ms, &live, i);

@@ -19,8 +19,9 @@
 typedef struct st_catalog st_catalog_t;
 typedef struct st_objstore st_objstore_t;
 
-/* The tables of namespace "strata", NULL-terminated. */
-extern const char *const st_catalog_tables[];
+/* The i-th table of namespace "strata" (the kinds' tables: st_tables_n, strata/iceberg.h), or
+ * NULL past the last. Any thread. */
+const char *st_catalog_table(size_t i);
 
 /* A table's newest metadata known. Every pointer is owned by the catalog and valid until the
  * loop runs again (a refresh replaces it on the loop). */
@@ -46,7 +47,7 @@ int st_catalog_get(st_catalog_t *c, const char *name, size_t n, st_catalog_entry
 /* This node committed to the tables: refresh now, and every second for a minute (so what the
  * committer wrote is served at once even after an idle spell). NULL is a no-op. */
 void st_catalog_nudge(st_catalog_t *c);
-/* Whether name is one of st_catalog_tables. */
+/* Whether name is one of the tables (st_catalog_table). */
 bool st_catalog_is_table(const char *name, size_t n);
 
 #endif

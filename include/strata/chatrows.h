@@ -116,4 +116,31 @@ void st_chat_dropped_free(void *arg, void *dropped);
 /* The order of rows in an object: by conversation, then id (qsort). */
 int st_chat_cmp_rows(const void *a, const void *b);
 
+/* Chat's rows as Iceberg columns (SPEC v5 §5.1): the fields every message table ends with after
+ * its owner column (1) and msg_id (2), field ids 4 to 15 fixed (the Parquet writer stamps the same
+ * ids), closing the schema's JSON text; and their schema.name-mapping.default entries, closing the
+ * mapping's. The messages table (src/chat/table.c) and room_messages (src/rooms/table.c) are
+ * built of them. */
+#define ST_CHAT_SCHEMA_TAIL                                                                        \
+    "{\"id\":4,\"name\":\"from\",\"required\":false,\"type\":\"string\"},"                         \
+    "{\"id\":5,\"name\":\"timestamp\",\"required\":true,\"type\":\"timestamptz\"},"                \
+    "{\"id\":6,\"name\":\"seq\",\"required\":true,\"type\":\"long\"},"                             \
+    "{\"id\":7,\"name\":\"content\",\"required\":false,\"type\":\"string\"},"                      \
+    "{\"id\":8,\"name\":\"metadata\",\"required\":false,\"type\":\"string\"},"                     \
+    "{\"id\":9,\"name\":\"edited_at\",\"required\":false,\"type\":\"timestamptz\"},"               \
+    "{\"id\":10,\"name\":\"deleted_at\",\"required\":false,\"type\":\"timestamptz\"},"             \
+    "{\"id\":11,\"name\":\"edit_history\",\"required\":false,\"type\":{\"type\":\"list\","         \
+    "\"element-id\":12,\"element-required\":true,\"element\":{\"type\":\"struct\",\"fields\":["    \
+    "{\"id\":13,\"name\":\"content\",\"required\":false,\"type\":\"string\"},"                     \
+    "{\"id\":14,\"name\":\"metadata\",\"required\":false,\"type\":\"string\"},"                    \
+    "{\"id\":15,\"name\":\"edited_at\",\"required\":true,\"type\":\"timestamptz\"}]}}}]}"
+#define ST_CHAT_MAP_TAIL                                                                           \
+    "{\"field-id\":4,\"names\":[\"from\"]},{\"field-id\":5,\"names\":[\"timestamp\"]},"            \
+    "{\"field-id\":6,\"names\":[\"seq\"]},{\"field-id\":7,\"names\":[\"content\"]},"               \
+    "{\"field-id\":8,\"names\":[\"metadata\"]},{\"field-id\":9,\"names\":[\"edited_at\"]},"        \
+    "{\"field-id\":10,\"names\":[\"deleted_at\"]},{\"field-id\":11,\"names\":[\"edit_history\"],"  \
+    "\"fields\":[{\"field-id\":12,\"names\":[\"element\"],\"fields\":["                            \
+    "{\"field-id\":13,\"names\":[\"content\"]},{\"field-id\":14,\"names\":[\"metadata\"]},"        \
+    "{\"field-id\":15,\"names\":[\"edited_at\"]}]}]}]"
+
 #endif

@@ -96,6 +96,25 @@ typedef struct {
     int part_field_id;       /* 1000 */
 } st_ice_table_t;
 
+/* ---- a kind's table (kinds.h: st_kind_t.table) ---- */
+/* The most tables the kinds may register. */
+#define ST_TABLES_MAX 8
+/* One Iceberg table of the tier, as the kind whose objects it holds defines it in its own folder
+ * (static, never freed). The tables are the kinds' tables in ST_KINDS order, and a table's index in
+ * that order is stored (the hot store's "\0tables" provenance keys): a new table kind goes after
+ * the others. */
+typedef struct st_table_def {
+    st_ice_table_t ice;
+    char tag;                 /* the tier's owner tag of its objects (st_tier_owner), unique */
+    int last_column_id;       /* the schema's highest field id */
+    const char *name_mapping; /* schema.name-mapping.default (JSON text) */
+    bool messages;            /* text columns keep no bounds (metrics "none") */
+} st_table_def_t;
+/* The registered tables (src/tables/registry.c): how many, and the i-th (NULL: i >= that). Derived
+ * from the kinds' list, nothing stored: any thread. */
+size_t st_tables_n(void);
+const st_table_def_t *st_table_def(size_t i);
+
 enum { ST_ICE_EXISTING = 0, ST_ICE_ADDED = 1, ST_ICE_DELETED = 2 };
 enum { ST_ICE_DATA = 0, ST_ICE_POS_DELETES = 1 };
 

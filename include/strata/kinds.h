@@ -6,11 +6,15 @@
  *   - the config table (config.c) takes each kind's options from it: parsing, the environment
  *     and --help; a kind reads its parsed values through st_config_kind;
  *   - main.c joins each kind's tier member to the tier in the list's order (src/cli/kinds.c);
- *   - `strata rebuild-meta` (src/cli/offline.c) runs their rebuild hooks in that order.
+ *   - `strata rebuild-meta` (src/cli/offline.c) runs their rebuild hooks in that order;
+ *   - the Iceberg tables (src/tables, SPEC v5 §5.1) are the kinds' tables in that order, and the
+ *     catalog serves those.
  *
  * A kind defines, in its own folder, `const st_kind_t st_<name>_kind`: its name, its options (an
  * st_cfg_opt_t table over a struct of its own, config.h) and a member hook that applies those
- * options to its module and makes its member of the tier (tier.h). Adding a kind is that folder
+ * options to its module and makes its member of the tier (tier.h), and, when its objects make an
+ * Iceberg table, that table (iceberg.h: name, schema, name mapping, partition field, owner tag).
+ * Adding a kind, a table kind too, is that folder
  * and one line in ST_KINDS below. The modules a member is made from are the ones main opens for
  * their other sides too (HTTP, streams, rooms): st_kind_env_t.
  *
@@ -20,15 +24,16 @@
 #define STRATA_KINDS_H
 
 #include "strata/config.h"
+#include "strata/iceberg.h"
 #include "strata/tier.h"
 
 /* The kinds, in the order they join the tier and rebuild: one line each. */
 #define ST_KINDS(X)                                                                                \
-    X(chat) /* first: settles the writer */                                                        \
+    X(chat) /* first: settles the writer; table messages (0) */                                    \
     X(chat_delta)                                                                                  \
     X(counters)                                                                                    \
-    X(rooms) /* rooms own chat messages */                                                         \
-    X(seats)                                                                                       \
+    X(rooms) /* rooms own chat messages; table room_messages (1) */                                \
+    X(seats) /* table bookings (2) */                                                              \
     /* a new kind: one line above this one */
 
 typedef struct st_chat st_chat_t;
@@ -51,6 +56,8 @@ struct st_kind {
     /* Applies its options (opts: its struct, st_config_kind) to its module and returns its
      * member of the tier, owned by the tier once joined (NULL: none here). */
     st_tier_member_t *(*member)(const st_kind_env_t *env, const void *opts);
+    /* Its Iceberg table (static, in its folder), or NULL: its objects are no table's. */
+    const st_table_def_t *table;
 };
 
 #define ST__KIND_DECLARE(name) extern const st_kind_t st_##name##_kind;

@@ -33,6 +33,7 @@
 #include "strata/chat.h"
 #include "strata/chatrows.h"
 #include "strata/cold.h"
+#include "strata/iceberg.h"
 #include "strata/metrics.h"
 #include "strata/tier.h"
 
@@ -292,5 +293,8 @@ struct st_chatcold {
     size_t fold_from_len;
     int64_t fold_next_us;
 };
+
+/* ---- table.c: the Iceberg table `messages`, st_chat_kind's (kinds.h) ---- */
+extern const st_table_def_t st_chat_table;
 
 #endif

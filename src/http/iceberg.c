@@ -145,9 +145,9 @@ int st_api_ice_tables(st_ctx_t *c)
     if (rc) return rc;
     st_buf_puts(c->body, "{\"identifiers\":[");
     bool first = true;
-    for (int i = 0; st_catalog_tables[i]; i++) {
+    const char *t;
+    for (size_t i = 0; (t = st_catalog_table(i)); i++) {
         st_catalog_entry_t e;
-        const char *t = st_catalog_tables[i];
         if (st_catalog_get(c->app->catalog, t, strlen(t), &e) != ST_OK) continue;
         st_buf_printf(c->body, "%s{\"namespace\":[\"" ST__ICE_NS "\"],\"name\":\"%s\"}",
                       first ? "" : ",", t);

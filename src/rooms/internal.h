@@ -11,6 +11,7 @@
 #ifndef STRATA_ROOMS_INTERNAL_H
 #define STRATA_ROOMS_INTERNAL_H
 
+#include "strata/iceberg.h"
 #include "strata/outbox.h"
 #include "strata/rooms.h"
 
@@ -104,5 +105,8 @@ int st__rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_
 
 /* erase.c: chat's erase hook (st_chat_on_erase) */
 bool st__rooms_erase(void *arg, const st_owner_t *o, uint64_t erasure, size_t max);
+
+/* ---- table.c: the Iceberg table `room_messages`, st_rooms_kind's (kinds.h) ---- */
+extern const st_table_def_t st_rooms_table;
 
 #endif

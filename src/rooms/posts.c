@@ -103,4 +103,5 @@ static st_tier_member_t *st__rooms_kind_member(const st_kind_env_t *env, const v
     return st_chat_kind_tier_member(env->chat, ST_OWNER_ROOM);
 }
 
-const st_kind_t st_rooms_kind = {.name = "chat rooms", .member = st__rooms_kind_member};
+const st_kind_t st_rooms_kind = {
+    .name = "chat rooms", .member = st__rooms_kind_member, .table = &st_rooms_table};

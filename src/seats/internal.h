@@ -3,6 +3,7 @@
 #ifndef STRATA_SEATS_INTERNAL_H
 #define STRATA_SEATS_INTERNAL_H
 
+#include "strata/iceberg.h"
 #include "strata/metrics.h"
 #include "strata/parquet.h"
 #include "strata/seats.h"
@@ -227,5 +228,8 @@ int st__check_ref(const st_booking_t *b, const st_booking_ref_t *ref);
 /* Loads a booking for who asks and expires it if it is past its time. */
 int st__load_live(st_seats_t *s, uint64_t id, const st_booking_ref_t *ref, st_booking_t *b,
                   st_buf_t *keep, uint64_t *wait);
+
+/* ---- table.c: the Iceberg table `bookings`, st_seats_kind's (kinds.h) ---- */
+extern const st_table_def_t st_seats_table;
 
 #endif

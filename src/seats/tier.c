@@ -507,7 +507,8 @@ const st_kind_t st_seats_kind = {.name = "bookings",
                                  .opts = st__bk_kind_opts,
                                  .nopts = sizeof st__bk_kind_opts / sizeof st__bk_kind_opts[0],
                                  .opts_size = sizeof(st__bk_kind_opts_t),
-                                 .member = st__bk_kind_member};
+                                 .member = st__bk_kind_member,
+                                 .table = &st_seats_table};
 
 int st__cold_floor_raise(st_store_t *store, uint64_t id, uint64_t *wait)
 {

@@ -24,12 +24,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ST__CAT_N          3
 #define ST__CAT_LIST_EVERY 10    /* refreshes per listing of a table not found */
 #define ST__CAT_IDLE_MS    60000 /* no question for this long: idle */
 #define ST__CAT_IDLE_TICKS 30    /* idle: a refresh every this many ticks */
 
-const char *const st_catalog_tables[] = {"messages", "room_messages", "bookings", NULL};
+const char *st_catalog_table(size_t i)
+{
+    const st_table_def_t *d = st_table_def(i);
+    return d ? d->ice.name : NULL;
+}
 
 typedef struct {
     uint64_t version; /* 0: none found */
@@ -43,31 +46,32 @@ typedef struct {
 typedef struct {
     uv_work_t work;
     st_catalog_t *cat;
-    uint64_t known[ST__CAT_N];
-    bool may_list;                  /* a table with nothing known may be listed this time */
-    st__cat_ent_t found[ST__CAT_N]; /* version 0: nothing newer */
-    bool failed[ST__CAT_N];         /* the store could not be read */
+    uint64_t known[ST_TABLES_MAX];
+    bool may_list;                      /* a table with nothing known may be listed this time */
+    st__cat_ent_t found[ST_TABLES_MAX]; /* version 0: nothing newer */
+    bool failed[ST_TABLES_MAX];         /* the store could not be read */
 } st__cat_job_t;
 
 struct st_catalog {
     uv_loop_t *loop;
     st_objstore_t *obj; /* borrowed */
     uv_timer_t timer;
-    st__cat_ent_t ent[ST__CAT_N];
+    int n; /* the tables (st_tables_n: the kinds'), as at open */
+    st__cat_ent_t ent[ST_TABLES_MAX];
     bool busy;    /* a refresh is on the worker pool */
     bool closing; /* st_catalog_close was called */
     bool timer_closed;
-    unsigned refreshes;     /* started so far (listing is rationed by it) */
-    uint64_t used_ms;       /* the last st_catalog_get (loop time) */
-    unsigned idle_ticks;    /* ticks skipped since the last refresh, while nobody asks */
-    bool warned[ST__CAT_N]; /* a read error was logged (once until it passes) */
+    unsigned refreshes;         /* started so far (listing is rationed by it) */
+    uint64_t used_ms;           /* the last st_catalog_get (loop time) */
+    unsigned idle_ticks;        /* ticks skipped since the last refresh, while nobody asks */
+    bool warned[ST_TABLES_MAX]; /* a read error was logged (once until it passes) */
 };
 
 bool st_catalog_is_table(const char *name, size_t n)
 {
-    for (int i = 0; st_catalog_tables[i]; i++)
-        if (strlen(st_catalog_tables[i]) == n && memcmp(st_catalog_tables[i], name, n) == 0)
-            return true;
+    const char *t;
+    for (size_t i = 0; (t = st_catalog_table(i)); i++)
+        if (strlen(t) == n && memcmp(t, name, n) == 0) return true;
     return false;
 }
 
@@ -117,9 +121,9 @@ static int st__cat_refresh_one(st_objstore_t *obj, const char *table, uint64_t k
 static void st__cat_work(uv_work_t *w)
 {
     st__cat_job_t *j = w->data;
-    for (int i = 0; i < ST__CAT_N; i++) {
-        int rc = st__cat_refresh_one(j->cat->obj, st_catalog_tables[i], j->known[i], j->may_list,
-                                     &j->found[i]);
+    for (int i = 0; i < j->cat->n; i++) {
+        int rc = st__cat_refresh_one(j->cat->obj, st_catalog_table((size_t)i), j->known[i],
+                                     j->may_list, &j->found[i]);
         j->failed[i] = rc != ST_OK && !j->found[i].version;
     }
 }
@@ -136,7 +140,7 @@ static void st__cat_ent_free(st__cat_ent_t *e)
 static void st__cat_maybe_free(st_catalog_t *c)
 {
     if (!c->closing || c->busy || !c->timer_closed) return;
-    for (int i = 0; i < ST__CAT_N; i++)
+    for (int i = 0; i < c->n; i++)
         st__cat_ent_free(&c->ent[i]);
     free(c);
 }
@@ -146,18 +150,18 @@ static void st__cat_done(uv_work_t *w, int status)
     st__cat_job_t *j = w->data;
     st_catalog_t *c = j->cat;
     c->busy = false;
-    for (int i = 0; i < ST__CAT_N; i++) {
+    for (int i = 0; i < c->n; i++) {
         st__cat_ent_t *f = &j->found[i];
         bool failed = j->failed[i];
         if (failed && !c->warned[i])
             st_warn("catalog: could not read table %s's metadata; serving v%llu",
-                    st_catalog_tables[i], (unsigned long long)c->ent[i].version);
+                    st_catalog_table((size_t)i), (unsigned long long)c->ent[i].version);
         c->warned[i] = failed;
         if (status == 0 && f->version > c->ent[i].version) {
             st__cat_ent_free(&c->ent[i]);
             c->ent[i] = *f;
             memset(f, 0, sizeof *f);
-            st_info("catalog: table %s at v%llu", st_catalog_tables[i],
+            st_info("catalog: table %s at v%llu", st_catalog_table((size_t)i),
                     (unsigned long long)c->ent[i].version);
         }
         free(f->location);
@@ -181,7 +185,7 @@ static void st__cat_tick(uv_timer_t *t)
     st__cat_job_t *j = st_calloc(1, sizeof *j);
     j->cat = c;
     j->work.data = j;
-    for (int i = 0; i < ST__CAT_N; i++)
+    for (int i = 0; i < c->n; i++)
         j->known[i] = c->ent[i].version;
     /* a listing (an S3 LIST per table) at start-up, then one refresh in ST__CAT_LIST_EVERY */
     j->may_list = c->refreshes++ % ST__CAT_LIST_EVERY == 0;
@@ -197,6 +201,7 @@ int st_catalog_open(st_catalog_t **out, uv_loop_t *loop, st_objstore_t *obj, uns
     st_catalog_t *c = st_calloc(1, sizeof *c);
     c->loop = loop;
     c->obj = obj;
+    c->n = (int)st_tables_n();
     c->used_ms = uv_now(loop); /* active for a minute from the start */
     uv_timer_init(loop, &c->timer);
     c->timer.data = c;
@@ -231,9 +236,9 @@ int st_catalog_get(st_catalog_t *c, const char *name, size_t n, st_catalog_entry
 {
     if (!c) return ST_ENOTFOUND;
     c->used_ms = uv_now(c->loop);
-    for (int i = 0; i < ST__CAT_N; i++) {
-        if (strlen(st_catalog_tables[i]) != n || memcmp(st_catalog_tables[i], name, n) != 0)
-            continue;
+    for (int i = 0; i < c->n; i++) {
+        const char *t = st_catalog_table((size_t)i);
+        if (strlen(t) != n || memcmp(t, name, n) != 0) continue;
         const st__cat_ent_t *x = &c->ent[i];
         if (!x->version) return ST_ENOTFOUND;
         *e = (st_catalog_entry_t){x->version, x->location, x->json, x->json_len};

@@ -10,7 +10,6 @@
 
 #include <cjson/cJSON.h>
 
-#define ST_TABLES_N        3
 #define ST_TABLES_META_MAX (64u << 20) /* the largest metadata file strata reads */
 #define ST_TABLES_LOG_MAX  100         /* write.metadata.previous-versions-max */
 /* More of this writer's manifests than this in a snapshot and a commit merges its small ones
@@ -19,15 +18,8 @@
  * size; merging only past it makes the merge's cost one commit's in about a hundred. */
 #define ST_TABLES_MANS_MAX 100
 
-typedef struct {
-    st_ice_table_t ice;
-    char tag;                 /* the tier's owner tag of its objects (st_tier_owner) */
-    int last_column_id;       /* the schema's highest field id */
-    const char *name_mapping; /* schema.name-mapping.default (JSON text) */
-    bool messages;            /* text columns keep no bounds (metrics "none") */
-} st_table_def_t;
-extern const st_table_def_t st_table_defs[ST_TABLES_N];
-/* The table of an owner tag, or -1 (not table data). */
+/* The tables are the kinds' (registry.c; st_tables_n, st_table_def: strata/iceberg.h). The index
+ * of an owner tag's table, or -1 (not table data). */
 int st_table_of_tag(char tag);
 
 /* One data file of a table. */

@@ -21,6 +21,8 @@ static const char st__pfx[] = "\0tables";
 #define ST__PFX_LEN (sizeof st__pfx - 1)
 #define ST__CHANGED 'c'
 #define ST__ERASED  'x'
+/* a table's index in its keys and marks is one digit, never ST__CHANGED or ST__ERASED */
+_Static_assert(ST_TABLES_MAX <= 10, "a table's index is one digit");
 
 typedef struct {
     st_tmeta_t meta;       /* the worker's while a job runs */
@@ -52,8 +54,9 @@ struct st_tables {
     bool busy, closing;
     bool timer_closed; /* st_tables_close's uv_close is done: whichever of it and the job ends
                           last frees the module */
-    st__table_t t[ST_TABLES_N];
-    st__jtable_t job[ST_TABLES_N];
+    int n;             /* the tables: the kinds' (st_tables_n, registry.c), as at open */
+    st__table_t t[ST_TABLES_MAX];
+    st__jtable_t job[ST_TABLES_MAX];
     bool job_create;
     st_tier_writer_t writer; /* the store's writer record, read at the tick (the job's) */
     bool leading;            /* this member committed at its last tick */
@@ -111,7 +114,7 @@ static size_t st__pkey(uint8_t *k, char tag, const char *key)
 
 typedef struct {
     st_tables_t *t;
-    st_tfiles_t *live; /* [ST_TABLES_N] */
+    st_tfiles_t *live; /* [ST_TABLES_MAX] */
 } st__scan_t;
 
 /* One file record of the tier's manifests (st_tier_each_file). */
@@ -166,7 +169,7 @@ static int st__changed_key(void *arg, const void *key, size_t klen, const void *
 
 /* The marks of objects no table holds any more (merged away before a snapshot had them) go. One
  * loop turn with the scan of the manifest: a mark is written in the batch that adds its object. */
-static void st__changed_sweep(st_tables_t *t, const st_tfiles_t live[ST_TABLES_N])
+static void st__changed_sweep(st_tables_t *t, const st_tfiles_t live[ST_TABLES_MAX])
 {
     uint8_t pre[ST__PFX_LEN + 1];
     memcpy(pre, st__pfx, ST__PFX_LEN);
@@ -180,7 +183,7 @@ static void st__changed_sweep(st_tables_t *t, const st_tfiles_t live[ST_TABLES_N
         const char *k = keys.data + off + sizeof n;
         char *key = st_strndup(k + sizeof pre, n - sizeof pre);
         bool held = false;
-        for (int i = 0; i < ST_TABLES_N && !held; i++)
+        for (int i = 0; i < t->n && !held; i++)
             held = st_tfiles_find(&live[i], key) != NULL;
         if (!held) st_store_del(t->store, k, n, &wait);
         free(key);
@@ -192,15 +195,15 @@ static void st__changed_sweep(st_tables_t *t, const st_tfiles_t live[ST_TABLES_N
 /* The tier's objects now, per table, sorted, with the provenance of those already committed;
  * *pending: how many are in no committed snapshot, *changed[i]: whether table i differs. Loop
  * only: one scan is one consistent view. ST_EPARKED when some record is not durable yet. */
-static int st__view(st_tables_t *t, st_tfiles_t live[ST_TABLES_N], bool changed[ST_TABLES_N],
+static int st__view(st_tables_t *t, st_tfiles_t live[ST_TABLES_MAX], bool changed[ST_TABLES_MAX],
                     int64_t *pending)
 {
     st__scan_t s = {t, live};
     uint64_t wait = 0;
-    memset(live, 0, sizeof(st_tfiles_t) * ST_TABLES_N);
+    memset(live, 0, sizeof(st_tfiles_t) * ST_TABLES_MAX);
     int rc = st_tier_each_file(t->store, ST_TIER_TAG_ANY, st__scan_f, &s, &wait);
     *pending = 0;
-    for (int i = 0; i < ST_TABLES_N; i++) {
+    for (int i = 0; i < t->n; i++) {
         st_tfiles_sort(&live[i]);
         size_t known = 0;
         for (size_t j = 0; j < live[i].n; j++) {
@@ -240,7 +243,7 @@ static int st__erased_one(void *arg, const void *key, size_t klen, const void *v
 {
     st__jtable_t *job = arg;
     int ti = vlen == 1 ? *(const char *)val - '0' : -1;
-    if (ti < 0 || ti >= ST_TABLES_N) return 0;
+    if (ti < 0 || ti >= (int)st_tables_n()) return 0;
     job[ti].erase = true;
     st_buf_append(&job[ti].marks, &klen, sizeof klen);
     st_buf_append(&job[ti].marks, key, klen);
@@ -249,7 +252,7 @@ static int st__erased_one(void *arg, const void *key, size_t klen, const void *v
 
 /* The erasures' marks into the job, per table (the same loop turn as the view: a mark is written
  * in the batch that takes its object out of the manifest). ST_EPARKED when one is not durable. */
-static int st__erasures(st_tables_t *t, st__jtable_t job[ST_TABLES_N])
+static int st__erasures(st_tables_t *t, st__jtable_t job[ST_TABLES_MAX])
 {
     uint8_t pre[ST__PFX_LEN + 1];
     memcpy(pre, st__pfx, ST__PFX_LEN);
@@ -288,7 +291,7 @@ static int st__load_prov(void *arg, const void *key, size_t klen, const void *va
     st_tables_t *t = arg;
     const uint8_t *k = key, *v = val;
     int ti = klen > ST__PFX_LEN + 1 ? k[ST__PFX_LEN] - '0' : -1;
-    if (ti < 0 || ti >= ST_TABLES_N || vlen < 32) return 0;
+    if (ti < 0 || ti >= t->n || vlen < 32) return 0;
     /* the manifest's name waits in uri (NULL in a committed set) until st__intern */
     st_tfile_t f = {.key = st_strndup((const char *)k + ST__PFX_LEN + 1, klen - ST__PFX_LEN - 1),
                     .uri = vlen > 32 ? st_strndup((const char *)v + 32, vlen - 32) : NULL,
@@ -399,7 +402,7 @@ static void st__record_prov(st_tables_t *t, int ti, st_tfiles_t *live, st_tcommi
  * store holds it (the last leader's commits, replicated), and the newest metadata, read again. */
 static void st__lead(st_tables_t *t)
 {
-    for (int i = 0; i < ST_TABLES_N; i++) {
+    for (int i = 0; i < t->n; i++) {
         st_tfiles_free(&t->t[i].committed);
         st_tstrs_free(&t->t[i].mans);
         cJSON_Delete(t->t[i].meta.doc);
@@ -410,7 +413,7 @@ static void st__lead(st_tables_t *t)
     t->read = false; /* what a document keeps is known again once loaded */
     uint64_t wait = 0;
     st_store_scan(t->store, st__pfx, ST__PFX_LEN, st__load_prov, t, &wait);
-    for (int i = 0; i < ST_TABLES_N; i++) {
+    for (int i = 0; i < t->n; i++) {
         st__intern(&t->t[i]);
         st_tfiles_sort(&t->t[i].committed);
     }
@@ -423,10 +426,10 @@ static void st__commit_work(uv_work_t *req)
 {
     st_tables_t *t = req->data;
     st_tier_background(true);
-    for (int i = 0; i < ST_TABLES_N; i++) {
+    for (int i = 0; i < t->n; i++) {
         st__table_t *tb = &t->t[i];
         st__jtable_t *j = &t->job[i];
-        const st_table_def_t *d = &st_table_defs[i];
+        const st_table_def_t *d = st_table_def((size_t)i);
         j->rc = ST_OK;
         if (!tb->meta.doc) j->rc = st_table_load(t->meta, d, &tb->meta, t->job_create);
         if (j->rc == ST_OK && j->changed)
@@ -464,7 +467,7 @@ static void st__commit_done(uv_work_t *req, int status)
     st_tables_t *t = req->data;
     t->busy = false;
     bool all = true, wrote = false;
-    for (int i = 0; i < ST_TABLES_N; i++) {
+    for (int i = 0; i < t->n; i++) {
         st__jtable_t *j = &t->job[i];
         if (!t->closing) {
             if (j->res.done) {
@@ -480,7 +483,7 @@ static void st__commit_done(uv_work_t *req, int status)
     }
     if (all) t->lag_since_us = 0;
     bool loaded = true;
-    for (int i = 0; i < ST_TABLES_N; i++)
+    for (int i = 0; i < t->n; i++)
         loaded &= t->t[i].meta.doc != NULL;
     t->read = loaded;
     if (all && loaded && t->job_view_ok && !t->closing) {
@@ -515,13 +518,13 @@ static void st__commit_tick(uv_timer_t *h)
     if (!t->leading) st__lead(t);
     uint64_t gen = st_tier_manifest_writes(t->store) + t->erased_n;
     if (t->seen && gen == t->seen_f) return;
-    st_tfiles_t live[ST_TABLES_N];
-    bool changed[ST_TABLES_N], any = false;
+    st_tfiles_t live[ST_TABLES_MAX];
+    bool changed[ST_TABLES_MAX], any = false;
     int64_t pending;
     int rc = st__view(t, live, changed, &pending);
     int erc = st__erasures(t, t->job);
     if (rc == ST_OK) rc = erc;
-    for (int i = 0; i < ST_TABLES_N; i++)
+    for (int i = 0; i < t->n; i++)
         changed[i] |= t->job[i].erase;
     /* whose manifests are whose (shared tables): no writer record, no object, nothing to commit */
     uint64_t wait = 0;
@@ -529,22 +532,22 @@ static void st__commit_tick(uv_timer_t *h)
     if (rc == ST_OK &&
         (st_tier_writer_get(t->store, &t->writer, &wait) != ST_OK || !t->writer.current)) {
         writer_ok = false;
-        for (int i = 0; i < ST_TABLES_N; i++)
+        for (int i = 0; i < t->n; i++)
             changed[i] = false;
     }
-    for (int i = 0; i < ST_TABLES_N; i++) {
+    for (int i = 0; i < t->n; i++) {
         any |= changed[i];
         t->job[i].changed = changed[i] && rc == ST_OK;
         t->job[i].live = live[i];
         any |= !t->t[i].meta.doc;
     }
     bool dirty = false;
-    for (int i = 0; i < ST_TABLES_N; i++)
+    for (int i = 0; i < t->n; i++)
         dirty |= changed[i];
     if (dirty && !t->lag_since_us) t->lag_since_us = st_now_us();
     if (!dirty) t->lag_since_us = 0;
     if (!any || (rc != ST_OK && rc != ST_EPARKED)) {
-        for (int i = 0; i < ST_TABLES_N; i++)
+        for (int i = 0; i < t->n; i++)
             st__jtable_free(&t->job[i]);
         if (!any && rc == ST_OK && writer_ok) {
             t->seen = true;
@@ -559,7 +562,7 @@ static void st__commit_tick(uv_timer_t *h)
     t->work.data = t;
     if (uv_queue_work(t->loop, &t->work, st__commit_work, st__commit_done) != 0) {
         t->busy = false;
-        for (int i = 0; i < ST_TABLES_N; i++)
+        for (int i = 0; i < t->n; i++)
             st__jtable_free(&t->job[i]);
     }
 }
@@ -569,7 +572,7 @@ int64_t st_tables_oldest_us(const st_tables_t *t)
     if (!t || !t->interval_ms) return 0; /* no commits at all: no snapshot to keep */
     if (!t->read) return -1;
     int64_t oldest = 0;
-    for (int i = 0; i < ST_TABLES_N; i++)
+    for (int i = 0; i < t->n; i++)
         if (t->t[i].oldest_us && (!oldest || t->t[i].oldest_us < oldest))
             oldest = t->t[i].oldest_us;
     return oldest;
@@ -597,7 +600,8 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
     t->meta = meta;
     t->interval_ms = cfg->table_commit_interval * 1000; /* 0: no commits at all */
     t->keep_ms = (int64_t)cfg->table_keep * 1000;
-    for (int i = 0; i < ST_TABLES_N; i++)
+    t->n = (int)st_tables_n();
+    for (int i = 0; i < t->n; i++)
         t->t[i].snap = -1;
     st__lead(t); /* what the admin route shows before the first tick */
     t->leading = false;
@@ -616,7 +620,7 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
 
 static void st__tables_free(st_tables_t *t)
 {
-    for (int i = 0; i < ST_TABLES_N; i++) {
+    for (int i = 0; i < t->n; i++) {
         cJSON_Delete(t->t[i].meta.doc);
         st_tfiles_free(&t->t[i].committed);
         st_tstrs_free(&t->t[i].mans);
@@ -641,18 +645,18 @@ void st_tables_close(st_tables_t *t)
 
 int st_tables_json(st_tables_t *t, st_buf_t *out)
 {
-    st_tfiles_t live[ST_TABLES_N];
-    bool changed[ST_TABLES_N];
+    st_tfiles_t live[ST_TABLES_MAX];
+    bool changed[ST_TABLES_MAX];
     int64_t pending;
     st__view(t, live, changed, &pending);
     st_buf_append(out, "{\"tables\":[", 11);
-    for (int i = 0; i < ST_TABLES_N; i++) {
+    for (int i = 0; i < t->n; i++) {
         const st__table_t *tb = &t->t[i];
         int64_t p = 0;
         for (size_t j = 0; j < live[i].n; j++)
             p += live[i].v[j].snap == 0;
         st_buf_printf(out, "%s{\"table\":\"%s\",\"snapshot_id\":", i ? "," : "",
-                      st_table_defs[i].ice.name);
+                      st_table_def((size_t)i)->ice.name);
         if (tb->snap < 0)
             st_buf_append(out, "null", 4);
         else

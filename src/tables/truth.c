@@ -154,7 +154,7 @@ int st_tables_named(st_objstore_t *meta, st_objstore_t *cold, char tag, st_tier_
     memset(out, 0, sizeof *out);
     int ti = st_table_of_tag(tag);
     if (ti < 0) return ST_ENOTFOUND;
-    const st_table_def_t *d = &st_table_defs[ti];
+    const st_table_def_t *d = st_table_def((size_t)ti);
     st_tmeta_t m = {0};
     int rc = st_table_load(meta, d, &m, false);
     int64_t id = -1;

@@ -34,7 +34,7 @@ static void fx_open(fx_t *f)
     CHECK_EQ(st_objstore_open(&f->ms, &o), ST_OK);
     st_objstore_uri(f->ms, "", &f->root);
     f->w.current = 0xabc;
-    CHECK_EQ(st_table_load(f->ms, &st_table_defs[0], &f->m, true), ST_OK);
+    CHECK_EQ(st_table_load(f->ms, st_table_def(0), &f->m, true), ST_OK);
 }
 
 static void fx_close(fx_t *f)
@@ -91,7 +91,7 @@ static void fx_commit(fx_t *f, int64_t keep_ms, bool erase)
 {
     st_tcommit_t res;
     usleep(3000); /* timestamps in ms: an older snapshot is older */
-    CHECK_EQ(st_table_commit(f->ms, &st_table_defs[0], &f->m, &f->live, &f->committed, &f->mans,
+    CHECK_EQ(st_table_commit(f->ms, st_table_def(0), &f->m, &f->live, &f->committed, &f->mans,
                              keep_ms, erase, &f->w, &res),
              ST_OK);
     CHECK(res.done);

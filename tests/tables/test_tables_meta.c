@@ -5,10 +5,12 @@
  * erasure's commit expires every earlier one (an ordinary delete does not), and so does a version
  * that only expires; metadata-log keeps 100 entries; the reader refuses what strata cannot
  * commit on; the message tables' fields are required exactly where the files' columns are (SPEC v5
- * §5.1). */
+ * §5.1); the tables are the kinds' (kinds.h), with the names, tags and indexes they always had. */
 #include "../test.h"
 #include "../../src/tables/internal.h"
+#include "strata/catalog.h"
 #include "strata/chatrows.h"
+#include "strata/kinds.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +49,7 @@ static cJSON *commit(cJSON *d, int64_t id, int64_t ts, const char *op, int64_t k
 
 TEST(v1_reads_back)
 {
-    cJSON *d = st_tmeta_v1(&st_table_defs[1], "file:///t/room_messages", 1000);
+    cJSON *d = st_tmeta_v1(st_table_def(1), "file:///t/room_messages", 1000);
     cJSON *r = reparse(d);
     CHECK(cJSON_IsNull(cJSON_GetObjectItem(r, "current-snapshot-id")));
     CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(r, "snapshots")), 0);
@@ -63,7 +65,7 @@ TEST(v1_reads_back)
 TEST(commits_expire_and_an_erasure_expires_all)
 {
     st_tstrs_t expired = {0}, dropped = {0};
-    cJSON *d = st_tmeta_v1(&st_table_defs[0], "file:///t/messages", 1000);
+    cJSON *d = st_tmeta_v1(st_table_def(0), "file:///t/messages", 1000);
     d = commit(d, 11, 2000, "append", 5000, false, &expired, &dropped);
     d = commit(d, 12, 3000, "append", 5000, false, &expired, &dropped);
     CHECK_EQ(expired.n, 0u);
@@ -106,7 +108,7 @@ TEST(commits_expire_and_an_erasure_expires_all)
 TEST(expire_only_keeps_the_current_snapshot)
 {
     st_tstrs_t expired = {0}, dropped = {0};
-    cJSON *d = st_tmeta_v1(&st_table_defs[1], "file:///t/room_messages", 1000);
+    cJSON *d = st_tmeta_v1(st_table_def(1), "file:///t/room_messages", 1000);
     d = commit(d, 21, 2000, "append", 100000, false, &expired, &dropped);
     d = commit(d, 22, 3000, "overwrite", 100000, false, &expired, &dropped);
     d = commit(d, 23, 4000, "delete", 100000, false, &expired, &dropped);
@@ -145,7 +147,7 @@ TEST(message_tables_required_as_the_files)
 {
     const st_pq_schema_t *pq[] = {&st_pq_msg_schema, &st_pq_room_schema};
     for (int t = 0; t < 2; t++) {
-        cJSON *sch = cJSON_Parse(st_table_defs[t].ice.schema_json);
+        cJSON *sch = cJSON_Parse(st_table_def((size_t)t)->ice.schema_json);
         CHECK(sch != NULL);
         size_t seen = 0;
         const cJSON *f;
@@ -174,7 +176,7 @@ TEST(message_tables_required_as_the_files)
 TEST(metadata_log_keeps_100)
 {
     st_tstrs_t expired = {0}, dropped = {0};
-    cJSON *d = st_tmeta_v1(&st_table_defs[2], "file:///t/bookings", 1000);
+    cJSON *d = st_tmeta_v1(st_table_def(2), "file:///t/bookings", 1000);
     for (int i = 1; i <= 103; i++)
         d = commit(d, i, 1000 + i, "append", 1000000, false, &expired, &dropped);
     CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(d, "metadata-log")), 100);
@@ -238,6 +240,44 @@ TEST(objstore_uri)
         snprintf(want, sizeof want, "%s/%s", dir, sub[i]);
         rmdir(want);
     }
+}
+
+/* Issue 46: the tables are the kinds' tables in ST_KINDS order, each defined in its kind's folder;
+ * their indexes are stored ("\0tables" provenance and erasure marks: '0' + index), so messages 0,
+ * room_messages 1, bookings 2, as when they were a fixed array. */
+TEST(tables_come_from_the_kinds)
+{
+    static const struct {
+        const char *name;
+        char tag;
+        const st_kind_t *kind;
+    } want[] = {{"messages", 0, &st_chat_kind},
+                {"room_messages", 'r', &st_rooms_kind},
+                {"bookings", 'b', &st_seats_kind}};
+    CHECK_EQ(st_tables_n(), 3u);
+    for (size_t i = 0; i < 3; i++) {
+        const st_table_def_t *d = st_table_def(i);
+        CHECK(d != NULL);
+        CHECK(d == want[i].kind->table);
+        CHECK_STR(d->ice.name, want[i].name);
+        CHECK_EQ(d->tag, want[i].tag);
+        CHECK_EQ(st_table_of_tag(want[i].tag), (int)i);
+        CHECK_STR(st_catalog_table(i), want[i].name);
+        CHECK(st_catalog_is_table(want[i].name, strlen(want[i].name)));
+    }
+    CHECK(st_table_def(3) == NULL);
+    CHECK(st_catalog_table(3) == NULL);
+    CHECK_EQ(st_table_of_tag('e'), -1); /* chat's delta objects: no table's */
+    CHECK(!st_catalog_is_table("seats", 5));
+    /* every table is one kind's, each kind at most one table, in the kinds' order */
+    size_t n = 0;
+    for (size_t k = 0; k < st_kinds_n; k++)
+        if (st_kinds[k]->table) CHECK(st_kinds[k]->table == st_table_def(n++));
+    CHECK_EQ(n, st_tables_n());
+    for (size_t i = 0; i < n; i++) /* a tag names one table */
+        for (size_t j = i + 1; j < n; j++)
+            CHECK(st_table_def(i)->tag != st_table_def(j)->tag);
+    CHECK(st_chat_delta_kind.table == NULL && st_counters_kind.table == NULL);
 }
 
 RUN_TESTS("tables_meta")
