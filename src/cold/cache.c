@@ -379,7 +379,18 @@ static void st__job_work(uv_work_t *req)
     e->rc = e->kind == ST__PQFILE ? st__fetch_pqfile(obj, e) : st__fetch_table(obj, e);
 }
 
-static void st__maybe_free_cache(st_coldcache_t *cc);
+static void st__maybe_free_cache(st_coldcache_t *cc)
+{
+    if (cc->jobs) return;
+    size_t it;
+    st_map_node_t *n;
+    while ((n = st_map_first(&cc->entries, &it)) != NULL)
+        st__entry_free(cc, (st_centry_t *)n);
+    st_map_free(&cc->entries);
+    st_vec_free(&cc->want);
+    free(cc->missing);
+    free(cc);
+}
 
 static void st__wait_finish(st_coldcache_t *cc, st_coldwait_t *w)
 {
@@ -593,19 +604,6 @@ void st_coldcache_delete(st_coldcache_t *cc, const char *key, void (*done)(void 
 }
 
 /* ---- closing ---- */
-
-static void st__maybe_free_cache(st_coldcache_t *cc)
-{
-    if (cc->jobs) return;
-    size_t it;
-    st_map_node_t *n;
-    while ((n = st_map_first(&cc->entries, &it)) != NULL)
-        st__entry_free(cc, (st_centry_t *)n);
-    st_map_free(&cc->entries);
-    st_vec_free(&cc->want);
-    free(cc->missing);
-    free(cc);
-}
 
 void st_coldcache_close(st_coldcache_t *cc)
 {

@@ -669,7 +669,31 @@ int st_objstore_upload_begin(st_objstore_t *s, const char *key, st_objstore_uplo
 
 #define ST__S3_PART_MIN ((size_t)5 << 20) /* S3's least size of a part that is not the last */
 
-static int st__s3_part(st_objstore_upload_t *u, const void *data, size_t len);
+static int st__s3_part(st_objstore_upload_t *u, const void *data, size_t len)
+{
+    st_buf_t url = {0}, hdrs = {0};
+    st_buf_printf(&url, "%s?partNumber=%u&uploadId=", u->url, u->n + 1);
+    st__s3_url_query(&url, u->id);
+    st_buf_appendc(&url, 0);
+    long status = 0;
+    st__requests[1]++;
+    int rc = st__s3_try(&u->s->conn, "PUT", url.data, data ? data : "", len, NULL, NULL, 0, &status,
+                        &hdrs, true);
+    char *etag = rc == ST_OK && status == 200 ? st__s3_header(&hdrs, "etag:") : NULL;
+    if (rc == ST_OK && !etag) {
+        st_warn("cold: part %u of %s answered %ld", u->n + 1, u->key, status);
+        rc = ST_EIO;
+    }
+    if (etag) {
+        u->n++;
+        st_buf_printf(&u->parts, "<Part><PartNumber>%u</PartNumber><ETag>\"%s\"</ETag></Part>",
+                      u->n, etag);
+    }
+    free(etag);
+    st_buf_free(&url);
+    st_buf_free(&hdrs);
+    return rc;
+}
 
 int st_objstore_upload_part(st_objstore_upload_t *u, const void *data, size_t len)
 {
@@ -695,32 +719,6 @@ int st_objstore_upload_part(st_objstore_upload_t *u, const void *data, size_t le
         return rc;
     }
     return st__s3_part(u, data, len);
-}
-
-static int st__s3_part(st_objstore_upload_t *u, const void *data, size_t len)
-{
-    st_buf_t url = {0}, hdrs = {0};
-    st_buf_printf(&url, "%s?partNumber=%u&uploadId=", u->url, u->n + 1);
-    st__s3_url_query(&url, u->id);
-    st_buf_appendc(&url, 0);
-    long status = 0;
-    st__requests[1]++;
-    int rc = st__s3_try(&u->s->conn, "PUT", url.data, data ? data : "", len, NULL, NULL, 0, &status,
-                        &hdrs, true);
-    char *etag = rc == ST_OK && status == 200 ? st__s3_header(&hdrs, "etag:") : NULL;
-    if (rc == ST_OK && !etag) {
-        st_warn("cold: part %u of %s answered %ld", u->n + 1, u->key, status);
-        rc = ST_EIO;
-    }
-    if (etag) {
-        u->n++;
-        st_buf_printf(&u->parts, "<Part><PartNumber>%u</PartNumber><ETag>\"%s\"</ETag></Part>",
-                      u->n, etag);
-    }
-    free(etag);
-    st_buf_free(&url);
-    st_buf_free(&hdrs);
-    return rc;
 }
 
 static int st__s3_upload_finish(st_objstore_upload_t *u)

@@ -35,8 +35,6 @@ void st__s3conn_free(st_s3conn_t *c)
     free(c->ca_file);
 }
 
-static size_t st__on_header(char *p, size_t size, size_t n, void *arg);
-
 int st__s3_bucket_url(st_buf_t *b, const char *endpoint, const char *region, const char *bucket,
                       size_t bl, bool vhost)
 {
@@ -77,6 +75,12 @@ static size_t st__s3wire_on_body(char *p, size_t size, size_t n, void *arg)
     st_buf_append(k->out, p, len);
     k->limit -= len;
     return len;
+}
+
+static size_t st__on_header(char *p, size_t size, size_t n, void *arg)
+{
+    st_buf_append(arg, p, size * n);
+    return size * n;
 }
 
 /* SigV4's canonical form: unreserved characters stay, '/' too when slash (a path), everything
@@ -277,12 +281,6 @@ char *st__s3_xml(const char *from, const char *tag, const char **next)
     char *t = st_strndup(a, (size_t)(b - a));
     st__xml_unescape(t);
     return t;
-}
-
-static size_t st__on_header(char *p, size_t size, size_t n, void *arg)
-{
-    st_buf_append(arg, p, size * n);
-    return size * n;
 }
 
 char *st__s3_header(st_buf_t *hdrs, const char *name)

@@ -105,7 +105,29 @@ int st_counter_incr(st_store_t *s, const char *name, size_t nlen, int64_t by, in
     return ST_OK;
 }
 
-static void st__recount_note_add(st_store_t *s, const uint8_t *mkey, size_t mklen);
+struct st_distinct_recount {
+    st_list_t link; /* in the recounts under way (loop thread only) */
+    st_store_t *store;
+    uint8_t key[1 + ST_NAME_MAX];
+    size_t klen;
+    uint8_t pre[ST_KEY_MAX + 1], cursor[ST_KEY_MAX + 1]; /* members from cursor on are ahead */
+    size_t plen, clen;
+    int64_t counted, behind; /* members counted; members added behind the cursor meanwhile */
+};
+
+static st_list_t st__recounts = {&st__recounts, &st__recounts};
+
+/* A member just added: if a recount of its counter has passed its key, count it there. */
+static void st__recount_note_add(st_store_t *s, const uint8_t *mkey, size_t mklen)
+{
+    for (ST_LIST_EACH(l, next, &st__recounts)) {
+        st_distinct_recount_t *j = ST_LIST_ITEM(l, st_distinct_recount_t, link);
+        if (j->store != s || mklen < j->plen || memcmp(mkey, j->pre, j->plen) != 0) continue;
+        size_t n = mklen < j->clen ? mklen : j->clen;
+        int c = memcmp(mkey, j->cursor, n);
+        if (c < 0 || (c == 0 && mklen < j->clen)) j->behind++;
+    }
+}
 
 /* Membership key: 'm' | name | 0 | member. Long members are replaced by their SHA-256 behind a
  * 0x01 marker (which no valid name contains) so the key stays within LMDB's 511 bytes. */
@@ -260,30 +282,6 @@ int st_sequences_resume(st_store_t *s, size_t *n, uint64_t *wait)
 }
 
 /* ---- recounting a distinct counter in slices ---- */
-
-struct st_distinct_recount {
-    st_list_t link; /* in the recounts under way (loop thread only) */
-    st_store_t *store;
-    uint8_t key[1 + ST_NAME_MAX];
-    size_t klen;
-    uint8_t pre[ST_KEY_MAX + 1], cursor[ST_KEY_MAX + 1]; /* members from cursor on are ahead */
-    size_t plen, clen;
-    int64_t counted, behind; /* members counted; members added behind the cursor meanwhile */
-};
-
-static st_list_t st__recounts = {&st__recounts, &st__recounts};
-
-/* A member just added: if a recount of its counter has passed its key, count it there. */
-static void st__recount_note_add(st_store_t *s, const uint8_t *mkey, size_t mklen)
-{
-    for (ST_LIST_EACH(l, next, &st__recounts)) {
-        st_distinct_recount_t *j = ST_LIST_ITEM(l, st_distinct_recount_t, link);
-        if (j->store != s || mklen < j->plen || memcmp(mkey, j->pre, j->plen) != 0) continue;
-        size_t n = mklen < j->clen ? mklen : j->clen;
-        int c = memcmp(mkey, j->cursor, n);
-        if (c < 0 || (c == 0 && mklen < j->clen)) j->behind++;
-    }
-}
 
 int st_counter_recount_start(st_store_t *s, const char *name, size_t nlen,
                              st_distinct_recount_t **out, uint64_t *wait)

@@ -123,34 +123,6 @@ static bool st__may_parse(const st_conn_t *c)
            c->nslots < srv->app->cfg->max_pipeline / 2 + 1 && st__backlog(c) < ST__OUT_LOW;
 }
 
-static void st__conn_feed(st_conn_t *c, const char *data, size_t len, bool from_stash);
-
-/* Sends what is ready; closes once a closing connection has nothing left; and resumes parsing
- * (the stash first, then the socket) when the backlog has drained. */
-void st__conn_flush(st_conn_t *c)
-{
-    st_server_t *srv = c->srv;
-    for (;;) {
-        if (c->closing) return;
-        st__conn_release(c);
-        st__conn_write(c);
-        if (c->closing) return;
-        if ((c->close_when_done || (c->eof && c->stash.len == 0)) && !c->head && !c->parked &&
-            !c->writing && c->out.len == 0) {
-            st__conn_close(c);
-            return;
-        }
-        if (!st__may_parse(c)) break;
-        if (c->stash.len) {
-            st__conn_feed(c, c->stash.data, c->stash.len, true);
-            continue;
-        }
-        if (!c->reading && !c->eof) st__conn_read_start(c);
-        break;
-    }
-    if (srv->stopping) st__maybe_done(srv);
-}
-
 /* On a commit thread, once the answer's batch is durable: what the socket takes now goes; the
  * rest is the loop's to write when it learns the batch is durable. */
 static void st__xp_send(st_store_express_t *x)
@@ -231,57 +203,6 @@ void st__conn_error(st_conn_t *c, int err, const char *msg, const char *headers)
     st__conn_refuse(c, err, msg, headers, false);
 }
 
-/* ---- reading ---- */
-
-/* A WebSocket upgrade: GET /v1/stream with nothing of ours still owed on the connection, a
- * well-formed handshake (RFC 6455 §4.2.1) and, with auth on, a valid token. Refused ones get
- * their answer here and the connection closes; libwebsockets only ever sees good ones. */
-static bool st__conn_run(st_conn_t *c, const st_http_request_t *req);
-
-static void st__on_upgrade(st_conn_t *c, const st_http_request_t *req)
-{
-    st_server_t *srv = c->srv;
-    bool at_stream = req->path_len == 10 && memcmp(req->path, "/v1/stream", 10) == 0;
-    bool stream = at_stream && req->method == ST_HTTP_GET;
-    const char *msg = NULL;
-    c->close_when_done = true;
-    if (at_stream && !stream) { /* as without an Upgrade: 405 with Allow, HEAD 426; CORS too */
-        st_http_request_t plain = *req;
-        plain.keep_alive = false; /* the parser stopped at the handshake: nothing else follows */
-        st__conn_run(c, &plain);
-        return;
-    }
-    if (!stream) {
-        st__conn_error(c, ST_ENOTFOUND, "WebSocket streams are served at GET /v1/stream", NULL);
-        return;
-    }
-    if (!srv->app->ws) {
-        st__conn_error(c, ST_EUNAVAIL, "streams are not enabled", NULL);
-        return;
-    }
-    if (c->feed_requests > 1 || c->head || c->out.len || c->writing) {
-        st__conn_error(c, ST_EBADREQ, "send the upgrade request on its own", NULL);
-        return;
-    }
-    if (st_http_ws_handshake(req, &c->handoff, &msg) != ST_OK) {
-        st__conn_error(c, ST_EBADREQ, msg, "Sec-WebSocket-Version: 13\r\n");
-        return;
-    }
-    st_buf_t resp = {0};
-    uint64_t wait;
-    int rc = st_http_upgrade_check(srv->app, req, &c->arena, &resp, &c->ws_subject, &c->ws_times,
-                                   &c->ws_admin, &wait);
-    if (rc != ST_OK) {
-        /* 401 (once batch wait is durable: a refusal that reports an erasure), 403 for an Origin
-         * --cors-origins does not allow, 400 for a query parameter a stream does not take */
-        st__conn_respond(c, resp.data, resp.len, wait, st_err_status(rc), -1, true,
-                         req->started_ns);
-        st_buf_free(&resp);
-        return;
-    }
-    c->upgrade = true;
-}
-
 /* ---- parked requests ---- */
 
 static void st__conn_unparked(void *arg);
@@ -330,6 +251,55 @@ static void st__conn_unparked(void *arg)
     free(req);
     c->last_active_ms = st__now_ms(c->srv);
     st__conn_flush(c);
+}
+
+/* ---- reading ---- */
+
+/* A WebSocket upgrade: GET /v1/stream with nothing of ours still owed on the connection, a
+ * well-formed handshake (RFC 6455 §4.2.1) and, with auth on, a valid token. Refused ones get
+ * their answer here and the connection closes; libwebsockets only ever sees good ones. */
+static void st__on_upgrade(st_conn_t *c, const st_http_request_t *req)
+{
+    st_server_t *srv = c->srv;
+    bool at_stream = req->path_len == 10 && memcmp(req->path, "/v1/stream", 10) == 0;
+    bool stream = at_stream && req->method == ST_HTTP_GET;
+    const char *msg = NULL;
+    c->close_when_done = true;
+    if (at_stream && !stream) { /* as without an Upgrade: 405 with Allow, HEAD 426; CORS too */
+        st_http_request_t plain = *req;
+        plain.keep_alive = false; /* the parser stopped at the handshake: nothing else follows */
+        st__conn_run(c, &plain);
+        return;
+    }
+    if (!stream) {
+        st__conn_error(c, ST_ENOTFOUND, "WebSocket streams are served at GET /v1/stream", NULL);
+        return;
+    }
+    if (!srv->app->ws) {
+        st__conn_error(c, ST_EUNAVAIL, "streams are not enabled", NULL);
+        return;
+    }
+    if (c->feed_requests > 1 || c->head || c->out.len || c->writing) {
+        st__conn_error(c, ST_EBADREQ, "send the upgrade request on its own", NULL);
+        return;
+    }
+    if (st_http_ws_handshake(req, &c->handoff, &msg) != ST_OK) {
+        st__conn_error(c, ST_EBADREQ, msg, "Sec-WebSocket-Version: 13\r\n");
+        return;
+    }
+    st_buf_t resp = {0};
+    uint64_t wait;
+    int rc = st_http_upgrade_check(srv->app, req, &c->arena, &resp, &c->ws_subject, &c->ws_times,
+                                   &c->ws_admin, &wait);
+    if (rc != ST_OK) {
+        /* 401 (once batch wait is durable: a refusal that reports an erasure), 403 for an Origin
+         * --cors-origins does not allow, 400 for a query parameter a stream does not take */
+        st__conn_respond(c, resp.data, resp.len, wait, st_err_status(rc), -1, true,
+                         req->started_ns);
+        st_buf_free(&resp);
+        return;
+    }
+    c->upgrade = true;
 }
 
 int st__on_request(void *arg, const st_http_request_t *req)
@@ -452,6 +422,32 @@ static void st__conn_feed(st_conn_t *c, const char *data, size_t len, bool from_
     if (!was_mid && st_http_parser_mid_request(c->parser)) c->req_started_ms = st__now_ms(srv);
     if (c->close_when_done || c->stash.len || c->nslots >= srv->app->cfg->max_pipeline)
         st__read_stop(c);
+}
+
+/* Sends what is ready; closes once a closing connection has nothing left; and resumes parsing
+ * (the stash first, then the socket) when the backlog has drained. */
+void st__conn_flush(st_conn_t *c)
+{
+    st_server_t *srv = c->srv;
+    for (;;) {
+        if (c->closing) return;
+        st__conn_release(c);
+        st__conn_write(c);
+        if (c->closing) return;
+        if ((c->close_when_done || (c->eof && c->stash.len == 0)) && !c->head && !c->parked &&
+            !c->writing && c->out.len == 0) {
+            st__conn_close(c);
+            return;
+        }
+        if (!st__may_parse(c)) break;
+        if (c->stash.len) {
+            st__conn_feed(c, c->stash.data, c->stash.len, true);
+            continue;
+        }
+        if (!c->reading && !c->eof) st__conn_read_start(c);
+        break;
+    }
+    if (srv->stopping) st__maybe_done(srv);
 }
 
 static void st__on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)

@@ -223,58 +223,6 @@ bool st_idem_storable(int status)
     return (status >= 200 && status < 300) || status == 404 || status == 409;
 }
 
-#define ST__STEP_EVERY 256
-#define ST__STEP_MAX   512
-
-static size_t st__sweep_step(st_store_t *s, int64_t cutoff, size_t want);
-
-int st__idem_record_at(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int status,
-                       const char *body, size_t blen, int64_t now, uint64_t *wait)
-{
-    st__sw_bind(s);
-    /* an answer about a user being erased (a 404, a 403) names nobody (st__nobody): the
-     * erasure's walk, which may have passed already, leaves it, and a retry after the erasure
-     * gets it again, never a fresh 201 (SPEC §0); it holds nothing of the user. A 2xx is never
-     * about such a user (its routes answer 404, a room post by it 403, checked in the same loop
-     * turn), so only other answers pay for the check. */
-    bool about = st__about_ok(r->about, r->about_len), nobody = false;
-    if (about && r->gone && (status < 200 || status > 299) &&
-        r->gone(r->gone_arg, r->about, r->about_len, 0))
-        about = false, nobody = true;
-    uint8_t key[33], xkey[41];
-    st__rkey(key, r->scope);
-    st__xkey(xkey, now, r->scope);
-    st_buf_t v = {0};
-    uint16_t st = (uint16_t)(status | ST__IDEM_V2);
-    st_buf_append(&v, &now, 8);
-    st_buf_append(&v, &st, 2);
-    st_buf_append(&v, r->fp, 32);
-    st_buf_append(&v, body, blen);
-    int rc = st_store_put(s, key, sizeof key, v.data, v.len, wait);
-    st_buf_reset(&v); /* the expiry entry's value: the user, then 0 and the room */
-    if (nobody)
-        st_buf_append(&v, st__nobody, 1);
-    else if (about)
-        st_buf_append(&v, r->about, r->about_len);
-    if (!nobody && st__about_ok(r->room, r->room_len)) {
-        st_buf_append(&v, "", 1);
-        st_buf_append(&v, r->room, r->room_len);
-    }
-    if (rc == ST_OK) rc = st_store_put(s, xkey, sizeof xkey, v.data ? v.data : "", v.len, wait);
-    st_buf_free(&v);
-    if (rc == ST_OK && ++st__sw.since_step >= ST__STEP_EVERY) {
-        st__sw.since_step = 0;
-        st__sweep_step(s, now - ttl_us, ST__STEP_MAX);
-    }
-    return rc;
-}
-
-int st_idem_record(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int status,
-                   const char *body, size_t blen, uint64_t *wait)
-{
-    return st__idem_record_at(s, r, ttl_us, status, body, blen, st_now_us(), wait);
-}
-
 /* ---- the sweep ---- */
 
 typedef struct {
@@ -398,6 +346,56 @@ size_t st__idem_sweep_at(st_store_t *s, int64_t ttl_us, size_t budget, int64_t n
 size_t st_idem_sweep(st_store_t *s, int64_t ttl_us, size_t budget)
 {
     return st__idem_sweep_at(s, ttl_us, budget, st_now_us());
+}
+
+#define ST__STEP_EVERY 256
+#define ST__STEP_MAX   512
+
+int st__idem_record_at(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int status,
+                       const char *body, size_t blen, int64_t now, uint64_t *wait)
+{
+    st__sw_bind(s);
+    /* an answer about a user being erased (a 404, a 403) names nobody (st__nobody): the
+     * erasure's walk, which may have passed already, leaves it, and a retry after the erasure
+     * gets it again, never a fresh 201 (SPEC §0); it holds nothing of the user. A 2xx is never
+     * about such a user (its routes answer 404, a room post by it 403, checked in the same loop
+     * turn), so only other answers pay for the check. */
+    bool about = st__about_ok(r->about, r->about_len), nobody = false;
+    if (about && r->gone && (status < 200 || status > 299) &&
+        r->gone(r->gone_arg, r->about, r->about_len, 0))
+        about = false, nobody = true;
+    uint8_t key[33], xkey[41];
+    st__rkey(key, r->scope);
+    st__xkey(xkey, now, r->scope);
+    st_buf_t v = {0};
+    uint16_t st = (uint16_t)(status | ST__IDEM_V2);
+    st_buf_append(&v, &now, 8);
+    st_buf_append(&v, &st, 2);
+    st_buf_append(&v, r->fp, 32);
+    st_buf_append(&v, body, blen);
+    int rc = st_store_put(s, key, sizeof key, v.data, v.len, wait);
+    st_buf_reset(&v); /* the expiry entry's value: the user, then 0 and the room */
+    if (nobody)
+        st_buf_append(&v, st__nobody, 1);
+    else if (about)
+        st_buf_append(&v, r->about, r->about_len);
+    if (!nobody && st__about_ok(r->room, r->room_len)) {
+        st_buf_append(&v, "", 1);
+        st_buf_append(&v, r->room, r->room_len);
+    }
+    if (rc == ST_OK) rc = st_store_put(s, xkey, sizeof xkey, v.data ? v.data : "", v.len, wait);
+    st_buf_free(&v);
+    if (rc == ST_OK && ++st__sw.since_step >= ST__STEP_EVERY) {
+        st__sw.since_step = 0;
+        st__sweep_step(s, now - ttl_us, ST__STEP_MAX);
+    }
+    return rc;
+}
+
+int st_idem_record(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int status,
+                   const char *body, size_t blen, uint64_t *wait)
+{
+    return st__idem_record_at(s, r, ttl_us, status, body, blen, st_now_us(), wait);
 }
 
 /* ---- erasure (SPEC §2.2): the answers about a user go with it ---- */

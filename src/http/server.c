@@ -13,8 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static void st__on_listener_closed(uv_handle_t *h);
-
 /* ---- metrics per route ---- */
 
 void st__count(st_server_t *srv, int route, int status, uint64_t started_ns, uint64_t done_ns)
@@ -377,6 +375,11 @@ int st_server_port(const st_server_t *srv)
     return srv->port;
 }
 
+static void st__on_listener_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
 void st__maybe_done(st_server_t *srv)
 {
     if (!srv->stopping || !srv->done || srv->walking) return;
@@ -408,11 +411,6 @@ static void st__on_drain_tick(uv_timer_t *t)
                 ST__STOP_DEADLINE / 1000);
     }
     st__maybe_done(srv);
-}
-
-static void st__on_listener_closed(uv_handle_t *h)
-{
-    (void)h;
 }
 
 void st_server_shutdown(st_server_t *srv, void (*done)(void *arg), void *arg)

@@ -16,7 +16,6 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 
-static void st__ri_kick(st_repl_t *r);
 static void st__ri_tick(uv_timer_t *t);
 
 /* Tickets up to ri_round failed: tell the reader (from the timer, never from inside a begin). */
@@ -26,31 +25,6 @@ static void st__ri_fail(st_repl_t *r)
     r->ri_applying = false;
     r->ri_notify = true;
     uv_timer_start(&r->ri_timer, st__ri_tick, 0, 0);
-}
-
-static void st__ri_tick(uv_timer_t *t)
-{
-    st_repl_t *r = t->data;
-    if (r->closing) return;
-    bool resolved = r->ri_notify;
-    r->ri_notify = false;
-    if (r->ri_applying) {
-        if (!r->ri_shown && raft_last_applied(&r->raft) >= r->ri_index)
-            r->ri_shown = st_store_group_queued(r->store) + 1; /* +1: 0 means not yet */
-        if (r->ri_shown && st_store_group_shown(r->store) + 1 >= r->ri_shown) {
-            r->ri_applying = false;
-            r->ri_done = r->ri_round;
-            resolved = true;
-        } else if (uv_hrtime() > r->ri_deadline_ns) {
-            r->ri_applying = false;
-            r->ri_failed = r->ri_round;
-            resolved = true;
-        } else {
-            uv_timer_start(&r->ri_timer, st__ri_tick, 1, 0);
-        }
-    }
-    if (resolved && r->ri_fn) r->ri_fn(r->ri_arg);
-    st__ri_kick(r);
 }
 
 static void st__ri_work(uv_work_t *w)
@@ -103,6 +77,31 @@ static void st__ri_kick(st_repl_t *r)
         return;
     }
     r->ri_busy = true;
+}
+
+static void st__ri_tick(uv_timer_t *t)
+{
+    st_repl_t *r = t->data;
+    if (r->closing) return;
+    bool resolved = r->ri_notify;
+    r->ri_notify = false;
+    if (r->ri_applying) {
+        if (!r->ri_shown && raft_last_applied(&r->raft) >= r->ri_index)
+            r->ri_shown = st_store_group_queued(r->store) + 1; /* +1: 0 means not yet */
+        if (r->ri_shown && st_store_group_shown(r->store) + 1 >= r->ri_shown) {
+            r->ri_applying = false;
+            r->ri_done = r->ri_round;
+            resolved = true;
+        } else if (uv_hrtime() > r->ri_deadline_ns) {
+            r->ri_applying = false;
+            r->ri_failed = r->ri_round;
+            resolved = true;
+        } else {
+            uv_timer_start(&r->ri_timer, st__ri_tick, 1, 0);
+        }
+    }
+    if (resolved && r->ri_fn) r->ri_fn(r->ri_arg);
+    st__ri_kick(r);
 }
 
 uint64_t st_repl_read_index_begin(st_repl_t *r)

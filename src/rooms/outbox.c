@@ -84,7 +84,25 @@ static double st__dead_now(void *arg)
     return (double)n;
 }
 
-static int st__meta_get(st_outbox_t *ob, uint64_t *origin, uint64_t *last, uint64_t *wait);
+/* origin and last seq ('o'); absent: a new origin and 0. */
+static int st__meta_get(st_outbox_t *ob, uint64_t *origin, uint64_t *last, uint64_t *wait)
+{
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(ob->store, st__meta, 1, &v, &vl, wait);
+    if (rc == ST_ENOTFOUND) {
+        *last = 0;
+        if (getrandom(origin, sizeof *origin, 0) != (ssize_t)sizeof *origin)
+            *origin = (uint64_t)st_now_us() ^ ((uint64_t)getpid() << 40);
+        if (!*origin) *origin = 1;
+        return ST_OK;
+    }
+    if (rc) return rc;
+    if (vl != 16) return ST_EINTERNAL;
+    memcpy(origin, v, 8);
+    memcpy(last, (const uint8_t *)v + 8, 8);
+    return ST_OK;
+}
 
 /* Records are deleted (delivered, or moved to the dead letters) oldest first, and a retried dead
  * letter is staged again as the newest, so they are always the seqs first..last: O(1). */
@@ -107,26 +125,6 @@ static double st__pending(void *arg)
 bool st_outbox_on(const st_outbox_t *ob)
 {
     return ob && ob->url[0];
-}
-
-/* origin and last seq ('o'); absent: a new origin and 0. */
-static int st__meta_get(st_outbox_t *ob, uint64_t *origin, uint64_t *last, uint64_t *wait)
-{
-    const void *v;
-    size_t vl;
-    int rc = st_store_get(ob->store, st__meta, 1, &v, &vl, wait);
-    if (rc == ST_ENOTFOUND) {
-        *last = 0;
-        if (getrandom(origin, sizeof *origin, 0) != (ssize_t)sizeof *origin)
-            *origin = (uint64_t)st_now_us() ^ ((uint64_t)getpid() << 40);
-        if (!*origin) *origin = 1;
-        return ST_OK;
-    }
-    if (rc) return rc;
-    if (vl != 16) return ST_EINTERNAL;
-    memcpy(origin, v, 8);
-    memcpy(last, (const uint8_t *)v + 8, 8);
-    return ST_OK;
 }
 
 /* Stages one record (its value, v) as the newest, *seq its seq, and wakes the sender. */

@@ -40,7 +40,41 @@ static st_hold_t st__hold_pop(st_seats_t *s)
     return top;
 }
 
-static void st__expire_due(st_seats_t *s);
+/* Due holds expire in slices of bounded work, oldest first: one slice per loop turn while any
+ * are due, and a slice only once the previous one is durable, so 100k holds running out
+ * together neither stall the loop nor pile up changes waiting for a commit (subscribers would
+ * be closed as slow consumers). Each slice is published as its batch becomes durable. A
+ * booking read in between expires itself if due (st__booking_finish): no answer shows a hold past
+ * its time. */
+#define ST__EXPIRE_SLICE     128
+#define ST__EXPIRE_BUDGET_NS (500u * 1000)
+
+static void st__expire_due(st_seats_t *s)
+{
+    int64_t now = st_now_us();
+    uint64_t t0 = st_mono_ns();
+    st_buf_t keep = {0};
+    for (int n = 0; s->heap.n && s->heap.v[0].at <= now && n < ST__EXPIRE_SLICE; n++) {
+        if ((n & 15) == 15 && st_mono_ns() - t0 > ST__EXPIRE_BUDGET_NS) break;
+        st_hold_t h = st__hold_pop(s);
+        st_booking_t b;
+        uint64_t w = 0;
+        if (st__load(s, h.id, &b, &keep, &w) != ST_OK) continue;
+        if (b.status == ST_BK_RESERVED && b.expires_at <= now &&
+            st__release(s, &b, ST_BK_EXPIRED, &w) == ST_OK) {
+            st_metric_add(s->m_expired, 1);
+            if (s->expire_batch < w) s->expire_batch = w;
+        }
+        free(b.seats);
+    }
+    st_buf_free(&keep);
+    if (s->heap.n && s->heap.v[0].at <= now && s->expire_batch > st_store_durable_id(s->store)) {
+        uv_idle_stop(&s->idle);
+        s->expire_parked = true;
+        return;
+    }
+    st__arm_timer(s);
+}
 
 static void st__booking_on_idle(uv_idle_t *h)
 {
@@ -188,45 +222,9 @@ int st__release(st_seats_t *s, st_booking_t *b, int status, uint64_t *wait)
     return ST_OK;
 }
 
-/* Due holds expire in slices of bounded work, oldest first: one slice per loop turn while any
- * are due, and a slice only once the previous one is durable, so 100k holds running out
- * together neither stall the loop nor pile up changes waiting for a commit (subscribers would
- * be closed as slow consumers). Each slice is published as its batch becomes durable. A
- * booking read in between expires itself if due (st__booking_finish): no answer shows a hold past
- * its time. */
-#define ST__EXPIRE_SLICE     128
-#define ST__EXPIRE_BUDGET_NS (500u * 1000)
-
 void st__on_timer(uv_timer_t *t)
 {
     st__expire_due(t->data);
-}
-
-static void st__expire_due(st_seats_t *s)
-{
-    int64_t now = st_now_us();
-    uint64_t t0 = st_mono_ns();
-    st_buf_t keep = {0};
-    for (int n = 0; s->heap.n && s->heap.v[0].at <= now && n < ST__EXPIRE_SLICE; n++) {
-        if ((n & 15) == 15 && st_mono_ns() - t0 > ST__EXPIRE_BUDGET_NS) break;
-        st_hold_t h = st__hold_pop(s);
-        st_booking_t b;
-        uint64_t w = 0;
-        if (st__load(s, h.id, &b, &keep, &w) != ST_OK) continue;
-        if (b.status == ST_BK_RESERVED && b.expires_at <= now &&
-            st__release(s, &b, ST_BK_EXPIRED, &w) == ST_OK) {
-            st_metric_add(s->m_expired, 1);
-            if (s->expire_batch < w) s->expire_batch = w;
-        }
-        free(b.seats);
-    }
-    st_buf_free(&keep);
-    if (s->heap.n && s->heap.v[0].at <= now && s->expire_batch > st_store_durable_id(s->store)) {
-        uv_idle_stop(&s->idle);
-        s->expire_parked = true;
-        return;
-    }
-    st__arm_timer(s);
 }
 
 static void st__booking_on_durable(st_store_listener_t *l, uint64_t id)

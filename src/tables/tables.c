@@ -459,7 +459,15 @@ static void st__status(st__table_t *tb)
     }
 }
 
-static void st__tables_free(st_tables_t *t);
+static void st__tables_free(st_tables_t *t)
+{
+    for (int i = 0; i < t->n; i++) {
+        cJSON_Delete(t->t[i].meta.doc);
+        st_tfiles_free(&t->t[i].committed);
+        st_tstrs_free(&t->t[i].mans);
+    }
+    free(t);
+}
 
 static void st__commit_done(uv_work_t *req, int status)
 {
@@ -616,16 +624,6 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
     st__live = t;
     *out = t;
     return ST_OK;
-}
-
-static void st__tables_free(st_tables_t *t)
-{
-    for (int i = 0; i < t->n; i++) {
-        cJSON_Delete(t->t[i].meta.doc);
-        st_tfiles_free(&t->t[i].committed);
-        st_tstrs_free(&t->t[i].mans);
-    }
-    free(t);
 }
 
 static void st__tables_timer_closed(uv_handle_t *h)

@@ -183,24 +183,6 @@ static void st__pres_gc(st_wspres_t *p, st_wspres_user_t *u)
         st__pres_free_user(p, u);
 }
 
-static void st__pres_on_flush(uv_timer_t *t);
-
-/* u changed: a frame or an announcement may be owed (st__pres_on_flush sends them). */
-static void st__pres_touch(st_wspres_t *p, st_wspres_user_t *u)
-{
-    bool owed =
-        st__pres_online(u) != u->shown || (p->ws->app->repl && (u->local > 0) != u->announced);
-    if (!st_list_linked(&u->dlink)) {
-        if (!owed) {
-            st__pres_gc(p, u);
-            return;
-        }
-        st_list_insert(&p->dirty, &u->dlink);
-    }
-    if (!uv_is_active((uv_handle_t *)&p->flush))
-        uv_timer_start(&p->flush, st__pres_on_flush, ST__PRES_BATCH_MS, 0);
-}
-
 /* ---- announcements to the other members ---- */
 
 static void st__pres_begin(const st_wspres_t *p, st_buf_t *b)
@@ -267,6 +249,22 @@ static void st__pres_on_flush(uv_timer_t *t)
     st_buf_free(&b);
     if (next && !uv_is_active((uv_handle_t *)&p->flush))
         uv_timer_start(&p->flush, st__pres_on_flush, next, 0);
+}
+
+/* u changed: a frame or an announcement may be owed (st__pres_on_flush sends them). */
+static void st__pres_touch(st_wspres_t *p, st_wspres_user_t *u)
+{
+    bool owed =
+        st__pres_online(u) != u->shown || (p->ws->app->repl && (u->local > 0) != u->announced);
+    if (!st_list_linked(&u->dlink)) {
+        if (!owed) {
+            st__pres_gc(p, u);
+            return;
+        }
+        st_list_insert(&p->dirty, &u->dlink);
+    }
+    if (!uv_is_active((uv_handle_t *)&p->flush))
+        uv_timer_start(&p->flush, st__pres_on_flush, ST__PRES_BATCH_MS, 0);
 }
 
 /* Every entry of one room, or of every room (room NULL), into out. */

@@ -182,7 +182,33 @@ static void st__park(st_ws_t *ws, st_wsconn_t *c)
         st_list_push_front(&ws->waiting, &c->wlink);
 }
 
-static void st__queue_on_turn(uv_check_t *h);
+/* The end of a loop turn (after the poll): the first ST__WS_TURN_STREAMS streams of ws->soon are
+ * written, each once with every frame it may send (up to its budget); the rest wait for the next
+ * turn, which comes without blocking in the poll. A fan-out to 10,000 streams is thus ~40 turns,
+ * with the loop's other work served between them, and what arrives meanwhile (more changes
+ * applied, more batches durable) joins the frames of the streams not yet written: on a member
+ * publishing what it applies, a stream took 1.6 frames per send when every turn wrote them all,
+ * ~10 this way (bench/followerfan.sh, RESULTS "Session 8"). */
+static void st__turn(st_ws_t *ws, size_t streams)
+{
+    ws->ready.n = 0;
+    for (ST_LIST_EACH(l, n, &ws->soon)) {
+        if (ws->ready.n == streams) break;
+        st_wsconn_t *c = ST_LIST_ITEM(l, st_wsconn_t, slink);
+        st_list_unlink(l);
+        st_vec_push(&ws->ready, c);
+    }
+    if (st_list_empty(&ws->soon)) {
+        uv_check_stop(&ws->turn);
+        uv_idle_stop(&ws->spin);
+    }
+    st__ws_send_ready(ws);
+}
+
+static void st__queue_on_turn(uv_check_t *h)
+{
+    st__turn(h->data, ST__WS_TURN_STREAMS);
+}
 
 static void st__on_spin(uv_idle_t *h)
 {
@@ -473,34 +499,6 @@ static void st__queue_on_failed(st_store_listener_t *l, uint64_t first, int err)
         if (replaying && c->wsi && !c->cut) lws_callback_on_writable(c->wsi);
         st__ws_fence_failed(ws, c, first);
     }
-}
-
-/* The end of a loop turn (after the poll): the first ST__WS_TURN_STREAMS streams of ws->soon are
- * written, each once with every frame it may send (up to its budget); the rest wait for the next
- * turn, which comes without blocking in the poll. A fan-out to 10,000 streams is thus ~40 turns,
- * with the loop's other work served between them, and what arrives meanwhile (more changes
- * applied, more batches durable) joins the frames of the streams not yet written: on a member
- * publishing what it applies, a stream took 1.6 frames per send when every turn wrote them all,
- * ~10 this way (bench/followerfan.sh, RESULTS "Session 8"). */
-static void st__turn(st_ws_t *ws, size_t streams)
-{
-    ws->ready.n = 0;
-    for (ST_LIST_EACH(l, n, &ws->soon)) {
-        if (ws->ready.n == streams) break;
-        st_wsconn_t *c = ST_LIST_ITEM(l, st_wsconn_t, slink);
-        st_list_unlink(l);
-        st_vec_push(&ws->ready, c);
-    }
-    if (st_list_empty(&ws->soon)) {
-        uv_check_stop(&ws->turn);
-        uv_idle_stop(&ws->spin);
-    }
-    st__ws_send_ready(ws);
-}
-
-static void st__queue_on_turn(uv_check_t *h)
-{
-    st__turn(h->data, ST__WS_TURN_STREAMS);
 }
 
 static void st__queue_on_prepare(uv_prepare_t *h)
