@@ -143,6 +143,8 @@ cpu_run() {
 per_op() { awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.3g", (n > 0) ? t * 1e6 / hz / n : 0}'; }
 # med "V1 V2 …": the median of the values (the mean of the middle two for an even count)
 med() { tr ' ' '\n' <<<"$*" | grep . | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+# rng "V1 V2 …": the range of the values, "lowest-highest"
+rng() { tr ' ' '\n' <<<"$*" | grep . | sort -g | sed -n '1p;$p' | paste -sd'-' -; }
 
 # ---- a clean tree, raw output ----
 # record_init NAME: refuses a tree with uncommitted changes or untracked files that .gitignore does

@@ -77,7 +77,6 @@ for round in $(seq "$ROUNDS"); do
 done
 
 kv() { awk -v l="$1" -v w="work=$2" -v k="$3" '$1 == l && $2 == w { for (i = 3; i <= NF; i++) { split($i, a, "="); if (a[1] == k) printf "%s ", a[2] } }' "$work/out.txt"; }
-rng() { tr ' ' '\n' <<<"$*" | grep . | sort -g | sed -n '1p;$p' | paste -sd'-' -; }
 echo
 echo "| binary | workload | answers/s, median (range) | p99 ms, median (range) | server CPU µs per answer, median (range) |"
 echo "|---|---|---|---|---|"

@@ -106,7 +106,6 @@ for round in $(seq "$ROUNDS"); do
 done
 
 kv() { awk -v l="$1" -v p="page=$2" -v k="$3" '$1 == l && $2 == p { for (i = 3; i <= NF; i++) { split($i, a, "="); if (a[1] == k) printf "%s ", a[2] } }' "$work/out.txt"; }
-rng() { tr ' ' '\n' <<<"$*" | grep . | sort -g | sed -n '1p;$p' | paste -sd'-' -; }
 echo
 echo "| binary | page | p99 ms, median (range) | p50 ms | answers/s | server CPU µs per answer, median (range) |"
 echo "|---|---|---|---|---|---|"

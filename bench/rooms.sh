@@ -55,7 +55,6 @@ for round in $(seq "$ROUNDS"); do
   list_rps+=" $W_RPS"; list_p99+=" $W_P99"; list_cpu+=" $(per_op "$CPU_TICKS" "$W_OK")"
   echo "round $round: posts/s r10 ${post10##* } r1000 ${post1000##* } user ${postu##* }; rooms list ${list_rps##* }/s p99 ${list_p99##* } ms"
 done
-rng() { tr ' ' '\n' <<<"$*" | grep . | sort -g | sed -n '1p;$p' | paste -sd'-' -; }
 echo
 echo "| measure | median (range) | server CPU per op, median |"
 echo "|---|---|---|"

@@ -76,7 +76,6 @@ rel() { run "$1" rel; }
 for round in $(seq "$ROUNDS"); do turns "$round" on off rel; done
 
 kv() { awk -v s="$1" -v k="$2" '$1 == s { for (i = 2; i <= NF; i++) { split($i, a, "="); if (a[1] == k) printf "%s ", a[2] } }' "$work/out.txt"; }
-rng() { tr ' ' '\n' <<<"$*" | grep . | sort -g | sed -n '1p;$p' | paste -sd'-' -; }
 echo
 echo "| side | rows flushed | rows/s (wall), median (range) | loop's longest stall ms, median (range) | server CPU µs per row | commit after the flush, s |"
 echo "|---|---|---|---|---|---|"

@@ -92,7 +92,6 @@ base="without typing (alternated)"
 echo
 echo "| run | notify p99 ms, median (range) | p50 ms | typing signals/s | typing frames/s per subscriber | server CPU µs per delivered frame | p99 with ÷ without, per round |"
 echo "|---|---|---|---|---|---|---|"
-rng() { tr ' ' '\n' <<<"$*" | grep . | sort -g | sed -n '1p;$p' | paste -sd'-' -; }
 tfr() { kv "$1" typing_frames | awk -v n="$SUBS" -v d="$DURATION" '{for (i = 1; i <= NF; i++) printf "%.1f ", $i / n / d}'; }
 for s in "${sides[@]}"; do
   tf=$(tfr "$s")

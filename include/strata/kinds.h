@@ -60,6 +60,10 @@ struct st_kind {
     const st_table_def_t *table;
 };
 
+/* The options part of a kind's st_kind_t: its st_cfg_opt_t array and the struct type it fills. */
+#define ST_KIND_OPTS(table, type)                                                                  \
+    .opts = (table), .nopts = sizeof(table) / sizeof((table)[0]), .opts_size = sizeof(type)
+
 #define ST__KIND_DECLARE(name) extern const st_kind_t st_##name##_kind;
 ST_KINDS(ST__KIND_DECLARE)
 #undef ST__KIND_DECLARE

@@ -54,9 +54,7 @@ static st_tier_member_t *st__chat_kind_member(const st_kind_env_t *env, const vo
 }
 
 const st_kind_t st_chat_kind = {.name = "chat",
-                                .opts = st__chat_kind_opts,
-                                .nopts = sizeof st__chat_kind_opts / sizeof st__chat_kind_opts[0],
-                                .opts_size = sizeof(st__chat_kind_opts_t),
+                                ST_KIND_OPTS(st__chat_kind_opts, st__chat_kind_opts_t),
                                 .member = st__chat_kind_member,
                                 .table = &st_chat_table};
 

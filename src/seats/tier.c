@@ -504,9 +504,7 @@ static st_tier_member_t *st__bk_kind_member(const st_kind_env_t *env, const void
 }
 
 const st_kind_t st_seats_kind = {.name = "bookings",
-                                 .opts = st__bk_kind_opts,
-                                 .nopts = sizeof st__bk_kind_opts / sizeof st__bk_kind_opts[0],
-                                 .opts_size = sizeof(st__bk_kind_opts_t),
+                                 ST_KIND_OPTS(st__bk_kind_opts, st__bk_kind_opts_t),
                                  .member = st__bk_kind_member,
                                  .table = &st_seats_table};
 
