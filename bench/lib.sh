@@ -361,6 +361,18 @@ turns() {
   local fns=("$@")
   for ((i = 0; i < n; i++)); do "${fns[$(((r - 1 + i) % n))]}" "$r"; done
 }
+# turns_of ROUND WHAT LABEL…: each label's run of WHAT (`measure ROUND LABEL WHAT`, the script's
+# own) in turns, the first changing every round (the binaries of an A/B: bench/roomlist.sh,
+# bench/ownerab.sh).
+turns_of() {
+  local r=$1 what=$2 l fns=()
+  shift 2
+  for l in "$@"; do
+    eval "m_$l() { measure \"\$1\" $l $what; }"
+    fns+=("m_$l")
+  done
+  turns "$r" "${fns[@]}"
+}
 
 # CPU ticks (user + system) process $1 has used so far.
 ticks() { awk '{print $14 + $15}' /proc/"$1"/stat; }

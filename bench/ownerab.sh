@@ -67,12 +67,7 @@ measure() {
 works=(post roompost read roomread)
 for round in $(seq "$ROUNDS"); do
   for w in "${works[@]}"; do
-    fns=()
-    for l in "${labels[@]}"; do
-      eval "m_$l() { measure \"\$1\" $l $w; }"
-      fns+=("m_$l")
-    done
-    turns "$round" "${fns[@]}"
+    turns_of "$round" "$w" "${labels[@]}"
   done
 done
 

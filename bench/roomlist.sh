@@ -96,12 +96,7 @@ measure() {
 }
 for round in $(seq "$ROUNDS"); do
   for page in 20 "$ROOMS"; do
-    fns=()
-    for l in "${labels[@]}"; do
-      eval "m_$l() { measure \"\$1\" $l $page; }"
-      fns+=("m_$l")
-    done
-    turns "$round" "${fns[@]}"
+    turns_of "$round" "$page" "${labels[@]}"
   done
 done
 
