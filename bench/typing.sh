@@ -12,7 +12,10 @@
 # turns, the first changing every round (bench/lib.sh's turns), ROUNDS rounds.
 # Per run: notify p50/p99 (ms), typing signals/s answered (wrk; any non-2xx fails the run), typing
 # frames received, and server CPU per delivered frame (post and typing frames; the CPU is the
-# server's over the whole wsload run, its 1,000 stream opens included in every run alike).
+# server's over the whole wsload run, its 1,000 stream opens included in every run alike), and
+# the subscribers' tool's own CPU share while it measures (wsload's client_cpu: CPU seconds per
+# second; near 1.0 the one-threaded tool, reading twice the frames with typing on, is what
+# delays the frames it timestamps, not the server).
 # Records bench/out/typing/DATE.json (not a README table row: bench/RESULTS.md quotes it), the
 # tools' output in bench/out/raw/typing/.
 #   DURATION=10 ROUNDS=3 bench/typing.sh
@@ -90,13 +93,13 @@ kv() { awk -v s="$1" -v k="$2" '$1 == s { for (i = 2; i <= NF; i++) { split($i, 
 per_round() { paste -d' ' <(kv "$1" "$3" | tr ' ' '\n' | grep .) <(kv "$2" "$3" | tr ' ' '\n' | grep .) | awk '{printf "%.4f ", $1 / $2}'; }
 base="without typing (alternated)"
 echo
-echo "| run | notify p99 ms, median (range) | p50 ms | typing signals/s | typing frames/s per subscriber | server CPU µs per delivered frame | p99 with ÷ without, per round |"
-echo "|---|---|---|---|---|---|---|"
+echo "| run | notify p99 ms, median (range) | p50 ms | typing signals/s | typing frames/s per subscriber | server CPU µs per delivered frame | subscribers' tool CPU share | p99 with ÷ without, per round |"
+echo "|---|---|---|---|---|---|---|---|"
 tfr() { kv "$1" typing_frames | awk -v n="$SUBS" -v d="$DURATION" '{for (i = 1; i <= NF; i++) printf "%.1f ", $i / n / d}'; }
 for s in "${sides[@]}"; do
   tf=$(tfr "$s")
   q=; [ "$s" = none ] || q=$(per_round "$s" none p99_ms)
-  echo "| $s | $(med $(kv "$s" p99_ms)) ($(rng $(kv "$s" p99_ms))) | $(med $(kv "$s" p50_ms)) | $(med $(kv "$s" typing_signals_per_s)) | $(med $tf) | $(med $(kv "$s" cpu_us_per_frame)) | $q |"
+  echo "| $s | $(med $(kv "$s" p99_ms)) ($(rng $(kv "$s" p99_ms))) | $(med $(kv "$s" p50_ms)) | $(med $(kv "$s" typing_signals_per_s)) | $(med $tf) | $(med $(kv "$s" cpu_us_per_frame)) | $(med $(kv "$s" client_cpu)) ($(rng $(kv "$s" client_cpu))) | $q |"
 done
 for d in $DELAYS; do
   s=typing$d
