@@ -1,0 +1,32 @@
+-- SPDX-License-Identifier: MIT
+-- The data set of bench/atsize.sh: USERS users x MSGS messages, each user's messages in turn
+-- (message m of every user before message m + 1 of any), two conversations a user, 16 posts to a
+-- pipeline. The script stops wrk once strata has answered USERS x MSGS posts with 201 (wrk builds
+-- a request it never sends, so counting here would not do); past that count the posts start over
+-- from the first user, so the few still in flight then land on the first users.
+-- Mode "read": the newest 50 of a random user (all cold after the flush).
+-- Arguments: mode (load | read), users, msgs. Use with wrk -t1 (one counter).
+local mode, users, msgs = "load", 10000, 2
+local n = 0
+init = function(args)
+  mode = args[1] or mode
+  users = tonumber(args[2] or users)
+  msgs = tonumber(args[3] or msgs)
+  math.randomseed(os.time())
+end
+local function post()
+  local i = n % (users * msgs)
+  local u, m = i % users, math.floor(i / users)
+  n = n + 1
+  return wrk.format("POST", "/v1/users/a" .. u .. "/messages", {["Content-Type"] = "application/json"},
+    '{"conversation_id":"c' .. (m % 2) .. '","from":"a' .. u .. '","content":"message ' .. m ..
+      ' of a user at size, about as long as a chat line"}')
+end
+request = function()
+  if mode == "read" then
+    return wrk.format("GET", "/v1/users/a" .. math.random(0, users - 1) .. "/messages?limit=50")
+  end
+  local batch = {}
+  for i = 1, 16 do batch[i] = post() end
+  return table.concat(batch)
+end
