@@ -232,6 +232,11 @@ typedef struct {
     st_map_node_t **buckets;
     size_t nbuckets; /* power of two */
     size_t count;
+    size_t low; /* every bucket below it is empty: st_map_first starts there and moves it up to
+                   the bucket it found, so taking the first node and removing it, over and over
+                   (a queue drained in place: the flush and compaction queues), costs
+                   O(nbuckets) in all, not O(nbuckets) a node (the buckets never shrink); a
+                   remove leaves it alone (O(1): the store's overlay comes and goes) */
 } st_map_t;
 
 uint64_t st_hash(const void *p, size_t n);
@@ -244,7 +249,7 @@ st_map_node_t *st_map_get(const st_map_t *m, const void *key, size_t klen);
 void st_map_insert(st_map_t *m, st_map_node_t *node);
 void st_map_remove(st_map_t *m, st_map_node_t *node);
 /* Iteration: for (n = st_map_first(m, &i); n; n = st_map_next(m, &i, n)) — no removal during. */
-st_map_node_t *st_map_first(const st_map_t *m, size_t *iter);
+st_map_node_t *st_map_first(st_map_t *m, size_t *iter);
 st_map_node_t *st_map_next(const st_map_t *m, size_t *iter, st_map_node_t *cur);
 
 /* ---- observers: whom a module tells about its changes (the one publish path) ----

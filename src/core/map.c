@@ -74,13 +74,14 @@ void st_map_init(st_map_t *m)
     m->nbuckets = 16;
     m->buckets = st_calloc(m->nbuckets, sizeof *m->buckets);
     m->count = 0;
+    m->low = m->nbuckets;
 }
 
 void st_map_free(st_map_t *m)
 {
     free(m->buckets);
     m->buckets = NULL;
-    m->nbuckets = m->count = 0;
+    m->nbuckets = m->count = m->low = 0;
 }
 
 st_map_node_t *st_map_get(const st_map_t *m, const void *key, size_t klen)
@@ -93,30 +94,35 @@ st_map_node_t *st_map_get(const st_map_t *m, const void *key, size_t klen)
 
 static void st__map_grow(st_map_t *m)
 {
-    size_t nb = m->nbuckets * 2;
+    size_t nb = m->nbuckets * 2, low = nb;
     st_map_node_t **b = st_calloc(nb, sizeof *b);
     for (size_t i = 0; i < m->nbuckets; i++) {
         st_map_node_t *n = m->buckets[i];
         while (n) {
             st_map_node_t *next = n->next;
-            n->next = b[n->hash & (nb - 1)];
-            b[n->hash & (nb - 1)] = n;
+            size_t j = n->hash & (nb - 1);
+            n->next = b[j];
+            b[j] = n;
+            if (j < low) low = j;
             n = next;
         }
     }
     free(m->buckets);
     m->buckets = b;
     m->nbuckets = nb;
+    m->low = low;
 }
 
 void st_map_insert(st_map_t *m, st_map_node_t *node)
 {
     if (m->count >= m->nbuckets) st__map_grow(m);
     node->hash = st_hash(node->key, node->klen);
-    st_map_node_t **slot = &m->buckets[node->hash & (m->nbuckets - 1)];
+    size_t i = node->hash & (m->nbuckets - 1);
+    st_map_node_t **slot = &m->buckets[i];
     node->next = *slot;
     *slot = node;
     m->count++;
+    if (i < m->low) m->low = i;
 }
 
 void st_map_remove(st_map_t *m, st_map_node_t *node)
@@ -129,11 +135,12 @@ void st_map_remove(st_map_t *m, st_map_node_t *node)
     m->count--;
 }
 
-st_map_node_t *st_map_first(const st_map_t *m, size_t *iter)
+st_map_node_t *st_map_first(st_map_t *m, size_t *iter)
 {
-    for (*iter = 0; *iter < m->nbuckets; (*iter)++)
-        if (m->buckets[*iter]) return m->buckets[*iter];
-    return NULL;
+    for (*iter = m->low; *iter < m->nbuckets; (*iter)++)
+        if (m->buckets[*iter]) break;
+    m->low = *iter; /* the buckets it passed are empty (a remove leaves low where it was) */
+    return *iter < m->nbuckets ? m->buckets[*iter] : NULL;
 }
 
 st_map_node_t *st_map_next(const st_map_t *m, size_t *iter, st_map_node_t *cur)

@@ -41,7 +41,13 @@ struct st_reconcile {
     uint64_t interval_ms;
     uv_timer_t timer;
     st_map_t map;
-    st_list_t queue; /* st_rentry_t, by link */
+    /* st_rentry_t, by link: marked and never recounted (queue, oldest mark first), or recounted
+     * and left to come back (spaced: the cold footers it needs were being fetched, or it was
+     * marked again meanwhile), in the order recounted, so by last_ms. A step takes the queue
+     * whole and the spaced ones only from the front, up to the first whose interval has not
+     * passed: it never walks keys it will not recount (a walk of every marked key each step was
+     * a fifth of the process's CPU while 60,000 conversations cooled). */
+    st_list_t queue, spaced;
     /* the distinct counter being recounted across steps, and its queue entry (NULL: the pass's) */
     st_distinct_recount_t *job;
     st_rentry_t *job_entry;
@@ -202,9 +208,32 @@ static int st__recount(st_reconcile_t *r, st_rentry_t *e)
 }
 
 /* A recount of e (begun at generation gen) finished: a key marked again since keeps its place. */
-static void st__entry_done(st_reconcile_t *r, st_rentry_t *e, uint64_t gen)
+/* After e's recount (of generation gen; rc EPARKED: not done, its footers are being fetched): it
+ * goes, or waits its interval at the end of the spaced list. */
+static void st__entry_done(st_reconcile_t *r, st_rentry_t *e, uint64_t gen, int rc)
 {
-    if (e->dirty_gen == gen) st__free_entry(r, e);
+    if (rc != ST_EPARKED && e->dirty_gen == gen) {
+        st__free_entry(r, e);
+        return;
+    }
+    st_list_unlink(&e->link);
+    st_list_insert(&r->spaced, &e->link);
+}
+
+/* Recounts e, unless it is the distinct counter whose job runs across steps. Returns true if the
+ * budget is spent with work left. */
+static bool st__work_entry(st_reconcile_t *r, st_rentry_t *e, uint64_t now, uint64_t t0)
+{
+    uint64_t gen = e->dirty_gen;
+    e->last_ms = now;
+    int rc = st__recount(r, e);
+    if (r->job) { /* a distinct counter: its job runs on in later steps */
+        r->job_gen = gen;
+        if (!st__job_run(r, t0)) return true;
+        r->job_entry = NULL;
+    }
+    st__entry_done(r, e, gen, rc);
+    return false;
 }
 
 /* Works the queue: keys not recounted within the last interval, oldest mark first, until the
@@ -213,17 +242,17 @@ static bool st__work_queue(st_reconcile_t *r, uint64_t now, uint64_t t0)
 {
     for (ST_LIST_EACH(l, n, &r->queue)) {
         st_rentry_t *e = ST_LIST_ITEM(l, st_rentry_t, link);
-        if (e == r->job_entry || (e->last_ms && now - e->last_ms < r->interval_ms)) continue;
+        if (e == r->job_entry) continue;
         if (st_mono_ns() - t0 > ST__BUDGET_NS) return true;
-        uint64_t gen = e->dirty_gen;
-        e->last_ms = now;
-        int rc = st__recount(r, e);
-        if (r->job) { /* a distinct counter: its job runs on in later steps */
-            r->job_gen = gen;
-            if (!st__job_run(r, t0)) return true;
-            r->job_entry = NULL;
-        }
-        if (rc != ST_EPARKED) st__entry_done(r, e, gen);
+        if (st__work_entry(r, e, now, t0)) return true;
+    }
+    /* the spaced ones, oldest recount first, until one recounted within the interval: an entry
+     * recounted here goes to the end (last_ms now), so the walk ends at it at the latest */
+    while (!st_list_empty(&r->spaced)) {
+        st_rentry_t *e = ST_LIST_ITEM(r->spaced.next, st_rentry_t, link);
+        if (e == r->job_entry || now - e->last_ms < r->interval_ms) break;
+        if (st_mono_ns() - t0 > ST__BUDGET_NS) return true;
+        if (st__work_entry(r, e, now, t0)) return true;
     }
     return false;
 }
@@ -334,7 +363,7 @@ static void st__step(uv_timer_t *t)
             more = true;
         } else if (e) {
             r->job_entry = NULL;
-            st__entry_done(r, e, r->job_gen);
+            st__entry_done(r, e, r->job_gen, ST_OK);
         }
     }
     if (!more) more = st__work_queue(r, now, t0);
@@ -394,6 +423,7 @@ int st_reconcile_open(st_reconcile_t **out, uv_loop_t *loop, st_store_t *store, 
     r->interval_ms = (interval_s ? interval_s : 20) * 1000;
     st_map_init(&r->map);
     st_list_init(&r->queue);
+    st_list_init(&r->spaced);
     r->m_runs = st_metrics_counter("strata_reconcile_runs_total", "Reconciliation passes", "");
     r->m_queue = st_metrics_gauge("strata_reconcile_queue", "Keys waiting to be recounted", "");
     r->m_keys[0] = st_metrics_counter("strata_reconcile_keys_total", "Keys recounted",
@@ -423,6 +453,8 @@ static void st__reconcile_closed(uv_handle_t *h)
     st_counter_recount_free(r->job);
     while (!st_list_empty(&r->queue))
         st__free_entry(r, ST_LIST_ITEM(r->queue.next, st_rentry_t, link));
+    while (!st_list_empty(&r->spaced))
+        st__free_entry(r, ST_LIST_ITEM(r->spaced.next, st_rentry_t, link));
     st_map_free(&r->map);
     st_buf_free(&r->job_name);
     st_buf_free(&r->all_cursor);

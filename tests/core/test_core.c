@@ -270,6 +270,50 @@ TEST(map_inserts_finds_and_removes_through_growth)
     free(items);
 }
 
+/* A queue drained in place (the flush and compaction queues: take the first, remove it, again)
+ * while new owners join: every node comes out once, a node inserted below the first bucket in
+ * use included, and the first bucket a drain starts from only moves up between inserts (so a
+ * drain of n nodes passes each empty bucket once, not once a node). */
+TEST(map_drained_from_the_front_yields_every_node_once)
+{
+    st_map_t m;
+    st_map_init(&m);
+    enum { N = 20000 };
+    item_t *items = calloc(N, sizeof *items);
+    bool *out = calloc(N, sizeof *out);
+    for (int i = 0; i < N; i++) {
+        int n = snprintf(items[i].key, sizeof items[i].key, "o%d", i);
+        items[i].node.key = items[i].key;
+        items[i].node.klen = (size_t)n;
+    }
+    for (int i = 0; i < N / 2; i++)
+        st_map_insert(&m, &items[i].node);
+    size_t it, taken = 0, low = 0, next = N / 2;
+    bool monotone = true;
+    st_map_node_t *n;
+    while ((n = st_map_first(&m, &it)) != NULL) {
+        monotone &= it >= low;
+        low = it;
+        st_map_remove(&m, n);
+        out[(item_t *)n - items] = true;
+        taken++;
+        if (taken % 3 == 0 && next < N) { /* joins meanwhile, wherever its hash puts it */
+            st_map_insert(&m, &items[next++].node);
+            low = m.low; /* an insert below the first bucket takes it down */
+        }
+    }
+    CHECK(monotone);
+    CHECK_EQ(m.count, 0);
+    CHECK_EQ(taken, next);
+    size_t all = 0;
+    for (size_t i = 0; i < next; i++)
+        all += out[i];
+    CHECK_EQ(all, next);
+    st_map_free(&m);
+    free(items);
+    free(out);
+}
+
 TEST(config_flags_override_environment_override_defaults)
 {
     st_config_t c;
