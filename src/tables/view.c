@@ -118,7 +118,7 @@ int st_tables_view(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v,
         rc = st_tier_manifest(s, o, ol, false, &m, &wait);
         for (size_t i = 0; rc == ST_OK && i < m.n; i++)
             st__push(&w, ti, o, ol, skip, &m.v[i].file, m.v[i].key, strlen(m.v[i].key));
-        if (rc == ST_OK) st_tier_manifest_free(&m);
+        st_tier_manifest_free(&m);
     }
     st_buf_free(&marks);
     if (visited) *visited += w.visited;
