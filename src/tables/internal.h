@@ -50,6 +50,8 @@ typedef struct {
 
 typedef ST_VEC(char *) st_tstrs_t;
 void st_tstrs_free(st_tstrs_t *v);
+/* qsort's and bsearch's order of two char * items: strcmp's. */
+int st_tstrs_cmp(const void *a, const void *b);
 
 /* ---- view.c: which files each table holds now ---- */
 /* One table's view of the tier's file records, taken on the loop in one turn. */

@@ -256,11 +256,6 @@ static int st__load_prov(void *arg, const void *key, size_t klen, const void *va
     return 0;
 }
 
-static int st__name_cmp(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* The manifests' names st__load_prov left in the files' uri become one sorted set of names and
  * each file's man index. */
 static void st__intern(st__table_t *tb)
@@ -268,7 +263,7 @@ static void st__intern(st__table_t *tb)
     st_tstrs_t *m = &tb->mans;
     for (size_t i = 0; i < tb->committed.n; i++)
         if (tb->committed.v[i].uri) st_vec_push(m, tb->committed.v[i].uri);
-    if (m->n > 1) qsort(m->v, m->n, sizeof *m->v, st__name_cmp);
+    if (m->n > 1) qsort(m->v, m->n, sizeof *m->v, st_tstrs_cmp);
     size_t n = 0;
     for (size_t i = 0; i < m->n; i++)
         if (!n || strcmp(m->v[i], m->v[n - 1]) != 0)
@@ -277,7 +272,7 @@ static void st__intern(st__table_t *tb)
     for (size_t i = 0; i < tb->committed.n; i++) {
         st_tfile_t *f = &tb->committed.v[i];
         if (!f->uri) continue;
-        char **hit = bsearch(&f->uri, m->v, m->n, sizeof *m->v, st__name_cmp);
+        char **hit = bsearch(&f->uri, m->v, m->n, sizeof *m->v, st_tstrs_cmp);
         f->man = (uint32_t)(hit - m->v) + 1;
         free(f->uri);
         f->uri = NULL;
@@ -461,7 +456,7 @@ static void st__tables_free(st_tables_t *t)
 /* Table i's job, back: a commit's provenance written; the merged set, when it is the table's now
  * (committed, or the same as before), installed and the dirty marks and erasures it covered
  * cleared. Whether the table is as the view saw it. */
-static bool st__job_done(st_tables_t *t, int i)
+static bool st__tables_job_done(st_tables_t *t, int i)
 {
     st__jtable_t *j = &t->job[i];
     st__table_t *tb = &t->t[i];
@@ -493,7 +488,7 @@ static void st__commit_done(uv_work_t *req, int status)
     for (int i = 0; i < t->n; i++) {
         if (!t->closing) {
             wrote |= t->job[i].res.done;
-            all &= st__job_done(t, i);
+            all &= st__tables_job_done(t, i);
         }
         st__jtable_free(&t->job[i]);
     }
@@ -609,7 +604,7 @@ int64_t st_tables_oldest_us(const st_tables_t *t)
 
 /* ---- the module ---- */
 /* A batch rolled back: what the last view saw may be gone; the next one reads every file. */
-static void st__on_failed(st_store_listener_t *l, uint64_t first_id, int err)
+static void st__tables_on_failed(st_store_listener_t *l, uint64_t first_id, int err)
 {
     st_tables_t *t = (st_tables_t *)((char *)l - offsetof(st_tables_t, listener));
     (void)first_id, (void)err;
@@ -653,7 +648,7 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
     st_metrics_gauge_fn("strata_table_commit_lag_seconds",
                         "Age of the oldest change of the cold tier not in a committed snapshot", "",
                         st__lag, NULL);
-    t->listener.on_failed = st__on_failed;
+    t->listener.on_failed = st__tables_on_failed;
     st_store_listen(store, &t->listener);
     uv_timer_init(loop, &t->timer);
     t->timer.data = t;

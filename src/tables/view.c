@@ -44,8 +44,8 @@ static int st__table_of(const char *o, size_t ol, size_t *skip)
     return st_table_of_tag(tag);
 }
 
-static void st__push(st__walk_t *w, int ti, const char *o, size_t ol, size_t skip,
-                     const st_tier_file_t *f, const char *k, size_t kl)
+static void st__view_push(st__walk_t *w, int ti, const char *o, size_t ol, size_t skip,
+                          const st_tier_file_t *f, const char *k, size_t kl)
 {
     st_buf_t uri = {0};
     char *okey = st_strndup(k, kl);
@@ -68,7 +68,7 @@ static int st__walk_file(void *arg, const char *o, size_t ol, uint64_t seq, cons
     size_t skip;
     int ti = st__table_of(o, ol, &skip);
     (void)seq;
-    if (ti >= 0 && ti < w->n) st__push(w, ti, o, ol, skip, f, k, kl);
+    if (ti >= 0 && ti < w->n) st__view_push(w, ti, o, ol, skip, f, k, kl);
     return 0;
 }
 
@@ -117,7 +117,7 @@ int st_tables_view(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v,
         st_tier_manifest_t m;
         rc = st_tier_manifest(s, o, ol, false, &m, &wait);
         for (size_t i = 0; rc == ST_OK && i < m.n; i++)
-            st__push(&w, ti, o, ol, skip, &m.v[i].file, m.v[i].key, strlen(m.v[i].key));
+            st__view_push(&w, ti, o, ol, skip, &m.v[i].file, m.v[i].key, strlen(m.v[i].key));
         st_tier_manifest_free(&m);
     }
     st_buf_free(&marks);
@@ -144,21 +144,16 @@ int64_t st_tview_pending(const st_tview_t *v, const st_tfiles_t *committed)
 }
 
 /* ---- the worker's merge ---- */
-static int st__str_cmp(const void *a, const void *b)
+static bool st__parts_has(const st_tstrs_t *v, const char *s)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static bool st__has(const st_tstrs_t *v, const char *s)
-{
-    return v->n && bsearch(&s, v->v, v->n, sizeof *v->v, st__str_cmp) != NULL;
+    return v->n && bsearch(&s, v->v, v->n, sizeof *v->v, st_tstrs_cmp) != NULL;
 }
 
 bool st_tview_merge(st_tview_t *v, const st_tfiles_t *committed, const st_tstrs_t *cmarks,
                     st_tfiles_t *live, st_tgone_t *gone)
 {
     st_tfiles_sort(&v->fresh);
-    if (v->parts.n > 1) qsort(v->parts.v, v->parts.n, sizeof *v->parts.v, st__str_cmp);
+    if (v->parts.n > 1) qsort(v->parts.v, v->parts.n, sizeof *v->parts.v, st_tstrs_cmp);
     const st_tfiles_t *c = committed, *f = &v->fresh;
     size_t i = 0, j = 0, added = 0, removed = 0;
     memset(live, 0, sizeof *live);
@@ -167,7 +162,7 @@ bool st_tview_merge(st_tview_t *v, const st_tfiles_t *committed, const st_tstrs_
     while (i < c->n || j < f->n) {
         int cmp = i < c->n && j < f->n ? strcmp(c->v[i].key, f->v[j].key) : i < c->n ? -1 : 1;
         if (cmp < 0) { /* committed, not in the view: gone if its owner was read */
-            if (v->full || (c->v[i].part && st__has(&v->parts, c->v[i].part))) {
+            if (v->full || (c->v[i].part && st__parts_has(&v->parts, c->v[i].part))) {
                 st_vec_push(gone, i);
                 removed++;
             } else { /* borrowed; in a snapshot: not a new file's overwrite */
@@ -188,7 +183,7 @@ bool st_tview_merge(st_tview_t *v, const st_tfiles_t *committed, const st_tstrs_
             st_vec_push(gone, i);
             i++;
         } else {
-            nf->changed = st__has(cmarks, nf->key);
+            nf->changed = st__parts_has(cmarks, nf->key);
             added++;
         }
         live->v[live->n++] = *nf; /* borrowed */

@@ -13,16 +13,6 @@
 
 #define OWNERS 50
 
-static st_objstore_t *objstore(fx_t *fx)
-{
-    char url[96];
-    snprintf(url, sizeof url, "file://%s/cold", fx->dir);
-    st_objstore_opts_t oo = {.url = url};
-    st_objstore_t *obj = NULL;
-    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
-    return obj;
-}
-
 /* Owner "u{i}" with one object (rebuild-meta's service: no dirty mark). */
 static void owner_put(st_store_t *s, int i, uint64_t seq)
 {
@@ -69,7 +59,7 @@ TEST(a_change_reads_the_changed_owner_only)
     fx_t fx;
     fx_begin(&fx);
     st_store_t *s = fx_store(&fx, 64 << 20, 0);
-    st_objstore_t *cold = objstore(&fx);
+    st_objstore_t *cold = fx_objstore(&fx);
     int n = (int)st_tables_n();
     for (int i = 0; i < OWNERS; i++)
         owner_put(s, i, 1);
