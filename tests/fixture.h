@@ -7,9 +7,11 @@
 #ifndef STRATA_TEST_FIXTURE_H
 #define STRATA_TEST_FIXTURE_H
 
+#include "strata/cold.h"
 #include "strata/metrics.h"
 #include "strata/store.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct {
@@ -30,6 +32,17 @@ static inline st_store_t *fx_store(fx_t *f, uint64_t map_size, uint64_t wal_size
     st_store_opts_t o = {.dir = f->dir, .map_size = map_size, .wal_size = wal_size};
     if (st_store_open(&s, &f->loop, &o) != ST_OK) abort();
     return s;
+}
+
+/* A local object store in the fixture's directory, under cold/ (owned: st_objstore_close). */
+static inline st_objstore_t *fx_objstore(fx_t *f)
+{
+    char url[96];
+    snprintf(url, sizeof url, "file://%s/cold", f->dir);
+    st_objstore_opts_t oo = {.url = url};
+    st_objstore_t *obj = NULL;
+    if (st_objstore_open(&obj, &oo) != ST_OK) abort();
+    return obj;
 }
 
 /* Runs the loop until everything staged is durable and applied. */

@@ -5,12 +5,17 @@
  * Which objects are in which table: the tier's manifest ('F' records, strata/tier.h) holds every
  * live object; an owner's tag names its table (0: `messages`, a user's; 'r': `room_messages`;
  * 'b': `bookings`; chat's delta objects, 'e', are no table's). Every --table-commit-interval the
- * loop reads all 'F' records in one scan (one consistent view: a compaction's swap is one batch);
- * when a table's set of objects differs from its last snapshot, a worker writes a manifest of the
- * objects it adds, rewrites only the manifests naming objects it removes (Iceberg's fast append;
- * past 100 manifests of this writer the small ones merge: src/tables/fastappend.c), a manifest
- * list and metadata/v{N}.metadata.json (create-exclusive: losing the race re-reads the winner and
- * commits on top of it as v{N+1}), then version-hint.text.
+ * loop reads, in one turn (one consistent view: a compaction's swap is one batch), the 'F' records
+ * of the owners whose file set changed since the last commit (the tier's dirty marks,
+ * strata/tier.h) — every 'F' record only once when it starts to lead and after a failed batch —
+ * and a worker merges that with the committed set (src/tables/view.c), so a commit's loop work is
+ * in proportion to what changed, not to the objects the tables hold; the marks a commit covered
+ * go once it is done. When a table's set of objects differs from its last snapshot, the worker
+ * writes a manifest of the objects it adds, rewrites only the manifests naming objects it removes
+ * (Iceberg's fast append; past 100 manifests of this writer the small ones merge:
+ * src/tables/fastappend.c), a manifest list and metadata/v{N}.metadata.json (create-exclusive:
+ * losing the race re-reads the winner and commits on top of it as v{N+1}), then
+ * version-hint.text.
  * Each object's provenance (the snapshot and sequence number that added it, the manifest naming
  * it) is kept in the hot store under "\0tables" (replicated and backed up with it), written once
  * its commit is done.

@@ -338,6 +338,19 @@ typedef int (*st_tier_file_fn)(void *arg, const char *o, size_t ol, uint64_t seq
  * value that stopped the walk. */
 enum { ST_TIER_TAG_ANY = -1 };
 int st_tier_each_file(st_store_t *s, int tag, st_tier_file_fn fn, void *arg, uint64_t *wait);
+/* The owners whose file records changed (dirty.c): every batch that puts or deletes an owner's
+ * file record (a flush's or a compaction's swap, retention's drop, st_tier_forget) also stages the
+ * owner's mark, "\0cold_dirty" owner -> a generation, new at each write and never one a walk has
+ * shown. A watcher of every manifest (the tables' commit) walks the marks (few: the owners changed
+ * since it last cleared them) instead of every file record, reads those owners' records
+ * (st_tier_manifest) and, once what it derived from them is safe, clears each mark it saw: a mark
+ * rewritten since stays. rebuild-meta (st_tier_rebuild_owner, offline) writes none: a watcher
+ * starts with one whole walk (st_tier_each_file). Loop thread. fn's owner is borrowed for the
+ * call; non-zero stops the walk (returned). */
+typedef int (*st_tier_dirty_fn)(void *arg, const char *o, size_t ol, uint64_t gen);
+int st_tier_each_dirty(st_store_t *s, st_tier_dirty_fn fn, void *arg, uint64_t *wait);
+/* Clears owner o's mark if it still holds gen (staged; the store's code). */
+int st_tier_dirty_clear(st_store_t *s, const char *o, size_t ol, uint64_t gen, uint64_t *wait);
 /* A number that changes whenever a batch that wrote a file record commits (st_store_writes_of):
  * a watcher of every manifest (the tables' commit) that sees it unchanged may skip its walk. */
 uint64_t st_tier_manifest_writes(const st_store_t *s);

@@ -8,8 +8,8 @@
  *   swap     the intent still stands (and the objects replaced are still in the manifest), the
  *            kind's side, 'P' out, the replaced objects out with their deletion recorded (held,
  *            hold.c: deleted once no kept snapshot or backup point may name them),
- *            the new object in ('F'), the owner's cold summary ('W') moved: readers see the old
- *            rows or the new object, never both, never neither.
+ *            the new object in ('F'), the owner's dirty mark (dirty.c), the owner's cold summary
+ *            ('W') moved: readers see the old rows or the new object, never both, never neither.
  *            Retention's drop is a swap without an intent (pseq 0) and without a new object.
  *   abandon  a job whose swap did not happen: its object, if its intent is already gone, is
  *            doomed here; an intent still there is an orphan for the owner's sweep (tier.c),
@@ -107,6 +107,7 @@ int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t 
         rc = st_store_put(s, k, st__tier_mkey(k, 'F', o, ol, true, sw->fseq), v.data, v.len, wait);
         st_buf_free(&v);
     }
+    if (rc == ST_OK && (sw->nold || sw->file->rows)) rc = st__tier_dirty(s, o, ol, wait);
     if (rc == ST_OK) rc = st__restat(s, o, ol, sw, wait);
     return rc;
 }

@@ -89,6 +89,7 @@ int st_tier_forget(st_tier_t *t, st_store_t *s, const char *o, size_t ol, size_t
         if (rc == ST_OK) st_tier_erased(t, o, ol, man.v[i].key, wait); /* the tables expire */
         *busy = true;
     }
+    if (rc == ST_OK && man.n) rc = st__tier_dirty(s, o, ol, wait);
     st_tier_manifest_free(&man);
     const void *v;
     size_t vl;

@@ -163,11 +163,6 @@ static int st__list_names(st_objstore_t *ms, const st_buf_t *root, const char *u
     return rc;
 }
 
-static int st__str_cmp(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* This writer's manifests the expired lists named that no kept snapshot of next lists, deleted.
  * A manifest is carried from snapshot to snapshot until a commit rewrites or merges it, never
  * named again after (names do not repeat), and snapshots are one line: the kept snapshots that
@@ -193,12 +188,12 @@ static void st__sweep_manifests(st_objstore_t *ms, const st_buf_t *root, const s
     }
     for (size_t i = 0; rc == ST_OK && i < near.n; i++)
         rc = st__list_names(ms, root, near.v[i], &named);
-    if (named.n > 1) qsort(named.v, named.n, sizeof *named.v, st__str_cmp);
-    if (cand.n > 1) qsort(cand.v, cand.n, sizeof *cand.v, st__str_cmp);
+    if (named.n > 1) qsort(named.v, named.n, sizeof *named.v, st_tstrs_cmp);
+    if (cand.n > 1) qsort(cand.v, cand.n, sizeof *cand.v, st_tstrs_cmp);
     for (size_t i = 0; rc == ST_OK && i < cand.n; i++) {
         const char *key = st_tables_key_of(cand.v[i], root);
         if (!key || (i && strcmp(cand.v[i], cand.v[i - 1]) == 0) ||
-            (named.n && bsearch(&cand.v[i], named.v, named.n, sizeof *named.v, st__str_cmp)))
+            (named.n && bsearch(&cand.v[i], named.v, named.n, sizeof *named.v, st_tstrs_cmp)))
             continue;
         if (st_objstore_delete(ms, key) != ST_OK) st_warn("tables: cannot delete %s", key);
     }

@@ -48,6 +48,45 @@ typedef struct {
     bool swept;      /* orphans swept since it was loaded (orphans.c) */
 } st_tmeta_t;
 
+typedef ST_VEC(char *) st_tstrs_t;
+void st_tstrs_free(st_tstrs_t *v);
+/* qsort's and bsearch's order of two char * items: strcmp's. */
+int st_tstrs_cmp(const void *a, const void *b);
+
+/* ---- view.c: which files each table holds now ---- */
+/* One table's view of the tier's file records, taken on the loop in one turn. */
+typedef struct {
+    bool full;         /* fresh is every file of the table (a whole walk); else only those of the
+                          owners marked dirty (strata/tier.h), whose partitions are parts */
+    st_tfiles_t fresh; /* the files read (owned; key, uri, part, rows, size) */
+    st_tstrs_t parts;  /* not full: the dirty owners' partitions (owned) */
+    st_buf_t marks;    /* the table's owners' dirty marks as seen (cleared once committed) */
+} st_tview_t;
+void st_tview_free(st_tview_t *v);
+/* The tables' views v[0..n) (zeroed first): every file record (full) or the dirty owners' only.
+ * *visited grows by the file records read, and the marks of owners no table has are cleared at
+ * once; visited NULL: a look (GET /v1/admin/tables), which writes nothing. Loop only.
+ * ST_EPARKED when something read is not durable yet. */
+int st_tables_view(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v, int n,
+                   uint64_t *visited);
+/* Clears the dirty marks v saw (a mark rewritten since stays). Loop only. */
+void st_tview_clear(st_store_t *s, const st_tview_t *v);
+/* How many of the view's files committed (sorted) lacks. */
+int64_t st_tview_pending(const st_tview_t *v, const st_tfiles_t *committed);
+/* Indices into a committed set. */
+typedef ST_VEC(size_t) st_tgone_t;
+/* On a worker: the table's new set into *live (sorted; its entries borrow the strings of v's files
+ * and of committed's, which must stay until st_tview_install or the caller frees live's array
+ * only): committed's files whose owner the view read replaced by the view's (their provenance
+ * kept; a new one's changed set when cmarks, sorted, names it), the others carried. *gone: the
+ * committed files not carried. True when the set is the committed one. */
+bool st_tview_merge(st_tview_t *v, const st_tfiles_t *committed, const st_tstrs_t *cmarks,
+                    st_tfiles_t *live, st_tgone_t *gone);
+/* On the loop, the merge's set taking committed's place: gone's strings and committed's array
+ * are freed, v's files now live's (v keeps its marks). */
+void st_tview_install(st_tfiles_t *committed, st_tview_t *v, st_tfiles_t *live,
+                      const st_tgone_t *gone);
+
 /* ---- manifest.c: the Avro schemas strata writes (and manifest_read.c checks) ---- */
 extern const char st_ice_entry_head[], st_ice_entry_tail[], st_ice_mfile_schema[];
 
@@ -58,9 +97,6 @@ void st_tables_uuid(char out[37]); /* a random (v4) UUID */
 cJSON *st_tmeta_v1(const st_table_def_t *d, const char *location, int64_t now_ms);
 /* A member as int64 (dflt when absent, null or not a number). */
 int64_t st_tmeta_i64(const cJSON *o, const char *name, int64_t dflt);
-
-typedef ST_VEC(char *) st_tstrs_t;
-void st_tstrs_free(st_tstrs_t *v);
 
 /* What a commit adds. */
 typedef struct {

@@ -20,6 +20,11 @@ void st_tstrs_free(st_tstrs_t *v)
     st_vec_free(v);
 }
 
+int st_tstrs_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 static cJSON *st__int(int64_t v)
 {
     char b[24];

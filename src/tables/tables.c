@@ -7,6 +7,7 @@
 #include "strata/metrics.h"
 #include "strata/tier.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,10 +36,16 @@ typedef struct {
 } st__table_t;
 
 typedef struct {
-    st_tfiles_t live;
-    bool changed;
-    bool erase;     /* an erasure deleted objects of the table: every earlier snapshot expires */
-    st_buf_t marks; /* their 'x' marks as the view saw them (size_t length, key; each) */
+    st_tview_t view;  /* the loop's view (view.c); its files the worker's while the job runs */
+    bool want;        /* the loop's: the view may differ from the committed set (a whole walk, a
+                         dirty owner, an erasure): the worker merges it */
+    st_tfiles_t live; /* the worker's new set (st_tview_merge: borrowed strings) and what of the */
+    st_tgone_t gone;  /* committed set it does not carry */
+    bool built;       /* live and gone were built */
+    bool changed;     /* the worker's: live differs from the committed set, or an erasure */
+    bool erase;       /* an erasure deleted objects of the table: every earlier snapshot expires */
+    st_buf_t marks;   /* their 'x' marks as the view saw them (size_t length, key; each) */
+    st_buf_t prov;    /* the worker's provenance writes (st__prov_plan), done on the loop */
     int rc;
     st_tcommit_t res;
 } st__jtable_t;
@@ -59,8 +66,17 @@ struct st_tables {
     st__jtable_t job[ST_TABLES_MAX];
     bool job_create;
     st_tier_writer_t writer; /* the store's writer record, read at the tick (the job's) */
-    bool leading;            /* this member committed at its last tick */
-    bool read;               /* every table's document loaded since it began to lead */
+    /* The next view reads every file record (view.c): at the start of a lead, after a failed
+     * batch (what the last view saw may be gone) and until a whole view is committed, since only
+     * then does the committed set know each file's partition (the delta views' unit). fails:
+     * failed batches so far; job_fails: as the running job's view was taken. */
+    bool full, job_full;
+    uint64_t fails, job_fails;
+    st_tstrs_t cmarks; /* the 'c' marks' object keys as the running job's view saw them */
+    st_buf_t sweep;    /* the worker's: those no table holds (store keys, size_t length first) */
+    st_store_listener_t listener;
+    bool leading; /* this member committed at its last tick */
+    bool read;    /* every table's document loaded since it began to lead */
     /* The tier's file records and the erasures' marks as of st_tier_manifest_writes(store) +
      * erased_n == seen_f are all committed (seen): a tick finding the same number skips the scan
      * (an idle node's tick is O(1), not O(objects)). job_f: the number when the running job's
@@ -69,7 +85,7 @@ struct st_tables {
     uint64_t seen_f, job_f, erased_n;
     int64_t lag_since_us; /* when the tier first differed from the committed tables (0: it does
                              not) */
-    st_metric_t *commits;
+    st_metric_t *commits, *visited;
     void (*on_commit)(void *arg); /* st_tables_on_commit */
     void *on_commit_arg;
 };
@@ -112,45 +128,6 @@ static size_t st__pkey(uint8_t *k, char tag, const char *key)
     return ST__PFX_LEN + 1 + kl;
 }
 
-typedef struct {
-    st_tables_t *t;
-    st_tfiles_t *live; /* [ST_TABLES_MAX] */
-} st__scan_t;
-
-/* One file record of the tier's manifests (st_tier_each_file). */
-static int st__scan_f(void *arg, const char *o, size_t ol, uint64_t seq, const st_tier_file_t *f,
-                      const char *k, size_t kl)
-{
-    st__scan_t *s = arg;
-    (void)seq;
-    char tag = st_tier_owner_tag(o, ol);
-    int ti = st_table_of_tag(tag);
-    if (ti < 0) return 0;
-    size_t skip = tag ? 2 : 0; /* "~r" room, "~b" event */
-    st_buf_t uri = {0};
-    char *okey = st_strndup(k, kl);
-    st_objstore_uri(s->t->cold, okey, &uri);
-    st_buf_appendc(&uri, 0);
-    st_tfile_t tf = {.key = okey,
-                     .uri = st_buf_steal(&uri, NULL),
-                     .part = st_strndup(o + skip, ol - skip),
-                     .rows = f->rows,
-                     .size = (int64_t)f->size};
-    st_vec_push(&s->live[ti], tf);
-    return 0;
-}
-
-/* Whether the object of key was written by a merge that changed rows. */
-static bool st__rows_changed(st_tables_t *t, const char *key)
-{
-    uint8_t k[ST_KEY_MAX + 1];
-    size_t kl = st__pkey(k, ST__CHANGED, key);
-    const void *v;
-    size_t vl;
-    uint64_t wait = 0;
-    return kl && st_store_get(t->store, k, kl, &v, &vl, &wait) == ST_OK;
-}
-
 void st_tables_rows_changed(void *arg, const char *key, uint64_t *wait)
 {
     st_tables_t *t = arg;
@@ -162,67 +139,40 @@ void st_tables_rows_changed(void *arg, const char *key, uint64_t *wait)
 static int st__changed_key(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     (void)val, (void)vlen;
-    st_buf_append(arg, &klen, sizeof klen);
-    st_buf_append(arg, key, klen);
+    st_vec_push((st_tstrs_t *)arg,
+                st_strndup((const char *)key + ST__PFX_LEN + 1, klen - ST__PFX_LEN - 1));
     return 0;
 }
 
-/* The marks of objects no table holds any more (merged away before a snapshot had them) go. One
- * loop turn with the scan of the manifest: a mark is written in the batch that adds its object. */
-static void st__changed_sweep(st_tables_t *t, const st_tfiles_t live[ST_TABLES_MAX])
+/* The 'c' marks' object keys into t->cmarks (sorted: the store's order). A mark is written in the
+ * batch that adds its object, and goes with the commit that has it (st__prov_plan): they are the
+ * objects changed since the last commit. The same loop turn as the view. */
+static void st__changed_marks(st_tables_t *t)
 {
     uint8_t pre[ST__PFX_LEN + 1];
     memcpy(pre, st__pfx, ST__PFX_LEN);
     pre[ST__PFX_LEN] = ST__CHANGED;
-    st_buf_t keys = {0};
     uint64_t wait = 0;
-    st_store_scan(t->store, pre, sizeof pre, st__changed_key, &keys, &wait);
-    for (size_t off = 0; off + sizeof(size_t) <= keys.len;) {
-        size_t n;
-        memcpy(&n, keys.data + off, sizeof n);
-        const char *k = keys.data + off + sizeof n;
-        char *key = st_strndup(k + sizeof pre, n - sizeof pre);
-        bool held = false;
-        for (int i = 0; i < t->n && !held; i++)
-            held = st_tfiles_find(&live[i], key) != NULL;
-        if (!held) st_store_del(t->store, k, n, &wait);
-        free(key);
-        off += sizeof n + n;
-    }
-    st_buf_free(&keys);
+    st_store_scan(t->store, pre, sizeof pre, st__changed_key, &t->cmarks, &wait);
 }
 
-/* The tier's objects now, per table, sorted, with the provenance of those already committed;
- * *pending: how many are in no committed snapshot, *changed[i]: whether table i differs. Loop
- * only: one scan is one consistent view. ST_EPARKED when some record is not durable yet. */
-static int st__view(st_tables_t *t, st_tfiles_t live[ST_TABLES_MAX], bool changed[ST_TABLES_MAX],
-                    int64_t *pending)
+/* On the worker, once every table is merged: the marks of objects no table holds any more
+ * (merged away before a snapshot had them) into t->sweep, for the loop to delete. An object is
+ * held when the committed set or the view has it (both sorted by now). */
+static void st__changed_sweep(st_tables_t *t)
 {
-    st__scan_t s = {t, live};
-    uint64_t wait = 0;
-    memset(live, 0, sizeof(st_tfiles_t) * ST_TABLES_MAX);
-    int rc = st_tier_each_file(t->store, ST_TIER_TAG_ANY, st__scan_f, &s, &wait);
-    *pending = 0;
-    for (int i = 0; i < t->n; i++) {
-        st_tfiles_sort(&live[i]);
-        size_t known = 0;
-        for (size_t j = 0; j < live[i].n; j++) {
-            const st_tfile_t *c = st_tfiles_find(&t->t[i].committed, live[i].v[j].key);
-            if (c) {
-                live[i].v[j].snap = c->snap;
-                live[i].v[j].seq = c->seq;
-                live[i].v[j].man = c->man;
-                known++;
-            } else {
-                (*pending)++;
-                live[i].v[j].changed = st__rows_changed(t, live[i].v[j].key);
-            }
-        }
-        changed[i] = known != live[i].n || known != t->t[i].committed.n;
+    uint8_t k[ST_KEY_MAX + 1];
+    for (size_t m = 0; m < t->cmarks.n; m++) {
+        const char *key = t->cmarks.v[m];
+        bool held = false;
+        for (int i = 0; i < t->n && !held; i++)
+            held = st_tfiles_find(&t->t[i].committed, key) ||
+                   st_tfiles_find(&t->job[i].view.fresh, key);
+        size_t kl = held ? 0 : st__pkey(k, ST__CHANGED, key);
+        if (!kl) continue;
+        st_buf_append(&t->sweep, &kl, sizeof kl);
+        st_buf_append(&t->sweep, k, kl);
     }
-    st__changed_sweep(t, live);
-    if (rc == ST_OK && wait > st_store_durable_id(t->store)) rc = ST_EPARKED;
-    return rc;
 }
 
 /* ---- an erasure's objects ---- */
@@ -278,9 +228,12 @@ static void st__erasures_done(st_tables_t *t, const st_buf_t *marks)
 
 static void st__jtable_free(st__jtable_t *j)
 {
-    st_tfiles_free(&j->live);
+    st_vec_free(&j->live); /* borrowed strings (st_tview_merge) */
+    st_vec_free(&j->gone);
+    st_tview_free(&j->view);
     st_tstrs_free(&j->res.mans);
     st_buf_free(&j->marks);
+    st_buf_free(&j->prov);
     memset(j, 0, sizeof *j);
 }
 
@@ -303,11 +256,6 @@ static int st__load_prov(void *arg, const void *key, size_t klen, const void *va
     return 0;
 }
 
-static int st__name_cmp(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* The manifests' names st__load_prov left in the files' uri become one sorted set of names and
  * each file's man index. */
 static void st__intern(st__table_t *tb)
@@ -315,7 +263,7 @@ static void st__intern(st__table_t *tb)
     st_tstrs_t *m = &tb->mans;
     for (size_t i = 0; i < tb->committed.n; i++)
         if (tb->committed.v[i].uri) st_vec_push(m, tb->committed.v[i].uri);
-    if (m->n > 1) qsort(m->v, m->n, sizeof *m->v, st__name_cmp);
+    if (m->n > 1) qsort(m->v, m->n, sizeof *m->v, st_tstrs_cmp);
     size_t n = 0;
     for (size_t i = 0; i < m->n; i++)
         if (!n || strcmp(m->v[i], m->v[n - 1]) != 0)
@@ -324,7 +272,7 @@ static void st__intern(st__table_t *tb)
     for (size_t i = 0; i < tb->committed.n; i++) {
         st_tfile_t *f = &tb->committed.v[i];
         if (!f->uri) continue;
-        char **hit = bsearch(&f->uri, m->v, m->n, sizeof *m->v, st__name_cmp);
+        char **hit = bsearch(&f->uri, m->v, m->n, sizeof *m->v, st_tstrs_cmp);
         f->man = (uint32_t)(hit - m->v) + 1;
         free(f->uri);
         f->uri = NULL;
@@ -345,20 +293,34 @@ static bool st__man_same(const st_tfile_t *f, const st_tfile_t *c, const st_tstr
     return c && (was == now || (was && now && strcmp(was, now) == 0));
 }
 
-/* The files of table ti's new snapshot replace its committed set, in memory and in the store: a
- * record for each new file, and for each one a commit moved to another manifest of ours (res:
- * the commit's; its names taken) — unless more than ST__MOVED_MAX moved (a big manifest rewritten
- * or merged): each record is a put on the loop, so those keep the name they had, which the
- * parent no longer lists; a commit after a restart that removes such a file reads this writer's
- * manifests once to find it (fastappend.c), as one before the names were remembered does. */
-#define ST__MOVED_MAX 4096
-static void st__record_prov(st_tables_t *t, int ti, st_tfiles_t *live, st_tcommit_t *res)
+/* One provenance write of a job into b: a put (val) or, val NULL, a del. */
+static void st__prov_op(st_buf_t *b, const uint8_t *k, size_t kl, const void *val, size_t vl)
 {
-    st__table_t *tb = &t->t[ti];
-    const st_tstrs_t *names = res->mans_set ? &res->mans : &tb->mans;
+    char op = val ? 'p' : 'd';
+    st_buf_appendc(b, op);
+    st_buf_append(b, &kl, sizeof kl);
+    st_buf_append(b, k, kl);
+    if (!val) return;
+    st_buf_append(b, &vl, sizeof vl);
+    st_buf_append(b, val, vl);
+}
+
+/* On the worker, after table ti's commit: the store writes that make its provenance the new
+ * snapshot's, into j->prov (done on the loop: st__prov_apply) — a record for each new file, and
+ * for each one the commit moved to another manifest of ours (the commit's names) — unless more
+ * than ST__MOVED_MAX moved (a big manifest rewritten or merged): each record is a put on the
+ * loop, so those keep the name they had, which the parent no longer lists; a commit after a
+ * restart that removes such a file reads this writer's manifests once to find it
+ * (fastappend.c), as one before the names were remembered does. Also: the records of files gone,
+ * and the 'c' marks of files a snapshot now has. */
+#define ST__MOVED_MAX 4096
+static void st__prov_plan(st_tables_t *t, int ti, st__jtable_t *j)
+{
+    const st__table_t *tb = &t->t[ti];
+    const st_tfiles_t *live = &j->live;
+    const st_tstrs_t *names = j->res.mans_set ? &j->res.mans : &tb->mans;
     st_buf_t v = {0};
     uint8_t k[ST_KEY_MAX + 1];
-    uint64_t wait = 0;
     size_t kl, moved = 0;
     for (size_t i = 0; i < live->n; i++) {
         const st_tfile_t *c = st_tfiles_find(&tb->committed, live->v[i].key);
@@ -367,11 +329,11 @@ static void st__record_prov(st_tables_t *t, int ti, st_tfiles_t *live, st_tcommi
     for (size_t i = 0; i < tb->committed.n; i++)
         if (!st_tfiles_find(live, tb->committed.v[i].key) &&
             (kl = st__pkey(k, (char)('0' + ti), tb->committed.v[i].key)))
-            st_store_del(t->store, k, kl, &wait);
+            st__prov_op(&j->prov, k, kl, NULL, 0);
     for (size_t i = 0; i < live->n; i++) {
         const st_tfile_t *f = &live->v[i];
         if (f->changed && (kl = st__pkey(k, ST__CHANGED, f->key))) /* in a snapshot now */
-            st_store_del(t->store, k, kl, &wait);
+            st__prov_op(&j->prov, k, kl, NULL, 0);
         const st_tfile_t *c = st_tfiles_find(&tb->committed, f->key);
         if ((c && (moved > ST__MOVED_MAX || st__man_same(f, c, names, &tb->mans))) ||
             !(kl = st__pkey(k, (char)('0' + ti), f->key)))
@@ -385,16 +347,28 @@ static void st__record_prov(st_tables_t *t, int ti, st_tfiles_t *live, st_tcommi
         st_be64_put((uint8_t *)v.data + 24, (uint64_t)f->size);
         v.len = 32;
         if (now) st_buf_puts(&v, now);
-        st_store_put(t->store, k, kl, v.data, v.len, &wait);
+        st__prov_op(&j->prov, k, kl, v.data, v.len);
     }
     st_buf_free(&v);
-    st_tfiles_free(&tb->committed);
-    tb->committed = *live;
-    memset(live, 0, sizeof *live);
-    if (res->mans_set) {
-        st_tstrs_free(&tb->mans);
-        tb->mans = res->mans;
-        memset(&res->mans, 0, sizeof res->mans);
+}
+
+/* The writes st__prov_plan (or st__changed_sweep: deletions only) staged in b, done. */
+static void st__prov_apply(st_tables_t *t, const st_buf_t *b, bool dels_only)
+{
+    uint64_t wait = 0;
+    for (size_t off = 0; off < b->len;) {
+        char op = dels_only ? 'd' : b->data[off++];
+        size_t kl, vl;
+        memcpy(&kl, b->data + off, sizeof kl);
+        const char *k = b->data + off + sizeof kl;
+        off += sizeof kl + kl;
+        if (op == 'd') {
+            st_store_del(t->store, k, kl, &wait);
+            continue;
+        }
+        memcpy(&vl, b->data + off, sizeof vl);
+        st_store_put(t->store, k, kl, b->data + off + sizeof vl, vl, &wait);
+        off += sizeof vl + vl;
     }
 }
 
@@ -419,6 +393,7 @@ static void st__lead(st_tables_t *t)
     }
     t->leading = true;
     t->seen = false;
+    t->full = true; /* the provenance knows no file's partition: one whole view first */
 }
 
 /* ---- the commit job ---- */
@@ -432,13 +407,22 @@ static void st__commit_work(uv_work_t *req)
         const st_table_def_t *d = st_table_def((size_t)i);
         j->rc = ST_OK;
         if (!tb->meta.doc) j->rc = st_table_load(t->meta, d, &tb->meta, t->job_create);
+        if (j->rc == ST_OK && j->want) {
+            bool same = st_tview_merge(&j->view, &tb->committed, &t->cmarks, &j->live, &j->gone);
+            j->built = true;
+            j->changed = !same || j->erase;
+        } else {
+            st_tfiles_sort(&j->view.fresh); /* for st__changed_sweep */
+        }
         if (j->rc == ST_OK && j->changed)
             j->rc = st_table_commit(t->meta, d, &tb->meta, &j->live, &tb->committed, &tb->mans,
                                     t->keep_ms, j->erase, &t->writer, &j->res);
+        if (j->rc == ST_OK && j->res.done) st__prov_plan(t, i, j);
         if (j->rc != ST_OK && j->rc != ST_ENOTFOUND)
             st_warn("tables: %s: commit failed (%s); retried at the next tick", d->ice.name,
                     st_strerror(j->rc));
     }
+    if (t->job_view_ok) st__changed_sweep(t);
     st_tier_background(false);
 }
 
@@ -469,6 +453,32 @@ static void st__tables_free(st_tables_t *t)
     free(t);
 }
 
+/* Table i's job, back: a commit's provenance written; the merged set, when it is the table's now
+ * (committed, or the same as before), installed and the dirty marks and erasures it covered
+ * cleared. Whether the table is as the view saw it. */
+static bool st__tables_job_done(st_tables_t *t, int i)
+{
+    st__jtable_t *j = &t->job[i];
+    st__table_t *tb = &t->t[i];
+    if (j->res.done) {
+        st__prov_apply(t, &j->prov, false);
+        st_metric_add(t->commits, 1);
+        if (j->res.mans_set) {
+            st_tstrs_free(&tb->mans);
+            tb->mans = j->res.mans;
+            memset(&j->res.mans, 0, sizeof j->res.mans);
+        }
+    }
+    bool ok = j->built && j->rc == ST_OK; /* committed, or nothing to commit */
+    if (ok) {
+        st_tview_install(&tb->committed, &j->view, &j->live, &j->gone);
+        st_tview_clear(t->store, &j->view);
+        if (j->erase) st__erasures_done(t, &j->marks);
+    }
+    if (tb->meta.doc) st__status(tb);
+    return ok || !j->want;
+}
+
 static void st__commit_done(uv_work_t *req, int status)
 {
     (void)status;
@@ -476,19 +486,15 @@ static void st__commit_done(uv_work_t *req, int status)
     t->busy = false;
     bool all = true, wrote = false;
     for (int i = 0; i < t->n; i++) {
-        st__jtable_t *j = &t->job[i];
         if (!t->closing) {
-            if (j->res.done) {
-                wrote = true;
-                st__record_prov(t, i, &j->live, &j->res);
-                st_metric_add(t->commits, 1);
-            }
-            if (j->changed && j->rc == ST_OK) st__erasures_done(t, &j->marks);
-            if (t->t[i].meta.doc) st__status(&t->t[i]);
+            wrote |= t->job[i].res.done;
+            all &= st__tables_job_done(t, i);
         }
-        if (j->changed && !j->res.done) all = false;
-        st__jtable_free(j);
+        st__jtable_free(&t->job[i]);
     }
+    if (!t->closing && t->job_view_ok) st__prov_apply(t, &t->sweep, true);
+    st_buf_free(&t->sweep);
+    st_tstrs_free(&t->cmarks);
     if (all) t->lag_since_us = 0;
     bool loaded = true;
     for (int i = 0; i < t->n; i++)
@@ -497,6 +503,7 @@ static void st__commit_done(uv_work_t *req, int status)
     if (all && loaded && t->job_view_ok && !t->closing) {
         t->seen = true;
         t->seen_f = t->job_f;
+        if (t->job_full && t->fails == t->job_fails) t->full = false;
     }
     if (t->closing) {
         /* the timer's close callback may still be due (both can end in one loop turn): it
@@ -514,6 +521,13 @@ void st_tables_on_commit(st_tables_t *t, void (*fn)(void *arg), void *arg)
     t->on_commit_arg = arg;
 }
 
+static void st__jobs_free(st_tables_t *t)
+{
+    for (int i = 0; i < t->n; i++)
+        st__jtable_free(&t->job[i]);
+    st_tstrs_free(&t->cmarks);
+}
+
 static void st__commit_tick(uv_timer_t *h)
 {
     st_tables_t *t = h->data;
@@ -526,37 +540,38 @@ static void st__commit_tick(uv_timer_t *h)
     if (!t->leading) st__lead(t);
     uint64_t gen = st_tier_manifest_writes(t->store) + t->erased_n;
     if (t->seen && gen == t->seen_f) return;
-    st_tfiles_t live[ST_TABLES_MAX];
-    bool changed[ST_TABLES_MAX], any = false;
-    int64_t pending;
-    int rc = st__view(t, live, changed, &pending);
+    /* one loop turn: the dirty owners' files (or every file), the 'c' and 'x' marks */
+    st_tview_t views[ST_TABLES_MAX];
+    uint64_t visited = 0;
+    bool full = t->full;
+    int rc = st_tables_view(t->store, t->cold, full, views, t->n, &visited);
+    st_metric_add(t->visited, visited);
+    for (int i = 0; i < t->n; i++)
+        t->job[i].view = views[i];
+    st__changed_marks(t);
     int erc = st__erasures(t, t->job);
     if (rc == ST_OK) rc = erc;
-    for (int i = 0; i < t->n; i++)
-        changed[i] |= t->job[i].erase;
     /* whose manifests are whose (shared tables): no writer record, no object, nothing to commit */
     uint64_t wait = 0;
-    bool writer_ok = true; /* else nothing is "seen": the record is no 'F' write to wake a tick */
+    bool writer_ok = rc == ST_OK; /* else nothing is "seen": the record is no 'F' write to wake a
+                                     tick */
     if (rc == ST_OK &&
-        (st_tier_writer_get(t->store, &t->writer, &wait) != ST_OK || !t->writer.current)) {
+        (st_tier_writer_get(t->store, &t->writer, &wait) != ST_OK || !t->writer.current))
         writer_ok = false;
-        for (int i = 0; i < t->n; i++)
-            changed[i] = false;
-    }
+    bool any = false, dirty = false;
     for (int i = 0; i < t->n; i++) {
-        any |= changed[i];
-        t->job[i].changed = changed[i] && rc == ST_OK;
-        t->job[i].live = live[i];
-        any |= !t->t[i].meta.doc;
+        st__jtable_t *j = &t->job[i];
+        bool may = full || j->view.parts.n || j->erase;
+        j->want = may && writer_ok;
+        any |= j->want || !t->t[i].meta.doc;
+        /* a whole view that finds as many files as committed is likely the same (the worker
+         * knows) */
+        dirty |= j->want && (!full || j->erase || j->view.fresh.n != t->t[i].committed.n);
     }
-    bool dirty = false;
-    for (int i = 0; i < t->n; i++)
-        dirty |= changed[i];
     if (dirty && !t->lag_since_us) t->lag_since_us = st_now_us();
-    if (!dirty) t->lag_since_us = 0;
+    if (!dirty && !full) t->lag_since_us = 0;
     if (!any || (rc != ST_OK && rc != ST_EPARKED)) {
-        for (int i = 0; i < t->n; i++)
-            st__jtable_free(&t->job[i]);
+        st__jobs_free(t);
         if (!any && rc == ST_OK && writer_ok) {
             t->seen = true;
             t->seen_f = gen;
@@ -564,14 +579,15 @@ static void st__commit_tick(uv_timer_t *h)
         return;
     }
     t->job_f = gen;
-    t->job_view_ok = rc == ST_OK && writer_ok;
+    t->job_view_ok = writer_ok;
+    t->job_full = full;
+    t->job_fails = t->fails;
     t->job_create = true;
     t->busy = true;
     t->work.data = t;
     if (uv_queue_work(t->loop, &t->work, st__commit_work, st__commit_done) != 0) {
         t->busy = false;
-        for (int i = 0; i < t->n; i++)
-            st__jtable_free(&t->job[i]);
+        st__jobs_free(t);
     }
 }
 
@@ -587,6 +603,16 @@ int64_t st_tables_oldest_us(const st_tables_t *t)
 }
 
 /* ---- the module ---- */
+/* A batch rolled back: what the last view saw may be gone; the next one reads every file. */
+static void st__tables_on_failed(st_store_listener_t *l, uint64_t first_id, int err)
+{
+    st_tables_t *t = (st_tables_t *)((char *)l - offsetof(st_tables_t, listener));
+    (void)first_id, (void)err;
+    t->fails++;
+    t->full = true;
+    t->seen = false;
+}
+
 static st_tables_t *st__live; /* the open module, for the lag gauge */
 
 static double st__lag(void *arg)
@@ -615,9 +641,15 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
     t->leading = false;
     t->commits = st_metrics_counter("strata_table_commits_total",
                                     "Snapshots committed to the Iceberg tables", "");
+    t->visited = st_metrics_counter(
+        "strata_table_view_files_total",
+        "File records of the cold tier's manifests read on the loop by the tables' commit ticks",
+        "");
     st_metrics_gauge_fn("strata_table_commit_lag_seconds",
                         "Age of the oldest change of the cold tier not in a committed snapshot", "",
                         st__lag, NULL);
+    t->listener.on_failed = st__tables_on_failed;
+    st_store_listen(store, &t->listener);
     uv_timer_init(loop, &t->timer);
     t->timer.data = t;
     if (t->interval_ms) uv_timer_start(&t->timer, st__commit_tick, 200, t->interval_ms);
@@ -638,21 +670,20 @@ void st_tables_close(st_tables_t *t)
     if (!t) return;
     st__live = NULL;
     t->closing = true;
+    st_store_unlisten(t->store, &t->listener);
     uv_close((uv_handle_t *)&t->timer, st__tables_timer_closed);
 }
 
 int st_tables_json(st_tables_t *t, st_buf_t *out)
 {
-    st_tfiles_t live[ST_TABLES_MAX];
-    bool changed[ST_TABLES_MAX];
-    int64_t pending;
-    st__view(t, live, changed, &pending);
+    /* pending: the dirty owners' files no snapshot has (the committed set is only read, as the
+     * worker does while a job runs) */
+    st_tview_t views[ST_TABLES_MAX];
+    st_tables_view(t->store, t->cold, false, views, t->n, NULL);
     st_buf_append(out, "{\"tables\":[", 11);
     for (int i = 0; i < t->n; i++) {
         const st__table_t *tb = &t->t[i];
-        int64_t p = 0;
-        for (size_t j = 0; j < live[i].n; j++)
-            p += live[i].v[j].snap == 0;
+        int64_t p = st_tview_pending(&views[i], &tb->committed);
         st_buf_printf(out, "%s{\"table\":\"%s\",\"snapshot_id\":", i ? "," : "",
                       st_table_def((size_t)i)->ice.name);
         if (tb->snap < 0)
@@ -665,7 +696,7 @@ int st_tables_json(st_tables_t *t, st_buf_t *out)
         else
             st_buf_append(out, "null", 4);
         st_buf_printf(out, ",\"pending\":%lld}", (long long)p);
-        st_tfiles_free(&live[i]);
+        st_tview_free(&views[i]);
     }
     st_buf_append(out, "]}", 2);
     return ST_OK;

@@ -2182,17 +2182,6 @@ static void svc_erased(void *arg, const char *o, size_t ol, const char *key, uin
     svc_walk(arg, o, ol, 0, &none, NULL, 0);
 }
 
-/* A local object store in the fixture's directory (owned: st_objstore_close). */
-static st_objstore_t *svc_objstore(fx_t *fx)
-{
-    char url[96];
-    snprintf(url, sizeof url, "file://%s/cold", fx->dir);
-    st_objstore_opts_t oo = {.url = url};
-    st_objstore_t *obj = NULL;
-    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
-    return obj;
-}
-
 static bool svc_doomed(st_store_t *s, const char *o, uint64_t seq, const char *key)
 {
     uint8_t k[64];
@@ -2299,7 +2288,7 @@ TEST(tier_services_rebuild_walk_and_forget_an_owner_without_a_kind_building_keys
     CHECK(svc_doomed(s, "p", 5, objs[2].key));
 
     /* with a tier: each object forgotten, held or not, is told to the erasure observer */
-    st_objstore_t *obj = svc_objstore(&fx);
+    st_objstore_t *obj = fx_objstore(&fx);
     st_tier_opts_t to = {.obj = obj, .flush_interval_s = 3600};
     st_tier_t *t;
     CHECK_EQ(st_tier_open(&t, &fx.loop, s, &to), ST_OK);

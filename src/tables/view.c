@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Which files each table holds now (internal.h): the loop's part of a commit reads only the
+ * owners whose file records changed since the last commit (the tier's dirty marks,
+ * strata/tier.h), or, once per lead and after a failed batch, every file record; the worker
+ * merges that with the committed set into the new one (sorting, matching, comparing: the
+ * O(files) steps, none of them on the loop).
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void st_tview_free(st_tview_t *v)
+{
+    st_tfiles_free(&v->fresh);
+    st_tstrs_free(&v->parts);
+    st_buf_free(&v->marks);
+    memset(v, 0, sizeof *v);
+}
+
+typedef struct {
+    st_objstore_t *cold;
+    st_tview_t *v; /* [ST_TABLES_MAX] */
+    int n;
+    uint64_t visited;
+    st_buf_t idle; /* marks of owners that are no table's (size_t ol, owner, be64 gen; each) */
+} st__walk_t;
+
+static void st__mark_put(st_buf_t *b, const char *o, size_t ol, uint64_t gen)
+{
+    uint8_t g[8];
+    st_be64_put(g, gen);
+    st_buf_append(b, &ol, sizeof ol);
+    st_buf_append(b, o, ol);
+    st_buf_append(b, g, sizeof g);
+}
+
+/* The table of owner o (-1: none's) and, for a table's, the length of its tag's prefix. */
+static int st__table_of(const char *o, size_t ol, size_t *skip)
+{
+    char tag = st_tier_owner_tag(o, ol);
+    *skip = tag ? 2 : 0; /* "~r" room, "~b" event */
+    return st_table_of_tag(tag);
+}
+
+static void st__view_push(st__walk_t *w, int ti, const char *o, size_t ol, size_t skip,
+                          const st_tier_file_t *f, const char *k, size_t kl)
+{
+    st_buf_t uri = {0};
+    char *okey = st_strndup(k, kl);
+    st_objstore_uri(w->cold, okey, &uri);
+    st_buf_appendc(&uri, 0);
+    st_tfile_t tf = {.key = okey,
+                     .uri = st_buf_steal(&uri, NULL),
+                     .part = st_strndup(o + skip, ol - skip),
+                     .rows = f->rows,
+                     .size = (int64_t)f->size};
+    st_vec_push(&w->v[ti].fresh, tf);
+    w->visited++;
+}
+
+/* One file record of a whole walk (st_tier_each_file). */
+static int st__walk_file(void *arg, const char *o, size_t ol, uint64_t seq, const st_tier_file_t *f,
+                         const char *k, size_t kl)
+{
+    st__walk_t *w = arg;
+    size_t skip;
+    int ti = st__table_of(o, ol, &skip);
+    (void)seq;
+    if (ti >= 0 && ti < w->n) st__view_push(w, ti, o, ol, skip, f, k, kl);
+    return 0;
+}
+
+/* One dirty mark, kept for after the walk (no read inside a scan). */
+static int st__walk_mark(void *arg, const char *o, size_t ol, uint64_t gen)
+{
+    st__mark_put(arg, o, ol, gen);
+    return 0;
+}
+
+/* The dirty marks in marks (st__mark_put's), one by one: *o, *ol, *gen; false past the end. */
+static bool st__mark_next(const st_buf_t *marks, size_t *off, const char **o, size_t *ol,
+                          uint64_t *gen)
+{
+    if (*off + sizeof *ol > marks->len) return false;
+    memcpy(ol, marks->data + *off, sizeof *ol);
+    *o = marks->data + *off + sizeof *ol;
+    *gen = st_be64_get((const uint8_t *)*o + *ol);
+    *off += sizeof *ol + *ol + 8;
+    return true;
+}
+
+int st_tables_view(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v, int n,
+                   uint64_t *visited)
+{
+    st__walk_t w = {.cold = cold, .v = v, .n = n};
+    st_buf_t marks = {0};
+    uint64_t wait = 0;
+    memset(v, 0, sizeof *v * (size_t)n);
+    for (int i = 0; i < n; i++)
+        v[i].full = full;
+    int rc = full ? st_tier_each_file(s, ST_TIER_TAG_ANY, st__walk_file, &w, &wait) : ST_OK;
+    if (rc == ST_OK) rc = st_tier_each_dirty(s, st__walk_mark, &marks, &wait);
+    const char *o;
+    size_t ol, skip, off = 0;
+    uint64_t gen;
+    while (rc == ST_OK && st__mark_next(&marks, &off, &o, &ol, &gen)) {
+        int ti = st__table_of(o, ol, &skip);
+        if (ti < 0 || ti >= n) { /* no table's: nothing to commit (a look writes nothing) */
+            if (visited) st_tier_dirty_clear(s, o, ol, gen, &wait);
+            continue;
+        }
+        st__mark_put(&v[ti].marks, o, ol, gen);
+        if (full) continue; /* the whole walk read the files */
+        st_vec_push(&v[ti].parts, st_strndup(o + skip, ol - skip));
+        st_tier_manifest_t m;
+        rc = st_tier_manifest(s, o, ol, false, &m, &wait);
+        for (size_t i = 0; rc == ST_OK && i < m.n; i++)
+            st__view_push(&w, ti, o, ol, skip, &m.v[i].file, m.v[i].key, strlen(m.v[i].key));
+        st_tier_manifest_free(&m);
+    }
+    st_buf_free(&marks);
+    if (visited) *visited += w.visited;
+    if (rc == ST_OK && wait > st_store_durable_id(s)) rc = ST_EPARKED;
+    return rc;
+}
+
+void st_tview_clear(st_store_t *s, const st_tview_t *v)
+{
+    const char *o;
+    size_t ol, off = 0;
+    uint64_t gen, wait = 0;
+    while (st__mark_next(&v->marks, &off, &o, &ol, &gen))
+        st_tier_dirty_clear(s, o, ol, gen, &wait);
+}
+
+int64_t st_tview_pending(const st_tview_t *v, const st_tfiles_t *committed)
+{
+    int64_t p = 0;
+    for (size_t i = 0; i < v->fresh.n; i++)
+        p += st_tfiles_find(committed, v->fresh.v[i].key) == NULL;
+    return p;
+}
+
+/* ---- the worker's merge ---- */
+static bool st__parts_has(const st_tstrs_t *v, const char *s)
+{
+    return v->n && bsearch(&s, v->v, v->n, sizeof *v->v, st_tstrs_cmp) != NULL;
+}
+
+bool st_tview_merge(st_tview_t *v, const st_tfiles_t *committed, const st_tstrs_t *cmarks,
+                    st_tfiles_t *live, st_tgone_t *gone)
+{
+    st_tfiles_sort(&v->fresh);
+    if (v->parts.n > 1) qsort(v->parts.v, v->parts.n, sizeof *v->parts.v, st_tstrs_cmp);
+    const st_tfiles_t *c = committed, *f = &v->fresh;
+    size_t i = 0, j = 0, added = 0, removed = 0;
+    memset(live, 0, sizeof *live);
+    memset(gone, 0, sizeof *gone);
+    st_vec_reserve(live, c->n + f->n);
+    while (i < c->n || j < f->n) {
+        int cmp = i < c->n && j < f->n ? strcmp(c->v[i].key, f->v[j].key) : i < c->n ? -1 : 1;
+        if (cmp < 0) { /* committed, not in the view: gone if its owner was read */
+            if (v->full || (c->v[i].part && st__parts_has(&v->parts, c->v[i].part))) {
+                st_vec_push(gone, i);
+                removed++;
+            } else { /* borrowed; in a snapshot: not a new file's overwrite */
+                live->v[live->n] = c->v[i];
+                live->v[live->n++].changed = false;
+            }
+            i++;
+            continue;
+        }
+        st_tfile_t *nf = &f->v[j++];
+        nf->snap = nf->seq = 0;
+        nf->man = 0;
+        nf->changed = false;
+        if (cmp == 0) { /* the view's copy (uri, partition) with the committed provenance */
+            nf->snap = c->v[i].snap;
+            nf->seq = c->v[i].seq;
+            nf->man = c->v[i].man;
+            st_vec_push(gone, i);
+            i++;
+        } else {
+            nf->changed = st__parts_has(cmarks, nf->key);
+            added++;
+        }
+        live->v[live->n++] = *nf; /* borrowed */
+    }
+    return added == 0 && removed == 0;
+}
+
+void st_tview_install(st_tfiles_t *committed, st_tview_t *v, st_tfiles_t *live,
+                      const st_tgone_t *gone)
+{
+    for (size_t i = 0; i < gone->n; i++) {
+        st_tfile_t *g = &committed->v[gone->v[i]];
+        free(g->key);
+        free(g->uri);
+        free(g->part);
+    }
+    st_vec_free(committed);
+    *committed = *live; /* its strings: the view's and the carried committed ones' */
+    memset(live, 0, sizeof *live);
+    st_vec_free(&v->fresh);
+}

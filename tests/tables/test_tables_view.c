@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for the tables' view of the tier's manifests (src/tables/view.c, src/cold/dirty.c,
+ * issues 45 and 48): a whole view reads every file record once; after that a change to one
+ * owner's file records marks that owner, and the next view reads that owner's records only, not
+ * the other owners'; the worker's merge of that delta with the committed set is the whole set as
+ * it now is (the others' files carried, the changed owner's replaced); the marks the view saw are
+ * cleared once committed, but one rewritten since stays. */
+#include "../test.h"
+#include "../fixture.h"
+#include "../../src/tables/internal.h"
+
+#include <stdio.h>
+
+#define OWNERS 50
+
+/* Owner "u{i}" with one object (rebuild-meta's service: no dirty mark). */
+static void owner_put(st_store_t *s, int i, uint64_t seq)
+{
+    char o[16], key[64];
+    int ol = snprintf(o, sizeof o, "u%d", i);
+    snprintf(key, sizeof key, "u%d/batch-1-%llu.parquet", i, (unsigned long long)seq);
+    st_tier_obj_t ob = {{1, 9, 3, 100}, seq, key};
+    uint64_t w = 0;
+    CHECK_EQ(st_tier_rebuild_owner(s, o, (size_t)ol, &ob, 1, &(st_tier_stat_t){0}, &w), ST_OK);
+}
+
+static int count_mark(void *arg, const char *o, size_t ol, uint64_t gen)
+{
+    (void)o, (void)ol, (void)gen;
+    (*(int *)arg)++;
+    return 0;
+}
+
+static int marks(st_store_t *s)
+{
+    int n = 0;
+    uint64_t w = 0;
+    CHECK_EQ(st_tier_each_dirty(s, count_mark, &n, &w), ST_OK);
+    return n;
+}
+
+/* The view v merged with *committed, installed as the new committed set; returns whether the
+ * merge found the set unchanged. */
+static bool merge_install(st_tview_t *v, st_tfiles_t *committed)
+{
+    st_tstrs_t cmarks = {0};
+    st_tfiles_t live;
+    st_tgone_t gone;
+    bool same = st_tview_merge(v, committed, &cmarks, &live, &gone);
+    for (size_t i = 0; i < live.n; i++) /* as a commit would: in a snapshot now */
+        if (!live.v[i].snap) live.v[i].snap = live.v[i].seq = 1;
+    st_tview_install(committed, v, &live, &gone);
+    st_vec_free(&gone);
+    return same;
+}
+
+TEST(a_change_reads_the_changed_owner_only)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    st_objstore_t *cold = fx_objstore(&fx);
+    int n = (int)st_tables_n();
+    for (int i = 0; i < OWNERS; i++)
+        owner_put(s, i, 1);
+    fx_settle(&fx, s);
+    CHECK_EQ(marks(s), 0); /* rebuild-meta marks nothing: a start reads every record once */
+
+    /* the whole view at the start of a lead: every record */
+    st_tview_t v[ST_TABLES_MAX];
+    st_tfiles_t committed[ST_TABLES_MAX] = {{0}};
+    uint64_t visited = 0;
+    CHECK_EQ(st_tables_view(s, cold, true, v, n, &visited), ST_OK);
+    CHECK_EQ(visited, (uint64_t)OWNERS);
+    CHECK_EQ(v[0].fresh.n, (size_t)OWNERS); /* messages: the untagged owners */
+    CHECK(!merge_install(&v[0], &committed[0]));
+    CHECK_EQ(committed[0].n, (size_t)OWNERS);
+    for (int i = 0; i < n; i++)
+        st_tview_free(&v[i]);
+
+    /* nothing changed: a view reads nothing */
+    visited = 0;
+    CHECK_EQ(st_tables_view(s, cold, false, v, n, &visited), ST_OK);
+    CHECK_EQ(visited, 0u);
+    CHECK_EQ(v[0].parts.n, 0u);
+    for (int i = 0; i < n; i++)
+        st_tview_free(&v[i]);
+
+    /* u7 is forgotten (its file record deleted: marked); u9's object is replaced (forgotten,
+     * marked, then a new one put back) */
+    bool busy = false;
+    uint64_t w = 0;
+    CHECK_EQ(st_tier_forget(NULL, s, "u7", 2, 64, &busy, &w), ST_OK);
+    CHECK_EQ(st_tier_forget(NULL, s, "u9", 2, 64, &busy, &w), ST_OK);
+    owner_put(s, 9, 2);
+    fx_settle(&fx, s);
+    CHECK_EQ(marks(s), 2);
+    visited = 0;
+    CHECK_EQ(st_tables_view(s, cold, false, v, n, &visited), ST_OK);
+    CHECK_EQ(visited, 1u); /* u9's new record: not the other 48 owners' */
+    CHECK_EQ(v[0].parts.n, 2u);
+    CHECK_EQ(v[0].fresh.n, 1u);
+    CHECK(!merge_install(&v[0], &committed[0]));
+    CHECK_EQ(committed[0].n, (size_t)OWNERS - 1);
+    CHECK(st_tfiles_find(&committed[0], "u7/batch-1-1.parquet") == NULL);
+    CHECK(st_tfiles_find(&committed[0], "u9/batch-1-1.parquet") == NULL);
+    CHECK(st_tfiles_find(&committed[0], "u9/batch-1-2.parquet") != NULL);
+    const st_tfile_t *u1 = st_tfiles_find(&committed[0], "u1/batch-1-1.parquet");
+    CHECK(u1 && u1->snap == 1 && u1->part && strcmp(u1->part, "u1") == 0); /* carried */
+
+    /* u9's mark is rewritten after the view saw it (its new object forgotten): clearing what
+     * the view saw clears u7's and keeps u9's */
+    CHECK_EQ(st_tier_forget(NULL, s, "u9", 2, 64, &busy, &w), ST_OK);
+    st_tview_clear(s, &v[0]);
+    fx_settle(&fx, s);
+    CHECK_EQ(marks(s), 1);
+    for (int i = 0; i < n; i++)
+        st_tview_free(&v[i]);
+    visited = 0;
+    CHECK_EQ(st_tables_view(s, cold, false, v, n, &visited), ST_OK);
+    CHECK_EQ(v[0].parts.n, 1u);
+    CHECK(strcmp(v[0].parts.v[0], "u9") == 0);
+    CHECK_EQ(v[0].fresh.n, 0u);
+    CHECK(!merge_install(&v[0], &committed[0]));
+    CHECK_EQ(committed[0].n, (size_t)OWNERS - 2);
+    st_tview_clear(s, &v[0]);
+    fx_settle(&fx, s);
+    CHECK_EQ(marks(s), 0);
+    for (int i = 0; i < n; i++) {
+        st_tview_free(&v[i]);
+        st_tfiles_free(&committed[i]);
+    }
+    st_objstore_close(cold);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+RUN_TESTS("tables_view")
