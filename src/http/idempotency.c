@@ -108,6 +108,11 @@ void st_idem_stale(void)
     st__sw.ready = st__sw.warming = false;
 }
 
+bool st_idem_warming(void)
+{
+    return st__sw.warming;
+}
+
 double st_idem_gauge(void *arg)
 {
     (void)arg;

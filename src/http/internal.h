@@ -241,6 +241,9 @@ void st__idem_forget(void);
  * rebuild under way (a follower in a group, whose store others write, rebuilds only when it
  * looks an answer up). */
 bool st_idem_warm(st_store_t *s, size_t budget, bool start);
+/* Whether a rebuild of the index is under way (false when it is whole, or stale and waiting
+ * for a lookup to start one). */
+bool st_idem_warming(void);
 /* /metrics: answers in the index, or -1 while it does not hold them all (arg unused). */
 double st_idem_gauge(void *arg);
 /* Marks the index as disagreeing with the store (a batch was rolled back): rebuilt when needed. */

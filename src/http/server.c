@@ -178,7 +178,6 @@ static void st__on_turn(uv_check_t *h)
 static void st__on_durable(st_store_listener_t *l, uint64_t id)
 {
     st_server_t *srv = (st_server_t *)((char *)l - offsetof(st_server_t, store_l));
-    st_idem_stale();     /* answers of the failed batches may be in the index */
     srv->walking = true; /* a stop check would close connections the walk has yet to visit */
     for (ST_LIST_EACH(it, n, &srv->pending)) {
         st_conn_t *c = ST_LIST_ITEM(it, st_conn_t, plink);
@@ -275,7 +274,7 @@ static void st__on_sweep(uv_timer_t *t)
     uint64_t now = st__now_ms(srv);
     /* The Idempotency-Key answers' index, rebuilt after a start (or when a lookup found it
      * stale): a slice every millisecond until it is whole, the rest of the tick once a second. */
-    if (!st_idem_warm(srv->app->store, ST__WARM_SLICE, srv->warm_start)) {
+    if (!st_idem_warm(srv->app->store, ST__WARM_SLICE, srv->warm_start) && st_idem_warming()) {
         srv->warm_start = false;
         uv_timer_start(t, st__on_sweep, 1, 1000);
         if (now < srv->sweep_due_ms) return;
