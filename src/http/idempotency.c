@@ -12,7 +12,7 @@
  * where about is the user the answer is about, or "", then for a room route's answer 0 and the
  * room's owner bytes. An answer's insert is an append at the B-tree's right edge (one page, not
  * one random page per answer) and the sweep deletes from the left edge; the loop finds an answer
- * by its scope through an index in memory (idem_index.c: 16 bytes an answer), rebuilt after a
+ * by its scope through an index in memory (idem_index.c: a 16-byte slot an answer), rebuilt after a
  * start by a walk of the answers in slices on the loop. Until it is whole a keyed request is 503
  * with Retry-After (nothing is staged: a retry then finds its answer); /healthz and every other
  * request are served meanwhile. The index also rebuilds when the store was written by someone

@@ -335,8 +335,8 @@ int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app)
     srv->m_idem_expired = st_metrics_counter("strata_idempotency_expired_total",
                                              "Idempotency-Key answers deleted after their TTL", "");
     st_metrics_gauge_fn("strata_idempotency_answers",
-                        "Idempotency-Key answers kept, as the index in memory holds them (16 "
-                        "bytes each; -1 while it is being rebuilt after a start)",
+                        "Idempotency-Key answers kept, as the index in memory holds them (a "
+                        "16-byte slot each; -1 while it is being rebuilt after a start)",
                         "", st_idem_gauge, NULL);
     srv->m_rejected = st_metrics_counter("strata_http_connections_rejected_total",
                                          "Connections refused over --max-connections", "");
