@@ -85,10 +85,12 @@ struct st_server {
     st_app_t *app;
     uv_tcp_t listener;
     uv_timer_t sweep;
-    uv_check_t turn;   /* after each poll: the accept budget starts over (server.c) */
-    unsigned accepted; /* connections accepted in this loop iteration */
-    bool accept_held;  /* one is waiting in libuv, which stops polling the listener meanwhile */
-    st_list_t conns;   /* st_conn_t, newest first */
+    uint64_t sweep_due_ms; /* the next second's tick of the sweep (server.c) */
+    bool warm_start;       /* the next tick starts the answers' index (after a start) */
+    uv_check_t turn;       /* after each poll: the accept budget starts over (server.c) */
+    unsigned accepted;     /* connections accepted in this loop iteration */
+    bool accept_held;      /* one is waiting in libuv, which stops polling the listener meanwhile */
+    st_list_t conns;       /* st_conn_t, newest first */
     size_t nconns;
     st_list_t pending;    /* connections with responses waiting: all a durable batch must visit */
     st_list_t xp_closing; /* closed while xp_busy (linked by `link`): closed once it settles */

@@ -152,6 +152,10 @@ int st_http_dispatch(st_app_t *app, const st_http_request_t *req, st_arena_t *ar
         }
         if (c.error_written) {
             /* invalid key: answered above */
+        } else if (idem && rc == ST_EUNAVAIL) {
+            /* the answers' index is being rebuilt (after a start): nothing staged, 503 with
+             * Retry-After, and the retry finds its answer (idempotency.c) */
+            st_ctx_error(&c, rc, "Idempotency-Key answers are being loaded; retry shortly");
         } else if (idem && rc == ST_EIDEMREUSED) {
             st_ctx_error(&c, rc, "this Idempotency-Key was first used with another request");
         } else if (idem && rc == ST_OK) {

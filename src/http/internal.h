@@ -234,8 +234,38 @@ int st__idem_lookup_at(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, in
 int st__idem_record_at(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, int status,
                        const char *body, size_t blen, int64_t now, uint64_t *wait);
 size_t st__idem_sweep_at(st_store_t *s, int64_t ttl_us, size_t budget, int64_t now);
-/* Drops the sweep's per-store state (tests that open another store). */
+/* Drops the sweep's per-store state and the index (tests that open another store). */
 void st__idem_forget(void);
+/* Builds the index of answers a slice of at most `budget` answers at a time (the server's timer,
+ * after a start); true once it agrees with the store. With start false it only goes on with a
+ * rebuild under way (a follower in a group, whose store others write, rebuilds only when it
+ * looks an answer up). */
+bool st_idem_warm(st_store_t *s, size_t budget, bool start);
+/* Whether a rebuild of the index is under way (false when it is whole, or stale and waiting
+ * for a lookup to start one). */
+bool st_idem_warming(void);
+/* /metrics: answers in the index, or -1 while it does not hold them all (arg unused). */
+double st_idem_gauge(void *arg);
+/* Marks the index as disagreeing with the store (a batch was rolled back): rebuilt when needed. */
+void st_idem_stale(void);
+
+/* The index of answers (idem_index.c): a scope's first 8 bytes -> when its answer was created.
+ * Loop thread only; the table is owned by its st_idem_idx_t (st__idx_free). */
+typedef struct {
+    uint64_t tag; /* 0: a free slot */
+    int64_t created;
+} st_idem_slot_t;
+typedef struct {
+    st_idem_slot_t *v;
+    size_t cap, n; /* cap: a power of 2 (0 before the first add) */
+} st_idem_idx_t;
+uint64_t st__idx_tag(const uint8_t scope[32]);
+/* Adds tag -> created unless that very pair is there. */
+void st__idx_add(st_idem_idx_t *x, uint64_t tag, int64_t created);
+/* Up to max creation times recorded under tag (any order); returns how many. */
+size_t st__idx_find(const st_idem_idx_t *x, uint64_t tag, int64_t *out, size_t max);
+void st__idx_del(st_idem_idx_t *x, uint64_t tag, int64_t created);
+void st__idx_free(st_idem_idx_t *x);
 
 /* ---- handlers ---- */
 int st_api_counter_incr(st_ctx_t *c);

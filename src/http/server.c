@@ -191,6 +191,7 @@ static void st__on_durable(st_store_listener_t *l, uint64_t id)
 static void st__on_failed(st_store_listener_t *l, uint64_t first, int err)
 {
     st_server_t *srv = (st_server_t *)((char *)l - offsetof(st_server_t, store_l));
+    st_idem_stale(); /* answers of the failed batches may be in the index */
     srv->walking = true;
     for (ST_LIST_EACH(it, n, &srv->conns)) {
         st_conn_t *c = ST_LIST_ITEM(it, st_conn_t, link);
@@ -265,14 +266,25 @@ static void st__conn_timers(st_conn_t *c, uint64_t now)
     }
 }
 
+#define ST__WARM_SLICE 16384 /* answers indexed per turn of the warm-up (a few ms of loop) */
+
 static void st__on_sweep(uv_timer_t *t)
 {
     st_server_t *srv = t->data;
+    uint64_t now = st__now_ms(srv);
+    /* The Idempotency-Key answers' index, rebuilt after a start (or when a lookup found it
+     * stale): a slice every millisecond until it is whole, the rest of the tick once a second. */
+    if (!st_idem_warm(srv->app->store, ST__WARM_SLICE, srv->warm_start) && st_idem_warming()) {
+        srv->warm_start = false;
+        uv_timer_start(t, st__on_sweep, 1, 1000);
+        if (now < srv->sweep_due_ms) return;
+    }
+    srv->warm_start = false;
+    srv->sweep_due_ms = now + 1000;
     /* Expired Idempotency-Key answers go a bounded slice at a time, so the loop never stalls. */
     size_t gone =
         st_idem_sweep(srv->app->store, (int64_t)srv->app->cfg->idempotency_ttl * 1000000, 2000);
     if (gone) st_metric_add(srv->m_idem_expired, (double)gone);
-    uint64_t now = st__now_ms(srv);
     for (ST_LIST_EACH(l, n, &srv->conns)) {
         st_conn_t *c = ST_LIST_ITEM(l, st_conn_t, link);
         st__conn_timers(c, now);
@@ -322,6 +334,10 @@ int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app)
     srv->m_conns = st_metrics_gauge("strata_http_connections", "Open HTTP connections", "");
     srv->m_idem_expired = st_metrics_counter("strata_idempotency_expired_total",
                                              "Idempotency-Key answers deleted after their TTL", "");
+    st_metrics_gauge_fn("strata_idempotency_answers",
+                        "Idempotency-Key answers kept, as the index in memory holds them (a "
+                        "16-byte slot each; -1 while it is being rebuilt after a start)",
+                        "", st_idem_gauge, NULL);
     srv->m_rejected = st_metrics_counter("strata_http_connections_rejected_total",
                                          "Connections refused over --max-connections", "");
     srv->m_held = st_metrics_counter(
@@ -356,7 +372,8 @@ int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app)
     }
     uv_timer_init(loop, &srv->sweep);
     srv->sweep.data = srv;
-    uv_timer_start(&srv->sweep, st__on_sweep, 1000, 1000);
+    srv->warm_start = true; /* the answers' index: its first slice at once */
+    uv_timer_start(&srv->sweep, st__on_sweep, 0, 1000);
     uv_check_init(loop, &srv->turn);
     srv->turn.data = srv;
     uv_check_start(&srv->turn, st__on_turn);

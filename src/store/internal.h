@@ -65,6 +65,10 @@ typedef struct {
     st_ov_t *head[ST__OV_LEVELS];
     st_ov_t *tail;
     st_ov_t *finger; /* the last entry inserted: keys often come in order (a flush's deletes) */
+    /* the last entry inserted of each first key byte (or one of that byte before it, or NULL):
+     * a key space written in order between other writes (Idempotency-Key answers, by time)
+     * finds its place at once */
+    st_ov_t *by_first[256];
     uint64_t rng;
 } st_ovidx_t;
 

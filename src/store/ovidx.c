@@ -10,10 +10,12 @@
  * entry on average). Level 0 is doubly linked for reverse ranges. Loop thread only.
  *
  * Neither an insert next to the last one (a flush stages thousands of adjacent deletes in one
- * commit) nor a drop searches from the head: an entry's predecessor on level l is the nearest
- * entry before it whose tower is taller than l, found by walking level 0 backwards (expected
- * O(1) steps per level, no key comparisons). A search from the head compared keys with long
- * common prefixes all the way down: a flush's 4,096-key commit took several ms of loop.
+ * commit), or next to the last one of its first key byte (Idempotency-Key answers, keyed by time,
+ * staged between a post's other keys), nor a drop searches from the head: an entry's predecessor on
+ * level l is the nearest entry before it whose tower is taller than l, found by walking level 0
+ * backwards (expected O(1) steps per level, no key comparisons). A search from the head compared
+ * keys with long common prefixes all the way down: a flush's 4,096-key commit took several ms of
+ * loop.
  */
 #include "internal.h"
 
@@ -41,6 +43,15 @@ static unsigned st__level(st_ovidx_t *x)
     return lvl;
 }
 
+/* The entry key goes right after when f is next to key's place (NULL: f is not). */
+static st_ov_t *st__ov_after(st_ov_t *f, const void *key, size_t klen)
+{
+    int c = f ? st__cmp(f, key, klen) : 0;
+    if (c < 0 && (!f->fwd[0] || st__cmp(f->fwd[0], key, klen) > 0)) return f; /* ascending */
+    if (c > 0 && f->prev && st__cmp(f->prev, key, klen) < 0) return f->prev;  /* descending */
+    return NULL;
+}
+
 st_ov_t *st__ov_new(st_store_t *s, const void *key, size_t klen)
 {
     st_ovidx_t *x = &s->ovidx;
@@ -55,12 +66,10 @@ st_ov_t *st__ov_new(st_store_t *s, const void *key, size_t klen)
     e->lvl = (uint8_t)lvl;
     /* the last entry below key on each level (NULL: the head) */
     st_ov_t *upd[ST__OV_LEVELS];
-    st_ov_t *f = x->finger, *after = NULL; /* key goes right after `after` (NULL: no finger) */
-    int c = f ? st__cmp(f, key, klen) : 0;
-    if (c < 0 && (!f->fwd[0] || st__cmp(f->fwd[0], key, klen) > 0))
-        after = f; /* ascending keys */
-    else if (c > 0 && f->prev && st__cmp(f->prev, key, klen) < 0)
-        after = f->prev; /* descending keys */
+    uint8_t first = *(const uint8_t *)key;
+    st_ov_t *after = st__ov_after(x->finger, key, klen); /* NULL: no finger helps */
+    if (!after && x->by_first[first] != x->finger)
+        after = st__ov_after(x->by_first[first], key, klen);
     if (after) {
         st_ov_t *p = after;
         for (unsigned l = 0; l < lvl; l++) {
@@ -90,7 +99,7 @@ st_ov_t *st__ov_new(st_store_t *s, const void *key, size_t klen)
     else
         x->tail = e;
     st_map_insert(&s->overlay, &e->node);
-    x->finger = e;
+    x->finger = x->by_first[first] = e;
     return e;
 }
 
@@ -106,6 +115,9 @@ void st__ov_drop(st_store_t *s, st_ov_t *e)
         *link = e->fwd[l];
     }
     if (x->finger == e) x->finger = e->prev;
+    uint8_t first = (uint8_t)e->key[0];
+    if (x->by_first[first] == e) /* only ever an entry of its byte: a drop finds it here */
+        x->by_first[first] = e->prev && (uint8_t)e->prev->key[0] == first ? e->prev : NULL;
     if (e->fwd[0])
         e->fwd[0]->prev = e->prev;
     else

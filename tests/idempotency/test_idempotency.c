@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for Idempotency-Key answers (src/http/idempotency.c) on a real store: replay and
- * its wait, a key bound to its request, and an expiry sweep that keeps up with any write rate.
+ * its wait, a key bound to its request, and an expiry sweep that keeps up with any write rate;
+ * answers stored in time order with their index in memory, rebuilt after a restart and after
+ * someone else's writes; answers of the format before (format 2) still replayed and swept.
  */
 #include "../test.h"
 #include "../fixture.h"
@@ -28,6 +30,29 @@ static int64_t count(st_store_t *s, char ks)
     uint64_t w = 0;
     CHECK_EQ(st_store_count(s, &ks, 1, &n, &w), ST_OK);
     return n;
+}
+
+/* Writes answer i as a server from before issue 48 did (format 2): 'i' scope -> created, status
+ * with the format bit, the fingerprint of req_of(i, 0), the body; 'x' be64(created) scope ->
+ * about. */
+static void put_v2(st_store_t *s, int i, int64_t created, uint16_t status, const char *body,
+                   const char *about)
+{
+    st_idem_req_t r = req_of(i, 0);
+    uint8_t key[33] = {ST_KS_IDEM}, xkey[41] = {ST_KS_IDEM_EXP};
+    memcpy(key + 1, r.scope, 32);
+    st_be64_put(xkey + 1, (uint64_t)created);
+    memcpy(xkey + 9, r.scope, 32);
+    st_buf_t v = {0};
+    uint16_t st = (uint16_t)(status | 0x8000);
+    st_buf_append(&v, &created, 8);
+    st_buf_append(&v, &st, 2);
+    st_buf_append(&v, r.fp, 32);
+    st_buf_puts(&v, body);
+    uint64_t wait = 0;
+    CHECK_EQ(st_store_put(s, key, sizeof key, v.data, v.len, &wait), ST_OK);
+    CHECK_EQ(st_store_put(s, xkey, sizeof xkey, about, strlen(about), &wait), ST_OK);
+    st_buf_free(&v);
 }
 
 TEST(idempotency_records_replay_until_ttl_and_a_replay_waits_for_the_first_answer)
@@ -125,7 +150,8 @@ TEST(idempotency_sweep_deletes_only_expired_answers_and_spares_a_key_recorded_ag
     fx_settle(&fx, s);
     CHECK_EQ(st__idem_sweep_at(s, ttl, 2000, t0 + ttl - 1), 0); /* nothing is old yet */
     fx_settle(&fx, s);
-    CHECK_EQ(st__idem_sweep_at(s, ttl, 2000, t0 + ttl + 100), 99);
+    /* the 100 first answers, key 5's first one too: its new answer is another record */
+    CHECK_EQ(st__idem_sweep_at(s, ttl, 2000, t0 + ttl + 100), 100);
     fx_settle(&fx, s);
     int status;
     const char *body;
@@ -223,7 +249,7 @@ TEST(idempotency_answers_about_a_user_go_with_its_erasure)
     r20.about_len = 3;
     CHECK_EQ(st__idem_record_at(s, &r20, ttl, 404, "{}", 2, t0 + 100, &wait), ST_OK);
     fx_settle(&fx, s);
-    CHECK_EQ(count(s, ST_KS_IDEM), 11); /* the 404 is kept, naming nobody */
+    CHECK_EQ(count(s, ST_KS_IDEM_EXP), 11); /* the 404 is kept, naming nobody */
     /* the erasure, 4 at a time */
     int slices = 0;
     while (st_http_idem_erase(s, ST_USER("ida", 3), 7, 4)) {
@@ -234,7 +260,6 @@ TEST(idempotency_answers_about_a_user_go_with_its_erasure)
     CHECK_EQ(slices, 2);
     CHECK(!st_http_idem_erase(s, ST_USER("ida", 3), 7,
                               4)); /* the same erasure: its walk stays done */
-    CHECK_EQ(count(s, ST_KS_IDEM), 5);
     CHECK_EQ(count(s, ST_KS_IDEM_EXP), 5);
     r0.gone = NULL;
     CHECK_EQ(st__idem_lookup_at(s, &r0, ttl, t0 + 100, &status, &body, &blen, &w), ST_ENOTFOUND);
@@ -242,14 +267,13 @@ TEST(idempotency_answers_about_a_user_go_with_its_erasure)
     r20.gone = NULL;
     CHECK_EQ(st__idem_lookup_at(s, &r20, ttl, t0 + 200, &status, &body, &blen, &w), ST_OK);
     CHECK_EQ(status, 404);
-    /* an answer from before answers named their user (expiry entry ""), about ida by its path:
-     * replayed unless an erasure of ida was asked for after it */
+    /* a format 2 answer from before answers named their user (expiry entry ""), about ida by
+     * its path: replayed unless an erasure of ida was asked for after it */
     st_idem_req_t old = req_of(30, 0), old2 = req_of(31, 0);
-    CHECK_EQ(st__idem_record_at(s, &old, ttl, 200, "{\"content\":\"y\"}", 15, t0 + 40, &wait),
-             ST_OK);
-    CHECK_EQ(st__idem_record_at(s, &old2, ttl, 200, "{\"content\":\"z\"}", 15, t0 + 60, &wait),
-             ST_OK);
+    put_v2(s, 30, t0 + 40, 200, "{\"content\":\"y\"}", "");
+    put_v2(s, 31, t0 + 60, 200, "{\"content\":\"z\"}", "");
     fx_settle(&fx, s);
+    st__idem_forget(); /* as after the upgrade's restart: format 2 answers are looked for */
     old.about = old2.about = "ida";
     old.about_len = old2.about_len = 3;
     old.gone = old2.gone = erased_ida_at_50;
@@ -268,12 +292,13 @@ TEST(idempotency_answers_about_a_user_go_with_its_erasure)
     fx_settle(&fx, s);
     again.gone = NULL;
     CHECK_EQ(st__idem_lookup_at(s, &again, ttl, t0 + 200, &status, &body, &blen, &w), ST_ENOTFOUND);
-    /* the others' answers expire with their index entries */
-    CHECK_EQ(count(s, ST_KS_IDEM), 7);
+    /* the others' answers expire (format 2's records with their index entries) */
+    CHECK_EQ(count(s, ST_KS_IDEM), 2);
     CHECK_EQ(count(s, ST_KS_IDEM_EXP), 7);
     CHECK_EQ(st__idem_sweep_at(s, ttl, 2000, t0 + ttl + 300), 7);
     fx_settle(&fx, s);
     CHECK_EQ(count(s, ST_KS_IDEM_EXP), 0);
+    CHECK_EQ(count(s, ST_KS_IDEM), 1); /* the marker: no answer of the oldest format left */
     fx_close_store(&fx, s);
     fx_end(&fx);
 }
@@ -317,7 +342,6 @@ TEST(idempotency_answers_about_a_room_go_with_its_deletion)
         while (st_http_idem_erase(s, &erased[e], 7 + (uint64_t)e, 4))
             fx_settle(&fx, s);
         fx_settle(&fx, s);
-        CHECK_EQ(count(s, ST_KS_IDEM), left[e]);
         CHECK_EQ(count(s, ST_KS_IDEM_EXP), left[e]);
     }
     for (int i = 0; i < 6; i++)
@@ -342,7 +366,7 @@ TEST(idempotency_erasure_walk_resumes_across_slices)
         if (i % 1000 == 0) fx_settle(&fx, s);
     }
     fx_settle(&fx, s);
-    CHECK_EQ(count(s, ST_KS_IDEM), 9000);
+    CHECK_EQ(count(s, ST_KS_IDEM_EXP), 9000);
     int slices = 0;
     while (st_http_idem_erase(s, ST_USER("ida", 3), 99, 2)) {
         fx_settle(&fx, s);
@@ -350,8 +374,176 @@ TEST(idempotency_erasure_walk_resumes_across_slices)
     }
     fx_settle(&fx, s);
     CHECK(slices >= 3); /* 9,000 entries: at least three slices of 4,096 */
-    CHECK_EQ(count(s, ST_KS_IDEM), 8991);
     CHECK_EQ(count(s, ST_KS_IDEM_EXP), 8991);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+typedef struct {
+    int n;
+    int64_t last;
+    bool ordered;
+} keys_t;
+
+static int key_visit(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)val, (void)vlen;
+    keys_t *k = arg;
+    int64_t t = klen == 42 ? (int64_t)st_be64_get((const uint8_t *)key + 1) : -1;
+    k->ordered = k->ordered && t > k->last && ((const uint8_t *)key)[41] == 3;
+    k->last = t;
+    k->n++;
+    return 0;
+}
+
+/* Issue 48: an answer is one write, at its time's place ('x' be64(created) scope 3), never a
+ * record under its random scope ('i'): the B-tree takes it at its right edge. */
+TEST(idempotency_an_answer_is_one_write_in_time_order)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = open_store(&fx);
+    const int64_t t0 = 1000000000000LL, ttl = 10000000;
+    uint64_t wait = 0;
+    for (int i = 0; i < 50; i++) { /* scopes in no time order */
+        st_idem_req_t r = req_of((i * 7919) % 50, 0);
+        CHECK_EQ(st__idem_record_at(s, &r, ttl, 201, "{}", 2, t0 + i, &wait), ST_OK);
+    }
+    fx_settle(&fx, s);
+    CHECK_EQ(count(s, ST_KS_IDEM), 0);
+    keys_t k = {.last = 0, .ordered = true};
+    uint8_t x = ST_KS_IDEM_EXP;
+    uint64_t w = 0;
+    CHECK_EQ(st_store_scan(s, &x, 1, key_visit, &k, &w), 0);
+    CHECK_EQ(k.n, 50);
+    CHECK(k.ordered);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+/* After a restart the index is rebuilt from the answers: a lookup indexes a slice and answers
+ * 503 (ST_EUNAVAIL, nothing staged) while more is left, the timer's slices finish it, and then
+ * every answer is found again; the sweep takes expired answers out of the index too. */
+TEST(idempotency_index_is_rebuilt_after_a_restart_and_is_503_until_whole)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = open_store(&fx);
+    const int64_t t0 = 1000000000000LL, ttl = 100000000;
+    uint64_t wait = 0;
+    enum { N = 10000 };
+    for (int i = 0; i < N; i++) {
+        st_idem_req_t r = req_of(i, 0);
+        char body[32];
+        int bl = snprintf(body, sizeof body, "{\"n\":%d}", i);
+        CHECK_EQ(st__idem_record_at(s, &r, ttl, 201, body, (size_t)bl, t0 + i, &wait), ST_OK);
+        if (i % 2000 == 1999) fx_settle(&fx, s);
+    }
+    fx_settle(&fx, s);
+    st__idem_forget(); /* the restart */
+    CHECK(st_idem_gauge(NULL) < 0);
+    int status;
+    const char *body;
+    size_t blen;
+    uint64_t w = 0;
+    st_idem_req_t last = req_of(N - 1, 0), other = req_of(N - 1, 1);
+    CHECK_EQ(st__idem_lookup_at(s, &last, ttl, t0 + N, &status, &body, &blen, &w), ST_EUNAVAIL);
+    CHECK(!st_idem_warm(s, 1000, false)); /* a slice further, not whole yet */
+    int turns = 0;
+    while (!st_idem_warm(s, 1000, false))
+        CHECK(++turns < 10);
+    CHECK_EQ(st_idem_gauge(NULL), N);
+    CHECK_EQ(st__idem_lookup_at(s, &last, ttl, t0 + N, &status, &body, &blen, &w), ST_OK);
+    CHECK_EQ(status, 201);
+    CHECK(blen == 10 && memcmp(body, "{\"n\":9999}", 10) == 0);
+    CHECK_EQ(st__idem_lookup_at(s, &other, ttl, t0 + N, &status, &body, &blen, &w), ST_EIDEMREUSED);
+    st_idem_req_t first = req_of(0, 0);
+    CHECK_EQ(st__idem_lookup_at(s, &first, ttl, t0 + N, &status, &body, &blen, &w), ST_OK);
+    CHECK(blen == 7 && memcmp(body, "{\"n\":0}", 7) == 0);
+    /* the oldest half expires: gone from the store and from the index */
+    CHECK_EQ(st__idem_sweep_at(s, ttl, 2 * N, t0 + ttl + N / 2), N / 2);
+    fx_settle(&fx, s);
+    CHECK_EQ(st_idem_gauge(NULL), N / 2);
+    CHECK_EQ(count(s, ST_KS_IDEM_EXP), N / 2);
+    CHECK_EQ(st__idem_lookup_at(s, &first, 2 * ttl, t0 + N, &status, &body, &blen, &w),
+             ST_ENOTFOUND);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+/* A group's follower applies its leader's answers without this module: its index notices the
+ * store's writes it did not make (st_store_writes_of) and is rebuilt before it is believed, so a
+ * new leader replays what the old one answered. */
+TEST(idempotency_index_follows_answers_written_by_someone_else)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = open_store(&fx);
+    const int64_t t0 = 1000000000000LL, ttl = 10000000;
+    uint64_t wait = 0;
+    int status;
+    const char *body;
+    size_t blen;
+    uint64_t w = 0;
+    st_idem_req_t mine = req_of(1, 0), theirs = req_of(2, 0);
+    CHECK_EQ(st__idem_record_at(s, &mine, ttl, 201, "{}", 2, t0, &wait), ST_OK);
+    CHECK_EQ(st__idem_lookup_at(s, &theirs, ttl, t0 + 5, &status, &body, &blen, &w), ST_ENOTFOUND);
+    /* the leader's answer, as its batch lands in this store */
+    uint8_t key[42] = {ST_KS_IDEM_EXP};
+    st_be64_put(key + 1, (uint64_t)(t0 + 3));
+    memcpy(key + 9, theirs.scope, 32);
+    key[41] = 3;
+    uint8_t v[2 + 32 + 2 + 7] = {0};
+    uint16_t st = 409;
+    memcpy(v, &st, 2);
+    memcpy(v + 2, theirs.fp, 32);
+    memcpy(v + 36, "{\"x\":1}", 7);
+    CHECK_EQ(st_store_put(s, key, sizeof key, v, sizeof v, &wait), ST_OK);
+    fx_settle(&fx, s);
+    w = 0;
+    CHECK_EQ(st__idem_lookup_at(s, &theirs, ttl, t0 + 5, &status, &body, &blen, &w), ST_OK);
+    CHECK_EQ(status, 409);
+    CHECK(blen == 7 && memcmp(body, "{\"x\":1}", 7) == 0);
+    CHECK_EQ(st__idem_lookup_at(s, &mine, ttl, t0 + 5, &status, &body, &blen, &w), ST_OK);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+/* Answers a server from before issue 48 stored (format 2) are replayed, bound to their request,
+ * after the upgrade, and swept with their index entries; then lookups stop looking for them. */
+TEST(idempotency_answers_of_format_2_are_replayed_then_swept)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = open_store(&fx);
+    const int64_t t0 = 1000000000000LL, ttl = 10000000;
+    for (int i = 0; i < 20; i++)
+        put_v2(s, i, t0 + i, 201, "{\"v\":2}", i < 10 ? "ida" : "");
+    fx_settle(&fx, s);
+    st__idem_forget(); /* the upgrade's restart */
+    int status;
+    const char *body;
+    size_t blen;
+    uint64_t w = 0, wait = 0;
+    st_idem_req_t r = req_of(3, 0), r2 = req_of(3, 1);
+    CHECK_EQ(st__idem_lookup_at(s, &r, ttl, t0 + 100, &status, &body, &blen, &w), ST_OK);
+    CHECK_EQ(status, 201);
+    CHECK(blen == 7 && memcmp(body, "{\"v\":2}", 7) == 0);
+    CHECK_EQ(st__idem_lookup_at(s, &r2, ttl, t0 + 100, &status, &body, &blen, &w), ST_EIDEMREUSED);
+    st_idem_req_t fresh = req_of(100, 0);
+    CHECK_EQ(st__idem_record_at(s, &fresh, ttl, 201, "{}", 2, t0 + 50, &wait), ST_OK);
+    fx_settle(&fx, s);
+    /* ida's erasure takes her format 2 answers too */
+    while (st_http_idem_erase(s, ST_USER("ida", 3), 5, 100))
+        fx_settle(&fx, s);
+    fx_settle(&fx, s);
+    CHECK_EQ(st__idem_lookup_at(s, &r, ttl, t0 + 100, &status, &body, &blen, &w), ST_ENOTFOUND);
+    CHECK_EQ(count(s, ST_KS_IDEM), 10);
+    CHECK_EQ(st__idem_sweep_at(s, ttl, 2000, t0 + ttl + 30), 10);
+    fx_settle(&fx, s);
+    CHECK_EQ(count(s, ST_KS_IDEM), 1);     /* the marker: no answer of the oldest format left */
+    CHECK_EQ(count(s, ST_KS_IDEM_EXP), 1); /* the new answer, not expired yet */
+    CHECK_EQ(st__idem_lookup_at(s, &fresh, ttl, t0 + 100, &status, &body, &blen, &w), ST_OK);
     fx_close_store(&fx, s);
     fx_end(&fx);
 }
