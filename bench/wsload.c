@@ -627,6 +627,7 @@ static void on_tick(uv_timer_t *t)
         }
         g.measuring = true;
         g.t0 = now_ns();
+        fprintf(stderr, "wsload: %d streams ready\n", g.ready); /* a profiler may start now */
         g.cpu0 = cpu_secs();
         g.base = g.ws[0].last_value;
         uint64_t ms = (uint64_t)g.seconds * 1000 + g.warmup_ns / 1000000;
