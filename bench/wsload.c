@@ -52,7 +52,7 @@ typedef struct {
     char *buf;
     size_t len, cap;
     bool upgraded, ready;
-    int64_t last_value; /* fanout: last counter value seen */
+    int64_t last_value; /* fanout: last counter value seen; latency: last post stamp seen */
     int idx;            /* its place in g.ws (WSLOAD_USERS names it) */
 } wsconn_t;
 
@@ -85,6 +85,7 @@ static struct {
     double cpu0;        /* the tool's own CPU seconds at t0 */
     uint64_t warmup_ns; /* latency: posts sent before t0 + warmup_ns give no sample */
     uint64_t typing;    /* latency: typing frames received while measuring (bench/typing.sh) */
+    uint64_t dups;      /* latency: frames of a post a subscriber had seen, or out of order */
     int64_t base;       /* fanout: counter value when measuring began */
     uint64_t *seen;     /* fanout: subscribers that saw base + i, a ring of window * 4 */
     size_t ring;
@@ -299,8 +300,13 @@ static void on_value(wsconn_t *c, int64_t val)
 }
 
 /* latency: the frame carries the time its write was sent */
-static void on_sample(uint64_t sent)
+static void on_sample(wsconn_t *c, uint64_t sent)
 {
+    /* each subscriber sees each post once, in order: a repeat (or one out of order) is counted */
+    if ((int64_t)sent <= c->last_value)
+        g.dups++;
+    else
+        c->last_value = (int64_t)sent;
     if (sent < g.t0 + g.warmup_ns) return;
     g.frames++;
     if (g.nlat == g.caplat) {
@@ -356,7 +362,7 @@ static void on_frame(wsconn_t *c, int op, const char *p, size_t n)
     } else if (g.mode == MODE_LATENCY) {
         const char *t = memmem(p, n, "\"content\":\"t", 12);
         if (t)
-            on_sample(strtoull(t + 12, NULL, 10));
+            on_sample(c, strtoull(t + 12, NULL, 10));
         else if (memmem(p, n, "\"type\":\"typing\"", 15) && now_ns() >= g.t0 + g.warmup_ns)
             g.typing++;
     }
@@ -399,7 +405,7 @@ static size_t on_redis(wsconn_t *c)
             if (g.mode == MODE_FANOUT)
                 on_value(c, strtoll(msg, NULL, 10));
             else if (g.mode == MODE_LATENCY)
-                on_sample(strtoull(msg + 1, NULL, 10));
+                on_sample(c, strtoull(msg + 1, NULL, 10));
             else if (g.mode == MODE_LAST)
                 on_last(strtoull(msg + 1, NULL, 10));
         }
@@ -546,10 +552,11 @@ static void report(void)
          * latency it measures */
         double cpu = cpu_secs() - g.cpu0;
         printf("%slatency conns=%d rate=%.0f posts=%" PRIu64 " samples=%zu p50_ms=%.3f "
-               "p99_ms=%.3f max_ms=%.3f typing_frames=%" PRIu64 " client_cpu=%.2f%s\n",
+               "p99_ms=%.3f max_ms=%.3f typing_frames=%" PRIu64 " dups=%" PRIu64
+               " client_cpu=%.2f%s\n",
                g.redis ? "redis-" : "", g.conns, g.rate, g.post.sent, g.nlat,
                (double)g.lat[g.nlat / 2] / 1e6, (double)g.lat[g.nlat * 99 / 100] / 1e6,
-               (double)g.lat[g.nlat - 1] / 1e6, g.typing, secs > 0 ? cpu / secs : 0, scpu);
+               (double)g.lat[g.nlat - 1] / 1e6, g.typing, g.dups, secs > 0 ? cpu / secs : 0, scpu);
     } else if (g.mode == MODE_LAST) {
         if (!g.done) die("no post reached every subscriber", 0);
         uint64_t *v = malloc((size_t)g.done * sizeof *v);
@@ -676,6 +683,7 @@ int main(int argc, char **argv)
     snprintf(g.name, sizeof g.name, "wsload-%s-%u", argv[1], (unsigned)(now_ns() % 1000000));
     g.room = g.mode != MODE_FANOUT && !g.redis ? getenv("WSLOAD_ROOM") : NULL;
     g.users = g.room ? getenv("WSLOAD_USERS") : NULL;
+    if (g.users && !*g.users) g.users = NULL; /* set but empty: anonymous readers */
     const char *cpid = getenv("WSLOAD_CPU_PID");
     g.cpu_pid = cpid ? atoi(cpid) : 0;
     g.srv_cpu0 = -1;
