@@ -107,20 +107,22 @@ last_strata() { WSLOAD_ROOM=$big WSLOAD_USERS=m ws "$1" strata "$spid" last "$po
 last_redis() { ws "$1" redis "$rpid" redis-last "$rport" "$SUBS" "$DURATION" "$POSTS"; }
 rate_strata() { WSLOAD_ROOM=$big WSLOAD_USERS=m ws "$1" strata "$spid" latency "$port" "$SUBS" "$DURATION" "$RATE"; }
 rate_redis() { ws "$1" redis "$rpid" redis-latency "$rport" "$SUBS" "$DURATION" "$RATE"; }
-# idle SUBS streams for 3 s: RSS of the server after they are ready less before, per stream
+# SUBS idle streams: RSS of the server once they are all ready and it went quiet (settle: the
+# presence frames of their opening sent), less before, per stream
 mem() {
   local round=$1 side=$2 pid=$3 before after anon0 anon1 lp; shift 3
   settle "$pid"
   before=$(rss_kib "$pid")
   anon0=$(rss_kib "$pid" RssAnon)
-  "$LOAD" "$@" "$SUBS" 3 >"$work/idle.txt" &
+  "$LOAD" "$@" "$SUBS" 600 >"$work/idle.txt" &
   lp=$!
   for _ in $(seq 1200); do grep -q ready "$work/idle.txt" && break; sleep 0.1; done
   grep -q ready "$work/idle.txt" || die "$side: $SUBS idle streams never all ready"
-  sleep 1
+  settle "$pid"
   after=$(rss_kib "$pid")
   anon1=$(rss_kib "$pid" RssAnon)
-  wait "$lp" || die "wsload $* failed"
+  kill "$lp"
+  wait "$lp" 2>/dev/null || true
   # per_conn_kib from VmRSS (as bench/streams.sh); anon_per_conn_kib leaves out file pages (the
   # store's mapped pages the members' checks read)
   awk -v s="$side" -v b="$before" -v a="$after" -v n="$SUBS" -v r="$round" -v a0="$anon0" -v a1="$anon1" \
@@ -168,8 +170,9 @@ cpu_per() { # KIND DIVISOR-KEY|-POSTS
     END { for (r = 1; r in out; r++) printf "%s ", out[r] }' "$work/out.txt"; }
 P="Redis 7 pub/sub, $SUBS SUBSCRIBErs of one channel (not durable: --appendonly no)"
 I="interleaved, first side alternating"
-M=$(printf "%'d" "$MEMBERS" 2>/dev/null || echo "$MEMBERS")
-S=$(printf "%'d" "$SUBS" 2>/dev/null || echo "$SUBS")
+commas() { sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|,\)/\1,\2\3/' -e 'ta' <<<"$1"; } # 100000 → 100,000
+M=$(commas "$MEMBERS")
+S=$(commas "$SUBS")
 row "one post → its frame at the last of $S connected members, room of $M members: median over $POSTS single posts" \
   "$(kv last last_p50_ms)" "ms" "a frame leaves once the post is fsync'd; members named in their streams (presence on)" \
   "$P" "$(kv redis-last last_p50_ms)" "one PUBLISH → the last of $S subscribers; $I" "" \
