@@ -11,8 +11,8 @@
 #           time from its send to its frame at the last of the SUBS subscribers; the median over
 #           the posts (wsload last) — against one PUBLISH reaching the last of SUBS subscribers;
 #   rate    posts at RATE (10) per second for DURATION: every frame's p50/p99 (wsload latency);
-#   memory  RSS after − before SUBS idle room streams (wsload idle), per stream; Redis: per
-#           subscriber;
+#   memory  RSS once SUBS idle room streams (wsload idle) are ready and the server went quiet,
+#           less before, per stream (both servers restarted first); Redis: per subscriber;
 #   post    durable 1 KiB posts (wrk -c64, bench/roompost.lua) to the 100,000-member room and to a
 #           10-member room in turns, no stream open: a post's cost must not grow with the members.
 # The SUBS subscribers are members m0…m(SUBS-1), each naming itself ("user" in the subscribe frame,
