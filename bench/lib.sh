@@ -270,13 +270,15 @@ redis_timed() {
 
 # ---- recording a run ----
 # row BENCHMARK STRATA_VALUES UNIT STRATA_NOTE PEER PEER_VALUES PEER_NOTE [PEER_UNIT]
-#     [STRATA_CPU PEER_CPU OP [STRATA_CONFLICTS PEER_CONFLICTS]]
+#     [STRATA_CPU PEER_CPU OP [STRATA_CONFLICTS PEER_CONFLICTS [RATIO]]]
 # VALUES: one figure per round, space-separated, in round order on both sides (the ratio is taken
 # per round, strata's round i over the peer's round i); PEER/PEER_VALUES empty when there is no
 # peer; PEER_UNIT defaults to UNIT. STRATA_CPU/PEER_CPU: µs of server CPU per operation, one per
 # round; OP names the operation ("2xx answer", "committed tx", "frame"). *_CONFLICTS: answers the
 # workload expects to lose (bookings' 409s) per second, one per round: their own column, never in
-# the throughput or the ratio. out_write records the
+# the throughput or the ratio. The ratio is taken for rates (units ending in /s); RATIO "ratio"
+# takes it for a row of another unit too when both sides have the same one (a time or a size:
+# there strata is ahead below 1.0, bench/bigroom.sh). out_write records the
 # values with their median and range (min–max), and the same of the ratio, for bench/table.py.
 rows_file=$work/rows.tsv
 row() { local IFS=$'\t'; echo "$*" >>"$rows_file"; }
@@ -315,11 +317,12 @@ def stats(v):
     return {"median": statistics.median(v), "min": min(v), "max": max(v), "values": v} if v else None
 rows = []
 for line in open(rows_path):
-    f = line.rstrip("\n").split("\t") + [""] * 13
+    f = line.rstrip("\n").split("\t") + [""] * 14
     sv, pv = vals(f[1]), vals(f[5])
     unit, punit = f[2], f[7] or f[2]
     ratio = None
-    if sv and pv and len(sv) == len(pv) and unit.endswith("/s") and punit.endswith("/s") and all(pv):
+    rated = (unit.endswith("/s") and punit.endswith("/s")) or (f[13] == "ratio" and unit == punit)
+    if sv and pv and len(sv) == len(pv) and rated and all(pv):
         ratio = stats([round(a / b, 4) for a, b in zip(sv, pv)])
     sc, pc = vals(f[8]), vals(f[9])
     rows.append({"benchmark": f[0], "unit": unit, "strata": stats(sv), "strata_note": f[3],

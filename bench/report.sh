@@ -7,8 +7,8 @@
 # marker comments. Nothing in them is typed by hand.
 #   bench/report.sh                          (DURATION=10 s per side, ROUNDS=3; every script)
 #   DURATION=10 bench/report.sh run chat     (only those; the others keep their last record)
-# A full run (DURATION=10, ROUNDS=3, every script) takes about 26 minutes: auth ~1, run ~3, seats ~3,
-# chat ~5, streams ~9, cluster ~3, plus installing and building once.
+# A full run (DURATION=10, ROUNDS=3, every script) takes about 38 minutes: auth ~1, run ~3, seats ~3,
+# chat ~5, streams ~9, cluster ~3, bigroom ~12, plus installing and building once.
 # Each script first waits (up to LOAD_WAIT=300 s) for the 1-minute load average to fall to
 # LOAD_MAX (0.5 per core), the previous script's own load included, and refuses to record a run
 # during which the machine spent above FOREIGN_MAX (10) % of its CPU outside the bench (bench/lib.sh).
@@ -26,7 +26,7 @@ if [ -n "$(git status --porcelain -- . ':!bench/out')" ] && [ "${ALLOW_DIRTY:-}"
 fi
 [ "$ROUNDS" -ge 3 ] || echo "bench/report.sh: ROUNDS=$ROUNDS: fewer than 3 rounds is a smoke run (so marked in the table)" >&2
 scripts=("$@")
-[ ${#scripts[@]} -gt 0 ] || scripts=(run seats chat streams cluster auth)
+[ ${#scripts[@]} -gt 0 ] || scripts=(run seats chat streams cluster auth bigroom)
 t0=$(date +%s)
 for s in "${scripts[@]}"; do
   echo "== bench/$s.sh (DURATION=$DURATION ROUNDS=$ROUNDS), $(date -u +%T)"

@@ -22,7 +22,7 @@
 import glob, json, os, re, statistics, subprocess, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ORDER = ["run", "seats", "chat", "streams", "cluster", "auth"]
+ORDER = ["run", "seats", "chat", "streams", "cluster", "auth", "bigroom"]
 BEGIN = "<!-- bench-table:begin (written by bench/table.py from bench/out/*.json; do not edit by hand) -->"
 END = "<!-- bench-table:end -->"
 FIG = re.compile(r"<!-- fig:([a-z0-9-]+) -->(.*?)<!-- /fig -->", re.S)

@@ -253,8 +253,42 @@ class Turns(unittest.TestCase):
         self.assertEqual(out[1].split(), ["a1", "b1", "b2", "a2"])
 
     def test_scripts_use_turns(self):
-        for s in ("run", "seats", "chat", "streams", "cluster", "auth"):
+        for s in ("run", "seats", "chat", "streams", "cluster", "auth", "bigroom"):
             self.assertIn("turns \"$round\"", read(os.path.join(ROOT, "bench", s + ".sh")), s)
+
+
+class RowRatio(unittest.TestCase):
+    """bench/lib.sh's row: a ratio for rates, and for a time or size row only when the row asks
+    for it (RATIO "ratio", bench/bigroom.sh) with the same unit on both sides"""
+
+    def record(self, rows):
+        lib = read(os.path.join(ROOT, "bench", "lib.sh"))
+        body = lib.split("out_write() {", 1)[1]
+        py = body.split("<<'PY'\n", 1)[1].split("\nPY\n", 1)[0]
+        d = tempfile.mkdtemp()
+        try:
+            with open(os.path.join(d, "rows.tsv"), "w") as f:
+                for r in rows:
+                    f.write("\t".join(r) + "\n")
+            out = subprocess.run([sys.executable, "-", "t", "cmd", os.path.join(d, "rows.tsv"), "0.1", "0.2", "0",
+                                  "1", "1", "10", "0", "0", "raw", ""], input=py, capture_output=True, text=True,
+                                 cwd=ROOT, check=True).stdout
+        finally:
+            shutil.rmtree(d)
+        return {x["benchmark"]: x["ratio"] for x in json.loads(out)["rows"]}
+
+    def test_ratio_only_where_it_means_something(self):
+        p = "peer"
+        got = self.record([
+            ["rate", "10 20", "req/s", "", p, "5 10", ""],
+            ["time asked", "30 60", "ms", "", p, "60 60", "", "", "", "", "", "", "", "ratio"],
+            ["time not asked", "30 60", "ms", "", p, "60 60", ""],
+            ["units differ", "30 60", "ms", "", p, "60 60", "", "s", "", "", "", "", "", "ratio"],
+        ])
+        self.assertEqual(got["rate"]["values"], [2.0, 2.0])
+        self.assertEqual(got["time asked"]["values"], [0.5, 1.0])
+        self.assertIsNone(got["time not asked"])
+        self.assertIsNone(got["units differ"])
 
 
 class Bookflat(unittest.TestCase):

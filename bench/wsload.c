@@ -9,17 +9,28 @@
  *           its send time; reports insert -> notification latency p50/p99/max over all frames
  *           (and typing_frames: the room's typing frames received meanwhile, bench/typing.sh).
  *   idle    N conns with one subscription each, then holds them for --seconds and exits.
+ *   last    N conns on one conversation (or room); POSTS (default 20) single posts spaced evenly
+ *           over SECONDS, each carrying its send time; per post, the time its frame reached the
+ *           LAST of the N subscribers (max over them of receive - send); reports the median,
+ *           min and max of those over the posts (bench/bigroom.sh). A post waits until the
+ *           previous one reached every subscriber (at most 10 s more), so no two overlap.
  *
- * With a "redis-" prefix (redis-fanout, redis-latency) the same work runs against Redis pub/sub
- * on PORT: SUBSCRIBE per connection, PUBLISH from the writer, as the side-by-side peer.
+ * With a "redis-" prefix (redis-fanout, redis-latency, redis-last, redis-idle) the same work runs
+ * against Redis pub/sub on PORT: SUBSCRIBE per connection, PUBLISH from the writer, as the
+ * side-by-side peer.
  *
- * usage: strata-wsload [redis-]MODE PORT[:POSTPORT] CONNS SECONDS [RATE|WINDOW]
- * WSLOAD_ROOM=ID (latency): the conns subscribe to room ID (topic room) and the posts go to
- * POST /v1/rooms/ID/messages as "bench" (the room must exist with bench among its members).
+ * usage: strata-wsload [redis-]MODE PORT[:POSTPORT] CONNS SECONDS [RATE|WINDOW|POSTS]
+ * WSLOAD_ROOM=ID (latency, last, idle): the conns subscribe to room ID (topic room) and the posts
+ * go to POST /v1/rooms/ID/messages as "bench" (the room must exist with bench among its members).
+ * WSLOAD_USERS=PREFIX (with WSLOAD_ROOM): conn i subscribes as member PREFIXi ("user" in the
+ * subscribe frame: checked to be a member, and online in the room's presence).
  * WSLOAD_WARMUP_MS=MS (latency): posting starts when every stream is ready, as always, but the
  * frames of posts sent in the first MS ms are not samples (nor are typing frames then): what the
  * streams' opening left queued (presence and replay frames, a backlog the server is still
  * writing) drains before the measure; the run is MS ms longer. Default 0.
+ * WSLOAD_CPU_PID=PID (latency, last): also reports server_cpu_s, the CPU (user + system, all its
+ * threads, /proc/PID/stat) process PID used from the first post that gives samples to the report:
+ * the server's cost of the measured posts alone, without the streams' opening.
  * With POSTPORT, the streams are opened on PORT and the writes go to POSTPORT (a follower of a
  * replicated group and its leader: the frames a follower sends for what it applied).
  * The client writes masked frames with a zero mask key (valid per RFC 6455, and cheap).
@@ -31,16 +42,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <uv.h>
 
-typedef enum { MODE_FANOUT, MODE_LATENCY, MODE_IDLE } mode_t_;
+typedef enum { MODE_FANOUT, MODE_LATENCY, MODE_IDLE, MODE_LAST } mode_t_;
 
 typedef struct {
     uv_tcp_t tcp;
     char *buf;
     size_t len, cap;
     bool upgraded, ready;
-    int64_t last_value; /* fanout: last counter value seen */
+    int64_t last_value; /* fanout: last counter value seen; latency: last post stamp seen */
+    int idx;            /* its place in g.ws (WSLOAD_USERS names it) */
 } wsconn_t;
 
 typedef struct {
@@ -48,7 +61,14 @@ typedef struct {
     char *buf;
     size_t len, cap;
     uint64_t sent, answered;
+    int state; /* 0: not opened, 1: connecting, 2: open */
 } poster_t;
+
+/* last: one single post and when its frame reached the subscribers */
+typedef struct {
+    uint64_t sent_ns, last_ns; /* send time, the latest receive time so far */
+    int got;                   /* subscribers that received it */
+} lastpost_t;
 
 static struct {
     uv_loop_t *loop;
@@ -62,9 +82,10 @@ static struct {
     uv_timer_t tick, stop;
     bool measuring;
     uint64_t t0, frames;
-    double cpu0; /* the tool's own CPU seconds at t0 */
+    double cpu0;        /* the tool's own CPU seconds at t0 */
     uint64_t warmup_ns; /* latency: posts sent before t0 + warmup_ns give no sample */
     uint64_t typing;    /* latency: typing frames received while measuring (bench/typing.sh) */
+    uint64_t dups;      /* latency: frames of a post a subscriber had seen, or out of order */
     int64_t base;       /* fanout: counter value when measuring began */
     uint64_t *seen;     /* fanout: subscribers that saw base + i, a ring of window * 4 */
     size_t ring;
@@ -72,7 +93,13 @@ static struct {
     uint64_t *lat;    /* latency samples, ns */
     size_t nlat, caplat;
     char name[64];
-    const char *room; /* latency on a room (WSLOAD_ROOM): topic room, posts to the room */
+    const char *room;         /* latency on a room (WSLOAD_ROOM): topic room, posts to the room */
+    const char *users;        /* WSLOAD_USERS: conn i subscribes as PREFIXi */
+    lastpost_t *posts;        /* last: the single posts, g.nposts planned */
+    int nposts, done;         /* done: posts every subscriber received */
+    uint64_t gap_ns, next_ns; /* last: spacing of the posts, when the next is due */
+    int cpu_pid;              /* WSLOAD_CPU_PID: the server whose CPU is reported */
+    double srv_cpu0;          /* its CPU seconds when the measured posts began (< 0: not yet) */
 } g;
 
 static void die(const char *what, int rc)
@@ -139,17 +166,41 @@ static uint64_t now_ns(void)
     return uv_hrtime();
 }
 
+/* CPU seconds (user + system, every thread) process g.cpu_pid used so far. */
+static double srv_cpu(void)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", g.cpu_pid);
+    FILE *f = fopen(path, "r");
+    if (!f) die("WSLOAD_CPU_PID: no such process", 0);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        die("WSLOAD_CPU_PID: unreadable stat", 0);
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The measured posts begin: the server's CPU from here on is theirs. */
+static void srv_cpu_mark(void)
+{
+    if (g.cpu_pid && g.srv_cpu0 < 0) g.srv_cpu0 = srv_cpu();
+}
+
 /* ---- the writer: one keep-alive HTTP connection ---- */
 
 static void post_one(void)
 {
     char req[512], body[256];
     int bl;
+    uint64_t stamp = 0; /* the send time the post carries */
     if (g.redis) {
         if (g.mode == MODE_FANOUT)
             snprintf(req, sizeof req, "PUBLISH %s %" PRIu64 "\r\n", g.name, g.post.sent + 1);
         else
-            snprintf(req, sizeof req, "PUBLISH %s t%" PRIu64 "\r\n", g.name, now_ns());
+            snprintf(req, sizeof req, "PUBLISH %s t%" PRIu64 "\r\n", g.name, stamp = now_ns());
     } else if (g.mode == MODE_FANOUT) {
         bl = snprintf(body, sizeof body, "{}");
         snprintf(req, sizeof req,
@@ -158,7 +209,7 @@ static void post_one(void)
                  g.name, bl, body);
     } else if (g.room) {
         bl = snprintf(body, sizeof body, "{\"from\":\"bench\",\"content\":\"t%" PRIu64 "\"}",
-                      now_ns());
+                      stamp = now_ns());
         snprintf(req, sizeof req,
                  "POST /v1/rooms/%s/messages HTTP/1.1\r\nHost: b\r\nContent-Type: "
                  "application/json\r\nContent-Length: %d\r\n\r\n%s",
@@ -167,12 +218,16 @@ static void post_one(void)
         bl = snprintf(body, sizeof body,
                       "{\"conversation_id\":\"room\",\"from\":\"bench\",\"content\":\"t%" PRIu64
                       "\"}",
-                      now_ns());
+                      stamp = now_ns());
         snprintf(req, sizeof req,
                  "POST /v1/users/%s/messages HTTP/1.1\r\nHost: b\r\nContent-Type: "
                  "application/json\r\nContent-Length: %d\r\n\r\n%s",
                  g.name, bl, body);
     }
+    if (g.mode == MODE_LAST && g.post.sent < (uint64_t)g.nposts)
+        g.posts[g.post.sent].sent_ns = stamp;
+    if (g.mode == MODE_LAST || (g.mode == MODE_LATENCY && stamp >= g.t0 + g.warmup_ns))
+        srv_cpu_mark();
     g.post.sent++;
     send_bytes((uv_stream_t *)&g.post.tcp, req, strlen(req));
 }
@@ -218,6 +273,7 @@ static void on_post_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 static void on_post_connect(uv_connect_t *r, int status)
 {
     if (status) die("writer connect", status);
+    g.post.state = 2;
     uv_read_start(r->handle, on_alloc, on_post_read);
     free(r);
 }
@@ -244,8 +300,13 @@ static void on_value(wsconn_t *c, int64_t val)
 }
 
 /* latency: the frame carries the time its write was sent */
-static void on_sample(uint64_t sent)
+static void on_sample(wsconn_t *c, uint64_t sent)
 {
+    /* each subscriber sees each post once, in order: a repeat (or one out of order) is counted */
+    if ((int64_t)sent <= c->last_value)
+        g.dups++;
+    else
+        c->last_value = (int64_t)sent;
     if (sent < g.t0 + g.warmup_ns) return;
     g.frames++;
     if (g.nlat == g.caplat) {
@@ -253,6 +314,25 @@ static void on_sample(uint64_t sent)
         g.lat = realloc(g.lat, g.caplat * sizeof *g.lat);
     }
     g.lat[g.nlat++] = now_ns() - sent;
+}
+
+static void last_next(void);
+
+/* last: a frame of single post `sent` reached one more subscriber */
+static void on_last(uint64_t sent)
+{
+    uint64_t now = now_ns();
+    for (int i = (int)g.post.sent - 1; i >= 0; i--) {
+        lastpost_t *lp = &g.posts[i];
+        if (lp->sent_ns != sent) continue;
+        g.frames++;
+        lp->last_ns = now;
+        if (++lp->got == g.conns) {
+            g.done++;
+            last_next();
+        }
+        return;
+    }
 }
 
 static void on_frame(wsconn_t *c, int op, const char *p, size_t n)
@@ -276,10 +356,13 @@ static void on_frame(wsconn_t *c, int op, const char *p, size_t n)
     if (g.mode == MODE_FANOUT) {
         const char *v = memmem(p, n, "\"value\":", 8);
         if (v) on_value(c, strtoll(v + 8, NULL, 10));
+    } else if (g.mode == MODE_LAST) {
+        const char *t = memmem(p, n, "\"content\":\"t", 12);
+        if (t) on_last(strtoull(t + 12, NULL, 10));
     } else if (g.mode == MODE_LATENCY) {
         const char *t = memmem(p, n, "\"content\":\"t", 12);
         if (t)
-            on_sample(strtoull(t + 12, NULL, 10));
+            on_sample(c, strtoull(t + 12, NULL, 10));
         else if (memmem(p, n, "\"type\":\"typing\"", 15) && now_ns() >= g.t0 + g.warmup_ns)
             g.typing++;
     }
@@ -322,7 +405,9 @@ static size_t on_redis(wsconn_t *c)
             if (g.mode == MODE_FANOUT)
                 on_value(c, strtoll(msg, NULL, 10));
             else if (g.mode == MODE_LATENCY)
-                on_sample(strtoull(msg + 1, NULL, 10));
+                on_sample(c, strtoull(msg + 1, NULL, 10));
+            else if (g.mode == MODE_LAST)
+                on_last(strtoull(msg + 1, NULL, 10));
         }
     }
 }
@@ -345,20 +430,21 @@ static void on_ws_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         if (strncmp(c->buf, "HTTP/1.1 101", 12) != 0) die("upgrade refused", 0);
         c->upgraded = true;
         off = (size_t)(end - c->buf) + 4;
-        char sub[256];
-        int sl = g.mode == MODE_FANOUT || g.mode == MODE_IDLE
+        char sub[256], who[96] = "";
+        if (g.users) snprintf(who, sizeof who, ",\"user\":\"%s%d\"", g.users, c->idx);
+        int sl = g.room ? snprintf(sub, sizeof sub,
+                                   "{\"type\":\"subscribe\",\"id\":\"s\",\"topic\":\"room\","
+                                   "\"room_id\":\"%s\"%s}",
+                                   g.room, who)
+                 : g.mode == MODE_FANOUT || g.mode == MODE_IDLE
                      ? snprintf(sub, sizeof sub,
                                 "{\"type\":\"subscribe\",\"id\":\"s\",\"topic\":\"counter\","
                                 "\"name\":\"%s\"}",
                                 g.name)
-                 : g.room ? snprintf(sub, sizeof sub,
-                                     "{\"type\":\"subscribe\",\"id\":\"s\",\"topic\":\"room\","
-                                     "\"room_id\":\"%s\"}",
-                                     g.room)
-                          : snprintf(sub, sizeof sub,
-                                     "{\"type\":\"subscribe\",\"id\":\"s\",\"topic\":\"messages\","
-                                     "\"user\":\"%s\",\"conversation_id\":\"room\"}",
-                                     g.name);
+                     : snprintf(sub, sizeof sub,
+                                "{\"type\":\"subscribe\",\"id\":\"s\",\"topic\":\"messages\","
+                                "\"user\":\"%s\",\"conversation_id\":\"room\"}",
+                                g.name);
         ws_send(c, 1, sub, (size_t)sl);
     }
     for (;;) {
@@ -426,6 +512,7 @@ static void connect_more(void)
 {
     while (g.connecting < 128 && g.next_conn < g.conns) {
         g.connecting++;
+        g.ws[g.next_conn].idx = g.next_conn;
         tcp_connect(&g.ws[g.next_conn++].tcp, g.port, on_ws_connect);
     }
 }
@@ -450,6 +537,9 @@ static int cmp_u64(const void *a, const void *b)
 static void report(void)
 {
     double secs = (double)(now_ns() - g.t0) / 1e9;
+    char scpu[64] = "";
+    if (g.cpu_pid && g.srv_cpu0 >= 0)
+        snprintf(scpu, sizeof scpu, " server_cpu_s=%.2f", srv_cpu() - g.srv_cpu0);
     if (g.mode == MODE_FANOUT) {
         printf("%sfanout conns=%d window=%.0f seconds=%.2f changes=%" PRId64 " frames=%" PRIu64
                " frames_per_sec=%.0f\n",
@@ -462,12 +552,33 @@ static void report(void)
          * latency it measures */
         double cpu = cpu_secs() - g.cpu0;
         printf("%slatency conns=%d rate=%.0f posts=%" PRIu64 " samples=%zu p50_ms=%.3f "
-               "p99_ms=%.3f max_ms=%.3f typing_frames=%" PRIu64 " client_cpu=%.2f\n",
+               "p99_ms=%.3f max_ms=%.3f typing_frames=%" PRIu64 " dups=%" PRIu64
+               " client_cpu=%.2f%s\n",
                g.redis ? "redis-" : "", g.conns, g.rate, g.post.sent, g.nlat,
                (double)g.lat[g.nlat / 2] / 1e6, (double)g.lat[g.nlat * 99 / 100] / 1e6,
-               (double)g.lat[g.nlat - 1] / 1e6, g.typing, secs > 0 ? cpu / secs : 0);
+               (double)g.lat[g.nlat - 1] / 1e6, g.typing, g.dups, secs > 0 ? cpu / secs : 0, scpu);
+    } else if (g.mode == MODE_LAST) {
+        if (!g.done) die("no post reached every subscriber", 0);
+        uint64_t *v = malloc((size_t)g.done * sizeof *v);
+        for (int i = 0; i < g.done; i++)
+            v[i] = g.posts[i].last_ns - g.posts[i].sent_ns;
+        qsort(v, (size_t)g.done, sizeof *v, cmp_u64);
+        double cpu = cpu_secs() - g.cpu0;
+        /* the median of an even count: the mean of the middle two */
+        double med = g.done % 2 ? (double)v[g.done / 2]
+                                : ((double)v[g.done / 2 - 1] + (double)v[g.done / 2]) / 2;
+        printf("%slast conns=%d posts=%d complete=%d frames=%" PRIu64
+               " last_p50_ms=%.3f last_min_ms=%.3f last_max_ms=%.3f client_cpu=%.2f%s\n",
+               g.redis ? "redis-" : "", g.conns, g.nposts, g.done, g.frames, med / 1e6,
+               (double)v[0] / 1e6, (double)v[g.done - 1] / 1e6, secs > 0 ? cpu / secs : 0, scpu);
+        free(v);
+        if (g.done < g.nposts) {
+            fprintf(stderr, "wsload: %d of %d posts never reached every subscriber\n",
+                    g.nposts - g.done, g.nposts);
+            exit(1);
+        }
     } else {
-        printf("idle conns=%d ready=%d\n", g.conns, g.ready);
+        printf("%sidle conns=%d ready=%d\n", g.redis ? "redis-" : "", g.conns, g.ready);
     }
     fflush(stdout);
     exit(0);
@@ -479,24 +590,64 @@ static void on_stop(uv_timer_t *t)
     report();
 }
 
+/* last: the next single post once the previous reached everyone and its time came; after the
+ * last one, the report */
+static void on_last_due(uv_timer_t *t)
+{
+    (void)t;
+    last_next();
+}
+
+static void last_next(void)
+{
+    if ((int)g.post.sent > g.done) return; /* one still on its way */
+    if (g.done == g.nposts) {
+        report();
+        return;
+    }
+    uint64_t now = now_ns();
+    if (now < g.next_ns) {
+        uv_timer_start(&g.tick, on_last_due, (g.next_ns - now) / 1000000 + 1, 0);
+        return;
+    }
+    g.next_ns = now + g.gap_ns;
+    uv_timer_start(&g.stop, on_stop, 10000,
+                   0); /* 10 s for it to reach everyone, or report() fails */
+    post_one();
+}
+
 static void on_tick(uv_timer_t *t)
 {
     (void)t;
     if (!g.measuring) {
         if (g.ready < g.conns) return;
+        /* the writer opens once the streams are: an opening that takes long (a room's presence)
+         * must not leave it idle past the server's idle timeout */
+        if (g.post.state == 0) {
+            g.post.state = 1;
+            tcp_connect(&g.post.tcp, g.post_port, on_post_connect);
+        }
+        if (g.post.state < 2) return;
         if (g.mode == MODE_IDLE) {
             printf("ready %d\n", g.ready);
             fflush(stdout);
         }
         g.measuring = true;
         g.t0 = now_ns();
+        fprintf(stderr, "wsload: %d streams ready\n", g.ready); /* a profiler may start now */
         g.cpu0 = cpu_secs();
         g.base = g.ws[0].last_value;
-        uv_timer_start(&g.stop, on_stop, (uint64_t)g.seconds * 1000 + g.warmup_ns / 1000000, 0);
+        uint64_t ms = (uint64_t)g.seconds * 1000 + g.warmup_ns / 1000000;
+        if (g.mode == MODE_LAST) { /* the first post after one gap (and the warm-up) */
+            g.next_ns = g.t0 + g.warmup_ns + g.gap_ns;
+            ms = (g.warmup_ns + g.gap_ns) / 1000000 + 10000; /* each post restarts it */
+            uv_timer_start(&g.tick, on_last_due, (g.warmup_ns + g.gap_ns) / 1000000, 0);
+        }
+        uv_timer_start(&g.stop, on_stop, ms, 0);
         if (g.mode == MODE_FANOUT) fanout_pump();
         if (g.mode == MODE_LATENCY)
             uv_timer_start(&g.tick, on_tick, 0, 1); /* 1 ms ticks pace the posts */
-        else
+        else if (g.mode != MODE_LAST)
             uv_timer_stop(&g.tick);
         return;
     }
@@ -510,7 +661,8 @@ int main(int argc, char **argv)
 {
     if (argc < 5) {
         fprintf(stderr,
-                "usage: %s [redis-]fanout|latency|idle PORT[:POSTPORT] CONNS SECONDS [RATE]\n",
+                "usage: %s [redis-]fanout|latency|last|idle PORT[:POSTPORT] CONNS SECONDS "
+                "[RATE|WINDOW|POSTS]\n",
                 argv[0]);
         return 2;
     }
@@ -519,6 +671,7 @@ int main(int argc, char **argv)
     if (g.redis) mode += 6;
     g.mode = strcmp(mode, "fanout") == 0    ? MODE_FANOUT
              : strcmp(mode, "latency") == 0 ? MODE_LATENCY
+             : strcmp(mode, "last") == 0    ? MODE_LAST
                                             : MODE_IDLE;
     g.port = atoi(argv[2]);
     const char *pp = strchr(argv[2], ':');
@@ -526,17 +679,28 @@ int main(int argc, char **argv)
     g.conns = atoi(argv[3]);
     g.seconds = atoi(argv[4]);
     g.rate = argc > 5 ? atof(argv[5]) : g.mode == MODE_FANOUT ? 16 : 200;
-    if (g.redis && (g.mode == MODE_IDLE)) die("redis-idle is not a mode", 0);
     if (g.conns <= 0 || g.seconds <= 0) return 2;
     snprintf(g.name, sizeof g.name, "wsload-%s-%u", argv[1], (unsigned)(now_ns() % 1000000));
-    g.room = g.mode == MODE_LATENCY && !g.redis ? getenv("WSLOAD_ROOM") : NULL;
+    g.room = g.mode != MODE_FANOUT && !g.redis ? getenv("WSLOAD_ROOM") : NULL;
+    g.users = g.room ? getenv("WSLOAD_USERS") : NULL;
+    if (g.users && !*g.users) g.users = NULL; /* set but empty: anonymous readers */
+    const char *cpid = getenv("WSLOAD_CPU_PID");
+    g.cpu_pid = cpid ? atoi(cpid) : 0;
+    g.srv_cpu0 = -1;
     const char *warm = getenv("WSLOAD_WARMUP_MS");
-    g.warmup_ns = g.mode == MODE_LATENCY && warm ? strtoull(warm, NULL, 10) * 1000000 : 0;
+    g.warmup_ns = (g.mode == MODE_LATENCY || g.mode == MODE_LAST) && warm
+                      ? strtoull(warm, NULL, 10) * 1000000
+                      : 0;
+    if (g.mode == MODE_LAST) {
+        g.nposts = argc > 5 ? atoi(argv[5]) : 20;
+        if (g.nposts <= 0) return 2;
+        g.posts = calloc((size_t)g.nposts, sizeof *g.posts);
+        g.gap_ns = (uint64_t)g.seconds * 1000000000 / (uint64_t)g.nposts;
+    }
     g.loop = uv_default_loop();
     g.ws = calloc((size_t)g.conns, sizeof *g.ws);
     g.ring = (size_t)g.rate * 4 + 4;
     g.seen = calloc(g.ring, sizeof *g.seen);
-    tcp_connect(&g.post.tcp, g.post_port, on_post_connect);
     connect_more();
     uv_timer_init(g.loop, &g.tick);
     uv_timer_init(g.loop, &g.stop);
