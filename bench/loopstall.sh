@@ -15,6 +15,13 @@
 #              50 ms per round trip, caches empty after a restart
 #   streams    10,000 streams fed: `strata-wsload fanout`, 16 changes in flight, opened before
 #              the window (the max stall includes opening them: a gauge since start)
+#   erase      DELETE /v1/users/{user} of one user with ERASE_N messages (default 1,000,000) over
+#              10 conversations, all but ERASE_HOT_PCT % (default 10) of them cold, some edited
+#              and deleted (delta objects), and ERASE_ROOM_N messages (default 5,000, half the
+#              user's) in each of two rooms; the window runs until the erasure is done (its time
+#              in the row's note); afterwards nothing of the user may be left (its messages and
+#              stats empty, its room posts tombstones naming nobody, no file under the cold tier
+#              holding its name)
 # usage: bench/loopstall.sh [ROW...]   (default: all). STRATA=path/to/strata compares a build.
 # Targets on this machine: p99 < 10 ms and max stall < 5 ms in every row.
 set -euo pipefail
@@ -23,8 +30,11 @@ cd "$(dirname "$0")/.."
 STRATA=${STRATA:-build/strata}
 MEASURE=${MEASURE:-10}
 LOAD_SECONDS=${LOAD_SECONDS:-20}
+ERASE_N=${ERASE_N:-1000000}
+ERASE_HOT_PCT=${ERASE_HOT_PCT:-10}
+ERASE_ROOM_N=${ERASE_ROOM_N:-5000}
 rows=("$@")
-[ ${#rows[@]} -gt 0 ] || rows=(idle flush reconcile expiry retention best s3 streams)
+[ ${#rows[@]} -gt 0 ] || rows=(idle flush reconcile expiry retention best s3 streams erase)
 
 spid=
 start() { # extra args -> sets port, url, spid (data in $work/data)
@@ -40,6 +50,17 @@ start() { # extra args -> sets port, url, spid (data in $work/data)
 }
 stop() { kill "$spid"; wait "$spid" 2>/dev/null || true; }
 metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+# load_user USER N: N more messages of USER (bench/userload.lua, pipelined), in runs of wrk
+# sized for ~40k posts/s (the script stops sending after its count; a slower run leaves the rest
+# to the next), until the user's count has grown by N
+load_user() {
+  local want have
+  want=$(($(jget "/v1/users/$1/stats" ".get('total_messages', 0)") + $2))
+  while have=$(jget "/v1/users/$1/stats" ".get('total_messages', 0)"); [ "$have" -lt "$want" ]; do
+    wrk_strata "$port" "" -- -t1 -c32 -d"$(((want - have) / 40000 + 2))s" -s bench/userload.lua "$url" -- "$1" "$((want - have))" 10
+  done
+}
+jget() { curl -s "$url$1" | python3 -c "import json, sys; print(json.load(sys.stdin)$2)"; }
 # the flush pass runs in slices: wait for it (strata_flush_passes_total, where the build has it),
 # then for the flushes it queued
 flush_idle() {
@@ -135,6 +156,35 @@ for row in "${rows[@]}"; do
     measure "10,000 streams fed" sleep "$MEASURE"
     wait "$wl" || die "wsload fanout (the streams fed) failed: $(cat "$work/wsload.txt")"
     echo "<!-- streams: $(cat "$work/wsload.txt") -->"
+    ;;
+  erase)
+    victim=erasevictim
+    start
+    node bench/loopstall.mjs rooms "$url" "$victim" bystander "$ERASE_ROOM_N"
+    cold_n=$((ERASE_N - ERASE_N * ERASE_HOT_PCT / 100))
+    t0=$(date +%s.%N)
+    load_user "$victim" "$cold_n"
+    curl -s -XPOST "$url/v1/admin/flush" >/dev/null
+    flush_idle
+    node bench/loopstall.mjs edits "$url" "$victim" c1 200
+    curl -s -XPOST "$url/v1/admin/flush" >/dev/null # the edits' delta objects
+    sleep 1; flush_idle
+    load_user "$victim" $((ERASE_N - cold_n))
+    total=$(jget "/v1/users/$victim/stats" "['total_messages']")
+    hot=$(jget "/v1/users/$victim/stats" "['hot_messages']")
+    echo "<!-- erase: $total messages of the user ($hot hot), $(find "$work/data/cold" -name '*.parquet' | wc -l) Parquet objects ($(find "$work/data/cold" -name 'delta-*' | wc -l) delta), loaded in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.0f", b - a}') s -->"
+    stop; start
+    before=$(metric strata_loop_stall_max_seconds)
+    read -r n p50 p99 max secs < <(node bench/loopstall.mjs erase "$url" "$victim" 3600)
+    after=$(metric strata_loop_stall_max_seconds)
+    printf '| %s | %s | %s | %s | %s | %.1f | %.1f |\n' "erase 1 user, $total messages" "$n" "$p50" "$p99" "$max" \
+      "$(awk -v x="$before" 'BEGIN {print x * 1000}')" "$(awk -v x="$after" 'BEGIN {print x * 1000}')"
+    # nothing of the user left (SPEC §2.2)
+    read -r left named < <(node bench/loopstall.mjs left "$url" "$victim")
+    files=$( (grep -rl "$victim" "$work/data/cold" || true) | wc -l)
+    echo "<!-- erase: done in $secs s; afterwards $left of its messages readable, $named room messages name it, $files files under the cold tier hold its name -->"
+    [ "$left" = 0 ] && [ "$named" = 0 ] && [ "$files" = 0 ] ||
+      die "the erasure left something of $victim: $left messages, $named room messages, files: $(grep -rl "$victim" "$work/data/cold" | head)"
     ;;
   *) echo "unknown row $row" >&2; exit 2 ;;
   esac

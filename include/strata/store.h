@@ -62,6 +62,9 @@ const char *st_store_claim_of(const st_store_t *s, const void *key, size_t klen)
  * numbers at two moments mean no such write was made between them, so a module that derives
  * something from a whole key range can skip work that would find nothing new. Loop only. */
 uint64_t st_store_writes_of(const st_store_t *s, uint8_t first);
+/* The same over every key: equal numbers at two moments mean nothing was staged between them
+ * (a background slice that found only work to wait for). Loop only. */
+uint64_t st_store_writes(const st_store_t *s);
 /* Visits every claim in the order made (fn's prefix is borrowed). */
 void st_store_claims_each(const st_store_t *s,
                           void (*fn)(void *arg, const void *prefix, size_t plen, const char *who),

@@ -546,6 +546,14 @@ uint64_t st_store_writes_of(const st_store_t *s, uint8_t first)
     return s->writes_by_first[first] + s->foreign_back;
 }
 
+uint64_t st_store_writes(const st_store_t *s)
+{
+    uint64_t n = s->foreign_back;
+    for (size_t i = 0; i < 256; i++)
+        n += s->writes_by_first[i];
+    return n;
+}
+
 uint64_t st_store_durable_id(const st_store_t *s)
 {
     return s->durable_id;
