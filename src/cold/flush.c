@@ -29,7 +29,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define ST__FLUSH_PARALLEL 1 /* the loop keeps a core to itself on small machines */
+/* Flushes in flight at once. Each one's time is mostly waits — its snapshot's batch made durable,
+ * the object's fsyncs, the swap's batch — so several overlap them (and share the store's group
+ * commits and the file system's journal commits): one at a time, 6,000 users cooled in 20.0 s,
+ * four at a time in 10.8–11.4 s, with less CPU per user and no longer loop stall (bench/RESULTS.md,
+ * Session 18). The loop keeps its core: workers encode at SCHED_IDLE (st_tier_background), and
+ * four of the --cold-workers pool (16) leave the rest to cold reads. */
+#define ST__FLUSH_PARALLEL 4
 
 /* A user with rows to flush (a flush of every user queues them all), its key at its own length. */
 typedef struct {
