@@ -24,16 +24,16 @@
 /* edit_history (SPEC v5 §5.1, field ids 11 to 15 as the tables' schema has them): a message's
  * earlier versions, oldest first, in Parquet's three-level LIST of a STRUCT; null for a message
  * never edited, empty for a tombstone; files written before it lack it (ST_PQ_ADDED). */
-static const st_pq_field_t st__edit_fields[] = {
+static const st_pq_field_t st__hist_fields[] = {
     {"content", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0, 13},
     {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 14},
     {"edited_at", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, 0, NULL, 0, 15},
 };
-static const st_pq_field_t st__edit_element = {
-    "element", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, 0, st__edit_fields, 3, 12};
+static const st_pq_field_t st__hist_element = {
+    "element", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, 0, st__hist_fields, 3, 12};
 #define ST__MSG_HISTORY                                                                            \
     {                                                                                              \
-        "edit_history", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_LIST, ST_PQ_ADDED, &st__edit_element,   \
+        "edit_history", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_LIST, ST_PQ_ADDED, &st__hist_element,   \
             1, 11                                                                                  \
     }
 /* The owner column first (SPEC v5 §5.1): a user's name or a room's id, the same in every row;

@@ -1056,27 +1056,6 @@ static bool merge_fix(void *arg, st_msgrow_t *r)
     return true;
 }
 
-/* A file:// object store in a fresh directory made from the template dir (rewritten in place). */
-static st_objstore_t *tmp_store(char *dir)
-{
-    CHECK(mkdtemp(dir));
-    char url[64];
-    snprintf(url, sizeof url, "file://%s", dir);
-    st_objstore_opts_t oo = {.url = url};
-    st_objstore_t *obj = NULL;
-    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
-    return obj;
-}
-
-/* Closes a tmp_store and removes its directory. */
-static void tmp_store_close(st_objstore_t *obj, const char *dir)
-{
-    st_objstore_close(obj);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK_EQ(system(cmd), 0);
-}
-
 TEST(merge_groups_by_conversation_folds_changes_and_counts_expired_rows)
 {
     char dir[] = "/tmp/strata-cmerge-XXXXXX";
@@ -1382,6 +1361,58 @@ static bool times_fix(void *arg, st_msgrow_t *r)
     return true;
 }
 
+typedef void (*merged_fn)(int k, const st_msgrow_t *all, const st_msgrow_t *got);
+
+/* An older layout's file old (rows 1-3) and a new one neu (later: 4-6) merged, plainly (k 0), then
+ * with a fold's fix (k 1): each result byte for byte what the writer makes of the six rows in id
+ * order (fixed for k 1); check is shown them and the rows read back. */
+static void merge_old_new(const st_buf_t *old, const st_buf_t *neu, const st_msgrow_t *rows,
+                          const st_msgrow_t *later, bool (*fix)(void *arg, st_msgrow_t *r),
+                          merged_fn check)
+{
+    char dir[] = "/tmp/strata-cmerge-XXXXXX";
+    st_objstore_t *obj = tmp_store(dir);
+    CHECK_EQ(st_objstore_put(obj, "o/1.parquet", old->data, old->len), ST_OK);
+    CHECK_EQ(st_objstore_put(obj, "o/2.parquet", neu->data, neu->len), ST_OK);
+    st_tier_obj_t objs[2] = {{.file = {.size = old->len}, .key = "o/1.parquet"},
+                             {.file = {.size = neu->len}, .key = "o/2.parquet"}};
+    for (int k = 0; k < 2; k++) {
+        st_tier_file_t out = {0};
+        void *dropped = NULL;
+        int64_t nd = 0;
+        const char *key = k ? "o/f.parquet" : "o/m.parquet";
+        CHECK_EQ(st_chat_parquet_merge(1, ST_USER("u", 1), obj, objs, 2, 0, key, &out, &dropped,
+                                       &nd, k ? fix : NULL, NULL),
+                 ST_OK);
+        st_chat_dropped_free(NULL, dropped);
+        st_msgrow_t all[] = {rows[0], rows[1], later[0], rows[2], later[1], later[2]}, got[8];
+        for (int i = 0; k && i < 6; i++)
+            CHECK(fix(NULL, &all[i]));
+        st_buf_t got_f = {0}, want = {0};
+        CHECK_EQ(st_parquet_encode(all, 6, ST_USER("u", 1), 1, &want), ST_OK);
+        CHECK_EQ(st_objstore_get(obj, key, 0, out.size, &got_f), ST_OK);
+        CHECK(out.rows == 6 && got_f.len == want.len &&
+              memcmp(got_f.data, want.data, want.len) == 0);
+        st_pq_rows_t keep[4] = {0};
+        CHECK_EQ(read_rows(&got_f, got, 8, keep), 6);
+        for (int i = 0; i < 6; i++)
+            CHECK_EQ(got[i].msg_id, all[i].msg_id);
+        check(k, all, got);
+        for (int g = 0; g < 4; g++)
+            st_parquet_rows_free(&keep[g]);
+        st_buf_free(&got_f);
+        st_buf_free(&want);
+    }
+    tmp_store_close(obj, dir);
+}
+
+static void times_merged(int k, const st_msgrow_t *all, const st_msgrow_t *got)
+{
+    CHECK(!k || (all[1].deleted_at && all[4].edited_at));
+    for (int i = 0; i < 6; i++)
+        CHECK(got[i].edited_at == all[i].edited_at && got[i].deleted_at == all[i].deleted_at);
+}
+
 /* SPEC v5 §5.1 (issue 45): edited_at and deleted_at (field ids 9, 10) are columns of the message
  * files, null unless set; a file written before them reads them as null, and merges with a new
  * one (a fold setting some) into the new layout, byte for byte what the writer makes. */
@@ -1421,42 +1452,7 @@ TEST(edited_and_deleted_at_columns_old_files_read_null_and_merge)
     for (int g = 0; g < 4; g++)
         st_parquet_rows_free(&keep[g]);
     CHECK(owner_is(&old, &st_pq_msg_schema, "u"));
-    char dir[] = "/tmp/strata-ctimes-XXXXXX";
-    st_objstore_t *obj = tmp_store(dir);
-    CHECK_EQ(st_objstore_put(obj, "o/1.parquet", old.data, old.len), ST_OK);
-    CHECK_EQ(st_objstore_put(obj, "o/2.parquet", neu.data, neu.len), ST_OK);
-    st_tier_obj_t objs[2] = {{.file = {.size = old.len}, .key = "o/1.parquet"},
-                             {.file = {.size = neu.len}, .key = "o/2.parquet"}};
-    for (int k = 0; k < 2; k++) { /* a plain merge, then a fold */
-        st_tier_file_t out = {0};
-        void *dropped = NULL;
-        int64_t nd = 0;
-        const char *key = k ? "o/f.parquet" : "o/m.parquet";
-        CHECK_EQ(st_chat_parquet_merge(1, ST_USER("u", 1), obj, objs, 2, 0, key, &out, &dropped,
-                                       &nd, k ? times_fix : NULL, NULL),
-                 ST_OK);
-        st_chat_dropped_free(NULL, dropped);
-        st_msgrow_t all[] = {rows[0], rows[1], later[0], rows[2], later[1], later[2]};
-        if (k) {
-            CHECK(times_fix(NULL, &all[1]) && times_fix(NULL, &all[4]));
-            CHECK(all[1].deleted_at && all[4].edited_at);
-        }
-        st_buf_t got_f = {0}, want = {0};
-        CHECK_EQ(st_parquet_encode(all, 6, ST_USER("u", 1), 1, &want), ST_OK);
-        CHECK_EQ(st_objstore_get(obj, key, 0, out.size, &got_f), ST_OK);
-        CHECK(out.rows == 6 && got_f.len == want.len &&
-              memcmp(got_f.data, want.data, want.len) == 0);
-        memset(keep, 0, sizeof keep);
-        CHECK_EQ(read_rows(&got_f, got, 8, keep), 6);
-        for (int i = 0; i < 6; i++)
-            CHECK(got[i].msg_id == all[i].msg_id && got[i].edited_at == all[i].edited_at &&
-                  got[i].deleted_at == all[i].deleted_at);
-        for (int g = 0; g < 4; g++)
-            st_parquet_rows_free(&keep[g]);
-        st_buf_free(&got_f);
-        st_buf_free(&want);
-    }
-    tmp_store_close(obj, dir);
+    merge_old_new(&old, &neu, rows, later, times_fix, times_merged);
     st_buf_free(&old);
     st_buf_free(&neu);
 }
@@ -1490,6 +1486,14 @@ static bool hist_fix(void *arg, st_msgrow_t *r)
     if (r->msg_id == 2) set_hist(r, 3);
     if (r->msg_id == 5) set_hist(r, 1);
     return true;
+}
+
+static void hist_merged(int k, const st_msgrow_t *all, const st_msgrow_t *got)
+{
+    for (int i = 0; i < 6; i++)
+        CHECK(same_hist(&got[i], &all[i]));
+    CHECK(k ? got[0].has_hist && got[1].nhist == 3 && got[4].nhist == 1
+            : !got[0].has_hist && !got[1].has_hist && got[4].nhist == 2);
 }
 
 /* SPEC v5 §5.1 (issue 45): edit_history (field ids 11 to 15) is a column of the message files:
@@ -1535,41 +1539,7 @@ TEST(edit_history_column_old_files_read_null_and_folds_splice_it)
     for (int g = 0; g < 4; g++)
         st_parquet_rows_free(&keep[g]);
     CHECK(owner_is(&old, &st_pq_msg_schema, "u"));
-    char dir[] = "/tmp/strata-chist-XXXXXX";
-    st_objstore_t *obj = tmp_store(dir);
-    CHECK_EQ(st_objstore_put(obj, "o/1.parquet", old.data, old.len), ST_OK);
-    CHECK_EQ(st_objstore_put(obj, "o/2.parquet", neu.data, neu.len), ST_OK);
-    st_tier_obj_t objs[2] = {{.file = {.size = old.len}, .key = "o/1.parquet"},
-                             {.file = {.size = neu.len}, .key = "o/2.parquet"}};
-    for (int k = 0; k < 2; k++) { /* a plain merge, then a fold */
-        st_tier_file_t out = {0};
-        void *dropped = NULL;
-        int64_t nd = 0;
-        const char *key = k ? "o/f.parquet" : "o/m.parquet";
-        CHECK_EQ(st_chat_parquet_merge(1, ST_USER("u", 1), obj, objs, 2, 0, key, &out, &dropped,
-                                       &nd, k ? hist_fix : NULL, NULL),
-                 ST_OK);
-        st_chat_dropped_free(NULL, dropped);
-        st_msgrow_t all[] = {rows[0], rows[1], later[0], rows[2], later[1], later[2]};
-        for (int i = 0; k && i < 6; i++)
-            CHECK(hist_fix(NULL, &all[i]));
-        st_buf_t got_f = {0}, want = {0};
-        CHECK_EQ(st_parquet_encode(all, 6, ST_USER("u", 1), 1, &want), ST_OK);
-        CHECK_EQ(st_objstore_get(obj, key, 0, out.size, &got_f), ST_OK);
-        CHECK(out.rows == 6 && got_f.len == want.len &&
-              memcmp(got_f.data, want.data, want.len) == 0);
-        memset(keep, 0, sizeof keep);
-        CHECK_EQ(read_rows(&got_f, got, 8, keep), 6);
-        for (int i = 0; i < 6; i++)
-            CHECK(got[i].msg_id == all[i].msg_id && same_hist(&got[i], &all[i]));
-        CHECK(k ? got[0].has_hist && got[1].nhist == 3 && got[4].nhist == 1
-                : !got[0].has_hist && !got[1].has_hist && got[4].nhist == 2);
-        for (int g = 0; g < 4; g++)
-            st_parquet_rows_free(&keep[g]);
-        st_buf_free(&got_f);
-        st_buf_free(&want);
-    }
-    tmp_store_close(obj, dir);
+    merge_old_new(&old, &neu, rows, later, hist_fix, hist_merged);
     st_buf_free(&old);
     st_buf_free(&neu);
 }

@@ -599,12 +599,7 @@ TEST(added_groups_read_as_null_from_older_files_and_merge)
     CHECK_EQ(ad_check(&ad_r_schema, &neu, &bad), -1);
     /* the old file and the new merged: the groups kept, the old rows' null, splices taken */
     char dir[] = "/tmp/strata-added-XXXXXX";
-    CHECK(mkdtemp(dir));
-    char url[80];
-    snprintf(url, sizeof url, "file://%s/cold", dir);
-    st_objstore_opts_t o = {.url = url};
-    st_objstore_t *obj;
-    CHECK_EQ(st_objstore_open(&obj, &o), ST_OK);
+    st_objstore_t *obj = tmp_store(dir);
     CHECK_EQ(st_objstore_put(obj, "k/old.parquet", old.data, old.len), ST_OK);
     CHECK_EQ(st_objstore_put(obj, "k/new.parquet", neu.data, neu.len), ST_OK);
     st_tier_obj_t objs[2] = {{.file = {.size = old.len}, .key = "k/old.parquet"},
@@ -624,10 +619,7 @@ TEST(added_groups_read_as_null_from_older_files_and_merge)
     CHECK_EQ(ad_check(&ad_schema, &merged, &bad), 22);
     CHECK_EQ(bad, 2);
     st_buf_free(&merged);
-    st_objstore_close(obj);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK_EQ(system(cmd), 0);
+    tmp_store_close(obj, dir);
     st_buf_free(&old);
     st_buf_free(&neu);
 }

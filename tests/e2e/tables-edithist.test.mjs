@@ -114,9 +114,22 @@ async function flushAll(s, u, room, n) {
   await committed(s, room ? ['messages', 'room_messages'] : ['messages']);
 }
 
+// Runs fn with the server s, its log printed if fn fails; then stops it and removes its data.
+async function withServer(s, fn) {
+  try {
+    await fn();
+  } catch (e) {
+    console.error(s.log());
+    throw e;
+  } finally {
+    await s.stop();
+    s.cleanup();
+  }
+}
+
 test('edit_history in the tables equals the API: hot edits flushed, cold edits folded, deletes empty, the bound kept', async () => {
   const s = await startStrata({ args: ARGS });
-  try {
+  await withServer(s, async () => {
     const post = (i) => ok(s, 'POST', '/v1/users/ehu/messages', { conversation_id: `c${i % 2}`, from: 'ehu', content: `m${i}`, ...(i % 2 ? { metadata: { i } } : {}) }, 201);
     const ms = [];
     for (let i = 0; i < 6; i++) ms.push(await post(i));
@@ -170,13 +183,7 @@ test('edit_history in the tables equals the API: hot edits flushed, cold edits f
     assert.deepEqual(apiRoom.map((m) => (m.edit_history === undefined ? null : m.edit_history.length)), [2, 1, 0, 0]);
     await sameAsApi(s, 'messages', api);
     await sameAsApi(s, 'room_messages', apiRoom);
-  } catch (e) {
-    console.error(s.log());
-    throw e;
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
+  });
 });
 
 // A manual upgrade check, registered only with STRATA_OLD_BIN set (a build from before
@@ -198,7 +205,7 @@ if (process.env.STRATA_OLD_BIN) test('files of an older strata (no edit_history 
     await old.stop();
   }
   const s = await startStrata({ dataDir: dir, args });
-  try {
+  await withServer(s, async () => {
     const before = await userMsgs(s, 'eho');
     assert.deepEqual(before.map((m) => m.content), ['old 0 edited hot', 'old 1', 'old 2', null]);
     assert.equal(before[0].edit_history.length, 1);
@@ -220,11 +227,5 @@ if (process.env.STRATA_OLD_BIN) test('files of an older strata (no edit_history 
     const api = await userMsgs(s, 'eho');
     assert.deepEqual(api.map((m) => m.content), ['old 0 edited hot', 'old 1 edited cold', 'old 2', null]);
     await sameAsApi(s, 'messages', api);
-  } catch (e) {
-    console.error(s.log());
-    throw e;
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
+  });
 });
