@@ -4,7 +4,8 @@
 // Parquet's three-level LIST), so a table reader sees each row as the API shows it: a message
 // edited while hot gets its history from the flush, one edited cold from the fold, a tombstone
 // an empty list, a message never edited null (its answers have no edit_history), and
-// --max-edit-history bounds it as it bounds the answers. Two readers we did not write check it:
+// --max-edit-history bounds it as it bounds the answers; an erased author's room messages keep no
+// history text. Two readers we did not write check it:
 // icebird over the table, and DuckDB over the current snapshot's data files (found with avsc),
 // which reads the column as a LIST of STRUCT. Files written by an older strata (no edit_history
 // column) read as null and are folded into the new layout: set STRATA_OLD_BIN to a build from
@@ -15,11 +16,11 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { icebergRead } from 'icebird';
-import { duckQuery, waitFor } from './cold-lib.mjs';
+import { duckQuery, filesUnder, waitFor } from './cold-lib.mjs';
 import { avroRecords, serveFiles } from './iceberg-lib.mjs';
 import { startStrata } from './lib.mjs';
 
-const ARGS = ['--flush-interval', '3600', '--table-commit-interval', '1', '--max-edit-history', '2'];
+const ARGS = ['--flush-interval', '3600', '--table-commit-interval', '1', '--max-edit-history', '2', '--erase-within', '5'];
 
 const ok = async (s, method, p, body, status = 200) => {
   const r = await s.req(method, p, body);
@@ -136,7 +137,7 @@ test('edit_history in the tables equals the API: hot edits flushed, cold edits f
     await ok(s, 'POST', '/v1/rooms', { room_id: 'ehroom', members: ['ehu', 'ehv'] }, 201);
     const rs = [];
     for (let i = 0; i < 4; i++)
-      rs.push(await ok(s, 'POST', '/v1/rooms/ehroom/messages', { from: i % 2 ? 'ehv' : 'ehu', content: `r${i}`, metadata: { r: i } }, 201));
+      rs.push(await ok(s, 'POST', '/v1/rooms/ehroom/messages', { from: i % 2 ? 'ehv' : 'ehu', content: i === 1 ? 'ehv secret one' : `r${i}`, metadata: { r: i } }, 201));
     const edit = (p, id, body) => ok(s, 'PATCH', `${p}/messages/${id}`, body);
     const U = '/v1/users/ehu', R = '/v1/rooms/ehroom';
     // hot: m0 edited three times (two kept), m1 once (metadata only), m5 deleted after an edit;
@@ -164,7 +165,7 @@ test('edit_history in the tables equals the API: hot edits flushed, cold edits f
     const m2 = await edit(U, ms[2].msg_id, { content: 'm2 v2' });
     assert.equal(m2.edit_history.length, 2);
     await ok(s, 'DELETE', `${U}/messages/${ms[4].msg_id}`);
-    await edit(R, rs[1].msg_id, { content: 'r1 v1' });
+    await edit(R, rs[1].msg_id, { content: 'ehv secret two' });
     await ok(s, 'DELETE', `${R}/messages/${rs[2].msg_id}`);
     const before = { user: hint(s, 'messages'), room: hint(s, 'room_messages') };
     assert.equal((await s.req('POST', '/v1/admin/compact', {})).status, 202);
@@ -183,6 +184,21 @@ test('edit_history in the tables equals the API: hot edits flushed, cold edits f
     assert.deepEqual(apiRoom.map((m) => (m.edit_history === undefined ? null : m.edit_history.length)), [2, 1, 0, 0]);
     await sameAsApi(s, 'messages', api);
     await sameAsApi(s, 'room_messages', apiRoom);
+
+    // ehv erased: its room messages are tombstones with an empty edit_history in the API and the
+    // table, and no file under the cold folder keeps its versions' text (SPEC §2.2)
+    const e = await ok(s, 'DELETE', '/v1/users/ehv', undefined, 202);
+    await waitFor('the erasure', async () => (await ok(s, 'GET', `/v1/admin/erasures/${e.erasure_id}`)).status === 'done', 60000);
+    await committed(s, ['messages', 'room_messages']);
+    const erased = await roomMsgs(s, 'ehroom');
+    assert.deepEqual(erased.map((m) => [m.from, m.edit_history?.length ?? null]), [['ehu', 2], [null, 0], ['ehu', 0], [null, 0]]);
+    await waitFor('the table without ehv\'s versions', async () => {
+      try { return (await iceRows(s, 'room_messages')).find((x) => String(x.msg_id) === rs[1].msg_id)?.from === null; } catch { return false; }
+    }, 30000);
+    await committed(s, ['messages', 'room_messages']);
+    await sameAsApi(s, 'room_messages', erased);
+    await waitFor('no file holds ehv\'s text', async () => filesUnder(path.join(s.dir, 'cold'))
+      .every((f) => { try { return !readFileSync(f).includes('ehv secret'); } catch { return true; } }), 30000);
   });
 });
 
