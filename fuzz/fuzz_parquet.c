@@ -2,9 +2,9 @@
 /*
  * libFuzzer driver for the Parquet reader: the input is a whole object as found in cold
  * storage. The footer is parsed, and every row group it describes that lies inside the input is
- * decoded, as a cold read would: once as a message file (flat columns) and once as a
- * booking-shaped file (optional fields, a LIST of STRUCTs holding a LIST), whose rows are then
- * walked with the cursor. Damaged input must give ST_EINVAL, never a crash or a leak.
+ * decoded, as a cold read would: once as a message file (flat columns and the edit_history LIST
+ * of STRUCTs, or files without it) and once as a booking-shaped file (optional fields, a LIST of
+ * STRUCTs holding a LIST), whose rows are then walked with the cursor. Damaged input must give ST_EINVAL, never a crash or a leak.
  */
 #include "strata/chatrows.h"
 #include "strata/cold.h"
@@ -28,8 +28,15 @@ static void st__messages(const uint8_t *data, size_t size, uint32_t flen)
             if (x->content_len && x->content[x->content_len - 1] == 0x7f && x->msg_id == 0x7f)
                 abort();
             if ((x->from_len && !x->from) || (x->content_len && !x->content) ||
-                (x->metadata_len && !x->metadata))
+                (x->metadata_len && !x->metadata) || (x->nhist && (!x->has_hist || !x->hist)))
                 abort();
+            for (uint32_t k = 0; k < x->nhist; k++) { /* and every edit_history entry's */
+                const st_msgedit_t *e = &x->hist[k];
+                if ((e->content_len && !e->content) || (e->metadata_len && !e->metadata) ||
+                    (e->content_len && e->content[e->content_len - 1] == 0x7f && e->metadata_len &&
+                     e->metadata[e->metadata_len - 1] == 0x7f))
+                    abort();
+            }
         }
         st_parquet_rows_free(&r);
     }

@@ -68,4 +68,25 @@ static inline void fx_end(fx_t *f)
     st_metrics_shutdown();
 }
 
+/* A file:// object store in a fresh directory made from the template dir (rewritten in place). */
+static inline st_objstore_t *tmp_store(char *dir)
+{
+    CHECK(mkdtemp(dir));
+    char url[64];
+    snprintf(url, sizeof url, "file://%s", dir);
+    st_objstore_opts_t oo = {.url = url};
+    st_objstore_t *obj = NULL;
+    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
+    return obj;
+}
+
+/* Closes a tmp_store and removes its directory. */
+static inline void tmp_store_close(st_objstore_t *obj, const char *dir)
+{
+    st_objstore_close(obj);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK_EQ(system(cmd), 0);
+}
+
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * chatrows: chat's message files (SPEC §5), chat's own rows in the schema-driven Parquet codec of
- * strata/parquet.h: the owner column and nine more, one row group per conversation with min/max
+ * strata/parquet.h: the owner column and ten more, one row group per conversation with min/max
  * statistics. The row type, the footer summary and row-group decoding chat reads them with
  * (src/chat/parquet_msg.c), the cold cache's view of them, and chat's merge of them
  * (src/chat/merge.c).
@@ -15,6 +15,14 @@
 #include "strata/owner.h"
 #include "strata/tier.h"
 
+/* One earlier version of a message (SPEC §2.2's edit_history entry). Strings are borrowed;
+ * content and metadata (raw JSON text) NULL mean SQL NULL. */
+typedef struct {
+    const char *content, *metadata;
+    uint32_t content_len, metadata_len;
+    int64_t edited_at; /* µs since the epoch, UTC: when this version was written */
+} st_msgedit_t;
+
 /* One message as a row. Strings are borrowed; from, content and metadata NULL mean SQL NULL (a
  * tombstone's content and metadata, an erased author's from, SPEC v5 §5.1). */
 typedef struct {
@@ -25,12 +33,22 @@ typedef struct {
     uint32_t conv_len, from_len, content_len, metadata_len;
     int64_t edited_at,
         deleted_at; /* µs since the epoch, UTC; 0: null (never edited, not deleted) */
+    /* edit_history, oldest first (borrowed): null when has_hist is false (a message never edited,
+     * whose answers have no edit_history), a list of nhist otherwise (a tombstone's empty, as
+     * its answers' "edit_history":[]) */
+    const st_msgedit_t *hist;
+    uint32_t nhist;
+    bool has_hist;
 } st_msgrow_t;
 
 /* The owner column (a user's: user; a room's: room_id; field id 1, SPEC v5 §5.1), then msg_id,
  * conversation_id, from, timestamp, seq, content, metadata, edited_at, deleted_at (field ids 2 to
- * 10; the last two null in files written before them). */
-#define ST_PQ_COLUMNS 10
+ * 10; the last two null in files written before them) and edit_history (11: a LIST, element 12,
+ * of a STRUCT of content, metadata and edited_at, 13 to 15; null in files written before it):
+ * ST_PQ_MSG_FIELDS top-level fields, ST_PQ_COLUMNS leaves (column chunks, numbered in that
+ * order: edit_history's three are the last). */
+#define ST_PQ_MSG_FIELDS 11
+#define ST_PQ_COLUMNS    13
 /* The message files' schemas (key: conversation_id, sorted by msg_id): a user's and a room's,
  * which differ only in the owner column's name. Either reads every message file, a user's or a
  * room's (the owner column matches by its field id), and those written before the owner column

@@ -30,10 +30,11 @@ enum { ST_PQ_REQUIRED = 0, ST_PQ_OPTIONAL = 1 };
 /* Logical types: STRING and JSON annotate BYTE_ARRAY, TIMESTAMP_US (UTC, µs) INT64; a GROUP is
  * a STRUCT (ST_PQ_NONE) of its children or a LIST (ST_PQ_LIST) of its one child, the element. */
 enum { ST_PQ_NONE = 0, ST_PQ_STRING, ST_PQ_TIMESTAMP_US, ST_PQ_JSON, ST_PQ_LIST };
-/* Per-leaf hints: keep min/max statistics; try a dictionary (BYTE_ARRAY with few distinct
- * values per row group); ADDED: a top-level leaf that files written before it lack (such a
- * file's footer still matches the schema; the leaf's chunks then have length 0 and its values
- * read as null, whatever its repetition). */
+/* Per-field hints: keep min/max statistics; try a dictionary (BYTE_ARRAY with few distinct
+ * values per row group); ADDED: a top-level field (a leaf, or a STRUCT or LIST group) that files
+ * written before it lack (such a file's footer still matches the schema; the chunks of the
+ * field's leaves then have length 0 and its value reads as null, whatever its repetition: a
+ * group's getter returns false, as for a null). */
 enum { ST_PQ_STATS = 1, ST_PQ_DICT = 2, ST_PQ_ADDED = 4 };
 
 #define ST_PQ_MAX_LEVEL 15  /* deepest repetition or definition level */
@@ -124,7 +125,7 @@ int st_pq_footer_len(const uint8_t tail[8], uint64_t file_size, uint32_t *len);
  * schema s. Another schema, or a corrupt footer, is ST_EINVAL with nothing allocated. Field ids
  * need not be there (files written before them): an element's field_id only has to agree with
  * the field's id when both are set, and when they do, the names may differ (Iceberg matches
- * columns by id). A file may lack s's ST_PQ_ADDED leaves, and may declare an OPTIONAL leaf of s
+ * columns by id). A file may lack s's ST_PQ_ADDED fields, and may declare an OPTIONAL leaf of s
  * REQUIRED (a file written before it became OPTIONAL: its chunk's required is set, and its
  * values read as always present). Chunks are per leaf of s, a missing
  * leaf's all zero. Free with st_pq_file_free. */
@@ -142,7 +143,7 @@ typedef struct {
     /* BYTE_ARRAY value per entry (NULL when null), into the table's memory */
     ST_VEC(const char *) sv;
     ST_VEC(uint32_t) sl;
-    bool absent; /* an ST_PQ_ADDED leaf the file lacks: one null per row, no arrays */
+    bool absent; /* a leaf of an ST_PQ_ADDED field the file lacks: one null per row, no arrays */
 } st_pq_column_t;
 
 typedef struct st_pq_layout st_pq_layout_t;

@@ -613,18 +613,32 @@ int st_tier_pq_merge(const st_pq_schema_t *s, size_t group_rows, int zstd_level,
 /* The same, with a kind's hooks: each row read is handed to row (on the worker, before the sort)
  * as its values in schema order, depth first (a flat schema: one per top-level field); the kind
  * may change values in place (a string it points elsewhere must live until the merge returns; the
- * id and the row's shape must stay) or return false to leave the row out (its to account for).
- * An ST_PQ_ADDED leaf an older object lacks comes as a null the kind may fill in (it must, for
+ * id must stay) or return false to leave the row out (its to account for). A top-level field's
+ * value may take another shape (a list of another length, a null for a struct): its first value
+ * becomes ST_TIER_V_SPLICE, sub pointing at the n values that replace the whole field's (in schema
+ * order, depth first; copied when the hook returns, their strings kept until the merge returns).
+ * An ST_PQ_ADDED field an older object lacks comes as a null the kind may fill in (it must, for
  * a REQUIRED one). by_key: rows sorted by the key leaf (a top-level leaf with only leaves before
  * it), then id, so that each key gets its row groups; otherwise by id alone. out: the schema the
  * merged object is written with (NULL: s), of s's shape (only names and field ids may differ). */
-enum { ST_TIER_V_NULL, ST_TIER_V_INT, ST_TIER_V_STR, ST_TIER_V_STRUCT, ST_TIER_V_LIST };
-typedef struct {
+enum {
+    ST_TIER_V_NULL,
+    ST_TIER_V_INT,
+    ST_TIER_V_STR,
+    ST_TIER_V_STRUCT,
+    ST_TIER_V_LIST,
+    ST_TIER_V_SPLICE
+};
+typedef struct st_tier_val st_tier_val_t;
+struct st_tier_val {
     uint8_t op; /* ST_TIER_V_* */
-    uint32_t n; /* a string's length, a list's count */
+    uint32_t n; /* a string's length, a list's count, a splice's values */
     int64_t i;  /* an INT64, INT32 or BOOLEAN value */
-    const char *p;
-} st_tier_val_t;
+    union {
+        const char *p;            /* a string's bytes */
+        const st_tier_val_t *sub; /* a splice's values (borrowed) */
+    };
+};
 typedef struct {
     size_t group_rows; /* rows a row group at most (0: no limit but the key) */
     int zstd_level;

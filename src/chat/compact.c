@@ -27,8 +27,8 @@
  * pass asks for a fold (ST_TIER_COMPACT_FOLD: the objects holding marked rows, rewritten one at a
  * time) once a marker is --delta-max-age old; POST /v1/admin/compact asks at once. Every row with
  * a delta gets its edited_at and deleted_at too (SPEC v5 §5.1; an older object's lack them, even
- * for a change folded in before). The delta stays: edit_history is not among the objects' columns
- * (SPEC §5), and reads take the changed fields from it. */
+ * for a change folded in before), and its edit_history (a tombstone's empty; an older object's
+ * rows have none). The delta stays: reads take the changed fields from it. */
 
 typedef struct {
     uint64_t id;
@@ -36,7 +36,10 @@ typedef struct {
     int64_t edited, deleted; /* its edited_at and deleted_at (0: null) */
     char *content, *meta;    /* owned; NULL: null (content: a tombstone's) */
     size_t cl, ml;
-    bool anon; /* from null: an erased author's room tombstone (SPEC §2.2) */
+    bool anon;                /* from null: an erased author's room tombstone (SPEC §2.2) */
+    const st_msgedit_t *hist; /* its edit_history: nhist entries in the fold's arena */
+    uint32_t nhist;
+    bool has_hist; /* false: null (never edited) */
 } st_fold_row_t;
 
 typedef struct {
@@ -62,6 +65,7 @@ typedef struct {
     int64_t masked;               /* rows left out as a deleted conversation's (worker) */
     int64_t changed;              /* rows whose values the fold changed (worker) */
     void *inner;                  /* the tier's note of rows left out by retention */
+    st_arena_t arena;             /* the rows' edit_history entries */
 } st_fold_t;
 
 /* The index of id among n entries of size bytes sorted by id, their first member; n if none. */
@@ -123,8 +127,8 @@ static int st__mask_one(void *arg, const void *key, size_t klen, const void *val
     return 0;
 }
 
-/* The content and metadata of row r from its delta (false: no delta). */
-static bool st__fold_state(st_chat_t *c, const char *u, size_t ul, st_fold_row_t *r)
+/* The content, metadata, times and edit_history of row r from its delta (false: no delta). */
+static bool st__fold_state(st_chat_t *c, const char *u, size_t ul, st_fold_row_t *r, st_arena_t *a)
 {
     const char *j, *v;
     size_t jl, vl;
@@ -149,6 +153,7 @@ static bool st__fold_state(st_chat_t *c, const char *u, size_t ul, st_fold_row_t
     }
     r->edited = st__chat_json_time(j, jl, "edited_at");
     r->deleted = st__chat_json_time(j, jl, "deleted_at");
+    r->has_hist = st__chat_hist_of(j, jl, a, &r->hist, &r->nhist);
     return true;
 }
 
@@ -225,7 +230,7 @@ void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, const st_tier_o
     }
     size_t kept = 0;
     for (size_t i = 0; i < f->rows.n; i++)
-        if (st__fold_state(c, u, ul, &f->rows.v[i])) f->rows.v[kept++] = f->rows.v[i];
+        if (st__fold_state(c, u, ul, &f->rows.v[i], &f->arena)) f->rows.v[kept++] = f->rows.v[i];
     f->rows.n = kept;
     /* masks keyed by conversation part, as 'Q' keys hold it after the user */
     pl = st__chat_ukey(pre, 'Q', u, ul);
@@ -270,9 +275,12 @@ static bool st__fix_row(st_fixarg_t *x, st_msgrow_t *r)
         if (dead < f->dead.n) st_vec_push(&f->dead_dropped, dead);
         return true;
     }
-    if (dead < f->dead.n) { /* written before, its content "": null now */
+    if (dead < f->dead.n) { /* written before, its content "": null now; no history */
         r->content = r->metadata = NULL;
         r->content_len = r->metadata_len = 0;
+        r->hist = NULL;
+        r->nhist = 0;
+        r->has_hist = true;
     }
     size_t at = st__fold_row_at(f, r->msg_id);
     if (at == f->rows.n) return true;
@@ -287,6 +295,9 @@ static bool st__fix_row(st_fixarg_t *x, st_msgrow_t *r)
     r->metadata_len = d->meta ? (uint32_t)d->ml : 0;
     r->edited_at = d->edited;
     r->deleted_at = d->deleted;
+    r->hist = d->hist;
+    r->nhist = d->nhist;
+    r->has_hist = d->has_hist;
     return true;
 }
 
@@ -294,6 +305,20 @@ static bool st__fix_row(st_fixarg_t *x, st_msgrow_t *r)
 static bool st__fold_same(const char *a, uint32_t al, const char *b, uint32_t bl)
 {
     return (!a && !b) || (a && b && al == bl && memcmp(a, b, al) == 0);
+}
+
+/* Whether two edit_history values are equal. */
+static bool st__fold_same_hist(const st_msgrow_t *a, const st_msgrow_t *b)
+{
+    if (a->has_hist != b->has_hist || a->nhist != b->nhist) return false;
+    for (uint32_t k = 0; a->has_hist && k < a->nhist; k++) {
+        const st_msgedit_t *x = &a->hist[k], *y = &b->hist[k];
+        if (x->edited_at != y->edited_at ||
+            !st__fold_same(x->content, x->content_len, y->content, y->content_len) ||
+            !st__fold_same(x->metadata, x->metadata_len, y->metadata, y->metadata_len))
+            return false;
+    }
+    return true;
 }
 
 /* st__fix_row, counting the rows whose values it changed. */
@@ -305,7 +330,8 @@ static bool st__fix(void *arg, st_msgrow_t *r)
     x->f->changed += !st__fold_same(was.from, was.from_len, r->from, r->from_len) ||
                      !st__fold_same(was.content, was.content_len, r->content, r->content_len) ||
                      !st__fold_same(was.metadata, was.metadata_len, r->metadata, r->metadata_len) ||
-                     was.edited_at != r->edited_at || was.deleted_at != r->deleted_at;
+                     was.edited_at != r->edited_at || was.deleted_at != r->deleted_at ||
+                     !st__fold_same_hist(&was, r);
     return true;
 }
 
@@ -331,6 +357,7 @@ static void st__fold_free(void *arg, void *dropped)
     st_vec_free(&f->dead);
     st_vec_free(&f->dead_dropped);
     if (f->inner) st_chat_dropped_free(arg, f->inner);
+    st_arena_free(&f->arena);
     free(f);
 }
 

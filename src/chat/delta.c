@@ -3,8 +3,8 @@
  * Delta objects (SPEC §2.2): the changes of a user's cold messages, beside its Parquet objects in
  * the bucket: {folder}/delta-{ts}-w{writer}-{seq}.parquet. A delta record ('Z', edit.c) is what
  * every strata read applies; a delta object carries the same state into the object store, so a
- * reader of the bucket (DuckDB) can apply the changes the objects do not hold yet, and the
- * edited_at / deleted_at / edit_history the seven message columns never hold.
+ * reader of the bucket (DuckDB) can apply the changes the message objects do not hold yet (their
+ * own edited_at, deleted_at and edit_history columns hold a change once a fold wrote it in).
  *
  * Columns: the message's seven (content null in a tombstone, from null in an erased author's
  * room tombstone; objects written before from was OPTIONAL read alike) plus edited_at and

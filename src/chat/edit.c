@@ -80,6 +80,19 @@ bool st__chat_jmember(const char *j, size_t n, const char *key, const char **v, 
     }
 }
 
+bool st__chat_jnext(const char **p, const char *e, const char **v, size_t *vl)
+{
+    const char *q = st__edit_skip_ws(*p, e);
+    if (q >= e || (*q != '[' && *q != ',')) return false;
+    q = st__edit_skip_ws(q + 1, e);
+    if (q >= e || *q == ']') return false;
+    const char *ve = st__vend(q, e);
+    *v = q;
+    *vl = (size_t)(ve - q);
+    *p = st__edit_skip_ws(ve, e);
+    return true;
+}
+
 static bool st__is_null(const char *v, size_t n)
 {
     return n == 4 && memcmp(v, "null", 4) == 0;
@@ -369,18 +382,13 @@ static void st__edit_render_state(st_buf_t *b, const char *field, const char *cu
  * (after one more is added: keep - 1 of the old ones). */
 static void st__history(const char *arr, size_t n, size_t keep, st_buf_t *out)
 {
-    const char *e = arr + n, *p = st__edit_skip_ws(arr, e);
+    const char *p = arr, *v;
+    size_t vl;
     ST_VEC(const char *) at = {0};
     ST_VEC(size_t) len = {0};
-    if (p < e && *p == '[') {
-        p = st__edit_skip_ws(p + 1, e);
-        while (p < e && *p != ']') {
-            const char *ve = st__vend(p, e);
-            st_vec_push(&at, p);
-            st_vec_push(&len, (size_t)(ve - p));
-            p = st__edit_skip_ws(ve, e);
-            if (p < e && *p == ',') p = st__edit_skip_ws(p + 1, e);
-        }
+    while (st__chat_jnext(&p, arr + n, &v, &vl)) {
+        st_vec_push(&at, v);
+        st_vec_push(&len, vl);
     }
     size_t from = at.n + 1 > keep ? at.n + 1 - keep : 0;
     for (size_t i = from; i < at.n; i++) {

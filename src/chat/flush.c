@@ -91,6 +91,9 @@ static int st__decode(st_chatsnap_t *j, size_t i, st_msgrow_t *r)
         /* edited or deleted while hot: the row says when (SPEC v5 §5.1) */
         r->edited_at = st__chat_json_time(json, jl, "edited_at");
         r->deleted_at = st__chat_json_time(json, jl, "deleted_at");
+        /* and its earlier versions (a record never edited nor deleted has none) */
+        if (r->edited_at || r->deleted_at)
+            r->has_hist = st__chat_hist_of(json, jl, &j->arena, &r->hist, &r->nhist);
         rc = ST_OK;
     }
     cJSON_Delete(o);

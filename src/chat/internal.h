@@ -169,6 +169,14 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
 /* edit.c: raw JSON of rendered messages (no parse: metadata is kept as the client wrote it). */
 /* The raw value of a top-level member of the object j; false when absent. */
 bool st__chat_jmember(const char *j, size_t n, const char *key, const char **v, size_t *vl);
+/* The next element of a raw JSON array: *p at the array's '[' for the first, then where the
+ * last call left it; false after the last (or when *p is at no array). */
+bool st__chat_jnext(const char **p, const char *e, const char **v, size_t *vl);
+/* history.c: the message JSON's edit_history (SPEC §2.2) as its row's (SPEC v5 §5.1): *nhist
+ * entries at *hist (allocated from a with their strings, for a's life); false (null in the row)
+ * when the JSON has none, a message never edited. */
+bool st__chat_hist_of(const char *j, size_t n, st_arena_t *a, const st_msgedit_t **hist,
+                      uint32_t *nhist);
 /* Whether the message JSON is a tombstone (its deleted_at set). */
 bool st__chat_json_dead(const char *j, size_t n);
 /* The message JSON's edited_at or deleted_at (key), µs; 0 when null or absent. */

@@ -6,7 +6,8 @@
  * chat's row hook: each row shown to the caller's fix as a message row (edits folded in, a
  * deleted conversation's rows left out), then left out if older than the retention, counted per
  * conversation for chat's side of the swap. Every row gets the owner column (an older object's
- * had none): the merged object has the shape of a new one.
+ * had none): the merged object has the shape of a new one. A row whose edit_history the fix
+ * changes (its length, or null to a list) gets it as a splice of the tape (strata/tier.h).
  */
 #include "strata/chatrows.h"
 
@@ -39,6 +40,8 @@ typedef struct {
     void *fix_arg;
     const char *owner;
     size_t ol;
+    ST_VEC(st_msgedit_t) hist;  /* the row's edit_history as the object holds it */
+    ST_VEC(st_tier_val_t) vals; /* the values of the one fix gave it (a splice) */
 } st_mhook_t;
 
 static void st__note_dropped(st_mhook_t *h, const st_msgrow_t *r)
@@ -85,13 +88,50 @@ static void st__merge_tape_time(st_tier_val_t *v, int64_t t)
     v->i = t;
 }
 
-/* A row of the tape as a message (v: its ten values, in st_pq_msg_schema's order); the owner
- * column set (an older object's rows have it null). */
+/* edit_history's values on the tape (from v, its first) as the row's (null in an older
+ * object's rows). */
+static void st__merge_tape_hist(st_mhook_t *h, const st_tier_val_t *v, size_t nv, st_msgrow_t *r)
+{
+    h->hist.n = 0;
+    r->has_hist = v->op == ST_TIER_V_LIST;
+    if (!r->has_hist) return;
+    for (size_t k = 0, at = 1; k < v->n && at + 4 <= nv; k++, at += 4) { /* struct, its 3 */
+        st_msgedit_t e = {.edited_at = v[at + 3].i};
+        st__merge_tape_str(&v[at + 1], &e.content, &e.content_len);
+        st__merge_tape_str(&v[at + 2], &e.metadata, &e.metadata_len);
+        st_vec_push(&h->hist, e);
+    }
+    r->hist = h->hist.v;
+    r->nhist = (uint32_t)h->hist.n;
+}
+
+/* The values of the edit_history r has now, spliced over the tape's at v. */
+static void st__merge_tape_set_hist(st_mhook_t *h, st_tier_val_t *v, const st_msgrow_t *r)
+{
+    h->vals.n = 0;
+    st_tier_val_t x = {.op = r->has_hist ? ST_TIER_V_LIST : ST_TIER_V_NULL, .n = r->nhist};
+    st_vec_push(&h->vals, x);
+    for (uint32_t k = 0; r->has_hist && k < r->nhist; k++) {
+        const st_msgedit_t *e = &r->hist[k];
+        x = (st_tier_val_t){.op = ST_TIER_V_STRUCT};
+        st_vec_push(&h->vals, x);
+        st__merge_tape_set(&x, e->content, e->content_len);
+        st_vec_push(&h->vals, x);
+        st__merge_tape_set(&x, e->metadata, e->metadata_len);
+        st_vec_push(&h->vals, x);
+        x = (st_tier_val_t){.op = ST_TIER_V_INT, .i = e->edited_at};
+        st_vec_push(&h->vals, x);
+    }
+    *v = (st_tier_val_t){.op = ST_TIER_V_SPLICE, .n = (uint32_t)h->vals.n, .sub = h->vals.v};
+}
+
+/* A row of the tape as a message (v: its values, in st_pq_msg_schema's order: the ten columns,
+ * then edit_history's); the owner column set (an older object's rows have it null). */
 static bool st__merge_tape_row(void *arg, st_tier_val_t *v, size_t nv)
 {
     st_mhook_t *h = arg;
-    if (nv != ST_PQ_COLUMNS) return true; /* cannot be: the schema's */
-    v[0] = (st_tier_val_t){ST_TIER_V_STR, (uint32_t)h->ol, 0, h->owner};
+    if (nv < ST_PQ_MSG_FIELDS) return true; /* cannot be: the schema's */
+    v[0] = (st_tier_val_t){.op = ST_TIER_V_STR, .n = (uint32_t)h->ol, .p = h->owner};
     st_msgrow_t r = {.msg_id = (uint64_t)v[1].i, .timestamp = v[4].i, .seq = v[5].i};
     st__merge_tape_str(&v[2], &r.conv, &r.conv_len);
     st__merge_tape_str(&v[3], &r.from, &r.from_len);
@@ -99,9 +139,15 @@ static bool st__merge_tape_row(void *arg, st_tier_val_t *v, size_t nv)
     st__merge_tape_str(&v[7], &r.metadata, &r.metadata_len);
     r.edited_at = v[8].op == ST_TIER_V_INT ? v[8].i : 0; /* null in an older object's rows */
     r.deleted_at = v[9].op == ST_TIER_V_INT ? v[9].i : 0;
+    st__merge_tape_hist(h, &v[10], nv - 10, &r);
     if (h->fix) {
         const char *from = r.from, *content = r.content, *meta = r.metadata;
+        const st_msgedit_t *hist = r.hist;
+        uint32_t nhist = r.nhist;
+        bool has_hist = r.has_hist;
         if (!h->fix(h->fix_arg, &r)) return false;
+        if (r.hist != hist || r.nhist != nhist || r.has_hist != has_hist)
+            st__merge_tape_set_hist(h, &v[10], &r);
         if (r.from != from) st__merge_tape_set(&v[3], r.from, r.from_len);
         if (r.content != content) st__merge_tape_set(&v[6], r.content, r.content_len);
         if (r.metadata != meta) st__merge_tape_set(&v[7], r.metadata, r.metadata_len);
@@ -123,7 +169,7 @@ int st_chat_parquet_merge(int zstd_level, const st_owner_t *who, st_objstore_t *
 {
     st_buf_t *d = st_calloc(1, sizeof *d);
     *dropped = d;
-    st_mhook_t h = {d, {0}, cutoff, ndropped, fix, fix_arg, who->id, who->len};
+    st_mhook_t h = {d, {0}, cutoff, ndropped, fix, fix_arg, who->id, who->len, {0}, {0}};
     st_map_init(&h.by);
     st_tier_pqmerge_t o = {.zstd_level = zstd_level,
                            .by_key = true,
@@ -138,6 +184,8 @@ int st_chat_parquet_merge(int zstd_level, const st_owner_t *who, st_objstore_t *
         free(n);
     }
     st_map_free(&h.by);
+    st_vec_free(&h.hist);
+    st_vec_free(&h.vals);
     return rc;
 }
 

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The message files (SPEC §5): the owner column and chat's nine as one instance of the codec,
+ * The message files (SPEC §5): the owner column and chat's ten as one instance of the codec,
  * and the row type, footer summary and row-group decoding chat reads them with, straight or
  * through the tier's cold cache (st_chat_msg_view). Files written before the owner column, the
- * field ids or edited_at and deleted_at (SPEC v5 §5.1) read alike (tests/chat pins the files'
- * bytes), and so do those written while `from` and `content` were REQUIRED (they are OPTIONAL
- * since: a tombstone's content and metadata and an erased author's from are null, never "").
+ * field ids, edited_at and deleted_at or edit_history (SPEC v5 §5.1) read alike (tests/chat pins
+ * the files' bytes), and so do those written while `from` and `content` were REQUIRED (they are
+ * OPTIONAL since: a tombstone's content and metadata and an erased author's from are null, never
+ * "").
  */
 #include "strata/chatrows.h"
 #include "strata/chat.h"
@@ -20,10 +21,25 @@
     {                                                                                              \
         "deleted_at", ST_PQ_INT64, ST_PQ_OPTIONAL, ST_PQ_TIMESTAMP_US, ST_PQ_ADDED, NULL, 0, 10    \
     }
+/* edit_history (SPEC v5 §5.1, field ids 11 to 15 as the tables' schema has them): a message's
+ * earlier versions, oldest first, in Parquet's three-level LIST of a STRUCT; null for a message
+ * never edited, empty for a tombstone; files written before it lack it (ST_PQ_ADDED). */
+static const st_pq_field_t st__hist_fields[] = {
+    {"content", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0, 13},
+    {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 14},
+    {"edited_at", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, 0, NULL, 0, 15},
+};
+static const st_pq_field_t st__hist_element = {
+    "element", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, 0, st__hist_fields, 3, 12};
+#define ST__MSG_HISTORY                                                                            \
+    {                                                                                              \
+        "edit_history", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_LIST, ST_PQ_ADDED, &st__hist_element,   \
+            1, 11                                                                                  \
+    }
 /* The owner column first (SPEC v5 §5.1): a user's name or a room's id, the same in every row;
  * files written before it lack it (ST_PQ_ADDED). A user's and a room's files differ only in its
  * name. */
-static const st_pq_field_t st__msg_fields[ST_PQ_COLUMNS] = {
+static const st_pq_field_t st__msg_fields[ST_PQ_MSG_FIELDS] = {
     {"user", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS | ST_PQ_DICT | ST_PQ_ADDED,
      NULL, 0, 1},
     {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 2},
@@ -35,8 +51,9 @@ static const st_pq_field_t st__msg_fields[ST_PQ_COLUMNS] = {
     {"content", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0, 7},
     {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 8},
     ST__MSG_TIMES,
+    ST__MSG_HISTORY,
 };
-static const st_pq_field_t st__room_fields[ST_PQ_COLUMNS] = {
+static const st_pq_field_t st__room_fields[ST_PQ_MSG_FIELDS] = {
     {"room_id", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING,
      ST_PQ_STATS | ST_PQ_DICT | ST_PQ_ADDED, NULL, 0, 1},
     {"msg_id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 2},
@@ -48,11 +65,12 @@ static const st_pq_field_t st__room_fields[ST_PQ_COLUMNS] = {
     {"content", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0, 7},
     {"metadata", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_JSON, 0, NULL, 0, 8},
     ST__MSG_TIMES,
+    ST__MSG_HISTORY,
 };
 
 /* Sorted by msg_id; one row group per conversation. */
-const st_pq_schema_t st_pq_msg_schema = {st__msg_fields, ST_PQ_COLUMNS, 1, 2};
-const st_pq_schema_t st_pq_room_schema = {st__room_fields, ST_PQ_COLUMNS, 1, 2};
+const st_pq_schema_t st_pq_msg_schema = {st__msg_fields, ST_PQ_MSG_FIELDS, 1, 2};
+const st_pq_schema_t st_pq_room_schema = {st__room_fields, ST_PQ_MSG_FIELDS, 1, 2};
 
 const st_pq_schema_t *st_pq_msg_schema_of(const st_owner_t *o)
 {
@@ -83,6 +101,23 @@ static void st__msg_time(st_pq_rec_t *r, int64_t t)
         st_pq_put_null(r);
 }
 
+/* edit_history's value: null, or a list of its versions. */
+static void st__msg_hist(st_pq_rec_t *r, const st_msgrow_t *m)
+{
+    if (!m->has_hist) {
+        st_pq_put_null(r);
+        return;
+    }
+    st_pq_put_list(r, m->nhist);
+    for (uint32_t k = 0; k < m->nhist; k++) {
+        const st_msgedit_t *e = &m->hist[k];
+        st_pq_put_struct(r);
+        st__msg_put(r, e->content, e->content_len);
+        st__msg_put(r, e->metadata, e->metadata_len);
+        st_pq_put_i64(r, e->edited_at);
+    }
+}
+
 static void st__msg_row(void *arg, size_t i, st_pq_rec_t *r)
 {
     const st_msgenc_t *e = arg;
@@ -97,6 +132,7 @@ static void st__msg_row(void *arg, size_t i, st_pq_rec_t *r)
     st__msg_put(r, m->metadata, m->metadata_len);
     st__msg_time(r, m->edited_at);
     st__msg_time(r, m->deleted_at);
+    st__msg_hist(r, m);
 }
 
 int st_parquet_encode(const st_msgrow_t *rows, size_t n, const st_owner_t *o, int zstd_level,
@@ -211,13 +247,35 @@ static void st__msg_str(st_pq_cur_t *c, const char **p, uint32_t *len)
     *len = (uint32_t)n;
 }
 
-/* The rows of a decoded row group, their strings taken from t (whose memory moves to out). */
+typedef ST_VEC(st_msgedit_t) st__edits_t;
+
+/* A row's edit_history onto all (the row's hist: its first entry's index until all stops
+ * moving); the cursor at the field. */
+static void st__msg_hist_get(st_pq_cur_t *c, st_msgrow_t *m, st__edits_t *all)
+{
+    size_t n;
+    m->has_hist = st_pq_get_list(c, &n);
+    m->nhist = (uint32_t)n;
+    m->hist = (const st_msgedit_t *)(uintptr_t)all->n;
+    for (size_t k = 0; k < n; k++) {
+        st_msgedit_t e = {0};
+        st_pq_get_struct(c);
+        st__msg_str(c, &e.content, &e.content_len);
+        st__msg_str(c, &e.metadata, &e.metadata_len);
+        st_pq_get_i64(c, &e.edited_at);
+        st_vec_push(all, e);
+    }
+}
+
+/* The rows of a decoded row group, their strings taken from t (whose memory moves to out, with
+ * the rows' edit_history entries). */
 static int st__rows_of(st_pq_table_t *tp, st_pq_rows_t *out)
 {
     st_pq_table_t t = *tp;
     size_t n = (size_t)t.rows;
     out->rows = st_calloc(n, sizeof *out->rows);
     out->n = n;
+    st__edits_t all = {0};
     st_pq_cur_t c;
     st_pq_cur_init(&c, &t);
     for (size_t i = 0; st_pq_cur_next(&c); i++) { /* the cursor stops after t.rows */
@@ -236,8 +294,12 @@ static int st__rows_of(st_pq_table_t *tp, st_pq_rows_t *out)
         st__msg_str(&c, &m->metadata, &m->metadata_len);
         if (!st_pq_get_i64(&c, &m->edited_at)) m->edited_at = 0; /* null */
         if (!st_pq_get_i64(&c, &m->deleted_at)) m->deleted_at = 0;
+        st__msg_hist_get(&c, m, &all);
     }
     int rc = st_pq_cur_done(&c);
+    for (size_t i = 0; i < n; i++) /* the entries stopped moving: indices become pointers */
+        out->rows[i].hist = all.v ? all.v + (uintptr_t)out->rows[i].hist : NULL;
+    if (all.v) st_vec_push(&t.mem, (void *)all.v); /* owned by out, as the pages are */
     /* the strings point into the table's pages: they move to out */
     out->mem = t.mem.v;
     out->nmem = t.mem.n;
@@ -315,9 +377,13 @@ static int st__view_group(st_pq_table_t *t, void **out, size_t *bytes)
         st__view_group_free(r);
         return ST_EINVAL;
     }
-    /* the rows, and the pages their strings point into (taken from t), a heap block each */
-    *bytes = sizeof *r + r->n * sizeof *r->rows + t->page_bytes + r->nmem * sizeof *r->mem +
-             (r->nmem + 3) * 16;
+    /* the rows, their edit_history entries, and the pages their strings point into (taken
+     * from t), a heap block each */
+    size_t edits = 0;
+    for (size_t i = 0; i < r->n; i++)
+        edits += r->rows[i].nhist;
+    *bytes = sizeof *r + r->n * sizeof *r->rows + edits * sizeof(st_msgedit_t) + t->page_bytes +
+             r->nmem * sizeof *r->mem + (r->nmem + 3) * 16;
     *out = r;
     return ST_OK;
 }

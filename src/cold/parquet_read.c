@@ -577,6 +577,19 @@ static void st__lift_def(st_pq_column_t *c, uint8_t fdef)
         if (c->def.v[k] == fdef) c->def.v[k]++;
 }
 
+/* Whether each ADDED group the row group lacks lacks every leaf: a file has a field whole or not
+ * at all (the cursor reads a group the file lacks by its first leaf). */
+static bool st__absent_whole(const st_pq_table_t *t)
+{
+    const st_pq_layout_t *l = t->lay;
+    for (int i = l->nodes[0].first; i >= 0; i = l->nodes[i].next) {
+        const st_pq_node_t *n = &l->nodes[i];
+        for (int k = n->leaf0; k < n->leaf0 + n->nleaf; k++)
+            if (t->cols[k].absent != t->cols[n->leaf0].absent) return false;
+    }
+    return true;
+}
+
 int st_pq_read_group(const st_pq_schema_t *s, const st_pq_rowgroup_t *g, const uint8_t *bytes,
                      size_t len, st_pq_table_t *out)
 {
@@ -597,7 +610,7 @@ int st_pq_read_group(const st_pq_schema_t *s, const st_pq_rowgroup_t *g, const u
             break;
         }
         const st_pq_node_t *leaf = &out->lay->nodes[out->lay->leaf_node[c]];
-        if (ch->length == 0 && (leaf->hints & ST_PQ_ADDED)) { /* the file lacks it: nulls */
+        if (ch->length == 0 && leaf->added) { /* the file lacks its field: nulls */
             out->cols[c].n = (size_t)g->rows;
             out->cols[c].absent = true;
             continue;
@@ -623,6 +636,7 @@ int st_pq_read_group(const st_pq_schema_t *s, const st_pq_rowgroup_t *g, const u
         st_vec_free(&d.idx);
     }
     ZSTD_freeDCtx(dz);
+    if (rc == ST_OK && !st__absent_whole(out)) rc = ST_EINVAL;
     out->bytes += out->page_bytes + sizeof *out->lay + (out->ncols + 1) * sizeof *out->cols +
                   out->mem.cap * sizeof *out->mem.v;
     if (rc != ST_OK) st_pq_table_free(out);

@@ -19,7 +19,8 @@ typedef struct {
     const char *name;
     int kind, type, rep, logical; /* rep: -1 for the root */
     int id;                       /* field_id, 0: none (the root, a LIST's "list" group) */
-    bool missing;                 /* an ST_PQ_ADDED leaf the file being parsed lacks */
+    bool added;    /* an ST_PQ_ADDED field, or a node under one: files written before may lack it */
+    bool missing;  /* a node of an ST_PQ_ADDED field the file being parsed lacks */
     bool narrowed; /* an OPTIONAL leaf the file being parsed declares REQUIRED (written before) */
     unsigned hints;
     int parent, first, next, nchildren; /* node indices, -1: none */
@@ -36,7 +37,8 @@ struct st_pq_layout {
     int leaf_node[ST_PQ_MAX_NODES];
     int nleaves;
     int sort_leaf, key_leaf;
-    int nmissing; /* leaves marked missing (the file has nleaves - nmissing column chunks) */
+    int nmissing;     /* leaves marked missing (the file has nleaves - nmissing column chunks) */
+    int nmissing_top; /* top-level fields marked missing (the root's children the file lacks) */
 };
 
 /* Flattens s; ST_EINVAL if it is not supported. Free with free(). */
@@ -45,8 +47,8 @@ int st__pq_layout(const st_pq_schema_t *s, st_pq_layout_t **out);
 void st__pq_schema_write(st_tw_t *w, const st_pq_layout_t *l);
 /* Reads field 2's list and checks it describes l (names, types, repetition, children, and
  * field ids where both the file and l have one; the names where the ids do not match), marking
- * the ST_PQ_ADDED leaves the file lacks missing and the OPTIONAL leaves it declares REQUIRED
- * narrowed. */
+ * the ST_PQ_ADDED fields the file lacks missing (a group's every node) and the OPTIONAL leaves it
+ * declares REQUIRED narrowed. */
 bool st__pq_schema_check(st_tr_t *r, st_pq_layout_t *l);
 /* Leaf's path in the schema (names borrowed from l) into names[ST_PQ_MAX_DEPTH]; its length. */
 int st__pq_path(const st_pq_layout_t *l, int leaf, const char **names);

@@ -318,9 +318,11 @@ static int st__pq_levels_present(st_pq_cur_t *c, int kind, int *x)
     if (*x < 0) return -1;
     const st_pq_node_t *n = &c->t->lay->nodes[*x];
     if (n->kind != kind) return st__fail(c), -1;
-    if (n->kind == ST_PQN_LEAF && c->t->cols[n->leaf].absent) { /* a leaf the file lacks */
-        if (c->pos[n->leaf] >= c->t->cols[n->leaf].n) return st__fail(c), -1;
-        c->pos[n->leaf]++;
+    if (c->t->cols[n->leaf0].absent) { /* a field the file lacks (every leaf of it): null */
+        for (int k = n->leaf0; k < n->leaf0 + n->nleaf; k++) {
+            if (!c->t->cols[k].absent || c->pos[k] >= c->t->cols[k].n) return st__fail(c), -1;
+            c->pos[k]++;
+        }
         st__cur_settle(c);
         return 0;
     }

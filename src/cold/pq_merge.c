@@ -18,7 +18,8 @@ enum {
     ST__T_INT = ST_TIER_V_INT,
     ST__T_STR = ST_TIER_V_STR,
     ST__T_STRUCT = ST_TIER_V_STRUCT,
-    ST__T_LIST = ST_TIER_V_LIST
+    ST__T_LIST = ST_TIER_V_LIST,
+    ST__T_SPLICE = ST_TIER_V_SPLICE
 };
 
 typedef st_tier_val_t st_tok_t;
@@ -36,12 +37,14 @@ typedef struct {
     ST_VEC(st_pq_table_t) tables;
     const st_pq_schema_t *s;
     const st_tier_pqmerge_t *o;
-    size_t at; /* replay: the next token */
+    size_t at;                /* replay: the next token */
+    ST_VEC(size_t) starts;    /* the row being read: each top-level field's first token */
+    ST_VEC(st_tok_t) scratch; /* a row being spliced: its tokens as the hook left them */
 } st_tape_t;
 
 static void st__tok(st_tape_t *tp, uint8_t op, uint32_t n, int64_t i, const char *p)
 {
-    st_tok_t t = {op, n, i, p};
+    st_tok_t t = {op, n, i, {p}};
     st_vec_push(&tp->toks, t);
 }
 
@@ -141,6 +144,29 @@ static int st__field_of_leaf(const st_pq_schema_t *s, int leaf)
     return leaf >= 0 && (size_t)leaf < s->nfields ? leaf : -1;
 }
 
+/* The row from token first rewritten with the splices its hook left (ST_TIER_V_SPLICE as a
+ * top-level field's first token: that field's values are the splice's). */
+static void st__splice(st_tape_t *tp, size_t first)
+{
+    size_t nf = tp->s->nfields;
+    bool any = false;
+    for (size_t k = 0; k < nf && !any; k++)
+        any = tp->toks.v[tp->starts.v[k]].op == ST__T_SPLICE;
+    if (!any) return;
+    st_vec_reserve(&tp->scratch, tp->toks.n - first);
+    memcpy(tp->scratch.v, tp->toks.v + first, (tp->toks.n - first) * sizeof *tp->toks.v);
+    tp->scratch.n = tp->toks.n - first;
+    tp->toks.n = first;
+    for (size_t k = 0; k < nf; k++) {
+        size_t a = tp->starts.v[k] - first, b = tp->starts.v[k + 1] - first;
+        const st_tok_t *head = &tp->scratch.v[a];
+        const st_tok_t *from = head->op == ST__T_SPLICE ? head->sub : head;
+        size_t n = head->op == ST__T_SPLICE ? head->n : b - a;
+        for (size_t i = 0; i < n; i++)
+            st_vec_push(&tp->toks, from[i]);
+    }
+}
+
 /* Every row of one object onto the tape (its tables kept: the strings point into them). */
 static int st__read(st_tape_t *tp, st_objstore_t *obj, const char *key, uint64_t size)
 {
@@ -167,13 +193,18 @@ static int st__read(st_tape_t *tp, st_objstore_t *obj, const char *key, uint64_t
         st_pq_cur_init(&c, tab);
         for (size_t i = 0; st_pq_cur_next(&c); i++) {
             st_trow_t row = {st_tier_row_id(tp->s, tab, i), tp->toks.n, NULL, 0};
-            for (size_t k = 0; k < tp->s->nfields; k++)
+            tp->starts.n = 0;
+            for (size_t k = 0; k < tp->s->nfields; k++) {
+                st_vec_push(&tp->starts, tp->toks.n);
                 st__pqm_copy(tp, &c, &tp->s->fields[k]);
+            }
+            st_vec_push(&tp->starts, tp->toks.n);
             if (tp->o && tp->o->row &&
                 !tp->o->row(tp->o->arg, tp->toks.v + row.first, tp->toks.n - row.first)) {
                 tp->toks.n = row.first; /* left out */
                 continue;
             }
+            if (tp->o && tp->o->row) st__splice(tp, row.first);
             st_vec_push(&tp->rows, row);
         }
         rc = st_pq_cur_done(&c);
@@ -238,5 +269,7 @@ int st_tier_pq_merge_with(const st_pq_schema_t *s, const st_tier_pqmerge_t *o, s
     st_vec_free(&tp.tables);
     st_vec_free(&tp.toks);
     st_vec_free(&tp.rows);
+    st_vec_free(&tp.starts);
+    st_vec_free(&tp.scratch);
     return rc;
 }

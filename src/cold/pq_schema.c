@@ -34,6 +34,7 @@ static int st__pq_schema_add(st_pq_layout_t *l, const char *name, int kind, int 
     n->def = (uint8_t)((p ? p->def : 0) + (rep == ST_PQ_OPTIONAL || rep == ST_PQ_REPEATED));
     n->repl = (uint8_t)((p ? p->repl : 0) + (rep == ST_PQ_REPEATED));
     n->depth = p ? p->depth + 1 : 0;
+    n->added = p && p->added;
     if (p) {
         int *link = &p->first;
         while (*link >= 0)
@@ -63,7 +64,9 @@ static bool st__field(st_pq_layout_t *l, const st_pq_field_t *f, int parent)
     n->logical = f->logical;
     n->hints = f->hints;
     n->id = f->id;
-    if (f->id < 0 || ((f->hints & ST_PQ_ADDED) && (group || parent != 0))) return false;
+    n->added |= (f->hints & ST_PQ_ADDED) != 0;
+    /* ADDED: a top-level field only (a leaf, or a group a file lacks whole) */
+    if (f->id < 0 || ((f->hints & ST_PQ_ADDED) && parent != 0)) return false;
     if (n->def > ST_PQ_MAX_LEVEL || n->depth > ST_PQ_MAX_DEPTH - 1) return false;
     if (!group) {
         n->leaf = l->nleaves;
@@ -97,9 +100,9 @@ int st__pq_layout(const st_pq_schema_t *s, st_pq_layout_t **out)
         const st_pq_node_t *k =
             s->key_leaf >= 0 && s->key_leaf < l->nleaves ? &l->nodes[l->leaf_node[s->key_leaf]] : 0;
         ok = k && k->parent == 0 && k->rep == ST_PQ_REQUIRED && k->type != ST_PQ_BOOLEAN &&
-             !(k->hints & ST_PQ_ADDED);
+             !k->added;
     }
-    if (ok && s->sort_leaf >= 0 && (l->nodes[l->leaf_node[s->sort_leaf]].hints & ST_PQ_ADDED))
+    if (ok && s->sort_leaf >= 0 && l->nodes[l->leaf_node[s->sort_leaf]].added)
         ok = false; /* an older file would have none */
     if (!ok) {
         free(l);
@@ -176,10 +179,24 @@ static bool st__pq_schema_same(const st_pq_node_t *want, const uint8_t *name, si
            children == (leaf ? 0 : want->nchildren);
 }
 
-/* Whether node i is an ST_PQ_ADDED leaf, which a file may lack. */
+/* Whether node i is an ST_PQ_ADDED field (a top-level leaf or group), which a file may lack. */
 static bool st__pq_schema_added(const st_pq_layout_t *l, int i)
 {
-    return l->nodes[i].kind == ST_PQN_LEAF && (l->nodes[i].hints & ST_PQ_ADDED);
+    return l->nodes[i].parent == 0 && (l->nodes[i].hints & ST_PQ_ADDED);
+}
+
+/* Marks the ADDED field at node i missing, every node under it too (a group's nodes follow it,
+ * depth first); the node after them. */
+static int st__pq_schema_miss(st_pq_layout_t *l, int i)
+{
+    int end = i + 1;
+    while (end < l->nnodes && l->nodes[end].depth > l->nodes[i].depth)
+        end++;
+    for (int k = i; k < end; k++)
+        l->nodes[k].missing = true;
+    l->nmissing += l->nodes[i].nleaf;
+    l->nmissing_top++;
+    return end;
 }
 
 bool st__pq_schema_check(st_tr_t *r, st_pq_layout_t *l)
@@ -218,18 +235,14 @@ bool st__pq_schema_check(st_tr_t *r, st_pq_layout_t *l)
             continue;
         }
         while (w < l->nnodes && st__pq_schema_added(l, w) &&
-               !st__pq_schema_same(&l->nodes[w], name, nl, type, rep, children, fid)) {
-            l->nodes[w++].missing = true;
-            l->nmissing++;
-        }
+               !st__pq_schema_same(&l->nodes[w], name, nl, type, rep, children, fid))
+            w = st__pq_schema_miss(l, w);
         if (w == l->nnodes || !st__pq_schema_same(&l->nodes[w], name, nl, type, rep, children, fid))
             return false;
         l->nodes[w].narrowed = rep != l->nodes[w].rep;
         w++;
     }
-    for (; w < l->nnodes && st__pq_schema_added(l, w); w++) {
-        l->nodes[w].missing = true;
-        l->nmissing++;
-    }
-    return r->ok && w == l->nnodes && root_children == l->nodes[0].nchildren - l->nmissing;
+    while (w < l->nnodes && st__pq_schema_added(l, w))
+        w = st__pq_schema_miss(l, w);
+    return r->ok && w == l->nnodes && root_children == l->nodes[0].nchildren - l->nmissing_top;
 }

@@ -814,6 +814,35 @@ static bool same(const char *a, size_t al, const char *b, size_t bl)
     return al == bl && memcmp(a, b, al) == 0;
 }
 
+/* Earlier versions for rows' edit_history (SPEC §2.2): a string and raw JSON text, one null. */
+static const st_msgedit_t hist3[] = {
+    {"first", "{\"v\":1}", 5, 7, 1700000000000100},
+    {"ünï", NULL, 5, 0, 1700000000000200},
+    {NULL, "[1,{\"x\":null}]", 0, 14, 1700000000000300},
+};
+
+/* Whether two rows' edit_history are equal (null, empty and each entry). */
+static bool same_hist(const st_msgrow_t *a, const st_msgrow_t *b)
+{
+    if (a->has_hist != b->has_hist || a->nhist != b->nhist) return false;
+    for (uint32_t k = 0; k < a->nhist; k++)
+        if (a->hist[k].edited_at != b->hist[k].edited_at ||
+            !same(a->hist[k].content, a->hist[k].content_len, b->hist[k].content,
+                  b->hist[k].content_len) ||
+            !same(a->hist[k].metadata, a->hist[k].metadata_len, b->hist[k].metadata,
+                  b->hist[k].metadata_len))
+            return false;
+    return true;
+}
+
+/* Sets row r's edit_history: null (n < 0) or the first n of hist3. */
+static void set_hist(st_msgrow_t *r, int n)
+{
+    r->has_hist = n >= 0;
+    r->hist = n > 0 ? hist3 : NULL;
+    r->nhist = n > 0 ? (uint32_t)n : 0;
+}
+
 TEST(round_trip_keeps_every_field_and_groups_by_conversation)
 {
     /* conversation "a": 3 rows, "b": 2000 rows with big contents (several pages) */
@@ -828,9 +857,11 @@ TEST(round_trip_keeps_every_field_and_groups_by_conversation)
     for (size_t i = 3; i < n; i++)
         rows[i] = row(100 + i, "b", big, i % 3 ? NULL : "{\"i\":true}");
     rows[1].edited_at = 1700000000123456;
+    set_hist(&rows[1], 3);
     for (size_t i = 3; i < n; i += 7) { /* some edited, some deleted, some both */
         rows[i].edited_at = i % 2 ? rows[i].timestamp + 5 : 0;
         rows[i].deleted_at = i % 3 ? rows[i].timestamp + 9 : 0;
+        set_hist(&rows[i], rows[i].deleted_at ? 0 : rows[i].edited_at ? (int)(i % 3) + 1 : -1);
     }
     st_buf_t f = {0};
     CHECK_EQ(st_parquet_encode(rows, n, ST_USER("u", 1), 3, &f), ST_OK);
@@ -863,6 +894,7 @@ TEST(round_trip_keeps_every_field_and_groups_by_conversation)
             CHECK(same(a->metadata, a->metadata_len, b->metadata, b->metadata_len));
             CHECK_EQ(a->edited_at, b->edited_at);
             CHECK_EQ(a->deleted_at, b->deleted_at);
+            CHECK(same_hist(a, b));
         }
         st_parquet_rows_free(&r);
     }
@@ -878,7 +910,8 @@ TEST(round_trip_keeps_every_field_and_groups_by_conversation)
  * meet the new ones. The figures were those of the writer before it became schema-driven, until
  * SPEC v5 §5.1 added field ids and the owner column (user "u", a chunk per row group), until
  * from and content became OPTIONAL (issue 45: their definition levels), and until edited_at and
- * deleted_at became columns (issue 45: two OPTIONAL INT64 chunks per row group, some values). */
+ * deleted_at became columns (issue 45: two OPTIONAL INT64 chunks per row group, some values), and
+ * until edit_history did (issue 45: a LIST of STRUCT, three chunks per row group, some lists). */
 TEST(message_files_keep_their_exact_bytes)
 {
     size_t n = 4000;
@@ -899,11 +932,15 @@ TEST(message_files_keep_their_exact_bytes)
         rows[i].from_len = (uint32_t)strlen(from[i]);
         if ((x >> 3) % 5 == 0) rows[i].edited_at = rows[i].timestamp + (x >> 12) % 100000;
         if ((x >> 9) % 7 == 0) rows[i].deleted_at = rows[i].timestamp + (x >> 14) % 100000;
+        if (rows[i].deleted_at)
+            set_hist(&rows[i], 0);
+        else if (rows[i].edited_at)
+            set_hist(&rows[i], (int)((x >> 20) % 3) + 1);
     }
     st_buf_t f = {0};
     CHECK_EQ(st_parquet_encode(rows, n, ST_USER("u", 1), 3, &f), ST_OK);
-    CHECK_EQ(f.len, 96229);
-    CHECK_EQ(crc32(0L, (const Bytef *)f.data, (uInt)f.len), 3433615115ul);
+    CHECK_EQ(f.len, 106045);
+    CHECK_EQ(crc32(0L, (const Bytef *)f.data, (uInt)f.len), 1622798199ul);
     st_buf_free(&f);
     free(rows);
     free(from);
@@ -1019,27 +1056,6 @@ static bool merge_fix(void *arg, st_msgrow_t *r)
     return true;
 }
 
-/* A file:// object store in a fresh directory made from the template dir (rewritten in place). */
-static st_objstore_t *tmp_store(char *dir)
-{
-    CHECK(mkdtemp(dir));
-    char url[64];
-    snprintf(url, sizeof url, "file://%s", dir);
-    st_objstore_opts_t oo = {.url = url};
-    st_objstore_t *obj = NULL;
-    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
-    return obj;
-}
-
-/* Closes a tmp_store and removes its directory. */
-static void tmp_store_close(st_objstore_t *obj, const char *dir)
-{
-    st_objstore_close(obj);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK_EQ(system(cmd), 0);
-}
-
 TEST(merge_groups_by_conversation_folds_changes_and_counts_expired_rows)
 {
     char dir[] = "/tmp/strata-cmerge-XXXXXX";
@@ -1144,6 +1160,14 @@ static bool owner_is(const st_buf_t *f, const st_pq_schema_t *s, const char *wan
             st_pq_get_str(&c, &p, &n);
             st_pq_get_i64(&c, &v); /* edited_at */
             st_pq_get_i64(&c, &v); /* deleted_at */
+            size_t nh;
+            st_pq_get_list(&c, &nh); /* edit_history */
+            for (size_t k = 0; k < nh; k++) {
+                st_pq_get_struct(&c);
+                st_pq_get_str(&c, &p, &n);
+                st_pq_get_str(&c, &p, &n);
+                st_pq_get_i64(&c, &v);
+            }
         }
         ok = st_pq_cur_done(&c) == ST_OK && ok;
         st_pq_table_free(&t);
@@ -1337,6 +1361,58 @@ static bool times_fix(void *arg, st_msgrow_t *r)
     return true;
 }
 
+typedef void (*merged_fn)(int k, const st_msgrow_t *all, const st_msgrow_t *got);
+
+/* An older layout's file old (rows 1-3) and a new one neu (later: 4-6) merged, plainly (k 0), then
+ * with a fold's fix (k 1): each result byte for byte what the writer makes of the six rows in id
+ * order (fixed for k 1); check is shown them and the rows read back. */
+static void merge_old_new(const st_buf_t *old, const st_buf_t *neu, const st_msgrow_t *rows,
+                          const st_msgrow_t *later, bool (*fix)(void *arg, st_msgrow_t *r),
+                          merged_fn check)
+{
+    char dir[] = "/tmp/strata-cmerge-XXXXXX";
+    st_objstore_t *obj = tmp_store(dir);
+    CHECK_EQ(st_objstore_put(obj, "o/1.parquet", old->data, old->len), ST_OK);
+    CHECK_EQ(st_objstore_put(obj, "o/2.parquet", neu->data, neu->len), ST_OK);
+    st_tier_obj_t objs[2] = {{.file = {.size = old->len}, .key = "o/1.parquet"},
+                             {.file = {.size = neu->len}, .key = "o/2.parquet"}};
+    for (int k = 0; k < 2; k++) {
+        st_tier_file_t out = {0};
+        void *dropped = NULL;
+        int64_t nd = 0;
+        const char *key = k ? "o/f.parquet" : "o/m.parquet";
+        CHECK_EQ(st_chat_parquet_merge(1, ST_USER("u", 1), obj, objs, 2, 0, key, &out, &dropped,
+                                       &nd, k ? fix : NULL, NULL),
+                 ST_OK);
+        st_chat_dropped_free(NULL, dropped);
+        st_msgrow_t all[] = {rows[0], rows[1], later[0], rows[2], later[1], later[2]}, got[8];
+        for (int i = 0; k && i < 6; i++)
+            CHECK(fix(NULL, &all[i]));
+        st_buf_t got_f = {0}, want = {0};
+        CHECK_EQ(st_parquet_encode(all, 6, ST_USER("u", 1), 1, &want), ST_OK);
+        CHECK_EQ(st_objstore_get(obj, key, 0, out.size, &got_f), ST_OK);
+        CHECK(out.rows == 6 && got_f.len == want.len &&
+              memcmp(got_f.data, want.data, want.len) == 0);
+        st_pq_rows_t keep[4] = {0};
+        CHECK_EQ(read_rows(&got_f, got, 8, keep), 6);
+        for (int i = 0; i < 6; i++)
+            CHECK_EQ(got[i].msg_id, all[i].msg_id);
+        check(k, all, got);
+        for (int g = 0; g < 4; g++)
+            st_parquet_rows_free(&keep[g]);
+        st_buf_free(&got_f);
+        st_buf_free(&want);
+    }
+    tmp_store_close(obj, dir);
+}
+
+static void times_merged(int k, const st_msgrow_t *all, const st_msgrow_t *got)
+{
+    CHECK(!k || (all[1].deleted_at && all[4].edited_at));
+    for (int i = 0; i < 6; i++)
+        CHECK(got[i].edited_at == all[i].edited_at && got[i].deleted_at == all[i].deleted_at);
+}
+
 /* SPEC v5 §5.1 (issue 45): edited_at and deleted_at (field ids 9, 10) are columns of the message
  * files, null unless set; a file written before them reads them as null, and merges with a new
  * one (a fold setting some) into the new layout, byte for byte what the writer makes. */
@@ -1376,42 +1452,94 @@ TEST(edited_and_deleted_at_columns_old_files_read_null_and_merge)
     for (int g = 0; g < 4; g++)
         st_parquet_rows_free(&keep[g]);
     CHECK(owner_is(&old, &st_pq_msg_schema, "u"));
-    char dir[] = "/tmp/strata-ctimes-XXXXXX";
-    st_objstore_t *obj = tmp_store(dir);
-    CHECK_EQ(st_objstore_put(obj, "o/1.parquet", old.data, old.len), ST_OK);
-    CHECK_EQ(st_objstore_put(obj, "o/2.parquet", neu.data, neu.len), ST_OK);
-    st_tier_obj_t objs[2] = {{.file = {.size = old.len}, .key = "o/1.parquet"},
-                             {.file = {.size = neu.len}, .key = "o/2.parquet"}};
-    for (int k = 0; k < 2; k++) { /* a plain merge, then a fold */
-        st_tier_file_t out = {0};
-        void *dropped = NULL;
-        int64_t nd = 0;
-        const char *key = k ? "o/f.parquet" : "o/m.parquet";
-        CHECK_EQ(st_chat_parquet_merge(1, ST_USER("u", 1), obj, objs, 2, 0, key, &out, &dropped,
-                                       &nd, k ? times_fix : NULL, NULL),
-                 ST_OK);
-        st_chat_dropped_free(NULL, dropped);
-        st_msgrow_t all[] = {rows[0], rows[1], later[0], rows[2], later[1], later[2]};
-        if (k) {
-            CHECK(times_fix(NULL, &all[1]) && times_fix(NULL, &all[4]));
-            CHECK(all[1].deleted_at && all[4].edited_at);
-        }
-        st_buf_t got_f = {0}, want = {0};
-        CHECK_EQ(st_parquet_encode(all, 6, ST_USER("u", 1), 1, &want), ST_OK);
-        CHECK_EQ(st_objstore_get(obj, key, 0, out.size, &got_f), ST_OK);
-        CHECK(out.rows == 6 && got_f.len == want.len &&
-              memcmp(got_f.data, want.data, want.len) == 0);
-        memset(keep, 0, sizeof keep);
-        CHECK_EQ(read_rows(&got_f, got, 8, keep), 6);
-        for (int i = 0; i < 6; i++)
-            CHECK(got[i].msg_id == all[i].msg_id && got[i].edited_at == all[i].edited_at &&
-                  got[i].deleted_at == all[i].deleted_at);
-        for (int g = 0; g < 4; g++)
-            st_parquet_rows_free(&keep[g]);
-        st_buf_free(&got_f);
-        st_buf_free(&want);
+    merge_old_new(&old, &neu, rows, later, times_fix, times_merged);
+    st_buf_free(&old);
+    st_buf_free(&neu);
+}
+
+/* Rows of the layout before edit_history: the owner column and the nine after it. */
+static void v10_row(void *arg, size_t i, st_pq_rec_t *r)
+{
+    const st_msgrow_t *m = (const st_msgrow_t *)arg + i;
+    v5r_row(arg, i, r);
+    if (m->edited_at)
+        st_pq_put_i64(r, m->edited_at);
+    else
+        st_pq_put_null(r);
+    if (m->deleted_at)
+        st_pq_put_i64(r, m->deleted_at);
+    else
+        st_pq_put_null(r);
+}
+
+/* A fold's fix changing edit_history's shape: row 1 deleted (null to an empty list), row 2 given
+ * three versions (an older file's null to a list), row 5's cut to one. */
+static bool hist_fix(void *arg, st_msgrow_t *r)
+{
+    (void)arg;
+    if (r->msg_id == 1) {
+        r->content = r->metadata = NULL;
+        r->content_len = r->metadata_len = 0;
+        r->deleted_at = 1700000000555555;
+        set_hist(r, 0);
     }
-    tmp_store_close(obj, dir);
+    if (r->msg_id == 2) set_hist(r, 3);
+    if (r->msg_id == 5) set_hist(r, 1);
+    return true;
+}
+
+static void hist_merged(int k, const st_msgrow_t *all, const st_msgrow_t *got)
+{
+    for (int i = 0; i < 6; i++)
+        CHECK(same_hist(&got[i], &all[i]));
+    CHECK(k ? got[0].has_hist && got[1].nhist == 3 && got[4].nhist == 1
+            : !got[0].has_hist && !got[1].has_hist && got[4].nhist == 2);
+}
+
+/* SPEC v5 §5.1 (issue 45): edit_history (field ids 11 to 15) is a column of the message files:
+ * null for a message never edited, an empty list for a tombstone, its versions otherwise; a file
+ * written before it reads it as null, and merges with a new one, plain or with a fold that gives
+ * rows histories of other lengths, into the new layout, byte for byte what the writer makes. */
+TEST(edit_history_column_old_files_read_null_and_folds_splice_it)
+{
+    st_pq_field_t fields[10];
+    memcpy(fields, st_pq_msg_schema.fields, sizeof fields);
+    st_pq_schema_t old_schema = {fields, 10, 1, 2};
+    st_msgrow_t rows[] = {row(1, "a", "one", NULL), row(2, "a", "two", "{}"),
+                          row(3, "b", "three", NULL)};
+    rows[1].edited_at = 1700000000444444;
+    st_msgrow_t later[] = {row(4, "a", NULL, NULL), row(5, "b", "five", NULL),
+                           row(6, "b", "six", NULL)};
+    later[0].deleted_at = 1700000000777777;
+    set_hist(&later[0], 0);
+    later[1].edited_at = 1700000000666666;
+    set_hist(&later[1], 2);
+    st_buf_t old = {0}, neu = {0};
+    st_pq_write_t w = {
+        .schema = &old_schema, .nrows = 3, .row = v10_row, .arg = rows, .zstd_level = 1};
+    CHECK_EQ(st_pq_write(&w, &old), ST_OK);
+    CHECK_EQ(st_parquet_encode(later, 3, ST_USER("u", 1), 1, &neu), ST_OK);
+    st_pq_meta_t m;
+    CHECK_EQ(parse(&old, &m), ST_OK);
+    CHECK(m.groups[0].col_length[10] == 0 && m.groups[0].col_length[12] == 0);
+    st_parquet_meta_free(&m);
+    st_msgrow_t got[8];
+    st_pq_rows_t keep[4] = {0};
+    CHECK_EQ(read_rows(&old, got, 8, keep), 3);
+    for (int i = 0; i < 3; i++)
+        CHECK(got[i].msg_id == rows[i].msg_id && !got[i].has_hist && got[i].nhist == 0 &&
+              got[i].edited_at == rows[i].edited_at);
+    for (int g = 0; g < 4; g++)
+        st_parquet_rows_free(&keep[g]);
+    memset(keep, 0, sizeof keep);
+    CHECK_EQ(read_rows(&neu, got, 8, keep), 3);
+    for (int i = 0; i < 3; i++)
+        CHECK(got[i].msg_id == later[i].msg_id && same_hist(&got[i], &later[i]));
+    CHECK(got[0].has_hist && !got[2].has_hist); /* empty and null stay apart */
+    for (int g = 0; g < 4; g++)
+        st_parquet_rows_free(&keep[g]);
+    CHECK(owner_is(&old, &st_pq_msg_schema, "u"));
+    merge_old_new(&old, &neu, rows, later, hist_fix, hist_merged);
     st_buf_free(&old);
     st_buf_free(&neu);
 }

@@ -409,6 +409,221 @@ TEST(optional_structs_and_elements_lists_of_lists_int32_and_booleans_round_trip)
     st_buf_free(&f);
 }
 
+/* A schema that grew groups: "old" files hold id and name; "ad" adds a STRUCT between them and a
+ * LIST of STRUCTs at the end, both ST_PQ_ADDED; "adr" a REQUIRED STRUCT (files lack it too). */
+static const st_pq_field_t ad_s_fields[] = {
+    {"a", ST_PQ_INT64, ST_PQ_OPTIONAL, ST_PQ_NONE, 0, NULL, 0, 4},
+};
+static const st_pq_field_t ad_e_fields[] = {
+    {"k", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0, 7},
+    {"t", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_TIMESTAMP_US, 0, NULL, 0, 8},
+};
+static const st_pq_field_t ad_elem = {
+    "element", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, 0, ad_e_fields, 2, 6};
+static const st_pq_field_t ad_fields[] = {
+    {"id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 1},
+    {"s", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_NONE, ST_PQ_ADDED, ad_s_fields, 1, 3},
+    {"name", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0, 2},
+    {"tags", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_LIST, ST_PQ_ADDED, &ad_elem, 1, 5},
+};
+static const st_pq_field_t ad_old_fields[] = {ad_fields[0], ad_fields[2]};
+static const st_pq_field_t ad_r_fields[] = {
+    ad_fields[0],
+    ad_fields[2],
+    {"r", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_ADDED, ad_s_fields, 1, 9},
+};
+static const st_pq_schema_t ad_schema = {ad_fields, 4, 0, -1};
+static const st_pq_schema_t ad_old_schema = {ad_old_fields, 2, 0, -1};
+static const st_pq_schema_t ad_r_schema = {ad_r_fields, 3, 0, -1};
+
+/* Row i of a new file: s null when i % 3 == 0 (a null when i % 2), tags null when i % 4 == 0,
+ * else i % 4 - 1 elements (k null for odd k); ids from 1000. */
+static void ad_put(void *arg, size_t i, st_pq_rec_t *r)
+{
+    (void)arg;
+    st_pq_put_i64(r, 1000 + (int64_t)i);
+    if (i % 3 == 0) {
+        st_pq_put_null(r);
+    } else {
+        st_pq_put_struct(r);
+        if (i % 2)
+            st_pq_put_null(r);
+        else
+            st_pq_put_i64(r, (int64_t)i * 3);
+    }
+    st_pq_put_str(r, "new", 3);
+    if (i % 4 == 0) {
+        st_pq_put_null(r);
+        return;
+    }
+    st_pq_put_list(r, i % 4 - 1);
+    for (size_t k = 0; k < i % 4 - 1; k++) {
+        st_pq_put_struct(r);
+        if (k % 2)
+            st_pq_put_null(r);
+        else
+            st_pq_put_str(r, "tag", 3);
+        st_pq_put_i64(r, (int64_t)(i * 10 + k));
+    }
+}
+
+/* Row i of an old file: id i, a name. */
+static void ad_put_old(void *arg, size_t i, st_pq_rec_t *r)
+{
+    (void)arg;
+    st_pq_put_i64(r, (int64_t)i);
+    st_pq_put_str(r, "old", 3);
+}
+
+/* Reads every row of f (schema sc) and checks it against what ad_put (id >= 1000) or ad_put_old
+ * wrote; each row's tags' length (-1: null) into tags[id % 1000 ...]; rows read, or -1. */
+static long ad_check(const st_pq_schema_t *sc, const st_buf_t *f, long *bad)
+{
+    st_pq_file_t m;
+    if (pq_parse(sc, f, &m) != ST_OK) return -1;
+    long rows = 0;
+    for (size_t g = 0; g < m.ngroups; g++) {
+        const st_pq_rowgroup_t *G = &m.groups[g];
+        st_pq_table_t t;
+        if (st_pq_read_group(sc, G, (const uint8_t *)f->data + G->offset, G->length, &t)) {
+            st_pq_file_free(&m);
+            return -1;
+        }
+        st_pq_cur_t c;
+        st_pq_cur_init(&c, &t);
+        while (st_pq_cur_next(&c)) {
+            int64_t id, v;
+            const char *p;
+            size_t n, nl;
+            st_pq_get_i64(&c, &id);
+            bool neu = id >= 1000;
+            size_t i = (size_t)(id % 1000);
+            bool s = st_pq_get_struct(&c);
+            *bad += s != (neu && i % 3 != 0);
+            if (s) {
+                bool a = st_pq_get_i64(&c, &v);
+                *bad += a != (i % 2 == 0) || (a && v != (int64_t)i * 3);
+            }
+            *bad += !st_pq_get_str(&c, &p, &n) || n != 3 || memcmp(p, neu ? "new" : "old", 3);
+            bool l = st_pq_get_list(&c, &nl);
+            *bad += l != (neu && i % 4 != 0) || (l && nl != i % 4 - 1);
+            for (size_t k = 0; k < nl; k++) {
+                *bad += !st_pq_get_struct(&c);
+                bool kp = st_pq_get_str(&c, &p, &n);
+                *bad += kp != (k % 2 == 0) || (kp && (n != 3 || memcmp(p, "tag", 3)));
+                *bad += !st_pq_get_i64(&c, &v) || v != (int64_t)(i * 10 + k);
+            }
+            rows++;
+        }
+        if (st_pq_cur_done(&c) != ST_OK) rows = -1;
+        st_pq_table_free(&t);
+        if (rows < 0) break;
+    }
+    st_pq_file_free(&m);
+    return rows;
+}
+
+/* The merge's hook: row 1001's tags spliced to one element (as row 1002's first), row 1002's s
+ * to a null. */
+static bool ad_splice(void *arg, st_tier_val_t *v, size_t nv)
+{
+    static const st_tier_val_t one[] = {{ST_TIER_V_LIST, 1, 0, {NULL}},
+                                        {ST_TIER_V_STRUCT, 0, 0, {NULL}},
+                                        {ST_TIER_V_STR, 3, 0, {"tag"}},
+                                        {ST_TIER_V_INT, 0, 10, {NULL}}};
+    static const st_tier_val_t null = {ST_TIER_V_NULL, 0, 0, {NULL}};
+    (void)arg;
+    if (v[0].i == 1001 && nv > 4) /* s (2 values), name: tags is v[4] */
+        v[4] = (st_tier_val_t){.op = ST_TIER_V_SPLICE, .n = 4, .sub = one};
+    if (v[0].i == 1002) v[1] = (st_tier_val_t){.op = ST_TIER_V_SPLICE, .n = 1, .sub = &null};
+    return true;
+}
+
+/* ST_PQ_ADDED on a top-level group (issue 45, edit_history): a file written before a STRUCT or a
+ * LIST was added reads it as null (whatever its repetition), wherever it sits among the fields;
+ * a file has a group whole or is refused; the tier's merge keeps it and splices a kind's new
+ * values of another shape in. */
+TEST(added_groups_read_as_null_from_older_files_and_merge)
+{
+    st_buf_t old = {0}, neu = {0};
+    st_pq_write_t w = {.schema = &ad_old_schema, .nrows = 10, .row = ad_put_old, .group_rows = 4};
+    CHECK_EQ(st_pq_write(&w, &old), ST_OK);
+    w = (st_pq_write_t){.schema = &ad_schema, .nrows = 12, .row = ad_put, .group_rows = 5};
+    CHECK_EQ(st_pq_write(&w, &neu), ST_OK);
+    CHECK_EQ(st_pq_schema_leaves(&ad_schema), 5);
+    long bad = 0;
+    CHECK_EQ(ad_check(&ad_schema, &old, &bad), 10);
+    CHECK_EQ(ad_check(&ad_schema, &neu, &bad), 12);
+    CHECK_EQ(bad, 0);
+    /* the footer: the lacking group's chunks empty, inside the row group */
+    st_pq_file_t m;
+    CHECK_EQ(pq_parse(&ad_schema, &old, &m), ST_OK);
+    CHECK(m.nleaves == 5 && m.groups[0].chunks[1].length == 0 &&
+          m.groups[0].chunks[3].length == 0 && m.groups[0].chunks[4].length == 0 &&
+          m.groups[0].chunks[2].length > 0);
+    st_pq_file_free(&m);
+    /* a REQUIRED group a file lacks reads as null too */
+    st_pq_table_t t;
+    CHECK_EQ(pq_parse(&ad_r_schema, &old, &m), ST_OK);
+    const st_pq_rowgroup_t *G = &m.groups[0];
+    CHECK_EQ(
+        st_pq_read_group(&ad_r_schema, G, (const uint8_t *)old.data + G->offset, G->length, &t),
+        ST_OK);
+    st_pq_cur_t c;
+    st_pq_cur_init(&c, &t);
+    int64_t v;
+    const char *p;
+    size_t n;
+    CHECK(st_pq_cur_next(&c) && st_pq_get_i64(&c, &v) && st_pq_get_str(&c, &p, &n) &&
+          !st_pq_get_struct(&c));
+    while (st_pq_cur_next(&c)) {
+        st_pq_get_i64(&c, &v);
+        st_pq_get_str(&c, &p, &n);
+        st_pq_get_struct(&c);
+    }
+    CHECK_EQ(st_pq_cur_done(&c), ST_OK);
+    st_pq_table_free(&t);
+    st_pq_file_free(&m);
+    /* a group's leaves are there all or none: one chunk missing is damage */
+    CHECK_EQ(pq_parse(&ad_schema, &neu, &m), ST_OK);
+    st_pq_rowgroup_t half = m.groups[0];
+    st_pq_chunk_t ch[5];
+    memcpy(ch, half.chunks, sizeof ch);
+    ch[4].length = 0;
+    half.chunks = ch;
+    CHECK_EQ(st_pq_read_group(&ad_schema, &half, (const uint8_t *)neu.data + half.offset,
+                              half.length, &t),
+             ST_EINVAL);
+    st_pq_file_free(&m);
+    /* a file whose group has another shape is another schema's */
+    CHECK_EQ(ad_check(&ad_r_schema, &neu, &bad), -1);
+    /* the old file and the new merged: the groups kept, the old rows' null, splices taken */
+    char dir[] = "/tmp/strata-added-XXXXXX";
+    st_objstore_t *obj = tmp_store(dir);
+    CHECK_EQ(st_objstore_put(obj, "k/old.parquet", old.data, old.len), ST_OK);
+    CHECK_EQ(st_objstore_put(obj, "k/new.parquet", neu.data, neu.len), ST_OK);
+    st_tier_obj_t objs[2] = {{.file = {.size = old.len}, .key = "k/old.parquet"},
+                             {.file = {.size = neu.len}, .key = "k/new.parquet"}};
+    st_tier_file_t out = {0};
+    st_buf_t merged = {0};
+    CHECK_EQ(st_tier_pq_merge(&ad_schema, 0, 1, obj, objs, 2, "k/m.parquet", &out), ST_OK);
+    CHECK_EQ(out.rows, 22);
+    CHECK_EQ(st_objstore_get(obj, "k/m.parquet", 0, out.size, &merged), ST_OK);
+    CHECK_EQ(ad_check(&ad_schema, &merged, &bad), 22);
+    CHECK_EQ(bad, 0);
+    st_tier_pqmerge_t hook = {.zstd_level = 1, .row = ad_splice};
+    CHECK_EQ(st_tier_pq_merge_with(&ad_schema, &hook, obj, objs, 2, "k/s.parquet", &out), ST_OK);
+    st_buf_reset(&merged);
+    CHECK_EQ(st_objstore_get(obj, "k/s.parquet", 0, out.size, &merged), ST_OK);
+    /* exactly the two spliced values differ from what ad_put wrote */
+    CHECK_EQ(ad_check(&ad_schema, &merged, &bad), 22);
+    CHECK_EQ(bad, 2);
+    st_buf_free(&merged);
+    tmp_store_close(obj, dir);
+    st_buf_free(&old);
+    st_buf_free(&neu);
+}
+
 /* Every truncation and every byte flip of a nested file: an error or rows, never a crash (the
  * page CRCs make a flip in a page an error; levels are checked as the cursor walks them). */
 TEST(damaged_nested_files_are_errors_never_crashes)

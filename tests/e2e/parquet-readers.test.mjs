@@ -173,10 +173,11 @@ describe('field ids in the objects a server flushes', () => {
 
   const ids = async (file) => (await duckQuery(`SELECT name, field_id FROM parquet_schema('${file}')`))
     .map((r) => [r.name, r.field_id === null ? null : Number(r.field_id)]);
-  // the owner column first (a user's: user, a room's: room_id; SPEC v5 §5.1), edited_at and
-  // deleted_at last (issue 45)
+  // the owner column first (a user's: user, a room's: room_id; SPEC v5 §5.1), edited_at,
+  // deleted_at and edit_history last, the list's element and its fields with ids too (issue 45)
   const message = (owner) => [['schema', null], [owner, 1], ['msg_id', 2], ['conversation_id', 3], ['from', 4],
-    ['timestamp', 5], ['seq', 6], ['content', 7], ['metadata', 8], ['edited_at', 9], ['deleted_at', 10]];
+    ['timestamp', 5], ['seq', 6], ['content', 7], ['metadata', 8], ['edited_at', 9], ['deleted_at', 10],
+    ['edit_history', 11], ['list', null], ['element', 12], ['content', 13], ['metadata', 14], ['edited_at', 15]];
 
   test("a user's, a room's and an event's bookings object", async () => {
     for (let i = 0; i < 3; i++) {
