@@ -420,16 +420,19 @@ static const st_pq_field_t ad_e_fields[] = {
 };
 static const st_pq_field_t ad_elem = {
     "element", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, 0, ad_e_fields, 2, 6};
+/* the two leaves every version of the schema has (a macro: C wants constants in initializers) */
+#define AD_ID   {"id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 1}
+#define AD_NAME {"name", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0, 2}
 static const st_pq_field_t ad_fields[] = {
-    {"id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 1},
+    AD_ID,
     {"s", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_NONE, ST_PQ_ADDED, ad_s_fields, 1, 3},
-    {"name", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0, 2},
+    AD_NAME,
     {"tags", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_LIST, ST_PQ_ADDED, &ad_elem, 1, 5},
 };
-static const st_pq_field_t ad_old_fields[] = {ad_fields[0], ad_fields[2]};
+static const st_pq_field_t ad_old_fields[] = {AD_ID, AD_NAME};
 static const st_pq_field_t ad_r_fields[] = {
-    ad_fields[0],
-    ad_fields[2],
+    AD_ID,
+    AD_NAME,
     {"r", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_ADDED, ad_s_fields, 1, 9},
 };
 static const st_pq_schema_t ad_schema = {ad_fields, 4, 0, -1};
