@@ -421,8 +421,14 @@ static const st_pq_field_t ad_e_fields[] = {
 static const st_pq_field_t ad_elem = {
     "element", ST_PQ_GROUP, ST_PQ_REQUIRED, ST_PQ_NONE, 0, ad_e_fields, 2, 6};
 /* the two leaves every version of the schema has (a macro: C wants constants in initializers) */
-#define AD_ID   {"id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 1}
-#define AD_NAME {"name", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0, 2}
+#define AD_ID                                                                                      \
+    {                                                                                              \
+        "id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 1                     \
+    }
+#define AD_NAME                                                                                    \
+    {                                                                                              \
+        "name", ST_PQ_BYTE_ARRAY, ST_PQ_OPTIONAL, ST_PQ_STRING, 0, NULL, 0, 2                      \
+    }
 static const st_pq_field_t ad_fields[] = {
     AD_ID,
     {"s", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_NONE, ST_PQ_ADDED, ad_s_fields, 1, 3},
