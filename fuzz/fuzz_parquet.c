@@ -4,7 +4,8 @@
  * storage. The footer is parsed, and every row group it describes that lies inside the input is
  * decoded, as a cold read would: once as a message file (flat columns and the edit_history LIST
  * of STRUCTs, or files without it) and once as a booking-shaped file (optional fields, a LIST of
- * STRUCTs holding a LIST), whose rows are then walked with the cursor. Damaged input must give ST_EINVAL, never a crash or a leak.
+ * STRUCTs holding a LIST), whose rows are then walked with the cursor. Damaged input must give
+ * ST_EINVAL, never a crash or a leak.
  */
 #include "strata/chatrows.h"
 #include "strata/cold.h"
