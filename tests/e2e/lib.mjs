@@ -412,3 +412,17 @@ export async function wsDrain(ws, ms) {
     if (f.json) got.push(f.json);
   }
 }
+
+// Runs fn with the server s (startStrata's), its log printed if fn fails; then stops it and
+// removes its data: the try/catch/finally every test around one server writes otherwise.
+export async function withServer(s, fn) {
+  try {
+    await fn();
+  } catch (e) {
+    console.error(s.log());
+    throw e;
+  } finally {
+    await s.stop();
+    s.cleanup();
+  }
+}

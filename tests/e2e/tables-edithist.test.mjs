@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { icebergRead } from 'icebird';
 import { duckQuery, filesUnder, waitFor } from './cold-lib.mjs';
 import { avroRecords, serveFiles } from './iceberg-lib.mjs';
-import { startStrata } from './lib.mjs';
+import { startStrata, withServer } from './lib.mjs';
 
 const ARGS = ['--flush-interval', '3600', '--table-commit-interval', '1', '--max-edit-history', '2', '--erase-within', '5'];
 
@@ -113,19 +113,6 @@ async function flushAll(s, u, room, n) {
   await waitFor('the user flushed', async () => (await ok(s, 'GET', `/v1/users/${u}/stats`)).hot_messages === 0, 30000);
   if (room) await waitFor('the room in its table', async () => { try { return (await iceRows(s, 'room_messages')).length === n; } catch { return false; } }, 30000);
   await committed(s, room ? ['messages', 'room_messages'] : ['messages']);
-}
-
-// Runs fn with the server s, its log printed if fn fails; then stops it and removes its data.
-async function withServer(s, fn) {
-  try {
-    await fn();
-  } catch (e) {
-    console.error(s.log());
-    throw e;
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
 }
 
 test('edit_history in the tables equals the API: hot edits flushed, cold edits folded, deletes empty, the bound kept', async () => {
