@@ -171,6 +171,7 @@ typedef struct {
     size_t off, len;   /* the bytes, in the arena */
     ssize_t sent;      /* set by the thread that sent them: bytes the socket took, or -errno */
     bool by_sender;    /* set with sent: the sender thread sent them, not the loop */
+    uint8_t calls;     /* set with sent: system calls charged to this item (a chunk's, once) */
 } st_wsfan_item_t;
 
 /* typing.c */
@@ -246,6 +247,7 @@ struct st_ws {
     st_metric_t *m_subs, *m_conns, *m_slow, *m_sent;
     st_metric_t *m_fan_loop, *m_fan_sender; /* writes of parallel sends, by thread */
     st_metric_t *m_fan_short;               /* parallel sends the socket took only part of */
+    st_metric_t *m_fan_calls;               /* system calls that carried parallel sends */
     st_wstyping_t *typing;                  /* typing.c */
     st_wspres_t *presence;                  /* presence.c; NULL once closing */
 };
@@ -315,10 +317,13 @@ void st__ws_send_ready(st_ws_t *ws);
 /* Starts the sender thread; returns an owned handle (st__ws_fan_stop frees it), or NULL if the
  * thread could not start (fan-outs are then sent from the loop alone). */
 st_wsfan_t *st__ws_fan_start(void);
+/* Whether the loop sends its part of a fan-out in io_uring batches (false: one send() each). */
+bool st__ws_fan_batched(const st_wsfan_t *f);
 /* Stops and joins the thread, frees f (NULL is a no-op). Loop only, with no send running. */
 void st__ws_fan_stop(st_wsfan_t *f);
-/* Sends each item's bytes (arena + off, len) once with a non-blocking send() on its fd, from
- * the loop and the sender thread together, and returns when every item has been sent: each
+/* Sends each item's bytes (arena + off, len) once with a non-blocking send on its fd (in
+ * io_uring batches where the kernel allows, else send()), from the loop and the sender thread
+ * together, and returns when every item has been sent: each
  * item's `sent` is then set. Loop only. items and arena are borrowed for the call. */
 void st__ws_fan_send(st_wsfan_t *f, st_wsfan_item_t *items, size_t n, const char *arena);
 

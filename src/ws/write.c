@@ -199,6 +199,7 @@ static void st__fan_done(st_ws_t *ws, const st_wsfan_item_t *it)
     ssize_t r = it->sent;
     bool later = r == -EAGAIN || r == -EWOULDBLOCK || r == -EINTR;
     size_t took = r > 0 ? (size_t)r : 0;
+    st_metric_add(ws->m_fan_calls, it->calls);
     if (r < 0 && !later) goto broken;
     if (took < it->len) {
         st_metric_add(ws->m_fan_short, 1);
