@@ -89,8 +89,7 @@ static void st__fan_ring_init(st__fan_ring_t *r, const char *who)
     if (rc == -EINVAL) rc = io_uring_queue_init(ST__FAN_CHUNK, &r->ring, IORING_SETUP_SUBMIT_ALL);
     r->ok = rc == 0;
     if (!r->ok)
-        st_info("ws: %s sends fan-outs with send(): io_uring unavailable (%s)", who,
-                strerror(-rc));
+        st_info("ws: %s sends fan-outs with send(): io_uring unavailable (%s)", who, strerror(-rc));
 }
 
 static void st__fan_ring_exit(st__fan_ring_t *r)
@@ -235,11 +234,17 @@ void st__ws_fan_stop(st_wsfan_t *f)
     free(f);
 }
 
-void st__ws_fan_send(st_wsfan_t *f, st_wsfan_item_t *items, size_t n, const char *arena)
+void st__ws_fan_send(st_wsfan_t *f, st_wsfan_item_t *items, size_t n, const char *arena, bool share)
 {
-    if (!f) { /* no sender thread: the loop sends everything */
+    if (!f) { /* no sender thread (and no ring): the loop sends everything */
         for (size_t i = 0; i < n; i++)
             st__fan_send_one(arena, &items[i], false);
+        return;
+    }
+    if (!share) { /* a small one: the loop's batches alone, no wake-up of the thread */
+        for (size_t i = 0; i < n; i += ST__FAN_CHUNK)
+            st__fan_send_chunk(&f->loop_ring, arena, items, i,
+                               i + ST__FAN_CHUNK < n ? i + ST__FAN_CHUNK : n, false);
         return;
     }
     f->items = items;
