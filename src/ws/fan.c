@@ -26,9 +26,9 @@
  *
  * Batched through io_uring (issues 47 and 48): each thread claims ST__FAN_CHUNK items at a time
  * and hands their sends to the kernel in one io_uring_enter() instead of one send() each. The
- * kernel's TCP path is the same; what goes is a system call per frame, which on this kind of
- * virtual machine costs as much as the send itself (bench/RESULTS.md, session 19: 6.4–9.3 µs of
- * CPU per frame through send(), 3.5–5.4 through the ring, /tmp-free bench/fanbench.c). Every
+ * kernel's TCP path is the same; what goes is a system call per frame, which on a virtual
+ * machine like ours costs about as much as the send itself (bench/RESULTS.md, session 19:
+ * build/strata-sendcost, bench/sendcost.c, measures both ways side by side). Every
  * send carries MSG_DONTWAIT, so io_uring never parks one on a poll: each completes (or fails
  * with EAGAIN) inside the submitting call, exactly as the plain non-blocking send() did, and
  * the wait for the chunk's completions returns at once. Each thread owns its own ring, created
