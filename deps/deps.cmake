@@ -11,6 +11,8 @@ pkg_check_modules(ZLIB REQUIRED IMPORTED_TARGET zlib)
 pkg_check_modules(LWS REQUIRED IMPORTED_TARGET libwebsockets)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
+# liburing (Debian liburing-dev 2.3): a fan-out's sends in one system call (src/ws/fan.c).
+pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
 # C-Raft (Debian libraft-dev 0.15): consensus for replicated groups, on strata's own libuv loop.
 pkg_check_modules(RAFT REQUIRED IMPORTED_TARGET raft)
 

@@ -31,6 +31,7 @@ struct lws_vhost;
 #define ST__WS_CLOSE_GRACE  10           /* seconds a cut-off stream has to take its close frame */
 #define ST__WS_RING_KEEP    8            /* queue entries an empty queue keeps room for */
 #define ST__WS_FAN_MIN      64           /* streams ready at once for a parallel send (fan.c) */
+#define ST__WS_BATCH_MIN    4            /* ... for the loop's io_uring batch without the thread */
 #define ST__WS_FAN_ARENA    (4u << 20)   /* bytes framed per round of a parallel send */
 #define ST__WS_TURN_STREAMS 256          /* streams written per loop turn (queue.c st__on_turn) */
 #define ST__WS_LAZY_MS      100          /* how long a lazy frame waits for a write (queue.c) */
@@ -171,6 +172,7 @@ typedef struct {
     size_t off, len;   /* the bytes, in the arena */
     ssize_t sent;      /* set by the thread that sent them: bytes the socket took, or -errno */
     bool by_sender;    /* set with sent: the sender thread sent them, not the loop */
+    uint8_t calls;     /* set with sent: system calls charged to this item (a chunk's, once) */
 } st_wsfan_item_t;
 
 /* typing.c */
@@ -246,6 +248,7 @@ struct st_ws {
     st_metric_t *m_subs, *m_conns, *m_slow, *m_sent;
     st_metric_t *m_fan_loop, *m_fan_sender; /* writes of parallel sends, by thread */
     st_metric_t *m_fan_short;               /* parallel sends the socket took only part of */
+    st_metric_t *m_fan_calls;               /* system calls that carried parallel sends */
     st_wstyping_t *typing;                  /* typing.c */
     st_wspres_t *presence;                  /* presence.c; NULL once closing */
 };
@@ -315,12 +318,16 @@ void st__ws_send_ready(st_ws_t *ws);
 /* Starts the sender thread; returns an owned handle (st__ws_fan_stop frees it), or NULL if the
  * thread could not start (fan-outs are then sent from the loop alone). */
 st_wsfan_t *st__ws_fan_start(void);
+/* Whether the loop sends its part of a fan-out in io_uring batches (false: one send() each). */
+bool st__ws_fan_batched(const st_wsfan_t *f);
 /* Stops and joins the thread, frees f (NULL is a no-op). Loop only, with no send running. */
 void st__ws_fan_stop(st_wsfan_t *f);
-/* Sends each item's bytes (arena + off, len) once with a non-blocking send() on its fd, from
- * the loop and the sender thread together, and returns when every item has been sent: each
+/* Sends each item's bytes (arena + off, len) once with a non-blocking send on its fd (in
+ * io_uring batches where the kernel allows, else send()), from the loop and, if `share`, the
+ * sender thread together, and returns when every item has been sent: each
  * item's `sent` is then set. Loop only. items and arena are borrowed for the call. */
-void st__ws_fan_send(st_wsfan_t *f, st_wsfan_item_t *items, size_t n, const char *arena);
+void st__ws_fan_send(st_wsfan_t *f, st_wsfan_item_t *items, size_t n, const char *arena,
+                     bool share);
 
 /* ---- topics.c: channels, subscriptions' end, fan-out ---- */
 void st__ws_topics_init(st_ws_t *ws);

@@ -199,6 +199,7 @@ static void st__fan_done(st_ws_t *ws, const st_wsfan_item_t *it)
     ssize_t r = it->sent;
     bool later = r == -EAGAIN || r == -EWOULDBLOCK || r == -EINTR;
     size_t took = r > 0 ? (size_t)r : 0;
+    st_metric_add(ws->m_fan_calls, it->calls);
     if (r < 0 && !later) goto broken;
     if (took < it->len) {
         st_metric_add(ws->m_fan_short, 1);
@@ -216,7 +217,8 @@ broken:
 
 /* A turn made n streams ready at once: every stream that may take a plain send() has
  * its frames framed on the loop into one arena (only frames whose batch is durable, as
- * st__flush), the loop and the sender thread send them together (fan.c), and each stream is
+ * st__flush), the loop sends them in io_uring batches, with the sender thread from ST__WS_FAN_MIN
+ * streams (fan.c), and each stream is
  * finished on the loop (st__fan_done). The others take st__send_now's way. Rounds of up to
  * ST__WS_FAN_ARENA bytes (plus one stream's) bound the arena. */
 static void st__fan_out(st_ws_t *ws, st_wsconn_t **cs, size_t n)
@@ -246,20 +248,23 @@ static void st__fan_out(st_ws_t *ws, st_wsconn_t **cs, size_t n)
             st_vec_push(&ws->items, it);
         }
         size_t k = ws->items.n;
-        if (k) st__ws_fan_send(ws->fan, ws->items.v, k, ws->arena.data);
+        if (k) st__ws_fan_send(ws->fan, ws->items.v, k, ws->arena.data, n >= ST__WS_FAN_MIN);
         for (size_t j = 0; j < k; j++)
             st__fan_done(ws, &ws->items.v[j]);
     }
 }
 
-/* Writes the streams that the ready array holds: up to ST__WS_FAN_MIN of them one by one
- * (st__send_now); more, and their sends are shared with the sender thread (st__fan_out). */
+/* Writes the streams that the ready array holds: from ST__WS_FAN_MIN of them their sends are
+ * shared with the sender thread (st__fan_out); from ST__WS_BATCH_MIN, where the loop has an
+ * io_uring ring, they go in the loop's batches alone (one system call for up to 16 streams, no
+ * wake-up of the thread); fewer, one by one (st__send_now). */
 void st__ws_send_ready(st_ws_t *ws)
 {
-    if (ws->ready.n >= ST__WS_FAN_MIN) {
-        st__fan_out(ws, ws->ready.v, ws->ready.n);
+    size_t n = ws->ready.n;
+    if (n >= ST__WS_FAN_MIN || (n >= ST__WS_BATCH_MIN && st__ws_fan_batched(ws->fan))) {
+        st__fan_out(ws, ws->ready.v, n);
     } else {
-        for (size_t i = 0; i < ws->ready.n; i++)
+        for (size_t i = 0; i < n; i++)
             st__send_now(ws, ws->ready.v[i]);
     }
     ws->ready.n = 0;

@@ -274,12 +274,20 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
     ws->m_fan_short = st_metrics_counter(
         "strata_ws_fanout_short_writes_total",
         "Fan-out writes a socket took only part of; libwebsockets sends the rest", "");
+    ws->m_fan_calls = st_metrics_counter(
+        "strata_ws_fanout_syscalls_total",
+        "System calls that carried fan-out writes: one per io_uring batch, or one per send()", "");
     st__ws_topics_init(ws);
     st__ws_typing_open(ws);
     st__ws_presence_open(ws);
     st__ws_listen(ws);
     st__ws_rx_init(ws);
     ws->fan = st__ws_fan_start();
+    st_metric_set(st_metrics_gauge("strata_ws_fanout_io_uring",
+                                   "1 when the loop sends fan-outs in io_uring batches, 0 when "
+                                   "with one send() each (io_uring unavailable here)",
+                                   ""),
+                  st__ws_fan_batched(ws->fan));
     /* a tick of a quarter of the ping interval, at most 1 s: a ping leaves within 1.25 x the
      * interval of silence, a silent stream is closed after between 3 x the interval less a tick
      * and 3 x the interval (a healthy peer answers the ping within the first interval) */

@@ -66,6 +66,7 @@ test('a parallel fan-out with partial sends: every stream gets every frame once,
   const writes = async () => await metric('strata_ws_fanout_writes_total\\{thread="loop"\\}') +
     await metric('strata_ws_fanout_writes_total\\{thread="sender"\\}');
   const writes0 = await writes();
+  const calls0 = await metric('strata_ws_fanout_syscalls_total');
   const streams = [];
   for (let i = 0; i < STREAMS; i++) {
     const ws = await wsConnect(s.port);
@@ -135,5 +136,12 @@ test('a parallel fan-out with partial sends: every stream gets every frame once,
   const n = await writes() - writes0;
   t.diagnostic(`parallel writes ${n} (sender thread ${await metric('strata_ws_fanout_writes_total\\{thread="sender"\\}')}), short ${shorts}, increments ${done}, big messages ${bigs}`);
   assert.ok(n >= STREAMS * 10, `the parallel path was taken: ${n} writes`);
+  // Session 19: where the kernel allows io_uring, a thread's sends go in batches of up to 16 per
+  // system call; where it does not, one send() each, as before.
+  const calls = await metric('strata_ws_fanout_syscalls_total') - calls0;
+  const batched = await metric('strata_ws_fanout_io_uring');
+  t.diagnostic(`io_uring ${batched}: ${calls} system calls for ${n} writes`);
+  if (batched === 1) assert.ok(calls > 0 && calls * 4 <= n, `batched: ${calls} system calls for ${n} writes`);
+  else assert.equal(calls, n, 'one send() per write');
   for (const st of streams) st.closing = true;
 });
