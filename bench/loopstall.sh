@@ -45,7 +45,7 @@ start() { # extra args -> sets port, url, spid (data in $work/data)
   port=$(free_port)
   "$STRATA" --listen 127.0.0.1:"$port" --data-dir "$work/data" --map-size 8GiB \
     --flush-interval 86400 --flush-rows 100000000 --reconcile-interval 86400 --log-level warn \
-    "$@" 2>>"$work/strata.log" &
+    "$@" 2>>"${STRATA_LOG:-$work/strata.log}" &
   spid=$!
   pids+=("$spid")
   wait_port "$port"
