@@ -21,7 +21,9 @@
 #              user's) in each of two rooms; the window runs until the erasure is done (its time
 #              in the row's note); afterwards nothing of the user may be left (its messages and
 #              stats empty, its room posts tombstones naming nobody, no file under the cold tier
-#              holding its name)
+#              holding its name). ERASE_DATA=DIR: the data set is kept in DIR after loading and
+#              copied from there by later runs (same ERASE_* sizes: the loading takes minutes);
+#              ERASE_PERF=FILE: `perf record -g -F 999` of the server over the erasure into FILE
 # usage: bench/loopstall.sh [ROW...]   (default: all). STRATA=path/to/strata compares a build.
 # Targets on this machine: p99 < 10 ms and max stall < 5 ms in every row.
 set -euo pipefail
@@ -33,6 +35,8 @@ LOAD_SECONDS=${LOAD_SECONDS:-20}
 ERASE_N=${ERASE_N:-1000000}
 ERASE_HOT_PCT=${ERASE_HOT_PCT:-10}
 ERASE_ROOM_N=${ERASE_ROOM_N:-5000}
+ERASE_DATA=${ERASE_DATA:-}
+ERASE_PERF=${ERASE_PERF:-}
 rows=("$@")
 [ ${#rows[@]} -gt 0 ] || rows=(idle flush reconcile expiry retention best s3 streams erase)
 
@@ -41,7 +45,7 @@ start() { # extra args -> sets port, url, spid (data in $work/data)
   port=$(free_port)
   "$STRATA" --listen 127.0.0.1:"$port" --data-dir "$work/data" --map-size 8GiB \
     --flush-interval 86400 --flush-rows 100000000 --reconcile-interval 86400 --log-level warn \
-    "$@" 2>>"$work/strata.log" &
+    "$@" 2>>"${STRATA_LOG:-$work/strata.log}" &
   spid=$!
   pids+=("$spid")
   wait_port "$port"
@@ -159,6 +163,12 @@ for row in "${rows[@]}"; do
     ;;
   erase)
     victim=erasevictim
+    if [ -n "$ERASE_DATA" ] && [ -d "$ERASE_DATA" ]; then # a data set made by an earlier run
+      cp -a "$ERASE_DATA" "$work/data"
+      start
+      total=$(jget "/v1/users/$victim/stats" "['total_messages']")
+      echo "<!-- erase: $total messages of the user, data set copied from $ERASE_DATA -->"
+    else
     start
     node bench/loopstall.mjs rooms "$url" "$victim" bystander "$ERASE_ROOM_N"
     cold_n=$((ERASE_N - ERASE_N * ERASE_HOT_PCT / 100))
@@ -173,9 +183,17 @@ for row in "${rows[@]}"; do
     total=$(jget "/v1/users/$victim/stats" "['total_messages']")
     hot=$(jget "/v1/users/$victim/stats" "['hot_messages']")
     echo "<!-- erase: $total messages of the user ($hot hot), $(find "$work/data/cold" -name '*.parquet' | wc -l) Parquet objects ($(find "$work/data/cold" -name 'delta-*' | wc -l) delta), loaded in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.0f", b - a}') s -->"
+    if [ -n "$ERASE_DATA" ]; then stop; cp -a "$work/data" "$ERASE_DATA"; start; fi
+    fi
     stop; start
     before=$(metric strata_loop_stall_max_seconds)
+    perf=
+    if [ -n "$ERASE_PERF" ]; then # a profile of the erasure's window
+      perf record ${ERASE_PERF_OPTS:--g} -F 999 -o "$ERASE_PERF" -p "$spid" 2>>"$work/trigger.log" & perf=$!
+      sleep 1
+    fi
     read -r n p50 p99 max secs < <(node bench/loopstall.mjs erase "$url" "$victim" 3600)
+    if [ -n "$perf" ]; then kill -INT "$perf"; wait "$perf" || true; fi
     after=$(metric strata_loop_stall_max_seconds)
     printf '| %s | %s | %s | %s | %s | %.1f | %.1f |\n' "erase 1 user, $total messages" "$n" "$p50" "$p99" "$max" \
       "$(awk -v x="$before" 'BEGIN {print x * 1000}')" "$(awk -v x="$after" 'BEGIN {print x * 1000}')"

@@ -234,6 +234,9 @@ int st_tier_flush_open(st_tier_flush_t **out, uv_loop_t *loop, st_store_t *store
 void st_tier_flush_enqueue(st_tier_flush_t *f, const char *o, size_t ol);
 /* Starts queued flushes while the pacing allows. */
 void st_tier_flush_pump(st_tier_flush_t *f);
+/* The same in a loop turn that has run since `since` (uv_hrtime): no snapshot is started once
+ * the turn has spent a millisecond; the rest start a few milliseconds later. */
+void st_tier_flush_pump_since(st_tier_flush_t *f, uint64_t since);
 /* The hot store is near full: no pause between flushes. */
 void st_tier_flush_urgent(st_tier_flush_t *f, bool urgent);
 /* The store's batches settling (forward from a st_store_listener_t): held snapshots go to a

@@ -52,6 +52,13 @@ struct st_chat {
     uint64_t erase_late_id;     /* the last erasure reported late */
     bool revoke_checked;        /* erase.c: every erasure record has its revocation record */
     st_observers_t erase_hooks; /* st_chat_on_erase: what others keep of a user */
+    /* erase.c: where the pending erasure's walk of the user's keys got to (its id, the key
+     * range, the last key taken); a hint only: lost at a restart, the walk starts over */
+    struct {
+        uint64_t id;
+        size_t range, kl;
+        uint8_t key[ST__KEY_CAP];
+    } erase_at;
 };
 
 typedef struct {

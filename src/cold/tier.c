@@ -276,6 +276,7 @@ static void st__merge_name(void *arg, const char *o, size_t ol, const char *firs
 static void st__on_tick(uv_timer_t *h)
 {
     st_tier_t *t = h->data;
+    uint64_t since = uv_hrtime();
     if (st_store_writable(t->store) == ST_ENOLEADER) return; /* a group's leader flushes */
     if (st_coldshare_held()) return; /* ... once every member reads the same cold store */
     st_tier_reap(t->reaper);         /* objects out of the manifest, once that is durable */
@@ -297,8 +298,10 @@ static void st__on_tick(uv_timer_t *h)
         st_tier_member_t *m = ST_LIST_ITEM(l, st_tier_member_t, link);
         if (m->tick) m->tick(m->arg);
     }
-    st_tier_flush_pump(t->flush);
+    /* a compaction's start (its merge read on the loop) first: the flushes' snapshots start in
+     * what is left of the turn's budget, or a few milliseconds later */
     st__tier_compact_pump(t->compact, t->urgent);
+    st_tier_flush_pump_since(t->flush, since);
 }
 
 /* Held flushes and a compaction whose 'P' record is durable now go to a worker. */

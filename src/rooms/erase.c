@@ -169,6 +169,11 @@ static bool st__erase_settled(st_rooms_t *r, const uint8_t *sk, size_t skl, size
     return done;
 }
 
+/* Room messages walked per slice, fewer than chat's keys: each is parsed, and each of the user's
+ * becomes a tombstone (its delta, fold and count records): 64 made slices of 3–7 ms (bench/
+ * loopstall.sh erase, issue 48). */
+#define ST__ERASE_ROOM_MSGS 16
+
 bool st__rooms_erase(void *arg, const st_owner_t *o, uint64_t erasure, size_t max)
 {
     (void)erasure; /* its state is in the store, keyed by the user */
@@ -226,7 +231,8 @@ bool st__rooms_erase(void *arg, const st_owner_t *o, uint64_t erasure, size_t ma
         return !st__erase_settled(r, sk, skl, max);
     }
     const st_owner_t *ro = ST_ROOM(room.data, room.len);
-    st_message_query_t q = {.conv = room.data, .conv_len = room.len, .after = last, .limit = max};
+    size_t lim = max < ST__ERASE_ROOM_MSGS ? max : ST__ERASE_ROOM_MSGS;
+    st_message_query_t q = {.conv = room.data, .conv_len = room.len, .after = last, .limit = lim};
     st_authored_t a = {.u = u, .ul = ul};
     bool more = false;
     uint64_t upto = 0;
