@@ -244,8 +244,18 @@ bool st_idem_warm(st_store_t *s, size_t budget, bool start);
 /* Whether a rebuild of the index is under way (false when it is whole, or stale and waiting
  * for a lookup to start one). */
 bool st_idem_warming(void);
-/* /metrics: answers in the index, or -1 while it does not hold them all (arg unused). */
+/* /metrics: answers in the index, or -1 while it is being rebuilt (arg unused). */
 double st_idem_gauge(void *arg);
+/* Answers the index holds, whether whole or not (tests). */
+size_t st__idem_held(void);
+/* /metrics: the bytes the index's slots take (arg unused). */
+double st_idem_bytes_gauge(void *arg);
+/* The index's ceiling in bytes (--idempotency-index; 0: none), and the counter of answers
+ * recorded with a store entry by scope because the index was at it (NULL: none; borrowed). Set
+ * before the first lookup. */
+void st_idem_limit(size_t bytes, st_metric_t *spilled);
+/* Whether answers may be held by a store entry by scope (some were, and not all swept yet). */
+bool st_idem_spilling(void);
 /* Marks the index as disagreeing with the store (a batch was rolled back): rebuilt when needed. */
 void st_idem_stale(void);
 
@@ -258,13 +268,23 @@ typedef struct {
 typedef struct {
     st_idem_slot_t *v;
     size_t cap, n; /* cap: a power of 2 (0 before the first add) */
+    size_t max;    /* the most slots it may have (st__idx_limit; 0: no ceiling) */
 } st_idem_idx_t;
 uint64_t st__idx_tag(const uint8_t scope[32]);
-/* Adds tag -> created unless that very pair is there. */
-void st__idx_add(st_idem_idx_t *x, uint64_t tag, int64_t created);
+/* The ceiling: at most `bytes` of slots (at least 64 slots; 0: none). Set it while empty. */
+void st__idx_limit(st_idem_idx_t *x, size_t bytes);
+/* Adds tag -> created unless that very pair is there; false (nothing added) when the table is
+ * at its ceiling. */
+bool st__idx_add(st_idem_idx_t *x, uint64_t tag, int64_t created);
+/* Whether an add of a new pair would be refused. */
+bool st__idx_full(const st_idem_idx_t *x);
 /* Up to max creation times recorded under tag (any order); returns how many. */
 size_t st__idx_find(const st_idem_idx_t *x, uint64_t tag, int64_t *out, size_t max);
-void st__idx_del(st_idem_idx_t *x, uint64_t tag, int64_t created);
+/* Deletes tag -> created; false when it was not there. The table shrinks when mostly empty. */
+bool st__idx_del(st_idem_idx_t *x, uint64_t tag, int64_t created);
+/* The bytes its slots take (/metrics). */
+size_t st__idx_bytes(const st_idem_idx_t *x);
+/* Frees the slots (the ceiling stays). */
 void st__idx_free(st_idem_idx_t *x);
 
 /* ---- handlers ---- */
