@@ -64,7 +64,6 @@
 #define ST__V3_HDR      36   /* status, fingerprint, about's length */
 #define ST__FOUND       8    /* creation times of one tag looked at, at most */
 #define ST__WARM_INLINE 4096 /* answers a lookup indexes before it answers 503 */
-#define ST__KS_SPILL    ST_KS_IDEM_SPILL
 
 static const uint8_t st__marker[] = {ST_KS_IDEM, 'v', '2'};
 
@@ -92,19 +91,6 @@ static struct {
     st_metric_t *spilled;
 } st__lim;
 
-static int st__any(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    (void)arg, (void)key, (void)klen, (void)val, (void)vlen;
-    return 1;
-}
-
-/* Whether any key starts with byte ks (a cursor's first step). */
-static bool st__any_of(const st_store_t *s, uint8_t ks)
-{
-    uint64_t w = 0;
-    return st_store_scan((st_store_t *)s, &ks, 1, st__any, NULL, &w) != 0;
-}
-
 static int st__any_v2(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     (void)arg, (void)key, (void)val, (void)vlen;
@@ -124,7 +110,7 @@ static void st__sw_bind(st_store_t *s)
     if (st__sw.store == s) return;
     st__sw_reset();
     st__sw.store = s;
-    st__sw.spill_live = st__any_of(s, ST__KS_SPILL);
+    st__sw.spill_live = st__spill_any(s);
     const void *v;
     size_t n;
     uint64_t w = 0;
@@ -249,48 +235,19 @@ static int st__xput(st_store_t *s, const uint8_t *k, size_t kl, const void *v, s
     return rc;
 }
 
-/* ---- answers past the index's ceiling: 'y' scope -> be64(created) ---- */
-
-static void st__ykey(uint8_t key[33], const uint8_t scope[32])
-{
-    key[0] = ST__KS_SPILL;
-    memcpy(key + 1, scope, 32);
-}
-
-/* The creation time the store's entry for scope names, if there is one. */
-static bool st__spill_get(st_store_t *s, const uint8_t scope[32], int64_t *created)
-{
-    uint8_t key[33];
-    st__ykey(key, scope);
-    const void *v;
-    size_t vl;
-    uint64_t w = 0;
-    if (st_store_get(s, key, sizeof key, &v, &vl, &w) != ST_OK || vl != 8) return false;
-    *created = (int64_t)st_be64_get(v);
-    return true;
-}
-
+/* An answer past the index's ceiling: its store entry by scope (idem_spill.c), counted. */
 static int st__spill_put(st_store_t *s, const uint8_t scope[32], int64_t created, uint64_t *wait)
 {
-    uint8_t key[33], v[8];
-    st__ykey(key, scope);
-    st_be64_put(v, (uint64_t)created);
-    int rc = st_store_put(s, key, sizeof key, v, sizeof v, wait);
+    int rc = st__spill_write(s, scope, created, wait);
     if (rc != ST_OK) return rc;
     st__sw.spill_live = true;
     if (st__lim.spilled) st_metric_add(st__lim.spilled, 1);
     return ST_OK;
 }
 
-/* Deletes scope's entry if it names the answer created then (not one recorded again since). */
 static void st__spill_drop(st_store_t *s, const uint8_t scope[32], int64_t created)
 {
-    int64_t c;
-    if (!st__sw.spill_live || !st__spill_get(s, scope, &c) || c != created) return;
-    uint8_t key[33];
-    uint64_t w = 0;
-    st__ykey(key, scope);
-    st_store_del(s, key, sizeof key, &w);
+    if (st__sw.spill_live) st__spill_del(s, scope, created);
 }
 
 static void st__xdel(st_store_t *s, const uint8_t *k, size_t kl)
@@ -699,7 +656,7 @@ size_t st__idem_sweep_at(st_store_t *s, int64_t ttl_us, size_t budget, int64_t n
     if (st__sw.legacy_live && st__sw.legacy_done) /* the last format 2 answer gone? */
         st__sw.legacy_live = st_store_scan(s, &prefix, 1, st__any_v2, NULL, &w) != 0;
     if (st__sw.spill_live) /* the last entry past the ceiling gone? */
-        st__sw.spill_live = st__any_of(s, ST__KS_SPILL);
+        st__sw.spill_live = st__spill_any(s);
     return gone;
 }
 

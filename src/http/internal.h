@@ -259,6 +259,15 @@ bool st_idem_spilling(void);
 /* Marks the index as disagreeing with the store (a batch was rolled back): rebuilt when needed. */
 void st_idem_stale(void);
 
+/* Answers past the index's ceiling (idem_spill.c): the store's entry 'y' scope -> created. */
+/* The creation time scope's entry names, if it has one. */
+bool st__spill_get(st_store_t *s, const uint8_t scope[32], int64_t *created);
+int st__spill_write(st_store_t *s, const uint8_t scope[32], int64_t created, uint64_t *wait);
+/* Deletes scope's entry if it names the answer created then (not one recorded again since). */
+void st__spill_del(st_store_t *s, const uint8_t scope[32], int64_t created);
+/* Whether any entry is left. */
+bool st__spill_any(st_store_t *s);
+
 /* The index of answers (idem_index.c): a scope's first 8 bytes -> when its answer was created.
  * Loop thread only; the table is owned by its st_idem_idx_t (st__idx_free). */
 typedef struct {
