@@ -309,6 +309,9 @@ bool st_idem_warm(st_store_t *s, size_t budget, bool start)
         uint8_t ip = ST_KS_IDEM; /* format 2 answers may have come with the others' writes */
         uint64_t w0 = 0;
         st__sw.legacy_live = st_store_scan(s, &ip, 1, st__any_v2, NULL, &w0) != 0;
+        /* and entries past the ceiling: a leader's come with its answers ('x' and 'y' in one
+         * batch), so a follower that now leads finds them */
+        st__sw.spill_live = st__spill_any(s);
         st__sw.warming = true;
         st__sw.warm_from_len = 0;
         st__own_after(s);
