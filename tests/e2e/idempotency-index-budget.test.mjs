@@ -7,7 +7,7 @@
 // nothing, another body is 422 — before and after a restart, which rebuilds the index.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { sleep, startStrata } from './lib.mjs';
+import { sleep, startStrata, withServer } from './lib.mjs';
 
 const BUDGET = 1024;
 const N = 200;
@@ -37,26 +37,29 @@ async function replayAll(s, posts) {
 }
 
 test('a tiny --idempotency-index: the index stays under it, every answer is still replayed', async () => {
-  let s = await startStrata({ args: ['--idempotency-index', `${BUDGET}`] });
-  const dir = s.dir;
+  const args = ['--idempotency-index', `${BUDGET}`];
+  const first = await startStrata({ args });
   const posts = [];
-  try {
+  let held;
+  await withServer(first, async () => {
     for (let i = 0; i < N; i++) {
       const body = { conversation_id: `c${i % 4}`, from: 'ivy', content: `message ${i}` };
       const key = `budget-${i}`;
-      const r = await s.req('POST', '/v1/users/ivy/messages', body, { 'idempotency-key': key });
+      const r = await first.req('POST', '/v1/users/ivy/messages', body, { 'idempotency-key': key });
       assert.equal(r.status, 201);
       posts.push({ body, key, text: r.text });
-      const bytes = await metric(s, 'strata_idempotency_index_bytes');
+      const bytes = await metric(first, 'strata_idempotency_index_bytes');
       assert.ok(bytes <= BUDGET, `index ${bytes} bytes > --idempotency-index ${BUDGET}`);
     }
-    const held = await metric(s, 'strata_idempotency_answers');
-    const spilled = await metric(s, 'strata_idempotency_spilled_total');
+    held = await metric(first, 'strata_idempotency_answers');
+    const spilled = await metric(first, 'strata_idempotency_spilled_total');
     assert.ok(held > 0 && held < 64, `the index holds ${held} answers`);
     assert.equal(held + spilled, N, 'each answer is in the index or has a store entry');
-    await replayAll(s, posts);
-    await s.kill9();
-    s = await startStrata({ dataDir: dir, args: ['--idempotency-index', `${BUDGET}`] });
+    await replayAll(first, posts);
+    await first.kill9();
+  }, { keepDir: true });
+  const s = await startStrata({ dataDir: first.dir, args });
+  await withServer(s, async () => {
     let kept;
     for (let i = 0; i < 100 && (kept = await metric(s, 'strata_idempotency_answers')) < 0; i++)
       await sleep(50);
@@ -64,11 +67,5 @@ test('a tiny --idempotency-index: the index stays under it, every answer is stil
     assert.ok(await metric(s, 'strata_idempotency_index_bytes') <= BUDGET);
     await replayAll(s, posts);
     assert.ok(await metric(s, 'strata_idempotency_index_bytes') <= BUDGET);
-  } catch (e) {
-    console.error(s.log());
-    throw e;
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
+  });
 });

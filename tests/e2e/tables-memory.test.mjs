@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { waitFor } from './cold-lib.mjs';
-import { startStrata } from './lib.mjs';
+import { startStrata, withServer } from './lib.mjs';
 
 const ARGS = ['--table-commit-interval', '1'];
 const USERS = 20;
@@ -35,25 +35,20 @@ async function coolAndCommit(s, from) {
 }
 
 test('strata_table_files_bytes grows with the objects the tables hold, and is read back after a restart', async () => {
-  let s = await startStrata({ args: ARGS });
-  try {
-    assert.equal(await metric(s, 'strata_table_files_bytes'), 0, 'no object, nothing held');
-    const one = await coolAndCommit(s, 0);
-    const two = await coolAndCommit(s, USERS);
+  const first = await startStrata({ args: ARGS });
+  let two;
+  await withServer(first, async () => {
+    assert.equal(await metric(first, 'strata_table_files_bytes'), 0, 'no object, nothing held');
+    const one = await coolAndCommit(first, 0);
+    two = await coolAndCommit(first, USERS);
     const per = (two - one) / USERS;
     assert.ok(per >= 100 && per <= 1000, `${per} bytes per committed object (${one} then ${two})`);
     assert.ok(one >= USERS * 100, `${one} bytes for ${USERS} objects`);
-    const dir = s.dir;
-    await s.stop();
-    s = await startStrata({ dataDir: dir, args: ARGS });
+  }, { keepDir: true });
+  const s = await startStrata({ dataDir: first.dir, args: ARGS });
+  await withServer(s, async () => {
     // read back from the store's provenance at the start (keys only, no URI or partition yet)
     const back = await metric(s, 'strata_table_files_bytes');
     assert.ok(back >= 2 * USERS * 64 && back <= 2 * two, `${back} bytes after the restart (${two} before)`);
-  } catch (e) {
-    console.error(s.log());
-    throw e;
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
+  });
 });

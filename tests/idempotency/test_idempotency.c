@@ -57,6 +57,20 @@ static void put_v2(st_store_t *s, int i, int64_t created, uint16_t status, const
     st_buf_free(&v);
 }
 
+/* Answers 0..n-1 of req_of(i, 0), 201 {"n":i}, created at t0 + i; all durable after. */
+static void record_n(fx_t *fx, st_store_t *s, int n, int64_t ttl, int64_t t0)
+{
+    uint64_t wait = 0;
+    for (int i = 0; i < n; i++) {
+        st_idem_req_t r = req_of(i, 0);
+        char body[32];
+        int bl = snprintf(body, sizeof body, "{\"n\":%d}", i);
+        CHECK_EQ(st__idem_record_at(s, &r, ttl, 201, body, (size_t)bl, t0 + i, &wait), ST_OK);
+        if (i % 200 == 199) fx_settle(fx, s);
+    }
+    fx_settle(fx, s);
+}
+
 TEST(idempotency_records_replay_until_ttl_and_a_replay_waits_for_the_first_answer)
 {
     fx_t fx;
@@ -432,16 +446,8 @@ TEST(idempotency_index_is_rebuilt_after_a_restart_and_is_503_until_whole)
     fx_begin(&fx);
     st_store_t *s = open_store(&fx);
     const int64_t t0 = 1000000000000LL, ttl = 100000000;
-    uint64_t wait = 0;
     enum { N = 10000 };
-    for (int i = 0; i < N; i++) {
-        st_idem_req_t r = req_of(i, 0);
-        char body[32];
-        int bl = snprintf(body, sizeof body, "{\"n\":%d}", i);
-        CHECK_EQ(st__idem_record_at(s, &r, ttl, 201, body, (size_t)bl, t0 + i, &wait), ST_OK);
-        if (i % 2000 == 1999) fx_settle(&fx, s);
-    }
-    fx_settle(&fx, s);
+    record_n(&fx, s, N, ttl, t0);
     st__idem_forget(); /* the restart */
     CHECK(st_idem_gauge(NULL) < 0);
     int status;
@@ -626,16 +632,8 @@ TEST(idempotency_answers_past_the_index_ceiling_are_found_through_the_store)
     st_store_t *s = open_store(&fx);
     st_idem_limit(4096, NULL); /* 256 slots: at most 179 answers */
     const int64_t t0 = 1000000000000LL, ttl = 100000000;
-    uint64_t wait = 0;
     enum { N = 1000 };
-    for (int i = 0; i < N; i++) {
-        st_idem_req_t r = req_of(i, 0);
-        char body[32];
-        int bl = snprintf(body, sizeof body, "{\"n\":%d}", i);
-        CHECK_EQ(st__idem_record_at(s, &r, ttl, 201, body, (size_t)bl, t0 + i, &wait), ST_OK);
-        if (i % 200 == 199) fx_settle(&fx, s);
-    }
-    fx_settle(&fx, s);
+    record_n(&fx, s, N, ttl, t0);
     CHECK(st_idem_bytes_gauge(NULL) <= 4096);
     int64_t held = (int64_t)st__idem_held();
     CHECK(held > 100 && held < 180);
