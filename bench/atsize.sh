@@ -10,7 +10,9 @@
 #             tables have committed every object (GET /v1/admin/tables: pending 0);
 #   memory    RssAnon after cooling and after the reads, KiB per cooled user above a node with
 #             none; the hot store's bytes and entries (strata_hot_bytes, strata_hot_entries) per
-#             cooled, idle user; the cold cache's bytes (bounded by --cold-cache);
+#             cooled, idle user; the cold cache's bytes (bounded by --cold-cache); the tables'
+#             committed file sets (strata_table_files_bytes) and the Idempotency-Key index
+#             (strata_idempotency_index_bytes), 0 from a binary without those gauges;
 #   restart   ms from exec to /healthz 200 on the cooled data, the loop's longest stall over
 #             the first RESTART_WATCH s after it (the tables' first tick reads their files);
 #   reads     newest-50 of a random cold user (wrk -t1 -c8 for DURATION s, bench/atsize.lua
@@ -85,6 +87,7 @@ for n in $SIZES; do
   flush_s=$(secs "$t0" "$t1") commit_s=$(secs "$t1" "$t2")
   stall_flush=$(metric strata_loop_stall_max_seconds)
   rss_cooled=$(rss) hot_bytes=$(metric strata_hot_bytes) hot_entries=$(metric strata_hot_entries)
+  tables_bytes=$(metric strata_table_files_bytes) idem_bytes=$(metric strata_idempotency_index_bytes)
   stop
   t0=$(now)
   start
@@ -106,6 +109,7 @@ for n in $SIZES; do
   line+=" hot_bytes=$hot_bytes hot_bytes_per_user=$(awk -v a="$hot_bytes" -v n="$n" 'BEGIN {printf "%.0f", a / n}') hot_entries=$hot_entries"
   line+=" restart_to_healthz_ms=$restart_ms stall_after_restart_ms=$(awk -v a="$stall_restart" 'BEGIN {printf "%.1f", a * 1000}')"
   line+=" read_rps=$W_RPS read_p50_ms=$W_P50 read_p99_ms=$W_P99 read_cpu_us=$read_cpu rss_after_reads_kib=$rss_read footer_cache_bytes=${cache:-0}"
+  line+=" table_files_bytes=${tables_bytes:-0} idempotency_index_bytes=${idem_bytes:-0}"
   echo "$line" | tee -a "$work/out.txt"
   raw_keep "$n" summary "$line"
   printf '%s{%s}' "$sep" "$(tr ' ' '\n' <<<"$line" | awk -F= '{printf "%s\"%s\":%s", s, $1, $2; s = ","}')" >>"$work/extra.json"

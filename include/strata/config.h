@@ -87,6 +87,7 @@ typedef struct {
     uint64_t ws_ping_seconds; /* stream keep-alive: ping after this, close after 3x */
     uint64_t request_timeout;
     uint64_t idempotency_ttl;
+    uint64_t idempotency_index; /* bytes of the answers' index in memory (http/idem_index.c) */
     uint64_t max_seats;
     uint64_t max_total_seats;
     uint64_t max_hold_seconds;

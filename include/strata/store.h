@@ -24,12 +24,14 @@ typedef struct st_store st_store_t;
 /* Key spaces of the functions that live with the store (counters, idempotency, the writer
  * record); each is claimed by the module that writes it (st_store_claim). */
 enum {
-    ST_KS_COUNTER = 'c',  /* name -> st counter record */
-    ST_KS_MEMBER = 'm',   /* name 0 member -> "" (distinct counter membership) */
-    ST_KS_SEQUENCE = 's', /* name -> u64 last */
-    ST_KS_IDEM = 'i',     /* sha256(scope) -> idempotent response (http/idempotency.c) */
-    ST_KS_IDEM_EXP = 'x', /* be64(created) sha256(scope) -> user or "" (their expiry index) */
-    ST_KS_WRITER = 'w',   /* "writer" -> the cold tier's writer record (cold/writer.c) */
+    ST_KS_COUNTER = 'c',    /* name -> st counter record */
+    ST_KS_MEMBER = 'm',     /* name 0 member -> "" (distinct counter membership) */
+    ST_KS_SEQUENCE = 's',   /* name -> u64 last */
+    ST_KS_IDEM = 'i',       /* sha256(scope) -> idempotent response (http/idempotency.c) */
+    ST_KS_IDEM_EXP = 'x',   /* be64(created) sha256(scope) -> user or "" (their expiry index) */
+    ST_KS_IDEM_SPILL = 'y', /* sha256(scope) -> be64(created): an answer the index in memory could
+                               not hold (--idempotency-index full; http/idempotency.c) */
+    ST_KS_WRITER = 'w',     /* "writer" -> the cold tier's writer record (cold/writer.c) */
 };
 #define ST_KEY_MAX 511 /* LMDB's default maximum key size */
 

@@ -119,6 +119,11 @@ static const st_cfg_opt_t st__opts[] = {
             "seconds a client may take to send one whole request (slowloris guard)"),
     ST__NUM(ST_CFG_U64, idempotency_ttl, "idempotency-ttl", "STRATA_IDEMPOTENCY_TTL", "86400", 60,
             86400 * 365, "seconds an Idempotency-Key answer is kept"),
+    ST__NUM(ST_CFG_SIZE, idempotency_index, "idempotency-index", "STRATA_IDEMPOTENCY_INDEX",
+            "64MiB", 1024, 1ULL << 40,
+            "memory for the index of Idempotency-Key answers (16 bytes a slot, at most 70 % "
+            "full); past it an answer is found through a store entry instead, slower but never "
+            "lost (strata_idempotency_index_bytes in /metrics)"),
     ST__NUM(ST_CFG_U64, max_seats, "max-seats", "STRATA_MAX_SEATS", "1000000", 1, 100000000,
             "seats per event (400 above)"),
     ST__NUM(ST_CFG_U64, max_hold_seconds, "max-hold-seconds", "STRATA_MAX_HOLD_SECONDS", "7200", 1,

@@ -13,13 +13,19 @@
  * (scopes alike in their first 64 bits, or a key recorded again after its answer expired): a
  * lookup gets them all and the store's key, which holds the whole scope, tells them apart.
  * Tag 0 marks a free slot, so a tag of 0 is stored as 1. Loop thread only.
+ *
+ * Bounded (issue 48): with a ceiling set (st__idx_limit, from --idempotency-index) the table never
+ * grows past it and an add that would is refused: the caller keeps that answer findable another
+ * way (idempotency.c: a store entry by scope). The table halves when it is less than an eighth
+ * full, so a burst's memory is given back as its answers expire.
  */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define ST__IDX_MIN 1024
+#define ST__IDX_MIN   1024 /* slots of a table's first size, and the least it shrinks to */
+#define ST__IDX_LEAST 64   /* the smallest ceiling (a 1 KiB budget) */
 
 static size_t st__home(const st_idem_idx_t *x, uint64_t tag)
 {
@@ -43,11 +49,12 @@ static void st__idx_place(st_idem_idx_t *x, uint64_t tag, int64_t created)
     x->n++;
 }
 
-static void st__idx_grow(st_idem_idx_t *x)
+/* The table rebuilt with cap slots (a power of 2 that holds every entry under 70 %). */
+static void st__idx_resize(st_idem_idx_t *x, size_t cap)
 {
     st_idem_slot_t *old = x->v;
     size_t ocap = x->cap;
-    x->cap = ocap ? ocap * 2 : ST__IDX_MIN;
+    x->cap = cap;
     x->v = st_calloc(x->cap, sizeof *x->v);
     x->n = 0;
     for (size_t i = 0; i < ocap; i++)
@@ -55,15 +62,36 @@ static void st__idx_grow(st_idem_idx_t *x)
     free(old);
 }
 
-void st__idx_add(st_idem_idx_t *x, uint64_t tag, int64_t created)
+void st__idx_limit(st_idem_idx_t *x, size_t bytes)
 {
-    if ((x->n + 1) * 10 > x->cap * 7) st__idx_grow(x);
-    size_t i = st__home(x, tag);
-    for (; x->v[i].tag; i = (i + 1) & (x->cap - 1))
-        if (x->v[i].tag == tag && x->v[i].created == created) return; /* there already */
-    x->v[i].tag = tag;
-    x->v[i].created = created;
-    x->n++;
+    size_t max = 0;
+    if (bytes) {
+        max = ST__IDX_LEAST;
+        while (max <= SIZE_MAX / 2 / sizeof *x->v && max * 2 * sizeof *x->v <= bytes)
+            max *= 2;
+    }
+    x->max = max;
+}
+
+static size_t st__idx_first(const st_idem_idx_t *x)
+{
+    return x->max && x->max < ST__IDX_MIN ? x->max : ST__IDX_MIN;
+}
+
+bool st__idx_add(st_idem_idx_t *x, uint64_t tag, int64_t created)
+{
+    if (x->cap) {
+        size_t i = st__home(x, tag);
+        for (; x->v[i].tag; i = (i + 1) & (x->cap - 1))
+            if (x->v[i].tag == tag && x->v[i].created == created) return true; /* there already */
+    }
+    if ((x->n + 1) * 10 > x->cap * 7) {
+        size_t cap = x->cap ? x->cap * 2 : st__idx_first(x);
+        if (x->max && cap > x->max) return false; /* full: the caller holds it elsewhere */
+        st__idx_resize(x, cap);
+    }
+    st__idx_place(x, tag, created);
+    return true;
 }
 
 size_t st__idx_find(const st_idem_idx_t *x, uint64_t tag, int64_t *out, size_t max)
@@ -75,13 +103,13 @@ size_t st__idx_find(const st_idem_idx_t *x, uint64_t tag, int64_t *out, size_t m
     return n;
 }
 
-void st__idx_del(st_idem_idx_t *x, uint64_t tag, int64_t created)
+bool st__idx_del(st_idem_idx_t *x, uint64_t tag, int64_t created)
 {
-    if (!x->cap) return;
+    if (!x->cap) return false;
     size_t mask = x->cap - 1, i = st__home(x, tag);
     for (; x->v[i].tag; i = (i + 1) & mask)
         if (x->v[i].tag == tag && x->v[i].created == created) break;
-    if (!x->v[i].tag) return;
+    if (!x->v[i].tag) return false;
     /* backward shift: an entry after the hole moves into it unless its home lies cyclically
      * within (hole, entry], where the probe from its home would not pass the hole */
     for (size_t j = i;;) {
@@ -95,10 +123,28 @@ void st__idx_del(st_idem_idx_t *x, uint64_t tag, int64_t created)
     }
     x->v[i].tag = 0;
     x->n--;
+    /* memory back after a burst: half the slots once less than an eighth are used (a quarter
+     * then, well under the 70 % that grows it again) */
+    if (x->cap > st__idx_first(x) && x->n * 8 < x->cap) st__idx_resize(x, x->cap / 2);
+    return true;
+}
+
+size_t st__idx_bytes(const st_idem_idx_t *x)
+{
+    return x->cap * sizeof *x->v;
+}
+
+bool st__idx_full(const st_idem_idx_t *x)
+{
+    size_t cap = x->cap ? x->cap : st__idx_first(x);
+    if ((x->n + 1) * 10 <= cap * 7) return false;
+    return x->max && cap * 2 > x->max;
 }
 
 void st__idx_free(st_idem_idx_t *x)
 {
+    size_t max = x->max; /* the ceiling stays */
     free(x->v);
     memset(x, 0, sizeof *x);
+    x->max = max;
 }

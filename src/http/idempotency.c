@@ -33,6 +33,15 @@
  * is never replayed (the request runs afresh: 404 and the like). A room route's answer is also
  * about the room (recorded as its owner bytes, st_chat_owner_bytes): deleted with the room's
  * erasure, never replayed while the room is being deleted.
+ * The index is bounded by --idempotency-index (st_idem_limit, issue 48). An answer recorded while
+ * it is at its ceiling gets a store entry by scope instead, in the same batch:
+ *   'y' scope(32) -> be64(created)
+ * (a random B-tree insert, the cost the index saves, paid only past the budget). While any such
+ * entry is left, a lookup the index cannot answer reads it too, and the sweep deletes an expired
+ * answer's entry with it; the index halves as its answers expire (idem_index.c), so memory comes
+ * back after a burst. A rebuild leaves out the answers that have an entry and gives one to each
+ * answer past the ceiling (the ceiling was lowered across a restart): every answer is always
+ * findable, by the index or by its entry, and none is ever dropped to make room.
  * Sweep steps run on the server's timer (a bounded budget a second, for what is left after a
  * burst) and every 256 answers made, deleting up to 512: twice the insert rate, so the sweep
  * keeps up with any sustained keyed write rate, in slices that never stall the loop. Records of
@@ -71,8 +80,16 @@ static struct {
     bool warming; /* a rebuild is under way, from warm_from (length 0: the start) */
     uint8_t warm_from[ST__XKEY + 1];
     size_t warm_from_len;
-    uint64_t seen; /* st_store_writes_of('x') when the index last agreed with the store */
+    uint64_t seen;   /* st_store_writes_of('x') when the index last agreed with the store */
+    bool spill_live; /* entries by scope ('y') may be left: lookups and the sweep look there */
+    st_buf_t got;    /* the warm-up's slice: answers' keys, indexed after its scan */
 } st__sw;
+
+/* The ceiling (--idempotency-index) and the spill counter: the server's, kept across rebinds. */
+static struct {
+    size_t bytes;
+    st_metric_t *spilled;
+} st__lim;
 
 static int st__any_v2(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
@@ -80,12 +97,20 @@ static int st__any_v2(void *arg, const void *key, size_t klen, const void *val, 
     return klen == 33; /* an answer, not the marker */
 }
 
+static void st__sw_reset(void)
+{
+    st__idx_free(&st__sw.idx);
+    st_buf_free(&st__sw.got);
+    memset(&st__sw, 0, sizeof st__sw);
+    st__idx_limit(&st__sw.idx, st__lim.bytes);
+}
+
 static void st__sw_bind(st_store_t *s)
 {
     if (st__sw.store == s) return;
-    st__idx_free(&st__sw.idx);
-    memset(&st__sw, 0, sizeof st__sw);
+    st__sw_reset();
     st__sw.store = s;
+    st__sw.spill_live = st__spill_any(s);
     const void *v;
     size_t n;
     uint64_t w = 0;
@@ -99,8 +124,30 @@ static void st__sw_bind(st_store_t *s)
 
 void st__idem_forget(void)
 {
-    st__idx_free(&st__sw.idx);
-    memset(&st__sw, 0, sizeof st__sw);
+    st__sw_reset();
+}
+
+void st_idem_limit(size_t bytes, st_metric_t *spilled)
+{
+    st__lim.bytes = bytes;
+    st__lim.spilled = spilled;
+    st__idx_limit(&st__sw.idx, bytes);
+}
+
+bool st_idem_spilling(void)
+{
+    return st__sw.spill_live;
+}
+
+size_t st__idem_held(void)
+{
+    return st__sw.idx.n;
+}
+
+double st_idem_bytes_gauge(void *arg)
+{
+    (void)arg;
+    return (double)st__idx_bytes(&st__sw.idx);
 }
 
 void st_idem_stale(void)
@@ -188,13 +235,31 @@ static int st__xput(st_store_t *s, const uint8_t *k, size_t kl, const void *v, s
     return rc;
 }
 
+/* An answer past the index's ceiling: its store entry by scope (idem_spill.c), counted. */
+static int st__spill_put(st_store_t *s, const uint8_t scope[32], int64_t created, uint64_t *wait)
+{
+    int rc = st__spill_write(s, scope, created, wait);
+    if (rc != ST_OK) return rc;
+    st__sw.spill_live = true;
+    if (st__lim.spilled) st_metric_add(st__lim.spilled, 1);
+    return ST_OK;
+}
+
+static void st__spill_drop(st_store_t *s, const uint8_t scope[32], int64_t created)
+{
+    if (st__sw.spill_live) st__spill_del(s, scope, created);
+}
+
 static void st__xdel(st_store_t *s, const uint8_t *k, size_t kl)
 {
     uint64_t w = 0;
     st__own_before(s);
     st_store_del(s, k, kl, &w);
     st__own_after(s);
-    if (kl == ST__XKEY) st__idx_del(&st__sw.idx, st__idx_tag(k + 9), (int64_t)st_be64_get(k + 1));
+    if (kl != ST__XKEY) return;
+    int64_t created = (int64_t)st_be64_get(k + 1);
+    st__idx_del(&st__sw.idx, st__idx_tag(k + 9), created);
+    st__spill_drop(s, k + 9, created);
 }
 
 typedef struct {
@@ -209,11 +274,28 @@ static int st__warm_visit(void *arg, const void *key, size_t klen, const void *v
     st_warm_t *w = arg;
     if (w->seen == w->budget) return 1;
     w->seen++;
-    const uint8_t *k = key;
-    if (klen == ST__XKEY) st__idx_add(&st__sw.idx, st__idx_tag(k + 9), (int64_t)st_be64_get(k + 1));
+    if (klen == ST__XKEY) st_buf_append(&st__sw.got, key, klen);
     w->last_len = klen < ST__XKEY ? klen : ST__XKEY;
     memcpy(w->last, key, w->last_len);
     return 0;
+}
+
+/* One answer of a rebuild's slice: into the index, unless its store entry holds it; past the
+ * ceiling, an entry for it (the ceiling was lowered since it was recorded). */
+static void st__warm_one(st_store_t *s, const uint8_t *k)
+{
+    int64_t created = (int64_t)st_be64_get(k + 1), c;
+    if (st__sw.spill_live && st__spill_get(s, k + 9, &c) && c == created) return;
+    if (st__idx_add(&st__sw.idx, st__idx_tag(k + 9), created)) return;
+    uint64_t w = 0;
+    if (st__spill_put(s, k + 9, created, &w) == ST_OK) return;
+    /* the store refuses writes: the index holds it past its ceiling (never lost) */
+    st_warn("idempotency: the store refused an answer's entry; the index grows past "
+            "--idempotency-index until it takes writes again");
+    size_t max = st__sw.idx.max;
+    st__sw.idx.max = 0;
+    st__idx_add(&st__sw.idx, st__idx_tag(k + 9), created);
+    st__sw.idx.max = max;
 }
 
 bool st_idem_warm(st_store_t *s, size_t budget, bool start)
@@ -227,6 +309,9 @@ bool st_idem_warm(st_store_t *s, size_t budget, bool start)
         uint8_t ip = ST_KS_IDEM; /* format 2 answers may have come with the others' writes */
         uint64_t w0 = 0;
         st__sw.legacy_live = st_store_scan(s, &ip, 1, st__any_v2, NULL, &w0) != 0;
+        /* and entries past the ceiling: a leader's come with its answers ('x' and 'y' in one
+         * batch), so a follower that now leads finds them */
+        st__sw.spill_live = st__spill_any(s);
         st__sw.warming = true;
         st__sw.warm_from_len = 0;
         st__own_after(s);
@@ -235,7 +320,10 @@ bool st_idem_warm(st_store_t *s, size_t budget, bool start)
     uint8_t prefix = ST__KS_EXP;
     uint64_t wait = 0;
     size_t fl = st__sw.warm_from_len;
+    st_buf_reset(&st__sw.got);
     st_store_scan_from(s, &prefix, 1, fl ? st__sw.warm_from : NULL, fl, st__warm_visit, &w, &wait);
+    for (size_t off = 0; off + ST__XKEY <= st__sw.got.len; off += ST__XKEY)
+        st__warm_one(s, (const uint8_t *)st__sw.got.data + off);
     if (w.seen == w.budget && w.last_len) { /* more: go on just after the last one seen */
         memcpy(st__sw.warm_from, w.last, w.last_len);
         st__sw.warm_from[w.last_len] = 0;
@@ -417,6 +505,13 @@ int st__idem_lookup_at(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, in
         int rc = st__lookup_v3(s, r, key, status, body, blen, wait);
         if (rc != ST_ENOTFOUND) return rc;
     }
+    int64_t sc;
+    if (st__sw.spill_live && st__spill_get(s, r->scope, &sc) && now - sc <= ttl_us) {
+        uint8_t key[ST__XKEY]; /* past the index's ceiling: the store's entry names it */
+        st__xkey(key, sc, r->scope);
+        int rc = st__lookup_v3(s, r, key, status, body, blen, wait);
+        if (rc != ST_ENOTFOUND) return rc;
+    }
     if (st__sw.legacy_live) return st__lookup_v2(s, r, ttl_us, now, status, body, blen, wait);
     return ST_ENOTFOUND;
 }
@@ -563,6 +658,8 @@ size_t st__idem_sweep_at(st_store_t *s, int64_t ttl_us, size_t budget, int64_t n
     uint64_t w = 0;
     if (st__sw.legacy_live && st__sw.legacy_done) /* the last format 2 answer gone? */
         st__sw.legacy_live = st_store_scan(s, &prefix, 1, st__any_v2, NULL, &w) != 0;
+    if (st__sw.spill_live) /* the last entry past the ceiling gone? */
+        st__sw.spill_live = st__spill_any(s);
     return gone;
 }
 
@@ -608,8 +705,14 @@ int st__idem_record_at(st_store_t *s, const st_idem_req_t *r, int64_t ttl_us, in
     n = (uint16_t)(v->len - ST__V3_HDR);
     memcpy(v->data + 34, &n, 2);
     st_buf_append(v, body, blen);
-    int rc = st__xput(s, key, sizeof key, v->data, v->len, wait);
-    if (rc == ST_OK) st__idx_add(&st__sw.idx, st__idx_tag(r->scope), now);
+    /* past the index's ceiling, the answer's entry by scope first (nothing staged if refused) */
+    bool spill = st__idx_full(&st__sw.idx);
+    int rc = spill ? st__spill_put(s, r->scope, now, wait) : ST_OK;
+    if (rc != ST_OK) return rc;
+    rc = st__xput(s, key, sizeof key, v->data, v->len, wait);
+    if (rc == ST_OK && !spill && !st__idx_add(&st__sw.idx, st__idx_tag(r->scope), now))
+        rc = st__spill_put(s, r->scope, now, wait); /* not reached: full was checked */
+    if (rc != ST_OK && spill) st__spill_drop(s, r->scope, now);
     if (rc == ST_OK && ++st__sw.since_step >= ST__STEP_EVERY) {
         st__sw.since_step = 0;
         st__sweep_step(s, now - ttl_us, ST__STEP_MAX);

@@ -244,10 +244,29 @@ bool st_idem_warm(st_store_t *s, size_t budget, bool start);
 /* Whether a rebuild of the index is under way (false when it is whole, or stale and waiting
  * for a lookup to start one). */
 bool st_idem_warming(void);
-/* /metrics: answers in the index, or -1 while it does not hold them all (arg unused). */
+/* /metrics: answers in the index, or -1 while it is being rebuilt (arg unused). */
 double st_idem_gauge(void *arg);
+/* Answers the index holds, whether whole or not (tests). */
+size_t st__idem_held(void);
+/* /metrics: the bytes the index's slots take (arg unused). */
+double st_idem_bytes_gauge(void *arg);
+/* The index's ceiling in bytes (--idempotency-index; 0: none), and the counter of answers
+ * recorded with a store entry by scope because the index was at it (NULL: none; borrowed). Set
+ * before the first lookup. */
+void st_idem_limit(size_t bytes, st_metric_t *spilled);
+/* Whether answers may be held by a store entry by scope (some were, and not all swept yet). */
+bool st_idem_spilling(void);
 /* Marks the index as disagreeing with the store (a batch was rolled back): rebuilt when needed. */
 void st_idem_stale(void);
+
+/* Answers past the index's ceiling (idem_spill.c): the store's entry 'y' scope -> created. */
+/* The creation time scope's entry names, if it has one. */
+bool st__spill_get(st_store_t *s, const uint8_t scope[32], int64_t *created);
+int st__spill_write(st_store_t *s, const uint8_t scope[32], int64_t created, uint64_t *wait);
+/* Deletes scope's entry if it names the answer created then (not one recorded again since). */
+void st__spill_del(st_store_t *s, const uint8_t scope[32], int64_t created);
+/* Whether any entry is left. */
+bool st__spill_any(st_store_t *s);
 
 /* The index of answers (idem_index.c): a scope's first 8 bytes -> when its answer was created.
  * Loop thread only; the table is owned by its st_idem_idx_t (st__idx_free). */
@@ -258,13 +277,23 @@ typedef struct {
 typedef struct {
     st_idem_slot_t *v;
     size_t cap, n; /* cap: a power of 2 (0 before the first add) */
+    size_t max;    /* the most slots it may have (st__idx_limit; 0: no ceiling) */
 } st_idem_idx_t;
 uint64_t st__idx_tag(const uint8_t scope[32]);
-/* Adds tag -> created unless that very pair is there. */
-void st__idx_add(st_idem_idx_t *x, uint64_t tag, int64_t created);
+/* The ceiling: at most `bytes` of slots (at least 64 slots; 0: none). Set it while empty. */
+void st__idx_limit(st_idem_idx_t *x, size_t bytes);
+/* Adds tag -> created unless that very pair is there; false (nothing added) when the table is
+ * at its ceiling. */
+bool st__idx_add(st_idem_idx_t *x, uint64_t tag, int64_t created);
+/* Whether an add of a new pair would be refused. */
+bool st__idx_full(const st_idem_idx_t *x);
 /* Up to max creation times recorded under tag (any order); returns how many. */
 size_t st__idx_find(const st_idem_idx_t *x, uint64_t tag, int64_t *out, size_t max);
-void st__idx_del(st_idem_idx_t *x, uint64_t tag, int64_t created);
+/* Deletes tag -> created; false when it was not there. The table shrinks when mostly empty. */
+bool st__idx_del(st_idem_idx_t *x, uint64_t tag, int64_t created);
+/* The bytes its slots take (/metrics). */
+size_t st__idx_bytes(const st_idem_idx_t *x);
+/* Frees the slots (the ceiling stays). */
 void st__idx_free(st_idem_idx_t *x);
 
 /* ---- handlers ---- */

@@ -293,8 +293,8 @@ static void st__on_sweep(uv_timer_t *t)
 
 int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app)
 {
-    /* idempotency.c's answers and their expiry index */
-    static const st_claim_t keys[] = {ST_CLAIM("i"), ST_CLAIM("x")};
+    /* idempotency.c's answers, their expiry index and the entries of those past its ceiling */
+    static const st_claim_t keys[] = {ST_CLAIM("i"), ST_CLAIM("x"), ST_CLAIM("y")};
     int rc = st_store_claims(app->store, "idempotency", keys, sizeof keys / sizeof *keys);
     if (rc != ST_OK) return rc;
     const char *listen = app->cfg->listen;
@@ -335,9 +335,19 @@ int st_server_start(st_server_t **out, uv_loop_t *loop, st_app_t *app)
     srv->m_idem_expired = st_metrics_counter("strata_idempotency_expired_total",
                                              "Idempotency-Key answers deleted after their TTL", "");
     st_metrics_gauge_fn("strata_idempotency_answers",
-                        "Idempotency-Key answers kept, as the index in memory holds them (a "
-                        "16-byte slot each; -1 while it is being rebuilt after a start)",
+                        "Idempotency-Key answers the index in memory holds (-1 while it is being "
+                        "rebuilt after a start; those past --idempotency-index have a store "
+                        "entry instead)",
                         "", st_idem_gauge, NULL);
+    st_metrics_gauge_fn("strata_idempotency_index_bytes",
+                        "Bytes the index of Idempotency-Key answers takes (16 a slot, bounded by "
+                        "--idempotency-index; it shrinks as answers expire)",
+                        "", st_idem_bytes_gauge, NULL);
+    st_idem_limit((size_t)app->cfg->idempotency_index,
+                  st_metrics_counter("strata_idempotency_spilled_total",
+                                     "Idempotency-Key answers recorded with a store entry by "
+                                     "scope because the index was at --idempotency-index",
+                                     ""));
     srv->m_rejected = st_metrics_counter("strata_http_connections_rejected_total",
                                          "Connections refused over --max-connections", "");
     srv->m_held = st_metrics_counter(

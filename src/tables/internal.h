@@ -50,6 +50,8 @@ typedef struct {
 
 typedef ST_VEC(char *) st_tstrs_t;
 void st_tstrs_free(st_tstrs_t *v);
+/* The heap a set of files and its manifests' names take: arrays, strings with malloc's share. */
+size_t st_tfiles_bytes(const st_tfiles_t *v, const st_tstrs_t *mans);
 /* qsort's and bsearch's order of two char * items: strcmp's. */
 int st_tstrs_cmp(const void *a, const void *b);
 

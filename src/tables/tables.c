@@ -33,6 +33,7 @@ typedef struct {
     int64_t snap, seq;     /* the current snapshot (snap -1: none), for the admin route */
     int64_t committed_us;
     int64_t oldest_us; /* the oldest snapshot the loaded document keeps (0: none) */
+    size_t bytes;      /* the heap committed and mans take (st_tfiles_bytes; /metrics) */
 } st__table_t;
 
 typedef struct {
@@ -48,6 +49,7 @@ typedef struct {
     st_buf_t prov;    /* the worker's provenance writes (st__prov_plan), done on the loop */
     int rc;
     st_tcommit_t res;
+    size_t bytes; /* the worker's: the heap live and its manifests' names will take, installed */
 } st__jtable_t;
 
 struct st_tables {
@@ -105,6 +107,22 @@ st_tfile_t *st_tfiles_find(const st_tfiles_t *v, const char *key)
 {
     st_tfile_t k = {.key = (char *)key};
     return v->n ? bsearch(&k, v->v, v->n, sizeof *v->v, st__tfile_cmp) : NULL;
+}
+
+/* A string's share of the heap: its bytes, malloc's header and rounding (glibc: 16). */
+static size_t st__str_bytes(const char *p)
+{
+    return p ? (strlen(p) + 1 + 8 + 15) & ~(size_t)15 : 0;
+}
+
+size_t st_tfiles_bytes(const st_tfiles_t *v, const st_tstrs_t *mans)
+{
+    size_t b = v->cap * sizeof *v->v + mans->cap * sizeof *mans->v;
+    for (size_t i = 0; i < v->n; i++)
+        b += st__str_bytes(v->v[i].key) + st__str_bytes(v->v[i].uri) + st__str_bytes(v->v[i].part);
+    for (size_t i = 0; i < mans->n; i++)
+        b += st__str_bytes(mans->v[i]);
+    return b;
 }
 
 void st_tfiles_free(st_tfiles_t *v)
@@ -390,6 +408,7 @@ static void st__lead(st_tables_t *t)
     for (int i = 0; i < t->n; i++) {
         st__intern(&t->t[i]);
         st_tfiles_sort(&t->t[i].committed);
+        t->t[i].bytes = st_tfiles_bytes(&t->t[i].committed, &t->t[i].mans);
     }
     t->leading = true;
     t->seen = false;
@@ -418,6 +437,8 @@ static void st__commit_work(uv_work_t *req)
             j->rc = st_table_commit(t->meta, d, &tb->meta, &j->live, &tb->committed, &tb->mans,
                                     t->keep_ms, j->erase, &t->writer, &j->res);
         if (j->rc == ST_OK && j->res.done) st__prov_plan(t, i, j);
+        if (j->built) /* O(files): counted here, off the loop */
+            j->bytes = st_tfiles_bytes(&j->live, j->res.mans_set ? &j->res.mans : &tb->mans);
         if (j->rc != ST_OK && j->rc != ST_ENOTFOUND)
             st_warn("tables: %s: commit failed (%s); retried at the next tick", d->ice.name,
                     st_strerror(j->rc));
@@ -472,6 +493,7 @@ static bool st__tables_job_done(st_tables_t *t, int i)
     bool ok = j->built && j->rc == ST_OK; /* committed, or nothing to commit */
     if (ok) {
         st_tview_install(&tb->committed, &j->view, &j->live, &j->gone);
+        tb->bytes = j->bytes;
         st_tview_clear(t->store, &j->view);
         if (j->erase) st__erasures_done(t, &j->marks);
     }
@@ -622,6 +644,16 @@ static double st__lag(void *arg)
     return t && t->lag_since_us ? (double)(st_now_us() - t->lag_since_us) / 1e6 : 0;
 }
 
+static double st__bytes(void *arg)
+{
+    (void)arg;
+    st_tables_t *t = st__live;
+    size_t b = 0;
+    for (int i = 0; t && i < t->n; i++)
+        b += t->t[i].bytes;
+    return (double)b;
+}
+
 int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_objstore_t *cold,
                    st_objstore_t *meta, const st_config_t *cfg)
 {
@@ -648,6 +680,10 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
     st_metrics_gauge_fn("strata_table_commit_lag_seconds",
                         "Age of the oldest change of the cold tier not in a committed snapshot", "",
                         st__lag, NULL);
+    st_metrics_gauge_fn("strata_table_files_bytes",
+                        "Heap the Iceberg tables' committed file sets take (a record, key, URI and "
+                        "partition per cold object; bounded by no flag yet, docs/memory.md)",
+                        "", st__bytes, NULL);
     t->listener.on_failed = st__tables_on_failed;
     st_store_listen(store, &t->listener);
     uv_timer_init(loop, &t->timer);

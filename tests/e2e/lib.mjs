@@ -414,8 +414,9 @@ export async function wsDrain(ws, ms) {
 }
 
 // Runs fn with the server s (startStrata's), its log printed if fn fails; then stops it and
-// removes its data: the try/catch/finally every test around one server writes otherwise.
-export async function withServer(s, fn) {
+// removes its data (keepDir: keeps it, for a restart on the same data dir): the
+// try/catch/finally every test around one server writes otherwise.
+export async function withServer(s, fn, { keepDir = false } = {}) {
   try {
     await fn();
   } catch (e) {
@@ -423,6 +424,6 @@ export async function withServer(s, fn) {
     throw e;
   } finally {
     await s.stop();
-    s.cleanup();
+    if (!keepDir) s.cleanup();
   }
 }

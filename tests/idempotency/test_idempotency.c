@@ -3,7 +3,8 @@
  * Unit tests for Idempotency-Key answers (src/http/idempotency.c) on a real store: replay and
  * its wait, a key bound to its request, and an expiry sweep that keeps up with any write rate;
  * answers stored in time order with their index in memory, rebuilt after a restart and after
- * someone else's writes; answers of the format before (format 2) still replayed and swept.
+ * someone else's writes; answers of the format before (format 2) still replayed and swept; the
+ * index bounded by --idempotency-index, answers past it found through the store (issue 48).
  */
 #include "../test.h"
 #include "../fixture.h"
@@ -11,6 +12,7 @@
 
 static st_store_t *open_store(fx_t *f)
 {
+    st_idem_limit(0, NULL);
     st__idem_forget();
     return fx_store(f, 256 << 20, 0);
 }
@@ -53,6 +55,20 @@ static void put_v2(st_store_t *s, int i, int64_t created, uint16_t status, const
     CHECK_EQ(st_store_put(s, key, sizeof key, v.data, v.len, &wait), ST_OK);
     CHECK_EQ(st_store_put(s, xkey, sizeof xkey, about, strlen(about), &wait), ST_OK);
     st_buf_free(&v);
+}
+
+/* Answers 0..n-1 of req_of(i, 0), 201 {"n":i}, created at t0 + i; all durable after. */
+static void record_n(fx_t *fx, st_store_t *s, int n, int64_t ttl, int64_t t0)
+{
+    uint64_t wait = 0;
+    for (int i = 0; i < n; i++) {
+        st_idem_req_t r = req_of(i, 0);
+        char body[32];
+        int bl = snprintf(body, sizeof body, "{\"n\":%d}", i);
+        CHECK_EQ(st__idem_record_at(s, &r, ttl, 201, body, (size_t)bl, t0 + i, &wait), ST_OK);
+        if (i % 200 == 199) fx_settle(fx, s);
+    }
+    fx_settle(fx, s);
 }
 
 TEST(idempotency_records_replay_until_ttl_and_a_replay_waits_for_the_first_answer)
@@ -430,16 +446,8 @@ TEST(idempotency_index_is_rebuilt_after_a_restart_and_is_503_until_whole)
     fx_begin(&fx);
     st_store_t *s = open_store(&fx);
     const int64_t t0 = 1000000000000LL, ttl = 100000000;
-    uint64_t wait = 0;
     enum { N = 10000 };
-    for (int i = 0; i < N; i++) {
-        st_idem_req_t r = req_of(i, 0);
-        char body[32];
-        int bl = snprintf(body, sizeof body, "{\"n\":%d}", i);
-        CHECK_EQ(st__idem_record_at(s, &r, ttl, 201, body, (size_t)bl, t0 + i, &wait), ST_OK);
-        if (i % 2000 == 1999) fx_settle(&fx, s);
-    }
-    fx_settle(&fx, s);
+    record_n(&fx, s, N, ttl, t0);
     st__idem_forget(); /* the restart */
     CHECK(st_idem_gauge(NULL) < 0);
     int status;
@@ -544,6 +552,117 @@ TEST(idempotency_answers_of_format_2_are_replayed_then_swept)
     CHECK_EQ(count(s, ST_KS_IDEM), 1);     /* the marker: no answer of the oldest format left */
     CHECK_EQ(count(s, ST_KS_IDEM_EXP), 1); /* the new answer, not expired yet */
     CHECK_EQ(st__idem_lookup_at(s, &fresh, ttl, t0 + 100, &status, &body, &blen, &w), ST_OK);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+/* The index never takes more than its ceiling (an add past it is refused, the caller holds that
+ * answer elsewhere), and gives memory back as its entries go (issue 48). */
+TEST(idempotency_index_stays_under_its_ceiling_and_shrinks_after_a_burst)
+{
+    st_idem_idx_t x;
+    memset(&x, 0, sizeof x);
+    st__idx_limit(&x, 4096); /* 256 slots */
+    size_t added = 0;
+    for (uint64_t t = 1; t <= 1000; t++)
+        added += st__idx_add(&x, t * 7919, (int64_t)t);
+    CHECK(st__idx_bytes(&x) <= 4096);
+    CHECK_EQ(added, x.n);
+    CHECK(x.n >= 150 && x.n < 256);
+    CHECK(st__idx_full(&x));
+    CHECK(st__idx_add(&x, 7919, 1)); /* there already: not refused */
+    for (uint64_t t = 1; t <= added; t++) {
+        int64_t c[4];
+        CHECK_EQ(st__idx_find(&x, t * 7919, c, 4), 1);
+        CHECK_EQ(c[0], (int64_t)t);
+    }
+    CHECK(!st__idx_add(&x, 1, 1));
+    st__idx_free(&x);
+    CHECK_EQ(x.max, 256); /* the ceiling stays */
+
+    st_idem_idx_t y; /* no ceiling: a burst of 100,000, then all but 10 expire */
+    memset(&y, 0, sizeof y);
+    enum { BURST = 100000 };
+    for (uint64_t t = 1; t <= BURST; t++)
+        CHECK(st__idx_add(&y, t, (int64_t)t));
+    size_t peak = st__idx_bytes(&y);
+    CHECK(peak >= BURST * 16);
+    for (uint64_t t = 1; t <= BURST - 10; t++)
+        CHECK(st__idx_del(&y, t, (int64_t)t));
+    CHECK(!st__idx_del(&y, 1, 1));
+    CHECK_EQ(y.n, 10);
+    CHECK(st__idx_bytes(&y) <= 1024 * 16);
+    for (uint64_t t = BURST - 9; t <= BURST; t++) {
+        int64_t c[4];
+        CHECK_EQ(st__idx_find(&y, t, c, 4), 1);
+        CHECK_EQ(c[0], (int64_t)t);
+    }
+    st__idx_free(&y);
+}
+
+/* Every answer replayed byte for byte and bound to its request, those past the ceiling through
+ * their store entry; a restart finds them all again, with the same ceiling or a lower one; the
+ * sweep takes the entries with their answers and the index gives its memory back. */
+static void check_all(fx_t *fx, st_store_t *s, int n, int64_t ttl, int64_t now)
+{
+    int status;
+    const char *body;
+    size_t blen;
+    uint64_t w = 0;
+    int turns = 0;
+    while (!st_idem_warm(s, 64, true))
+        CHECK(++turns < 100);
+    fx_settle(fx, s);
+    for (int i = 0; i < n; i++) {
+        st_idem_req_t r = req_of(i, 0), other = req_of(i, 1);
+        char want[32];
+        int wl = snprintf(want, sizeof want, "{\"n\":%d}", i);
+        CHECK_EQ(st__idem_lookup_at(s, &r, ttl, now, &status, &body, &blen, &w), ST_OK);
+        CHECK_EQ(status, 201);
+        CHECK(blen == (size_t)wl && memcmp(body, want, blen) == 0);
+        CHECK_EQ(st__idem_lookup_at(s, &other, ttl, now, &status, &body, &blen, &w),
+                 ST_EIDEMREUSED);
+    }
+}
+
+TEST(idempotency_answers_past_the_index_ceiling_are_found_through_the_store)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = open_store(&fx);
+    st_idem_limit(4096, NULL); /* 256 slots: at most 179 answers */
+    const int64_t t0 = 1000000000000LL, ttl = 100000000;
+    enum { N = 1000 };
+    record_n(&fx, s, N, ttl, t0);
+    CHECK(st_idem_bytes_gauge(NULL) <= 4096);
+    int64_t held = (int64_t)st__idem_held();
+    CHECK(held > 100 && held < 180);
+    CHECK_EQ(count(s, ST_KS_IDEM_SPILL), N - held);
+    CHECK(st_idem_spilling());
+    check_all(&fx, s, N, ttl, t0 + N);
+    CHECK_EQ(st_idem_gauge(NULL), held);
+
+    st__idem_forget(); /* a restart with the same ceiling: the same answers in the index */
+    check_all(&fx, s, N, ttl, t0 + N);
+    CHECK_EQ(st_idem_gauge(NULL), held);
+    CHECK_EQ(count(s, ST_KS_IDEM_SPILL), N - held);
+
+    st_idem_limit(1024, NULL); /* and with a lower one: entries for what no longer fits */
+    st__idem_forget();
+    check_all(&fx, s, N, ttl, t0 + N);
+    CHECK(st_idem_bytes_gauge(NULL) <= 1024);
+    held = (int64_t)st_idem_gauge(NULL);
+    CHECK(held > 20 && held < 45);
+    CHECK_EQ(count(s, ST_KS_IDEM_SPILL), N - held);
+
+    /* all expire: answers and entries go, and nothing is looked for in the store any more */
+    CHECK_EQ(st__idem_sweep_at(s, ttl, 2 * N, t0 + ttl + N + 1), N);
+    fx_settle(&fx, s);
+    CHECK_EQ(count(s, ST_KS_IDEM_EXP), 0);
+    CHECK_EQ(count(s, ST_KS_IDEM_SPILL), 0);
+    CHECK(!st_idem_spilling());
+    CHECK_EQ(st_idem_gauge(NULL), 0);
+    CHECK(st_idem_bytes_gauge(NULL) <= 1024);
     fx_close_store(&fx, s);
     fx_end(&fx);
 }
