@@ -23,6 +23,10 @@
 # left to finish the last run's closes (settle). Server CPU: strata's process (all its threads) vs
 # redis-server. Records bench/out/bigroom/DATE.json; wsload's and wrk's output in
 # bench/out/raw/bigroom/.
+# PARTS=memory (a comma-separated subset of create,memory,last,rate,post; default all of them)
+# runs only those parts, and then writes no record (the README's row needs every part): their
+# lines are in the raw output. OLD_BIN=PATH (with memory) measures a second strata binary's
+# memory too, as a third side in the turns ("strata-old-memory" lines): an A/B of a change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -35,6 +39,9 @@ POSTS=${POSTS:-20}
 RATE=${RATE:-10}
 WARMUP=${WARMUP:-3000}
 export WSLOAD_WARMUP_MS=$WARMUP
+PARTS=${PARTS:-create,memory,last,rate,post}
+OLD_BIN=${OLD_BIN:-}
+has() { [[ ",$PARTS," == *",$1,"* ]]; }
 
 # the servers; restarted (strata on the same data, its rooms kept) before each round's memory
 # measure, so that neither side reuses memory a run before it freed
@@ -51,10 +58,17 @@ start() {
   rpid=$!
   pids+=("$rpid")
   wait_port "$rport"
+  [ -n "$OLD_BIN" ] || return 0
+  oport=$(free_port)
+  "$OLD_BIN" --listen 127.0.0.1:"$oport" --data-dir "$work/data-old" --max-connections $((SUBS + 1000)) \
+    --max-room-members "$MEMBERS" --log-level warn 2>>"$work/strata-old.log" &
+  opid=$!
+  pids+=("$opid")
+  wait_port "$oport"
 }
 stop() {
-  kill "$spid" "$rpid"
-  wait "$spid" "$rpid" 2>/dev/null || true
+  kill "$spid" "$rpid" ${opid:+"$opid"}
+  wait "$spid" "$rpid" ${opid:+"$opid"} 2>/dev/null || true
 }
 start
 
@@ -70,10 +84,10 @@ settle() {
   done
   echo "bench: pid $1 still busy after 120 s" >&2
 }
-# room ID N: creates room ID with bench and m0…m(N-2) (N members) over one keep-alive connection,
-# the most users one request may list (1,000) at a time; prints the seconds it took
+# room ID N [PORT]: creates room ID with bench and m0…m(N-2) (N members) over one keep-alive
+# connection, the most users one request may list (1,000) at a time; prints the seconds it took
 room() {
-  python3 - "$port" "$1" "$2" <<'PY'
+  python3 - "${3:-$port}" "$1" "$2" <<'PY'
 import http.client, json, sys, time
 port, room, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 names = ["bench"] + ["m%d" % i for i in range(n - 1)]
@@ -131,6 +145,7 @@ mem() {
 }
 mem_strata() { WSLOAD_ROOM=$big WSLOAD_USERS=m mem "$1" strata "$spid" idle "$port"; }
 mem_redis() { mem "$1" redis "$rpid" redis-idle "$rport"; }
+mem_old() { WSLOAD_ROOM=$big WSLOAD_USERS=m mem "$1" strata-old "$opid" idle "$oport"; }
 # durable posts with wrk to room $1 (no stream open): 2xx/s, p99, server CPU per post
 post_to() {
   local round=$1 label=$2 r=$3
@@ -150,13 +165,21 @@ for round in $(seq "$ROUNDS"); do
   secs=$(room "$big" "$MEMBERS")
   echo "create members=$MEMBERS secs=$secs cpu_us_per_member=$(per_op $(($(ticks "$spid") - t0)) "$MEMBERS") round=$round" |
     tee -a "$work/out.txt"
-  stop
-  start
-  turns "$round" mem_strata mem_redis
-  turns "$round" last_strata last_redis
-  turns "$round" rate_strata rate_redis
-  turns "$round" post_big post_small
+  [ -z "$OLD_BIN" ] || room "$big" "$MEMBERS" "$oport" >/dev/null
+  if has memory; then
+    stop
+    start
+    if [ -n "$OLD_BIN" ]; then turns "$round" mem_strata mem_old mem_redis; else turns "$round" mem_strata mem_redis; fi
+  fi
+  ! has last || turns "$round" last_strata last_redis
+  ! has rate || turns "$round" rate_strata rate_redis
+  ! has post || turns "$round" post_big post_small
 done
+if [ "$PARTS" != create,memory,last,rate,post ]; then
+  echo "bench: PARTS=$PARTS: no record written (the lines above are in $raw_dir and $work/out.txt)" >&2
+  cp "$work/out.txt" "$raw_dir/out.txt"
+  exit 0
+fi
 
 # rows for bench/table.py from the "KIND key=value…" lines above
 kv() { # KIND KEY: the values of KEY on the KIND lines, in round order
