@@ -133,19 +133,23 @@ mem() {
   for _ in $(seq 1200); do grep -q ready "$work/idle.txt" && break; sleep 0.1; done
   grep -q ready "$work/idle.txt" || die "$side: $SUBS idle streams never all ready"
   settle "$pid"
+  sleep 3 # what a server gives back once quiet (strata: its heap trim, within two 1 s ticks)
   after=$(rss_kib "$pid")
   anon1=$(rss_kib "$pid" RssAnon)
+  # strata's heap trims (ws/ring.c) so far, when it counts them
+  trims=$(curl -s "http://127.0.0.1:${mport:-0}/metrics" 2>/dev/null | awk '$1 == "strata_ws_heap_trims_total" {t = $2}
+    $1 == "strata_ws_heap_trim_seconds_total" {s = $2} END {if (t != "") printf " trims=%d trim_ms=%.1f", t, s * 1000}')
   kill "$lp"
   wait "$lp" 2>/dev/null || true
   # per_conn_kib from VmRSS (as bench/streams.sh); anon_per_conn_kib leaves out file pages (the
   # store's mapped pages the members' checks read)
   awk -v s="$side" -v b="$before" -v a="$after" -v n="$SUBS" -v r="$round" -v a0="$anon0" -v a1="$anon1" \
     'BEGIN { printf "%s-memory conns=%d rss_before_kib=%d rss_after_kib=%d per_conn_kib=%.3f anon_per_conn_kib=%.3f round=%d\n", s, n, b, a, (a - b) / n, (a1 - a0) / n, r }' |
-    tee -a "$work/out.txt" >>"$raw_dir/$round-$side.txt"
+    sed "s/\$/$trims/" | tee -a "$work/out.txt" >>"$raw_dir/$round-$side.txt"
 }
-mem_strata() { WSLOAD_ROOM=$big WSLOAD_USERS=m mem "$1" strata "$spid" idle "$port"; }
-mem_redis() { mem "$1" redis "$rpid" redis-idle "$rport"; }
-mem_old() { WSLOAD_ROOM=$big WSLOAD_USERS=m mem "$1" strata-old "$opid" idle "$oport"; }
+mem_strata() { mport=$port WSLOAD_ROOM=$big WSLOAD_USERS=m mem "$1" strata "$spid" idle "$port"; }
+mem_redis() { mport= mem "$1" redis "$rpid" redis-idle "$rport"; }
+mem_old() { mport=$oport WSLOAD_ROOM=$big WSLOAD_USERS=m mem "$1" strata-old "$opid" idle "$oport"; }
 # durable posts with wrk to room $1 (no stream open): 2xx/s, p99, server CPU per post
 post_to() {
   local round=$1 label=$2 r=$3

@@ -252,6 +252,7 @@ struct st_ws {
     /* ring.c: bytes of every stream's ring now, and the most since the last heap trim; the
      * gauge of the first, and the trims' count and time (the fuzz driver leaves them NULL) */
     size_t ring_bytes, ring_peak;
+    bool ring_drained; /* the rings were back from a burst at the last tick */
     st_metric_t *m_ring, *m_trims, *m_trim;
     st_wstyping_t *typing; /* typing.c */
     st_wspres_t *presence; /* presence.c; NULL once closing */

@@ -16,9 +16,10 @@
  *    grows and drains, over and over through the storm);
  *  - a ring shrinks as it drains (queue.c st__q_fit), not only once empty;
  *  - once the rings went back from a burst of at least ST__WS_TRIM_MIN bytes to a sixteenth of
- *    it, the tick (ws.c) calls malloc_trim(0), which returns the free pages inside the heap
- *    (what the smaller rings, the frames' bodies and libwebsockets' buffers of unsent bytes used
- *    during the burst): once per burst, timed in strata_ws_heap_trim_seconds_total.
+ *    it, and stayed there for a tick, the tick (ws.c) calls malloc_trim(0), which returns the
+ *    free pages inside the heap (what the smaller rings, the frames' bodies and libwebsockets'
+ *    buffers of unsent bytes used during the burst): once per burst, timed in
+ *    strata_ws_heap_trim_seconds_total.
  * strata_ws_queue_capacity_bytes is what the rings hold now, wherever they live.
  */
 #include "internal.h"
@@ -87,10 +88,16 @@ void st__ws_ring_resize(st_ws_t *ws, st_wsconn_t *c, uint32_t cap)
 
 void st__ws_ring_tick(st_ws_t *ws)
 {
-    if (ws->ring_peak < ST__WS_TRIM_MIN || ws->ring_bytes > ws->ring_peak / 16) return;
+    /* drained at two ticks in a row: the burst is over, not a dip in the middle of it (a trim
+     * then would leave what the rest of the burst makes on the heap, below the next peak) */
+    bool drained = ws->ring_peak >= ST__WS_TRIM_MIN && ws->ring_bytes <= ws->ring_peak / 16;
+    bool twice = drained && ws->ring_drained;
+    ws->ring_drained = drained;
+    if (!twice) return;
     uint64_t t0 = uv_hrtime();
     malloc_trim(0);
     if (ws->m_trim) st_metric_add(ws->m_trim, (double)(uv_hrtime() - t0) / 1e9);
     if (ws->m_trims) st_metric_add(ws->m_trims, 1);
     ws->ring_peak = ws->ring_bytes; /* the next burst is measured from here */
+    ws->ring_drained = false;
 }
