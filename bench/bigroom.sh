@@ -137,7 +137,7 @@ mem() {
   after=$(rss_kib "$pid")
   anon1=$(rss_kib "$pid" RssAnon)
   # strata's heap trims (ws/ring.c) so far, when it counts them
-  trims=$(curl -s "http://127.0.0.1:${mport:-0}/metrics" 2>/dev/null | awk '$1 == "strata_ws_heap_trims_total" {t = $2}
+  trims=$( (curl -s "http://127.0.0.1:${mport:-0}/metrics" 2>/dev/null || true) | awk '$1 == "strata_ws_heap_trims_total" {t = $2}
     $1 == "strata_ws_heap_trim_seconds_total" {s = $2} END {if (t != "") printf " trims=%d trim_ms=%.1f", t, s * 1000}')
   kill "$lp"
   wait "$lp" 2>/dev/null || true
