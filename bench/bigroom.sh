@@ -23,6 +23,10 @@
 # left to finish the last run's closes (settle). Server CPU: strata's process (all its threads) vs
 # redis-server. Records bench/out/bigroom/DATE.json; wsload's and wrk's output in
 # bench/out/raw/bigroom/.
+# PARTS=memory (a comma-separated subset of create,memory,last,rate,post; default all of them)
+# runs only those parts, and then writes no record (the README's row needs every part): their
+# lines are in the raw output. OLD_BIN=PATH (with memory) measures a second strata binary's
+# memory too, as a third side in the turns ("strata-old-memory" lines): an A/B of a change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -35,6 +39,9 @@ POSTS=${POSTS:-20}
 RATE=${RATE:-10}
 WARMUP=${WARMUP:-3000}
 export WSLOAD_WARMUP_MS=$WARMUP
+PARTS=${PARTS:-create,memory,last,rate,post}
+OLD_BIN=${OLD_BIN:-}
+has() { [[ ",$PARTS," == *",$1,"* ]]; }
 
 # the servers; restarted (strata on the same data, its rooms kept) before each round's memory
 # measure, so that neither side reuses memory a run before it freed
@@ -51,10 +58,17 @@ start() {
   rpid=$!
   pids+=("$rpid")
   wait_port "$rport"
+  [ -n "$OLD_BIN" ] || return 0
+  oport=$(free_port)
+  "$OLD_BIN" --listen 127.0.0.1:"$oport" --data-dir "$work/data-old" --max-connections $((SUBS + 1000)) \
+    --max-room-members "$MEMBERS" --log-level warn 2>>"$work/strata-old.log" &
+  opid=$!
+  pids+=("$opid")
+  wait_port "$oport"
 }
 stop() {
-  kill "$spid" "$rpid"
-  wait "$spid" "$rpid" 2>/dev/null || true
+  kill "$spid" "$rpid" ${opid:+"$opid"}
+  wait "$spid" "$rpid" ${opid:+"$opid"} 2>/dev/null || true
 }
 start
 
@@ -70,10 +84,10 @@ settle() {
   done
   echo "bench: pid $1 still busy after 120 s" >&2
 }
-# room ID N: creates room ID with bench and m0…m(N-2) (N members) over one keep-alive connection,
-# the most users one request may list (1,000) at a time; prints the seconds it took
+# room ID N [PORT]: creates room ID with bench and m0…m(N-2) (N members) over one keep-alive
+# connection, the most users one request may list (1,000) at a time; prints the seconds it took
 room() {
-  python3 - "$port" "$1" "$2" <<'PY'
+  python3 - "${3:-$port}" "$1" "$2" <<'PY'
 import http.client, json, sys, time
 port, room, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 names = ["bench"] + ["m%d" % i for i in range(n - 1)]
@@ -119,18 +133,23 @@ mem() {
   for _ in $(seq 1200); do grep -q ready "$work/idle.txt" && break; sleep 0.1; done
   grep -q ready "$work/idle.txt" || die "$side: $SUBS idle streams never all ready"
   settle "$pid"
+  sleep 3 # what a server gives back once quiet (strata: its heap trim, within two 1 s ticks)
   after=$(rss_kib "$pid")
   anon1=$(rss_kib "$pid" RssAnon)
+  # strata's heap trims (ws/ring.c) so far, when it counts them
+  trims=$( (curl -s "http://127.0.0.1:${mport:-0}/metrics" 2>/dev/null || true) | awk '$1 == "strata_ws_heap_trims_total" {t = $2}
+    $1 == "strata_ws_heap_trim_seconds_total" {s = $2} END {if (t != "") printf " trims=%d trim_ms=%.1f", t, s * 1000}')
   kill "$lp"
   wait "$lp" 2>/dev/null || true
   # per_conn_kib from VmRSS (as bench/streams.sh); anon_per_conn_kib leaves out file pages (the
   # store's mapped pages the members' checks read)
   awk -v s="$side" -v b="$before" -v a="$after" -v n="$SUBS" -v r="$round" -v a0="$anon0" -v a1="$anon1" \
     'BEGIN { printf "%s-memory conns=%d rss_before_kib=%d rss_after_kib=%d per_conn_kib=%.3f anon_per_conn_kib=%.3f round=%d\n", s, n, b, a, (a - b) / n, (a1 - a0) / n, r }' |
-    tee -a "$work/out.txt" >>"$raw_dir/$round-$side.txt"
+    sed "s/\$/$trims/" | tee -a "$work/out.txt" >>"$raw_dir/$round-$side.txt"
 }
-mem_strata() { WSLOAD_ROOM=$big WSLOAD_USERS=m mem "$1" strata "$spid" idle "$port"; }
-mem_redis() { mem "$1" redis "$rpid" redis-idle "$rport"; }
+mem_strata() { mport=$port WSLOAD_ROOM=$big WSLOAD_USERS=m mem "$1" strata "$spid" idle "$port"; }
+mem_redis() { mport= mem "$1" redis "$rpid" redis-idle "$rport"; }
+mem_old() { mport=$oport WSLOAD_ROOM=$big WSLOAD_USERS=m mem "$1" strata-old "$opid" idle "$oport"; }
 # durable posts with wrk to room $1 (no stream open): 2xx/s, p99, server CPU per post
 post_to() {
   local round=$1 label=$2 r=$3
@@ -150,13 +169,21 @@ for round in $(seq "$ROUNDS"); do
   secs=$(room "$big" "$MEMBERS")
   echo "create members=$MEMBERS secs=$secs cpu_us_per_member=$(per_op $(($(ticks "$spid") - t0)) "$MEMBERS") round=$round" |
     tee -a "$work/out.txt"
-  stop
-  start
-  turns "$round" mem_strata mem_redis
-  turns "$round" last_strata last_redis
-  turns "$round" rate_strata rate_redis
-  turns "$round" post_big post_small
+  [ -z "$OLD_BIN" ] || room "$big" "$MEMBERS" "$oport" >/dev/null
+  if has memory; then
+    stop
+    start
+    if [ -n "$OLD_BIN" ]; then turns "$round" mem_strata mem_old mem_redis; else turns "$round" mem_strata mem_redis; fi
+  fi
+  ! has last || turns "$round" last_strata last_redis
+  ! has rate || turns "$round" rate_strata rate_redis
+  ! has post || turns "$round" post_big post_small
 done
+if [ "$PARTS" != create,memory,last,rate,post ]; then
+  echo "bench: PARTS=$PARTS: no record written (the lines above are in $raw_dir and $work/out.txt)" >&2
+  cp "$work/out.txt" "$raw_dir/out.txt"
+  exit 0
+fi
 
 # rows for bench/table.py from the "KIND key=value…" lines above
 kv() { # KIND KEY: the values of KEY on the KIND lines, in round order

@@ -35,6 +35,8 @@ struct lws_vhost;
 #define ST__WS_FAN_ARENA    (4u << 20)   /* bytes framed per round of a parallel send */
 #define ST__WS_TURN_STREAMS 256          /* streams written per loop turn (queue.c st__on_turn) */
 #define ST__WS_LAZY_MS      100          /* how long a lazy frame waits for a write (queue.c) */
+#define ST__WS_RING_MAP     (256u << 10) /* ring bytes from which a ring is its own mapping */
+#define ST__WS_TRIM_MIN     (16u << 20)  /* rings' bytes a burst reached for a heap trim after */
 
 /* close codes (RFC 6455 §7.4.1) */
 #define ST__WS_CLOSE_GOING_AWAY 1001
@@ -125,6 +127,7 @@ struct st_wsconn {
      * array per stream rather than a node per frame, so a fan-out allocates nothing per frame. */
     st_wsent_t *q;
     uint32_t qcap, qhead, qlen;
+    bool qmapped; /* q is a mapping of its own (ring.c), not from the heap */
     /* The first `counted` frames of the queue may leave (their batches and those of every frame
      * ahead are durable): they count toward the backlog; the others wait for their batch. */
     uint32_t counted;
@@ -249,8 +252,13 @@ struct st_ws {
     st_metric_t *m_fan_loop, *m_fan_sender; /* writes of parallel sends, by thread */
     st_metric_t *m_fan_short;               /* parallel sends the socket took only part of */
     st_metric_t *m_fan_calls;               /* system calls that carried parallel sends */
-    st_wstyping_t *typing;                  /* typing.c */
-    st_wspres_t *presence;                  /* presence.c; NULL once closing */
+    /* ring.c: bytes of every stream's ring now, and the most since the last heap trim; the
+     * gauge of the first, and the trims' count and time (the fuzz driver leaves them NULL) */
+    size_t ring_bytes, ring_peak;
+    bool ring_drained; /* the rings were back from a burst at the last tick */
+    st_metric_t *m_ring, *m_trims, *m_trim;
+    st_wstyping_t *typing; /* typing.c */
+    st_wspres_t *presence; /* presence.c; NULL once closing */
 };
 
 /* ---- queue.c ---- */
@@ -296,6 +304,14 @@ void st__ws_prefix(st_buf_t *b, const char *type, const char *sid);
  * id it was built for, so a run of subscribers sharing an id shares one prefix. */
 st_wsbody_t *st__ws_prefix_of(st_wsbody_t **pre, const char **last, const char *type,
                               const char *sid);
+
+/* ---- ring.c: where the rings' arrays live ---- */
+/* Moves c's qlen entries, in order from index 0, into a ring of cap entries (a power of two, at
+ * least qlen; 0 frees the ring, which must then be empty). Loop only. */
+void st__ws_ring_resize(st_ws_t *ws, st_wsconn_t *c, uint32_t cap);
+/* Once a second (ws.c's tick): gives the heap's free pages back to the system once the rings
+ * went back from a burst (see ring.c). */
+void st__ws_ring_tick(st_ws_t *ws);
 
 /* ---- write.c: how frames that may leave are written ---- */
 /* Ends c's stream with 1008 and `reason` (a literal): its queue is dropped, the close frame

@@ -74,28 +74,22 @@ static st_wsent_t *st__q_head(const st_wsconn_t *c)
     return c->qlen ? &c->q[c->qhead] : NULL;
 }
 
-static void st__q_push(st_wsconn_t *c, const st_wsent_t *e)
+static void st__q_push(st_ws_t *ws, st_wsconn_t *c, const st_wsent_t *e)
 {
-    if (c->qlen == c->qcap) {
-        uint32_t cap = c->qcap ? c->qcap * 2 : 4;
-        st_wsent_t *q = st_malloc(cap * sizeof *q);
-        for (uint32_t i = 0; i < c->qlen; i++)
-            q[i] = *st__q_at(c, i);
-        free(c->q);
-        c->q = q;
-        c->qcap = cap;
-        c->qhead = 0;
-    }
+    if (c->qlen == c->qcap) st__ws_ring_resize(ws, c, c->qcap ? c->qcap * 2 : 4);
     *st__q_at(c, c->qlen++) = *e;
 }
 
-/* A queue that emptied gives back a ring grown past ST__WS_RING_KEEP by a burst. */
-static void st__q_trim(st_wsconn_t *c)
+/* A ring that drained to a quarter of its room shrinks to twice what it holds (an empty one past
+ * ST__WS_RING_KEEP goes), so what a burst grew goes back as the stream catches up, not only once
+ * it has nothing queued (a stream that always has a few frames queued kept the burst's ring). */
+static void st__q_fit(st_ws_t *ws, st_wsconn_t *c)
 {
-    if (c->qlen || c->qcap <= ST__WS_RING_KEEP) return;
-    free(c->q);
-    c->q = NULL;
-    c->qcap = c->qhead = 0;
+    if (c->qcap <= ST__WS_RING_KEEP || c->qlen > c->qcap / 4) return;
+    uint32_t cap = ST__WS_RING_KEEP;
+    while (cap < 2 * c->qlen)
+        cap *= 2;
+    st__ws_ring_resize(ws, c, c->qlen ? cap : 0);
 }
 
 static void st__ent_free(st_wsent_t *e)
@@ -314,7 +308,7 @@ static void st__enqueue(st_ws_t *ws, st_wsconn_t *c, st_wsbody_t *prefix, st_wsb
     bool coming = c->counted > 0; /* a write is asked for what may leave (or it is lazy) */
     if (prefix) prefix->refs++;
     body->refs++;
-    st__q_push(c, &e);
+    st__q_push(ws, c, &e);
     c->queued += n;
     if (replay) c->replayed += n;
     /* It counts now if its batch is durable and every frame ahead counts; behind a frame that
@@ -447,7 +441,7 @@ size_t st__ws_frame(st_ws_t *ws, st_wsconn_t *c, st_buf_t *out)
         /* a replay page taken now leaves in this write */
         if (!c->qlen || st__q_head(c)->wait > durable) st__ws_replay_more(ws, c);
     }
-    st__q_trim(c);
+    st__q_fit(ws, c);
     return frames;
 }
 
@@ -459,9 +453,8 @@ void st__ws_queue_clear(st_ws_t *ws, st_wsconn_t *c)
     c->rel_bytes = 0;
     for (uint32_t i = 0; i < c->qlen; i++)
         st__ent_free(st__q_at(c, i));
-    free(c->q);
-    c->q = NULL;
-    c->qcap = c->qhead = c->qlen = c->counted = 0;
+    c->qlen = c->counted = 0;
+    st__ws_ring_resize(ws, c, 0);
     c->queued = c->replayed = c->live = c->biggest = 0;
 }
 
@@ -490,6 +483,7 @@ static void st__queue_on_failed(st_store_listener_t *l, uint64_t first, int err)
         }
         c->qlen = kept;
         c->counted = counted;
+        st__q_fit(ws, c);
         st__ws_wake(ws, c); /* what waited behind a rolled-back frame may leave now */
         /* A replay paused behind rolled-back frames fetches its next page from the writable
          * callback (st__ws_on_writable), once the rollback is over: nothing else would ask. */

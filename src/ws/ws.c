@@ -187,6 +187,7 @@ static void st__ws_on_tick(uv_timer_t *t)
         else
             st__keepalive(ws, c, now);
     }
+    st__ws_ring_tick(ws); /* the heap back after a burst */
 }
 
 /* A user's erasure revokes the tokens issued to it before (http/auth.c refuses them 401
@@ -277,6 +278,15 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
     ws->m_fan_calls = st_metrics_counter(
         "strata_ws_fanout_syscalls_total",
         "System calls that carried fan-out writes: one per io_uring batch, or one per send()", "");
+    ws->m_ring =
+        st_metrics_gauge("strata_ws_queue_capacity_bytes",
+                         "Bytes of the streams' outbound queues (their rings), in use or not", "");
+    ws->m_trims = st_metrics_counter("strata_ws_heap_trims_total",
+                                     "Free heap pages given back to the system after a burst of "
+                                     "frames drained (malloc_trim)",
+                                     "");
+    ws->m_trim = st_metrics_counter("strata_ws_heap_trim_seconds_total",
+                                    "Time the loop spent in those heap trims", "");
     st__ws_topics_init(ws);
     st__ws_typing_open(ws);
     st__ws_presence_open(ws);
