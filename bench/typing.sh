@@ -26,6 +26,10 @@
 # PIN=1: the server on CPU 0, the load tools (wsload, wrk) on CPU 1 (taskset), so the tools' CPU
 # (the subscribers read twice the frames with typing on) does not queue the server's loop behind
 # it on a 2-core machine, as clients on other machines would not; both sides run pinned alike.
+# KTIME=1: each frame is timed when the kernel received it (strata-wsload's WSLOAD_KTIME,
+# SO_TIMESTAMPNS), not when the one-threaded subscribers' tool got to parse it: with typing on it
+# reads twice the frames and waits for a CPU beside the server, and that wait is the tool's, not
+# the server's latency. The tool-side p99 is reported beside it (user_p99_ms).
 # PERF=SIDE (none, typing100, typing0): a profiling run, not recorded — `perf record -g` of the
 # server during each run of SIDE, `perf report --no-children` (top 40 symbols by self time) printed.
 set -euo pipefail
@@ -63,7 +67,7 @@ run() {
     perf record -F 999 -g -p "$spid" -o "$work/perf.data" -- sleep $((DURATION + 2)) >/dev/null 2>&1 &
     pp=$!
   fi
-  cpu_run "$spid" eval 'WS_OUT=$(WSLOAD_ROOM=lat WSLOAD_WARMUP_MS=$WARMUP "${tool_pin[@]}" "$LOAD" latency "$port" "$SUBS" "$DURATION" "$RATE")' || die "wsload failed"
+  cpu_run "$spid" eval 'WS_OUT=$(WSLOAD_KTIME=${KTIME:-0} WSLOAD_ROOM=lat WSLOAD_WARMUP_MS=$WARMUP "${tool_pin[@]}" "$LOAD" latency "$port" "$SUBS" "$DURATION" "$RATE")' || die "wsload failed"
   if [ -n "$pp" ]; then
     wait "$pp" || true
     perf report -i "$work/perf.data" --no-children -g none --sort symbol --stdio 2>/dev/null |
@@ -93,13 +97,14 @@ kv() { awk -v s="$1" -v k="$2" '$1 == s { for (i = 2; i <= NF; i++) { split($i, 
 per_round() { paste -d' ' <(kv "$1" "$3" | tr ' ' '\n' | grep .) <(kv "$2" "$3" | tr ' ' '\n' | grep .) | awk '{printf "%.4f ", $1 / $2}'; }
 base="without typing (alternated)"
 echo
-echo "| run | notify p99 ms, median (range) | p50 ms | typing signals/s | typing frames/s per subscriber | server CPU µs per delivered frame | subscribers' tool CPU share | p99 with ÷ without, per round |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| run | notify p99 ms, median (range) | tool-side p99 ms (KTIME) | p50 ms | typing signals/s | typing frames/s per subscriber | server CPU µs per delivered frame | subscribers' tool CPU share | p99 with ÷ without, per round |"
+echo "|---|---|---|---|---|---|---|---|---|"
 tfr() { kv "$1" typing_frames | awk -v n="$SUBS" -v d="$DURATION" '{for (i = 1; i <= NF; i++) printf "%.1f ", $i / n / d}'; }
 for s in "${sides[@]}"; do
   tf=$(tfr "$s")
   q=; [ "$s" = none ] || q=$(per_round "$s" none p99_ms)
-  echo "| $s | $(med $(kv "$s" p99_ms)) ($(rng $(kv "$s" p99_ms))) | $(med $(kv "$s" p50_ms)) | $(med $(kv "$s" typing_signals_per_s)) | $(med $tf) | $(med $(kv "$s" cpu_us_per_frame)) | $(med $(kv "$s" client_cpu)) ($(rng $(kv "$s" client_cpu))) | $q |"
+  up=$(kv "$s" user_p99_ms)
+  echo "| $s | $(med $(kv "$s" p99_ms)) ($(rng $(kv "$s" p99_ms))) | ${up:+$(med $up) ($(rng $up))} | $(med $(kv "$s" p50_ms)) | $(med $(kv "$s" typing_signals_per_s)) | $(med $tf) | $(med $(kv "$s" cpu_us_per_frame)) | $(med $(kv "$s" client_cpu)) ($(rng $(kv "$s" client_cpu))) | $q |"
 done
 for d in $DELAYS; do
   s=typing$d
@@ -110,7 +115,9 @@ for d in $DELAYS; do
     "median p50 $(med $(kv "$s" p50_ms)) ms; typing signals answered median $(med $(kv "$s" typing_signals_per_s))/s; typing frames per subscriber median $(med $tf)/s" \
     "$base" "$(kv none p99_ms)" "median p50 $(med $(kv none p50_ms)) ms" "" \
     "$(kv "$s" cpu_us_per_frame)" "$(kv none cpu_us_per_frame)" "delivered frame (post or typing)"
-  row "notify p99 with typing ÷ without, per round (typing burst: $what)" "$(per_round "$s" none p99_ms)" "×" "bar: at most 1.10" "" "" ""
+  row "notify p99 with typing ÷ without, per round (typing burst: $what)" "$(per_round "$s" none p99_ms)" "×" "bar: at most 1.10${KTIME:+; frames timed at their kernel receive (KTIME)}" "" "" ""
+  [ "${KTIME:-0}" = 0 ] ||
+    row "tool-side notify p99 with typing ÷ without, per round (typing burst: $what; the frames timed when the tool parsed them)" "$(per_round "$s" none user_p99_ms)" "×" "the subscribers' tool's own wait included" "" "" ""
 done
 [ -z "${PERF:-}" ] || { echo "PERF=$PERF: a profiling run, not recorded"; exit 0; }
-out_write typing "${PIN:+PIN=$PIN }WARMUP=$WARMUP DURATION=$DURATION ROUNDS=$ROUNDS SUBS=$SUBS RATE=$RATE TYPERS=$TYPERS DELAYS=\"$DELAYS\" bench/typing.sh"
+out_write typing "${KTIME:+KTIME=$KTIME }${PIN:+PIN=$PIN }WARMUP=$WARMUP DURATION=$DURATION ROUNDS=$ROUNDS SUBS=$SUBS RATE=$RATE TYPERS=$TYPERS DELAYS=\"$DELAYS\" bench/typing.sh"

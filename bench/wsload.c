@@ -31,17 +31,25 @@
  * WSLOAD_CPU_PID=PID (latency, last): also reports server_cpu_s, the CPU (user + system, all its
  * threads, /proc/PID/stat) process PID used from the first post that gives samples to the report:
  * the server's cost of the measured posts alone, without the streams' opening.
+ * WSLOAD_KTIME=1 (latency, last): a frame's receive time is the kernel's (SO_TIMESTAMPNS on each
+ * subscriber's socket, read by recvmsg): when the segment that completed it arrived, not when this
+ * one-threaded tool got to parse it, so the tool's own wait for a CPU (it shares the machine's
+ * cores with the server) is not counted as the server's latency. latency reports the tool-side
+ * figures too (user_p50_ms, user_p99_ms).
  * With POSTPORT, the streams are opened on PORT and the writes go to POSTPORT (a follower of a
  * replicated group and its leader: the frames a follower sends for what it applied).
  * The client writes masked frames with a zero mask key (valid per RFC 6455, and cheap).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -54,6 +62,8 @@ typedef struct {
     bool upgraded, ready;
     int64_t last_value; /* fanout: last counter value seen; latency: last post stamp seen */
     int idx;            /* its place in g.ws (WSLOAD_USERS names it) */
+    uv_poll_t poll;     /* WSLOAD_KTIME: reads by recvmsg on rfd, a dup of the socket */
+    int rfd;
 } wsconn_t;
 
 typedef struct {
@@ -91,7 +101,11 @@ static struct {
     size_t ring;
     int64_t complete; /* fanout: values seen by every subscriber */
     uint64_t *lat;    /* latency samples, ns */
+    uint64_t *ulat;   /* WSLOAD_KTIME: the same samples timed when the tool parsed the frame */
     size_t nlat, caplat;
+    bool ktime;       /* WSLOAD_KTIME: a frame's time is when the kernel received it */
+    uint64_t rx_ns;   /* the kernel's receive time of the bytes being parsed (monotonic), or 0 */
+    int64_t real_off; /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns: SO_TIMESTAMPNS is realtime */
     char name[64];
     const char *room;         /* latency on a room (WSLOAD_ROOM): topic room, posts to the room */
     const char *users;        /* WSLOAD_USERS: conn i subscribes as PREFIXi */
@@ -164,6 +178,15 @@ static void ws_send(wsconn_t *c, int op, const char *p, size_t n)
 static uint64_t now_ns(void)
 {
     return uv_hrtime();
+}
+
+/* When the frame being parsed arrived: the kernel's receive time of the segment that completed
+ * it (WSLOAD_KTIME), or now. The kernel's time leaves out the tool's own delay in reading it:
+ * on a 2-core machine the subscribers' reader waits for the CPU like the server does, and its
+ * wait is not the server's latency. */
+static uint64_t rx_now(void)
+{
+    return g.rx_ns ? g.rx_ns : now_ns();
 }
 
 /* CPU seconds (user + system, every thread) process g.cpu_pid used so far. */
@@ -312,8 +335,10 @@ static void on_sample(wsconn_t *c, uint64_t sent)
     if (g.nlat == g.caplat) {
         g.caplat = g.caplat ? g.caplat * 2 : 1 << 16;
         g.lat = realloc(g.lat, g.caplat * sizeof *g.lat);
+        if (g.ktime) g.ulat = realloc(g.ulat, g.caplat * sizeof *g.ulat);
     }
-    g.lat[g.nlat++] = now_ns() - sent;
+    if (g.ktime) g.ulat[g.nlat] = now_ns() - sent;
+    g.lat[g.nlat++] = rx_now() - sent;
 }
 
 static void last_next(void);
@@ -321,7 +346,7 @@ static void last_next(void);
 /* last: a frame of single post `sent` reached one more subscriber */
 static void on_last(uint64_t sent)
 {
-    uint64_t now = now_ns();
+    uint64_t now = rx_now();
     for (int i = (int)g.post.sent - 1; i >= 0; i--) {
         lastpost_t *lp = &g.posts[i];
         if (lp->sent_ns != sent) continue;
@@ -412,11 +437,10 @@ static size_t on_redis(wsconn_t *c)
     }
 }
 
-static void on_ws_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+/* n bytes the server sent on c */
+static void ws_bytes(wsconn_t *c, const char *p, size_t n)
 {
-    wsconn_t *c = (wsconn_t *)s;
-    if (n < 0) die("stream closed by server", (int)n);
-    append(&c->buf, &c->len, &c->cap, b->base, (size_t)n);
+    append(&c->buf, &c->len, &c->cap, p, n);
     size_t off = 0;
     if (g.redis) {
         off = on_redis(c);
@@ -471,6 +495,62 @@ static void on_ws_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     c->len -= off;
 }
 
+static void on_ws_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    if (n < 0) die("stream closed by server", (int)n);
+    ws_bytes((wsconn_t *)s, b->base, (size_t)n);
+}
+
+/* WSLOAD_KTIME: the socket readable; each recvmsg's bytes are parsed with the kernel's receive
+ * time of the last segment it returned (SO_TIMESTAMPNS, per TCP read). */
+static void on_ws_poll(uv_poll_t *h, int status, int events)
+{
+    wsconn_t *c = h->data;
+    (void)events;
+    if (status < 0) die("poll", status);
+    static char slab[256 * 1024];
+    for (;;) {
+        char ctl[CMSG_SPACE(sizeof(struct timespec))];
+        struct iovec iov = {slab, sizeof slab};
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+                           .msg_controllen = sizeof ctl};
+        ssize_t n = recvmsg(c->rfd, &m, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (n < 0) die("recvmsg", uv_translate_sys_error(errno));
+        if (n == 0) die("stream closed by server", UV_EOF);
+        g.rx_ns = 0;
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
+            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS) {
+                struct timespec ts;
+                memcpy(&ts, CMSG_DATA(cm), sizeof ts);
+                g.rx_ns = (uint64_t)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - g.real_off);
+            }
+        if (!g.rx_ns) die("WSLOAD_KTIME: no receive time from the kernel", 0);
+        ws_bytes(c, slab, (size_t)n);
+        g.rx_ns = 0;
+    }
+}
+
+/* Reads of c start: through libuv, or (WSLOAD_KTIME) by recvmsg on a dup of its socket, polled
+ * (the libuv handle keeps its writes; it never reads, so the two never both wait to read). */
+static void ws_read_start(wsconn_t *c)
+{
+    if (!g.ktime) {
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_ws_read);
+        return;
+    }
+    uv_os_fd_t fd;
+    int one = 1, rc = uv_fileno((uv_handle_t *)&c->tcp, &fd);
+    if (rc) die("uv_fileno", rc);
+    c->rfd = dup(fd);
+    if (c->rfd < 0 || setsockopt(c->rfd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one))
+        die("WSLOAD_KTIME: SO_TIMESTAMPNS", uv_translate_sys_error(errno));
+    c->poll.data = c;
+    if ((rc = uv_poll_init_socket(g.loop, &c->poll, c->rfd)) ||
+        (rc = uv_poll_start(&c->poll, UV_READABLE, on_ws_poll)))
+        die("uv_poll", rc);
+}
+
 static void connect_more(void);
 
 static void on_ws_connect(uv_connect_t *r, int status)
@@ -483,7 +563,7 @@ static void on_ws_connect(uv_connect_t *r, int status)
         char sub[128];
         int sl = snprintf(sub, sizeof sub, "SUBSCRIBE %s\r\n", g.name);
         send_bytes((uv_stream_t *)&c->tcp, sub, (size_t)sl);
-        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_ws_read);
+        ws_read_start(c);
         connect_more();
         return;
     }
@@ -492,7 +572,7 @@ static void on_ws_connect(uv_connect_t *r, int status)
         "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
         "Sec-WebSocket-Version: 13\r\n\r\n";
     send_bytes((uv_stream_t *)&c->tcp, up, sizeof up - 1);
-    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_ws_read);
+    ws_read_start(c);
     connect_more();
 }
 
@@ -548,15 +628,22 @@ static void report(void)
     } else if (g.mode == MODE_LATENCY) {
         if (!g.nlat) die("no latency samples", 0);
         qsort(g.lat, g.nlat, sizeof *g.lat, cmp_u64);
+        char user[96] = ""; /* WSLOAD_KTIME: the same samples as the tool saw them */
+        if (g.ktime) {
+            qsort(g.ulat, g.nlat, sizeof *g.ulat, cmp_u64);
+            snprintf(user, sizeof user, " ktime=1 user_p50_ms=%.3f user_p99_ms=%.3f",
+                     (double)g.ulat[g.nlat / 2] / 1e6, (double)g.ulat[g.nlat * 99 / 100] / 1e6);
+        }
         /* the tool's own CPU share over the run: near 1.0, its reads (not the server) set the
          * latency it measures */
         double cpu = cpu_secs() - g.cpu0;
         printf("%slatency conns=%d rate=%.0f posts=%" PRIu64 " samples=%zu p50_ms=%.3f "
                "p99_ms=%.3f max_ms=%.3f typing_frames=%" PRIu64 " dups=%" PRIu64
-               " client_cpu=%.2f%s\n",
+               " client_cpu=%.2f%s%s\n",
                g.redis ? "redis-" : "", g.conns, g.rate, g.post.sent, g.nlat,
                (double)g.lat[g.nlat / 2] / 1e6, (double)g.lat[g.nlat * 99 / 100] / 1e6,
-               (double)g.lat[g.nlat - 1] / 1e6, g.typing, g.dups, secs > 0 ? cpu / secs : 0, scpu);
+               (double)g.lat[g.nlat - 1] / 1e6, g.typing, g.dups, secs > 0 ? cpu / secs : 0, scpu,
+               user);
     } else if (g.mode == MODE_LAST) {
         if (!g.done) die("no post reached every subscriber", 0);
         uint64_t *v = malloc((size_t)g.done * sizeof *v);
@@ -691,6 +778,14 @@ int main(int argc, char **argv)
     g.warmup_ns = (g.mode == MODE_LATENCY || g.mode == MODE_LAST) && warm
                       ? strtoull(warm, NULL, 10) * 1000000
                       : 0;
+    const char *kt = getenv("WSLOAD_KTIME");
+    g.ktime = kt && *kt && strcmp(kt, "0") != 0;
+    if (g.ktime) {
+        struct timespec rt, mt;
+        clock_gettime(CLOCK_REALTIME, &rt);
+        clock_gettime(CLOCK_MONOTONIC, &mt); /* uv_hrtime's clock */
+        g.real_off = ((int64_t)rt.tv_sec - mt.tv_sec) * 1000000000 + (rt.tv_nsec - mt.tv_nsec);
+    }
     if (g.mode == MODE_LAST) {
         g.nposts = argc > 5 ? atoi(argv[5]) : 20;
         if (g.nposts <= 0) return 2;
