@@ -512,8 +512,8 @@ static void on_ws_poll(uv_poll_t *h, int status, int events)
     for (;;) {
         char ctl[CMSG_SPACE(sizeof(struct timespec))];
         struct iovec iov = {slab, sizeof slab};
-        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-                           .msg_controllen = sizeof ctl};
+        struct msghdr m = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
         ssize_t n = recvmsg(c->rfd, &m, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
         if (n < 0) die("recvmsg", uv_translate_sys_error(errno));
