@@ -103,7 +103,13 @@ void st_tier_pass_add(st_tier_pass_t *p, st_tier_source_t *src);
 void st_tier_pass_start(st_tier_pass_t *p, int flags);
 /* begin(arg, flags) (the arg given to open) runs as each pass starts, before its first source. */
 void st_tier_pass_on_begin(st_tier_pass_t *p, void (*begin)(void *arg, int flags));
-/* Whether a pass is running. */
+/* full(arg) (the arg given to open), asked before each page: true holds the pass where it is (no
+ * slice runs) until st_tier_pass_resume — what it queues waits for the engines it feeds to drain,
+ * so a pass over a million users holds a bounded queue, not a node per user. */
+void st_tier_pass_on_full(st_tier_pass_t *p, bool (*full)(void *arg));
+/* A held pass goes on from where it stopped (no-op if it is not held). */
+void st_tier_pass_resume(st_tier_pass_t *p);
+/* Whether a pass is running (held or not). */
 bool st_tier_pass_running(const st_tier_pass_t *p);
 /* Stops: no more slices; closed(arg) once the pass is freed (after the loop runs). */
 void st_tier_pass_close(st_tier_pass_t *p, void (*closed)(void *arg), void *arg);
@@ -234,6 +240,8 @@ int st_tier_flush_open(st_tier_flush_t **out, uv_loop_t *loop, st_store_t *store
 void st_tier_flush_enqueue(st_tier_flush_t *f, const char *o, size_t ol);
 /* Starts queued flushes while the pacing allows. */
 void st_tier_flush_pump(st_tier_flush_t *f);
+/* Owners queued and not yet started. */
+size_t st_tier_flush_pending(const st_tier_flush_t *f);
 /* The same in a loop turn that has run since `since` (uv_hrtime): no snapshot is started once
  * the turn has spent a millisecond; the rest start a few milliseconds later. */
 void st_tier_flush_pump_since(st_tier_flush_t *f, uint64_t since);

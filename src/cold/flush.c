@@ -364,6 +364,11 @@ void st_tier_flush_failed(st_tier_flush_t *f, uint64_t first, int err)
     st_tier_flush_pump(f);
 }
 
+size_t st_tier_flush_pending(const st_tier_flush_t *f)
+{
+    return f->pending.count;
+}
+
 static void st__on_resume(uv_timer_t *t)
 {
     st_tier_flush_pump(t->data);

@@ -25,10 +25,12 @@ struct st_tier_pass {
     bool again;      /* one more pass asked for while this one runs */
     int again_flags; /* … and its flags, OR-ed */
     bool stopping;
+    bool held; /* full() said so: no slice until st_tier_pass_resume */
     size_t clen; /* the source's next key is the first >= cursor (0: from the start) */
     uint8_t cursor[ST_KEY_MAX + 1];
     void (*after_slice)(void *arg);
     void (*begin)(void *arg, int flags);
+    bool (*full)(void *arg);
     void *arg;
     void (*closed)(void *arg);
     void *closed_arg;
@@ -106,10 +108,14 @@ static void st__slice(st_tier_pass_t *p)
 {
     uint64_t t0 = uv_hrtime();
     while (p->cur && !p->stopping) {
+        if (p->full && p->full(p->arg)) {
+            p->held = true;
+            break;
+        }
         if (!st__page(p)) st__next_source(p);
         if (uv_hrtime() - t0 >= ST__PASS_BUDGET_NS) break;
     }
-    if (!p->cur || p->stopping) uv_idle_stop(&p->idle);
+    if (!p->cur || p->stopping || p->held) uv_idle_stop(&p->idle);
     if (p->after_slice && !p->stopping) p->after_slice(p->arg); /* what it queued starts now */
 }
 
@@ -153,9 +159,22 @@ void st_tier_pass_start(st_tier_pass_t *p, int flags)
         return;
     }
     p->flags = flags;
+    p->held = false;
     st__enter(p, p->sources);
     uv_idle_start(&p->idle, st__on_idle);
     st__slice(p); /* the first slice now: what it queues starts without waiting a turn */
+}
+
+void st_tier_pass_on_full(st_tier_pass_t *p, bool (*full)(void *arg))
+{
+    p->full = full;
+}
+
+void st_tier_pass_resume(st_tier_pass_t *p)
+{
+    if (!p->held || p->stopping) return;
+    p->held = false;
+    if (p->cur) uv_idle_start(&p->idle, st__on_idle);
 }
 
 void st_tier_pass_on_begin(st_tier_pass_t *p, void (*begin)(void *arg, int flags))

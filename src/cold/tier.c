@@ -177,9 +177,26 @@ static void st__tier_owner_flushed(void *arg, const char *o, size_t ol)
     if (m && m->flush->flushed) m->flush->flushed(m->flush->arg, o, ol);
 }
 
+/* A pass that queues flushes holds once ST__PASS_QUEUE_MAX owners wait, and goes on once the
+ * flushes took them below half of it: a flush of every user (POST /v1/admin/flush, the hot store
+ * near full) holds a few thousand owners' names at a time, not a million (≈ 90 MB). Half of it is
+ * seconds of flushing, so the pass is back long before the queue runs dry. */
+#define ST__PASS_QUEUE_MAX 4096
+
+static bool st__pass_full(void *arg)
+{
+    return st_tier_flush_pending(((st_tier_t *)arg)->flush) >= ST__PASS_QUEUE_MAX;
+}
+
+static void st__pass_maybe_resume(st_tier_t *t)
+{
+    if (st_tier_flush_pending(t->flush) < ST__PASS_QUEUE_MAX / 2) st_tier_pass_resume(t->pass);
+}
+
 static void st__tier_flush_done(void *arg)
 {
     st_tier_t *t = arg;
+    st__pass_maybe_resume(t);
     st__tier_compact_pump(t->compact, t->urgent);
     for (size_t i = 0; i < t->nflushers; i++) {
         const st_tier_kind_t *k = t->flushers[i]->flush;
@@ -280,6 +297,7 @@ static void st__on_tick(uv_timer_t *h)
     if (st_store_writable(t->store) == ST_ENOLEADER) return; /* a group's leader flushes */
     if (st_coldshare_held()) return; /* ... once every member reads the same cold store */
     st_tier_reap(t->reaper);         /* objects out of the manifest, once that is durable */
+    st__pass_maybe_resume(t); /* a held pass whose queue drained without a flush coming back */
     uint64_t now = uv_now(t->loop), used, size;
     st_store_usage(t->store, &used, &size);
     /* near full: flush now, then give the flushes time to free space before asking again */
@@ -375,6 +393,7 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
     st_list_init(&t->ret_queue);
     st_tier_pass_open(&t->pass, loop, store, st__after_slice, t);
     st_tier_pass_on_begin(t->pass, st__pass_begin);
+    st_tier_pass_on_full(t->pass, st__pass_full);
     uv_timer_init(loop, &t->tick);
     t->tick.data = t;
     t->next_interval_ms = uv_now(loop) + t->interval_ms;

@@ -65,3 +65,40 @@ test('a flush pass queues every user with hot rows once, and one more pass after
   await s.stop();
   s.cleanup();
 });
+
+test('a flush of every user holds a bounded queue (it queued a node per hot user at once: a million users held ~90 MB of names) and still flushes every user exactly once', async () => {
+  const s = await startStrata({ args: ['--flush-interval', '3600', '--flush-rows', '1000000'] });
+  const N = 5000; // over the queue's bound (4,096 owners waiting)
+  const post = (u) => {
+    const body = JSON.stringify({ conversation_id: 'c', from: 'a', content: `hi ${u}` });
+    return `POST /v1/users/u${u}/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+  };
+  for (let at = 0; at < N; at += 2500) {
+    let load = '';
+    for (let i = at; i < at + 2500; i++) load += post(i);
+    const made = parseResponses(await raw(s.port, load, { idleMs: 3000 }));
+    assert.equal(made.length, 2500);
+    assert.ok(made.every((r) => r.status === 201), 'every post answered 201');
+  }
+  assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
+  let most = 0;
+  for (;;) {
+    const m = (await s.req('GET', '/metrics')).text;
+    const num = (name) => Number(m.match(new RegExp(`^${name} (\\d+)`, 'm'))?.[1] ?? 0);
+    most = Math.max(most, num('strata_flush_pending'));
+    if (num('strata_flush_passes_total') === 1 && num('strata_flush_pending') === 0 && num('strata_flush_running') === 0) break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.ok(most > 1000, `the queue was used (${most} at most)`);
+  assert.ok(most <= 4096 + 64, `at most the bound and one page waited at once, not every user (${most})`);
+  assert.equal(await metric(s, 'strata_flush_total\\{result="ok"\\}'), N, 'every user flushed once');
+  assert.equal(await metric(s, 'strata_flush_total\\{result="error"\\}'), 0);
+  for (let i = 0; i < N; i += 977) {
+    const st = (await s.req('GET', `/v1/users/u${i}/stats`)).json;
+    assert.equal(st.hot_messages, 0, `u${i} cooled`);
+    const page = (await s.req('GET', `/v1/users/u${i}/messages?conversation_id=c`)).json;
+    assert.deepEqual(page.messages.map((x) => x.content), [`hi ${i}`], `u${i} reads its message back from the cold tier`);
+  }
+  await s.stop();
+  s.cleanup();
+});
