@@ -41,6 +41,23 @@
 #define ST__MERGE_OBJECTS 256            /* nor replaces more objects */
 #define ST__RUN_MIN       4              /* objects of one class merged together */
 
+/* Loop time a pump spends walking the store for the census or a compaction of every owner, and
+ * how many owners a walk leaves queued at most: at a million owners, walked in one callback, each
+ * was a loop stall of a second, and every owner's name was held at once. */
+#define ST__WALK_BUDGET_NS 500000
+#define ST__WALK_PAGE      256
+#define ST__QUEUE_MAX      4096
+
+/* A walk of one key space across loop turns, a page at a time: each page starts after the last
+ * key seen (keys are at most ST_KEY_MAX bytes). */
+typedef struct {
+    size_t clen; /* 0: from the start */
+    uint8_t at[ST_KEY_MAX + 1];
+    size_t seen;
+    st_store_scan_fn fn;
+    void *arg;
+} st__walk_t;
+
 /* A user queued for compaction (compacting every user queues them all), its key at its length. */
 typedef struct {
     st_map_node_t node;
@@ -84,6 +101,12 @@ struct st_tier_compact {
     st_metric_t *m_s3[4];
     st_metric_t *m_objects[2], *m_obytes[2]; /* small, large */
     uint64_t census_ms;                      /* next count of the manifests */
+    st__walk_t census;                       /* that count, a page at a time */
+    double counted[4];                       /* its sums so far: objects, bytes; small, large */
+    bool counting;
+    st__walk_t all; /* POST /v1/admin/compact of every owner: the 'W' records still to queue */
+    bool sweeping;
+    size_t swept; /* owners that walk queued */
 };
 
 /* ---- planning (pure) ---- */
@@ -295,9 +318,12 @@ static int st__compact_commit(st_tier_compact_t *c, st_cjob_t *j, uint64_t *wait
     return rc;
 }
 
+/* Owners queued or merging, and one more while a compaction of every owner is still walking
+ * them: 0 only once it is done. */
 static void st__count_pending(st_tier_compact_t *c)
 {
-    st_metric_set(c->m_pending, (double)(c->queue.count + (c->job ? 1 : 0)));
+    st_metric_set(c->m_pending,
+                  (double)(c->queue.count + (c->job ? 1 : 0) + (c->sweeping ? 1 : 0)));
 }
 
 static void st__add(st_tier_compact_t *c, const char *o, size_t ol, int flags)
@@ -423,28 +449,80 @@ static int st__census(void *arg, const void *key, size_t klen, const void *val, 
     return 0;
 }
 
+static int st__walk_key(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st__walk_t *w = arg;
+    if (klen > ST_KEY_MAX) return 0;
+    memcpy(w->at, key, klen);
+    w->at[klen] = 0; /* the next page starts at the first key after this one */
+    w->clen = klen + 1;
+    int rc = w->fn(w->arg, key, klen, val, vlen);
+    return rc ? rc : ++w->seen == ST__WALK_PAGE;
+}
+
+/* One page of the walk over the keys under prefix pre; true while keys are left. */
+static bool st__walk(st_store_t *s, char pre, st__walk_t *w)
+{
+    uint64_t wait = 0;
+    w->seen = 0;
+    /* a full page stops the scan with 1; an error (< 0) ends the walk */
+    int rc =
+        st_store_scan_from(s, &pre, 1, w->clen ? w->at : NULL, w->clen, st__walk_key, w, &wait);
+    return rc >= 0 && w->seen == ST__WALK_PAGE;
+}
+
 /* The object store's requests (counted on the workers), and every 10 s the objects and bytes
- * of every manifest, small (compacted further) and large. */
-static void st__publish(st_tier_compact_t *c)
+ * of every manifest, small (compacted further) and large: a walk of the file records in pages
+ * within the pump's budget, published once it reached the end. */
+static void st__publish(st_tier_compact_t *c, uint64_t t0)
 {
     for (int v = 0; v < 4; v++)
         st_metric_set(c->m_s3[v], (double)st_objstore_requests(v));
-    if (uv_now(c->loop) < c->census_ms) return;
-    c->census_ms = uv_now(c->loop) + 10000;
-    double t[4] = {0};
-    uint64_t wait = 0;
-    char pre = 'F';
-    if (st_store_scan(c->store, &pre, 1, st__census, t, &wait) != ST_OK) return;
-    for (int i = 0; i < 2; i++) {
-        st_metric_set(c->m_objects[i], t[i * 2]);
-        st_metric_set(c->m_obytes[i], t[i * 2 + 1]);
+    if (!c->counting) {
+        if (uv_now(c->loop) < c->census_ms) return;
+        c->counting = true;
+        memset(c->counted, 0, sizeof c->counted);
+        c->census = (st__walk_t){.fn = st__census, .arg = c->counted};
     }
+    while (uv_hrtime() - t0 < ST__WALK_BUDGET_NS)
+        if (!st__walk(c->store, 'F', &c->census)) {
+            for (int i = 0; i < 2; i++) {
+                st_metric_set(c->m_objects[i], c->counted[i * 2]);
+                st_metric_set(c->m_obytes[i], c->counted[i * 2 + 1]);
+            }
+            c->counting = false;
+            c->census_ms = uv_now(c->loop) + 10000;
+            return;
+        }
+}
+
+static int st__sweep_key(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_tier_compact_t *c = arg;
+    (void)val, (void)vlen;
+    if (klen < 2 || klen - 1 >= ST_TIER_OWNER_MAX) return 0; /* up to 255 bytes (a tagged one) */
+    st__add(c, (const char *)key + 1, klen - 1, ST_TIER_COMPACT_MAJOR | ST_TIER_COMPACT_FOLD);
+    c->swept++;
+    return 0;
+}
+
+/* A compaction of every owner goes on: pages of owners queued while fewer than ST__QUEUE_MAX
+ * wait and the budget from t0 lasts. Returns how many it queued. */
+static size_t st__sweep(st_tier_compact_t *c, uint64_t t0, uint64_t budget)
+{
+    size_t before = c->swept;
+    while (c->sweeping && c->queue.count < ST__QUEUE_MAX && uv_hrtime() - t0 < budget)
+        if (!st__walk(c->store, 'W', &c->all)) c->sweeping = false;
+    st__count_pending(c);
+    return c->swept - before;
 }
 
 void st__tier_compact_pump(st_tier_compact_t *c, bool urgent)
 {
     if (!c || c->stopping) return;
-    st__publish(c);
+    uint64_t t0 = uv_hrtime();
+    st__publish(c, t0);
+    st__sweep(c, t0, ST__WALK_BUDGET_NS);
     if (c->job) {
         st__tier_compact_durable(c, st_store_durable_id(c->store));
         return;
@@ -485,33 +563,14 @@ void st__tier_compact_enqueue(st_tier_compact_t *c, const char *o, size_t ol, in
     st__add(c, o, ol, flags);
 }
 
-static int st__collect_w(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    st_buf_t *b = arg;
-    (void)val, (void)vlen;
-    if (klen < 2 || klen - 1 >= ST_TIER_OWNER_MAX) return 0;
-    uint16_t l = (uint16_t)(klen - 1); /* an owner may pass 255 bytes (a tagged one) */
-    st_buf_append(b, &l, sizeof l);
-    st_buf_append(b, (const char *)key + 1, klen - 1);
-    return 0;
-}
-
 size_t st__tier_compact_all(st_tier_compact_t *c)
 {
     if (!c || c->stopping) return 0;
-    st_buf_t names = {0};
-    uint64_t wait = 0;
-    char pre = 'W';
-    st_store_scan(c->store, &pre, 1, st__collect_w, &names, &wait);
-    size_t n = 0;
-    for (size_t i = 0; i < names.len; n++) {
-        uint16_t ol;
-        memcpy(&ol, names.data + i, sizeof ol);
-        st__add(c, names.data + i + sizeof ol, ol, ST_TIER_COMPACT_MAJOR | ST_TIER_COMPACT_FOLD);
-        i += sizeof ol + ol;
-    }
-    st_buf_free(&names);
-    return n;
+    /* from the start (again, if one runs: an owner compacted since finds nothing to do); the
+     * first pages now, so a small store is queued whole and the count is every owner's */
+    c->sweeping = true;
+    c->all = (st__walk_t){.fn = st__sweep_key, .arg = c};
+    return st__sweep(c, uv_hrtime(), 4 * ST__WALK_BUDGET_NS);
 }
 
 static void st__metrics(st_tier_compact_t *c)

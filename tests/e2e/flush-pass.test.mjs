@@ -93,6 +93,16 @@ test('a flush of every user holds a bounded queue (it queued a node per hot user
   assert.ok(most <= 4096 + 64, `at most the bound and one page waited at once, not every user (${most})`);
   assert.equal(await metric(s, 'strata_flush_total\\{result="ok"\\}'), N, 'every user flushed once');
   assert.equal(await metric(s, 'strata_flush_total\\{result="error"\\}'), 0);
+  // the census of objects walks the file records in pages across ticks: every object once
+  await waitFor('the census', async () => (await metric(s, 'strata_cold_objects\\{tier="small"\\}')) === N, 30000);
+  // a major compaction of every owner walks them in pages too, never more than the bound queued
+  const out = parseResponses(await raw(s.port, req('POST', '/v1/admin/compact') + req('GET', '/metrics')));
+  assert.deepEqual(out.map((r) => r.status), [202, 200]);
+  const queued = Number(out[1].body.match(/^strata_compactions_pending (\d+)/m)[1]);
+  assert.ok(out[0].json.compacting >= 1, out[0].body);
+  assert.ok(queued <= 4096 + 2, `at most the bound queued for compaction at once, not every owner (${queued})`);
+  await waitFor('the compaction of every owner', async () => (await metric(s, 'strata_compactions_pending')) === 0, 60000);
+  assert.equal(await metric(s, 'strata_compactions_total\\{result="error"\\}'), 0);
   for (let i = 0; i < N; i += 977) {
     const st = (await s.req('GET', `/v1/users/u${i}/stats`)).json;
     assert.equal(st.hot_messages, 0, `u${i} cooled`);
