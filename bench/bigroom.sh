@@ -133,12 +133,17 @@ mem() {
   for _ in $(seq 1200); do grep -q ready "$work/idle.txt" && break; sleep 0.1; done
   grep -q ready "$work/idle.txt" || die "$side: $SUBS idle streams never all ready"
   settle "$pid"
-  sleep 3 # what a server gives back once quiet (strata: its heap trim, within two 1 s ticks)
+  sleep 3 # what a server gives back once quiet (strata: its heap trim within two 1 s ticks, or
+          # jemalloc's decay of about 1 s)
   after=$(rss_kib "$pid")
   anon1=$(rss_kib "$pid" RssAnon)
-  # strata's heap trims (ws/ring.c) so far, when it counts them
+  # strata's heap trims (ws/ring.c, glibc's malloc) so far, when it counts them; the loop's
+  # longest iteration since the restart (its start-up and this opening); jemalloc's resident bytes
   trims=$( (curl -s "http://127.0.0.1:${mport:-0}/metrics" 2>/dev/null || true) | awk '$1 == "strata_ws_heap_trims_total" {t = $2}
-    $1 == "strata_ws_heap_trim_seconds_total" {s = $2} END {if (t != "") printf " trims=%d trim_ms=%.1f", t, s * 1000}')
+    $1 == "strata_ws_heap_trim_seconds_total" {s = $2} $1 == "strata_loop_stall_max_seconds" {m = $2}
+    $1 == "strata_malloc_resident_bytes" {r = $2}
+    END {if (t != "") printf " trims=%d trim_ms=%.1f", t, s * 1000; if (m != "") printf " stall_max_ms=%.1f", m * 1000
+      if (r != "") printf " je_resident_mib=%.1f", r / 1048576}')
   kill "$lp"
   wait "$lp" 2>/dev/null || true
   # per_conn_kib from VmRSS (as bench/streams.sh); anon_per_conn_kib leaves out file pages (the
