@@ -22,7 +22,7 @@ RUN tools/build.sh release && strip build/strata
 FROM debian:12-slim
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends libuv1 liblmdb0 libcjson1 libzstd1 \
-      libcurl4 libssl3 zlib1g libwebsockets17 libwebsockets-evlib-uv libraft2 liburing2 ca-certificates curl \
+      libcurl4 libssl3 zlib1g libwebsockets17 libwebsockets-evlib-uv libraft2 liburing2 libjemalloc2 ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --home /data strata && mkdir -p /data && chown strata /data
 COPY --from=build /src/build/strata /usr/local/bin/strata

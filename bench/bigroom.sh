@@ -133,24 +133,41 @@ mem() {
   settle "$pid"
   before=$(rss_kib "$pid")
   anon0=$(rss_kib "$pid" RssAnon)
+  lag0=$(lag_buckets)
   "$LOAD" "$@" "$SUBS" 600 >"$work/idle.txt" &
   lp=$!
   for _ in $(seq 1200); do grep -q ready "$work/idle.txt" && break; sleep 0.1; done
   grep -q ready "$work/idle.txt" || die "$side: $SUBS idle streams never all ready"
   settle "$pid"
-  sleep 3 # what a server gives back once quiet (strata: its heap trim, within two 1 s ticks)
+  sleep 3 # what a server gives back once quiet (strata: its heap trim within two 1 s ticks, or
+          # jemalloc's decay of about 1 s)
   after=$(rss_kib "$pid")
   anon1=$(rss_kib "$pid" RssAnon)
-  # strata's heap trims (ws/ring.c) so far, when it counts them
+  # the loop over the opening alone: how late its 10 ms probe timer ran (strata_loop_lag_seconds,
+  # the buckets' growth since before the opening): lag_max_le, the bound every late run fell
+  # under (the longest stall, rounded up to a bucket); lag_over_100ms, how many ran later than that
+  lag=$(lag_buckets | awk -v before="$lag0" 'BEGIN { n = split(before, b, "\n"); for (i = 1; i <= n; i++) { split(b[i], f, " "); c0[f[1]] = f[2] } }
+    { d[$1] = $2 - c0[$1]; le[++k] = $1 } END { if (!k) exit; t = d["+Inf"]; m = "+Inf"
+      for (i = k; i >= 1; i--) if (d[le[i]] == t) m = le[i]; printf " lag_max_le=%s lag_over_100ms=%d", m, t - d["0.1"] }')
+  # strata's heap trims (ws/ring.c, glibc's malloc) so far, when it counts them; the loop's
+  # longest iteration since the restart (its start-up and this opening); jemalloc's resident bytes
   trims=$( (curl -s "http://127.0.0.1:${mport:-0}/metrics" 2>/dev/null || true) | awk '$1 == "strata_ws_heap_trims_total" {t = $2}
-    $1 == "strata_ws_heap_trim_seconds_total" {s = $2} END {if (t != "") printf " trims=%d trim_ms=%.1f", t, s * 1000}')
+    $1 == "strata_ws_heap_trim_seconds_total" {s = $2} $1 == "strata_loop_stall_max_seconds" {m = $2}
+    $1 == "strata_malloc_resident_bytes" {r = $2}
+    END {if (t != "") printf " trims=%d trim_ms=%.1f", t, s * 1000; if (m != "") printf " stall_max_ms=%.1f", m * 1000
+      if (r != "") printf " je_resident_mib=%.1f", r / 1048576}')
   kill "$lp"
   wait "$lp" 2>/dev/null || true
   # per_conn_kib from VmRSS (as bench/streams.sh); anon_per_conn_kib leaves out file pages (the
   # store's mapped pages the members' checks read)
   awk -v s="$side" -v b="$before" -v a="$after" -v n="$SUBS" -v r="$round" -v a0="$anon0" -v a1="$anon1" \
     'BEGIN { printf "%s-memory conns=%d rss_before_kib=%d rss_after_kib=%d per_conn_kib=%.3f anon_per_conn_kib=%.3f round=%d\n", s, n, b, a, (a - b) / n, (a1 - a0) / n, r }' |
-    sed "s/\$/$trims/" | tee -a "$work/out.txt" >>"$raw_dir/$round-$side.txt"
+    sed "s/\$/$trims$lag/" | tee -a "$work/out.txt" >>"$raw_dir/$round-$side.txt"
+}
+# strata_loop_lag_seconds' buckets of the server at $mport: "LE COUNT" lines (nothing for Redis)
+lag_buckets() {
+  (curl -s "http://127.0.0.1:${mport:-0}/metrics" 2>/dev/null || true) |
+    sed -n 's/^strata_loop_lag_seconds_bucket{le="\([^"]*\)"} \([0-9]*\)$/\1 \2/p'
 }
 mem_strata() { mport=$port WSLOAD_ROOM=$big WSLOAD_USERS=m mem "$1" strata "$spid" idle "$port"; }
 mem_redis() { mport= mem "$1" redis "$rpid" redis-idle "$rport"; }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* strata: configuration, start-up, the loop, and a graceful stop on SIGTERM/SIGINT. */
 #include "cli/cli.h"
+#include "strata/alloc.h"
 #include "strata/backup.h"
 #include "strata/config.h"
 #include "strata/counters.h"
@@ -417,6 +418,7 @@ int main(int argc, char **argv)
     uv_timer_init(m.loop, &m.deadline);
     m.deadline.data = &m;
     st_looplag_open(&m.lag, m.loop);
+    st_alloc_metrics_open();
     m.app = &app;
     uv_timer_init(m.loop, &m.erase);
     m.erase.data = &m;

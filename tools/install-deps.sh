@@ -9,7 +9,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config ca-certificates
       libuv1-dev liblmdb-dev node-llhttp libwebsockets-dev libwebsockets-evlib-uv
-      libcjson-dev libzstd-dev libcurl4-openssl-dev libssl-dev zlib1g-dev libraft-dev liburing-dev
+      libcjson-dev libzstd-dev libcurl4-openssl-dev libssl-dev zlib1g-dev libraft-dev liburing-dev libjemalloc-dev
       curl) # not to build: the README's examples talk to strata with curl --json
 for arg in "$@"; do
   case "$arg" in

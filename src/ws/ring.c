@@ -15,14 +15,19 @@
  *    member streams took 1.6 times the CPU (a map, its page faults and an unmap per ring as it
  *    grows and drains, over and over through the storm);
  *  - a ring shrinks as it drains (queue.c st__q_fit), not only once empty;
- *  - once the rings went back from a burst of at least ST__WS_TRIM_MIN bytes to a sixteenth of
- *    it, and stayed there for a tick, the tick (ws.c) calls malloc_trim(0), which returns the
- *    free pages inside the heap (what the smaller rings, the frames' bodies and libwebsockets'
- *    buffers of unsent bytes used during the burst): once per burst, timed in
- *    strata_ws_heap_trim_seconds_total.
+ *  - the free pages inside the heap (what the smaller rings, the frames' bodies and
+ *    libwebsockets' buffers of unsent bytes used during the burst): jemalloc (release builds,
+ *    core/alloc.c) gives them back from its own thread within about a second, the loop does
+ *    nothing. With glibc's malloc (sanitizer builds, or ST_JEMALLOC=OFF), once the rings went
+ *    back from a burst of at least ST__WS_TRIM_MIN bytes to a sixteenth of it, and stayed there
+ *    for a tick, the tick (ws.c) calls malloc_trim(0): once per burst, timed in
+ *    strata_ws_heap_trim_seconds_total — it holds the loop 69–200 ms after a storm of 10,000
+ *    streams (bench/RESULTS.md, session 19), which is why release builds run on jemalloc.
  * strata_ws_queue_capacity_bytes is what the rings hold now, wherever they live.
  */
 #include "internal.h"
+
+#include "strata/alloc.h"
 
 #include <malloc.h>
 #include <stdlib.h>
@@ -94,10 +99,11 @@ void st__ws_ring_tick(st_ws_t *ws)
     bool twice = drained && ws->ring_drained;
     ws->ring_drained = drained;
     if (!twice) return;
+    ws->ring_peak = ws->ring_bytes; /* the next burst is measured from here */
+    ws->ring_drained = false;
+    if (st_alloc_purges_itself()) return; /* its own thread gives the pages back */
     uint64_t t0 = uv_hrtime();
     malloc_trim(0);
     if (ws->m_trim) st_metric_add(ws->m_trim, (double)(uv_hrtime() - t0) / 1e9);
     if (ws->m_trims) st_metric_add(ws->m_trims, 1);
-    ws->ring_peak = ws->ring_bytes; /* the next burst is measured from here */
-    ws->ring_drained = false;
 }

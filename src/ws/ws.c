@@ -283,7 +283,8 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
                          "Bytes of the streams' outbound queues (their rings), in use or not", "");
     ws->m_trims = st_metrics_counter("strata_ws_heap_trims_total",
                                      "Free heap pages given back to the system after a burst of "
-                                     "frames drained (malloc_trim)",
+                                     "frames drained (malloc_trim; glibc's malloc only: jemalloc "
+                                     "gives them back from its own thread)",
                                      "");
     ws->m_trim = st_metrics_counter("strata_ws_heap_trim_seconds_total",
                                     "Time the loop spent in those heap trims", "");
