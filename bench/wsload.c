@@ -787,6 +787,15 @@ int main(int argc, char **argv)
     const char *kt = getenv("WSLOAD_KTIME");
     g.ktime = kt && *kt && strcmp(kt, "0") != 0;
     if (g.ktime) {
+        /* two descriptors a subscriber (the socket and its dup for recvmsg) */
+        struct rlimit rl;
+        rlim_t need = (rlim_t)g.conns * 2 + 64;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
+            rl.rlim_cur = need;
+            if (rl.rlim_max < need) rl.rlim_max = need; /* root may raise it */
+            if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+                die("WSLOAD_KTIME: RLIMIT_NOFILE below two descriptors a subscriber", 0);
+        }
         struct timespec rt, mt;
         clock_gettime(CLOCK_REALTIME, &rt);
         clock_gettime(CLOCK_MONOTONIC, &mt); /* uv_hrtime's clock */
