@@ -48,6 +48,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,7 +64,7 @@ typedef struct {
     bool upgraded, ready;
     int64_t last_value; /* fanout: last counter value seen; latency: last post stamp seen */
     int idx;            /* its place in g.ws (WSLOAD_USERS names it) */
-    uv_poll_t poll;     /* WSLOAD_KTIME: reads by recvmsg on rfd, a dup of the socket */
+    uv_poll_t poll;     /* WSLOAD_KTIME: its socket rfd, polled and read by recvmsg */
     int rfd;
 } wsconn_t;
 
@@ -156,6 +158,19 @@ static void append(char **buf, size_t *len, size_t *cap, const char *p, size_t n
     *len += n;
 }
 
+/* Bytes to the server on subscriber c: through libuv, or (WSLOAD_KTIME) straight on its socket —
+ * the upgrade request, the subscription and pongs, each a few hundred bytes on a socket that
+ * has room for them. */
+static void conn_send(wsconn_t *c, const char *p, size_t n)
+{
+    if (!g.ktime) {
+        send_bytes((uv_stream_t *)&c->tcp, p, n);
+        return;
+    }
+    ssize_t w = send(c->rfd, p, n, MSG_NOSIGNAL);
+    if (w != (ssize_t)n) die("WSLOAD_KTIME: send", w < 0 ? uv_translate_sys_error(errno) : 0);
+}
+
 /* A client frame: FIN + opcode, masked with key 0. */
 static void ws_send(wsconn_t *c, int op, const char *p, size_t n)
 {
@@ -173,7 +188,7 @@ static void ws_send(wsconn_t *c, int op, const char *p, size_t n)
     h += 4;
     if (n > sizeof f - h) die("frame too large", 0);
     memcpy(f + h, p, n);
-    send_bytes((uv_stream_t *)&c->tcp, f, h + n);
+    conn_send(c, f, h + n);
 }
 
 static uint64_t now_ns(void)
@@ -535,38 +550,22 @@ static void on_ws_poll(uv_poll_t *h, int status, int events)
     }
 }
 
-/* Reads of c start: through libuv, or (WSLOAD_KTIME) by recvmsg on a dup of its socket, polled
- * (the libuv handle keeps its writes; it never reads, so the two never both wait to read). */
 static void ws_read_start(wsconn_t *c)
 {
-    if (!g.ktime) {
-        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_ws_read);
-        return;
-    }
-    uv_os_fd_t fd;
-    int one = 1, rc = uv_fileno((uv_handle_t *)&c->tcp, &fd);
-    if (rc) die("uv_fileno", rc);
-    c->rfd = dup(fd);
-    if (c->rfd < 0 || setsockopt(c->rfd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one))
-        die("WSLOAD_KTIME: SO_TIMESTAMPNS", uv_translate_sys_error(errno));
-    c->poll.data = c;
-    if ((rc = uv_poll_init_socket(g.loop, &c->poll, c->rfd)) ||
-        (rc = uv_poll_start(&c->poll, UV_READABLE, on_ws_poll)))
-        die("uv_poll", rc);
+    if (!g.ktime) uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_ws_read);
+    /* WSLOAD_KTIME: its poll handle reads (ktime_connect) */
 }
 
 static void connect_more(void);
 
-static void on_ws_connect(uv_connect_t *r, int status)
+/* c's connection is open: the upgrade (or Redis's SUBSCRIBE) goes out, reads start. */
+static void ws_connected(wsconn_t *c)
 {
-    wsconn_t *c = (wsconn_t *)r->handle;
-    free(r);
-    if (status) die("connect", status);
     g.connecting--;
     if (g.redis) {
         char sub[128];
         int sl = snprintf(sub, sizeof sub, "SUBSCRIBE %s\r\n", g.name);
-        send_bytes((uv_stream_t *)&c->tcp, sub, (size_t)sl);
+        conn_send(c, sub, (size_t)sl);
         ws_read_start(c);
         connect_more();
         return;
@@ -575,9 +574,50 @@ static void on_ws_connect(uv_connect_t *r, int status)
         "GET /v1/stream HTTP/1.1\r\nHost: b\r\nUpgrade: websocket\r\n"
         "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
         "Sec-WebSocket-Version: 13\r\n\r\n";
-    send_bytes((uv_stream_t *)&c->tcp, up, sizeof up - 1);
+    conn_send(c, up, sizeof up - 1);
     ws_read_start(c);
     connect_more();
+}
+
+static void on_ws_connect(uv_connect_t *r, int status)
+{
+    wsconn_t *c = (wsconn_t *)r->handle;
+    free(r);
+    if (status) die("connect", status);
+    ws_connected(c);
+}
+
+/* WSLOAD_KTIME: one socket a subscriber, no libuv stream (a second descriptor for recvmsg would
+ * take 20,000 for 10,000 subscribers, the machine's limit): connected in the background, then
+ * polled for reading. */
+static void on_ktime_poll(uv_poll_t *h, int status, int events)
+{
+    wsconn_t *c = h->data;
+    (void)events;
+    if (status < 0) die("poll", status);
+    int err = 0;
+    socklen_t l = sizeof err;
+    if (getsockopt(c->rfd, SOL_SOCKET, SO_ERROR, &err, &l) || err)
+        die("connect", uv_translate_sys_error(err ? err : errno));
+    int rc = uv_poll_start(&c->poll, UV_READABLE, on_ws_poll);
+    if (rc) die("uv_poll_start", rc);
+    ws_connected(c);
+}
+
+static void ktime_connect(wsconn_t *c, int port)
+{
+    struct sockaddr_in a;
+    uv_ip4_addr("127.0.0.1", port, &a);
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) ||
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one))
+        die("WSLOAD_KTIME: socket", uv_translate_sys_error(errno));
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) && errno != EINPROGRESS)
+        die("connect", uv_translate_sys_error(errno));
+    c->rfd = fd;
+    c->poll.data = c;
+    int rc = uv_poll_init_socket(g.loop, &c->poll, fd);
+    if (rc || (rc = uv_poll_start(&c->poll, UV_WRITABLE, on_ktime_poll))) die("uv_poll", rc);
 }
 
 static void tcp_connect(uv_tcp_t *t, int port, uv_connect_cb cb)
@@ -596,8 +636,12 @@ static void connect_more(void)
 {
     while (g.connecting < 128 && g.next_conn < g.conns) {
         g.connecting++;
-        g.ws[g.next_conn].idx = g.next_conn;
-        tcp_connect(&g.ws[g.next_conn++].tcp, g.port, on_ws_connect);
+        wsconn_t *c = &g.ws[g.next_conn];
+        c->idx = g.next_conn++;
+        if (g.ktime)
+            ktime_connect(c, g.port);
+        else
+            tcp_connect(&c->tcp, g.port, on_ws_connect);
     }
 }
 
@@ -787,15 +831,6 @@ int main(int argc, char **argv)
     const char *kt = getenv("WSLOAD_KTIME");
     g.ktime = kt && *kt && strcmp(kt, "0") != 0;
     if (g.ktime) {
-        /* two descriptors a subscriber (the socket and its dup for recvmsg) */
-        struct rlimit rl;
-        rlim_t need = (rlim_t)g.conns * 2 + 64;
-        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
-            rl.rlim_cur = need;
-            if (rl.rlim_max < need) rl.rlim_max = need; /* root may raise it */
-            if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-                die("WSLOAD_KTIME: RLIMIT_NOFILE below two descriptors a subscriber", 0);
-        }
         struct timespec rt, mt;
         clock_gettime(CLOCK_REALTIME, &rt);
         clock_gettime(CLOCK_MONOTONIC, &mt); /* uv_hrtime's clock */
