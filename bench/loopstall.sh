@@ -58,9 +58,12 @@ start() { # extra args -> sets port, url, spid (data in $work/data)
 stop() { kill "$spid"; wait "$spid" 2>/dev/null || true; }
 # schedstat PID: "name run_ns wait_ns slices" per thread of PID (names repeat: summed later)
 schedstat() {
-  for t in /proc/"$1"/task/*; do
+  for t in /proc/"$1"/task/*; do # the main thread is the loop; libuv's pool threads share its name
+    if [ "${t##*/}" = "$1" ]; then echo "loop $(cat "$t/schedstat")"; continue; fi
     echo "$(tr ' ' _ <"$t/comm") $(cat "$t/schedstat" 2>/dev/null)"
   done
+  # the rest of the machine: every core's busy time in ns (/proc/stat, USER_HZ ticks)
+  awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" { print "all_cores", ($2 + $3 + $4 + $7 + $8) * 1e9 / hz, 0, 0 }' /proc/stat
 }
 metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 # load_user USER N: N more messages of USER (bench/userload.lua, pipelined), in runs of wrk
