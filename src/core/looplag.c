@@ -7,14 +7,10 @@
  *   loop ran callbacks without looking at its sockets (exact, the max gauge). A stall shorter
  *   than the probe period is still caught here.
  */
-#define _GNU_SOURCE /* syscall */
 #include "strata/looplag.h"
 #include "strata/metrics.h"
 
 #include <stdlib.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #define ST__PROBE_MS 10
 
@@ -59,36 +55,8 @@ static void st__on_prepare(uv_prepare_t *p)
     l->iter_idle_ns = idle;
 }
 
-/* The loop thread asks for short time slices (Linux 6.12+, EEVDF: sched_attr.sched_runtime of a
- * SCHED_OTHER thread; no privilege needed): its deadline comes sooner than that of threads with
- * the default slice, so a loop that woke or was preempted is picked first instead of waiting out
- * other processes' slices of about 3 ms. On 2 shared cores the longest turns of an erasure were
- * the loop waiting for a core behind compilers and clients (bench/RESULTS.md, Session 20).
- * Threads started later do not inherit it (SCHED_FLAG_RESET_ON_FORK). An older kernel ignores
- * the slice; one that refuses the call changes nothing. */
-#define ST__LOOP_SLICE_NS 100000
-struct st__sched_attr { /* the kernel's struct sched_attr, version 0 (its header clashes with
-                         * <sched.h>) */
-    uint32_t size, sched_policy;
-    uint64_t sched_flags;
-    int32_t sched_nice;
-    uint32_t sched_priority;
-    uint64_t sched_runtime, sched_deadline, sched_period;
-};
-static void st__loop_slice(void)
-{
-    struct st__sched_attr a = {.size = sizeof a,
-                               .sched_policy = 0,   /* SCHED_NORMAL */
-                               .sched_flags = 0x01, /* SCHED_FLAG_RESET_ON_FORK */
-                               .sched_nice = getpriority(PRIO_PROCESS, 0),
-                               .sched_runtime = ST__LOOP_SLICE_NS};
-    if (syscall(SYS_sched_setattr, 0, &a, 0) != 0)
-        st_debug("loop lag: no short time slice for the loop thread");
-}
-
 int st_looplag_open(st_looplag_t **out, uv_loop_t *loop)
 {
-    st__loop_slice();
     st_looplag_t *l = st_calloc(1, sizeof *l);
     l->loop = loop;
     /* Idle-time accounting must be on for uv_metrics_idle_time; it costs a clock read around
