@@ -288,6 +288,34 @@ TEST(at_capacity_the_store_refuses_new_writes_and_reads_keep_working)
     fx_end(&fx);
 }
 
+#define VAL_LEN 2000
+/* n values of VAL_LEN bytes under pre + %05d, settled every 20 (a small log checkpoints) */
+static void put_vals(fx_t *fx, st_store_t *s, const char *pre, int n, uint64_t *wait)
+{
+    char val[VAL_LEN];
+    for (int i = 0; i < n; i++) {
+        char k[16];
+        int kl = snprintf(k, sizeof k, "%s%05d", pre, i);
+        memset(val, 'a' + i % 26, sizeof val);
+        CHECK_EQ(st_store_put(s, k, (size_t)kl, val, sizeof val, wait), ST_OK);
+        if (i % 20 == 19) fx_settle(fx, s);
+    }
+}
+
+/* every step-th of put_vals's values reads back */
+static void check_vals(st_store_t *s, const char *pre, int n, int step)
+{
+    const void *v;
+    size_t vl;
+    uint64_t rw = 0;
+    for (int i = 0; i < n; i += step) {
+        char k[16];
+        int kl = snprintf(k, sizeof k, "%s%05d", pre, i);
+        CHECK_EQ(st_store_get(s, k, (size_t)kl, &v, &vl, &rw), ST_OK);
+        CHECK(vl == VAL_LEN && ((const char *)v)[0] == 'a' + i % 26);
+    }
+}
+
 TEST(log_checkpoints_and_oversized_groups_keep_every_write)
 {
     fx_t fx;
@@ -295,15 +323,9 @@ TEST(log_checkpoints_and_oversized_groups_keep_every_write)
     watch_t w;
     st_store_t *s = open_store(&fx, 64 << 20, &w);
     uint64_t wait = 0;
-    char val[2000];
+    char val[VAL_LEN];
     /* ~4 MB through a 256 KiB log: many checkpoints */
-    for (int i = 0; i < 2000; i++) {
-        char k[16];
-        int n = snprintf(k, sizeof k, "c%05d", i);
-        memset(val, 'a' + i % 26, sizeof val);
-        CHECK_EQ(st_store_put(s, k, (size_t)n, val, sizeof val, &wait), ST_OK);
-        if (i % 20 == 19) fx_settle(&fx, s);
-    }
+    put_vals(&fx, s, "c", 2000, &wait);
     /* one group larger than the whole log goes straight to LMDB */
     for (int i = 0; i < 200; i++) {
         char k[16];
@@ -315,15 +337,10 @@ TEST(log_checkpoints_and_oversized_groups_keep_every_write)
     CHECK(st_store_durable_id(s) >= wait);
     fx_close_store(&fx, s);
     s = open_store(&fx, 64 << 20, &w);
+    check_vals(s, "c", 2000, 97);
     const void *v;
     size_t vl;
     uint64_t rw = 0;
-    for (int i = 0; i < 2000; i += 97) {
-        char k[16];
-        int n = snprintf(k, sizeof k, "c%05d", i);
-        CHECK_EQ(st_store_get(s, k, (size_t)n, &v, &vl, &rw), ST_OK);
-        CHECK(vl == sizeof val && ((const char *)v)[0] == 'a' + i % 26);
-    }
     CHECK_EQ(st_store_get(s, "huge199", 7, &v, &vl, &rw), ST_OK);
     CHECK(((const char *)v)[1999] == 'H');
     fx_close_store(&fx, s);
@@ -736,18 +753,11 @@ TEST(a_background_job_s_applies_run_at_sched_idle_only_while_it_says_so)
     bool can = may_leave_idle(); /* without, the apply thread never goes to SCHED_IDLE */
     if (!can) NOT_EXERCISED("no thread here may leave SCHED_IDLE again (CAP_SYS_NICE)");
     uint64_t wait = 0;
-    char val[2000];
+    static const char *pre[] = {"b0", "b1", "b2"};
     for (int round = 0; round < 3; round++) {
         double before = st_metric_value(idle);
         st_store_apply_background(s, round == 1);
-        /* ~1 MB through the 256 KiB log: checkpoints wait for LMDB */
-        for (int i = 0; i < 500; i++) {
-            char k[16];
-            int n = snprintf(k, sizeof k, "b%d%04d", round, i);
-            memset(val, 'a' + i % 26, sizeof val);
-            CHECK_EQ(st_store_put(s, k, (size_t)n, val, sizeof val, &wait), ST_OK);
-            if (i % 20 == 19) fx_settle(&fx, s);
-        }
+        put_vals(&fx, s, pre[round], 500, &wait); /* ~1 MB through the 256 KiB log */
         fx_settle(&fx, s);
         CHECK_EQ(idle_threads(), 0);
         if (round == 1 && can)
@@ -758,16 +768,8 @@ TEST(a_background_job_s_applies_run_at_sched_idle_only_while_it_says_so)
     CHECK(st_store_durable_id(s) >= wait);
     fx_close_store(&fx, s);
     s = open_store(&fx, 64 << 20, &w);
-    const void *v;
-    size_t vl;
-    uint64_t rw = 0;
     for (int round = 0; round < 3; round++)
-        for (int i = 0; i < 500; i += 37) {
-            char k[16];
-            int n = snprintf(k, sizeof k, "b%d%04d", round, i);
-            CHECK_EQ(st_store_get(s, k, (size_t)n, &v, &vl, &rw), ST_OK);
-            CHECK(vl == sizeof val && ((const char *)v)[0] == 'a' + i % 26);
-        }
+        check_vals(s, pre[round], 500, 37);
     fx_close_store(&fx, s);
     fx_end(&fx);
 }
