@@ -23,7 +23,9 @@
 #              stats empty, its room posts tombstones naming nobody, no file under the cold tier
 #              holding its name). ERASE_DATA=DIR: the data set is kept in DIR after loading and
 #              copied from there by later runs (same ERASE_* sizes: the loading takes minutes);
-#              ERASE_PERF=FILE: `perf record -g -F 999` of the server over the erasure into FILE
+#              ERASE_PERF=FILE: `perf record -g -F 999` of the server over the erasure into FILE;
+#              ERASE_SCHED=FILE: each server thread's time on the CPU and waiting for one over the
+#              erasure (/proc/PID/task/TID/schedstat, summed by thread name) into FILE
 # usage: bench/loopstall.sh [ROW...]   (default: all). STRATA=path/to/strata compares a build.
 # Targets on this machine: p99 < 10 ms and max stall < 5 ms in every row.
 set -euo pipefail
@@ -37,6 +39,7 @@ ERASE_HOT_PCT=${ERASE_HOT_PCT:-10}
 ERASE_ROOM_N=${ERASE_ROOM_N:-5000}
 ERASE_DATA=${ERASE_DATA:-}
 ERASE_PERF=${ERASE_PERF:-}
+ERASE_SCHED=${ERASE_SCHED:-}
 rows=("$@")
 [ ${#rows[@]} -gt 0 ] || rows=(idle flush reconcile expiry retention best s3 streams erase)
 
@@ -53,6 +56,15 @@ start() { # extra args -> sets port, url, spid (data in $work/data)
   curl -s -XPOST "$url/v1/counters/x/incr" >/dev/null
 }
 stop() { kill "$spid"; wait "$spid" 2>/dev/null || true; }
+# schedstat PID: "name run_ns wait_ns slices" per thread of PID (names repeat: summed later)
+schedstat() {
+  for t in /proc/"$1"/task/*; do # the main thread is the loop; libuv's pool threads share its name
+    if [ "${t##*/}" = "$1" ]; then echo "loop $(cat "$t/schedstat")"; continue; fi
+    echo "$(tr ' ' _ <"$t/comm") $(cat "$t/schedstat" 2>/dev/null)"
+  done
+  # the rest of the machine: every core's busy time in ns (/proc/stat, USER_HZ ticks)
+  awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" { print "all_cores", ($2 + $3 + $4 + $7 + $8) * 1e9 / hz, 0, 0 }' /proc/stat
+}
 metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 # load_user USER N: N more messages of USER (bench/userload.lua, pipelined), in runs of wrk
 # sized for ~40k posts/s (the script stops sending after its count; a slower run leaves the rest
@@ -192,8 +204,16 @@ for row in "${rows[@]}"; do
       perf record ${ERASE_PERF_OPTS:--g} -F 999 -o "$ERASE_PERF" -p "$spid" 2>>"$work/trigger.log" & perf=$!
       sleep 1
     fi
+    [ -z "$ERASE_SCHED" ] || schedstat "$spid" >"$work/sched0"
     read -r n p50 p99 max secs < <(node bench/loopstall.mjs erase "$url" "$victim" 3600)
     if [ -n "$perf" ]; then kill -INT "$perf"; wait "$perf" || true; fi
+    if [ -n "$ERASE_SCHED" ]; then # per thread name: ms on the CPU, ms runnable but waiting, slices
+      schedstat "$spid" >"$work/sched1"
+      awk 'FNR == NR { r[$1] -= $2; w[$1] -= $3; n[$1] -= $4; next }
+        { r[$1] += $2; w[$1] += $3; n[$1] += $4 }
+        END { for (c in r) printf "%-16s %9.1f ms on CPU %9.1f ms waiting %7d slices\n", c, r[c] / 1e6, w[c] / 1e6, n[c] }' \
+        "$work/sched0" "$work/sched1" | sort -k2 -nr >"$ERASE_SCHED"
+    fi
     after=$(metric strata_loop_stall_max_seconds)
     printf '| %s | %s | %s | %s | %s | %.1f | %.1f |\n' "erase 1 user, $total messages" "$n" "$p50" "$p99" "$max" \
       "$(awk -v x="$before" 'BEGIN {print x * 1000}')" "$(awk -v x="$after" 'BEGIN {print x * 1000}')"

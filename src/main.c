@@ -42,6 +42,7 @@ typedef struct {
     uv_timer_t deadline;
     st_looplag_t *lag;
     bool stopping;
+    bool erase_bg; /* told to the store last (st_store_apply_background) */
 } st_main_t;
 
 static void st__on_stopped(void *arg)
@@ -78,7 +79,8 @@ static void st__on_signal(uv_signal_t *h, int signum)
  * slice that staged nothing only waits, for the reaper, a compaction or a cold read), so a
  * user with a million messages is erased in seconds while the loop's longest turn stays a few
  * ms (SPEC §7; bench/loopstall.sh erase). Four slices of 256 a 100 ms tick made 18 ms turns
- * there and took 22 s. Only the member that serves writes stages them. */
+ * there and took 22 s. Only the member that serves writes stages them. While they do, the apply
+ * thread writes them into LMDB at SCHED_IDLE (store/yield.c; Session 20). */
 #define ST__ERASE_SLICE     64
 #define ST__ERASE_BUDGET_US 1500
 #define ST__ERASE_AGAIN_MS  5
@@ -98,6 +100,8 @@ static void st__on_erase(uv_timer_t *t)
             at = now;
         } while (more && at - t0 + longest < ST__ERASE_BUDGET_US * 1000ull);
     }
+    /* while slices stage deletes, LMDB takes them at SCHED_IDLE: the loop keeps its core */
+    if (more != m->erase_bg) st_store_apply_background(app->store, m->erase_bg = more);
     uv_timer_start(t, st__on_erase, more ? ST__ERASE_AGAIN_MS : 100, 100);
 }
 

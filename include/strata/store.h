@@ -67,6 +67,10 @@ uint64_t st_store_writes_of(const st_store_t *s, uint8_t first);
 /* The same over every key: equal numbers at two moments mean nothing was staged between them
  * (a background slice that found only work to wait for). Loop only. */
 uint64_t st_store_writes(const st_store_t *s);
+/* While on, the apply thread writes its groups into LMDB at SCHED_IDLE (store/yield.c): a
+ * background job that stages many writes (an erasure) is told to set it while it runs, so their
+ * LMDB work never takes a core from the loop; anyone waiting for LMDB lifts it. Loop only. */
+void st_store_apply_background(st_store_t *s, bool on);
 /* Visits every claim in the order made (fn's prefix is borrowed). */
 void st_store_claims_each(const st_store_t *s,
                           void (*fn)(void *arg, const void *prefix, size_t plen, const char *who),

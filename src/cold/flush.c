@@ -254,6 +254,9 @@ static void st__succeeded(st_tier_flush_t *f, st_fjob_t *j)
         st_map_insert(&f->pending, &o->node);
     else
         free(o);
+    /* shown at once: the pump may not run before the pace's resume, and a gauge left at 0
+     * with the owner queued told a waiter that flushing was over (Session 20) */
+    st_metric_set(f->m_pending, (double)f->pending.count);
 }
 
 static void st__flush_done(uv_work_t *req, int status)

@@ -252,14 +252,17 @@ static void st__apply_thread(void *arg)
         if (!s->th.a_head) break;
         st_batch_t *group = s->th.a_head, *last = s->th.a_tail;
         s->th.a_head = s->th.a_tail = NULL;
+        bool idle = st__apply_yield(s); /* a background job's deletes: SCHED_IDLE (yield.c) */
         uv_mutex_unlock(&s->th.mu);
         uint64_t t0 = st_mono_ns();
         int rc = st__apply_group(s, group, last->seq);
+        if (idle) st__apply_unyield(s);
         uint64_t ns = st_mono_ns() - t0, used = 0, lfree = 0;
         int err = rc ? st__apply_class(s, rc, st__group_bytes(group)) : 0;
         if (!rc) st__measure(s, &used, &lfree);
         if (!rc && s->group) st__tap_entries(s, group); /* the Raft log is the redo log there */
         uv_mutex_lock(&s->th.mu);
+        s->th.apply_idle = false;
         if (rc) {
             /* Acknowledged data cannot be dropped: it is in the WAL and the overlay. */
             st__apply_failed(s, group, last, rc, err, &logged_ns);
@@ -552,6 +555,7 @@ static void st__take_figures(st_store_t *s)
     if (applies) st_metric_observe(s->m.apply_s, (double)f->apply_ns_sum / 1e9 / (double)applies);
     if (f->apply_failures) st_metric_add(s->m.apply_failed, (double)f->apply_failures);
     if (f->wal_switches) st_metric_add(s->m.wal_switches, (double)f->wal_switches);
+    if (f->idle_applies) st_metric_add(s->m.idle_applies, (double)f->idle_applies);
     if (f->ckpt_waits) {
         st_metric_add(s->m.ckpt_waits, (double)f->ckpt_waits);
         st_metric_add(s->m.ckpt_wait_s, (double)f->ckpt_wait_ns / 1e9);

@@ -116,6 +116,7 @@ typedef struct {
     uint64_t apply_failures;           /* LMDB transactions that failed (retried) */
     uint64_t wal_switches;             /* times appends moved to the other half */
     uint64_t ckpt_waits, ckpt_wait_ns; /* the sync thread waited for LMDB before logging */
+    uint64_t idle_applies;             /* groups applied at SCHED_IDLE (yield.c) */
 } st__figures_t;
 
 /* The commit threads (commit.c) and the state they share with the loop. Shared with the
@@ -153,6 +154,10 @@ typedef struct {
     bool stop, stop_apply;
     int hurry;         /* threads waiting for LMDB to catch up: the apply thread does not pause */
     bool apply_lazy;   /* st_store_apply_lazy: the apply thread's pause is the long one */
+    bool background;   /* st_store_apply_background: its LMDB work may run at SCHED_IDLE */
+    bool apply_idle;   /* the apply thread is at SCHED_IDLE now (yield.c) */
+    int apply_tid;     /* the apply thread's id, for st__hurry to lift it (yield.c) */
+    bool may_idle;     /* it could leave SCHED_IDLE again (yield.c) */
     uint64_t ckpt_seq; /* the last seq the log's older half holds */
     bool ckpt_done;    /* LMDB has synced past ckpt_seq: the older half may be written over */
     st__figures_t fig;
@@ -161,7 +166,7 @@ typedef struct {
 /* The commit path's metrics: store.c registers them, commit.c and group.c observe. */
 typedef struct {
     st_metric_t *batch_ops, *batch_writes, *commit_s, *apply_s, *commits, *failed;
-    st_metric_t *apply_failed, *wal_switches, *ckpt_waits, *ckpt_wait_s;
+    st_metric_t *apply_failed, *wal_switches, *ckpt_waits, *ckpt_wait_s, *idle_applies;
 } st__store_metrics_t;
 
 /* Owned by tap.c (the backup's tap; allocated at open) and group.c (group mode). */
@@ -262,6 +267,12 @@ void st__rollback(st_store_t *s);
 /* With th.mu held: a thread starts (+1) or stops (-1) waiting for LMDB to catch up; while any
  * waits, the apply thread does not pause between transactions. */
 void st__hurry(st_store_t *s, int by);
+/* yield.c: the apply thread's LMDB work at SCHED_IDLE while a background job feeds it.
+ * _yield: mu held, before a group (true: it is at SCHED_IDLE now); _unyield: mu NOT held, after
+ * it (back at the normal policy before it takes mu again); _lift: mu held, someone waits. */
+bool st__apply_yield(st_store_t *s);
+void st__apply_unyield(st_store_t *s);
+void st__apply_lift(st_store_t *s);
 int st__mdb_err(int rc);
 /* A batch's ops (the whole chain from b with chain) as a record the redo log, the tap and a
  * restore share: {u8 del, u32 klen, u32 vlen, key, val}*; stream notes left out. */

@@ -180,6 +180,9 @@ static void st__store_metrics(st_store_t *s)
     s->m.ckpt_waits = st_metrics_counter(
         "strata_wal_checkpoint_waits_total",
         "Group commits that waited for LMDB to catch up before they could be logged", "");
+    s->m.idle_applies = st_metrics_counter(
+        "strata_lmdb_idle_applies_total",
+        "LMDB transactions applied at SCHED_IDLE while a background job (an erasure) fed them", "");
     s->m.ckpt_wait_s = st_metrics_counter(
         "strata_wal_checkpoint_wait_seconds_total",
         "Time group commits waited for LMDB to catch up before they could be logged", "");

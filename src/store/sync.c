@@ -43,7 +43,10 @@
 void st__hurry(st_store_t *s, int by)
 {
     s->th.hurry += by;
-    if (by > 0) uv_cond_broadcast(&s->th.cv_hurry);
+    if (by > 0) {
+        st__apply_lift(s); /* its group at SCHED_IDLE must not make a waiter wait (yield.c) */
+        uv_cond_broadcast(&s->th.cv_hurry);
+    }
 }
 
 /* Everything logged is in LMDB and LMDB is fully synced: the log may start over. Called with

@@ -8,7 +8,10 @@
 #include "strata/metrics.h"
 #include "strata/store.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <stdlib.h>
@@ -285,6 +288,34 @@ TEST(at_capacity_the_store_refuses_new_writes_and_reads_keep_working)
     fx_end(&fx);
 }
 
+#define VAL_LEN 2000
+/* n values of VAL_LEN bytes under pre + %05d, settled every 20 (a small log checkpoints) */
+static void put_vals(fx_t *fx, st_store_t *s, const char *pre, int n, uint64_t *wait)
+{
+    char val[VAL_LEN];
+    for (int i = 0; i < n; i++) {
+        char k[16];
+        int kl = snprintf(k, sizeof k, "%s%05d", pre, i);
+        memset(val, 'a' + i % 26, sizeof val);
+        CHECK_EQ(st_store_put(s, k, (size_t)kl, val, sizeof val, wait), ST_OK);
+        if (i % 20 == 19) fx_settle(fx, s);
+    }
+}
+
+/* every step-th of put_vals's values reads back */
+static void check_vals(st_store_t *s, const char *pre, int n, int step)
+{
+    const void *v;
+    size_t vl;
+    uint64_t rw = 0;
+    for (int i = 0; i < n; i += step) {
+        char k[16];
+        int kl = snprintf(k, sizeof k, "%s%05d", pre, i);
+        CHECK_EQ(st_store_get(s, k, (size_t)kl, &v, &vl, &rw), ST_OK);
+        CHECK(vl == VAL_LEN && ((const char *)v)[0] == 'a' + i % 26);
+    }
+}
+
 TEST(log_checkpoints_and_oversized_groups_keep_every_write)
 {
     fx_t fx;
@@ -292,15 +323,9 @@ TEST(log_checkpoints_and_oversized_groups_keep_every_write)
     watch_t w;
     st_store_t *s = open_store(&fx, 64 << 20, &w);
     uint64_t wait = 0;
-    char val[2000];
+    char val[VAL_LEN];
     /* ~4 MB through a 256 KiB log: many checkpoints */
-    for (int i = 0; i < 2000; i++) {
-        char k[16];
-        int n = snprintf(k, sizeof k, "c%05d", i);
-        memset(val, 'a' + i % 26, sizeof val);
-        CHECK_EQ(st_store_put(s, k, (size_t)n, val, sizeof val, &wait), ST_OK);
-        if (i % 20 == 19) fx_settle(&fx, s);
-    }
+    put_vals(&fx, s, "c", 2000, &wait);
     /* one group larger than the whole log goes straight to LMDB */
     for (int i = 0; i < 200; i++) {
         char k[16];
@@ -312,15 +337,10 @@ TEST(log_checkpoints_and_oversized_groups_keep_every_write)
     CHECK(st_store_durable_id(s) >= wait);
     fx_close_store(&fx, s);
     s = open_store(&fx, 64 << 20, &w);
+    check_vals(s, "c", 2000, 97);
     const void *v;
     size_t vl;
     uint64_t rw = 0;
-    for (int i = 0; i < 2000; i += 97) {
-        char k[16];
-        int n = snprintf(k, sizeof k, "c%05d", i);
-        CHECK_EQ(st_store_get(s, k, (size_t)n, &v, &vl, &rw), ST_OK);
-        CHECK(vl == sizeof val && ((const char *)v)[0] == 'a' + i % 26);
-    }
     CHECK_EQ(st_store_get(s, "huge199", 7, &v, &vl, &rw), ST_OK);
     CHECK(((const char *)v)[1999] == 'H');
     fx_close_store(&fx, s);
@@ -674,6 +694,82 @@ TEST(writes_of_a_first_byte_grow_with_its_puts_and_dels_only)
     CHECK_EQ(st_store_get(s, "F", 1, &v, &vl, &rw), ST_OK);
     CHECK_EQ(st_store_writes_of(s, 'F'), f0 + 3);
     CHECK_EQ(st_store_writes_of(s, 'H'), st_store_writes_of(s, 'H'));
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+/* Threads of this process whose scheduling policy (stat field 41) is SCHED_IDLE (5). */
+static int idle_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d))) {
+        char path[300], buf[1024];
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+        FILE *f = e->d_name[0] == '.' ? NULL : fopen(path, "r");
+        size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f) fclose(f);
+        buf[len] = 0;
+        char *p = strrchr(buf, ')');
+        for (int field = 2; p && field < 41; field++)
+            p = strchr(p + 1, ' ');
+        if (p && atoi(p + 1) == 5) n++;
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* Whether a thread of this process may go to SCHED_IDLE and come back (CAP_SYS_NICE or an
+ * RLIMIT_NICE that allows it): tried on a thread of its own. */
+static void *idle_and_back(void *arg)
+{
+    struct sched_param sp = {0};
+    *(bool *)arg =
+        sched_setscheduler(0, SCHED_IDLE, &sp) == 0 && sched_setscheduler(0, SCHED_OTHER, &sp) == 0;
+    return NULL;
+}
+
+static bool may_leave_idle(void)
+{
+    bool ok = false;
+    pthread_t t;
+    if (pthread_create(&t, NULL, idle_and_back, &ok) != 0) return false;
+    pthread_join(t, NULL);
+    return ok;
+}
+
+/* Store/yield.c: while a background job says so, the apply thread writes its groups into LMDB
+ * at SCHED_IDLE (counted by strata_lmdb_idle_applies_total) and is back at the normal policy
+ * between them; never otherwise. Checkpoints of a small log (someone waits for LMDB: st__hurry
+ * lifts the thread) keep every write, and nothing hangs. */
+TEST(a_background_job_s_applies_run_at_sched_idle_only_while_it_says_so)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    watch_t w;
+    st_store_t *s = open_store(&fx, 64 << 20, &w);
+    st_metric_t *idle = st_metrics_counter("strata_lmdb_idle_applies_total", "", "");
+    bool can = may_leave_idle(); /* without, the apply thread never goes to SCHED_IDLE */
+    if (!can) NOT_EXERCISED("no thread here may leave SCHED_IDLE again (CAP_SYS_NICE)");
+    uint64_t wait = 0;
+    static const char *pre[] = {"b0", "b1", "b2"};
+    for (int round = 0; round < 3; round++) {
+        double before = st_metric_value(idle);
+        st_store_apply_background(s, round == 1);
+        put_vals(&fx, s, pre[round], 500, &wait); /* ~1 MB through the 256 KiB log */
+        fx_settle(&fx, s);
+        CHECK_EQ(idle_threads(), 0);
+        if (round == 1 && can)
+            CHECK(st_metric_value(idle) > before);
+        else
+            CHECK(st_metric_value(idle) == before);
+    }
+    CHECK(st_store_durable_id(s) >= wait);
+    fx_close_store(&fx, s);
+    s = open_store(&fx, 64 << 20, &w);
+    for (int round = 0; round < 3; round++)
+        check_vals(s, pre[round], 500, 37);
     fx_close_store(&fx, s);
     fx_end(&fx);
 }
