@@ -135,41 +135,27 @@ void st_tview_clear(st_store_t *s, const st_tview_t *v)
         st_tier_dirty_clear(s, o, ol, gen, &wait);
 }
 
-int64_t st_tview_pending(const st_tview_t *v, const st_tfiles_t *committed)
-{
-    int64_t p = 0;
-    for (size_t i = 0; i < v->fresh.n; i++)
-        p += st_tfiles_find(committed, v->fresh.v[i].key) == NULL;
-    return p;
-}
-
 /* ---- the worker's merge ---- */
 static bool st__parts_has(const st_tstrs_t *v, const char *s)
 {
     return v->n && bsearch(&s, v->v, v->n, sizeof *v->v, st_tstrs_cmp) != NULL;
 }
 
-bool st_tview_merge(st_tview_t *v, const st_tfiles_t *committed, const st_tstrs_t *cmarks,
-                    st_tfiles_t *live, st_tgone_t *gone)
+bool st_tview_merge(st_tview_t *v, st_tfiles_t *prev, const st_tstrs_t *cmarks, st_tfiles_t *live,
+                    st_tgone_t *gone)
 {
     st_tfiles_sort(&v->fresh);
-    if (v->parts.n > 1) qsort(v->parts.v, v->parts.n, sizeof *v->parts.v, st_tstrs_cmp);
-    const st_tfiles_t *c = committed, *f = &v->fresh;
+    st_tfiles_sort(prev);
+    const st_tfiles_t *c = prev, *f = &v->fresh;
     size_t i = 0, j = 0, added = 0, removed = 0;
     memset(live, 0, sizeof *live);
     memset(gone, 0, sizeof *gone);
-    st_vec_reserve(live, c->n + f->n);
+    st_vec_reserve(live, f->n);
     while (i < c->n || j < f->n) {
         int cmp = i < c->n && j < f->n ? strcmp(c->v[i].key, f->v[j].key) : i < c->n ? -1 : 1;
-        if (cmp < 0) { /* committed, not in the view: gone if its owner was read */
-            if (v->full || (c->v[i].part && st__parts_has(&v->parts, c->v[i].part))) {
-                st_vec_push(gone, i);
-                removed++;
-            } else { /* borrowed; in a snapshot: not a new file's overwrite */
-                live->v[live->n] = c->v[i];
-                live->v[live->n++].changed = false;
-            }
-            i++;
+        if (cmp < 0) { /* committed, its owner read, not in the view: gone */
+            st_vec_push(gone, i++);
+            removed++;
             continue;
         }
         st_tfile_t *nf = &f->v[j++];
@@ -180,7 +166,6 @@ bool st_tview_merge(st_tview_t *v, const st_tfiles_t *committed, const st_tstrs_
             nf->snap = c->v[i].snap;
             nf->seq = c->v[i].seq;
             nf->man = c->v[i].man;
-            st_vec_push(gone, i);
             i++;
         } else {
             nf->changed = st__parts_has(cmarks, nf->key);
@@ -189,19 +174,4 @@ bool st_tview_merge(st_tview_t *v, const st_tfiles_t *committed, const st_tstrs_
         live->v[live->n++] = *nf; /* borrowed */
     }
     return added == 0 && removed == 0;
-}
-
-void st_tview_install(st_tfiles_t *committed, st_tview_t *v, st_tfiles_t *live,
-                      const st_tgone_t *gone)
-{
-    for (size_t i = 0; i < gone->n; i++) {
-        st_tfile_t *g = &committed->v[gone->v[i]];
-        free(g->key);
-        free(g->uri);
-        free(g->part);
-    }
-    st_vec_free(committed);
-    *committed = *live; /* its strings: the view's and the carried committed ones' */
-    memset(live, 0, sizeof *live);
-    st_vec_free(&v->fresh);
 }

@@ -39,17 +39,45 @@ static int marks(st_store_t *s)
     return n;
 }
 
-/* The view v merged with *committed, installed as the new committed set; returns whether the
- * merge found the set unchanged. */
+static st_tfile_t tfile_dup(const st_tfile_t *f)
+{
+    st_tfile_t c = *f;
+    c.key = st_strndup(f->key, strlen(f->key));
+    c.uri = f->uri ? st_strndup(f->uri, strlen(f->uri)) : NULL;
+    c.part = f->part ? st_strndup(f->part, strlen(f->part)) : NULL;
+    return c;
+}
+
+static bool parts_has(const st_tview_t *v, const char *part)
+{
+    for (size_t i = 0; i < v->parts.n; i++)
+        if (strcmp(v->parts.v[i], part) == 0) return true;
+    return false;
+}
+
+/* The view v merged with the files of *committed its owners hold (as the store's provenance
+ * records give them to a commit: every one for a whole view, else the changed owners'), the result
+ * taking their place in *committed; returns whether the merge found the set unchanged. */
 static bool merge_install(st_tview_t *v, st_tfiles_t *committed)
 {
     st_tstrs_t cmarks = {0};
-    st_tfiles_t live;
+    st_tfiles_t prev = {0}, rest = {0}, live;
     st_tgone_t gone;
-    bool same = st_tview_merge(v, committed, &cmarks, &live, &gone);
-    for (size_t i = 0; i < live.n; i++) /* as a commit would: in a snapshot now */
+    for (size_t i = 0; i < committed->n; i++)
+        if (v->full || parts_has(v, committed->v[i].part))
+            st_vec_push(&prev, committed->v[i]);
+        else
+            st_vec_push(&rest, committed->v[i]);
+    bool same = st_tview_merge(v, &prev, &cmarks, &live, &gone);
+    for (size_t i = 0; i < live.n; i++) { /* as a commit would: in a snapshot now */
         if (!live.v[i].snap) live.v[i].snap = live.v[i].seq = 1;
-    st_tview_install(committed, v, &live, &gone);
+        st_vec_push(&rest, tfile_dup(&live.v[i]));
+    }
+    st_tfiles_free(&prev);
+    st_vec_free(committed);
+    *committed = rest;
+    st_tfiles_sort(committed);
+    st_vec_free(&live);
     st_vec_free(&gone);
     return same;
 }
