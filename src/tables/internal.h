@@ -63,12 +63,18 @@ typedef struct {
     st_tfiles_t fresh; /* the files read (owned; key, uri, part, rows, size) */
     st_tstrs_t parts;  /* not full: the dirty owners' partitions (owned) */
     st_buf_t marks;    /* the table's owners' dirty marks as seen (cleared once committed) */
+    bool more;         /* a tick's delta stopped at ST_TABLES_VIEW_OWNERS: more owners are dirty */
 } st_tview_t;
+/* The most dirty owners one tick's delta view reads (all tables): its loop turn reads their file
+ * and provenance records (a few microseconds each), so a flush of a million owners is committed
+ * in slices, one commit after another, never in one long turn. */
+#define ST_TABLES_VIEW_OWNERS 4096
 void st_tview_free(st_tview_t *v);
 /* The tables' views v[0..n) (zeroed first): every file record (full) or the dirty owners' only.
  * *visited grows by the file records read, and the marks of owners no table has are cleared at
- * once; visited NULL: a look (GET /v1/admin/tables), which writes nothing. Loop only.
- * ST_EPARKED when something read is not durable yet. */
+ * once; a tick's delta (visited set, not full) reads ST_TABLES_VIEW_OWNERS owners at most (more
+ * set: the rest at the next); visited NULL: a look (GET /v1/admin/tables), which writes nothing.
+ * Loop only. ST_EPARKED when something read is not durable yet. */
 int st_tables_view(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v, int n,
                    uint64_t *visited);
 /* Clears the dirty marks v saw (a mark rewritten since stays). Loop only. */

@@ -93,6 +93,8 @@ struct st_tables {
      * (an idle node's tick is O(1), not O(objects)). job_f: the number when the running job's
      * view was taken. erased_n: marks st_tables_erased wrote (a hold let go writes no 'F'). */
     bool seen, job_view_ok;
+    bool job_more; /* the running job's view stopped at ST_TABLES_VIEW_OWNERS: the next tick
+                      follows its end at once */
     uint64_t seen_f, job_f, erased_n;
     int64_t lag_since_us; /* when the tier first differed from the committed tables (0: it does
                              not) */
@@ -590,6 +592,8 @@ static bool st__tables_job_done(st_tables_t *t, int i)
     return ok || !j->want;
 }
 
+static void st__commit_tick(uv_timer_t *h);
+
 static void st__commit_done(uv_work_t *req, int status)
 {
     (void)status;
@@ -611,7 +615,9 @@ static void st__commit_done(uv_work_t *req, int status)
     for (int i = 0; i < t->n; i++)
         loaded &= t->t[i].meta.doc != NULL;
     t->read = loaded;
-    if (all && loaded && t->job_view_ok && !t->closing) {
+    if (all && loaded && t->job_view_ok && !t->closing && t->job_more) /* the next slice now */
+        uv_timer_start(&t->timer, st__commit_tick, 0, t->interval_ms);
+    else if (all && loaded && t->job_view_ok && !t->closing) {
         t->seen = true;
         t->seen_f = t->job_f;
         if (t->job_full && t->fails == t->job_fails) t->full = false;
@@ -691,6 +697,7 @@ static void st__commit_tick(uv_timer_t *h)
         return;
     }
     t->job_f = gen;
+    t->job_more = t->n && t->job[0].view.more;
     t->job_view_ok = writer_ok;
     t->job_full = full;
     t->job_fails = t->fails;

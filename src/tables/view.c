@@ -72,10 +72,18 @@ static int st__walk_file(void *arg, const char *o, size_t ol, uint64_t seq, cons
     return 0;
 }
 
-/* One dirty mark, kept for after the walk (no read inside a scan). */
+typedef struct {
+    st_buf_t marks;
+    size_t n, max; /* max 0: no bound */
+} st__marks_t;
+
+/* One dirty mark, kept for after the walk (no read inside a scan); 1 stops it at max. */
 static int st__walk_mark(void *arg, const char *o, size_t ol, uint64_t gen)
 {
-    st__mark_put(arg, o, ol, gen);
+    st__marks_t *m = arg;
+    if (m->max && m->n == m->max) return 1;
+    st__mark_put(&m->marks, o, ol, gen);
+    m->n++;
     return 0;
 }
 
@@ -95,13 +103,21 @@ int st_tables_view(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v,
                    uint64_t *visited)
 {
     st__walk_t w = {.cold = cold, .v = v, .n = n};
+    /* a tick's delta takes ST_TABLES_VIEW_OWNERS owners at most: its loop turn stays short */
+    st__marks_t mk = {.max = visited && !full ? ST_TABLES_VIEW_OWNERS : 0};
     st_buf_t marks = {0};
     uint64_t wait = 0;
     memset(v, 0, sizeof *v * (size_t)n);
     for (int i = 0; i < n; i++)
         v[i].full = full;
     int rc = full ? st_tier_each_file(s, ST_TIER_TAG_ANY, st__walk_file, &w, &wait) : ST_OK;
-    if (rc == ST_OK) rc = st_tier_each_dirty(s, st__walk_mark, &marks, &wait);
+    if (rc == ST_OK) rc = st_tier_each_dirty(s, st__walk_mark, &mk, &wait);
+    marks = mk.marks;
+    if (rc == 1) { /* bounded: the rest waits for the next tick */
+        rc = ST_OK;
+        for (int i = 0; i < n; i++)
+            v[i].more = true;
+    }
     const char *o;
     size_t ol, skip, off = 0;
     uint64_t gen;
