@@ -163,4 +163,48 @@ TEST(a_change_reads_the_changed_owner_only)
     fx_end(&fx);
 }
 
+/* A tick's delta takes ST_TABLES_VIEW_OWNERS owners at most (its loop turn stays short); the
+ * marks it did not take stay for the next, which reads the rest; a look (no visited) reads all. */
+TEST(a_delta_is_bounded_and_the_rest_follows)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    st_objstore_t *cold = fx_objstore(&fx);
+    int n = (int)st_tables_n(), many = ST_TABLES_VIEW_OWNERS + 3;
+    bool busy = false;
+    uint64_t w = 0;
+    for (int i = 0; i < many; i++) {
+        char o[16];
+        int ol = snprintf(o, sizeof o, "u%d", i);
+        owner_put(s, i, 1);
+        CHECK_EQ(st_tier_forget(NULL, s, o, (size_t)ol, 64, &busy, &w), ST_OK); /* marked */
+    }
+    fx_settle(&fx, s);
+    CHECK_EQ(marks(s), many);
+    st_tview_t v[ST_TABLES_MAX];
+    CHECK_EQ(st_tables_view(s, cold, false, v, n, NULL), ST_OK); /* a look: every owner */
+    CHECK_EQ(v[0].parts.n, (size_t)many);
+    CHECK(!v[0].more);
+    for (int i = 0; i < n; i++)
+        st_tview_free(&v[i]);
+    uint64_t visited = 0;
+    CHECK_EQ(st_tables_view(s, cold, false, v, n, &visited), ST_OK);
+    CHECK_EQ(v[0].parts.n, (size_t)ST_TABLES_VIEW_OWNERS);
+    CHECK(v[0].more);
+    st_tview_clear(s, &v[0]);
+    fx_settle(&fx, s);
+    for (int i = 0; i < n; i++)
+        st_tview_free(&v[i]);
+    CHECK_EQ(marks(s), 3);
+    CHECK_EQ(st_tables_view(s, cold, false, v, n, &visited), ST_OK);
+    CHECK_EQ(v[0].parts.n, 3u);
+    CHECK(!v[0].more);
+    for (int i = 0; i < n; i++)
+        st_tview_free(&v[i]);
+    st_objstore_close(cold);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
 RUN_TESTS("tables_view")
