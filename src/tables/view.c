@@ -2,9 +2,10 @@
 /*
  * Which files each table holds now (internal.h): the loop's part of a commit reads only the
  * owners whose file records changed since the last commit (the tier's dirty marks,
- * strata/tier.h), or, once per lead and after a failed batch, every file record; the worker
- * merges that with the committed set into the new one (sorting, matching, comparing: the
- * O(files) steps, none of them on the loop).
+ * strata/tier.h; ST_TABLES_VIEW_OWNERS of them a tick at most), or, on a store with provenance
+ * from before it was keyed by owner and after a failed batch, every file record; the worker
+ * merges that with those owners' committed files (their provenance records, tables.c) into the
+ * new set of those owners (sorting, matching, comparing: none of it on the loop).
  */
 #include "internal.h"
 
