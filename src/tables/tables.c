@@ -95,6 +95,8 @@ struct st_tables {
     bool seen, job_view_ok;
     bool job_more; /* the running job's view stopped at ST_TABLES_VIEW_OWNERS: the next tick
                       follows its end at once */
+    bool slicing;  /* a slice follows: a tick that finds what it reads not durable yet (the last
+                      slice's own writes) tries again in ST__SLICE_MS, not a whole interval */
     uint64_t seen_f, job_f, erased_n;
     int64_t lag_since_us; /* when the tier first differed from the committed tables (0: it does
                              not) */
@@ -593,6 +595,7 @@ static bool st__tables_job_done(st_tables_t *t, int i)
 }
 
 static void st__commit_tick(uv_timer_t *h);
+#define ST__SLICE_MS 20
 
 static void st__commit_done(uv_work_t *req, int status)
 {
@@ -615,7 +618,8 @@ static void st__commit_done(uv_work_t *req, int status)
     for (int i = 0; i < t->n; i++)
         loaded &= t->t[i].meta.doc != NULL;
     t->read = loaded;
-    if (all && loaded && t->job_view_ok && !t->closing && t->job_more) /* the next slice now */
+    t->slicing = all && loaded && t->job_view_ok && !t->closing && t->job_more;
+    if (t->slicing) /* the next slice now */
         uv_timer_start(&t->timer, st__commit_tick, 0, t->interval_ms);
     else if (all && loaded && t->job_view_ok && !t->closing) {
         t->seen = true;
@@ -669,6 +673,11 @@ static void st__commit_tick(uv_timer_t *h)
     st__changed_marks(t);
     int erc = st__erasures(t, t->job);
     if (rc == ST_OK) rc = erc;
+    if (rc == ST_EPARKED && t->slicing) { /* the last slice's writes: durable in a moment */
+        st__jobs_free(t);
+        uv_timer_start(&t->timer, st__commit_tick, ST__SLICE_MS, t->interval_ms);
+        return;
+    }
     /* whose manifests are whose (shared tables): no writer record, no object, nothing to commit */
     uint64_t wait = 0;
     bool writer_ok = rc == ST_OK; /* else nothing is "seen": the record is no 'F' write to wake a
