@@ -50,6 +50,9 @@ typedef struct {
 
 typedef ST_VEC(char *) st_tstrs_t;
 void st_tstrs_free(st_tstrs_t *v);
+/* The manifests' names a provenance load left in the files' uri (owned, NULL: none) become one
+ * sorted set of names in *names and each file's man index; uri is NULL after. */
+void st_tfiles_intern(st_tfiles_t *files, st_tstrs_t *names);
 /* The heap a set of files and its manifests' names take: arrays, strings with malloc's share. */
 size_t st_tfiles_bytes(const st_tfiles_t *v, const st_tstrs_t *mans);
 /* qsort's and bsearch's order of two char * items: strcmp's. */

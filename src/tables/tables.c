@@ -105,49 +105,6 @@ struct st_tables {
     void *on_commit_arg;
 };
 
-/* ---- live files ---- */
-static int st__tfile_cmp(const void *a, const void *b)
-{
-    return strcmp(((const st_tfile_t *)a)->key, ((const st_tfile_t *)b)->key);
-}
-
-void st_tfiles_sort(st_tfiles_t *v)
-{
-    if (v->n > 1) qsort(v->v, v->n, sizeof *v->v, st__tfile_cmp);
-}
-
-st_tfile_t *st_tfiles_find(const st_tfiles_t *v, const char *key)
-{
-    st_tfile_t k = {.key = (char *)key};
-    return v->n ? bsearch(&k, v->v, v->n, sizeof *v->v, st__tfile_cmp) : NULL;
-}
-
-/* A string's share of the heap: its bytes, malloc's header and rounding (glibc: 16). */
-static size_t st__str_bytes(const char *p)
-{
-    return p ? (strlen(p) + 1 + 8 + 15) & ~(size_t)15 : 0;
-}
-
-size_t st_tfiles_bytes(const st_tfiles_t *v, const st_tstrs_t *mans)
-{
-    size_t b = v->cap * sizeof *v->v + mans->cap * sizeof *mans->v;
-    for (size_t i = 0; i < v->n; i++)
-        b += st__str_bytes(v->v[i].key) + st__str_bytes(v->v[i].uri) + st__str_bytes(v->v[i].part);
-    for (size_t i = 0; i < mans->n; i++)
-        b += st__str_bytes(mans->v[i]);
-    return b;
-}
-
-void st_tfiles_free(st_tfiles_t *v)
-{
-    for (size_t i = 0; i < v->n; i++) {
-        free(v->v[i].key);
-        free(v->v[i].uri);
-        free(v->v[i].part);
-    }
-    st_vec_free(v);
-}
-
 /* tag: '0' + the table's index (provenance: part its partition; NULL, a record without one),
  * ST__CHANGED or ST__ERASED (part NULL). Without part, the key's length; with it, also the length
  * of the owner's prefix ("\0tables" 'p' index partition '\0') into *plen when plen. */
@@ -292,8 +249,8 @@ static void st__jtable_free(st__jtable_t *j)
 /* ---- provenance in the hot store ---- */
 
 /* One provenance record into its table's job prev (the manifest's name waits in uri until
- * st__intern): "\0tables" 'p' index partition '\0' key, or "\0tables" index key (no partition).
- * Others (marks) are passed over. */
+ * st_tfiles_intern): "\0tables" 'p' index partition '\0' key, or "\0tables" index key (no
+ * partition). Others (marks) are passed over. */
 static int st__load_prov(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_tables_t *t = arg;
@@ -316,30 +273,6 @@ static int st__load_prov(void *arg, const void *key, size_t klen, const void *va
     return 0;
 }
 
-/* The manifests' names st__load_prov left in the files' uri become one sorted set of names and
- * each file's man index. */
-static void st__intern(st__jtable_t *j)
-{
-    st_tstrs_t *m = &j->prev_mans;
-    st_tfiles_t *files = &j->prev;
-    for (size_t i = 0; i < files->n; i++)
-        if (files->v[i].uri) st_vec_push(m, files->v[i].uri);
-    if (m->n > 1) qsort(m->v, m->n, sizeof *m->v, st_tstrs_cmp);
-    size_t n = 0;
-    for (size_t i = 0; i < m->n; i++)
-        if (!n || strcmp(m->v[i], m->v[n - 1]) != 0)
-            m->v[n++] = st_strndup(m->v[i], strlen(m->v[i]));
-    m->n = n;
-    for (size_t i = 0; i < files->n; i++) {
-        st_tfile_t *f = &files->v[i];
-        if (!f->uri) continue;
-        char **hit = bsearch(&f->uri, m->v, m->n, sizeof *m->v, st_tstrs_cmp);
-        f->man = (uint32_t)(hit - m->v) + 1;
-        free(f->uri);
-        f->uri = NULL;
-    }
-}
-
 /* The committed files the job's views need, into each job's prev, in the views' loop turn: for a
  * whole view every provenance record (O(files), at the start of a lead only while records without
  * a partition are left, or after a failure); else the records of the owners the view read (their
@@ -358,7 +291,7 @@ static void st__load_prevs(st_tables_t *t, bool full)
         }
     }
     for (int i = 0; i < t->n; i++)
-        st__intern(&t->job[i]);
+        st_tfiles_intern(&t->job[i].prev, &t->job[i].prev_mans);
 }
 
 /* Whether the store holds a record under "\0tables" tag (st__any_one stops at the first). */
