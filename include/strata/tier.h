@@ -355,8 +355,8 @@ int st_tier_each_file(st_store_t *s, int tag, st_tier_file_fn fn, void *arg, uin
  * shown. A watcher of every manifest (the tables' commit) walks the marks (few: the owners changed
  * since it last cleared them) instead of every file record, reads those owners' records
  * (st_tier_manifest) and, once what it derived from them is safe, clears each mark it saw: a mark
- * rewritten since stays. rebuild-meta (st_tier_rebuild_owner, offline) writes none: a watcher
- * starts with one whole walk (st_tier_each_file). Loop thread. fn's owner is borrowed for the
+ * rewritten since stays. rebuild-meta (st_tier_rebuild_owner, offline) marks each owner it puts
+ * back too. Loop thread. fn's owner is borrowed for the
  * call; non-zero stops the walk (returned). */
 typedef int (*st_tier_dirty_fn)(void *arg, const char *o, size_t ol, uint64_t gen);
 int st_tier_each_dirty(st_store_t *s, st_tier_dirty_fn fn, void *arg, uint64_t *wait);

@@ -190,5 +190,8 @@ int st_tier_rebuild_owner(st_store_t *s, const char *o, size_t ol, const st_tier
     }
     if (rc == ST_OK)
         rc = st_store_put(s, k, st__tier_mkey(k, 'W', o, ol, false, 0), st, sizeof *st, wait);
+    /* marked like any change of file records: the tables' commit reads the owner's files (it no
+     * longer reads every file record when it starts) */
+    if (rc == ST_OK && n) rc = st__tier_dirty(s, o, ol, wait);
     return rc;
 }

@@ -226,7 +226,7 @@ static void st__sweep(st_objstore_t *ms, const st_tstrs_t *expired, const st_tst
 }
 
 typedef struct {
-    int64_t added_files, added_rows, deleted_files, deleted_rows, total_rows;
+    int64_t added_files, added_rows, deleted_files, deleted_rows;
     bool changed; /* an added file changed rows (st_tfile_t.changed) */
 } st__diff_t;
 
@@ -234,7 +234,6 @@ static st__diff_t st__diff(const st_tfiles_t *live, const st_tfiles_t *prev)
 {
     st__diff_t x = {0};
     for (size_t i = 0; i < live->n; i++) {
-        x.total_rows += live->v[i].rows;
         if (live->v[i].snap == 0) {
             x.added_files++;
             x.added_rows += live->v[i].rows;
@@ -387,14 +386,9 @@ static int st__expire_attempt(st_objstore_t *ms, const st_table_def_t *d, st_tme
 
 /* What one commit is given. */
 typedef struct {
-    st_tfiles_t *live;
-    const st_tfiles_t *prev;
-    const st_tstrs_t *prev_mans;
+    const st_tcommit_in_t *c;
     const st__diff_t *x;
     const char *op;
-    int64_t keep_ms;
-    bool erase;
-    const st_tier_writer_t *w;
 } st__cin_t;
 
 /* Puts the manifests this commit writes (plan), then the manifest list of the others' (carried)
@@ -450,7 +444,8 @@ static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m
     st_tables_uuid(uuid);
     st_buf_t lkey = {0}, mpfx = {0}, upfx = {0}, luri = {0}, puri = {0}, lb = {0}, vk = {0},
              tok = {0};
-    st_tier_key_writer(&tok, in->w->current);
+    const st_tcommit_in_t *c = in->c;
+    st_tier_key_writer(&tok, c->w->current);
     st_buf_appendc(&tok, 0);
     st_buf_printf(&mpfx, "%s/metadata/%s-%s-m", d->ice.name, uuid, tok.data);
     st_buf_appendc(&mpfx, 0);
@@ -467,23 +462,30 @@ static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m
     st_tstrs_t expired = {0}, dropped = {0}, names = {0};
     st_ice_mlist_t carried = {0}, mine = {0};
     st_tmans_t plan = {0};
-    uint32_t *man = st_calloc(in->live->n + 1, sizeof *man);
+    st_tfiles_t moved = {0};
+    uint32_t *man = st_calloc(c->live->n + 1, sizeof *man);
     int64_t crows = 0, cfiles = 0;
     cJSON *next = NULL;
     char *text = NULL;
     bool unknown = false; /* whether v{N+1} may name our manifests and list */
-    int rc = st__carry(ms, d, m->doc, parent, in->w, &carried, &mine, &crows, &cfiles);
+    int rc = st__carry(ms, d, m->doc, parent, c->w, &carried, &mine, &crows, &cfiles);
     st_tplan_in_t pin = {.ms = ms,
                          .d = d,
+                         .croot = c->croot,
                          .id = id,
                          .seq = seq,
                          .mpfx = mpfx.data,
                          .upfx = upfx.data,
                          .mine = &mine,
-                         .live = in->live,
-                         .prev = in->prev,
-                         .prev_mans = in->prev_mans};
-    if (rc == ST_OK) rc = st_tables_plan(&pin, &plan, &names, man);
+                         .live = c->live,
+                         .prev = c->prev,
+                         .prev_mans = c->prev_mans};
+    if (rc == ST_OK) rc = st_tables_plan(&pin, &plan, &names, man, &moved);
+    int64_t orows = 0, ofiles = 0; /* ours in the new snapshot: its manifests' counts */
+    for (size_t i = 0; rc == ST_OK && i < plan.n; i++) {
+        ofiles += (int64_t)plan.v[i].mf.added_files + plan.v[i].mf.existing_files;
+        orows += plan.v[i].mf.added_rows + plan.v[i].mf.existing_rows;
+    }
     if (rc == ST_OK) rc = st__put_lists(ms, &carried, &plan, id, parent, seq, lkey.data, &lb);
     st_tsnap_t s = {.id = id,
                     .parent = parent,
@@ -496,10 +498,10 @@ static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m
                     .deleted_files = in->x->deleted_files,
                     .added_rows = in->x->added_rows,
                     .deleted_rows = in->x->deleted_rows,
-                    .total_rows = in->x->total_rows + crows,
-                    .total_files = (int64_t)in->live->n + cfiles,
-                    .keep_ms = in->keep_ms,
-                    .expire_all = in->erase};
+                    .total_rows = orows + crows,
+                    .total_files = ofiles + cfiles,
+                    .keep_ms = c->keep_ms,
+                    .expire_all = c->erase};
     if (rc == ST_OK && !(next = st_tmeta_next(m->doc, &s, &expired, &dropped))) rc = ST_ENOMEM;
     if (rc == ST_OK && !(text = cJSON_PrintUnformatted(next))) rc = ST_ENOMEM;
     if (rc == ST_OK) {
@@ -509,24 +511,30 @@ static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m
             rc = st__create_settle(ms, d, m, id, luri.data, rc, &unknown);
     }
     if (rc == ST_OK) {
-        st__advance(ms, d, m, &next, &expired, &dropped, in->erase, in->w);
-        for (size_t i = 0; i < in->live->n; i++) {
-            st_tfile_t *f = &in->live->v[i];
+        st__advance(ms, d, m, &next, &expired, &dropped, c->erase, c->w);
+        for (size_t i = 0; i < c->live->n; i++) {
+            st_tfile_t *f = &c->live->v[i];
             if (f->snap == 0) {
                 f->snap = id;
                 f->seq = seq;
             }
             f->man = man[i];
         }
-        *res = (st_tcommit_t){
-            .done = true, .snap = id, .seq = seq, .ts_ms = ts, .mans_set = true, .mans = names};
+        *res = (st_tcommit_t){.done = true,
+                              .snap = id,
+                              .seq = seq,
+                              .ts_ms = ts,
+                              .mans_set = true,
+                              .mans = names,
+                              .moved = moved};
         names = (st_tstrs_t){0};
+        moved = (st_tfiles_t){0};
         size_t wrote = 0;
         for (size_t i = 0; i < plan.n; i++)
             wrote += plan.v[i].bytes.len != 0;
         st_info("tables: %s v%lld: snapshot %lld (%s, %zu files; %zu manifests of ours, %zu "
                 "written; %zu of other writers kept)",
-                d->ice.name, (long long)m->version, (long long)id, in->op, in->live->n, plan.n,
+                d->ice.name, (long long)m->version, (long long)id, in->op, (size_t)ofiles, plan.n,
                 wrote, carried.n);
     } else if (!unknown) { /* nothing names them: out (a lost race, or a failure) */
         for (size_t i = 0; i < plan.n; i++)
@@ -537,6 +545,7 @@ static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m
     free(text);
     free(man);
     st_tmans_free(&plan);
+    st_tfiles_free(&moved);
     st_ice_mlist_free(&carried);
     st_ice_mlist_free(&mine);
     st_tstrs_free(&expired);
@@ -552,18 +561,25 @@ int st_table_commit(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, s
                     const st_tfiles_t *prev, const st_tstrs_t *prev_mans, int64_t keep_ms,
                     bool erase, const st_tier_writer_t *w, st_tcommit_t *res)
 {
+    st_tcommit_in_t in = {live, prev, prev_mans, NULL, keep_ms, erase, w};
+    return st_table_commit_in(ms, d, m, &in, res);
+}
+
+int st_table_commit_in(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m,
+                       const st_tcommit_in_t *c, st_tcommit_t *res)
+{
     memset(res, 0, sizeof *res);
-    st__diff_t x = st__diff(live, prev);
+    st__diff_t x = st__diff(c->live, c->prev);
     bool same = x.added_files == 0 && x.deleted_files == 0;
-    if (same && !erase) return ST_OK;
+    if (same && !c->erase) return ST_OK;
     /* replace only for a compaction that changes no row (SPEC v5 §5.1): a fold is an overwrite */
     const char *op = x.deleted_files == 0                           ? "append"
                      : x.added_files == 0                           ? "delete"
                      : x.added_rows == x.deleted_rows && !x.changed ? "replace"
                                                                     : "overwrite";
-    st__cin_t in = {live, prev, prev_mans, &x, op, keep_ms, erase, w};
+    st__cin_t in = {c, &x, op};
     for (int tries = 0; tries < ST__TRIES; tries++) {
-        int rc = same ? st__expire_attempt(ms, d, m, w, res) : st__attempt(ms, d, m, &in, res);
+        int rc = same ? st__expire_attempt(ms, d, m, c->w, res) : st__attempt(ms, d, m, &in, res);
         if (rc != ST_EEXIST) return rc;
         /* another writer committed v{N+1}: on top of theirs (their snapshot stays in history, their
          * manifests in ours) */

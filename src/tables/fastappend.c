@@ -53,8 +53,11 @@ void st_tmans_free(st_tmans_t *v)
 typedef struct {
     const st_tplan_in_t *in;
     st_tmans_t *out;
-    uint32_t *man; /* [live->n]: 1 + the index in out of the manifest naming the file */
-    int k;         /* the next manifest's number */
+    uint32_t *man;      /* [live->n]: 1 + the index in out of the manifest naming the file */
+    int k;              /* the next manifest's number */
+    st_tfiles_t *moved; /* a delta's files outside live in manifests it writes (owned) */
+    st_tstrs_t removed; /* a delta's: the keys of prev's files not live (borrowed, sorted) */
+    int64_t nadded;     /* a delta's: the live files no snapshot has yet */
 } st__plan_t;
 
 static const char *st__fa_base(const char *p)
@@ -93,6 +96,38 @@ static const char *st__fa_key(const st_tplan_in_t *in, const char *uri)
     return strncmp(uri, in->upfx, n) == 0 ? uri + n : NULL;
 }
 
+/* The key of a data file's URI in the cold store (a delta's), or NULL (another store's). */
+static const char *st__fa_ckey(const st_tplan_in_t *in, const char *uri)
+{
+    size_t n = in->croot ? strlen(in->croot) : 0;
+    return n && strncmp(uri, in->croot, n) == 0 ? uri + n : NULL;
+}
+
+/* A delta's entry e, not live, now in manifest man of out: remembered for its record. */
+static void st__fa_moved(st__plan_t *p, const st_ice_file_t *e, uint32_t man)
+{
+    const char *key = st__fa_ckey(p->in, e->path);
+    if (!key || !e->part) return;
+    st_tfile_t m = {.key = st_strndup(key, strlen(key)),
+                    .part = st_strndup(e->part, e->part_len),
+                    .rows = e->records,
+                    .size = e->size,
+                    .snap = e->snapshot_id,
+                    .seq = e->data_seq,
+                    .man = man};
+    st_vec_push(p->moved, m);
+}
+
+/* Whether an entry of a manifest of ours (its URI) stays: it is live (the whole set), or, for a
+ * delta, not one of the removed files. */
+static bool st__fa_stays(const st__plan_t *p, const char *uri, size_t *hint)
+{
+    if (!p->in->croot) return st__fa_live(p->in->live, uri, hint) != NULL;
+    const char *key = st__fa_ckey(p->in, uri);
+    return !key || !p->removed.n ||
+           !bsearch(&key, p->removed.v, p->removed.n, sizeof *p->removed.v, st_tstrs_cmp);
+}
+
 /* Writes f[0..n) (n > 0) as this commit's next manifest (an entry of the new snapshot ADDED, any
  * other EXISTING), its line's counts, sequence numbers and partition summary computed from them,
  * and points each live file it names at it. */
@@ -129,7 +164,10 @@ static int st__fa_write(st__plan_t *p, st_ice_file_t *f, size_t n)
         if (f[i].part && (!hi || st__fa_bytes_cmp(f[i].part, f[i].part_len, hi, hil) > 0))
             hi = f[i].part, hil = f[i].part_len;
         const st_tfile_t *lf = st__fa_live(in->live, f[i].path, &hint);
-        if (lf) p->man[lf - in->live->v] = (uint32_t)p->out->n + 1;
+        if (lf)
+            p->man[lf - in->live->v] = (uint32_t)p->out->n + 1;
+        else
+            st__fa_moved(p, &f[i], (uint32_t)p->out->n + 1);
     }
     m.mf.lower = lo ? st_strndup(lo, lol) : NULL;
     m.mf.lower_len = lol;
@@ -216,7 +254,7 @@ static int st__fa_reread(st__plan_t *p, const st_ice_mfile_t *mf)
     int rc = st__fa_entries(p, mf, &(st_buf_t){0}, &e);
     size_t keep = 0, all = e.n, hint = 0;
     for (size_t i = 0; rc == ST_OK && i < all; i++) {
-        if (e.v[i].status == ST_ICE_DELETED || !st__fa_live(p->in->live, e.v[i].path, &hint)) {
+        if (e.v[i].status == ST_ICE_DELETED || !st__fa_stays(p, e.v[i].path, &hint)) {
             free((char *)e.v[i].path);
             free((char *)e.v[i].part);
             continue;
@@ -228,7 +266,7 @@ static int st__fa_reread(st__plan_t *p, const st_ice_mfile_t *mf)
         hint = 0;
         for (size_t i = 0; i < keep; i++) {
             const st_tfile_t *lf = st__fa_live(p->in->live, e.v[i].path, &hint);
-            p->man[lf - p->in->live->v] = (uint32_t)p->out->n + 1;
+            if (lf) p->man[lf - p->in->live->v] = (uint32_t)p->out->n + 1;
         }
         st__fa_carry(p, mf);
     } else if (rc == ST_OK && keep > 0) {
@@ -256,6 +294,7 @@ static int st__fa_parent(st__plan_t *p)
         while (j < in->live->n && (c = strcmp(in->live->v[j].key, f->key)) < 0)
             j++;
         if (c == 0) continue; /* still live */
+        st_vec_push(&p->removed, f->key);
         if (f->man == 0 || f->man > in->prev_mans->n)
             locate = true;
         else
@@ -354,6 +393,18 @@ static int st__fa_merge(st__plan_t *p)
     out->n = n;
     for (size_t i = 0; i < p->in->live->n; i++)
         p->man[i] = p->man[i] ? at[p->man[i]] : 0; /* a merged one's files: set by the write */
+    size_t keep = 0; /* moved files of a merged manifest: moved again by the write */
+    for (size_t i = 0; i < p->moved->n; i++) {
+        st_tfile_t *m = &p->moved->v[i];
+        m->man = at[m->man];
+        if (m->man) {
+            p->moved->v[keep++] = *m;
+            continue;
+        }
+        free(m->key);
+        free(m->part);
+    }
+    p->moved->n = keep;
     rc = st__fa_write(p, e.v, e.n);
     st_info("tables: %s: %zu manifests merged into one (%zu entries)", p->in->d->ice.name, take,
             e.n);
@@ -363,14 +414,25 @@ static int st__fa_merge(st__plan_t *p)
     return rc;
 }
 
-int st_tables_plan(const st_tplan_in_t *in, st_tmans_t *out, st_tstrs_t *names, uint32_t *man)
+/* The files this writer's manifests in out name. */
+static int64_t st__fa_named(const st_tmans_t *out)
+{
+    int64_t named = 0;
+    for (size_t i = 0; i < out->n; i++)
+        named += (int64_t)out->v[i].mf.added_files + out->v[i].mf.existing_files;
+    return named;
+}
+
+int st_tables_plan(const st_tplan_in_t *in, st_tmans_t *out, st_tstrs_t *names, uint32_t *man,
+                   st_tfiles_t *moved)
 {
     memset(out, 0, sizeof *out);
     memset(names, 0, sizeof *names);
+    memset(moved, 0, sizeof *moved);
     memset(man, 0, in->live->n * sizeof *man);
-    st__plan_t p = {.in = in, .out = out, .man = man};
+    st__plan_t p = {.in = in, .out = out, .man = man, .moved = moved};
     /* heal: the parent's manifests of ours hold exactly the files last committed, or are replaced
-     * by one of every live file */
+     * by one of every live file (a delta cannot know that: its files are the changed owners') */
     int64_t held = 0;
     bool whole = false;
     for (size_t i = 0; i < in->mine->n; i++) {
@@ -378,30 +440,37 @@ int st_tables_plan(const st_tplan_in_t *in, st_tmans_t *out, st_tstrs_t *names, 
         held += (int64_t)mf->added_files + mf->existing_files;
         whole |= !st_tier_key_incarnation(st__fa_base(mf->path)) || !st__fa_key(in, mf->path);
     }
-    whole |= held != (int64_t)in->prev->n;
+    if (!in->croot) whole |= held != (int64_t)in->prev->n;
+    if (whole && in->croot) return ST_TABLES_WHOLE;
     if (whole && in->prev->n)
         st_warn("tables: %s: the parent's manifests of this writer hold %lld files, %zu were "
                 "committed: one manifest of every live file replaces them",
                 in->d->ice.name, (long long)held, in->prev->n);
+    for (size_t i = 0; i < in->live->n; i++)
+        p.nadded += in->live->v[i].snap == 0;
     st_ice_file_t *f = st_calloc(in->live->n + 1, sizeof *f);
     int rc = whole ? ST_OK : st__fa_parent(&p);
     size_t n = rc == ST_OK ? st__fa_from_live(in, whole, f) : 0;
     if (n) rc = st__fa_write(&p, f, n);
-    int64_t named = 0;
-    for (size_t i = 0; i < out->n; i++)
-        named += (int64_t)out->v[i].mf.added_files + out->v[i].mf.existing_files;
-    if (rc == ST_OK && !whole && named != (int64_t)in->live->n) {
+    /* what the manifests must name: the live set, or for a delta what the parent's held less the
+     * removed files plus the added ones */
+    int64_t want = in->croot ? held - (int64_t)p.removed.n + p.nadded : (int64_t)in->live->n;
+    if (rc == ST_OK && !whole && st__fa_named(out) != want) {
         /* a remembered manifest was wrong (a removed file still named): heal */
-        st_warn("tables: %s: this writer's manifests would name %lld files, %zu are live: one "
-                "manifest of every live file replaces them",
-                in->d->ice.name, (long long)named, in->live->n);
+        st_warn("tables: %s: this writer's manifests would name %lld files, %lld are live: %s",
+                in->d->ice.name, (long long)st__fa_named(out), (long long)want,
+                in->croot ? "the whole set is committed instead"
+                          : "one manifest of every live file replaces them");
         st_tmans_free(out);
+        st_tfiles_free(moved);
         memset(man, 0, in->live->n * sizeof *man);
         p.k = 0;
-        n = st__fa_from_live(in, true, f);
+        if (in->croot) rc = ST_TABLES_WHOLE;
+        n = in->croot ? 0 : st__fa_from_live(in, true, f);
         if (n) rc = st__fa_write(&p, f, n);
     }
     free(f);
+    st_vec_free(&p.removed);
     if (rc == ST_OK) rc = st__fa_merge(&p);
     for (size_t i = 0; rc == ST_OK && i < out->n; i++) {
         const char *b = st__fa_base(out->v[i].mf.path);
@@ -410,6 +479,7 @@ int st_tables_plan(const st_tplan_in_t *in, st_tmans_t *out, st_tstrs_t *names, 
     if (rc != ST_OK) {
         st_tmans_free(out);
         st_tstrs_free(names);
+        st_tfiles_free(moved);
     }
     return rc;
 }

@@ -50,6 +50,9 @@ typedef struct {
 
 typedef ST_VEC(char *) st_tstrs_t;
 void st_tstrs_free(st_tstrs_t *v);
+/* The manifests' names a provenance load left in the files' uri (owned, NULL: none) become one
+ * sorted set of names in *names and each file's man index; uri is NULL after. */
+void st_tfiles_intern(st_tfiles_t *files, st_tstrs_t *names);
 /* The heap a set of files and its manifests' names take: arrays, strings with malloc's share. */
 size_t st_tfiles_bytes(const st_tfiles_t *v, const st_tstrs_t *mans);
 /* qsort's and bsearch's order of two char * items: strcmp's. */
@@ -63,31 +66,32 @@ typedef struct {
     st_tfiles_t fresh; /* the files read (owned; key, uri, part, rows, size) */
     st_tstrs_t parts;  /* not full: the dirty owners' partitions (owned) */
     st_buf_t marks;    /* the table's owners' dirty marks as seen (cleared once committed) */
+    bool more;         /* a tick's delta stopped at ST_TABLES_VIEW_OWNERS: more owners are dirty */
 } st_tview_t;
+/* The most dirty owners one tick's delta view reads (all tables): its loop turn reads their file
+ * and provenance records (a few microseconds each), so a flush of a million owners is committed
+ * in slices, one commit after another, never in one long turn. */
+#define ST_TABLES_VIEW_OWNERS 4096
 void st_tview_free(st_tview_t *v);
 /* The tables' views v[0..n) (zeroed first): every file record (full) or the dirty owners' only.
  * *visited grows by the file records read, and the marks of owners no table has are cleared at
- * once; visited NULL: a look (GET /v1/admin/tables), which writes nothing. Loop only.
- * ST_EPARKED when something read is not durable yet. */
+ * once; a tick's delta (visited set, not full) reads ST_TABLES_VIEW_OWNERS owners at most (more
+ * set: the rest at the next); visited NULL: a look (GET /v1/admin/tables), which writes nothing.
+ * Loop only. ST_EPARKED when something read is not durable yet. */
 int st_tables_view(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v, int n,
                    uint64_t *visited);
 /* Clears the dirty marks v saw (a mark rewritten since stays). Loop only. */
 void st_tview_clear(st_store_t *s, const st_tview_t *v);
-/* How many of the view's files committed (sorted) lacks. */
-int64_t st_tview_pending(const st_tview_t *v, const st_tfiles_t *committed);
 /* Indices into a committed set. */
 typedef ST_VEC(size_t) st_tgone_t;
-/* On a worker: the table's new set into *live (sorted; its entries borrow the strings of v's files
- * and of committed's, which must stay until st_tview_install or the caller frees live's array
- * only): committed's files whose owner the view read replaced by the view's (their provenance
- * kept; a new one's changed set when cmarks, sorted, names it), the others carried. *gone: the
- * committed files not carried. True when the set is the committed one. */
-bool st_tview_merge(st_tview_t *v, const st_tfiles_t *committed, const st_tstrs_t *cmarks,
-                    st_tfiles_t *live, st_tgone_t *gone);
-/* On the loop, the merge's set taking committed's place: gone's strings and committed's array
- * are freed, v's files now live's (v keeps its marks). */
-void st_tview_install(st_tfiles_t *committed, st_tview_t *v, st_tfiles_t *live,
-                      const st_tgone_t *gone);
+/* On a worker: the table's new set into *live (sorted; its entries borrow the strings of v's
+ * files, which must stay while live is used): prev, the committed files of the owners the view
+ * read (the changed owners' provenance records, or every one for a whole view), replaced by the
+ * view's (their provenance kept; a new one's changed set when cmarks, sorted, names it). prev is
+ * sorted here; *gone: the indices of prev's files not in the view. True when nothing was added or
+ * removed. */
+bool st_tview_merge(st_tview_t *v, st_tfiles_t *prev, const st_tstrs_t *cmarks, st_tfiles_t *live,
+                    st_tgone_t *gone);
 
 /* ---- manifest.c: the Avro schemas strata writes (and manifest_read.c checks) ---- */
 extern const char st_ice_entry_head[], st_ice_entry_tail[], st_ice_mfile_schema[];
@@ -183,7 +187,10 @@ void st_tmans_free(st_tmans_t *v);
 typedef struct {
     st_objstore_t *ms;
     const st_table_def_t *d;
-    int64_t id, seq; /* the new snapshot */
+    const char *croot; /* NULL: live and prev are the whole table; else they are the changed
+                          owners' files only and croot is the cold store's root URI ("…/"): a
+                          manifest entry names a live file unless prev names it and live not */
+    int64_t id, seq;   /* the new snapshot */
     /* its manifests' keys: mpfx + "{k}.avro" ("{table}/metadata/{uuid}-{tok}-m") */
     const char *mpfx;
     const char *upfx;           /* the tables' store root URI + "/" (a key's URI: upfx + key) */
@@ -191,13 +198,20 @@ typedef struct {
     const st_tfiles_t *live, *prev;
     const st_tstrs_t *prev_mans; /* the names prev's and live's man index */
 } st_tplan_in_t;
+/* A file of a rewritten or merged manifest that live does not hold (a delta commit's): its key,
+ * partition, provenance and new manifest (st_tfile_t, uri NULL) into *moved, for its record. When
+ * a delta commit cannot be planned from the delta (a removed file no manifest of ours names, a
+ * manifest from before writer tokens), the plan returns ST_TABLES_WHOLE: the caller commits the
+ * whole set instead (a whole view). */
+#define ST_TABLES_WHOLE 1
 /* This writer's manifests of the new snapshot (Iceberg's fast append and manifest merge): the
  * parent's carried over unchanged, but each one naming a file no longer live, rewritten with its
  * surviving entries only (EXISTING: no DELETED entry names what went, SPEC v5 §5.1 erasure); one
  * new manifest of the files the commit adds (ADDED); when that makes more than ST_TABLES_MANS_MAX,
  * the small ones merged into one. Their names into *names and, per live file, 1 + the index of
  * its manifest into man[live->n] (0: not known). A manifest that cannot be read: its error. */
-int st_tables_plan(const st_tplan_in_t *in, st_tmans_t *out, st_tstrs_t *names, uint32_t *man);
+int st_tables_plan(const st_tplan_in_t *in, st_tmans_t *out, st_tstrs_t *names, uint32_t *man,
+                   st_tfiles_t *moved);
 
 /* ---- commit.c: on a worker ---- */
 /* Reads the newest version (version-hint, then probing upward); none and create: commits v1. */
@@ -208,7 +222,24 @@ typedef struct {
     bool mans_set;            /* a snapshot: mans holds the names of this writer's manifests in it,
                                  and the live files' man index them */
     st_tstrs_t mans;          /* owned by the caller (st_tstrs_free) */
+    st_tfiles_t moved;        /* a delta commit's files outside live whose manifest changed (their
+                                 man indexes mans; owned by the caller: st_tfiles_free) */
 } st_tcommit_t;
+/* What a commit is given: the table's live files (sorted; new ones have snap 0 and get the new
+ * snapshot's) against prev, the files of the last commit (sorted), whose man (and the committed
+ * live files') index prev_mans; croot as in st_tplan_in_t (NULL: the whole table). */
+typedef struct {
+    st_tfiles_t *live;
+    const st_tfiles_t *prev;
+    const st_tstrs_t *prev_mans;
+    const char *croot;
+    int64_t keep_ms;
+    bool erase;
+    const st_tier_writer_t *w;
+} st_tcommit_in_t;
+/* st_table_commit with in; a delta (croot set) that cannot be planned: ST_TABLES_WHOLE. */
+int st_table_commit_in(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m,
+                       const st_tcommit_in_t *in, st_tcommit_t *res);
 /* Commits the table's live files (sorted; new ones have snap 0 and get the new snapshot's)
  * against prev, the files of the last commit, whose man (and the committed live files') index
  * prev_mans, as writer w (its current incarnation names the manifests and the list; every

@@ -11,10 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* "\0tables" key of an object's provenance: "\0tables" table-index key ->
+/* "\0tables" key of an object's provenance: "\0tables" 'p' table-index partition '\0' key ->
  * be64 snapshot, be64 sequence number, be64 rows, be64 size, then the name of the manifest of
  * this writer's that names it (fastappend.c; absent in records from before manifests were
- * remembered: a commit removing such a file reads the parent's manifests to find it). An object
+ * remembered: a commit removing such a file reads the parent's manifests to find it). Keyed by
+ * partition (the owner) so that a commit reads the changed owners' records only: the committed
+ * set lives here, not in RAM (issue 48). Records from before partitions were in the key
+ * ("\0tables" table-index key, the same value) are read by a whole view, which rewrites them. An
+ * object
  * written by a merge that changed rows (st_tier_on_rows_changed), until a snapshot has it:
  * "\0tables" 'c' key -> "". An object an erasure deleted (st_tier_on_erased), until a commit of its
  * table has expired every snapshot before it: "\0tables" 'x' key -> the table's index ('0' + i). */
@@ -22,22 +26,24 @@ static const char st__pfx[] = "\0tables";
 #define ST__PFX_LEN (sizeof st__pfx - 1)
 #define ST__CHANGED 'c'
 #define ST__ERASED  'x'
+#define ST__PROV    'p'
 /* a table's index in its keys and marks is one digit, never ST__CHANGED or ST__ERASED */
 _Static_assert(ST_TABLES_MAX <= 10, "a table's index is one digit");
 
 typedef struct {
-    st_tmeta_t meta;       /* the worker's while a job runs */
-    st_tfiles_t committed; /* the files of the last snapshot strata committed (sorted) */
-    st_tstrs_t mans;       /* the names of this writer's manifests committed's man index */
-    bool loaded;           /* meta.doc read (or created) */
-    int64_t snap, seq;     /* the current snapshot (snap -1: none), for the admin route */
+    st_tmeta_t meta;   /* the worker's while a job runs */
+    bool loaded;       /* meta.doc read (or created) */
+    int64_t snap, seq; /* the current snapshot (snap -1: none), for the admin route */
     int64_t committed_us;
     int64_t oldest_us; /* the oldest snapshot the loaded document keeps (0: none) */
-    size_t bytes;      /* the heap committed and mans take (st_tfiles_bytes; /metrics) */
+    size_t bytes;      /* the heap the last job's file sets took (st_tfiles_bytes; /metrics) */
 } st__table_t;
 
 typedef struct {
     st_tview_t view;  /* the loop's view (view.c); its files the worker's while the job runs */
+    st_tfiles_t prev; /* the committed files of the owners the view read, from their provenance
+                         records (every one for a whole view); their man index prev_mans */
+    st_tstrs_t prev_mans;
     bool want;        /* the loop's: the view may differ from the committed set (a whole walk, a
                          dirty owner, an erasure): the worker merges it */
     st_tfiles_t live; /* the worker's new set (st_tview_merge: borrowed strings) and what of the */
@@ -45,6 +51,7 @@ typedef struct {
     bool built;       /* live and gone were built */
     bool changed;     /* the worker's: live differs from the committed set, or an erasure */
     bool erase;       /* an erasure deleted objects of the table: every earlier snapshot expires */
+    bool whole;       /* the worker's: the delta could not be planned (ST_TABLES_WHOLE) */
     st_buf_t marks;   /* their 'x' marks as the view saw them (size_t length, key; each) */
     st_buf_t prov;    /* the worker's provenance writes (st__prov_plan), done on the loop */
     int rc;
@@ -56,6 +63,7 @@ struct st_tables {
     uv_loop_t *loop;
     st_store_t *store;
     st_objstore_t *cold, *meta;
+    char *croot; /* the cold store's root URI + "/" (a file's URI: croot + key) */
     uint64_t interval_ms;
     int64_t keep_ms;
     uv_timer_t timer;
@@ -68,10 +76,11 @@ struct st_tables {
     st__jtable_t job[ST_TABLES_MAX];
     bool job_create;
     st_tier_writer_t writer; /* the store's writer record, read at the tick (the job's) */
-    /* The next view reads every file record (view.c): at the start of a lead, after a failed
-     * batch (what the last view saw may be gone) and until a whole view is committed, since only
-     * then does the committed set know each file's partition (the delta views' unit). fails:
-     * failed batches so far; job_fails: as the running job's view was taken. */
+    /* The next view reads every file record (view.c) and every provenance record: at the start
+     * of a lead while the store holds provenance records without a partition (or none at all),
+     * after a failed batch (what the last view saw may be gone, a commit's records too) and when
+     * a delta could not be planned, until a whole view is committed. fails: failed batches so
+     * far; job_fails: as the running job's view was taken. */
     bool full, job_full;
     uint64_t fails, job_fails;
     st_tstrs_t cmarks; /* the 'c' marks' object keys as the running job's view saw them */
@@ -84,6 +93,10 @@ struct st_tables {
      * (an idle node's tick is O(1), not O(objects)). job_f: the number when the running job's
      * view was taken. erased_n: marks st_tables_erased wrote (a hold let go writes no 'F'). */
     bool seen, job_view_ok;
+    bool job_more; /* the running job's view stopped at ST_TABLES_VIEW_OWNERS: the next tick
+                      follows its end at once */
+    bool slicing;  /* a slice follows: a tick that finds what it reads not durable yet (the last
+                      slice's own writes) tries again in ST__SLICE_MS, not a whole interval */
     uint64_t seen_f, job_f, erased_n;
     int64_t lag_since_us; /* when the tier first differed from the committed tables (0: it does
                              not) */
@@ -92,65 +105,38 @@ struct st_tables {
     void *on_commit_arg;
 };
 
-/* ---- live files ---- */
-static int st__tfile_cmp(const void *a, const void *b)
+/* tag: '0' + the table's index (provenance: part its partition; NULL, a record without one),
+ * ST__CHANGED or ST__ERASED (part NULL). Without part, the key's length; with it, also the length
+ * of the owner's prefix ("\0tables" 'p' index partition '\0') into *plen when plen. */
+static size_t st__pkey_p(uint8_t *k, char tag, const char *part, const char *key, size_t *plen)
 {
-    return strcmp(((const st_tfile_t *)a)->key, ((const st_tfile_t *)b)->key);
-}
-
-void st_tfiles_sort(st_tfiles_t *v)
-{
-    if (v->n > 1) qsort(v->v, v->n, sizeof *v->v, st__tfile_cmp);
-}
-
-st_tfile_t *st_tfiles_find(const st_tfiles_t *v, const char *key)
-{
-    st_tfile_t k = {.key = (char *)key};
-    return v->n ? bsearch(&k, v->v, v->n, sizeof *v->v, st__tfile_cmp) : NULL;
-}
-
-/* A string's share of the heap: its bytes, malloc's header and rounding (glibc: 16). */
-static size_t st__str_bytes(const char *p)
-{
-    return p ? (strlen(p) + 1 + 8 + 15) & ~(size_t)15 : 0;
-}
-
-size_t st_tfiles_bytes(const st_tfiles_t *v, const st_tstrs_t *mans)
-{
-    size_t b = v->cap * sizeof *v->v + mans->cap * sizeof *mans->v;
-    for (size_t i = 0; i < v->n; i++)
-        b += st__str_bytes(v->v[i].key) + st__str_bytes(v->v[i].uri) + st__str_bytes(v->v[i].part);
-    for (size_t i = 0; i < mans->n; i++)
-        b += st__str_bytes(mans->v[i]);
-    return b;
-}
-
-void st_tfiles_free(st_tfiles_t *v)
-{
-    for (size_t i = 0; i < v->n; i++) {
-        free(v->v[i].key);
-        free(v->v[i].uri);
-        free(v->v[i].part);
-    }
-    st_vec_free(v);
-}
-
-/* tag: '0' + the table's index (provenance), or ST__CHANGED. */
-static size_t st__pkey(uint8_t *k, char tag, const char *key)
-{
-    size_t kl = strlen(key);
-    if (ST__PFX_LEN + 1 + kl > ST_KEY_MAX) return 0;
+    size_t kl = key ? strlen(key) : 0, pl = part ? strlen(part) + 2 : 0, at = ST__PFX_LEN;
+    if (ST__PFX_LEN + 1 + pl + kl > ST_KEY_MAX) return 0;
     memcpy(k, st__pfx, ST__PFX_LEN);
-    k[ST__PFX_LEN] = (uint8_t)tag;
-    memcpy(k + ST__PFX_LEN + 1, key, kl);
-    return ST__PFX_LEN + 1 + kl;
+    if (part) {
+        k[at++] = ST__PROV;
+        k[at++] = (uint8_t)tag;
+        memcpy(k + at, part, pl - 2);
+        at += pl - 2;
+        k[at++] = 0;
+        if (plen) *plen = at;
+    } else {
+        k[at++] = (uint8_t)tag;
+    }
+    if (kl) memcpy(k + at, key, kl);
+    return at + kl;
+}
+
+static size_t st__pkey(uint8_t *k, char tag, const char *part, const char *key)
+{
+    return st__pkey_p(k, tag, part, key, NULL);
 }
 
 void st_tables_rows_changed(void *arg, const char *key, uint64_t *wait)
 {
     st_tables_t *t = arg;
     uint8_t k[ST_KEY_MAX + 1];
-    size_t kl = st__pkey(k, ST__CHANGED, key);
+    size_t kl = st__pkey(k, ST__CHANGED, NULL, key);
     if (kl) st_store_put(t->store, k, kl, "", 0, wait);
 }
 
@@ -176,7 +162,9 @@ static void st__changed_marks(st_tables_t *t)
 
 /* On the worker, once every table is merged: the marks of objects no table holds any more
  * (merged away before a snapshot had them) into t->sweep, for the loop to delete. An object is
- * held when the committed set or the view has it (both sorted by now). */
+ * held when the view or the files read with it have it (both sorted by now): a mark goes with
+ * the commit that has its object, so a marked object is in no snapshot yet, and its owner, whose
+ * file records changed in the batch that wrote the mark, is one the view read. */
 static void st__changed_sweep(st_tables_t *t)
 {
     uint8_t k[ST_KEY_MAX + 1];
@@ -184,9 +172,9 @@ static void st__changed_sweep(st_tables_t *t)
         const char *key = t->cmarks.v[m];
         bool held = false;
         for (int i = 0; i < t->n && !held; i++)
-            held = st_tfiles_find(&t->t[i].committed, key) ||
-                   st_tfiles_find(&t->job[i].view.fresh, key);
-        size_t kl = held ? 0 : st__pkey(k, ST__CHANGED, key);
+            held =
+                st_tfiles_find(&t->job[i].prev, key) || st_tfiles_find(&t->job[i].view.fresh, key);
+        size_t kl = held ? 0 : st__pkey(k, ST__CHANGED, NULL, key);
         if (!kl) continue;
         st_buf_append(&t->sweep, &kl, sizeof kl);
         st_buf_append(&t->sweep, k, kl);
@@ -200,7 +188,7 @@ void st_tables_erased(void *arg, const char *o, size_t ol, const char *key, uint
     if (!t->interval_ms) return; /* no commits: no snapshot to expire */
     int ti = st_table_of_tag(st_tier_owner_tag(o, ol));
     uint8_t k[ST_KEY_MAX + 1];
-    size_t kl = ti < 0 ? 0 : st__pkey(k, ST__ERASED, key);
+    size_t kl = ti < 0 ? 0 : st__pkey(k, ST__ERASED, NULL, key);
     if (!kl) return; /* no table's (a delta object) */
     char v = (char)('0' + ti);
     st_store_put(t->store, k, kl, &v, 1, wait);
@@ -249,7 +237,10 @@ static void st__jtable_free(st__jtable_t *j)
     st_vec_free(&j->live); /* borrowed strings (st_tview_merge) */
     st_vec_free(&j->gone);
     st_tview_free(&j->view);
+    st_tfiles_free(&j->prev);
+    st_tstrs_free(&j->prev_mans);
     st_tstrs_free(&j->res.mans);
+    st_tfiles_free(&j->res.moved);
     st_buf_free(&j->marks);
     st_buf_free(&j->prov);
     memset(j, 0, sizeof *j);
@@ -257,44 +248,66 @@ static void st__jtable_free(st__jtable_t *j)
 
 /* ---- provenance in the hot store ---- */
 
+/* One provenance record into its table's job prev (the manifest's name waits in uri until
+ * st_tfiles_intern): "\0tables" 'p' index partition '\0' key, or "\0tables" index key (no
+ * partition). Others (marks) are passed over. */
 static int st__load_prov(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_tables_t *t = arg;
-    const uint8_t *k = key, *v = val;
-    int ti = klen > ST__PFX_LEN + 1 ? k[ST__PFX_LEN] - '0' : -1;
+    const uint8_t *k = key, *v = val, *end = k + klen, *at = k + ST__PFX_LEN;
+    bool part = klen > ST__PFX_LEN + 2 && *at == ST__PROV;
+    int ti = klen > ST__PFX_LEN + 1 ? at[part] - '0' : -1;
     if (ti < 0 || ti >= t->n || vlen < 32) return 0;
-    /* the manifest's name waits in uri (NULL in a committed set) until st__intern */
-    st_tfile_t f = {.key = st_strndup((const char *)k + ST__PFX_LEN + 1, klen - ST__PFX_LEN - 1),
+    at += 1 + part;
+    const uint8_t *nul = part ? memchr(at, 0, (size_t)(end - at)) : NULL;
+    if (part && !nul) return 0;
+    const uint8_t *kk = part ? nul + 1 : at;
+    st_tfile_t f = {.key = st_strndup((const char *)kk, (size_t)(end - kk)),
+                    .part = part ? st_strndup((const char *)at, (size_t)(nul - at)) : NULL,
                     .uri = vlen > 32 ? st_strndup((const char *)v + 32, vlen - 32) : NULL,
                     .snap = (int64_t)st_be64_get(v),
                     .seq = (int64_t)st_be64_get(v + 8),
                     .rows = (int64_t)st_be64_get(v + 16),
                     .size = (int64_t)st_be64_get(v + 24)};
-    st_vec_push(&t->t[ti].committed, f);
+    st_vec_push(&t->job[ti].prev, f);
     return 0;
 }
 
-/* The manifests' names st__load_prov left in the files' uri become one sorted set of names and
- * each file's man index. */
-static void st__intern(st__table_t *tb)
+/* The committed files the job's views need, into each job's prev, in the views' loop turn: for a
+ * whole view every provenance record (O(files), at the start of a lead only while records without
+ * a partition are left, or after a failure); else the records of the owners the view read (their
+ * partitions), O(changed owners). */
+static void st__load_prevs(st_tables_t *t, bool full)
 {
-    st_tstrs_t *m = &tb->mans;
-    for (size_t i = 0; i < tb->committed.n; i++)
-        if (tb->committed.v[i].uri) st_vec_push(m, tb->committed.v[i].uri);
-    if (m->n > 1) qsort(m->v, m->n, sizeof *m->v, st_tstrs_cmp);
-    size_t n = 0;
-    for (size_t i = 0; i < m->n; i++)
-        if (!n || strcmp(m->v[i], m->v[n - 1]) != 0)
-            m->v[n++] = st_strndup(m->v[i], strlen(m->v[i]));
-    m->n = n;
-    for (size_t i = 0; i < tb->committed.n; i++) {
-        st_tfile_t *f = &tb->committed.v[i];
-        if (!f->uri) continue;
-        char **hit = bsearch(&f->uri, m->v, m->n, sizeof *m->v, st_tstrs_cmp);
-        f->man = (uint32_t)(hit - m->v) + 1;
-        free(f->uri);
-        f->uri = NULL;
+    uint64_t wait = 0;
+    if (full) st_store_scan(t->store, st__pfx, ST__PFX_LEN, st__load_prov, t, &wait);
+    for (int i = 0; !full && i < t->n; i++) {
+        const st_tstrs_t *parts = &t->job[i].view.parts;
+        for (size_t p = 0; p < parts->n; p++) {
+            uint8_t k[ST_KEY_MAX + 1];
+            size_t pl = 0;
+            if (!st__pkey_p(k, (char)('0' + i), parts->v[p], NULL, &pl)) continue;
+            st_store_scan(t->store, k, pl, st__load_prov, t, &wait);
+        }
     }
+    for (int i = 0; i < t->n; i++)
+        st_tfiles_intern(&t->job[i].prev, &t->job[i].prev_mans);
+}
+
+/* Whether the store holds a record under "\0tables" tag (st__any_one stops at the first). */
+static int st__any_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)arg, (void)key, (void)klen, (void)val, (void)vlen;
+    return 1;
+}
+
+static bool st__any(st_tables_t *t, char tag)
+{
+    uint8_t pre[ST__PFX_LEN + 1];
+    memcpy(pre, st__pfx, ST__PFX_LEN);
+    pre[ST__PFX_LEN] = (uint8_t)tag;
+    uint64_t wait = 0;
+    return st_store_scan(t->store, pre, sizeof pre, st__any_one, NULL, &wait) > 0;
 }
 
 /* The name of the manifest of f's man in names, or NULL (not known). */
@@ -323,51 +336,64 @@ static void st__prov_op(st_buf_t *b, const uint8_t *k, size_t kl, const void *va
     st_buf_append(b, val, vl);
 }
 
-/* On the worker, after table ti's commit: the store writes that make its provenance the new
- * snapshot's, into j->prov (done on the loop: st__prov_apply) — a record for each new file, and
- * for each one the commit moved to another manifest of ours (the commit's names) — unless more
- * than ST__MOVED_MAX moved (a big manifest rewritten or merged): each record is a put on the
- * loop, so those keep the name they had, which the parent no longer lists; a commit after a
- * restart that removes such a file reads this writer's manifests once to find it
- * (fastappend.c), as one before the names were remembered does. Also: the records of files gone,
- * and the 'c' marks of files a snapshot now has. */
+/* The put of f's record (its partition's key) naming manifest now (NULL: none known). */
+static void st__prov_put(st_buf_t *b, int ti, const st_tfile_t *f, const char *now)
+{
+    uint8_t k[ST_KEY_MAX + 1];
+    size_t kl = st__pkey(k, (char)('0' + ti), f->part, f->key);
+    if (!kl || !f->part) return;
+    uint8_t v[32];
+    st_be64_put(v, (uint64_t)f->snap);
+    st_be64_put(v + 8, (uint64_t)f->seq);
+    st_be64_put(v + 16, (uint64_t)f->rows);
+    st_be64_put(v + 24, (uint64_t)f->size);
+    st_buf_t val = {0};
+    st_buf_append(&val, v, sizeof v);
+    if (now) st_buf_puts(&val, now);
+    st__prov_op(b, k, kl, val.data, val.len);
+    st_buf_free(&val);
+}
+
+/* On the worker, after table ti's merge (and commit, when one was made): the store writes that
+ * make its provenance the new snapshot's, into j->prov (done on the loop: st__prov_apply) — a
+ * record for each new file, and for each one the commit moved to another manifest of ours (the
+ * commit's names: a live file, or one of a rewritten manifest outside a delta's files) — unless
+ * more than ST__MOVED_MAX moved (a big manifest rewritten or merged): each record is a put on the
+ * loop, so those keep the name they had, which the parent no longer lists; a commit after that
+ * removes such a file reads this writer's manifests once to find it (fastappend.c), as one before
+ * the names were remembered does. Also: the records of files gone, the 'c' marks of files a
+ * snapshot now has, and records without a partition (a whole view's) rewritten with it. */
 #define ST__MOVED_MAX 4096
 static void st__prov_plan(st_tables_t *t, int ti, st__jtable_t *j)
 {
-    const st__table_t *tb = &t->t[ti];
-    const st_tfiles_t *live = &j->live;
-    const st_tstrs_t *names = j->res.mans_set ? &j->res.mans : &tb->mans;
-    st_buf_t v = {0};
+    (void)t;
+    const st_tfiles_t *live = &j->live, *prev = &j->prev;
+    const st_tstrs_t *names = j->res.mans_set ? &j->res.mans : &j->prev_mans;
     uint8_t k[ST_KEY_MAX + 1];
-    size_t kl, moved = 0;
+    size_t kl, moved = j->res.moved.n;
     for (size_t i = 0; i < live->n; i++) {
-        const st_tfile_t *c = st_tfiles_find(&tb->committed, live->v[i].key);
-        moved += c && !st__man_same(&live->v[i], c, names, &tb->mans);
+        const st_tfile_t *c = st_tfiles_find(prev, live->v[i].key);
+        moved += c && !st__man_same(&live->v[i], c, names, &j->prev_mans);
     }
-    for (size_t i = 0; i < tb->committed.n; i++)
-        if (!st_tfiles_find(live, tb->committed.v[i].key) &&
-            (kl = st__pkey(k, (char)('0' + ti), tb->committed.v[i].key)))
+    for (size_t i = 0; i < j->gone.n; i++) {
+        const st_tfile_t *c = &prev->v[j->gone.v[i]];
+        if ((kl = st__pkey(k, (char)('0' + ti), c->part, c->key)))
             st__prov_op(&j->prov, k, kl, NULL, 0);
+    }
     for (size_t i = 0; i < live->n; i++) {
         const st_tfile_t *f = &live->v[i];
-        if (f->changed && (kl = st__pkey(k, ST__CHANGED, f->key))) /* in a snapshot now */
+        if (f->changed && (kl = st__pkey(k, ST__CHANGED, NULL, f->key))) /* in a snapshot now */
             st__prov_op(&j->prov, k, kl, NULL, 0);
-        const st_tfile_t *c = st_tfiles_find(&tb->committed, f->key);
-        if ((c && (moved > ST__MOVED_MAX || st__man_same(f, c, names, &tb->mans))) ||
-            !(kl = st__pkey(k, (char)('0' + ti), f->key)))
+        const st_tfile_t *c = st_tfiles_find(prev, f->key);
+        bool legacy = c && !c->part; /* a record without a partition: rewritten with it */
+        if (legacy && (kl = st__pkey(k, (char)('0' + ti), NULL, c->key)))
+            st__prov_op(&j->prov, k, kl, NULL, 0);
+        if (c && !legacy && (moved > ST__MOVED_MAX || st__man_same(f, c, names, &j->prev_mans)))
             continue;
-        const char *now = st__man_name(f, names);
-        v.len = 0;
-        st_buf_reserve(&v, 32);
-        st_be64_put((uint8_t *)v.data, (uint64_t)f->snap);
-        st_be64_put((uint8_t *)v.data + 8, (uint64_t)f->seq);
-        st_be64_put((uint8_t *)v.data + 16, (uint64_t)f->rows);
-        st_be64_put((uint8_t *)v.data + 24, (uint64_t)f->size);
-        v.len = 32;
-        if (now) st_buf_puts(&v, now);
-        st__prov_op(&j->prov, k, kl, v.data, v.len);
+        st__prov_put(&j->prov, ti, f, st__man_name(f, names));
     }
-    st_buf_free(&v);
+    for (size_t i = 0; moved <= ST__MOVED_MAX && i < j->res.moved.n; i++)
+        st__prov_put(&j->prov, ti, &j->res.moved.v[i], st__man_name(&j->res.moved.v[i], names));
 }
 
 /* The writes st__prov_plan (or st__changed_sweep: deletions only) staged in b, done. */
@@ -390,29 +416,26 @@ static void st__prov_apply(st_tables_t *t, const st_buf_t *b, bool dels_only)
     }
 }
 
-/* This member starts committing (start-up, or a follower that now leads): the provenance as the
- * store holds it (the last leader's commits, replicated), and the newest metadata, read again. */
+/* This member starts committing (start-up, or a follower that now leads): the newest metadata,
+ * read again; the provenance stays in the store (the last leader's commits, replicated), read per
+ * changed owner at each tick. A whole view first only when records without a partition are left
+ * (a store from before they had one), or none is there at all (nothing committed yet: the tier's
+ * files may predate their owners' dirty marks). O(tables): two seeks each. */
 static void st__lead(st_tables_t *t)
 {
     for (int i = 0; i < t->n; i++) {
-        st_tfiles_free(&t->t[i].committed);
-        st_tstrs_free(&t->t[i].mans);
         cJSON_Delete(t->t[i].meta.doc);
         t->t[i].meta.doc = NULL;
         t->t[i].meta.version = 0;
         t->t[i].meta.swept = false;
     }
     t->read = false; /* what a document keeps is known again once loaded */
-    uint64_t wait = 0;
-    st_store_scan(t->store, st__pfx, ST__PFX_LEN, st__load_prov, t, &wait);
-    for (int i = 0; i < t->n; i++) {
-        st__intern(&t->t[i]);
-        st_tfiles_sort(&t->t[i].committed);
-        t->t[i].bytes = st_tfiles_bytes(&t->t[i].committed, &t->t[i].mans);
-    }
+    bool legacy = false;
+    for (int i = 0; i < t->n && !legacy; i++)
+        legacy = st__any(t, (char)('0' + i));
     t->leading = true;
     t->seen = false;
-    t->full = true; /* the provenance knows no file's partition: one whole view first */
+    if (legacy || !st__any(t, ST__PROV)) t->full = true;
 }
 
 /* ---- the commit job ---- */
@@ -427,18 +450,30 @@ static void st__commit_work(uv_work_t *req)
         j->rc = ST_OK;
         if (!tb->meta.doc) j->rc = st_table_load(t->meta, d, &tb->meta, t->job_create);
         if (j->rc == ST_OK && j->want) {
-            bool same = st_tview_merge(&j->view, &tb->committed, &t->cmarks, &j->live, &j->gone);
+            bool same = st_tview_merge(&j->view, &j->prev, &t->cmarks, &j->live, &j->gone);
             j->built = true;
             j->changed = !same || j->erase;
         } else {
             st_tfiles_sort(&j->view.fresh); /* for st__changed_sweep */
+            st_tfiles_sort(&j->prev);
         }
+        st_tcommit_in_t in = {&j->live,   &j->prev, &j->prev_mans, t->job_full ? NULL : t->croot,
+                              t->keep_ms, j->erase, &t->writer};
         if (j->rc == ST_OK && j->changed)
-            j->rc = st_table_commit(t->meta, d, &tb->meta, &j->live, &tb->committed, &tb->mans,
-                                    t->keep_ms, j->erase, &t->writer, &j->res);
-        if (j->rc == ST_OK && j->res.done) st__prov_plan(t, i, j);
-        if (j->built) /* O(files): counted here, off the loop */
-            j->bytes = st_tfiles_bytes(&j->live, j->res.mans_set ? &j->res.mans : &tb->mans);
+            j->rc = st_table_commit_in(t->meta, d, &tb->meta, &in, &j->res);
+        if (j->rc == ST_TABLES_WHOLE) { /* the next tick reads the whole set and commits it */
+            st_warn("tables: %s: the changed owners' files cannot be committed alone; the next "
+                    "commit reads every file",
+                    d->ice.name);
+            j->whole = true;
+            j->rc = ST_EUNAVAIL;
+        }
+        if (j->rc == ST_OK && j->built) st__prov_plan(t, i, j);
+        if (j->built) /* O(the files read): counted here, off the loop */
+            j->bytes = st_tfiles_bytes(&j->view.fresh, &j->prev_mans) +
+                       st_tfiles_bytes(&j->prev, j->res.mans_set ? &j->res.mans : &j->prev_mans) +
+                       st_tfiles_bytes(&j->res.moved, &(st_tstrs_t){0}) +
+                       j->live.cap * sizeof *j->live.v;
         if (j->rc != ST_OK && j->rc != ST_ENOTFOUND)
             st_warn("tables: %s: commit failed (%s); retried at the next tick", d->ice.name,
                     st_strerror(j->rc));
@@ -466,40 +501,34 @@ static void st__status(st__table_t *tb)
 
 static void st__tables_free(st_tables_t *t)
 {
-    for (int i = 0; i < t->n; i++) {
+    for (int i = 0; i < t->n; i++)
         cJSON_Delete(t->t[i].meta.doc);
-        st_tfiles_free(&t->t[i].committed);
-        st_tstrs_free(&t->t[i].mans);
-    }
+    free(t->croot);
     free(t);
 }
 
-/* Table i's job, back: a commit's provenance written; the merged set, when it is the table's now
- * (committed, or the same as before), installed and the dirty marks and erasures it covered
- * cleared. Whether the table is as the view saw it. */
+/* Table i's job, back: a commit's provenance written (or a whole view's records rewritten); when
+ * the merged set is the table's now (committed, or the same as before), the dirty marks and
+ * erasures it covered cleared. Whether the table is as the view saw it. */
 static bool st__tables_job_done(st_tables_t *t, int i)
 {
     st__jtable_t *j = &t->job[i];
     st__table_t *tb = &t->t[i];
-    if (j->res.done) {
-        st__prov_apply(t, &j->prov, false);
-        st_metric_add(t->commits, 1);
-        if (j->res.mans_set) {
-            st_tstrs_free(&tb->mans);
-            tb->mans = j->res.mans;
-            memset(&j->res.mans, 0, sizeof j->res.mans);
-        }
-    }
+    st__prov_apply(t, &j->prov, false);
+    if (j->res.done) st_metric_add(t->commits, 1);
+    if (j->whole) t->full = true;
+    if (j->built) tb->bytes = j->bytes;
     bool ok = j->built && j->rc == ST_OK; /* committed, or nothing to commit */
     if (ok) {
-        st_tview_install(&tb->committed, &j->view, &j->live, &j->gone);
-        tb->bytes = j->bytes;
         st_tview_clear(t->store, &j->view);
         if (j->erase) st__erasures_done(t, &j->marks);
     }
     if (tb->meta.doc) st__status(tb);
     return ok || !j->want;
 }
+
+static void st__commit_tick(uv_timer_t *h);
+#define ST__SLICE_MS 20
 
 static void st__commit_done(uv_work_t *req, int status)
 {
@@ -522,7 +551,10 @@ static void st__commit_done(uv_work_t *req, int status)
     for (int i = 0; i < t->n; i++)
         loaded &= t->t[i].meta.doc != NULL;
     t->read = loaded;
-    if (all && loaded && t->job_view_ok && !t->closing) {
+    t->slicing = all && loaded && t->job_view_ok && !t->closing && t->job_more;
+    if (t->slicing) /* the next slice now */
+        uv_timer_start(&t->timer, st__commit_tick, 0, t->interval_ms);
+    else if (all && loaded && t->job_view_ok && !t->closing) {
         t->seen = true;
         t->seen_f = t->job_f;
         if (t->job_full && t->fails == t->job_fails) t->full = false;
@@ -570,9 +602,15 @@ static void st__commit_tick(uv_timer_t *h)
     st_metric_add(t->visited, visited);
     for (int i = 0; i < t->n; i++)
         t->job[i].view = views[i];
+    st__load_prevs(t, full);
     st__changed_marks(t);
     int erc = st__erasures(t, t->job);
     if (rc == ST_OK) rc = erc;
+    if (rc == ST_EPARKED && t->slicing) { /* the last slice's writes: durable in a moment */
+        st__jobs_free(t);
+        uv_timer_start(&t->timer, st__commit_tick, ST__SLICE_MS, t->interval_ms);
+        return;
+    }
     /* whose manifests are whose (shared tables): no writer record, no object, nothing to commit */
     uint64_t wait = 0;
     bool writer_ok = rc == ST_OK; /* else nothing is "seen": the record is no 'F' write to wake a
@@ -588,7 +626,7 @@ static void st__commit_tick(uv_timer_t *h)
         any |= j->want || !t->t[i].meta.doc;
         /* a whole view that finds as many files as committed is likely the same (the worker
          * knows) */
-        dirty |= j->want && (!full || j->erase || j->view.fresh.n != t->t[i].committed.n);
+        dirty |= j->want && (!full || j->erase || j->view.fresh.n != j->prev.n);
     }
     if (dirty && !t->lag_since_us) t->lag_since_us = st_now_us();
     if (!dirty && !full) t->lag_since_us = 0;
@@ -601,6 +639,7 @@ static void st__commit_tick(uv_timer_t *h)
         return;
     }
     t->job_f = gen;
+    t->job_more = t->n && t->job[0].view.more;
     t->job_view_ok = writer_ok;
     t->job_full = full;
     t->job_fails = t->fails;
@@ -669,8 +708,12 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
     t->n = (int)st_tables_n();
     for (int i = 0; i < t->n; i++)
         t->t[i].snap = -1;
-    st__lead(t); /* what the admin route shows before the first tick */
-    t->leading = false;
+    if (cold) {
+        st_buf_t root = {0};
+        st_objstore_uri(cold, "", &root);
+        st_buf_appendc(&root, 0);
+        t->croot = st_buf_steal(&root, NULL);
+    }
     t->commits = st_metrics_counter("strata_table_commits_total",
                                     "Snapshots committed to the Iceberg tables", "");
     t->visited = st_metrics_counter(
@@ -681,8 +724,8 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
                         "Age of the oldest change of the cold tier not in a committed snapshot", "",
                         st__lag, NULL);
     st_metrics_gauge_fn("strata_table_files_bytes",
-                        "Heap the Iceberg tables' committed file sets take (a record, key, URI and "
-                        "partition per cold object; bounded by no flag yet, docs/memory.md)",
+                        "Heap the file sets of the Iceberg tables' last commit took (the changed "
+                        "owners' files; the committed set is in the store, docs/memory.md)",
                         "", st__bytes, NULL);
     t->listener.on_failed = st__tables_on_failed;
     st_store_listen(store, &t->listener);
@@ -710,16 +753,31 @@ void st_tables_close(st_tables_t *t)
     uv_close((uv_handle_t *)&t->timer, st__tables_timer_closed);
 }
 
+/* Whether the view's file f has a provenance record (with its partition, or from before). */
+static bool st__committed(st_tables_t *t, int ti, const st_tfile_t *f)
+{
+    uint8_t k[ST_KEY_MAX + 1];
+    const void *v;
+    size_t kl, vl;
+    uint64_t wait = 0;
+    for (int legacy = 0; legacy < 2; legacy++)
+        if ((kl = st__pkey(k, (char)('0' + ti), legacy ? NULL : f->part, f->key)) &&
+            st_store_get(t->store, k, kl, &v, &vl, &wait) == ST_OK)
+            return true;
+    return false;
+}
+
 int st_tables_json(st_tables_t *t, st_buf_t *out)
 {
-    /* pending: the dirty owners' files no snapshot has (the committed set is only read, as the
-     * worker does while a job runs) */
+    /* pending: the dirty owners' files no snapshot has (their provenance records looked up) */
     st_tview_t views[ST_TABLES_MAX];
     st_tables_view(t->store, t->cold, false, views, t->n, NULL);
     st_buf_append(out, "{\"tables\":[", 11);
     for (int i = 0; i < t->n; i++) {
         const st__table_t *tb = &t->t[i];
-        int64_t p = st_tview_pending(&views[i], &tb->committed);
+        int64_t p = 0;
+        for (size_t f = 0; f < views[i].fresh.n; f++)
+            p += !st__committed(t, i, &views[i].fresh.v[f]);
         st_buf_printf(out, "%s{\"table\":\"%s\",\"snapshot_id\":", i ? "," : "",
                       st_table_def((size_t)i)->ice.name);
         if (tb->snap < 0)

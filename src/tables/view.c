@@ -2,9 +2,10 @@
 /*
  * Which files each table holds now (internal.h): the loop's part of a commit reads only the
  * owners whose file records changed since the last commit (the tier's dirty marks,
- * strata/tier.h), or, once per lead and after a failed batch, every file record; the worker
- * merges that with the committed set into the new one (sorting, matching, comparing: the
- * O(files) steps, none of them on the loop).
+ * strata/tier.h; ST_TABLES_VIEW_OWNERS of them a tick at most), or, on a store with provenance
+ * from before it was keyed by owner and after a failed batch, every file record; the worker
+ * merges that with those owners' committed files (their provenance records, tables.c) into the
+ * new set of those owners (sorting, matching, comparing: none of it on the loop).
  */
 #include "internal.h"
 
@@ -72,10 +73,18 @@ static int st__walk_file(void *arg, const char *o, size_t ol, uint64_t seq, cons
     return 0;
 }
 
-/* One dirty mark, kept for after the walk (no read inside a scan). */
+typedef struct {
+    st_buf_t marks;
+    size_t n, max; /* max 0: no bound */
+} st__marks_t;
+
+/* One dirty mark, kept for after the walk (no read inside a scan); 1 stops it at max. */
 static int st__walk_mark(void *arg, const char *o, size_t ol, uint64_t gen)
 {
-    st__mark_put(arg, o, ol, gen);
+    st__marks_t *m = arg;
+    if (m->max && m->n == m->max) return 1;
+    st__mark_put(&m->marks, o, ol, gen);
+    m->n++;
     return 0;
 }
 
@@ -95,13 +104,21 @@ int st_tables_view(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v,
                    uint64_t *visited)
 {
     st__walk_t w = {.cold = cold, .v = v, .n = n};
+    /* a tick's delta takes ST_TABLES_VIEW_OWNERS owners at most: its loop turn stays short */
+    st__marks_t mk = {.max = visited && !full ? ST_TABLES_VIEW_OWNERS : 0};
     st_buf_t marks = {0};
     uint64_t wait = 0;
     memset(v, 0, sizeof *v * (size_t)n);
     for (int i = 0; i < n; i++)
         v[i].full = full;
     int rc = full ? st_tier_each_file(s, ST_TIER_TAG_ANY, st__walk_file, &w, &wait) : ST_OK;
-    if (rc == ST_OK) rc = st_tier_each_dirty(s, st__walk_mark, &marks, &wait);
+    if (rc == ST_OK) rc = st_tier_each_dirty(s, st__walk_mark, &mk, &wait);
+    marks = mk.marks;
+    if (rc == 1) { /* bounded: the rest waits for the next tick */
+        rc = ST_OK;
+        for (int i = 0; i < n; i++)
+            v[i].more = true;
+    }
     const char *o;
     size_t ol, skip, off = 0;
     uint64_t gen;
@@ -135,41 +152,27 @@ void st_tview_clear(st_store_t *s, const st_tview_t *v)
         st_tier_dirty_clear(s, o, ol, gen, &wait);
 }
 
-int64_t st_tview_pending(const st_tview_t *v, const st_tfiles_t *committed)
-{
-    int64_t p = 0;
-    for (size_t i = 0; i < v->fresh.n; i++)
-        p += st_tfiles_find(committed, v->fresh.v[i].key) == NULL;
-    return p;
-}
-
 /* ---- the worker's merge ---- */
 static bool st__parts_has(const st_tstrs_t *v, const char *s)
 {
     return v->n && bsearch(&s, v->v, v->n, sizeof *v->v, st_tstrs_cmp) != NULL;
 }
 
-bool st_tview_merge(st_tview_t *v, const st_tfiles_t *committed, const st_tstrs_t *cmarks,
-                    st_tfiles_t *live, st_tgone_t *gone)
+bool st_tview_merge(st_tview_t *v, st_tfiles_t *prev, const st_tstrs_t *cmarks, st_tfiles_t *live,
+                    st_tgone_t *gone)
 {
     st_tfiles_sort(&v->fresh);
-    if (v->parts.n > 1) qsort(v->parts.v, v->parts.n, sizeof *v->parts.v, st_tstrs_cmp);
-    const st_tfiles_t *c = committed, *f = &v->fresh;
+    st_tfiles_sort(prev);
+    const st_tfiles_t *c = prev, *f = &v->fresh;
     size_t i = 0, j = 0, added = 0, removed = 0;
     memset(live, 0, sizeof *live);
     memset(gone, 0, sizeof *gone);
-    st_vec_reserve(live, c->n + f->n);
+    st_vec_reserve(live, f->n);
     while (i < c->n || j < f->n) {
         int cmp = i < c->n && j < f->n ? strcmp(c->v[i].key, f->v[j].key) : i < c->n ? -1 : 1;
-        if (cmp < 0) { /* committed, not in the view: gone if its owner was read */
-            if (v->full || (c->v[i].part && st__parts_has(&v->parts, c->v[i].part))) {
-                st_vec_push(gone, i);
-                removed++;
-            } else { /* borrowed; in a snapshot: not a new file's overwrite */
-                live->v[live->n] = c->v[i];
-                live->v[live->n++].changed = false;
-            }
-            i++;
+        if (cmp < 0) { /* committed, its owner read, not in the view: gone */
+            st_vec_push(gone, i++);
+            removed++;
             continue;
         }
         st_tfile_t *nf = &f->v[j++];
@@ -180,7 +183,6 @@ bool st_tview_merge(st_tview_t *v, const st_tfiles_t *committed, const st_tstrs_
             nf->snap = c->v[i].snap;
             nf->seq = c->v[i].seq;
             nf->man = c->v[i].man;
-            st_vec_push(gone, i);
             i++;
         } else {
             nf->changed = st__parts_has(cmarks, nf->key);
@@ -189,19 +191,4 @@ bool st_tview_merge(st_tview_t *v, const st_tfiles_t *committed, const st_tstrs_
         live->v[live->n++] = *nf; /* borrowed */
     }
     return added == 0 && removed == 0;
-}
-
-void st_tview_install(st_tfiles_t *committed, st_tview_t *v, st_tfiles_t *live,
-                      const st_tgone_t *gone)
-{
-    for (size_t i = 0; i < gone->n; i++) {
-        st_tfile_t *g = &committed->v[gone->v[i]];
-        free(g->key);
-        free(g->uri);
-        free(g->part);
-    }
-    st_vec_free(committed);
-    *committed = *live; /* its strings: the view's and the carried committed ones' */
-    memset(live, 0, sizeof *live);
-    st_vec_free(&v->fresh);
 }
