@@ -56,7 +56,7 @@ typedef struct {
     size_t seen;
     st_store_scan_fn fn;
     void *arg;
-} st__walk_t;
+} st__keywalk_t;
 
 /* A user queued for compaction (compacting every user queues them all), its key at its length. */
 typedef struct {
@@ -101,10 +101,10 @@ struct st_tier_compact {
     st_metric_t *m_s3[4];
     st_metric_t *m_objects[2], *m_obytes[2]; /* small, large */
     uint64_t census_ms;                      /* next count of the manifests */
-    st__walk_t census;                       /* that count, a page at a time */
+    st__keywalk_t census;                    /* that count, a page at a time */
     double counted[4];                       /* its sums so far: objects, bytes; small, large */
     bool counting;
-    st__walk_t all; /* POST /v1/admin/compact of every owner: the 'W' records still to queue */
+    st__keywalk_t all; /* POST /v1/admin/compact of every owner: the 'W' records still to queue */
     bool sweeping;
     size_t swept; /* owners that walk queued */
 };
@@ -451,7 +451,7 @@ static int st__census(void *arg, const void *key, size_t klen, const void *val, 
 
 static int st__walk_key(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
-    st__walk_t *w = arg;
+    st__keywalk_t *w = arg;
     if (klen > ST_KEY_MAX) return 0;
     memcpy(w->at, key, klen);
     w->at[klen] = 0; /* the next page starts at the first key after this one */
@@ -461,7 +461,7 @@ static int st__walk_key(void *arg, const void *key, size_t klen, const void *val
 }
 
 /* One page of the walk over the keys under prefix pre; true while keys are left. */
-static bool st__walk(st_store_t *s, char pre, st__walk_t *w)
+static bool st__keywalk_page(st_store_t *s, char pre, st__keywalk_t *w)
 {
     uint64_t wait = 0;
     w->seen = 0;
@@ -482,10 +482,10 @@ static void st__publish(st_tier_compact_t *c, uint64_t t0)
         if (uv_now(c->loop) < c->census_ms) return;
         c->counting = true;
         memset(c->counted, 0, sizeof c->counted);
-        c->census = (st__walk_t){.fn = st__census, .arg = c->counted};
+        c->census = (st__keywalk_t){.fn = st__census, .arg = c->counted};
     }
     while (uv_hrtime() - t0 < ST__WALK_BUDGET_NS)
-        if (!st__walk(c->store, 'F', &c->census)) {
+        if (!st__keywalk_page(c->store, 'F', &c->census)) {
             for (int i = 0; i < 2; i++) {
                 st_metric_set(c->m_objects[i], c->counted[i * 2]);
                 st_metric_set(c->m_obytes[i], c->counted[i * 2 + 1]);
@@ -508,11 +508,11 @@ static int st__sweep_key(void *arg, const void *key, size_t klen, const void *va
 
 /* A compaction of every owner goes on: pages of owners queued while fewer than ST__QUEUE_MAX
  * wait and the budget from t0 lasts. Returns how many it queued. */
-static size_t st__sweep(st_tier_compact_t *c, uint64_t t0, uint64_t budget)
+static size_t st__sweep_owners(st_tier_compact_t *c, uint64_t t0, uint64_t budget)
 {
     size_t before = c->swept;
     while (c->sweeping && c->queue.count < ST__QUEUE_MAX && uv_hrtime() - t0 < budget)
-        if (!st__walk(c->store, 'W', &c->all)) c->sweeping = false;
+        if (!st__keywalk_page(c->store, 'W', &c->all)) c->sweeping = false;
     st__count_pending(c);
     return c->swept - before;
 }
@@ -522,7 +522,7 @@ void st__tier_compact_pump(st_tier_compact_t *c, bool urgent)
     if (!c || c->stopping) return;
     uint64_t t0 = uv_hrtime();
     st__publish(c, t0);
-    st__sweep(c, t0, ST__WALK_BUDGET_NS);
+    st__sweep_owners(c, t0, ST__WALK_BUDGET_NS);
     if (c->job) {
         st__tier_compact_durable(c, st_store_durable_id(c->store));
         return;
@@ -569,8 +569,8 @@ size_t st__tier_compact_all(st_tier_compact_t *c)
     /* from the start (again, if one runs: an owner compacted since finds nothing to do); the
      * first pages now, so a small store is queued whole and the count is every owner's */
     c->sweeping = true;
-    c->all = (st__walk_t){.fn = st__sweep_key, .arg = c};
-    return st__sweep(c, uv_hrtime(), 4 * ST__WALK_BUDGET_NS);
+    c->all = (st__keywalk_t){.fn = st__sweep_key, .arg = c};
+    return st__sweep_owners(c, uv_hrtime(), 4 * ST__WALK_BUDGET_NS);
 }
 
 static void st__metrics(st_tier_compact_t *c)
