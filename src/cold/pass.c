@@ -25,7 +25,7 @@ struct st_tier_pass {
     bool again;      /* one more pass asked for while this one runs */
     int again_flags; /* … and its flags, OR-ed */
     bool stopping;
-    bool held; /* full() said so: no slice until st_tier_pass_resume */
+    bool held;   /* full() said so: no slice until st_tier_pass_resume */
     size_t clen; /* the source's next key is the first >= cursor (0: from the start) */
     uint8_t cursor[ST_KEY_MAX + 1];
     void (*after_slice)(void *arg);
