@@ -32,7 +32,9 @@
  * threads, /proc/PID/stat) process PID used from the first post that gives samples to the report:
  * the server's cost of the measured posts alone, without the streams' opening.
  * WSLOAD_KTIME=1 (latency, last): a frame's receive time is the kernel's (SO_TIMESTAMPNS on each
- * subscriber's socket, read by recvmsg): when the segment that completed it arrived, not when this
+ * subscriber's socket, read by recvmsg): for TCP the stamp of the newest segment a read returned,
+ * so every frame of one read gets the latest arrival of them (an upper bound: a tool that falls
+ * behind reads more at once and overstates the earlier frames a little), not when this
  * one-threaded tool got to parse it, so the tool's own wait for a CPU (it shares the machine's
  * cores with the server) is not counted as the server's latency. latency reports the tool-side
  * figures too (user_p50_ms, user_p99_ms).

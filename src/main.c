@@ -67,6 +67,8 @@ static void st__on_signal(uv_signal_t *h, int signum)
     }
     m->stopping = true;
     st_info("received %s: finishing in-flight requests", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    /* the drain waits for the store to be idle: LMDB takes what is left at the normal policy */
+    if (m->erase_bg) st_store_apply_background(m->app->store, m->erase_bg = false);
     uv_timer_start(&m->deadline, st__on_deadline, 30000, 0);
     st_server_shutdown(m->srv, st__on_stopped, m);
 }
@@ -101,7 +103,8 @@ static void st__on_erase(uv_timer_t *t)
         } while (more && at - t0 + longest < ST__ERASE_BUDGET_US * 1000ull);
     }
     /* while slices stage deletes, LMDB takes them at SCHED_IDLE: the loop keeps its core */
-    if (more != m->erase_bg) st_store_apply_background(app->store, m->erase_bg = more);
+    bool bg = more && !m->stopping; /* not while shutting down (st__on_signal) */
+    if (bg != m->erase_bg) st_store_apply_background(app->store, m->erase_bg = bg);
     uv_timer_start(t, st__on_erase, more ? ST__ERASE_AGAIN_MS : 100, 100);
 }
 

@@ -574,8 +574,10 @@ void st_tier_enqueue(st_tier_t *t, const char *o, size_t ol);
  * or queues one more; returns how many owners this pass has queued so far. */
 size_t st_tier_flush_all(st_tier_t *t);
 /* Queues a compaction of the owner (flags ST_TIER_COMPACT_*); o NULL: a major compaction of
- * every owner with cold objects. Returns how many owners were queued. A major one starts now,
- * others at the next tick. */
+ * every owner with cold objects, walked in pages with at most a few thousand queued at once
+ * (src/cold/compact.c). Returns how many owners were queued now: 1 for one owner; for every
+ * owner, those the first pages took (every owner of a small store; 0 if a walk already runs,
+ * which then goes once more). A major one starts now, others at the next tick. */
 size_t st_tier_compact(st_tier_t *t, const char *o, size_t ol, int flags);
 /* Requests and streams: a read that returned ST_EPARKED parks and calls st_tier_wait: done(arg)
  * runs on the loop once the data is in memory, where it stays until st_tier_release(*w); the

@@ -106,7 +106,8 @@ struct st_tier_compact {
     bool counting;
     st__keywalk_t all; /* POST /v1/admin/compact of every owner: the 'W' records still to queue */
     bool sweeping;
-    size_t swept; /* owners that walk queued */
+    bool sweep_again; /* asked for again while walking: one more walk after it */
+    size_t swept;     /* owners that walk queued */
 };
 
 /* ---- planning (pure) ---- */
@@ -460,20 +461,22 @@ static int st__walk_key(void *arg, const void *key, size_t klen, const void *val
     return rc ? rc : ++w->seen == ST__WALK_PAGE;
 }
 
-/* One page of the walk over the keys under prefix pre; true while keys are left. */
-static bool st__keywalk_page(st_store_t *s, char pre, st__keywalk_t *w)
+/* One page of the walk over the keys under prefix pre: 1 while keys are left, 0 at the end, an
+ * error code (< 0) when the store could not be read (the walk stays where it was). */
+static int st__keywalk_page(st_store_t *s, char pre, st__keywalk_t *w)
 {
     uint64_t wait = 0;
     w->seen = 0;
-    /* a full page stops the scan with 1; an error (< 0) ends the walk */
     int rc =
         st_store_scan_from(s, &pre, 1, w->clen ? w->at : NULL, w->clen, st__walk_key, w, &wait);
-    return rc >= 0 && w->seen == ST__WALK_PAGE;
+    if (rc < 0) return rc;
+    return w->seen == ST__WALK_PAGE; /* a full page stopped the scan with 1 */
 }
 
-/* The object store's requests (counted on the workers), and every 10 s the objects and bytes
- * of every manifest, small (compacted further) and large: a walk of the file records in pages
- * within the pump's budget, published once it reached the end. */
+/* The object store's requests (counted on the workers), and the objects and bytes of every
+ * manifest, small (compacted further) and large: a walk of the file records in pages within the
+ * pump's budget, published once it reached the end (an unreadable page: not published), the
+ * next walk 10 s later. At a million objects a walk takes many pumps (ticks and flushes). */
 static void st__publish(st_tier_compact_t *c, uint64_t t0)
 {
     for (int v = 0; v < 4; v++)
@@ -484,16 +487,17 @@ static void st__publish(st_tier_compact_t *c, uint64_t t0)
         memset(c->counted, 0, sizeof c->counted);
         c->census = (st__keywalk_t){.fn = st__census, .arg = c->counted};
     }
-    while (uv_hrtime() - t0 < ST__WALK_BUDGET_NS)
-        if (!st__keywalk_page(c->store, 'F', &c->census)) {
-            for (int i = 0; i < 2; i++) {
-                st_metric_set(c->m_objects[i], c->counted[i * 2]);
-                st_metric_set(c->m_obytes[i], c->counted[i * 2 + 1]);
-            }
-            c->counting = false;
-            c->census_ms = uv_now(c->loop) + 10000;
-            return;
+    int rc = 1;
+    while (rc > 0 && uv_hrtime() - t0 < ST__WALK_BUDGET_NS)
+        rc = st__keywalk_page(c->store, 'F', &c->census);
+    if (rc > 0) return; /* more next pump */
+    if (rc == 0)
+        for (int i = 0; i < 2; i++) {
+            st_metric_set(c->m_objects[i], c->counted[i * 2]);
+            st_metric_set(c->m_obytes[i], c->counted[i * 2 + 1]);
         }
+    c->counting = false;
+    c->census_ms = uv_now(c->loop) + 10000;
 }
 
 static int st__sweep_key(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
@@ -511,8 +515,19 @@ static int st__sweep_key(void *arg, const void *key, size_t klen, const void *va
 static size_t st__sweep_owners(st_tier_compact_t *c, uint64_t t0, uint64_t budget)
 {
     size_t before = c->swept;
-    while (c->sweeping && c->queue.count < ST__QUEUE_MAX && uv_hrtime() - t0 < budget)
-        if (!st__keywalk_page(c->store, 'W', &c->all)) c->sweeping = false;
+    while (c->sweeping && c->queue.count < ST__QUEUE_MAX && uv_hrtime() - t0 < budget) {
+        int rc = st__keywalk_page(c->store, 'W', &c->all);
+        if (rc < 0) { /* the next pump tries the same page again */
+            st_warn("cold: compaction of every owner: %s; going on later", st_strerror(rc));
+            break;
+        }
+        if (rc == 0 && c->sweep_again) { /* asked for again while it walked: once more */
+            c->sweep_again = false;
+            c->all = (st__keywalk_t){.fn = st__sweep_key, .arg = c};
+        } else if (rc == 0) {
+            c->sweeping = false;
+        }
+    }
     st__count_pending(c);
     return c->swept - before;
 }
@@ -520,9 +535,8 @@ static size_t st__sweep_owners(st_tier_compact_t *c, uint64_t t0, uint64_t budge
 void st__tier_compact_pump(st_tier_compact_t *c, bool urgent)
 {
     if (!c || c->stopping) return;
-    uint64_t t0 = uv_hrtime();
-    st__publish(c, t0);
-    st__sweep_owners(c, t0, ST__WALK_BUDGET_NS);
+    st__publish(c, uv_hrtime());
+    st__sweep_owners(c, uv_hrtime(), ST__WALK_BUDGET_NS); /* a budget of its own */
     if (c->job) {
         st__tier_compact_durable(c, st_store_durable_id(c->store));
         return;
@@ -566,8 +580,12 @@ void st__tier_compact_enqueue(st_tier_compact_t *c, const char *o, size_t ol, in
 size_t st__tier_compact_all(st_tier_compact_t *c)
 {
     if (!c || c->stopping) return 0;
-    /* from the start (again, if one runs: an owner compacted since finds nothing to do); the
-     * first pages now, so a small store is queued whole and the count is every owner's */
+    /* one asked for while a walk goes on follows it once (restarting it at every request would
+     * never end); else the first pages now, so a small store is queued whole */
+    if (c->sweeping) {
+        c->sweep_again = true;
+        return 0;
+    }
     c->sweeping = true;
     c->all = (st__keywalk_t){.fn = st__sweep_key, .arg = c};
     return st__sweep_owners(c, uv_hrtime(), 4 * ST__WALK_BUDGET_NS);

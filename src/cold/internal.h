@@ -83,7 +83,8 @@ void st__tier_compact_open(st_tier_compact_t **out, st_tier_t *t, uv_loop_t *loo
                            const st_tier_compact_opts_t *o);
 /* Queues the owner (flags ST_TIER_COMPACT_*; AUTO only once it holds more than the limit). */
 void st__tier_compact_enqueue(st_tier_compact_t *c, const char *o, size_t ol, int flags);
-/* Every owner with cold objects, for a major compaction; returns how many. */
+/* Every owner with cold objects, for a major compaction, walked in pages as the queue drains;
+ * returns how many the first pages queued (see st_tier_compact). */
 size_t st__tier_compact_all(st_tier_compact_t *c);
 /* Starts the next compaction unless one runs, it is paced, urgent or the store is held. */
 void st__tier_compact_pump(st_tier_compact_t *c, bool urgent);

@@ -254,6 +254,7 @@ static void st__apply_thread(void *arg)
         s->th.a_head = s->th.a_tail = NULL;
         bool idle = st__apply_yield(s); /* a background job's deletes: SCHED_IDLE (yield.c) */
         uv_mutex_unlock(&s->th.mu);
+        if (idle) st__apply_go_idle(s);
         uint64_t t0 = st_mono_ns();
         int rc = st__apply_group(s, group, last->seq);
         if (idle) st__apply_unyield(s);
@@ -670,6 +671,8 @@ bool st__store_stop_threads(st_store_t *s)
     /* The sync lanes finish what is queued; the apply thread what is logged. */
     uv_mutex_lock(&s->th.mu);
     s->th.stop = true;
+    s->th.background = false;
+    st__apply_lift(s); /* a group at SCHED_IDLE finishes at the normal policy: the join waits */
     uv_cond_broadcast(&s->th.cv_sync);
     uv_cond_broadcast(&s->th.cv_hurry);
     uv_mutex_unlock(&s->th.mu);

@@ -268,9 +268,11 @@ void st__rollback(st_store_t *s);
  * waits, the apply thread does not pause between transactions. */
 void st__hurry(st_store_t *s, int by);
 /* yield.c: the apply thread's LMDB work at SCHED_IDLE while a background job feeds it.
- * _yield: mu held, before a group (true: it is at SCHED_IDLE now); _unyield: mu NOT held, after
- * it (back at the normal policy before it takes mu again); _lift: mu held, someone waits. */
+ * _yield: mu held, before a group (true: the group may run at SCHED_IDLE); _go_idle: mu NOT
+ * held, after _yield said true, before the group; _unyield: mu NOT held, after it (back at the
+ * normal policy before it takes mu again); _lift: mu held, someone waits. */
 bool st__apply_yield(st_store_t *s);
+void st__apply_go_idle(st_store_t *s);
 void st__apply_unyield(st_store_t *s);
 void st__apply_lift(st_store_t *s);
 int st__mdb_err(int rc);

@@ -42,7 +42,7 @@
 
 void st__hurry(st_store_t *s, int by)
 {
-    s->th.hurry += by;
+    __atomic_add_fetch(&s->th.hurry, by, __ATOMIC_SEQ_CST); /* read unlocked (yield.c) */
     if (by > 0) {
         st__apply_lift(s); /* its group at SCHED_IDLE must not make a waiter wait (yield.c) */
         uv_cond_broadcast(&s->th.cv_hurry);

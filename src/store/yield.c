@@ -11,8 +11,9 @@
  * transaction runs at SCHED_IDLE: any other thread that wakes takes the core from it at once.
  *
  * Priority inversion is kept out three ways. Only the transaction is at SCHED_IDLE: the thread
- * is back at the normal policy before it takes mu again (the loop seals batches under mu), so
- * the only moment it holds mu at SCHED_IDLE is the unlock right after setting it. LMDB's write
+ * goes there after it released mu and is back at the normal policy before it takes mu again (the
+ * loop seals batches under mu), and not at all while more than ST__IDLE_BACKLOG_MAX waits for
+ * LMDB. LMDB's write
  * lock is the apply thread's alone. And whoever waits for LMDB to catch up (a checkpoint: the
  * sync lane before it may log into the other half; a group sync) calls st__hurry, which lifts a
  * thread at SCHED_IDLE back to the normal policy at once (st__apply_lift), and no group starts
@@ -29,10 +30,19 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static void st__policy(int tid, int policy)
+static int st__policy(int tid, int policy)
 {
     struct sched_param sp = {0};
-    sched_setscheduler((pid_t)tid, policy, &sp);
+    return sched_setscheduler((pid_t)tid, policy, &sp);
+}
+
+/* Going back to the normal policy was refused (a user namespace whose CAP_SYS_NICE the kernel
+ * does not honour): said once, and the thread never goes to SCHED_IDLE again. */
+static void st__refused(st_store_t *s)
+{
+    if (!__atomic_exchange_n(&s->th.may_idle, false, __ATOMIC_SEQ_CST)) return;
+    st_error("store: the apply thread could not leave SCHED_IDLE; it stays at the normal policy "
+             "from now on");
 }
 
 /* Whether this thread could come back from SCHED_IDLE (see above). */
@@ -56,29 +66,45 @@ void st_store_apply_background(st_store_t *s, bool on)
     uv_mutex_unlock(&s->th.mu);
 }
 
+/* Above this many bytes logged and not yet in LMDB the thread catches up at the normal policy:
+ * the backlog a checkpoint must wait for (the log's older half, a redo of every acknowledgement
+ * behind it) and the space the store counts as used stay small. */
+#define ST__IDLE_BACKLOG_MAX (8u << 20)
+
 bool st__apply_yield(st_store_t *s)
 {
     if (!s->th.apply_tid) {
         s->th.apply_tid = (int)syscall(SYS_gettid);
         s->th.may_idle = st__may_return();
     }
-    if (!s->th.may_idle || !s->th.background || s->th.hurry || s->th.stop || s->th.stop_apply)
+    if (!s->th.may_idle || !s->th.background || s->th.hurry || s->th.stop || s->th.stop_apply ||
+        s->th.pending > ST__IDLE_BACKLOG_MAX)
         return false;
-    st__policy(s->th.apply_tid, SCHED_IDLE);
-    s->th.apply_idle = sched_getscheduler(0) == SCHED_IDLE; /* refused: no figure either */
-    if (s->th.apply_idle) s->th.fig.idle_applies++;
-    return s->th.apply_idle;
+    s->th.apply_idle = true; /* a hurry from now on lifts it (st__apply_lift) */
+    s->th.fig.idle_applies++;
+    return true;
+}
+
+void st__apply_go_idle(st_store_t *s)
+{
+    /* after mu is released: at SCHED_IDLE the thread could be kept off the CPU while holding
+     * it, and the loop seals batches under mu. A hurry that came meanwhile found apply_idle set
+     * and lifted a thread not yet idle: the policy is set first, then the hurry read again. */
+    if (st__policy(s->th.apply_tid, SCHED_IDLE) != 0) return;
+    if (__atomic_load_n(&s->th.hurry, __ATOMIC_SEQ_CST) > 0 &&
+        st__policy(s->th.apply_tid, SCHED_OTHER) != 0)
+        st__refused(s);
 }
 
 void st__apply_unyield(st_store_t *s)
 {
     /* apply_idle stays set until the thread has mu again: a hurry meanwhile lifts it twice */
-    st__policy(s->th.apply_tid, SCHED_OTHER);
+    if (st__policy(s->th.apply_tid, SCHED_OTHER) != 0) st__refused(s);
 }
 
 void st__apply_lift(st_store_t *s)
 {
     if (!s->th.apply_idle) return;
-    st__policy(s->th.apply_tid, SCHED_OTHER);
+    if (st__policy(s->th.apply_tid, SCHED_OTHER) != 0) st__refused(s);
     s->th.apply_idle = false;
 }
