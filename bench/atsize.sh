@@ -17,16 +17,19 @@
 #             the first RESTART_WATCH s after it (the tables' first tick reads their files);
 #   reads     newest-50 of a random cold user (wrk -t1 -c8 for DURATION s, bench/atsize.lua
 #             read): answers/s, p50/p99, server CPU per answer.
+# ROOM_EVERY=K adds one room for every K users (N/K rooms) of ROOM_MEMBERS (10) members after the
+# users, each with MSGS messages (bench/atsize.lua rooms mode); they cool with the users.
 # The bars (issue 48): time per user flat across sizes; RssAnon within the flags' sum + 128 MiB
 # and the same within 10 % at every size; restart within 2 s; read p99 within 1.5x of the
 # smallest size's. Records bench/out/atsize/DATE.json (figures per size; not a README row).
 #   SIZES="10000 100000" MSGS=2 DURATION=10 bench/atsize.sh
+#   SIZES="10000 1000000" MSGS=10 ROOM_EVERY=10 DURATION=10 bench/atsize.sh   # issue 48's data set
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 record_init atsize
 STRATA=${STRATA:-build/strata}
-SIZES=${SIZES:-"10000 100000"} MSGS=${MSGS:-2} CACHE=${CACHE:-32MiB} RESTART_WATCH=${RESTART_WATCH:-15}
+SIZES=${SIZES:-"10000 100000"} MSGS=${MSGS:-2} ROOM_EVERY=${ROOM_EVERY:-0} ROOM_MEMBERS=${ROOM_MEMBERS:-10} CACHE=${CACHE:-32MiB} RESTART_WATCH=${RESTART_WATCH:-15}
 echo "# atsize, $(date -u +%F), $(nproc) cores, sizes $SIZES, $MSGS messages a user, commit $(git rev-parse --short HEAD)"
 
 start() {
@@ -47,6 +50,24 @@ healthy() { [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/healthz")" = 200 ]
 pending() { curl -s "$url/v1/admin/tables" | python3 -c 'import json,sys; print(sum(t["pending"] for t in json.load(sys.stdin)["tables"]))'; }
 created() { curl -s "$url/metrics" | awk '/^strata_http_requests_total\{/ && /status="201"/ {n += $NF} END {print n + 0}'; }
 
+# One wrk of bench/atsize.lua in MODE until strata has answered TARGET 201s in all: within one
+# pipeline of it (wrk builds a batch it never sends) and no longer moving. Sets target to the
+# count reached.
+load_phase() {
+  local mode=$1 want=$2 last=-1 c
+  wrk -t1 -c32 -d3600s -s bench/atsize.lua "$url" -- "$mode" "$n" "$MSGS" "$rooms" "$ROOM_MEMBERS" \
+    >"$work/wrk-$mode.txt" 2>&1 &
+  local wp=$!
+  while c=$(created) && { [ "$c" -lt $((want - 16 - MSGS)) ] || [ "$c" != "$last" ]; }; do
+    kill -0 "$wp" 2>/dev/null || die "wrk ended early: $(cat "$work/wrk-$mode.txt")"
+    last=$c
+    sleep 0.5
+  done
+  target=$c
+  kill -INT "$wp"; wait "$wp" || true
+  ! grep -q "Non-2xx" "$work/wrk-$mode.txt" || die "the $mode had non-2xx answers: $(cat "$work/wrk-$mode.txt")"
+}
+
 echo '{"sizes":[' >"$work/extra.json"
 sep=
 for n in $SIZES; do
@@ -55,22 +76,12 @@ for n in $SIZES; do
   until healthy; do sleep 0.05; done
   sleep 1
   rss0=$(rss)
-  target=$((n * MSGS))
+  rooms=0
+  [ "$ROOM_EVERY" = 0 ] || rooms=$((n / ROOM_EVERY))
   t0=$(now)
-  wrk -t1 -c32 -d3600s -s bench/atsize.lua "$url" -- load "$n" "$MSGS" >"$work/wrk-load.txt" 2>&1 &
-  wp=$!
-  # every post answered: within one pipeline (16) of the target (wrk builds a batch it never
-  # sends) and no longer moving
-  last=-1
-  while c=$(created) && { [ "$c" -lt $((target - 16)) ] || [ "$c" != "$last" ]; }; do
-    kill -0 "$wp" 2>/dev/null || die "wrk ended early: $(cat "$work/wrk-load.txt")"
-    last=$c
-    sleep 0.5
-  done
-  target=$c
+  load_phase load $((n * MSGS))
+  [ "$rooms" = 0 ] || load_phase rooms $((target + rooms * (1 + MSGS)))
   t1=$(now)
-  kill -INT "$wp"; wait "$wp" || true
-  ! grep -q "Non-2xx" "$work/wrk-load.txt" || die "the load had non-2xx answers: $(cat "$work/wrk-load.txt")"
   load_s=$(secs "$t0" "$t1")
   # a fresh process, so the stall gauge (max since start) covers the flush and its commits only
   stop
@@ -101,8 +112,9 @@ for n in $SIZES; do
   rss_read=$(rss) cache=$(metric 'strata_cold_cache_bytes{part="footers"}')
   stop
   raw_keep "$n" load "$(cat "$work/wrk-load.txt")"
+  [ "$rooms" = 0 ] || raw_keep "$n" rooms "$(cat "$work/wrk-rooms.txt")"
   raw_keep "$n" read "$W_OUT"
-  line="users=$n posts=$target load_s=$load_s posts_per_s=$(awk -v a="$target" -v b="$load_s" 'BEGIN {printf "%.0f", a / b}')"
+  line="users=$n rooms=$rooms posts=$target load_s=$load_s posts_per_s=$(awk -v a="$target" -v b="$load_s" 'BEGIN {printf "%.0f", a / b}')"
   line+=" flush_s=$flush_s flush_ms_per_user=$(awk -v a="$flush_s" -v b="$n" 'BEGIN {printf "%.3f", a * 1000 / b}') commit_after_s=$commit_s"
   line+=" stall_at_start_ms=$(awk -v a="$stall0" 'BEGIN {printf "%.1f", a * 1000}') stall_through_commit_ms=$(awk -v a="$stall_flush" 'BEGIN {printf "%.1f", a * 1000}')"
   line+=" rss_empty_kib=$rss0 rss_cooled_kib=$rss_cooled rss_cooled_kib_per_user=$(awk -v a="$rss_cooled" -v b="$rss0" -v n="$n" 'BEGIN {printf "%.3f", (a - b) / n}')"
@@ -116,4 +128,4 @@ for n in $SIZES; do
   sep=,
 done
 echo ']}' >>"$work/extra.json"
-out_write atsize "SIZES=\"$SIZES\" MSGS=$MSGS CACHE=$CACHE DURATION=$DURATION bench/atsize.sh" "$work/extra.json"
+out_write atsize "SIZES=\"$SIZES\" MSGS=$MSGS ROOM_EVERY=$ROOM_EVERY ROOM_MEMBERS=$ROOM_MEMBERS CACHE=$CACHE DURATION=$DURATION bench/atsize.sh" "$work/extra.json"
