@@ -22,7 +22,7 @@
 import glob, json, os, re, statistics, subprocess, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ORDER = ["run", "seats", "chat", "streams", "cluster", "auth", "bigroom"]
+ORDER = ["run", "seats", "chat", "streams", "cluster", "auth", "bigroom", "atsize"]
 BEGIN = "<!-- bench-table:begin (written by bench/table.py from bench/out/*.json; do not edit by hand) -->"
 END = "<!-- bench-table:end -->"
 FIG = re.compile(r"<!-- fig:([a-z0-9-]+) -->(.*?)<!-- /fig -->", re.S)
@@ -124,12 +124,45 @@ def load_runs():
                         tzinfo=datetime.timezone.utc).timestamp()
                     if r.get("format", 1) == 2 and name == "seats" and r.get("raw"):
                         amend_seats_v2(r)
+                    if name == "atsize":
+                        if len(r.get("sizes", [])) < 2 or gate_errors(r):
+                            continue  # a one-size or loaded session measurement: RESULTS.md's, not the table's
+                        r["rows"] = atsize_rows(r)
                     for row in r["rows"]:
                         row["benchmark"] = RENAMED.get(row["benchmark"], row["benchmark"])
                     runs.append(r)
         if runs:
             out[name] = sorted(runs, key=lambda r: r["time"])
     return out
+
+
+def atsize_rows(r):
+    """bench/atsize.sh records its figures per size, not as rows: the table compares its largest
+    size with its smallest (the bars of issue 48 are ratios to the smallest: time per user flat,
+    RssAnon within 10 %, the read p99 within 1.5x), one row each, the ratio as strata / peer"""
+    small, big = min(r["sizes"], key=lambda s: s["users"]), max(r["sizes"], key=lambda s: s["users"])
+    what = f"{big['users']:,} users × {round(big['posts'] / big['users'])} posts"
+    if big.get("rooms"):
+        what = f"{big['users']:,} users and {big['rooms']:,} rooms, {r['command'].split('MSGS=')[1].split()[0]} posts each"
+    peer = f"the same at {small['users']:,} users"
+
+    def one(v):
+        return {"median": v, "min": v, "max": v, "values": [v]}
+
+    def row(bench, key, unit, note, scale=1.0, cpu=None):
+        a, b = big[key] * scale, small[key] * scale
+        out = {"benchmark": f"one node, {what}, all cooled: {bench}", "unit": unit, "strata": one(a),
+               "strata_note": note, "peer": peer, "peer_value": one(b), "peer_note": "", "peer_unit": unit,
+               "ratio": one(round(a / b, 4)) if b else None, "cpu_us_per_op": None, "conflicts_per_s": None}
+        if cpu:
+            out["cpu_us_per_op"] = {"op": cpu[0], "strata": one(big[cpu[1]]), "peer": one(small[cpu[1]])}
+        return out
+    return [row("first flush of every user, time per user", "flush_ms_per_user", "ms", "target: flat (ratio ≈ 1)"),
+            row("RssAnon after a restart and 10 s of random cold reads", "rss_after_reads_kib", "MiB",
+                "target: within 10 %, ≤ the flags' sum + 128 MiB", 1 / 1024),
+            row("newest 50 of a random cold user, p99", "read_p99_ms", "ms", "target: ≤ 1.5×",
+                cpu=("read", "read_cpu_us")),
+            row("restart → /healthz 200", "restart_to_healthz_ms", "ms", "target: < 2 s")]
 
 
 def gate_errors(r):
