@@ -16,7 +16,8 @@
 #   restart   ms from exec to /healthz 200 on the cooled data, the loop's longest stall over
 #             the first RESTART_WATCH s after it (the tables' first tick reads their files);
 #   reads     newest-50 of a random cold user (wrk -t1 -c8 for DURATION s, bench/atsize.lua
-#             read): answers/s, p50/p99, server CPU per answer.
+#             read): answers/s, p50/p99, server CPU per answer, KiB read from the disk (page-cache
+#             misses: /proc/PID/io) and the loop's longest turn since the restart.
 # ROOM_EVERY=K adds one room for every K users (N/K rooms) of ROOM_MEMBERS (10) members after the
 # users, each with MSGS messages (bench/atsize.lua rooms mode); they cool with the users.
 # The bars (issue 48): time per user flat across sizes; RssAnon within the flags' sum + 128 MiB
@@ -48,6 +49,8 @@ now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", b - a}'; }
 healthy() { [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/healthz")" = 200 ]; }
 pending() { curl -s "$url/v1/admin/tables" | python3 -c 'import json,sys; print(sum(t["pending"] for t in json.load(sys.stdin)["tables"]))'; }
+# KiB strata's threads read from the disk itself (page-cache misses), /proc/PID/io
+disk_read_kib() { awk '/^read_bytes/ {printf "%d", $2 / 1024}' /proc/"$spid"/io; }
 created() { curl -s "$url/metrics" | awk '/^strata_http_requests_total\{/ && /status="201"/ {n += $NF} END {print n + 0}'; }
 
 # One wrk of bench/atsize.lua in MODE until strata has answered TARGET 201s in all: within one
@@ -107,8 +110,10 @@ for n in $SIZES; do
   restart_ms=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", (b - a) * 1000}')
   sleep "$RESTART_WATCH"
   stall_restart=$(metric strata_loop_stall_max_seconds)
+  io0=$(disk_read_kib)
   cpu_run "$spid" wrk_strata "$port" "" -- -t1 -c8 -d"${DURATION}s" --latency -s bench/atsize.lua "$url" -- read "$n" "$MSGS"
   read_cpu=$(per_op "$CPU_TICKS" "$W_OK")
+  stall_read=$(metric strata_loop_stall_max_seconds) io1=$(disk_read_kib)
   rss_read=$(rss) cache=$(metric 'strata_cold_cache_bytes{part="footers"}')
   stop
   raw_keep "$n" load "$(cat "$work/wrk-load.txt")"
@@ -120,7 +125,7 @@ for n in $SIZES; do
   line+=" rss_empty_kib=$rss0 rss_cooled_kib=$rss_cooled rss_cooled_kib_per_user=$(awk -v a="$rss_cooled" -v b="$rss0" -v n="$n" 'BEGIN {printf "%.3f", (a - b) / n}')"
   line+=" hot_bytes=$hot_bytes hot_bytes_per_user=$(awk -v a="$hot_bytes" -v n="$n" 'BEGIN {printf "%.0f", a / n}') hot_entries=$hot_entries"
   line+=" restart_to_healthz_ms=$restart_ms stall_after_restart_ms=$(awk -v a="$stall_restart" 'BEGIN {printf "%.1f", a * 1000}')"
-  line+=" read_rps=$W_RPS read_p50_ms=$W_P50 read_p99_ms=$W_P99 read_cpu_us=$read_cpu rss_after_reads_kib=$rss_read footer_cache_bytes=${cache:-0}"
+  line+=" read_rps=$W_RPS read_p50_ms=$W_P50 read_p99_ms=$W_P99 read_cpu_us=$read_cpu read_disk_kib=$((io1 - io0)) stall_through_reads_ms=$(awk -v a="$stall_read" 'BEGIN {printf "%.1f", a * 1000}') rss_after_reads_kib=$rss_read footer_cache_bytes=${cache:-0}"
   line+=" table_files_bytes=${tables_bytes:-0} idempotency_index_bytes=${idem_bytes:-0}"
   echo "$line" | tee -a "$work/out.txt"
   raw_keep "$n" summary "$line"
