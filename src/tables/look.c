@@ -69,13 +69,12 @@ static int64_t st__look_table(st_store_t *s, int ti, char tag)
         memcpy(part, o + skip, ol - skip);
         part[ol - skip] = 0;
         st_tier_manifest_t m;
-        if (st_tier_manifest(s, o, ol, false, &m, &wait) != ST_OK) {
+        if (st_tier_manifest(s, o, ol, false, &m, &wait) != ST_OK)
             p++; /* not read: counted as pending rather than passed over */
-            continue;
-        }
-        for (size_t i = 0; i < m.n; i++)
-            p += !st__look_committed(s, ti, part, m.v[i].key);
-        st_tier_manifest_free(&m);
+        else
+            for (size_t i = 0; i < m.n; i++)
+                p += !st__look_committed(s, ti, part, m.v[i].key);
+        st_tier_manifest_free(&m); /* what a failed read collected, too */
     }
     if (rc != ST_OK && rc != 1 && !p) p = 1; /* the marks not read: not known to be 0 */
     if (l.more && !p) p = 1;
