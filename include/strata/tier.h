@@ -360,6 +360,10 @@ int st_tier_each_file(st_store_t *s, int tag, st_tier_file_fn fn, void *arg, uin
  * call; non-zero stops the walk (returned). */
 typedef int (*st_tier_dirty_fn)(void *arg, const char *o, size_t ol, uint64_t gen);
 int st_tier_each_dirty(st_store_t *s, st_tier_dirty_fn fn, void *arg, uint64_t *wait);
+/* The same over the owners of one tag (st_tier_owner_tag; 0: the untagged ones, every owner
+ * not under "~"), in key order: a reader of one table's owners (GET /v1/admin/tables) walks only
+ * theirs, and may stop early. */
+int st_tier_each_dirty_tag(st_store_t *s, char tag, st_tier_dirty_fn fn, void *arg, uint64_t *wait);
 /* Clears owner o's mark if it still holds gen (staged; the store's code). */
 int st_tier_dirty_clear(st_store_t *s, const char *o, size_t ol, uint64_t gen, uint64_t *wait);
 /* A number that changes whenever a batch that wrote a file record commits (st_store_writes_of):

@@ -53,6 +53,25 @@ int st_tier_each_dirty(st_store_t *s, st_tier_dirty_fn fn, void *arg, uint64_t *
     return st_store_scan(s, st__dirty_pre, ST__DIRTY_PL, st__dirty_one, &w, wait);
 }
 
+int st_tier_each_dirty_tag(st_store_t *s, char tag, st_tier_dirty_fn fn, void *arg, uint64_t *wait)
+{
+    st__dirty_walk_t w = {fn, arg};
+    uint8_t k[ST__DIRTY_PL + 2];
+    memcpy(k, st__dirty_pre, ST__DIRTY_PL);
+    k[ST__DIRTY_PL] = '~';
+    k[ST__DIRTY_PL + 1] = (uint8_t)tag;
+    if (tag) return st_store_scan(s, k, sizeof k, st__dirty_one, &w, wait);
+    /* the untagged: every owner below "~" (a user's name is of [A-Za-z0-9_.:-], all below it),
+     * then any above "~\xff…" (none a valid name makes; read rather than assumed away) */
+    int rc = st_store_range(s, st__dirty_pre, ST__DIRTY_PL, NULL, 0, k, ST__DIRTY_PL + 1, false,
+                            st__dirty_one, &w, wait);
+    k[ST__DIRTY_PL] = '~' + 1;
+    if (rc == ST_OK)
+        rc = st_store_range(s, st__dirty_pre, ST__DIRTY_PL, k, ST__DIRTY_PL + 1, NULL, 0, false,
+                            st__dirty_one, &w, wait);
+    return rc;
+}
+
 int st_tier_dirty_clear(st_store_t *s, const char *o, size_t ol, uint64_t gen, uint64_t *wait)
 {
     uint8_t k[ST__DIRTY_PL + ST_TIER_OWNER_MAX];

@@ -76,12 +76,25 @@ void st_tview_free(st_tview_t *v);
 /* The tables' views v[0..n) (zeroed first): every file record (full) or the dirty owners' only.
  * *visited grows by the file records read, and the marks of owners no table has are cleared at
  * once; a tick's delta (visited set, not full) reads ST_TABLES_VIEW_OWNERS owners at most (more
- * set: the rest at the next); visited NULL: a look (GET /v1/admin/tables), which writes nothing.
+ * set: the rest at the next); visited NULL: a look that writes nothing and reads every dirty
+ * owner (GET /v1/admin/tables reads a bounded few instead: look.c).
  * Loop only. ST_EPARKED when something read is not durable yet. */
 int st_tables_view(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v, int n,
                    uint64_t *visited);
 /* Clears the dirty marks v saw (a mark rewritten since stays). Loop only. */
 void st_tview_clear(st_store_t *s, const st_tview_t *v);
+/* ---- look.c: GET /v1/admin/tables's pending ---- */
+/* The most dirty owners of a table the route reads (their file and provenance records, a few
+ * microseconds each): its loop cost is bounded whatever a flush touched. */
+#define ST_TABLES_LOOK_OWNERS 256
+/* Per table (n of them), the objects no snapshot has yet into pending[i]: exact while at most
+ * ST_TABLES_LOOK_OWNERS of its owners are dirty, else those owners' (at least 1), a lower bound;
+ * 0 only when none of its owners is dirty or those are all committed. Loop only. */
+void st_tables_pending(st_store_t *s, int n, int64_t *pending);
+/* The key of table ti's provenance record of object key (part: its partition; NULL: a record
+ * from before partitions were in the key) into k (ST_KEY_MAX + 1 bytes); its length, 0 when too
+ * long (tables.c). */
+size_t st_tables_prov_key(uint8_t *k, int ti, const char *part, const char *key);
 /* Indices into a committed set. */
 typedef ST_VEC(size_t) st_tgone_t;
 /* On a worker: the table's new set into *live (sorted; its entries borrow the strings of v's

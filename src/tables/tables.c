@@ -132,6 +132,11 @@ static size_t st__pkey(uint8_t *k, char tag, const char *part, const char *key)
     return st__pkey_p(k, tag, part, key, NULL);
 }
 
+size_t st_tables_prov_key(uint8_t *k, int ti, const char *part, const char *key)
+{
+    return st__pkey(k, (char)('0' + ti), part, key);
+}
+
 void st_tables_rows_changed(void *arg, const char *key, uint64_t *wait)
 {
     st_tables_t *t = arg;
@@ -753,31 +758,14 @@ void st_tables_close(st_tables_t *t)
     uv_close((uv_handle_t *)&t->timer, st__tables_timer_closed);
 }
 
-/* Whether the view's file f has a provenance record (with its partition, or from before). */
-static bool st__committed(st_tables_t *t, int ti, const st_tfile_t *f)
-{
-    uint8_t k[ST_KEY_MAX + 1];
-    const void *v;
-    size_t kl, vl;
-    uint64_t wait = 0;
-    for (int legacy = 0; legacy < 2; legacy++)
-        if ((kl = st__pkey(k, (char)('0' + ti), legacy ? NULL : f->part, f->key)) &&
-            st_store_get(t->store, k, kl, &v, &vl, &wait) == ST_OK)
-            return true;
-    return false;
-}
-
 int st_tables_json(st_tables_t *t, st_buf_t *out)
 {
-    /* pending: the dirty owners' files no snapshot has (their provenance records looked up) */
-    st_tview_t views[ST_TABLES_MAX];
-    st_tables_view(t->store, t->cold, false, views, t->n, NULL);
+    /* pending: a bounded look at the dirty owners' files (look.c), not all of them */
+    int64_t pending[ST_TABLES_MAX];
+    st_tables_pending(t->store, t->n, pending);
     st_buf_append(out, "{\"tables\":[", 11);
     for (int i = 0; i < t->n; i++) {
         const st__table_t *tb = &t->t[i];
-        int64_t p = 0;
-        for (size_t f = 0; f < views[i].fresh.n; f++)
-            p += !st__committed(t, i, &views[i].fresh.v[f]);
         st_buf_printf(out, "%s{\"table\":\"%s\",\"snapshot_id\":", i ? "," : "",
                       st_table_def((size_t)i)->ice.name);
         if (tb->snap < 0)
@@ -789,8 +777,7 @@ int st_tables_json(st_tables_t *t, st_buf_t *out)
             st_buf_printf(out, "%lld", (long long)tb->committed_us);
         else
             st_buf_append(out, "null", 4);
-        st_buf_printf(out, ",\"pending\":%lld}", (long long)p);
-        st_tview_free(&views[i]);
+        st_buf_printf(out, ",\"pending\":%lld}", (long long)pending[i]);
     }
     st_buf_append(out, "]}", 2);
     return ST_OK;

@@ -210,4 +210,110 @@ TEST(a_delta_is_bounded_and_the_rest_follows)
     fx_end(&fx);
 }
 
+/* Owner o with one object key, put back (marked). */
+static void obj_put(st_store_t *s, const char *o, const char *key)
+{
+    st_tier_obj_t ob = {{1, 9, 3, 100}, 1, (char *)key};
+    uint64_t w = 0;
+    CHECK_EQ(st_tier_rebuild_owner(s, o, strlen(o), &ob, 1, &(st_tier_stat_t){0}, &w), ST_OK);
+}
+
+static int keep_mark(void *arg, const char *o, size_t ol, uint64_t gen)
+{
+    st_buf_t *b = arg;
+    st_buf_append(b, &ol, sizeof ol);
+    st_buf_append(b, o, ol);
+    st_buf_append(b, &gen, sizeof gen);
+    return 0;
+}
+
+/* Every owner's mark cleared (as commits would), read first: no write inside a scan. */
+static void clear_marks(st_store_t *s)
+{
+    st_buf_t b = {0};
+    uint64_t w = 0, gen;
+    CHECK_EQ(st_tier_each_dirty(s, keep_mark, &b, &w), ST_OK);
+    for (size_t off = 0, ol; off < b.len; off += sizeof ol + ol + sizeof gen) {
+        memcpy(&ol, b.data + off, sizeof ol);
+        memcpy(&gen, b.data + off + sizeof ol + ol, sizeof gen);
+        CHECK_EQ(st_tier_dirty_clear(s, b.data + off + sizeof ol, ol, gen, &w), ST_OK);
+    }
+    st_buf_free(&b);
+}
+
+/* GET /v1/admin/tables's pending (look.c, issue 48): exact while a table has at most
+ * ST_TABLES_LOOK_OWNERS dirty owners (a committed object, one with a provenance record, is not
+ * pending; an owner whose objects only went holds none), bounded past it and never 0 then; one
+ * table's owners do not count against another's; 0 once no owner is dirty. */
+TEST(the_admin_look_is_exact_below_its_bound_and_never_0_above_it)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    int n = (int)st_tables_n(), rooms = st_table_of_tag('r'), few = ST_TABLES_LOOK_OWNERS - 6;
+    CHECK(rooms > 0 && rooms < n);
+    int64_t p[ST_TABLES_MAX];
+    char o[32], key[64];
+    for (int i = 0; i < few; i++) {
+        snprintf(o, sizeof o, "u%d", i);
+        snprintf(key, sizeof key, "u%d/batch-1-1.parquet", i);
+        obj_put(s, o, key);
+    }
+    for (int i = 0; i < 5; i++) {
+        snprintf(o, sizeof o, "~rhall%d", i);
+        snprintf(key, sizeof key, "r/hall%d/batch-1-1.parquet", i);
+        obj_put(s, o, key);
+    }
+    fx_settle(&fx, s);
+    st_tables_pending(s, n, p);
+    CHECK_EQ(p[0], (int64_t)few);
+    CHECK_EQ(p[rooms], 5);
+
+    /* u0's object committed (its provenance record): not pending */
+    uint8_t k[ST_KEY_MAX + 1], v[32] = {0};
+    size_t kl = st_tables_prov_key(k, 0, "u0", "u0/batch-1-1.parquet");
+    uint64_t w = 0;
+    CHECK(kl > 0);
+    CHECK_EQ(st_store_put(s, k, kl, v, sizeof v, &w), ST_OK);
+    fx_settle(&fx, s);
+    st_tables_pending(s, n, p);
+    CHECK_EQ(p[0], (int64_t)few - 1);
+
+    /* past the bound: a lower bound, above 0; the rooms' figure stays exact */
+    for (int i = few; i < few + 100; i++) {
+        snprintf(o, sizeof o, "u%d", i);
+        snprintf(key, sizeof key, "u%d/batch-1-1.parquet", i);
+        obj_put(s, o, key);
+    }
+    fx_settle(&fx, s);
+    st_tables_pending(s, n, p);
+    CHECK(p[0] > 0 && p[0] <= ST_TABLES_LOOK_OWNERS);
+    CHECK(p[0] < few + 100 - 1); /* not every owner read */
+    CHECK_EQ(p[rooms], 5);
+
+    /* every object gone (owners marked, nothing to commit): 0 below the bound, 1 above it */
+    bool busy = false;
+    for (int i = 0; i < few + 100; i++) {
+        int ol = snprintf(o, sizeof o, "u%d", i);
+        CHECK_EQ(st_tier_forget(NULL, s, o, (size_t)ol, 64, &busy, &w), ST_OK);
+    }
+    fx_settle(&fx, s);
+    st_tables_pending(s, n, p);
+    CHECK_EQ(p[0], 1); /* more owners dirty than read: not known to be 0 */
+    clear_marks(s);
+    fx_settle(&fx, s);
+    for (int i = 0; i < few; i++) {
+        int ol = snprintf(o, sizeof o, "u%d", i);
+        obj_put(s, o, "x.parquet");
+        CHECK_EQ(st_tier_forget(NULL, s, o, (size_t)ol, 64, &busy, &w), ST_OK);
+    }
+    fx_settle(&fx, s);
+    st_tables_pending(s, n, p);
+    CHECK_EQ(p[0], 0); /* every dirty owner read: none holds an object */
+    CHECK_EQ(p[rooms], 0);
+    CHECK_EQ(marks(s), few);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
 RUN_TESTS("tables_view")
