@@ -4,10 +4,11 @@
  *
  * A change of presence is a frame to every subscriber of its room (SPEC §2.1 v5). When thousands
  * of a big room's members come online together (the opening of 10,000 member streams of a room
- * of 100,000), one presence flush (presence.c, every ST__PRES_BATCH_MS) held hundreds of changes,
- * each a queue entry for each of up to 10,000 streams, queued in the one loop turn of the flush:
- * the turn grew with the changes it held, which grew with the turn before (the longer a turn,
- * the more members came online meanwhile), up to seconds (bench/RESULTS.md, session 21).
+ * of 100,000), one presence flush (presence.c, every ST__PRES_BATCH_MS) held the 64–128 members
+ * that came online since, each change a queue entry for each of up to 10,000 streams, all queued
+ * in the flush's one loop turn: 0.5–1.2 million entries, 60–100 ms on a quiet machine, and every
+ * turn of the opening over 50 ms was one of those; on a loaded one the loop waited for a CPU in
+ * the middle of them, 1–9 s (bench/RESULTS.md, sessions 20 and 21).
  *
  * So a flush's frames are not queued at once. Each room's frames of one flush are a job: the
  * frames' bodies, in the order of the changes, and the room's subscriptions when the job's first
