@@ -134,11 +134,21 @@ mem() {
   before=$(rss_kib "$pid")
   anon0=$(rss_kib "$pid" RssAnon)
   lag0=$(lag_buckets)
+  # the opening: open_s until every stream is ready (to 0.1 s), quiet_s until the server went
+  # quiet (settle: to its 0.5 s probe), open_cpu_s the server's CPU (all threads) over that
+  local t0 c0 tr tq
+  t0=$(date +%s.%N)
+  c0=$(ticks "$pid")
   "$LOAD" "$@" "$SUBS" 600 >"$work/idle.txt" &
   lp=$!
   for _ in $(seq 1200); do grep -q ready "$work/idle.txt" && break; sleep 0.1; done
   grep -q ready "$work/idle.txt" || die "$side: $SUBS idle streams never all ready"
+  tr=$(date +%s.%N)
   settle "$pid"
+  tq=$(date +%s.%N)
+  local opening
+  opening=$(awk -v t0="$t0" -v tr="$tr" -v tq="$tq" -v c="$(($(ticks "$pid") - c0))" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN { printf " open_s=%.1f quiet_s=%.1f open_cpu_s=%.2f", tr - t0, tq - t0, c / hz }')
   sleep 3 # what a server gives back once quiet (strata: its heap trim within two 1 s ticks, or
           # jemalloc's decay of about 1 s)
   after=$(rss_kib "$pid")
@@ -162,7 +172,7 @@ mem() {
   # store's mapped pages the members' checks read)
   awk -v s="$side" -v b="$before" -v a="$after" -v n="$SUBS" -v r="$round" -v a0="$anon0" -v a1="$anon1" \
     'BEGIN { printf "%s-memory conns=%d rss_before_kib=%d rss_after_kib=%d per_conn_kib=%.3f anon_per_conn_kib=%.3f round=%d\n", s, n, b, a, (a - b) / n, (a1 - a0) / n, r }' |
-    sed "s/\$/$trims$lag/" | tee -a "$work/out.txt" >>"$raw_dir/$round-$side.txt"
+    sed "s/\$/$trims$lag$opening/" | tee -a "$work/out.txt" >>"$raw_dir/$round-$side.txt"
 }
 # strata_loop_lag_seconds' buckets of the server at $mport: "LE COUNT" lines (nothing for Redis)
 lag_buckets() {

@@ -84,7 +84,8 @@ typedef struct {
     uint64_t max_connections;
     uint64_t max_pipeline;
     uint64_t idle_timeout;
-    uint64_t ws_ping_seconds; /* stream keep-alive: ping after this, close after 3x */
+    uint64_t ws_ping_seconds;    /* stream keep-alive: ping after this, close after 3x */
+    uint64_t ws_presence_budget; /* presence frames queued per loop turn (ws/presout.c) */
     uint64_t request_timeout;
     uint64_t idempotency_ttl;
     uint64_t idempotency_index; /* bytes of the answers' index in memory (http/idem_index.c) */

@@ -115,6 +115,10 @@ static const st_cfg_opt_t st__opts[] = {
     ST__NUM(ST_CFG_U64, ws_ping_seconds, "ws-ping-seconds", "STRATA_WS_PING_SECONDS", "30", 1, 3600,
             "seconds of silence after which a stream is pinged; silent 3x as long, it is closed "
             "(lower it behind proxies that drop idle connections sooner)"),
+    ST__NUM(ST_CFG_U64, ws_presence_budget, "ws-presence-budget", "STRATA_WS_PRESENCE_BUDGET",
+            "16384", 1, 1ULL << 30,
+            "presence frames (a subscriber's frame about one change) queued per loop turn: a "
+            "storm of changes in a big room goes out over several turns, others served between"),
     ST__NUM(ST_CFG_U64, request_timeout, "request-timeout", "STRATA_REQUEST_TIMEOUT", "10", 1, 3600,
             "seconds a client may take to send one whole request (slowloris guard)"),
     ST__NUM(ST_CFG_U64, idempotency_ttl, "idempotency-ttl", "STRATA_IDEMPOTENCY_TTL", "86400", 60,

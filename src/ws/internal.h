@@ -104,6 +104,11 @@ typedef struct st_wssub {
     struct st_coldwait *cold_wait; /* a replay page parked for cold data (NULL otherwise) */
     /* a room's: its typing frames' prefix (one reference, made at the first one; topics.c) */
     st_wsbody_t *typing_prefix;
+    /* a room's: its slot in the presence frames' job it waits in (presout.c), or NULL */
+    struct st_wssub **pres_ref;
+    /* a room's: the first presence change it is told of (the changes before it joined are not
+     * its: a frame held back for a while must not reach the subscriptions that came since) */
+    uint64_t pres_since;
 } st_wssub_t;
 
 /* Every subscription to one counter, event or user. Owned by the ws map, freed when empty. */
@@ -204,10 +209,27 @@ bool st__ws_presence_room_for(st_ws_t *ws, const char *room, const char *user);
 void st__ws_presence_drop(st_ws_t *ws, const char *room, const char *user);
 /* A deleted room: its entries go at once (no frame: its streams have ended). */
 void st__ws_presence_forget(st_ws_t *ws, const char *room, size_t rl);
-/* topics.c: the frame {"type":"presence","id","room_id","user","online"} to the room's
- * subscribers here */
+/* presence.c: presout.c sent every frame it had; what presence.c held back may be flushed */
+void st__ws_presence_sent(st_ws_t *ws);
+/* presence.c: the number the next change will have (a subscription joining now is told of the
+ * changes from it on) */
+uint64_t st__ws_presence_since(const st_ws_t *ws);
+
+/* presout.c: presence frames to a room's subscribers, --ws-presence-budget a loop turn */
+typedef struct st_wspresout st_wspresout_t;
+void st__ws_presout_open(st_ws_t *ws);
+void st__ws_presout_close(st_ws_t *ws); /* frames not queued yet are dropped */
+/* The frame {"type":"presence","id","room_id","user","online"} for the room's subscribers here,
+ * in order after the frames of this flush (presence.c) given before it; queued from the next idle
+ * phase on, to the room's subscriptions then that joined before change (its number,
+ * st__ws_presence_since). Only while st__ws_presout_busy is false, or within
+ * the flush that made it true: the frames of one flush go out together. */
 void st__ws_presence_deliver(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
-                             bool online);
+                             bool online, uint64_t change);
+/* Frames are still to be queued: a new flush's frames would overtake them. */
+bool st__ws_presout_busy(const st_ws_t *ws);
+/* s ends: it is struck from the job it waits in. */
+void st__ws_presout_gone(st_wssub_t *s);
 
 struct st_ws {
     uv_loop_t *loop;
@@ -257,8 +279,9 @@ struct st_ws {
     size_t ring_bytes, ring_peak;
     bool ring_drained; /* the rings were back from a burst at the last tick */
     st_metric_t *m_ring, *m_trims, *m_trim;
-    st_wstyping_t *typing; /* typing.c */
-    st_wspres_t *presence; /* presence.c; NULL once closing */
+    st_wstyping_t *typing;   /* typing.c */
+    st_wspres_t *presence;   /* presence.c; NULL once closing */
+    st_wspresout_t *presout; /* presout.c; NULL once closing */
 };
 
 /* ---- queue.c ---- */
@@ -348,6 +371,8 @@ void st__ws_fan_send(st_wsfan_t *f, st_wsfan_item_t *items, size_t n, const char
 /* ---- topics.c: channels, subscriptions' end, fan-out ---- */
 void st__ws_topics_init(st_ws_t *ws);
 void st__ws_topics_free(st_ws_t *ws);
+/* The channel of a room's subscribers here, or NULL: none. */
+st_wschan_t *st__ws_room_chan(st_ws_t *ws, const char *room, size_t rl);
 /* Puts s (started: subscribe.c) in the channel of its topic and name, made if it is the first. */
 void st__ws_chan_add(st_ws_t *ws, st_wssub_t *s);
 /* Takes s out of its connection and its channel and frees it. */

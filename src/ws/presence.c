@@ -54,6 +54,7 @@ typedef struct {
     uint32_t local;                     /* this member's subscriptions */
     uint64_t seen[ST_REPL_MAX_MEMBERS]; /* per peer slot: loop ms it last said online, 0: not */
     uint64_t frame_ms;                  /* loop ms of the last frame about it (0: none) */
+    uint64_t changed;                   /* p->changes at its last change a frame is owed for */
     bool shown;                         /* what the last frame said */
     bool announced;                     /* what the other members were last told (local > 0) */
     size_t ul;
@@ -84,9 +85,11 @@ typedef struct {
 
 struct st_wspres {
     st_ws_t *ws;
-    st_map_t rooms;  /* st_wspres_room_t */
-    st_map_t locals; /* st__pres_local_t */
-    size_t n, cap;   /* entries, and the most kept */
+    st_map_t rooms;   /* st_wspres_room_t */
+    st_map_t locals;  /* st__pres_local_t */
+    size_t n, cap;    /* entries, and the most kept */
+    uint64_t changes; /* changes a frame was owed for, so far: a subscription that joins now is
+                       * told of those after it only (presout.c) */
     st_list_t dirty;
     uv_timer_t flush, tick;
     int handles; /* timers not closed yet: p is freed with the last */
@@ -221,6 +224,10 @@ static void st__pres_on_flush(uv_timer_t *t)
     st_ws_t *ws = p->ws;
     uint64_t now = uv_now(ws->loop), next = 0;
     bool group = ws->app->repl != NULL;
+    /* the frames of an earlier flush are still being queued (presout.c): this flush's would
+     * overtake them, so they wait (their users stay dirty) and go once those are out
+     * (st__ws_presence_sent); the other members are told now all the same */
+    bool hold = st__ws_presout_busy(ws);
     st_buf_t b = {0};
     size_t items = 0;
     st__pres_begin(p, &b);
@@ -232,6 +239,7 @@ static void st__pres_on_flush(uv_timer_t *t)
         }
         bool on = st__pres_online(u);
         if (on != u->shown) {
+            if (hold) continue;
             uint64_t since = now - u->frame_ms;
             if (u->frame_ms && since < ST__PRES_FRAME_MS) { /* coalesced: it waits its turn */
                 uint64_t wait = ST__PRES_FRAME_MS - since;
@@ -240,7 +248,7 @@ static void st__pres_on_flush(uv_timer_t *t)
             }
             u->shown = on;
             u->frame_ms = now ? now : 1;
-            st__ws_presence_deliver(ws, u->room->room, u->room->rl, u->user, u->ul, on);
+            st__ws_presence_deliver(ws, u->room->room, u->room->rl, u->user, u->ul, on, u->changed);
         }
         st_list_unlink(&u->dlink);
         st__pres_gc(p, u);
@@ -251,11 +259,24 @@ static void st__pres_on_flush(uv_timer_t *t)
         uv_timer_start(&p->flush, st__pres_on_flush, next, 0);
 }
 
+uint64_t st__ws_presence_since(const st_ws_t *ws)
+{
+    return ws->presence ? ws->presence->changes + 1 : 0;
+}
+
+void st__ws_presence_sent(st_ws_t *ws)
+{
+    st_wspres_t *p = ws->presence;
+    /* what changed while the frames went out is overdue: at once (the next loop turn) */
+    if (p && !st_list_empty(&p->dirty)) uv_timer_start(&p->flush, st__pres_on_flush, 0, 0);
+}
+
 /* u changed: a frame or an announcement may be owed (st__pres_on_flush sends them). */
 static void st__pres_touch(st_wspres_t *p, st_wspres_user_t *u)
 {
     bool owed =
         st__pres_online(u) != u->shown || (p->ws->app->repl && (u->local > 0) != u->announced);
+    if (owed) u->changed = ++p->changes;
     if (!st_list_linked(&u->dlink)) {
         if (!owed) {
             st__pres_gc(p, u);

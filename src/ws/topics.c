@@ -48,6 +48,7 @@ void st__ws_chan_add(st_ws_t *ws, st_wssub_t *s)
     }
     s->chan = ch;
     st_list_push_front(&ch->subs, &s->clink);
+    s->pres_since = st__ws_presence_since(ws); /* before its own change (presence_add) */
     if (s->room && s->member) s->present = st__ws_presence_add(ws, s->conv, s->member);
 }
 
@@ -56,6 +57,7 @@ static void st__sub_free(st_ws_t *ws, st_wssub_t *s)
     if (s->cold_wait) st_tier_release(ws->app->tier, s->cold_wait); /* cancels it */
     st_wschan_t *ch = s->chan;                                      /* NULL while pending */
     if (s->present) st__ws_presence_drop(ws, s->conv, s->member);
+    st__ws_presout_gone(s);
     if (ch) {
         st_list_unlink(&s->clink);
         if (st_list_empty(&ch->subs)) {
@@ -247,14 +249,18 @@ static void st__ws_end_sub(st_ws_t *ws, st_wssub_t *s, const char *code, const c
     st__ws_sub_remove(ws, s);
 }
 
+st_wschan_t *st__ws_room_chan(st_ws_t *ws, const char *room, size_t rl)
+{
+    char vu[ST_CHAT_OWNER_MAX];
+    return st__chan_find(ws, ST_TOPIC_MESSAGES, vu, st_chat_owner_bytes(vu, ST_ROOM(room, rl)));
+}
+
 /* A room's channel here (NULL: no subscriber) and, when there is one, the start of a frame about
  * one of its users into b: "room_id":…,"user":… */
 static st_wschan_t *st__room_user_frame(st_ws_t *ws, const char *room, size_t rl, const char *user,
                                         size_t ul, st_buf_t *b)
 {
-    char vu[ST_CHAT_OWNER_MAX];
-    st_wschan_t *ch =
-        st__chan_find(ws, ST_TOPIC_MESSAGES, vu, st_chat_owner_bytes(vu, ST_ROOM(room, rl)));
+    st_wschan_t *ch = st__ws_room_chan(ws, room, rl);
     if (!ch) return NULL;
     st_buf_puts(b, "\"room_id\":");
     st_buf_append_json_str(b, room, rl);
@@ -296,29 +302,6 @@ void st__ws_room_member(void *arg, const char *room, size_t rl, const char *user
     st_buf_free(&b);
 }
 
-/* A frame of `type` about one of a room's users to the room's subscribers here: "room_id",
- * "user", then tail (which closes the object). */
-static void st__room_user_send(st_ws_t *ws, const char *room, size_t rl, const char *user,
-                               size_t ul, const char *type, const st_buf_t *tail)
-{
-    st_buf_t b = {0};
-    st_wschan_t *ch = st__room_user_frame(ws, room, rl, user, ul, &b);
-    if (!ch) return;
-    st_buf_append(&b, tail->data, tail->len);
-    st_wsbody_t *body = st__ws_body_new(b.data, b.len);
-    st_wsbody_t *pre = NULL;
-    const char *last = NULL;
-    for (ST_LIST_EACH(l, n, &ch->subs)) {
-        st_wssub_t *s = ST_LIST_ITEM(l, st_wssub_t, clink);
-        if (!s->room) continue; /* a room's own channel: its subscriptions are the room's */
-        st__ws_queue(ws, s->conn, st__ws_prefix_of(&pre, &last, type, s->id), body,
-                     st__sub_wait(s, 0));
-    }
-    st__ws_body_unref(body);
-    st__ws_body_unref(pre);
-    st_buf_free(&b);
-}
-
 /* A typing signal's frame to the room's subscribers here (typing.c decides when). It is
  * ephemeral: a subscriber whose output is backed up gets none (it would only wait there, ahead
  * of or behind data; the next signal says the same with a later `until`). Each subscription
@@ -342,16 +325,6 @@ void st__ws_typing_deliver(st_ws_t *ws, const char *room, size_t rl, const char 
     }
     st__ws_body_unref(body);
     st_buf_free(&b);
-}
-
-/* A presence change's frame to the room's subscribers here (presence.c decides when). */
-void st__ws_presence_deliver(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
-                             bool online)
-{
-    st_buf_t t = {0};
-    st_buf_puts(&t, online ? ",\"online\":true}" : ",\"online\":false}");
-    st__room_user_send(ws, room, rl, user, ul, "presence", &t);
-    st_buf_free(&t);
 }
 
 /* An erased user's room streams (the rooms it streams as a member) end at once with forbidden,

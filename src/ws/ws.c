@@ -291,6 +291,7 @@ int st_ws_open(st_ws_t **out, uv_loop_t *loop, st_app_t *app)
     st__ws_topics_init(ws);
     st__ws_typing_open(ws);
     st__ws_presence_open(ws);
+    st__ws_presout_open(ws);
     st__ws_listen(ws);
     st__ws_rx_init(ws);
     ws->fan = st__ws_fan_start();
@@ -315,6 +316,7 @@ void st_ws_close(st_ws_t *ws)
 {
     st__ws_topics_detach(ws); /* before the modules it observes close */
     st__ws_presence_close(ws);
+    st__ws_presout_close(ws);
     st__ws_typing_close(ws);
     st__ws_fan_stop(ws->fan); /* a fan-out from now on is sent from the loop alone */
     ws->fan = NULL;

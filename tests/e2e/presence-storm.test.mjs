@@ -6,6 +6,9 @@
 // and that once the storm passed the queues hold nothing: strata_ws_queue_capacity_bytes (the
 // bytes of every stream's ring, ws/ring.c) is back to at most the few entries an idle stream keeps,
 // so what the burst grew was given back rather than kept for streams that now sit idle.
+// The second test makes the storm go out over many loop turns (--ws-presence-budget, ws/presout.c:
+// a turn queues at most that many presence frames) while members open streams at once and others
+// close theirs, and checks that slicing loses, repeats and reorders nothing.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { sleep, startStrata, waitStreams, withServer, wsConnect, wsUntil } from './lib.mjs';
@@ -73,6 +76,82 @@ test('a presence storm: every change reaches every subscriber in order, the queu
     }
     assert.ok(cap <= N * KEEP * ENTRY, `queues hold ${cap} bytes after the storm (at most ${N * KEEP * ENTRY})`);
     assert.ok((await metric(s, 'strata_ws_heap_trims_total')) >= 0);
+    for (const st of streams) st.ws.close();
+  });
+});
+
+// One stream's reader: the presence frames it gets (after `got`, what its subscribe brought).
+function reader(i, ws, got) {
+  const st = { i, ws, seen: got.filter((f) => f.type === 'presence'), closed: false, error: null };
+  (async () => {
+    for (;;) {
+      const f = await ws.next(600000).catch((e) => ({ op: -1, error: e }));
+      if (f.op === -1) { st.closed = true; return; }
+      if (f.json?.type === 'presence') st.seen.push(f.json);
+      else if (f.json?.type === 'error') st.error = new Error(`stream ${i}: ${f.text}`);
+    }
+  })();
+  return st;
+}
+
+async function open(s, room, user, i) {
+  const ws = await s.ws();
+  ws.send({ type: 'subscribe', id: `s${i % 3}`, topic: 'room', room_id: room, user });
+  const got = await wsUntil(ws, (f) => f.type === 'replay_done' || f.type === 'error', 60000);
+  assert.equal(got.at(-1).type, 'replay_done', JSON.stringify(got));
+  return reader(i, ws, got);
+}
+
+test('a storm over many loop turns (--ws-presence-budget 50): every frame once, in the same order for every subscriber', { timeout: 300000 }, async () => {
+  const BUDGET = 50, FIRST = 30, MORE = 90, GONE = 10;
+  const s = await startStrata({ args: ['--ws-presence-budget', String(BUDGET)] });
+  s.ws = async () => { const ws = await wsConnect(s.port); assert.equal(ws.status, 101); return ws; };
+  await withServer(s, async () => {
+    const users = Array.from({ length: FIRST + MORE }, (_, i) => `u${i}`);
+    assert.equal((await s.req('POST', '/v1/rooms', { room_id: 'slice', members: users })).status, 201);
+    // FIRST streams one after another, then MORE at once (many changes to each flush, each
+    // flush's frames ~100 turns of BUDGET), while the first GONE streams close: struck from
+    // the jobs they wait in, and an offline frame each for the others
+    const first = [];
+    for (let i = 0; i < FIRST; i++) first.push(await open(s, 'slice', users[i], i));
+    const opening = Promise.all(users.slice(FIRST).map((u, k) => open(s, 'slice', u, FIRST + k)));
+    await sleep(50);
+    for (const st of first.slice(0, GONE)) st.ws.close();
+    const streams = [...first.slice(GONE), ...(await opening)];
+    const last = (st, u) => st.seen.filter((f) => f.user === u).at(-1);
+    // every stream hears of every member that came online (a member coming online after it at
+    // least), and of the GONE going offline
+    await waitStreams(streams, (st) => users.slice(GONE).every((u, k) => k + GONE < st.i || last(st, u)?.online === true) &&
+      users.slice(0, GONE).every((u) => !last(st, u) || last(st, u).online === false),
+    'every change at every stream', 240000);
+    await sleep(1500); // nothing more may come: a repeated frame would show up here
+    // the order the changes happened in, as the oldest stream that stayed saw them
+    const order = (st) => st.seen.filter((f) => f.online).map((f) => f.user);
+    const ref = order(streams[0]);
+    assert.equal(new Set(ref).size, ref.length, 'one frame per member online');
+    for (const st of streams) {
+      assert.equal(st.closed, false, `stream ${st.i} stayed open`);
+      for (const f of st.seen) assert.deepEqual(Object.keys(f), ['type', 'id', 'room_id', 'user', 'online']);
+      assert.ok(st.seen.every((f) => f.id === `s${st.i % 3}` && f.room_id === 'slice'), `stream ${st.i}: its own id`);
+      // what a stream saw of members coming online is the end of that order, from one before it
+      // came online on: none missed, none repeated, none reordered
+      const got = order(st);
+      assert.ok(got.includes(users[st.i]), `stream ${st.i} saw itself come online`);
+      assert.deepEqual(got, ref.slice(ref.length - got.length), `stream ${st.i}: the changes once, in order`);
+      for (const u of users.slice(0, GONE)) {
+        const about = st.seen.filter((f) => f.user === u).map((f) => f.online);
+        assert.ok(about.length === 0 || (about.length <= 2 && about.at(-1) === false), `stream ${st.i} about ${u}: ${about}`);
+      }
+    }
+    // sliced: more frames than one turn's budget went out, and no turn queued more than it
+    const total = await metric(s, 'strata_ws_presence_frames_total');
+    const most = await metric(s, 'strata_ws_presence_turn_frames_max');
+    const seen = streams.reduce((n, st) => n + st.seen.length, 0);
+    assert.ok(total >= seen, `frames queued ${total} >= frames the streams that stayed read ${seen}`);
+    assert.ok(seen > 20 * BUDGET, `a storm of ${seen} frames`);
+    assert.ok(most > 0 && most <= BUDGET, `the most presence frames one loop turn queued: ${most} (budget ${BUDGET})`);
+    const r = await s.req('GET', '/v1/rooms/slice/presence');
+    assert.deepEqual(r.json.online, users.slice(GONE).sort());
     for (const st of streams) st.ws.close();
   });
 });
