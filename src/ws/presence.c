@@ -274,8 +274,8 @@ void st__ws_presence_sent(st_ws_t *ws)
 /* u changed: a frame or an announcement may be owed (st__pres_on_flush sends them). */
 static void st__pres_touch(st_wspres_t *p, st_wspres_user_t *u)
 {
-    bool owed =
-        st__pres_online(u) != u->shown || (p->ws->app->repl && (u->local > 0) != u->announced);
+    bool announce = p->ws->app->repl && (u->local > 0) != u->announced;
+    bool owed = st__pres_online(u) != u->shown || announce;
     if (owed) u->changed = ++p->changes;
     if (!st_list_linked(&u->dlink)) {
         if (!owed) {
@@ -284,6 +284,11 @@ static void st__pres_touch(st_wspres_t *p, st_wspres_user_t *u)
         }
         st_list_insert(&p->dirty, &u->dlink);
     }
+    /* while an earlier flush's frames are still going out (presout.c) a flush would walk the
+     * dirty users only to hold their frames back: st__ws_presence_sent starts it once those are
+     * out (in a storm, every 10 ms, that walk grew with the storm); an announcement to the other
+     * members does not wait */
+    if (!announce && st__ws_presout_busy(p->ws)) return;
     if (!uv_is_active((uv_handle_t *)&p->flush))
         uv_timer_start(&p->flush, st__pres_on_flush, ST__PRES_BATCH_MS, 0);
 }
