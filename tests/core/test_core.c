@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for core: errors, names, numbers, buffers, the hash map, config, metrics. */
+#define _GNU_SOURCE /* SCHED_IDLE, SCHED_BATCH, unshare */
 #include "../test.h"
 #include "strata/config.h"
 #include "strata/core.h"
+#include "strata/idle.h"
 #include "strata/kinds.h"
 #include "strata/metrics.h"
 
+#include <errno.h>
+#include <sched.h>
 #include <stdio.h>
-
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* The well-formed UTF-8 byte sequences of Unicode's Table 3-7, as ranges: the length of the one
  * at p (0 if none is), the reference st_utf8_prefix is checked against. */
@@ -488,6 +492,92 @@ TEST(snowflake_floor_from_a_higher_node_id_is_never_undercut)
     st_snowflake_init(&b, 900);
     st_snowflake_floor(&b, floor | 4000);
     CHECK(st_snowflake_next(&b) > (floor | 4000));
+}
+
+/* ---- idle (core/idle.c): each case in a child, whose policy, limits and capabilities it
+ * changes ---- */
+
+/* At SCHED_BATCH with SCHED_RESET_ON_FORK and nice 5 (as under `chrt -b -R` and `nice`), the
+ * thread comes back to exactly that, twice; a leave without an enter changes nothing. Then a
+ * real-time policy, where this process may set one: back at SCHED_FIFO with its priority. */
+static void kid_back_to_its_own_policy(void)
+{
+    struct sched_param sp = {0};
+    KID_CHECK(sched_setscheduler(0, SCHED_BATCH | SCHED_RESET_ON_FORK, &sp) == 0);
+    KID_CHECK(setpriority(PRIO_PROCESS, 0, 5) == 0);
+    st_idle_t t;
+    st_idle_init(&t, "a test thread");
+    if (!st_idle_may(&t)) KID_NOT_EXERCISED();
+    for (int i = 0; i < 2; i++) {
+        KID_CHECK(st_idle_enter(&t));
+        KID_CHECK(sched_getscheduler(0) == (SCHED_IDLE | SCHED_RESET_ON_FORK));
+        st_idle_leave(&t);
+        KID_CHECK(sched_getscheduler(0) == (SCHED_BATCH | SCHED_RESET_ON_FORK));
+        errno = 0;
+        KID_CHECK(getpriority(PRIO_PROCESS, 0) == 5 && errno == 0);
+    }
+    st_idle_leave(&t);
+    KID_CHECK(sched_getscheduler(0) == (SCHED_BATCH | SCHED_RESET_ON_FORK));
+    sp.sched_priority = 3;
+    if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) != 0) return;
+    st_idle_init(&t, "a test thread");
+    KID_CHECK(st_idle_enter(&t));
+    st_idle_leave(&t);
+    KID_CHECK(sched_getscheduler(0) == (SCHED_FIFO | SCHED_RESET_ON_FORK));
+    KID_CHECK(sched_getparam(0, &sp) == 0 && sp.sched_priority == 3);
+}
+
+TEST(idle_comes_back_to_the_thread_s_own_policy_priority_and_nice)
+{
+    RUN_IN_CHILD(kid_back_to_its_own_policy,
+                 "no thread here may leave SCHED_IDLE (CAP_SYS_NICE, RLIMIT_NICE of 15)");
+}
+
+/* Without CAP_SYS_NICE and with RLIMIT_NICE 0 (an unprivileged container's), the thread never
+ * goes to SCHED_IDLE; that the kernel would then have kept it there is shown last. */
+static void kid_not_where_it_could_not_leave(void)
+{
+    KID_CHECK(st_unprivileged_nice());
+    st_idle_t t;
+    st_idle_init(&t, "a test thread");
+    KID_CHECK(!st_idle_may(&t));
+    KID_CHECK(!st_idle_enter(&t));
+    KID_CHECK(sched_getscheduler(0) == SCHED_OTHER);
+    st_idle_leave(&t);
+    KID_CHECK(sched_getscheduler(0) == SCHED_OTHER);
+    struct sched_param sp = {0};
+    KID_CHECK(sched_setscheduler(0, SCHED_IDLE, &sp) == 0);
+    if (sched_setscheduler(0, SCHED_OTHER, &sp) == 0 || errno != EPERM) KID_NOT_EXERCISED();
+}
+
+TEST(idle_is_not_entered_where_the_way_back_is_not_allowed)
+{
+    RUN_IN_CHILD(kid_not_where_it_could_not_leave,
+                 "the kernel lets a thread leave SCHED_IDLE without CAP_SYS_NICE here");
+}
+
+/* In a user namespace of its own the process holds CAP_SYS_NICE, which the kernel does not
+ * honour (the prediction believes it): the return is refused, and from then on no thread goes
+ * to SCHED_IDLE. */
+static void kid_refused_once_never_again(void)
+{
+    struct rlimit rl = {0, 0};
+    KID_CHECK(setrlimit(RLIMIT_NICE, &rl) == 0);
+    if (unshare(CLONE_NEWUSER) != 0) KID_NOT_EXERCISED();
+    st_idle_t t;
+    st_idle_init(&t, "a test thread");
+    KID_CHECK(st_idle_may(&t));
+    KID_CHECK(st_idle_enter(&t));
+    st_idle_leave(&t);
+    if (sched_getscheduler(0) != SCHED_IDLE) KID_NOT_EXERCISED(); /* it was allowed after all */
+    KID_CHECK(!st_idle_may(&t));
+    KID_CHECK(!st_idle_enter(&t));
+}
+
+TEST(idle_stops_for_good_once_a_return_is_refused)
+{
+    RUN_IN_CHILD(kid_refused_once_never_again,
+                 "no user namespace of its own here, or its CAP_SYS_NICE is honoured");
 }
 
 RUN_TESTS("core")

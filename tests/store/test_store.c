@@ -698,8 +698,9 @@ TEST(writes_of_a_first_byte_grow_with_its_puts_and_dels_only)
     fx_end(&fx);
 }
 
-/* Threads of this process whose scheduling policy (stat field 41) is SCHED_IDLE (5). */
-static int idle_threads(void)
+/* Threads of this process (those named comm, or all for NULL) whose scheduling policy (stat
+ * field 41) is policy. */
+static int threads_at(const char *comm, int policy)
 {
     DIR *d = opendir("/proc/self/task");
     struct dirent *e;
@@ -711,13 +712,21 @@ static int idle_threads(void)
         size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
         if (f) fclose(f);
         buf[len] = 0;
-        char *p = strrchr(buf, ')');
+        char *open = strchr(buf, '('), *p = strrchr(buf, ')');
+        if (comm && !(open && p && (size_t)(p - open - 1) == strlen(comm) &&
+                      memcmp(open + 1, comm, strlen(comm)) == 0))
+            continue;
         for (int field = 2; p && field < 41; field++)
             p = strchr(p + 1, ' ');
-        if (p && atoi(p + 1) == 5) n++;
+        if (p && atoi(p + 1) == policy) n++;
     }
     if (d) closedir(d);
     return n;
+}
+
+static int idle_threads(void)
+{
+    return threads_at(NULL, SCHED_IDLE);
 }
 
 /* Whether a thread of this process may go to SCHED_IDLE and come back (CAP_SYS_NICE or an
@@ -770,6 +779,35 @@ TEST(a_background_job_s_applies_run_at_sched_idle_only_while_it_says_so)
     s = open_store(&fx, 64 << 20, &w);
     for (int round = 0; round < 3; round++)
         check_vals(s, pre[round], 500, 37);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+/* yield.c: the apply thread comes back from SCHED_IDLE to the policy it started with
+ * (SCHED_BATCH here, as for a process started under `chrt -b`), not to SCHED_OTHER. */
+TEST(the_apply_thread_comes_back_to_the_policy_it_started_with)
+{
+    if (!may_leave_idle()) {
+        NOT_EXERCISED("no thread here may leave SCHED_IDLE again (CAP_SYS_NICE)");
+        return;
+    }
+    fx_t fx;
+    fx_begin(&fx);
+    watch_t w;
+    struct sched_param sp = {0};
+    CHECK_EQ(sched_setscheduler(0, SCHED_BATCH, &sp), 0); /* the store's threads inherit it */
+    st_store_t *s = open_store(&fx, 64 << 20, &w);
+    CHECK_EQ(sched_setscheduler(0, SCHED_OTHER, &sp), 0);
+    st_metric_t *idle = st_metrics_counter("strata_lmdb_idle_applies_total", "", "");
+    double before = st_metric_value(idle);
+    uint64_t wait = 0;
+    st_store_apply_background(s, true);
+    put_vals(&fx, s, "p0", 500, &wait);
+    fx_settle(&fx, s);
+    st_store_apply_background(s, false);
+    CHECK(st_metric_value(idle) > before);
+    CHECK_EQ(threads_at("strata-apply", SCHED_BATCH), 1);
+    CHECK_EQ(idle_threads(), 0);
     fx_close_store(&fx, s);
     fx_end(&fx);
 }
