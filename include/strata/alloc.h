@@ -16,7 +16,7 @@
  * background thread): then nobody needs to call malloc_trim. */
 bool st_alloc_purges_itself(void);
 /* Registers strata_malloc_* gauges: the allocator's name and, with jemalloc, its allocated,
- * active, resident, dirty and retained bytes, read (after a stats refresh) at each scrape. */
+ * active, resident, dirty and retained bytes, read at each scrape after one stats refresh. */
 void st_alloc_metrics_open(void);
 
 #endif

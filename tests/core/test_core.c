@@ -2,6 +2,7 @@
 /* Unit tests for core: errors, names, numbers, buffers, the hash map, config, metrics. */
 #define _GNU_SOURCE /* SCHED_IDLE, SCHED_BATCH, unshare */
 #include "../test.h"
+#include "strata/alloc.h"
 #include "strata/config.h"
 #include "strata/core.h"
 #include "strata/idle.h"
@@ -9,6 +10,9 @@
 #include "strata/metrics.h"
 
 #include <errno.h>
+#ifdef ST_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -455,6 +459,67 @@ TEST(metrics_render_groups_families)
     CHECK(strstr(out.data, "t_h_bucket{le=\"10\"} 1\n"));
     CHECK(strstr(out.data, "t_h_bucket{le=\"+Inf\"} 2\n"));
     CHECK(strstr(out.data, "t_h_count 2\n"));
+    st_buf_free(&out);
+    st_metrics_shutdown();
+}
+
+/* A render hook runs once a render, before any gauge's fn; the same one registered twice runs
+ * once; st_metrics_shutdown forgets it. */
+static int hook_runs, hook_seen_by_gauge;
+static void count_hook(void *arg)
+{
+    (*(int *)arg)++;
+}
+static double hook_gauge(void *arg)
+{
+    hook_seen_by_gauge = *(int *)arg;
+    return 1;
+}
+
+TEST(metrics_render_hooks_run_once_a_render_before_the_gauges)
+{
+    hook_runs = 0;
+    st_metrics_on_render(count_hook, &hook_runs);
+    st_metrics_on_render(count_hook, &hook_runs);
+    st_metrics_gauge_fn("t_hooked", "h", "", hook_gauge, &hook_runs);
+    st_metrics_gauge_fn("t_hooked2", "h", "", hook_gauge, &hook_runs);
+    for (int i = 1; i <= 3; i++) {
+        st_buf_t out = {0};
+        st_metrics_render(&out);
+        CHECK_EQ(hook_runs, i);
+        CHECK_EQ(hook_seen_by_gauge, i);
+        st_buf_free(&out);
+    }
+    st_metrics_shutdown();
+    st_buf_t out = {0};
+    st_metrics_render(&out);
+    CHECK_EQ(hook_runs, 3);
+    st_buf_free(&out);
+}
+
+/* alloc.c: a scrape refreshes jemalloc's statistics once (one epoch), not once a strata_malloc_*
+ * gauge; with glibc's malloc only strata_malloc_jemalloc 0 is there. */
+TEST(a_scrape_refreshes_the_allocator_s_figures_once)
+{
+    st_alloc_metrics_open();
+    st_buf_t out = {0};
+    st_metrics_render(&out);
+#ifdef ST_JEMALLOC
+    CHECK(strstr(out.data, "\nstrata_malloc_jemalloc 1\n"));
+    CHECK(strstr(out.data, "\nstrata_malloc_dirty_bytes "));
+    for (int i = 0; i < 3; i++) {
+        uint64_t e0 = 0, e1 = 0;
+        size_t n = sizeof e0;
+        CHECK_EQ(mallctl("epoch", &e0, &n, NULL, 0), 0);
+        st_buf_reset(&out);
+        st_metrics_render(&out);
+        CHECK_EQ(mallctl("epoch", &e1, &n, NULL, 0), 0);
+        CHECK_EQ(e1 - e0, 1);
+    }
+#else
+    CHECK(strstr(out.data, "\nstrata_malloc_jemalloc 0\n"));
+    CHECK(!strstr(out.data, "strata_malloc_allocated_bytes"));
+#endif
     st_buf_free(&out);
     st_metrics_shutdown();
 }
