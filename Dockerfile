@@ -12,12 +12,16 @@
 #   open, knowingly (published on the host's loopback only, or behind a proxy that authenticates):
 #     docker run -p 127.0.0.1:8080:8080 -v strata-data:/data -e STRATA_INSECURE=1 strata
 # STRATA_INSECURE is deliberately not set here.
+# Background work (encoding cold objects, compaction, an erasure's LMDB writes) yields the CPU to
+# serving at SCHED_IDLE only where a thread may come back from it: the image's non-root user needs
+# `docker run --ulimit nice=20` for that; without it that work runs at the normal policy.
 FROM debian:12-slim AS build
 WORKDIR /src
 COPY tools/install-deps.sh tools/
 RUN tools/install-deps.sh
 COPY . .
-RUN tools/build.sh release && strip build/strata
+# ST_JEMALLOC=ON: the build fails rather than fall back to glibc's malloc (the image has libjemalloc2)
+RUN ST_JEMALLOC=ON tools/build.sh release && strip build/strata
 
 FROM debian:12-slim
 RUN apt-get update -qq \

@@ -14,7 +14,7 @@ pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
 # liburing (Debian liburing-dev 2.3): a fan-out's sends in one system call (src/ws/fan.c).
 pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
 # jemalloc (Debian libjemalloc-dev 5.3, optional): gives freed memory back from its own thread
-# (src/core/alloc.c). Linked when ST_JEMALLOC is on (CMakeLists.txt).
+# (src/core/alloc.c). Linked as ST_JEMALLOC (AUTO, ON, OFF) decides (CMakeLists.txt).
 pkg_check_modules(JEMALLOC IMPORTED_TARGET jemalloc)
 # C-Raft (Debian libraft-dev 0.15): consensus for replicated groups, on strata's own libuv loop.
 pkg_check_modules(RAFT REQUIRED IMPORTED_TARGET raft)

@@ -6,10 +6,15 @@
 #ifndef STRATA_TEST_H
 #define STRATA_TEST_H
 
+#include <linux/capability.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 typedef void (*st_test_fn)(void);
 typedef struct {
@@ -73,6 +78,62 @@ static inline int st_no_skip(void)
         printf(__VA_ARGS__);                                                                       \
         putchar('\n');                                                                             \
     } while (0)
+
+/* ---- cases run in a child process of their own: a case that changes the process's limits,
+ * scheduling policy or capabilities leaves the rest of the file alone ---- */
+
+/* A CHECK in such a child: says what failed and ends the child with status 1. */
+#define KID_CHECK(cond)                                                                            \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "  %s:%d: CHECK failed in the child: %s\n", __FILE__, __LINE__,        \
+                    #cond);                                                                        \
+            _exit(1);                                                                              \
+        }                                                                                          \
+    } while (0)
+/* The child could not do what the case is for here (the case says why, NOT_EXERCISED). */
+#define KID_NOT_EXERCISED() _exit(2)
+
+/* Runs fn in a child: 0 when it returned, 1 when a KID_CHECK failed (or it died), 2 for
+ * KID_NOT_EXERCISED. */
+static inline int st_in_child(void (*fn)(void))
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        fn();
+        _exit(0);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 1;
+    return WEXITSTATUS(status);
+}
+
+/* A case that is fn run in a child: it passes when the child returned; a KID_NOT_EXERCISED says
+ * why (NOT_EXERCISED, below: a failure under CI). */
+#define RUN_IN_CHILD(fn, ...)                                                                      \
+    do {                                                                                           \
+        int rc_ = st_in_child(fn);                                                                 \
+        if (rc_ == 2)                                                                              \
+            NOT_EXERCISED(__VA_ARGS__);                                                            \
+        else                                                                                       \
+            CHECK_EQ(rc_, 0);                                                                      \
+    } while (0)
+
+/* Makes this process (a child's) as unprivileged about scheduling as the Docker image's user: no
+ * CAP_SYS_NICE in the thread's effective set, RLIMIT_NICE 0; false if it could not. */
+static inline int st_unprivileged_nice(void)
+{
+    struct rlimit rl = {0, 0};
+    if (setrlimit(RLIMIT_NICE, &rl) != 0) return 0;
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof d);
+    if (syscall(SYS_capget, &h, d) != 0) return 0;
+    d[CAP_SYS_NICE / 32].effective &= ~(1u << (CAP_SYS_NICE % 32));
+    return syscall(SYS_capset, &h, d) == 0;
+}
 
 static inline int st_run_tests(const char *suite)
 {

@@ -18,6 +18,11 @@ st_metric_t *st_metrics_gauge(const char *name, const char *help, const char *la
 /* A gauge whose value is read from fn(arg) at render time. */
 void st_metrics_gauge_fn(const char *name, const char *help, const char *labels, st_gauge_fn fn,
                          void *arg);
+/* fn(arg) runs once at the start of each st_metrics_render, before any gauge's fn: a source whose
+ * figures cost a refresh (jemalloc's stats epoch) takes it once a scrape, not once a gauge. The
+ * same fn and arg again count once; up to ST_METRICS_HOOKS_MAX, until st_metrics_shutdown. */
+#define ST_METRICS_HOOKS_MAX 8
+void st_metrics_on_render(void (*fn)(void *arg), void *arg);
 /* bounds: ascending upper bounds (copied); +Inf is implied. */
 st_metric_t *st_metrics_histogram(const char *name, const char *help, const char *labels,
                                   const double *bounds, size_t nbounds);

@@ -134,6 +134,22 @@ int st_store_scan(st_store_t *s, const void *prefix, size_t plen, st_store_scan_
 int st_store_scan_from(st_store_t *s, const void *prefix, size_t plen, const void *from,
                        size_t flen, st_store_scan_fn fn, void *arg, uint64_t *wait);
 
+/* A walk of the keys under a prefix across loop turns, a page at a time (store/walk.c): each
+ * page starts after the last key the page before visited, so a key there for the whole walk is
+ * visited once, whatever is written meanwhile. {0} starts from the beginning. The caller owns it.
+ */
+typedef struct {
+    size_t clen; /* 0: from the start */
+    uint8_t at[ST_KEY_MAX + 1];
+} st_store_walk_t;
+/* One page: fn for up to `page` keys (page >= 1) after the walk's last one; fn returns 0 to go
+ * on, > 0 to end the page there. Returns 1 when the page was full or ended by fn (keys may be
+ * left), 0 at the end of the keys, < 0 the store's error or fn's (the walk stays after the last
+ * key fn was called for). Pointers given to fn are valid during its call only: a walk that
+ * stages writes for what it visits collects the keys and stages after the page. */
+int st_store_walk_page(st_store_t *s, const void *prefix, size_t plen, st_store_walk_t *w,
+                       size_t page, st_store_scan_fn fn, void *arg);
+
 /* Keys under the prefix within [lo, hi) (NULL bound: open), ascending or descending. */
 int st_store_range(st_store_t *s, const void *prefix, size_t plen, const void *lo, size_t lolen,
                    const void *hi, size_t hilen, bool reverse, st_store_scan_fn fn, void *arg,

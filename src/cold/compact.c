@@ -48,16 +48,6 @@
 #define ST__WALK_PAGE      256
 #define ST__QUEUE_MAX      4096
 
-/* A walk of one key space across loop turns, a page at a time: each page starts after the last
- * key seen (keys are at most ST_KEY_MAX bytes). */
-typedef struct {
-    size_t clen; /* 0: from the start */
-    uint8_t at[ST_KEY_MAX + 1];
-    size_t seen;
-    st_store_scan_fn fn;
-    void *arg;
-} st__keywalk_t;
-
 /* A user queued for compaction (compacting every user queues them all), its key at its length. */
 typedef struct {
     st_map_node_t node;
@@ -101,10 +91,10 @@ struct st_tier_compact {
     st_metric_t *m_s3[4];
     st_metric_t *m_objects[2], *m_obytes[2]; /* small, large */
     uint64_t census_ms;                      /* next count of the manifests */
-    st__keywalk_t census;                    /* that count, a page at a time */
+    st_store_walk_t census;                  /* that count, a page at a time */
     double counted[4];                       /* its sums so far: objects, bytes; small, large */
     bool counting;
-    st__keywalk_t all; /* POST /v1/admin/compact of every owner: the 'W' records still to queue */
+    st_store_walk_t all; /* POST /v1/admin/compact of every owner: the 'W' records still to queue */
     bool sweeping;
     bool sweep_again; /* asked for again while walking: one more walk after it */
     size_t swept;     /* owners that walk queued */
@@ -450,29 +440,6 @@ static int st__census(void *arg, const void *key, size_t klen, const void *val, 
     return 0;
 }
 
-static int st__walk_key(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    st__keywalk_t *w = arg;
-    if (klen > ST_KEY_MAX) return 0;
-    memcpy(w->at, key, klen);
-    w->at[klen] = 0; /* the next page starts at the first key after this one */
-    w->clen = klen + 1;
-    int rc = w->fn(w->arg, key, klen, val, vlen);
-    return rc ? rc : ++w->seen == ST__WALK_PAGE;
-}
-
-/* One page of the walk over the keys under prefix pre: 1 while keys are left, 0 at the end, an
- * error code (< 0) when the store could not be read (the walk stays where it was). */
-static int st__keywalk_page(st_store_t *s, char pre, st__keywalk_t *w)
-{
-    uint64_t wait = 0;
-    w->seen = 0;
-    int rc =
-        st_store_scan_from(s, &pre, 1, w->clen ? w->at : NULL, w->clen, st__walk_key, w, &wait);
-    if (rc < 0) return rc;
-    return w->seen == ST__WALK_PAGE; /* a full page stopped the scan with 1 */
-}
-
 /* The object store's requests (counted on the workers), and the objects and bytes of every
  * manifest, small (compacted further) and large: a walk of the file records in pages within the
  * pump's budget, published once it reached the end (an unreadable page: not published), the
@@ -485,11 +452,12 @@ static void st__publish(st_tier_compact_t *c, uint64_t t0)
         if (uv_now(c->loop) < c->census_ms) return;
         c->counting = true;
         memset(c->counted, 0, sizeof c->counted);
-        c->census = (st__keywalk_t){.fn = st__census, .arg = c->counted};
+        c->census = (st_store_walk_t){0};
     }
     int rc = 1;
     while (rc > 0 && uv_hrtime() - t0 < ST__WALK_BUDGET_NS)
-        rc = st__keywalk_page(c->store, 'F', &c->census);
+        rc =
+            st_store_walk_page(c->store, "F", 1, &c->census, ST__WALK_PAGE, st__census, c->counted);
     if (rc > 0) return; /* more next pump */
     if (rc == 0)
         for (int i = 0; i < 2; i++) {
@@ -516,14 +484,14 @@ static size_t st__sweep_owners(st_tier_compact_t *c, uint64_t t0, uint64_t budge
 {
     size_t before = c->swept;
     while (c->sweeping && c->queue.count < ST__QUEUE_MAX && uv_hrtime() - t0 < budget) {
-        int rc = st__keywalk_page(c->store, 'W', &c->all);
+        int rc = st_store_walk_page(c->store, "W", 1, &c->all, ST__WALK_PAGE, st__sweep_key, c);
         if (rc < 0) { /* the next pump tries the same page again */
             st_warn("cold: compaction of every owner: %s; going on later", st_strerror(rc));
             break;
         }
         if (rc == 0 && c->sweep_again) { /* asked for again while it walked: once more */
             c->sweep_again = false;
-            c->all = (st__keywalk_t){.fn = st__sweep_key, .arg = c};
+            c->all = (st_store_walk_t){0};
         } else if (rc == 0) {
             c->sweeping = false;
         }
@@ -587,7 +555,7 @@ size_t st__tier_compact_all(st_tier_compact_t *c)
         return 0;
     }
     c->sweeping = true;
-    c->all = (st__keywalk_t){.fn = st__sweep_key, .arg = c};
+    c->all = (st_store_walk_t){0};
     return st__sweep_owners(c, uv_hrtime(), 4 * ST__WALK_BUDGET_NS);
 }
 

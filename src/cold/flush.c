@@ -18,16 +18,13 @@
  * one that can never succeed (ST_EINVAL: a key the backend refuses) is reported and not retried.
  * Loop thread only (but for the worker's part).
  */
-#define _GNU_SOURCE /* SCHED_IDLE */
 #include "strata/coldshare.h"
+#include "strata/idle.h"
 #include "strata/metrics.h"
 #include "internal.h"
 
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 /* Flushes in flight at once. Each one's time is mostly waits — its snapshot's batch made durable,
  * the object's fsyncs, the swap's batch — so several overlap them (and share the store's group
@@ -118,15 +115,24 @@ void st_tier_flush_urgent(st_tier_flush_t *f, bool urgent)
 /* ---- worker side ---- */
 
 /* Encoding and compressing is background work: it runs on CPU time nothing else wants
- * (SCHED_IDLE), so serving keeps its cores when they are few. The pool thread is back at the
- * normal policy before it returns to libuv: left at SCHED_IDLE, it would run the pool's next job
- * (a cold read) at that priority, and take libuv's queue mutexes at it — the loop, queueing
- * work, then waits for a thread the scheduler starves (priority inversion: loop stalls of
- * ~4 ms with no CPU spent, measured during a flush). */
+ * (SCHED_IDLE), so serving keeps its cores when they are few. The pool thread is back at its own
+ * policy before it returns to libuv: left at SCHED_IDLE, it would run the pool's next job (a cold
+ * read) at that priority, and take libuv's queue mutexes at it — the loop, queueing work, then
+ * waits for a thread the scheduler starves (priority inversion: loop stalls of ~4 ms with no CPU
+ * spent, measured during a flush). So a thread goes there only if it can come back, and comes
+ * back to exactly the policy it had (core/idle.c). */
 void st_tier_background(bool on)
 {
-    struct sched_param sp = {0};
-    sched_setscheduler((pid_t)syscall(SYS_gettid), on ? SCHED_IDLE : SCHED_OTHER, &sp);
+    static __thread st_idle_t idle; /* this pool thread's, read at its first background job */
+    static __thread bool known;
+    if (!known) {
+        st_idle_init(&idle, "a cold-tier worker");
+        known = true;
+    }
+    if (on)
+        st_idle_enter(&idle);
+    else
+        st_idle_leave(&idle);
 }
 
 static void st__flush_work(uv_work_t *req)

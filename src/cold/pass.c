@@ -25,9 +25,8 @@ struct st_tier_pass {
     bool again;      /* one more pass asked for while this one runs */
     int again_flags; /* … and its flags, OR-ed */
     bool stopping;
-    bool held;   /* full() said so: no slice until st_tier_pass_resume */
-    size_t clen; /* the source's next key is the first >= cursor (0: from the start) */
-    uint8_t cursor[ST_KEY_MAX + 1];
+    bool held;            /* full() said so: no slice until st_tier_pass_resume */
+    st_store_walk_t walk; /* where in the current source */
     void (*after_slice)(void *arg);
     void (*begin)(void *arg, int flags);
     bool (*full)(void *arg);
@@ -37,37 +36,31 @@ struct st_tier_pass {
     st_metric_t *m_passes;
 };
 
-/* One page of keys under the source's prefix after the cursor. */
+/* One page of keys under the source's prefix, after the last one visited. */
 typedef struct {
-    st_tier_pass_t *p;
-    size_t seen;
+    st_tier_source_t *src;
     st_buf_t keys; /* the keys to act on, each: u16 length, then the key */
 } st_page_t;
 
 static int st__page_key(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_page_t *pg = arg;
-    st_tier_pass_t *p = pg->p;
-    if (klen > ST_KEY_MAX) return 0;
-    memcpy(p->cursor, key, klen);
-    p->cursor[klen] = 0; /* the next page starts at the first key after this one */
-    p->clen = klen + 1;
-    if (p->cur->want(p->cur->arg, key, klen, val, vlen)) {
+    if (pg->src->want(pg->src->arg, key, klen, val, vlen)) {
         uint16_t l = (uint16_t)klen;
         st_buf_append(&pg->keys, &l, sizeof l);
         st_buf_append(&pg->keys, key, klen);
     }
-    return ++pg->seen == p->cur->page;
+    return 0;
 }
 
-/* One page of the current source; false when it has no keys left. */
+/* One page of the current source; false when it has no keys left (or could not be read: the
+ * next pass visits them). */
 static bool st__page(st_tier_pass_t *p)
 {
     st_tier_source_t *src = p->cur;
-    st_page_t pg = {p, 0, {0}};
-    uint64_t wait = 0;
-    st_store_scan_from(p->store, &src->prefix, 1, p->clen ? p->cursor : NULL, p->clen, st__page_key,
-                       &pg, &wait);
+    st_page_t pg = {src, {0}};
+    int more =
+        st_store_walk_page(p->store, &src->prefix, 1, &p->walk, src->page, st__page_key, &pg);
     for (size_t i = 0; i + sizeof(uint16_t) <= pg.keys.len;) {
         uint16_t l;
         memcpy(&l, pg.keys.data + i, sizeof l);
@@ -75,14 +68,14 @@ static bool st__page(st_tier_pass_t *p)
         i += sizeof l + l;
     }
     st_buf_free(&pg.keys);
-    return pg.seen == src->page;
+    return more == 1;
 }
 
 static void st__enter(st_tier_pass_t *p, st_tier_source_t *src)
 {
     if (src == p->sources && p->begin) p->begin(p->arg, p->flags);
     p->cur = src;
-    p->clen = 0;
+    p->walk.clen = 0; /* from the start */
     if (src && src->begin) src->begin(src->arg, p->flags);
 }
 

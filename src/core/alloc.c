@@ -29,15 +29,22 @@
 const char *malloc_conf = "background_thread:true,max_background_threads:1,"
                           "dirty_decay_ms:1000,muzzy_decay_ms:0";
 
-/* A jemalloc statistic of size_t, after an epoch refresh (stats are snapshots taken at the
- * last refresh); arg is its mallctl name. 0 if the name is unknown to this jemalloc. */
-static double st__alloc_stat(void *arg)
+/* jemalloc's statistics are a snapshot taken at the last "epoch" refresh, which merges every
+ * arena's figures under their locks: taken once at the start of each scrape (a metrics render
+ * hook), then every strata_malloc_* gauge reads that one snapshot. */
+static void st__alloc_refresh(void *arg)
 {
+    (void)arg;
     uint64_t epoch = 1;
     size_t n = sizeof epoch;
     mallctl("epoch", &epoch, &n, &epoch, n);
-    size_t v = 0;
-    n = sizeof v;
+}
+
+/* A jemalloc statistic of size_t, as of the scrape's refresh; arg is its mallctl name. 0 if the
+ * name is unknown to this jemalloc. */
+static double st__alloc_stat(void *arg)
+{
+    size_t v = 0, n = sizeof v;
     if (mallctl((const char *)arg, &v, &n, NULL, 0) != 0) return 0;
     return (double)v;
 }
@@ -81,6 +88,7 @@ static void st__alloc_stats_open(void)
          "jemalloc's purging threads running (0: purges run inside malloc and free)",
          "stats.background_thread.num_threads"},
     };
+    st_metrics_on_render(st__alloc_refresh, NULL);
     for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++)
         st_metrics_gauge_fn(stats[i].name, stats[i].help, "", st__alloc_stat, (void *)stats[i].ctl);
     st_metrics_gauge_fn("strata_malloc_dirty_bytes",

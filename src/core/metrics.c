@@ -29,6 +29,11 @@ struct st_metric {
 static st_map_t st__reg;
 static bool st__reg_init;
 static st_metric_t *st__first, *st__last;
+static struct {
+    void (*fn)(void *arg);
+    void *arg;
+} st__hooks[ST_METRICS_HOOKS_MAX];
+static size_t st__nhooks;
 
 const double st_metrics_latency_bounds[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
                                             0.005,   0.01,   0.025,   0.05,   0.1,   0.25,
@@ -89,6 +94,16 @@ void st_metrics_gauge_fn(const char *name, const char *help, const char *labels,
     st_metric_t *m = st__metric(ST_M_GAUGE_FN, name, help, labels);
     m->fn = fn;
     m->fn_arg = arg;
+}
+
+void st_metrics_on_render(void (*fn)(void *arg), void *arg)
+{
+    for (size_t i = 0; i < st__nhooks; i++)
+        if (st__hooks[i].fn == fn && st__hooks[i].arg == arg) return;
+    if (st__nhooks == ST_METRICS_HOOKS_MAX)
+        st_fatal("metrics: more than %d render hooks", ST_METRICS_HOOKS_MAX);
+    st__hooks[st__nhooks].fn = fn;
+    st__hooks[st__nhooks++].arg = arg;
 }
 
 st_metric_t *st_metrics_histogram(const char *name, const char *help, const char *labels,
@@ -176,6 +191,8 @@ static bool st__same_name(const st_metric_t *a, const st_metric_t *b)
 void st_metrics_render(st_buf_t *out)
 {
     static const char *types[] = {"counter", "gauge", "gauge", "histogram"};
+    for (size_t i = 0; i < st__nhooks; i++)
+        st__hooks[i].fn(st__hooks[i].arg);
     /* The text format wants every series of a family together, under one HELP/TYPE. Families
      * are few (tens), so finding "already printed" by scanning earlier entries is fine. */
     for (st_metric_t *m = st__first; m; m = m->next_in_order) {
@@ -204,6 +221,7 @@ void st_metrics_shutdown(void)
         m = next;
     }
     st__first = st__last = NULL;
+    st__nhooks = 0;
     if (st__reg_init) st_map_free(&st__reg);
     st__reg_init = false;
 }

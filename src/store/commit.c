@@ -239,6 +239,7 @@ static void st__apply_thread(void *arg)
 {
     st_store_t *s = arg;
     prctl(PR_SET_NAME, "strata-apply"); /* for top, perf and bench/lib.sh's cost figures */
+    st_idle_init(&s->th.idle, "the store's apply thread"); /* before mu: nothing reads it yet */
     unsigned backoff_ms = 0;
     uint64_t logged_ns = 0;
     uv_mutex_lock(&s->th.mu);
@@ -672,7 +673,7 @@ bool st__store_stop_threads(st_store_t *s)
     uv_mutex_lock(&s->th.mu);
     s->th.stop = true;
     s->th.background = false;
-    st__apply_lift(s); /* a group at SCHED_IDLE finishes at the normal policy: the join waits */
+    st__apply_lift(s); /* a group at SCHED_IDLE finishes at its own policy: the join waits */
     uv_cond_broadcast(&s->th.cv_sync);
     uv_cond_broadcast(&s->th.cv_hurry);
     uv_mutex_unlock(&s->th.mu);

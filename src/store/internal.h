@@ -4,6 +4,7 @@
 #ifndef STRATA_STORE_INTERNAL_H
 #define STRATA_STORE_INTERNAL_H
 
+#include "strata/idle.h"
 #include "strata/metrics.h"
 #include "strata/store.h"
 #include "strata/store_group.h"
@@ -156,8 +157,7 @@ typedef struct {
     bool apply_lazy;   /* st_store_apply_lazy: the apply thread's pause is the long one */
     bool background;   /* st_store_apply_background: its LMDB work may run at SCHED_IDLE */
     bool apply_idle;   /* the apply thread is at SCHED_IDLE now (yield.c) */
-    int apply_tid;     /* the apply thread's id, for st__hurry to lift it (yield.c) */
-    bool may_idle;     /* it could leave SCHED_IDLE again (yield.c) */
+    st_idle_t idle;    /* the apply thread's own policy, for st__hurry to lift it (yield.c) */
     uint64_t ckpt_seq; /* the last seq the log's older half holds */
     bool ckpt_done;    /* LMDB has synced past ckpt_seq: the older half may be written over */
     st__figures_t fig;

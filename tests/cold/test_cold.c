@@ -3,6 +3,7 @@
  * groups) with test schemas (no kind's rows: chat's message files are tested in tests/chat),
  * hostile files, the local object store, the cold cache and its views, and the tier itself driven
  * by fake data kinds. DuckDB reading our files is tested end to end. */
+#define _GNU_SOURCE /* SCHED_IDLE, SCHED_BATCH */
 #include "../test.h"
 #include "../fixture.h"
 #include "strata/cold.h"
@@ -12,8 +13,10 @@
 #include "pq_booking.h"
 
 #include <limits.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -2614,6 +2617,42 @@ TEST(tier_services_rebuild_walk_and_forget_an_owner_without_a_kind_building_keys
     CHECK(a == 0 && b == 0);
     fx_close_store(&fx, s);
     fx_end(&fx);
+}
+
+/* flush.c: a pool thread's background work runs at SCHED_IDLE, and the thread is back at the
+ * policy it had (SCHED_BATCH here: the process started under `chrt -b`), not at SCHED_OTHER;
+ * the pool's next job (a cold read) runs at it. */
+static void kid_background_and_back(void)
+{
+    struct sched_param sp = {0};
+    KID_CHECK(sched_setscheduler(0, SCHED_BATCH, &sp) == 0);
+    st_tier_background(true);
+    int during = sched_getscheduler(0);
+    st_tier_background(false);
+    KID_CHECK(sched_getscheduler(0) == SCHED_BATCH);
+    if (during != SCHED_IDLE) KID_NOT_EXERCISED(); /* no thread here may leave SCHED_IDLE */
+}
+
+TEST(a_worker_s_background_job_ends_at_the_thread_s_own_policy)
+{
+    RUN_IN_CHILD(kid_background_and_back,
+                 "no thread here may leave SCHED_IDLE (CAP_SYS_NICE, RLIMIT_NICE)");
+}
+
+/* Where the thread could not leave SCHED_IDLE (no CAP_SYS_NICE, RLIMIT_NICE 0: the Docker
+ * image's non-root user), it does not go there: it would run every later cold read at it. */
+static void kid_background_unprivileged(void)
+{
+    KID_CHECK(st_unprivileged_nice());
+    st_tier_background(true);
+    KID_CHECK(sched_getscheduler(0) == SCHED_OTHER);
+    st_tier_background(false);
+    KID_CHECK(sched_getscheduler(0) == SCHED_OTHER);
+}
+
+TEST(a_worker_that_could_not_leave_sched_idle_never_goes_there)
+{
+    RUN_IN_CHILD(kid_background_unprivileged, "(never: the child only checks)");
 }
 
 RUN_TESTS("cold")

@@ -1,15 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for core: errors, names, numbers, buffers, the hash map, config, metrics. */
+#define _GNU_SOURCE /* SCHED_IDLE, SCHED_BATCH, unshare */
 #include "../test.h"
+#include "strata/alloc.h"
 #include "strata/config.h"
 #include "strata/core.h"
+#include "strata/idle.h"
 #include "strata/kinds.h"
 #include "strata/metrics.h"
 
+#include <errno.h>
+#ifdef ST_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+#include <sched.h>
 #include <stdio.h>
-
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* The well-formed UTF-8 byte sequences of Unicode's Table 3-7, as ranges: the length of the one
  * at p (0 if none is), the reference st_utf8_prefix is checked against. */
@@ -455,6 +463,67 @@ TEST(metrics_render_groups_families)
     st_metrics_shutdown();
 }
 
+/* A render hook runs once a render, before any gauge's fn; the same one registered twice runs
+ * once; st_metrics_shutdown forgets it. */
+static int hook_runs, hook_seen_by_gauge;
+static void count_hook(void *arg)
+{
+    (*(int *)arg)++;
+}
+static double hook_gauge(void *arg)
+{
+    hook_seen_by_gauge = *(int *)arg;
+    return 1;
+}
+
+TEST(metrics_render_hooks_run_once_a_render_before_the_gauges)
+{
+    hook_runs = 0;
+    st_metrics_on_render(count_hook, &hook_runs);
+    st_metrics_on_render(count_hook, &hook_runs);
+    st_metrics_gauge_fn("t_hooked", "h", "", hook_gauge, &hook_runs);
+    st_metrics_gauge_fn("t_hooked2", "h", "", hook_gauge, &hook_runs);
+    for (int i = 1; i <= 3; i++) {
+        st_buf_t out = {0};
+        st_metrics_render(&out);
+        CHECK_EQ(hook_runs, i);
+        CHECK_EQ(hook_seen_by_gauge, i);
+        st_buf_free(&out);
+    }
+    st_metrics_shutdown();
+    st_buf_t out = {0};
+    st_metrics_render(&out);
+    CHECK_EQ(hook_runs, 3);
+    st_buf_free(&out);
+}
+
+/* alloc.c: a scrape refreshes jemalloc's statistics once (one epoch), not once a strata_malloc_*
+ * gauge; with glibc's malloc only strata_malloc_jemalloc 0 is there. */
+TEST(a_scrape_refreshes_the_allocator_s_figures_once)
+{
+    st_alloc_metrics_open();
+    st_buf_t out = {0};
+    st_metrics_render(&out);
+#ifdef ST_JEMALLOC
+    CHECK(strstr(out.data, "\nstrata_malloc_jemalloc 1\n"));
+    CHECK(strstr(out.data, "\nstrata_malloc_dirty_bytes "));
+    for (int i = 0; i < 3; i++) {
+        uint64_t e0 = 0, e1 = 0;
+        size_t n = sizeof e0;
+        CHECK_EQ(mallctl("epoch", &e0, &n, NULL, 0), 0);
+        st_buf_reset(&out);
+        st_metrics_render(&out);
+        CHECK_EQ(mallctl("epoch", &e1, &n, NULL, 0), 0);
+        CHECK_EQ(e1 - e0, 1);
+    }
+#else
+    CHECK(strstr(out.data, "\nstrata_malloc_jemalloc 0\n"));
+    CHECK(!strstr(out.data, "strata_malloc_allocated_bytes"));
+#endif
+    st_buf_free(&out);
+    st_metrics_shutdown();
+}
+
 TEST(snowflakes_increase_and_encode_node_and_time)
 {
     st_snowflake_t sf;
@@ -488,6 +557,92 @@ TEST(snowflake_floor_from_a_higher_node_id_is_never_undercut)
     st_snowflake_init(&b, 900);
     st_snowflake_floor(&b, floor | 4000);
     CHECK(st_snowflake_next(&b) > (floor | 4000));
+}
+
+/* ---- idle (core/idle.c): each case in a child, whose policy, limits and capabilities it
+ * changes ---- */
+
+/* At SCHED_BATCH with SCHED_RESET_ON_FORK and nice 5 (as under `chrt -b -R` and `nice`), the
+ * thread comes back to exactly that, twice; a leave without an enter changes nothing. Then a
+ * real-time policy, where this process may set one: back at SCHED_FIFO with its priority. */
+static void kid_back_to_its_own_policy(void)
+{
+    struct sched_param sp = {0};
+    KID_CHECK(sched_setscheduler(0, SCHED_BATCH | SCHED_RESET_ON_FORK, &sp) == 0);
+    KID_CHECK(setpriority(PRIO_PROCESS, 0, 5) == 0);
+    st_idle_t t;
+    st_idle_init(&t, "a test thread");
+    if (!st_idle_may(&t)) KID_NOT_EXERCISED();
+    for (int i = 0; i < 2; i++) {
+        KID_CHECK(st_idle_enter(&t));
+        KID_CHECK(sched_getscheduler(0) == (SCHED_IDLE | SCHED_RESET_ON_FORK));
+        st_idle_leave(&t);
+        KID_CHECK(sched_getscheduler(0) == (SCHED_BATCH | SCHED_RESET_ON_FORK));
+        errno = 0;
+        KID_CHECK(getpriority(PRIO_PROCESS, 0) == 5 && errno == 0);
+    }
+    st_idle_leave(&t);
+    KID_CHECK(sched_getscheduler(0) == (SCHED_BATCH | SCHED_RESET_ON_FORK));
+    sp.sched_priority = 3;
+    if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) != 0) return;
+    st_idle_init(&t, "a test thread");
+    KID_CHECK(st_idle_enter(&t));
+    st_idle_leave(&t);
+    KID_CHECK(sched_getscheduler(0) == (SCHED_FIFO | SCHED_RESET_ON_FORK));
+    KID_CHECK(sched_getparam(0, &sp) == 0 && sp.sched_priority == 3);
+}
+
+TEST(idle_comes_back_to_the_thread_s_own_policy_priority_and_nice)
+{
+    RUN_IN_CHILD(kid_back_to_its_own_policy,
+                 "no thread here may leave SCHED_IDLE (CAP_SYS_NICE, RLIMIT_NICE of 15)");
+}
+
+/* Without CAP_SYS_NICE and with RLIMIT_NICE 0 (an unprivileged container's), the thread never
+ * goes to SCHED_IDLE; that the kernel would then have kept it there is shown last. */
+static void kid_not_where_it_could_not_leave(void)
+{
+    KID_CHECK(st_unprivileged_nice());
+    st_idle_t t;
+    st_idle_init(&t, "a test thread");
+    KID_CHECK(!st_idle_may(&t));
+    KID_CHECK(!st_idle_enter(&t));
+    KID_CHECK(sched_getscheduler(0) == SCHED_OTHER);
+    st_idle_leave(&t);
+    KID_CHECK(sched_getscheduler(0) == SCHED_OTHER);
+    struct sched_param sp = {0};
+    KID_CHECK(sched_setscheduler(0, SCHED_IDLE, &sp) == 0);
+    if (sched_setscheduler(0, SCHED_OTHER, &sp) == 0 || errno != EPERM) KID_NOT_EXERCISED();
+}
+
+TEST(idle_is_not_entered_where_the_way_back_is_not_allowed)
+{
+    RUN_IN_CHILD(kid_not_where_it_could_not_leave,
+                 "the kernel lets a thread leave SCHED_IDLE without CAP_SYS_NICE here");
+}
+
+/* In a user namespace of its own the process holds CAP_SYS_NICE, which the kernel does not
+ * honour (the prediction believes it): the return is refused, and from then on no thread goes
+ * to SCHED_IDLE. */
+static void kid_refused_once_never_again(void)
+{
+    struct rlimit rl = {0, 0};
+    KID_CHECK(setrlimit(RLIMIT_NICE, &rl) == 0);
+    if (unshare(CLONE_NEWUSER) != 0) KID_NOT_EXERCISED();
+    st_idle_t t;
+    st_idle_init(&t, "a test thread");
+    KID_CHECK(st_idle_may(&t));
+    KID_CHECK(st_idle_enter(&t));
+    st_idle_leave(&t);
+    if (sched_getscheduler(0) != SCHED_IDLE) KID_NOT_EXERCISED(); /* it was allowed after all */
+    KID_CHECK(!st_idle_may(&t));
+    KID_CHECK(!st_idle_enter(&t));
+}
+
+TEST(idle_stops_for_good_once_a_return_is_refused)
+{
+    RUN_IN_CHILD(kid_refused_once_never_again,
+                 "no user namespace of its own here, or its CAP_SYS_NICE is honoured");
 }
 
 RUN_TESTS("core")

@@ -6,6 +6,8 @@
 // buffer grows to its body, then is freed); then, with nothing more than scrapes, the dirty pages
 // it left must go back within a few seconds — jemalloc's default decay (10 s) would not.
 // A sanitizer build (glibc's malloc) shows strata_malloc_jemalloc 0 and no jemalloc figures.
+// Under ctest, STRATA_JEMALLOC says which one the build chose (ST_JEMALLOC, CMakeLists.txt): the
+// binary must run on it.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
@@ -35,6 +37,9 @@ test('the allocator is named in /metrics, and jemalloc gives a burst back off th
   await withServer(s, async () => {
     const m0 = await metrics(s);
     assert.ok(m0.has('strata_malloc_jemalloc'), 'strata_malloc_jemalloc in /metrics');
+    if (process.env.STRATA_JEMALLOC !== undefined)
+      assert.equal(m0.get('strata_malloc_jemalloc'), Number(process.env.STRATA_JEMALLOC),
+        'the allocator the build chose (ST_JEMALLOC)');
     if (m0.get('strata_malloc_jemalloc') === 0) {
       assert.equal(m0.size, 1, `glibc's malloc: no jemalloc figures (${[...m0.keys()]})`);
       return;

@@ -698,8 +698,9 @@ TEST(writes_of_a_first_byte_grow_with_its_puts_and_dels_only)
     fx_end(&fx);
 }
 
-/* Threads of this process whose scheduling policy (stat field 41) is SCHED_IDLE (5). */
-static int idle_threads(void)
+/* Threads of this process (those named comm, or all for NULL) whose scheduling policy (stat
+ * field 41) is policy. */
+static int threads_at(const char *comm, int policy)
 {
     DIR *d = opendir("/proc/self/task");
     struct dirent *e;
@@ -711,13 +712,21 @@ static int idle_threads(void)
         size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
         if (f) fclose(f);
         buf[len] = 0;
-        char *p = strrchr(buf, ')');
+        char *open = strchr(buf, '('), *p = strrchr(buf, ')');
+        if (comm && !(open && p && (size_t)(p - open - 1) == strlen(comm) &&
+                      memcmp(open + 1, comm, strlen(comm)) == 0))
+            continue;
         for (int field = 2; p && field < 41; field++)
             p = strchr(p + 1, ' ');
-        if (p && atoi(p + 1) == 5) n++;
+        if (p && atoi(p + 1) == policy) n++;
     }
     if (d) closedir(d);
     return n;
+}
+
+static int idle_threads(void)
+{
+    return threads_at(NULL, SCHED_IDLE);
 }
 
 /* Whether a thread of this process may go to SCHED_IDLE and come back (CAP_SYS_NICE or an
@@ -770,6 +779,106 @@ TEST(a_background_job_s_applies_run_at_sched_idle_only_while_it_says_so)
     s = open_store(&fx, 64 << 20, &w);
     for (int round = 0; round < 3; round++)
         check_vals(s, pre[round], 500, 37);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+/* walk.c: what a page's fn saw, and what it does at one key. */
+typedef struct {
+    int seen[200];
+    int calls, stop_at, fail_at;
+} walk_seen_t;
+
+static int walk_key(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    walk_seen_t *w = arg;
+    (void)val, (void)vlen;
+    char k[8] = {0};
+    memcpy(k, key, klen < sizeof k - 1 ? klen : sizeof k - 1); /* "w%03d", "w%03d+" */
+    int i = atoi(k + 1) % 200;
+    if (klen == 4) w->seen[i]++;
+    w->calls++;
+    if (w->calls == w->fail_at) return ST_EIO;
+    return w->calls == w->stop_at;
+}
+
+/* walk.c: a walk in pages visits every key there for the whole walk once, in pages of the size
+ * asked for, whatever is written between them (keys before and after it, its own last key
+ * deleted); fn may end a page early, and its error stops the walk where it was. */
+TEST(a_walk_in_pages_visits_each_key_once_across_writes)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    watch_t w;
+    st_store_t *s = open_store(&fx, 16 << 20, &w);
+    uint64_t wait = 0;
+    char k[16];
+    for (int i = 0; i < 100; i += 2) { /* even ones now, odd ones during the walk */
+        snprintf(k, sizeof k, "w%03d", i);
+        CHECK_EQ(st_store_put(s, k, 4, "v", 1, &wait), ST_OK);
+    }
+    CHECK_EQ(st_store_put(s, "x000", 4, "v", 1, &wait), ST_OK); /* another prefix */
+    fx_settle(&fx, s);
+    st_store_walk_t walk = {0};
+    walk_seen_t seen = {{0}, 0, 0, 0};
+    int rc, pages = 0;
+    while ((rc = st_store_walk_page(s, "w", 1, &walk, 7, walk_key, &seen)) == 1) {
+        pages++;
+        CHECK_EQ(seen.calls, pages * 7);
+        int last = atoi((const char *)walk.at + 1);
+        snprintf(k, sizeof k, "w%03d+", last); /* right after the cursor: visited */
+        CHECK_EQ(st_store_put(s, k, 5, "v", 1, &wait), ST_OK);
+        snprintf(k, sizeof k, "w%03d", last); /* the last one visited, gone: the walk goes on */
+        CHECK_EQ(st_store_del(s, k, 4, &wait), ST_OK);
+        if (pages % 2) fx_settle(&fx, s);
+    }
+    CHECK_EQ(rc, 0);
+    for (int i = 0; i < 100; i += 2)
+        CHECK_EQ(seen.seen[i], 1);
+    CHECK_EQ(seen.calls, 50 + pages); /* each "+" key once */
+    /* fn ends a page early (> 0), then fails (< 0): the walk stays after the key it failed at */
+    walk = (st_store_walk_t){0};
+    seen = (walk_seen_t){{0}, 0, 3, 5};
+    CHECK_EQ(st_store_walk_page(s, "w", 1, &walk, 100, walk_key, &seen), 1);
+    CHECK_EQ(seen.calls, 3);
+    CHECK_EQ(st_store_walk_page(s, "w", 1, &walk, 100, walk_key, &seen), ST_EIO);
+    CHECK_EQ(seen.calls, 5);
+    seen.fail_at = 0;
+    CHECK_EQ(st_store_walk_page(s, "w", 1, &walk, 1000, walk_key, &seen), 0);
+    int total = seen.calls;
+    walk = (st_store_walk_t){0};
+    seen = (walk_seen_t){{0}, 0, 0, 0};
+    CHECK_EQ(st_store_walk_page(s, "w", 1, &walk, 1000, walk_key, &seen), 0);
+    CHECK_EQ(seen.calls, total);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
+/* yield.c: the apply thread comes back from SCHED_IDLE to the policy it started with
+ * (SCHED_BATCH here, as for a process started under `chrt -b`), not to SCHED_OTHER. */
+TEST(the_apply_thread_comes_back_to_the_policy_it_started_with)
+{
+    if (!may_leave_idle()) {
+        NOT_EXERCISED("no thread here may leave SCHED_IDLE again (CAP_SYS_NICE)");
+        return;
+    }
+    fx_t fx;
+    fx_begin(&fx);
+    watch_t w;
+    struct sched_param sp = {0};
+    CHECK_EQ(sched_setscheduler(0, SCHED_BATCH, &sp), 0); /* the store's threads inherit it */
+    st_store_t *s = open_store(&fx, 64 << 20, &w);
+    CHECK_EQ(sched_setscheduler(0, SCHED_OTHER, &sp), 0);
+    st_metric_t *idle = st_metrics_counter("strata_lmdb_idle_applies_total", "", "");
+    double before = st_metric_value(idle);
+    uint64_t wait = 0;
+    st_store_apply_background(s, true);
+    put_vals(&fx, s, "p0", 500, &wait);
+    fx_settle(&fx, s);
+    st_store_apply_background(s, false);
+    CHECK(st_metric_value(idle) > before);
+    CHECK_EQ(threads_at("strata-apply", SCHED_BATCH), 1);
+    CHECK_EQ(idle_threads(), 0);
     fx_close_store(&fx, s);
     fx_end(&fx);
 }
