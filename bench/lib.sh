@@ -145,6 +145,9 @@ per_op() { awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.
 med() { tr ' ' '\n' <<<"$*" | grep . | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 # rng "V1 V2 …": the range of the values, "lowest-highest"
 rng() { tr ' ' '\n' <<<"$*" | grep . | sort -g | sed -n '1p;$p' | paste -sd'-' -; }
+# kv SIDE KEY: the KEY=value figures of the lines of $work/out.txt that start with SIDE, space
+# separated (the A/B scripts write one "SIDE k=v k=v …" line per run)
+kv() { awk -v s="$1" -v k="$2" '$1 == s { for (i = 2; i <= NF; i++) { split($i, a, "="); if (a[1] == k) printf "%s ", a[2] } }' "$work/out.txt"; }
 
 # ---- a clean tree, raw output ----
 # record_init NAME: refuses a tree with uncommitted changes or untracked files that .gitignore does

@@ -75,7 +75,6 @@ off() { run "$1" off; }
 rel() { run "$1" rel; }
 for round in $(seq "$ROUNDS"); do turns "$round" on off rel; done
 
-kv() { awk -v s="$1" -v k="$2" '$1 == s { for (i = 2; i <= NF; i++) { split($i, a, "="); if (a[1] == k) printf "%s ", a[2] } }' "$work/out.txt"; }
 echo
 echo "| side | rows flushed | rows/s (wall), median (range) | loop's longest stall ms, median (range) | server CPU µs per row | commit after the flush, s |"
 echo "|---|---|---|---|---|---|"

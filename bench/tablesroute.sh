@@ -79,7 +79,6 @@ old() { run "$1" old; }
 new() { run "$1" new; }
 for round in $(seq "$ROUNDS"); do turns "$round" old new; done
 
-kv() { awk -v s="$1" -v k="$2" '$1 == s { for (i = 2; i <= NF; i++) { split($i, a, "="); if (a[1] == k) printf "%s ", a[2] } }' "$work/out.txt"; }
 echo
 echo "| side | GET ms per run, median (range of runs' medians) | slowest GET ms per run | loop stall max after the start, ms per run | after the GETs, ms per run | messages pending answered |"
 echo "|---|---|---|---|---|---|"

@@ -91,7 +91,6 @@ old() { run "$1" old; }
 new() { run "$1" new; }
 for round in $(seq "$ROUNDS"); do turns "$round" old new; done
 
-kv() { awk -v s="$1" -v k="$2" '$1 == s { for (i = 2; i <= NF; i++) { split($i, a, "="); if (a[1] == k) printf "%s ", a[2] } }' "$work/out.txt"; }
 echo
 echo "| side | probes > 5 ms late per run, median (range) | probes > 25 ms late per run, median (range) | largest lateness bucket (le, s) per run | server CPU ms per commit, median (range) | file records read on the loop per run |"
 echo "|---|---|---|---|---|---|"

@@ -93,7 +93,6 @@ for d in $DELAYS; do
 done
 for round in $(seq "$ROUNDS"); do turns "$round" "${sides[@]}"; done
 
-kv() { awk -v s="$1" -v k="$2" '$1 == s { for (i = 2; i <= NF; i++) { split($i, a, "="); if (a[1] == k) printf "%s ", a[2] } }' "$work/out.txt"; }
 per_round() { paste -d' ' <(kv "$1" "$3" | tr ' ' '\n' | grep .) <(kv "$2" "$3" | tr ' ' '\n' | grep .) | awk '{printf "%.4f ", $1 / $2}'; }
 base="without typing (alternated)"
 echo

@@ -3,9 +3,9 @@
  * alloc: which malloc strata runs on, and what it holds (issue 48). Release builds link
  * jemalloc (CMake setting ST_JEMALLOC: AUTO links it when found and no sanitizer is built in,
  * ON requires it, OFF never): a background thread of its own gives freed pages back to the
- * system a second or so after a burst, so the loop never stops for it. Sanitizer and fuzz builds, and builds without jemalloc, keep glibc's
- * malloc, whose free pages inside the heap come back only through malloc_trim (ws/ring.c).
- * Loop thread only (the metrics registry is).
+ * system a second or so after a burst, so the loop never stops for it. Sanitizer and fuzz builds,
+ * and builds without jemalloc, keep glibc's malloc, whose free pages inside the heap come back only
+ * through malloc_trim (ws/ring.c). Loop thread only (the metrics registry is).
  */
 #ifndef STRATA_ALLOC_H
 #define STRATA_ALLOC_H

@@ -39,16 +39,7 @@ test('a presence storm: every change reaches every subscriber in order, the queu
       ws.send({ type: 'subscribe', id: 's', topic: 'room', room_id: 'storm', user: users[i] });
       const got = await wsUntil(ws, (f) => f.type === 'replay_done' || f.type === 'error');
       assert.equal(got.at(-1).type, 'replay_done', JSON.stringify(got));
-      const st = { i, ws, seen: got.filter((f) => f.type === 'presence'), closed: false, error: null };
-      (async () => {
-        for (;;) {
-          const f = await ws.next(600000).catch((e) => ({ op: -1, error: e }));
-          if (f.op === -1) { st.closed = true; return; }
-          if (f.json?.type === 'presence') st.seen.push(f.json);
-          else if (f.json?.type === 'error') st.error = new Error(`stream ${i}: ${f.text}`);
-        }
-      })();
-      streams.push(st);
+      streams.push(reader(i, ws, got));
     }
 
     // every member online, to every subscriber: the users after it, at least
