@@ -23,7 +23,8 @@
 #              stats empty, its room posts tombstones naming nobody, no file under the cold tier
 #              holding its name). ERASE_DATA=DIR: the data set is kept in DIR after loading and
 #              copied from there by later runs (same ERASE_* sizes: the loading takes minutes);
-#              ERASE_PERF=FILE: `perf record -g -F 999` of the server over the erasure into FILE;
+#              ERASE_PERF=FILE: `perf record -g -F 999` of the server over the erasure into FILE
+#              (ERASE_PERF_OPTS replaces `-g -F 999`: e.g. tracepoints counted with -c 1);
 #              ERASE_SCHED=FILE: each server thread's time on the CPU and waiting for one over the
 #              erasure (/proc/PID/task/TID/schedstat, summed by thread name) into FILE
 # usage: bench/loopstall.sh [ROW...]   (default: all). STRATA=path/to/strata compares a build.
@@ -201,7 +202,7 @@ for row in "${rows[@]}"; do
     before=$(metric strata_loop_stall_max_seconds)
     perf=
     if [ -n "$ERASE_PERF" ]; then # a profile of the erasure's window
-      perf record ${ERASE_PERF_OPTS:--g} -F 999 -o "$ERASE_PERF" -p "$spid" 2>>"$work/trigger.log" & perf=$!
+      perf record ${ERASE_PERF_OPTS:--g -F 999} -o "$ERASE_PERF" -p "$spid" 2>>"$work/trigger.log" & perf=$!
       sleep 1
     fi
     [ -z "$ERASE_SCHED" ] || schedstat "$spid" >"$work/sched0"
