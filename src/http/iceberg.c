@@ -87,17 +87,22 @@ static int st__ice_no_table(st_ctx_t *c)
                         ST__V(c->params[1], c->plens[1]));
 }
 
-/* GET /iceberg/v1/config: no prefix, nothing to override; `warehouse` is taken and ignored. */
+/* GET /iceberg/v1/config: no prefix, nothing to override; `warehouse` is taken and ignored.
+ * Each endpoint is "<verb> <resource path from the REST spec>", the spec's path template with its
+ * `{prefix}` placeholder: clients (Iceberg Java's Endpoint, PyIceberg's Capability, iceberg-rust)
+ * compare these strings literally against "/v1/{prefix}/…" before they call a route, and a list
+ * without the placeholder tells them loadTable is not served. With no `prefix` in overrides the
+ * placeholder stands for nothing in the URLs they build. */
 int st_api_ice_config(st_ctx_t *c)
 {
     static const char *const endpoints[] = {
-        "GET /v1/namespaces",
-        "GET /v1/namespaces/{namespace}",
-        "HEAD /v1/namespaces/{namespace}",
-        "GET /v1/namespaces/{namespace}/tables",
-        "GET /v1/namespaces/{namespace}/tables/{table}",
-        "HEAD /v1/namespaces/{namespace}/tables/{table}",
-        "POST /v1/namespaces/{namespace}/tables/{table}/metrics",
+        "GET /v1/{prefix}/namespaces",
+        "GET /v1/{prefix}/namespaces/{namespace}",
+        "HEAD /v1/{prefix}/namespaces/{namespace}",
+        "GET /v1/{prefix}/namespaces/{namespace}/tables",
+        "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+        "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+        "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
     };
     st_buf_puts(c->body, "{\"defaults\":{},\"overrides\":{},\"endpoints\":[");
     for (size_t i = 0; i < sizeof endpoints / sizeof *endpoints; i++)
@@ -226,11 +231,12 @@ int st_api_ice_metrics(st_ctx_t *c)
 }
 
 /* POST /iceberg/v1/oauth/tokens: no client credentials are exchanged here (OAuth 2.0's error,
- * RFC 6749 §5.2, which Iceberg's clients read from this endpoint). */
+ * RFC 6749 §5.2, which Iceberg's clients read from this endpoint). The body is exactly the
+ * SPEC's (v5 §5.1), with no optional error_description: the README tells users to configure a
+ * bearer token instead. */
 int st_api_ice_oauth(st_ctx_t *c)
 {
     c->status = 400;
-    st_buf_puts(c->body, "{\"error\":\"unsupported_grant_type\",\"error_description\":\"strata "
-                         "issues no tokens: configure the catalog with a bearer token\"}");
+    st_buf_puts(c->body, "{\"error\":\"unsupported_grant_type\"}");
     return ST_OK;
 }

@@ -176,17 +176,20 @@ describe('the Iceberg REST catalog on a local cold tier, auth off', () => {
   });
 
   test('GET /iceberg/v1/config lists exactly the routes served, with no prefix; warehouse is ignored', async () => {
+    // Iceberg's endpoint format: the verb and the REST spec's path template, `{prefix}` included,
+    // which is what Iceberg Java's Endpoint.V1_LOAD_TABLE and PyIceberg's Capability compare
+    // against (a list without it reads to them as "loadTable not served")
     const want = {
       defaults: {},
       overrides: {},
       endpoints: [
-        'GET /v1/namespaces',
-        'GET /v1/namespaces/{namespace}',
-        'HEAD /v1/namespaces/{namespace}',
-        'GET /v1/namespaces/{namespace}/tables',
-        'GET /v1/namespaces/{namespace}/tables/{table}',
-        'HEAD /v1/namespaces/{namespace}/tables/{table}',
-        'POST /v1/namespaces/{namespace}/tables/{table}/metrics',
+        'GET /v1/{prefix}/namespaces',
+        'GET /v1/{prefix}/namespaces/{namespace}',
+        'HEAD /v1/{prefix}/namespaces/{namespace}',
+        'GET /v1/{prefix}/namespaces/{namespace}/tables',
+        'GET /v1/{prefix}/namespaces/{namespace}/tables/{table}',
+        'HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}',
+        'POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics',
       ],
     };
     for (const q of ['', '?warehouse=x', '?warehouse=s3%3A%2F%2Fanything']) {
@@ -314,7 +317,8 @@ describe('the Iceberg REST catalog on a local cold tier, auth off', () => {
     for (const [body, h] of [['grant_type=client_credentials&client_id=a&client_secret=b&scope=catalog', form], [undefined, {}], [{}, {}]]) {
       const r = await s.req('POST', '/iceberg/v1/oauth/tokens', body, h);
       assert.equal(r.status, 400, r.text);
-      assert.equal(r.json.error, 'unsupported_grant_type');
+      // exactly the SPEC's body (v5 §5.1), no other member
+      assert.deepEqual(r.json, { error: 'unsupported_grant_type' });
     }
     iceError(await s.req('GET', '/iceberg/v1/oauth/tokens'), 403, 'ForbiddenException');
   });
