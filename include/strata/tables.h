@@ -76,9 +76,8 @@ int st_tables_pending_recount(st_store_t *s, uint64_t *wait);
 void st_tables_close(st_tables_t *t);
 /* GET /v1/admin/tables: {"tables":[{"table","snapshot_id","sequence_number","committed_at",
  * "pending"}]} into out (committed_at: µs since the epoch like the other admin routes' times; it
- * and snapshot_id null before the first snapshot; pending read from a bounded number of the
- * changed owners, src/tables/look.c: exact for a small change, a lower bound above 0 for a big
- * one, 0 once every object written is in a snapshot). */
+ * and snapshot_id null before the first snapshot; pending: each table's running count,
+ * src/tables/look.c, exact and O(1) a table; 0 once every object written is in a snapshot). */
 int st_tables_json(st_tables_t *t, st_buf_t *out);
 
 /* The time (µs) of the oldest snapshot any table keeps, for the tier's hold on replaced objects
