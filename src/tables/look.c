@@ -203,6 +203,12 @@ void st_tables_pending_checked(st_store_t *s, int ti)
     st__pending_check(s, ti, st_store_writable(s) == ST_OK);
 }
 
+void st_tables_pending_init(st_store_t *s, int n)
+{
+    for (int i = 0; i < n && st_store_writable(s) == ST_OK; i++)
+        st__pending_check(s, i, true);
+}
+
 /* ---- a commit's newly recorded objects ---- */
 /* A plan is one group an owner: size_t ol, owner, u64 its mark's generation as the view saw it (0:
  * none), size_t n, then n times size_t kl, key (the objects it newly records). */

@@ -449,8 +449,7 @@ static void st__lead(st_tables_t *t)
         legacy = st__any(t, (char)('0' + i));
     t->leading = true;
     t->seen = false;
-    for (int i = 0; i < t->n; i++) /* a store from before the count, or rebuilt: recounted */
-        st_tables_pending_checked(t->store, i);
+    st_tables_pending_init(t->store, t->n); /* a store from before the count: recounted */
     if (legacy || !st__any(t, ST__PROV)) t->full = true;
 }
 
@@ -744,6 +743,7 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
                         "Age of the oldest change of the cold tier not in a committed snapshot", "",
                         st__lag, NULL);
     st_tables_pending_open();
+    st_tables_pending_init(store, t->n); /* a new store's counts: 0 from its first write on */
     st_metrics_gauge_fn("strata_table_files_bytes",
                         "Heap the file sets of the Iceberg tables' last commit took (the changed "
                         "owners' files; the committed set is in the store, docs/memory.md)",
