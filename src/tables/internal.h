@@ -101,8 +101,9 @@ void st_tables_pending_init(st_store_t *s, int n);
 void st_tables_pending_plan(int ti, const st_tfiles_t *live, const st_tfiles_t *prev,
                             const st_buf_t *marks, st_buf_t *out);
 /* On the loop, in the batch of the plan's provenance writes: the count less the planned files
- * whose file record is still there. */
-void st_tables_pending_settle(st_store_t *s, int ti, const st_buf_t *plan);
+ * whose file record is still there (unchanged: no file record was written since the view, so
+ * every one is, and nothing is read). */
+void st_tables_pending_settle(st_store_t *s, int ti, const st_buf_t *plan, bool unchanged);
 /* The key of table ti's pending count ("\0tables" 'n' index) into k (ST_KEY_MAX + 1 bytes); its
  * length (tables.c). */
 size_t st_tables_pending_key(uint8_t *k, int ti);

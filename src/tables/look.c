@@ -274,7 +274,7 @@ void st_tables_pending_plan(int ti, const st_tfiles_t *live, const st_tfiles_t *
     st_vec_free(&seen);
 }
 
-void st_tables_pending_settle(st_store_t *s, int ti, const st_buf_t *plan)
+void st_tables_pending_settle(st_store_t *s, int ti, const st_buf_t *plan, bool unchanged)
 {
     int64_t done = 0;
     uint64_t wait = 0;
@@ -289,7 +289,7 @@ void st_tables_pending_settle(st_store_t *s, int ti, const st_buf_t *plan)
         off += sizeof gen + sizeof n;
         /* the owner's mark unchanged: none of its file records went since the view (one read);
          * else its manifest says which of the objects are still there */
-        bool same = st_tier_dirty_gen(s, o, ol) == gen;
+        bool same = unchanged || st_tier_dirty_gen(s, o, ol) == gen;
         st_tier_manifest_t man = {0};
         if (!same && st_tier_manifest(s, o, ol, false, &man, &wait) != ST_OK)
             st_tier_manifest_free(&man); /* not read: none counted (the self-check recounts) */

@@ -532,7 +532,8 @@ static bool st__tables_job_done(st_tables_t *t, int i)
     st__jtable_t *j = &t->job[i];
     st__table_t *tb = &t->t[i];
     st__prov_apply(t, &j->prov, false);
-    st_tables_pending_settle(t->store, i, &j->pend); /* the same batch */
+    bool same = st_tier_manifest_writes(t->store) + t->erased_n == t->job_f; /* since the view */
+    st_tables_pending_settle(t->store, i, &j->pend, same);                   /* the same batch */
     if (j->res.done) st_metric_add(t->commits, 1);
     if (j->whole) t->full = true;
     if (j->built) tb->bytes = j->bytes;
@@ -682,7 +683,6 @@ int64_t st_tables_oldest_us(const st_tables_t *t)
     return oldest;
 }
 
-/* ---- the module ---- */
 /* A batch rolled back: what the last view saw may be gone; the next one reads every file. */
 static void st__tables_on_failed(st_store_listener_t *l, uint64_t first_id, int err)
 {

@@ -284,7 +284,7 @@ static void commit(fx_t *fx, st_store_t *s, st_objstore_t *cold, void (*between)
                                       st_tables_prov_key(k, i, live[i].v[f].part, live[i].v[f].key),
                                       val, sizeof val, &w),
                          ST_OK);
-        st_tables_pending_settle(s, i, &pend[i]);
+        st_tables_pending_settle(s, i, &pend[i], !between); /* nothing written since the view */
         st_tview_clear(s, &v[i]);
         st_tables_pending_checked(s, i);
         st_buf_free(&pend[i]);
