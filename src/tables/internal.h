@@ -77,7 +77,7 @@ void st_tview_free(st_tview_t *v);
  * *visited grows by the file records read, and the marks of owners no table has are cleared at
  * once; a tick's delta (visited set, not full) reads ST_TABLES_VIEW_OWNERS owners at most (more
  * set: the rest at the next); visited NULL: a look that writes nothing and reads every dirty
- * owner (GET /v1/admin/tables reads a bounded few instead: look.c).
+ * owner (a test's; GET /v1/admin/tables reads a running count instead: look.c).
  * Loop only. ST_EPARKED when something read is not durable yet. */
 int st_tables_view(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v, int n,
                    uint64_t *visited);
