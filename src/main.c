@@ -402,6 +402,7 @@ int main(int argc, char **argv)
     st_tier_set_hold(tier, st__hold_cutoff, &app);
     if (app.iceberg) st_tier_on_rows_changed(tier, st_tables_rows_changed, app.iceberg);
     if (app.iceberg) st_tier_on_erased(tier, st_tables_erased, app.iceberg);
+    if (app.iceberg) st_tier_on_file(st_tables_file_changed); /* the store's: until it closes */
     if (st_ws_open(&app.ws, m.loop, &app) != ST_OK) goto fail_ws;
     if (!st_config_auth_on(&cfg))
         st_warn("auth is OFF: no --jwt-secret, --jwt-jwks-file or --jwt-jwks-url set, every route "
@@ -461,6 +462,7 @@ int main(int argc, char **argv)
     st_objstore_close(cold);
     st_rooms_close(app.rooms);
     st_chat_close(chat);
+    st_tier_on_file(NULL);
     st_store_close(store);
     uv_walk(m.loop, st__close_walk, NULL);
     uv_run(m.loop, UV_RUN_DEFAULT);
@@ -503,6 +505,7 @@ fail_cold:
 fail_chat:
     st_seats_close(seats);
 fail_seats:
+    st_tier_on_file(NULL);
     st_store_close(store);
     uv_run(m.loop, UV_RUN_NOWAIT);
     return 1;

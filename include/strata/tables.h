@@ -64,13 +64,20 @@ void st_tables_rows_changed(void *arg, const char *key, uint64_t *wait);
  * of key is marked in the same batch, and the next commit of its table expires every earlier
  * snapshot (SPEC v5 §5.1: an erasure overrides --table-keep), whatever else it holds. */
 void st_tables_erased(void *arg, const char *o, size_t ol, const char *key, uint64_t *wait);
+/* The tier's file observer (st_tier_on_file): a file record put or deleted moves its table's
+ * pending count (GET /v1/admin/tables) in the same batch (src/tables/look.c). Needs only the
+ * store (claimed by st_tables_open). */
+void st_tables_file_changed(st_store_t *s, const char *o, size_t ol, const char *key, bool put,
+                            uint64_t *wait);
+/* rebuild-meta (offline, after it put the file records back): every table's pending count
+ * recounted from its dirty owners' records, staged. */
+int st_tables_pending_recount(st_store_t *s, uint64_t *wait);
 /* Stops the timer; freed now, or once a commit in flight is back (run the loop). NULL: no-op. */
 void st_tables_close(st_tables_t *t);
 /* GET /v1/admin/tables: {"tables":[{"table","snapshot_id","sequence_number","committed_at",
  * "pending"}]} into out (committed_at: µs since the epoch like the other admin routes' times; it
- * and snapshot_id null before the first snapshot; pending read from a bounded number of the
- * changed owners, src/tables/look.c: exact for a small change, a lower bound above 0 for a big
- * one, 0 once every object written is in a snapshot). */
+ * and snapshot_id null before the first snapshot; pending: each table's running count,
+ * src/tables/look.c, exact and O(1) a table; 0 once every object written is in a snapshot). */
 int st_tables_json(st_tables_t *t, st_buf_t *out);
 
 /* The time (µs) of the oldest snapshot any table keeps, for the tier's hold on replaced objects

@@ -366,6 +366,17 @@ int st_tier_each_dirty(st_store_t *s, st_tier_dirty_fn fn, void *arg, uint64_t *
 int st_tier_each_dirty_tag(st_store_t *s, char tag, st_tier_dirty_fn fn, void *arg, uint64_t *wait);
 /* Clears owner o's mark if it still holds gen (staged; the store's code). */
 int st_tier_dirty_clear(st_store_t *s, const char *o, size_t ol, uint64_t gen, uint64_t *wait);
+/* Owner o's mark as it is (0: none): equal to a generation seen earlier, none of o's file
+ * records was put or deleted since. */
+uint64_t st_tier_dirty_gen(st_store_t *s, const char *o, size_t ol);
+/* The observer of file records (one a process; NULL: none): told of every file record put (put
+ * true: a new object) or deleted (an object out of the manifest) on the loop — a swap (flush,
+ * compaction, fold, retention) and st_tier_forget (erasure) — in the batch that writes it, so
+ * what it stages goes with the record (the tables' pending count, issue 48). Not told of
+ * st_tier_rebuild_owner (offline; rebuild-meta recounts). o and key are borrowed for the call. */
+typedef void (*st_tier_file_obs_fn)(st_store_t *s, const char *o, size_t ol, const char *key,
+                                    bool put, uint64_t *wait);
+void st_tier_on_file(st_tier_file_obs_fn fn);
 /* A number that changes whenever a batch that wrote a file record commits (st_store_writes_of):
  * a watcher of every manifest (the tables' commit) that sees it unchanged may skip its walk. */
 uint64_t st_tier_manifest_writes(const st_store_t *s);

@@ -313,6 +313,8 @@ static int st__rebuild_into(const st_config_t *cfg, const char *url, bool moved_
     if (rc == ST_OK) {
         rc = st__rebuild_members(cfg, store, chat, obj, adopt, &lines, &wait);
         st_objstore_close(obj);
+        /* the file records went in without the tables' observer: their pending counts anew */
+        if (rc == ST_OK) rc = st_tables_pending_recount(store, &wait);
     }
     while (!st_store_idle(store)) /* commit and wait until it is durable */
         uv_run(loop, UV_RUN_ONCE);

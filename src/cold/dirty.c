@@ -4,6 +4,7 @@
  * staged in every batch that puts or deletes one of the owner's 'F' records (intent.c's swap,
  * manifest.c's forget), so a watcher of every manifest (the tables' commit) reads the few owners
  * that changed, not every file record. Replicated and durable with the 'F' records they follow.
+ * Also the file observer (st_tier_on_file), told of each 'F' put or deleted in the same places.
  */
 #include "internal.h"
 
@@ -82,4 +83,30 @@ int st_tier_dirty_clear(st_store_t *s, const char *o, size_t ol, uint64_t gen, u
     if (st_store_get(s, k, kl, &v, &vl, &seen) != ST_OK || vl != 8 || st_be64_get(v) != gen)
         return ST_OK; /* gone, or rewritten since: it stays */
     return st_store_del(s, k, kl, wait);
+}
+
+uint64_t st_tier_dirty_gen(st_store_t *s, const char *o, size_t ol)
+{
+    uint8_t k[ST__DIRTY_PL + ST_TIER_OWNER_MAX];
+    const void *v;
+    size_t vl;
+    uint64_t seen = 0;
+    if (ol > ST_TIER_OWNER_MAX) return 0;
+    if (st_store_get(s, k, st__dirty_key(k, o, ol), &v, &vl, &seen) != ST_OK || vl != 8) return 0;
+    return st_be64_get(v);
+}
+
+/* One observer a process: the file records are one store's (the tables' count lives beside
+ * them). Set before the loop runs, cleared after it stops. */
+static st_tier_file_obs_fn st__file_obs;
+
+void st_tier_on_file(st_tier_file_obs_fn fn)
+{
+    st__file_obs = fn;
+}
+
+void st__tier_file_changed(st_store_t *s, const char *o, size_t ol, const char *key, bool put,
+                           uint64_t *wait)
+{
+    if (st__file_obs) st__file_obs(s, o, ol, key, put, wait);
 }

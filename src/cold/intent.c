@@ -94,6 +94,7 @@ int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t 
         rc = st_store_del(s, k, st__tier_mkey(k, 'P', o, ol, true, sw->pseq), wait);
     for (size_t i = 0; rc == ST_OK && i < sw->nold; i++) {
         rc = st_store_del(s, k, st__tier_mkey(k, 'F', o, ol, true, sw->old[i].seq), wait);
+        if (rc == ST_OK) st__tier_file_changed(s, o, ol, sw->old[i].key, false, wait);
         /* 'D' numbers stay unique: the first old object's number goes on with the new one, so
          * its deletion is recorded under the intent's (no 'F' ever has it) */
         uint64_t dseq = i || !sw->pseq ? sw->old[i].seq : sw->pseq;
@@ -106,6 +107,7 @@ int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t 
         st_buf_append(&v, sw->key, strlen(sw->key));
         rc = st_store_put(s, k, st__tier_mkey(k, 'F', o, ol, true, sw->fseq), v.data, v.len, wait);
         st_buf_free(&v);
+        if (rc == ST_OK) st__tier_file_changed(s, o, ol, sw->key, true, wait);
     }
     if (rc == ST_OK && (sw->nold || sw->file->rows)) rc = st__tier_dirty(s, o, ol, wait);
     if (rc == ST_OK) rc = st__restat(s, o, ol, sw, wait);

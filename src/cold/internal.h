@@ -57,6 +57,9 @@ size_t st__tier_mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq
 /* Stages owner o's dirty mark (dirty.c, strata/tier.h): in every batch that puts or deletes one of
  * its 'F' records. */
 int st__tier_dirty(st_store_t *s, const char *o, size_t ol, uint64_t *wait);
+/* Tells the file observer (st_tier_on_file) of one file record put or deleted: in that batch. */
+void st__tier_file_changed(st_store_t *s, const char *o, size_t ol, const char *key, bool put,
+                           uint64_t *wait);
 
 /* The member whose flush side owns the owner o (its tag), or NULL (no such kind joined). */
 const st_tier_member_t *st__tier_member(const st_tier_t *t, const char *o, size_t ol);

@@ -86,6 +86,7 @@ int st_tier_forget(st_tier_t *t, st_store_t *s, const char *o, size_t ol, size_t
         rc = st_tier_doom(s, o, ol, man.v[i].seq, man.v[i].key, wait);
         if (rc == ST_OK)
             rc = st_store_del(s, k, st__tier_mkey(k, 'F', o, ol, true, man.v[i].seq), wait);
+        if (rc == ST_OK) st__tier_file_changed(s, o, ol, man.v[i].key, false, wait);
         if (rc == ST_OK) st_tier_erased(t, o, ol, man.v[i].key, wait); /* the tables expire */
         *busy = true;
     }

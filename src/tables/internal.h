@@ -77,20 +77,36 @@ void st_tview_free(st_tview_t *v);
  * *visited grows by the file records read, and the marks of owners no table has are cleared at
  * once; a tick's delta (visited set, not full) reads ST_TABLES_VIEW_OWNERS owners at most (more
  * set: the rest at the next); visited NULL: a look that writes nothing and reads every dirty
- * owner (GET /v1/admin/tables reads a bounded few instead: look.c).
+ * owner (a test's; GET /v1/admin/tables reads a running count instead: look.c).
  * Loop only. ST_EPARKED when something read is not durable yet. */
 int st_tables_view(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v, int n,
                    uint64_t *visited);
 /* Clears the dirty marks v saw (a mark rewritten since stays). Loop only. */
 void st_tview_clear(st_store_t *s, const st_tview_t *v);
-/* ---- look.c: GET /v1/admin/tables's pending ---- */
-/* The most dirty owners of a table the route reads (their file and provenance records, a few
- * microseconds each): its loop cost is bounded whatever a flush touched. */
-#define ST_TABLES_LOOK_OWNERS 256
-/* Per table (n of them), the objects no snapshot has yet into pending[i]: exact while at most
- * ST_TABLES_LOOK_OWNERS of its owners are dirty, else those owners' (at least 1), a lower bound;
- * 0 only when none of its owners is dirty or those are all committed. Loop only. */
+/* ---- look.c: GET /v1/admin/tables's pending, a running count per table (issue 48) ---- */
+/* Registers strata_tables_pending_repairs_total (st_tables_open). */
+void st_tables_pending_open(void);
+/* Per table (n of them), the objects no snapshot has yet into pending[i]: exact, O(1) a table
+ * (the count's record and one seek of the dirty marks); a count absent or found drifted is
+ * recounted from the dirty owners' records (written back when this member may write). Loop only. */
 void st_tables_pending(st_store_t *s, int n, int64_t *pending);
+/* The same check for table ti, written back (a commit's end). Loop only. */
+void st_tables_pending_checked(st_store_t *s, int ti);
+/* The same for every table when this member may write (at open, and as it starts to lead): a
+ * count absent (a new store, one from before the count) is recounted and written. Loop only. */
+void st_tables_pending_init(st_store_t *s, int n);
+/* On the worker, once table ti's plan is made: the files it newly records (in live, not in prev,
+ * sorted) grouped by owner with the owner's dirty mark as the view saw it (marks: view.c's), into
+ * *out for st_tables_pending_settle. */
+void st_tables_pending_plan(int ti, const st_tfiles_t *live, const st_tfiles_t *prev,
+                            const st_buf_t *marks, st_buf_t *out);
+/* On the loop, in the batch of the plan's provenance writes: the count less the planned files
+ * whose file record is still there (unchanged: no file record was written since the view, so
+ * every one is, and nothing is read). */
+void st_tables_pending_settle(st_store_t *s, int ti, const st_buf_t *plan, bool unchanged);
+/* The key of table ti's pending count ("\0tables" 'n' index) into k (ST_KEY_MAX + 1 bytes); its
+ * length (tables.c). */
+size_t st_tables_pending_key(uint8_t *k, int ti);
 /* The key of table ti's provenance record of object key (part: its partition; NULL: a record
  * from before partitions were in the key) into k (ST_KEY_MAX + 1 bytes); its length, 0 when too
  * long (tables.c). */

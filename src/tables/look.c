@@ -1,44 +1,52 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GET /v1/admin/tables's `pending` (internal.h): the objects of a table's owners that no snapshot
- * has yet. Only an owner marked dirty (strata/tier.h) can hold one — a mark goes in the batch that
- * puts an owner's file record and leaves only with the commit that has its files — so the look
- * reads the marks of the table's owners and, for each, its file records and their provenance
- * records (tables.c). It reads ST_TABLES_LOOK_OWNERS owners a table at most: the route runs on the
- * loop and is polled while a flush of a million owners commits (bench/atsize.sh, issue 48), so its
- * cost must not grow with the owners a flush touched (it read every dirty owner, a million
- * owners' records in one loop turn). Past the bound the figure is those owners' objects and at
- * least 1 (more owners are dirty: something may be pending): a lower bound that reads 0 only
- * once no owner of the table is dirty, i.e. when every object written is in a snapshot. Loop only;
- * writes nothing.
+ * GET /v1/admin/tables's `pending` (internal.h, SPEC §5.1, issue 48): the objects of a table that
+ * no committed snapshot has, exact at any scale. A running count per table in the hot store,
+ * "\0tables" 'n' index -> be64 (st_tables_pending_key), so the route reads one record a table,
+ * whatever a flush touched (it is polled while a flush of a million owners commits).
+ *
+ * The invariant: count[ti] = the file records ('F', strata/tier.h) of table ti's owners whose
+ * object has no provenance record (tables.c; with its partition or from before). Each change of
+ * either side stages the count's change in its own batch, so the count is durable, replicated and
+ * rolled back with it (a kill -9, a failed batch, a follower applying the leader's batches: the
+ * two always go together; the leader computes, every member writes the same value):
+ *   - a file record put or deleted (st_tables_file_changed, the tier's file observer: a flush, a
+ *     compaction or fold, retention, an erasure): +1 / -1 when its object has no provenance;
+ *   - a commit's provenance records (st_tables_pending_settle, with st__prov_apply): -1 for each
+ *     object newly recorded whose file record is still there (its owner's dirty mark unchanged
+ *     since the view, else its manifest read: a compaction may have taken it out meanwhile, which
+ *     already took it off). A record a commit removes is of an object whose file record is gone
+ *     (the view no longer had it; keys are never reused), one it rewrites (another manifest, a
+ *     record given its partition) was there before: neither changes the count.
+ * rebuild-meta puts file records without the observer, and a store from before the count has no
+ * record: the count is then recounted (st__pending_walk: the table's dirty owners' file records
+ * without provenance — only a dirty owner can hold such an object: its mark goes in the batch that
+ * puts the file record and leaves only with the commit that has its files), and the observer
+ * leaves an absent count alone. The self-check (st__pending_check): a table none of whose owners
+ * is dirty holds 0, and no count is negative; a count found otherwise has drifted — logged once,
+ * recounted, and counted in strata_tables_pending_repairs_total. Loop only.
  */
 #include "internal.h"
+#include "strata/metrics.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    st_buf_t owners; /* size_t length, owner; each (no read inside a scan) */
-    size_t n;
-    bool more; /* a mark past the bound was seen */
-} st__look_t;
+static st_metric_t *st__repairs;
+static bool st__warned; /* a drift is logged once a process; the metric counts each */
 
-static int st__look_mark(void *arg, const char *o, size_t ol, uint64_t gen)
+void st_tables_pending_open(void)
 {
-    st__look_t *l = arg;
-    (void)gen;
-    if (l->n == ST_TABLES_LOOK_OWNERS) {
-        l->more = true;
-        return 1;
-    }
-    st_buf_append(&l->owners, &ol, sizeof ol);
-    st_buf_append(&l->owners, o, ol);
-    l->n++;
-    return 0;
+    st__repairs = st_metrics_counter(
+        "strata_tables_pending_repairs_total",
+        "Pending counts of the Iceberg tables found drifted (negative, or not 0 while no owner of "
+        "the table is dirty) and recounted",
+        "");
 }
 
 /* Whether table ti's object key, of partition part, has a provenance record (with its partition,
  * or one from before partitions were in the key): a snapshot has it. */
-static bool st__look_committed(st_store_t *s, int ti, const char *part, const char *key)
+static bool st__committed(st_store_t *s, int ti, const char *part, const char *key)
 {
     uint8_t k[ST_KEY_MAX + 1];
     const void *v;
@@ -51,39 +59,250 @@ static bool st__look_committed(st_store_t *s, int ti, const char *part, const ch
     return false;
 }
 
-/* Table ti's pending objects (the owners of tag), read as above. */
-static int64_t st__look_table(st_store_t *s, int ti, char tag)
+/* The count's record into *n: ST_OK, or ST_ENOTFOUND (none yet: recounted). */
+static int st__count_get(st_store_t *s, int ti, int64_t *n)
 {
-    st__look_t l = {0};
+    uint8_t k[ST_KEY_MAX + 1];
+    const void *v;
+    size_t vl;
     uint64_t wait = 0;
-    int rc = st_tier_each_dirty_tag(s, tag, st__look_mark, &l, &wait);
+    int rc = st_store_get(s, k, st_tables_pending_key(k, ti), &v, &vl, &wait);
+    if (rc == ST_OK && vl != 8) rc = ST_ENOTFOUND;
+    if (rc == ST_OK) *n = (int64_t)st_be64_get(v);
+    return rc;
+}
+
+static int st__count_put(st_store_t *s, int ti, int64_t n, uint64_t *wait)
+{
+    uint8_t k[ST_KEY_MAX + 1], v[8];
+    st_be64_put(v, (uint64_t)n);
+    return st_store_put(s, k, st_tables_pending_key(k, ti), v, sizeof v, wait);
+}
+
+/* The count moved by d, staged (an absent count stays absent: its recount reads the store). */
+static void st__count_add(st_store_t *s, int ti, int64_t d, uint64_t *wait)
+{
+    int64_t n;
+    if (d && st__count_get(s, ti, &n) == ST_OK) st__count_put(s, ti, n + d, wait);
+}
+
+/* Owner o's partition (its name without the tag's "~" t) into part; false when it has none. */
+static bool st__part(const char *o, size_t ol, char tag, char part[ST_TIER_OWNER_MAX + 1])
+{
+    size_t skip = tag ? 2 : 0; /* "~r" room, "~b" event */
+    if (ol <= skip || ol - skip > ST_TIER_OWNER_MAX) return false;
+    memcpy(part, o + skip, ol - skip);
+    part[ol - skip] = 0;
+    return true;
+}
+
+void st_tables_file_changed(st_store_t *s, const char *o, size_t ol, const char *key, bool put,
+                            uint64_t *wait)
+{
+    char tag = st_tier_owner_tag(o, ol), part[ST_TIER_OWNER_MAX + 1];
+    int ti = st_table_of_tag(tag);
+    if (ti < 0 || !st__part(o, ol, tag, part) || st__committed(s, ti, part, key)) return;
+    st__count_add(s, ti, put ? 1 : -1, wait);
+}
+
+/* ---- the recount: a walk of the table's dirty owners ---- */
+/* One dirty mark, kept for after the walk (no read inside a scan): size_t length, owner. */
+static int st__pending_mark(void *arg, const char *o, size_t ol, uint64_t gen)
+{
+    st_buf_t *b = arg;
+    (void)gen;
+    st_buf_append(b, &ol, sizeof ol);
+    st_buf_append(b, o, ol);
+    return 0;
+}
+
+static int st__pending_any(void *arg, const char *o, size_t ol, uint64_t gen)
+{
+    (void)o, (void)ol, (void)gen;
+    *(bool *)arg = true;
+    return 1;
+}
+
+/* Whether an owner of tag is dirty (one seek; a failed read: not known, so true). */
+static bool st__any_dirty(st_store_t *s, char tag)
+{
+    bool any = false;
+    uint64_t wait = 0;
+    int rc = st_tier_each_dirty_tag(s, tag, st__pending_any, &any, &wait);
+    return any || (rc != ST_OK && rc != 1);
+}
+
+/* Table ti's objects without provenance, read from its dirty owners' file records into *out:
+ * O(dirty owners), for a recount only. */
+static int st__pending_walk(st_store_t *s, int ti, int64_t *out)
+{
+    char tag = st_table_def((size_t)ti)->tag, part[ST_TIER_OWNER_MAX + 1];
+    st_buf_t m = {0};
+    uint64_t wait = 0;
+    int rc = st_tier_each_dirty_tag(s, tag, st__pending_mark, &m, &wait);
     int64_t p = 0;
-    char part[ST_TIER_OWNER_MAX + 1];
-    for (size_t off = 0; (rc == ST_OK || rc == 1) && off + sizeof(size_t) <= l.owners.len;) {
+    for (size_t off = 0; rc == ST_OK && off + sizeof(size_t) <= m.len;) {
         size_t ol;
-        memcpy(&ol, l.owners.data + off, sizeof ol);
-        const char *o = l.owners.data + off + sizeof ol;
+        memcpy(&ol, m.data + off, sizeof ol);
+        const char *o = m.data + off + sizeof ol;
         off += sizeof ol + ol;
-        size_t skip = tag ? 2 : 0; /* "~r" room, "~b" event */
-        if (ol <= skip || ol - skip > ST_TIER_OWNER_MAX) continue;
-        memcpy(part, o + skip, ol - skip);
-        part[ol - skip] = 0;
-        st_tier_manifest_t m;
-        if (st_tier_manifest(s, o, ol, false, &m, &wait) != ST_OK)
-            p++; /* not read: counted as pending rather than passed over */
-        else
-            for (size_t i = 0; i < m.n; i++)
-                p += !st__look_committed(s, ti, part, m.v[i].key);
-        st_tier_manifest_free(&m); /* what a failed read collected, too */
+        if (!st__part(o, ol, tag, part)) continue;
+        st_tier_manifest_t man;
+        rc = st_tier_manifest(s, o, ol, false, &man, &wait);
+        for (size_t i = 0; rc == ST_OK && i < man.n; i++)
+            p += !st__committed(s, ti, part, man.v[i].key);
+        st_tier_manifest_free(&man); /* what a failed read collected, too */
     }
-    if (rc != ST_OK && rc != 1 && !p) p = 1; /* the marks not read: not known to be 0 */
-    if (l.more && !p) p = 1;
-    st_buf_free(&l.owners);
-    return p;
+    st_buf_free(&m);
+    *out = p;
+    return rc;
+}
+
+int st_tables_pending_recount(st_store_t *s, uint64_t *wait)
+{
+    int rc = ST_OK;
+    for (int i = 0; rc == ST_OK && i < (int)st_tables_n(); i++) {
+        int64_t n;
+        rc = st__pending_walk(s, i, &n);
+        if (rc == ST_OK) rc = st__count_put(s, i, n, wait);
+    }
+    return rc;
+}
+
+/* Table ti's count, checked: O(1) (a get and a seek) unless it is absent or has drifted, when it
+ * is recounted (and written back when fix: a member that may write). */
+static int64_t st__pending_check(st_store_t *s, int ti, bool fix)
+{
+    int64_t n = 0, w;
+    int rc = st__count_get(s, ti, &n);
+    if (rc == ST_OK && (n == 0 || (n > 0 && st__any_dirty(s, st_table_def((size_t)ti)->tag))))
+        return n;
+    if (st__pending_walk(s, ti, &w) != ST_OK) return n > 0 ? n : 1; /* not known to be 0 */
+    if (rc == ST_OK) { /* a drift: the invariant above did not hold */
+        if (!st__warned)
+            st_warn("tables: %s: pending count %lld, recounted %lld (further repairs only in "
+                    "strata_tables_pending_repairs_total)",
+                    st_table_def((size_t)ti)->ice.name, (long long)n, (long long)w);
+        st__warned = true;
+        if (st__repairs) st_metric_add(st__repairs, 1);
+    }
+    uint64_t wait = 0;
+    if (fix) st__count_put(s, ti, w, &wait);
+    return w;
 }
 
 void st_tables_pending(st_store_t *s, int n, int64_t *pending)
 {
+    bool fix = st_store_writable(s) == ST_OK;
     for (int i = 0; i < n; i++)
-        pending[i] = st__look_table(s, i, st_table_def((size_t)i)->tag);
+        pending[i] = st__pending_check(s, i, fix);
+}
+
+void st_tables_pending_checked(st_store_t *s, int ti)
+{
+    st__pending_check(s, ti, st_store_writable(s) == ST_OK);
+}
+
+void st_tables_pending_init(st_store_t *s, int n)
+{
+    for (int i = 0; i < n && st_store_writable(s) == ST_OK; i++)
+        st__pending_check(s, i, true);
+}
+
+/* ---- a commit's newly recorded objects ---- */
+/* A plan is one group an owner: size_t ol, owner, u64 its mark's generation as the view saw it (0:
+ * none), size_t n, then n times size_t kl, key (the objects it newly records). */
+typedef struct {
+    const char *o, *gen; /* gen: at the mark's be64 in the view's marks */
+    size_t ol;
+} st__seen_t;
+
+static int st__seen_cmp(const void *a, const void *b)
+{
+    const st__seen_t *x = a, *y = b;
+    size_t n = x->ol < y->ol ? x->ol : y->ol;
+    int c = memcmp(x->o, y->o, n);
+    return c ? c : (x->ol > y->ol) - (x->ol < y->ol);
+}
+
+static int st__file_part_cmp(const void *a, const void *b)
+{
+    const st_tfile_t *x = *(const st_tfile_t *const *)a, *y = *(const st_tfile_t *const *)b;
+    int c = strcmp(x->part, y->part);
+    return c ? c : strcmp(x->key, y->key);
+}
+
+void st_tables_pending_plan(int ti, const st_tfiles_t *live, const st_tfiles_t *prev,
+                            const st_buf_t *marks, st_buf_t *out)
+{
+    char tag = st_table_def((size_t)ti)->tag, o[ST_TIER_OWNER_MAX];
+    uint8_t k[ST_KEY_MAX + 1];
+    ST_VEC(const st_tfile_t *) nw = {0};
+    ST_VEC(st__seen_t) seen = {0};
+    for (size_t i = 0; i < live->n; i++) { /* as st__prov_plan puts a new record */
+        const st_tfile_t *f = &live->v[i];
+        if (f->part && !st_tfiles_find(prev, f->key) && st_tables_prov_key(k, ti, f->part, f->key))
+            st_vec_push(&nw, f);
+    }
+    for (size_t off = 0, ol; off + sizeof ol <= marks->len; off += sizeof ol + ol + 8) {
+        memcpy(&ol, marks->data + off, sizeof ol); /* view.c's: size_t ol, owner, be64 gen */
+        st__seen_t sn = {marks->data + off + sizeof ol, marks->data + off + sizeof ol + ol, ol};
+        st_vec_push(&seen, sn);
+    }
+    if (nw.n) qsort(nw.v, nw.n, sizeof *nw.v, st__file_part_cmp);
+    if (seen.n) qsort(seen.v, seen.n, sizeof *seen.v, st__seen_cmp);
+    for (size_t i = 0, j; i < nw.n; i = j) {
+        for (j = i + 1; j < nw.n && strcmp(nw.v[j]->part, nw.v[i]->part) == 0; j++)
+            ;
+        size_t pl = strlen(nw.v[i]->part), n = j - i;
+        if (pl > ST_NAME_MAX) continue; /* no owner's: the self-check recounts */
+        st__seen_t key = {o, NULL, st_tier_owner(o, tag, nw.v[i]->part, pl)};
+        const st__seen_t *at =
+            seen.n ? bsearch(&key, seen.v, seen.n, sizeof *seen.v, st__seen_cmp) : NULL;
+        uint64_t gen = at ? st_be64_get((const uint8_t *)at->gen) : 0;
+        st_buf_append(out, &key.ol, sizeof key.ol);
+        st_buf_append(out, o, key.ol);
+        st_buf_append(out, &gen, sizeof gen);
+        st_buf_append(out, &n, sizeof n);
+        for (size_t x = i; x < j; x++) {
+            size_t kl = strlen(nw.v[x]->key);
+            st_buf_append(out, &kl, sizeof kl);
+            st_buf_append(out, nw.v[x]->key, kl);
+        }
+    }
+    st_vec_free(&nw);
+    st_vec_free(&seen);
+}
+
+void st_tables_pending_settle(st_store_t *s, int ti, const st_buf_t *plan, bool unchanged)
+{
+    int64_t done = 0;
+    uint64_t wait = 0;
+    for (size_t off = 0; off + sizeof(size_t) <= plan->len;) {
+        size_t ol, n, kl;
+        uint64_t gen;
+        memcpy(&ol, plan->data + off, sizeof ol);
+        const char *o = plan->data + off + sizeof ol;
+        off += sizeof ol + ol;
+        memcpy(&gen, plan->data + off, sizeof gen);
+        memcpy(&n, plan->data + off + sizeof gen, sizeof n);
+        off += sizeof gen + sizeof n;
+        /* the owner's mark unchanged: none of its file records went since the view (one read);
+         * else its manifest says which of the objects are still there */
+        bool same = unchanged || st_tier_dirty_gen(s, o, ol) == gen;
+        st_tier_manifest_t man = {0};
+        if (!same && st_tier_manifest(s, o, ol, false, &man, &wait) != ST_OK)
+            st_tier_manifest_free(&man); /* not read: none counted (the self-check recounts) */
+        for (size_t i = 0; i < n; i++) {
+            memcpy(&kl, plan->data + off, sizeof kl);
+            const char *key = plan->data + off + sizeof kl;
+            off += sizeof kl + kl;
+            bool in = same;
+            for (size_t m = 0; !in && m < man.n; m++)
+                in = strlen(man.v[m].key) == kl && memcmp(man.v[m].key, key, kl) == 0;
+            done += in;
+        }
+        st_tier_manifest_free(&man);
+    }
+    st__count_add(s, ti, -done, &wait);
 }

@@ -21,12 +21,14 @@
  * object
  * written by a merge that changed rows (st_tier_on_rows_changed), until a snapshot has it:
  * "\0tables" 'c' key -> "". An object an erasure deleted (st_tier_on_erased), until a commit of its
- * table has expired every snapshot before it: "\0tables" 'x' key -> the table's index ('0' + i). */
+ * table has expired every snapshot before it: "\0tables" 'x' key -> the table's index ('0' + i).
+ * A table's pending count (look.c): "\0tables" 'n' index -> be64. */
 static const char st__pfx[] = "\0tables";
 #define ST__PFX_LEN (sizeof st__pfx - 1)
 #define ST__CHANGED 'c'
 #define ST__ERASED  'x'
 #define ST__PROV    'p'
+#define ST__PENDING 'n'
 /* a table's index in its keys and marks is one digit, never ST__CHANGED or ST__ERASED */
 _Static_assert(ST_TABLES_MAX <= 10, "a table's index is one digit");
 
@@ -54,6 +56,7 @@ typedef struct {
     bool whole;       /* the worker's: the delta could not be planned (ST_TABLES_WHOLE) */
     st_buf_t marks;   /* their 'x' marks as the view saw them (size_t length, key; each) */
     st_buf_t prov;    /* the worker's provenance writes (st__prov_plan), done on the loop */
+    st_buf_t pend;    /* the files they newly record (st_tables_pending_plan) */
     int rc;
     st_tcommit_t res;
     size_t bytes; /* the worker's: the heap live and its manifests' names will take, installed */
@@ -135,6 +138,11 @@ static size_t st__pkey(uint8_t *k, char tag, const char *part, const char *key)
 size_t st_tables_prov_key(uint8_t *k, int ti, const char *part, const char *key)
 {
     return st__pkey(k, (char)('0' + ti), part, key);
+}
+
+size_t st_tables_pending_key(uint8_t *k, int ti)
+{
+    return st__pkey(k, ST__PENDING, NULL, (char[]){(char)('0' + ti), 0});
 }
 
 void st_tables_rows_changed(void *arg, const char *key, uint64_t *wait)
@@ -248,6 +256,7 @@ static void st__jtable_free(st__jtable_t *j)
     st_tfiles_free(&j->res.moved);
     st_buf_free(&j->marks);
     st_buf_free(&j->prov);
+    st_buf_free(&j->pend);
     memset(j, 0, sizeof *j);
 }
 
@@ -440,6 +449,7 @@ static void st__lead(st_tables_t *t)
         legacy = st__any(t, (char)('0' + i));
     t->leading = true;
     t->seen = false;
+    st_tables_pending_init(t->store, t->n); /* a store from before the count: recounted */
     if (legacy || !st__any(t, ST__PROV)) t->full = true;
 }
 
@@ -474,6 +484,8 @@ static void st__commit_work(uv_work_t *req)
             j->rc = ST_EUNAVAIL;
         }
         if (j->rc == ST_OK && j->built) st__prov_plan(t, i, j);
+        if (j->rc == ST_OK && j->built)
+            st_tables_pending_plan(i, &j->live, &j->prev, &j->view.marks, &j->pend);
         if (j->built) /* O(the files read): counted here, off the loop */
             j->bytes = st_tfiles_bytes(&j->view.fresh, &j->prev_mans) +
                        st_tfiles_bytes(&j->prev, j->res.mans_set ? &j->res.mans : &j->prev_mans) +
@@ -520,6 +532,8 @@ static bool st__tables_job_done(st_tables_t *t, int i)
     st__jtable_t *j = &t->job[i];
     st__table_t *tb = &t->t[i];
     st__prov_apply(t, &j->prov, false);
+    bool same = st_tier_manifest_writes(t->store) + t->erased_n == t->job_f; /* since the view */
+    st_tables_pending_settle(t->store, i, &j->pend, same);                   /* the same batch */
     if (j->res.done) st_metric_add(t->commits, 1);
     if (j->whole) t->full = true;
     if (j->built) tb->bytes = j->bytes;
@@ -527,6 +541,7 @@ static bool st__tables_job_done(st_tables_t *t, int i)
     if (ok) {
         st_tview_clear(t->store, &j->view);
         if (j->erase) st__erasures_done(t, &j->marks);
+        st_tables_pending_checked(t->store, i); /* none dirty now: 0 */
     }
     if (tb->meta.doc) st__status(tb);
     return ok || !j->want;
@@ -668,7 +683,6 @@ int64_t st_tables_oldest_us(const st_tables_t *t)
     return oldest;
 }
 
-/* ---- the module ---- */
 /* A batch rolled back: what the last view saw may be gone; the next one reads every file. */
 static void st__tables_on_failed(st_store_listener_t *l, uint64_t first_id, int err)
 {
@@ -728,6 +742,8 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
     st_metrics_gauge_fn("strata_table_commit_lag_seconds",
                         "Age of the oldest change of the cold tier not in a committed snapshot", "",
                         st__lag, NULL);
+    st_tables_pending_open();
+    st_tables_pending_init(store, t->n); /* a new store's counts: 0 from its first write on */
     st_metrics_gauge_fn("strata_table_files_bytes",
                         "Heap the file sets of the Iceberg tables' last commit took (the changed "
                         "owners' files; the committed set is in the store, docs/memory.md)",
@@ -760,7 +776,7 @@ void st_tables_close(st_tables_t *t)
 
 int st_tables_json(st_tables_t *t, st_buf_t *out)
 {
-    /* pending: a bounded look at the dirty owners' files (look.c), not all of them */
+    /* pending: each table's running count (look.c), O(1) a table */
     int64_t pending[ST_TABLES_MAX];
     st_tables_pending(t->store, t->n, pending);
     st_buf_append(out, "{\"tables\":[", 11);

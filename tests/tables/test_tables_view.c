@@ -8,6 +8,8 @@
 #include "../test.h"
 #include "../fixture.h"
 #include "../../src/tables/internal.h"
+#include "../../src/cold/internal.h"
+#include "strata/metrics.h"
 
 #include <stdio.h>
 
@@ -218,100 +220,201 @@ static void obj_put(st_store_t *s, const char *o, const char *key)
     CHECK_EQ(st_tier_rebuild_owner(s, o, strlen(o), &ob, 1, &(st_tier_stat_t){0}, &w), ST_OK);
 }
 
-static int keep_mark(void *arg, const char *o, size_t ol, uint64_t gen)
+/* ---- GET /v1/admin/tables's pending: a running count (look.c, issue 48) ---- */
+
+/* A flush's swap: owner o's object seq (key) in. */
+static void flush_one(st_store_t *s, const char *o, uint64_t seq, const char *key)
 {
-    st_buf_t *b = arg;
-    st_buf_append(b, &ol, sizeof ol);
-    st_buf_append(b, o, ol);
-    st_buf_append(b, &gen, sizeof gen);
-    return 0;
+    st_tier_file_t f = {1, 9, 3, 100};
+    st_tier_swap_t sw = {.fseq = seq, .file = &f, .key = key};
+    uint64_t w = 0;
+    CHECK_EQ(st__tier_swap(s, o, strlen(o), &sw, &w), ST_OK);
 }
 
-/* Every owner's mark cleared (as commits would), read first: no write inside a scan. */
-static void clear_marks(st_store_t *s)
+/* A compaction's (or, key NULL, retention's) swap: owner o's objects replaced by object seq. */
+static void replace_all(st_store_t *s, const char *o, uint64_t seq, const char *key)
 {
-    st_buf_t b = {0};
-    uint64_t w = 0, gen;
-    CHECK_EQ(st_tier_each_dirty(s, keep_mark, &b, &w), ST_OK);
-    for (size_t off = 0, ol; off < b.len; off += sizeof ol + ol + sizeof gen) {
-        memcpy(&ol, b.data + off, sizeof ol);
-        memcpy(&gen, b.data + off + sizeof ol + ol, sizeof gen);
-        CHECK_EQ(st_tier_dirty_clear(s, b.data + off + sizeof ol, ol, gen, &w), ST_OK);
+    st_tier_manifest_t m;
+    uint64_t w = 0;
+    CHECK_EQ(st_tier_manifest(s, o, strlen(o), false, &m, &w), ST_OK);
+    st_tier_file_t f = {1, 9, key ? 3 : 0, 100};
+    st_tier_swap_t sw = {.fseq = seq, .old = m.v, .nold = m.n, .file = &f, .key = key};
+    CHECK_EQ(st__tier_swap(s, o, strlen(o), &sw, &w), ST_OK);
+    st_tier_manifest_free(&m);
+}
+
+static bool committed(st_store_t *s, int ti, const char *part, const char *key)
+{
+    uint8_t k[ST_KEY_MAX + 1];
+    const void *v;
+    size_t kl = st_tables_prov_key(k, ti, part, key), vl;
+    uint64_t w = 0;
+    return kl && st_store_get(s, k, kl, &v, &vl, &w) == ST_OK;
+}
+
+/* One commit as tables.c runs it: the view (every dirty owner), merged with the owners'
+ * committed files, the plan; meanwhile (between the view and the loop's apply) between(s); then a
+ * provenance record per new file, the count settled, the marks cleared, the count checked. */
+static void commit(fx_t *fx, st_store_t *s, st_objstore_t *cold, void (*between)(st_store_t *s))
+{
+    int n = (int)st_tables_n();
+    st_tview_t v[ST_TABLES_MAX];
+    st_tfiles_t live[ST_TABLES_MAX], prev[ST_TABLES_MAX] = {{0}};
+    st_tgone_t gone[ST_TABLES_MAX];
+    st_buf_t pend[ST_TABLES_MAX] = {{0}};
+    st_tstrs_t cm = {0};
+    CHECK_EQ(st_tables_view(s, cold, false, v, n, NULL), ST_OK);
+    for (int i = 0; i < n; i++) {
+        for (size_t f = 0; f < v[i].fresh.n; f++)
+            if (committed(s, i, v[i].fresh.v[f].part, v[i].fresh.v[f].key)) {
+                st_tfile_t c = tfile_dup(&v[i].fresh.v[f]);
+                c.snap = c.seq = 1;
+                st_vec_push(&prev[i], c);
+            }
+        st_tview_merge(&v[i], &prev[i], &cm, &live[i], &gone[i]);
+        st_tables_pending_plan(i, &live[i], &prev[i], &v[i].marks, &pend[i]);
     }
-    st_buf_free(&b);
+    if (between) between(s);
+    uint64_t w = 0;
+    uint8_t k[ST_KEY_MAX + 1], val[32] = {0};
+    for (int i = 0; i < n; i++) {
+        for (size_t f = 0; f < live[i].n; f++)
+            if (!st_tfiles_find(&prev[i], live[i].v[f].key))
+                CHECK_EQ(st_store_put(s, k,
+                                      st_tables_prov_key(k, i, live[i].v[f].part, live[i].v[f].key),
+                                      val, sizeof val, &w),
+                         ST_OK);
+        st_tables_pending_settle(s, i, &pend[i], !between); /* nothing written since the view */
+        st_tview_clear(s, &v[i]);
+        st_tables_pending_checked(s, i);
+        st_buf_free(&pend[i]);
+        st_vec_free(&live[i]);
+        st_vec_free(&gone[i]);
+        st_tfiles_free(&prev[i]);
+        st_tview_free(&v[i]);
+    }
+    fx_settle(fx, s);
 }
 
-/* GET /v1/admin/tables's pending (look.c, issue 48): exact while a table has at most
- * ST_TABLES_LOOK_OWNERS dirty owners (a committed object, one with a provenance record, is not
- * pending; an owner whose objects only went holds none), bounded past it and never 0 then; one
- * table's owners do not count against another's; 0 once no owner is dirty. */
-TEST(the_admin_look_is_exact_below_its_bound_and_never_0_above_it)
+static int64_t pending(fx_t *fx, st_store_t *s, int ti)
+{
+    int64_t p[ST_TABLES_MAX];
+    st_tables_pending(s, (int)st_tables_n(), p);
+    fx_settle(fx, s);
+    return p[ti];
+}
+
+/* The count's record as stored (-1000: none). */
+static int64_t stored(st_store_t *s, int ti)
+{
+    uint8_t k[ST_KEY_MAX + 1];
+    const void *v;
+    size_t vl;
+    uint64_t w = 0;
+    if (st_store_get(s, k, st_tables_pending_key(k, ti), &v, &vl, &w) != ST_OK || vl != 8)
+        return -1000;
+    return (int64_t)st_be64_get(v);
+}
+
+static void set_stored(fx_t *fx, st_store_t *s, int ti, int64_t n)
+{
+    uint8_t k[ST_KEY_MAX + 1], v[8];
+    uint64_t w = 0;
+    st_be64_put(v, (uint64_t)n);
+    CHECK_EQ(st_store_put(s, k, st_tables_pending_key(k, ti), v, sizeof v, &w), ST_OK);
+    fx_settle(fx, s);
+}
+
+#define BIG 600 /* past the 256 owners the route once read */
+
+/* Meanwhile a commit runs: u1's uncommitted object compacted into another (its file record gone
+ * before the commit's provenance lands), u7 flushes a second object. */
+static void meanwhile(st_store_t *s)
+{
+    replace_all(s, "u1", 5, "u1/batch-1-5.parquet");
+    flush_one(s, "u7", 2, "u7/batch-1-2.parquet");
+}
+
+TEST(pending_is_an_exact_running_count_at_any_scale)
 {
     fx_t fx;
     fx_begin(&fx);
     st_store_t *s = fx_store(&fx, 64 << 20, 0);
-    int n = (int)st_tables_n(), rooms = st_table_of_tag('r'), few = ST_TABLES_LOOK_OWNERS - 6;
+    st_objstore_t *cold = fx_objstore(&fx);
+    st_tier_on_file(st_tables_file_changed);
+    st_tables_pending_open();
+    int n = (int)st_tables_n(), rooms = st_table_of_tag('r');
     CHECK(rooms > 0 && rooms < n);
-    int64_t p[ST_TABLES_MAX];
     char o[32], key[64];
-    for (int i = 0; i < few; i++) {
+    /* a store without counts: recounted (0) and written by the first read */
+    CHECK_EQ(stored(s, 0), -1000);
+    CHECK_EQ(pending(&fx, s, 0), 0);
+    CHECK_EQ(stored(s, 0), 0);
+    CHECK_EQ(stored(s, rooms), 0);
+    for (int i = 0; i < BIG; i++) {
         snprintf(o, sizeof o, "u%d", i);
         snprintf(key, sizeof key, "u%d/batch-1-1.parquet", i);
-        obj_put(s, o, key);
+        flush_one(s, o, 1, key);
     }
     for (int i = 0; i < 5; i++) {
         snprintf(o, sizeof o, "~rhall%d", i);
         snprintf(key, sizeof key, "r/hall%d/batch-1-1.parquet", i);
-        obj_put(s, o, key);
+        flush_one(s, o, 1, key);
     }
     fx_settle(&fx, s);
-    st_tables_pending(s, n, p);
-    CHECK_EQ(p[0], (int64_t)few);
-    CHECK_EQ(p[rooms], 5);
+    CHECK_EQ(pending(&fx, s, 0), BIG); /* every object, one record read */
+    CHECK_EQ(pending(&fx, s, rooms), 5);
 
-    /* u0's object committed (its provenance record): not pending */
-    uint8_t k[ST_KEY_MAX + 1], v[32] = {0};
-    size_t kl = st_tables_prov_key(k, 0, "u0", "u0/batch-1-1.parquet");
-    uint64_t w = 0;
-    CHECK(kl > 0);
-    CHECK_EQ(st_store_put(s, k, kl, v, sizeof v, &w), ST_OK);
+    /* a commit while u1 compacts and u7 flushes: what is left is exactly those two objects */
+    commit(&fx, s, cold, meanwhile);
+    CHECK(committed(s, 0, "u0", "u0/batch-1-1.parquet"));
+    CHECK(!committed(s, 0, "u1", "u1/batch-1-5.parquet"));
+    CHECK_EQ(pending(&fx, s, 0), 2);
+    CHECK_EQ(pending(&fx, s, rooms), 0);
+
+    /* a compaction of a committed object: its replacement is pending */
+    replace_all(s, "u2", 5, "u2/batch-1-5.parquet");
     fx_settle(&fx, s);
-    st_tables_pending(s, n, p);
-    CHECK_EQ(p[0], (int64_t)few - 1);
-
-    /* past the bound: a lower bound, above 0; the rooms' figure stays exact */
-    for (int i = few; i < few + 100; i++) {
-        snprintf(o, sizeof o, "u%d", i);
-        snprintf(key, sizeof key, "u%d/batch-1-1.parquet", i);
-        obj_put(s, o, key);
-    }
-    fx_settle(&fx, s);
-    st_tables_pending(s, n, p);
-    CHECK(p[0] > 0 && p[0] <= ST_TABLES_LOOK_OWNERS);
-    CHECK(p[0] < few + 100 - 1); /* not every owner read */
-    CHECK_EQ(p[rooms], 5);
-
-    /* every object gone (owners marked, nothing to commit): 0 below the bound, 1 above it */
+    CHECK_EQ(pending(&fx, s, 0), 3);
+    /* an erasure: a committed object goes (no change), an uncommitted one too (one less) */
     bool busy = false;
-    for (int i = 0; i < few + 100; i++) {
-        int ol = snprintf(o, sizeof o, "u%d", i);
-        CHECK_EQ(st_tier_forget(NULL, s, o, (size_t)ol, 64, &busy, &w), ST_OK);
-    }
+    uint64_t w = 0;
+    CHECK_EQ(st_tier_forget(NULL, s, "u3", 2, 64, &busy, &w), ST_OK);
+    CHECK_EQ(st_tier_forget(NULL, s, "u1", 2, 64, &busy, &w), ST_OK);
     fx_settle(&fx, s);
-    st_tables_pending(s, n, p);
-    CHECK_EQ(p[0], 1); /* more owners dirty than read: not known to be 0 */
-    clear_marks(s);
+    CHECK_EQ(pending(&fx, s, 0), 2);
+    /* retention drops a committed object: no change */
+    replace_all(s, "u4", 6, NULL);
     fx_settle(&fx, s);
-    for (int i = 0; i < few; i++) {
-        int ol = snprintf(o, sizeof o, "u%d", i);
-        obj_put(s, o, "x.parquet");
-        CHECK_EQ(st_tier_forget(NULL, s, o, (size_t)ol, 64, &busy, &w), ST_OK);
-    }
+    CHECK_EQ(pending(&fx, s, 0), 2);
+    commit(&fx, s, cold, NULL);
+    CHECK_EQ(pending(&fx, s, 0), 0);
+    CHECK_EQ(marks(s), 0);
+    double repairs =
+        st_metric_value(st_metrics_counter("strata_tables_pending_repairs_total", "", ""));
+    CHECK_EQ(repairs, 0);
+
+    /* the self-check: a count not 0 while no owner is dirty is repaired (and counted) */
+    set_stored(&fx, s, 0, 7);
+    CHECK_EQ(pending(&fx, s, 0), 0);
+    CHECK_EQ(stored(s, 0), 0);
+    /* a negative count is recounted */
+    flush_one(s, "u8", 2, "u8/batch-1-2.parquet");
     fx_settle(&fx, s);
-    st_tables_pending(s, n, p);
-    CHECK_EQ(p[0], 0); /* every dirty owner read: none holds an object */
-    CHECK_EQ(p[rooms], 0);
-    CHECK_EQ(marks(s), few);
+    CHECK_EQ(pending(&fx, s, 0), 1);
+    set_stored(&fx, s, 0, -3);
+    CHECK_EQ(pending(&fx, s, 0), 1);
+    CHECK_EQ(stored(s, 0), 1);
+    CHECK_EQ(st_metric_value(st_metrics_counter("strata_tables_pending_repairs_total", "", "")),
+             repairs + 2);
+    /* rebuild-meta puts file records without the observer, then recounts */
+    obj_put(s, "u9999", "u9999/batch-1-1.parquet");
+    uint64_t rw = 0;
+    CHECK_EQ(st_tables_pending_recount(s, &rw), ST_OK);
+    fx_settle(&fx, s);
+    CHECK_EQ(pending(&fx, s, 0), 2);
+    st_tier_on_file(NULL);
+    st_objstore_close(cold);
     fx_close_store(&fx, s);
     fx_end(&fx);
 }
