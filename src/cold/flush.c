@@ -48,6 +48,7 @@ typedef struct {
     size_t olen;
     uint64_t not_before_ms;
     uint32_t failures;
+    bool again;   /* asked for while its flush ran: the rows since that flush's snapshot */
     char owner[]; /* olen bytes */
 } st_fowner_t;
 
@@ -95,9 +96,12 @@ static uint64_t st__flush_now_ms(st_tier_flush_t *f)
 
 void st_tier_flush_enqueue(st_tier_flush_t *f, const char *o, size_t ol)
 {
-    if (f->stopping || st_map_get(&f->pending, o, ol) || st_map_get(&f->running, o, ol) ||
-        st_map_get(&f->stuck, o, ol))
-        return;
+    /* one in flight took its snapshot before this was asked for: it goes again once done (a
+     * POST /v1/admin/flush while a flush waited for slow storage was dropped, and the rows
+     * posted before it stayed hot until the next interval) */
+    st_fowner_t *r = (st_fowner_t *)st_map_get(&f->running, o, ol);
+    if (r) r->again = true;
+    if (f->stopping || r || st_map_get(&f->pending, o, ol) || st_map_get(&f->stuck, o, ol)) return;
     st_fowner_t *w = st_calloc(1, sizeof *w + ol);
     memcpy(w->owner, o, ol);
     w->olen = ol;
@@ -256,7 +260,9 @@ static void st__succeeded(st_tier_flush_t *f, st_fjob_t *j)
     f->kind->flushed(f->kind->arg, o->owner, o->olen);
     /* more rows: again at once — unless flushed queued it already (the delta kind does when
      * marks are left), and a second node would run two flushes of one owner side by side */
-    if (j->snap.capped && !st_map_get(&f->pending, o->owner, o->olen))
+    bool again = j->snap.capped || o->again;
+    o->again = false;
+    if (again && !st_map_get(&f->pending, o->owner, o->olen))
         st_map_insert(&f->pending, &o->node);
     else
         free(o);

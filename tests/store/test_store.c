@@ -883,4 +883,55 @@ TEST(the_apply_thread_comes_back_to_the_policy_it_started_with)
     fx_end(&fx);
 }
 
+/* yield.c: the loop tells the store a background job starts and ends while groups are applied
+ * (an erasure's slices come and go), over and over from another thread here to hit every point
+ * of a group, while a small log forces checkpoints (st__hurry lifts the thread): every write is
+ * kept, nothing hangs, and no thread is left at SCHED_IDLE once the job is over. */
+typedef struct {
+    st_store_t *s;
+    volatile int stop;
+    long flips;
+} flipper_t;
+
+static void *flip_background(void *arg)
+{
+    flipper_t *f = arg;
+    while (!f->stop) {
+        st_store_apply_background(f->s, (f->flips++ & 1) == 0);
+        sched_yield();
+    }
+    st_store_apply_background(f->s, false);
+    return NULL;
+}
+
+TEST(background_toggled_while_groups_apply_and_checkpoints_wait_keeps_every_write)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    watch_t w;
+    st_store_t *s = open_store(&fx, 64 << 20, &w);
+    flipper_t f = {s, 0, 0};
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, flip_background, &f), 0);
+    uint64_t wait = 0;
+    static const char *pre[] = {"f0", "f1", "f2", "f3"};
+    for (int round = 0; round < 4; round++)
+        put_vals(&fx, s, pre[round], 500, &wait); /* ~1 MB each through the 256 KiB log */
+    fx_settle(&fx, s);
+    f.stop = 1;
+    pthread_join(t, NULL);
+    fx_settle(&fx, s);
+    CHECK(f.flips > 1);
+    CHECK(st_store_durable_id(s) >= wait);
+    CHECK_EQ(idle_threads(), 0);
+    for (int round = 0; round < 4; round++)
+        check_vals(s, pre[round], 500, 1);
+    fx_close_store(&fx, s);
+    s = open_store(&fx, 64 << 20, &w);
+    for (int round = 0; round < 4; round++)
+        check_vals(s, pre[round], 500, 1);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
 RUN_TESTS("store")
