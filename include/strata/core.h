@@ -232,11 +232,17 @@ typedef struct {
     st_map_node_t **buckets;
     size_t nbuckets; /* power of two */
     size_t count;
-    size_t low; /* every bucket below it is empty: st_map_first starts there and moves it up to
-                   the bucket it found, so taking the first node and removing it, over and over
-                   (a queue drained in place: the flush and compaction queues), costs
-                   O(nbuckets) in all, not O(nbuckets) a node (the buckets never shrink); a
+    size_t low; /* every bucket of `buckets` below it is empty: st_map_first starts there and
+                   moves it up to the bucket it found, so taking the first node and removing it,
+                   over and over (a queue drained in place: the flush and compaction queues),
+                   costs O(nbuckets) in all, not O(nbuckets) a node (the buckets never shrink); a
                    remove leaves it alone (O(1): the store's overlay comes and goes) */
+    /* Growing moves the nodes a few buckets an insert, not all at once: a map of a million
+     * nodes (the flush queue of a million owners, the store's overlay under an erasure) took
+     * tens of ms of one loop turn to rehash. While `old` is set, a node whose bucket in `old`
+     * is at or above `moved` is still there; every other node is in `buckets`. */
+    st_map_node_t **old;
+    size_t nold, moved;
 } st_map_t;
 
 uint64_t st_hash(const void *p, size_t n);
@@ -248,7 +254,9 @@ st_map_node_t *st_map_get(const st_map_t *m, const void *key, size_t klen);
 /* The node's key/klen must be set; a node with an equal key must not already be present. */
 void st_map_insert(st_map_t *m, st_map_node_t *node);
 void st_map_remove(st_map_t *m, st_map_node_t *node);
-/* Iteration: for (n = st_map_first(m, &i); n; n = st_map_next(m, &i, n)) — no removal during. */
+/* Iteration: for (n = st_map_first(m, &i); n; n = st_map_next(m, &i, n)) — no insert or removal
+ * during (an insert moves nodes while the map grows); taking the first and removing it, over and
+ * over, is fine. */
 st_map_node_t *st_map_first(st_map_t *m, size_t *iter);
 st_map_node_t *st_map_next(const st_map_t *m, size_t *iter, st_map_node_t *cur);
 

@@ -75,59 +75,91 @@ void st_map_init(st_map_t *m)
     m->buckets = st_calloc(m->nbuckets, sizeof *m->buckets);
     m->count = 0;
     m->low = m->nbuckets;
+    m->old = NULL;
+    m->nold = m->moved = 0;
 }
 
 void st_map_free(st_map_t *m)
 {
     free(m->buckets);
-    m->buckets = NULL;
-    m->nbuckets = m->count = m->low = 0;
+    free(m->old);
+    m->buckets = m->old = NULL;
+    m->nbuckets = m->count = m->low = m->nold = m->moved = 0;
+}
+
+/* The chain a node of hash h is in, or goes in: its bucket in `old` while that bucket is not
+ * moved yet, else its bucket in `buckets` (the rule every insert, lookup and removal follows). */
+static st_map_node_t **st__map_slot(const st_map_t *m, uint64_t h)
+{
+    if (m->old) {
+        size_t i = h & (m->nold - 1);
+        if (i >= m->moved) return &m->old[i];
+    }
+    return &m->buckets[h & (m->nbuckets - 1)];
 }
 
 st_map_node_t *st_map_get(const st_map_t *m, const void *key, size_t klen)
 {
     uint64_t h = st_hash(key, klen);
-    for (st_map_node_t *n = m->buckets[h & (m->nbuckets - 1)]; n; n = n->next)
+    for (st_map_node_t *n = *st__map_slot(m, h); n; n = n->next)
         if (n->hash == h && n->klen == klen && memcmp(n->key, key, klen) == 0) return n;
     return NULL;
 }
 
-static void st__map_grow(st_map_t *m)
+/* Buckets of `old` moved an insert while the map grows. A grow starts at count == nold and the
+ * next one is due at count == 2 * nold, at least nold inserts later, so moving one bucket an
+ * insert would do; a few more end the two-table lookups sooner. Empty buckets cost a test. */
+#define ST__MAP_STEP 8
+
+static void st__map_move(st_map_t *m, size_t buckets)
 {
-    size_t nb = m->nbuckets * 2, low = nb;
-    st_map_node_t **b = st_calloc(nb, sizeof *b);
-    for (size_t i = 0; i < m->nbuckets; i++) {
-        st_map_node_t *n = m->buckets[i];
+    for (size_t k = 0; k < buckets && m->moved < m->nold; k++, m->moved++) {
+        st_map_node_t *n = m->old[m->moved];
+        m->old[m->moved] = NULL;
         while (n) {
             st_map_node_t *next = n->next;
-            size_t j = n->hash & (nb - 1);
-            n->next = b[j];
-            b[j] = n;
-            if (j < low) low = j;
+            size_t j = n->hash & (m->nbuckets - 1);
+            n->next = m->buckets[j];
+            m->buckets[j] = n;
+            if (j < m->low) m->low = j;
             n = next;
         }
     }
-    free(m->buckets);
-    m->buckets = b;
-    m->nbuckets = nb;
-    m->low = low;
+    if (m->moved == m->nold) {
+        free(m->old);
+        m->old = NULL;
+        m->nold = m->moved = 0;
+    }
 }
 
 void st_map_insert(st_map_t *m, st_map_node_t *node)
 {
-    if (m->count >= m->nbuckets) st__map_grow(m);
+    if (m->old) st__map_move(m, ST__MAP_STEP);
+    /* twice the buckets; the nodes follow, a few an insert (a grow due while nodes are still
+     * moving waits for them: the chains are a little longer meanwhile) */
+    if (!m->old && m->count >= m->nbuckets) {
+        m->old = m->buckets;
+        m->nold = m->nbuckets;
+        m->moved = 0;
+        m->nbuckets *= 2;
+        m->buckets = st_calloc(m->nbuckets, sizeof *m->buckets);
+        m->low = m->nbuckets;
+        st__map_move(m, ST__MAP_STEP);
+    }
     node->hash = st_hash(node->key, node->klen);
-    size_t i = node->hash & (m->nbuckets - 1);
-    st_map_node_t **slot = &m->buckets[i];
+    st_map_node_t **slot = st__map_slot(m, node->hash);
     node->next = *slot;
     *slot = node;
     m->count++;
-    if (i < m->low) m->low = i;
+    if (slot >= m->buckets && slot < m->buckets + m->nbuckets) {
+        size_t i = (size_t)(slot - m->buckets);
+        if (i < m->low) m->low = i;
+    }
 }
 
 void st_map_remove(st_map_t *m, st_map_node_t *node)
 {
-    st_map_node_t **p = &m->buckets[node->hash & (m->nbuckets - 1)];
+    st_map_node_t **p = st__map_slot(m, node->hash);
     while (*p && *p != node)
         p = &(*p)->next;
     ST_ASSERT(*p == node);
@@ -135,18 +167,34 @@ void st_map_remove(st_map_t *m, st_map_node_t *node)
     m->count--;
 }
 
+/* An iterator is a bucket of `old` (below nold) or of `buckets` (nold + its index); neither
+ * table changes while an iteration runs (no insert during one). */
 st_map_node_t *st_map_first(st_map_t *m, size_t *iter)
 {
+    if (m->old) { /* the empty buckets at the front of what is left to move count as moved */
+        while (m->moved < m->nold && !m->old[m->moved])
+            m->moved++;
+        if (m->moved < m->nold) {
+            *iter = m->moved;
+            return m->old[m->moved];
+        }
+        st__map_move(m, 0); /* all moved: `old` goes */
+    }
     for (*iter = m->low; *iter < m->nbuckets; (*iter)++)
         if (m->buckets[*iter]) break;
     m->low = *iter; /* the buckets it passed are empty (a remove leaves low where it was) */
-    return *iter < m->nbuckets ? m->buckets[*iter] : NULL;
+    st_map_node_t *n = *iter < m->nbuckets ? m->buckets[*iter] : NULL;
+    *iter += m->nold;
+    return n;
 }
 
 st_map_node_t *st_map_next(const st_map_t *m, size_t *iter, st_map_node_t *cur)
 {
     if (cur->next) return cur->next;
-    for ((*iter)++; *iter < m->nbuckets; (*iter)++)
-        if (m->buckets[*iter]) return m->buckets[*iter];
+    for ((*iter)++; *iter < m->nold; (*iter)++)
+        if (m->old[*iter]) return m->old[*iter];
+    if (*iter < m->nold + m->low) *iter = m->nold + m->low; /* empty below low */
+    for (; *iter < m->nold + m->nbuckets; (*iter)++)
+        if (m->buckets[*iter - m->nold]) return m->buckets[*iter - m->nold];
     return NULL;
 }

@@ -299,7 +299,10 @@ TEST(map_drained_from_the_front_yields_every_node_once)
     size_t it, taken = 0, low = 0, next = N / 2;
     bool monotone = true;
     st_map_node_t *n;
-    while ((n = st_map_first(&m, &it)) != NULL) {
+    for (;;) {
+        bool moving = m.old != NULL;
+        if ((n = st_map_first(&m, &it)) == NULL) break;
+        if (moving && !m.old) low = 0; /* the buckets being moved ran out: on in the new ones */
         monotone &= it >= low;
         low = it;
         st_map_remove(&m, n);
@@ -307,7 +310,9 @@ TEST(map_drained_from_the_front_yields_every_node_once)
         taken++;
         if (taken % 3 == 0 && next < N) { /* joins meanwhile, wherever its hash puts it */
             st_map_insert(&m, &items[next++].node);
-            low = m.low; /* an insert below the first bucket takes it down */
+            /* an insert below the first bucket takes it down; one that grows the map starts
+             * the drain over in the buckets being moved */
+            low = m.old ? m.moved : m.low;
         }
     }
     CHECK(monotone);
@@ -320,6 +325,101 @@ TEST(map_drained_from_the_front_yields_every_node_once)
     st_map_free(&m);
     free(items);
     free(out);
+}
+
+/* Growing moves the nodes a few buckets an insert (a million-node rehash in one loop turn took
+ * tens of ms): while both tables are in use, every node is found, removed and iterated exactly
+ * once, and the move ends long before the next grow is due. */
+TEST(map_grows_a_few_buckets_an_insert)
+{
+    st_map_t m;
+    st_map_init(&m);
+    enum { N = 5000 };
+    item_t *items = calloc(N, sizeof *items);
+    for (int i = 0; i < N; i++) {
+        int n = snprintf(items[i].key, sizeof items[i].key, "g%d", i);
+        items[i].node.key = items[i].key;
+        items[i].node.klen = (size_t)n;
+    }
+    int i = 0;
+    while (!(m.old && m.nold == 1024)) /* up to the insert that starts the grow from 1,024 */
+        st_map_insert(&m, &items[i++].node);
+    CHECK_EQ(m.nold, 1024);
+    CHECK(m.moved < 64); /* a few buckets, not all of them */
+    size_t grew_at = (size_t)i, bad = 0, seen = 0, it;
+    for (int k = 0; k < i; k++)
+        bad += st_map_get(&m, items[k].key, strlen(items[k].key)) != &items[k].node;
+    CHECK_EQ(bad, 0);
+    bool *out = calloc(N, sizeof *out);
+    for (st_map_node_t *n = st_map_first(&m, &it); n; n = st_map_next(&m, &it, n)) {
+        bad += out[(item_t *)n - items];
+        out[(item_t *)n - items] = true;
+        seen++;
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(seen, (size_t)i);
+    for (int k = 0; k < i; k += 3) /* removals from both tables */
+        st_map_remove(&m, &items[k].node);
+    CHECK(m.old != NULL);
+    while (m.old) /* the rest moves with the next inserts */
+        st_map_insert(&m, &items[i++].node);
+    CHECK((size_t)i - grew_at <= 1024 / 8 + 1);
+    CHECK_EQ(m.nbuckets, 2048);
+    for (int k = 0; k < i; k++) {
+        st_map_node_t *want = (k < (int)grew_at && k % 3 == 0) ? NULL : &items[k].node;
+        bad += st_map_get(&m, items[k].key, strlen(items[k].key)) != want;
+    }
+    CHECK_EQ(bad, 0);
+    while (i < N)
+        st_map_insert(&m, &items[i++].node);
+    seen = 0;
+    for (st_map_node_t *n = st_map_first(&m, &it); n; n = st_map_next(&m, &it, n))
+        seen++;
+    CHECK_EQ(seen, m.count);
+    st_map_free(&m);
+    free(items);
+    free(out);
+}
+
+/* Inserts, removals and lookups in a random order against a plain array: the same members at
+ * every step, through several grows. */
+TEST(map_matches_a_reference_through_grows)
+{
+    st_map_t m;
+    st_map_init(&m);
+    enum { N = 30000 };
+    item_t *items = calloc(N, sizeof *items);
+    bool *in = calloc(N, sizeof *in);
+    for (int i = 0; i < N; i++) {
+        int n = snprintf(items[i].key, sizeof items[i].key, "r%d", i);
+        items[i].node.key = items[i].key;
+        items[i].node.klen = (size_t)n;
+    }
+    uint64_t x = 88172645463325252ULL;
+    size_t members = 0, bad = 0;
+    for (int step = 0; step < 200000; step++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int k = (int)(x % N);
+        if (!in[k] && (x >> 40) % 4 != 0) {
+            st_map_insert(&m, &items[k].node);
+            in[k] = true, members++;
+        } else if (in[k] && (x >> 40) % 4 == 0) {
+            st_map_remove(&m, &items[k].node);
+            in[k] = false, members--;
+        }
+        bad +=
+            st_map_get(&m, items[k].key, strlen(items[k].key)) != (in[k] ? &items[k].node : NULL);
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(m.count, members);
+    size_t seen = 0, it;
+    for (st_map_node_t *n = st_map_first(&m, &it); n; n = st_map_next(&m, &it, n))
+        bad += !in[(item_t *)n - items], seen++;
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(seen, members);
+    st_map_free(&m);
+    free(items);
+    free(in);
 }
 
 TEST(config_flags_override_environment_override_defaults)
