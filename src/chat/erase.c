@@ -85,6 +85,23 @@ bool st_chat_erasing(st_chat_t *c, const st_owner_t *o, uint64_t *wait)
     return st__chat_erasing(c, u, st_chat_owner_bytes(u, o), wait);
 }
 
+int st_chat_erasing_at(st_chat_t *c, const st_owner_t *o, int64_t *at_us, uint64_t *wait)
+{
+    if (o->len > ST_NAME_MAX) return ST_ENOTFOUND;
+    char u[ST_CHAT_OWNER_MAX];
+    uint8_t k[ST__KEY_CAP];
+    uint64_t id;
+    size_t gl = st__chat_ukey(k, 'G', u, st_chat_owner_bytes(u, o)) - 1;
+    int rc = st__chat_get_fixed(c->store, k, gl, &id, sizeof id, wait);
+    if (rc) return rc;
+    const void *v;
+    size_t vl;
+    if ((rc = st_store_get(c->store, k, st__rec_key(k, id), &v, &vl, wait))) return rc;
+    if (vl < 16) return ST_EINTERNAL;
+    memcpy(at_us, v, sizeof *at_us); /* requested_at */
+    return ST_OK;
+}
+
 typedef struct {
     st_buf_t *out;
     size_t n, max;
