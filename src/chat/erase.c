@@ -19,7 +19,8 @@
  *          restore that brings back an erasure the store did not hold.
  * Other modules' data of the user (rooms: the room messages it posted become tombstones, its
  * memberships go; http: the Idempotency-Key answers about it) is erased through their hooks
- * (st_chat_on_erase) before the erasure is done.
+ * (st_chat_on_erase) before the erasure is done. Until then every read shows the room messages
+ * it posted as the tombstones those hooks write (mask.c, st_chat_erasing_at: the same deleted_at).
  */
 #include "internal.h"
 
