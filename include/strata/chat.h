@@ -47,6 +47,8 @@ typedef struct {
     size_t limit;
     bool desc;         /* st_chat_each: newest first; st_chat_messages: the page's order */
     bool hide_deleted; /* st_chat_messages: tombstones left out (include_deleted=false) */
+    bool raw; /* st_chat_each: as stored; otherwise a room message whose author is being erased
+                 is given as the tombstone its erasure makes of it (SPEC §2.2: at once) */
 } st_message_query_t;
 
 int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id);
@@ -178,9 +180,11 @@ int st_chat_delete(st_chat_t *c, const st_owner_t *o, uint64_t msg_id, st_buf_t 
                    uint64_t *wait);
 /* The same for a message whose author is erased (one in an owner other than the author, SPEC
  * §2.2): the tombstone's from is null too, so no row names the author; a tombstone that still
- * names it loses its from (nothing else of it changes, nor any count). */
-int st_chat_delete_unnamed(st_chat_t *c, const st_owner_t *o, uint64_t msg_id, st_buf_t *out,
-                           uint64_t *wait);
+ * names it loses its from (nothing else of it changes, nor any count). at_us: the deleted_at a
+ * live one gets (the erasure's time, st_chat_erasing_at; 0: now), so that it is the tombstone
+ * reads showed from the erasure's 202 on (st_chat_each, st_chat_messages). */
+int st_chat_delete_unnamed(st_chat_t *c, const st_owner_t *o, uint64_t msg_id, int64_t at_us,
+                           st_buf_t *out, uint64_t *wait);
 /* Deletes a conversation: its hot rows go, its cold rows are masked; *n: its live messages. */
 int st_chat_delete_conversation(st_chat_t *c, const char *user, size_t ulen, const char *conv,
                                 size_t clen, int64_t *n, uint64_t *wait);
@@ -239,6 +243,10 @@ bool st_chat_erased(st_chat_t *c, const st_owner_t *o);
 /* The same for an answer that shows it (a 404, a listing that leaves the owner out): *wait is
  * raised to the batch of the erasure's marker while that is not durable yet. */
 bool st_chat_erasing(st_chat_t *c, const st_owner_t *o, uint64_t *wait);
+/* The request time (Unix µs) of the owner's pending erasure: what an erased author's room
+ * messages show as deleted_at from the 202 on, and what its erasure's slices then write, so the
+ * two are the same tombstone (SPEC §2.2). ST_ENOTFOUND: not being erased. */
+int st_chat_erasing_at(st_chat_t *c, const st_owner_t *o, int64_t *at_us, uint64_t *wait);
 /* The owners of the kind being erased now (one key each: as many as erasures pending), at most
  * max of them (in id order), their ids appended to out as u8 length | id; *n their number. One
  * range read for a kind other than users, so "none of them" costs one seek. */

@@ -569,8 +569,8 @@ int st_chat_each(st_chat_t *c, const st_owner_t *o, const st_message_query_t *q,
     return st__chat_each(c, u, st_chat_owner_bytes(u, o), q, fn, arg, more, last, wait);
 }
 
-int st__chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
-                  st_chat_msg_fn fn, void *arg, bool *more, uint64_t *last, uint64_t *wait)
+static int st__each_stored(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
+                           st_chat_msg_fn fn, void *arg, bool *more, uint64_t *last, uint64_t *wait)
 {
     st_coldstat_t cs;
     *more = false;
@@ -625,4 +625,40 @@ int st__chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_
     }
     return st__chat_cold_each(c, user, ulen, q->conv, q->conv_len, q->after, chi, true,
                               q->limit - given, fn, arg, &got, more, last, wait);
+}
+
+/* A room's messages as every read shows them: those of an author being erased as the
+ * tombstones its erasure makes of them (mask.c, SPEC §2.2). */
+typedef struct {
+    st_chat_t *c;
+    const char *u;
+    size_t ul;
+    st_chat_msg_fn fn;
+    void *arg;
+    uint64_t *wait;
+    st__mask_cache_t cache;
+    st_buf_t tmp;
+} st_masking_t;
+
+static void st__masked_one(void *arg, uint64_t msg_id, const char *json, size_t len)
+{
+    st_masking_t *m = arg;
+    st_buf_reset(&m->tmp);
+    bool copied;
+    if (st__chat_mask(m->c, &m->cache, m->u, m->ul, json, len, &m->tmp, &copied, m->wait) || copied)
+        m->fn(m->arg, msg_id, m->tmp.data, m->tmp.len);
+    else
+        m->fn(m->arg, msg_id, json, len);
+}
+
+int st__chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
+                  st_chat_msg_fn fn, void *arg, bool *more, uint64_t *last, uint64_t *wait)
+{
+    if (q->raw || st_chat_owner_from(user, ulen).kind != ST_OWNER_ROOM)
+        return st__each_stored(c, user, ulen, q, fn, arg, more, last, wait);
+    st_masking_t m = {.c = c, .u = user, .ul = ulen, .fn = fn, .arg = arg, .wait = wait};
+    int rc = st__each_stored(c, user, ulen, q, st__masked_one, &m, more, last, wait);
+    st__chat_mask_free(&m.cache);
+    st_buf_free(&m.tmp);
+    return rc;
 }

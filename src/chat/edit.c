@@ -336,10 +336,10 @@ static void st__edit_copy_member(st_buf_t *b, const char *cur, size_t n, const c
 
 /* cur with content/metadata replaced, edited_at, deleted_at and history set; from null when
  * unnamed (an erased author's tombstone). */
-static void st__edit_render_state(st_buf_t *b, const char *field, const char *cur, size_t n,
-                                  const char *content, size_t cl, const char *meta, size_t ml,
-                                  int64_t edited_at, int64_t deleted_at, bool unnamed,
-                                  const st_buf_t *hist)
+void st__chat_render_state(st_buf_t *b, const char *field, const char *cur, size_t n,
+                           const char *content, size_t cl, const char *meta, size_t ml,
+                           int64_t edited_at, int64_t deleted_at, bool unnamed,
+                           const st_buf_t *hist)
 {
     const char *v;
     size_t vl;
@@ -400,8 +400,8 @@ static void st__history(const char *arr, size_t n, size_t keep, st_buf_t *out)
 }
 
 static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
-                          const st_message_edit_t *e, bool del, bool unnamed, st_buf_t *out,
-                          uint64_t *wait)
+                          const st_message_edit_t *e, bool del, bool unnamed, int64_t at,
+                          st_buf_t *out, uint64_t *wait)
 {
     if (st__chat_erased(c, u, ul)) return ST_ENOTFOUND;
     st_buf_t cur = {0}, next = {0}, hist = {0};
@@ -415,6 +415,22 @@ static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
         !st__chat_json_conv(cur.data, cur.len, &conv, &cl) || cl < 2) {
         rc = ST_EINTERNAL;
         goto done;
+    }
+    if (!unnamed && st_chat_owner_from(u, ul).kind == ST_OWNER_ROOM) {
+        /* its author being erased, it reads as a tombstone already (mask.c): edited, 409;
+         * deleted, that tombstone, as a tombstone deleted again (its erasure writes it) */
+        st__mask_cache_t mc = {0};
+        bool copied; /* cur is ours: no copy is needed, any made is dropped */
+        bool masked = st__chat_mask(c, &mc, u, ul, cur.data, cur.len, &next, &copied, wait);
+        st__chat_mask_free(&mc);
+        if (!masked) st_buf_reset(&next);
+        if (masked) {
+            if (del)
+                st_buf_append(out, next.data, next.len);
+            else
+                rc = ST_ECONFLICT;
+            goto done;
+        }
     }
     conv++; /* the conversation id is a name: its JSON string has no escapes */
     cl -= 2;
@@ -431,17 +447,17 @@ static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
         st__chat_put_json(out, u, ul, cur.data, cur.len); /* deleted again: the same tombstone */
         goto done;
     }
-    int64_t now = st_now_us(), edited = 0, deleted = 0;
+    int64_t now = at ? at : st_now_us(), edited = 0, deleted = 0;
     if (st__chat_jmember(cur.data, cur.len, "edited_at", &ev, &evl) && !st__is_null(ev, evl))
         st_parse_i64(ev, evl, &edited);
     if (edited && now <= edited) now = edited + 1; /* edits stay in order whatever the clock */
     if (dead) { /* the tombstone as it was, its from null: nothing else changes, nor any count */
         if (st__chat_jmember(cur.data, cur.len, "deleted_at", &ev, &evl))
             st_parse_i64(ev, evl, &deleted);
-        st__edit_render_state(&next, st__chat_id_field(u, ul), cur.data, cur.len, "null", 4, "null",
+        st__chat_render_state(&next, st__chat_id_field(u, ul), cur.data, cur.len, "null", 4, "null",
                               4, edited, deleted, true, &hist);
     } else if (del) {
-        st__edit_render_state(&next, st__chat_id_field(u, ul), cur.data, cur.len, "null", 4, "null",
+        st__chat_render_state(&next, st__chat_id_field(u, ul), cur.data, cur.len, "null", 4, "null",
                               4, edited, now, unnamed, &hist);
     } else {
         size_t keep = c->max_history ? c->max_history : 20;
@@ -468,7 +484,7 @@ static int st__edit_apply(st_chat_t *c, const char *u, size_t ul, uint64_t id,
         }
         st_buf_t content = {0};
         if (e->content) st_buf_append_json_str(&content, e->content, e->content_len);
-        st__edit_render_state(&next, st__chat_id_field(u, ul), cur.data, cur.len,
+        st__chat_render_state(&next, st__chat_id_field(u, ul), cur.data, cur.len,
                               e->content ? content.data : cv_, e->content ? content.len : cvl,
                               e->metadata ? e->metadata : mv, e->metadata ? e->metadata_len : mvl,
                               now, 0, false, &hist);
@@ -528,21 +544,22 @@ int st_chat_edit(st_chat_t *c, const st_owner_t *o, uint64_t msg_id, const st_me
                  st_buf_t *out, uint64_t *wait)
 {
     char u[ST_CHAT_OWNER_MAX];
-    return st__edit_apply(c, u, st_chat_owner_bytes(u, o), msg_id, e, false, false, out, wait);
+    return st__edit_apply(c, u, st_chat_owner_bytes(u, o), msg_id, e, false, false, 0, out, wait);
 }
 
 int st_chat_delete(st_chat_t *c, const st_owner_t *o, uint64_t msg_id, st_buf_t *out,
                    uint64_t *wait)
 {
     char u[ST_CHAT_OWNER_MAX];
-    return st__edit_apply(c, u, st_chat_owner_bytes(u, o), msg_id, NULL, true, false, out, wait);
+    return st__edit_apply(c, u, st_chat_owner_bytes(u, o), msg_id, NULL, true, false, 0, out, wait);
 }
 
-int st_chat_delete_unnamed(st_chat_t *c, const st_owner_t *o, uint64_t msg_id, st_buf_t *out,
-                           uint64_t *wait)
+int st_chat_delete_unnamed(st_chat_t *c, const st_owner_t *o, uint64_t msg_id, int64_t at_us,
+                           st_buf_t *out, uint64_t *wait)
 {
     char u[ST_CHAT_OWNER_MAX];
-    return st__edit_apply(c, u, st_chat_owner_bytes(u, o), msg_id, NULL, true, true, out, wait);
+    return st__edit_apply(c, u, st_chat_owner_bytes(u, o), msg_id, NULL, true, true, at_us, out,
+                          wait);
 }
 
 /* ---- deleting a conversation ---- */

@@ -19,7 +19,8 @@
  *          restore that brings back an erasure the store did not hold.
  * Other modules' data of the user (rooms: the room messages it posted become tombstones, its
  * memberships go; http: the Idempotency-Key answers about it) is erased through their hooks
- * (st_chat_on_erase) before the erasure is done.
+ * (st_chat_on_erase) before the erasure is done. Until then every read shows the room messages
+ * it posted as the tombstones those hooks write (mask.c, st_chat_erasing_at: the same deleted_at).
  */
 #include "internal.h"
 
@@ -83,6 +84,23 @@ bool st_chat_erasing(st_chat_t *c, const st_owner_t *o, uint64_t *wait)
     if (o->len > ST_NAME_MAX) return false; /* no owner's id (a token's sub is not checked) */
     char u[ST_CHAT_OWNER_MAX];
     return st__chat_erasing(c, u, st_chat_owner_bytes(u, o), wait);
+}
+
+int st_chat_erasing_at(st_chat_t *c, const st_owner_t *o, int64_t *at_us, uint64_t *wait)
+{
+    if (o->len > ST_NAME_MAX) return ST_ENOTFOUND;
+    char u[ST_CHAT_OWNER_MAX];
+    uint8_t k[ST__KEY_CAP];
+    uint64_t id;
+    size_t gl = st__chat_ukey(k, 'G', u, st_chat_owner_bytes(u, o)) - 1;
+    int rc = st__chat_get_fixed(c->store, k, gl, &id, sizeof id, wait);
+    if (rc) return rc;
+    const void *v;
+    size_t vl;
+    if ((rc = st_store_get(c->store, k, st__rec_key(k, id), &v, &vl, wait))) return rc;
+    if (vl < 16) return ST_EINTERNAL;
+    memcpy(at_us, v, sizeof *at_us); /* requested_at */
+    return ST_OK;
 }
 
 typedef struct {

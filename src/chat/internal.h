@@ -184,6 +184,23 @@ bool st__chat_jnext(const char **p, const char *e, const char **v, size_t *vl);
  * when the JSON has none, a message never edited. */
 bool st__chat_hist_of(const char *j, size_t n, st_arena_t *a, const st_msgedit_t **hist,
                       uint32_t *nhist);
+/* edit.c: cur (a message's JSON) as the state a change makes of it: content and metadata
+ * replaced, edited_at, deleted_at and history set; from null when unnamed. */
+void st__chat_render_state(st_buf_t *b, const char *field, const char *cur, size_t n,
+                           const char *content, size_t cl, const char *meta, size_t ml,
+                           int64_t edited_at, int64_t deleted_at, bool unnamed,
+                           const st_buf_t *hist);
+/* mask.c: a room message (u: the room's owner bytes) whose author is being erased, as the
+ * tombstone its erasure will make of it, into out; false when its author is not being erased,
+ * out untouched unless *copied: then out holds j as it was (the author's look-up may reuse the
+ * store's buffer j is in). cache: one per read, so each author is looked up once. */
+typedef struct {
+    st_map_t seen; /* author -> its erasure's time, 0: not being erased */
+    ST_VEC(void *) nodes;
+} st__mask_cache_t;
+bool st__chat_mask(st_chat_t *c, st__mask_cache_t *cache, const char *u, size_t ul, const char *j,
+                   size_t n, st_buf_t *out, bool *copied, uint64_t *wait);
+void st__chat_mask_free(st__mask_cache_t *cache);
 /* Whether the message JSON is a tombstone (its deleted_at set). */
 bool st__chat_json_dead(const char *j, size_t n);
 /* The message JSON's edited_at or deleted_at (key), µs; 0 when null or absent. */

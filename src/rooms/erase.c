@@ -232,7 +232,12 @@ bool st__rooms_erase(void *arg, const st_owner_t *o, uint64_t erasure, size_t ma
     }
     const st_owner_t *ro = ST_ROOM(room.data, room.len);
     size_t lim = max < ST__ERASE_ROOM_MSGS ? max : ST__ERASE_ROOM_MSGS;
-    st_message_query_t q = {.conv = room.data, .conv_len = room.len, .after = last, .limit = lim};
+    /* raw: reads show the user's messages as tombstones already (chat's mask.c) */
+    st_message_query_t q = {
+        .conv = room.data, .conv_len = room.len, .after = last, .limit = lim, .raw = true};
+    /* the deleted_at reads have shown since the 202: the same tombstone is written */
+    int64_t at = 0;
+    if (st_chat_erasing_at(r->chat, ST_USER(u, ul), &at, &w) != ST_OK) at = 0;
     st_authored_t a = {.u = u, .ul = ul};
     bool more = false;
     uint64_t upto = 0;
@@ -240,14 +245,14 @@ bool st__rooms_erase(void *arg, const st_owner_t *o, uint64_t erasure, size_t ma
     st_buf_t tmp = {0};
     for (size_t i = 0; rc == ST_OK && i < a.ids.n; i++) {
         st_buf_reset(&tmp);
-        rc = st_chat_delete_unnamed(r->chat, ro, a.ids.v[i], &tmp, &w); /* from null */
+        rc = st_chat_delete_unnamed(r->chat, ro, a.ids.v[i], at, &tmp, &w); /* from null */
         if (rc == ST_OK)
             rc = st__rooms_gone(r, room.data, room.len, st__rooms_json_seq(tmp.data, tmp.len), &w);
         if (rc == ST_ENOTFOUND) rc = ST_OK; /* gone by retention meanwhile */
     }
     for (size_t i = 0; rc == ST_OK && i < a.dead.n; i++) { /* no longer named: no count moves */
         st_buf_reset(&tmp);
-        rc = st_chat_delete_unnamed(r->chat, ro, a.dead.v[i], &tmp, &w);
+        rc = st_chat_delete_unnamed(r->chat, ro, a.dead.v[i], at, &tmp, &w);
         if (rc == ST_ENOTFOUND) rc = ST_OK;
     }
     st_vec_free(&a.ids);
