@@ -209,8 +209,9 @@ bool st__ws_presence_room_for(st_ws_t *ws, const char *room, const char *user);
 void st__ws_presence_drop(st_ws_t *ws, const char *room, const char *user);
 /* A deleted room: its entries go at once (no frame: its streams have ended). */
 void st__ws_presence_forget(st_ws_t *ws, const char *room, size_t rl);
-/* presence.c: presout.c sent every frame it had; what presence.c held back may be flushed */
-void st__ws_presence_sent(st_ws_t *ws);
+/* presence.c: presout.c queued the room's job to its last subscriber (room borrowed): its users'
+ * next frames are a second from now on, and what presence.c held back for the room may go */
+void st__ws_presence_sent(st_ws_t *ws, const char *room, size_t rl);
 /* presence.c: the number the next change will have (a subscription joining now is told of the
  * changes from it on) */
 uint64_t st__ws_presence_since(const st_ws_t *ws);
@@ -220,14 +221,15 @@ typedef struct st_wspresout st_wspresout_t;
 void st__ws_presout_open(st_ws_t *ws);
 void st__ws_presout_close(st_ws_t *ws); /* frames not queued yet are dropped */
 /* The frame {"type":"presence","id","room_id","user","online"} for the room's subscribers here,
- * in order after the frames of this flush (presence.c) given before it; queued from the next idle
- * phase on, to the room's subscriptions then that joined before change (its number,
- * st__ws_presence_since). Only while st__ws_presout_busy is false, or within
- * the flush that made it true: the frames of one flush go out together. */
-void st__ws_presence_deliver(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
+ * in order after the room's frames given before it; queued from the next idle phase on, to the
+ * room's subscriptions then that joined before change (its number, st__ws_presence_since). Only
+ * while st__ws_presout_busy is false for the room. True: it is in the room's job, and
+ * st__ws_presence_sent(room) follows once the job is out; false: nobody here to tell. */
+bool st__ws_presence_deliver(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
                              bool online, uint64_t change);
-/* Frames are still to be queued: a new flush's frames would overtake them. */
-bool st__ws_presout_busy(const st_ws_t *ws);
+/* The room's job has begun: a new frame of the room would overtake it (it waits for
+ * st__ws_presence_sent). */
+bool st__ws_presout_busy(const st_ws_t *ws, const char *room, size_t rl);
 /* s ends: it is struck from the job it waits in. */
 void st__ws_presout_gone(st_wssub_t *s);
 

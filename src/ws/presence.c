@@ -49,14 +49,17 @@ typedef struct st_wspres_room st_wspres_room_t;
 /* One (room, user): this member's count and the other members' word on it. */
 typedef struct {
     st_map_node_t node; /* in its room's users, by name */
-    st_list_t dlink;    /* in p->dirty while a frame or an announcement may be owed */
+    st_list_t dlink;    /* in p->dirty while a frame or an announcement may be owed, or in
+                         * room->held while its frame waits for the room's job (held) */
+    st_list_t flink;    /* in room->flying while its last frame is in the room's job (presout.c) */
     st_wspres_room_t *room;
     uint32_t local;                     /* this member's subscriptions */
     uint64_t seen[ST_REPL_MAX_MEMBERS]; /* per peer slot: loop ms it last said online, 0: not */
-    uint64_t frame_ms;                  /* loop ms of the last frame about it (0: none) */
-    uint64_t changed;                   /* p->changes at its last change a frame is owed for */
-    bool shown;                         /* what the last frame said */
-    bool announced;                     /* what the other members were last told (local > 0) */
+    uint64_t frame_ms; /* loop ms the last frame about it went to its last subscriber (0: none) */
+    uint64_t changed;  /* p->changes at its last change a frame is owed for */
+    bool shown;        /* what the last frame said */
+    bool announced;    /* what the other members were last told (local > 0) */
+    bool held;         /* dlink is in room->held, not p->dirty */
     size_t ul;
     char user[];
 } st_wspres_user_t;
@@ -64,6 +67,8 @@ typedef struct {
 struct st_wspres_room {
     st_map_node_t node; /* in p->rooms */
     st_map_t users;     /* st_wspres_user_t */
+    st_list_t held;     /* users whose frame waits for the room's job to be out */
+    st_list_t flying;   /* users whose frame is in the room's job */
     size_t rl;
     char room[];
 };
@@ -151,6 +156,8 @@ static st_wspres_user_t *st__pres_find(st_wspres_t *p, const char *room, size_t 
         r->node.key = r->room;
         r->node.klen = rl;
         st_map_init(&r->users);
+        st_list_init(&r->held);
+        st_list_init(&r->flying);
         st_map_insert(&p->rooms, &r->node);
     }
     st_wspres_user_t *u = st_calloc(1, sizeof *u + ul + 1);
@@ -168,6 +175,7 @@ static void st__pres_free_user(st_wspres_t *p, st_wspres_user_t *u)
 {
     st_wspres_room_t *r = u->room;
     if (st_list_linked(&u->dlink)) st_list_unlink(&u->dlink);
+    if (st_list_linked(&u->flink)) st_list_unlink(&u->flink);
     st_map_remove(&r->users, &u->node);
     free(u);
     p->n--;
@@ -178,12 +186,30 @@ static void st__pres_free_user(st_wspres_t *p, st_wspres_user_t *u)
     }
 }
 
-/* Frees u once nothing is left of it and nothing is owed about it. */
+/* Nothing is left of u and nothing is owed about it (but perhaps its frame's second). */
+static bool st__pres_idle(const st_wspres_user_t *u)
+{
+    return !u->local && !u->shown && !u->announced && !st_list_linked(&u->flink) &&
+           !st__pres_peer_any(u);
+}
+
+static void st__pres_on_flush(uv_timer_t *t);
+
+/* Frees u once nothing is left of it and nothing is owed about it. Not within a second of its
+ * last frame: the entry remembers when that was, and a user that comes back at once would
+ * otherwise be a new entry whose frame leaves at once (two frames about it within the second);
+ * it waits among the dirty, and the flush frees it when its second is up. */
 static void st__pres_gc(st_wspres_t *p, st_wspres_user_t *u)
 {
-    if (!u->local && !u->shown && !u->announced && !st_list_linked(&u->dlink) &&
-        !st__pres_peer_any(u))
-        st__pres_free_user(p, u);
+    if (!st__pres_idle(u) || st_list_linked(&u->dlink)) return;
+    uint64_t since = uv_now(p->ws->loop) - u->frame_ms;
+    if (u->frame_ms && since < ST__PRES_FRAME_MS) {
+        st_list_insert(&p->dirty, &u->dlink);
+        if (!uv_is_active((uv_handle_t *)&p->flush))
+            uv_timer_start(&p->flush, st__pres_on_flush, ST__PRES_FRAME_MS - since, 0);
+        return;
+    }
+    st__pres_free_user(p, u);
 }
 
 /* ---- announcements to the other members ---- */
@@ -218,28 +244,41 @@ static void st__pres_entry(st_wspres_t *p, st_buf_t *b, size_t *items, const st_
 
 /* ---- the flush: frames and announcements owed ---- */
 
+/* u's frame may not go yet: its last one is still in the room's job, or the room's job has begun
+ * (a frame now would overtake it); it waits in the room's list for st__ws_presence_sent. */
+static bool st__pres_waits(const st_wspres_t *p, const st_wspres_user_t *u)
+{
+    return st_list_linked(&u->flink) || st__ws_presout_busy(p->ws, u->room->room, u->room->rl);
+}
+
+static void st__pres_hold(st_wspres_user_t *u)
+{
+    if (st_list_linked(&u->dlink)) st_list_unlink(&u->dlink);
+    st_list_insert(&u->room->held, &u->dlink);
+    u->held = true;
+}
+
 static void st__pres_on_flush(uv_timer_t *t)
 {
     st_wspres_t *p = t->data;
     st_ws_t *ws = p->ws;
     uint64_t now = uv_now(ws->loop), next = 0;
     bool group = ws->app->repl != NULL;
-    /* the frames of an earlier flush are still being queued (presout.c): this flush's would
-     * overtake them, so they wait (their users stay dirty) and go once those are out
-     * (st__ws_presence_sent); the other members are told now all the same */
-    bool hold = st__ws_presout_busy(ws);
     st_buf_t b = {0};
     size_t items = 0;
     st__pres_begin(p, &b);
     for (ST_LIST_EACH(l, n, &p->dirty)) {
         st_wspres_user_t *u = ST_LIST_ITEM(l, st_wspres_user_t, dlink);
-        if (group && (u->local > 0) != u->announced) {
+        if (group && (u->local > 0) != u->announced) { /* the other members are told now */
             u->announced = u->local > 0;
             st__pres_entry(p, &b, &items, u, u->announced);
         }
         bool on = st__pres_online(u);
         if (on != u->shown) {
-            if (hold) continue;
+            if (st__pres_waits(p, u)) {
+                st__pres_hold(u);
+                continue;
+            }
             uint64_t since = now - u->frame_ms;
             if (u->frame_ms && since < ST__PRES_FRAME_MS) { /* coalesced: it waits its turn */
                 uint64_t wait = ST__PRES_FRAME_MS - since;
@@ -248,7 +287,14 @@ static void st__pres_on_flush(uv_timer_t *t)
             }
             u->shown = on;
             u->frame_ms = now ? now : 1;
-            st__ws_presence_deliver(ws, u->room->room, u->room->rl, u->user, u->ul, on, u->changed);
+            if (st__ws_presence_deliver(ws, u->room->room, u->room->rl, u->user, u->ul, on,
+                                        u->changed))
+                st_list_insert(&u->room->flying, &u->flink); /* restamped when it is out */
+        }
+        if (st__pres_idle(u) && u->frame_ms && now - u->frame_ms < ST__PRES_FRAME_MS) {
+            uint64_t wait = ST__PRES_FRAME_MS - (now - u->frame_ms); /* freed when it is up */
+            if (!next || wait < next) next = wait;
+            continue;
         }
         st_list_unlink(&u->dlink);
         st__pres_gc(p, u);
@@ -264,11 +310,29 @@ uint64_t st__ws_presence_since(const st_ws_t *ws)
     return ws->presence ? ws->presence->changes + 1 : 0;
 }
 
-void st__ws_presence_sent(st_ws_t *ws)
+void st__ws_presence_sent(st_ws_t *ws, const char *room, size_t rl)
 {
     st_wspres_t *p = ws->presence;
-    /* what changed while the frames went out is overdue: at once (the next loop turn) */
-    if (p && !st_list_empty(&p->dirty)) uv_timer_start(&p->flush, st__pres_on_flush, 0, 0);
+    st_wspres_room_t *r = p ? (st_wspres_room_t *)st_map_get(&p->rooms, room, rl) : NULL;
+    if (!r) return; /* deleted since (st__ws_presence_forget) */
+    uint64_t now = uv_now(ws->loop);
+    /* the room's frames reached its last subscriber now: the next about each of their users is a
+     * second from now; the flush frees those that are owed nothing (not here: r may go with them)
+     */
+    while (!st_list_empty(&r->flying)) {
+        st_wspres_user_t *u = ST_LIST_ITEM(r->flying.next, st_wspres_user_t, flink);
+        st_list_unlink(&u->flink);
+        u->frame_ms = now ? now : 1;
+        if (!st_list_linked(&u->dlink)) st_list_insert(&p->dirty, &u->dlink);
+    }
+    /* what waited for the job: at once (the next loop turn), or when its second is up */
+    while (!st_list_empty(&r->held)) {
+        st_wspres_user_t *u = ST_LIST_ITEM(r->held.next, st_wspres_user_t, dlink);
+        st_list_unlink(&u->dlink);
+        u->held = false;
+        st_list_insert(&p->dirty, &u->dlink);
+    }
+    if (!st_list_empty(&p->dirty)) uv_timer_start(&p->flush, st__pres_on_flush, 0, 0);
 }
 
 /* u changed: a frame or an announcement may be owed (st__pres_on_flush sends them). */
@@ -277,18 +341,25 @@ static void st__pres_touch(st_wspres_t *p, st_wspres_user_t *u)
     bool announce = p->ws->app->repl && (u->local > 0) != u->announced;
     bool owed = st__pres_online(u) != u->shown || announce;
     if (owed) u->changed = ++p->changes;
-    if (!st_list_linked(&u->dlink)) {
-        if (!owed) {
-            st__pres_gc(p, u);
-            return;
-        }
-        st_list_insert(&p->dirty, &u->dlink);
+    bool linked = st_list_linked(&u->dlink);
+    if (!linked && !owed) {
+        st__pres_gc(p, u);
+        return;
     }
-    /* while an earlier flush's frames are still going out (presout.c) a flush would walk the
-     * dirty users only to hold their frames back: st__ws_presence_sent starts it once those are
-     * out (in a storm, every 10 ms, that walk grew with the storm); an announcement to the other
-     * members does not wait */
-    if (!announce && st__ws_presout_busy(p->ws)) return;
+    /* while the room's frames are going out (presout.c) its frame waits in the room's list, which
+     * st__ws_presence_sent hands to the flush: a flush would only walk it to hold it back (in a
+     * storm, every 10 ms, that walk grew with the storm); an announcement to the other members
+     * does not wait */
+    if (!announce && (u->held || st__pres_waits(p, u))) {
+        if (!linked) st__pres_hold(u);
+        return; /* in p->dirty already: the flush, armed when it went in, holds it */
+    }
+    if (u->held) {
+        st_list_unlink(&u->dlink);
+        u->held = false;
+        linked = false;
+    }
+    if (!linked) st_list_insert(&p->dirty, &u->dlink);
     if (!uv_is_active((uv_handle_t *)&p->flush))
         uv_timer_start(&p->flush, st__pres_on_flush, ST__PRES_BATCH_MS, 0);
 }

@@ -10,16 +10,28 @@
  * turn of the opening over 50 ms was one of those; on a loaded one the loop waited for a CPU in
  * the middle of them, 1–9 s (bench/RESULTS.md, sessions 20 and 21).
  *
- * So a flush's frames are not queued at once. Each room's frames of one flush are a job: the
- * frames' bodies, in the order of the changes, and the room's subscriptions when the job's first
- * turn comes (for the flush's first job, the flush's own turn), in a vector. A loop turn queues at
- * most --ws-presence-budget (subscription, frame) pairs, going through the jobs in order and,
- * within a job, subscription by subscription, each getting every frame of the job in order; the
- * next turn goes on where this one stopped (an idle handle keeps the poll from blocking meanwhile).
- * So every subscription of the room at the flush gets every frame of it, in order, and a later
- * flush's frames come after them: presence.c holds back the frames of changes made meanwhile (their
- * users stay dirty) until the jobs are done (st__ws_presout_busy), which also lets changes coalesce
- * as they do when frames are owed faster than they leave.
+ * So a flush's frames are not queued at once. Each room's frames are a job: the frames' bodies, in
+ * the order of the changes, and the room's subscriptions when the job's first turn comes (for a
+ * flush's job, the flush's own turn), in a vector. A loop turn queues at most
+ * --ws-presence-budget (subscription, frame) pairs; within a job, subscription by subscription,
+ * each getting every frame of the job in order; the next turn goes on where this one stopped (an
+ * idle handle keeps the poll from blocking meanwhile).
+ *
+ * Rooms are served round-robin within that budget (issue 48): each room with frames to queue gets
+ * a share of every turn, so a storm in one room of 100,000 does not hold a small room's frame
+ * until the storm is out — it leaves in the next turn. A room has at most one job: a flush's
+ * frames join the room's job until its first turn, and after that presence.c holds the room's
+ * later changes back (st__ws_presout_busy; their users wait, coalescing, in the room's list)
+ * until the job is done (st__ws_presence_sent). So every subscription of the room at a job's
+ * first turn gets every frame of it, in order, and a later change's frames come after them; and
+ * what presence waits to send is bounded by its table (one entry per room and user), not by the
+ * length of a storm. What a job queues goes through st__ws_queue like any live frame: a stream
+ * that does not read is cut as a slow consumer (SPEC §3), its subscriptions struck from the job.
+ *
+ * presence.c is told when a room's job is done so that the frames about one user reach every
+ * subscriber at least a second apart (SPEC §2.1 v5, as typing's): a user's next frame waits a
+ * second from when its last one went to the job's last subscriber, not from when the job was
+ * made (a late subscriber of a long job heard of it only then).
  *
  * A subscription gets only the frames of changes made after it joined (presence.c numbers the
  * changes, st__ws_presence_since; s->pres_since): the later a job's turn, the more members joined
@@ -37,14 +49,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One room's frames of one flush, and the subscriptions they go to. */
+/* One room's frames, and the subscriptions they go to: a room has at most one job (presence.c
+ * holds the room's later changes back while it runs, st__ws_presout_busy). */
 typedef struct {
-    st_list_t link;     /* in o->jobs, oldest first */
-    st_map_node_t node; /* in o->rooms until its first turn (frames of its flush join it) */
+    st_list_t link;     /* in o->ring: the rooms with frames to queue, the next to serve first */
+    st_map_node_t node; /* in o->rooms, by room */
     ST_VEC(st_wsbody_t *) bodies; /* owned references, in the order of the changes */
     ST_VEC(uint64_t) changes;     /* each body's change (presence.c's number) */
     ST_VEC(st_wssub_t *) subs;    /* NULL: ended since; set up at the job's first turn */
-    bool snapped;                 /* subs holds the room's subscriptions */
+    bool snapped;                 /* subs holds the room's subscriptions: no frame joins now */
     size_t at, frame;             /* the next (subscription, frame) to queue */
     st_wsbody_t *pre;             /* the prefix of `last`'s frames (a reference), or NULL */
     char *last;                   /* owned: the subscription id pre was made for */
@@ -54,8 +67,9 @@ typedef struct {
 
 struct st_wspresout {
     st_ws_t *ws;
-    st_list_t jobs;
-    st_map_t rooms; /* the jobs of the flush being made, by room */
+    st_list_t ring; /* the jobs, served round-robin */
+    size_t njobs;   /* in ring */
+    st_map_t rooms; /* the jobs by room */
     size_t budget;  /* (subscription, frame) pairs a loop turn queues: --ws-presence-budget */
     size_t queued;  /* frames this turn queued */
     size_t most;    /* the most one turn queued */
@@ -80,7 +94,8 @@ static void st__presout_snap(st_ws_t *ws, st__presjob_t *j)
 static void st__presout_free(st_wspresout_t *o, st__presjob_t *j)
 {
     st_list_unlink(&j->link);
-    if (j->node.key) st_map_remove(&o->rooms, &j->node);
+    o->njobs--;
+    st_map_remove(&o->rooms, &j->node);
     for (size_t i = j->at; i < j->subs.n; i++)
         if (j->subs.v[i]) j->subs.v[i]->pres_ref = NULL;
     for (size_t i = 0; i < j->bodies.n; i++)
@@ -98,12 +113,9 @@ static size_t st__presout_run(st_wspresout_t *o, st__presjob_t *j, size_t budget
 {
     st_ws_t *ws = o->ws;
     size_t spent = 0;
-    if (!j->snapped) { /* its flush is over (a timer's: the idle phase comes after): no frame
-                        * joins it any more; the subscriptions are the room's now */
-        st_map_remove(&o->rooms, &j->node);
-        j->node.key = NULL;
+    if (!j->snapped) /* its flush is over (a timer's: the idle phase comes after): the
+                      * subscriptions are the room's now */
         st__presout_snap(ws, j);
-    }
     while (j->at < j->subs.n && spent < budget) {
         st_wssub_t *s = j->subs.v[j->at];
         if (!s) { /* ended since (perhaps within its frames) */
@@ -135,46 +147,61 @@ static size_t st__presout_run(st_wspresout_t *o, st__presjob_t *j, size_t budget
     return spent;
 }
 
-/* One turn's share: --ws-presence-budget frames of the jobs, oldest first. When the last job is
- * done, presence.c may flush what waited. */
+/* One turn's share: --ws-presence-budget frames, shared between the rooms with frames to queue
+ * (issue 48: one big room's storm held every other room's frames until it was out). Each pass
+ * gives each job an equal part of what is left (at least one), in ring order, and puts it at the
+ * back; what a job did not need goes to the next pass. A job that is done is freed and presence.c
+ * told (its users' frames are out: the next frame about them is a second from now, and the
+ * room's changes it held back may go). */
 static void st__presout_on_step(uv_idle_t *h)
 {
     st_wspresout_t *o = h->data;
     size_t left = o->budget;
     o->queued = 0;
-    while (left && !st_list_empty(&o->jobs)) {
-        st__presjob_t *j = ST_LIST_ITEM(o->jobs.next, st__presjob_t, link);
-        left -= st__presout_run(o, j, left);
-        if (j->at == j->subs.n) st__presout_free(o, j);
+    while (left && o->njobs) {
+        size_t share = left / o->njobs ? left / o->njobs : 1;
+        for (size_t pass = o->njobs; pass && left && o->njobs; pass--) {
+            st__presjob_t *j = ST_LIST_ITEM(o->ring.next, st__presjob_t, link);
+            left -= st__presout_run(o, j, share);
+            st_list_unlink(&j->link);
+            st_list_insert(&o->ring, &j->link); /* to the back */
+            if (j->at < j->subs.n) continue;
+            st__ws_presence_sent(o->ws, j->room, j->rl); /* arms a flush, queues nothing */
+            st__presout_free(o, j);
+        }
     }
     st_metric_add(o->m_frames, (double)o->queued);
     if (o->queued > o->most) st_metric_set(o->m_most, (double)(o->most = o->queued));
-    if (!st_list_empty(&o->jobs)) return;
-    uv_idle_stop(&o->step);
-    st__ws_presence_sent(o->ws); /* what waited for the jobs may be flushed now */
+    if (!o->njobs) uv_idle_stop(&o->step);
 }
 
-bool st__ws_presout_busy(const st_ws_t *ws)
+static st__presjob_t *st__presout_job(const st_wspresout_t *o, const char *room, size_t rl)
 {
-    return ws->presout && !st_list_empty(&ws->presout->jobs);
+    st_map_node_t *n = st_map_get(&o->rooms, room, rl);
+    return n ? ST_LIST_ITEM(n, st__presjob_t, node) : NULL;
 }
 
-void st__ws_presence_deliver(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
+bool st__ws_presout_busy(const st_ws_t *ws, const char *room, size_t rl)
+{
+    const st__presjob_t *j = ws->presout ? st__presout_job(ws->presout, room, rl) : NULL;
+    return j && j->snapped;
+}
+
+bool st__ws_presence_deliver(st_ws_t *ws, const char *room, size_t rl, const char *user, size_t ul,
                              bool online, uint64_t change)
 {
     st_wspresout_t *o = ws->presout;
-    if (!o || !st__ws_room_chan(ws, room, rl)) return; /* nobody to tell */
-    st__presjob_t *j = (st__presjob_t *)st_map_get(&o->rooms, room, rl);
-    if (j) {
-        j = ST_LIST_ITEM(j, st__presjob_t, node);
-    } else {
+    if (!o || !st__ws_room_chan(ws, room, rl)) return false; /* nobody to tell */
+    st__presjob_t *j = st__presout_job(o, room, rl);
+    if (!j) {
         j = st_calloc(1, sizeof *j + rl + 1);
         memcpy(j->room, room, rl);
         j->rl = rl;
         j->node.key = j->room;
         j->node.klen = rl;
         st_map_insert(&o->rooms, &j->node);
-        st_list_insert(&o->jobs, &j->link);
+        st_list_insert(&o->ring, &j->link);
+        o->njobs++;
         uv_idle_start(&o->step, st__presout_on_step); /* a no-op when it runs already */
     }
     st_buf_t b = {0};
@@ -186,6 +213,7 @@ void st__ws_presence_deliver(st_ws_t *ws, const char *room, size_t rl, const cha
     st_vec_push(&j->bodies, st__ws_body_new(b.data, b.len));
     st_vec_push(&j->changes, change);
     st_buf_free(&b);
+    return true;
 }
 
 void st__ws_presout_gone(st_wssub_t *s)
@@ -199,7 +227,7 @@ void st__ws_presout_open(st_ws_t *ws)
     st_wspresout_t *o = st_calloc(1, sizeof *o);
     o->ws = ws;
     o->budget = ws->app->cfg->ws_presence_budget ? ws->app->cfg->ws_presence_budget : 16384;
-    st_list_init(&o->jobs);
+    st_list_init(&o->ring);
     st_map_init(&o->rooms);
     uv_idle_init(ws->loop, &o->step);
     o->step.data = o;
@@ -225,8 +253,8 @@ void st__ws_presout_close(st_ws_t *ws)
     st_wspresout_t *o = ws->presout;
     ws->presout = NULL; /* nothing is sent from now on */
     if (!o) return;
-    while (!st_list_empty(&o->jobs))
-        st__presout_free(o, ST_LIST_ITEM(o->jobs.next, st__presjob_t, link));
+    while (!st_list_empty(&o->ring))
+        st__presout_free(o, ST_LIST_ITEM(o->ring.next, st__presjob_t, link));
     st_map_free(&o->rooms);
     uv_close((uv_handle_t *)&o->step, st__presout_closed);
 }
