@@ -149,8 +149,10 @@ test('one frame per user per room per second at every subscriber: a member remov
     const about = last.seen.filter((f) => f.user === x).map((f) => f.online);
     assert.deepEqual(about, [true, false, true], `what the oldest stream heard of ${x}`);
     const off = offline(last, x), on = last.seen.findLast((f) => f.user === x);
-    // the server keeps them a second apart; 200 ms of it for this process reading them late
-    assert.ok(on.at - off.at >= 800, `${x}'s offline and online frames ${on.at - off.at} ms apart at the oldest stream`);
+    // the server keeps them a second apart (the old code sent them 17-24 ms apart); half of it is
+    // left for this process reading the first late (a loaded CI machine), so a slow reader cannot
+    // fail it, only a server that sends them close together
+    assert.ok(on.at - off.at >= 500, `${x}'s offline and online frames ${on.at - off.at} ms apart at the oldest stream`);
     for (const st of [...streams, back]) st.ws.close();
   });
 });
