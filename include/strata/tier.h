@@ -236,8 +236,13 @@ typedef struct st_tier_flush st_tier_flush_t;
  * (strata_flush_*). */
 int st_tier_flush_open(st_tier_flush_t **out, uv_loop_t *loop, st_store_t *store,
                        st_objstore_t *obj, const st_tier_kind_t *kind);
-/* Queues a flush of the owner (once: not while queued, running or stuck). */
+/* Queues a flush of the owner (once: not while queued, running or stuck); asked for while one
+ * runs, it goes again once that one is done (the running one's snapshot may not hold every row
+ * posted before the ask). */
 void st_tier_flush_enqueue(st_tier_flush_t *f, const char *o, size_t ol);
+/* The same for an owner past --flush-rows: not again after a running one (its count still holds
+ * the rows that flush takes). */
+void st_tier_flush_due(st_tier_flush_t *f, const char *o, size_t ol);
 /* Starts queued flushes while the pacing allows. */
 void st_tier_flush_pump(st_tier_flush_t *f);
 /* Owners queued and not yet started. */

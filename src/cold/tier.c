@@ -524,7 +524,7 @@ static void st__on_due(uv_idle_t *h)
         uint64_t wait = 0;
         if (st_tier_stat(t->store, d->owner, d->olen, &st, &wait) == ST_OK &&
             (uint64_t)(d->total - st.rows) >= t->flush_rows)
-            st_tier_flush_enqueue(t->flush, d->owner, d->olen);
+            st_tier_flush_due(t->flush, d->owner, d->olen);
     }
     st__due_drop(t);
     st_tier_flush_pump(t->flush);

@@ -1705,6 +1705,28 @@ TEST(tier_flush_holds_until_durable_commits_one_batch_and_never_retries_a_refuse
     st_tier_flush_pump(f);
     CHECK_EQ(fk.snapshots, snaps);
 
+    /* while a flush of r runs: the row threshold's queueing is no second flush (its count still
+     * holds the rows in flight); an asked-for flush is, once the running one is done */
+    fk.fail = 0;
+    for (int asked = 0; asked < 2; asked++) {
+        CHECK_EQ(st_store_put(s, k, fk_key(k, "r", 1, 20 + (uint64_t)asked), "rowr", 4, &w), ST_OK);
+        fx_settle(&fx, s);
+        fk.done = 0;
+        snaps = fk.snapshots;
+        st_tier_flush_enqueue(f, "r", 1);
+        st_tier_flush_pump(f);
+        CHECK_EQ(fk.snapshots, snaps + 1);
+        if (asked)
+            st_tier_flush_enqueue(f, "r", 1);
+        else
+            st_tier_flush_due(f, "r", 1);
+        for (int i = 0; i < 100000 && fk.done < 1 + asked; i++)
+            uv_run(&fx.loop, UV_RUN_ONCE);
+        for (int i = 0; i < 1000; i++)
+            uv_run(&fx.loop, UV_RUN_NOWAIT);
+        CHECK_EQ(fk.snapshots, snaps + 1 + asked);
+    }
+
     bool closed = false;
     st_store_unlisten(s, &lis);
     st_tier_flush_close(f, fk_closed, &closed);
