@@ -169,6 +169,43 @@ static bool st__erase_settled(st_rooms_t *r, const uint8_t *sk, size_t skl, size
     return done;
 }
 
+/* The remote rooms ('J') the user's list holds, each handed to the outbox as an erasure for the
+ * room's group in the same batch as its entry goes (SPEC §10: that group erases the user the
+ * same way, its rooms' 'p' and 'j' entries included; tombstones too: a room the user left may
+ * hold its posts). A room of this group is walked by the slices ('j', 'p'): only the others' are
+ * sent. True when max were handled (more may be left) or one could not be staged (tried again
+ * by the next slice). */
+static bool st__erase_remote(st_rooms_t *r, const char *u, size_t ul, size_t max)
+{
+    uint8_t k[ST__ROOMS_KEY_CAP];
+    uint64_t w = 0;
+    k[0] = ST__KS_REMOTE;
+    memcpy(k + 1, u, ul);
+    k[1 + ul] = 0;
+    st_buf_t keys = {0};
+    size_t n = 0;
+    while (n < max && st_store_scan(r->store, k, ul + 2, st__first_val, &keys, &w) > 0) {
+        size_t kl;
+        memcpy(&kl, keys.data, sizeof kl);
+        const uint8_t *val = (const uint8_t *)keys.data + sizeof kl + kl;
+        size_t vlen = keys.len - sizeof kl - kl;
+        uint16_t rl = 0;
+        if (vlen >= ST__REMOTE_HDR) memcpy(&rl, val + 10, 2);
+        const char *rm = (const char *)val + ST__REMOTE_HDR;
+        int rc = rl && (size_t)rl + ST__REMOTE_HDR <= vlen ? st_rooms_exists(r, rm, rl, &w) : ST_OK;
+        if (rc == ST_ENOTFOUND) rc = st_outbox_stage_erase(r->outbox, u, ul, rm, rl, &w);
+        if (rc != ST_OK) {
+            n = max; /* the entry stays: the next slice tries again */
+            break;
+        }
+        st_store_del(r->store, keys.data + sizeof kl, kl, &w);
+        st_buf_reset(&keys);
+        n++;
+    }
+    st_buf_free(&keys);
+    return n == max;
+}
+
 /* Room messages walked per slice, fewer than chat's keys: each is parsed, and each of the user's
  * becomes a tombstone (its delta, fold and count records): 64 made slices of 3–7 ms (bench/
  * loopstall.sh erase, issue 48). */
@@ -190,44 +227,21 @@ bool st__rooms_erase(void *arg, const st_owner_t *o, uint64_t erasure, size_t ma
     const void *v;
     size_t vl;
     st_buf_t room = {0};
-    if (st_store_get(r->store, sk, skl, &v, &vl, &w) == ST_OK && vl > 8) {
+    bool mid = st_store_get(r->store, sk, skl, &v, &vl, &w) == ST_OK && vl > 8;
+    /* between rooms (first of all: right after the 202) the remote rooms go to their groups,
+     * before this group's rooms are walked: the other groups mask and erase the user's posts
+     * there at once, not after this group's walk (minutes for a heavy poster) */
+    if (!mid && st__erase_remote(r, u, ul, max)) return true;
+    if (mid) {
         last = st_be64_get(v);
         st_buf_append(&room, (const char *)v + 8, vl - 8);
     } else if (!st__erase_next_room(r, u, ul, &room)) {
-        /* no room left here: its count of rooms goes, and the remote rooms its list held, each
-         * with the erasure staged for the room's group in the same batch (SPEC §10: it erases
-         * the user there; tombstones too: a room the user left may hold its posts) */
+        /* no room left here: its count of rooms goes; remote rooms added to its list meanwhile
+         * went above */
         k[0] = ST__KS_JOINED;
         memcpy(k + 1, u, ul);
         k[1 + ul] = 0;
         st_store_del(r->store, k, ul + 2, &w);
-        k[0] = ST__KS_REMOTE;
-        memcpy(k + 1, u, ul);
-        k[1 + ul] = 0;
-        st_buf_t keys = {0};
-        size_t n = 0;
-        while (n < max && st_store_scan(r->store, k, ul + 2, st__first_val, &keys, &w) > 0) {
-            size_t kl;
-            memcpy(&kl, keys.data, sizeof kl);
-            const uint8_t *val = (const uint8_t *)keys.data + sizeof kl + kl;
-            size_t vlen = keys.len - sizeof kl - kl;
-            uint16_t rl = 0;
-            if (vlen >= ST__REMOTE_HDR) memcpy(&rl, val + 10, 2);
-            const char *rm = (const char *)val + ST__REMOTE_HDR;
-            /* a room of this group was walked above ('j', 'p'): only the others' are sent */
-            int rc =
-                rl && (size_t)rl + ST__REMOTE_HDR <= vlen ? st_rooms_exists(r, rm, rl, &w) : ST_OK;
-            if (rc == ST_ENOTFOUND) rc = st_outbox_stage_erase(r->outbox, u, ul, rm, rl, &w);
-            if (rc != ST_OK) {
-                n = max; /* the entry stays: the next slice tries again */
-                break;
-            }
-            st_store_del(r->store, keys.data + sizeof kl, kl, &w);
-            st_buf_reset(&keys);
-            n++;
-        }
-        st_buf_free(&keys);
-        if (n == max) return true; /* more may be left: the next slice */
         return !st__erase_settled(r, sk, skl, max);
     }
     const st_owner_t *ro = ST_ROOM(room.data, room.len);

@@ -9,7 +9,7 @@
 // through the user's group's outbox (kill -9 before delivery included): its messages there
 // become tombstones (rooms it left too) and it leaves them.
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, renameSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { request, runStrata, skipIf, sleep, startStrata, tempDir } from './lib.mjs';
 import { clientCleanup, loadClient } from './client-lib.mjs';
@@ -202,6 +202,48 @@ describe('rooms across two groups behind nginx', { skip: skipIf(!existsSync(NGIN
     await until('the erasure done', async () => (await nodes[0].req('GET', `/v1/admin/erasures/${er.json.erasure_id}`)).json.status === 'done');
     await until('the outboxes emptied', async () => (await pending(nodes[0])) === 0 && (await pending(nodes[1])) === 0);
     assert.equal((await via('GET', `/v1/users/${u}/rooms`)).json.rooms.length, 0);
+  });
+
+  test('an erasure reaches the other groups\' rooms first, whatever holds its own group\'s walk', async () => {
+    const u = await userOn(0, 'zed');
+    const far = await roomOn(1, 'far', [u], 'Far');
+    await say(far, u, 'secret far');
+    // a room on its own group with its posts all cold, and then its objects away: the walk of
+    // this room cannot go on (its pages cannot be read) until they are back
+    const cave = await roomOn(0, 'cave', [u, 'cave-friend'], 'Cave');
+    for (let i = 0; i < 40; i++) await say(cave, u, `secret cave ${i}`);
+    await say(cave, 'cave-friend', 'kept');
+    const roomDir = `${nodes[0].dir}/cold/shared/conversations/${cave}`;
+    assert.equal((await nodes[0].req('POST', '/v1/admin/flush')).status, 202);
+    await until('the cave flushed', async () => existsSync(roomDir) &&
+      readdirSync(roomDir).some((f) => f.endsWith('.parquet')) &&
+      /^strata_flush_running 0$/m.test((await nodes[0].req('GET', '/metrics')).text), 30000);
+    await until('the far room in its list', async () => (await pending(nodes[1])) === 0 &&
+      (await listOf(u)).rooms.some((x) => x.room_id === far));
+    // its pages out of reach (and out of memory: a restart)
+    await nodes[0].stop();
+    renameSync(roomDir, `${roomDir}.away`);
+    nodes[0] = await start(0, nodes[0].dir);
+    const er = await nodes[0].req('DELETE', `/v1/users/${u}`);
+    assert.equal(er.status, 202, er.text);
+    const status = async () => (await nodes[0].req('GET', `/v1/admin/erasures/${er.json.erasure_id}`)).json.status;
+    // the other group hears of it although this group's walk is held (it went after this
+    // group's rooms before: never while the room's objects were away)
+    try {
+      await until('its post on the other group a tombstone', async () => {
+        const m = (await byAuthor(nodes[1], far))(null);
+        return m.length === 1 && m[0].deleted_at && m[0].content === null;
+      }, 20000);
+      assert.equal(await status(), 'pending', 'its own group\'s room is not walked yet');
+    } finally {
+      renameSync(`${roomDir}.away`, roomDir);
+    }
+    // the objects back: its own group's room is walked and the erasure ends
+    await until('the erasure done', async () => (await status()) === 'done', 60000);
+    const caveMsgs = (await nodes[0].req('GET', `/v1/rooms/${cave}/messages?limit=100`)).json.messages;
+    assert.equal(caveMsgs.filter((m) => m.from === null && m.deleted_at && m.content === null).length, 40);
+    assert.deepEqual(caveMsgs.filter((m) => m.from !== null).map((m) => [m.from, m.content]), [['cave-friend', 'kept']]);
+    assert.equal(await memberOf(nodes[0], cave, u), false, 'it left its own group\'s room too');
   });
 
   test('an erasure waits in the outbox across kill -9 of the user\'s group and is delivered', async () => {
