@@ -415,3 +415,79 @@ flush_server_start() {
 }
 flush_server_stop() { kill "$spid"; wait "$spid" 2>/dev/null || true; }
 flush_metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+# the 201 answers so far (posts made), from strata's per-status counter
+flush_created() { curl -s "$url/metrics" | awk '/^strata_http_requests_total\{/ && /status="201"/ {n += $NF} END {print n + 0}'; }
+flush_healthy() { [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/healthz")" = 200 ]; }
+# flush_settle: POST /v1/admin/flush, then waits for its first pass and until no flush runs or
+# is queued (a pass cools every owner; the gauges say when the last one is done)
+flush_settle() {
+  curl -fsS -o /dev/null -XPOST "$url/v1/admin/flush" || die "flush refused"
+  while [ "$(flush_metric strata_flush_passes_total)" = 0 ]; do sleep 0.2; done
+  while [ "$(flush_metric strata_flush_running)" != 0 ] || [ "$(flush_metric strata_flush_pending)" != 0 ]; do sleep 0.2; done
+}
+
+# ---- A/B of two binaries on one data dir (bench/tablescommit.sh, bench/tablesroute.sh,
+# bench/tickcost.sh) ----
+# The data dir is made once with NEW and kept as $work/template; every run of either side starts
+# on a fresh copy of it, so both sides start from the same bytes. A script defines
+# `measure ROUND SIDE` (one run: ab_start, its figures, ab_done) and calls ab_rounds.
+# ab_bins: OLD (required) and NEW (default build/strata), both executable
+ab_bins() {
+  OLD=${OLD:-} NEW=${NEW:-build/strata}
+  [ -n "$OLD" ] || die "OLD=path to the binary before the change"
+  local b
+  for b in "$OLD" "$NEW"; do [ -x "$b" ] || die "$b: no such binary"; done
+}
+# template_keep: stops the server and keeps its data dir as the template
+template_keep() {
+  flush_server_stop
+  rm -rf "$work/template"
+  mv "$work/data" "$work/template"
+}
+# template_atsize USERS MSGS [SERVER ARGS…]: the template of USERS users x MSGS posts
+# (bench/atsize.lua load mode, wrk until the posts stop rising near the target), all cooled by one
+# POST /v1/admin/flush; NEW started with flush_server_start and ARGS. Sets posts and objects.
+template_atsize() {
+  local users=$1 msgs=$2 wp last=-1 target=$(($1 * $2))
+  shift 2
+  rm -rf "$work/data"
+  flush_server_start "$NEW" "$@"
+  wrk -t1 -c32 -d3600s -s bench/atsize.lua "$url" -- load "$users" "$msgs" >"$work/wrk-load.txt" 2>&1 &
+  wp=$!
+  pids+=("$wp")
+  while posts=$(flush_created) && { [ "$posts" -lt $((target - 16)) ] || [ "$posts" != "$last" ]; }; do
+    kill -0 "$wp" 2>/dev/null || die "wrk ended early: $(cat "$work/wrk-load.txt")"
+    last=$posts
+    sleep 0.5
+  done
+  kill -INT "$wp"
+  wait "$wp" || true
+  flush_settle
+  objects=$(flush_metric 'strata_flush_total{result="ok"}')
+  [ "${objects:-0}" -ge "$users" ] || die "only ${objects:-0} objects flushed for $users users"
+  template_keep
+}
+# ab_start SIDE [SERVER ARGS…]: SIDE's binary (old: OLD, new: NEW) on a fresh copy of the template
+ab_start() {
+  local bin
+  bin=$([ "$1" = old ] && echo "$OLD" || echo "$NEW")
+  shift
+  rm -rf "$work/data"
+  cp -a "$work/template" "$work/data"
+  flush_server_start "$bin" "$@"
+}
+# ab_done ROUND SIDE LINE: stops the server; LINE ("SIDE k=v …") to $work/out.txt (for kv) and raw
+ab_done() {
+  flush_server_stop
+  echo "$3" | tee -a "$work/out.txt"
+  raw_keep "$1" "$2" "$3"
+}
+# ab_rounds: ROUNDS rounds of `measure ROUND SIDE` for old and new, in turns
+ab_rounds() {
+  local r
+  for r in $(seq "$ROUNDS"); do turns_of "$r" "" old new; done
+}
+# ab_row WHAT KEY UNIT: a record row of KEY's per-run figures, new vs old (old alternated)
+ab_row() {
+  row "$1, new vs old" "$(kv new "$2")" "$3" "" "main before the change, alternated" "$(kv old "$2")" "" "$3"
+}

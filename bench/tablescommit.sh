@@ -14,50 +14,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 record_init tablescommit
-OLD=${OLD:?OLD=path to the binary before the change} NEW=${NEW:-build/strata}
+ab_bins
 USERS=${USERS:-50000} MSGS=${MSGS:-2}
-for b in "$OLD" "$NEW"; do [ -x "$b" ] || die "$b: no such binary"; done
 echo "# tablescommit, $(date -u +%F), $(nproc) cores, $USERS users x $MSGS posts, $ROUNDS rounds, commit $(git rev-parse --short HEAD), old $OLD"
 spid= url=
-start() { flush_server_start "$1" --table-commit-interval "${2:-0}"; }
-stop() { flush_server_stop; }
 metric() { flush_metric "$1"; }
-created() { curl -s "$url/metrics" | awk '/^strata_http_requests_total\{/ && /status="201"/ {n += $NF} END {print n + 0}'; }
-healthy() { [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/healthz")" = 200 ]; }
 
 # the data dir: USERS users' posts, flushed, nothing committed
-rm -rf "$work/data"
-start "$NEW"
-target=$((USERS * MSGS))
-wrk -t1 -c32 -d3600s -s bench/atsize.lua "$url" -- load "$USERS" "$MSGS" >"$work/wrk-load.txt" 2>&1 &
-wp=$!
-pids+=("$wp")
-last=-1
-while c=$(created) && { [ "$c" -lt $((target - 16)) ] || [ "$c" != "$last" ]; }; do
-  kill -0 "$wp" 2>/dev/null || die "wrk ended early: $(cat "$work/wrk-load.txt")"
-  last=$c
-  sleep 0.5
-done
-kill -INT "$wp"
-wait "$wp" || true
-curl -fsS -o /dev/null -XPOST "$url/v1/admin/flush" || die "flush refused"
-while [ "$(metric strata_flush_passes_total)" = 0 ]; do sleep 0.2; done
-while [ "$(metric strata_flush_running)" != 0 ] || [ "$(metric strata_flush_pending)" != 0 ]; do sleep 0.5; done
-objects=$(metric 'strata_flush_total{result="ok"}')
-[ "${objects:-0}" -ge "$USERS" ] || die "only ${objects:-0} objects flushed for $USERS users"
-stop
-mv "$work/data" "$work/template"
-echo "# $c posts, $objects objects in the template, none committed"
+template_atsize "$USERS" "$MSGS" --table-commit-interval 0
+echo "# $posts posts, $objects objects in the template, none committed"
 
 # one run: ROUND SIDE; appends "SIDE round=R commit_s= stall_ms= cpu_s= pending=" to $work/out.txt
 pending() { curl -fsS "$url/v1/admin/tables" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tables"][0]["pending"])'; }
-run() {
-  local round=$1 side=$2 bin t0 t1 c0 c1 p line
-  bin=$([ "$side" = old ] && echo "$OLD" || echo "$NEW")
-  rm -rf "$work/data"
-  cp -a "$work/template" "$work/data"
-  start "$bin" 1
-  until healthy; do sleep 0.05; done
+measure() {
+  local round=$1 side=$2 t0 t1 c0 c1 p line
+  ab_start "$side" --table-commit-interval 1
+  until flush_healthy; do sleep 0.05; done
   t0=$(date +%s.%N) c0=$(ticks "$spid")
   until [ "$(metric strata_table_commits_total)" != 0 ] && [ "$(metric strata_table_commit_lag_seconds)" = 0 ] &&
     p=$(pending) && [ "$p" = 0 ]; do sleep 0.2; done
@@ -65,13 +37,9 @@ run() {
   line="$side round=$round commit_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')"
   line+=" stall_ms=$(awk -v s="$(metric strata_loop_stall_max_seconds)" 'BEGIN {printf "%.1f", s * 1000}')"
   line+=" cpu_s=$(awk -v a="$c0" -v b="$c1" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", (b - a) / hz}') pending=$p"
-  stop
-  echo "$line" | tee -a "$work/out.txt"
-  raw_keep "$round" "$side" "$line"
+  ab_done "$round" "$side" "$line"
 }
-old() { run "$1" old; }
-new() { run "$1" new; }
-for round in $(seq "$ROUNDS"); do turns "$round" old new; done
+ab_rounds
 
 echo
 echo "| side | seconds to commit everything, median (range) | loop's longest stall ms per run | server CPU s per run |"
@@ -80,8 +48,6 @@ for s in old new; do
   echo "| $s | $(med $(kv $s commit_s)) ($(rng $(kv $s commit_s))) | $(kv $s stall_ms)| $(kv $s cpu_s)|"
 done
 what="committing $objects objects of $USERS owners flushed at once"
-row "$what: seconds, new vs old" "$(kv new commit_s)" "s" "" \
-  "main before the change, alternated" "$(kv old commit_s)" "" "s"
-row "$what: loop's longest stall, new vs old" "$(kv new stall_ms)" "ms" "" \
-  "main before the change, alternated" "$(kv old stall_ms)" "" "ms"
+ab_row "$what: seconds" commit_s s
+ab_row "$what: loop's longest stall" stall_ms ms
 out_write tablescommit "OLD=$OLD NEW=$NEW USERS=$USERS MSGS=$MSGS ROUNDS=$ROUNDS bench/tablescommit.sh"

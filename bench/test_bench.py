@@ -252,6 +252,17 @@ class Turns(unittest.TestCase):
         self.assertEqual(out[0].split(), ["a1", "b1", "c1", "b2", "c2", "a2", "c3", "a3", "b3"])
         self.assertEqual(out[1].split(), ["a1", "b1", "b2", "a2"])
 
+    def test_ab_rounds_alternates_old_and_new(self):
+        # bench/tablescommit.sh, tablesroute.sh, tickcost.sh: `measure ROUND SIDE` through ab_rounds
+        lib = read(os.path.join(ROOT, "bench", "lib.sh"))
+        fns = [re.search(r"^%s\(\) \{.*?^\}" % f, lib, re.S | re.M) for f in ("turns", "turns_of", "ab_rounds")]
+        self.assertTrue(all(fns), "bench/lib.sh has turns(), turns_of() and ab_rounds()")
+        sh = "\n".join(m[0] for m in fns) + '\nmeasure() { echo -n "$2$1 "; }; ROUNDS=3; ab_rounds; echo\n'
+        out = subprocess.run(["bash", "-c", sh], capture_output=True, text=True).stdout
+        self.assertEqual(out.split(), ["old1", "new1", "new2", "old2", "old3", "new3"])
+        for s in ("tablescommit", "tablesroute", "tickcost"):
+            self.assertIn("ab_rounds", read(os.path.join(ROOT, "bench", s + ".sh")), s)
+
     def test_scripts_use_turns(self):
         for s in ("run", "seats", "chat", "streams", "cluster", "auth", "bigroom"):
             self.assertIn("turns \"$round\"", read(os.path.join(ROOT, "bench", s + ".sh")), s)

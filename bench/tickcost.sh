@@ -16,13 +16,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 record_init tickcost
-OLD=${OLD:?OLD=path to the binary before the change} NEW=${NEW:-build/strata}
+ab_bins
 OWNERS=${OWNERS:-10000} CHANGES=${CHANGES:-10}
-for b in "$OLD" "$NEW"; do [ -x "$b" ] || die "$b: no such binary"; done
 echo "# tickcost, $(date -u +%F), $(nproc) cores, $OWNERS owners, $CHANGES changes per run, $ROUNDS rounds, commit $(git rev-parse --short HEAD), old $OLD"
 spid= url=
-start() { flush_server_start "$1" --table-commit-interval 1; }
-stop() { flush_server_stop; }
 metric() { flush_metric "$1"; }
 # strata_loop_lag_seconds's cumulative bucket counts, le= each of BOUNDS in order (+Inf: every
 # probe), from one read of /metrics (the probe runs every 10 ms: reads apart would not add up)
@@ -38,26 +35,20 @@ wait_commit() { # until strata_table_commits_total passes $1 and nothing is pend
 
 # the data dir: OWNERS users with one object each, committed
 rm -rf "$work/data"
-start "$NEW"
+flush_server_start "$NEW" --table-commit-interval 1
 wrk_strata "${url##*:}" "" -- -t1 -c8 -d"$((OWNERS / 2000 + 3))s" -s bench/owners.lua "$url" -- "$OWNERS"
 c0=$(metric strata_table_commits_total)
-curl -fsS -o /dev/null -XPOST "$url/v1/admin/flush" || die "flush refused"
-while [ "$(metric strata_flush_passes_total)" = 0 ]; do sleep 0.2; done
-while [ "$(metric strata_flush_running)" != 0 ] || [ "$(metric strata_flush_pending)" != 0 ]; do sleep 0.2; done
+flush_settle
 wait_commit "$c0"
 objects=$(metric 'strata_flush_total{result="ok"}')
 [ "${objects:-0}" -ge "$OWNERS" ] || die "only ${objects:-0} objects flushed for $OWNERS owners"
-stop
-mv "$work/data" "$work/template"
+template_keep
 echo "# $objects objects in the template"
 
 # one run: ROUND SIDE; appends "SIDE round=R late25= maxlate_ms= cpu_ms_per_commit= commits= view_files=" to $work/out.txt
-run() {
-  local round=$1 side=$2 bin c0 t0 a b i n commits late5 late max cpu line
-  bin=$([ "$side" = old ] && echo "$OLD" || echo "$NEW")
-  rm -rf "$work/data"
-  cp -a "$work/template" "$work/data"
-  start "$bin"
+measure() {
+  local round=$1 side=$2 c0 t0 a b i n commits late5 late max cpu line
+  ab_start "$side" --table-commit-interval 1
   sleep 4 # the start's whole view and its tick are past
   a=$(lag_snap)
   c0=$(metric strata_table_commits_total)
@@ -83,13 +74,9 @@ run() {
   line="$side round=$round late5=$late5 late25=$late maxlate_le_s=$max commits=$commits"
   line+=" cpu_ms_per_commit=$(awk -v t="$cpu" -v n="$commits" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", n ? t * 1000 / hz / n : 0}')"
   line+=" view_files=$([ -n "$v0" ] && echo $((v1 - v0)) || echo -)"
-  stop
-  echo "$line" | tee -a "$work/out.txt"
-  raw_keep "$round" "$side" "$line"
+  ab_done "$round" "$side" "$line"
 }
-old() { run "$1" old; }
-new() { run "$1" new; }
-for round in $(seq "$ROUNDS"); do turns "$round" old new; done
+ab_rounds
 
 echo
 echo "| side | probes > 5 ms late per run, median (range) | probes > 25 ms late per run, median (range) | largest lateness bucket (le, s) per run | server CPU ms per commit, median (range) | file records read on the loop per run |"
@@ -98,10 +85,7 @@ for s in old new; do
   echo "| $s | $(med $(kv $s late5)) ($(rng $(kv $s late5))) | $(med $(kv $s late25)) ($(rng $(kv $s late25))) | $(kv $s maxlate_le_s)| $(med $(kv $s cpu_ms_per_commit)) ($(rng $(kv $s cpu_ms_per_commit))) | $(kv $s view_files)|"
 done
 what="$CHANGES one-user changes (post, flush, commit) with $OWNERS owners' objects in the tables"
-row "$what: server CPU per commit, new vs old" "$(kv new cpu_ms_per_commit)" "ms" "" \
-  "main before the change, alternated" "$(kv old cpu_ms_per_commit)" "" "ms"
-row "$what: loop probes more than 5 ms late, new vs old" "$(kv new late5)" "probes" "" \
-  "main before the change, alternated" "$(kv old late5)" "" "probes"
-row "$what: loop probes more than 25 ms late, new vs old" "$(kv new late25)" "probes" "" \
-  "main before the change, alternated" "$(kv old late25)" "" "probes"
+ab_row "$what: server CPU per commit" cpu_ms_per_commit ms
+ab_row "$what: loop probes more than 5 ms late" late5 probes
+ab_row "$what: loop probes more than 25 ms late" late25 probes
 out_write tickcost "OLD=$OLD NEW=$NEW OWNERS=$OWNERS CHANGES=$CHANGES ROUNDS=$ROUNDS bench/tickcost.sh"

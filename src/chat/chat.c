@@ -47,12 +47,7 @@ int st_chat_message_json(st_chat_t *c, const st_owner_t *o, uint64_t msg_id, st_
     size_t jl = vl - 16;
     st_buf_t tmp = {0};
     st__mask_cache_t cache = {0};
-    bool copied = false;
-    if (o->kind == ST_OWNER_ROOM &&
-        (st__chat_mask(c, &cache, u, ul, j, jl, &tmp, &copied, &w) || copied)) {
-        j = tmp.data;
-        jl = tmp.len;
-    }
+    if (o->kind == ST_OWNER_ROOM) st__chat_mask_one(c, &cache, u, ul, &j, &jl, &tmp, &w);
     st__chat_put_json(out, u, ul, j, jl);
     st__chat_mask_free(&cache);
     st_buf_free(&tmp);
@@ -644,25 +639,16 @@ static int st__each_stored(st_chat_t *c, const char *user, size_t ulen, const st
 /* A room's messages as every read shows them: those of an author being erased as the
  * tombstones its erasure makes of them (mask.c, SPEC §2.2). */
 typedef struct {
-    st_chat_t *c;
-    const char *u;
-    size_t ul;
-    st_chat_msg_fn fn;
-    void *arg;
+    st__chat_walk_t w;
     uint64_t *wait;
     st__mask_cache_t cache;
-    st_buf_t tmp;
 } st_masking_t;
 
 static void st__masked_one(void *arg, uint64_t msg_id, const char *json, size_t len)
 {
     st_masking_t *m = arg;
-    st_buf_reset(&m->tmp);
-    bool copied;
-    if (st__chat_mask(m->c, &m->cache, m->u, m->ul, json, len, &m->tmp, &copied, m->wait) || copied)
-        m->fn(m->arg, msg_id, m->tmp.data, m->tmp.len);
-    else
-        m->fn(m->arg, msg_id, json, len);
+    st__chat_mask_one(m->w.c, &m->cache, m->w.u, m->w.ul, &json, &len, &m->w.buf, m->wait);
+    m->w.fn(m->w.arg, msg_id, json, len);
 }
 
 int st__chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_query_t *q,
@@ -670,9 +656,9 @@ int st__chat_each(st_chat_t *c, const char *user, size_t ulen, const st_message_
 {
     if (q->raw || st_chat_owner_from(user, ulen).kind != ST_OWNER_ROOM)
         return st__each_stored(c, user, ulen, q, fn, arg, more, last, wait);
-    st_masking_t m = {.c = c, .u = user, .ul = ulen, .fn = fn, .arg = arg, .wait = wait};
+    st_masking_t m = {.w = {.c = c, .u = user, .ul = ulen, .fn = fn, .arg = arg}, .wait = wait};
     int rc = st__each_stored(c, user, ulen, q, st__masked_one, &m, more, last, wait);
     st__chat_mask_free(&m.cache);
-    st_buf_free(&m.tmp);
+    st_buf_free(&m.w.buf);
     return rc;
 }

@@ -11,12 +11,7 @@
 #include <string.h>
 
 typedef struct {
-    st_chat_t *c;
-    const char *u;
-    size_t ul;
-    st_chat_msg_fn fn;
-    void *arg;
-    st_buf_t json;
+    st__chat_walk_t w;
     bool deltas, masks; /* the user has deltas ('Z') / deleted conversations ('Q') */
 } st_render_t;
 
@@ -25,23 +20,21 @@ typedef struct {
 static void st__cold_read_render_row(void *arg, const st_msgrow_t *r)
 {
     st_render_t *x = arg;
+    st__chat_walk_t *k = &x->w;
     uint64_t w = 0, mid;
     int64_t mseq;
     if (x->masks &&
-        st__chat_mask_get(x->c, x->u, x->ul, r->conv, r->conv_len, &mid, &mseq, &w) == ST_OK &&
+        st__chat_mask_get(k->c, k->u, k->ul, r->conv, r->conv_len, &mid, &mseq, &w) == ST_OK &&
         r->msg_id <= mid)
         return;
     const char *dj;
     size_t dl;
-    if (x->deltas && st__chat_delta_get(x->c, x->u, x->ul, r->msg_id, &dj, &dl, &w) == ST_OK) {
-        st_buf_reset(&x->json);
-        st__chat_put_json(&x->json, x->u, x->ul, dj, dl); /* copied: fn may use the store */
-        x->fn(x->arg, r->msg_id, x->json.data, x->json.len);
-        return;
-    }
-    st_buf_reset(&x->json);
-    st__chat_render_row(&x->json, x->u, x->ul, r);
-    x->fn(x->arg, r->msg_id, x->json.data, x->json.len);
+    st_buf_reset(&k->buf);
+    if (x->deltas && st__chat_delta_get(k->c, k->u, k->ul, r->msg_id, &dj, &dl, &w) == ST_OK)
+        st__chat_put_json(&k->buf, k->u, k->ul, dj, dl); /* copied: fn may use the store */
+    else
+        st__chat_render_row(&k->buf, k->u, k->ul, r);
+    k->fn(k->arg, r->msg_id, k->buf.data, k->buf.len);
 }
 
 int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
@@ -51,7 +44,7 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
     *given = 0;
     *more = false;
     if (!c->cold || limit == 0) return ST_OK;
-    st_render_t x = {c, u, ul, fn, arg, {0}, false, false};
+    st_render_t x = {.w = {.c = c, .u = u, .ul = ul, .fn = fn, .arg = arg}};
     if (fn) {
         x.deltas = st__chat_has_prefix(c, 'Z', u, ul);
         x.masks = st__chat_has_prefix(c, 'Q', u, ul);
@@ -59,6 +52,6 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
     st__chat_rowq_t q = {conv, cl, lo, hi, desc, limit};
     int rc = st__chat_cold_rows(c->cold->tier, c->store, u, ul, &q,
                                 fn ? st__cold_read_render_row : NULL, &x, given, more, last, wait);
-    st_buf_free(&x.json);
+    st_buf_free(&x.w.buf);
     return rc;
 }

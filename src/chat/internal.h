@@ -201,6 +201,21 @@ typedef struct {
 bool st__chat_mask(st_chat_t *c, st__mask_cache_t *cache, const char *u, size_t ul, const char *j,
                    size_t n, st_buf_t *out, bool *copied, uint64_t *wait);
 void st__chat_mask_free(st__mask_cache_t *cache);
+/* *j / *n (a room message's JSON) as every read shows it: st__chat_mask's tombstone or copy in
+ * tmp (reset first; owned by the caller) and *j / *n pointed at it, else left as they are. */
+void st__chat_mask_one(st_chat_t *c, st__mask_cache_t *cache, const char *u, size_t ul,
+                       const char **j, size_t *n, st_buf_t *tmp, uint64_t *wait);
+/* A walk that hands each message of one owner (u, ul), rendered, to the caller's fn(arg):
+ * cold_read.c's cold rows as the hot store shows them, chat.c's room messages masked (mask.c).
+ * buf: the rendering, reused for each message; the walk's starter frees it. */
+typedef struct {
+    st_chat_t *c;
+    const char *u;
+    size_t ul;
+    st_chat_msg_fn fn;
+    void *arg;
+    st_buf_t buf;
+} st__chat_walk_t;
 /* Whether the message JSON is a tombstone (its deleted_at set). */
 bool st__chat_json_dead(const char *j, size_t n);
 /* The message JSON's edited_at or deleted_at (key), µs; 0 when null or absent. */

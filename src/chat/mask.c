@@ -71,6 +71,17 @@ bool st__chat_mask(st_chat_t *c, st__mask_cache_t *cache, const char *u, size_t 
     return true;
 }
 
+void st__chat_mask_one(st_chat_t *c, st__mask_cache_t *cache, const char *u, size_t ul,
+                       const char **j, size_t *n, st_buf_t *tmp, uint64_t *wait)
+{
+    bool copied;
+    st_buf_reset(tmp);
+    if (st__chat_mask(c, cache, u, ul, *j, *n, tmp, &copied, wait) || copied) {
+        *j = tmp->data;
+        *n = tmp->len;
+    }
+}
+
 void st__chat_mask_free(st__mask_cache_t *cache)
 {
     for (size_t i = 0; i < cache->nodes.n; i++)

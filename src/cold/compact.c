@@ -28,6 +28,15 @@
  * One compaction at a time, beside the flushes, paced like them. A major compaction asked for is
  * held in memory: each merge done stands after a crash, the rest is asked for again
  * (strata_compactions_pending says when it is done).
+ *
+ * A compaction that failed (the object store down, a read or a write refused) is asked for again
+ * later, with what was asked of it: 1 s after its first failure, each further failure of the
+ * owner doubling the wait up to 5 min; a success starts the owner over (the wait travels with its
+ * queue entry, so none is kept for an owner that is not failing). Else an owner whose manifest
+ * does not change (no new flush: a user who went quiet) kept its small objects for good. The
+ * owners waiting are held in memory (at most ST__QUEUE_MAX; a restart forgets them, as it does
+ * an asked-for compaction) and counted (strata_compactions_retrying,
+ * strata_compaction_retries_total).
  */
 #include "strata/coldshare.h"
 #include "internal.h"
@@ -48,12 +57,18 @@
 #define ST__WALK_PAGE      256
 #define ST__QUEUE_MAX      4096
 
+/* A failed compaction is asked for again after a wait: the first, and the most (doubling) */
+#define ST__RETRY_FIRST_MS 1000
+#define ST__RETRY_MAX_MS   (5 * 60 * 1000)
+
 /* A user queued for compaction (compacting every user queues them all), its key at its length. */
 typedef struct {
     st_map_node_t node;
     size_t olen;
-    int flags;    /* ST_TIER_COMPACT_*; asked for while merging: << 4 */
-    char owner[]; /* olen bytes */
+    int flags;         /* ST_TIER_COMPACT_*; asked for while merging: << 4 */
+    uint64_t retry_ms; /* a retry: the wait before it (0: not one); its next failure doubles it */
+    uint64_t due_ms;   /* waiting in the retry map: when it is queued again */
+    char owner[];      /* olen bytes */
 } st_cowner_t;
 
 typedef struct {
@@ -81,6 +96,7 @@ struct st_tier_compact {
     const st_tier_merge_t *merge;
     st_tier_compact_opts_t o;
     st_map_t queue;
+    st_map_t retry; /* owners whose compaction failed, until their due_ms (st_cowner_t, owned) */
     st_cjob_t *job;
     bool stopping;
     uint64_t resume_ms; /* pacing: no compaction before this */
@@ -88,6 +104,7 @@ struct st_tier_compact {
     void *closed_arg;
     st_metric_t *m_ok, *m_err, *m_rows, *m_bytes, *m_dropped;
     st_metric_t *m_pending; /* owners queued or merging: 0 once an asked for compaction is done */
+    st_metric_t *m_retries, *m_retrying; /* compactions asked for again; owners waiting to be */
     st_metric_t *m_s3[4];
     st_metric_t *m_objects[2], *m_obytes[2]; /* small, large */
     uint64_t census_ms;                      /* next count of the manifests */
@@ -317,11 +334,14 @@ static void st__count_pending(st_tier_compact_t *c)
                   (double)(c->queue.count + (c->job ? 1 : 0) + (c->sweeping ? 1 : 0)));
 }
 
-static void st__add(st_tier_compact_t *c, const char *o, size_t ol, int flags)
+/* Queues the owner (or adds flags to its entry); retry_ms: the wait of a retry, kept with it. */
+static void st__add_retry(st_tier_compact_t *c, const char *o, size_t ol, int flags,
+                          uint64_t retry_ms)
 {
     st_cowner_t *q = (st_cowner_t *)st_map_get(&c->queue, o, ol);
     if (q) {
         q->flags |= flags;
+        if (retry_ms > q->retry_ms) q->retry_ms = retry_ms;
         return;
     }
     if (c->job && c->job->o->olen == ol && memcmp(c->job->o->owner, o, ol) == 0) {
@@ -332,10 +352,68 @@ static void st__add(st_tier_compact_t *c, const char *o, size_t ol, int flags)
     memcpy(q->owner, o, ol);
     q->olen = ol;
     q->flags = flags;
+    q->retry_ms = retry_ms;
     q->node.key = q->owner;
     q->node.klen = ol;
     st_map_insert(&c->queue, &q->node);
     st__count_pending(c);
+}
+
+static void st__add(st_tier_compact_t *c, const char *o, size_t ol, int flags)
+{
+    st__add_retry(c, o, ol, flags, 0);
+}
+
+/* The failed compaction of o (rc) asked for again later: o (owned) into the retry map, its wait
+ * doubled from the last (or the first); an owner already waiting keeps the later of the two. */
+static void st__compact_retry_later(st_tier_compact_t *c, st_cowner_t *o, int rc)
+{
+    uint64_t wait = o->retry_ms ? o->retry_ms * 2 : ST__RETRY_FIRST_MS;
+    if (wait > ST__RETRY_MAX_MS) wait = ST__RETRY_MAX_MS;
+    st_warn("cold: compaction of %.*s failed (%s); asked for again in %llu ms", (int)o->olen,
+            o->owner, st_strerror(rc), (unsigned long long)wait);
+    o->flags = (o->flags | (o->flags >> 4)) & 0xf; /* all it was asked for, meanwhile too */
+    o->retry_ms = wait;
+    o->due_ms = uv_now(c->loop) + wait;
+    st_cowner_t *r = (st_cowner_t *)st_map_get(&c->retry, o->owner, o->olen);
+    if (r) {
+        r->flags |= o->flags;
+        if (o->retry_ms > r->retry_ms) {
+            r->retry_ms = o->retry_ms;
+            r->due_ms = o->due_ms;
+        }
+        free(o);
+    } else if (c->retry.count >= ST__QUEUE_MAX) { /* bounded: this one waits for its next flush */
+        st_warn("cold: compaction of %.*s not retried (%zu owners wait already)", (int)o->olen,
+                o->owner, (size_t)c->retry.count);
+        free(o);
+        return;
+    } else {
+        o->node.key = o->owner;
+        o->node.klen = o->olen;
+        st_map_insert(&c->retry, &o->node);
+    }
+    st_metric_set(c->m_retrying, (double)c->retry.count);
+}
+
+/* The retries that are due, queued (with their waits). */
+static void st__compact_retry_due(st_tier_compact_t *c)
+{
+    if (!c->retry.count) return;
+    uint64_t now = uv_now(c->loop);
+    size_t it;
+    ST_VEC(st_cowner_t *) due = {0};
+    for (st_map_node_t *n = st_map_first(&c->retry, &it); n; n = st_map_next(&c->retry, &it, n))
+        if (((st_cowner_t *)n)->due_ms <= now) st_vec_push(&due, (st_cowner_t *)n);
+    for (size_t i = 0; i < due.n; i++) {
+        st_cowner_t *r = due.v[i];
+        st_map_remove(&c->retry, &r->node);
+        st__add_retry(c, r->owner, r->olen, r->flags, r->retry_ms);
+        st_metric_add(c->m_retries, 1);
+        free(r);
+    }
+    st_vec_free(&due);
+    st_metric_set(c->m_retrying, (double)c->retry.count);
 }
 
 /* What an owner whose merge is back is queued again for: a major compaction goes on, merge after
@@ -356,6 +434,11 @@ static void st__maybe_free(st_tier_compact_t *c)
         free(n);
     }
     st_map_free(&c->queue);
+    while ((n = st_map_first(&c->retry, &it)) != NULL) {
+        st_map_remove(&c->retry, n);
+        free(n);
+    }
+    st_map_free(&c->retry);
     void (*closed)(void *) = c->closed;
     void *arg = c->closed_arg;
     free(c);
@@ -363,8 +446,9 @@ static void st__maybe_free(st_tier_compact_t *c)
 }
 
 /* A merge or its swap failed: what the worker may have written is an orphan now (its 'P' says
- * so; if that record never became durable, the object is doomed here). */
-static void st__failed(st_tier_compact_t *c, st_cjob_t *j, int rc, uint64_t *wait)
+ * so; if that record never became durable, the object is doomed here). Returns whether o went
+ * to the retry map (then it is owned there). */
+static bool st__failed(st_tier_compact_t *c, st_cjob_t *j, int rc, uint64_t *wait)
 {
     st_cowner_t *o = j->o;
     st_metric_add(c->m_err, 1);
@@ -373,10 +457,15 @@ static void st__failed(st_tier_compact_t *c, st_cjob_t *j, int rc, uint64_t *wai
     else
         st__tier_abandon(c->store, o->owner, o->olen, j->pseq, j->key.data, wait);
     st__tier_orphans(c->tier, o->owner, o->olen, wait);
-    st_warn("cold: compaction of %.*s failed (%s)", (int)o->olen, o->owner, st_strerror(rc));
     /* the manifest changed meanwhile (retention): planned again on the new one, so an asked for
      * major compaction is not given up */
-    if (rc == ST_ECONFLICT) st__add(c, o->owner, o->olen, st__again(o));
+    if (rc == ST_ECONFLICT) {
+        st_warn("cold: compaction of %.*s failed (%s)", (int)o->olen, o->owner, st_strerror(rc));
+        st__add(c, o->owner, o->olen, st__again(o));
+        return false;
+    }
+    st__compact_retry_later(c, o, rc);
+    return true;
 }
 
 static void st__done(uv_work_t *req, int status)
@@ -395,7 +484,7 @@ static void st__done(uv_work_t *req, int status)
     int rc = j->rc;
     if (rc == ST_OK) rc = st__compact_commit(c, j, &wait);
     if (rc != ST_OK) {
-        st__failed(c, j, rc, &wait);
+        if (st__failed(c, j, rc, &wait)) o = NULL; /* the retry map's now */
     } else {
         st_metric_add(c->m_ok, 1);
         st_metric_add(c->m_rows, (double)(j->out.rows + j->ndropped));
@@ -503,6 +592,7 @@ static size_t st__sweep_owners(st_tier_compact_t *c, uint64_t t0, uint64_t budge
 void st__tier_compact_pump(st_tier_compact_t *c, bool urgent)
 {
     if (!c || c->stopping) return;
+    st__compact_retry_due(c);
     st__publish(c, uv_hrtime());
     st__sweep_owners(c, uv_hrtime(), ST__WALK_BUDGET_NS); /* a budget of its own */
     if (c->job) {
@@ -572,6 +662,12 @@ static void st__metrics(st_tier_compact_t *c)
                                     "Users whose compaction is queued or running", "");
     c->m_dropped = st_metrics_counter("strata_compaction_expired_rows_total",
                                       "Expired rows left out by compactions (retention)", "");
+    c->m_retries = st_metrics_counter(
+        "strata_compaction_retries_total",
+        "Failed compactions asked for again (1 s after the first failure, doubling to 5 min)", "");
+    c->m_retrying =
+        st_metrics_gauge("strata_compactions_retrying",
+                         "Users whose failed compaction waits to be asked for again", "");
     static const char *verbs[4] = {"verb=\"GET\"", "verb=\"PUT\"", "verb=\"DELETE\"",
                                    "verb=\"LIST\""};
     static const char *tiers[2] = {"tier=\"small\"", "tier=\"large\""};
@@ -600,6 +696,7 @@ void st__tier_compact_open(st_tier_compact_t **out, st_tier_t *t, uv_loop_t *loo
     if (!c->o.limit) c->o.limit = 8;
     if (!c->o.max_bytes) c->o.max_bytes = 256ull << 20;
     st_map_init(&c->queue);
+    st_map_init(&c->retry);
     st__metrics(c);
     *out = c;
 }

@@ -93,7 +93,8 @@ void st_tables_pending(st_store_t *s, int n, int64_t *pending);
 /* The same check for table ti, written back (a commit's end). Loop only. */
 void st_tables_pending_checked(st_store_t *s, int ti);
 /* The same for every table when this member may write (at open, and as it starts to lead): a
- * count absent (a new store, one from before the count) is recounted and written. Loop only. */
+ * count absent (a new store, one from before the count), or 0 while owners of the table are dirty
+ * (a store upgraded from one without provenance records), is recounted and written. Loop only. */
 void st_tables_pending_init(st_store_t *s, int n);
 /* On the worker, once table ti's plan is made: the files it newly records (in live, not in prev,
  * sorted) grouped by owner with the owner's dirty mark as the view saw it (marks: view.c's), into

@@ -24,7 +24,10 @@
  * puts the file record and leaves only with the commit that has its files), and the observer
  * leaves an absent count alone. The self-check (st__pending_check): a table none of whose owners
  * is dirty holds 0, and no count is negative; a count found otherwise has drifted — logged once,
- * recounted, and counted in strata_tables_pending_repairs_total. Loop only.
+ * recounted, and counted in strata_tables_pending_repairs_total. A 0 while owners are dirty can
+ * be right (their changes all committed objects' removals), so a read takes it; at open (and a
+ * lead's start) it is recounted once: a store upgraded from one without provenance records holds
+ * a 0 that no commit has settled yet, which would read 0 until the next commit. Loop only.
  */
 #include "internal.h"
 #include "strata/metrics.h"
@@ -170,15 +173,22 @@ int st_tables_pending_recount(st_store_t *s, uint64_t *wait)
 }
 
 /* Table ti's count, checked: O(1) (a get and a seek) unless it is absent or has drifted, when it
- * is recounted (and written back when fix: a member that may write). */
-static int64_t st__pending_check(st_store_t *s, int ti, bool fix)
+ * is recounted (and written back when fix: a member that may write). opening: a 0 with dirty
+ * owners is recounted too (not a drift: see above). */
+static int64_t st__pending_check(st_store_t *s, int ti, bool fix, bool opening)
 {
     int64_t n = 0, w;
     int rc = st__count_get(s, ti, &n);
-    if (rc == ST_OK && (n == 0 || (n > 0 && st__any_dirty(s, st_table_def((size_t)ti)->tag))))
-        return n;
+    if (rc == ST_OK && n >= 0) {
+        bool dirty = (n > 0 || opening) && st__any_dirty(s, st_table_def((size_t)ti)->tag);
+        if (n == 0 ? !dirty : dirty) return n;
+    }
     if (st__pending_walk(s, ti, &w) != ST_OK) return n > 0 ? n : 1; /* not known to be 0 */
-    if (rc == ST_OK) { /* a drift: the invariant above did not hold */
+    if (rc == ST_OK && n == 0) {
+        if (w)
+            st_info("tables: %s: pending count 0 at open, recounted %lld",
+                    st_table_def((size_t)ti)->ice.name, (long long)w);
+    } else if (rc == ST_OK) { /* a drift: the invariant above did not hold */
         if (!st__warned)
             st_warn("tables: %s: pending count %lld, recounted %lld (further repairs only in "
                     "strata_tables_pending_repairs_total)",
@@ -195,18 +205,18 @@ void st_tables_pending(st_store_t *s, int n, int64_t *pending)
 {
     bool fix = st_store_writable(s) == ST_OK;
     for (int i = 0; i < n; i++)
-        pending[i] = st__pending_check(s, i, fix);
+        pending[i] = st__pending_check(s, i, fix, false);
 }
 
 void st_tables_pending_checked(st_store_t *s, int ti)
 {
-    st__pending_check(s, ti, st_store_writable(s) == ST_OK);
+    st__pending_check(s, ti, st_store_writable(s) == ST_OK, false);
 }
 
 void st_tables_pending_init(st_store_t *s, int n)
 {
     for (int i = 0; i < n && st_store_writable(s) == ST_OK; i++)
-        st__pending_check(s, i, true);
+        st__pending_check(s, i, true, true);
 }
 
 /* ---- a commit's newly recorded objects ---- */

@@ -9,23 +9,12 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { test } from 'node:test';
 import { duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
-import { startStrata } from './lib.mjs';
-
-async function readAll(s, u) {
-  const out = [];
-  for (let cursor = null; ;) {
-    const r = await s.req('GET', `/v1/users/${u}/messages?${new URLSearchParams({ limit: '1000', ...(cursor ? { cursor } : {}) })}`);
-    assert.equal(r.status, 200, r.text);
-    out.push(...r.json.messages);
-    if (!r.json.next) return out;
-    cursor = r.json.next;
-  }
-}
+import { readAll, startStrata, withServer } from './lib.mjs';
 
 test('a compaction asked for on a full store is refused 507, then runs once the store has room; nothing acknowledged lost', { timeout: 60000 }, async () => {
   const s = await startStrata({ args: ['--map-size', '4MiB', '--flush-interval', '3600', '--compact-objects', '100', '--table-keep', '0'] }); // replaced objects go at once
   const metric = async (re) => Number((await s.req('GET', '/metrics')).text.match(re)?.[1] ?? 0);
-  try {
+  await withServer(s, async () => {
     const cmp = [];
     for (let f = 0; f < 6; f++) { // six small objects, left alone by background compaction
       for (let i = 0; i < 5; i++) {
@@ -62,11 +51,5 @@ test('a compaction asked for on a full store is refused 507, then runs once the 
     assert.deepEqual((await duckRows(parquetFiles(dir))).map((r) => r.msg_id), cmp);
     const got = (await readAll(s, 'filler')).map((m) => m.msg_id);
     assert.deepEqual(got.slice(0, filler.length), filler, 'every acknowledged filler message is there');
-  } catch (e) {
-    console.error(s.log().slice(-4000));
-    throw e;
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
+  });
 });

@@ -11,36 +11,20 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
-import { startStrata, tempDir } from './lib.mjs';
+import { FLUSH_ON_ASK, parallel, readAll, startStrata, tempDir } from './lib.mjs';
 
 const BYSTANDERS = ['by0', 'by1', 'by2'];
 const BIG = 'b'.repeat(60000); // 560 posts fill a half of the 64 MiB redo log
 
-async function readAll(s, u) {
-  const out = [];
-  for (let cursor = null; ;) {
-    const r = await s.req('GET', `/v1/users/${u}/messages?${new URLSearchParams({ limit: '1000', ...(cursor ? { cursor } : {}) })}`);
-    assert.equal(r.status, 200, r.text);
-    out.push(...r.json.messages);
-    if (!r.json.next) return out;
-    cursor = r.json.next;
-  }
-}
-
 test('kill -9 during an erasure under writers and checkpoints: acknowledged writes kept, the erasure completes after the restart, nothing of the user left', { timeout: 120000 }, async () => {
   const dataDir = tempDir();
-  const args = ['--flush-interval', '3600', '--flush-rows', '100000000'];
+  const args = FLUSH_ON_ASK;
   let s = await startStrata({ dataDir, args });
-  const ok = async (m, p, b) => { const r = await s.req(m, p, b); assert.ok(r.status < 300, `${m} ${p}: ${r.status} ${r.text}`); return r.json; };
-  const posts = async (n, fn) => {
-    let next = 0;
-    await Promise.all(Array.from({ length: 16 }, async () => { for (let i; (i = next++) < n;) await fn(i); }));
-  };
   try {
-    await posts(3000, (i) => ok('POST', '/v1/users/victim/messages', { conversation_id: `c${i % 7}`, from: 'victim', content: `victim-secret cold ${i}` }));
-    await ok('POST', '/v1/admin/flush');
-    await waitFor('victim cooled', async () => (await ok('GET', '/v1/users/victim/stats')).cold_messages === 3000, 60000);
-    await posts(6000, (i) => ok('POST', '/v1/users/victim/messages', { conversation_id: `c${i % 7}`, from: 'victim', content: `victim-secret hot ${i} ${'v'.repeat(200)}` }));
+    await parallel(3000, (i) => s.ok('POST', '/v1/users/victim/messages', { conversation_id: `c${i % 7}`, from: 'victim', content: `victim-secret cold ${i}` }));
+    await s.ok('POST', '/v1/admin/flush');
+    await waitFor('victim cooled', async () => (await s.ok('GET', '/v1/users/victim/stats')).cold_messages === 3000, 60000);
+    await parallel(6000, (i) => s.ok('POST', '/v1/users/victim/messages', { conversation_id: `c${i % 7}`, from: 'victim', content: `victim-secret hot ${i} ${'v'.repeat(200)}` }));
 
     // writers to bystanders: what is acknowledged, and what was sent (a post cut by the kill may
     // or may not have been written, never shown unless sent)
@@ -61,27 +45,27 @@ test('kill -9 during an erasure under writers and checkpoints: acknowledged writ
     });
     const count = () => [...acked.values()].reduce((a, x) => a + x.size, 0);
     await waitFor('writers going', async () => count() >= 200, 30000);
-    const del = await ok('DELETE', '/v1/users/victim');
+    const del = await s.ok('DELETE', '/v1/users/victim');
     const id = del.erasure_id;
     // in the middle: the writers have filled a half of the redo log since the erasure began
     // (a checkpoint ran under it), then kill -9
     const n0 = count();
     await waitFor('a checkpoint under the erasure', async () => count() >= n0 + 600, 60000);
-    const before = (await ok('GET', `/v1/admin/erasures/${id}`)).status;
+    const before = (await s.ok('GET', `/v1/admin/erasures/${id}`)).status;
     await s.kill9();
     on = false;
     await Promise.all(writers);
     console.log(`killed with the erasure ${before}, ${count()} bystander posts acknowledged`);
 
     s = await startStrata({ dataDir, args });
-    await waitFor('the erasure done', async () => (await ok('GET', `/v1/admin/erasures/${id}`)).status === 'done', 60000);
+    await waitFor('the erasure done', async () => (await s.ok('GET', `/v1/admin/erasures/${id}`)).status === 'done', 60000);
     for (const u of BYSTANDERS) {
       const got = await readAll(s, u);
       const ids = new Set(got.map((m) => m.msg_id));
       assert.equal(ids.size, got.length, `${u}: no message twice`);
       for (const a of acked.get(u)) assert.ok(ids.has(a), `${u}: acknowledged ${a} lost`);
       for (const m of got) assert.ok(sent.get(u).has(m.content.slice(0, 40)), `${u}: ${m.msg_id} was never sent`);
-      const c = await ok('GET', `/v1/users/${u}/conversations/side`);
+      const c = await s.ok('GET', `/v1/users/${u}/conversations/side`);
       assert.equal(c.total_messages, got.length, `${u}: the count matches the messages`);
     }
     const mine = await s.req('GET', '/v1/users/victim/messages?limit=1000');

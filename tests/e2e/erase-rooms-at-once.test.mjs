@@ -6,30 +6,14 @@
 // reads exactly as it did right after the 202 (the same deleted_at: the erasure's time).
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { parquetFiles, waitFor } from './cold-lib.mjs';
-import { startStrata, wsConnect } from './lib.mjs';
+import { FLUSH_ON_ASK, parallel, readPages, suiteServer, wsConnect } from './lib.mjs';
 
 describe("an erased user's room messages", () => {
-  let s;
-  before(async () => { s = await startStrata({ args: ['--flush-interval', '3600', '--flush-rows', '100000000'] }); });
-  after(async () => { await s.stop(); s.cleanup(); });
-
-  const ok = async (m, p, b) => { const r = await s.req(m, p, b); assert.ok(r.status < 300, `${m} ${p}: ${r.status} ${r.text}`); return r.json; };
-  const posts = async (n, fn) => {
-    let next = 0;
-    await Promise.all(Array.from({ length: 16 }, async () => { for (let i; (i = next++) < n;) await fn(i); }));
-  };
+  const s = suiteServer({ args: FLUSH_ON_ASK });
   // every message of the room, oldest first, page by page
-  const listing = async (extra = '') => {
-    const all = [];
-    for (let cur = ''; ;) {
-      const p = await ok('GET', `/v1/rooms/den/messages?limit=1000${extra}${cur && `&cursor=${cur}`}`);
-      all.push(...p.messages);
-      if (!p.next) return all;
-      cur = p.next;
-    }
-  };
+  const listing = (query) => readPages(s, '/v1/rooms/den/messages', query);
   const replay = async () => {
     const ws = await wsConnect(s.port);
     try {
@@ -47,18 +31,18 @@ describe("an erased user's room messages", () => {
   const names = (msgs) => msgs.filter((m) => JSON.stringify(m).includes('zed'));
 
   test('every read shows them as tombstones from the 202 on, the same ones the erasure writes', async () => {
-    await ok('POST', '/v1/rooms', { room_id: 'den', members: ['zed', 'amy'] });
+    await s.ok('POST', '/v1/rooms', { room_id: 'den', members: ['zed', 'amy'] });
     // cold posts of zed (and amy's beside them), then hot ones
-    await posts(1500, (i) => ok('POST', '/v1/rooms/den/messages', { from: i % 10 ? 'zed' : 'amy', content: `${i % 10 ? 'zed' : 'amy'} cold ${i}` }));
-    await ok('POST', '/v1/admin/flush');
+    await parallel(1500, (i) => s.ok('POST', '/v1/rooms/den/messages', { from: i % 10 ? 'zed' : 'amy', content: `${i % 10 ? 'zed' : 'amy'} cold ${i}` }));
+    await s.ok('POST', '/v1/admin/flush');
     const cold = path.join(s.dir, 'cold', 'shared', 'conversations', 'den');
     await waitFor('the room cooled', () => { try { return parquetFiles(cold).length > 0; } catch { return false; } }, 60000);
-    await posts(1500, (i) => ok('POST', '/v1/rooms/den/messages', { from: i % 10 ? 'zed' : 'amy', content: `${i % 10 ? 'zed' : 'amy'} hot ${i}` }));
+    await parallel(1500, (i) => s.ok('POST', '/v1/rooms/den/messages', { from: i % 10 ? 'zed' : 'amy', content: `${i % 10 ? 'zed' : 'amy'} hot ${i}` }));
     // one of zed's posts edited, one deleted (a tombstone that still names zed) before the erasure
     const first = (await listing()).filter((m) => m.from === 'zed');
-    await ok('PATCH', `/v1/rooms/den/messages/${first[0].msg_id}`, { content: 'zed edited' });
-    await ok('DELETE', `/v1/rooms/den/messages/${first[1].msg_id}`);
-    await ok('PATCH', `/v1/rooms/den/messages/${first.at(-1).msg_id}`, { content: 'zed edited hot' });
+    await s.ok('PATCH', `/v1/rooms/den/messages/${first[0].msg_id}`, { content: 'zed edited' });
+    await s.ok('DELETE', `/v1/rooms/den/messages/${first[1].msg_id}`);
+    await s.ok('PATCH', `/v1/rooms/den/messages/${first.at(-1).msg_id}`, { content: 'zed edited hot' });
     const amy = (await listing()).filter((m) => m.from === 'amy');
     assert.equal(amy.length, 300);
 
@@ -66,7 +50,7 @@ describe("an erased user's room messages", () => {
     assert.equal(r.status, 202, r.text);
     // at once: the listing names zed nowhere, shows none of its text
     const now = await listing();
-    const pending = (await ok('GET', `/v1/admin/erasures/${r.json.erasure_id}`)).status === 'pending';
+    const pending = (await s.ok('GET', `/v1/admin/erasures/${r.json.erasure_id}`)).status === 'pending';
     assert.equal(now.length, 3000);
     assert.deepEqual(names(now), [], 'zed is still named or its text shown right after the 202');
     const dead = now.filter((m) => m.deleted_at != null);
@@ -79,17 +63,17 @@ describe("an erased user's room messages", () => {
     }
     assert.deepEqual(now.filter((m) => m.deleted_at == null), amy);
     // include_deleted=false hides them, amy's left exactly
-    assert.deepEqual(await listing('&include_deleted=false'), amy);
+    assert.deepEqual(await listing({ include_deleted: 'false' }), amy);
     // newest first, from the hot end: the same messages
-    assert.deepEqual((await ok('GET', '/v1/rooms/den/messages?order=desc&limit=1000')).messages, now.slice(-1000).reverse());
+    assert.deepEqual((await s.ok('GET', '/v1/rooms/den/messages?order=desc&limit=1000')).messages, now.slice(-1000).reverse());
     // the room's members: amy alone
-    assert.deepEqual((await ok('GET', '/v1/rooms/den/members')).members.map((m) => m.user), ['amy']);
+    assert.deepEqual((await s.ok('GET', '/v1/rooms/den/members')).members.map((m) => m.user), ['amy']);
     // a stream's replay of the room: the same messages, zed named nowhere
     const replayed = await replay();
     assert.deepEqual(replayed.map((m) => m.msg_id), now.map((m) => m.msg_id));
     assert.deepEqual(names(replayed), []);
 
-    await waitFor('the erasure done', async () => (await ok('GET', `/v1/admin/erasures/${r.json.erasure_id}`)).status === 'done', 120000);
+    await waitFor('the erasure done', async () => (await s.ok('GET', `/v1/admin/erasures/${r.json.erasure_id}`)).status === 'done', 120000);
     // the erasure wrote the very tombstones the reads showed
     assert.deepEqual(await listing(), now);
     assert.deepEqual(await replay(), replayed);

@@ -6,34 +6,26 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { parquetFiles, waitFor } from './cold-lib.mjs';
-import { startStrata } from './lib.mjs';
+import { FLUSH_ON_ASK, parallel, readPages, suiteServer } from './lib.mjs';
 
 describe('an erasure of many slices', () => {
-  let s;
-  before(async () => { s = await startStrata({ args: ['--flush-interval', '3600', '--flush-rows', '100000000'] }); });
-  after(async () => { await s.stop(); s.cleanup(); });
-
-  const ok = async (m, p, b) => { const r = await s.req(m, p, b); assert.ok(r.status < 300, `${m} ${p}: ${r.status} ${r.text}`); return r.json; };
-  const posts = async (n, fn) => {
-    let next = 0;
-    await Promise.all(Array.from({ length: 16 }, async () => { for (let i; (i = next++) < n;) await fn(i); }));
-  };
+  const s = suiteServer({ args: FLUSH_ON_ASK });
 
   test('every row goes, the bystander is served exactly meanwhile', async () => {
-    await ok('POST', '/v1/rooms', { room_id: 'hall', members: ['zed', 'amy'] });
-    await posts(600, (i) => ok('POST', '/v1/rooms/hall/messages', { from: i % 2 ? 'amy' : 'zed', content: `hall ${i} by ${i % 2 ? 'amy' : 'zed-secret'}` }));
-    await posts(3000, (i) => ok('POST', '/v1/users/zed/messages', { conversation_id: `c${i % 5}`, from: 'zed', content: `zed-secret cold ${i}` }));
-    await ok('POST', '/v1/admin/flush');
+    await s.ok('POST', '/v1/rooms', { room_id: 'hall', members: ['zed', 'amy'] });
+    await parallel(600, (i) => s.ok('POST', '/v1/rooms/hall/messages', { from: i % 2 ? 'amy' : 'zed', content: `hall ${i} by ${i % 2 ? 'amy' : 'zed-secret'}` }));
+    await parallel(3000, (i) => s.ok('POST', '/v1/users/zed/messages', { conversation_id: `c${i % 5}`, from: 'zed', content: `zed-secret cold ${i}` }));
+    await s.ok('POST', '/v1/admin/flush');
     const cold = path.join(s.dir, 'cold');
     const pf = (d) => { try { return parquetFiles(d); } catch { return []; } };
-    await waitFor('zed cooled', async () => (await ok('GET', '/v1/users/zed/stats')).cold_messages === 3000, 60000);
-    const page = await ok('GET', '/v1/users/zed/messages?conversation_id=c1&limit=40');
+    await waitFor('zed cooled', async () => (await s.ok('GET', '/v1/users/zed/stats')).cold_messages === 3000, 60000);
+    const page = await s.ok('GET', '/v1/users/zed/messages?conversation_id=c1&limit=40');
     for (const [i, m] of page.messages.entries())
-      await ok(i % 2 ? 'DELETE' : 'PATCH', `/v1/users/zed/messages/${m.msg_id}`, i % 2 ? undefined : { content: 'zed-secret edited' });
-    await posts(3000, (i) => ok('POST', '/v1/users/zed/messages', { conversation_id: `c${i % 5}`, from: 'zed', content: `zed-secret hot ${i}` }));
-    const st = await ok('GET', '/v1/users/zed/stats');
+      await s.ok(i % 2 ? 'DELETE' : 'PATCH', `/v1/users/zed/messages/${m.msg_id}`, i % 2 ? undefined : { content: 'zed-secret edited' });
+    await parallel(3000, (i) => s.ok('POST', '/v1/users/zed/messages', { conversation_id: `c${i % 5}`, from: 'zed', content: `zed-secret hot ${i}` }));
+    const st = await s.ok('GET', '/v1/users/zed/stats');
     assert.equal(st.total_messages, 6000 - 20);
     assert.ok(st.hot_messages >= 3000, JSON.stringify(st));
     assert.ok(pf(path.join(cold, 'zed')).length > 0);
@@ -43,30 +35,24 @@ describe('an erasure of many slices', () => {
     // the bystander meanwhile: each write acknowledged is read back, its count exact
     let amy = 0, polls = 0;
     for (;;) {
-      const m = await ok('POST', '/v1/users/amy/messages', { conversation_id: 'side', from: 'amy', content: `amy ${amy}` });
+      const m = await s.ok('POST', '/v1/users/amy/messages', { conversation_id: 'side', from: 'amy', content: `amy ${amy}` });
       amy++;
-      const back = await ok('GET', '/v1/users/amy/messages?conversation_id=side&order=desc&limit=1');
+      const back = await s.ok('GET', '/v1/users/amy/messages?conversation_id=side&order=desc&limit=1');
       assert.equal(back.messages[0].msg_id, m.msg_id);
-      assert.equal((await ok('GET', '/v1/users/amy/conversations/side')).total_messages, amy);
+      assert.equal((await s.ok('GET', '/v1/users/amy/conversations/side')).total_messages, amy);
       polls++;
-      if ((await ok('GET', `/v1/admin/erasures/${r.json.erasure_id}`)).status === 'done') break;
+      if ((await s.ok('GET', `/v1/admin/erasures/${r.json.erasure_id}`)).status === 'done') break;
       assert.ok(polls < 20000, 'the erasure never ends');
     }
     // nothing of zed is left
     const mine = await s.req('GET', '/v1/users/zed/messages?limit=1000');
     assert.ok(mine.status === 404 || mine.json.messages.length === 0, mine.text);
     assert.equal(existsSync(path.join(cold, 'zed')), false);
-    const hall = [];
-    for (let cur = ''; ;) {
-      const p = await ok('GET', `/v1/rooms/hall/messages?limit=1000${cur && `&cursor=${cur}`}`);
-      hall.push(...p.messages);
-      if (!p.next) break;
-      cur = p.next;
-    }
+    const hall = await readPages(s, '/v1/rooms/hall/messages');
     assert.equal(hall.length, 600);
     assert.equal(hall.filter((m) => m.from === 'zed').length, 0);
     assert.equal(hall.filter((m) => m.from === null && m.content === null).length, 300);
     assert.equal(hall.filter((m) => m.from === 'amy' && m.content.startsWith('hall ')).length, 300);
-    assert.equal((await ok('GET', '/v1/users/amy/conversations/side')).total_messages, amy);
+    assert.equal((await s.ok('GET', '/v1/users/amy/conversations/side')).total_messages, amy);
   });
 });

@@ -9,7 +9,7 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { after } from 'node:test';
+import { after, before } from 'node:test';
 
 export const BIN = process.env.STRATA_BIN || path.resolve('../../build/strata');
 
@@ -171,6 +171,12 @@ export async function startStrata({ dataDir, args = [], env = {}, bin = BIN } = 
     port, dir, proc, agent, exited,
     log: () => log,
     req: (method, p, body, headers) => request(port, method, p, body, headers, agent),
+    // a request that must succeed (any 2xx, else the assertion names the answer); resolves its JSON
+    async ok(method, p, body, headers) {
+      const r = await s.req(method, p, body, headers);
+      assert.ok(r.status < 300, `${method} ${p}: ${r.status} ${r.text}`);
+      return r.json;
+    },
     // SIGTERM (once: a second signal makes strata exit 1 at once), then the exit is checked:
     // exit code `expect` (0 unless the test made strata fail on purpose) and no sanitizer report,
     // else it throws. Resolves {code, sig}.
@@ -427,3 +433,38 @@ export async function withServer(s, fn, { keepDir = false } = {}) {
     if (!keepDir) s.cleanup();
   }
 }
+
+// Server arguments for a test that cools only on POST /v1/admin/flush (no interval pass, no row
+// threshold), so what is hot and what is cold is the test's doing.
+export const FLUSH_ON_ASK = ['--flush-interval', '3600', '--flush-rows', '100000000'];
+
+// One server for a describe block: started before its tests, stopped and its data dir removed
+// after them. Returns a stand-in for startStrata's server object (its fields once before() ran),
+// so that the tests can name it where they are declared.
+export function suiteServer(opts) {
+  let s = null;
+  before(async () => { s = await startStrata(opts); });
+  after(async () => { if (s) { await s.stop(); s.cleanup(); } });
+  return new Proxy({}, { get: (_, k) => s[k] });
+}
+
+// fn(0) … fn(n - 1), `width` at a time (writers in parallel, each taking the next index)
+export async function parallel(n, fn, width = 16) {
+  let next = 0;
+  await Promise.all(Array.from({ length: width }, async () => { for (let i; (i = next++) < n;) await fn(i); }));
+}
+
+// Every item of a paged listing (GET p with 1000 a page, following `next` to the end): the
+// messages of /v1/users/U/messages or /v1/rooms/R/messages. query: more parameters.
+export async function readPages(s, p, query = {}) {
+  const out = [];
+  for (let cursor = null; ;) {
+    const r = await s.req('GET', `${p}?${new URLSearchParams({ limit: '1000', ...query, ...(cursor ? { cursor } : {}) })}`);
+    assert.equal(r.status, 200, r.text);
+    out.push(...r.json.messages);
+    if (!r.json.next) return out;
+    cursor = r.json.next;
+  }
+}
+// every message of user u (readPages)
+export const readAll = (s, u, query) => readPages(s, `/v1/users/${u}/messages`, query);

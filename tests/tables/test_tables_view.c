@@ -407,6 +407,16 @@ TEST(pending_is_an_exact_running_count_at_any_scale)
     CHECK_EQ(stored(s, 0), 1);
     CHECK_EQ(st_metric_value(st_metrics_counter("strata_tables_pending_repairs_total", "", "")),
              repairs + 2);
+    /* a 0 while an owner is dirty (a store upgraded from one without provenance records): a
+     * read takes it (it can be right), the open's init recounts it, not as a drift */
+    set_stored(&fx, s, 0, 0);
+    CHECK_EQ(pending(&fx, s, 0), 0);
+    st_tables_pending_init(s, n);
+    fx_settle(&fx, s);
+    CHECK_EQ(stored(s, 0), 1);
+    CHECK_EQ(pending(&fx, s, 0), 1);
+    CHECK_EQ(st_metric_value(st_metrics_counter("strata_tables_pending_repairs_total", "", "")),
+             repairs + 2);
     /* rebuild-meta puts file records without the observer, then recounts */
     obj_put(s, "u9999", "u9999/batch-1-1.parquet");
     uint64_t rw = 0;
