@@ -615,6 +615,12 @@ def main():
             for e in gate_errors(r):
                 errors.append(f"{r['file']}: {e}: not a result; remove it and run bench/report.sh again on a "
                               "quiet machine (README, Benchmarks: the load gate)")
+    if check and git("rev-parse", "--git-dir")[0] != 0:
+        # without the history every run reads as stale and the rows draw on other runs: the check
+        # would fail on a table that is right
+        sys.exit("bench/table.py --check needs git and a clone's .git: which runs a row draws on "
+                 "follows from which of them hold the last change to src/ (tools/install-deps.sh "
+                 "--test installs git)")
     src = last_src()
     rows, refs = build(runs, src)
     body = table(rows, refs)

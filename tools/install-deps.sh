@@ -22,6 +22,8 @@ for arg in "$@"; do
             # python3 for the EXT4_IOC_SHUTDOWN ioctl; python3 also checks the README's benchmark
             # table against the recorded runs (bench/table.py)
             pkgs+=(e2fsprogs mount python3)
+            # bench/table.py --check reads the history (which runs hold the last change to src/)
+            pkgs+=(git)
             # the Python client (clients/python): its dependencies, pytest, mypy, and what
             # `pip install` of it in a venv needs
             pkgs+=(python3-httpx python3-websockets python3-pytest mypy python3-venv
