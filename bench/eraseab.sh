@@ -35,11 +35,11 @@ run() { # ROUND SIDE
   locked=1
   local load; load=$(cut -d' ' -f1 /proc/loadavg)
   out=$(STRATA=$bin ERASE_PERF=$f ERASE_PERF_OPTS="$OPTS" ERASE_DATA=$ERASE_DATA ALLOW_DIRTY=${ALLOW_DIRTY:-} \
-    bench/loopstall.sh erase 2>&1 | grep -E '^\| erase|done in' | tr '\n' ' ')
+    bench/loopstall.sh erase 2>&1 | grep -E '^\| erase|done in|FAILED' | tr '\n' ' ' || true)
   unlock
-  pid=$(perf script -i "$f" -F pid,tid 2>/dev/null | head -1 | awk -F/ '{print $1 + 0}')
+  pid=$(perf script -i "$f" -F pid,tid 2>/dev/null | awk -F/ '{print $1 + 0; exit}' || true)
   perf script -i "$f" -F tid,time,event,ip,sym,dso 2>/dev/null | python3 bench/turns.py "$pid" 0 4000 >"$tmp/turns.txt"
-  top=$(awk '/^== turn/ {print $11 "/" $5}' "$tmp/turns.txt" | sort -t/ -k1 -gr | head -5 | tr '\n' ' ')
+  top=$(awk '/^== turn/ {print $11 "/" $5}' "$tmp/turns.txt" | sort -t/ -k1 -gr | awk 'NR <= 5' | tr '\n' ' ')
   [ -z "$STACKS" ] || awk '/^== turn/ {n++} n <= 5' "$tmp/turns.txt" >"$STACKS/$side-$r.txt"
   rm -f "$f"
   echo "$side r$r load $load | $out| 5 dearest turns, CPU/wall ms: $top"
