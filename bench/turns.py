@@ -5,7 +5,7 @@
 #   perf record -g -e raw_syscalls:sys_enter --filter 'id==232||id==281' \
 #     -e raw_syscalls:sys_exit --filter 'id==232||id==281' -e cpu-clock/period=250000/ -c 1 \
 #     [--call-graph dwarf,8192] -p PID -o FILE
-#   perf script -i FILE -F tid,time,event,ip,sym,dso | bench/turns.py LOOP_TID 2 4000
+#   perf script -i FILE -F tid,time,event,ip,sym,dso | bench/turns.py LOOP_TID 2 4000 [wall]
 # (bench/loopstall.sh erase takes these options as ERASE_PERF_OPTS.)
 # reads `perf script -F tid,time,event,ip,sym,dso` (with callchains) from stdin; LOOP tid = argv[1]
 # turns of the loop thread = from epoll_wait's exit to the next epoll_wait's enter; for each turn
@@ -45,7 +45,9 @@ for t, ev, st in events:
         start = None
     elif start is not None:
         samples.append(st)
-turns.sort(key=lambda x: -len(x[2]))
+# argv[4] 'wall': the longest turns by wall time (a turn that waited for a core is long in wall
+# with little CPU); default: the dearest by CPU
+turns.sort(key=(lambda x: -x[0]) if len(sys.argv) > 4 and sys.argv[4] == 'wall' else (lambda x: -len(x[2])))
 print(f"{len(turns)} turns over {lim*1000:.1f} ms")
 for wall, t0, samples in turns[:15]:
     print(f"\n== turn at {t0:.6f}: {wall*1000:.2f} ms wall, {len(samples)} samples = {len(samples)/hz*1000:.2f} ms CPU")

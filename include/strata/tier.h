@@ -530,6 +530,12 @@ typedef struct st_tier_member {
      * what it leaves in *dropped goes to commit and release as always). */
     void *(*fold_prepare)(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs, size_t n,
                           int64_t cutoff);
+    /* Optional, with fold_prepare: the note goes on being prepared on the loop, a slice a turn,
+     * until this returns true (the merge waits for it). until is a uv_hrtime() deadline: stop at
+     * it, after one slice at least. A slice reads the records it folds in id order, each row's
+     * marker before its state, so a change that lands between slices is either in the note or
+     * left marked for the next fold (SPEC §5.1: exact at every snapshot). */
+    bool (*fold_more)(void *arg, void *note, uint64_t until);
     /* For ST_TIER_COMPACT_FOLD: which object of objs[0..n) (manifest order) to rewrite alone so
      * that changes are folded in; false when none needs it. On the loop. */
     bool (*fold_pick)(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs, size_t n,

@@ -66,6 +66,12 @@ typedef struct {
     int64_t changed;              /* rows whose values the fold changed (worker) */
     void *inner;                  /* the tier's note of rows left out by retention */
     st_arena_t arena;             /* the rows' edit_history entries */
+    /* being prepared (st__chat_fold_more): the owner, and the ids [next, end) still to read */
+    st_chatcold_t *cc;
+    char u[ST_TIER_OWNER_MAX];
+    size_t ul;
+    uint64_t next, end;
+    bool ready; /* every id read */
 } st_fold_t;
 
 /* The index of id among n entries of size bytes sorted by id, their first member; n if none. */
@@ -91,15 +97,24 @@ static size_t st__fold_row_at(const st_fold_t *f, uint64_t id)
     return st__fold_find(f->rows.v, f->rows.n, sizeof *f->rows.v, id);
 }
 
-/* A delta ('Z', in id order): a row to fold. */
+/* Rows a slice of the fold's preparation reads at most: their deltas' JSON parsed, about a
+ * millisecond's worth. */
+#define ST__FOLD_CHUNK 256
+
+/* A delta ('Z', in id order): a row to fold; a slice's chunk ends at ST__FOLD_CHUNK rows. */
+typedef struct {
+    st_fold_t *f;
+    size_t left;
+} st_fold_chunk_t;
+
 static int st__fold_delta(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
-    st_fold_t *f = arg;
+    st_fold_chunk_t *x = arg;
     (void)val, (void)vlen;
     if (klen < 8) return 0;
     st_fold_row_t r = {.id = st_be64_get((const uint8_t *)key + klen - 8)};
-    st_vec_push(&f->rows, r);
-    return 0;
+    st_vec_push(&x->f->rows, r);
+    return --x->left == 0;
 }
 
 /* A fold marker: its row's time (a marker without a delta has nothing to fold). */
@@ -190,50 +205,85 @@ static int st__chat_compact_note_dead(void *arg, const void *key, size_t klen, c
     return 0;
 }
 
+/* The keys of kind under the owner with ids in [lo, hi): fn for each, in id order. */
+static int st__fold_range(st_fold_t *f, char kind, uint64_t lo, uint64_t hi, st_store_scan_fn fn,
+                          void *arg)
+{
+    uint8_t pre[ST__KEY_CAP], a[ST__KEY_CAP], b[ST__KEY_CAP];
+    uint64_t w = 0;
+    size_t pl = st__chat_ukey(pre, kind, f->u, f->ul);
+    memcpy(a, pre, pl);
+    st_be64_put(a + pl, lo);
+    memcpy(b, pre, pl);
+    st_be64_put(b + pl, hi);
+    return st_store_range(f->cc->chat->store, pre, pl, a, pl + 8, b, pl + 8, false, fn, arg, &w);
+}
+
+/* One chunk of the ids left: up to ST__FOLD_CHUNK rows with a delta, then the markers' times
+ * and the tombstones among the same ids, then the rows' states — all in this turn, each row's
+ * marker read before its state, so a change landing after the chunk leaves a marker newer than
+ * the one noted (the swap keeps it: the next fold takes it), and a change to an id of a later
+ * chunk is read by that chunk. */
+static void st__fold_chunk(st_fold_t *f)
+{
+    st_chat_t *c = f->cc->chat;
+    size_t first = f->rows.n;
+    st_fold_chunk_t x = {f, ST__FOLD_CHUNK};
+    uint64_t end = f->end;
+    if (st__fold_range(f, 'Z', f->next, f->end, st__fold_delta, &x) == 1 && f->rows.n > first) {
+        uint64_t last = f->rows.v[f->rows.n - 1].id; /* the chunk ends after it */
+        end = last < f->end ? last + 1 : f->end;
+    }
+    st__fold_range(f, 'e', f->next, end, st__fold_one, f);
+    /* the tombstones among the rows: retention may leave them out (no messages to count out),
+     * and an older object's tombstone ("" content) is rewritten with null (SPEC v5 §5.1) */
+    st__fold_range(f, 'Y', f->next, end, st__chat_compact_note_dead, f);
+    size_t kept = first;
+    for (size_t i = first; i < f->rows.n; i++)
+        if (st__fold_state(c, f->u, f->ul, &f->rows.v[i], &f->arena))
+            f->rows.v[kept++] = f->rows.v[i];
+    f->rows.n = kept;
+    f->next = end;
+    f->ready = end >= f->end;
+}
+
+bool st__chat_fold_more(void *arg, void *note, uint64_t until)
+{
+    st_fold_t *f = note;
+    (void)arg;
+    do
+        if (!f->ready) st__fold_chunk(f);
+    while (!f->ready && uv_hrtime() < until);
+    return f->ready;
+}
+
 void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, const st_tier_obj_t *objs,
                             size_t n, int64_t cutoff)
 {
     st_chatcold_t *cc = arg;
     st_chat_t *c = cc->chat;
+    if (ul > sizeof((st_fold_t *)0)->u) return NULL;
     st_fold_t *f = st_calloc(1, sizeof *f);
+    /* before anything is read: a conversation deleted after it marks the objects later (the
+     * swap keeps such a mark, st__chat_compact_commit) */
     f->at = st_now_us();
     f->cutoff = cutoff;
+    f->cc = cc;
+    memcpy(f->u, u, ul);
+    f->ul = ul;
     uint64_t lo = UINT64_MAX, hi = 0, w = 0;
     for (size_t i = 0; i < n; i++) {
         if (objs[i].file.min_id < lo) lo = objs[i].file.min_id;
         if (objs[i].file.max_id > hi) hi = objs[i].file.max_id;
         st_vec_push(&f->seqs, objs[i].seq);
     }
-    uint8_t pre[ST__KEY_CAP], a[ST__KEY_CAP], b[ST__KEY_CAP];
-    size_t pl;
-    /* every row with a delta, then the markers' times of those changed since their object */
-    const char kinds[2] = {'Z', 'e'};
-    st_store_scan_fn fns[2] = {st__fold_delta, st__fold_one};
-    for (int k = 0; k < 2 && n; k++) {
-        pl = st__chat_ukey(pre, kinds[k], u, ul);
-        memcpy(a, pre, pl);
-        st_be64_put(a + pl, lo);
-        memcpy(b, pre, pl);
-        st_be64_put(b + pl, hi == UINT64_MAX ? hi : hi + 1);
-        st_store_range(c->store, pre, pl, a, pl + 8, b, pl + 8, false, fns[k], f, &w);
-    }
-    /* the tombstones among the rows: retention may leave them out (no messages to count out),
-     * and an older object's tombstone ("" content) is rewritten with null (SPEC v5 §5.1) */
-    if (n) {
-        pl = st__chat_ukey(pre, 'Y', u, ul);
-        memcpy(a, pre, pl);
-        st_be64_put(a + pl, lo);
-        memcpy(b, pre, pl);
-        st_be64_put(b + pl, hi == UINT64_MAX ? hi : hi + 1);
-        st_store_range(c->store, pre, pl, a, pl + 8, b, pl + 8, false, st__chat_compact_note_dead,
-                       f, &w);
-    }
-    size_t kept = 0;
-    for (size_t i = 0; i < f->rows.n; i++)
-        if (st__fold_state(c, u, ul, &f->rows.v[i], &f->arena)) f->rows.v[kept++] = f->rows.v[i];
-    f->rows.n = kept;
-    /* masks keyed by conversation part, as 'Q' keys hold it after the user */
-    pl = st__chat_ukey(pre, 'Q', u, ul);
+    /* the ids [lo, hi] are read a chunk at a time by st__chat_fold_more, across turns */
+    f->next = lo;
+    f->end = hi == UINT64_MAX ? hi : hi + 1;
+    f->ready = !n || f->next >= f->end;
+    /* masks keyed by conversation part, as 'Q' keys hold it after the user: a few a user */
+    uint8_t pre[ST__KEY_CAP];
+    size_t pl = st__chat_ukey(pre, 'Q', u, ul);
     st_fold_t tmp = {0};
     st_store_scan(c->store, pre, pl, st__mask_one, &tmp, &w);
     for (size_t i = 0; i < tmp.masks.n; i++) {

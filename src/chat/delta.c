@@ -407,7 +407,17 @@ typedef struct {
     st__dids_t live; /* ids with a delta record, ascending (key order) */
     st__dids_t seqs; /* the objects merged */
     int64_t at;      /* when the merge read the records */
+    /* being read (st__delta_fold_more): the delta records under pre, a page at a time */
+    st_store_t *store;
+    uint8_t pre[ST__KEY_CAP];
+    size_t pl;
+    st_store_walk_t walk;
+    bool ready;
+    bool failed; /* the walk could not be read: every row is kept */
 } st_dfold_t;
+
+/* Delta records a page of the fold's walk reads (a turn reads pages while its budget lasts). */
+#define ST__DFOLD_PAGE 1024
 
 static size_t st__delta_qkey(uint8_t *k, const char *o, size_t ol, uint64_t seq)
 {
@@ -425,7 +435,7 @@ static int st__delta_id(void *arg, const void *key, size_t klen, const void *val
 
 static bool st__delta_live(const st_dfold_t *f, uint64_t id)
 {
-    if (!f) return true;
+    if (!f || f->failed) return true;
     size_t lo = 0, hi = f->live.n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -446,13 +456,33 @@ static void *st__delta_fold_prepare(void *arg, const char *o, size_t ol, const s
     if (ol < 2) return NULL;
     st_dfold_t *f = st_calloc(1, sizeof *f);
     f->at = st_now_us();
-    uint8_t pre[ST__KEY_CAP];
-    uint64_t w = 0;
-    st_store_scan(d->cc->chat->store, pre, st__chat_ukey(pre, 'Z', o + 2, ol - 2), st__delta_id,
-                  &f->live, &w);
+    f->store = d->cc->chat->store;
+    f->pl = st__chat_ukey(f->pre, 'Z', o + 2, ol - 2);
     for (size_t i = 0; i < n; i++)
         st_vec_push(&f->seqs, objs[i].seq);
     return f;
+}
+
+/* The delta records, a page at a time across turns (st_store_walk_page: a record there the whole
+ * walk is read once). One that goes meanwhile may still be counted live (its rows kept until a
+ * later fold); one written meanwhile has no rows in the objects merged. */
+static bool st__delta_fold_more(void *arg, void *note, uint64_t until)
+{
+    st_dfold_t *f = note;
+    (void)arg;
+    while (!f->ready) {
+        int rc = st_store_walk_page(f->store, f->pre, f->pl, &f->walk, ST__DFOLD_PAGE, st__delta_id,
+                                    &f->live);
+        if (rc < 0) { /* a read failed: everything is live (nothing is dropped wrongly) */
+            f->live.n = 0;
+            f->ready = true;
+            f->failed = true;
+        } else if (rc == 0) {
+            f->ready = true;
+        }
+        if (uv_hrtime() >= until) break;
+    }
+    return f->ready;
 }
 
 static bool st__delta_fold_pick(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs,
@@ -653,6 +683,7 @@ st_tier_member_t *st__chat_delta_member(st_chatcold_t *cc)
                                    .merge = &d->merge,
                                    .fold_prepare = st__delta_fold_prepare,
                                    .fold_pick = st__delta_fold_pick,
+                                   .fold_more = st__delta_fold_more,
                                    .closed = st__delta_closed,
                                    .arg = d};
     return &d->member;

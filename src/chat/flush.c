@@ -377,6 +377,7 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
                                     .schema = &st_pq_msg_schema,
                                     .expired = st__chat_expired,
                                     .fold_prepare = st__chat_fold_prepare,
+                                    .fold_more = st__chat_fold_more,
                                     .fold_pick = st__chat_fold_pick,
                                     .tick = st__chat_fold_tick,
                                     .rebuild = st__chat_rebuild,

@@ -277,6 +277,8 @@ void st__chat_merge_side(st_chatcold_t *cc);
 /* compact.c: the fold hooks of chat's member (strata/tier.h: fold_prepare, fold_pick). */
 void *st__chat_fold_prepare(void *arg, const char *u, size_t ul, const st_tier_obj_t *objs,
                             size_t n, int64_t cutoff);
+/* fold_more: the note's next slices, until the deadline (uv_hrtime()); true once it is whole. */
+bool st__chat_fold_more(void *arg, void *note, uint64_t until);
 bool st__chat_fold_pick(void *arg, const char *u, size_t ul, const st_tier_obj_t *objs, size_t n,
                         size_t *at);
 /* Marks the user's objects holding ids lo..hi ('z') to be rewritten (a deleted conversation's

@@ -39,6 +39,7 @@
  * strata_compaction_retries_total).
  */
 #include "strata/coldshare.h"
+#include "strata/looplag.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -60,6 +61,13 @@
 /* A failed compaction is asked for again after a wait: the first, and the most (doubling) */
 #define ST__RETRY_FIRST_MS 1000
 #define ST__RETRY_MAX_MS   (5 * 60 * 1000)
+/* The kind's note of the changes to fold in is prepared on the loop a slice a turn (fold_more),
+ * each slice what the turn has left of its shared budget (looplag.h) within these bounds: in one
+ * turn, a fold over a million tombstones was unbounded (3.5-5.5 ms turns beside an erasure's
+ * slices at 999,900 messages, Session 22). The next slice is ST__MORE_MS later. */
+#define ST__MORE_MIN_NS 100000
+#define ST__MORE_MAX_NS 1000000
+#define ST__MORE_MS     1
 
 /* A user queued for compaction (compacting every user queues them all), its key at its length. */
 typedef struct {
@@ -79,6 +87,7 @@ typedef struct {
     int64_t cutoff;
     st_tier_manifest_t old; /* the objects replaced */
     bool queued;            /* on a worker */
+    bool preparing;         /* the kind's note still being prepared (fold_more): no worker yet */
     uint64_t t0;
     /* worker results */
     int rc;
@@ -98,6 +107,8 @@ struct st_tier_compact {
     st_map_t queue;
     st_map_t retry; /* owners whose compaction failed, until their due_ms (st_cowner_t, owned) */
     st_cjob_t *job;
+    uv_timer_t more; /* the next slice of the job's note (preparing) */
+    bool more_closed;
     bool stopping;
     uint64_t resume_ms; /* pacing: no compaction before this */
     void (*closed)(void *arg);
@@ -217,6 +228,8 @@ static void st__compact_work(uv_work_t *req)
 
 /* ---- loop side ---- */
 
+static void st__on_more(uv_timer_t *t);
+
 static void st__job_free(st_cjob_t *j)
 {
     const st_tier_merge_t *m = j->c->merge;
@@ -281,6 +294,7 @@ static st_cjob_t *st__begin(st_tier_compact_t *c, st_cowner_t *o)
     st_tier_manifest_free(&m);
     if (c->o.prepare) /* the kind's changes to fold in: merge finds them in dropped */
         j->dropped = c->o.prepare(c->o.hook_arg, o->owner, o->olen, j->old.v, j->old.n, j->cutoff);
+    j->preparing = j->dropped && c->o.more; /* in slices, from the pump (st__more) */
     j->pseq = st.next_seq ? st.next_seq : 1;
     uint64_t writer = 0;
     if (st_tier_writer(c->store, &writer, &wait) != ST_OK ||
@@ -426,7 +440,7 @@ static int st__again(const st_cowner_t *o)
 
 static void st__maybe_free(st_tier_compact_t *c)
 {
-    if (!c->stopping || c->job) return;
+    if (!c->stopping || c->job || !c->more_closed) return;
     size_t it;
     st_map_node_t *n;
     while ((n = st_map_first(&c->queue, &it)) != NULL) {
@@ -513,7 +527,28 @@ static void st__queue(st_tier_compact_t *c, st_cjob_t *j)
 void st__tier_compact_durable(st_tier_compact_t *c, uint64_t id)
 {
     st_cjob_t *j = c ? c->job : NULL;
-    if (j && !j->queued && j->wait <= id) st__queue(c, j);
+    if (j && !j->queued && !j->preparing && j->wait <= id) st__queue(c, j);
+}
+
+/* A slice of the job's note (fold_more), within what the turn has left; once it is whole, the
+ * merge goes to a worker as soon as its 'P' record is durable. */
+static void st__more(st_tier_compact_t *c)
+{
+    st_cjob_t *j = c->job;
+    if (!j || !j->preparing) return;
+    uint64_t until = uv_hrtime() + st_looplag_turn_left(ST__MORE_MIN_NS, ST__MORE_MAX_NS);
+    if (!c->o.more(c->o.hook_arg, j->dropped, until)) {
+        uv_timer_start(&c->more, st__on_more, ST__MORE_MS, 0);
+        return;
+    }
+    j->preparing = false;
+    st__tier_compact_durable(c, st_store_durable_id(c->store));
+}
+
+static void st__on_more(uv_timer_t *t)
+{
+    st_tier_compact_t *c = t->data;
+    if (!c->stopping) st__more(c);
 }
 
 static int st__census(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
@@ -596,6 +631,7 @@ void st__tier_compact_pump(st_tier_compact_t *c, bool urgent)
     st__publish(c, uv_hrtime());
     st__sweep_owners(c, uv_hrtime(), ST__WALK_BUDGET_NS); /* a budget of its own */
     if (c->job) {
+        if (c->job->preparing && !uv_is_active((uv_handle_t *)&c->more)) st__more(c);
         st__tier_compact_durable(c, st_store_durable_id(c->store));
         return;
     }
@@ -612,7 +648,8 @@ void st__tier_compact_pump(st_tier_compact_t *c, bool urgent)
             continue;
         }
         c->job = j;
-        if (j->wait <= st_store_durable_id(c->store)) st__queue(c, j);
+        st__more(c); /* its note's first slice */
+        st__tier_compact_durable(c, st_store_durable_id(c->store));
     }
     st__count_pending(c);
 }
@@ -697,8 +734,18 @@ void st__tier_compact_open(st_tier_compact_t **out, st_tier_t *t, uv_loop_t *loo
     if (!c->o.max_bytes) c->o.max_bytes = 256ull << 20;
     st_map_init(&c->queue);
     st_map_init(&c->retry);
+    uv_timer_init(loop, &c->more);
+    c->more.data = c;
+    uv_unref((uv_handle_t *)&c->more); /* slices go on only while the loop runs anyway */
     st__metrics(c);
     *out = c;
+}
+
+static void st__more_closed(uv_handle_t *h)
+{
+    st_tier_compact_t *c = h->data;
+    c->more_closed = true;
+    st__maybe_free(c);
 }
 
 void st__tier_compact_close(st_tier_compact_t *c, void (*closed)(void *arg), void *arg)
@@ -711,5 +758,5 @@ void st__tier_compact_close(st_tier_compact_t *c, void (*closed)(void *arg), voi
         st__job_free(c->job);
         c->job = NULL;
     }
-    st__maybe_free(c);
+    uv_close((uv_handle_t *)&c->more, st__more_closed);
 }

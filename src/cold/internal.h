@@ -77,6 +77,7 @@ typedef struct {
                      int64_t cutoff);
     bool (*fold_pick)(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs, size_t n,
                       size_t *at);
+    bool (*more)(void *arg, void *dropped, uint64_t until); /* fold_more: true when done */
     void *hook_arg;
 } st_tier_compact_opts_t;
 

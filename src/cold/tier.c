@@ -230,6 +230,13 @@ static void *st__merge_prepare(void *arg, const char *o, size_t ol, const st_tie
     return p ? st__box(mb, p) : NULL;
 }
 
+static bool st__merge_more(void *arg, void *dropped, uint64_t until)
+{
+    st_box_t *b = dropped;
+    (void)arg;
+    return !b || !b->m->fold_more || b->m->fold_more(b->m->arg, b->p, until);
+}
+
 static bool st__merge_fold_pick(void *arg, const char *o, size_t ol, const st_tier_obj_t *objs,
                                 size_t n, size_t *at)
 {
@@ -379,6 +386,7 @@ int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_t
                                  .retention_us = t->retention_us,
                                  .prepare = st__merge_prepare,
                                  .fold_pick = st__merge_fold_pick,
+                                 .more = st__merge_more,
                                  .hook_arg = t};
     st__tier_compact_open(&t->compact, t, loop, store, o->obj, &t->mkind, &co);
     st_metric_t *m_reads = st_metrics_counter("strata_cold_row_groups_read_total",

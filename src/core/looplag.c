@@ -26,6 +26,9 @@ struct st_looplag {
     st_metric_t *m_lag, *m_stall;
 };
 
+/* The open probe (one loop a process): the turn clock reads it. */
+static st_looplag_t *st__lag_open;
+
 static const double st__lag_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005,
                                         0.01,   0.025,   0.05,   0.1,   0.25,  1};
 
@@ -77,6 +80,7 @@ int st_looplag_open(st_looplag_t **out, uv_loop_t *loop)
     uv_prepare_start(&l->prepare, st__on_prepare);
     uv_unref((uv_handle_t *)&l->timer);
     uv_unref((uv_handle_t *)&l->prepare);
+    st__lag_open = l;
     *out = l;
     return ST_OK;
 }
@@ -92,9 +96,26 @@ static void st__on_closed(uv_handle_t *h)
     if (--l->closing == 0) free(l);
 }
 
+uint64_t st_looplag_turn_ns(void)
+{
+    const st_looplag_t *l = st__lag_open;
+    if (!l || !l->iter_start_ns) return 0;
+    uint64_t wall = uv_hrtime() - l->iter_start_ns;
+    uint64_t waited = uv_metrics_idle_time(l->loop) - l->iter_idle_ns;
+    return wall > waited ? wall - waited : 0;
+}
+
+uint64_t st_looplag_turn_left(uint64_t least, uint64_t most)
+{
+    uint64_t spent = st_looplag_turn_ns();
+    uint64_t left = spent < ST_TURN_BUDGET_NS ? ST_TURN_BUDGET_NS - spent : 0;
+    return left < least ? least : left > most ? most : left;
+}
+
 void st_looplag_close(st_looplag_t *l)
 {
     if (!l) return;
+    if (st__lag_open == l) st__lag_open = NULL;
     l->closing = 2;
     uv_close((uv_handle_t *)&l->timer, st__on_closed);
     uv_close((uv_handle_t *)&l->prepare, st__on_closed);

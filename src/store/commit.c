@@ -26,6 +26,7 @@
  * serves reads, and applies it once there is room.
  */
 #include "internal.h"
+#include "strata/looplag.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -36,7 +37,8 @@ const char st__applied_key[] = "\0wal_applied";
 const char st__group_applied_key[] = "\0raft_applied";
 _Static_assert(sizeof st__applied_key - 1 == ST__APPLIED_KLEN, "applied key length");
 _Static_assert(sizeof st__group_applied_key - 1 == ST__GROUP_APPLIED_KLEN, "group key length");
-#define ST__BACK_SLICE_NS 1000000ULL /* loop time per slice of applied batches taken back */
+#define ST__BACK_SLICE_NS     1000000ULL /* loop time per slice of applied batches taken back */
+#define ST__BACK_SLICE_MIN_NS 200000ULL  /* ... when the turn's budget is spent already */
 /* 25 ms: ~13 % less CPU per chat post than 5 ms (fewer LMDB data syncs beside the log's), the
  * flush row's loop stall the same within noise since the overlay's finger (RESULTS, issue 22);
  * a follower's LMDB work per write a third less (issue 24). 5 ms while someone waits for the
@@ -622,11 +624,12 @@ void st__store_on_done(uv_async_t *h)
     /* Taking applied batches back drops their overlay entries: 25 ms of groups can be a lot of
      * them, so it goes in slices of ST__BACK_SLICE_NS and the rest waits for the next loop
      * iteration (put back at the head, the async re-sent). A failure is taken back whole, in
-     * order, with everything before it. */
+     * order, with everything before it. The slice is what the turn has left of its shared budget
+     * (an erasure's slices or a compaction's fold may have spent it), one batch at least. */
     bool whole = s->th.halted || queued;
     for (st_batch_t *b = list; b && !whole; b = b->next)
         whole = b->rc != 0;
-    uint64_t until = uv_hrtime() + ST__BACK_SLICE_NS;
+    uint64_t until = uv_hrtime() + st_looplag_turn_left(ST__BACK_SLICE_MIN_NS, ST__BACK_SLICE_NS);
     st_batch_t *b = list;
     while (b) {
         st_batch_t *next = b->next;
