@@ -405,6 +405,13 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
     size_t ul = p.ul;
     uint8_t k[ST__KEY_CAP];
     st_keys_t x = {{0}, max, 0};
+    /* its marks' "complete" before the marks (marks.c): never trusted while they go; a flush
+     * in flight that sets it again is found by the walk of the exact keys below */
+    size_t lkl = st__chat_ukey(k, 'L', u, ul) - 1;
+    const void *lv;
+    size_t lvl;
+    bool marks = st_store_get(c->store, k, lkl, &lv, &lvl, &wait) == ST_OK &&
+                 st_store_del(c->store, k, lkl, &wait) == ST_OK;
     /* the hot rows and every chat key of the user */
     bool whole = st__erase_keys(c, p.id, u, ul, &x);
     static const char exact[] = {'T', 'X', 'L'};
@@ -422,7 +429,7 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
         if (rc == ST_ENOTFOUND) rc = ST_OK;
         off += 2 + (size_t)l;
     }
-    bool busy = x.keys.len > 0;
+    bool busy = x.keys.len > 0 || marks;
     st_buf_free(&x.keys);
     /* its objects, message and delta ones (two manifest owners): forgotten by the tier (out of
      * the manifest, their deletion recorded: the reaper deletes them; held ones let go) */

@@ -391,6 +391,13 @@ TEST(a_flush_marks_the_conversations_whose_rows_it_makes_cold)
     CHECK_EQ(st_store_count(store, "Rmk", 4, &marks, &w), ST_OK);
     CHECK_EQ(marks, 3);
     CHECK(!st__chat_marks_known(chat, "m", 1, &w)); /* another owner's, even a prefix */
+    /* an erasure takes them with the rest (a conversation's name is the user's) */
+    uint64_t id = 0;
+    CHECK_EQ(st_chat_erase(chat, ST_USER("mk", 2), &id, &w), ST_OK);
+    CHECK(st_chat_erase_step(chat, 1000));
+    CHECK(!st__chat_marks_known(chat, "mk", 2, &w));
+    CHECK_EQ(st_store_count(store, "Rmk", 4, &marks, &w), ST_OK);
+    CHECK_EQ(marks, 0);
     st_buf_free(&out);
     cold_off(obj);
     close_all(true);
