@@ -75,6 +75,8 @@ int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id)
                                       ST_CLAIM("e"),
                                       ST_CLAIM("f"),
                                       ST_CLAIM("h"),
+                                      ST_CLAIM("R"),
+                                      ST_CLAIM("L"),
                                       ST_CLAIM("\0chat_erase"),
                                       ST_CLAIM("\0chat_revoke"),
                                       ST_CLAIM("\0chat_last_id")};

@@ -277,13 +277,13 @@ static int st__key_one(void *arg, const void *key, size_t klen, const void *val,
 /* The user's key ranges, each walked from where the last slice stopped (c->erase_at): a key
  * deleted by a slice stays in LMDB, hidden by the overlay, until the apply thread has taken the
  * batch, and a walk from the range's start stepped over every such key again — at 100,000 hot
- * rows 4–6 ms a slice (bench/loopstall.sh erase, issue 48). Ranges 0–10: the hot rows and every
- * chat key of the user; 11: the delta objects' fold marks ('z' "~e" u 0 seq, delta.c). True when
+ * rows 4–6 ms a slice (bench/loopstall.sh erase, issue 48). Ranges 0–11: the hot rows and every
+ * chat key of the user; 12: the delta objects' fold marks ('z' "~e" u 0 seq, delta.c). True when
  * the walk started at the first range's start (so finding nothing means there is nothing). */
-#define ST__ERASE_RANGES 12
+#define ST__ERASE_RANGES 13
 static bool st__erase_keys(st_chat_t *c, uint64_t id, const char *u, size_t ul, st_keys_t *x)
 {
-    static const char prefixed[] = {'M', 'N', 'Z', 'e', 'f', 'z', 'Y', 'C', 'U', 'Q', 'h'};
+    static const char prefixed[] = {'M', 'N', 'Z', 'e', 'f', 'z', 'Y', 'C', 'U', 'Q', 'h', 'R'};
     uint8_t k[ST__KEY_CAP];
     uint64_t wait = 0;
     if (c->erase_at.id != id) c->erase_at.id = id, c->erase_at.range = c->erase_at.kl = 0;
@@ -405,9 +405,16 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
     size_t ul = p.ul;
     uint8_t k[ST__KEY_CAP];
     st_keys_t x = {{0}, max, 0};
+    /* its marks' "complete" before the marks (marks.c): never trusted while they go; a flush
+     * in flight that sets it again is found by the walk of the exact keys below */
+    size_t lkl = st__chat_ukey(k, 'L', u, ul) - 1;
+    const void *lv;
+    size_t lvl;
+    bool marks = st_store_get(c->store, k, lkl, &lv, &lvl, &wait) == ST_OK &&
+                 st_store_del(c->store, k, lkl, &wait) == ST_OK;
     /* the hot rows and every chat key of the user */
     bool whole = st__erase_keys(c, p.id, u, ul, &x);
-    static const char exact[] = {'T', 'X'};
+    static const char exact[] = {'T', 'X', 'L'};
     for (size_t i = 0; i < sizeof exact && x.left; i++) {
         const void *v;
         size_t vl;
@@ -422,7 +429,7 @@ bool st_chat_erase_step(st_chat_t *c, size_t max)
         if (rc == ST_ENOTFOUND) rc = ST_OK;
         off += 2 + (size_t)l;
     }
-    bool busy = x.keys.len > 0;
+    bool busy = x.keys.len > 0 || marks;
     st_buf_free(&x.keys);
     /* its objects, message and delta ones (two manifest owners): forgotten by the tier (out of
      * the manifest, their deletion recorded: the reaper deletes them; held ones let go) */

@@ -171,6 +171,11 @@ static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_
     int64_t dead = 0, group_dead = 0;
     /* rows edited or deleted while hot are marked ('h'): only they are looked at again */
     bool edited = st__chat_has_prefix(cc->chat, 'h', u, ul);
+    /* the owner's first object (the manifest holds the old ones until after this side): every
+     * one from it on has its conversations marked (marks.c) */
+    st_coldstat_t cs;
+    rc = st_tier_stat(s, u, ul, &cs, wait);
+    if (rc == ST_OK && cs.files == 0) rc = st__chat_marks_complete(cc->chat, u, ul, wait);
     for (size_t i = 0; i < j->ids.n && rc == ST_OK; i++) {
         const st_msgrow_t *r = &j->rows[i];
         if (r->msg_id > max_id) max_id = r->msg_id;
@@ -226,6 +231,8 @@ static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_
                 from--;
             rc = st__move_count(s, u, ul, r, (int64_t)(i - from + 1) - group_dead, wait);
             group_dead = 0;
+            /* in the batch that records the object: cold rows never exist unmarked */
+            if (rc == ST_OK) rc = st__chat_cold_mark(cc->chat, u, ul, r->conv, r->conv_len, wait);
         }
     }
     if (rc == ST_OK && dead) rc = st__chat_gone_add(cc->chat, u, ul, dead, wait);

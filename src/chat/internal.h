@@ -20,6 +20,10 @@
  *   'Q' u 0 c         a deleted conversation: u64 its last msg_id | i64 its last seq (cold rows
  *                     up to that id are masked; a new one of the name goes on from that seq)
  *   'G' u             the user is being erased (erase.c): u64 erasure id
+ *   'R' u 0 c         empty: c may have cold rows (marks.c; written in the batch that records
+ *                     an object holding rows of c; only an erasure removes it)
+ *   'L' u             empty: the owner's 'R' markers are complete (set by its first flush or
+ *                     rebuild-meta): without it, an absent marker proves nothing (older stores)
  * Cold tier keys ('W', 'F', 'P', 'D', owner = user) are the tier's manifest records: see
  * strata/tier.h, which owns them and the protocol around them; chat reads and changes them only
  * through the tier's services (st_tier_stat, st_tier_manifest, st_tier_forget, ...).
@@ -251,6 +255,18 @@ void st__chat_changed(st_chat_t *c, const char *kind, const char *u, size_t ul, 
  * the cold tier's footers (*from_cold). ST_ENOTFOUND when neither knows it. */
 int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
                        st_conv_t *cv, bool *from_cold, uint64_t *wait);
+/* marks.c: which conversations may have cold rows, from the hot store alone ('R', 'L'). */
+/* Marks c as having cold rows (in the batch that records the object holding them). */
+int st__chat_cold_mark(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                       uint64_t *wait);
+/* Records that every conversation of u with cold rows is marked (in the batch that makes it so). */
+int st__chat_marks_complete(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
+/* Whether u's markers are complete ('L'). */
+bool st__chat_marks_known(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
+/* True only when the hot store proves c has no cold rows (its owner's markers complete and c
+ * unmarked): then no footer need be read to know it is new. */
+bool st__chat_cold_none(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                        uint64_t *wait);
 /* retention.c: an expired object leaves (the member's expired hook, strata/tier.h): its rows out
  * of the conversations' cold baselines and the totals. */
 int st__chat_expired(void *arg, const char *u, size_t ul, const st_pq_file_t *f, uint64_t *wait);

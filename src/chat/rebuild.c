@@ -254,11 +254,21 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
     free(m);
     free(f);
     free(skip);
-    for (size_t a = 0; a < agg.n && rc == ST_OK; a++)
+    for (size_t a = 0; a < agg.n && rc == ST_OK; a++) {
         rc = st__fold_conv(c, u, ul, &agg.v[a], wait);
+        if (rc == ST_OK) rc = st__chat_cold_mark(c, u, ul, agg.v[a].conv, agg.v[a].clen, wait);
+    }
     /* the manifest and the summary: the tier's */
     if (rc == ST_OK) rc = st_tier_rebuild_owner(c->store, u, ul, kept, nkept, &cs, wait);
     free(kept);
+    /* every object the manifest now records was read and its conversations marked: their
+     * absence can be trusted from here on (an object recorded before and not listed now keeps
+     * the owner as it was: marked complete only if it was) */
+    st_manifest_t man;
+    if (rc == ST_OK && (rc = st__chat_manifest(c, u, ul, false, &man, wait)) == ST_OK) {
+        if (man.n == nkept) rc = st__chat_marks_complete(c, u, ul, wait);
+        st__chat_manifest_free(&man);
+    }
     if (rc == ST_OK) rc = st__chat_refresh_totals(c, u, ul, wait);
     *convs += agg.n;
     *rows += cs.rows;

@@ -196,7 +196,10 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
         if (rc == ST_OK && c->cold) st_metric_add(c->cold->m_hybrid_hot, 1);
         return rc;
     }
-    /* not hot: rebuilt from the footers of the user's objects (no message data is read) */
+    /* not hot and never flushed (marks.c): new, known without a cold read (SPEC §7) */
+    if (st__chat_cold_none(c, u, ul, conv, cl, wait)) return ST_ENOTFOUND;
+    /* else evicted, or an older store's: rebuilt from the footers of the user's objects (no
+     * message data is read) */
     st_manifest_t man;
     rc = st__chat_manifest(c, u, ul, false, &man, wait);
     if (rc == ST_OK)

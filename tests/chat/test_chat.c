@@ -357,6 +357,102 @@ TEST(a_large_flush_moves_a_user_in_objects_of_bounded_size)
     close_all(true);
 }
 
+/* marks.c (issue 48): a conversation with no hot record is new only if the hot store proves it
+ * (its owner's marks complete, it unmarked): no cold read decides it. The flush that records an
+ * object marks its conversations in the same batch; the owner's first one makes the marks
+ * complete. */
+TEST(a_flush_marks_the_conversations_whose_rows_it_makes_cold)
+{
+    open_all(true);
+    st_objstore_t *obj;
+    cold_on(&obj);
+    st_buf_t out = {0};
+    uint64_t w = 0;
+    post("mk", "a", "1", &out);
+    post("mk", "a", "2", &out);
+    post("mk", "b", "3", &out);
+    /* nothing flushed: not known, so nothing is proved (an older store's owner reads as this) */
+    CHECK(!st__chat_marks_known(chat, "mk", 2, &w));
+    CHECK(!st__chat_cold_none(chat, "mk", 2, "z", 1, &w));
+    CHECK_EQ(st_tier_flush_all(tier), 1);
+    for (int i = 0; i < 20000 && stat_of("mk", "\"cold_messages\"") != 3; i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK_EQ(stat_of("mk", "\"cold_messages\""), 3);
+    CHECK(st__chat_marks_known(chat, "mk", 2, &w));
+    CHECK(!st__chat_cold_none(chat, "mk", 2, "a", 1, &w));
+    CHECK(!st__chat_cold_none(chat, "mk", 2, "b", 1, &w));
+    CHECK(st__chat_cold_none(chat, "mk", 2, "z", 1, &w)); /* never flushed: new */
+    post("mk", "c", "4", &out); /* a later flush (not the owner's first) marks its own */
+    CHECK_EQ(st_tier_flush_all(tier), 1);
+    for (int i = 0; i < 20000 && stat_of("mk", "\"cold_messages\"") != 4; i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK(!st__chat_cold_none(chat, "mk", 2, "c", 1, &w));
+    int64_t marks = 0;
+    CHECK_EQ(st_store_count(store, "Rmk", 4, &marks, &w), ST_OK);
+    CHECK_EQ(marks, 3);
+    CHECK(!st__chat_marks_known(chat, "m", 1, &w)); /* another owner's, even a prefix */
+    /* an erasure takes them with the rest (a conversation's name is the user's) */
+    uint64_t id = 0;
+    CHECK_EQ(st_chat_erase(chat, ST_USER("mk", 2), &id, &w), ST_OK);
+    CHECK(st_chat_erase_step(chat, 1000));
+    CHECK(!st__chat_marks_known(chat, "mk", 2, &w));
+    CHECK_EQ(st_store_count(store, "Rmk", 4, &marks, &w), ST_OK);
+    CHECK_EQ(marks, 0);
+    st_buf_free(&out);
+    cold_off(obj);
+    close_all(true);
+}
+
+/* rebuild-meta marks every conversation of the objects it reads, and makes an owner's marks
+ * complete only when it read every object its manifest records: one recorded before and not
+ * listed now (an older store's) keeps the footer read. */
+TEST(rebuild_marks_and_trusts_absence_only_when_it_read_every_recorded_object)
+{
+    open_all(true);
+    char cold[128];
+    snprintf(cold, sizeof cold, "file://%s/cold", fx.dir);
+    st_objstore_t *obj;
+    st_objstore_opts_t oo = {.url = cold};
+    CHECK_EQ(st_objstore_open(&obj, &oo), ST_OK);
+    st_msgrow_t rows[2];
+    for (int i = 0; i < 2; i++)
+        rows[i] = (st_msgrow_t){.msg_id = 100 + (uint64_t)i,
+                                .timestamp = 1000 + i,
+                                .seq = 1 + i,
+                                .conv = "c",
+                                .conv_len = 1,
+                                .from = "f",
+                                .from_len = 1,
+                                .content = "x",
+                                .content_len = 1};
+    st_buf_t a = {0}, b = {0};
+    CHECK_EQ(st_parquet_encode(rows, 2, ST_USER("u", 1), 1, &a), ST_OK);
+    CHECK_EQ(st_parquet_encode(rows, 2, ST_USER("v", 1), 1, &b), ST_OK);
+    CHECK_EQ(st_objstore_put(obj, "u/batch-1000-2.parquet", a.data, a.len), ST_OK);
+    CHECK_EQ(st_objstore_put(obj, "v/batch-1000-2.parquet", b.data, b.len), ST_OK);
+    uint64_t w = 0;
+    /* u's manifest records an object the listing lacks: its conversations cannot be known */
+    char oldkey[] = "u/batch-999-9.parquet";
+    st_tier_obj_t old = {{50, 60, 1, 10}, 9, oldkey};
+    st_tier_stat_t st = {0, 0, 0, 0, 1};
+    CHECK_EQ(st_tier_rebuild_owner(store, "u", 1, &old, 1, &st, &w), ST_OK);
+    size_t users, convs;
+    int64_t n;
+    CHECK_EQ(st_chat_rebuild(chat, obj, &users, &convs, &n, &w), ST_OK);
+    CHECK(!st__chat_marks_known(chat, "u", 1, &w));
+    CHECK(!st__chat_cold_none(chat, "u", 1, "new", 3, &w));
+    CHECK(st__chat_marks_known(chat, "v", 1, &w));
+    CHECK(!st__chat_cold_none(chat, "v", 1, "c", 1, &w));
+    CHECK(st__chat_cold_none(chat, "v", 1, "new", 3, &w));
+    int64_t marks = 0;
+    CHECK_EQ(st_store_count(store, "Ru", 3, &marks, &w), ST_OK);
+    CHECK_EQ(marks, 1); /* u's c is marked all the same */
+    st_buf_free(&a);
+    st_buf_free(&b);
+    st_objstore_close(obj);
+    close_all(true);
+}
+
 /* Each of four pool jobs waits for the others, so they run on four different threads. */
 typedef struct {
     uv_work_t req;

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Which conversations may have cold rows, known from the hot store alone (SPEC §7: the loop
+ * never waits on object storage). A conversation with no hot record is either new or evicted
+ * (evict.c), and only the cold tier's footers told which: a post to a new conversation read every
+ * footer of its owner, so with storage down it was refused and with storage slow it waited.
+ *
+ * 'R' u 0 c is written in the batch that records an object holding rows of c (the flush's, in
+ * flush.c; rebuild-meta's, in rebuild.c): cold rows of a conversation exist only if its marker
+ * does. Compactions and folds only ever write rows of objects already recorded, so they need
+ * none; a marker outlives its rows (retention, a deleted conversation): it then costs a footer
+ * read, never a wrong answer. Only an erasure removes them (erase.c), with everything of the owner.
+ *
+ * Stores written before markers have objects without them: 'L' u says the owner's markers are
+ * complete, so their absence can be trusted. It is set in the batch of the owner's first flush
+ * (no object recorded before it: every one since has its markers), and by rebuild-meta for an
+ * owner whose recorded objects it read all of. An owner without it keeps the footer read.
+ */
+#include "internal.h"
+
+static size_t st__mark_key(uint8_t *k, const char *u, size_t ul, const char *conv, size_t cl)
+{
+    size_t n = st__chat_ukey(k, 'R', u, ul);
+    return n + st__chat_conv_part(k + n, ul, conv, cl);
+}
+
+int st__chat_cold_mark(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                       uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    size_t kl = st__mark_key(k, u, ul, conv, cl);
+    const void *v;
+    size_t vl;
+    /* a read, not a put, for a conversation flushed before: no page of LMDB rewritten */
+    int rc = st_store_get(c->store, k, kl, &v, &vl, wait);
+    if (rc == ST_ENOTFOUND) rc = st_store_put(c->store, k, kl, "", 0, wait);
+    return rc;
+}
+
+int st__chat_marks_complete(st_chat_t *c, const char *u, size_t ul, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    size_t kl = st__chat_ukey(k, 'L', u, ul) - 1;
+    const void *v;
+    size_t vl;
+    int rc = st_store_get(c->store, k, kl, &v, &vl, wait);
+    if (rc == ST_ENOTFOUND) rc = st_store_put(c->store, k, kl, "", 0, wait);
+    return rc;
+}
+
+bool st__chat_marks_known(st_chat_t *c, const char *u, size_t ul, uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    const void *v;
+    size_t vl;
+    return st_store_get(c->store, k, st__chat_ukey(k, 'L', u, ul) - 1, &v, &vl, wait) == ST_OK;
+}
+
+bool st__chat_cold_none(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                        uint64_t *wait)
+{
+    if (!st__chat_marks_known(c, u, ul, wait)) return false; /* an older store's owner */
+    uint8_t k[ST__KEY_CAP];
+    const void *v;
+    size_t vl;
+    /* any answer but "not there" (an error) keeps the footer read: never a wrong "none" */
+    return st_store_get(c->store, k, st__mark_key(k, u, ul, conv, cl), &v, &vl, wait) ==
+           ST_ENOTFOUND;
+}
