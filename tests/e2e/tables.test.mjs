@@ -6,14 +6,17 @@
 // partition; compaction commits a `replace`; an erasure commits a `delete` that expires every
 // earlier snapshot, so no file of the tables names the user any more; a restart carries on from
 // the newest version; a commit that loses the race for v{N} commits v{N+1} on top of the other
-// writer's snapshot; kill -9 between a flush and its commit loses nothing.
+// writer's snapshot; kill -9 between a flush and its commit loses nothing. Every manifest entry
+// carries its data file's column metrics (value and null counts, lower and upper bounds by field
+// id, issue 48) exactly as DuckDB reads that Parquet file, and none for text or user ids.
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { icebergRead } from 'icebird';
-import { filesUnder, waitFor } from './cold-lib.mjs';
+import { duckQuery, filesUnder, waitFor } from './cold-lib.mjs';
 import { avroRecords, serveFiles } from './iceberg-lib.mjs';
 import { startStrata, tempDir } from './lib.mjs';
 
@@ -84,6 +87,62 @@ function entries(s, t) {
   return out;
 }
 
+// The columns that keep no metrics at all (text, user ids) and those whose bounds the Parquet
+// writer's statistics give (SPEC v5 §5.1; src/tables/metrics.c).
+const NONE = { messages: ['user', 'from', 'content', 'metadata', 'edit_history'], room_messages: ['from', 'content', 'metadata', 'edit_history'], bookings: ['owner', 'items'] };
+const BOUNDED = { messages: ['msg_id', 'timestamp', 'seq'], room_messages: ['msg_id', 'timestamp', 'seq'], bookings: ['booking_id', 'finished_at'] };
+
+// Iceberg's binary single-value serialization of a bound, as text (long and timestamptz: 8 bytes
+// little-endian, µs for a timestamp; int: 4; boolean: 1).
+function bound(type, b) {
+  if (type === 'boolean') { assert.equal(b.length, 1); return b[0] ? 'true' : 'false'; }
+  if (type === 'int' || type === 'date') { assert.equal(b.length, 4); return String(b.readInt32LE()); }
+  assert.equal(b.length, 8, `${type}: 8 bytes`);
+  return b.readBigInt64LE().toString();
+}
+
+// Every data file of table t's current snapshot: its entry's value_counts, null_value_counts,
+// lower_bounds and upper_bounds are exactly the rows, nulls, min and max DuckDB reads in that
+// Parquet file, for every top-level primitive column that keeps metrics; the NONE columns and
+// nested ones have none, strings no bounds, and the BOUNDED columns have bounds.
+async function checkMetrics(s, t) {
+  const m = metadata(s, t);
+  const fields = m.schemas.find((x) => x['schema-id'] === m['current-schema-id']).fields;
+  const ents = entries(s, t).filter((e) => e.data_file.content === 0);
+  assert.ok(ents.length > 0, `${t}: data files`);
+  for (const e of ents) {
+    const df = e.data_file;
+    const file = fileURLToPath(df.file_path);
+    const map = (a) => new Map((a ?? []).map(({ key, value }) => [key, value]));
+    const vc = map(df.value_counts), nc = map(df.null_value_counts), lo = map(df.lower_bounds), hi = map(df.upper_bounds);
+    const what = (f) => `${t} ${path.basename(file)} ${f.name}`;
+    for (const f of fields) {
+      if (typeof f.type !== 'string' || NONE[t].includes(f.name)) {
+        assert.ok(!vc.has(f.id) && !nc.has(f.id) && !lo.has(f.id) && !hi.has(f.id), `${what(f)}: no metrics`);
+        continue;
+      }
+      const ts = f.type.startsWith('timestamp');
+      const v = (fn) => (ts ? `epoch_us(${fn}("${f.name}"))::VARCHAR` : `${fn}("${f.name}")::VARCHAR`);
+      const [r] = await duckQuery(`SELECT count(*)::VARCHAR AS n, count("${f.name}")::VARCHAR AS nn, ${v('min')} AS lo, ${v('max')} AS hi FROM read_parquet('${file}')`);
+      assert.equal(String(df.record_count), r.n, `${what(f)}: record_count`);
+      assert.equal(String(vc.get(f.id)), r.n, `${what(f)}: value_counts`);
+      assert.equal(String(nc.get(f.id)), String(BigInt(r.n) - BigInt(r.nn)), `${what(f)}: null_value_counts`);
+      if (f.type === 'string' || !BOUNDED[t].includes(f.name)) {
+        assert.ok(!lo.has(f.id) && !hi.has(f.id), `${what(f)}: no bounds`);
+        continue;
+      }
+      assert.equal(bound(f.type, lo.get(f.id)), r.lo, `${what(f)}: lower_bounds`);
+      assert.equal(bound(f.type, hi.get(f.id)), r.hi, `${what(f)}: upper_bounds`);
+    }
+  }
+  // the manifest schema's maps: arrays of key/value records with Iceberg's field ids
+  const sc = JSON.stringify(ents[0].schema);
+  for (const [name, id, k, v] of [['value_counts', 109, 119, 120], ['null_value_counts', 110, 121, 122], ['lower_bounds', 125, 126, 127], ['upper_bounds', 128, 129, 130]])
+    assert.ok(sc.includes(`{"name":"${name}","type":["null",{"type":"array","items":{"type":"record","name":"k${k}_v${v}","fields":[{"name":"key","type":"int","field-id":${k}},{"name":"value","type":"${id < 125 ? 'long' : 'bytes'}","field-id":${v}}]},"logicalType":"map"}],"default":null,"field-id":${id}}`), `${name} in the manifest schema`);
+  if (process.env.BOUNDS_PEEK) console.log(t, JSON.stringify(ents.map((e) => e.data_file), (k, v) => (typeof v === "bigint" ? String(v) : v && v.type === "Buffer" ? Buffer.from(v.data).toString("hex") : v)));
+  return ents.length;
+}
+
 const count = (arr, key) => arr.reduce((m, r) => m.set(String(r[key]), (m.get(String(r[key])) || 0) + 1), new Map());
 
 async function postMessages(s, u, n) {
@@ -118,8 +177,8 @@ test('tables: flushes, a room and bookings committed; icebird reads each row onc
     for (const e of ents) {
       assert.ok(e.data_file.file_path.startsWith('file:///'), e.data_file.file_path);
       assert.ok(e.data_file.file_path.includes(`/${e.data_file.partition.user}/`), 'the partition is the object\'s owner');
-      for (const b of [e.data_file.lower_bounds, e.data_file.upper_bounds]) assert.ok(!b || (Array.isArray(b) ? b.length === 0 : Object.keys(b).length === 0), 'no column bounds');
     }
+    for (const t of ['messages', 'room_messages', 'bookings']) await checkMetrics(s, t);
     assert.match(ents[0].header['avro.codec'].toString(), /deflate/);
     const fieldIds = JSON.stringify(ents[0].schema);
     assert.match(fieldIds, /"field-id":2/, 'the manifest schema carries field ids');
@@ -133,6 +192,10 @@ test('tables: flushes, a room and bookings committed; icebird reads each row onc
     assert.equal(m0['format-version'], 2);
     assert.equal(current(m0).summary.operation, 'append');
     assert.equal(m0.properties['write.metadata.metrics.column.content'], 'none');
+    assert.equal(m0.properties['write.metadata.metrics.column.user'], 'none');
+    assert.equal(m0.properties['write.metadata.metrics.column.msg_id'], 'full');
+    assert.equal(m0.properties['write.metadata.metrics.default'], 'counts', 'no truncated string bounds');
+    assert.equal(metadata(s, 'bookings').properties['write.metadata.metrics.column.owner'], 'none');
     assert.match(metadata(s, 'room_messages').properties['schema.name-mapping.default'], /"room_id","conversation_id"/);
 
     // a second flush of alice, then a major compaction: a `replace`, still each row once
@@ -149,6 +212,7 @@ test('tables: flushes, a room and bookings committed; icebird reads each row onc
     const afterCompact = await rows(s, 'messages');
     assert.equal(afterCompact.length, 9);
     for (const v of count(afterCompact, 'msg_id').values()) assert.equal(v, 1);
+    await checkMetrics(s, 'messages');
 
     // erasure: a `delete` commit, every earlier snapshot expired, no file names the user
     const eid = (await ok(s, 'DELETE', '/v1/users/zqerasedzq', undefined, ADMIN, 202)).erasure_id;
@@ -162,6 +226,7 @@ test('tables: flushes, a room and bookings committed; icebird reads each row onc
     assert.equal(left.length, 7);
     const erased = new Set(users.zqerasedzq.map(String));
     assert.ok(left.every((r) => !erased.has(String(r.msg_id))));
+    await checkMetrics(s, 'messages');
 
     // restart: the next commit is v{N+1} of the same table
     const uuid = md['table-uuid'], n = hint(s, 'messages');
@@ -172,6 +237,7 @@ test('tables: flushes, a room and bookings committed; icebird reads each row onc
     await waitFor('a commit after the restart', async () => hint(s, 'messages') === n + 1 && (await committed(s)));
     assert.equal(metadata(s, 'messages')['table-uuid'], uuid);
     assert.equal((await rows(s, 'messages')).length, 8);
+    await checkMetrics(s, 'messages');
 
     // another writer takes v{N+2} first: strata commits v{N+3} on top, keeping its snapshot
     const mine = metadata(s, 'messages');

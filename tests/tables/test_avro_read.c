@@ -297,6 +297,10 @@ TEST(manifest_list_round_trip)
 TEST(manifest_round_trip)
 {
     st_ice_table_t t = {"messages", "{\"type\":\"struct\"}", 0, "user", 1, 1000};
+    /* value_counts {2: 12, 5: 12}, null_value_counts {2: 0}, lower_bounds {2: 1 as 8 bytes},
+     * upper_bounds null: read back byte for byte, so a rewrite carries them as they are */
+    static const uint8_t mx[] = {2, 4, 4,  24, 10, 24, 0, 2, 2, 4, 0, 0, 2,
+                                 2, 4, 16, 1,  0,  0,  0, 0, 0, 0, 0, 0, 0};
     st_ice_file_t f[2] = {
         {.status = ST_ICE_ADDED,
          .snapshot_id = -1,
@@ -306,7 +310,9 @@ TEST(manifest_round_trip)
          .part = "alice",
          .part_len = 5,
          .records = 12,
-         .size = 3456},
+         .size = 3456,
+         .metrics = mx,
+         .metrics_len = sizeof mx},
         {.status = ST_ICE_EXISTING,
          .snapshot_id = 4,
          .data_seq = 2,
@@ -328,6 +334,8 @@ TEST(manifest_round_trip)
     CHECK(e.v[0].records == 12 && e.v[0].size == 3456);
     CHECK(e.v[1].snapshot_id == 4 && e.v[1].data_seq == 2 && e.v[1].file_seq == 3);
     CHECK(e.v[1].part == NULL);
+    CHECK(e.v[0].metrics_len == sizeof mx && memcmp(e.v[0].metrics, mx, sizeof mx) == 0);
+    CHECK(e.v[1].metrics == NULL && e.v[1].metrics_len == 0); /* four nulls: none */
     st_ice_entries_free(&e);
     st_buf_free(&b);
 }
