@@ -187,7 +187,9 @@ static int st__fa_write(st__plan_t *p, st_ice_file_t *f, size_t n)
 static size_t st__fa_from_live(st__plan_t *p, bool all, st_ice_file_t *f)
 {
     const st_tplan_in_t *in = p->in;
-    size_t n = 0, *at = st_calloc(in->live->n + 1, sizeof *at);
+    size_t n = 0, nnew = 0, *at = st_calloc(in->live->n + 1, sizeof *at);
+    const char **keys = st_calloc(in->live->n + 1, sizeof *keys);
+    int64_t *sizes = st_calloc(in->live->n + 1, sizeof *sizes);
     st_buf_reset(&p->mx);
     for (size_t i = 0; i < in->live->n; i++) {
         const st_tfile_t *t = &in->live->v[i];
@@ -201,17 +203,28 @@ static size_t st__fa_from_live(st__plan_t *p, bool all, st_ice_file_t *f)
                                  .part_len = strlen(t->part),
                                  .records = t->rows,
                                  .size = t->size};
-        size_t from = p->mx.len;
-        if (!old && in->cold && t->size > 0 &&
-            st_tables_file_metrics(in->cold, &p->cols, t->key, (uint64_t)t->size, &p->mx) ==
-                ST_OK) {
-            at[n - 1] = from + 1; /* offsets: mx may move as it grows */
-            f[n - 1].metrics_len = p->mx.len - from;
+        if (!old && in->cold) {
+            at[nnew] = n - 1; /* the new files' entries */
+            keys[nnew] = t->key;
+            sizes[nnew++] = t->size;
         }
     }
-    for (size_t i = 0; i < n; i++)
-        if (at[i]) f[i].metrics = (const uint8_t *)p->mx.data + at[i] - 1;
+    st_buf_t *mx = st_calloc(nnew + 1, sizeof *mx);
+    if (nnew) st_tables_files_metrics(in->cold, &p->cols, keys, sizes, nnew, mx);
+    size_t *off = st_calloc(nnew + 1, sizeof *off); /* into p->mx, which moves as it grows */
+    for (size_t i = 0; i < nnew; i++) {
+        off[i] = p->mx.len;
+        f[at[i]].metrics_len = mx[i].len;
+        st_buf_append(&p->mx, mx[i].data, mx[i].len);
+        st_buf_free(&mx[i]);
+    }
+    for (size_t i = 0; i < nnew; i++)
+        if (f[at[i]].metrics_len) f[at[i]].metrics = (const uint8_t *)p->mx.data + off[i];
+    free(mx);
+    free(off);
     free(at);
+    free(keys);
+    free(sizes);
     return n;
 }
 

@@ -148,6 +148,11 @@ void st_tables_metrics_props(const st_table_def_t *d, cJSON *props);
  * (the entry then keeps no metrics; no column of cols: ST_ENOTFOUND). On a worker. */
 int st_tables_file_metrics(st_objstore_t *cold, const st_tmetrics_cols_t *cols, const char *key,
                            uint64_t size, st_buf_t *out);
+/* The same for n files (keys[i], sizes[i] bytes) into out[i] (empty: none), several read at once
+ * (threads of its own, joined before it returns). On a worker. */
+void st_tables_files_metrics(st_objstore_t *cold, const st_tmetrics_cols_t *cols,
+                             const char *const *keys, const int64_t *sizes, size_t n,
+                             st_buf_t *out);
 
 /* ---- meta.c: metadata documents ---- */
 void st_tables_random(void *p, size_t n);

@@ -22,6 +22,8 @@
  */
 #include "internal.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 enum { ST__MX_NONE = 0, ST__MX_COUNTS, ST__MX_FULL };
@@ -176,4 +178,43 @@ int st_tables_file_metrics(st_objstore_t *cold, const st_tmetrics_cols_t *cols, 
     st__mx_bounds(out, cols, s, ns, false);
     st__mx_bounds(out, cols, s, ns, true);
     return ST_OK;
+}
+
+/* How many footers a commit reads at once: a commit adding thousands of files (a flush of that
+ * many owners) waits on one round trip per ST__MX_THREADS files, not per file (an S3 GET is tens
+ * of milliseconds; the object store's handles are pooled and safe on any thread). */
+#define ST__MX_THREADS 8
+
+typedef struct {
+    st_objstore_t *cold;
+    const st_tmetrics_cols_t *cols;
+    const char *const *keys;
+    const int64_t *sizes;
+    size_t n;
+    st_buf_t *out;
+    atomic_size_t next;
+} st__mx_job_t;
+
+static void *st__mx_thread(void *arg)
+{
+    st__mx_job_t *j = arg;
+    for (size_t i; (i = atomic_fetch_add(&j->next, 1)) < j->n;)
+        if (j->sizes[i] <= 0 || st_tables_file_metrics(j->cold, j->cols, j->keys[i],
+                                                       (uint64_t)j->sizes[i], &j->out[i]) != ST_OK)
+            st_buf_reset(&j->out[i]);
+    return NULL;
+}
+
+void st_tables_files_metrics(st_objstore_t *cold, const st_tmetrics_cols_t *cols,
+                             const char *const *keys, const int64_t *sizes, size_t n, st_buf_t *out)
+{
+    st__mx_job_t j = {cold, cols, keys, sizes, n, out, 0};
+    pthread_t t[ST__MX_THREADS - 1];
+    size_t started = 0;
+    while (started < ST__MX_THREADS - 1 && started + 1 < n &&
+           pthread_create(&t[started], NULL, st__mx_thread, &j) == 0)
+        started++;
+    st__mx_thread(&j); /* this thread too (all of it when no thread could start) */
+    for (size_t i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
 }
