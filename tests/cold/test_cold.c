@@ -2695,10 +2695,10 @@ static const st_pq_schema_t ts_schema = {ts_fields, 7, -1, -1};
  * else 60 - 5i (negative from i = 13: a signed order); list i % 3 values. */
 static void ts_put(void *arg, size_t i, st_pq_rec_t *r)
 {
-    char s[16];
-    int sl = snprintf(s, sizeof s, "n%zu", i);
+    static char names[30][16]; /* borrowed until st_pq_write returns */
+    int sl = snprintf(names[i % 30], sizeof names[0], "n%zu", i);
     st_pq_put_i64(r, 100 - (int64_t)i);
-    st_pq_put_str(r, s, (size_t)sl);
+    st_pq_put_str(r, names[i % 30], (size_t)sl);
     if (i < 10 || i % 4 == 0)
         st_pq_put_null(r);
     else
