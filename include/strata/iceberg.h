@@ -39,6 +39,9 @@ void st_avro_put_string(st_avro_w_t *w, const void *p, size_t n); /* also Avro b
 void st_avro_put_fixed(st_avro_w_t *w, const void *p, size_t n);  /* no length prefix */
 /* A union's branch index (then the branch's value; nothing for null). */
 void st_avro_put_union(st_avro_w_t *w, int branch);
+/* Avro's encoding of an int or long appended to a plain buffer (values put with
+ * st_avro_put_fixed later). */
+void st_avro_enc_long(st_buf_t *b, int64_t v);
 /* An array's or map's items: st_avro_put_block(w, n) then n items (a map item: its key string,
  * then its value); st_avro_put_block(w, 0) ends the array or map (an empty one is just that). */
 void st_avro_put_block(st_avro_w_t *w, size_t n);
@@ -108,7 +111,11 @@ typedef struct st_table_def {
     char tag;                 /* the tier's owner tag of its objects (st_tier_owner), unique */
     int last_column_id;       /* the schema's highest field id */
     const char *name_mapping; /* schema.name-mapping.default (JSON text) */
-    bool messages;            /* text columns keep no bounds (metrics "none") */
+    /* The top-level columns that keep no metrics at all (Iceberg's metrics mode "none"; NULL
+     * ends the list): free text and user ids, whose bounds would copy them into metadata (SPEC v5
+     * §5.1). Every other string keeps counts only and every other primitive its bounds too
+     * (src/tables/metrics.c). */
+    const char *const *metrics_none;
 } st_table_def_t;
 /* The registered tables (src/tables/registry.c): how many, and the i-th (NULL: i >= that). Derived
  * from the kinds' list, nothing stored: any thread. */
@@ -134,13 +141,20 @@ typedef struct {
     size_t part_len;
     int64_t records;
     int64_t size; /* bytes of the file */
+    /* The entry's column metrics as Avro values (st_tables_file_metrics, src/tables/metrics.c):
+     * value_counts, null_value_counts, lower_bounds and upper_bounds, each a union null/array in
+     * the manifest schema's order; NULL: four nulls (no metrics). Borrowed, or owned by the set
+     * when read back. */
+    const uint8_t *metrics;
+    size_t metrics_len;
 } st_ice_file_t;
 
 /* A manifest file (Avro) of n entries, all data or all position deletes (content), appended to
  * out. Iceberg's manifest_entry schema with field ids; header metadata "schema", "schema-id",
  * "partition-spec", "partition-spec-id", "format-version" "2", "content" "data"/"deletes". No
- * column bounds are written (text would be copied into metadata, SPEC v5 §5.1). ST_EINVAL for
- * another content (out untouched); ST_ENOMEM/ST_EIO as st_avro_finish (drop out's new bytes). */
+ * column bounds are written but an entry's metrics (text is given none, SPEC v5 §5.1). ST_EINVAL
+ * for another content (out untouched); ST_ENOMEM/ST_EIO as st_avro_finish (drop out's new bytes).
+ */
 int st_ice_manifest(st_buf_t *out, const st_ice_table_t *t, int content, const st_ice_file_t *f,
                     size_t n, bool deflate);
 

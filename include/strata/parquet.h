@@ -133,6 +133,23 @@ int st_pq_parse_footer(const st_pq_schema_t *s, const uint8_t *p, size_t len, ui
                        st_pq_file_t *out);
 void st_pq_file_free(st_pq_file_t *f);
 
+/* One top-level leaf column of a file (pq_stats.c): not under a group, so one entry per row. */
+typedef struct {
+    int id;         /* its field_id (columns without one are left out) */
+    int type;       /* its physical type (ST_PQ_INT64, …) */
+    int64_t values; /* entries over the row groups: the rows, nulls included */
+    int64_t nulls;  /* nulls over the row groups; -1: a row group does not say */
+    bool bounds;    /* min and max hold the lowest and highest value of every row group that has
+                       one (PLAIN bytes: 8 for INT64, 4 for INT32, 1 for BOOLEAN); false: a row
+                       group with values has none, or another type */
+    uint8_t min[8], max[8];
+    size_t len; /* the bytes of min and max */
+} st_pq_colstat_t;
+/* The top-level leaf columns with a field id of the footer p[0..len) (the len bytes before a
+ * file's 8-byte tail; any schema, no kind's needed), in schema order, into out[0..max): *n of
+ * them. ST_EINVAL (*n 0) when it is not a footer this reads. */
+int st_pq_top_stats(const uint8_t *p, size_t len, st_pq_colstat_t *out, size_t max, size_t *n);
+
 /* A decoded row group: per leaf, one entry per repetition/definition level slot. The entries'
  * parallel arrays are ST_VECs of n items each, or empty (v NULL) where the leaf has no such
  * levels or values of another type. */

@@ -19,5 +19,12 @@ static const char st__chat_table_map[] =
     "[{\"field-id\":1,\"names\":[\"user\"]},{\"field-id\":2,\"names\":[\"msg_id\"]},"
     "{\"field-id\":3,\"names\":[\"conversation_id\"]}," ST_CHAT_MAP_TAIL;
 
-const st_table_def_t st_chat_table = {
-    {"messages", st__chat_table_schema, 0, "user", 1, 1000}, 0, 15, st__chat_table_map, true};
+/* the user's id keeps no metrics either: its bounds would name the user (SPEC v5 §5.1) */
+static const char *const st__chat_table_none[] = {"user",     "from",         "content",
+                                                  "metadata", "edit_history", NULL};
+
+const st_table_def_t st_chat_table = {{"messages", st__chat_table_schema, 0, "user", 1, 1000},
+                                      0,
+                                      15,
+                                      st__chat_table_map,
+                                      st__chat_table_none};

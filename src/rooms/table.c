@@ -18,9 +18,13 @@ static const char st__rooms_table_map[] =
     "[{\"field-id\":1,\"names\":[\"room_id\",\"conversation_id\"]},"
     "{\"field-id\":2,\"names\":[\"msg_id\"]}," ST_CHAT_MAP_TAIL;
 
+/* free text and the sender's user id keep no metrics (SPEC v5 §5.1) */
+static const char *const st__rooms_table_none[] = {"from", "content", "metadata", "edit_history",
+                                                   NULL};
+
 const st_table_def_t st_rooms_table = {
     {"room_messages", st__rooms_table_schema, 0, "room_id", 1, 1000},
     'r',
     15,
     st__rooms_table_map,
-    true};
+    st__rooms_table_none};

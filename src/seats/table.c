@@ -34,9 +34,11 @@ static const char st__seats_table_map[] =
     "{\"field-id\":11,\"names\":[\"total_price\"]},{\"field-id\":12,\"names\":[\"created_at\"]},"
     "{\"field-id\":13,\"names\":[\"expires_at\"]},{\"field-id\":14,\"names\":[\"finished_at\"]}]";
 
-/* text columns keep their bounds (not messages) */
+/* no metrics for owner: a user id (its bounds would name the user, SPEC v5 §5.1) */
+static const char *const st__seats_table_none[] = {"owner", NULL};
+
 const st_table_def_t st_seats_table = {{"bookings", st__seats_table_schema, 0, "event_id", 2, 1000},
                                        'b',
                                        14,
                                        st__seats_table_map,
-                                       false};
+                                       st__seats_table_none};

@@ -95,6 +95,11 @@ void st_avro_put_long(st_avro_w_t *w, int64_t v)
     st__avro_long(&w->blk, v);
 }
 
+void st_avro_enc_long(st_buf_t *b, int64_t v)
+{
+    st__avro_long(b, v);
+}
+
 void st_avro_put_bool(st_avro_w_t *w, bool v)
 {
     st_buf_appendc(&w->blk, v ? 1 : 0);

@@ -470,6 +470,7 @@ static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m
     bool unknown = false; /* whether v{N+1} may name our manifests and list */
     int rc = st__carry(ms, d, m->doc, parent, c->w, &carried, &mine, &crows, &cfiles);
     st_tplan_in_t pin = {.ms = ms,
+                         .cold = c->cold,
                          .d = d,
                          .croot = c->croot,
                          .id = id,
@@ -503,6 +504,10 @@ static int st__attempt(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m
                     .keep_ms = c->keep_ms,
                     .expire_all = c->erase};
     if (rc == ST_OK && !(next = st_tmeta_next(m->doc, &s, &expired, &dropped))) rc = ST_ENOMEM;
+    /* the metrics modes, also on a table an older binary made (its manifests' old entries
+     * simply keep no metrics) */
+    if (rc == ST_OK)
+        st_tables_metrics_props(d, cJSON_GetObjectItemCaseSensitive(next, "properties"));
     if (rc == ST_OK && !(text = cJSON_PrintUnformatted(next))) rc = ST_ENOMEM;
     if (rc == ST_OK) {
         st__meta_vkey(&vk, d, m->version + 1);
@@ -561,7 +566,7 @@ int st_table_commit(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m, s
                     const st_tfiles_t *prev, const st_tstrs_t *prev_mans, int64_t keep_ms,
                     bool erase, const st_tier_writer_t *w, st_tcommit_t *res)
 {
-    st_tcommit_in_t in = {live, prev, prev_mans, NULL, keep_ms, erase, w};
+    st_tcommit_in_t in = {live, prev, prev_mans, NULL, keep_ms, erase, w, NULL};
     return st_table_commit_in(ms, d, m, &in, res);
 }
 

@@ -53,11 +53,13 @@ void st_tmans_free(st_tmans_t *v)
 typedef struct {
     const st_tplan_in_t *in;
     st_tmans_t *out;
-    uint32_t *man;      /* [live->n]: 1 + the index in out of the manifest naming the file */
-    int k;              /* the next manifest's number */
-    st_tfiles_t *moved; /* a delta's files outside live in manifests it writes (owned) */
-    st_tstrs_t removed; /* a delta's: the keys of prev's files not live (borrowed, sorted) */
-    int64_t nadded;     /* a delta's: the live files no snapshot has yet */
+    uint32_t *man;           /* [live->n]: 1 + the index in out of the manifest naming the file */
+    int k;                   /* the next manifest's number */
+    st_tfiles_t *moved;      /* a delta's files outside live in manifests it writes (owned) */
+    st_tstrs_t removed;      /* a delta's: the keys of prev's files not live (borrowed, sorted) */
+    int64_t nadded;          /* a delta's: the live files no snapshot has yet */
+    st_tmetrics_cols_t cols; /* the table's columns with metrics (metrics.c) */
+    st_buf_t mx;             /* the new files' metrics, which their entries borrow (owned) */
 } st__plan_t;
 
 static const char *st__fa_base(const char *p)
@@ -179,10 +181,16 @@ static int st__fa_write(st__plan_t *p, st_ice_file_t *f, size_t n)
     return rc;
 }
 
-/* The live files new (snap 0) or all as entries, into f (borrowing their strings). */
-static size_t st__fa_from_live(const st_tplan_in_t *in, bool all, st_ice_file_t *f)
+/* The live files new (snap 0) or all as entries, into f (borrowing their strings). A new file's
+ * metrics are read from its footer (metrics.c) into p->mx; a file some snapshot has already gets
+ * none here (this is the heal's one manifest of every file: its old entries are not read). */
+static size_t st__fa_from_live(st__plan_t *p, bool all, st_ice_file_t *f)
 {
-    size_t n = 0;
+    const st_tplan_in_t *in = p->in;
+    size_t n = 0, nnew = 0, *at = st_calloc(in->live->n + 1, sizeof *at);
+    const char **keys = st_calloc(in->live->n + 1, sizeof *keys);
+    int64_t *sizes = st_calloc(in->live->n + 1, sizeof *sizes);
+    st_buf_reset(&p->mx);
     for (size_t i = 0; i < in->live->n; i++) {
         const st_tfile_t *t = &in->live->v[i];
         bool old = t->snap != 0;
@@ -195,7 +203,28 @@ static size_t st__fa_from_live(const st_tplan_in_t *in, bool all, st_ice_file_t 
                                  .part_len = strlen(t->part),
                                  .records = t->rows,
                                  .size = t->size};
+        if (!old && in->cold) {
+            at[nnew] = n - 1; /* the new files' entries */
+            keys[nnew] = t->key;
+            sizes[nnew++] = t->size;
+        }
     }
+    st_buf_t *mx = st_calloc(nnew + 1, sizeof *mx);
+    if (nnew) st_tables_files_metrics(in->cold, &p->cols, keys, sizes, nnew, mx);
+    size_t *off = st_calloc(nnew + 1, sizeof *off); /* into p->mx, which moves as it grows */
+    for (size_t i = 0; i < nnew; i++) {
+        off[i] = p->mx.len;
+        f[at[i]].metrics_len = mx[i].len;
+        st_buf_append(&p->mx, mx[i].data, mx[i].len);
+        st_buf_free(&mx[i]);
+    }
+    for (size_t i = 0; i < nnew; i++)
+        if (f[at[i]].metrics_len) f[at[i]].metrics = (const uint8_t *)p->mx.data + off[i];
+    free(mx);
+    free(off);
+    free(at);
+    free(keys);
+    free(sizes);
     return n;
 }
 
@@ -227,6 +256,7 @@ static int st__fa_entries(const st__plan_t *p, const st_ice_mfile_t *mf, const s
         e->v[e->n++] = *f;
         f->path = NULL;
         f->part = NULL;
+        f->metrics = NULL;
     }
     st_ice_entries_free(&got);
     st_buf_free(&b);
@@ -257,6 +287,7 @@ static int st__fa_reread(st__plan_t *p, const st_ice_mfile_t *mf)
         if (e.v[i].status == ST_ICE_DELETED || !st__fa_stays(p, e.v[i].path, &hint)) {
             free((char *)e.v[i].path);
             free((char *)e.v[i].part);
+            free((void *)e.v[i].metrics);
             continue;
         }
         e.v[keep++] = e.v[i];
@@ -431,6 +462,7 @@ int st_tables_plan(const st_tplan_in_t *in, st_tmans_t *out, st_tstrs_t *names, 
     memset(moved, 0, sizeof *moved);
     memset(man, 0, in->live->n * sizeof *man);
     st__plan_t p = {.in = in, .out = out, .man = man, .moved = moved};
+    if (in->cold) st_tables_metrics_cols(in->d, &p.cols);
     /* heal: the parent's manifests of ours hold exactly the files last committed, or are replaced
      * by one of every live file (a delta cannot know that: its files are the changed owners') */
     int64_t held = 0;
@@ -450,7 +482,7 @@ int st_tables_plan(const st_tplan_in_t *in, st_tmans_t *out, st_tstrs_t *names, 
         p.nadded += in->live->v[i].snap == 0;
     st_ice_file_t *f = st_calloc(in->live->n + 1, sizeof *f);
     int rc = whole ? ST_OK : st__fa_parent(&p);
-    size_t n = rc == ST_OK ? st__fa_from_live(in, whole, f) : 0;
+    size_t n = rc == ST_OK ? st__fa_from_live(&p, whole, f) : 0;
     if (n) rc = st__fa_write(&p, f, n);
     /* what the manifests must name: the live set, or for a delta what the parent's held less the
      * removed files plus the added ones */
@@ -466,10 +498,11 @@ int st_tables_plan(const st_tplan_in_t *in, st_tmans_t *out, st_tstrs_t *names, 
         memset(man, 0, in->live->n * sizeof *man);
         p.k = 0;
         if (in->croot) rc = ST_TABLES_WHOLE;
-        n = in->croot ? 0 : st__fa_from_live(in, true, f);
+        n = in->croot ? 0 : st__fa_from_live(&p, true, f);
         if (n) rc = st__fa_write(&p, f, n);
     }
     free(f);
+    st_buf_free(&p.mx);
     st_vec_free(&p.removed);
     if (rc == ST_OK) rc = st__fa_merge(&p);
     for (size_t i = 0; rc == ST_OK && i < out->n; i++) {

@@ -5,6 +5,7 @@
 #define STRATA_TABLES_INTERNAL_H
 
 #include "strata/iceberg.h"
+#include "strata/parquet.h"
 #include "strata/tables.h"
 #include "strata/tier.h"
 
@@ -125,6 +126,34 @@ bool st_tview_merge(st_tview_t *v, st_tfiles_t *prev, const st_tstrs_t *cmarks, 
 
 /* ---- manifest.c: the Avro schemas strata writes (and manifest_read.c checks) ---- */
 extern const char st_ice_entry_head[], st_ice_entry_tail[], st_ice_mfile_schema[];
+extern const char st_ice_entry_tail_v0[]; /* before the entries' metrics */
+
+/* ---- metrics.c: data files' column metrics (issue 48) ---- */
+#define ST_TMETRICS_COLS 32 /* the most top-level columns a table's metrics hold */
+typedef struct {
+    int id;        /* the column's field id */
+    bool full;     /* counts and bounds; else counts only */
+    uint8_t width; /* its bounds' bytes (full) */
+} st_tmetrics_col_t;
+typedef struct {
+    st_tmetrics_col_t c[ST_TMETRICS_COLS];
+    size_t n;
+} st_tmetrics_cols_t;
+/* The columns of d that keep metrics, in schema order (pure). */
+void st_tables_metrics_cols(const st_table_def_t *d, st_tmetrics_cols_t *out);
+/* Sets d's metrics modes in a table's properties: write.metadata.metrics.default "counts", and
+ * write.metadata.metrics.column.<col> "none" or "full" for the columns that differ (pure). */
+void st_tables_metrics_props(const st_table_def_t *d, cJSON *props);
+/* Appends to out the manifest entry's metrics (st_ice_file_t.metrics) of the data file key
+ * (size bytes) in cold, read from its Parquet footer: ST_OK, or the error that left out untouched
+ * (the entry then keeps no metrics; no column of cols: ST_ENOTFOUND). On a worker. */
+int st_tables_file_metrics(st_objstore_t *cold, const st_tmetrics_cols_t *cols, const char *key,
+                           uint64_t size, st_buf_t *out);
+/* The same for n files (keys[i], sizes[i] bytes) into out[i] (empty: none), several read at once
+ * (threads of its own, joined before it returns). On a worker. */
+void st_tables_files_metrics(st_objstore_t *cold, const st_tmetrics_cols_t *cols,
+                             const char *const *keys, const int64_t *sizes, size_t n,
+                             st_buf_t *out);
 
 /* ---- meta.c: metadata documents ---- */
 void st_tables_random(void *p, size_t n);
@@ -216,6 +245,7 @@ void st_tmans_free(st_tmans_t *v);
 
 typedef struct {
     st_objstore_t *ms;
+    st_objstore_t *cold; /* where the data files are, to read a new one's metrics (NULL: none) */
     const st_table_def_t *d;
     const char *croot; /* NULL: live and prev are the whole table; else they are the changed
                           owners' files only and croot is the cold store's root URI ("…/"): a
@@ -266,6 +296,7 @@ typedef struct {
     int64_t keep_ms;
     bool erase;
     const st_tier_writer_t *w;
+    st_objstore_t *cold; /* the data files' store, for their metrics (NULL: none) */
 } st_tcommit_in_t;
 /* st_table_commit with in; a delta (croot set) that cannot be planned: ST_TABLES_WHOLE. */
 int st_table_commit_in(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *m,

@@ -6,11 +6,14 @@
  * The Avro schemas are Iceberg's own, with the field ids its readers resolve columns by
  * ("field-id" on every field, "element-id" on the partition summaries' array) and the record
  * names Iceberg's Java writer uses (manifest_entry, r2, r102, manifest_file, r508). Optional
- * fields are unions with null first. Of data_file's optional fields we declare none: no column
- * sizes, counts or bounds (bounds would copy message text into metadata, SPEC v5 §5.1), no key
- * metadata, split offsets, equality ids or sort order. Iceberg readers decode a file with the
- * schema in its header, so a field left out is a field read as absent. No Avro maps either
- * (icebird's reader has none, and we need none).
+ * fields are unions with null first. Of data_file's optional fields we declare the column
+ * metrics a scan prunes files by (value_counts 109, null_value_counts 110, lower_bounds 125,
+ * upper_bounds 128: metrics.c fills them, text columns get none, SPEC v5 §5.1), none of the rest:
+ * no column sizes or NaN counts, key metadata, split offsets, equality ids or sort order. Iceberg
+ * readers decode a file with the schema in its header, so a field left out is a field read as
+ * absent. The metrics' maps have int keys, so they are Avro arrays of key/value records with
+ * "logicalType":"map", as Iceberg writes every such map (records k119_v120 etc., the key's and
+ * value's field ids in their names; Iceberg Java checks those ids).
  *
  * The partition struct r102 holds the table's one identity field: field id part_field_id (1000),
  * named part_name, a union null/string.
@@ -33,7 +36,25 @@ const char st_ice_entry_head[] =
     "{\"name\":\"file_path\",\"type\":\"string\",\"field-id\":100},"
     "{\"name\":\"file_format\",\"type\":\"string\",\"field-id\":101},"
     "{\"name\":\"partition\",\"type\":{\"type\":\"record\",\"name\":\"r102\",\"fields\":[";
+/* An optional map<int, vtype> of field id id: Iceberg's Avro form of a map whose keys are not
+ * strings (an array of key/value records named k{key id}_v{value id}). */
+#define ST__ICE_MAP(name, id, k, v, vtype)                                                         \
+    "{\"name\":\"" name "\",\"type\":[\"null\",{\"type\":\"array\",\"items\":"                     \
+    "{\"type\":\"record\",\"name\":\"k" k "_v" v "\",\"fields\":["                                 \
+    "{\"name\":\"key\",\"type\":\"int\",\"field-id\":" k "},"                                      \
+    "{\"name\":\"value\",\"type\":\"" vtype "\",\"field-id\":" v "}]},"                            \
+    "\"logicalType\":\"map\"}],\"default\":null,\"field-id\":" id "}"
+#define ST__ICE_VALUE_COUNTS ST__ICE_MAP("value_counts", "109", "119", "120", "long")
+#define ST__ICE_NULL_COUNTS  ST__ICE_MAP("null_value_counts", "110", "121", "122", "long")
+#define ST__ICE_LOWER        ST__ICE_MAP("lower_bounds", "125", "126", "127", "bytes")
+#define ST__ICE_UPPER        ST__ICE_MAP("upper_bounds", "128", "129", "130", "bytes")
 const char st_ice_entry_tail[] =
+    "]},\"field-id\":102},"
+    "{\"name\":\"record_count\",\"type\":\"long\",\"field-id\":103},"
+    "{\"name\":\"file_size_in_bytes\",\"type\":\"long\",\"field-id\":104}," ST__ICE_VALUE_COUNTS
+    "," ST__ICE_NULL_COUNTS "," ST__ICE_LOWER "," ST__ICE_UPPER "]},\"field-id\":2}]}";
+/* The tail of manifests written before the metrics (read back by manifest_read.c). */
+const char st_ice_entry_tail_v0[] =
     "]},\"field-id\":102},"
     "{\"name\":\"record_count\",\"type\":\"long\",\"field-id\":103},"
     "{\"name\":\"file_size_in_bytes\",\"type\":\"long\",\"field-id\":104}"
@@ -100,6 +121,12 @@ static void st__ice_entry(st_avro_w_t *w, int content, const st_ice_file_t *f)
     }
     st_avro_put_long(w, f->records);
     st_avro_put_long(w, f->size);
+    if (f->metrics_len) {
+        st_avro_put_fixed(w, f->metrics, f->metrics_len);
+    } else {
+        for (int i = 0; i < 4; i++) /* value_counts … upper_bounds: null */
+            st_avro_put_union(w, 0);
+    }
     st_avro_record_end(w);
 }
 

@@ -182,14 +182,7 @@ static cJSON *st__props(const st_table_def_t *d)
     cJSON_AddStringToObject(p, "write.metadata.previous-versions-max", "100");
     cJSON_AddStringToObject(p, "write.format.default", "parquet");
     cJSON_AddStringToObject(p, "schema.name-mapping.default", d->name_mapping);
-    if (d->messages) {
-        static const char *const cols[] = {"content", "metadata", "edit_history", "from"};
-        char k[64];
-        for (size_t i = 0; i < 4; i++) {
-            snprintf(k, sizeof k, "write.metadata.metrics.column.%s", cols[i]);
-            cJSON_AddStringToObject(p, k, "none");
-        }
-    }
+    st_tables_metrics_props(d, p); /* metrics.c */
     return p;
 }
 

@@ -473,7 +473,7 @@ static void st__commit_work(uv_work_t *req)
             st_tfiles_sort(&j->prev);
         }
         st_tcommit_in_t in = {&j->live,   &j->prev, &j->prev_mans, t->job_full ? NULL : t->croot,
-                              t->keep_ms, j->erase, &t->writer};
+                              t->keep_ms, j->erase, &t->writer,    t->cold};
         if (j->rc == ST_OK && j->changed)
             j->rc = st_table_commit_in(t->meta, d, &tb->meta, &in, &j->res);
         if (j->rc == ST_TABLES_WHOLE) { /* the next tick reads the whole set and commits it */

@@ -2677,4 +2677,72 @@ TEST(a_worker_that_could_not_leave_sched_idle_never_goes_there)
     RUN_IN_CHILD(kid_background_unprivileged, "(never: the child only checks)");
 }
 
+/* ---- a footer's top-level column statistics by field id (pq_stats.c) ---- */
+static const st_pq_field_t ts_elem = {
+    "element", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 6};
+static const st_pq_field_t ts_fields[] = {
+    {"id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 1},
+    {"name", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS, NULL, 0, 2},
+    {"opt", ST_PQ_INT64, ST_PQ_OPTIONAL, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 3},
+    {"nostat", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0, 4},
+    {"list", ST_PQ_GROUP, ST_PQ_OPTIONAL, ST_PQ_LIST, 0, &ts_elem, 1, 5},
+    {"flag", ST_PQ_BOOLEAN, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0, 7},
+    {"noid", ST_PQ_INT32, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 0},
+};
+static const st_pq_schema_t ts_schema = {ts_fields, 7, -1, -1};
+
+/* Row i of 30 (row groups of 10): id 100 - i; opt null in the first group and when i % 4 == 0,
+ * else 60 - 5i (negative from i = 13: a signed order); list i % 3 values. */
+static void ts_put(void *arg, size_t i, st_pq_rec_t *r)
+{
+    static char names[30][16]; /* borrowed until st_pq_write returns */
+    int sl = snprintf(names[i % 30], sizeof names[0], "n%zu", i);
+    st_pq_put_i64(r, 100 - (int64_t)i);
+    st_pq_put_str(r, names[i % 30], (size_t)sl);
+    if (i < 10 || i % 4 == 0)
+        st_pq_put_null(r);
+    else
+        st_pq_put_i64(r, 60 - 5 * (int64_t)i);
+    st_pq_put_i64(r, (int64_t)i);
+    st_pq_put_list(r, i % 3);
+    for (size_t k = 0; k < i % 3; k++)
+        st_pq_put_i64(r, (int64_t)k);
+    st_pq_put_bool(r, i % 2);
+    st_pq_put_i32(r, (int32_t)i);
+}
+
+static int64_t ts_le(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int k = 7; k >= 0; k--)
+        v = v << 8 | p[k];
+    return (int64_t)v;
+}
+
+TEST(top_stats_by_field_id_over_row_groups)
+{
+    st_buf_t f = {0};
+    st_pq_write_t w = {.schema = &ts_schema, .nrows = 30, .row = ts_put, .group_rows = 10};
+    CHECK_EQ(st_pq_write(&w, &f), ST_OK);
+    uint32_t flen;
+    CHECK_EQ(st_pq_footer_len((const uint8_t *)f.data + f.len - 8, f.len, &flen), ST_OK);
+    const uint8_t *foot = (const uint8_t *)f.data + f.len - 8 - flen;
+    st_pq_colstat_t c[8];
+    size_t n;
+    CHECK_EQ(st_pq_top_stats(foot, flen, c, 8, &n), ST_OK);
+    CHECK_EQ(n, 5); /* id, name, opt, nostat, flag: not the list's element nor the id-less leaf */
+    CHECK(c[0].id == 1 && c[0].values == 30 && c[0].nulls == 0 && c[0].bounds && c[0].len == 8);
+    CHECK(ts_le(c[0].min) == 71 && ts_le(c[0].max) == 100);
+    CHECK(c[1].id == 2 && c[1].values == 30 && c[1].nulls == 0 && !c[1].bounds); /* a string */
+    CHECK(c[2].id == 3 && c[2].values == 30 && c[2].nulls == 15 && c[2].bounds);
+    CHECK(ts_le(c[2].min) == -85 && ts_le(c[2].max) == 10);   /* the all-null group left out */
+    CHECK(c[3].id == 4 && c[3].values == 30 && !c[3].bounds); /* no statistics written */
+    CHECK(c[4].id == 7 && c[4].type == ST_PQ_BOOLEAN && !c[4].bounds);
+    CHECK_EQ(st_pq_top_stats(foot, flen, c, 2, &n), ST_OK); /* room for two */
+    CHECK(n == 2 && c[1].id == 2);
+    for (uint32_t cut = 0; cut < flen; cut += 7) /* a truncated footer: refused, never read past */
+        CHECK(st_pq_top_stats(foot, cut, c, 8, &n) != ST_OK || n <= 5);
+    st_buf_free(&f);
+}
+
 RUN_TESTS("cold")

@@ -52,6 +52,10 @@ const DATA = [
     data_file: {
       content: 0, file_path: 'file:///tables/messages/data/user=alice/00001.parquet', file_format: 'PARQUET',
       partition: { user: 'alice' }, record_count: 10n, file_size_in_bytes: 2048n,
+      // column metrics: maps with int keys, as Avro arrays of key/value records (icegen.c)
+      value_counts: [{ key: 2, value: 10n }], null_value_counts: [{ key: 2, value: 0n }],
+      lower_bounds: [{ key: 2, value: { bytes: '\x01\0\0\0\0\0\0\0' } }],
+      upper_bounds: [{ key: 2, value: { bytes: '\x09\0\0\0\0\0\0\0' } }],
     },
   },
   {
@@ -59,6 +63,7 @@ const DATA = [
     data_file: {
       content: 0, file_path: 'file:///tables/messages/data/user=bob/00002.parquet', file_format: 'PARQUET',
       partition: { user: 'bob' }, record_count: 3n, file_size_in_bytes: 999n,
+      value_counts: null, null_value_counts: null, lower_bounds: null, upper_bounds: null,
     },
   },
   { // inherits snapshot id and sequence numbers from the manifest list (nulls)
@@ -66,6 +71,7 @@ const DATA = [
     data_file: {
       content: 0, file_path: 'file:///tables/messages/data/user=zo%C3%AB/00003.parquet', file_format: 'PARQUET',
       partition: { user: 'zoë' }, record_count: 1n, file_size_in_bytes: 100n,
+      value_counts: null, null_value_counts: null, lower_bounds: null, upper_bounds: null,
     },
   },
 ];
@@ -75,6 +81,7 @@ const DELETES = [
     data_file: {
       content: 1, file_path: 'file:///tables/messages/data/user=alice/delete-00001.parquet',
       file_format: 'PARQUET', partition: { user: 'alice' }, record_count: 2n, file_size_in_bytes: 512n,
+      value_counts: null, null_value_counts: null, lower_bounds: null, upper_bounds: null,
     },
   },
 ];
@@ -108,6 +115,7 @@ const BIG = Array.from({ length: 3000 }, (_, i) => ({
     content: 0, file_path: `s3://bucket/tables/messages/data/user=user${i % 50}/${String(i).padStart(8, '0')}.parquet`,
     file_format: 'PARQUET', partition: { user: `user${i % 50}` }, record_count: BigInt(i * 3),
     file_size_in_bytes: BigInt(i * 1000 + 1),
+    value_counts: null, null_value_counts: null, lower_bounds: null, upper_bounds: null,
   },
 }));
 const TABLE_SCHEMA = { type: 'struct', 'schema-id': 0, fields: [
@@ -135,7 +143,8 @@ function schemaIds(schema) {
   for (const k of Object.keys(ids)) ids[k].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   return ids;
 }
-const MANIFEST_IDS = [0, 1, 2, 3, 4, 100, 101, 102, 103, 104, 134, 1000];
+// Iceberg's data_file ids, the metrics' maps' key and value ids included (k119_v120, …)
+const MANIFEST_IDS = [0, 1, 2, 3, 4, 100, 101, 102, 103, 104, 109, 110, 119, 120, 121, 122, 125, 126, 127, 128, 129, 130, 134, 1000];
 const LIST_IDS = [500, 501, 502, 503, 504, 505, 506, 507, 509, 510, 511, 512, 513, 514, 515, 516, 517, 518];
 
 // avsc: the header (codec, metadata as text, the schema as text) and every record.
@@ -247,7 +256,7 @@ describe('Iceberg manifests and manifest lists read by avsc and icebird', () => 
       assert.equal(f.meta.content, 'data');
       const ids = schemaIds(JSON.parse(f.meta['avro.schema']));
       assert.deepEqual(ids['field-id'], MANIFEST_IDS);
-      assert.deepEqual(ids.names, ['manifest_entry', 'r102', 'r2']);
+      assert.deepEqual(ids.names, ['k119_v120', 'k121_v122', 'k126_v127', 'k129_v130', 'manifest_entry', 'r102', 'r2']);
     });
 
     test(`avsc: delete manifest (${codec})`, async () => {

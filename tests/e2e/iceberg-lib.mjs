@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: MIT
-// Reading strata's Iceberg tables (SPEC v5 §5.1) with readers we did not write: icebird (tables)
+// Reading strata's Iceberg tables (SPEC v5 §5.1) with readers we did not write: icebird (tables),
+// DuckDB (a data file against its manifest entry's column metrics)
 // and avsc (Avro manifests). icebird reads with fetch, so file:// URLs are served here (HEAD with
 // content-length, GET with Range), and its Avro "deflate" path is broken (NOTES.md): Avro files
 // are handed to it re-encoded with codec "null" (each block inflated, same records and sync).
+import assert from 'node:assert/strict';
 import { readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inflateRawSync } from 'node:zlib';
 import avro from 'avsc';
+import { duckQuery } from './cold-lib.mjs';
 
 function readLong(buf, at) {
   let n = 0n, shift = 0n, b;
@@ -129,3 +133,70 @@ export function serveFiles() {
 }
 
 export const fileSize = (p) => statSync(p).size;
+
+// The columns that keep no metrics at all (text, user ids) and those whose bounds the Parquet
+// writer's statistics give (SPEC v5 §5.1; src/tables/metrics.c).
+export const NONE = { messages: ['user', 'from', 'content', 'metadata', 'edit_history'], room_messages: ['from', 'content', 'metadata', 'edit_history'], bookings: ['owner', 'items'] };
+export const BOUNDED = { messages: ['msg_id', 'timestamp', 'seq'], room_messages: ['msg_id', 'timestamp', 'seq'], bookings: ['booking_id', 'finished_at'] };
+
+// Iceberg's binary single-value serialization of a bound, as text (long and timestamptz: 8 bytes
+// little-endian, µs for a timestamp; int: 4; boolean: 1).
+function bound(type, b) {
+  if (type === 'boolean') { assert.equal(b.length, 1); return b[0] ? 'true' : 'false'; }
+  if (type === 'int' || type === 'date') { assert.equal(b.length, 4); return String(b.readInt32LE()); }
+  assert.equal(b.length, 8, `${type}: 8 bytes`);
+  return b.readBigInt64LE().toString();
+}
+
+// Every data file of table t's manifest entries all (with data_file and the manifest's Avro
+// schema; m: the table's metadata): its entry's value_counts, null_value_counts,
+// lower_bounds and upper_bounds are exactly the rows, nulls, min and max DuckDB reads in that
+// Parquet file, for every top-level primitive column that keeps metrics; the NONE columns and
+// nested ones have none, strings no bounds, and the BOUNDED columns have bounds.
+export async function checkMetrics(t, m, all) {
+  const fields = m.schemas.find((x) => x['schema-id'] === m['current-schema-id']).fields;
+  const ents = all.filter((e) => e.data_file.content === 0 && e.status !== 2);
+  assert.ok(ents.length > 0, `${t}: data files`);
+  for (const e of ents) {
+    const df = e.data_file;
+    const file = fileURLToPath(df.file_path);
+    const map = (a) => new Map((a ?? []).map(({ key, value }) => [key, value]));
+    const vc = map(df.value_counts), nc = map(df.null_value_counts), lo = map(df.lower_bounds), hi = map(df.upper_bounds);
+    const what = (f) => `${t} ${path.basename(file)} ${f.name}`;
+    for (const f of fields) {
+      if (typeof f.type !== 'string' || NONE[t].includes(f.name)) {
+        assert.ok(!vc.has(f.id) && !nc.has(f.id) && !lo.has(f.id) && !hi.has(f.id), `${what(f)}: no metrics`);
+        continue;
+      }
+      const ts = f.type.startsWith('timestamp');
+      const v = (fn) => (ts ? `epoch_us(${fn}("${f.name}"))::VARCHAR` : `${fn}("${f.name}")::VARCHAR`);
+      const [r] = await duckQuery(`SELECT count(*)::VARCHAR AS n, count("${f.name}")::VARCHAR AS nn, ${v('min')} AS lo, ${v('max')} AS hi FROM read_parquet('${file}')`);
+      assert.equal(String(df.record_count), r.n, `${what(f)}: record_count`);
+      assert.equal(String(vc.get(f.id)), r.n, `${what(f)}: value_counts`);
+      assert.equal(String(nc.get(f.id)), String(BigInt(r.n) - BigInt(r.nn)), `${what(f)}: null_value_counts`);
+      if (f.type === 'string' || !BOUNDED[t].includes(f.name)) {
+        assert.ok(!lo.has(f.id) && !hi.has(f.id), `${what(f)}: no bounds`);
+        continue;
+      }
+      assert.equal(bound(f.type, lo.get(f.id)), r.lo, `${what(f)}: lower_bounds`);
+      assert.equal(bound(f.type, hi.get(f.id)), r.hi, `${what(f)}: upper_bounds`);
+    }
+  }
+  // the manifest schema's maps: arrays of key/value records with Iceberg's field ids
+  const sc = JSON.stringify(ents[0].schema);
+  for (const [name, id, k, v] of [['value_counts', 109, 119, 120], ['null_value_counts', 110, 121, 122], ['lower_bounds', 125, 126, 127], ['upper_bounds', 128, 129, 130]])
+    assert.ok(sc.includes(`{"name":"${name}","type":["null",{"type":"array","items":{"type":"record","name":"k${k}_v${v}","fields":[{"name":"key","type":"int","field-id":${k}},{"name":"value","type":"${id < 125 ? 'long' : 'bytes'}","field-id":${v}}]},"logicalType":"map"}],"default":null,"field-id":${id}}`), `${name} in the manifest schema`);
+  return ents.length;
+}
+
+// The manifest entries of the current snapshot of the table whose metadata is m (avsc), each
+// with its manifest's Avro schema.
+export function currentEntries(m) {
+  const snap = m.snapshots.find((x) => x['snapshot-id'] === m['current-snapshot-id']);
+  const out = [];
+  for (const mf of avroRecords(readFileSync(new URL(snap['manifest-list']))).records) {
+    const man = avroRecords(readFileSync(new URL(mf.manifest_path)));
+    out.push(...man.records.map((e) => ({ ...e, schema: man.schema })));
+  }
+  return out;
+}

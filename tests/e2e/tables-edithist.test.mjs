@@ -7,7 +7,9 @@
 // --max-edit-history bounds it as it bounds the answers; an erased author's room messages keep no
 // history text. Two readers we did not write check it:
 // icebird over the table, and DuckDB over the current snapshot's data files (found with avsc),
-// which reads the column as a LIST of STRUCT. Files written by an older strata (no edit_history
+// which reads the column as a LIST of STRUCT; every data file's column metrics in its manifest
+// entry are DuckDB's counts, min and max of that file after the edits, deletes, folds and erasure
+// (issue 48). Files written by an older strata (no edit_history
 // column) read as null and are folded into the new layout: set STRATA_OLD_BIN to a build from
 // before the change to run that part (not registered otherwise).
 import assert from 'node:assert/strict';
@@ -17,7 +19,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { icebergRead } from 'icebird';
 import { duckQuery, filesUnder, waitFor } from './cold-lib.mjs';
-import { avroRecords, serveFiles } from './iceberg-lib.mjs';
+import { avroRecords, checkMetrics, currentEntries, serveFiles } from './iceberg-lib.mjs';
 import { startStrata, withServer } from './lib.mjs';
 
 const ARGS = ['--flush-interval', '3600', '--table-commit-interval', '1', '--max-edit-history', '2', '--erase-within', '5'];
@@ -79,6 +81,7 @@ const iceUs = (v, want) => (v instanceof Date ? [v.getTime(), Math.floor(want / 
 
 // Every row of the table (icebird and DuckDB) holds the edit_history the API shows for it.
 async function sameAsApi(s, t, api) {
+  await checkMetrics(t, tableMeta(s, t), currentEntries(tableMeta(s, t))); // each file's metrics
   assert.ok(api.length > 0);
   const ice = await iceRows(s, t);
   assert.equal(ice.length, api.length, `${t}: every row once`);

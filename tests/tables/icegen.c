@@ -4,7 +4,7 @@
  * manifests and manifest lists through src/tables/manifest.c, so iceberg-avro.test.mjs can decode
  * them with readers we did not write (avsc, icebird) and hold them to the values below.
  *   strata-icegen DIR   writes into DIR (which must exist), for CODEC deflate and null:
- *     data.CODEC.avro      a data manifest of three entries
+ *     data.CODEC.avro      a data manifest of three entries (the first with column metrics)
  *     deletes.CODEC.avro   a position-delete manifest of one entry
  *     list.CODEC.avro      a manifest list naming those two (file://DIR/…, their real lengths)
  *     big.deflate.avro     a data manifest of 3000 entries (many blocks)
@@ -42,21 +42,45 @@ static int st__gen_save(const char *dir, const char *name, const st_buf_t *b)
     return 0;
 }
 
+/* Column metrics as src/tables/metrics.c encodes them, of column 2 (long): value_counts {2: 10},
+ * null_value_counts {2: 0}, lower_bounds {2: 1}, upper_bounds {2: 9} (8 bytes little-endian). */
+static void st__gen_metrics(st_buf_t *b)
+{
+    static const uint8_t lo[8] = {1}, hi[8] = {9};
+    for (int m = 0; m < 4; m++) {
+        st_avro_enc_long(b, 1); /* the array branch */
+        st_avro_enc_long(b, 1); /* one item */
+        st_avro_enc_long(b, 2); /* key: the field id */
+        if (m < 2) {
+            st_avro_enc_long(b, m == 0 ? 10 : 0);
+        } else {
+            st_avro_enc_long(b, 8);
+            st_buf_append(b, m == 2 ? lo : hi, 8);
+        }
+        st_avro_enc_long(b, 0); /* the array's end */
+    }
+}
+
 /* The data and delete manifests and the list naming them, for one codec. */
 static int st__gen_codec(const char *dir, bool deflate)
 {
     const char *codec = deflate ? "deflate" : "null";
+    st_buf_t mx = {0};
+    st__gen_metrics(&mx);
     const st_ice_file_t data[] = {
         {ST_ICE_ADDED, ST__GEN_SNAP, 5, 5, ST_ICE_DATA,
-         "file:///tables/messages/data/user=alice/00001.parquet", "alice", 5, 10, 2048},
+         "file:///tables/messages/data/user=alice/00001.parquet", "alice", 5, 10, 2048,
+         (const uint8_t *)mx.data, mx.len},
         {ST_ICE_EXISTING, 1234567890123456789LL, 2, 2, ST_ICE_DATA,
-         "file:///tables/messages/data/user=bob/00002.parquet", "bob", 3, 3, 999},
+         "file:///tables/messages/data/user=bob/00002.parquet", "bob", 3, 3, 999, NULL, 0},
         {ST_ICE_ADDED, -1, -1, -1, ST_ICE_DATA,
-         "file:///tables/messages/data/user=zo%C3%AB/00003.parquet", "zo\xc3\xab", 4, 1, 100},
+         "file:///tables/messages/data/user=zo%C3%AB/00003.parquet", "zo\xc3\xab", 4, 1, 100, NULL,
+         0},
     };
     const st_ice_file_t dels[] = {
         {ST_ICE_ADDED, ST__GEN_SNAP, 5, 5, ST_ICE_POS_DELETES,
-         "file:///tables/messages/data/user=alice/delete-00001.parquet", "alice", 5, 2, 512},
+         "file:///tables/messages/data/user=alice/delete-00001.parquet", "alice", 5, 2, 512, NULL,
+         0},
     };
     st_buf_t d = {0}, x = {0}, l = {0};
     char name[2][64], path[2][4200];
@@ -102,6 +126,7 @@ static int st__gen_codec(const char *dir, bool deflate)
     st_buf_free(&d);
     st_buf_free(&x);
     st_buf_free(&l);
+    st_buf_free(&mx);
     return bad;
 }
 
@@ -115,9 +140,18 @@ static int st__gen_big(const char *dir)
         int pl = snprintf(parts[i], sizeof parts[i], "user%d", i % 50);
         snprintf(paths[i], sizeof paths[i], "s3://bucket/tables/messages/data/user=%s/%08d.parquet",
                  parts[i], i);
-        f[i] = (st_ice_file_t){
-            ST_ICE_ADDED, ST__GEN_SNAP + i, i,          i,     ST_ICE_DATA,
-            paths[i],     parts[i],         (size_t)pl, i * 3, (int64_t)i * 1000 + 1};
+        f[i] = (st_ice_file_t){ST_ICE_ADDED,
+                               ST__GEN_SNAP + i,
+                               i,
+                               i,
+                               ST_ICE_DATA,
+                               paths[i],
+                               parts[i],
+                               (size_t)pl,
+                               i * 3,
+                               (int64_t)i * 1000 + 1,
+                               NULL,
+                               0};
     }
     st_buf_t b = {0};
     int bad = st_ice_manifest(&b, &st__gen_table, ST_ICE_DATA, f, N, true) != ST_OK ||

@@ -297,6 +297,10 @@ TEST(manifest_list_round_trip)
 TEST(manifest_round_trip)
 {
     st_ice_table_t t = {"messages", "{\"type\":\"struct\"}", 0, "user", 1, 1000};
+    /* value_counts {2: 12, 5: 12}, null_value_counts {2: 0}, lower_bounds {2: 1 as 8 bytes},
+     * upper_bounds null: read back byte for byte, so a rewrite carries them as they are */
+    static const uint8_t mx[] = {2, 4, 4,  24, 10, 24, 0, 2, 2, 4, 0, 0, 2,
+                                 2, 4, 16, 1,  0,  0,  0, 0, 0, 0, 0, 0, 0};
     st_ice_file_t f[2] = {
         {.status = ST_ICE_ADDED,
          .snapshot_id = -1,
@@ -306,7 +310,9 @@ TEST(manifest_round_trip)
          .part = "alice",
          .part_len = 5,
          .records = 12,
-         .size = 3456},
+         .size = 3456,
+         .metrics = mx,
+         .metrics_len = sizeof mx},
         {.status = ST_ICE_EXISTING,
          .snapshot_id = 4,
          .data_seq = 2,
@@ -328,8 +334,54 @@ TEST(manifest_round_trip)
     CHECK(e.v[0].records == 12 && e.v[0].size == 3456);
     CHECK(e.v[1].snapshot_id == 4 && e.v[1].data_seq == 2 && e.v[1].file_seq == 3);
     CHECK(e.v[1].part == NULL);
+    CHECK(e.v[0].metrics_len == sizeof mx && memcmp(e.v[0].metrics, mx, sizeof mx) == 0);
+    CHECK(e.v[1].metrics == NULL && e.v[1].metrics_len == 0); /* four nulls: none */
     st_ice_entries_free(&e);
     st_buf_free(&b);
+}
+
+/* A manifest an older strata wrote (data_file without the metrics: st_ice_entry_tail_v0) still
+ * reads back, its entries without metrics; a rewrite of one writes them with four nulls. */
+TEST(manifest_before_metrics_reads_back)
+{
+    st_buf_t schema = {0}, b = {0}, again = {0};
+    st_buf_puts(&schema, st_ice_entry_head);
+    st_buf_puts(&schema, "{\"name\":\"user\",\"type\":[\"null\",\"string\"],\"default\":null,"
+                         "\"field-id\":1000}");
+    st_buf_puts(&schema, st_ice_entry_tail_v0);
+    const st_avro_meta_t meta[] = {{"content", "data"}};
+    st_avro_w_t *w;
+    CHECK_EQ(st_avro_begin(&w, &b, schema.data, true, meta, 1), ST_OK);
+    st_avro_put_long(w, ST_ICE_EXISTING);
+    for (int i = 0; i < 3; i++) { /* snapshot id, sequence numbers: 7 */
+        st_avro_put_union(w, 1);
+        st_avro_put_long(w, 7);
+    }
+    st_avro_put_long(w, ST_ICE_DATA);
+    st_avro_put_string(w, "file:///c/old.parquet", 21);
+    st_avro_put_string(w, "PARQUET", 7);
+    st_avro_put_union(w, 1);
+    st_avro_put_string(w, "alice", 5);
+    st_avro_put_long(w, 4);
+    st_avro_put_long(w, 900);
+    st_avro_record_end(w);
+    CHECK_EQ(st_avro_finish(w), ST_OK);
+    st_ice_entries_t e;
+    CHECK_EQ(st_ice_manifest_read(&e, b.data, b.len), ST_OK);
+    CHECK_EQ(e.n, 1);
+    CHECK_STR(e.v[0].path, "file:///c/old.parquet");
+    CHECK(e.v[0].records == 4 && e.v[0].size == 900 && e.v[0].data_seq == 7);
+    CHECK(e.v[0].metrics == NULL && e.v[0].metrics_len == 0);
+    st_ice_table_t t = {"messages", "{}", 0, "user", 1, 1000};
+    CHECK_EQ(st_ice_manifest(&again, &t, ST_ICE_DATA, e.v, e.n, false), ST_OK);
+    st_ice_entries_t e2;
+    CHECK_EQ(st_ice_manifest_read(&e2, again.data, again.len), ST_OK);
+    CHECK(e2.n == 1 && e2.v[0].metrics == NULL && e2.v[0].records == 4);
+    st_ice_entries_free(&e2);
+    st_ice_entries_free(&e);
+    st_buf_free(&again);
+    st_buf_free(&b);
+    st_buf_free(&schema);
 }
 
 /* ---- shared tables (src/tables/shared.c): which manifests carry over ---- */

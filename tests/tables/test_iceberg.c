@@ -7,7 +7,9 @@
 #include "../test.h"
 #include "strata/iceberg.h"
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <zlib.h>
 
 /* ---- a minimal container reader, for the tests only ---- */
@@ -357,10 +359,13 @@ static const st_ice_table_t tbl = {
 
 TEST(manifest_entries)
 {
+    /* metrics as metrics.c encodes them: value_counts {2: 10}, null_value_counts null,
+     * lower_bounds {2: 8 bytes LE of 7}, upper_bounds null */
+    static const uint8_t mx[] = {2, 2, 4, 20, 0, 0, 2, 2, 4, 16, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     const st_ice_file_t files[] = {
         {ST_ICE_ADDED, 9007199254740993, 3, 3, ST_ICE_DATA, "file:///t/a.parquet", "alice", 5, 10,
-         1234},
-        {ST_ICE_EXISTING, 7, -1, -1, ST_ICE_DATA, "file:///t/b.parquet", NULL, 0, 0, 99},
+         1234, mx, sizeof mx},
+        {ST_ICE_EXISTING, 7, -1, -1, ST_ICE_DATA, "file:///t/b.parquet", NULL, 0, 0, 99, NULL, 0},
     };
     st_buf_t b = {0};
     CHECK_EQ(st_ice_manifest(&b, &tbl, ST_ICE_DATA, files, 2, false), ST_OK);
@@ -377,6 +382,11 @@ TEST(manifest_entries)
     CHECK(strstr(sc, "\"name\":\"user\",\"type\":[\"null\",\"string\"],\"default\":null,"
                      "\"field-id\":1000}"));
     CHECK(strstr(sc, "\"name\":\"r102\""));
+    CHECK(strstr(
+        sc, "{\"name\":\"lower_bounds\",\"type\":[\"null\",{\"type\":\"array\",\"items\":"
+            "{\"type\":\"record\",\"name\":\"k126_v127\",\"fields\":[{\"name\":\"key\","
+            "\"type\":\"int\",\"field-id\":126},{\"name\":\"value\",\"type\":\"bytes\","
+            "\"field-id\":127}]},\"logicalType\":\"map\"}],\"default\":null,\"field-id\":125}"));
     CHECK_EQ(f.records, 2);
     rd_t r = file_data(&f);
     CHECK_EQ(rd_long(&r), ST_ICE_ADDED);
@@ -393,6 +403,8 @@ TEST(manifest_entries)
     CHECK(rd_str_is(&r, "alice"));
     CHECK_EQ(rd_long(&r), 10);
     CHECK_EQ(rd_long(&r), 1234);
+    CHECK(r.end - r.p > (ptrdiff_t)sizeof mx && memcmp(r.p, mx, sizeof mx) == 0); /* as given */
+    r.p += sizeof mx;
     CHECK_EQ(rd_long(&r), ST_ICE_EXISTING);
     CHECK_EQ(rd_long(&r), 1);
     CHECK_EQ(rd_long(&r), 7);
@@ -404,6 +416,8 @@ TEST(manifest_entries)
     CHECK_EQ(rd_long(&r), 0); /* no partition value: null */
     CHECK_EQ(rd_long(&r), 0);
     CHECK_EQ(rd_long(&r), 99);
+    for (int i = 0; i < 4; i++) /* no metrics: value_counts … upper_bounds null */
+        CHECK_EQ(rd_long(&r), 0);
     CHECK(r.p == r.end);
     file_free(&f);
     st_buf_free(&b);
