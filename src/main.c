@@ -43,7 +43,8 @@ typedef struct {
     st_looplag_t *lag;
     uint64_t erase_slice_ns; /* the dearest erasure slice of the last turn that ran some */
     bool stopping;
-    bool erase_bg; /* told to the store last (st_store_apply_background) */
+    bool erase_bg;     /* told to the store last (st_store_apply_background) */
+    bool erase_waited; /* the last tick gave its turn up: this one runs a slice, whatever */
 } st_main_t;
 
 static void st__on_stopped(void *arg)
@@ -97,12 +98,17 @@ static void st__on_erase(uv_timer_t *t)
          * applied batches back or a compaction's fold may have spent it already, and their
          * pieces beside a full budget of slices made 3-5.5 ms turns (Session 22); when the turn
          * is well spent and has no room for the last turn's dearest slice, the slices wait a
-         * turn (the timer in 1 ms; a fresh turn always runs one, however dear) */
+         * turn (the timer in 1 ms), once: the next tick runs one slice at least, however spent
+         * its turn (a timer runs after the turn's I/O, so a busy loop has no fresh turns to
+         * wait for, and one dear slice must not put the erasure off for good) */
         uint64_t left = st_looplag_turn_left(0, ST__ERASE_BUDGET_US * 1000ull);
-        if (left <= m->erase_slice_ns && st_looplag_turn_ns() > ST__ERASE_BUDGET_US * 1000ull / 3) {
+        if (!m->erase_waited && left <= m->erase_slice_ns &&
+            st_looplag_turn_ns() > ST__ERASE_BUDGET_US * 1000ull / 3) {
+            m->erase_waited = true;
             uv_timer_start(t, st__on_erase, 1, 100);
             return;
         }
+        m->erase_waited = false;
         uint64_t t0 = st_mono_ns(), w, at = t0, longest = 0;
         do {
             w = st_store_writes(app->store);

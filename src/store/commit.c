@@ -625,11 +625,17 @@ void st__store_on_done(uv_async_t *h)
      * them, so it goes in slices of ST__BACK_SLICE_NS and the rest waits for the next loop
      * iteration (put back at the head, the async re-sent). A failure is taken back whole, in
      * order, with everything before it. The slice is what the turn has left of its shared budget
-     * (an erasure's slices or a compaction's fold may have spent it), one batch at least. */
+     * (an erasure's slices or a compaction's fold may have spent it), one batch at least; after
+     * two turns in a row that left batches behind, the whole ST__BACK_SLICE_NS again, so under
+     * sustained writes the taking back keeps up (its overlay entries would pile up otherwise,
+     * every lookup slower, every turn longer). */
     bool whole = s->th.halted || queued;
     for (st_batch_t *b = list; b && !whole; b = b->next)
         whole = b->rc != 0;
-    uint64_t until = uv_hrtime() + st_looplag_turn_left(ST__BACK_SLICE_MIN_NS, ST__BACK_SLICE_NS);
+    uint64_t slice = s->back_behind >= 2
+                         ? ST__BACK_SLICE_NS
+                         : st_looplag_turn_left(ST__BACK_SLICE_MIN_NS, ST__BACK_SLICE_NS);
+    uint64_t until = uv_hrtime() + slice;
     st_batch_t *b = list;
     while (b) {
         st_batch_t *next = b->next;
@@ -638,6 +644,7 @@ void st__store_on_done(uv_async_t *h)
         b = next;
         if (b && !whole && uv_hrtime() >= until) break;
     }
+    s->back_behind = b ? s->back_behind + 1 : 0;
     if (b) {
         st_batch_t *last = b;
         while (last->next)

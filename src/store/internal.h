@@ -202,9 +202,10 @@ struct st_store {
     st_batch_t *free_list; /* recycled batches */
     st_list_t inflight;    /* st_batch_t by link: submitted, not yet back; ascending ids */
     uint64_t open_id, durable_id;
-    size_t submitted; /* sealed batches not yet returned to the loop */
-    st__fail_t fail;  /* commit.c */
-    st_buf_t scratch; /* st_store_get's copy of an LMDB value */
+    unsigned back_behind; /* loop turns in a row that put applied batches back (commit.c) */
+    size_t submitted;     /* sealed batches not yet returned to the loop */
+    st__fail_t fail;      /* commit.c */
+    st_buf_t scratch;     /* st_store_get's copy of an LMDB value */
 
     /* hooks other modules set (loop only) */
     st_list_t listeners;      /* st_store_listener_t by link */
