@@ -362,6 +362,14 @@ static void st__add_retry(st_tier_compact_t *c, const char *o, size_t ol, int fl
         c->job->o->flags |= flags << 4; /* noted for when it comes back */
         return;
     }
+    st_cowner_t *r = (st_cowner_t *)st_map_get(&c->retry, o, ol);
+    if (r) { /* waiting for a retry: it goes now (once), its wait kept for a further failure */
+        st_map_remove(&c->retry, &r->node);
+        flags |= r->flags;
+        if (r->retry_ms > retry_ms) retry_ms = r->retry_ms;
+        free(r);
+        st_metric_set(c->m_retrying, (double)c->retry.count);
+    }
     q = st_calloc(1, sizeof *q + ol);
     memcpy(q->owner, o, ol);
     q->olen = ol;
