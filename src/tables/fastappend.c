@@ -14,7 +14,8 @@
  * makes the commit read all of this writer's manifests once, and learn. When the parent's
  * manifests of ours do not hold exactly the files strata last committed (their counts in the
  * list differ, or one has a name from before writer tokens), the commit writes one manifest of
- * every live file instead, as strata did before: the table is healed, not patched.
+ * every live file instead, as strata did before: the table is healed, not patched (its
+ * already-committed files' column metrics carried over from the parent's manifests by path).
  *
  * Merging: past ST_TABLES_MANS_MAX manifests of ours, the smallest ones (below ST__MERGE_TARGET
  * bytes, as many as fit in it together) become one.
@@ -181,53 +182,6 @@ static int st__fa_write(st__plan_t *p, st_ice_file_t *f, size_t n)
     return rc;
 }
 
-/* The live files new (snap 0) or all as entries, into f (borrowing their strings). A new file's
- * metrics are read from its footer (metrics.c) into p->mx; a file some snapshot has already gets
- * none here (this is the heal's one manifest of every file: its old entries are not read). */
-static size_t st__fa_from_live(st__plan_t *p, bool all, st_ice_file_t *f)
-{
-    const st_tplan_in_t *in = p->in;
-    size_t n = 0, nnew = 0, *at = st_calloc(in->live->n + 1, sizeof *at);
-    const char **keys = st_calloc(in->live->n + 1, sizeof *keys);
-    int64_t *sizes = st_calloc(in->live->n + 1, sizeof *sizes);
-    st_buf_reset(&p->mx);
-    for (size_t i = 0; i < in->live->n; i++) {
-        const st_tfile_t *t = &in->live->v[i];
-        bool old = t->snap != 0;
-        if (old && !all) continue;
-        f[n++] = (st_ice_file_t){.snapshot_id = old ? t->snap : in->id,
-                                 .data_seq = old ? t->seq : in->seq,
-                                 .file_seq = old ? t->seq : in->seq,
-                                 .path = t->uri,
-                                 .part = t->part,
-                                 .part_len = strlen(t->part),
-                                 .records = t->rows,
-                                 .size = t->size};
-        if (!old && in->cold) {
-            at[nnew] = n - 1; /* the new files' entries */
-            keys[nnew] = t->key;
-            sizes[nnew++] = t->size;
-        }
-    }
-    st_buf_t *mx = st_calloc(nnew + 1, sizeof *mx);
-    if (nnew) st_tables_files_metrics(in->cold, &p->cols, keys, sizes, nnew, mx);
-    size_t *off = st_calloc(nnew + 1, sizeof *off); /* into p->mx, which moves as it grows */
-    for (size_t i = 0; i < nnew; i++) {
-        off[i] = p->mx.len;
-        f[at[i]].metrics_len = mx[i].len;
-        st_buf_append(&p->mx, mx[i].data, mx[i].len);
-        st_buf_free(&mx[i]);
-    }
-    for (size_t i = 0; i < nnew; i++)
-        if (f[at[i]].metrics_len) f[at[i]].metrics = (const uint8_t *)p->mx.data + off[i];
-    free(mx);
-    free(off);
-    free(at);
-    free(keys);
-    free(sizes);
-    return n;
-}
-
 /* The entries of a manifest of ours (its line mf; bytes when this commit wrote it, else read),
  * their inherited snapshot ids and sequence numbers filled in from mf (Iceberg's inheritance),
  * appended to *e (owned strings). */
@@ -261,6 +215,86 @@ static int st__fa_entries(const st__plan_t *p, const st_ice_mfile_t *mf, const s
     st_ice_entries_free(&got);
     st_buf_free(&b);
     return rc;
+}
+
+/* A heal's (all: f[i] is live->v[i]) already-committed files' metrics, carried over by path from
+ * the parent's manifests of ours into p->mx (off[i]: where f[i]'s start): the one manifest of
+ * every file must not lose the bounds engines prune by. One manifest's entries are held at a
+ * time, and only the metrics of live files kept, so memory stays that of the manifest written. A
+ * manifest that cannot be read (logged), or an entry without metrics: those files keep none. */
+static void st__fa_old_metrics(st__plan_t *p, st_ice_file_t *f, size_t *off)
+{
+    const st_tplan_in_t *in = p->in;
+    for (size_t m = 0; m < in->mine->n; m++) {
+        st_ice_entries_t e = {0};
+        if (!st__fa_key(in, in->mine->v[m].path) ||
+            st__fa_entries(p, &in->mine->v[m], &(st_buf_t){0}, &e) != ST_OK) {
+            st_ice_entries_free(&e);
+            continue;
+        }
+        size_t hint = 0;
+        for (size_t i = 0; i < e.n; i++) {
+            const st_ice_file_t *x = &e.v[i];
+            if (x->status == ST_ICE_DELETED || !x->metrics_len) continue;
+            const st_tfile_t *lf = st__fa_live(in->live, x->path, &hint);
+            if (!lf || lf->snap == 0) continue; /* gone, or new (its footer is read) */
+            size_t li = (size_t)(lf - in->live->v);
+            if (f[li].metrics_len) continue; /* named twice: the first one's */
+            off[li] = p->mx.len;
+            f[li].metrics_len = x->metrics_len;
+            st_buf_append(&p->mx, x->metrics, x->metrics_len);
+        }
+        st_ice_entries_free(&e);
+    }
+}
+
+/* The live files new (snap 0) or all as entries, into f (borrowing their strings). A new file's
+ * metrics are read from its footer (metrics.c), an already-committed one's (all: the heal's one
+ * manifest of every file) carried over from the parent's manifests; both into p->mx. */
+static size_t st__fa_from_live(st__plan_t *p, bool all, st_ice_file_t *f)
+{
+    const st_tplan_in_t *in = p->in;
+    size_t n = 0, nnew = 0, *at = st_calloc(in->live->n + 1, sizeof *at);
+    const char **keys = st_calloc(in->live->n + 1, sizeof *keys);
+    int64_t *sizes = st_calloc(in->live->n + 1, sizeof *sizes);
+    st_buf_reset(&p->mx);
+    for (size_t i = 0; i < in->live->n; i++) {
+        const st_tfile_t *t = &in->live->v[i];
+        bool old = t->snap != 0;
+        if (old && !all) continue;
+        f[n++] = (st_ice_file_t){.snapshot_id = old ? t->snap : in->id,
+                                 .data_seq = old ? t->seq : in->seq,
+                                 .file_seq = old ? t->seq : in->seq,
+                                 .path = t->uri,
+                                 .part = t->part,
+                                 .part_len = strlen(t->part),
+                                 .records = t->rows,
+                                 .size = t->size};
+        if (!old && in->cold) {
+            at[nnew] = n - 1; /* the new files' entries */
+            keys[nnew] = t->key;
+            sizes[nnew++] = t->size;
+        }
+    }
+    size_t *off =
+        st_calloc(n + 1, sizeof *off); /* per entry, into p->mx, which moves as it grows */
+    if (all) st__fa_old_metrics(p, f, off);
+    st_buf_t *mx = st_calloc(nnew + 1, sizeof *mx);
+    if (nnew) st_tables_files_metrics(in->cold, &p->cols, keys, sizes, nnew, mx);
+    for (size_t i = 0; i < nnew; i++) {
+        off[at[i]] = p->mx.len;
+        f[at[i]].metrics_len = mx[i].len;
+        st_buf_append(&p->mx, mx[i].data, mx[i].len);
+        st_buf_free(&mx[i]);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (f[i].metrics_len) f[i].metrics = (const uint8_t *)p->mx.data + off[i];
+    free(mx);
+    free(off);
+    free(at);
+    free(keys);
+    free(sizes);
+    return n;
 }
 
 /* Carries the parent's manifest mf over unchanged. */

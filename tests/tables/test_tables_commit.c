@@ -263,4 +263,123 @@ TEST(a_wrongly_remembered_manifest_heals)
     fx_close(&f);
 }
 
+/* The entries of the manifest at uri, read whole. */
+static void fx_entries(fx_t *f, const char *uri, st_ice_entries_t *e)
+{
+    st_buf_t b = {0};
+    fx_read(f, uri, &b);
+    CHECK_EQ(st_ice_manifest_read(e, b.data, b.len), ST_OK);
+    st_buf_free(&b);
+}
+
+/* The entry of the data file user's batch-1 in e. */
+static const st_ice_file_t *fx_entry(const st_ice_entries_t *e, const char *user)
+{
+    char want[32];
+    snprintf(want, sizeof want, "/%s/batch-1-", user);
+    for (size_t i = 0; i < e->n; i++)
+        if (strstr(e->v[i].path, want)) return &e->v[i];
+    return NULL;
+}
+
+/* value_counts {2: 12, 5: 12}, null_value_counts {2: 0}, lower_bounds {2: 1 as 8 bytes},
+ * upper_bounds null (as test_avro_read's round trip) */
+static const uint8_t fx_mx[] = {2, 4, 4,  24, 10, 24, 0, 2, 2, 4, 0, 0, 2,
+                                2, 4, 16, 1,  0,  0,  0, 0, 0, 0, 0, 0, 0};
+
+/* Rewrites the current snapshot's manifest m so that user's batch-1 entry holds fx_mx, as a
+ * commit reading that file's footer would have written it. */
+static void fx_give_metrics(fx_t *f, size_t m, const char *user)
+{
+    st_ice_mlist_t l;
+    st_ice_entries_t e = {0};
+    fx_current(f, &l);
+    CHECK(m < l.n);
+    fx_entries(f, l.v[m].path, &e);
+    st_ice_file_t *x = (st_ice_file_t *)fx_entry(&e, user);
+    CHECK(x != NULL);
+    x->metrics = fx_mx; /* borrowed: cleared before the free */
+    x->metrics_len = sizeof fx_mx;
+    st_buf_t b = {0};
+    CHECK_EQ(st_ice_manifest(&b, &st_table_def(0)->ice, ST_ICE_DATA, e.v, e.n, true), ST_OK);
+    x->metrics = NULL;
+    x->metrics_len = 0;
+    /* a put never overwrites: the old manifest goes first */
+    CHECK_EQ(st_objstore_delete(f->ms, l.v[m].path + f->root.len), ST_OK);
+    CHECK_EQ(st_objstore_put(f->ms, l.v[m].path + f->root.len, b.data, b.len), ST_OK);
+    st_buf_free(&b);
+    st_ice_entries_free(&e);
+    st_ice_mlist_free(&l);
+}
+
+/* Whether user's batch-1 entry in the current snapshot's manifests holds fx_mx (else none). */
+static bool fx_has_metrics(fx_t *f, const char *user)
+{
+    st_ice_mlist_t l;
+    fx_current(f, &l);
+    int found = 0;
+    bool has = false;
+    for (size_t m = 0; m < l.n; m++) {
+        st_ice_entries_t e = {0};
+        fx_entries(f, l.v[m].path, &e);
+        const st_ice_file_t *x = fx_entry(&e, user);
+        if (x) {
+            found++;
+            has = x->metrics_len == sizeof fx_mx && memcmp(x->metrics, fx_mx, sizeof fx_mx) == 0;
+            if (!has) CHECK(x->metrics == NULL && x->metrics_len == 0);
+        }
+        st_ice_entries_free(&e);
+    }
+    CHECK_EQ(found, 1);
+    st_ice_mlist_free(&l);
+    return has;
+}
+
+/* A heal (one manifest of every live file) carries the already-committed files' column metrics
+ * over from the parent's manifests by path: pruning survives it. A file whose entry had none keeps
+ * none. Both ways to a heal: the parent's manifests hold other than what was committed, and a
+ * wrongly remembered manifest found at the count after the plan. */
+TEST(a_heal_keeps_the_old_files_metrics)
+{
+    fx_t f;
+    fx_open(&f);
+    st_ice_mlist_t l;
+    fx_add(&f, "amy", 1);
+    fx_add(&f, "bob", 1);
+    fx_commit(&f, INT64_MAX / 4, false);
+    fx_give_metrics(&f, 0, "amy");
+    /* the parent's manifests hold fewer files than were committed: healed with one manifest */
+    fx_add(&f, "cat", 1);
+    st_tfile_t extra = {.key = st_strndup("zed/never", 9)};
+    st_vec_push(&f.committed, extra);
+    st_tfiles_sort(&f.committed);
+    fx_commit(&f, INT64_MAX / 4, false);
+    fx_current(&f, &l);
+    CHECK_EQ(l.n, 1);
+    CHECK_EQ(l.v[0].existing_files, 2);
+    CHECK_EQ(l.v[0].added_files, 1);
+    st_ice_mlist_free(&l);
+    CHECK(fx_has_metrics(&f, "amy"));
+    CHECK(!fx_has_metrics(&f, "bob")); /* it had none */
+    CHECK(!fx_has_metrics(&f, "cat")); /* new, and no cold store to read its footer */
+    fx_close(&f);
+
+    /* a remove whose file's manifest is wrongly remembered: the plan names too many, healed */
+    fx_open(&f);
+    fx_add(&f, "amy", 1);
+    fx_commit(&f, INT64_MAX / 4, false);
+    fx_add(&f, "bob", 1);
+    fx_commit(&f, INT64_MAX / 4, false);
+    fx_give_metrics(&f, 1, "bob");
+    f.committed.v[0].man = f.committed.v[1].man; /* amy's said to be in bob's manifest */
+    fx_remove(&f, "amy", 1);
+    fx_commit(&f, INT64_MAX / 4, true);
+    fx_current(&f, &l);
+    CHECK_EQ(l.n, 1);
+    CHECK_EQ(l.v[0].existing_files, 1);
+    st_ice_mlist_free(&l);
+    CHECK(fx_has_metrics(&f, "bob"));
+    fx_close(&f);
+}
+
 RUN_TESTS("tables_commit")
