@@ -252,16 +252,16 @@ static bool committed(st_store_t *s, int ti, const char *part, const char *key)
     return kl && st_store_get(s, k, kl, &v, &vl, &w) == ST_OK;
 }
 
-/* One commit as tables.c runs it: the view (every dirty owner), merged with the owners'
- * committed files, the plan; meanwhile (between the view and the loop's apply) between(s); then a
- * provenance record per new file, the count settled, the marks cleared, the count checked. */
+/* One commit as tables.c and slice.c run it: the view (every dirty owner), merged with the
+ * owners' committed files; meanwhile (between the view and the loop's apply) between(s); then a
+ * provenance record per new file, each taking its object off the count when its file record is
+ * still there (st_tables_pending_there), the marks cleared, the count checked. */
 static void commit(fx_t *fx, st_store_t *s, st_objstore_t *cold, void (*between)(st_store_t *s))
 {
     int n = (int)st_tables_n();
     st_tview_t v[ST_TABLES_MAX];
     st_tfiles_t live[ST_TABLES_MAX], prev[ST_TABLES_MAX] = {{0}};
     st_tgone_t gone[ST_TABLES_MAX];
-    st_buf_t pend[ST_TABLES_MAX] = {{0}};
     st_tstrs_t cm = {0};
     CHECK_EQ(st_tables_view(s, cold, false, v, n, NULL), ST_OK);
     for (int i = 0; i < n; i++) {
@@ -272,22 +272,21 @@ static void commit(fx_t *fx, st_store_t *s, st_objstore_t *cold, void (*between)
                 st_vec_push(&prev[i], c);
             }
         st_tview_merge(&v[i], &prev[i], &cm, &live[i], &gone[i]);
-        st_tables_pending_plan(i, &live[i], &prev[i], &v[i].marks, &pend[i]);
     }
     if (between) between(s);
     uint64_t w = 0;
     uint8_t k[ST_KEY_MAX + 1], val[32] = {0};
     for (int i = 0; i < n; i++) {
-        for (size_t f = 0; f < live[i].n; f++)
-            if (!st_tfiles_find(&prev[i], live[i].v[f].key))
-                CHECK_EQ(st_store_put(s, k,
-                                      st_tables_prov_key(k, i, live[i].v[f].part, live[i].v[f].key),
-                                      val, sizeof val, &w),
-                         ST_OK);
-        st_tables_pending_settle(s, i, &pend[i], !between); /* nothing written since the view */
+        int64_t done = 0;
+        for (size_t f = 0; f < live[i].n; f++) {
+            if (st_tfiles_find(&prev[i], live[i].v[f].key)) continue;
+            size_t kl = st_tables_prov_key(k, i, live[i].v[f].part, live[i].v[f].key);
+            CHECK_EQ(st_store_put(s, k, kl, val, sizeof val, &w), ST_OK);
+            done += st_tables_pending_there(s, i, k, kl, !between); /* nothing written since */
+        }
+        st_tables_pending_add(s, i, -done);
         st_tview_clear(s, &v[i]);
         st_tables_pending_checked(s, i);
-        st_buf_free(&pend[i]);
         st_vec_free(&live[i]);
         st_vec_free(&gone[i]);
         st_tfiles_free(&prev[i]);
