@@ -30,6 +30,7 @@
  * build in progress is dropped then (what it read may be gone), and when this member stops leading.
  */
 #include "state.h"
+#include "strata/metrics.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,7 @@ void st_tables_build_drop(st_tables_t *t)
 int st_tables_build_step(st_tables_t *t)
 {
     uint64_t deadline = uv_hrtime() + t->slice_ns;
+    st_metric_add(t->slices, 1);
     bool lost = st_store_writable(t->store) == ST_ENOLEADER;
     if (lost || t->fails != t->job_fails) { /* again from the start at the next tick */
         if (lost) t->leading = false;
@@ -202,6 +204,7 @@ static bool st__prov_apply(st_tables_t *t, int ti, const st_buf_t *b, size_t *of
 int st_tables_settle_step(st_tables_t *t)
 {
     uint64_t deadline = uv_hrtime() + t->slice_ns, wait = 0;
+    st_metric_add(t->slices, 1);
     uint8_t mk[ST__PFX_LEN + 1];
     memcpy(mk, st__pfx, ST__PFX_LEN);
     mk[ST__PFX_LEN] = ST__SETTLING;

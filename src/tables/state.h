@@ -119,7 +119,7 @@ struct st_tables {
     bool settle_all, settle_wrote; /* every table as its view saw it; a version was committed */
     int64_t lag_since_us; /* when the tier first differed from the committed tables (0: it does
                              not) */
-    st_metric_t *commits, *visited;
+    st_metric_t *commits, *visited, *slices;
     void (*on_commit)(void *arg); /* st_tables_on_commit */
     void *on_commit_arg;
 };

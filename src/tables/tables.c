@@ -533,6 +533,11 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
     }
     t->commits = st_metrics_counter("strata_table_commits_total",
                                     "Snapshots committed to the Iceberg tables", "");
+    t->slices = st_metrics_counter(
+        "strata_table_commit_slices_total",
+        "Loop turns the tables' commits worked in (slices of about 1 ms: the view of the changed "
+        "owners before a commit's worker job, its writes to the hot store after)",
+        "");
     t->visited = st_metrics_counter(
         "strata_table_view_files_total",
         "File records of the cold tier's manifests read on the loop by the tables' commit ticks",
