@@ -84,8 +84,9 @@ int st_tables_view(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v,
 /* Clears the dirty marks v saw (a mark rewritten since stays). Loop only. */
 void st_tview_clear(st_store_t *s, const st_tview_t *v);
 /* The same view taken across loop turns (slice.c): st_tables_view_begin reads the dirty marks
- * (ST_TABLES_VIEW_OWNERS at most when bounded and not full) and, full, every file record, in one
- * turn; each st_tables_view_step then reads the marked owners' records until the deadline
+ * (ST_TABLES_VIEW_OWNERS at most when bounded and not full) in one turn; each st_tables_view_step
+ * then reads, full, every file record an owner at a time, then the marked owners' records, until
+ * the deadline
  * (uv_hrtime; one owner at least), each owner in one turn, and tells fn(arg, table, partition)
  * of each owner read. A mark read first and an owner's records read later: a write between
  * them leaves a newer mark, which the commit's clear keeps (the next tick reads the owner again).
@@ -95,6 +96,9 @@ typedef struct {
     size_t off;       /* the next one to read */
     uint64_t visited; /* file records read */
     uint64_t wait;
+    bool full, walked;            /* full: a whole view, every file record walked (walked) first */
+    char from[ST_TIER_OWNER_MAX]; /* the owner the whole walk goes on at (fl 0: the first) */
+    size_t fl;
 } st_tbuild_t;
 typedef void (*st_tview_owner_fn)(void *arg, int ti, const char *part);
 void st_tbuild_free(st_tbuild_t *b);

@@ -119,6 +119,37 @@ static void st__owner_prevs(void *arg, int ti, const char *part)
     if (pl) st_store_scan(t->store, k, pl, st__load_prov, t, &t->build.wait);
 }
 
+typedef struct {
+    st_tables_t *t;
+    uint64_t deadline;
+    size_t n;
+} st__pwalk_t;
+
+/* One provenance record of a whole view's walk in slices; past the deadline (looked at every 64
+ * records) it stops after this one (t->pat: the least key after it). */
+static int st__prev_page(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st__pwalk_t *x = arg;
+    st__load_prov(x->t, key, klen, val, vlen);
+    if (++x->n % 64 || uv_hrtime() < x->deadline || klen >= sizeof x->t->pat) return 0;
+    memcpy(x->t->pat, key, klen);
+    x->t->pat[klen] = 0;
+    x->t->patl = klen + 1;
+    return 1;
+}
+
+/* Every provenance record (a whole view's committed set), walked from where the last slice
+ * stopped: 1 when it stopped at the deadline. Only a commit writes them (slice.c, after the
+ * build): a walk across turns reads each once, as it is. */
+static int st__prevs_step(st_tables_t *t, uint64_t deadline)
+{
+    st__pwalk_t x = {t, deadline, 0};
+    int rc = st_store_scan_from(t->store, st__pfx, ST__PFX_LEN, t->patl ? t->pat : NULL, t->patl,
+                                st__prev_page, &x, &t->build.wait);
+    if (rc == ST_OK) t->provs_done = true;
+    return rc;
+}
+
 void st_tables_build_drop(st_tables_t *t)
 {
     for (int i = 0; i < t->n; i++) {
@@ -128,6 +159,8 @@ void st_tables_build_drop(st_tables_t *t)
     st_tbuild_free(&t->build);
     st_tstrs_free(&t->cmarks);
     t->build_started = false;
+    t->provs_done = false;
+    t->patl = 0;
     t->phase = ST__IDLE;
 }
 
@@ -146,14 +179,13 @@ int st_tables_build_step(st_tables_t *t)
         t->build_started = true;
         rc = st_tables_view_begin(t->store, t->cold, t->job_full, t->views, t->n, true, &t->build);
         if (rc == ST_OK) rc = st__erasures(t);
-        if (rc == ST_OK && t->job_full)
-            st_store_scan(t->store, st__pfx, ST__PFX_LEN, st__load_prov, t, &t->build.wait);
         t->build_rc = rc;
     }
     rc = t->build_rc;
     if (rc == ST_OK)
         rc = st_tables_view_step(t->store, t->cold, &t->build, t->views, t->n, true, deadline,
                                  t->job_full ? NULL : st__owner_prevs, t);
+    if (rc == ST_OK && t->job_full && !t->provs_done) rc = st__prevs_step(t, deadline);
     if (rc == 1) {
         st__slice_later(t);
         return 0;
@@ -167,7 +199,8 @@ int st_tables_build_step(st_tables_t *t)
     if (rc == ST_OK && t->build.wait > st_store_durable_id(t->store)) rc = ST_EPARKED;
     t->build_rc = rc;
     st_tbuild_free(&t->build);
-    t->build_started = false;
+    t->build_started = t->provs_done = false;
+    t->patl = 0;
     return 1;
 }
 

@@ -109,6 +109,9 @@ struct st_tables {
     st_tview_t views[ST_TABLES_MAX];
     st_tbuild_t build;
     bool build_started;
+    bool provs_done;             /* a whole view: every provenance record read */
+    uint8_t pat[ST_KEY_MAX + 1]; /* where their walk goes on (patl 0: the first) */
+    size_t patl;
     int build_rc;      /* the view's code once built (ST_EPARKED: something read not durable) */
     uint64_t slice_ns; /* a slice's budget */
     uv_timer_cb tick;  /* the commit timer's callback (tables.c) */

@@ -110,21 +110,55 @@ void st_tbuild_free(st_tbuild_t *b)
 int st_tables_view_begin(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v, int n,
                          bool bounded, st_tbuild_t *b)
 {
-    st__walk_t w = {.cold = cold, .v = v, .n = n};
+    (void)cold;
     st__marks_t mk = {.max = bounded && !full ? ST_TABLES_VIEW_OWNERS : 0};
     memset(v, 0, sizeof *v * (size_t)n);
     memset(b, 0, sizeof *b);
+    b->full = full;
     for (int i = 0; i < n; i++)
         v[i].full = full;
-    int rc = full ? st_tier_each_file(s, ST_TIER_TAG_ANY, st__walk_file, &w, &b->wait) : ST_OK;
-    if (rc == ST_OK) rc = st_tier_each_dirty(s, st__walk_mark, &mk, &b->wait);
+    int rc = st_tier_each_dirty(s, st__walk_mark, &mk, &b->wait);
     b->marks = mk.marks;
-    b->visited = w.visited;
     if (rc == 1) { /* bounded: the rest waits for the next tick */
         rc = ST_OK;
         for (int i = 0; i < n; i++)
             v[i].more = true;
     }
+    return rc;
+}
+
+typedef struct {
+    st__walk_t w;
+    st_tbuild_t *b;
+    uint64_t deadline;
+    size_t seen; /* records this step */
+} st__fwalk_t;
+
+/* One file record of a whole walk in slices: past the deadline, the walk stops as an owner
+ * begins (the next step resumes at it), so an owner's records are read in one turn. */
+static int st__walk_file_sliced(void *arg, const char *o, size_t ol, uint64_t seq,
+                                const st_tier_file_t *f, const char *k, size_t kl)
+{
+    st__fwalk_t *x = arg;
+    st_tbuild_t *b = x->b;
+    if (b->fl != ol || memcmp(b->from, o, ol) != 0) {
+        bool stop = x->seen && uv_hrtime() >= x->deadline;
+        memcpy(b->from, o, ol);
+        b->fl = ol;
+        if (stop) return 1;
+    }
+    x->seen++;
+    return st__walk_file(&x->w, o, ol, seq, f, k, kl);
+}
+
+/* A whole view's walk from where the last step stopped: 1 when it stopped at the deadline. */
+static int st__walk_step(st_store_t *s, st_objstore_t *cold, st_tbuild_t *b, st_tview_t *v, int n,
+                         uint64_t deadline)
+{
+    st__fwalk_t x = {.w = {.cold = cold, .v = v, .n = n}, .b = b, .deadline = deadline};
+    int rc = st_tier_each_file_from(s, b->from, b->fl, st__walk_file_sliced, &x, &b->wait);
+    b->visited += x.w.visited;
+    if (rc == ST_OK) b->walked = true;
     return rc;
 }
 
@@ -136,6 +170,10 @@ int st_tables_view_step(st_store_t *s, st_objstore_t *cold, st_tbuild_t *b, st_t
     size_t ol, skip;
     uint64_t gen;
     int rc = ST_OK;
+    if (b->full && !b->walked) {
+        rc = st__walk_step(s, cold, b, v, n, deadline);
+        if (rc != ST_OK || uv_hrtime() >= deadline) return rc == ST_OK ? 1 : rc;
+    }
     /* one owner at least a step, whatever the deadline: a step always goes on */
     for (bool first = true; rc == ST_OK && (first || uv_hrtime() < deadline); first = false) {
         if (!st__mark_next(&b->marks, &b->off, &o, &ol, &gen)) {

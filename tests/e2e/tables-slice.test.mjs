@@ -119,3 +119,41 @@ test('a commit in slices, with flushes and an erasure landing between them: each
     s.cleanup();
   }
 });
+
+test('a whole view in slices (a first commit after a flush with none): each file once, pending 0', async () => {
+  // flushed with no commit at all (--table-commit-interval 0): the next start reads every file
+  let s = await startStrata({ args: ['--flush-interval', '3600', '--table-commit-interval', '0'] });
+  const cold = path.join(s.dir, 'cold');
+  const want = [];
+  try {
+    for (let i = 0; i < USERS; i++) {
+      await post(s, `wv-u${i}`, `wv-u${i} first`);
+      want.push(`wv-u${i} first`);
+    }
+    await ok(s, 'POST', '/v1/admin/flush', undefined, {}, 202);
+    await waitFor('the flush', async () => (await metric(s, 'strata_flush_passes_total')) > 0 &&
+      (await metric(s, 'strata_flush_running')) === 0 && (await metric(s, 'strata_flush_pending')) === 0, 30000);
+    await s.stop();
+    s = await startStrata({ dataDir: s.dir, args: ARGS, env: ENV });
+    // flushes while the whole view is read, an owner a slice
+    for (let r = 0; r < 3; r++) {
+      for (let i = r; i < USERS + 4; i += 3) {
+        await post(s, `wv-u${i}`, `wv-u${i} round ${r}`);
+        want.push(`wv-u${i} round ${r}`);
+      }
+      await ok(s, 'POST', '/v1/admin/flush', undefined, {}, 202);
+      await sleep(30);
+    }
+    await settled(s);
+    assert.ok((await metric(s, 'strata_table_view_files_total')) >= USERS, 'a whole view read every file record');
+    assert.ok((await metric(s, 'strata_table_commit_slices_total')) > USERS, 'in slices');
+    checkSnapshots(cold);
+    assert.deepEqual(await rows(cold), want.sort(), 'every post once');
+  } catch (e) {
+    console.error(s.log());
+    throw e;
+  } finally {
+    await s.stop();
+    s.cleanup();
+  }
+});
