@@ -36,6 +36,8 @@
 #include <string.h>
 
 #define ST__SETTLING 's'
+/* The slices a built view waits for what it read to be durable before it is given up (parked) */
+#define ST__PARKS 200
 
 /* A slice ends, the next one a millisecond later. */
 static void st__slice_later(st_tables_t *t)
@@ -175,8 +177,9 @@ int st_tables_build_step(st_tables_t *t)
         return 0;
     }
     int rc;
-    if (!t->build_started) { /* the marks first; a whole view's every record in this turn */
+    if (!t->build_started) { /* the marks first, in one turn */
         t->build_started = true;
+        t->parks = 0;
         rc = st_tables_view_begin(t->store, t->cold, t->job_full, t->views, t->n, true, &t->build);
         if (rc == ST_OK) rc = st__erasures(t);
         t->build_rc = rc;
@@ -186,6 +189,10 @@ int st_tables_build_step(st_tables_t *t)
         rc = st_tables_view_step(t->store, t->cold, &t->build, t->views, t->n, true, deadline,
                                  t->job_full ? NULL : st__owner_prevs, t);
     if (rc == ST_OK && t->job_full && !t->provs_done) rc = st__prevs_step(t, deadline);
+    /* what was read is durable in a moment (a flush's batch of this turn): a slice later, not a
+     * whole build again (a batch that fails meanwhile drops the build, above) */
+    if (rc == ST_OK && t->build.wait > st_store_durable_id(t->store) && t->parks++ < ST__PARKS)
+        rc = 1;
     if (rc == 1) {
         st__slice_later(t);
         return 0;

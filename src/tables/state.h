@@ -109,6 +109,7 @@ struct st_tables {
     st_tview_t views[ST_TABLES_MAX];
     st_tbuild_t build;
     bool build_started;
+    int parks;                   /* slices the built view waited for its reads to be durable */
     bool provs_done;             /* a whole view: every provenance record read */
     uint8_t pat[ST_KEY_MAX + 1]; /* where their walk goes on (patl 0: the first) */
     size_t patl;
