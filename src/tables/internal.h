@@ -102,8 +102,8 @@ typedef struct {
 } st_tbuild_t;
 typedef void (*st_tview_owner_fn)(void *arg, int ti, const char *part);
 void st_tbuild_free(st_tbuild_t *b);
-int st_tables_view_begin(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v, int n,
-                         bool bounded, st_tbuild_t *b);
+int st_tables_view_begin(st_store_t *s, bool full, st_tview_t *v, int n, bool bounded,
+                         st_tbuild_t *b);
 /* 1: owners are left; ST_OK: every one read; else the store's error. clear_idle: the marks of
  * owners that are no table's are cleared (a tick's; a look writes nothing). */
 int st_tables_view_step(st_store_t *s, st_objstore_t *cold, st_tbuild_t *b, st_tview_t *v, int n,

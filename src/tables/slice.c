@@ -180,7 +180,7 @@ int st_tables_build_step(st_tables_t *t)
     if (!t->build_started) { /* the marks first, in one turn */
         t->build_started = true;
         t->parks = 0;
-        rc = st_tables_view_begin(t->store, t->cold, t->job_full, t->views, t->n, true, &t->build);
+        rc = st_tables_view_begin(t->store, t->job_full, t->views, t->n, true, &t->build);
         if (rc == ST_OK) rc = st__erasures(t);
         t->build_rc = rc;
     }

@@ -107,10 +107,9 @@ void st_tbuild_free(st_tbuild_t *b)
     memset(b, 0, sizeof *b);
 }
 
-int st_tables_view_begin(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v, int n,
-                         bool bounded, st_tbuild_t *b)
+int st_tables_view_begin(st_store_t *s, bool full, st_tview_t *v, int n, bool bounded,
+                         st_tbuild_t *b)
 {
-    (void)cold;
     st__marks_t mk = {.max = bounded && !full ? ST_TABLES_VIEW_OWNERS : 0};
     memset(v, 0, sizeof *v * (size_t)n);
     memset(b, 0, sizeof *b);
@@ -141,6 +140,7 @@ static int st__walk_file_sliced(void *arg, const char *o, size_t ol, uint64_t se
 {
     st__fwalk_t *x = arg;
     st_tbuild_t *b = x->b;
+    if (ol > sizeof b->from) return 0; /* no owner of the tier's (ST_TIER_OWNER_MAX) */
     if (b->fl != ol || memcmp(b->from, o, ol) != 0) {
         bool stop = x->seen && uv_hrtime() >= x->deadline;
         memcpy(b->from, o, ol);
@@ -207,7 +207,7 @@ int st_tables_view(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v,
 {
     /* a tick's delta takes ST_TABLES_VIEW_OWNERS owners at most: its loop turn stays short */
     st_tbuild_t b;
-    int rc = st_tables_view_begin(s, cold, full, v, n, visited != NULL, &b);
+    int rc = st_tables_view_begin(s, full, v, n, visited != NULL, &b);
     while (rc == ST_OK && (rc = st_tables_view_step(s, cold, &b, v, n, visited != NULL, UINT64_MAX,
                                                     NULL, NULL)) == 1)
         ;
