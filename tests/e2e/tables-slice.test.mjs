@@ -17,7 +17,8 @@ import { avroRecords, serveFiles } from './iceberg-lib.mjs';
 import { ok } from './backup-lib.mjs';
 import { startStrata } from './lib.mjs';
 
-const ARGS = ['--flush-interval', '3600', '--table-commit-interval', '1'];
+// no compaction: a restart's compaction of every owner would read them again (not a whole view)
+const ARGS = ['--flush-interval', '3600', '--table-commit-interval', '1', '--compact-objects', '1000'];
 const ENV = { STRATA_TEST_TABLES_SLICE_NS: '0' };
 const USERS = 40;
 const GONE = 'zqsliceerasedzq';
@@ -86,24 +87,24 @@ test('a commit in slices, with flushes and an erasure landing between them: each
 
     // flushes of some of the owners again and of new ones, one after another without waiting for
     // the commits (their slices run meanwhile), and the erasure of one user among them
-    for (let r = 0; r < 6; r++) {
-      for (let i = r; i < USERS + 8; i += 5) {
+    for (let r = 0; r < 8; r++) {
+      for (let i = 0; i < USERS + 8; i++) {
         await post(s, `sl-u${i}`, `sl-u${i} round ${r}`);
         want.push(`sl-u${i} round ${r}`);
       }
       if (r === 2) await post(s, GONE, `${GONE} again`);
       await ok(s, 'POST', '/v1/admin/flush', undefined, {}, 202);
-      if (r === 3) {
+      if (r === 4) {
         const eid = (await ok(s, 'DELETE', `/v1/users/${GONE}`, undefined, {}, 202)).json.erasure_id;
         await waitFor('the erasure done', async () => (await ok(s, 'GET', `/v1/admin/erasures/${eid}`)).json.status === 'done', 30000);
       }
-      await sleep(40 + 30 * r);
     }
     await settled(s);
     assert.ok((await metric(s, 'strata_table_commit_slices_total')) > slices);
     const files = checkSnapshots(cold);
     assert.deepEqual(await rows(cold), want.sort(), 'every post once, none of the erased user');
     for (const f of filesUnder(path.join(cold, '_tables'))) assert.ok(!readFileSync(f).includes(GONE), `${f} names the erased user`);
+    assert.equal(await metric(s, 'strata_tables_pending_repairs_total'), 0, 'no pending count drifted');
 
     // a restart: the last commit's writes all landed (no marker of writes cut off): no whole view
     await s.stop();

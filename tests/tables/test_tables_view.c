@@ -212,6 +212,61 @@ TEST(a_delta_is_bounded_and_the_rest_follows)
     fx_end(&fx);
 }
 
+/* A view read in steps across loop turns (slice.c's, each step one owner: deadline 0): an owner
+ * written after the marks were read, before or after the view read its records, keeps its mark
+ * once the view's marks are cleared (the next tick reads it again); a whole walk in steps reads
+ * each owner's records once, each owner whole. */
+TEST(a_view_in_steps_keeps_the_marks_of_owners_written_between_them)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    st_objstore_t *cold = fx_objstore(&fx);
+    int n = (int)st_tables_n(), rc, steps = 0;
+    for (int i = 0; i < 4; i++)
+        owner_put(s, i, 1);
+    fx_settle(&fx, s);
+    st_tview_t v[ST_TABLES_MAX];
+    st_tbuild_t b;
+    CHECK_EQ(st_tables_view_begin(s, false, v, n, true, &b), ST_OK);
+    CHECK_EQ(st_tables_view_step(s, cold, &b, v, n, true, 0, NULL, NULL), 1); /* u0 only */
+    CHECK_EQ(v[0].fresh.n, 1u);
+    owner_put(s, 0, 2); /* read before this write */
+    owner_put(s, 3, 2); /* read after it, its mark as read before */
+    fx_settle(&fx, s);
+    while ((rc = st_tables_view_step(s, cold, &b, v, n, true, 0, NULL, NULL)) == 1)
+        steps++;
+    CHECK_EQ(rc, ST_OK);
+    CHECK(steps >= 2);
+    CHECK_EQ(v[0].parts.n, 4u);
+    CHECK_EQ(v[0].fresh.n, 5u); /* u0's first object, u1's, u2's, u3's two */
+    st_tbuild_free(&b);
+    size_t off = 0;
+    while (!st_tview_clear_step(s, &v[0], &off, 0))
+        ;
+    fx_settle(&fx, s);
+    CHECK_EQ(marks(s), 2); /* u0 and u3: written after the marks were read */
+    for (int i = 0; i < n; i++)
+        st_tview_free(&v[i]);
+
+    /* a whole walk in steps: every file record once, an owner a step */
+    CHECK_EQ(st_tables_view_begin(s, true, v, n, true, &b), ST_OK);
+    for (steps = 0; (rc = st_tables_view_step(s, cold, &b, v, n, true, 0, NULL, NULL)) == 1;)
+        steps++;
+    CHECK_EQ(rc, ST_OK);
+    CHECK(steps >= 3);
+    CHECK_EQ(v[0].fresh.n, 6u);
+    st_tfiles_sort(&v[0].fresh);
+    for (size_t i = 1; i < v[0].fresh.n; i++)
+        CHECK(strcmp(v[0].fresh.v[i - 1].key, v[0].fresh.v[i].key) != 0);
+    st_tbuild_free(&b);
+    for (int i = 0; i < n; i++)
+        st_tview_free(&v[i]);
+    st_objstore_close(cold);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
 /* Owner o with one object key, put back (marked). */
 static void obj_put(st_store_t *s, const char *o, const char *key)
 {
