@@ -444,10 +444,13 @@ template_keep() {
   rm -rf "$work/template"
   mv "$work/data" "$work/template"
 }
-# template_atsize USERS MSGS [SERVER ARGS…]: the template of USERS users x MSGS posts
+# template_atsize [--hot] USERS MSGS [SERVER ARGS…]: the template of USERS users x MSGS posts
 # (bench/atsize.lua load mode, wrk until the posts stop rising near the target), all cooled by one
-# POST /v1/admin/flush; NEW started with flush_server_start and ARGS. Sets posts and objects.
+# POST /v1/admin/flush (--hot: none); NEW started with flush_server_start and ARGS. Sets posts and
+# objects.
 template_atsize() {
+  local cool=1
+  [ "$1" = --hot ] && cool= && shift
   local users=$1 msgs=$2 wp last=-1 target=$(($1 * $2))
   shift 2
   rm -rf "$work/data"
@@ -462,9 +465,11 @@ template_atsize() {
   done
   kill -INT "$wp"
   wait "$wp" || true
-  flush_settle
-  objects=$(flush_metric 'strata_flush_total{result="ok"}')
-  [ "${objects:-0}" -ge "$users" ] || die "only ${objects:-0} objects flushed for $users users"
+  if [ -n "$cool" ]; then
+    flush_settle
+    objects=$(flush_metric 'strata_flush_total{result="ok"}')
+    [ "${objects:-0}" -ge "$users" ] || die "only ${objects:-0} objects flushed for $users users"
+  fi
   template_keep
 }
 # ab_start SIDE [SERVER ARGS…]: SIDE's binary (old: OLD, new: NEW) on a fresh copy of the template

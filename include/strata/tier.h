@@ -354,6 +354,11 @@ typedef int (*st_tier_file_fn)(void *arg, const char *o, size_t ol, uint64_t seq
  * value that stopped the walk. */
 enum { ST_TIER_TAG_ANY = -1 };
 int st_tier_each_file(st_store_t *s, int tag, st_tier_file_fn fn, void *arg, uint64_t *wait);
+/* The same over every owner from owner `from` (fl bytes; fl 0: the first) on, in key order: a walk
+ * across loop turns (the tables' whole view, slice.c) stops as an owner begins and resumes at it,
+ * so each owner's records are read in one turn. */
+int st_tier_each_file_from(st_store_t *s, const char *from, size_t fl, st_tier_file_fn fn,
+                           void *arg, uint64_t *wait);
 /* The owners whose file records changed (dirty.c): every batch that puts or deletes an owner's
  * file record (a flush's or a compaction's swap, retention's drop, st_tier_forget) also stages the
  * owner's mark, "\0cold_dirty" owner -> a generation, new at each write and never one a walk has

@@ -166,6 +166,17 @@ int st_tier_each_file(st_store_t *s, int tag, st_tier_file_fn fn, void *arg, uin
     return st_store_scan(s, pre, pl, st__each_file_one, &x, wait);
 }
 
+int st_tier_each_file_from(st_store_t *s, const char *from, size_t fl, st_tier_file_fn fn,
+                           void *arg, uint64_t *wait)
+{
+    uint8_t k[1 + ST_TIER_OWNER_MAX];
+    if (fl > ST_TIER_OWNER_MAX) return ST_EINVAL;
+    k[0] = 'F';
+    if (fl) memcpy(k + 1, from, fl); /* 'F' owner: before the owner's first record */
+    st__each_file_t x = {ST_TIER_TAG_ANY, fn, arg};
+    return st_store_scan_from(s, k, 1, k, 1 + fl, st__each_file_one, &x, wait);
+}
+
 uint64_t st_tier_manifest_writes(const st_store_t *s)
 {
     return st_store_writes_of(s, 'F');

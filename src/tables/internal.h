@@ -84,6 +84,34 @@ int st_tables_view(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v,
                    uint64_t *visited);
 /* Clears the dirty marks v saw (a mark rewritten since stays). Loop only. */
 void st_tview_clear(st_store_t *s, const st_tview_t *v);
+/* The same view taken across loop turns (slice.c): st_tables_view_begin reads the dirty marks
+ * (ST_TABLES_VIEW_OWNERS at most when bounded and not full) in one turn; each st_tables_view_step
+ * then reads, full, every file record an owner at a time, then the marked owners' records, until
+ * the deadline
+ * (uv_hrtime; one owner at least), each owner in one turn, and tells fn(arg, table, partition)
+ * of each owner read. A mark read first and an owner's records read later: a write between
+ * them leaves a newer mark, which the commit's clear keeps (the next tick reads the owner again).
+ * b->wait: the newest batch read (ST_EPARKED is the caller's, once the last step is done). */
+typedef struct {
+    st_buf_t marks;   /* the dirty marks read (owner, generation; each) */
+    size_t off;       /* the next one to read */
+    uint64_t visited; /* file records read */
+    uint64_t wait;
+    bool full, walked;            /* full: a whole view, every file record walked (walked) first */
+    char from[ST_TIER_OWNER_MAX]; /* the owner the whole walk goes on at (fl 0: the first) */
+    size_t fl;
+} st_tbuild_t;
+typedef void (*st_tview_owner_fn)(void *arg, int ti, const char *part);
+void st_tbuild_free(st_tbuild_t *b);
+int st_tables_view_begin(st_store_t *s, bool full, st_tview_t *v, int n, bool bounded,
+                         st_tbuild_t *b);
+/* 1: owners are left; ST_OK: every one read; else the store's error. clear_idle: the marks of
+ * owners that are no table's are cleared (a tick's; a look writes nothing). */
+int st_tables_view_step(st_store_t *s, st_objstore_t *cold, st_tbuild_t *b, st_tview_t *v, int n,
+                        bool clear_idle, uint64_t deadline, st_tview_owner_fn fn, void *arg);
+/* Clears the dirty marks v saw from *off on until the deadline (uv_hrtime; one at least); true
+ * once every one is. */
+bool st_tview_clear_step(st_store_t *s, const st_tview_t *v, size_t *off, uint64_t deadline);
 /* ---- look.c: GET /v1/admin/tables's pending, a running count per table (issue 48) ---- */
 /* Registers strata_tables_pending_repairs_total (st_tables_open). */
 void st_tables_pending_open(void);
@@ -97,15 +125,13 @@ void st_tables_pending_checked(st_store_t *s, int ti);
  * count absent (a new store, one from before the count), or 0 while owners of the table are dirty
  * (a store upgraded from one without provenance records), is recounted and written. Loop only. */
 void st_tables_pending_init(st_store_t *s, int n);
-/* On the worker, once table ti's plan is made: the files it newly records (in live, not in prev,
- * sorted) grouped by owner with the owner's dirty mark as the view saw it (marks: view.c's), into
- * *out for st_tables_pending_settle. */
-void st_tables_pending_plan(int ti, const st_tfiles_t *live, const st_tfiles_t *prev,
-                            const st_buf_t *marks, st_buf_t *out);
-/* On the loop, in the batch of the plan's provenance writes: the count less the planned files
- * whose file record is still there (unchanged: no file record was written since the view, so
- * every one is, and nothing is read). */
-void st_tables_pending_settle(st_store_t *s, int ti, const st_buf_t *plan, bool unchanged);
+/* On the loop, in the batch of a commit's new provenance record of table ti (pk: its key, with a
+ * partition): whether the object's file record is still there, so that the record takes it off
+ * the count (unchanged: no file record was written since the view, so it is, and nothing is
+ * read; else its owner's manifest says: a compaction may have taken it out meanwhile). */
+bool st_tables_pending_there(st_store_t *s, int ti, const uint8_t *pk, size_t pkl, bool unchanged);
+/* Adds d to table ti's count (staged: the caller's batch). */
+void st_tables_pending_add(st_store_t *s, int ti, int64_t d);
 /* The key of table ti's pending count ("\0tables" 'n' index) into k (ST_KEY_MAX + 1 bytes); its
  * length (tables.c). */
 size_t st_tables_pending_key(uint8_t *k, int ti);

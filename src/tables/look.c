@@ -12,14 +12,14 @@
  * two always go together; the leader computes, every member writes the same value):
  *   - a file record put or deleted (st_tables_file_changed, the tier's file observer: a flush, a
  *     compaction or fold, retention, an erasure): +1 / -1 when its object has no provenance;
- *   - a commit's provenance records (st_tables_pending_settle, with st__prov_apply): -1 for each
- *     object newly recorded whose file record is still there (its owner's dirty mark unchanged
- *     since the view, else its manifest read: a compaction may have taken it out meanwhile, which
- *     already took it off). A record a commit removes is of an object whose file record is gone
- *     (the view no longer had it; keys are never reused), one it rewrites (another manifest, a
- *     record given its partition) was there before: neither changes the count.
- * rebuild-meta puts file records without the observer, and a store from before the count has no
- * record: the count is then recounted (st__pending_walk: the table's dirty owners' file records
+ *   - a commit's provenance records (st_tables_pending_there and _add, in the turn of the slice of
+ *     its provenance writes, slice.c): -1 for each object newly recorded whose file record is
+ *     still there (no file record written since the view, else its manifest read: a compaction may
+ * have taken it out meanwhile, which already took it off). A record a commit removes is of an
+ * object whose file record is gone (the view no longer had it; keys are never reused), one it
+ * rewrites (another manifest, a record given its partition) was there before: neither changes the
+ * count. rebuild-meta puts file records without the observer, and a store from before the count has
+ * no record: the count is then recounted (st__pending_walk: the table's dirty owners' file records
  * without provenance — only a dirty owner can hold such an object: its mark goes in the batch that
  * puts the file record and leaves only with the commit that has its files), and the observer
  * leaves an absent count alone. The self-check (st__pending_check): a table none of whose owners
@@ -220,99 +220,25 @@ void st_tables_pending_init(st_store_t *s, int n)
 }
 
 /* ---- a commit's newly recorded objects ---- */
-/* A plan is one group an owner: size_t ol, owner, u64 its mark's generation as the view saw it (0:
- * none), size_t n, then n times size_t kl, key (the objects it newly records). */
-typedef struct {
-    const char *o, *gen; /* gen: at the mark's be64 in the view's marks */
-    size_t ol;
-} st__seen_t;
-
-static int st__seen_cmp(const void *a, const void *b)
+bool st_tables_pending_there(st_store_t *s, int ti, const uint8_t *pk, size_t pkl, bool unchanged)
 {
-    const st__seen_t *x = a, *y = b;
-    size_t n = x->ol < y->ol ? x->ol : y->ol;
-    int c = memcmp(x->o, y->o, n);
-    return c ? c : (x->ol > y->ol) - (x->ol < y->ol);
-}
-
-static int st__file_part_cmp(const void *a, const void *b)
-{
-    const st_tfile_t *x = *(const st_tfile_t *const *)a, *y = *(const st_tfile_t *const *)b;
-    int c = strcmp(x->part, y->part);
-    return c ? c : strcmp(x->key, y->key);
-}
-
-void st_tables_pending_plan(int ti, const st_tfiles_t *live, const st_tfiles_t *prev,
-                            const st_buf_t *marks, st_buf_t *out)
-{
-    char tag = st_table_def((size_t)ti)->tag, o[ST_TIER_OWNER_MAX];
+    if (unchanged) return true;
     uint8_t k[ST_KEY_MAX + 1];
-    ST_VEC(const st_tfile_t *) nw = {0};
-    ST_VEC(st__seen_t) seen = {0};
-    for (size_t i = 0; i < live->n; i++) { /* as st__prov_plan puts a new record */
-        const st_tfile_t *f = &live->v[i];
-        if (f->part && !st_tfiles_find(prev, f->key) && st_tables_prov_key(k, ti, f->part, f->key))
-            st_vec_push(&nw, f);
-    }
-    for (size_t off = 0, ol; off + sizeof ol <= marks->len; off += sizeof ol + ol + 8) {
-        memcpy(&ol, marks->data + off, sizeof ol); /* view.c's: size_t ol, owner, be64 gen */
-        st__seen_t sn = {marks->data + off + sizeof ol, marks->data + off + sizeof ol + ol, ol};
-        st_vec_push(&seen, sn);
-    }
-    if (nw.n) qsort(nw.v, nw.n, sizeof *nw.v, st__file_part_cmp);
-    if (seen.n) qsort(seen.v, seen.n, sizeof *seen.v, st__seen_cmp);
-    for (size_t i = 0, j; i < nw.n; i = j) {
-        for (j = i + 1; j < nw.n && strcmp(nw.v[j]->part, nw.v[i]->part) == 0; j++)
-            ;
-        size_t pl = strlen(nw.v[i]->part), n = j - i;
-        if (pl > ST_NAME_MAX) continue; /* no owner's: the self-check recounts */
-        st__seen_t key = {o, NULL, st_tier_owner(o, tag, nw.v[i]->part, pl)};
-        const st__seen_t *at =
-            seen.n ? bsearch(&key, seen.v, seen.n, sizeof *seen.v, st__seen_cmp) : NULL;
-        uint64_t gen = at ? st_be64_get((const uint8_t *)at->gen) : 0;
-        st_buf_append(out, &key.ol, sizeof key.ol);
-        st_buf_append(out, o, key.ol);
-        st_buf_append(out, &gen, sizeof gen);
-        st_buf_append(out, &n, sizeof n);
-        for (size_t x = i; x < j; x++) {
-            size_t kl = strlen(nw.v[x]->key);
-            st_buf_append(out, &kl, sizeof kl);
-            st_buf_append(out, nw.v[x]->key, kl);
-        }
-    }
-    st_vec_free(&nw);
-    st_vec_free(&seen);
+    size_t at = st_tables_prov_key(k, ti, "", NULL) - 1; /* the partition's first byte */
+    const uint8_t *nul = pkl > at ? memchr(pk + at, 0, pkl - at) : NULL;
+    if (!nul || (size_t)(nul - pk) - at > ST_NAME_MAX) return false;
+    char o[ST_TIER_OWNER_MAX], key[ST_KEY_MAX + 1];
+    size_t ol = st_tier_owner(o, st_table_def((size_t)ti)->tag, (const char *)pk + at,
+                              (size_t)(nul - pk) - at);
+    size_t kl = pkl - (size_t)(nul + 1 - pk);
+    memcpy(key, nul + 1, kl);
+    key[kl] = 0;
+    uint64_t wait = 0;
+    return st_tier_manifest_names(s, o, ol, key, &wait);
 }
 
-void st_tables_pending_settle(st_store_t *s, int ti, const st_buf_t *plan, bool unchanged)
+void st_tables_pending_add(st_store_t *s, int ti, int64_t d)
 {
-    int64_t done = 0;
     uint64_t wait = 0;
-    for (size_t off = 0; off + sizeof(size_t) <= plan->len;) {
-        size_t ol, n, kl;
-        uint64_t gen;
-        memcpy(&ol, plan->data + off, sizeof ol);
-        const char *o = plan->data + off + sizeof ol;
-        off += sizeof ol + ol;
-        memcpy(&gen, plan->data + off, sizeof gen);
-        memcpy(&n, plan->data + off + sizeof gen, sizeof n);
-        off += sizeof gen + sizeof n;
-        /* the owner's mark unchanged: none of its file records went since the view (one read);
-         * else its manifest says which of the objects are still there */
-        bool same = unchanged || st_tier_dirty_gen(s, o, ol) == gen;
-        st_tier_manifest_t man = {0};
-        if (!same && st_tier_manifest(s, o, ol, false, &man, &wait) != ST_OK)
-            st_tier_manifest_free(&man); /* not read: none counted (the self-check recounts) */
-        for (size_t i = 0; i < n; i++) {
-            memcpy(&kl, plan->data + off, sizeof kl);
-            const char *key = plan->data + off + sizeof kl;
-            off += sizeof kl + kl;
-            bool in = same;
-            for (size_t m = 0; !in && m < man.n; m++)
-                in = strlen(man.v[m].key) == kl && memcmp(man.v[m].key, key, kl) == 0;
-            done += in;
-        }
-        st_tier_manifest_free(&man);
-    }
-    st__count_add(s, ti, -done, &wait);
+    st__count_add(s, ti, d, &wait);
 }

@@ -3,110 +3,13 @@
  * The tables module (strata/tables.h): the commit timer, the view of the tier's manifest, the
  * files' provenance in the hot store, GET /v1/admin/tables and the metrics.
  */
-#include "internal.h"
+#include "state.h"
 #include "strata/metrics.h"
 #include "strata/tier.h"
 
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* "\0tables" key of an object's provenance: "\0tables" 'p' table-index partition '\0' key ->
- * be64 snapshot, be64 sequence number, be64 rows, be64 size, then the name of the manifest of
- * this writer's that names it (fastappend.c; absent in records from before manifests were
- * remembered: a commit removing such a file reads the parent's manifests to find it). Keyed by
- * partition (the owner) so that a commit reads the changed owners' records only: the committed
- * set lives here, not in RAM (issue 48). Records from before partitions were in the key
- * ("\0tables" table-index key, the same value) are read by a whole view, which rewrites them. An
- * object
- * written by a merge that changed rows (st_tier_on_rows_changed), until a snapshot has it:
- * "\0tables" 'c' key -> "". An object an erasure deleted (st_tier_on_erased), until a commit of its
- * table has expired every snapshot before it: "\0tables" 'x' key -> the table's index ('0' + i).
- * A table's pending count (look.c): "\0tables" 'n' index -> be64. */
-static const char st__pfx[] = "\0tables";
-#define ST__PFX_LEN (sizeof st__pfx - 1)
-#define ST__CHANGED 'c'
-#define ST__ERASED  'x'
-#define ST__PROV    'p'
-#define ST__PENDING 'n'
-/* a table's index in its keys and marks is one digit, never ST__CHANGED or ST__ERASED */
-_Static_assert(ST_TABLES_MAX <= 10, "a table's index is one digit");
-
-typedef struct {
-    st_tmeta_t meta;   /* the worker's while a job runs */
-    bool loaded;       /* meta.doc read (or created) */
-    int64_t snap, seq; /* the current snapshot (snap -1: none), for the admin route */
-    int64_t committed_us;
-    int64_t oldest_us; /* the oldest snapshot the loaded document keeps (0: none) */
-    size_t bytes;      /* the heap the last job's file sets took (st_tfiles_bytes; /metrics) */
-} st__table_t;
-
-typedef struct {
-    st_tview_t view;  /* the loop's view (view.c); its files the worker's while the job runs */
-    st_tfiles_t prev; /* the committed files of the owners the view read, from their provenance
-                         records (every one for a whole view); their man index prev_mans */
-    st_tstrs_t prev_mans;
-    bool want;        /* the loop's: the view may differ from the committed set (a whole walk, a
-                         dirty owner, an erasure): the worker merges it */
-    st_tfiles_t live; /* the worker's new set (st_tview_merge: borrowed strings) and what of the */
-    st_tgone_t gone;  /* committed set it does not carry */
-    bool built;       /* live and gone were built */
-    bool changed;     /* the worker's: live differs from the committed set, or an erasure */
-    bool erase;       /* an erasure deleted objects of the table: every earlier snapshot expires */
-    bool whole;       /* the worker's: the delta could not be planned (ST_TABLES_WHOLE) */
-    st_buf_t marks;   /* their 'x' marks as the view saw them (size_t length, key; each) */
-    st_buf_t prov;    /* the worker's provenance writes (st__prov_plan), done on the loop */
-    st_buf_t pend;    /* the files they newly record (st_tables_pending_plan) */
-    int rc;
-    st_tcommit_t res;
-    size_t bytes; /* the worker's: the heap live and its manifests' names will take, installed */
-} st__jtable_t;
-
-struct st_tables {
-    uv_loop_t *loop;
-    st_store_t *store;
-    st_objstore_t *cold, *meta;
-    char *croot; /* the cold store's root URI + "/" (a file's URI: croot + key) */
-    uint64_t interval_ms;
-    int64_t keep_ms;
-    uv_timer_t timer;
-    uv_work_t work;
-    bool busy, closing;
-    bool timer_closed; /* st_tables_close's uv_close is done: whichever of it and the job ends
-                          last frees the module */
-    int n;             /* the tables: the kinds' (st_tables_n, registry.c), as at open */
-    st__table_t t[ST_TABLES_MAX];
-    st__jtable_t job[ST_TABLES_MAX];
-    bool job_create;
-    st_tier_writer_t writer; /* the store's writer record, read at the tick (the job's) */
-    /* The next view reads every file record (view.c) and every provenance record: at the start
-     * of a lead while the store holds provenance records without a partition (or none at all),
-     * after a failed batch (what the last view saw may be gone, a commit's records too) and when
-     * a delta could not be planned, until a whole view is committed. fails: failed batches so
-     * far; job_fails: as the running job's view was taken. */
-    bool full, job_full;
-    uint64_t fails, job_fails;
-    st_tstrs_t cmarks; /* the 'c' marks' object keys as the running job's view saw them */
-    st_buf_t sweep;    /* the worker's: those no table holds (store keys, size_t length first) */
-    st_store_listener_t listener;
-    bool leading; /* this member committed at its last tick */
-    bool read;    /* every table's document loaded since it began to lead */
-    /* The tier's file records and the erasures' marks as of st_tier_manifest_writes(store) +
-     * erased_n == seen_f are all committed (seen): a tick finding the same number skips the scan
-     * (an idle node's tick is O(1), not O(objects)). job_f: the number when the running job's
-     * view was taken. erased_n: marks st_tables_erased wrote (a hold let go writes no 'F'). */
-    bool seen, job_view_ok;
-    bool job_more; /* the running job's view stopped at ST_TABLES_VIEW_OWNERS: the next tick
-                      follows its end at once */
-    bool slicing;  /* a slice follows: a tick that finds what it reads not durable yet (the last
-                      slice's own writes) tries again in ST__SLICE_MS, not a whole interval */
-    uint64_t seen_f, job_f, erased_n;
-    int64_t lag_since_us; /* when the tier first differed from the committed tables (0: it does
-                             not) */
-    st_metric_t *commits, *visited;
-    void (*on_commit)(void *arg); /* st_tables_on_commit */
-    void *on_commit_arg;
-};
 
 /* tag: '0' + the table's index (provenance: part its partition; NULL, a record without one),
  * ST__CHANGED or ST__ERASED (part NULL). Without part, the key's length; with it, also the length
@@ -153,26 +56,6 @@ void st_tables_rows_changed(void *arg, const char *key, uint64_t *wait)
     if (kl) st_store_put(t->store, k, kl, "", 0, wait);
 }
 
-static int st__changed_key(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    (void)val, (void)vlen;
-    st_vec_push((st_tstrs_t *)arg,
-                st_strndup((const char *)key + ST__PFX_LEN + 1, klen - ST__PFX_LEN - 1));
-    return 0;
-}
-
-/* The 'c' marks' object keys into t->cmarks (sorted: the store's order). A mark is written in the
- * batch that adds its object, and goes with the commit that has it (st__prov_plan): they are the
- * objects changed since the last commit. The same loop turn as the view. */
-static void st__changed_marks(st_tables_t *t)
-{
-    uint8_t pre[ST__PFX_LEN + 1];
-    memcpy(pre, st__pfx, ST__PFX_LEN);
-    pre[ST__PFX_LEN] = ST__CHANGED;
-    uint64_t wait = 0;
-    st_store_scan(t->store, pre, sizeof pre, st__changed_key, &t->cmarks, &wait);
-}
-
 /* On the worker, once every table is merged: the marks of objects no table holds any more
  * (merged away before a snapshot had them) into t->sweep, for the loop to delete. An object is
  * held when the view or the files read with it have it (both sorted by now): a mark goes with
@@ -208,31 +91,6 @@ void st_tables_erased(void *arg, const char *o, size_t ol, const char *key, uint
     t->erased_n++; /* no 'F' write may come with it (an object a hold let go) */
 }
 
-static int st__erased_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    st__jtable_t *job = arg;
-    int ti = vlen == 1 ? *(const char *)val - '0' : -1;
-    if (ti < 0 || ti >= (int)st_tables_n()) return 0;
-    job[ti].erase = true;
-    st_buf_append(&job[ti].marks, &klen, sizeof klen);
-    st_buf_append(&job[ti].marks, key, klen);
-    return 0;
-}
-
-/* The erasures' marks into the job, per table (the same loop turn as the view: a mark is written
- * in the batch that takes its object out of the manifest). ST_EPARKED when one is not durable. */
-static int st__erasures(st_tables_t *t, st__jtable_t job[ST_TABLES_MAX])
-{
-    uint8_t pre[ST__PFX_LEN + 1];
-    memcpy(pre, st__pfx, ST__PFX_LEN);
-    pre[ST__PFX_LEN] = ST__ERASED;
-    uint64_t wait = 0;
-    int rc = st_store_scan(t->store, pre, sizeof pre, st__erased_one, job, &wait);
-    if (rc > 0) rc = ST_OK;
-    if (rc == ST_OK && wait > st_store_durable_id(t->store)) rc = ST_EPARKED;
-    return rc;
-}
-
 /* A job's table committed with its erasures: their marks go (a mark written since stays). */
 static void st__erasures_done(st_tables_t *t, const st_buf_t *marks)
 {
@@ -245,7 +103,7 @@ static void st__erasures_done(st_tables_t *t, const st_buf_t *marks)
     }
 }
 
-static void st__jtable_free(st__jtable_t *j)
+void st_tables_jtable_free(st__jtable_t *j)
 {
     st_vec_free(&j->live); /* borrowed strings (st_tview_merge) */
     st_vec_free(&j->gone);
@@ -256,56 +114,7 @@ static void st__jtable_free(st__jtable_t *j)
     st_tfiles_free(&j->res.moved);
     st_buf_free(&j->marks);
     st_buf_free(&j->prov);
-    st_buf_free(&j->pend);
     memset(j, 0, sizeof *j);
-}
-
-/* ---- provenance in the hot store ---- */
-
-/* One provenance record into its table's job prev (the manifest's name waits in uri until
- * st_tfiles_intern): "\0tables" 'p' index partition '\0' key, or "\0tables" index key (no
- * partition). Others (marks) are passed over. */
-static int st__load_prov(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    st_tables_t *t = arg;
-    const uint8_t *k = key, *v = val, *end = k + klen, *at = k + ST__PFX_LEN;
-    bool part = klen > ST__PFX_LEN + 2 && *at == ST__PROV;
-    int ti = klen > ST__PFX_LEN + 1 ? at[part] - '0' : -1;
-    if (ti < 0 || ti >= t->n || vlen < 32) return 0;
-    at += 1 + part;
-    const uint8_t *nul = part ? memchr(at, 0, (size_t)(end - at)) : NULL;
-    if (part && !nul) return 0;
-    const uint8_t *kk = part ? nul + 1 : at;
-    st_tfile_t f = {.key = st_strndup((const char *)kk, (size_t)(end - kk)),
-                    .part = part ? st_strndup((const char *)at, (size_t)(nul - at)) : NULL,
-                    .uri = vlen > 32 ? st_strndup((const char *)v + 32, vlen - 32) : NULL,
-                    .snap = (int64_t)st_be64_get(v),
-                    .seq = (int64_t)st_be64_get(v + 8),
-                    .rows = (int64_t)st_be64_get(v + 16),
-                    .size = (int64_t)st_be64_get(v + 24)};
-    st_vec_push(&t->job[ti].prev, f);
-    return 0;
-}
-
-/* The committed files the job's views need, into each job's prev, in the views' loop turn: for a
- * whole view every provenance record (O(files), at the start of a lead only while records without
- * a partition are left, or after a failure); else the records of the owners the view read (their
- * partitions), O(changed owners). */
-static void st__load_prevs(st_tables_t *t, bool full)
-{
-    uint64_t wait = 0;
-    if (full) st_store_scan(t->store, st__pfx, ST__PFX_LEN, st__load_prov, t, &wait);
-    for (int i = 0; !full && i < t->n; i++) {
-        const st_tstrs_t *parts = &t->job[i].view.parts;
-        for (size_t p = 0; p < parts->n; p++) {
-            uint8_t k[ST_KEY_MAX + 1];
-            size_t pl = 0;
-            if (!st__pkey_p(k, (char)('0' + i), parts->v[p], NULL, &pl)) continue;
-            st_store_scan(t->store, k, pl, st__load_prov, t, &wait);
-        }
-    }
-    for (int i = 0; i < t->n; i++)
-        st_tfiles_intern(&t->job[i].prev, &t->job[i].prev_mans);
 }
 
 /* Whether the store holds a record under "\0tables" tag (st__any_one stops at the first). */
@@ -338,10 +147,12 @@ static bool st__man_same(const st_tfile_t *f, const st_tfile_t *c, const st_tstr
     return c && (was == now || (was && now && strcmp(was, now) == 0));
 }
 
-/* One provenance write of a job into b: a put (val) or, val NULL, a del. */
-static void st__prov_op(st_buf_t *b, const uint8_t *k, size_t kl, const void *val, size_t vl)
+/* One provenance write of a job into b: a put (val; 'n': of an object no snapshot had, which
+ * leaves the pending count with it, slice.c) or, val NULL, a del. */
+static void st__prov_op(st_buf_t *b, char op, const uint8_t *k, size_t kl, const void *val,
+                        size_t vl)
 {
-    char op = val ? 'p' : 'd';
+    op = val ? op : 'd';
     st_buf_appendc(b, op);
     st_buf_append(b, &kl, sizeof kl);
     st_buf_append(b, k, kl);
@@ -351,7 +162,7 @@ static void st__prov_op(st_buf_t *b, const uint8_t *k, size_t kl, const void *va
 }
 
 /* The put of f's record (its partition's key) naming manifest now (NULL: none known). */
-static void st__prov_put(st_buf_t *b, int ti, const st_tfile_t *f, const char *now)
+static void st__prov_put(st_buf_t *b, char op, int ti, const st_tfile_t *f, const char *now)
 {
     uint8_t k[ST_KEY_MAX + 1];
     size_t kl = st__pkey(k, (char)('0' + ti), f->part, f->key);
@@ -364,7 +175,7 @@ static void st__prov_put(st_buf_t *b, int ti, const st_tfile_t *f, const char *n
     st_buf_t val = {0};
     st_buf_append(&val, v, sizeof v);
     if (now) st_buf_puts(&val, now);
-    st__prov_op(b, k, kl, val.data, val.len);
+    st__prov_op(b, op, k, kl, val.data, val.len);
     st_buf_free(&val);
 }
 
@@ -392,42 +203,23 @@ static void st__prov_plan(st_tables_t *t, int ti, st__jtable_t *j)
     for (size_t i = 0; i < j->gone.n; i++) {
         const st_tfile_t *c = &prev->v[j->gone.v[i]];
         if ((kl = st__pkey(k, (char)('0' + ti), c->part, c->key)))
-            st__prov_op(&j->prov, k, kl, NULL, 0);
+            st__prov_op(&j->prov, 'd', k, kl, NULL, 0);
     }
     for (size_t i = 0; i < live->n; i++) {
         const st_tfile_t *f = &live->v[i];
         if (f->changed && (kl = st__pkey(k, ST__CHANGED, NULL, f->key))) /* in a snapshot now */
-            st__prov_op(&j->prov, k, kl, NULL, 0);
+            st__prov_op(&j->prov, 'd', k, kl, NULL, 0);
         const st_tfile_t *c = st_tfiles_find(prev, f->key);
         bool legacy = c && !c->part; /* a record without a partition: rewritten with it */
         if (legacy && (kl = st__pkey(k, (char)('0' + ti), NULL, c->key)))
-            st__prov_op(&j->prov, k, kl, NULL, 0);
+            st__prov_op(&j->prov, 'd', k, kl, NULL, 0);
         if (c && !legacy && (moved > ST__MOVED_MAX || st__man_same(f, c, names, &j->prev_mans)))
             continue;
-        st__prov_put(&j->prov, ti, f, st__man_name(f, names));
+        st__prov_put(&j->prov, c ? 'p' : 'n', ti, f, st__man_name(f, names));
     }
     for (size_t i = 0; moved <= ST__MOVED_MAX && i < j->res.moved.n; i++)
-        st__prov_put(&j->prov, ti, &j->res.moved.v[i], st__man_name(&j->res.moved.v[i], names));
-}
-
-/* The writes st__prov_plan (or st__changed_sweep: deletions only) staged in b, done. */
-static void st__prov_apply(st_tables_t *t, const st_buf_t *b, bool dels_only)
-{
-    uint64_t wait = 0;
-    for (size_t off = 0; off < b->len;) {
-        char op = dels_only ? 'd' : b->data[off++];
-        size_t kl, vl;
-        memcpy(&kl, b->data + off, sizeof kl);
-        const char *k = b->data + off + sizeof kl;
-        off += sizeof kl + kl;
-        if (op == 'd') {
-            st_store_del(t->store, k, kl, &wait);
-            continue;
-        }
-        memcpy(&vl, b->data + off, sizeof vl);
-        st_store_put(t->store, k, kl, b->data + off + sizeof vl, vl, &wait);
-        off += sizeof vl + vl;
-    }
+        st__prov_put(&j->prov, 'p', ti, &j->res.moved.v[i],
+                     st__man_name(&j->res.moved.v[i], names));
 }
 
 /* This member starts committing (start-up, or a follower that now leads): the newest metadata,
@@ -450,7 +242,7 @@ static void st__lead(st_tables_t *t)
     t->leading = true;
     t->seen = false;
     st_tables_pending_init(t->store, t->n); /* a store from before the count: recounted */
-    if (legacy || !st__any(t, ST__PROV)) t->full = true;
+    if (legacy || !st__any(t, ST__PROV) || st_tables_settling(t->store)) t->full = true;
 }
 
 /* ---- the commit job ---- */
@@ -463,6 +255,7 @@ static void st__commit_work(uv_work_t *req)
         st__jtable_t *j = &t->job[i];
         const st_table_def_t *d = st_table_def((size_t)i);
         j->rc = ST_OK;
+        st_tfiles_intern(&j->prev, &j->prev_mans); /* O(files): here, not on the loop */
         if (!tb->meta.doc) j->rc = st_table_load(t->meta, d, &tb->meta, t->job_create);
         if (j->rc == ST_OK && j->want) {
             bool same = st_tview_merge(&j->view, &j->prev, &t->cmarks, &j->live, &j->gone);
@@ -484,8 +277,6 @@ static void st__commit_work(uv_work_t *req)
             j->rc = ST_EUNAVAIL;
         }
         if (j->rc == ST_OK && j->built) st__prov_plan(t, i, j);
-        if (j->rc == ST_OK && j->built)
-            st_tables_pending_plan(i, &j->live, &j->prev, &j->view.marks, &j->pend);
         if (j->built) /* O(the files read): counted here, off the loop */
             j->bytes = st_tfiles_bytes(&j->view.fresh, &j->prev_mans) +
                        st_tfiles_bytes(&j->prev, j->res.mans_set ? &j->res.mans : &j->prev_mans) +
@@ -495,7 +286,7 @@ static void st__commit_work(uv_work_t *req)
             st_warn("tables: %s: commit failed (%s); retried at the next tick", d->ice.name,
                     st_strerror(j->rc));
     }
-    if (t->job_view_ok) st__changed_sweep(t);
+    if (t->job_sweep) st__changed_sweep(t);
     st_tier_background(false);
 }
 
@@ -518,74 +309,78 @@ static void st__status(st__table_t *tb)
 
 static void st__tables_free(st_tables_t *t)
 {
+    st_tables_build_drop(t); /* a build or writes cut off by the close */
+    st_buf_free(&t->sweep);
     for (int i = 0; i < t->n; i++)
         cJSON_Delete(t->t[i].meta.doc);
     free(t->croot);
     free(t);
 }
 
-/* Table i's job, back: a commit's provenance written (or a whole view's records rewritten); when
- * the merged set is the table's now (committed, or the same as before), the dirty marks and
- * erasures it covered cleared. Whether the table is as the view saw it. */
-static bool st__tables_job_done(st_tables_t *t, int i)
+bool st_tables_job_end(st_tables_t *t, int i)
 {
     st__jtable_t *j = &t->job[i];
-    st__table_t *tb = &t->t[i];
-    st__prov_apply(t, &j->prov, false);
-    bool same = st_tier_manifest_writes(t->store) + t->erased_n == t->job_f; /* since the view */
-    st_tables_pending_settle(t->store, i, &j->pend, same);                   /* the same batch */
-    if (j->res.done) st_metric_add(t->commits, 1);
-    if (j->whole) t->full = true;
-    if (j->built) tb->bytes = j->bytes;
     bool ok = j->built && j->rc == ST_OK; /* committed, or nothing to commit */
     if (ok) {
-        st_tview_clear(t->store, &j->view);
         if (j->erase) st__erasures_done(t, &j->marks);
         st_tables_pending_checked(t->store, i); /* none dirty now: 0 */
     }
-    if (tb->meta.doc) st__status(tb);
     return ok || !j->want;
 }
 
 static void st__commit_tick(uv_timer_t *h);
 #define ST__SLICE_MS 20
 
-static void st__commit_done(uv_work_t *req, int status)
+/* The job's writes are done (slice.c): what the commit covered is seen. */
+static void st__commit_end(st_tables_t *t)
 {
-    (void)status;
-    st_tables_t *t = req->data;
-    t->busy = false;
-    bool all = true, wrote = false;
-    for (int i = 0; i < t->n; i++) {
-        if (!t->closing) {
-            wrote |= t->job[i].res.done;
-            all &= st__tables_job_done(t, i);
-        }
-        st__jtable_free(&t->job[i]);
-    }
-    if (!t->closing && t->job_view_ok) st__prov_apply(t, &t->sweep, true);
+    bool all = t->settle_all, wrote = t->settle_wrote, ok = t->job_view_ok;
+    st_tables_build_drop(t);
     st_buf_free(&t->sweep);
-    st_tstrs_free(&t->cmarks);
     if (all) t->lag_since_us = 0;
     bool loaded = true;
     for (int i = 0; i < t->n; i++)
         loaded &= t->t[i].meta.doc != NULL;
     t->read = loaded;
-    t->slicing = all && loaded && t->job_view_ok && !t->closing && t->job_more;
-    if (t->slicing) /* the next slice now */
-        uv_timer_start(&t->timer, st__commit_tick, 0, t->interval_ms);
-    else if (all && loaded && t->job_view_ok && !t->closing) {
+    t->slicing = all && loaded && ok && t->job_more;
+    if (t->slicing) /* the next slice at once (1 ms: never in this turn, libuv 1.44) */
+        uv_timer_start(&t->timer, st__commit_tick, 1, t->interval_ms);
+    else if (all && loaded && ok) {
         t->seen = true;
         t->seen_f = t->job_f;
         if (t->job_full && t->fails == t->job_fails) t->full = false;
     }
+    if (wrote && t->on_commit) t->on_commit(t->on_commit_arg);
+}
+
+static void st__commit_done(uv_work_t *req, int status)
+{
+    (void)status;
+    st_tables_t *t = req->data;
+    t->busy = false;
     if (t->closing) {
         /* the timer's close callback may still be due (both can end in one loop turn): it
          * frees the module then, seeing the job back */
         if (t->timer_closed) st__tables_free(t);
         return;
     }
-    if (wrote && t->on_commit) t->on_commit(t->on_commit_arg);
+    t->settle_all = true;
+    t->settle_wrote = false;
+    for (int i = 0; i < t->n; i++) {
+        st__jtable_t *j = &t->job[i];
+        st__table_t *tb = &t->t[i];
+        t->settle_wrote |= j->res.done;
+        if (j->res.done) st_metric_add(t->commits, 1);
+        if (j->whole) t->full = true;
+        if (j->built) tb->bytes = j->bytes;
+        if (tb->meta.doc) st__status(tb);
+    }
+    /* a commit's provenance written (or a whole view's records rewritten); when the merged set
+     * is the table's now (committed, or the same as before), the dirty marks and erasures it
+     * covered cleared: in slices */
+    t->phase = ST__SETTLE;
+    t->settle_stage = ST__SETTLE_START;
+    if (st_tables_settle_step(t)) st__commit_end(t);
 }
 
 void st_tables_on_commit(st_tables_t *t, void (*fn)(void *arg), void *arg)
@@ -595,39 +390,13 @@ void st_tables_on_commit(st_tables_t *t, void (*fn)(void *arg), void *arg)
     t->on_commit_arg = arg;
 }
 
-static void st__jobs_free(st_tables_t *t)
+/* The view is built (slice.c): the worker's job, when there is something to commit. */
+static void st__commit_queue(st_tables_t *t)
 {
-    for (int i = 0; i < t->n; i++)
-        st__jtable_free(&t->job[i]);
-    st_tstrs_free(&t->cmarks);
-}
-
-static void st__commit_tick(uv_timer_t *h)
-{
-    st_tables_t *t = h->data;
-    if (t->busy || t->closing) return;
-    /* a group's leader commits, as it flushes (followers commit nothing) */
-    if (st_store_writable(t->store) == ST_ENOLEADER) {
-        t->leading = false;
-        return;
-    }
-    if (!t->leading) st__lead(t);
-    uint64_t gen = st_tier_manifest_writes(t->store) + t->erased_n;
-    if (t->seen && gen == t->seen_f) return;
-    /* one loop turn: the dirty owners' files (or every file), the 'c' and 'x' marks */
-    st_tview_t views[ST_TABLES_MAX];
-    uint64_t visited = 0;
-    bool full = t->full;
-    int rc = st_tables_view(t->store, t->cold, full, views, t->n, &visited);
-    st_metric_add(t->visited, visited);
-    for (int i = 0; i < t->n; i++)
-        t->job[i].view = views[i];
-    st__load_prevs(t, full);
-    st__changed_marks(t);
-    int erc = st__erasures(t, t->job);
-    if (rc == ST_OK) rc = erc;
+    int rc = t->build_rc;
+    bool full = t->job_full;
     if (rc == ST_EPARKED && t->slicing) { /* the last slice's writes: durable in a moment */
-        st__jobs_free(t);
+        st_tables_build_drop(t);
         uv_timer_start(&t->timer, st__commit_tick, ST__SLICE_MS, t->interval_ms);
         return;
     }
@@ -651,25 +420,54 @@ static void st__commit_tick(uv_timer_t *h)
     if (dirty && !t->lag_since_us) t->lag_since_us = st_now_us();
     if (!dirty && !full) t->lag_since_us = 0;
     if (!any || (rc != ST_OK && rc != ST_EPARKED)) {
-        st__jobs_free(t);
+        st_tables_build_drop(t);
         if (!any && rc == ST_OK && writer_ok) {
             t->seen = true;
-            t->seen_f = gen;
+            t->seen_f = t->job_f;
         }
         return;
     }
-    t->job_f = gen;
     t->job_more = t->n && t->job[0].view.more;
     t->job_view_ok = writer_ok;
-    t->job_full = full;
-    t->job_fails = t->fails;
+    t->job_sweep = writer_ok && st_tier_manifest_writes(t->store) + t->erased_n == t->job_f;
     t->job_create = true;
     t->busy = true;
+    t->phase = ST__WORK;
     t->work.data = t;
     if (uv_queue_work(t->loop, &t->work, st__commit_work, st__commit_done) != 0) {
         t->busy = false;
-        st__jobs_free(t);
+        st_tables_build_drop(t);
     }
+}
+
+static void st__commit_tick(uv_timer_t *h)
+{
+    st_tables_t *t = h->data;
+    if (t->closing) return;
+    if (t->phase == ST__BUILD) { /* the next slice of the view */
+        if (st_tables_build_step(t)) st__commit_queue(t);
+        return;
+    }
+    if (t->phase == ST__SETTLE) { /* the next slice of the job's writes */
+        if (st_tables_settle_step(t)) st__commit_end(t);
+        return;
+    }
+    if (t->phase != ST__IDLE) return; /* the worker's */
+    /* a group's leader commits, as it flushes (followers commit nothing) */
+    if (st_store_writable(t->store) == ST_ENOLEADER) {
+        t->leading = false;
+        return;
+    }
+    if (!t->leading) st__lead(t);
+    uint64_t gen = st_tier_manifest_writes(t->store) + t->erased_n;
+    if (t->seen && gen == t->seen_f) return;
+    /* the dirty owners' files (or every file) and the marks, in slices: a write landing from
+     * now on is after gen (the next tick sees it) */
+    t->phase = ST__BUILD;
+    t->job_f = gen;
+    t->job_full = t->full;
+    t->job_fails = t->fails;
+    if (st_tables_build_step(t)) st__commit_queue(t);
 }
 
 int64_t st_tables_oldest_us(const st_tables_t *t)
@@ -735,6 +533,11 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
     }
     t->commits = st_metrics_counter("strata_table_commits_total",
                                     "Snapshots committed to the Iceberg tables", "");
+    t->slices = st_metrics_counter(
+        "strata_table_commit_slices_total",
+        "Loop turns the tables' commits worked in (slices of about 1 ms: the view of the changed "
+        "owners before a commit's worker job, its writes to the hot store after)",
+        "");
     t->visited = st_metrics_counter(
         "strata_table_view_files_total",
         "File records of the cold tier's manifests read on the loop by the tables' commit ticks",
@@ -752,6 +555,10 @@ int st_tables_open(st_tables_t **out, uv_loop_t *loop, st_store_t *store, st_obj
     st_store_listen(store, &t->listener);
     uv_timer_init(loop, &t->timer);
     t->timer.data = t;
+    t->tick = st__commit_tick;
+    /* a slice's budget; tests force one owner or write a slice (STRATA_TEST_TABLES_SLICE_NS=0) */
+    const char *sl = getenv("STRATA_TEST_TABLES_SLICE_NS");
+    t->slice_ns = sl && *sl ? strtoull(sl, NULL, 10) : ST_TABLES_SLICE_NS;
     if (t->interval_ms) uv_timer_start(&t->timer, st__commit_tick, 200, t->interval_ms);
     st__live = t;
     *out = t;
@@ -762,7 +569,7 @@ static void st__tables_timer_closed(uv_handle_t *h)
 {
     st_tables_t *t = h->data;
     t->timer_closed = true;
-    if (!t->busy) st__tables_free(t);
+    if (!t->busy) st__tables_free(t); /* a build or writes in slices stop here */
 }
 
 void st_tables_close(st_tables_t *t)

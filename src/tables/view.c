@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 void st_tview_free(st_tview_t *v)
 {
@@ -100,46 +101,119 @@ static bool st__mark_next(const st_buf_t *marks, size_t *off, const char **o, si
     return true;
 }
 
-int st_tables_view(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v, int n,
-                   uint64_t *visited)
+void st_tbuild_free(st_tbuild_t *b)
 {
-    st__walk_t w = {.cold = cold, .v = v, .n = n};
-    /* a tick's delta takes ST_TABLES_VIEW_OWNERS owners at most: its loop turn stays short */
-    st__marks_t mk = {.max = visited && !full ? ST_TABLES_VIEW_OWNERS : 0};
-    st_buf_t marks = {0};
-    uint64_t wait = 0;
+    st_buf_free(&b->marks);
+    memset(b, 0, sizeof *b);
+}
+
+int st_tables_view_begin(st_store_t *s, bool full, st_tview_t *v, int n, bool bounded,
+                         st_tbuild_t *b)
+{
+    st__marks_t mk = {.max = bounded && !full ? ST_TABLES_VIEW_OWNERS : 0};
     memset(v, 0, sizeof *v * (size_t)n);
+    memset(b, 0, sizeof *b);
+    b->full = full;
     for (int i = 0; i < n; i++)
         v[i].full = full;
-    int rc = full ? st_tier_each_file(s, ST_TIER_TAG_ANY, st__walk_file, &w, &wait) : ST_OK;
-    if (rc == ST_OK) rc = st_tier_each_dirty(s, st__walk_mark, &mk, &wait);
-    marks = mk.marks;
+    int rc = st_tier_each_dirty(s, st__walk_mark, &mk, &b->wait);
+    b->marks = mk.marks;
     if (rc == 1) { /* bounded: the rest waits for the next tick */
         rc = ST_OK;
         for (int i = 0; i < n; i++)
             v[i].more = true;
     }
+    return rc;
+}
+
+typedef struct {
+    st__walk_t w;
+    st_tbuild_t *b;
+    uint64_t deadline;
+    size_t seen; /* records this step */
+} st__fwalk_t;
+
+/* One file record of a whole walk in slices: past the deadline, the walk stops as an owner
+ * begins (the next step resumes at it), so an owner's records are read in one turn. */
+static int st__walk_file_sliced(void *arg, const char *o, size_t ol, uint64_t seq,
+                                const st_tier_file_t *f, const char *k, size_t kl)
+{
+    st__fwalk_t *x = arg;
+    st_tbuild_t *b = x->b;
+    if (ol > sizeof b->from) return 0; /* no owner of the tier's (ST_TIER_OWNER_MAX) */
+    if (b->fl != ol || memcmp(b->from, o, ol) != 0) {
+        bool stop = x->seen && uv_hrtime() >= x->deadline;
+        memcpy(b->from, o, ol);
+        b->fl = ol;
+        if (stop) return 1;
+    }
+    x->seen++;
+    return st__walk_file(&x->w, o, ol, seq, f, k, kl);
+}
+
+/* A whole view's walk from where the last step stopped: 1 when it stopped at the deadline. */
+static int st__walk_step(st_store_t *s, st_objstore_t *cold, st_tbuild_t *b, st_tview_t *v, int n,
+                         uint64_t deadline)
+{
+    st__fwalk_t x = {.w = {.cold = cold, .v = v, .n = n}, .b = b, .deadline = deadline};
+    int rc = st_tier_each_file_from(s, b->from, b->fl, st__walk_file_sliced, &x, &b->wait);
+    b->visited += x.w.visited;
+    if (rc == ST_OK) b->walked = true;
+    return rc;
+}
+
+int st_tables_view_step(st_store_t *s, st_objstore_t *cold, st_tbuild_t *b, st_tview_t *v, int n,
+                        bool clear_idle, uint64_t deadline, st_tview_owner_fn fn, void *arg)
+{
+    st__walk_t w = {.cold = cold, .v = v, .n = n};
     const char *o;
-    size_t ol, skip, off = 0;
+    size_t ol, skip;
     uint64_t gen;
-    while (rc == ST_OK && st__mark_next(&marks, &off, &o, &ol, &gen)) {
+    int rc = ST_OK;
+    if (b->full && !b->walked) {
+        rc = st__walk_step(s, cold, b, v, n, deadline);
+        if (rc != ST_OK || uv_hrtime() >= deadline) return rc == ST_OK ? 1 : rc;
+    }
+    /* one owner at least a step, whatever the deadline: a step always goes on */
+    for (bool first = true; rc == ST_OK && (first || uv_hrtime() < deadline); first = false) {
+        if (!st__mark_next(&b->marks, &b->off, &o, &ol, &gen)) {
+            b->visited += w.visited;
+            return ST_OK;
+        }
         int ti = st__table_of(o, ol, &skip);
         if (ti < 0 || ti >= n) { /* no table's: nothing to commit (a look writes nothing) */
-            if (visited) st_tier_dirty_clear(s, o, ol, gen, &wait);
+            if (clear_idle) st_tier_dirty_clear(s, o, ol, gen, &b->wait);
             continue;
         }
         st__mark_put(&v[ti].marks, o, ol, gen);
-        if (full) continue; /* the whole walk read the files */
-        st_vec_push(&v[ti].parts, st_strndup(o + skip, ol - skip));
+        if (v[ti].full) continue; /* the whole walk read the files */
+        char *part = st_strndup(o + skip, ol - skip);
+        st_vec_push(&v[ti].parts, part);
+        /* the owner's records in one turn: a write between two steps changes a whole owner, in
+         * the view or not (its mark, read before, then differs: it stays for the next tick) */
         st_tier_manifest_t m;
-        rc = st_tier_manifest(s, o, ol, false, &m, &wait);
+        rc = st_tier_manifest(s, o, ol, false, &m, &b->wait);
         for (size_t i = 0; rc == ST_OK && i < m.n; i++)
             st__view_push(&w, ti, o, ol, skip, &m.v[i].file, m.v[i].key, strlen(m.v[i].key));
         st_tier_manifest_free(&m);
+        if (rc == ST_OK && fn) fn(arg, ti, part);
     }
-    st_buf_free(&marks);
-    if (visited) *visited += w.visited;
-    if (rc == ST_OK && wait > st_store_durable_id(s)) rc = ST_EPARKED;
+    b->visited += w.visited;
+    return rc == ST_OK ? 1 : rc;
+}
+
+int st_tables_view(st_store_t *s, st_objstore_t *cold, bool full, st_tview_t *v, int n,
+                   uint64_t *visited)
+{
+    /* a tick's delta takes ST_TABLES_VIEW_OWNERS owners at most: its loop turn stays short */
+    st_tbuild_t b;
+    int rc = st_tables_view_begin(s, full, v, n, visited != NULL, &b);
+    while (rc == ST_OK && (rc = st_tables_view_step(s, cold, &b, v, n, visited != NULL, UINT64_MAX,
+                                                    NULL, NULL)) == 1)
+        ;
+    if (visited) *visited += b.visited;
+    if (rc == ST_OK && b.wait > st_store_durable_id(s)) rc = ST_EPARKED;
+    st_tbuild_free(&b);
     return rc;
 }
 
@@ -150,6 +224,18 @@ void st_tview_clear(st_store_t *s, const st_tview_t *v)
     uint64_t gen, wait = 0;
     while (st__mark_next(&v->marks, &off, &o, &ol, &gen))
         st_tier_dirty_clear(s, o, ol, gen, &wait);
+}
+
+bool st_tview_clear_step(st_store_t *s, const st_tview_t *v, size_t *off, uint64_t deadline)
+{
+    const char *o;
+    size_t ol;
+    uint64_t gen, wait = 0;
+    for (bool first = true; first || uv_hrtime() < deadline; first = false) {
+        if (!st__mark_next(&v->marks, off, &o, &ol, &gen)) return true;
+        st_tier_dirty_clear(s, o, ol, gen, &wait);
+    }
+    return false;
 }
 
 /* ---- the worker's merge ---- */

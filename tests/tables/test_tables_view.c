@@ -212,6 +212,61 @@ TEST(a_delta_is_bounded_and_the_rest_follows)
     fx_end(&fx);
 }
 
+/* A view read in steps across loop turns (slice.c's, each step one owner: deadline 0): an owner
+ * written after the marks were read, before or after the view read its records, keeps its mark
+ * once the view's marks are cleared (the next tick reads it again); a whole walk in steps reads
+ * each owner's records once, each owner whole. */
+TEST(a_view_in_steps_keeps_the_marks_of_owners_written_between_them)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    st_objstore_t *cold = fx_objstore(&fx);
+    int n = (int)st_tables_n(), rc, steps = 0;
+    for (int i = 0; i < 4; i++)
+        owner_put(s, i, 1);
+    fx_settle(&fx, s);
+    st_tview_t v[ST_TABLES_MAX];
+    st_tbuild_t b;
+    CHECK_EQ(st_tables_view_begin(s, false, v, n, true, &b), ST_OK);
+    CHECK_EQ(st_tables_view_step(s, cold, &b, v, n, true, 0, NULL, NULL), 1); /* u0 only */
+    CHECK_EQ(v[0].fresh.n, 1u);
+    owner_put(s, 0, 2); /* read before this write */
+    owner_put(s, 3, 2); /* read after it, its mark as read before */
+    fx_settle(&fx, s);
+    while ((rc = st_tables_view_step(s, cold, &b, v, n, true, 0, NULL, NULL)) == 1)
+        steps++;
+    CHECK_EQ(rc, ST_OK);
+    CHECK(steps >= 2);
+    CHECK_EQ(v[0].parts.n, 4u);
+    CHECK_EQ(v[0].fresh.n, 5u); /* u0's first object, u1's, u2's, u3's two */
+    st_tbuild_free(&b);
+    size_t off = 0;
+    while (!st_tview_clear_step(s, &v[0], &off, 0))
+        ;
+    fx_settle(&fx, s);
+    CHECK_EQ(marks(s), 2); /* u0 and u3: written after the marks were read */
+    for (int i = 0; i < n; i++)
+        st_tview_free(&v[i]);
+
+    /* a whole walk in steps: every file record once, an owner a step */
+    CHECK_EQ(st_tables_view_begin(s, true, v, n, true, &b), ST_OK);
+    for (steps = 0; (rc = st_tables_view_step(s, cold, &b, v, n, true, 0, NULL, NULL)) == 1;)
+        steps++;
+    CHECK_EQ(rc, ST_OK);
+    CHECK(steps >= 3);
+    CHECK_EQ(v[0].fresh.n, 6u);
+    st_tfiles_sort(&v[0].fresh);
+    for (size_t i = 1; i < v[0].fresh.n; i++)
+        CHECK(strcmp(v[0].fresh.v[i - 1].key, v[0].fresh.v[i].key) != 0);
+    st_tbuild_free(&b);
+    for (int i = 0; i < n; i++)
+        st_tview_free(&v[i]);
+    st_objstore_close(cold);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
 /* Owner o with one object key, put back (marked). */
 static void obj_put(st_store_t *s, const char *o, const char *key)
 {
@@ -252,16 +307,16 @@ static bool committed(st_store_t *s, int ti, const char *part, const char *key)
     return kl && st_store_get(s, k, kl, &v, &vl, &w) == ST_OK;
 }
 
-/* One commit as tables.c runs it: the view (every dirty owner), merged with the owners'
- * committed files, the plan; meanwhile (between the view and the loop's apply) between(s); then a
- * provenance record per new file, the count settled, the marks cleared, the count checked. */
+/* One commit as tables.c and slice.c run it: the view (every dirty owner), merged with the
+ * owners' committed files; meanwhile (between the view and the loop's apply) between(s); then a
+ * provenance record per new file, each taking its object off the count when its file record is
+ * still there (st_tables_pending_there), the marks cleared, the count checked. */
 static void commit(fx_t *fx, st_store_t *s, st_objstore_t *cold, void (*between)(st_store_t *s))
 {
     int n = (int)st_tables_n();
     st_tview_t v[ST_TABLES_MAX];
     st_tfiles_t live[ST_TABLES_MAX], prev[ST_TABLES_MAX] = {{0}};
     st_tgone_t gone[ST_TABLES_MAX];
-    st_buf_t pend[ST_TABLES_MAX] = {{0}};
     st_tstrs_t cm = {0};
     CHECK_EQ(st_tables_view(s, cold, false, v, n, NULL), ST_OK);
     for (int i = 0; i < n; i++) {
@@ -272,22 +327,21 @@ static void commit(fx_t *fx, st_store_t *s, st_objstore_t *cold, void (*between)
                 st_vec_push(&prev[i], c);
             }
         st_tview_merge(&v[i], &prev[i], &cm, &live[i], &gone[i]);
-        st_tables_pending_plan(i, &live[i], &prev[i], &v[i].marks, &pend[i]);
     }
     if (between) between(s);
     uint64_t w = 0;
     uint8_t k[ST_KEY_MAX + 1], val[32] = {0};
     for (int i = 0; i < n; i++) {
-        for (size_t f = 0; f < live[i].n; f++)
-            if (!st_tfiles_find(&prev[i], live[i].v[f].key))
-                CHECK_EQ(st_store_put(s, k,
-                                      st_tables_prov_key(k, i, live[i].v[f].part, live[i].v[f].key),
-                                      val, sizeof val, &w),
-                         ST_OK);
-        st_tables_pending_settle(s, i, &pend[i], !between); /* nothing written since the view */
+        int64_t done = 0;
+        for (size_t f = 0; f < live[i].n; f++) {
+            if (st_tfiles_find(&prev[i], live[i].v[f].key)) continue;
+            size_t kl = st_tables_prov_key(k, i, live[i].v[f].part, live[i].v[f].key);
+            CHECK_EQ(st_store_put(s, k, kl, val, sizeof val, &w), ST_OK);
+            done += st_tables_pending_there(s, i, k, kl, !between); /* nothing written since */
+        }
+        st_tables_pending_add(s, i, -done);
         st_tview_clear(s, &v[i]);
         st_tables_pending_checked(s, i);
-        st_buf_free(&pend[i]);
         st_vec_free(&live[i]);
         st_vec_free(&gone[i]);
         st_tfiles_free(&prev[i]);
