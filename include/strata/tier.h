@@ -267,6 +267,9 @@ void st_tier_flush_close(st_tier_flush_t *f, void (*closed)(void *arg), void *ar
 /* ---- the manifest's records, shared by every kind ---- */
 /* An owner's cold summary ('W'); all zero when nothing of it is cold. */
 int st_tier_stat(st_store_t *s, const char *o, size_t ol, st_tier_stat_t *out, uint64_t *wait);
+/* *any: whether the owner's manifest holds any file record ('F'), read from the records (one
+ * seek), not from the summary's count. */
+int st_tier_has_files(st_store_t *s, const char *o, size_t ol, bool *any, uint64_t *wait);
 /* Manifest owners: a kind's names as they are (tag 0: chat's users, as before kinds had tags) or
  * "~" tag name for a kind with a tag (no name holds '~', so no two kinds share an owner). */
 /* (two tags deep: a room's messages, owner "~r" room (chat's bytes of a room), own deltas as
@@ -391,9 +394,10 @@ void st_tier_on_file(st_tier_file_obs_fn fn);
  * a watcher of every manifest (the tables' commit) that sees it unchanged may skip its walk. */
 uint64_t st_tier_manifest_writes(const st_store_t *s);
 /* rebuild-meta (offline): puts objs[0..n) (borrowed) into the owner's manifest, each under its
- * seq, adds them to *st (files, rows and bytes; watermark raised to each max_id, next_seq past
- * each seq; what *st held already stays: the store's, or the kind's own numbers), then writes
- * *st as the owner's summary. */
+ * seq, then sets *st's files, rows and bytes to those of every file record the owner's manifest
+ * now holds (those it held before and objs does not list too), raises its watermark to each
+ * record's max_id and its next_seq past each seq (a higher one *st held stays: the store's, or
+ * the kind's own), and writes *st as the owner's summary. */
 int st_tier_rebuild_owner(st_store_t *s, const char *o, size_t ol, const st_tier_obj_t *objs,
                           size_t n, st_tier_stat_t *st, uint64_t *wait);
 

@@ -172,10 +172,15 @@ static int st__flush_commit(void *arg, const char *u, size_t ul, void *rows, st_
     /* rows edited or deleted while hot are marked ('h'): only they are looked at again */
     bool edited = st__chat_has_prefix(cc->chat, 'h', u, ul);
     /* the owner's first object (the manifest holds the old ones until after this side): every
-     * one from it on has its conversations marked (marks.c) */
-    st_coldstat_t cs;
-    rc = st_tier_stat(s, u, ul, &cs, wait);
-    if (rc == ST_OK && cs.files == 0) rc = st__chat_marks_complete(cc->chat, u, ul, wait);
+     * one from it on has its conversations marked (marks.c). "First" is read from the file
+     * records themselves, not the summary's count: a summary rebuild-meta wrote before it
+     * recounted could count fewer files than are recorded, and retention then bring it to 0
+     * with unmarked objects still there. Owners marked already pay the one read of 'L'. */
+    if (!st__chat_marks_known(cc->chat, u, ul, wait)) {
+        bool any = true;
+        rc = st_tier_has_files(s, u, ul, &any, wait);
+        if (rc == ST_OK && !any) rc = st__chat_marks_complete(cc->chat, u, ul, wait);
+    }
     for (size_t i = 0; i < j->ids.n && rc == ST_OK; i++) {
         const st_msgrow_t *r = &j->rows[i];
         if (r->msg_id > max_id) max_id = r->msg_id;

@@ -403,6 +403,53 @@ TEST(a_flush_marks_the_conversations_whose_rows_it_makes_cold)
     close_all(true);
 }
 
+/* Regression (review of issue 48's marks): the flush made an owner's marks complete ('L') when
+ * its summary ('W') counted no file. rebuild-meta wrote that summary from the objects it read
+ * only, leaving records of the others in the manifest, and retention's swaps could then bring
+ * the count to 0 with those records (their conversations unmarked) still there: 'L' then told a
+ * post to such a conversation that it was new, and it started again at seq 1 under its cold rows.
+ * The flush now reads the file records; rebuild-meta counts every record in the summary. */
+TEST(a_flush_completes_marks_only_for_an_owner_without_file_records)
+{
+    open_all(true);
+    st_objstore_t *obj;
+    cold_on(&obj);
+    st_buf_t out = {0};
+    uint64_t w = 0;
+    post("lw", "a", "1", &out); /* hot rows to flush (nothing recorded yet: no cold read) */
+    /* an older store's object, its conversation "old" unmarked; then rebuild-meta's put of a
+     * later one that does not list it (its listing lacked it) */
+    char k9[] = "lw/batch-999-9.parquet", k12[] = "lw/batch-999-12.parquet";
+    st_tier_obj_t o9 = {{100, 101, 2, 10}, 9, k9}, o12 = {{102, 103, 2, 10}, 12, k12};
+    CHECK_EQ(st_tier_rebuild_owner(store, "lw", 2, &o9, 1, &(st_tier_stat_t){0, 0, 0, 0, 1}, &w),
+             ST_OK);
+    CHECK_EQ(st_tier_rebuild_owner(store, "lw", 2, &o12, 1, &(st_tier_stat_t){0, 0, 0, 0, 1}, &w),
+             ST_OK);
+    st_tier_stat_t st;
+    CHECK_EQ(st_tier_stat(store, "lw", 2, &st, &w), ST_OK);
+    CHECK_EQ(st.files, 2); /* both records counted, not only the one listed */
+    CHECK_EQ(st.rows, 4);
+    CHECK_EQ(st.next_seq, 13);
+    CHECK_EQ(st.watermark, 103);
+    /* a summary short of its records, as an older rebuild-meta and retention's swaps left it */
+    st.files = st.rows = st.bytes = 0;
+    const uint8_t wk[] = {'W', 'l', 'w'};
+    CHECK_EQ(st_store_put(store, wk, sizeof wk, &st, sizeof st, &w), ST_OK);
+    CHECK(!st__chat_marks_known(chat, "lw", 2, &w));
+    CHECK_EQ(st_tier_flush_all(tier), 1);
+    for (int i = 0; i < 20000 && stat_of("lw", "\"cold_messages\"") != 1; i++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK_EQ(stat_of("lw", "\"cold_messages\""), 1);
+    CHECK_EQ(stat_of("lw", "\"hot_messages\""), 0);
+    /* records of unmarked objects remain: absence of a marker proves nothing */
+    CHECK(!st__chat_marks_known(chat, "lw", 2, &w));
+    CHECK(!st__chat_cold_none(chat, "lw", 2, "old", 3, &w));
+    CHECK(!st__chat_cold_none(chat, "lw", 2, "a", 1, &w)); /* marked by the flush all the same */
+    st_buf_free(&out);
+    cold_off(obj);
+    close_all(true);
+}
+
 /* rebuild-meta marks every conversation of the objects it reads, and makes an owner's marks
  * complete only when it read every object its manifest records: one recorded before and not
  * listed now (an older store's) keeps the footer read. */
