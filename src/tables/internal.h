@@ -74,6 +74,8 @@ typedef struct {
  * in slices, one commit after another, never in one long turn. */
 #define ST_TABLES_VIEW_OWNERS 4096
 void st_tview_free(st_tview_t *v);
+/* Whether the view read owner o's file records (a whole view read every owner's). */
+bool st_tview_has_owner(const st_tview_t *v, const char *o, size_t ol);
 /* The tables' views v[0..n) (zeroed first): every file record (full) or the dirty owners' only.
  * *visited grows by the file records read, and the marks of owners no table has are cleared at
  * once; a tick's delta (visited set, not full) reads ST_TABLES_VIEW_OWNERS owners at most (more

@@ -67,7 +67,7 @@ static void st__changed_marks(st_tables_t *t)
 static int st__erased_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st__jtable_t *job = arg;
-    int ti = vlen == 1 ? *(const char *)val - '0' : -1;
+    int ti = vlen >= 1 ? *(const char *)val - '0' : -1; /* the table's digit, the owner */
     if (ti < 0 || ti >= (int)st_tables_n()) return 0;
     job[ti].erase = true;
     st_buf_append(&job[ti].marks, &klen, sizeof klen);

@@ -85,21 +85,38 @@ void st_tables_erased(void *arg, const char *o, size_t ol, const char *key, uint
     int ti = st_table_of_tag(st_tier_owner_tag(o, ol));
     uint8_t k[ST_KEY_MAX + 1];
     size_t kl = ti < 0 ? 0 : st__pkey(k, ST__ERASED, NULL, key);
-    if (!kl) return; /* no table's (a delta object) */
-    char v = (char)('0' + ti);
-    st_store_put(t->store, k, kl, &v, 1, wait);
+    if (!kl || ol > ST_KEY_MAX) return; /* no table's (a delta object) */
+    /* the table's digit, then the owner: the mark goes with a commit that read the owner */
+    char v[1 + ST_KEY_MAX];
+    v[0] = (char)('0' + ti);
+    memcpy(v + 1, o, ol);
+    st_store_put(t->store, k, kl, v, 1 + ol, wait);
     t->erased_n++; /* no 'F' write may come with it (an object a hold let go) */
 }
 
-/* A job's table committed with its erasures: their marks go (a mark written since stays). */
-static void st__erasures_done(st_tables_t *t, const st_buf_t *marks)
+/* A job's table committed with its erasures: their marks go (a mark written since stays), but
+ * for an owner this commit's view did not read while it is still dirty: its objects' removal is
+ * in no snapshot yet (a view takes ST_TABLES_VIEW_OWNERS owners; the erasure's may come in a
+ * later one), so the snapshot just made may still name them, and the commit that takes them out
+ * must expire every earlier snapshot again (SPEC v5 §5.1). A mark from before the owner was
+ * written in it (one byte) goes as it did. */
+static void st__erasures_done(st_tables_t *t, const st_buf_t *marks, const st_tview_t *view)
 {
     uint64_t wait = 0;
     for (size_t off = 0; off + sizeof(size_t) <= marks->len;) {
         size_t n;
         memcpy(&n, marks->data + off, sizeof n);
-        st_store_del(t->store, marks->data + off + sizeof n, n, &wait);
+        const char *key = marks->data + off + sizeof n;
         off += sizeof n + n;
+        const void *v;
+        size_t vl;
+        if (st_store_get(t->store, key, n, &v, &vl, &wait) == ST_OK && vl > 1) {
+            const char *o = (const char *)v + 1;
+            size_t ol = vl - 1;
+            if (!st_tview_has_owner(view, o, ol) && st_tier_dirty_gen(t->store, o, ol) != 0)
+                continue; /* kept for the commit that reads the owner */
+        }
+        st_store_del(t->store, key, n, &wait);
     }
 }
 
@@ -322,7 +339,7 @@ bool st_tables_job_end(st_tables_t *t, int i)
     st__jtable_t *j = &t->job[i];
     bool ok = j->built && j->rc == ST_OK; /* committed, or nothing to commit */
     if (ok) {
-        if (j->erase) st__erasures_done(t, &j->marks);
+        if (j->erase) st__erasures_done(t, &j->marks, &j->view);
         st_tables_pending_checked(t->store, i); /* none dirty now: 0 */
     }
     return ok || !j->want;

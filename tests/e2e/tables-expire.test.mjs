@@ -177,6 +177,45 @@ test('an erasure whose removal shares a commit with another user\'s flush still 
   }
 });
 
+test('an erasure whose owner a commit\'s view does not reach yet: the commit that takes its objects out expires every earlier snapshot', async () => {
+  // a view takes ST_TABLES_VIEW_OWNERS dirty owners (here 1): the erased user, last by name, is
+  // read by the third commit after the restart; the first two carry its objects over and must
+  // not consume the erasure (they did: the third then expired nothing, and two kept snapshots
+  // named the erased objects, deleted from the bucket, for --table-keep)
+  const dir = tempDir('tbx-erase-late');
+  const cold = path.join(dir, 'cold');
+  const base = ['--cold-url', `file://${cold}`, '--flush-interval', '3600'];
+  let s = await startStrata({ dataDir: path.join(dir, 'data'), args: [...base, '--table-commit-interval', '1'] });
+  try {
+    for (const u of ['xalpha', 'xbeta', 'zzgonezz']) await post(s, u, 'c', `${u} 0`);
+    await ok(s, 'POST', '/v1/admin/flush', undefined, {}, 202);
+    await waitFor('the flush', async () => (await stats(s, 'zzgonezz'))[1] === 1 && (await stats(s, 'xbeta'))[1] === 1);
+    await committed(s, 'messages');
+    await s.stop();
+    // commits an hour apart: two other users' flushes and the erasure wait for the next start
+    s = await startStrata({ dataDir: path.join(dir, 'data'), args: [...base, '--table-commit-interval', '3600'] });
+    await committed(s, 'messages');
+    await sleep(500);
+    for (const u of ['xalpha', 'xbeta']) await post(s, u, 'c', `${u} 1`);
+    await ok(s, 'POST', '/v1/admin/flush', undefined, {}, 202);
+    await waitFor('the flush', async () => (await stats(s, 'xalpha'))[1] === 2 && (await stats(s, 'xbeta'))[1] === 2);
+    const eid = (await ok(s, 'DELETE', '/v1/users/zzgonezz', undefined, {}, 202)).json.erasure_id;
+    await waitFor('the erasure done', async () => (await ok(s, 'GET', `/v1/admin/erasures/${eid}`)).json.status === 'done', 30000);
+    await s.stop();
+    s = await startStrata({ dataDir: path.join(dir, 'data'), args: [...base, '--table-commit-interval', '1'], env: { STRATA_TEST_TABLES_VIEW_OWNERS: '1' } });
+    await committed(s, 'messages');
+    await waitFor('no kept snapshot names the erased user\'s objects', async () =>
+      !namedFiles(cold, 'messages').some((f) => f.includes('zzgonezz')), 15000);
+    const m = metadata(cold, 'messages');
+    assert.deepEqual((await rowsAt(cold, 'messages', m['current-snapshot-id'])).map((r) => r.content).sort(),
+      ['xalpha 0', 'xalpha 1', 'xbeta 0', 'xbeta 1']);
+    for (const f of filesUnder(cold)) assert.ok(!readFileSync(f).includes('zzgonezz'), `${f} names the user`);
+  } finally {
+    await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('an erasure of a user\'s room posts expires the room table\'s earlier snapshots, which name the objects the fold replaced', async () => {
   const s = await startStrata({ args: ['--flush-interval', '3600', '--table-commit-interval', '1'] });
   const cold = path.join(s.dir, 'cold');
