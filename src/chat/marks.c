@@ -24,28 +24,28 @@ static size_t st__mark_key(uint8_t *k, const char *u, size_t ul, const char *con
     return n + st__chat_conv_part(k + n, ul, conv, cl);
 }
 
-int st__chat_cold_mark(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
-                       uint64_t *wait)
+/* Stages an empty record at k unless one is there: a read, not a put, for a record written
+ * before (no page of LMDB rewritten). */
+static int st__put_once(st_chat_t *c, const uint8_t *k, size_t kl, uint64_t *wait)
 {
-    uint8_t k[ST__KEY_CAP];
-    size_t kl = st__mark_key(k, u, ul, conv, cl);
     const void *v;
     size_t vl;
-    /* a read, not a put, for a conversation flushed before: no page of LMDB rewritten */
     int rc = st_store_get(c->store, k, kl, &v, &vl, wait);
     if (rc == ST_ENOTFOUND) rc = st_store_put(c->store, k, kl, "", 0, wait);
     return rc;
 }
 
+int st__chat_cold_mark(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                       uint64_t *wait)
+{
+    uint8_t k[ST__KEY_CAP];
+    return st__put_once(c, k, st__mark_key(k, u, ul, conv, cl), wait);
+}
+
 int st__chat_marks_complete(st_chat_t *c, const char *u, size_t ul, uint64_t *wait)
 {
     uint8_t k[ST__KEY_CAP];
-    size_t kl = st__chat_ukey(k, 'L', u, ul) - 1;
-    const void *v;
-    size_t vl;
-    int rc = st_store_get(c->store, k, kl, &v, &vl, wait);
-    if (rc == ST_ENOTFOUND) rc = st_store_put(c->store, k, kl, "", 0, wait);
-    return rc;
+    return st__put_once(c, k, st__chat_ukey(k, 'L', u, ul) - 1, wait);
 }
 
 bool st__chat_marks_known(st_chat_t *c, const char *u, size_t ul, uint64_t *wait)
