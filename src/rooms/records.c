@@ -222,6 +222,44 @@ int st__rooms_unread(st_rooms_t *r, const char *room, size_t rl, int64_t last_re
     return ST_OK;
 }
 
+int st__rooms_unread_now(st_rooms_t *r, const st_buf_t *erasing, const char *room, size_t rl,
+                         int64_t last_read, int64_t last_seq, int64_t *n, uint64_t *wait)
+{
+    int rc = st__rooms_unread(r, room, rl, last_read, last_seq, n, wait);
+    if (rc || *n <= 0) return rc;
+    st_buf_t own = {0};
+    if (!erasing) {
+        rc = st__rooms_erasing_names(r, &own, wait);
+        erasing = &own;
+    }
+    int64_t theirs = 0;
+    if (!rc && erasing->len)
+        rc = st__rooms_erasing_posts(r, erasing, room, rl, last_read, &theirs, wait);
+    st_buf_free(&own);
+    *n -= theirs;
+    if (*n < 0) *n = 0;
+    return rc;
+}
+
+int st__rooms_total_now(st_rooms_t *r, const st_buf_t *erasing, const char *room, size_t rl,
+                        int64_t total, int64_t *n, uint64_t *wait)
+{
+    *n = total;
+    if (total <= 0) return ST_OK;
+    st_buf_t own = {0};
+    int rc = ST_OK;
+    if (!erasing) {
+        rc = st__rooms_erasing_names(r, &own, wait);
+        erasing = &own;
+    }
+    int64_t theirs = 0;
+    if (!rc && erasing->len) rc = st__rooms_erasing_posts(r, erasing, room, rl, 0, &theirs, wait);
+    st_buf_free(&own);
+    *n -= theirs;
+    if (*n < 0) *n = 0;
+    return rc;
+}
+
 int64_t st__rooms_json_seq(const char *json, size_t len)
 {
     cJSON *j = cJSON_ParseWithLength(json, len);
@@ -340,8 +378,6 @@ void st__rooms_id_or_null(st_buf_t *out, uint64_t id)
     st_buf_append_u64(out, id);
     st_buf_appendc(out, '"');
 }
-
-#define ST__ERASING_MAX 256 /* pending erasures a room's member count looks at */
 
 /* How many of the room's members are being erased: still in it until their erasure's slice
  * removes them, left out of its answers from the erasure's 202 on (SPEC §2.2). One get per
