@@ -141,16 +141,26 @@ int st__rooms_erasing_names(st_rooms_t *r, st_buf_t *names, uint64_t *wait)
     return st_chat_erasing_owners(r->chat, ST_OWNER_USER, ST__ERASING_MAX, names, &cnt, wait);
 }
 
+typedef struct {
+    int64_t n;
+    uint64_t first_id;
+} st_acount_t;
+
 static int st__author_count(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
-    (void)key, (void)klen, (void)val, (void)vlen;
-    (*(int64_t *)arg)++;
+    st_acount_t *c = arg;
+    (void)key, (void)klen;
+    /* below the room's first message: gone by retention (its entry is left until an erasure
+     * of the author or the room's deletion drops it), in no count any more */
+    if (vlen == 8 && st_be64_get(val) < c->first_id) return 0;
+    c->n++;
     return 0;
 }
 
 int st__rooms_erasing_posts(st_rooms_t *r, const st_buf_t *names, const char *room, size_t rl,
-                            int64_t after, int64_t *n, uint64_t *wait)
+                            int64_t after, uint64_t first_id, int64_t *n, uint64_t *wait)
 {
+    st_acount_t c = {0, first_id};
     *n = 0;
     int rc = ST_OK;
     for (size_t p = 0; rc == ST_OK && p < names->len;) {
@@ -160,10 +170,11 @@ int st__rooms_erasing_posts(st_rooms_t *r, const st_buf_t *names, const char *ro
         size_t ll = st__author_key(lo, room, rl, names->data + p + 1, l, ST__AUTHOR_LIVE,
                                    after > 0 ? after + 1 : 0);
         int rc2 =
-            st_store_range(r->store, pre, pl, lo, ll, NULL, 0, false, st__author_count, n, wait);
+            st_store_range(r->store, pre, pl, lo, ll, NULL, 0, false, st__author_count, &c, wait);
         if (rc2 < 0) rc = rc2;
         p += 1 + (size_t)l;
     }
+    *n = c.n;
     return rc;
 }
 

@@ -103,9 +103,9 @@ int st__rooms_unread(st_rooms_t *r, const char *room, size_t rl, int64_t last_re
  * st__rooms_erasing_names, read once for many members; NULL: read here). */
 int st__rooms_unread_now(st_rooms_t *r, const st_buf_t *erasing, const char *room, size_t rl,
                          int64_t last_read, int64_t last_seq, int64_t *n, uint64_t *wait);
-/* The room's total_messages less the live posts of the users being erased. */
+/* The room's total_messages less the live posts of the users being erased (ci: the room's). */
 int st__rooms_total_now(st_rooms_t *r, const st_buf_t *erasing, const char *room, size_t rl,
-                        int64_t total, int64_t *n, uint64_t *wait);
+                        const st_chat_conv_info_t *ci, int64_t *n, uint64_t *wait);
 /* Moves user's read marker forward to seq (not a member, or already there: nothing). */
 int st__rooms_read_to(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
                       int64_t seq, uint64_t *wait);
@@ -139,10 +139,11 @@ bool st__rooms_indexed(st_rooms_t *r, const char *room, size_t rl, uint64_t *wai
 int st__rooms_mark_indexed(st_rooms_t *r, const char *room, size_t rl, bool on, uint64_t *wait);
 /* The users being erased (u8 length | id each, appended to names), ST__ERASING_MAX at most. */
 int st__rooms_erasing_names(st_rooms_t *r, st_buf_t *names, uint64_t *wait);
-/* How many live posts of those users the room's index holds with seq > after (the reads leave
- * them out of unread and total_messages from the erasure's 202 on: SPEC §2.1 v5, §2.2). */
+/* How many live posts of those users the room's index holds with seq > after and msg_id >=
+ * first_id (the reads leave them out of unread and total_messages from the erasure's 202 on:
+ * SPEC §2.1 v5, §2.2; first_id: the room's first message for total_messages, 0 for unread). */
 int st__rooms_erasing_posts(st_rooms_t *r, const st_buf_t *names, const char *room, size_t rl,
-                            int64_t after, int64_t *n, uint64_t *wait);
+                            int64_t after, uint64_t first_id, int64_t *n, uint64_t *wait);
 /* An erasure's slice in an indexed room: at most max of u's entries, each post un-named (a live
  * one a tombstone at `at`, its 'd' record written) and its entry dropped; *more: max were. */
 int st__rooms_erase_indexed(st_rooms_t *r, const char *room, size_t rl, const char *u, size_t ul,

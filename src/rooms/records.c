@@ -234,7 +234,7 @@ int st__rooms_unread_now(st_rooms_t *r, const st_buf_t *erasing, const char *roo
     }
     int64_t theirs = 0;
     if (!rc && erasing->len)
-        rc = st__rooms_erasing_posts(r, erasing, room, rl, last_read, &theirs, wait);
+        rc = st__rooms_erasing_posts(r, erasing, room, rl, last_read, 0, &theirs, wait);
     st_buf_free(&own);
     *n -= theirs;
     if (*n < 0) *n = 0;
@@ -242,10 +242,10 @@ int st__rooms_unread_now(st_rooms_t *r, const st_buf_t *erasing, const char *roo
 }
 
 int st__rooms_total_now(st_rooms_t *r, const st_buf_t *erasing, const char *room, size_t rl,
-                        int64_t total, int64_t *n, uint64_t *wait)
+                        const st_chat_conv_info_t *ci, int64_t *n, uint64_t *wait)
 {
-    *n = total;
-    if (total <= 0) return ST_OK;
+    *n = ci->total_messages;
+    if (*n <= 0) return ST_OK;
     st_buf_t own = {0};
     int rc = ST_OK;
     if (!erasing) {
@@ -253,7 +253,8 @@ int st__rooms_total_now(st_rooms_t *r, const st_buf_t *erasing, const char *room
         erasing = &own;
     }
     int64_t theirs = 0;
-    if (!rc && erasing->len) rc = st__rooms_erasing_posts(r, erasing, room, rl, 0, &theirs, wait);
+    if (!rc && erasing->len)
+        rc = st__rooms_erasing_posts(r, erasing, room, rl, 0, ci->first_msg_id, &theirs, wait);
     st_buf_free(&own);
     *n -= theirs;
     if (*n < 0) *n = 0;

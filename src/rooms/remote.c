@@ -317,8 +317,7 @@ int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cur
         int64_t total;
         if ((rc3 = st__rooms_unread_now(r, &erasing, x->room, x->rl, m.last_read, ci.last_seq,
                                         &unread, wait)) ||
-            (rc3 = st__rooms_total_now(r, &erasing, x->room, x->rl, ci.total_messages, &total,
-                                       wait))) {
+            (rc3 = st__rooms_total_now(r, &erasing, x->room, x->rl, &ci, &total, wait))) {
             rc = rc3;
             break;
         }

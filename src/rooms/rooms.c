@@ -96,7 +96,7 @@ int st_rooms_get(st_rooms_t *r, const char *room, size_t rl, st_buf_t *out, uint
     int64_t gone, total;
     if ((rc = st__rooms_conv(r, room, rl, &ci, &any, wait)) ||
         (rc = st__rooms_erasing_members(r, room, rl, &gone, wait)) ||
-        (rc = st__rooms_total_now(r, NULL, room, rl, ci.total_messages, &total, wait)))
+        (rc = st__rooms_total_now(r, NULL, room, rl, &ci, &total, wait)))
         return rc;
     st_buf_puts(out, "{\"room_id\":");
     st_buf_append_json_str(out, room, rl);
