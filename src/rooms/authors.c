@@ -136,8 +136,8 @@ int st__rooms_mark_indexed(st_rooms_t *r, const char *room, size_t rl, bool on, 
 int st__rooms_erasing_names(st_rooms_t *r, st_buf_t *names, uint64_t *wait)
 {
     size_t cnt;
-    /* bounded like st__rooms_erasing_members: a bulk job's later users are left out of the
-     * counts until the slices take their posts out */
+    /* bounded: with more erasures pending at once (a bulk job), the later users stay in the
+     * member counts and their posts in the others' counts until the slices take them out */
     return st_chat_erasing_owners(r->chat, ST_OWNER_USER, ST__ERASING_MAX, names, &cnt, wait);
 }
 

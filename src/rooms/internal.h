@@ -86,8 +86,10 @@ int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, int64_t created,
 int st__rooms_conv(st_rooms_t *r, const char *room, size_t rl, st_chat_conv_info_t *ci, bool *any,
                    uint64_t *wait);
 void st__rooms_id_or_null(st_buf_t *out, uint64_t id);
-int st__rooms_erasing_members(st_rooms_t *r, const char *room, size_t rl, int64_t *n,
-                              uint64_t *wait);
+/* How many of the room's members are being erased (erasing: st__rooms_erasing_names', or NULL:
+ * read here). */
+int st__rooms_erasing_members(st_rooms_t *r, const st_buf_t *erasing, const char *room, size_t rl,
+                              int64_t *n, uint64_t *wait);
 
 /* How many owners the room has ('O'; counted from the members once for a room from before). */
 int st__rooms_owners(st_rooms_t *r, const char *room, size_t rl, int64_t *n, uint64_t *wait);

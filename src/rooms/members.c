@@ -81,7 +81,7 @@ int st__rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_
     free(in_rm);
     free(counts);
     int64_t gone = 0;
-    if (!rc) rc = st__rooms_erasing_members(r, room, rl, &gone, wait);
+    if (!rc) rc = st__rooms_erasing_members(r, NULL, room, rl, &gone, wait);
     if (rc) return rc;
     st_buf_puts(out, "{\"room_id\":");
     st_buf_append_json_str(out, room, rl);

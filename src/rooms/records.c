@@ -383,25 +383,26 @@ void st__rooms_id_or_null(st_buf_t *out, uint64_t id)
 /* How many of the room's members are being erased: still in it until their erasure's slice
  * removes them, left out of its answers from the erasure's 202 on (SPEC §2.2). One get per
  * erasure pending (the users being erased are a handful at a time), ST__ERASING_MAX at most. */
-int st__rooms_erasing_members(st_rooms_t *r, const char *room, size_t rl, int64_t *n,
-                              uint64_t *wait)
+int st__rooms_erasing_members(st_rooms_t *r, const st_buf_t *erasing, const char *room, size_t rl,
+                              int64_t *n, uint64_t *wait)
 {
-    st_buf_t names = {0};
-    size_t cnt;
+    st_buf_t own = {0};
     *n = 0;
-    /* bounded: with more erasures pending at once (a bulk job), the count may still include
-     * some of them until the slices take them out */
-    int rc = st_chat_erasing_owners(r->chat, ST_OWNER_USER, ST__ERASING_MAX, &names, &cnt, wait);
-    for (size_t p = 0; rc == ST_OK && p < names.len;) {
-        uint8_t l = (uint8_t)names.data[p];
+    int rc = ST_OK;
+    if (!erasing) {
+        rc = st__rooms_erasing_names(r, &own, wait);
+        erasing = &own;
+    }
+    for (size_t p = 0; rc == ST_OK && p < erasing->len;) {
+        uint8_t l = (uint8_t)erasing->data[p];
         st_member_t m;
-        int rc2 = st__rooms_member_get(r, room, rl, names.data + p + 1, l, &m, wait);
+        int rc2 = st__rooms_member_get(r, room, rl, erasing->data + p + 1, l, &m, wait);
         if (rc2 == ST_OK)
             (*n)++;
         else if (rc2 != ST_ENOTFOUND)
             rc = rc2;
         p += 1 + (size_t)l;
     }
-    st_buf_free(&names);
+    st_buf_free(&own);
     return rc;
 }

@@ -93,11 +93,15 @@ int st_rooms_get(st_rooms_t *r, const char *room, size_t rl, st_buf_t *out, uint
     if (has_name) memcpy(nm, name, nl);
     st_chat_conv_info_t ci;
     bool any;
-    int64_t gone, total;
-    if ((rc = st__rooms_conv(r, room, rl, &ci, &any, wait)) ||
-        (rc = st__rooms_erasing_members(r, room, rl, &gone, wait)) ||
-        (rc = st__rooms_total_now(r, NULL, room, rl, &ci, &total, wait)))
-        return rc;
+    int64_t gone = 0, total = 0;
+    /* the users being erased, read once: out of the members and their posts out of the count */
+    st_buf_t erasing = {0};
+    if (!(rc = st__rooms_conv(r, room, rl, &ci, &any, wait)) &&
+        !(rc = st__rooms_erasing_names(r, &erasing, wait)) &&
+        !(rc = st__rooms_erasing_members(r, &erasing, room, rl, &gone, wait)))
+        rc = st__rooms_total_now(r, &erasing, room, rl, &ci, &total, wait);
+    st_buf_free(&erasing);
+    if (rc) return rc;
     st_buf_puts(out, "{\"room_id\":");
     st_buf_append_json_str(out, room, rl);
     st_buf_puts(out, ",\"name\":");
