@@ -10,9 +10,11 @@
 /* ---- erasure (SPEC §2.2): an erased user's room messages become tombstones ----
  * Through chat's erase hook, in slices: the user's next room — first those it posted in ('p',
  * rooms it left or was removed from too), then those it is in ('j', which also covers posts
- * made before 'p' markers were written) — its messages walked from the state's last id (hot and
- * cold; a cold page not in memory is fetched, the slice tried again), those the user posted
- * deleted, their from null (v5: no row names the user); then the user leaves that room if in it
+ * made before 'p' markers were written) — the user's posts there found (a room indexed since it
+ * was made: its author index's entries of the user, authors.c, so the cost follows the user's
+ * posts; a room from before: every message walked from the state's last id), hot and cold (a
+ * cold page not in memory is fetched, the slice tried again), and deleted, their from null
+ * (v5: no row names the user); then the user leaves that room if in it
  * (its 'j' entry goes) and its 'p' marker goes; then the next room; last the remote rooms ('J') the
  * user's list held, each handed to the outbox as an erasure for the room's group (SPEC §10: that
  * group erases the user the same way, its rooms' 'p' and 'j' entries included). State:
@@ -133,6 +135,8 @@ static bool st__room_deleted_slice(st_rooms_t *r, const char *room, size_t rl, s
             off += sizeof n + n;
         }
         more = c.n >= c.max;
+        /* then its author index and its mark: a new room of the same id starts clean */
+        if (!more) more = st__rooms_authors_drop_room(r, room, rl, c.max, &w);
         size_t kl = st__rooms_key(k, room, rl);
         k[0] = ST__KS_OWNERS;
         if (!more) st_store_del(r->store, k, kl, &w);
@@ -208,8 +212,38 @@ static bool st__erase_remote(st_rooms_t *r, const char *u, size_t ul, size_t max
 
 /* Room messages walked per slice, fewer than chat's keys: each is parsed, and each of the user's
  * becomes a tombstone (its delta, fold and count records): 64 made slices of 3–7 ms (bench/
- * loopstall.sh erase, issue 48). */
+ * loopstall.sh erase, issue 48). An indexed room's slice takes as many of the user's entries. */
 #define ST__ERASE_ROOM_MSGS 16
+
+/* A room made before the author index: lim of its messages from last on, those the user posted
+ * un-named (a live one a tombstone at `at`, its 'd' record written; index entries a newer binary
+ * wrote for it go too); *more and *upto: where the walk goes on. */
+static int st__erase_walk(st_rooms_t *r, const char *room, size_t rl, const char *u, size_t ul,
+                          uint64_t last, size_t lim, int64_t at, bool *more, uint64_t *upto)
+{
+    uint64_t w = 0;
+    const st_owner_t *ro = ST_ROOM(room, rl);
+    /* raw: reads show the user's messages as tombstones already (chat's mask.c) */
+    st_message_query_t q = {.conv = room, .conv_len = rl, .after = last, .limit = lim, .raw = true};
+    st_authored_t a = {.u = u, .ul = ul};
+    int rc = st_chat_each(r->chat, ro, &q, st__authored, &a, more, upto, &w);
+    st_buf_t tmp = {0};
+    for (size_t i = 0; rc == ST_OK && i < a.ids.n + a.dead.n; i++) {
+        bool live = i < a.ids.n;
+        st_buf_reset(&tmp);
+        /* from null; a tombstone is no longer named: no count moves */
+        rc = st_chat_delete_unnamed(r->chat, ro, live ? a.ids.v[i] : a.dead.v[i - a.ids.n], at,
+                                    &tmp, &w);
+        int64_t seq = rc == ST_OK ? st__rooms_json_seq(tmp.data, tmp.len) : 0;
+        if (rc == ST_OK && live) rc = st__rooms_gone(r, room, rl, seq, &w);
+        if (rc == ST_OK) rc = st__rooms_author_drop(r, room, rl, u, ul, seq, &w);
+        if (rc == ST_ENOTFOUND) rc = ST_OK; /* gone by retention meanwhile */
+    }
+    st_buf_free(&tmp);
+    st_vec_free(&a.ids);
+    st_vec_free(&a.dead);
+    return rc;
+}
 
 bool st__rooms_erase(void *arg, const st_owner_t *o, uint64_t erasure, size_t max)
 {
@@ -244,35 +278,19 @@ bool st__rooms_erase(void *arg, const st_owner_t *o, uint64_t erasure, size_t ma
         st_store_del(r->store, k, ul + 2, &w);
         return !st__erase_settled(r, sk, skl, max);
     }
-    const st_owner_t *ro = ST_ROOM(room.data, room.len);
     size_t lim = max < ST__ERASE_ROOM_MSGS ? max : ST__ERASE_ROOM_MSGS;
-    /* raw: reads show the user's messages as tombstones already (chat's mask.c) */
-    st_message_query_t q = {
-        .conv = room.data, .conv_len = room.len, .after = last, .limit = lim, .raw = true};
     /* the deleted_at reads have shown since the 202: the same tombstone is written */
     int64_t at = 0;
     if (st_chat_erasing_at(r->chat, ST_USER(u, ul), &at, &w) != ST_OK) at = 0;
-    st_authored_t a = {.u = u, .ul = ul};
-    bool more = false;
+    bool more = false, indexed = st__rooms_indexed(r, room.data, room.len, &w);
     uint64_t upto = 0;
-    int rc = st_chat_each(r->chat, ro, &q, st__authored, &a, &more, &upto, &w);
+    /* a room indexed since it was made: only the user's entries (authors.c); one from before:
+     * every message walked */
+    int rc = indexed ? st__rooms_erase_indexed(r, room.data, room.len, u, ul, at, lim, &more, &w)
+                     : st__erase_walk(r, room.data, room.len, u, ul, last, lim, at, &more, &upto);
+    if (rc == ST_EPARKED) st_chat_prefetch(r->chat); /* a cold page: the slice comes again */
     st_buf_t tmp = {0};
-    for (size_t i = 0; rc == ST_OK && i < a.ids.n; i++) {
-        st_buf_reset(&tmp);
-        rc = st_chat_delete_unnamed(r->chat, ro, a.ids.v[i], at, &tmp, &w); /* from null */
-        if (rc == ST_OK)
-            rc = st__rooms_gone(r, room.data, room.len, st__rooms_json_seq(tmp.data, tmp.len), &w);
-        if (rc == ST_ENOTFOUND) rc = ST_OK; /* gone by retention meanwhile */
-    }
-    for (size_t i = 0; rc == ST_OK && i < a.dead.n; i++) { /* no longer named: no count moves */
-        st_buf_reset(&tmp);
-        rc = st_chat_delete_unnamed(r->chat, ro, a.dead.v[i], at, &tmp, &w);
-        if (rc == ST_ENOTFOUND) rc = ST_OK;
-    }
-    st_vec_free(&a.ids);
-    st_vec_free(&a.dead);
-    if (rc == ST_EPARKED) st_chat_prefetch(r->chat);
-    if (rc == ST_OK && more && upto) { /* this room goes on from upto */
+    if (rc == ST_OK && more && (upto || indexed)) { /* this room goes on (from upto) */
         st_buf_reset(&tmp);
         uint8_t be[8];
         st_be64_put(be, upto);

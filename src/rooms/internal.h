@@ -7,6 +7,7 @@
  *   posts.c    a room's messages (stored by chat)
  *   erase.c    an erased user in rooms
  *   remote.c   rooms of other groups and a user's room list
+ *   authors.c  each room's posts by author, and the room's mark that it has them
  */
 #ifndef STRATA_ROOMS_INTERNAL_H
 #define STRATA_ROOMS_INTERNAL_H
@@ -15,14 +16,22 @@
 #include "strata/outbox.h"
 #include "strata/rooms.h"
 
-#define ST__KS_ROOM       'r'
-#define ST__KS_MEMBER     'q'
-#define ST__KS_JOINED     'j'
-#define ST__KS_REMOTE     'J'
-#define ST__KS_POSTED     'p' /* user 0 room -> [the marker it left with] room */
-#define ST__KS_OWNERS     'O'
-#define ST__KS_GONE       'd' /* room 0 be64(seq) -> "": a deleted message (unread skips it) */
+#define ST__KS_ROOM   'r'
+#define ST__KS_MEMBER 'q'
+#define ST__KS_JOINED 'j'
+#define ST__KS_REMOTE 'J'
+#define ST__KS_POSTED 'p' /* user 0 room -> [the marker it left with] room */
+#define ST__KS_OWNERS 'O'
+#define ST__KS_GONE   'd' /* room 0 be64(seq) -> "": a deleted message (unread skips it) */
+/* room 0 author 0 kind be64(seq) -> be64(msg_id): kind ST__AUTHOR_LIVE a live post, written in
+ * its post's batch; ST__AUTHOR_DEAD a tombstone that still names its author (deleted by a
+ * request), moved there in the delete's batch; both go in the batch an erasure un-names it */
+#define ST__KS_AUTHOR     'a'
+#define ST__AUTHOR_LIVE   0
+#define ST__AUTHOR_DEAD   1
+#define ST__KS_INDEXED    'A' /* room -> "": its posts are in 'a' since it was made */
 #define ST__ROOMS_KEY_CAP (ST_KEY_MAX + 1)
+#define ST__ERASING_MAX   256 /* pending erasures a room's counts look at */
 /* a 'p' value of a poster that left: tag | room created | its read marker then | room (a room
  * name never starts with the tag) */
 #define ST__LEFT_TAG   1
@@ -77,8 +86,10 @@ int st__rooms_leave(st_rooms_t *r, const char *room, size_t rl, int64_t created,
 int st__rooms_conv(st_rooms_t *r, const char *room, size_t rl, st_chat_conv_info_t *ci, bool *any,
                    uint64_t *wait);
 void st__rooms_id_or_null(st_buf_t *out, uint64_t id);
-int st__rooms_erasing_members(st_rooms_t *r, const char *room, size_t rl, int64_t *n,
-                              uint64_t *wait);
+/* How many of the room's members are being erased (erasing: st__rooms_erasing_names', or NULL:
+ * read here). */
+int st__rooms_erasing_members(st_rooms_t *r, const st_buf_t *erasing, const char *room, size_t rl,
+                              int64_t *n, uint64_t *wait);
 
 /* How many owners the room has ('O'; counted from the members once for a room from before). */
 int st__rooms_owners(st_rooms_t *r, const char *room, size_t rl, int64_t *n, uint64_t *wait);
@@ -90,6 +101,13 @@ int st__rooms_owners_add(st_rooms_t *r, const char *room, size_t rl, int64_t del
  * room's deleted seqs after the marker ('d'): no per-member work on a post. */
 int st__rooms_unread(st_rooms_t *r, const char *room, size_t rl, int64_t last_read,
                      int64_t last_seq, int64_t *n, uint64_t *wait);
+/* The same, less the live posts of the users being erased after last_read (erasing: from
+ * st__rooms_erasing_names, read once for many members; NULL: read here). */
+int st__rooms_unread_now(st_rooms_t *r, const st_buf_t *erasing, const char *room, size_t rl,
+                         int64_t last_read, int64_t last_seq, int64_t *n, uint64_t *wait);
+/* The room's total_messages less the live posts of the users being erased (ci: the room's). */
+int st__rooms_total_now(st_rooms_t *r, const st_buf_t *erasing, const char *room, size_t rl,
+                        const st_chat_conv_info_t *ci, int64_t *n, uint64_t *wait);
 /* Moves user's read marker forward to seq (not a member, or already there: nothing). */
 int st__rooms_read_to(st_rooms_t *r, const char *room, size_t rl, const char *user, size_t ul,
                       int64_t seq, uint64_t *wait);
@@ -102,6 +120,39 @@ int64_t st__rooms_json_seq(const char *json, size_t len);
 int st__rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_name_t *add,
                      size_t nadd, const st_rooms_name_t *remove, size_t nremove, bool keep_owner,
                      long *who, st_buf_t *out, uint64_t *wait);
+
+/* ---- authors.c ---- */
+/* A message's seq, msg_id and from (appended to from, when not NULL); false when it names no
+ * author or lacks one of them. */
+bool st__rooms_message_ids(const char *json, size_t len, int64_t *seq, uint64_t *id,
+                           st_buf_t *from);
+/* Stages the index entry of u's post seq (msg_id id). */
+int st__rooms_author_posted(st_rooms_t *r, const char *room, size_t rl, const char *u, size_t ul,
+                            int64_t seq, uint64_t id, uint64_t *wait);
+/* Stages a deleted message's entry moving to the tombstones that name their author. */
+int st__rooms_author_deleted(st_rooms_t *r, const char *room, size_t rl, const char *json,
+                             size_t len, uint64_t *wait);
+/* Stages the removal of u's entries (both kinds) for seq: the message no longer names u. */
+int st__rooms_author_drop(st_rooms_t *r, const char *room, size_t rl, const char *u, size_t ul,
+                          int64_t seq, uint64_t *wait);
+bool st__rooms_indexed(st_rooms_t *r, const char *room, size_t rl, uint64_t *wait);
+/* Stages the room's mark (on, at its creation; STRATA_TEST_ROOMS_NO_INDEX=1: none, as an
+ * older binary made it) or its removal. */
+int st__rooms_mark_indexed(st_rooms_t *r, const char *room, size_t rl, bool on, uint64_t *wait);
+/* The users being erased (u8 length | id each, appended to names), ST__ERASING_MAX at most. */
+int st__rooms_erasing_names(st_rooms_t *r, st_buf_t *names, uint64_t *wait);
+/* How many live posts of those users the room's index holds with seq > after and msg_id >=
+ * first_id (the reads leave them out of unread and total_messages from the erasure's 202 on:
+ * SPEC §2.1 v5, §2.2; first_id: the room's first message for total_messages, 0 for unread). */
+int st__rooms_erasing_posts(st_rooms_t *r, const st_buf_t *names, const char *room, size_t rl,
+                            int64_t after, uint64_t first_id, int64_t *n, uint64_t *wait);
+/* An erasure's slice in an indexed room: at most max of u's entries, each post un-named (a live
+ * one a tombstone at `at`, its 'd' record written) and its entry dropped; *more: max were. */
+int st__rooms_erase_indexed(st_rooms_t *r, const char *room, size_t rl, const char *u, size_t ul,
+                            int64_t at, size_t max, bool *more, uint64_t *wait);
+/* A deleted room's entries, at most max a call, then its mark; true while more are left. */
+bool st__rooms_authors_drop_room(st_rooms_t *r, const char *room, size_t rl, size_t max,
+                                 uint64_t *wait);
 
 /* erase.c: chat's erase hook (st_chat_on_erase) */
 bool st__rooms_erase(void *arg, const st_owner_t *o, uint64_t erasure, size_t max);

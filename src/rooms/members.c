@@ -81,7 +81,7 @@ int st__rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_
     free(in_rm);
     free(counts);
     int64_t gone = 0;
-    if (!rc) rc = st__rooms_erasing_members(r, room, rl, &gone, wait);
+    if (!rc) rc = st__rooms_erasing_members(r, NULL, room, rl, &gone, wait);
     if (rc) return rc;
     st_buf_puts(out, "{\"room_id\":");
     st_buf_append_json_str(out, room, rl);
@@ -136,6 +136,9 @@ int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cur
     }
     st_mwalk_t w = {0};
     st_mrow_t last = {0};
+    /* the users being erased, once for the page: their posts are out of every unread */
+    st_buf_t erasing = {0};
+    if ((rc = st__rooms_erasing_names(r, &erasing, wait))) return rc;
     bool more = false, end = false;
     st_buf_puts(out, "{\"members\":[");
     while (!more && !end) {
@@ -158,7 +161,8 @@ int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cur
             st_buf_puts(out, "{\"user\":");
             st_buf_append_json_str(out, m->user, m->ul);
             int64_t unread;
-            if ((rc = st__rooms_unread(r, room, rl, m->last_read, ci.last_seq, &unread, wait)))
+            if ((rc = st__rooms_unread_now(r, &erasing, room, rl, m->last_read, ci.last_seq,
+                                           &unread, wait)))
                 break;
             st_buf_printf(
                 out, ",\"role\":\"%s\",\"joined_at\":%lld,\"last_read_seq\":%lld,\"unread\":%lld}",
@@ -174,6 +178,7 @@ int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cur
         }
     }
     st_vec_free(&w.rows);
+    st_buf_free(&erasing);
     if (rc < 0) return rc;
     st_buf_puts(out, "],\"next\":");
     if (more)
@@ -213,7 +218,8 @@ int st_rooms_set_role(st_rooms_t *r, const char *room, size_t rl, const char *us
     bool any;
     if ((rc = st__rooms_conv(r, room, rl, &ci, &any, wait))) return rc;
     int64_t unread;
-    if ((rc = st__rooms_unread(r, room, rl, m.last_read, ci.last_seq, &unread, wait))) return rc;
+    if ((rc = st__rooms_unread_now(r, NULL, room, rl, m.last_read, ci.last_seq, &unread, wait)))
+        return rc;
     st_buf_puts(out, "{\"user\":");
     st_buf_append_json_str(out, user, ul);
     st_buf_printf(out,
@@ -252,7 +258,8 @@ int st_rooms_read(st_rooms_t *r, const char *room, size_t rl, const char *user, 
         if ((rc = st__rooms_member_put(r, room, rl, user, ul, &m, wait))) return rc;
     }
     int64_t unread;
-    if ((rc = st__rooms_unread(r, room, rl, m.last_read, ci.last_seq, &unread, wait))) return rc;
+    if ((rc = st__rooms_unread_now(r, NULL, room, rl, m.last_read, ci.last_seq, &unread, wait)))
+        return rc;
     st_buf_puts(out, "{\"room_id\":");
     st_buf_append_json_str(out, room, rl);
     st_buf_puts(out, ",\"user\":");

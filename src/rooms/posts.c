@@ -28,9 +28,13 @@ int st_rooms_post(st_rooms_t *r, const char *room, size_t rl, st_message_in_t *m
     /* the author has read the room up to its own post (SPEC §2.1 v5: unread counts others'
      * messages): its marker moves there, the only member record a post writes; it also tells
      * an erasure that the author may have posted here once it left (st__rooms_leave) */
-    if (!rc)
-        rc = st__rooms_read_to(r, room, rl, m->from, m->from_len,
-                               st__rooms_json_seq(out->data + at, out->len - at), wait);
+    int64_t seq = 0;
+    uint64_t id = 0;
+    if (!rc) st__rooms_message_ids(out->data + at, out->len - at, &seq, &id, NULL);
+    if (!rc) rc = st__rooms_read_to(r, room, rl, m->from, m->from_len, seq, wait);
+    /* its author's index entry, in the post's batch: an erasure finds it there, and the counts
+     * leave it out from the erasure's 202 on (authors.c) */
+    if (!rc) rc = st__rooms_author_posted(r, room, rl, m->from, m->from_len, seq, id, wait);
     if (rc) out->len = at; /* no answer but the error's */
     m->owner = (st_owner_t){0};
     return rc;
@@ -94,6 +98,10 @@ int st_rooms_change_message(st_rooms_t *r, const char *room, size_t rl, uint64_t
            : st_chat_delete(r->chat, o, msg_id, out, wait);
     if (rc == ST_OK && !e)
         rc = st__rooms_gone(r, room, rl, st__rooms_json_seq(out->data + at, out->len - at), wait);
+    /* no longer a live post of its author (the counts' subtraction must not take it again), a
+     * tombstone that still names it (its erasure un-names it) */
+    if (rc == ST_OK && !e)
+        rc = st__rooms_author_deleted(r, room, rl, out->data + at, out->len - at, wait);
     return rc;
 }
 

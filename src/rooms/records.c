@@ -222,6 +222,45 @@ int st__rooms_unread(st_rooms_t *r, const char *room, size_t rl, int64_t last_re
     return ST_OK;
 }
 
+int st__rooms_unread_now(st_rooms_t *r, const st_buf_t *erasing, const char *room, size_t rl,
+                         int64_t last_read, int64_t last_seq, int64_t *n, uint64_t *wait)
+{
+    int rc = st__rooms_unread(r, room, rl, last_read, last_seq, n, wait);
+    if (rc || *n <= 0) return rc;
+    st_buf_t own = {0};
+    if (!erasing) {
+        rc = st__rooms_erasing_names(r, &own, wait);
+        erasing = &own;
+    }
+    int64_t theirs = 0;
+    if (!rc && erasing->len)
+        rc = st__rooms_erasing_posts(r, erasing, room, rl, last_read, 0, &theirs, wait);
+    st_buf_free(&own);
+    *n -= theirs;
+    if (*n < 0) *n = 0;
+    return rc;
+}
+
+int st__rooms_total_now(st_rooms_t *r, const st_buf_t *erasing, const char *room, size_t rl,
+                        const st_chat_conv_info_t *ci, int64_t *n, uint64_t *wait)
+{
+    *n = ci->total_messages;
+    if (*n <= 0) return ST_OK;
+    st_buf_t own = {0};
+    int rc = ST_OK;
+    if (!erasing) {
+        rc = st__rooms_erasing_names(r, &own, wait);
+        erasing = &own;
+    }
+    int64_t theirs = 0;
+    if (!rc && erasing->len)
+        rc = st__rooms_erasing_posts(r, erasing, room, rl, 0, ci->first_msg_id, &theirs, wait);
+    st_buf_free(&own);
+    *n -= theirs;
+    if (*n < 0) *n = 0;
+    return rc;
+}
+
 int64_t st__rooms_json_seq(const char *json, size_t len)
 {
     cJSON *j = cJSON_ParseWithLength(json, len);
@@ -341,30 +380,29 @@ void st__rooms_id_or_null(st_buf_t *out, uint64_t id)
     st_buf_appendc(out, '"');
 }
 
-#define ST__ERASING_MAX 256 /* pending erasures a room's member count looks at */
-
 /* How many of the room's members are being erased: still in it until their erasure's slice
  * removes them, left out of its answers from the erasure's 202 on (SPEC §2.2). One get per
  * erasure pending (the users being erased are a handful at a time), ST__ERASING_MAX at most. */
-int st__rooms_erasing_members(st_rooms_t *r, const char *room, size_t rl, int64_t *n,
-                              uint64_t *wait)
+int st__rooms_erasing_members(st_rooms_t *r, const st_buf_t *erasing, const char *room, size_t rl,
+                              int64_t *n, uint64_t *wait)
 {
-    st_buf_t names = {0};
-    size_t cnt;
+    st_buf_t own = {0};
     *n = 0;
-    /* bounded: with more erasures pending at once (a bulk job), the count may still include
-     * some of them until the slices take them out */
-    int rc = st_chat_erasing_owners(r->chat, ST_OWNER_USER, ST__ERASING_MAX, &names, &cnt, wait);
-    for (size_t p = 0; rc == ST_OK && p < names.len;) {
-        uint8_t l = (uint8_t)names.data[p];
+    int rc = ST_OK;
+    if (!erasing) {
+        rc = st__rooms_erasing_names(r, &own, wait);
+        erasing = &own;
+    }
+    for (size_t p = 0; rc == ST_OK && p < erasing->len;) {
+        uint8_t l = (uint8_t)erasing->data[p];
         st_member_t m;
-        int rc2 = st__rooms_member_get(r, room, rl, names.data + p + 1, l, &m, wait);
+        int rc2 = st__rooms_member_get(r, room, rl, erasing->data + p + 1, l, &m, wait);
         if (rc2 == ST_OK)
             (*n)++;
         else if (rc2 != ST_ENOTFOUND)
             rc = rc2;
         p += 1 + (size_t)l;
     }
-    st_buf_free(&names);
+    st_buf_free(&own);
     return rc;
 }

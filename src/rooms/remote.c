@@ -268,6 +268,9 @@ int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cur
     st_uroom_t *v = l.v.v;
     size_t n = l.v.n;
     if (n) qsort(v, n, sizeof *v, st__cmp_uroom);
+    /* the users being erased, once for the page: their posts are out of every count */
+    st_buf_t erasing = {0};
+    rc = st__rooms_erasing_names(r, &erasing, wait);
     size_t i = 0, shown = 0;
     if (cursor)
         while (i < n && st__cmp_uroom(&v[i], &cur) <= 0)
@@ -311,12 +314,15 @@ int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cur
             break;
         }
         int64_t unread;
-        if ((rc3 = st__rooms_unread(r, x->room, x->rl, m.last_read, ci.last_seq, &unread, wait))) {
+        int64_t total;
+        if ((rc3 = st__rooms_unread_now(r, &erasing, x->room, x->rl, m.last_read, ci.last_seq,
+                                        &unread, wait)) ||
+            (rc3 = st__rooms_total_now(r, &erasing, x->room, x->rl, &ci, &total, wait))) {
             rc = rc3;
             break;
         }
         st_buf_printf(out, ",\"updated\":%lld,\"total_messages\":%lld,\"unread\":%lld}",
-                      (long long)x->updated, (long long)ci.total_messages,
+                      (long long)x->updated, (long long)total,
                       (long long)(unread > 0 ? unread : 0));
     }
     if (rc >= 0) {
@@ -335,5 +341,6 @@ int st_rooms_of_user(st_rooms_t *r, const char *user, size_t ul, const char *cur
     }
     st_vec_free(&l.v);
     st_buf_free(&l.names);
+    st_buf_free(&erasing);
     return rc;
 }

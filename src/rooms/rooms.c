@@ -10,8 +10,8 @@ int st_rooms_open(st_rooms_t **out, st_store_t *store, st_chat_t *chat, size_t m
 {
     /* strata/rooms.h's layout, and the erasure records below */
     static const st_claim_t keys[] = {
-        ST_CLAIM("r"), ST_CLAIM("q"), ST_CLAIM("j"), ST_CLAIM("J"),
-        ST_CLAIM("p"), ST_CLAIM("O"), ST_CLAIM("d"), ST_CLAIM("\0rooms_erase")};
+        ST_CLAIM("r"), ST_CLAIM("q"), ST_CLAIM("j"), ST_CLAIM("J"), ST_CLAIM("p"),
+        ST_CLAIM("O"), ST_CLAIM("d"), ST_CLAIM("a"), ST_CLAIM("A"), ST_CLAIM("\0rooms_erase")};
     int rc = st_store_claims(store, "rooms", keys, sizeof keys / sizeof *keys);
     if (rc != ST_OK) return rc;
     st_rooms_t *r = st_calloc(1, sizeof *r);
@@ -93,10 +93,15 @@ int st_rooms_get(st_rooms_t *r, const char *room, size_t rl, st_buf_t *out, uint
     if (has_name) memcpy(nm, name, nl);
     st_chat_conv_info_t ci;
     bool any;
-    int64_t gone;
-    if ((rc = st__rooms_conv(r, room, rl, &ci, &any, wait)) ||
-        (rc = st__rooms_erasing_members(r, room, rl, &gone, wait)))
-        return rc;
+    int64_t gone = 0, total = 0;
+    /* the users being erased, read once: out of the members and their posts out of the count */
+    st_buf_t erasing = {0};
+    if (!(rc = st__rooms_conv(r, room, rl, &ci, &any, wait)) &&
+        !(rc = st__rooms_erasing_names(r, &erasing, wait)) &&
+        !(rc = st__rooms_erasing_members(r, &erasing, room, rl, &gone, wait)))
+        rc = st__rooms_total_now(r, &erasing, room, rl, &ci, &total, wait);
+    st_buf_free(&erasing);
+    if (rc) return rc;
     st_buf_puts(out, "{\"room_id\":");
     st_buf_append_json_str(out, room, rl);
     st_buf_puts(out, ",\"name\":");
@@ -110,7 +115,7 @@ int st_rooms_get(st_rooms_t *r, const char *room, size_t rl, st_buf_t *out, uint
     st__rooms_id_or_null(out, ci.first_msg_id);
     st_buf_puts(out, ",\"last_msg_id\":");
     st__rooms_id_or_null(out, ci.last_msg_id);
-    st_buf_printf(out, ",\"total_messages\":%lld,\"members\":%lld}", (long long)ci.total_messages,
+    st_buf_printf(out, ",\"total_messages\":%lld,\"members\":%lld}", (long long)total,
                   (long long)(rm.members > gone ? rm.members - gone : 0));
     return ST_OK;
 }
@@ -182,6 +187,9 @@ int st_rooms_create(st_rooms_t *r, const char *room, size_t rl, const char *name
         uint8_t k[ST__ROOMS_KEY_CAP];
         rc = st_store_put(r->store, k, st__rooms_key(k, room, rl), v.data, v.len, wait);
         st_buf_free(&v);
+        /* its posts go into the author index from the first: an erasure visits only the
+         * erased user's (authors.c) */
+        if (!rc) rc = st__rooms_mark_indexed(r, room, rl, true, wait);
     }
     if (!rc)
         rc = st__rooms_join(r, room, rl, 0, name, nl, owner, ol, ST_ROOMS_OWNER, now, counts[n],

@@ -7,7 +7,9 @@
 // replayed Idempotency-Key changes nothing; without --route-url nothing is written to an outbox.
 // The other way (SPEC §2.2): erasing a user on its group reaches its rooms on the other group
 // through the user's group's outbox (kill -9 before delivery included): its messages there
-// become tombstones (rooms it left too) and it leaves them.
+// become tombstones (rooms it left too) and it leaves them; the room's group's counts leave its
+// posts out from that group's erasure on, while the erasure's slices there are held (the rooms'
+// author index, src/rooms/authors.c).
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, renameSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
@@ -244,6 +246,53 @@ describe('rooms across two groups behind nginx', { skip: skipIf(!existsSync(NGIN
     assert.equal(caveMsgs.filter((m) => m.from === null && m.deleted_at && m.content === null).length, 40);
     assert.deepEqual(caveMsgs.filter((m) => m.from !== null).map((m) => [m.from, m.content]), [['cave-friend', 'kept']]);
     assert.equal(await memberOf(nodes[0], cave, u), false, 'it left its own group\'s room too');
+  });
+
+  test('on the room\'s group, the counts leave the erased user\'s posts out while its erasure there is held', async () => {
+    // u's posts in a room of the other group: that group's erasure of u (from the outbox) takes
+    // them from the room's author index, and its counts subtract them from its 202 on
+    const u = await userOn(0, 'kay');
+    const hall = await roomOn(1, 'kayhall', [u, 'kay-friend'], 'Kay hall');
+    // the room that holds that erasure: u's first room there by name, its objects away below
+    const hold = await roomOn(1, 'akayhold', [u], 'Hold');
+    assert.ok(hold < hall);
+    await say(hold, u, 'secret held');
+    for (let i = 0; i < 3; i++) await say(hall, 'kay-friend', `kept ${i}`);
+    await say(hall, u, 'secret one');
+    await say(hall, 'kay-friend', 'kept 3');
+    await say(hall, u, 'secret two');
+    const holdDir = `${nodes[1].dir}/cold/shared/conversations/${hold}`;
+    assert.equal((await nodes[1].req('POST', '/v1/admin/flush')).status, 202);
+    await until('the hold room flushed', async () => existsSync(holdDir) &&
+      readdirSync(holdDir).some((f) => f.endsWith('.parquet')) &&
+      /^strata_flush_running 0$/m.test((await nodes[1].req('GET', '/metrics')).text), 30000);
+    await until('the rooms in its list', async () => (await pending(nodes[1])) === 0 &&
+      (await listOf(u)).rooms.filter((x) => x.room_id === hall || x.room_id === hold).length === 2);
+    const counts = async () => {
+      const room = (await nodes[1].req('GET', `/v1/rooms/${hall}`)).json;
+      const probe = (await nodes[1].req('GET', `/v1/rooms/${hall}/members`)).json.members.find((m) => m.user === 'probe');
+      return [room.total_messages, probe.unread];
+    };
+    assert.deepEqual(await counts(), [6, 6]);
+    await nodes[1].stop();
+    renameSync(holdDir, `${holdDir}.away`);
+    nodes[1] = await start(1, nodes[1].dir);
+    try {
+      const er = await nodes[0].req('DELETE', `/v1/users/${u}`);
+      assert.equal(er.status, 202, er.text);
+      // once the erasure reaches the room's group, at once: the friend's 4 messages only (the
+      // old walk, held at the hold room, would count u's 2 posts until it got past it)
+      await until('the room\'s counts without u\'s posts', async () => {
+        const [total, unread] = await counts();
+        return total === 4 && unread === 4;
+      }, 20000);
+      assert.equal(await memberOf(nodes[1], hall, u), false, 'out of the listing from the erasure on');
+    } finally {
+      renameSync(`${holdDir}.away`, holdDir);
+    }
+    await until('its posts there tombstones', async () => (await byAuthor(nodes[1], hall))(null).length === 2, 60000);
+    await until('its post in the hold room a tombstone', async () => (await byAuthor(nodes[1], hold))(null).length === 1, 60000);
+    assert.deepEqual(await counts(), [4, 4], 'the same once its posts are tombstones');
   });
 
   test('an erasure waits in the outbox across kill -9 of the user\'s group and is delivered', async () => {
