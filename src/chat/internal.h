@@ -21,7 +21,7 @@
  *                     up to that id are masked; a new one of the name goes on from that seq)
  *   'G' u             the user is being erased (erase.c): u64 erasure id
  *   'R' u 0 c         empty: c may have cold rows (marks.c; written in the batch that records
- *                     an object holding rows of c; only an erasure removes it)
+ *                     an object holding rows of c; removed by c's delete and by an erasure)
  *   'L' u             empty: the owner's 'R' markers are complete (set by its first flush or
  *                     rebuild-meta): without it, an absent marker proves nothing (older stores)
  * Cold tier keys ('W', 'F', 'P', 'D', owner = user) are the tier's manifest records: see
@@ -259,6 +259,9 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
 /* Marks c as having cold rows (in the batch that records the object holding them). */
 int st__chat_cold_mark(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
                        uint64_t *wait);
+/* Takes c's marker out (in the batch of its delete, which masks all its rows: marks.c). */
+int st__chat_cold_unmark(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                         uint64_t *wait);
 /* Records that every conversation of u with cold rows is marked (in the batch that makes it so). */
 int st__chat_marks_complete(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
 /* Whether u's markers are complete ('L'). */
