@@ -58,3 +58,69 @@ test('a deleted conversation with cold rows, re-created while storage is down: a
     await s3.stop();
   }
 });
+
+// - an owner whose objects were written before the marks (no 'L') kept the footer read until
+//   rebuild-meta: the server now writes its marks in the background (src/chat/backfill.c), once
+//   object storage answers, and then a new conversation of it needs no cold read while an evicted
+//   one still needs its footers (refused with storage down, never restarted at seq 1).
+// The old store is made by this binary with STRATA_TEST_NO_MARKS=1 (it writes no marks, as
+// releases before them did), or by such a release's binary when STRATA_PREMARKS_BIN names one
+// (c679f39's: `git archive c679f39 | tar -x -C DIR`, then build it).
+const PREMARKS = process.env.STRATA_PREMARKS_BIN;
+const premarks = PREMARKS ? { bin: PREMARKS } : { env: { STRATA_TEST_NO_MARKS: '1' } };
+const metric = async (s, re) => Number((await s.req('GET', '/metrics')).text.match(re)?.[1] ?? -1);
+
+test('the marks of an owner from before them are written in the background', { timeout: 120000 }, async () => {
+  const s3 = await s3Process(tempDir('s3backfill'));
+  const front = await frontProxy(s3.port);
+  const dataDir = tempDir();
+  const a = [...args(front.port), '--hot-ttl', '1'];
+  let s = await startStrata({ dataDir, args: a, ...premarks });
+  try {
+    for (let i = 1; i <= 3; i++) assert.equal((await postTo(s, 'bf', 'old', `m ${i}`)).json.seq, i);
+    assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
+    await waitFor('cold', async () => (await stats(s, 'bf')).cold_messages === 3);
+    // idle past --hot-ttl, then a pass evicts the conversation (all its rows cold)
+    await new Promise((r) => setTimeout(r, 1200));
+    assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
+    await waitFor('eviction', async () => (await metric(s, /^strata_hot_evictions_total (\d+)/m)) >= 1);
+    await s.stop();
+
+    // the new binary with storage down: no marks yet, so a new conversation needs the footers
+    front.set('refuse');
+    s = await startStrata({ dataDir, args: a });
+    await waitFor('the backfill found the owner', async () => (await metric(s, /^strata_marks_backfill_pending (\d+)/m)) === 1);
+    const r0 = await postTo(s, 'bf', 'first');
+    assert.equal(r0.status, 503, `an owner from before the marks: ${r0.text}`);
+    assert.equal((await metric(s, /^strata_marks_backfill_done (\d+)/m)), 0);
+    // storage back: the backfill retries and writes the owner's marks
+    front.set('pass');
+    await waitFor('the backfill done', async () => (await metric(s, /^strata_marks_backfill_done (\d+)/m)) === 1, 30000);
+    assert.equal(await metric(s, /^strata_marks_backfill_pending (\d+)/m), 0);
+    assert.equal(await metric(s, /^strata_marks_backfilled_total (\d+)/m), 1);
+    await s.stop();
+
+    // restarted (no footer in memory), storage down
+    s = await startStrata({ dataDir, args: a });
+    front.set('refuse');
+    const n = await postTo(s, 'bf', 'second');
+    assert.equal(n.status, 201, `a new conversation needs no cold read once marked: ${n.text}`);
+    assert.equal(n.json.seq, 1);
+    const e = await postTo(s, 'bf', 'old');
+    assert.equal(e.status, 503, `an evicted conversation needs its footers, never restarts: ${e.text}`);
+    assert.equal(e.json.error.code, 'cold_unavailable');
+    front.set('pass');
+    const e2 = await postTo(s, 'bf', 'old');
+    assert.equal(e2.status, 201, e2.text);
+    assert.equal(e2.json.seq, 4, 'seq goes on from the cold rows');
+  } catch (e) {
+    console.error(s.log().slice(-6000));
+    throw e;
+  } finally {
+    front.set('pass');
+    await s.stop();
+    s.cleanup();
+    await front.close();
+    await s3.stop();
+  }
+});
