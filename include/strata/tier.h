@@ -345,6 +345,10 @@ int st_tier_forget(st_tier_t *t, st_store_t *s, const char *o, size_t ol, size_t
 /* Whether the tier still writes an object of the owner (an intent, 'P'), has one to delete ('D')
  * or holds one (st_tier_holding). */
 bool st_tier_owner_busy(st_store_t *s, const char *o, size_t ol);
+/* Whether the owner's file record number seq ('F' o 0 seq) is there and records key: one get,
+ * where st_tier_manifest_names reads the whole manifest (key borrowed). */
+bool st_tier_file_records(st_store_t *s, const char *o, size_t ol, uint64_t seq, const char *key,
+                          uint64_t *wait);
 /* Whether the owner's manifest names key (an object a restore inherited; key borrowed). */
 bool st_tier_manifest_names(st_store_t *s, const char *o, size_t ol, const char *key,
                             uint64_t *wait);

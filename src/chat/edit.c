@@ -660,6 +660,8 @@ int st_chat_delete_conversation(st_chat_t *c, const char *u, size_t ul, const ch
     size_t ml = st__chat_ukey(k, 'Q', u, ul);
     ml += st__chat_conv_part(k + ml, ul, conv, cl);
     if ((rc = st_store_put(c->store, k, ml, mask, sizeof mask, wait))) goto done;
+    /* all its rows masked: a post of the name needs no footer read (marks.c) */
+    if ((rc = st__chat_cold_unmark(c, u, ul, conv, cl, wait))) goto done;
     if (cv.base_total + dead_cold > 0 &&
         ((rc = st__chat_gone_add(c, u, ul, cv.base_total, wait)) ||
          (rc = st__chat_fold_objects(c, u, ul, cv.first, cv.last, wait))))

@@ -343,6 +343,7 @@ static void st__flush_enqueue_deltas(void *arg, const char *u, size_t ul)
 static void st__stop(void *arg)
 {
     st_chatcold_t *cc = arg;
+    st__chat_backfill_stop(cc); /* once per member: the second finds nothing to give up */
     if (cc->chat->cold == cc) cc->chat->cold = NULL;
 }
 
@@ -381,6 +382,7 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
     cc->delta_max_age_us = (o->delta_max_age_s ? o->delta_max_age_s : 3600) * 1000000ull;
     st__chat_sources(cc);
     st__chat_merge_side(cc);
+    st__chat_backfill_open(cc);
     cc->member = (st_tier_member_t){.name = "chat",
                                     .sources = cc->sources,
                                     .nsources = 2,
@@ -391,7 +393,7 @@ st_tier_member_t *st_chat_tier_member(st_chat_t *c, st_tier_t *t, const st_chat_
                                     .fold_prepare = st__chat_fold_prepare,
                                     .fold_more = st__chat_fold_more,
                                     .fold_pick = st__chat_fold_pick,
-                                    .tick = st__chat_fold_tick,
+                                    .tick = st__chat_tick,
                                     .rebuild = st__chat_rebuild,
                                     .stop = st__stop,
                                     .closed = st__flush_closed,

@@ -21,7 +21,7 @@
  *                     up to that id are masked; a new one of the name goes on from that seq)
  *   'G' u             the user is being erased (erase.c): u64 erasure id
  *   'R' u 0 c         empty: c may have cold rows (marks.c; written in the batch that records
- *                     an object holding rows of c; only an erasure removes it)
+ *                     an object holding rows of c; removed by c's delete and by an erasure)
  *   'L' u             empty: the owner's 'R' markers are complete (set by its first flush or
  *                     rebuild-meta): without it, an absent marker proves nothing (older stores)
  * Cold tier keys ('W', 'F', 'P', 'D', owner = user) are the tier's manifest records: see
@@ -259,8 +259,19 @@ int st__chat_conv_load(st_chat_t *c, const char *u, size_t ul, const char *conv,
 /* Marks c as having cold rows (in the batch that records the object holding them). */
 int st__chat_cold_mark(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
                        uint64_t *wait);
+/* Takes c's marker out (in the batch of its delete, which masks all its rows: marks.c). */
+int st__chat_cold_unmark(st_chat_t *c, const char *u, size_t ul, const char *conv, size_t cl,
+                         uint64_t *wait);
 /* Records that every conversation of u with cold rows is marked (in the batch that makes it so). */
 int st__chat_marks_complete(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
+/* backfill.c: the tier's tick for chat (the fold sweep, then the backfill of owners' marks from
+ * stores before them); the backfill's end at the tier's stop (its fetch given up). */
+void st__chat_tick(void *arg);
+void st__chat_backfill_open(st_chatcold_t *cc); /* its metrics */
+void st__chat_backfill_tick(st_chatcold_t *cc);
+void st__chat_backfill_stop(st_chatcold_t *cc);
+/* Test-only (STRATA_TEST_NO_MARKS=1): no marks written, no backfill, as before them. */
+bool st__chat_marks_off(void);
 /* Whether u's markers are complete ('L'). */
 bool st__chat_marks_known(st_chat_t *c, const char *u, size_t ul, uint64_t *wait);
 /* True only when the hot store proves c has no cold rows (its owner's markers complete and c
@@ -357,6 +368,18 @@ struct st_chatcold {
     uint8_t fold_from[ST__KEY_CAP];
     size_t fold_from_len;
     int64_t fold_next_us;
+    /* backfill.c: the walk writing the marks of owners from before them */
+    struct {
+        uint8_t from[ST_TIER_OWNER_MAX + 1]; /* the page being done starts at this owner */
+        size_t from_len;
+        st_coldwait_t *w; /* what the page's fetch pinned (owned; NULL: nothing) */
+        bool fetching;    /* w's fetch is under way: its end runs the page again */
+        bool counted;     /* the page's owners without marks are in pending */
+        bool done;        /* a walk found none without marks (or the tier stopped) */
+        int64_t retry_at; /* µs: after a failed fetch, not before */
+        size_t pending, walk_found;
+        st_metric_t *m_pending, *m_done, *m_total;
+    } bf;
 };
 
 /* ---- table.c: the Iceberg table `messages`, st_chat_kind's (kinds.h) ---- */

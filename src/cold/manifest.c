@@ -124,6 +124,21 @@ bool st_tier_owner_busy(st_store_t *s, const char *o, size_t ol)
     return any;
 }
 
+bool st_tier_file_records(st_store_t *s, const char *o, size_t ol, uint64_t seq, const char *key,
+                          uint64_t *wait)
+{
+    uint8_t k[ST__TIER_MKEY_MAX];
+    const void *v;
+    size_t vl, kl = strlen(key);
+    if (ol > ST_TIER_OWNER_MAX) return false;
+    if (st_store_get(s, k, st__tier_mkey(k, 'F', o, ol, true, seq), &v, &vl, wait) != ST_OK)
+        return false;
+    /* the value: the file, then its key (st__manifest_collect's layout: up to a 0, if any) */
+    if (vl <= sizeof(st_tier_file_t)) return false;
+    const char *vk = (const char *)v + sizeof(st_tier_file_t);
+    return strnlen(vk, vl - sizeof(st_tier_file_t)) == kl && memcmp(vk, key, kl) == 0;
+}
+
 bool st_tier_manifest_names(st_store_t *s, const char *o, size_t ol, const char *key,
                             uint64_t *wait)
 {

@@ -35,6 +35,8 @@ typedef struct {
                           snapshot yet, or recorded before manifests were remembered) */
     bool changed;      /* written by a merge that changed rows (a fold): an overwrite, not a
                           replace (SPEC v5 §5.1); only while in no snapshot */
+    bool has_fseq;     /* fseq is known: read from the owner's file records (the view's) */
+    uint64_t fseq;     /* its file record's number ('F' owner 0 fseq, strata/tier.h) */
 } st_tfile_t;
 typedef ST_VEC(st_tfile_t) st_tfiles_t;
 void st_tfiles_free(st_tfiles_t *v);
@@ -131,7 +133,8 @@ void st_tables_pending_init(st_store_t *s, int n);
  * partition): whether the object's file record is still there, so that the record takes it off
  * the count (unchanged: no file record was written since the view, so it is, and nothing is
  * read; else its owner's manifest says: a compaction may have taken it out meanwhile). */
-bool st_tables_pending_there(st_store_t *s, int ti, const uint8_t *pk, size_t pkl, bool unchanged);
+bool st_tables_pending_there(st_store_t *s, int ti, const uint8_t *pk, size_t pkl, bool unchanged,
+                             const uint64_t *fseq);
 /* Adds d to table ti's count (staged: the caller's batch). */
 void st_tables_pending_add(st_store_t *s, int ti, int64_t d);
 /* The key of table ti's pending count ("\0tables" 'n' index) into k (ST_KEY_MAX + 1 bytes); its

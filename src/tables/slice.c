@@ -234,8 +234,13 @@ static bool st__prov_apply(st_tables_t *t, int ti, const st_buf_t *b, size_t *of
         memcpy(&vl, b->data + *off, sizeof vl);
         st_store_put(t->store, k, kl, b->data + *off + sizeof vl, vl, &wait);
         *off += sizeof vl + vl;
-        if (op == 'n')
-            done += st_tables_pending_there(t->store, ti, (const uint8_t *)k, kl, unchanged);
+        if (op != 'n') continue;
+        bool known = b->data[(*off)++];
+        uint64_t fseq;
+        memcpy(&fseq, b->data + *off, sizeof fseq);
+        *off += sizeof fseq;
+        done += st_tables_pending_there(t->store, ti, (const uint8_t *)k, kl, unchanged,
+                                        known ? &fseq : NULL);
     }
     if (done) st_tables_pending_add(t->store, ti, -done); /* the records' batch */
     return *off >= b->len;

@@ -165,9 +165,11 @@ static bool st__man_same(const st_tfile_t *f, const st_tfile_t *c, const st_tstr
 }
 
 /* One provenance write of a job into b: a put (val; 'n': of an object no snapshot had, which
- * leaves the pending count with it, slice.c) or, val NULL, a del. */
+ * leaves the pending count with it, slice.c) or, val NULL, a del. An 'n' is followed by its file
+ * record's number (u8 known, u64 fseq: st_tfile_t's), which slice.c's check of the record reads
+ * instead of the owner's whole manifest. */
 static void st__prov_op(st_buf_t *b, char op, const uint8_t *k, size_t kl, const void *val,
-                        size_t vl)
+                        size_t vl, const st_tfile_t *f)
 {
     op = val ? op : 'd';
     st_buf_appendc(b, op);
@@ -176,6 +178,10 @@ static void st__prov_op(st_buf_t *b, char op, const uint8_t *k, size_t kl, const
     if (!val) return;
     st_buf_append(b, &vl, sizeof vl);
     st_buf_append(b, val, vl);
+    if (op != 'n') return;
+    st_buf_appendc(b, f && f->has_fseq);
+    uint64_t fseq = f ? f->fseq : 0;
+    st_buf_append(b, &fseq, sizeof fseq);
 }
 
 /* The put of f's record (its partition's key) naming manifest now (NULL: none known). */
@@ -192,7 +198,7 @@ static void st__prov_put(st_buf_t *b, char op, int ti, const st_tfile_t *f, cons
     st_buf_t val = {0};
     st_buf_append(&val, v, sizeof v);
     if (now) st_buf_puts(&val, now);
-    st__prov_op(b, op, k, kl, val.data, val.len);
+    st__prov_op(b, op, k, kl, val.data, val.len, f);
     st_buf_free(&val);
 }
 
@@ -220,16 +226,16 @@ static void st__prov_plan(st_tables_t *t, int ti, st__jtable_t *j)
     for (size_t i = 0; i < j->gone.n; i++) {
         const st_tfile_t *c = &prev->v[j->gone.v[i]];
         if ((kl = st__pkey(k, (char)('0' + ti), c->part, c->key)))
-            st__prov_op(&j->prov, 'd', k, kl, NULL, 0);
+            st__prov_op(&j->prov, 'd', k, kl, NULL, 0, NULL);
     }
     for (size_t i = 0; i < live->n; i++) {
         const st_tfile_t *f = &live->v[i];
         if (f->changed && (kl = st__pkey(k, ST__CHANGED, NULL, f->key))) /* in a snapshot now */
-            st__prov_op(&j->prov, 'd', k, kl, NULL, 0);
+            st__prov_op(&j->prov, 'd', k, kl, NULL, 0, NULL);
         const st_tfile_t *c = st_tfiles_find(prev, f->key);
         bool legacy = c && !c->part; /* a record without a partition: rewritten with it */
         if (legacy && (kl = st__pkey(k, (char)('0' + ti), NULL, c->key)))
-            st__prov_op(&j->prov, 'd', k, kl, NULL, 0);
+            st__prov_op(&j->prov, 'd', k, kl, NULL, 0, NULL);
         if (c && !legacy && (moved > ST__MOVED_MAX || st__man_same(f, c, names, &j->prev_mans)))
             continue;
         st__prov_put(&j->prov, c ? 'p' : 'n', ti, f, st__man_name(f, names));

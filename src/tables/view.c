@@ -47,7 +47,7 @@ static int st__table_of(const char *o, size_t ol, size_t *skip)
 }
 
 static void st__view_push(st__walk_t *w, int ti, const char *o, size_t ol, size_t skip,
-                          const st_tier_file_t *f, const char *k, size_t kl)
+                          uint64_t seq, const st_tier_file_t *f, const char *k, size_t kl)
 {
     st_buf_t uri = {0};
     char *okey = st_strndup(k, kl);
@@ -57,7 +57,9 @@ static void st__view_push(st__walk_t *w, int ti, const char *o, size_t ol, size_
                      .uri = st_buf_steal(&uri, NULL),
                      .part = st_strndup(o + skip, ol - skip),
                      .rows = f->rows,
-                     .size = (int64_t)f->size};
+                     .size = (int64_t)f->size,
+                     .has_fseq = true,
+                     .fseq = seq};
     st_vec_push(&w->v[ti].fresh, tf);
     w->visited++;
 }
@@ -69,8 +71,7 @@ static int st__walk_file(void *arg, const char *o, size_t ol, uint64_t seq, cons
     st__walk_t *w = arg;
     size_t skip;
     int ti = st__table_of(o, ol, &skip);
-    (void)seq;
-    if (ti >= 0 && ti < w->n) st__view_push(w, ti, o, ol, skip, f, k, kl);
+    if (ti >= 0 && ti < w->n) st__view_push(w, ti, o, ol, skip, seq, f, k, kl);
     return 0;
 }
 
@@ -218,7 +219,8 @@ int st_tables_view_step(st_store_t *s, st_objstore_t *cold, st_tbuild_t *b, st_t
         st_tier_manifest_t m;
         rc = st_tier_manifest(s, o, ol, false, &m, &b->wait);
         for (size_t i = 0; rc == ST_OK && i < m.n; i++)
-            st__view_push(&w, ti, o, ol, skip, &m.v[i].file, m.v[i].key, strlen(m.v[i].key));
+            st__view_push(&w, ti, o, ol, skip, m.v[i].seq, &m.v[i].file, m.v[i].key,
+                          strlen(m.v[i].key));
         st_tier_manifest_free(&m);
         if (rc == ST_OK && fn) fn(arg, ti, part);
     }

@@ -337,7 +337,9 @@ static void commit(fx_t *fx, st_store_t *s, st_objstore_t *cold, void (*between)
             if (st_tfiles_find(&prev[i], live[i].v[f].key)) continue;
             size_t kl = st_tables_prov_key(k, i, live[i].v[f].part, live[i].v[f].key);
             CHECK_EQ(st_store_put(s, k, kl, val, sizeof val, &w), ST_OK);
-            done += st_tables_pending_there(s, i, k, kl, !between); /* nothing written since */
+            const st_tfile_t *lf = &live[i].v[f]; /* its file record's number, as slice.c has */
+            done += st_tables_pending_there(s, i, k, kl, !between, /* nothing written since */
+                                            lf->has_fseq ? &lf->fseq : NULL);
         }
         st_tables_pending_add(s, i, -done);
         st_tview_clear(s, &v[i]);

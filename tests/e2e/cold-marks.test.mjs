@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: MIT
+// The hot store's marks of conversations with cold rows (src/chat/marks.c, issue 48; SPEC §7: no
+// request waits on object storage): where they were left incomplete, a post to a conversation
+// with no hot record read its owner's footers, so with object storage down it was refused 503.
+// - a deleted conversation kept its mark: a post re-creating it read the footers. Its delete now
+//   takes the mark out (every row of it is masked from then on), and the re-created one goes on
+//   from the deleted one's last seq (SPEC §2: a seq is never issued twice in a conversation).
+// Object storage is s3rver behind a proxy the test switches to refuse (s3-lib.mjs, as in
+// cold-s3down.test.mjs); each server is restarted before storage goes down, so no footer is in
+// its memory.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { waitFor } from './cold-lib.mjs';
+import { startStrata, tempDir } from './lib.mjs';
+import { frontProxy, s3Process } from './s3-lib.mjs';
+
+const args = (port) => ['--cold-url', 's3://bk/cold', '--s3-endpoint', `http://127.0.0.1:${port}`, '--s3-access-key', 'S3RVER',
+  '--s3-secret-key', 'S3RVER', '--flush-interval', '3600', '--table-commit-interval', '1', '--cold-retries', '0',
+  '--cold-timeout-ms', '1500'];
+const stats = async (s, u) => (await s.req('GET', `/v1/users/${u}/stats`)).json;
+const postTo = (s, u, c, content = 'x') => s.req('POST', `/v1/users/${u}/messages`, { conversation_id: c, from: u, content });
+
+test('a deleted conversation with cold rows, re-created while storage is down: acknowledged, its seq going on', { timeout: 90000 }, async () => {
+  const s3 = await s3Process(tempDir('s3delconv'));
+  const front = await frontProxy(s3.port);
+  const dataDir = tempDir();
+  let s = await startStrata({ dataDir, args: args(front.port) });
+  try {
+    for (let i = 1; i <= 3; i++) assert.equal((await postTo(s, 'dl', 'gone', `m ${i}`)).json.seq, i);
+    assert.equal((await postTo(s, 'dl', 'kept')).status, 201);
+    assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
+    await waitFor('cold', async () => (await stats(s, 'dl')).cold_messages === 4);
+    const d = await s.req('DELETE', '/v1/users/dl/conversations/gone');
+    assert.equal(d.status, 200, d.text);
+    assert.equal(d.json.deleted, 3);
+    // its rows are still in the object (masked until a fold rewrites it): a re-created
+    // conversation's seq comes from the delete's record of its last, not from them
+    await s.stop();
+    s = await startStrata({ dataDir, args: args(front.port) });
+    front.set('refuse');
+    const r = await postTo(s, 'dl', 'gone');
+    assert.equal(r.status, 201, `a deleted conversation's name needs no cold read: ${r.text}`);
+    assert.equal(r.json.seq, 4, 'the seq goes on from the deleted one (never issued twice)');
+    const c = await s.req('GET', '/v1/users/dl/conversations/gone');
+    assert.equal(c.status, 200, c.text);
+    assert.equal(c.json.total_messages, 1, 'the deleted messages are not counted');
+    front.set('pass');
+    const k = await postTo(s, 'dl', 'kept');
+    assert.equal(k.json.seq, 2, k.text);
+  } catch (e) {
+    console.error(s.log().slice(-6000));
+    throw e;
+  } finally {
+    front.set('pass');
+    await s.stop();
+    s.cleanup();
+    await front.close();
+    await s3.stop();
+  }
+});
+
+// - an owner whose objects were written before the marks (no 'L') kept the footer read until
+//   rebuild-meta: the server now writes its marks in the background (src/chat/backfill.c), once
+//   object storage answers, and then a new conversation of it needs no cold read while an evicted
+//   one still needs its footers (refused with storage down, never restarted at seq 1).
+// The old store is made by this binary with STRATA_TEST_NO_MARKS=1 (it writes no marks, as
+// releases before them did), or by such a release's binary when STRATA_PREMARKS_BIN names one
+// (c679f39's: `git archive c679f39 | tar -x -C DIR`, then build it).
+const PREMARKS = process.env.STRATA_PREMARKS_BIN;
+const premarks = PREMARKS ? { bin: PREMARKS } : { env: { STRATA_TEST_NO_MARKS: '1' } };
+const metric = async (s, re) => Number((await s.req('GET', '/metrics')).text.match(re)?.[1] ?? -1);
+
+test('the marks of an owner from before them are written in the background', { timeout: 120000 }, async () => {
+  const s3 = await s3Process(tempDir('s3backfill'));
+  const front = await frontProxy(s3.port);
+  const dataDir = tempDir();
+  const a = [...args(front.port), '--hot-ttl', '1'];
+  let s = await startStrata({ dataDir, args: a, ...premarks });
+  try {
+    for (let i = 1; i <= 3; i++) assert.equal((await postTo(s, 'bf', 'old', `m ${i}`)).json.seq, i);
+    assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
+    await waitFor('cold', async () => (await stats(s, 'bf')).cold_messages === 3);
+    // idle past --hot-ttl, then a pass evicts the conversation (all its rows cold)
+    await new Promise((r) => setTimeout(r, 1200));
+    assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
+    await waitFor('eviction', async () => (await metric(s, /^strata_hot_evictions_total (\d+)/m)) >= 1);
+    await s.stop();
+
+    // the new binary with storage down: no marks yet, so a new conversation needs the footers
+    front.set('refuse');
+    s = await startStrata({ dataDir, args: a });
+    await waitFor('the backfill found the owner', async () => (await metric(s, /^strata_marks_backfill_pending (\d+)/m)) === 1);
+    const r0 = await postTo(s, 'bf', 'first');
+    assert.equal(r0.status, 503, `an owner from before the marks: ${r0.text}`);
+    assert.equal((await metric(s, /^strata_marks_backfill_done (\d+)/m)), 0);
+    // storage back: the backfill retries and writes the owner's marks
+    front.set('pass');
+    await waitFor('the backfill done', async () => (await metric(s, /^strata_marks_backfill_done (\d+)/m)) === 1, 30000);
+    assert.equal(await metric(s, /^strata_marks_backfill_pending (\d+)/m), 0);
+    assert.equal(await metric(s, /^strata_marks_backfilled_total (\d+)/m), 1);
+    await s.stop();
+
+    // restarted (no footer in memory), storage down
+    s = await startStrata({ dataDir, args: a });
+    front.set('refuse');
+    const n = await postTo(s, 'bf', 'second');
+    assert.equal(n.status, 201, `a new conversation needs no cold read once marked: ${n.text}`);
+    assert.equal(n.json.seq, 1);
+    const e = await postTo(s, 'bf', 'old');
+    assert.equal(e.status, 503, `an evicted conversation needs its footers, never restarts: ${e.text}`);
+    assert.equal(e.json.error.code, 'cold_unavailable');
+    front.set('pass');
+    const e2 = await postTo(s, 'bf', 'old');
+    assert.equal(e2.status, 201, e2.text);
+    assert.equal(e2.json.seq, 4, 'seq goes on from the cold rows');
+  } catch (e) {
+    console.error(s.log().slice(-6000));
+    throw e;
+  } finally {
+    front.set('pass');
+    await s.stop();
+    s.cleanup();
+    await front.close();
+    await s3.stop();
+  }
+});
