@@ -255,7 +255,8 @@ static st_cjob_t *st__job(st_tier_compact_t *c, st_cowner_t *o, st_tier_manifest
     j->req.data = j;
     for (size_t i = from; i < to; i++) {
         st_vec_push(&j->old, m->v[i]);
-        m->v[i].key = NULL;
+        m->v[i].key = NULL; /* moved to the job, with its stats */
+        m->v[i].stats = NULL;
     }
     j->fseq = j->old.v[0].seq;
     if (c->o.retention_us) j->cutoff = st_now_us() - (int64_t)c->o.retention_us;
