@@ -319,8 +319,37 @@ size_t st_tier_held_count(st_store_t *s);
 typedef struct {
     st_tier_file_t file;
     uint64_t seq;
-    char *key; /* owned by the manifest */
+    char *key;        /* owned by the manifest */
+    uint8_t *stats;   /* its column stats (colstats.c; owned by the manifest), NULL: none */
+    size_t stats_len; /* (a record from before them, or a file whose footer did not say) */
 } st_tier_obj_t;
+/* ---- a data file's column stats (colstats.c): kept in its file record, where a tables' commit
+ * takes its Iceberg column metrics from (no footer read back from object storage) ----
+ * A file record's value: st_tier_file_t, the key, then (when the file has stats) a 0 byte and the
+ * stats. A record from before them ends with the key, and reads as a file without stats. */
+/* The key's length in record value val (vlen bytes), and its stats (*stats NULL, *sl 0: none). */
+size_t st_tier_rec_split(const void *val, size_t vlen, const uint8_t **stats, size_t *sl);
+/* Appends a record's value (stats sl bytes; sl 0: none) to v. */
+void st_tier_rec_value(st_buf_t *v, const st_tier_file_t *f, const char *key, const uint8_t *stats,
+                       size_t sl);
+/* The stats of the top-level leaves with a field id, encoded (appended to out). */
+void st_tier_stats_encode(const st_pq_colstat_t *s, size_t n, st_buf_t *out);
+/* Decodes stats p[0..len) into out[0..max) (*n; the rest of them skipped): ST_OK, or ST_EINVAL
+ * (*n 0) when they are not stats this reads. */
+int st_tier_stats_decode(const uint8_t *p, size_t len, st_pq_colstat_t *out, size_t max, size_t *n);
+/* The encoded stats of a whole Parquet file in memory (file[0..len)), from its footer there:
+ * ST_OK, or ST_EINVAL (out untouched) when it is not a footer st_pq_top_stats reads. */
+int st_tier_stats_of(const void *file, size_t len, st_buf_t *out);
+/* The same from a footer alone (the flen bytes before a file's 8-byte tail). */
+int st_tier_stats_of_footer(const void *footer, size_t flen, st_buf_t *out);
+/* A merge's object: st_objstore_put of the Parquet file, its stats left with this thread for the
+ * engine that runs the merge (st_tier_stats_take, on the same worker thread, as it returns). */
+int st_tier_put_parquet(st_objstore_t *obj, const char *key, const void *file, size_t len);
+/* The stats of the object this thread put last through st_tier_put_parquet into out (empty:
+ * none), and forgets them; st_tier_stats_drop only forgets them (before a job). */
+void st_tier_stats_take(st_buf_t *out);
+void st_tier_stats_drop(void);
+
 /* An owner's objects in manifest order (desc: reversed). Free with st_tier_manifest_free. */
 typedef ST_VEC(st_tier_obj_t) st_tier_manifest_t;
 int st_tier_manifest(st_store_t *s, const char *o, size_t ol, bool desc, st_tier_manifest_t *out,
@@ -352,10 +381,12 @@ bool st_tier_file_records(st_store_t *s, const char *o, size_t ol, uint64_t seq,
 /* Whether the owner's manifest names key (an object a restore inherited; key borrowed). */
 bool st_tier_manifest_names(st_store_t *s, const char *o, size_t ol, const char *key,
                             uint64_t *wait);
-/* One file record of a manifest: its owner o (ol bytes), its number, its file and its object's
- * key (kl bytes, not 0-terminated); all borrowed for the call. Non-zero stops the walk. */
+/* One file record of a manifest: its owner o (ol bytes), its number, its file, its object's
+ * key (kl bytes, not 0-terminated) and its column stats (sl bytes, colstats.c; sl 0: none); all
+ * borrowed for the call. Non-zero stops the walk. */
 typedef int (*st_tier_file_fn)(void *arg, const char *o, size_t ol, uint64_t seq,
-                               const st_tier_file_t *f, const char *key, size_t kl);
+                               const st_tier_file_t *f, const char *key, size_t kl,
+                               const uint8_t *stats, size_t sl);
 /* Walks the file records of every owner of tag (st_tier_owner; 0: the untagged owners;
  * ST_TIER_TAG_ANY: every owner), by owner then number. Returns the store's code, or fn's non-zero
  * value that stopped the walk. */

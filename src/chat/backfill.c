@@ -43,8 +43,9 @@ typedef struct {
 } st__bf_page_t;
 
 static int st__bf_file(void *arg, const char *o, size_t ol, uint64_t seq, const st_tier_file_t *f,
-                       const char *key, size_t kl)
+                       const char *key, size_t kl, const uint8_t *stats, size_t sl)
 {
+    (void)stats, (void)sl;
     st__bf_page_t *p = arg;
     (void)seq, (void)f, (void)key, (void)kl;
     bool same = p->n && p->ol[p->n - 1] == ol && memcmp(p->o[p->n - 1], o, ol) == 0;

@@ -589,7 +589,7 @@ static int st__delta_merge(void *arg, const char *o, size_t ol, st_objstore_t *o
     if (rc == ST_OK && keep.n) {
         st_buf_t file = {0};
         rc = st__encode_rows(&keep, cc->zstd_level, &file);
-        if (rc == ST_OK) rc = st_objstore_put(obj, key, file.data, file.len);
+        if (rc == ST_OK) rc = st_tier_put_parquet(obj, key, file.data, file.len);
         out->size = file.len;
         st_buf_free(&file);
     }

@@ -84,7 +84,9 @@ static int st__cmp_obj(const void *a, const void *b)
     return (x->gen > y->gen) - (x->gen < y->gen);
 }
 
-static int st__footer_of(st_objstore_t *obj, const st_obj_t *o, st_pq_meta_t *m)
+/* Also the file's column stats into *stats (colstats.c; empty when its footer says none), for
+ * its record: no tables' commit reads the footer again. */
+static int st__footer_of(st_objstore_t *obj, const st_obj_t *o, st_pq_meta_t *m, st_buf_t *stats)
 {
     st_buf_t b = {0};
     uint32_t flen;
@@ -95,6 +97,7 @@ static int st__footer_of(st_objstore_t *obj, const st_obj_t *o, st_pq_meta_t *m)
         rc = st_objstore_get(obj, o->key, o->size - 8 - flen, flen, &b);
     }
     if (rc == ST_OK) rc = st_parquet_parse_footer((const uint8_t *)b.data, flen, o->size, m);
+    if (rc == ST_OK && st_tier_stats_of_footer(b.data, flen, stats) != ST_OK) st_buf_reset(stats);
     st_buf_free(&b);
     return rc;
 }
@@ -220,11 +223,12 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
     st_pq_meta_t *m = st_calloc(n, sizeof *m);
     st_coldfile_t *f = st_calloc(n, sizeof *f);
     bool *skip = st_calloc(n, sizeof *skip);
+    st_buf_t *stats = st_calloc(n, sizeof *stats);
     st_tier_obj_t *kept = st_calloc(n, sizeof *kept); /* keys borrowed from o */
     size_t nkept = 0;
     for (size_t i = 0; i < n && rc == ST_OK; i++, pg->done++) {
         st__progress(pg);
-        if ((rc = st__footer_of(obj, &o[i], &m[i])) != ST_OK) {
+        if ((rc = st__footer_of(obj, &o[i], &m[i], &stats[i])) != ST_OK) {
             st_error("rebuild: %s cannot be read; stopping", o[i].key);
             break;
         }
@@ -247,7 +251,11 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
             continue;
         }
         st__aggregate(&m[i], &agg);
-        kept[nkept++] = (st_tier_obj_t){f[i], o[i].seq, o[i].key};
+        kept[nkept++] = (st_tier_obj_t){.file = f[i],
+                                        .seq = o[i].seq,
+                                        .key = o[i].key,
+                                        .stats = (uint8_t *)stats[i].data,
+                                        .stats_len = stats[i].len};
     }
     for (size_t i = 0; i < n; i++)
         st_parquet_meta_free(&m[i]);
@@ -261,6 +269,9 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
     /* the manifest and the summary: the tier's */
     if (rc == ST_OK) rc = st_tier_rebuild_owner(c->store, u, ul, kept, nkept, &cs, wait);
     free(kept);
+    for (size_t i = 0; i < n; i++)
+        st_buf_free(&stats[i]);
+    free(stats);
     /* every object the manifest now records was read and its conversations marked: their
      * absence can be trusted from here on (an object recorded before and not listed now keeps
      * the owner as it was: marked complete only if it was) */
@@ -395,7 +406,7 @@ static int st__rebuild_deltas(st_chat_t *c, st_objstore_t *obj, const st_obj_t *
             if (d.v[r].id < f.min_id) f.min_id = d.v[r].id;
             if (d.v[r].id > f.max_id) f.max_id = d.v[r].id;
         }
-        objs[i] = (st_tier_obj_t){f, o[i].seq, o[i].key};
+        objs[i] = (st_tier_obj_t){.file = f, .seq = o[i].seq, .key = o[i].key};
         if (o[i].gen + 1 > ds.next_seq) ds.next_seq = o[i].gen + 1;
     }
     if (rc == ST_OK) rc = st_tier_rebuild_owner(c->store, ow, owl, objs, n, &ds, wait);

@@ -93,6 +93,7 @@ typedef struct {
     int rc;
     st_buf_t key;
     st_tier_file_t out;
+    st_buf_t stats; /* out's column stats (st_tier_put_parquet's, colstats.c) */
     void *dropped;
     int64_t ndropped;
 } st_cjob_t;
@@ -221,8 +222,11 @@ static void st__compact_work(uv_work_t *req)
     st_cjob_t *j = req->data;
     const st_tier_merge_t *m = j->c->merge;
     st_tier_background(true); /* SCHED_IDLE while merging (see flush.c) */
+    st_tier_stats_drop();
     j->rc = m->merge(m->arg, j->o->owner, j->o->olen, j->c->obj, j->old.v, j->old.n, j->cutoff,
                      j->key.data, &j->out, &j->dropped, &j->ndropped);
+    st_tier_stats_take(&j->stats); /* the merged object's, put on this thread */
+    if (j->rc != ST_OK) st_buf_reset(&j->stats);
     st_tier_background(false);
 }
 
@@ -236,6 +240,7 @@ static void st__job_free(st_cjob_t *j)
     if (j->dropped) m->release(m->arg, j->dropped);
     st_tier_manifest_free(&j->old);
     st_buf_free(&j->key);
+    st_buf_free(&j->stats);
     free(j);
 }
 
@@ -250,7 +255,8 @@ static st_cjob_t *st__job(st_tier_compact_t *c, st_cowner_t *o, st_tier_manifest
     j->req.data = j;
     for (size_t i = from; i < to; i++) {
         st_vec_push(&j->old, m->v[i]);
-        m->v[i].key = NULL;
+        m->v[i].key = NULL; /* moved to the job, with its stats */
+        m->v[i].stats = NULL;
     }
     j->fseq = j->old.v[0].seq;
     if (c->o.retention_us) j->cutoff = st_now_us() - (int64_t)c->o.retention_us;
@@ -332,6 +338,8 @@ static int st__compact_commit(st_tier_compact_t *c, st_cjob_t *j, uint64_t *wait
                          .nold = j->old.n,
                          .file = &j->out,
                          .key = j->key.data,
+                         .stats = (const uint8_t *)j->stats.data,
+                         .stats_len = j->stats.len,
                          .kind = st__kind_side,
                          .arg = j};
     int rc = st__tier_swap(c->store, j->o->owner, j->o->olen, &sw, wait);

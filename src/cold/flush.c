@@ -64,6 +64,7 @@ typedef struct st_fjob {
     /* worker results */
     int rc;
     uint64_t size;
+    st_buf_t stats; /* the object's column stats, from its footer in memory (colstats.c) */
     uint64_t t0;
     uint64_t t_snap; /* the snapshot taken: from here to st__flush_queue it waits for durability */
     uint64_t waited; /* ns spent so */
@@ -161,6 +162,9 @@ static void st__flush_work(uv_work_t *req)
     if (j->rc == ST_OK) j->rc = st_objstore_put(j->f->obj, j->snap.key.data, file.data, file.len);
     j->put_ns = uv_hrtime() - t;
     j->size = file.len;
+    /* taken here, where the bytes are: the tables' commit reads no footer back (colstats.c) */
+    if (j->rc == ST_OK && st_tier_stats_of(file.data, file.len, &j->stats) != ST_OK)
+        st_buf_reset(&j->stats);
     st_buf_free(&file);
     st_tier_background(false);
 }
@@ -172,6 +176,7 @@ static void st__flush_job_free(st_fjob_t *j)
     const st_tier_kind_t *k = j->f->kind;
     if (j->snap.rows) k->release(k->arg, j->snap.rows);
     st_buf_free(&j->snap.key);
+    st_buf_free(&j->stats);
     free(j);
 }
 
@@ -210,6 +215,8 @@ static int st__cold_flush_commit(st_tier_flush_t *f, st_fjob_t *j, uint64_t *wai
                          .fseq = j->seq,
                          .file = &j->file,
                          .key = j->snap.key.data,
+                         .stats = (const uint8_t *)j->stats.data,
+                         .stats_len = j->stats.len,
                          .watermark = true,
                          .kind = st__flush_kind_side,
                          .arg = j};

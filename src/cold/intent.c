@@ -54,9 +54,11 @@ static int st__check(st_store_t *s, const char *o, size_t ol, const st_tier_swap
         rc = st_store_get(s, k, st__tier_mkey(k, 'P', o, ol, true, sw->pseq), &v, &vl, wait);
     for (size_t i = 0; rc == ST_OK && i < sw->nold; i++) {
         rc = st_store_get(s, k, st__tier_mkey(k, 'F', o, ol, true, sw->old[i].seq), &v, &vl, wait);
-        size_t kl = strlen(sw->old[i].key);
-        if (rc == ST_OK && (vl != sizeof(st_tier_file_t) + kl ||
-                            memcmp((const char *)v + sizeof(st_tier_file_t), sw->old[i].key, kl)))
+        size_t kl = strlen(sw->old[i].key), sl;
+        const uint8_t *stats;
+        if (rc == ST_OK &&
+            (vl < sizeof(st_tier_file_t) || st_tier_rec_split(v, vl, &stats, &sl) != kl ||
+             memcmp((const char *)v + sizeof(st_tier_file_t), sw->old[i].key, kl)))
             rc = ST_ENOTFOUND;
     }
     return rc == ST_ENOTFOUND ? ST_ECONFLICT : rc;
@@ -103,8 +105,7 @@ int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t 
     }
     if (rc == ST_OK && sw->file->rows) {
         st_buf_t v = {0};
-        st_buf_append(&v, sw->file, sizeof *sw->file);
-        st_buf_append(&v, sw->key, strlen(sw->key));
+        st_tier_rec_value(&v, sw->file, sw->key, sw->stats, sw->stats_len);
         rc = st_store_put(s, k, st__tier_mkey(k, 'F', o, ol, true, sw->fseq), v.data, v.len, wait);
         st_buf_free(&v);
         if (rc == ST_OK) st__tier_file_changed(s, o, ol, sw->key, true, wait);

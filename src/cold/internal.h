@@ -115,6 +115,8 @@ typedef struct {
     size_t nold;
     st_tier_file_t *file;
     const char *key;
+    const uint8_t *stats; /* the new object's column stats (colstats.c; stats_len 0: none) */
+    size_t stats_len;
     bool watermark;
     int (*kind)(void *arg, uint64_t *wait);
     void *arg;

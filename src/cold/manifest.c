@@ -16,9 +16,16 @@ static int st__manifest_collect(void *arg, const void *key, size_t klen, const v
     st_tier_manifest_t *m = arg;
     if (klen < 8 || vlen <= sizeof(st_tier_file_t)) return 0;
     st_tier_obj_t ob = {.seq = 0};
+    const uint8_t *stats;
+    size_t sl, kl = st_tier_rec_split(val, vlen, &stats, &sl);
     memcpy(&ob.file, val, sizeof ob.file);
     ob.seq = st_be64_get((const uint8_t *)key + klen - 8);
-    ob.key = st_strndup((const char *)val + sizeof ob.file, vlen - sizeof ob.file);
+    ob.key = st_strndup((const char *)val + sizeof ob.file, kl);
+    if (sl) {
+        ob.stats = st_malloc(sl);
+        memcpy(ob.stats, stats, sl);
+        ob.stats_len = sl;
+    }
     st_vec_push(m, ob);
     return 0;
 }
@@ -35,8 +42,10 @@ int st_tier_manifest(st_store_t *s, const char *o, size_t ol, bool desc, st_tier
 
 void st_tier_manifest_free(st_tier_manifest_t *m)
 {
-    for (size_t i = 0; i < m->n; i++)
+    for (size_t i = 0; i < m->n; i++) {
         free(m->v[i].key);
+        free(m->v[i].stats);
+    }
     st_vec_free(m);
 }
 
@@ -167,9 +176,11 @@ static int st__each_file_one(void *arg, const void *key, size_t klen, const void
     size_t ol = klen - 10;
     if (memchr(o, 0, ol)) return 0; /* not of the manifest's shape */
     if (x->tag != ST_TIER_TAG_ANY && st_tier_owner_tag(o, ol) != x->tag) return 0;
+    const uint8_t *stats;
+    size_t sl, kl = st_tier_rec_split(val, vlen, &stats, &sl);
     memcpy(&f, val, sizeof f);
-    return x->fn(x->arg, o, ol, st_be64_get(k + klen - 8), &f, (const char *)val + sizeof f,
-                 vlen - sizeof f);
+    return x->fn(x->arg, o, ol, st_be64_get(k + klen - 8), &f, (const char *)val + sizeof f, kl,
+                 stats, sl);
 }
 
 int st_tier_each_file(st_store_t *s, int tag, st_tier_file_fn fn, void *arg, uint64_t *wait)
@@ -239,8 +250,7 @@ int st_tier_rebuild_owner(st_store_t *s, const char *o, size_t ol, const st_tier
     for (size_t i = 0; i < n && rc == ST_OK; i++) {
         const st_tier_obj_t *ob = &objs[i];
         st_buf_t v = {0};
-        st_buf_append(&v, &ob->file, sizeof ob->file);
-        st_buf_puts(&v, ob->key);
+        st_tier_rec_value(&v, &ob->file, ob->key, ob->stats, ob->stats_len);
         rc = st_store_put(s, k, st__tier_mkey(k, 'F', o, ol, true, ob->seq), v.data, v.len, wait);
         st_buf_free(&v);
     }

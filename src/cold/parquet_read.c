@@ -43,16 +43,7 @@ int st_pq_footer_len(const uint8_t tail[8], uint64_t file_size, uint32_t *len)
     return ST_OK;
 }
 
-typedef struct {
-    int type, codec;
-    int64_t values, nulls;
-    uint64_t offset, size, dict_offset;
-    const uint8_t *min, *max;
-    size_t min_len, max_len;
-    bool dict;
-} st_colmeta_t;
-
-static void st__stats(st_tr_t *r, st_colmeta_t *c)
+static void st__stats(st_tr_t *r, st_pq_colmeta_t *c)
 {
     int16_t last = 0, id;
     int t;
@@ -60,7 +51,7 @@ static void st__stats(st_tr_t *r, st_colmeta_t *c)
     if (!st_tr_enter(r)) return;
     while (st_tr_field(r, &last, &id, &t, &bv)) {
         if (id == 3 && t == ST_TC_I64)
-            c->nulls = st_tr_int(r);
+            c->nulls = st_tr_int(r), c->has_nulls = true;
         else if (id == 5 && t == ST_TC_BINARY)
             c->max = st_tr_bin(r, &c->max_len);
         else if (id == 6 && t == ST_TC_BINARY)
@@ -71,7 +62,7 @@ static void st__stats(st_tr_t *r, st_colmeta_t *c)
     st_tr_leave(r);
 }
 
-static void st__column_meta(st_tr_t *r, st_colmeta_t *c)
+static void st__column_meta(st_tr_t *r, st_pq_colmeta_t *c)
 {
     int16_t last = 0, id;
     int t;
@@ -99,7 +90,7 @@ static void st__column_meta(st_tr_t *r, st_colmeta_t *c)
     st_tr_leave(r);
 }
 
-static void st__column_chunk(st_tr_t *r, st_colmeta_t *c)
+void st__pq_column_chunk(st_tr_t *r, st_pq_colmeta_t *c)
 {
     int16_t last = 0, id;
     int t;
@@ -137,7 +128,7 @@ static int st__row_group(st_tr_t *r, st_parse_t *ps)
     int16_t last = 0, id;
     int t;
     bool bv;
-    st_colmeta_t cols[ST_PQ_MAX_NODES];
+    st_pq_colmeta_t cols[ST_PQ_MAX_NODES];
     size_t ncols = 0;
     st_pq_rowgroup_t g = {0};
     memset(cols, 0, sizeof cols);
@@ -153,7 +144,7 @@ static int st__row_group(st_tr_t *r, st_parse_t *ps)
                 break;
             }
             for (size_t i = 0; i < n && r->ok; i++)
-                st__column_chunk(r, &cols[ncols++]);
+                st__pq_column_chunk(r, &cols[ncols++]);
         } else if (id == 3 && t == ST_TC_I64) {
             g.rows = st_tr_int(r);
         } else {
@@ -172,7 +163,7 @@ static int st__row_group(st_tr_t *r, st_parse_t *ps)
             st_buf_append(&ps->chunks, &none, sizeof none);
             continue;
         }
-        st_colmeta_t *c = &cols[fc++];
+        st_pq_colmeta_t *c = &cols[fc++];
         /* a dictionary page, when there is one, starts the chunk (only strings have them) */
         if (c->dict) {
             if (leaf->type != ST_PQ_BYTE_ARRAY || c->dict_offset >= c->offset) return ST_EINVAL;

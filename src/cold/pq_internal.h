@@ -50,6 +50,28 @@ void st__pq_schema_write(st_tw_t *w, const st_pq_layout_t *l);
  * the ST_PQ_ADDED fields the file lacks missing (a group's every node) and the OPTIONAL leaves it
  * declares REQUIRED narrowed. */
 bool st__pq_schema_check(st_tr_t *r, st_pq_layout_t *l);
+
+/* The footer's one walker of each thrift struct, shared by the reader (st_pq_parse_footer,
+ * against a schema) and the statistics by field id (st_pq_top_stats, pq_stats.c, any schema). */
+/* One SchemaElement (pq_schema.c); name borrowed from the footer; -1: a field not there (type,
+ * rep), 0 (children, fid). False when r is not at a struct. */
+typedef struct {
+    int64_t type, rep, children, fid;
+    const uint8_t *name;
+    size_t nl;
+} st_pq_elem_t;
+bool st__pq_elem(st_tr_t *r, st_pq_elem_t *e);
+/* One ColumnChunk's ColumnMetaData and its Statistics (parquet_read.c); min and max borrowed from
+ * the footer; has_nulls: the statistics said null_count. */
+typedef struct {
+    int type, codec;
+    int64_t values, nulls;
+    uint64_t offset, size, dict_offset;
+    const uint8_t *min, *max;
+    size_t min_len, max_len;
+    bool dict, has_nulls;
+} st_pq_colmeta_t;
+void st__pq_column_chunk(st_tr_t *r, st_pq_colmeta_t *c);
 /* Leaf's path in the schema (names borrowed from l) into names[ST_PQ_MAX_DEPTH]; its length. */
 int st__pq_path(const st_pq_layout_t *l, int leaf, const char **names);
 

@@ -260,7 +260,7 @@ int st_tier_pq_merge_with(const st_pq_schema_t *s, const st_tier_pqmerge_t *o, s
                            .group_rows = group_rows,
                            .zstd_level = zstd_level};
         rc = st_pq_write(&w, &file);
-        if (rc == ST_OK) rc = st_objstore_put(obj, key, file.data, file.len);
+        if (rc == ST_OK) rc = st_tier_put_parquet(obj, key, file.data, file.len);
         out->size = file.len;
         st_buf_free(&file);
     }

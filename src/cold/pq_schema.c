@@ -199,6 +199,30 @@ static int st__pq_schema_miss(st_pq_layout_t *l, int i)
     return end;
 }
 
+bool st__pq_elem(st_tr_t *r, st_pq_elem_t *e)
+{
+    int16_t last = 0, id;
+    int t;
+    bool bv;
+    *e = (st_pq_elem_t){.type = -1, .rep = -1};
+    if (!st_tr_enter(r)) return false;
+    while (st_tr_field(r, &last, &id, &t, &bv))
+        if (id == 1 && t == ST_TC_I32)
+            e->type = st_tr_int(r);
+        else if (id == 3 && t == ST_TC_I32)
+            e->rep = st_tr_int(r);
+        else if (id == 4 && t == ST_TC_BINARY)
+            e->name = st_tr_bin(r, &e->nl);
+        else if (id == 5 && t == ST_TC_I32)
+            e->children = st_tr_int(r);
+        else if (id == 9 && t == ST_TC_I32)
+            e->fid = st_tr_int(r);
+        else
+            st_tr_skip(r, t);
+    st_tr_leave(r);
+    return true;
+}
+
 bool st__pq_schema_check(st_tr_t *r, st_pq_layout_t *l)
 {
     int elem;
@@ -208,38 +232,20 @@ bool st__pq_schema_check(st_tr_t *r, st_pq_layout_t *l)
         return false;
     int w = 0; /* the node the next element must be (after the ADDED leaves it lacks) */
     for (size_t i = 0; i < n && r->ok; i++) {
-        int16_t last = 0, id;
-        int t;
-        bool bv;
-        const uint8_t *name = NULL;
-        size_t nl = 0;
-        int64_t type = -1, rep = -1, children = 0, fid = 0;
-        if (!st_tr_enter(r)) return false;
-        while (st_tr_field(r, &last, &id, &t, &bv))
-            if (id == 1 && t == ST_TC_I32)
-                type = st_tr_int(r);
-            else if (id == 3 && t == ST_TC_I32)
-                rep = st_tr_int(r);
-            else if (id == 4 && t == ST_TC_BINARY)
-                name = st_tr_bin(r, &nl);
-            else if (id == 5 && t == ST_TC_I32)
-                children = st_tr_int(r);
-            else if (id == 9 && t == ST_TC_I32)
-                fid = st_tr_int(r);
-            else
-                st_tr_skip(r, t);
-        st_tr_leave(r);
+        st_pq_elem_t e;
+        if (!st__pq_elem(r, &e)) return false;
         if (i == 0) { /* the root's name is free; its children are counted at the end */
-            root_children = children;
+            root_children = e.children;
             w = 1;
             continue;
         }
         while (w < l->nnodes && st__pq_schema_added(l, w) &&
-               !st__pq_schema_same(&l->nodes[w], name, nl, type, rep, children, fid))
+               !st__pq_schema_same(&l->nodes[w], e.name, e.nl, e.type, e.rep, e.children, e.fid))
             w = st__pq_schema_miss(l, w);
-        if (w == l->nnodes || !st__pq_schema_same(&l->nodes[w], name, nl, type, rep, children, fid))
+        if (w == l->nnodes ||
+            !st__pq_schema_same(&l->nodes[w], e.name, e.nl, e.type, e.rep, e.children, e.fid))
             return false;
-        l->nodes[w].narrowed = rep != l->nodes[w].rep;
+        l->nodes[w].narrowed = e.rep != l->nodes[w].rep;
         w++;
     }
     while (w < l->nnodes && st__pq_schema_added(l, w))

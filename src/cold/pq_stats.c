@@ -5,40 +5,16 @@
  *
  * Why not st_pq_parse_footer: that one checks a footer against the schema a kind reads it with
  * (and so needs that kind's st_pq_schema_t); the tables hold files of every kind and want only
- * the footer's own word: each top-level leaf's field_id, physical type, value and null counts and
- * min/max (Parquet's min_value/max_value, type-defined order: the only ones strata writes), summed
- * and widened over the row groups. Leaves under a group (a LIST's elements, a struct's fields)
- * are left out: Iceberg keeps no bounds for a repeated field's values either.
+ * the footer's own word (the thrift structs are read by the reader's walkers, st__pq_elem and
+ * st__pq_column_chunk: one decoder of a footer, two ways of using it): each top-level leaf's
+ * field_id, physical type, value and null counts and min/max (Parquet's min_value/max_value,
+ * type-defined order: the only ones strata writes), summed and widened over the row groups. Leaves
+ * under a group (a LIST's elements, a struct's fields) are left out: Iceberg keeps no bounds for a
+ * repeated field's values either.
  */
 #include "pq_internal.h"
 
 #include <string.h>
-
-typedef struct {
-    int type, rep, children, id;
-} st__pqs_elem_t;
-
-static void st__pqs_elem(st_tr_t *r, st__pqs_elem_t *e)
-{
-    int16_t last = 0, id;
-    int t;
-    bool bv;
-    *e = (st__pqs_elem_t){.type = -1};
-    if (!st_tr_enter(r)) return;
-    while (st_tr_field(r, &last, &id, &t, &bv)) {
-        if (id == 1 && t == ST_TC_I32)
-            e->type = (int)st_tr_int(r);
-        else if (id == 3 && t == ST_TC_I32)
-            e->rep = (int)st_tr_int(r);
-        else if (id == 5 && t == ST_TC_I32)
-            e->children = (int)st_tr_int(r);
-        else if (id == 9 && t == ST_TC_I32)
-            e->id = (int)st_tr_int(r);
-        else
-            st_tr_skip(r, t);
-    }
-    st_tr_leave(r);
-}
 
 /* The schema list: map[leaf] = the index in out of a top-level leaf, or -1. */
 static int st__pqs_schema(st_tr_t *r, int *map, int *nleaves, st_pq_colstat_t *out, size_t max,
@@ -47,13 +23,14 @@ static int st__pqs_schema(st_tr_t *r, int *map, int *nleaves, st_pq_colstat_t *o
     int elem;
     size_t ne;
     if (!st_tr_list(r, &elem, &ne) || elem != ST_TC_STRUCT || ne < 2) return ST_EINVAL;
-    int rem[ST_PQ_MAX_DEPTH + 1], d = 0;
-    st__pqs_elem_t e;
-    st__pqs_elem(r, &e); /* the root */
+    int64_t rem[ST_PQ_MAX_DEPTH + 1];
+    int d = 0;
+    st_pq_elem_t e;
+    if (!st__pq_elem(r, &e)) return ST_EINVAL; /* the root */
     rem[0] = e.children;
     *nleaves = 0;
     for (size_t i = 1; i < ne && r->ok; i++) {
-        st__pqs_elem(r, &e);
+        if (!st__pq_elem(r, &e)) return ST_EINVAL;
         if (rem[d]-- <= 0) return ST_EINVAL; /* more elements than the groups hold */
         if (e.children > 0) {
             if (d + 1 > ST_PQ_MAX_DEPTH) return ST_EINVAL;
@@ -62,9 +39,9 @@ static int st__pqs_schema(st_tr_t *r, int *map, int *nleaves, st_pq_colstat_t *o
         }
         if (*nleaves >= ST_PQ_MAX_NODES) return ST_EINVAL;
         map[*nleaves] = -1;
-        if (d == 0 && e.rep != ST_PQ_REPEATED && e.id > 0 && *n < max) {
+        if (d == 0 && e.rep != ST_PQ_REPEATED && e.fid > 0 && e.fid <= INT32_MAX && *n < max) {
             map[*nleaves] = (int)*n;
-            out[(*n)++] = (st_pq_colstat_t){.id = e.id, .type = e.type, .bounds = true};
+            out[(*n)++] = (st_pq_colstat_t){.id = (int)e.fid, .type = (int)e.type, .bounds = true};
         }
         ++*nleaves;
         while (d > 0 && rem[d] == 0)
@@ -89,57 +66,24 @@ static int64_t st__pqs_val(const uint8_t *p, size_t w)
     return (int64_t)v;
 }
 
-/* One column chunk's metadata into c (a row group's part). */
+/* One column chunk's metadata (the reader's walker, parquet_read.c) into c (a row group's part). */
 static void st__pqs_chunk(st_tr_t *r, st_pq_colstat_t *c)
 {
-    int16_t last = 0, id, l2, l3;
-    int t;
-    bool bv, nulls = false;
-    const uint8_t *lo = NULL, *hi = NULL;
-    size_t lol = 0, hil = 0, w = st__pqs_width(c->type);
-    int64_t values = 0, nn = 0;
-    if (!st_tr_enter(r)) return;
-    while (st_tr_field(r, &last, &id, &t, &bv)) {
-        if (id != 3 || t != ST_TC_STRUCT || !st_tr_enter(r)) {
-            st_tr_skip(r, t);
-            continue;
-        }
-        for (l2 = 0; st_tr_field(r, &l2, &id, &t, &bv);) { /* ColumnMetaData */
-            if (id == 5 && t == ST_TC_I64) {
-                values = st_tr_int(r);
-                continue;
-            }
-            if (id != 12 || t != ST_TC_STRUCT || !st_tr_enter(r)) {
-                st_tr_skip(r, t);
-                continue;
-            }
-            for (l3 = 0; st_tr_field(r, &l3, &id, &t, &bv);) { /* Statistics */
-                if (id == 3 && t == ST_TC_I64)
-                    nn = st_tr_int(r), nulls = true;
-                else if (id == 5 && t == ST_TC_BINARY)
-                    hi = st_tr_bin(r, &hil);
-                else if (id == 6 && t == ST_TC_BINARY)
-                    lo = st_tr_bin(r, &lol);
-                else
-                    st_tr_skip(r, t);
-            }
-            st_tr_leave(r);
-        }
-        st_tr_leave(r);
-    }
-    st_tr_leave(r);
-    c->values += values;
-    if (!nulls || c->nulls < 0 || nn < 0 || nn > values)
+    st_pq_colmeta_t m = {0};
+    size_t w = st__pqs_width(c->type);
+    st__pq_column_chunk(r, &m);
+    c->values += m.values;
+    if (!m.has_nulls || c->nulls < 0 || m.nulls < 0 || m.nulls > m.values)
         c->nulls = -1;
     else
-        c->nulls += nn;
-    if (nulls && nn == values) return; /* every value null: nothing to widen the bounds by */
-    if (!w || !lo || !hi || lol != w || hil != w) {
+        c->nulls += m.nulls;
+    if (m.has_nulls && m.nulls == m.values) return; /* every value null: no bounds to widen by */
+    if (!w || !m.min || !m.max || m.min_len != w || m.max_len != w) {
         c->bounds = false;
         return;
     }
-    if (!c->len || st__pqs_val(lo, w) < st__pqs_val(c->min, w)) memcpy(c->min, lo, w);
-    if (!c->len || st__pqs_val(hi, w) > st__pqs_val(c->max, w)) memcpy(c->max, hi, w);
+    if (!c->len || st__pqs_val(m.min, w) < st__pqs_val(c->min, w)) memcpy(c->min, m.min, w);
+    if (!c->len || st__pqs_val(m.max, w) > st__pqs_val(c->max, w)) memcpy(c->max, m.max, w);
     c->len = w;
 }
 

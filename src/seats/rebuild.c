@@ -25,6 +25,7 @@ typedef struct {
     uint64_t size;
     ST_VEC(uint64_t) ids; /* sorted */
     st_tier_file_t file;
+    st_buf_t stats; /* its column stats (colstats.c), from the footer read here */
 } st_bobj_t;
 
 typedef ST_VEC(st_bobj_t) st_bobjs_t;
@@ -67,6 +68,8 @@ static int st__read_ids(st_objstore_t *obj, st_bobj_t *b)
     if (rc == ST_OK) rc = st_pq_footer_len((const uint8_t *)d.data + d.len - 8, d.len, &flen);
     if (rc == ST_OK)
         rc = st_pq_parse_footer(s, (const uint8_t *)d.data + d.len - 8 - flen, flen, d.len, &f);
+    /* the tables' metrics of the file, in its record: no commit reads its footer again */
+    if (rc == ST_OK && st_tier_stats_of(d.data, d.len, &b->stats) != ST_OK) st_buf_reset(&b->stats);
     for (size_t g = 0; rc == ST_OK && g < f.ngroups; g++) {
         const st_pq_rowgroup_t *G = &f.groups[g];
         st_pq_table_t t;
@@ -146,7 +149,11 @@ static int st__rebuild_event(st_store_t *store, st_bobj_t *o, size_t n, size_t *
             st_warn("rebuild: %s shares %zu booking(s) with another object; kept (reads show "
                     "them once, a compaction of the event refuses)",
                     o[i].key, dup);
-        put[nput++] = (st_tier_obj_t){o[i].file, seq, o[i].key};
+        put[nput++] = (st_tier_obj_t){.file = o[i].file,
+                                      .seq = seq,
+                                      .key = o[i].key,
+                                      .stats = (uint8_t *)o[i].stats.data,
+                                      .stats_len = o[i].stats.len};
         for (size_t j = 0; j < o[i].ids.n; j++)
             st_vec_push(&kept, o[i].ids.v[j]);
         if (o[i].file.max_id > *max_id) *max_id = o[i].file.max_id;
@@ -242,6 +249,7 @@ int st__bk_rebuild(void *arg, st_tier_rebuild_t *rb, uint64_t *wait)
     for (size_t i = 0; i < (rc == ST_OK ? o.n : keep); i++) {
         free(o.v[i].key);
         st_vec_free(&o.v[i].ids);
+        st_buf_free(&o.v[i].stats);
     }
     st_vec_free(&o);
     if (rc == ST_OK && (objects || others))

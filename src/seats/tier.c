@@ -716,10 +716,10 @@ typedef struct {
 } st_evfind_t;
 
 static int st__ev_range(void *arg, const char *o, size_t ol, uint64_t seq, const st_tier_file_t *f,
-                        const char *key, size_t kl)
+                        const char *key, size_t kl, const uint8_t *stats, size_t sl)
 {
     st_evfind_t *x = arg;
-    (void)seq, (void)key, (void)kl;
+    (void)seq, (void)key, (void)kl, (void)stats, (void)sl;
     if (x->id < f->min_id || x->id > f->max_id) return 0;
     const char *ev = o + 2; /* the owner: "~" ST__TAG event */
     size_t el = ol - 2;

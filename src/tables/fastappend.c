@@ -250,14 +250,17 @@ static void st__fa_old_metrics(st__plan_t *p, st_ice_file_t *f, size_t *off)
 }
 
 /* The live files new (snap 0) or all as entries, into f (borrowing their strings). A new file's
- * metrics are read from its footer (metrics.c), an already-committed one's (all: the heal's one
+ * metrics come from its file record's stats (metrics.c; its footer is read only for a record
+ * without them), an already-committed one's (all: the heal's one
  * manifest of every file) carried over from the parent's manifests; both into p->mx. */
 static size_t st__fa_from_live(st__plan_t *p, bool all, st_ice_file_t *f)
 {
     const st_tplan_in_t *in = p->in;
-    size_t n = 0, nnew = 0, *at = st_calloc(in->live->n + 1, sizeof *at);
+    size_t n = 0, nnew = 0, nread = 0, *at = st_calloc(in->live->n + 1, sizeof *at);
+    size_t *rd = st_calloc(in->live->n + 1, sizeof *rd); /* the new files read: their index in at */
     const char **keys = st_calloc(in->live->n + 1, sizeof *keys);
     int64_t *sizes = st_calloc(in->live->n + 1, sizeof *sizes);
+    st_buf_t *mx = st_calloc(in->live->n + 1, sizeof *mx);
     st_buf_reset(&p->mx);
     for (size_t i = 0; i < in->live->n; i++) {
         const st_tfile_t *t = &in->live->v[i];
@@ -273,15 +276,28 @@ static size_t st__fa_from_live(st__plan_t *p, bool all, st_ice_file_t *f)
                                  .size = t->size};
         if (!old && in->cold) {
             at[nnew] = n - 1; /* the new files' entries */
-            keys[nnew] = t->key;
-            sizes[nnew++] = t->size;
+            /* from the stats its file record carries (colstats.c); a record from before them,
+             * or stats that do not decode: its footer is read, as before */
+            if (!t->stats_len ||
+                st_tables_stats_metrics(&p->cols, t->stats, t->stats_len, &mx[nnew]) != ST_OK) {
+                st_buf_reset(&mx[nnew]);
+                rd[nread] = nnew;
+                keys[nread] = t->key;
+                sizes[nread++] = t->size;
+            }
+            nnew++;
         }
     }
     size_t *off =
         st_calloc(n + 1, sizeof *off); /* per entry, into p->mx, which moves as it grows */
     if (all) st__fa_old_metrics(p, f, off);
-    st_buf_t *mx = st_calloc(nnew + 1, sizeof *mx);
-    if (nnew) st_tables_files_metrics(in->cold, &p->cols, keys, sizes, nnew, mx);
+    if (nread) {
+        st_buf_t *got = st_calloc(nread, sizeof *got);
+        st_tables_files_metrics(in->cold, &p->cols, keys, sizes, nread, got);
+        for (size_t i = 0; i < nread; i++)
+            mx[rd[i]] = got[i]; /* moved */
+        free(got);
+    }
     for (size_t i = 0; i < nnew; i++) {
         off[at[i]] = p->mx.len;
         f[at[i]].metrics_len = mx[i].len;
@@ -293,6 +309,7 @@ static size_t st__fa_from_live(st__plan_t *p, bool all, st_ice_file_t *f)
     free(mx);
     free(off);
     free(at);
+    free(rd);
     free(keys);
     free(sizes);
     return n;

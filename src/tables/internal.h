@@ -37,6 +37,9 @@ typedef struct {
                           replace (SPEC v5 §5.1); only while in no snapshot */
     bool has_fseq;     /* fseq is known: read from the owner's file records (the view's) */
     uint64_t fseq;     /* its file record's number ('F' owner 0 fseq, strata/tier.h) */
+    uint8_t *stats;    /* its file record's column stats (owned; strata/tier.h, colstats.c), the
+                          new entry's metrics; NULL: none (its footer is read, metrics.c) */
+    size_t stats_len;
 } st_tfile_t;
 typedef ST_VEC(st_tfile_t) st_tfiles_t;
 void st_tfiles_free(st_tfiles_t *v);
@@ -180,6 +183,10 @@ void st_tables_metrics_props(const st_table_def_t *d, cJSON *props);
  * (the entry then keeps no metrics; no column of cols: ST_ENOTFOUND). On a worker. */
 int st_tables_file_metrics(st_objstore_t *cold, const st_tmetrics_cols_t *cols, const char *key,
                            uint64_t size, st_buf_t *out);
+/* The same from a file record's column stats (stats[0..sl): strata/tier.h), nothing read:
+ * ST_OK, or ST_EINVAL when they do not decode (no column of cols: ST_ENOTFOUND). Pure. */
+int st_tables_stats_metrics(const st_tmetrics_cols_t *cols, const uint8_t *stats, size_t sl,
+                            st_buf_t *out);
 /* The same for n files (keys[i], sizes[i] bytes) into out[i] (empty: none), several read at once
  * (threads of its own, joined before it returns). On a worker. */
 void st_tables_files_metrics(st_objstore_t *cold, const st_tmetrics_cols_t *cols,

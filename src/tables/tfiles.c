@@ -32,7 +32,8 @@ size_t st_tfiles_bytes(const st_tfiles_t *v, const st_tstrs_t *mans)
 {
     size_t b = v->cap * sizeof *v->v + mans->cap * sizeof *mans->v;
     for (size_t i = 0; i < v->n; i++)
-        b += st__str_bytes(v->v[i].key) + st__str_bytes(v->v[i].uri) + st__str_bytes(v->v[i].part);
+        b += st__str_bytes(v->v[i].key) + st__str_bytes(v->v[i].uri) + st__str_bytes(v->v[i].part) +
+             (v->v[i].stats ? (v->v[i].stats_len + 8 + 15) & ~(size_t)15 : 0);
     for (size_t i = 0; i < mans->n; i++)
         b += st__str_bytes(mans->v[i]);
     return b;
@@ -44,6 +45,7 @@ void st_tfiles_free(st_tfiles_t *v)
         free(v->v[i].key);
         free(v->v[i].uri);
         free(v->v[i].part);
+        free(v->v[i].stats);
     }
     st_vec_free(v);
 }

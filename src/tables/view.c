@@ -47,7 +47,8 @@ static int st__table_of(const char *o, size_t ol, size_t *skip)
 }
 
 static void st__view_push(st__walk_t *w, int ti, const char *o, size_t ol, size_t skip,
-                          uint64_t seq, const st_tier_file_t *f, const char *k, size_t kl)
+                          uint64_t seq, const st_tier_file_t *f, const char *k, size_t kl,
+                          const uint8_t *stats, size_t sl)
 {
     st_buf_t uri = {0};
     char *okey = st_strndup(k, kl);
@@ -60,18 +61,23 @@ static void st__view_push(st__walk_t *w, int ti, const char *o, size_t ol, size_
                      .size = (int64_t)f->size,
                      .has_fseq = true,
                      .fseq = seq};
+    if (sl) { /* its column metrics come from these, not from its footer (metrics.c) */
+        tf.stats = st_malloc(sl);
+        memcpy(tf.stats, stats, sl);
+        tf.stats_len = sl;
+    }
     st_vec_push(&w->v[ti].fresh, tf);
     w->visited++;
 }
 
 /* One file record of a whole walk (st_tier_each_file). */
 static int st__walk_file(void *arg, const char *o, size_t ol, uint64_t seq, const st_tier_file_t *f,
-                         const char *k, size_t kl)
+                         const char *k, size_t kl, const uint8_t *stats, size_t sl)
 {
     st__walk_t *w = arg;
     size_t skip;
     int ti = st__table_of(o, ol, &skip);
-    if (ti >= 0 && ti < w->n) st__view_push(w, ti, o, ol, skip, seq, f, k, kl);
+    if (ti >= 0 && ti < w->n) st__view_push(w, ti, o, ol, skip, seq, f, k, kl, stats, sl);
     return 0;
 }
 
@@ -161,7 +167,8 @@ typedef struct {
 /* One file record of a whole walk in slices: past the deadline, the walk stops as an owner
  * begins (the next step resumes at it), so an owner's records are read in one turn. */
 static int st__walk_file_sliced(void *arg, const char *o, size_t ol, uint64_t seq,
-                                const st_tier_file_t *f, const char *k, size_t kl)
+                                const st_tier_file_t *f, const char *k, size_t kl,
+                                const uint8_t *stats, size_t sl)
 {
     st__fwalk_t *x = arg;
     st_tbuild_t *b = x->b;
@@ -173,7 +180,7 @@ static int st__walk_file_sliced(void *arg, const char *o, size_t ol, uint64_t se
         if (stop) return 1;
     }
     x->seen++;
-    return st__walk_file(&x->w, o, ol, seq, f, k, kl);
+    return st__walk_file(&x->w, o, ol, seq, f, k, kl, stats, sl);
 }
 
 /* A whole view's walk from where the last step stopped: 1 when it stopped at the deadline. */
@@ -220,7 +227,7 @@ int st_tables_view_step(st_store_t *s, st_objstore_t *cold, st_tbuild_t *b, st_t
         rc = st_tier_manifest(s, o, ol, false, &m, &b->wait);
         for (size_t i = 0; rc == ST_OK && i < m.n; i++)
             st__view_push(&w, ti, o, ol, skip, m.v[i].seq, &m.v[i].file, m.v[i].key,
-                          strlen(m.v[i].key));
+                          strlen(m.v[i].key), m.v[i].stats, m.v[i].stats_len);
         st_tier_manifest_free(&m);
         if (rc == ST_OK && fn) fn(arg, ti, part);
     }

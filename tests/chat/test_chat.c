@@ -420,7 +420,8 @@ TEST(a_flush_completes_marks_only_for_an_owner_without_file_records)
     /* an older store's object, its conversation "old" unmarked; then rebuild-meta's put of a
      * later one that does not list it (its listing lacked it) */
     char k9[] = "lw/batch-999-9.parquet", k12[] = "lw/batch-999-12.parquet";
-    st_tier_obj_t o9 = {{100, 101, 2, 10}, 9, k9}, o12 = {{102, 103, 2, 10}, 12, k12};
+    st_tier_obj_t o9 = {{100, 101, 2, 10}, 9, k9, NULL, 0},
+                  o12 = {{102, 103, 2, 10}, 12, k12, NULL, 0};
     CHECK_EQ(st_tier_rebuild_owner(store, "lw", 2, &o9, 1, &(st_tier_stat_t){0, 0, 0, 0, 1}, &w),
              ST_OK);
     CHECK_EQ(st_tier_rebuild_owner(store, "lw", 2, &o12, 1, &(st_tier_stat_t){0, 0, 0, 0, 1}, &w),
@@ -480,7 +481,7 @@ TEST(rebuild_marks_and_trusts_absence_only_when_it_read_every_recorded_object)
     uint64_t w = 0;
     /* u's manifest records an object the listing lacks: its conversations cannot be known */
     char oldkey[] = "u/batch-999-9.parquet";
-    st_tier_obj_t old = {{50, 60, 1, 10}, 9, oldkey};
+    st_tier_obj_t old = {{50, 60, 1, 10}, 9, oldkey, NULL, 0};
     st_tier_stat_t st = {0, 0, 0, 0, 1};
     CHECK_EQ(st_tier_rebuild_owner(store, "u", 1, &old, 1, &st, &w), ST_OK);
     size_t users, convs;

@@ -2482,10 +2482,10 @@ typedef struct {
 } svc_walk_t;
 
 static int svc_walk(void *arg, const char *o, size_t ol, uint64_t seq, const st_tier_file_t *f,
-                    const char *key, size_t kl)
+                    const char *key, size_t kl, const uint8_t *stats, size_t sl)
 {
     svc_walk_t *x = arg;
-    (void)seq, (void)key, (void)kl;
+    (void)seq, (void)key, (void)kl, (void)stats, (void)sl;
     if (x->n < 8 && ol < 16) memcpy(x->owners[x->n], o, ol);
     x->n++;
     x->rows += f->rows;
@@ -2496,7 +2496,7 @@ static void svc_erased(void *arg, const char *o, size_t ol, const char *key, uin
 {
     (void)key, (void)wait;
     st_tier_file_t none = {0};
-    svc_walk(arg, o, ol, 0, &none, NULL, 0);
+    svc_walk(arg, o, ol, 0, &none, NULL, 0, NULL, 0);
 }
 
 static bool svc_doomed(st_store_t *s, const char *o, uint64_t seq, const char *key)
@@ -2518,14 +2518,14 @@ TEST(tier_services_rebuild_walk_and_forget_an_owner_without_a_kind_building_keys
     st_store_t *s = fx_store(&fx, 64 << 20, 0);
     uint64_t w = 0;
     /* rebuild-meta: three objects of "o" (numbers 1, 2, 5), one of the tagged owner "~bev" */
-    st_tier_obj_t objs[3] = {{{10, 19, 10, 100}, 1, "o/batch-1-1.parquet"},
-                             {{20, 29, 10, 200}, 2, "o/batch-2-2.parquet"},
-                             {{30, 31, 2, 50}, 5, "o/batch-3-5.3.parquet"}};
+    st_tier_obj_t objs[3] = {{{10, 19, 10, 100}, 1, "o/batch-1-1.parquet", NULL, 0},
+                             {{20, 29, 10, 200}, 2, "o/batch-2-2.parquet", NULL, 0},
+                             {{30, 31, 2, 50}, 5, "o/batch-3-5.3.parquet", NULL, 0}};
     st_tier_stat_t st = {0, 0, 0, 0, 1};
     CHECK_EQ(st_tier_rebuild_owner(s, "o", 1, objs, 3, &st, &w), ST_OK);
     char ev[ST_TIER_OWNER_MAX];
     size_t evl = st_tier_owner(ev, 'b', "ev", 2);
-    st_tier_obj_t bobj = {{7, 8, 2, 30}, 1, "events/ev/bookings-1-1.parquet"};
+    st_tier_obj_t bobj = {{7, 8, 2, 30}, 1, "events/ev/bookings-1-1.parquet", NULL, 0};
     /* a summary the store held that counts a file no record holds: its watermark and next_seq
      * stay (higher than bobj's), its counts are those of the records (bobj's alone) */
     st_tier_stat_t bst = {5, 1, 10, 1, 3};
@@ -2745,6 +2745,76 @@ TEST(top_stats_by_field_id_over_row_groups)
     for (uint32_t cut = 0; cut < flen; cut += 7) /* a truncated footer: refused, never read past */
         CHECK(st_pq_top_stats(foot, cut, c, 8, &n) != ST_OK || n <= 5);
     st_buf_free(&f);
+}
+
+/* A file record's column stats (colstats.c): taken from the encoded file in memory, they decode
+ * to what the footer says; they ride in the record and come back with it; a record from before
+ * them (the key alone) reads as a file without stats. */
+TEST(file_record_stats_round_trip_and_an_old_record_without_them)
+{
+    st_buf_t f = {0}, st = {0};
+    st_pq_write_t w = {.schema = &ts_schema, .nrows = 30, .row = ts_put, .group_rows = 10};
+    CHECK_EQ(st_pq_write(&w, &f), ST_OK);
+    uint32_t flen;
+    CHECK_EQ(st_pq_footer_len((const uint8_t *)f.data + f.len - 8, f.len, &flen), ST_OK);
+    st_pq_colstat_t want[8], got[8];
+    size_t nw, ng;
+    CHECK_EQ(st_pq_top_stats((const uint8_t *)f.data + f.len - 8 - flen, flen, want, 8, &nw),
+             ST_OK);
+    CHECK_EQ(st_tier_stats_of(f.data, f.len, &st), ST_OK);
+    CHECK(st.len > 0 && st.len < 128); /* small: per file, five columns */
+    CHECK_EQ(st_tier_stats_decode((const uint8_t *)st.data, st.len, got, 8, &ng), ST_OK);
+    CHECK_EQ(ng, nw);
+    for (size_t i = 0; i < ng && i < nw; i++) {
+        CHECK(got[i].id == want[i].id && got[i].values == want[i].values);
+        CHECK(got[i].nulls == want[i].nulls && got[i].bounds == want[i].bounds);
+        if (want[i].bounds)
+            CHECK(got[i].len == want[i].len && !memcmp(got[i].min, want[i].min, want[i].len) &&
+                  !memcmp(got[i].max, want[i].max, want[i].len));
+    }
+    for (size_t cut = 0; cut < st.len; cut++) /* a cut encoding: refused, never read past */
+        CHECK(st_tier_stats_decode((const uint8_t *)st.data, cut, got, 8, &ng) == ST_EINVAL &&
+              ng == 0);
+    CHECK_EQ(st_tier_stats_of(f.data, 20, &st), ST_EINVAL); /* not a Parquet file */
+
+    /* in a record and back: one with stats, one without (a record as older binaries wrote it) */
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    uint64_t wt = 0;
+    char k1[] = "o/batch-1-1.parquet", k2[] = "o/batch-2-2.parquet";
+    st_tier_obj_t objs[2] = {{{1, 9, 30, f.len}, 1, k1, (uint8_t *)st.data, st.len},
+                             {{10, 19, 5, 100}, 2, k2, NULL, 0}};
+    CHECK_EQ(st_tier_rebuild_owner(s, "o", 1, objs, 2, &(st_tier_stat_t){0, 0, 0, 0, 1}, &wt),
+             ST_OK);
+    st_tier_manifest_t m;
+    CHECK_EQ(st_tier_manifest(s, "o", 1, false, &m, &wt), ST_OK);
+    CHECK_EQ(m.n, 2);
+    if (m.n == 2) {
+        CHECK(!strcmp(m.v[0].key, k1) && m.v[0].stats_len == st.len &&
+              !memcmp(m.v[0].stats, st.data, st.len) && m.v[0].file.rows == 30);
+        CHECK(!strcmp(m.v[1].key, k2) && !m.v[1].stats && !m.v[1].stats_len &&
+              m.v[1].file.rows == 5);
+    }
+    st_tier_manifest_free(&m);
+    fx_close_store(&fx, s);
+    /* an older binary's value: the file, then the key, nothing after */
+    st_buf_t old = {0};
+    st_tier_file_t of = {1, 2, 3, 4};
+    st_buf_append(&old, &of, sizeof of);
+    st_buf_puts(&old, k2);
+    const uint8_t *ps;
+    size_t sl;
+    CHECK_EQ(st_tier_rec_split(old.data, old.len, &ps, &sl), strlen(k2));
+    CHECK(ps == NULL && sl == 0);
+    st_buf_reset(&old);
+    st_tier_rec_value(&old, &of, k2, (const uint8_t *)st.data, st.len);
+    CHECK_EQ(st_tier_rec_split(old.data, old.len, &ps, &sl), strlen(k2));
+    CHECK(sl == st.len && !memcmp(ps, st.data, sl));
+    st_buf_free(&old);
+    st_buf_free(&st);
+    st_buf_free(&f);
+    fx_end(&fx);
 }
 
 RUN_TESTS("cold")

@@ -88,8 +88,8 @@ test('cold reads through a 50 ms object store leave the loop free for hot reques
       await waitFor(`au${u} flushed`, async () => (await s.req('GET', `/v1/users/au${u}/stats`)).json.cold_messages === PER_USER, 30000);
     await s.stop();
 
-    // restarted: nothing of the cold tier is in memory (no tables' commit: it reads its new
-    // files' footers for their column metrics, connections this test does not count on)
+    // restarted: nothing of the cold tier is in memory (no tables' commit: it writes its
+    // metadata to the bucket, connections this test does not count on; it reads no footer)
     s = await startStrata({ dataDir, args: [...args, '--table-commit-interval', '0'] });
     const connsBefore = proxy.connections();
     const hot = []; // when each hot GET was answered (a sequence number shared with cold reads)
@@ -222,9 +222,10 @@ test('parked requests: pipelined answers stay in order, streams replay cold page
     const hole = net.createServer((sock) => { tries++; sock.on('error', () => {}); });
     await new Promise((r) => hole.listen(0, '127.0.0.1', r));
     const holeArgs = args.map((a) => (a === `http://127.0.0.1:${proxy.port}` ? `http://127.0.0.1:${hole.address().port}` : a));
-    // the tables' metadata elsewhere and no commits (a commit reads its new files' footers for
-    // their column metrics, on a worker): only the cold read's footer GETs reach the hole
-    s = await startStrata({ dataDir, args: [...holeArgs, '--cold-timeout-ms', '300', '--cold-retries', '1', '--tables-url', `file://${dataDir}/tables`, '--table-commit-interval', '0'] });
+    // the tables' metadata elsewhere, commits on: a commit takes its new files' column metrics
+    // from their file records and reads nothing of the cold tier, so only the cold read's footer
+    // GETs reach the hole
+    s = await startStrata({ dataDir, args: [...holeArgs, '--cold-timeout-ms', '300', '--cold-retries', '1', '--tables-url', `file://${dataDir}/tables`, '--table-commit-interval', '1'] });
     try {
       const pending = s.req('GET', '/v1/users/pb/messages?limit=5');
       let hotDone = 0;
@@ -240,6 +241,13 @@ test('parked requests: pipelined answers stay in order, streams replay cold page
       assert.equal(tries, 2, 'one try and one retry of the footer GET');
       assert.ok(hotDone > 0);
       assert.match(s.log(), /retrying/);
+      // the commit of every file the tier holds (a new --tables-url: all of them new to it)
+      // reached nothing of the hole (the old code read each new file's footer there)
+      await waitFor('the messages committed', async () => {
+        const t = (await s.req('GET', '/v1/admin/tables')).json.tables.find((x) => x.table === 'messages');
+        return t.snapshot_id !== null && t.pending === 0;
+      }, 30000);
+      assert.equal(tries, 2, 'no GET of a commit');
     } finally {
       hole.close();
     }

@@ -382,4 +382,69 @@ TEST(a_heal_keeps_the_old_files_metrics)
     fx_close(&f);
 }
 
+/* ---- a new file's metrics from its record's stats (metrics.c, src/cold/colstats.c) ---- */
+static const st_pq_field_t mx_fields[] = {
+    {"id", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 1},
+    {"name", ST_PQ_BYTE_ARRAY, ST_PQ_REQUIRED, ST_PQ_STRING, ST_PQ_STATS, NULL, 0, 2},
+    {"opt", ST_PQ_INT64, ST_PQ_OPTIONAL, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 3},
+    {"flag", ST_PQ_BOOLEAN, ST_PQ_REQUIRED, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 4},
+    {"nostat", ST_PQ_INT64, ST_PQ_REQUIRED, ST_PQ_NONE, 0, NULL, 0, 5},
+    {"small", ST_PQ_INT32, ST_PQ_OPTIONAL, ST_PQ_NONE, ST_PQ_STATS, NULL, 0, 6},
+};
+static const st_pq_schema_t mx_schema = {mx_fields, 6, -1, -1};
+
+static void mx_put(void *arg, size_t i, st_pq_rec_t *r)
+{
+    (void)arg;
+    static char names[40][8]; /* borrowed until st_pq_write returns */
+    int nl = snprintf(names[i], sizeof names[0], "n%zu", i);
+    st_pq_put_i64(r, 1000 - 7 * (int64_t)i);
+    st_pq_put_str(r, names[i], (size_t)nl);
+    if (i % 3 == 0 || i < 10) /* the first row group: all null */
+        st_pq_put_null(r);
+    else
+        st_pq_put_i64(r, (int64_t)i * 11 - 200);
+    st_pq_put_bool(r, i % 5 == 1);
+    st_pq_put_i64(r, (int64_t)i);
+    if (i % 4 == 2)
+        st_pq_put_null(r);
+    else
+        st_pq_put_i32(r, -(int32_t)i);
+}
+
+/* The metrics a commit builds from a file record's stats are byte for byte those it read from
+ * the file's footer (what the tables' e2e tests check against DuckDB), for any columns wanted;
+ * stats that do not decode are refused (the commit then reads the footer). */
+TEST(a_records_stats_give_the_footers_metrics_byte_for_byte)
+{
+    fx_t f;
+    fx_open(&f);
+    st_buf_t file = {0}, stats = {0};
+    st_pq_write_t w = {.schema = &mx_schema, .nrows = 40, .row = mx_put, .group_rows = 10};
+    CHECK_EQ(st_pq_write(&w, &file), ST_OK);
+    CHECK_EQ(st_objstore_put(f.ms, "mx/one.parquet", file.data, file.len), ST_OK);
+    CHECK_EQ(st_tier_stats_of(file.data, file.len, &stats), ST_OK);
+    st_tmetrics_cols_t cols[3] = {
+        {{{1, true, 8}, {2, false, 0}, {3, true, 8}, {4, true, 1}, {5, true, 8}, {6, true, 4}}, 6},
+        {{{6, true, 4}, {3, false, 0}, {9, true, 8}}, 3}, /* another order, a column not there */
+        {{{0}}, 0}};
+    st_tables_metrics_cols(st_table_def(0), &cols[2]); /* the messages table's: ids not there */
+    for (size_t c = 0; c < 3; c++) {
+        st_buf_t read = {0}, rec = {0};
+        CHECK_EQ(st_tables_file_metrics(f.ms, &cols[c], "mx/one.parquet", file.len, &read), ST_OK);
+        CHECK_EQ(st_tables_stats_metrics(&cols[c], (const uint8_t *)stats.data, stats.len, &rec),
+                 ST_OK);
+        CHECK(read.len > 0 && read.len == rec.len && !memcmp(read.data, rec.data, rec.len));
+        st_buf_free(&read);
+        st_buf_free(&rec);
+    }
+    st_buf_t bad = {0};
+    CHECK_EQ(st_tables_stats_metrics(&cols[0], (const uint8_t *)stats.data, stats.len - 1, &bad),
+             ST_EINVAL);
+    st_buf_free(&bad);
+    st_buf_free(&stats);
+    st_buf_free(&file);
+    fx_close(&f);
+}
+
 RUN_TESTS("tables_commit")

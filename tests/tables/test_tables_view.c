@@ -21,7 +21,7 @@ static void owner_put(st_store_t *s, int i, uint64_t seq)
     char o[16], key[64];
     int ol = snprintf(o, sizeof o, "u%d", i);
     snprintf(key, sizeof key, "u%d/batch-1-%llu.parquet", i, (unsigned long long)seq);
-    st_tier_obj_t ob = {{1, 9, 3, 100}, seq, key};
+    st_tier_obj_t ob = {{1, 9, 3, 100}, seq, key, NULL, 0};
     uint64_t w = 0;
     CHECK_EQ(st_tier_rebuild_owner(s, o, (size_t)ol, &ob, 1, &(st_tier_stat_t){0}, &w), ST_OK);
 }
@@ -270,7 +270,7 @@ TEST(a_view_in_steps_keeps_the_marks_of_owners_written_between_them)
 /* Owner o with one object key, put back (marked). */
 static void obj_put(st_store_t *s, const char *o, const char *key)
 {
-    st_tier_obj_t ob = {{1, 9, 3, 100}, 1, (char *)key};
+    st_tier_obj_t ob = {{1, 9, 3, 100}, 1, (char *)key, NULL, 0};
     uint64_t w = 0;
     CHECK_EQ(st_tier_rebuild_owner(s, o, strlen(o), &ob, 1, &(st_tier_stat_t){0}, &w), ST_OK);
 }

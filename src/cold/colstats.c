@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * colstats: a data file's column statistics, taken where the file is encoded and kept in its
+ * file record (strata/tier.h, 'F'), so that a tables' commit builds the file's Iceberg column
+ * metrics (src/tables/metrics.c) without reading its footer back from object storage (SPEC §7:
+ * no request waits on object storage; issue 48: a commit of 4,096 new files on S3 read 4,096
+ * footers).
+ *
+ * Where they come from: the footer of the encoded file, still in memory (st_pq_top_stats, the
+ * same decoding a footer read back does): the metrics are byte for byte those the read produced.
+ * The flush decodes the bytes it is about to put; a merge's object (a compaction, a fold, an
+ * erasure's or edit's rewrite) is put through st_tier_put_parquet, which leaves its stats with
+ * the worker thread for the compaction engine to take (st_tier_stats_take) as the merge returns:
+ * every kind's merge writes its one object that way, so none of them carries stats by hand.
+ *
+ * The encoding (per file, never per row group; only the top-level leaves with a field id, and
+ * bounds only where a fixed-width value has them: a chat file's is about a hundred bytes):
+ *   u8 1 (the format) | varint n | n × (varint id | varint values | varint nulls + 1 (0: not
+ *   known) | u8 len (0: no bounds) | min[len] | max[len])
+ */
+#include "internal.h"
+
+#include "pq_internal.h"
+
+#include <string.h>
+
+enum { ST__CS_FORMAT = 1 };
+
+static void st__cs_varint(st_buf_t *b, uint64_t v)
+{
+    uint8_t x[10];
+    size_t n = 0;
+    do {
+        x[n++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    st_buf_append(b, x, n);
+}
+
+static bool st__cs_get(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    *v = 0;
+    for (int s = 0; s < 64 && *p < end; s += 7) {
+        uint8_t c = *(*p)++;
+        *v |= (uint64_t)(c & 0x7f) << s;
+        if (!(c & 0x80)) return true;
+    }
+    return false;
+}
+
+void st_tier_stats_encode(const st_pq_colstat_t *s, size_t n, st_buf_t *out)
+{
+    st_buf_appendc(out, ST__CS_FORMAT);
+    st__cs_varint(out, n);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t len = s[i].bounds && s[i].len <= sizeof s[i].min ? (uint8_t)s[i].len : 0;
+        st__cs_varint(out, (uint64_t)s[i].id);
+        st__cs_varint(out, (uint64_t)s[i].values);
+        st__cs_varint(out, (uint64_t)(s[i].nulls + 1));
+        st_buf_appendc(out, (char)len);
+        st_buf_append(out, s[i].min, len);
+        st_buf_append(out, s[i].max, len);
+    }
+}
+
+int st_tier_stats_decode(const uint8_t *p, size_t len, st_pq_colstat_t *out, size_t max, size_t *n)
+{
+    const uint8_t *end = p + len;
+    uint64_t cnt, id, values, nulls;
+    *n = 0;
+    if (!len || *p++ != ST__CS_FORMAT || !st__cs_get(&p, end, &cnt)) return ST_EINVAL;
+    for (uint64_t i = 0; i < cnt; i++) {
+        if (!st__cs_get(&p, end, &id) || !st__cs_get(&p, end, &values) ||
+            !st__cs_get(&p, end, &nulls) || p >= end)
+            goto bad;
+        uint8_t w = *p++;
+        if (w > sizeof out->min || (size_t)(end - p) < 2u * w || id == 0 || id > INT32_MAX ||
+            values > INT64_MAX || nulls > INT64_MAX)
+            goto bad;
+        st_pq_colstat_t c = {.id = (int)id,
+                             .values = (int64_t)values,
+                             .nulls = (int64_t)nulls - 1,
+                             .bounds = w > 0,
+                             .len = w};
+        memcpy(c.min, p, w);
+        memcpy(c.max, p + w, w);
+        p += 2u * w;
+        if (*n < max) out[(*n)++] = c;
+    }
+    if (p == end) return ST_OK;
+bad:
+    *n = 0;
+    return ST_EINVAL;
+}
+
+int st_tier_stats_of_footer(const void *footer, size_t flen, st_buf_t *out)
+{
+    enum { ST__CS_MAX = 64 }; /* metrics.c's most (ST_TMETRICS_COLS * 2) */
+    st_pq_colstat_t s[ST__CS_MAX];
+    size_t n = 0;
+    int rc = st_pq_top_stats(footer, flen, s, ST__CS_MAX, &n);
+    if (rc == ST_OK) st_tier_stats_encode(s, n, out);
+    return rc;
+}
+
+int st_tier_stats_of(const void *file, size_t len, st_buf_t *out)
+{
+    uint32_t flen;
+    const uint8_t *b = file;
+    int rc = len >= 12 ? st_pq_footer_len(b + len - 8, len, &flen) : ST_EINVAL;
+    if (rc == ST_OK) rc = st_tier_stats_of_footer(b + len - 8 - flen, flen, out);
+    return rc;
+}
+
+/* The stats of the object this thread put last (st_tier_put_parquet), until taken. */
+static _Thread_local st_buf_t st__cs_last;
+
+int st_tier_put_parquet(st_objstore_t *obj, const char *key, const void *file, size_t len)
+{
+    st_buf_reset(&st__cs_last);
+    int rc = st_objstore_put(obj, key, file, len);
+    if (rc == ST_OK && st_tier_stats_of(file, len, &st__cs_last) != ST_OK)
+        st_buf_reset(&st__cs_last); /* not a footer this reads: the record keeps none */
+    return rc;
+}
+
+void st_tier_stats_take(st_buf_t *out)
+{
+    st_buf_reset(out);
+    st_buf_append(out, st__cs_last.data, st__cs_last.len);
+    st_buf_free(&st__cs_last); /* a pool thread keeps no heap between jobs */
+}
+
+void st_tier_stats_drop(void)
+{
+    st_buf_free(&st__cs_last);
+}
+
+size_t st_tier_rec_split(const void *val, size_t vlen, const uint8_t **stats, size_t *sl)
+{
+    const char *k = (const char *)val + sizeof(st_tier_file_t);
+    size_t kl = vlen - sizeof(st_tier_file_t);
+    const char *z = memchr(k, 0, kl);
+    *stats = NULL;
+    *sl = 0;
+    if (!z) return kl; /* a record from before the stats: the key alone */
+    if ((size_t)(z + 1 - k) < kl) {
+        *stats = (const uint8_t *)z + 1;
+        *sl = kl - (size_t)(z + 1 - k);
+    }
+    return (size_t)(z - k);
+}
+
+void st_tier_rec_value(st_buf_t *v, const st_tier_file_t *f, const char *key, const uint8_t *stats,
+                       size_t sl)
+{
+    st_buf_append(v, f, sizeof *f);
+    st_buf_puts(v, key);
+    if (sl) {
+        st_buf_appendc(v, 0); /* no key holds a 0 byte */
+        st_buf_append(v, stats, sl);
+    }
+}
