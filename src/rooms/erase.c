@@ -214,6 +214,9 @@ static bool st__erase_remote(st_rooms_t *r, const char *u, size_t ul, size_t max
  * becomes a tombstone (its delta, fold and count records): 64 made slices of 3–7 ms (bench/
  * loopstall.sh erase, issue 48). An indexed room's slice takes as many of the user's entries. */
 #define ST__ERASE_ROOM_MSGS 16
+/* The state's "last msg_id" of a room from before the index once its walk is done: its index
+ * entries for the user go next (no msg_id is this high: snowflakes are 63 bits). */
+#define ST__ERASE_ENTRIES UINT64_MAX
 
 /* A room made before the author index: lim of its messages from last on, those the user posted
  * un-named (a live one a tombstone at `at`, its 'd' record written; index entries a newer binary
@@ -283,12 +286,20 @@ bool st__rooms_erase(void *arg, const st_owner_t *o, uint64_t erasure, size_t ma
     int64_t at = 0;
     if (st_chat_erasing_at(r->chat, ST_USER(u, ul), &at, &w) != ST_OK) at = 0;
     bool more = false, indexed = st__rooms_indexed(r, room.data, room.len, &w);
+    /* a room from before the index, walked to its end: the entries a newer binary wrote for the
+     * user's later posts are left (those retention took were not walked; the keys name the user) */
+    bool entries = !indexed && mid && last == ST__ERASE_ENTRIES;
     uint64_t upto = 0;
     /* a room indexed since it was made: only the user's entries (authors.c); one from before:
-     * every message walked */
-    int rc = indexed ? st__rooms_erase_indexed(r, room.data, room.len, u, ul, at, lim, &more, &w)
-                     : st__erase_walk(r, room.data, room.len, u, ul, last, lim, at, &more, &upto);
+     * every message walked, then its entries */
+    int rc = indexed || entries
+                 ? st__rooms_erase_indexed(r, room.data, room.len, u, ul, at, lim, &more, &w)
+                 : st__erase_walk(r, room.data, room.len, u, ul, last, lim, at, &more, &upto);
     if (rc == ST_EPARKED) st_chat_prefetch(r->chat); /* a cold page: the slice comes again */
+    if (rc == ST_OK && !indexed && (entries ? more : !more)) { /* the entries go next / go on */
+        more = true;
+        upto = ST__ERASE_ENTRIES;
+    }
     st_buf_t tmp = {0};
     if (rc == ST_OK && more && (upto || indexed)) { /* this room goes on (from upto) */
         st_buf_reset(&tmp);

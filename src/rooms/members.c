@@ -138,7 +138,10 @@ int st_rooms_members(st_rooms_t *r, const char *room, size_t rl, const char *cur
     st_mrow_t last = {0};
     /* the users being erased, once for the page: their posts are out of every unread */
     st_buf_t erasing = {0};
-    if ((rc = st__rooms_erasing_names(r, &erasing, wait))) return rc;
+    if ((rc = st__rooms_erasing_names(r, &erasing, wait))) {
+        st_buf_free(&erasing); /* a part may have been read */
+        return rc;
+    }
     bool more = false, end = false;
     st_buf_puts(out, "{\"members\":[");
     while (!more && !end) {
