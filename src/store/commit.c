@@ -181,7 +181,7 @@ void st__chain(st_batch_t **head, st_batch_t **tail, st_batch_t *first, st_batch
 void st__to_loop(st_store_t *s, st_batch_t *head, st_batch_t *tail)
 {
     st__chain(&s->th.d_head, &s->th.d_tail, head, tail);
-    uv_async_send(&s->uv.done);
+    st_wake_send(&s->uv.done);
 }
 
 /* With mu held: a failed apply is put back to be retried, and made visible (health, metric). */
@@ -196,7 +196,7 @@ static void st__apply_failed(st_store_t *s, st_batch_t *group, st_batch_t *last,
     if (!s->th.apply_err) {
         s->th.apply_stall_ns = now;
         *logged_ns = 0;
-        uv_async_send(&s->uv.done); /* the loop stops waiting for LMDB (st_store_idle) */
+        st_wake_send(&s->uv.done); /* the loop stops waiting for LMDB (st_store_idle) */
     }
     if (now - *logged_ns >= 30000000000ULL) {
         st_error("store: applying WAL seq %llu to LMDB failed: %s (%llu bytes free on the data "
@@ -483,7 +483,7 @@ void st__store_submit(st_store_t *s)
     s->submitted++;
     s->open = st__batch_new(s);
     /* Pending durable work keeps the loop alive; idle, the store does not. */
-    uv_ref((uv_handle_t *)&s->uv.done);
+    uv_ref((uv_handle_t *)&s->uv.done.poll);
     uv_idle_stop(&s->uv.idle);
 }
 
@@ -604,9 +604,9 @@ void st__batch_back(st_store_t *s, st_batch_t *b)
     st__batch_recycle(s, b);
 }
 
-void st__store_on_done(uv_async_t *h)
+void st__store_on_done(st_wake_t *w)
 {
-    st_store_t *s = h->data;
+    st_store_t *s = w->data;
     uv_mutex_lock(&s->th.mu);
     st_batch_t *list = s->th.d_head;
     s->th.d_head = s->th.d_tail = NULL;
@@ -654,7 +654,7 @@ void st__store_on_done(uv_async_t *h)
         s->th.d_head = b;
         if (!s->th.d_tail) s->th.d_tail = last;
         uv_mutex_unlock(&s->th.mu);
-        uv_async_send(&s->uv.done);
+        st_wake_send(&s->uv.done);
     }
     for (st_batch_t *q = queued, *next; q; q = next) {
         next = q->next;
@@ -667,7 +667,7 @@ void st__store_on_done(uv_async_t *h)
     }
     /* Halted, the sync thread takes nothing more: every batch not acknowledged is back. */
     if (s->fail.first) st__rollback(s);
-    if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->uv.done);
+    if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->uv.done.poll);
 }
 
 void st__store_start_threads(st_store_t *s)

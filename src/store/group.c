@@ -190,7 +190,7 @@ static void st__maybe_rollback(st_store_t *s)
          * batches of its own, so no later durable batch would wake it. */
         st__listeners_durable(s, s->durable_id);
     }
-    if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->uv.done);
+    if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->uv.done.poll);
 }
 
 /* Seals the open batch and proposes it (the check handle calls this once per iteration). */
@@ -202,7 +202,7 @@ void st__group_submit(st_store_t *s)
     s->open = st__batch_new(s);
     st_list_insert(&s->inflight, &b->link);
     s->submitted++;
-    uv_ref((uv_handle_t *)&s->uv.done);
+    uv_ref((uv_handle_t *)&s->uv.done.poll);
     uv_idle_stop(&s->uv.idle);
     st__encode_entry(&g->enc, g->token, b);
     st_metric_observe(s->m.batch_ops, (double)b->ops.n);
@@ -294,7 +294,7 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
         }
         st_list_insert(&s->inflight, &b->link);
         s->submitted++;
-        uv_ref((uv_handle_t *)&s->uv.done);
+        uv_ref((uv_handle_t *)&s->uv.done.poll);
     }
     b->seq = index;
     g->queued = index;

@@ -9,6 +9,7 @@
 #include "strata/store.h"
 #include "strata/store_group.h"
 #include "strata/store_tap.h"
+#include "strata/wake.h"
 #include "wal.h"
 
 #include <lmdb.h>
@@ -104,7 +105,7 @@ typedef struct {
 
 /* The loop's handles (store.c); the struct is freed once all four have closed. */
 typedef struct {
-    uv_async_t done;  /* batches are back from the threads (commit.c's st__store_on_done) */
+    st_wake_t done;   /* batches are back from the threads (commit.c's st__store_on_done) */
     uv_check_t check; /* seals the open batch once per iteration */
     uv_idle_t idle;   /* staged work: the loop's poll returns at once */
     uv_timer_t pace;  /* fail-stopped: batches (all doomed) go at most every ST__FAIL_PACE_MS */
@@ -258,7 +259,7 @@ int st__store_recover(st_store_t *s);
 void st__store_start_threads(st_store_t *s);
 /* Whether the stop was clean: LMDB holds everything, synced, and the log was reset. */
 bool st__store_stop_threads(st_store_t *s);
-void st__store_on_done(uv_async_t *h);
+void st__store_on_done(st_wake_t *w);
 void st__store_submit(st_store_t *s);
 st_batch_t *st__batch_new(st_store_t *s);
 void st__batch_recycle(st_store_t *s, st_batch_t *b);

@@ -310,8 +310,11 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     err = st_wal_open(opts->dir, wal_size, &s->wal);
     if (err == ST_EFULL) st__say_need(s, wal_size);
     if (err == ST_OK) err = st__store_recover(s);
-    if (err != ST_OK) {
+    if (err != ST_OK)
         st_error("store: recovery from the redo log in %s failed: %s", opts->dir, st_strerror(err));
+    if (err == ST_OK && (err = st_wake_init(loop, &s->uv.done, st__store_on_done, s)) != ST_OK)
+        st_error("store: no eventfd for the loop's wake-ups: %s", strerror(errno));
+    if (err != ST_OK) {
         st__drop_overlay(s);
         for (st_batch_t *b = s->th.a_head, *n; b; b = n) {
             n = b->next;
@@ -324,13 +327,11 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
         return err;
     }
     s->open = st__batch_new(s);
-    uv_async_init(loop, &s->uv.done, st__store_on_done);
-    s->uv.done.data = s;
     uv_check_init(loop, &s->uv.check);
     s->uv.check.data = s;
     uv_check_start(&s->uv.check, st__on_check);
     uv_unref((uv_handle_t *)&s->uv.check);
-    if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->uv.done);
+    if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->uv.done.poll);
     uv_idle_init(loop, &s->uv.idle);
     s->uv.idle.data = s;
     uv_timer_init(loop, &s->uv.pace);
@@ -372,7 +373,7 @@ bool st_store_close_clean(st_store_t *s)
     mdb_txn_abort(s->db.rtxn);
     mdb_env_close(s->db.env);
     /* The struct is freed once the handles have closed (the loop must run once more). */
-    uv_close((uv_handle_t *)&s->uv.done, st__store_on_closed);
+    st_wake_close(&s->uv.done, st__store_on_closed);
     uv_close((uv_handle_t *)&s->uv.check, st__store_on_closed);
     uv_close((uv_handle_t *)&s->uv.idle, st__store_on_closed);
     uv_close((uv_handle_t *)&s->uv.pace, st__store_on_closed);

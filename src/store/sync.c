@@ -238,7 +238,7 @@ static void st__lane_done(st_store_t *s, st_batch_t *group, st_batch_t *last, ui
         s->th.logged_seq = seq;
         st__chain(&s->th.a_head, &s->th.a_tail, group, last);
         uv_cond_signal(&s->th.cv_apply);
-        uv_async_send(&s->uv.done);
+        st_wake_send(&s->uv.done);
     }
     if (s->th.done < t) s->th.done = t; /* (a later group may have finished already) */
     if (s->th.reserved < t) s->th.reserved = t;
