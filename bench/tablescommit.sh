@@ -48,7 +48,7 @@ else
     cp -a "$work/template" "$KEEP"
   fi
 fi
-objects=$(cat "$work/template/bench-objects")
+objects=$(cat "$work/template/bench-objects" 2>/dev/null || echo 0) # 0: kept before the count was
 echo "# $(du -sh "$work/template" | cut -f1) template of $USERS users x $MSGS posts, none committed"
 
 # one run: ROUND SIDE; appends "SIDE round=R commit_s= stall_ms= cpu_s= pending=" to $work/out.txt
