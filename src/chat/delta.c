@@ -19,6 +19,7 @@
  * a flush of the user's deltas when it finds marks.
  */
 #include "internal.h"
+#include "strata/looplag.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -269,6 +270,11 @@ typedef struct {
  * so a room's 2,500 tombstones of an erased user in one object made a 4.7 ms commit
  * (bench/loopstall.sh erase, issue 48). More are flushed in the next object, queued at once. */
 #define ST__DELTA_FLUSH_ROWS 1024
+/* ... and at most what the turn has left of its budget (strata/looplag.h), within these: with a
+ * big overlay (an erasure's deletes not yet applied) each lookup missed the caches and 1,024 rows
+ * made an 18.5 ms turn (bench/RESULTS.md, Session 24). The rest stay marked for the next object. */
+#define ST__DELTA_SNAP_MIN_NS 250000ull
+#define ST__DELTA_SNAP_MAX_NS 1500000ull
 
 static int st__mark_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
@@ -300,7 +306,13 @@ static int st__delta_snapshot(void *arg, const char *o, size_t ol, const st_tier
     st_dscan_t x = {{0}, ST__DELTA_FLUSH_ROWS, false};
     int rc = st_store_scan(c->store, pre, st__chat_ukey(pre, 'f', u, ul), st__mark_one, &x, wait);
     int64_t first_ts = 0;
+    uint64_t until =
+        uv_hrtime() + st_looplag_turn_left(ST__DELTA_SNAP_MIN_NS, ST__DELTA_SNAP_MAX_NS);
     for (size_t i = 0; rc >= 0 && i + 8 <= x.ids.len; i += 8) {
+        if (i && i % (8 * 32) == 0 && uv_hrtime() >= until) {
+            x.capped = true; /* the flush goes again at once for the rest */
+            break;
+        }
         uint64_t id;
         memcpy(&id, x.ids.data + i, 8);
         const char *js;
