@@ -12,6 +12,7 @@
 # them out).
 # Prints each duplicated name with its files, each long file and function; exit 1 if there is
 # one.  Takes well under a second.
+# And it fails on a use of libuv's async handles (see the end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 max_file=${ST_MAX_FILE_LINES:-800}
@@ -70,6 +71,15 @@ FNR == 1 { start = 0 }
 if [ -n "$long_fns" ]; then
   echo "tools/check-names.sh: functions over $max_fn lines (split each by step, STYLE.md):" >&2
   echo "$long_fns" >&2
+  status=1
+fi
+
+# A uv_async_t makes the loop spin while a preempted sender finishes its send (libuv 1.44,
+# include/strata/wake.h): strata's threads wake the loop through core/wake.c instead.
+spins=$(grep -rnE '\buv_async_(send|init)\(' src include | grep -vE '^[^:]+:[0-9]+:[[:space:]]*(/?\*)' || true)
+if [ -n "$spins" ]; then
+  echo "tools/check-names.sh: uv_async_* used: take st_wake_t (strata/wake.h):" >&2
+  echo "$spins" >&2
   status=1
 fi
 exit $status
