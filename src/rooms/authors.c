@@ -141,15 +141,22 @@ int st__rooms_erasing_names(st_rooms_t *r, st_buf_t *names, uint64_t *wait)
     return st_chat_erasing_owners(r->chat, ST_OWNER_USER, ST__ERASING_MAX, names, &cnt, wait);
 }
 
+/* The most entries one read walks: a heavy poster being erased (a bot's million posts, taken 16
+ * a slice) made every read of its rooms walk them all in one loop turn. Past it a read subtracts
+ * what it walked, and the counts reach exact as the erasure's slices drop the entries. */
+#define ST__ERASING_WALK_MAX 4096
+
 typedef struct {
     int64_t n;
     uint64_t first_id;
+    size_t walked; /* across the users of one read: ST__ERASING_WALK_MAX at most */
 } st_acount_t;
 
 static int st__author_count(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     st_acount_t *c = arg;
     (void)key, (void)klen;
+    if (++c->walked > ST__ERASING_WALK_MAX) return 1;
     /* below the room's first message: gone by retention (its entry is left until an erasure
      * of the author or the room's deletion drops it), in no count any more */
     if (vlen == 8 && st_be64_get(val) < c->first_id) return 0;
@@ -160,7 +167,7 @@ static int st__author_count(void *arg, const void *key, size_t klen, const void 
 int st__rooms_erasing_posts(st_rooms_t *r, const st_buf_t *names, const char *room, size_t rl,
                             int64_t after, uint64_t first_id, int64_t *n, uint64_t *wait)
 {
-    st_acount_t c = {0, first_id};
+    st_acount_t c = {0, first_id, 0};
     *n = 0;
     int rc = ST_OK;
     for (size_t p = 0; rc == ST_OK && p < names->len;) {
@@ -172,6 +179,7 @@ int st__rooms_erasing_posts(st_rooms_t *r, const st_buf_t *names, const char *ro
         int rc2 =
             st_store_range(r->store, pre, pl, lo, ll, NULL, 0, false, st__author_count, &c, wait);
         if (rc2 < 0) rc = rc2;
+        if (c.walked > ST__ERASING_WALK_MAX) break;
         p += 1 + (size_t)l;
     }
     *n = c.n;
