@@ -33,6 +33,10 @@
 #define ST__BF_RETRY_US  5000000    /* after a failed fetch (storage down) */
 #define ST__BF_BUDGET_NS 1000000ull /* a call's own cap, within the turn's budget */
 #define ST__BF_LEAST_NS  100000ull
+/* A page whose fetch failed this many times in a row is passed over (its owners keep the footer
+ * read): one object lost for good (404) held every owner after it without marks. The next walk
+ * tries it again. */
+#define ST__BF_FAILS 5
 
 typedef struct {
     char o[ST__BF_PAGE][ST_TIER_OWNER_MAX];
@@ -164,8 +168,10 @@ static void st__bf_run(st_chatcold_t *cc)
         if (parked || failed) {
             st_coldcache_forget(st_tier_cache(cc->tier)); /* the want list: fetched next time */
             cc->bf.retry_at = st_now_us() + ST__BF_RETRY_US;
-            return;
+            if (!failed || ++cc->bf.fails < ST__BF_FAILS) return;
+            late = false; /* passed over: on to the next page, this walk counts it found */
         }
+        cc->bf.fails = 0;
         if (late) return; /* the same page next time: its done owners are skipped */
         cc->bf.counted = false;
         memcpy(cc->bf.from, p.next, p.next_len);

@@ -378,6 +378,7 @@ struct st_chatcold {
         bool done;        /* a walk found none without marks (or the tier stopped) */
         int64_t retry_at; /* µs: after a failed fetch, not before */
         size_t pending, walk_found;
+        unsigned fails; /* the page's failed tries in a row (ST__BF_FAILS: passed over) */
         st_metric_t *m_pending, *m_done, *m_total;
     } bf;
 };
