@@ -37,13 +37,21 @@ async function rowsAt(cold, t, id) {
   }
 }
 
-// The data files every snapshot the table keeps names (avsc over the manifest lists).
+// The data files every snapshot the table keeps names (avsc over the manifest lists). A commit
+// landing between the metadata read and a manifest list's expires what the metadata named (the
+// file is gone: ENOENT): the newest metadata is read again.
 function namedFiles(cold, t) {
-  const out = new Set();
-  for (const snap of metadata(cold, t).snapshots)
-    for (const mf of avroRecords(readFileSync(new URL(snap['manifest-list']))).records)
-      for (const e of avroRecords(readFileSync(new URL(mf.manifest_path))).records) out.add(e.data_file.file_path);
-  return [...out];
+  for (let tries = 0; ; tries++) {
+    try {
+      const out = new Set();
+      for (const snap of metadata(cold, t).snapshots)
+        for (const mf of avroRecords(readFileSync(new URL(snap['manifest-list']))).records)
+          for (const e of avroRecords(readFileSync(new URL(mf.manifest_path))).records) out.add(e.data_file.file_path);
+      return [...out];
+    } catch (e) {
+      if (e.code !== 'ENOENT' || tries >= 20) throw e;
+    }
+  }
 }
 
 const tables = async (s) => Object.fromEntries((await ok(s, 'GET', '/v1/admin/tables')).json.tables.map((t) => [t.table, t]));
