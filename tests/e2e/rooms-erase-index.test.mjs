@@ -8,23 +8,16 @@
 // STRATA_TEST_ROOMS_NO_INDEX=1) is still erased by the walk of all its messages, and the entries
 // a newer binary wrote for its later posts go with them.
 import assert from 'node:assert/strict';
-import { createHmac } from 'node:crypto';
 import { existsSync, readdirSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { waitFor } from './cold-lib.mjs';
-import { parallel, startStrata } from './lib.mjs';
+import { FLUSH_ON_ASK, hs256, parallel, startStrata } from './lib.mjs';
 
 const SECRET = 'rooms-erase-index-secret';
-const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
-function jwt(payload) {
-  const h = b64({ alg: 'HS256', typ: 'JWT' });
-  const p = b64({ exp: Math.floor(Date.now() / 1000) + 3600, ...payload });
-  return `${h}.${p}.${createHmac('sha256', SECRET).update(`${h}.${p}`).digest('base64url')}`;
-}
-const bearer = (sub, extra = {}) => ({ Authorization: `Bearer ${jwt({ sub, ...extra })}` });
+const bearer = (sub, extra = {}) => ({ Authorization: `Bearer ${hs256(SECRET, { sub, ...extra })}` });
 const admin = bearer('root', { role: 'admin' });
-const ARGS = ['--flush-interval', '3600', '--flush-rows', '100000000'];
+const ARGS = FLUSH_ON_ASK;
 
 async function ok(s, method, p, body, headers = admin) {
   const r = await s.req(method, p, body, headers);
