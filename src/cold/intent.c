@@ -8,9 +8,9 @@
  *   swap     the intent still stands (and the objects replaced are still in the manifest), the
  *            kind's side, 'P' out, the replaced objects out with their deletion recorded (held,
  *            hold.c: deleted once no kept snapshot or backup point may name them),
- *            the new object in ('F', its column stats 'I' beside it: colstats.c), the owner's dirty
- * mark (dirty.c), the owner's cold summary
- *            ('W') moved: readers see the old rows or the new object, never both, never neither.
+ *            the new object in ('F', its column stats 'I' beside it: colstats.c), the owner's
+ *            dirty mark (dirty.c), the owner's cold summary ('W') moved: readers see the old
+ *            rows or the new object, never both, never neither.
  *            Retention's drop is a swap without an intent (pseq 0) and without a new object.
  *   abandon  a job whose swap did not happen: its object, if its intent is already gone, is
  *            doomed here; an intent still there is an orphan for the owner's sweep (tier.c),
