@@ -41,8 +41,9 @@
 #define ST__BF_RETRY_US  5000000    /* after a failed fetch (storage down) */
 #define ST__BF_BUDGET_NS 1000000ull /* a call's own cap, within the turn's budget */
 #define ST__BF_LEAST_NS  100000ull
-#define ST__BF_MORE_MS   1 /* the walk's next turn */
-#define ST__BF_LATER     1 /* not an error: an owner's marking goes on at the next call */
+#define ST__BF_MORE_MS   1  /* the walk's next turn */
+#define ST__BF_LATER     1  /* not an error: an owner's marking goes on at the next call */
+#define ST__BF_WANT      32 /* footers of one owner a fetch */
 /* A page whose fetch failed this many times in a row is passed over (its owners keep the footer
  * read): one object lost for good (404) held every owner after it without marks. The next walk
  * tries it again. */
@@ -140,43 +141,41 @@ static void st__bf_drop(st_chatcold_t *cc)
     cc->bf.cur_len = 0;
 }
 
-/* The footers of the objects not marked yet: ST_OK when all are in memory, else ST_EPARKED
- * (those on the cache's want list) or the error. */
-static int st__bf_footers(st_chatcold_t *cc)
+/* A footer not in memory at object i: the next ones' misses go on the cache's want list too, for
+ * one fetch, up to ST__BF_WANT of them and until `until` (a lookup each): a wait starts a worker's
+ * job per footer, and hundreds of them started in one turn held the loop for 5-12 ms (one per
+ * job's wake-up of the pool, and the woken workers taking the cores). ST_EPARKED, or an error. */
+static int st__bf_want(st_chatcold_t *cc, size_t i, uint64_t until)
 {
-    st_manifest_t want = {0}; /* its keys are cc->bf.man's */
-    for (size_t i = 0; i < cc->bf.man.n; i++)
-        if (!cc->bf.marked[i]) st_vec_push(&want, cc->bf.man.v[i]);
-    int rc = st_tier_footers_ready(cc->tier, cc->bf.cur, cc->bf.cur_len, &want);
-    st_vec_free(&want);
-    return rc;
+    size_t wanted = 1;
+    for (i++; i < cc->bf.man.n && wanted < ST__BF_WANT && uv_hrtime() < until; i++) {
+        const st_tier_obj_t *o = &cc->bf.man.v[i];
+        const st_pq_meta_t *m;
+        int rc = cc->bf.marked[i] ? ST_OK : st__chat_footer(cc, o->key, o->file.size, &m);
+        if (rc == ST_EPARKED)
+            wanted++;
+        else if (rc != ST_OK)
+            return rc;
+    }
+    return ST_EPARKED;
 }
 
-/* Marks the conversations of the objects not marked yet, a row group at a time until `until`
- * (one group at least: *worked): ST_OK when all are, ST__BF_LATER at the deadline, ST_EPARKED while
- * footers are fetched, or the error. A record read and one put per conversation, a mask read only
- * for an owner with deleted conversations. */
+/* Marks the conversations of the objects not marked yet, in file order, a row group at a time
+ * until `until` (one group at least: *worked): ST_OK when all are, ST__BF_LATER at the deadline,
+ * ST_EPARKED at a footer not in memory (it and the next ones fetched), or the error. A record read
+ * and one put per conversation, a mask read only for an owner with deleted conversations. */
 static int st__bf_mark(st_chatcold_t *cc, uint64_t until, bool *worked, uint64_t *wait)
 {
     st_chat_t *c = cc->chat;
     const char *u = cc->bf.cur;
     size_t ul = cc->bf.cur_len;
-    if (!cc->bf.ready) {
-        int rc = st__bf_footers(cc);
-        if (rc != ST_OK) return rc;
-        cc->bf.ready = true;
-    }
     bool masks = st__chat_has_prefix(c, 'Q', u, ul);
     for (; cc->bf.obj < cc->bf.man.n; cc->bf.obj++, cc->bf.group = 0) {
         if (cc->bf.marked[cc->bf.obj]) continue;
         const st_tier_obj_t *o = &cc->bf.man.v[cc->bf.obj];
         const st_pq_meta_t *m;
         int rc = st__chat_footer(cc, o->key, o->file.size, &m);
-        if (rc == ST_EPARKED) { /* out of the cache meanwhile: all wanted again */
-            cc->bf.ready = false;
-            rc = st__bf_footers(cc);
-            return rc == ST_OK ? ST_EPARKED : rc;
-        }
+        if (rc == ST_EPARKED) return st__bf_want(cc, cc->bf.obj, until);
         if (rc != ST_OK) return rc;
         for (; cc->bf.group < m->ngroups; cc->bf.group++) {
             if (*worked && uv_hrtime() >= until) return ST__BF_LATER;
@@ -235,7 +234,6 @@ static int st__bf_settle(st_chatcold_t *cc, bool *wrote, uint64_t *wait)
     cc->bf.man = now;
     cc->bf.marked = marked;
     cc->bf.obj = cc->bf.group = 0;
-    cc->bf.ready = false;
     return ST__BF_LATER;
 }
 
@@ -259,7 +257,6 @@ static int st__bf_owner(st_chatcold_t *cc, const char *u, size_t ul, uint64_t un
         cc->bf.man = man;
         cc->bf.marked = st_calloc(man.n, sizeof *cc->bf.marked);
         cc->bf.obj = cc->bf.group = 0;
-        cc->bf.ready = false;
     }
     bool worked = false;
     for (;;) {

@@ -387,14 +387,12 @@ struct st_chatcold {
         size_t pending, walk_found;
         unsigned fails; /* the page's failed tries in a row (ST__BF_FAILS: passed over) */
         /* the owner being marked across turns: its name (cur_len 0: none), its objects as last
-         * read (owned), which of them are marked (owned, man.n), where the marking goes on,
-         * and whether the unmarked ones' footers were found in memory */
+         * read (owned), which of them are marked (owned, man.n), where the marking goes on */
         char cur[ST_TIER_OWNER_MAX];
         size_t cur_len;
         st_manifest_t man;
         bool *marked;
         size_t obj, group;
-        bool ready;
         st_metric_t *m_pending, *m_done, *m_total, *m_checked;
     } bf;
 };
