@@ -641,6 +641,8 @@ void st_tier_erased(st_tier_t *t, const char *o, size_t ol, const char *key, uin
 void st_tier_join(st_tier_t *t, st_tier_member_t *m);
 /* The tier's cold cache, for a kind's reads (NULL once the tier stops). */
 st_coldcache_t *st_tier_cache(st_tier_t *t);
+/* The loop the tier runs on, for a kind's own timers. */
+uv_loop_t *st_tier_loop(st_tier_t *t);
 /* The hold on deletions of replaced objects (SPEC v5 §5.1, §9): cutoff(arg) as in
  * st_tier_reaper_hold. */
 void st_tier_set_hold(st_tier_t *t, int64_t (*cutoff)(void *arg), void *arg);

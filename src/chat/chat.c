@@ -79,7 +79,8 @@ int st_chat_open(st_chat_t **out, st_store_t *store, uint64_t node_id)
                                       ST_CLAIM("L"),
                                       ST_CLAIM("\0chat_erase"),
                                       ST_CLAIM("\0chat_revoke"),
-                                      ST_CLAIM("\0chat_last_id")};
+                                      ST_CLAIM("\0chat_last_id"),
+                                      ST_CLAIM("\0chat_backfill")};
     int rc = st_store_claims(store, "chat", keys, sizeof keys / sizeof *keys);
     if (rc != ST_OK) return rc;
     st_chat_t *c = st_calloc(1, sizeof *c);

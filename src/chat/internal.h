@@ -24,6 +24,8 @@
  *                     an object holding rows of c; removed by c's delete and by an erasure)
  *   'L' u             empty: the owner's 'R' markers are complete (set by its first flush or
  *                     rebuild-meta): without it, an absent marker proves nothing (older stores)
+ *   "\0chat_backfill"  the marks backfill's walk (backfill.c): 'd' (done) or 'w' | u32 owners its
+ *                     walk found without marks so far | the owner its next page starts at
  * Cold tier keys ('W', 'F', 'I', 'P', 'D', owner = user) are the tier's manifest records: see
  * strata/tier.h, which owns them and the protocol around them; chat reads and changes them only
  * through the tier's services (st_tier_stat, st_tier_manifest, st_tier_forget, ...).
@@ -270,6 +272,9 @@ void st__chat_tick(void *arg);
 void st__chat_backfill_open(st_chatcold_t *cc); /* its metrics */
 void st__chat_backfill_tick(st_chatcold_t *cc);
 void st__chat_backfill_stop(st_chatcold_t *cc);
+/* An owner rebuild-meta left without 'L': the backfill's durable "done" goes (in the batch), so
+ * the next start walks again. */
+int st__chat_backfill_owed(st_chat_t *c, uint64_t *wait);
 /* Test-only (STRATA_TEST_NO_MARKS=1): no marks written, no backfill, as before them. */
 bool st__chat_marks_off(void);
 /* Whether u's markers are complete ('L'). */
@@ -370,16 +375,25 @@ struct st_chatcold {
     int64_t fold_next_us;
     /* backfill.c: the walk writing the marks of owners from before them */
     struct {
-        uint8_t from[ST_TIER_OWNER_MAX + 1]; /* the page being done starts at this owner */
+        struct st__bf_page *page; /* the page being done (owned; NULL: walked at the next call) */
+        uint8_t from[ST_TIER_OWNER_MAX + 1]; /* where that page starts (as the record says) */
         size_t from_len;
         st_coldwait_t *w; /* what the page's fetch pinned (owned; NULL: nothing) */
+        uv_timer_t *more; /* the walk's next turn (owned, closed at the stop; NULL: none yet) */
         bool fetching;    /* w's fetch is under way: its end runs the page again */
         bool counted;     /* the page's owners without marks are in pending */
         bool done;        /* a walk found none without marks (or the tier stopped) */
         int64_t retry_at; /* µs: after a failed fetch, not before */
         size_t pending, walk_found;
         unsigned fails; /* the page's failed tries in a row (ST__BF_FAILS: passed over) */
-        st_metric_t *m_pending, *m_done, *m_total;
+        /* the owner being marked across turns: its name (cur_len 0: none), its objects as last
+         * read (owned), which of them are marked (owned, man.n), where the marking goes on */
+        char cur[ST_TIER_OWNER_MAX];
+        size_t cur_len;
+        st_manifest_t man;
+        bool *marked;
+        size_t obj, group;
+        st_metric_t *m_pending, *m_done, *m_total, *m_checked;
     } bf;
 };
 

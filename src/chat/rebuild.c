@@ -277,7 +277,10 @@ static int st__rebuild_user(st_chat_t *c, st_objstore_t *obj, const st_obj_t *o,
      * the owner as it was: marked complete only if it was) */
     st_manifest_t man;
     if (rc == ST_OK && (rc = st__chat_manifest(c, u, ul, false, &man, wait)) == ST_OK) {
-        if (man.n == nkept) rc = st__chat_marks_complete(c, u, ul, wait);
+        if (man.n == nkept)
+            rc = st__chat_marks_complete(c, u, ul, wait);
+        else /* left without 'L': the backfill walks again at the next start */
+            rc = st__chat_backfill_owed(c, wait);
         st__chat_manifest_free(&man);
     }
     if (rc == ST_OK) rc = st__chat_refresh_totals(c, u, ul, wait);

@@ -511,6 +511,11 @@ st_coldcache_t *st_tier_cache(st_tier_t *t)
     return t ? t->cache : NULL;
 }
 
+uv_loop_t *st_tier_loop(st_tier_t *t)
+{
+    return t->loop;
+}
+
 bool st_tier_stopping(const st_tier_t *t)
 {
     return !t || t->stopping;
