@@ -225,16 +225,18 @@ static void st__lane_done(st_store_t *s, st_batch_t *group, st_batch_t *last, ui
     }
     if (rc != ST_OK) {
         if (!s->th.pipe_err) s->th.pipe_err = rc;
-        s->th.pending -= st__group_bytes(group);
+        st__pending_sub(s, st__group_bytes(group));
         st__chain(&s->th.f_head, &s->th.f_tail, group, last);
     } else if (direct) {
-        s->th.pending -= st__group_bytes(group);
+        st__pending_sub(s, st__group_bytes(group));
         s->th.acked_id = last->id;
         s->th.used_bytes = o->used;
         s->th.lmdb_free = o->lfree;
+        st__publish_threads(s);
         st__to_loop(s, group, last);
     } else {
         s->th.acked_id = last->id;
+        st__publish_threads(s);
         s->th.logged_seq = seq;
         st__chain(&s->th.a_head, &s->th.a_tail, group, last);
         uv_cond_signal(&s->th.cv_apply);
@@ -247,6 +249,7 @@ static void st__lane_done(st_store_t *s, st_batch_t *group, st_batch_t *last, ui
     if (s->th.pipe_err && !s->th.inflight) {
         /* every group taken is back: the loop rolls back from the first failed one */
         s->th.halted = true;
+        st__publish_threads(s);
         s->th.next_seq = s->th.logged_seq + 1;
         s->th.pipe_err = 0;
         st__to_loop(s, s->th.f_head, s->th.f_tail);
