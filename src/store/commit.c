@@ -522,6 +522,7 @@ bool st__store_submit(st_store_t *s)
     ST_ASSERT(s->open->ops.n > 0);
     if (s->submit_defers < ST__SUBMIT_DEFERS_MAX && uv_mutex_trylock(&s->th.mu) != 0) {
         s->submit_defers++;
+        st_metric_add(s->m.seal_defers, 1);
         uv_idle_start(&s->uv.idle, st__store_on_idle); /* the next iteration comes at once */
         return false;
     }

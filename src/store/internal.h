@@ -183,6 +183,7 @@ typedef struct {
 typedef struct {
     st_metric_t *batch_ops, *batch_writes, *commit_s, *apply_s, *commits, *failed;
     st_metric_t *apply_failed, *wal_switches, *ckpt_waits, *ckpt_wait_s, *idle_applies;
+    st_metric_t *seal_defers;
 } st__store_metrics_t;
 
 /* Owned by tap.c (the backup's tap; allocated at open) and group.c (group mode). */
@@ -309,7 +310,7 @@ int st__apply_group(st_store_t *s, st_batch_t *group, uint64_t seq);
 /* Appends the chain first..last to the list head/tail. */
 void st__chain(st_batch_t **head, st_batch_t **tail, st_batch_t *first, st_batch_t *last);
 void st__to_loop(st_store_t *s, st_batch_t *head, st_batch_t *tail); /* mu held */
-void st__publish_threads(st_store_t *s);                                     /* mu held */
+void st__publish_threads(st_store_t *s);                             /* mu held */
 st_batch_t *st__store_take_done(st_store_t *s); /* loop: the chains back, oldest first */
 /* The pending bytes (th.pending) moved by the threads and the loop. */
 static inline void st__pending_add(st_store_t *s, uint64_t n)

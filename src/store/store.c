@@ -183,6 +183,11 @@ static void st__store_metrics(st_store_t *s)
     s->m.idle_applies = st_metrics_counter(
         "strata_lmdb_idle_applies_total",
         "LMDB transactions applied at SCHED_IDLE while a background job (an erasure) fed them", "");
+    s->m.seal_defers = st_metrics_counter(
+        "strata_store_seals_deferred_total",
+        "Times the loop found the commit threads' lock busy and left its batch open for the next "
+        "iteration instead of waiting",
+        "");
     s->m.ckpt_wait_s = st_metrics_counter(
         "strata_wal_checkpoint_wait_seconds_total",
         "Time group commits waited for LMDB to catch up before they could be logged", "");
