@@ -283,6 +283,7 @@ static void st__apply_thread(void *arg)
 {
     st_store_t *s = arg;
     prctl(PR_SET_NAME, "strata-apply"); /* for top, perf and bench/lib.sh's cost figures */
+    st_sched_worker();                  /* before st_idle_init: its own policy is SCHED_BATCH */
     st_idle_init(&s->th.idle, "the store's apply thread"); /* before mu: nothing reads it yet */
     unsigned backoff_ms = 0;
     uint64_t logged_ns = 0;

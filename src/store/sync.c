@@ -34,6 +34,7 @@
  * been.
  */
 #include "internal.h"
+#include "strata/idle.h"
 
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -380,6 +381,7 @@ static void st__sync_lane(void *arg)
 {
     st_store_t *s = arg;
     prctl(PR_SET_NAME, "strata-sync");
+    st_sched_worker();
     st__lane_t l = {0};
     uv_mutex_lock(&s->th.mu);
     for (;;) {
