@@ -533,7 +533,9 @@ bool st__store_submit(st_store_t *s)
     b->next = NULL;
     st__chain(&s->th.q_head, &s->th.q_tail, b, b);
     st__pending_add(s, b->bytes);
-    uv_cond_signal(&s->th.cv_sync);
+    /* only a lane that waits is signalled: glibc's signal can itself wait (for the waiters of
+     * an earlier signal to leave its group), 885 times in one flush (bench/RESULTS.md) */
+    if (s->th.sync_waiting) uv_cond_signal(&s->th.cv_sync);
     uv_mutex_unlock(&s->th.mu);
     st_list_insert(&s->inflight, &b->link);
     s->submitted++;

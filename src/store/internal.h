@@ -135,6 +135,7 @@ typedef struct {
     uv_cond_t cv_turn; /* a lane reserved or finished (sync.c's ticket order) */
     int lanes;         /* sync lanes running: ST__LANES with a direct log, else 1 */
     int inflight;      /* groups the lanes hold, taken and not yet done */
+    int sync_waiting;  /* lanes waiting on cv_sync: the loop signals only if one does */
     /* The last group taken, reserved, whose result is final (`done`), and handed on to the
      * loop and the apply thread (`published`, which a change of the log's shape waits for:
      * logged_seq counts only what is handed on); each in ticket order. */

@@ -387,7 +387,9 @@ static void st__sync_lane(void *arg)
     for (;;) {
         while (!st__can_take(s)) {
             if (s->th.stop && (!s->th.q_head || s->th.halted || s->th.pipe_err)) goto out;
+            s->th.sync_waiting++;
             uv_cond_wait(&s->th.cv_sync, &s->th.mu);
+            s->th.sync_waiting--;
         }
         st_batch_t *group = s->th.q_head, *last = st__take_group(s);
         uint64_t t = ++s->th.ticket;
