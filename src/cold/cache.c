@@ -18,6 +18,7 @@
  * it triggers is guaranteed to find them; failed entries are forgotten once unpinned, so a
  * later read tries the object again.
  */
+#include "strata/idle.h"
 #include "strata/cold.h"
 
 #include <stddef.h>
@@ -373,6 +374,7 @@ static void st__worker_nice(void)
 
 static void st__job_work(uv_work_t *req)
 {
+    st_sched_worker(); /* a pool thread: its wake-ups never preempt the loop */
     st__worker_nice();
     st_centry_t *e = req->data;
     st_objstore_t *obj = e->cc->obj;
@@ -571,6 +573,7 @@ typedef struct {
 
 static void st__delete_work(uv_work_t *req)
 {
+    st_sched_worker(); /* a pool thread: its wake-ups never preempt the loop */
     st_delete_t *d = req->data;
     d->rc = st_objstore_delete(d->cc->obj, d->key);
 }

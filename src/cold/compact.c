@@ -38,6 +38,7 @@
  * an asked-for compaction) and counted (strata_compactions_retrying,
  * strata_compaction_retries_total).
  */
+#include "strata/idle.h"
 #include "strata/coldshare.h"
 #include "strata/looplag.h"
 #include "internal.h"
@@ -219,6 +220,7 @@ bool st_tier_compact_plan(const st_tier_file_t *f, size_t n, size_t limit, uint6
 
 static void st__compact_work(uv_work_t *req)
 {
+    st_sched_worker(); /* a pool thread: its wake-ups never preempt the loop */
     st_cjob_t *j = req->data;
     const st_tier_merge_t *m = j->c->merge;
     st_tier_background(true); /* SCHED_IDLE while merging (see flush.c) */

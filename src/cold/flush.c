@@ -154,6 +154,7 @@ void st_tier_background(bool on)
 
 static void st__flush_work(uv_work_t *req)
 {
+    st_sched_worker(); /* a pool thread: its wake-ups never preempt the loop */
     st_fjob_t *j = req->data;
     st_tier_background(true);
     st_buf_t file = {0};

@@ -14,6 +14,7 @@
  * at the first replaced at or after the hold's cutoff, so a pass never reads the records still
  * held. A held record goes with both its keys (time and owner index).
  */
+#include "strata/idle.h"
 #include "strata/coldshare.h"
 #include "strata/tier.h"
 #include "strata/cold.h"
@@ -91,6 +92,7 @@ static int st__collect_held(void *arg, const void *key, size_t klen, const void 
 
 static void st__reap_work(uv_work_t *req)
 {
+    st_sched_worker(); /* a pool thread: its wake-ups never preempt the loop */
     st_reapjob_t *j = req->data;
     for (size_t i = 0; i < j->n; i++)
         j->rc[i] = j->kept[i] ? ST_OK : st_objstore_delete(j->r->obj, j->objs[i]);

@@ -3,6 +3,7 @@
  * Whether a group's members share one cold store: markers written and read back on the worker
  * pool, a verdict kept on the loop (see include/strata/coldshare.h for the protocol and why).
  */
+#include "strata/idle.h"
 #include "strata/coldshare.h"
 #include "strata/core.h"
 #include "strata/metrics.h"
@@ -53,6 +54,7 @@ static void st__key(char *k, size_t cap, uint64_t id)
 /* On a worker: our marker in (until it is), then every member's marker read back. */
 static void st__work(uv_work_t *w)
 {
+    st_sched_worker(); /* a pool thread: its wake-ups never preempt the loop */
     st_coldshare_t *s = w->data;
     char key[64];
     if (!s->written) {

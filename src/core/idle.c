@@ -94,3 +94,15 @@ void st_idle_leave(st_idle_t *t)
              "there from now on",
              t->who, strerror(e));
 }
+
+void st_sched_worker(void)
+{
+    static __thread bool done;
+    if (done) return;
+    done = true;
+    int p = sched_getscheduler(0);
+    if (p < 0 || (p & ~SCHED_RESET_ON_FORK) != SCHED_OTHER) return;
+    struct sched_param sp = {0};
+    if (sched_setscheduler(0, SCHED_BATCH | (p & SCHED_RESET_ON_FORK), &sp) != 0)
+        st_debug("sched: SCHED_BATCH refused for a worker thread: %s", strerror(errno));
+}

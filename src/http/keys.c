@@ -8,6 +8,7 @@
  * in/out pair (fetched, fetch_err), which it touches only between uv_queue_work and its done
  * callback.
  */
+#include "strata/idle.h"
 #include "jwt.h"
 #include "strata/http.h"
 
@@ -38,6 +39,7 @@ static size_t st__keys_collect(char *p, size_t size, size_t n, void *arg)
 
 static void st__fetch_work(uv_work_t *w)
 {
+    st_sched_worker(); /* a pool thread: its wake-ups never preempt the loop */
     st_auth_t *a = w->data;
     st_fetch_t f = {0};
     CURL *h = curl_easy_init();

@@ -11,6 +11,7 @@
  * (POST /v1/cluster/announce, on a worker thread) every second until the group's write reaches
  * it — also after a restart with a new nonce, or an --advertise that changed.
  */
+#include "strata/idle.h"
 #include "internal.h"
 
 #include <cjson/cJSON.h>
@@ -139,6 +140,7 @@ size_t st_repl_member_ids(const st_repl_t *r, uint64_t *ids, size_t max)
 
 static void st__ann_work(uv_work_t *w)
 {
+    st_sched_worker(); /* a pool thread: its wake-ups never preempt the loop */
     st_repl_t *r = w->data;
     st_buf_t resp = {0};
     long status = 0;

@@ -11,6 +11,7 @@
  * a burst of subscriptions costs one round. A round that fails (no leader known, no answer, the
  * answer not applied in time) fails its tickets: their readers answer no_leader.
  */
+#include "strata/idle.h"
 #include "internal.h"
 
 #include <cjson/cJSON.h>
@@ -29,6 +30,7 @@ static void st__ri_fail(st_repl_t *r)
 
 static void st__ri_work(uv_work_t *w)
 {
+    st_sched_worker(); /* a pool thread: its wake-ups never preempt the loop */
     st_repl_t *r = w->data;
     st_buf_t resp = {0};
     long status = 0;

@@ -15,6 +15,7 @@
  * older than a marker it is asked to restore cannot be caught up from the log; it refuses the
  * marker (see README: replacing a member).
  */
+#include "strata/idle.h"
 #include "internal.h"
 #include "strata/metrics.h"
 
@@ -239,6 +240,7 @@ static int st__fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 
 static void st__repl_fetch_work(uv_work_t *w)
 {
+    st_sched_worker(); /* a pool thread: its wake-ups never preempt the loop */
     st_repl_t *r = w->data;
     char path[1200];
     snprintf(path, sizeof path, "%s/../snapshot.mdb", r->dir);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The rooms outbox (SPEC §10): records staged with membership changes and erasures, sent through
  * the proxy (strata/outbox.h has the records and the contract). */
+#include "strata/idle.h"
 #include "strata/outbox.h"
 
 #include "strata/metrics.h"
@@ -288,6 +289,7 @@ static void st__arm(st_outbox_t *ob, uint64_t ms)
 
 static void st__send(uv_work_t *w)
 {
+    st_sched_worker(); /* a pool thread: its wake-ups never preempt the loop */
     st_outbox_t *ob = w->data;
     ob->status = 0;
     ob->answer_len = 0;

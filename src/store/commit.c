@@ -142,6 +142,7 @@ void st__fail_stop(st_store_t *s, const char *what)
     if (s->th.log_err) return;
     s->th.log_err = ST_EIO;
     snprintf(s->th.log_why, sizeof s->th.log_why, "%s", what);
+    st__publish_threads(s);
     st_error("store: %s: refusing every write until strata is restarted (reads go on; the "
              "restart replays the redo log)",
              what);
@@ -178,10 +179,50 @@ void st__chain(st_batch_t **head, st_batch_t **tail, st_batch_t *first, st_batch
     *tail = last;
 }
 
+void st__publish_threads(st_store_t *s)
+{
+    __atomic_store_n(&s->th.pub.acked_id, s->th.acked_id, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->th.pub.used_bytes, s->th.used_bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->th.pub.lmdb_free, s->th.lmdb_free, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->th.pub.apply_stall_ns, s->th.apply_stall_ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->th.pub.log_err, s->th.log_err, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->th.pub.apply_err, s->th.apply_err, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->th.pub.halted, s->th.halted, __ATOMIC_RELEASE);
+}
+
+/* The threads push chains (with mu held, so in order among themselves) onto a stack the loop
+ * takes whole with one exchange, never waiting for mu (st__store_on_done). */
 void st__to_loop(st_store_t *s, st_batch_t *head, st_batch_t *tail)
 {
-    st__chain(&s->th.d_head, &s->th.d_tail, head, tail);
+    if (!head) return;
+    tail->next = NULL;
+    head->dlast = tail;
+    head->dnext = __atomic_load_n(&s->th.d_top, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&s->th.d_top, &head->dnext, head, true, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED))
+        ;
     st_wake_send(&s->uv.done);
+}
+
+/* Loop: every chain pushed so far, oldest first, as one list. */
+st_batch_t *st__store_take_done(st_store_t *s)
+{
+    st_batch_t *top = __atomic_exchange_n(&s->th.d_top, NULL, __ATOMIC_ACQUIRE), *older = NULL;
+    while (top) { /* newest first: reversed */
+        st_batch_t *n = top->dnext;
+        top->dnext = older;
+        older = top;
+        top = n;
+    }
+    st_batch_t *head = NULL, *tail = NULL;
+    for (st_batch_t *c = older; c; c = c->dnext) {
+        if (tail)
+            tail->next = c;
+        else
+            head = c;
+        tail = c->dlast;
+    }
+    return head;
 }
 
 /* With mu held: a failed apply is put back to be retried, and made visible (health, metric). */
@@ -206,6 +247,7 @@ static void st__apply_failed(st_store_t *s, st_batch_t *group, st_batch_t *last,
         *logged_ns = now;
     }
     s->th.apply_err = err;
+    st__publish_threads(s);
     uv_cond_broadcast(&s->th.cv_applied); /* a checkpoint waiting for us gives up */
 }
 
@@ -241,6 +283,7 @@ static void st__apply_thread(void *arg)
 {
     st_store_t *s = arg;
     prctl(PR_SET_NAME, "strata-apply"); /* for top, perf and bench/lib.sh's cost figures */
+    st_sched_worker();                  /* before st_idle_init: its own policy is SCHED_BATCH */
     st_idle_init(&s->th.idle, "the store's apply thread"); /* before mu: nothing reads it yet */
     unsigned backoff_ms = 0;
     uint64_t logged_ns = 0;
@@ -289,7 +332,8 @@ static void st__apply_thread(void *arg)
         s->th.applied_seq = last->seq;
         s->th.used_bytes = used;
         s->th.lmdb_free = lfree;
-        s->th.pending -= st__group_bytes(group);
+        st__pending_sub(s, st__group_bytes(group));
+        st__publish_threads(s);
         s->th.fig.apply_ns_sum += ns;
         s->th.fig.apply_count++;
         uv_cond_broadcast(&s->th.cv_applied);
@@ -341,7 +385,7 @@ static void st__defer(st_replay_t *r, st_batch_t *b, uint64_t seq)
     st__chain(&s->th.a_head, &s->th.a_tail, b, b);
     st_list_insert(&s->inflight, &b->link);
     s->submitted++;
-    s->th.pending += b->bytes;
+    st__pending_add(s, b->bytes);
     r->deferred++;
     r->deferred_bytes += b->bytes;
 }
@@ -467,17 +511,31 @@ void st__batch_free(st_batch_t *b)
     free(b);
 }
 
+/* How many iterations in a row a seal may be put off while mu is busy: then it waits for it. */
+#define ST__SUBMIT_DEFERS_MAX 64
+
 /* Seals the open batch and queues it. Only ever called between callbacks, so one request's
- * writes never straddle two batches. */
-void st__store_submit(st_store_t *s)
+ * writes never straddle two batches. mu is only tried: held by a thread the scheduler took the
+ * core from, it would stall the loop for a time slice (milliseconds on 2 cores); the batch stays
+ * open instead (taking more writes) and the next iteration seals it. */
+bool st__store_submit(st_store_t *s)
 {
     ST_ASSERT(s->open->ops.n > 0);
+    if (s->submit_defers < ST__SUBMIT_DEFERS_MAX && uv_mutex_trylock(&s->th.mu) != 0) {
+        s->submit_defers++;
+        st_metric_add(s->m.seal_defers, 1);
+        uv_idle_start(&s->uv.idle, st__store_on_idle); /* the next iteration comes at once */
+        return false;
+    }
+    if (s->submit_defers >= ST__SUBMIT_DEFERS_MAX) uv_mutex_lock(&s->th.mu);
+    s->submit_defers = 0;
     st_batch_t *b = s->open;
     b->next = NULL;
-    uv_mutex_lock(&s->th.mu);
     st__chain(&s->th.q_head, &s->th.q_tail, b, b);
-    s->th.pending += b->bytes;
-    uv_cond_signal(&s->th.cv_sync);
+    st__pending_add(s, b->bytes);
+    /* only a lane that waits is signalled: glibc's signal can itself wait (for the waiters of
+     * an earlier signal to leave its group), 885 times in one flush (bench/RESULTS.md) */
+    if (s->th.sync_waiting) uv_cond_signal(&s->th.cv_sync);
     uv_mutex_unlock(&s->th.mu);
     st_list_insert(&s->inflight, &b->link);
     s->submitted++;
@@ -485,6 +543,7 @@ void st__store_submit(st_store_t *s)
     /* Pending durable work keeps the loop alive; idle, the store does not. */
     uv_ref((uv_handle_t *)&s->uv.done.poll);
     uv_idle_stop(&s->uv.idle);
+    return true;
 }
 
 /* After a failed group, the overlay goes back to what the acknowledged batches say: an entry
@@ -540,6 +599,7 @@ void st__rollback(st_store_t *s)
     st__restore_overlay(s, first);
     uv_mutex_lock(&s->th.mu);
     s->th.halted = false;
+    st__publish_threads(s);
     uv_cond_signal(&s->th.cv_sync);
     uv_mutex_unlock(&s->th.mu);
     st__listeners_failed(s, first, err);
@@ -607,20 +667,39 @@ void st__batch_back(st_store_t *s, st_batch_t *b)
 void st__store_on_done(st_wake_t *w)
 {
     st_store_t *s = w->data;
-    uv_mutex_lock(&s->th.mu);
-    st_batch_t *list = s->th.d_head;
-    s->th.d_head = s->th.d_tail = NULL;
-    uint64_t acked = s->th.acked_id;
+    /* Without mu (st__to_loop, st__publish_threads): the batches back, the acknowledged id, whether
+     * the log failed. The put-back ones of the last turn go first. */
+    st_batch_t *list = s->back_head, *got = st__store_take_done(s);
+    if (list)
+        s->back_tail->next = got;
+    else
+        list = got;
+    s->back_head = s->back_tail = NULL;
+    uint64_t acked = __atomic_load_n(&s->th.pub.acked_id, __ATOMIC_ACQUIRE);
+    bool failed = __atomic_load_n(&s->th.pub.halted, __ATOMIC_ACQUIRE);
+    for (st_batch_t *b = got; b && !failed; b = b->next)
+        failed = b->rc != 0;
     st_batch_t *queued = NULL;
-    if (s->th.halted) {
+    bool halted = false;
+    /* A failure (rare) is read under mu: a lane sets halted and hands the failed groups over
+     * in one hold of it, so what was taken above and halted agree once mu is ours. */
+    if (failed)
+        uv_mutex_lock(&s->th.mu);
+    else if (uv_mutex_trylock(&s->th.mu) != 0) {
+        s->figures_owed = true; /* taken when mu is free, or once the store is idle (below) */
+        goto figures_later;
+    }
+    if ((halted = s->th.halted)) {
         /* take back what will never reach the log: it fails with the failed group */
         queued = s->th.q_head;
         s->th.q_head = s->th.q_tail = NULL;
-        s->th.pending -= st__group_bytes(queued);
+        st__pending_sub(s, st__group_bytes(queued));
     }
     st__take_figures(s);
-    s->fail.stopped = s->th.log_err != 0;
+    s->figures_owed = false;
     uv_mutex_unlock(&s->th.mu);
+figures_later:
+    s->fail.stopped = __atomic_load_n(&s->th.pub.log_err, __ATOMIC_RELAXED) != 0;
     /* Taking applied batches back drops their overlay entries: 25 ms of groups can be a lot of
      * them, so it goes in slices of ST__BACK_SLICE_NS and the rest waits for the next loop
      * iteration (put back at the head, the async re-sent). A failure is taken back whole, in
@@ -629,7 +708,7 @@ void st__store_on_done(st_wake_t *w)
      * two turns in a row that left batches behind, the whole ST__BACK_SLICE_NS again, so under
      * sustained writes the taking back keeps up (its overlay entries would pile up otherwise,
      * every lookup slower, every turn longer). */
-    bool whole = s->th.halted || queued;
+    bool whole = halted || queued;
     for (st_batch_t *b = list; b && !whole; b = b->next)
         whole = b->rc != 0;
     uint64_t slice = s->back_behind >= 2
@@ -649,11 +728,8 @@ void st__store_on_done(st_wake_t *w)
         st_batch_t *last = b;
         while (last->next)
             last = last->next;
-        uv_mutex_lock(&s->th.mu);
-        last->next = s->th.d_head;
-        s->th.d_head = b;
-        if (!s->th.d_tail) s->th.d_tail = last;
-        uv_mutex_unlock(&s->th.mu);
+        s->back_head = b;
+        s->back_tail = last;
         st_wake_send(&s->uv.done);
     }
     for (st_batch_t *q = queued, *next; q; q = next) {
@@ -667,11 +743,20 @@ void st__store_on_done(st_wake_t *w)
     }
     /* Halted, the sync thread takes nothing more: every batch not acknowledged is back. */
     if (s->fail.first) st__rollback(s);
-    if (st_store_idle(s)) uv_unref((uv_handle_t *)&s->uv.done.poll);
+    if (st_store_idle(s)) {
+        if (s->figures_owed) { /* nothing waits on the loop now: the metrics catch up */
+            uv_mutex_lock(&s->th.mu);
+            st__take_figures(s);
+            s->figures_owed = false;
+            uv_mutex_unlock(&s->th.mu);
+        }
+        uv_unref((uv_handle_t *)&s->uv.done.poll);
+    }
 }
 
 void st__store_start_threads(st_store_t *s)
 {
+    st__publish_threads(s); /* recovery's figures, before any thread runs */
     st__sync_start(s);
     if (uv_thread_create(&s->th.apply_thread, st__apply_thread, s) != 0)
         st_fatal("store: cannot start the commit threads");

@@ -318,7 +318,7 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
     else
         s->th.a_head = b;
     s->th.a_tail = b;
-    s->th.pending += b->bytes;
+    st__pending_add(s, b->bytes);
     uv_cond_signal(&s->th.cv_apply);
     uv_mutex_unlock(&s->th.mu);
     return ST_OK;

@@ -44,6 +44,9 @@ typedef struct st_batch {
     /* what a lane runs once the batch is durable (st_store_express): linked by the loop while
      * the batch is open, read-only after */
     st_store_express_t *express;
+    /* on the threads' stack of chains for the loop (st__to_loop): the chain pushed before this
+     * one, and this chain's last batch */
+    struct st_batch *dnext, *dlast;
 } st_batch_t;
 
 /* A staged write not yet in LMDB; newest value for its key. Found by key in the overlay map and
@@ -132,6 +135,7 @@ typedef struct {
     uv_cond_t cv_turn; /* a lane reserved or finished (sync.c's ticket order) */
     int lanes;         /* sync lanes running: ST__LANES with a direct log, else 1 */
     int inflight;      /* groups the lanes hold, taken and not yet done */
+    int sync_waiting;  /* lanes waiting on cv_sync: the loop signals only if one does */
     /* The last group taken, reserved, whose result is final (`done`), and handed on to the
      * loop and the apply thread (`published`, which a change of the log's shape waits for:
      * logged_seq counts only what is handed on); each in ticket order. */
@@ -141,14 +145,18 @@ typedef struct {
     st_batch_t *f_head, *f_tail; /* failed groups, handed to the loop together */
     st_batch_t *q_head, *q_tail; /* sealed, waiting for the WAL */
     st_batch_t *a_head, *a_tail; /* logged, waiting for LMDB */
-    st_batch_t *d_head, *d_tail; /* applied or failed, waiting for the loop */
-    uint64_t acked_id;           /* highest batch id durable in the WAL */
+    /* applied or failed, waiting for the loop: a stack of chains, pushed with mu held and
+     * taken whole by the loop without it (st__to_loop, st__store_on_done: __atomic only) */
+    st_batch_t *d_top;
+    uint64_t acked_id; /* highest batch id durable in the WAL */
     uint64_t logged_seq, applied_seq;
     uint64_t used_bytes; /* LMDB pages in use, measured after each apply */
     uint64_t lmdb_free;  /* bytes of LMDB's free pages: reusable without growing the file */
-    uint64_t pending;    /* estimated bytes of sealed batches not yet in LMDB (or failed) */
-    bool halted;         /* after a failed group, until the loop has rolled back */
-    int log_err;         /* sticky: the redo log failed; nothing is logged until a restart */
+    /* estimated bytes of sealed batches not yet in LMDB (or failed): __atomic only, the loop
+     * reads it for every write's health check without mu */
+    uint64_t pending;
+    bool halted; /* after a failed group, until the loop has rolled back */
+    int log_err; /* sticky: the redo log failed; nothing is logged until a restart */
     char log_why[160];
     int apply_err;           /* the last LMDB apply failed with this (ST_EFULL, ST_EIO); 0: ok */
     bool lmdb_sync_failed;   /* a forced LMDB sync failed: the log is never reset again */
@@ -162,12 +170,21 @@ typedef struct {
     uint64_t ckpt_seq; /* the last seq the log's older half holds */
     bool ckpt_done;    /* LMDB has synced past ckpt_seq: the older half may be written over */
     st__figures_t fig;
+    /* Copies of the fields above the loop reads without mu (st__publish_threads writes them with mu
+     * held; __atomic only): a descheduled thread holding mu on this 2-core machine stalled
+     * the loop for milliseconds (bench/RESULTS.md, session 25). */
+    struct {
+        uint64_t acked_id, used_bytes, lmdb_free, apply_stall_ns;
+        int log_err, apply_err;
+        bool halted;
+    } pub;
 } st__threads_t;
 
 /* The commit path's metrics: store.c registers them, commit.c and group.c observe. */
 typedef struct {
     st_metric_t *batch_ops, *batch_writes, *commit_s, *apply_s, *commits, *failed;
     st_metric_t *apply_failed, *wal_switches, *ckpt_waits, *ckpt_wait_s, *idle_applies;
+    st_metric_t *seal_defers;
 } st__store_metrics_t;
 
 /* Owned by tap.c (the backup's tap; allocated at open) and group.c (group mode). */
@@ -204,9 +221,12 @@ struct st_store {
     st_list_t inflight;    /* st_batch_t by link: submitted, not yet back; ascending ids */
     uint64_t open_id, durable_id;
     unsigned back_behind; /* loop turns in a row that put applied batches back (commit.c) */
-    size_t submitted;     /* sealed batches not yet returned to the loop */
-    st__fail_t fail;      /* commit.c */
-    st_buf_t scratch;     /* st_store_get's copy of an LMDB value */
+    st_batch_t *back_head, *back_tail; /* those put back: taken first next time (loop only) */
+    unsigned submit_defers;            /* seals in a row put off because mu was busy (commit.c) */
+    bool figures_owed; /* the threads' figures were not taken: mu was busy (commit.c) */
+    size_t submitted;  /* sealed batches not yet returned to the loop */
+    st__fail_t fail;   /* commit.c */
+    st_buf_t scratch;  /* st_store_get's copy of an LMDB value */
 
     /* hooks other modules set (loop only) */
     st_list_t listeners;      /* st_store_listener_t by link */
@@ -260,7 +280,8 @@ void st__store_start_threads(st_store_t *s);
 /* Whether the stop was clean: LMDB holds everything, synced, and the log was reset. */
 bool st__store_stop_threads(st_store_t *s);
 void st__store_on_done(st_wake_t *w);
-void st__store_submit(st_store_t *s);
+/* false: put off, mu was busy (the batch stays open, the loop's next iteration seals it) */
+bool st__store_submit(st_store_t *s);
 st_batch_t *st__batch_new(st_store_t *s);
 void st__batch_recycle(st_store_t *s, st_batch_t *b);
 void st__batch_free(st_batch_t *b);
@@ -290,6 +311,21 @@ int st__apply_group(st_store_t *s, st_batch_t *group, uint64_t seq);
 /* Appends the chain first..last to the list head/tail. */
 void st__chain(st_batch_t **head, st_batch_t **tail, st_batch_t *first, st_batch_t *last);
 void st__to_loop(st_store_t *s, st_batch_t *head, st_batch_t *tail); /* mu held */
+void st__publish_threads(st_store_t *s);                             /* mu held */
+st_batch_t *st__store_take_done(st_store_t *s); /* loop: the chains back, oldest first */
+/* The pending bytes (th.pending) moved by the threads and the loop. */
+static inline void st__pending_add(st_store_t *s, uint64_t n)
+{
+    __atomic_add_fetch(&s->th.pending, n, __ATOMIC_RELAXED);
+}
+static inline void st__pending_sub(st_store_t *s, uint64_t n)
+{
+    __atomic_sub_fetch(&s->th.pending, n, __ATOMIC_RELAXED);
+}
+static inline uint64_t st__pending_bytes(const st_store_t *s)
+{
+    return __atomic_load_n(&s->th.pending, __ATOMIC_RELAXED);
+}
 /* sync.c: the lanes start with the commit threads and stop before the apply thread */
 void st__sync_start(st_store_t *s);
 void st__sync_join(st_store_t *s);

@@ -56,11 +56,13 @@ void st_store_health(st_store_t *s, st_store_health_t *h)
 {
     st__space_t *sp = &s->space;
     st__refresh_disk(s);
-    uv_mutex_lock(&s->th.mu);
-    uint64_t applied = s->th.used_bytes, pending = s->th.pending + s->open->bytes;
-    uint64_t lmdb_free = s->th.lmdb_free, stall_ns = s->th.apply_stall_ns;
-    int log_err = s->th.log_err, apply_err = s->th.apply_err;
-    uv_mutex_unlock(&s->th.mu);
+    /* without mu: every write asks (st__publish_threads's copies; a figure a moment old is fine) */
+    uint64_t applied = __atomic_load_n(&s->th.pub.used_bytes, __ATOMIC_RELAXED);
+    uint64_t pending = st__pending_bytes(s) + s->open->bytes;
+    uint64_t lmdb_free = __atomic_load_n(&s->th.pub.lmdb_free, __ATOMIC_RELAXED);
+    uint64_t stall_ns = __atomic_load_n(&s->th.pub.apply_stall_ns, __ATOMIC_RELAXED);
+    int log_err = __atomic_load_n(&s->th.pub.log_err, __ATOMIC_RELAXED);
+    int apply_err = __atomic_load_n(&s->th.pub.apply_err, __ATOMIC_RELAXED);
     memset(h, 0, sizeof *h);
     h->quota = sp->quota;
     h->used = applied + pending;

@@ -183,6 +183,11 @@ static void st__store_metrics(st_store_t *s)
     s->m.idle_applies = st_metrics_counter(
         "strata_lmdb_idle_applies_total",
         "LMDB transactions applied at SCHED_IDLE while a background job (an erasure) fed them", "");
+    s->m.seal_defers = st_metrics_counter(
+        "strata_store_seals_deferred_total",
+        "Times the loop found the commit threads' lock busy and left its batch open for the next "
+        "iteration instead of waiting",
+        "");
     s->m.ckpt_wait_s = st_metrics_counter(
         "strata_wal_checkpoint_wait_seconds_total",
         "Time group commits waited for LMDB to catch up before they could be logged", "");
@@ -362,7 +367,10 @@ bool st_store_close_clean(st_store_t *s)
     bool clean = st__store_stop_threads(s);
     st__drop_overlay(s);
     s->open->next = NULL;
-    st_batch_t *lists[] = {s->free_list, s->th.q_head, s->th.a_head, s->th.d_head, s->open};
+    st_batch_t *back = s->back_head;
+    if (back) s->back_tail->next = NULL;
+    st_batch_t *lists[] = {s->free_list,           s->th.q_head, s->th.a_head,
+                           st__store_take_done(s), back,         s->open};
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
         for (st_batch_t *b = lists[i], *n; b; b = n) {
             n = b->next;
@@ -582,11 +590,7 @@ bool st_store_idle(const st_store_t *s)
     if (s->submitted == 0) return true;
     if (s->durable_id + 1 < s->open->id) return false; /* something is not durable yet */
     /* All durable; LMDB is behind. Waiting for it is pointless while it cannot take them. */
-    st_store_t *m = (st_store_t *)s;
-    uv_mutex_lock(&m->th.mu);
-    bool stuck = m->th.apply_err != 0;
-    uv_mutex_unlock(&m->th.mu);
-    return stuck;
+    return __atomic_load_n(&s->th.pub.apply_err, __ATOMIC_RELAXED) != 0; /* without mu */
 }
 
 int st__key_cmp(const void *a, size_t an, const void *b, size_t bn)

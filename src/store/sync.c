@@ -34,6 +34,7 @@
  * been.
  */
 #include "internal.h"
+#include "strata/idle.h"
 
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -225,16 +226,18 @@ static void st__lane_done(st_store_t *s, st_batch_t *group, st_batch_t *last, ui
     }
     if (rc != ST_OK) {
         if (!s->th.pipe_err) s->th.pipe_err = rc;
-        s->th.pending -= st__group_bytes(group);
+        st__pending_sub(s, st__group_bytes(group));
         st__chain(&s->th.f_head, &s->th.f_tail, group, last);
     } else if (direct) {
-        s->th.pending -= st__group_bytes(group);
+        st__pending_sub(s, st__group_bytes(group));
         s->th.acked_id = last->id;
         s->th.used_bytes = o->used;
         s->th.lmdb_free = o->lfree;
+        st__publish_threads(s);
         st__to_loop(s, group, last);
     } else {
         s->th.acked_id = last->id;
+        st__publish_threads(s);
         s->th.logged_seq = seq;
         st__chain(&s->th.a_head, &s->th.a_tail, group, last);
         uv_cond_signal(&s->th.cv_apply);
@@ -247,6 +250,7 @@ static void st__lane_done(st_store_t *s, st_batch_t *group, st_batch_t *last, ui
     if (s->th.pipe_err && !s->th.inflight) {
         /* every group taken is back: the loop rolls back from the first failed one */
         s->th.halted = true;
+        st__publish_threads(s);
         s->th.next_seq = s->th.logged_seq + 1;
         s->th.pipe_err = 0;
         st__to_loop(s, s->th.f_head, s->th.f_tail);
@@ -377,12 +381,15 @@ static void st__sync_lane(void *arg)
 {
     st_store_t *s = arg;
     prctl(PR_SET_NAME, "strata-sync");
+    st_sched_worker();
     st__lane_t l = {0};
     uv_mutex_lock(&s->th.mu);
     for (;;) {
         while (!st__can_take(s)) {
             if (s->th.stop && (!s->th.q_head || s->th.halted || s->th.pipe_err)) goto out;
+            s->th.sync_waiting++;
             uv_cond_wait(&s->th.cv_sync, &s->th.mu);
+            s->th.sync_waiting--;
         }
         st_batch_t *group = s->th.q_head, *last = st__take_group(s);
         uint64_t t = ++s->th.ticket;

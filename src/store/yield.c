@@ -38,7 +38,7 @@ void st_store_apply_background(st_store_t *s, bool on)
 bool st__apply_yield(st_store_t *s)
 {
     if (!st_idle_may(&s->th.idle) || !s->th.background || s->th.hurry || s->th.stop ||
-        s->th.stop_apply || s->th.pending > ST__IDLE_BACKLOG_MAX)
+        s->th.stop_apply || st__pending_bytes(s) > ST__IDLE_BACKLOG_MAX)
         return false;
     s->th.apply_idle = true; /* a hurry from now on lifts it (st__apply_lift) */
     s->th.fig.idle_applies++;

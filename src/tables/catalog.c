@@ -16,6 +16,7 @@
  * job carries its own copy of what it needs (the versions known) and hands back what it found,
  * which the loop swaps in. The loop owns the cache; requests read it without waiting.
  */
+#include "strata/idle.h"
 #include "internal.h"
 #include "strata/catalog.h"
 #include "strata/cold.h"
@@ -120,6 +121,7 @@ static int st__cat_refresh_one(st_objstore_t *obj, const char *table, uint64_t k
 
 static void st__cat_work(uv_work_t *w)
 {
+    st_sched_worker(); /* a pool thread: its wake-ups never preempt the loop */
     st__cat_job_t *j = w->data;
     for (int i = 0; i < j->cat->n; i++) {
         int rc = st__cat_refresh_one(j->cat->obj, st_catalog_table((size_t)i), j->known[i],

@@ -3,6 +3,7 @@
  * The tables module (strata/tables.h): the commit timer, the view of the tier's manifest, the
  * files' provenance in the hot store, GET /v1/admin/tables and the metrics.
  */
+#include "strata/idle.h"
 #include "state.h"
 #include "strata/metrics.h"
 #include "strata/tier.h"
@@ -271,6 +272,7 @@ static void st__lead(st_tables_t *t)
 /* ---- the commit job ---- */
 static void st__commit_work(uv_work_t *req)
 {
+    st_sched_worker(); /* a pool thread: its wake-ups never preempt the loop */
     st_tables_t *t = req->data;
     st_tier_background(true);
     for (int i = 0; i < t->n; i++) {

@@ -22,6 +22,7 @@
  * (topics.c st__ws_typing_deliver): a typing frame never waits behind a backlog, and the next
  * one says the same with a later `until`.
  */
+#include "strata/idle.h"
 #include "internal.h"
 
 #include "strata/repl.h"
@@ -56,6 +57,7 @@ static uint64_t st__typing_hash(const char *room, size_t rl, const char *user, s
 
 static void st__typing_send(uv_work_t *w)
 {
+    st_sched_worker(); /* a pool thread: its wake-ups never preempt the loop */
     st_wstyping_t *t = w->data;
     for (size_t i = 0; i < t->sending.n; i++) {
         const char *url = t->sending.v[i].data, *path = url + strlen(url) + 1,

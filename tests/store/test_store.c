@@ -896,7 +896,7 @@ typedef struct {
 static void *flip_background(void *arg)
 {
     flipper_t *f = arg;
-    while (!f->stop) {
+    while (!__atomic_load_n(&f->stop, __ATOMIC_RELAXED)) {
         st_store_apply_background(f->s, (f->flips++ & 1) == 0);
         sched_yield();
     }
@@ -918,7 +918,7 @@ TEST(background_toggled_while_groups_apply_and_checkpoints_wait_keeps_every_writ
     for (int round = 0; round < 4; round++)
         put_vals(&fx, s, pre[round], 500, &wait); /* ~1 MB each through the 256 KiB log */
     fx_settle(&fx, s);
-    f.stop = 1;
+    __atomic_store_n(&f.stop, 1, __ATOMIC_RELAXED); /* read by the flipper (TSan) */
     pthread_join(t, NULL);
     fx_settle(&fx, s);
     CHECK(f.flips > 1);
