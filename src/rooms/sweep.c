@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* The author index's entries of the posts retention dropped (issue 48: "memory is the flags'").
  *
- * Retention drops a room's oldest objects whole and does not know their authors, so it leaves
- * their 'a' entries (authors.c, ~30 bytes each): a busy room with retention grew its index
- * without bound while its messages stayed bounded. Here chat's expired hook counts, in the batch
- * that drops the rows, how many the room's index has left behind; once that count reaches
- * ST__SWEEP_MIN and the number of author runs the room's last sweep visited, the room is queued,
- * and the background slices (st_rooms_sweep_step, run by main.c's erasure timer: only on the
- * member that serves writes, within the loop turn's budget) delete its entries below the room's
- * floor, one batch a slice.
+ * Retention drops a room's oldest objects whole (and compaction the expired rows of one that
+ * mixes them with live ones) and does not know their authors, so it leaves their 'a' entries
+ * (authors.c, ~30 bytes each): a busy room with retention grew its index without bound while its
+ * messages stayed bounded. Here chat's expired hook counts, in the batch that drops the rows, how
+ * many the room's index has left behind; once that count reaches ST__SWEEP_MIN and the number of
+ * author runs the room's last sweep visited, the room is queued, and the background slices
+ * (st_rooms_sweep_step, run by main.c's erasure timer: only on the member that serves writes,
+ * within the loop turn's budget) delete its entries below the room's floor, one batch a slice.
  *
  * The floor: the smallest msg_id of the room's objects left in the manifest, or, with none left,
  * its cold watermark + 1 (the tier's flush invariant: every hot id is above every cold id, so an
