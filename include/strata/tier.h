@@ -167,6 +167,7 @@ void st_tier_reaper_close(st_tier_reaper_t *r, void (*closed)(void *arg), void *
 /* Manifest records, per owner (a data kind's user), all in the hot store:
  *   'W' owner         what of the owner is cold (st_tier_stat_t)
  *   'F' owner 0 seq   one object of the owner (st_tier_file_t, then the object key)
+ *   'I' owner 0 seq   its column stats (colstats.c, below)
  *   'P' owner 0 seq   an object being written (value: its key); durable before the write
  *                     starts, deleted by the batch that records 'F' — one left without its 'F'
  *                     names an object no manifest will ever hold (an orphan)
@@ -315,23 +316,34 @@ int st_tier_unhold(st_tier_t *t, st_store_t *s, const char *o, size_t ol, size_t
 bool st_tier_holding(st_store_t *s, const char *o, size_t ol);
 /* How many deletions are held (one scan of the owner index). */
 size_t st_tier_held_count(st_store_t *s);
-/* One object of an owner's manifest: 'F' owner 0 seq -> file, key. */
+/* One object of an owner's manifest: 'F' owner 0 seq -> file, key (and 'I' owner 0 seq). */
 typedef struct {
     st_tier_file_t file;
     uint64_t seq;
     char *key;        /* owned by the manifest */
     uint8_t *stats;   /* its column stats (colstats.c; owned by the manifest), NULL: none */
-    size_t stats_len; /* (a record from before them, or a file whose footer did not say) */
+    size_t stats_len; /* (st_tier_manifest_stats not called, a file from before them, or one
+                         whose footer did not say) */
 } st_tier_obj_t;
-/* ---- a data file's column stats (colstats.c): kept in its file record, where a tables' commit
- * takes its Iceberg column metrics from (no footer read back from object storage) ----
- * A file record's value: st_tier_file_t, the key, then (when the file has stats) a 0 byte and the
- * stats. A record from before them ends with the key, and reads as a file without stats. */
+/* ---- a data file's column stats (colstats.c): kept beside its file record, where a tables'
+ * commit takes its Iceberg column metrics from (no footer read back from object storage) ----
+ *   'I' owner 0 seq   the stats of 'F' owner 0 seq: its object key, a 0 byte, the stats; put and
+ *                     deleted in the batches that put and delete the record, taken only for a
+ *                     record naming the same key (an older binary's deletion leaves it: ignored)
+ * A file record's value is st_tier_file_t then the key, the shape every binary checks; one the
+ * session-24 binary wrote may go on with a 0 byte and the stats (still read). */
 /* The key's length in record value val (vlen bytes), and its stats (*stats NULL, *sl 0: none). */
 size_t st_tier_rec_split(const void *val, size_t vlen, const uint8_t **stats, size_t *sl);
-/* Appends a record's value (stats sl bytes; sl 0: none) to v. */
+/* Appends a record's value (stats sl bytes; sl 0: none: what is written now) to v. */
 void st_tier_rec_value(st_buf_t *v, const st_tier_file_t *f, const char *key, const uint8_t *stats,
                        size_t sl);
+/* One stats record of an owner: its number, the object key it names (kl bytes, not
+ * 0-terminated) and the stats; borrowed for the call. Non-zero stops the walk. */
+typedef int (*st_tier_stats_fn)(void *arg, uint64_t seq, const char *key, size_t kl,
+                                const uint8_t *stats, size_t sl);
+/* Walks owner o's stats records by number (one scan). */
+int st_tier_each_stats(st_store_t *s, const char *o, size_t ol, st_tier_stats_fn fn, void *arg,
+                       uint64_t *wait);
 /* The stats of the top-level leaves with a field id, encoded (appended to out). */
 void st_tier_stats_encode(const st_pq_colstat_t *s, size_t n, st_buf_t *out);
 /* Decodes stats p[0..len) into out[0..max) (*n; the rest of them skipped): ST_OK, or ST_EINVAL
@@ -355,6 +367,10 @@ typedef ST_VEC(st_tier_obj_t) st_tier_manifest_t;
 int st_tier_manifest(st_store_t *s, const char *o, size_t ol, bool desc, st_tier_manifest_t *out,
                      uint64_t *wait);
 void st_tier_manifest_free(st_tier_manifest_t *m);
+/* The stats records of owner o attached to the entries of its manifest m without stats (one scan
+ * beside st_tier_manifest's, for the tables' view; the other readers need none). */
+int st_tier_manifest_stats(st_store_t *s, const char *o, size_t ol, st_tier_manifest_t *m,
+                           uint64_t *wait);
 /* Stages the deletion of one object of the owner (its 'D' record; key borrowed). */
 int st_tier_doom(st_store_t *s, const char *o, size_t ol, uint64_t seq, const char *key,
                  uint64_t *wait);

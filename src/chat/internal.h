@@ -24,7 +24,7 @@
  *                     an object holding rows of c; removed by c's delete and by an erasure)
  *   'L' u             empty: the owner's 'R' markers are complete (set by its first flush or
  *                     rebuild-meta): without it, an absent marker proves nothing (older stores)
- * Cold tier keys ('W', 'F', 'P', 'D', owner = user) are the tier's manifest records: see
+ * Cold tier keys ('W', 'F', 'I', 'P', 'D', owner = user) are the tier's manifest records: see
  * strata/tier.h, which owns them and the protocol around them; chat reads and changes them only
  * through the tier's services (st_tier_stat, st_tier_manifest, st_tier_forget, ...).
  * The flush invariant: every cold msg_id of a user is <= its watermark < every hot msg_id, and

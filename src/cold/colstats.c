@@ -13,6 +13,17 @@
  * the worker thread for the compaction engine to take (st_tier_stats_take) as the merge returns:
  * every kind's merge writes its one object that way, so none of them carries stats by hand.
  *
+ * Where they are kept (issue 48, the rolling upgrade): under a key of their own, 'I' owner 0 seq
+ * beside the file record 'F' owner 0 seq, put and deleted in the same batches, its value the
+ * object's key, a 0 byte, then the stats. The file record keeps exactly the shape an older binary
+ * checks (st_tier_file_t then the key, nothing after): a compaction, retention pass or erasure
+ * rewrite run by one (an older leader of a group, a node downgraded) still finds the records it
+ * expects. An older binary deletes a record without its stats and a compaction reuses its first
+ * object's number: a stats value is taken only for the record that names the same object key
+ * (an orphan is ignored, and dropped by the next compaction of its owner or the owner's erasure).
+ * The session-24 binary appended them to the record itself (after a 0 byte): such a record still
+ * reads with its stats (st_tier_rec_split).
+ *
  * The encoding (per file, never per row group; only the top-level leaves with a field id, and
  * bounds only where a fixed-width value has them: a chat file's is about a hundred bytes):
  *   u8 1 (the format) | varint n | n × (varint id | varint values | varint nulls + 1 (0: not
@@ -160,4 +171,129 @@ void st_tier_rec_value(st_buf_t *v, const st_tier_file_t *f, const char *key, co
         st_buf_appendc(v, 0); /* no key holds a 0 byte */
         st_buf_append(v, stats, sl);
     }
+}
+
+/* ---- the stats records: 'I' owner 0 seq -> key 0 stats ---- */
+
+/* The object key (kl bytes) and the stats of a stats value; false when it has neither. */
+static bool st__cs_value_split(const void *val, size_t vlen, const char **key, size_t *kl,
+                               const uint8_t **stats, size_t *sl)
+{
+    const char *z = memchr(val, 0, vlen);
+    if (!z || z == val || (size_t)(z + 1 - (const char *)val) >= vlen) return false;
+    *key = val;
+    *kl = (size_t)(z - (const char *)val);
+    *stats = (const uint8_t *)z + 1;
+    *sl = vlen - *kl - 1;
+    return true;
+}
+
+int st__tier_stats_put(st_store_t *s, const char *o, size_t ol, uint64_t seq, const char *key,
+                       const uint8_t *stats, size_t sl, uint64_t *wait)
+{
+    uint8_t k[ST__TIER_MKEY_MAX];
+    size_t kl = st__tier_mkey(k, 'I', o, ol, true, seq);
+    if (!sl) return st__tier_stats_del(s, o, ol, seq, wait);
+    st_buf_t v = {0};
+    st_buf_puts(&v, key);
+    st_buf_appendc(&v, 0); /* no key holds a 0 byte */
+    st_buf_append(&v, stats, sl);
+    int rc = st_store_put(s, k, kl, v.data, v.len, wait);
+    st_buf_free(&v);
+    return rc;
+}
+
+int st__tier_stats_del(st_store_t *s, const char *o, size_t ol, uint64_t seq, uint64_t *wait)
+{
+    uint8_t k[ST__TIER_MKEY_MAX];
+    int rc = st_store_del(s, k, st__tier_mkey(k, 'I', o, ol, true, seq), wait);
+    return rc == ST_ENOTFOUND ? ST_OK : rc;
+}
+
+typedef struct {
+    st_tier_stats_fn fn;
+    void *arg;
+} st__cs_each_t;
+
+static int st__cs_each_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st__cs_each_t *x = arg;
+    const char *ok;
+    const uint8_t *stats;
+    size_t kl, sl;
+    if (klen < 9 || !st__cs_value_split(val, vlen, &ok, &kl, &stats, &sl)) return 0;
+    return x->fn(x->arg, st_be64_get((const uint8_t *)key + klen - 8), ok, kl, stats, sl);
+}
+
+int st_tier_each_stats(st_store_t *s, const char *o, size_t ol, st_tier_stats_fn fn, void *arg,
+                       uint64_t *wait)
+{
+    uint8_t k[ST__TIER_MKEY_MAX];
+    if (ol > ST_TIER_OWNER_MAX) return ST_EINVAL;
+    size_t pl = st__tier_mkey(k, 'I', o, ol, false, 0);
+    k[pl++] = 0; /* 'I' o 0: not the stats of an owner whose name o begins */
+    st__cs_each_t x = {fn, arg};
+    return st_store_scan(s, k, pl, st__cs_each_one, &x, wait);
+}
+
+/* The entry of m (ordered by seq, ascending or descending) numbered seq, or NULL. */
+static st_tier_obj_t *st__cs_find(st_tier_manifest_t *m, uint64_t seq)
+{
+    size_t lo = 0, hi = m->n;
+    bool desc = m->n > 1 && m->v[0].seq > m->v[m->n - 1].seq;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t at = m->v[mid].seq;
+        if (at == seq) return &m->v[mid];
+        if ((at < seq) != desc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* One stats value of st_tier_manifest_stats: attached when its record names the same object. */
+static int st__cs_attach(void *arg, uint64_t seq, const char *key, size_t kl, const uint8_t *stats,
+                         size_t sl)
+{
+    st_tier_obj_t *ob = st__cs_find(arg, seq);
+    if (!ob || ob->stats || strlen(ob->key) != kl || memcmp(ob->key, key, kl) != 0) return 0;
+    ob->stats = st_malloc(sl);
+    memcpy(ob->stats, stats, sl);
+    ob->stats_len = sl;
+    return 0;
+}
+
+int st_tier_manifest_stats(st_store_t *s, const char *o, size_t ol, st_tier_manifest_t *m,
+                           uint64_t *wait)
+{
+    return m->n ? st_tier_each_stats(s, o, ol, st__cs_attach, m, wait) : ST_OK;
+}
+
+typedef struct {
+    const st_tier_manifest_t *m;
+    ST_VEC(uint64_t) orphans;
+} st__cs_sweep_t;
+
+static int st__cs_orphan(void *arg, uint64_t seq, const char *key, size_t kl, const uint8_t *stats,
+                         size_t sl)
+{
+    st__cs_sweep_t *x = arg;
+    (void)stats, (void)sl;
+    const st_tier_obj_t *ob = st__cs_find((st_tier_manifest_t *)x->m, seq);
+    if (!ob || strlen(ob->key) != kl || memcmp(ob->key, key, kl) != 0)
+        st_vec_push(&x->orphans, seq);
+    return 0;
+}
+
+int st__tier_stats_sweep(st_store_t *s, const char *o, size_t ol, const st_tier_manifest_t *m,
+                         uint64_t *wait)
+{
+    st__cs_sweep_t x = {.m = m};
+    int rc = st_tier_each_stats(s, o, ol, st__cs_orphan, &x, wait);
+    for (size_t i = 0; rc == ST_OK && i < x.orphans.n; i++) /* staged after the scan */
+        rc = st__tier_stats_del(s, o, ol, x.orphans.v[i], wait);
+    st_vec_free(&x.orphans);
+    return rc;
 }

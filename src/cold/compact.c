@@ -291,8 +291,11 @@ static st_cjob_t *st__begin(st_tier_compact_t *c, st_cowner_t *o)
     size_t from, to;
     st_tier_stat_t st;
     int rc = st_tier_manifest(c->store, o->owner, o->olen, false, &m, &wait);
+    /* the stats records an older binary left (colstats.c) go with the intent's batch: one scan
+     * of the owner's a compaction, none a read */
     if (rc != ST_OK || !st__plan(c, o, &m, o->flags, &from, &to) ||
-        st_tier_stat(c->store, o->owner, o->olen, &st, &wait) != ST_OK) {
+        st_tier_stat(c->store, o->owner, o->olen, &st, &wait) != ST_OK ||
+        st__tier_stats_sweep(c->store, o->owner, o->olen, &m, &wait) != ST_OK) {
         st_tier_manifest_free(&m);
         return NULL;
     }

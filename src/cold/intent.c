@@ -8,8 +8,9 @@
  *   swap     the intent still stands (and the objects replaced are still in the manifest), the
  *            kind's side, 'P' out, the replaced objects out with their deletion recorded (held,
  *            hold.c: deleted once no kept snapshot or backup point may name them),
- *            the new object in ('F'), the owner's dirty mark (dirty.c), the owner's cold summary
- *            ('W') moved: readers see the old rows or the new object, never both, never neither.
+ *            the new object in ('F', its column stats 'I' beside it: colstats.c), the owner's
+ *            dirty mark (dirty.c), the owner's cold summary ('W') moved: readers see the old
+ *            rows or the new object, never both, never neither.
  *            Retention's drop is a swap without an intent (pseq 0) and without a new object.
  *   abandon  a job whose swap did not happen: its object, if its intent is already gone, is
  *            doomed here; an intent still there is an orphan for the owner's sweep (tier.c),
@@ -96,6 +97,7 @@ int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t 
         rc = st_store_del(s, k, st__tier_mkey(k, 'P', o, ol, true, sw->pseq), wait);
     for (size_t i = 0; rc == ST_OK && i < sw->nold; i++) {
         rc = st_store_del(s, k, st__tier_mkey(k, 'F', o, ol, true, sw->old[i].seq), wait);
+        if (rc == ST_OK) rc = st__tier_stats_del(s, o, ol, sw->old[i].seq, wait);
         if (rc == ST_OK) st__tier_file_changed(s, o, ol, sw->old[i].key, false, wait);
         /* 'D' numbers stay unique: the first old object's number goes on with the new one, so
          * its deletion is recorded under the intent's (no 'F' ever has it) */
@@ -105,9 +107,13 @@ int st__tier_swap(st_store_t *s, const char *o, size_t ol, const st_tier_swap_t 
     }
     if (rc == ST_OK && sw->file->rows) {
         st_buf_t v = {0};
-        st_tier_rec_value(&v, sw->file, sw->key, sw->stats, sw->stats_len);
+        /* the record of the shape an older binary checks (st__check there: exactly the file and
+         * the key), the stats under their own key (colstats.c) */
+        st_tier_rec_value(&v, sw->file, sw->key, NULL, 0);
         rc = st_store_put(s, k, st__tier_mkey(k, 'F', o, ol, true, sw->fseq), v.data, v.len, wait);
         st_buf_free(&v);
+        if (rc == ST_OK)
+            rc = st__tier_stats_put(s, o, ol, sw->fseq, sw->key, sw->stats, sw->stats_len, wait);
         if (rc == ST_OK) st__tier_file_changed(s, o, ol, sw->key, true, wait);
     }
     if (rc == ST_OK && (sw->nold || sw->file->rows)) rc = st__tier_dirty(s, o, ol, wait);

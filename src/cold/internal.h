@@ -54,6 +54,17 @@ struct st_tier {
 #define ST__TIER_MKEY_MAX (ST_TIER_OWNER_MAX + 10)
 size_t st__tier_mkey(uint8_t *k, char ks, const char *o, size_t ol, bool has_seq, uint64_t seq);
 
+/* The column stats of owner o's file record seq (colstats.c): 'I' o 0 seq -> key 0 stats, staged
+ * in every batch that puts the record (sl 0: deleted instead, so that no stats left under the
+ * number by an older binary stay) and deleted in every batch that deletes it. */
+int st__tier_stats_put(st_store_t *s, const char *o, size_t ol, uint64_t seq, const char *key,
+                       const uint8_t *stats, size_t sl, uint64_t *wait);
+int st__tier_stats_del(st_store_t *s, const char *o, size_t ol, uint64_t seq, uint64_t *wait);
+/* Stages the deletion of the owner's stats records that name no object of its manifest m (the
+ * whole of it, read in this turn): the orphans an older binary left. One scan of the owner's. */
+int st__tier_stats_sweep(st_store_t *s, const char *o, size_t ol, const st_tier_manifest_t *m,
+                         uint64_t *wait);
+
 /* Stages owner o's dirty mark (dirty.c, strata/tier.h): in every batch that puts or deletes one of
  * its 'F' records. */
 int st__tier_dirty(st_store_t *s, const char *o, size_t ol, uint64_t *wait);

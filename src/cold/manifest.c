@@ -95,11 +95,18 @@ int st_tier_forget(st_tier_t *t, st_store_t *s, const char *o, size_t ol, size_t
         rc = st_tier_doom(s, o, ol, man.v[i].seq, man.v[i].key, wait);
         if (rc == ST_OK)
             rc = st_store_del(s, k, st__tier_mkey(k, 'F', o, ol, true, man.v[i].seq), wait);
+        if (rc == ST_OK) rc = st__tier_stats_del(s, o, ol, man.v[i].seq, wait);
         if (rc == ST_OK) st__tier_file_changed(s, o, ol, man.v[i].key, false, wait);
         if (rc == ST_OK) st_tier_erased(t, o, ol, man.v[i].key, wait); /* the tables expire */
         *busy = true;
     }
     if (rc == ST_OK && man.n) rc = st__tier_dirty(s, o, ol, wait);
+    /* the last page: the stats an older binary left without their records go too (the rest of
+     * the manifest, none of them 'F' any more, names none) */
+    if (rc == ST_OK && man.n <= max) {
+        st_tier_manifest_t none = {0};
+        rc = st__tier_stats_sweep(s, o, ol, &none, wait);
+    }
     st_tier_manifest_free(&man);
     const void *v;
     size_t vl;
@@ -250,9 +257,11 @@ int st_tier_rebuild_owner(st_store_t *s, const char *o, size_t ol, const st_tier
     for (size_t i = 0; i < n && rc == ST_OK; i++) {
         const st_tier_obj_t *ob = &objs[i];
         st_buf_t v = {0};
-        st_tier_rec_value(&v, &ob->file, ob->key, ob->stats, ob->stats_len);
+        st_tier_rec_value(&v, &ob->file, ob->key, NULL, 0); /* the stats beside: colstats.c */
         rc = st_store_put(s, k, st__tier_mkey(k, 'F', o, ol, true, ob->seq), v.data, v.len, wait);
         st_buf_free(&v);
+        if (rc == ST_OK)
+            rc = st__tier_stats_put(s, o, ol, ob->seq, ob->key, ob->stats, ob->stats_len, wait);
     }
     /* counted from the whole manifest, not from objs: a summary short of files recorded made
      * the chat flush take an owner with unmarked objects for one with none (its 'L', marks.c)

@@ -360,11 +360,13 @@ static void st__after_slice(void *arg)
 
 int st_tier_open(st_tier_t **out, uv_loop_t *loop, st_store_t *store, const st_tier_opts_t *o)
 {
-    /* the manifest records (strata/tier.h), the writer record (writer.c), held deletions
-     * (hold.c), the owners whose file records changed (dirty.c) */
+    /* the manifest records (strata/tier.h) and the files' column stats beside them ('I',
+     * colstats.c), the writer record (writer.c), held deletions (hold.c), the owners whose file
+     * records changed (dirty.c) */
     static const st_claim_t keys[] = {
-        ST_CLAIM("W"), ST_CLAIM("F"),           ST_CLAIM("P"),           ST_CLAIM("D"),
-        ST_CLAIM("w"), ST_CLAIM("\0cold_hold"), ST_CLAIM("\0cold_held"), ST_CLAIM("\0cold_dirty")};
+        ST_CLAIM("W"),           ST_CLAIM("F"),           ST_CLAIM("I"),
+        ST_CLAIM("P"),           ST_CLAIM("D"),           ST_CLAIM("w"),
+        ST_CLAIM("\0cold_hold"), ST_CLAIM("\0cold_held"), ST_CLAIM("\0cold_dirty")};
     int rc = st_store_claims(store, "cold tier", keys, sizeof keys / sizeof *keys);
     if (rc != ST_OK) return rc;
     st_tier_t *t = st_calloc(1, sizeof *t);

@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Each room's posts by author ('a'), so that an erasure visits only the erased user's posts and
  * the reads during it leave them out of the counts at once (SPEC §2.1 v5, §2.2); and the room's
- * mark that it has been indexed since creation ('A': rooms made before have none and keep the
- * erasure's walk of all their messages, erase.c). */
+ * mark ('A' room -> be64(S)): every post up to seq S has its entry. Each post advances S in its
+ * own batch when S was the seq before it; a post an older binary made (a leader of a rolling
+ * upgrade, or one node downgraded and upgraded again: no entry, S left where it was) leaves a gap
+ * that stays, so the room is indexed only while S is its last seq, and otherwise keeps the
+ * erasure's walk of all its messages (erase.c). Rooms made before the index have no mark; those
+ * the first indexing binary made have an empty one, which proves nothing (that binary did not
+ * advance it): both are walked. */
 #include "internal.h"
 
 #include <cjson/cJSON.h>
@@ -60,14 +65,32 @@ bool st__rooms_message_ids(const char *json, size_t len, int64_t *seq, uint64_t 
     return named && *seq > 0 && *id;
 }
 
+/* 'A' room */
+static size_t st__indexed_key(uint8_t *k, const char *room, size_t rl)
+{
+    size_t kl = st__rooms_key(k, room, rl);
+    k[0] = ST__KS_INDEXED;
+    return kl;
+}
+
 int st__rooms_author_posted(st_rooms_t *r, const char *room, size_t rl, const char *u, size_t ul,
                             int64_t seq, uint64_t id, uint64_t *wait)
 {
-    if (seq <= 0 || !id) return ST_OK;
+    if (seq <= 0 || !id || r->test_post_as_old) return ST_OK;
     uint8_t k[ST__ROOMS_KEY_CAP], v[8];
     st_be64_put(v, id);
-    return st_store_put(r->store, k, st__author_key(k, room, rl, u, ul, ST__AUTHOR_LIVE, seq), v, 8,
-                        wait);
+    int rc = st_store_put(r->store, k, st__author_key(k, room, rl, u, ul, ST__AUTHOR_LIVE, seq), v,
+                          8, wait);
+    if (rc) return rc;
+    /* the mark moves only from the seq just before: a post without its entry (an older
+     * binary's) left it behind, and the gap stays for good */
+    const void *mv;
+    size_t ml, kl = st__indexed_key(k, room, rl);
+    rc = st_store_get(r->store, k, kl, &mv, &ml, wait);
+    if (rc == ST_ENOTFOUND) return ST_OK;
+    if (rc || ml != 8 || st_be64_get(mv) != (uint64_t)(seq - 1)) return rc;
+    st_be64_put(v, (uint64_t)seq);
+    return st_store_put(r->store, k, kl, v, 8, wait);
 }
 
 int st__rooms_author_deleted(st_rooms_t *r, const char *room, size_t rl, const char *json,
@@ -109,26 +132,37 @@ int st__rooms_author_drop(st_rooms_t *r, const char *room, size_t rl, const char
 
 /* ---- the mark ---- */
 
-bool st__rooms_indexed(st_rooms_t *r, const char *room, size_t rl, uint64_t *wait)
+int st__rooms_indexed(st_rooms_t *r, const char *room, size_t rl, bool *indexed, uint64_t *wait)
 {
     uint8_t k[ST__ROOMS_KEY_CAP];
-    size_t kl = st__rooms_key(k, room, rl);
-    k[0] = ST__KS_INDEXED;
     const void *v;
     size_t vl;
-    return st_store_get(r->store, k, kl, &v, &vl, wait) == ST_OK;
+    *indexed = false;
+    int rc = st_store_get(r->store, k, st__indexed_key(k, room, rl), &v, &vl, wait);
+    if (rc == ST_ENOTFOUND) return ST_OK;
+    if (rc || vl != 8) return rc;   /* empty: the first indexing binary's, which never moved it */
+    uint64_t upto = st_be64_get(v); /* v is the store's until its next call */
+    st_chat_conv_info_t ci;
+    bool any;
+    if ((rc = st__rooms_conv(r, room, rl, &ci, &any, wait))) return rc;
+    *indexed = ci.last_seq >= 0 && upto == (uint64_t)ci.last_seq;
+    return ST_OK;
 }
 
 int st__rooms_mark_indexed(st_rooms_t *r, const char *room, size_t rl, bool on, uint64_t *wait)
 {
     uint8_t k[ST__ROOMS_KEY_CAP];
-    size_t kl = st__rooms_key(k, room, rl);
-    k[0] = ST__KS_INDEXED;
+    size_t kl = st__indexed_key(k, room, rl);
     if (!on) return st_store_del(r->store, k, kl, wait);
     /* tests make a room as an older binary did (no mark: its erasure walks every message) */
     const char *e = getenv("STRATA_TEST_ROOMS_NO_INDEX");
     if (e && *e == '1') return ST_OK;
-    return st_store_put(r->store, k, kl, "", 0, wait);
+    /* S = 0: a new room's first post is seq 1 (a deleted room's erasure took its owner's
+     * records, the conversation's too; were a seq ever issued before, the first post would
+     * find a gap: the room walked, never an erasure short) */
+    uint8_t v[8];
+    st_be64_put(v, 0);
+    return st_store_put(r->store, k, kl, v, 8, wait);
 }
 
 /* ---- the reads during an erasure ---- */

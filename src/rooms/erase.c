@@ -11,13 +11,14 @@
  * Through chat's erase hook, in slices: the user's next room — first those it posted in ('p',
  * rooms it left or was removed from too), then those it is in ('j', which also covers posts
  * made before 'p' markers were written) — the user's posts there found (a room indexed since it
- * was made: its author index's entries of the user, authors.c, so the cost follows the user's
- * posts; a room from before: every message walked from the state's last id), hot and cold (a
- * cold page not in memory is fetched, the slice tried again), and deleted, their from null
- * (v5: no row names the user); then the user leaves that room if in it
- * (its 'j' entry goes) and its 'p' marker goes; then the next room; last the remote rooms ('J') the
- * user's list held, each handed to the outbox as an erasure for the room's group (SPEC §10: that
- * group erases the user the same way, its rooms' 'p' and 'j' entries included). State:
+ * was made, every post since by a binary that keeps the index (its mark says so, authors.c): its
+ * author index's entries of the user, so the cost follows the user's posts; any other room —
+ * from before, or posted to by an older binary — every message walked from the state's last id),
+ * hot and cold (a cold page not in memory is fetched, the slice tried again), and deleted, their
+ * from null (v5: no row names the user); then the user leaves that room if in it (its 'j' entry
+ * goes) and its 'p' marker goes; then the next room; last the remote rooms ('J') the user's list
+ * held, each handed to the outbox as an erasure for the room's group (SPEC §10: that group erases
+ * the user the same way, its rooms' 'p' and 'j' entries included). State:
  * "\0rooms_erase" user -> be64 last msg_id | room. */
 static const char st__rooms_erase_pre[] = "\0rooms_erase"; /* with its 0 terminator: 13 bytes */
 
@@ -285,16 +286,25 @@ bool st__rooms_erase(void *arg, const st_owner_t *o, uint64_t erasure, size_t ma
     /* the deleted_at reads have shown since the 202: the same tombstone is written */
     int64_t at = 0;
     if (st_chat_erasing_at(r->chat, ST_USER(u, ul), &at, &w) != ST_OK) at = 0;
-    bool more = false, indexed = st__rooms_indexed(r, room.data, room.len, &w);
+    /* the mark proves itself at every slice (authors.c): an older leader's post between two
+     * slices (a rolling upgrade) leaves the room walked from its first message on, as the
+     * indexed slices left the state's id at 0; a cold conversation record: fetched, again */
+    bool more = false, indexed = false;
+    int rc = st__rooms_indexed(r, room.data, room.len, &indexed, &w);
+    if (rc != ST_OK) {
+        if (rc == ST_EPARKED) st_chat_prefetch(r->chat);
+        st_buf_free(&room);
+        return true;
+    }
     /* a room from before the index, walked to its end: the entries a newer binary wrote for the
      * user's later posts are left (those retention took were not walked; the keys name the user) */
     bool entries = !indexed && mid && last == ST__ERASE_ENTRIES;
     uint64_t upto = 0;
-    /* a room indexed since it was made: only the user's entries (authors.c); one from before:
-     * every message walked, then its entries */
-    int rc = indexed || entries
-                 ? st__rooms_erase_indexed(r, room.data, room.len, u, ul, at, lim, &more, &w)
-                 : st__erase_walk(r, room.data, room.len, u, ul, last, lim, at, &more, &upto);
+    /* a room whose mark proves every post has its entry: only the user's entries (authors.c);
+     * any other: every message walked, then its entries */
+    rc = indexed || entries
+             ? st__rooms_erase_indexed(r, room.data, room.len, u, ul, at, lim, &more, &w)
+             : st__erase_walk(r, room.data, room.len, u, ul, last, lim, at, &more, &upto);
     if (rc == ST_EPARKED) st_chat_prefetch(r->chat); /* a cold page: the slice comes again */
     if (rc == ST_OK && !indexed && (entries ? more : !more)) { /* the entries go next / go on */
         more = true;

@@ -28,10 +28,12 @@
 /* room 0 author 0 kind be64(seq) -> be64(msg_id): kind ST__AUTHOR_LIVE a live post, written in
  * its post's batch; ST__AUTHOR_DEAD a tombstone that still names its author (deleted by a
  * request), moved there in the delete's batch; both go in the batch an erasure un-names it */
-#define ST__KS_AUTHOR     'a'
-#define ST__AUTHOR_LIVE   0
-#define ST__AUTHOR_DEAD   1
-#define ST__KS_INDEXED    'A' /* room -> "": its posts are in 'a' since it was made */
+#define ST__KS_AUTHOR   'a'
+#define ST__AUTHOR_LIVE 0
+#define ST__AUTHOR_DEAD 1
+/* room -> be64(S): every post of the room up to seq S has its 'a' entry (S moves with each post
+ * from S + 1 only; authors.c). Empty (the first indexing binary's) or absent: unproven. */
+#define ST__KS_INDEXED    'A'
 #define ST__ROOMS_KEY_CAP (ST_KEY_MAX + 1)
 #define ST__ERASING_MAX   256 /* pending erasures a room's counts look at */
 /* a 'p' value of a poster that left: tag | room created | its read marker then | room (a room
@@ -48,6 +50,10 @@ struct st_rooms {
     st_outbox_t *outbox;    /* many groups (SPEC §10): changes for the members' groups, or NULL */
     st_metric_t *m_swept;   /* sweep.c: strata_rooms_index_swept_total */
     long sweep_slices_left; /* sweep.c: -1, or a test's hold */
+    /* tests (STRATA_TEST_ROOMS_POST_AS_OLD=1): a post writes what a binary from before the
+     * author index wrote (no entry, the mark not moved), as an older leader of a rolling
+     * upgrade does */
+    bool test_post_as_old;
 };
 
 typedef struct {
@@ -130,7 +136,8 @@ int st__rooms_change(st_rooms_t *r, const char *room, size_t rl, const st_rooms_
  * author or lacks one of them. */
 bool st__rooms_message_ids(const char *json, size_t len, int64_t *seq, uint64_t *id,
                            st_buf_t *from);
-/* Stages the index entry of u's post seq (msg_id id). */
+/* Stages the index entry of u's post seq (msg_id id), and the room's mark moved to seq when it
+ * was at seq - 1 (a post's batch). */
 int st__rooms_author_posted(st_rooms_t *r, const char *room, size_t rl, const char *u, size_t ul,
                             int64_t seq, uint64_t id, uint64_t *wait);
 /* Stages a deleted message's entry moving to the tombstones that name their author. */
@@ -139,9 +146,12 @@ int st__rooms_author_deleted(st_rooms_t *r, const char *room, size_t rl, const c
 /* Stages the removal of u's entries (both kinds) for seq: the message no longer names u. */
 int st__rooms_author_drop(st_rooms_t *r, const char *room, size_t rl, const char *u, size_t ul,
                           int64_t seq, uint64_t *wait);
-bool st__rooms_indexed(st_rooms_t *r, const char *room, size_t rl, uint64_t *wait);
-/* Stages the room's mark (on, at its creation; STRATA_TEST_ROOMS_NO_INDEX=1: none, as an
- * older binary made it) or its removal. */
+/* *indexed: the room's mark proves that every post of it has its entry (the mark is 8 bytes and
+ * equals the conversation's last seq); an error (ST_EPARKED: the conversation's record is
+ * cold) leaves it false. */
+int st__rooms_indexed(st_rooms_t *r, const char *room, size_t rl, bool *indexed, uint64_t *wait);
+/* Stages the room's mark (on, at its creation: S = 0; STRATA_TEST_ROOMS_NO_INDEX=1: none, as
+ * an older binary made it) or its removal. */
 int st__rooms_mark_indexed(st_rooms_t *r, const char *room, size_t rl, bool on, uint64_t *wait);
 /* The users being erased (u8 length | id each, appended to names), ST__ERASING_MAX at most. */
 int st__rooms_erasing_names(st_rooms_t *r, st_buf_t *names, uint64_t *wait);

@@ -33,7 +33,7 @@ int st_rooms_post(st_rooms_t *r, const char *room, size_t rl, st_message_in_t *m
     if (!rc) st__rooms_message_ids(out->data + at, out->len - at, &seq, &id, NULL);
     if (!rc) rc = st__rooms_read_to(r, room, rl, m->from, m->from_len, seq, wait);
     /* its author's index entry, in the post's batch: an erasure finds it there, and the counts
-     * leave it out from the erasure's 202 on (authors.c) */
+     * leave it out from the erasure's 202 on; the room's mark moves to it (authors.c) */
     if (!rc) rc = st__rooms_author_posted(r, room, rl, m->from, m->from_len, seq, id, wait);
     if (rc) out->len = at; /* no answer but the error's */
     m->owner = (st_owner_t){0};

@@ -28,6 +28,8 @@ int st_rooms_open(st_rooms_t **out, st_store_t *store, st_chat_t *chat, size_t m
     r->max_members = max_members ? max_members : 100000;
     st_chat_on_erase(chat, st__rooms_erase, r);
     st__rooms_sweep_open(r);
+    const char *e = getenv("STRATA_TEST_ROOMS_POST_AS_OLD");
+    r->test_post_as_old = e && *e == '1';
     *out = r;
     return ST_OK;
 }

@@ -157,12 +157,68 @@ int st_tables_view_begin(st_store_t *s, bool full, st_tview_t *v, int n, bool bo
     return rc;
 }
 
+/* An owner of a table a whole walk's step read: its files are v[ti].fresh[from..) up to the
+ * next owner of that table's (the walk pushes them in order), its name at name[off..off+ol). */
+typedef struct {
+    int ti;
+    size_t from, off, ol;
+} st__wowner_t;
+
 typedef struct {
     st__walk_t w;
     st_tbuild_t *b;
     uint64_t deadline;
     size_t seen; /* records this step */
+    ST_VEC(st__wowner_t) owners;
+    st_buf_t names;
 } st__fwalk_t;
+
+/* The files of one owner (ascending numbers) a stats record of that owner may belong to. */
+typedef struct {
+    st_tfile_t *v;
+    size_t n;
+} st__fstats_t;
+
+/* One stats record of an owner (strata/tier.h 'I'): its file's, if that names the same object
+ * (an orphan an older binary left names another: ignored). */
+static int st__walk_stats(void *arg, uint64_t seq, const char *key, size_t kl, const uint8_t *stats,
+                          size_t sl)
+{
+    st__fstats_t *x = arg;
+    size_t lo = 0, hi = x->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (x->v[mid].fseq < seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    st_tfile_t *t = lo < x->n && x->v[lo].fseq == seq ? &x->v[lo] : NULL;
+    if (!t || t->stats || strlen(t->key) != kl || memcmp(t->key, key, kl) != 0) return 0;
+    t->stats = st_malloc(sl);
+    memcpy(t->stats, stats, sl);
+    t->stats_len = sl;
+    return 0;
+}
+
+/* The stats of the files a whole walk's step read, from their own records: one scan an owner,
+ * after the walk's (no read inside a scan). Owners taken last first: each one's files end where
+ * the next owner of its table begins. */
+static int st__walk_step_stats(st_store_t *s, st__fwalk_t *x, uint64_t *wait)
+{
+    size_t end[ST_TABLES_MAX];
+    int rc = ST_OK;
+    for (int i = 0; i < x->w.n && i < ST_TABLES_MAX; i++)
+        end[i] = x->w.v[i].fresh.n;
+    for (size_t i = x->owners.n; rc == ST_OK && i-- > 0;) {
+        const st__wowner_t *ow = &x->owners.v[i];
+        st__fstats_t fs = {x->w.v[ow->ti].fresh.v + ow->from, end[ow->ti] - ow->from};
+        end[ow->ti] = ow->from;
+        if (fs.n)
+            rc = st_tier_each_stats(s, x->names.data + ow->off, ow->ol, st__walk_stats, &fs, wait);
+    }
+    return rc;
+}
 
 /* One file record of a whole walk in slices: past the deadline, the walk stops as an owner
  * begins (the next step resumes at it), so an owner's records are read in one turn. */
@@ -180,6 +236,15 @@ static int st__walk_file_sliced(void *arg, const char *o, size_t ol, uint64_t se
         if (stop) return 1;
     }
     x->seen++;
+    size_t skip;
+    int ti = st__table_of(o, ol, &skip);
+    if (ti >= 0 && ti < x->w.n &&
+        (!x->owners.n || x->owners.v[x->owners.n - 1].ol != ol ||
+         memcmp(x->names.data + x->owners.v[x->owners.n - 1].off, o, ol) != 0)) {
+        st__wowner_t ow = {ti, x->w.v[ti].fresh.n, x->names.len, ol};
+        st_buf_append(&x->names, o, ol);
+        st_vec_push(&x->owners, ow);
+    }
     return st__walk_file(&x->w, o, ol, seq, f, k, kl, stats, sl);
 }
 
@@ -189,6 +254,10 @@ static int st__walk_step(st_store_t *s, st_objstore_t *cold, st_tbuild_t *b, st_
 {
     st__fwalk_t x = {.w = {.cold = cold, .v = v, .n = n}, .b = b, .deadline = deadline};
     int rc = st_tier_each_file_from(s, b->from, b->fl, st__walk_file_sliced, &x, &b->wait);
+    int src = st__walk_step_stats(s, &x, &b->wait);
+    if (rc >= 0 && src != ST_OK) rc = src;
+    st_vec_free(&x.owners);
+    st_buf_free(&x.names);
     b->visited += x.w.visited;
     if (rc == ST_OK) b->walked = true;
     return rc;
@@ -225,6 +294,7 @@ int st_tables_view_step(st_store_t *s, st_objstore_t *cold, st_tbuild_t *b, st_t
          * the view or not (its mark, read before, then differs: it stays for the next tick) */
         st_tier_manifest_t m;
         rc = st_tier_manifest(s, o, ol, false, &m, &b->wait);
+        if (rc == ST_OK) rc = st_tier_manifest_stats(s, o, ol, &m, &b->wait); /* colstats.c */
         for (size_t i = 0; rc == ST_OK && i < m.n; i++)
             st__view_push(&w, ti, o, ol, skip, m.v[i].seq, &m.v[i].file, m.v[i].key,
                           strlen(m.v[i].key), m.v[i].stats, m.v[i].stats_len);

@@ -10,6 +10,7 @@
 #include "strata/tier.h"
 #include "../../src/cold/s3wire.h"
 #include "../../src/cold/thrift.h"
+#include "../../src/cold/internal.h"
 #include "pq_booking.h"
 
 #include <limits.h>
@@ -2790,6 +2791,8 @@ TEST(file_record_stats_round_trip_and_an_old_record_without_them)
     st_tier_manifest_t m;
     CHECK_EQ(st_tier_manifest(s, "o", 1, false, &m, &wt), ST_OK);
     CHECK_EQ(m.n, 2);
+    CHECK(m.n == 2 && !m.v[0].stats && !m.v[1].stats); /* beside the records, read on request */
+    CHECK_EQ(st_tier_manifest_stats(s, "o", 1, &m, &wt), ST_OK);
     if (m.n == 2) {
         CHECK(!strcmp(m.v[0].key, k1) && m.v[0].stats_len == st.len &&
               !memcmp(m.v[0].stats, st.data, st.len) && m.v[0].file.rows == 30);
@@ -2815,6 +2818,201 @@ TEST(file_record_stats_round_trip_and_an_old_record_without_them)
     st_buf_free(&st);
     st_buf_free(&f);
     fx_end(&fx);
+}
+
+/* The raw value of 'F' o 0 seq (borrowed until the next store call), or NULL. */
+static const void *raw_record(st_store_t *s, const char *o, uint64_t seq, size_t *vl)
+{
+    uint8_t k[ST__TIER_MKEY_MAX];
+    const void *v;
+    uint64_t w = 0;
+    size_t n = st__tier_mkey(k, 'F', o, strlen(o), true, seq);
+    return st_store_get(s, k, n, &v, vl, &w) == ST_OK ? v : NULL;
+}
+
+/* The stats records of "o": how many, and the key the one numbered seq names into key. */
+typedef struct {
+    size_t n;
+    uint64_t seq;
+    char key[64];
+} stats_walk_t;
+
+static int stats_walk(void *arg, uint64_t seq, const char *key, size_t kl, const uint8_t *stats,
+                      size_t sl)
+{
+    stats_walk_t *x = arg;
+    (void)stats, (void)sl;
+    x->n++;
+    if (seq == x->seq && kl < sizeof x->key) {
+        memcpy(x->key, key, kl);
+        x->key[kl] = 0;
+    }
+    return 0;
+}
+
+static st_buf_t stats_of_a_file(void)
+{
+    st_buf_t f = {0}, st = {0};
+    st_pq_write_t w = {.schema = &ts_schema, .nrows = 30, .row = ts_put, .group_rows = 10};
+    CHECK_EQ(st_pq_write(&w, &f), ST_OK);
+    CHECK_EQ(st_tier_stats_of(f.data, f.len, &st), ST_OK);
+    st_buf_free(&f);
+    return st;
+}
+
+/* Issue 48, the rolling upgrade: a record written now is exactly what a binary from before the
+ * stats checks a swap against (st_tier_file_t then the key: `vl != sizeof file + kl` conflicts),
+ * whichever path writes it (rebuild, a flush's swap, a compaction's reusing a number); its stats
+ * live beside it ('I') and go with it (a retention's swap). */
+TEST(file_record_written_now_has_the_old_shape_its_stats_beside_it)
+{
+    st_buf_t st = stats_of_a_file();
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    uint64_t w = 0;
+    char k1[] = "o/batch-1-1.parquet", k3[] = "o/batch-1-3.1.parquet", k4[] = "o/batch-2-4.parquet";
+    st_tier_obj_t ob = {{1, 9, 30, 1000}, 1, k1, (uint8_t *)st.data, st.len};
+    st_tier_stat_t sum = {0, 0, 0, 0, 1};
+    CHECK_EQ(st_tier_rebuild_owner(s, "o", 1, &ob, 1, &sum, &w), ST_OK);
+    fx_settle(&fx, s);
+    size_t vl;
+    CHECK(raw_record(s, "o", 1, &vl) && vl == sizeof(st_tier_file_t) + strlen(k1));
+    /* a compaction: its intent (3), the new object under the first old one's number (1) */
+    st_tier_manifest_t m;
+    CHECK_EQ(st_tier_manifest(s, "o", 1, false, &m, &w), ST_OK);
+    CHECK_EQ(st_tier_stat(s, "o", 1, &sum, &w), ST_OK);
+    st_buf_t key = {0};
+    st_buf_puts(&key, k3);
+    CHECK_EQ(st__tier_intend(s, "o", 1, 3, &key, &sum, &w), ST_OK);
+    st_tier_file_t nf = {1, 9, 30, 900};
+    st_tier_swap_t sw = {.pseq = 3,
+                         .fseq = 1,
+                         .old = m.v,
+                         .nold = m.n,
+                         .file = &nf,
+                         .key = k3,
+                         .stats = (const uint8_t *)st.data,
+                         .stats_len = st.len};
+    CHECK_EQ(st__tier_swap(s, "o", 1, &sw, &w), ST_OK);
+    st_tier_manifest_free(&m);
+    /* a flush: a new number (4) */
+    st_tier_file_t ff = {10, 19, 5, 100};
+    st_tier_swap_t fl = {.fseq = 4,
+                         .file = &ff,
+                         .key = k4,
+                         .stats = (const uint8_t *)st.data,
+                         .stats_len = st.len,
+                         .watermark = true};
+    CHECK_EQ(st__tier_swap(s, "o", 1, &fl, &w), ST_OK);
+    fx_settle(&fx, s);
+    CHECK(raw_record(s, "o", 1, &vl) && vl == sizeof(st_tier_file_t) + strlen(k3));
+    CHECK(raw_record(s, "o", 4, &vl) && vl == sizeof(st_tier_file_t) + strlen(k4));
+    CHECK_EQ(st_tier_manifest(s, "o", 1, false, &m, &w), ST_OK);
+    CHECK_EQ(st_tier_manifest_stats(s, "o", 1, &m, &w), ST_OK);
+    CHECK_EQ(m.n, 2u);
+    for (size_t i = 0; i < m.n && i < 2; i++)
+        CHECK(m.v[i].stats_len == st.len && !memcmp(m.v[i].stats, st.data, st.len));
+    CHECK(m.n == 2 && !strcmp(m.v[0].key, k3) && !strcmp(m.v[1].key, k4));
+    /* retention drops 4: its stats go in the same batch */
+    st_tier_file_t none = {0};
+    st_tier_swap_t rt = {.old = &m.v[1], .nold = 1, .file = &none};
+    CHECK_EQ(st__tier_swap(s, "o", 1, &rt, &w), ST_OK);
+    st_tier_manifest_free(&m);
+    stats_walk_t x = {.seq = 1};
+    CHECK_EQ(st_tier_each_stats(s, "o", 1, stats_walk, &x, &w), ST_OK);
+    CHECK(x.n == 1 && !strcmp(x.key, k3));
+    st_buf_free(&key);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+    st_buf_free(&st);
+}
+
+/* An older binary deletes a record without its stats record, and its compaction puts another
+ * object under the same number: those stats (naming the object deleted) never attach to the new
+ * one; a compaction's sweep, or the owner's erasure, drops them. */
+TEST(file_record_stats_an_orphan_never_attaches_to_another_file_of_that_number)
+{
+    st_buf_t st = stats_of_a_file();
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    uint64_t w = 0;
+    char k1[] = "o/batch-1-1.parquet", k2[] = "o/batch-1-3.1.parquet";
+    st_tier_obj_t ob = {{1, 9, 30, 1000}, 1, k1, (uint8_t *)st.data, st.len};
+    CHECK_EQ(st_tier_rebuild_owner(s, "o", 1, &ob, 1, &(st_tier_stat_t){0, 0, 0, 0, 1}, &w), ST_OK);
+    /* the older binary's compaction: 'F' o 0 1 replaced by its own value, 'I' untouched */
+    uint8_t k[ST__TIER_MKEY_MAX];
+    size_t kn = st__tier_mkey(k, 'F', "o", 1, true, 1);
+    st_buf_t v = {0};
+    st_tier_file_t of = {1, 9, 30, 900};
+    st_buf_append(&v, &of, sizeof of);
+    st_buf_puts(&v, k2);
+    CHECK_EQ(st_store_del(s, k, kn, &w), ST_OK);
+    CHECK_EQ(st_store_put(s, k, kn, v.data, v.len, &w), ST_OK);
+    fx_settle(&fx, s);
+    st_tier_manifest_t m;
+    CHECK_EQ(st_tier_manifest(s, "o", 1, false, &m, &w), ST_OK);
+    CHECK_EQ(st_tier_manifest_stats(s, "o", 1, &m, &w), ST_OK);
+    CHECK(m.n == 1 && !strcmp(m.v[0].key, k2) && !m.v[0].stats && !m.v[0].stats_len);
+    stats_walk_t x = {.seq = 1};
+    CHECK_EQ(st_tier_each_stats(s, "o", 1, stats_walk, &x, &w), ST_OK);
+    CHECK(x.n == 1 && !strcmp(x.key, k1)); /* still there, naming the object gone */
+    CHECK_EQ(st__tier_stats_sweep(s, "o", 1, &m, &w), ST_OK);
+    x = (stats_walk_t){.seq = 1};
+    CHECK_EQ(st_tier_each_stats(s, "o", 1, stats_walk, &x, &w), ST_OK);
+    CHECK_EQ(x.n, 0u);
+    st_tier_manifest_free(&m);
+    /* an erasure of the owner: a record deleted with no stats record beside (older binary), and
+     * an orphan under a number no record has: nothing of the owner's stays */
+    CHECK_EQ(st__tier_stats_put(s, "o", 1, 9, k1, (const uint8_t *)st.data, st.len, &w), ST_OK);
+    bool busy = false;
+    CHECK_EQ(st_tier_forget(NULL, s, "o", 1, 100, &busy, &w), ST_OK);
+    CHECK(busy);
+    x = (stats_walk_t){.seq = 9};
+    CHECK_EQ(st_tier_each_stats(s, "o", 1, stats_walk, &x, &w), ST_OK);
+    CHECK_EQ(x.n, 0u);
+    st_buf_free(&v);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+    st_buf_free(&st);
+}
+
+/* A record the session-24 binary wrote (its stats after the key) still reads with them, and a
+ * swap takes it out (st__check reads both shapes). */
+TEST(file_record_stats_appended_by_the_session_24_binary_still_read)
+{
+    st_buf_t st = stats_of_a_file();
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    uint64_t w = 0;
+    char k1[] = "o/batch-1-7.parquet";
+    uint8_t k[ST__TIER_MKEY_MAX];
+    size_t kn = st__tier_mkey(k, 'F', "o", 1, true, 7);
+    st_buf_t v = {0};
+    st_tier_file_t of = {1, 9, 30, 900};
+    st_tier_rec_value(&v, &of, k1, (const uint8_t *)st.data, st.len);
+    CHECK_EQ(st_store_put(s, k, kn, v.data, v.len, &w), ST_OK);
+    fx_settle(&fx, s);
+    st_tier_manifest_t m;
+    CHECK_EQ(st_tier_manifest(s, "o", 1, false, &m, &w), ST_OK);
+    CHECK_EQ(st_tier_manifest_stats(s, "o", 1, &m, &w), ST_OK);
+    CHECK(m.n == 1 && !strcmp(m.v[0].key, k1) && m.v[0].stats_len == st.len &&
+          !memcmp(m.v[0].stats, st.data, st.len));
+    svc_walk_t x = {0};
+    CHECK_EQ(st_tier_each_file(s, 0, svc_walk, &x, &w), ST_OK);
+    CHECK(x.n == 1 && x.rows == 30);
+    st_tier_file_t none = {0};
+    st_tier_swap_t rt = {.old = m.v, .nold = 1, .file = &none};
+    CHECK_EQ(st__tier_swap(s, "o", 1, &rt, &w), ST_OK);
+    size_t vl;
+    CHECK(raw_record(s, "o", 7, &vl) == NULL);
+    st_tier_manifest_free(&m);
+    st_buf_free(&v);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+    st_buf_free(&st);
 }
 
 RUN_TESTS("cold")

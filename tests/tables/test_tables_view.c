@@ -168,6 +168,88 @@ TEST(a_change_reads_the_changed_owner_only)
     fx_end(&fx);
 }
 
+/* Each file's stats as owner_stats_put gave them: "s" owner "-" seq. */
+static void stats_want(char *b, size_t n, const char *o, uint64_t seq)
+{
+    snprintf(b, n, "s%s-%llu", o, (unsigned long long)seq);
+}
+
+/* Checks every file of v: the stats given to it (none for "u3"'s number 1, whose stats record an
+ * older binary left naming the object it replaced). */
+static void check_view_stats(const st_tview_t *v, size_t want_files)
+{
+    CHECK_EQ(v->fresh.n, want_files);
+    for (size_t i = 0; i < v->fresh.n; i++) {
+        const st_tfile_t *t = &v->fresh.v[i];
+        char want[64];
+        stats_want(want, sizeof want, t->part, t->fseq);
+        if (!strcmp(t->part, "u3") && t->fseq == 1)
+            CHECK(!t->stats && !t->stats_len);
+        else
+            CHECK(t->stats && t->stats_len == strlen(want) &&
+                  !memcmp(t->stats, want, strlen(want)));
+    }
+}
+
+/* Issue 48, the rolling upgrade: a file's stats are read from their own records ('I', beside
+ * 'F'), by a whole view (one scan an owner after each step's walk) and by a delta (one beside
+ * each owner's manifest); a stats record an older binary left under a number now holding
+ * another object attaches to none; a session-24 record's own stats still read. */
+TEST(a_view_takes_each_file_s_stats_from_its_own_record)
+{
+    fx_t fx;
+    fx_begin(&fx);
+    st_store_t *s = fx_store(&fx, 64 << 20, 0);
+    st_objstore_t *cold = fx_objstore(&fx);
+    int n = (int)st_tables_n();
+    uint64_t w = 0;
+    char want[2][64], key[2][64];
+    for (int i = 0; i < 8; i++) {
+        char o[16];
+        int ol = snprintf(o, sizeof o, "u%d", i);
+        st_tier_obj_t ob[2];
+        for (uint64_t q = 1; q <= 2; q++) {
+            stats_want(want[q - 1], sizeof want[0], o, q);
+            snprintf(key[q - 1], sizeof key[0], "%s/batch-1-%llu.parquet", o,
+                     (unsigned long long)q);
+            ob[q - 1] = (st_tier_obj_t){
+                {q, q, 3, 100}, q, key[q - 1], (uint8_t *)want[q - 1], strlen(want[q - 1])};
+        }
+        CHECK_EQ(st_tier_rebuild_owner(s, o, (size_t)ol, ob, 2, &(st_tier_stat_t){0}, &w), ST_OK);
+    }
+    uint8_t k[ST__TIER_MKEY_MAX];
+    st_buf_t v = {0};
+    st_tier_file_t f = {1, 1, 3, 100};
+    /* u3: an older binary's compaction put another object under number 1 ('I' left as it was) */
+    st_buf_append(&v, &f, sizeof f);
+    st_buf_puts(&v, "u3/batch-1-9.1.parquet");
+    CHECK_EQ(st_store_put(s, k, st__tier_mkey(k, 'F', "u3", 2, true, 1), v.data, v.len, &w), ST_OK);
+    /* u5: number 2 as the session-24 binary wrote it (its stats after the key, none beside) */
+    stats_want(want[0], sizeof want[0], "u5", 2);
+    st_buf_reset(&v);
+    st_tier_rec_value(&v, &f, "u5/batch-1-2.parquet", (const uint8_t *)want[0], strlen(want[0]));
+    CHECK_EQ(st_store_put(s, k, st__tier_mkey(k, 'F', "u5", 2, true, 2), v.data, v.len, &w), ST_OK);
+    CHECK_EQ(st__tier_stats_del(s, "u5", 2, 2, &w), ST_OK);
+    st_buf_free(&v);
+    fx_settle(&fx, s);
+
+    st_tview_t tv[ST_TABLES_MAX];
+    uint64_t visited = 0;
+    CHECK_EQ(st_tables_view(s, cold, true, tv, n, &visited), ST_OK); /* whole */
+    check_view_stats(&tv[0], 16);
+    for (int i = 0; i < n; i++)
+        st_tview_free(&tv[i]);
+    visited = 0;
+    CHECK_EQ(st_tables_view(s, cold, false, tv, n, &visited), ST_OK); /* the marked owners' */
+    CHECK_EQ(tv[0].parts.n, 8u);
+    check_view_stats(&tv[0], 16);
+    for (int i = 0; i < n; i++)
+        st_tview_free(&tv[i]);
+    st_objstore_close(cold);
+    fx_close_store(&fx, s);
+    fx_end(&fx);
+}
+
 /* A tick's delta takes ST_TABLES_VIEW_OWNERS owners at most (its loop turn stays short); the
  * marks it did not take stay for the next, which reads the rest; a look (no visited) reads all. */
 TEST(a_delta_is_bounded_and_the_rest_follows)
