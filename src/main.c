@@ -88,6 +88,9 @@ static void st__on_signal(uv_signal_t *h, int signum)
 #define ST__ERASE_SLICE     64
 #define ST__ERASE_BUDGET_US 1500
 #define ST__ERASE_AGAIN_MS  5
+/* Author index entries a sweep's slice visits (rooms/sweep.c): deletes of ~30-byte keys, far
+ * cheaper than an erasure's room message (bench/RESULTS.md, Session 25). */
+#define ST__SWEEP_SLICE 512
 static void st__on_erase(uv_timer_t *t)
 {
     st_main_t *m = t->data;
@@ -112,8 +115,12 @@ static void st__on_erase(uv_timer_t *t)
         uint64_t t0 = st_mono_ns(), w, at = t0, longest = 0;
         do {
             w = st_store_writes(app->store);
-            more =
-                st_chat_erase_step(app->chat, ST__ERASE_SLICE) && st_store_writes(app->store) != w;
+            /* then the rooms' sweeps of their author index (rooms/sweep.c): a slice each when
+             * the erasures have none that stages work */
+            bool e = st_chat_erase_step(app->chat, ST__ERASE_SLICE);
+            if (!e || st_store_writes(app->store) == w)
+                e = st_rooms_sweep_step(app->rooms, ST__SWEEP_SLICE) || e;
+            more = e && st_store_writes(app->store) != w;
             uint64_t now = st_mono_ns();
             if (now - at > longest) longest = now - at;
             at = now;

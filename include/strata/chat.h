@@ -231,6 +231,19 @@ int st_chat_erasures_import(st_chat_t *c, const st_buf_t *in, size_t *n, uint64_
 typedef bool (*st_chat_erase_hook_fn)(void *arg, const st_owner_t *o, uint64_t erasure, size_t max);
 void st_chat_on_erase(st_chat_t *c, st_chat_erase_hook_fn fn, void *arg);
 void st_chat_off_erase(st_chat_t *c, const void *arg);
+/* Retention dropped `rows` rows (tombstones too) of an owner's conversation, in a whole object or
+ * left out of a compacted one: fn runs in the batch that drops them (on the member that serves
+ * writes), so what another module keeps of those rows
+ * is counted durably with the drop (rooms: the author index's entries it leaves, rooms/sweep.c).
+ * One hook (a second call replaces it); arg borrowed while set, o and conv for the call. */
+typedef int (*st_chat_expired_fn)(void *arg, const st_owner_t *o, const char *conv, size_t clen,
+                                  int64_t rows, uint64_t *wait);
+void st_chat_on_expired(st_chat_t *c, st_chat_expired_fn fn, void *arg);
+/* An id below which the owner has no message left (retention dropped them): the smallest min_id
+ * of the objects its manifest holds, or, with none, its cold watermark + 1 (the tier's flush
+ * invariant: every hot id is above every cold one). 0: nothing known dropped. Reads manifest
+ * records (one per object), no footer. */
+uint64_t st_chat_dropped_below(st_chat_t *c, const st_owner_t *o, uint64_t *wait);
 /* Starts fetching what a read that returned ST_EPARKED wants, with no one waiting (background
  * work re-runs later and finds it in memory). */
 void st_chat_prefetch(st_chat_t *c);

@@ -22,6 +22,9 @@
  *                         leave or be demoted); absent for a room from before, counted once
  *                         from its members when a change needs it
  *   'd' room 0 seq        a deleted message of the room (be64 seq): unread skips it
+ *   'a' room 0 author' 0 kind seq -> be64 msg_id: the room's posts by author (rooms/authors.c);
+ *                         the entries of posts retention dropped are swept (rooms/sweep.c,
+ *                         its state under "\0rooms_sweep")
  * where user' (room') is the name itself, or 0x01 + 20 bytes of its SHA-256 when the pair would
  * pass LMDB's 511-byte keys (so the value names it). A post writes nothing per member but its
  * author's marker (moved to the post: own posts are never unread): a room of 100,000 members
@@ -60,6 +63,10 @@ typedef struct {
 /* chat and store are borrowed. max_members 0: 100,000. */
 int st_rooms_open(st_rooms_t **out, st_store_t *store, st_chat_t *chat, size_t max_members);
 void st_rooms_close(st_rooms_t *r);
+/* One slice of the first queued sweep of a room's author index (the entries of posts retention
+ * dropped; rooms/sweep.c): at most max entries visited, in one batch. False when none is queued.
+ * Only on the member that serves writes (main.c's erasure timer runs it). */
+bool st_rooms_sweep_step(st_rooms_t *r, size_t max);
 size_t st_rooms_max_members(const st_rooms_t *r);
 
 /* Creates a room (name may be NULL) with members (distinct, valid names; checked by the

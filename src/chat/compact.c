@@ -514,6 +514,11 @@ static int st__chat_compact_commit(void *arg, const char *u, size_t ul, void *dr
              * the footers when it is re-warmed — the merged object's, without these rows */
             rc = ST_OK;
         }
+        /* expired rows left out: as retention's whole objects (retention.c) */
+        if (rc == ST_OK && c->expired_fn) {
+            st_owner_t o = st_chat_owner_from(u, ul);
+            rc = c->expired_fn(c->expired_arg, &o, conv, l, cnt, wait);
+        }
     }
     /* the tombstones left out: their records go, and they are no longer cold rows */
     for (size_t i = 0; f && i < f->dead_dropped.n && rc == ST_OK; i++) {

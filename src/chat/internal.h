@@ -50,14 +50,16 @@ typedef struct st_chatcold st_chatcold_t;
 struct st_chat {
     st_store_t *store;
     st_snowflake_t ids;
-    st_observers_t observers;   /* of posted messages (st_chat_observer_fn) */
-    st_chatcold_t *cold;        /* NULL until chat joins a tier, and once it stops */
-    st_observers_t changes;     /* of edits, deletes, erasures (st_chat_change_fn) */
-    size_t max_history;         /* --max-edit-history */
-    uint64_t erase_within_us;   /* --erase-within */
-    uint64_t erase_late_id;     /* the last erasure reported late */
-    bool revoke_checked;        /* erase.c: every erasure record has its revocation record */
-    st_observers_t erase_hooks; /* st_chat_on_erase: what others keep of a user */
+    st_observers_t observers;      /* of posted messages (st_chat_observer_fn) */
+    st_chatcold_t *cold;           /* NULL until chat joins a tier, and once it stops */
+    st_observers_t changes;        /* of edits, deletes, erasures (st_chat_change_fn) */
+    size_t max_history;            /* --max-edit-history */
+    uint64_t erase_within_us;      /* --erase-within */
+    uint64_t erase_late_id;        /* the last erasure reported late */
+    bool revoke_checked;           /* erase.c: every erasure record has its revocation record */
+    st_observers_t erase_hooks;    /* st_chat_on_erase: what others keep of a user */
+    st_chat_expired_fn expired_fn; /* st_chat_on_expired (retention.c) */
+    void *expired_arg;
     /* erase.c: where the pending erasure's walk of the user's keys got to (its id, the key
      * range, the last key taken); a hint only: lost at a restart, the walk starts over */
     struct {

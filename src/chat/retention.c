@@ -94,6 +94,10 @@ int st__chat_expired(void *arg, const char *u, size_t ul, const st_pq_file_t *f,
             cv.base_total -= gs[g].rows - dead;
             size_t ckl = st__chat_ckey(k, u, ul, conv, gs[g].conv_len);
             rc = st_store_put(c->store, k, ckl, &cv, sizeof cv, wait);
+            if (rc == ST_OK && c->expired_fn) {
+                st_owner_t o = st_chat_owner_from(u, ul);
+                rc = c->expired_fn(c->expired_arg, &o, conv, gs[g].conv_len, gs[g].rows, wait);
+            }
         } else if (rc == ST_ENOTFOUND) {
             rc = ST_OK;
         }
@@ -102,4 +106,34 @@ int st__chat_expired(void *arg, const char *u, size_t ul, const st_pq_file_t *f,
     if (rc == ST_OK && gone) rc = st__chat_gone_add(c, u, ul, -gone, wait);
     if (rc == ST_OK) rc = st__chat_refresh_totals(c, u, ul, wait);
     return rc;
+}
+
+void st_chat_on_expired(st_chat_t *c, st_chat_expired_fn fn, void *arg)
+{
+    c->expired_fn = fn;
+    c->expired_arg = arg;
+}
+
+uint64_t st_chat_dropped_below(st_chat_t *c, const st_owner_t *o, uint64_t *wait)
+{
+    char u[ST_CHAT_OWNER_MAX];
+    size_t ul = st_chat_owner_bytes(u, o);
+    st_manifest_t man = {0};
+    uint64_t floor = 0;
+    if (st__chat_manifest(c, u, ul, false, &man, wait) != ST_OK) return 0;
+    for (size_t i = 0; i < man.n; i++) {
+        uint64_t lo = man.v[i].file.min_id;
+        if (!lo) { /* an object whose ids are not recorded: nothing is known */
+            floor = 0;
+            break;
+        }
+        if (!floor || lo < floor) floor = lo;
+    }
+    if (!man.n) { /* all dropped (or none flushed: watermark 0) */
+        st_coldstat_t cs;
+        if (st_tier_stat(c->store, u, ul, &cs, wait) == ST_OK && cs.watermark)
+            floor = cs.watermark + 1;
+    }
+    st__chat_manifest_free(&man);
+    return floor;
 }

@@ -306,5 +306,6 @@ bool st__rooms_authors_drop_room(st_rooms_t *r, const char *room, size_t rl, siz
     bool more = c.n >= c.max;
     st_buf_free(&c.keys);
     if (!more) st__rooms_mark_indexed(r, room, rl, false, wait);
+    if (!more) st__rooms_sweep_forget(r, room, rl, wait); /* nothing left to sweep */
     return more;
 }

@@ -8,11 +8,13 @@
  *   erase.c    an erased user in rooms
  *   remote.c   rooms of other groups and a user's room list
  *   authors.c  each room's posts by author, and the room's mark that it has them
+ *   sweep.c    the author index's entries of posts retention dropped, swept in the background
  */
 #ifndef STRATA_ROOMS_INTERNAL_H
 #define STRATA_ROOMS_INTERNAL_H
 
 #include "strata/iceberg.h"
+#include "strata/metrics.h"
 #include "strata/outbox.h"
 #include "strata/rooms.h"
 
@@ -45,7 +47,9 @@ struct st_rooms {
     st_chat_t *chat;
     size_t max_members;
     st_observers_t observers;
-    st_outbox_t *outbox; /* many groups (SPEC §10): changes for the members' groups, or NULL */
+    st_outbox_t *outbox;    /* many groups (SPEC §10): changes for the members' groups, or NULL */
+    st_metric_t *m_swept;   /* sweep.c: strata_rooms_index_swept_total */
+    long sweep_slices_left; /* sweep.c: -1, or a test's hold */
     /* tests (STRATA_TEST_ROOMS_POST_AS_OLD=1): a post writes what a binary from before the
      * author index wrote (no entry, the mark not moved), as an older leader of a rolling
      * upgrade does */
@@ -163,6 +167,15 @@ int st__rooms_erase_indexed(st_rooms_t *r, const char *room, size_t rl, const ch
 /* A deleted room's entries, at most max a call, then its mark; true while more are left. */
 bool st__rooms_authors_drop_room(st_rooms_t *r, const char *room, size_t rl, size_t max,
                                  uint64_t *wait);
+
+/* sweep.c: the author index's entries of the posts retention dropped. Chat's expired hook
+ * (st_chat_on_expired) counts them per room and queues a room's sweep; st_rooms_sweep_step
+ * (strata/rooms.h) runs it. _open registers both and the metrics; _forget stages the removal of a
+ * room's sweep state (a deleted room's slices: its entries go with it). */
+int st__rooms_expired(void *arg, const st_owner_t *o, const char *conv, size_t cl, int64_t rows,
+                      uint64_t *wait);
+void st__rooms_sweep_open(st_rooms_t *r);
+int st__rooms_sweep_forget(st_rooms_t *r, const char *room, size_t rl, uint64_t *wait);
 
 /* erase.c: chat's erase hook (st_chat_on_erase) */
 bool st__rooms_erase(void *arg, const st_owner_t *o, uint64_t erasure, size_t max);

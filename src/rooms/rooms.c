@@ -9,9 +9,17 @@
 int st_rooms_open(st_rooms_t **out, st_store_t *store, st_chat_t *chat, size_t max_members)
 {
     /* strata/rooms.h's layout, and the erasure records below */
-    static const st_claim_t keys[] = {
-        ST_CLAIM("r"), ST_CLAIM("q"), ST_CLAIM("j"), ST_CLAIM("J"), ST_CLAIM("p"),
-        ST_CLAIM("O"), ST_CLAIM("d"), ST_CLAIM("a"), ST_CLAIM("A"), ST_CLAIM("\0rooms_erase")};
+    static const st_claim_t keys[] = {ST_CLAIM("r"),
+                                      ST_CLAIM("q"),
+                                      ST_CLAIM("j"),
+                                      ST_CLAIM("J"),
+                                      ST_CLAIM("p"),
+                                      ST_CLAIM("O"),
+                                      ST_CLAIM("d"),
+                                      ST_CLAIM("a"),
+                                      ST_CLAIM("A"),
+                                      ST_CLAIM("\0rooms_erase"),
+                                      ST_CLAIM("\0rooms_sweep")};
     int rc = st_store_claims(store, "rooms", keys, sizeof keys / sizeof *keys);
     if (rc != ST_OK) return rc;
     st_rooms_t *r = st_calloc(1, sizeof *r);
@@ -19,6 +27,7 @@ int st_rooms_open(st_rooms_t **out, st_store_t *store, st_chat_t *chat, size_t m
     r->chat = chat;
     r->max_members = max_members ? max_members : 100000;
     st_chat_on_erase(chat, st__rooms_erase, r);
+    st__rooms_sweep_open(r);
     const char *e = getenv("STRATA_TEST_ROOMS_POST_AS_OLD");
     r->test_post_as_old = e && *e == '1';
     *out = r;
@@ -27,6 +36,7 @@ int st_rooms_open(st_rooms_t **out, st_store_t *store, st_chat_t *chat, size_t m
 
 void st_rooms_close(st_rooms_t *r)
 {
+    if (r) st_chat_on_expired(r->chat, NULL, NULL);
     free(r);
 }
 
