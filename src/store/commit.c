@@ -179,52 +179,6 @@ void st__chain(st_batch_t **head, st_batch_t **tail, st_batch_t *first, st_batch
     *tail = last;
 }
 
-void st__publish_threads(st_store_t *s)
-{
-    __atomic_store_n(&s->th.pub.acked_id, s->th.acked_id, __ATOMIC_RELEASE);
-    __atomic_store_n(&s->th.pub.used_bytes, s->th.used_bytes, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->th.pub.lmdb_free, s->th.lmdb_free, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->th.pub.apply_stall_ns, s->th.apply_stall_ns, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->th.pub.log_err, s->th.log_err, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->th.pub.apply_err, s->th.apply_err, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->th.pub.halted, s->th.halted, __ATOMIC_RELEASE);
-}
-
-/* The threads push chains (with mu held, so in order among themselves) onto a stack the loop
- * takes whole with one exchange, never waiting for mu (st__store_on_done). */
-void st__to_loop(st_store_t *s, st_batch_t *head, st_batch_t *tail)
-{
-    if (!head) return;
-    tail->next = NULL;
-    head->dlast = tail;
-    head->dnext = __atomic_load_n(&s->th.d_top, __ATOMIC_RELAXED);
-    while (!__atomic_compare_exchange_n(&s->th.d_top, &head->dnext, head, true, __ATOMIC_RELEASE,
-                                        __ATOMIC_RELAXED))
-        ;
-    st_wake_send(&s->uv.done);
-}
-
-/* Loop: every chain pushed so far, oldest first, as one list. */
-st_batch_t *st__store_take_done(st_store_t *s)
-{
-    st_batch_t *top = __atomic_exchange_n(&s->th.d_top, NULL, __ATOMIC_ACQUIRE), *older = NULL;
-    while (top) { /* newest first: reversed */
-        st_batch_t *n = top->dnext;
-        top->dnext = older;
-        older = top;
-        top = n;
-    }
-    st_batch_t *head = NULL, *tail = NULL;
-    for (st_batch_t *c = older; c; c = c->dnext) {
-        if (tail)
-            tail->next = c;
-        else
-            head = c;
-        tail = c->dlast;
-    }
-    return head;
-}
-
 /* With mu held: a failed apply is put back to be retried, and made visible (health, metric). */
 static void st__apply_failed(st_store_t *s, st_batch_t *group, st_batch_t *last, int rc, int err,
                              uint64_t *logged_ns)
@@ -234,10 +188,10 @@ static void st__apply_failed(st_store_t *s, st_batch_t *group, st_batch_t *last,
     s->th.a_head = group;
     if (!s->th.a_tail) s->th.a_tail = last;
     s->th.fig.apply_failures++;
-    if (!s->th.apply_err) {
+    bool first = !s->th.apply_err;
+    if (first) {
         s->th.apply_stall_ns = now;
         *logged_ns = 0;
-        st_wake_send(&s->uv.done); /* the loop stops waiting for LMDB (st_store_idle) */
     }
     if (now - *logged_ns >= 30000000000ULL) {
         st_error("store: applying WAL seq %llu to LMDB failed: %s (%llu bytes free on the data "
@@ -248,6 +202,9 @@ static void st__apply_failed(st_store_t *s, st_batch_t *group, st_batch_t *last,
     }
     s->th.apply_err = err;
     st__publish_threads(s);
+    /* the loop stops waiting for LMDB (st_store_idle reads the published error without mu:
+     * woken before it is published, the loop could read 0 and never be woken again) */
+    if (first) st_wake_send(&s->uv.done);
     uv_cond_broadcast(&s->th.cv_applied); /* a checkpoint waiting for us gives up */
 }
 
@@ -690,6 +647,19 @@ void st__store_on_done(st_wake_t *w)
         goto figures_later;
     }
     if ((halted = s->th.halted)) {
+        /* the stack was taken before mu: a lane may have set halted and pushed the failed
+         * groups since (one hold of mu, so they are on the stack now): taken too, so the
+         * rollback below starts from the first failed batch, never from a queued one */
+        st_batch_t *more = st__store_take_done(s);
+        if (more) {
+            st_batch_t *t = list;
+            while (t && t->next)
+                t = t->next;
+            if (t)
+                t->next = more;
+            else
+                list = more;
+        }
         /* take back what will never reach the log: it fails with the failed group */
         queued = s->th.q_head;
         s->th.q_head = s->th.q_tail = NULL;
