@@ -20,7 +20,8 @@
  * rewrite run by one (an older leader of a group, a node downgraded) still finds the records it
  * expects. An older binary deletes a record without its stats and a compaction reuses its first
  * object's number: a stats value is taken only for the record that names the same object key
- * (an orphan is ignored, and dropped by the next compaction of its owner or the owner's erasure).
+ * (an orphan is ignored, and dropped by the next compaction of its owner, the owner's erasure, or
+ * the tier's sweep of every owner's at start-up: st__tier_stats_orphans, below).
  * The session-24 binary appended them to the record itself (after a 0 byte): such a record still
  * reads with its stats (st_tier_rec_split).
  *
@@ -296,4 +297,68 @@ int st__tier_stats_sweep(st_store_t *s, const char *o, size_t ol, const st_tier_
         rc = st__tier_stats_del(s, o, ol, x.orphans.v[i], wait);
     st_vec_free(&x.orphans);
     return rc;
+}
+
+/* ---- the start-up sweep of every owner's orphans (issue 48, the rolling upgrade) ---- */
+
+/* The 'I' keys of one page and the object keys they name, each: u16 key length, the key, u16
+ * object key length, the object key. Collected first: the deletions are staged after the page. */
+static int st__cs_collect(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    st_buf_t *b = arg;
+    const char *ok;
+    const uint8_t *stats;
+    size_t kl, sl;
+    if (klen < 11 || klen > ST__TIER_MKEY_MAX || ((const uint8_t *)key)[klen - 9] != 0) return 0;
+    if (!st__cs_value_split(val, vlen, &ok, &kl, &stats, &sl)) kl = 0, ok = ""; /* no object */
+    uint16_t l = (uint16_t)klen, ol = (uint16_t)(kl > UINT16_MAX ? 0 : kl);
+    st_buf_append(b, &l, sizeof l);
+    st_buf_append(b, key, klen);
+    st_buf_append(b, &ol, sizeof ol);
+    st_buf_append(b, ok, ol);
+    return 0;
+}
+
+/* Whether the stats key sk ('I' o 0 seq) has a file record 'F' o 0 seq naming object ok. */
+static bool st__cs_attached(st_store_t *s, const uint8_t *sk, size_t skl, const char *ok, size_t kl,
+                            uint64_t *wait)
+{
+    uint8_t fk[ST__TIER_MKEY_MAX];
+    const void *v;
+    size_t vl;
+    const uint8_t *stats;
+    size_t sl;
+    memcpy(fk, sk, skl);
+    fk[0] = 'F';
+    if (!kl || st_store_get(s, fk, skl, &v, &vl, wait) != ST_OK || vl < sizeof(st_tier_file_t))
+        return false;
+    size_t rk = st_tier_rec_split(v, vl, &stats, &sl);
+    return rk == kl && memcmp((const char *)v + sizeof(st_tier_file_t), ok, kl) == 0;
+}
+
+int st__tier_stats_orphans(st_store_t *s, st_store_walk_t *walk, size_t page, uint64_t until,
+                           size_t *deleted)
+{
+    int more = 1, rc = ST_OK;
+    uint64_t wait = 0; /* nobody is answered from here */
+    while (more > 0 && rc == ST_OK) {
+        st_buf_t b = {0};
+        more = st_store_walk_page(s, "I", 1, walk, page, st__cs_collect, &b);
+        for (size_t i = 0; rc == ST_OK && i < b.len;) {
+            uint16_t l, ol;
+            memcpy(&l, b.data + i, sizeof l);
+            const uint8_t *sk = (const uint8_t *)b.data + i + sizeof l;
+            memcpy(&ol, sk + l, sizeof ol);
+            const char *ok = (const char *)sk + l + sizeof ol;
+            i += sizeof l + l + sizeof ol + ol;
+            if (st__cs_attached(s, sk, l, ok, ol, &wait)) continue;
+            rc = st_store_del(s, sk, l, &wait);
+            if (rc == ST_ENOTFOUND) rc = ST_OK;
+            if (rc == ST_OK) ++*deleted;
+        }
+        st_buf_free(&b);
+        if (more < 0) rc = more;
+        if (uv_hrtime() >= until) break;
+    }
+    return rc < 0 ? rc : more > 0;
 }

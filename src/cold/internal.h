@@ -47,6 +47,11 @@ struct st_tier {
     st_list_t ret_queue; /* st_tier_retry_t, in order */
     st_map_t ret_users;  /* queued or being fetched */
     size_t ret_fetching;
+    /* start-up: the stats records an older binary left without their file record, swept in
+     * slices from the tick (tier.c, st__tier_isweep) */
+    st_store_walk_t isweep;
+    bool isweeping;
+    size_t iswept;
 };
 
 /* A manifest record's key into k (ST__TIER_MKEY_MAX bytes): ks owner, then (has_seq) 0 be64 seq
@@ -64,6 +69,14 @@ int st__tier_stats_del(st_store_t *s, const char *o, size_t ol, uint64_t seq, ui
  * whole of it, read in this turn): the orphans an older binary left. One scan of the owner's. */
 int st__tier_stats_sweep(st_store_t *s, const char *o, size_t ol, const st_tier_manifest_t *m,
                          uint64_t *wait);
+/* Stages the deletion of every owner's stats records whose file record is missing or names
+ * another object (an erasure or compaction by an older binary left them: SPEC §2.2, nothing
+ * naming an erased user stays), pages of `page` keys from where walk stopped until the loop time
+ * `until` (ns, uv_hrtime) has passed, the first page whatever the time. Sums the deletions into
+ * *deleted. Returns 1 while keys are left, 0 at their end, < 0 the store's error (the walk stays
+ * after the last page read: the next call goes on from there). Loop thread only. */
+int st__tier_stats_orphans(st_store_t *s, st_store_walk_t *walk, size_t page, uint64_t until,
+                           size_t *deleted);
 
 /* Stages owner o's dirty mark (dirty.c, strata/tier.h): in every batch that puts or deletes one of
  * its 'F' records. */

@@ -7,6 +7,7 @@
  * merge sides; the tier calls them and knows nothing else of them.
  */
 #include "strata/coldshare.h"
+#include "strata/looplag.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -297,13 +298,41 @@ static void st__merge_name(void *arg, const char *o, size_t ol, const char *firs
 
 /* ---- the tick ---- */
 
+/* The start-up sweep of the stats records ('I') an older binary left (colstats.c): a rolling
+ * upgrade's older leader erases a user's or compacts an owner's file records and leaves their
+ * stats, naming the user, under an owner this binary may never compact or erase again. A walk of
+ * every 'I' key once per start (run by the tick of a member whose store takes writes: a group's
+ * follower sweeps nothing until it leads; one that leads later sweeps then), in pages within what
+ * the turn has left of its budget (looplag.h; SPEC §7), its deletions staged in that turn's batch,
+ * replicated like every write. A file record read per stats record: each key is read once per
+ * start, never per request. */
+#define ST__ISWEEP_PAGE   128
+#define ST__ISWEEP_MIN_NS (100u * 1000)
+#define ST__ISWEEP_MAX_NS (1000u * 1000)
+static void st__tier_isweep(st_tier_t *t)
+{
+    uint64_t until = uv_hrtime() + st_looplag_turn_left(ST__ISWEEP_MIN_NS, ST__ISWEEP_MAX_NS);
+    int rc = st__tier_stats_orphans(t->store, &t->isweep, ST__ISWEEP_PAGE, until, &t->iswept);
+    if (rc < 0) { /* the next tick reads the same page again */
+        st_warn("cold: the sweep of orphaned column stats: %s; going on later", st_strerror(rc));
+        return;
+    }
+    if (rc > 0) return;
+    t->isweeping = false;
+    if (t->iswept)
+        st_info("cold: %zu column stats records an older binary left without their file were "
+                "deleted",
+                t->iswept);
+}
+
 static void st__on_tick(uv_timer_t *h)
 {
     st_tier_t *t = h->data;
     uint64_t since = uv_hrtime();
     if (st_store_writable(t->store) == ST_ENOLEADER) return; /* a group's leader flushes */
     if (st_coldshare_held()) return; /* ... once every member reads the same cold store */
-    st_tier_reap(t->reaper);         /* objects out of the manifest, once that is durable */
+    if (t->isweeping && st_store_writable(t->store) == ST_OK) st__tier_isweep(t);
+    st_tier_reap(t->reaper);  /* objects out of the manifest, once that is durable */
     st__pass_maybe_resume(t); /* a held pass whose queue drained without a flush coming back */
     uint64_t now = uv_now(t->loop), used, size;
     st_store_usage(t->store, &used, &size);
@@ -438,6 +467,10 @@ void st_tier_join(st_tier_t *t, st_tier_member_t *m)
      * deleted (and the deletions a crash interrupted are finished) by the reaper */
     st_tier_flush_recover(t->flush);
     st_tier_reap(t->reaper);
+    /* ... and the stats records an older binary left: from the next tick on (st__tier_isweep) */
+    t->isweep = (st_store_walk_t){0};
+    t->isweeping = true;
+    t->iswept = 0;
 }
 
 /* Every part is closed: the members may go, and the tier once st_tier_free asked for it. */
