@@ -12,19 +12,13 @@ import { existsSync, readdirSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { waitFor } from './cold-lib.mjs';
-import { FLUSH_ON_ASK, hs256, parallel, startStrata } from './lib.mjs';
+import { roomsApi } from './rooms-lib.mjs';
+import { FLUSH_ON_ASK, parallel, startStrata } from './lib.mjs';
 
 const SECRET = 'rooms-erase-index-secret';
-const bearer = (sub, extra = {}) => ({ Authorization: `Bearer ${hs256(SECRET, { sub, ...extra })}` });
-const admin = bearer('root', { role: 'admin' });
+const { bearer, admin, ok, post, messages } = roomsApi(SECRET);
 const ARGS = FLUSH_ON_ASK;
 
-async function ok(s, method, p, body, headers = admin) {
-  const r = await s.req(method, p, body, headers);
-  assert.ok(r.status < 300, `${method} ${p}: ${r.status} ${r.text}`);
-  return r.json;
-}
-const post = (s, room, from, content) => ok(s, 'POST', `/v1/rooms/${room}/messages`, { from, content }, bearer(from));
 
 // Every count of room the members' answers show: total_messages (the room, and each member's
 // list of rooms) and each member's unread (the members list, a read at its own marker, its rooms)
@@ -39,18 +33,6 @@ async function counts(s, room, users) {
     out.listed[u] = [row.total_messages, row.unread];
   }
   return out;
-}
-
-// every message of the room, oldest first (tombstones too)
-async function messages(s, room) {
-  const out = [];
-  for (let cursor = null; ;) {
-    const q = new URLSearchParams({ limit: '1000', ...(cursor ? { cursor } : {}) });
-    const r = await ok(s, 'GET', `/v1/rooms/${room}/messages?${q}`);
-    out.push(...r.messages);
-    if (!r.next) return out;
-    cursor = r.next;
-  }
 }
 
 async function erasureStatus(s, id) {

@@ -11,33 +11,15 @@ import { readdirSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { waitFor } from './cold-lib.mjs';
-import { FLUSH_ON_ASK, hs256, startStrata, wsConnect, wsUntil } from './lib.mjs';
+import { roomsApi } from './rooms-lib.mjs';
+import { FLUSH_ON_ASK, startStrata, wsConnect, wsUntil } from './lib.mjs';
 
 const SECRET = 'rooms-erase-upgrade-secret';
-const bearer = (sub, extra = {}) => ({ Authorization: `Bearer ${hs256(SECRET, { sub, ...extra })}` });
-const admin = bearer('root', { role: 'admin' });
+const { bearer, admin, ok, post, messages } = roomsApi(SECRET);
 const ARGS = FLUSH_ON_ASK;
 const ENV = { STRATA_JWT_SECRET: SECRET };
 const AS_OLD = { ...ENV, STRATA_TEST_ROOMS_POST_AS_OLD: '1' };
 
-async function ok(s, method, p, body, headers = admin) {
-  const r = await s.req(method, p, body, headers);
-  assert.ok(r.status < 300, `${method} ${p}: ${r.status} ${r.text}`);
-  return r.json;
-}
-const post = (s, room, from, content) => ok(s, 'POST', `/v1/rooms/${room}/messages`, { from, content }, bearer(from));
-
-// every message of the room, oldest first (tombstones too)
-async function messages(s, room) {
-  const out = [];
-  for (let cursor = null; ;) {
-    const q = new URLSearchParams({ limit: '1000', ...(cursor ? { cursor } : {}) });
-    const r = await ok(s, 'GET', `/v1/rooms/${room}/messages?${q}`);
-    out.push(...r.messages);
-    if (!r.next) return out;
-    cursor = r.next;
-  }
-}
 
 const erasureDone = (s, id) => waitFor('the erasure done', async () => (await ok(s, 'GET', `/v1/admin/erasures/${id}`)).status === 'done', 60000);
 

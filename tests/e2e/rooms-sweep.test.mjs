@@ -12,23 +12,16 @@ import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { waitFor } from './cold-lib.mjs';
-import { FLUSH_ON_ASK, hs256, parallel, sleep, startStrata } from './lib.mjs';
+import { roomsApi } from './rooms-lib.mjs';
+import { FLUSH_ON_ASK, parallel, sleep, startStrata } from './lib.mjs';
 
 const SECRET = 'rooms-sweep-secret';
-const bearer = (sub, extra = {}) => ({ Authorization: `Bearer ${hs256(SECRET, { sub, ...extra })}` });
-const admin = bearer('root', { role: 'admin' });
+const { bearer, admin, ok, post, messages } = roomsApi(SECRET);
 const ENV = { STRATA_JWT_SECRET: SECRET };
 // --table-keep 0: nothing holds the dropped objects (cold.test.mjs's retention test)
 const ARGS = [...FLUSH_ON_ASK, '--table-keep', '0'];
 const AUTHORS = ['ann', 'bob', 'cat', 'vic'];
 const OLD = 1000; // posts retention drops: more than one slice's (512) entries
-
-async function ok(s, method, p, body, headers = admin) {
-  const r = await s.req(method, p, body, headers);
-  assert.ok(r.status < 300, `${method} ${p}: ${r.status} ${r.text}`);
-  return r.json;
-}
-const post = (s, room, from, content) => ok(s, 'POST', `/v1/rooms/${room}/messages`, { from, content }, bearer(from));
 
 async function metric(s, name) {
   const m = (await s.req('GET', '/metrics', undefined, admin)).text.match(new RegExp(`^${name} (\\S+)$`, 'm'));
@@ -45,17 +38,6 @@ async function counts(s, room) {
     out.listed[u] = [row.total_messages, row.unread];
   }
   return out;
-}
-
-async function messages(s, room) {
-  const out = [];
-  for (let cursor = null; ;) {
-    const q = new URLSearchParams({ limit: '1000', ...(cursor ? { cursor } : {}) });
-    const r = await ok(s, 'GET', `/v1/rooms/${room}/messages?${q}`);
-    out.push(...r.messages);
-    if (!r.next) return out;
-    cursor = r.next;
-  }
 }
 
 describe("a room's author index loses the entries of the posts retention dropped", () => {
