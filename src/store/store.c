@@ -315,6 +315,9 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
     err = st_wal_open(opts->dir, wal_size, &s->wal);
     if (err == ST_EFULL) st__say_need(s, wal_size);
     if (err == ST_OK) err = st__store_recover(s);
+    /* recovery's state (an apply error: records wait for room in LMDB) is what st_store_idle
+     * reads below, without mu: published before it, or the loop keeps waiting for LMDB */
+    if (err == ST_OK) st__publish_threads(s);
     if (err != ST_OK)
         st_error("store: recovery from the redo log in %s failed: %s", opts->dir, st_strerror(err));
     if (err == ST_OK && (err = st_wake_init(loop, &s->uv.done, st__store_on_done, s)) != ST_OK)
