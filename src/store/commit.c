@@ -734,7 +734,9 @@ void st__store_start_threads(st_store_t *s)
 
 bool st__store_stop_threads(st_store_t *s)
 {
-    /* The sync lanes finish what is queued; the apply thread what is logged. */
+    /* The sync lanes finish what is queued; the apply thread what is logged, the Raft entries
+     * the loop applied last included. */
+    if (s->group) st__group_handoff(s, true);
     uv_mutex_lock(&s->th.mu);
     s->th.stop = true;
     s->th.background = false;

@@ -36,6 +36,11 @@ struct st__group {
     st_buf_t enc;     /* the entry being proposed */
     bool views_stale; /* foreign batches applied since the views were last rebuilt */
     uint64_t hold_to; /* own batches up to this barrier batch are acknowledged late (ack_late) */
+    /* applied entries not yet handed to the apply thread: mu was busy (st__group_handoff) */
+    st_batch_t *h_head, *h_tail;
+    unsigned h_defers; /* hand-overs in a row put off */
+    bool h_idle;       /* the idle handle was started for them */
+    st_metric_t *m_h_defers;
 };
 
 static void st__encode_entry(st_buf_t *out, uint64_t token, const st_batch_t *b)
@@ -126,6 +131,11 @@ void st_store_group_join(st_store_t *s, st_store_group_t *raft)
                         "1 while LMDB takes this member's entries in larger transactions (25 ms "
                         "pauses; 0: 5 ms, someone waits for them)",
                         "", st__g_lazy, s);
+    g->m_h_defers = st_metrics_counter(
+        "strata_store_handoffs_deferred_total",
+        "Times the loop found the commit threads' lock busy and kept the Raft entries it applied "
+        "for the next iteration instead of waiting",
+        "");
     g->m_inflight = st_metrics_histogram(
         "strata_repl_entries_in_flight",
         "Entries of this leader proposed and not yet committed, counted as one is proposed", "",
@@ -144,6 +154,7 @@ void st__group_free(st_store_t *s)
         n = b->next;
         st__batch_free(b);
     }
+    ST_ASSERT(!g->h_head); /* handed over when the threads stopped */
     st_buf_free(&g->enc);
     free(g);
     s->group = NULL;
@@ -312,16 +323,55 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
         else
             st__group_committed(s, b->id);
     }
-    uv_mutex_lock(&s->th.mu);
-    if (s->th.a_tail)
-        s->th.a_tail->next = b;
-    else
-        s->th.a_head = b;
-    s->th.a_tail = b;
+    /* To the apply thread at the end of the iteration (st__group_handoff), every entry applied
+     * in it with one hold of mu. */
+    b->next = NULL;
+    if (!g->h_head && !uv_is_active((uv_handle_t *)&s->uv.idle)) {
+        /* applied outside a loop iteration (a test, a start-up replay): the loop must not
+         * block in poll before its check hands them over */
+        uv_idle_start(&s->uv.idle, st__store_on_idle);
+        g->h_idle = true;
+    }
+    st__chain(&g->h_head, &g->h_tail, b, b);
     st__pending_add(s, b->bytes);
-    uv_cond_signal(&s->th.cv_apply);
-    uv_mutex_unlock(&s->th.mu);
     return ST_OK;
+}
+
+/* With mu held: the entries waiting on the loop go to the apply thread, in order. */
+static void st__group_splice(st_store_t *s)
+{
+    st__group_t *g = s->group;
+    if (!g || !g->h_head) return;
+    st__chain(&s->th.a_head, &s->th.a_tail, g->h_head, g->h_tail);
+    g->h_head = g->h_tail = NULL;
+    uv_cond_signal(&s->th.cv_apply);
+}
+
+/* How many iterations in a row a hand-over may be put off while mu is busy: then it waits. */
+#define ST__HANDOFF_DEFERS_MAX 64
+
+void st__group_handoff(st_store_t *s, bool wait)
+{
+    st__group_t *g = s->group;
+    if (!g || !g->h_head) return;
+    /* mu is only tried, as st__store_submit does: held by a commit thread the scheduler took
+     * the core from, it would stall the loop for a time slice; the entries wait one more
+     * iteration instead (the idle handle keeps the loop from sleeping in poll meanwhile) */
+    if (!wait && g->h_defers < ST__HANDOFF_DEFERS_MAX && uv_mutex_trylock(&s->th.mu) != 0) {
+        g->h_defers++;
+        st_metric_add(g->m_h_defers, 1);
+        uv_idle_start(&s->uv.idle, st__store_on_idle);
+        g->h_idle = true;
+        return;
+    }
+    if (wait || g->h_defers >= ST__HANDOFF_DEFERS_MAX) uv_mutex_lock(&s->th.mu);
+    g->h_defers = 0;
+    st__group_splice(s);
+    uv_mutex_unlock(&s->th.mu);
+    /* started for the hand-over alone (an open batch keeps it until its seal stops it): a
+     * follower stages nothing, and an idle handle left running spins the loop */
+    if (g->h_idle && s->open->ops.n == 0) uv_idle_stop(&s->uv.idle);
+    g->h_idle = false;
 }
 
 /* Fails every proposal from `b` on (taken out of the list already) with err, and rolls back. */
@@ -384,6 +434,8 @@ void st_store_group_abandon(st_store_t *s, int err)
 
 int st_store_group_sync(st_store_t *s, uint64_t index)
 {
+    /* (in the thread pool: the entries the loop applied reach the apply thread at the end of
+     * the loop's iteration, st__group_handoff; the loop's own, not touched from here) */
     uv_mutex_lock(&s->th.mu);
     st__hurry(s, 1);
     while (s->th.applied_seq < index && !s->th.stop_apply && !s->th.apply_err)
@@ -536,6 +588,7 @@ void st_store_group_loaded(st_store_t *s, uint64_t applied)
 {
     s->group->queued = s->group->shown = applied;
     uv_mutex_lock(&s->th.mu);
+    st__group_splice(s); /* in order, as if handed over before the copy came */
     s->th.applied_seq = applied;
     uv_mutex_unlock(&s->th.mu);
     st_store_resync(s);

@@ -365,6 +365,9 @@ void st__space_free(st__space_t *sp);
 /* ---- group.c: group mode (s->group set); none of these is called on a single node ---- */
 
 void st__group_submit(st_store_t *s);
+/* The Raft entries applied on the loop go to the apply thread (called at the end of each
+ * iteration): mu is only tried unless `wait`, or after many tries in a row. */
+void st__group_handoff(st_store_t *s, bool wait);
 bool st__group_hold(st_store_t *s);
 /* A write staged on a member that does not serve: ST_ENOLEADER (else ST_OK). */
 int st__group_refuse(st_store_t *s);

@@ -77,7 +77,9 @@ static void st__on_pace(uv_timer_t *t)
 
 static void st__on_check(uv_check_t *h)
 {
-    st__seal(h->data);
+    st_store_t *s = h->data;
+    st__seal(s);
+    if (s->group) st__group_handoff(s, false); /* after the seal: it may stop the idle handle */
 }
 
 static double st__gauge_used(void *arg)

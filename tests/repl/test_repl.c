@@ -522,8 +522,12 @@ TEST(a_leader_taps_committed_entries_by_raft_index_and_acks_a_barrier_only_once_
     CHECK_EQ(st_store_barrier(s, &wait), ST_OK);
     CHECK_EQ(st_store_put(s, "resv", 4, "200", 3, &wait), ST_OK);
     uint64_t b7 = commit_at(&fx, s, &f, 7);
-    for (int i = 0; i < 10000 && ltap_count(&t) < 7; i++) /* the tap waits in the call */
+    /* the tap waits in the call; the entry reaches the apply thread at the end of a loop
+     * iteration (the hand-over only tries the commit threads' lock) */
+    for (int i = 0; i < 10000 && ltap_count(&t) < 7; i++) {
+        uv_run(&fx.loop, UV_RUN_NOWAIT);
         uv_sleep(1);
+    }
     CHECK_EQ(ltap_count(&t), 7);
     st_store_set_standby(s, true);
     st_store_group_abandon(s, ST_ENOLEADER);
