@@ -127,6 +127,19 @@ test('the marks of an owner from before them are written in the background', { t
   }
 });
 
+// n owners on s (PREFIX00, PREFIX01 …, in that order by name), one post each, flushed until every
+// one's row is cold: the backfill's pages (32 owners) of the two tests below. Returns their names.
+async function coldOwners(s, prefix, n) {
+  const users = Array.from({ length: n }, (_, i) => `${prefix}${String(i).padStart(2, '0')}`);
+  for (const u of users) assert.equal((await postTo(s, u, 'c')).status, 201);
+  assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
+  await waitFor('cold', async () => {
+    for (const u of users) if ((await stats(s, u)).cold_messages !== 1) return false;
+    return true;
+  });
+  return users;
+}
+
 // - one object lost for good (404) held the backfill at its page: every owner after that page
 //   kept the footer read. A page that failed ST__BF_FAILS (5) times in a row, 5 s apart, is now
 //   passed over, its owners left for the next walk.
@@ -136,13 +149,7 @@ test('an object lost for good holds back no owner on a later page of the backfil
   let s = await startStrata({ dataDir, args: a, ...premarks });
   try {
     // 40 owners: more than a page (32), the first by name to lose its object
-    const users = Array.from({ length: 40 }, (_, i) => `lost${String(i).padStart(2, '0')}`);
-    for (const u of users) assert.equal((await postTo(s, u, 'c')).status, 201);
-    assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
-    await waitFor('cold', async () => {
-      for (const u of users) if ((await stats(s, u)).cold_messages !== 1) return false;
-      return true;
-    });
+    const users = await coldOwners(s, 'lost', 40);
     await s.stop();
     const [obj] = parquetFiles(path.join(dataDir, 'cold', users[0]));
     assert.ok(obj, 'the flush wrote an object');
@@ -229,13 +236,7 @@ test('a start in the middle of the backfill goes on at its page', { timeout: 180
   try {
     // 40 owners: a page of 32, then 8; one of the second page's object lost, so the walk stays
     // there (a page that fails is tried again, 5 s apart, 5 times)
-    const users = Array.from({ length: 40 }, (_, i) => `mid${String(i).padStart(2, '0')}`);
-    for (const u of users) assert.equal((await postTo(s, u, 'c')).status, 201);
-    assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
-    await waitFor('cold', async () => {
-      for (const u of users) if ((await stats(s, u)).cold_messages !== 1) return false;
-      return true;
-    });
+    const users = await coldOwners(s, 'mid', 40);
     await s.stop();
     const [obj] = parquetFiles(path.join(dataDir, 'cold', users[35]));
     renameSync(obj, `${obj}.away`);
