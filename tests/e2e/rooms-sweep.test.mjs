@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { waitFor } from './cold-lib.mjs';
+import { erasureDone, waitFor } from './cold-lib.mjs';
 import { roomsApi } from './rooms-lib.mjs';
 import { FLUSH_ON_ASK, parallel, sleep, startStrata } from './lib.mjs';
 
@@ -98,7 +98,7 @@ describe("a room's author index loses the entries of the posts retention dropped
       const er = await s.req('DELETE', '/v1/users/vic', undefined, admin);
       assert.equal(er.status, 202, er.text);
       assert.deepEqual(await counts(s, 'busy'), want, 'right after the 202');
-      await waitFor('the erasure done', async () => (await ok(s, 'GET', `/v1/admin/erasures/${er.json.erasure_id}`)).status === 'done', 60000);
+      await erasureDone(s, er.json.erasure_id, { headers: admin });
       assert.deepEqual(await counts(s, 'busy'), want, 'once the erasure is done');
       const msgs = await messages(s, 'busy');
       assert.equal(msgs.length, 105);
