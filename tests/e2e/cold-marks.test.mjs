@@ -13,7 +13,7 @@ import { test } from 'node:test';
 import { renameSync } from 'node:fs';
 import path from 'node:path';
 import { parquetFiles, waitFor } from './cold-lib.mjs';
-import { startStrata, tempDir } from './lib.mjs';
+import { startStrata, tempDir, withServer } from './lib.mjs';
 import { frontProxy, s3Process } from './s3-lib.mjs';
 
 const args = (port) => ['--cold-url', 's3://bk/cold', '--s3-endpoint', `http://127.0.0.1:${port}`, '--s3-access-key', 'S3RVER',
@@ -147,7 +147,7 @@ test('an object lost for good holds back no owner on a later page of the backfil
   const dataDir = tempDir();
   const a = ['--flush-interval', '3600'];
   let s = await startStrata({ dataDir, args: a, ...premarks });
-  try {
+  await withServer(() => s, async () => {
     // 40 owners: more than a page (32), the first by name to lose its object
     const users = await coldOwners(s, 'lost', 40);
     await s.stop();
@@ -159,13 +159,7 @@ test('an object lost for good holds back no owner on a later page of the backfil
     await waitFor('the other owners marked', async () =>
       (await metric(s, /^strata_marks_backfilled_total (\d+)/m)) === users.length - 1, 80000);
     assert.equal(await metric(s, /^strata_marks_backfill_done (\d+)/m), 0, 'the lost one is still owed');
-  } catch (e) {
-    console.error(s.log().slice(-6000));
-    throw e;
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
+  });
 });
 
 // - one owner's objects were all read and marked in one loop turn (an owner of thousands made one
@@ -179,7 +173,7 @@ test('an owner of many objects gets every conversation marked; a start after the
   const dataDir = tempDir();
   let s = await startStrata({ dataDir, args: many, ...premarks });
   const convs = new Set();
-  try {
+  await withServer(() => s, async () => {
     // one object a flush (compaction off): 150 objects, 2 conversations' rows in each
     for (let f = 0; f < 150; f++) {
       for (const c of [`c${f % 60}`, `d${f % 7}`]) {
@@ -220,20 +214,14 @@ test('an owner of many objects gets every conversation marked; a start after the
       assert.equal(e.status, 503, `${c} has cold rows: its mark says so (${e.text})`);
     }
     assert.equal(await metric(s, /^strata_marks_backfill_checked_total (\d+)/m), 0);
-  } catch (e) {
-    console.error(s.log().slice(-6000));
-    throw e;
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
+  });
 });
 
 test('a start in the middle of the backfill goes on at its page', { timeout: 180000 }, async () => {
   const dataDir = tempDir();
   const a = ['--flush-interval', '3600'];
   let s = await startStrata({ dataDir, args: a, ...premarks });
-  try {
+  await withServer(() => s, async () => {
     // 40 owners: a page of 32, then 8; one of the second page's object lost, so the walk stays
     // there (a page that fails is tried again, 5 s apart, 5 times)
     const users = await coldOwners(s, 'mid', 40);
@@ -257,13 +245,7 @@ test('a start in the middle of the backfill goes on at its page', { timeout: 180
     renameSync(`${obj}.away`, obj);
     await waitFor('the backfill done', async () => (await metric(s, /^strata_marks_backfill_done (\d+)/m)) === 1, 80000);
     assert.equal(await metric(s, /^strata_marks_backfilled_total (\d+)/m), 1);
-  } catch (e) {
-    console.error(s.log().slice(-6000));
-    throw e;
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
+  });
 });
 
 // - the backfill kept the owner it was marking (its manifest, its footers pinned) across turns and
@@ -274,7 +256,7 @@ test('a start in the middle of the backfill goes on at its page', { timeout: 180
 test('an owner erased while the backfill holds it gets no marks after its erasure', { timeout: 180000 }, async () => {
   const dataDir = tempDir();
   let s = await startStrata({ dataDir, args: many, ...premarks });
-  try {
+  await withServer(() => s, async () => {
     // two objects (compaction off): 'a' in the first, 'b' in the second
     for (const c of ['a', 'b']) {
       assert.equal((await postTo(s, 'gx', c)).status, 201);
@@ -306,11 +288,5 @@ test('an owner erased while the backfill holds it gets no marks after its erasur
     const b = await postTo(s, 'gx', 'b');
     assert.equal(b.status, 201, `no mark of the erased user's conversation: ${b.text}`);
     assert.equal(b.json.seq, 1);
-  } catch (e) {
-    console.error(s.log().slice(-6000));
-    throw e;
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
+  });
 });
