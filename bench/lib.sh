@@ -472,14 +472,19 @@ template_atsize() {
   fi
   template_keep
 }
+# template_start BIN [SERVER ARGS…]: BIN (flush_server_start) on a fresh copy of the template
+# (bench/roomsweep.sh: one binary, its sides told apart by their environment)
+template_start() {
+  rm -rf "$work/data"
+  cp -a "$work/template" "$work/data"
+  flush_server_start "$@"
+}
 # ab_start SIDE [SERVER ARGS…]: SIDE's binary (old: OLD, new: NEW) on a fresh copy of the template
 ab_start() {
   local bin
   bin=$([ "$1" = old ] && echo "$OLD" || echo "$NEW")
   shift
-  rm -rf "$work/data"
-  cp -a "$work/template" "$work/data"
-  flush_server_start "$bin" "$@"
+  template_start "$bin" "$@"
 }
 # ab_done ROUND SIDE LINE: stops the server; LINE ("SIDE k=v …") to $work/out.txt (for kv) and raw
 ab_done() {

@@ -2875,6 +2875,20 @@ static st_buf_t stats_of_a_file(void)
     return st;
 }
 
+/* What an older binary (before the stats) writes as 'F' o 0 seq: its shape (st_tier_file_t, then
+ * the key) naming key, with no word to the stats record ('I') of that number. */
+static void put_old_record(st_store_t *s, uint64_t seq, const char *key, uint64_t *w)
+{
+    uint8_t k[ST__TIER_MKEY_MAX];
+    size_t kn = st__tier_mkey(k, 'F', "o", 1, true, seq);
+    st_buf_t v = {0};
+    st_tier_file_t of = {1, 9, 30, 900};
+    st_buf_append(&v, &of, sizeof of);
+    st_buf_puts(&v, key);
+    CHECK_EQ(st_store_put(s, k, kn, v.data, v.len, w), ST_OK);
+    st_buf_free(&v);
+}
+
 /* Issue 48, the rolling upgrade: a record written now is exactly what a binary from before the
  * stats checks a swap against (st_tier_file_t then the key: `vl != sizeof file + kl` conflicts),
  * whichever path writes it (rebuild, a flush's swap, a compaction's reusing a number); its stats
@@ -2958,13 +2972,8 @@ TEST(file_record_stats_an_orphan_never_attaches_to_another_file_of_that_number)
     CHECK_EQ(st_tier_rebuild_owner(s, "o", 1, &ob, 1, &(st_tier_stat_t){0, 0, 0, 0, 1}, &w), ST_OK);
     /* the older binary's compaction: 'F' o 0 1 replaced by its own value, 'I' untouched */
     uint8_t k[ST__TIER_MKEY_MAX];
-    size_t kn = st__tier_mkey(k, 'F', "o", 1, true, 1);
-    st_buf_t v = {0};
-    st_tier_file_t of = {1, 9, 30, 900};
-    st_buf_append(&v, &of, sizeof of);
-    st_buf_puts(&v, k2);
-    CHECK_EQ(st_store_del(s, k, kn, &w), ST_OK);
-    CHECK_EQ(st_store_put(s, k, kn, v.data, v.len, &w), ST_OK);
+    CHECK_EQ(st_store_del(s, k, st__tier_mkey(k, 'F', "o", 1, true, 1), &w), ST_OK);
+    put_old_record(s, 1, k2, &w);
     fx_settle(&fx, s);
     st_tier_manifest_t m;
     CHECK_EQ(st_tier_manifest(s, "o", 1, false, &m, &w), ST_OK);
@@ -2987,7 +2996,6 @@ TEST(file_record_stats_an_orphan_never_attaches_to_another_file_of_that_number)
     x = (stats_walk_t){.seq = 9};
     CHECK_EQ(st_tier_each_stats(s, "o", 1, stats_walk, &x, &w), ST_OK);
     CHECK_EQ(x.n, 0u);
-    st_buf_free(&v);
     fx_close_store(&fx, s);
     fx_end(&fx);
     st_buf_free(&st);
@@ -3016,12 +3024,7 @@ TEST(file_record_stats_orphans_of_an_older_binary_are_swept_at_start_up)
     /* the older binary: "erased"'s record deleted alone; o's record 1 names another object */
     uint8_t k[ST__TIER_MKEY_MAX];
     CHECK_EQ(st_store_del(s, k, st__tier_mkey(k, 'F', "erased", 6, true, 5), &w), ST_OK);
-    size_t kn = st__tier_mkey(k, 'F', "o", 1, true, 1);
-    st_buf_t v = {0};
-    st_tier_file_t of = {1, 9, 30, 900};
-    st_buf_append(&v, &of, sizeof of);
-    st_buf_puts(&v, k3);
-    CHECK_EQ(st_store_put(s, k, kn, v.data, v.len, &w), ST_OK);
+    put_old_record(s, 1, k3, &w);
     fx_settle(&fx, s);
     stats_walk_t x = {.seq = 5};
     CHECK_EQ(st_tier_each_stats(s, "erased", 6, stats_walk, &x, &w), ST_OK);
@@ -3051,7 +3054,6 @@ TEST(file_record_stats_orphans_of_an_older_binary_are_swept_at_start_up)
     while (st__tier_stats_orphans(s, &walk, 64, UINT64_MAX, &deleted) == 1)
         ;
     CHECK_EQ(deleted, 0u);
-    st_buf_free(&v);
     fx_close_store(&fx, s);
     fx_end(&fx);
     st_buf_free(&st);

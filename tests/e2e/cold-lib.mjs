@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Helpers for the cold-tier tests: find the Parquet objects strata wrote (local directory or
 // s3rver's store) and read them with DuckDB.
+import assert from 'node:assert/strict';
 import { readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
@@ -70,3 +71,13 @@ export async function waitFor(what, fn, ms = 15000) {
   }
 }
 
+// Waits until GET /v1/admin/erasures/{id} on s says the erasure is 'done' (each answer must be a
+// 200: the DELETE that named the id made it readable; `headers`: an admin's token where the server
+// checks them) for up to `ms`. Resolves the erasure's JSON.
+export async function erasureDone(s, id, { ms = 60000, headers } = {}) {
+  return waitFor(`the erasure ${id} done`, async () => {
+    const r = await s.req('GET', `/v1/admin/erasures/${id}`, undefined, headers);
+    assert.equal(r.status, 200, `GET /v1/admin/erasures/${id}: ${r.text}`);
+    return r.json.status === 'done' ? r.json : null;
+  }, ms);
+}

@@ -13,7 +13,7 @@ import { test } from 'node:test';
 import { renameSync } from 'node:fs';
 import path from 'node:path';
 import { parquetFiles, waitFor } from './cold-lib.mjs';
-import { startStrata, tempDir } from './lib.mjs';
+import { startStrata, tempDir, withServer } from './lib.mjs';
 import { frontProxy, s3Process } from './s3-lib.mjs';
 
 const args = (port) => ['--cold-url', 's3://bk/cold', '--s3-endpoint', `http://127.0.0.1:${port}`, '--s3-access-key', 'S3RVER',
@@ -127,6 +127,19 @@ test('the marks of an owner from before them are written in the background', { t
   }
 });
 
+// n owners on s (PREFIX00, PREFIX01 …, in that order by name), one post each, flushed until every
+// one's row is cold: the backfill's pages (32 owners) of the two tests below. Returns their names.
+async function coldOwners(s, prefix, n) {
+  const users = Array.from({ length: n }, (_, i) => `${prefix}${String(i).padStart(2, '0')}`);
+  for (const u of users) assert.equal((await postTo(s, u, 'c')).status, 201);
+  assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
+  await waitFor('cold', async () => {
+    for (const u of users) if ((await stats(s, u)).cold_messages !== 1) return false;
+    return true;
+  });
+  return users;
+}
+
 // - one object lost for good (404) held the backfill at its page: every owner after that page
 //   kept the footer read. A page that failed ST__BF_FAILS (5) times in a row, 5 s apart, is now
 //   passed over, its owners left for the next walk.
@@ -134,15 +147,9 @@ test('an object lost for good holds back no owner on a later page of the backfil
   const dataDir = tempDir();
   const a = ['--flush-interval', '3600'];
   let s = await startStrata({ dataDir, args: a, ...premarks });
-  try {
+  await withServer(() => s, async () => {
     // 40 owners: more than a page (32), the first by name to lose its object
-    const users = Array.from({ length: 40 }, (_, i) => `lost${String(i).padStart(2, '0')}`);
-    for (const u of users) assert.equal((await postTo(s, u, 'c')).status, 201);
-    assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
-    await waitFor('cold', async () => {
-      for (const u of users) if ((await stats(s, u)).cold_messages !== 1) return false;
-      return true;
-    });
+    const users = await coldOwners(s, 'lost', 40);
     await s.stop();
     const [obj] = parquetFiles(path.join(dataDir, 'cold', users[0]));
     assert.ok(obj, 'the flush wrote an object');
@@ -152,13 +159,7 @@ test('an object lost for good holds back no owner on a later page of the backfil
     await waitFor('the other owners marked', async () =>
       (await metric(s, /^strata_marks_backfilled_total (\d+)/m)) === users.length - 1, 80000);
     assert.equal(await metric(s, /^strata_marks_backfill_done (\d+)/m), 0, 'the lost one is still owed');
-  } catch (e) {
-    console.error(s.log().slice(-6000));
-    throw e;
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
+  });
 });
 
 // - one owner's objects were all read and marked in one loop turn (an owner of thousands made one
@@ -172,7 +173,7 @@ test('an owner of many objects gets every conversation marked; a start after the
   const dataDir = tempDir();
   let s = await startStrata({ dataDir, args: many, ...premarks });
   const convs = new Set();
-  try {
+  await withServer(() => s, async () => {
     // one object a flush (compaction off): 150 objects, 2 conversations' rows in each
     for (let f = 0; f < 150; f++) {
       for (const c of [`c${f % 60}`, `d${f % 7}`]) {
@@ -213,29 +214,17 @@ test('an owner of many objects gets every conversation marked; a start after the
       assert.equal(e.status, 503, `${c} has cold rows: its mark says so (${e.text})`);
     }
     assert.equal(await metric(s, /^strata_marks_backfill_checked_total (\d+)/m), 0);
-  } catch (e) {
-    console.error(s.log().slice(-6000));
-    throw e;
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
+  });
 });
 
 test('a start in the middle of the backfill goes on at its page', { timeout: 180000 }, async () => {
   const dataDir = tempDir();
   const a = ['--flush-interval', '3600'];
   let s = await startStrata({ dataDir, args: a, ...premarks });
-  try {
+  await withServer(() => s, async () => {
     // 40 owners: a page of 32, then 8; one of the second page's object lost, so the walk stays
     // there (a page that fails is tried again, 5 s apart, 5 times)
-    const users = Array.from({ length: 40 }, (_, i) => `mid${String(i).padStart(2, '0')}`);
-    for (const u of users) assert.equal((await postTo(s, u, 'c')).status, 201);
-    assert.equal((await s.req('POST', '/v1/admin/flush')).status, 202);
-    await waitFor('cold', async () => {
-      for (const u of users) if ((await stats(s, u)).cold_messages !== 1) return false;
-      return true;
-    });
+    const users = await coldOwners(s, 'mid', 40);
     await s.stop();
     const [obj] = parquetFiles(path.join(dataDir, 'cold', users[35]));
     renameSync(obj, `${obj}.away`);
@@ -256,13 +245,7 @@ test('a start in the middle of the backfill goes on at its page', { timeout: 180
     renameSync(`${obj}.away`, obj);
     await waitFor('the backfill done', async () => (await metric(s, /^strata_marks_backfill_done (\d+)/m)) === 1, 80000);
     assert.equal(await metric(s, /^strata_marks_backfilled_total (\d+)/m), 1);
-  } catch (e) {
-    console.error(s.log().slice(-6000));
-    throw e;
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
+  });
 });
 
 // - the backfill kept the owner it was marking (its manifest, its footers pinned) across turns and
@@ -273,7 +256,7 @@ test('a start in the middle of the backfill goes on at its page', { timeout: 180
 test('an owner erased while the backfill holds it gets no marks after its erasure', { timeout: 180000 }, async () => {
   const dataDir = tempDir();
   let s = await startStrata({ dataDir, args: many, ...premarks });
-  try {
+  await withServer(() => s, async () => {
     // two objects (compaction off): 'a' in the first, 'b' in the second
     for (const c of ['a', 'b']) {
       assert.equal((await postTo(s, 'gx', c)).status, 201);
@@ -305,11 +288,5 @@ test('an owner erased while the backfill holds it gets no marks after its erasur
     const b = await postTo(s, 'gx', 'b');
     assert.equal(b.status, 201, `no mark of the erased user's conversation: ${b.text}`);
     assert.equal(b.json.seq, 1);
-  } catch (e) {
-    console.error(s.log().slice(-6000));
-    throw e;
-  } finally {
-    await s.stop();
-    s.cleanup();
-  }
+  });
 });

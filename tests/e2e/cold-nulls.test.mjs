@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { icebergRead } from 'icebird';
-import { duckQuery, duckRows, filesUnder, parquetFiles, waitFor } from './cold-lib.mjs';
+import { duckQuery, duckRows, erasureDone, filesUnder, parquetFiles, waitFor } from './cold-lib.mjs';
 import { serveFiles } from './iceberg-lib.mjs';
 import { startStrata } from './lib.mjs';
 
@@ -186,7 +186,7 @@ test('an erased user\'s room tombstones: from null in the API and in Parquet, th
     const t0 = await ok(s, 'DELETE', `/v1/rooms/nullroom/messages/${early.msg_id}`);
     assert.equal(t0.from, 'zelda');
     const e = await ok(s, 'DELETE', '/v1/users/zelda', undefined, 202);
-    await waitFor('the erasure', async () => (await ok(s, 'GET', `/v1/admin/erasures/${e.erasure_id}`)).status === 'done', 60000);
+    await erasureDone(s, e.erasure_id);
     const got = await readAll(s, '/v1/rooms/nullroom/messages');
     assert.deepEqual(got.map((m) => [m.from, m.content]), [[null, null], ['yuri', 'cold by yuri'], [null, null]]);
     assert.equal(got[0].deleted_at, t0.deleted_at, 'the earlier tombstone keeps its time');

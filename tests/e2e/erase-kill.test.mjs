@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { duckRows, parquetFiles, waitFor } from './cold-lib.mjs';
+import { duckRows, erasureDone, parquetFiles, waitFor } from './cold-lib.mjs';
 import { FLUSH_ON_ASK, parallel, readAll, startStrata, tempDir } from './lib.mjs';
 
 const BYSTANDERS = ['by0', 'by1', 'by2'];
@@ -58,7 +58,7 @@ test('kill -9 during an erasure under writers and checkpoints: acknowledged writ
     console.log(`killed with the erasure ${before}, ${count()} bystander posts acknowledged`);
 
     s = await startStrata({ dataDir, args });
-    await waitFor('the erasure done', async () => (await s.ok('GET', `/v1/admin/erasures/${id}`)).status === 'done', 60000);
+    await erasureDone(s, id);
     for (const u of BYSTANDERS) {
       const got = await readAll(s, u);
       const ids = new Set(got.map((m) => m.msg_id));

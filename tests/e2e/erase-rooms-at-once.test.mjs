@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { parquetFiles, waitFor } from './cold-lib.mjs';
+import { erasureDone, parquetFiles, waitFor } from './cold-lib.mjs';
 import { FLUSH_ON_ASK, parallel, readPages, suiteServer, wsConnect } from './lib.mjs';
 
 describe("an erased user's room messages", () => {
@@ -73,7 +73,7 @@ describe("an erased user's room messages", () => {
     assert.deepEqual(replayed.map((m) => m.msg_id), now.map((m) => m.msg_id));
     assert.deepEqual(names(replayed), []);
 
-    await waitFor('the erasure done', async () => (await s.ok('GET', `/v1/admin/erasures/${r.json.erasure_id}`)).status === 'done', 120000);
+    await erasureDone(s, r.json.erasure_id, { ms: 120000 });
     // the erasure wrote the very tombstones the reads showed
     assert.deepEqual(await listing(), now);
     assert.deepEqual(await replay(), replayed);

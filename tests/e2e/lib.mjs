@@ -421,16 +421,20 @@ export async function wsDrain(ws, ms) {
 
 // Runs fn with the server s (startStrata's), its log printed if fn fails; then stops it and
 // removes its data (keepDir: keeps it, for a restart on the same data dir): the
-// try/catch/finally every test around one server writes otherwise.
+// try/catch/finally every test around one server writes otherwise. s may be a function that
+// returns the server: a test that restarts it in fn (`s = await startStrata(...)`) passes
+// `() => s`, and the one running when fn ends or fails is the one whose log is printed and
+// that is stopped.
 export async function withServer(s, fn, { keepDir = false } = {}) {
+  const cur = typeof s === 'function' ? s : () => s;
   try {
     await fn();
   } catch (e) {
-    console.error(s.log());
+    console.error(cur().log());
     throw e;
   } finally {
-    await s.stop();
-    if (!keepDir) s.cleanup();
+    await cur().stop();
+    if (!keepDir) cur().cleanup();
   }
 }
 

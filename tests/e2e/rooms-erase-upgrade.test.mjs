@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { waitFor } from './cold-lib.mjs';
+import { erasureDone, waitFor } from './cold-lib.mjs';
 import { roomsApi } from './rooms-lib.mjs';
 import { FLUSH_ON_ASK, startStrata, wsConnect, wsUntil } from './lib.mjs';
 
@@ -19,9 +19,6 @@ const { bearer, admin, ok, post, messages } = roomsApi(SECRET);
 const ARGS = FLUSH_ON_ASK;
 const ENV = { STRATA_JWT_SECRET: SECRET };
 const AS_OLD = { ...ENV, STRATA_TEST_ROOMS_POST_AS_OLD: '1' };
-
-
-const erasureDone = (s, id) => waitFor('the erasure done', async () => (await ok(s, 'GET', `/v1/admin/erasures/${id}`)).status === 'done', 60000);
 
 // The room's total_messages, and bob's unread in the members list and in its list of rooms
 async function counts(s, room) {
@@ -59,7 +56,7 @@ describe('an erasure in a room an older binary posted to (rolling upgrade)', () 
       assert.deepEqual(await counts(s, 'mix'), { total: 24, unread: 24, listed: [24, 24] });
 
       const er = await ok(s, 'DELETE', '/v1/users/vic');
-      await erasureDone(s, er.erasure_id);
+      await erasureDone(s, er.erasure_id, { headers: admin });
       for (const room of ['mix', 'kept']) {
         const msgs = await messages(s, room);
         const byId = new Map(msgs.map((m) => [m.msg_id, m]));
@@ -123,7 +120,7 @@ describe('an erasure in a room an older binary posted to (rolling upgrade)', () 
       ws.close();
 
       renameSync(`${second}.away`, second);
-      await erasureDone(s, er.erasure_id);
+      await erasureDone(s, er.erasure_id, { headers: admin });
       assert.deepEqual(await counts(s, 'old'), want, 'once done');
       const msgs = await messages(s, 'old');
       assert.equal(msgs.filter((m) => JSON.stringify(m).includes('vic')).length, 0, 'no row names vic');

@@ -11,9 +11,9 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { waitFor } from './cold-lib.mjs';
+import { erasureDone, waitFor } from './cold-lib.mjs';
 import { roomsApi } from './rooms-lib.mjs';
-import { FLUSH_ON_ASK, parallel, sleep, startStrata } from './lib.mjs';
+import { FLUSH_ON_ASK, parallel, sleep, startStrata, withServer } from './lib.mjs';
 
 const SECRET = 'rooms-sweep-secret';
 const { bearer, admin, ok, post, messages } = roomsApi(SECRET);
@@ -44,7 +44,7 @@ describe("a room's author index loses the entries of the posts retention dropped
   test('swept in slices after the drop, resumed after a restart; counts and an erasure exact', async () => {
     // retention on, the sweep held: nothing swept yet
     let s = await startStrata({ args: [...ARGS, '--retention-seconds', '2'], env: { ...ENV, STRATA_TEST_ROOMS_SWEEP_SLICES: '0' } });
-    try {
+    await withServer(() => s, async () => {
       await ok(s, 'POST', '/v1/rooms', { room_id: 'busy', members: AUTHORS });
       await parallel(OLD, (i) => post(s, 'busy', AUTHORS[i % AUTHORS.length], `old ${i}`));
       await ok(s, 'POST', '/v1/rooms/busy/read', { user: 'cat', seq: 300 }, bearer('cat'));
@@ -98,24 +98,18 @@ describe("a room's author index loses the entries of the posts retention dropped
       const er = await s.req('DELETE', '/v1/users/vic', undefined, admin);
       assert.equal(er.status, 202, er.text);
       assert.deepEqual(await counts(s, 'busy'), want, 'right after the 202');
-      await waitFor('the erasure done', async () => (await ok(s, 'GET', `/v1/admin/erasures/${er.json.erasure_id}`)).status === 'done', 60000);
+      await erasureDone(s, er.json.erasure_id, { headers: admin });
       assert.deepEqual(await counts(s, 'busy'), want, 'once the erasure is done');
       const msgs = await messages(s, 'busy');
       assert.equal(msgs.length, 105);
       assert.equal(msgs.filter((m) => JSON.stringify(m).includes('vic')).length, 0, 'no row names vic');
       assert.equal(msgs.filter((m) => m.deleted_at != null).length, vic.length);
-    } catch (e) {
-      console.error(s.log());
-      throw e;
-    } finally {
-      await s.stop();
-      s.cleanup();
-    }
+    });
   });
 
   test('expired rows compaction leaves out of an object mixing them with younger ones are swept too', async () => {
     const s = await startStrata({ args: [...ARGS, '--retention-seconds', '2'], env: ENV });
-    try {
+    await withServer(s, async () => {
       await ok(s, 'POST', '/v1/rooms', { room_id: 'mixed', members: AUTHORS });
       await parallel(300, (i) => post(s, 'mixed', AUTHORS[i % AUTHORS.length], `old ${i}`));
       await sleep(2500);
@@ -132,12 +126,6 @@ describe("a room's author index loses the entries of the posts retention dropped
         'an entry swept for every dropped post');
       const kept = (await ok(s, 'GET', '/v1/rooms/mixed')).total_messages;
       assert.equal(kept, 320 - (await metric(s, 'strata_retention_deleted_messages_total')));
-    } catch (e) {
-      console.error(s.log());
-      throw e;
-    } finally {
-      await s.stop();
-      s.cleanup();
-    }
+    });
   });
 });

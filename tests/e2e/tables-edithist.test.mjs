@@ -18,7 +18,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { icebergRead } from 'icebird';
-import { duckQuery, filesUnder, waitFor } from './cold-lib.mjs';
+import { duckQuery, erasureDone, filesUnder, waitFor } from './cold-lib.mjs';
 import { avroRecords, checkMetrics, currentEntries, serveFiles } from './iceberg-lib.mjs';
 import { startStrata, withServer } from './lib.mjs';
 
@@ -178,7 +178,7 @@ test('edit_history in the tables equals the API: hot edits flushed, cold edits f
     // ehv erased: its room messages are tombstones with an empty edit_history in the API and the
     // table, and no file under the cold folder keeps its versions' text (SPEC §2.2)
     const e = await ok(s, 'DELETE', '/v1/users/ehv', undefined, 202);
-    await waitFor('the erasure', async () => (await ok(s, 'GET', `/v1/admin/erasures/${e.erasure_id}`)).status === 'done', 60000);
+    await erasureDone(s, e.erasure_id);
     await committed(s, ['messages', 'room_messages']);
     const erased = await roomMsgs(s, 'ehroom');
     assert.deepEqual(erased.map((m) => [m.from, m.edit_history?.length ?? null]), [['ehu', 2], [null, 0], ['ehu', 0], [null, 0]]);

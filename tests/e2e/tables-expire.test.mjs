@@ -11,7 +11,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { icebergRead } from 'icebird';
-import { duckRows, filesUnder, parquetFiles, waitFor } from './cold-lib.mjs';
+import { duckRows, erasureDone, filesUnder, parquetFiles, waitFor } from './cold-lib.mjs';
 import { avroRecords, serveFiles } from './iceberg-lib.mjs';
 import { ok, runAsync } from './backup-lib.mjs';
 import { sleep, startStrata, tempDir } from './lib.mjs';
@@ -162,7 +162,7 @@ test('an erasure whose removal shares a commit with another user\'s flush still 
     await committed(s, 'messages'); // the first tick (200 ms after the start) read the tables: the next is an hour on
     await sleep(500);
     const eid = (await ok(s, 'DELETE', '/v1/users/zqgoneuserzq', undefined, {}, 202)).json.erasure_id;
-    await waitFor('the erasure done', async () => (await ok(s, 'GET', `/v1/admin/erasures/${eid}`)).json.status === 'done', 30000);
+    await erasureDone(s, eid, { ms: 30000 });
     await post(s, 'xdora', 'c', 'dora 0');
     await ok(s, 'POST', '/v1/admin/flush', undefined, {}, 202);
     await waitFor('dora flushed', async () => (await tables(s)).messages.pending === 1);
@@ -208,7 +208,7 @@ test('an erasure whose owner a commit\'s view does not reach yet: the commit tha
     await ok(s, 'POST', '/v1/admin/flush', undefined, {}, 202);
     await waitFor('the flush', async () => (await stats(s, 'xalpha'))[1] === 2 && (await stats(s, 'xbeta'))[1] === 2);
     const eid = (await ok(s, 'DELETE', '/v1/users/zzgonezz', undefined, {}, 202)).json.erasure_id;
-    await waitFor('the erasure done', async () => (await ok(s, 'GET', `/v1/admin/erasures/${eid}`)).json.status === 'done', 30000);
+    await erasureDone(s, eid, { ms: 30000 });
     await s.stop();
     s = await startStrata({ dataDir: path.join(dir, 'data'), args: [...base, '--table-commit-interval', '1'], env: { STRATA_TEST_TABLES_VIEW_OWNERS: '1' } });
     await committed(s, 'messages');
@@ -239,7 +239,7 @@ test('an erasure of a user\'s room posts expires the room table\'s earlier snaps
     assert.equal(metadata(cold, 'room_messages').snapshots.length, 2);
 
     const eid = (await ok(s, 'DELETE', '/v1/users/xbob', undefined, {}, 202)).json.erasure_id;
-    await waitFor('the erasure done', async () => (await ok(s, 'GET', `/v1/admin/erasures/${eid}`)).json.status === 'done', 60000);
+    await erasureDone(s, eid);
     await waitFor('the room table keeps one snapshot', async () => {
       const x = await committed(s, 'room_messages');
       return x && metadata(cold, 'room_messages').snapshots.length === 1;

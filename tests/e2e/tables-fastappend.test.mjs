@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { icebergRead } from 'icebird';
-import { filesUnder, waitFor } from './cold-lib.mjs';
+import { erasureDone, filesUnder, waitFor } from './cold-lib.mjs';
 import { avroRecords, serveFiles } from './iceberg-lib.mjs';
 import { ok } from './backup-lib.mjs';
 import { startStrata } from './lib.mjs';
@@ -145,7 +145,7 @@ test('an erasure rewrites only the manifests naming the user, with no DELETED en
     const naming = before.list.filter((mf) => mf.entries.some((e) => e.data_file.partition.user === 'zqfberasedzq')).map((mf) => mf.manifest_path);
     assert.equal(naming.length, 2);
     const eid = (await ok(s, 'DELETE', '/v1/users/zqfberasedzq', undefined, {}, 202)).json.erasure_id;
-    await waitFor('the erasure done', async () => (await ok(s, 'GET', `/v1/admin/erasures/${eid}`)).json.status === 'done', 30000);
+    await erasureDone(s, eid, { ms: 30000 });
     await waitFor('a delete snapshot, the only one kept', async () => (await committed(s, at.sequence_number)) &&
       snapshot(cold).op === 'delete' && metadata(cold, 'messages').snapshots.length === 1, 30000);
     const e = snapshot(cold);

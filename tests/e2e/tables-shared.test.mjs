@@ -13,7 +13,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { icebergRead } from 'icebird';
 import { s3 } from './backup-lib.mjs';
-import { waitFor } from './cold-lib.mjs';
+import { erasureDone, waitFor } from './cold-lib.mjs';
 import { avroRecords, serveFiles } from './iceberg-lib.mjs';
 import { startStrata, tempDir } from './lib.mjs';
 
@@ -126,7 +126,7 @@ test('tables: two groups share one --tables-url; each commit keeps the other gro
 
     // an erasure on a: its user's rows go, b's stay
     const eid = (await ok(a, 'DELETE', '/v1/users/shaerase', undefined, ADMIN, 202)).erasure_id;
-    await waitFor('the erasure done', async () => (await ok(a, 'GET', `/v1/admin/erasures/${eid}`)).status === 'done', 30000);
+    await erasureDone(a, eid, { ms: 30000, headers: ADMIN });
     await waitFor('a delete commit', async () => {
       const dd = doc(versions().at(-1));
       return dd.snapshots.find((s) => s['snapshot-id'] === dd['current-snapshot-id']).summary.operation === 'delete' && (await pending0(a));

@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { icebergRead } from 'icebird';
-import { filesUnder, waitFor } from './cold-lib.mjs';
+import { erasureDone, filesUnder, waitFor } from './cold-lib.mjs';
 import { avroRecords, serveFiles } from './iceberg-lib.mjs';
 import { ok } from './backup-lib.mjs';
 import { startStrata } from './lib.mjs';
@@ -96,7 +96,7 @@ test('a commit in slices, with flushes and an erasure landing between them: each
       await ok(s, 'POST', '/v1/admin/flush', undefined, {}, 202);
       if (r === 4) {
         const eid = (await ok(s, 'DELETE', `/v1/users/${GONE}`, undefined, {}, 202)).json.erasure_id;
-        await waitFor('the erasure done', async () => (await ok(s, 'GET', `/v1/admin/erasures/${eid}`)).json.status === 'done', 30000);
+        await erasureDone(s, eid, { ms: 30000 });
       }
     }
     await settled(s);

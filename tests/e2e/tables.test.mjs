@@ -15,7 +15,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { icebergRead } from 'icebird';
-import { filesUnder, waitFor } from './cold-lib.mjs';
+import { erasureDone, filesUnder, waitFor } from './cold-lib.mjs';
 import { avroRecords, checkMetrics as checkEntries, serveFiles } from './iceberg-lib.mjs';
 import { startStrata, tempDir } from './lib.mjs';
 
@@ -161,7 +161,7 @@ test('tables: flushes, a room and bookings committed; icebird reads each row onc
 
     // erasure: a `delete` commit, every earlier snapshot expired, no file names the user
     const eid = (await ok(s, 'DELETE', '/v1/users/zqerasedzq', undefined, ADMIN, 202)).erasure_id;
-    await waitFor('the erasure done', async () => (await ok(s, 'GET', `/v1/admin/erasures/${eid}`)).status === 'done', 30000);
+    await erasureDone(s, eid, { ms: 30000, headers: ADMIN });
     await waitFor('a delete snapshot', async () => current(metadata(s, 'messages')).summary.operation === 'delete', 30000);
     await committed(s);
     const md = metadata(s, 'messages');
