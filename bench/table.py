@@ -22,7 +22,7 @@
 import glob, json, os, re, statistics, subprocess, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ORDER = ["run", "seats", "chat", "streams", "cluster", "auth", "bigroom", "atsize"]
+ORDER = ["run", "seats", "chat", "streams", "cluster", "auth", "bigroom", "atsize", "notifyab", "eraseab", "keyedcost"]
 BEGIN = "<!-- bench-table:begin (written by bench/table.py from bench/out/*.json; do not edit by hand) -->"
 END = "<!-- bench-table:end -->"
 FIG = re.compile(r"<!-- fig:([a-z0-9-]+) -->(.*?)<!-- /fig -->", re.S)
@@ -41,7 +41,7 @@ RENAMED = {
 def num(v, unit):
     if v is None:
         return "—"
-    if unit in ("ms", "s", "KiB"):
+    if unit in ("ms", "s", "KiB", "µs"):
         return f"{v:.3g}" if v < 100 else f"{v:,.0f}"
     if v >= 100000:
         return f"{v / 1000:,.0f}k"
@@ -128,12 +128,20 @@ def load_runs():
                         if len(r.get("sizes", [])) < 2 or gate_errors(r):
                             continue  # a one-size or loaded session measurement: RESULTS.md's, not the table's
                         r["rows"] = atsize_rows(r)
+                    if name == "notifyab":
+                        r["rows"] = new_rows(r["rows"])
                     for row in r["rows"]:
                         row["benchmark"] = RENAMED.get(row["benchmark"], row["benchmark"])
                     runs.append(r)
         if runs:
             out[name] = sorted(runs, key=lambda r: r["time"])
     return out
+
+
+def new_rows(rows):
+    """bench/notifyab.sh records both binaries of its A/B against Redis, the old one's rows named
+    "… (old)": the table shows the binary of the commit (the new one) only"""
+    return [x for x in rows if not x["benchmark"].endswith("(old)")]
 
 
 def atsize_rows(r):
@@ -299,14 +307,19 @@ def table(rows, refs):
     for f, i in sorted(refs.items(), key=lambda x: x[1]):
         r = FILES[f]
         m = r["machine"]
+        # a run that lasts until its work is done (bench/eraseab.sh) records no duration
+        until_done = r["duration_s"] is None
+        per = "each until done" if until_done else f"× {r['duration_s']:g} s per side"
         how = (f"commit {r['commit']}" + (" **with uncommitted changes: not a result**" if r["dirty"] else
-                                         " (clean tree)") + f", {r['rounds']} rounds × {r['duration_s']:g} s per side")
-        smoke = "" if r["duration_s"] >= FULL and r.get("rounds", FULL_ROUNDS) >= FULL_ROUNDS else (
+                                         " (clean tree)") + f", {r['rounds']} rounds {per}")
+        full = until_done or r["duration_s"] >= FULL
+        smoke = "" if full and r.get("rounds", FULL_ROUNDS) >= FULL_ROUNDS else (
             " — **smoke run: to be regenerated with a full run**")
         g = r.get("gate")
         if g:
+            within = f" over its {g['windows']} runs under the bench lock only" if g.get("windows") else ""
             load = (f"load {m['load_start']:g} → {m['load_end']:g}; gate: load before {g['load_start']:g} "
-                    f"(max {g['load_max']:g}), CPU outside the bench {g['foreign_cpu_pct']:g} % "
+                    f"(max {g['load_max']:g}), CPU outside the bench {g['foreign_cpu_pct']:g} %{within} "
                     f"(max {g['foreign_max_pct']:g} %), sides in turns, first side alternating")
         else:
             load = (f"load {m['load_start']:g} → {m['load_end']:g}; **not gated** (recorded before the load "

@@ -264,7 +264,7 @@ class Turns(unittest.TestCase):
             self.assertIn("ab_rounds", read(os.path.join(ROOT, "bench", s + ".sh")), s)
 
     def test_scripts_use_turns(self):
-        for s in ("run", "seats", "chat", "streams", "cluster", "auth", "bigroom"):
+        for s in ("run", "seats", "chat", "streams", "cluster", "auth", "bigroom", "notifyab", "eraseab", "keyedcost"):
             self.assertIn("turns \"$round\"", read(os.path.join(ROOT, "bench", s + ".sh")), s)
 
 
@@ -300,6 +300,55 @@ class RowRatio(unittest.TestCase):
         self.assertEqual(got["time asked"]["values"], [0.5, 1.0])
         self.assertIsNone(got["time not asked"])
         self.assertIsNone(got["units differ"])
+
+
+class NewRows(unittest.TestCase):
+    """bench/notifyab.sh's old binary's rows stay out of the table; bench/eraseab.sh's record (no
+    duration: each run lasts until its erasure is done; the gate over its runs under the lock)
+    reads as a full run with its windows said"""
+
+    def setUp(self):
+        self.t = Tree()
+
+    def tearDown(self):
+        self.t.close()
+
+    def test_notifyab_shows_the_new_binary_only(self):
+        c = self.t.git("rev-parse", "--short", "HEAD")
+        r = record("2026-11-28 06:00 UTC", c, [5, 6, 7], [7, 7, 7], name="notifyab")
+        new = r["rows"][0]
+        new["benchmark"], new["unit"], new["peer"] = "notify: p99_ms (new)", "ms", "Redis 7 pub/sub"
+        old = json.loads(json.dumps(new))
+        old["benchmark"] = "notify: p99_ms (old)"
+        r["rows"] = [new, old]
+        self.t.add(r)
+        self.assertEqual(self.t.table().returncode, 0)
+        t = self.t.readme()
+        self.assertIn("| notify: p99_ms (new) |", t)
+        self.assertNotIn("(old)", t)
+        self.assertEqual(self.t.table("--check").returncode, 0)
+
+    def test_until_done_record_with_gate_windows(self):
+        c = self.t.git("rev-parse", "--short", "HEAD")
+        r = record("2026-11-28 06:00 UTC", c, [3, 4, 5], [4, 5, 6], name="eraseab")
+        r["duration_s"] = None
+        r["gate"]["windows"] = 6
+        r["rows"][0].update({"benchmark": "erasure: done in", "unit": "s", "peer_unit": "s"})
+        self.t.add(r)
+        self.assertEqual(self.t.table().returncode, 0)
+        t = self.t.readme()
+        self.assertIn("| erasure: done in | 4 s (3–5)", t)
+        self.assertIn("3 rounds each until done", t)
+        self.assertIn("over its 6 runs under the bench lock only", t)
+        self.assertNotIn("smoke run", t)
+        self.assertEqual(self.t.table("--check").returncode, 0)
+
+    def test_gate_windows_in_lib(self):
+        # out_write judges the windows' sum when gate_hold … gate_release bound them
+        lib = read(os.path.join(ROOT, "bench", "lib.sh"))
+        for f in ("gate_hold", "gate_release", "bench_on_exit"):
+            self.assertRegex(lib, r"(?m)^%s\(\) \{" % f)
+        self.assertIn("gate_release", read(os.path.join(ROOT, "bench", "eraseab.sh")))
 
 
 class Bookflat(unittest.TestCase):
