@@ -214,7 +214,7 @@ void st__group_submit(st_store_t *s)
     st_list_insert(&s->inflight, &b->link);
     s->submitted++;
     uv_ref((uv_handle_t *)&s->uv.done.poll);
-    uv_idle_stop(&s->uv.idle);
+    st__idle_stop(s);
     st__encode_entry(&g->enc, g->token, b);
     st_metric_observe(s->m.batch_ops, (double)b->ops.n);
     st_metric_observe(s->m.batch_writes, (double)b->writes);
@@ -350,10 +350,28 @@ static void st__group_splice(st_store_t *s)
 /* How many iterations in a row a hand-over may be put off while mu is busy: then it waits. */
 #define ST__HANDOFF_DEFERS_MAX 64
 
+bool st__group_held(const st_store_t *s)
+{
+    return s->group->h_head != NULL;
+}
+
+/* The idle handle was started for the hand-over alone (an open batch keeps it until its seal
+ * stops it): a follower stages nothing, and an idle handle left running spins the loop. */
+static void st__group_idle_done(st_store_t *s)
+{
+    st__group_t *g = s->group;
+    if (g->h_idle && s->open->ops.n == 0) uv_idle_stop(&s->uv.idle);
+    g->h_idle = false;
+}
+
 void st__group_handoff(st_store_t *s, bool wait)
 {
     st__group_t *g = s->group;
-    if (!g || !g->h_head) return;
+    if (!g) return;
+    if (!g->h_head) {
+        st__group_idle_done(s);
+        return;
+    }
     /* mu is only tried, as st__store_submit does: held by a commit thread the scheduler took
      * the core from, it would stall the loop for a time slice; the entries wait one more
      * iteration instead (the idle handle keeps the loop from sleeping in poll meanwhile) */
@@ -368,10 +386,12 @@ void st__group_handoff(st_store_t *s, bool wait)
     g->h_defers = 0;
     st__group_splice(s);
     uv_mutex_unlock(&s->th.mu);
-    /* started for the hand-over alone (an open batch keeps it until its seal stops it): a
-     * follower stages nothing, and an idle handle left running spins the loop */
-    if (g->h_idle && s->open->ops.n == 0) uv_idle_stop(&s->uv.idle);
-    g->h_idle = false;
+    st__group_idle_done(s);
+}
+
+void st_store_group_handoff(st_store_t *s)
+{
+    st__group_handoff(s, true);
 }
 
 /* Fails every proposal from `b` on (taken out of the list already) with err, and rolls back. */
@@ -587,8 +607,11 @@ int st_store_group_load(st_store_t *s, const char *path, uint64_t *applied)
 void st_store_group_loaded(st_store_t *s, uint64_t applied)
 {
     s->group->queued = s->group->shown = applied;
+    /* handed over when the fetch began (st_store_group_handoff), and Raft's entries kept aside
+     * by the repl module since: applied over the copy now they would bring back older values */
+    ST_ASSERT(!s->group->h_head);
+    st__group_idle_done(s);
     uv_mutex_lock(&s->th.mu);
-    st__group_splice(s); /* in order, as if handed over before the copy came */
     s->th.applied_seq = applied;
     uv_mutex_unlock(&s->th.mu);
     st_store_resync(s);

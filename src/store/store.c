@@ -44,6 +44,14 @@ void st__store_on_idle(uv_idle_t *h)
     (void)h;
 }
 
+void st__idle_stop(st_store_t *s)
+{
+    /* applied entries waiting for their hand-over keep it: the loop must not sleep in poll
+     * before the check that hands them over (group.c) */
+    if (s->group && st__group_held(s)) return;
+    uv_idle_stop(&s->uv.idle);
+}
+
 /* Seals the open batch at the end of the iteration. Once the log has failed every batch fails,
  * and a module that retries a failed write at once (an expiry) would spin the loop through
  * fail, roll back, retry: then batches go at most every ST__FAIL_PACE_MS. */
@@ -53,7 +61,7 @@ static void st__seal(st_store_t *s)
     if (s->fail.stopped) {
         uint64_t now = uv_now(s->loop);
         if (now < s->fail.next_submit_ms) {
-            uv_idle_stop(&s->uv.idle);
+            st__idle_stop(s);
             if (!uv_is_active((uv_handle_t *)&s->uv.pace))
                 uv_timer_start(&s->uv.pace, st__on_pace, s->fail.next_submit_ms - now, 0);
             return;
@@ -61,7 +69,7 @@ static void st__seal(st_store_t *s)
         s->fail.next_submit_ms = now + ST__FAIL_PACE_MS;
     }
     if (s->group && st__group_hold(s)) {
-        uv_idle_stop(&s->uv.idle); /* an entry of ours applying wakes the loop */
+        st__idle_stop(s); /* an entry of ours applying wakes the loop */
         return;
     }
     if (s->group)
