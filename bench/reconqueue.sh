@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Memory of the reconciliation queue (issue 48, session 26): posts to N distinct conversations
-# (bench/reconqueue.lua, users q0..q{N-1}, then round again) for SEC seconds against each side, in
+# (bench/reconqueue.lua, users q0..q{N-1}, one post each, then GET /healthz) for SEC seconds against each side, in
 # turns, ROUNDS rounds; then RssAnon, jemalloc's allocated bytes and the queue's metrics. The
 # interval is an hour (and flushes too), so nothing drains the queue but an overflow's pass. Read
 # once the store's backlog of staged writes is applied (0) and 2 s more.
@@ -37,7 +37,7 @@ for round in $(seq "$ROUNDS"); do
     sleep 2
     rss=$(awk '/^RssAnon/ {print $2}' /proc/"$pid"/status)
     m=$(curl -fsS "127.0.0.1:$port/metrics")
-    echo "round $round side $side posts $reqs q$((N - 1)).total $last rss_anon_kib $rss" \
+    echo "round $round side $side posts $reqs q$((N - 1)).total $last (1: every post done) rss_anon_kib $rss" \
       "malloc_allocated $(g strata_malloc_allocated_bytes) queue $(g strata_reconcile_queue)" \
       "overflows $(g strata_reconcile_overflows_total) passes $(g strata_reconcile_all_passes_total)" \
       "backlog $(g strata_store_backlog_bytes)"
