@@ -217,8 +217,9 @@ struct st_store {
     st_map_t overlay;
     st_ovidx_t ovidx;      /* the overlay in key order */
     st_batch_t *open;      /* staging */
-    st_batch_t *free_list; /* recycled batches */
-    st_list_t inflight;    /* st_batch_t by link: submitted, not yet back; ascending ids */
+    st_batch_t *free_list; /* recycled batches, at most ST__FREE_MAX (commit.c) */
+    size_t free_n;
+    st_list_t inflight; /* st_batch_t by link: submitted, not yet back; ascending ids */
     uint64_t open_id, durable_id;
     unsigned back_behind; /* loop turns in a row that put applied batches back (commit.c) */
     st_batch_t *back_head, *back_tail; /* those put back: taken first next time (loop only) */
