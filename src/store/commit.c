@@ -515,7 +515,7 @@ bool st__store_submit(st_store_t *s)
     s->open = st__batch_new(s);
     /* Pending durable work keeps the loop alive; idle, the store does not. */
     uv_ref((uv_handle_t *)&s->uv.done.poll);
-    st__idle_stop(s);
+    uv_idle_stop(&s->uv.idle);
     return true;
 }
 
@@ -568,7 +568,7 @@ void st__rollback(st_store_t *s)
     s->fail.first = 0;
     st__batch_recycle(s, s->open);
     s->open = st__batch_new(s);
-    st__idle_stop(s);
+    uv_idle_stop(&s->uv.idle);
     st__restore_overlay(s, first);
     uv_mutex_lock(&s->th.mu);
     s->th.halted = false;

@@ -337,8 +337,6 @@ void st__rec_put_op(st_buf_t *out, const st_batch_t *b, const st_op_t *op);
 
 /* the idle handle's callback (staged work makes the loop's poll return at once) */
 void st__store_on_idle(uv_idle_t *h);
-/* Stops the idle handle unless applied entries wait for their hand-over (group.c). */
-void st__idle_stop(st_store_t *s);
 uint64_t st__op_cost(const st_store_t *s, size_t klen, size_t vlen, bool del);
 void st__batch_add(st_store_t *s, st_batch_t *b, const void *key, size_t klen, const void *val,
                    size_t vlen, bool del);
@@ -371,8 +369,8 @@ void st__group_submit(st_store_t *s);
 /* The Raft entries applied on the loop go to the apply thread (called at the end of each
  * iteration): mu is only tried unless `wait`, or after many tries in a row. */
 void st__group_handoff(st_store_t *s, bool wait);
-/* Whether applied entries wait on the loop for their hand-over (the idle handle must then run). */
-bool st__group_held(const st_store_t *s);
+/* With the store's handles: closes the group's own (its close callback counts it). */
+void st__group_close(st_store_t *s, uv_close_cb cb);
 bool st__group_hold(st_store_t *s);
 /* A write staged on a member that does not serve: ST_ENOLEADER (else ST_OK). */
 int st__group_refuse(st_store_t *s);

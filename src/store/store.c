@@ -44,14 +44,6 @@ void st__store_on_idle(uv_idle_t *h)
     (void)h;
 }
 
-void st__idle_stop(st_store_t *s)
-{
-    /* applied entries waiting for their hand-over keep it: the loop must not sleep in poll
-     * before the check that hands them over (group.c) */
-    if (s->group && st__group_held(s)) return;
-    uv_idle_stop(&s->uv.idle);
-}
-
 /* Seals the open batch at the end of the iteration. Once the log has failed every batch fails,
  * and a module that retries a failed write at once (an expiry) would spin the loop through
  * fail, roll back, retry: then batches go at most every ST__FAIL_PACE_MS. */
@@ -61,7 +53,7 @@ static void st__seal(st_store_t *s)
     if (s->fail.stopped) {
         uint64_t now = uv_now(s->loop);
         if (now < s->fail.next_submit_ms) {
-            st__idle_stop(s);
+            uv_idle_stop(&s->uv.idle);
             if (!uv_is_active((uv_handle_t *)&s->uv.pace))
                 uv_timer_start(&s->uv.pace, st__on_pace, s->fail.next_submit_ms - now, 0);
             return;
@@ -69,7 +61,7 @@ static void st__seal(st_store_t *s)
         s->fail.next_submit_ms = now + ST__FAIL_PACE_MS;
     }
     if (s->group && st__group_hold(s)) {
-        st__idle_stop(s); /* an entry of ours applying wakes the loop */
+        uv_idle_stop(&s->uv.idle); /* an entry of ours applying wakes the loop */
         return;
     }
     if (s->group)
@@ -367,7 +359,7 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
 static void st__store_on_closed(uv_handle_t *h)
 {
     st_store_t *s = h->data;
-    if (++s->uv.closed == 4) st__free_struct(s);
+    if (++s->uv.closed == (s->group ? 5 : 4)) st__free_struct(s);
 }
 
 void st_store_close(st_store_t *s)
@@ -398,6 +390,7 @@ bool st_store_close_clean(st_store_t *s)
     uv_close((uv_handle_t *)&s->uv.check, st__store_on_closed);
     uv_close((uv_handle_t *)&s->uv.idle, st__store_on_closed);
     uv_close((uv_handle_t *)&s->uv.pace, st__store_on_closed);
+    if (s->group) st__group_close(s, st__store_on_closed);
     return clean;
 }
 
