@@ -421,7 +421,8 @@ int main(int argc, char **argv)
                                .standby = *cfg.cluster != '\0'}; /* a group: the leader ships */
         if (st_backup_open(&app.backup, m.loop, store, &bo) != ST_OK) goto fail_backup;
     }
-    st_reconcile_open(&app.reconcile, m.loop, store, chat, tier, cfg.reconcile_interval);
+    st_reconcile_open(&app.reconcile, m.loop, store, chat, tier, cfg.reconcile_interval,
+                      cfg.reconcile_queue);
     if (st_tables_open(&app.iceberg, m.loop, store, cold, tables, &cfg) != ST_OK) goto fail_ws;
     st_tables_on_commit(app.iceberg, st__catalog_nudge, app.catalog);
     st_tier_set_hold(tier, st__hold_cutoff, &app);

@@ -60,6 +60,7 @@ typedef struct {
     uint64_t cold_workers;
     uint64_t retention_seconds;
     uint64_t reconcile_interval;
+    uint64_t reconcile_queue; /* keys the reconciliation queue holds at most (reconcile.c) */
     char jwt_secret[512];
     char jwt_jwks_file[1024];
     char jwt_jwks_url[1024];

@@ -17,9 +17,11 @@
 typedef struct st_reconcile st_reconcile_t;
 
 /* chat may be NULL (no conversations to reconcile). A recount that needs cold footers not in
- * memory has them fetched through tier's wait (borrowed; NULL: no cold tier) and is retried. */
+ * memory has them fetched through tier's wait (borrowed; NULL: no cold tier) and is retried.
+ * queue_max: keys queued at most (0: 100,000); a mark past it falls back to a pass over every
+ * key (st_reconcile_all's, counted in strata_reconcile_overflows_total). */
 int st_reconcile_open(st_reconcile_t **out, uv_loop_t *loop, st_store_t *store, st_chat_t *chat,
-                      st_tier_t *tier, uint64_t interval_s);
+                      st_tier_t *tier, uint64_t interval_s, uint64_t queue_max);
 /* Stops the timer; the state is freed once its handle has closed (run the loop). */
 void st_reconcile_close(st_reconcile_t *r);
 

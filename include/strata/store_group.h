@@ -44,6 +44,9 @@ uint64_t st_store_group_shown(const st_store_t *s);
 /* Any thread: waits until LMDB holds every entry up to `index` and forces it to disk (before
  * Raft may drop those entries from its log). */
 int st_store_group_sync(st_store_t *s, uint64_t index);
+/* On the loop: every entry applied so far goes to the apply thread now (its lock waited for),
+ * not at the end of the loop iteration; before a copy of the store is fetched. */
+void st_store_group_handoff(st_store_t *s);
 /* In-memory views derived from the store must be rebuilt from it (listeners' on_failed is
  * called with a batch id past every batch so far): a follower became the leader. */
 void st_store_resync(st_store_t *s);

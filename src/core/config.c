@@ -53,6 +53,11 @@ static const st_cfg_opt_t st__opts[] = {
             86400ULL * 36500, "drop cold messages older than this (0 keeps them forever)"),
     ST__NUM(ST_CFG_U64, reconcile_interval, "reconcile-interval", "STRATA_RECONCILE_INTERVAL", "20",
             1, 86400, "seconds between reconciliation passes"),
+    ST__NUM(ST_CFG_U64, reconcile_queue, "reconcile-queue", "STRATA_RECONCILE_QUEUE", "100000", 1,
+            100000000,
+            "keys (conversations, distinct counters) waiting for their recount, at most (about "
+            "130 bytes each); a write past it falls back to a pass over every key "
+            "(strata_reconcile_overflows_total in /metrics)"),
     ST__STR(jwt_secret, "jwt-secret", "STRATA_JWT_SECRET", "",
             "HS256 secret; when set every /v1 route requires a Bearer token"),
     ST__STR(jwt_jwks_file, "jwt-jwks-file", "STRATA_JWT_JWKS_FILE", "",

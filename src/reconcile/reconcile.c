@@ -9,6 +9,9 @@
  * A pass over every key (POST /v1/admin/reconcile with no body) runs the same way: pages of
  * conversations, then of distinct counters, from a cursor, within each step's budget, after
  * the queue's work.
+ *
+ * The queue is bounded (--reconcile-queue keys, st__overflow): past it, marks fall back to that
+ * pass, so a burst of writes to a million conversations costs a pass, not a million entries.
  */
 #include "strata/reconcile.h"
 #include "strata/counters.h"
@@ -29,7 +32,8 @@ typedef struct st_rentry {
     st_list_t link;     /* in the queue, oldest mark first */
     uint64_t dirty_gen; /* bumped by every mark */
     uint64_t last_ms;   /* when it was last recounted (spacing) */
-    size_t klen;
+    uint32_t epoch;     /* r->epoch when queued: an older one is in r->drop (st__overflow) */
+    uint32_t klen;
     char key[]; /* kind, then user 0 conversation, or the counter name */
 } st_rentry_t;
 
@@ -48,6 +52,11 @@ struct st_reconcile {
      * passed: it never walks keys it will not recount (a walk of every marked key each step was
      * a fifth of the process's CPU while 60,000 conversations cooled). */
     st_list_t queue, spaced;
+    /* entries an overflow dropped (covered by a pass), freed by the steps within their budget so
+     * that the post which overflowed frees nothing; still in the map (and its count) until then */
+    st_list_t drop;
+    uint32_t epoch; /* bumped by every drop */
+    size_t queue_max;
     /* the distinct counter being recounted across steps, and its queue entry (NULL: the pass's) */
     st_distinct_recount_t *job;
     st_rentry_t *job_entry;
@@ -56,24 +65,84 @@ struct st_reconcile {
     /* the pass over every key: phase 0 none, 1 conversations, 2 counters */
     int all_phase;
     bool all_again; /* asked for again while running: one more pass after it */
+    bool all_asked; /* POST /v1/admin/reconcile (paced at a quarter of the loop, an overflow's
+                     * at a tenth like the queue) */
     uint64_t all_started, all_done;
     st_buf_t all_cursor, all_page; /* page: kind, u8 len(s), name(s) per key */
     size_t all_off, all_keys;
     int64_t all_drift;
     uint8_t counter_cursor[ST_KEY_MAX + 1];
     size_t counter_clen;
-    st_metric_t *m_runs, *m_queue, *m_keys[2], *m_drift[2], *m_passes;
+    st_metric_t *m_runs, *m_queue, *m_keys[2], *m_drift[2], *m_passes, *m_overflows;
 };
+
+static uint64_t st__all_begin(st_reconcile_t *r, bool asked);
+
+/* Appends every item of src to dst (src is left empty): O(1). */
+static void st__list_splice(st_list_t *dst, st_list_t *src)
+{
+    if (st_list_empty(src)) return;
+    src->next->prev = dst->prev;
+    dst->prev->next = src->next;
+    src->prev->next = dst;
+    dst->prev = src->prev;
+    st_list_init(src);
+}
+
+/* A mark of a key not queued, with the queue full (map.count at --reconcile-queue). The rule:
+ * every key marked must be recounted after its mark, by the queue or by a pass over every key
+ * that reaches the key after the mark. So the mark is not stored, and
+ * - while a pass runs that is already asked to run once more (all_again), that next pass covers
+ *   it (and every key queued); so does the running pass for a distinct counter while it is on
+ *   conversations (counters come after them): nothing to do;
+ * - else, while a pass runs, the key may be behind its cursor (already passed: the mark came
+ *   after its recount), so one more pass is asked for; with no pass running, one starts. Either
+ *   way the pass to come visits every key after this mark, so every queued entry is dropped too
+ *   (their marks are older): the queue empties and marks are kept again, exactly as before. A
+ *   dropped key marked again is taken back into the queue (st__mark: its pass may have passed).
+ * Only the entry of the distinct counter whose recount is under way stays (its job holds it).
+ * Cost on the post: list splices, never a walk; the steps free the dropped entries. */
+static void st__overflow(st_reconcile_t *r, int kind)
+{
+    st_metric_add(r->m_overflows, 1);
+    if (r->all_started != r->all_done &&
+        (r->all_again || (kind == ST__DISTINCT && r->all_phase == 1)))
+        return;
+    st_rentry_t *job = r->job_entry;
+    if (job) st_list_unlink(&job->link);
+    st__list_splice(&r->drop, &r->queue);
+    st__list_splice(&r->drop, &r->spaced);
+    r->epoch++;
+    if (job) {
+        job->epoch = r->epoch;
+        st_list_insert(&r->queue, &job->link);
+    }
+    bool running = r->all_started != r->all_done;
+    uint64_t pass = st__all_begin(r, false);
+    /* once per pass at most (an overflow during the one asked for again returns above) */
+    st_info("reconcile: queue full (%zu keys): its keys are left to pass %llu over every key%s",
+            r->queue_max, (unsigned long long)pass, running ? ", after the one under way" : "");
+}
 
 static void st__mark(st_reconcile_t *r, const char *key, size_t klen)
 {
     if (!r) return;
     st_map_node_t *n = st_map_get(&r->map, key, klen);
     st_rentry_t *e = (st_rentry_t *)n;
+    if (e && e->epoch != r->epoch) { /* dropped, not freed yet: queued again (see st__overflow) */
+        st_list_unlink(&e->link);
+        st_list_insert(&r->queue, &e->link);
+        e->epoch = r->epoch;
+    }
     if (!e) {
+        if (r->map.count >= r->queue_max) {
+            st__overflow(r, key[0]);
+            return;
+        }
         e = st_calloc(1, sizeof *e + klen);
         memcpy(e->key, key, klen);
-        e->klen = klen;
+        e->klen = (uint32_t)klen;
+        e->epoch = r->epoch;
         e->node.key = e->key;
         e->node.klen = klen;
         st_map_insert(&r->map, &e->node);
@@ -150,6 +219,16 @@ static void st__free_entry(st_reconcile_t *r, st_rentry_t *e)
     st_list_unlink(&e->link);
     st_map_remove(&r->map, &e->node);
     free(e);
+}
+
+/* Frees entries an overflow dropped until the budget is spent; true if some are left. */
+static bool st__free_dropped(st_reconcile_t *r, uint64_t t0)
+{
+    for (unsigned n = 1; !st_list_empty(&r->drop); n++) {
+        if (n % 256 == 0 && st_mono_ns() - t0 > ST__BUDGET_NS) return true;
+        st__free_entry(r, ST_LIST_ITEM(r->drop.next, st_rentry_t, link));
+    }
+    return false;
 }
 
 /* Starts the sliced recount of a distinct counter (its entry, or NULL for the pass). */
@@ -304,7 +383,9 @@ static void st__all_finish(st_reconcile_t *r)
             (unsigned long long)r->all_done, r->all_keys, (long long)r->all_drift);
     if (r->all_again) {
         r->all_again = false;
-        st_reconcile_all(r);
+        st__all_begin(r, false);
+    } else {
+        r->all_asked = false;
     }
 }
 
@@ -355,9 +436,9 @@ static void st__step(uv_timer_t *t)
         return;
     }
     uint64_t now = uv_now(r->loop), t0 = st_mono_ns();
-    bool more = false;
     st_metric_add(r->m_runs, 1);
-    if (r->job) {
+    bool more = st__free_dropped(r, t0);
+    if (!more && r->job) {
         st_rentry_t *e = r->job_entry;
         if (!st__job_run(r, t0)) {
             more = true;
@@ -370,12 +451,14 @@ static void st__step(uv_timer_t *t)
     if (!more) more = st__work_all(r, t0);
     st_metric_set(r->m_queue, (double)r->map.count);
     uint64_t spent_ms = (st_mono_ns() - t0) / 1000000;
-    uint64_t pace = r->all_started != r->all_done ? 3 : 9;
+    uint64_t pace = r->all_started != r->all_done && r->all_asked ? 3 : 9;
     uv_timer_start(&r->timer, st__step, more ? pace * spent_ms + 1 : r->interval_ms, 0);
 }
 
-uint64_t st_reconcile_all(st_reconcile_t *r)
+/* asked: by POST /v1/admin/reconcile or a new leader (paced faster), else by an overflow. */
+static uint64_t st__all_begin(st_reconcile_t *r, bool asked)
 {
+    r->all_asked |= asked;
     if (r->all_started != r->all_done) {
         r->all_again = true;
         return r->all_started + 1;
@@ -390,6 +473,11 @@ uint64_t st_reconcile_all(st_reconcile_t *r)
     r->all_off = 0;
     uv_timer_start(&r->timer, st__step, 0, 0);
     return r->all_started;
+}
+
+uint64_t st_reconcile_all(st_reconcile_t *r)
+{
+    return st__all_begin(r, true);
 }
 
 /* Writes mark what they touch: a posted message its conversation, a distinct member its counter
@@ -413,7 +501,7 @@ static void st__on_counter(void *arg, const char *name, size_t nlen, int64_t val
 }
 
 int st_reconcile_open(st_reconcile_t **out, uv_loop_t *loop, st_store_t *store, st_chat_t *chat,
-                      st_tier_t *tier, uint64_t interval_s)
+                      st_tier_t *tier, uint64_t interval_s, uint64_t queue_max)
 {
     st_reconcile_t *r = st_calloc(1, sizeof *r);
     r->loop = loop;
@@ -424,8 +512,19 @@ int st_reconcile_open(st_reconcile_t **out, uv_loop_t *loop, st_store_t *store, 
     st_map_init(&r->map);
     st_list_init(&r->queue);
     st_list_init(&r->spaced);
+    st_list_init(&r->drop);
+    r->queue_max = queue_max ? (size_t)queue_max : 100000;
     r->m_runs = st_metrics_counter("strata_reconcile_runs_total", "Reconciliation passes", "");
     r->m_queue = st_metrics_gauge("strata_reconcile_queue", "Keys waiting to be recounted", "");
+    r->m_overflows = st_metrics_counter(
+        "strata_reconcile_overflows_total",
+        "Marks that found the reconciliation queue full (--reconcile-queue): left to a pass over "
+        "every key",
+        "");
+    st_metric_set(
+        st_metrics_gauge("strata_reconcile_queue_capacity",
+                         "Keys the reconciliation queue holds at most (--reconcile-queue)", ""),
+        (double)r->queue_max);
     r->m_keys[0] = st_metrics_counter("strata_reconcile_keys_total", "Keys recounted",
                                       "kind=\"conversation\"");
     r->m_keys[1] =
@@ -455,6 +554,8 @@ static void st__reconcile_closed(uv_handle_t *h)
         st__free_entry(r, ST_LIST_ITEM(r->queue.next, st_rentry_t, link));
     while (!st_list_empty(&r->spaced))
         st__free_entry(r, ST_LIST_ITEM(r->spaced.next, st_rentry_t, link));
+    while (!st_list_empty(&r->drop))
+        st__free_entry(r, ST_LIST_ITEM(r->drop.next, st_rentry_t, link));
     st_map_free(&r->map);
     st_buf_free(&r->job_name);
     st_buf_free(&r->all_cursor);

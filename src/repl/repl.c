@@ -234,6 +234,8 @@ static int st__fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
                 "copy of the store through %s",
                 (unsigned long long)have, (unsigned long long)m.index, m.url);
     r->restoring = true;
+    /* what Raft applied before this goes to LMDB before the copy does, in order */
+    st_store_group_handoff(r->store);
     if (!r->fetching) st__fetch_start(r);
     return 0;
 }

@@ -431,9 +431,10 @@ int st__store_recover(st_store_t *s)
 st_batch_t *st__batch_new(st_store_t *s)
 {
     st_batch_t *b = s->free_list;
-    if (b)
+    if (b) {
         s->free_list = b->next;
-    else
+        s->free_n--;
+    } else
         b = st_calloc(1, sizeof *b);
     b->next = NULL;
     st_buf_reset(&b->data);
@@ -451,14 +452,29 @@ st_batch_t *st__batch_new(st_store_t *s)
     return b;
 }
 
+/* Batches kept for reuse, and the largest buffer one keeps. What a backlog took (every batch
+ * between its seal and its return from LMDB is live: seconds of writes when LMDB falls behind)
+ * goes back to the allocator once it has drained, instead of staying in the free list at the
+ * backlog's peak, each buffer at the largest batch it ever held (issue 48: a post's ≈ 200 bytes
+ * stayed allocated after it was applied). A loop iteration's batch is rarely past 512 KiB: at most
+ * 16 MiB kept. */
+#define ST__FREE_MAX     32
+#define ST__FREE_BUF_MAX (512u << 10)
+
 void st__batch_recycle(st_store_t *s, st_batch_t *b)
 {
-    if (b->data.cap > (8u << 20)) { /* do not keep outsized buffers around */
+    if (s->free_n >= ST__FREE_MAX) {
+        st__batch_free(b);
+        return;
+    }
+    if (b->data.cap > ST__FREE_BUF_MAX || b->ops.cap * sizeof *b->ops.v > ST__FREE_BUF_MAX) {
+        /* do not keep outsized buffers around */
         st_buf_free(&b->data);
         st_vec_free(&b->ops);
     }
     b->next = s->free_list;
     s->free_list = b;
+    s->free_n++;
 }
 
 void st__batch_free(st_batch_t *b)

@@ -23,6 +23,12 @@
 
 enum { ST__OP_PUT = 0, ST__OP_DEL = 1, ST__OP_NOTE = 2 };
 
+/* h_wake's callback: nothing to do but keep the loop out of poll until its check (store.c). */
+static void st__group_on_wake(uv_idle_t *h)
+{
+    (void)h;
+}
+
 /* Group mode's state, allocated by st_store_group_join. Loop only. */
 struct st__group {
     st_store_group_t *raft;      /* the repl module's proposer (borrowed) */
@@ -39,7 +45,10 @@ struct st__group {
     /* applied entries not yet handed to the apply thread: mu was busy (st__group_handoff) */
     st_batch_t *h_head, *h_tail;
     unsigned h_defers; /* hand-overs in a row put off */
-    bool h_idle;       /* the idle handle was started for them */
+    /* active while entries are held: the loop must not sleep in poll before the check that
+     * hands them over. Its own handle, not the store's idle handle, which seals and rollbacks
+     * stop for reasons of their own (review 26) */
+    uv_idle_t h_wake;
     st_metric_t *m_h_defers;
 };
 
@@ -140,10 +149,19 @@ void st_store_group_join(st_store_t *s, st_store_group_t *raft)
         "strata_repl_entries_in_flight",
         "Entries of this leader proposed and not yet committed, counted as one is proposed", "",
         st_metrics_size_bounds, st_metrics_size_nbounds);
+    uv_idle_init(s->loop, &g->h_wake);
+    g->h_wake.data = s;
+    uv_unref((uv_handle_t *)&g->h_wake); /* held entries keep the loop alive through the store */
     s->group = g;
     uv_mutex_lock(&s->th.mu);
     s->th.applied_seq = g->queued;
     uv_mutex_unlock(&s->th.mu);
+}
+
+void st__group_close(st_store_t *s, uv_close_cb cb)
+{
+    s->group->h_wake.data = s;
+    uv_close((uv_handle_t *)&s->group->h_wake, cb);
 }
 
 void st__group_free(st_store_t *s)
@@ -326,12 +344,7 @@ int st_store_group_apply(st_store_t *s, uint64_t index, const char *payload, siz
     /* To the apply thread at the end of the iteration (st__group_handoff), every entry applied
      * in it with one hold of mu. */
     b->next = NULL;
-    if (!g->h_head && !uv_is_active((uv_handle_t *)&s->uv.idle)) {
-        /* applied outside a loop iteration (a test, a start-up replay): the loop must not
-         * block in poll before its check hands them over */
-        uv_idle_start(&s->uv.idle, st__store_on_idle);
-        g->h_idle = true;
-    }
+    if (!g->h_head) uv_idle_start(&g->h_wake, st__group_on_wake);
     st__chain(&g->h_head, &g->h_tail, b, b);
     st__pending_add(s, b->bytes);
     return ST_OK;
@@ -360,18 +373,18 @@ void st__group_handoff(st_store_t *s, bool wait)
     if (!wait && g->h_defers < ST__HANDOFF_DEFERS_MAX && uv_mutex_trylock(&s->th.mu) != 0) {
         g->h_defers++;
         st_metric_add(g->m_h_defers, 1);
-        uv_idle_start(&s->uv.idle, st__store_on_idle);
-        g->h_idle = true;
-        return;
+        return; /* h_wake stays active: the next iteration comes at once */
     }
     if (wait || g->h_defers >= ST__HANDOFF_DEFERS_MAX) uv_mutex_lock(&s->th.mu);
     g->h_defers = 0;
     st__group_splice(s);
     uv_mutex_unlock(&s->th.mu);
-    /* started for the hand-over alone (an open batch keeps it until its seal stops it): a
-     * follower stages nothing, and an idle handle left running spins the loop */
-    if (g->h_idle && s->open->ops.n == 0) uv_idle_stop(&s->uv.idle);
-    g->h_idle = false;
+    uv_idle_stop(&g->h_wake);
+}
+
+void st_store_group_handoff(st_store_t *s)
+{
+    st__group_handoff(s, true);
 }
 
 /* Fails every proposal from `b` on (taken out of the list already) with err, and rolls back. */
@@ -587,8 +600,10 @@ int st_store_group_load(st_store_t *s, const char *path, uint64_t *applied)
 void st_store_group_loaded(st_store_t *s, uint64_t applied)
 {
     s->group->queued = s->group->shown = applied;
+    /* handed over when the fetch began (st_store_group_handoff), and Raft's entries kept aside
+     * by the repl module since: applied over the copy now they would bring back older values */
+    ST_ASSERT(!s->group->h_head);
     uv_mutex_lock(&s->th.mu);
-    st__group_splice(s); /* in order, as if handed over before the copy came */
     s->th.applied_seq = applied;
     uv_mutex_unlock(&s->th.mu);
     st_store_resync(s);

@@ -217,8 +217,9 @@ struct st_store {
     st_map_t overlay;
     st_ovidx_t ovidx;      /* the overlay in key order */
     st_batch_t *open;      /* staging */
-    st_batch_t *free_list; /* recycled batches */
-    st_list_t inflight;    /* st_batch_t by link: submitted, not yet back; ascending ids */
+    st_batch_t *free_list; /* recycled batches, at most ST__FREE_MAX (commit.c) */
+    size_t free_n;
+    st_list_t inflight; /* st_batch_t by link: submitted, not yet back; ascending ids */
     uint64_t open_id, durable_id;
     unsigned back_behind; /* loop turns in a row that put applied batches back (commit.c) */
     st_batch_t *back_head, *back_tail; /* those put back: taken first next time (loop only) */
@@ -368,6 +369,8 @@ void st__group_submit(st_store_t *s);
 /* The Raft entries applied on the loop go to the apply thread (called at the end of each
  * iteration): mu is only tried unless `wait`, or after many tries in a row. */
 void st__group_handoff(st_store_t *s, bool wait);
+/* With the store's handles: closes the group's own (its close callback counts it). */
+void st__group_close(st_store_t *s, uv_close_cb cb);
 bool st__group_hold(st_store_t *s);
 /* A write staged on a member that does not serve: ST_ENOLEADER (else ST_OK). */
 int st__group_refuse(st_store_t *s);

@@ -359,7 +359,7 @@ int st_store_open(st_store_t **out, uv_loop_t *loop, const st_store_opts_t *opts
 static void st__store_on_closed(uv_handle_t *h)
 {
     st_store_t *s = h->data;
-    if (++s->uv.closed == 4) st__free_struct(s);
+    if (++s->uv.closed == (s->group ? 5 : 4)) st__free_struct(s);
 }
 
 void st_store_close(st_store_t *s)
@@ -390,6 +390,7 @@ bool st_store_close_clean(st_store_t *s)
     uv_close((uv_handle_t *)&s->uv.check, st__store_on_closed);
     uv_close((uv_handle_t *)&s->uv.idle, st__store_on_closed);
     uv_close((uv_handle_t *)&s->uv.pace, st__store_on_closed);
+    if (s->group) st__group_close(s, st__store_on_closed);
     return clean;
 }
 

@@ -90,9 +90,10 @@ typedef struct {
 
 struct st_wspres {
     st_ws_t *ws;
-    st_map_t rooms;   /* st_wspres_room_t */
-    st_map_t locals;  /* st__pres_local_t */
-    size_t n, cap;    /* entries, and the most kept */
+    st_map_t rooms;         /* st_wspres_room_t */
+    st_map_t locals;        /* st__pres_local_t */
+    size_t n, cap;          /* entries, and the most kept */
+    st_metric_t *m_entries; /* strata_presence_entries: n, set as it moves */
     uint64_t changes; /* changes a frame was owed for, so far: a subscription that joins now is
                        * told of those after it only (presout.c) */
     st_list_t dirty;
@@ -167,7 +168,7 @@ static st_wspres_user_t *st__pres_find(st_wspres_t *p, const char *room, size_t 
     u->node.key = u->user;
     u->node.klen = ul;
     st_map_insert(&r->users, &u->node);
-    p->n++;
+    st_metric_set(p->m_entries, (double)++p->n);
     return u;
 }
 
@@ -178,7 +179,7 @@ static void st__pres_free_user(st_wspres_t *p, st_wspres_user_t *u)
     if (st_list_linked(&u->flink)) st_list_unlink(&u->flink);
     st_map_remove(&r->users, &u->node);
     free(u);
-    p->n--;
+    st_metric_set(p->m_entries, (double)--p->n);
     if (r->users.count == 0) {
         st_map_remove(&p->rooms, &r->node);
         st_map_free(&r->users);
@@ -536,6 +537,15 @@ void st__ws_presence_open(st_ws_t *ws)
     st_list_init(&p->dirty);
     uint64_t max = ws->app->cfg->max_connections;
     p->cap = max > 256 ? 4 * max : 1024;
+    p->m_entries = st_metrics_gauge("strata_presence_entries",
+                                    "Connected (room, user) pairs presence keeps (this node's "
+                                    "streams and its peers' word)",
+                                    "");
+    st_metric_set(st_metrics_gauge("strata_presence_capacity",
+                                   "Presence entries kept at most (4 x --max-connections, at "
+                                   "least 1,024)",
+                                   ""),
+                  (double)p->cap);
     uint8_t rnd[16];
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
         uint64_t t = st_now_us();

@@ -12,7 +12,7 @@ import { raw, request, runStrata, sleep, startStrata, tempDir } from './lib.mjs'
 test('--help lists every flag with its environment twin', () => {
   const out = runStrata(['--help']).stdout;
   for (const env of ['STRATA_LISTEN', 'STRATA_DATA_DIR', 'STRATA_COLD_URL', 'STRATA_MAP_SIZE',
-    'STRATA_FLUSH_INTERVAL', 'STRATA_FLUSH_ROWS', 'STRATA_RECONCILE_INTERVAL', 'STRATA_JWT_SECRET',
+    'STRATA_FLUSH_INTERVAL', 'STRATA_FLUSH_ROWS', 'STRATA_RECONCILE_INTERVAL', 'STRATA_RECONCILE_QUEUE', 'STRATA_JWT_SECRET',
     'STRATA_NODE_ID', 'STRATA_MAX_BODY', 'STRATA_MAX_CONNECTIONS', 'STRATA_S3_ENDPOINT',
     'STRATA_S3_REGION', 'STRATA_S3_ACCESS_KEY', 'STRATA_S3_SECRET_KEY', 'STRATA_S3_CA_FILE', 'STRATA_S3_PATH_STYLE',
     'STRATA_WS_PING_SECONDS'])

@@ -33,6 +33,9 @@ async function online(s, room) {
   return r.json.online;
 }
 
+// strata_presence_entries: the (room, user) pairs presence keeps (issue 48: shown in /metrics)
+const entries = async (s) => Number((await s.req('GET', '/metrics')).text.match(/^strata_presence_entries (\d+)/m)?.[1] ?? -1);
+
 async function eventually(fn, want, ms = 5000) {
   const end = Date.now() + ms;
   let got;
@@ -59,6 +62,7 @@ describe('presence (one node, auth off)', () => {
     const f = got.at(-1);
     assert.deepEqual(f, { type: 'presence', id: 'b', room_id: 'pa', user: 'ann', online: true });
     assert.deepEqual(await online(s, 'pa'), ['ann', 'bob']);
+    assert.equal(await entries(s), 2, '(pa, ann) and (pa, bob)');
 
     // a second stream of ann's: no frame; one of the two closes: still online, no frame
     const ann2 = await subscribe(s.port, 'pa', 'ann', { id: 'q' });
@@ -73,6 +77,7 @@ describe('presence (one node, auth off)', () => {
     assert.deepEqual(await online(s, 'pa'), ['bob']);
     bob.close();
     await eventually(() => online(s, 'pa'), []);
+    await eventually(() => entries(s), 0);
   });
 
   test('an unsubscribe ends it; an observer without a user is nobody\'s presence', async () => {
@@ -163,8 +168,10 @@ describe('presence (one node, auth off)', () => {
     for (let i = 0; i < 20; i++) assert.equal((await s.req('POST', '/v1/rooms', { room_id: `pm${i}`, members: ['mal'] })).status, 201);
     const many = await Promise.all(Array.from({ length: 20 }, (_, i) => subscribe(s.port, `pm${i}`, 'mal')));
     await eventually(() => online(s, 'pm7'), ['mal']);
+    assert.ok(await entries(s) >= 20, 'an entry a room');
     for (const w of many) w.close();
     for (let i = 0; i < 20; i += 7) await eventually(() => online(s, `pm${i}`), []);
+    await eventually(() => entries(s), 0); // nothing left: the gauge says so too
     mal.close();
     obs.close();
   });

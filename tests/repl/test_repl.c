@@ -745,6 +745,60 @@ TEST(one_member_group_elects_itself_serves_and_reports_status)
     fx_end(&fx);
 }
 
+static void on_watchdog(uv_timer_t *t)
+{
+    *(bool *)t->data = true;
+}
+
+/* Review 26 #2: an applied entry waits on the loop for its hand-over to the apply thread (the
+ * store's check handle, once per iteration), the idle handle keeping the loop out of poll until
+ * then. A rollback before that check (an own entry failed: a leader deposed) stops the idle
+ * handle: the loop then slept in poll with the entry held, until some other event woke it. */
+TEST(an_entry_held_for_its_handover_goes_on_when_a_rollback_comes_before_the_check)
+{
+    fx_t fx, fy;
+    fx_begin(&fx);
+    fx_begin(&fy);
+    fake_group_t f, g;
+    watch_t w, wy;
+    st_store_t *a = group_store(&fx, &f, &w);
+    st_store_t *b = group_store(&fy, &g, &wy);
+    uint64_t wait = 0, wait_b = 0;
+    st_store_set_standby(a, false);
+    st_store_set_standby(b, false);
+    CHECK_EQ(st_store_put(a, "mine", 4, "1", 1, &wait), ST_OK);
+    seal(&fx); /* proposed, in flight */
+    CHECK_EQ(f.n, 1);
+    CHECK_EQ(st_store_put(b, "theirs", 6, "2", 1, &wait_b), ST_OK);
+    seal(&fy);
+    CHECK_EQ(g.n, 1);
+    /* another member's entry applies (held for the hand-over), then a's own proposal fails */
+    CHECK_EQ(st_store_group_apply(a, 3, g.payloads[0].data, g.payloads[0].len), ST_OK);
+    st_store_group_failed(a, f.ids[0], ST_ENOLEADER);
+    CHECK_EQ(w.failed_first, f.ids[0]);
+    /* one iteration: nothing else would wake the loop (the watchdog only ends a hung run) */
+    bool fired = false;
+    uv_timer_t dog;
+    uv_timer_init(&fx.loop, &dog);
+    dog.data = &fired;
+    uv_timer_start(&dog, on_watchdog, 10000, 0);
+    uv_run(&fx.loop, UV_RUN_ONCE);
+    CHECK(!fired); /* the loop did not sleep with the entry held */
+    uv_close((uv_handle_t *)&dog, NULL);
+    fx_settle(&fx, a);
+    CHECK_EQ(st_store_group_queued(a), 3);
+    CHECK(get_is(a, "theirs", "2"));
+    CHECK(get_is(a, "mine", NULL)); /* failed, rolled back */
+    fx_close_store(&fx, a);
+    /* b's own entry commits too (else its store waits for it at close) */
+    CHECK_EQ(st_store_group_apply(b, 3, g.payloads[0].data, g.payloads[0].len), ST_OK);
+    fx_close_store(&fy, b);
+    fake_free(&f);
+    fake_free(&g);
+    fx_end(&fx);
+    fx_end(&fy);
+}
+
 int main(void)
 {
     return st_run_tests("repl");
