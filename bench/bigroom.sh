@@ -57,12 +57,7 @@ start() {
   spid=$!
   pids+=("$spid")
   wait_port "$port"
-  rport=$(free_port)
-  redis-server --port "$rport" --save '' --appendonly no --maxclients $((SUBS + 1000)) --daemonize no \
-    --logfile "$work/redis.log" &
-  rpid=$!
-  pids+=("$rpid")
-  wait_port "$rport"
+  redis_pubsub_start "$SUBS"
   [ -n "$OLD_BIN" ] || return 0
   oport=$(free_port)
   "$OLD_BIN" --listen 127.0.0.1:"$oport" --data-dir "$work/data-old" --max-connections $((SUBS + 1000)) \

@@ -154,6 +154,18 @@ rng() { tr ' ' '\n' <<<"$*" | grep . | sort -g | sed -n '1p;$p' | paste -sd'-' -
 # separated (the A/B scripts write one "SIDE k=v k=v …" line per run)
 kv() { awk -v s="$1" -v k="$2" '$1 == s { for (i = 2; i <= NF; i++) { split($i, a, "="); if (a[1] == k) printf "%s ", a[2] } }' "$work/out.txt"; }
 
+# redis_pubsub_start CLIENTS: a Redis 7 for pub/sub (nothing kept on disk, room for CLIENTS
+# connections), its log in $work/redis.log; sets rport and rpid (also in pids) and waits for it
+# (bench/streams.sh, bench/bigroom.sh, bench/notifyab.sh)
+redis_pubsub_start() {
+  rport=$(free_port)
+  redis-server --port "$rport" --save '' --appendonly no --maxclients $(($1 + 1000)) --daemonize no \
+    --logfile "$work/redis.log" &
+  rpid=$!
+  pids+=("$rpid")
+  wait_port "$rport"
+}
+
 # ---- a clean tree, raw output ----
 # record_init NAME: refuses a tree with uncommitted changes or untracked files that .gitignore does
 # not name (bench/out aside, which the run itself writes; CMake globs src/*/*.c, so a new file not

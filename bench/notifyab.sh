@@ -20,12 +20,7 @@ LOAD=build/strata-wsload
 export WSLOAD_KTIME=1
 echo "# notifyab, $(date -u +%F), $(nproc) cores, $SUBS subscribers, $RATE posts/s, ${DURATION}s, $ROUNDS rounds, commit $(git rev-parse --short HEAD), old $OLD"
 
-rport=$(free_port)
-redis-server --port "$rport" --save '' --appendonly no --maxclients $((SUBS + 1000)) --daemonize no \
-  --logfile "$work/redis.log" &
-rpid=$!
-pids+=("$rpid")
-wait_port "$rport"
+redis_pubsub_start "$SUBS"
 
 run_wsload() { WS_OUT=$("$LOAD" "$@") || die "wsload $* failed"; }
 # keep ROUND SIDE: the wsload line with the round and the server's CPU per frame to out.txt

@@ -37,11 +37,7 @@ start() {
 stop() { kill "$spid"; wait "$spid" 2>/dev/null || true; }
 rss_kib() { awk '/VmRSS/ {print $2}' /proc/"$1"/status; }
 
-rport=$(free_port)
-redis-server --port "$rport" --save '' --appendonly no --maxclients $((conns + 1000)) --daemonize no \
-  --logfile "$work/redis.log" &
-rpid=$!; pids+=($rpid)
-wait_port "$rport"
+redis_pubsub_start "$conns"
 
 # one wsload run: load ROUND SIDE PIDS MODE ARGS… → its output line in $work/out.txt with the
 # round and the server CPU per frame appended ("round=R cpu_us_per_frame=X"), kept in raw/
