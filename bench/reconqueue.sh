@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Memory of the reconciliation queue (issue 48, session 26): posts to N distinct conversations
-# (bench/reconqueue.lua, users q0..q{N-1}, one post each, then GET /healthz) for SEC seconds against each side, in
+# (bench/owners.lua in its "once" mode, users q0..q{N-1}, one post each, then GET /healthz) for SEC seconds against each side, in
 # turns, ROUNDS rounds; then RssAnon, jemalloc's allocated bytes and the queue's metrics. The
 # interval is an hour (and flushes too), so nothing drains the queue but an overflow's pass. Read
 # once the store's backlog of staged writes is applied (0) and 2 s more.
@@ -23,7 +23,7 @@ for round in $(seq "$ROUNDS"); do
     pid=$!
     pids+=("$pid")
     wait_port "$port"
-    out=$(wrk -t1 -c64 -d"${SEC}s" -s bench/reconqueue.lua "http://127.0.0.1:$port" -- "$N")
+    out=$(wrk -t1 -c64 -d"${SEC}s" -s bench/owners.lua "http://127.0.0.1:$port" -- "$N" once q)
     reqs=$(awk '/requests in/ {print $1}' <<<"$out")
     last=$(curl -fsS "127.0.0.1:$port/v1/users/q$((N - 1))/conversations/c" | grep -o '"total_messages":[0-9]*' | cut -d: -f2)
     g() { awk -v k="$1" '$1 == k {printf "%.0f", $2}' <<<"$m"; }
