@@ -28,6 +28,12 @@
  * frames of posts sent in the first MS ms are not samples (nor are typing frames then): what the
  * streams' opening left queued (presence and replay frames, a backlog the server is still
  * writing) drains before the measure; the run is MS ms longer. Default 0.
+ * WSLOAD_QUIET_MS=MS (latency, last): measuring (and the warm-up) starts only once every stream is
+ * ready AND no byte has reached any of them for MS ms: the streams' opening is over. A room whose
+ * members come online together owes each stream a presence frame for each of the others (SPEC
+ * §2.1 v5: 10,000 members, 50 million frames), and a fixed warm-up measured posts queued behind
+ * that backlog. latency and last then report drain_ms, the time from every stream ready to the
+ * start of the quiet (what the opening's backlog took). Default 0: no wait.
  * WSLOAD_CPU_PID=PID (latency, last): also reports server_cpu_s, the CPU (user + system, all its
  * threads, /proc/PID/stat) process PID used from the first post that gives samples to the report:
  * the server's cost of the measured posts alone, without the streams' opening.
@@ -98,6 +104,10 @@ static struct {
     uint64_t t0, frames;
     double cpu0;        /* the tool's own CPU seconds at t0 */
     uint64_t warmup_ns; /* latency: posts sent before t0 + warmup_ns give no sample */
+    uint64_t quiet_ns;  /* WSLOAD_QUIET_MS: no byte for this long before measuring */
+    uint64_t rx_last;   /* when the last bytes from the server arrived (monotonic ns) */
+    uint64_t ready_ns;  /* when every stream was ready (0: not yet) */
+    uint64_t drain_ns;  /* from ready_ns to the quiet's start */
     uint64_t typing;    /* latency: typing frames received while measuring (bench/typing.sh) */
     uint64_t dups;      /* latency: frames of a post a subscriber had seen, or out of order */
     int64_t base;       /* fanout: counter value when measuring began */
@@ -458,6 +468,7 @@ static size_t on_redis(wsconn_t *c)
 /* n bytes the server sent on c */
 static void ws_bytes(wsconn_t *c, const char *p, size_t n)
 {
+    if (!g.measuring && g.quiet_ns) g.rx_last = now_ns();
     append(&c->buf, &c->len, &c->cap, p, n);
     size_t off = 0;
     if (g.redis) {
@@ -667,9 +678,12 @@ static int cmp_u64(const void *a, const void *b)
 static void report(void)
 {
     double secs = (double)(now_ns() - g.t0) / 1e9;
-    char scpu[64] = "";
+    char scpu[96] = "";
+    int sl = 0;
     if (g.cpu_pid && g.srv_cpu0 >= 0)
-        snprintf(scpu, sizeof scpu, " server_cpu_s=%.2f", srv_cpu() - g.srv_cpu0);
+        sl = snprintf(scpu, sizeof scpu, " server_cpu_s=%.2f", srv_cpu() - g.srv_cpu0);
+    if (g.quiet_ns) /* the opening's backlog: every stream ready → no byte for WSLOAD_QUIET_MS */
+        snprintf(scpu + sl, sizeof scpu - (size_t)sl, " drain_ms=%.0f", (double)g.drain_ns / 1e6);
     if (g.mode == MODE_FANOUT) {
         printf("%sfanout conns=%d window=%.0f seconds=%.2f changes=%" PRId64 " frames=%" PRIu64
                " frames_per_sec=%.0f\n",
@@ -767,6 +781,13 @@ static void on_tick(uv_timer_t *t)
             tcp_connect(&g.post.tcp, g.post_port, on_post_connect);
         }
         if (g.post.state < 2) return;
+        if (!g.ready_ns) g.ready_ns = g.rx_last = now_ns();
+        if (g.quiet_ns && g.mode != MODE_IDLE && g.mode != MODE_FANOUT) {
+            uint64_t now = now_ns();
+            if (now - g.ready_ns > 600 * 1000000000ull) die("the streams never went quiet", 0);
+            if (now - g.rx_last < g.quiet_ns) return;
+            g.drain_ns = g.rx_last - g.ready_ns;
+        }
         if (g.mode == MODE_IDLE) {
             printf("ready %d\n", g.ready);
             fflush(stdout);
@@ -830,6 +851,8 @@ int main(int argc, char **argv)
     g.warmup_ns = (g.mode == MODE_LATENCY || g.mode == MODE_LAST) && warm
                       ? strtoull(warm, NULL, 10) * 1000000
                       : 0;
+    const char *quiet = getenv("WSLOAD_QUIET_MS");
+    g.quiet_ns = quiet ? strtoull(quiet, NULL, 10) * 1000000 : 0;
     const char *kt = getenv("WSLOAD_KTIME");
     g.ktime = kt && *kt && strcmp(kt, "0") != 0;
     if (g.ktime) {
