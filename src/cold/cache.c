@@ -31,11 +31,24 @@
 #define ST__TAIL_GUESS    (64u << 10) /* footer fetch: one ranged GET of the tail usually holds it */
 #define ST__PREFETCH_JOBS 4           /* a prefetch starts fetches only while fewer are out */
 #define ST__HEAP_EXTRA    16 /* what malloc adds to each block (glibc: a header, rounding) */
+/* A footer fetched through a view that read the whole object (no larger than this) also decodes
+ * its row groups in the same job (issue 48): a cooled user's object is a few KiB, and a read of
+ * it then waits for one job, not for the footer's and then for the groups' (two pool hops, two
+ * re-runs of the read, two opens of the object). Larger objects' groups are fetched one by one,
+ * as a read asks for them: their bytes would cost the budget more than a hop costs the read. */
+#define ST__WHOLE_MAX (32u << 10)
 
 /* any kind's objects through its schema: footers (st_pq_file_t, and a view's form of it), row
  * groups (st_pq_table_t, or a view's form of it) */
 enum { ST__PQFILE = 'F', ST__TABLE = 'T', ST__VGROUP = 'V' };
 enum { ST__WANTED, ST__LOADING, ST__READY, ST__FAILED };
+
+/* A row group a footer's job decoded with it (ST__WHOLE_MAX): published as its own entry. */
+typedef struct {
+    size_t gi;
+    void *gview;  /* the view's form (owned until published) */
+    size_t bytes; /* what it holds, for the budget */
+} st__pregroup_t;
 
 typedef struct st_centry st_centry_t;
 struct st_centry {
@@ -59,7 +72,10 @@ struct st_centry {
     void *fview;         /* ST__PQFILE: the view's form of file (made on the loop) */
     st_pq_rowgroup_t rg; /* ST__TABLE, ST__VGROUP: where its bytes are (chunks owned) */
     st_pq_table_t table;
-    void *gview;  /* ST__VGROUP: the view's form of the row group */
+    void *gview; /* ST__VGROUP: the view's form of the row group */
+    ST_VEC(st__pregroup_t)
+    pre;          /* ST__PQFILE: the groups its job decoded too (view set while
+                     wanted: st_coldcache_view_footer), published when it is back */
     size_t bytes; /* counted against the budget: the entry's whole heap once ready (the job
                      sets what it decoded; the loop adds the rest when it publishes) */
     uv_work_t req;
@@ -177,6 +193,9 @@ static void st__entry_free(st_coldcache_t *cc, st_centry_t *e)
     if (e->file.mem) st_pq_file_free(&e->file);
     if (e->table.cols || e->table.mem.v) st_pq_table_free(&e->table);
     free(e->rg.chunks);
+    for (size_t i = 0; i < e->pre.n; i++)
+        e->view->free_group(e->pre.v[i].gview);
+    st_vec_free(&e->pre);
     st_vec_free(&e->waiters);
     free(e->key);
     free(e->obj);
@@ -206,9 +225,9 @@ static void st__unpin(st_coldcache_t *cc, st_centry_t *e)
     if (--e->pins == 0 && e->state == ST__FAILED && !e->wanted) st__entry_free(cc, e);
 }
 
-/* The entry for key (found, or made wanted). Ready ones move to the LRU's end. */
-static int st__lookup(st_coldcache_t *cc, char kind, const char *obj, uint64_t size, size_t gi,
-                      st_centry_t **out)
+/* The entry for (kind, obj, gi): found, or made (wanted, on no list yet). */
+static st_centry_t *st__entry_of(st_coldcache_t *cc, char kind, const char *obj, uint64_t size,
+                                 size_t gi)
 {
     st_buf_t k = {0};
     st_buf_appendc(&k, kind);
@@ -229,6 +248,14 @@ static int st__lookup(st_coldcache_t *cc, char kind, const char *obj, uint64_t s
         st_map_insert(&cc->entries, &e->node);
     }
     st_buf_free(&k);
+    return e;
+}
+
+/* The entry for key (found, or made wanted). Ready ones move to the LRU's end. */
+static int st__lookup(st_coldcache_t *cc, char kind, const char *obj, uint64_t size, size_t gi,
+                      st_centry_t **out)
+{
+    st_centry_t *e = st__entry_of(cc, kind, obj, size, gi);
     *out = e;
     if (e->state == ST__READY) { /* now the most recently used */
         st_list_unlink(&e->lru);
@@ -256,10 +283,13 @@ int st_coldcache_pqfile(st_coldcache_t *cc, const st_pq_schema_t *s, const char 
 int st_coldcache_view_footer(st_coldcache_t *cc, const st_coldview_t *v, const char *key,
                              uint64_t size, const void **out)
 {
-    const st_pq_file_t *f;
-    int rc = st_coldcache_pqfile(cc, v->schema, key, size, &f);
+    st_centry_t *e;
+    int rc = st__lookup(cc, ST__PQFILE, key, size, 0, &e);
+    if (!e->schema) e->schema = v->schema;
+    /* its job, not out yet, may decode the groups too (ST__WHOLE_MAX): it needs the view */
+    if (e->state == ST__WANTED && !e->view && v->group) e->view = v;
     if (rc != ST_OK) return rc;
-    st_centry_t *e = (st_centry_t *)(void *)((char *)(uintptr_t)f - offsetof(st_centry_t, file));
+    const st_pq_file_t *f = &e->file;
     if (!e->fview) {
         size_t vb = 0;
         if (v->footer(f, &e->fview, &vb) != ST_OK) {
@@ -318,6 +348,22 @@ bool st_coldcache_wanting(const st_coldcache_t *cc)
 
 /* ---- jobs (worker threads: only the entry's result fields and the object store) ---- */
 
+/* Every row group of an object its footer's job holds whole (bytes: all of it), each in the
+ * view's form. One that does not decode is left out: its own fetch, if a read asks, reports it. */
+static void st__predecode(st_centry_t *e, const uint8_t *bytes)
+{
+    for (size_t gi = 0; gi < e->file.ngroups; gi++) {
+        const st_pq_rowgroup_t *g = &e->file.groups[gi];
+        if (g->offset > e->size || g->length > e->size - g->offset) continue;
+        st_pq_table_t t;
+        if (st_pq_read_group(e->schema, g, bytes + g->offset, g->length, &t) != ST_OK) continue;
+        st__pregroup_t p = {.gi = gi};
+        int rc = e->view->group(&t, &p.gview, &p.bytes);
+        st_pq_table_free(&t); /* what the view did not take */
+        if (rc == ST_OK) st_vec_push(&e->pre, p);
+    }
+}
+
 static int st__fetch_pqfile(st_objstore_t *obj, st_centry_t *e)
 {
     if (e->size < 12) return ST_EINVAL;
@@ -335,6 +381,8 @@ static int st__fetch_pqfile(st_objstore_t *obj, st_centry_t *e)
         rc = st_pq_parse_footer(e->schema, (const uint8_t *)b.data + t - 8 - flen, flen, e->size,
                                 &e->file);
     if (rc == ST_OK) e->bytes = e->file.bytes + ST__HEAP_EXTRA;
+    if (rc == ST_OK && e->view && t == e->size && e->size <= ST__WHOLE_MAX)
+        st__predecode(e, (const uint8_t *)b.data);
     st_buf_free(&b);
     return rc;
 }
@@ -428,6 +476,28 @@ const char *st_coldcache_missing(const st_coldcache_t *cc, uint64_t within_ms)
     return uv_now(cc->loop) - cc->missing_seen_ms <= within_ms ? cc->missing : NULL;
 }
 
+/* The groups a footer's job decoded with it, each published as its own ready entry (unless a
+ * read asked for it meanwhile and its own job is out, or it came back already). */
+static void st__publish_pre(st_coldcache_t *cc, st_centry_t *e)
+{
+    for (size_t i = 0; i < e->pre.n; i++) {
+        st__pregroup_t *p = &e->pre.v[i];
+        st_centry_t *g = cc->closing ? NULL : st__entry_of(cc, ST__VGROUP, e->obj, 0, p->gi);
+        if (!g || g->state != ST__WANTED) {
+            e->view->free_group(p->gview);
+            continue;
+        }
+        g->view = e->view;
+        st__set_rg(g, e->view->schema, &e->file.groups[p->gi], e->file.nleaves);
+        g->gview = p->gview;
+        g->bytes = p->bytes;
+        g->state = ST__READY;
+        st__entry_ready(cc, g); /* a wanted one stays on the want list: a wait skips it */
+        if (cc->m_groups) st_metric_add(cc->m_groups, 1);
+    }
+    st_vec_free(&e->pre);
+}
+
 static void st__job_done(uv_work_t *req, int status)
 {
     st_centry_t *e = req->data;
@@ -442,6 +512,7 @@ static void st__job_done(uv_work_t *req, int status)
         }
         e->state = ST__READY;
         st__entry_ready(cc, e);
+        st__publish_pre(cc, e);
         if (e->kind != ST__PQFILE && cc->m_groups) st_metric_add(cc->m_groups, 1);
         st_metric_add(cc->m_fetch_ok, 1);
     } else {

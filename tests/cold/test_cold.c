@@ -1017,6 +1017,91 @@ TEST(cold_cache_fetches_off_the_loop_and_pins_until_released)
     CHECK_EQ(system(cmd), 0);
 }
 
+/* A small object's footer fetched through a view brings its row groups in the same job (issue 48:
+ * a cooled user's read waited for the footer's job and then for the groups'); a large object's
+ * groups are still fetched one by one, as reads ask for them. */
+TEST(cold_cache_decodes_a_small_objects_groups_with_its_footer)
+{
+    char dir[] = "/tmp/strata-cache-XXXXXX";
+    CHECK(mkdtemp(dir));
+    char url[64];
+    snprintf(url, sizeof url, "file://%s/cold", dir);
+    st_objstore_opts_t o = {.url = url};
+    st_objstore_t *obj;
+    CHECK_EQ(st_objstore_open(&obj, &o), ST_OK);
+    cv_row_t small[] = {{1, "a", "one"}, {2, "a", "two"}, {3, "b", "three"}};
+    st_buf_t f = {0};
+    st_pq_write_t pw = {.schema = &cv_schema, .nrows = 3, .row = cv_put, .arg = small};
+    CHECK_EQ(st_pq_write(&pw, &f), ST_OK);
+    CHECK_EQ(st_objstore_put(obj, "u/small.parquet", f.data, f.len), ST_OK);
+    /* 48 KiB of text a codec shrinks little, in two groups: more than the bound, less than the
+     * footer's first read (so the bound, not the read, leaves them out) */
+    static char t1[24 << 10], t2[24 << 10];
+    uint32_t x = 2463534242u;
+    for (size_t i = 0; i + 1 < sizeof t1; i++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        t1[i] = (char)('!' + x % 94);
+        t2[i] = (char)('!' + (x >> 8) % 94);
+    }
+    cv_row_t large[] = {{1, "a", t1}, {2, "b", t2}};
+    st_buf_t fl = {0};
+    pw = (st_pq_write_t){.schema = &cv_schema, .nrows = 2, .row = cv_put, .arg = large};
+    CHECK_EQ(st_pq_write(&pw, &fl), ST_OK);
+    CHECK(fl.len > (36u << 10) && fl.len < (60u << 10));
+    CHECK_EQ(st_objstore_put(obj, "u/large.parquet", fl.data, fl.len), ST_OK);
+    uv_loop_t loop;
+    CHECK_EQ(uv_loop_init(&loop), 0);
+    st_coldcache_t *cc;
+    st_coldcache_opts_t co = {.obj = obj, .budget = 1 << 30};
+    st_coldcache_open(&cc, &loop, &co);
+
+    const void *v;
+    const st_pq_file_t *pf;
+    CHECK_EQ(st_coldcache_view_footer(cc, &cv_view, "u/small.parquet", f.len, &v), ST_EPARKED);
+    CHECK_EQ(st_coldcache_view_footer(cc, &cv_view, "u/large.parquet", fl.len, &v), ST_EPARKED);
+    st_coldwait_t *w = NULL;
+    woken = 0;
+    CHECK(st_coldcache_wait(cc, &w, on_ready, NULL));
+    while (woken < 1)
+        uv_run(&loop, UV_RUN_ONCE);
+    st_coldcache_usage_t u;
+    st_coldcache_usage(cc, &u);
+    CHECK_EQ(u.groups, 2); /* the small object's two, ready without a fetch of their own */
+    CHECK_EQ(st_coldcache_pqfile(cc, &cv_schema, "u/small.parquet", f.len, &pf), ST_OK);
+    CHECK_EQ(pf->ngroups, 2);
+    CHECK_EQ(st_coldcache_view_group(cc, &cv_view, "u/small.parquet", 0, &pf->groups[0], 3, &v),
+             ST_OK);
+    const cv_group_t *g = v;
+    CHECK(g->n == 2 && g->ids[0] == 1 && g->ids[1] == 2 && strcmp(g->first, "one") == 0);
+    CHECK_EQ(st_coldcache_view_group(cc, &cv_view, "u/small.parquet", 1, &pf->groups[1], 3, &v),
+             ST_OK);
+    g = v;
+    CHECK(g->n == 1 && g->ids[0] == 3 && strcmp(g->first, "three") == 0);
+    CHECK(!st_coldcache_wanting(cc));
+    /* the large one: its footer only */
+    CHECK_EQ(st_coldcache_pqfile(cc, &cv_schema, "u/large.parquet", fl.len, &pf), ST_OK);
+    CHECK_EQ(st_coldcache_view_group(cc, &cv_view, "u/large.parquet", 1, &pf->groups[1], 3, &v),
+             ST_EPARKED);
+    CHECK(st_coldcache_wait(cc, &w, on_ready, NULL));
+    while (woken < 2)
+        uv_run(&loop, UV_RUN_ONCE);
+    CHECK_EQ(st_coldcache_pqfile(cc, &cv_schema, "u/large.parquet", fl.len, &pf), ST_OK);
+    CHECK_EQ(st_coldcache_view_group(cc, &cv_view, "u/large.parquet", 1, &pf->groups[1], 3, &v),
+             ST_OK);
+    g = v;
+    CHECK(g->n == 1 && g->ids[0] == 2 && strncmp(g->first, t2, sizeof g->first - 1) == 0);
+    st_coldcache_release(cc, w);
+    st_coldcache_close(cc);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    st_objstore_close(obj);
+    st_buf_free(&f);
+    st_buf_free(&fl);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK_EQ(system(cmd), 0);
+}
+
 /* Footers and row groups share one byte budget (issue 48: footers were kept by count, up to 4,096,
  * outside --cold-cache). Each entry counts its real heap: a footer at least its parsed groups,
  * chunks and statistics plus its view's form; the least recently used entry of either kind goes
