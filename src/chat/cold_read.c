@@ -49,7 +49,9 @@ int st__chat_cold_each(st_chat_t *c, const char *u, size_t ul, const char *conv,
         x.deltas = st__chat_has_prefix(c, 'Z', u, ul);
         x.masks = st__chat_has_prefix(c, 'Q', u, ul);
     }
-    st__chat_rowq_t q = {conv, cl, lo, hi, desc, limit};
+    /* a room's rows are all of its one conversation */
+    bool room = st_chat_owner_from(u, ul).kind == ST_OWNER_ROOM;
+    st__chat_rowq_t q = {conv, cl, lo, hi, desc, limit, room};
     int rc = st__chat_cold_rows(c->cold->tier, c->store, u, ul, &q,
                                 fn ? st__cold_read_render_row : NULL, &x, given, more, last, wait);
     st_buf_free(&x.w.buf);

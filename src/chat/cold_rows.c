@@ -4,7 +4,9 @@
  * lists its objects with their id ranges; footers are fetched once and kept (parsed, least
  * recently used out, summarized by st_chat_msg_view); a read fetches only the row groups whose
  * statistics (conversation, id range) can match and decodes them. A missing or damaged object fails
- * the reads that need it with ST_ECOLD and a log line; nothing else is affected.
+ * the reads that need it with ST_ECOLD and a log line; nothing else is affected. A read needs the
+ * objects, in the ids' order, up to the one that holds its row past the page (which tells that
+ * there is more), and not that last one when the manifest alone shows it holds such a row.
  *
  * Nothing here waits: footers and row groups come from the cold cache (cache.c). A read first
  * checks that everything its page needs is in memory; if not, it emits nothing and returns
@@ -54,6 +56,18 @@ static bool st__group_matches(const st_pq_group_t *G, const char *conv, size_t c
     return !((lo && G->max_id <= lo) || (hi && G->min_id >= hi));
 }
 
+/* How many rows the read wants the manifest alone shows f to hold: all of f->rows when every
+ * row is the read's (no conversation asked, or the owner has only that one: a room) and its ids
+ * all lie inside the range; else none. To tell that a page ending before it has more, such an
+ * object need not be read, nor even be there (SPEC §7: a missing object fails only the reads
+ * that need it). */
+static size_t st__file_surely(const st_tier_file_t *f, const st__chat_rowq_t *q)
+{
+    bool all =
+        (!q->conv || q->one_conv) && (!q->lo || f->min_id > q->lo) && (!q->hi || f->max_id < q->hi);
+    return all && f->rows > 0 ? (size_t)f->rows : 0;
+}
+
 /* Up to `need` rows of one object with lo < id < hi (and the conversation), nearest the start
  * of the order first, as pointers into the cache's row groups. With rows NULL it only checks
  * what is in memory: *missing counts what it put on the want list, *known the rows it can
@@ -99,21 +113,32 @@ static int st__file_rows(st_coldcache_t *cache, const char *key, const st_tier_f
     return rc;
 }
 
-/* Whether everything the page needs is in memory. What is not goes on the want list: the
- * objects in order until the page is surely full, looking past a missing footer (its rows are
- * unknown) at most ST__LOOKAHEAD objects, so one wait usually fetches a whole page. */
+/* Whether everything the page needs is in memory: the objects in order (the manifest's, which
+ * is the ids' order) until they surely hold `need` rows (the page and the one past it); the
+ * objects after those are not needed, so one of them missing or damaged fails nothing. A needed
+ * object that cannot be read fails the page with ST_ECOLD. What is not in memory goes on the
+ * want list, looking past a missing footer (its rows are unknown) at most ST__LOOKAHEAD objects,
+ * so one wait usually fetches a whole page. */
 #define ST__LOOKAHEAD 3
-static int st__cold_ready(st_coldcache_t *cache, const st_tier_manifest_t *man, const char *conv,
-                          size_t cl, uint64_t lo, uint64_t hi, bool desc, size_t limit)
+static int st__cold_ready(st_coldcache_t *cache, const st_tier_manifest_t *man,
+                          const st__chat_rowq_t *q, size_t need)
 {
+    const char *conv = q->conv;
+    size_t cl = q->cl;
+    uint64_t lo = q->lo, hi = q->hi;
     size_t missing = 0, known = 0, missing_files = 0;
     int rc = ST_OK;
-    for (size_t i = 0; i < man->n && rc == ST_OK && known <= limit; i++) {
+    for (size_t i = 0; i < man->n && rc == ST_OK && known < need; i++) {
         const st_tier_file_t *f = &man->v[i].file;
         if ((lo && f->max_id <= lo) || (hi && f->min_id >= hi)) continue;
-        size_t before = missing;
-        rc = st__file_rows(cache, man->v[i].key, f, conv, cl, lo, hi, desc, 0, NULL, &missing,
-                           &known);
+        /* only the row that tells there is more is wanted from it, and the manifest vouches */
+        size_t surely = st__file_surely(f, q);
+        if (known + 1 == need && surely) break;
+        size_t before = missing, k = 0;
+        rc = st__file_rows(cache, man->v[i].key, f, conv, cl, lo, hi, q->desc, 0, NULL, &missing,
+                           &k);
+        /* in memory, counted exactly; a footer not in memory vouches for none, the manifest may */
+        known += missing > before && k < surely ? surely : k;
         if (rc == ST_ECOLD && missing) rc = ST_OK; /* the page may end before it: fetch first */
         if (missing > before && ++missing_files >= ST__LOOKAHEAD) break;
     }
@@ -135,7 +160,7 @@ int st__chat_cold_rows(st_tier_t *t, st_store_t *store, const char *o, size_t ol
     st_tier_manifest_t man;
     int rc = st_tier_manifest(store, o, ol, desc, &man, wait);
     /* nothing is emitted unless all of it can be: a parked read re-runs from the start */
-    if (rc == ST_OK) rc = st__cold_ready(cache, &man, conv, cl, lo, hi, desc, limit + 1);
+    if (rc == ST_OK) rc = st__cold_ready(cache, &man, q, limit + 1);
     if (!fn) {
         st_tier_manifest_free(&man);
         return rc;
@@ -144,6 +169,10 @@ int st__chat_cold_rows(st_tier_t *t, st_store_t *store, const char *o, size_t ol
     for (size_t i = 0; i < man.n && rc == ST_OK && !*more; i++) {
         const st_tier_file_t *f = &man.v[i].file;
         if ((lo && f->max_id <= lo) || (hi && f->min_id >= hi)) continue;
+        if (*given == limit && st__file_surely(f, q)) { /* as st__cold_ready */
+            *more = true;
+            break;
+        }
         st_buf_reset(&rows);
         /* one row past the page tells whether there is more */
         rc = st__file_rows(cache, man.v[i].key, f, conv, cl, lo, hi, desc, limit - *given + 1,

@@ -159,13 +159,15 @@ typedef st_tier_manifest_t st_manifest_t;
 #define st__chat_footer(cc, key, size, out)                                                        \
     st_chat_cold_footer(st_tier_cache((cc)->tier), (key), (size), (out))
 /* cold_rows.c: a page of a user's cold messages in one conversation (conv NULL: all) with
- * lo < id < hi (0 = open), oldest or newest first, up to limit. */
+ * lo < id < hi (0 = open), oldest or newest first, up to limit. one_conv: every row of the
+ * owner is of conv (a room's), so the manifest's counts of rows are the conversation's. */
 typedef struct {
     const char *conv;
     size_t cl;
     uint64_t lo, hi;
     bool desc;
     size_t limit;
+    bool one_conv;
 } st__chat_rowq_t;
 typedef void (*st__chat_row_fn)(void *arg, const st_msgrow_t *r);
 /* Calls fn with each row of the page (borrowed for the call); *more: rows remain past the last
