@@ -2,7 +2,7 @@
 // Helpers for the cold-tier tests: find the Parquet objects strata wrote (local directory or
 // s3rver's store) and read them with DuckDB.
 import assert from 'node:assert/strict';
-import { readdirSync, statSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { sleep } from './lib.mjs';
@@ -44,6 +44,22 @@ export function filesUnder(dir) {
   walk(dir);
   return out;
 }
+
+// The bytes of file f, or null when it is gone (a commit's expiry, a compaction or a flush's
+// rename removed it between a walk that listed it and this read): a file that is gone holds
+// nothing. Any other error is thrown.
+export function readIfThere(f) {
+  try {
+    return readFileSync(f);
+  } catch (e) {
+    if (e.code === 'ENOENT') return null;
+    throw e;
+  }
+}
+
+// The files under dir (filesUnder) that hold text, as bytes; a file gone before it is read holds
+// nothing (readIfThere).
+export const filesHolding = (dir, text) => filesUnder(dir).filter((f) => readIfThere(f)?.includes(text));
 
 let duck;
 export async function duckQuery(sql) {

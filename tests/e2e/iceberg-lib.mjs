@@ -5,12 +5,13 @@
 // content-length, GET with Range), and its Avro "deflate" path is broken (NOTES.md): Avro files
 // are handed to it re-encoded with codec "null" (each block inflated, same records and sync).
 import assert from 'node:assert/strict';
-import { readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inflateRawSync } from 'node:zlib';
 import avro from 'avsc';
 import { duckQuery } from './cold-lib.mjs';
+import { sleep } from './lib.mjs';
 
 function readLong(buf, at) {
   let n = 0n, shift = 0n, b;
@@ -33,6 +34,35 @@ function writeLong(v) {
   return Buffer.from(out);
 }
 const bytes = (b) => Buffer.concat([writeLong(b.length), b]);
+
+// The newest version of the table whose metadata folder is dir. version-hint.text is a hint, not
+// the truth (SPEC v5 §5.1: readers probe upward from it): a commit creates v{N+1}, deletes what
+// that version expired (the manifest lists and manifests of snapshots v{N} still names), and only
+// then rewrites the hint, so v{hint} may name files that are already gone.
+export function newestVersion(dir) {
+  let v = Number(readFileSync(path.join(dir, 'version-hint.text'), 'utf8'));
+  while (existsSync(path.join(dir, `v${v + 1}.metadata.json`))) v++;
+  return v;
+}
+
+// The newest metadata document of the table whose metadata folder is dir.
+export const newestMetadata = (dir) =>
+  JSON.parse(readFileSync(path.join(dir, `v${newestVersion(dir)}.metadata.json`), 'utf8'));
+
+// read() (sync or async) reads a table's newest metadata and the files it names. A commit that
+// lands between its reads deletes files the version it read names (ENOENT): it reads again after
+// a pause, from the newest version. A file still missing after `tries` reads is named by a
+// snapshot the table keeps (a server defect, SPEC v5 §5.1): that ENOENT is thrown.
+export async function readSettled(read, { tries = 40, pause = 50 } = {}) {
+  for (let i = 1; ; i++) {
+    try {
+      return await read();
+    } catch (e) {
+      if (e.code !== 'ENOENT' || i >= tries) throw e;
+    }
+    await sleep(pause);
+  }
+}
 
 // The header's metadata map and where its blocks start.
 export function avroHeader(buf) {

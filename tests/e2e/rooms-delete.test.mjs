@@ -10,7 +10,7 @@ import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { filesUnder, waitFor } from './cold-lib.mjs';
+import { filesHolding, filesUnder, waitFor } from './cold-lib.mjs';
 import { startStrata, wsConnect } from './lib.mjs';
 
 const SECRET = 'rooms-delete-secret';
@@ -26,9 +26,8 @@ const ADMIN = as('ops', { role: 'admin' });
 // Which files under dir hold the text (as bytes: Parquet pages are zstd-compressed, so the test
 // also reads every Parquet file's rows below).
 // A file the flush renames (its .tmp-N) or compaction removes between the walk and the read is
-// skipped: what it held is in the file it became, which a later walk reads.
-const readOrEmpty = (f) => { try { return readFileSync(f); } catch { return Buffer.alloc(0); } };
-const holding = (dir, text) => filesUnder(dir).filter((f) => readOrEmpty(f).includes(text));
+// skipped (filesHolding): what it held is in the file it became, which a later walk reads.
+const holding = filesHolding;
 
 async function frames(ws, pred, ms = 15000) {
   const got = [];
