@@ -322,13 +322,17 @@ static void st__advance(st_objstore_t *ms, const st_table_def_t *d, st_tmeta_t *
                         const st_tstrs_t *expired, const st_tstrs_t *dropped, bool erase,
                         const st_tier_writer_t *w)
 {
-    st__sweep(ms, expired, dropped, w, m->doc, *next);
-    cJSON_Delete(m->doc);
+    cJSON *prev = m->doc;
     m->doc = *next;
     *next = NULL;
     m->version++;
+    /* the hint first, then what expired goes (the order this file's header gives, and
+     * Iceberg's): a reader that starts from the hint is not sent to a version whose lists are
+     * being deleted; a crash between the two leaves orphans, which the orphans' sweep takes */
     if (st__write_hint(ms, d, m->version) != ST_OK)
         st_warn("tables: %s: version-hint.text not updated (readers probe upward)", d->ice.name);
+    st__sweep(ms, expired, dropped, w, prev, m->doc);
+    cJSON_Delete(prev);
     size_t orphans;
     if (!m->swept || erase) {
         if (st_table_orphans(ms, d, m->doc, w, &orphans) == ST_OK)
