@@ -111,6 +111,10 @@ void st_parquet_rows_free(st_pq_rows_t *r);
 extern const st_coldview_t st_chat_msg_view;
 int st_chat_cold_footer(st_coldcache_t *cc, const char *key, uint64_t size,
                         const st_pq_meta_t **out);
+/* The same for a read of the object's rows (st_coldcache_view_footer_rows: a small object's row
+ * groups come with it). */
+int st_chat_cold_footer_rows(st_coldcache_t *cc, const char *key, uint64_t size,
+                             const st_pq_meta_t **out);
 int st_chat_cold_group(st_coldcache_t *cc, const char *key, size_t gi, const st_pq_group_t *g,
                        const st_pq_rows_t **out);
 

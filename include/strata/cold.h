@@ -143,6 +143,11 @@ typedef struct {
  * gi's view, borrowed like a footer. The footer is the entry st_coldcache_pqfile gives. */
 int st_coldcache_view_footer(st_coldcache_t *cc, const st_coldview_t *v, const char *key,
                              uint64_t size, const void **out);
+/* The same footer for a reader of its rows: when its fetch reads the whole object (a small one),
+ * the same job decodes its row groups too, and they are in the cache with the footer (later
+ * st_coldcache_view_group lookups find them ready): one wait instead of two. */
+int st_coldcache_view_footer_rows(st_coldcache_t *cc, const st_coldview_t *v, const char *key,
+                                  uint64_t size, const void **out);
 int st_coldcache_view_group(st_coldcache_t *cc, const st_coldview_t *v, const char *key, size_t gi,
                             const st_pq_rowgroup_t *g, size_t nleaves, const void **out);
 /* The last object a fetch found missing (NOT_FOUND in storage) if that was within the last

@@ -77,7 +77,7 @@ static int st__file_rows(st_coldcache_t *cache, const char *key, const st_tier_f
                          size_t need, st_buf_t *rows, size_t *missing, size_t *known)
 {
     const st_pq_meta_t *m;
-    int rc = st_chat_cold_footer(cache, key, f->size, &m);
+    int rc = st_chat_cold_footer_rows(cache, key, f->size, &m);
     if (rc == ST_EPARKED && missing) {
         ++*missing;
         return ST_OK;

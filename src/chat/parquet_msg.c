@@ -400,6 +400,15 @@ int st_chat_cold_footer(st_coldcache_t *cc, const char *key, uint64_t size,
     return rc;
 }
 
+int st_chat_cold_footer_rows(st_coldcache_t *cc, const char *key, uint64_t size,
+                             const st_pq_meta_t **out)
+{
+    const void *v;
+    int rc = st_coldcache_view_footer_rows(cc, &st_chat_msg_view, key, size, &v);
+    if (rc == ST_OK) *out = v;
+    return rc;
+}
+
 int st_chat_cold_group(st_coldcache_t *cc, const char *key, size_t gi, const st_pq_group_t *g,
                        const st_pq_rows_t **out)
 {

@@ -31,11 +31,13 @@
 #define ST__TAIL_GUESS    (64u << 10) /* footer fetch: one ranged GET of the tail usually holds it */
 #define ST__PREFETCH_JOBS 4           /* a prefetch starts fetches only while fewer are out */
 #define ST__HEAP_EXTRA    16 /* what malloc adds to each block (glibc: a header, rounding) */
-/* A footer fetched through a view that read the whole object (no larger than this) also decodes
- * its row groups in the same job (issue 48): a cooled user's object is a few KiB, and a read of
- * it then waits for one job, not for the footer's and then for the groups' (two pool hops, two
- * re-runs of the read, two opens of the object). Larger objects' groups are fetched one by one,
- * as a read asks for them: their bytes would cost the budget more than a hop costs the read. */
+/* A footer a reader of rows asks for (st_coldcache_view_footer_rows) whose job read the whole
+ * object (no larger than this) has its row groups decoded in the same job (issue 48): a cooled
+ * user's object is a few KiB, and a read of it then waits for one job, not for the footer's and
+ * then for the groups' (two pool hops, two re-runs of the read, two opens of the object). Larger
+ * objects' groups are fetched one by one, as a read asks for them: their bytes would cost the
+ * budget more than a hop costs the read. Readers of footers alone (the marks' backfill, recounts)
+ * ask with st_coldcache_view_footer and get no groups: they would fill the budget for nothing. */
 #define ST__WHOLE_MAX (32u << 10)
 
 /* any kind's objects through its schema: footers (st_pq_file_t, and a view's form of it), row
@@ -64,10 +66,12 @@ struct st_centry {
     unsigned pins;
     bool wanted;
     ST_VEC(st_coldwait_t *) waiters; /* waits to tell when loaded */
+    /* set on the loop while wanted (before a job can start), read by the job */
+    const st_pq_schema_t *schema; /* every entry's */
+    const st_coldview_t *view;    /* ST__VGROUP's; a footer's once fview is made, or from when a
+                                     reader of rows wanted it (its job decodes the groups too) */
     /* results: written by the job, read by the loop only after it came back */
     int rc;
-    const st_pq_schema_t *schema; /* every entry's */
-    const st_coldview_t *view;    /* ST__VGROUP's; a footer's once fview is made */
     st_pq_file_t file;
     void *fview;         /* ST__PQFILE: the view's form of file (made on the loop) */
     st_pq_rowgroup_t rg; /* ST__TABLE, ST__VGROUP: where its bytes are (chunks owned) */
@@ -280,14 +284,14 @@ int st_coldcache_pqfile(st_coldcache_t *cc, const st_pq_schema_t *s, const char 
     return rc;
 }
 
-int st_coldcache_view_footer(st_coldcache_t *cc, const st_coldview_t *v, const char *key,
-                             uint64_t size, const void **out)
+static int st__footer_through(st_coldcache_t *cc, const st_coldview_t *v, const char *key,
+                              uint64_t size, bool rows, const void **out)
 {
     st_centry_t *e;
     int rc = st__lookup(cc, ST__PQFILE, key, size, 0, &e);
     if (!e->schema) e->schema = v->schema;
-    /* its job, not out yet, may decode the groups too (ST__WHOLE_MAX): it needs the view */
-    if (e->state == ST__WANTED && !e->view && v->group) e->view = v;
+    /* its job, not out yet, decodes the groups too (ST__WHOLE_MAX): it needs the view */
+    if (rows && e->state == ST__WANTED && !e->view && v->group) e->view = v;
     if (rc != ST_OK) return rc;
     const st_pq_file_t *f = &e->file;
     if (!e->fview) {
@@ -304,6 +308,18 @@ int st_coldcache_view_footer(st_coldcache_t *cc, const st_coldview_t *v, const c
     }
     *out = e->fview;
     return ST_OK;
+}
+
+int st_coldcache_view_footer(st_coldcache_t *cc, const st_coldview_t *v, const char *key,
+                             uint64_t size, const void **out)
+{
+    return st__footer_through(cc, v, key, size, false, out);
+}
+
+int st_coldcache_view_footer_rows(st_coldcache_t *cc, const st_coldview_t *v, const char *key,
+                                  uint64_t size, const void **out)
+{
+    return st__footer_through(cc, v, key, size, true, out);
 }
 
 static void st__set_rg(st_centry_t *e, const st_pq_schema_t *s, const st_pq_rowgroup_t *g,
@@ -335,7 +351,7 @@ int st_coldcache_view_group(st_coldcache_t *cc, const st_coldview_t *v, const ch
 {
     st_centry_t *e;
     int rc = st__lookup(cc, ST__VGROUP, key, 0, gi, &e);
-    e->view = v;
+    if (!e->view) e->view = v; /* never written while its job may read it */
     st__set_rg(e, v->schema, g, nleaves);
     if (rc == ST_OK) *out = e->gview;
     return rc;
@@ -483,7 +499,9 @@ static void st__publish_pre(st_coldcache_t *cc, st_centry_t *e)
     for (size_t i = 0; i < e->pre.n; i++) {
         st__pregroup_t *p = &e->pre.v[i];
         st_centry_t *g = cc->closing ? NULL : st__entry_of(cc, ST__VGROUP, e->obj, 0, p->gi);
-        if (!g || g->state != ST__WANTED) {
+        /* one on the want list is left to its own fetch: made ready and unpinned here, the trim
+         * below could free it while the list still points at it */
+        if (!g || g->state != ST__WANTED || g->wanted) {
             e->view->free_group(p->gview);
             continue;
         }
@@ -492,7 +510,7 @@ static void st__publish_pre(st_coldcache_t *cc, st_centry_t *e)
         g->gview = p->gview;
         g->bytes = p->bytes;
         g->state = ST__READY;
-        st__entry_ready(cc, g); /* a wanted one stays on the want list: a wait skips it */
+        st__entry_ready(cc, g);
         if (cc->m_groups) st_metric_add(cc->m_groups, 1);
     }
     st_vec_free(&e->pre);

@@ -1057,8 +1057,9 @@ TEST(cold_cache_decodes_a_small_objects_groups_with_its_footer)
 
     const void *v;
     const st_pq_file_t *pf;
-    CHECK_EQ(st_coldcache_view_footer(cc, &cv_view, "u/small.parquet", f.len, &v), ST_EPARKED);
-    CHECK_EQ(st_coldcache_view_footer(cc, &cv_view, "u/large.parquet", fl.len, &v), ST_EPARKED);
+    CHECK_EQ(st_coldcache_view_footer_rows(cc, &cv_view, "u/small.parquet", f.len, &v), ST_EPARKED);
+    CHECK_EQ(st_coldcache_view_footer_rows(cc, &cv_view, "u/large.parquet", fl.len, &v),
+             ST_EPARKED);
     st_coldwait_t *w = NULL;
     woken = 0;
     CHECK(st_coldcache_wait(cc, &w, on_ready, NULL));
@@ -1090,6 +1091,44 @@ TEST(cold_cache_decodes_a_small_objects_groups_with_its_footer)
              ST_OK);
     g = v;
     CHECK(g->n == 1 && g->ids[0] == 2 && strncmp(g->first, t2, sizeof g->first - 1) == 0);
+    st_coldcache_release(cc, w);
+
+    /* a reader of the footer alone (the marks' backfill, a recount) brings no groups */
+    CHECK_EQ(st_objstore_put(obj, "u/plain.parquet", f.data, f.len), ST_OK);
+    CHECK_EQ(st_coldcache_view_footer(cc, &cv_view, "u/plain.parquet", f.len, &v), ST_EPARKED);
+    w = NULL;
+    woken = 0;
+    CHECK(st_coldcache_wait(cc, &w, on_ready, NULL));
+    while (!woken)
+        uv_run(&loop, UV_RUN_ONCE);
+    st_coldcache_usage(cc, &u);
+    CHECK_EQ(u.groups, 3); /* the small object's two and the large one's second */
+    CHECK_EQ(st_coldcache_pqfile(cc, &cv_schema, "u/plain.parquet", f.len, &pf), ST_OK);
+    CHECK_EQ(st_coldcache_view_group(cc, &cv_view, "u/plain.parquet", 0, &pf->groups[0], 3, &v),
+             ST_EPARKED);
+    st_coldcache_forget(cc);
+    st_coldcache_release(cc, w);
+
+    /* a group a reader looked up while the footer's job was out (on the want list) is left to
+     * its own fetch: the job's copy is dropped, never published under the list */
+    st_pq_file_t m;
+    CHECK_EQ(pq_parse(&cv_schema, &f, &m), ST_OK);
+    CHECK_EQ(st_objstore_put(obj, "u/late.parquet", f.data, f.len), ST_OK);
+    CHECK_EQ(st_coldcache_view_footer_rows(cc, &cv_view, "u/late.parquet", f.len, &v), ST_EPARKED);
+    w = NULL;
+    woken = 0;
+    CHECK(st_coldcache_wait(cc, &w, on_ready, NULL));
+    CHECK_EQ(st_coldcache_view_group(cc, &cv_view, "u/late.parquet", 0, &m.groups[0], 3, &v),
+             ST_EPARKED);
+    while (!woken)
+        uv_run(&loop, UV_RUN_ONCE);
+    st_coldcache_usage(cc, &u);
+    CHECK_EQ(u.groups, 4); /* group 1 published; group 0, wanted meanwhile, not */
+    st_coldcache_forget(cc);
+    CHECK_EQ(st_coldcache_view_group(cc, &cv_view, "u/late.parquet", 0, &m.groups[0], 3, &v),
+             ST_EPARKED);
+    st_coldcache_forget(cc);
+    st_pq_file_free(&m);
     st_coldcache_release(cc, w);
     st_coldcache_close(cc);
     uv_run(&loop, UV_RUN_DEFAULT);
