@@ -212,14 +212,15 @@ void st_coldcache_usage(const st_coldcache_t *cc, st_coldcache_usage_t *out)
                                   cc->parts[1].bytes};
 }
 
-/* Least recently used first, footer or row group alike, never a pinned one, until both parts
- * together fit the budget; failed entries go as soon as they are free. */
+/* Least recently used first, footer or row group alike, never a pinned one nor one on the want
+ * list (a lookup made while its job was out: the list points at it until the next wait or
+ * forget), until both parts together fit the budget; failed entries go as soon as they are free. */
 static void st__cache_trim(st_coldcache_t *cc)
 {
     for (ST_LIST_EACH(l, n, &cc->lru)) {
         if (cc->parts[0].bytes + cc->parts[1].bytes <= cc->budget) break;
         st_centry_t *e = ST_LIST_ITEM(l, st_centry_t, lru);
-        if (!e->pins) st__entry_free(cc, e);
+        if (!e->pins && !e->wanted) st__entry_free(cc, e);
     }
 }
 

@@ -1132,6 +1132,23 @@ TEST(cold_cache_decodes_a_small_objects_groups_with_its_footer)
     st_coldcache_release(cc, w);
     st_coldcache_close(cc);
     uv_run(&loop, UV_RUN_DEFAULT);
+
+    /* an entry a second reader looked up while its job was out sits on the want list: when the
+     * job comes back with nobody holding it, a trim (budget 1) must not free it under the list */
+    co.budget = 1;
+    st_coldcache_open(&cc, &loop, &co);
+    CHECK_EQ(st_coldcache_pqfile(cc, &cv_schema, "u/late.parquet", f.len, &pf), ST_EPARKED);
+    w = NULL;
+    woken = 0;
+    CHECK(st_coldcache_wait(cc, &w, on_ready, NULL)); /* its job is out */
+    CHECK_EQ(st_coldcache_pqfile(cc, &cv_schema, "u/late.parquet", f.len, &pf), ST_EPARKED);
+    st_coldcache_release(cc, w);   /* the first reader went away: nothing pins it */
+    uv_run(&loop, UV_RUN_DEFAULT); /* until its job is back (the cache has no handle) */
+    st_coldcache_forget(cc);       /* the second reader's list: it must still be there */
+    st_coldcache_usage(cc, &u);
+    CHECK_EQ(u.footers, 1);
+    st_coldcache_close(cc);
+    uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ(uv_loop_close(&loop), 0);
     st_objstore_close(obj);
     st_buf_free(&f);
