@@ -935,20 +935,29 @@ static int cv_group(st_pq_table_t *t, void **out, size_t *bytes)
 
 static const st_coldview_t cv_view = {&cv_schema, cv_footer, free, cv_group, free};
 
-TEST(cold_cache_fetches_off_the_loop_and_pins_until_released)
+/* A local object store in a new directory dir (its template: "/tmp/strata-cache-XXXXXX"), and
+ * in it, as key, three rows of the view's schema in two row groups (f: the file's bytes, owned by
+ * the caller). */
+static st_objstore_t *cv_store(char *dir, const char *key, st_buf_t *f)
 {
-    char dir[] = "/tmp/strata-cache-XXXXXX";
     CHECK(mkdtemp(dir));
     char url[64];
     snprintf(url, sizeof url, "file://%s/cold", dir);
     st_objstore_opts_t o = {.url = url};
     st_objstore_t *obj;
     CHECK_EQ(st_objstore_open(&obj, &o), ST_OK);
-    cv_row_t rows[] = {{1, "a", "one"}, {2, "a", "two"}, {3, "b", "three"}};
-    st_buf_t f = {0};
+    static cv_row_t rows[] = {{1, "a", "one"}, {2, "a", "two"}, {3, "b", "three"}};
     st_pq_write_t pw = {.schema = &cv_schema, .nrows = 3, .row = cv_put, .arg = rows};
-    CHECK_EQ(st_pq_write(&pw, &f), ST_OK);
-    CHECK_EQ(st_objstore_put(obj, "u/o.parquet", f.data, f.len), ST_OK);
+    CHECK_EQ(st_pq_write(&pw, f), ST_OK);
+    CHECK_EQ(st_objstore_put(obj, key, f->data, f->len), ST_OK);
+    return obj;
+}
+
+TEST(cold_cache_fetches_off_the_loop_and_pins_until_released)
+{
+    char dir[] = "/tmp/strata-cache-XXXXXX";
+    st_buf_t f = {0};
+    st_objstore_t *obj = cv_store(dir, "u/o.parquet", &f);
     uv_loop_t loop;
     CHECK_EQ(uv_loop_init(&loop), 0);
     st_coldcache_t *cc;
@@ -1023,17 +1032,8 @@ TEST(cold_cache_fetches_off_the_loop_and_pins_until_released)
 TEST(cold_cache_decodes_a_small_objects_groups_with_its_footer)
 {
     char dir[] = "/tmp/strata-cache-XXXXXX";
-    CHECK(mkdtemp(dir));
-    char url[64];
-    snprintf(url, sizeof url, "file://%s/cold", dir);
-    st_objstore_opts_t o = {.url = url};
-    st_objstore_t *obj;
-    CHECK_EQ(st_objstore_open(&obj, &o), ST_OK);
-    cv_row_t small[] = {{1, "a", "one"}, {2, "a", "two"}, {3, "b", "three"}};
     st_buf_t f = {0};
-    st_pq_write_t pw = {.schema = &cv_schema, .nrows = 3, .row = cv_put, .arg = small};
-    CHECK_EQ(st_pq_write(&pw, &f), ST_OK);
-    CHECK_EQ(st_objstore_put(obj, "u/small.parquet", f.data, f.len), ST_OK);
+    st_objstore_t *obj = cv_store(dir, "u/small.parquet", &f);
     /* 48 KiB of text a codec shrinks little, in two groups: more than the bound, less than the
      * footer's first read (so the bound, not the read, leaves them out) */
     static char t1[24 << 10], t2[24 << 10];
@@ -1045,7 +1045,7 @@ TEST(cold_cache_decodes_a_small_objects_groups_with_its_footer)
     }
     cv_row_t large[] = {{1, "a", t1}, {2, "b", t2}};
     st_buf_t fl = {0};
-    pw = (st_pq_write_t){.schema = &cv_schema, .nrows = 2, .row = cv_put, .arg = large};
+    st_pq_write_t pw = {.schema = &cv_schema, .nrows = 2, .row = cv_put, .arg = large};
     CHECK_EQ(st_pq_write(&pw, &fl), ST_OK);
     CHECK(fl.len > (36u << 10) && fl.len < (60u << 10));
     CHECK_EQ(st_objstore_put(obj, "u/large.parquet", fl.data, fl.len), ST_OK);
