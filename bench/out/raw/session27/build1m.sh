@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# builds the 1M users x 10 msgs + 100k rooms data set, cooled, into /tmp/s27/data1m (template)
+# builds USERS (1,000,000) users x 10 msgs + USERS/10 rooms of 10, cooled, into DATA
+# (/tmp/s27/data1m); the 10,000-user set: USERS=10000 DATA=/tmp/s27/data10k BIN=/tmp/lw/final27-strata
 set -u
 until mkdir /tmp/bench.lock 2>/dev/null; do sleep 5; done
 trap 'rmdir /tmp/bench.lock; kill $spid 2>/dev/null' EXIT
 cd /work/main
 BIN=${BIN:-/tmp/lw/main27-strata}
-n=1000000 MSGS=10 rooms=100000 ROOM_MEMBERS=10
-d=/tmp/s27/data1m; rm -rf $d
+n=${USERS:-1000000} MSGS=10 ROOM_MEMBERS=10
+rooms=$((n / 10))
+d=${DATA:-/tmp/s27/data1m}; rm -rf $d
 port=18790; url=http://127.0.0.1:$port
 start() { $BIN --listen 127.0.0.1:$port --data-dir $d --map-size 16GiB --flush-interval 86400 --reconcile-interval 86400 --cold-cache 32MiB --log-level warn 2>>/tmp/s27/b1m.log & spid=$!; until curl -sf $url/healthz >/dev/null; do sleep 0.1; done; }
 stop() { kill $spid; wait $spid; }
