@@ -77,9 +77,9 @@ struct st_centry {
     st_pq_rowgroup_t rg; /* ST__TABLE, ST__VGROUP: where its bytes are (chunks owned) */
     st_pq_table_t table;
     void *gview; /* ST__VGROUP: the view's form of the row group */
-    ST_VEC(st__pregroup_t)
-    pre;          /* ST__PQFILE: the groups its job decoded too (view set while
-                     wanted: st_coldcache_view_footer), published when it is back */
+    /* ST__PQFILE: the groups its job decoded too (view set while wanted, by
+     * st_coldcache_view_footer_rows), published when it is back */
+    ST_VEC(st__pregroup_t) pre;
     size_t bytes; /* counted against the budget: the entry's whole heap once ready (the job
                      sets what it decoded; the loop adds the rest when it publishes) */
     uv_work_t req;
